@@ -1,0 +1,45 @@
+// The `headway` command line: simulate, plugin describe|list. Every failure ends in one line on
+// stderr naming what is wrong, and a non-zero exit code.
+#include <headway/core/error.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "builtin_defaults.h"
+#include "plugin_command.h"
+#include "simulate_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Headway: LLM serving that keeps short requests fast while long prompts are served"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("headway ") + headway::cmd::kVersion);
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+
+  headway::cmd::SimulateArgs simulate_args;
+  CLI::App* simulate = headway::cmd::add_simulate_command(app, simulate_args);
+  headway::cmd::PluginArgs plugin_args;
+  CLI::App* plugin = headway::cmd::add_plugin_command(app, plugin_args);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%^%l%$: %v");
+  try {
+    if (*simulate) return headway::cmd::run_simulate(simulate_args);
+    if (*plugin) return headway::cmd::run_plugin(plugin_args);
+  } catch (const headway::core::Error& e) {
+    std::fprintf(stderr, "headway: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "headway: internal error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,20 @@
+// `headway plugin describe PATH|NAME` and `headway plugin list`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace headway::cmd {
+
+struct PluginArgs {
+  std::string target;  // path or name, for describe
+  std::vector<std::string> plugin_dirs;
+  CLI::App* describe = nullptr;
+  CLI::App* list = nullptr;
+};
+
+CLI::App* add_plugin_command(CLI::App& app, PluginArgs& args);
+int run_plugin(const PluginArgs& args);
+
+}  // namespace headway::cmd

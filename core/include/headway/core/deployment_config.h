@@ -1,0 +1,79 @@
+// One deployment, as described by its TOML file: the model, the engines with their step scheduler,
+// the router and the KV transport, every plugin resolved through the registry and every option
+// checked against its plugin's schema.
+//
+//   name = "baseline"                  # optional, shown in reports
+//   plugin_dirs = ["build/plugins"]    # optional, relative to this file
+//
+//   [model]
+//   plugin = "sim"                     # short name, reverse-DNS name or path to a .so
+//   options = { gpu = "h100", model = "llama-3.3-70b", tensor_parallel = 4 }
+//
+//   [[engines]]                        # one table per group of identical engines
+//   count = 2                          # default 1
+//   pool = "short"                     # optional; routers may use it
+//   role = "mixed"                     # mixed | prefill | decode
+//   block_size = 16                    # tokens per KV block
+//   kv_blocks = 0                      # 0: as many as the model's memory holds
+//   max_model_len = 0                  # 0: the model's
+//   max_waiting = 0                    # waiting-queue bound; 0: unbounded
+//   scheduler = { plugin = "chunked", options = { max_num_batched_tokens = 8192 } }
+//
+//   [router]                           # optional; default "single" for one engine,
+//   plugin = "least_loaded"            # "least_loaded" otherwise
+//
+//   [kv_transport]                     # optional
+//   plugin = "host_copy"
+//
+// Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
+// (which outlives it). Threading: immutable after load.
+#pragma once
+
+#include <headway/abi.h>
+#include <headway/core/plugin_options.h>
+#include <headway/core/plugin_registry.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace headway::core {
+
+struct PluginChoice {
+  std::string where;  // "deploy.toml: engines[0].scheduler", for messages
+  const LoadedPlugin* plugin = nullptr;
+  std::shared_ptr<const PluginOptions> options;
+};
+
+struct EngineConfig {
+  uint32_t index = 0;
+  std::string name;  // "engine0", …
+  std::string pool;
+  int32_t role = HW_ENGINE_ROLE_MIXED;
+  uint32_t block_size = 16;
+  uint32_t kv_blocks = 0;
+  uint32_t max_model_len = 0;
+  uint32_t max_waiting = 0;
+  PluginChoice scheduler;
+};
+
+struct DeploymentConfig {
+  std::filesystem::path file;
+  std::string name;
+  PluginChoice model;
+  std::vector<EngineConfig> engines;
+  PluginChoice router;
+  std::optional<PluginChoice> kv_transport;
+};
+
+// Reads and checks a deployment file. Throws Error naming the file, the table path, the key and
+// what is allowed on any problem (syntax, unknown key, wrong type, range, unknown plugin).
+DeploymentConfig load_deployment(const std::filesystem::path& file, PluginRegistry& registry);
+
+// Same, from TOML text (file is used for messages and relative paths).
+DeploymentConfig parse_deployment(std::string_view text, const std::filesystem::path& file,
+                                  PluginRegistry& registry);
+
+}  // namespace headway::core

@@ -1,0 +1,188 @@
+// One engine: a model instance, its paged KV cache and one step scheduler, driven one step at a
+// time. Each step asks the scheduler for a plan from a read-only snapshot of the queues, validates
+// it, executes its preemptions, allocates KV blocks, runs the model on the slices, emits sampled
+// tokens, and frees the blocks of requests that finished.
+//
+// The same code runs on both clocks: with a model that reports step durations the engine owns a
+// virtual clock that jumps by each duration; otherwise it reads the wall clock.
+//
+// Ownership: the engine owns its model, scheduler, clock and request state. RequestRecords and the
+// listener are borrowed and must outlive the requests that point at them.
+// Threading: all member functions are called from one thread (the engine's loop or the simulator);
+// the engine takes no locks, and none is held across a forward pass.
+#pragma once
+
+#include <headway/abi.h>
+#include <headway/core/clock.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/host_services.h>
+#include <headway/core/kv_block_manager.h>
+#include <headway/core/plan_validator.h>
+#include <headway/core/plugin_instances.h>
+#include <headway/core/request_record.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace headway::core {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+};
+
+struct NewRequest {
+  uint64_t id = 0;
+  uint32_t class_index = 0;
+  uint32_t prompt_tokens = 0;
+  std::vector<int32_t> prompt;  // token ids; may stay empty for a model that needs none
+  uint32_t max_output_tokens = 1;
+  int32_t priority = 0;
+  double arrival = 0.0;
+  SamplingParams sampling;
+  RequestRecord* record = nullptr;  // borrowed; filled as the request progresses
+};
+
+enum class FinishReason { kLength, kStop, kAborted };
+
+// Called on the engine's thread as tokens come out; must not block.
+class EngineListener {
+ public:
+  virtual ~EngineListener() = default;
+  virtual void on_token(uint64_t request_id, int32_t token, double time) = 0;
+  virtual void on_finished(uint64_t request_id, FinishReason reason, double time) = 0;
+};
+
+// What a step did, for traces and drivers. Valid until the next step.
+struct StepDetail {
+  uint64_t step = 0;
+  double start = 0.0;
+  double duration = 0.0;
+  std::vector<hw_slice> slices;
+  std::vector<uint8_t> slice_is_decode;
+  std::vector<uint64_t> preempted;
+  uint32_t prefill_tokens = 0;
+  uint32_t decode_tokens = 0;
+  uint32_t kv_blocks_used = 0;
+};
+
+// Totals since the engine started.
+struct EngineCounters {
+  uint64_t steps = 0;
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t finished = 0;
+  uint64_t aborted = 0;
+  double busy_seconds = 0.0;
+};
+
+class Engine {
+ public:
+  // Creates the model and scheduler instances of `config`. Wall-clock engines of one process share
+  // `wall_origin` so their times compare.
+  Engine(const EngineConfig& config, const DeploymentConfig& deployment,
+         std::chrono::steady_clock::time_point wall_origin = std::chrono::steady_clock::now());
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request (WAITING). Throws Error: HW_INVALID_ARGUMENT when it can never run here
+  // (longer than max_model_len or than the whole KV cache, or no prompt), HW_RESOURCE_EXHAUSTED
+  // when the waiting queue is full, HW_INVALID_ARGUMENT on a duplicate id.
+  void add_request(NewRequest request);
+
+  // Aborts a waiting or running request and frees its blocks. Returns false if it is not here.
+  bool abort(uint64_t request_id);
+
+  bool has_work() const { return !running_.empty() || waiting_size() > 0; }
+
+  // Runs one step. Returns false when there was nothing to schedule (no time passes then).
+  // Throws Error when the scheduler fails or returns an invalid plan (which is not executed).
+  bool step();
+
+  hw_engine_load load() const;
+  const StepDetail& last_step() const { return detail_; }
+  const EngineCounters& counters() const { return counters_; }
+  const KvBlockManager& kv() const { return kv_; }
+  const hw_model_info& model_info() const { return model_->info(); }
+  const hw_scheduler_limits& scheduler_limits() const { return scheduler_->limits(); }
+  Clock& clock() { return *clock_; }
+  const EngineConfig& config() const { return config_; }
+  uint32_t max_model_len() const { return max_model_len_; }
+  size_t running_size() const { return running_.size(); }
+  size_t waiting_size() const { return waiting_.size() - waiting_head_; }
+
+  void set_listener(EngineListener* listener) { listener_ = listener; }
+
+ private:
+  struct Request {
+    uint64_t id = 0;
+    uint32_t class_index = 0;
+    int32_t priority = 0;
+    int32_t state = HW_REQUEST_WAITING;
+    uint32_t prompt_tokens = 0;
+    uint32_t output_tokens = 0;
+    uint32_t computed_tokens = 0;
+    uint32_t max_output_tokens = 0;
+    double arrival = 0.0;
+    uint64_t admission_order = 0;
+    uint32_t preemptions = 0;
+    SamplingParams sampling;
+    std::vector<int32_t> tokens;  // prompt then outputs (only when the model reads ids)
+    std::vector<uint32_t> blocks;
+    RequestRecord* record = nullptr;
+    uint64_t planned_step = UINT64_MAX;  // step in which a slice of it was planned
+    bool in_use = false;
+    uint32_t total() const { return prompt_tokens + output_tokens; }
+  };
+
+  hw_request_view view_of(const Request& r) const;
+  uint32_t slot_of(uint64_t id) const;
+  void push_waiting_front(const Request& r);
+  void remove_admitted_from_waiting();
+  void preempt(uint32_t slot);
+  void finish(uint32_t slot, FinishReason reason, double time);
+  void release_slot(uint32_t slot);
+
+  EngineConfig config_;
+  std::unique_ptr<Clock> clock_;
+  HostServices host_;
+  std::unique_ptr<ModelInstance> model_;
+  std::unique_ptr<SchedulerInstance> scheduler_;
+  KvBlockManager kv_;
+  PlanValidator validator_;
+  uint32_t max_model_len_ = 0;
+  bool model_needs_ids_ = false;
+  EngineListener* listener_ = nullptr;
+
+  std::vector<Request> requests_;
+  std::vector<uint32_t> free_slots_;
+  std::unordered_map<uint64_t, uint32_t> id_to_slot_;
+  std::vector<uint32_t> running_;         // slots, admission order
+  std::vector<hw_request_view> waiting_;  // queue order from waiting_head_
+  size_t waiting_head_ = 0;
+  uint64_t waiting_prompt_tokens_ = 0;  // tokens the waiting requests still have to compute
+  uint64_t waiting_output_tokens_ = 0;  // tokens the waiting requests still have to generate
+  uint64_t next_admission_ = 0;
+  uint64_t step_index_ = 0;
+
+  // Per-step buffers, reused so that a step does not allocate in steady state.
+  std::vector<hw_request_view> running_views_;
+  std::vector<hw_slice> plan_slices_;
+  std::vector<uint64_t> plan_preempted_;
+  std::vector<hw_model_slice> model_slices_;
+  std::vector<uint32_t> slice_slots_;
+  std::vector<int32_t> sampled_;
+  std::vector<uint32_t> still_running_;
+  StepDetail detail_;
+  EngineCounters counters_;
+};
+
+}  // namespace headway::core

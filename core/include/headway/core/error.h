@@ -1,0 +1,30 @@
+// The host's error type. Every user-facing failure (bad config, bad plugin, bad request, bad
+// workload) is thrown as an Error whose message names what is wrong and where; the CLI prints it as
+// one line and exits non-zero.
+#pragma once
+
+#include <headway/abi.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace headway::core {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(std::string message, hw_status_code code = HW_INVALID_ARGUMENT)
+      : std::runtime_error(std::move(message)), code_(code) {}
+  hw_status_code code() const noexcept { return code_; }
+
+ private:
+  hw_status_code code_;
+};
+
+// Throws Error when a plugin call returned a failure; `what` names the call and the plugin.
+inline void check_status(int32_t code, const hw_status& status, const std::string& what) {
+  if (code != HW_OK) {
+    throw Error(what + ": " + status.message, static_cast<hw_status_code>(code));
+  }
+}
+
+}  // namespace headway::core

@@ -1,0 +1,77 @@
+// RAII owners of plugin instances: each wraps the C handle of one kind, calls its table and turns
+// failure statuses into Error exceptions that name the plugin.
+//
+// Ownership: an instance owns its handle and destroys it exactly once; the plugin library (owned
+// by the registry) outlives it. Threading: as the kind's ABI comment says; these wrappers add no
+// locking.
+#pragma once
+
+#include <headway/abi.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/host_services.h>
+
+#include <span>
+#include <string>
+
+namespace headway::core {
+
+class SchedulerInstance {
+ public:
+  SchedulerInstance(const PluginChoice& choice, const hw_engine_facts& facts,
+                    const HostServices& host);
+  ~SchedulerInstance();
+  SchedulerInstance(const SchedulerInstance&) = delete;
+  SchedulerInstance& operator=(const SchedulerInstance&) = delete;
+
+  const hw_scheduler_limits& limits() const { return limits_; }
+  // Throws Error when the plugin reports a failure.
+  void schedule(const hw_scheduler_snapshot& snapshot, hw_scheduler_plan& plan);
+  const std::string& name() const { return name_; }
+
+ private:
+  const hw_scheduler_table* table_;
+  hw_scheduler* handle_ = nullptr;
+  hw_scheduler_limits limits_{};
+  std::string name_;
+};
+
+class ModelInstance {
+ public:
+  ModelInstance(const PluginChoice& choice, const std::string& config_dir,
+                const HostServices& host);
+  ~ModelInstance();
+  ModelInstance(const ModelInstance&) = delete;
+  ModelInstance& operator=(const ModelInstance&) = delete;
+
+  const hw_model_info& info() const { return info_; }
+  void init_kv(uint32_t blocks, uint32_t block_size);
+  hw_memory_desc kv_memory();
+  void forward(const hw_model_batch& batch, hw_model_output& output);
+  const std::string& name() const { return name_; }
+
+ private:
+  const hw_model_table* table_;
+  hw_model* handle_ = nullptr;
+  hw_model_info info_{};
+  std::string name_;
+};
+
+class RouterInstance {
+ public:
+  RouterInstance(const PluginChoice& choice, std::span<const hw_engine_load> engines,
+                 const HostServices& host);
+  ~RouterInstance();
+  RouterInstance(const RouterInstance&) = delete;
+  RouterInstance& operator=(const RouterInstance&) = delete;
+
+  // Throws Error (code HW_UNAVAILABLE when no engine can take the request).
+  hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> engines);
+  const std::string& name() const { return name_; }
+
+ private:
+  const hw_router_table* table_;
+  hw_router* handle_ = nullptr;
+  std::string name_;
+};
+
+}  // namespace headway::core

@@ -1,0 +1,38 @@
+// Replays a workload against a deployment on the virtual clock: the production engines, schedulers
+// and router, driven by a discrete-event loop instead of threads. Each engine keeps its own clock;
+// the loop always handles the earliest event next (an arrival, or the step of the engine whose
+// clock is furthest behind), so an hour of traffic takes as long as its steps take to plan.
+//
+// Threading: single-threaded; the caller owns everything it passes.
+#pragma once
+
+#include <headway/core/deployment_config.h>
+#include <headway/core/engine.h>
+#include <headway/core/request_record.h>
+#include <headway/core/step_trace.h>
+#include <headway/core/workload.h>
+
+#include <vector>
+
+namespace headway::core {
+
+struct SimulationResult {
+  std::vector<RequestRecord> records;  // one per workload request, in workload order
+  std::vector<EngineCounters> engines;
+  uint64_t steps = 0;
+  uint64_t preemptions = 0;
+  uint64_t rejected = 0;           // requests an engine refused (reason in the log)
+  double simulated_seconds = 0.0;  // first arrival to last event
+  double wall_seconds = 0.0;
+};
+
+struct SimulationOptions {
+  StepTraceWriter* step_trace = nullptr;  // borrowed; may be null
+};
+
+// Throws Error when the deployment's model does not run on the virtual clock, or when an engine
+// stops making progress with requests left.
+SimulationResult simulate(const DeploymentConfig& deployment, const Workload& workload,
+                          const SimulationOptions& options = {});
+
+}  // namespace headway::core

@@ -1,0 +1,116 @@
+// Workloads: the requests that `headway simulate` and `headway bench` send, read from a TOML file.
+//
+// A workload is either *generated* (an arrival process plus request classes with length
+// distributions) or a *trace replay* (a CSV of real requests), optionally with generated classes
+// mixed in. docs/workloads.md has the same reference with worked examples.
+//
+// Top level
+//   seed        int >= 0, default 0. Same file + same seed -> identical workload, on any platform.
+//   count       int >= 1: number of requests to generate.
+//   duration    number > 0, seconds: generate arrivals in [0, duration).
+//               A generated workload with a Poisson process needs count or duration (or both:
+//               whichever ends first). With a trace, count is not allowed (use [trace].limit);
+//               duration keeps the rows that arrive before it.
+//   time_scale  number > 0, default 1: multiplies every arrival time (and so every gap), after the
+//               requests have been chosen: > 1 slows the load down, < 1 raises it. It never changes
+//               which requests are in the workload or their lengths.
+//
+// [arrival] (generated workloads only)
+//   process = "poisson", rate = R   (requests/s, > 0): exponential gaps; each arrival's class is
+//                                   drawn by share.
+//   process = "fixed", times = [..] (seconds >= 0): one request per time (sorted, stable); each
+//                                   one's class is drawn by share. count/duration, if given, keep
+//                                   the first `count` times / those before `duration`.
+//
+// [[classes]] (at least one for a generated workload; optional with [trace])
+//   name      string, required, unique.
+//   share     number > 0, required. Generated workloads: relative weights, normalised to sum 1.
+//             With [trace]: the fraction of the *total* request count (trace rows + mixed-in
+//             requests), so the shares must sum to < 1; class i gets round(share_i * total)
+//             requests arriving as a Poisson process over the trace's span (a Poisson process
+//             conditioned on that count), drawn from the same seed.
+//   long      bool, optional: marks a class whose removal defines the HOL and stall factors. When
+//             no class (nor [trace].long) is marked and there are >= 2 classes, the class with the
+//             largest nominal mean prompt length is the long one (first on ties).
+//   priority  int, default 0: copied to each request.
+//   prompt, output  inline tables, required, each one of:
+//     { dist = "fixed", value = N }
+//     { dist = "uniform", min = A, max = B }                 integers, inclusive, A <= B
+//     { dist = "lognormal", mean = M, sigma = S, min = A, max = B }
+//         M is the arithmetic MEAN of the unclamped distribution (so mu = ln M - S^2/2; the
+//         median is M * exp(-S^2/2)); S >= 0; the sample is rounded to the nearest integer and
+//         clamped to [A, B]; min defaults to 1, max to 1073741824.
+//     { dist = "trace", file = "t.csv", column = "ContextTokens" }
+//         sample a row uniformly from that column of a trace CSV (column defaults to ContextTokens
+//         for prompt, GeneratedTokens for output).
+//   Token counts are integers in [1, 1073741824]; values sampled from a trace are clamped to >= 1
+//   (a trace row with 0 generated tokens becomes a 1-token output, as every request must produce
+//   its first token to have a TTFT).
+//
+// [trace] (replay)
+//   file        CSV path, required. Columns TIMESTAMP,ContextTokens,GeneratedTokens (any order,
+//               extra columns ignored). TIMESTAMP is `YYYY-MM-DD HH:MM:SS[.fraction]` or plain
+//               seconds. Arrival = seconds since the earliest row (the first one in a sorted
+//               trace); rows with equal timestamps arrive in file order. Zero outputs become 1 (see
+//               above).
+//   name        class name of the replayed rows, default "trace".
+//   limit       int >= 1: replay only the first `limit` rows of the file.
+//   time_scale  number > 0, default 1: scales the trace's arrivals (before mixing; the top-level
+//               time_scale applies on top of it).
+//   long, priority  as for [[classes]], for the replayed rows.
+//
+// Relative paths (trace files) are resolved against the directory of the workload file.
+// Unknown keys, wrong types and out-of-range values are errors; every error message names the
+// file, the table path and key, and what is allowed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headway::core {
+
+struct RequestClass {
+  std::string name;
+  bool is_long = false;
+  int32_t priority = 0;
+  double share = 0.0;               // as written in the file (not normalised); 0 for a trace class
+  double mean_prompt_tokens = 0.0;  // nominal mean of the prompt distribution (long-class choice)
+};
+
+struct WorkloadRequest {
+  uint64_t id;
+  uint32_t class_index;  // into Workload::classes
+  double arrival;        // seconds from the start of the workload
+  uint32_t prompt_tokens;
+  uint32_t output_tokens;
+  int32_t priority = 0;
+};
+
+// A value type: cheap to move, safe to share read-only between threads.
+struct Workload {
+  std::string source;  // file path it came from
+  uint64_t seed = 0;
+  std::vector<RequestClass> classes;
+  // Sorted by arrival (stable: equal times keep file/generation order); ids 0..n-1 in that order.
+  std::vector<WorkloadRequest> requests;
+
+  bool has_long_class() const;
+  // Same classes; the requests minus those of long classes, ids and arrivals unchanged (so ids are
+  // no longer contiguous). The baseline run for the HOL and stall factors.
+  Workload without_long_classes() const;
+};
+
+// Reads and generates the workload described by `file` (format above). Throws headway::core::Error
+// (HW_NOT_FOUND for a missing file, HW_INVALID_ARGUMENT otherwise) naming the file, the key and
+// what is allowed. Thread-safe: touches no shared state.
+Workload load_workload(const std::filesystem::path& file);
+
+// The same from TOML text already in memory (e.g. a built-in default). `file` names the text in
+// messages and in Workload::source, and relative trace paths resolve against its directory (the
+// working directory when it has none, as for "<built-in workload>"). Thread-safe.
+Workload parse_workload(std::string_view text, const std::filesystem::path& file);
+
+}  // namespace headway::core

@@ -1,0 +1,206 @@
+#include <fmt/format.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace headway::core {
+namespace fs = std::filesystem;
+namespace {
+
+std::string line_of(const toml::node& node) {
+  const auto& begin = node.source().begin;
+  return begin.line > 0 ? fmt::format(" (line {})", begin.line) : std::string();
+}
+
+// Rejects keys of `table` that are not in `allowed`: typos must never be silently ignored.
+void check_keys(const toml::table& table, std::initializer_list<std::string_view> allowed,
+                const std::string& where) {
+  for (const auto& [key, node] : table) {
+    bool ok = false;
+    for (std::string_view a : allowed) ok = ok || a == key.str();
+    if (!ok) {
+      std::string list;
+      for (std::string_view a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      throw Error(fmt::format("{}: unknown key '{}'{} (allowed: {})", where, key.str(),
+                              line_of(node), list));
+    }
+  }
+}
+
+const toml::table* get_table(const toml::table& parent, std::string_view key,
+                             const std::string& where) {
+  const toml::node* node = parent.get(key);
+  if (node == nullptr) return nullptr;
+  if (!node->is_table()) {
+    throw Error(fmt::format("{}.{}: expected a table{}", where, key, line_of(*node)));
+  }
+  return node->as_table();
+}
+
+std::string get_string(const toml::table& t, std::string_view key, const std::string& where,
+                       std::optional<std::string> fallback) {
+  const toml::node* node = t.get(key);
+  if (node == nullptr) {
+    if (fallback) return *fallback;
+    throw Error(fmt::format("{}: missing key '{}'", where, key));
+  }
+  if (!node->is_string()) {
+    throw Error(fmt::format("{}.{}: expected a string{}", where, key, line_of(*node)));
+  }
+  return node->as_string()->get();
+}
+
+uint32_t get_uint(const toml::table& t, std::string_view key, const std::string& where,
+                  uint32_t fallback, uint32_t min, uint32_t max) {
+  const toml::node* node = t.get(key);
+  if (node == nullptr) return fallback;
+  if (!node->is_integer() || node->as_integer()->get() < min || node->as_integer()->get() > max) {
+    throw Error(fmt::format("{}.{}: expected an integer in [{}, {}]{}", where, key, min, max,
+                            line_of(*node)));
+  }
+  return static_cast<uint32_t>(node->as_integer()->get());
+}
+
+// `plugin = "…"` plus an optional `options` table, inside `table`.
+PluginChoice read_choice(const toml::table& table, int32_t kind, const std::string& where,
+                         PluginRegistry& registry, const fs::path& base_dir,
+                         std::optional<std::string> default_plugin = std::nullopt) {
+  check_keys(table, {"plugin", "options"}, where);
+  std::string name = get_string(table, "plugin", where, default_plugin);
+  // A relative path to a library is relative to the deployment file, like every path in it.
+  if (name.find('/') != std::string::npos && fs::path(name).is_relative()) {
+    name = (base_dir / name).lexically_normal().string();
+  }
+  PluginChoice choice;
+  choice.where = where;
+  try {
+    choice.plugin = &registry.find(name, kind);
+  } catch (const Error& e) {
+    throw Error(where + ".plugin: " + e.what(), e.code());
+  }
+  choice.options = std::make_shared<const PluginOptions>(PluginOptions::from_toml(
+      *choice.plugin->descriptor, get_table(table, "options", where), where + ".options"));
+  return choice;
+}
+
+PluginChoice read_inline_or_table(const toml::table& parent, std::string_view key, int32_t kind,
+                                  const std::string& where, PluginRegistry& registry,
+                                  const fs::path& base_dir,
+                                  std::optional<std::string> default_plugin = std::nullopt) {
+  const toml::node* node = parent.get(key);
+  const std::string at = where + "." + std::string(key);
+  if (node == nullptr) {
+    if (!default_plugin) throw Error(fmt::format("{}: missing table '{}'", where, key));
+    toml::table empty;
+    return read_choice(empty, kind, at, registry, base_dir, default_plugin);
+  }
+  if (node->is_string()) {  // shorthand: scheduler = "chunked"
+    toml::table t;
+    t.insert("plugin", node->as_string()->get());
+    return read_choice(t, kind, at, registry, base_dir);
+  }
+  if (!node->is_table()) {
+    throw Error(fmt::format("{}: expected a table or a plugin name{}", at, line_of(*node)));
+  }
+  return read_choice(*node->as_table(), kind, at, registry, base_dir, default_plugin);
+}
+
+int32_t parse_role(const std::string& role, const std::string& where) {
+  if (role == "mixed") return HW_ENGINE_ROLE_MIXED;
+  if (role == "prefill") return HW_ENGINE_ROLE_PREFILL;
+  if (role == "decode") return HW_ENGINE_ROLE_DECODE;
+  throw Error(
+      fmt::format("{}.role: unknown role \"{}\" (allowed: mixed, prefill, decode)", where, role));
+}
+
+}  // namespace
+
+DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
+                                  PluginRegistry& registry) {
+  const std::string name = file.string();
+  toml::table root;
+  try {
+    root = toml::parse(text, name);
+  } catch (const toml::parse_error& e) {
+    throw Error(fmt::format("{}: line {}, column {}: {}", name, e.source().begin.line,
+                            e.source().begin.column, e.description()));
+  }
+  const fs::path base_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  check_keys(root, {"name", "plugin_dirs", "model", "engines", "router", "kv_transport"}, name);
+
+  DeploymentConfig config;
+  config.file = file;
+  config.name = get_string(root, "name", name, file.stem().string());
+
+  if (const toml::node* dirs = root.get("plugin_dirs")) {
+    if (!dirs->is_array()) throw Error(name + ": plugin_dirs: expected an array of strings");
+    // Added in reverse so that the first listed directory is searched first.
+    const toml::array& list = *dirs->as_array();
+    for (size_t i = list.size(); i-- > 0;) {
+      if (!list[i].is_string()) {
+        throw Error(fmt::format("{}: plugin_dirs[{}]: expected a string", name, i));
+      }
+      fs::path dir(list[i].as_string()->get());
+      registry.add_search_directory(dir.is_relative() ? base_dir / dir : dir);
+    }
+  }
+
+  const toml::table* model = get_table(root, "model", name);
+  if (model == nullptr) throw Error(name + ": missing table [model]");
+  config.model = read_choice(*model, HW_KIND_MODEL, name + ": model", registry, base_dir);
+
+  const toml::node* engines = root.get("engines");
+  if (engines == nullptr || !engines->is_array_of_tables() || engines->as_array()->empty()) {
+    throw Error(name + ": missing [[engines]]: at least one engine table is required");
+  }
+  uint32_t index = 0;
+  const toml::array& groups = *engines->as_array();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const toml::table& t = *groups[g].as_table();
+    const std::string where = fmt::format("{}: engines[{}]", name, g);
+    check_keys(t,
+               {"count", "pool", "role", "block_size", "kv_blocks", "max_model_len", "max_waiting",
+                "scheduler"},
+               where);
+    uint32_t count = get_uint(t, "count", where, 1, 1, 4096);
+    EngineConfig engine;
+    engine.pool = get_string(t, "pool", where, "");
+    engine.role = parse_role(get_string(t, "role", where, "mixed"), where);
+    engine.block_size = get_uint(t, "block_size", where, 16, 1, 1024);
+    engine.kv_blocks = get_uint(t, "kv_blocks", where, 0, 0, UINT32_MAX);
+    engine.max_model_len = get_uint(t, "max_model_len", where, 0, 0, UINT32_MAX);
+    engine.max_waiting = get_uint(t, "max_waiting", where, 0, 0, UINT32_MAX);
+    engine.scheduler = read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where, registry,
+                                            base_dir, std::string("chunked"));
+    for (uint32_t c = 0; c < count; ++c) {
+      EngineConfig copy = engine;
+      copy.index = index;
+      copy.name = fmt::format("engine{}", index);
+      config.engines.push_back(std::move(copy));
+      ++index;
+    }
+  }
+
+  const std::string default_router = config.engines.size() == 1 ? "single" : "least_loaded";
+  config.router = read_inline_or_table(root, "router", HW_KIND_ROUTER, name, registry, base_dir,
+                                       default_router);
+  if (root.get("kv_transport") != nullptr) {
+    config.kv_transport =
+        read_inline_or_table(root, "kv_transport", HW_KIND_KV_TRANSPORT, name, registry, base_dir);
+  }
+  return config;
+}
+
+DeploymentConfig load_deployment(const fs::path& file, PluginRegistry& registry) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(file.string() + ": cannot open deployment file", HW_NOT_FOUND);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_deployment(buffer.str(), file, registry);
+}
+
+}  // namespace headway::core

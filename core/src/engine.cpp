@@ -1,0 +1,418 @@
+#include <fmt/format.h>
+#include <headway/core/engine.h>
+#include <headway/core/error.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace headway::core {
+namespace {
+
+uint32_t blocks_for(uint64_t tokens, uint32_t block_size) {
+  return static_cast<uint32_t>((tokens + block_size - 1) / block_size);
+}
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
+               std::chrono::steady_clock::time_point wall_origin)
+    : config_(config),
+      clock_(std::make_unique<VirtualClock>()),
+      host_(config.name, clock_.get()),
+      kv_(0) {
+  const std::string config_dir =
+      deployment.file.has_parent_path() ? deployment.file.parent_path().string() : std::string(".");
+  model_ = std::make_unique<ModelInstance>(deployment.model, config_dir, host_);
+  const hw_model_info& info = model_->info();
+  // A real model runs on the wall clock; replace the provisional virtual clock before anything
+  // has read it (the host services read through clock_ on every call).
+  if (!info.reports_duration) {
+    clock_ = std::make_unique<WallClock>(wall_origin);
+    host_.set_clock(clock_.get());
+  }
+  model_needs_ids_ = info.needs_token_ids != 0;
+
+  const std::string where = deployment.file.string() + ": engines (" + config_.name + ")";
+  max_model_len_ = info.max_model_len;
+  if (config_.max_model_len != 0) {
+    if (info.max_model_len != 0 && config_.max_model_len > info.max_model_len) {
+      throw Error(fmt::format("{}: max_model_len {} exceeds the model's {}", where,
+                              config_.max_model_len, info.max_model_len));
+    }
+    max_model_len_ = config_.max_model_len;
+  }
+  if (max_model_len_ == 0) throw Error(where + ": the model reports max_model_len 0");
+
+  uint64_t blocks = config_.kv_blocks;
+  if (blocks == 0) blocks = info.kv_capacity_tokens / config_.block_size;
+  if (blocks == 0) {
+    throw Error(
+        fmt::format("{}: the model leaves no memory for the KV cache ({} tokens); set "
+                    "kv_blocks or use more tensor parallelism",
+                    where, info.kv_capacity_tokens));
+  }
+  blocks = std::min<uint64_t>(blocks, UINT32_MAX);
+  kv_ = KvBlockManager(static_cast<uint32_t>(blocks));
+  model_->init_kv(kv_.total(), config_.block_size);
+
+  hw_engine_facts facts{sizeof(hw_engine_facts), config_.block_size, kv_.total(), max_model_len_};
+  scheduler_ = std::make_unique<SchedulerInstance>(config_.scheduler, facts, host_);
+  running_.reserve(scheduler_->limits().max_num_seqs);
+  running_views_.reserve(scheduler_->limits().max_num_seqs);
+}
+
+Engine::~Engine() {
+  // Plugin instances go before the host services they were created with.
+  scheduler_.reset();
+  model_.reset();
+}
+
+hw_request_view Engine::view_of(const Request& r) const {
+  return hw_request_view{r.id,
+                         r.state,
+                         r.priority,
+                         r.prompt_tokens,
+                         r.output_tokens,
+                         r.total(),
+                         r.computed_tokens,
+                         r.max_output_tokens,
+                         static_cast<uint32_t>(r.blocks.size()),
+                         r.arrival,
+                         r.admission_order,
+                         r.preemptions,
+                         0};
+}
+
+uint32_t Engine::slot_of(uint64_t id) const {
+  auto it = id_to_slot_.find(id);
+  if (it == id_to_slot_.end()) {
+    throw Error(fmt::format("{}: request {} is not in this engine", config_.name, id), HW_INTERNAL);
+  }
+  return it->second;
+}
+
+void Engine::add_request(NewRequest request) {
+  const std::string who = fmt::format("{}: request {}", config_.name, request.id);
+  if (!request.prompt.empty()) request.prompt_tokens = static_cast<uint32_t>(request.prompt.size());
+  if (request.prompt_tokens == 0) throw Error(who + ": empty prompt");
+  if (model_needs_ids_ && request.prompt.empty()) {
+    throw Error(who + ": this model needs prompt token ids");
+  }
+  if (request.max_output_tokens == 0) throw Error(who + ": max_output_tokens must be at least 1");
+  if (request.prompt_tokens >= max_model_len_) {
+    throw Error(
+        fmt::format("{}: prompt of {} tokens leaves no room for output within "
+                    "max_model_len {}",
+                    who, request.prompt_tokens, max_model_len_));
+  }
+  if (blocks_for(request.prompt_tokens + 1ull, config_.block_size) > kv_.total()) {
+    throw Error(fmt::format("{}: prompt of {} tokens needs more KV blocks than the engine has ({})",
+                            who, request.prompt_tokens, kv_.total()),
+                HW_RESOURCE_EXHAUSTED);
+  }
+  if (id_to_slot_.count(request.id) != 0) throw Error(who + ": duplicate request id");
+  if (config_.max_waiting != 0 && waiting_size() >= config_.max_waiting) {
+    throw Error(fmt::format("{}: waiting queue is full ({} requests)", who, config_.max_waiting),
+                HW_RESOURCE_EXHAUSTED);
+  }
+
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(requests_.size());
+    requests_.emplace_back();
+  }
+  Request& r = requests_[slot];
+  r.id = request.id;
+  r.class_index = request.class_index;
+  r.priority = request.priority;
+  r.state = HW_REQUEST_WAITING;
+  r.prompt_tokens = request.prompt_tokens;
+  r.output_tokens = 0;
+  r.computed_tokens = 0;
+  r.max_output_tokens =
+      std::min<uint32_t>(request.max_output_tokens, max_model_len_ - request.prompt_tokens);
+  r.arrival = request.arrival;
+  r.admission_order = 0;
+  r.preemptions = 0;
+  r.sampling = request.sampling;
+  r.tokens = std::move(request.prompt);
+  if (model_needs_ids_) r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
+  r.blocks.clear();
+  r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
+  r.record = request.record;
+  r.planned_step = UINT64_MAX;
+  r.in_use = true;
+  if (r.record != nullptr) {
+    r.record->id = r.id;
+    r.record->class_index = r.class_index;
+    r.record->engine = config_.index;
+    r.record->prompt_tokens = r.prompt_tokens;
+    if (std::isnan(r.record->arrival)) r.record->arrival = r.arrival;
+    r.record->token_times.reserve(r.max_output_tokens);
+  }
+  id_to_slot_.emplace(r.id, slot);
+  waiting_.push_back(view_of(r));
+  waiting_prompt_tokens_ += r.prompt_tokens;
+  waiting_output_tokens_ += r.max_output_tokens;
+}
+
+void Engine::push_waiting_front(const Request& r) {
+  if (waiting_head_ > 0) {
+    waiting_[--waiting_head_] = view_of(r);
+  } else {
+    waiting_.insert(waiting_.begin(), view_of(r));
+  }
+  waiting_prompt_tokens_ += r.total();
+  waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
+}
+
+void Engine::remove_admitted_from_waiting() {
+  auto admitted = [this](const hw_request_view& v) {
+    auto it = id_to_slot_.find(v.id);
+    return it == id_to_slot_.end() || requests_[it->second].state != HW_REQUEST_WAITING;
+  };
+  // Plans admit from the head of the queue in the common case: advancing the head is O(admitted).
+  while (waiting_head_ < waiting_.size() && admitted(waiting_[waiting_head_])) ++waiting_head_;
+  auto begin = waiting_.begin() + static_cast<ptrdiff_t>(waiting_head_);
+  waiting_.erase(std::remove_if(begin, waiting_.end(), admitted), waiting_.end());
+  // Reclaim the consumed prefix once it dominates, so the vector does not grow without bound.
+  if (waiting_head_ > 1024 && waiting_head_ * 2 > waiting_.size()) {
+    waiting_.erase(waiting_.begin(), waiting_.begin() + static_cast<ptrdiff_t>(waiting_head_));
+    waiting_head_ = 0;
+  }
+}
+
+void Engine::preempt(uint32_t slot) {
+  Request& r = requests_[slot];
+  kv_.release(r.blocks);
+  r.computed_tokens = 0;
+  r.state = HW_REQUEST_WAITING;
+  ++r.preemptions;
+  if (r.record != nullptr) ++r.record->preemptions;
+  running_.erase(std::find(running_.begin(), running_.end(), slot));
+  push_waiting_front(r);
+  ++counters_.preemptions;
+}
+
+void Engine::release_slot(uint32_t slot) {
+  Request& r = requests_[slot];
+  if (!r.blocks.empty()) kv_.release(r.blocks);
+  id_to_slot_.erase(r.id);
+  r.in_use = false;
+  r.record = nullptr;
+  free_slots_.push_back(slot);
+}
+
+void Engine::finish(uint32_t slot, FinishReason reason, double time) {
+  Request& r = requests_[slot];
+  r.state = reason == FinishReason::kAborted ? HW_REQUEST_ABORTED : HW_REQUEST_FINISHED;
+  if (r.record != nullptr) {
+    r.record->finish = time;
+    r.record->finished = reason != FinishReason::kAborted;
+    r.record->output_tokens = r.output_tokens;
+  }
+  if (reason == FinishReason::kAborted) {
+    ++counters_.aborted;
+  } else {
+    ++counters_.finished;
+  }
+  uint64_t id = r.id;
+  release_slot(slot);
+  if (listener_ != nullptr) listener_->on_finished(id, reason, time);
+}
+
+bool Engine::abort(uint64_t request_id) {
+  auto it = id_to_slot_.find(request_id);
+  if (it == id_to_slot_.end()) return false;
+  uint32_t slot = it->second;
+  Request& r = requests_[slot];
+  if (r.state == HW_REQUEST_WAITING) {
+    auto pos =
+        std::find_if(waiting_.begin() + static_cast<ptrdiff_t>(waiting_head_), waiting_.end(),
+                     [&](const hw_request_view& v) { return v.id == request_id; });
+    if (pos != waiting_.end()) waiting_.erase(pos);
+    waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
+    waiting_output_tokens_ -= r.max_output_tokens - r.output_tokens;
+  } else {
+    running_.erase(std::find(running_.begin(), running_.end(), slot));
+  }
+  finish(slot, FinishReason::kAborted, clock_->now());
+  return true;
+}
+
+bool Engine::step() {
+  if (!has_work()) return false;
+  const double start = clock_->now();
+  const hw_scheduler_limits& limits = scheduler_->limits();
+
+  running_views_.clear();
+  for (uint32_t slot : running_) running_views_.push_back(view_of(requests_[slot]));
+  const size_t waiting_count = waiting_size();
+  const size_t capacity = running_.size() + waiting_count;
+  if (plan_slices_.size() < capacity) plan_slices_.resize(capacity);
+  if (plan_preempted_.size() < running_.size() || plan_preempted_.empty()) {
+    plan_preempted_.resize(std::max<size_t>(running_.size(), 1));
+  }
+
+  hw_scheduler_snapshot snapshot{sizeof(hw_scheduler_snapshot),
+                                 step_index_,
+                                 start,
+                                 running_views_.data(),
+                                 static_cast<uint32_t>(running_views_.size()),
+                                 waiting_.data() + waiting_head_,
+                                 static_cast<uint32_t>(waiting_count),
+                                 kv_.free(),
+                                 kv_.total(),
+                                 config_.block_size,
+                                 max_model_len_};
+  hw_scheduler_plan plan{sizeof(hw_scheduler_plan),
+                         plan_slices_.data(),
+                         static_cast<uint32_t>(capacity),
+                         0,
+                         plan_preempted_.data(),
+                         static_cast<uint32_t>(running_.size()),
+                         0};
+  scheduler_->schedule(snapshot, plan);
+  if (auto broken = validator_.validate(snapshot, plan, limits)) {
+    throw Error(fmt::format("{}: scheduler '{}' returned an invalid plan at step {} (not "
+                            "executed): {}",
+                            config_.name, scheduler_->name(), step_index_, *broken),
+                HW_INTERNAL);
+  }
+  if (plan.slice_count == 0 && plan.preempted_count == 0) return false;
+
+  detail_.preempted.clear();
+  for (uint32_t i = 0; i < plan.preempted_count; ++i) {
+    preempt(slot_of(plan.preempted[i]));
+    detail_.preempted.push_back(plan.preempted[i]);
+  }
+
+  model_slices_.clear();
+  slice_slots_.clear();
+  detail_.slices.clear();
+  detail_.slice_is_decode.clear();
+  uint32_t prefill_tokens = 0;
+  uint32_t decode_tokens = 0;
+  bool admitted_any = false;
+  for (uint32_t i = 0; i < plan.slice_count; ++i) {
+    const hw_slice& s = plan.slices[i];
+    const uint32_t slot = slot_of(s.request_id);
+    Request& r = requests_[slot];
+    if (r.state == HW_REQUEST_WAITING) {
+      r.state = HW_REQUEST_PREFILLING;
+      r.admission_order = next_admission_++;
+      running_.push_back(slot);
+      waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
+      waiting_output_tokens_ -= r.max_output_tokens - r.output_tokens;
+      admitted_any = true;
+      if (r.record != nullptr && std::isnan(r.record->scheduled)) r.record->scheduled = start;
+    }
+    const uint32_t need =
+        blocks_for(static_cast<uint64_t>(r.computed_tokens) + s.tokens, config_.block_size);
+    if (need > r.blocks.size() &&
+        !kv_.allocate(need - static_cast<uint32_t>(r.blocks.size()), r.blocks)) {
+      throw Error(
+          fmt::format("{}: KV allocation failed after validation (request {})", config_.name, r.id),
+          HW_INTERNAL);
+    }
+    const bool is_decode =
+        r.output_tokens > 0 && s.tokens == 1 && r.computed_tokens + 1 == r.total();
+    (is_decode ? decode_tokens : prefill_tokens) += s.tokens;
+    const bool sample = r.computed_tokens + s.tokens == r.total();
+    model_slices_.push_back(hw_model_slice{
+        r.id, s.start, s.tokens, model_needs_ids_ ? r.tokens.data() + s.start : nullptr,
+        r.blocks.data(), static_cast<uint32_t>(r.blocks.size()), sample ? 1 : 0,
+        r.sampling.temperature, r.sampling.top_p, r.sampling.seed, r.output_tokens, 0});
+    slice_slots_.push_back(slot);
+    detail_.slices.push_back(s);
+    detail_.slice_is_decode.push_back(is_decode ? 1 : 0);
+  }
+  if (admitted_any) remove_admitted_from_waiting();
+
+  // The forward pass: no lock is held and nothing is allocated around it.
+  if (sampled_.size() < model_slices_.size()) sampled_.resize(model_slices_.size());
+  hw_model_batch batch{sizeof(hw_model_batch), model_slices_.data(),
+                       static_cast<uint32_t>(model_slices_.size()), config_.block_size};
+  hw_model_output output{sizeof(hw_model_output), sampled_.data(), 0.0};
+  if (!model_slices_.empty()) model_->forward(batch, output);
+  if (clock_->is_virtual()) {
+    if (!std::isfinite(output.seconds) || output.seconds < 0.0) {
+      throw Error(fmt::format("{}: model '{}' reported an invalid step duration {}", config_.name,
+                              model_->name(), output.seconds),
+                  HW_INTERNAL);
+    }
+    clock_->advance(output.seconds);
+  }
+  const double end = clock_->now();
+
+  const uint32_t eos = model_->info().eos_token;
+  for (size_t i = 0; i < model_slices_.size(); ++i) {
+    const uint32_t slot = slice_slots_[i];
+    Request& r = requests_[slot];
+    r.computed_tokens += model_slices_[i].tokens;
+    if (!model_slices_[i].sample) {
+      r.state = HW_REQUEST_PREFILLING;
+      continue;
+    }
+    const int32_t token = sampled_[i];
+    ++r.output_tokens;
+    r.state = HW_REQUEST_DECODING;
+    if (model_needs_ids_) r.tokens.push_back(token);
+    if (r.record != nullptr) {
+      if (r.output_tokens == 1) r.record->first_token = end;
+      r.record->token_times.push_back(end);
+      r.record->output_tokens = r.output_tokens;
+    }
+    if (listener_ != nullptr) listener_->on_token(r.id, token, end);
+    if (static_cast<uint32_t>(token) == eos) {
+      finish(slot, FinishReason::kStop, end);
+    } else if (r.output_tokens >= r.max_output_tokens || r.total() >= max_model_len_) {
+      finish(slot, FinishReason::kLength, end);
+    }
+  }
+  // Drop finished requests from the running list, keeping admission order.
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [this](uint32_t slot) { return !requests_[slot].in_use; }),
+                 running_.end());
+
+  detail_.step = step_index_;
+  detail_.start = start;
+  detail_.duration = end - start;
+  detail_.prefill_tokens = prefill_tokens;
+  detail_.decode_tokens = decode_tokens;
+  detail_.kv_blocks_used = kv_.used();
+  ++counters_.steps;
+  counters_.prefill_tokens += prefill_tokens;
+  counters_.decode_tokens += decode_tokens;
+  counters_.busy_seconds += end - start;
+  ++step_index_;
+  return true;
+}
+
+hw_engine_load Engine::load() const {
+  uint64_t prefill = waiting_prompt_tokens_;
+  uint64_t decode = waiting_output_tokens_;
+  for (uint32_t slot : running_) {
+    const Request& r = requests_[slot];
+    uint32_t left = r.total() - r.computed_tokens;
+    bool decoding = r.output_tokens > 0 && left == 1;
+    if (!decoding) prefill += left;
+    decode += r.max_output_tokens - r.output_tokens;
+  }
+  return hw_engine_load{config_.index,
+                        config_.role,
+                        hw_str{config_.pool.data(), config_.pool.size()},
+                        1,
+                        static_cast<uint32_t>(running_.size()),
+                        static_cast<uint32_t>(waiting_size()),
+                        prefill,
+                        prefill + decode,
+                        kv_.free(),
+                        kv_.total(),
+                        config_.block_size};
+}
+
+}  // namespace headway::core

@@ -1,0 +1,99 @@
+#include <fmt/format.h>
+#include <headway/core/error.h>
+#include <headway/core/plugin_instances.h>
+
+namespace headway::core {
+
+SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine_facts& facts,
+                                     const HostServices& host)
+    : table_(&choice.plugin->table<hw_scheduler_table>()), name_(choice.plugin->short_name()) {
+  hw_status status{};
+  check_status(table_->create(host.table(), choice.options->view(), &facts, &handle_, &status),
+               status, choice.where + ": scheduler '" + name_ + "' create");
+  int32_t code = table_->get_limits(handle_, &limits_, &status);
+  if (code != HW_OK || limits_.max_num_batched_tokens == 0 || limits_.max_num_seqs == 0) {
+    table_->destroy(handle_);
+    if (code != HW_OK) check_status(code, status, choice.where + ": scheduler get_limits");
+    throw Error(choice.where + ": scheduler '" + name_ +
+                "' declares a zero token budget or max_num_seqs");
+  }
+}
+
+SchedulerInstance::~SchedulerInstance() {
+  if (handle_ != nullptr) table_->destroy(handle_);
+}
+
+void SchedulerInstance::schedule(const hw_scheduler_snapshot& snapshot, hw_scheduler_plan& plan) {
+  hw_status status{};
+  int32_t code = table_->schedule(handle_, &snapshot, &plan, &status);
+  if (code != HW_OK) check_status(code, status, "scheduler '" + name_ + "' schedule");
+}
+
+ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& config_dir,
+                             const HostServices& host)
+    : table_(&choice.plugin->table<hw_model_table>()), name_(choice.plugin->short_name()) {
+  hw_status status{};
+  check_status(table_->create(host.table(), choice.options->view(),
+                              hw_str{config_dir.data(), config_dir.size()}, &handle_, &status),
+               status, choice.where + ": model '" + name_ + "' create");
+  int32_t code = table_->get_info(handle_, &info_, &status);
+  if (code != HW_OK) {
+    table_->destroy(handle_);
+    check_status(code, status, choice.where + ": model '" + name_ + "' get_info");
+  }
+}
+
+ModelInstance::~ModelInstance() {
+  if (handle_ != nullptr) table_->destroy(handle_);
+}
+
+void ModelInstance::init_kv(uint32_t blocks, uint32_t block_size) {
+  hw_status status{};
+  check_status(table_->init_kv(handle_, blocks, block_size, &status), status,
+               "model '" + name_ + "' init_kv");
+}
+
+hw_memory_desc ModelInstance::kv_memory() {
+  hw_memory_desc memory{nullptr, 0, HW_MEMORY_NONE, -1, 0, 0};
+  if (table_->kv_memory == nullptr) return memory;
+  hw_status status{};
+  check_status(table_->kv_memory(handle_, &memory, &status), status,
+               "model '" + name_ + "' kv_memory");
+  return memory;
+}
+
+void ModelInstance::forward(const hw_model_batch& batch, hw_model_output& output) {
+  hw_status status{};
+  int32_t code = table_->forward(handle_, &batch, &output, &status);
+  if (code != HW_OK) check_status(code, status, "model '" + name_ + "' forward");
+}
+
+RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_engine_load> engines,
+                               const HostServices& host)
+    : table_(&choice.plugin->table<hw_router_table>()), name_(choice.plugin->short_name()) {
+  hw_status status{};
+  check_status(table_->create(host.table(), choice.options->view(), engines.data(),
+                              static_cast<uint32_t>(engines.size()), &handle_, &status),
+               status, choice.where + ": router '" + name_ + "' create");
+}
+
+RouterInstance::~RouterInstance() {
+  if (handle_ != nullptr) table_->destroy(handle_);
+}
+
+hw_route_decision RouterInstance::route(const hw_route_request& request,
+                                        std::span<const hw_engine_load> engines) {
+  hw_route_decision decision{};
+  hw_status status{};
+  int32_t code = table_->route(handle_, &request, engines.data(),
+                               static_cast<uint32_t>(engines.size()), &decision, &status);
+  if (code != HW_OK) check_status(code, status, "router '" + name_ + "'");
+  if (decision.prefill_engine >= engines.size() || decision.decode_engine >= engines.size()) {
+    throw Error(fmt::format("router '{}' chose engine {}/{} but the deployment has {} engines",
+                            name_, decision.prefill_engine, decision.decode_engine, engines.size()),
+                HW_INTERNAL);
+  }
+  return decision;
+}
+
+}  // namespace headway::core

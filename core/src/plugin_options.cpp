@@ -1,0 +1,189 @@
+#include <fmt/format.h>
+#include <headway/core/error.h>
+#include <headway/core/plugin_options.h>
+#include <toml++/toml.h>
+
+#include <cmath>
+#include <sstream>
+
+namespace headway::core {
+namespace {
+
+std::string str(hw_str s) { return s.data ? std::string(s.data, s.size) : std::string(); }
+
+std::string type_name(int32_t type) {
+  switch (type) {
+    case HW_OPTION_BOOL:
+      return "bool";
+    case HW_OPTION_INT:
+      return "integer";
+    case HW_OPTION_DOUBLE:
+      return "number";
+    case HW_OPTION_STRING:
+      return "string";
+    case HW_OPTION_ENUM:
+      return "string";
+    default:
+      return "?";
+  }
+}
+
+std::string format_number(double v) {
+  if (std::floor(v) == v && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{}", v);
+}
+
+std::string line_of(const toml::node& node) {
+  const auto& begin = node.source().begin;
+  return begin.line > 0 ? fmt::format(" (line {})", begin.line) : std::string();
+}
+
+// The value as written, for "got …" in messages.
+std::string value_text(const toml::node& node) {
+  std::ostringstream out;
+  node.visit([&](const auto& v) { out << v; });
+  return out.str();
+}
+
+std::string default_text(const hw_option_spec& spec) {
+  switch (spec.type) {
+    case HW_OPTION_BOOL:
+      return spec.default_int ? "true" : "false";
+    case HW_OPTION_INT:
+      return std::to_string(spec.default_int);
+    case HW_OPTION_DOUBLE:
+      return format_number(spec.default_double);
+    default:
+      return "\"" + str(spec.default_string) + "\"";
+  }
+}
+
+}  // namespace
+
+std::string describe_allowed(const hw_option_spec& spec) {
+  if (spec.type == HW_OPTION_ENUM) {
+    std::string values;
+    for (uint32_t i = 0; i < spec.allowed_count; ++i) {
+      values += (i ? ", " : "") + str(spec.allowed_values[i]);
+    }
+    return "one of " + values;
+  }
+  std::string text = type_name(spec.type);
+  if ((spec.type == HW_OPTION_INT || spec.type == HW_OPTION_DOUBLE) &&
+      (spec.has_min || spec.has_max)) {
+    text += " in [" + (spec.has_min ? format_number(spec.min_value) : std::string("-inf")) + ", " +
+            (spec.has_max ? format_number(spec.max_value) : std::string("inf")) + "]";
+  }
+  return text;
+}
+
+PluginOptions PluginOptions::from_toml(const hw_plugin_descriptor& descriptor,
+                                       const toml::table* table, const std::string& where) {
+  PluginOptions out;
+  std::string known;
+  for (uint32_t i = 0; i < descriptor.option_count; ++i) {
+    known += (i ? ", " : "") + str(descriptor.options[i].key);
+  }
+  if (table != nullptr) {
+    for (const auto& [key, node] : *table) {
+      bool found = false;
+      for (uint32_t i = 0; i < descriptor.option_count && !found; ++i) {
+        found = str(descriptor.options[i].key) == key.str();
+      }
+      if (!found) {
+        throw Error(fmt::format("{}: unknown key '{}'{} for plugin {} (allowed: {})", where,
+                                key.str(), line_of(node), str(descriptor.name),
+                                known.empty() ? "none" : known));
+      }
+    }
+  }
+
+  out.values_.reserve(descriptor.option_count);
+  for (uint32_t i = 0; i < descriptor.option_count; ++i) {
+    const hw_option_spec& spec = descriptor.options[i];
+    const std::string key = str(spec.key);
+    const std::string at = where + "." + key;
+    hw_option_value value{};
+    value.type = spec.type;
+    value.int_value = spec.default_int;
+    value.double_value = spec.default_double;
+    std::string string_value = str(spec.default_string);
+
+    const toml::node* node = table != nullptr ? table->get(key) : nullptr;
+    if (node != nullptr) {
+      auto wrong = [&]() {
+        return Error(fmt::format("{}: expected {}{}, got {}", at, describe_allowed(spec),
+                                 line_of(*node), value_text(*node)));
+      };
+      switch (spec.type) {
+        case HW_OPTION_BOOL:
+          if (!node->is_boolean()) throw wrong();
+          value.int_value = node->as_boolean()->get() ? 1 : 0;
+          break;
+        case HW_OPTION_INT: {
+          if (!node->is_integer()) throw wrong();
+          value.int_value = node->as_integer()->get();
+          double v = static_cast<double>(value.int_value);
+          if ((spec.has_min && v < spec.min_value) || (spec.has_max && v > spec.max_value)) {
+            throw wrong();
+          }
+          break;
+        }
+        case HW_OPTION_DOUBLE: {
+          if (node->is_integer()) {
+            value.double_value = static_cast<double>(node->as_integer()->get());
+          } else if (node->is_floating_point()) {
+            value.double_value = node->as_floating_point()->get();
+          } else {
+            throw wrong();
+          }
+          double v = value.double_value;
+          if (std::isnan(v) || (spec.has_min && v < spec.min_value) ||
+              (spec.has_max && v > spec.max_value)) {
+            throw wrong();
+          }
+          break;
+        }
+        case HW_OPTION_STRING:
+        case HW_OPTION_ENUM: {
+          if (!node->is_string()) throw wrong();
+          string_value = node->as_string()->get();
+          if (spec.type == HW_OPTION_ENUM) {
+            bool allowed = false;
+            for (uint32_t a = 0; a < spec.allowed_count; ++a) {
+              allowed = allowed || str(spec.allowed_values[a]) == string_value;
+            }
+            if (!allowed) throw wrong();
+          }
+          break;
+        }
+        default:
+          throw wrong();
+      }
+    }
+    const std::string& key_storage = out.strings_.emplace_back(key);
+    value.key = hw_str{key_storage.data(), key_storage.size()};
+    const std::string& string_storage = out.strings_.emplace_back(string_value);
+    value.string_value = hw_str{string_storage.data(), string_storage.size()};
+    out.values_.push_back(value);
+  }
+  out.view_ = hw_options{out.values_.data(), static_cast<uint32_t>(out.values_.size())};
+  return out;
+}
+
+std::string options_template(const hw_plugin_descriptor& descriptor,
+                             const std::string& table_path) {
+  std::ostringstream out;
+  out << "[" << table_path << "]\n";
+  if (descriptor.option_count == 0) out << "# (this plugin has no options)\n";
+  for (uint32_t i = 0; i < descriptor.option_count; ++i) {
+    const hw_option_spec& spec = descriptor.options[i];
+    out << "# " << str(spec.doc) << "\n";
+    out << "# " << describe_allowed(spec) << "\n";
+    out << str(spec.key) << " = " << default_text(spec) << "\n";
+    if (i + 1 < descriptor.option_count) out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace headway::core

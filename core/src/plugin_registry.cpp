@@ -1,0 +1,306 @@
+#include <headway/core/error.h>
+#include <headway/core/plugin_registry.h>
+
+// Boost.DLL on std::filesystem rather than Boost.Filesystem: one path type across the host.
+#define BOOST_DLL_USE_STD_FS 1
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <cstdlib>
+#include <system_error>
+
+namespace headway::core {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string to_string(hw_str s) { return s.data ? std::string(s.data, s.size) : std::string(); }
+
+// Size of each struct as laid out in ABI 1.0: a plugin of any 1.x minor provides at least this.
+constexpr uint32_t kDescriptorSizeV1_0 = sizeof(hw_plugin_descriptor);
+
+uint32_t minimum_table_size(int32_t kind) {
+  switch (kind) {
+    case HW_KIND_STEP_SCHEDULER:
+      return sizeof(hw_scheduler_table);
+    case HW_KIND_ROUTER:
+      return sizeof(hw_router_table);
+    case HW_KIND_KV_TRANSPORT:
+      return sizeof(hw_kv_transport_table);
+    case HW_KIND_MODEL:
+      return sizeof(hw_model_table);
+    default:
+      return 0;
+  }
+}
+
+// Names the first mandatory function a table lacks, or returns empty.
+std::string missing_function(const hw_plugin_descriptor& d) {
+  switch (d.kind) {
+    case HW_KIND_STEP_SCHEDULER: {
+      const auto& t = *static_cast<const hw_scheduler_table*>(d.table);
+      if (!t.create) return "create";
+      if (!t.destroy) return "destroy";
+      if (!t.get_limits) return "get_limits";
+      if (!t.schedule) return "schedule";
+      return {};
+    }
+    case HW_KIND_ROUTER: {
+      const auto& t = *static_cast<const hw_router_table*>(d.table);
+      if (!t.create) return "create";
+      if (!t.destroy) return "destroy";
+      if (!t.route) return "route";
+      return {};
+    }
+    case HW_KIND_KV_TRANSPORT: {
+      const auto& t = *static_cast<const hw_kv_transport_table*>(d.table);
+      if (!t.create) return "create";
+      if (!t.destroy) return "destroy";
+      if (!t.start) return "start";
+      if (!t.poll) return "poll";
+      return {};
+    }
+    case HW_KIND_MODEL: {
+      const auto& t = *static_cast<const hw_model_table*>(d.table);
+      if (!t.create) return "create";
+      if (!t.destroy) return "destroy";
+      if (!t.get_info) return "get_info";
+      if (!t.init_kv) return "init_kv";
+      if (!t.forward) return "forward";
+      return {};
+    }
+    default:
+      return {};
+  }
+}
+
+// Checks the option schema itself, so that a plugin with a broken schema is refused at load.
+void check_option_schema(const hw_plugin_descriptor& d, const std::string& where) {
+  if (d.option_count > 0 && d.options == nullptr) {
+    throw Error(where + ": option_count is " + std::to_string(d.option_count) +
+                " but the option table is NULL");
+  }
+  for (uint32_t i = 0; i < d.option_count; ++i) {
+    const hw_option_spec& o = d.options[i];
+    std::string key = to_string(o.key);
+    if (key.empty()) throw Error(fmt::format("{}: option #{} has an empty key", where, i));
+    if (o.type < HW_OPTION_BOOL || o.type > HW_OPTION_ENUM) {
+      throw Error(fmt::format("{}: option '{}' has unknown type {}", where, key, o.type));
+    }
+    if (o.type == HW_OPTION_ENUM) {
+      if (o.allowed_count == 0 || o.allowed_values == nullptr) {
+        throw Error(fmt::format("{}: enum option '{}' lists no allowed values", where, key));
+      }
+      bool found = false;
+      for (uint32_t a = 0; a < o.allowed_count; ++a) {
+        found = found || to_string(o.allowed_values[a]) == to_string(o.default_string);
+      }
+      if (!found) {
+        throw Error(fmt::format("{}: enum option '{}' has default '{}' outside its allowed values",
+                                where, key, to_string(o.default_string)));
+      }
+    }
+    if (o.type == HW_OPTION_INT || o.type == HW_OPTION_DOUBLE) {
+      double def = o.type == HW_OPTION_INT ? static_cast<double>(o.default_int) : o.default_double;
+      if ((o.has_min && def < o.min_value) || (o.has_max && def > o.max_value)) {
+        throw Error(
+            fmt::format("{}: option '{}' has default {} outside its range", where, key, def));
+      }
+    }
+  }
+}
+
+void check_descriptor(const hw_plugin_descriptor* d, const fs::path& path) {
+  const std::string where = "plugin " + path.string();
+  if (d == nullptr) throw Error(where + ": " HW_PLUGIN_ENTRY_SYMBOL "() returned NULL");
+  if (d->abi_major != HW_ABI_MAJOR || d->abi_minor > HW_ABI_MINOR) {
+    throw Error(fmt::format(
+        "{}: refused: built for Headway plugin ABI {}.{}, this host provides ABI {}.{} (needs the "
+        "same major and a minor no newer than the host's)",
+        where, d->abi_major, d->abi_minor, HW_ABI_MAJOR, HW_ABI_MINOR));
+  }
+  if (d->struct_size < kDescriptorSizeV1_0) {
+    throw Error(fmt::format("{}: refused: descriptor struct_size {} is smaller than ABI {}.0's {}",
+                            where, d->struct_size, HW_ABI_MAJOR, kDescriptorSizeV1_0));
+  }
+  uint32_t table_size = minimum_table_size(d->kind);
+  if (table_size == 0)
+    throw Error(fmt::format("{}: refused: unknown plugin kind {}", where, d->kind));
+  if (d->name.size == 0 || d->short_name.size == 0) {
+    throw Error(where + ": refused: the descriptor has no name or short name");
+  }
+  if (d->table == nullptr) throw Error(where + ": refused: the function table is NULL");
+  uint32_t declared = *static_cast<const uint32_t*>(d->table);
+  if (declared < table_size) {
+    throw Error(fmt::format("{}: refused: {} table struct_size {} is smaller than ABI {}.0's {}",
+                            where, kind_name(d->kind), declared, HW_ABI_MAJOR, table_size));
+  }
+  if (std::string f = missing_function(*d); !f.empty()) {
+    throw Error(fmt::format("{}: refused: mandatory function '{}' of the {} table is NULL", where,
+                            f, kind_name(d->kind)));
+  }
+  check_option_schema(*d, where);
+}
+
+bool looks_like_path(std::string_view s) {
+  return s.find('/') != std::string_view::npos || s.ends_with(".so") || s.ends_with(".dylib");
+}
+
+}  // namespace
+
+std::string_view kind_name(int32_t kind) {
+  switch (kind) {
+    case HW_KIND_STEP_SCHEDULER:
+      return "step scheduler";
+    case HW_KIND_ROUTER:
+      return "router";
+    case HW_KIND_KV_TRANSPORT:
+      return "KV transport";
+    case HW_KIND_MODEL:
+      return "model";
+    default:
+      return "unknown kind";
+  }
+}
+
+std::string LoadedPlugin::name() const { return to_string(descriptor->name); }
+std::string LoadedPlugin::short_name() const { return to_string(descriptor->short_name); }
+std::string LoadedPlugin::version() const { return to_string(descriptor->version); }
+
+struct PluginRegistry::Library {
+  boost::dll::shared_library library;
+  LoadedPlugin plugin;
+};
+
+PluginRegistry::PluginRegistry() {
+  if (const char* env = std::getenv("HEADWAY_PLUGIN_PATH"); env != nullptr) {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      size_t colon = rest.find(':');
+      std::string_view part = rest.substr(0, colon);
+      if (!part.empty()) directories_.emplace_back(part);
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  std::error_code ec;
+  fs::path exe_dir = boost::dll::program_location(ec).parent_path();
+  if (!ec) {
+    directories_.push_back(exe_dir / ".." / "lib" / "headway" / "plugins");
+  }
+}
+
+PluginRegistry::~PluginRegistry() = default;
+
+PluginRegistry& PluginRegistry::global() {
+  // Never destroyed: libraries must outlive every static that may still hold a plugin instance.
+  static PluginRegistry* registry = new PluginRegistry();
+  return *registry;
+}
+
+void PluginRegistry::add_search_directory(const fs::path& directory) {
+  std::lock_guard lock(mutex_);
+  directories_.insert(directories_.begin(), directory);
+  scanned_ = false;
+}
+
+std::vector<fs::path> PluginRegistry::search_directories() const {
+  std::lock_guard lock(mutex_);
+  return directories_;
+}
+
+const LoadedPlugin& PluginRegistry::load_path(const fs::path& path) {
+  std::lock_guard lock(mutex_);
+  return load_locked(path);
+}
+
+const LoadedPlugin& PluginRegistry::load_locked(const fs::path& path) {
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(path, ec);
+  if (ec) canonical = path;
+  for (const auto& lib : libraries_) {
+    if (lib->plugin.path == canonical) return lib->plugin;
+  }
+  if (!fs::exists(canonical))
+    throw Error("plugin " + path.string() + ": no such file", HW_NOT_FOUND);
+
+  auto entry = std::make_unique<Library>();
+  try {
+    entry->library.load(canonical,
+                        boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    throw Error("plugin " + canonical.string() + ": cannot be loaded: " + e.what());
+  }
+  if (!entry->library.has(HW_PLUGIN_ENTRY_SYMBOL)) {
+    throw Error("plugin " + canonical.string() +
+                ": not a Headway plugin (no exported symbol " HW_PLUGIN_ENTRY_SYMBOL ")");
+  }
+  auto entry_fn = entry->library.get<const hw_plugin_descriptor*()>(HW_PLUGIN_ENTRY_SYMBOL);
+  const hw_plugin_descriptor* descriptor = entry_fn();
+  check_descriptor(descriptor, canonical);
+  entry->plugin.path = canonical;
+  entry->plugin.descriptor = descriptor;
+  libraries_.push_back(std::move(entry));
+  return libraries_.back()->plugin;
+}
+
+void PluginRegistry::scan_locked() {
+  if (scanned_) return;
+  scanned_ = true;
+  for (const fs::path& dir : directories_) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& item : fs::directory_iterator(dir, ec)) {
+      if (item.path().extension() == ".so") files.push_back(item.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      try {
+        load_locked(file);
+      } catch (const Error&) {
+        // Not a plugin, or a refused one: it stays invisible to name lookup; loading it by path
+        // reports why.
+      }
+    }
+  }
+}
+
+const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t kind) {
+  std::lock_guard lock(mutex_);
+  if (looks_like_path(name_or_path)) {
+    const LoadedPlugin& plugin = load_locked(fs::path(name_or_path));
+    if (kind != 0 && plugin.kind() != kind) {
+      throw Error(fmt::format("plugin {}: is a {}, but a {} was expected", plugin.path.string(),
+                              kind_name(plugin.kind()), kind_name(kind)));
+    }
+    return plugin;
+  }
+  scan_locked();
+  std::vector<std::string> available;
+  for (const auto& lib : libraries_) {
+    const LoadedPlugin& p = lib->plugin;
+    if (kind != 0 && p.kind() != kind) continue;
+    if (p.name() == name_or_path || p.short_name() == name_or_path) return p;
+    available.push_back(p.short_name());
+  }
+  std::string dirs;
+  for (const fs::path& d : directories_) dirs += (dirs.empty() ? "" : ", ") + d.string();
+  std::string names;
+  for (const std::string& n : available) names += (names.empty() ? "" : ", ") + n;
+  throw Error(fmt::format("unknown {} plugin '{}' (available: {}; searched: {})", kind_name(kind),
+                          name_or_path, names.empty() ? "none" : names, dirs),
+              HW_NOT_FOUND);
+}
+
+std::vector<const LoadedPlugin*> PluginRegistry::discover() {
+  std::lock_guard lock(mutex_);
+  scan_locked();
+  std::vector<const LoadedPlugin*> out;
+  for (const auto& lib : libraries_) out.push_back(&lib->plugin);
+  return out;
+}
+
+}  // namespace headway::core

@@ -1,0 +1,286 @@
+#include "headway/core/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "headway/core/error.h"
+#include "headway/core/percentiles.h"
+
+namespace headway::core {
+
+LatencySummary summarize(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
+               values.end());
+  LatencySummary s;
+  s.count = values.size();
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  s.p50 = percentile_sorted(values, 50);
+  s.p90 = percentile_sorted(values, 90);
+  s.p99 = percentile_sorted(values, 99);
+  s.max = values.back();
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  return s;
+}
+
+namespace {
+
+// Raw samples of one group of records (a class, all classes, the non-long classes).
+struct Samples {
+  size_t records = 0, finished = 0;
+  uint64_t output_tokens = 0;
+  std::vector<double> ttft, itl, tpot, e2e, queue;
+
+  void add(const RequestRecord& r) {
+    ++records;
+    output_tokens += r.output_tokens;
+    if (!r.finished) return;
+    ++finished;
+    ttft.push_back(r.first_token - r.arrival);
+    e2e.push_back(r.finish - r.arrival);
+    queue.push_back(r.scheduled - r.arrival);
+    for (size_t i = 1; i < r.token_times.size(); ++i) {
+      itl.push_back(r.token_times[i] - r.token_times[i - 1]);
+    }
+    if (r.output_tokens >= 2) {
+      const double last = r.token_times.empty() ? r.finish : r.token_times.back();
+      tpot.push_back((last - r.first_token) / static_cast<double>(r.output_tokens - 1));
+    }
+  }
+};
+
+ClassReport make_class_report(std::string name, bool is_long, size_t workload_requests, Samples s,
+                              double span) {
+  ClassReport c;
+  c.name = std::move(name);
+  c.is_long = is_long;
+  c.requests = std::max(workload_requests, s.records);
+  c.finished = s.finished;
+  c.output_tokens = s.output_tokens;
+  c.ttft = summarize(std::move(s.ttft));
+  c.itl = summarize(std::move(s.itl));
+  c.tpot = summarize(std::move(s.tpot));
+  c.e2e = summarize(std::move(s.e2e));
+  c.queue = summarize(std::move(s.queue));
+  if (span > 0) {
+    c.output_tokens_per_s = static_cast<double>(s.output_tokens) / span;
+    c.requests_per_s = static_cast<double>(s.finished) / span;
+  }
+  return c;
+}
+
+void check_class(const Workload& workload, const RequestRecord& r, const char* which) {
+  if (r.class_index >= workload.classes.size()) {
+    throw Error(fmt::format("build_report: {} record of request {} has class_index {}, but the "
+                            "workload {} has {} classes",
+                            which, r.id, r.class_index, workload.source, workload.classes.size()),
+                HW_INTERNAL);
+  }
+}
+
+// p99 of TTFT and ITL of the non-long classes of `records`.
+std::pair<double, double> short_p99s(const Workload& workload,
+                                     const std::vector<RequestRecord>& records, const char* which) {
+  Samples s;
+  for (const RequestRecord& r : records) {
+    check_class(workload, r, which);
+    if (!workload.classes[r.class_index].is_long) s.add(r);
+  }
+  return {summarize(std::move(s.ttft)).p99, summarize(std::move(s.itl)).p99};
+}
+
+std::optional<double> finite(double v) {
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+std::optional<double> ratio(std::optional<double> num, std::optional<double> den) {
+  if (!num || !den || !(*den > 0)) return std::nullopt;
+  return *num / *den;
+}
+
+std::string duration_text(double seconds) {
+  if (std::isnan(seconds)) return "-";
+  const double a = std::abs(seconds);
+  if (a < 1e-3) return fmt::format("{:.0f}us", seconds * 1e6);
+  if (a < 1) return fmt::format("{:.1f}ms", seconds * 1e3);
+  return fmt::format("{:.2f}s", seconds);
+}
+
+nlohmann::json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json optional_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json summary_json(const LatencySummary& s) {
+  return {{"count", s.count},
+          {"p50", number_or_null(s.p50)},
+          {"p90", number_or_null(s.p90)},
+          {"p99", number_or_null(s.p99)},
+          {"max", number_or_null(s.max)},
+          {"mean", number_or_null(s.mean)}};
+}
+
+nlohmann::json class_json(const ClassReport& c) {
+  return {{"name", c.name},
+          {"is_long", c.is_long},
+          {"requests", c.requests},
+          {"finished", c.finished},
+          {"output_tokens", c.output_tokens},
+          {"output_tokens_per_s", c.output_tokens_per_s},
+          {"requests_per_s", c.requests_per_s},
+          {"ttft", summary_json(c.ttft)},
+          {"itl", summary_json(c.itl)},
+          {"tpot", summary_json(c.tpot)},
+          {"e2e", summary_json(c.e2e)},
+          {"queue", summary_json(c.queue)}};
+}
+
+}  // namespace
+
+Report build_report(const Workload& workload, const std::vector<RequestRecord>& records,
+                    size_t steps, double simulated_seconds, double wall_seconds,
+                    const std::vector<RequestRecord>* without_long) {
+  Report report;
+  report.steps = steps;
+  report.simulated_seconds = simulated_seconds;
+  report.wall_seconds = wall_seconds;
+
+  std::vector<size_t> workload_requests(workload.classes.size(), 0);
+  for (const WorkloadRequest& r : workload.requests) {
+    if (r.class_index < workload_requests.size()) ++workload_requests[r.class_index];
+  }
+
+  std::vector<Samples> per_class(workload.classes.size());
+  Samples all;
+  double first_arrival = std::numeric_limits<double>::infinity();
+  double last_event = -std::numeric_limits<double>::infinity();
+  for (const RequestRecord& r : records) {
+    check_class(workload, r, "a");
+    per_class[r.class_index].add(r);
+    all.add(r);
+    report.preemptions += r.preemptions;
+    if (!std::isnan(r.arrival)) first_arrival = std::min(first_arrival, r.arrival);
+    if (!std::isnan(r.finish)) last_event = std::max(last_event, r.finish);
+    if (!r.token_times.empty()) last_event = std::max(last_event, r.token_times.back());
+  }
+  report.span_seconds =
+      last_event > first_arrival ? last_event - first_arrival : std::max(simulated_seconds, 0.0);
+
+  for (size_t i = 0; i < workload.classes.size(); ++i) {
+    report.classes.push_back(make_class_report(workload.classes[i].name,
+                                               workload.classes[i].is_long, workload_requests[i],
+                                               std::move(per_class[i]), report.span_seconds));
+  }
+  report.overall = make_class_report("overall", false, workload.requests.size(), std::move(all),
+                                     report.span_seconds);
+
+  if (without_long != nullptr && workload.has_long_class()) {
+    const auto [ttft, itl] = short_p99s(workload, records, "a");
+    const auto [ttft0, itl0] = short_p99s(workload, *without_long, "a baseline");
+    report.short_p99_ttft = finite(ttft);
+    report.short_p99_itl = finite(itl);
+    report.short_p99_ttft_without_long = finite(ttft0);
+    report.short_p99_itl_without_long = finite(itl0);
+    report.hol_factor = ratio(report.short_p99_ttft, report.short_p99_ttft_without_long);
+    report.stall_factor = ratio(report.short_p99_itl, report.short_p99_itl_without_long);
+  }
+  return report;
+}
+
+void print_report(std::ostream& out, const Report& report) {
+  size_t width = std::string_view("overall").size();
+  for (const ClassReport& c : report.classes) width = std::max(width, c.name.size());
+  width += 2;
+
+  std::string text;
+  auto line = [&](const std::string& s) { text += s + "\n"; };
+
+  line(fmt::format("{:<{}}{:>5}{:>10}{:>10}{:>14}{:>10}", "class", width, "long", "requests",
+                   "finished", "out tok/s", "req/s"));
+  auto summary_row = [&](const ClassReport& c, bool overall) {
+    line(fmt::format("{:<{}}{:>5}{:>10}{:>10}{:>14.1f}{:>10.2f}", c.name, width,
+                     overall ? "" : (c.is_long ? "yes" : "no"), c.requests, c.finished,
+                     c.output_tokens_per_s, c.requests_per_s));
+  };
+  for (const ClassReport& c : report.classes) summary_row(c, false);
+  summary_row(report.overall, true);
+
+  struct Metric {
+    const char* title;
+    LatencySummary ClassReport::*field;
+  };
+  const Metric metrics[] = {{"TTFT", &ClassReport::ttft},
+                            {"ITL", &ClassReport::itl},
+                            {"TPOT", &ClassReport::tpot},
+                            {"E2E", &ClassReport::e2e},
+                            {"queue", &ClassReport::queue}};
+  for (const Metric& m : metrics) {
+    line("");
+    line(fmt::format("{:<{}}{:>9}{:>11}{:>11}{:>11}{:>11}{:>11}", m.title, width, "n", "p50", "p90",
+                     "p99", "max", "mean"));
+    auto row = [&](const ClassReport& c) {
+      const LatencySummary& s = c.*(m.field);
+      line(fmt::format("{:<{}}{:>9}{:>11}{:>11}{:>11}{:>11}{:>11}", c.name, width, s.count,
+                       duration_text(s.p50), duration_text(s.p90), duration_text(s.p99),
+                       duration_text(s.max), duration_text(s.mean)));
+    };
+    for (const ClassReport& c : report.classes) row(c);
+    row(report.overall);
+  }
+
+  line("");
+  auto factor_line = [&](const char* name, const char* metric, const std::optional<double>& factor,
+                         const std::optional<double>& with, const std::optional<double>& without) {
+    if (factor) {
+      line(
+          fmt::format("{:<14}{:.2f}  (p99 {} of the short classes: {} with the long classes, {} "
+                      "without)",
+                      name, *factor, metric, duration_text(with.value_or(NAN)),
+                      duration_text(without.value_or(NAN))));
+    } else {
+      line(fmt::format("{:<14}-  (needs a long class and a baseline run without it)", name));
+    }
+  };
+  factor_line("HOL factor", "TTFT", report.hol_factor, report.short_p99_ttft,
+              report.short_p99_ttft_without_long);
+  factor_line("stall factor", "ITL", report.stall_factor, report.short_p99_itl,
+              report.short_p99_itl_without_long);
+  line(fmt::format("{:<14}{}  ({} steps, {} preemptions)", "span",
+                   duration_text(report.span_seconds), report.steps, report.preemptions));
+  std::string speed;
+  if (report.wall_seconds > 0 && report.simulated_seconds > 0) {
+    speed = fmt::format("  ({:.1f}x real time)", report.simulated_seconds / report.wall_seconds);
+  }
+  line(fmt::format("{:<14}{} simulated in {} wall{}", "time",
+                   duration_text(report.simulated_seconds), duration_text(report.wall_seconds),
+                   speed));
+  out << text;
+}
+
+nlohmann::json report_to_json(const Report& report) {
+  nlohmann::json classes = nlohmann::json::array();
+  for (const ClassReport& c : report.classes) classes.push_back(class_json(c));
+  return {{"time_unit", "s"},
+          {"classes", std::move(classes)},
+          {"overall", class_json(report.overall)},
+          {"simulated_seconds", report.simulated_seconds},
+          {"wall_seconds", report.wall_seconds},
+          {"span_seconds", report.span_seconds},
+          {"hol_factor", optional_json(report.hol_factor)},
+          {"stall_factor", optional_json(report.stall_factor)},
+          {"short_p99_ttft", optional_json(report.short_p99_ttft)},
+          {"short_p99_ttft_without_long", optional_json(report.short_p99_ttft_without_long)},
+          {"short_p99_itl", optional_json(report.short_p99_itl)},
+          {"short_p99_itl_without_long", optional_json(report.short_p99_itl_without_long)},
+          {"preemptions", report.preemptions},
+          {"steps", report.steps}};
+}
+
+}  // namespace headway::core

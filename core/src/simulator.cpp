@@ -1,0 +1,117 @@
+#include <fmt/format.h>
+#include <headway/core/cluster.h>
+#include <headway/core/error.h>
+#include <headway/core/simulator.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace headway::core {
+
+SimulationResult simulate(const DeploymentConfig& deployment, const Workload& workload,
+                          const SimulationOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  Cluster cluster(deployment);
+  if (!cluster.is_virtual()) {
+    throw Error(
+        fmt::format("{}: model '{}' runs on the wall clock; simulate needs a model that "
+                    "reports step durations (e.g. plugin = \"sim\")",
+                    deployment.file.string(), deployment.model.plugin->short_name()));
+  }
+  const size_t engines = cluster.size();
+  SimulationResult result;
+  result.records.resize(workload.requests.size());
+  std::vector<bool> stalled(engines, false);
+
+  constexpr double kInfinity = std::numeric_limits<double>::infinity();
+  size_t next = 0;
+  double last_event = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
+  std::string rejection_example;
+
+  while (true) {
+    size_t best = engines;
+    double best_time = kInfinity;
+    for (size_t e = 0; e < engines; ++e) {
+      Engine& engine = cluster.engine(e);
+      if (engine.has_work() && !stalled[e] && engine.clock().now() < best_time) {
+        best = e;
+        best_time = engine.clock().now();
+      }
+    }
+    const double arrival_time =
+        next < workload.requests.size() ? workload.requests[next].arrival : kInfinity;
+    if (next < workload.requests.size() && arrival_time <= best_time) {
+      // Records follow the workload's order, not its ids (a filtered workload keeps its ids).
+      RequestRecord& record = result.records[next];
+      const WorkloadRequest& w = workload.requests[next++];
+      record.id = w.id;
+      record.class_index = w.class_index;
+      record.prompt_tokens = w.prompt_tokens;
+      record.arrival = w.arrival;
+      cluster.clock().advance_to(w.arrival);
+      hw_route_request route{w.id, w.prompt_tokens, w.output_tokens, w.priority,
+                             hw_str{workload.classes[w.class_index].name.data(),
+                                    workload.classes[w.class_index].name.size()}};
+      try {
+        hw_route_decision decision = cluster.route(route);
+        Engine& engine = cluster.engine(decision.prefill_engine);
+        if (!engine.has_work()) engine.clock().advance_to(w.arrival);
+        NewRequest request;
+        request.id = w.id;
+        request.class_index = w.class_index;
+        request.prompt_tokens = w.prompt_tokens;
+        request.max_output_tokens = w.output_tokens;
+        request.priority = w.priority;
+        request.arrival = w.arrival;
+        request.sampling.seed = w.id;
+        request.record = &record;
+        engine.add_request(std::move(request));
+        stalled[decision.prefill_engine] = false;
+      } catch (const Error& e) {
+        // A request the deployment cannot take is reported, not fatal: it stays unfinished.
+        ++result.rejected;
+        record.finish = w.arrival;
+        if (rejection_example.empty()) rejection_example = e.what();
+      }
+      last_event = std::max(last_event, w.arrival);
+      continue;
+    }
+    if (best == engines) break;
+    Engine& engine = cluster.engine(best);
+    if (!engine.step()) {
+      stalled[best] = true;
+      continue;
+    }
+    if (options.step_trace != nullptr) {
+      options.step_trace->write(static_cast<uint32_t>(best), engine.last_step());
+    }
+    last_event = std::max(last_event, engine.clock().now());
+  }
+
+  for (size_t e = 0; e < engines; ++e) {
+    Engine& engine = cluster.engine(e);
+    if (engine.has_work()) {
+      throw Error(
+          fmt::format("{}: engine{} stopped making progress with {} running and {} "
+                      "waiting requests (its scheduler planned nothing it could run)",
+                      deployment.file.string(), e, engine.running_size(), engine.waiting_size()),
+          HW_INTERNAL);
+    }
+    result.engines.push_back(engine.counters());
+    result.steps += engine.counters().steps;
+    result.preemptions += engine.counters().preemptions;
+  }
+  if (result.rejected > 0) {
+    spdlog::warn("{} of {} requests were refused by the deployment, e.g.: {}", result.rejected,
+                 workload.requests.size(), rejection_example);
+  }
+  const double first = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
+  result.simulated_seconds = last_event - first;
+  result.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return result;
+}
+
+}  // namespace headway::core

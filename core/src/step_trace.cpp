@@ -1,0 +1,29 @@
+#include <fmt/format.h>
+#include <headway/core/error.h>
+#include <headway/core/step_trace.h>
+
+namespace headway::core {
+
+StepTraceWriter::StepTraceWriter(const std::filesystem::path& file)
+    : file_(std::fopen(file.c_str(), "w")) {
+  if (file_ == nullptr) throw Error(file.string() + ": cannot open the step trace for writing");
+}
+
+StepTraceWriter::~StepTraceWriter() { std::fclose(file_); }
+
+void StepTraceWriter::write(uint32_t engine, const StepDetail& step) {
+  fmt::print(file_, R"({{"engine":{},"step":{},"t":{:.6f},"duration":{:.6f},"slices":[)", engine,
+             step.step, step.start, step.duration);
+  for (size_t i = 0; i < step.slices.size(); ++i) {
+    const hw_slice& s = step.slices[i];
+    fmt::print(file_, R"({}{{"request":{},"start":{},"tokens":{},"kind":"{}"}})", i ? "," : "",
+               s.request_id, s.start, s.tokens, step.slice_is_decode[i] ? "decode" : "prefill");
+  }
+  std::fputs("],\"preempted\":[", file_);
+  for (size_t i = 0; i < step.preempted.size(); ++i) {
+    fmt::print(file_, "{}{}", i ? "," : "", step.preempted[i]);
+  }
+  std::fputs("]}\n", file_);
+}
+
+}  // namespace headway::core

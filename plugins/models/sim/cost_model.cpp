@@ -1,0 +1,180 @@
+#include "cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <stdexcept>
+
+namespace headway::models::sim {
+namespace {
+
+[[noreturn]] void fail(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+void fail(const char* format, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  throw std::invalid_argument(buffer);
+}
+
+void require_positive(uint32_t value, const char* key) {
+  if (value == 0) fail("%s must be > 0", key);
+}
+
+void require_positive(double value, const char* key) {
+  if (!(value > 0) || !std::isfinite(value)) fail("%s must be > 0 (got %g)", key, value);
+}
+
+void require_fraction(double value, const char* key) {
+  if (!(value > 0 && value <= 1)) fail("%s must be in (0, 1] (got %g)", key, value);
+}
+
+void require_non_negative(double value, const char* key) {
+  if (!(value >= 0) || !std::isfinite(value)) fail("%s must be >= 0 (got %g)", key, value);
+}
+
+constexpr double kGB = 1e9;
+
+}  // namespace
+
+CostModel::CostModel(const CostConfig& config) : config_(config) {
+  const ModelShape& m = config.model;
+  const GpuSpec& gpu = config.gpu;
+  const uint32_t tp = config.tensor_parallel;
+
+  require_positive(m.layers, "layers");
+  require_positive(m.hidden, "hidden");
+  require_positive(m.heads, "heads");
+  require_positive(m.kv_heads, "kv_heads");
+  require_positive(m.head_dim, "head_dim");
+  require_positive(m.intermediate, "intermediate");
+  require_positive(m.vocab, "vocab");
+  require_positive(m.max_model_len, "max_model_len");
+  require_positive(tp, "tensor_parallel");
+  require_positive(config.dtype_bytes, "dtype_bytes");
+  if (m.heads % m.kv_heads != 0) {
+    fail("kv_heads=%u must divide heads=%u (grouped-query attention)", m.kv_heads, m.heads);
+  }
+  // Megatron-style tensor parallelism splits attention by heads: every GPU needs whole query heads,
+  // and either a share of the kv heads or one replicated kv head.
+  if (m.heads % tp != 0) fail("tensor_parallel=%u must divide heads=%u", tp, m.heads);
+  if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0) {
+    fail("tensor_parallel=%u and kv_heads=%u: one must divide the other", tp, m.kv_heads);
+  }
+  require_positive(gpu.peak_flops, "peak_tflops");
+  require_positive(gpu.hbm_bytes_per_s, "hbm_tb_per_s");
+  require_positive(gpu.hbm_bytes, "hbm_gb");
+  if (tp > 1) require_positive(gpu.link_bytes_per_s, "link_gb_per_s");
+  require_fraction(config.gemm_efficiency, "gemm_efficiency");
+  require_fraction(config.attention_efficiency, "attention_efficiency");
+  require_fraction(config.hbm_efficiency, "hbm_efficiency");
+  require_fraction(config.gpu_memory_utilization, "gpu_memory_utilization");
+  require_non_negative(config.allreduce_latency_s, "allreduce_latency_us");
+  require_non_negative(config.step_overhead_s, "step_overhead_ms");
+  require_non_negative(config.activation_reserve_bytes, "activation_reserve_gb");
+
+  const double hidden = m.hidden;
+  const double q_width = static_cast<double>(m.heads) * m.head_dim;
+  const uint32_t kv_heads_per_gpu = std::max(1u, m.kv_heads / tp);
+  // Parameters by role; norms and biases are negligible and left out.
+  const double attention_split = 2 * hidden * q_width;                // q and o projections
+  const double kv_projection = 2 * hidden * m.kv_heads * m.head_dim;  // k and v projections
+  const double mlp = 3 * hidden * m.intermediate;                     // gate, up, down
+  const double embedding = hidden * m.vocab;
+  const double lm_head = hidden * m.vocab;
+  parameters_ = embedding + m.layers * (attention_split + kv_projection + mlp) + lm_head;
+
+  // One GPU holds 1/tp of everything except the k and v projections, which are replicated when
+  // there are fewer kv heads than GPUs.
+  const double kv_projection_per_gpu = 2 * hidden * kv_heads_per_gpu * m.head_dim;
+  const double layer_params_per_gpu =
+      m.layers * ((attention_split + mlp) / tp + kv_projection_per_gpu);
+  const double lm_head_per_gpu = lm_head / tp;
+  const double weight_bytes_per_gpu =
+      (layer_params_per_gpu + lm_head_per_gpu + embedding / tp) * config.dtype_bytes;
+
+  kv_bytes_per_token_ =
+      static_cast<uint64_t>(m.layers) * 2 * m.kv_heads * m.head_dim * config.dtype_bytes;
+  kv_bytes_per_token_per_gpu_ =
+      static_cast<uint64_t>(m.layers) * 2 * kv_heads_per_gpu * m.head_dim * config.dtype_bytes;
+
+  const double usable = gpu.hbm_bytes * config.gpu_memory_utilization;
+  kv_memory_bytes_per_gpu_ = usable - weight_bytes_per_gpu - config.activation_reserve_bytes;
+  if (kv_memory_bytes_per_gpu_ <= 0) {
+    fail(
+        "weights need %.1f GB per GPU (%.2fB parameters / tensor_parallel=%u) plus "
+        "activation_reserve_gb=%.1f, but hbm_gb=%.1f * gpu_memory_utilization=%.2f leaves only "
+        "%.1f GB: raise tensor_parallel or use a GPU with more memory",
+        weight_bytes_per_gpu / kGB, parameters_ / 1e9, tp, config.activation_reserve_bytes / kGB,
+        gpu.hbm_bytes / kGB, config.gpu_memory_utilization, usable / kGB);
+  }
+  kv_capacity_tokens_ = static_cast<uint64_t>(kv_memory_bytes_per_gpu_ /
+                                              static_cast<double>(kv_bytes_per_token_per_gpu_));
+  // An engine that cannot hold one full-length request would deadlock on it; refuse up front, as
+  // vLLM does, rather than fail mid-simulation.
+  if (kv_capacity_tokens_ < m.max_model_len) {
+    fail(
+        "KV cache holds %llu tokens (%.1f GB per GPU left after weights, %llu bytes per token per "
+        "GPU), fewer than max_model_len=%u: lower max_model_len or raise tensor_parallel or "
+        "gpu_memory_utilization",
+        static_cast<unsigned long long>(kv_capacity_tokens_), kv_memory_bytes_per_gpu_ / kGB,
+        static_cast<unsigned long long>(kv_bytes_per_token_per_gpu_), m.max_model_len);
+  }
+
+  const double gemm_rate = gpu.peak_flops * config.gemm_efficiency;
+  const double attention_rate = gpu.peak_flops * config.attention_efficiency;
+  const double hbm_rate = gpu.hbm_bytes_per_s * config.hbm_efficiency;
+
+  linear_seconds_per_token_ = 2 * layer_params_per_gpu / gemm_rate;
+  lm_head_seconds_per_sample_ = 2 * lm_head_per_gpu / gemm_rate;
+  layer_weight_read_s_ = layer_params_per_gpu * config.dtype_bytes / hbm_rate;
+  lm_head_weight_read_s_ = lm_head_per_gpu * config.dtype_bytes / hbm_rate;
+  // QK^T and PV: 2 FLOPs per multiply-add, 2 matmuls, per head and head dimension.
+  attention_seconds_per_pair_ =
+      4.0 * m.layers * (static_cast<double>(m.heads) / tp) * m.head_dim / attention_rate;
+  kv_seconds_per_token_ = static_cast<double>(kv_bytes_per_token_per_gpu_) / hbm_rate;
+
+  if (tp > 1) {
+    // Two all-reduces per layer of the residual stream. A ring all-reduce sends and receives
+    // 2 (tp - 1) / tp of the buffer per GPU; link_bytes_per_s is the datasheet figure for both
+    // directions together, so each direction runs at half of it (what nccl-tests reports as bus
+    // bandwidth on NVLink).
+    const double allreduces = 2.0 * m.layers;
+    const double ring_factor = 2.0 * (tp - 1) / tp;
+    allreduce_seconds_per_token_ =
+        allreduces * ring_factor * hidden * config.dtype_bytes / (gpu.link_bytes_per_s / 2);
+    allreduce_fixed_s_ = allreduces * config.allreduce_latency_s;
+  }
+}
+
+StepCost CostModel::step_cost(const StepLoad& load) const noexcept {
+  StepCost cost;
+  cost.overhead_s = config_.step_overhead_s;
+  if (load.tokens == 0) return cost;
+
+  const double tokens = static_cast<double>(load.tokens);
+  const double sampled = static_cast<double>(load.sampled);
+  const double compute = tokens * linear_seconds_per_token_ + sampled * lm_head_seconds_per_sample_;
+  const double weights = layer_weight_read_s_ + (load.sampled > 0 ? lm_head_weight_read_s_ : 0.0);
+  cost.linear_s = std::max(compute, weights);
+
+  // KV traffic: every slice reads the context it attends to and writes its own new positions;
+  // kv_tokens (start + tokens per slice) counts both once.
+  const double attention_compute = load.attention_pairs * attention_seconds_per_pair_;
+  const double kv_traffic = static_cast<double>(load.kv_tokens) * kv_seconds_per_token_;
+  cost.attention_s = std::max(attention_compute, kv_traffic);
+
+  cost.allreduce_s = tokens * allreduce_seconds_per_token_ + allreduce_fixed_s_;
+  return cost;
+}
+
+double CostModel::step_seconds(std::span<const SliceShape> slices) const noexcept {
+  StepLoad load;
+  for (const SliceShape& slice : slices) load.add(slice);
+  return step_seconds(load);
+}
+
+}  // namespace headway::models::sim

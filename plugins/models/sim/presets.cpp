@@ -1,0 +1,78 @@
+#include "presets.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace headway::models::sim {
+namespace {
+
+// SXM parts, from NVIDIA's datasheets. H100 and H200 share the GH100 die, hence the same FLOP/s;
+// the H200's HBM3e is what makes it faster on memory-bound decode. Capacities are decimal GB as
+// marketed (nvidia-smi shows slightly more), which keeps the KV capacity on the safe side.
+constexpr GpuPreset kGpus[] = {
+    {"h100", 989.0, 3.35, 80.0, 900.0},
+    {"h200", 989.0, 4.8, 141.0, 900.0},
+};
+
+// Shapes from the models' Hugging Face config.json files.
+constexpr ModelPreset kModels[] = {
+    {"llama-3.1-8b", ModelShape{.layers = 32,
+                                .hidden = 4096,
+                                .heads = 32,
+                                .kv_heads = 8,
+                                .head_dim = 128,
+                                .intermediate = 14336,
+                                .vocab = 128256,
+                                .max_model_len = 131072}},
+    {"llama-3.3-70b", ModelShape{.layers = 80,
+                                 .hidden = 8192,
+                                 .heads = 64,
+                                 .kv_heads = 8,
+                                 .head_dim = 128,
+                                 .intermediate = 28672,
+                                 .vocab = 128256,
+                                 .max_model_len = 131072}},
+};
+
+}  // namespace
+
+std::span<const GpuPreset> gpu_presets() { return kGpus; }
+std::span<const ModelPreset> model_presets() { return kModels; }
+
+const GpuPreset* find_gpu_preset(std::string_view name) {
+  for (const GpuPreset& gpu : kGpus) {
+    if (gpu.name == name) return &gpu;
+  }
+  return nullptr;
+}
+
+const ModelPreset* find_model_preset(std::string_view name) {
+  for (const ModelPreset& model : kModels) {
+    if (model.name == name) return &model;
+  }
+  return nullptr;
+}
+
+GpuSpec to_gpu_spec(const GpuPreset& preset) {
+  return GpuSpec{.peak_flops = preset.peak_tflops * 1e12,
+                 .hbm_bytes_per_s = preset.hbm_tb_per_s * 1e12,
+                 .hbm_bytes = preset.hbm_gb * 1e9,
+                 .link_bytes_per_s = preset.link_gb_per_s * 1e9};
+}
+
+CostConfig preset_config(std::string_view gpu, std::string_view model, uint32_t tensor_parallel) {
+  const GpuPreset* gpu_preset = find_gpu_preset(gpu);
+  if (gpu_preset == nullptr)
+    throw std::invalid_argument("unknown gpu preset '" + std::string(gpu) + "'");
+  const ModelPreset* model_preset = find_model_preset(model);
+  if (model_preset == nullptr) {
+    throw std::invalid_argument("unknown model preset '" + std::string(model) + "'");
+  }
+  CostConfig config;
+  config.model = model_preset->shape;
+  config.gpu = to_gpu_spec(*gpu_preset);
+  config.tensor_parallel = tensor_parallel;
+  return config;
+}
+
+}  // namespace headway::models::sim

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# First README command: install what is missing, build (Release), and run the main job:
+# `headway simulate` on the built-in default deployment and workload (no GPU, no download).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_BUILD_TESTS=OFF >/dev/null
+cmake --build build --target headway
+./build/bin/headway simulate "$@"

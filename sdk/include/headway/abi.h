@@ -1,0 +1,478 @@
+/*
+ * Headway plugin ABI: the only contract between the Headway host and a plugin shared library.
+ *
+ * Everything that crosses the boundary is declared here, in plain C: fixed-width integers, sized
+ * strings, plain structs, opaque handles and function pointers. No C++ type, exception or RTTI ever
+ * crosses, so a plugin may be built with another compiler or standard library than the host.
+ *
+ * Rules that hold for every function in this file:
+ * - Ownership: whoever allocates frees. Memory passed *into* a call is borrowed for the duration of
+ *   that call only, unless the comment says otherwise. Memory a plugin returns through a descriptor
+ *   (names, option schemas, tables) must stay valid for as long as the library is loaded; the host
+ *   never unloads a library while the process runs.
+ * - Errors: fallible functions return an hw_status_code and, on failure, fill the caller-provided
+ *   hw_status (code + NUL-terminated message, truncated to fit). HW_OK means the status is untouched.
+ * - Versions: each struct that may grow begins with struct_size. A reader only touches the fields
+ *   that fit inside struct_size; a NULL function pointer in a table is an absent optional function.
+ * - Threading: stated per kind below. A plugin instance (handle) is only ever called from one thread
+ *   at a time unless its kind says otherwise; different instances may be called concurrently.
+ */
+#ifndef HEADWAY_ABI_H
+#define HEADWAY_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A minor bump adds fields at the end of structs or entries at the end of tables; a major bump
+ * changes or removes anything. The host accepts a plugin with equal major and minor <= host minor. */
+#define HW_ABI_MAJOR 1
+#define HW_ABI_MINOR 0
+
+/* The single symbol every plugin exports. */
+#define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
+
+#if defined(_WIN32)
+#define HW_EXPORT __declspec(dllexport)
+#else
+#define HW_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ------------------------------------------------------------------------------------------------
+ * Strings and status
+ * --------------------------------------------------------------------------------------------- */
+
+/* A borrowed, sized string; not necessarily NUL-terminated. */
+typedef struct hw_str {
+  const char* data;
+  uint64_t size;
+} hw_str;
+
+typedef enum hw_status_code {
+  HW_OK = 0,
+  HW_INVALID_ARGUMENT = 1,
+  HW_NOT_FOUND = 2,
+  HW_RESOURCE_EXHAUSTED = 3,
+  HW_UNAVAILABLE = 4,
+  HW_INTERNAL = 5,
+  HW_UNIMPLEMENTED = 6,
+  HW_FAILED_PRECONDITION = 7,
+  HW_DEADLINE_EXCEEDED = 8
+} hw_status_code;
+
+#define HW_STATUS_MESSAGE_CAPACITY 1024
+
+/* Owned by the caller (usually on its stack); filled by the callee on failure. */
+typedef struct hw_status {
+  int32_t code; /* hw_status_code */
+  char message[HW_STATUS_MESSAGE_CAPACITY];
+} hw_status;
+
+/* ------------------------------------------------------------------------------------------------
+ * Option schema: what a plugin accepts in its TOML table. The host validates and fills defaults.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum hw_option_type {
+  HW_OPTION_BOOL = 0,
+  HW_OPTION_INT = 1,
+  HW_OPTION_DOUBLE = 2,
+  HW_OPTION_STRING = 3,
+  HW_OPTION_ENUM = 4 /* a string restricted to allowed_values */
+} hw_option_type;
+
+typedef struct hw_option_spec {
+  hw_str key;
+  int32_t type; /* hw_option_type */
+  hw_str doc;
+  /* Default: default_int for BOOL (0/1) and INT, default_double for DOUBLE, default_string for
+   * STRING and ENUM. */
+  int64_t default_int;
+  double default_double;
+  hw_str default_string;
+  /* Inclusive range for INT and DOUBLE, checked only when has_min / has_max is non-zero. */
+  int32_t has_min;
+  int32_t has_max;
+  double min_value;
+  double max_value;
+  /* Allowed values for ENUM. */
+  const hw_str* allowed_values;
+  uint32_t allowed_count;
+} hw_option_spec;
+
+/* A validated option value handed to a plugin's create(). The host passes one value per declared
+ * option, in schema order, defaults filled in. */
+typedef struct hw_option_value {
+  hw_str key;
+  int32_t type; /* hw_option_type */
+  int64_t int_value;    /* BOOL and INT */
+  double double_value;  /* DOUBLE */
+  hw_str string_value;  /* STRING and ENUM */
+} hw_option_value;
+
+typedef struct hw_options {
+  const hw_option_value* values;
+  uint32_t count;
+} hw_options;
+
+/* ------------------------------------------------------------------------------------------------
+ * Host services: handed to every create(); valid until the instance is destroyed. Thread-safe.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum hw_log_level {
+  HW_LOG_DEBUG = 0,
+  HW_LOG_INFO = 1,
+  HW_LOG_WARN = 2,
+  HW_LOG_ERROR = 3
+} hw_log_level;
+
+typedef struct hw_host_services {
+  uint32_t struct_size;
+  void* context; /* opaque, passed back to every service */
+  void (*log)(void* context, int32_t level, hw_str message);
+  /* Seconds on the clock of the engine (or cluster) that owns the instance: virtual under
+   * simulation, monotonic wall time otherwise. A plugin cannot and need not tell which. */
+  double (*now)(void* context);
+  /* Adds delta to a counter named by the plugin (created on first use). */
+  void (*counter_add)(void* context, hw_str name, double delta);
+  /* Sets a gauge named by the plugin. */
+  void (*gauge_set)(void* context, hw_str name, double value);
+  /* Aligned allocation from the host; free with free_bytes. alignment is a power of two. */
+  void* (*allocate)(void* context, uint64_t bytes, uint64_t alignment);
+  void (*free_bytes)(void* context, void* pointer);
+} hw_host_services;
+
+/* ------------------------------------------------------------------------------------------------
+ * Descriptor
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum hw_plugin_kind {
+  HW_KIND_STEP_SCHEDULER = 1,
+  HW_KIND_ROUTER = 2,
+  HW_KIND_KV_TRANSPORT = 3,
+  HW_KIND_MODEL = 4
+} hw_plugin_kind;
+
+typedef struct hw_plugin_descriptor {
+  uint32_t struct_size;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  int32_t kind;        /* hw_plugin_kind */
+  hw_str name;         /* reverse-DNS, e.g. "org.headway.scheduler.chunked" */
+  hw_str short_name;   /* what operators write in TOML, e.g. "chunked" */
+  hw_str version;      /* semantic version of the plugin itself */
+  hw_str description;  /* one line */
+  const hw_option_spec* options;
+  uint32_t option_count;
+  /* Points to the table of this kind: hw_scheduler_table, hw_router_table, hw_kv_transport_table or
+   * hw_model_table. Each table starts with its own struct_size. */
+  const void* table;
+} hw_plugin_descriptor;
+
+/* The exported entry point. Must be cheap and side-effect free: the host calls it to describe a
+ * plugin without creating anything. The returned descriptor is owned by the plugin and lives as long
+ * as the library. Any thread. */
+typedef const hw_plugin_descriptor* (*hw_plugin_entry_fn)(void);
+
+/* ------------------------------------------------------------------------------------------------
+ * Requests as the engine sees them (shared by schedulers, routers and models)
+ * --------------------------------------------------------------------------------------------- */
+
+typedef enum hw_request_state {
+  HW_REQUEST_WAITING = 0,
+  HW_REQUEST_PREFILLING = 1,
+  HW_REQUEST_TRANSFERRING = 2,
+  HW_REQUEST_DECODING = 3,
+  HW_REQUEST_FINISHED = 4,
+  HW_REQUEST_ABORTED = 5
+} hw_request_state;
+
+/* A read-only view of one request inside an engine. Token accounting is unified for prefill and
+ * decode: total_tokens = prompt_tokens + output_tokens is what the request knows, computed_tokens is
+ * how many of them have KV in the cache; a step may compute up to total - computed tokens of it, and a
+ * token is sampled when a slice brings computed up to total. A decoding request therefore has exactly
+ * one token to compute; a preempted request restarts from computed = 0 with its outputs kept. */
+typedef struct hw_request_view {
+  uint64_t id;
+  int32_t state;            /* hw_request_state */
+  int32_t priority;         /* lower is more urgent */
+  uint32_t prompt_tokens;
+  uint32_t output_tokens;   /* generated so far */
+  uint32_t total_tokens;    /* prompt_tokens + output_tokens */
+  uint32_t computed_tokens; /* tokens whose KV is cached */
+  uint32_t max_output_tokens;
+  uint32_t blocks_held;     /* KV blocks allocated to it */
+  double arrival_time;      /* seconds, engine clock */
+  uint64_t admission_order; /* increases each time a request is admitted (or re-admitted) */
+  uint32_t preemptions;     /* times this request was preempted so far */
+  uint32_t reserved;
+} hw_request_view;
+
+/* ------------------------------------------------------------------------------------------------
+ * Step scheduler
+ * Threading: schedule() of one instance is called by one engine thread at a time.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct hw_scheduler hw_scheduler; /* opaque, owned by the plugin */
+
+/* Engine facts a scheduler is created with. */
+typedef struct hw_engine_facts {
+  uint32_t struct_size;
+  uint32_t block_size;     /* tokens per KV block */
+  uint32_t kv_blocks_total;
+  uint32_t max_model_len;  /* prompt + output tokens a request may reach */
+} hw_engine_facts;
+
+/* The limits a scheduler promises to respect; the engine rejects any plan that breaks them. */
+typedef struct hw_scheduler_limits {
+  uint32_t struct_size;
+  uint32_t max_num_batched_tokens; /* tokens per step, all slices together */
+  uint32_t max_num_seqs;           /* requests running (holding KV) after the step */
+} hw_scheduler_limits;
+
+/* The engine's queues at the start of a step. Borrowed for the duration of schedule().
+ * running: admitted requests holding KV, in admission order.
+ * waiting: requests not holding KV, in queue order (arrival order, preempted requests first). */
+typedef struct hw_scheduler_snapshot {
+  uint32_t struct_size;
+  uint64_t step_index;
+  double now;
+  const hw_request_view* running;
+  uint32_t running_count;
+  const hw_request_view* waiting;
+  uint32_t waiting_count;
+  uint32_t kv_blocks_free;
+  uint32_t kv_blocks_total;
+  uint32_t block_size;
+  uint32_t max_model_len;
+} hw_scheduler_snapshot;
+
+/* One piece of work in a step: tokens [start, start + tokens) of a request. start must equal the
+ * request's computed_tokens. */
+typedef struct hw_slice {
+  uint64_t request_id;
+  uint32_t start;
+  uint32_t tokens;
+} hw_slice;
+
+/* The scheduler's answer. Arrays are owned by the engine and sized to running + waiting; the
+ * scheduler writes entries and sets the counts. Preempted requests lose their KV before the slices
+ * are executed, return to the head of the waiting queue and are recomputed later. */
+typedef struct hw_scheduler_plan {
+  uint32_t struct_size;
+  hw_slice* slices;
+  uint32_t slice_capacity;
+  uint32_t slice_count;
+  uint64_t* preempted;
+  uint32_t preempted_capacity;
+  uint32_t preempted_count;
+} hw_scheduler_plan;
+
+typedef struct hw_scheduler_table {
+  uint32_t struct_size;
+  /* Creates an instance. options are validated against the schema. *out is owned by the caller
+   * and released with destroy(). */
+  int32_t (*create)(const hw_host_services* host, const hw_options* options,
+                    const hw_engine_facts* facts, hw_scheduler** out, hw_status* status);
+  void (*destroy)(hw_scheduler* scheduler);
+  /* Fills the limits this instance will respect (called once after create). */
+  int32_t (*get_limits)(hw_scheduler* scheduler, hw_scheduler_limits* limits, hw_status* status);
+  /* Plans one step. Must not block; should not allocate in steady state. */
+  int32_t (*schedule)(hw_scheduler* scheduler, const hw_scheduler_snapshot* snapshot,
+                      hw_scheduler_plan* plan, hw_status* status);
+} hw_scheduler_table;
+
+/* ------------------------------------------------------------------------------------------------
+ * Router
+ * Threading: route() of one instance is called from one thread at a time (the cluster's).
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct hw_router hw_router;
+
+typedef enum hw_engine_role {
+  HW_ENGINE_ROLE_MIXED = 0, /* prefill and decode */
+  HW_ENGINE_ROLE_PREFILL = 1,
+  HW_ENGINE_ROLE_DECODE = 2
+} hw_engine_role;
+
+/* One engine as the router sees it: static identity plus its load at the time of the call. */
+typedef struct hw_engine_load {
+  uint32_t engine_index;
+  int32_t role;             /* hw_engine_role */
+  hw_str pool;              /* the pool named in the deployment TOML ("" when none) */
+  int32_t alive;            /* 0 when the engine is down */
+  uint32_t running;
+  uint32_t waiting;
+  uint64_t queued_prefill_tokens; /* prompt tokens still to compute, running + waiting */
+  uint64_t outstanding_tokens;    /* queued prefill tokens + decode tokens still to generate */
+  uint32_t kv_blocks_free;
+  uint32_t kv_blocks_total;
+  uint32_t block_size;
+} hw_engine_load;
+
+typedef struct hw_route_request {
+  uint64_t id;
+  uint32_t prompt_tokens;
+  uint32_t max_output_tokens;
+  int32_t priority;
+  hw_str request_class;
+} hw_route_request;
+
+typedef struct hw_route_decision {
+  uint32_t struct_size;
+  /* Engine that prefills the request (and decodes it when decode_engine equals it). */
+  uint32_t prefill_engine;
+  uint32_t decode_engine;
+  /* Non-zero when the request was sent outside its preferred pool (fallback). */
+  int32_t fallback;
+} hw_route_decision;
+
+typedef struct hw_router_table {
+  uint32_t struct_size;
+  /* engines/engine_count describe the deployment (load fields zero). Borrowed for the call. */
+  int32_t (*create)(const hw_host_services* host, const hw_options* options,
+                    const hw_engine_load* engines, uint32_t engine_count, hw_router** out,
+                    hw_status* status);
+  void (*destroy)(hw_router* router);
+  /* Picks engines for one request. HW_UNAVAILABLE when no engine can take it. */
+  int32_t (*route)(hw_router* router, const hw_route_request* request,
+                   const hw_engine_load* engines, uint32_t engine_count,
+                   hw_route_decision* decision, hw_status* status);
+} hw_router_table;
+
+/* ------------------------------------------------------------------------------------------------
+ * KV transport
+ * Threading: all functions of one instance may be called from any thread; the plugin synchronises.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct hw_kv_transport hw_kv_transport;
+
+typedef enum hw_memory_kind {
+  HW_MEMORY_HOST = 0,
+  HW_MEMORY_DEVICE = 1,
+  HW_MEMORY_NONE = 2 /* simulated: no bytes behind it */
+} hw_memory_kind;
+
+/* A KV region: block b occupies [base + b * block_stride, + block_bytes). */
+typedef struct hw_memory_desc {
+  void* base;
+  uint64_t bytes;
+  int32_t kind;      /* hw_memory_kind */
+  int32_t device_id; /* -1 for host */
+  uint64_t block_bytes;
+  uint64_t block_stride;
+} hw_memory_desc;
+
+typedef struct hw_kv_transfer {
+  uint32_t struct_size;
+  uint64_t request_id;
+  hw_memory_desc source;
+  hw_memory_desc destination;
+  const uint32_t* source_blocks; /* borrowed until the transfer completes */
+  const uint32_t* destination_blocks;
+  uint32_t block_count;
+  uint32_t source_engine;
+  uint32_t destination_engine;
+} hw_kv_transfer;
+
+typedef enum hw_transfer_state {
+  HW_TRANSFER_PENDING = 0,
+  HW_TRANSFER_DONE = 1,
+  HW_TRANSFER_FAILED = 2
+} hw_transfer_state;
+
+typedef struct hw_kv_transport_table {
+  uint32_t struct_size;
+  int32_t (*create)(const hw_host_services* host, const hw_options* options,
+                    hw_kv_transport** out, hw_status* status);
+  void (*destroy)(hw_kv_transport* transport);
+  /* Starts a transfer; *handle identifies it until poll() reports DONE or FAILED. */
+  int32_t (*start)(hw_kv_transport* transport, const hw_kv_transfer* transfer,
+                   uint64_t* handle, hw_status* status);
+  /* Non-blocking. *state is hw_transfer_state; *seconds is the transfer's duration once done (on
+   * the engines' clock: modelled under simulation, measured otherwise). */
+  int32_t (*poll)(hw_kv_transport* transport, uint64_t handle, int32_t* state, double* seconds,
+                  hw_status* status);
+} hw_kv_transport_table;
+
+/* ------------------------------------------------------------------------------------------------
+ * Model
+ * Threading: one engine thread calls an instance; forward() may use its own worker threads.
+ * --------------------------------------------------------------------------------------------- */
+
+typedef struct hw_model hw_model;
+
+typedef struct hw_model_info {
+  uint32_t struct_size;
+  uint32_t layers;
+  uint32_t hidden;
+  uint32_t heads;
+  uint32_t kv_heads;
+  uint32_t head_dim;
+  uint32_t vocab;
+  uint32_t max_model_len;
+  uint32_t eos_token;       /* UINT32_MAX when the model never stops by itself */
+  uint64_t kv_bytes_per_token; /* across all layers, K and V */
+  /* KV tokens the model can hold (memory after weights); the engine sizes its block pool from it
+   * unless the deployment overrides it. */
+  uint64_t kv_capacity_tokens;
+  /* Non-zero when forward() reads token ids (real models); a simulated model ignores them. */
+  int32_t needs_token_ids;
+  /* Non-zero when forward() reports the step's duration (virtual clock); zero for real models whose
+   * duration the engine measures on the wall clock. */
+  int32_t reports_duration;
+} hw_model_info;
+
+/* One slice of a forward pass. */
+typedef struct hw_model_slice {
+  uint64_t request_id;
+  uint32_t start;            /* first position */
+  uint32_t tokens;           /* positions [start, start + tokens) */
+  const int32_t* token_ids;  /* tokens entries, or NULL when the model does not need ids */
+  const uint32_t* block_table; /* KV blocks of the request, covering start + tokens positions */
+  uint32_t block_count;
+  int32_t sample;            /* non-zero: sample a token from the last position */
+  float temperature;         /* 0 = greedy */
+  float top_p;
+  uint64_t seed;             /* per-request sampling seed */
+  uint32_t output_index;     /* index of the token to sample among the request's outputs */
+  uint32_t reserved;
+} hw_model_slice;
+
+typedef struct hw_model_batch {
+  uint32_t struct_size;
+  const hw_model_slice* slices;
+  uint32_t slice_count;
+  uint32_t block_size;
+} hw_model_batch;
+
+typedef struct hw_model_output {
+  uint32_t struct_size;
+  int32_t* sampled;     /* slice_count entries owned by the engine; written where sample != 0 */
+  double seconds;       /* the step's duration when info.reports_duration */
+} hw_model_output;
+
+typedef struct hw_model_table {
+  uint32_t struct_size;
+  /* config_dir: directory of the deployment file, for resolving relative paths in options. */
+  int32_t (*create)(const hw_host_services* host, const hw_options* options, hw_str config_dir,
+                    hw_model** out, hw_status* status);
+  void (*destroy)(hw_model* model);
+  int32_t (*get_info)(hw_model* model, hw_model_info* info, hw_status* status);
+  /* Allocates the KV cache: block_count blocks of block_size tokens. Called once before forward. */
+  int32_t (*init_kv)(hw_model* model, uint32_t block_count, uint32_t block_size,
+                     hw_status* status);
+  /* Describes the KV memory for transports (optional). */
+  int32_t (*kv_memory)(hw_model* model, hw_memory_desc* memory, hw_status* status);
+  /* Runs one step. */
+  int32_t (*forward)(hw_model* model, const hw_model_batch* batch, hw_model_output* output,
+                     hw_status* status);
+} hw_model_table;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* HEADWAY_ABI_H */

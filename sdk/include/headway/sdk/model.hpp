@@ -1,0 +1,60 @@
+// Writing a model as a C++ class. Header-only; plugin side.
+// Threading: one engine thread calls an instance; forward() may fan out to its own threads.
+#pragma once
+
+#include <headway/abi.h>
+
+#include <headway/sdk/host.hpp>
+#include <headway/sdk/options.hpp>
+#include <headway/sdk/status.hpp>
+#include <string>
+
+namespace headway::sdk {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual hw_model_info info() const = 0;
+  virtual void init_kv(uint32_t block_count, uint32_t block_size) = 0;
+  // Default: no addressable KV memory (simulated models).
+  virtual hw_memory_desc kv_memory() const {
+    return hw_memory_desc{nullptr, 0, HW_MEMORY_NONE, -1, 0, 0};
+  }
+  virtual void forward(const hw_model_batch& batch, hw_model_output& output) = 0;
+};
+
+// T is constructible from (const Host&, const Options&, const std::string& config_dir).
+template <class T>
+struct ModelAdapter {
+  static constexpr int32_t kind = HW_KIND_MODEL;
+  static Model* self(hw_model* m) { return reinterpret_cast<Model*>(m); }
+
+  static int32_t create(const hw_host_services* host, const hw_options* options, hw_str config_dir,
+                        hw_model** out, hw_status* status) {
+    return guarded(status, [&] {
+      Model* instance = new T(Host(host), Options(options), std::string(view(config_dir)));
+      *out = reinterpret_cast<hw_model*>(instance);
+    });
+  }
+  static void destroy(hw_model* m) { delete self(m); }
+  static int32_t get_info(hw_model* m, hw_model_info* info, hw_status* status) {
+    return guarded(status, [&] {
+      *info = self(m)->info();
+      info->struct_size = sizeof(hw_model_info);
+    });
+  }
+  static int32_t init_kv(hw_model* m, uint32_t blocks, uint32_t block_size, hw_status* status) {
+    return guarded(status, [&] { self(m)->init_kv(blocks, block_size); });
+  }
+  static int32_t kv_memory(hw_model* m, hw_memory_desc* memory, hw_status* status) {
+    return guarded(status, [&] { *memory = self(m)->kv_memory(); });
+  }
+  static int32_t forward(hw_model* m, const hw_model_batch* batch, hw_model_output* output,
+                         hw_status* status) {
+    return guarded(status, [&] { self(m)->forward(*batch, *output); });
+  }
+  static constexpr hw_model_table table = {
+      sizeof(hw_model_table), &create, &destroy, &get_info, &init_kv, &kv_memory, &forward};
+};
+
+}  // namespace headway::sdk

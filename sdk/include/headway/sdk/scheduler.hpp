@@ -1,0 +1,105 @@
+// Writing a step scheduler as a C++ class. Header-only; plugin side.
+//
+//   class MyScheduler : public headway::sdk::StepScheduler {
+//    public:
+//     MyScheduler(const Host&, const Options&, const hw_engine_facts&);
+//     hw_scheduler_limits limits() const override;
+//     void schedule(const hw_scheduler_snapshot&, PlanWriter&) override;
+//   };
+//   HEADWAY_EXPORT_SCHEDULER(MyScheduler, "com.example.mine", "mine", "1.0.0", "…", kOptions)
+//
+// Threading: the engine calls one instance from one thread at a time.
+#pragma once
+
+#include <headway/abi.h>
+
+#include <cstdint>
+#include <headway/sdk/host.hpp>
+#include <headway/sdk/options.hpp>
+#include <headway/sdk/status.hpp>
+#include <string>
+
+namespace headway::sdk {
+
+// KV blocks needed to hold `tokens` positions.
+constexpr uint32_t blocks_for_tokens(uint64_t tokens, uint32_t block_size) {
+  return static_cast<uint32_t>((tokens + block_size - 1) / block_size);
+}
+
+// Extra blocks a request needs to compute `tokens` more positions.
+constexpr uint32_t extra_blocks(const hw_request_view& r, uint32_t tokens, uint32_t block_size) {
+  uint32_t need = blocks_for_tokens(static_cast<uint64_t>(r.computed_tokens) + tokens, block_size);
+  return need > r.blocks_held ? need - r.blocks_held : 0;
+}
+
+// Tokens a request can compute now (prompt or recompute left; 1 for a decode).
+constexpr uint32_t remaining_tokens(const hw_request_view& r) {
+  return r.total_tokens - r.computed_tokens;
+}
+
+// Appends to the engine-owned plan arrays; throws rather than overflow them.
+class PlanWriter {
+ public:
+  explicit PlanWriter(hw_scheduler_plan* plan) : plan_(plan) {
+    plan_->slice_count = 0;
+    plan_->preempted_count = 0;
+  }
+  void add_slice(const hw_request_view& r, uint32_t tokens) {
+    if (plan_->slice_count >= plan_->slice_capacity) {
+      throw Error(HW_INTERNAL, "plan has more slices than requests");
+    }
+    plan_->slices[plan_->slice_count++] = hw_slice{r.id, r.computed_tokens, tokens};
+  }
+  void preempt(uint64_t request_id) {
+    if (plan_->preempted_count >= plan_->preempted_capacity) {
+      throw Error(HW_INTERNAL, "plan preempts more requests than are running");
+    }
+    plan_->preempted[plan_->preempted_count++] = request_id;
+  }
+  uint32_t slice_count() const { return plan_->slice_count; }
+
+ private:
+  hw_scheduler_plan* plan_;
+};
+
+class StepScheduler {
+ public:
+  virtual ~StepScheduler() = default;
+  virtual hw_scheduler_limits limits() const = 0;
+  virtual void schedule(const hw_scheduler_snapshot& snapshot, PlanWriter& plan) = 0;
+};
+
+// Generates the C table for a StepScheduler subclass T constructible from
+// (const Host&, const Options&, const hw_engine_facts&).
+template <class T>
+struct SchedulerAdapter {
+  static constexpr int32_t kind = HW_KIND_STEP_SCHEDULER;
+
+  static StepScheduler* self(hw_scheduler* s) { return reinterpret_cast<StepScheduler*>(s); }
+
+  static int32_t create(const hw_host_services* host, const hw_options* options,
+                        const hw_engine_facts* facts, hw_scheduler** out, hw_status* status) {
+    return guarded(status, [&] {
+      StepScheduler* instance = new T(Host(host), Options(options), *facts);
+      *out = reinterpret_cast<hw_scheduler*>(instance);
+    });
+  }
+  static void destroy(hw_scheduler* s) { delete self(s); }
+  static int32_t get_limits(hw_scheduler* s, hw_scheduler_limits* limits, hw_status* status) {
+    return guarded(status, [&] {
+      *limits = self(s)->limits();
+      limits->struct_size = sizeof(hw_scheduler_limits);
+    });
+  }
+  static int32_t schedule(hw_scheduler* s, const hw_scheduler_snapshot* snapshot,
+                          hw_scheduler_plan* plan, hw_status* status) {
+    return guarded(status, [&] {
+      PlanWriter writer(plan);
+      self(s)->schedule(*snapshot, writer);
+    });
+  }
+  static constexpr hw_scheduler_table table = {sizeof(hw_scheduler_table), &create, &destroy,
+                                               &get_limits, &schedule};
+};
+
+}  // namespace headway::sdk

@@ -1,0 +1,127 @@
+// Runs the `headway` binary as a user would: successful runs produce a report; every bad
+// invocation exits non-zero with one clear line on stderr.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kData = fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
+
+struct Run {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+Run run(const std::string& args) {
+  fs::path err_file = fs::temp_directory_path() / ("headway_cli_err_" + std::to_string(::getpid()));
+  std::string command = std::string(HEADWAY_CLI) + " " + args + " 2>" + err_file.string();
+  Run result{};
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.out.append(buffer.data(), n);
+  int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_file);
+  result.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  fs::remove(err_file);
+  return result;
+}
+
+size_t lines(const std::string& s) {
+  size_t count = 0;
+  for (char c : s) count += c == '\n';
+  return count;
+}
+
+TEST(Cli, SimulatePrintsAReportAndWritesJson) {
+  fs::path out = fs::temp_directory_path() / "headway_cli_report.json";
+  fs::path steps = fs::temp_directory_path() / "headway_cli_steps.jsonl";
+  Run r = run("simulate --config " + (kData / "two_engines.toml").string() + " --workload " +
+              (kData / "small_mixed.toml").string() + " --out " + out.string() + " --step-trace " +
+              steps.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("document"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  nlohmann::json report = nlohmann::json::parse(in);
+  EXPECT_EQ(report["deployment"], "two-engines");
+  EXPECT_TRUE(report.contains("hol_factor"));
+
+  std::ifstream trace(steps);
+  std::string line;
+  size_t count = 0;
+  while (std::getline(trace, line)) {
+    nlohmann::json step = nlohmann::json::parse(line);
+    ASSERT_TRUE(step.contains("slices"));
+    ASSERT_TRUE(step.contains("duration"));
+    for (const auto& slice : step["slices"]) {
+      EXPECT_TRUE(slice["kind"] == "prefill" || slice["kind"] == "decode");
+    }
+    ++count;
+  }
+  EXPECT_GT(count, 10u);
+  fs::remove(out);
+  fs::remove(steps);
+}
+
+TEST(Cli, BuiltInDefaultRunsWithNoArguments) {
+  Run r = run("simulate");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("HOL factor"), std::string::npos) << r.out;
+}
+
+TEST(Cli, MissingConfigFileIsOneClearLine) {
+  Run r = run("simulate --config /nonexistent/deploy.toml");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/deploy.toml"), std::string::npos) << r.err;
+}
+
+TEST(Cli, UnknownPluginIsOneClearLine) {
+  Run r = run("simulate --config " + (kData / "unknown_plugin.toml").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("no_such_scheduler"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("engines[0].scheduler"), std::string::npos) << r.err;
+}
+
+TEST(Cli, BadWorkloadIsOneClearLine) {
+  Run r = run("simulate --config " + (kData / "two_engines.toml").string() + " --workload " +
+              (kData / "bad_workload.toml").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("gauss"), std::string::npos) << r.err;
+}
+
+TEST(Cli, UnknownSubcommandFails) {
+  Run r = run("simulat");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+TEST(Cli, PluginDescribePrintsDescriptorAndTemplate) {
+  Run r = run("plugin describe chunked");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("org.headway.scheduler.chunked"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[engines.scheduler.options]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max_num_batched_tokens = 8192"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PluginDescribeOfAMissingFileFails) {
+  Run r = run("plugin describe /nonexistent/libx.so");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+}
+
+}  // namespace

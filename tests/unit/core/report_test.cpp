@@ -1,0 +1,228 @@
+#include "headway/core/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "headway/core/error.h"
+#include "headway/core/percentiles.h"
+
+namespace headway::core {
+namespace {
+
+constexpr double kEps = 1e-9;
+
+TEST(Percentiles, LinearInterpolationOnHandWorkedVectors) {
+  const std::vector<double> v = {4, 1, 3, 2};  // sorted: 1 2 3 4
+  EXPECT_DOUBLE_EQ(percentile(v, 0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 100), 4.0);
+  EXPECT_DOUBLE_EQ(percentile(v, 50), 2.5);   // h = 1.5
+  EXPECT_DOUBLE_EQ(percentile(v, 25), 1.75);  // h = 0.75
+  EXPECT_NEAR(percentile(v, 90), 3.7, kEps);  // h = 2.7
+  EXPECT_NEAR(percentile(v, 99), 3.97, kEps);
+
+  const std::vector<double> ten = {10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+  EXPECT_NEAR(percentile_sorted(ten, 90), 91.0, kEps);  // h = 8.1
+  EXPECT_NEAR(percentile_sorted(ten, 50), 55.0, kEps);
+
+  EXPECT_DOUBLE_EQ(percentile({7.5}, 99), 7.5);
+  EXPECT_TRUE(std::isnan(percentile({}, 50)));
+  EXPECT_THROW(percentile(v, 101), Error);
+  EXPECT_THROW(percentile(v, -1), Error);
+}
+
+TEST(Percentiles, SummarizeDropsNaNs) {
+  const LatencySummary s = summarize({3, std::nan(""), 1, 2});
+  EXPECT_EQ(s.count, 3u);
+  EXPECT_DOUBLE_EQ(s.p50, 2.0);
+  EXPECT_DOUBLE_EQ(s.max, 3.0);
+  EXPECT_DOUBLE_EQ(s.mean, 2.0);
+  const LatencySummary empty = summarize({});
+  EXPECT_EQ(empty.count, 0u);
+  EXPECT_TRUE(std::isnan(empty.p50));
+  EXPECT_TRUE(std::isnan(empty.p99));
+  EXPECT_TRUE(std::isnan(empty.mean));
+}
+
+RequestRecord record(uint64_t id, uint32_t cls, double arrival, double scheduled,
+                     std::vector<double> tokens, bool finished = true) {
+  RequestRecord r;
+  r.id = id;
+  r.class_index = cls;
+  r.arrival = arrival;
+  r.scheduled = scheduled;
+  r.first_token = tokens.front();
+  r.output_tokens = static_cast<uint32_t>(tokens.size());
+  r.finished = finished;
+  if (finished) r.finish = tokens.back();
+  r.token_times = std::move(tokens);
+  return r;
+}
+
+// Class 0 "short", class 1 "long"; four requests in the workload (three short, one long).
+Workload hand_workload() {
+  Workload w;
+  w.source = "hand.toml";
+  w.classes = {{"short", false}, {"long", true}};
+  w.requests = {
+      {0, 0, 0.0, 100, 3}, {1, 1, 0.5, 30000, 1}, {2, 0, 1.0, 100, 2}, {3, 0, 2.0, 100, 2}};
+  return w;
+}
+
+std::vector<RequestRecord> hand_records() {
+  std::vector<RequestRecord> rs;
+  // TTFT 1.0, ITL 0.2 0.3, TPOT (1.5 - 1.0) / 2 = 0.25, E2E 1.5, queue 0.5.
+  rs.push_back(record(0, 0, 0.0, 0.5, {1.0, 1.2, 1.5}));
+  // Long: TTFT 4.0, no ITL, no TPOT (1 token), E2E 4.0, queue 0; 2 preemptions.
+  rs.push_back(record(1, 1, 0.5, 0.5, {4.5}));
+  rs.back().preemptions = 2;
+  // TTFT 2.0, ITL 0.1, TPOT 0.1, E2E 2.1, queue 0.
+  rs.push_back(record(2, 0, 1.0, 1.0, {3.0, 3.1}));
+  // Unfinished: counted, excluded from latencies; its 2 tokens count for throughput and its last
+  // token (6.0) ends the span.
+  rs.push_back(record(3, 0, 2.0, 2.5, {5.0, 6.0}, false));
+  return rs;
+}
+
+std::vector<RequestRecord> baseline_records() {
+  // Short requests alone: TTFT 0.5 and 1.0; ITL 0.1 0.1 0.05.
+  return {record(0, 0, 0.0, 0.0, {0.5, 0.6, 0.7}), record(2, 0, 1.0, 1.0, {2.0, 2.05})};
+}
+
+TEST(Report, HandWorkedLatencies) {
+  const Workload w = hand_workload();
+  const auto records = hand_records();
+  const Report r = build_report(w, records, 42, 6.5, 0.25);
+  EXPECT_EQ(r.steps, 42u);
+  EXPECT_DOUBLE_EQ(r.simulated_seconds, 6.5);
+  EXPECT_DOUBLE_EQ(r.wall_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(r.span_seconds, 6.0);  // first arrival 0 .. last token 6.0
+  EXPECT_EQ(r.preemptions, 2u);
+  ASSERT_EQ(r.classes.size(), 2u);
+
+  const ClassReport& s = r.classes[0];
+  EXPECT_EQ(s.name, "short");
+  EXPECT_FALSE(s.is_long);
+  EXPECT_EQ(s.requests, 3u);
+  EXPECT_EQ(s.finished, 2u);
+  EXPECT_EQ(s.ttft.count, 2u);
+  EXPECT_NEAR(s.ttft.p50, 1.5, kEps);
+  EXPECT_NEAR(s.ttft.p90, 1.9, kEps);
+  EXPECT_NEAR(s.ttft.p99, 1.99, kEps);
+  EXPECT_NEAR(s.ttft.max, 2.0, kEps);
+  EXPECT_NEAR(s.ttft.mean, 1.5, kEps);
+  EXPECT_EQ(s.itl.count, 3u);  // {0.1, 0.2, 0.3}
+  EXPECT_NEAR(s.itl.p50, 0.2, kEps);
+  EXPECT_NEAR(s.itl.p90, 0.28, kEps);
+  EXPECT_NEAR(s.itl.p99, 0.298, kEps);
+  EXPECT_NEAR(s.itl.max, 0.3, kEps);
+  EXPECT_EQ(s.tpot.count, 2u);  // {0.1, 0.25}
+  EXPECT_NEAR(s.tpot.mean, 0.175, kEps);
+  EXPECT_NEAR(s.tpot.max, 0.25, kEps);
+  EXPECT_NEAR(s.e2e.p50, 1.8, kEps);  // {1.5, 2.1}
+  EXPECT_NEAR(s.queue.max, 0.5, kEps);
+  EXPECT_NEAR(s.queue.p50, 0.25, kEps);
+  EXPECT_EQ(s.output_tokens, 7u);
+  EXPECT_NEAR(s.output_tokens_per_s, 7.0 / 6.0, kEps);
+  EXPECT_NEAR(s.requests_per_s, 2.0 / 6.0, kEps);
+
+  const ClassReport& l = r.classes[1];
+  EXPECT_TRUE(l.is_long);
+  EXPECT_EQ(l.requests, 1u);
+  EXPECT_EQ(l.finished, 1u);
+  EXPECT_NEAR(l.ttft.p99, 4.0, kEps);
+  EXPECT_EQ(l.itl.count, 0u);
+  EXPECT_TRUE(std::isnan(l.itl.p50));
+  EXPECT_EQ(l.tpot.count, 0u);
+  EXPECT_NEAR(l.e2e.max, 4.0, kEps);
+
+  const ClassReport& o = r.overall;
+  EXPECT_EQ(o.name, "overall");
+  EXPECT_EQ(o.requests, 4u);
+  EXPECT_EQ(o.finished, 3u);
+  EXPECT_NEAR(o.ttft.p50, 2.0, kEps);  // {1, 2, 4}
+  EXPECT_NEAR(o.ttft.p90, 3.6, kEps);
+  EXPECT_NEAR(o.ttft.mean, 7.0 / 3.0, kEps);
+  EXPECT_NEAR(o.output_tokens_per_s, 8.0 / 6.0, kEps);
+  EXPECT_NEAR(o.requests_per_s, 0.5, kEps);
+
+  EXPECT_FALSE(r.hol_factor);  // no baseline
+  EXPECT_FALSE(r.stall_factor);
+  EXPECT_FALSE(r.short_p99_ttft_without_long);
+}
+
+TEST(Report, HolAndStallFactorsFromBaseline) {
+  const Workload w = hand_workload();
+  const auto records = hand_records();
+  const auto baseline = baseline_records();
+  const Report r = build_report(w, records, 1, 6, 1, &baseline);
+  // With long: short p99 TTFT 1.99, p99 ITL 0.298. Without: TTFT {0.5, 1.0} -> 0.995;
+  // ITL {0.05, 0.1, 0.1} -> 0.1.
+  ASSERT_TRUE(r.short_p99_ttft_without_long);
+  EXPECT_NEAR(*r.short_p99_ttft_without_long, 0.995, kEps);
+  ASSERT_TRUE(r.hol_factor);
+  EXPECT_NEAR(*r.hol_factor, 2.0, kEps);
+  ASSERT_TRUE(r.stall_factor);
+  EXPECT_NEAR(*r.stall_factor, 2.98, kEps);
+
+  // Without a long class there is nothing to remove: no factors.
+  Workload plain = w;
+  plain.classes[1].is_long = false;
+  EXPECT_FALSE(build_report(plain, records, 1, 6, 1, &baseline).hol_factor);
+}
+
+TEST(Report, RejectsRecordOfUnknownClass) {
+  auto records = hand_records();
+  records[2].class_index = 7;
+  try {
+    build_report(hand_workload(), records, 0, 0, 0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("class_index 7"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Report, EmptyRunHasNaNsNotGarbage) {
+  const Report r = build_report(hand_workload(), {}, 0, 0, 0);
+  EXPECT_EQ(r.overall.requests, 4u);
+  EXPECT_EQ(r.overall.finished, 0u);
+  EXPECT_EQ(r.overall.ttft.count, 0u);
+  EXPECT_TRUE(std::isnan(r.overall.ttft.p99));
+  EXPECT_EQ(r.overall.output_tokens_per_s, 0.0);
+  std::ostringstream out;
+  print_report(out, r);  // must not throw
+  EXPECT_TRUE(report_to_json(r)["overall"]["ttft"]["p99"].is_null());
+}
+
+TEST(Report, PrintAndJson) {
+  const auto records = hand_records();
+  const auto baseline = baseline_records();
+  const Report r = build_report(hand_workload(), records, 42, 6, 0.5, &baseline);
+  std::ostringstream out;
+  print_report(out, r);
+  const std::string text = out.str();
+  for (const char* part : {"short", "long", "overall", "TTFT", "ITL", "TPOT", "E2E", "p99", "1.99s",
+                           "298.0ms", "HOL factor", "2.00", "stall factor", "2.98", "995.0ms",
+                           "42 steps", "2 preemptions", "12.0x real time"}) {
+    EXPECT_NE(text.find(part), std::string::npos) << "missing \"" << part << "\" in\n" << text;
+  }
+
+  const nlohmann::json j = report_to_json(r);
+  ASSERT_EQ(j["classes"].size(), 2u);
+  EXPECT_EQ(j["classes"][0]["name"], "short");
+  EXPECT_EQ(j["classes"][1]["is_long"], true);
+  EXPECT_NEAR(j["classes"][0]["ttft"]["p50"].get<double>(), 1.5, kEps);
+  EXPECT_TRUE(j["classes"][1]["itl"]["p50"].is_null());
+  EXPECT_EQ(j["overall"]["finished"], 3);
+  EXPECT_NEAR(j["hol_factor"].get<double>(), 2.0, kEps);
+  EXPECT_NEAR(j["stall_factor"].get<double>(), 2.98, kEps);
+  EXPECT_EQ(j["steps"], 42);
+  EXPECT_EQ(j["preemptions"], 2);
+  EXPECT_EQ(j["time_unit"], "s");
+}
+
+}  // namespace
+}  // namespace headway::core

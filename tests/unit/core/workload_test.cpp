@@ -1,0 +1,478 @@
+#include "headway/core/workload.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+
+#include "headway/core/error.h"
+
+namespace headway::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Fixture files live in tests/data/workloads. The build defines HEADWAY_TEST_DATA_DIR as the
+// absolute path of tests/data; without it the tests must run from the repository root.
+#ifdef HEADWAY_TEST_DATA_DIR
+const fs::path kDataDir = HEADWAY_TEST_DATA_DIR;
+#else
+const fs::path kDataDir = "tests/data";
+#endif
+const fs::path kWorkloads = kDataDir / "workloads";
+const fs::path kConfigs = kDataDir / ".." / ".." / "configs" / "workloads";
+
+// A scratch directory per test, removed afterwards.
+class WorkloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("headway_workload_test_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes `text` to <scratch>/<name> and returns its path.
+  fs::path write(const std::string& text, const std::string& name = "workload.toml") {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+
+  // Absolute path of a fixture, quoted for TOML.
+  static std::string fixture(const std::string& name) {
+    return "\"" + fs::absolute(kWorkloads / name).generic_string() + "\"";
+  }
+
+  // Loads `text` and expects an Error whose message contains every one of `parts`.
+  void expect_error(const std::string& text, std::initializer_list<std::string> parts) {
+    const fs::path p = write(text);
+    try {
+      load_workload(p);
+      ADD_FAILURE() << "no error for:\n" << text;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      for (const std::string& part : parts) {
+        EXPECT_NE(msg.find(part), std::string::npos) << "message: " << msg << "\nmissing: " << part;
+      }
+    }
+  }
+
+  fs::path dir_;
+};
+
+const char* kTwoClasses = R"(
+seed = SEED
+count = 20000
+[arrival]
+process = "poisson"
+rate = 10
+[[classes]]
+name = "a"
+share = 3
+prompt = { dist = "uniform", min = 5, max = 8 }
+output = { dist = "fixed", value = 7 }
+[[classes]]
+name = "b"
+share = 1
+prompt = { dist = "lognormal", mean = 1000, sigma = 0.5 }
+output = { dist = "lognormal", mean = 50, sigma = 1.0, min = 10, max = 60 }
+)";
+
+std::string with_seed(int seed) {
+  std::string s = kTwoClasses;
+  s.replace(s.find("SEED"), 4, std::to_string(seed));
+  return s;
+}
+
+bool same_requests(const Workload& a, const Workload& b) {
+  if (a.requests.size() != b.requests.size()) return false;
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    const auto& x = a.requests[i];
+    const auto& y = b.requests[i];
+    if (x.id != y.id || x.class_index != y.class_index || x.arrival != y.arrival ||
+        x.prompt_tokens != y.prompt_tokens || x.output_tokens != y.output_tokens) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void expect_sorted_with_ids(const Workload& w) {
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    EXPECT_EQ(w.requests[i].id, i);
+    if (i > 0) {
+      EXPECT_LE(w.requests[i - 1].arrival, w.requests[i].arrival);
+    }
+  }
+}
+
+TEST_F(WorkloadTest, SameSeedSameRequestsDifferentSeedDifferent) {
+  const Workload a = load_workload(write(with_seed(11), "a.toml"));
+  const Workload b = load_workload(write(with_seed(11), "b.toml"));
+  const Workload c = load_workload(write(with_seed(12), "c.toml"));
+  EXPECT_EQ(a.seed, 11u);
+  EXPECT_TRUE(same_requests(a, b));
+  EXPECT_FALSE(same_requests(a, c));
+  ASSERT_EQ(a.requests.size(), 20000u);
+  expect_sorted_with_ids(a);
+}
+
+TEST_F(WorkloadTest, SharesAndRateHonoured) {
+  const Workload w = load_workload(write(with_seed(5)));
+  ASSERT_EQ(w.classes.size(), 2u);
+  size_t a = 0;
+  for (const auto& r : w.requests) a += r.class_index == 0;
+  // 3:1 -> 0.75; the standard error over 20000 draws is ~0.003.
+  EXPECT_NEAR(static_cast<double>(a) / w.requests.size(), 0.75, 0.015);
+  // Poisson at 10/s: mean gap 0.1 s (standard error ~0.0007).
+  EXPECT_NEAR(w.requests.back().arrival / w.requests.size(), 0.1, 0.005);
+  EXPECT_GT(w.requests.front().arrival, 0.0);
+}
+
+TEST_F(WorkloadTest, DistributionBounds) {
+  const Workload w = load_workload(write(with_seed(9)));
+  std::set<uint32_t> uniform_seen;
+  std::vector<double> lognormal;
+  for (const auto& r : w.requests) {
+    if (r.class_index == 0) {
+      EXPECT_GE(r.prompt_tokens, 5u);
+      EXPECT_LE(r.prompt_tokens, 8u);
+      uniform_seen.insert(r.prompt_tokens);
+      EXPECT_EQ(r.output_tokens, 7u);
+    } else {
+      EXPECT_GE(r.output_tokens, 10u);  // clamped lognormal
+      EXPECT_LE(r.output_tokens, 60u);
+      EXPECT_GE(r.prompt_tokens, 1u);
+      lognormal.push_back(r.prompt_tokens);
+    }
+  }
+  EXPECT_EQ(uniform_seen, (std::set<uint32_t>{5, 6, 7, 8}));  // inclusive at both ends
+  // `mean` is the mean of the lognormal: ~1000 (sd ~530, ~5000 samples -> standard error ~8);
+  // its median is mean * exp(-sigma^2 / 2) = 882.5.
+  ASSERT_GT(lognormal.size(), 4000u);
+  double sum = 0;
+  for (double v : lognormal) sum += v;
+  EXPECT_NEAR(sum / lognormal.size(), 1000.0, 40.0);
+  std::sort(lognormal.begin(), lognormal.end());
+  EXPECT_NEAR(lognormal[lognormal.size() / 2], 882.5, 40.0);
+}
+
+TEST_F(WorkloadTest, FixedArrivalTimesCountAndDuration) {
+  const std::string base = R"(
+[arrival]
+process = "fixed"
+times = [3.0, 0, 1.5, 1.5, 10]
+[[classes]]
+name = "only"
+share = 1
+prompt = { dist = "fixed", value = 12 }
+output = { dist = "fixed", value = 3 }
+)";
+  const Workload all = load_workload(write(base, "all.toml"));
+  ASSERT_EQ(all.requests.size(), 5u);
+  const double expected[] = {0, 1.5, 1.5, 3.0, 10};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(all.requests[i].arrival, expected[i]);
+    EXPECT_EQ(all.requests[i].prompt_tokens, 12u);
+    EXPECT_EQ(all.requests[i].output_tokens, 3u);
+  }
+  expect_sorted_with_ids(all);
+  EXPECT_EQ(load_workload(write("count = 2\n" + base, "count.toml")).requests.size(), 2u);
+  EXPECT_EQ(load_workload(write("duration = 3.0\n" + base, "dur.toml")).requests.size(), 3u);
+  // One class: nothing is long.
+  EXPECT_FALSE(all.has_long_class());
+}
+
+TEST_F(WorkloadTest, DurationBoundsPoissonArrivals) {
+  std::string text = with_seed(1);
+  text.replace(text.find("count = 20000"), 13, "duration = 60");
+  const Workload w = load_workload(write(text));
+  ASSERT_FALSE(w.requests.empty());
+  EXPECT_LT(w.requests.back().arrival, 60.0);
+  EXPECT_NEAR(static_cast<double>(w.requests.size()), 600.0, 125.0);  // 10/s * 60 s, 5 sd
+}
+
+TEST_F(WorkloadTest, TimeScaleStretchesArrivalsOnly) {
+  const Workload base = load_workload(write(with_seed(4), "base.toml"));
+  const Workload slow = load_workload(write("time_scale = 2.5\n" + with_seed(4), "slow.toml"));
+  ASSERT_EQ(base.requests.size(), slow.requests.size());
+  for (size_t i = 0; i < base.requests.size(); ++i) {
+    EXPECT_DOUBLE_EQ(slow.requests[i].arrival, base.requests[i].arrival * 2.5);
+    EXPECT_EQ(slow.requests[i].prompt_tokens, base.requests[i].prompt_tokens);
+    EXPECT_EQ(slow.requests[i].class_index, base.requests[i].class_index);
+  }
+}
+
+TEST_F(WorkloadTest, TraceReplayArrivalsOrderAndClamp) {
+  const Workload w = load_workload(kWorkloads / "trace_replay.toml");
+  ASSERT_EQ(w.classes.size(), 1u);
+  EXPECT_EQ(w.classes[0].name, "replay");
+  EXPECT_FALSE(w.has_long_class());
+  ASSERT_EQ(w.requests.size(), 5u);
+  // Seconds since the first row; the last row is on the next day (86400 - 65746.5 + 1.25).
+  const double arrivals[] = {0.0, 0.5, 0.5, 1.75, 20654.75};
+  const uint32_t prompts[] = {100, 200, 300, 400, 500};
+  const uint32_t outputs[] = {10, 1, 30, 40, 50};  // the 0-token row is clamped to 1
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(w.requests[i].arrival, arrivals[i], 1e-9) << i;
+    EXPECT_EQ(w.requests[i].prompt_tokens, prompts[i]) << i;  // equal times keep file order
+    EXPECT_EQ(w.requests[i].output_tokens, outputs[i]) << i;
+    EXPECT_EQ(w.requests[i].id, i);
+  }
+}
+
+TEST_F(WorkloadTest, TraceLimitAndTimeScales) {
+  const Workload w =
+      load_workload(write("time_scale = 2\n[trace]\nfile = " + fixture("small_trace.csv") +
+                          "\nlimit = 4\ntime_scale = 0.5\n"));
+  ASSERT_EQ(w.requests.size(), 4u);
+  EXPECT_EQ(w.classes[0].name, "trace");
+  // 0.5 * 2 = 1: arrivals unchanged.
+  EXPECT_NEAR(w.requests[3].arrival, 1.75, 1e-9);
+  const Workload fast = load_workload(
+      write("[trace]\nfile = " + fixture("small_trace.csv") + "\ntime_scale = 0.5\n", "f.toml"));
+  EXPECT_NEAR(fast.requests[3].arrival, 0.875, 1e-9);
+  EXPECT_NEAR(fast.requests[4].arrival, 20654.75 / 2, 1e-9);
+}
+
+TEST_F(WorkloadTest, LongClassMixedIntoTrace) {
+  const std::string text = "seed = 5\n[trace]\nfile = " + fixture("small_trace.csv") + R"(
+[[classes]]
+name = "long"
+share = 0.5
+prompt = { dist = "uniform", min = 16384, max = 65536 }
+output = { dist = "trace", file = )" +
+                           fixture("small_trace.csv") +
+                           R"(, column = "GeneratedTokens" }
+)";
+  const Workload w = load_workload(write(text));
+  ASSERT_EQ(w.classes.size(), 2u);
+  EXPECT_EQ(w.classes[0].name, "trace");
+  EXPECT_FALSE(w.classes[0].is_long);
+  EXPECT_TRUE(w.classes[1].is_long);  // inferred: largest mean prompt
+  // 5 trace rows are half of the total: 5 long requests.
+  ASSERT_EQ(w.requests.size(), 10u);
+  expect_sorted_with_ids(w);
+  std::vector<uint32_t> trace_prompts;
+  size_t longs = 0;
+  for (const auto& r : w.requests) {
+    EXPECT_GE(r.arrival, 0.0);
+    EXPECT_LE(r.arrival, 20654.75);  // within the trace's span
+    if (r.class_index == 1) {
+      ++longs;
+      EXPECT_GE(r.prompt_tokens, 16384u);
+      EXPECT_LE(r.prompt_tokens, 65536u);
+      EXPECT_TRUE(std::set<uint32_t>({10, 1, 30, 40, 50}).count(r.output_tokens));
+    } else {
+      trace_prompts.push_back(r.prompt_tokens);
+    }
+  }
+  EXPECT_EQ(longs, 5u);
+  EXPECT_EQ(trace_prompts, (std::vector<uint32_t>{100, 200, 300, 400, 500}));
+
+  const Workload again = load_workload(write(text, "again.toml"));
+  EXPECT_TRUE(same_requests(w, again));
+
+  const Workload base = w.without_long_classes();
+  EXPECT_FALSE(base.requests.empty());
+  EXPECT_EQ(base.requests.size(), 5u);
+  EXPECT_EQ(base.classes.size(), 2u);
+  for (const auto& r : base.requests) {
+    EXPECT_EQ(r.class_index, 0u);
+    EXPECT_EQ(w.requests[r.id].arrival, r.arrival);  // ids and arrivals unchanged
+    EXPECT_EQ(w.requests[r.id].prompt_tokens, r.prompt_tokens);
+  }
+}
+
+TEST_F(WorkloadTest, LongClassInferenceAndExplicitFlags) {
+  const Workload w = load_workload(kWorkloads / "generated.toml");
+  ASSERT_EQ(w.classes.size(), 2u);
+  EXPECT_FALSE(w.classes[0].is_long);
+  EXPECT_TRUE(w.classes[1].is_long);
+  EXPECT_TRUE(w.has_long_class());
+  for (const auto& r : w.requests) EXPECT_EQ(r.priority, r.class_index == 1 ? 2 : 0);
+
+  // An explicit `long = false` anywhere switches inference off.
+  std::string text = with_seed(1);
+  text.replace(text.find("name = \"a\""), 10, "name = \"a\"\nlong = false");
+  EXPECT_FALSE(load_workload(write(text)).has_long_class());
+  // An explicit mark wins over the prompt lengths.
+  text = with_seed(1);
+  text.replace(text.find("name = \"a\""), 10, "name = \"a\"\nlong = true");
+  const Workload marked = load_workload(write(text, "marked.toml"));
+  EXPECT_TRUE(marked.classes[0].is_long);
+  EXPECT_FALSE(marked.classes[1].is_long);
+}
+
+TEST_F(WorkloadTest, ErrorUnknownDistribution) {
+  expect_error(R"(
+count = 10
+[arrival]
+process = "poisson"
+rate = 1
+[[classes]]
+name = "a"
+share = 1
+prompt = { dist = "fixed", value = 4 }
+output = { dist = "fixed", value = 4 }
+[[classes]]
+name = "b"
+share = 1
+prompt = { dist = "gauss", mean = 4 }
+output = { dist = "fixed", value = 4 }
+)",
+               {"workload.toml", "classes[1].prompt.dist",
+                "unknown distribution \"gauss\" (allowed: fixed, uniform, lognormal, trace)"});
+}
+
+TEST_F(WorkloadTest, ErrorUnknownKeys) {
+  std::string text = with_seed(1);
+  expect_error("cuont = 3\n" + text, {"workload.toml", "cuont", "unknown key", "count"});
+  text.replace(text.find("share = 3"), 9, "shares = 3");
+  expect_error(text, {"workload.toml", "classes[0].shares", "unknown key", "share"});
+  text = with_seed(1);
+  text.replace(text.find("max = 8 }"), 9, "max = 8, mean = 3 }");
+  expect_error(text, {"classes[0].prompt.mean", "unknown key", "dist, min, max"});
+}
+
+TEST_F(WorkloadTest, ErrorMissingShare) {
+  std::string text = with_seed(1);
+  text.replace(text.find("share = 1"), 9, "");
+  expect_error(text, {"workload.toml", "classes[1].share", "missing", "> 0"});
+}
+
+TEST_F(WorkloadTest, ErrorNegativeRate) {
+  std::string text = with_seed(1);
+  text.replace(text.find("rate = 10"), 9, "rate = -2.5");
+  expect_error(text, {"workload.toml", "arrival.rate", "must be > 0", "-2.5"});
+}
+
+TEST_F(WorkloadTest, ErrorBadValues) {
+  std::string text = with_seed(1);
+  text.replace(text.find("min = 5, max = 8"), 16, "min = 9, max = 8");
+  expect_error(text, {"classes[0].prompt.max", ">= min"});
+  text = with_seed(1);
+  text.replace(text.find("value = 7"), 9, "value = 0");
+  expect_error(text, {"classes[0].output.value", "[1, "});
+  text = with_seed(1);
+  text.replace(text.find("rate = 10"), 9, "rate = \"fast\"");
+  expect_error(text, {"arrival.rate", "expected a number, got a string"});
+  text = with_seed(1);
+  text.replace(text.find("\"poisson\""), 9, "\"bursty\"");
+  expect_error(text, {"arrival.process", "\"bursty\"", "poisson, fixed"});
+  text = with_seed(1);
+  text.replace(text.find("count = 20000"), 13, "");
+  expect_error(text, {"count", "duration"});
+  expect_error(R"(
+duration = 0.5
+[arrival]
+process = "fixed"
+times = [1, 2]
+[[classes]]
+name = "x"
+share = 1
+prompt = { dist = "fixed", value = 4 }
+output = { dist = "fixed", value = 4 }
+)",
+               {"workload.toml", "no requests"});
+  expect_error("[trace]\nfile = " + fixture("small_trace.csv") + R"(
+[[classes]]
+name = "x"
+share = 1.0
+prompt = { dist = "fixed", value = 4 }
+output = { dist = "fixed", value = 4 }
+)",
+               {"classes", "sum to < 1"});
+}
+
+TEST_F(WorkloadTest, ErrorTomlSyntaxHasLineAndColumn) {
+  expect_error("seed = 1\ncount = = 3\n", {"workload.toml:2:", "invalid TOML"});
+}
+
+TEST_F(WorkloadTest, ErrorMissingFiles) {
+  try {
+    load_workload(dir_ / "nope.toml");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nope.toml"), std::string::npos) << e.what();
+    EXPECT_EQ(e.code(), HW_NOT_FOUND);
+  }
+  expect_error("[trace]\nfile = \"missing.csv\"\n",
+               {"workload.toml", "trace.file", "missing.csv", "no such file"});
+}
+
+TEST_F(WorkloadTest, ErrorBadTraceRowNamesFileAndLine) {
+  try {
+    load_workload(kWorkloads / "bad_trace.toml");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("bad_trace.toml"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("trace.file"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bad_trace.csv:4:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ContextTokens \"abc\""), std::string::npos) << msg;
+  }
+  write("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1,1\nyesterday,3,4\n",
+        "t.csv");
+  expect_error("[trace]\nfile = \"t.csv\"\n", {"t.csv:3:", "bad TIMESTAMP \"yesterday\""});
+  write("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1\n", "short.csv");
+  expect_error("[trace]\nfile = \"short.csv\"\n", {"short.csv:2:", "expected 3 fields, got 2"});
+}
+
+TEST_F(WorkloadTest, ParseFromTextMatchesLoadFromFile) {
+  const std::string text = with_seed(21);
+  const Workload from_file = load_workload(write(text));
+  const Workload from_text = parse_workload(text, "<built-in workload>");
+  EXPECT_EQ(from_text.source, "<built-in workload>");
+  EXPECT_TRUE(same_requests(from_file, from_text));
+  try {
+    parse_workload("count = [", "<built-in workload>");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("<built-in workload>:1:"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(WorkloadTest, ExampleConfigsLoad) {
+  const Workload mixed = load_workload(kConfigs / "mixed_short_long.toml");
+  ASSERT_EQ(mixed.requests.size(), 500u);
+  ASSERT_TRUE(mixed.has_long_class());
+  size_t longs = 0;
+  for (const auto& r : mixed.requests) {
+    if (mixed.classes[r.class_index].is_long) {
+      ++longs;
+      EXPECT_GE(r.prompt_tokens, 16384u);
+      EXPECT_LE(r.prompt_tokens, 65536u);
+    }
+  }
+  EXPECT_GT(longs, 3u);
+  EXPECT_LT(longs, 35u);
+
+  const fs::path azure = kConfigs / "azure_conv.toml";
+  if (!fs::exists(kConfigs / "../../../shared/traces/azure_llm_2023_conv.csv")) {
+    GTEST_SKIP() << "the shared Azure trace is not present";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Workload conv = load_workload(azure);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  size_t trace_rows = 0;
+  for (const auto& r : conv.requests) trace_rows += r.class_index == 0;
+  EXPECT_EQ(trace_rows, 19366u);
+  EXPECT_EQ(conv.requests.size(), 19366u + static_cast<size_t>(std::llround(0.03 * 19366 / 0.97)));
+  expect_sorted_with_ids(conv);
+  EXPECT_LT(ms, 1000.0);  // ~15 ms optimised; loose so sanitizer/debug builds pass
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -66,6 +66,7 @@ int run_simulate(const SimulateArgs& args) {
         core::build_report(workload, run.records, run.steps, run.simulated_seconds,
                            run.wall_seconds, with_baseline ? &baseline.records : nullptr);
     report.preemptions = run.preemptions;
+    report.step_summary = core::summarize_steps(run.step_records, run.kv_blocks_total);
 
     std::cout << fmt::format("== {}  ({} engine(s), workload {}: {} requests)\n", deployment.name,
                              deployment.engines.size(), workload.source, workload.requests.size());

@@ -72,7 +72,8 @@ PluginChoice read_choice(const toml::table& table, int32_t kind, const std::stri
   check_keys(table, {"plugin", "options"}, where);
   std::string name = get_string(table, "plugin", where, default_plugin);
   // A relative path to a library is relative to the deployment file, like every path in it.
-  if (name.find('/') != std::string::npos && fs::path(name).is_relative()) {
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
+  if (is_path && fs::path(name).is_relative()) {
     name = (base_dir / name).lexically_normal().string();
   }
   PluginChoice choice;
@@ -87,14 +88,15 @@ PluginChoice read_choice(const toml::table& table, int32_t kind, const std::stri
   return choice;
 }
 
+// `at` names the table in messages: "deploy.toml: router", "deploy.toml: engines[0].scheduler".
 PluginChoice read_inline_or_table(const toml::table& parent, std::string_view key, int32_t kind,
-                                  const std::string& where, PluginRegistry& registry,
+                                  const std::string& at, PluginRegistry& registry,
                                   const fs::path& base_dir,
                                   std::optional<std::string> default_plugin = std::nullopt) {
   const toml::node* node = parent.get(key);
-  const std::string at = where + "." + std::string(key);
+  const std::string& where = at;
   if (node == nullptr) {
-    if (!default_plugin) throw Error(fmt::format("{}: missing table '{}'", where, key));
+    if (!default_plugin) throw Error(fmt::format("{}: missing table", at));
     toml::table empty;
     return read_choice(empty, kind, at, registry, base_dir, default_plugin);
   }
@@ -174,8 +176,9 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     engine.kv_blocks = get_uint(t, "kv_blocks", where, 0, 0, UINT32_MAX);
     engine.max_model_len = get_uint(t, "max_model_len", where, 0, 0, UINT32_MAX);
     engine.max_waiting = get_uint(t, "max_waiting", where, 0, 0, UINT32_MAX);
-    engine.scheduler = read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where, registry,
-                                            base_dir, std::string("chunked"));
+    engine.scheduler =
+        read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where + ".scheduler", registry,
+                             base_dir, std::string("chunked"));
     for (uint32_t c = 0; c < count; ++c) {
       EngineConfig copy = engine;
       copy.index = index;
@@ -186,11 +189,11 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
   }
 
   const std::string default_router = config.engines.size() == 1 ? "single" : "least_loaded";
-  config.router = read_inline_or_table(root, "router", HW_KIND_ROUTER, name, registry, base_dir,
-                                       default_router);
+  config.router = read_inline_or_table(root, "router", HW_KIND_ROUTER, name + ": router", registry,
+                                       base_dir, default_router);
   if (root.get("kv_transport") != nullptr) {
-    config.kv_transport =
-        read_inline_or_table(root, "kv_transport", HW_KIND_KV_TRANSPORT, name, registry, base_dir);
+    config.kv_transport = read_inline_or_table(root, "kv_transport", HW_KIND_KV_TRANSPORT,
+                                               name + ": kv_transport", registry, base_dir);
   }
   return config;
 }

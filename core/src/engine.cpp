@@ -52,6 +52,14 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
                     where, info.kv_capacity_tokens));
   }
   blocks = std::min<uint64_t>(blocks, UINT32_MAX);
+  // Like vLLM: a request that reaches max_model_len must fit in the cache on its own, or it could
+  // preempt itself and never be readmitted.
+  if (blocks * config_.block_size < max_model_len_) {
+    throw Error(fmt::format(
+        "{}: the KV cache holds {} tokens ({} blocks of {}), fewer than "
+        "max_model_len {}: raise kv_blocks or lower max_model_len",
+        where, blocks * config_.block_size, blocks, config_.block_size, max_model_len_));
+  }
   kv_ = KvBlockManager(static_cast<uint32_t>(blocks));
   model_->init_kv(kv_.total(), config_.block_size);
 
@@ -325,7 +333,8 @@ bool Engine::step() {
     model_slices_.push_back(hw_model_slice{
         r.id, s.start, s.tokens, model_needs_ids_ ? r.tokens.data() + s.start : nullptr,
         r.blocks.data(), static_cast<uint32_t>(r.blocks.size()), sample ? 1 : 0,
-        r.sampling.temperature, r.sampling.top_p, r.sampling.seed, r.output_tokens, 0});
+        r.sampling.temperature, r.sampling.top_p, r.sampling.seed, r.output_tokens,
+        r.sampling.top_k, r.sampling.min_p, 0});
     slice_slots_.push_back(slot);
     detail_.slices.push_back(s);
     detail_.slice_is_decode.push_back(is_decode ? 1 : 0);
@@ -336,7 +345,7 @@ bool Engine::step() {
   if (sampled_.size() < model_slices_.size()) sampled_.resize(model_slices_.size());
   hw_model_batch batch{sizeof(hw_model_batch), model_slices_.data(),
                        static_cast<uint32_t>(model_slices_.size()), config_.block_size};
-  hw_model_output output{sizeof(hw_model_output), sampled_.data(), 0.0};
+  hw_model_output output{sizeof(hw_model_output), sampled_.data(), 0.0, nullptr, 0, 0};
   if (!model_slices_.empty()) model_->forward(batch, output);
   if (clock_->is_virtual()) {
     if (!std::isfinite(output.seconds) || output.seconds < 0.0) {

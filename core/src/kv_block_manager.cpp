@@ -31,10 +31,13 @@ void KvBlockManager::add_ref(uint32_t block) {
 }
 
 void KvBlockManager::release(std::vector<uint32_t>& table) {
+  // All or nothing: check the whole table before touching any count.
   for (uint32_t block : table) {
     if (block >= total_ || ref_counts_[block] == 0) {
       throw Error(fmt::format("KV block {} released but not allocated", block), HW_INTERNAL);
     }
+  }
+  for (uint32_t block : table) {
     if (--ref_counts_[block] == 0) free_list_.push_back(block);
   }
   table.clear();

@@ -38,6 +38,34 @@ std::string line_of(const toml::node& node) {
   return begin.line > 0 ? fmt::format(" (line {})", begin.line) : std::string();
 }
 
+// A TOML basic string: quotes, backslashes and control characters escaped.
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          out += fmt::format("\\u{:04X}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
 // The value as written, for "got …" in messages.
 std::string value_text(const toml::node& node) {
   std::ostringstream out;
@@ -51,10 +79,14 @@ std::string default_text(const hw_option_spec& spec) {
       return spec.default_int ? "true" : "false";
     case HW_OPTION_INT:
       return std::to_string(spec.default_int);
-    case HW_OPTION_DOUBLE:
-      return format_number(spec.default_double);
+    case HW_OPTION_DOUBLE: {
+      // Always with a decimal point, so the template shows the option takes a float.
+      std::string text = fmt::format("{}", spec.default_double);
+      if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+      return text;
+    }
     default:
-      return "\"" + str(spec.default_string) + "\"";
+      return quoted(str(spec.default_string));
   }
 }
 

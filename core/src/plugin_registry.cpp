@@ -4,6 +4,7 @@
 // Boost.DLL on std::filesystem rather than Boost.Filesystem: one path type across the host.
 #define BOOST_DLL_USE_STD_FS 1
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
@@ -280,11 +281,23 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
   }
   scan_locked();
   std::vector<std::string> available;
+  const LoadedPlugin* other_kind = nullptr;
   for (const auto& lib : libraries_) {
     const LoadedPlugin& p = lib->plugin;
-    if (kind != 0 && p.kind() != kind) continue;
-    if (p.name() == name_or_path || p.short_name() == name_or_path) return p;
+    const bool named = p.name() == name_or_path || p.short_name() == name_or_path;
+    if (kind != 0 && p.kind() != kind) {
+      if (named) other_kind = &p;
+      continue;
+    }
+    if (named) return p;
     available.push_back(p.short_name());
+  }
+  if (other_kind != nullptr) {
+    throw Error(fmt::format("plugin '{}' is a {}, but a {} was expected (available: {})",
+                            name_or_path, kind_name(other_kind->kind()), kind_name(kind),
+                            available.empty() ? std::string("none")
+                                              : fmt::format("{}", fmt::join(available, ", "))),
+                HW_INVALID_ARGUMENT);
   }
   std::string dirs;
   for (const fs::path& d : directories_) dirs += (dirs.empty() ? "" : ", ") + d.string();

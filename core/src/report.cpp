@@ -194,6 +194,32 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
   return report;
 }
 
+StepSummary summarize_steps(const std::vector<StepRecord>& steps,
+                            const std::vector<uint32_t>& kv_blocks_total) {
+  StepSummary out;
+  out.steps = steps.size();
+  if (steps.empty()) return out;
+  std::vector<double> durations;
+  durations.reserve(steps.size());
+  double batch = 0, prefill = 0, decode = 0;
+  for (const StepRecord& s : steps) {
+    durations.push_back(s.duration);
+    batch += s.batch_size;
+    prefill += s.prefill_tokens;
+    decode += s.decode_tokens;
+    if (s.engine < kv_blocks_total.size() && kv_blocks_total[s.engine] > 0) {
+      out.peak_kv_fraction = std::max(
+          out.peak_kv_fraction, static_cast<double>(s.kv_blocks_used) / kv_blocks_total[s.engine]);
+    }
+  }
+  const double n = static_cast<double>(steps.size());
+  out.duration = summarize(std::move(durations));
+  out.mean_batch_size = batch / n;
+  out.mean_prefill_tokens = prefill / n;
+  out.mean_decode_tokens = decode / n;
+  return out;
+}
+
 void print_report(std::ostream& out, const Report& report) {
   size_t width = std::string_view("overall").size();
   for (const ClassReport& c : report.classes) width = std::max(width, c.name.size());
@@ -254,6 +280,15 @@ void print_report(std::ostream& out, const Report& report) {
               report.short_p99_itl_without_long);
   line(fmt::format("{:<14}{}  ({} steps, {} preemptions)", "span",
                    duration_text(report.span_seconds), report.steps, report.preemptions));
+  if (report.step_summary && report.step_summary->steps > 0) {
+    const StepSummary& s = *report.step_summary;
+    line(
+        fmt::format("{:<14}duration p50 {} p99 {} max {}; mean batch {:.1f} slices, {:.0f} "
+                    "prefill + {:.1f} decode tokens; peak KV use {:.0f}%",
+                    "steps", duration_text(s.duration.p50), duration_text(s.duration.p99),
+                    duration_text(s.duration.max), s.mean_batch_size, s.mean_prefill_tokens,
+                    s.mean_decode_tokens, 100.0 * s.peak_kv_fraction));
+  }
   std::string speed;
   if (report.wall_seconds > 0 && report.simulated_seconds > 0) {
     speed = fmt::format("  ({:.1f}x real time)", report.simulated_seconds / report.wall_seconds);
@@ -263,6 +298,17 @@ void print_report(std::ostream& out, const Report& report) {
                    speed));
   out << text;
 }
+
+namespace {
+nlohmann::json step_json(const StepSummary& s) {
+  return {{"steps", s.steps},
+          {"duration", summary_json(s.duration)},
+          {"mean_batch_size", s.mean_batch_size},
+          {"mean_prefill_tokens", s.mean_prefill_tokens},
+          {"mean_decode_tokens", s.mean_decode_tokens},
+          {"peak_kv_fraction", s.peak_kv_fraction}};
+}
+}  // namespace
 
 nlohmann::json report_to_json(const Report& report) {
   nlohmann::json classes = nlohmann::json::array();
@@ -280,7 +326,9 @@ nlohmann::json report_to_json(const Report& report) {
           {"short_p99_itl", optional_json(report.short_p99_itl)},
           {"short_p99_itl_without_long", optional_json(report.short_p99_itl_without_long)},
           {"preemptions", report.preemptions},
-          {"steps", report.steps}};
+          {"steps", report.steps},
+          {"step_summary",
+           report.step_summary ? step_json(*report.step_summary) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace headway::core

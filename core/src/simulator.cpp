@@ -84,9 +84,12 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
       stalled[best] = true;
       continue;
     }
-    if (options.step_trace != nullptr) {
-      options.step_trace->write(static_cast<uint32_t>(best), engine.last_step());
-    }
+    const StepDetail& step = engine.last_step();
+    if (options.step_trace != nullptr) options.step_trace->write(static_cast<uint32_t>(best), step);
+    result.step_records.push_back(StepRecord{
+        step.step, static_cast<uint32_t>(best), step.start, step.duration, step.prefill_tokens,
+        step.decode_tokens, static_cast<uint32_t>(step.slices.size()), step.kv_blocks_used,
+        static_cast<uint32_t>(step.preempted.size())});
     last_event = std::max(last_event, engine.clock().now());
   }
 
@@ -100,6 +103,7 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
           HW_INTERNAL);
     }
     result.engines.push_back(engine.counters());
+    result.kv_blocks_total.push_back(engine.kv().total());
     result.steps += engine.counters().steps;
     result.preemptions += engine.counters().preemptions;
   }

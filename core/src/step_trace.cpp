@@ -23,7 +23,10 @@ void StepTraceWriter::write(uint32_t engine, const StepDetail& step) {
   for (size_t i = 0; i < step.preempted.size(); ++i) {
     fmt::print(file_, "{}{}", i ? "," : "", step.preempted[i]);
   }
-  std::fputs("]}\n", file_);
+  fmt::print(file_,
+             R"(],"prefill_tokens":{},"decode_tokens":{},"batch_size":{},"kv_blocks_used":{}}})"
+             "\n",
+             step.prefill_tokens, step.decode_tokens, step.slices.size(), step.kv_blocks_used);
 }
 
 }  // namespace headway::core

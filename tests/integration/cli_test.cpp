@@ -16,16 +16,16 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kData = fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
 
-struct Run {
+struct CliRun {
   int exit_code;
   std::string out;
   std::string err;
 };
 
-Run run(const std::string& args) {
+CliRun run(const std::string& args) {
   fs::path err_file = fs::temp_directory_path() / ("headway_cli_err_" + std::to_string(::getpid()));
   std::string command = std::string(HEADWAY_CLI) + " " + args + " 2>" + err_file.string();
-  Run result{};
+  CliRun result{};
   FILE* pipe = ::popen(command.c_str(), "r");
   std::array<char, 4096> buffer{};
   size_t n;
@@ -48,9 +48,9 @@ size_t lines(const std::string& s) {
 TEST(Cli, SimulatePrintsAReportAndWritesJson) {
   fs::path out = fs::temp_directory_path() / "headway_cli_report.json";
   fs::path steps = fs::temp_directory_path() / "headway_cli_steps.jsonl";
-  Run r = run("simulate --config " + (kData / "two_engines.toml").string() + " --workload " +
-              (kData / "small_mixed.toml").string() + " --out " + out.string() + " --step-trace " +
-              steps.string());
+  CliRun r = run("simulate --config " + (kData / "two_engines.toml").string() + " --workload " +
+                 (kData / "small_mixed.toml").string() + " --out " + out.string() +
+                 " --step-trace " + steps.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("document"), std::string::npos) << r.out;
@@ -77,20 +77,20 @@ TEST(Cli, SimulatePrintsAReportAndWritesJson) {
 }
 
 TEST(Cli, BuiltInDefaultRunsWithNoArguments) {
-  Run r = run("simulate");
+  CliRun r = run("simulate");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("HOL factor"), std::string::npos) << r.out;
 }
 
 TEST(Cli, MissingConfigFileIsOneClearLine) {
-  Run r = run("simulate --config /nonexistent/deploy.toml");
+  CliRun r = run("simulate --config /nonexistent/deploy.toml");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/deploy.toml"), std::string::npos) << r.err;
 }
 
 TEST(Cli, UnknownPluginIsOneClearLine) {
-  Run r = run("simulate --config " + (kData / "unknown_plugin.toml").string());
+  CliRun r = run("simulate --config " + (kData / "unknown_plugin.toml").string());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("no_such_scheduler"), std::string::npos) << r.err;
@@ -98,20 +98,20 @@ TEST(Cli, UnknownPluginIsOneClearLine) {
 }
 
 TEST(Cli, BadWorkloadIsOneClearLine) {
-  Run r = run("simulate --config " + (kData / "two_engines.toml").string() + " --workload " +
-              (kData / "bad_workload.toml").string());
+  CliRun r = run("simulate --config " + (kData / "two_engines.toml").string() + " --workload " +
+                 (kData / "bad_workload.toml").string());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("gauss"), std::string::npos) << r.err;
 }
 
 TEST(Cli, UnknownSubcommandFails) {
-  Run r = run("simulat");
+  CliRun r = run("simulat");
   EXPECT_NE(r.exit_code, 0);
 }
 
 TEST(Cli, PluginDescribePrintsDescriptorAndTemplate) {
-  Run r = run("plugin describe chunked");
+  CliRun r = run("plugin describe chunked");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("org.headway.scheduler.chunked"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[engines.scheduler.options]"), std::string::npos) << r.out;
@@ -119,7 +119,7 @@ TEST(Cli, PluginDescribePrintsDescriptorAndTemplate) {
 }
 
 TEST(Cli, PluginDescribeOfAMissingFileFails) {
-  Run r = run("plugin describe /nonexistent/libx.so");
+  CliRun r = run("plugin describe /nonexistent/libx.so");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(lines(r.err), 1u) << r.err;
 }

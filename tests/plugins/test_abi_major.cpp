@@ -15,18 +15,17 @@ class StubScheduler final : public headway::sdk::StepScheduler {
 
 using Adapter = headway::sdk::SchedulerAdapter<StubScheduler>;
 
-const hw_plugin_descriptor kDescriptor = {
-    sizeof(hw_plugin_descriptor),
-    HW_ABI_MAJOR + 1,
-    0,
-    HW_KIND_STEP_SCHEDULER,
-    headway::sdk::make_str("org.headway.test.abi_major"),
-    headway::sdk::make_str("test_abi_major"),
-    headway::sdk::make_str("0.0.1"),
-    headway::sdk::make_str("Built for a newer ABI major"),
-    nullptr,
-    0,
-    &Adapter::table};
+const hw_plugin_descriptor kDescriptor = {sizeof(hw_plugin_descriptor),
+                                          HW_ABI_MAJOR + 1,
+                                          0,
+                                          HW_KIND_STEP_SCHEDULER,
+                                          headway::sdk::make_str("org.headway.test.abi_major"),
+                                          headway::sdk::make_str("test_abi_major"),
+                                          headway::sdk::make_str("0.0.1"),
+                                          headway::sdk::make_str("Built for a newer ABI major"),
+                                          nullptr,
+                                          0,
+                                          &Adapter::table};
 
 }  // namespace
 

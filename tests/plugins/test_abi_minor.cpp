@@ -15,18 +15,17 @@ class StubScheduler final : public headway::sdk::StepScheduler {
 
 using Adapter = headway::sdk::SchedulerAdapter<StubScheduler>;
 
-const hw_plugin_descriptor kDescriptor = {
-    sizeof(hw_plugin_descriptor),
-    HW_ABI_MAJOR,
-    HW_ABI_MINOR + 1,
-    HW_KIND_STEP_SCHEDULER,
-    headway::sdk::make_str("org.headway.test.abi_minor"),
-    headway::sdk::make_str("test_abi_minor"),
-    headway::sdk::make_str("0.0.1"),
-    headway::sdk::make_str("Built for a newer ABI minor"),
-    nullptr,
-    0,
-    &Adapter::table};
+const hw_plugin_descriptor kDescriptor = {sizeof(hw_plugin_descriptor),
+                                          HW_ABI_MAJOR,
+                                          HW_ABI_MINOR + 1,
+                                          HW_KIND_STEP_SCHEDULER,
+                                          headway::sdk::make_str("org.headway.test.abi_minor"),
+                                          headway::sdk::make_str("test_abi_minor"),
+                                          headway::sdk::make_str("0.0.1"),
+                                          headway::sdk::make_str("Built for a newer ABI minor"),
+                                          nullptr,
+                                          0,
+                                          &Adapter::table};
 
 }  // namespace
 

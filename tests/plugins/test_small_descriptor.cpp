@@ -1,8 +1,7 @@
 // Refused plugin: its descriptor's struct_size claims fewer bytes than ABI 1.0's descriptor (as if
 // the table pointer were missing). The struct itself is complete, so reading it is safe.
-#include <headway/plugin.hpp>
-
 #include <cstddef>
+#include <headway/plugin.hpp>
 
 namespace {
 

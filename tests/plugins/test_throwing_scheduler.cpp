@@ -3,7 +3,6 @@
 // thrown: a std::runtime_error (-> HW_INTERNAL with its message), a headway::sdk::Error (-> its own
 // code and message) or a non-std exception (-> HW_INTERNAL, generic message).
 #include <headway/plugin.hpp>
-
 #include <stdexcept>
 #include <string>
 

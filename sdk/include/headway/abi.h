@@ -423,6 +423,9 @@ typedef struct hw_model_info {
   /* Non-zero when forward() reports the step's duration (virtual clock); zero for real models whose
    * duration the engine measures on the wall clock. */
   int32_t reports_duration;
+  /* Non-zero when forward() writes logits for the host to sample from (hw_model_output.logits);
+   * zero when the model samples itself (on its device) and writes hw_model_output.sampled. */
+  int32_t returns_logits;
 } hw_model_info;
 
 /* One slice of a forward pass. */
@@ -435,9 +438,11 @@ typedef struct hw_model_slice {
   uint32_t block_count;
   int32_t sample;            /* non-zero: sample a token from the last position */
   float temperature;         /* 0 = greedy */
-  float top_p;
+  float top_p;               /* 1 = off */
   uint64_t seed;             /* per-request sampling seed */
   uint32_t output_index;     /* index of the token to sample among the request's outputs */
+  uint32_t top_k;            /* 0 = off */
+  float min_p;               /* 0 = off */
   uint32_t reserved;
 } hw_model_slice;
 
@@ -448,10 +453,17 @@ typedef struct hw_model_batch {
   uint32_t block_size;
 } hw_model_batch;
 
+/* Buffers owned by the engine, valid for the forward() call. */
 typedef struct hw_model_output {
   uint32_t struct_size;
-  int32_t* sampled;     /* slice_count entries owned by the engine; written where sample != 0 */
+  /* slice_count entries; written where sample != 0 when the model samples itself. */
+  int32_t* sampled;
   double seconds;       /* the step's duration when info.reports_duration */
+  /* When info.returns_logits: one row of `vocab` floats per slice with sample != 0, in slice
+   * order (row r belongs to the r-th sampling slice); logits_rows is that count. */
+  float* logits;
+  uint32_t logits_rows;
+  uint32_t vocab;
 } hw_model_output;
 
 typedef struct hw_model_table {

@@ -1,1 +1,397 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <headway/core/plugin_registry.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace headway::core {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const fs::path kRealPlugins = HEADWAY_PLUGIN_DIR;
+const fs::path kTestPlugins = HEADWAY_TEST_PLUGIN_DIR;
+
+std::string_view sv(hw_str s) { return s.data ? std::string_view(s.data, s.size) : ""; }
+
+const hw_option_value* option(const PluginChoice& choice, std::string_view key) {
+  for (const hw_option_value& v : choice.options->values()) {
+    if (sv(v.key) == key) return &v;
+  }
+  return nullptr;
+}
+
+class DeploymentConfigTest : public ::testing::Test {
+ protected:
+  DeploymentConfigTest() { registry_.add_search_directory(kRealPlugins); }
+
+  DeploymentConfig parse(std::string_view text, const fs::path& file = "deploy.toml") {
+    return parse_deployment(text, file, registry_);
+  }
+
+  // Expects parse() to throw; returns the message.
+  std::string error_of(std::string_view text, const fs::path& file = "deploy.toml") {
+    try {
+      parse(text, file);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "no Error for:\n" << text;
+    return {};
+  }
+
+  PluginRegistry registry_;
+};
+
+constexpr std::string_view kFull = R"(
+name = "two-engines"
+
+[model]
+plugin = "sim"
+options = { gpu = "h200", model = "llama-3.1-8b", tensor_parallel = 2 }
+
+[[engines]]
+count = 2
+pool = "short"
+role = "mixed"
+block_size = 32
+kv_blocks = 5000
+max_model_len = 8192
+max_waiting = 100
+scheduler = { plugin = "chunked", options = { max_num_seqs = 64, max_num_batched_tokens = 2048 } }
+
+[router]
+plugin = "least_loaded"
+)";
+
+TEST_F(DeploymentConfigTest, FullDeploymentParses) {
+  DeploymentConfig c = parse(kFull);
+  EXPECT_EQ(c.file, fs::path("deploy.toml"));
+  EXPECT_EQ(c.name, "two-engines");
+  ASSERT_NE(c.model.plugin, nullptr);
+  EXPECT_EQ(c.model.plugin->name(), "org.headway.model.sim");
+  EXPECT_EQ(c.model.where, "deploy.toml: model");
+  ASSERT_NE(option(c.model, "gpu"), nullptr);
+  EXPECT_EQ(sv(option(c.model, "gpu")->string_value), "h200");
+  EXPECT_EQ(option(c.model, "tensor_parallel")->int_value, 2);
+
+  ASSERT_EQ(c.engines.size(), 2u);
+  for (uint32_t i = 0; i < 2; ++i) {
+    const EngineConfig& e = c.engines[i];
+    EXPECT_EQ(e.index, i);
+    EXPECT_EQ(e.name, "engine" + std::to_string(i));
+    EXPECT_EQ(e.pool, "short");
+    EXPECT_EQ(e.role, HW_ENGINE_ROLE_MIXED);
+    EXPECT_EQ(e.block_size, 32u);
+    EXPECT_EQ(e.kv_blocks, 5000u);
+    EXPECT_EQ(e.max_model_len, 8192u);
+    EXPECT_EQ(e.max_waiting, 100u);
+    ASSERT_NE(e.scheduler.plugin, nullptr);
+    EXPECT_EQ(e.scheduler.plugin->short_name(), "chunked");
+    EXPECT_EQ(e.scheduler.where, "deploy.toml: engines[0].scheduler");
+    EXPECT_EQ(option(e.scheduler, "max_num_seqs")->int_value, 64);
+    EXPECT_EQ(option(e.scheduler, "max_num_batched_tokens")->int_value, 2048);
+    EXPECT_EQ(option(e.scheduler, "long_prefill_token_threshold")->int_value, 0);  // default
+  }
+  ASSERT_NE(c.router.plugin, nullptr);
+  EXPECT_EQ(c.router.plugin->name(), "org.headway.router.least_loaded");
+  EXPECT_FALSE(c.kv_transport.has_value());
+}
+
+TEST_F(DeploymentConfigTest, EngineGroupsExpandInOrder) {
+  DeploymentConfig c = parse(R"(
+[model]
+plugin = "sim"
+[[engines]]
+count = 2
+pool = "short"
+[[engines]]
+pool = "long"
+role = "prefill"
+[[engines]]
+count = 3
+role = "decode"
+scheduler = "chunked"
+)");
+  ASSERT_EQ(c.engines.size(), 6u);
+  const char* pools[] = {"short", "short", "long", "", "", ""};
+  const int32_t roles[] = {HW_ENGINE_ROLE_MIXED,  HW_ENGINE_ROLE_MIXED,  HW_ENGINE_ROLE_PREFILL,
+                           HW_ENGINE_ROLE_DECODE, HW_ENGINE_ROLE_DECODE, HW_ENGINE_ROLE_DECODE};
+  for (uint32_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(c.engines[i].index, i);
+    EXPECT_EQ(c.engines[i].name, "engine" + std::to_string(i));
+    EXPECT_EQ(c.engines[i].pool, pools[i]);
+    EXPECT_EQ(c.engines[i].role, roles[i]);
+  }
+  EXPECT_EQ(c.engines[2].scheduler.where, "deploy.toml: engines[1].scheduler");
+  EXPECT_EQ(c.router.plugin->short_name(), "least_loaded");
+}
+
+TEST_F(DeploymentConfigTest, DefaultsForOneEngine) {
+  DeploymentConfig c = parse("[model]\nplugin = 'sim'\n[[engines]]\n", "configs/minimal.toml");
+  EXPECT_EQ(c.name, "minimal");  // the file's stem
+  ASSERT_EQ(c.engines.size(), 1u);
+  const EngineConfig& e = c.engines[0];
+  EXPECT_EQ(e.name, "engine0");
+  EXPECT_EQ(e.pool, "");
+  EXPECT_EQ(e.role, HW_ENGINE_ROLE_MIXED);
+  EXPECT_EQ(e.block_size, 16u);
+  EXPECT_EQ(e.kv_blocks, 0u);
+  EXPECT_EQ(e.max_model_len, 0u);
+  EXPECT_EQ(e.max_waiting, 0u);
+  ASSERT_NE(e.scheduler.plugin, nullptr);
+  EXPECT_EQ(e.scheduler.plugin->short_name(), "chunked");
+  EXPECT_EQ(option(e.scheduler, "max_num_seqs")->int_value, 256);
+  EXPECT_EQ(c.router.plugin->short_name(), "single");
+  EXPECT_EQ(sv(option(c.model, "gpu")->string_value), "h100");
+}
+
+TEST_F(DeploymentConfigTest, DefaultRouterForTwoEnginesIsLeastLoaded) {
+  DeploymentConfig c = parse("[model]\nplugin = 'sim'\n[[engines]]\ncount = 2\n");
+  EXPECT_EQ(c.router.plugin->short_name(), "least_loaded");
+  DeploymentConfig d = parse("[model]\nplugin = 'sim'\n[[engines]]\n[[engines]]\n");
+  EXPECT_EQ(d.router.plugin->short_name(), "least_loaded");
+}
+
+TEST_F(DeploymentConfigTest, SchedulerOptionsWithoutAPluginUseTheDefaultScheduler) {
+  DeploymentConfig c = parse(R"(
+[model]
+plugin = "sim"
+[[engines]]
+scheduler = { options = { max_num_seqs = 4 } }
+)");
+  EXPECT_EQ(c.engines[0].scheduler.plugin->short_name(), "chunked");
+  EXPECT_EQ(option(c.engines[0].scheduler, "max_num_seqs")->int_value, 4);
+}
+
+TEST_F(DeploymentConfigTest, PluginsByReverseDnsName) {
+  DeploymentConfig c = parse(R"(
+[model]
+plugin = "org.headway.model.sim"
+[[engines]]
+scheduler = "org.headway.scheduler.chunked"
+[router]
+plugin = "org.headway.router.single"
+)");
+  EXPECT_EQ(c.model.plugin->short_name(), "sim");
+  EXPECT_EQ(c.engines[0].scheduler.plugin->short_name(), "chunked");
+  EXPECT_EQ(c.router.plugin->short_name(), "single");
+}
+
+TEST_F(DeploymentConfigTest, TomlSyntaxErrorGivesLineAndColumn) {
+  std::string m = error_of("[model]\nplugin = 'sim'\n[[engines]\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: line 3, column"));
+  m = error_of("[model]\nplugin = sim\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: line 2, column"));
+}
+
+TEST_F(DeploymentConfigTest, UnknownTopLevelKey) {
+  std::string m = error_of("[model]\nplugin = 'sim'\n[[engines]]\n[routr]\nplugin = 'single'\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: unknown key 'routr'"));
+  EXPECT_THAT(m, HasSubstr("(line 4)"));
+  EXPECT_THAT(m, HasSubstr("allowed: name, plugin_dirs, model, engines, router, kv_transport"));
+}
+
+TEST_F(DeploymentConfigTest, UnknownEngineKey) {
+  std::string m = error_of("[model]\nplugin = 'sim'\n[[engines]]\nblocksize = 16\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: engines[0]: unknown key 'blocksize'"));
+  EXPECT_THAT(m, HasSubstr("(line 4)"));
+  EXPECT_THAT(m, HasSubstr("block_size"));
+}
+
+TEST_F(DeploymentConfigTest, UnknownKeyInAPluginChoice) {
+  std::string m = error_of("[model]\nplugin = 'sim'\noption = {}\n[[engines]]\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: model: unknown key 'option'"));
+  EXPECT_THAT(m, HasSubstr("allowed: plugin, options"));
+}
+
+TEST_F(DeploymentConfigTest, MissingModel) {
+  EXPECT_THAT(error_of("[[engines]]\ncount = 1\n"),
+              HasSubstr("deploy.toml: missing table [model]"));
+  EXPECT_THAT(error_of("model = 'sim'\n[[engines]]\n"), HasSubstr("model: expected a table"));
+  EXPECT_THAT(error_of("[model]\noptions = {}\n[[engines]]\n"), HasSubstr("missing key 'plugin'"));
+}
+
+TEST_F(DeploymentConfigTest, MissingEngines) {
+  EXPECT_THAT(error_of("[model]\nplugin = 'sim'\n"), HasSubstr("deploy.toml: missing [[engines]]"));
+  EXPECT_THAT(error_of("engines = []\n[model]\nplugin = 'sim'\n"),
+              HasSubstr("missing [[engines]]"));
+  EXPECT_THAT(error_of("engines = 2\n[model]\nplugin = 'sim'\n"), HasSubstr("missing [[engines]]"));
+}
+
+TEST_F(DeploymentConfigTest, UnknownPluginName) {
+  std::string m = error_of("[model]\nplugin = 'simm'\n[[engines]]\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: model.plugin: unknown model plugin 'simm'"));
+  EXPECT_THAT(m, HasSubstr("available: "));
+  EXPECT_THAT(m, HasSubstr("sim"));
+  EXPECT_THAT(m, HasSubstr(kRealPlugins.string()));
+
+  m = error_of("[model]\nplugin = 'sim'\n[[engines]]\n[router]\nplugin = 'round_robin'\n");
+  EXPECT_THAT(m, HasSubstr("router.plugin: unknown router plugin 'round_robin'"));
+  EXPECT_THAT(m, HasSubstr("least_loaded"));
+}
+
+// Messages name places as "<file>: <table path>" ("deploy.toml: model",
+// "deploy.toml: engines[0].scheduler"); the router must follow suit.
+// KNOWN BUG (core/src/deployment_config.cpp, parse_deployment(): the read_inline_or_table() calls
+// for "router" and "kv_transport" pass `name` as `where`, and read_inline_or_table() appends
+// "." + key, so the router is named "deploy.toml.router" — which reads as a file name — in
+// PluginChoice::where and in every message about it). Left failing on purpose until fixed.
+TEST_F(DeploymentConfigTest, RouterIsNamedLikeTheOtherTables) {
+  DeploymentConfig c = parse("[model]\nplugin = 'sim'\n[[engines]]\n");
+  EXPECT_EQ(c.model.where, "deploy.toml: model");
+  EXPECT_EQ(c.engines[0].scheduler.where, "deploy.toml: engines[0].scheduler");
+  EXPECT_EQ(c.router.where, "deploy.toml: router");
+  std::string m =
+      error_of("[model]\nplugin = 'sim'\n[[engines]]\n[router]\nplugin = 'round_robin'\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: router.plugin: unknown router plugin 'round_robin'"));
+}
+
+TEST_F(DeploymentConfigTest, SchedulerOptionOutOfRange) {
+  std::string m = error_of(R"(
+[model]
+plugin = "sim"
+[[engines]]
+scheduler = { plugin = "chunked", options = { max_num_seqs = 0 } }
+)");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: engines[0].scheduler.options.max_num_seqs"));
+  EXPECT_THAT(m, HasSubstr("[1, 65536]"));
+  EXPECT_THAT(m, HasSubstr("(line 5)"));
+  EXPECT_THAT(m, HasSubstr("got 0"));
+}
+
+TEST_F(DeploymentConfigTest, SecondGroupIsNamedInMessages) {
+  std::string m = error_of(R"(
+[model]
+plugin = "sim"
+[[engines]]
+[[engines]]
+scheduler = { options = { max_num_batched_tokens = -1 } }
+)");
+  EXPECT_THAT(m, HasSubstr("engines[1].scheduler.options.max_num_batched_tokens"));
+}
+
+TEST_F(DeploymentConfigTest, UnknownPluginOptionNamesThePlugin) {
+  std::string m = error_of(R"(
+[model]
+plugin = "sim"
+options = { gpus = "h100" }
+[[engines]]
+)");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: model.options: unknown key 'gpus'"));
+  EXPECT_THAT(m, HasSubstr("org.headway.model.sim"));
+  m = error_of("[model]\nplugin = 'sim'\n[[engines]]\n[router]\noptions = { x = 1 }\n");
+  EXPECT_THAT(m, HasSubstr("router.options: unknown key 'x'"));
+  EXPECT_THAT(m, HasSubstr("allowed: none"));
+}
+
+TEST_F(DeploymentConfigTest, BadRole) {
+  std::string m = error_of("[model]\nplugin = 'sim'\n[[engines]]\nrole = 'both'\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: engines[0].role: unknown role \"both\""));
+  EXPECT_THAT(m, HasSubstr("mixed, prefill, decode"));
+  EXPECT_THAT(error_of("[model]\nplugin = 'sim'\n[[engines]]\nrole = 1\n"),
+              HasSubstr("engines[0].role: expected a string"));
+}
+
+TEST_F(DeploymentConfigTest, IntegerFieldsAreRangeChecked) {
+  struct Case {
+    const char* line;
+    const char* expected;
+  } cases[] = {
+      {"count = 0", "engines[0].count: expected an integer in [1, 4096]"},
+      {"count = '2'", "engines[0].count: expected an integer in [1, 4096]"},
+      {"block_size = 0", "engines[0].block_size: expected an integer in [1, 1024]"},
+      {"block_size = 2048", "engines[0].block_size: expected an integer in [1, 1024]"},
+      {"kv_blocks = -1", "engines[0].kv_blocks: expected an integer in [0, 4294967295]"},
+      {"max_model_len = 4294967296", "engines[0].max_model_len: expected an integer in [0, "},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.line);
+    std::string m = error_of(std::string("[model]\nplugin = 'sim'\n[[engines]]\n") + c.line + "\n");
+    EXPECT_THAT(m, HasSubstr(c.expected));
+    EXPECT_THAT(m, HasSubstr("(line 4)"));
+  }
+}
+
+TEST_F(DeploymentConfigTest, ModelNamedWhereASchedulerIsExpected) {
+  // By name: the plugin exists but is of another kind, and the message says so.
+  std::string m = error_of("[model]\nplugin = 'sim'\n[[engines]]\nscheduler = 'sim'\n");
+  EXPECT_THAT(m, HasSubstr("engines[0].scheduler.plugin"));
+  EXPECT_THAT(m, HasSubstr("'sim' is a model, but a step scheduler was expected"));
+  // By path: the library is loaded and its kind is named.
+  const std::string sim = (kRealPlugins / "headway_model_sim.so").string();
+  m = error_of("[model]\nplugin = 'sim'\n[[engines]]\nscheduler = '" + sim + "'\n");
+  EXPECT_THAT(m, HasSubstr("engines[0].scheduler.plugin"));
+  EXPECT_THAT(m, HasSubstr("is a model, but a step scheduler was expected"));
+  // And the other way round.
+  const std::string chunked = (kRealPlugins / "headway_scheduler_chunked.so").string();
+  m = error_of("[model]\nplugin = '" + chunked + "'\n[[engines]]\n");
+  EXPECT_THAT(m, HasSubstr("model.plugin"));
+  EXPECT_THAT(m, HasSubstr("is a step scheduler, but a model was expected"));
+}
+
+TEST_F(DeploymentConfigTest, PluginDirsAreRelativeToTheFile) {
+  // The file lives in <build>/tests (a directory that exists: the kernel resolves "..");
+  // ../test_plugins is <build>/test_plugins.
+  const fs::path file = kTestPlugins.parent_path() / "tests" / "deploy.toml";
+  PluginRegistry registry;  // no search directory added by the test
+  DeploymentConfig c = parse_deployment(R"(
+plugin_dirs = ["../test_plugins", "/nonexistent/second"]
+[model]
+plugin = ")" + (kRealPlugins / "headway_model_sim.so").string() +
+                                            R"("
+[[engines]]
+scheduler = { plugin = "test_good", options = { max_num_seqs = 3 } }
+[router]
+plugin = ")" + (kRealPlugins / "headway_router_single.so").string() +
+                                            R"("
+)",
+                                        file, registry);
+  EXPECT_EQ(c.engines[0].scheduler.plugin->name(), "org.headway.test.good_scheduler");
+  EXPECT_EQ(option(c.engines[0].scheduler, "max_num_seqs")->int_value, 3);
+  // Listed order is search order, and both come before the defaults.
+  auto dirs = registry.search_directories();
+  ASSERT_GE(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], file.parent_path() / "../test_plugins");
+  EXPECT_EQ(dirs[1], fs::path("/nonexistent/second"));
+}
+
+TEST_F(DeploymentConfigTest, RelativePluginPathIsRelativeToTheFile) {
+  const fs::path file = kTestPlugins.parent_path() / "tests" / "deploy.toml";
+  DeploymentConfig c = parse(
+      "[model]\nplugin = 'sim'\n[[engines]]\nscheduler = "
+      "'../test_plugins/test_good_scheduler.so'\n",
+      file);
+  EXPECT_EQ(c.engines[0].scheduler.plugin->short_name(), "test_good");
+  EXPECT_EQ(c.engines[0].scheduler.plugin->path,
+            fs::weakly_canonical(kTestPlugins / "test_good_scheduler.so"));
+}
+
+TEST_F(DeploymentConfigTest, RefusedPluginByPathNamesTheTableAndTheReason) {
+  std::string m = error_of("[model]\nplugin = 'sim'\n[[engines]]\nscheduler = '" +
+                           (kTestPlugins / "test_abi_major.so").string() + "'\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: engines[0].scheduler.plugin"));
+  EXPECT_THAT(m, HasSubstr("test_abi_major.so"));
+  EXPECT_THAT(m, HasSubstr("ABI " + std::to_string(HW_ABI_MAJOR + 1) + ".0"));
+}
+
+TEST_F(DeploymentConfigTest, LoadDeploymentOfAMissingFile) {
+  try {
+    load_deployment("/nonexistent/deploy.toml", registry_);
+    FAIL() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), HW_NOT_FOUND);
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/deploy.toml"));
+    EXPECT_THAT(e.what(), HasSubstr("cannot open"));
+  }
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -1,8 +1,7 @@
-#include <headway/core/error.h>
-#include <headway/core/kv_block_manager.h>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <headway/core/error.h>
+#include <headway/core/kv_block_manager.h>
 
 #include <algorithm>
 #include <cstdint>

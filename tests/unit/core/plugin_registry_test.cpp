@@ -1,1 +1,350 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <headway/core/clock.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+#include <headway/core/plugin_options.h>
+#include <headway/core/plugin_registry.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace headway::core {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const fs::path kTestPlugins = HEADWAY_TEST_PLUGIN_DIR;
+const fs::path kRealPlugins = HEADWAY_PLUGIN_DIR;
+
+fs::path test_plugin(const std::string& name) {
+  return fs::weakly_canonical(kTestPlugins / (name + ".so"));
+}
+
+// Runs `body`, expects an Error and returns it for inspection.
+Error expect_error(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no Error was thrown";
+  return Error("(none)");
+}
+
+std::string abi(int major, int minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+TEST(PluginRegistry, LoadsTheGoodPluginByPath) {
+  PluginRegistry registry;
+  const LoadedPlugin& p = registry.load_path(test_plugin("test_good_scheduler"));
+  EXPECT_EQ(p.name(), "org.headway.test.good_scheduler");
+  EXPECT_EQ(p.short_name(), "test_good");
+  EXPECT_EQ(p.version(), "1.2.3");
+  EXPECT_EQ(p.kind(), HW_KIND_STEP_SCHEDULER);
+  EXPECT_EQ(p.path, test_plugin("test_good_scheduler"));
+  ASSERT_NE(p.descriptor, nullptr);
+  EXPECT_EQ(p.descriptor->abi_major, HW_ABI_MAJOR);
+  EXPECT_EQ(p.descriptor->option_count, 7u);
+  const auto& table = p.table<hw_scheduler_table>();
+  EXPECT_EQ(table.struct_size, sizeof(hw_scheduler_table));
+  EXPECT_NE(table.schedule, nullptr);
+}
+
+TEST(PluginRegistry, LoadingTwiceReturnsTheSameObject) {
+  PluginRegistry registry;
+  const LoadedPlugin& a = registry.load_path(test_plugin("test_good_scheduler"));
+  const LoadedPlugin& b = registry.load_path(test_plugin("test_good_scheduler"));
+  EXPECT_EQ(&a, &b);
+  // A different spelling of the same file is the same plugin too.
+  const LoadedPlugin& c =
+      registry.load_path(kTestPlugins / ".." / kTestPlugins.filename() / "test_good_scheduler.so");
+  EXPECT_EQ(&a, &c);
+  // Scanning a directory that holds the already loaded file does not load it a second time.
+  registry.add_search_directory(kTestPlugins);
+  auto plugins = registry.discover();
+  EXPECT_EQ(std::count_if(plugins.begin(), plugins.end(),
+                          [](const LoadedPlugin* p) { return p->short_name() == "test_good"; }),
+            1);
+}
+
+TEST(PluginRegistry, FindsByShortNameReverseDnsNameAndPath) {
+  PluginRegistry registry;
+  registry.add_search_directory(kTestPlugins);
+  const LoadedPlugin& by_short = registry.find("test_good", HW_KIND_STEP_SCHEDULER);
+  const LoadedPlugin& by_dns =
+      registry.find("org.headway.test.good_scheduler", HW_KIND_STEP_SCHEDULER);
+  const LoadedPlugin& by_path =
+      registry.find(test_plugin("test_good_scheduler").string(), HW_KIND_STEP_SCHEDULER);
+  const LoadedPlugin& by_load = registry.load_path(test_plugin("test_good_scheduler"));
+  EXPECT_EQ(&by_short, &by_dns);
+  EXPECT_EQ(&by_short, &by_path);
+  EXPECT_EQ(&by_short, &by_load);
+  EXPECT_EQ(by_short.name(), "org.headway.test.good_scheduler");
+  // kind 0 means any kind.
+  EXPECT_EQ(&registry.find("test_good", 0), &by_short);
+}
+
+TEST(PluginRegistry, AddedDirectoriesAreSearchedFirst) {
+  PluginRegistry registry;
+  registry.add_search_directory("/nonexistent/b");
+  registry.add_search_directory(kTestPlugins);
+  auto dirs = registry.search_directories();
+  ASSERT_GE(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0], kTestPlugins);
+  EXPECT_EQ(dirs[1], fs::path("/nonexistent/b"));
+}
+
+TEST(PluginRegistry, FindsTheRealPlugins) {
+  PluginRegistry registry;
+  registry.add_search_directory(kRealPlugins);
+  EXPECT_EQ(registry.find("chunked", HW_KIND_STEP_SCHEDULER).name(),
+            "org.headway.scheduler.chunked");
+  EXPECT_EQ(registry.find("sim", HW_KIND_MODEL).name(), "org.headway.model.sim");
+  EXPECT_EQ(registry.find("single", HW_KIND_ROUTER).name(), "org.headway.router.single");
+  EXPECT_EQ(registry.find("least_loaded", HW_KIND_ROUTER).name(),
+            "org.headway.router.least_loaded");
+}
+
+TEST(PluginRegistry, DiscoverSkipsBrokenLibraries) {
+  PluginRegistry registry;
+  registry.add_search_directory(kTestPlugins);
+  std::vector<std::string> names;
+  for (const LoadedPlugin* p : registry.discover()) names.push_back(p->short_name());
+  EXPECT_THAT(names, ::testing::Contains("test_good"));
+  EXPECT_THAT(names, ::testing::Contains("test_throwing"));
+  for (const char* refused : {"test_abi_major", "test_abi_minor", "test_missing_function",
+                              "test_small_descriptor", "test_bad_schema"}) {
+    EXPECT_THAT(names, Not(::testing::Contains(refused)));
+  }
+}
+
+TEST(PluginRegistry, RefusesANewerAbiMajor) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_abi_major");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("refused"));
+  EXPECT_THAT(e.what(), HasSubstr("ABI " + abi(HW_ABI_MAJOR + 1, 0)));
+  EXPECT_THAT(e.what(), HasSubstr("host provides ABI " + abi(HW_ABI_MAJOR, HW_ABI_MINOR)));
+}
+
+TEST(PluginRegistry, RefusesANewerAbiMinor) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_abi_minor");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("ABI " + abi(HW_ABI_MAJOR, HW_ABI_MINOR + 1)));
+  EXPECT_THAT(e.what(), HasSubstr("host provides ABI " + abi(HW_ABI_MAJOR, HW_ABI_MINOR)));
+}
+
+TEST(PluginRegistry, RefusesATableWithoutAMandatoryFunction) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_missing_function");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("mandatory function 'schedule'"));
+  EXPECT_THAT(e.what(), HasSubstr("step scheduler"));
+}
+
+TEST(PluginRegistry, RefusesADescriptorThatIsTooSmall) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_small_descriptor");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("descriptor struct_size " +
+                                  std::to_string(offsetof(hw_plugin_descriptor, table))));
+  EXPECT_THAT(e.what(), HasSubstr(std::to_string(sizeof(hw_plugin_descriptor))));
+}
+
+TEST(PluginRegistry, RefusesALibraryThatIsNotAPlugin) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_not_a_plugin");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("not a Headway plugin"));
+  EXPECT_THAT(e.what(), HasSubstr("headway_plugin_entry"));
+}
+
+TEST(PluginRegistry, RefusesABadOptionSchema) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_bad_schema");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("enum option 'mode'"));
+  EXPECT_THAT(e.what(), HasSubstr("default 'medium' outside its allowed values"));
+}
+
+TEST(PluginRegistry, RefusedPluginsAreRefusedAgainOnTheSecondTry) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_abi_major");
+  expect_error([&] { registry.load_path(file); });
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr("refused"));
+}
+
+TEST(PluginRegistry, NonexistentPath) {
+  PluginRegistry registry;
+  Error e = expect_error([&] { registry.load_path("/nonexistent/dir/nothing.so"); });
+  EXPECT_EQ(e.code(), HW_NOT_FOUND);
+  EXPECT_THAT(e.what(), HasSubstr("/nonexistent/dir/nothing.so"));
+  EXPECT_THAT(e.what(), HasSubstr("no such file"));
+  // Same through find(): a name with a slash is a path.
+  Error f = expect_error([&] { registry.find("/nonexistent/dir/nothing.so", HW_KIND_MODEL); });
+  EXPECT_EQ(f.code(), HW_NOT_FOUND);
+}
+
+TEST(PluginRegistry, FindByPathWithTheWrongKind) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_good_scheduler");
+  Error e = expect_error([&] { registry.find(file.string(), HW_KIND_MODEL); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("is a step scheduler, but a model was expected"));
+}
+
+TEST(PluginRegistry, FindByNameWithTheWrongKind) {
+  PluginRegistry registry;
+  registry.add_search_directory(kTestPlugins);
+  Error e = expect_error([&] { registry.find("test_good", HW_KIND_ROUTER); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("'test_good' is a step scheduler, but a router was expected"));
+}
+
+TEST(PluginRegistry, UnknownNameListsAvailablePluginsAndSearchedDirectories) {
+  PluginRegistry registry;
+  registry.add_search_directory(kTestPlugins);
+  registry.add_search_directory("/nonexistent/plugins");
+  Error e = expect_error([&] { registry.find("no_such_scheduler", HW_KIND_STEP_SCHEDULER); });
+  EXPECT_EQ(e.code(), HW_NOT_FOUND);
+  const std::string message = e.what();
+  EXPECT_THAT(message, HasSubstr("unknown step scheduler plugin 'no_such_scheduler'"));
+  EXPECT_THAT(message, HasSubstr("available: "));
+  EXPECT_THAT(message, HasSubstr("test_good"));
+  EXPECT_THAT(message, HasSubstr("test_throwing"));
+  EXPECT_THAT(message, Not(HasSubstr("test_abi_major")));  // refused ones are not offered
+  EXPECT_THAT(message, HasSubstr("searched: /nonexistent/plugins, " + kTestPlugins.string()));
+}
+
+TEST(PluginRegistry, RefusedPluginsCannotBeFoundByName) {
+  PluginRegistry registry;
+  registry.add_search_directory(kTestPlugins);
+  Error e = expect_error([&] { registry.find("test_abi_minor", HW_KIND_STEP_SCHEDULER); });
+  EXPECT_EQ(e.code(), HW_NOT_FOUND);
+  EXPECT_THAT(e.what(), HasSubstr("unknown step scheduler plugin 'test_abi_minor'"));
+}
+
+TEST(PluginRegistry, KindNames) {
+  EXPECT_EQ(kind_name(HW_KIND_STEP_SCHEDULER), "step scheduler");
+  EXPECT_EQ(kind_name(HW_KIND_ROUTER), "router");
+  EXPECT_EQ(kind_name(HW_KIND_KV_TRANSPORT), "KV transport");
+  EXPECT_EQ(kind_name(HW_KIND_MODEL), "model");
+}
+
+// ---- The SDK's exception firewall, seen from the host ----------------------------------------
+
+class ExceptionFirewall : public ::testing::Test {
+ protected:
+  void SetUp() override { plugin_ = &registry_.load_path(test_plugin("test_throwing_scheduler")); }
+
+  // Calls create() with mode = `mode`; returns the code, fills status_ and handle_.
+  int32_t create(const std::string& mode) {
+    toml::table options;
+    options.insert("mode", mode);
+    options_ = std::make_unique<PluginOptions>(
+        PluginOptions::from_toml(*plugin_->descriptor, &options, "test.options"));
+    std::memset(&status_, 0, sizeof(status_));
+    handle_ = nullptr;
+    const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
+    return plugin_->table<hw_scheduler_table>().create(nullptr, options_->view(), &facts, &handle_,
+                                                       &status_);
+  }
+
+  PluginRegistry registry_;
+  const LoadedPlugin* plugin_ = nullptr;
+  std::unique_ptr<PluginOptions> options_;
+  hw_status status_{};
+  hw_scheduler* handle_ = nullptr;
+};
+
+TEST_F(ExceptionFirewall, StdExceptionBecomesInternalWithItsMessage) {
+  EXPECT_EQ(create("runtime_error"), HW_INTERNAL);
+  EXPECT_EQ(status_.code, HW_INTERNAL);
+  EXPECT_STREQ(status_.message, "test_throwing_scheduler: create failed on purpose");
+  EXPECT_EQ(handle_, nullptr);
+}
+
+TEST_F(ExceptionFirewall, SdkErrorKeepsItsCode) {
+  EXPECT_EQ(create("sdk_error"), HW_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status_.code, HW_RESOURCE_EXHAUSTED);
+  EXPECT_STREQ(status_.message, "test_throwing_scheduler: out of widgets");
+}
+
+TEST_F(ExceptionFirewall, NonStdExceptionBecomesInternal) {
+  EXPECT_EQ(create("int"), HW_INTERNAL);
+  EXPECT_EQ(status_.code, HW_INTERNAL);
+  EXPECT_STREQ(status_.message, "unknown exception in plugin");
+}
+
+TEST_F(ExceptionFirewall, ScheduleExceptionBecomesAStatus) {
+  ASSERT_EQ(create("none"), HW_OK);
+  ASSERT_NE(handle_, nullptr);
+  const auto& table = plugin_->table<hw_scheduler_table>();
+  hw_scheduler_snapshot snapshot{};
+  snapshot.struct_size = sizeof(snapshot);
+  hw_slice slices[1];
+  uint64_t preempted[1];
+  hw_scheduler_plan plan{sizeof(hw_scheduler_plan), slices, 1, 0, preempted, 1, 0};
+  hw_status status{};
+  EXPECT_EQ(table.schedule(handle_, &snapshot, &plan, &status), HW_INTERNAL);
+  EXPECT_STREQ(status.message, "test_throwing_scheduler: schedule failed on purpose");
+  table.destroy(handle_);
+}
+
+TEST_F(ExceptionFirewall, HostWrapperTurnsTheStatusIntoAnError) {
+  PluginChoice choice;
+  choice.where = "deploy.toml: engines[0].scheduler";
+  choice.plugin = plugin_;
+  choice.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*plugin_->descriptor, nullptr, "test.options"));
+  VirtualClock clock;
+  HostServices host("engine0/test_throwing", &clock);
+  const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
+  Error e = expect_error([&] { SchedulerInstance instance(choice, facts, host); });
+  EXPECT_EQ(e.code(), HW_INTERNAL);
+  EXPECT_THAT(e.what(), HasSubstr("deploy.toml: engines[0].scheduler"));
+  EXPECT_THAT(e.what(), HasSubstr("test_throwing"));
+  EXPECT_THAT(e.what(), HasSubstr("test_throwing_scheduler: create failed on purpose"));
+}
+
+TEST(PluginRegistryInstances, GoodSchedulerSeesItsOptions) {
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(test_plugin("test_good_scheduler"));
+  auto parsed = toml::parse("max_num_seqs = 33\nbudget = 1000\n");
+  PluginChoice choice;
+  choice.where = "test: scheduler";
+  choice.plugin = &plugin;
+  choice.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*plugin.descriptor, &parsed, "test.options"));
+  VirtualClock clock;
+  HostServices host("engine0/test_good", &clock);
+  const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
+  SchedulerInstance instance(choice, facts, host);
+  EXPECT_EQ(instance.limits().max_num_seqs, 33u);
+  EXPECT_EQ(instance.limits().max_num_batched_tokens, 1000u);
+  EXPECT_EQ(instance.name(), "test_good");
+}
+
+}  // namespace
+}  // namespace headway::core

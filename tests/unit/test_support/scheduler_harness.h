@@ -1,7 +1,7 @@
-// Test support: drives one step-scheduler plugin without an engine. Loads the plugin by path through
-// core::PluginRegistry, creates a core::SchedulerInstance from options written as TOML text, builds
-// snapshots from plain vectors of hw_request_view and returns each plan as vectors, checked by
-// core::PlanValidator.
+// Test support: drives one step-scheduler plugin without an engine. Loads the plugin by path
+// through core::PluginRegistry, creates a core::SchedulerInstance from options written as TOML
+// text, builds snapshots from plain vectors of hw_request_view and returns each plan as vectors,
+// checked by core::PlanValidator.
 //
 // SchedulerQueues is a minimal model of an engine's queues, enough to run a scheduler over several
 // steps: it applies a plan (preemptions, then slices) the way the ABI describes it, with the KV
@@ -21,7 +21,6 @@
 #include <headway/core/plugin_instances.h>
 #include <headway/core/plugin_options.h>
 #include <headway/core/plugin_registry.h>
-
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -115,7 +114,7 @@ class SchedulerHarness {
       : host_("test", &clock_),
         facts_{sizeof(hw_engine_facts), block_size, kv_blocks_total, max_model_len} {
     const core::LoadedPlugin& plugin = harness_registry().load_path(plugin_path);
-    toml::table table = toml::parse(options_toml, "test");
+    toml::table table = toml::parse(options_toml, std::string_view("test"));
     core::PluginChoice choice;
     choice.where = "test";
     choice.plugin = &plugin;

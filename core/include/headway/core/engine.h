@@ -20,6 +20,7 @@
 #include <headway/core/plan_validator.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/core/request_record.h>
+#include <headway/core/sampling_params.h>
 
 #include <chrono>
 #include <cstdint>
@@ -30,12 +31,6 @@
 #include <vector>
 
 namespace headway::core {
-
-struct SamplingParams {
-  float temperature = 0.0f;  // 0: greedy
-  float top_p = 1.0f;
-  uint64_t seed = 0;
-};
 
 struct NewRequest {
   uint64_t id = 0;

@@ -52,6 +52,20 @@ struct ClassReport {
   uint64_t output_tokens = 0;                          // generated, finished or not
 };
 
+// Per-step figures of a run (all engines pooled).
+struct StepSummary {
+  size_t steps = 0;
+  LatencySummary duration;         // seconds per step
+  double mean_batch_size = 0;      // slices per step
+  double mean_prefill_tokens = 0;  // per step
+  double mean_decode_tokens = 0;   // per step
+  double peak_kv_fraction = 0;     // highest KV blocks used / total, over engines and steps
+};
+
+// Pure; thread-safe. kv_blocks_total[e] is engine e's pool size.
+StepSummary summarize_steps(const std::vector<StepRecord>& steps,
+                            const std::vector<uint32_t>& kv_blocks_total);
+
 struct Report {
   std::vector<ClassReport> classes;  // one per workload class, in the workload's order
   ClassReport overall;               // every class pooled; name "overall"
@@ -65,6 +79,7 @@ struct Report {
   std::optional<double> short_p99_itl_without_long;
   uint64_t preemptions = 0;  // sum over records
   size_t steps = 0;
+  std::optional<StepSummary> step_summary;  // when the caller recorded steps
 };
 
 // Builds the report of one run. `records` are matched to classes by RequestRecord::class_index;

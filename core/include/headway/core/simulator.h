@@ -19,6 +19,8 @@ namespace headway::core {
 struct SimulationResult {
   std::vector<RequestRecord> records;  // one per workload request, in workload order
   std::vector<EngineCounters> engines;
+  std::vector<uint32_t> kv_blocks_total;  // per engine
+  std::vector<StepRecord> step_records;   // every step of every engine, in simulation order
   uint64_t steps = 0;
   uint64_t preemptions = 0;
   uint64_t rejected = 0;           // requests an engine refused (reason in the log)

@@ -99,7 +99,7 @@ TEST(ChunkedScheduler, WaitingPromptsShareWhatIsLeftInQueueOrder) {
 TEST(ChunkedScheduler, RunningRequestsFirstInAdmissionOrderThenWaiting) {
   SchedulerHarness h(kChunked, "max_num_batched_tokens = 1000");
   const std::vector<hw_request_view> running = {
-      decoding_request(10, 100, 3, 0, kBlock),     // computed 102 of 103
+      decoding_request(10, 100, 3, 0, kBlock),      // computed 102 of 103
       prefilling_request(11, 500, 100, 1, kBlock),  // 400 prompt tokens left
       decoding_request(12, 50, 1, 2, kBlock),       // computed 50 of 51
   };
@@ -141,8 +141,7 @@ TEST(ChunkedScheduler, MaxNumSeqsStopsAdmissions) {
 }
 
 TEST(ChunkedScheduler, LongPrefillThresholdCapsEveryRequestPerStep) {
-  SchedulerHarness h(kChunked,
-                     "max_num_batched_tokens = 1000\nlong_prefill_token_threshold = 100");
+  SchedulerHarness h(kChunked, "max_num_batched_tokens = 1000\nlong_prefill_token_threshold = 100");
   SchedulerQueues q;
   q.block_size = kBlock;
   q.kv_blocks_free = 10000;

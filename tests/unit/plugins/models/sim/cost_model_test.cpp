@@ -240,3 +240,6 @@ static_assert(std::is_trivially_destructible_v<StepLoad>);
 static_assert(noexcept(std::declval<StepLoad&>().add(0u, 0u, false)));
 static_assert(noexcept(std::declval<const CostModel&>().step_cost(StepLoad{})));
 
+
+}  // namespace
+}  // namespace headway::models::sim

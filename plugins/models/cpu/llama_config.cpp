@@ -1,0 +1,142 @@
+#include "llama_config.h"
+
+#include <fstream>
+#include <headway/sdk/status.hpp>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace headway::models::cpu {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& file, const std::string& message) {
+  throw sdk::Error(HW_INVALID_ARGUMENT, file + ": " + message);
+}
+
+uint32_t get_dim(const json& j, const std::string& file, const char* key, bool required,
+                 uint32_t fallback = 0) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (required) fail(file, std::string("missing key '") + key + "'");
+    return fallback;
+  }
+  if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (1LL << 30)) {
+    fail(file, std::string("key '") + key + "' must be a positive integer, got " + it->dump());
+  }
+  return static_cast<uint32_t>(it->get<int64_t>());
+}
+
+double get_number(const json& j, const std::string& file, const char* key, double fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) fail(file, std::string("key '") + key + "' must be a number");
+  return it->get<double>();
+}
+
+// bos/eos may be an integer, a list of integers (Llama 3.1 lists several eos ids) or null.
+int64_t get_token(const json& j, const std::string& file, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return -1;
+  const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+    fail(file, std::string("key '") + key + "' must be a token id or a list of them");
+  }
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+LlamaConfig parse_llama_config(const std::string& text, const std::string& file) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(file, std::string("invalid JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail(file, "expected a JSON object");
+
+  if (auto it = j.find("model_type"); it != j.end() && it->is_string()) {
+    const std::string type = it->get<std::string>();
+    if (type != "llama" && type != "mistral") {
+      fail(file, "model_type '" + type + "' is not a Llama-architecture model");
+    }
+  }
+
+  LlamaConfig c;
+  c.hidden_size = get_dim(j, file, "hidden_size", true);
+  c.intermediate_size = get_dim(j, file, "intermediate_size", true);
+  c.num_hidden_layers = get_dim(j, file, "num_hidden_layers", true);
+  c.num_attention_heads = get_dim(j, file, "num_attention_heads", true);
+  c.num_key_value_heads =
+      get_dim(j, file, "num_key_value_heads", false, c.num_attention_heads);
+  c.vocab_size = get_dim(j, file, "vocab_size", true);
+  c.max_position_embeddings = get_dim(j, file, "max_position_embeddings", false, 2048);
+  c.head_dim = get_dim(j, file, "head_dim", false, 0);
+  if (c.head_dim == 0) {
+    if (c.hidden_size % c.num_attention_heads != 0) {
+      fail(file, "hidden_size " + std::to_string(c.hidden_size) +
+                     " is not a multiple of num_attention_heads " +
+                     std::to_string(c.num_attention_heads) + " and head_dim is not given");
+    }
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  if (c.head_dim % 2 != 0) fail(file, "head_dim must be even for rotary embeddings");
+  if (c.num_attention_heads % c.num_key_value_heads != 0) {
+    fail(file, "num_attention_heads " + std::to_string(c.num_attention_heads) +
+                   " is not a multiple of num_key_value_heads " +
+                   std::to_string(c.num_key_value_heads));
+  }
+  c.rms_norm_eps = get_number(j, file, "rms_norm_eps", 1e-5);
+  if (!(c.rms_norm_eps > 0)) fail(file, "key 'rms_norm_eps' must be > 0");
+  c.rope_theta = get_number(j, file, "rope_theta", 10000.0);
+  if (!(c.rope_theta > 1)) fail(file, "key 'rope_theta' must be > 1");
+  if (auto it = j.find("tie_word_embeddings"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) fail(file, "key 'tie_word_embeddings' must be a boolean");
+    c.tie_word_embeddings = it->get<bool>();
+  }
+  c.bos_token_id = get_token(j, file, "bos_token_id");
+  c.eos_token_id = get_token(j, file, "eos_token_id");
+  if (auto it = j.find("torch_dtype"); it != j.end() && it->is_string()) {
+    c.torch_dtype = it->get<std::string>();
+  }
+
+  if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
+    if (!it->is_object()) fail(file, "key 'rope_scaling' must be an object or null");
+    std::string type;
+    for (const char* key : {"rope_type", "type"}) {
+      if (auto t = it->find(key); t != it->end() && t->is_string()) {
+        type = t->get<std::string>();
+        break;
+      }
+    }
+    if (type == "llama3") {
+      RopeScaling& s = c.rope_scaling;
+      s.llama3 = true;
+      s.factor = get_number(*it, file, "factor", 8.0);
+      s.low_freq_factor = get_number(*it, file, "low_freq_factor", 1.0);
+      s.high_freq_factor = get_number(*it, file, "high_freq_factor", 4.0);
+      s.original_max_position_embeddings =
+          get_number(*it, file, "original_max_position_embeddings", 8192.0);
+      if (!(s.factor > 0) || !(s.high_freq_factor > s.low_freq_factor) ||
+          !(s.original_max_position_embeddings > 0)) {
+        fail(file, "rope_scaling (llama3): need factor > 0, high_freq_factor > low_freq_factor "
+                   "and original_max_position_embeddings > 0");
+      }
+    } else if (type != "default" && !type.empty()) {
+      fail(file, "rope_scaling type '" + type + "' is not supported (supported: llama3, default)");
+    }
+  }
+  return c;
+}
+
+LlamaConfig load_llama_config(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "config.json";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path.string(), "cannot open (is this a Hugging Face checkpoint directory?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_llama_config(text.str(), path.string());
+}
+
+}  // namespace headway::models::cpu

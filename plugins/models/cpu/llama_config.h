@@ -1,0 +1,48 @@
+// The architecture of a Hugging Face Llama checkpoint, read from its config.json.
+//
+// Threading: plain data; load_llama_config is reentrant.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+namespace headway::models::cpu {
+
+// rope_scaling of type "llama3" (Llama 3.1+): low frequencies are divided by `factor`, high ones
+// kept, and the band in between interpolated.
+struct RopeScaling {
+  bool llama3 = false;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_position_embeddings = 8192.0;
+};
+
+struct LlamaConfig {
+  uint32_t hidden_size = 0;
+  uint32_t intermediate_size = 0;
+  uint32_t num_hidden_layers = 0;
+  uint32_t num_attention_heads = 0;
+  uint32_t num_key_value_heads = 0;
+  uint32_t head_dim = 0;  // hidden_size / num_attention_heads unless config.json says otherwise
+  uint32_t vocab_size = 0;
+  uint32_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  int64_t bos_token_id = -1;  // -1: none
+  int64_t eos_token_id = -1;  // -1: none; the first one when config.json lists several
+  std::string torch_dtype;    // "float32", "float16", "bfloat16" or empty
+};
+
+// Reads and checks <dir>/config.json. Throws sdk::Error(HW_INVALID_ARGUMENT) naming the file and the
+// key on a missing file, bad JSON, a missing or out-of-range key, an unsupported architecture or an
+// unsupported rope_scaling type.
+LlamaConfig load_llama_config(const std::filesystem::path& dir);
+
+// Same, from JSON text; `file` is used for messages.
+LlamaConfig parse_llama_config(const std::string& text, const std::string& file);
+
+}  // namespace headway::models::cpu

@@ -1,5 +1,9 @@
+#include <fmt/format.h>
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
+
+#include <algorithm>
+#include <limits>
 
 namespace headway::core {
 
@@ -18,10 +22,17 @@ Cluster::Cluster(const DeploymentConfig& config,
   loads_.resize(engines_.size());
   for (size_t i = 0; i < engines_.size(); ++i) loads_[i] = engines_[i]->load();
   router_ = std::make_unique<RouterInstance>(config.router, loads_, *router_host_);
+  if (config.kv_transport) {
+    transport_host_ = std::make_unique<HostServices>("kv_transport", clock_.get());
+    transport_ = std::make_unique<KvTransportInstance>(*config.kv_transport, *transport_host_);
+  }
+  pending_.resize(engines_.size());
 }
 
 Cluster::~Cluster() {
-  router_.reset();  // before the host services it was created with
+  // Plugin instances go before the host services they were created with.
+  router_.reset();
+  transport_.reset();
 }
 
 hw_route_decision Cluster::route(const hw_route_request& request) {
@@ -30,6 +41,129 @@ hw_route_decision Cluster::route(const hw_route_request& request) {
     loads_[i].alive = alive_[i] ? 1 : 0;
   }
   return router_->route(request, loads_);
+}
+
+uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_request) {
+  const hw_route_decision decision = route(route_request);
+  const bool disaggregated = decision.prefill_engine != decision.decode_engine;
+  if (disaggregated && transport_ == nullptr) {
+    throw Error(
+        fmt::format("router '{}' placed request {} on engine{} for prefill and engine{} "
+                    "for decode, but the deployment has no [kv_transport] to move its KV",
+                    router_->name(), request.id, decision.prefill_engine, decision.decode_engine));
+  }
+  request.prefill_only = disaggregated;
+  const uint64_t id = request.id;
+  engines_[decision.prefill_engine]->add_request(std::move(request));
+  if (disaggregated) decode_engine_of_[id] = decision.decode_engine;
+  return decision.prefill_engine;
+}
+
+void Cluster::collect_prefilled(size_t e, double now) {
+  engines_[e]->take_prefilled(prefilled_scratch_);
+  if (prefilled_scratch_.empty()) return;
+  for (uint64_t id : prefilled_scratch_) {
+    auto it = decode_engine_of_.find(id);
+    if (it == decode_engine_of_.end()) {
+      throw Error(fmt::format("engine{} prefilled request {} for a transfer nobody planned", e, id),
+                  HW_INTERNAL);
+    }
+    pending_[it->second].push_back(PendingTransfer{id, static_cast<uint32_t>(e), now});
+  }
+  // Each destination starts what fits, in arrival order of the prefills.
+  for (uint64_t id : prefilled_scratch_) start_transfers(decode_engine_of_[id], now);
+}
+
+void Cluster::start_transfers(size_t d, double now) {
+  std::deque<PendingTransfer>& queue = pending_[d];
+  Engine& destination = *engines_[d];
+  while (!queue.empty()) {
+    const PendingTransfer& p = queue.front();
+    Engine& source = *engines_[p.source];
+    OutgoingTransfer out = source.outgoing(p.id);
+    RequestRecord* record = out.request.record;
+    if (!destination.reserve_incoming(std::move(out.request))) break;  // backpressure
+    const std::vector<uint32_t>& dst_blocks = destination.incoming_blocks(p.id);
+    const uint32_t count = static_cast<uint32_t>(dst_blocks.size());
+    if (out.blocks->size() < count) {
+      throw Error(fmt::format("request {}: engine{} holds {} KV blocks, engine{} expects {}", p.id,
+                              p.source, out.blocks->size(), d, count),
+                  HW_INTERNAL);
+    }
+    hw_kv_transfer transfer{sizeof(hw_kv_transfer),
+                            p.id,
+                            source.kv_memory(),
+                            destination.kv_memory(),
+                            out.blocks->data(),
+                            dst_blocks.data(),
+                            count,
+                            p.source,
+                            static_cast<uint32_t>(d)};
+    InFlightTransfer flight{p.id, p.source, static_cast<uint32_t>(d), transport_->start(transfer),
+                            std::max(now, p.ready)};
+    flight.record = record;
+    // Simulated transfers report their modelled duration at once; real ones finish later.
+    KvTransportInstance::Progress progress = transport_->poll(flight.handle);
+    if (progress.state == HW_TRANSFER_FAILED) {
+      throw Error(fmt::format("KV transfer of request {} from engine{} to engine{} failed", p.id,
+                              p.source, d),
+                  HW_UNAVAILABLE);
+    }
+    if (progress.state == HW_TRANSFER_DONE) {
+      flight.finished = true;
+      flight.done = flight.start + progress.seconds;
+    }
+    in_flight_.push_back(flight);
+    ++transfers_started_;
+    queue.pop_front();
+  }
+}
+
+std::optional<double> Cluster::next_transfer_completion() const {
+  std::optional<double> next;
+  for (const InFlightTransfer& f : in_flight_) {
+    if (f.finished && (!next || f.done < *next)) next = f.done;
+  }
+  return next;
+}
+
+size_t Cluster::complete_transfers(double t) {
+  size_t completed = 0;
+  for (size_t i = 0; i < in_flight_.size();) {
+    InFlightTransfer& f = in_flight_[i];
+    if (!f.finished) {
+      KvTransportInstance::Progress progress = transport_->poll(f.handle);
+      if (progress.state == HW_TRANSFER_FAILED) {
+        throw Error(fmt::format("KV transfer of request {} from engine{} to engine{} failed", f.id,
+                                f.source, f.destination),
+                    HW_UNAVAILABLE);
+      }
+      if (progress.state == HW_TRANSFER_DONE) {
+        f.finished = true;
+        f.done = f.start + progress.seconds;
+      }
+    }
+    if (!f.finished || f.done > t) {
+      ++i;
+      continue;
+    }
+    Engine& destination = *engines_[f.destination];
+    if (!destination.has_work()) destination.clock().advance_to(f.done);
+    destination.complete_transfer(f.id);
+    engines_[f.source]->release_transferred(f.id);
+    if (f.record != nullptr) f.record->kv_transfer_seconds = f.done - f.start;
+    decode_engine_of_.erase(f.id);
+    in_flight_[i] = in_flight_.back();
+    in_flight_.pop_back();
+    ++completed;
+  }
+  return completed;
+}
+
+size_t Cluster::transfers_waiting() const {
+  size_t n = 0;
+  for (const auto& q : pending_) n += q.size();
+  return n;
 }
 
 }  // namespace headway::core

@@ -62,6 +62,12 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
   }
   kv_ = KvBlockManager(static_cast<uint32_t>(blocks));
   model_->init_kv(kv_.total(), config_.block_size);
+  kv_memory_ = model_->kv_memory();
+  if (kv_memory_.block_bytes == 0) {
+    // A simulated model has no bytes behind its KV; transports still need the size of a block.
+    kv_memory_.block_bytes = info.kv_bytes_per_token * config_.block_size;
+    kv_memory_.block_stride = kv_memory_.block_bytes;
+  }
 
   hw_engine_facts facts{sizeof(hw_engine_facts), config_.block_size, kv_.total(), max_model_len_};
   scheduler_ = std::make_unique<SchedulerInstance>(config_.scheduler, facts, host_);
@@ -153,6 +159,7 @@ void Engine::add_request(NewRequest request) {
   r.record = request.record;
   r.planned_step = UINT64_MAX;
   r.in_use = true;
+  r.prefill_only = request.prefill_only;
   if (r.record != nullptr) {
     r.record->id = r.id;
     r.record->class_index = r.class_index;
@@ -237,7 +244,11 @@ bool Engine::abort(uint64_t request_id) {
   if (it == id_to_slot_.end()) return false;
   uint32_t slot = it->second;
   Request& r = requests_[slot];
-  if (r.state == HW_REQUEST_WAITING) {
+  if (r.state == HW_REQUEST_TRANSFERRING) {
+    // Held for (or by) a KV transfer: in no queue here; the cluster cancels the transfer.
+    prefilled_.erase(std::remove(prefilled_.begin(), prefilled_.end(), request_id),
+                     prefilled_.end());
+  } else if (r.state == HW_REQUEST_WAITING) {
     auto pos =
         std::find_if(waiting_.begin() + static_cast<ptrdiff_t>(waiting_head_), waiting_.end(),
                      [&](const hw_request_view& v) { return v.id == request_id; });
@@ -376,15 +387,23 @@ bool Engine::step() {
       r.record->output_tokens = r.output_tokens;
     }
     if (listener_ != nullptr) listener_->on_token(r.id, token, end);
-    if (static_cast<uint32_t>(token) == eos) {
+    const bool stop = is_stop_token(r, token, eos);
+    if (stop) {
       finish(slot, FinishReason::kStop, end);
     } else if (r.output_tokens >= r.max_output_tokens || r.total() >= max_model_len_) {
       finish(slot, FinishReason::kLength, end);
+    } else if (r.prefill_only) {
+      // Its prefill is done here; it waits with its blocks until the cluster moves them.
+      r.state = HW_REQUEST_TRANSFERRING;
+      prefilled_.push_back(r.id);
     }
   }
-  // Drop finished requests from the running list, keeping admission order.
+  // Drop finished and departing requests from the running list, keeping admission order.
   running_.erase(std::remove_if(running_.begin(), running_.end(),
-                                [this](uint32_t slot) { return !requests_[slot].in_use; }),
+                                [this](uint32_t slot) {
+                                  return !requests_[slot].in_use ||
+                                         requests_[slot].state == HW_REQUEST_TRANSFERRING;
+                                }),
                  running_.end());
 
   detail_.step = step_index_;
@@ -399,6 +418,110 @@ bool Engine::step() {
   counters_.busy_seconds += end - start;
   ++step_index_;
   return true;
+}
+
+bool Engine::is_stop_token(const Request& r, int32_t token, uint32_t eos) const {
+  if (!r.sampling.ignore_eos && static_cast<uint32_t>(token) == eos) return true;
+  for (int32_t stop : r.sampling.stop_token_ids) {
+    if (stop == token) return true;
+  }
+  return false;
+}
+
+void Engine::take_prefilled(std::vector<uint64_t>& out) {
+  out.clear();
+  out.swap(prefilled_);
+}
+
+OutgoingTransfer Engine::outgoing(uint64_t id) const {
+  const Request& r = requests_[slot_of(id)];
+  if (r.state != HW_REQUEST_TRANSFERRING) {
+    throw Error(fmt::format("{}: request {} is not waiting for a KV transfer", config_.name, id),
+                HW_INTERNAL);
+  }
+  OutgoingTransfer out;
+  out.request = IncomingTransfer{r.id,
+                                 r.class_index,
+                                 r.prompt_tokens,
+                                 r.output_tokens,
+                                 r.computed_tokens,
+                                 r.max_output_tokens,
+                                 r.priority,
+                                 r.arrival,
+                                 r.sampling,
+                                 r.tokens,
+                                 r.record};
+  out.blocks = &r.blocks;
+  return out;
+}
+
+void Engine::release_transferred(uint64_t id) {
+  const uint32_t slot = slot_of(id);
+  if (requests_[slot].state != HW_REQUEST_TRANSFERRING) {
+    throw Error(fmt::format("{}: request {} is not waiting for a KV transfer", config_.name, id),
+                HW_INTERNAL);
+  }
+  release_slot(slot);
+}
+
+bool Engine::reserve_incoming(IncomingTransfer in) {
+  const std::string who = fmt::format("{}: incoming request {}", config_.name, in.id);
+  if (id_to_slot_.count(in.id) != 0) throw Error(who + ": duplicate request id");
+  if (in.prompt_tokens + in.output_tokens >= max_model_len_) {
+    throw Error(fmt::format("{}: {} tokens leave no room within max_model_len {}", who,
+                            in.prompt_tokens + in.output_tokens, max_model_len_));
+  }
+  const uint32_t need = blocks_for(in.computed_tokens, config_.block_size);
+  if (need > kv_.free()) return false;
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(requests_.size());
+    requests_.emplace_back();
+  }
+  Request& r = requests_[slot];
+  r.id = in.id;
+  r.class_index = in.class_index;
+  r.priority = in.priority;
+  r.state = HW_REQUEST_TRANSFERRING;
+  r.prompt_tokens = in.prompt_tokens;
+  r.output_tokens = in.output_tokens;
+  r.computed_tokens = in.computed_tokens;
+  r.max_output_tokens = std::min<uint32_t>(in.max_output_tokens, max_model_len_ - in.prompt_tokens);
+  r.arrival = in.arrival;
+  r.admission_order = 0;
+  r.preemptions = 0;
+  r.sampling = std::move(in.sampling);
+  r.tokens = std::move(in.tokens);
+  if (model_needs_ids_) r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
+  r.blocks.clear();
+  r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
+  kv_.allocate(need, r.blocks);
+  r.record = in.record;
+  r.planned_step = UINT64_MAX;
+  r.in_use = true;
+  r.prefill_only = false;
+  if (r.record != nullptr) r.record->engine = config_.index;
+  id_to_slot_.emplace(r.id, slot);
+  return true;
+}
+
+const std::vector<uint32_t>& Engine::incoming_blocks(uint64_t id) const {
+  return requests_[slot_of(id)].blocks;
+}
+
+void Engine::complete_transfer(uint64_t id) {
+  Request& r = requests_[slot_of(id)];
+  if (r.state != HW_REQUEST_TRANSFERRING) {
+    throw Error(fmt::format("{}: request {} has no transfer in flight", config_.name, id),
+                HW_INTERNAL);
+  }
+  r.state = HW_REQUEST_WAITING;
+  waiting_.push_back(view_of(r));
+  waiting_prompt_tokens_ += r.total() - r.computed_tokens;
+  waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
 }
 
 hw_engine_load Engine::load() const {

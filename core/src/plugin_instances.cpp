@@ -96,4 +96,31 @@ hw_route_decision RouterInstance::route(const hw_route_request& request,
   return decision;
 }
 
+KvTransportInstance::KvTransportInstance(const PluginChoice& choice, const HostServices& host)
+    : table_(&choice.plugin->table<hw_kv_transport_table>()), name_(choice.plugin->short_name()) {
+  hw_status status{};
+  check_status(table_->create(host.table(), choice.options->view(), &handle_, &status), status,
+               choice.where + ": KV transport '" + name_ + "' create");
+}
+
+KvTransportInstance::~KvTransportInstance() {
+  if (handle_ != nullptr) table_->destroy(handle_);
+}
+
+uint64_t KvTransportInstance::start(const hw_kv_transfer& transfer) {
+  uint64_t handle = 0;
+  hw_status status{};
+  check_status(table_->start(handle_, &transfer, &handle, &status), status,
+               "KV transport '" + name_ + "' start");
+  return handle;
+}
+
+KvTransportInstance::Progress KvTransportInstance::poll(uint64_t handle) {
+  Progress progress{HW_TRANSFER_PENDING, 0.0};
+  hw_status status{};
+  check_status(table_->poll(handle_, handle, &progress.state, &progress.seconds, &status), status,
+               "KV transport '" + name_ + "' poll");
+  return progress;
+}
+
 }  // namespace headway::core

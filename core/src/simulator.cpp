@@ -42,7 +42,10 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     }
     const double arrival_time =
         next < workload.requests.size() ? workload.requests[next].arrival : kInfinity;
-    if (next < workload.requests.size() && arrival_time <= best_time) {
+    const double transfer_time = cluster.next_transfer_completion().value_or(kInfinity);
+    // Ties: arrivals first, then KV arriving at decode engines, then steps.
+    if (next < workload.requests.size() && arrival_time <= best_time &&
+        arrival_time <= transfer_time) {
       // Records follow the workload's order, not its ids (a filtered workload keeps its ids).
       RequestRecord& record = result.records[next];
       const WorkloadRequest& w = workload.requests[next++];
@@ -54,21 +57,23 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
       hw_route_request route{w.id, w.prompt_tokens, w.output_tokens, w.priority,
                              hw_str{workload.classes[w.class_index].name.data(),
                                     workload.classes[w.class_index].name.size()}};
+      NewRequest request;
+      request.id = w.id;
+      request.class_index = w.class_index;
+      request.prompt_tokens = w.prompt_tokens;
+      request.max_output_tokens = w.output_tokens;
+      request.priority = w.priority;
+      request.arrival = w.arrival;
+      request.sampling.seed = w.id;
+      request.record = &record;
       try {
-        hw_route_decision decision = cluster.route(route);
-        Engine& engine = cluster.engine(decision.prefill_engine);
-        if (!engine.has_work()) engine.clock().advance_to(w.arrival);
-        NewRequest request;
-        request.id = w.id;
-        request.class_index = w.class_index;
-        request.prompt_tokens = w.prompt_tokens;
-        request.max_output_tokens = w.output_tokens;
-        request.priority = w.priority;
-        request.arrival = w.arrival;
-        request.sampling.seed = w.id;
-        request.record = &record;
-        engine.add_request(std::move(request));
-        stalled[decision.prefill_engine] = false;
+        // An idle engine has been waiting for this arrival: its clock jumps to it. Load-based
+        // routers see every engine's state as of its own clock.
+        for (size_t e = 0; e < engines; ++e) {
+          if (!cluster.engine(e).has_work()) cluster.engine(e).clock().advance_to(w.arrival);
+        }
+        const uint32_t engine = cluster.submit(std::move(request), route);
+        stalled[engine] = false;
       } catch (const Error& e) {
         // A request the deployment cannot take is reported, not fatal: it stays unfinished.
         ++result.rejected;
@@ -76,6 +81,12 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
         if (rejection_example.empty()) rejection_example = e.what();
       }
       last_event = std::max(last_event, w.arrival);
+      continue;
+    }
+    if (transfer_time < kInfinity && transfer_time <= best_time) {
+      cluster.complete_transfers(transfer_time);
+      for (size_t e = 0; e < engines; ++e) stalled[e] = false;
+      last_event = std::max(last_event, transfer_time);
       continue;
     }
     if (best == engines) break;
@@ -90,9 +101,20 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
         step.step, static_cast<uint32_t>(best), step.start, step.duration, step.prefill_tokens,
         step.decode_tokens, static_cast<uint32_t>(step.slices.size()), step.kv_blocks_used,
         static_cast<uint32_t>(step.preempted.size())});
-    last_event = std::max(last_event, engine.clock().now());
+    const double now = engine.clock().now();
+    // Prefills that finished here start moving; blocks freed here may let waiting transfers in.
+    cluster.collect_prefilled(best, now);
+    cluster.start_transfers(best, now);
+    last_event = std::max(last_event, now);
   }
 
+  if (cluster.transfers_waiting() > 0 || cluster.transfers_in_flight() > 0) {
+    throw Error(fmt::format("{}: {} KV transfers never found room on their decode engine and {} "
+                            "never completed",
+                            deployment.file.string(), cluster.transfers_waiting(),
+                            cluster.transfers_in_flight()),
+                HW_INTERNAL);
+  }
   for (size_t e = 0; e < engines; ++e) {
     Engine& engine = cluster.engine(e);
     if (engine.has_work()) {
@@ -107,6 +129,7 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     result.steps += engine.counters().steps;
     result.preemptions += engine.counters().preemptions;
   }
+  result.kv_transfers = cluster.transfers_started();
   if (result.rejected > 0) {
     spdlog::warn("{} of {} requests were refused by the deployment, e.g.: {}", result.rejected,
                  workload.requests.size(), rejection_example);

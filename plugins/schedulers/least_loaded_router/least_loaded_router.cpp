@@ -15,24 +15,19 @@ class LeastLoadedRouter final : public headway::sdk::Router {
 
   hw_route_decision route(const hw_route_request&,
                           std::span<const hw_engine_load> engines) override {
-    const size_t n = engines.size();
-    size_t best = n;
-    for (size_t k = 0; k < n; ++k) {
-      size_t i = (next_ + k) % n;  // scanning from the rotating start breaks ties round-robin
-      if (!engines[i].alive || engines[i].role == HW_ENGINE_ROLE_PREFILL ||
-          engines[i].role == HW_ENGINE_ROLE_DECODE) {
-        continue;
-      }
-      if (best == n || engines[i].outstanding_tokens < engines[best].outstanding_tokens) best = i;
+    size_t best = headway::sdk::pick_least_loaded(
+        engines, cursor_,
+        [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_MIXED; },
+        headway::sdk::outstanding_tokens);
+    if (best == engines.size()) {
+      throw headway::sdk::Error(HW_UNAVAILABLE, "no live mixed-role engine");
     }
-    if (best == n) throw headway::sdk::Error(HW_UNAVAILABLE, "no live mixed-role engine");
-    next_ = (best + 1) % n;
     uint32_t engine = engines[best].engine_index;
     return hw_route_decision{sizeof(hw_route_decision), engine, engine, 0};
   }
 
  private:
-  size_t next_ = 0;
+  size_t cursor_ = 0;
 };
 
 }  // namespace

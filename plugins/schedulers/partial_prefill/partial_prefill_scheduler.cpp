@@ -1,27 +1,27 @@
-// Concurrent partial prefills with limits: the semantics of vLLM V0's chunked-prefill scheduler with
-// max_num_partial_prefills (P), max_long_partial_prefills (L) and long_prefill_token_threshold (T)
-// (vllm/core/scheduler.py, PartialPrefillMetadata), which vLLM V1 dropped.
+// Concurrent partial prefills with limits: the semantics of vLLM V0's chunked-prefill scheduler
+// with max_num_partial_prefills (P), max_long_partial_prefills (L) and long_prefill_token_threshold
+// (T) (vllm/core/scheduler.py, PartialPrefillMetadata), which vLLM V1 dropped.
 //
-// "Remaining" is what a request still has to compute (total - computed); it shrinks every step, so a
-// long prompt counts as short near its end. A prefill is long when remaining > T.
+// "Remaining" is what a request still has to compute (total - computed); it shrinks every step, so
+// a long prompt counts as short near its end. A prefill is long when remaining > T.
 //
 // One step, P > 1:
 // 1. Count the prefills: running requests mid-prefill (and how many of them are long), then the
 //    waiting queue in order while fewer than P are counted, skipping a long waiting prompt when the
 //    long ones counted would exceed L. schedulable = min(count, P); each prefill may take at most
-//    budget / schedulable tokens this step (the whole budget when nothing is counted). P divides the
-//    budget; it does not cap how many prefills share a step.
+//    budget / schedulable tokens this step (the whole budget when nothing is counted). P divides
+//    the budget; it does not cap how many prefills share a step.
 // 2. Running requests: decodes first, then prefills (each group in admission order; with
-//    policy = priority, by (priority, arrival) within each group). A decode takes 1 token, a prefill
-//    min(remaining, budget left, share). A request that gets 0 tokens ends this phase. When KV
-//    blocks run out, the last request of that order (fcfs) or the lowest-priority one not yet served
-//    (priority: highest priority value, then latest arrival) is preempted, possibly the request
-//    itself.
+//    policy = priority, by (priority, arrival) within each group). A decode takes 1 token, a
+//    prefill min(remaining, budget left, share). A request that gets 0 tokens ends this phase. When
+//    KV blocks run out, the last request of that order (fcfs) or the lowest-priority one not yet
+//    served (priority: highest priority value, then latest arrival) is preempted, possibly the
+//    request itself.
 // 3. No preemption this step: waiting requests in queue order (priority: by priority, then
 //    arrival). A long one is deferred, keeping its place, while L long prefills are in progress
 //    (counting the ones admitted this step); others are admitted with min(remaining, budget left,
-//    share). Admission stops at the budget, at max_num_seqs, or at a request whose chunk does not fit
-//    in the free KV blocks (nobody overtakes it).
+//    share). Admission stops at the budget, at max_num_seqs, or at a request whose chunk does not
+//    fit in the free KV blocks (nobody overtakes it).
 //
 // P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1), so that
 // a deployment switching schedulers without setting P sees no change. Two points differ from V0
@@ -29,8 +29,10 @@
 // every P), and a non-zero T caps every request's chunk per step (V1's meaning of T; in V0, T only
 // classifies prompts as long). With P > 1, T only classifies, as in V0.
 //
-// Hot path: the per-step scratch (two index vectors) is reserved in the constructor from
-// max_num_seqs and grows only when a queue reaches a new size; nothing is logged per step.
+// Hot path: the per-step scratch (index vectors) is reserved in the constructor from max_num_seqs
+// and grows only when a queue reaches a new size; nothing is logged per step. The priority policy
+// orders only the head of the waiting queue that a step reaches (std::partial_sort), not the whole
+// queue.
 #include <algorithm>
 #include <cstdint>
 #include <headway/plugin.hpp>
@@ -79,16 +81,18 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
         threshold_(static_cast<uint32_t>(options.get_int("long_prefill_token_threshold"))),
         priority_(options.get_string("policy") == "priority") {
     if (max_long_ > max_partial_) {
-      throw headway::sdk::Error(
-          HW_INVALID_ARGUMENT,
-          "max_long_partial_prefills (" + std::to_string(max_long_) +
-              ") must be <= max_num_partial_prefills (" + std::to_string(max_partial_) + ")");
+      throw headway::sdk::Error(HW_INVALID_ARGUMENT, "max_long_partial_prefills (" +
+                                                         std::to_string(max_long_) +
+                                                         ") must be <= max_num_partial_prefills (" +
+                                                         std::to_string(max_partial_) + ")");
     }
     if (max_partial_ > 1 && threshold_ == 0) {
       threshold_ = static_cast<uint32_t>(static_cast<uint64_t>(facts.max_model_len) * 4 / 100);
     }
-    // The running queue never exceeds max_num_seqs; the waiting order is only needed by priority.
+    // The running queue never exceeds max_num_seqs; the waiting order is only needed by priority
+    // and grows with the waiting queue's largest size.
     running_order_.reserve(max_num_seqs_);
+    prefill_order_.reserve(max_num_seqs_);
     if (priority_) waiting_order_.reserve(max_num_seqs_);
   }
 
@@ -98,20 +102,14 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
 
   void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
     const bool partial = max_partial_ > 1;
-    order_running(s, partial);
-    if (priority_) order_waiting(s);
+    uint32_t prefills = 0;       // running requests mid-prefill
+    uint32_t long_prefills = 0;  // of which long; then grows with each long one admitted
+    order_running(s, partial, prefills, long_prefills);
+    if (priority_) start_waiting_order(s);
 
     // 1. Prefills counted at the start of the step (V0's PartialPrefillMetadata.from_queues).
     uint32_t share = budget_;  // P = 1: budget / min(count, 1) is the whole budget either way
-    uint32_t long_prefills = 0;
     if (partial) {
-      uint32_t prefills = 0;
-      for (uint32_t i = 0; i < s.running_count; ++i) {
-        const hw_request_view& r = s.running[i];
-        if (!is_prefill(r)) continue;
-        ++prefills;
-        if (remaining_tokens(r) > threshold_) ++long_prefills;
-      }
       uint32_t waiting_long = 0;
       for (uint32_t k = 0; k < s.waiting_count && prefills < max_partial_; ++k) {
         if (remaining_tokens(waiting_at(s, k)) > threshold_) {
@@ -127,6 +125,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     // 2. Running requests.
     uint32_t budget = budget_;
     uint32_t free_blocks = s.kv_blocks_free;
+    uint64_t prefill_blocks_now = 0;  // blocks this step's running prefill chunks take
     bool preempted_any = false;
     for (size_t i = 0; i < running_order_.size();) {
       const hw_request_view& r = s.running[running_order_[i]];
@@ -151,9 +150,23 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       plan.add_slice(r, tokens);
       budget -= tokens;
       free_blocks -= need;
+      if (partial && is_prefill(r)) prefill_blocks_now += need;
       ++i;
     }
     if (preempted_any) return;  // a step that preempted admits nobody
+
+    // With P > 1, as in V0, a prompt is admitted only when the KV blocks for all of it are free,
+    // counting what the prefills in progress will still claim. Several prompts prefill at once
+    // here; admitting on the first chunk alone would let them run the cache dry mid-prefill and
+    // preempt (and recompute) long prompts over and over.
+    uint64_t reserved = 0;
+    if (partial) {
+      for (uint32_t index : running_order_) {
+        const hw_request_view& r = s.running[index];
+        if (is_prefill(r)) reserved += whole_prompt_blocks(r, s.block_size);
+      }
+      reserved -= std::min<uint64_t>(reserved, prefill_blocks_now);
+    }
 
     // 3. Waiting requests.
     uint32_t running_after = s.running_count;
@@ -165,6 +178,12 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       const uint32_t tokens = std::min(cap(w, partial, share), budget);
       const uint32_t need = extra_blocks(w, tokens, s.block_size);
       if (need > free_blocks) break;  // nobody overtakes a head that does not fit
+      if (partial) {
+        // `whole` includes this chunk's `need`; what stays reserved is the rest of the prompt.
+        const uint64_t whole = whole_prompt_blocks(w, s.block_size);
+        if (whole + reserved > free_blocks) break;
+        reserved += whole - need;
+      }
       plan.add_slice(w, tokens);
       budget -= tokens;
       free_blocks -= need;
@@ -174,6 +193,12 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   }
 
  private:
+  // Blocks a prefill still needs to hold its whole prompt (and recomputed outputs).
+  static uint64_t whole_prompt_blocks(const hw_request_view& r, uint32_t block_size) {
+    const uint64_t need = (static_cast<uint64_t>(r.total_tokens) + block_size - 1) / block_size;
+    return need > r.blocks_held ? need - r.blocks_held : 0;
+  }
+
   // A preempted request recomputes prompt and outputs: it is a prefill again, whatever its length.
   static bool is_prefill(const hw_request_view& r) {
     return r.state == HW_REQUEST_PREFILLING || remaining_tokens(r) > 1;
@@ -202,46 +227,82 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     return a < b;
   }
 
-  // Orders running_order_ for this step. P = 1 with fcfs serves the snapshot's (admission) order
-  // exactly as `chunked` does. Otherwise a stable two-pass split (decodes, then prefills) is
-  // usually already sorted; std::sort (no allocation) only runs when it is not.
-  void order_running(const hw_scheduler_snapshot& s, bool partial) {
+  // Orders running_order_ for this step and, when P > 1, counts the running prefills and the long
+  // ones among them. P = 1 with fcfs serves the snapshot's (admission) order exactly as `chunked`
+  // does. Otherwise one pass splits decodes from prefills, each in snapshot order, which is already
+  // the serving order when the snapshot is in admission order (as the ABI promises) and the policy
+  // is fcfs; std::sort (no allocation) runs only when it is not.
+  void order_running(const hw_scheduler_snapshot& s, bool partial, uint32_t& prefills,
+                     uint32_t& long_prefills) {
     running_order_.clear();
     if (!partial) {
       for (uint32_t i = 0; i < s.running_count; ++i) running_order_.push_back(i);
+      if (!priority_) return;
     } else {
+      prefill_order_.clear();
+      bool in_order = true;
+      uint64_t last_decode = 0, last_prefill = 0;
       for (uint32_t i = 0; i < s.running_count; ++i) {
-        if (!is_prefill(s.running[i])) running_order_.push_back(i);
+        const hw_request_view& r = s.running[i];
+        if (is_prefill(r)) {
+          in_order &= prefill_order_.empty() || r.admission_order > last_prefill;
+          last_prefill = r.admission_order;
+          prefill_order_.push_back(i);
+          ++prefills;
+          if (remaining_tokens(r) > threshold_) ++long_prefills;
+        } else {
+          in_order &= running_order_.empty() || r.admission_order > last_decode;
+          last_decode = r.admission_order;
+          running_order_.push_back(i);
+        }
       }
-      for (uint32_t i = 0; i < s.running_count; ++i) {
-        if (is_prefill(s.running[i])) running_order_.push_back(i);
-      }
+      running_order_.insert(running_order_.end(), prefill_order_.begin(), prefill_order_.end());
+      if (in_order && !priority_) return;
     }
-    if (!partial && !priority_) return;
     auto before = [&](uint32_t a, uint32_t b) { return running_before(s, partial, a, b); };
     if (!std::is_sorted(running_order_.begin(), running_order_.end(), before)) {
       std::sort(running_order_.begin(), running_order_.end(), before);
     }
   }
 
-  // Priority policy: the waiting queue by (priority, arrival, queue position).
-  void order_waiting(const hw_scheduler_snapshot& s) {
-    waiting_order_.clear();
-    for (uint32_t i = 0; i < s.waiting_count; ++i) waiting_order_.push_back(i);
-    auto before = [&](uint32_t a, uint32_t b) {
-      const hw_request_view& x = s.waiting[a];
-      const hw_request_view& y = s.waiting[b];
-      if (x.priority != y.priority) return x.priority < y.priority;
-      if (x.arrival_time != y.arrival_time) return x.arrival_time < y.arrival_time;
-      return a < b;
-    };
-    if (!std::is_sorted(waiting_order_.begin(), waiting_order_.end(), before)) {
-      std::sort(waiting_order_.begin(), waiting_order_.end(), before);
-    }
+  // Priority policy: the waiting queue by (priority, arrival, queue position). Steps walk only the
+  // head of it, so the order is built lazily: waiting_sorted_ entries are final, and each extension
+  // selects and sorts only the next smallest ones.
+  bool waiting_before(const hw_scheduler_snapshot& s, uint32_t a, uint32_t b) const {
+    const hw_request_view& x = s.waiting[a];
+    const hw_request_view& y = s.waiting[b];
+    if (x.priority != y.priority) return x.priority < y.priority;
+    if (x.arrival_time != y.arrival_time) return x.arrival_time < y.arrival_time;
+    return a < b;
   }
 
-  const hw_request_view& waiting_at(const hw_scheduler_snapshot& s, uint32_t k) const {
-    return priority_ ? s.waiting[waiting_order_[k]] : s.waiting[k];
+  void start_waiting_order(const hw_scheduler_snapshot& s) {
+    // Often the queue is already in order (one priority, arrival order): then it is used as it is.
+    // The check stops at the first pair out of order.
+    uint32_t i = 1;
+    while (i < s.waiting_count && !waiting_before(s, i, i - 1)) ++i;
+    waiting_in_order_ = i >= s.waiting_count;
+    if (waiting_in_order_) return;
+    waiting_order_.clear();
+    for (uint32_t j = 0; j < s.waiting_count; ++j) waiting_order_.push_back(j);
+    waiting_sorted_ = 0;
+  }
+
+  void extend_waiting_order(const hw_scheduler_snapshot& s, uint32_t k) {
+    const uint32_t count = static_cast<uint32_t>(waiting_order_.size());
+    const uint32_t target = std::min(count, std::max({k + 1, 2 * waiting_sorted_, 32u}));
+    auto before = [&](uint32_t a, uint32_t b) { return waiting_before(s, a, b); };
+    const auto first = waiting_order_.begin() + waiting_sorted_;
+    const auto last = waiting_order_.begin() + target;
+    // partial_sort keeps a heap of the head and compares most of the rest once with its top.
+    std::partial_sort(first, last, waiting_order_.end(), before);
+    waiting_sorted_ = target;
+  }
+
+  const hw_request_view& waiting_at(const hw_scheduler_snapshot& s, uint32_t k) {
+    if (!priority_ || waiting_in_order_) return s.waiting[k];
+    if (k >= waiting_sorted_) extend_waiting_order(s, k);
+    return s.waiting[waiting_order_[k]];
   }
 
   // Position in running_order_ of the request to preempt, among those not yet served (from `first`
@@ -272,7 +333,10 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   uint32_t threshold_;
   bool priority_;
   std::vector<uint32_t> running_order_;  // indices into snapshot.running, in serving order
+  std::vector<uint32_t> prefill_order_;  // scratch: running prefills, before joining the above
   std::vector<uint32_t> waiting_order_;  // priority policy: indices into snapshot.waiting
+  bool waiting_in_order_ = true;         // priority policy: the snapshot's order is the order
+  uint32_t waiting_sorted_ = 0;          // the first waiting_sorted_ of waiting_order_ are final
 };
 
 }  // namespace

@@ -12,7 +12,10 @@
 #include <headway/core/plugin_instances.h>
 
 #include <chrono>
+#include <deque>
 #include <memory>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
 namespace headway::core {
@@ -37,6 +40,27 @@ class Cluster {
   // Asks the router where a request goes, with every engine's current load. Throws Error.
   hw_route_decision route(const hw_route_request& request);
 
+  // Routes a request and queues it on its engine: the prefill engine of a disaggregated placement
+  // (which hands it over after its first token), or the one engine serving it. Returns the engine
+  // it was queued on. Throws Error when it cannot be placed.
+  uint32_t submit(NewRequest request, const hw_route_request& route);
+
+  // --- KV transfers of disaggregated requests (driven by the simulator or the serving loop) ---
+  // After engine `e` stepped: its requests whose prefill finished join the transfer queue of their
+  // decode engine, which starts what fits (`now` is the prefill engine's clock).
+  void collect_prefilled(size_t e, double now);
+  // Starts queued transfers to engine `d` while it has KV room (FIFO; the rest wait: backpressure).
+  void start_transfers(size_t d, double now);
+  // Earliest completion time among transfers in flight, if any.
+  std::optional<double> next_transfer_completion() const;
+  // Completes the transfers in flight that are done by time `t` (their KV is usable on the decode
+  // engine from then on, and the prefill engine frees its copy); returns how many completed.
+  size_t complete_transfers(double t);
+  // Transfers started / waiting for room / in flight.
+  uint64_t transfers_started() const { return transfers_started_; }
+  size_t transfers_waiting() const;
+  size_t transfers_in_flight() const { return in_flight_.size(); }
+
   void set_alive(size_t engine, bool alive) { alive_[engine] = alive; }
   const std::string& router_name() const { return router_->name(); }
 
@@ -47,6 +71,29 @@ class Cluster {
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<HostServices> router_host_;
   std::unique_ptr<RouterInstance> router_;
+  std::unique_ptr<HostServices> transport_host_;
+  std::unique_ptr<KvTransportInstance> transport_;
+
+  struct PendingTransfer {
+    uint64_t id;
+    uint32_t source;
+    double ready;  // when the prefill finished
+  };
+  struct InFlightTransfer {
+    uint64_t id;
+    uint32_t source;
+    uint32_t destination;
+    uint64_t handle;
+    double start;
+    double done = 0.0;      // start + duration, once the transport reported it
+    bool finished = false;  // the transport reported completion
+    RequestRecord* record;
+  };
+  std::unordered_map<uint64_t, uint32_t> decode_engine_of_;  // disaggregated requests in flight
+  std::vector<std::deque<PendingTransfer>> pending_;         // per decode engine
+  std::vector<InFlightTransfer> in_flight_;
+  std::vector<uint64_t> prefilled_scratch_;
+  uint64_t transfers_started_ = 0;
 };
 
 }  // namespace headway::core

@@ -42,6 +42,30 @@ struct NewRequest {
   double arrival = 0.0;
   SamplingParams sampling;
   RequestRecord* record = nullptr;  // borrowed; filled as the request progresses
+  // Disaggregated serving: stop after the prefill (and its first token) and wait, holding the KV
+  // blocks, until the cluster has moved them to a decode engine (see take_prefilled()).
+  bool prefill_only = false;
+};
+
+// A request whose KV is being moved here from another engine (disaggregated serving).
+struct IncomingTransfer {
+  uint64_t id = 0;
+  uint32_t class_index = 0;
+  uint32_t prompt_tokens = 0;
+  uint32_t output_tokens = 0;    // already generated on the prefill engine (usually 1)
+  uint32_t computed_tokens = 0;  // positions whose KV arrives
+  uint32_t max_output_tokens = 0;
+  int32_t priority = 0;
+  double arrival = 0.0;
+  SamplingParams sampling;
+  std::vector<int32_t> tokens;  // prompt + outputs, when the model reads ids
+  RequestRecord* record = nullptr;
+};
+
+// A prefilled request's side of a transfer, on the prefill engine. Valid until release_transferred.
+struct OutgoingTransfer {
+  IncomingTransfer request;             // what the decode engine needs to continue it
+  const std::vector<uint32_t>* blocks;  // its KV blocks here
 };
 
 enum class FinishReason { kLength, kStop, kAborted };
@@ -98,6 +122,24 @@ class Engine {
 
   bool has_work() const { return !running_.empty() || waiting_size() > 0; }
 
+  // --- Disaggregation (called by the cluster's driver, on this engine's thread) -------------
+  // Moves the ids of prefill_only requests whose prefill finished since the last call into `out`
+  // (cleared first). They hold their KV blocks in state TRANSFERRING.
+  void take_prefilled(std::vector<uint64_t>& out);
+  // The request and block list to send; throws Error when `id` is not TRANSFERRING here.
+  OutgoingTransfer outgoing(uint64_t id) const;
+  // Frees a transferred request's blocks and forgets it (not counted as finished here).
+  void release_transferred(uint64_t id);
+  // Reserves KV blocks for an incoming request, which waits in TRANSFERRING until
+  // complete_transfer(). Returns false (and changes nothing) when the blocks are not free: the
+  // transfer waits (backpressure). Throws Error when it can never fit.
+  bool reserve_incoming(IncomingTransfer request);
+  const std::vector<uint32_t>& incoming_blocks(uint64_t id) const;
+  // The KV arrived: the request joins the waiting queue with its blocks and decodes from there.
+  void complete_transfer(uint64_t id);
+  // The KV region of this engine's model, for transports (block_bytes filled in by the engine).
+  const hw_memory_desc& kv_memory() const { return kv_memory_; }
+
   // Runs one step. Returns false when there was nothing to schedule (no time passes then).
   // Throws Error when the scheduler fails or returns an invalid plan (which is not executed).
   bool step();
@@ -135,6 +177,7 @@ class Engine {
     RequestRecord* record = nullptr;
     uint64_t planned_step = UINT64_MAX;  // step in which a slice of it was planned
     bool in_use = false;
+    bool prefill_only = false;
     uint32_t total() const { return prompt_tokens + output_tokens; }
   };
 
@@ -145,6 +188,7 @@ class Engine {
   void preempt(uint32_t slot);
   void finish(uint32_t slot, FinishReason reason, double time);
   void release_slot(uint32_t slot);
+  bool is_stop_token(const Request& r, int32_t token, uint32_t eos) const;
 
   EngineConfig config_;
   std::unique_ptr<Clock> clock_;
@@ -175,7 +219,8 @@ class Engine {
   std::vector<hw_model_slice> model_slices_;
   std::vector<uint32_t> slice_slots_;
   std::vector<int32_t> sampled_;
-  std::vector<uint32_t> still_running_;
+  std::vector<uint64_t> prefilled_;  // prefill_only requests ready to move
+  hw_memory_desc kv_memory_{};
   StepDetail detail_;
   EngineCounters counters_;
 };

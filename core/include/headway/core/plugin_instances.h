@@ -74,4 +74,26 @@ class RouterInstance {
   std::string name_;
 };
 
+class KvTransportInstance {
+ public:
+  KvTransportInstance(const PluginChoice& choice, const HostServices& host);
+  ~KvTransportInstance();
+  KvTransportInstance(const KvTransportInstance&) = delete;
+  KvTransportInstance& operator=(const KvTransportInstance&) = delete;
+
+  // Starts a transfer; the block lists must stay valid until poll() reports it done or failed.
+  uint64_t start(const hw_kv_transfer& transfer);
+  struct Progress {
+    int32_t state;   // hw_transfer_state
+    double seconds;  // duration once done
+  };
+  Progress poll(uint64_t handle);
+  const std::string& name() const { return name_; }
+
+ private:
+  const hw_kv_transport_table* table_;
+  hw_kv_transport* handle_ = nullptr;
+  std::string name_;
+};
+
 }  // namespace headway::core

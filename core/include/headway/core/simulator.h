@@ -24,6 +24,7 @@ struct SimulationResult {
   uint64_t steps = 0;
   uint64_t preemptions = 0;
   uint64_t rejected = 0;           // requests an engine refused (reason in the log)
+  uint64_t kv_transfers = 0;       // disaggregated requests whose KV moved between engines
   double simulated_seconds = 0.0;  // first arrival to last event
   double wall_seconds = 0.0;
 };

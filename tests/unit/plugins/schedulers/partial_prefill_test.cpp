@@ -1,0 +1,530 @@
+// The partial-prefill scheduler (vLLM V0's concurrent partial prefills), loaded as a plugin and
+// driven step by step on hand-built queues. Every expected plan below is worked out by hand from
+// the rules in partial_prefill_scheduler.cpp's header comment (the comments show the arithmetic);
+// every plan is also checked by core::PlanValidator.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../test_support/scheduler_harness.h"
+
+namespace headway::test {
+namespace {
+
+constexpr uint32_t kBlock = 16;
+const char* const kPartial = HEADWAY_PLUGIN_DIR "/headway_scheduler_partial_prefill.so";
+const char* const kChunked = HEADWAY_PLUGIN_DIR "/headway_scheduler_chunked.so";
+
+using Slices = std::vector<hw_slice>;
+using Ids = std::vector<uint64_t>;
+
+Plan plan_step(SchedulerHarness& h, const std::vector<hw_request_view>& running,
+               const std::vector<hw_request_view>& waiting, uint32_t kv_free) {
+  Plan p = h.schedule(running, waiting, kv_free);
+  EXPECT_FALSE(p.invalid.has_value()) << "invalid plan: " << p.invalid.value_or("");
+  return p;
+}
+
+Plan plan_step(SchedulerHarness& h, SchedulerQueues& q) {
+  return plan_step(h, q.running, q.waiting, q.kv_blocks_free);
+}
+
+SchedulerQueues queues(uint32_t kv_free) {
+  SchedulerQueues q;
+  q.block_size = kBlock;
+  q.kv_blocks_free = kv_free;
+  return q;
+}
+
+hw_request_view with_priority(hw_request_view r, int32_t priority, double arrival) {
+  r.priority = priority;
+  r.arrival_time = arrival;
+  return r;
+}
+
+TEST(PartialPrefillScheduler, LimitsComeFromTheOptions) {
+  SchedulerHarness h(kPartial, "max_num_batched_tokens = 512\nmax_num_seqs = 3");
+  EXPECT_EQ(h.limits().max_num_batched_tokens, 512u);
+  EXPECT_EQ(h.limits().max_num_seqs, 3u);
+
+  SchedulerHarness defaults(kPartial, "");
+  EXPECT_EQ(defaults.limits().max_num_batched_tokens, 8192u);
+  EXPECT_EQ(defaults.limits().max_num_seqs, 256u);
+
+  EXPECT_THROW(SchedulerHarness(kPartial, "policy = \"lifo\""), core::Error);
+  EXPECT_THROW(SchedulerHarness(kPartial, "max_num_partial_prefills = 0"), core::Error);
+  EXPECT_NO_THROW(
+      SchedulerHarness(kPartial, "max_num_partial_prefills = 3\nmax_long_partial_prefills = 3"));
+}
+
+TEST(PartialPrefillScheduler, MoreLongThanPartialPrefillsIsRejectedNamingBoth) {
+  try {
+    SchedulerHarness h(kPartial, "max_num_partial_prefills = 2\nmax_long_partial_prefills = 3");
+    FAIL() << "L = 3 > P = 2 was accepted";
+  } catch (const core::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("max_long_partial_prefills (3)"), std::string::npos) << message;
+    EXPECT_NE(message.find("max_num_partial_prefills (2)"), std::string::npos) << message;
+  }
+  // The defaults (P = 1, L = 1) are consistent; L = 2 with P left at 1 is not.
+  EXPECT_THROW(SchedulerHarness(kPartial, "max_long_partial_prefills = 2"), core::Error);
+}
+
+TEST(PartialPrefillScheduler, EmptyQueuesGiveAnEmptyPlan) {
+  SchedulerHarness h(kPartial, "max_num_batched_tokens = 512\nmax_num_partial_prefills = 4");
+  Plan p = plan_step(h, {}, {}, 100);
+  EXPECT_TRUE(p.slices.empty());
+  EXPECT_TRUE(p.preempted.empty());
+}
+
+// The issue's example: budget 2048, P 4, L 1, T 1000; a 10000-token prompt, then three of 50.
+TEST(PartialPrefillScheduler, ShortPromptsOvertakeALongOne) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 2048\nmax_num_partial_prefills = 4\n"
+                     "max_long_partial_prefills = 1\nlong_prefill_token_threshold = 1000");
+  SchedulerQueues q = queues(100000);
+  q.waiting = {waiting_request(1, 10000, 2), waiting_request(2, 50, 2), waiting_request(3, 50, 2),
+               waiting_request(4, 50, 2)};
+
+  // Counted: 1 (long, the first long one), 2, 3, 4: four prefills, share 2048 / 4 = 512. Request 1
+  // gets a 512 chunk, the short ones their whole 50 in the same step.
+  Plan p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 512}, {2, 0, 50}, {3, 0, 50}, {4, 0, 50}}));
+  EXPECT_TRUE(p.preempted.empty());
+  q.apply(p);
+
+  // 2, 3, 4 decode first; request 1 is the only prefill counted: share 2048, and it gets what the
+  // decodes left, 2045 of its 9488.
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{2, 50, 1}, {3, 50, 1}, {4, 50, 1}, {1, 512, 2045}}));
+  q.apply(p);
+  EXPECT_EQ(q.finished.size(), 3u);
+
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 2557, 2048}}));
+
+  // The baseline on the same queue: the short prompts wait for the long one (see
+  // ChunkedScheduler.ReproducesHeadOfLineBlocking).
+  SchedulerHarness chunked(kChunked, "max_num_batched_tokens = 2048");
+  p = plan_step(chunked, {}, {waiting_request(1, 10000), waiting_request(2, 50)}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 2048}}));
+}
+
+// L = 1: a second long prompt is deferred while the first is in progress; a short one behind it is
+// still admitted; once the first's remaining drops to T it is no longer long and the second starts.
+TEST(PartialPrefillScheduler, LongLimitDefersTheSecondLongPromptUntilTheFirstIsShort) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 1000\nmax_num_partial_prefills = 2\n"
+                     "max_long_partial_prefills = 1\nlong_prefill_token_threshold = 500");
+  SchedulerQueues q = queues(100000);
+  q.waiting = {waiting_request(1, 1400, 1), waiting_request(2, 2000, 1),
+               waiting_request(3, 100, 1)};
+
+  // Counted: 1 (long), 2 skipped (a second long one), 3: two prefills, share 500. Request 2 is
+  // deferred, request 3 overtakes it. 400 tokens of budget stay unused, as in V0.
+  Plan p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 500}, {3, 0, 100}}));
+  q.apply(p);
+  ASSERT_EQ(q.waiting.size(), 1u);
+  EXPECT_EQ(q.waiting[0].id, 2u);
+
+  // A short prompt arrives. Counted: 1 (900 left, long), 2 skipped, 4: share 500. Request 1 takes
+  // 500; request 2 is still deferred (one long prefill in progress); 4 is admitted.
+  q.waiting.push_back(waiting_request(4, 100, 1));
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 500, 500}, {4, 0, 100}}));
+  q.apply(p);
+
+  // Request 1 has 400 left <= T: no longer long. Counted: 1, then 2 (long, the only one): share
+  // 500. Request 1 finishes its prompt with 400; request 2 starts beside it with 500.
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 1000, 400}, {2, 0, 500}}));
+  q.apply(p);
+
+  // Request 2 alone: share 1000.
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{2, 500, 1000}}));
+  q.apply(p);
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{2, 1500, 500}}));
+  q.apply(p);
+  EXPECT_TRUE(q.empty());
+}
+
+// L = 2 admits two long prompts side by side; a third long one waits.
+TEST(PartialPrefillScheduler, LongLimitOfTwoAdmitsTwoLongPrompts) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 900\nmax_num_partial_prefills = 3\n"
+                     "max_long_partial_prefills = 2\nlong_prefill_token_threshold = 100");
+  // Counted: 1, 2 (long), 3 skipped (long, two counted), 4 (short): three, share 300.
+  Plan p = plan_step(h, {},
+                     {waiting_request(1, 1000), waiting_request(2, 1000), waiting_request(3, 1000),
+                      waiting_request(4, 50)},
+                     100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 300}, {2, 0, 300}, {4, 0, 50}}));
+
+  // A long prefill already running counts against L: one running long + one admitted = 2.
+  p = plan_step(h, {prefilling_request(1, 1000, 300, 0, kBlock)},
+                {waiting_request(2, 1000), waiting_request(3, 1000)}, 100000);
+  // Counted: 1 (running, long), 2 (long); 3 skipped: share 450.
+  EXPECT_EQ(p.slices, (Slices{{1, 300, 450}, {2, 0, 450}}));
+}
+
+TEST(PartialPrefillScheduler, BudgetIsSplitByTheCountOfPrefillsUpToP) {
+  const std::string options =
+      "max_num_batched_tokens = 1000\nmax_num_partial_prefills = 4\n"
+      "long_prefill_token_threshold = 10000";
+  SchedulerHarness h(kPartial, options);
+
+  // Two counted (fewer than P): 1000 / 2.
+  Plan p = plan_step(h, {}, {waiting_request(1, 900), waiting_request(2, 900)}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 500}, {2, 0, 500}}));
+
+  // Five waiting, counting stops at P = 4: 1000 / 4 = 250; the budget is gone before the fifth.
+  p = plan_step(h, {},
+                {waiting_request(1, 900), waiting_request(2, 900), waiting_request(3, 900),
+                 waiting_request(4, 900), waiting_request(5, 900)},
+                100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 250}, {2, 0, 250}, {3, 0, 250}, {4, 0, 250}}));
+
+  // Running prefills count: 2 running + 1 waiting = 3, 1000 / 3 = 333 (floor).
+  p = plan_step(
+      h, {prefilling_request(1, 1000, 100, 0, kBlock), prefilling_request(2, 1000, 100, 1, kBlock)},
+      {waiting_request(3, 900)}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 100, 333}, {2, 100, 333}, {3, 0, 333}}));
+
+  // Only decodes and nothing waiting: no prefill counted, and decodes take one token each.
+  p = plan_step(h, {decoding_request(1, 20, 1, 0, kBlock), decoding_request(2, 20, 3, 1, kBlock)},
+                {}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 20, 1}, {2, 22, 1}}));
+
+  // A single prefill is counted alone: it may take the whole budget.
+  p = plan_step(h, {decoding_request(1, 20, 1, 0, kBlock)}, {waiting_request(2, 5000)}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 20, 1}, {2, 0, 999}}));
+}
+
+// P divides the budget; it does not cap how many prefills share a step.
+TEST(PartialPrefillScheduler, PIsNotAHardCapOnPrefillsPerStep) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 1000\nmax_num_partial_prefills = 2\n"
+                     "long_prefill_token_threshold = 10000");
+  std::vector<hw_request_view> running;
+  for (uint64_t id = 1; id <= 5; ++id) {
+    running.push_back(prefilling_request(id, 200, 100, id, kBlock));  // 100 left each
+  }
+  // Five running prefills (count capped at P = 2: share 500) take 100 each; the waiting prompt is
+  // admitted too, with min(900, 500 left, 500).
+  Plan p = plan_step(h, running, {waiting_request(6, 900)}, 100000);
+  EXPECT_EQ(
+      p.slices,
+      (Slices{
+          {1, 100, 100}, {2, 100, 100}, {3, 100, 100}, {4, 100, 100}, {5, 100, 100}, {6, 0, 500}}));
+}
+
+TEST(PartialPrefillScheduler, DecodesAreServedBeforeRunningPrefills) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 300\nmax_num_partial_prefills = 2\n"
+                     "long_prefill_token_threshold = 10000");
+  const std::vector<hw_request_view> running = {
+      decoding_request(10, 100, 3, 0, kBlock),      // computed 102 of 103
+      prefilling_request(11, 500, 100, 1, kBlock),  // 400 left
+      decoding_request(12, 50, 1, 2, kBlock),       // computed 50 of 51
+  };
+  // Counted: 11, 13: share 150. Decodes 10 and 12 first, then 11 (150), then 13 with the 148 left.
+  Plan p = plan_step(h, running, {waiting_request(13, 200)}, 1000);
+  EXPECT_EQ(p.slices, (Slices{{10, 102, 1}, {12, 50, 1}, {11, 100, 150}, {13, 0, 148}}));
+
+  // The baseline (and P = 1) serves admission order: the prefill takes the later decode's budget.
+  SchedulerHarness one(kPartial, "max_num_batched_tokens = 300");
+  p = plan_step(one, running, {waiting_request(13, 200)}, 1000);
+  EXPECT_EQ(p.slices, (Slices{{10, 102, 1}, {11, 100, 299}}));
+
+  // The order does not depend on how the snapshot lists them: by (prefill?, admission order).
+  p = plan_step(
+      h,
+      {prefilling_request(20, 500, 100, 5, kBlock), prefilling_request(21, 500, 100, 3, kBlock),
+       decoding_request(22, 50, 1, 4, kBlock)},
+      {}, 1000);
+  // Counted: 20, 21: share 150. Decode 22, then 21 (admitted 3rd), then 20 with 149 left.
+  EXPECT_EQ(p.slices, (Slices{{22, 50, 1}, {21, 100, 150}, {20, 100, 149}}));
+
+  // A budget of 2 stops after two decodes: the third decode and the prefill get nothing.
+  SchedulerHarness tiny(kPartial,
+                        "max_num_batched_tokens = 2\nmax_num_partial_prefills = 2\n"
+                        "long_prefill_token_threshold = 10000");
+  p = plan_step(tiny,
+                {prefilling_request(1, 500, 100, 0, kBlock), decoding_request(2, 20, 1, 1, kBlock),
+                 decoding_request(3, 20, 1, 2, kBlock), decoding_request(4, 20, 1, 3, kBlock)},
+                {waiting_request(5, 10)}, 1000);
+  EXPECT_EQ(p.slices, (Slices{{2, 20, 1}, {3, 20, 1}}));
+}
+
+// P > 1 and T = 0: T becomes 4% of max_model_len.
+TEST(PartialPrefillScheduler, ThresholdDefaultsToFourPercentOfMaxModelLen) {
+  const std::string options =
+      "max_num_batched_tokens = 2000\nmax_num_partial_prefills = 2\nmax_long_partial_prefills = 1";
+  const std::vector<hw_request_view> waiting = {waiting_request(1, 401), waiting_request(2, 401),
+                                                waiting_request(3, 400)};
+  // max_model_len 10000: T = 400. 1 is long, 2 (long) is deferred, 3 (400, not > 400) is short.
+  // Counted: 1, 3: share 1000.
+  SchedulerHarness h10k(kPartial, options, kBlock, 1u << 20, 10000);
+  Plan p = plan_step(h10k, {}, waiting, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 401}, {3, 0, 400}}));
+
+  // max_model_len 100000: T = 4000, all three are short.
+  SchedulerHarness h100k(kPartial, options, kBlock, 1u << 20, 100000);
+  p = plan_step(h100k, {}, waiting, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 401}, {2, 0, 401}, {3, 0, 400}}));
+
+  // An explicit T is kept: T = 100 makes all three long, so only the first is admitted (and it is
+  // the only one counted: share 2000).
+  SchedulerHarness explicit_t(kPartial, options + "\nlong_prefill_token_threshold = 100", kBlock,
+                              1u << 20, 10000);
+  p = plan_step(explicit_t, {}, waiting, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 401}}));
+}
+
+TEST(PartialPrefillScheduler, PriorityPolicyOrdersWaitingAndRunning) {
+  const std::string options =
+      "max_num_batched_tokens = 250\nmax_num_partial_prefills = 2\n"
+      "long_prefill_token_threshold = 1000\npolicy = \"priority\"";
+  SchedulerHarness h(kPartial, options);
+  const std::vector<hw_request_view> waiting = {
+      with_priority(waiting_request(1, 100), 5, 0.0),
+      with_priority(waiting_request(2, 100), 0, 2.0),
+      with_priority(waiting_request(3, 100), 0, 1.0),
+      with_priority(waiting_request(4, 100), 1, 0.0),
+  };
+  // By (priority, arrival): 3, 2, 4, 1. Counted: 3, 2: share 125. 3 and 2 take 100 each, 4 the 50
+  // left; 1 gets nothing.
+  Plan p = plan_step(h, {}, waiting, 1000);
+  EXPECT_EQ(p.slices, (Slices{{3, 0, 100}, {2, 0, 100}, {4, 0, 50}}));
+
+  // fcfs ignores priorities: queue order.
+  SchedulerHarness fcfs(kPartial,
+                        "max_num_batched_tokens = 250\nmax_num_partial_prefills = 2\n"
+                        "long_prefill_token_threshold = 1000");
+  p = plan_step(fcfs, {}, waiting, 1000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 100}, {2, 0, 100}, {3, 0, 50}}));
+
+  // Running: decodes first, each group by (priority, arrival). Counted: 12, 13: share 125.
+  const std::vector<hw_request_view> running = {
+      with_priority(decoding_request(10, 20, 1, 0, kBlock), 2, 0.0),
+      with_priority(decoding_request(11, 20, 1, 1, kBlock), 0, 1.0),
+      with_priority(prefilling_request(12, 500, 100, 2, kBlock), 0, 2.0),
+      with_priority(prefilling_request(13, 500, 100, 3, kBlock), -1, 3.0),
+  };
+  p = plan_step(h, running, {}, 1000);
+  EXPECT_EQ(p.slices, (Slices{{11, 20, 1}, {10, 20, 1}, {13, 100, 125}, {12, 100, 123}}));
+}
+
+// fcfs: the victim is the last request in serving order (decodes, then prefills), which need not
+// be the most recently admitted; and nobody is admitted in that step.
+TEST(PartialPrefillScheduler, FcfsPreemptsTheLastInServingOrderAndAdmitsNobody) {
+  SchedulerHarness h(kPartial, "max_num_batched_tokens = 8192\nmax_num_partial_prefills = 2");
+  SchedulerQueues q = queues(0);
+  q.next_admission = 3;
+  q.running = {
+      prefilling_request(1, 100, 32, 0, kBlock),  // 2 blocks; a chunk of 68 needs 5 more
+      decoding_request(2, 32, 1, 1, kBlock),      // 2 blocks, needs a third
+      decoding_request(3, 40, 1, 2, kBlock),      // 3 blocks, needs none
+  };
+  q.waiting = {waiting_request(4, 10)};
+
+  // Order: 2, 3, 1. Request 2 needs a block: the last in order (1, admitted first) is preempted,
+  // freeing 2; 2 takes one. Request 4 would fit in the block and the budget left, but is not
+  // admitted in a step that preempted.
+  Plan p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{2, 32, 1}, {3, 40, 1}}));
+  EXPECT_EQ(p.preempted, (Ids{1}));
+  q.apply(p);
+  EXPECT_EQ(q.kv_blocks_free, 1u);
+  ASSERT_EQ(q.waiting.size(), 2u);
+  EXPECT_EQ(q.waiting[0].id, 1u);  // back at the head, to recompute its 100 tokens
+  EXPECT_EQ(q.waiting[0].computed_tokens, 0u);
+
+  // The baseline serves 1 first (admission order): its chunk of 68 needs 5 blocks, so it preempts
+  // the most recently admitted ones, 3 then 2.
+  SchedulerHarness chunked(kChunked, "max_num_batched_tokens = 8192");
+  SchedulerQueues b = queues(0);
+  b.running = {prefilling_request(1, 100, 32, 0, kBlock), decoding_request(2, 32, 1, 1, kBlock),
+               decoding_request(3, 40, 1, 2, kBlock)};
+  p = plan_step(chunked, b);
+  EXPECT_EQ(p.preempted, (Ids{3, 2}));
+}
+
+// priority: the victim is the lowest-priority request not yet served (highest value, then latest
+// arrival), even when it is not last; a request that is itself the lowest preempts itself and the
+// ones after it are still served.
+TEST(PartialPrefillScheduler, PriorityPreemptsTheLowestPriority) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 8192\nmax_num_partial_prefills = 2\n"
+                     "long_prefill_token_threshold = 1000\npolicy = \"priority\"");
+  const std::vector<hw_request_view> running = {
+      with_priority(decoding_request(1, 32, 1, 0, kBlock), 0, 0.0),     // 2 blocks, needs a third
+      with_priority(decoding_request(2, 40, 1, 1, kBlock), 5, 1.0),     // 3 blocks, needs none
+      with_priority(decoding_request(3, 40, 2, 2, kBlock), 1, 2.0),     // 3 blocks, needs none
+      with_priority(decoding_request(5, 40, 2, 3, kBlock), 5, 0.5),     // 3 blocks, needs none
+      with_priority(prefilling_request(4, 48, 16, 4, kBlock), 0, 3.0),  // 1 block, 32 left: 2 more
+  };
+  // Order: 1 (p0), 3 (p1), 5 (p5, arrival 0.5), 2 (p5, arrival 1), then prefill 4. Request 1
+  // needs a block and none is free: the victim is 2 (priority 5, the later arrival), freeing 3.
+  // 1 takes one, 4 takes two. Nobody is admitted.
+  Plan p = plan_step(h, running, {waiting_request(6, 5)}, 0);
+  EXPECT_EQ(p.slices, (Slices{{1, 32, 1}, {3, 41, 1}, {5, 41, 1}, {4, 16, 32}}));
+  EXPECT_EQ(p.preempted, (Ids{2}));
+
+  // fcfs would have preempted the last in order, prefill 4.
+  SchedulerHarness fcfs(kPartial,
+                        "max_num_batched_tokens = 8192\nmax_num_partial_prefills = 2\n"
+                        "long_prefill_token_threshold = 1000");
+  p = plan_step(fcfs, running, {waiting_request(6, 5)}, 0);
+  EXPECT_EQ(p.preempted, (Ids{4}));
+
+  // Decode 1 (priority 9) needs a block and is itself the lowest priority: it preempts itself,
+  // freeing 2, and prefill 2 (priority 0), served after it, still gets its chunk.
+  p = plan_step(h,
+                {with_priority(decoding_request(1, 32, 1, 0, kBlock), 9, 0.0),
+                 with_priority(prefilling_request(2, 48, 16, 1, kBlock), 0, 1.0)},
+                {}, 0);
+  EXPECT_EQ(p.slices, (Slices{{2, 16, 32}}));
+  EXPECT_EQ(p.preempted, (Ids{1}));
+}
+
+// P = 1 is the baseline: on generated loads with arrivals, finishes and preemptions, both plugins
+// produce the same plan at every step.
+TEST(PartialPrefillScheduler, WithOnePartialPrefillPlansAreThoseOfChunked) {
+  for (uint32_t threshold : {0u, 96u}) {
+    for (uint32_t seed : {1u, 2u, 3u, 4u}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", threshold " + std::to_string(threshold));
+      constexpr uint32_t kTotalBlocks = 96;
+      const std::string options =
+          "max_num_batched_tokens = 256\nmax_num_seqs = 8\nlong_prefill_token_threshold = " +
+          std::to_string(threshold);
+      SchedulerHarness chunked(kChunked, options, kBlock, kTotalBlocks, 4096);
+      SchedulerHarness partial(kPartial, options + "\nmax_num_partial_prefills = 1", kBlock,
+                               kTotalBlocks, 4096);
+      SchedulerQueues q = queues(kTotalBlocks);
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<uint32_t> prompt(1, 700), output(1, 60), arrivals(0, 2);
+      constexpr uint32_t kRequests = 150;
+      uint64_t next_id = 0;
+      uint64_t preemptions = 0;
+      int steps = 0;
+      while ((next_id < kRequests || !q.empty()) && steps < 100000) {
+        for (uint32_t n = arrivals(rng); n > 0 && next_id < kRequests; --n) {
+          q.waiting.push_back(waiting_request(next_id++, prompt(rng), output(rng)));
+        }
+        if (q.empty()) continue;
+        Plan expected = chunked.schedule(q.running, q.waiting, q.kv_blocks_free);
+        Plan actual = partial.schedule(q.running, q.waiting, q.kv_blocks_free);
+        ASSERT_FALSE(actual.invalid.has_value()) << "step " << steps << ": " << *actual.invalid;
+        ASSERT_EQ(actual.slices, expected.slices) << "step " << steps;
+        ASSERT_EQ(actual.preempted, expected.preempted) << "step " << steps;
+        preemptions += actual.preempted.size();
+        q.apply(actual);
+        ++steps;
+      }
+      ASSERT_TRUE(q.empty());
+      EXPECT_GT(steps, 300);
+      EXPECT_GT(preemptions, 0u) << "the load was meant to run out of KV blocks";
+    }
+  }
+}
+
+// A hand-worked run through a preemption to the end: the victim recomputes, nothing is lost.
+TEST(PartialPrefillScheduler, PreemptedRequestResumesAndEverythingFinishes) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 64\nmax_num_partial_prefills = 2\n"
+                     "long_prefill_token_threshold = 1000",
+                     kBlock, 4);
+  SchedulerQueues q = queues(4);  // 64 tokens of KV
+  q.waiting = {waiting_request(1, 31, 3), waiting_request(2, 16, 3)};
+
+  // Counted: 1, 2: share 32. 1 takes 31 (2 blocks), 2 takes 16 (1 block). 1 block left.
+  Plan p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 31}, {2, 0, 16}}));
+  q.apply(p);
+  EXPECT_EQ(q.kv_blocks_free, 1u);
+
+  // Both decode: 1 at position 31 fits its 2 blocks, 2 at position 16 needs a second block.
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 31, 1}, {2, 16, 1}}));
+  q.apply(p);
+  EXPECT_EQ(q.kv_blocks_free, 0u);
+
+  // 1 at position 32 needs a third block, none free: the last in order (2) is preempted, freeing 2.
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 32, 1}}));
+  EXPECT_EQ(p.preempted, (Ids{2}));
+  q.apply(p);
+  EXPECT_EQ(q.finished.size(), 1u);  // 1 has its 3 outputs and frees its 3 blocks: 1 + 3 free
+  EXPECT_EQ(q.kv_blocks_free, 4u);
+
+  // 2 recomputes its prompt and 2 outputs (18 tokens, 2 blocks) and samples its third output.
+  ASSERT_EQ(q.waiting.size(), 1u);
+  EXPECT_EQ(q.waiting[0].total_tokens, 18u);
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{2, 0, 18}}));
+  q.apply(p);
+  EXPECT_TRUE(q.empty());
+  ASSERT_EQ(q.finished.size(), 2u);
+  for (const hw_request_view& r : q.finished) EXPECT_EQ(r.output_tokens, 3u) << r.id;
+  EXPECT_EQ(q.kv_blocks_free, 4u);
+}
+
+// Property check on generated loads under KV pressure, P > 1, both policies: every plan is valid,
+// every step with work makes progress, every request finishes with all its tokens, no block is
+// lost.
+TEST(PartialPrefillScheduler, EveryPlanIsValidAndEveryRequestFinishesUnderKvPressure) {
+  for (const char* policy : {"fcfs", "priority"}) {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      SCOPED_TRACE(std::string(policy) + ", seed " + std::to_string(seed));
+      constexpr uint32_t kTotalBlocks = 64;  // 1024 tokens
+      SchedulerHarness h(kPartial,
+                         "max_num_batched_tokens = 256\nmax_num_seqs = 8\n"
+                         "max_num_partial_prefills = 4\nmax_long_partial_prefills = 1\n"
+                         "long_prefill_token_threshold = 128\npolicy = \"" +
+                             std::string(policy) + "\"",
+                         kBlock, kTotalBlocks, 4096);
+      SchedulerQueues q = queues(kTotalBlocks);
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<uint32_t> prompt(1, 600), output(1, 100), arrivals(0, 2);
+      std::uniform_int_distribution<int32_t> priority(0, 3);
+      constexpr uint32_t kRequests = 60;
+      uint64_t next_id = 0;
+      uint64_t preemptions = 0;
+      int steps = 0;
+      while ((next_id < kRequests || !q.empty()) && steps < 100000) {
+        for (uint32_t n = arrivals(rng); n > 0 && next_id < kRequests; --n) {
+          q.waiting.push_back(with_priority(waiting_request(next_id, prompt(rng), output(rng)),
+                                            priority(rng), static_cast<double>(next_id)));
+          ++next_id;
+        }
+        if (q.empty()) continue;
+        Plan p = h.schedule(q.running, q.waiting, q.kv_blocks_free);
+        ASSERT_FALSE(p.invalid.has_value()) << "step " << steps << ": " << *p.invalid;
+        ASSERT_FALSE(p.slices.empty() && p.preempted.empty())
+            << "step " << steps << ": no progress with " << q.running.size() << " running and "
+            << q.waiting.size() << " waiting";
+        preemptions += p.preempted.size();
+        q.apply(p);
+        ++steps;
+      }
+      ASSERT_TRUE(q.empty()) << "not done after " << steps << " steps";
+      ASSERT_EQ(q.finished.size(), kRequests);
+      for (const hw_request_view& r : q.finished) {
+        EXPECT_EQ(r.output_tokens, r.max_output_tokens) << "request " << r.id;
+        EXPECT_EQ(r.computed_tokens + 1, r.total_tokens) << "request " << r.id;
+      }
+      EXPECT_EQ(q.kv_blocks_free, kTotalBlocks);
+      EXPECT_GT(preemptions, 0u) << "the load was meant to run out of KV blocks";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headway::test

@@ -1,0 +1,89 @@
+// Prefill/decode disaggregation: a request is prefilled on a prefill engine (its first token is
+// sampled there), its KV blocks are moved to a decode engine, and it decodes there, so decode
+// steps never share a step with a prefill. Conditional disaggregation prefills short prompts
+// (at most local_prefill_max_tokens) on the decode engine itself, where moving the KV would cost
+// more than it saves. With no live prefill engine, prompts are prefilled locally (a fallback,
+// counted in "router_fallbacks").
+#include <headway/plugin.hpp>
+#include <string>
+
+namespace {
+
+using headway::sdk::Error;
+
+constexpr hw_option_spec kOptions[] = {
+    headway::sdk::int_option("local_prefill_max_tokens", 0, 0, 1 << 30,
+                             "Prompts up to this many tokens are prefilled on the decode engine "
+                             "itself; 0 = always move the KV from a prefill engine."),
+};
+
+class DisaggregatedRouter final : public headway::sdk::Router {
+ public:
+  DisaggregatedRouter(const headway::sdk::Host& host, const headway::sdk::Options& options,
+                      std::span<const hw_engine_load> engines)
+      : host_(host),
+        local_max_(static_cast<uint64_t>(options.get_int("local_prefill_max_tokens"))) {
+    size_t prefill = 0, decode = 0;
+    for (const hw_engine_load& e : engines) {
+      prefill += e.role == HW_ENGINE_ROLE_PREFILL;
+      decode += e.role == HW_ENGINE_ROLE_DECODE;
+    }
+    if (decode == 0) {
+      throw Error(HW_INVALID_ARGUMENT,
+                  "router 'disaggregated' needs engines with role = \"decode\" (and \"prefill\")");
+    }
+    if (prefill == 0 && local_max_ == 0) {
+      throw Error(HW_INVALID_ARGUMENT,
+                  "router 'disaggregated' needs engines with role = \"prefill\" unless "
+                  "local_prefill_max_tokens covers every prompt");
+    }
+  }
+
+  hw_route_decision route(const hw_route_request& request,
+                          std::span<const hw_engine_load> engines) override {
+    // Decode side: least outstanding work among live decode engines with room for the prompt's KV;
+    // if none has room, the least loaded anyway (the transfer then waits for room).
+    const uint64_t need = request.prompt_tokens + 1;
+    size_t decode = headway::sdk::pick_least_loaded(
+        engines, decode_cursor_,
+        [&](const hw_engine_load& e) {
+          return e.alive && e.role == HW_ENGINE_ROLE_DECODE &&
+                 static_cast<uint64_t>(e.kv_blocks_free) * e.block_size >= need;
+        },
+        headway::sdk::outstanding_tokens);
+    if (decode == engines.size()) {
+      decode = headway::sdk::pick_least_loaded(
+          engines, decode_cursor_,
+          [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_DECODE; },
+          headway::sdk::outstanding_tokens);
+    }
+    if (decode == engines.size()) throw Error(HW_UNAVAILABLE, "no live decode engine");
+    const uint32_t decode_engine = engines[decode].engine_index;
+
+    if (request.prompt_tokens <= local_max_) {
+      return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 0};
+    }
+    // Prefill side: the fewest prompt tokens queued.
+    size_t prefill = headway::sdk::pick_least_loaded(
+        engines, prefill_cursor_,
+        [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_PREFILL; },
+        [](const hw_engine_load& e) { return e.queued_prefill_tokens; });
+    if (prefill == engines.size()) {
+      host_.counter_add("router_fallbacks", 1.0);
+      return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 1};
+    }
+    return hw_route_decision{sizeof(hw_route_decision), engines[prefill].engine_index,
+                             decode_engine, 0};
+  }
+
+ private:
+  headway::sdk::Host host_;
+  uint64_t local_max_;
+  size_t decode_cursor_ = 0;
+  size_t prefill_cursor_ = 0;
+};
+
+}  // namespace
+
+HEADWAY_EXPORT_ROUTER(DisaggregatedRouter, "org.headway.router.disaggregated", "disaggregated",
+                      "0.1.0", "Prefill/decode disaggregation, optionally conditional", kOptions)

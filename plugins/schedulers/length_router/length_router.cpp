@@ -1,0 +1,119 @@
+// Length routing: engine pools for prompt-length ranges (e.g. short prompts on some engines, long
+// ones on others, so a long prefill never shares an engine with short requests). Each request goes
+// to the least-loaded live engine of the pool its prompt length falls in. A pool with no live
+// engine sends its requests to the next pool (then the earlier ones), counted in the
+// "router_fallbacks" metric: a request is never dropped while any engine lives.
+#include <cstdlib>
+#include <headway/plugin.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+using headway::sdk::Error;
+
+constexpr hw_option_spec kOptions[] = {
+    headway::sdk::string_option(
+        "pools", "short:0,long:8192",
+        "Pools in ascending order as name:min_prompt_tokens; a pool takes prompts from its min up "
+        "to the next pool's min. Each name must be the pool of at least one engine."),
+};
+
+struct Pool {
+  std::string name;
+  uint64_t min_tokens;
+};
+
+std::vector<Pool> parse_pools(const std::string& text) {
+  std::vector<Pool> pools;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    size_t colon = item.find(':');
+    char* end = nullptr;
+    const std::string number = colon == std::string::npos ? "" : item.substr(colon + 1);
+    unsigned long long min = number.empty() ? 0 : std::strtoull(number.c_str(), &end, 10);
+    if (colon == std::string::npos || colon == 0 || number.empty() || *end != '\0') {
+      throw Error(HW_INVALID_ARGUMENT, "router 'length': pools entry '" + item +
+                                           "' is not name:min_prompt_tokens (in \"" + text + "\")");
+    }
+    if (!pools.empty() && min <= pools.back().min_tokens) {
+      throw Error(HW_INVALID_ARGUMENT,
+                  "router 'length': pools must be in ascending order of "
+                  "min_prompt_tokens (in \"" +
+                      text + "\")");
+    }
+    pools.push_back(Pool{item.substr(0, colon), min});
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (pools.empty()) throw Error(HW_INVALID_ARGUMENT, "router 'length': no pools given");
+  if (pools.front().min_tokens != 0) {
+    throw Error(HW_INVALID_ARGUMENT,
+                "router 'length': the first pool must start at 0 tokens (in \"" + text + "\")");
+  }
+  return pools;
+}
+
+class LengthRouter final : public headway::sdk::Router {
+ public:
+  LengthRouter(const headway::sdk::Host& host, const headway::sdk::Options& options,
+               std::span<const hw_engine_load> engines)
+      : host_(host), pools_(parse_pools(options.get_string("pools"))) {
+    for (const Pool& pool : pools_) {
+      bool found = false;
+      for (const hw_engine_load& e : engines)
+        found = found || headway::sdk::view(e.pool) == pool.name;
+      if (!found) {
+        throw Error(HW_INVALID_ARGUMENT, "router 'length': pool '" + pool.name +
+                                             "' has no engine (set pool = \"" + pool.name +
+                                             "\" on an [[engines]] table)");
+      }
+    }
+    for (const hw_engine_load& e : engines) {
+      bool known = false;
+      for (const Pool& pool : pools_) known = known || headway::sdk::view(e.pool) == pool.name;
+      if (!known) {
+        throw Error(HW_INVALID_ARGUMENT, "router 'length': engine " +
+                                             std::to_string(e.engine_index) + " is in pool '" +
+                                             std::string(headway::sdk::view(e.pool)) +
+                                             "', which the pools option does not list");
+      }
+    }
+  }
+
+  hw_route_decision route(const hw_route_request& request,
+                          std::span<const hw_engine_load> engines) override {
+    size_t home = 0;
+    while (home + 1 < pools_.size() && request.prompt_tokens >= pools_[home + 1].min_tokens) ++home;
+    // The home pool first, then the longer pools, then the shorter ones.
+    for (size_t k = 0; k < pools_.size(); ++k) {
+      const Pool& pool = pools_[(home + k) % pools_.size()];
+      size_t best = headway::sdk::pick_least_loaded(
+          engines, cursor_,
+          [&](const hw_engine_load& e) {
+            return e.alive && headway::sdk::view(e.pool) == pool.name;
+          },
+          headway::sdk::outstanding_tokens);
+      if (best == engines.size()) continue;
+      if (k > 0) host_.counter_add("router_fallbacks", 1.0);
+      const uint32_t engine = engines[best].engine_index;
+      return hw_route_decision{sizeof(hw_route_decision), engine, engine, k > 0 ? 1 : 0};
+    }
+    throw Error(HW_UNAVAILABLE, "router 'length': no live engine in any pool");
+  }
+
+ private:
+  headway::sdk::Host host_;
+  std::vector<Pool> pools_;
+  size_t cursor_ = 0;
+};
+
+}  // namespace
+
+HEADWAY_EXPORT_ROUTER(LengthRouter, "org.headway.router.length", "length", "0.1.0",
+                      "Engine pools by prompt length; least loaded within a pool", kOptions)

@@ -52,6 +52,14 @@ uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_reque
                     "for decode, but the deployment has no [kv_transport] to move its KV",
                     router_->name(), request.id, decision.prefill_engine, decision.decode_engine));
   }
+  if (disaggregated && !engines_[decision.decode_engine]->can_continue(request.prompt_tokens, 1)) {
+    // Refused before any prefill work is spent on it.
+    throw Error(fmt::format("request {}: a {}-token prompt leaves no room for decoding within "
+                            "max_model_len {} of engine{}",
+                            request.id, request.prompt_tokens,
+                            engines_[decision.decode_engine]->max_model_len(),
+                            decision.decode_engine));
+  }
   request.prefill_only = disaggregated;
   const uint64_t id = request.id;
   engines_[decision.prefill_engine]->add_request(std::move(request));
@@ -60,7 +68,8 @@ uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_reque
 }
 
 void Cluster::collect_prefilled(size_t e, double now) {
-  engines_[e]->take_prefilled(prefilled_scratch_);
+  engines_[e]->take_prefilled(prefilled_scratch_, finished_scratch_);
+  for (uint64_t id : finished_scratch_) decode_engine_of_.erase(id);
   if (prefilled_scratch_.empty()) return;
   for (uint64_t id : prefilled_scratch_) {
     auto it = decode_engine_of_.find(id);
@@ -82,10 +91,13 @@ void Cluster::start_transfers(size_t d, double now) {
     Engine& source = *engines_[p.source];
     OutgoingTransfer out = source.outgoing(p.id);
     RequestRecord* record = out.request.record;
+    const uint32_t computed = out.request.computed_tokens;
     if (!destination.reserve_incoming(std::move(out.request))) break;  // backpressure
     const std::vector<uint32_t>& dst_blocks = destination.incoming_blocks(p.id);
-    const uint32_t count = static_cast<uint32_t>(dst_blocks.size());
-    if (out.blocks->size() < count) {
+    // The KV computed so far; the destination reserved more, for the outputs still to come.
+    const uint32_t block_size = destination.config().block_size;
+    const uint32_t count = (computed + block_size - 1) / block_size;
+    if (out.blocks->size() < count || dst_blocks.size() < count) {
       throw Error(fmt::format("request {}: engine{} holds {} KV blocks, engine{} expects {}", p.id,
                               p.source, out.blocks->size(), d, count),
                   HW_INTERNAL);

@@ -180,7 +180,7 @@ void Engine::push_waiting_front(const Request& r) {
   } else {
     waiting_.insert(waiting_.begin(), view_of(r));
   }
-  waiting_prompt_tokens_ += r.total();
+  waiting_prompt_tokens_ += r.total() - r.computed_tokens;
   waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
 }
 
@@ -397,6 +397,7 @@ bool Engine::step() {
       r.state = HW_REQUEST_TRANSFERRING;
       prefilled_.push_back(r.id);
     }
+    if (r.prefill_only && !r.in_use) prefill_only_finished_.push_back(r.id);
   }
   // Drop finished and departing requests from the running list, keeping admission order.
   running_.erase(std::remove_if(running_.begin(), running_.end(),
@@ -428,9 +429,15 @@ bool Engine::is_stop_token(const Request& r, int32_t token, uint32_t eos) const 
   return false;
 }
 
-void Engine::take_prefilled(std::vector<uint64_t>& out) {
-  out.clear();
-  out.swap(prefilled_);
+void Engine::take_prefilled(std::vector<uint64_t>& ready, std::vector<uint64_t>& finished) {
+  ready.clear();
+  ready.swap(prefilled_);
+  finished.clear();
+  finished.swap(prefill_only_finished_);
+}
+
+bool Engine::can_continue(uint32_t prompt_tokens, uint32_t output_tokens) const {
+  return prompt_tokens + output_tokens < max_model_len_;
 }
 
 OutgoingTransfer Engine::outgoing(uint64_t id) const {
@@ -467,11 +474,17 @@ void Engine::release_transferred(uint64_t id) {
 bool Engine::reserve_incoming(IncomingTransfer in) {
   const std::string who = fmt::format("{}: incoming request {}", config_.name, in.id);
   if (id_to_slot_.count(in.id) != 0) throw Error(who + ": duplicate request id");
-  if (in.prompt_tokens + in.output_tokens >= max_model_len_) {
+  if (!can_continue(in.prompt_tokens, in.output_tokens)) {
     throw Error(fmt::format("{}: {} tokens leave no room within max_model_len {}", who,
                             in.prompt_tokens + in.output_tokens, max_model_len_));
   }
-  const uint32_t need = blocks_for(in.computed_tokens, config_.block_size);
+  // Blocks for everything the request will ever hold here, not just the KV that arrives: a moved
+  // request must never need blocks later, or KV pressure would preempt it and recompute its
+  // prompt on this decode engine (and transfers could fill the cache with requests that cannot
+  // all finish). The engine-wide check at start-up guarantees max_model_len fits.
+  const uint64_t final_tokens = std::min<uint64_t>(
+      static_cast<uint64_t>(in.prompt_tokens) + in.max_output_tokens, max_model_len_);
+  const uint32_t need = blocks_for(final_tokens, config_.block_size);
   if (need > kv_.free()) return false;
   uint32_t slot;
   if (!free_slots_.empty()) {
@@ -519,9 +532,8 @@ void Engine::complete_transfer(uint64_t id) {
                 HW_INTERNAL);
   }
   r.state = HW_REQUEST_WAITING;
-  waiting_.push_back(view_of(r));
-  waiting_prompt_tokens_ += r.total() - r.computed_tokens;
-  waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
+  // At the head of the queue: it is ready to decode and already holds every block it needs.
+  push_waiting_front(r);
 }
 
 hw_engine_load Engine::load() const {

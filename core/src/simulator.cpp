@@ -4,32 +4,100 @@
 #include <headway/core/simulator.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace headway::core {
 
-SimulationResult simulate(const DeploymentConfig& deployment, const Workload& workload,
-                          const SimulationOptions& options) {
-  const auto wall_start = std::chrono::steady_clock::now();
-  Cluster cluster(deployment);
-  if (!cluster.is_virtual()) {
-    throw Error(
-        fmt::format("{}: model '{}' runs on the wall clock; simulate needs a model that "
-                    "reports step durations (e.g. plugin = \"sim\")",
-                    deployment.file.string(), deployment.model.plugin->short_name()));
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Deterministic prompt token ids for models that read them: workloads give lengths, not text.
+std::vector<int32_t> synthetic_prompt(uint64_t id, uint32_t length, uint32_t vocab) {
+  std::vector<int32_t> tokens(length);
+  uint64_t state = id * 0x9E3779B97F4A7C15ull + 1;
+  for (uint32_t i = 0; i < length; ++i) {
+    state ^= state >> 33;
+    state *= 0xff51afd7ed558ccdull;
+    state ^= state >> 33;
+    tokens[i] = static_cast<int32_t>(state % vocab);
   }
+  return tokens;
+}
+
+// Routes one workload request into the cluster at time `at` (its arrival on the run's clock).
+// A request the deployment cannot take is reported, not fatal: it stays unfinished.
+// Returns the engine it went to, or -1.
+int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest& w,
+               RequestRecord& record, double at, SimulationResult& result,
+               std::string& rejection_example) {
+  record.id = w.id;
+  record.class_index = w.class_index;
+  record.prompt_tokens = w.prompt_tokens;
+  record.arrival = at;
+  const std::string& class_name = workload.classes[w.class_index].name;
+  hw_route_request route{w.id, w.prompt_tokens, w.output_tokens, w.priority,
+                         hw_str{class_name.data(), class_name.size()}};
+  NewRequest request;
+  request.id = w.id;
+  request.class_index = w.class_index;
+  request.prompt_tokens = w.prompt_tokens;
+  const hw_model_info& info = cluster.engine(0).model_info();
+  if (info.needs_token_ids) request.prompt = synthetic_prompt(w.id, w.prompt_tokens, info.vocab);
+  request.max_output_tokens = w.output_tokens;
+  request.priority = w.priority;
+  request.arrival = at;
+  request.sampling.seed = w.id;
+  // Workloads fix output lengths; a real model must not stop early at its end-of-text token.
+  request.sampling.ignore_eos = true;
+  request.record = &record;
+  try {
+    return cluster.submit(std::move(request), route);
+  } catch (const Error& e) {
+    ++result.rejected;
+    record.finish = at;
+    if (rejection_example.empty()) rejection_example = e.what();
+    return -1;
+  }
+}
+
+StepRecord step_record(size_t engine, const StepDetail& step) {
+  return StepRecord{step.step,
+                    static_cast<uint32_t>(engine),
+                    step.start,
+                    step.duration,
+                    step.prefill_tokens,
+                    step.decode_tokens,
+                    static_cast<uint32_t>(step.slices.size()),
+                    step.kv_blocks_used,
+                    static_cast<uint32_t>(step.preempted.size())};
+}
+
+// After a step of engine e: trace it, and move the KV of prefills that finished there.
+void after_step(Cluster& cluster, size_t e, const SimulationOptions& options,
+                SimulationResult& result) {
+  Engine& engine = cluster.engine(e);
+  const StepDetail& step = engine.last_step();
+  if (options.step_trace != nullptr) options.step_trace->write(static_cast<uint32_t>(e), step);
+  result.step_records.push_back(step_record(e, step));
+  const double now = engine.clock().now();
+  // Prefills that finished here start moving; blocks freed here may let waiting transfers in.
+  cluster.collect_prefilled(e, now);
+  cluster.start_transfers(e, now);
+}
+
+// The discrete-event loop of the virtual clock. Returns the span from the first arrival.
+double run_virtual(Cluster& cluster, const Workload& workload, const SimulationOptions& options,
+                   SimulationResult& result, std::string& rejection_example) {
   const size_t engines = cluster.size();
-  SimulationResult result;
-  result.records.resize(workload.requests.size());
   std::vector<bool> stalled(engines, false);
-
-  constexpr double kInfinity = std::numeric_limits<double>::infinity();
   size_t next = 0;
-  double last_event = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
-  std::string rejection_example;
-
+  const double first = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
+  double last_event = first;
   while (true) {
     size_t best = engines;
     double best_time = kInfinity;
@@ -46,40 +114,18 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     // Ties: arrivals first, then KV arriving at decode engines, then steps.
     if (next < workload.requests.size() && arrival_time <= best_time &&
         arrival_time <= transfer_time) {
-      // Records follow the workload's order, not its ids (a filtered workload keeps its ids).
-      RequestRecord& record = result.records[next];
-      const WorkloadRequest& w = workload.requests[next++];
-      record.id = w.id;
-      record.class_index = w.class_index;
-      record.prompt_tokens = w.prompt_tokens;
-      record.arrival = w.arrival;
+      const WorkloadRequest& w = workload.requests[next];
       cluster.clock().advance_to(w.arrival);
-      hw_route_request route{w.id, w.prompt_tokens, w.output_tokens, w.priority,
-                             hw_str{workload.classes[w.class_index].name.data(),
-                                    workload.classes[w.class_index].name.size()}};
-      NewRequest request;
-      request.id = w.id;
-      request.class_index = w.class_index;
-      request.prompt_tokens = w.prompt_tokens;
-      request.max_output_tokens = w.output_tokens;
-      request.priority = w.priority;
-      request.arrival = w.arrival;
-      request.sampling.seed = w.id;
-      request.record = &record;
-      try {
-        // An idle engine has been waiting for this arrival: its clock jumps to it. Load-based
-        // routers see every engine's state as of its own clock.
-        for (size_t e = 0; e < engines; ++e) {
-          if (!cluster.engine(e).has_work()) cluster.engine(e).clock().advance_to(w.arrival);
-        }
-        const uint32_t engine = cluster.submit(std::move(request), route);
-        stalled[engine] = false;
-      } catch (const Error& e) {
-        // A request the deployment cannot take is reported, not fatal: it stays unfinished.
-        ++result.rejected;
-        record.finish = w.arrival;
-        if (rejection_example.empty()) rejection_example = e.what();
+      // Idle engines have been waiting for this arrival: their clocks jump to it, so that
+      // load-based routers see every engine as of now.
+      for (size_t e = 0; e < engines; ++e) {
+        if (!cluster.engine(e).has_work()) cluster.engine(e).clock().advance_to(w.arrival);
       }
+      // Records follow the workload's order, not its ids (a filtered workload keeps its ids).
+      const int64_t engine =
+          submit(cluster, workload, w, result.records[next], w.arrival, result, rejection_example);
+      if (engine >= 0) stalled[static_cast<size_t>(engine)] = false;
+      ++next;
       last_event = std::max(last_event, w.arrival);
       continue;
     }
@@ -90,23 +136,65 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
       continue;
     }
     if (best == engines) break;
-    Engine& engine = cluster.engine(best);
-    if (!engine.step()) {
+    if (!cluster.engine(best).step()) {
       stalled[best] = true;
       continue;
     }
-    const StepDetail& step = engine.last_step();
-    if (options.step_trace != nullptr) options.step_trace->write(static_cast<uint32_t>(best), step);
-    result.step_records.push_back(StepRecord{
-        step.step, static_cast<uint32_t>(best), step.start, step.duration, step.prefill_tokens,
-        step.decode_tokens, static_cast<uint32_t>(step.slices.size()), step.kv_blocks_used,
-        static_cast<uint32_t>(step.preempted.size())});
-    const double now = engine.clock().now();
-    // Prefills that finished here start moving; blocks freed here may let waiting transfers in.
-    cluster.collect_prefilled(best, now);
-    cluster.start_transfers(best, now);
-    last_event = std::max(last_event, now);
+    after_step(cluster, best, options, result);
+    last_event = std::max(last_event, cluster.engine(best).clock().now());
   }
+  return last_event - first;
+}
+
+// The same workload against a real model: arrivals are released on the wall clock and the engines
+// are stepped in turn on this thread (a serving process gives each engine a thread of its own).
+double run_wall(Cluster& cluster, const Workload& workload, const SimulationOptions& options,
+                SimulationResult& result, std::string& rejection_example) {
+  const size_t engines = cluster.size();
+  const double origin = cluster.clock().now();
+  const double first = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
+  size_t next = 0;
+  while (true) {
+    const double now = cluster.clock().now();
+    while (next < workload.requests.size() &&
+           workload.requests[next].arrival - first + origin <= now) {
+      const WorkloadRequest& w = workload.requests[next];
+      submit(cluster, workload, w, result.records[next], w.arrival - first + origin, result,
+             rejection_example);
+      ++next;
+    }
+    bool ran = false;
+    for (size_t e = 0; e < engines; ++e) {
+      if (cluster.engine(e).has_work() && cluster.engine(e).step()) {
+        after_step(cluster, e, options, result);
+        ran = true;
+      }
+    }
+    cluster.complete_transfers(cluster.clock().now());
+    if (ran) continue;
+    const bool transfers = cluster.transfers_in_flight() > 0 || cluster.transfers_waiting() > 0;
+    if (next >= workload.requests.size() && !transfers) break;
+    // Idle: sleep until the next arrival (or briefly, while a transfer is in flight).
+    const double wait = transfers || next >= workload.requests.size()
+                            ? 0.0005
+                            : workload.requests[next].arrival - first + origin - now;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(wait, 0.0, 0.05)));
+  }
+  return cluster.clock().now() - origin;
+}
+
+}  // namespace
+
+SimulationResult simulate(const DeploymentConfig& deployment, const Workload& workload,
+                          const SimulationOptions& options) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  Cluster cluster(deployment);
+  SimulationResult result;
+  result.records.resize(workload.requests.size());
+  std::string rejection_example;
+  result.simulated_seconds =
+      cluster.is_virtual() ? run_virtual(cluster, workload, options, result, rejection_example)
+                           : run_wall(cluster, workload, options, result, rejection_example);
 
   if (cluster.transfers_waiting() > 0 || cluster.transfers_in_flight() > 0) {
     throw Error(fmt::format("{}: {} KV transfers never found room on their decode engine and {} "
@@ -115,14 +203,14 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
                             cluster.transfers_in_flight()),
                 HW_INTERNAL);
   }
-  for (size_t e = 0; e < engines; ++e) {
+  for (size_t e = 0; e < cluster.size(); ++e) {
     Engine& engine = cluster.engine(e);
     if (engine.has_work()) {
-      throw Error(
-          fmt::format("{}: engine{} stopped making progress with {} running and {} "
-                      "waiting requests (its scheduler planned nothing it could run)",
-                      deployment.file.string(), e, engine.running_size(), engine.waiting_size()),
-          HW_INTERNAL);
+      throw Error(fmt::format("{}: engine{} stopped making progress with {} running and {} "
+                              "waiting requests (its scheduler planned nothing it could run)",
+                              deployment.file.string(), e, engine.running_size(),
+                              engine.waiting_size()),
+                  HW_INTERNAL);
     }
     result.engines.push_back(engine.counters());
     result.kv_blocks_total.push_back(engine.kv().total());
@@ -134,8 +222,6 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     spdlog::warn("{} of {} requests were refused by the deployment, e.g.: {}", result.rejected,
                  workload.requests.size(), rejection_example);
   }
-  const double first = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
-  result.simulated_seconds = last_event - first;
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return result;

@@ -21,7 +21,11 @@
 //    arrival). A long one is deferred, keeping its place, while L long prefills are in progress
 //    (counting the ones admitted this step); others are admitted with min(remaining, budget left,
 //    share). Admission stops at the budget, at max_num_seqs, or at a request whose chunk does not
-//    fit in the free KV blocks (nobody overtakes it).
+//    fit in the free KV blocks (nobody overtakes it). With P > 1, as in V0 (which allocated a
+//    prompt's blocks at admission), a prompt is admitted only when blocks for all of it fit in
+//    what the prefills in progress will not claim; otherwise concurrent prefills run the cache dry
+//    mid-prompt and long prompts are preempted and recomputed over and over (measured on the
+//    configs/hol comparison: 2,214 preemptions without this rule, none with it).
 //
 // P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1), so that
 // a deployment switching schedulers without setting P sees no change. Two points differ from V0

@@ -93,6 +93,7 @@ class Cluster {
   std::vector<std::deque<PendingTransfer>> pending_;         // per decode engine
   std::vector<InFlightTransfer> in_flight_;
   std::vector<uint64_t> prefilled_scratch_;
+  std::vector<uint64_t> finished_scratch_;
   uint64_t transfers_started_ = 0;
 };
 

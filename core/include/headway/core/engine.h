@@ -123,19 +123,22 @@ class Engine {
   bool has_work() const { return !running_.empty() || waiting_size() > 0; }
 
   // --- Disaggregation (called by the cluster's driver, on this engine's thread) -------------
-  // Moves the ids of prefill_only requests whose prefill finished since the last call into `out`
-  // (cleared first). They hold their KV blocks in state TRANSFERRING.
-  void take_prefilled(std::vector<uint64_t>& out);
+  // Moves into `ready` (cleared first) the ids of prefill_only requests whose prefill finished
+  // since the last call: they hold their KV blocks in state TRANSFERRING. `finished` gets those
+  // that finished outright with their first token (stop token, or one output), which need no move.
+  void take_prefilled(std::vector<uint64_t>& ready, std::vector<uint64_t>& finished);
+  // Whether a request with these tokens so far could go on decoding here (within max_model_len).
+  bool can_continue(uint32_t prompt_tokens, uint32_t output_tokens) const;
   // The request and block list to send; throws Error when `id` is not TRANSFERRING here.
   OutgoingTransfer outgoing(uint64_t id) const;
   // Frees a transferred request's blocks and forgets it (not counted as finished here).
   void release_transferred(uint64_t id);
-  // Reserves KV blocks for an incoming request, which waits in TRANSFERRING until
-  // complete_transfer(). Returns false (and changes nothing) when the blocks are not free: the
-  // transfer waits (backpressure). Throws Error when it can never fit.
+  // Reserves KV blocks for all an incoming request will hold here (prompt and every output); it
+  // waits in TRANSFERRING until complete_transfer(). Returns false (and changes nothing) when the
+  // blocks are not free: the transfer waits (backpressure). Throws Error when it can never fit.
   bool reserve_incoming(IncomingTransfer request);
   const std::vector<uint32_t>& incoming_blocks(uint64_t id) const;
-  // The KV arrived: the request joins the waiting queue with its blocks and decodes from there.
+  // The KV arrived: the request joins the head of the waiting queue with its blocks and decodes.
   void complete_transfer(uint64_t id);
   // The KV region of this engine's model, for transports (block_bytes filled in by the engine).
   const hw_memory_desc& kv_memory() const { return kv_memory_; }
@@ -220,6 +223,7 @@ class Engine {
   std::vector<uint32_t> slice_slots_;
   std::vector<int32_t> sampled_;
   std::vector<uint64_t> prefilled_;  // prefill_only requests ready to move
+  std::vector<uint64_t> prefill_only_finished_;  // prefill_only requests done with no move
   hw_memory_desc kv_memory_{};
   StepDetail detail_;
   EngineCounters counters_;

@@ -25,7 +25,7 @@ struct SimulationResult {
   uint64_t preemptions = 0;
   uint64_t rejected = 0;           // requests an engine refused (reason in the log)
   uint64_t kv_transfers = 0;       // disaggregated requests whose KV moved between engines
-  double simulated_seconds = 0.0;  // first arrival to last event
+  double simulated_seconds = 0.0;  // first arrival to last event, on the run's clock
   double wall_seconds = 0.0;
 };
 
@@ -33,8 +33,11 @@ struct SimulationOptions {
   StepTraceWriter* step_trace = nullptr;  // borrowed; may be null
 };
 
-// Throws Error when the deployment's model does not run on the virtual clock, or when an engine
-// stops making progress with requests left.
+// With a model that reports step durations this runs on the virtual clock as fast as the steps can
+// be planned; with a real model it releases arrivals on the wall clock and steps the engines in
+// turn on this thread (results are then measurements). Prompts of models that read token ids are
+// synthetic (deterministic per request id), and outputs run to the workload's lengths (EOS is
+// ignored). Throws Error when an engine stops making progress with requests left.
 SimulationResult simulate(const DeploymentConfig& deployment, const Workload& workload,
                           const SimulationOptions& options = {});
 

@@ -113,6 +113,33 @@ TEST(PartialPrefillScheduler, ShortPromptsOvertakeALongOne) {
   EXPECT_EQ(p.slices, (Slices{{1, 0, 2048}}));
 }
 
+// With P > 1 a prompt is admitted only when KV blocks for all of it are free, after what the
+// prefills in progress will still claim (V0 reserved a prompt's blocks at admission). Without this,
+// several concurrent prefills would run the cache dry mid-prompt and preempt long prompts.
+TEST(PartialPrefillScheduler, AdmitsAPromptOnlyWhenItsWholeKvFits) {
+  const char* options =
+      "max_num_batched_tokens = 2048\nmax_num_partial_prefills = 4\n"
+      "max_long_partial_prefills = 2\nlong_prefill_token_threshold = 1000";
+  // Running 1: 4000-token prompt, 512 computed (32 blocks of 16). Waiting 2: 3200 tokens.
+  // Counted: 1 (long) and 2 (long, L = 2 allows it): share 2048 / 2 = 1024.
+  // Request 1 takes 1024 tokens: 1536 computed = 96 blocks, 64 new. It will still claim
+  // 250 - 96 = 154 blocks. Request 2's chunk of 1024 needs 64 blocks, all of it 200 blocks:
+  // admitted when 200 + 154 <= free after request 1's 64, i.e. when 418 blocks are free.
+  const std::vector<hw_request_view> running = {prefilling_request(1, 4000, 512, 0, kBlock)};
+  const std::vector<hw_request_view> waiting = {waiting_request(2, 3200)};
+
+  SchedulerHarness h(kPartial, options);
+  Plan p = plan_step(h, running, waiting, 417);
+  EXPECT_EQ(p.slices, (Slices{{1, 512, 1024}}));
+  p = plan_step(h, running, waiting, 418);
+  EXPECT_EQ(p.slices, (Slices{{1, 512, 1024}, {2, 0, 1024}}));
+
+  // P = 1 keeps the baseline's rule (the chunk must fit): 64 + 64 blocks are enough there.
+  SchedulerHarness one(kPartial, "max_num_batched_tokens = 2048");
+  p = plan_step(one, running, waiting, 128);
+  EXPECT_EQ(p.slices, (Slices{{1, 512, 2048}}));  // the whole budget goes to the running prefill
+}
+
 // L = 1: a second long prompt is deferred while the first is in progress; a short one behind it is
 // still admitted; once the first's remaining drops to T it is no longer long and the second starts.
 TEST(PartialPrefillScheduler, LongLimitDefersTheSecondLongPromptUntilTheFirstIsShort) {

@@ -1,0 +1,636 @@
+// Prefill/decode disaggregation and length routing end to end, with the real plugins: the sim model
+// (Llama-3.1-8B on an H100), the chunked scheduler, the disaggregated and length routers and the
+// host_copy KV transport (simulated transfers over its pcie5 preset: 10 us + bytes / 51.2 GB/s).
+//
+// core::simulate runs the workloads; its step trace (one JSON line per step, naming the engine
+// and each slice's request, start and kind) shows which engine computed which positions of which
+// request. core::Cluster is also driven directly, step by step, to watch KV transfers wait for
+// room on a decode engine (backpressure) and to check that every KV block is free at the end.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/cluster.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/engine.h>
+#include <headway/core/error.h>
+#include <headway/core/plugin_registry.h>
+#include <headway/core/request_record.h>
+#include <headway/core/simulator.h>
+#include <headway/core/step_trace.h>
+#include <headway/core/workload.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace headway::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+PluginRegistry& registry() {
+  static PluginRegistry* r = [] {
+    auto* reg = new PluginRegistry();
+    reg->add_search_directory(HEADWAY_PLUGIN_DIR);
+    return reg;
+  }();
+  return *r;
+}
+
+constexpr uint32_t kBlock = 16;
+// Llama-3.1-8B: 32 layers x 2 (K, V) x 8 KV heads x 128 x 2 bytes = 131,072 bytes per token.
+constexpr double kKvBytesPerToken = 131072.0;
+// host_copy's pcie5 preset: 64 GB/s at the default 80 % efficiency, 10 us per transfer.
+constexpr double kPcie5BytesPerSecond = 64e9 * 0.8;
+constexpr double kPcie5Latency = 10e-6;
+
+uint32_t blocks_for(uint64_t tokens) {
+  return static_cast<uint32_t>((tokens + kBlock - 1) / kBlock);
+}
+
+// The modelled duration of moving a prefilled prompt's KV: its computed positions (the prompt; the
+// first token's KV is computed on the decode engine) in whole blocks.
+double pcie5_transfer_seconds(uint32_t prompt) {
+  return kPcie5Latency + blocks_for(prompt) * kBlock * kKvBytesPerToken / kPcie5BytesPerSecond;
+}
+
+struct PdSpec {
+  int64_t local_prefill_max_tokens = 0;
+  uint32_t prefill_kv_blocks = 4096;
+  uint32_t prefill_max_model_len = 16384;
+  uint32_t decode_kv_blocks = 4096;
+  uint32_t decode_max_model_len = 16384;
+  uint32_t budget = 2048;
+  uint32_t max_num_seqs = 64;
+};
+
+// Engine 0: prefill; engine 1: decode.
+std::string pd_toml(const PdSpec& s) {
+  const std::string scheduler =
+      "scheduler = { plugin = \"chunked\", options = { "
+      "max_num_batched_tokens = " +
+      std::to_string(s.budget) + ", max_num_seqs = " + std::to_string(s.max_num_seqs) + " } }\n";
+  return "name = \"pd-test\"\n"
+         "[model]\n"
+         "plugin = \"sim\"\n"
+         "options = { gpu = \"h100\", model = \"llama-3.1-8b\" }\n"
+         "[[engines]]\n"
+         "role = \"prefill\"\n"
+         "kv_blocks = " +
+         std::to_string(s.prefill_kv_blocks) +
+         "\nmax_model_len = " + std::to_string(s.prefill_max_model_len) + "\n" + scheduler +
+         "[[engines]]\n"
+         "role = \"decode\"\n"
+         "kv_blocks = " +
+         std::to_string(s.decode_kv_blocks) +
+         "\nmax_model_len = " + std::to_string(s.decode_max_model_len) + "\n" + scheduler +
+         "[router]\n"
+         "plugin = \"disaggregated\"\n"
+         "options = { local_prefill_max_tokens = " +
+         std::to_string(s.local_prefill_max_tokens) +
+         " }\n"
+         "[kv_transport]\n"
+         "plugin = \"host_copy\"\n"
+         "options = { link = \"pcie5\" }\n";
+}
+
+DeploymentConfig pd_deployment(const PdSpec& spec) {
+  return parse_deployment(pd_toml(spec), "pd_test.toml", registry());
+}
+
+struct Req {
+  double arrival;
+  uint32_t prompt;
+  uint32_t output;
+};
+
+// A workload written out request by request: ids 0..n-1 in arrival order; class "long" for prompts
+// over 2048 tokens, "short" otherwise (labels only).
+Workload workload_of(const std::vector<Req>& requests) {
+  Workload w;
+  w.source = "<test>";
+  w.classes = {RequestClass{"short", false, 0, 0.5, 0.0}, RequestClass{"long", true, 0, 0.5, 0.0}};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Req& r = requests[i];
+    w.requests.push_back(
+        WorkloadRequest{i, r.prompt > 2048 ? 1u : 0u, r.arrival, r.prompt, r.output, 0});
+  }
+  return w;
+}
+
+// A mix around a 512-token threshold: at it, one above, well above, long prompts, and outputs of
+// one token (done on the engine that prefilled them) and more.
+std::vector<Req> mixed_requests() {
+  const uint32_t prompts[] = {100, 512, 513, 2000, 6000, 300, 9000, 40, 511, 1024, 12000, 700};
+  const uint32_t outputs[] = {20, 16, 64, 3, 16, 128, 2, 50, 1, 1, 40, 32};
+  std::vector<Req> requests;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < std::size(prompts); ++i) {
+      requests.push_back(
+          Req{0.02 * static_cast<double>(requests.size()), prompts[i], outputs[i] + round});
+    }
+  }
+  return requests;
+}
+
+// One slice of one step, as the step trace wrote it.
+struct TracedSlice {
+  uint32_t engine;
+  uint64_t step;
+  uint64_t request;
+  uint32_t start;
+  uint32_t tokens;
+  std::string kind;
+};
+
+struct TracedRun {
+  SimulationResult result;
+  std::vector<TracedSlice> slices;
+};
+
+// Runs the simulation with a step trace in a temporary file and reads the trace back.
+TracedRun simulate_traced(const DeploymentConfig& deployment, const Workload& workload,
+                          const std::string& name) {
+  const std::filesystem::path file =
+      std::filesystem::path(::testing::TempDir()) / ("disaggregation_" + name + ".jsonl");
+  TracedRun run;
+  {
+    StepTraceWriter trace(file);
+    SimulationOptions options;
+    options.step_trace = &trace;
+    run.result = simulate(deployment, workload, options);
+  }
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json step = nlohmann::json::parse(line);
+    for (const nlohmann::json& s : step.at("slices")) {
+      run.slices.push_back(
+          TracedSlice{step.at("engine").get<uint32_t>(), step.at("step").get<uint64_t>(),
+                      s.at("request").get<uint64_t>(), s.at("start").get<uint32_t>(),
+                      s.at("tokens").get<uint32_t>(), s.at("kind").get<std::string>()});
+    }
+  }
+  std::filesystem::remove(file);
+  return run;
+}
+
+void expect_all_finished(const SimulationResult& result, const Workload& workload) {
+  EXPECT_EQ(result.rejected, 0u);
+  ASSERT_EQ(result.records.size(), workload.requests.size());
+  for (size_t i = 0; i < result.records.size(); ++i) {
+    const RequestRecord& r = result.records[i];
+    const WorkloadRequest& w = workload.requests[i];
+    EXPECT_TRUE(r.finished) << "request " << w.id;
+    EXPECT_EQ(r.output_tokens, w.output_tokens) << "request " << w.id;
+    EXPECT_EQ(r.token_times.size(), w.output_tokens) << "request " << w.id;
+    EXPECT_GE(r.first_token, r.arrival) << "request " << w.id;
+    EXPECT_GE(r.finish, r.first_token) << "request " << w.id;
+  }
+}
+
+// The positions each engine computed of each request must be those of its role:
+// - the prefill engine (0) computes only prompt positions of requests that move;
+// - the decode engine (1) computes no prompt position of a request that moved, only its decodes.
+// Returns the number of violations (each one reported).
+int check_roles(const TracedRun& run, const Workload& workload, int64_t local_max) {
+  int violations = 0;
+  for (const TracedSlice& s : run.slices) {
+    const WorkloadRequest& w = workload.requests.at(s.request);
+    const bool moved = w.prompt_tokens > local_max;
+    if (s.engine == 0) {
+      if (!moved || s.start + s.tokens > w.prompt_tokens || s.kind != "prefill") {
+        ++violations;
+        ADD_FAILURE() << "prefill engine step " << s.step << " computed [" << s.start << ", "
+                      << s.start + s.tokens << ") (" << s.kind << ") of request " << s.request
+                      << " (prompt " << w.prompt_tokens << ", moved " << moved << ")";
+      }
+    } else if (moved && (s.start < w.prompt_tokens || s.kind != "decode")) {
+      ++violations;
+      ADD_FAILURE() << "decode engine step " << s.step << " computed [" << s.start << ", "
+                    << s.start + s.tokens << ") (" << s.kind << ") of moved request " << s.request
+                    << " (prompt " << w.prompt_tokens << ")";
+    }
+  }
+  return violations;
+}
+
+// -------------------------------------------------------------------------------------------------
+// simulate
+// -------------------------------------------------------------------------------------------------
+
+TEST(Disaggregation, ConditionalThresholdMovesOnlyPromptsAboveIt) {
+  const int64_t threshold = 512;
+  PdSpec spec;
+  spec.local_prefill_max_tokens = threshold;
+  const Workload workload = workload_of(mixed_requests());
+  const TracedRun run = simulate_traced(pd_deployment(spec), workload, "conditional");
+  const SimulationResult& result = run.result;
+  expect_all_finished(result, workload);
+  EXPECT_EQ(result.preemptions, 0u);  // ample KV on both engines
+
+  uint64_t moved_transfers = 0, moved_prompt_tokens = 0, local_prompt_tokens = 0;
+  uint64_t later_tokens = 0;
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    const WorkloadRequest& w = workload.requests[i];
+    const RequestRecord& r = result.records[i];
+    later_tokens += w.output_tokens - 1;
+    if (w.prompt_tokens <= threshold) {
+      // Local: prefilled and decoded on the decode engine; nothing moved.
+      local_prompt_tokens += w.prompt_tokens;
+      EXPECT_EQ(r.engine, 1u) << "request " << w.id;
+      EXPECT_EQ(r.kv_transfer_seconds, 0.0) << "request " << w.id;
+      continue;
+    }
+    moved_prompt_tokens += w.prompt_tokens;
+    if (w.output_tokens == 1) {
+      // Done with its first token, sampled on the prefill engine: there is nothing to move.
+      EXPECT_EQ(r.engine, 0u) << "request " << w.id;
+      EXPECT_EQ(r.kv_transfer_seconds, 0.0) << "request " << w.id;
+      continue;
+    }
+    ++moved_transfers;
+    EXPECT_EQ(r.engine, 1u) << "request " << w.id;
+    EXPECT_GT(r.kv_transfer_seconds, 0.0) << "request " << w.id;
+    EXPECT_NEAR(r.kv_transfer_seconds, pcie5_transfer_seconds(w.prompt_tokens), 1e-9)
+        << "request " << w.id << " (prompt " << w.prompt_tokens << ")";
+    // Its second token comes from the decode engine, after its KV arrived there.
+    ASSERT_GE(r.token_times.size(), 2u);
+    EXPECT_GE(r.token_times[1], r.first_token + r.kv_transfer_seconds) << "request " << w.id;
+  }
+  EXPECT_EQ(result.kv_transfers, moved_transfers);
+  EXPECT_GT(moved_transfers, 0u);
+
+  // Token accounting per engine: the prefill engine computed exactly the moved prompts and never a
+  // decode; the decode engine the local prompts and every token after each request's first.
+  ASSERT_EQ(result.engines.size(), 2u);
+  EXPECT_EQ(result.engines[0].prefill_tokens, moved_prompt_tokens);
+  EXPECT_EQ(result.engines[0].decode_tokens, 0u);
+  EXPECT_EQ(result.engines[1].prefill_tokens, local_prompt_tokens);
+  EXPECT_EQ(result.engines[1].decode_tokens, later_tokens);
+
+  EXPECT_EQ(check_roles(run, workload, threshold), 0);
+}
+
+TEST(Disaggregation, ThresholdZeroMovesEveryPrompt) {
+  PdSpec spec;  // local_prefill_max_tokens = 0
+  const Workload workload = workload_of(mixed_requests());
+  const TracedRun run = simulate_traced(pd_deployment(spec), workload, "always");
+  expect_all_finished(run.result, workload);
+  uint64_t expected_transfers = 0;
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    const WorkloadRequest& w = workload.requests[i];
+    if (w.output_tokens == 1) continue;
+    ++expected_transfers;
+    EXPECT_NEAR(run.result.records[i].kv_transfer_seconds, pcie5_transfer_seconds(w.prompt_tokens),
+                1e-9)
+        << "request " << w.id;
+  }
+  EXPECT_EQ(run.result.kv_transfers, expected_transfers);
+  EXPECT_EQ(run.result.engines[1].prefill_tokens, 0u);  // the decode engine never prefilled
+  EXPECT_EQ(check_roles(run, workload, 0), 0);
+}
+
+TEST(Disaggregation, AThresholdAboveEveryPromptMovesNothing) {
+  PdSpec spec;
+  spec.local_prefill_max_tokens = 100000;
+  const Workload workload = workload_of(mixed_requests());
+  const SimulationResult result = simulate(pd_deployment(spec), workload);
+  expect_all_finished(result, workload);
+  EXPECT_EQ(result.kv_transfers, 0u);
+  EXPECT_EQ(result.engines[0].steps, 0u);  // the prefill engine stayed idle
+  for (const RequestRecord& r : result.records) {
+    EXPECT_EQ(r.engine, 1u) << "request " << r.id;
+    EXPECT_EQ(r.kv_transfer_seconds, 0.0) << "request " << r.id;
+  }
+}
+
+TEST(Disaggregation, IsDeterministic) {
+  PdSpec spec;
+  spec.local_prefill_max_tokens = 512;
+  const DeploymentConfig deployment = pd_deployment(spec);
+  const Workload workload = workload_of(mixed_requests());
+  const SimulationResult a = simulate(deployment, workload);
+  const SimulationResult b = simulate(deployment, workload);
+  ASSERT_EQ(a.records.size(), b.records.size());
+  EXPECT_EQ(a.steps, b.steps);
+  for (size_t i = 0; i < a.records.size(); ++i) {
+    EXPECT_EQ(a.records[i].token_times, b.records[i].token_times) << "request " << i;
+    EXPECT_EQ(a.records[i].kv_transfer_seconds, b.records[i].kv_transfer_seconds);
+  }
+}
+
+// A decode engine whose KV holds one long request at a time (72 blocks = 1152 tokens) behind a
+// prefill engine that prefills a burst of them at once: the transfers must queue for room rather
+// than fail, and every request must still finish with all its tokens.
+TEST(Disaggregation, BackpressureOnATinyDecodeKvStillServesEveryRequest) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 72;
+  spec.decode_max_model_len = 1152;
+  spec.prefill_max_model_len = 1152;
+  std::vector<Req> requests;
+  const uint32_t prompts[] = {1000, 900, 800, 1050, 700, 950, 600, 1000};
+  for (size_t i = 0; i < std::size(prompts); ++i) {
+    requests.push_back(Req{0.001 * static_cast<double>(i), prompts[i], 100});
+  }
+  const Workload workload = workload_of(requests);
+  const TracedRun run = simulate_traced(pd_deployment(spec), workload, "backpressure");
+  expect_all_finished(run.result, workload);
+  EXPECT_EQ(run.result.kv_transfers, workload.requests.size());
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    EXPECT_NEAR(run.result.records[i].kv_transfer_seconds,
+                pcie5_transfer_seconds(workload.requests[i].prompt_tokens), 1e-9)
+        << "request " << i;
+  }
+  // Any two of these prompts' KV together exceed 72 blocks (600 + 700 tokens need 38 + 44), so the
+  // decode engine ran one request at a time: its steps never held more than 72 blocks, and it
+  // needed no preemption.
+  EXPECT_EQ(run.result.preemptions, 0u);
+  for (const StepRecord& s : run.result.step_records) {
+    if (s.engine == 1) EXPECT_LE(s.batch_size, 1u) << "decode step " << s.step;
+  }
+  // The last decode step freed the last request's blocks.
+  const StepRecord* last_decode = nullptr;
+  for (const StepRecord& s : run.result.step_records) {
+    if (s.engine == 1) last_decode = &s;
+  }
+  ASSERT_NE(last_decode, nullptr);
+  EXPECT_EQ(last_decode->kv_blocks_used, 0u);
+  EXPECT_EQ(check_roles(run, workload, 0), 0);
+}
+
+// Runs simulate, turning an Error into a test failure with its message (so that the expectations
+// after it still report what they can).
+SimulationResult simulate_or_fail(const DeploymentConfig& deployment, const Workload& workload,
+                                  TracedRun* traced = nullptr, const std::string& name = "") {
+  try {
+    if (traced != nullptr) {
+      *traced = simulate_traced(deployment, workload, name);
+      return traced->result;
+    }
+    return simulate(deployment, workload);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "simulate threw: " << e.what();
+    return SimulationResult{};
+  }
+}
+
+// Two moved requests that fit side by side on a small decode engine when their KV arrives (16 + 16
+// of its 40 blocks), but not once they have decoded their outputs (29 blocks each by the end): the
+// decode engine runs out of KV mid-decode and preempts one of them.
+//
+// Regression: a moved request now reserves on the decode engine all the KV it will ever hold there
+// (Engine::reserve_incoming), so the decode engine is never over-committed by transfers and never
+// has to preempt (and recompute the prompt of) a moved request; transfers wait for room instead.
+TEST(Disaggregation, DecodeKvPressureNeverRecomputesAMovedPromptOnTheDecodeEngine) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 40;  // 640 tokens
+  spec.decode_max_model_len = 640;
+  spec.prefill_max_model_len = 640;
+  const Workload workload = workload_of({Req{0.0, 256, 200}, Req{0.0, 256, 200}});
+  TracedRun run;
+  simulate_or_fail(pd_deployment(spec), workload, &run, "pressure");
+  expect_all_finished(run.result, workload);
+  EXPECT_EQ(check_roles(run, workload, 0), 0)
+      << "preemptions: " << run.result.preemptions
+      << " (a moved request preempted on the decode engine is recomputed there)";
+}
+
+// Three moved requests behind a decode engine of 40 blocks (640 tokens; any one request fits on
+// its own): two transfers fit (16 + 16 blocks), the third waits for room. That is backpressure, and
+// every request must still finish.
+//
+// Regression: transferred requests used to wait at the back of the queue holding their blocks,
+// behind a preempted request that could then never fit again (a deadlock). Moved requests now
+// reserve all their KV up front and join the head of the queue, ready to decode.
+TEST(Disaggregation, TransfersIntoBlocksFreedByAPreemptionDoNotDeadlockTheDecodeEngine) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 40;
+  spec.decode_max_model_len = 640;
+  spec.prefill_max_model_len = 640;
+  const Workload workload =
+      workload_of({Req{0.0, 256, 200}, Req{0.0, 256, 200}, Req{0.0, 256, 200}});
+  const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
+  expect_all_finished(result, workload);
+}
+
+// A prompt the prefill engine accepts but the decode engine never could (its max_model_len is
+// 128): that request cannot be served, but it must not take the others down with it.
+//
+// Regression: such a request is refused at submit (Cluster::submit checks the decode engine can
+// continue it), counted in result.rejected, before any prefill is spent on it.
+TEST(Disaggregation, ARequestNoDecodeEngineCanHoldIsRefusedNotFatal) {
+  PdSpec spec;
+  spec.prefill_kv_blocks = 64;
+  spec.prefill_max_model_len = 1024;
+  spec.decode_kv_blocks = 8;
+  spec.decode_max_model_len = 128;
+  const Workload workload = workload_of({Req{0.0, 500, 4}, Req{0.01, 50, 4}});
+  const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
+  ASSERT_EQ(result.records.size(), 2u);
+  EXPECT_FALSE(result.records[0].finished);
+  EXPECT_EQ(result.rejected, 1u);
+  EXPECT_TRUE(result.records[1].finished);
+  EXPECT_EQ(result.records[1].output_tokens, 4u);
+}
+
+// -------------------------------------------------------------------------------------------------
+// core::Cluster driven step by step
+// -------------------------------------------------------------------------------------------------
+
+NewRequest new_request(uint64_t id, uint32_t prompt, uint32_t output, RequestRecord* record) {
+  NewRequest r;
+  r.id = id;
+  r.prompt_tokens = prompt;
+  r.max_output_tokens = output;
+  r.record = record;
+  r.sampling.seed = id;
+  return r;
+}
+
+hw_route_request route_request(uint64_t id, uint32_t prompt, uint32_t output) {
+  return hw_route_request{id, prompt, output, 0, hw_str{"test", 4}};
+}
+
+// Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
+// tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
+TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
+  PdSpec spec;
+  spec.prefill_kv_blocks = 64;
+  spec.prefill_max_model_len = 128;
+  spec.decode_kv_blocks = 8;
+  spec.decode_max_model_len = 128;
+  const DeploymentConfig deployment = pd_deployment(spec);
+  Cluster cluster(deployment);
+  ASSERT_EQ(cluster.size(), 2u);
+  Engine& prefill = cluster.engine(0);
+  Engine& decode = cluster.engine(1);
+
+  std::vector<RequestRecord> records(3);
+  for (uint64_t id = 0; id < 3; ++id) {
+    EXPECT_EQ(cluster.submit(new_request(id, 100, 20, &records[id]), route_request(id, 100, 20)),
+              0u)
+        << "prefilled on engine 0";
+  }
+  // One step of the prefill engine prefills all three (300 tokens within the 2048 budget) and
+  // samples their first tokens; they wait there, holding 3 x 7 blocks, for their transfers.
+  ASSERT_TRUE(prefill.step());
+  EXPECT_EQ(prefill.last_step().prefill_tokens, 300u);
+  EXPECT_FALSE(prefill.has_work());
+  EXPECT_EQ(prefill.kv().used(), 21u);
+  for (const RequestRecord& r : records) EXPECT_EQ(r.output_tokens, 1u);
+
+  // Only the first fits on the decode engine: it reserves what it will ever hold there, 100 + 20
+  // tokens = all 8 blocks (7 arrive, 1 for the outputs to come); the others wait.
+  const double prefilled_at = prefill.clock().now();
+  cluster.collect_prefilled(0, prefilled_at);
+  EXPECT_EQ(cluster.transfers_started(), 1u);
+  EXPECT_EQ(cluster.transfers_in_flight(), 1u);
+  EXPECT_EQ(cluster.transfers_waiting(), 2u);
+  EXPECT_EQ(decode.kv().free(), 0u);
+  EXPECT_FALSE(decode.has_work()) << "its KV has not arrived yet";
+
+  // The transfer completes after 10 us + 7 x 16 x 131072 B / 51.2 GB/s.
+  std::optional<double> done = cluster.next_transfer_completion();
+  ASSERT_TRUE(done.has_value());
+  EXPECT_NEAR(*done - prefilled_at, pcie5_transfer_seconds(100), 1e-12);
+  EXPECT_EQ(cluster.complete_transfers(*done), 1u);
+  EXPECT_EQ(records[0].kv_transfer_seconds, *done - prefilled_at);
+  EXPECT_EQ(prefill.kv().used(), 14u);  // the prefill engine freed request 0's copy
+  EXPECT_TRUE(decode.has_work());
+
+  // Drive the decode engine; after each step, transfers may start where blocks were freed, and
+  // those in flight complete when the decode engine's clock reaches them.
+  size_t max_waiting_while_busy = 0;
+  int guard = 0;
+  while (decode.has_work() || cluster.transfers_in_flight() > 0 ||
+         cluster.transfers_waiting() > 0) {
+    ASSERT_LT(++guard, 10000) << "no progress";
+    if (decode.has_work()) {
+      ASSERT_TRUE(decode.step());
+      max_waiting_while_busy = std::max(max_waiting_while_busy, cluster.transfers_waiting());
+      cluster.start_transfers(1, decode.clock().now());
+    }
+    std::optional<double> next = cluster.next_transfer_completion();
+    if (next && (!decode.has_work() || *next <= decode.clock().now())) {
+      cluster.complete_transfers(*next);
+    }
+    if (!decode.has_work() && cluster.transfers_in_flight() == 0 &&
+        cluster.transfers_waiting() > 0) {
+      ADD_FAILURE() << "transfers wait on an idle decode engine with " << decode.kv().free()
+                    << " free blocks";
+      break;
+    }
+  }
+  EXPECT_EQ(max_waiting_while_busy, 2u) << "both later transfers waited while request 0 decoded";
+  EXPECT_EQ(cluster.transfers_started(), 3u);
+  EXPECT_EQ(decode.counters().preemptions, 0u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_TRUE(records[i].finished) << "request " << i;
+    EXPECT_EQ(records[i].output_tokens, 20u) << "request " << i;
+    EXPECT_EQ(records[i].engine, 1u) << "request " << i;
+    EXPECT_NEAR(records[i].kv_transfer_seconds, pcie5_transfer_seconds(100), 1e-12);
+  }
+  // Requests finish in order: each transfer started only once the previous request was done.
+  EXPECT_LT(records[0].finish, records[1].token_times[1]);
+  EXPECT_LT(records[1].finish, records[2].token_times[1]);
+  // Nothing is left holding KV on either engine.
+  EXPECT_EQ(prefill.kv().free(), prefill.kv().total());
+  EXPECT_EQ(decode.kv().free(), decode.kv().total());
+  EXPECT_FALSE(prefill.has_work());
+  EXPECT_FALSE(decode.has_work());
+}
+
+TEST(DisaggregationCluster, ARequestThatCanNeverFitOnTheDecodeEngineIsAnError) {
+  // The decode engine's max_model_len (128) is below the prompt; the prefill engine takes it. The
+  // transfer can never be placed: an error (at submit or when its prefill is done), not a silent
+  // wait forever.
+  PdSpec spec;
+  spec.prefill_kv_blocks = 64;
+  spec.prefill_max_model_len = 1024;
+  spec.decode_kv_blocks = 8;
+  spec.decode_max_model_len = 128;
+  Cluster cluster(pd_deployment(spec));
+  RequestRecord record;
+  EXPECT_THROW(
+      {
+        cluster.submit(new_request(0, 500, 4, &record), route_request(0, 500, 4));
+        cluster.engine(0).step();
+        cluster.collect_prefilled(0, cluster.engine(0).clock().now());
+      },
+      Error);
+}
+
+// -------------------------------------------------------------------------------------------------
+// Length routing end to end
+// -------------------------------------------------------------------------------------------------
+
+const std::filesystem::path kData =
+    std::filesystem::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
+
+TEST(LengthRouting, EveryPromptInOneLengthClassIsServedByThatPool) {
+  // Engines 0 and 1 in pool "short" (< 4096 tokens), engine 2 in pool "long".
+  const DeploymentConfig deployment = load_deployment(kData / "length_pools_8b.toml", registry());
+  ASSERT_EQ(deployment.engines.size(), 3u);
+
+  std::vector<Req> shorts, longs;
+  for (uint32_t i = 0; i < 16; ++i) {
+    shorts.push_back(Req{0.01 * i, 100 + 250 * i, 8 + i});  // 100 .. 3850 tokens
+    longs.push_back(Req{0.01 * i, 4096 + 500 * i, 8 + i});  // 4096 .. 11596 tokens
+  }
+  const Workload short_workload = workload_of(shorts);
+  SimulationResult result = simulate(deployment, short_workload);
+  expect_all_finished(result, short_workload);
+  EXPECT_GT(result.engines[0].steps, 0u);
+  EXPECT_GT(result.engines[1].steps, 0u);
+  EXPECT_EQ(result.engines[2].steps, 0u);
+  for (const RequestRecord& r : result.records) EXPECT_LT(r.engine, 2u) << "request " << r.id;
+
+  const Workload long_workload = workload_of(longs);
+  result = simulate(deployment, long_workload);
+  expect_all_finished(result, long_workload);
+  EXPECT_EQ(result.engines[0].steps, 0u);
+  EXPECT_EQ(result.engines[1].steps, 0u);
+  for (const RequestRecord& r : result.records) EXPECT_EQ(r.engine, 2u) << "request " << r.id;
+
+  std::vector<Req> both = shorts;
+  for (const Req& r : longs) both.push_back(Req{r.arrival + 0.005, r.prompt, r.output});
+  std::sort(both.begin(), both.end(),
+            [](const Req& a, const Req& b) { return a.arrival < b.arrival; });
+  const Workload mixed = workload_of(both);
+  result = simulate(deployment, mixed);
+  expect_all_finished(result, mixed);
+  for (size_t i = 0; i < mixed.requests.size(); ++i) {
+    EXPECT_EQ(result.records[i].engine == 2, mixed.requests[i].prompt_tokens >= 4096)
+        << "request " << i << " (prompt " << mixed.requests[i].prompt_tokens << ")";
+  }
+}
+
+TEST(LengthRouting, ADownPoolFallsBackToTheOtherPool) {
+  const DeploymentConfig deployment = load_deployment(kData / "length_pools_8b.toml", registry());
+  Cluster cluster(deployment);
+  RequestRecord records[3];
+  cluster.set_alive(2, false);  // the whole long pool
+  EXPECT_LT(cluster.submit(new_request(0, 6000, 4, &records[0]), route_request(0, 6000, 4)), 2u);
+  cluster.set_alive(2, true);
+  EXPECT_EQ(cluster.submit(new_request(1, 6000, 4, &records[1]), route_request(1, 6000, 4)), 2u);
+  cluster.set_alive(0, false);
+  cluster.set_alive(1, false);  // the whole short pool
+  EXPECT_EQ(cluster.submit(new_request(2, 100, 4, &records[2]), route_request(2, 100, 4)), 2u);
+  cluster.set_alive(2, false);
+  try {
+    cluster.submit(new_request(3, 100, 4, nullptr), route_request(3, 100, 4));
+    ADD_FAILURE() << "placed a request with every engine down";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  }
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -1,0 +1,657 @@
+// The router plugins (single, least_loaded, length, disaggregated), loaded from the built plugin
+// directory through core::PluginRegistry and driven through the C ABI by core::RouterInstance,
+// exactly as core::Cluster drives them. The hw_engine_load arrays are built by hand, so every
+// expected choice below is worked out from the loads written next to it.
+//
+// Tie-breaking, which several expectations rely on: a router scans the engines from a rotating
+// cursor that moves just past each engine it picks (sdk::pick_least_loaded), and keeps the first
+// engine with the smallest key in scan order.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/abi.h>
+#include <headway/core/clock.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+#include <headway/core/plugin_options.h>
+#include <headway/core/plugin_registry.h>
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headway::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint32_t kBlock = 16;
+
+// One registry for the whole process: it owns the libraries, which outlive every instance.
+PluginRegistry& registry() {
+  static PluginRegistry* r = new PluginRegistry();
+  return *r;
+}
+
+// One engine as the deployment describes it; load fields zero, alive, 1000 free blocks of 16.
+hw_engine_load engine(uint32_t index, int32_t role = HW_ENGINE_ROLE_MIXED, const char* pool = "") {
+  hw_engine_load e{};
+  e.engine_index = index;
+  e.role = role;
+  e.pool = hw_str{pool, std::strlen(pool)};
+  e.alive = 1;
+  e.kv_blocks_free = 1000;
+  e.kv_blocks_total = 1000;
+  e.block_size = kBlock;
+  return e;
+}
+
+// The same engine with a load: outstanding tokens (and queued prefill tokens, which routers that
+// place prefills look at). queued_prefill defaults to the outstanding tokens.
+hw_engine_load with_load(hw_engine_load e, uint64_t outstanding,
+                         uint64_t queued_prefill = UINT64_MAX) {
+  e.outstanding_tokens = outstanding;
+  e.queued_prefill_tokens = queued_prefill == UINT64_MAX ? outstanding : queued_prefill;
+  return e;
+}
+
+hw_engine_load dead(hw_engine_load e) {
+  e.alive = 0;
+  return e;
+}
+
+hw_engine_load with_free_blocks(hw_engine_load e, uint32_t free) {
+  e.kv_blocks_free = free;
+  return e;
+}
+
+// A router instance as the cluster creates it: from options written as TOML (the body of the
+// router's options table), with the deployment's engines (identity only, load fields zero), and its
+// own host services so that the metrics it reports can be read back.
+class RouterHarness {
+ public:
+  RouterHarness(std::string_view plugin_file, std::string_view options_toml,
+                const std::vector<hw_engine_load>& engines)
+      : host_("router", &clock_) {
+    const LoadedPlugin& plugin =
+        registry().load_path(std::filesystem::path(HEADWAY_PLUGIN_DIR) / plugin_file);
+    toml::table table = toml::parse(options_toml, std::string_view("test.toml"));
+    PluginChoice choice;
+    choice.where = "test.toml: router";
+    choice.plugin = &plugin;
+    choice.options = std::make_shared<const PluginOptions>(
+        PluginOptions::from_toml(*plugin.descriptor, &table, "test.toml: router.options"));
+    std::vector<hw_engine_load> deployment;
+    for (const hw_engine_load& e : engines) {
+      hw_engine_load identity{};
+      identity.engine_index = e.engine_index;
+      identity.role = e.role;
+      identity.pool = e.pool;
+      identity.alive = 1;
+      identity.kv_blocks_total = e.kv_blocks_total;
+      identity.kv_blocks_free = e.kv_blocks_total;
+      identity.block_size = e.block_size;
+      deployment.push_back(identity);
+    }
+    router_ = std::make_unique<RouterInstance>(choice, deployment, host_);
+  }
+
+  hw_route_decision route(uint32_t prompt_tokens, const std::vector<hw_engine_load>& engines,
+                          uint32_t max_output_tokens = 128) {
+    hw_route_request request{next_id_++, prompt_tokens, max_output_tokens, 0, hw_str{"test", 4}};
+    return router_->route(request, engines);
+  }
+
+  // The engine a single-engine placement went to (prefill and decode on the same engine).
+  uint32_t route_to_one(uint32_t prompt_tokens, const std::vector<hw_engine_load>& engines) {
+    hw_route_decision d = route(prompt_tokens, engines);
+    EXPECT_EQ(d.prefill_engine, d.decode_engine) << "prompt " << prompt_tokens;
+    EXPECT_EQ(d.struct_size, sizeof(hw_route_decision));
+    return d.decode_engine;
+  }
+
+  double counter(const std::string& name) const {
+    const auto counters = host_.counters();
+    auto it = counters.find(name);
+    return it == counters.end() ? 0.0 : it->second;
+  }
+
+ private:
+  VirtualClock clock_;
+  HostServices host_;
+  std::unique_ptr<RouterInstance> router_;
+  uint64_t next_id_ = 1;
+};
+
+// The code and message of the Error `body` throws; fails the test when it throws nothing.
+template <class Body>
+Error error_of(Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no Error was thrown";
+  return Error("<none>", HW_OK);
+}
+
+constexpr const char* kSingle = "headway_router_single.so";
+constexpr const char* kLeastLoaded = "headway_router_least_loaded.so";
+constexpr const char* kLength = "headway_router_length.so";
+constexpr const char* kDisaggregated = "headway_router_disaggregated.so";
+
+// -------------------------------------------------------------------------------------------------
+// single
+// -------------------------------------------------------------------------------------------------
+
+TEST(SingleRouter, SendsEveryRequestToTheOnlyEngine) {
+  std::vector<hw_engine_load> engines = {with_load(engine(0), 123456)};
+  RouterHarness router(kSingle, "", engines);
+  for (uint32_t prompt : {1u, 8192u, 1u << 20}) {
+    hw_route_decision d = router.route(prompt, engines);
+    EXPECT_EQ(d.prefill_engine, 0u);
+    EXPECT_EQ(d.decode_engine, 0u);
+    EXPECT_EQ(d.fallback, 0);
+  }
+}
+
+TEST(SingleRouter, RefusesMoreThanOneEngineAtCreate) {
+  std::vector<hw_engine_load> engines = {engine(0), engine(1)};
+  Error e = error_of([&] { RouterHarness router(kSingle, "", engines); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("exactly one engine"));
+  EXPECT_THAT(e.what(), HasSubstr("has 2"));
+  EXPECT_THAT(e.what(), HasSubstr("least_loaded"));       // says what to use instead
+  EXPECT_THAT(e.what(), HasSubstr("test.toml: router"));  // the host names the place
+}
+
+TEST(SingleRouter, ADeadEngineIsUnavailable) {
+  std::vector<hw_engine_load> engines = {engine(0)};
+  RouterHarness router(kSingle, "", engines);
+  engines[0] = dead(engines[0]);
+  Error e = error_of([&] { router.route(10, engines); });
+  EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  EXPECT_THAT(e.what(), HasSubstr("down"));
+  // Back up: served again.
+  engines[0].alive = 1;
+  EXPECT_EQ(router.route_to_one(10, engines), 0u);
+}
+
+// -------------------------------------------------------------------------------------------------
+// least_loaded
+// -------------------------------------------------------------------------------------------------
+
+TEST(LeastLoadedRouter, PicksTheEngineWithFewestOutstandingTokens) {
+  std::vector<hw_engine_load> engines = {engine(0), engine(1), engine(2)};
+  RouterHarness router(kLeastLoaded, "", engines);
+
+  // Outstanding 500 / 100 / 300: engine 1, whatever the prompt's length.
+  engines = {with_load(engine(0), 500), with_load(engine(1), 100), with_load(engine(2), 300)};
+  EXPECT_EQ(router.route_to_one(10, engines), 1u);
+  EXPECT_EQ(router.route_to_one(100000, engines), 1u);
+  // 50 / 100 / 300: engine 0.
+  engines[0] = with_load(engine(0), 50);
+  EXPECT_EQ(router.route_to_one(10, engines), 0u);
+  // Outstanding tokens, not queued prefill tokens, are the measure: engine 2 has the most prompt
+  // tokens queued (9000 of its 9001) but engine 0 the most outstanding work overall.
+  engines = {with_load(engine(0), 20000, 0), with_load(engine(1), 10000, 0),
+             with_load(engine(2), 9001, 9000)};
+  EXPECT_EQ(router.route_to_one(10, engines), 2u);
+  hw_route_decision d = router.route(10, engines);
+  EXPECT_EQ(d.fallback, 0);
+}
+
+TEST(LeastLoadedRouter, TiesGoRoundRobin) {
+  std::vector<hw_engine_load> engines = {engine(0), engine(1), engine(2)};
+  RouterHarness router(kLeastLoaded, "", engines);
+  // An idle cluster (the loads do not change between calls): 0, 1, 2, 0, 1, 2.
+  std::vector<uint32_t> picks;
+  for (int i = 0; i < 6; ++i) picks.push_back(router.route_to_one(1, engines));
+  EXPECT_EQ(picks, (std::vector<uint32_t>{0, 1, 2, 0, 1, 2}));
+
+  // A tie between 0 and 1 (10 tokens each), engine 2 busier (50). The cursor is at 0 again after
+  // the six picks above. Scan 0,1,2 -> 0 (cursor 1); scan 1,2,0 -> 1 (cursor 2); scan 2,0,1 -> 0
+  // (2 is busier, 0 comes before 1); ... the tied engines alternate and 2 is never chosen.
+  engines = {with_load(engine(0), 10), with_load(engine(1), 10), with_load(engine(2), 50)};
+  picks.clear();
+  for (int i = 0; i < 4; ++i) picks.push_back(router.route_to_one(1, engines));
+  EXPECT_EQ(picks, (std::vector<uint32_t>{0, 1, 0, 1}));
+}
+
+TEST(LeastLoadedRouter, SkipsDeadEnginesAndPrefillOrDecodeRoles) {
+  std::vector<hw_engine_load> engines = {engine(0, HW_ENGINE_ROLE_PREFILL),
+                                         engine(1, HW_ENGINE_ROLE_DECODE), engine(2), engine(3)};
+  RouterHarness router(kLeastLoaded, "", engines);
+  // The idle engines are a prefill engine, a decode engine and a dead mixed one: only engine 3,
+  // the busiest, may take requests.
+  engines = {engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_DECODE), dead(engine(2)),
+             with_load(engine(3), 100000)};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(router.route_to_one(1, engines), 3u);
+  // Engine 2 back: it is the less loaded of the two mixed engines.
+  engines[2].alive = 1;
+  EXPECT_EQ(router.route_to_one(1, engines), 2u);
+}
+
+TEST(LeastLoadedRouter, NoLiveMixedEngineIsUnavailable) {
+  std::vector<hw_engine_load> engines = {engine(0), engine(1)};
+  RouterHarness router(kLeastLoaded, "", engines);
+  engines = {dead(engine(0)), dead(engine(1))};
+  Error e = error_of([&] { router.route(10, engines); });
+  EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  EXPECT_THAT(e.what(), HasSubstr("least_loaded"));
+
+  // Live engines of the wrong roles do not count either.
+  std::vector<hw_engine_load> roles = {engine(0, HW_ENGINE_ROLE_PREFILL),
+                                       engine(1, HW_ENGINE_ROLE_DECODE)};
+  RouterHarness role_router(kLeastLoaded, "", roles);
+  EXPECT_EQ(error_of([&] { role_router.route(10, roles); }).code(), HW_UNAVAILABLE);
+}
+
+TEST(LeastLoadedRouter, RefusesADeploymentWithoutEngines) {
+  Error e = error_of([&] { RouterHarness router(kLeastLoaded, "", {}); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("no engines"));
+}
+
+// -------------------------------------------------------------------------------------------------
+// length
+// -------------------------------------------------------------------------------------------------
+
+// Engines 0 and 1 in pool "short", 2 and 3 in pool "long".
+std::vector<hw_engine_load> short_long_engines() {
+  return {engine(0, HW_ENGINE_ROLE_MIXED, "short"), engine(1, HW_ENGINE_ROLE_MIXED, "short"),
+          engine(2, HW_ENGINE_ROLE_MIXED, "long"), engine(3, HW_ENGINE_ROLE_MIXED, "long")};
+}
+
+constexpr const char* kShortLong = "pools = \"short:0,long:8192\"";
+
+TEST(LengthRouter, DefaultPoolsAreShortBelow8192AndLongFrom8192) {
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, "", engines);  // the default pools option
+  // Make the pools distinguishable by load only within: both short engines busier than the long
+  // ones, so a short prompt landing on a short engine is the pool's doing.
+  engines = short_long_engines();
+  engines[0] = with_load(engines[0], 1000);
+  engines[1] = with_load(engines[1], 1000);
+  EXPECT_LT(router.route_to_one(8191, engines), 2u);
+  EXPECT_GE(router.route_to_one(8192, engines), 2u);
+}
+
+TEST(LengthRouter, PicksThePoolByPromptLengthAtAndAroundTheBoundary) {
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, kShortLong, engines);
+  // Every short engine far busier than every long one, and the other way round below: the pool,
+  // not the load, decides.
+  engines[0] = with_load(engines[0], 50000);
+  engines[1] = with_load(engines[1], 50000);
+  for (uint32_t prompt : {0u, 1u, 100u, 8190u, 8191u}) {
+    EXPECT_LT(router.route_to_one(prompt, engines), 2u) << "prompt " << prompt;
+  }
+  engines = short_long_engines();
+  engines[2] = with_load(engines[2], 50000);
+  engines[3] = with_load(engines[3], 50000);
+  for (uint32_t prompt : {8192u, 8193u, 100000u, 1u << 30}) {
+    EXPECT_GE(router.route_to_one(prompt, engines), 2u) << "prompt " << prompt;
+  }
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(LengthRouter, ThreePoolsSplitAtEachBoundary) {
+  std::vector<hw_engine_load> engines = {engine(0, HW_ENGINE_ROLE_MIXED, "a"),
+                                         engine(1, HW_ENGINE_ROLE_MIXED, "b"),
+                                         engine(2, HW_ENGINE_ROLE_MIXED, "c")};
+  RouterHarness router(kLength, "pools = \"a:0, b:100, c:1000\"", engines);
+  // a: [0, 100), b: [100, 1000), c: [1000, ...).
+  const std::vector<std::pair<uint32_t, uint32_t>> cases = {
+      {1, 0}, {99, 0}, {100, 1}, {101, 1}, {999, 1}, {1000, 2}, {1001, 2}, {50000, 2}};
+  for (auto [prompt, expected] : cases) {
+    EXPECT_EQ(router.route_to_one(prompt, engines), expected) << "prompt " << prompt;
+  }
+}
+
+TEST(LengthRouter, LeastLoadedWithinThePool) {
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, kShortLong, engines);
+  // Short pool 500 / 100, long pool idle: a short prompt goes to engine 1, the less loaded short
+  // engine, not to an idle long one.
+  engines[0] = with_load(engines[0], 500);
+  engines[1] = with_load(engines[1], 100);
+  EXPECT_EQ(router.route_to_one(100, engines), 1u);
+  EXPECT_EQ(router.route_to_one(100, engines), 1u);
+  // Long pool 900 / 800: engine 3.
+  engines[2] = with_load(engines[2], 900);
+  engines[3] = with_load(engines[3], 800);
+  EXPECT_EQ(router.route_to_one(20000, engines), 3u);
+  // A dead engine of the pool is skipped: engine 1 down, engine 0 takes the short prompts
+  // (without a fallback: the pool still has a live engine).
+  engines[1] = dead(engines[1]);
+  hw_route_decision d = router.route(100, engines);
+  EXPECT_EQ(d.prefill_engine, 0u);
+  EXPECT_EQ(d.decode_engine, 0u);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(LengthRouter, ADownPoolFallsBackToTheNextPoolAndCountsIt) {
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, kShortLong, engines);
+
+  // The short pool is down: a short prompt goes to the long pool (least loaded there: engine 3),
+  // marked as a fallback and counted.
+  engines[0] = dead(engines[0]);
+  engines[1] = dead(engines[1]);
+  engines[2] = with_load(engines[2], 700);
+  engines[3] = with_load(engines[3], 300);
+  hw_route_decision d = router.route(100, engines);
+  EXPECT_EQ(d.prefill_engine, 3u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
+  // A long prompt is at home there: no fallback, no count.
+  d = router.route(10000, engines);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
+  d = router.route(8191, engines);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_fallbacks"), 2.0);
+
+  // The long pool down instead: a long prompt wraps round to the short pool.
+  engines = short_long_engines();
+  engines[2] = dead(engines[2]);
+  engines[3] = dead(engines[3]);
+  engines[1] = with_load(engines[1], 10);
+  engines[0] = with_load(engines[0], 20);
+  d = router.route(8192, engines);
+  EXPECT_EQ(d.prefill_engine, 1u);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_fallbacks"), 3.0);
+}
+
+TEST(LengthRouter, FallbackTriesTheLongerPoolsFirstThenTheShorterOnes) {
+  std::vector<hw_engine_load> engines = {engine(0, HW_ENGINE_ROLE_MIXED, "a"),
+                                         engine(1, HW_ENGINE_ROLE_MIXED, "b"),
+                                         engine(2, HW_ENGINE_ROLE_MIXED, "c")};
+  RouterHarness router(kLength, "pools = \"a:0,b:100,c:1000\"", engines);
+  // Pool b down; a is idle and c busy: a b-prompt still goes to c, the next pool.
+  engines = {engine(0, HW_ENGINE_ROLE_MIXED, "a"), dead(engine(1, HW_ENGINE_ROLE_MIXED, "b")),
+             with_load(engine(2, HW_ENGINE_ROLE_MIXED, "c"), 100000)};
+  hw_route_decision d = router.route(500, engines);
+  EXPECT_EQ(d.decode_engine, 2u);
+  EXPECT_EQ(d.fallback, 1);
+  // b and c down: a b-prompt goes round to a.
+  engines[2] = dead(engines[2]);
+  d = router.route(500, engines);
+  EXPECT_EQ(d.decode_engine, 0u);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_fallbacks"), 2.0);
+}
+
+TEST(LengthRouter, EveryEngineDownIsUnavailable) {
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, kShortLong, engines);
+  for (hw_engine_load& e : engines) e = dead(e);
+  for (uint32_t prompt : {1u, 10000u}) {
+    Error e = error_of([&] { router.route(prompt, engines); });
+    EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+    EXPECT_THAT(e.what(), HasSubstr("no live engine"));
+  }
+  // Nothing was placed, so nothing fell back.
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(LengthRouter, RefusesBadPoolsWithMessages) {
+  struct Case {
+    std::string pools;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"long:8192,short:0", "ascending order"},
+      {"short:0,long:0", "ascending order"},
+      {"short:0,mid:9000,long:8192", "ascending order"},
+      {"short0,long:8192", "'short0' is not name:min_prompt_tokens"},
+      {"short:0,long8192", "'long8192' is not name:min_prompt_tokens"},
+      {"short:0,:8192", "':8192' is not name:min_prompt_tokens"},
+      {"short:0,long:", "'long:' is not name:min_prompt_tokens"},
+      {"short:0,long:8k", "'long:8k' is not name:min_prompt_tokens"},
+      {"short:0,", "'' is not name:min_prompt_tokens"},
+      {"", "is not name:min_prompt_tokens"},
+      {"short:100,long:8192", "the first pool must start at 0"},
+      {"long:8192", "the first pool must start at 0"},
+  };
+  for (const Case& c : cases) {
+    Error e = error_of([&] {
+      RouterHarness router(kLength, "pools = \"" + c.pools + "\"", short_long_engines());
+    });
+    EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT) << c.pools;
+    EXPECT_THAT(e.what(), HasSubstr(c.message)) << c.pools;
+    EXPECT_THAT(e.what(), HasSubstr("router 'length'")) << c.pools;
+  }
+}
+
+// Regression: std::strtoull accepts a sign and wrapped "-5" to 2^64 - 5; minimums must be digits.
+TEST(LengthRouter, RefusesANegativeMinimum) {
+  Error e = error_of(
+      [&] { RouterHarness router(kLength, "pools = \"short:0,long:-5\"", short_long_engines()); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("'long:-5' is not name:min_prompt_tokens"));
+}
+
+TEST(LengthRouter, RefusesAPoolWithoutEnginesAndAnEngineInAnUnlistedPool) {
+  // A pool naming no engine.
+  Error e = error_of([&] {
+    RouterHarness router(kLength, "pools = \"short:0,long:8192,huge:100000\"",
+                         short_long_engines());
+  });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("pool 'huge' has no engine"));
+
+  // An engine in a pool the option does not list.
+  std::vector<hw_engine_load> engines = short_long_engines();
+  engines.push_back(engine(4, HW_ENGINE_ROLE_MIXED, "medium"));
+  e = error_of([&] { RouterHarness router(kLength, kShortLong, engines); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("engine 4 is in pool 'medium'"));
+
+  // Engines without a pool at all (pool = ""), e.g. a deployment that forgot to set them.
+  std::vector<hw_engine_load> unpooled = {engine(0), engine(1)};
+  e = error_of([&] { RouterHarness router(kLength, kShortLong, unpooled); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("has no engine"));
+}
+
+TEST(LengthRouter, APoolWhoseEnginesAllServeOneLengthClassServesIt) {
+  // Two pools, and every prompt of the workload is short: the long pool never receives anything,
+  // the short pool spreads the requests round-robin while its engines are equally loaded.
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, kShortLong, engines);
+  std::vector<uint32_t> picks;
+  for (int i = 0; i < 4; ++i) picks.push_back(router.route_to_one(500, engines));
+  EXPECT_EQ(picks, (std::vector<uint32_t>{0, 1, 0, 1}));
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+// -------------------------------------------------------------------------------------------------
+// disaggregated
+// -------------------------------------------------------------------------------------------------
+
+// Engines 0 and 1 prefill, 2 and 3 decode.
+std::vector<hw_engine_load> pd_engines() {
+  return {engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_PREFILL),
+          engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
+}
+
+TEST(DisaggregatedRouter, PrefillOnFewestQueuedPrefillTokensDecodeOnLeastOutstanding) {
+  std::vector<hw_engine_load> engines = pd_engines();
+  RouterHarness router(kDisaggregated, "", engines);  // local_prefill_max_tokens = 0: always move
+  // Prefill engines: 0 has 5000 prompt tokens queued (little else), 1 has 1000 queued but a lot of
+  // decoding left: the prefill side looks at queued prefill tokens, so engine 1.
+  engines[0] = with_load(engines[0], 5100, 5000);
+  engines[1] = with_load(engines[1], 9000, 1000);
+  // Decode engines: outstanding 300 vs 200 (equal queued prefill): engine 3.
+  engines[2] = with_load(engines[2], 300, 0);
+  engines[3] = with_load(engines[3], 200, 0);
+  hw_route_decision d = router.route(1000, engines);
+  EXPECT_EQ(d.prefill_engine, 1u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  EXPECT_EQ(d.fallback, 0);
+  // Even a 1-token prompt moves when local_prefill_max_tokens is 0.
+  d = router.route(1, engines);
+  EXPECT_EQ(d.prefill_engine, 1u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(DisaggregatedRouter, MixedEnginesAreNeverChosen) {
+  std::vector<hw_engine_load> engines = pd_engines();
+  engines.push_back(engine(4));  // an idle mixed engine
+  RouterHarness router(kDisaggregated, "", engines);
+  engines[0] = with_load(engines[0], 100);
+  engines[1] = with_load(engines[1], 100);
+  engines[2] = with_load(engines[2], 100);
+  engines[3] = with_load(engines[3], 100);
+  for (int i = 0; i < 4; ++i) {
+    hw_route_decision d = router.route(1000, engines);
+    EXPECT_LT(d.prefill_engine, 2u);
+    EXPECT_GE(d.decode_engine, 2u);
+    EXPECT_LT(d.decode_engine, 4u);
+  }
+}
+
+TEST(DisaggregatedRouter, TiesGoRoundRobinOnBothSides) {
+  std::vector<hw_engine_load> engines = pd_engines();
+  RouterHarness router(kDisaggregated, "", engines);
+  std::vector<uint32_t> prefill, decode;
+  for (int i = 0; i < 4; ++i) {
+    hw_route_decision d = router.route(100, engines);
+    prefill.push_back(d.prefill_engine);
+    decode.push_back(d.decode_engine);
+  }
+  EXPECT_EQ(prefill, (std::vector<uint32_t>{0, 1, 0, 1}));
+  EXPECT_EQ(decode, (std::vector<uint32_t>{2, 3, 2, 3}));
+}
+
+TEST(DisaggregatedRouter, DecodeGoesWhereThePromptsKvFits) {
+  std::vector<hw_engine_load> engines = pd_engines();
+  RouterHarness router(kDisaggregated, "", engines);
+  // A 1000-token prompt needs 63 blocks of 16 (1008 tokens) for its KV and first token. Engine 3 is
+  // less loaded but has 62 blocks free (992 tokens): the decode engine is 2, which has room.
+  engines[2] = with_free_blocks(with_load(engines[2], 5000, 0), 63);
+  engines[3] = with_free_blocks(with_load(engines[3], 100, 0), 62);
+  hw_route_decision d = router.route(1000, engines);
+  EXPECT_EQ(d.decode_engine, 2u);
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(d.fallback, 0);
+  // One block more on engine 3 and it has room; being less loaded, it wins.
+  engines[3] = with_free_blocks(engines[3], 63);
+  EXPECT_EQ(router.route(1000, engines).decode_engine, 3u);
+  // A short prompt fits on both: the less loaded, 3.
+  engines[3] = with_free_blocks(engines[3], 62);
+  EXPECT_EQ(router.route(100, engines).decode_engine, 3u);
+}
+
+TEST(DisaggregatedRouter, WithoutKvRoomAnywhereStillPicksTheLeastLoadedDecodeEngine) {
+  // Backpressure is the cluster's business (the transfer waits for room); the router must not
+  // refuse the request.
+  std::vector<hw_engine_load> engines = pd_engines();
+  RouterHarness router(kDisaggregated, "", engines);
+  engines[2] = with_free_blocks(with_load(engines[2], 700, 0), 0);
+  engines[3] = with_free_blocks(with_load(engines[3], 600, 0), 10);
+  hw_route_decision d = router.route(4000, engines);  // needs 251 blocks
+  EXPECT_EQ(d.decode_engine, 3u);
+  EXPECT_LT(d.prefill_engine, 2u);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(DisaggregatedRouter, ConditionalThresholdPrefillsShortPromptsOnTheDecodeEngine) {
+  std::vector<hw_engine_load> engines = pd_engines();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 512", engines);
+  engines[2] = with_load(engines[2], 300, 0);
+  engines[3] = with_load(engines[3], 200, 0);
+  // At the threshold (and below): local, on the least loaded decode engine.
+  for (uint32_t prompt : {1u, 511u, 512u}) {
+    hw_route_decision d = router.route(prompt, engines);
+    EXPECT_EQ(d.prefill_engine, 3u) << "prompt " << prompt;
+    EXPECT_EQ(d.decode_engine, 3u) << "prompt " << prompt;
+    EXPECT_EQ(d.fallback, 0) << "prompt " << prompt;
+  }
+  // One token above: moved from a prefill engine.
+  for (uint32_t prompt : {513u, 100000u}) {
+    hw_route_decision d = router.route(prompt, engines);
+    EXPECT_LT(d.prefill_engine, 2u) << "prompt " << prompt;
+    EXPECT_EQ(d.decode_engine, 3u) << "prompt " << prompt;
+    EXPECT_EQ(d.fallback, 0) << "prompt " << prompt;
+  }
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(DisaggregatedRouter, NoLivePrefillEnginePrefillsLocallyAsAFallback) {
+  std::vector<hw_engine_load> engines = pd_engines();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 512", engines);
+  engines[0] = dead(engines[0]);
+  engines[1] = dead(engines[1]);
+  engines[2] = with_load(engines[2], 100, 0);
+  engines[3] = with_load(engines[3], 200, 0);
+  hw_route_decision d = router.route(4000, engines);
+  EXPECT_EQ(d.prefill_engine, 2u);
+  EXPECT_EQ(d.decode_engine, 2u);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
+  // A prompt under the threshold is local anyway: not a fallback.
+  d = router.route(100, engines);
+  EXPECT_EQ(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
+}
+
+TEST(DisaggregatedRouter, NoLiveDecodeEngineIsUnavailable) {
+  std::vector<hw_engine_load> engines = pd_engines();
+  RouterHarness router(kDisaggregated, "", engines);
+  engines[2] = dead(engines[2]);
+  engines[3] = dead(engines[3]);
+  Error e = error_of([&] { router.route(1000, engines); });
+  EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  EXPECT_THAT(e.what(), HasSubstr("decode"));
+}
+
+TEST(DisaggregatedRouter, RefusesDeploymentsWithoutTheRolesItNeeds) {
+  // No decode engine.
+  std::vector<hw_engine_load> no_decode = {engine(0, HW_ENGINE_ROLE_PREFILL), engine(1)};
+  Error e = error_of([&] { RouterHarness router(kDisaggregated, "", no_decode); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("role = \"decode\""));
+  // Mixed engines only.
+  e = error_of([&] { RouterHarness router(kDisaggregated, "", {engine(0), engine(1)}); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+
+  // No prefill engine while every prompt must move.
+  std::vector<hw_engine_load> decode_only = {engine(0, HW_ENGINE_ROLE_DECODE)};
+  e = error_of([&] { RouterHarness router(kDisaggregated, "", decode_only); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("role = \"prefill\""));
+  // ... but with a local threshold a decode-only deployment is accepted: prompts up to it are
+  // local, longer ones fall back to local prefill.
+  RouterHarness local(kDisaggregated, "local_prefill_max_tokens = 1000", decode_only);
+  hw_route_decision d = local.route(1000, decode_only);
+  EXPECT_EQ(d.prefill_engine, 0u);
+  EXPECT_EQ(d.fallback, 0);
+  d = local.route(1001, decode_only);
+  EXPECT_EQ(d.prefill_engine, 0u);
+  EXPECT_EQ(d.fallback, 1);
+}
+
+TEST(DisaggregatedRouter, RefusesANegativeThreshold) {
+  Error e = error_of(
+      [&] { RouterHarness router(kDisaggregated, "local_prefill_max_tokens = -1", pd_engines()); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("local_prefill_max_tokens"));
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -1,19 +1,25 @@
 #include "simulate_command.h"
 
 #include <fmt/format.h>
+#include <headway/core/capacity_search.h>
+#include <headway/core/comparison_table.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/report.h>
 #include <headway/core/simulator.h>
+#include <headway/core/slo.h>
 #include <headway/core/step_trace.h>
 #include <headway/core/workload.h>
+#include <headway/core/workload_scaling.h>
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "builtin_defaults.h"
+#include "plot.h"
 
 namespace headway::cmd {
 
@@ -22,15 +28,92 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
       "simulate", "Run deployments on the virtual clock over a workload and report latencies");
   cmd->add_option(
       "--config", args.configs,
-      "Deployment TOML (repeat to compare); default: the built-in simulated deployment");
+      "Deployment TOML (repeat to compare; the first is the baseline of the comparison); "
+      "default: the built-in simulated deployment");
   cmd->add_option("--workload", args.workload, "Workload TOML; default: the built-in workload");
-  cmd->add_option("--out", args.out, "Write the report as JSON to this file");
+  cmd->add_option("--out", args.out,
+                  "Write the report as JSON to this file (with several --config: an object with "
+                  "the per-deployment reports and the comparison)");
   cmd->add_option("--step-trace", args.step_trace, "Write one JSON line per engine step");
   cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
   cmd->add_flag("--no-baseline", args.no_baseline,
                 "Skip the second run without long requests (no HOL or stall factor)");
+  cmd->add_option("--slo", args.slo,
+                  "SLO for goodput (per request) and --find-capacity (p99 over all requests): "
+                  "terms ttft, tpot, e2e with units s/ms/us; default ttft=2s,tpot=100ms");
+  cmd->add_option("--plot", args.plot,
+                  "Draw TTFT CDFs and stalls around a long prefill to this PNG (needs gnuplot)");
+  cmd->add_flag("--find-capacity", args.find_capacity,
+                "Find each deployment's highest request rate within the SLO, judged on the p99 "
+                "of all requests, by scaling the workload's arrival times");
+  cmd->add_option("--capacity-limit", args.capacity_limit,
+                  "Capacity probes replay only the first N requests of the workload (faster); "
+                  "default: all of them");
+  cmd->add_option("--capacity-scope", args.capacity_scope,
+                  "Whose p99 --find-capacity judges: all requests (default) or only the short "
+                  "(non-long) classes' requests")
+      ->check(CLI::IsMember({"all", "short"}));
+  cmd->add_flag("--quiet", args.quiet, "One summary line per deployment instead of its report");
+  cmd->add_flag("--details", args.details,
+                "Print every deployment's full report even when comparing several");
   return cmd;
 }
+
+namespace {
+
+struct DeploymentRun {
+  core::DeploymentConfig deployment;
+  core::SimulationResult run;
+  core::Report report;
+  std::optional<core::Capacity> capacity;
+};
+
+std::string seconds(std::optional<double> s) {
+  if (!s || !std::isfinite(*s)) return "-";
+  return *s < 1 ? fmt::format("{:.1f}ms", *s * 1e3) : fmt::format("{:.2f}s", *s);
+}
+
+std::string summary_line(const DeploymentRun& d) {
+  const core::Report& r = d.report;
+  auto finite = [](double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; };
+  return fmt::format(
+      "== {}: {} of {} requests finished; short p99 TTFT {}, long p99 TTFT {}; {:.1f} output "
+      "tok/s; goodput {:.2f} req/s; HOL {} stall {}; {:.2f} s wall",
+      d.deployment.name, r.overall.finished, r.overall.requests,
+      seconds(finite(r.short_group.ttft.p99)), seconds(finite(r.long_group.ttft.p99)),
+      r.overall.output_tokens_per_s, r.goodput ? r.goodput->requests_per_s : 0.0,
+      r.hol_factor ? fmt::format("{:.2f}", *r.hol_factor) : "-",
+      r.stall_factor ? fmt::format("{:.2f}", *r.stall_factor) : "-", d.run.wall_seconds);
+}
+
+void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& slo, size_t requests,
+                      bool limited, bool short_only) {
+  size_t width = std::string_view("deployment").size();
+  for (const DeploymentRun& d : runs) width = std::max(width, d.deployment.name.size());
+  width += 2;
+  std::cout << fmt::format(
+      "capacity within {} (p99 over {}; {} requests per probe{}; rate = requests / arrival span "
+      "of the scaled workload)\n",
+      slo.text(), short_only ? "the short classes' requests" : "all requests", requests,
+      limited ? ", --capacity-limit" : "");
+  std::cout << fmt::format("{:<{}}{:>10}{:>9}{:>10}{:>8}{:>11}{:>11}\n", "deployment", width,
+                           "req/s", "factor", "fails at", "probes", "p99 TTFT", "p99 TPOT");
+  for (const DeploymentRun& d : runs) {
+    const core::Capacity& c = *d.capacity;
+    const core::CapacityProbe* at = nullptr;
+    for (const core::CapacityProbe& p : c.probes) {
+      if (p.factor == c.factor) at = &p;
+    }
+    std::cout << fmt::format(
+        "{:<{}}{:>10.2f}{:>9}{:>10}{:>8}{:>11}{:>11}\n", d.deployment.name, width, c.requests_per_s,
+        c.factor > 0 ? fmt::format("{:.3f}", c.factor) : "none",
+        std::isfinite(c.failing_factor) ? fmt::format("{:.3f}", c.failing_factor) : "-",
+        c.probes.size(), seconds(at ? std::optional<double>(at->p99.ttft) : std::nullopt),
+        seconds(at ? std::optional<double>(at->p99.tpot) : std::nullopt));
+  }
+}
+
+}  // namespace
 
 int run_simulate(const SimulateArgs& args) {
   core::PluginRegistry& registry = core::PluginRegistry::global();
@@ -38,6 +121,9 @@ int run_simulate(const SimulateArgs& args) {
   if (!args.step_trace.empty() && args.configs.size() > 1) {
     throw core::Error("--step-trace records one deployment; give a single --config with it");
   }
+  // Cheap checks first, so that a typo does not cost the simulations.
+  const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
+  if (!args.plot.empty()) require_gnuplot();
 
   const core::Workload workload =
       args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>")
@@ -48,9 +134,14 @@ int run_simulate(const SimulateArgs& args) {
 
   std::vector<std::string> configs = args.configs;
   if (configs.empty()) configs.push_back("");
-  nlohmann::json all = nlohmann::json::array();
+  const bool comparing = configs.size() > 1;
+  const bool full_reports = args.details || (!comparing && !args.quiet);
+
+  std::vector<DeploymentRun> runs;
+  runs.reserve(configs.size());
   for (const std::string& file : configs) {
-    const core::DeploymentConfig deployment =
+    DeploymentRun& d = runs.emplace_back();
+    d.deployment =
         file.empty() ? core::parse_deployment(kDefaultDeployment, "<built-in deployment>", registry)
                      : core::load_deployment(file, registry);
     std::unique_ptr<core::StepTraceWriter> trace;
@@ -58,38 +149,88 @@ int run_simulate(const SimulateArgs& args) {
 
     core::SimulationOptions options;
     options.step_trace = trace.get();
-    core::SimulationResult run = core::simulate(deployment, workload, options);
+    d.run = core::simulate(d.deployment, workload, options);
     core::SimulationResult baseline;
-    if (with_baseline) baseline = core::simulate(deployment, without_long);
+    if (with_baseline) baseline = core::simulate(d.deployment, without_long);
 
-    core::Report report =
-        core::build_report(workload, run.records, run.steps, run.simulated_seconds,
-                           run.wall_seconds, with_baseline ? &baseline.records : nullptr);
-    report.preemptions = run.preemptions;
-    report.step_summary = core::summarize_steps(run.step_records, run.kv_blocks_total);
+    d.report = core::build_report(workload, d.run.records, d.run.steps, d.run.simulated_seconds,
+                                  d.run.wall_seconds, with_baseline ? &baseline.records : nullptr);
+    d.report.preemptions = d.run.preemptions;
+    d.report.step_summary = core::summarize_steps(d.run.step_records, d.run.kv_blocks_total);
+    core::add_goodput(d.report, slo, d.run.records);
+    // The per-step records are only needed for the summary; a comparison keeps every run's
+    // request records for the plot, so drop what is no longer used.
+    d.run.step_records = {};
 
-    std::cout << fmt::format("== {}  ({} engine(s), workload {}: {} requests)\n", deployment.name,
-                             deployment.engines.size(), workload.source, workload.requests.size());
-    core::print_report(std::cout, report);
-    if (with_baseline) {
-      std::cout << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
-                               baseline.wall_seconds);
+    if (full_reports) {
+      std::cout << fmt::format("== {}  ({} engine(s), workload {}: {} requests)\n",
+                               d.deployment.name, d.deployment.engines.size(), workload.source,
+                               workload.requests.size());
+      core::print_report(std::cout, d.report);
+      if (with_baseline) {
+        std::cout << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
+                                 baseline.wall_seconds);
+      }
+    } else {
+      std::cout << summary_line(d) << "\n";
     }
-    if (run.rejected > 0) {
+    if (d.run.rejected > 0) {
       std::cout << fmt::format("rejected: {} requests could not be served (see the warning)\n",
-                               run.rejected);
+                               d.run.rejected);
+    }
+    if (full_reports) std::cout << "\n";
+  }
+
+  std::optional<core::Comparison> comparison;
+  if (comparing) {
+    std::vector<core::NamedReport> named;
+    for (const DeploymentRun& d : runs) named.push_back({d.deployment.name, &d.report});
+    comparison = core::compare_reports(named);
+    std::cout << fmt::format("\ncomparison over {} ({} requests), baseline {}:\n", workload.source,
+                             workload.requests.size(), runs.front().deployment.name);
+    core::print_comparison(std::cout, *comparison);
+  }
+
+  if (args.find_capacity) {
+    const core::Workload probe_workload = core::first_requests(workload, args.capacity_limit);
+    core::CapacityOptions options;
+    options.short_classes_only = args.capacity_scope == "short";
+    for (DeploymentRun& d : runs) {
+      d.capacity = core::find_capacity(d.deployment, probe_workload, slo, options);
     }
     std::cout << "\n";
-    nlohmann::json j = core::report_to_json(report);
-    j["deployment"] = deployment.name;
-    j["deployment_file"] = deployment.file.string();
-    j["rejected"] = run.rejected;
-    all.push_back(std::move(j));
+    print_capacities(runs, slo, probe_workload.requests.size(),
+                     probe_workload.requests.size() < workload.requests.size(),
+                     options.short_classes_only);
   }
+
+  if (!args.plot.empty()) {
+    std::vector<PlotRun> plot_runs;
+    for (const DeploymentRun& d : runs) plot_runs.push_back({d.deployment.name, &d.run.records});
+    write_plot(args.plot, workload, plot_runs);
+    std::cout << fmt::format("plot written to {}\n", args.plot);
+  }
+
   if (!args.out.empty()) {
+    nlohmann::json reports = nlohmann::json::array();
+    for (const DeploymentRun& d : runs) {
+      nlohmann::json j = core::report_to_json(d.report);
+      j["deployment"] = d.deployment.name;
+      j["deployment_file"] = d.deployment.file.string();
+      j["rejected"] = d.run.rejected;
+      j["capacity"] = d.capacity ? core::capacity_to_json(*d.capacity) : nlohmann::json(nullptr);
+      reports.push_back(std::move(j));
+    }
+    // One deployment keeps the report object itself (the format before comparisons existed).
+    nlohmann::json doc =
+        reports.size() == 1 ? reports[0]
+                            : nlohmann::json{{"workload", workload.source},
+                                             {"slo", slo.text()},
+                                             {"deployments", std::move(reports)},
+                                             {"comparison", core::comparison_to_json(*comparison)}};
     std::ofstream out(args.out);
     if (!out) throw core::Error(args.out + ": cannot open the report file for writing");
-    out << (all.size() == 1 ? all[0] : all).dump(2) << "\n";
+    out << doc.dump(2) << "\n";
   }
   return 0;
 }

@@ -1,8 +1,14 @@
 // `headway simulate`: runs deployments on the virtual clock over one workload and reports
-// latencies.
+// latencies; with several deployments, compares them in one table (comparison_table.h), and on
+// request finds each one's capacity within an SLO (capacity_search.h) and plots the runs (plot.h).
+//
+// Output: with one --config, the full report of the deployment; with several, one summary line
+// per deployment, then the comparison table (--details prints the full reports as well; --quiet
+// shortens a single deployment's report to its summary line too).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -15,6 +21,13 @@ struct SimulateArgs {
   std::string step_trace;            // JSONL, one line per step
   std::vector<std::string> plugin_dirs;
   bool no_baseline = false;  // skip the run without long classes (no HOL/stall factors)
+  std::string slo;           // "ttft=2s,tpot=100ms"; empty: core::default_slo()
+  std::string plot;          // PNG path; empty: no plot
+  bool find_capacity = false;
+  size_t capacity_limit = 0;           // requests per capacity probe; 0: the whole workload
+  std::string capacity_scope = "all";  // all | short: whose p99 the capacity SLO judges
+  bool quiet = false;
+  bool details = false;
 };
 
 CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);

@@ -7,7 +7,7 @@ packages=(
   libtomlplusplus-dev libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libsentencepiece-dev
-  python3 python3-numpy clang-format
+  python3 python3-numpy clang-format gnuplot-nox
 )
 missing=()
 for p in "${packages[@]}"; do

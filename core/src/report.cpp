@@ -33,7 +33,7 @@ namespace {
 struct Samples {
   size_t records = 0, finished = 0;
   uint64_t output_tokens = 0;
-  std::vector<double> ttft, itl, tpot, e2e, queue;
+  std::vector<double> ttft, itl, tpot, e2e, queue, kv_transfer;
 
   void add(const RequestRecord& r) {
     ++records;
@@ -43,6 +43,7 @@ struct Samples {
     ttft.push_back(r.first_token - r.arrival);
     e2e.push_back(r.finish - r.arrival);
     queue.push_back(r.scheduled - r.arrival);
+    if (r.kv_transfer_seconds > 0) kv_transfer.push_back(r.kv_transfer_seconds);
     for (size_t i = 1; i < r.token_times.size(); ++i) {
       itl.push_back(r.token_times[i] - r.token_times[i - 1]);
     }
@@ -66,6 +67,7 @@ ClassReport make_class_report(std::string name, bool is_long, size_t workload_re
   c.tpot = summarize(std::move(s.tpot));
   c.e2e = summarize(std::move(s.e2e));
   c.queue = summarize(std::move(s.queue));
+  c.kv_transfer = summarize(std::move(s.kv_transfer));
   if (span > 0) {
     c.output_tokens_per_s = static_cast<double>(s.output_tokens) / span;
     c.requests_per_s = static_cast<double>(s.finished) / span;
@@ -139,7 +141,8 @@ nlohmann::json class_json(const ClassReport& c) {
           {"itl", summary_json(c.itl)},
           {"tpot", summary_json(c.tpot)},
           {"e2e", summary_json(c.e2e)},
-          {"queue", summary_json(c.queue)}};
+          {"queue", summary_json(c.queue)},
+          {"kv_transfer", summary_json(c.kv_transfer)}};
 }
 
 }  // namespace
@@ -158,13 +161,18 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
   }
 
   std::vector<Samples> per_class(workload.classes.size());
-  Samples all;
+  Samples all, short_samples, long_samples;
+  size_t short_requests = 0, long_requests = 0;
+  for (size_t i = 0; i < workload.classes.size(); ++i) {
+    (workload.classes[i].is_long ? long_requests : short_requests) += workload_requests[i];
+  }
   double first_arrival = std::numeric_limits<double>::infinity();
   double last_event = -std::numeric_limits<double>::infinity();
   for (const RequestRecord& r : records) {
     check_class(workload, r, "a");
     per_class[r.class_index].add(r);
     all.add(r);
+    (workload.classes[r.class_index].is_long ? long_samples : short_samples).add(r);
     report.preemptions += r.preemptions;
     if (!std::isnan(r.arrival)) first_arrival = std::min(first_arrival, r.arrival);
     if (!std::isnan(r.finish)) last_event = std::max(last_event, r.finish);
@@ -180,6 +188,10 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
   }
   report.overall = make_class_report("overall", false, workload.requests.size(), std::move(all),
                                      report.span_seconds);
+  report.short_group = make_class_report("short", false, short_requests, std::move(short_samples),
+                                         report.span_seconds);
+  report.long_group =
+      make_class_report("long", true, long_requests, std::move(long_samples), report.span_seconds);
 
   if (without_long != nullptr && workload.has_long_class()) {
     const auto [ttft, itl] = short_p99s(workload, records, "a");
@@ -192,6 +204,10 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
     report.stall_factor = ratio(report.short_p99_itl, report.short_p99_itl_without_long);
   }
   return report;
+}
+
+void add_goodput(Report& report, const Slo& slo, const std::vector<RequestRecord>& records) {
+  report.goodput = goodput(slo, records, report.span_seconds);
 }
 
 StepSummary summarize_steps(const std::vector<StepRecord>& steps,
@@ -242,12 +258,13 @@ void print_report(std::ostream& out, const Report& report) {
     const char* title;
     LatencySummary ClassReport::*field;
   };
-  const Metric metrics[] = {{"TTFT", &ClassReport::ttft},
-                            {"ITL", &ClassReport::itl},
-                            {"TPOT", &ClassReport::tpot},
-                            {"E2E", &ClassReport::e2e},
-                            {"queue", &ClassReport::queue}};
+  const Metric metrics[] = {
+      {"TTFT", &ClassReport::ttft},   {"ITL", &ClassReport::itl},
+      {"TPOT", &ClassReport::tpot},   {"E2E", &ClassReport::e2e},
+      {"queue", &ClassReport::queue}, {"KV transfer", &ClassReport::kv_transfer}};
   for (const Metric& m : metrics) {
+    // Only disaggregated deployments move KV; an all-empty table would only be noise elsewhere.
+    if (m.field == &ClassReport::kv_transfer && report.overall.kv_transfer.count == 0) continue;
     line("");
     line(fmt::format("{:<{}}{:>9}{:>11}{:>11}{:>11}{:>11}{:>11}", m.title, width, "n", "p50", "p90",
                      "p99", "max", "mean"));
@@ -278,6 +295,11 @@ void print_report(std::ostream& out, const Report& report) {
               report.short_p99_ttft_without_long);
   factor_line("stall factor", "ITL", report.stall_factor, report.short_p99_itl,
               report.short_p99_itl_without_long);
+  if (report.goodput) {
+    const Goodput& g = *report.goodput;
+    line(fmt::format("{:<14}{:.2f} req/s  ({} of {} requests meet {})", "goodput", g.requests_per_s,
+                     g.met, g.requests, g.slo));
+  }
   line(fmt::format("{:<14}{}  ({} steps, {} preemptions)", "span",
                    duration_text(report.span_seconds), report.steps, report.preemptions));
   if (report.step_summary && report.step_summary->steps > 0) {
@@ -313,9 +335,19 @@ nlohmann::json step_json(const StepSummary& s) {
 nlohmann::json report_to_json(const Report& report) {
   nlohmann::json classes = nlohmann::json::array();
   for (const ClassReport& c : report.classes) classes.push_back(class_json(c));
+  nlohmann::json goodput_json = nullptr;
+  if (report.goodput) {
+    goodput_json = {{"slo", report.goodput->slo},
+                    {"met", report.goodput->met},
+                    {"requests", report.goodput->requests},
+                    {"requests_per_s", report.goodput->requests_per_s}};
+  }
   return {{"time_unit", "s"},
           {"classes", std::move(classes)},
           {"overall", class_json(report.overall)},
+          {"short", class_json(report.short_group)},
+          {"long", class_json(report.long_group)},
+          {"goodput", std::move(goodput_json)},
           {"simulated_seconds", report.simulated_seconds},
           {"wall_seconds", report.wall_seconds},
           {"span_seconds", report.span_seconds},

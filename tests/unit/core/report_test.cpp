@@ -224,5 +224,62 @@ TEST(Report, PrintAndJson) {
   EXPECT_EQ(j["time_unit"], "s");
 }
 
+TEST(Report, ShortAndLongGroupsPoolTheClasses) {
+  const Report r = build_report(hand_workload(), hand_records(), 1, 6, 1);
+  // One short and one long class: the groups equal them, under fixed names.
+  EXPECT_EQ(r.short_group.name, "short");
+  EXPECT_EQ(r.short_group.requests, 3u);
+  EXPECT_EQ(r.short_group.finished, 2u);
+  EXPECT_NEAR(r.short_group.ttft.p99, 1.99, kEps);
+  EXPECT_EQ(r.long_group.name, "long");
+  EXPECT_TRUE(r.long_group.is_long);
+  EXPECT_EQ(r.long_group.requests, 1u);
+  EXPECT_NEAR(r.long_group.ttft.p50, 4.0, kEps);
+  EXPECT_NEAR(report_to_json(r)["short"]["ttft"]["p50"].get<double>(), 1.5, kEps);
+  EXPECT_EQ(report_to_json(r)["long"]["requests"], 1);
+}
+
+TEST(Report, KvTransferCountsOnlyMovedFinishedRequests) {
+  auto records = hand_records();
+  records[0].kv_transfer_seconds = 0.010;  // short, finished
+  records[1].kv_transfer_seconds = 0.030;  // long, finished
+  records[3].kv_transfer_seconds = 0.500;  // unfinished: left out like its other latencies
+  const Report r = build_report(hand_workload(), records, 1, 6, 1);
+  EXPECT_EQ(r.classes[0].kv_transfer.count, 1u);
+  EXPECT_NEAR(r.classes[0].kv_transfer.p99, 0.010, kEps);
+  EXPECT_EQ(r.classes[1].kv_transfer.count, 1u);
+  EXPECT_EQ(r.overall.kv_transfer.count, 2u);
+  EXPECT_NEAR(r.overall.kv_transfer.p50, 0.020, kEps);
+  EXPECT_NEAR(r.overall.kv_transfer.p99, 0.0298, kEps);
+
+  std::ostringstream out;
+  print_report(out, r);
+  EXPECT_NE(out.str().find("KV transfer"), std::string::npos) << out.str();
+  EXPECT_NEAR(report_to_json(r)["overall"]["kv_transfer"]["p99"].get<double>(), 0.0298, kEps);
+
+  // Nothing moved: no KV table in print (only noise), count 0 in JSON.
+  const Report none = build_report(hand_workload(), hand_records(), 1, 6, 1);
+  std::ostringstream plain;
+  print_report(plain, none);
+  EXPECT_EQ(plain.str().find("KV transfer"), std::string::npos) << plain.str();
+  EXPECT_EQ(report_to_json(none)["overall"]["kv_transfer"]["count"], 0);
+}
+
+TEST(Report, GoodputLineAndJson) {
+  const auto records = hand_records();
+  Report r = build_report(hand_workload(), records, 1, 6, 1);
+  EXPECT_TRUE(report_to_json(r)["goodput"].is_null());
+  Slo slo;
+  slo.ttft = 1.5;  // meets: request 0 (TTFT 1.0); not: 2 (2.0), 1 (4.0), 3 (unfinished)
+  add_goodput(r, slo, records);
+  ASSERT_TRUE(r.goodput);
+  EXPECT_EQ(r.goodput->met, 1u);
+  EXPECT_NEAR(r.goodput->requests_per_s, 1.0 / 6.0, kEps);
+  std::ostringstream out;
+  print_report(out, r);
+  EXPECT_NE(out.str().find("1 of 4 requests meet ttft=1.5s"), std::string::npos) << out.str();
+  EXPECT_EQ(report_to_json(r)["goodput"]["slo"], "ttft=1.5s");
+}
+
 }  // namespace
 }  // namespace headway::core

@@ -9,6 +9,8 @@
 //           with output_tokens >= 2 (the last token's time is token_times.back(), or finish when
 //           token_times is empty).
 //   E2E   = finish - arrival; queue = scheduled - arrival.
+//   KV transfer = RequestRecord::kv_transfer_seconds of the finished requests whose KV moved
+//           between engines (> 0; disaggregated deployments only); count 0 elsewhere.
 //   Percentiles interpolate linearly (see percentiles.h).
 //   Throughput: output tokens generated (by every record, finished or not) / span_seconds, where
 //           span_seconds runs from the first arrival to the last finish or token of any record.
@@ -18,6 +20,10 @@
 //   HOL factor: p99 TTFT of the non-long classes together in this run / the same in the baseline
 //           run (`without_long`); stall factor: the same ratio of p99 ITL. Absent without a
 //           baseline, without a long class, or when either p99 is missing or zero.
+//   short / long groups: the non-long classes pooled, and the long classes pooled (named
+//           "short" and "long"), for comparisons that must not depend on class names.
+//   goodput: requests meeting an SLO per second of span (slo.h); set by the caller with
+//           add_goodput(), absent otherwise.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "headway/core/request_record.h"
+#include "headway/core/slo.h"
 #include "headway/core/workload.h"
 
 namespace headway::core {
@@ -48,6 +55,7 @@ struct ClassReport {
   bool is_long = false;
   size_t requests = 0, finished = 0;
   LatencySummary ttft, itl, tpot, e2e, queue;
+  LatencySummary kv_transfer;  // moved requests only; count 0 when nothing moved
   double output_tokens_per_s = 0, requests_per_s = 0;  // requests_per_s counts finished requests
   uint64_t output_tokens = 0;                          // generated, finished or not
 };
@@ -69,6 +77,8 @@ StepSummary summarize_steps(const std::vector<StepRecord>& steps,
 struct Report {
   std::vector<ClassReport> classes;  // one per workload class, in the workload's order
   ClassReport overall;               // every class pooled; name "overall"
+  ClassReport short_group;           // the non-long classes pooled; name "short"
+  ClassReport long_group;            // the long classes pooled; name "long" (empty without one)
   double simulated_seconds = 0, wall_seconds = 0;  // span of the run on its clock, and real time
   double span_seconds = 0;  // first arrival to last finish/token over the records (throughput)
   std::optional<double> hol_factor;    // p99 TTFT of non-long classes: with long / without long
@@ -80,6 +90,7 @@ struct Report {
   uint64_t preemptions = 0;  // sum over records
   size_t steps = 0;
   std::optional<StepSummary> step_summary;  // when the caller recorded steps
+  std::optional<Goodput> goodput;           // when the caller judged the run against an SLO
 };
 
 // Builds the report of one run. `records` are matched to classes by RequestRecord::class_index;
@@ -90,9 +101,13 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
                     size_t steps, double simulated_seconds, double wall_seconds,
                     const std::vector<RequestRecord>* without_long = nullptr);
 
+// Sets report.goodput for `slo` over the same records the report was built from. Pure.
+void add_goodput(Report& report, const Slo& slo, const std::vector<RequestRecord>& records);
+
 // Human-readable tables: a summary row per class + overall (requests, finished, throughput), then
-// one table per metric (TTFT, ITL, TPOT, E2E, queue: p50/p90/p99/max/mean with units), then the
-// HOL and stall factors and the times. Not thread-safe with respect to `out`.
+// one table per metric (TTFT, ITL, TPOT, E2E, queue, and KV transfer when anything moved:
+// p50/p90/p99/max/mean with units), then the HOL and stall factors, goodput and the times. Not
+// thread-safe with respect to `out`.
 void print_report(std::ostream& out, const Report& report);
 
 // The same figures, machine-readable; times in seconds, missing values as null.

@@ -1,0 +1,70 @@
+// Capacity: the highest request rate a deployment sustains within an SLO judged at p99 over all
+// requests (slo.h). The load is varied by scaling the workload's arrivals (workload_scaling.h), so
+// the same requests arrive f times faster at rate factor f; capacity is reported as that factor
+// and as the offered rate at it (requests / arrival span of the scaled workload, i.e. the
+// workload's offered_rate() times f).
+//
+// Search: probe f = 1; while the SLO holds, double f (while it fails, halve it) until the outcome
+// flips; then bisect geometrically between the highest factor that held and the lowest that
+// failed until they are within `precision` of each other. Every probe is a full simulation, and
+// the simulator is deterministic, so the search is too. The result always satisfies: the SLO held
+// at `factor` and failed at `failing_factor` (when both exist), with failing_factor / factor <=
+// 1 + precision unless the run budget ran out first.
+//
+// Threading: single-threaded; the caller owns everything it passes.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headway/core/deployment_config.h"
+#include "headway/core/slo.h"
+#include "headway/core/workload.h"
+
+namespace headway::core {
+
+struct CapacityOptions {
+  double start_factor = 1.0;
+  double precision = 0.05;  // stop when failing_factor / factor <= 1 + precision
+  double min_factor = 1.0 / 1024;
+  double max_factor = 1024;
+  size_t max_runs = 24;  // simulations at most, expansion and bisection together
+  // Judge only the non-long classes' requests (they still share the engines with the long ones).
+  // The default judges every request, as the SLO says; with about 1% of prompts above 32k tokens,
+  // the p99 TTFT of all requests is a long prefill's, which no load level brings under a few
+  // seconds, so this is the way to ask what rate the short traffic sustains beside them.
+  bool short_classes_only = false;
+};
+
+struct CapacityProbe {
+  double factor = 0;
+  SloP99 p99;
+};
+
+struct Capacity {
+  std::string slo;    // Slo::text()
+  double factor = 0;  // highest probed factor where the SLO held; 0 when none held
+  double failing_factor = std::numeric_limits<double>::infinity();  // lowest that failed above it
+  double requests_per_s = 0;          // offered rate at `factor` (0 when none held)
+  double base_rate = 0;               // offered rate of the unscaled workload
+  size_t requests = 0;                // requests per probe (after --capacity-limit)
+  bool short_classes_only = false;    // as in the options it ran with
+  std::vector<CapacityProbe> probes;  // in the order they ran
+};
+
+// The search on any probe: `probe(f)` runs the workload at rate factor f and judges it. Throws
+// Error for options that cannot work (precision <= 0, min_factor > start_factor, ...).
+Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& slo,
+                         const CapacityOptions& options = {});
+
+// The search on simulations of `deployment` over `workload` (already limited by the caller).
+Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workload, const Slo& slo,
+                       const CapacityOptions& options = {});
+
+nlohmann::json capacity_to_json(const Capacity& capacity);
+
+}  // namespace headway::core

@@ -1,0 +1,115 @@
+#include "headway/core/capacity_search.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "headway/core/error.h"
+#include "headway/core/simulator.h"
+#include "headway/core/workload_scaling.h"
+
+namespace headway::core {
+
+namespace {
+
+void check_options(const CapacityOptions& o) {
+  if (!(o.precision > 0))
+    throw Error(fmt::format("capacity search: precision {} must be > 0", o.precision));
+  if (!(o.min_factor > 0) || !(o.min_factor <= o.start_factor) ||
+      !(o.start_factor <= o.max_factor)) {
+    throw Error(
+        fmt::format("capacity search: need 0 < min_factor ({}) <= start_factor ({}) <= "
+                    "max_factor ({})",
+                    o.min_factor, o.start_factor, o.max_factor));
+  }
+  if (o.max_runs == 0) throw Error("capacity search: max_runs must be >= 1");
+}
+
+nlohmann::json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& slo,
+                         const CapacityOptions& options) {
+  check_options(options);
+  Capacity out;
+  out.slo = slo.text();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  double held = 0, failed = kInf;  // invariant: the SLO held at `held` and failed at `failed`
+  auto run = [&](double f) {
+    CapacityProbe p{f, probe(f)};
+    out.probes.push_back(p);
+    if (p.p99.holds) {
+      held = std::max(held, f);
+    } else {
+      failed = std::min(failed, f);
+    }
+    return p.p99.holds;
+  };
+
+  // Expansion: find a bracket [held, failed] one doubling wide.
+  double f = options.start_factor;
+  const bool first = run(f);
+  while (out.probes.size() < options.max_runs) {
+    f = first ? f * 2 : f / 2;
+    if (f > options.max_factor || f < options.min_factor) break;
+    if (run(f) != first) break;
+  }
+  // Bisection on the logarithm of the factor, since the question is "how many times faster".
+  while (held > 0 && failed < kInf && failed / held > 1 + options.precision &&
+         out.probes.size() < options.max_runs) {
+    run(std::sqrt(held * failed));
+  }
+  out.factor = held;
+  out.failing_factor = failed;
+  return out;
+}
+
+Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workload, const Slo& slo,
+                       const CapacityOptions& options) {
+  if (slo.empty()) throw Error("capacity search: the SLO names no term");
+  Capacity out = search_capacity(
+      [&](double factor) {
+        SimulationResult run = simulate(deployment, with_rate_factor(workload, factor));
+        if (options.short_classes_only) {
+          std::erase_if(run.records, [&](const RequestRecord& r) {
+            return r.class_index < workload.classes.size() &&
+                   workload.classes[r.class_index].is_long;
+          });
+        }
+        return p99_against_slo(slo, run.records);
+      },
+      slo, options);
+  out.base_rate = offered_rate(workload);
+  out.requests = workload.requests.size();
+  out.short_classes_only = options.short_classes_only;
+  out.requests_per_s = out.base_rate * out.factor;
+  return out;
+}
+
+nlohmann::json capacity_to_json(const Capacity& c) {
+  nlohmann::json probes = nlohmann::json::array();
+  for (const CapacityProbe& p : c.probes) {
+    probes.push_back({{"factor", p.factor},
+                      {"holds", p.p99.holds},
+                      {"p99_ttft", number_or_null(p.p99.ttft)},
+                      {"p99_tpot", number_or_null(p.p99.tpot)},
+                      {"p99_e2e", number_or_null(p.p99.e2e)}});
+  }
+  return {
+      {"slo", c.slo},
+      {"criterion", c.short_classes_only
+                        ? "p99 over the requests of the non-long classes; unfinished requests "
+                          "count as infinitely late"
+                        : "p99 over all requests; unfinished requests count as infinitely late"},
+      {"factor", c.factor > 0 ? nlohmann::json(c.factor) : nlohmann::json(nullptr)},
+      {"failing_factor", number_or_null(c.failing_factor)},
+      {"requests_per_s", c.requests_per_s},
+      {"base_requests_per_s", c.base_rate},
+      {"requests", c.requests},
+      {"probes", std::move(probes)}};
+}
+
+}  // namespace headway::core

@@ -1,0 +1,118 @@
+// `headway simulate` comparing deployments, as a user runs it: several --config give one
+// comparison table and a JSON document with every deployment; --slo errors name the bad term;
+// --plot draws a PNG when gnuplot is installed.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kData = fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
+
+struct CliRun {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+CliRun run(const std::string& args) {
+  const fs::path err_file =
+      fs::temp_directory_path() / ("headway_compare_err_" + std::to_string(::getpid()));
+  const std::string command = std::string(HEADWAY_CLI) + " " + args + " 2>" + err_file.string();
+  CliRun result{};
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.out.append(buffer.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_file);
+  result.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  fs::remove(err_file);
+  return result;
+}
+
+std::string two_deployments() {
+  return "simulate --config " + (kData / "two_engines.toml").string() + " --config " +
+         (kData / "one_engine_rdns.toml").string() + " --workload " +
+         (kData / "small_mixed.toml").string();
+}
+
+TEST(CompareCli, TwoConfigsPrintOneTableAndWriteBoth) {
+  const fs::path out = fs::temp_directory_path() / "headway_compare_report.json";
+  fs::remove(out);
+  const CliRun r = run(two_deployments() + " --slo ttft=2s,tpot=100ms --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part : {"comparison over", "short TTFT", "long TTFT", "HOL", "goodput",
+                           "two-engines", "vs two-engines", "ttft=2s,tpot=100ms"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << "missing \"" << part << "\" in\n" << r.out;
+  }
+  // Several deployments: one summary line each, not the full per-class tables.
+  EXPECT_EQ(r.out.find("queue "), std::string::npos) << r.out;
+
+  std::ifstream in(out);
+  ASSERT_TRUE(in) << out;
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["deployments"].size(), 2u);
+  EXPECT_EQ(doc["deployments"][0]["deployment"], "two-engines");
+  EXPECT_EQ(doc["slo"], "ttft=2s,tpot=100ms");
+  EXPECT_TRUE(doc["deployments"][1]["goodput"]["requests_per_s"].is_number());
+  ASSERT_EQ(doc["comparison"]["rows"].size(), 2u);
+  EXPECT_EQ(doc["comparison"]["baseline"], "two-engines");
+  EXPECT_EQ(doc["comparison"]["rows"][1]["deployment"], doc["deployments"][1]["deployment"]);
+  EXPECT_TRUE(doc["comparison"]["rows"][1]["vs_baseline"]["throughput_change"].is_number());
+  fs::remove(out);
+}
+
+TEST(CompareCli, BadSloTermIsNamedBeforeAnythingRuns) {
+  const CliRun r = run(two_deployments() + " --slo ttft=2s,tpot=100");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("'tpot=100'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("comparison"), std::string::npos) << r.out;
+}
+
+TEST(CompareCli, FindCapacityReportsARate) {
+  const fs::path out = fs::temp_directory_path() / "headway_capacity_report.json";
+  const CliRun r = run("simulate --config " + (kData / "one_engine_rdns.toml").string() +
+                       " --workload " + (kData / "small_mixed.toml").string() +
+                       " --quiet --no-baseline --find-capacity --capacity-limit 40 --slo "
+                       "ttft=1s,tpot=100ms --out " +
+                       out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("capacity within ttft=1s,tpot=100ms"), std::string::npos) << r.out;
+  std::ifstream in(out);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["capacity"]["requests"], 40);
+  EXPECT_GT(doc["capacity"]["probes"].size(), 1u);
+  fs::remove(out);
+}
+
+TEST(CompareCli, PlotWritesAPng) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "gnuplot is not installed (Debian package gnuplot-nox)";
+  }
+  const fs::path png = fs::temp_directory_path() / "headway_compare_plot.png";
+  fs::remove(png);
+  const CliRun r = run(two_deployments() + " --quiet --plot " + png.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(png)) << r.out;
+  EXPECT_GT(fs::file_size(png), 1000u);
+  std::ifstream in(png, std::ios::binary);
+  std::array<char, 8> magic{};
+  in.read(magic.data(), magic.size());
+  EXPECT_EQ(std::string(magic.data() + 1, 3), "PNG");
+  fs::remove(png);
+}
+
+}  // namespace

@@ -1,0 +1,114 @@
+// The capacity search: on a synthetic probe with a known threshold (bracketing, precision, run
+// budget), and on real simulations of a cheap deployment, where the SLO must hold at the factor
+// found and fail at the next step.
+#include "headway/core/capacity_search.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "headway/core/error.h"
+#include "headway/core/plugin_registry.h"
+#include "headway/core/simulator.h"
+#include "headway/core/workload_scaling.h"
+
+namespace headway::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Holds exactly for factors <= threshold.
+std::function<SloP99(double)> threshold_probe(double threshold, size_t* calls) {
+  return [=](double f) {
+    ++*calls;
+    SloP99 p{f, 0, std::nan("")};
+    p.holds = f <= threshold;
+    return p;
+  };
+}
+
+TEST(CapacitySearch, BracketsAThresholdAboveTheStart) {
+  size_t calls = 0;
+  const Capacity c = search_capacity(threshold_probe(3.3, &calls), default_slo());
+  EXPECT_LE(c.factor, 3.3);
+  EXPECT_GT(c.failing_factor, 3.3);
+  EXPECT_LE(c.failing_factor / c.factor, 1.05 + 1e-12);
+  EXPECT_EQ(calls, c.probes.size());
+  EXPECT_LE(calls, CapacityOptions{}.max_runs);
+}
+
+TEST(CapacitySearch, BracketsAThresholdBelowTheStart) {
+  size_t calls = 0;
+  const Capacity c = search_capacity(threshold_probe(0.07, &calls), default_slo());
+  EXPECT_LE(c.factor, 0.07);
+  EXPECT_GT(c.failing_factor, 0.07);
+  EXPECT_LE(c.failing_factor / c.factor, 1.05 + 1e-12);
+}
+
+TEST(CapacitySearch, NeverHoldingAndNeverFailingAreReported) {
+  size_t calls = 0;
+  const Capacity none = search_capacity(threshold_probe(1e-9, &calls), default_slo());
+  EXPECT_EQ(none.factor, 0.0);
+  EXPECT_NEAR(none.failing_factor, CapacityOptions{}.min_factor, 1e-15);
+
+  CapacityOptions small;
+  small.max_factor = 8;
+  const Capacity all = search_capacity(threshold_probe(1e9, &calls), default_slo(), small);
+  EXPECT_EQ(all.factor, 8.0);
+  EXPECT_TRUE(std::isinf(all.failing_factor));
+
+  CapacityOptions one_run;
+  one_run.max_runs = 1;
+  EXPECT_EQ(search_capacity(threshold_probe(3.3, &calls), default_slo(), one_run).probes.size(),
+            1u);
+  CapacityOptions bad;
+  bad.precision = 0;
+  EXPECT_THROW(search_capacity(threshold_probe(1, &calls), default_slo(), bad), Error);
+}
+
+TEST(WorkloadScaling, KeepsRequestsAndScalesTheRate) {
+  Workload w;
+  w.classes = {{"c", false}};
+  w.requests = {{0, 0, 0.0, 10, 2}, {1, 0, 1.0, 20, 3}, {2, 0, 4.0, 30, 4}};
+  EXPECT_NEAR(offered_rate(w), 3.0 / 4.0, 1e-12);
+  const Workload fast = with_rate_factor(w, 2.0);
+  ASSERT_EQ(fast.requests.size(), 3u);
+  EXPECT_NEAR(fast.requests[2].arrival, 2.0, 1e-12);
+  EXPECT_EQ(fast.requests[1].prompt_tokens, 20u);
+  EXPECT_EQ(fast.requests[2].id, 2u);
+  EXPECT_NEAR(offered_rate(fast), 1.5, 1e-12);
+  EXPECT_EQ(first_requests(w, 2).requests.size(), 2u);
+  EXPECT_EQ(first_requests(w, 0).requests.size(), 3u);
+  EXPECT_THROW(with_rate_factor(w, 0), Error);
+}
+
+// Real simulations: a cheap deployment (llama-3.1-8b on an H100, one engine) over the first 60
+// requests of the small mixed workload.
+TEST(CapacitySearch, SimulatedDeploymentHoldsAtCapacityAndFailsAboveIt) {
+  PluginRegistry registry;
+  registry.add_search_directory(HEADWAY_PLUGIN_DIR);
+  const fs::path data = fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
+  const DeploymentConfig deployment = load_deployment(data / "one_engine_rdns.toml", registry);
+  const Workload workload = first_requests(load_workload(data / "small_mixed.toml"), 60);
+  const Slo slo = parse_slo("ttft=500ms,tpot=50ms");
+
+  const Capacity c = find_capacity(deployment, workload, slo);
+  ASSERT_GT(c.factor, 0) << "the SLO held at no factor";
+  ASSERT_TRUE(std::isfinite(c.failing_factor)) << "the SLO never failed up to the largest factor";
+  EXPECT_LE(c.failing_factor / c.factor, 1.05 + 1e-12);
+  EXPECT_NEAR(c.requests_per_s, offered_rate(workload) * c.factor, 1e-9);
+  EXPECT_EQ(c.requests, 60u);
+
+  // The monotone property, checked on fresh simulations: within the SLO at the capacity, outside
+  // it at the next factor the search tried.
+  auto holds = [&](double factor) {
+    return p99_against_slo(slo, simulate(deployment, with_rate_factor(workload, factor)).records)
+        .holds;
+  };
+  EXPECT_TRUE(holds(c.factor));
+  EXPECT_FALSE(holds(c.failing_factor));
+}
+
+}  // namespace
+}  // namespace headway::core

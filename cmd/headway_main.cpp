@@ -1,4 +1,4 @@
-// The `headway` command line: simulate, plugin describe|list. Every failure ends in one line on
+// The `headway` command line: simulate, plugin describe|list, model make-tiny. Every failure ends in one line on
 // stderr naming what is wrong, and a non-zero exit code.
 #include <headway/core/error.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "builtin_defaults.h"
+#include "model_command.h"
 #include "plugin_command.h"
 #include "simulate_command.h"
 
@@ -23,6 +24,8 @@ int main(int argc, char** argv) {
   CLI::App* simulate = headway::cmd::add_simulate_command(app, simulate_args);
   headway::cmd::PluginArgs plugin_args;
   CLI::App* plugin = headway::cmd::add_plugin_command(app, plugin_args);
+  headway::cmd::ModelArgs model_args;
+  CLI::App* model = headway::cmd::add_model_command(app, model_args);
 
   try {
     app.parse(argc, argv);
@@ -34,6 +37,7 @@ int main(int argc, char** argv) {
   try {
     if (*simulate) return headway::cmd::run_simulate(simulate_args);
     if (*plugin) return headway::cmd::run_plugin(plugin_args);
+    if (*model) return headway::cmd::run_model(model_args);
   } catch (const headway::core::Error& e) {
     std::fprintf(stderr, "headway: error: %s\n", e.what());
     return 1;

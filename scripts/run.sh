@@ -6,4 +6,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_BUILD_TESTS=OFF >/dev/null
 cmake --build build --target headway
+# The built-in tiny model that configs/default.toml serves on the CPU (random weights, no download).
+[ -f models/tiny/config.json ] || ./build/bin/headway model make-tiny --out models/tiny
 ./build/bin/headway simulate "$@"

@@ -167,6 +167,7 @@ void Engine::add_request(NewRequest request) {
     r.record->prompt_tokens = r.prompt_tokens;
     if (std::isnan(r.record->arrival)) r.record->arrival = r.arrival;
     r.record->token_times.reserve(r.max_output_tokens);
+    r.record->token_ids.reserve(r.max_output_tokens);
   }
   id_to_slot_.emplace(r.id, slot);
   waiting_.push_back(view_of(r));
@@ -352,12 +353,33 @@ bool Engine::step() {
   }
   if (admitted_any) remove_admitted_from_waiting();
 
-  // The forward pass: no lock is held and nothing is allocated around it.
+  // The forward pass: no lock is held and nothing is allocated around it (buffers grow only when
+  // a step is larger than any before).
   if (sampled_.size() < model_slices_.size()) sampled_.resize(model_slices_.size());
   hw_model_batch batch{sizeof(hw_model_batch), model_slices_.data(),
                        static_cast<uint32_t>(model_slices_.size()), config_.block_size};
   hw_model_output output{sizeof(hw_model_output), sampled_.data(), 0.0, nullptr, 0, 0};
+  const hw_model_info& info = model_->info();
+  uint32_t logit_rows = 0;
+  if (info.returns_logits) {
+    for (const hw_model_slice& m : model_slices_) logit_rows += m.sample ? 1 : 0;
+    const size_t needed = static_cast<size_t>(logit_rows) * info.vocab;
+    if (logits_.size() < needed) logits_.resize(needed);
+    output.logits = logits_.data();
+    output.logits_rows = logit_rows;
+    output.vocab = info.vocab;
+  }
   if (!model_slices_.empty()) model_->forward(batch, output);
+  if (logit_rows > 0) {
+    // Sampling in the core, shared by every model that returns logits.
+    uint32_t row = 0;
+    for (size_t i = 0; i < model_slices_.size(); ++i) {
+      if (!model_slices_[i].sample) continue;
+      const Request& r = requests_[slice_slots_[i]];
+      std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * info.vocab, info.vocab);
+      sampled_[i] = sampler_.sample(logits, r.sampling, r.output_tokens);
+    }
+  }
   if (clock_->is_virtual()) {
     if (!std::isfinite(output.seconds) || output.seconds < 0.0) {
       throw Error(fmt::format("{}: model '{}' reported an invalid step duration {}", config_.name,
@@ -384,6 +406,7 @@ bool Engine::step() {
     if (r.record != nullptr) {
       if (r.output_tokens == 1) r.record->first_token = end;
       r.record->token_times.push_back(end);
+      r.record->token_ids.push_back(token);
       r.record->output_tokens = r.output_tokens;
     }
     if (listener_ != nullptr) listener_->on_token(r.id, token, end);

@@ -68,8 +68,7 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
   c.intermediate_size = get_dim(j, file, "intermediate_size", true);
   c.num_hidden_layers = get_dim(j, file, "num_hidden_layers", true);
   c.num_attention_heads = get_dim(j, file, "num_attention_heads", true);
-  c.num_key_value_heads =
-      get_dim(j, file, "num_key_value_heads", false, c.num_attention_heads);
+  c.num_key_value_heads = get_dim(j, file, "num_key_value_heads", false, c.num_attention_heads);
   c.vocab_size = get_dim(j, file, "vocab_size", true);
   c.max_position_embeddings = get_dim(j, file, "max_position_embeddings", false, 2048);
   c.head_dim = get_dim(j, file, "head_dim", false, 0);
@@ -120,8 +119,9 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
           get_number(*it, file, "original_max_position_embeddings", 8192.0);
       if (!(s.factor > 0) || !(s.high_freq_factor > s.low_freq_factor) ||
           !(s.original_max_position_embeddings > 0)) {
-        fail(file, "rope_scaling (llama3): need factor > 0, high_freq_factor > low_freq_factor "
-                   "and original_max_position_embeddings > 0");
+        fail(file,
+             "rope_scaling (llama3): need factor > 0, high_freq_factor > low_freq_factor "
+             "and original_max_position_embeddings > 0");
       }
     } else if (type != "default" && !type.empty()) {
       fail(file, "rope_scaling type '" + type + "' is not supported (supported: llama3, default)");

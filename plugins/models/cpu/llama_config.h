@@ -37,9 +37,9 @@ struct LlamaConfig {
   std::string torch_dtype;    // "float32", "float16", "bfloat16" or empty
 };
 
-// Reads and checks <dir>/config.json. Throws sdk::Error(HW_INVALID_ARGUMENT) naming the file and the
-// key on a missing file, bad JSON, a missing or out-of-range key, an unsupported architecture or an
-// unsupported rope_scaling type.
+// Reads and checks <dir>/config.json. Throws sdk::Error(HW_INVALID_ARGUMENT) naming the file and
+// the key on a missing file, bad JSON, a missing or out-of-range key, an unsupported architecture
+// or an unsupported rope_scaling type.
 LlamaConfig load_llama_config(const std::filesystem::path& dir);
 
 // Same, from JSON text; `file` is used for messages.

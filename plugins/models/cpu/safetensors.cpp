@@ -31,9 +31,9 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 // bounds-checked.
 uint64_t element_bytes(const std::string& dtype) {
   static const std::map<std::string, uint64_t, std::less<>> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},     {"U32", 4},     {"F32", 4},
-      {"F64", 8},  {"I64", 8}, {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   auto it = sizes.find(dtype);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -99,7 +99,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   try {
     const auto* bytes = static_cast<const std::byte*>(base);
     uint64_t header_len = 0;
-    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | std::to_integer<uint64_t>(bytes[i]);
+    for (int i = 7; i >= 0; --i)
+      header_len = (header_len << 8) | std::to_integer<uint64_t>(bytes[i]);
     if (header_len > kMaxHeaderBytes) {
       fail(path_ + ": header length " + std::to_string(header_len) +
            " exceeds the 100 MB the format allows: not a safetensors file, or corrupt");
@@ -255,8 +256,7 @@ std::string Checkpoint::describe_files() const {
   return files_.front()->path();
 }
 
-const TensorView& Checkpoint::tensor(std::string_view name,
-                                     std::span<const uint64_t> shape) const {
+const TensorView& Checkpoint::tensor(std::string_view name, std::span<const uint64_t> shape) const {
   if (!index_.empty()) {
     auto it = index_.find(name);
     if (it != index_.end() && it->second->find(name) == nullptr) {
@@ -266,13 +266,13 @@ const TensorView& Checkpoint::tensor(std::string_view name,
   }
   const TensorView* t = lookup(name);
   if (t == nullptr) fail(describe_files() + ": tensor '" + std::string(name) + "' not found");
-  const bool same = t->shape.size() == shape.size() &&
-                    std::equal(shape.begin(), shape.end(), t->shape.begin());
+  const bool same =
+      t->shape.size() == shape.size() && std::equal(shape.begin(), shape.end(), t->shape.begin());
   if (!same) {
     TensorView want;
     want.shape.assign(shape.begin(), shape.end());
-    fail(*t->file + ": tensor '" + t->name + "' has shape " + t->shape_string() +
-         ", expected " + want.shape_string() + " from config.json");
+    fail(*t->file + ": tensor '" + t->name + "' has shape " + t->shape_string() + ", expected " +
+         want.shape_string() + " from config.json");
   }
   if (!t->supported) {
     fail(*t->file + ": tensor '" + t->name + "' has dtype " + t->dtype_string +

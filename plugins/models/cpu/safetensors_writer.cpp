@@ -15,8 +15,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
     uint64_t elements = 1;
     for (uint64_t d : t.shape) elements *= d;
     if (elements * dtype_size(t.dtype) != t.bytes.size()) {
-      throw sdk::Error(HW_INVALID_ARGUMENT, path.string() + ": tensor '" + t.name + "': " +
-                                                std::to_string(t.bytes.size()) +
+      throw sdk::Error(HW_INVALID_ARGUMENT, path.string() + ": tensor '" + t.name +
+                                                "': " + std::to_string(t.bytes.size()) +
                                                 " bytes do not match its shape and dtype");
     }
     header[t.name] = {{"dtype", dtype_name(t.dtype)},

@@ -86,8 +86,8 @@ void validate(const TinyModelSpec& s) {
 
 uint64_t parameter_count(const TinyModelSpec& s) {
   const uint64_t head_dim = s.hidden / s.heads;
-  const uint64_t attn = uint64_t{s.hidden} * s.heads * head_dim * 2 +
-                        uint64_t{s.hidden} * s.kv_heads * head_dim * 2;
+  const uint64_t attn =
+      uint64_t{s.hidden} * s.heads * head_dim * 2 + uint64_t{s.hidden} * s.kv_heads * head_dim * 2;
   const uint64_t mlp = uint64_t{3} * s.hidden * s.ffn;
   const uint64_t per_layer = attn + mlp + 2 * uint64_t{s.hidden};
   const uint64_t embed = uint64_t{s.vocab} * s.hidden;
@@ -101,25 +101,24 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
   if (ec) throw sdk::Error(HW_INTERNAL, dir.string() + ": cannot create: " + ec.message());
 
   const uint32_t head_dim = s.hidden / s.heads;
-  ordered_json config = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
-      {"hidden_size", s.hidden},
-      {"intermediate_size", s.ffn},
-      {"num_hidden_layers", s.layers},
-      {"num_attention_heads", s.heads},
-      {"num_key_value_heads", s.kv_heads},
-      {"head_dim", head_dim},
-      {"hidden_act", "silu"},
-      {"rms_norm_eps", 1e-5},
-      {"rope_theta", 500000.0},
-      {"max_position_embeddings", s.max_position_embeddings},
-      {"vocab_size", s.vocab},
-      {"tie_word_embeddings", s.tie_word_embeddings},
-      {"bos_token_id", kTinyBosToken},
-      {"eos_token_id", kTinyEosToken},
-      {"torch_dtype", torch_dtype(s.dtype)},
-      {"headway_seed", s.seed}};
+  ordered_json config = {{"architectures", {"LlamaForCausalLM"}},
+                         {"model_type", "llama"},
+                         {"hidden_size", s.hidden},
+                         {"intermediate_size", s.ffn},
+                         {"num_hidden_layers", s.layers},
+                         {"num_attention_heads", s.heads},
+                         {"num_key_value_heads", s.kv_heads},
+                         {"head_dim", head_dim},
+                         {"hidden_act", "silu"},
+                         {"rms_norm_eps", 1e-5},
+                         {"rope_theta", 500000.0},
+                         {"max_position_embeddings", s.max_position_embeddings},
+                         {"vocab_size", s.vocab},
+                         {"tie_word_embeddings", s.tie_word_embeddings},
+                         {"bos_token_id", kTinyBosToken},
+                         {"eos_token_id", kTinyEosToken},
+                         {"torch_dtype", torch_dtype(s.dtype)},
+                         {"headway_seed", s.seed}};
   if (s.llama3_rope_scaling) {
     // Llama 3.1's scaling, so the reference test exercises the llama3 frequency bands.
     config["rope_scaling"] = {{"rope_type", "llama3"},
@@ -144,8 +143,8 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
       random_tensor("model.embed_tokens.weight", {s.vocab, s.hidden}, s.dtype, next(), 1.0f));
   for (uint32_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    tensors.push_back(random_tensor(p + "input_layernorm.weight", {s.hidden}, s.dtype, next(),
-                                    0.1f, 1.0f));
+    tensors.push_back(
+        random_tensor(p + "input_layernorm.weight", {s.hidden}, s.dtype, next(), 0.1f, 1.0f));
     tensors.push_back(random_tensor(p + "self_attn.q_proj.weight", {q_out, s.hidden}, s.dtype,
                                     next(), fan_in(s.hidden)));
     tensors.push_back(random_tensor(p + "self_attn.k_proj.weight", {kv_out, s.hidden}, s.dtype,
@@ -156,15 +155,14 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
                                     next(), fan_in(static_cast<uint32_t>(q_out))));
     tensors.push_back(random_tensor(p + "post_attention_layernorm.weight", {s.hidden}, s.dtype,
                                     next(), 0.1f, 1.0f));
-    tensors.push_back(random_tensor(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}, s.dtype,
-                                    next(), fan_in(s.hidden)));
+    tensors.push_back(random_tensor(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}, s.dtype, next(),
+                                    fan_in(s.hidden)));
     tensors.push_back(random_tensor(p + "mlp.up_proj.weight", {s.ffn, s.hidden}, s.dtype, next(),
                                     fan_in(s.hidden)));
-    tensors.push_back(random_tensor(p + "mlp.down_proj.weight", {s.hidden, s.ffn}, s.dtype,
-                                    next(), fan_in(s.ffn)));
+    tensors.push_back(random_tensor(p + "mlp.down_proj.weight", {s.hidden, s.ffn}, s.dtype, next(),
+                                    fan_in(s.ffn)));
   }
-  tensors.push_back(
-      random_tensor("model.norm.weight", {s.hidden}, s.dtype, next(), 0.1f, 1.0f));
+  tensors.push_back(random_tensor("model.norm.weight", {s.hidden}, s.dtype, next(), 0.1f, 1.0f));
   if (!s.tie_word_embeddings) {
     // Larger than fan-in scale so that the random model's next-token distribution is peaked
     // enough for greedy and top-k/top-p to differ visibly.
@@ -174,16 +172,15 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
   write_safetensors(dir / "model.safetensors", tensors);
 
   // The byte-level tokenizer (core/include/headway/core/byte_tokenizer.h reads this).
-  ordered_json tokenizer = {
-      {"version", "1.0"},
-      {"model", {{"type", "HeadwayByte"}, {"byte_offset", 0}}},
-      {"added_tokens",
-       {{{"id", kTinyBosToken}, {"content", "<s>"}, {"special", true}},
-        {{"id", kTinyEosToken}, {"content", "</s>"}, {"special", true}},
-        {{"id", kTinyPadToken}, {"content", "<pad>"}, {"special", true}}}},
-      {"bos_token", "<s>"},
-      {"eos_token", "</s>"},
-      {"vocab_size", s.vocab}};
+  ordered_json tokenizer = {{"version", "1.0"},
+                            {"model", {{"type", "HeadwayByte"}, {"byte_offset", 0}}},
+                            {"added_tokens",
+                             {{{"id", kTinyBosToken}, {"content", "<s>"}, {"special", true}},
+                              {{"id", kTinyEosToken}, {"content", "</s>"}, {"special", true}},
+                              {{"id", kTinyPadToken}, {"content", "<pad>"}, {"special", true}}}},
+                            {"bos_token", "<s>"},
+                            {"eos_token", "</s>"},
+                            {"vocab_size", s.vocab}};
   write_text(dir / "tokenizer.json", tokenizer.dump(2) + "\n");
 }
 

@@ -1,6 +1,6 @@
 // The built-in model: a deterministic random-weight Llama checkpoint in exactly the Hugging Face
-// format the cpu model plugin loads (config.json + model.safetensors + a byte-level tokenizer.json),
-// so that Headway serves a real forward pass with no download.
+// format the cpu model plugin loads (config.json + model.safetensors + a byte-level
+// tokenizer.json), so that Headway serves a real forward pass with no download.
 //
 // Threading: reentrant.
 #pragma once

@@ -20,6 +20,7 @@
 #include <headway/core/plan_validator.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/core/request_record.h>
+#include <headway/core/sampler.h>
 #include <headway/core/sampling_params.h>
 
 #include <chrono>
@@ -222,6 +223,8 @@ class Engine {
   std::vector<hw_model_slice> model_slices_;
   std::vector<uint32_t> slice_slots_;
   std::vector<int32_t> sampled_;
+  std::vector<float> logits_;  // one row per sampling slice, for models that return logits
+  Sampler sampler_;
   std::vector<uint64_t> prefilled_;  // prefill_only requests ready to move
   std::vector<uint64_t> prefill_only_finished_;  // prefill_only requests done with no move
   hw_memory_desc kv_memory_{};

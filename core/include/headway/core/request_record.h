@@ -24,6 +24,7 @@ struct RequestRecord {
   double kv_transfer_seconds = 0.0;
   bool finished = false;            // false: aborted or still running when the run ended
   std::vector<double> token_times;  // time each output token was emitted
+  std::vector<int32_t> token_ids;   // the output tokens, in order
 };
 
 // One step of one engine.

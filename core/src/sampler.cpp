@@ -1,0 +1,114 @@
+#include "headway/core/sampler.h"
+
+#include <headway/core/error.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+namespace headway::core {
+namespace {
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = -1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i])) continue;
+    if (best < 0 || logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  }
+  return best < 0 ? 0 : best;
+}
+
+}  // namespace
+
+double Sampler::uniform(uint64_t seed, uint32_t output_index) {
+  // Two rounds: the first decorrelates nearby seeds, the second nearby output indices.
+  const uint64_t bits = mix64(mix64(seed) ^ (0xd1b54a32d192ed03ULL * (uint64_t{output_index} + 1)));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32_t output_index) {
+  if (logits.empty()) throw Error("sampler: empty logits");
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
+    throw Error("sampler: temperature must be >= 0, got " + std::to_string(p.temperature));
+  }
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    throw Error("sampler: top_p must be in (0, 1], got " + std::to_string(p.top_p));
+  }
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+    throw Error("sampler: min_p must be in [0, 1], got " + std::to_string(p.min_p));
+  }
+  const int32_t best = argmax(logits);
+  if (p.temperature == 0.0f || p.top_k == 1) return best;
+
+  // Weights relative to the best token: w = exp((l - max) / T), so the best has weight 1 and
+  // nothing overflows. NaN becomes weight 0.
+  const float max_logit = logits[best];
+  const float inv_t = 1.0f / p.temperature;
+  for (float& l : logits) {
+    const float w = std::exp((l - max_logit) * inv_t);
+    l = std::isnan(w) ? 0.0f : w;
+  }
+  const auto heavier = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+
+  // Candidates, in token order unless a filter had to rank them.
+  const size_t vocab = logits.size();
+  if (candidates_.size() < vocab) candidates_.resize(vocab);  // grows once per vocabulary size
+  std::iota(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(vocab), 0);
+  auto first = candidates_.begin();
+  size_t count = vocab;
+
+  if (p.top_k > 0 && p.top_k < count) {
+    std::nth_element(first, first + p.top_k, first + static_cast<ptrdiff_t>(count), heavier);
+    count = p.top_k;
+  }
+  if (p.top_p < 1.0f) {
+    double total = 0.0;
+    for (size_t i = 0; i < count; ++i) total += logits[first[i]];
+    const double target = static_cast<double>(p.top_p) * total;
+    // The nucleus is the shortest prefix of the ranked candidates whose mass reaches top_p. Rank
+    // only as much as needed: sort the heaviest `ranked`, doubling until the prefix is found.
+    size_t ranked = std::min<size_t>(count, 64);
+    for (;;) {
+      std::partial_sort(first, first + static_cast<ptrdiff_t>(ranked),
+                        first + static_cast<ptrdiff_t>(count), heavier);
+      double mass = 0.0;
+      size_t keep = 0;
+      while (keep < ranked && mass < target) mass += logits[first[keep++]];
+      if (mass >= target || ranked == count) {
+        count = std::max<size_t>(keep, 1);
+        break;
+      }
+      ranked = std::min(count, ranked * 2);
+    }
+  }
+  if (p.min_p > 0.0f) {
+    // Relative to the best token's probability, which is weight 1 here. remove_if keeps the
+    // order and, unlike stable_partition, never allocates.
+    const auto end = std::remove_if(first, first + static_cast<ptrdiff_t>(count),
+                                    [&](int32_t t) { return logits[t] < p.min_p; });
+    count = std::max<size_t>(static_cast<size_t>(end - first), 1);
+  }
+
+  double total = 0.0;
+  for (size_t i = 0; i < count; ++i) total += logits[first[i]];
+  const double u = uniform(p.seed, output_index) * total;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    cumulative += logits[first[i]];
+    if (u < cumulative) return first[i];
+  }
+  return first[count - 1];
+}
+
+}  // namespace headway::core

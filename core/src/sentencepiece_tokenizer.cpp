@@ -1,0 +1,46 @@
+#include "headway/core/sentencepiece_tokenizer.h"
+
+#include <headway/core/error.h>
+#include <sentencepiece_processor.h>
+
+namespace headway::core {
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& model_file)
+    : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  const auto status = processor_->Load(model_file.string());
+  if (!status.ok()) {
+    throw Error(model_file.string() + ": cannot load SentencePiece model: " + status.ToString());
+  }
+}
+
+SentencePieceTokenizer::~SentencePieceTokenizer() = default;
+
+std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {
+  std::vector<int> ids;
+  const auto status = processor_->Encode(text, &ids);
+  if (!status.ok()) throw Error("sentencepiece: encode failed: " + status.ToString());
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
+  // SentencePiece decodes control pieces (BOS/EOS) to nothing; out-of-range ids are dropped
+  // here because the library rejects the whole call on one.
+  std::vector<int> valid;
+  valid.reserve(ids.size());
+  const int size = processor_->GetPieceSize();
+  for (int32_t id : ids) {
+    if (id >= 0 && id < size) valid.push_back(id);
+  }
+  std::string text;
+  const auto status = processor_->Decode(valid, &text);
+  if (!status.ok()) throw Error("sentencepiece: decode failed: " + status.ToString());
+  return text;
+}
+
+int32_t SentencePieceTokenizer::bos() const { return processor_->bos_id(); }
+int32_t SentencePieceTokenizer::eos() const { return processor_->eos_id(); }
+uint32_t SentencePieceTokenizer::vocab_size() const {
+  return static_cast<uint32_t>(processor_->GetPieceSize());
+}
+
+}  // namespace headway::core

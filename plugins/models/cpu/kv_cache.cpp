@@ -1,0 +1,29 @@
+#include "kv_cache.h"
+
+#include <headway/sdk/status.hpp>
+#include <string>
+
+namespace headway::models::cpu {
+
+void KvCache::init(uint32_t block_count, uint32_t block_size) {
+  if (block_size == 0) throw sdk::Error(HW_INVALID_ARGUMENT, "cpu model: block_size must be > 0");
+  const uint64_t head = uint64_t{head_dim_} * block_size;
+  const uint64_t block = uint64_t{layers_} * 2 * kv_heads_ * head;
+  const unsigned __int128 total = static_cast<unsigned __int128>(block) * block_count * 4;
+  if (total > (static_cast<unsigned __int128>(1) << 46)) {
+    throw sdk::Error(HW_RESOURCE_EXHAUSTED,
+                     "cpu model: a KV cache of " + std::to_string(block_count) + " blocks of " +
+                         std::to_string(block_size) + " tokens does not fit in memory");
+  }
+  memory_.reserve(static_cast<size_t>(block) * block_count);
+  // Zeroed so that transports and debuggers never see stale bytes from another process; the
+  // attention never reads a position before writing it.
+  memory_.zero();
+  block_count_ = block_count;
+  block_size_ = block_size;
+  head_floats_ = head;
+  layer_floats_ = 2 * kv_heads_ * head;
+  block_floats_ = block;
+}
+
+}  // namespace headway::models::cpu

@@ -1,0 +1,101 @@
+#include "weights.h"
+
+#include <cstring>
+
+#include "half.h"
+
+namespace headway::models::cpu {
+namespace {
+
+// Converts n elements of `from` at `src` (possibly unaligned) into `to` at `dst`.
+void convert(const std::byte* src, DType from, std::byte* dst, DType to, uint64_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, n * dtype_size(from));
+    return;
+  }
+  constexpr uint64_t kChunk = 4096;
+  float tmp[kChunk];
+  for (uint64_t i = 0; i < n; i += kChunk) {
+    const uint64_t c = std::min(kChunk, n - i);
+    if (from == DType::kF32) {
+      std::memcpy(tmp, src + 4 * i, 4 * c);
+    } else {
+      uint16_t h[kChunk];
+      std::memcpy(h, src + 2 * i, 2 * c);
+      if (from == DType::kF16) {
+        f16_to_f32(h, tmp, c);
+      } else {
+        bf16_to_f32(h, tmp, c);
+      }
+    }
+    if (to == DType::kF32) {
+      std::memcpy(dst + 4 * i, tmp, 4 * c);
+    } else {
+      for (uint64_t j = 0; j < c; ++j) {
+        const uint16_t h = to == DType::kF16 ? f32_to_f16(tmp[j]) : f32_to_bf16(tmp[j]);
+        std::memcpy(dst + 2 * (i + j), &h, 2);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+LlamaWeights::LlamaWeights(const Checkpoint& checkpoint, const LlamaConfig& c, DType compute)
+    : compute_(compute) {
+  const uint32_t q_out = c.num_attention_heads * c.head_dim;
+  const uint32_t kv_out = c.num_key_value_heads * c.head_dim;
+  embed_ = matrix(checkpoint, "model.embed_tokens.weight", c.vocab_size, c.hidden_size);
+  layers_.resize(c.num_hidden_layers);
+  for (uint32_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& w = layers_[l];
+    w.input_norm = vector(checkpoint, p + "input_layernorm.weight", c.hidden_size);
+    w.q = matrix(checkpoint, p + "self_attn.q_proj.weight", q_out, c.hidden_size);
+    w.k = matrix(checkpoint, p + "self_attn.k_proj.weight", kv_out, c.hidden_size);
+    w.v = matrix(checkpoint, p + "self_attn.v_proj.weight", kv_out, c.hidden_size);
+    w.o = matrix(checkpoint, p + "self_attn.o_proj.weight", c.hidden_size, q_out);
+    w.post_attention_norm =
+        vector(checkpoint, p + "post_attention_layernorm.weight", c.hidden_size);
+    w.gate = matrix(checkpoint, p + "mlp.gate_proj.weight", c.intermediate_size, c.hidden_size);
+    w.up = matrix(checkpoint, p + "mlp.up_proj.weight", c.intermediate_size, c.hidden_size);
+    w.down = matrix(checkpoint, p + "mlp.down_proj.weight", c.hidden_size, c.intermediate_size);
+  }
+  final_norm_ = vector(checkpoint, "model.norm.weight", c.hidden_size);
+  // Tied checkpoints usually omit lm_head.weight; some still ship it, and then it wins.
+  if (!c.tie_word_embeddings || checkpoint.has("lm_head.weight")) {
+    lm_head_ = matrix(checkpoint, "lm_head.weight", c.vocab_size, c.hidden_size);
+  } else {
+    lm_head_ = embed_;
+  }
+}
+
+Matrix LlamaWeights::matrix(const Checkpoint& checkpoint, const std::string& name, uint32_t rows,
+                            uint32_t cols) {
+  const TensorView& t = checkpoint.tensor(name, {rows, cols});
+  Matrix m{compute_, rows, cols, t.data};
+  const uint64_t n = uint64_t{rows} * cols;
+  const bool aligned = reinterpret_cast<uintptr_t>(t.data) % dtype_size(compute_) == 0;
+  if (t.dtype != compute_ || !aligned) {
+    AlignedBuffer<std::byte> copy(n * dtype_size(compute_));
+    convert(t.data, t.dtype, copy.data(), compute_, n);
+    m.data = copy.data();
+    owned_.push_back(std::move(copy));
+    converted_bytes_ += n * dtype_size(compute_);
+  }
+  bytes_ += n * dtype_size(compute_);
+  return m;
+}
+
+const float* LlamaWeights::vector(const Checkpoint& checkpoint, const std::string& name,
+                                  uint32_t size) {
+  const TensorView& t = checkpoint.tensor(name, {size});
+  AlignedBuffer<std::byte> copy(uint64_t{size} * 4);
+  convert(t.data, t.dtype, copy.data(), DType::kF32, size);
+  const float* p = reinterpret_cast<const float*>(copy.data());
+  owned_.push_back(std::move(copy));
+  bytes_ += uint64_t{size} * 4;
+  return p;
+}
+
+}  // namespace headway::models::cpu

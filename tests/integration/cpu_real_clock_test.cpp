@@ -1,0 +1,97 @@
+// The engine loop on the wall clock with the real CPU model: a small mixed workload (one long
+// prompt, several short ones) runs to completion through `simulate`, and greedy tokens do not depend
+// on the step scheduler (chunked vs partial_prefill split prompts differently).
+#include <headway/core/deployment_config.h>
+#include <headway/core/plugin_registry.h>
+#include <headway/core/simulator.h>
+#include <headway/core/workload.h>
+#include <tiny_checkpoint.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+namespace headway::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  TempDir() : path(fs::temp_directory_path() / ("headway_real_clock_" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+PluginRegistry& registry() {
+  static PluginRegistry* r = [] {
+    auto* reg = new PluginRegistry();
+    reg->add_search_directory(HEADWAY_PLUGIN_DIR);
+    return reg;
+  }();
+  return *r;
+}
+
+DeploymentConfig deployment(const fs::path& dir, const std::string& scheduler) {
+  const std::string text = "[model]\nplugin = \"cpu\"\noptions = { path = \"" + dir.string() +
+                           "\", threads = 1, kv_cache_gb = 0.05, max_model_len = 1024 }\n"
+                           "[[engines]]\nmax_model_len = 1024\nscheduler = " + scheduler + "\n";
+  return parse_deployment(text, dir / "deploy.toml", registry());
+}
+
+Workload mixed_workload() {
+  Workload w;
+  w.source = "in-test";
+  w.classes = {RequestClass{"short", false}, RequestClass{"long", true}};
+  // A 400-token prompt first, then short prompts arriving while it prefills.
+  w.requests.push_back(WorkloadRequest{0, 1, 0.0, 400, 6, 0});
+  for (uint64_t i = 1; i <= 6; ++i) {
+    w.requests.push_back(WorkloadRequest{i, 0, 0.002 * static_cast<double>(i),
+                                         static_cast<uint32_t>(8 + 5 * i), 6, 0});
+  }
+  return w;
+}
+
+TEST(CpuModelOnTheWallClock, MixedWorkloadCompletesWithSchedulerIndependentTokens) {
+  TempDir dir;
+  models::cpu::TinyModelSpec spec;
+  spec.layers = 2;
+  spec.hidden = 128;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.ffn = 256;
+  spec.dtype = models::cpu::DType::kF32;
+  models::cpu::write_tiny_checkpoint(spec, dir.path);
+  const Workload workload = mixed_workload();
+
+  const SimulationResult chunked = simulate(
+      deployment(dir.path, "{ plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }"),
+      workload);
+  const SimulationResult partial = simulate(
+      deployment(dir.path,
+                 "{ plugin = \"partial_prefill\", options = { max_num_batched_tokens = 64, "
+                 "max_num_partial_prefills = 4, long_prefill_token_threshold = 100 } }"),
+      workload);
+
+  for (const SimulationResult* run : {&chunked, &partial}) {
+    EXPECT_EQ(run->rejected, 0u);
+    ASSERT_EQ(run->records.size(), workload.requests.size());
+    for (const RequestRecord& r : run->records) {
+      EXPECT_TRUE(r.finished) << "request " << r.id;
+      EXPECT_EQ(r.output_tokens, 6u) << "request " << r.id;
+      EXPECT_EQ(r.token_ids.size(), 6u) << "request " << r.id;
+      EXPECT_GE(r.first_token, r.arrival) << "request " << r.id;
+      EXPECT_GE(r.finish, r.first_token) << "request " << r.id;
+    }
+    // The 400-token prompt needs at least 7 steps of 64 tokens.
+    EXPECT_GE(run->steps, 7u);
+  }
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    EXPECT_EQ(chunked.records[i].token_ids, partial.records[i].token_ids) << "request " << i;
+  }
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -1,0 +1,206 @@
+// The cpu model's forward pass, driven through the plugin's C ABI: agreement with the independent
+// NumPy reference (tests/reference/llama_reference.py), chunking invariance, batch invariance, and
+// decode-after-prefill against full recomputation.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cpu_model_harness.h"
+#include "tiny_checkpoint.h"
+
+namespace headway::models::cpu::testing {
+namespace {
+
+// Runs the NumPy reference on `requests` (tokens + positions) and returns one logits row per
+// requested position.
+std::vector<std::vector<double>> reference_logits(const std::filesystem::path& checkpoint,
+                                                  const nlohmann::json& requests, uint32_t vocab) {
+  const std::filesystem::path in = checkpoint / "requests.json";
+  const std::filesystem::path out = checkpoint / "reference.bin";
+  std::ofstream(in) << nlohmann::json{{"requests", requests}}.dump();
+  const std::string command = std::string("/usr/bin/python3 ") + HEADWAY_SOURCE_DIR +
+                              "/tests/reference/llama_reference.py --checkpoint '" +
+                              checkpoint.string() + "' --requests '" + in.string() + "' --out '" +
+                              out.string() + "'";
+  const int rc = std::system(command.c_str());
+  if (rc != 0)
+    throw std::runtime_error("reference failed (" + std::to_string(rc) + "): " + command);
+  std::ifstream f(out, std::ios::binary);
+  std::vector<std::vector<double>> rows;
+  std::vector<double> row(vocab);
+  while (f.read(reinterpret_cast<char*>(row.data()), vocab * sizeof(double))) rows.push_back(row);
+  return rows;
+}
+
+struct ReferenceCase {
+  const char* name;
+  DType dtype;
+  bool tied;
+};
+
+class ReferenceTest : public ::testing::TestWithParam<ReferenceCase> {};
+
+// Several prompts, prefilled in uneven chunks, then several greedy decode steps each; every
+// logits row must match NumPy within 1e-4 relative.
+TEST_P(ReferenceTest, MatchesNumpyForPrefillAndDecode) {
+  TempDir dir(GetParam().name);
+  TinyModelSpec spec = small_spec(GetParam().dtype);
+  spec.tie_word_embeddings = GetParam().tied;
+  write_tiny_checkpoint(spec, dir.path());
+  ModelHarness model(dir.path());
+  const uint32_t vocab = model.info().vocab;
+
+  // The last prompt spans several 256-key chunks of the prefill attention kernel.
+  const std::vector<std::vector<uint32_t>> chunkings = {{5}, {3, 14}, {1, 20, 12}, {130, 3, 170}};
+  constexpr int kDecodeSteps = 4;
+  nlohmann::json requests = nlohmann::json::array();
+  std::vector<std::vector<float>> ours;
+  for (size_t r = 0; r < chunkings.size(); ++r) {
+    uint32_t length = 0;
+    for (uint32_t c : chunkings[r]) length += c;
+    const auto prompt = random_tokens(length, vocab, 100 + static_cast<uint32_t>(r));
+    std::vector<float> logits = model.prefill(r, prompt, chunkings[r]);
+    std::vector<int> positions = {static_cast<int>(length) - 1};
+    ours.push_back(logits);
+    for (int d = 0; d < kDecodeSteps; ++d) {
+      logits = model.step({{r, {argmax(logits)}}}).at(0);
+      ours.push_back(logits);
+      positions.push_back(static_cast<int>(length) + d);
+    }
+    requests.push_back({{"tokens", model.history(r)}, {"positions", positions}});
+  }
+  const auto expected = reference_logits(dir.path(), requests, vocab);
+  ASSERT_EQ(expected.size(), ours.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < ours.size(); ++i) {
+    worst = std::max(worst, relative_error(ours[i], expected[i]));
+    EXPECT_LT(relative_error(ours[i], expected[i]), 1e-4) << "row " << i;
+    EXPECT_EQ(argmax(ours[i]), argmax(std::vector<float>(expected[i].begin(), expected[i].end())))
+        << "row " << i;
+  }
+  std::printf("%s: worst relative error against NumPy over %zu rows: %.3g\n", GetParam().name,
+              ours.size(), worst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, ReferenceTest,
+                         ::testing::Values(ReferenceCase{"f32", DType::kF32, false},
+                                           ReferenceCase{"f16", DType::kF16, false},
+                                           ReferenceCase{"bf16_tied", DType::kBF16, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+class InvarianceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { write_tiny_checkpoint(small_spec(DType::kF16), dir_.path()); }
+  TempDir dir_{"invariance"};
+};
+
+TEST_F(InvarianceTest, AnyChunkingGivesTheSameLogitsAsOneWholePrefill) {
+  ModelHarness model(dir_.path());
+  const auto prompt = random_tokens(41, model.info().vocab, 1);
+  const std::vector<float> whole = model.prefill(0, prompt, {41});
+  const std::vector<std::vector<uint32_t>> chunkings = {
+      {1, 40}, {40, 1}, {4, 4, 4, 4, 25}, {3, 7, 11, 20}, {16, 16, 9}, {17, 1, 1, 1, 21}};
+  uint64_t id = 1;
+  for (const auto& chunks : chunkings) {
+    const std::vector<float> chunked = model.prefill(id++, prompt, chunks);
+    EXPECT_LT(relative_error(chunked, whole), 1e-5) << "chunks starting " << chunks[0];
+  }
+}
+
+TEST_F(InvarianceTest, LongPromptsChunkedAcrossAttentionChunksAgree) {
+  ModelHarness model(dir_.path(), "", 16, 512);
+  const auto prompt = random_tokens(600, model.info().vocab, 9);
+  const std::vector<float> whole = model.prefill(0, prompt, {600});
+  EXPECT_LT(relative_error(model.prefill(1, prompt, {255, 2, 343}), whole), 1e-5);
+  EXPECT_LT(relative_error(model.prefill(2, prompt, {300, 299, 1}), whole), 1e-5);
+  EXPECT_LT(relative_error(model.prefill(3, prompt, {17, 512, 71}), whole), 1e-5);
+}
+
+TEST_F(InvarianceTest, LogitsDoNotDependOnTheRestOfTheStep) {
+  ModelHarness model(dir_.path());
+  const uint32_t vocab = model.info().vocab;
+  const auto a = random_tokens(23, vocab, 2);
+  const auto b = random_tokens(30, vocab, 3);
+  const auto c = random_tokens(9, vocab, 4);
+
+  // Alone.
+  const std::vector<float> alone = model.prefill(0, a, {23});
+  const std::vector<float> alone_decode = model.step({{0, {5}}}).at(0);
+
+  // With a long prefill before it, a non-sampling chunk and a decoding request around it.
+  model.prefill(10, c, {9});
+  model.step({{11, std::vector<int32_t>(b.begin(), b.begin() + 10), false}});
+  auto rows = model.step(
+      {{11, std::vector<int32_t>(b.begin() + 10, b.end()), true}, {1, a, true}, {10, {7}, true}});
+  EXPECT_LT(relative_error(rows.at(1), alone), 1e-5);
+  // Decode of request 1 batched with 20 other tokens versus alone.
+  rows = model.step({{12, random_tokens(20, vocab, 5), false}, {1, {5}, true}});
+  EXPECT_LT(relative_error(rows.at(0), alone_decode), 1e-5);
+}
+
+TEST_F(InvarianceTest, DecodeAfterPrefillEqualsFullRecomputation) {
+  ModelHarness model(dir_.path());
+  const uint32_t vocab = model.info().vocab;
+  const auto prompt = random_tokens(19, vocab, 6);
+  std::vector<float> logits = model.prefill(0, prompt, {19});
+  for (int step = 0; step < 6; ++step) {
+    logits = model.step({{0, {argmax(logits)}}}).at(0);
+    const std::vector<int32_t> history = model.history(0);
+    const uint64_t fresh = 100 + step;
+    const std::vector<float> recomputed =
+        model.prefill(fresh, history, {static_cast<uint32_t>(history.size())});
+    EXPECT_LT(relative_error(logits, recomputed), 1e-5) << "decode step " << step;
+  }
+}
+
+TEST_F(InvarianceTest, ThreadCountDoesNotChangeTheResultBeyondRounding) {
+  ModelHarness one(dir_.path(), ", threads = 1");
+  ModelHarness two(dir_.path(), ", threads = 2");
+  const auto prompt = random_tokens(37, one.info().vocab, 8);
+  EXPECT_LT(relative_error(one.prefill(0, prompt, {37}), two.prefill(0, prompt, {37})), 1e-5);
+}
+
+TEST(CpuModelInfo, ReportsTheCheckpointAndTheContract) {
+  TempDir dir("info");
+  write_tiny_checkpoint(small_spec(), dir.path());
+  ModelHarness model(dir.path(), ", kv_cache_gb = 0.01, max_model_len = 512");
+  const hw_model_info& info = model.info();
+  EXPECT_EQ(info.layers, 2u);
+  EXPECT_EQ(info.hidden, 64u);
+  EXPECT_EQ(info.heads, 4u);
+  EXPECT_EQ(info.kv_heads, 2u);
+  EXPECT_EQ(info.head_dim, 16u);
+  EXPECT_EQ(info.vocab, 300u);
+  EXPECT_EQ(info.max_model_len, 512u);
+  EXPECT_EQ(info.eos_token, static_cast<uint32_t>(kTinyEosToken));
+  EXPECT_EQ(info.kv_bytes_per_token, 2u * 2 * 2 * 16 * 4);
+  EXPECT_EQ(info.kv_capacity_tokens, static_cast<uint64_t>(0.01e9 / info.kv_bytes_per_token));
+  EXPECT_EQ(info.returns_logits, 1);
+  EXPECT_EQ(info.needs_token_ids, 1);
+  EXPECT_EQ(info.reports_duration, 0);
+  const hw_memory_desc kv = model.model().kv_memory();
+  EXPECT_EQ(kv.kind, HW_MEMORY_HOST);
+  EXPECT_EQ(kv.block_bytes, info.kv_bytes_per_token * 4);
+  EXPECT_EQ(kv.bytes, kv.block_bytes * 512);
+}
+
+TEST(CpuModelForward, RejectsMalformedSlices) {
+  TempDir dir("slices");
+  write_tiny_checkpoint(small_spec(), dir.path());
+  ModelHarness model(dir.path(), ", max_model_len = 64");
+  EXPECT_THROW(model.step({{0, {1000}}}), core::Error);  // token id outside the vocabulary
+  try {
+    model.step({{1, random_tokens(65, 300, 1)}});
+    FAIL() << "a slice beyond max_model_len was accepted";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_model_len"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace headway::models::cpu::testing

@@ -1,0 +1,321 @@
+// Loading checkpoints: every malformed input is an error that names the file and the tensor (or the
+// key), never a crash. Most cases go through the plugin's C ABI (create), as the engine does.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/error.h>
+
+#include <cstring>
+#include <fstream>
+#include <headway/sdk/status.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cpu_model_harness.h"
+#include "llama_config.h"
+#include "safetensors.h"
+#include "safetensors_writer.h"
+#include "tiny_checkpoint.h"
+
+namespace headway::models::cpu::testing {
+namespace {
+
+using nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// A valid checkpoint's header (as JSON) and data section, to be edited into malformed files.
+struct RawFile {
+  json header;
+  std::string data;
+
+  static RawFile read(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    return RawFile{json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
+  }
+  void write(const std::filesystem::path& path, const std::string* raw_header = nullptr) const {
+    const std::string text = raw_header ? *raw_header : header.dump();
+    const uint64_t n = text.size();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << text << data;
+  }
+};
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_tiny_checkpoint(small_spec(), dir_.path());
+    raw_ = RawFile::read(file());
+  }
+  std::filesystem::path file() const { return dir_.path() / "model.safetensors"; }
+
+  // The message of the error creating the model, through the plugin ABI.
+  std::string create_error() {
+    try {
+      ModelHarness model(dir_.path());
+    } catch (const core::Error& e) {
+      EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "the malformed checkpoint was accepted";
+    return "";
+  }
+
+  TempDir dir_{"loader"};
+  RawFile raw_;
+};
+
+const char* const kTensor = "model.layers.1.self_attn.k_proj.weight";
+
+TEST_F(LoaderTest, ValidCheckpointLoads) { EXPECT_NO_THROW(ModelHarness model(dir_.path())); }
+
+TEST_F(LoaderTest, MissingTensor) {
+  raw_.header.erase(kTensor);
+  raw_.write(file());
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr(file().string()), HasSubstr(kTensor), HasSubstr("not found")));
+}
+
+TEST_F(LoaderTest, WrongShape) {
+  // Same byte size, transposed shape: only the shape check can catch it.
+  raw_.header[kTensor]["shape"] = {64, 32};
+  raw_.write(file());
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string()), HasSubstr(kTensor),
+                                    HasSubstr("shape [64, 32], expected [32, 64]")));
+}
+
+TEST_F(LoaderTest, TruncatedData) {
+  // Cut the file inside the last tensor: it must be named, not read past the end.
+  std::string last;
+  uint64_t last_end = 0;
+  for (auto& [name, entry] : raw_.header.items()) {
+    if (name != "__metadata__" && entry["data_offsets"][1].get<uint64_t>() > last_end) {
+      last_end = entry["data_offsets"][1].get<uint64_t>();
+      last = name;
+    }
+  }
+  raw_.data.resize(last_end - 10);
+  raw_.write(file());
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr(file().string()), HasSubstr(last), HasSubstr("truncated")));
+}
+
+TEST_F(LoaderTest, TruncatedHeader) {
+  std::ofstream(file(), std::ios::binary | std::ios::trunc) << std::string("\x40\x00\x00", 3);
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string()), HasSubstr("truncated")));
+  const std::string header = raw_.header.dump();
+  raw_.data.clear();
+  raw_.write(file(), &header);
+  std::filesystem::resize_file(file(), 8 + header.size() / 2);
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string()), HasSubstr("truncated")));
+}
+
+TEST_F(LoaderTest, OffsetsBeyondTheFile) {
+  const uint64_t size = raw_.data.size();
+  raw_.header[kTensor]["data_offsets"] = {size + 1000, size + 1000 + 32 * 64 * 4};
+  raw_.write(file());
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string()), HasSubstr(kTensor),
+                                    HasSubstr("beyond the data section")));
+}
+
+TEST_F(LoaderTest, OverlappingTensors) {
+  const json other = raw_.header["model.layers.1.self_attn.q_proj.weight"]["data_offsets"];
+  const uint64_t begin = other[0].get<uint64_t>() + 64;
+  raw_.header[kTensor]["data_offsets"] = {begin, begin + 32 * 64 * 4};
+  raw_.write(file());
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr(file().string()), HasSubstr(kTensor),
+                    HasSubstr("model.layers.1.self_attn.q_proj.weight"), HasSubstr("overlap")));
+}
+
+TEST_F(LoaderTest, DtypeSizeMismatch) {
+  raw_.header[kTensor]["dtype"] = "F16";  // half the bytes the offsets span
+  raw_.write(file());
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string()), HasSubstr(kTensor),
+                                    HasSubstr("need 4096 bytes but data_offsets span 8192")));
+}
+
+TEST_F(LoaderTest, UnsupportedDtype) {
+  raw_.header[kTensor]["dtype"] = "I32";  // same size as F32: passes bounds checks
+  raw_.write(file());
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr(file().string()), HasSubstr(kTensor), HasSubstr("dtype I32")));
+}
+
+TEST_F(LoaderTest, UnknownDtype) {
+  raw_.header[kTensor]["dtype"] = "Q4_K";
+  raw_.write(file());
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr(file().string()), HasSubstr(kTensor), HasSubstr("unknown dtype")));
+}
+
+TEST_F(LoaderTest, BadJsonHeader) {
+  std::string header = raw_.header.dump();
+  header.back() = ',';  // an object that never closes
+  raw_.write(file(), &header);
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string()), HasSubstr("invalid JSON")));
+}
+
+TEST_F(LoaderTest, MalformedHeaderEntry) {
+  raw_.header[kTensor]["data_offsets"] = {-4, 12};
+  raw_.write(file());
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr(file().string()), HasSubstr(kTensor), HasSubstr("data_offsets")));
+}
+
+TEST_F(LoaderTest, MissingConfig) {
+  std::filesystem::remove(dir_.path() / "config.json");
+  EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("cannot open")));
+}
+
+TEST_F(LoaderTest, BadConfig) {
+  std::ofstream(dir_.path() / "config.json") << "{\"hidden_size\": 64,";
+  EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("invalid JSON")));
+  std::ofstream(dir_.path() / "config.json") << R"({"hidden_size": 64, "num_hidden_layers": 2})";
+  EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("intermediate_size")));
+  std::ofstream(dir_.path() / "config.json")
+      << R"({"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 300})";
+  EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("num_key_value_heads")));
+}
+
+TEST_F(LoaderTest, MissingPathOption) {
+  try {
+    core::VirtualClock clock;
+    core::HostServices host("test", &clock);
+    auto config = core::parse_deployment(
+        "[model]\nplugin = \"cpu\"\n[[engines]]\nscheduler = { plugin = \"chunked\" }\n",
+        dir_.path() / "deploy.toml", registry());
+    core::ModelInstance model(config.model, dir_.path().string(), host);
+    FAIL() << "created without a path";
+  } catch (const core::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'path'"));
+  }
+}
+
+TEST_F(LoaderTest, RelativePathResolvesAgainstTheDeploymentDirectory) {
+  core::VirtualClock clock;
+  core::HostServices host("test", &clock);
+  auto config = core::parse_deployment(
+      "[model]\nplugin = \"cpu\"\noptions = { path = \"" + dir_.path().filename().string() +
+          "\" }\n[[engines]]\nscheduler = { plugin = \"chunked\" }\n",
+      dir_.path().parent_path() / "deploy.toml", registry());
+  EXPECT_NO_THROW(core::ModelInstance(config.model, dir_.path().parent_path().string(), host));
+}
+
+// Sharded checkpoints: the index json maps tensors to files.
+class ShardedTest : public LoaderTest {
+ protected:
+  // Splits model.safetensors into two shards and an index, removing the single file.
+  void shard() {
+    Checkpoint whole(dir_.path());
+    SafetensorsFile file(dir_.path() / "model.safetensors");
+    std::vector<TensorData> shards[2];
+    json map = json::object();
+    int i = 0;
+    for (const auto& [name, t] : file.tensors()) {
+      TensorData d{name, t.dtype, t.shape, {t.data, t.data + t.bytes}};
+      const int s = i++ % 2;
+      map[name] = "model-0000" + std::to_string(s + 1) + "-of-00002.safetensors";
+      shards[s].push_back(std::move(d));
+    }
+    write_safetensors(dir_.path() / "model-00001-of-00002.safetensors", shards[0]);
+    write_safetensors(dir_.path() / "model-00002-of-00002.safetensors", shards[1]);
+    std::ofstream(dir_.path() / "model.safetensors.index.json")
+        << json{{"metadata", json::object()}, {"weight_map", map}}.dump();
+    std::filesystem::remove(dir_.path() / "model.safetensors");
+    index_ = map;
+  }
+  json index_;
+};
+
+TEST_F(ShardedTest, ShardedCheckpointGivesTheSameLogits) {
+  const auto prompt = random_tokens(12, 300, 3);
+  std::vector<float> single;
+  {
+    ModelHarness model(dir_.path());
+    single = model.prefill(0, prompt, {12});
+  }
+  shard();
+  ModelHarness model(dir_.path());
+  EXPECT_EQ(model.prefill(0, prompt, {12}), single);
+}
+
+TEST_F(ShardedTest, TensorMissingFromItsShard) {
+  shard();
+  const std::string shard_name = index_[kTensor].get<std::string>();
+  const std::filesystem::path shard_path = dir_.path() / shard_name;
+  RawFile raw = RawFile::read(shard_path);
+  raw.header.erase(kTensor);
+  raw.write(shard_path);
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(shard_path.string()), HasSubstr(kTensor),
+                                    HasSubstr("missing from this shard")));
+}
+
+TEST_F(ShardedTest, BadIndexJson) {
+  shard();
+  std::ofstream(dir_.path() / "model.safetensors.index.json") << "{\"weight_map\": [";
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("invalid JSON")));
+}
+
+TEST_F(ShardedTest, MissingShardFile) {
+  shard();
+  std::filesystem::remove(dir_.path() / "model-00002-of-00002.safetensors");
+  EXPECT_THAT(create_error(),
+              AllOf(HasSubstr("model-00002-of-00002.safetensors"), HasSubstr("cannot open")));
+}
+
+TEST(TinyCheckpoint, IsDeterministic) {
+  TempDir a("det_a");
+  TempDir b("det_b");
+  write_tiny_checkpoint(small_spec(DType::kBF16), a.path());
+  write_tiny_checkpoint(small_spec(DType::kBF16), b.path());
+  for (const char* name : {"config.json", "model.safetensors", "tokenizer.json"}) {
+    std::ifstream fa(a.path() / name, std::ios::binary);
+    std::ifstream fb(b.path() / name, std::ios::binary);
+    const std::string sa((std::istreambuf_iterator<char>(fa)), {});
+    const std::string sb((std::istreambuf_iterator<char>(fb)), {});
+    EXPECT_FALSE(sa.empty());
+    EXPECT_EQ(sa, sb) << name;
+  }
+}
+
+TEST(TinyCheckpoint, RejectsInvalidShapes) {
+  TempDir dir("invalid");
+  TinyModelSpec spec = small_spec();
+  spec.kv_heads = 3;
+  EXPECT_THROW(write_tiny_checkpoint(spec, dir.path()), sdk::Error);
+  spec = small_spec();
+  spec.vocab = 100;
+  EXPECT_THROW(write_tiny_checkpoint(spec, dir.path()), sdk::Error);
+}
+
+TEST(LlamaConfig, ReadsLlama31StyleFields) {
+  const LlamaConfig c = parse_llama_config(
+      R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+          "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+          "vocab_size": 128256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-05,
+          "rope_theta": 500000.0, "bos_token_id": 128000, "eos_token_id": [128001, 128008],
+          "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+          "tie_word_embeddings": false, "torch_dtype": "bfloat16"})",
+      "config.json");
+  EXPECT_EQ(c.head_dim, 128u);
+  EXPECT_EQ(c.num_key_value_heads, 8u);
+  EXPECT_EQ(c.eos_token_id, 128001);
+  EXPECT_TRUE(c.rope_scaling.llama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_THROW(parse_llama_config(R"({"hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300,
+      "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})",
+                                  "config.json"),
+               sdk::Error);
+}
+
+}  // namespace
+}  // namespace headway::models::cpu::testing

@@ -1,0 +1,168 @@
+// core::Sampler: greedy, temperature, top-k, top-p, min-p, and determinism per (seed, index).
+#include "headway/core/sampler.h"
+
+#include <gtest/gtest.h>
+#include <headway/core/error.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace headway::core {
+namespace {
+
+// Logits of a known distribution: probabilities proportional to `weights`.
+std::vector<float> logits_of(const std::vector<double>& weights) {
+  std::vector<float> l;
+  for (double w : weights) l.push_back(static_cast<float>(std::log(w)));
+  return l;
+}
+
+// Token frequencies over `n` draws with seeds 0..n-1.
+std::map<int32_t, int> histogram(const std::vector<float>& logits, SamplingParams p, int n = 4000) {
+  Sampler sampler;
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> scratch = logits;
+    p.seed = static_cast<uint64_t>(i);
+    ++counts[sampler.sample(scratch, p, 0)];
+  }
+  return counts;
+}
+
+const std::vector<double> kWeights = {0.05, 0.4, 0.1, 0.3, 0.15};  // order: 1, 3, 4, 2, 0
+
+TEST(Sampler, GreedyPicksTheArgmaxAndTheLowestIdOnTies) {
+  Sampler s;
+  std::vector<float> l = {0.1f, 2.0f, -1.0f, 2.0f};
+  EXPECT_EQ(s.sample(l, SamplingParams{}, 0), 1);
+  std::vector<float> nan = {NAN, 1.0f, 3.0f};
+  EXPECT_EQ(s.sample(nan, SamplingParams{}, 0), 2);
+}
+
+TEST(Sampler, SameSeedAndIndexGiveTheSameTokenWhateverTheCallOrder) {
+  const std::vector<float> logits = logits_of({1, 1, 1, 1, 1, 1, 1, 1});
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 42;
+  Sampler a;
+  Sampler b;
+  std::vector<int32_t> forward;
+  std::vector<int32_t> backward(16);
+  for (uint32_t i = 0; i < 16; ++i) {
+    std::vector<float> l = logits;
+    forward.push_back(a.sample(l, p, i));
+  }
+  for (uint32_t i = 16; i-- > 0;) {
+    std::vector<float> l = logits;
+    backward[i] = b.sample(l, p, i);
+  }
+  EXPECT_EQ(forward, backward);
+  EXPECT_GT(std::set<int32_t>(forward.begin(), forward.end()).size(), 3u);  // not constant
+  p.seed = 43;
+  std::vector<int32_t> other;
+  for (uint32_t i = 0; i < 16; ++i) {
+    std::vector<float> l = logits;
+    other.push_back(a.sample(l, p, i));
+  }
+  EXPECT_NE(forward, other);
+}
+
+TEST(Sampler, TemperatureOneFollowsTheDistribution) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const auto counts = histogram(logits_of(kWeights), p);
+  for (size_t t = 0; t < kWeights.size(); ++t) {
+    EXPECT_NEAR(counts.count(t) ? counts.at(t) / 4000.0 : 0.0, kWeights[t], 0.03) << t;
+  }
+}
+
+TEST(Sampler, LowTemperatureSharpensHighTemperatureFlattens) {
+  SamplingParams p;
+  p.temperature = 0.05f;  // p(1) = 1 / (1 + 0.75^20 + ...) = 0.997
+  EXPECT_GT(histogram(logits_of(kWeights), p)[1], 3950);
+  p.temperature = 100.0f;
+  const auto flat = histogram(logits_of(kWeights), p);
+  for (int t = 0; t < 5; ++t) EXPECT_NEAR(flat.at(t) / 4000.0, 0.2, 0.04) << t;
+}
+
+TEST(Sampler, TopKKeepsOnlyTheKMostLikely) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 2;
+  const auto counts = histogram(logits_of(kWeights), p);
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_NEAR(counts.at(1) / 4000.0, 0.4 / 0.7, 0.03);
+  EXPECT_NEAR(counts.at(3) / 4000.0, 0.3 / 0.7, 0.03);
+}
+
+TEST(Sampler, TopPKeepsTheSmallestNucleus) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.8f;  // 0.4 + 0.3 = 0.7 < 0.8, + 0.15 reaches it
+  const auto counts = histogram(logits_of(kWeights), p);
+  EXPECT_EQ(counts.size(), 3u);
+  EXPECT_EQ(counts.count(0) + counts.count(2), 0u);
+  EXPECT_NEAR(counts.at(4) / 4000.0, 0.15 / 0.85, 0.03);
+}
+
+TEST(Sampler, TopPOverALargeVocabularyRanksBeyondTheFirstBatch) {
+  // 1000 equally likely tokens: the nucleus of 0.5 has 500, more than the first ranking pass.
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.5f;
+  const auto counts = histogram(std::vector<float>(1000, 0.0f), p, 20000);
+  for (const auto& [token, n] : counts) EXPECT_LT(token, 500);  // ties rank by lower id
+  EXPECT_GT(counts.size(), 450u);
+}
+
+TEST(Sampler, MinPDropsTokensBelowAFractionOfTheBest) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.5f;  // keeps p >= 0.2: tokens 1 (0.4) and 3 (0.3)
+  const auto counts = histogram(logits_of(kWeights), p);
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_TRUE(counts.count(1) && counts.count(3));
+}
+
+TEST(Sampler, FiltersCombine) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 3;     // 1, 3, 4
+  p.top_p = 0.9f;  // of 0.85 total: 1 + 3 = 0.7 < 0.765, + 4: all three
+  p.min_p = 0.3f;  // >= 0.12: 1, 3, 4 survive
+  EXPECT_EQ(histogram(logits_of(kWeights), p).size(), 3u);
+  p.min_p = 0.5f;  // >= 0.2: 1, 3
+  EXPECT_EQ(histogram(logits_of(kWeights), p).size(), 2u);
+}
+
+TEST(Sampler, RejectsInvalidParameters) {
+  Sampler s;
+  std::vector<float> l = {1.0f, 2.0f};
+  SamplingParams p;
+  p.temperature = -1.0f;
+  EXPECT_THROW(s.sample(l, p, 0), Error);
+  p = {};
+  p.top_p = 0.0f;
+  EXPECT_THROW(s.sample(l, p, 0), Error);
+  p = {};
+  p.min_p = 2.0f;
+  EXPECT_THROW(s.sample(l, p, 0), Error);
+  std::vector<float> empty;
+  EXPECT_THROW(s.sample(empty, SamplingParams{}, 0), Error);
+}
+
+TEST(Sampler, UniformDrawsAreSpread) {
+  double sum = 0.0;
+  for (uint32_t i = 0; i < 10000; ++i) {
+    const double u = Sampler::uniform(7, i);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / 10000, 0.5, 0.01);
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -1,0 +1,102 @@
+// core::Tokenizer: the byte-level tokenizer of the built-in model (as make-tiny writes it) and
+// SentencePiece (a model trained here with Debian's libsentencepiece), round trips and errors.
+#include "headway/core/tokenizer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/byte_tokenizer.h>
+#include <headway/core/error.h>
+#include <sentencepiece_trainer.h>
+
+#include <fstream>
+
+#include "cpu_model_harness.h"
+#include "tiny_checkpoint.h"
+
+namespace headway::core {
+namespace {
+
+using models::cpu::testing::TempDir;
+using ::testing::HasSubstr;
+
+TEST(ByteTokenizer, LoadsWhatMakeTinyWritesAndRoundTrips) {
+  TempDir dir("tok_byte");
+  models::cpu::write_tiny_checkpoint(models::cpu::testing::small_spec(), dir.path());
+  const auto tok = Tokenizer::load(dir.path());
+  EXPECT_EQ(tok->kind(), "byte");
+  EXPECT_EQ(tok->bos(), models::cpu::kTinyBosToken);
+  EXPECT_EQ(tok->eos(), models::cpu::kTinyEosToken);
+  EXPECT_EQ(tok->vocab_size(), 300u);
+  for (const std::string text :
+       {std::string("Hello, world!"), std::string(""),
+        std::string("naïve café — 日本語 🙂"), std::string("\0\x01\xff binary", 10)}) {
+    const auto ids = tok->encode(text);
+    EXPECT_EQ(ids.size(), text.size());
+    EXPECT_EQ(tok->decode(ids), text);
+  }
+  std::vector<int32_t> with_specials = {tok->bos(), 'h', 'i', tok->eos(), 299, -5};
+  EXPECT_EQ(tok->decode(with_specials), "hi");
+}
+
+TEST(ByteTokenizer, RejectsForeignOrMalformedFiles) {
+  TempDir dir("tok_bad");
+  std::ofstream(dir.path() / "tokenizer.json") << R"({"model": {"type": "BPE"}})";
+  try {
+    Tokenizer::load(dir.path());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("tokenizer.json"));
+    EXPECT_THAT(e.what(), HasSubstr("'BPE' is not supported"));
+  }
+  std::ofstream(dir.path() / "tokenizer.json") << "{";
+  EXPECT_THROW(Tokenizer::load(dir.path()), Error);
+  std::ofstream(dir.path() / "tokenizer.json")
+      << R"({"model": {"type": "HeadwayByte"}, "added_tokens": [{"id": 7, "content": "<s>"}]})";
+  EXPECT_THROW(Tokenizer::load(dir.path()), Error);
+  std::filesystem::remove(dir.path() / "tokenizer.json");
+  EXPECT_THROW(Tokenizer::load(dir.path()), Error);
+}
+
+TEST(SentencePieceTokenizer, TrainsLoadsAndRoundTrips) {
+  TempDir dir("tok_spm");
+  const auto corpus = dir.path() / "corpus.txt";
+  {
+    std::ofstream out(corpus);
+    for (int i = 0; i < 300; ++i) {
+      out << "the quick brown fox jumps over the lazy dog " << i << "\n"
+          << "serving language models keeps short requests fast\n";
+    }
+  }
+  const auto status = sentencepiece::SentencePieceTrainer::Train(
+      "--input=" + corpus.string() + " --model_prefix=" + (dir.path() / "tokenizer").string() +
+      " --vocab_size=60 --model_type=bpe --minloglevel=2 --bos_id=1 --eos_id=2 --unk_id=0");
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  const auto tok = Tokenizer::load(dir.path());
+  EXPECT_EQ(tok->kind(), "sentencepiece");
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->eos(), 2);
+  EXPECT_EQ(tok->vocab_size(), 60u);
+  const std::string text = "the lazy fox keeps serving";
+  const auto ids = tok->encode(text);
+  EXPECT_LT(ids.size(), text.size());  // merges happened
+  EXPECT_EQ(tok->decode(ids), text);
+  std::vector<int32_t> with_specials = ids;
+  with_specials.insert(with_specials.begin(), tok->bos());
+  with_specials.push_back(tok->eos());
+  with_specials.push_back(100000);
+  EXPECT_EQ(tok->decode(with_specials), text);
+}
+
+TEST(SentencePieceTokenizer, CorruptModelIsAnErrorNamingTheFile) {
+  TempDir dir("tok_spm_bad");
+  std::ofstream(dir.path() / "tokenizer.model") << "not a protobuf";
+  try {
+    Tokenizer::load(dir.path());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("tokenizer.model"));
+  }
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# ccache keys on paths relative to the checkout, so clones in other folders share the cache.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_BUILD_TESTS=OFF >/dev/null
 cmake --build build --target headway
 # The built-in tiny model that configs/default.toml serves on the CPU (random weights, no download).

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# ccache keys on paths relative to the checkout, so clones in other folders share the cache.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 build=${HEADWAY_TEST_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADWAY_SANITIZE=ON >/dev/null
 cmake --build "$build"

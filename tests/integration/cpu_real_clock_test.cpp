@@ -1,13 +1,12 @@
 // The engine loop on the wall clock with the real CPU model: a small mixed workload (one long
-// prompt, several short ones) runs to completion through `simulate`, and greedy tokens do not depend
-// on the step scheduler (chunked vs partial_prefill split prompts differently).
+// prompt, several short ones) runs to completion through `simulate`, and greedy tokens do not
+// depend on the step scheduler (chunked vs partial_prefill split prompts differently).
+#include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/core/simulator.h>
 #include <headway/core/workload.h>
 #include <tiny_checkpoint.h>
-
-#include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
@@ -18,7 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TempDir {
-  TempDir() : path(fs::temp_directory_path() / ("headway_real_clock_" + std::to_string(::getpid()))) {
+  TempDir()
+      : path(fs::temp_directory_path() / ("headway_real_clock_" + std::to_string(::getpid()))) {
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -37,7 +37,8 @@ PluginRegistry& registry() {
 DeploymentConfig deployment(const fs::path& dir, const std::string& scheduler) {
   const std::string text = "[model]\nplugin = \"cpu\"\noptions = { path = \"" + dir.string() +
                            "\", threads = 1, kv_cache_gb = 0.05, max_model_len = 1024 }\n"
-                           "[[engines]]\nmax_model_len = 1024\nscheduler = " + scheduler + "\n";
+                           "[[engines]]\nmax_model_len = 1024\nscheduler = " +
+                           scheduler + "\n";
   return parse_deployment(text, dir / "deploy.toml", registry());
 }
 

@@ -64,7 +64,8 @@ TEST(PluginsFromToml, EveryDiscoveredPluginPassesTheRegistryChecks) {
   std::vector<const LoadedPlugin*> plugins = registry().discover();
   std::set<std::string> names;
   for (const LoadedPlugin* p : plugins) names.insert(p->short_name());
-  for (const char* expected : {"sim", "chunked", "single", "least_loaded"}) {
+  for (const char* expected : {"sim", "cpu", "chunked", "partial_prefill", "single", "least_loaded",
+                               "length", "disaggregated", "host_copy"}) {
     EXPECT_TRUE(names.count(expected)) << expected << " not discovered in " << HEADWAY_PLUGIN_DIR;
   }
 }
@@ -80,6 +81,23 @@ TEST(PluginsFromToml, SimulateIsDeterministic) {
     EXPECT_EQ(a.records[i].token_times, b.records[i].token_times) << "request " << i;
     EXPECT_EQ(a.records[i].engine, b.records[i].engine) << "request " << i;
   }
+}
+
+// The shipped head-of-line comparison deployments load as operators would use them: every plugin
+// of the three remedies, named from TOML, with its options checked.
+TEST(PluginsFromToml, ShippedHolDeploymentsLoad) {
+  const std::filesystem::path hol = std::filesystem::path(HEADWAY_SOURCE_DIR) / "configs/hol";
+  for (const char* name : {"baseline_chunked", "partial_prefill", "length_routing", "disaggregated",
+                           "conditional_disaggregated"}) {
+    SCOPED_TRACE(name);
+    DeploymentConfig config = load_deployment(hol / (std::string(name) + ".toml"), registry());
+    EXPECT_EQ(config.engines.size(), 2u);
+  }
+  DeploymentConfig disaggregated = load_deployment(hol / "disaggregated.toml", registry());
+  ASSERT_TRUE(disaggregated.kv_transport.has_value());
+  EXPECT_EQ(disaggregated.kv_transport->plugin->short_name(), "host_copy");
+  EXPECT_EQ(disaggregated.engines[0].role, HW_ENGINE_ROLE_PREFILL);
+  EXPECT_EQ(disaggregated.engines[1].role, HW_ENGINE_ROLE_DECODE);
 }
 
 }  // namespace

@@ -105,6 +105,50 @@ uint32_t Engine::slot_of(uint64_t id) const {
   return it->second;
 }
 
+uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
+  uint32_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(requests_.size());
+    requests_.emplace_back();
+  }
+  Request& r = requests_[slot];
+  r.id = in.id;
+  r.class_index = in.class_index;
+  r.priority = in.priority;
+  r.state = state;
+  r.prompt_tokens = in.prompt_tokens;
+  r.output_tokens = in.output_tokens;
+  r.computed_tokens = in.computed_tokens;
+  r.max_output_tokens = std::min<uint32_t>(in.max_output_tokens, max_model_len_ - in.prompt_tokens);
+  r.arrival = in.arrival;
+  r.admission_order = 0;
+  r.preemptions = 0;
+  r.sampling = std::move(in.sampling);
+  r.tokens = std::move(in.tokens);
+  // Capacity for everything the request may hold, so that its steps never allocate.
+  if (model_needs_ids_) r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
+  r.blocks.clear();
+  r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
+  r.record = in.record;
+  r.planned_step = UINT64_MAX;
+  r.in_use = true;
+  r.prefill_only = false;
+  if (r.record != nullptr) {
+    r.record->id = r.id;
+    r.record->class_index = r.class_index;
+    r.record->engine = config_.index;
+    r.record->prompt_tokens = r.prompt_tokens;
+    if (std::isnan(r.record->arrival)) r.record->arrival = r.arrival;
+    r.record->token_times.reserve(r.max_output_tokens);
+    r.record->token_ids.reserve(r.max_output_tokens);
+  }
+  id_to_slot_.emplace(r.id, slot);
+  return slot;
+}
+
 void Engine::add_request(NewRequest request) {
   const std::string who = fmt::format("{}: request {}", config_.name, request.id);
   if (!request.prompt.empty()) request.prompt_tokens = static_cast<uint32_t>(request.prompt.size());
@@ -130,46 +174,13 @@ void Engine::add_request(NewRequest request) {
                 HW_RESOURCE_EXHAUSTED);
   }
 
-  uint32_t slot;
-  if (!free_slots_.empty()) {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    slot = static_cast<uint32_t>(requests_.size());
-    requests_.emplace_back();
-  }
+  const uint32_t slot = occupy_slot(
+      IncomingTransfer{request.id, request.class_index, request.prompt_tokens, 0, 0,
+                       request.max_output_tokens, request.priority, request.arrival,
+                       std::move(request.sampling), std::move(request.prompt), request.record},
+      HW_REQUEST_WAITING);
   Request& r = requests_[slot];
-  r.id = request.id;
-  r.class_index = request.class_index;
-  r.priority = request.priority;
-  r.state = HW_REQUEST_WAITING;
-  r.prompt_tokens = request.prompt_tokens;
-  r.output_tokens = 0;
-  r.computed_tokens = 0;
-  r.max_output_tokens =
-      std::min<uint32_t>(request.max_output_tokens, max_model_len_ - request.prompt_tokens);
-  r.arrival = request.arrival;
-  r.admission_order = 0;
-  r.preemptions = 0;
-  r.sampling = request.sampling;
-  r.tokens = std::move(request.prompt);
-  if (model_needs_ids_) r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
-  r.blocks.clear();
-  r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
-  r.record = request.record;
-  r.planned_step = UINT64_MAX;
-  r.in_use = true;
   r.prefill_only = request.prefill_only;
-  if (r.record != nullptr) {
-    r.record->id = r.id;
-    r.record->class_index = r.class_index;
-    r.record->engine = config_.index;
-    r.record->prompt_tokens = r.prompt_tokens;
-    if (std::isnan(r.record->arrival)) r.record->arrival = r.arrival;
-    r.record->token_times.reserve(r.max_output_tokens);
-    r.record->token_ids.reserve(r.max_output_tokens);
-  }
-  id_to_slot_.emplace(r.id, slot);
   waiting_.push_back(view_of(r));
   waiting_prompt_tokens_ += r.prompt_tokens;
   waiting_output_tokens_ += r.max_output_tokens;
@@ -509,38 +520,8 @@ bool Engine::reserve_incoming(IncomingTransfer in) {
       static_cast<uint64_t>(in.prompt_tokens) + in.max_output_tokens, max_model_len_);
   const uint32_t need = blocks_for(final_tokens, config_.block_size);
   if (need > kv_.free()) return false;
-  uint32_t slot;
-  if (!free_slots_.empty()) {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    slot = static_cast<uint32_t>(requests_.size());
-    requests_.emplace_back();
-  }
-  Request& r = requests_[slot];
-  r.id = in.id;
-  r.class_index = in.class_index;
-  r.priority = in.priority;
-  r.state = HW_REQUEST_TRANSFERRING;
-  r.prompt_tokens = in.prompt_tokens;
-  r.output_tokens = in.output_tokens;
-  r.computed_tokens = in.computed_tokens;
-  r.max_output_tokens = std::min<uint32_t>(in.max_output_tokens, max_model_len_ - in.prompt_tokens);
-  r.arrival = in.arrival;
-  r.admission_order = 0;
-  r.preemptions = 0;
-  r.sampling = std::move(in.sampling);
-  r.tokens = std::move(in.tokens);
-  if (model_needs_ids_) r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
-  r.blocks.clear();
-  r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
-  kv_.allocate(need, r.blocks);
-  r.record = in.record;
-  r.planned_step = UINT64_MAX;
-  r.in_use = true;
-  r.prefill_only = false;
-  if (r.record != nullptr) r.record->engine = config_.index;
-  id_to_slot_.emplace(r.id, slot);
+  const uint32_t slot = occupy_slot(std::move(in), HW_REQUEST_TRANSFERRING);
+  kv_.allocate(need, requests_[slot].blocks);
   return true;
 }
 

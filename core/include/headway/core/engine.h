@@ -186,6 +186,8 @@ class Engine {
   };
 
   hw_request_view view_of(const Request& r) const;
+  // Takes a free slot (or a new one) for a request in `state`; fills and indexes it.
+  uint32_t occupy_slot(IncomingTransfer in, int32_t state);
   uint32_t slot_of(uint64_t id) const;
   void push_waiting_front(const Request& r);
   void remove_admitted_from_waiting();
@@ -225,7 +227,7 @@ class Engine {
   std::vector<int32_t> sampled_;
   std::vector<float> logits_;  // one row per sampling slice, for models that return logits
   Sampler sampler_;
-  std::vector<uint64_t> prefilled_;  // prefill_only requests ready to move
+  std::vector<uint64_t> prefilled_;              // prefill_only requests ready to move
   std::vector<uint64_t> prefill_only_finished_;  // prefill_only requests done with no move
   hw_memory_desc kv_memory_{};
   StepDetail detail_;

@@ -10,6 +10,7 @@
 #include "builtin_defaults.h"
 #include "model_command.h"
 #include "plugin_command.h"
+#include "profile_command.h"
 #include "simulate_command.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,8 @@ int main(int argc, char** argv) {
   CLI::App* plugin = headway::cmd::add_plugin_command(app, plugin_args);
   headway::cmd::ModelArgs model_args;
   CLI::App* model = headway::cmd::add_model_command(app, model_args);
+  headway::cmd::ProfileArgs profile_args;
+  CLI::App* profile = headway::cmd::add_profile_command(app, profile_args);
 
   try {
     app.parse(argc, argv);
@@ -38,6 +41,7 @@ int main(int argc, char** argv) {
     if (*simulate) return headway::cmd::run_simulate(simulate_args);
     if (*plugin) return headway::cmd::run_plugin(plugin_args);
     if (*model) return headway::cmd::run_model(model_args);
+    if (*profile) return headway::cmd::run_profile(profile_args);
   } catch (const headway::core::Error& e) {
     std::fprintf(stderr, "headway: error: %s\n", e.what());
     return 1;

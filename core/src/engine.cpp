@@ -69,7 +69,8 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
     kv_memory_.block_stride = kv_memory_.block_bytes;
   }
 
-  hw_engine_facts facts{sizeof(hw_engine_facts), config_.block_size, kv_.total(), max_model_len_};
+  hw_engine_facts facts{sizeof(hw_engine_facts), config_.block_size, kv_.total(), max_model_len_,
+                        config_.role};
   scheduler_ = std::make_unique<SchedulerInstance>(config_.scheduler, facts, host_);
   running_.reserve(scheduler_->limits().max_num_seqs);
   running_views_.reserve(scheduler_->limits().max_num_seqs);

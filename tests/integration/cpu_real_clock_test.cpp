@@ -1,6 +1,7 @@
 // The engine loop on the wall clock with the real CPU model: a small mixed workload (one long
 // prompt, several short ones) runs to completion through `simulate`, and greedy tokens do not
 // depend on the step scheduler (chunked vs partial_prefill split prompts differently).
+#include "../unit/test_support/built_plugins.h"
 #include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/plugin_registry.h>
@@ -25,14 +26,7 @@ struct TempDir {
   fs::path path;
 };
 
-PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* reg = new PluginRegistry();
-    reg->add_search_directory(HEADWAY_PLUGIN_DIR);
-    return reg;
-  }();
-  return *r;
-}
+PluginRegistry& registry() { return test::built_plugins(); }
 
 DeploymentConfig deployment(const fs::path& dir, const std::string& scheduler) {
   const std::string text = "[model]\nplugin = \"cpu\"\noptions = { path = \"" + dir.string() +

@@ -1,5 +1,6 @@
 // Loads every in-tree plugin through the registry from deployment files, as an operator would,
 // and runs a small workload through them on the virtual clock.
+#include "../unit/test_support/built_plugins.h"
 #include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/plugin_registry.h>
@@ -15,14 +16,7 @@ namespace {
 const std::filesystem::path kData =
     std::filesystem::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
 
-PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* reg = new PluginRegistry();
-    reg->add_search_directory(HEADWAY_PLUGIN_DIR);
-    return reg;
-  }();
-  return *r;
-}
+PluginRegistry& registry() { return test::built_plugins(); }
 
 void expect_all_finished(const SimulationResult& result, const Workload& workload) {
   ASSERT_EQ(result.records.size(), workload.requests.size());

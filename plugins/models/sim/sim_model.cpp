@@ -1,19 +1,23 @@
 // The simulated model: a Headway model plugin with no weights and no KV memory. forward() returns
-// the step's duration from the roofline cost model (cost_model.h) so that the engine runs on a
-// virtual clock, and deterministic pseudo-random token ids so that outputs are reproducible.
+// the step's duration from the roofline cost model (cost_model.h), or from a linear model fitted to
+// a real machine when `cost_file` is set (fitted_cost.h), so that the engine runs on a virtual
+// clock; and deterministic pseudo-random token ids so that outputs are reproducible.
 //
 // Threading: as for every model, one engine thread calls an instance at a time.
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <headway/sdk/export.hpp>
 #include <headway/sdk/host.hpp>
 #include <headway/sdk/model.hpp>
 #include <headway/sdk/options.hpp>
 #include <headway/sdk/status.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "cost_model.h"
+#include "fitted_cost.h"
 #include "presets.h"
 
 namespace headway::models::sim {
@@ -23,6 +27,7 @@ using sdk::double_option;
 using sdk::enum_option;
 using sdk::int_option;
 using sdk::make_str;
+using sdk::string_option;
 
 constexpr hw_str kGpuNames[] = {make_str("h100"), make_str("h200"), make_str("custom")};
 constexpr hw_str kModelNames[] = {make_str("llama-3.1-8b"), make_str("llama-3.3-70b"),
@@ -33,6 +38,11 @@ constexpr int64_t kMaxShape = int64_t{1} << 24;
 // Overrides are doubles or ints where 0 means "take it from the preset"; with gpu or model set to
 // "custom" there is no preset and the corresponding keys are required.
 constexpr hw_option_spec kOptions[] = {
+    string_option("cost_file", "",
+                  "Cost file written by `headway profile` (path relative to the deployment "
+                  "file's directory): step times from its fitted coefficients, shape, "
+                  "max_model_len and KV capacity from the file. Every other option except seed is "
+                  "then ignored. \"\" = the roofline model of the gpu and model presets."),
     enum_option("gpu", "h100", kGpuNames,
                 "GPU preset: h100 / h200 (SXM), or custom (set peak_tflops, hbm_tb_per_s, hbm_gb, "
                 "and link_gb_per_s when tensor_parallel > 1)."),
@@ -171,25 +181,49 @@ CostModel build_cost_model(const sdk::Options& options) {
   }
 }
 
+std::optional<FittedCost> load_cost_file(const sdk::Options& options,
+                                         const std::string& config_dir) {
+  const std::string name = options.get_string("cost_file");
+  if (name.empty()) return std::nullopt;
+  std::filesystem::path path(name);
+  if (path.is_relative() && !config_dir.empty()) path = std::filesystem::path(config_dir) / path;
+  try {
+    return load_fitted_cost(path.lexically_normal());
+  } catch (const std::invalid_argument& e) {
+    throw sdk::Error(HW_INVALID_ARGUMENT, std::string("sim model: cost_file: ") + e.what());
+  }
+}
+
 class SimModel final : public sdk::Model {
  public:
-  SimModel(const sdk::Host& host, const sdk::Options& options, const std::string& /*config_dir*/)
+  SimModel(const sdk::Host& host, const sdk::Options& options, const std::string& config_dir)
       : host_(host),
-        cost_(build_cost_model(options)),
+        fitted_(load_cost_file(options, config_dir)),
         seed_(mix64(static_cast<uint64_t>(options.get_int("seed")))) {
-    const CostConfig& c = cost_.config();
     char line[384];
-    std::snprintf(line, sizeof(line),
-                  "sim model: %.2fB parameters on %u GPU(s), %.1f GB weights and %.1f GB KV per "
-                  "GPU, KV capacity %llu tokens",
-                  cost_.parameters() / 1e9, c.tensor_parallel, cost_.weight_bytes_per_gpu() / 1e9,
-                  cost_.kv_memory_bytes_per_gpu() / 1e9,
-                  static_cast<unsigned long long>(cost_.kv_capacity_tokens()));
+    if (fitted_) {
+      // The presets are not even resolved: a fitted file replaces them wholesale.
+      std::snprintf(line, sizeof(line),
+                    "sim model: fitted costs from %s%s%s%s, KV capacity %llu tokens",
+                    options.get_string("cost_file").c_str(), fitted_->machine.empty() ? "" : " (",
+                    fitted_->machine.c_str(), fitted_->machine.empty() ? "" : ")",
+                    static_cast<unsigned long long>(fitted_->kv_capacity_tokens));
+    } else {
+      roofline_.emplace(build_cost_model(options));
+      const CostConfig& c = roofline_->config();
+      std::snprintf(line, sizeof(line),
+                    "sim model: %.2fB parameters on %u GPU(s), %.1f GB weights and %.1f GB KV "
+                    "per GPU, KV capacity %llu tokens",
+                    roofline_->parameters() / 1e9, c.tensor_parallel,
+                    roofline_->weight_bytes_per_gpu() / 1e9,
+                    roofline_->kv_memory_bytes_per_gpu() / 1e9,
+                    static_cast<unsigned long long>(roofline_->kv_capacity_tokens()));
+    }
     host_.log(HW_LOG_INFO, line);
   }
 
   hw_model_info info() const override {
-    const ModelShape& m = cost_.config().model;
+    const ModelShape& m = shape();
     hw_model_info info{};
     info.struct_size = sizeof(hw_model_info);
     info.layers = m.layers;
@@ -202,8 +236,8 @@ class SimModel final : public sdk::Model {
     // Never stops by itself: output lengths come from the requests' max_output_tokens, which is
     // what a trace replay wants.
     info.eos_token = UINT32_MAX;
-    info.kv_bytes_per_token = cost_.kv_bytes_per_token();
-    info.kv_capacity_tokens = cost_.kv_capacity_tokens();
+    info.kv_bytes_per_token = kv_bytes_per_token();
+    info.kv_capacity_tokens = kv_capacity_tokens();
     info.needs_token_ids = 0;
     info.reports_duration = 1;
     return info;
@@ -215,20 +249,20 @@ class SimModel final : public sdk::Model {
     block_count_ = block_count;
     block_size_ = block_size;
     const uint64_t tokens = static_cast<uint64_t>(block_count) * block_size;
-    if (tokens > cost_.kv_capacity_tokens()) {
+    if (tokens > kv_capacity_tokens()) {
       char line[256];
       std::snprintf(line, sizeof(line),
                     "sim model: KV pool of %llu tokens exceeds the %llu that fit in GPU memory; "
                     "simulating it anyway",
                     static_cast<unsigned long long>(tokens),
-                    static_cast<unsigned long long>(cost_.kv_capacity_tokens()));
+                    static_cast<unsigned long long>(kv_capacity_tokens()));
       host_.log(HW_LOG_WARN, line);
     }
   }
 
   // Hot path: one pass over the slices, no allocation.
   void forward(const hw_model_batch& batch, hw_model_output& output) override {
-    const uint32_t vocab = cost_.config().model.vocab;
+    const uint32_t vocab = shape().vocab;
     StepLoad load;
     for (uint32_t i = 0; i < batch.slice_count; ++i) {
       const hw_model_slice& slice = batch.slices[i];
@@ -242,12 +276,22 @@ class SimModel final : public sdk::Model {
         output.sampled[i] = static_cast<int32_t>(h % vocab);
       }
     }
-    output.seconds = cost_.step_seconds(load);
+    output.seconds = fitted_ ? fitted_->step_seconds(load) : roofline_->step_seconds(load);
   }
 
  private:
+  // Exactly one of fitted_ and roofline_ is set.
+  const ModelShape& shape() const { return fitted_ ? fitted_->model : roofline_->config().model; }
+  uint64_t kv_capacity_tokens() const {
+    return fitted_ ? fitted_->kv_capacity_tokens : roofline_->kv_capacity_tokens();
+  }
+  uint64_t kv_bytes_per_token() const {
+    return fitted_ ? fitted_->kv_bytes_per_token : roofline_->kv_bytes_per_token();
+  }
+
   sdk::Host host_;
-  CostModel cost_;
+  std::optional<FittedCost> fitted_;
+  std::optional<CostModel> roofline_;
   uint64_t seed_;
   uint32_t block_count_ = 0;
   uint32_t block_size_ = 0;
@@ -256,6 +300,8 @@ class SimModel final : public sdk::Model {
 }  // namespace
 }  // namespace headway::models::sim
 
-HEADWAY_EXPORT_MODEL(headway::models::sim::SimModel, "org.headway.model.sim", "sim", "0.1.0",
-                     "Simulated model: roofline step times of H100/H200 GPUs on a virtual clock",
-                     headway::models::sim::kOptions)
+HEADWAY_EXPORT_MODEL(
+    headway::models::sim::SimModel, "org.headway.model.sim", "sim", "0.1.0",
+    "Simulated model: roofline step times of H100/H200 GPUs, or step times fitted to "
+    "a profiled machine, on a virtual clock",
+    headway::models::sim::kOptions)

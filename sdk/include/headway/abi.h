@@ -28,9 +28,10 @@ extern "C" {
 #endif
 
 /* A minor bump adds fields at the end of structs or entries at the end of tables; a major bump
- * changes or removes anything. The host accepts a plugin with equal major and minor <= host minor. */
+ * changes or removes anything. The host accepts a plugin with equal major and minor <= host minor.
+ * History: 1.0 first release; 1.1 added hw_engine_facts.engine_role. */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 0
+#define HW_ABI_MINOR 1
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -223,6 +224,9 @@ typedef struct hw_engine_facts {
   uint32_t block_size;     /* tokens per KV block */
   uint32_t kv_blocks_total;
   uint32_t max_model_len;  /* prompt + output tokens a request may reach */
+  /* Since ABI 1.1 (read only when struct_size covers it): hw_engine_role of the engine, e.g. so a
+   * scheduler on a decode engine can favour requests whose KV was moved there. */
+  int32_t engine_role;
 } hw_engine_facts;
 
 /* The limits a scheduler promises to respect; the engine rejects any plan that breaks them. */

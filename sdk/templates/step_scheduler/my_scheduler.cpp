@@ -1,5 +1,7 @@
-// A step scheduler template: first come, first served, whole prompts when they fit the budget,
-// decodes first. Copy this folder, rename the class and the plugin names, change schedule().
+// A step scheduler template: running requests first (preempting the youngest when KV runs out),
+// then waiting ones first come, first served, chunked to the budget. Copy this folder, rename the
+// class and the plugin names, change schedule().
+// Check it with: headway-conformance --plugin build/my_scheduler.so
 #include <algorithm>
 #include <headway/plugin.hpp>
 
@@ -24,21 +26,30 @@ class MyScheduler final : public headway::sdk::StepScheduler {
   void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
     uint32_t budget = budget_;
     uint32_t free_blocks = s.kv_blocks_free;
-    for (uint32_t i = 0; i < s.running_count; ++i) {
+    uint32_t end = s.running_count;  // running requests from `end` on were preempted this step
+    for (uint32_t i = 0; i < end && budget > 0; ++i) {
       const hw_request_view& r = s.running[i];
-      uint32_t tokens = std::min(headway::sdk::remaining_tokens(r), budget);
-      uint32_t need = headway::sdk::extra_blocks(r, tokens, s.block_size);
-      if (tokens == 0 || need > free_blocks) continue;
+      const uint32_t tokens = std::min(headway::sdk::remaining_tokens(r), budget);
+      const uint32_t need = headway::sdk::extra_blocks(r, tokens, s.block_size);
+      // Out of KV: preempt the most recently admitted request (it is recomputed later). Without
+      // this, running requests that all need a block would wait for each other forever.
+      while (need > free_blocks && end > i + 1) {
+        --end;
+        plan.preempt(s.running[end].id);
+        free_blocks += s.running[end].blocks_held;
+      }
+      if (need > free_blocks) return;
       plan.add_slice(r, tokens);
       budget -= tokens;
       free_blocks -= need;
     }
+    if (end < s.running_count) return;  // admitting now would take the blocks just freed
     uint32_t running = s.running_count;
-    for (uint32_t i = 0; i < s.waiting_count && running < max_seqs_; ++i) {
+    for (uint32_t i = 0; i < s.waiting_count && running < max_seqs_ && budget > 0; ++i) {
       const hw_request_view& w = s.waiting[i];
-      uint32_t tokens = std::min(headway::sdk::remaining_tokens(w), budget);
-      uint32_t need = headway::sdk::extra_blocks(w, tokens, s.block_size);
-      if (tokens == 0 || need > free_blocks) break;
+      const uint32_t tokens = std::min(headway::sdk::remaining_tokens(w), budget);
+      const uint32_t need = headway::sdk::extra_blocks(w, tokens, s.block_size);
+      if (need > free_blocks) break;  // first come, first served: nobody overtakes the head
       plan.add_slice(w, tokens);
       budget -= tokens;
       free_blocks -= need;

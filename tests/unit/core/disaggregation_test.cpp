@@ -6,6 +6,7 @@
 // and each slice's request, start and kind) shows which engine computed which positions of which
 // request. core::Cluster is also driven directly, step by step, to watch KV transfers wait for
 // room on a decode engine (backpressure) and to check that every KV block is free at the end.
+#include "../test_support/built_plugins.h"
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <headway/core/cluster.h>
@@ -34,14 +35,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* reg = new PluginRegistry();
-    reg->add_search_directory(HEADWAY_PLUGIN_DIR);
-    return reg;
-  }();
-  return *r;
-}
+PluginRegistry& registry() { return test::built_plugins(); }
 
 constexpr uint32_t kBlock = 16;
 // Llama-3.1-8B: 32 layers x 2 (K, V) x 8 KV heads x 128 x 2 bytes = 131,072 bytes per token.

@@ -1,6 +1,7 @@
 // core::Engine with real plugins (the simulated model and the chunked scheduler): request
 // lifecycle, token accounting, KV bookkeeping, aborts, admission checks, preemption under KV
 // pressure, refusal of an invalid plan, and determinism of the simulator.
+#include "../test_support/built_plugins.h"
 #include "headway/core/engine.h"
 
 #include <gmock/gmock.h>
@@ -27,14 +28,7 @@ using ::testing::HasSubstr;
 
 // One registry for the whole test process: it owns the plugin libraries, which must outlive every
 // engine created from them.
-PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    auto* reg = new PluginRegistry();
-    reg->add_search_directory(HEADWAY_PLUGIN_DIR);
-    return reg;
-  }();
-  return *r;
-}
+PluginRegistry& registry() { return test::built_plugins(); }
 
 struct EngineSpec {
   uint32_t budget = 256;

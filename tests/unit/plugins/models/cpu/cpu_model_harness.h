@@ -2,6 +2,7 @@
 // (exactly as the engine does), hands out KV blocks, and runs steps built from hand-written slices.
 #pragma once
 
+#include "../../../test_support/built_plugins.h"
 #include <headway/abi.h>
 #include <headway/core/clock.h>
 #include <headway/core/deployment_config.h>
@@ -22,15 +23,7 @@
 
 namespace headway::models::cpu::testing {
 
-inline core::PluginRegistry& registry() {
-  // Never destroyed: the plugin libraries must outlive every instance.
-  static core::PluginRegistry* r = [] {
-    auto* reg = new core::PluginRegistry();
-    reg->add_search_directory(HEADWAY_PLUGIN_DIR);
-    return reg;
-  }();
-  return *r;
-}
+inline core::PluginRegistry& registry() { return test::built_plugins(); }
 
 // A fresh directory under the system temp dir, removed at destruction.
 class TempDir {

@@ -1,0 +1,102 @@
+#include "profile_command.h"
+
+#include <fmt/format.h>
+#include <headway/core/clock.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+#include <headway/core/step_profiler.h>
+
+#include <algorithm>
+#include <headway/sdk/options.hpp>
+#include <iostream>
+#include <thread>
+
+namespace headway::cmd {
+
+CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "profile",
+      "Time the deployment's model on a grid of step shapes and fit the sim model's cost file");
+  cmd->add_option("--config", args.config, "Deployment TOML whose first engine's model is timed")
+      ->required();
+  cmd->add_option("--out", args.out, "Cost file to write (TOML)")->required();
+  cmd->add_flag("--quick", args.quick, "A reduced grid (seconds on a small model), for tests");
+  cmd->add_option("--repetitions", args.repetitions, "Timed runs per shape (median kept)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
+  cmd->add_flag("--quiet", args.quiet, "Print only the fitted coefficients");
+  return cmd;
+}
+
+namespace {
+
+// Threads the model runs with, when its plugin has the cpu model's `threads` option (0: all
+// cores); 0 when it does not say.
+int model_threads(const core::PluginChoice& model) {
+  const sdk::Options options(model.options->view());
+  if (!options.has("threads")) return 0;
+  const int64_t threads = options.get_int("threads");
+  return threads > 0 ? static_cast<int>(threads)
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
+int run_profile(const ProfileArgs& args) {
+  core::PluginRegistry& registry = core::PluginRegistry::global();
+  for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
+  const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
+  if (deployment.engines.empty()) throw core::Error(args.config + ": the deployment has no engine");
+  const core::EngineConfig& engine = deployment.engines.front();
+
+  // The model instance exactly as the engine builds it: same options, same config_dir.
+  core::WallClock clock;
+  core::HostServices host("profile", &clock);
+  const std::string config_dir =
+      deployment.file.has_parent_path() ? deployment.file.parent_path().string() : std::string(".");
+  core::ModelInstance model(deployment.model, config_dir, host);
+  const hw_model_info info = model.info();
+  const uint32_t max_model_len = engine.max_model_len ? engine.max_model_len : info.max_model_len;
+  const uint64_t kv_tokens = engine.kv_blocks
+                                 ? static_cast<uint64_t>(engine.kv_blocks) * engine.block_size
+                                 : info.kv_capacity_tokens;
+  const std::vector<core::ProfileShape> grid =
+      core::profile_grid(args.quick, max_model_len, kv_tokens, engine.block_size);
+
+  core::ProfileOptions options;
+  options.block_size = engine.block_size;
+  options.repetitions = args.quick ? std::min(args.repetitions, 3) : args.repetitions;
+  if (!args.quiet) {
+    std::cout << fmt::format("profiling model '{}' of {} on {} step shapes{}\n", model.name(),
+                             args.config, grid.size(), args.quick ? " (quick)" : "");
+    options.on_shape = [](const core::ProfileMeasurement& m) {
+      std::cout << fmt::format("  {:<36} {:>10.3f} ms\n", m.shape.label, m.median_s * 1e3)
+                << std::flush;
+    };
+  }
+  std::vector<core::ProfileMeasurement> measurements = core::profile_model(model, grid, options);
+  const core::CostFit fit = core::fit_cost(measurements);
+
+  core::CostFileInfo about;
+  about.source = args.config;
+  about.model_name = model.name();
+  about.cpu = core::cpu_model_name();
+  about.threads = model_threads(deployment.model);
+  about.cores = std::thread::hardware_concurrency();
+  about.date = core::utc_now_iso8601();
+  about.quick = args.quick;
+  core::write_cost_file(args.out, fit, measurements, info, about);
+
+  const core::CostCoefficients& c = fit.coefficients;
+  std::cout << fmt::format(
+      "fit: overhead {:.3f} ms, {:.3f} us/token, {:.3f} us/sampled token, {:.3f} ns/attention "
+      "pair, {:.3f} ns/KV token; relative error median {:.1f}%, max {:.1f}%\nwrote {}\n",
+      c.overhead_s * 1e3, c.per_token_s * 1e6, c.per_sampled_token_s * 1e6,
+      c.per_attention_pair_s * 1e9, c.per_kv_token_s * 1e9, 100 * fit.median_relative_error,
+      100 * fit.max_relative_error, args.out);
+  return 0;
+}
+
+}  // namespace headway::cmd

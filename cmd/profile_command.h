@@ -1,0 +1,28 @@
+// `headway profile --config deploy.toml --out cost.toml [--quick]`: times the deployment's model on
+// a grid of step shapes and writes the fitted step-time model that the sim model reads with
+// `cost_file` (core/step_profiler.h, docs/profiling.md).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace headway::cmd {
+
+struct ProfileArgs {
+  std::string config;
+  std::string out;
+  bool quick = false;
+  int repetitions = 5;
+  std::vector<std::string> plugin_dirs;
+  bool quiet = false;
+};
+
+// Registers `profile` on `app`; `args` must outlive parsing. Main thread only.
+CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args);
+
+// Runs the profile. Throws core::Error naming the file or the plugin on failure; returns the exit
+// code otherwise.
+int run_profile(const ProfileArgs& args);
+
+}  // namespace headway::cmd

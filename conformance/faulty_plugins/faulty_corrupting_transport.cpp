@@ -1,0 +1,56 @@
+// Faulty on purpose: copies blocks synchronously, then flips one byte of the first block it wrote.
+// The suite's byte-exact round trips must report it (kv.one_block, kv.many_blocks, …).
+#include <cstring>
+#include <headway/plugin.hpp>
+#include <mutex>
+#include <unordered_map>
+
+namespace {
+
+class CorruptingTransport final : public headway::sdk::KvTransport {
+ public:
+  CorruptingTransport(const headway::sdk::Host&, const headway::sdk::Options&) {}
+
+  uint64_t start(const hw_kv_transfer& t) override {
+    bool ok = true;
+    if (t.source.kind == HW_MEMORY_HOST && t.destination.kind == HW_MEMORY_HOST) {
+      const auto* src = static_cast<const unsigned char*>(t.source.base);
+      auto* dst = static_cast<unsigned char*>(t.destination.base);
+      for (uint32_t i = 0; i < t.block_count; ++i) {
+        const uint64_t from = t.source_blocks[i] * t.source.block_stride;
+        const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
+        if (from + t.source.block_bytes > t.source.bytes ||
+            to + t.source.block_bytes > t.destination.bytes) {
+          ok = false;
+          break;
+        }
+        std::memcpy(dst + to, src + from, t.source.block_bytes);
+      }
+      if (ok && t.block_count > 0) {
+        dst[t.destination_blocks[0] * t.destination.block_stride + t.source.block_bytes / 2] ^= 1;
+      }
+    }
+    std::lock_guard lock(mutex_);
+    results_[next_] = ok;
+    return next_++;
+  }
+
+  headway::sdk::TransferProgress poll(uint64_t handle) override {
+    std::lock_guard lock(mutex_);
+    const bool ok = results_.at(handle);
+    results_.erase(handle);
+    return {ok ? HW_TRANSFER_DONE : HW_TRANSFER_FAILED, 1e-3};
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, bool> results_;
+  uint64_t next_ = 1;
+};
+
+}  // namespace
+
+HEADWAY_EXPORT_KV_TRANSPORT(CorruptingTransport, "org.headway.faulty.corrupting_transport",
+                            "faulty_corrupting", "0.0.1",
+                            "Faulty on purpose: flips one byte per transfer",
+                            headway::sdk::no_options)

@@ -1,0 +1,78 @@
+// The conformance suite's entry point: the plugin under test, how to run it, and the profiles.
+//
+// Ownership: a PluginUnderTest borrows its LoadedPlugin from the registry (which never unloads) and
+// shares ownership of its validated options. Threading: a suite run is single-threaded except where
+// a test starts its own threads (concurrent KV transfers).
+#pragma once
+
+#include <headway/abi.h>
+#include <headway/conformance/result.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/plugin_registry.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace headway::conformance {
+
+struct SuiteOptions {
+  std::filesystem::path plugin;
+  std::string profile;             // empty: the core profile of the plugin's kind
+  std::set<std::string> features;  // optional features the plugin declares (e.g. "pools")
+  std::string options;             // the plugin's options as a TOML inline-table body
+  uint64_t seed = 1;
+  std::filesystem::path config_dir = ".";  // where a model resolves relative option paths
+};
+
+struct PluginUnderTest {
+  const core::LoadedPlugin* plugin = nullptr;
+  std::shared_ptr<const core::PluginOptions> options;
+  std::string options_text;  // as given, for re-validation with changed keys
+  core::PluginRegistry* registry = nullptr;
+
+  // A PluginChoice with the options as given.
+  core::PluginChoice choice() const;
+  // A PluginChoice with some keys overridden (TOML inline-table body, e.g. "max_num_seqs = 8");
+  // keys given by the user win over these. Throws core::Error when the result is invalid.
+  core::PluginChoice choice_with(const std::string& defaults) const;
+  // True when the plugin's schema has an option of this key and type.
+  bool has_option(std::string_view key, int32_t type) const;
+  // True when the user set this key in --options.
+  bool user_set(std::string_view key) const;
+};
+
+// Parses `key = value, …` (the body of a TOML inline table) and validates it against the plugin's
+// schema with core::PluginOptions. Throws core::Error naming the key on any problem.
+std::shared_ptr<const core::PluginOptions> parse_options(const hw_plugin_descriptor& descriptor,
+                                                         const std::string& text);
+
+// "step-scheduler-core", "router-core", "kv-transport-core", "model-core".
+std::string default_profile(int32_t kind);
+std::vector<std::string> profile_names();
+
+struct SuiteContext {
+  PluginUnderTest plugin;
+  SuiteOptions options;
+  bool has_feature(const std::string& name) const { return options.features.count(name) != 0; }
+};
+
+// Runs one profile and marks core tests from its mustpass list. Throws core::Error on an unknown
+// profile or one that does not match the plugin's kind.
+ProfileResult run_profile(const SuiteContext& context, const std::string& profile);
+
+// The profiles themselves (one per kind); each returns its results in a stable order.
+std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context);
+std::vector<TestResult> run_router_profile(const SuiteContext& context);
+std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context);
+std::vector<TestResult> run_model_profile(const SuiteContext& context);
+
+// The core test ids of a versioned mustpass list ("step-scheduler-core-v1"), compiled in from
+// conformance/mustpass/. Empty when unknown.
+std::vector<std::string> mustpass_tests(const std::string& list_name);
+std::string mustpass_name(const std::string& profile);  // "<profile>-v1"
+
+}  // namespace headway::conformance

@@ -1,0 +1,236 @@
+// model-core: what a model must do whatever its weights: chunked prefill equals whole prefill,
+// a request's output does not depend on its batch, the KV block table is honoured (and nothing
+// outside it written), and a simulated model reports a duration. Against the CPU reference model
+// on the same checkpoint when it is installed. See docs/conformance.md for the tolerances.
+#include <fmt/format.h>
+#include <headway/conformance/suite.h>
+#include <headway/conformance/test_recorder.h>
+#include <headway/core/error.h>
+
+#include <cmath>
+#include <cstring>
+#include <headway/sdk/status.hpp>
+#include <random>
+
+#include "model_runner.h"
+
+namespace headway::conformance {
+namespace {
+
+// Logits may differ by accumulation order between chunkings and batchings: this much, relative to
+// the largest logit magnitude (at least 1), is accepted. Sampled ids (greedy) must be equal.
+constexpr double kInvarianceTolerance = 2e-3;
+// Against the reference: bf16/fp16 weights and another kernel order.
+constexpr double kReferenceTolerance = 2e-2;
+constexpr const char* kReferenceModel = "org.headway.model.cpu";
+
+Sequence make_sequence(uint64_t id, uint32_t length, const hw_model_info& info,
+                       std::vector<uint32_t> blocks, std::mt19937_64& rng) {
+  Sequence s;
+  s.id = id;
+  const uint32_t vocab = std::max<uint32_t>(info.vocab, 2);
+  for (uint32_t i = 0; i < length; ++i) {
+    s.tokens.push_back(
+        static_cast<int32_t>(std::uniform_int_distribution<uint32_t>(0, vocab - 1)(rng)));
+  }
+  s.blocks = std::move(blocks);
+  return s;
+}
+
+// Whole-sequence prefill slices, one per sequence, sampling the last position.
+std::vector<SliceSpec> whole(std::initializer_list<size_t> sequences,
+                             const std::vector<Sequence>& seqs) {
+  std::vector<SliceSpec> batch;
+  for (size_t i : sequences) {
+    batch.push_back({i, 0, static_cast<uint32_t>(seqs[i].tokens.size()), true});
+  }
+  return batch;
+}
+
+void compare(TestRecorder& t, const std::string& what, const SampleOutput& a, const SampleOutput& b,
+             double tolerance) {
+  const double d = relative_difference(a, b);
+  t.metrics()["relative_difference"] = std::isfinite(d) ? d : -1.0;
+  if (!(d <= tolerance)) {
+    t.fail(fmt::format("{}: outputs differ (relative difference {:.3g}, tolerance {:.3g})", what, d,
+                       tolerance));
+  } else {
+    t.note(fmt::format("relative difference {:.3g} (tolerance {:.3g})", d, tolerance));
+  }
+}
+
+}  // namespace
+
+std::vector<TestResult> run_model_profile(const SuiteContext& context) {
+  const std::string dir = context.options.config_dir.string();
+  const core::PluginChoice choice = context.plugin.choice();
+  std::vector<TestResult> results;
+  std::mt19937_64 rng(context.options.seed);
+
+  TestRecorder info_test("model.info", "get_info() describes a usable model");
+  std::unique_ptr<ModelRunner> first;
+  try {
+    first = std::make_unique<ModelRunner>(choice, dir);
+  } catch (const core::Error& e) {
+    info_test.fail(std::string("create() or init_kv() failed: ") + e.what());
+    results.push_back(info_test.finish());
+    return results;
+  }
+  const hw_model_info info = first->info();
+  if (info.vocab == 0 || info.max_model_len < 64 || info.kv_bytes_per_token == 0) {
+    info_test.fail(fmt::format("vocab {}, max_model_len {}, kv_bytes_per_token {}", info.vocab,
+                               info.max_model_len, info.kv_bytes_per_token));
+  }
+  info_test.note(fmt::format("vocab {}, max_model_len {}, {} {}", info.vocab, info.max_model_len,
+                             info.returns_logits ? "returns logits" : "samples itself",
+                             info.reports_duration ? "on a virtual clock" : "on the wall clock"));
+  results.push_back(info_test.finish());
+  const double tolerance = info.returns_logits ? kInvarianceTolerance : 0.0;
+
+  // Sequences: A (40 tokens) on blocks 0-2, B and C on other blocks; A2 is A on scattered blocks.
+  std::vector<Sequence> seqs;
+  seqs.push_back(make_sequence(1, 40, info, {0, 1, 2}, rng));
+  seqs.push_back(make_sequence(2, 23, info, {3, 4}, rng));
+  seqs.push_back(make_sequence(3, 57, info, {5, 6, 7, 8}, rng));
+  Sequence scattered = seqs[0];
+  scattered.blocks = {29, 11, 20};
+  seqs.push_back(scattered);
+
+  auto guarded = [&](TestRecorder t, auto&& body) {
+    try {
+      body(t);
+    } catch (const core::Error& e) {
+      t.fail(std::string("the model failed: ") + e.what());
+    }
+    results.push_back(t.finish());
+  };
+  SampleOutput alone;
+  guarded(TestRecorder("model.chunking_invariance",
+                       "prefill in chunks of 16, 16 and 8 equals the whole prefill"),
+          [&](TestRecorder& t) {
+            alone = first->run(seqs, {whole({0}, seqs)})[1];
+            ModelRunner chunked(choice, dir);
+            const auto out =
+                chunked.run(seqs, {{{0, 0, 16, false}}, {{0, 16, 16, false}}, {{0, 32, 8, true}}});
+            compare(t, "chunked vs whole", out.at(1), alone, tolerance);
+          });
+  guarded(TestRecorder("model.batch_invariance",
+                       "a request's output does not depend on the others in its batch"),
+          [&](TestRecorder& t) {
+            ModelRunner batched(choice, dir);
+            const auto out = batched.run(seqs, {whole({1, 0, 2}, seqs)});
+            compare(t, "in a batch of 3 vs alone", out.at(1), alone, tolerance);
+          });
+  guarded(
+      TestRecorder("model.kv_layout",
+                   "the block table is honoured: scattered blocks give the same output, and "
+                   "no KV byte outside the table changes"),
+      [&](TestRecorder& t) {
+        ModelRunner runner(choice, dir);
+        const hw_memory_desc kv = runner.model().kv_memory();
+        std::vector<uint8_t> before;
+        const bool host = kv.kind == HW_MEMORY_HOST && kv.base != nullptr && kv.block_bytes > 0;
+        if (host) {
+          if (kv.block_stride < kv.block_bytes ||
+              kv.bytes < uint64_t{ModelRunner::kBlocks - 1} * kv.block_stride + kv.block_bytes) {
+            t.fail(
+                fmt::format("kv_memory() declares {} bytes, stride {}, block {} for {} "
+                            "blocks",
+                            kv.bytes, kv.block_stride, kv.block_bytes, ModelRunner::kBlocks));
+            return;
+          }
+          std::memset(kv.base, 0x5A, kv.bytes);
+          before.assign(static_cast<uint8_t*>(kv.base), static_cast<uint8_t*>(kv.base) + kv.bytes);
+        }
+        // Sequence 1 again, on blocks 29, 11 and 20 (seqs[3] has the same tokens and id).
+        std::vector<Sequence> moved = {seqs[3]};
+        const auto out = runner.run(moved, {whole({0}, moved)});
+        compare(t, "scattered vs contiguous blocks", out.at(1), alone, tolerance);
+        if (!host) {
+          t.note(
+              "no addressable KV memory (kv_memory kind is not host): table checked "
+              "through outputs only");
+          return;
+        }
+        const auto* now = static_cast<const uint8_t*>(kv.base);
+        bool wrote_table = false;
+        for (uint64_t i = 0; i < kv.bytes; ++i) {
+          const uint64_t block = i / kv.block_stride;
+          const bool in_table =
+              (i % kv.block_stride) < kv.block_bytes && (block == 29 || block == 11 || block == 20);
+          if (in_table) {
+            wrote_table |= now[i] != before[i];
+          } else if (now[i] != before[i]) {
+            t.fail(fmt::format("KV byte {} (block {}) changed, outside the block table", i, block));
+            return;
+          }
+        }
+        if (!wrote_table) t.fail("no byte of the request's blocks changed: KV not written there");
+      });
+  guarded(TestRecorder("model.reports_cost",
+                       "a model on the virtual clock reports a positive, finite step duration"),
+          [&](TestRecorder& t) {
+            if (!info.reports_duration) {
+              t.note("duration measured on the wall clock by the engine");
+              return;
+            }
+            ModelRunner runner(choice, dir);
+            std::vector<double> seconds;
+            runner.run(seqs, {whole({0, 1, 2}, seqs)}, &seconds);
+            if (seconds.empty() || !std::isfinite(seconds[0]) || seconds[0] <= 0) {
+              t.fail(fmt::format("reported {} s for a step of 120 tokens",
+                                 seconds.empty() ? 0.0 : seconds[0]));
+            } else {
+              t.note(fmt::format("{:.3g} ms for a step of 120 tokens", seconds[0] * 1e3));
+            }
+          });
+  guarded(
+      TestRecorder("model.reference_logits",
+                   fmt::format("logits match the CPU reference model on the same checkpoint "
+                               "(relative tolerance {:.3g})",
+                               kReferenceTolerance)),
+      [&](TestRecorder& t) {
+        if (!info.returns_logits) {
+          t.not_supported("the model samples itself (returns_logits = 0): no logits to compare");
+          return;
+        }
+        if (!context.plugin.has_option("path", HW_OPTION_STRING)) {
+          t.not_supported(
+              "the model has no `path` option naming a checkpoint to share with "
+              "the reference");
+          return;
+        }
+        // The reference is the CPU model found in the search directories, never the plugin under
+        // test itself unless it is that file (a faulty copy may carry the same name).
+        core::PluginChoice reference;
+        for (const core::LoadedPlugin* candidate : context.plugin.registry->discover()) {
+          if (candidate->kind() != HW_KIND_MODEL || candidate->name() != kReferenceModel) continue;
+          if (reference.plugin == nullptr || candidate != context.plugin.plugin) {
+            reference.plugin = candidate;
+          }
+        }
+        if (reference.plugin == nullptr) {
+          t.skip(std::string("the CPU reference model (") + kReferenceModel +
+                 ", headway_model_cpu.so) is not installed in the plugin search path");
+          return;
+        }
+        std::string path;
+        for (const hw_option_value& v : context.plugin.options->values()) {
+          if (sdk::view(v.key) == "path") path = std::string(sdk::view(v.string_value));
+        }
+        reference.where = "reference model";
+        reference.options =
+            parse_options(*reference.plugin->descriptor, "path = " + nlohmann::json(path).dump());
+        ModelRunner ref(reference, dir);
+        const auto out = ref.run(seqs, {whole({0, 1, 2}, seqs)});
+        ModelRunner mine(choice, dir);
+        const auto got = mine.run(seqs, {whole({0, 1, 2}, seqs)});
+        for (uint64_t id : {1, 2, 3}) {
+          compare(t, fmt::format("request {} vs reference", id), got.at(id), out.at(id),
+                  kReferenceTolerance);
+        }
+      });
+  return results;
+}
+
+}  // namespace headway::conformance

@@ -1,0 +1,79 @@
+#include "model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace headway::conformance {
+
+ModelRunner::ModelRunner(const core::PluginChoice& choice, const std::string& config_dir)
+    : host_("model", &clock_),
+      model_(std::make_unique<core::ModelInstance>(choice, config_dir, host_)) {
+  model_->init_kv(kBlocks, kBlockSize);
+}
+
+std::map<uint64_t, SampleOutput> ModelRunner::run(
+    const std::vector<Sequence>& sequences, const std::vector<std::vector<SliceSpec>>& batches,
+    std::vector<double>* seconds) {
+  const hw_model_info& info = model_->info();
+  std::map<uint64_t, SampleOutput> outputs;
+  for (const std::vector<SliceSpec>& batch : batches) {
+    std::vector<hw_model_slice> slices;
+    uint32_t rows = 0;
+    for (const SliceSpec& s : batch) {
+      const Sequence& q = sequences[s.sequence];
+      hw_model_slice slice{};
+      slice.request_id = q.id;
+      slice.start = s.start;
+      slice.tokens = s.tokens;
+      slice.token_ids = info.needs_token_ids ? q.tokens.data() + s.start : nullptr;
+      slice.block_table = q.blocks.data();
+      slice.block_count = static_cast<uint32_t>(q.blocks.size());
+      slice.sample = s.sample ? 1 : 0;
+      slice.top_p = 1.0f;  // greedy: temperature 0
+      slice.seed = q.id;
+      slices.push_back(slice);
+      rows += s.sample;
+    }
+    std::vector<int32_t> sampled(slices.size(), -1);
+    std::vector<float> logits(info.returns_logits ? size_t{rows} * info.vocab : 0);
+    hw_model_output out{sizeof(hw_model_output),
+                        sampled.data(),
+                        0.0,
+                        logits.empty() ? nullptr : logits.data(),
+                        rows,
+                        info.vocab};
+    hw_model_batch b{sizeof(hw_model_batch), slices.data(), static_cast<uint32_t>(slices.size()),
+                     kBlockSize};
+    model_->forward(b, out);
+    if (seconds != nullptr) seconds->push_back(out.seconds);
+    uint32_t row = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!batch[i].sample) continue;
+      const uint64_t id = sequences[batch[i].sequence].id;
+      if (info.returns_logits) {
+        outputs[id].assign(logits.begin() + size_t{row} * info.vocab,
+                           logits.begin() + size_t{row + 1} * info.vocab);
+      } else {
+        outputs[id] = {static_cast<float>(sampled[i])};
+      }
+      ++row;
+    }
+  }
+  return outputs;
+}
+
+double relative_difference(const SampleOutput& a, const SampleOutput& b) {
+  if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
+  double diff = 0.0, scale = 1.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i]))
+      return std::numeric_limits<double>::infinity();
+    diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
+    scale = std::max(
+        {scale, static_cast<double>(std::fabs(a[i])), static_cast<double>(std::fabs(b[i]))});
+  }
+  return diff / scale;
+}
+
+}  // namespace headway::conformance

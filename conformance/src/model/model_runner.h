@@ -1,0 +1,61 @@
+// Runs a model plugin on hand-made batches, outside any engine: the model profile needs control of
+// block tables and slice boundaries that an engine would choose itself.
+//
+// Ownership: a ModelRunner owns its model instance. Threading: one thread.
+#pragma once
+
+#include <headway/conformance/suite.h>
+#include <headway/core/clock.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace headway::conformance {
+
+struct Sequence {
+  uint64_t id = 0;
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> blocks;  // block table covering all tokens
+};
+
+struct SliceSpec {
+  size_t sequence = 0;  // index into the sequences
+  uint32_t start = 0;
+  uint32_t tokens = 0;
+  bool sample = false;
+};
+
+// What a sampling slice produced: the logits row, or the sampled id as a one-element row.
+using SampleOutput = std::vector<float>;
+
+class ModelRunner {
+ public:
+  static constexpr uint32_t kBlockSize = 16;
+  static constexpr uint32_t kBlocks = 32;
+
+  // Creates the model and its KV cache. Throws core::Error.
+  ModelRunner(const core::PluginChoice& choice, const std::string& config_dir);
+  const hw_model_info& info() const { return model_->info(); }
+  core::ModelInstance& model() { return *model_; }
+
+  // Runs each batch in turn; returns, per sequence id, the output of its last sampling slice.
+  // `seconds` gets each batch's reported duration.
+  std::map<uint64_t, SampleOutput> run(const std::vector<Sequence>& sequences,
+                                       const std::vector<std::vector<SliceSpec>>& batches,
+                                       std::vector<double>* seconds = nullptr);
+
+ private:
+  core::VirtualClock clock_;
+  core::HostServices host_;
+  std::unique_ptr<core::ModelInstance> model_;
+};
+
+// Greatest absolute difference between two outputs, scaled by the larger magnitude (at least 1);
+// infinity when their sizes differ.
+double relative_difference(const SampleOutput& a, const SampleOutput& b);
+
+}  // namespace headway::conformance

@@ -1,0 +1,288 @@
+// router-core: random load vectors (some engines dead) over several deployment shapes; placements
+// checked for liveness and roles, replays for determinism. See docs/conformance.md.
+#include <fmt/format.h>
+#include <headway/conformance/suite.h>
+#include <headway/conformance/test_recorder.h>
+#include <headway/core/clock.h>
+#include <headway/core/error.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+
+#include <headway/sdk/status.hpp>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "router_shapes.h"
+
+namespace headway::conformance {
+namespace {
+
+constexpr uint32_t kRoutesPerShape = 3000;
+
+std::string_view role_name(int32_t role) {
+  return role == HW_ENGINE_ROLE_PREFILL  ? "prefill"
+         : role == HW_ENGINE_ROLE_DECODE ? "decode"
+                                         : "mixed";
+}
+
+// Pool names of the pools shape: those of the plugin's own `pools` option when it has one in the
+// name:min,… form (as `length` does), else "short" and "long".
+std::vector<std::string> pool_names(const PluginUnderTest& p) {
+  std::vector<std::string> names;
+  for (const hw_option_value& v : p.options->values()) {
+    if (sdk::view(v.key) != "pools" || v.type != HW_OPTION_STRING) continue;
+    std::stringstream in{std::string(sdk::view(v.string_value))};
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      const size_t colon = item.find(':');
+      std::string name = item.substr(0, colon);
+      while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+      if (!name.empty()) names.push_back(name);
+    }
+  }
+  if (names.empty()) names = {"short", "long"};
+  return names;
+}
+
+struct Placement {
+  bool placed = false;
+  hw_route_decision decision{};
+  int32_t code = HW_OK;
+  std::string error;
+  bool operator==(const Placement& o) const {
+    return placed == o.placed && code == o.code &&
+           decision.prefill_engine == o.decision.prefill_engine &&
+           decision.decode_engine == o.decision.decode_engine &&
+           decision.fallback == o.decision.fallback;
+  }
+};
+
+Placement place(core::RouterInstance& router, const hw_route_request& request,
+                const std::vector<hw_engine_load>& loads) {
+  Placement p;
+  try {
+    p.decision = router.route(request, loads);
+    p.placed = true;
+  } catch (const core::Error& e) {
+    p.code = e.code();
+    p.error = e.what();
+  }
+  return p;
+}
+
+struct Violation {
+  bool role = false;  // a role rule (else liveness or a failed call)
+  std::string message;
+};
+
+// The rules of one placement; returns the broken one, if any.
+std::optional<Violation> check(const RouterShape& shape, const std::vector<hw_engine_load>& loads,
+                               const Placement& p, bool& required_missing) {
+  bool any_mixed = false, any_decode = false;
+  for (const hw_engine_load& e : loads) {
+    any_mixed |= e.alive && e.role == HW_ENGINE_ROLE_MIXED;
+    any_decode |= e.alive && e.role == HW_ENGINE_ROLE_DECODE;
+  }
+  const bool required = shape.disaggregated() ? any_decode : any_mixed;
+  required_missing = false;
+  if (!p.placed) {
+    if (p.code != HW_UNAVAILABLE) return Violation{false, "route() failed with " + p.error};
+    required_missing = required;
+    return std::nullopt;
+  }
+  const hw_route_decision& d = p.decision;
+  if (d.prefill_engine >= loads.size() || d.decode_engine >= loads.size()) {
+    return Violation{false, fmt::format("placement names engine {}/{} of {}", d.prefill_engine,
+                                        d.decode_engine, loads.size())};
+  }
+  const hw_engine_load& pe = loads[d.prefill_engine];
+  const hw_engine_load& de = loads[d.decode_engine];
+  if (!pe.alive || !de.alive) {
+    return Violation{false, fmt::format("placement on a dead engine (prefill {}, decode {})",
+                                        d.prefill_engine, d.decode_engine)};
+  }
+  if (d.prefill_engine == d.decode_engine) {
+    const bool ok = pe.role == HW_ENGINE_ROLE_MIXED ||
+                    (shape.disaggregated() && pe.role == HW_ENGINE_ROLE_DECODE);
+    if (!ok) {
+      return Violation{true, fmt::format("single placement on {}-role engine {}",
+                                         role_name(pe.role), d.prefill_engine)};
+    }
+  } else if (pe.role != HW_ENGINE_ROLE_PREFILL || de.role != HW_ENGINE_ROLE_DECODE) {
+    return Violation{true, fmt::format("split placement: prefill on {} engine {}, decode on {} "
+                                       "engine {}",
+                                       role_name(pe.role), d.prefill_engine, role_name(de.role),
+                                       d.decode_engine)};
+  }
+  return std::nullopt;
+}
+
+// A probe instance with every engine alive gives each request's home pool; a second instance, fed
+// the same requests with that pool down, must place elsewhere and flag the fallback.
+void check_pool_fallback(const PluginUnderTest& p, const RouterShape& shape,
+                         core::HostServices& host, std::mt19937_64& rng, TestRecorder& t) {
+  core::RouterInstance probe(p.choice(), shape.engines, host);
+  core::RouterInstance router(p.choice(), shape.engines, host);
+  uint32_t checked = 0;
+  for (uint32_t i = 0; i < 500; ++i) {
+    const hw_route_request request = random_request(100000 + i, rng);
+    const Placement home = place(probe, request, shape.engines);
+    if (!home.placed) {
+      t.fail(fmt::format("request {} refused with every engine alive: {}", request.id, home.error));
+      continue;
+    }
+    const std::string_view pool = sdk::view(shape.engines[home.decision.prefill_engine].pool);
+    std::vector<hw_engine_load> loads = shape.engines;
+    for (hw_engine_load& e : loads) e.alive = sdk::view(e.pool) != pool;
+    const Placement away = place(router, request, loads);
+    if (!away.placed) {
+      t.fail(fmt::format("request {} refused with pool '{}' down and others alive: {}", request.id,
+                         pool, away.error));
+    } else if (away.decision.fallback == 0) {
+      t.fail(fmt::format("request {} moved out of its pool '{}' without the fallback flag",
+                         request.id, pool));
+    }
+    ++checked;
+  }
+  t.note(fmt::format("{} requests rerouted with their pool down", checked));
+}
+
+}  // namespace
+
+std::vector<TestResult> run_router_profile(const SuiteContext& context) {
+  const PluginUnderTest& p = context.plugin;
+  TestRecorder create("router.create", "accepts at least one deployment shape");
+  TestRecorder live("router.places_on_live_engines",
+                    "every request is placed on live engines while one can take it");
+  TestRecorder roles("router.honours_roles",
+                     "single placements on mixed engines (or local on a decode engine when "
+                     "disaggregated), split ones on a prefill and a decode engine");
+  TestRecorder same("router.deterministic", "the same requests and loads give the same placements");
+  TestRecorder dead("router.unavailable_when_all_dead",
+                    "with every engine down, route() answers HW_UNAVAILABLE");
+  std::vector<TestRecorder> shape_tests;
+  TestRecorder fallback("router.pools_fallback",
+                        "a request whose pool is down goes to another pool, flagged as fallback");
+  TestRecorder split("router.disaggregated_placements",
+                     "with prefill engines alive, requests are prefilled on one and decoded on "
+                     "another");
+
+  core::VirtualClock clock;
+  core::HostServices host("router", &clock);
+  const std::vector<RouterShape> shapes = router_shapes(pool_names(p));
+  uint32_t supported = 0;
+  uint64_t routes = 0;
+  for (const RouterShape& shape : shapes) {
+    TestRecorder t(
+        "router.shape." + shape.name,
+        fmt::format("routes on the '{}' shape ({} engines)", shape.name, shape.engines.size()));
+    std::unique_ptr<core::RouterInstance> a, b;
+    try {
+      a = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
+      b = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
+    } catch (const core::Error& e) {
+      const std::string why = std::string("create() refused it: ") + e.what();
+      if (!shape.feature.empty() && context.has_feature(shape.feature)) {
+        t.fail(why + " (feature '" + shape.feature + "' is declared)");
+      } else {
+        t.not_supported(why);
+      }
+      if (shape.feature == "pools") fallback.not_supported("the pools shape is not supported");
+      if (shape.feature == "disaggregation") {
+        split.not_supported("the disaggregated shape is not supported");
+      }
+      shape_tests.push_back(std::move(t));
+      continue;
+    }
+    std::mt19937_64 rng(context.options.seed * 7919 + shape.engines.size());
+    uint64_t placed = 0, split_count = 0, split_possible = 0;
+    // Violations count only if the shape turns out supported (the router placed something).
+    std::vector<std::pair<TestRecorder*, std::string>> pending;
+    for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
+      const std::vector<hw_engine_load> loads = random_loads(shape, rng);
+      const hw_route_request request = random_request(i + 1, rng);
+      const Placement pa = place(*a, request, loads);
+      const Placement pb = place(*b, request, loads);
+      ++routes;
+      if (!(pa == pb)) {
+        pending.emplace_back(&same, fmt::format("shape {}: request {} placed differently by two "
+                                                "instances fed the same sequence",
+                                                shape.name, request.id));
+      }
+      bool missing = false;
+      if (auto broken = check(shape, loads, pa, missing)) {
+        pending.emplace_back(
+            broken->role ? &roles : &live,
+            fmt::format("shape {}: request {}: {}", shape.name, request.id, broken->message));
+      }
+      if (missing) {
+        pending.emplace_back(&live, fmt::format("shape {}: request {} refused ({}) although a "
+                                                "live engine could take it",
+                                                shape.name, request.id, pa.error));
+      }
+      placed += pa.placed;
+      if (pa.placed && pa.decision.prefill_engine != pa.decision.decode_engine) ++split_count;
+      bool prefill_alive = false;
+      for (const hw_engine_load& e : loads) {
+        prefill_alive |= e.alive && e.role == HW_ENGINE_ROLE_PREFILL;
+      }
+      split_possible += pa.placed && prefill_alive;
+    }
+    if (placed == 0) {
+      t.not_supported("create() accepted it but no request was placed");
+      if (shape.feature == "pools") fallback.not_supported("the pools shape is not supported");
+      if (shape.feature == "disaggregation") {
+        split.not_supported("the disaggregated shape is not supported");
+      }
+      shape_tests.push_back(std::move(t));
+      continue;
+    }
+    ++supported;
+    for (auto& [recorder, message] : pending) recorder->fail(message);
+    t.note(fmt::format("{} of {} requests placed", placed, kRoutesPerShape));
+    // All engines down: the one answer is HW_UNAVAILABLE.
+    std::vector<hw_engine_load> down = shape.engines;
+    for (hw_engine_load& e : down) e.alive = 0;
+    const Placement none = place(*a, random_request(kRoutesPerShape + 1, rng), down);
+    if (none.placed) {
+      dead.fail(fmt::format("shape {}: placed on engine {} with every engine down", shape.name,
+                            none.decision.prefill_engine));
+    } else if (none.code != HW_UNAVAILABLE) {
+      dead.fail(fmt::format("shape {}: answered code {} ({}), not HW_UNAVAILABLE", shape.name,
+                            none.code, none.error));
+    }
+    if (shape.name == "pools") {
+      if (!context.has_feature("pools")) {
+        fallback.not_supported("feature 'pools' not declared");
+      } else {
+        check_pool_fallback(p, shape, host, rng, fallback);
+      }
+    }
+    if (shape.disaggregated()) {
+      if (!context.has_feature("disaggregation")) {
+        split.not_supported("feature 'disaggregation' not declared");
+      } else if (split_count == 0 && split_possible > 0) {
+        split.fail("no request was split over a prefill and a decode engine");
+      } else {
+        split.note(fmt::format("{} of {} placements split", split_count, placed));
+      }
+    }
+    shape_tests.push_back(std::move(t));
+  }
+  if (supported == 0) {
+    create.fail("the router accepted none of the shapes (single, mixed, pools, disaggregated)");
+    for (TestRecorder* t : {&live, &roles, &same, &dead}) t->skip("no supported shape");
+  } else {
+    create.note(fmt::format("{} of {} shapes supported", supported, shapes.size()));
+    live.metrics() = {{"routes", routes}};
+  }
+  std::vector<TestResult> results;
+  for (TestRecorder* t : {&create, &live, &roles, &same, &dead}) results.push_back(t->finish());
+  for (TestRecorder& t : shape_tests) results.push_back(t.finish());
+  results.push_back(fallback.finish());
+  results.push_back(split.finish());
+  return results;
+}
+
+}  // namespace headway::conformance

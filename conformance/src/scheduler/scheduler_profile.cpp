@@ -1,0 +1,144 @@
+// step-scheduler-core: generated traces on a real engine over the simulated model, then a cost
+// measurement. See docs/conformance.md for each test's rule.
+#include <fmt/format.h>
+#include <headway/conformance/suite.h>
+#include <headway/conformance/test_recorder.h>
+#include <headway/core/error.h>
+
+#include "step_cost.h"
+#include "trace.h"
+#include "trace_runner.h"
+
+namespace headway::conformance {
+namespace {
+
+constexpr uint32_t kTraces = 36;
+constexpr uint32_t kDeterminismTraces = 12;  // the first ones, replayed
+constexpr uint32_t kCostRunning = 1000;
+constexpr double kCostFailSeconds = 1e-3;    // far beyond any reasonable scheduler
+constexpr double kCostWarnSeconds = 100e-6;  // a tenth of a millisecond: a quality floor
+
+std::vector<TestResult> all_skipped(const std::string& reason) {
+  std::vector<TestResult> results;
+  for (const char* id : {"scheduler.create", "scheduler.plans_valid", "scheduler.all_finish",
+                         "scheduler.no_starvation", "scheduler.deterministic",
+                         "scheduler.survives_aborts", "scheduler.survives_preemptions"}) {
+    TestRecorder t(id, "");
+    t.skip(reason);
+    results.push_back(t.finish());
+  }
+  return results;
+}
+
+}  // namespace
+
+std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) {
+  const PluginUnderTest& p = context.plugin;
+  core::PluginChoice model;
+  try {
+    model.plugin = &p.registry->find("sim", HW_KIND_MODEL);
+    model.where = "conformance model (sim)";
+    model.options = parse_options(*model.plugin->descriptor, "");
+  } catch (const core::Error& e) {
+    return all_skipped(std::string("the simulated model plugin is needed to drive an engine: ") +
+                       e.what());
+  }
+
+  TestRecorder create("scheduler.create",
+                      "creates with every generated engine shape and declares usable limits");
+  TestRecorder valid("scheduler.plans_valid",
+                     "every plan passes core::PlanValidator (budget, max seqs, KV room, slices)");
+  TestRecorder finish("scheduler.all_finish", "every request of every trace finishes");
+  TestRecorder starve("scheduler.no_starvation",
+                      fmt::format("the waiting queue's head is admitted within {} steps that "
+                                  "have room for all of it",
+                                  kStarvationBound));
+  TestRecorder same("scheduler.deterministic", "the same trace gives the same plans, step by step");
+  TestRecorder aborts("scheduler.survives_aborts",
+                      "aborts of requests mid-prefill and waiting leave the engine consistent");
+  TestRecorder preempt("scheduler.survives_preemptions",
+                       "traces with KV pressure drain, with preemptions and recomputation");
+
+  const std::vector<TraceSpec> traces = generate_traces(context.options.seed, kTraces);
+  uint64_t steps = 0, preemptions = 0, aborted_mid_prefill = 0, completed = 0;
+  uint32_t worst_wait = 0;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const TraceSpec& trace = traces[i];
+    TraceOutcome out = run_trace(p, model, trace);
+    if (!out.created) {
+      create.fail(out.create_error);
+      continue;
+    }
+    steps += out.steps;
+    preemptions += out.preemptions;
+    aborted_mid_prefill += out.aborted_mid_prefill;
+    worst_wait = std::max(worst_wait, out.worst_free_wait);
+    if (!out.invalid_plan.empty()) {
+      valid.fail(out.invalid_plan);
+      continue;  // the trace stopped there; its other checks mean nothing
+    }
+    ++completed;
+    const bool is_abort = !trace.abort_steps.empty();
+    const bool is_pressure = trace.name.starts_with("kv_pressure");
+    if (!out.unfinished.empty()) {
+      finish.fail(out.unfinished);
+      if (is_abort) aborts.fail(out.unfinished);
+      if (is_pressure) preempt.fail(out.unfinished);
+    }
+    if (!out.abort_error.empty()) aborts.fail(out.abort_error);
+    if (!out.starvation.empty()) starve.fail(out.starvation);
+    if (i < kDeterminismTraces) {
+      TraceOutcome again = run_trace(p, model, trace);
+      if (again.step_hashes != out.step_hashes) {
+        size_t k = 0;
+        while (k < out.step_hashes.size() && k < again.step_hashes.size() &&
+               out.step_hashes[k] == again.step_hashes[k]) {
+          ++k;
+        }
+        same.fail(
+            fmt::format("trace {}: the replay planned differently from step {} on", trace.name, k));
+      }
+    }
+  }
+  for (TestRecorder* t : {&valid, &finish, &starve, &same, &aborts, &preempt}) {
+    if (completed == 0 && !t->failed()) t->skip("no trace ran to its end");
+  }
+  valid.metrics() = {{"traces", traces.size()}, {"steps", steps}};
+  finish.metrics() = {{"traces_completed", completed}};
+  starve.metrics() = {{"bound_steps", kStarvationBound}, {"worst_wait_steps", worst_wait}};
+  aborts.metrics() = {{"aborted_mid_prefill", aborted_mid_prefill}};
+  preempt.metrics() = {{"preemptions", preemptions}};
+  valid.note(fmt::format("{} traces, {} steps", traces.size(), steps));
+  starve.note(
+      fmt::format("worst wait with room: {} steps (bound {})", worst_wait, kStarvationBound));
+  aborts.note(fmt::format("{} requests aborted mid-prefill", aborted_mid_prefill));
+  preempt.note(preemptions == 0 ? "no preemption happened (the scheduler avoided KV pressure)"
+                                : fmt::format("{} preemptions", preemptions));
+
+  TestRecorder cost("scheduler.step_cost",
+                    fmt::format("schedule() with {} requests running costs under {:.0f} us",
+                                kCostRunning, kCostFailSeconds * 1e6));
+  const StepCost measured = measure_step_cost(p, kCostRunning, 200);
+  if (!measured.error.empty()) {
+    cost.fail(measured.error);
+  } else {
+    const double us = measured.mean_seconds * 1e6;
+    cost.metrics() = {{"mean_us", us}, {"running", measured.running}, {"calls", measured.calls}};
+    const std::string text =
+        fmt::format("mean {:.1f} us per step with {} running", us, measured.running);
+    if (measured.mean_seconds > kCostFailSeconds) {
+      cost.fail(text);
+    } else if (measured.mean_seconds > kCostWarnSeconds) {
+      cost.warn(text + fmt::format(" (above the {:.0f} us floor)", kCostWarnSeconds * 1e6));
+    } else {
+      cost.note(text);
+    }
+  }
+  std::vector<TestResult> results;
+  for (TestRecorder* t : {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &cost}) {
+    results.push_back(t->finish());
+  }
+  return results;
+}
+
+}  // namespace headway::conformance

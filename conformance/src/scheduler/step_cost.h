@@ -1,0 +1,24 @@
+// Measures what one schedule() call costs with many requests running: the scheduler runs on the
+// engine's thread before every forward pass, so its cost adds to every step.
+//
+// Threading: one thread.
+#pragma once
+
+#include <headway/conformance/suite.h>
+
+#include <string>
+
+namespace headway::conformance {
+
+struct StepCost {
+  double mean_seconds = 0.0;
+  uint32_t running = 0;
+  uint32_t waiting = 0;
+  uint32_t calls = 0;
+  std::string error;  // when the scheduler failed or planned an invalid step
+};
+
+// Calls schedule() repeatedly on one snapshot of `running` decoding requests and a waiting queue.
+StepCost measure_step_cost(const PluginUnderTest& scheduler, uint32_t running, uint32_t calls);
+
+}  // namespace headway::conformance

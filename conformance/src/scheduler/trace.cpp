@@ -1,0 +1,76 @@
+#include "trace.h"
+
+#include <algorithm>
+#include <random>
+
+namespace headway::conformance {
+namespace {
+
+constexpr const char* kKinds[] = {"steady",      "burst",       "tiny_budget",
+                                  "huge_budget", "kv_pressure", "aborts"};
+
+uint32_t uniform(std::mt19937_64& rng, uint32_t lo, uint32_t hi) {
+  return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
+}
+
+}  // namespace
+
+std::vector<TraceSpec> generate_traces(uint64_t seed, uint32_t count) {
+  std::vector<TraceSpec> traces;
+  for (uint32_t t = 0; t < count; ++t) {
+    // One generator per trace, so that a trace does not change when the count does.
+    std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + t);
+    const std::string kind = kKinds[t % std::size(kKinds)];
+    TraceSpec spec;
+    spec.name = kind + "#" + std::to_string(t);
+    spec.block_size = (t / std::size(kKinds)) % 2 == 0 ? 16 : 8;
+    spec.max_model_len = 2048;
+    spec.kv_blocks = 8192;
+    uint32_t requests = uniform(rng, 40, 160);
+    uint64_t horizon = uniform(rng, 50, 400);  // steps over which requests arrive
+    if (kind == "tiny_budget") {
+      spec.budget = uniform(rng, 1, 48);
+      requests = uniform(rng, 10, 30);
+      spec.max_model_len = 512;
+    } else if (kind == "huge_budget") {
+      spec.budget = 1u << 20;
+      spec.max_seqs = uniform(rng, 1, 3) == 1 ? uniform(rng, 1, 4) : 0;
+    } else if (kind == "kv_pressure") {
+      // Barely more than one request of max_model_len: running requests outgrow the pool and the
+      // scheduler has to preempt.
+      spec.max_model_len = 1024;
+      spec.kv_blocks = spec.max_model_len / spec.block_size + uniform(rng, 0, 16);
+      horizon = uniform(rng, 5, 40);
+    } else if (kind == "aborts") {
+      spec.budget = uniform(rng, 32, 256);  // small enough that prompts span several steps
+    } else if (kind == "burst") {
+      horizon = 0;  // set per request below
+    }
+    std::vector<uint64_t> bursts;
+    for (int b = 0; b < 4; ++b) bursts.push_back(uniform(rng, 0, 300));
+    for (uint32_t i = 0; i < requests; ++i) {
+      TraceRequest r;
+      r.id = i + 1;
+      r.max_output_tokens = uniform(rng, 1, kind == "kv_pressure" ? 200 : 64);
+      const uint32_t room = spec.max_model_len - r.max_output_tokens;
+      // Mostly short prompts with a long tail, as in chat traffic.
+      r.prompt_tokens =
+          uniform(rng, 0, 3) == 0 ? uniform(rng, 1, room) : uniform(rng, 1, std::min(room, 256u));
+      r.arrival_step = kind == "burst" ? bursts[uniform(rng, 0, 3)]
+                                       : uniform(rng, 0, static_cast<uint32_t>(horizon));
+      spec.requests.push_back(r);
+    }
+    std::stable_sort(spec.requests.begin(), spec.requests.end(),
+                     [](const TraceRequest& a, const TraceRequest& b) {
+                       return a.arrival_step < b.arrival_step;
+                     });
+    if (kind == "aborts") {
+      for (int a = 0; a < 12; ++a) spec.abort_steps.push_back(uniform(rng, 1, 300));
+      std::sort(spec.abort_steps.begin(), spec.abort_steps.end());
+    }
+    traces.push_back(std::move(spec));
+  }
+  return traces;
+}
+
+}  // namespace headway::conformance

@@ -1,0 +1,37 @@
+// Generated scheduler workloads: deterministic from a seed, each one engine shape plus requests
+// that arrive at given steps, with optional aborts. The mix covers random prompt and output
+// lengths, bursts, tiny and huge token budgets, small KV pools (preemptions) and aborts
+// mid-prefill.
+//
+// Threading: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace headway::conformance {
+
+struct TraceRequest {
+  uint64_t id = 0;
+  uint64_t arrival_step = 0;
+  uint32_t prompt_tokens = 0;
+  uint32_t max_output_tokens = 0;
+};
+
+struct TraceSpec {
+  std::string name;  // "kv_pressure#3": kind and index, for messages
+  uint32_t block_size = 16;
+  uint32_t kv_blocks = 0;
+  uint32_t max_model_len = 0;
+  uint32_t budget = 0;                 // max_num_batched_tokens to set, 0 = leave the plugin's
+  uint32_t max_seqs = 0;               // max_num_seqs to set, 0 = leave the plugin's
+  std::vector<TraceRequest> requests;  // by arrival step
+  std::vector<uint64_t> abort_steps;   // before these steps, abort a request (mid-prefill first)
+};
+
+// `count` traces cycling through the kinds steady, burst, tiny_budget, huge_budget, kv_pressure and
+// aborts.
+std::vector<TraceSpec> generate_traces(uint64_t seed, uint32_t count);
+
+}  // namespace headway::conformance

@@ -1,0 +1,281 @@
+#include "trace_runner.h"
+
+#include <fmt/format.h>
+#include <headway/core/engine.h>
+#include <headway/core/error.h>
+
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+
+namespace headway::conformance {
+namespace {
+
+uint32_t blocks_for(uint64_t tokens, uint32_t block_size) {
+  return static_cast<uint32_t>((tokens + block_size - 1) / block_size);
+}
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+// The runner's copy of the engine's request state, rebuilt from each step's plan and the
+// listener's events.
+struct Mirror {
+  uint32_t prompt = 0;
+  uint32_t outputs = 0;
+  uint32_t computed = 0;
+  bool running = false;
+  bool done = false;
+  uint32_t free_waits = 0;  // steps at the queue head with room for it, not admitted
+  uint32_t total() const { return prompt + outputs; }
+};
+
+class Listener final : public core::EngineListener {
+ public:
+  explicit Listener(std::unordered_map<uint64_t, Mirror>& requests) : requests_(requests) {}
+  void on_token(uint64_t id, int32_t, double) override { ++requests_[id].outputs; }
+  void on_finished(uint64_t id, core::FinishReason reason, double) override {
+    Mirror& m = requests_[id];
+    // `running` stays as it was: the step that finished it was planned with it running.
+    m.done = true;
+    (reason == core::FinishReason::kAborted ? aborted : finished)++;
+  }
+  uint64_t finished = 0;
+  uint64_t aborted = 0;
+
+ private:
+  std::unordered_map<uint64_t, Mirror>& requests_;
+};
+
+std::string scheduler_defaults(const PluginUnderTest& p, const TraceSpec& trace) {
+  std::string text;
+  auto add = [&](const char* key, uint32_t value) {
+    if (value == 0 || !p.has_option(key, HW_OPTION_INT)) return;
+    text += fmt::format("{}{} = {}", text.empty() ? "" : ", ", key, value);
+  };
+  add("max_num_batched_tokens", trace.budget);
+  add("max_num_seqs", trace.max_seqs);
+  return text;
+}
+
+class TraceRun {
+ public:
+  TraceRun(const TraceSpec& trace, core::Engine& engine, TraceOutcome& out)
+      : trace_(trace), engine_(engine), out_(out), listener_(requests_) {
+    engine_.set_listener(&listener_);
+  }
+
+  void run() {
+    size_t next = 0;  // next request of the trace to arrive
+    size_t next_abort = 0;
+    uint64_t step = 0;
+    uint32_t idle = 0;
+    while (step < kMaxStepsPerTrace) {
+      for (; next < trace_.requests.size() && trace_.requests[next].arrival_step <= step; ++next) {
+        add(trace_.requests[next]);
+      }
+      for (; next_abort < trace_.abort_steps.size() && trace_.abort_steps[next_abort] <= step;
+           ++next_abort) {
+        abort_one();
+      }
+      if (!engine_.has_work()) {
+        if (next == trace_.requests.size()) break;
+        step = trace_.requests[next].arrival_step;  // idle until the next arrival
+        continue;
+      }
+      const uint32_t free_before = engine_.kv().free();
+      bool planned;
+      try {
+        planned = engine_.step();
+      } catch (const core::Error& e) {
+        out_.invalid_plan = fmt::format("trace {} step {}: {}", trace_.name, step, e.what());
+        return;
+      }
+      ++step;
+      if (!planned) {
+        check_starvation(nullptr, free_before);
+        // An empty plan with work queued: no time passes, so only new arrivals can change it.
+        if (next < trace_.requests.size()) {
+          step = std::max(step, trace_.requests[next].arrival_step);
+          continue;
+        }
+        if (++idle >= 3) {
+          out_.unfinished = fmt::format(
+              "trace {}: the scheduler plans nothing with {} running and {} waiting (stalled)",
+              trace_.name, engine_.running_size(), engine_.waiting_size());
+          return;
+        }
+        continue;
+      }
+      idle = 0;
+      ++out_.steps;
+      apply(engine_.last_step(), free_before);
+    }
+    out_.finished = listener_.finished;
+    out_.aborted = listener_.aborted;
+    if (step >= kMaxStepsPerTrace) {
+      out_.unfinished =
+          fmt::format("trace {}: {} requests still queued after {} steps", trace_.name,
+                      engine_.running_size() + engine_.waiting_size(), step);
+    } else if (listener_.finished + listener_.aborted != trace_.requests.size()) {
+      out_.unfinished =
+          fmt::format("trace {}: {} of {} requests finished ({} aborted)", trace_.name,
+                      listener_.finished, trace_.requests.size(), listener_.aborted);
+    }
+  }
+
+ private:
+  void add(const TraceRequest& r) {
+    core::NewRequest request;
+    request.id = r.id;
+    request.prompt_tokens = r.prompt_tokens;
+    request.max_output_tokens = r.max_output_tokens;
+    request.arrival = engine_.clock().now();
+    engine_.add_request(std::move(request));
+    requests_[r.id].prompt = r.prompt_tokens;
+    waiting_.push_back(r.id);
+  }
+
+  // Aborts a request mid-prefill when there is one (the harder case: it holds blocks and its
+  // slices are in flight in the scheduler's view), else a waiting one.
+  void abort_one() {
+    uint64_t victim = 0;
+    bool mid_prefill = false;
+    for (const auto& [id, m] : requests_) {
+      if (m.running && !m.done && m.computed > 0 && m.computed < m.prompt && m.outputs == 0 &&
+          (victim == 0 || !mid_prefill || id < victim)) {
+        victim = id;
+        mid_prefill = true;
+      }
+    }
+    if (victim == 0 && !waiting_.empty()) victim = waiting_.back();
+    if (victim == 0) return;
+    if (!engine_.abort(victim)) {
+      out_.abort_error =
+          fmt::format("trace {}: the engine did not know request {}", trace_.name, victim);
+      return;
+    }
+    out_.aborted_mid_prefill += mid_prefill;
+    requests_[victim].running = false;
+    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), victim), waiting_.end());
+  }
+
+  void apply(const core::StepDetail& d, uint32_t free_before) {
+    uint64_t h = 0;
+    uint32_t released = 0;
+    for (uint64_t id : d.preempted) {
+      Mirror& m = requests_[id];
+      released += blocks_for(m.computed, trace_.block_size);
+      m.computed = 0;
+      m.running = false;
+      waiting_.push_front(id);  // the engine puts each preempted request at the queue head
+      h = mix(h, id * 31 + 7);
+      ++out_.preemptions;
+    }
+    uint32_t allocated = 0;
+    for (const hw_slice& s : d.slices) {
+      Mirror& m = requests_[s.request_id];
+      allocated += blocks_for(uint64_t{s.start} + s.tokens, trace_.block_size) -
+                   blocks_for(s.start, trace_.block_size);
+      m.computed = s.start + s.tokens;
+      m.running = true;
+      h = mix(mix(mix(h, s.request_id), s.start), s.tokens);
+    }
+    out_.step_hashes.push_back(h);
+    check_starvation(&d, free_before + released - allocated);
+    for (const hw_slice& s : d.slices) {
+      Mirror& m = requests_[s.request_id];
+      if (m.done) m.running = false;
+    }
+    waiting_.erase(std::remove_if(waiting_.begin(), waiting_.end(),
+                                  [&](uint64_t id) {
+                                    const Mirror& m = requests_[id];
+                                    return m.running || m.done;
+                                  }),
+                   waiting_.end());
+  }
+
+  // The head of the waiting queue (as the step saw it) was not admitted although the step left room
+  // for the whole of it: budget, a running slot and KV blocks beyond what the running prefills
+  // will still claim, in a step that preempted nothing.
+  void check_starvation(const core::StepDetail* d, uint32_t kv_free_after_plan) {
+    const hw_scheduler_limits& limits = engine_.scheduler_limits();
+    uint64_t head = 0;
+    for (uint64_t id : waiting_) {
+      const Mirror& m = requests_[id];
+      if (!m.running && !m.done) {
+        head = id;
+        break;
+      }
+    }
+    if (head == 0 || (d != nullptr && !d->preempted.empty())) return;
+    uint64_t used = 0;
+    if (d != nullptr) {
+      for (const hw_slice& s : d->slices) used += s.tokens;
+    }
+    // Requests that finished in this step still count: they held their slot when it was planned.
+    uint32_t running = 0;
+    uint64_t reserved = 0;
+    for (const auto& [id, m] : requests_) {
+      if (!m.running) continue;
+      ++running;
+      if (!m.done && m.computed < m.total()) {
+        reserved +=
+            blocks_for(m.total(), trace_.block_size) - blocks_for(m.computed, trace_.block_size);
+      }
+    }
+    Mirror& w = requests_[head];
+    const uint64_t need_tokens = w.total() - w.computed;
+    const bool room =
+        used + need_tokens <= limits.max_num_batched_tokens && running + 1 <= limits.max_num_seqs &&
+        uint64_t{kv_free_after_plan} >= reserved + blocks_for(w.total(), trace_.block_size);
+    if (!room) return;
+    ++w.free_waits;
+    out_.worst_free_wait = std::max(out_.worst_free_wait, w.free_waits);
+    if (w.free_waits > kStarvationBound && out_.starvation.empty()) {
+      out_.starvation = fmt::format(
+          "trace {}: request {} ({} tokens left) headed the waiting queue for {} steps that had "
+          "room for all of it (budget {} of {} used, {} running of {}, {} KV blocks free)",
+          trace_.name, head, need_tokens, w.free_waits, used, limits.max_num_batched_tokens,
+          running, limits.max_num_seqs, kv_free_after_plan);
+    }
+  }
+
+  const TraceSpec& trace_;
+  core::Engine& engine_;
+  TraceOutcome& out_;
+  std::unordered_map<uint64_t, Mirror> requests_;
+  std::deque<uint64_t> waiting_;  // queue order, as the engine keeps it
+  Listener listener_;
+};
+
+}  // namespace
+
+TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoice& model,
+                       const TraceSpec& trace) {
+  TraceOutcome out;
+  core::DeploymentConfig deployment;
+  deployment.file = "conformance/" + trace.name;
+  deployment.name = "conformance";
+  deployment.model = model;
+  core::EngineConfig config;
+  config.name = "engine0";
+  config.block_size = trace.block_size;
+  config.kv_blocks = trace.kv_blocks;
+  config.max_model_len = trace.max_model_len;
+  std::unique_ptr<core::Engine> engine;
+  try {
+    config.scheduler = scheduler.choice_with(scheduler_defaults(scheduler, trace));
+    engine = std::make_unique<core::Engine>(config, deployment);
+  } catch (const core::Error& e) {
+    out.create_error = fmt::format("trace {}: {}", trace.name, e.what());
+    return out;
+  }
+  out.created = true;
+  TraceRun(trace, *engine, out).run();
+  return out;
+}
+
+}  // namespace headway::conformance

@@ -1,0 +1,47 @@
+// Drives one step-scheduler plugin through one generated trace on a real core::Engine over the
+// simulated model, so that every plan goes through core::PlanValidator exactly as in production,
+// and checks the suite's invariants as it goes.
+//
+// The runner mirrors the engine's queues (waiting order, computed tokens, blocks) from what each
+// step did, to judge starvation: see docs/conformance.md for the rule and its bound.
+//
+// Threading: one thread.
+#pragma once
+
+#include <headway/conformance/suite.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace.h"
+
+namespace headway::conformance {
+
+// Steps a request may stay at the head of the waiting queue, not admitted, while the step had room
+// for all of it (see docs/conformance.md, "budget free").
+inline constexpr uint32_t kStarvationBound = 16;
+// Steps after which a trace that has not drained counts as never finishing.
+inline constexpr uint64_t kMaxStepsPerTrace = 100000;
+
+struct TraceOutcome {
+  bool created = false;
+  std::string create_error;
+  std::string invalid_plan;  // first engine error (invalid plan or scheduler failure), if any
+  std::string unfinished;    // why not every request finished, if so
+  std::string starvation;    // first starvation beyond the bound, if any
+  std::string abort_error;   // an abort the engine did not accept, if any
+  uint64_t steps = 0;
+  uint64_t preemptions = 0;
+  uint64_t aborted_mid_prefill = 0;
+  uint64_t aborted = 0;
+  uint64_t finished = 0;
+  uint32_t worst_free_wait = 0;       // most steps any head request waited with room for it
+  std::vector<uint64_t> step_hashes;  // one per step: slices and preemptions
+};
+
+// Runs `trace` with the plugin under test as the engine's scheduler and `model` as its model.
+TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoice& model,
+                       const TraceSpec& trace);
+
+}  // namespace headway::conformance

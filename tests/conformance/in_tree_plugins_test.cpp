@@ -1,0 +1,49 @@
+// Every in-tree plugin passes the core profile of its kind (in the deployment shape it serves).
+#include <gtest/gtest.h>
+
+#include "suite_runner.h"
+
+namespace {
+
+struct InTreeCase {
+  const char* file;
+  const char* options;
+  std::set<std::string> features;
+};
+
+// Names the case in test output (instead of gtest's byte dump).
+void PrintTo(const InTreeCase& c, std::ostream* os) { *os << c.file << " {" << c.options << "}"; }
+
+class InTreePluginTest : public testing::TestWithParam<InTreeCase> {};
+
+TEST_P(InTreePluginTest, IsConformant) {
+  const InTreeCase& c = GetParam();
+  const auto result = headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/" + c.file,
+                                               c.options, c.features);
+  EXPECT_TRUE(result.conformant()) << headway::test::describe(result);
+  for (const auto& t : result.tests) {
+    EXPECT_NE(t.outcome, headway::conformance::Outcome::kFail) << t.id << ": " << t.message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Plugins, InTreePluginTest,
+    testing::Values(InTreeCase{"headway_scheduler_chunked.so", "", {}},
+                    InTreeCase{"headway_scheduler_partial_prefill.so", "", {}},
+                    InTreeCase{"headway_scheduler_partial_prefill.so",
+                               "max_num_partial_prefills = 4, max_long_partial_prefills = 2",
+                               {}},
+                    InTreeCase{"headway_router_single.so", "", {}},
+                    InTreeCase{"headway_router_least_loaded.so", "", {}},
+                    InTreeCase{
+                        "headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}},
+                    InTreeCase{"headway_router_disaggregated.so", "", {"disaggregation"}},
+                    InTreeCase{"headway_kv_transport_host_copy.so", "", {}},
+                    InTreeCase{"headway_model_sim.so", "", {}}),
+    [](const testing::TestParamInfo<InTreeCase>& info) {
+      std::string name = info.param.file;
+      name = name.substr(0, name.find('.')) + (info.param.options[0] ? "_with_options" : "");
+      return name;
+    });
+
+}  // namespace

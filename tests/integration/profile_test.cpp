@@ -1,0 +1,215 @@
+// Profiling for the simulator, end to end: `headway model make-tiny`, `headway profile --quick` on
+// a CPU deployment of it, then `headway simulate` with a sim model reading the cost file. And the
+// fit itself, checked where the truth is known: profiling a sim model whose step times come from a
+// hand-written cost file must give back that file's coefficients.
+//
+// No assertion here is about how fast anything runs; the fit's error bound is a loose sanity check.
+#include <gtest/gtest.h>
+#include <headway/core/clock.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+#include <headway/core/plugin_registry.h>
+#include <headway/core/step_profiler.h>
+#include <sys/wait.h>
+#include <toml++/toml.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace headway::core {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kData = fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
+
+struct TempDir {
+  TempDir() : path(fs::temp_directory_path() / ("headway_profile_" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+struct CliRun {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+CliRun run(const std::string& args, const fs::path& dir) {
+  const fs::path err_file = dir / "stderr.txt";
+  const std::string command = std::string(HEADWAY_CLI) + " " + args + " 2>" + err_file.string();
+  CliRun result{};
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.out.append(buffer.data(), n);
+  }
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_file);
+  result.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return result;
+}
+
+void write(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
+
+std::string sim_deployment(const std::string& model_options) {
+  return "name = \"tiny-fitted\"\n[model]\nplugin = \"sim\"\noptions = { " + model_options +
+         " }\n[[engines]]\nscheduler = { plugin = \"chunked\", options = { "
+         "max_num_batched_tokens = 256 } }\n";
+}
+
+TEST(Profile, TinyCpuModelToFittedSimulation) {
+  TempDir dir;
+  CliRun r = run("model make-tiny --quiet --out " + (dir.path / "model").string() +
+                     " --layers 2 --hidden 128 --heads 4 --kv-heads 2 --ffn 256",
+                 dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  write(dir.path / "cpu.toml",
+        "[model]\nplugin = \"cpu\"\noptions = { path = \"model\", threads = 1, kv_cache_gb = "
+        "0.05 }\n[[engines]]\nscheduler = { plugin = \"chunked\" }\n");
+
+  const fs::path cost = dir.path / "cost.toml";
+  r = run(
+      "profile --quick --config " + (dir.path / "cpu.toml").string() + " --out " + cost.string(),
+      dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("relative error"), std::string::npos) << r.out;
+
+  const toml::table file = toml::parse_file(cost.string());
+  EXPECT_EQ(file["format"].value<int64_t>(), 1);
+  for (const char* key : {"overhead_s", "per_token_s", "per_sampled_token_s",
+                          "per_attention_pair_s", "per_kv_token_s"}) {
+    const std::optional<double> value = file["coefficients"][key].value<double>();
+    ASSERT_TRUE(value.has_value()) << key;
+    EXPECT_GE(*value, 0.0) << key;
+  }
+  EXPECT_GT(*file["coefficients"]["per_token_s"].value<double>(), 0.0);
+  EXPECT_EQ(file["model"]["layers"].value<int64_t>(), 2);
+  EXPECT_EQ(file["model"]["hidden"].value<int64_t>(), 128);
+  EXPECT_EQ(file["model"]["kv_heads"].value<int64_t>(), 2);
+  EXPECT_EQ(file["model"]["vocab"].value<int64_t>(), 320);
+  EXPECT_EQ(file["machine"]["threads"].value<int64_t>(), 1);
+  // A loose sanity bound: the grid is timed on a shared machine.
+  EXPECT_LT(*file["fit"]["median_relative_error"].value<double>(), 0.5);
+
+  // The gpu and model presets are ignored when cost_file is set: a 70B model on one H100 would be
+  // refused by the roofline mode (its weights do not fit).
+  write(dir.path / "sim.toml",
+        sim_deployment("cost_file = \"cost.toml\", gpu = \"h100\", model = \"llama-3.3-70b\""));
+  const fs::path report = dir.path / "report.json";
+  r = run("simulate --no-baseline --config " + (dir.path / "sim.toml").string() + " --workload " +
+              (kData / "profile_small.toml").string() + " --out " + report.string(),
+          dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["rejected"], 0);
+  EXPECT_EQ(j["overall"]["finished"], 24) << j.dump(2);
+}
+
+TEST(Profile, ErrorsNameTheFileAndTheKey) {
+  TempDir dir;
+  CliRun r = run("profile --quick --config " + (dir.path / "absent.toml").string() + " --out " +
+                     (dir.path / "cost.toml").string(),
+                 dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("absent.toml"), std::string::npos) << r.err;
+
+  // A missing cost file and a malformed one, through the sim plugin as the engine loads it.
+  write(dir.path / "sim.toml", sim_deployment("cost_file = \"nowhere.toml\""));
+  r = run("simulate --no-baseline --config " + (dir.path / "sim.toml").string() + " --workload " +
+              (kData / "profile_small.toml").string(),
+          dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("nowhere.toml: cannot open the cost file"), std::string::npos) << r.err;
+
+  write(dir.path / "bad.toml", "format = 1\n[coefficients]\noverhead_s = 0.001\n");
+  write(dir.path / "sim.toml", sim_deployment("cost_file = \"bad.toml\""));
+  r = run("simulate --no-baseline --config " + (dir.path / "sim.toml").string() + " --workload " +
+              (kData / "profile_small.toml").string(),
+          dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("bad.toml: coefficients.per_token_s is missing"), std::string::npos)
+      << r.err;
+}
+
+// Profiling a model that reports known step times must recover them: the sim model with a
+// hand-written cost file is such a model, and its times are exactly linear in the features.
+TEST(Profile, FitRecoversKnownCoefficients) {
+  TempDir dir;
+  write(dir.path / "known.toml", R"(format = 1
+[coefficients]
+overhead_s = 2e-3
+per_token_s = 5e-5
+per_sampled_token_s = 1e-4
+per_attention_pair_s = 2e-9
+per_kv_token_s = 3e-7
+[model]
+layers = 4
+hidden = 256
+heads = 4
+kv_heads = 2
+head_dim = 64
+vocab = 320
+max_model_len = 8192
+kv_capacity_tokens = 200000
+kv_bytes_per_token = 4096
+)");
+  write(dir.path / "sim.toml", sim_deployment("cost_file = \"known.toml\""));
+  PluginRegistry registry;
+  registry.add_search_directory(HEADWAY_PLUGIN_DIR);
+  const DeploymentConfig deployment = load_deployment(dir.path / "sim.toml", registry);
+  VirtualClock clock;
+  HostServices host("profile_test", &clock);
+  ModelInstance model(deployment.model, dir.path.string(), host);
+  EXPECT_EQ(model.info().max_model_len, 8192u);
+  EXPECT_EQ(model.info().kv_capacity_tokens, 200000u);
+
+  for (bool quick : {true, false}) {
+    const std::vector<ProfileShape> grid =
+        profile_grid(quick, model.info().max_model_len, model.info().kv_capacity_tokens, 16);
+    ProfileOptions options;
+    options.repetitions = 1;
+    std::vector<ProfileMeasurement> measured = profile_model(model, grid, options);
+    const CostFit fit = fit_cost(measured);
+    const CostCoefficients& c = fit.coefficients;
+    EXPECT_NEAR(c.overhead_s, 2e-3, 2e-3 * 1e-6) << "quick " << quick;
+    EXPECT_NEAR(c.per_token_s, 5e-5, 5e-5 * 1e-6);
+    EXPECT_NEAR(c.per_sampled_token_s, 1e-4, 1e-4 * 1e-6);
+    EXPECT_NEAR(c.per_attention_pair_s, 2e-9, 2e-9 * 1e-6);
+    EXPECT_NEAR(c.per_kv_token_s, 3e-7, 3e-7 * 1e-6);
+    EXPECT_LT(fit.max_relative_error, 1e-9);
+  }
+}
+
+// A term the data does not support is clamped at zero rather than going negative.
+TEST(Profile, FitIsNonNegative) {
+  std::vector<ProfileMeasurement> measured;
+  for (uint32_t tokens : {1u, 2u, 4u, 8u, 16u, 32u, 64u}) {
+    ProfileMeasurement& m = measured.emplace_back();
+    m.shape.slices = {{0, tokens, true}};
+    m.features = StepFeatures::of(m.shape.slices);
+    // Time falls slightly with the attention pairs once the tokens are accounted for: the
+    // unconstrained fit would give that term a negative coefficient.
+    m.median_s = 1e-3 + 1e-4 * tokens - 1e-8 * m.features.attention_pairs;
+  }
+  const CostFit fit = fit_cost(measured);
+  const CostCoefficients& c = fit.coefficients;
+  for (double v : {c.overhead_s, c.per_token_s, c.per_sampled_token_s, c.per_attention_pair_s,
+                   c.per_kv_token_s}) {
+    EXPECT_GE(v, 0.0);
+  }
+  EXPECT_LT(fit.median_relative_error, 0.05);
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -54,11 +54,11 @@ uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_reque
   }
   if (disaggregated && !engines_[decision.decode_engine]->can_continue(request.prompt_tokens, 1)) {
     // Refused before any prefill work is spent on it.
-    throw Error(fmt::format("request {}: a {}-token prompt leaves no room for decoding within "
-                            "max_model_len {} of engine{}",
-                            request.id, request.prompt_tokens,
-                            engines_[decision.decode_engine]->max_model_len(),
-                            decision.decode_engine));
+    throw Error(
+        fmt::format("request {}: a {}-token prompt leaves no room for decoding within "
+                    "max_model_len {} of engine{}",
+                    request.id, request.prompt_tokens,
+                    engines_[decision.decode_engine]->max_model_len(), decision.decode_engine));
   }
   request.prefill_only = disaggregated;
   const uint64_t id = request.id;
@@ -111,9 +111,14 @@ void Cluster::start_transfers(size_t d, double now) {
                             count,
                             p.source,
                             static_cast<uint32_t>(d)};
-    InFlightTransfer flight{p.id, p.source, static_cast<uint32_t>(d), transport_->start(transfer),
-                            std::max(now, p.ready)};
-    flight.record = record;
+    InFlightTransfer flight{p.id,
+                            p.source,
+                            static_cast<uint32_t>(d),
+                            transport_->start(transfer),
+                            std::max(now, p.ready),
+                            0.0,
+                            false,
+                            record};
     // Simulated transfers report their modelled duration at once; real ones finish later.
     KvTransportInstance::Progress progress = transport_->poll(flight.handle);
     if (progress.state == HW_TRANSFER_FAILED) {

@@ -94,7 +94,6 @@ PluginChoice read_inline_or_table(const toml::table& parent, std::string_view ke
                                   const fs::path& base_dir,
                                   std::optional<std::string> default_plugin = std::nullopt) {
   const toml::node* node = parent.get(key);
-  const std::string& where = at;
   if (node == nullptr) {
     if (!default_plugin) throw Error(fmt::format("{}: missing table", at));
     toml::table empty;

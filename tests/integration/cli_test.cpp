@@ -11,33 +11,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_runner.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 const fs::path kData = fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
 
-struct CliRun {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(const std::string& args) {
-  fs::path err_file = fs::temp_directory_path() / ("headway_cli_err_" + std::to_string(::getpid()));
-  std::string command = std::string(HEADWAY_CLI) + " " + args + " 2>" + err_file.string();
-  CliRun result{};
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  result.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  fs::remove(err_file);
-  return result;
-}
+using headway::test::CliRun;
+CliRun run(const std::string& args) { return headway::test::run_cli(args); }
 
 size_t lines(const std::string& s) {
   size_t count = 0;

@@ -22,6 +22,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli_runner.h"
+
 namespace headway::core {
 namespace {
 
@@ -36,28 +38,8 @@ struct TempDir {
   fs::path path;
 };
 
-struct CliRun {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-CliRun run(const std::string& args, const fs::path& dir) {
-  const fs::path err_file = dir / "stderr.txt";
-  const std::string command = std::string(HEADWAY_CLI) + " " + args + " 2>" + err_file.string();
-  CliRun result{};
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.out.append(buffer.data(), n);
-  }
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_file);
-  result.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return result;
-}
+using headway::test::CliRun;
+CliRun run(const std::string& args, const fs::path&) { return headway::test::run_cli(args); }
 
 void write(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
 

@@ -7,7 +7,10 @@ bash scripts/setup.sh
 # ccache keys on paths relative to the checkout, so clones in other folders share the cache.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 build=${HEADWAY_TEST_BUILD_DIR:-build-test}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADWAY_SANITIZE=ON >/dev/null
+# -O1 -g1: what the sanitizers recommend (readable reports, line numbers) and about a third less
+# compile time than -O2 -g on CI's 2 cores.
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADWAY_SANITIZE=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
 cmake --build "$build"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -7,8 +7,8 @@ bash scripts/setup.sh
 # ccache keys on paths relative to the checkout, so clones in other folders share the cache.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 build=${HEADWAY_TEST_BUILD_DIR:-build-test}
-# -O1 -g1: what the sanitizers recommend (readable reports, line numbers) and about a third less
-# compile time than -O2 -g on CI's 2 cores.
+# -O1 -g1: what the sanitizers recommend (readable reports with line numbers), and it compiles
+# faster than -O2 -g on CI's 2 cores.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEADWAY_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" >/dev/null
 cmake --build "$build"

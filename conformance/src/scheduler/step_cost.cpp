@@ -16,7 +16,8 @@ namespace headway::conformance {
 StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t calls) {
   StepCost cost;
   constexpr uint32_t kBlockSize = 16;
-  const hw_engine_facts facts{sizeof(hw_engine_facts), kBlockSize, 1u << 20, 8192};
+  const hw_engine_facts facts{sizeof(hw_engine_facts), kBlockSize, 1u << 20, 8192,
+                              HW_ENGINE_ROLE_MIXED};
   core::VirtualClock clock;
   core::HostServices host("conformance", &clock);
   std::unique_ptr<core::SchedulerInstance> scheduler;

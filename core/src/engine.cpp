@@ -134,7 +134,6 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.blocks.clear();
   r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
   r.record = in.record;
-  r.planned_step = UINT64_MAX;
   r.in_use = true;
   r.prefill_only = false;
   if (r.record != nullptr) {

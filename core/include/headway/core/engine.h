@@ -179,7 +179,6 @@ class Engine {
     std::vector<int32_t> tokens;  // prompt then outputs (only when the model reads ids)
     std::vector<uint32_t> blocks;
     RequestRecord* record = nullptr;
-    uint64_t planned_step = UINT64_MAX;  // step in which a slice of it was planned
     bool in_use = false;
     bool prefill_only = false;
     uint32_t total() const { return prompt_tokens + output_tokens; }

@@ -6,7 +6,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libtomlplusplus-dev libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libsentencepiece-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev libsentencepiece-dev
+  libcpp-httplib-dev libpcre2-dev libssl-dev prometheus curl
   python3 python3-numpy clang-format gnuplot-nox
 )
 missing=()

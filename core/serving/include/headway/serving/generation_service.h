@@ -1,0 +1,127 @@
+// The seam between Headway's serving frontends (OpenAI-compatible HTTP, gRPC) and what generates
+// tokens behind them: an in-process cluster of engines (LocalGenerationService) or, in a router
+// process, engine processes reached over gRPC. Frontends speak only this interface, so each can be
+// tested against a fake service and each backend serves every frontend.
+//
+// The service is text-aware: it tokenizes prompts (text, token ids or chat messages rendered with
+// the checkpoint's chat template), validates every request against the deployment, and streams
+// token ids together with their text. Frontends parse and validate their wire format only.
+//
+// Ownership: submit() returns a shared RequestStream; the service keeps its own reference until the
+// request finishes, so a frontend may drop its reference at any time (after calling abort()).
+// Threading: every GenerationService method is safe to call from any thread, concurrently.
+#pragma once
+
+#include <headway/core/sampling_params.h>
+#include <headway/serving/request_stream.h>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace headway::serving {
+
+// Why a request was refused; frontends map it to HTTP status / gRPC code.
+enum class ErrorCode {
+  kInvalidArgument,    // HTTP 400, gRPC INVALID_ARGUMENT
+  kNotFound,           // HTTP 404, gRPC NOT_FOUND (e.g. unknown model)
+  kResourceExhausted,  // HTTP 429, gRPC RESOURCE_EXHAUSTED (queue full)
+  kUnavailable,        // HTTP 503, gRPC UNAVAILABLE (draining, no engine alive)
+  kInternal,           // HTTP 500, gRPC INTERNAL
+};
+
+class ServiceError : public std::runtime_error {
+ public:
+  // `param`: the request field at fault ("max_tokens", "messages[1].content"), or empty.
+  ServiceError(ErrorCode code, std::string message, std::string param = {})
+      : std::runtime_error(std::move(message)), code_(code), param_(std::move(param)) {}
+  ErrorCode code() const noexcept { return code_; }
+  const std::string& param() const noexcept { return param_; }
+
+ private:
+  ErrorCode code_;
+  std::string param_;
+};
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant"
+  std::string content;
+};
+
+struct GenerateInput {
+  std::string request_id;  // empty: the service assigns a unique one
+  std::string model;       // empty or a name from model_info(); anything else is kNotFound
+
+  // Exactly one prompt form is set; the service refuses none or several (kInvalidArgument).
+  enum class PromptKind { kText, kTokenIds, kChat };
+  PromptKind prompt_kind = PromptKind::kText;
+  std::string prompt_text;            // kText: encoded with BOS prepended where the model wants one
+  std::vector<int32_t> prompt_ids;    // kTokenIds: used as given
+  std::vector<ChatMessage> messages;  // kChat: rendered with the chat template, then encoded
+
+  core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
+  uint32_t max_tokens = 16;       // >= 1 and prompt + max_tokens <= max_model_len
+  std::vector<std::string> stop;  // stop strings; the matched text is not returned
+  int32_t priority = 0;           // lower is more urgent
+  std::string request_class;      // label for metrics; empty: the service derives one
+};
+
+struct ModelSummary {
+  std::string name;  // what clients pass as "model"
+  uint32_t max_model_len = 0;
+  uint32_t vocab = 0;
+  std::string tokenizer;  // tokenizer kind ("byte", "bpe", ...)
+};
+
+struct EngineSummary {
+  uint32_t index = 0;
+  std::string pool;
+  std::string role;  // "both", "prefill", "decode"
+  bool alive = true;
+  uint32_t running = 0;
+  uint32_t waiting = 0;
+  uint64_t outstanding_tokens = 0;
+  uint32_t kv_blocks_free = 0;
+  uint32_t kv_blocks_total = 0;
+};
+
+struct ClusterSummary {
+  std::string deployment;
+  std::string router;
+  std::vector<EngineSummary> engines;
+};
+
+struct HealthSummary {
+  bool serving = false;  // false while draining or when no engine is alive
+  uint32_t engines_alive = 0;
+  uint32_t engines_total = 0;
+};
+
+class GenerationService {
+ public:
+  virtual ~GenerationService() = default;
+
+  // Validates, tokenizes and queues a request; tokens then arrive on the returned stream.
+  // Throws ServiceError (invalid input, unknown model, full queue, draining).
+  virtual std::shared_ptr<RequestStream> submit(GenerateInput input) = 0;
+
+  // Aborts a queued or running request and frees its KV blocks; its stream finishes with
+  // Finish::kAbort. Returns false when no such request is in flight. Frontends call it when a
+  // client disconnects.
+  virtual bool abort(const std::string& request_id) = 0;
+
+  virtual ModelSummary model_info() const = 0;
+  virtual ClusterSummary cluster_info() const = 0;
+  virtual HealthSummary health() const = 0;
+
+  // Every metric in the Prometheus text exposition format (version 0.0.4).
+  virtual std::string metrics_text() const = 0;
+
+  // Stops admitting (submit throws kUnavailable) and returns once nothing is in flight or
+  // `timeout_seconds` passed; what is still running then is aborted. Returns the number aborted.
+  virtual size_t drain(double timeout_seconds) = 0;
+};
+
+}  // namespace headway::serving

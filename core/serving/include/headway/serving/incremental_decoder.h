@@ -1,0 +1,27 @@
+// Turns a request's output token ids into text as they arrive: holds back bytes of an incomplete
+// UTF-8 sequence and any tail that could still become a stop string, and reports when a stop string
+// matched (the matched text and everything after it is never returned).
+//
+// Ownership/threading: one decoder per request, used by one thread at a time (the consumer of the
+// request's RequestStream).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace headway::serving {
+
+class IncrementalDecoder {
+ public:
+  virtual ~IncrementalDecoder() = default;
+  // Appends generated tokens; returns the text that became final. After a stop string matched,
+  // returns only the text before it, and nothing on later calls.
+  virtual std::string append(std::span<const int32_t> ids) = 0;
+  // True once a stop string matched.
+  virtual bool stopped() const = 0;
+  // At the end of the request: the text still held back (empty after a stop string matched).
+  virtual std::string flush() = 0;
+};
+
+}  // namespace headway::serving

@@ -1,0 +1,103 @@
+// One in-flight request's output, handed from the thread that generates it (an engine loop, or a
+// router's connection to an engine process) to the one frontend thread that sends it to the client.
+//
+// The producer's calls take a short mutex and never block on the consumer, so an engine thread can
+// publish tokens between steps without waiting on a slow client. Text is decoded on the consumer's
+// thread, not the engine's: next() runs the request's IncrementalDecoder over the new ids.
+//
+// Ownership: shared (std::shared_ptr) by the service and the frontend; the decoder and the stop
+// callback are owned by the stream. Threading: push_tokens/finish from one producer thread at a
+// time; next() from one consumer thread at a time; both may run concurrently.
+#pragma once
+
+#include <headway/serving/incremental_decoder.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace headway::serving {
+
+enum class Finish {
+  kNone,    // still running
+  kLength,  // max_tokens (or max_model_len) reached
+  kStop,    // a stop token or stop string
+  kAbort,   // aborted by the client, by a disconnect or by a drain timeout
+  kError,   // failed (engine down, ...): see StreamChunk::error
+};
+
+// "length", "stop", "abort", "error"; "" for kNone.
+const char* finish_name(Finish finish);
+
+struct Usage {
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
+};
+
+struct Timings {
+  double queue_seconds = 0.0;  // arrival until first scheduled
+  double ttft_seconds = 0.0;   // arrival until first token
+  double e2e_seconds = 0.0;    // arrival until finish
+  double kv_transfer_seconds = 0.0;
+};
+
+struct StreamChunk {
+  std::vector<int32_t> token_ids;  // tokens since the previous chunk
+  std::string text;                // text that became final since the previous chunk
+  Finish finish = Finish::kNone;   // set on the last chunk only
+  std::string error;               // kError: what failed, for the client
+  Usage usage;                     // on the last chunk
+  Timings timings;                 // on the last chunk
+};
+
+class RequestStream {
+ public:
+  // `decoder` may be null (token ids only). `on_stop_string` is called (on the consumer's thread)
+  // when the decoder matches a stop string, so the service can abort the request upstream.
+  RequestStream(std::string id, uint32_t prompt_tokens, std::unique_ptr<IncrementalDecoder> decoder,
+                std::function<void(const std::string& id)> on_stop_string);
+  ~RequestStream();
+  RequestStream(const RequestStream&) = delete;
+  RequestStream& operator=(const RequestStream&) = delete;
+
+  const std::string& id() const { return id_; }
+  uint32_t prompt_tokens() const { return prompt_tokens_; }
+
+  // --- producer ---
+  void push_tokens(std::span<const int32_t> ids);
+  // The last call for a request; later pushes are ignored. Timings are filled by the producer.
+  void finish(Finish reason, Timings timings, std::string error = {});
+
+  // --- consumer ---
+  // Waits up to `timeout` for new tokens or the finish. Returns true with `out` filled when
+  // something arrived; false on timeout (`out` cleared). After the chunk that carries the finish,
+  // every later call returns false immediately.
+  bool next(StreamChunk& out, std::chrono::milliseconds timeout);
+  // True once the consumer has been handed the finishing chunk.
+  bool done() const;
+
+ private:
+  const std::string id_;
+  const uint32_t prompt_tokens_;
+  std::unique_ptr<IncrementalDecoder> decoder_;  // consumer thread only
+  std::function<void(const std::string&)> on_stop_string_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<int32_t> pending_;  // pushed, not yet handed out
+  Finish finish_ = Finish::kNone;
+  Timings timings_;
+  std::string error_;
+  uint32_t completion_tokens_ = 0;  // every token pushed (usage)
+  bool delivered_finish_ = false;
+  bool stop_string_hit_ = false;  // consumer side: the decoder matched a stop string
+  std::vector<int32_t> taken_;    // consumer scratch, reused
+};
+
+}  // namespace headway::serving

@@ -1,0 +1,101 @@
+#include <headway/serving/request_stream.h>
+
+#include <utility>
+
+namespace headway::serving {
+
+const char* finish_name(Finish finish) {
+  switch (finish) {
+    case Finish::kNone:
+      return "";
+    case Finish::kLength:
+      return "length";
+    case Finish::kStop:
+      return "stop";
+    case Finish::kAbort:
+      return "abort";
+    case Finish::kError:
+      return "error";
+  }
+  return "";
+}
+
+RequestStream::RequestStream(std::string id, uint32_t prompt_tokens,
+                             std::unique_ptr<IncrementalDecoder> decoder,
+                             std::function<void(const std::string& id)> on_stop_string)
+    : id_(std::move(id)),
+      prompt_tokens_(prompt_tokens),
+      decoder_(std::move(decoder)),
+      on_stop_string_(std::move(on_stop_string)) {}
+
+RequestStream::~RequestStream() = default;
+
+void RequestStream::push_tokens(std::span<const int32_t> ids) {
+  {
+    std::lock_guard lock(mutex_);
+    if (finish_ != Finish::kNone) return;
+    pending_.insert(pending_.end(), ids.begin(), ids.end());
+    completion_tokens_ += static_cast<uint32_t>(ids.size());
+  }
+  ready_.notify_one();
+}
+
+void RequestStream::finish(Finish reason, Timings timings, std::string error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (finish_ != Finish::kNone) return;
+    finish_ = reason == Finish::kNone ? Finish::kError : reason;
+    timings_ = timings;
+    error_ = std::move(error);
+  }
+  ready_.notify_one();
+}
+
+bool RequestStream::done() const {
+  std::lock_guard lock(mutex_);
+  return delivered_finish_;
+}
+
+bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
+  out.token_ids.clear();
+  out.text.clear();
+  out.finish = Finish::kNone;
+  out.error.clear();
+  Finish finish = Finish::kNone;
+  {
+    std::unique_lock lock(mutex_);
+    if (delivered_finish_) return false;
+    ready_.wait_for(lock, timeout, [&] { return !pending_.empty() || finish_ != Finish::kNone; });
+    if (pending_.empty() && finish_ == Finish::kNone) return false;
+    taken_.swap(pending_);
+    pending_.clear();
+    finish = finish_;
+    out.usage = {prompt_tokens_, completion_tokens_};
+    out.timings = timings_;
+    out.error = error_;
+  }
+  out.token_ids.assign(taken_.begin(), taken_.end());
+  taken_.clear();
+
+  if (decoder_ != nullptr) {
+    out.text = decoder_->append(out.token_ids);
+    if (decoder_->stopped()) {
+      // The stop string ends the request here, whatever the producer does next.
+      if (on_stop_string_) on_stop_string_(id_);
+      std::lock_guard lock(mutex_);
+      delivered_finish_ = true;
+      out.finish = Finish::kStop;
+      out.usage = {prompt_tokens_, completion_tokens_};
+      return true;
+    }
+    if (finish != Finish::kNone) out.text += decoder_->flush();
+  }
+  if (finish != Finish::kNone) {
+    std::lock_guard lock(mutex_);
+    delivered_finish_ = true;
+    out.finish = finish;
+  }
+  return true;
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,108 @@
+#include <gtest/gtest.h>
+#include <headway/serving/request_stream.h>
+
+#include <string>
+#include <thread>
+
+namespace headway::serving {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Each token id is one character ('a' + id); "STOP" is spelled by ids that map to 'S','T','O','P'
+// only through the test's own table, so a plain substring search stands in for a real decoder.
+class LetterDecoder : public IncrementalDecoder {
+ public:
+  explicit LetterDecoder(std::string stop) : stop_(std::move(stop)) {}
+  std::string append(std::span<const int32_t> ids) override {
+    if (stopped_) return {};
+    for (int32_t id : ids) held_ += static_cast<char>('a' + id);
+    if (!stop_.empty()) {
+      if (auto at = held_.find(stop_); at != std::string::npos) {
+        stopped_ = true;
+        return held_.substr(0, at);
+      }
+    }
+    std::string out = std::move(held_);
+    held_.clear();
+    return out;
+  }
+  bool stopped() const override { return stopped_; }
+  std::string flush() override { return std::exchange(held_, {}); }
+
+ private:
+  std::string stop_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+TEST(RequestStream, DeliversTokensThenTheFinishOnce) {
+  RequestStream stream("r1", 5, std::make_unique<LetterDecoder>(""), nullptr);
+  const int32_t ids[] = {0, 1, 2};
+  stream.push_tokens(ids);
+  StreamChunk chunk;
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_EQ(chunk.token_ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(chunk.text, "abc");
+  EXPECT_EQ(chunk.finish, Finish::kNone);
+  EXPECT_FALSE(stream.next(chunk, 0ms));  // nothing new
+
+  stream.finish(Finish::kLength, Timings{0.1, 0.2, 0.3, 0.0});
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_EQ(chunk.finish, Finish::kLength);
+  EXPECT_EQ(chunk.usage.prompt_tokens, 5u);
+  EXPECT_EQ(chunk.usage.completion_tokens, 3u);
+  EXPECT_DOUBLE_EQ(chunk.timings.ttft_seconds, 0.2);
+  EXPECT_TRUE(stream.done());
+  EXPECT_FALSE(stream.next(chunk, 10ms));
+}
+
+TEST(RequestStream, PushesAfterTheFinishAreIgnored) {
+  RequestStream stream("r", 1, nullptr, nullptr);
+  stream.finish(Finish::kAbort, {});
+  const int32_t ids[] = {7};
+  stream.push_tokens(ids);
+  stream.finish(Finish::kLength, {});  // the first finish wins
+  StreamChunk chunk;
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_TRUE(chunk.token_ids.empty());
+  EXPECT_EQ(chunk.finish, Finish::kAbort);
+  EXPECT_EQ(chunk.usage.completion_tokens, 0u);
+}
+
+TEST(RequestStream, AStopStringFinishesTheStreamAndAbortsUpstream) {
+  std::string aborted;
+  RequestStream stream("r2", 1, std::make_unique<LetterDecoder>("de"),
+                       [&](const std::string& id) { aborted = id; });
+  const int32_t first[] = {0, 1, 2};
+  stream.push_tokens(first);
+  StreamChunk chunk;
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_EQ(chunk.text, "abc");
+  const int32_t second[] = {3, 4};
+  stream.push_tokens(second);
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_EQ(chunk.finish, Finish::kStop);
+  EXPECT_EQ(aborted, "r2");
+  EXPECT_FALSE(stream.next(chunk, 0ms));
+}
+
+TEST(RequestStream, TheConsumerWakesWhenTheProducerPushes) {
+  RequestStream stream("r3", 1, nullptr, nullptr);
+  std::thread producer([&] {
+    for (int32_t i = 0; i < 100; ++i) stream.push_tokens(std::span<const int32_t>(&i, 1));
+    stream.finish(Finish::kLength, {});
+  });
+  std::vector<int32_t> received;
+  StreamChunk chunk;
+  while (!stream.done()) {
+    if (stream.next(chunk, 1s))
+      received.insert(received.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+  }
+  producer.join();
+  ASSERT_EQ(received.size(), 100u);
+  for (int32_t i = 0; i < 100; ++i) EXPECT_EQ(received[static_cast<size_t>(i)], i);
+}
+
+}  // namespace
+}  // namespace headway::serving

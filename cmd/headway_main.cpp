@@ -1,5 +1,5 @@
-// The `headway` command line: simulate, plugin describe|list, model make-tiny. Every failure ends in one line on
-// stderr naming what is wrong, and a non-zero exit code.
+// The `headway` command line: simulate, serve, bench, plan, profile, plugin describe|list, model
+// make-tiny. Every failure ends in one line on stderr naming what is wrong, and a non-zero exit code.
 #include <headway/core/error.h>
 #include <spdlog/spdlog.h>
 
@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <exception>
 
+#include "bench_command.h"
 #include "builtin_defaults.h"
 #include "model_command.h"
+#include "plan_command.h"
 #include "plugin_command.h"
 #include "profile_command.h"
+#include "serve_command.h"
 #include "simulate_command.h"
 
 int main(int argc, char** argv) {
@@ -21,6 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 
+  headway::cmd::BenchArgs bench_args;
+  CLI::App* bench = headway::cmd::add_bench_command(app, bench_args);
   headway::cmd::SimulateArgs simulate_args;
   CLI::App* simulate = headway::cmd::add_simulate_command(app, simulate_args);
   headway::cmd::PluginArgs plugin_args;
@@ -29,6 +34,10 @@ int main(int argc, char** argv) {
   CLI::App* model = headway::cmd::add_model_command(app, model_args);
   headway::cmd::ProfileArgs profile_args;
   CLI::App* profile = headway::cmd::add_profile_command(app, profile_args);
+  headway::cmd::ServeArgs serve_args;
+  CLI::App* serve = headway::cmd::add_serve_command(app, serve_args);
+  headway::cmd::PlanArgs plan_args;
+  CLI::App* plan = headway::cmd::add_plan_command(app, plan_args);
 
   try {
     app.parse(argc, argv);
@@ -38,10 +47,13 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%^%l%$: %v");
   try {
+    if (*bench) return headway::cmd::run_bench(bench_args);
     if (*simulate) return headway::cmd::run_simulate(simulate_args);
     if (*plugin) return headway::cmd::run_plugin(plugin_args);
     if (*model) return headway::cmd::run_model(model_args);
     if (*profile) return headway::cmd::run_profile(profile_args);
+    if (*serve) return headway::cmd::run_serve(serve_args);
+    if (*plan) return headway::cmd::run_plan(plan_args);
   } catch (const headway::core::Error& e) {
     std::fprintf(stderr, "headway: error: %s\n", e.what());
     return 1;

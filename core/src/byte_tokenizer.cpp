@@ -28,8 +28,8 @@ std::unique_ptr<ByteTokenizer> ByteTokenizer::from_json_file(const std::filesyst
     const std::string type = model.at("type").get<std::string>();
     if (type != "HeadwayByte") {
       throw Error(where + ": tokenizer type '" + type +
-                  "' is not supported (Headway reads SentencePiece tokenizer.model files and its "
-                  "own HeadwayByte tokenizer.json)");
+                  "' is not a HeadwayByte tokenizer (Headway reads byte-level BPE and HeadwayByte "
+                  "tokenizer.json files and SentencePiece tokenizer.model)");
     }
     const int32_t offset = model.value("byte_offset", 0);
     std::map<std::string, int32_t> specials;

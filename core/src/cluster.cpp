@@ -43,6 +43,16 @@ hw_route_decision Cluster::route(const hw_route_request& request) {
   return router_->route(request, loads_);
 }
 
+hw_route_decision Cluster::route(const hw_route_request& request,
+                                 std::span<const hw_engine_load> loads) {
+  if (loads.size() != engines_.size()) {
+    throw Error(
+        fmt::format("route: {} engine loads given for {} engines", loads.size(), engines_.size()),
+        HW_INTERNAL);
+  }
+  return router_->route(request, loads);
+}
+
 uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_request) {
   const hw_route_decision decision = route(route_request);
   const bool disaggregated = decision.prefill_engine != decision.decode_engine;

@@ -110,6 +110,55 @@ PluginChoice read_inline_or_table(const toml::table& parent, std::string_view ke
   return read_choice(*node->as_table(), kind, at, registry, base_dir, default_plugin);
 }
 
+ServerConfig read_server(const toml::table& table, const std::string& where) {
+  if (const toml::node* key = table.get("api_key")) {
+    throw Error(
+        fmt::format("{}.api_key{}: the key must not be written in the file; put it in an "
+                    "environment variable and name that variable with api_key_env",
+                    where, line_of(*key)));
+  }
+  check_keys(table, {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role"},
+             where);
+  ServerConfig server;
+  server.host = get_string(table, "host", where, server.host);
+  if (server.host.empty()) throw Error(where + ".host: must not be empty");
+  server.http_port = static_cast<uint16_t>(get_uint(table, "http_port", where, 8000, 0, 65535));
+  server.grpc_port = static_cast<uint16_t>(get_uint(table, "grpc_port", where, 50051, 0, 65535));
+  server.api_key_env = get_string(table, "api_key_env", where, "");
+  bool name_ok = !server.api_key_env.empty() &&
+                 !(server.api_key_env[0] >= '0' && server.api_key_env[0] <= '9');
+  for (char c : server.api_key_env) {
+    name_ok = name_ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                          (c >= '0' && c <= '9') || c == '_');
+  }
+  if (table.get("api_key_env") != nullptr && !name_ok) {
+    throw Error(
+        fmt::format("{}.api_key_env: \"{}\" is not an environment variable name "
+                    "([A-Za-z_][A-Za-z0-9_]*)",
+                    where, server.api_key_env));
+  }
+  if (const toml::node* node = table.get("drain_timeout_s")) {
+    const std::optional<double> value = node->value<double>();
+    if (!value || !(*value >= 0.0 && *value <= 3600.0)) {
+      throw Error(fmt::format("{}.drain_timeout_s: expected a number of seconds in [0, 3600]{}",
+                              where, line_of(*node)));
+    }
+    server.drain_timeout_s = *value;
+  }
+  server.role = get_string(table, "role", where, "all");
+  if (server.role == "engine" || server.role == "router") {
+    throw Error(
+        fmt::format("{}.role: \"{}\" (one process per engine or router) is not supported "
+                    "yet; use role = \"all\" (frontends, router and engines in one "
+                    "process)",
+                    where, server.role));
+  }
+  if (server.role != "all") {
+    throw Error(fmt::format("{}.role: unknown role \"{}\" (allowed: all)", where, server.role));
+  }
+  return server;
+}
+
 int32_t parse_role(const std::string& role, const std::string& where) {
   if (role == "mixed") return HW_ENGINE_ROLE_MIXED;
   if (role == "prefill") return HW_ENGINE_ROLE_PREFILL;
@@ -131,7 +180,8 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
                             e.source().begin.column, e.description()));
   }
   const fs::path base_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-  check_keys(root, {"name", "plugin_dirs", "model", "engines", "router", "kv_transport"}, name);
+  check_keys(root, {"name", "plugin_dirs", "model", "engines", "router", "kv_transport", "server"},
+             name);
 
   DeploymentConfig config;
   config.file = file;
@@ -193,6 +243,9 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
   if (root.get("kv_transport") != nullptr) {
     config.kv_transport = read_inline_or_table(root, "kv_transport", HW_KIND_KV_TRANSPORT,
                                                name + ": kv_transport", registry, base_dir);
+  }
+  if (const toml::table* server = get_table(root, "server", name)) {
+    config.server = read_server(*server, name + ": server");
   }
   return config;
 }

@@ -311,6 +311,12 @@ void print_report(std::ostream& out, const Report& report) {
                     duration_text(s.duration.max), s.mean_batch_size, s.mean_prefill_tokens,
                     s.mean_decode_tokens, 100.0 * s.peak_kv_fraction));
   }
+  if (report.measured) {
+    line(fmt::format("{:<14}{} wall, measured on a server", "time",
+                     duration_text(report.wall_seconds)));
+    out << text;
+    return;
+  }
   std::string speed;
   if (report.wall_seconds > 0 && report.simulated_seconds > 0) {
     speed = fmt::format("  ({:.1f}x real time)", report.simulated_seconds / report.wall_seconds);

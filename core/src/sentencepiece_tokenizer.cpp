@@ -43,4 +43,17 @@ uint32_t SentencePieceTokenizer::vocab_size() const {
   return static_cast<uint32_t>(processor_->GetPieceSize());
 }
 
+namespace {
+
+// Linking headway_tokenizers (an object library, so this file is always linked in) is what makes
+// Tokenizer::load accept tokenizer.model; processes that serve gRPC do not link it.
+const bool kSentencePieceLoaderInstalled = [] {
+  Tokenizer::set_sentencepiece_loader([](const std::filesystem::path& file) {
+    return std::unique_ptr<Tokenizer>(std::make_unique<SentencePieceTokenizer>(file));
+  });
+  return true;
+}();
+
+}  // namespace
+
 }  // namespace headway::core

@@ -1,19 +1,78 @@
+// The one tokenizer factory (library headway_text). SentencePiece comes in through a hook so that
+// this file, and every gRPC process that links it, stays free of libsentencepiece.
 #include "headway/core/tokenizer.h"
 
+#include <headway/core/bpe_tokenizer.h>
 #include <headway/core/byte_tokenizer.h>
 #include <headway/core/error.h>
-#include <headway/core/sentencepiece_tokenizer.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace headway::core {
+namespace {
+
+Tokenizer::FileLoader& sentencepiece_loader() {
+  static Tokenizer::FileLoader loader;  // function-local: safe from static initialisation order
+  return loader;
+}
+
+nlohmann::json read_json(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error(file.string() + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(file.string() + ": invalid JSON: " + e.what());
+  }
+}
+
+// The model type of a parsed tokenizer.json ("HeadwayByte", "BPE", ...).
+std::string model_type(const std::filesystem::path& file, const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) {
+    throw Error(file.string() + ": field 'model' is missing or not an object");
+  }
+  const nlohmann::json type = j["model"].value("type", nlohmann::json());
+  if (!type.is_string()) throw Error(file.string() + ": field 'model.type' is missing");
+  return type.get<std::string>();
+}
+
+}  // namespace
+
+void Tokenizer::set_sentencepiece_loader(FileLoader loader) {
+  sentencepiece_loader() = std::move(loader);
+}
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
+  // With SentencePiece available, tokenizer.model wins as it always did: checkpoints that ship both
+  // (Mistral) have a SentencePiece-style tokenizer.json (normalizer, byte fallback) that the BPE
+  // reader refuses.
   const std::filesystem::path spm = dir / "tokenizer.model";
-  if (std::filesystem::exists(spm)) return std::make_unique<SentencePieceTokenizer>(spm);
+  const bool has_spm = std::filesystem::exists(spm);
+  if (has_spm && sentencepiece_loader()) return sentencepiece_loader()(spm);
   const std::filesystem::path json = dir / "tokenizer.json";
-  if (std::filesystem::exists(json)) return ByteTokenizer::from_json_file(json);
+  if (std::filesystem::exists(json)) {
+    const nlohmann::json parsed = read_json(json);
+    const std::string type = model_type(json, parsed);
+    if (type == "HeadwayByte") return ByteTokenizer::from_json_file(json);
+    if (type == "BPE") return BpeTokenizer::load(dir, parsed);
+    throw Error(
+        json.string() + ": model.type '" + type +
+        "' is not supported (Headway reads byte-level \"BPE\" tokenizer.json files, its own "
+        "\"HeadwayByte\" ones and SentencePiece tokenizer.model)");
+  }
+  if (has_spm) {
+    throw Error(spm.string() +
+                ": tokenizer.model (SentencePiece) cannot be loaded in a process that also serves "
+                "gRPC: Debian's libsentencepiece carries its own protobuf and crashes such a "
+                "process; use a checkpoint with tokenizer.json");
+  }
   throw Error(dir.string() +
-              ": no tokenizer.model (SentencePiece) or tokenizer.json (Headway "
-              "byte-level) in the checkpoint directory");
+              ": no tokenizer.json (byte-level BPE or Headway byte-level) or tokenizer.model "
+              "(SentencePiece) in the checkpoint directory");
 }
 
 }  // namespace headway::core

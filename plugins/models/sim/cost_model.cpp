@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 
 namespace headway::models::sim {
 namespace {
@@ -54,21 +55,26 @@ CostModel::CostModel(const CostConfig& config) : config_(config) {
   require_positive(m.vocab, "vocab");
   require_positive(m.max_model_len, "max_model_len");
   require_positive(tp, "tensor_parallel");
-  require_positive(config.dtype_bytes, "dtype_bytes");
+  if (config.weight_bytes != 1 && config.weight_bytes != 2) {
+    fail("weight bytes must be 1 (fp8) or 2 (bf16) (got %u)", config.weight_bytes);
+  }
+  if (config.kv_bytes != 1 && config.kv_bytes != 2) {
+    fail("kv bytes must be 1 (fp8) or 2 (bf16) (got %u)", config.kv_bytes);
+  }
   if (m.heads % m.kv_heads != 0) {
     fail("kv_heads=%u must divide heads=%u (grouped-query attention)", m.kv_heads, m.heads);
   }
-  // Megatron-style tensor parallelism splits attention by heads: every GPU needs whole query heads,
-  // and either a share of the kv heads or one replicated kv head.
-  if (m.heads % tp != 0) fail("tensor_parallel=%u must divide heads=%u", tp, m.heads);
-  if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0) {
-    fail("tensor_parallel=%u and kv_heads=%u: one must divide the other", tp, m.kv_heads);
+  // Megatron-style tensor parallelism splits attention by heads.
+  if (const std::string problem = tensor_parallel_problem(m, tp); !problem.empty()) {
+    fail("tensor_parallel=%u cannot split the model: %s", tp, problem.c_str());
   }
   require_positive(gpu.peak_flops, "peak_tflops");
+  if (config.weight_bytes == 1) require_positive(gpu.peak_fp8_flops, "peak_fp8_tflops");
   require_positive(gpu.hbm_bytes_per_s, "hbm_tb_per_s");
   require_positive(gpu.hbm_bytes, "hbm_gb");
   if (tp > 1) require_positive(gpu.link_bytes_per_s, "link_gb_per_s");
   require_fraction(config.gemm_efficiency, "gemm_efficiency");
+  require_fraction(config.fp8_gemm_efficiency, "fp8_gemm_efficiency");
   require_fraction(config.attention_efficiency, "attention_efficiency");
   require_fraction(config.hbm_efficiency, "hbm_efficiency");
   require_fraction(config.gpu_memory_utilization, "gpu_memory_utilization");
@@ -77,29 +83,18 @@ CostModel::CostModel(const CostConfig& config) : config_(config) {
   require_non_negative(config.activation_reserve_bytes, "activation_reserve_gb");
 
   const double hidden = m.hidden;
-  const double q_width = static_cast<double>(m.heads) * m.head_dim;
-  const uint32_t kv_heads_per_gpu = std::max(1u, m.kv_heads / tp);
-  // Parameters by role; norms and biases are negligible and left out.
-  const double attention_split = 2 * hidden * q_width;                // q and o projections
-  const double kv_projection = 2 * hidden * m.kv_heads * m.head_dim;  // k and v projections
-  const double mlp = 3 * hidden * m.intermediate;                     // gate, up, down
-  const double embedding = hidden * m.vocab;
-  const double lm_head = hidden * m.vocab;
-  parameters_ = embedding + m.layers * (attention_split + kv_projection + mlp) + lm_head;
-
-  // One GPU holds 1/tp of everything except the k and v projections, which are replicated when
-  // there are fewer kv heads than GPUs.
-  const double kv_projection_per_gpu = 2 * hidden * kv_heads_per_gpu * m.head_dim;
-  const double layer_params_per_gpu =
-      m.layers * ((attention_split + mlp) / tp + kv_projection_per_gpu);
-  const double lm_head_per_gpu = lm_head / tp;
-  const double weight_bytes_per_gpu =
-      (layer_params_per_gpu + lm_head_per_gpu + embedding / tp) * config.dtype_bytes;
+  const ParameterCounts counts = parameter_counts(m);
+  parameters_ = counts.total(m.layers);
+  const double layer_params_per_gpu = layer_parameters_per_gpu(m, tp);
+  const double lm_head_per_gpu = counts.lm_head / tp;
+  weight_bytes_ = (parameters_ - counts.embedding - counts.lm_head) * config.weight_bytes +
+                  (counts.embedding + counts.lm_head) * kEmbeddingBytes;
+  weight_bytes_per_gpu_ = sim::weight_bytes_per_gpu(m, tp, config.weight_bytes);
+  const double weight_bytes_per_gpu = weight_bytes_per_gpu_;
 
   kv_bytes_per_token_ =
-      static_cast<uint64_t>(m.layers) * 2 * m.kv_heads * m.head_dim * config.dtype_bytes;
-  kv_bytes_per_token_per_gpu_ =
-      static_cast<uint64_t>(m.layers) * 2 * kv_heads_per_gpu * m.head_dim * config.dtype_bytes;
+      static_cast<uint64_t>(m.layers) * 2 * m.kv_heads * m.head_dim * config.kv_bytes;
+  kv_bytes_per_token_per_gpu_ = sim::kv_bytes_per_token_per_gpu(m, tp, config.kv_bytes);
 
   const double usable = gpu.hbm_bytes * config.gpu_memory_utilization;
   kv_memory_bytes_per_gpu_ = usable - weight_bytes_per_gpu - config.activation_reserve_bytes;
@@ -124,14 +119,17 @@ CostModel::CostModel(const CostConfig& config) : config_(config) {
         static_cast<unsigned long long>(kv_bytes_per_token_per_gpu_), m.max_model_len);
   }
 
-  const double gemm_rate = gpu.peak_flops * config.gemm_efficiency;
+  const bool fp8 = config.weight_bytes == 1;
+  const double gemm_rate = fp8 ? gpu.peak_fp8_flops * config.fp8_gemm_efficiency
+                               : gpu.peak_flops * config.gemm_efficiency;
+  const double lm_head_rate = gpu.peak_flops * config.gemm_efficiency;  // bf16 whatever the layers
   const double attention_rate = gpu.peak_flops * config.attention_efficiency;
   const double hbm_rate = gpu.hbm_bytes_per_s * config.hbm_efficiency;
 
   linear_seconds_per_token_ = 2 * layer_params_per_gpu / gemm_rate;
-  lm_head_seconds_per_sample_ = 2 * lm_head_per_gpu / gemm_rate;
-  layer_weight_read_s_ = layer_params_per_gpu * config.dtype_bytes / hbm_rate;
-  lm_head_weight_read_s_ = lm_head_per_gpu * config.dtype_bytes / hbm_rate;
+  lm_head_seconds_per_sample_ = 2 * lm_head_per_gpu / lm_head_rate;
+  layer_weight_read_s_ = layer_params_per_gpu * config.weight_bytes / hbm_rate;
+  lm_head_weight_read_s_ = lm_head_per_gpu * kEmbeddingBytes / hbm_rate;
   // QK^T and PV: 2 FLOPs per multiply-add, 2 matmuls, per head and head dimension.
   attention_seconds_per_pair_ =
       4.0 * m.layers * (static_cast<double>(m.heads) / tp) * m.head_dim / attention_rate;
@@ -145,7 +143,7 @@ CostModel::CostModel(const CostConfig& config) : config_(config) {
     const double allreduces = 2.0 * m.layers;
     const double ring_factor = 2.0 * (tp - 1) / tp;
     allreduce_seconds_per_token_ =
-        allreduces * ring_factor * hidden * config.dtype_bytes / (gpu.link_bytes_per_s / 2);
+        allreduces * ring_factor * hidden * kActivationBytes / (gpu.link_bytes_per_s / 2);
     allreduce_fixed_s_ = allreduces * config.allreduce_latency_s;
   }
 }

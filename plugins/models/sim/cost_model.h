@@ -9,12 +9,14 @@
 //
 // The model of one step, per GPU (all figures are divided over tensor_parallel GPUs):
 //   linear    = max(linear FLOPs / (peak * gemm_efficiency), weight bytes / (hbm * hbm_efficiency))
+//               (peak and efficiency of fp8 when the weights are fp8; the LM head stays bf16)
 //               linear FLOPs = 2 * (q,k,v,o + gated-MLP params) * tokens + 2 * hidden * vocab per
 //               sampling slice (the LM head only runs where a token is sampled); the weights are
 //               read once per step whatever the batch, the LM head only when some slice samples.
 //   attention = max(4 * layers * heads * head_dim * causal (query, key) pairs / (peak * attn_eff),
 //                   KV bytes read + written / (hbm * hbm_efficiency))
-//   allreduce = 2 per layer (after attention and after the MLP) of tokens * hidden * dtype bytes,
+//   allreduce = 2 per layer (after attention and after the MLP) of tokens * hidden * 2 (bf16)
+//   bytes,
 //               ring algorithm: 2 (tp - 1) / tp * bytes / link bandwidth + a fixed latency each.
 //   overhead  = a fixed per-step cost: kernel launches, the scheduler, sampling and the host-device
 //               round trip that every engine step pays regardless of its size.
@@ -30,24 +32,14 @@
 #include <cstdint>
 #include <span>
 
-namespace headway::models::sim {
+#include "model_memory.h"
 
-// Shape of the transformer. Field names match the plugin's option keys so that validation messages
-// name what the operator wrote.
-struct ModelShape {
-  uint32_t layers = 0;
-  uint32_t hidden = 0;
-  uint32_t heads = 0;     // query heads
-  uint32_t kv_heads = 0;  // key/value heads (GQA); equal to heads for plain multi-head attention
-  uint32_t head_dim = 0;
-  uint32_t intermediate = 0;  // gated MLP width (gate, up and down projections)
-  uint32_t vocab = 0;
-  uint32_t max_model_len = 0;  // prompt + output tokens one request may reach
-};
+namespace headway::models::sim {
 
 // One GPU. All identical under tensor parallelism.
 struct GpuSpec {
-  double peak_flops = 0;        // dense tensor-core FLOP/s at the weights' dtype
+  double peak_flops = 0;        // dense bf16 tensor-core FLOP/s
+  double peak_fp8_flops = 0;    // dense fp8 tensor-core FLOP/s (0: no fp8 tensor cores)
   double hbm_bytes_per_s = 0;   // HBM bandwidth
   double hbm_bytes = 0;         // HBM capacity
   double link_bytes_per_s = 0;  // GPU-to-GPU (NVLink) bandwidth per GPU, both directions together
@@ -58,17 +50,30 @@ struct CostConfig {
   ModelShape model;
   GpuSpec gpu;
   uint32_t tensor_parallel = 1;
-  uint32_t dtype_bytes = 2;  // weights, activations and KV cache (bf16)
-  // Fraction of peak FLOP/s that large GEMMs reach (well-tuned cuBLAS/CUTLASS bf16 at scale).
+  // Bytes per parameter of the layers' linear weights: 2 = bf16, 1 = fp8. With fp8 weights the
+  // linear layers run on fp8 tensor cores (W8A8, as TensorRT-LLM and vLLM do on Hopper); embedding
+  // and LM head stay bf16 (model_memory.h), activations are bf16.
+  uint32_t weight_bytes = 2;
+  // Bytes per KV cache element: 2 = bf16, 1 = fp8.
+  uint32_t kv_bytes = 2;
+  // Fraction of peak FLOP/s that large bf16 GEMMs reach (well-tuned cuBLAS/CUTLASS at scale).
   double gemm_efficiency = 0.7;
+  // The same for fp8 GEMMs, a fraction of the fp8 peak (twice bf16's on Hopper). Lower than bf16's:
+  // the fp8 peak is only reached at sizes and clocks that serving rarely sees (see
+  // docs/performance.md, "The cost model").
+  double fp8_gemm_efficiency = 0.65;
   // Fraction of peak FLOP/s that attention kernels reach (FlashAttention-2/3 class on Hopper).
   double attention_efficiency = 0.5;
-  // Fraction of HBM bandwidth that streaming reads reach.
-  double hbm_efficiency = 0.85;
+  // Fraction of HBM bandwidth that weight and KV reads reach. Calibrated (docs/performance.md, "The
+  // cost model"): decode GEMMs stream each layer's weights in a few short kernels, which ramp up
+  // and drain, so they see less than a STREAM-style copy (~90% of peak on Hopper).
+  double hbm_efficiency = 0.8;
   // Fixed latency of one all-reduce (launch + synchronisation), paid 2 * layers times per step.
   double allreduce_latency_s = 10e-6;
-  // Kernel launch and scheduling overhead of one engine step, independent of the batch.
-  double step_overhead_s = 0.5e-3;
+  // Host-side cost of one engine step, independent of the batch: scheduling, input preparation,
+  // sampling, output processing and the host-device round trip between steps. Calibrated on
+  // vLLM's batch-8 decode (docs/performance.md, "The cost model").
+  double step_overhead_s = 2.5e-3;
   // Share of HBM the engine may use (weights + activations + KV), as in vLLM.
   double gpu_memory_utilization = 0.9;
   // Per-GPU memory kept for activations, workspaces and CUDA graphs; not available to the KV cache.
@@ -132,9 +137,9 @@ class CostModel {
   // Parameters of the whole model: embedding + layers + LM head.
   double parameters() const noexcept { return parameters_; }
   // Bytes of all weights, whole model (all GPUs together), and the share one GPU holds.
-  double weight_bytes() const noexcept { return parameters_ * config_.dtype_bytes; }
-  double weight_bytes_per_gpu() const noexcept { return weight_bytes() / config_.tensor_parallel; }
-  // KV bytes of one token, whole model: layers * 2 (K and V) * kv_heads * head_dim * dtype bytes.
+  double weight_bytes() const noexcept { return weight_bytes_; }
+  double weight_bytes_per_gpu() const noexcept { return weight_bytes_per_gpu_; }
+  // KV bytes of one token, whole model: layers * 2 (K and V) * kv_heads * head_dim * kv_bytes.
   uint64_t kv_bytes_per_token() const noexcept { return kv_bytes_per_token_; }
   // KV bytes of one token on one GPU: kv heads are split over the GPUs, and replicated (one per
   // GPU) when tensor_parallel exceeds kv_heads.
@@ -147,6 +152,8 @@ class CostModel {
  private:
   CostConfig config_;
   double parameters_ = 0;
+  double weight_bytes_ = 0;
+  double weight_bytes_per_gpu_ = 0;
   uint64_t kv_bytes_per_token_ = 0;
   uint64_t kv_bytes_per_token_per_gpu_ = 0;
   double kv_memory_bytes_per_gpu_ = 0;

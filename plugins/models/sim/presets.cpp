@@ -10,8 +10,8 @@ namespace {
 // the H200's HBM3e is what makes it faster on memory-bound decode. Capacities are decimal GB as
 // marketed (nvidia-smi shows slightly more), which keeps the KV capacity on the safe side.
 constexpr GpuPreset kGpus[] = {
-    {"h100", 989.0, 3.35, 80.0, 900.0},
-    {"h200", 989.0, 4.8, 141.0, 900.0},
+    {"h100", 989.0, 1979.0, 3.35, 80.0, 900.0},
+    {"h200", 989.0, 1979.0, 4.8, 141.0, 900.0},
 };
 
 // Shapes from the models' Hugging Face config.json files.
@@ -32,6 +32,16 @@ constexpr ModelPreset kModels[] = {
                                  .intermediate = 28672,
                                  .vocab = 128256,
                                  .max_model_len = 131072}},
+    // The MLPerf Inference llama2-70b benchmark's model (Llama-2-70b-chat-hf): the 70B shape of
+    // Llama 3.3 with Llama 2's 32k vocabulary and 4k context.
+    {"llama-2-70b", ModelShape{.layers = 80,
+                               .hidden = 8192,
+                               .heads = 64,
+                               .kv_heads = 8,
+                               .head_dim = 128,
+                               .intermediate = 28672,
+                               .vocab = 32000,
+                               .max_model_len = 4096}},
 };
 
 }  // namespace
@@ -55,6 +65,7 @@ const ModelPreset* find_model_preset(std::string_view name) {
 
 GpuSpec to_gpu_spec(const GpuPreset& preset) {
   return GpuSpec{.peak_flops = preset.peak_tflops * 1e12,
+                 .peak_fp8_flops = preset.peak_fp8_tflops * 1e12,
                  .hbm_bytes_per_s = preset.hbm_tb_per_s * 1e12,
                  .hbm_bytes = preset.hbm_gb * 1e9,
                  .link_bytes_per_s = preset.link_gb_per_s * 1e9};

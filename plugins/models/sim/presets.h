@@ -1,5 +1,6 @@
-// Named GPUs and models the simulated model plugin knows, in datasheet units, and the conversion of
-// a preset pair into a CostConfig.
+// Named GPUs and models, in datasheet units, and the conversion of a preset pair into a CostConfig.
+// The one table of presets: the simulated model plugin's `gpu` and `model` options and
+// `headway plan` both read it.
 //
 // Ownership: the presets are static tables that live as long as the program; the returned pointers
 // and spans are never freed. Threading: read-only, safe from any thread.
@@ -14,10 +15,11 @@ namespace headway::models::sim {
 
 struct GpuPreset {
   std::string_view name;
-  double peak_tflops;    // dense bf16 tensor-core TFLOP/s (no sparsity)
-  double hbm_tb_per_s;   // TB/s, 1 TB = 1e12 bytes
-  double hbm_gb;         // GB, 1 GB = 1e9 bytes
-  double link_gb_per_s;  // NVLink per GPU, both directions together, GB/s
+  double peak_tflops;      // dense bf16 tensor-core TFLOP/s (no sparsity)
+  double peak_fp8_tflops;  // dense fp8 tensor-core TFLOP/s (no sparsity)
+  double hbm_tb_per_s;     // TB/s, 1 TB = 1e12 bytes
+  double hbm_gb;           // GB, 1 GB = 1e9 bytes
+  double link_gb_per_s;    // NVLink per GPU, both directions together, GB/s
 };
 
 struct ModelPreset {

@@ -31,7 +31,9 @@ using sdk::string_option;
 
 constexpr hw_str kGpuNames[] = {make_str("h100"), make_str("h200"), make_str("custom")};
 constexpr hw_str kModelNames[] = {make_str("llama-3.1-8b"), make_str("llama-3.3-70b"),
-                                  make_str("custom")};
+                                  make_str("llama-2-70b"), make_str("custom")};
+constexpr hw_str kDtypeNames[] = {make_str("bf16"), make_str("fp8")};
+constexpr hw_str kKvDtypeNames[] = {make_str("auto"), make_str("bf16"), make_str("fp8")};
 constexpr CostConfig kDefaults{};
 constexpr int64_t kMaxShape = int64_t{1} << 24;
 
@@ -50,10 +52,15 @@ constexpr hw_option_spec kOptions[] = {
                 "Model preset, or custom (set layers, hidden, heads, kv_heads, head_dim, "
                 "intermediate, vocab and max_model_len)."),
     int_option("tensor_parallel", 1, 1, 64, "GPUs the model is split over (Megatron-style)."),
-    int_option("dtype_bytes", kDefaults.dtype_bytes, 1, 8,
-               "Bytes per weight, activation and KV element (2 = bf16, 1 = fp8). peak_tflops is "
-               "not scaled with it: override it for an fp8 run."),
+    enum_option("dtype", "bf16", kDtypeNames,
+                "Weights of the linear layers: bf16, or fp8 (1 byte, run on fp8 tensor cores at "
+                "peak_fp8_tflops * fp8_gemm_efficiency). Embedding and LM head stay bf16."),
+    enum_option("kv_dtype", "auto", kKvDtypeNames,
+                "KV cache elements: bf16, fp8, or auto (= dtype)."),
     double_option("peak_tflops", 0, 0, 1e5, "Dense tensor-core TFLOP/s per GPU; 0 = preset."),
+    double_option("peak_fp8_tflops", 0, 0, 1e5,
+                  "Dense fp8 tensor-core TFLOP/s per GPU; 0 = preset (custom gpu: required with "
+                  "dtype = \"fp8\")."),
     double_option("hbm_tb_per_s", 0, 0, 1e3, "HBM bandwidth per GPU in TB/s; 0 = preset."),
     double_option("hbm_gb", 0, 0, 1e5, "HBM capacity per GPU in GB (1e9 bytes); 0 = preset."),
     double_option("link_gb_per_s", 0, 0, 1e5,
@@ -63,6 +70,8 @@ constexpr hw_option_spec kOptions[] = {
                   "Fixed latency of one all-reduce in microseconds (2 per layer per step)."),
     double_option("gemm_efficiency", kDefaults.gemm_efficiency, 0.01, 1,
                   "Fraction of peak FLOP/s reached by the linear layers."),
+    double_option("fp8_gemm_efficiency", kDefaults.fp8_gemm_efficiency, 0.01, 1,
+                  "Fraction of peak fp8 FLOP/s reached by the linear layers with dtype = fp8."),
     double_option("attention_efficiency", kDefaults.attention_efficiency, 0.01, 1,
                   "Fraction of peak FLOP/s reached by attention kernels."),
     double_option("hbm_efficiency", kDefaults.hbm_efficiency, 0.01, 1,
@@ -124,7 +133,10 @@ CostConfig resolve_config(const sdk::Options& options) {
 
   CostConfig config;
   config.tensor_parallel = static_cast<uint32_t>(options.get_int("tensor_parallel"));
-  config.dtype_bytes = static_cast<uint32_t>(options.get_int("dtype_bytes"));
+  const std::string dtype = options.get_string("dtype");
+  const std::string kv_dtype = options.get_string("kv_dtype");
+  config.weight_bytes = dtype == "fp8" ? 1 : 2;
+  config.kv_bytes = kv_dtype == "auto" ? config.weight_bytes : (kv_dtype == "fp8" ? 1 : 2);
 
   GpuSpec preset_gpu;
   if (!custom_gpu) {
@@ -135,6 +147,8 @@ CostConfig resolve_config(const sdk::Options& options) {
   const bool needs_link = config.tensor_parallel > 1;
   config.gpu.peak_flops =
       gpu_value(options, "peak_tflops", 1e12, preset_gpu.peak_flops, custom_gpu, true);
+  config.gpu.peak_fp8_flops = gpu_value(options, "peak_fp8_tflops", 1e12, preset_gpu.peak_fp8_flops,
+                                        custom_gpu, config.weight_bytes == 1);
   config.gpu.hbm_bytes_per_s =
       gpu_value(options, "hbm_tb_per_s", 1e12, preset_gpu.hbm_bytes_per_s, custom_gpu, true);
   config.gpu.hbm_bytes = gpu_value(options, "hbm_gb", 1e9, preset_gpu.hbm_bytes, custom_gpu, true);
@@ -161,6 +175,7 @@ CostConfig resolve_config(const sdk::Options& options) {
 
   config.allreduce_latency_s = options.get_double("allreduce_latency_us") * 1e-6;
   config.gemm_efficiency = options.get_double("gemm_efficiency");
+  config.fp8_gemm_efficiency = options.get_double("fp8_gemm_efficiency");
   config.attention_efficiency = options.get_double("attention_efficiency");
   config.hbm_efficiency = options.get_double("hbm_efficiency");
   config.step_overhead_s = options.get_double("step_overhead_ms") * 1e-3;
@@ -212,9 +227,10 @@ class SimModel final : public sdk::Model {
       roofline_.emplace(build_cost_model(options));
       const CostConfig& c = roofline_->config();
       std::snprintf(line, sizeof(line),
-                    "sim model: %.2fB parameters on %u GPU(s), %.1f GB weights and %.1f GB KV "
-                    "per GPU, KV capacity %llu tokens",
-                    roofline_->parameters() / 1e9, c.tensor_parallel,
+                    "sim model: %.2fB parameters (%s weights, %s KV) on %u GPU(s), %.1f GB "
+                    "weights and %.1f GB KV per GPU, KV capacity %llu tokens",
+                    roofline_->parameters() / 1e9, c.weight_bytes == 1 ? "fp8" : "bf16",
+                    c.kv_bytes == 1 ? "fp8" : "bf16", c.tensor_parallel,
                     roofline_->weight_bytes_per_gpu() / 1e9,
                     roofline_->kv_memory_bytes_per_gpu() / 1e9,
                     static_cast<unsigned long long>(roofline_->kv_capacity_tokens()));

@@ -91,7 +91,9 @@ TEST(CapacitySearch, SimulatedDeploymentHoldsAtCapacityAndFailsAboveIt) {
   const fs::path data = fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data";
   const DeploymentConfig deployment = load_deployment(data / "one_engine_rdns.toml", registry);
   const Workload workload = first_requests(load_workload(data / "small_mixed.toml"), 60);
-  const Slo slo = parse_slo("ttft=500ms,tpot=50ms");
+  // The TTFT bound sits above the fixture's 16k-token documents' unloaded TTFT (32 chunks of 512
+  // tokens at the calibrated 2.5 ms step overhead and up), so load, not the bound, decides.
+  const Slo slo = parse_slo("ttft=1s,tpot=50ms");
 
   const Capacity c = find_capacity(deployment, workload, slo);
   ASSERT_GT(c.factor, 0) << "the SLO held at no factor";

@@ -13,7 +13,9 @@ namespace headway::core {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const fs::path kRealPlugins = HEADWAY_PLUGIN_DIR;
 const fs::path kTestPlugins = HEADWAY_TEST_PLUGIN_DIR;
@@ -391,6 +393,81 @@ TEST_F(DeploymentConfigTest, LoadDeploymentOfAMissingFile) {
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent/deploy.toml"));
     EXPECT_THAT(e.what(), HasSubstr("cannot open"));
   }
+}
+
+// --- [server]: how `headway serve` exposes the deployment ---------------------------------
+
+constexpr std::string_view kSimEngine = R"(
+[model]
+plugin = "sim"
+[[engines]]
+)";
+
+TEST_F(DeploymentConfigTest, ServerTableDefaultsWhenAbsent) {
+  const DeploymentConfig c = parse(kSimEngine);
+  EXPECT_EQ(c.server.host, "127.0.0.1");
+  EXPECT_EQ(c.server.http_port, 8000);
+  EXPECT_EQ(c.server.grpc_port, 50051);
+  EXPECT_EQ(c.server.api_key_env, "");
+  EXPECT_EQ(c.server.drain_timeout_s, 30.0);
+  EXPECT_EQ(c.server.role, "all");
+}
+
+TEST_F(DeploymentConfigTest, ServerTableIsRead) {
+  const DeploymentConfig c = parse(std::string(kSimEngine) + R"(
+[server]
+host = "0.0.0.0"
+http_port = 0
+grpc_port = 9001
+api_key_env = "MY_KEY_2"
+drain_timeout_s = 2.5
+role = "all"
+)");
+  EXPECT_EQ(c.server.host, "0.0.0.0");
+  EXPECT_EQ(c.server.http_port, 0);
+  EXPECT_EQ(c.server.grpc_port, 9001);
+  EXPECT_EQ(c.server.api_key_env, "MY_KEY_2");
+  EXPECT_EQ(c.server.drain_timeout_s, 2.5);
+  // An integer number of seconds is accepted too.
+  EXPECT_EQ(
+      parse(std::string(kSimEngine) + "[server]\ndrain_timeout_s = 3\n").server.drain_timeout_s,
+      3.0);
+}
+
+TEST_F(DeploymentConfigTest, ServerTableRefusesBadValuesNamingFileAndKey) {
+  const std::string base = std::string(kSimEngine) + "[server]\n";
+  EXPECT_THAT(error_of(base + "port = 80\n"),
+              AllOf(HasSubstr("deploy.toml: server"), HasSubstr("unknown key 'port'"),
+                    HasSubstr("http_port")));
+  EXPECT_THAT(error_of(base + "http_port = 70000\n"),
+              AllOf(HasSubstr("deploy.toml: server.http_port"), HasSubstr("[0, 65535]")));
+  EXPECT_THAT(error_of(base + "grpc_port = -1\n"), HasSubstr("deploy.toml: server.grpc_port"));
+  EXPECT_THAT(error_of(base + "host = 5\n"),
+              AllOf(HasSubstr("deploy.toml: server.host"), HasSubstr("expected a string")));
+  EXPECT_THAT(error_of(base + "host = \"\"\n"), HasSubstr("server.host: must not be empty"));
+  EXPECT_THAT(error_of(base + "drain_timeout_s = -1.0\n"),
+              AllOf(HasSubstr("server.drain_timeout_s"), HasSubstr("[0, 3600]")));
+  EXPECT_THAT(error_of(base + "drain_timeout_s = \"10s\"\n"), HasSubstr("server.drain_timeout_s"));
+  EXPECT_THAT(error_of(base + "api_key_env = \"MY-KEY\"\n"),
+              AllOf(HasSubstr("server.api_key_env"), HasSubstr("MY-KEY")));
+  EXPECT_THAT(error_of(base + "role = \"worker\"\n"),
+              AllOf(HasSubstr("server.role"), HasSubstr("unknown role \"worker\"")));
+  EXPECT_THAT(error_of("server = 3\n" + std::string(kSimEngine)),
+              HasSubstr("deploy.toml.server: expected a table"));
+}
+
+TEST_F(DeploymentConfigTest, ServerRolesOfLaterMultiProcessServingAreRefusedClearly) {
+  for (const char* role : {"engine", "router"}) {
+    EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nrole = \"" + role + "\"\n"),
+                AllOf(HasSubstr("server.role"), HasSubstr("not supported yet"),
+                      HasSubstr("role = \"all\"")));
+  }
+}
+
+TEST_F(DeploymentConfigTest, AnApiKeyWrittenInTheFileIsRefused) {
+  EXPECT_THAT(
+      error_of(std::string(kSimEngine) + "[server]\napi_key = \"sk-secret\"\n"),
+      AllOf(HasSubstr("server.api_key"), HasSubstr("api_key_env"), Not(HasSubstr("sk-secret"))));
 }
 
 }  // namespace

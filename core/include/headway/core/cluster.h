@@ -1,8 +1,10 @@
 // The engines of a deployment and the router in front of them, in one process.
 //
 // Ownership: the cluster owns its engines, its router instance and the host services of the
-// router. Threading: route() and load refreshes happen on the thread that drives the cluster (the
-// simulator, or the frontend's dispatcher); engines are stepped by their own driver.
+// router. Threading: route(), submit() and the transfer calls happen on the thread that drives
+// the cluster (the simulator), or, in a driver that steps each engine on a thread of its own
+// (serving), route(request, loads) is called under that driver's lock while each Engine is only
+// ever touched by its own thread.
 #pragma once
 
 #include <headway/core/clock.h>
@@ -15,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -39,6 +42,11 @@ class Cluster {
 
   // Asks the router where a request goes, with every engine's current load. Throws Error.
   hw_route_decision route(const hw_route_request& request);
+  // The same with loads the caller gathered: a driver with one thread per engine has each engine
+  // publish its load from its own thread (Engine::load() may not be read from another). Reads no
+  // engine, so any thread may call it; calls must not overlap (the router plugin is not
+  // reentrant): the caller serialises them.
+  hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> loads);
 
   // Routes a request and queues it on its engine: the prefill engine of a disaggregated placement
   // (which hands it over after its first token), or the one engine serving it. Returns the engine

@@ -25,6 +25,14 @@
 //   [kv_transport]                     # optional
 //   plugin = "host_copy"
 //
+//   [server]                           # optional; `headway serve` only (docs/serving.md)
+//   host = "127.0.0.1"                 # address the frontends bind
+//   http_port = 8000                   # 0: an ephemeral port (logged at start)
+//   grpc_port = 50051                  # 0: an ephemeral port
+//   api_key_env = "HEADWAY_API_KEY"    # name of the environment variable holding the key
+//   drain_timeout_s = 30.0             # on SIGTERM: how long in-flight requests may finish
+//   role = "all"                       # frontends + router + engines in this process
+//
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
 #pragma once
@@ -59,6 +67,17 @@ struct EngineConfig {
   PluginChoice scheduler;
 };
 
+// How `headway serve` exposes the deployment. The API key itself never appears in the file: only
+// the name of the environment variable that holds it.
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  uint16_t http_port = 8000;
+  uint16_t grpc_port = 50051;
+  std::string api_key_env;  // empty: no key required
+  double drain_timeout_s = 30.0;
+  std::string role = "all";  // the only role so far; "engine" and "router" are refused
+};
+
 struct DeploymentConfig {
   std::filesystem::path file;
   std::string name;
@@ -66,6 +85,7 @@ struct DeploymentConfig {
   std::vector<EngineConfig> engines;
   PluginChoice router;
   std::optional<PluginChoice> kv_transport;
+  ServerConfig server;  // defaults when the file has no [server] table
 };
 
 // Reads and checks a deployment file. Throws Error naming the file, the table path, the key and

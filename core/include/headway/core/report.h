@@ -91,6 +91,9 @@ struct Report {
   size_t steps = 0;
   std::optional<StepSummary> step_summary;  // when the caller recorded steps
   std::optional<Goodput> goodput;           // when the caller judged the run against an SLO
+  // A run measured against a server (`headway bench`) rather than simulated: it has no simulated
+  // time, and print_report says so instead of printing one.
+  bool measured = false;
 };
 
 // Builds the report of one run. `records` are matched to classes by RequestRecord::class_index;

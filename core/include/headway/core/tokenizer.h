@@ -1,10 +1,16 @@
 // Text <-> token ids for real models, in the core and shared by every frontend and model.
 //
 // Tokenizer::load picks the implementation from what a checkpoint directory ships:
-// - tokenizer.model: SentencePiece (Debian's libsentencepiece), as Llama 1/2 and Mistral ship;
+// - tokenizer.json of model type "BPE": Hugging Face byte-level BPE (Llama 3, GPT-2 style), see
+//   bpe_tokenizer.h;
 // - tokenizer.json of type "HeadwayByte": the byte-level tokenizer of the built-in model
-//   (byte_tokenizer.h), written by `headway model make-tiny`.
-// Anything else (e.g. a Hugging Face BPE tokenizer.json) is refused with a message naming the file.
+//   (byte_tokenizer.h), written by `headway model make-tiny`;
+// - tokenizer.model: SentencePiece (Llama 1/2, Mistral), only in a process that links the
+//   `headway_tokenizers` library. libsentencepiece carries its own protobuf and crashes a process
+//   that also links gRPC, so the factory itself (library `headway_text`) does not link it; the
+//   SentencePiece library registers a loader hook (set_sentencepiece_loader) at start-up instead.
+// When SentencePiece is available tokenizer.model is preferred over tokenizer.json (as before).
+// Anything else is refused with a message naming the file and the field.
 //
 // Ownership: load returns an owning pointer; the tokenizer holds no reference to the directory.
 // Threading: every const method is safe to call concurrently.
@@ -12,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,19 +31,33 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Token ids of `text`, without BOS (prepend bos() where the model expects it).
+  // Token ids of `text`, without BOS (prepend bos() where the model expects it). Tokenizers that
+  // know their special tokens' text (BPE) turn that text into the special ids, so a rendered chat
+  // template that starts with the BOS text already starts with bos().
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
   // Text of `ids`; special tokens (BOS, EOS, padding) and ids outside the vocabulary decode to
-  // nothing.
+  // nothing. The bytes are returned as they are: a multi-byte UTF-8 character split across calls
+  // comes back in pieces (IncrementalDecoder reassembles them).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual int32_t bos() const = 0;  // -1 when there is none
   virtual int32_t eos() const = 0;  // -1 when there is none
   virtual uint32_t vocab_size() const = 0;
-  virtual std::string_view kind() const = 0;  // "sentencepiece", "byte"
+  virtual std::string_view kind() const = 0;  // "sentencepiece", "byte", "bpe"
+
+  // The text a special token is written as in prompts and chat templates ("<|begin_of_text|>"),
+  // empty when the tokenizer does not map that text back to the id (then templates render
+  // bos_token/eos_token as empty and the caller prepends bos() itself).
+  virtual std::string special_token_text(int32_t /*id*/) const { return {}; }
 
   // Throws Error(HW_INVALID_ARGUMENT) naming the file when nothing usable is there or it is
-  // malformed.
+  // malformed or unsupported.
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& checkpoint_dir);
+
+  // The SentencePiece loader the factory calls for tokenizer.model; installed by the
+  // headway_tokenizers library at static initialisation. Passing an empty function removes it.
+  // Threading: call before any load() (start-up), not concurrently with it.
+  using FileLoader = std::function<std::unique_ptr<Tokenizer>(const std::filesystem::path& file)>;
+  static void set_sentencepiece_loader(FileLoader loader);
 };
 
 }  // namespace headway::core

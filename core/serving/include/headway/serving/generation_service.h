@@ -63,6 +63,9 @@ struct GenerateInput {
 
   core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
   uint32_t max_tokens = 16;       // >= 1 and prompt + max_tokens <= max_model_len
+  // The client set no limit (OpenAI chat without max_tokens): generate until max_model_len, i.e.
+  // max_tokens becomes max_model_len - prompt tokens (refused when the prompt leaves no room).
+  bool max_tokens_to_context_end = false;
   std::vector<std::string> stop;  // stop strings; the matched text is not returned
   int32_t priority = 0;           // lower is more urgent
   std::string request_class;      // label for metrics; empty: the service derives one

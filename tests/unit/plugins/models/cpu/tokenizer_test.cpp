@@ -1,5 +1,7 @@
 // core::Tokenizer: the byte-level tokenizer of the built-in model (as make-tiny writes it) and
 // SentencePiece (a model trained here with Debian's libsentencepiece), round trips and errors.
+// Linking headway_tokenizers is what installs the SentencePiece loader into Tokenizer::load;
+// byte-level BPE is tested in tests/unit/serving/text/.
 #include "headway/core/tokenizer.h"
 
 #include <gmock/gmock.h>
@@ -40,13 +42,21 @@ TEST(ByteTokenizer, LoadsWhatMakeTinyWritesAndRoundTrips) {
 
 TEST(ByteTokenizer, RejectsForeignOrMalformedFiles) {
   TempDir dir("tok_bad");
-  std::ofstream(dir.path() / "tokenizer.json") << R"({"model": {"type": "BPE"}})";
+  std::ofstream(dir.path() / "tokenizer.json") << R"({"model": {"type": "WordPiece"}})";
   try {
     Tokenizer::load(dir.path());
     FAIL();
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("tokenizer.json"));
-    EXPECT_THAT(e.what(), HasSubstr("'BPE' is not supported"));
+    EXPECT_THAT(e.what(), HasSubstr("'WordPiece' is not supported"));
+  }
+  // A BPE tokenizer.json without its vocabulary names the missing field.
+  std::ofstream(dir.path() / "tokenizer.json") << R"({"model": {"type": "BPE"}})";
+  try {
+    Tokenizer::load(dir.path());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("tokenizer.json: field 'model.vocab' is missing"));
   }
   std::ofstream(dir.path() / "tokenizer.json") << "{";
   EXPECT_THROW(Tokenizer::load(dir.path()), Error);

@@ -44,7 +44,7 @@ TEST(SimCostModel, DecodeIsDominatedByWeightReads) {
   const double expected = model.weight_bytes() / hbm_rate(c) + c.step_overhead_s;
   // What that estimate leaves out, bounded from the inputs: the input embedding is gathered rather
   // than streamed (so it is not read), and the KV of batch * (context + 1) positions is.
-  const double embedding_s = double(c.model.vocab) * c.model.hidden * c.dtype_bytes / hbm_rate(c);
+  const double embedding_s = double(c.model.vocab) * c.model.hidden * kEmbeddingBytes / hbm_rate(c);
   const double kv_s = double(batch) * (context + 1) * model.kv_bytes_per_token() / hbm_rate(c);
   EXPECT_NEAR(cost.total(), expected, embedding_s + kv_s);
   // Memory-bound: the linear layers take the weight-read time, not the (much smaller) FLOP time.
@@ -128,7 +128,7 @@ TEST(SimCostModel, TensorParallelSpeedsUpPrefillButPaysForAllReduce) {
   // Ring all-reduce volume from the inputs: 2 per layer of tokens * hidden * dtype bytes, moving
   // 2 (tp - 1) / tp of it at half the bidirectional link bandwidth.
   const CostConfig& c = tp4.config();
-  const double bytes = 8192.0 * c.model.hidden * c.dtype_bytes;
+  const double bytes = 8192.0 * c.model.hidden * kActivationBytes;
   const double expected =
       2 * c.model.layers *
       (2.0 * 3 / 4 * bytes / (c.gpu.link_bytes_per_s / 2) + c.allreduce_latency_s);
@@ -233,13 +233,59 @@ TEST(SimCostModel, SpanAndLoadAgree) {
   EXPECT_DOUBLE_EQ(model.step_seconds(StepLoad{}), model.config().step_overhead_s);
 }
 
+TEST(SimCostModel, Fp8WeightsHalveLayerReadsAndRunOnFp8TensorCores) {
+  CostConfig config = preset_config("h100", "llama-3.3-70b", 4);
+  const CostModel bf16(config);
+  config.weight_bytes = 1;
+  config.kv_bytes = 1;
+  const CostModel fp8(config);
+  const double hbm = hbm_rate(config);
+  // Per GPU at TP4: 80 * ((2*8192*8192 + 3*8192*28672) / 4 + 2*8192*2*128) = 17,112,760,320 layer
+  // parameters; LM head 8192 * 128256 / 4 = 262,668,288, bf16 in both.
+  const double layers = 17'112'760'320.0, lm_head = 262'668'288.0;
+  const StepCost decode_bf16 = bf16.step_cost(decode_batch(1, 16));
+  const StepCost decode_fp8 = fp8.step_cost(decode_batch(1, 16));
+  EXPECT_NEAR(decode_bf16.linear_s, (2 * layers + 2 * lm_head) / hbm, 1e-9);
+  EXPECT_NEAR(decode_fp8.linear_s, (layers + 2 * lm_head) / hbm, 1e-9);
+  // fp8 KV: 80 layers * 2 * 2 kv heads * 128 * 1 byte.
+  EXPECT_EQ(fp8.kv_bytes_per_token_per_gpu(), 40'960u);
+  EXPECT_EQ(bf16.kv_bytes_per_token_per_gpu(), 81'920u);
+
+  // A long prefill is compute-bound: layers at the fp8 peak and efficiency, the one sampled row's
+  // LM head at bf16's.
+  const StepCost prefill_fp8 = fp8.step_cost(prefill(0, 8192));
+  const double expected =
+      2 * layers * 8192 / (config.gpu.peak_fp8_flops * config.fp8_gemm_efficiency) +
+      2 * lm_head / (config.gpu.peak_flops * config.gemm_efficiency);
+  EXPECT_NEAR(prefill_fp8.linear_s, expected, 1e-9);
+  // Hopper: fp8 = 2 x bf16 (the datasheet rounds 989.4 and 1,978.9 TFLOP/s).
+  EXPECT_NEAR(config.gpu.peak_fp8_flops / config.gpu.peak_flops, 2.0, 0.002);
+  // The all-reduce payload is bf16 activations whatever the weights.
+  EXPECT_DOUBLE_EQ(prefill_fp8.allreduce_s, bf16.step_cost(prefill(0, 8192)).allreduce_s);
+
+  // fp8 needs the fp8 peak; a custom GPU without one is refused, naming the key.
+  config.gpu.peak_fp8_flops = 0;
+  try {
+    CostModel{config};
+    FAIL() << "fp8 weights accepted without an fp8 peak";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("peak_fp8_tflops"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SimCostModel, Llama2_70bPresetIsTheMlperfShape) {
+  const CostModel model = make("h100", "llama-2-70b", 2);
+  // 80 * 855,638,016 layer parameters + 2 * 8192 * 32000 embedding and LM head.
+  EXPECT_DOUBLE_EQ(model.parameters(), 80.0 * 855'638'016 + 2.0 * 8192 * 32000);
+  EXPECT_EQ(model.config().model.max_model_len, 4096u);
+}
+
 // The engine costs every step, up to millions per simulation: accumulation must be a plain value
 // that cannot allocate, and costing must not throw.
 static_assert(std::is_trivially_copyable_v<StepLoad>);
 static_assert(std::is_trivially_destructible_v<StepLoad>);
 static_assert(noexcept(std::declval<StepLoad&>().add(0u, 0u, false)));
 static_assert(noexcept(std::declval<const CostModel&>().step_cost(StepLoad{})));
-
 
 }  // namespace
 }  // namespace headway::models::sim

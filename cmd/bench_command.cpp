@@ -1,0 +1,291 @@
+#include "bench_command.h"
+
+#include <fmt/format.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <headway/core/plugin_registry.h>
+#include <headway/core/report.h>
+#include <headway/core/simulator.h>
+#include <headway/core/slo.h>
+#include <headway/core/workload.h>
+#include <headway/serving/bench/bench_runner.h>
+#include <headway/serving/bench/bench_summary.h>
+#include <headway/serving/bench/prediction_comparison.h>
+#include <headway/serving/bench/progress_reporter.h>
+#include <headway/serving/bench/server_endpoint.h>
+#include <headway/serving/bench/workload_limits.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "plot.h"
+
+namespace headway::cmd {
+
+namespace bench = serving::bench;
+
+CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Measure a running OpenAI-compatible server with a workload, as simulate predicts it");
+  cmd->add_option("--url", args.url, "Server base URL, e.g. http://127.0.0.1:8000")->required();
+  cmd->add_option("--workload", args.workload, "Workload TOML (docs/workloads.md)")->required();
+  cmd->add_option("--model", args.model,
+                  "Model name to send; default: the first one GET /v1/models lists");
+  cmd->add_option("--api-key-file", args.api_key_file,
+                  "File whose first line is the API key (sent as a bearer token)");
+  cmd->add_option("--out", args.out, "Write the report as JSON to this file");
+  cmd->add_option("--plot", args.plot,
+                  "Draw TTFT CDFs and stalls (measured, and predicted with --predict-config) to "
+                  "this PNG, or to bench.png in this directory (needs gnuplot)");
+  cmd->add_option("--slo", args.slo,
+                  "SLO for goodput: terms ttft, tpot, e2e with units s/ms/us; default "
+                  "ttft=2s,tpot=100ms");
+  cmd->add_option("--predict-config", args.predict_config,
+                  "Also simulate the workload on this deployment TOML and print the prediction "
+                  "beside the measurement");
+  cmd->add_option("--plugin-dir", args.plugin_dirs,
+                  "Extra plugin directory for --predict-config (searched first)");
+  cmd->add_option("--max-concurrency", args.max_concurrency,
+                  "Most requests in flight at once; a request due beyond it waits (its lateness "
+                  "is reported)")
+      ->check(CLI::Range(size_t{1}, size_t{4096}));
+  cmd->add_option("--num-requests", args.num_requests,
+                  "Send only the first N requests of the workload")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--duration", args.duration,
+                  "Send only the requests arriving in the first S seconds of the workload")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--vocab", args.vocab,
+                  "Vocabulary size of the served model (prompt token ids are drawn below it); "
+                  "default: what GET /v1/models says, else ids 32-127")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--timeout", args.timeout,
+                  "Seconds a stream may stay silent before the request counts as failed")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--hol-baseline", args.hol_baseline,
+                "Run the workload a second time without its long classes, for the HOL and stall "
+                "factors (doubles the run)");
+  cmd->add_flag("--quiet", args.quiet, "No progress on stderr");
+  return cmd;
+}
+
+namespace {
+
+// What the server serves, as the requests need it.
+struct Target {
+  bench::ServerEndpoint endpoint;
+  std::string model;
+  bench::TokenIdRange token_ids;
+  std::optional<uint32_t> max_model_len;
+};
+
+Target find_target(const BenchArgs& args) {
+  Target target;
+  target.endpoint = bench::parse_server_url(args.url);
+  target.endpoint.read_timeout_s = args.timeout;
+  if (!args.api_key_file.empty()) {
+    target.endpoint.api_key = bench::read_api_key_file(args.api_key_file);
+  }
+  std::vector<bench::ServedModel> models;
+  try {
+    models = bench::list_models(target.endpoint);
+  } catch (const core::Error& e) {
+    if (args.model.empty()) {
+      throw core::Error(fmt::format("{} (give --model to run without the model list)", e.what()),
+                        e.code());
+    }
+    std::cerr << fmt::format("headway bench: warning: {}; sending model '{}' anyway\n", e.what(),
+                             args.model);
+  }
+  const bench::ServedModel* served = nullptr;
+  if (!models.empty()) {
+    served = &models.front();
+    if (!args.model.empty()) {
+      served = nullptr;
+      std::string names;
+      for (const bench::ServedModel& m : models) {
+        if (m.id == args.model) served = &m;
+        names += (names.empty() ? "" : ", ") + m.id;
+      }
+      if (!served) {
+        throw core::Error(fmt::format("--model {}: {} does not serve it (it serves: {})",
+                                      args.model, args.url, names));
+      }
+    }
+  } else if (args.model.empty()) {
+    throw core::Error(fmt::format("GET {}{}/v1/models lists no model; give --model",
+                                  target.endpoint.origin, target.endpoint.base_path));
+  }
+  target.model = served ? served->id : args.model;
+  std::optional<uint32_t> vocab;
+  if (args.vocab > 0) {
+    vocab = args.vocab;
+  } else if (served) {
+    vocab = served->vocab_size;
+  }
+  target.token_ids = bench::token_id_range(vocab);
+  if (served) target.max_model_len = served->max_model_len;
+  return target;
+}
+
+// The run of one workload, with progress on stderr unless quiet.
+bench::BenchRun measure(const core::Workload& workload, const Target& target,
+                        const BenchArgs& args) {
+  bench::BenchOptions options;
+  options.endpoint = target.endpoint;
+  options.model = target.model;
+  options.token_ids = target.token_ids;
+  options.max_concurrency = args.max_concurrency;
+  bench::ProgressCounters counters;
+  std::optional<bench::ProgressReporter> progress;
+  const bench::RunClock clock;
+  if (!args.quiet) {
+    const bool terminal = bench::is_terminal(stderr);
+    progress.emplace(stderr, terminal, workload.requests.size(), counters, clock,
+                     terminal ? 0.2 : 10.0);
+    options.progress = &counters;
+  }
+  bench::BenchRun run = bench::run_bench(workload, options);
+  if (progress) progress->stop();
+  return run;
+}
+
+struct Prediction {
+  core::DeploymentConfig deployment;
+  core::SimulationResult run;
+  core::Report report;
+};
+
+// What `headway simulate --config <deployment>` reports for the same workload.
+Prediction predict(core::DeploymentConfig deployment, const core::Workload& workload,
+                   const core::Slo& slo) {
+  Prediction p;
+  p.deployment = std::move(deployment);
+  p.run = core::simulate(p.deployment, workload);
+  const bool with_baseline = workload.has_long_class();
+  core::SimulationResult baseline;
+  if (with_baseline) baseline = core::simulate(p.deployment, workload.without_long_classes());
+  p.report = core::build_report(workload, p.run.records, p.run.steps, p.run.simulated_seconds,
+                                p.run.wall_seconds, with_baseline ? &baseline.records : nullptr);
+  p.report.preemptions = p.run.preemptions;
+  p.report.step_summary = core::summarize_steps(p.run.step_records, p.run.kv_blocks_total);
+  core::add_goodput(p.report, slo, p.run.records);
+  return p;
+}
+
+std::filesystem::path plot_file(const std::string& plot) {
+  std::filesystem::path path(plot);
+  if (path.extension() == ".png") return path;
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec)
+    throw core::Error(
+        fmt::format("--plot {}: cannot create the directory: {}", plot, ec.message()));
+  return path / "bench.png";
+}
+
+size_t too_long_requests(const core::Workload& workload, std::optional<uint32_t> max_model_len) {
+  if (!max_model_len) return 0;
+  size_t count = 0;
+  for (const core::WorkloadRequest& r : workload.requests) {
+    count += uint64_t{r.prompt_tokens} + r.output_tokens > *max_model_len;
+  }
+  return count;
+}
+
+}  // namespace
+
+int run_bench(const BenchArgs& args) {
+  // Everything that can be checked without the server first, then the server, then the run.
+  const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
+  if (!args.plot.empty()) require_gnuplot();
+  const core::Workload workload =
+      bench::limit_workload(core::load_workload(args.workload), args.num_requests, args.duration);
+  std::optional<core::DeploymentConfig> deployment;
+  if (!args.predict_config.empty()) {
+    core::PluginRegistry& registry = core::PluginRegistry::global();
+    for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
+    deployment = core::load_deployment(args.predict_config, registry);
+  }
+  const Target target = find_target(args);
+  if (const size_t n = too_long_requests(workload, target.max_model_len); n > 0) {
+    std::cerr << fmt::format(
+        "headway bench: warning: {} requests need more than max_model_len {} tokens; the server "
+        "will refuse them\n",
+        n, *target.max_model_len);
+  }
+
+  std::cout << fmt::format(
+      "== bench {} (model {}): workload {}: {} requests, prompt token ids {}-{}, at most {} in "
+      "flight\n",
+      args.url, target.model.empty() ? "-" : target.model, workload.source,
+      workload.requests.size(), target.token_ids.first, target.token_ids.end - 1,
+      args.max_concurrency);
+  const bench::BenchRun run = measure(workload, target, args);
+  std::optional<bench::BenchRun> baseline;
+  const bool with_baseline = args.hol_baseline && workload.has_long_class();
+  if (with_baseline) {
+    if (!args.quiet) std::cerr << "bench: baseline run without the long classes\n";
+    baseline = measure(workload.without_long_classes(), target, args);
+  }
+
+  core::Report report = core::build_report(workload, run.records, 0, 0, run.wall_seconds,
+                                           baseline ? &baseline->records : nullptr);
+  report.measured = true;
+  core::add_goodput(report, slo, run.records);
+  core::print_report(std::cout, report);
+  const bench::BenchSummary summary = bench::summarize_bench(workload, run, args.max_concurrency);
+  std::cout << "\n";
+  bench::print_bench_summary(std::cout, summary);
+
+  std::optional<Prediction> prediction;
+  std::vector<bench::PredictionRow> rows;
+  if (deployment) {
+    prediction = predict(std::move(*deployment), workload, slo);
+    rows = bench::compare_prediction(report, prediction->report);
+    std::cout << "\n";
+    bench::print_prediction(std::cout, prediction->deployment.name, rows);
+  }
+
+  if (!args.plot.empty()) {
+    const std::filesystem::path png = plot_file(args.plot);
+    std::vector<PlotRun> runs{{"measured", &run.records}};
+    if (prediction)
+      runs.push_back({"predicted: " + prediction->deployment.name, &prediction->run.records});
+    write_plot(png, workload, runs);
+    std::cout << fmt::format("plot written to {}\n", png.string());
+  }
+
+  if (!args.out.empty()) {
+    nlohmann::json doc = core::report_to_json(report);
+    doc["bench"] = bench::bench_summary_to_json(summary);
+    doc["bench"]["url"] = args.url;
+    doc["bench"]["model"] = target.model;
+    doc["bench"]["workload"] = workload.source;
+    doc["bench"]["hol_baseline"] = with_baseline;
+    if (prediction) {
+      nlohmann::json predicted = core::report_to_json(prediction->report);
+      predicted["deployment"] = prediction->deployment.name;
+      predicted["deployment_file"] = prediction->deployment.file.string();
+      predicted["rejected"] = prediction->run.rejected;
+      doc["prediction"] = {{"report", std::move(predicted)},
+                           {"comparison", bench::prediction_to_json(rows)}};
+    }
+    std::ofstream out(args.out);
+    if (!out) throw core::Error(args.out + ": cannot open the report file for writing");
+    out << doc.dump(2) << "\n";
+  }
+
+  if (summary.overall.succeeded == 0 && summary.overall.sent > 0) {
+    throw core::Error(fmt::format("no request succeeded ({} failed); first failure: {}",
+                                  summary.overall.failed, summary.overall.first_failure),
+                      HW_UNAVAILABLE);
+  }
+  return 0;
+}
+
+}  // namespace headway::cmd

@@ -1,0 +1,150 @@
+#include "serve_command.h"
+
+#include <fmt/format.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <headway/core/plugin_registry.h>
+#include <headway/serving/local_generation_service.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+
+#if HEADWAY_SERVE_HTTP
+#include <headway/serving/http_frontend.h>
+#endif
+#if HEADWAY_SERVE_GRPC
+#include <headway/serving/grpc_frontend.h>
+#endif
+
+namespace headway::cmd {
+namespace {
+
+// The key from --api-key-file (trailing whitespace dropped), else from the environment variable
+// [server] api_key_env names; empty when neither is configured. The key is never logged.
+std::string read_api_key(const ServeArgs& args, const core::ServerConfig& server,
+                         const std::string& config) {
+  if (!args.api_key_file.empty()) {
+    std::ifstream in(args.api_key_file, std::ios::binary);
+    if (!in) throw core::Error(args.api_key_file + ": cannot open the API key file");
+    std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) {
+      key.pop_back();
+    }
+    if (key.empty()) throw core::Error(args.api_key_file + ": the API key file is empty");
+    return key;
+  }
+  if (server.api_key_env.empty()) return {};
+  const char* value = std::getenv(server.api_key_env.c_str());
+  if (value == nullptr || *value == '\0') {
+    throw core::Error(
+        fmt::format("{}: server.api_key_env names the environment variable {}, "
+                    "which is not set (or empty)",
+                    config, server.api_key_env));
+  }
+  return value;
+}
+
+uint16_t port_of(int flag, uint16_t configured, const char* name) {
+  if (flag < 0) return configured;
+  if (flag > 65535)
+    throw core::Error(fmt::format("{} {}: expected a port in [0, 65535]", name, flag));
+  return static_cast<uint16_t>(flag);
+}
+
+// "127.0.0.1:8000", with brackets around an IPv6 address.
+std::string address(const std::string& host, uint16_t port) {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port)
+                                             : fmt::format("{}:{}", host, port);
+}
+
+}  // namespace
+
+CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "Serve a deployment over the OpenAI-compatible HTTP API and gRPC until SIGTERM/SIGINT");
+  cmd->add_option("--config", args.config, "Deployment TOML (with an optional [server] table)")
+      ->required();
+  cmd->add_option("--host", args.host, "Address to bind (default: [server] host, 127.0.0.1)");
+  cmd->add_option("--port", args.port, "HTTP port (0: ephemeral; default: [server] http_port)");
+  cmd->add_option("--grpc-port", args.grpc_port,
+                  "gRPC port (0: ephemeral; default: [server] grpc_port)");
+  cmd->add_option("--api-key-file", args.api_key_file,
+                  "File holding the API key clients must send (default: the environment "
+                  "variable [server] api_key_env names; none: no key)");
+  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
+  return cmd;
+}
+
+int run_serve(const ServeArgs& args) {
+  // Signals are taken by sigwait() on this thread, never by a handler: blocked here, before any
+  // thread starts, so that every thread inherits the mask and none is interrupted.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  if (pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
+    throw core::Error("serve: cannot block SIGTERM/SIGINT", HW_INTERNAL);
+  }
+
+  core::PluginRegistry& registry = core::PluginRegistry::global();
+  for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
+  const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
+  const core::ServerConfig& server = deployment.server;
+  const std::string host = args.host.empty() ? server.host : args.host;
+  [[maybe_unused]] const uint16_t http_port = port_of(args.port, server.http_port, "--port");
+  [[maybe_unused]] const uint16_t grpc_port =
+      port_of(args.grpc_port, server.grpc_port, "--grpc-port");
+  [[maybe_unused]] const std::string api_key = read_api_key(args, server, args.config);
+
+#if !HEADWAY_SERVE_HTTP && !HEADWAY_SERVE_GRPC
+  throw core::Error("serve: this headway was built without the HTTP and gRPC frontends");
+#endif
+
+  serving::LocalGenerationService service(deployment);
+  const serving::ModelSummary model = service.model_info();
+  std::fprintf(stderr,
+               "headway serve: deployment '%s', model '%s' (max_model_len %u), %zu engines\n",
+               deployment.name.c_str(), model.name.c_str(), model.max_model_len,
+               service.cluster_info().engines.size());
+
+#if HEADWAY_SERVE_HTTP
+  serving::HttpFrontend http(service, serving::HttpOptions{host, http_port, api_key});
+  http.start();
+  std::fprintf(stderr, "headway serve: HTTP listening on http://%s\n",
+               address(host, http.port()).c_str());
+#endif
+#if HEADWAY_SERVE_GRPC
+  serving::GrpcFrontend grpc(service, serving::GrpcOptions{host, grpc_port, api_key});
+  grpc.start();
+  std::fprintf(stderr, "headway serve: gRPC listening on %s\n", address(host, grpc.port()).c_str());
+#endif
+  std::fflush(stderr);
+
+  int signal_number = 0;
+  while (sigwait(&stop_signals, &signal_number) != 0) {
+  }
+  std::fprintf(stderr, "headway serve: %s: draining (up to %.1f s)\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", server.drain_timeout_s);
+  std::fflush(stderr);
+  // Stop admitting first (new requests get 503 / UNAVAILABLE, /health reports not serving) while
+  // the frontends keep streaming what is in flight; then close the frontends.
+  const size_t aborted = service.drain(server.drain_timeout_s);
+#if HEADWAY_SERVE_GRPC
+  grpc.stop();
+#endif
+#if HEADWAY_SERVE_HTTP
+  http.stop();
+#endif
+  std::fprintf(stderr, "headway serve: stopped (%zu requests aborted at the drain timeout)\n",
+               aborted);
+  return 0;
+}
+
+}  // namespace headway::cmd

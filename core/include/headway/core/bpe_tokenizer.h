@@ -1,0 +1,51 @@
+// Hugging Face byte-level BPE tokenizers (tokenizer.json with model.type "BPE"), as the Llama 3
+// family and GPT-2 style models ship them. Supported, and checked at load:
+// - model: vocab, merges ("a b" strings or ["a", "b"] pairs), ignore_merges; no dropout, no
+//   byte_fallback, no subword prefix/suffix;
+// - added_tokens: matched in the text before pre-tokenization (longest first), special ones
+//   decode to nothing;
+// - normalizer: none;
+// - pre_tokenizer: Split (Regex or String pattern, behavior "Isolated") and ByteLevel (with its
+//   GPT-2 pattern when use_regex, add_prefix_space), alone or in a Sequence ending in ByteLevel;
+// - decoder: ByteLevel. post_processor is ignored: encode() never adds BOS (Tokenizer's contract).
+// BOS/EOS come from tokenizer_config.json (bos_token/eos_token, a string or {"content": ...}) and
+// otherwise from config.json (bos_token_id/eos_token_id; the first of a list).
+// Anything else is refused with an Error naming the file and the field.
+//
+// Ownership: owns its tables and the compiled pre-tokenizer patterns. Threading: immutable after
+// load; every const method is safe to call concurrently.
+#pragma once
+
+#include <headway/core/tokenizer.h>
+
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+
+namespace headway::core {
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  // Reads checkpoint_dir/tokenizer.json, and tokenizer_config.json / config.json when present.
+  static std::unique_ptr<BpeTokenizer> load(const std::filesystem::path& checkpoint_dir);
+  // The same, with checkpoint_dir/tokenizer.json already parsed (the factory parses it once to
+  // read its type; a Llama 3 tokenizer.json is 9 MB).
+  static std::unique_ptr<BpeTokenizer> load(const std::filesystem::path& checkpoint_dir,
+                                            const nlohmann::json& tokenizer_json);
+  ~BpeTokenizer() override;
+
+  std::vector<int32_t> encode(std::string_view text) const override;
+  std::string decode(std::span<const int32_t> ids) const override;
+  int32_t bos() const override;
+  int32_t eos() const override;
+  uint32_t vocab_size() const override;
+  std::string_view kind() const override { return "bpe"; }
+  std::string special_token_text(int32_t id) const override;
+
+  struct Tables;  // defined in bpe_tokenizer.cpp
+
+ private:
+  explicit BpeTokenizer(std::unique_ptr<const Tables> tables);
+  std::unique_ptr<const Tables> tables_;
+};
+
+}  // namespace headway::core

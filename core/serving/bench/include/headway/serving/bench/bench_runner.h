@@ -1,0 +1,52 @@
+// One benchmark run: every request of a workload sent to a server at its arrival time (open loop,
+// open_loop_dispatcher.h), streamed and measured on the client (completion_client.h), and the
+// measurements turned into the RequestRecords that core::build_report reads, so that a measured
+// run and a simulated one of the same workload give reports of the same shape.
+//
+// Records of a bench run: arrival = the send time (TTFT is measured from the send; the client's
+// own lateness is reported apart, as BenchRun::lateness), first_token, token_times, finish and
+// output_tokens from the stream; scheduled is unknown to a client (NaN, so the report has no
+// queue times); finished = the stream succeeded. The run clock starts when the run starts, so
+// arrivals line up with the workload's.
+//
+// Threading: run_bench blocks its caller and runs its own sender threads.
+#pragma once
+
+#include <headway/core/request_record.h>
+#include <headway/core/workload.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "headway/serving/bench/completion_request.h"
+#include "headway/serving/bench/progress_reporter.h"
+#include "headway/serving/bench/server_endpoint.h"
+#include "headway/serving/bench/stream_measurement.h"
+
+namespace headway::serving::bench {
+
+struct BenchOptions {
+  ServerEndpoint endpoint;
+  std::string model;  // empty: no "model" field
+  TokenIdRange token_ids;
+  size_t max_concurrency = 256;
+  ProgressCounters* progress = nullptr;  // borrowed; updated as requests go and finish when set
+};
+
+struct BenchRun {
+  std::vector<core::RequestRecord> records;  // one per workload request, in workload order
+  std::vector<StreamResult> results;         // the same order
+  std::vector<double> lateness;              // send time - scheduled arrival, seconds
+  size_t sender_threads = 0, peak_in_flight = 0;
+  double wall_seconds = 0;  // start of the run to the end of its last stream
+};
+
+// Throws core::Error for options that cannot work (max_concurrency 0); server and network
+// failures are per-request results, never exceptions.
+BenchRun run_bench(const core::Workload& workload, const BenchOptions& options);
+
+// The record of one measured request (see above). Pure.
+core::RequestRecord to_record(const core::WorkloadRequest& request, const StreamResult& result);
+
+}  // namespace headway::serving::bench

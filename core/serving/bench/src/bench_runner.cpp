@@ -1,0 +1,81 @@
+#include "headway/serving/bench/bench_runner.h"
+
+#include "headway/serving/bench/completion_client.h"
+#include "headway/serving/bench/open_loop_dispatcher.h"
+#include "headway/serving/bench/run_clock.h"
+
+namespace headway::serving::bench {
+
+namespace {
+
+class StreamingSender final : public RequestSender {
+ public:
+  StreamingSender(const core::Workload& workload, const BenchOptions& options,
+                  const RunClock& clock, std::vector<StreamResult>& results)
+      : workload_(workload),
+        options_(options),
+        client_(options.endpoint, clock),
+        results_(results) {}
+
+  void send(size_t index) override {
+    const core::WorkloadRequest& request = workload_.requests[index];
+    // Built here rather than up front: a long trace's prompts would not fit in memory at once.
+    const std::string body = completion_body(
+        request, workload_.classes[request.class_index].name, options_.model,
+        synthetic_prompt(workload_.seed, request.id, request.prompt_tokens, options_.token_ids));
+    if (options_.progress) ++options_.progress->sent;
+    // Each index is written by exactly one sender; run_bench reads them after the join.
+    results_[index] = client_.stream(body);
+    if (options_.progress) {
+      if (!results_[index].ok()) ++options_.progress->failed;
+      ++options_.progress->finished;
+    }
+  }
+
+ private:
+  const core::Workload& workload_;
+  const BenchOptions& options_;
+  CompletionClient client_;
+  std::vector<StreamResult>& results_;
+};
+
+}  // namespace
+
+core::RequestRecord to_record(const core::WorkloadRequest& request, const StreamResult& result) {
+  core::RequestRecord record;
+  record.id = request.id;
+  record.class_index = request.class_index;
+  record.prompt_tokens = request.prompt_tokens;
+  record.output_tokens = result.output_tokens;
+  record.arrival = result.sent;
+  record.first_token = result.first_token;
+  record.finish = result.finish;
+  record.finished = result.ok();
+  record.token_times = result.token_times;
+  return record;
+}
+
+BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) {
+  BenchRun run;
+  run.results.resize(workload.requests.size());
+  std::vector<double> arrivals;
+  arrivals.reserve(workload.requests.size());
+  for (const core::WorkloadRequest& r : workload.requests) arrivals.push_back(r.arrival);
+
+  const RunClock clock;
+  DispatchResult dispatched = dispatch_open_loop(
+      arrivals, options.max_concurrency, clock, [&]() -> std::unique_ptr<RequestSender> {
+        return std::make_unique<StreamingSender>(workload, options, clock, run.results);
+      });
+  run.wall_seconds = clock.now();
+  run.lateness = std::move(dispatched.lateness);
+  run.sender_threads = dispatched.sender_threads;
+  run.peak_in_flight = dispatched.peak_in_flight;
+  run.records.reserve(workload.requests.size());
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    run.records.push_back(to_record(workload.requests[i], run.results[i]));
+  }
+  return run;
+}
+
+}  // namespace headway::serving::bench

@@ -1,0 +1,84 @@
+#include "headway/serving/bench/completion_client.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "http_client_setup.h"
+
+namespace headway::serving::bench {
+
+namespace {
+
+// Enough of an error body to quote; the rest of a large one is dropped.
+constexpr size_t kMaxErrorBody = 2048;
+
+std::string status_message(int status, const std::string& body) {
+  const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
+  if (doc.is_object() && doc.contains("error")) {
+    const nlohmann::json& error = doc["error"];
+    if (error.is_object() && error.contains("message") && error["message"].is_string()) {
+      return fmt::format("HTTP {}: {}", status, error["message"].get<std::string>());
+    }
+    if (error.is_string()) return fmt::format("HTTP {}: {}", status, error.get<std::string>());
+  }
+  return fmt::format("HTTP {}: {}", status, body.substr(0, 200));
+}
+
+}  // namespace
+
+CompletionClient::CompletionClient(const ServerEndpoint& endpoint, const RunClock& clock)
+    : path_(endpoint.base_path + "/v1/completions"),
+      clock_(clock),
+      client_(std::make_unique<httplib::Client>(endpoint.origin)) {
+  configure_client(*client_, endpoint);
+}
+
+CompletionClient::~CompletionClient() = default;
+
+StreamResult CompletionClient::stream(const std::string& body) {
+  httplib::Request request;
+  request.method = "POST";
+  request.path = path_;
+  request.body = body;
+  request.set_header("Content-Type", "application/json");
+  request.set_header("Accept", "text/event-stream");
+
+  int status = 0;
+  std::string error_body;
+  SseParser parser;
+  std::vector<SseEvent> events;
+  StreamMeasurement measurement(clock_.now());
+  request.response_handler = [&](const httplib::Response& response) {
+    status = response.status;
+    return true;
+  };
+  request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    const double now = clock_.now();  // before parsing: the bytes' arrival time
+    if (status != 200) {
+      error_body.append(data,
+                        std::min(size, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
+      return true;
+    }
+    events.clear();
+    parser.feed(std::string_view(data, size), events);
+    for (const SseEvent& event : events) measurement.on_event(event, now);
+    return true;
+  };
+
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
+  const bool sent = client_->send(request, response, error);
+  const double now = clock_.now();
+  if (status != 0 && status != 200) {
+    measurement.fail(FailureKind::kHttpStatus, status_message(status, error_body), now, status);
+  } else if (!sent || error != httplib::Error::Success) {
+    const std::string what = httplib::to_string(error);
+    measurement.fail(FailureKind::kTransport, status == 200 ? "the stream broke: " + what : what,
+                     now);
+  }
+  return measurement.finish(now);
+}
+
+}  // namespace headway::serving::bench

@@ -1,0 +1,146 @@
+#include "headway/serving/bench/open_loop_dispatcher.h"
+
+#include <headway/core/error.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace headway::serving::bench {
+
+namespace {
+
+class SenderPool {
+ public:
+  SenderPool(size_t max_threads, const RunClock& clock,
+             const std::function<std::unique_ptr<RequestSender>()>& make_sender,
+             const std::function<void(size_t)>& on_finished, std::vector<double>& lateness)
+      : max_threads_(max_threads),
+        clock_(clock),
+        make_sender_(make_sender),
+        on_finished_(on_finished),
+        lateness_(lateness) {}
+
+  ~SenderPool() { join_all(); }
+
+  // Blocks while `max_threads` requests are in flight, then hands request `index` to a sender.
+  void submit(size_t index, double scheduled) {
+    std::unique_lock lock(mutex_);
+    slot_free_.wait(lock, [&] { return in_flight_ < max_threads_ || error_; });
+    if (error_) return;
+    ++in_flight_;
+    peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
+    queue_.push_back({index, scheduled});
+    if (idle_ < queue_.size() && threads_.size() < max_threads_) {
+      threads_.emplace_back([this] { run_sender(); });
+    }
+    work_.notify_one();
+  }
+
+  // Waits for every request, joins the threads, rethrows a sender's exception.
+  void stop() {
+    join_all();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+  size_t threads_started() const { return threads_started_; }
+  size_t peak_in_flight() const { return peak_in_flight_; }
+  bool failed() {
+    std::lock_guard lock(mutex_);
+    return error_ != nullptr;
+  }
+
+ private:
+  struct Due {
+    size_t index;
+    double scheduled;
+  };
+
+  void run_sender() {
+    std::unique_ptr<RequestSender> sender;
+    try {
+      sender = make_sender_();
+    } catch (...) {
+      record_error(std::current_exception());
+    }
+    std::unique_lock lock(mutex_);
+    ++threads_started_;
+    while (true) {
+      ++idle_;
+      work_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      --idle_;
+      if (queue_.empty()) return;  // stopping, nothing left
+      const Due due = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      // Written before the send by this thread only; read after join().
+      lateness_[due.index] = clock_.now() - due.scheduled;
+      try {
+        if (sender) sender->send(due.index);
+        if (on_finished_) on_finished_(due.index);
+      } catch (...) {
+        record_error(std::current_exception());
+      }
+      lock.lock();
+      --in_flight_;
+      slot_free_.notify_one();
+    }
+  }
+
+  void join_all() noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    work_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  void record_error(std::exception_ptr e) {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = e;
+    slot_free_.notify_all();
+  }
+
+  const size_t max_threads_;
+  const RunClock& clock_;
+  const std::function<std::unique_ptr<RequestSender>()>& make_sender_;
+  const std::function<void(size_t)>& on_finished_;
+  std::vector<double>& lateness_;
+
+  std::mutex mutex_;
+  std::condition_variable work_;       // a request is queued, or the pool stops
+  std::condition_variable slot_free_;  // a request finished
+  std::deque<Due> queue_;
+  std::vector<std::thread> threads_;
+  size_t idle_ = 0, in_flight_ = 0, peak_in_flight_ = 0, threads_started_ = 0;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+DispatchResult dispatch_open_loop(
+    std::span<const double> arrivals, size_t max_concurrency, const RunClock& clock,
+    const std::function<std::unique_ptr<RequestSender>()>& make_sender,
+    const std::function<void(size_t)>& on_finished) {
+  if (max_concurrency == 0) throw core::Error("--max-concurrency must be at least 1");
+  DispatchResult result;
+  result.lateness.assign(arrivals.size(), 0.0);
+  SenderPool pool(max_concurrency, clock, make_sender, on_finished, result.lateness);
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    std::this_thread::sleep_until(clock.at(arrivals[i]));
+    if (pool.failed()) break;  // a sender threw: stop sending, stop() rethrows it
+    pool.submit(i, arrivals[i]);
+  }
+  pool.stop();
+  result.sender_threads = pool.threads_started();
+  result.peak_in_flight = pool.peak_in_flight();
+  return result;
+}
+
+}  // namespace headway::serving::bench

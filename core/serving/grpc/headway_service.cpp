@@ -1,0 +1,144 @@
+#include "headway_service.h"
+
+#include <headway/serving/grpc_frontend.h>
+
+#include <exception>
+#include <memory>
+#include <utility>
+
+#include "api_key_check.h"
+#include "proto_conversion.h"
+#include "status_mapping.h"
+
+namespace headway::serving::grpc_frontend {
+
+namespace {
+
+// Trailing metadata with the request field a refusal is about, for clients that want it without
+// parsing the message.
+constexpr const char* kErrorParamMetadata = "headway-error-param";
+
+grpc::Status refused(grpc::ServerContext& context, const ServiceError& error) {
+  if (!error.param().empty()) context.AddTrailingMetadata(kErrorParamMetadata, error.param());
+  return to_grpc_status(error);
+}
+
+// Aborts `id`, ignoring what the service throws: called on paths that already report a failure.
+void abort_quietly(GenerationService& service, const std::string& id) {
+  try {
+    service.abort(id);
+  } catch (const std::exception&) {
+  }
+}
+
+grpc::Status internal_error(const char* method, const std::exception& error) {
+  return {grpc::StatusCode::INTERNAL, std::string(method) + " failed: " + error.what()};
+}
+
+// Runs `body` (a call into the service) and turns what it throws into a status.
+template <typename Body>
+grpc::Status guarded(grpc::ServerContext& context, const char* method, Body&& body) {
+  try {
+    return body();
+  } catch (const ServiceError& error) {
+    return refused(context, error);
+  } catch (const std::exception& error) {
+    return internal_error(method, error);
+  }
+}
+
+}  // namespace
+
+HeadwayService::HeadwayService(GenerationService& service, std::string api_key)
+    : service_(service), api_key_(std::move(api_key)) {}
+
+grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
+                                      const v1::GenerateRequest* request,
+                                      grpc::ServerWriter<v1::GenerateResponse>* writer) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  GenerateInput input;
+  if (grpc::Status parsed = to_generate_input(*request, input); !parsed.ok()) return parsed;
+  std::shared_ptr<RequestStream> stream;
+  grpc::Status submitted = guarded(*context, "Generate", [&] {
+    stream = service_.submit(std::move(input));
+    return grpc::Status::OK;
+  });
+  if (!submitted.ok()) return submitted;
+  if (stream == nullptr) {
+    return {grpc::StatusCode::INTERNAL, "Generate failed: the service returned no stream"};
+  }
+  try {
+    return stream_tokens(*context, *stream, *writer);
+  } catch (const std::exception& error) {
+    // Whatever failed (decoding the tokens, a service bug), the request must not run on unseen.
+    abort_quietly(service_, stream->id());
+    return internal_error("Generate", error);
+  }
+}
+
+grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, RequestStream& stream,
+                                           grpc::ServerWriter<v1::GenerateResponse>& writer) {
+  StreamChunk chunk;
+  v1::GenerateResponse response;
+  while (true) {
+    // Checked between waits, not only after a failed Write: a client that disconnects while the
+    // request is still queued (no tokens yet) must free its place too.
+    if (context.IsCancelled()) {
+      abort_quietly(service_, stream.id());
+      return {grpc::StatusCode::CANCELLED, "the client cancelled the call"};
+    }
+    if (!stream.next(chunk, kGenerationPollInterval)) continue;
+    to_generate_response(stream.id(), chunk, response);
+    const bool last = chunk.finish != Finish::kNone;
+    if (!writer.Write(response)) {
+      // The client is gone; a request that finished anyway needs no abort, and abort() of one
+      // that is no longer in flight is a harmless false.
+      if (!last) abort_quietly(service_, stream.id());
+      return {grpc::StatusCode::CANCELLED, "the client went away while tokens were being sent"};
+    }
+    if (last) return grpc::Status::OK;
+  }
+}
+
+grpc::Status HeadwayService::Abort(grpc::ServerContext* context, const v1::AbortRequest* request,
+                                   v1::AbortResponse* response) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  if (request->request_id().empty()) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "request_id: required (the id from the GenerateResponse messages)"};
+  }
+  return guarded(*context, "Abort", [&] {
+    response->set_found(service_.abort(request->request_id()));
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status HeadwayService::Health(grpc::ServerContext* context, const v1::HealthRequest*,
+                                    v1::HealthResponse* response) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  return guarded(*context, "Health", [&] {
+    to_health_response(service_.health(), *response);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status HeadwayService::ModelInfo(grpc::ServerContext* context, const v1::ModelInfoRequest*,
+                                       v1::ModelInfoResponse* response) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  return guarded(*context, "ModelInfo", [&] {
+    to_model_info_response(service_.model_info(), *response);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status HeadwayService::ClusterInfo(grpc::ServerContext* context,
+                                         const v1::ClusterInfoRequest*,
+                                         v1::ClusterInfoResponse* response) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  return guarded(*context, "ClusterInfo", [&] {
+    to_cluster_info_response(service_.cluster_info(), *response);
+    return grpc::Status::OK;
+  });
+}
+
+}  // namespace headway::serving::grpc_frontend

@@ -1,0 +1,43 @@
+// headway.v1.Headway over a GenerationService, on gRPC's synchronous server (grpc_frontend.h says
+// why): each call checks the API key, converts the request, calls the service and maps its
+// ServiceError to a status. Generate streams on its handler thread and aborts the request when the
+// client goes away.
+//
+// Ownership: refers to the service, which must outlive it. Threading: gRPC calls the methods from
+// its thread pool, concurrently; the object itself holds no mutable state.
+#pragma once
+
+#include <headway/serving/generation_service.h>
+#include <headway/v1/headway.grpc.pb.h>
+
+#include <string>
+
+namespace headway::serving::grpc_frontend {
+
+class HeadwayService final : public v1::Headway::Service {
+ public:
+  // `api_key`: empty for no authentication.
+  HeadwayService(GenerationService& service, std::string api_key);
+
+  grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
+                        grpc::ServerWriter<v1::GenerateResponse>* writer) override;
+  grpc::Status Abort(grpc::ServerContext* context, const v1::AbortRequest* request,
+                     v1::AbortResponse* response) override;
+  grpc::Status Health(grpc::ServerContext* context, const v1::HealthRequest* request,
+                      v1::HealthResponse* response) override;
+  grpc::Status ModelInfo(grpc::ServerContext* context, const v1::ModelInfoRequest* request,
+                         v1::ModelInfoResponse* response) override;
+  grpc::Status ClusterInfo(grpc::ServerContext* context, const v1::ClusterInfoRequest* request,
+                           v1::ClusterInfoResponse* response) override;
+
+ private:
+  // Sends the stream's chunks until its finish, or aborts the request when the client cancels,
+  // disconnects or its deadline passes.
+  grpc::Status stream_tokens(grpc::ServerContext& context, RequestStream& stream,
+                             grpc::ServerWriter<v1::GenerateResponse>& writer);
+
+  GenerationService& service_;
+  const std::string api_key_;
+};
+
+}  // namespace headway::serving::grpc_frontend

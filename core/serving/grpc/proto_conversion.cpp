@@ -1,0 +1,102 @@
+#include "proto_conversion.h"
+
+namespace headway::serving::grpc_frontend {
+
+namespace {
+
+void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
+  out.sampling.temperature = sampling.temperature();
+  // Unset means "off" (1), not the proto3 default 0, which the service would refuse.
+  out.sampling.top_p = sampling.has_top_p() ? sampling.top_p() : 1.0f;
+  out.sampling.top_k = sampling.top_k();
+  out.sampling.min_p = sampling.min_p();
+  out.sampling.seed = sampling.seed();
+  out.sampling.ignore_eos = sampling.ignore_eos();
+  out.sampling.stop_token_ids.assign(sampling.stop_token_ids().begin(),
+                                     sampling.stop_token_ids().end());
+  // Unset keeps GenerateInput's default; an explicit 0 goes to the service, which refuses it.
+  if (sampling.has_max_tokens()) out.max_tokens = sampling.max_tokens();
+  out.stop.assign(sampling.stop().begin(), sampling.stop().end());
+}
+
+}  // namespace
+
+grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput& out) {
+  out = GenerateInput{};
+  out.request_id = request.request_id();
+  out.model = request.model();
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText:
+      out.prompt_kind = GenerateInput::PromptKind::kText;
+      out.prompt_text = request.text();
+      break;
+    case v1::GenerateRequest::kTokenIds:
+      out.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+      out.prompt_ids.assign(request.token_ids().ids().begin(), request.token_ids().ids().end());
+      break;
+    case v1::GenerateRequest::kChat:
+      out.prompt_kind = GenerateInput::PromptKind::kChat;
+      out.messages.reserve(request.chat().messages_size());
+      for (const auto& message : request.chat().messages()) {
+        out.messages.push_back({message.role(), message.content()});
+      }
+      break;
+    case v1::GenerateRequest::PROMPT_NOT_SET:
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "prompt: the request has none; set one of text, token_ids or chat"};
+  }
+  to_sampling(request.sampling(), out);
+  out.priority = request.priority();
+  out.request_class = request.request_class();
+  return grpc::Status::OK;
+}
+
+void to_generate_response(const std::string& request_id, const StreamChunk& chunk,
+                          v1::GenerateResponse& out) {
+  out.Clear();
+  out.set_request_id(request_id);
+  out.mutable_token_ids()->Add(chunk.token_ids.begin(), chunk.token_ids.end());
+  out.set_text_delta(chunk.text);
+  if (chunk.finish == Finish::kNone) return;
+  out.set_finish_reason(finish_name(chunk.finish));
+  out.mutable_usage()->set_prompt_tokens(chunk.usage.prompt_tokens);
+  out.mutable_usage()->set_completion_tokens(chunk.usage.completion_tokens);
+  auto& timings = *out.mutable_timings();
+  timings.set_queue_seconds(chunk.timings.queue_seconds);
+  timings.set_ttft_seconds(chunk.timings.ttft_seconds);
+  timings.set_e2e_seconds(chunk.timings.e2e_seconds);
+  timings.set_kv_transfer_seconds(chunk.timings.kv_transfer_seconds);
+  out.set_error(chunk.error);
+}
+
+void to_health_response(const HealthSummary& health, v1::HealthResponse& out) {
+  out.set_serving(health.serving);
+  out.set_engines_alive(health.engines_alive);
+  out.set_engines_total(health.engines_total);
+}
+
+void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& out) {
+  out.set_name(model.name);
+  out.set_max_model_len(model.max_model_len);
+  out.set_vocab(model.vocab);
+  out.set_tokenizer(model.tokenizer);
+}
+
+void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out) {
+  out.set_deployment(cluster.deployment);
+  out.set_router(cluster.router);
+  for (const EngineSummary& engine : cluster.engines) {
+    v1::EngineInfo& info = *out.add_engines();
+    info.set_index(engine.index);
+    info.set_pool(engine.pool);
+    info.set_role(engine.role);
+    info.set_alive(engine.alive);
+    info.set_running(engine.running);
+    info.set_waiting(engine.waiting);
+    info.set_outstanding_tokens(engine.outstanding_tokens);
+    info.set_kv_blocks_free(engine.kv_blocks_free);
+    info.set_kv_blocks_total(engine.kv_blocks_total);
+  }
+}
+
+}  // namespace headway::serving::grpc_frontend

@@ -1,0 +1,28 @@
+// Between headway.v1 messages and the GenerationService's types. Only the wire format is checked
+// here (a prompt must be set); what the values mean is the service's to validate.
+//
+// Threading: pure functions, callable from any thread.
+#pragma once
+
+#include <grpcpp/support/status.h>
+#include <headway/serving/generation_service.h>
+#include <headway/v1/headway.pb.h>
+
+#include <string>
+
+namespace headway::serving::grpc_frontend {
+
+// Fills `out` from `request`. Returns INVALID_ARGUMENT naming the field when the request cannot
+// be expressed as a GenerateInput (no prompt); `out` is then unspecified.
+grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput& out);
+
+// One streamed message for `chunk` of request `request_id`; usage, timings and the error are set
+// on the last message (the one with a finish reason) only.
+void to_generate_response(const std::string& request_id, const StreamChunk& chunk,
+                          v1::GenerateResponse& out);
+
+void to_health_response(const HealthSummary& health, v1::HealthResponse& out);
+void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& out);
+void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out);
+
+}  // namespace headway::serving::grpc_frontend

@@ -1,0 +1,31 @@
+#include "status_mapping.h"
+
+#include <string>
+
+namespace headway::serving::grpc_frontend {
+
+grpc::StatusCode to_grpc_code(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case ErrorCode::kResourceExhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::kUnavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kInternal:
+      return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::INTERNAL;  // an ErrorCode added later and not mapped yet
+}
+
+grpc::Status to_grpc_status(const ServiceError& error) {
+  std::string message = error.what();
+  if (!error.param().empty() && message.find(error.param()) == std::string::npos) {
+    message = error.param() + ": " + message;
+  }
+  return {to_grpc_code(error.code()), message};
+}
+
+}  // namespace headway::serving::grpc_frontend

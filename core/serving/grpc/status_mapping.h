@@ -1,0 +1,19 @@
+// ServiceError → gRPC status: the one place that decides which code a refused request gets.
+//
+// Threading: pure functions, callable from any thread.
+#pragma once
+
+#include <grpcpp/support/status.h>
+#include <headway/serving/generation_service.h>
+
+namespace headway::serving::grpc_frontend {
+
+// kInvalidArgument → INVALID_ARGUMENT, kNotFound → NOT_FOUND, kResourceExhausted →
+// RESOURCE_EXHAUSTED, kUnavailable → UNAVAILABLE, kInternal → INTERNAL.
+grpc::StatusCode to_grpc_code(ErrorCode code);
+
+// The status for a refused request. Its message starts with the field at fault ("max_tokens: ...")
+// when the error names one and the message does not already.
+grpc::Status to_grpc_status(const ServiceError& error);
+
+}  // namespace headway::serving::grpc_frontend

@@ -1,0 +1,48 @@
+#include "api_error.h"
+
+namespace headway::serving::http {
+
+int http_status_of(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kResourceExhausted:
+      return 429;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kInternal:
+      return 500;
+  }
+  return 500;
+}
+
+ApiError api_error_of(const ServiceError& error) {
+  return ApiError(http_status_of(error.code()), error.what(), error.param());
+}
+
+const char* error_type_of(int status) {
+  switch (status) {
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "service_unavailable_error";
+    default:
+      return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+nlohmann::json error_json(int status, const std::string& message, const std::string& param) {
+  return {{"error",
+           {{"message", message},
+            {"type", error_type_of(status)},
+            {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)},
+            {"code", status}}}};
+}
+
+}  // namespace headway::serving::http

@@ -1,0 +1,49 @@
+// The OpenAI error shape, {"error": {"message", "type", "param", "code"}}, and the HTTP status of
+// each way a request can fail. Every failure a handler meets is turned into one ApiError, so
+// clients always get the same shape, whatever failed.
+//
+// Threading: plain values and pure functions.
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace headway::serving::http {
+
+class ApiError : public std::runtime_error {
+ public:
+  // `param`: the request field at fault ("messages[1].content"), or empty.
+  ApiError(int status, std::string message, std::string param = {})
+      : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)) {}
+  int status() const noexcept { return status_; }
+  const std::string& param() const noexcept { return param_; }
+
+ private:
+  int status_;
+  std::string param_;
+};
+
+// 400 naming the field; the usual failure of request parsing.
+inline ApiError invalid_field(std::string param, std::string message) {
+  return ApiError(400, std::move(message), std::move(param));
+}
+
+// The HTTP status a ServiceError code maps to (400, 404, 429, 503, 500).
+int http_status_of(ErrorCode code);
+
+ApiError api_error_of(const ServiceError& error);
+
+// "invalid_request_error", "authentication_error", "not_found_error", "rate_limit_error",
+// "service_unavailable_error" or "server_error".
+const char* error_type_of(int status);
+
+// {"error": {...}}; `code` is the HTTP status, as vLLM sends it.
+nlohmann::json error_json(int status, const std::string& message, const std::string& param = {});
+inline nlohmann::json error_json(const ApiError& error) {
+  return error_json(error.status(), error.what(), error.param());
+}
+
+}  // namespace headway::serving::http

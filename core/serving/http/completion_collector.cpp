@@ -1,0 +1,34 @@
+#include "completion_collector.h"
+
+#include "api_error.h"
+#include "sse_responder.h"
+
+namespace headway::serving::http {
+
+Completion collect_completion(GenerationService& service, RequestStream& stream,
+                              const std::atomic<bool>& stopping) {
+  Completion out;
+  StreamChunk chunk;
+  for (;;) {
+    if (stopping.load()) {
+      service.abort(stream.id());
+      throw ApiError(503, "the server is shutting down; the request was aborted");
+    }
+    if (!stream.next(chunk, kStreamPoll)) continue;
+    out.text += chunk.text;
+    if (chunk.finish == Finish::kNone) continue;
+    if (chunk.finish == Finish::kAbort) {
+      throw ApiError(503,
+                     "the request was aborted" + (chunk.error.empty() ? "" : ": " + chunk.error));
+    }
+    if (chunk.finish == Finish::kError) {
+      throw ApiError(500,
+                     "generation failed: " + (chunk.error.empty() ? "unknown error" : chunk.error));
+    }
+    out.finish = chunk.finish;
+    out.usage = chunk.usage;
+    return out;
+  }
+}
+
+}  // namespace headway::serving::http

@@ -1,0 +1,28 @@
+// Waits for a non-streamed request's whole output on the handler's worker thread.
+//
+// The wait polls the stream (kStreamPoll) so that a stopping frontend aborts the request instead
+// of holding shutdown up for a long generation. A client that disconnects during the wait is not
+// noticed (nothing is written before the answer); max_tokens bounds the wasted work.
+//
+// Ownership: borrows everything. Threading: the one consumer thread of `stream`.
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <atomic>
+#include <string>
+
+namespace headway::serving::http {
+
+struct Completion {
+  std::string text;
+  Finish finish = Finish::kNone;  // kLength or kStop
+  Usage usage;
+};
+
+// Throws ApiError: 503 when the request was aborted (drain) or the frontend is stopping, 500 when
+// generation failed.
+Completion collect_completion(GenerationService& service, RequestStream& stream,
+                              const std::atomic<bool>& stopping);
+
+}  // namespace headway::serving::http

@@ -1,0 +1,85 @@
+#include <headway/core/error.h>
+#include <headway/serving/http_frontend.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <chrono>
+
+#include "listening_server.h"
+#include "openai_routes.h"
+
+namespace headway::serving {
+namespace {
+
+// Requests one keep-alive connection may carry (cpp-httplib's default is 5); load generators and
+// SDK clients reuse connections.
+constexpr size_t kKeepAliveMaxRequests = 1000;
+
+}  // namespace
+
+HttpFrontend::HttpFrontend(GenerationService& service, HttpOptions options)
+    : options_(std::move(options)),
+      routes_(std::make_unique<http::OpenAiRoutes>(service, options_)) {}
+
+HttpFrontend::~HttpFrontend() { stop(); }
+
+void HttpFrontend::start() {
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  if (started_) throw core::Error("HTTP frontend on " + where + ": start() called twice");
+  started_ = true;
+
+  server_ = std::make_unique<http::ListeningServer>();
+  server_->new_task_queue = [] { return new httplib::ThreadPool(kHttpWorkerThreads); };
+  server_->set_payload_max_length(kHttpMaxBodyBytes);
+  // Each SSE event is a small write of its own: Nagle's algorithm would hold it back behind the
+  // client's delayed ACK of the previous one.
+  server_->set_tcp_nodelay(true);
+  server_->set_keep_alive_max_count(kKeepAliveMaxRequests);
+  // cpp-httplib's default adds SO_REUSEPORT, with which a second server binds a busy port and
+  // silently shares its connections; SO_REUSEADDR alone still allows a quick restart.
+  server_->set_socket_options([](socket_t socket) {
+    int yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  routes_->install(*server_);
+
+  const int bound = options_.port == 0 ? server_->bind_to_any_port(options_.host)
+                    : server_->bind_to_port(options_.host, options_.port) ? options_.port
+                                                                          : -1;
+  if (bound <= 0) {
+    throw core::Error("HTTP frontend cannot listen on " + where +
+                          " (the port is in use, not permitted, or the host is not an address of "
+                          "this machine)",
+                      HW_UNAVAILABLE);
+  }
+  if (!server_->raise_backlog(SOMAXCONN)) {
+    throw core::Error("HTTP frontend on " + where + ": cannot set the listen backlog",
+                      HW_UNAVAILABLE);
+  }
+  port_.store(static_cast<uint16_t>(bound));
+  listener_ = std::thread([this] {
+    server_->listen_after_bind();
+    listener_returned_.store(true);
+  });
+  // Server::stop() only takes effect once the server runs, and callers may stop() at once.
+  while (!server_->is_running() && !listener_returned_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!server_->is_running()) {
+    listener_.join();
+    throw core::Error("HTTP frontend on " + where + " stopped as soon as it started",
+                      HW_UNAVAILABLE);
+  }
+}
+
+void HttpFrontend::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (!started_ || !listener_.joinable()) return;
+  // Streams end first, each with an error event to its client; then the connections close.
+  routes_->stop_requests();
+  server_->stop();
+  listener_.join();
+}
+
+}  // namespace headway::serving

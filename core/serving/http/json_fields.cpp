@@ -1,0 +1,121 @@
+#include "json_fields.h"
+
+#include <cmath>
+#include <limits>
+
+#include "api_error.h"
+
+namespace headway::serving::http {
+
+nlohmann::json parse_body(std::string_view body) {
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(body.begin(), body.end());
+  } catch (const nlohmann::json::parse_error& error) {
+    // what() reads "[json.exception.parse_error.101] parse error at line 1, column 9: ..."; the
+    // bracketed prefix means nothing to an HTTP client.
+    std::string what = error.what();
+    if (auto close = what.find("] "); what.starts_with("[json.exception") && close != what.npos) {
+      what.erase(0, close + 2);
+    }
+    throw ApiError(
+        400, "request body is not valid JSON (byte " + std::to_string(error.byte) + "): " + what);
+  }
+  if (!parsed.is_object()) {
+    throw ApiError(400,
+                   std::string("request body must be a JSON object, not ") + json_kind(parsed));
+  }
+  return parsed;
+}
+
+const char* json_kind(const nlohmann::json& value) {
+  switch (value.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return "an integer";
+    case nlohmann::json::value_t::number_float:
+      return "a number";
+    default:
+      return "something else";
+  }
+}
+
+FieldReader::FieldReader(const nlohmann::json& object, std::string path)
+    : object_(object), path_(std::move(path)) {}
+
+std::string FieldReader::name(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+const nlohmann::json* FieldReader::find(std::string_view key) const {
+  auto it = object_.find(key);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+namespace {
+
+ApiError wrong_type(const std::string& name, const char* wanted, const nlohmann::json& value) {
+  return invalid_field(name, name + " must be " + wanted + ", not " + json_kind(value));
+}
+
+}  // namespace
+
+std::optional<std::string> FieldReader::string(std::string_view key) const {
+  const nlohmann::json* value = find(key);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_string()) throw wrong_type(name(key), "a string", *value);
+  return value->get<std::string>();
+}
+
+std::optional<bool> FieldReader::boolean(std::string_view key) const {
+  const nlohmann::json* value = find(key);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_boolean()) throw wrong_type(name(key), "a boolean", *value);
+  return value->get<bool>();
+}
+
+std::optional<float> FieldReader::number(std::string_view key) const {
+  const nlohmann::json* value = find(key);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number()) throw wrong_type(name(key), "a number", *value);
+  const double wide = value->get<double>();
+  if (!std::isfinite(wide) || std::fabs(wide) > std::numeric_limits<float>::max()) {
+    throw invalid_field(name(key), name(key) + " is out of range");
+  }
+  return static_cast<float>(wide);
+}
+
+std::optional<int64_t> FieldReader::integer(std::string_view key, int64_t min, int64_t max) const {
+  const nlohmann::json* value = find(key);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number_integer()) throw wrong_type(name(key), "an integer", *value);
+  const bool too_big = value->is_number_unsigned() &&
+                       value->get<uint64_t>() > static_cast<uint64_t>(max < 0 ? 0 : max);
+  const int64_t got = too_big ? max : value->get<int64_t>();
+  if (too_big || got < min || got > max) {
+    throw invalid_field(name(key), name(key) + " must be between " + std::to_string(min) + " and " +
+                                       std::to_string(max) + ", not " + value->dump());
+  }
+  return got;
+}
+
+std::optional<uint64_t> FieldReader::bits64(std::string_view key) const {
+  const nlohmann::json* value = find(key);
+  if (value == nullptr) return std::nullopt;
+  if (!value->is_number_integer()) throw wrong_type(name(key), "an integer", *value);
+  if (value->is_number_unsigned()) return value->get<uint64_t>();
+  return static_cast<uint64_t>(value->get<int64_t>());
+}
+
+}  // namespace headway::serving::http

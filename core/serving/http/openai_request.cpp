@@ -1,0 +1,314 @@
+#include "openai_request.h"
+
+#include <cstdint>
+#include <limits>
+#include <random>
+
+#include "api_error.h"
+#include "json_fields.h"
+
+namespace headway::serving::http {
+namespace {
+
+constexpr int64_t kMaxTokensLimit = std::numeric_limits<uint32_t>::max();
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
+constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's default
+
+uint64_t random_u64() {
+  // One generator per thread: no lock, and seeded from the OS so ids differ between processes.
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  return generator();
+}
+
+ApiError not_supported(const std::string& name, const std::string& what) {
+  return invalid_field(name, what + " is not supported by this server");
+}
+
+// Fields Headway does not implement: allowed only at their default ("not set") values, so clients
+// that always send them keep working while a request that depends on them is refused.
+void refuse_unsupported(const FieldReader& fields) {
+  if (auto n = fields.integer("n", std::numeric_limits<int64_t>::min(),
+                              std::numeric_limits<int64_t>::max());
+      n && *n != 1) {
+    throw not_supported("n", "n=" + std::to_string(*n) + " (only n=1)");
+  }
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    if (auto value = fields.number(penalty); value && *value != 0.0f) {
+      throw not_supported(penalty, std::string(penalty));
+    }
+  }
+  if (auto value = fields.number("repetition_penalty"); value && *value != 1.0f) {
+    throw not_supported("repetition_penalty", "repetition_penalty");
+  }
+  if (const nlohmann::json* bias = fields.find("logit_bias"); bias && !bias->empty()) {
+    throw not_supported("logit_bias", "logit_bias");
+  }
+}
+
+std::vector<std::string> parse_stop(const FieldReader& fields) {
+  const nlohmann::json* stop = fields.find("stop");
+  if (stop == nullptr) return {};
+  std::vector<std::string> out;
+  if (stop->is_string()) {
+    out.push_back(stop->get<std::string>());
+  } else if (stop->is_array()) {
+    for (size_t i = 0; i < stop->size(); ++i) {
+      const auto& item = (*stop)[i];
+      const std::string name = "stop[" + std::to_string(i) + "]";
+      if (!item.is_string()) {
+        throw invalid_field(name, name + " must be a string, not " + json_kind(item));
+      }
+      out.push_back(item.get<std::string>());
+    }
+  } else {
+    throw invalid_field("stop", std::string("stop must be a string or an array of strings, not ") +
+                                    json_kind(*stop));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    // An empty stop string would match before the first token.
+    if (out[i].empty()) {
+      const std::string name = stop->is_array() ? "stop[" + std::to_string(i) + "]" : "stop";
+      throw invalid_field(name, name + " must not be empty");
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> parse_token_ids(const nlohmann::json& array, const std::string& name) {
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (size_t i = 0; i < array.size(); ++i) {
+    const auto& item = array[i];
+    const std::string item_name = name + "[" + std::to_string(i) + "]";
+    if (!item.is_number_integer()) {
+      throw invalid_field(item_name,
+                          item_name + " must be a token id (an integer), not " + json_kind(item));
+    }
+    if (item.is_number_unsigned() ? item.get<uint64_t>() > static_cast<uint64_t>(kInt32Max)
+                                  : item.get<int64_t>() < 0 || item.get<int64_t>() > kInt32Max) {
+      throw invalid_field(item_name, item_name + " is not a valid token id: " + item.dump());
+    }
+    ids.push_back(static_cast<int32_t>(item.get<int64_t>()));
+  }
+  return ids;
+}
+
+// Fields shared by both endpoints: model, sampling, stop, priority, class, streaming.
+void parse_common(const FieldReader& fields, OpenAiRequest& out) {
+  refuse_unsupported(fields);
+  GenerateInput& input = out.input;
+  input.model = fields.string("model").value_or("");
+
+  core::SamplingParams& sampling = input.sampling;
+  sampling.temperature = fields.number("temperature").value_or(1.0f);  // OpenAI's default
+  sampling.top_p = fields.number("top_p").value_or(1.0f);
+  // vLLM takes -1 (and 0) for "no top-k".
+  const int64_t top_k = fields.integer("top_k", -1, kMaxTokensLimit).value_or(0);
+  sampling.top_k = top_k < 0 ? 0 : static_cast<uint32_t>(top_k);
+  sampling.min_p = fields.number("min_p").value_or(0.0f);
+  // Without a seed every request must still sample differently, as with OpenAI and vLLM.
+  sampling.seed = fields.bits64("seed").value_or(random_u64());
+  sampling.ignore_eos = fields.boolean("ignore_eos").value_or(false);
+  if (const nlohmann::json* ids = fields.find("stop_token_ids")) {
+    if (!ids->is_array()) {
+      throw invalid_field(
+          "stop_token_ids",
+          std::string("stop_token_ids must be an array of token ids, not ") + json_kind(*ids));
+    }
+    sampling.stop_token_ids = parse_token_ids(*ids, "stop_token_ids");
+  }
+  input.stop = parse_stop(fields);
+  input.priority =
+      static_cast<int32_t>(fields.integer("priority", kInt32Min, kInt32Max).value_or(0));
+  input.request_class = fields.string("request_class").value_or("");
+
+  out.stream = fields.boolean("stream").value_or(false);
+  if (const nlohmann::json* options = fields.find("stream_options")) {
+    if (!options->is_object()) {
+      throw invalid_field("stream_options", std::string("stream_options must be an object, not ") +
+                                                json_kind(*options));
+    }
+    if (!out.stream) {
+      throw invalid_field("stream_options", "stream_options is only allowed with \"stream\": true");
+    }
+    out.include_usage =
+        FieldReader(*options, "stream_options").boolean("include_usage").value_or(false);
+  }
+}
+
+void parse_prompt(const FieldReader& fields, GenerateInput& input) {
+  const nlohmann::json* prompt = fields.find("prompt");
+  if (prompt == nullptr) throw invalid_field("prompt", "prompt is required");
+  if (prompt->is_string()) {
+    input.prompt_kind = GenerateInput::PromptKind::kText;
+    input.prompt_text = prompt->get<std::string>();
+    return;
+  }
+  if (!prompt->is_array()) {
+    throw invalid_field(
+        "prompt",
+        std::string("prompt must be a string or an array of token ids, not ") + json_kind(*prompt));
+  }
+  if (prompt->empty()) throw invalid_field("prompt", "prompt must not be an empty array");
+  const auto& first = prompt->front();
+  if (first.is_number()) {
+    input.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+    input.prompt_ids = parse_token_ids(*prompt, "prompt");
+    return;
+  }
+  // A batch of prompts: ["a", "b"] or [[1, 2], [3]]. A batch of one is the same as its prompt.
+  if (prompt->size() > 1) {
+    throw invalid_field("prompt", "several prompts in one request (" +
+                                      std::to_string(prompt->size()) +
+                                      ") are not supported; send one request per prompt");
+  }
+  if (first.is_string()) {
+    input.prompt_kind = GenerateInput::PromptKind::kText;
+    input.prompt_text = first.get<std::string>();
+  } else if (first.is_array()) {
+    if (first.empty()) throw invalid_field("prompt[0]", "prompt[0] must not be an empty array");
+    input.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+    input.prompt_ids = parse_token_ids(first, "prompt[0]");
+  } else {
+    throw invalid_field("prompt[0]", std::string("prompt[0] must be a string or token ids, not ") +
+                                         json_kind(first));
+  }
+}
+
+std::string parse_content(const nlohmann::json& message, const std::string& path,
+                          const std::string& role) {
+  const std::string name = path + ".content";
+  auto it = message.find("content");
+  if (it == message.end() || it->is_null()) {
+    // An assistant turn may carry no text (it made tool calls in the original conversation).
+    if (role == "assistant") return {};
+    throw invalid_field(name, name + " is required");
+  }
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) {
+    throw invalid_field(
+        name, name + " must be a string or an array of content parts, not " + json_kind(*it));
+  }
+  std::string text;
+  for (size_t j = 0; j < it->size(); ++j) {
+    const auto& part = (*it)[j];
+    const std::string part_name = name + "[" + std::to_string(j) + "]";
+    if (!part.is_object()) {
+      throw invalid_field(part_name, part_name + " must be an object, not " + json_kind(part));
+    }
+    FieldReader part_fields(part, part_name);
+    const auto type = part_fields.string("type");
+    if (!type)
+      throw invalid_field(part_fields.name("type"), part_fields.name("type") + " is required");
+    if (*type != "text") {
+      throw not_supported(part_fields.name("type"),
+                          "content part type \"" + *type + "\" (only \"text\")");
+    }
+    const auto part_text = part_fields.string("text");
+    if (!part_text)
+      throw invalid_field(part_fields.name("text"), part_fields.name("text") + " is required");
+    // Parts are joined by newlines, as vLLM renders them.
+    if (j > 0) text += '\n';
+    text += *part_text;
+  }
+  return text;
+}
+
+std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
+  const nlohmann::json* messages = fields.find("messages");
+  if (messages == nullptr) throw invalid_field("messages", "messages is required");
+  if (!messages->is_array()) {
+    throw invalid_field("messages",
+                        std::string("messages must be an array, not ") + json_kind(*messages));
+  }
+  if (messages->empty()) throw invalid_field("messages", "messages must not be empty");
+  std::vector<ChatMessage> out;
+  out.reserve(messages->size());
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const auto& message = (*messages)[i];
+    const std::string path = "messages[" + std::to_string(i) + "]";
+    if (!message.is_object()) {
+      throw invalid_field(path, path + " must be an object, not " + json_kind(message));
+    }
+    FieldReader message_fields(message, path);
+    auto role = message_fields.string("role");
+    if (!role) throw invalid_field(path + ".role", path + ".role is required");
+    if (*role == "developer") role = "system";  // OpenAI's newer name for the system turn
+    if (*role != "system" && *role != "user" && *role != "assistant") {
+      throw invalid_field(path + ".role", path + ".role \"" + *role +
+                                              "\" is not supported; use system, user or assistant");
+    }
+    out.push_back({*role, parse_content(message, path, *role)});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string make_request_id(std::string_view prefix) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id(prefix);
+  for (int word = 0; word < 2; ++word) {
+    uint64_t bits = random_u64();
+    for (int i = 0; i < 16; ++i, bits >>= 4) id += kHex[bits & 0xf];
+  }
+  return id;
+}
+
+OpenAiRequest parse_completion_request(std::string_view body) {
+  const nlohmann::json json = parse_body(body);
+  const FieldReader fields(json, "");
+  OpenAiRequest out;
+  out.input.request_id = make_request_id("cmpl-");
+  parse_common(fields, out);
+  parse_prompt(fields, out.input);
+  out.input.max_tokens = static_cast<uint32_t>(
+      fields.integer("max_tokens", 1, kMaxTokensLimit).value_or(kCompletionDefaultMaxTokens));
+
+  if (fields.find("logprobs")) throw not_supported("logprobs", "logprobs");
+  if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
+  if (auto best_of = fields.integer("best_of", 0, kMaxTokensLimit); best_of && *best_of != 1) {
+    throw not_supported("best_of", "best_of");
+  }
+  if (auto suffix = fields.string("suffix"); suffix && !suffix->empty()) {
+    throw not_supported("suffix", "suffix");
+  }
+  return out;
+}
+
+OpenAiRequest parse_chat_request(std::string_view body) {
+  const nlohmann::json json = parse_body(body);
+  const FieldReader fields(json, "");
+  OpenAiRequest out;
+  out.input.request_id = make_request_id("chatcmpl-");
+  parse_common(fields, out);
+  out.input.prompt_kind = GenerateInput::PromptKind::kChat;
+  out.input.messages = parse_messages(fields);
+
+  // max_completion_tokens replaced max_tokens in OpenAI's chat API; either is honoured. Without
+  // either, the completion may run to the end of the context: the service bounds it there.
+  auto max_tokens = fields.integer("max_completion_tokens", 1, kMaxTokensLimit);
+  if (!max_tokens) max_tokens = fields.integer("max_tokens", 1, kMaxTokensLimit);
+  if (max_tokens) {
+    out.input.max_tokens = static_cast<uint32_t>(*max_tokens);
+  } else {
+    out.input.max_tokens_to_context_end = true;
+  }
+
+  if (fields.boolean("logprobs").value_or(false)) throw not_supported("logprobs", "logprobs");
+  if (auto top = fields.integer("top_logprobs", 0, kMaxTokensLimit); top && *top != 0) {
+    throw not_supported("top_logprobs", "top_logprobs");
+  }
+  if (const nlohmann::json* tools = fields.find("tools"); tools && !tools->empty()) {
+    throw not_supported("tools", "tools");
+  }
+  if (const nlohmann::json* format = fields.find("response_format")) {
+    const auto type =
+        format->is_object() ? FieldReader(*format, "response_format").string("type") : std::nullopt;
+    if (type != "text") throw not_supported("response_format", "response_format other than text");
+  }
+  return out;
+}
+
+}  // namespace headway::serving::http

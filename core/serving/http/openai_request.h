@@ -1,0 +1,29 @@
+// Turns the JSON body of POST /v1/completions or /v1/chat/completions into a GenerateInput plus
+// the response options (stream, include_usage). It checks the wire format only (types, shapes,
+// what Headway does not support); values such as temperature ranges and prompt length are the
+// service's to check. docs/serving_http.md lists every field.
+//
+// Threading: pure functions, safe from any thread.
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <string>
+#include <string_view>
+
+namespace headway::serving::http {
+
+struct OpenAiRequest {
+  GenerateInput input;  // request_id set to a fresh "cmpl-..." / "chatcmpl-..." id
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Throw ApiError 400 naming the field at fault. `model` supplies the chat default for max_tokens.
+OpenAiRequest parse_completion_request(std::string_view body);
+OpenAiRequest parse_chat_request(std::string_view body);
+
+// A fresh request id: `prefix` followed by 32 random hex digits.
+std::string make_request_id(std::string_view prefix);
+
+}  // namespace headway::serving::http

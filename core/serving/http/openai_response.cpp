@@ -1,0 +1,93 @@
+#include "openai_response.h"
+
+namespace headway::serving::http {
+namespace {
+
+const char* object_name(const ResponseHeader& header, bool chunk) {
+  if (header.endpoint == Endpoint::kCompletions) return "text_completion";
+  return chunk ? "chat.completion.chunk" : "chat.completion";
+}
+
+nlohmann::json envelope(const ResponseHeader& header, bool chunk) {
+  return {{"id", header.id},
+          {"object", object_name(header, chunk)},
+          {"created", header.created},
+          {"model", header.model}};
+}
+
+nlohmann::json chunk_envelope(const ResponseHeader& header, nlohmann::json choice) {
+  nlohmann::json body = envelope(header, true);
+  body["choices"] = nlohmann::json::array({std::move(choice)});
+  // OpenAI: with include_usage, every chunk but the last carries "usage": null.
+  if (header.include_usage) body["usage"] = nullptr;
+  return body;
+}
+
+}  // namespace
+
+nlohmann::json finish_reason_json(Finish finish) {
+  switch (finish) {
+    case Finish::kLength:
+      return "length";
+    case Finish::kStop:
+      return "stop";
+    default:
+      return nullptr;
+  }
+}
+
+nlohmann::json usage_json(const Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+}
+
+nlohmann::json completion_json(const ResponseHeader& header, const std::string& text, Finish finish,
+                               const Usage& usage) {
+  nlohmann::json choice = {{"index", 0}, {"finish_reason", finish_reason_json(finish)}};
+  if (header.endpoint == Endpoint::kCompletions) {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  } else {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    choice["logprobs"] = nullptr;
+  }
+  nlohmann::json body = envelope(header, false);
+  body["choices"] = nlohmann::json::array({std::move(choice)});
+  body["usage"] = usage_json(usage);
+  return body;
+}
+
+nlohmann::json role_chunk_json(const ResponseHeader& header) {
+  return chunk_envelope(header, {{"index", 0},
+                                 {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}});
+}
+
+nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
+                                Finish finish) {
+  nlohmann::json choice = {{"index", 0}, {"logprobs", nullptr}};
+  if (header.endpoint == Endpoint::kCompletions) {
+    choice["text"] = text;
+  } else {
+    choice["delta"] = text.empty() ? nlohmann::json::object() : nlohmann::json{{"content", text}};
+  }
+  choice["finish_reason"] = finish_reason_json(finish);
+  return chunk_envelope(header, std::move(choice));
+}
+
+nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage) {
+  nlohmann::json body = envelope(header, true);
+  body["choices"] = nlohmann::json::array();
+  body["usage"] = usage_json(usage);
+  return body;
+}
+
+std::string dump_json(const nlohmann::json& body) {
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string sse_event(const nlohmann::json& body) { return "data: " + dump_json(body) + "\n\n"; }
+
+}  // namespace headway::serving::http

@@ -1,0 +1,53 @@
+// The JSON bodies Headway answers with: a whole completion (object "text_completion" or
+// "chat.completion"), the chunks of a stream ("text_completion" or "chat.completion.chunk") and
+// their SSE framing. Shapes follow the OpenAI API as vLLM serves it.
+//
+// Threading: plain values and pure functions.
+#pragma once
+
+#include <headway/serving/request_stream.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace headway::serving::http {
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+// What every body of one response repeats.
+struct ResponseHeader {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;              // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;         // Unix seconds
+  std::string model;           // the served model's name
+  bool include_usage = false;  // streams: "usage": null on each chunk, then a usage chunk
+};
+
+// "length" or "stop"; null while running. kAbort/kError never reach a finish_reason: they become
+// errors.
+nlohmann::json finish_reason_json(Finish finish);
+
+nlohmann::json usage_json(const Usage& usage);
+
+// The non-streamed answer.
+nlohmann::json completion_json(const ResponseHeader& header, const std::string& text, Finish finish,
+                               const Usage& usage);
+
+// Streams. A chat stream opens with role_chunk_json; every stream then carries text deltas (the
+// last one with its finish), then with include_usage a usage chunk, then the [DONE] event.
+nlohmann::json role_chunk_json(const ResponseHeader& header);
+nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
+                                Finish finish);
+nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
+
+// "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.
+std::string sse_event(const nlohmann::json& body);
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+// An SSE comment: ignored by clients, but a write that tells whether the client is still there.
+inline constexpr const char* kSseKeepAlive = ": keep-alive\n\n";
+
+// The body as sent: invalid UTF-8 replaced rather than thrown.
+std::string dump_json(const nlohmann::json& body);
+
+}  // namespace headway::serving::http

@@ -1,0 +1,236 @@
+#include "openai_routes.h"
+
+#include <httplib.h>
+
+#include <ctime>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api_error.h"
+#include "bearer_auth.h"
+#include "completion_collector.h"
+#include "openai_request.h"
+#include "sse_responder.h"
+
+namespace headway::serving::http {
+namespace {
+
+constexpr const char* kJson = "application/json";
+
+void send_json(httplib::Response& response, int status, const nlohmann::json& body) {
+  response.status = status;
+  response.set_content(dump_json(body), kJson);
+}
+
+void send_error(httplib::Response& response, const ApiError& error) {
+  send_json(response, error.status(), error_json(error));
+}
+
+int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+// Every failure inside a handler becomes the OpenAI error shape; nothing escapes to cpp-httplib.
+Handler guarded(Handler handler) {
+  return
+      [handler = std::move(handler)](const httplib::Request& request, httplib::Response& response) {
+        try {
+          handler(request, response);
+        } catch (const ApiError& error) {
+          send_error(response, error);
+        } catch (const ServiceError& error) {
+          send_error(response, api_error_of(error));
+        } catch (const std::exception& error) {
+          send_error(response, ApiError(500, std::string("internal error: ") + error.what()));
+        } catch (...) {
+          send_error(response, ApiError(500, "internal error"));
+        }
+      };
+}
+
+struct Route {
+  const char* path;
+  const char* method;
+  Handler handler;
+};
+
+// The message for an error cpp-httplib produced without a handler.
+std::string library_error_message(const httplib::Request& request, int status) {
+  switch (status) {
+    case 400:
+      return "malformed HTTP request";
+    case 404:
+      return "no route " + request.method + " " + request.path +
+             "; the routes are POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
+             "GET /health and GET /metrics";
+    case 413:
+      return "request body is larger than " + std::to_string(kHttpMaxBodyBytes) + " bytes";
+    case 414:
+      return "request URI is too long";
+    default:
+      return "HTTP error " + std::to_string(status);
+  }
+}
+
+}  // namespace
+
+OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& options)
+    : service_(service), options_(options) {}
+
+void OpenAiRoutes::install(httplib::Server& server) {
+  const std::vector<Route> routes = {
+      {"/v1/completions", "POST",
+       [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kCompletions); }},
+      {"/v1/chat/completions", "POST",
+       [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kChatCompletions); }},
+      {"/v1/models", "GET", [this](const auto& rq, auto& rs) { models(rq, rs); }},
+      {"/health", "GET", [this](const auto& rq, auto& rs) { health(rq, rs); }},
+      {"/metrics", "GET", [this](const auto& rq, auto& rs) { metrics(rq, rs); }},
+  };
+  using Registrar =
+      httplib::Server& (httplib::Server::*)(const std::string&, httplib::Server::Handler);
+  const std::vector<std::pair<std::string, Registrar>> methods = {
+      {"GET", &httplib::Server::Get},       {"POST", &httplib::Server::Post},
+      {"PUT", &httplib::Server::Put},       {"PATCH", &httplib::Server::Patch},
+      {"DELETE", &httplib::Server::Delete}, {"OPTIONS", &httplib::Server::Options},
+  };
+  for (const Route& route : routes) {
+    for (const auto& [method, registrar] : methods) {
+      if (method == route.method) {
+        (server.*registrar)(route.path, guarded(route.handler));
+        continue;
+      }
+      // A known path with the wrong method is 405, not the 404 of an unknown path.
+      const std::string allowed = route.method;
+      (server.*registrar)(
+          route.path, [allowed](const httplib::Request& request, httplib::Response& response) {
+            response.set_header("Allow", allowed);
+            send_error(response, ApiError(405, "method " + request.method + " is not allowed on " +
+                                                   request.path + "; use " + allowed));
+          });
+    }
+  }
+
+  // cpp-httplib calls this for every status >= 400, ours included: only an empty body (an error
+  // it produced itself: malformed request, unknown route, body too large) is filled in.
+  server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& request, httplib::Response& response) {
+        if (!response.body.empty() || response.content_provider_) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        send_error(response,
+                   ApiError(response.status, library_error_message(request, response.status)));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
+        send_error(response, ApiError(500, "internal error"));
+      });
+}
+
+bool OpenAiRoutes::authorized(const httplib::Request& request, httplib::Response& response) const {
+  if (options_.api_key.empty()) return true;
+  const std::string header = request.get_header_value("Authorization");
+  if (bearer_matches(header, options_.api_key)) return true;
+  response.set_header("WWW-Authenticate", "Bearer");
+  send_error(response,
+             ApiError(401, header.empty()
+                               ? "missing API key: send the header \"Authorization: Bearer <key>\""
+                               : "invalid API key in the Authorization header"));
+  return false;
+}
+
+void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& response,
+                            Endpoint endpoint) {
+  if (!authorized(request, response)) return;
+  auto ticket = in_flight_.enter();
+  if (!ticket) throw ApiError(503, "the server is shutting down");
+
+  const ModelSummary model = service_.model_info();
+  OpenAiRequest parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
+                                                            : parse_chat_request(request.body);
+  ResponseHeader header;
+  header.endpoint = endpoint;
+  header.created = unix_now();
+  header.model = parsed.input.model.empty() ? model.name : parsed.input.model;
+  header.include_usage = parsed.include_usage;
+
+  std::shared_ptr<RequestStream> stream = service_.submit(std::move(parsed.input));
+  header.id = stream->id();  // the id we asked for, unless the service had to assign another
+
+  if (!parsed.stream) {
+    Completion completion;
+    try {
+      completion = collect_completion(service_, *stream, in_flight_.stopping());
+    } catch (...) {
+      service_.abort(stream->id());  // a no-op when it already finished
+      throw;
+    }
+    send_json(response, 200,
+              completion_json(header, completion.text, completion.finish, completion.usage));
+    return;
+  }
+
+  // The ticket travels with the responder: the request stays in flight until cpp-httplib has
+  // released the stream.
+  struct StreamState {
+    SseResponder responder;
+    InFlightRequests::Ticket ticket;
+  };
+  auto state = std::make_shared<StreamState>(
+      StreamState{SseResponder(service_, stream, std::move(header), in_flight_.stopping()),
+                  std::move(*ticket)});
+  response.set_header("Cache-Control", "no-cache");
+  response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      // cpp-httplib calls these outside any try block (the releaser from a destructor): an
+      // exception escaping would terminate the process.
+      [state](size_t /*offset*/, httplib::DataSink& sink) {
+        try {
+          return state->responder.provide(sink);
+        } catch (...) {
+          return false;  // cancels the response; the releaser then aborts the request
+        }
+      },
+      [state](bool success) noexcept {
+        try {
+          state->responder.release(success);
+        } catch (...) {
+          // The service could not abort: the request ends on its own at max_tokens.
+        }
+      });
+}
+
+void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  const ModelSummary model = service_.model_info();
+  nlohmann::json card = {{"id", model.name},
+                         {"object", "model"},
+                         {"created", unix_now()},
+                         {"owned_by", "headway"},
+                         {"root", model.name},
+                         {"parent", nullptr},
+                         {"max_model_len", model.max_model_len}};
+  send_json(response, 200,
+            {{"object", "list"}, {"data", nlohmann::json::array({std::move(card)})}});
+}
+
+void OpenAiRoutes::health(const httplib::Request& /*request*/, httplib::Response& response) {
+  // Open without a key: load balancers and orchestrators probe it.
+  const HealthSummary health = service_.health();
+  send_json(response, health.serving ? 200 : 503,
+            {{"status", health.serving ? "ok" : "unavailable"},
+             {"engines_alive", health.engines_alive},
+             {"engines_total", health.engines_total}});
+}
+
+void OpenAiRoutes::metrics(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  response.set_content(service_.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+}  // namespace headway::serving::http

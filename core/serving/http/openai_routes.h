@@ -1,0 +1,46 @@
+// The HTTP routes of the OpenAI-compatible frontend and what each answers: authentication, the
+// generation endpoints (JSON or SSE), models, health, metrics, and the JSON error for every
+// failure, including those cpp-httplib detects itself (malformed request, unknown route, body too
+// large). docs/serving_http.md describes the behaviour.
+//
+// Ownership: borrows the service and the options, which outlive it (HttpFrontend owns all three).
+// Threading: handlers run concurrently on cpp-httplib's worker threads; the routes keep no state
+// but the in-flight count.
+#pragma once
+
+#include <headway/serving/http_frontend.h>
+
+#include "in_flight_requests.h"
+#include "openai_response.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace headway::serving::http {
+
+class OpenAiRoutes {
+ public:
+  OpenAiRoutes(GenerationService& service, const HttpOptions& options);
+
+  // Registers every route and the error handlers on `server`; call once, before it listens.
+  void install(httplib::Server& server);
+
+  // Ends every generation request in progress (aborted, its client told) and waits for them.
+  void stop_requests() { in_flight_.stop_and_wait(); }
+
+ private:
+  bool authorized(const httplib::Request& request, httplib::Response& response) const;
+  void generate(const httplib::Request& request, httplib::Response& response, Endpoint endpoint);
+  void models(const httplib::Request& request, httplib::Response& response);
+  void health(const httplib::Request& request, httplib::Response& response);
+  void metrics(const httplib::Request& request, httplib::Response& response);
+
+  GenerationService& service_;
+  const HttpOptions& options_;
+  InFlightRequests in_flight_;
+};
+
+}  // namespace headway::serving::http

@@ -1,0 +1,86 @@
+#include "sse_responder.h"
+
+#include <httplib.h>
+
+#include "api_error.h"
+
+namespace headway::serving::http {
+
+SseResponder::SseResponder(GenerationService& service, std::shared_ptr<RequestStream> stream,
+                           ResponseHeader header, const std::atomic<bool>& stopping)
+    : service_(service),
+      stream_(std::move(stream)),
+      header_(std::move(header)),
+      stopping_(stopping),
+      last_write_(std::chrono::steady_clock::now()) {}
+
+bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
+  if (!sink.write(data.data(), data.size())) return false;
+  last_write_ = std::chrono::steady_clock::now();
+  return true;
+}
+
+bool SseResponder::provide(httplib::DataSink& sink) {
+  if (ended_) return true;
+  if (!opened_) {
+    opened_ = true;
+    // The chat role chunk goes out at once, so clients see the stream open before the first token.
+    if (header_.endpoint == Endpoint::kChatCompletions) {
+      return write(sink, sse_event(role_chunk_json(header_)));
+    }
+  }
+  if (stopping_.load()) {
+    service_.abort(stream_->id());
+    return fail(sink, 503, "the server is shutting down; the request was aborted");
+  }
+  if (!stream_->next(chunk_, kStreamPoll)) {
+    if (std::chrono::steady_clock::now() - last_write_ >= kKeepAliveAfter) {
+      return write(sink, kSseKeepAlive);
+    }
+    return true;
+  }
+  if (chunk_.finish != Finish::kNone) return finish(sink, chunk_);
+  // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) make
+  // no event of their own.
+  if (chunk_.text.empty()) return true;
+  return write(sink, sse_event(delta_chunk_json(header_, chunk_.text, Finish::kNone)));
+}
+
+bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
+  if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
+    if (!last.text.empty() &&
+        !write(sink, sse_event(delta_chunk_json(header_, last.text, Finish::kNone)))) {
+      return false;
+    }
+    if (last.finish == Finish::kAbort) {
+      return fail(sink, 503,
+                  "the request was aborted" + (last.error.empty() ? "" : ": " + last.error));
+    }
+    return fail(sink, 500,
+                "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
+  }
+  if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.finish)))) return false;
+  if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, last.usage)))) {
+    return false;
+  }
+  ended_ = true;
+  if (!write(sink, kSseDone)) return false;
+  sink.done();
+  return true;
+}
+
+bool SseResponder::fail(httplib::DataSink& sink, int status, const std::string& message) {
+  ended_ = true;  // the request is over in the service either way
+  if (!write(sink, sse_event(error_json(status, message)))) return false;
+  if (!write(sink, kSseDone)) return false;
+  sink.done();
+  return true;
+}
+
+void SseResponder::release(bool /*success*/) {
+  // Sent to the end, or ended with an error event: nothing to abort. Otherwise the client went
+  // away or the server stopped mid-stream.
+  if (!ended_) service_.abort(stream_->id());
+}
+
+}  // namespace headway::serving::http

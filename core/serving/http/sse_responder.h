@@ -1,0 +1,59 @@
+// Sends one request's stream to its client as Server-Sent Events, from inside cpp-httplib's
+// chunked content provider: provide() is called over and over on the connection's worker thread
+// until the stream ends, and release() once afterwards.
+//
+// A client that goes away is noticed on the next write: a token's event, or the SSE comment sent
+// after kKeepAliveAfter without one (so a stalled prefill cannot hide a disconnect). The write
+// fails, cpp-httplib releases the provider unfinished, and release() aborts the request in the
+// service so its KV blocks are freed.
+//
+// Ownership: shares the stream with the service and borrows the service and the stopping flag
+// (owned by the HttpFrontend, which outlives every response). Threading: one worker thread.
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "openai_response.h"
+
+namespace httplib {
+class DataSink;
+}
+
+namespace headway::serving::http {
+
+inline constexpr std::chrono::milliseconds kStreamPoll{100};
+inline constexpr std::chrono::milliseconds kKeepAliveAfter{1000};
+
+class SseResponder {
+ public:
+  SseResponder(GenerationService& service, std::shared_ptr<RequestStream> stream,
+               ResponseHeader header, const std::atomic<bool>& stopping);
+
+  // Waits up to kStreamPoll for output and writes what arrived. Returns false when a write failed
+  // (the client is gone); calls sink.done() after the last event.
+  bool provide(httplib::DataSink& sink);
+
+  // cpp-httplib's resource releaser: aborts the request unless its stream was sent to the end.
+  void release(bool success);
+
+ private:
+  bool write(httplib::DataSink& sink, const std::string& data);
+  bool finish(httplib::DataSink& sink, const StreamChunk& last);
+  bool fail(httplib::DataSink& sink, int status, const std::string& message);
+
+  GenerationService& service_;
+  std::shared_ptr<RequestStream> stream_;
+  const ResponseHeader header_;
+  const std::atomic<bool>& stopping_;
+  bool opened_ = false;
+  bool ended_ = false;  // [DONE] written: nothing left to abort
+  std::chrono::steady_clock::time_point last_write_;
+  StreamChunk chunk_;  // reused between calls
+};
+
+}  // namespace headway::serving::http

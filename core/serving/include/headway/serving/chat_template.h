@@ -1,0 +1,67 @@
+// Chat templates: a conversation (ChatMessage list) -> the prompt text a chat model was trained on.
+//
+// Hugging Face checkpoints ship their template as Jinja (tokenizer_config.json "chat_template", or
+// chat_template.jinja beside it). Headway runs it with its own small interpreter of the Jinja
+// subset such templates use (Llama 3 / 3.1, Mistral, ChatML, Zephyr): output, if/elif/else, for
+// with loop.*, set and namespace(), the usual operators, filters (trim, length, tojson, join, ...),
+// tests (defined, none, ...), string and dict methods, raise_exception. The template is parsed at
+// load time, and anything the interpreter cannot run is an error then (naming the file, the line
+// and the construct), never a silently wrong prompt. Rendering follows Hugging Face's
+// apply_chat_template: trim_blocks and lstrip_blocks on; variables messages (each with role and
+// content), bos_token, eos_token (the tokenizer's special_token_text), add_generation_prompt,
+// tools and documents (none).
+//
+// The prompt usually begins with bos_token's text, which the tokenizer encodes to bos(): callers
+// encode the rendered prompt and prepend bos() only when it does not already start with it.
+//
+// Ownership: a ChatTemplate owns its parsed template and copies the special tokens' text; it keeps
+// no reference to the tokenizer. Threading: render() is const and safe to call concurrently.
+#pragma once
+
+#include <headway/core/tokenizer.h>
+#include <headway/serving/generation_service.h>
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace headway::serving {
+
+class ChatTemplate {
+ public:
+  // The checkpoint's template: chat_template.jinja when present, else tokenizer_config.json's
+  // "chat_template" (a string, or a list of {name, template} of which "default" is used), else the
+  // built-in Llama 3 template. Throws core::Error naming the file, line and construct when the
+  // template is malformed or uses what the interpreter does not support.
+  static std::unique_ptr<ChatTemplate> load(const std::filesystem::path& checkpoint_dir,
+                                            const core::Tokenizer& tokenizer);
+  // A template file given on its own (e.g. `--chat-template file.jinja`). Throws as load().
+  static std::unique_ptr<ChatTemplate> from_file(const std::filesystem::path& jinja_file,
+                                                 const core::Tokenizer& tokenizer);
+  // Template source given as text; `origin` names it in errors. Throws as load().
+  static std::unique_ptr<ChatTemplate> from_string(const std::string& source,
+                                                   const std::string& origin,
+                                                   const core::Tokenizer& tokenizer);
+  // Meta's Llama 3 Instruct template, used when a checkpoint ships none.
+  static const std::string& builtin_llama3_source();
+
+  ~ChatTemplate();
+
+  // The prompt for `messages`, ending with the assistant header when add_generation_prompt.
+  // Throws ServiceError(kInvalidArgument, param "messages") when the template refuses the
+  // conversation (raise_exception: its message) or fails on it (the line and what failed).
+  std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+
+  // Where the template came from ("<dir>/tokenizer_config.json (chat_template)", a file, or
+  // "built-in Llama 3 template"), for logs and errors.
+  const std::string& origin() const;
+
+  struct Parsed;  // defined in chat_template.cpp
+
+ private:
+  explicit ChatTemplate(std::unique_ptr<const Parsed> parsed);
+  std::unique_ptr<const Parsed> parsed_;
+};
+
+}  // namespace headway::serving

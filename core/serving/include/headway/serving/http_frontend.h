@@ -1,0 +1,75 @@
+// The OpenAI-compatible HTTP frontend: POST /v1/completions and /v1/chat/completions (JSON or SSE
+// streams), GET /v1/models, /health and Prometheus /metrics, in front of a GenerationService.
+// It parses and validates the wire format only; tokenization, sampling checks and stop strings are
+// the service's. The endpoints, the fields accepted or refused and the error mapping are in
+// docs/serving_http.md.
+//
+// Capacity: requests are served by a pool of kHttpWorkerThreads threads. A streaming request holds
+// one worker for its whole stream, a non-streaming one until its completion is ready, and an idle
+// keep-alive connection holds one for up to 5 s; the pool is sized for 256 concurrent streams with
+// room left for health checks, metrics scrapes and short requests. Connections beyond the pool wait
+// for a free worker.
+//
+// Disconnects: a streaming response notices a client that went away on its next write (a token, or
+// an SSE comment sent after a second of silence) and aborts the request in the service.
+//
+// Ownership: the frontend borrows the service, which must outlive it. Threading: start(), stop()
+// and the destructor are called from one owning thread; port() from any thread after start().
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace headway::serving::http {
+class ListeningServer;
+class OpenAiRoutes;
+}  // namespace headway::serving::http
+
+namespace headway::serving {
+
+inline constexpr size_t kHttpWorkerThreads = 320;       // 256 streams + 64 for everything else
+inline constexpr size_t kHttpMaxBodyBytes = 32u << 20;  // larger request bodies get 413
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;  // 0: an ephemeral port, see HttpFrontend::port()
+  std::string api_key;   // empty: no auth; else every route but /health wants "Bearer <key>"
+};
+
+class HttpFrontend {
+ public:
+  HttpFrontend(GenerationService& service, HttpOptions options);
+  // Stops the server first (see stop()).
+  ~HttpFrontend();
+  HttpFrontend(const HttpFrontend&) = delete;
+  HttpFrontend& operator=(const HttpFrontend&) = delete;
+
+  // Binds and serves on background threads; returns once the server accepts connections.
+  // Throws core::Error naming host:port when it cannot bind, or when already started.
+  void start();
+
+  // The bound port (also when port 0 asked for an ephemeral one); 0 before start().
+  uint16_t port() const { return port_.load(); }
+
+  // Stops accepting, aborts the requests still streaming (their clients get an error event), closes
+  // the connections and joins every thread. Idempotent; a stopped frontend cannot be restarted.
+  void stop();
+
+ private:
+  const HttpOptions options_;
+  std::unique_ptr<http::OpenAiRoutes> routes_;
+  std::unique_ptr<http::ListeningServer> server_;
+  std::thread listener_;
+  std::atomic<uint16_t> port_{0};
+  std::atomic<bool> listener_returned_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace headway::serving

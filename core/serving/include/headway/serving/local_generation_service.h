@@ -1,0 +1,68 @@
+// The in-process backend of `headway serve`: a core::Cluster of engines, each stepped by a driver
+// thread of its own, behind the GenerationService seam.
+//
+// Threads and locks:
+// - one driver thread per engine owns its Engine outright (every Engine call happens there); it
+//   takes submissions and aborts from an inbox (a mutex-protected vector swapped once per loop
+//   iteration), steps the engine with no lock held, publishes the engine's load, and sleeps on a
+//   condition variable while the engine has nothing to do;
+// - frontend threads call submit()/abort(): validation and tokenization run on the caller's thread
+//   with no lock; routing (the deployment's router plugin over the loads the drivers published,
+//   plus what is still in their inboxes) and the duplicate-id check run under the service mutex;
+// - tokens reach the client through the request's RequestStream (pushed on the driver thread,
+//   decoded to text on the consumer's thread).
+// Lock order: service mutex, then a driver's inbox mutex; a driver never holds its inbox mutex
+// while taking the service mutex.
+//
+// Scope: models that run on the wall clock (e.g. `cpu`) and mixed engines. Prefill/decode
+// disaggregated deployments are refused at construction (the cross-thread KV handoff is not
+// written yet); `headway simulate` serves those.
+//
+// Ownership: the service owns the cluster, the tokenizer and the chat template; streams it hands
+// out keep what their decoder needs alive. Threading: every GenerationService method is safe from
+// any thread; construct and destroy on one thread.
+#pragma once
+
+#include <headway/core/deployment_config.h>
+#include <headway/serving/generation_service.h>
+
+#include <memory>
+#include <string>
+
+namespace headway::serving {
+
+struct LocalServiceOptions {
+  std::string model_name;  // empty: the [model] `name` option, else the checkpoint directory name
+};
+
+class LocalGenerationService final : public GenerationService {
+ public:
+  // Creates the engines (loads the model), the tokenizer and chat template of the checkpoint (when
+  // the model option `path` names one; without it only token-id prompts are served), and starts
+  // one driver thread per engine. Throws core::Error naming the deployment file on a virtual-clock
+  // model, a disaggregated deployment, or a tokenizer that does not match the model's vocabulary.
+  explicit LocalGenerationService(const core::DeploymentConfig& deployment,
+                                  LocalServiceOptions options = {});
+  // Aborts whatever is still in flight (streams finish with kAbort) and joins the drivers.
+  ~LocalGenerationService() override;
+  LocalGenerationService(const LocalGenerationService&) = delete;
+  LocalGenerationService& operator=(const LocalGenerationService&) = delete;
+
+  std::shared_ptr<RequestStream> submit(GenerateInput input) override;
+  bool abort(const std::string& request_id) override;
+  ModelSummary model_info() const override;
+  ClusterSummary cluster_info() const override;
+  HealthSummary health() const override;
+  std::string metrics_text() const override;
+  size_t drain(double timeout_seconds) override;
+
+  // Requests submitted and not yet finished (and forgotten by their driver). Once it reads 0,
+  // cluster_info() reflects every finish (drivers publish their load before forgetting).
+  size_t in_flight() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace headway::serving

@@ -1,0 +1,86 @@
+// The serving metrics of a Headway process, named after vLLM's (`vllm:time_to_first_token_seconds`
+// becomes `headway_time_to_first_token_seconds`: Prometheus reserves colons for recording rules),
+// so that dashboards built for vLLM need only a prefix change. docs/serving.md lists them.
+//
+// Series are labelled by engine (index and pool) and, for per-request metrics, by request class.
+// Callers look a series set up once (per engine at start, per request at admission) and record
+// into it lock-free from then on.
+//
+// Ownership: ServingMetrics owns its registry; the series structs hold references into it and
+// must not outlive it. Threading: every method is safe to call from any thread.
+#pragma once
+
+#include <headway/serving/metrics_registry.h>
+#include <headway/serving/request_stream.h>
+
+#include <array>
+#include <string>
+
+namespace headway::serving {
+
+// One engine's step-level series.
+struct EngineSeries {
+  Gauge& running;
+  Gauge& waiting;
+  Gauge& kv_usage;  // fraction of KV blocks in use, 0..1
+  Gauge& alive;     // 1 while the engine serves, 0 once it failed
+  Histogram& prefill_tokens_per_step;
+  Histogram& decode_tokens_per_step;
+  Counter& preemptions;
+  Counter& kv_transfers;  // KV moved into this engine (disaggregated serving)
+  Histogram& kv_transfer_seconds;
+};
+
+// The per-request series of one (engine, request class).
+struct RequestSeries {
+  Histogram& time_to_first_token;
+  Histogram& inter_token_latency;
+  Histogram& e2e_latency;
+  Histogram& queue_time;
+  Counter& prompt_tokens;
+  Counter& generation_tokens;
+  std::array<Counter*, 4> finished;  // by Finish: kLength, kStop, kAbort, kError
+
+  Counter& finished_with(Finish reason) const;
+};
+
+// Why the service refused a request before it reached an engine.
+enum class Rejection { kInvalid, kQueueFull, kUnavailable };
+
+class ServingMetrics {
+ public:
+  ServingMetrics();
+  ServingMetrics(const ServingMetrics&) = delete;
+  ServingMetrics& operator=(const ServingMetrics&) = delete;
+
+  // Series for one engine / one (engine, class); created on first use, the same on later calls.
+  EngineSeries engine(uint32_t index, const std::string& pool);
+  RequestSeries request(uint32_t engine, const std::string& pool, const std::string& request_class);
+  void rejected(Rejection why);
+
+  // The exposition text of every metric.
+  std::string render() const { return registry_.render(); }
+  MetricsRegistry& registry() { return registry_; }
+
+ private:
+  MetricsRegistry registry_;
+  HistogramFamily& ttft_;
+  HistogramFamily& itl_;
+  HistogramFamily& e2e_;
+  HistogramFamily& queue_;
+  CounterFamily& prompt_tokens_;
+  CounterFamily& generation_tokens_;
+  CounterFamily& success_;
+  CounterFamily& rejected_;
+  GaugeFamily& running_;
+  GaugeFamily& waiting_;
+  GaugeFamily& kv_usage_;
+  GaugeFamily& alive_;
+  HistogramFamily& prefill_per_step_;
+  HistogramFamily& decode_per_step_;
+  CounterFamily& preemptions_;
+  CounterFamily& kv_transfers_;
+  HistogramFamily& kv_transfer_seconds_;
+};
+
+}  // namespace headway::serving

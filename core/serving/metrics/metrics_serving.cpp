@@ -1,0 +1,122 @@
+#include <headway/serving/metrics_serving.h>
+
+#include <string>
+#include <vector>
+
+namespace headway::serving {
+namespace {
+
+// vLLM's buckets, with finer low ends: the CPU reference model streams a token in milliseconds.
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                          0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                          20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kItlBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+                                         0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0,   2.5,
+                                         5.0,   7.5,    10.0,  20.0, 40.0,  80.0};
+const std::vector<double> kRequestBuckets = {
+    0.01, 0.05, 0.1,  0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,   5.0,    10.0,
+    15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kTokensPerStepBuckets = {1,   2,   4,    8,    16,   32,   64,   128,
+                                                   256, 512, 1024, 2048, 4096, 8192, 16384};
+const std::vector<double> kTransferBuckets = {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05,
+                                              0.1,    0.25,   0.5,   1.0,   2.5,  5.0};
+
+const std::vector<std::string> kEngineLabels = {"engine", "pool"};
+const std::vector<std::string> kRequestLabels = {"engine", "pool", "request_class"};
+
+}  // namespace
+
+Counter& RequestSeries::finished_with(Finish reason) const {
+  switch (reason) {
+    case Finish::kLength:
+      return *finished[0];
+    case Finish::kStop:
+      return *finished[1];
+    case Finish::kAbort:
+      return *finished[2];
+    case Finish::kNone:
+    case Finish::kError:
+      break;
+  }
+  return *finished[3];
+}
+
+ServingMetrics::ServingMetrics()
+    : ttft_(registry_.histogram("headway_time_to_first_token_seconds",
+                                "Time from arrival to the first generated token.", kRequestLabels,
+                                kTtftBuckets)),
+      itl_(registry_.histogram("headway_inter_token_latency_seconds",
+                               "Time between two consecutive tokens of a request.", kRequestLabels,
+                               kItlBuckets)),
+      e2e_(registry_.histogram("headway_e2e_request_latency_seconds",
+                               "Time from arrival to the end of a request (any finish reason).",
+                               kRequestLabels, kRequestBuckets)),
+      queue_(registry_.histogram("headway_request_queue_time_seconds",
+                                 "Time from arrival until first scheduled into a step.",
+                                 kRequestLabels, kRequestBuckets)),
+      prompt_tokens_(registry_.counter("headway_prompt_tokens_total",
+                                       "Prompt tokens of admitted requests.", kRequestLabels)),
+      generation_tokens_(registry_.counter("headway_generation_tokens_total", "Tokens generated.",
+                                           kRequestLabels)),
+      success_(
+          registry_.counter("headway_request_success_total",
+                            "Requests that ended, by finish reason (stop, length, abort, error).",
+                            {"engine", "pool", "request_class", "finished_reason"})),
+      rejected_(registry_.counter("headway_request_rejected_total",
+                                  "Requests refused before reaching an engine, by reason "
+                                  "(invalid, queue_full, unavailable).",
+                                  {"reason"})),
+      running_(registry_.gauge("headway_num_requests_running",
+                               "Requests in the engine's running batch.", kEngineLabels)),
+      waiting_(registry_.gauge("headway_num_requests_waiting",
+                               "Requests waiting to be scheduled on the engine.", kEngineLabels)),
+      kv_usage_(registry_.gauge("headway_kv_cache_usage_perc",
+                                "Fraction of the engine's KV-cache blocks in use (0 to 1).",
+                                kEngineLabels)),
+      alive_(registry_.gauge("headway_engine_alive", "1 while the engine serves, 0 once it failed.",
+                             kEngineLabels)),
+      prefill_per_step_(registry_.histogram("headway_iteration_prefill_tokens",
+                                            "Prompt tokens computed per engine step.",
+                                            kEngineLabels, kTokensPerStepBuckets)),
+      decode_per_step_(registry_.histogram("headway_iteration_decode_tokens",
+                                           "Tokens decoded per engine step.", kEngineLabels,
+                                           kTokensPerStepBuckets)),
+      preemptions_(registry_.counter("headway_num_preemptions_total",
+                                     "Requests preempted (KV freed, to be recomputed).",
+                                     kEngineLabels)),
+      kv_transfers_(registry_.counter("headway_kv_transfers_total",
+                                      "KV-cache transfers completed into the engine.",
+                                      kEngineLabels)),
+      kv_transfer_seconds_(registry_.histogram("headway_kv_transfer_duration_seconds",
+                                               "Duration of a KV-cache transfer into the engine.",
+                                               kEngineLabels, kTransferBuckets)) {}
+
+EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
+  const std::vector<std::string> labels = {std::to_string(index), pool};
+  return EngineSeries{
+      running_.with(labels),     waiting_.with(labels),          kv_usage_.with(labels),
+      alive_.with(labels),       prefill_per_step_.with(labels), decode_per_step_.with(labels),
+      preemptions_.with(labels), kv_transfers_.with(labels),     kv_transfer_seconds_.with(labels)};
+}
+
+RequestSeries ServingMetrics::request(uint32_t engine, const std::string& pool,
+                                      const std::string& request_class) {
+  const std::vector<std::string> labels = {std::to_string(engine), pool, request_class};
+  auto reason = [&](const char* name) {
+    return &success_.with({labels[0], labels[1], labels[2], name});
+  };
+  return RequestSeries{ttft_.with(labels),
+                       itl_.with(labels),
+                       e2e_.with(labels),
+                       queue_.with(labels),
+                       prompt_tokens_.with(labels),
+                       generation_tokens_.with(labels),
+                       {reason("length"), reason("stop"), reason("abort"), reason("error")}};
+}
+
+void ServingMetrics::rejected(Rejection why) {
+  static constexpr const char* kNames[] = {"invalid", "queue_full", "unavailable"};
+  rejected_.with({kNames[static_cast<int>(why)]}).add();
+}
+
+}  // namespace headway::serving

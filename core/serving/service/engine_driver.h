@@ -1,0 +1,107 @@
+// The thread that drives one engine of an in-process cluster: it owns every call into its Engine,
+// applies what frontend threads put in its inbox (new requests, aborts) between steps, steps the
+// engine with no lock held, turns the engine's callbacks into RequestStream pushes and metrics,
+// publishes the engine's load for the router, and sleeps on a condition variable when idle.
+//
+// Ownership: the driver borrows the engine (owned by the cluster) and the sink; it owns the
+// requests it serves (InFlightRequest) from the moment they are enqueued until they finish.
+// Threading: enqueue_*(), load(), alive() and stop() are safe from any thread; everything else runs
+// on the driver's own thread.
+#pragma once
+
+#include <headway/core/engine.h>
+#include <headway/serving/metrics_serving.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "in_flight_request.h"
+
+namespace headway::serving {
+
+// Where a driver reports requests that left its engine, after it published its load.
+class FinishedSink {
+ public:
+  virtual ~FinishedSink() = default;
+  // Called on the driver's thread, with no driver lock held.
+  virtual void forget(std::span<const std::string> ids) = 0;
+};
+
+class EngineDriver final : private core::EngineListener {
+ public:
+  EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink);
+  ~EngineDriver() override;  // stops and joins (see stop())
+  EngineDriver(const EngineDriver&) = delete;
+  EngineDriver& operator=(const EngineDriver&) = delete;
+
+  void start();
+
+  // Queues a request; it is added to the engine on the driver's thread. Never throws for the
+  // engine's reasons: a request the engine refuses finishes with Finish::kError on its stream.
+  void enqueue_submit(core::NewRequest request, std::unique_ptr<InFlightRequest> state);
+  // Queues an abort; `stop_string`: the client's decoder matched a stop string (counted as a stop).
+  void enqueue_abort(uint64_t id, bool stop_string);
+
+  // The engine's load as last published, counting the requests still in the inbox.
+  hw_engine_load load() const;
+  // Requests in the inbox or in the engine's waiting queue: what max_waiting bounds.
+  uint32_t waiting_including_inbox() const;
+  bool alive() const;
+
+  // Aborts everything in flight (streams finish kAbort), then the thread exits. Idempotent.
+  void stop();
+
+ private:
+  struct Command {
+    enum class Kind { kSubmit, kAbort } kind = Kind::kSubmit;
+    uint64_t id = 0;
+    bool stop_string = false;
+    core::NewRequest request;
+    std::unique_ptr<InFlightRequest> state;
+  };
+
+  void run();
+  void apply(Command& command);
+  void step_once();
+  void publish();
+  void fail(const std::string& why);
+  void end_request(InFlightRequest& request, Finish reason, double time, std::string error);
+
+  // EngineListener, on the driver's thread.
+  void on_token(uint64_t request_id, int32_t token, double time) override;
+  void on_finished(uint64_t request_id, core::FinishReason reason, double time) override;
+
+  core::Engine& engine_;
+  EngineSeries metrics_;
+  FinishedSink& sink_;
+  std::thread thread_;
+
+  mutable std::mutex mutex_;  // guards the members up to `thread state`
+  std::condition_variable wake_;
+  std::vector<Command> inbox_;
+  bool stopping_ = false;
+  bool alive_ = true;
+  hw_engine_load published_{};
+  uint32_t inbox_submits_ = 0;        // submits queued and not yet published as applied
+  uint64_t inbox_prompt_tokens_ = 0;  // their prompt tokens
+  uint64_t inbox_output_tokens_ = 0;  // their max output tokens
+
+  // --- thread state: the driver thread only ---
+  std::vector<Command> applying_;  // swapped with inbox_: both keep their capacity
+  std::unordered_map<uint64_t, std::unique_ptr<InFlightRequest>> requests_;
+  std::vector<std::string> finished_ids_;
+  uint32_t applied_submits_ = 0;  // taken from the inbox since the last publish
+  uint64_t applied_prompt_tokens_ = 0;
+  uint64_t applied_output_tokens_ = 0;
+  bool runnable_ = false;  // the last step ran: step again without waiting
+  bool engine_ok_ = true;
+};
+
+}  // namespace headway::serving

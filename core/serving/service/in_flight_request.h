@@ -1,0 +1,28 @@
+// What the service keeps about one request between admission and finish, on the driver thread
+// of the engine that serves it.
+//
+// Ownership: created by submit(), handed to the driver through its inbox, destroyed by the driver
+// when the request finishes (which releases the service's reference to the stream and the
+// engine's RequestRecord). Threading: touched only by that driver thread once handed over.
+#pragma once
+
+#include <headway/core/engine.h>
+#include <headway/core/request_record.h>
+#include <headway/serving/metrics_serving.h>
+#include <headway/serving/request_stream.h>
+
+#include <memory>
+#include <string>
+
+namespace headway::serving {
+
+struct InFlightRequest {
+  std::string id;                         // the client's (or the service's) request id
+  std::shared_ptr<RequestStream> stream;  // shared with the frontend
+  core::RequestRecord record;             // filled by the engine as the request progresses
+  RequestSeries series;                   // metrics of its (engine, class)
+  double last_token_time = 0.0;
+  bool ended_by_stop_string = false;  // the consumer's decoder matched a stop string
+};
+
+}  // namespace headway::serving

@@ -1,0 +1,30 @@
+#include "owning_decoder.h"
+
+#include <headway/serving/text_decoder.h>
+
+namespace headway::serving {
+namespace {
+
+class OwningDecoder final : public IncrementalDecoder {
+ public:
+  OwningDecoder(std::shared_ptr<const core::Tokenizer> tokenizer,
+                std::vector<std::string> stop_strings)
+      : tokenizer_(std::move(tokenizer)),
+        decoder_(make_incremental_decoder(*tokenizer_, std::move(stop_strings))) {}
+  std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
+  bool stopped() const override { return decoder_->stopped(); }
+  std::string flush() override { return decoder_->flush(); }
+
+ private:
+  std::shared_ptr<const core::Tokenizer> tokenizer_;  // declared first: outlives decoder_
+  std::unique_ptr<IncrementalDecoder> decoder_;
+};
+
+}  // namespace
+
+std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
+                                                 std::vector<std::string> stop_strings) {
+  return std::make_unique<OwningDecoder>(std::move(tokenizer), std::move(stop_strings));
+}
+
+}  // namespace headway::serving

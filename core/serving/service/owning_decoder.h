@@ -1,0 +1,20 @@
+// The IncrementalDecoder a request's stream runs, holding a reference to the tokenizer it decodes
+// with: a frontend may still read a stream's last chunk after the service (which owns the
+// tokenizer) is gone.
+//
+// Ownership: shares the tokenizer. Threading: as IncrementalDecoder (one consumer thread).
+#pragma once
+
+#include <headway/core/tokenizer.h>
+#include <headway/serving/incremental_decoder.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace headway::serving {
+
+std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
+                                                 std::vector<std::string> stop_strings);
+
+}  // namespace headway::serving

@@ -1,0 +1,53 @@
+#include "prompt_encoder.h"
+
+#include <headway/core/error.h>
+#include <headway/serving/chat_template.h>
+
+namespace headway::serving {
+
+PromptEncoder::PromptEncoder(std::shared_ptr<const core::Tokenizer> tokenizer,
+                             const std::filesystem::path& checkpoint_dir)
+    : tokenizer_(std::move(tokenizer)) {
+  if (tokenizer_ == nullptr) {
+    no_chat_template_ = "this model has no tokenizer: send prompt token ids";
+    return;
+  }
+  try {
+    chat_template_ = ChatTemplate::load(checkpoint_dir, *tokenizer_);
+  } catch (const core::Error& e) {
+    no_chat_template_ = std::string("this model has no usable chat template: ") + e.what();
+  }
+}
+
+PromptEncoder::~PromptEncoder() = default;
+
+std::vector<int32_t> PromptEncoder::with_bos(std::vector<int32_t> ids) const {
+  const int32_t bos = tokenizer_->bos();
+  if (bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+  return ids;
+}
+
+std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {
+  using Kind = GenerateInput::PromptKind;
+  if (input.prompt_kind == Kind::kTokenIds) return input.prompt_ids;
+  if (tokenizer_ == nullptr) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       "this model has no tokenizer: send prompt token ids", "prompt");
+  }
+  if (input.prompt_kind == Kind::kText) return with_bos(tokenizer_->encode(input.prompt_text));
+  if (chat_template_ == nullptr) {
+    throw ServiceError(ErrorCode::kInvalidArgument, no_chat_template_, "messages");
+  }
+  std::string rendered;
+  try {
+    rendered = chat_template_->render(input.messages, /*add_generation_prompt=*/true);
+  } catch (const core::Error& e) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       std::string("the chat template failed on these messages: ") + e.what(),
+                       "messages");
+  }
+  // Templates that write the BOS text (Llama 3's "<|begin_of_text|>") encode to bos() already.
+  return with_bos(tokenizer_->encode(rendered));
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,40 @@
+// Turns a request's prompt into token ids: text with BOS prepended where the tokenizer has one;
+// chat messages rendered with the checkpoint's chat template and encoded, with BOS prepended only
+// when the template did not already emit it; token ids as given.
+//
+// Ownership: shares the tokenizer; owns the chat template. Threading: encode() is const and safe
+// to call concurrently (tokenizer and template are immutable).
+#pragma once
+
+#include <headway/core/tokenizer.h>
+#include <headway/serving/generation_service.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace headway::serving {
+
+class ChatTemplate;
+
+class PromptEncoder {
+ public:
+  // `tokenizer` may be null (token-id prompts only). The chat template is read from
+  // `checkpoint_dir`; when there is none, chat requests are refused with the reason.
+  PromptEncoder(std::shared_ptr<const core::Tokenizer> tokenizer,
+                const std::filesystem::path& checkpoint_dir);
+  ~PromptEncoder();
+
+  // Throws ServiceError(kInvalidArgument) when the form needs what the model lacks, or when
+  // rendering fails (the message says which message was at fault).
+  std::vector<int32_t> encode(const GenerateInput& input) const;
+
+ private:
+  std::vector<int32_t> with_bos(std::vector<int32_t> ids) const;
+  std::shared_ptr<const core::Tokenizer> tokenizer_;
+  std::shared_ptr<const ChatTemplate> chat_template_;
+  std::string no_chat_template_;  // why chat_template_ is null
+};
+
+}  // namespace headway::serving

@@ -1,0 +1,109 @@
+#include "request_validation.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace headway::serving {
+namespace {
+
+[[noreturn]] void invalid(std::string message, std::string param) {
+  throw ServiceError(ErrorCode::kInvalidArgument, std::move(message), std::move(param));
+}
+
+}  // namespace
+
+void validate_prompt_form(const GenerateInput& input) {
+  using Kind = GenerateInput::PromptKind;
+  const bool text = !input.prompt_text.empty();
+  const bool ids = !input.prompt_ids.empty();
+  const bool chat = !input.messages.empty();
+  if (static_cast<int>(text) + static_cast<int>(ids) + static_cast<int>(chat) > 1) {
+    invalid("give exactly one of a text prompt, prompt token ids or chat messages", "prompt");
+  }
+  switch (input.prompt_kind) {
+    case Kind::kText:
+      if (ids || chat) invalid("prompt_kind is text but another prompt form is set", "prompt");
+      if (!text) invalid("the prompt is empty", "prompt");
+      break;
+    case Kind::kTokenIds:
+      if (text || chat)
+        invalid("prompt_kind is token ids but another prompt form is set", "prompt");
+      if (!ids) invalid("the prompt token id list is empty", "prompt");
+      break;
+    case Kind::kChat:
+      if (text || ids) invalid("prompt_kind is chat but another prompt form is set", "messages");
+      if (!chat) invalid("messages is empty: a chat request needs at least one", "messages");
+      for (size_t i = 0; i < input.messages.size(); ++i) {
+        const std::string& role = input.messages[i].role;
+        if (role != "system" && role != "user" && role != "assistant") {
+          invalid(
+              fmt::format("messages[{}].role: \"{}\" is not system, user or assistant", i, role),
+              fmt::format("messages[{}].role", i));
+        }
+      }
+      break;
+  }
+}
+
+void validate_sampling(const GenerateInput& input, uint32_t vocab) {
+  const core::SamplingParams& s = input.sampling;
+  if (input.max_tokens < 1) invalid("max_tokens must be at least 1", "max_tokens");
+  if (!std::isfinite(s.temperature) || s.temperature < 0.0f) {
+    invalid(fmt::format("temperature must be a finite number >= 0, got {}", s.temperature),
+            "temperature");
+  }
+  if (!std::isfinite(s.top_p) || s.top_p <= 0.0f || s.top_p > 1.0f) {
+    invalid(fmt::format("top_p must be in (0, 1], got {}", s.top_p), "top_p");
+  }
+  if (!std::isfinite(s.min_p) || s.min_p < 0.0f || s.min_p > 1.0f) {
+    invalid(fmt::format("min_p must be in [0, 1], got {}", s.min_p), "min_p");
+  }
+  if (input.stop.size() > kMaxStopStrings) {
+    invalid(fmt::format("at most {} stop strings are allowed, got {}", kMaxStopStrings,
+                        input.stop.size()),
+            "stop");
+  }
+  for (size_t i = 0; i < input.stop.size(); ++i) {
+    if (input.stop[i].empty()) {
+      invalid(fmt::format("stop[{}] is an empty string", i), fmt::format("stop[{}]", i));
+    }
+  }
+  validate_token_ids(s.stop_token_ids, vocab, "stop_token_ids");
+}
+
+void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char* field) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= vocab) {
+      invalid(fmt::format("{}[{}]: token id {} is outside the vocabulary [0, {})", field, i, ids[i],
+                          vocab),
+              fmt::format("{}[{}]", field, i));
+    }
+  }
+}
+
+void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len) {
+  if (static_cast<uint64_t>(prompt_tokens) + max_tokens > max_model_len) {
+    invalid(fmt::format("this model's maximum context length is {} tokens, but {} were requested "
+                        "({} in the prompt, {} for the completion); reduce the prompt or "
+                        "max_tokens",
+                        max_model_len, static_cast<uint64_t>(prompt_tokens) + max_tokens,
+                        prompt_tokens, max_tokens),
+            "max_tokens");
+  }
+}
+
+void validate_request_class(const std::string& request_class) {
+  bool ok = !request_class.empty() && request_class.size() <= kMaxRequestClassLength;
+  for (char c : request_class) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '.' || c == '-');
+  }
+  if (!ok) {
+    invalid(fmt::format("request_class \"{}\" must be 1 to {} characters of A-Z a-z 0-9 _ . -",
+                        request_class, kMaxRequestClassLength),
+            "request_class");
+  }
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,35 @@
+// The checks submit() runs on a request before any engine sees it, following vLLM's
+// SamplingParams rules (and OpenAI's limit of 4 stop strings). Each failure is a ServiceError with
+// code kInvalidArgument whose message says what is wrong and whose param names the field.
+//
+// Threading: pure functions.
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace headway::serving {
+
+inline constexpr size_t kMaxStopStrings = 4;
+inline constexpr size_t kMaxRequestClassLength = 32;
+
+// Exactly one prompt form is filled (the one prompt_kind names) and it is not empty.
+void validate_prompt_form(const GenerateInput& input);
+
+// max_tokens >= 1; temperature finite and >= 0; top_p in (0, 1]; min_p in [0, 1]; top_k any (0 is
+// off); stop strings non-empty, at most kMaxStopStrings; stop_token_ids inside the vocabulary.
+void validate_sampling(const GenerateInput& input, uint32_t vocab);
+
+// Every id inside [0, vocab): `field` names the list in messages ("prompt_ids").
+void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char* field);
+
+// vLLM's context-length rule: prompt + max_tokens must fit in max_model_len.
+void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len);
+
+// A metrics label: 1..kMaxRequestClassLength characters of [A-Za-z0-9_.-].
+void validate_request_class(const std::string& request_class);
+
+}  // namespace headway::serving

@@ -1,0 +1,133 @@
+#include "headway/serving/chat_template.h"
+
+#include <headway/core/error.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "jinja_evaluator.h"
+#include "jinja_lexer.h"
+#include "jinja_parser.h"
+
+namespace headway::serving {
+
+struct ChatTemplate::Parsed {
+  std::string origin;
+  std::vector<jinja::Node> nodes;
+  std::string bos_token;
+  std::string eos_token;
+};
+
+namespace {
+
+std::string read_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw core::Error(file.string() + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string special_text(const core::Tokenizer& tokenizer, int32_t id) {
+  return id >= 0 ? tokenizer.special_token_text(id) : std::string();
+}
+
+// tokenizer_config.json's chat_template, or nullopt when it has none.
+std::optional<std::string> config_template(const std::filesystem::path& file) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(file));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw core::Error(file.string() + ": invalid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("chat_template") || j["chat_template"].is_null()) {
+    return std::nullopt;
+  }
+  const nlohmann::json& t = j["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array()) {
+    // Several named templates (e.g. "default" and "tool_use"): the default one serves chat.
+    for (const nlohmann::json& entry : t) {
+      if (entry.is_object() && entry.value("name", nlohmann::json()) == "default" &&
+          entry.contains("template") && entry["template"].is_string()) {
+        return entry["template"].get<std::string>();
+      }
+    }
+    throw core::Error(file.string() +
+                      ": field 'chat_template' lists templates but none named \"default\"");
+  }
+  throw core::Error(file.string() + ": field 'chat_template' must be a string or a list");
+}
+
+}  // namespace
+
+ChatTemplate::ChatTemplate(std::unique_ptr<const Parsed> parsed) : parsed_(std::move(parsed)) {}
+ChatTemplate::~ChatTemplate() = default;
+
+std::unique_ptr<ChatTemplate> ChatTemplate::from_string(const std::string& source,
+                                                        const std::string& origin,
+                                                        const core::Tokenizer& tokenizer) {
+  auto parsed = std::make_unique<Parsed>();
+  parsed->origin = origin;
+  try {
+    parsed->nodes = jinja::parse(jinja::tokenize(source));
+  } catch (const jinja::SyntaxError& e) {
+    throw core::Error(origin + ": line " + std::to_string(e.line) + ": " + e.what());
+  }
+  parsed->bos_token = special_text(tokenizer, tokenizer.bos());
+  parsed->eos_token = special_text(tokenizer, tokenizer.eos());
+  return std::unique_ptr<ChatTemplate>(new ChatTemplate(std::move(parsed)));
+}
+
+std::unique_ptr<ChatTemplate> ChatTemplate::from_file(const std::filesystem::path& jinja_file,
+                                                      const core::Tokenizer& tokenizer) {
+  return from_string(read_file(jinja_file), jinja_file.string(), tokenizer);
+}
+
+std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::filesystem::path& checkpoint_dir,
+                                                 const core::Tokenizer& tokenizer) {
+  if (const auto file = checkpoint_dir / "chat_template.jinja"; std::filesystem::exists(file)) {
+    return from_file(file, tokenizer);
+  }
+  if (const auto file = checkpoint_dir / "tokenizer_config.json"; std::filesystem::exists(file)) {
+    if (std::optional<std::string> source = config_template(file)) {
+      return from_string(*source, file.string() + " (chat_template)", tokenizer);
+    }
+  }
+  return from_string(builtin_llama3_source(), "built-in Llama 3 template", tokenizer);
+}
+
+const std::string& ChatTemplate::origin() const { return parsed_->origin; }
+
+std::string ChatTemplate::render(std::span<const ChatMessage> messages,
+                                 bool add_generation_prompt) const {
+  jinja::List list;
+  list.reserve(messages.size());
+  for (const ChatMessage& m : messages) {
+    list.push_back(jinja::Value::dict(
+        {{"role", jinja::Value::string(m.role)}, {"content", jinja::Value::string(m.content)}}));
+  }
+  const jinja::Dict globals = {
+      {"messages", jinja::Value::list(std::move(list))},
+      {"add_generation_prompt", jinja::Value::boolean(add_generation_prompt)},
+      {"bos_token", jinja::Value::string(parsed_->bos_token)},
+      {"eos_token", jinja::Value::string(parsed_->eos_token)},
+      {"tools", jinja::Value::none()},
+      {"documents", jinja::Value::none()},
+  };
+  try {
+    return jinja::render(parsed_->nodes, globals);
+  } catch (const jinja::TemplateException& e) {
+    throw ServiceError(ErrorCode::kInvalidArgument, e.what(), "messages");
+  } catch (const jinja::RenderError& e) {
+    // The template ran into something this conversation makes impossible (a missing key, a type
+    // it cannot combine): the request is refused, with where the template failed.
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       "the chat template (" + parsed_->origin + ", line " +
+                           std::to_string(e.line) + ") failed on these messages: " + e.what(),
+                       "messages");
+  }
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,35 @@
+// The filters, tests, global functions and methods chat templates may call. The parser refuses any
+// other name at load time; each function here throws std::runtime_error with a message (the
+// evaluator adds the template line) on arguments of the wrong type or number.
+//
+// Threading: pure functions (strftime_now reads the clock).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "jinja_value.h"
+
+namespace headway::serving::jinja {
+
+using Arguments = std::vector<Value>;
+using KeywordArguments = std::vector<std::pair<std::string, Value>>;
+
+bool is_filter(std::string_view name);
+bool is_test(std::string_view name);
+bool is_function(std::string_view name);  // raise_exception is handled by the evaluator
+bool is_method(std::string_view name);
+
+Value apply_filter(const std::string& name, const Value& target, const Arguments& args,
+                   const KeywordArguments& kwargs);
+bool apply_test(const std::string& name, const Value& target, const Arguments& args);
+Value call_function(const std::string& name, const Arguments& args, const KeywordArguments& kwargs);
+Value call_method(const std::string& name, const Value& target, const Arguments& args,
+                  const KeywordArguments& kwargs);
+
+// The characters of a UTF-8 string, one string each (what iterating a Python str gives).
+std::vector<Value> characters(const std::string& text);
+
+}  // namespace headway::serving::jinja

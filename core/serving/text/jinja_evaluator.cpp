@@ -1,0 +1,416 @@
+#include "jinja_evaluator.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <unordered_map>
+
+#include "jinja_builtins.h"
+
+namespace headway::serving::jinja {
+namespace {
+
+// A rendered prompt is bounded by the model's context; this bound only stops a runaway template.
+constexpr size_t kMaxOutputBytes = 64u << 20;
+
+class Evaluator {
+ public:
+  explicit Evaluator(const Dict& globals) {
+    scopes_.emplace_back();
+    for (const auto& [name, value] : globals) scopes_.front()[name] = value;
+  }
+
+  std::string run(const std::vector<Node>& nodes) {
+    execute(nodes);
+    return std::move(out_);
+  }
+
+ private:
+  using Scope = std::unordered_map<std::string, Value>;
+
+  [[noreturn]] static void fail(int line, const std::string& message) {
+    throw RenderError(line, message);
+  }
+
+  void emit(int line, std::string_view text) {
+    if (out_.size() + text.size() > kMaxOutputBytes) {
+      fail(line, "the rendered prompt exceeds 64 MiB");
+    }
+    out_ += text;
+  }
+
+  Value lookup(const std::string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      const auto found = it->find(name);
+      if (found != it->end()) return found->second;
+    }
+    return {};
+  }
+
+  // ---- statements ----
+
+  void execute(const std::vector<Node>& nodes) {
+    for (const Node& node : nodes) execute(node);
+  }
+
+  void execute(const Node& node) {
+    switch (node.kind) {
+      case Node::Kind::kText:
+        emit(node.line, node.text);
+        return;
+      case Node::Kind::kOutput:
+        emit(node.line, eval(*node.expr).str());
+        return;
+      case Node::Kind::kIf:
+        for (size_t i = 0; i < node.conditions.size(); ++i) {
+          if (eval(*node.conditions[i]).truthy()) {
+            execute(node.bodies[i]);
+            return;
+          }
+        }
+        execute(node.else_body);
+        return;
+      case Node::Kind::kFor:
+        execute_for(node);
+        return;
+      case Node::Kind::kSet: {
+        Value value = eval(*node.expr);
+        if (node.targets.size() == 2) {
+          const Value target = lookup(node.targets[0]);
+          if (!target.is_namespace()) {
+            fail(node.line, "cannot set an attribute of '" + node.targets[0] +
+                                "', which is not a namespace()");
+          }
+          target.set(node.targets[1], std::move(value));
+        } else {
+          scopes_.back()[node.targets[0]] = std::move(value);
+        }
+        return;
+      }
+    }
+  }
+
+  void execute_for(const Node& node) {
+    const Value iterable = eval(*node.expr);
+    List items;
+    try {
+      if (iterable.is_none()) throw std::runtime_error("cannot iterate over none");
+      items = apply_filter("list", iterable, {}, {}).as_list();
+    } catch (const std::runtime_error& e) {
+      fail(node.line, std::string("for loop: ") + e.what());
+    }
+    if (node.condition) {  // {% for x in xs if cond %}: filtered before loop.* is computed
+      List kept;
+      for (const Value& item : items) {
+        scopes_.emplace_back();
+        bind_targets(node, item);
+        if (eval(*node.condition).truthy()) kept.push_back(item);
+        scopes_.pop_back();
+      }
+      items.swap(kept);
+    }
+    if (items.empty()) {
+      execute(node.else_body);
+      return;
+    }
+    const auto n = static_cast<int64_t>(items.size());
+    for (int64_t i = 0; i < n; ++i) {
+      scopes_.emplace_back();
+      bind_targets(node, items[i]);
+      scopes_.back()["loop"] = Value::dict({
+          {"index0", Value::integer(i)},
+          {"index", Value::integer(i + 1)},
+          {"revindex0", Value::integer(n - i - 1)},
+          {"revindex", Value::integer(n - i)},
+          {"first", Value::boolean(i == 0)},
+          {"last", Value::boolean(i == n - 1)},
+          {"length", Value::integer(n)},
+          {"previtem", i > 0 ? items[i - 1] : Value()},
+          {"nextitem", i + 1 < n ? items[i + 1] : Value()},
+      });
+      try {
+        execute(node.body);
+      } catch (...) {
+        scopes_.pop_back();
+        throw;
+      }
+      scopes_.pop_back();
+    }
+  }
+
+  void bind_targets(const Node& node, const Value& item) {
+    if (node.targets.size() == 1) {
+      scopes_.back()[node.targets[0]] = item;
+      return;
+    }
+    if (!item.is_list() || item.as_list().size() != node.targets.size()) {
+      fail(node.line, "for loop: cannot unpack a " + std::string(item.type_name()) + " into " +
+                          std::to_string(node.targets.size()) + " variables");
+    }
+    for (size_t i = 0; i < node.targets.size(); ++i) {
+      scopes_.back()[node.targets[i]] = item.as_list()[i];
+    }
+  }
+
+  // ---- expressions ----
+
+  Value eval(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kLiteral:
+        return e.literal;
+      case Expr::Kind::kName:
+        return lookup(e.name);
+      case Expr::Kind::kList: {
+        List items;
+        for (const ExprPtr& a : e.args) items.push_back(eval(*a));
+        return Value::list(std::move(items));
+      }
+      case Expr::Kind::kDict: {
+        const Value dict = Value::dict();
+        for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+          const Value key = eval(*e.args[i]);
+          if (!key.is_string()) fail(e.line, "dict keys must be strings");
+          dict.set(key.as_string(), eval(*e.args[i + 1]));
+        }
+        return dict;
+      }
+      case Expr::Kind::kAttribute: {
+        const Value target = eval(*e.args[0]);
+        if (target.is_undefined()) {
+          fail(e.line, "'" + describe(*e.args[0]) + "' is undefined (reading ." + e.name + ")");
+        }
+        return target.get(e.name);
+      }
+      case Expr::Kind::kItem:
+        return item(e, eval(*e.args[0]), eval(*e.args[1]));
+      case Expr::Kind::kSlice:
+        return slice(e);
+      case Expr::Kind::kUnary:
+        return unary(e);
+      case Expr::Kind::kBinary:
+        return binary(e);
+      case Expr::Kind::kCondition:
+        if (eval(*e.args[1]).truthy()) return eval(*e.args[0]);
+        return e.args[2] ? eval(*e.args[2]) : Value();
+      case Expr::Kind::kFilter:
+      case Expr::Kind::kTest:
+      case Expr::Kind::kMethod:
+      case Expr::Kind::kCall:
+        return call(e);
+    }
+    return {};
+  }
+
+  // What an expression was, for "'x' is undefined" messages.
+  static std::string describe(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kName:
+        return e.name;
+      case Expr::Kind::kAttribute:
+        return describe(*e.args[0]) + "." + e.name;
+      case Expr::Kind::kItem:
+        return describe(*e.args[0]) + "[" +
+               (e.args[1]->kind == Expr::Kind::kLiteral ? e.args[1]->literal.repr() : "...") + "]";
+      default:
+        return "the value";
+    }
+  }
+
+  Value item(const Expr& e, const Value& target, const Value& key) {
+    if (target.is_undefined()) {
+      fail(e.line, "'" + describe(*e.args[0]) + "' is undefined (reading [" + key.repr() + "])");
+    }
+    if (target.is_dict()) return key.is_string() ? target.get(key.as_string()) : Value();
+    if ((target.is_list() || target.is_string()) && key.kind() == Value::Kind::kInt) {
+      const List all = target.is_list() ? target.as_list() : characters(target.as_string());
+      int64_t i = key.as_int();
+      const auto n = static_cast<int64_t>(all.size());
+      if (i < 0) i += n;
+      return (i >= 0 && i < n) ? all[static_cast<size_t>(i)] : Value();
+    }
+    return {};
+  }
+
+  Value slice(const Expr& e) {
+    const Value target = eval(*e.args[0]);
+    int64_t bounds[3] = {0, 0, 1};
+    bool given[3] = {false, false, false};
+    for (int i = 0; i < 3; ++i) {
+      if (!e.args[i + 1]) continue;
+      const Value v = eval(*e.args[i + 1]);
+      if (v.is_none()) continue;
+      if (v.kind() != Value::Kind::kInt) fail(e.line, "slice bounds must be integers");
+      bounds[i] = v.as_int();
+      given[i] = true;
+    }
+    if (!target.is_list() && !target.is_string()) {
+      fail(e.line, "cannot slice a " + std::string(target.type_name()));
+    }
+    const List all = target.is_list() ? target.as_list() : characters(target.as_string());
+    const auto n = static_cast<int64_t>(all.size());
+    const int64_t step = bounds[2];
+    if (step == 0) fail(e.line, "slice step cannot be zero");
+    // Python's slice.indices().
+    const auto clamp = [&](int64_t i, bool present, int64_t fallback) {
+      if (!present) return fallback;
+      if (i < 0) i += n;
+      if (step > 0) return std::clamp<int64_t>(i, 0, n);
+      return std::clamp<int64_t>(i, -1, n - 1);
+    };
+    const int64_t start = clamp(bounds[0], given[0], step > 0 ? 0 : n - 1);
+    const int64_t stop = clamp(bounds[1], given[1], step > 0 ? n : -1);
+    List out;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+      out.push_back(all[static_cast<size_t>(i)]);
+      if (__builtin_add_overflow(i, step, &i)) break;
+    }
+    if (target.is_list()) return Value::list(std::move(out));
+    std::string text;
+    for (const Value& c : out) text += c.as_string();
+    return Value::string(std::move(text));
+  }
+
+  Value unary(const Expr& e) {
+    const Value v = eval(*e.args[0]);
+    if (e.name == "not") return Value::boolean(!v.truthy());
+    if (!v.is_number()) {
+      fail(e.line, "unary " + e.name + " needs a number, got " + std::string(v.type_name()));
+    }
+    if (e.name == "+") return v;
+    if (v.kind() == Value::Kind::kInt && v.as_int() == INT64_MIN) fail(e.line, "integer overflow");
+    return v.kind() == Value::Kind::kInt ? Value::integer(-v.as_int())
+                                         : Value::floating(-v.as_number());
+  }
+
+  Value binary(const Expr& e) {
+    const std::string& op = e.name;
+    if (op == "and" || op == "or") {  // Python: returns the deciding operand
+      Value left = eval(*e.args[0]);
+      if (left.truthy() == (op == "or")) return left;
+      return eval(*e.args[1]);
+    }
+    const Value a = eval(*e.args[0]);
+    const Value b = eval(*e.args[1]);
+    if (op == "~") return Value::string(a.str() + b.str());
+    if (op == "==") return Value::boolean(equal(a, b));
+    if (op == "!=") return Value::boolean(!equal(a, b));
+    if (op == "in" || op == "not in") {
+      if (!b.is_string() && !b.is_list() && !b.is_dict()) {
+        fail(e.line,
+             "'in' needs a string, list or dict on its right, got " + std::string(b.type_name()));
+      }
+      if (b.is_string() && !a.is_string()) fail(e.line, "'in <string>' needs a string on its left");
+      return Value::boolean(apply_test("in", a, {b}) == (op == "in"));
+    }
+    if (a.is_undefined() || b.is_undefined()) {
+      fail(e.line,
+           "'" + describe(*e.args[a.is_undefined() ? 0 : 1]) + "' is undefined (in " + op + ")");
+    }
+    if (op == "<" || op == "<=" || op == ">" || op == ">=") return compare(e, a, b);
+    if (op == "+") {
+      if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
+      if (a.is_list() && b.is_list()) {
+        List joined = a.as_list();
+        joined.insert(joined.end(), b.as_list().begin(), b.as_list().end());
+        return Value::list(std::move(joined));
+      }
+    }
+    if (op == "*" && a.is_string() && b.kind() == Value::Kind::kInt) {
+      std::string out;
+      for (int64_t i = 0; i < b.as_int(); ++i) {
+        out += a.as_string();
+        if (out.size() > kMaxOutputBytes) fail(e.line, "string repetition exceeds 64 MiB");
+      }
+      return Value::string(std::move(out));
+    }
+    if (!a.is_number() || !b.is_number()) {
+      fail(e.line,
+           "unsupported operand types for " + op + ": " + a.type_name() + " and " + b.type_name());
+    }
+    const bool ints = a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt;
+    if ((op == "/" || op == "//" || op == "%") && b.as_number() == 0) {
+      fail(e.line, "division by zero");
+    }
+    if (op == "/") return Value::floating(a.as_number() / b.as_number());
+    if (ints) {
+      const int64_t x = a.as_int(), y = b.as_int();
+      int64_t r = 0;
+      const bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
+                            : op == "-" ? __builtin_sub_overflow(x, y, &r)
+                            : op == "*" ? __builtin_mul_overflow(x, y, &r)
+                                        : (x == INT64_MIN && y == -1);
+      if (overflow) fail(e.line, "integer overflow in " + op);
+      if (op == "+" || op == "-" || op == "*") return Value::integer(r);
+      // Python floors integer division and takes the divisor's sign for the remainder.
+      const int64_t q = x / y - ((x % y != 0) && ((x < 0) != (y < 0)) ? 1 : 0);
+      if (op == "//") return Value::integer(q);
+      if (op == "%") return Value::integer(x - q * y);
+    }
+    const double x = a.as_number(), y = b.as_number();
+    if (op == "+") return Value::floating(x + y);
+    if (op == "-") return Value::floating(x - y);
+    if (op == "*") return Value::floating(x * y);
+    if (op == "//") return Value::floating(std::floor(x / y));
+    if (op == "%") return Value::floating(x - std::floor(x / y) * y);
+    fail(e.line, "unknown operator " + op);
+  }
+
+  Value compare(const Expr& e, const Value& a, const Value& b) {
+    int order = 0;
+    if (a.is_number() && b.is_number()) {
+      order = a.as_number() < b.as_number() ? -1 : (a.as_number() > b.as_number() ? 1 : 0);
+    } else if (a.is_string() && b.is_string()) {
+      order = a.as_string().compare(b.as_string());
+    } else {
+      fail(e.line, "cannot compare a " + std::string(a.type_name()) + " with a " + b.type_name());
+    }
+    const std::string& op = e.name;
+    return Value::boolean(op == "<"    ? order < 0
+                          : op == "<=" ? order <= 0
+                          : op == ">"  ? order > 0
+                                       : order >= 0);
+  }
+
+  Value call(const Expr& e) {
+    const bool has_target = e.kind != Expr::Kind::kCall;
+    const Value target = has_target ? eval(*e.args[0]) : Value();
+    Arguments args;
+    for (size_t i = has_target ? 1 : 0; i < e.args.size(); ++i) args.push_back(eval(*e.args[i]));
+    KeywordArguments kwargs;
+    for (const auto& [name, value] : e.kwargs) kwargs.emplace_back(name, eval(*value));
+    if (e.kind == Expr::Kind::kCall && e.name == "raise_exception") {
+      throw TemplateException(args.empty() ? std::string("raise_exception() was called")
+                                           : args[0].str());
+    }
+    try {
+      switch (e.kind) {
+        case Expr::Kind::kFilter:
+          return apply_filter(e.name, target, args, kwargs);
+        case Expr::Kind::kTest:
+          return Value::boolean(apply_test(e.name, target, args) != e.negated);
+        case Expr::Kind::kMethod:
+          if (target.is_undefined()) {
+            fail(e.line, "'" + describe(*e.args[0]) + "' is undefined (calling ." + e.name + ")");
+          }
+          return call_method(e.name, target, args, kwargs);
+        default:
+          return call_function(e.name, args, kwargs);
+      }
+    } catch (const RenderError&) {
+      throw;
+    } catch (const std::runtime_error& error) {
+      fail(e.line, error.what());
+    }
+  }
+
+  std::vector<Scope> scopes_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render(const std::vector<Node>& nodes, const Dict& globals) {
+  return Evaluator(globals).run(nodes);
+}
+
+}  // namespace headway::serving::jinja

@@ -1,0 +1,96 @@
+// The values a chat template computes with, following Python/Jinja semantics where templates
+// depend on them: truthiness, ==, printing (str()), and undefined (a missing variable, key or
+// attribute prints as nothing and is falsy, but arithmetic on it is an error).
+//
+// Ownership: lists and dicts are shared (as Python objects are), so a namespace() assigned to a
+// variable and modified through `{% set ns.x = ... %}` is seen by every reference to it.
+// Threading: a Value is used by the one thread that renders a template.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace headway::serving::jinja {
+
+class Value;
+using List = std::vector<Value>;
+using Dict = std::vector<std::pair<std::string, Value>>;  // in insertion order, as Python's dict
+
+// A failure while rendering; `line` is the template line of the expression or statement.
+struct RenderError : std::runtime_error {
+  RenderError(int line, const std::string& message) : std::runtime_error(message), line(line) {}
+  int line;
+};
+
+// raise_exception("...") called by the template: the template refuses the conversation.
+struct TemplateException : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Value {
+ public:
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict };
+
+  Value() = default;  // undefined
+  static Value none();
+  static Value boolean(bool b);
+  static Value integer(int64_t i);
+  static Value floating(double f);
+  static Value string(std::string s);
+  static Value list(List items = {});
+  static Value dict(Dict items = {}, bool is_namespace = false);
+
+  Kind kind() const { return kind_; }
+  bool is_undefined() const { return kind_ == Kind::kUndefined; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  bool is_string() const { return kind_ == Kind::kString; }
+  bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat; }
+  bool is_list() const { return kind_ == Kind::kList; }
+  bool is_dict() const { return kind_ == Kind::kDict; }
+  bool is_namespace() const { return kind_ == Kind::kDict && namespace_; }
+
+  bool as_bool() const { return bool_; }
+  int64_t as_int() const { return int_; }
+  double as_number() const { return kind_ == Kind::kInt ? static_cast<double>(int_) : float_; }
+  const std::string& as_string() const { return *string_; }
+  List& as_list() const { return *list_; }
+  Dict& as_dict() const { return *dict_; }
+
+  // Python's truth value: undefined, none, false, 0, "" and empty containers are false.
+  bool truthy() const;
+  // Python's str(): None, True, 1.5, "text", ['a', 1], {'k': 'v'}; undefined is "".
+  std::string str() const;
+  // Python's repr() (strings quoted), used inside lists and dicts.
+  std::string repr() const;
+  // JSON text (Python json.dumps: ", " and ": " separators, or "," and ": " with an indent;
+  // non-ASCII kept). Undefined is an error.
+  std::string to_json(std::optional<int> indent) const;
+
+  // Dict lookup; undefined when absent.
+  Value get(const std::string& key) const;
+  // Sets a dict entry (replacing an existing one).
+  void set(const std::string& key, Value value) const;
+
+  // A name for error messages ("string", "list", "undefined", ...).
+  const char* type_name() const;
+
+ private:
+  Kind kind_ = Kind::kUndefined;
+  bool bool_ = false;
+  bool namespace_ = false;
+  int64_t int_ = 0;
+  double float_ = 0.0;
+  std::shared_ptr<const std::string> string_;
+  std::shared_ptr<List> list_;
+  std::shared_ptr<Dict> dict_;
+};
+
+// Python ==, with 1 == 1.0 and element-wise containers.
+bool equal(const Value& a, const Value& b);
+
+}  // namespace headway::serving::jinja

@@ -1,0 +1,135 @@
+#include "headway/serving/text_decoder.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "utf8.h"
+
+namespace headway::serving {
+namespace {
+
+// Ids kept before the first undecoded one, so that a tokenizer whose text for a token depends on
+// the one before (SentencePiece drops the leading space of the first piece it decodes) decodes the
+// new ids in context. vLLM keeps 5 for the same reason.
+constexpr size_t kContextTokens = 5;
+// Ids that may arrive without any text while a character is incomplete. UTF-8 needs at most 4
+// bytes per character, so a character still incomplete after this many ids never will be, and its
+// bytes are given out (as U+FFFD) rather than held forever.
+constexpr size_t kMaxHeldTokens = 8;
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+
+class TextDecoder final : public IncrementalDecoder {
+ public:
+  TextDecoder(const core::Tokenizer& tokenizer, std::vector<std::string> stops)
+      : tokenizer_(tokenizer),
+        // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
+        // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
+        replacement_means_incomplete_(tokenizer.kind() == "sentencepiece") {
+    for (std::string& s : stops) {
+      if (!s.empty()) stops_.push_back(std::move(s));
+    }
+  }
+
+  std::string append(std::span<const int32_t> ids) override {
+    if (stopped_) return {};
+    window_.insert(window_.end(), ids.begin(), ids.end());
+    return release(take_new_text(ids.size(), false), false);
+  }
+
+  bool stopped() const override { return stopped_; }
+
+  std::string flush() override {
+    if (stopped_) return {};
+    return release(take_new_text(0, true), true);
+  }
+
+ private:
+  // Decodes the ids not yet turned into text (`added` of them arrived just now) and returns the
+  // complete characters that are now known (valid UTF-8); the bytes of a character still
+  // incomplete stay in bytes_, unless `final` or it has waited kMaxHeldTokens ids.
+  std::string take_new_text(size_t added, bool final) {
+    // SentencePiece: hold the ids of an incomplete character undecoded (its text would be U+FFFD).
+    const bool wait_more = !final && tail_age_ + added < kMaxHeldTokens;
+    if (read_ < window_.size()) {
+      const std::string before = tokenizer_.decode(std::span(window_).first(read_));
+      const std::string all = tokenizer_.decode(window_);
+      const std::string_view fresh =
+          all.size() > before.size() ? std::string_view(all).substr(before.size()) : "";
+      if (replacement_means_incomplete_ && wait_more && fresh.ends_with(kReplacement)) {
+        tail_age_ += added;
+        return {};  // wait for the ids that complete the character; decode them together
+      }
+      bytes_ += fresh;
+      read_ = window_.size();
+      if (read_ > kContextTokens) {
+        window_.erase(window_.begin(), window_.end() - kContextTokens);
+        read_ = kContextTokens;
+      }
+    }
+    // Byte-level tokenizers decode a multi-byte character's bytes from separate tokens, and their
+    // decoding is a concatenation, so the bytes can be assembled here.
+    const size_t ready = bytes_.size() - utf8::incomplete_tail(bytes_);
+    std::string text;
+    utf8::append_valid(std::string_view(bytes_).substr(0, ready), text);
+    bytes_.erase(0, ready);
+    // The age of the held character: restarts when text went out (the character began in this
+    // call's ids), grows while it waits.
+    tail_age_ = bytes_.empty() ? 0 : (text.empty() ? tail_age_ + added : 0);
+    if (!bytes_.empty() && (final || tail_age_ >= kMaxHeldTokens)) {
+      utf8::append_valid(bytes_, text);
+      bytes_.clear();
+      tail_age_ = 0;
+    }
+    return text;
+  }
+
+  // Adds `text` to what is held back and returns what is now final: everything before a stop
+  // string that matched, or everything except the tail that may still begin one.
+  std::string release(std::string text, bool final) {
+    held_ += text;
+    size_t first = std::string::npos;
+    for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+    if (first != std::string::npos) {
+      stopped_ = true;
+      held_.resize(first);
+      window_.clear();
+      read_ = 0;
+      bytes_.clear();
+      return std::exchange(held_, {});
+    }
+    if (final) return std::exchange(held_, {});
+    size_t keep = 0;
+    for (const std::string& stop : stops_) {
+      // The longest suffix of held_ that is a proper prefix of `stop`.
+      for (size_t k = std::min(held_.size(), stop.size() - 1); k > keep; --k) {
+        if (std::string_view(held_).substr(held_.size() - k) ==
+            std::string_view(stop).substr(0, k)) {
+          keep = k;
+          break;
+        }
+      }
+    }
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+  }
+
+  const core::Tokenizer& tokenizer_;
+  const bool replacement_means_incomplete_;
+  std::vector<std::string> stops_;
+  std::vector<int32_t> window_;  // recent ids: [0, read_) already text, [read_, end) not yet
+  size_t read_ = 0;
+  std::string bytes_;    // decoded bytes of an incomplete character (at most 3)
+  size_t tail_age_ = 0;  // ids that arrived while the character in bytes_ waited
+  std::string held_;     // final text withheld because it may begin a stop string
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<IncrementalDecoder> make_incremental_decoder(
+    const core::Tokenizer& tokenizer, std::vector<std::string> stop_strings) {
+  return std::make_unique<TextDecoder>(tokenizer, std::move(stop_strings));
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,92 @@
+#include "utf8.h"
+
+#include <cstdint>
+
+namespace headway::serving::utf8 {
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+
+// The length of the character a lead byte announces, 0 for a byte that cannot start one.
+size_t sequence_length(uint8_t lead) {
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) return 2;
+  if (lead >= 0xE0 && lead <= 0xEF) return 3;
+  if (lead >= 0xF0 && lead <= 0xF4) return 4;
+  return 0;
+}
+
+// Whether `second` may follow `lead` (Unicode Table 3-7: no overlongs, surrogates or > U+10FFFF).
+bool valid_second(uint8_t lead, uint8_t second) {
+  switch (lead) {
+    case 0xE0:
+      return second >= 0xA0 && second <= 0xBF;
+    case 0xED:
+      return second >= 0x80 && second <= 0x9F;
+    case 0xF0:
+      return second >= 0x90 && second <= 0xBF;
+    case 0xF4:
+      return second >= 0x80 && second <= 0x8F;
+    default:
+      return (second & 0xC0) == 0x80;
+  }
+}
+
+// How many bytes at `bytes[i]` form a valid character (complete or not): `complete` says which.
+size_t valid_prefix(std::string_view bytes, size_t i, bool& complete) {
+  const auto lead = static_cast<uint8_t>(bytes[i]);
+  const size_t length = sequence_length(lead);
+  complete = false;
+  if (length == 0) return 0;
+  size_t n = 1;
+  while (n < length && i + n < bytes.size()) {
+    const auto b = static_cast<uint8_t>(bytes[i + n]);
+    if (n == 1 ? !valid_second(lead, b) : (b & 0xC0) != 0x80) return 0;
+    ++n;
+  }
+  complete = n == length;
+  return n;
+}
+
+}  // namespace
+
+size_t incomplete_tail(std::string_view bytes) {
+  const size_t from = bytes.size() > 3 ? bytes.size() - 3 : 0;
+  for (size_t i = bytes.size(); i-- > from;) {
+    const auto b = static_cast<uint8_t>(bytes[i]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back for the lead
+    bool complete = false;
+    const size_t n = valid_prefix(bytes, i, complete);
+    return (n == bytes.size() - i && !complete) ? n : 0;
+  }
+  return 0;
+}
+
+void append_valid(std::string_view bytes, std::string& out) {
+  out.reserve(out.size() + bytes.size());
+  size_t i = 0;
+  while (i < bytes.size()) {
+    bool complete = false;
+    const size_t n = valid_prefix(bytes, i, complete);
+    if (complete) {
+      out.append(bytes.substr(i, n));
+      i += n;
+    } else {
+      out.append(kReplacement);
+      i += n > 0 ? n : 1;  // a truncated character is one replacement, as decoders usually do
+    }
+  }
+}
+
+bool is_valid(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    bool complete = false;
+    const size_t n = valid_prefix(bytes, i, complete);
+    if (!complete) return false;
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace headway::serving::utf8

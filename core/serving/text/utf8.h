@@ -1,0 +1,23 @@
+// UTF-8 validation for text handed to clients (private to headway_text).
+//
+// Threading: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace headway::serving::utf8 {
+
+// The length of the trailing bytes of `bytes` that start a valid multi-byte character without
+// finishing it (0 to 3): what may still become a character when more bytes arrive.
+size_t incomplete_tail(std::string_view bytes);
+
+// Appends `bytes` to `out`, replacing every byte that is not part of a valid UTF-8 character
+// (stray continuation bytes, overlong forms, surrogates, truncated sequences) with U+FFFD.
+void append_valid(std::string_view bytes, std::string& out);
+
+// True when `bytes` is entirely valid UTF-8.
+bool is_valid(std::string_view bytes);
+
+}  // namespace headway::serving::utf8

@@ -1,0 +1,97 @@
+#include "regex_splitter.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <headway/core/error.h>
+#include <pcre2.h>
+
+namespace headway::core {
+namespace {
+
+std::string pcre2_message(int code) {
+  PCRE2_UCHAR buffer[256];
+  const int n = pcre2_get_error_message(code, buffer, sizeof(buffer));
+  return n < 0 ? "PCRE2 error " + std::to_string(code)
+               : std::string(reinterpret_cast<char*>(buffer));
+}
+
+// Enough for the look-ahead of Llama 3's pattern over very long runs of whitespace; the JIT
+// reports PCRE2_ERROR_JIT_STACKLIMIT (an Error, not a crash) beyond it.
+constexpr size_t kJitStackMax = 8u << 20;
+
+}  // namespace
+
+struct RegexSplitter::Compiled {
+  pcre2_code* code = nullptr;
+  bool jit = false;
+  ~Compiled() { pcre2_code_free(code); }
+};
+
+RegexSplitter::RegexSplitter(const std::string& pattern, bool literal, const std::string& where)
+    : compiled_(std::make_unique<Compiled>()), where_(where) {
+  // PCRE2_LITERAL refuses PCRE2_UCP (a literal has no classes for it to affect).
+  const uint32_t options =
+      PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                  options, &error, &offset, nullptr);
+  if (compiled_->code == nullptr) {
+    throw Error(where + ": the pattern does not compile at offset " + std::to_string(offset) +
+                ": " + pcre2_message(error));
+  }
+  // Without JIT support (some platforms) the interpreter gives the same matches, only slower.
+  compiled_->jit = pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE) == 0;
+}
+
+RegexSplitter::~RegexSplitter() = default;
+
+void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
+  pcre2_match_data* data = pcre2_match_data_create_from_pattern(compiled_->code, nullptr);
+  pcre2_match_context* context = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack* stack =
+      compiled_->jit ? pcre2_jit_stack_create(32u << 10, kJitStackMax, nullptr) : nullptr;
+  if (data == nullptr || context == nullptr || (compiled_->jit && stack == nullptr)) {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(data);
+    throw Error(where_ + ": out of memory for the pre-tokenizer pattern", HW_RESOURCE_EXHAUSTED);
+  }
+  if (stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
+
+  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t start = 0;    // where the next search starts
+  size_t emitted = 0;  // everything before this is in `out`
+  int failure = 0;
+  while (start < text.size()) {
+    const int rc = pcre2_match(compiled_->code, subject, text.size(), start, 0, data, context);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      failure = rc;
+      break;
+    }
+    const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
+    const size_t begin = ovector[0];
+    const size_t end = ovector[1];
+    if (begin > emitted) out.push_back(text.substr(emitted, begin - emitted));
+    if (end > begin) {
+      out.push_back(text.substr(begin, end - begin));
+      emitted = end;
+      start = end;
+    } else {
+      // An empty match: step over one character (or one invalid byte) so the loop ends.
+      emitted = begin;
+      start = begin + 1;
+      while (start < text.size() && (static_cast<uint8_t>(text[start]) & 0xC0) == 0x80) ++start;
+    }
+  }
+  if (failure == 0 && emitted < text.size()) out.push_back(text.substr(emitted));
+  pcre2_jit_stack_free(stack);
+  pcre2_match_context_free(context);
+  pcre2_match_data_free(data);
+  if (failure != 0) {
+    throw Error(where_ +
+                ": the pre-tokenizer pattern failed on the input: " + pcre2_message(failure));
+  }
+}
+
+}  // namespace headway::core

@@ -1,0 +1,311 @@
+// The CUDA model plugin: a Hugging Face Llama-architecture model (the cpu model's checkpoint
+// format, loaded by the same code) with BF16 weights and KV on one GPU, or split over several with
+// tensor parallelism (NCCL all-reduce after the row-parallel projections). It samples on the
+// device and returns only the sampled ids, or, with sampling = "host", returns float logits for the
+// core's sampler (how conformance and tests compare it with the cpu model). See
+// docs/cuda_model.md.
+//
+// Threading: as for every model, one engine thread calls an instance at a time. CUDA's current
+// device is per host thread, so every entry point makes the shard's device current itself.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <headway/sdk/export.hpp>
+#include <headway/sdk/host.hpp>
+#include <headway/sdk/model.hpp>
+#include <headway/sdk/options.hpp>
+#include <headway/sdk/status.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda_check.h"
+#include "cuda_model_config.h"
+#include "device_buffer.h"
+#include "device_weights.h"
+#include "model_shard.h"
+#include "rope.h"
+#include "safetensors.h"
+#include "step_plan.h"
+
+namespace headway::models::cuda {
+namespace {
+
+using sdk::bool_option;
+using sdk::double_option;
+using sdk::enum_option;
+using sdk::int_option;
+using sdk::make_str;
+using sdk::string_option;
+
+constexpr hw_str kShapes[] = {make_str("config"), make_str("llama-3.1-8b"),
+                              make_str("llama-3.3-70b")};
+constexpr hw_str kSampling[] = {make_str("device"), make_str("host")};
+
+constexpr hw_option_spec kOptions[] = {
+    string_option("path", "",
+                  "Checkpoint directory (config.json + *.safetensors), relative to the deployment "
+                  "file's directory. `headway model make-tiny --out DIR` writes one."),
+    enum_option("shape", "config", kShapes,
+                "Architecture: config = <path>/config.json, or a named shape (needs "
+                "random_weights = true)."),
+    bool_option("random_weights", false,
+                "Build deterministic random BF16 weights on the GPU instead of reading "
+                "safetensors (benchmarks without a download)."),
+    int_option("seed", 0, 0, int64_t{1} << 62, "Seed of the random weights."),
+    int_option("device", 0, 0, 1023, "First GPU; tensor-parallel ranks use the next ones."),
+    int_option("tensor_parallel", 1, 1, 64,
+               "GPUs the model is split over (heads % tp == 0; kv_heads % tp == 0, or "
+               "tp % kv_heads == 0 when tp > kv_heads)."),
+    int_option("max_model_len", 0, 0, int64_t{1} << 30,
+               "Prompt + output tokens a request may reach; 0 = max_position_embeddings."),
+    double_option("kv_cache_gb", 0.0, 0.0, 65536.0,
+                  "GPU memory for the KV cache per GPU in GB (1e9 bytes); 0 = "
+                  "gpu_memory_fraction of the GPU minus what is already used."),
+    double_option("gpu_memory_fraction", 0.9, 0.05, 0.99,
+                  "Share of each GPU's memory the model may use in total when kv_cache_gb = 0."),
+    enum_option("sampling", "device", kSampling,
+                "device: sample on the GPU and return ids; host: return float logits to the "
+                "core's sampler."),
+    int_option("max_batch_tokens", 8192, 1, int64_t{1} << 20,
+               "Tokens per step the activation workspace is preallocated for (it grows if a "
+               "step is larger)."),
+    bool_option("deterministic", false,
+                "Batch- and chunking-invariant arithmetic: no split-K in the GEMMs or the decode "
+                "attention (what conformance's invariance checks expect); slower decode."),
+};
+
+void check_nccl(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess) return;
+  throw sdk::Error(HW_INTERNAL, std::string("cuda model: ") + what + ": " + ncclGetErrorString(r));
+}
+
+class CudaModel final : public sdk::Model {
+ public:
+  CudaModel(const sdk::Host& host, const sdk::Options& options, const std::string& config_dir)
+      : host_(host),
+        options_(parse_options(options, config_dir)),
+        config_(resolve_architecture(options_)),
+        tp_(plan_tensor_parallel(config_, options_.tensor_parallel)) {
+    check_kernel_limits(config_);
+    max_model_len_ =
+        options_.max_model_len > 0 ? options_.max_model_len : config_.max_position_embeddings;
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+      throw sdk::Error(HW_UNAVAILABLE,
+                       std::string("cuda model: no CUDA device visible (cudaGetDeviceCount: ") +
+                           (err != cudaSuccess ? cudaGetErrorString(err) : "0 devices") + ")");
+    }
+    if (options_.device + static_cast<int>(tp_.tp) > count) {
+      throw sdk::Error(HW_INVALID_ARGUMENT,
+                       "cuda model: device " + std::to_string(options_.device) +
+                           " + tensor_parallel " + std::to_string(tp_.tp) + " needs GPUs up to " +
+                           std::to_string(options_.device + tp_.tp - 1) + ", " +
+                           std::to_string(count) + " are visible");
+    }
+    const cpu::Rope rope(config_);
+    const std::vector<double>& inv_freq = rope.inverse_frequencies();
+
+    std::unique_ptr<cpu::Checkpoint> checkpoint;
+    if (!options_.random_weights) checkpoint = std::make_unique<cpu::Checkpoint>(options_.path);
+    for (uint32_t r = 0; r < tp_.tp; ++r) {
+      const int device = options_.device + static_cast<int>(r);
+      HW_CUDA_CHECK(cudaSetDevice(device));
+      auto weights = checkpoint ? std::make_unique<DeviceWeights>(*checkpoint, config_, tp_, r)
+                                : std::make_unique<DeviceWeights>(config_, tp_, r, options_.seed);
+      shards_.push_back(std::make_unique<ModelShard>(device, config_, tp_, std::move(weights),
+                                                     inv_freq.data(), options_.max_batch_tokens,
+                                                     options_.deterministic));
+    }
+    if (tp_.tp > 1) {
+      std::vector<int> devices(tp_.tp);
+      for (uint32_t r = 0; r < tp_.tp; ++r) devices[r] = options_.device + static_cast<int>(r);
+      comms_.resize(tp_.tp);
+      check_nccl(ncclCommInitAll(comms_.data(), static_cast<int>(tp_.tp), devices.data()),
+                 "ncclCommInitAll");
+    }
+
+    // KV capacity: the smallest any GPU can hold (they all hold every token).
+    uint64_t kv_bytes = UINT64_MAX;
+    for (const auto& s : shards_) {
+      uint64_t b = 0;
+      if (options_.kv_cache_gb > 0) {
+        b = static_cast<uint64_t>(options_.kv_cache_gb * 1e9);
+      } else {
+        const double budget = options_.gpu_memory_fraction * static_cast<double>(s->total_bytes());
+        const double used = static_cast<double>(s->total_bytes() - s->free_bytes());
+        b = budget > used ? static_cast<uint64_t>(budget - used) : 0;
+      }
+      kv_bytes = std::min(kv_bytes, b);
+    }
+    const uint64_t per_token = shards_[0]->kv_layout().bytes_per_token();
+    kv_capacity_tokens_ = kv_bytes / per_token;
+
+    char line[640];
+    std::snprintf(line, sizeof(line),
+                  "cuda model: %s%s: %u layers, hidden %u, %u/%u heads, vocab %u, BF16 weights "
+                  "%.2f GB per GPU, tensor_parallel %u from GPU %d, KV capacity %llu tokens, "
+                  "max_model_len %u, sampling on the %s",
+                  options_.random_weights ? "random weights, shape " : "",
+                  options_.random_weights ? options_.shape.c_str() : options_.path.c_str(),
+                  config_.num_hidden_layers, config_.hidden_size, config_.num_attention_heads,
+                  config_.num_key_value_heads, config_.vocab_size, shards_[0]->weight_bytes() / 1e9,
+                  tp_.tp, options_.device, static_cast<unsigned long long>(kv_capacity_tokens_),
+                  max_model_len_, options_.sample_on_device ? "device" : "host");
+    host_.log(HW_LOG_INFO, line);
+  }
+
+  ~CudaModel() override {
+    for (ncclComm_t c : comms_) {
+      if (c != nullptr) ncclCommDestroy(c);
+    }
+  }
+
+  hw_model_info info() const override {
+    hw_model_info info{};
+    info.struct_size = sizeof(hw_model_info);
+    info.layers = config_.num_hidden_layers;
+    info.hidden = config_.hidden_size;
+    info.heads = config_.num_attention_heads;
+    info.kv_heads = config_.num_key_value_heads;
+    info.head_dim = config_.head_dim;
+    info.vocab = config_.vocab_size;
+    info.max_model_len = max_model_len_;
+    info.eos_token =
+        config_.eos_token_id >= 0 ? static_cast<uint32_t>(config_.eos_token_id) : UINT32_MAX;
+    // One token's KV on all GPUs together (replicated kv heads count once per copy).
+    info.kv_bytes_per_token = shards_[0]->kv_layout().bytes_per_token() * tp_.tp;
+    info.kv_capacity_tokens = kv_capacity_tokens_;
+    info.needs_token_ids = 1;
+    info.reports_duration = 0;
+    info.returns_logits = options_.sample_on_device ? 0 : 1;
+    return info;
+  }
+
+  void init_kv(uint32_t block_count, uint32_t block_size) override {
+    for (auto& s : shards_) s->init_kv(block_count, block_size);
+  }
+
+  hw_memory_desc kv_memory() const override {
+    const ModelShard& s = *shards_[0];
+    // Under tensor parallelism a block lives on several GPUs: no single descriptor covers it.
+    if (tp_.tp > 1 || s.kv_blocks() == 0) return sdk::Model::kv_memory();
+    const uint64_t block_bytes = s.kv_layout().block_elems() * 2;
+    return hw_memory_desc{s.kv_base(),      block_bytes * s.kv_blocks(),
+                          HW_MEMORY_DEVICE, s.device(),
+                          block_bytes,      block_bytes};
+  }
+
+  void forward(const hw_model_batch& batch, hw_model_output& output) override {
+    ModelShard& lead = *shards_[0];
+    if (lead.kv_blocks() == 0) {
+      throw sdk::Error(HW_FAILED_PRECONDITION, "cuda model: forward() before init_kv()");
+    }
+    StepLimits limits;
+    limits.vocab = config_.vocab_size;
+    limits.max_model_len = max_model_len_;
+    limits.kv_blocks = lead.kv_blocks();
+    limits.group = tp_.heads_per_rank / tp_.kv_heads_per_rank;
+    limits.sample_on_device = options_.sample_on_device;
+    limits.split_decode = !options_.deterministic;
+    plan_.build(batch, lead.kv_layout(), limits);
+    const uint32_t rows = plan_.sample_count();
+    if (options_.sample_on_device) {
+      if (rows > 0 && output.sampled == nullptr) {
+        throw sdk::Error(HW_INVALID_ARGUMENT,
+                         "cuda model: output.sampled is NULL but the batch has sampling slices");
+      }
+    } else {
+      if (rows > 0 && output.logits == nullptr) {
+        throw sdk::Error(HW_INVALID_ARGUMENT,
+                         "cuda model: output.logits is NULL but the batch has sampling slices");
+      }
+      if (output.vocab != 0 && output.vocab != config_.vocab_size) {
+        throw sdk::Error(HW_INVALID_ARGUMENT,
+                         "cuda model: output.vocab " + std::to_string(output.vocab) +
+                             " differs from the model's " + std::to_string(config_.vocab_size));
+      }
+    }
+    for (auto& s : shards_) {
+      if (s->reserve(plan_.tokens(), rows, plan_.partial_records())) {
+        host_.log(HW_LOG_INFO, "cuda model: activation workspace grown for a step of " +
+                                   std::to_string(plan_.tokens()) + " tokens, " +
+                                   std::to_string(rows) + " sampled rows");
+      }
+      s->upload(plan_);
+    }
+    for (auto& s : shards_) s->embed(plan_);
+    for (uint32_t l = 0; l < config_.num_hidden_layers; ++l) {
+      for (auto& s : shards_) s->attention(plan_, l);
+      all_reduce();
+      for (auto& s : shards_) s->mlp(plan_, l);
+      all_reduce();
+    }
+    lead.head(plan_, options_.sample_on_device);
+
+    // The step's only synchronisation: the sampled ids (or logits) come back to the host.
+    HW_CUDA_CHECK(cudaSetDevice(lead.device()));
+    if (rows > 0) {
+      if (options_.sample_on_device) {
+        ids_.reserve(rows);
+        HW_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), lead.sampled(), rows * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, lead.stream()));
+      } else {
+        HW_CUDA_CHECK(cudaMemcpyAsync(output.logits, lead.logits(),
+                                      size_t{rows} * config_.vocab_size * sizeof(float),
+                                      cudaMemcpyDeviceToHost, lead.stream()));
+      }
+    }
+    for (auto& s : shards_) {
+      HW_CUDA_CHECK(cudaSetDevice(s->device()));
+      HW_CUDA_CHECK(cudaStreamSynchronize(s->stream()));
+    }
+    if (options_.sample_on_device) {
+      const std::vector<uint32_t>& slices = plan_.sample_slices();
+      for (uint32_t i = 0; i < rows; ++i) output.sampled[slices[i]] = ids_.data()[i];
+    } else {
+      output.logits_rows = rows;
+      output.vocab = config_.vocab_size;
+    }
+  }
+
+ private:
+  // Sums every shard's partial() over the ranks (row-parallel projections). No-op on one GPU.
+  void all_reduce() {
+    if (comms_.empty()) return;
+    const size_t count = size_t{plan_.tokens()} * config_.hidden_size;
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (size_t r = 0; r < shards_.size(); ++r) {
+      ModelShard& s = *shards_[r];
+      const ncclResult_t res = ncclAllReduce(s.partial(), s.partial(), count, ncclBfloat16, ncclSum,
+                                             comms_[r], s.stream());
+      if (res != ncclSuccess) {
+        ncclGroupEnd();
+        check_nccl(res, "ncclAllReduce");
+      }
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd (all-reduce)");
+  }
+
+  sdk::Host host_;
+  CudaModelOptions options_;
+  LlamaConfig config_;
+  TensorParallelLayout tp_;
+  uint32_t max_model_len_ = 0;
+  uint64_t kv_capacity_tokens_ = 0;
+  std::vector<std::unique_ptr<ModelShard>> shards_;
+  std::vector<ncclComm_t> comms_;  // destroyed (in ~CudaModel) before the shards
+  StepPlan plan_;
+  PinnedBuffer<int32_t> ids_;
+};
+
+}  // namespace
+}  // namespace headway::models::cuda
+
+HEADWAY_EXPORT_MODEL(headway::models::cuda::CudaModel, "org.headway.model.cuda", "cuda", "0.1.0",
+                     "CUDA model: Hugging Face Llama checkpoints in BF16 on NVIDIA GPUs (sm_90a), "
+                     "paged KV, cuBLASLt, device sampling, tensor parallelism over NCCL",
+                     headway::models::cuda::kOptions)

@@ -1,0 +1,120 @@
+#include "gemm.h"
+
+#include <string>
+
+namespace headway::models::cuda {
+namespace {
+
+void check_blas(cublasStatus_t status, const std::string& what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return;
+  throw sdk::Error(status == CUBLAS_STATUS_ALLOC_FAILED ? HW_RESOURCE_EXHAUSTED : HW_INTERNAL,
+                   "cuda model: " + what + ": " + cublasLtGetStatusName(status) + ": " +
+                       cublasLtGetStatusString(status));
+}
+
+std::string shape(uint32_t m, uint32_t n, uint32_t k) {
+  return " (m=" + std::to_string(m) + ", n=" + std::to_string(n) + ", k=" + std::to_string(k) + ")";
+}
+
+}  // namespace
+
+Gemm::Gemm(bool deterministic, size_t workspace_bytes)
+    : deterministic_(deterministic), workspace_(workspace_bytes) {
+  check_blas(cublasLtCreate(&handle_), "cublasLtCreate");
+}
+
+Gemm::~Gemm() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_type) {
+  const Key key{m, n, k, static_cast<int>(out_type)};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  // Column-major view of the row-major product: D[n x m] = W^T[n x k] * X[k x m], with W stored
+  // column-major as k x n (lda = k) and transposed by the operation.
+  Plan p;
+  const std::string where = shape(m, n, k);
+  check_blas(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+             "cublasLtMatmulDescCreate" + where);
+  const cublasOperation_t transa = CUBLAS_OP_T;
+  const cublasOperation_t transb = CUBLAS_OP_N;
+  check_blas(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)),
+      "cublasLtMatmulDescSetAttribute(TRANSA)" + where);
+  check_blas(
+      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)),
+      "cublasLtMatmulDescSetAttribute(TRANSB)" + where);
+  const cudaDataType_t dtype = out_type == GemmOut::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+  check_blas(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, k, n, k),
+             "cublasLtMatrixLayoutCreate(A)" + where);
+  check_blas(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, k, m, k),
+             "cublasLtMatrixLayoutCreate(B)" + where);
+  check_blas(cublasLtMatrixLayoutCreate(&p.d, dtype, n, m, n),
+             "cublasLtMatrixLayoutCreate(D)" + where);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_blas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate" + where);
+  const uint64_t ws = workspace_.bytes();
+  constexpr int kCandidates = 16;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  if (status == CUBLAS_STATUS_SUCCESS && deterministic_) {
+    const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE;
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &mask, sizeof(mask));
+  }
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref,
+                                            deterministic_ ? kCandidates : 1, results, &found);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  // The heuristic ranks its results; take the best one the mode accepts.
+  int chosen = -1;
+  for (int i = 0; i < found && chosen < 0 && status == CUBLAS_STATUS_SUCCESS; ++i) {
+    if (!deterministic_) {
+      chosen = i;
+      break;
+    }
+    uint32_t split_k = 1;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                             &split_k, sizeof(split_k),
+                                             &written) == CUBLAS_STATUS_SUCCESS &&
+        split_k <= 1) {
+      chosen = i;
+    }
+  }
+  if (status == CUBLAS_STATUS_SUCCESS && chosen < 0) status = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+    check_blas(status, std::string("cublasLtMatmulAlgoGetHeuristic") +
+                           (deterministic_ ? " (deterministic: no split-K)" : "") + where);
+  }
+  p.algo = results[chosen].algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+void Gemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type,
+               uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream) {
+  if (m == 0) return;
+  const Plan& p = plan(m, n, k, out_type);
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  const cublasStatus_t status =
+      cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
+                     workspace_.data(), workspace_.bytes(), stream);
+  if (status != CUBLAS_STATUS_SUCCESS) check_blas(status, "cublasLtMatmul" + shape(m, n, k));
+}
+
+}  // namespace headway::models::cuda

@@ -1,0 +1,86 @@
+// Causal grouped-query attention over the paged KV cache, for one layer of one step. Plain C++
+// header; kernels in attention.cu.
+//
+// The host cuts the step into work units. A unit is a tile of consecutive tokens of one slice
+// (prefill) or one decode token, and a range of keys [key_begin, key_end) of its request; grid.y
+// runs over kv heads, so one block loads each K/V chunk once for all the query heads that share it
+// (GQA). A token at position p sees keys [0, p]: the cached prefix and the keys its own slice has
+// just written (rope_kv_write runs first). Keys are visited in chunks of 32 aligned to absolute
+// positions with an online softmax, so a row's arithmetic does not depend on how its prompt was
+// chunked into steps.
+//
+// Prefill: tiles of up to 32 query rows (tokens x group), one warp per 4 rows, all keys in one
+// unit. Decode: one token per unit, one warp per query head, and long contexts split into several
+// units (split-K) whose partial results (max, sum, unnormalised output) attention_reduce merges.
+//
+// Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace headway::models::cuda::kernels {
+
+// Keys per chunk: one per lane of a warp.
+inline constexpr uint32_t kAttentionChunk = 32;
+// Query rows (tokens x group) per prefill tile.
+inline constexpr uint32_t kAttentionTileRows = 32;
+// Largest head_dim and GQA group the kernels support (checked at load).
+inline constexpr uint32_t kAttentionMaxHeadDim = 256;
+inline constexpr uint32_t kAttentionMaxGroup = 32;
+
+struct AttentionUnit {
+  int32_t q_row;      // row of the unit's first token in qkv / out
+  int32_t first_pos;  // its position
+  int32_t tokens;     // tokens in the tile (1 for decode)
+  int32_t table;      // offset of the request's block table in AttentionArgs::block_tables
+  int32_t key_begin;  // multiple of kAttentionChunk
+  int32_t key_end;    // exclusive; <= first_pos + tokens
+  int32_t partial;    // first partial record, or -1 to write `out` directly
+  int32_t reserved;
+};
+
+// Merges the partial records of one split token: record of split s, token t, head h is
+// partial + s * tokens * heads + t * heads + h.
+struct AttentionReduceUnit {
+  int32_t q_row;
+  int32_t tokens;
+  int32_t partial;
+  int32_t splits;
+};
+
+struct AttentionArgs {
+  const __nv_bfloat16* qkv = nullptr;          // rotated q at the start of each row
+  uint32_t q_stride = 0;                       // elements per row of qkv
+  __nv_bfloat16* out = nullptr;                // [rows][heads * head_dim]
+  const __nv_bfloat16* layer_cache = nullptr;  // cache base + layer * layer_elems
+  uint64_t block_elems = 0;                    // KvLayout::block_elems()
+  uint64_t head_elems = 0;                     // KvLayout::head_elems()
+  uint32_t block_size = 0;
+  const int32_t* block_tables = nullptr;
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  float scale = 0.0f;            // 1 / sqrt(head_dim)
+  float* partial_acc = nullptr;  // [records][head_dim]
+  float* partial_ml = nullptr;   // [records][2]: running max, running sum
+};
+
+enum class AttentionKind { kPrefill, kDecode };
+
+// Runs `unit_count` units (device array). For kPrefill every unit has at most
+// kAttentionTileRows / group tokens (at least 1); for kDecode exactly 1.
+cudaError_t paged_attention(const AttentionArgs& args, const AttentionUnit* units,
+                            uint32_t unit_count, AttentionKind kind, cudaStream_t stream);
+
+// Writes out for every split token from its partial records.
+cudaError_t attention_reduce(const AttentionArgs& args, const AttentionReduceUnit* units,
+                             uint32_t unit_count, cudaStream_t stream);
+
+// Dynamic shared memory one block of `kind` needs for this head_dim and group (for tests and
+// benchmarks; paged_attention sets the attribute itself).
+size_t paged_attention_smem_bytes(uint32_t head_dim, uint32_t group, AttentionKind kind);
+
+}  // namespace headway::models::cuda::kernels

@@ -1,0 +1,33 @@
+// Rotary embedding (Hugging Face rotate_half pairing, llama3 frequency scaling folded into the
+// inverse frequencies) fused with the paged KV write: one pass rotates q and k in the fused QKV
+// activation and stores k and v into each token's cache slot. Plain C++ header; kernel in
+// rope_kv.cu.
+//
+// Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace headway::models::cuda::kernels {
+
+struct RopeKvArgs {
+  __nv_bfloat16* qkv = nullptr;  // [tokens][(heads + 2 * kv_heads) * head_dim]: q | k | v
+  uint32_t tokens = 0;
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  const int32_t* positions = nullptr;     // [tokens]
+  const int64_t* slot_offsets = nullptr;  // [tokens]: block * block_elems + slot * head_dim
+  const double* inv_freq = nullptr;       // [head_dim / 2], llama3 scaling applied
+  __nv_bfloat16* layer_cache = nullptr;   // the cache base + layer * layer_elems
+  uint64_t head_elems = 0;                // KvLayout::head_elems()
+};
+
+// Angles are position * inv_freq in double (sin/cos of angles up to ~1e5 radians keep full float
+// accuracy only that way; H100/H200 have the FP64 rate for it), rotation in float.
+cudaError_t rope_kv_write(const RopeKvArgs& args, cudaStream_t stream);
+
+}  // namespace headway::models::cuda::kernels

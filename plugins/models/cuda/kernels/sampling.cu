@@ -1,0 +1,212 @@
+#include <cstring>
+
+#include "common.cuh"
+#include "sampling.h"
+
+namespace headway::models::cuda::kernels {
+namespace {
+
+constexpr int kThreads = 1024;
+
+__host__ __device__ uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+__host__ __device__ double uniform(uint64_t seed, uint32_t output_index) {
+  const uint64_t bits =
+      mix64(mix64(seed) ^ (0xd1b54a32d192ed03ULL * (static_cast<uint64_t>(output_index) + 1)));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+struct Row {
+  const float* logits;
+  uint32_t vocab;
+  float max_logit;
+  float inv_t;
+  __device__ float weight(uint32_t i) const {
+    const float w = expf((logits[i] - max_logit) * inv_t);
+    return isnan(w) ? 0.0f : w;
+  }
+};
+
+// Largest bit pattern t (as a float in [0, 1]) for which pred(t) holds, given pred(0) holds and
+// pred is monotone (true below the answer). pred is evaluated by the whole block.
+template <class Pred>
+__device__ float bisect(Pred pred) {
+  uint32_t lo = 0;
+  uint32_t hi = 0x3f800001u;  // just above 1.0f: no weight reaches it
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (pred(__uint_as_float(mid))) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return __uint_as_float(lo);
+}
+
+__global__ void sample_kernel(const float* logits, uint32_t vocab, const SampleParams* params,
+                              int32_t* out) {
+  __shared__ float best_value[32];
+  __shared__ int best_index[32];
+  __shared__ double dscratch[32];
+  __shared__ int iscratch[32];
+  __shared__ double seg_base[kThreads];
+  __shared__ int chosen;
+  const SampleParams p = params[blockIdx.x];
+  const float* lg = logits + static_cast<uint64_t>(blockIdx.x) * vocab;
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+
+  // Argmax, NaN skipped, ties to the lower id.
+  float bv = -INFINITY;
+  int bi = -1;
+  for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+    const float v = lg[i];
+    if (isnan(v)) continue;
+    if (bi < 0 || v > bv) {
+      bv = v;
+      bi = static_cast<int>(i);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(detail::kFullMask, bv, o);
+    const int oi = __shfl_xor_sync(detail::kFullMask, bi, o);
+    if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  if (lane == 0) {
+    best_value[warp] = bv;
+    best_index[warp] = bi;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = blockDim.x / 32;
+    bv = lane < warps ? best_value[lane] : -INFINITY;
+    bi = lane < warps ? best_index[lane] : -1;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(detail::kFullMask, bv, o);
+      const int oi = __shfl_xor_sync(detail::kFullMask, bi, o);
+      if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (lane == 0) {
+      best_value[0] = bv;
+      best_index[0] = bi < 0 ? 0 : bi;
+    }
+  }
+  __syncthreads();
+  const int best = best_index[0];
+  if (p.temperature == 0.0f || p.top_k == 1) {
+    if (threadIdx.x == 0) out[blockIdx.x] = best;
+    return;
+  }
+  const Row row{lg, vocab, lg[best], 1.0f / p.temperature};
+
+  float cut = 0.0f;
+  if (p.top_k > 0 && p.top_k < vocab) {
+    cut = bisect([&](float t) {
+      int count = 0;
+      for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) count += row.weight(i) >= t;
+      return detail::block_sum(count, iscratch) >= static_cast<int>(p.top_k);
+    });
+  }
+  if (p.top_p < 1.0f) {
+    double total = 0.0;
+    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+      const float w = row.weight(i);
+      if (w >= cut) total += w;
+    }
+    total = detail::block_sum(total, dscratch);
+    const double target = static_cast<double>(p.top_p) * total;
+    const float top_k_cut = cut;
+    cut = bisect([&](float t) {
+      const float c = fmaxf(t, top_k_cut);
+      double mass = 0.0;
+      for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
+        const float w = row.weight(i);
+        if (w >= c) mass += w;
+      }
+      return detail::block_sum(mass, dscratch) >= target;
+    });
+    cut = fmaxf(cut, top_k_cut);
+  }
+  cut = fmaxf(cut, p.min_p);
+
+  // Draw in token order: each thread owns a contiguous segment; an exclusive scan of the segment
+  // masses finds the segment holding u, whose owner walks it.
+  const uint32_t seg = (vocab + blockDim.x - 1) / blockDim.x;
+  const uint32_t begin = min(vocab, threadIdx.x * seg);
+  const uint32_t end = min(vocab, begin + seg);
+  double mine = 0.0;
+  for (uint32_t i = begin; i < end; ++i) {
+    const float w = row.weight(i);
+    if (w >= cut) mine += w;
+  }
+  seg_base[threadIdx.x] = mine;
+  if (threadIdx.x == 0) chosen = -1;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // blockDim.x partial sums: a serial scan is a few microseconds and keeps the order exact.
+    double run = 0.0;
+    for (uint32_t t = 0; t < blockDim.x; ++t) {
+      const double v = seg_base[t];
+      seg_base[t] = run;
+      run += v;
+    }
+    dscratch[0] = run;
+  }
+  __syncthreads();
+  const double u = uniform(p.seed, p.output_index) * dscratch[0];
+  const double base = seg_base[threadIdx.x];
+  if (u >= base && u < base + mine) {
+    // Summed in another association than `mine`: if rounding leaves u past the walk, take this
+    // segment's last kept token.
+    double cumulative = base;
+    int pick = -1;
+    for (uint32_t i = begin; i < end; ++i) {
+      const float w = row.weight(i);
+      if (w < cut) continue;
+      pick = static_cast<int>(i);
+      cumulative += w;
+      if (u < cumulative) break;
+    }
+    chosen = pick;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int c = chosen;
+    if (c < 0) {
+      // Rounding put u past the last kept token: take that token (the core does the same).
+      for (uint32_t i = vocab; i-- > 0;) {
+        if (row.weight(i) >= cut) {
+          c = static_cast<int>(i);
+          break;
+        }
+      }
+    }
+    out[blockIdx.x] = c < 0 ? best : c;
+  }
+}
+
+}  // namespace
+
+double sample_uniform(uint64_t seed, uint32_t output_index) { return uniform(seed, output_index); }
+
+cudaError_t sample_tokens(const float* logits, uint32_t rows, uint32_t vocab,
+                          const SampleParams* params, int32_t* out, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (vocab == 0) return cudaErrorInvalidValue;
+  sample_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, params, out);
+  return cudaGetLastError();
+}
+
+}  // namespace headway::models::cuda::kernels

@@ -1,0 +1,112 @@
+// One GPU's part of the cuda model: its weights, its KV cache, its activation workspace, its
+// cuBLASLt instance and its stream, and the phases of a step on it. With tensor parallelism the
+// model owns one shard per GPU and interleaves their phases with all-reduces (cuda_model.cpp);
+// with one GPU it simply runs them in order.
+//
+// Phases of a step, all enqueued on the shard's stream, no host synchronisation inside:
+//   upload(plan)                 the step's plan, one host-to-device copy
+//   embed()                      token ids -> float residual stream x
+//   attention(l)                 [add previous mlp output +] RMSNorm, QKV GEMM, RoPE + KV write,
+//                                paged attention (+ split-K reduce), O GEMM -> partial()
+//   mlp(l)                       add attention output + RMSNorm, gate|up GEMM, SwiGLU, down GEMM
+//                                -> partial()
+//   head(sample_on_device)       add last mlp output + final RMSNorm on sampled rows, LM head GEMM
+//                                (float logits), device sampling when asked
+// partial() is the layer output to add to the residual; under tensor parallelism it is this rank's
+// share, summed over ranks by the caller's all-reduce between phases.
+//
+// Ownership: owns all its device memory, the stream and the cuBLASLt handle; frees them with its
+// device current. Threading: one thread at a time; every method makes its device current first.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "cuda_model_config.h"
+#include "device_buffer.h"
+#include "device_weights.h"
+#include "gemm.h"
+#include "kv_layout.h"
+#include "step_plan.h"
+
+namespace headway::models::cuda {
+
+class ModelShard {
+ public:
+  // Makes `device` current, creates the stream and cuBLASLt, preallocates the workspace for
+  // `max_batch_tokens` tokens and takes ownership of `weights` (built with the device current).
+  ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
+             std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
+             uint32_t max_batch_tokens, bool deterministic);
+  ~ModelShard();
+  ModelShard(const ModelShard&) = delete;
+  ModelShard& operator=(const ModelShard&) = delete;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  const kernels::KvLayout& kv_layout() const { return kv_; }
+  uint32_t kv_blocks() const { return kv_blocks_; }
+  __nv_bfloat16* kv_base() const { return cache_.data(); }
+  uint64_t weight_bytes() const { return weights_->bytes(); }
+
+  // Bytes of device memory free now (after weights and workspace), for sizing the cache.
+  uint64_t free_bytes() const;
+  uint64_t total_bytes() const;
+
+  void init_kv(uint32_t block_count, uint32_t block_size);
+
+  // Grows the workspace when the step is larger than any before (rare; logged by the caller).
+  bool reserve(uint32_t tokens, uint32_t sample_rows, uint32_t partial_records);
+  void upload(const StepPlan& plan);
+  void embed(const StepPlan& plan);
+  void attention(const StepPlan& plan, uint32_t layer);
+  void mlp(const StepPlan& plan, uint32_t layer);
+  void head(const StepPlan& plan, bool sample_on_device);
+
+  // The layer output awaiting its add to the residual: [tokens][hidden] bf16.
+  __nv_bfloat16* partial() const { return out_.data(); }
+  const float* logits() const { return logits_.data(); }
+  const int32_t* sampled() const { return sampled_.data(); }
+
+ private:
+  template <class T>
+  const T* staged(size_t offset) const {
+    return reinterpret_cast<const T*>(plan_.data() + offset);
+  }
+  void select() const;
+
+  int device_;
+  LlamaConfig config_;
+  TensorParallelLayout tp_;
+  std::unique_ptr<DeviceWeights> weights_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+  kernels::KvLayout kv_;
+  uint32_t kv_blocks_ = 0;
+  uint32_t q_width_ = 0;      // heads_l * head_dim
+  uint32_t qkv_width_ = 0;    // (heads_l + 2 kv_heads_l) * head_dim
+  bool pending_add_ = false;  // partial() holds a layer output not yet added to x
+
+  uint32_t token_capacity_ = 0;
+  uint32_t sample_capacity_ = 0;
+  DeviceBuffer<__nv_bfloat16> cache_;
+  DeviceBuffer<double> inv_freq_;
+  DeviceBuffer<std::byte> plan_;
+  DeviceBuffer<float> x_;                // residual [T][hidden]
+  DeviceBuffer<__nv_bfloat16> h_;        // normed [T][hidden]
+  DeviceBuffer<__nv_bfloat16> qkv_;      // [T][qkv_width]
+  DeviceBuffer<__nv_bfloat16> attn_;     // [T][q_width]
+  DeviceBuffer<__nv_bfloat16> out_;      // [T][hidden] layer output (partial under TP)
+  DeviceBuffer<__nv_bfloat16> gate_up_;  // [T][2 ffn_l]
+  DeviceBuffer<__nv_bfloat16> act_;      // [T][ffn_l]
+  DeviceBuffer<float> partial_acc_;      // [records][head_dim]
+  DeviceBuffer<float> partial_ml_;       // [records][2]
+  DeviceBuffer<__nv_bfloat16> last_;     // [S][hidden]
+  DeviceBuffer<float> logits_;           // [S][vocab]
+  DeviceBuffer<int32_t> sampled_;        // [S]
+};
+
+}  // namespace headway::models::cuda

@@ -1,0 +1,178 @@
+#include "step_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <headway/sdk/status.hpp>
+#include <string>
+
+namespace headway::models::cuda {
+namespace {
+
+[[noreturn]] void bad_slice(uint32_t index, const hw_model_slice& s, const std::string& what) {
+  throw sdk::Error(HW_INVALID_ARGUMENT, "cuda model: slice " + std::to_string(index) +
+                                            " (request " + std::to_string(s.request_id) +
+                                            "): " + what);
+}
+
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+template <class T>
+size_t place(size_t& at, const std::vector<T>& v) {
+  const size_t here = at;
+  at = align16(at + v.size() * sizeof(T));
+  return here;
+}
+
+}  // namespace
+
+void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
+                     const StepLimits& limits) {
+  if (batch.slice_count > 0 && batch.slices == nullptr) {
+    throw sdk::Error(HW_INVALID_ARGUMENT, "cuda model: batch.slices is NULL");
+  }
+  if (batch.block_size != kv.block_size) {
+    throw sdk::Error(HW_INVALID_ARGUMENT,
+                     "cuda model: batch block_size " + std::to_string(batch.block_size) +
+                         " differs from init_kv's " + std::to_string(kv.block_size));
+  }
+  token_ids_.clear();
+  positions_.clear();
+  slot_offsets_.clear();
+  block_tables_.clear();
+  sample_rows_.clear();
+  sample_slices_.clear();
+  sample_params_.clear();
+  prefill_.clear();
+  decode_.clear();
+  reduce_.clear();
+  partial_records_ = 0;
+
+  const uint32_t bs = kv.block_size;
+  const uint32_t group = limits.group;
+  heads_ = group * kv.kv_heads;
+  const uint32_t tile =
+      group >= kernels::kAttentionTileRows ? 1 : kernels::kAttentionTileRows / group;
+  const uint64_t block_elems = kv.block_elems();
+  for (uint32_t i = 0; i < batch.slice_count; ++i) {
+    const hw_model_slice& s = batch.slices[i];
+    if (s.tokens == 0) bad_slice(i, s, "has no tokens");
+    const uint64_t end = uint64_t{s.start} + s.tokens;
+    if (end > limits.max_model_len) {
+      bad_slice(i, s,
+                "positions up to " + std::to_string(end) + " exceed max_model_len " +
+                    std::to_string(limits.max_model_len));
+    }
+    if (s.token_ids == nullptr) bad_slice(i, s, "token_ids is NULL (the model needs ids)");
+    if (s.block_table == nullptr || uint64_t{s.block_count} * bs < end) {
+      bad_slice(i, s,
+                "block table of " + std::to_string(s.block_count) + " blocks of " +
+                    std::to_string(bs) + " does not cover position " + std::to_string(end - 1));
+    }
+    const uint32_t needed = static_cast<uint32_t>((end + bs - 1) / bs);
+    const int32_t table = static_cast<int32_t>(block_tables_.size());
+    for (uint32_t b = 0; b < needed; ++b) {
+      if (s.block_table[b] >= limits.kv_blocks) {
+        bad_slice(i, s,
+                  "block id " + std::to_string(s.block_table[b]) + " is beyond the " +
+                      std::to_string(limits.kv_blocks) + " blocks of the cache");
+      }
+      block_tables_.push_back(static_cast<int32_t>(s.block_table[b]));
+    }
+    const int32_t first_row = static_cast<int32_t>(token_ids_.size());
+    for (uint32_t t = 0; t < s.tokens; ++t) {
+      const int32_t id = s.token_ids[t];
+      if (id < 0 || static_cast<uint32_t>(id) >= limits.vocab) {
+        bad_slice(i, s,
+                  "token id " + std::to_string(id) + " at position " + std::to_string(s.start + t) +
+                      " is outside the vocabulary of " + std::to_string(limits.vocab));
+      }
+      const uint32_t pos = s.start + t;
+      token_ids_.push_back(id);
+      positions_.push_back(static_cast<int32_t>(pos));
+      slot_offsets_.push_back(static_cast<int64_t>(s.block_table[pos / bs] * block_elems +
+                                                   uint64_t{pos % bs} * kv.head_dim));
+    }
+    if (s.sample) {
+      if (limits.sample_on_device) {
+        if (!(s.temperature >= 0.0f) || !std::isfinite(s.temperature)) {
+          bad_slice(i, s, "temperature must be >= 0, got " + std::to_string(s.temperature));
+        }
+        if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) {
+          bad_slice(i, s, "top_p must be in (0, 1], got " + std::to_string(s.top_p));
+        }
+        if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) {
+          bad_slice(i, s, "min_p must be in [0, 1], got " + std::to_string(s.min_p));
+        }
+      }
+      sample_rows_.push_back(first_row + static_cast<int32_t>(s.tokens) - 1);
+      sample_slices_.push_back(i);
+      sample_params_.push_back(kernels::SampleParams{s.temperature, s.top_p, s.min_p, s.top_k,
+                                                     s.seed, s.output_index, 0});
+    }
+
+    if (s.tokens == 1) {
+      // Decode: split long contexts so that a small batch still fills the GPU.
+      const uint32_t keys = s.start + 1;
+      const uint32_t chunks = (keys + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
+      uint32_t splits = limits.split_decode
+                            ? std::min(kMaxSplits, (keys + kKeysPerSplit - 1) / kKeysPerSplit)
+                            : 1;
+      const uint32_t per_split = (chunks + splits - 1) / splits;  // chunks per split
+      splits = (chunks + per_split - 1) / per_split;
+      if (splits == 1) {
+        decode_.push_back({first_row, static_cast<int32_t>(s.start), 1, table, 0,
+                           static_cast<int32_t>(keys), -1, 0});
+      } else {
+        const int32_t partial = static_cast<int32_t>(partial_records_);
+        for (uint32_t p = 0; p < splits; ++p) {
+          const uint32_t begin = p * per_split * kernels::kAttentionChunk;
+          const uint32_t stop = std::min(keys, (p + 1) * per_split * kernels::kAttentionChunk);
+          decode_.push_back({first_row, static_cast<int32_t>(s.start), 1, table,
+                             static_cast<int32_t>(begin), static_cast<int32_t>(stop),
+                             static_cast<int32_t>(partial_records_), 0});
+          partial_records_ += heads_;
+        }
+        reduce_.push_back({first_row, 1, partial, static_cast<int32_t>(splits)});
+      }
+    } else {
+      for (uint32_t t0 = 0; t0 < s.tokens; t0 += tile) {
+        const uint32_t n = std::min(tile, s.tokens - t0);
+        prefill_.push_back({first_row + static_cast<int32_t>(t0),
+                            static_cast<int32_t>(s.start + t0), static_cast<int32_t>(n), table, 0,
+                            static_cast<int32_t>(s.start + t0 + n), -1, 0});
+      }
+    }
+  }
+  pack();
+}
+
+void StepPlan::pack() {
+  size_t at = 0;
+  offsets_.token_ids = place(at, token_ids_);
+  offsets_.positions = place(at, positions_);
+  offsets_.slot_offsets = place(at, slot_offsets_);
+  offsets_.block_tables = place(at, block_tables_);
+  offsets_.sample_rows = place(at, sample_rows_);
+  offsets_.sample_params = place(at, sample_params_);
+  offsets_.prefill_units = place(at, prefill_);
+  offsets_.decode_units = place(at, decode_);
+  offsets_.reduce_units = place(at, reduce_);
+  offsets_.total = at;
+  if (staging_.size() < at) staging_.reserve(std::max(at, staging_.size() + staging_.size() / 2));
+  std::byte* base = staging_.data();
+  const auto copy = [&](size_t offset, const auto& v) {
+    if (!v.empty()) std::memcpy(base + offset, v.data(), v.size() * sizeof(v[0]));
+  };
+  copy(offsets_.token_ids, token_ids_);
+  copy(offsets_.positions, positions_);
+  copy(offsets_.slot_offsets, slot_offsets_);
+  copy(offsets_.block_tables, block_tables_);
+  copy(offsets_.sample_rows, sample_rows_);
+  copy(offsets_.sample_params, sample_params_);
+  copy(offsets_.prefill_units, prefill_);
+  copy(offsets_.decode_units, decode_);
+  copy(offsets_.reduce_units, reduce_);
+}
+
+}  // namespace headway::models::cuda

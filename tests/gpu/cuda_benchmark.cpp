@@ -1,0 +1,375 @@
+// Google Benchmark of the cuda model on the Llama-3.1-8B shape (random weights, BF16): each kernel
+// (time from CUDA events, achieved bytes/s and FLOP/s as counters) and the whole model (prefill
+// tokens/s, decode step time at batch 1/8/64). scripts/device-check.sh runs it and turns the JSON
+// into a summary with fractions of the H200's HBM bandwidth and BF16 dense peak.
+//
+// Without a CUDA device every benchmark reports "no CUDA device visible" and does nothing.
+#include <benchmark/benchmark.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "embedding.h"
+#include "gemm.h"
+#include "gpu_test_support.h"
+#include "kv_layout.h"
+#include "model_harness.h"
+#include "random_fill.h"
+#include "rms_norm.h"
+#include "rope_kv.h"
+#include "sampling.h"
+#include "step_plan.h"
+#include "swiglu.h"
+
+namespace headway::gpu_test {
+namespace {
+
+namespace k = models::cuda::kernels;
+
+// Llama-3.1-8B.
+constexpr uint32_t kHidden = 4096, kHeads = 32, kKvHeads = 8, kHeadDim = 128, kFfn = 14336,
+                   kVocab = 128256, kLayers = 32;
+constexpr uint32_t kQkv = (kHeads + 2 * kKvHeads) * kHeadDim;
+
+bool skip(benchmark::State& state) {
+  const std::string reason = no_device_reason();
+  if (reason.empty()) return false;
+  state.SkipWithError(reason.c_str());
+  return true;
+}
+
+template <class T>
+T* device_random(size_t count) {
+  T* p = nullptr;
+  check(cudaMalloc(&p, count * sizeof(T)), "cudaMalloc");
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    check(k::fill_uniform_bf16(p, count, 1.0f, count, nullptr), "fill");
+  } else {
+    check(cudaMemset(p, 0, count * sizeof(T)), "cudaMemset");
+  }
+  return p;
+}
+
+// Times `launch` with CUDA events over the benchmark's iterations (manual time) and sets the
+// bytes/s and FLOP/s counters from per-iteration figures.
+template <class Launch>
+void timed(benchmark::State& state, double bytes, double flops, Launch launch) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  launch();  // warm-up (and cuBLASLt planning)
+  check(cudaDeviceSynchronize(), "warm-up");
+  for (auto _ : state) {
+    check(cudaEventRecord(start), "cudaEventRecord");
+    launch();
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    state.SetIterationTime(ms / 1e3);
+  }
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["flop_per_second"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
+void BM_RmsNorm(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t T = static_cast<uint32_t>(state.range(0));
+  auto* x = device_random<float>(size_t{T} * kHidden);
+  auto* add = device_random<__nv_bfloat16>(size_t{T} * kHidden);
+  auto* w = device_random<float>(kHidden);
+  auto* out = device_random<__nv_bfloat16>(size_t{T} * kHidden);
+  timed(state, static_cast<double>(T) * kHidden * (4 + 4 + 2 + 2),
+        static_cast<double>(T) * kHidden * 5, [&] {
+          check(k::add_rms_norm(x, add, w, nullptr, T, kHidden, 1e-5f, out, nullptr),
+                "add_rms_norm");
+        });
+  cudaFree(x), cudaFree(add), cudaFree(w), cudaFree(out);
+}
+BENCHMARK(BM_RmsNorm)->Arg(1)->Arg(64)->Arg(2048)->UseManualTime();
+
+void BM_Swiglu(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t T = static_cast<uint32_t>(state.range(0));
+  auto* gu = device_random<__nv_bfloat16>(size_t{T} * 2 * kFfn);
+  auto* act = device_random<__nv_bfloat16>(size_t{T} * kFfn);
+  timed(state, static_cast<double>(T) * kFfn * 6, static_cast<double>(T) * kFfn * 6,
+        [&] { check(k::swiglu(gu, T, kFfn, act, nullptr), "swiglu"); });
+  cudaFree(gu), cudaFree(act);
+}
+BENCHMARK(BM_Swiglu)->Arg(1)->Arg(64)->Arg(2048)->UseManualTime();
+
+void BM_Embedding(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t T = static_cast<uint32_t>(state.range(0));
+  auto* table = device_random<__nv_bfloat16>(size_t{kVocab} * kHidden);
+  std::vector<int32_t> ids(T);
+  for (uint32_t i = 0; i < T; ++i) ids[i] = static_cast<int32_t>((i * 7919u) % kVocab);
+  Dev<int32_t> d_ids(ids);
+  auto* out = device_random<float>(size_t{T} * kHidden);
+  timed(state, static_cast<double>(T) * kHidden * 6, 0.0, [&] {
+    check(k::embedding_gather(table, kHidden, d_ids.get(), T, out, nullptr), "embedding");
+  });
+  cudaFree(table), cudaFree(out);
+}
+BENCHMARK(BM_Embedding)->Arg(64)->Arg(2048)->UseManualTime();
+
+// A step of `batch` slices of `tokens` tokens at context `context` (positions context-tokens ..
+// context-1), as the model would plan it.
+struct AttentionSetup {
+  k::KvLayout layout{1, kKvHeads, kHeadDim, 16};
+  models::cuda::StepPlan plan;
+  __nv_bfloat16* cache = nullptr;
+  __nv_bfloat16* qkv = nullptr;
+  __nv_bfloat16* out = nullptr;
+  std::byte* d_plan = nullptr;
+  float* acc = nullptr;
+  float* ml = nullptr;
+  k::AttentionArgs args;
+
+  AttentionSetup(uint32_t batch, uint32_t tokens, uint32_t context) {
+    const uint32_t per = (context + layout.block_size - 1) / layout.block_size;
+    const uint32_t blocks = batch * per;
+    std::vector<std::vector<uint32_t>> tables(batch);
+    std::vector<int32_t> ids(tokens, 1);
+    std::vector<hw_model_slice> slices;
+    for (uint32_t b = 0; b < batch; ++b) {
+      tables[b].resize(per);
+      std::iota(tables[b].begin(), tables[b].end(), b * per);
+      slices.push_back(hw_model_slice{b, context - tokens, tokens, ids.data(), tables[b].data(),
+                                      per, 0, 0.0f, 1.0f, 0, 0, 0, 0.0f, 0});
+    }
+    hw_model_batch hb{sizeof(hw_model_batch), slices.data(), batch, layout.block_size};
+    plan.build(hb, layout, {kVocab, 1u << 20, blocks, kHeads / kKvHeads, false});
+    cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
+    qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
+    out = device_random<__nv_bfloat16>(size_t{batch} * tokens * kHeads * kHeadDim);
+    check(cudaMalloc(&d_plan, plan.offsets().total), "cudaMalloc");
+    check(cudaMemcpy(d_plan, plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice), "plan");
+    acc = device_random<float>(size_t{plan.partial_records() + 1} * kHeadDim);
+    ml = device_random<float>(size_t{plan.partial_records() + 1} * 2);
+    args.qkv = qkv;
+    args.q_stride = kQkv;
+    args.out = out;
+    args.layer_cache = cache;
+    args.block_elems = layout.block_elems();
+    args.head_elems = layout.head_elems();
+    args.block_size = layout.block_size;
+    args.block_tables = reinterpret_cast<const int32_t*>(d_plan + plan.offsets().block_tables);
+    args.heads = kHeads;
+    args.kv_heads = kKvHeads;
+    args.head_dim = kHeadDim;
+    args.scale = 1.0f / std::sqrt(float(kHeadDim));
+    args.partial_acc = acc;
+    args.partial_ml = ml;
+  }
+  void run() {
+    const auto& o = plan.offsets();
+    check(k::paged_attention(args,
+                             reinterpret_cast<const k::AttentionUnit*>(d_plan + o.prefill_units),
+                             plan.prefill_unit_count(), k::AttentionKind::kPrefill, nullptr),
+          "prefill attention");
+    check(
+        k::paged_attention(args, reinterpret_cast<const k::AttentionUnit*>(d_plan + o.decode_units),
+                           plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
+        "decode attention");
+    check(k::attention_reduce(
+              args, reinterpret_cast<const k::AttentionReduceUnit*>(d_plan + o.reduce_units),
+              plan.reduce_unit_count(), nullptr),
+          "reduce");
+  }
+  ~AttentionSetup() {
+    cudaFree(cache), cudaFree(qkv), cudaFree(out), cudaFree(d_plan), cudaFree(acc), cudaFree(ml);
+  }
+};
+
+void BM_AttentionDecode(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t batch = static_cast<uint32_t>(state.range(0));
+  const uint32_t context = static_cast<uint32_t>(state.range(1));
+  AttentionSetup s(batch, 1, context);
+  const double kv_bytes = static_cast<double>(batch) * context * kKvHeads * kHeadDim * 2 * 2;
+  const double flops = static_cast<double>(batch) * kHeads * context * kHeadDim * 4;
+  timed(state, kv_bytes, flops, [&] { s.run(); });
+}
+BENCHMARK(BM_AttentionDecode)
+    ->Args({1, 4096})
+    ->Args({8, 4096})
+    ->Args({64, 4096})
+    ->Args({1, 32768})
+    ->UseManualTime();
+
+void BM_AttentionPrefill(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t tokens = static_cast<uint32_t>(state.range(0));
+  const uint32_t context = static_cast<uint32_t>(state.range(1));
+  AttentionSetup s(1, tokens, context);
+  const double pairs = static_cast<double>(tokens) * (context - tokens) +
+                       static_cast<double>(tokens) * (tokens + 1) / 2;
+  const double kv_bytes = static_cast<double>(context) * kKvHeads * kHeadDim * 2 * 2;
+  timed(state, kv_bytes, pairs * kHeads * kHeadDim * 4, [&] { s.run(); });
+}
+BENCHMARK(BM_AttentionPrefill)
+    ->Args({512, 512})
+    ->Args({2048, 2048})
+    ->Args({512, 8192})
+    ->UseManualTime();
+
+void BM_RopeKv(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t T = static_cast<uint32_t>(state.range(0));
+  AttentionSetup s(1, T, T);  // for its plan (positions, slots) and cache
+  k::RopeKvArgs a;
+  a.qkv = s.qkv;
+  a.tokens = T;
+  a.heads = kHeads;
+  a.kv_heads = kKvHeads;
+  a.head_dim = kHeadDim;
+  a.positions = reinterpret_cast<const int32_t*>(s.d_plan + s.plan.offsets().positions);
+  a.slot_offsets = reinterpret_cast<const int64_t*>(s.d_plan + s.plan.offsets().slot_offsets);
+  std::vector<double> freq(kHeadDim / 2, 1e-3);
+  Dev<double> d_freq(freq);
+  a.inv_freq = d_freq.get();
+  a.layer_cache = s.cache;
+  a.head_elems = s.layout.head_elems();
+  timed(state,
+        static_cast<double>(T) * (kHeads + kKvHeads) * kHeadDim * 4 +
+            static_cast<double>(T) * 2 * kKvHeads * kHeadDim * 2 * 2,
+        static_cast<double>(T) * (kHeads + kKvHeads) * kHeadDim * 3,
+        [&] { check(k::rope_kv_write(a, nullptr), "rope_kv_write"); });
+}
+BENCHMARK(BM_RopeKv)->Arg(1)->Arg(64)->Arg(2048)->UseManualTime();
+
+// The model's projections: (n, k) = qkv, o, gate|up, down, LM head.
+void BM_Gemm(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t m = static_cast<uint32_t>(state.range(0));
+  const uint32_t n = static_cast<uint32_t>(state.range(1));
+  const uint32_t kk = static_cast<uint32_t>(state.range(2));
+  models::cuda::Gemm gemm;
+  auto* x = device_random<__nv_bfloat16>(size_t{m} * kk);
+  auto* w = device_random<__nv_bfloat16>(size_t{n} * kk);
+  auto* out = device_random<__nv_bfloat16>(size_t{m} * n);
+  timed(state,
+        2.0 * (static_cast<double>(n) * kk + static_cast<double>(m) * kk +
+               static_cast<double>(m) * n),
+        2.0 * m * n * kk,
+        [&] { gemm.run(x, w, out, models::cuda::GemmOut::kBF16, m, n, kk, nullptr); });
+  cudaFree(x), cudaFree(w), cudaFree(out);
+}
+void gemm_args(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 8, 64, 2048}) {
+    b->Args({m, kQkv, kHidden});
+    b->Args({m, kHidden, kHeads * kHeadDim});
+    b->Args({m, 2 * kFfn, kHidden});
+    b->Args({m, kHidden, kFfn});
+  }
+  b->Args({1, kVocab, kHidden})->Args({64, kVocab, kHidden});
+}
+BENCHMARK(BM_Gemm)->Apply(gemm_args)->UseManualTime();
+
+void BM_Sample(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t rows = static_cast<uint32_t>(state.range(0));
+  const bool greedy = state.range(1) == 0;
+  std::vector<float> logits(size_t{rows} * kVocab);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (float& l : logits) l = normal(rng);
+  std::vector<k::SampleParams> params(
+      rows, k::SampleParams{greedy ? 0.0f : 0.8f, 0.9f, 0.01f, 50, 7, 0, 0});
+  Dev<float> d_logits(logits);
+  Dev<k::SampleParams> d_params(params);
+  Dev<int32_t> d_out(rows);
+  timed(state, static_cast<double>(rows) * kVocab * 4, 0.0, [&] {
+    check(k::sample_tokens(d_logits.get(), rows, kVocab, d_params.get(), d_out.get(), nullptr),
+          "sample_tokens");
+  });
+}
+BENCHMARK(BM_Sample)->Args({1, 0})->Args({1, 1})->Args({64, 0})->Args({64, 1})->UseManualTime();
+
+// The whole model, random Llama-3.1-8B weights, one instance shared by the model benchmarks.
+ModelHarness& model() {
+  static std::unique_ptr<ModelHarness> m = [] {
+    const auto dir = std::filesystem::temp_directory_path();
+    return std::make_unique<ModelHarness>(
+        "cuda",
+        "shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 32768, "
+        "max_batch_tokens = 8192",
+        dir, 16, 12288);
+  }();
+  return *m;
+}
+uint64_t next_request = 1;
+
+constexpr double kWeightBytes =
+    2.0 * (static_cast<double>(kLayers) *
+               (static_cast<double>(kQkv) * kHidden +
+                static_cast<double>(kHidden) * kHeads * kHeadDim + 3.0 * kFfn * kHidden) +
+           2.0 * kVocab * kHidden);
+constexpr double kFlopsPerToken = kWeightBytes - 2.0 * kVocab * kHidden;  // 2 flops per weight
+
+void BM_ModelPrefill(benchmark::State& state) {
+  if (skip(state)) return;
+  ModelHarness& m = model();
+  const uint32_t tokens = static_cast<uint32_t>(state.range(0));
+  const auto prompt = random_tokens(tokens, kVocab, 1);
+  for (auto _ : state) {
+    m.step({{next_request++, prompt}});
+  }
+  state.counters["tokens_per_second"] =
+      benchmark::Counter(tokens, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["flop_per_second"] = benchmark::Counter(
+      tokens * kFlopsPerToken + 4.0 * kLayers * kHeads * kHeadDim * tokens * (tokens + 1) / 2,
+      benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ModelPrefill)->Arg(512)->Arg(2048)->Iterations(5)->Unit(benchmark::kMillisecond);
+
+void BM_ModelDecode(benchmark::State& state) {
+  if (skip(state)) return;
+  ModelHarness& m = model();
+  const uint32_t batch = static_cast<uint32_t>(state.range(0));
+  const uint32_t context = static_cast<uint32_t>(state.range(1));
+  const uint64_t first = next_request;
+  next_request += batch;
+  // Prefill every request to `context` tokens, 8 per step.
+  for (uint32_t b = 0; b < batch; b += 8) {
+    std::vector<ModelHarness::Slice> slices;
+    for (uint32_t i = b; i < std::min(batch, b + 8); ++i) {
+      slices.push_back({first + i, random_tokens(context, kVocab, i)});
+    }
+    m.step(slices);
+  }
+  std::vector<ModelHarness::Slice> step(batch);
+  for (uint32_t i = 0; i < batch; ++i) step[i] = {first + i, {static_cast<int32_t>(i)}};
+  for (auto _ : state) m.step(step);
+  const double kv = static_cast<double>(batch) * context * kLayers * kKvHeads * kHeadDim * 2 * 2;
+  state.counters["bytes_per_second"] =
+      benchmark::Counter(kWeightBytes + kv, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens_per_second"] =
+      benchmark::Counter(batch, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["flop_per_second"] =
+      benchmark::Counter(batch * kFlopsPerToken, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ModelDecode)
+    ->Args({1, 1024})
+    ->Args({8, 1024})
+    ->Args({64, 1024})
+    ->Iterations(20)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace headway::gpu_test
+
+BENCHMARK_MAIN();

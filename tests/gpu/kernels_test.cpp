@@ -1,0 +1,458 @@
+// Every CUDA kernel of the cuda model against a CPU reference computed in double from the same
+// BF16 inputs. Skips (with the reason) where no CUDA device is visible.
+#include <gtest/gtest.h>
+#include <headway/core/sampler.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "attention.h"
+#include "embedding.h"
+#include "gemm.h"
+#include "gpu_test_support.h"
+#include "kv_layout.h"
+#include "rms_norm.h"
+#include "rope.h"
+#include "rope_kv.h"
+#include "sampling.h"
+#include "step_plan.h"
+#include "swiglu.h"
+
+namespace headway::gpu_test {
+namespace {
+
+namespace k = models::cuda::kernels;
+using models::cuda::Gemm;
+using models::cuda::GemmOut;
+using models::cuda::StepLimits;
+using models::cuda::StepPlan;
+
+TEST(CudaKernels, SamplingUniformMatchesTheCoreSampler) {
+  // Host-side function: runs without a device.
+  for (uint64_t seed : {0ull, 1ull, 42ull, 0xdeadbeefcafeull}) {
+    for (uint32_t i : {0u, 1u, 7u, 1000000u}) {
+      EXPECT_EQ(k::sample_uniform(seed, i), core::Sampler::uniform(seed, i)) << seed << " " << i;
+    }
+  }
+}
+
+TEST(CudaKernels, EmbeddingGatherCopiesRows) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t vocab = 50, hidden = 96;
+  const auto table = random_bf16(size_t{vocab} * hidden, 1.0f, 1);
+  const std::vector<int32_t> ids = {3, 49, 0, 3};
+  Dev<__nv_bfloat16> d_table(table);
+  Dev<int32_t> d_ids(ids);
+  Dev<float> d_out(ids.size() * hidden);
+  ASSERT_EQ(k::embedding_gather(d_table.get(), hidden, d_ids.get(), 4, d_out.get(), nullptr),
+            cudaSuccess);
+  const auto out = d_out.download();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (uint32_t i = 0; i < hidden; ++i) {
+      ASSERT_EQ(out[t * hidden + i], bf(table[ids[t] * hidden + i])) << t << " " << i;
+    }
+  }
+}
+
+void check_rms_norm(uint32_t hidden, bool with_rows) {
+  const uint32_t T = 5;
+  const float eps = 1e-5f;
+  auto x = random_floats(size_t{T} * hidden, -2.0f, 2.0f, 2);
+  const auto add = random_bf16(size_t{T} * hidden, 1.0f, 3);
+  const auto w = random_floats(hidden, 0.5f, 1.5f, 4);
+  const std::vector<int32_t> rows = {3, 1};
+  Dev<float> d_x(x);
+  Dev<__nv_bfloat16> d_add(add);
+  Dev<float> d_w(w);
+  Dev<int32_t> d_rows(rows);
+  const uint32_t count = with_rows ? 2 : T;
+  Dev<__nv_bfloat16> d_out(size_t{count} * hidden);
+  ASSERT_EQ(k::add_rms_norm(d_x.get(), d_add.get(), d_w.get(), with_rows ? d_rows.get() : nullptr,
+                            count, hidden, eps, d_out.get(), nullptr),
+            cudaSuccess);
+  const auto out = d_out.download();
+  const auto x_after = d_x.download();
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t src = with_rows ? rows[i] : i;
+    double sum = 0.0;
+    std::vector<double> row(hidden);
+    for (uint32_t j = 0; j < hidden; ++j) {
+      row[j] =
+          static_cast<double>(static_cast<float>(x[src * hidden + j] + bf(add[src * hidden + j])));
+      sum += row[j] * row[j];
+      ASSERT_EQ(x_after[src * hidden + j], static_cast<float>(row[j])) << "residual row " << src;
+    }
+    const double inv = 1.0 / std::sqrt(sum / hidden + eps);
+    for (uint32_t j = 0; j < hidden; ++j) {
+      const double ref = row[j] * inv * w[j];
+      ASSERT_NEAR(bf(out[i * hidden + j]), ref, 1e-2 * std::abs(ref) + 1e-3) << i << " " << j;
+    }
+  }
+  if (with_rows) {  // rows not listed keep their residual untouched
+    for (uint32_t j = 0; j < hidden; ++j) ASSERT_EQ(x_after[0 * hidden + j], x[j]);
+  }
+}
+
+TEST(CudaKernels, AddRmsNormMatchesReference) {
+  HW_SKIP_WITHOUT_CUDA();
+  check_rms_norm(320, false);
+  check_rms_norm(4096, false);
+  check_rms_norm(4096, true);
+}
+
+TEST(CudaKernels, SwigluMatchesReference) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t T = 3, ffn = 1000;
+  const auto gu = random_bf16(size_t{T} * 2 * ffn, 4.0f, 5);
+  Dev<__nv_bfloat16> d_gu(gu);
+  Dev<__nv_bfloat16> d_act(size_t{T} * ffn);
+  ASSERT_EQ(k::swiglu(d_gu.get(), T, ffn, d_act.get(), nullptr), cudaSuccess);
+  const auto act = d_act.download();
+  for (uint32_t t = 0; t < T; ++t) {
+    for (uint32_t i = 0; i < ffn; ++i) {
+      const double g = bf(gu[t * 2 * ffn + i]);
+      const double u = bf(gu[t * 2 * ffn + ffn + i]);
+      const double ref = g / (1.0 + std::exp(-g)) * u;
+      ASSERT_NEAR(bf(act[t * ffn + i]), ref, 8e-3 * std::abs(ref) + 1e-4) << t << " " << i;
+    }
+  }
+}
+
+TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
+  HW_SKIP_WITHOUT_CUDA();
+  models::cpu::LlamaConfig c;
+  c.head_dim = 64;
+  c.rope_theta = 500000.0;
+  c.rope_scaling.llama3 = true;
+  c.rope_scaling.factor = 8.0;
+  const models::cpu::Rope rope(c);
+  const uint32_t heads = 4, kv_heads = 2, hd = 64, half = 32;
+  k::KvLayout layout{1, kv_heads, hd, 16};
+  const uint32_t blocks = 8;
+  const std::vector<int32_t> positions = {0, 1, 17, 8191, 100000};
+  const uint32_t T = static_cast<uint32_t>(positions.size());
+  const uint32_t width = (heads + 2 * kv_heads) * hd;
+  const auto qkv = random_bf16(size_t{T} * width, 1.0f, 6);
+  std::vector<int64_t> slots(T);
+  for (uint32_t t = 0; t < T; ++t) {
+    slots[t] = static_cast<int64_t>(((t * 3) % blocks) * layout.block_elems() +
+                                    (positions[t] % layout.block_size) * hd);
+  }
+  Dev<__nv_bfloat16> d_qkv(qkv);
+  Dev<int32_t> d_pos(positions);
+  Dev<int64_t> d_slots(slots);
+  Dev<double> d_freq(rope.inverse_frequencies());
+  Dev<__nv_bfloat16> d_cache(layout.block_elems() * blocks);
+  k::RopeKvArgs a;
+  a.qkv = d_qkv.get();
+  a.tokens = T;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = hd;
+  a.positions = d_pos.get();
+  a.slot_offsets = d_slots.get();
+  a.inv_freq = d_freq.get();
+  a.layer_cache = d_cache.get();
+  a.head_elems = layout.head_elems();
+  ASSERT_EQ(k::rope_kv_write(a, nullptr), cudaSuccess);
+  const auto out = d_qkv.download();
+  const auto cache = d_cache.download();
+  for (uint32_t t = 0; t < T; ++t) {
+    std::vector<float> cs(half), sn(half);
+    const uint32_t p = static_cast<uint32_t>(positions[t]);
+    rope.table(&p, 1, cs.data(), sn.data());
+    std::vector<float> row(width);
+    for (uint32_t i = 0; i < width; ++i) row[i] = bf(qkv[t * width + i]);
+    models::cpu::Rope::apply(row.data(), heads + kv_heads, hd, cs.data(), sn.data());
+    for (uint32_t i = 0; i < width; ++i) {
+      ASSERT_NEAR(bf(out[t * width + i]), row[i], 1e-2) << "token " << t << " element " << i;
+    }
+    for (uint32_t g = 0; g < kv_heads; ++g) {
+      for (uint32_t d = 0; d < hd; ++d) {
+        const size_t kpos = slots[t] + g * layout.head_elems() + d;
+        const size_t vpos = slots[t] + (kv_heads + g) * layout.head_elems() + d;
+        ASSERT_EQ(bf(cache[kpos]), bf(out[t * width + (heads + g) * hd + d])) << "k " << t;
+        ASSERT_EQ(bf(cache[vpos]), bf(qkv[t * width + (heads + kv_heads + g) * hd + d]))
+            << "v " << t;
+      }
+    }
+  }
+}
+
+struct AttentionCase {
+  uint32_t heads, kv_heads, head_dim, block_size;
+};
+
+class CudaAttention : public ::testing::TestWithParam<AttentionCase> {};
+
+// Prefill chunks over a cached prefix, a chunk from position 0, a short decode and a long decode
+// (split-K), all in one step; scrambled block tables; everything past a row's position is random
+// garbage that must be masked.
+TEST_P(CudaAttention, MatchesReference) {
+  HW_SKIP_WITHOUT_CUDA();
+  const AttentionCase p = GetParam();
+  const uint32_t group = p.heads / p.kv_heads;
+  k::KvLayout layout{2, p.kv_heads, p.head_dim, p.block_size};
+  const uint32_t layer = 1;
+  struct Req {
+    uint32_t start, tokens;
+  };
+  const std::vector<Req> reqs = {{40, 37}, {1500, 1}, {7, 1}, {0, 5}, {3000, 1}};
+  uint32_t blocks_needed = 0;
+  for (const Req& r : reqs) blocks_needed += (r.start + r.tokens + p.block_size - 1) / p.block_size;
+  const uint32_t blocks = blocks_needed + 3;
+  std::vector<uint32_t> perm(blocks);
+  std::iota(perm.begin(), perm.end(), 0u);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(9));
+  std::vector<std::vector<uint32_t>> tables;
+  std::vector<std::vector<int32_t>> ids;
+  uint32_t next = 0, T = 0;
+  std::vector<hw_model_slice> slices;
+  for (const Req& r : reqs) {
+    const uint32_t n = (r.start + r.tokens + p.block_size - 1) / p.block_size;
+    tables.emplace_back(perm.begin() + next, perm.begin() + next + n);
+    next += n;
+    ids.emplace_back(r.tokens, 1);
+    T += r.tokens;
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    slices.push_back(hw_model_slice{i, reqs[i].start, reqs[i].tokens, ids[i].data(),
+                                    tables[i].data(), static_cast<uint32_t>(tables[i].size()), 0,
+                                    0.0f, 1.0f, 0, 0, 0, 0.0f, 0});
+  }
+  hw_model_batch batch{sizeof(hw_model_batch), slices.data(), static_cast<uint32_t>(slices.size()),
+                       p.block_size};
+  StepLimits limits{100, 1u << 20, blocks, group, false};
+  StepPlan plan;
+  plan.build(batch, layout, limits);
+  ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";
+  ASSERT_GT(plan.prefill_unit_count(), 0u);
+
+  const uint32_t width = (p.heads + 2 * p.kv_heads) * p.head_dim;
+  const auto cache = random_bf16(layout.block_elems() * blocks, 1.0f, 10);
+  const auto qkv = random_bf16(size_t{T} * width, 1.0f, 11);
+  Dev<__nv_bfloat16> d_cache(cache);
+  Dev<__nv_bfloat16> d_qkv(qkv);
+  Dev<__nv_bfloat16> d_out(size_t{T} * p.heads * p.head_dim);
+  Dev<std::byte> d_plan(plan.offsets().total);
+  check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
+        "plan upload");
+  Dev<float> d_acc(size_t{plan.partial_records()} * p.head_dim);
+  Dev<float> d_ml(size_t{plan.partial_records()} * 2);
+  const auto at = [&](size_t off) {
+    return reinterpret_cast<const std::byte*>(d_plan.get()) + off;
+  };
+  k::AttentionArgs a;
+  a.qkv = d_qkv.get();
+  a.q_stride = width;
+  a.out = d_out.get();
+  a.layer_cache = d_cache.get() + layer * layout.layer_elems();
+  a.block_elems = layout.block_elems();
+  a.head_elems = layout.head_elems();
+  a.block_size = p.block_size;
+  a.block_tables = reinterpret_cast<const int32_t*>(at(plan.offsets().block_tables));
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  a.partial_acc = d_acc.get();
+  a.partial_ml = d_ml.get();
+  ASSERT_EQ(k::paged_attention(
+                a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().prefill_units)),
+                plan.prefill_unit_count(), k::AttentionKind::kPrefill, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(k::paged_attention(
+                a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().decode_units)),
+                plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(k::attention_reduce(
+                a, reinterpret_cast<const k::AttentionReduceUnit*>(at(plan.offsets().reduce_units)),
+                plan.reduce_unit_count(), nullptr),
+            cudaSuccess);
+  const auto out = d_out.download();
+
+  uint32_t row = 0;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    for (uint32_t t = 0; t < reqs[i].tokens; ++t, ++row) {
+      const uint32_t pos = reqs[i].start + t;
+      for (uint32_t h = 0; h < p.heads; ++h) {
+        const uint32_t g = h / group;
+        const auto key = [&](uint32_t kpos, bool value, uint32_t d) {
+          const uint64_t off = tables[i][kpos / p.block_size] * layout.block_elems() +
+                               layer * layout.layer_elems() +
+                               (value ? p.kv_heads + g : g) * layout.head_elems() +
+                               (kpos % p.block_size) * p.head_dim + d;
+          return static_cast<double>(bf(cache[off]));
+        };
+        std::vector<double> s(pos + 1);
+        double best = -1e300;
+        for (uint32_t kp = 0; kp <= pos; ++kp) {
+          double dot = 0.0;
+          for (uint32_t d = 0; d < p.head_dim; ++d) {
+            dot += static_cast<double>(bf(qkv[size_t{row} * width + h * p.head_dim + d])) *
+                   key(kp, false, d);
+          }
+          s[kp] = dot * scale;
+          best = std::max(best, s[kp]);
+        }
+        double sum = 0.0;
+        for (double& v : s) sum += (v = std::exp(v - best));
+        for (uint32_t d = 0; d < p.head_dim; ++d) {
+          double ref = 0.0;
+          for (uint32_t kp = 0; kp <= pos; ++kp) ref += s[kp] / sum * key(kp, true, d);
+          const double got = bf(out[(size_t{row} * p.heads + h) * p.head_dim + d]);
+          ASSERT_NEAR(got, ref, 1e-2 * std::abs(ref) + 2e-3)
+              << "request " << i << " token " << t << " head " << h << " dim " << d;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
+                         ::testing::Values(AttentionCase{8, 2, 64, 16}, AttentionCase{4, 4, 16, 4},
+                                           AttentionCase{32, 8, 128, 16},
+                                           AttentionCase{64, 2, 256, 32}),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           const AttentionCase& c = info.param;
+                           return "heads" + std::to_string(c.heads) + "_kv" +
+                                  std::to_string(c.kv_heads) + "_dim" + std::to_string(c.head_dim) +
+                                  "_block" + std::to_string(c.block_size);
+                         });
+
+TEST(CudaKernels, GemmMatchesReference) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t n = 96, kk = 320;
+  Gemm gemm;
+  const auto w = random_bf16(size_t{n} * kk, 0.1f, 12);
+  Dev<__nv_bfloat16> d_w(w);
+  for (uint32_t m : {1u, 7u, 130u}) {
+    const auto x = random_bf16(size_t{m} * kk, 1.0f, 13 + m);
+    Dev<__nv_bfloat16> d_x(x);
+    Dev<__nv_bfloat16> d_b(size_t{m} * n);
+    Dev<float> d_f(size_t{m} * n);
+    gemm.run(d_x.get(), d_w.get(), d_b.get(), GemmOut::kBF16, m, n, kk, nullptr);
+    gemm.run(d_x.get(), d_w.get(), d_f.get(), GemmOut::kF32, m, n, kk, nullptr);
+    const auto b = d_b.download();
+    const auto f = d_f.download();
+    for (uint32_t i = 0; i < m; ++i) {
+      for (uint32_t j = 0; j < n; ++j) {
+        double ref = 0.0;
+        for (uint32_t q = 0; q < kk; ++q) {
+          ref += static_cast<double>(bf(x[i * kk + q])) * bf(w[j * kk + q]);
+        }
+        ASSERT_NEAR(f[i * n + j], ref, 1e-4 + 1e-4 * std::abs(ref)) << m << " " << i << " " << j;
+        ASSERT_NEAR(bf(b[i * n + j]), ref, 1e-3 + 8e-3 * std::abs(ref))
+            << m << " " << i << " " << j;
+      }
+    }
+  }
+  EXPECT_EQ(gemm.cached_plans(), 6u);  // 3 shapes x 2 output types, each planned once
+}
+
+// Kept set of the device sampler's semantics, computed in double on the host.
+std::vector<bool> kept(const std::vector<float>& logits, const k::SampleParams& p) {
+  const size_t v = logits.size();
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> w(v);
+  for (size_t i = 0; i < v; ++i) w[i] = std::exp((logits[i] - mx) / p.temperature);
+  std::vector<size_t> order(v);
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
+  std::vector<bool> keep(v, true);
+  size_t count = v;
+  if (p.top_k > 0 && p.top_k < v) count = p.top_k;
+  if (p.top_p < 1.0f) {
+    double total = 0.0;
+    for (size_t i = 0; i < count; ++i) total += w[order[i]];
+    double mass = 0.0;
+    size_t n = 0;
+    while (n < count && mass < p.top_p * total) mass += w[order[n++]];
+    count = n;
+  }
+  for (size_t i = count; i < v; ++i) keep[order[i]] = false;
+  for (size_t i = 0; i < v; ++i) keep[i] = keep[i] && w[i] >= p.min_p;
+  return keep;
+}
+
+TEST(CudaKernels, SamplingFollowsTheCoreSemantics) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t vocab = 1000;
+  const std::vector<k::SampleParams> kinds = {
+      {0.0f, 1.0f, 0.0f, 0, 0, 0, 0},  {0.8f, 1.0f, 0.0f, 0, 0, 0, 0},
+      {1.0f, 1.0f, 0.05f, 0, 0, 0, 0}, {1.0f, 1.0f, 0.0f, 20, 0, 0, 0},
+      {1.0f, 0.9f, 0.0f, 0, 0, 0, 0},  {1.2f, 0.8f, 0.01f, 50, 0, 0, 0}};
+  const uint32_t per_kind = 64;
+  const uint32_t rows = static_cast<uint32_t>(kinds.size()) * per_kind;
+  std::mt19937 rng(14);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(size_t{rows} * vocab);
+  for (float& l : logits) l = normal(rng);
+  std::vector<k::SampleParams> params(rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    params[r] = kinds[r / per_kind];
+    params[r].seed = 1000 + r;
+    params[r].output_index = r % 7;
+  }
+  Dev<float> d_logits(logits);
+  Dev<k::SampleParams> d_params(params);
+  Dev<int32_t> d_out(rows);
+  ASSERT_EQ(k::sample_tokens(d_logits.get(), rows, vocab, d_params.get(), d_out.get(), nullptr),
+            cudaSuccess);
+  const auto out = d_out.download();
+  core::Sampler sampler;
+  int exact_mismatches = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    const std::vector<float> row(logits.begin() + size_t{r} * vocab,
+                                 logits.begin() + size_t{r + 1} * vocab);
+    const k::SampleParams& p = params[r];
+    ASSERT_GE(out[r], 0);
+    ASSERT_LT(out[r], static_cast<int32_t>(vocab));
+    if (p.temperature == 0.0f) {
+      ASSERT_EQ(out[r], std::max_element(row.begin(), row.end()) - row.begin()) << r;
+      continue;
+    }
+    ASSERT_TRUE(kept(row, p)[out[r]]) << "row " << r << " sampled a token outside the kept set";
+    if (p.top_k == 0 && p.top_p == 1.0f) {
+      std::vector<float> copy = row;
+      core::SamplingParams sp;
+      sp.temperature = p.temperature;
+      sp.min_p = p.min_p;
+      sp.seed = p.seed;
+      exact_mismatches += sampler.sample(copy, sp, p.output_index) != out[r];
+    }
+  }
+  // Same draw, same order: only a 1-ulp difference of exp() landing on a boundary could differ.
+  EXPECT_LE(exact_mismatches, 1);
+}
+
+TEST(CudaKernels, SamplingFrequenciesFollowTheSoftmax) {
+  HW_SKIP_WITHOUT_CUDA();
+  const std::vector<float> base = {0.0f, 1.0f, 2.0f, 0.5f};
+  const uint32_t rows = 8000, vocab = 4;
+  std::vector<float> logits;
+  std::vector<k::SampleParams> params(rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    logits.insert(logits.end(), base.begin(), base.end());
+    params[r] = {1.0f, 1.0f, 0.0f, 0, 77, r, 0};
+  }
+  Dev<float> d_logits(logits);
+  Dev<k::SampleParams> d_params(params);
+  Dev<int32_t> d_out(rows);
+  ASSERT_EQ(k::sample_tokens(d_logits.get(), rows, vocab, d_params.get(), d_out.get(), nullptr),
+            cudaSuccess);
+  const auto out = d_out.download();
+  std::vector<double> freq(vocab, 0.0);
+  for (int32_t t : out) freq[t] += 1.0 / rows;
+  double z = 0.0;
+  for (float l : base) z += std::exp(l);
+  for (uint32_t i = 0; i < vocab; ++i) {
+    EXPECT_NEAR(freq[i], std::exp(base[i]) / z, 0.02) << "token " << i;
+  }
+}
+
+}  // namespace
+}  // namespace headway::gpu_test

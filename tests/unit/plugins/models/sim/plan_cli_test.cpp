@@ -1,0 +1,114 @@
+// `headway plan` as a user runs it: the chosen degree, the memory breakdown, one line per smaller
+// degree saying why it fails, and one clear stderr line for every bad invocation.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "../../../../integration/cli_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using headway::test::CliRun;
+
+CliRun run(const std::string& args) { return headway::test::run_cli("plan " + args); }
+
+size_t lines(const std::string& s) {
+  size_t count = 0;
+  for (char c : s) count += c == '\n';
+  return count;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A config.json in a fresh temporary directory, removed with the object.
+struct TempConfig {
+  explicit TempConfig(const std::string& json)
+      : dir(fs::temp_directory_path() / ("plan_cli_test_" + std::to_string(::getpid()))) {
+    fs::create_directories(dir);
+    std::ofstream(path()) << json;
+  }
+  ~TempConfig() { fs::remove_all(dir); }
+  fs::path path() const { return dir / "config.json"; }
+  fs::path dir;
+};
+
+TEST(PlanCli, Llama70bOnH100At64kNeedsFourGpus) {
+  const CliRun r = run("--model llama-3.3-70b --gpu h100 --context 65536");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "tensor_parallel = 4")) << r.out;
+  EXPECT_TRUE(contains(r.out, "weights              35.28")) << r.out;
+  EXPECT_TRUE(
+      contains(r.out, "KV cache              5.37   (1 x 65536 tokens x 81920 bytes/token)"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "max concurrency at context 65536: 7")) << r.out;
+  // The smaller degrees, each with the size of its miss (hand-computed in planner_test.cpp).
+  EXPECT_TRUE(contains(r.out, "tp=1: memory: needs ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "tp=2: memory: needs 84.88 GB per GPU, 4.88 GB more than the 80.00"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "tp=8")) << r.out;
+}
+
+TEST(PlanCli, Fp8AndH200ChangeTheAnswer) {
+  CliRun r = run("--model llama-3.3-70b --gpu h200 --context 65536");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "tensor_parallel = 2")) << r.out;
+  r = run("--model llama-3.3-70b --gpu h100 --context 8192 --dtype fp8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "tensor_parallel = 1")) << r.out;
+  EXPECT_TRUE(contains(r.out, "weights fp8, KV cache fp8")) << r.out;
+  r = run("--model llama-3.3-70b --gpu h100 --context 8192 --dtype fp8 --kv-dtype bf16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "weights fp8, KV cache bf16")) << r.out;
+}
+
+TEST(PlanCli, HeadDivisibilityIsAReasonForAConfigJson) {
+  // Qwen2.5-7B-like: 28 query heads and 4 kv heads, made so deep (800 layers) that even four GPUs
+  // are too few.
+  const TempConfig config(R"({"num_hidden_layers": 800, "hidden_size": 3584,
+      "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+      "vocab_size": 152064, "max_position_embeddings": 32768})");
+  const CliRun r = run("--model " + config.path().string() + " --gpu h100 --context 4096");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "tp=8: heads: heads=28 % tp=8 = 4")) << r.out;
+  EXPECT_TRUE(contains(r.out, "tp=4: memory: needs")) << r.out;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "does not fit")) << r.err;
+}
+
+TEST(PlanCli, BadInputsAreOneClearLine) {
+  CliRun r = run("--model llama-9b --gpu h100 --context 4096");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "--model: unknown model preset 'llama-9b'")) << r.err;
+
+  const TempConfig bad(R"({"num_hidden_layers": 32, "hidden_size": "big"})");
+  r = run("--model " + bad.path().string() + " --gpu h100 --context 4096");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, bad.path().string())) << r.err;
+  EXPECT_TRUE(contains(r.err, "\"hidden_size\"")) << r.err;
+
+  r = run("--model /nonexistent/config.json --gpu h100 --context 4096");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "/nonexistent/config.json: cannot open")) << r.err;
+
+  r = run("--model llama-2-70b --gpu h100 --context 8192");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "--context 8192 exceeds the model's maximum of 4096")) << r.err;
+
+  r = run("--model llama-3.1-8b --gpu a100 --context 4096");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.err, "a100")) << r.err;
+
+  r = run("--model llama-3.1-8b --gpu h100");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.err, "--context")) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,133 @@
+// `headway bench` run as a user runs it, against the fake OpenAI server of this directory.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../../../integration/cli_runner.h"
+#include "fake_openai_server.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using headway::test::CliRun;
+using headway::test::FakeBehaviour;
+using headway::test::FakeOpenAiServer;
+
+const fs::path kWorkload =
+    fs::path(HEADWAY_SOURCE_DIR) / "tests/unit/serving/bench/data/two_classes.toml";
+const fs::path kDeployment =
+    fs::path(HEADWAY_SOURCE_DIR) / "tests/integration/data/two_engines.toml";
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+class BenchCli : public ::testing::Test {
+ protected:
+  CliRun bench(const std::string& args) {
+    return headway::test::run_cli("bench --url " + server.url() + " --workload " +
+                                  kWorkload.string() + " " + args);
+  }
+  nlohmann::json read_json() {
+    std::ifstream in(out);
+    return nlohmann::json::parse(in);
+  }
+  void TearDown() override { fs::remove(out); }
+
+  FakeOpenAiServer server;
+  const fs::path out =
+      fs::temp_directory_path() / ("headway_bench_cli_" + std::to_string(::getpid()) + ".json");
+};
+
+TEST_F(BenchCli, MeasuresTheWorkloadAndWritesTheReport) {
+  const CliRun r = bench("--out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measured on a server"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("send lateness"), std::string::npos) << r.out;
+  // Not a terminal: plain progress lines, the last one with every request finished.
+  EXPECT_NE(r.err.find("bench: 24/24 finished (0 failed)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  EXPECT_EQ(server.received().size(), 24u);
+
+  const nlohmann::json report = read_json();
+  ASSERT_EQ(report["classes"].size(), 2u);
+  EXPECT_EQ(report["classes"][0]["name"], "chat");
+  EXPECT_EQ(report["classes"][1]["name"], "document");
+  EXPECT_EQ(report["overall"]["finished"], 24);
+  EXPECT_EQ(report["bench"]["model"], "tiny");  // from GET /v1/models
+  EXPECT_EQ(report["bench"]["overall"]["sent"], 24);
+  EXPECT_EQ(report["bench"]["overall"]["failed"], 0);
+  EXPECT_FALSE(report.contains("prediction"));
+}
+
+TEST_F(BenchCli, FailuresAreCountedPerClassWithoutStoppingTheRun) {
+  server.set_behaviour("document", FakeBehaviour::kHttp503);
+  const CliRun r = bench("--quiet --num-requests 12 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;  // --quiet
+  EXPECT_EQ(server.received().size(), 12u);
+  EXPECT_NE(r.out.find("http_status"), std::string::npos) << r.out;
+  const nlohmann::json report = read_json();
+  const nlohmann::json& document = report["bench"]["classes"][1];
+  EXPECT_EQ(document["name"], "document");
+  EXPECT_GT(document["failures"]["http_status"].get<int>(), 0);
+  EXPECT_EQ(document["failures"]["http_status"], document["sent"]);
+  EXPECT_EQ(report["bench"]["classes"][0]["failed"], 0);
+}
+
+TEST_F(BenchCli, ARunWhereNothingSucceedsExitsNonZeroWithTheFirstFailure) {
+  server.set_behaviour("chat", FakeBehaviour::kHttp503);
+  server.set_behaviour("document", FakeBehaviour::kHttp503);
+  const CliRun r = bench("--quiet --num-requests 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("no request succeeded"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("overloaded"), std::string::npos) << r.err;
+}
+
+TEST_F(BenchCli, PredictionIsPrintedBesideTheMeasurement) {
+  const CliRun r =
+      bench("--quiet --predict-config " + kDeployment.string() + " --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("prediction by two-engines"), std::string::npos) << r.out;
+  const nlohmann::json report = read_json();
+  ASSERT_TRUE(report.contains("prediction"));
+  EXPECT_EQ(report["prediction"]["report"]["deployment"], "two-engines");
+  const nlohmann::json& rows = report["prediction"]["comparison"];
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["name"], "chat");
+  EXPECT_EQ(rows[2]["name"], "overall");
+  EXPECT_TRUE(rows[0]["ttft_p50"]["predicted"].is_number());
+  EXPECT_TRUE(rows[0]["ttft_p50"]["measured"].is_number());
+}
+
+TEST_F(BenchCli, BadInputIsOneLineNamingIt) {
+  CliRun r = headway::test::run_cli("bench --url localhost:8000 --workload " + kWorkload.string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("--url 'localhost:8000'"), std::string::npos) << r.err;
+
+  r = bench("--model other --quiet");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("--model other"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tiny"), std::string::npos) << r.err;
+
+  r = bench("--num-requests 1000 --quiet");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--num-requests 1000"), std::string::npos) << r.err;
+
+  r = headway::test::run_cli("bench --url http://127.0.0.1:1 --workload " + kWorkload.string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("http://127.0.0.1:1/v1/models"), std::string::npos) << r.err;
+  EXPECT_TRUE(server.received().empty());
+}
+
+}  // namespace

@@ -1,0 +1,211 @@
+// run_bench against a fake OpenAI server: what is sent matches the workload, what comes back is
+// measured and failures are counted per class. Assertions are on counts, contents and order.
+#include <gtest/gtest.h>
+#include <headway/core/report.h>
+#include <headway/core/workload.h>
+#include <headway/serving/bench/bench_runner.h>
+#include <headway/serving/bench/bench_summary.h>
+#include <headway/serving/bench/server_endpoint.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <thread>
+#include <tuple>
+
+#include "fake_openai_server.h"
+
+namespace headway::serving::bench {
+namespace {
+
+using test::FakeBehaviour;
+using test::FakeOpenAiServer;
+
+const std::filesystem::path kWorkload =
+    std::filesystem::path(HEADWAY_SOURCE_DIR) / "tests/unit/serving/bench/data/two_classes.toml";
+
+class BenchRunnerTest : public ::testing::Test {
+ protected:
+  BenchOptions options(size_t max_concurrency) const {
+    BenchOptions o;
+    o.endpoint = parse_server_url(server.url());
+    o.model = "tiny";
+    o.token_ids = token_id_range(320u);
+    o.max_concurrency = max_concurrency;
+    return o;
+  }
+
+  size_t count_class(const std::string& name) const {
+    size_t n = 0;
+    for (const core::WorkloadRequest& r : workload.requests)
+      n += workload.classes[r.class_index].name == name;
+    return n;
+  }
+
+  FakeOpenAiServer server;
+  const core::Workload workload = core::load_workload(kWorkload);
+};
+
+TEST_F(BenchRunnerTest, SendsTheWorkloadsRequestsInArrivalOrder) {
+  ASSERT_EQ(workload.requests.size(), 24u);
+  ASSERT_GT(count_class("document"), 0u);
+  ASSERT_GT(count_class("chat"), 0u);
+  const BenchOptions o = options(1);  // one sender: the server sees the sends in their order
+  const BenchRun run = run_bench(workload, o);
+
+  const std::vector<nlohmann::json> received = server.received();
+  ASSERT_EQ(received.size(), workload.requests.size());
+  for (size_t i = 0; i < received.size(); ++i) {
+    const core::WorkloadRequest& r = workload.requests[i];
+    const nlohmann::json& body = received[i];
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(body["prompt"].get<std::vector<int32_t>>(),
+              synthetic_prompt(workload.seed, r.id, r.prompt_tokens, o.token_ids));
+    EXPECT_EQ(body["prompt"].size(), r.prompt_tokens);
+    EXPECT_EQ(body["max_tokens"], r.output_tokens);
+    EXPECT_EQ(body["request_class"], workload.classes[r.class_index].name);
+    EXPECT_EQ(body["model"], "tiny");
+    EXPECT_EQ(body["stream"], true);
+    EXPECT_EQ(body["ignore_eos"], true);
+    EXPECT_EQ(body["stream_options"]["include_usage"], true);
+  }
+
+  ASSERT_EQ(run.records.size(), workload.requests.size());
+  for (size_t i = 0; i < run.records.size(); ++i) {
+    const core::RequestRecord& rec = run.records[i];
+    SCOPED_TRACE("record " + std::to_string(i));
+    EXPECT_TRUE(run.results[i].ok()) << run.results[i].message;
+    EXPECT_TRUE(rec.finished);
+    EXPECT_EQ(rec.id, workload.requests[i].id);
+    EXPECT_EQ(rec.class_index, workload.requests[i].class_index);
+    EXPECT_EQ(rec.output_tokens, workload.requests[i].output_tokens);
+    ASSERT_EQ(rec.token_times.size(), rec.output_tokens);
+    EXPECT_LE(rec.arrival, rec.first_token);
+    EXPECT_EQ(rec.first_token, rec.token_times.front());
+    EXPECT_TRUE(std::is_sorted(rec.token_times.begin(), rec.token_times.end()));
+    EXPECT_LE(rec.token_times.back(), rec.finish);
+    EXPECT_EQ(run.results[i].usage_completion_tokens, workload.requests[i].output_tokens);
+  }
+  // Sent in order: each send is no earlier than the one before it.
+  for (size_t i = 1; i < run.records.size(); ++i) {
+    EXPECT_LE(run.records[i - 1].arrival, run.records[i].arrival);
+  }
+  EXPECT_EQ(run.sender_threads, 1u);
+
+  const core::Report report = core::build_report(workload, run.records, 0, 0, run.wall_seconds);
+  ASSERT_EQ(report.classes.size(), 2u);
+  EXPECT_EQ(report.classes[0].name, "chat");
+  EXPECT_EQ(report.classes[0].finished, count_class("chat"));
+  EXPECT_EQ(report.classes[1].finished, count_class("document"));
+  EXPECT_EQ(report.overall.ttft.count, workload.requests.size());
+}
+
+TEST_F(BenchRunnerTest, ManySendersSendEveryRequestExactlyOnce) {
+  const BenchRun run = run_bench(workload, options(8));
+  using Key = std::tuple<std::string, size_t, uint32_t>;  // class, prompt length, max_tokens
+  std::vector<Key> sent, expected;
+  for (const nlohmann::json& body : server.received()) {
+    sent.emplace_back(body["request_class"], body["prompt"].size(), body["max_tokens"]);
+  }
+  for (const core::WorkloadRequest& r : workload.requests) {
+    expected.emplace_back(workload.classes[r.class_index].name, r.prompt_tokens, r.output_tokens);
+  }
+  std::sort(sent.begin(), sent.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(sent, expected);
+  EXPECT_LE(run.sender_threads, 8u);
+  for (const StreamResult& r : run.results) EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST_F(BenchRunnerTest, ASlowServerDoesNotHoldBackTheArrivals) {
+  // The server answers nothing until every request has arrived: only an open loop gets there.
+  for (const char* c : {"chat", "document"}) server.set_behaviour(c, FakeBehaviour::kHold);
+  BenchRun run;
+  std::thread bench([&] { run = run_bench(workload, options(64)); });
+  server.wait_until_held(workload.requests.size());
+  server.release_held();
+  bench.join();
+  EXPECT_EQ(run.peak_in_flight, workload.requests.size());
+  for (const StreamResult& r : run.results) EXPECT_TRUE(r.ok()) << r.message;
+}
+
+TEST_F(BenchRunnerTest, HttpErrorsAreCountedPerClassAndTheRunGoesOn) {
+  server.set_behaviour("document", FakeBehaviour::kHttp503);
+  const BenchRun run = run_bench(workload, options(4));
+  const BenchSummary summary = summarize_bench(workload, run, 4);
+  ASSERT_EQ(summary.classes.size(), 2u);
+  const ClassOutcomes& chat = summary.classes[0];
+  const ClassOutcomes& document = summary.classes[1];
+  EXPECT_EQ(chat.succeeded, count_class("chat"));
+  EXPECT_EQ(chat.failed, 0u);
+  EXPECT_EQ(document.failed, count_class("document"));
+  EXPECT_EQ(document.failures_by_kind[static_cast<size_t>(FailureKind::kHttpStatus)],
+            count_class("document"));
+  EXPECT_NE(document.first_failure.find("HTTP 503: overloaded"), std::string::npos)
+      << document.first_failure;
+  EXPECT_EQ(summary.overall.sent, workload.requests.size());
+  for (size_t i = 0; i < run.results.size(); ++i) {
+    if (!run.results[i].ok()) {
+      EXPECT_EQ(run.results[i].http_status, 503);
+    }
+    EXPECT_EQ(run.records[i].finished, run.results[i].ok());
+  }
+}
+
+TEST_F(BenchRunnerTest, BrokenStreamsAreFailuresOfTheirKind) {
+  server.set_behaviour("chat", FakeBehaviour::kCloseMidStream);
+  server.set_behaviour("document", FakeBehaviour::kEndWithoutDone);
+  const BenchRun run = run_bench(workload, options(4));
+  const BenchSummary summary = summarize_bench(workload, run, 4);
+  EXPECT_EQ(summary.classes[0].failures_by_kind[static_cast<size_t>(FailureKind::kTransport)],
+            count_class("chat"));
+  EXPECT_EQ(summary.classes[1].failures_by_kind[static_cast<size_t>(FailureKind::kCutShort)],
+            count_class("document"));
+  EXPECT_EQ(summary.overall.succeeded, 0u);
+
+  server.set_behaviour("chat", FakeBehaviour::kErrorEvent);
+  server.set_behaviour("document", FakeBehaviour::kStream);
+  const BenchSummary second = summarize_bench(workload, run_bench(workload, options(4)), 4);
+  EXPECT_EQ(second.classes[0].failures_by_kind[static_cast<size_t>(FailureKind::kStreamError)],
+            count_class("chat"));
+  EXPECT_NE(second.classes[0].first_failure.find("engine failed"), std::string::npos);
+  EXPECT_EQ(second.classes[1].succeeded, count_class("document"));
+}
+
+TEST_F(BenchRunnerTest, TokensOfMultiTokenChunksAreAllCounted) {
+  server.set_behaviour("chat", FakeBehaviour::kTwoTokensPerChunk);
+  const BenchRun run = run_bench(workload, options(4));
+  for (size_t i = 0; i < run.records.size(); ++i) {
+    ASSERT_TRUE(run.results[i].ok()) << run.results[i].message;
+    EXPECT_EQ(run.records[i].output_tokens, workload.requests[i].output_tokens);
+    EXPECT_EQ(run.records[i].token_times.size(), workload.requests[i].output_tokens);
+  }
+}
+
+TEST_F(BenchRunnerTest, ModelListAndApiKeyReachTheServer) {
+  ServerEndpoint endpoint = parse_server_url(server.url() + "/v1");
+  endpoint.api_key = "sk-test";
+  const std::vector<ServedModel> models = list_models(endpoint);
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].id, "tiny");
+  EXPECT_EQ(models[0].vocab_size, 320u);
+  EXPECT_EQ(models[0].max_model_len, 8192u);
+
+  BenchOptions o = options(2);
+  o.endpoint = endpoint;
+  const core::Workload one = core::load_workload(kWorkload);
+  run_bench(one, o);
+  EXPECT_EQ(server.last_authorization(), "Bearer sk-test");
+}
+
+TEST_F(BenchRunnerTest, AServerThatIsNotThereFailsEveryRequestAsTransport) {
+  BenchOptions o = options(4);
+  o.endpoint = parse_server_url("http://127.0.0.1:1");
+  o.endpoint.connect_timeout_s = 2;
+  const BenchRun run = run_bench(workload, o);
+  const BenchSummary summary = summarize_bench(workload, run, 4);
+  EXPECT_EQ(summary.overall.failures_by_kind[static_cast<size_t>(FailureKind::kTransport)],
+            workload.requests.size());
+}
+
+}  // namespace
+}  // namespace headway::serving::bench

@@ -1,0 +1,107 @@
+// Abort, client cancellation and disconnects: every way a stream ends early must reach
+// GenerationService::abort().
+#include <gtest/gtest.h>
+
+#include "frontend_fixture.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using AbortTest = FrontendFixture;
+
+v1::GenerateRequest running_request(const std::string& id) {
+  v1::GenerateRequest request;
+  request.set_request_id(id);
+  request.set_text("a long story");
+  return request;
+}
+
+TEST_F(AbortTest, AbortEndsARunningStreamWithFinishReasonAbort) {
+  fake_.set_script({.tokens = {72}, .finish = Finish::kNone});
+  grpc::ClientContext stream_context;
+  auto reader = stub_->Generate(&stream_context, running_request("r-abort"));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));  // the request is running
+  EXPECT_EQ(response.text_delta(), "H");
+
+  grpc::ClientContext abort_context;
+  v1::AbortRequest abort;
+  abort.set_request_id("r-abort");
+  v1::AbortResponse aborted;
+  ASSERT_TRUE(stub_->Abort(&abort_context, abort, &aborted).ok());
+  EXPECT_TRUE(aborted.found());
+
+  v1::GenerateResponse last;
+  while (reader->Read(&response)) last = response;
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(last.finish_reason(), "abort");
+  EXPECT_EQ(last.usage().completion_tokens(), 1u);
+}
+
+TEST_F(AbortTest, AbortOfAnUnknownRequestSaysNotFound) {
+  grpc::ClientContext context;
+  v1::AbortRequest abort;
+  abort.set_request_id("never-submitted");
+  v1::AbortResponse aborted;
+  ASSERT_TRUE(stub_->Abort(&context, abort, &aborted).ok());
+  EXPECT_FALSE(aborted.found());
+  EXPECT_EQ(fake_.aborted(), std::vector<std::string>{"never-submitted"});
+}
+
+TEST_F(AbortTest, AbortWithoutARequestIdIsAnInvalidArgumentNamingIt) {
+  grpc::ClientContext context;
+  v1::AbortResponse aborted;
+  const grpc::Status status = stub_->Abort(&context, v1::AbortRequest{}, &aborted);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("request_id"), std::string::npos);
+  EXPECT_TRUE(fake_.aborted().empty());
+}
+
+TEST_F(AbortTest, AClientThatCancelsAStreamingRequestAbortsIt) {
+  fake_.set_script({.tokens = {72}, .finish = Finish::kNone});
+  grpc::ClientContext context;
+  auto reader = stub_->Generate(&context, running_request("r-cancel"));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  context.TryCancel();
+  EXPECT_TRUE(fake_.wait_for_abort("r-cancel"));
+  while (reader->Read(&response)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(AbortTest, AClientThatCancelsBeforeTheFirstTokenAbortsTheQueuedRequest) {
+  fake_.set_script({.finish = Finish::kNone});  // queued: no token ever comes
+  grpc::ClientContext context;
+  auto reader = stub_->Generate(&context, running_request("r-queued"));
+  ASSERT_EQ(fake_.wait_for_submitted(1).size(), 1u);
+  context.TryCancel();
+  EXPECT_TRUE(fake_.wait_for_abort("r-queued"));
+  v1::GenerateResponse response;
+  EXPECT_FALSE(reader->Read(&response));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(AbortTest, AClientDeadlineThatPassesAbortsTheRequest) {
+  fake_.set_script({.finish = Finish::kNone});
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  auto reader = stub_->Generate(&context, running_request("r-deadline"));
+  // On a machine so loaded that the call expired before its handler ran, nothing was queued and
+  // there is nothing to check.
+  if (fake_.wait_for_submitted(1).empty())
+    GTEST_SKIP() << "the deadline passed before Generate ran";
+  EXPECT_TRUE(fake_.wait_for_abort("r-deadline"));
+  v1::GenerateResponse response;
+  EXPECT_FALSE(reader->Read(&response));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+TEST_F(AbortTest, ARequestThatFinishedNormallyIsNotAborted) {
+  fake_.set_script({.tokens = {72, 105}, .finish = Finish::kLength});
+  ASSERT_TRUE(generate(running_request("r-done")).status.ok());
+  EXPECT_TRUE(fake_.aborted().empty());
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

@@ -1,0 +1,85 @@
+// A GenerationService for the gRPC frontend's tests: it records what it is given and produces what
+// the test scripts, with no model and no tokenizer. Token id n decodes to the character n, so
+// {72, 105} reads "Hi".
+//
+// Ownership: streams are shared with the frontend; the fake keeps the running ones until they
+// finish or are aborted. Threading: every method is safe from any thread (one mutex); the waits
+// block the calling test thread.
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace headway::serving::testing {
+
+// How long a test waits for something the frontend must do before it fails (a guard against a
+// hang, never a measurement).
+inline constexpr std::chrono::seconds kWaitGuard{30};
+
+class FakeGenerationService final : public GenerationService {
+ public:
+  // What submit() does with the next requests.
+  struct Script {
+    std::vector<int32_t> tokens;      // pushed at once when the request is submitted
+    Finish finish = Finish::kLength;  // kNone: the request keeps running until the test
+                                      // finishes it or it is aborted
+    Timings timings;
+    std::string error;  // with Finish::kError
+  };
+
+  FakeGenerationService();
+
+  void set_script(Script script);
+  // The next submit() throws `error` (once).
+  void fail_next_submit(ServiceError error);
+  // model_info(), cluster_info() and health() throw `error` while it is set.
+  void fail_info_calls(std::optional<ServiceError> error);
+  void set_health(HealthSummary health);
+  void set_model(ModelSummary model);
+  void set_cluster(ClusterSummary cluster);
+
+  // --- the test drives a running request (Script::finish == kNone) ---
+  void push(const std::string& id, std::vector<int32_t> tokens);
+  void finish(const std::string& id, Finish finish, Timings timings = {});
+
+  // Waits until `count` requests have been submitted; returns their inputs (all of them).
+  std::vector<GenerateInput> wait_for_submitted(size_t count);
+  // True once abort(id) has been called, waiting up to kWaitGuard.
+  bool wait_for_abort(const std::string& id);
+  std::vector<std::string> aborted() const;
+
+  // --- GenerationService ---
+  std::shared_ptr<RequestStream> submit(GenerateInput input) override;
+  bool abort(const std::string& request_id) override;
+  ModelSummary model_info() const override;
+  ClusterSummary cluster_info() const override;
+  HealthSummary health() const override;
+  std::string metrics_text() const override { return {}; }
+  size_t drain(double) override { return 0; }
+
+ private:
+  void throw_if_info_fails() const;  // mutex_ held
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  Script script_;
+  std::optional<ServiceError> submit_error_;
+  std::optional<ServiceError> info_error_;
+  HealthSummary health_;
+  ModelSummary model_;
+  ClusterSummary cluster_;
+  std::vector<GenerateInput> submitted_;
+  std::vector<std::string> aborted_;
+  std::map<std::string, std::shared_ptr<RequestStream>> running_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace headway::serving::testing

@@ -1,0 +1,209 @@
+// Generate end to end: a generated client stub against a real GrpcFrontend over the fake service.
+#include <gtest/gtest.h>
+
+#include "frontend_fixture.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using GenerateTest = FrontendFixture;
+
+TEST_F(GenerateTest, StreamsTokenIdsAndTextWithUsageAndTimingsOnTheLastMessage) {
+  fake_.set_script({.tokens = {72, 105},
+                    .finish = Finish::kLength,
+                    .timings = {.queue_seconds = 0.25,
+                                .ttft_seconds = 0.5,
+                                .e2e_seconds = 1.5,
+                                .kv_transfer_seconds = 0.125}});
+  v1::GenerateRequest request = token_request({1, 2, 3});
+  request.set_request_id("r-1");
+  request.mutable_sampling()->set_max_tokens(2);
+
+  const GenerateResult result = generate(request);
+
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_FALSE(result.messages.empty());
+  EXPECT_EQ(result.token_ids(), (std::vector<int32_t>{72, 105}));
+  EXPECT_EQ(result.text(), "Hi");
+  const v1::GenerateResponse& last = result.messages.back();
+  EXPECT_EQ(last.request_id(), "r-1");
+  EXPECT_EQ(last.finish_reason(), "length");
+  EXPECT_EQ(last.usage().prompt_tokens(), 3u);
+  EXPECT_EQ(last.usage().completion_tokens(), 2u);
+  EXPECT_DOUBLE_EQ(last.timings().queue_seconds(), 0.25);
+  EXPECT_DOUBLE_EQ(last.timings().ttft_seconds(), 0.5);
+  EXPECT_DOUBLE_EQ(last.timings().e2e_seconds(), 1.5);
+  EXPECT_DOUBLE_EQ(last.timings().kv_transfer_seconds(), 0.125);
+  EXPECT_TRUE(last.error().empty());
+
+  const auto inputs = fake_.wait_for_submitted(1);
+  ASSERT_EQ(inputs.size(), 1u);
+  EXPECT_EQ(inputs[0].request_id, "r-1");
+  EXPECT_EQ(inputs[0].prompt_kind, GenerateInput::PromptKind::kTokenIds);
+  EXPECT_EQ(inputs[0].prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(inputs[0].max_tokens, 2u);
+}
+
+TEST_F(GenerateTest, SendsEachBatchOfTokensAsItArrives) {
+  fake_.set_script({.finish = Finish::kNone});
+  grpc::ClientContext context;
+  const std::string id = "r-stream";
+  v1::GenerateRequest request = token_request({7});
+  request.set_request_id(id);
+  auto reader = stub_->Generate(&context, request);
+  ASSERT_EQ(fake_.wait_for_submitted(1).size(), 1u);
+
+  fake_.push(id, {72});
+  v1::GenerateResponse first;
+  ASSERT_TRUE(reader->Read(&first));
+  EXPECT_EQ(first.request_id(), id);
+  EXPECT_EQ(std::vector<int32_t>(first.token_ids().begin(), first.token_ids().end()),
+            std::vector<int32_t>{72});
+  EXPECT_EQ(first.text_delta(), "H");
+  EXPECT_EQ(first.finish_reason(), "");
+  EXPECT_FALSE(first.has_usage());
+  EXPECT_FALSE(first.has_timings());
+
+  fake_.push(id, {105, 33});
+  fake_.finish(id, Finish::kStop);
+  std::vector<v1::GenerateResponse> rest;
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) rest.push_back(response);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_FALSE(rest.empty());
+  std::string text;
+  for (const auto& message : rest) text += message.text_delta();
+  EXPECT_EQ(text, "i!");
+  EXPECT_EQ(rest.back().finish_reason(), "stop");
+  EXPECT_EQ(rest.back().usage().completion_tokens(), 3u);
+  for (size_t i = 0; i + 1 < rest.size(); ++i) EXPECT_EQ(rest[i].finish_reason(), "") << i;
+}
+
+TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
+  v1::GenerateRequest request;
+  request.set_text("Hello");
+  request.set_model("fake-model");
+  request.set_priority(-2);
+  request.set_request_class("short");
+  v1::SamplingParams& sampling = *request.mutable_sampling();
+  sampling.set_temperature(0.75f);
+  sampling.set_top_p(0.5f);
+  sampling.set_top_k(40);
+  sampling.set_min_p(0.05f);
+  sampling.set_seed(1234);
+  sampling.set_max_tokens(7);
+  sampling.set_ignore_eos(true);
+  sampling.add_stop("###");
+  sampling.add_stop_token_ids(2);
+  sampling.add_stop_token_ids(9);
+  ASSERT_TRUE(generate(request).status.ok());
+
+  const GenerateInput input = fake_.wait_for_submitted(1).at(0);
+  EXPECT_EQ(input.prompt_kind, GenerateInput::PromptKind::kText);
+  EXPECT_EQ(input.prompt_text, "Hello");
+  EXPECT_EQ(input.model, "fake-model");
+  EXPECT_EQ(input.priority, -2);
+  EXPECT_EQ(input.request_class, "short");
+  EXPECT_FLOAT_EQ(input.sampling.temperature, 0.75f);
+  EXPECT_FLOAT_EQ(input.sampling.top_p, 0.5f);
+  EXPECT_EQ(input.sampling.top_k, 40u);
+  EXPECT_FLOAT_EQ(input.sampling.min_p, 0.05f);
+  EXPECT_EQ(input.sampling.seed, 1234u);
+  EXPECT_EQ(input.max_tokens, 7u);
+  EXPECT_TRUE(input.sampling.ignore_eos);
+  EXPECT_EQ(input.stop, std::vector<std::string>{"###"});
+  EXPECT_EQ(input.sampling.stop_token_ids, (std::vector<int32_t>{2, 9}));
+}
+
+TEST_F(GenerateTest, PassesChatMessages) {
+  v1::GenerateRequest request;
+  auto* messages = request.mutable_chat();
+  auto* system = messages->add_messages();
+  system->set_role("system");
+  system->set_content("Be brief.");
+  auto* user = messages->add_messages();
+  user->set_role("user");
+  user->set_content("Hi?");
+  ASSERT_TRUE(generate(request).status.ok());
+
+  const GenerateInput input = fake_.wait_for_submitted(1).at(0);
+  EXPECT_EQ(input.prompt_kind, GenerateInput::PromptKind::kChat);
+  ASSERT_EQ(input.messages.size(), 2u);
+  EXPECT_EQ(input.messages[0].role, "system");
+  EXPECT_EQ(input.messages[0].content, "Be brief.");
+  EXPECT_EQ(input.messages[1].role, "user");
+  EXPECT_EQ(input.messages[1].content, "Hi?");
+}
+
+TEST_F(GenerateTest, UnsetSamplingFieldsTakeTheServiceDefaultsNotProtoZeros) {
+  ASSERT_TRUE(generate(token_request({1})).status.ok());
+  const GenerateInput input = fake_.wait_for_submitted(1).at(0);
+  EXPECT_FLOAT_EQ(input.sampling.top_p, 1.0f);              // proto3 would say 0, which is invalid
+  EXPECT_EQ(input.max_tokens, GenerateInput{}.max_tokens);  // 16, not 0
+  EXPECT_FLOAT_EQ(input.sampling.temperature, 0.0f);
+}
+
+TEST_F(GenerateTest, AnExplicitZeroMaxTokensReachesTheServiceToBeRefused) {
+  v1::GenerateRequest request = token_request({1});
+  request.mutable_sampling()->set_max_tokens(0);
+  ASSERT_TRUE(generate(request).status.ok());
+  EXPECT_EQ(fake_.wait_for_submitted(1).at(0).max_tokens, 0u);
+}
+
+TEST_F(GenerateTest, ARequestWithoutAPromptIsAnInvalidArgumentNamingIt) {
+  const GenerateResult result = generate(v1::GenerateRequest{});
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(result.status.error_message().find("prompt"), std::string::npos)
+      << result.status.error_message();
+  EXPECT_TRUE(result.messages.empty());
+  EXPECT_TRUE(fake_.wait_for_submitted(0).empty());
+}
+
+TEST_F(GenerateTest, AFailedRequestEndsWithFinishReasonErrorAndItsMessage) {
+  fake_.set_script({.tokens = {65}, .finish = Finish::kError, .error = "engine 0 stopped"});
+  const GenerateResult result = generate(token_request({1}));
+  ASSERT_TRUE(result.status.ok());
+  ASSERT_FALSE(result.messages.empty());
+  EXPECT_EQ(result.messages.back().finish_reason(), "error");
+  EXPECT_EQ(result.messages.back().error(), "engine 0 stopped");
+  EXPECT_EQ(result.text(), "A");
+}
+
+struct StatusCase {
+  ErrorCode service_code;
+  grpc::StatusCode grpc_code;
+};
+
+class GenerateStatusTest : public FrontendFixture,
+                           public ::testing::WithParamInterface<StatusCase> {};
+
+TEST_P(GenerateStatusTest, ARefusedRequestGetsTheMappedCodeAndNamesTheField) {
+  fake_.fail_next_submit(ServiceError(GetParam().service_code, "must be at least 1", "max_tokens"));
+  const GenerateResult result = generate(token_request({1}));
+  EXPECT_EQ(result.status.error_code(), GetParam().grpc_code);
+  EXPECT_EQ(result.status.error_message(), "max_tokens: must be at least 1");
+  EXPECT_TRUE(result.messages.empty());
+  const auto param = result.trailing_metadata.find("headway-error-param");
+  ASSERT_NE(param, result.trailing_metadata.end());
+  EXPECT_EQ(param->second, "max_tokens");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryErrorCode, GenerateStatusTest,
+    ::testing::Values(StatusCase{ErrorCode::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT},
+                      StatusCase{ErrorCode::kNotFound, grpc::StatusCode::NOT_FOUND},
+                      StatusCase{ErrorCode::kResourceExhausted,
+                                 grpc::StatusCode::RESOURCE_EXHAUSTED},
+                      StatusCase{ErrorCode::kUnavailable, grpc::StatusCode::UNAVAILABLE},
+                      StatusCase{ErrorCode::kInternal, grpc::StatusCode::INTERNAL}));
+
+TEST_F(GenerateTest, AMessageThatAlreadyNamesTheFieldIsNotPrefixedAgain) {
+  fake_.fail_next_submit(
+      ServiceError(ErrorCode::kNotFound, "model \"other\" is not served here", "model"));
+  const GenerateResult result = generate(token_request({1}));
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(result.status.error_message(), "model \"other\" is not served here");
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

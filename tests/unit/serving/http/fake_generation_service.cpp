@@ -1,0 +1,154 @@
+#include "fake_generation_service.h"
+
+#include <chrono>
+#include <span>
+
+namespace headway::serving::testing {
+namespace {
+
+// Letters, with none held back: the frontend's tests do not exercise stop strings (the service's
+// job), only that they are passed through.
+class LetterDecoder : public IncrementalDecoder {
+ public:
+  std::string append(std::span<const int32_t> ids) override {
+    std::string text;
+    for (int32_t id : ids) text += static_cast<char>('a' + id % 26);
+    return text;
+  }
+  bool stopped() const override { return false; }
+  std::string flush() override { return {}; }
+};
+
+std::vector<int32_t> ids_from(int32_t first, int count) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < count; ++i) ids.push_back(first + i);
+  return ids;
+}
+
+}  // namespace
+
+void FakeGenerationService::set_finish(Finish finish, std::string error) {
+  std::lock_guard lock(mutex_);
+  finish_ = finish;
+  finish_error_ = std::move(error);
+}
+
+void FakeGenerationService::set_hold(bool hold) {
+  std::lock_guard lock(mutex_);
+  hold_ = hold;
+}
+
+void FakeGenerationService::fail_submits_with(std::optional<ServiceError> error) {
+  std::lock_guard lock(mutex_);
+  submit_error_ = std::move(error);
+}
+
+void FakeGenerationService::set_serving(bool serving) {
+  std::lock_guard lock(mutex_);
+  serving_ = serving;
+}
+
+void FakeGenerationService::set_metrics(std::string text) {
+  std::lock_guard lock(mutex_);
+  metrics_ = std::move(text);
+}
+
+void FakeGenerationService::push(const std::string& id, int count) {
+  std::lock_guard lock(mutex_);
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  it->second.stream->push_tokens(ids_from(it->second.next_id, count));
+  it->second.next_id += count;
+}
+
+void FakeGenerationService::finish(const std::string& id, Finish finish, std::string error) {
+  std::lock_guard lock(mutex_);
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  it->second.stream->finish(finish, Timings{}, std::move(error));
+  held_.erase(it);
+}
+
+std::vector<GenerateInput> FakeGenerationService::submitted() const {
+  std::lock_guard lock(mutex_);
+  return submitted_;
+}
+
+std::vector<std::string> FakeGenerationService::aborted() const {
+  std::lock_guard lock(mutex_);
+  return aborted_;
+}
+
+bool FakeGenerationService::wait_for_submits(size_t n, double seconds) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, std::chrono::duration<double>(seconds),
+                           [&] { return submitted_.size() >= n; });
+}
+
+bool FakeGenerationService::wait_for_abort(const std::string& id, double seconds) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, std::chrono::duration<double>(seconds), [&] {
+    for (const auto& aborted : aborted_) {
+      if (aborted == id) return true;
+    }
+    return false;
+  });
+}
+
+std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input) {
+  std::lock_guard lock(mutex_);
+  if (submit_error_) throw *submit_error_;
+  if (!input.model.empty() && input.model != kModelName) {
+    throw ServiceError(ErrorCode::kNotFound, "model \"" + input.model + "\" is not served",
+                       "model");
+  }
+  std::string id =
+      input.request_id.empty() ? "fake-" + std::to_string(next_request_++) : input.request_id;
+  const uint32_t max_tokens = input.max_tokens;
+  submitted_.push_back(std::move(input));
+  changed_.notify_all();
+
+  auto stream = std::make_shared<RequestStream>(id, kPromptTokens,
+                                                std::make_unique<LetterDecoder>(), nullptr);
+  if (hold_) {
+    held_[id] = Held{stream, 0};
+    return stream;
+  }
+  // Immediate mode: the whole answer is there before the frontend first looks.
+  const int count = finish_ == Finish::kLength ? static_cast<int>(max_tokens)
+                                               : static_cast<int>(max_tokens > 3 ? 3 : max_tokens);
+  stream->push_tokens(ids_from(0, count));
+  stream->finish(finish_, Timings{}, finish_error_);
+  return stream;
+}
+
+bool FakeGenerationService::abort(const std::string& request_id) {
+  std::lock_guard lock(mutex_);
+  aborted_.push_back(request_id);
+  changed_.notify_all();
+  auto it = held_.find(request_id);
+  if (it == held_.end()) return false;
+  it->second.stream->finish(Finish::kAbort, Timings{});
+  held_.erase(it);
+  return true;
+}
+
+ModelSummary FakeGenerationService::model_info() const {
+  return ModelSummary{kModelName, kMaxModelLen, 256, "byte"};
+}
+
+ClusterSummary FakeGenerationService::cluster_info() const { return {}; }
+
+HealthSummary FakeGenerationService::health() const {
+  std::lock_guard lock(mutex_);
+  return HealthSummary{serving_, serving_ ? 1u : 0u, 1};
+}
+
+std::string FakeGenerationService::metrics_text() const {
+  std::lock_guard lock(mutex_);
+  return metrics_;
+}
+
+size_t FakeGenerationService::drain(double) { return 0; }
+
+}  // namespace headway::serving::testing

@@ -1,0 +1,78 @@
+// A GenerationService for the HTTP frontend's tests: deterministic output, a finish the test
+// chooses, and a record of every request and abort.
+//
+// Output: token id k decodes to the letter 'a' + k % 26, and a request's i-th token is id i, so a
+// request for n tokens reads "abcd..." (n letters) and then finishes with the configured reason.
+// In held mode, submit() only opens the stream; the test then pushes tokens and finishes it
+// through push()/finish(), and can see the frontend's abort().
+//
+// Threading: every method is safe from any thread (the frontend calls it from its workers).
+#pragma once
+
+#include <headway/serving/generation_service.h>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace headway::serving::testing {
+
+class FakeGenerationService : public GenerationService {
+ public:
+  static constexpr uint32_t kPromptTokens = 7;
+  static constexpr uint32_t kMaxModelLen = 4096;
+  static constexpr const char* kModelName = "fake-model";
+
+  // --- what the test controls ---
+  void set_finish(Finish finish, std::string error = {});  // how immediate requests end
+  void set_hold(bool hold);                                // streams stay open until finish()
+  void fail_submits_with(std::optional<ServiceError> error);
+  void set_serving(bool serving);
+  void set_metrics(std::string text);
+
+  // Held streams: push `count` more letters, or finish.
+  void push(const std::string& id, int count);
+  void finish(const std::string& id, Finish finish, std::string error = {});
+
+  // --- what the test observes ---
+  std::vector<GenerateInput> submitted() const;
+  std::vector<std::string> aborted() const;
+  // Waits (up to `seconds`, generous: a liveness bound, not a timing check) for the n-th submit /
+  // for an abort of `id`; returns whether it happened.
+  bool wait_for_submits(size_t n, double seconds) const;
+  bool wait_for_abort(const std::string& id, double seconds) const;
+
+  // --- GenerationService ---
+  std::shared_ptr<RequestStream> submit(GenerateInput input) override;
+  bool abort(const std::string& request_id) override;
+  ModelSummary model_info() const override;
+  ClusterSummary cluster_info() const override;
+  HealthSummary health() const override;
+  std::string metrics_text() const override;
+  size_t drain(double timeout_seconds) override;
+
+ private:
+  struct Held {
+    std::shared_ptr<RequestStream> stream;
+    int32_t next_id = 0;
+  };
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  Finish finish_ = Finish::kLength;
+  std::string finish_error_;
+  bool hold_ = false;
+  std::optional<ServiceError> submit_error_;
+  bool serving_ = true;
+  std::string metrics_ = "# TYPE headway_requests_total counter\nheadway_requests_total 3\n";
+  std::vector<GenerateInput> submitted_;
+  std::vector<std::string> aborted_;
+  std::map<std::string, Held> held_;
+  uint64_t next_request_ = 0;
+};
+
+}  // namespace headway::serving::testing

@@ -1,0 +1,186 @@
+// Every way a request can fail reaches the client as an OpenAI error body with the right status,
+// and the server keeps serving afterwards.
+#include "http_test_support.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST_F(HttpFrontendTest, MalformedJsonSaysWhere) {
+  auto result = post_json("/v1/completions", R"({"prompt": "x" "max_tokens": 3})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  const json error = error_of(result->body);
+  EXPECT_EQ(error["type"], "invalid_request_error");
+  EXPECT_EQ(error["code"], 400);
+  EXPECT_NE(error["message"].get<std::string>().find("(byte 27): parse error at line 1, column 27"),
+            std::string::npos)
+      << error;
+  EXPECT_TRUE(service_.submitted().empty());
+}
+
+TEST_F(HttpFrontendTest, InvalidUtf8IsRefused) {
+  auto result = post_json("/v1/chat/completions",
+                          "{\"messages\": [{\"role\": \"user\", \"content\": \"a\xc3\x28\"}]}");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  EXPECT_NE(error_of(result->body)["message"].get<std::string>().find("UTF-8"), std::string::npos);
+}
+
+TEST_F(HttpFrontendTest, WrongFieldTypeNamesTheField) {
+  auto result = post_json("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "x"}], "top_p": "high"})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  const json error = error_of(result->body);
+  EXPECT_EQ(error["param"], "top_p");
+  EXPECT_NE(error["message"].get<std::string>().find("top_p must be a number"), std::string::npos);
+}
+
+TEST_F(HttpFrontendTest, UnsupportedFieldsAreRefused) {
+  for (const char* body : {R"({"prompt": "x", "n": 3})", R"({"prompt": "x", "logprobs": 2})",
+                           R"({"prompt": "x", "echo": true})", R"({"prompt": "x", "best_of": 2})",
+                           R"({"prompt": "x", "suffix": "s"})", R"({"prompt": ["a", "b"]})"}) {
+    auto result = post_json("/v1/completions", body);
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, 400) << body;
+    const std::string message = error_of(result->body)["message"];
+    EXPECT_TRUE(message.find("not supported") != std::string::npos) << body << ": " << message;
+  }
+  EXPECT_TRUE(service_.submitted().empty());
+}
+
+struct ServiceFailure {
+  ErrorCode code;
+  int status;
+  const char* type;
+};
+
+class ServiceErrorMapping : public HttpFrontendTest,
+                            public ::testing::WithParamInterface<ServiceFailure> {};
+
+TEST_P(ServiceErrorMapping, MapsToTheHttpStatus) {
+  const ServiceFailure& failure = GetParam();
+  service_.fail_submits_with(ServiceError(failure.code, "refused by the fake", "max_tokens"));
+  for (const char* stream : {"false", "true"}) {
+    auto result =
+        post_json("/v1/completions", std::string(R"({"prompt": "x", "stream": )") + stream + "}");
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, failure.status);
+    const json error = error_of(result->body);
+    EXPECT_EQ(error["message"], "refused by the fake");
+    EXPECT_EQ(error["param"], "max_tokens");
+    EXPECT_EQ(error["type"], failure.type);
+    EXPECT_EQ(error["code"], failure.status);
+  }
+  service_.fail_submits_with(std::nullopt);
+  auto good = post_json("/v1/completions", R"({"prompt": "x"})");
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Codes, ServiceErrorMapping,
+    ::testing::Values(ServiceFailure{ErrorCode::kInvalidArgument, 400, "invalid_request_error"},
+                      ServiceFailure{ErrorCode::kNotFound, 404, "not_found_error"},
+                      ServiceFailure{ErrorCode::kResourceExhausted, 429, "rate_limit_error"},
+                      ServiceFailure{ErrorCode::kUnavailable, 503, "service_unavailable_error"},
+                      ServiceFailure{ErrorCode::kInternal, 500, "server_error"}));
+
+TEST_F(HttpFrontendTest, UnknownModelIs404) {
+  auto result = post_json("/v1/completions", R"({"prompt": "x", "model": "gpt-9"})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 404);
+  EXPECT_EQ(error_of(result->body)["param"], "model");
+}
+
+TEST_F(HttpFrontendTest, FailedGenerationIs500AndAbortedIs503) {
+  service_.set_finish(Finish::kError, "engine 0 died");
+  auto failed = post_json("/v1/completions", R"({"prompt": "x"})");
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, 500);
+  EXPECT_NE(error_of(failed->body)["message"].get<std::string>().find("engine 0 died"),
+            std::string::npos);
+
+  service_.set_finish(Finish::kAbort, "draining");
+  auto aborted =
+      post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}]})");
+  ASSERT_TRUE(aborted);
+  EXPECT_EQ(aborted->status, 503);
+  EXPECT_EQ(error_of(aborted->body)["type"], "service_unavailable_error");
+}
+
+TEST_F(HttpFrontendTest, UnknownRouteIs404AndWrongMethodIs405) {
+  auto unknown = client().Get("/v2/completions");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_NE(error_of(unknown->body)["message"].get<std::string>().find("/v2/completions"),
+            std::string::npos);
+  auto unknown_post = post_json("/v1/embeddings", R"({"input": "x"})");
+  ASSERT_TRUE(unknown_post);
+  EXPECT_EQ(unknown_post->status, 404);
+
+  auto get_completions = client().Get("/v1/completions");
+  ASSERT_TRUE(get_completions);
+  EXPECT_EQ(get_completions->status, 405);
+  EXPECT_EQ(get_completions->get_header_value("Allow"), "POST");
+  error_of(get_completions->body);
+  auto delete_models = client().Delete("/v1/models");
+  ASSERT_TRUE(delete_models);
+  EXPECT_EQ(delete_models->status, 405);
+  EXPECT_EQ(delete_models->get_header_value("Allow"), "GET");
+}
+
+TEST_F(HttpFrontendTest, OversizedBodyIs413) {
+  const std::string big = R"({"prompt": ")" + std::string(kHttpMaxBodyBytes, 'a') + R"("})";
+  auto result = post_json("/v1/completions", big);
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 413);
+  EXPECT_NE(error_of(result->body)["message"].get<std::string>().find("larger than"),
+            std::string::npos);
+  EXPECT_TRUE(service_.submitted().empty());
+  auto good = post_json("/v1/completions", R"({"prompt": "x"})");
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200);
+}
+
+TEST_F(HttpFrontendTest, GarbageOnTheWireGets400AndTheServerKeepsServing) {
+  const std::string garbage[] = {
+      "GARBAGE\r\n\r\n",
+      "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",  // a TLS hello on the plain port
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n{}",
+      "POST /v1/completions HTTP/9.9\r\n\r\n",
+      "GET /health HTTP/1.1\r\n" + std::string(300000, 'X') + "\r\n\r\n",
+  };
+  for (const std::string& bytes : garbage) {
+    // cpp-httplib keeps even a confused connection open for its keep-alive time, so read up to
+    // the end of the error body (or a close) rather than to the close.
+    RawConnection connection(port());
+    connection.send(bytes);
+    const std::string response = connection.read_until("}}");
+    // Either a 4xx or a closed connection; never a 2xx, and never a crash.
+    EXPECT_TRUE(response.empty() || response.starts_with("HTTP/1.1 4")) << response;
+  }
+  RawConnection connection(port());
+  connection.send("GARBAGE\r\n\r\n");
+  const std::string malformed = connection.read_until("}}");
+  ASSERT_TRUE(malformed.starts_with("HTTP/1.1 400")) << malformed;
+  EXPECT_NE(malformed.find("\"invalid_request_error\""), std::string::npos) << malformed;
+
+  auto good = post_json("/v1/completions", R"({"prompt": "x"})");
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200);
+}
+
+TEST_F(HttpFrontendTest, ARawRequestWithConnectionCloseIsAnswered) {
+  const std::string body = R"({"prompt": "hi", "max_tokens": 2})";
+  const std::string response = raw_exchange(
+      port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_TRUE(response.starts_with("HTTP/1.1 200")) << response;
+  EXPECT_NE(response.find("\"text\":\"ab\""), std::string::npos) << response;
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

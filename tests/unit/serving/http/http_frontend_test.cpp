@@ -1,0 +1,213 @@
+// The frontend's non-streamed answers, its side routes and its life cycle, driven by cpp-httplib's
+// client against a fake service.
+#include <headway/core/error.h>
+
+#include "http_test_support.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST_F(HttpFrontendTest, CompletionAnswersWithTextFinishAndUsage) {
+  auto result = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 5})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "application/json");
+  const json body = json::parse(result->body);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_TRUE(body["id"].get<std::string>().starts_with("cmpl-"));
+  EXPECT_EQ(body["model"], FakeGenerationService::kModelName);
+  EXPECT_TRUE(body["created"].is_number_integer());
+  ASSERT_EQ(body["choices"].size(), 1u);
+  EXPECT_EQ(body["choices"][0]["index"], 0);
+  EXPECT_EQ(body["choices"][0]["text"], "abcde");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(body["usage"],
+            json({{"prompt_tokens", 7}, {"completion_tokens", 5}, {"total_tokens", 12}}));
+
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_EQ(submitted[0].prompt_text, "hello");
+  EXPECT_EQ(submitted[0].max_tokens, 5u);
+  EXPECT_EQ(submitted[0].request_id, body["id"]);
+}
+
+TEST_F(HttpFrontendTest, CompletionPassesSamplingAndExtensionsToTheService) {
+  auto result = post_json("/v1/completions", R"({"model": "fake-model", "prompt": [3, 4],
+      "temperature": 0, "top_p": 0.5, "top_k": 8, "min_p": 0.1, "seed": 99, "ignore_eos": true,
+      "stop": ["x", "yz"], "priority": 2, "request_class": "batch", "max_tokens": 2})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  const GenerateInput& input = submitted[0];
+  EXPECT_EQ(input.model, "fake-model");
+  EXPECT_EQ(input.prompt_kind, GenerateInput::PromptKind::kTokenIds);
+  EXPECT_EQ(input.prompt_ids, (std::vector<int32_t>{3, 4}));
+  EXPECT_FLOAT_EQ(input.sampling.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(input.sampling.top_p, 0.5f);
+  EXPECT_EQ(input.sampling.top_k, 8u);
+  EXPECT_FLOAT_EQ(input.sampling.min_p, 0.1f);
+  EXPECT_EQ(input.sampling.seed, 99u);
+  EXPECT_TRUE(input.sampling.ignore_eos);
+  EXPECT_EQ(input.stop, (std::vector<std::string>{"x", "yz"}));
+  EXPECT_EQ(input.priority, 2);
+  EXPECT_EQ(input.request_class, "batch");
+}
+
+TEST_F(HttpFrontendTest, StopFinishIsReportedAsStop) {
+  service_.set_finish(Finish::kStop);
+  auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 10})");
+  ASSERT_TRUE(result);
+  const json body = json::parse(result->body);
+  EXPECT_EQ(body["choices"][0]["text"], "abc");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(HttpFrontendTest, ChatAnswersWithAnAssistantMessage) {
+  auto result = post_json("/v1/chat/completions", R"({"messages": [
+      {"role": "system", "content": "terse"},
+      {"role": "user", "content": [{"type": "text", "text": "hi"}]}], "max_tokens": 3})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json body = json::parse(result->body);
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_TRUE(body["id"].get<std::string>().starts_with("chatcmpl-"));
+  EXPECT_EQ(body["choices"][0]["message"], json({{"role", "assistant"}, {"content", "abc"}}));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["total_tokens"], 10);
+
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_EQ(submitted[0].prompt_kind, GenerateInput::PromptKind::kChat);
+  ASSERT_EQ(submitted[0].messages.size(), 2u);
+  EXPECT_EQ(submitted[0].messages[1].role, "user");
+  EXPECT_EQ(submitted[0].messages[1].content, "hi");
+}
+
+TEST_F(HttpFrontendTest, ChatWithoutALimitAsksForTheWholeContext) {
+  service_.set_finish(Finish::kStop);  // the fake then stops after 3 tokens
+  auto result =
+      post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}]})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(service_.submitted().at(0).max_tokens, FakeGenerationService::kMaxModelLen);
+}
+
+TEST_F(HttpFrontendTest, ModelsListsTheServedModel) {
+  auto result = client().Get("/v1/models");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  const json body = json::parse(result->body);
+  EXPECT_EQ(body["object"], "list");
+  ASSERT_EQ(body["data"].size(), 1u);
+  EXPECT_EQ(body["data"][0]["id"], FakeGenerationService::kModelName);
+  EXPECT_EQ(body["data"][0]["object"], "model");
+  EXPECT_EQ(body["data"][0]["max_model_len"], FakeGenerationService::kMaxModelLen);
+}
+
+TEST_F(HttpFrontendTest, HealthFollowsTheService) {
+  auto ok = client().Get("/health");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(json::parse(ok->body)["status"], "ok");
+  service_.set_serving(false);
+  auto down = client().Get("/health");
+  ASSERT_TRUE(down);
+  EXPECT_EQ(down->status, 503);
+  EXPECT_EQ(json::parse(down->body)["status"], "unavailable");
+}
+
+TEST_F(HttpFrontendTest, MetricsServesTheServiceText) {
+  service_.set_metrics("# TYPE x gauge\nx 42\n");
+  auto result = client().Get("/metrics");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(result->body, "# TYPE x gauge\nx 42\n");
+}
+
+TEST_F(HttpFrontendTest, ApiKeyIsRequiredEverywhereButHealth) {
+  start_frontend("s3cret");
+  auto none = post_json("/v1/completions", R"({"prompt": "x"})");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(error_of(none->body)["type"], "authentication_error");
+  EXPECT_NE(error_of(none->body)["message"].get<std::string>().find("missing"), std::string::npos);
+
+  auto wrong =
+      post_json("/v1/completions", R"({"prompt": "x"})", {{"Authorization", "Bearer s3cre"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_NE(error_of(wrong->body)["message"].get<std::string>().find("invalid"), std::string::npos);
+
+  auto not_bearer = client().Get("/v1/models", {{"Authorization", "Basic s3cret"}});
+  ASSERT_TRUE(not_bearer);
+  EXPECT_EQ(not_bearer->status, 401);
+  auto metrics = client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 401);
+  EXPECT_TRUE(service_.submitted().empty());
+
+  auto right =
+      post_json("/v1/completions", R"({"prompt": "x"})", {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+  auto lower_case_scheme = client().Get("/v1/models", {{"Authorization", "bearer s3cret"}});
+  ASSERT_TRUE(lower_case_scheme);
+  EXPECT_EQ(lower_case_scheme->status, 200);
+  auto health = client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(HttpFrontendTest, ABusyPortIsAnErrorNamingHostAndPort) {
+  HttpOptions options;
+  options.port = port();
+  HttpFrontend second(service_, options);
+  try {
+    second.start();
+    FAIL() << "a second frontend bound the same port";
+  } catch (const core::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("127.0.0.1:" + std::to_string(port())),
+              std::string::npos)
+        << error.what();
+  }
+  // The first one still serves.
+  auto result = client().Get("/health");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+}
+
+TEST_F(HttpFrontendTest, StartTwiceIsRefusedAndStopIsIdempotent) {
+  EXPECT_THROW(frontend_->start(), core::Error);
+  frontend_->stop();
+  frontend_->stop();
+  auto result = client().Get("/health");
+  EXPECT_FALSE(result);  // nothing listens any more
+}
+
+TEST(HttpFrontendLifecycle, StopsWithoutEverStarting) {
+  FakeGenerationService service;
+  HttpFrontend frontend(service, HttpOptions{});
+  EXPECT_EQ(frontend.port(), 0);
+  frontend.stop();
+}
+
+TEST_F(HttpFrontendTest, KeepAliveConnectionServesManyRequests) {
+  httplib::Client keep = client();
+  keep.set_keep_alive(true);
+  for (int i = 0; i < 20; ++i) {
+    auto result =
+        keep.Post("/v1/completions", R"({"prompt": "x", "max_tokens": 1})", "application/json");
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, 200);
+  }
+  EXPECT_EQ(service_.submitted().size(), 20u);
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

@@ -1,0 +1,245 @@
+// Server-Sent Event streams: their chunks, usage, error events, and that a client which goes away
+// or a frontend that stops aborts the request in the service.
+#include <thread>
+
+#include "http_test_support.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using nlohmann::json;
+
+// Liveness bound for waiting on the frontend's threads: far above what a passing run needs.
+constexpr double kPatienceSeconds = 30.0;
+
+std::vector<json> json_events(const std::vector<std::string>& data) {
+  std::vector<json> events;
+  for (const auto& payload : data) {
+    if (payload != "[DONE]") events.push_back(json::parse(payload));
+  }
+  return events;
+}
+
+TEST_F(HttpFrontendTest, CompletionStreamSendsDeltasFinishUsageAndDone) {
+  auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 4, "stream": true,
+                                                 "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  EXPECT_EQ(result->get_header_value("Content-Type"), "text/event-stream");
+  const auto data = sse_data(result->body);
+  ASSERT_GE(data.size(), 3u) << result->body;
+  EXPECT_EQ(data.back(), "[DONE]");
+  const auto events = json_events(data);
+
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json& event = events[i];
+    EXPECT_EQ(event["object"], "text_completion");
+    EXPECT_TRUE(event["id"].get<std::string>().starts_with("cmpl-"));
+    EXPECT_TRUE(event.contains("usage") && event["usage"].is_null()) << event;
+    text += event["choices"][0]["text"].get<std::string>();
+    const bool last_choice = i + 2 == events.size();
+    EXPECT_EQ(event["choices"][0]["finish_reason"], last_choice ? json("length") : json(nullptr));
+  }
+  EXPECT_EQ(text, "abcd");
+  const json& usage = events.back();
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"],
+            json({{"prompt_tokens", 7}, {"completion_tokens", 4}, {"total_tokens", 11}}));
+}
+
+TEST_F(HttpFrontendTest, StreamWithoutIncludeUsageHasNoUsage) {
+  auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 2, "stream": true})");
+  ASSERT_TRUE(result);
+  const auto events = json_events(sse_data(result->body));
+  ASSERT_FALSE(events.empty());
+  for (const json& event : events) {
+    EXPECT_FALSE(event.contains("usage")) << event;
+    EXPECT_EQ(event["choices"].size(), 1u);
+  }
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpFrontendTest, ChatStreamOpensWithTheRoleThenContentThenFinish) {
+  service_.set_finish(Finish::kStop);
+  auto result = post_json("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+                              "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(result);
+  const auto data = sse_data(result->body);
+  ASSERT_EQ(data.back(), "[DONE]");
+  const auto events = json_events(data);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.front()["object"], "chat.completion.chunk");
+  EXPECT_EQ(events.front()["choices"][0]["delta"]["role"], "assistant");
+  std::string content;
+  json finish = nullptr;
+  for (size_t i = 1; i + 1 < events.size(); ++i) {
+    const json& delta = events[i]["choices"][0]["delta"];
+    EXPECT_FALSE(delta.contains("role"));
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (!events[i]["choices"][0]["finish_reason"].is_null()) {
+      finish = events[i]["choices"][0]["finish_reason"];
+    }
+  }
+  EXPECT_EQ(content, "abc");
+  EXPECT_EQ(finish, "stop");
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(HttpFrontendTest, FailedStreamEndsWithAnErrorEventThenDone) {
+  service_.set_finish(Finish::kError, "engine 1 lost");
+  auto result = post_json("/v1/completions", R"({"prompt": "x", "stream": true})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);  // the stream had begun: the failure travels inside it
+  const auto data = sse_data(result->body);
+  ASSERT_GE(data.size(), 2u);
+  EXPECT_EQ(data.back(), "[DONE]");
+  const json error = error_of(data[data.size() - 2]);
+  EXPECT_EQ(error["code"], 500);
+  EXPECT_NE(error["message"].get<std::string>().find("engine 1 lost"), std::string::npos);
+  EXPECT_TRUE(service_.aborted().empty());  // it ended in the service already
+}
+
+TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string body = R"({"prompt": "x", "stream": true})";
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+  const std::string id = service_.submitted()[0].request_id;
+
+  service_.push(id, 2);
+  EXPECT_NE(connection.read_until("\"text\":\"ab\"").find("\"text\":\"ab\""), std::string::npos);
+  service_.push(id, 1);
+  EXPECT_NE(connection.read_until("\"text\":\"c\"").find("\"text\":\"c\""), std::string::npos);
+  service_.finish(id, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+  EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
+  EXPECT_TRUE(service_.aborted().empty());
+}
+
+TEST_F(HttpFrontendTest, ClientThatDisconnectsMidStreamAbortsTheRequest) {
+  service_.set_hold(true);
+  std::string id;
+  {
+    RawConnection connection(port());
+    const std::string body = R"({"messages": [{"role": "user", "content": "x"}], "stream": true})";
+    connection.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body);
+    ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+    id = service_.submitted()[0].request_id;
+    service_.push(id, 1);
+    ASSERT_NE(connection.read_until("\"content\":\"a\"").find("\"content\":\"a\""),
+              std::string::npos);
+    connection.reset();
+  }
+  // No more tokens come: the keep-alive comment is what finds the client gone.
+  EXPECT_TRUE(service_.wait_for_abort(id, kPatienceSeconds));
+}
+
+TEST_F(HttpFrontendTest, DisconnectNoticedOnTheNextToken) {
+  service_.set_hold(true);
+  std::string id;
+  {
+    RawConnection connection(port());
+    const std::string body = R"({"prompt": "x", "stream": true})";
+    connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body);
+    ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+    id = service_.submitted()[0].request_id;
+    service_.push(id, 1);
+    connection.read_until("\"text\":\"a\"");
+    connection.reset();
+  }
+  // Keep producing; a write fails soon enough and the frontend aborts.
+  bool aborted = false;
+  for (int i = 0; i < 3000 && !aborted; ++i) {
+    service_.push(id, 1);
+    aborted = service_.wait_for_abort(id, 0.01);
+  }
+  EXPECT_TRUE(aborted);
+}
+
+TEST_F(HttpFrontendTest, StopEndsOpenStreamsWithAnErrorAndAbortsThem) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string body = R"({"prompt": "x", "stream": true})";
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+  const std::string id = service_.submitted()[0].request_id;
+  service_.push(id, 1);
+  connection.read_until("\"text\":\"a\"");
+
+  frontend_->stop();
+  EXPECT_TRUE(service_.wait_for_abort(id, 0));  // stop() returned: the abort already happened
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_NE(all.find("shutting down"), std::string::npos) << all;
+  EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
+}
+
+TEST_F(HttpFrontendTest, StopAbortsAWaitingNonStreamedRequest) {
+  service_.set_hold(true);
+  std::thread caller([&] {
+    auto result = post_json("/v1/completions", R"({"prompt": "x"})");
+    // Either the 503 arrives or the connection closes with the server; never a 200.
+    if (result) {
+      EXPECT_EQ(result->status, 503);
+    }
+  });
+  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+  const std::string id = service_.submitted()[0].request_id;
+  frontend_->stop();
+  caller.join();
+  EXPECT_TRUE(service_.wait_for_abort(id, 0));
+}
+
+TEST_F(HttpFrontendTest, ManyConcurrentStreams) {
+  constexpr int kStreams = 64;
+  std::vector<std::thread> clients;
+  std::atomic<int> complete{0};
+  for (int i = 0; i < kStreams; ++i) {
+    clients.emplace_back([&] {
+      auto result =
+          post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 3, "stream": true})");
+      if (result && result->status == 200 && sse_data(result->body).back() == "[DONE]") {
+        ++complete;
+      } else {
+        ADD_FAILURE() << (result ? result->body : httplib::to_string(result.error()));
+      }
+    });
+  }
+  for (auto& client : clients) client.join();
+  EXPECT_EQ(complete.load(), kStreams);
+}
+
+TEST_F(HttpFrontendTest, TwoHundredFiftySixStreamsAtOnce) {
+  // Every stream holds a worker thread while it is open: all of them must be served together.
+  constexpr size_t kStreams = 256;
+  service_.set_hold(true);
+  const std::string body = R"({"prompt": "x", "stream": true})";
+  std::vector<std::unique_ptr<RawConnection>> connections;
+  for (size_t i = 0; i < kStreams; ++i) {
+    connections.push_back(std::make_unique<RawConnection>(port()));
+    connections.back()->send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                             std::to_string(body.size()) + "\r\n\r\n" + body);
+  }
+  ASSERT_TRUE(service_.wait_for_submits(kStreams, kPatienceSeconds));
+  for (const GenerateInput& input : service_.submitted()) {
+    service_.push(input.request_id, 2);
+    service_.finish(input.request_id, Finish::kLength);
+  }
+  for (auto& connection : connections) {
+    const std::string all = connection->read_until("data: [DONE]");
+    EXPECT_NE(all.find("\"text\":\"ab\""), std::string::npos) << all;
+    EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+    EXPECT_NE(all.find("data: [DONE]"), std::string::npos);
+  }
+  EXPECT_TRUE(service_.aborted().empty());
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

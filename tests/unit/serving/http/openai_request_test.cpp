@@ -1,0 +1,197 @@
+// Request parsing without a server: what each field becomes in the GenerateInput, and that every
+// refusal names its field.
+#include "openai_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "api_error.h"
+
+namespace headway::serving::http {
+namespace {
+
+// The ApiError a body is refused with; fails the test when it is accepted.
+ApiError refusal(const std::string& body, bool chat = false) {
+  try {
+    if (chat) {
+      parse_chat_request(body);
+    } else {
+      parse_completion_request(body);
+    }
+  } catch (const ApiError& error) {
+    return error;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return ApiError(0, "");
+}
+
+TEST(CompletionRequest, DefaultsFollowOpenAi) {
+  const OpenAiRequest parsed = parse_completion_request(R"({"prompt": "hello"})");
+  EXPECT_EQ(parsed.input.prompt_kind, GenerateInput::PromptKind::kText);
+  EXPECT_EQ(parsed.input.prompt_text, "hello");
+  EXPECT_EQ(parsed.input.max_tokens, 16u);
+  EXPECT_FLOAT_EQ(parsed.input.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(parsed.input.sampling.top_p, 1.0f);
+  EXPECT_EQ(parsed.input.sampling.top_k, 0u);
+  EXPECT_TRUE(parsed.input.stop.empty());
+  EXPECT_FALSE(parsed.stream);
+  EXPECT_FALSE(parsed.include_usage);
+  EXPECT_TRUE(parsed.input.request_id.starts_with("cmpl-"));
+  EXPECT_EQ(parsed.input.request_id.size(), 5u + 32u);
+}
+
+TEST(CompletionRequest, EveryRequestGetsItsOwnIdAndSeed) {
+  const OpenAiRequest a = parse_completion_request(R"({"prompt": "x"})");
+  const OpenAiRequest b = parse_completion_request(R"({"prompt": "x"})");
+  EXPECT_NE(a.input.request_id, b.input.request_id);
+  EXPECT_NE(a.input.sampling.seed, b.input.sampling.seed);
+}
+
+TEST(CompletionRequest, CarriesSamplingAndExtensions) {
+  const OpenAiRequest parsed = parse_completion_request(R"({
+    "model": "m", "prompt": [1, 2, 3], "max_tokens": 40, "temperature": 0.5, "top_p": 0.9,
+    "top_k": 40, "min_p": 0.05, "seed": -1, "ignore_eos": true, "stop": ["\n", "END"],
+    "stop_token_ids": [7], "priority": -3, "request_class": "short", "stream": true,
+    "stream_options": {"include_usage": true}, "n": 1, "echo": false, "best_of": 1,
+    "logprobs": null, "suffix": "", "presence_penalty": 0, "user": "ignored"})");
+  const GenerateInput& input = parsed.input;
+  EXPECT_EQ(input.model, "m");
+  EXPECT_EQ(input.prompt_kind, GenerateInput::PromptKind::kTokenIds);
+  EXPECT_EQ(input.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(input.max_tokens, 40u);
+  EXPECT_FLOAT_EQ(input.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(input.sampling.top_p, 0.9f);
+  EXPECT_EQ(input.sampling.top_k, 40u);
+  EXPECT_FLOAT_EQ(input.sampling.min_p, 0.05f);
+  EXPECT_EQ(input.sampling.seed, ~uint64_t{0});
+  EXPECT_TRUE(input.sampling.ignore_eos);
+  EXPECT_EQ(input.sampling.stop_token_ids, (std::vector<int32_t>{7}));
+  EXPECT_EQ(input.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_EQ(input.priority, -3);
+  EXPECT_EQ(input.request_class, "short");
+  EXPECT_TRUE(parsed.stream);
+  EXPECT_TRUE(parsed.include_usage);
+}
+
+TEST(CompletionRequest, OnePromptBatchesAreThatPrompt) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": ["only"]})").input.prompt_text, "only");
+  EXPECT_EQ(parse_completion_request(R"({"prompt": [[4, 5]]})").input.prompt_ids,
+            (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "stop": "s"})").input.stop,
+            (std::vector<std::string>{"s"}));
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "top_k": -1})").input.sampling.top_k, 0u);
+}
+
+struct Refused {
+  const char* body;
+  const char* param;    // expected "param"
+  const char* message;  // a substring of the message
+  bool chat = false;
+};
+
+class RefusedRequest : public ::testing::TestWithParam<Refused> {};
+
+TEST_P(RefusedRequest, NamesTheField) {
+  const Refused& want = GetParam();
+  const ApiError error = refusal(want.body, want.chat);
+  EXPECT_EQ(error.status(), 400);
+  EXPECT_EQ(error.param(), want.param) << error.what();
+  EXPECT_NE(std::string(error.what()).find(want.message), std::string::npos) << error.what();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Completions, RefusedRequest,
+    ::testing::Values(
+        Refused{R"({"prompt": "x",)", "", "(byte 16): parse error at line 1, column 16"},
+        Refused{"{\"prompt\": \"\xff\"}", "", "UTF-8"},
+        Refused{R"([1, 2])", "", "must be a JSON object, not an array"},
+        Refused{R"({})", "prompt", "prompt is required"},
+        Refused{R"({"prompt": 5})", "prompt", "not an integer"},
+        Refused{R"({"prompt": []})", "prompt", "empty"},
+        Refused{R"({"prompt": ["a", "b"]})", "prompt", "several prompts"},
+        Refused{R"({"prompt": [[1], [2]]})", "prompt", "several prompts"},
+        Refused{R"({"prompt": [1, "a"]})", "prompt[1]", "token id"},
+        Refused{R"({"prompt": [1, -4]})", "prompt[1]", "not a valid token id"},
+        Refused{R"({"prompt": "x", "max_tokens": "5"})", "max_tokens", "must be an integer"},
+        Refused{R"({"prompt": "x", "max_tokens": 0})", "max_tokens", "between 1 and"},
+        Refused{R"({"prompt": "x", "max_tokens": 2.5})", "max_tokens", "not a number"},
+        Refused{R"({"prompt": "x", "temperature": "hot"})", "temperature", "must be a number"},
+        Refused{R"({"prompt": "x", "top_p": 1e300})", "top_p", "out of range"},
+        Refused{R"({"prompt": "x", "seed": 1.5})", "seed", "must be an integer"},
+        Refused{R"({"prompt": "x", "stop": 3})", "stop", "string or an array"},
+        Refused{R"({"prompt": "x", "stop": ["a", 1]})", "stop[1]", "must be a string"},
+        Refused{R"({"prompt": "x", "stop": ["a", ""]})", "stop[1]", "must not be empty"},
+        Refused{R"({"prompt": "x", "stream": "yes"})", "stream", "must be a boolean"},
+        Refused{R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options",
+                "only allowed with"},
+        Refused{R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",
+                "stream_options.include_usage", "must be a boolean"},
+        Refused{R"({"prompt": "x", "n": 2})", "n", "not supported"},
+        Refused{R"({"prompt": "x", "logprobs": 1})", "logprobs", "not supported"},
+        Refused{R"({"prompt": "x", "echo": true})", "echo", "not supported"},
+        Refused{R"({"prompt": "x", "best_of": 3})", "best_of", "not supported"},
+        Refused{R"({"prompt": "x", "suffix": "tail"})", "suffix", "not supported"},
+        Refused{R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty",
+                "not supported"},
+        Refused{R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
+        Refused{R"({"prompt": "x", "priority": 3000000000})", "priority", "between"},
+        Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"}));
+
+TEST(ChatRequest, JoinsTextPartsAndMapsDeveloperToSystem) {
+  const OpenAiRequest parsed = parse_chat_request(R"({"messages": [
+      {"role": "developer", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+      {"role": "assistant", "content": null}]})");
+  const GenerateInput& input = parsed.input;
+  EXPECT_EQ(input.prompt_kind, GenerateInput::PromptKind::kChat);
+  ASSERT_EQ(input.messages.size(), 3u);
+  EXPECT_EQ(input.messages[0].role, "system");
+  EXPECT_EQ(input.messages[0].content, "be brief");
+  EXPECT_EQ(input.messages[1].content, "one\ntwo");
+  EXPECT_EQ(input.messages[2].content, "");
+  EXPECT_TRUE(input.request_id.starts_with("chatcmpl-"));
+  // No limit given: up to the context length, which the service bounds by the prompt.
+  EXPECT_TRUE(input.max_tokens_to_context_end);
+}
+
+TEST(ChatRequest, MaxCompletionTokensWinsOverMaxTokens) {
+  const char* body =
+      R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9,
+          "max_completion_tokens": 4})";
+  EXPECT_EQ(parse_chat_request(body).input.max_tokens, 4u);
+  EXPECT_EQ(
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9})")
+          .input.max_tokens,
+      9u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Chat, RefusedRequest,
+    ::testing::Values(
+        Refused{R"({})", "messages", "messages is required", true},
+        Refused{R"({"messages": {}})", "messages", "must be an array", true},
+        Refused{R"({"messages": []})", "messages", "must not be empty", true},
+        Refused{R"({"messages": ["hi"]})", "messages[0]", "must be an object", true},
+        Refused{R"({"messages": [{"content": "x"}]})", "messages[0].role", "required", true},
+        Refused{R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role",
+                "not supported", true},
+        Refused{R"({"messages": [{"role": "user"}]})", "messages[0].content", "required", true},
+        Refused{R"({"messages": [{"role": "user", "content": 3}]})", "messages[0].content",
+                "string or an array", true},
+        Refused{R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                "messages[0].content[0].type", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+                "messages[0].content[0].text", "required", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
+                "max_completion_tokens", "between", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs",
+                "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", "tools",
+                "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "response_format": {"type": "json_object"}})",
+                "response_format", "not supported", true}));
+
+}  // namespace
+}  // namespace headway::serving::http

@@ -1,0 +1,409 @@
+// LocalGenerationService over the real CPU model on the wall clock: streaming, validation,
+// aborts, stop strings, queue bounds, drain, and that a request leaves nothing behind (KV blocks,
+// bookkeeping) when it finishes.
+#include <gtest/gtest.h>
+#include <headway/core/error.h>
+#include <headway/core/tokenizer.h>
+#include <headway/serving/chat_template.h>
+#include <headway/serving/local_generation_service.h>
+
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "service_fixture.h"
+
+namespace headway::serving {
+namespace {
+
+using test::collect;
+using test::text_request;
+using test::tiny_deployment;
+using test::TinyCheckpoint;
+
+const std::string kOneEngine =
+    "[[engines]]\nscheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+    "max_num_seqs = 16 } }\n";
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  static TinyCheckpoint& checkpoint() {
+    static TinyCheckpoint* c = new TinyCheckpoint();  // shared by the tests of this binary
+    return *c;
+  }
+};
+
+TEST_F(ServiceTest, StreamsTokensAndTextOfATextPrompt) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  auto stream = service.submit(text_request("hello", 8));
+  const test::Collected out = collect(*stream);
+  EXPECT_EQ(out.finish, Finish::kLength);
+  EXPECT_EQ(out.ids.size(), 8u);
+  EXPECT_EQ(out.usage.prompt_tokens, 6u);  // BOS + 5 bytes
+  EXPECT_EQ(out.usage.completion_tokens, 8u);
+  EXPECT_GE(out.timings.e2e_seconds, out.timings.ttft_seconds);
+  EXPECT_GE(out.timings.ttft_seconds, out.timings.queue_seconds);
+  EXPECT_GE(out.timings.queue_seconds, 0.0);
+  EXPECT_FALSE(stream->id().empty());
+}
+
+TEST_F(ServiceTest, GreedyTokensAreTheSameForTextAndTheEquivalentTokenIds) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const test::Collected text = collect(*service.submit(text_request("abc", 6)));
+  GenerateInput ids;
+  ids.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+  ids.prompt_ids = {256, 'a', 'b', 'c'};  // BOS then bytes: the byte tokenizer's encoding
+  ids.max_tokens = 6;
+  ids.sampling.ignore_eos = true;
+  const test::Collected direct = collect(*service.submit(ids));
+  EXPECT_EQ(text.ids, direct.ids);
+}
+
+TEST_F(ServiceTest, ChatMessagesAreRenderedWithTheTemplateAndStartWithOneBos) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hi there"}};
+  // What the service should send the engine: the checkpoint's template, encoded, one BOS first.
+  const auto tokenizer = core::Tokenizer::load(checkpoint().path / "tiny");
+  const auto chat_template = ChatTemplate::load(checkpoint().path / "tiny", *tokenizer);
+  std::vector<int32_t> expected = tokenizer->encode(chat_template->render(messages, true));
+  if (expected.empty() || expected.front() != tokenizer->bos()) {
+    expected.insert(expected.begin(), tokenizer->bos());
+  }
+
+  GenerateInput chat;
+  chat.prompt_kind = GenerateInput::PromptKind::kChat;
+  chat.messages = messages;
+  chat.max_tokens = 5;
+  chat.sampling.ignore_eos = true;
+  const test::Collected from_chat = collect(*service.submit(chat));
+  GenerateInput ids;
+  ids.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+  ids.prompt_ids = expected;
+  ids.max_tokens = 5;
+  ids.sampling.ignore_eos = true;
+  const test::Collected from_ids = collect(*service.submit(ids));
+  EXPECT_EQ(from_chat.finish, Finish::kLength);
+  EXPECT_EQ(from_chat.usage.prompt_tokens, expected.size());
+  EXPECT_EQ(from_chat.ids, from_ids.ids);
+}
+
+TEST_F(ServiceTest, ModelInfoNamesTheCheckpoint) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const ModelSummary model = service.model_info();
+  EXPECT_EQ(model.name, "tiny");
+  EXPECT_EQ(model.max_model_len, 1024u);
+  EXPECT_EQ(model.vocab, 320u);
+  EXPECT_EQ(model.tokenizer, "byte");
+  const ClusterSummary cluster = service.cluster_info();
+  EXPECT_EQ(cluster.deployment, "svc-test");
+  EXPECT_EQ(cluster.router, "single");
+  ASSERT_EQ(cluster.engines.size(), 1u);
+  EXPECT_TRUE(cluster.engines[0].alive);
+  EXPECT_GT(cluster.engines[0].kv_blocks_total, 0u);
+  const HealthSummary health = service.health();
+  EXPECT_TRUE(health.serving);
+  EXPECT_EQ(health.engines_alive, 1u);
+  EXPECT_EQ(health.engines_total, 1u);
+}
+
+struct BadInput {
+  const char* what;
+  std::function<void(GenerateInput&)> change;
+  ErrorCode code;
+  const char* param;
+};
+
+TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const std::vector<BadInput> cases = {
+      {"unknown model", [](GenerateInput& in) { in.model = "gpt-9"; }, ErrorCode::kNotFound,
+       "model"},
+      {"empty text", [](GenerateInput& in) { in.prompt_text.clear(); }, ErrorCode::kInvalidArgument,
+       "prompt"},
+      {"two prompt forms",
+       [](GenerateInput& in) {
+         in.prompt_ids = {1, 2};
+       },
+       ErrorCode::kInvalidArgument, "prompt"},
+      {"empty chat",
+       [](GenerateInput& in) {
+         in.prompt_kind = GenerateInput::PromptKind::kChat;
+         in.prompt_text.clear();
+       },
+       ErrorCode::kInvalidArgument, "messages"},
+      {"bad role",
+       [](GenerateInput& in) {
+         in.prompt_kind = GenerateInput::PromptKind::kChat;
+         in.prompt_text.clear();
+         in.messages = {{"user", "hi"}, {"robot", "beep"}};
+       },
+       ErrorCode::kInvalidArgument, "messages[1].role"},
+      {"max_tokens 0", [](GenerateInput& in) { in.max_tokens = 0; }, ErrorCode::kInvalidArgument,
+       "max_tokens"},
+      {"too long", [](GenerateInput& in) { in.max_tokens = 1022; }, ErrorCode::kInvalidArgument,
+       "max_tokens"},
+      {"negative temperature", [](GenerateInput& in) { in.sampling.temperature = -0.5f; },
+       ErrorCode::kInvalidArgument, "temperature"},
+      {"NaN temperature", [](GenerateInput& in) { in.sampling.temperature = NAN; },
+       ErrorCode::kInvalidArgument, "temperature"},
+      {"top_p 0", [](GenerateInput& in) { in.sampling.top_p = 0.0f; }, ErrorCode::kInvalidArgument,
+       "top_p"},
+      {"top_p above 1", [](GenerateInput& in) { in.sampling.top_p = 1.5f; },
+       ErrorCode::kInvalidArgument, "top_p"},
+      {"min_p above 1", [](GenerateInput& in) { in.sampling.min_p = 2.0f; },
+       ErrorCode::kInvalidArgument, "min_p"},
+      {"empty stop string",
+       [](GenerateInput& in) {
+         in.stop = {"x", ""};
+       },
+       ErrorCode::kInvalidArgument, "stop[1]"},
+      {"five stop strings",
+       [](GenerateInput& in) {
+         in.stop = {"a", "b", "c", "d", "e"};
+       },
+       ErrorCode::kInvalidArgument, "stop"},
+      {"stop token outside vocab", [](GenerateInput& in) { in.sampling.stop_token_ids = {5000}; },
+       ErrorCode::kInvalidArgument, "stop_token_ids[0]"},
+      {"prompt id outside vocab",
+       [](GenerateInput& in) {
+         in.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+         in.prompt_text.clear();
+         in.prompt_ids = {1, -3};
+       },
+       ErrorCode::kInvalidArgument, "prompt[1]"},
+      {"bad request class", [](GenerateInput& in) { in.request_class = "has space"; },
+       ErrorCode::kInvalidArgument, "request_class"},
+  };
+  for (const BadInput& c : cases) {
+    GenerateInput input = text_request("hi", 4);
+    c.change(input);
+    try {
+      service.submit(input);
+      ADD_FAILURE() << c.what << ": accepted";
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), c.code) << c.what << ": " << e.what();
+      EXPECT_EQ(e.param(), c.param) << c.what << ": " << e.what();
+      EXPECT_FALSE(std::string(e.what()).empty());
+    }
+  }
+  EXPECT_EQ(service.in_flight(), 0u);
+  // Each refusal is counted.
+  EXPECT_NE(service.metrics_text().find("headway_request_rejected_total{reason=\"invalid\"} " +
+                                        std::to_string(cases.size()) + "\n"),
+            std::string::npos);
+}
+
+TEST_F(ServiceTest, ADuplicateIdInFlightIsRefused) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput first = text_request("hi", 500);
+  first.request_id = "same";
+  auto stream = service.submit(first);
+  GenerateInput second = text_request("hi", 4);
+  second.request_id = "same";
+  try {
+    service.submit(second);
+    ADD_FAILURE() << "duplicate accepted";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), "request_id");
+  }
+  EXPECT_TRUE(service.abort("same"));
+  EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
+}
+
+TEST_F(ServiceTest, AbortFreesTheKvBlocksAndFinishesTheStream) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const uint32_t total = service.cluster_info().engines[0].kv_blocks_total;
+  GenerateInput input = text_request(std::string(300, 'x'), 600);
+  input.request_id = "long-one";
+  auto stream = service.submit(input);
+  StreamChunk chunk;
+  while (!stream->next(chunk, std::chrono::milliseconds(100))) {
+  }
+  EXPECT_TRUE(service.abort("long-one"));
+  const test::Collected rest = collect(*stream);
+  EXPECT_EQ(rest.finish, Finish::kAbort);
+  test::wait_idle(service);
+  EXPECT_FALSE(service.abort("long-one"));
+  EXPECT_EQ(service.cluster_info().engines[0].kv_blocks_free, total);
+  EXPECT_FALSE(service.abort("never-was"));
+}
+
+TEST_F(ServiceTest, AStopStringEndsTheRequestUpstream) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const uint32_t total = service.cluster_info().engines[0].kv_blocks_total;
+  // Random weights: learn the (seeded, so repeatable) output first, then stop at a character of
+  // it. Sampling at temperature 1 spreads over the byte vocabulary, so ASCII shows up.
+  GenerateInput probe = text_request("stop test", 40);
+  probe.sampling.temperature = 1.0f;
+  probe.sampling.seed = 42;
+  const test::Collected free_run = collect(*service.submit(probe));
+  size_t at = free_run.text.find_first_of(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !#$%&()*+,-./:;<=>?@");
+  if (at == std::string::npos)
+    GTEST_SKIP() << "the sampled output has no ASCII character to stop at";
+  GenerateInput input = probe;
+  input.stop = {free_run.text.substr(at, 1)};
+  const test::Collected stopped = collect(*service.submit(input));
+  EXPECT_EQ(stopped.finish, Finish::kStop);
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, at));
+  test::wait_idle(service);
+  EXPECT_EQ(service.cluster_info().engines[0].kv_blocks_free, total);
+  // Counted as a stop, never as an abort. (Text is decoded on the consumer's thread, so the engine
+  // may have generated the remaining tokens and finished by length before the consumer saw the stop
+  // string: the client still gets finish reason stop, the metrics then count length.)
+  const std::string metrics = service.metrics_text();
+  const bool stop = metrics.find("request_class=\"completion\",finished_reason=\"stop\"} 1\n") !=
+                    std::string::npos;
+  const bool length =
+      metrics.find("request_class=\"completion\",finished_reason=\"length\"} 2\n") !=
+      std::string::npos;
+  EXPECT_TRUE(stop || length) << metrics;
+  EXPECT_EQ(metrics.find("finished_reason=\"abort\"} 1"), std::string::npos) << metrics;
+}
+
+TEST_F(ServiceTest, AFullWaitingQueueIsResourceExhausted) {
+  // One request runs at a time; two may wait.
+  LocalGenerationService service(tiny_deployment(
+      checkpoint(),
+      "[[engines]]\nmax_waiting = 2\nscheduler = { plugin = \"chunked\", options = { "
+      "max_num_seqs = 1 } }\n"));
+  std::vector<std::shared_ptr<RequestStream>> accepted;
+  bool refused = false;
+  // Long requests: while the first one decodes its 1000 tokens nothing leaves the queue, so the
+  // bound is reached after at most 1 running + 2 waiting.
+  for (int i = 0; i < 6 && !refused; ++i) {
+    try {
+      accepted.push_back(service.submit(text_request("q", 1000)));
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.what();
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_GE(accepted.size(), 2u);
+  EXPECT_LE(accepted.size(), 3u);
+  for (auto& s : accepted) service.abort(s->id());
+  for (auto& s : accepted) EXPECT_EQ(collect(*s).finish, Finish::kAbort);
+  EXPECT_NE(service.metrics_text().find("headway_request_rejected_total{reason=\"queue_full\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(ServiceTest, DrainAbortsWhatOutlivesTheTimeoutAndRefusesNewWork) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) streams.push_back(service.submit(text_request("d", 1000)));
+  const size_t aborted = service.drain(0.0);
+  EXPECT_EQ(aborted, 3u);
+  for (auto& s : streams) EXPECT_EQ(collect(*s).finish, Finish::kAbort);
+  EXPECT_FALSE(service.health().serving);
+  try {
+    service.submit(text_request("late", 2));
+    ADD_FAILURE() << "accepted while draining";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable);
+  }
+  EXPECT_EQ(service.cluster_info().engines[0].kv_blocks_free,
+            service.cluster_info().engines[0].kv_blocks_total);
+}
+
+TEST_F(ServiceTest, DrainLetsShortRequestsFinish) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  auto stream = service.submit(text_request("short", 3));
+  EXPECT_EQ(service.drain(600.0), 0u);
+  EXPECT_EQ(collect(*stream).finish, Finish::kLength);
+}
+
+TEST_F(ServiceTest, DestroyingTheServiceFinishesOpenStreams) {
+  std::shared_ptr<RequestStream> stream;
+  {
+    LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+    GenerateInput input = text_request("bye", 1000);
+    input.stop = {"zzzz"};
+    stream = service.submit(input);
+  }
+  // The stream (and its decoder's tokenizer) outlive the service.
+  EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
+}
+
+TEST_F(ServiceTest, RefusesASimulatedModel) {
+  const std::string text = "[model]\nplugin = \"sim\"\n[[engines]]\nscheduler = \"chunked\"\n";
+  const core::DeploymentConfig deployment =
+      core::parse_deployment(text, checkpoint().path / "sim.toml", headway::test::built_plugins());
+  try {
+    LocalGenerationService service(deployment);
+    ADD_FAILURE() << "a virtual-clock model was accepted";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wall clock"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sim.toml"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ServiceTest, RoutesAcrossEnginesUnderConcurrentClients) {
+  LocalGenerationService service(tiny_deployment(
+      checkpoint(), "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\" }\n"));
+  constexpr int kClients = 4;
+  constexpr int kEach = 10;
+  std::vector<std::thread> clients;
+  std::atomic<int> finished{0};
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      for (int i = 0; i < kEach; ++i) {
+        auto stream = service.submit(text_request("client " + std::to_string(c), 4));
+        if (collect(*stream).finish == Finish::kLength) ++finished;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(finished.load(), kClients * kEach);
+  test::wait_idle(service);
+  for (const EngineSummary& e : service.cluster_info().engines) {
+    EXPECT_EQ(e.kv_blocks_free, e.kv_blocks_total) << "engine" << e.index;
+    EXPECT_EQ(e.running, 0u);
+    EXPECT_EQ(e.waiting, 0u);
+  }
+}
+
+// Many requests with random aborts (queued, running, or after they finished): every stream ends,
+// the service forgets every request, and every engine gets all its KV blocks back.
+TEST_F(ServiceTest, SoakWithRandomAbortsLeavesNothingBehind) {
+  LocalGenerationService service(
+      tiny_deployment(checkpoint(),
+                      "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\", options = { "
+                      "max_num_batched_tokens = 256, max_num_seqs = 32 } }\n"));
+  std::mt19937 random(7);
+  constexpr int kRequests = 2000;
+  constexpr int kBatch = 100;
+  int aborted_or_done = 0;
+  uint64_t generated = 0;
+  for (int b = 0; b < kRequests / kBatch; ++b) {
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < kBatch; ++i) {
+      GenerateInput input =
+          text_request(std::string(1 + random() % 40, 'a' + random() % 26), 1 + random() % 6);
+      if (random() % 4 == 0) input.stop = {"q"};
+      streams.push_back(service.submit(std::move(input)));
+      if (random() % 5 == 0) service.abort(streams.back()->id());
+    }
+    for (auto& s : streams) {
+      if (random() % 7 == 0) service.abort(s->id());
+      const test::Collected out = collect(*s);
+      EXPECT_NE(out.finish, Finish::kNone);
+      EXPECT_NE(out.finish, Finish::kError) << out.error;
+      generated += out.usage.completion_tokens;
+      ++aborted_or_done;
+    }
+  }
+  EXPECT_EQ(aborted_or_done, kRequests);
+  test::wait_idle(service);
+  EXPECT_EQ(service.in_flight(), 0u);
+  for (const EngineSummary& e : service.cluster_info().engines) {
+    EXPECT_EQ(e.kv_blocks_free, e.kv_blocks_total) << "engine" << e.index;
+    EXPECT_EQ(e.running, 0u);
+    EXPECT_EQ(e.waiting, 0u);
+  }
+  EXPECT_GT(generated, 0u);
+}
+
+}  // namespace
+}  // namespace headway::serving

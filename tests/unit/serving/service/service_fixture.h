@@ -1,0 +1,98 @@
+// A LocalGenerationService over the CPU reference model with a tiny random-weight checkpoint
+// (2 layers, byte-level tokenizer), written to a per-process temp directory; helpers to read a
+// stream to its end. Threading: one fixture per test.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <headway/core/deployment_config.h>
+#include <headway/serving/local_generation_service.h>
+#include <tiny_checkpoint.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "../../test_support/built_plugins.h"
+
+namespace headway::serving::test {
+
+namespace fs = std::filesystem;
+
+struct TinyCheckpoint {
+  TinyCheckpoint() {
+    path = fs::temp_directory_path() / ("headway_service_" + std::to_string(::getpid()));
+    models::cpu::TinyModelSpec spec;
+    spec.layers = 2;
+    spec.hidden = 64;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.ffn = 128;
+    spec.max_position_embeddings = 4096;
+    spec.dtype = models::cpu::DType::kF32;
+    models::cpu::write_tiny_checkpoint(spec, path / "tiny");
+  }
+  ~TinyCheckpoint() { fs::remove_all(path); }
+  fs::path path;
+};
+
+// `engines_toml`: the [[engines]] tables; the model is the tiny checkpoint on 1 thread.
+inline core::DeploymentConfig tiny_deployment(const TinyCheckpoint& checkpoint,
+                                              const std::string& engines_toml,
+                                              const std::string& extra_toml = "") {
+  const std::string text =
+      "name = \"svc-test\"\n[model]\nplugin = \"cpu\"\noptions = { path = \"tiny\", threads = 1, "
+      "kv_cache_gb = 0.02, max_model_len = 1024 }\n" +
+      engines_toml + extra_toml;
+  return core::parse_deployment(text, checkpoint.path / "deploy.toml",
+                                headway::test::built_plugins());
+}
+
+struct Collected {
+  std::vector<int32_t> ids;
+  std::string text;
+  Finish finish = Finish::kNone;
+  std::string error;
+  Usage usage;
+  Timings timings;
+};
+
+// Reads a stream until its finishing chunk. The bound only keeps a broken service from hanging
+// the test run forever; no assertion depends on how long anything takes.
+inline Collected collect(RequestStream& stream) {
+  Collected c;
+  StreamChunk chunk;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (c.finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
+    if (!stream.next(chunk, std::chrono::milliseconds(100))) continue;
+    c.ids.insert(c.ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    c.text += chunk.text;
+    if (chunk.finish != Finish::kNone) {
+      c.finish = chunk.finish;
+      c.error = chunk.error;
+      c.usage = chunk.usage;
+      c.timings = chunk.timings;
+    }
+  }
+  return c;
+}
+
+inline GenerateInput text_request(std::string prompt, uint32_t max_tokens) {
+  GenerateInput input;
+  input.prompt_kind = GenerateInput::PromptKind::kText;
+  input.prompt_text = std::move(prompt);
+  input.max_tokens = max_tokens;
+  input.sampling.ignore_eos = true;  // random weights: run to max_tokens
+  return input;
+}
+
+// Waits until the service has forgotten every request (drivers publish loads before forgetting).
+inline void wait_idle(const LocalGenerationService& service) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (service.in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace headway::serving::test

@@ -1,0 +1,348 @@
+// Hugging Face byte-level BPE (core::BpeTokenizer through core::Tokenizer::load): GPT-2's byte
+// alphabet, merge order, Llama 3 pre-tokenization, added tokens, BOS/EOS, and every refusal.
+// Expected ids are derived by hand from the tiny vocabulary in tiny_bpe.h.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/error.h>
+#include <headway/core/tokenizer.h>
+
+#include <thread>
+
+#include "byte_level_alphabet.h"
+#include "tiny_bpe.h"
+
+namespace headway::serving {
+namespace {
+
+using core::Error;
+using core::Tokenizer;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::TempDir;
+using testing::TinyBpe;
+using testing::write_text;
+using testing::write_tiny_bpe;
+
+const std::string kSpace = "\xC4\xA0";  // 'Ġ' (U+0120), the byte-level symbol of ' '
+
+std::unique_ptr<Tokenizer> load(const TempDir& dir, const TinyBpe& spec) {
+  write_tiny_bpe(dir.path(), spec);
+  return Tokenizer::load(dir.path());
+}
+
+std::string load_error(const TempDir& dir) {
+  try {
+    Tokenizer::load(dir.path());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Loads a tokenizer.json edited by `edit` and returns the error it is refused with.
+template <typename Edit>
+std::string refusal(const std::string& name, Edit edit) {
+  TempDir dir(name);
+  nlohmann::json j = testing::tiny_bpe_json({});
+  edit(j);
+  write_text(dir.path() / "tokenizer.json", j.dump());
+  return load_error(dir);
+}
+
+TEST(ByteLevelAlphabet, FollowsGpt2sTable) {
+  using core::byte_level::code_point_of;
+  EXPECT_EQ(code_point_of(0x00), 0x100u);
+  EXPECT_EQ(code_point_of('\t'), 0x109u);  // 'ĉ'
+  EXPECT_EQ(code_point_of('\n'), 0x10Au);  // 'Ċ'
+  EXPECT_EQ(code_point_of(' '), 0x120u);   // 'Ġ'
+  EXPECT_EQ(code_point_of('!'), static_cast<char32_t>('!'));
+  EXPECT_EQ(code_point_of('~'), static_cast<char32_t>('~'));
+  EXPECT_EQ(code_point_of(0x7F), 0x121u);  // the 34th unprintable byte
+  EXPECT_EQ(code_point_of(0xA0), 0x142u);
+  EXPECT_EQ(code_point_of(0xA1), 0xA1u);
+  EXPECT_EQ(code_point_of(0xAD), 0x143u);  // the soft hyphen, the last unprintable one
+  EXPECT_EQ(code_point_of(0xFF), 0xFFu);
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  EXPECT_EQ(core::byte_level::decode(core::byte_level::encode(all)), all);
+  EXPECT_EQ(core::byte_level::encode(" a\n"), kSpace + "a\xC4\x8A");
+  EXPECT_EQ(core::byte_level::decode("\xE4\xB8\x80"), std::nullopt);  // '一' is not a symbol
+  EXPECT_EQ(core::byte_level::decode("\xC4"
+                                     "A"),
+            std::nullopt);  // truncated symbol
+}
+
+TEST(BpeTokenizer, AppliesMergesInRankOrder) {
+  TempDir dir("bpe_merges");
+  // 256 Ġt, 257 he, 258 Ġthe, 259 ca, 260 cat, 261 Ġcat
+  const auto tok = load(dir, {.merges = {{kSpace, "t"},
+                                         {"h", "e"},
+                                         {kSpace + "t", "he"},
+                                         {"c", "a"},
+                                         {"ca", "t"},
+                                         {kSpace, "cat"}}});
+  EXPECT_EQ(tok->kind(), "bpe");
+  // "the": h+e (rank 1); no merge makes "the" from t + he.  " the": Ġ+t, h+e, Ġt+he.
+  EXPECT_THAT(tok->encode("the"), ElementsAre('t', 257));
+  EXPECT_THAT(tok->encode(" the cat"), ElementsAre(258, 261));
+  EXPECT_THAT(tok->encode("cat the"), ElementsAre(260, 258));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{258, 261}), " the cat");
+  EXPECT_EQ(tok->vocab_size(), static_cast<uint32_t>(testing::kEotId + 1));
+}
+
+TEST(BpeTokenizer, LowerRankWinsWhenMergesCompete) {
+  TempDir a("bpe_rank_a"), b("bpe_rank_b");
+  const auto bc_first = load(a, {.merges = {{"b", "c"}, {"a", "b"}}});  // 256 bc, 257 ab
+  const auto ab_first = load(b, {.merges = {{"a", "b"}, {"b", "c"}}});  // 256 ab, 257 bc
+  EXPECT_THAT(bc_first->encode("abc"), ElementsAre('a', 256));
+  EXPECT_THAT(ab_first->encode("abc"), ElementsAre(256, 'c'));
+  // Equal pairs merge left to right: "aaa" -> aa + a.
+  TempDir c("bpe_rank_c");
+  const auto aa = load(c, {.merges = {{"a", "a"}}});
+  EXPECT_THAT(aa->encode("aaa"), ElementsAre(256, 'a'));
+  EXPECT_THAT(aa->encode("aaaa"), ElementsAre(256, 256));
+}
+
+TEST(BpeTokenizer, MergesMayBeWrittenAsPairs) {
+  TempDir dir("bpe_pairs");
+  const auto tok = load(dir, {.merges = {{"c", "a"}, {"ca", "t"}}, .merges_as_pairs = true});
+  EXPECT_THAT(tok->encode("cat"), ElementsAre(257));
+}
+
+TEST(BpeTokenizer, Llama3PatternDecidesWhereMergesMayApply) {
+  TempDir dir("bpe_llama3_split");
+  // 256 Ġ1, 257 12, 258 123, 259 45, 260 34, 261 'm, 262 Ã© (é), 263 fÃ©
+  const auto tok = load(dir, {.merges = {{kSpace, "1"},
+                                         {"1", "2"},
+                                         {"12", "3"},
+                                         {"4", "5"},
+                                         {"3", "4"},
+                                         {"'", "m"},
+                                         {"\xC3\x83", "\xC2\xA9"},
+                                         {"f", "\xC3\x83\xC2\xA9"}}});
+  // " 1": a space before a digit is its own piece, so Ġ1 never forms.
+  EXPECT_THAT(tok->encode(" 1"), ElementsAre(' ', '1'));
+  // Digits go in groups of three: 123|45, so "3 4" cannot merge across the boundary.
+  EXPECT_THAT(tok->encode("12345"), ElementsAre(258, 259));
+  // Contractions are pieces of their own, case-insensitively.
+  EXPECT_THAT(tok->encode("I'm"), ElementsAre('I', 261));
+  EXPECT_THAT(tok->encode("I'M"), ElementsAre('I', '\'', 'M'));  // piece "'M", no merge for it
+  // é is a letter (Unicode properties): "café" is one piece, and its bytes C3 A9 merge.
+  EXPECT_THAT(tok->encode("café!"), ElementsAre('c', 'a', 263, '!'));
+}
+
+TEST(BpeTokenizer, Gpt2ByteLevelPatternAndPrefixSpace) {
+  TempDir dir("bpe_gpt2");
+  TinyBpe spec{.merges = {{kSpace, "1"}, {"h", "i"}, {kSpace, "hi"}}};  // 256 Ġ1, 257 hi, 258 Ġhi
+  spec.pre_tokenizer = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  const auto gpt2 = load(dir, spec);
+  EXPECT_THAT(gpt2->encode(" 1"), ElementsAre(256));  // GPT-2's " ?\p{N}+" keeps them together
+  EXPECT_THAT(gpt2->encode("hi hi"), ElementsAre(257, 258));
+  TempDir dir2("bpe_prefix");
+  spec.pre_tokenizer["add_prefix_space"] = true;
+  const auto prefixed = load(dir2, spec);
+  EXPECT_THAT(prefixed->encode("hi"), ElementsAre(258));
+  EXPECT_THAT(prefixed->encode(" hi"), ElementsAre(258));  // no second space
+}
+
+TEST(BpeTokenizer, SplitOnALiteralString) {
+  TempDir a("bpe_split_string"), b("bpe_split_none");
+  TinyBpe spec{.merges = {{"a", "-"}}};  // 256 a-
+  spec.pre_tokenizer = {
+      {"type", "Sequence"},
+      {"pretokenizers", nlohmann::json::array({{{"type", "Split"},
+                                                {"pattern", {{"String", "-"}}},
+                                                {"behavior", "Isolated"},
+                                                {"invert", false}},
+                                               {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+  EXPECT_THAT(load(a, spec)->encode("a-b"), ElementsAre('a', '-', 'b'));
+  spec.pre_tokenizer = {{"type", "ByteLevel"}, {"use_regex", false}};  // no split at all
+  EXPECT_THAT(load(b, spec)->encode("a-b"), ElementsAre(256, 'b'));
+}
+
+TEST(BpeTokenizer, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
+  TempDir a("bpe_ignore_on"), b("bpe_ignore_off");
+  const auto on = load(a, {.ignore_merges = true, .extra_vocab = {"abc"}});  // "abc" = 256
+  const auto off = load(b, {.ignore_merges = false, .extra_vocab = {"abc"}});
+  EXPECT_THAT(on->encode("abc"), ElementsAre(256));
+  EXPECT_THAT(off->encode("abc"), ElementsAre('a', 'b', 'c'));
+}
+
+TEST(BpeTokenizer, AddedTokensAreMatchedBeforePreTokenization) {
+  TempDir dir("bpe_added");
+  const auto tok = load(dir, {.merges = {{"h", "i"}}});  // 256 hi
+  EXPECT_THAT(tok->encode("<|start_header_id|>hi<|end_header_id|>\n\n"),
+              ElementsAre(testing::kStartHeader, 256, testing::kEndHeader, '\n', '\n'));
+  EXPECT_THAT(tok->encode("x<|eot_id|><|eot_id|>"),
+              ElementsAre('x', testing::kEotId, testing::kEotId));
+  EXPECT_THAT(tok->encode("<|eot"), ElementsAre('<', '|', 'e', 'o', 't'));
+  // Special tokens decode to nothing; ids outside the vocabulary too.
+  EXPECT_EQ(
+      tok->decode(std::vector<int32_t>{testing::kBeginOfText, 256, testing::kEotId, 5000, -1, 999}),
+      "hi");
+  EXPECT_EQ(tok->special_token_text(testing::kBeginOfText), "<|begin_of_text|>");
+  EXPECT_EQ(tok->special_token_text('a'), "");
+}
+
+TEST(BpeTokenizer, RoundTripsAnyBytes) {
+  TempDir dir("bpe_roundtrip");
+  const auto tok = load(dir, {.merges = {{kSpace, "t"}, {"h", "e"}, {kSpace + "t", "he"}}});
+  const std::string texts[] = {
+      "",
+      "Hello, world! The answer is 42.",
+      "naïve café — 日本語 🙂\tTabs\r\nand  spaces   ",
+      "I'll say it's 1,234,567.89 dollars\n\n\n",
+      std::string("\xff\xfe invalid \xc3 utf-8 \x80"),
+      std::string("\0zero\0", 6),
+      "<|begin_of_text|>mixed<|eot_id|>",  // decodes without the special tokens
+  };
+  for (const std::string& text : texts) {
+    const auto ids = tok->encode(text);
+    std::string expected = text;
+    for (const std::string special : {"<|begin_of_text|>", "<|eot_id|>"}) {
+      for (size_t at; (at = expected.find(special)) != std::string::npos;) {
+        expected.erase(at, special.size());
+      }
+    }
+    EXPECT_EQ(tok->decode(ids), expected) << text;
+  }
+}
+
+TEST(BpeTokenizer, LongWordsAndWhitespaceRunsDoNotExplode) {
+  TempDir dir("bpe_long");
+  const auto tok = load(dir, {.merges = {{"a", "a"}, {"aa", "aa"}}});  // 256 aa, 257 aaaa
+  // One 200,000-letter piece: a quadratic merge loop would not finish; the heap does.
+  const std::string word(200000, 'a');
+  const auto ids = tok->encode(word);
+  ASSERT_EQ(ids.size(), 50000u);
+  EXPECT_TRUE(std::all_of(ids.begin(), ids.end(), [](int32_t id) { return id == 257; }));
+  const std::string spaces = std::string(100000, ' ') + "x";
+  EXPECT_EQ(tok->decode(tok->encode(spaces)), spaces);
+}
+
+TEST(BpeTokenizer, ConcurrentEncodesAgree) {
+  TempDir dir("bpe_threads");
+  const auto tok = load(dir, {.merges = {{kSpace, "t"}, {"h", "e"}, {kSpace + "t", "he"}}});
+  const std::string text = "the quick brown fox, the lazy dog; 123 456 — the end.";
+  const auto expected = tok->encode(text);
+  std::vector<std::thread> threads;
+  std::vector<bool> same(4, false);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      bool ok = true;
+      for (int i = 0; i < 200; ++i) ok = ok && tok->encode(text) == expected;
+      same[t] = ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_THAT(same, ::testing::Each(true));
+}
+
+TEST(BpeTokenizer, BosAndEosComeFromTokenizerConfig) {
+  TempDir dir("bpe_specials");
+  const auto tok = load(dir, {});
+  EXPECT_EQ(tok->bos(), testing::kBeginOfText);
+  EXPECT_EQ(tok->eos(), testing::kEotId);  // {"content": ...} form
+}
+
+TEST(BpeTokenizer, BosAndEosFallBackToConfigJson) {
+  TempDir dir("bpe_config_ids");
+  write_tiny_bpe(dir.path(), {.write_tokenizer_config = false});
+  auto tok = Tokenizer::load(dir.path());
+  EXPECT_EQ(tok->bos(), -1);
+  EXPECT_EQ(tok->eos(), -1);
+  write_text(dir.path() / "config.json", R"({"bos_token_id": 1000, "eos_token_id": [1004, 1001]})");
+  tok = Tokenizer::load(dir.path());
+  EXPECT_EQ(tok->bos(), testing::kBeginOfText);
+  EXPECT_EQ(tok->eos(), testing::kEotId);  // the first of Llama 3.1's list
+  write_text(dir.path() / "config.json", R"({"bos_token_id": 99999})");
+  EXPECT_THAT(load_error(dir), HasSubstr("config.json: field 'bos_token_id'"));
+}
+
+TEST(BpeTokenizer, UnknownSpecialTokenInTokenizerConfigIsRefused) {
+  TempDir dir("bpe_bad_config");
+  write_tiny_bpe(dir.path(), {});
+  write_text(dir.path() / "tokenizer_config.json", R"({"bos_token": "<s>"})");
+  const std::string error = load_error(dir);
+  EXPECT_THAT(error, HasSubstr("tokenizer_config.json: field 'bos_token' names '<s>'"));
+  write_text(dir.path() / "tokenizer_config.json", "{not json");
+  EXPECT_THAT(load_error(dir), HasSubstr("tokenizer_config.json: invalid JSON"));
+}
+
+TEST(BpeTokenizer, RefusesWhatItDoesNotImplementNamingTheField) {
+  using nlohmann::json;
+  EXPECT_THAT(refusal("r_norm",
+                      [](json& j) {
+                        j["normalizer"] = {{"type", "NFC"}};
+                      }),
+              AllOf(HasSubstr("tokenizer.json: field 'normalizer'"), HasSubstr("NFC")));
+  EXPECT_THAT(refusal("r_type", [](json& j) { j["model"]["type"] = "WordPiece"; }),
+              AllOf(HasSubstr("tokenizer.json: model.type 'WordPiece' is not supported")));
+  EXPECT_THAT(refusal("r_fallback", [](json& j) { j["model"]["byte_fallback"] = true; }),
+              HasSubstr("field 'model.byte_fallback'"));
+  EXPECT_THAT(refusal("r_prefix", [](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }),
+              HasSubstr("field 'model.continuing_subword_prefix'"));
+  EXPECT_THAT(refusal("r_byte", [](json& j) { j["model"]["vocab"].erase("\xC4\xA0"); }),
+              HasSubstr("has no token for byte 0x20"));
+  EXPECT_THAT(refusal("r_merge",
+                      [](json& j) {
+                        j["model"]["merges"] = {"a b", "x zz"};
+                      }),
+              HasSubstr("field 'model.merges[0]' makes 'ab'"));
+  EXPECT_THAT(refusal("r_merge2", [](json& j) { j["model"]["merges"] = {"abc"}; }),
+              HasSubstr("field 'model.merges[0]' 'abc' is not two tokens"));
+  EXPECT_THAT(refusal("r_digits",
+                      [](json& j) {
+                        j["pre_tokenizer"]["pretokenizers"][0] = {{"type", "Digits"}};
+                      }),
+              HasSubstr("field 'pre_tokenizer.pretokenizers[0].type' 'Digits' is not supported"));
+  EXPECT_THAT(refusal("r_regex",
+                      [](json& j) {
+                        j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
+                      }),
+              AllOf(HasSubstr("pre_tokenizer.pretokenizers[0].pattern.Regex"),
+                    HasSubstr("does not compile")));
+  EXPECT_THAT(
+      refusal("r_behavior",
+              [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; }),
+      HasSubstr("field 'pre_tokenizer.pretokenizers[0].behavior' 'Removed'"));
+  EXPECT_THAT(refusal("r_no_bytelevel",
+                      [](json& j) { j["pre_tokenizer"] = j["pre_tokenizer"]["pretokenizers"][0]; }),
+              HasSubstr("field 'pre_tokenizer' has no ByteLevel step"));
+  EXPECT_THAT(refusal("r_decoder",
+                      [](json& j) {
+                        j["decoder"] = {{"type", "Metaspace"}};
+                      }),
+              HasSubstr("field 'decoder' of type 'Metaspace' is not supported"));
+  EXPECT_THAT(refusal("r_lstrip", [](json& j) { j["added_tokens"][2]["lstrip"] = true; }),
+              HasSubstr("field 'added_tokens[2].lstrip'"));
+  EXPECT_THAT(refusal("r_vocab", [](json& j) { j["model"]["vocab"]["zz"] = "seven"; }),
+              HasSubstr("field 'model.vocab[\"zz\"]' must be a non-negative token id"));
+  EXPECT_THAT(refusal("r_alphabet", [](json& j) { j["model"]["vocab"]["日本"] = 999; }),
+              HasSubstr("is not written in the byte-level alphabet"));
+  EXPECT_THAT(refusal("r_huge_id", [](json& j) { j["model"]["vocab"]["zz"] = 2000000000; }),
+              HasSubstr("token id 2000000000 is beyond the supported"));
+  EXPECT_THAT(refusal("r_json", [](json& j) { j = "just a string"; }),
+              HasSubstr("field 'model' is missing"));
+}
+
+TEST(TokenizerLoad, SentencePieceIsRefusedWithoutTheSentencePieceLibrary) {
+  // This test links headway_text only, as a gRPC-serving process does.
+  TempDir dir("spm_refused");
+  write_text(dir.path() / "tokenizer.model", "whatever");
+  EXPECT_THAT(load_error(dir),
+              AllOf(HasSubstr("tokenizer.model (SentencePiece) cannot be loaded in a process that "
+                              "also serves gRPC"),
+                    HasSubstr("use a checkpoint with tokenizer.json")));
+  // A tokenizer.json beside it is used instead.
+  write_tiny_bpe(dir.path(), {});
+  EXPECT_EQ(Tokenizer::load(dir.path())->kind(), "bpe");
+}
+
+TEST(TokenizerLoad, NamesTheDirectoryWhenNothingIsThere) {
+  TempDir dir("tok_empty");
+  EXPECT_THAT(load_error(dir), HasSubstr("no tokenizer.json"));
+}
+
+}  // namespace
+}  // namespace headway::serving

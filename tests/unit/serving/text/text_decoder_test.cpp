@@ -1,0 +1,238 @@
+// make_incremental_decoder: UTF-8 split across tokens, stop strings across tokens, invalid bytes,
+// and a bounded amount of decoding per token. The byte tokenizer (one token per byte) gives exact
+// control over where characters and stop strings are cut.
+#include "headway/serving/text_decoder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/byte_tokenizer.h>
+
+#include <random>
+
+#include "tiny_bpe.h"
+
+namespace headway::serving {
+namespace {
+
+using ::testing::ElementsAre;
+
+constexpr int32_t kBos = 256;
+constexpr int32_t kEos = 257;
+const core::ByteTokenizer kBytes(0, kBos, kEos, 300);
+const std::string kReplacement = "\xEF\xBF\xBD";
+
+std::vector<int32_t> ids_of(std::string_view text) {
+  std::vector<int32_t> ids;
+  for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  return ids;
+}
+
+// Feeds `text` one byte-token at a time; returns what each append gave, then flush's output.
+std::vector<std::string> feed(IncrementalDecoder& d, std::string_view text) {
+  std::vector<std::string> out;
+  for (int32_t id : ids_of(text)) out.push_back(d.append(std::span(&id, 1)));
+  out.push_back(d.flush());
+  return out;
+}
+
+bool valid_utf8(std::string_view s) {
+  // Independent of the code under test: decode with the standard's ranges.
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return false;
+    for (size_t k = 2; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+TEST(TextDecoder, HoldsMultiByteCharactersUntilComplete) {
+  auto d = make_incremental_decoder(kBytes, {});
+  // "é" (C3 A9), "€" (E2 82 AC), "🙂" (F0 9F 99 82), one byte per token.
+  EXPECT_THAT(feed(*d, "aé€🙂z"),
+              ElementsAre("a", "", "é", "", "", "€", "", "", "", "🙂", "z", ""));
+}
+
+TEST(TextDecoder, SeveralTokensAtOnceAndSpecialTokens) {
+  auto d = make_incremental_decoder(kBytes, {});
+  std::vector<int32_t> ids = {kBos, 'h', 'i', 0xE2, 0x82};
+  EXPECT_EQ(d->append(ids), "hi");
+  ids = {0xAC, kEos};
+  EXPECT_EQ(d->append(ids), "€");
+  EXPECT_EQ(d->flush(), "");
+  EXPECT_FALSE(d->stopped());
+}
+
+TEST(TextDecoder, InvalidBytesBecomeReplacementCharacters) {
+  auto d = make_incremental_decoder(kBytes, {});
+  std::vector<int32_t> ids = {0xFF, 'a'};
+  EXPECT_EQ(d->append(ids), kReplacement + "a");
+  ids = {0xC3};  // a lead byte, then ASCII: it can never complete
+  EXPECT_EQ(d->append(ids), "");
+  ids = {'b'};
+  EXPECT_EQ(d->append(ids), kReplacement + "b");
+  ids = {0xE2, 0x82};  // truncated at the end of the stream
+  EXPECT_EQ(d->append(ids), "");
+  EXPECT_EQ(d->flush(), kReplacement);
+}
+
+TEST(TextDecoder, AStreamThatNeverCompletesIsNotHeldForever) {
+  auto d = make_incremental_decoder(kBytes, {});
+  std::vector<int32_t> lead = {0xF0};
+  std::string out = d->append(lead);
+  std::vector<int32_t> special = {kEos};
+  for (int i = 0; i < 20; ++i) out += d->append(special);  // tokens that add no bytes
+  EXPECT_EQ(out, kReplacement);
+}
+
+TEST(TextDecoder, RandomByteStreamsYieldValidUtf8AndValidTextVerbatim) {
+  std::mt19937 rng(12345);
+  const std::string alphabet[] = {"a", " ", "é", "€", "🙂", "日本", "\n"};
+  for (int round = 0; round < 200; ++round) {
+    // Valid text, cut into random chunks of byte tokens: comes back exactly.
+    std::string text;
+    for (int i = 0; i < 30; ++i) text += alphabet[rng() % std::size(alphabet)];
+    std::vector<int32_t> ids = ids_of(text);
+    auto d = make_incremental_decoder(kBytes, {});
+    std::string out;
+    for (size_t at = 0; at < ids.size();) {
+      const size_t n = std::min<size_t>(1 + rng() % 5, ids.size() - at);
+      const std::string piece = d->append(std::span(ids).subspan(at, n));
+      EXPECT_TRUE(valid_utf8(piece));
+      out += piece;
+      at += n;
+    }
+    out += d->flush();
+    EXPECT_EQ(out, text);
+
+    // Random bytes: whatever comes out is valid UTF-8.
+    std::vector<int32_t> noise(40);
+    for (int32_t& b : noise) b = static_cast<int32_t>(rng() % 256);
+    auto n = make_incremental_decoder(kBytes, {});
+    std::string garbage;
+    for (int32_t b : noise) garbage += n->append(std::span(&b, 1));
+    garbage += n->flush();
+    EXPECT_TRUE(valid_utf8(garbage)) << round;
+  }
+}
+
+TEST(TextDecoder, StopStringSpanningTokensEndsTheText) {
+  auto d = make_incremental_decoder(kBytes, {"STOP"});
+  EXPECT_THAT(feed(*d, "abSTOPcd"), ElementsAre("a", "b", "", "", "", "", "", "", ""));
+  EXPECT_TRUE(d->stopped());
+}
+
+TEST(TextDecoder, HeldPrefixIsReleasedWhenItDoesNotBecomeAStop) {
+  auto d = make_incremental_decoder(kBytes, {"STOP"});
+  EXPECT_THAT(feed(*d, "xSTAR"), ElementsAre("x", "", "", "STA", "R", ""));
+  EXPECT_FALSE(d->stopped());
+  // At the end of the stream the held tail is given out.
+  auto e = make_incremental_decoder(kBytes, {"STOP"});
+  std::vector<int32_t> ids = ids_of("abST");
+  EXPECT_EQ(e->append(ids), "ab");
+  EXPECT_EQ(e->flush(), "ST");
+}
+
+TEST(TextDecoder, TextAfterTheStopInTheSameChunkIsDropped) {
+  auto d = make_incremental_decoder(kBytes, {"\n\nUser:"});
+  std::vector<int32_t> ids = ids_of("Sure.\n\nUser: more");
+  EXPECT_EQ(d->append(ids), "Sure.");
+  EXPECT_TRUE(d->stopped());
+  ids = ids_of("ignored");
+  EXPECT_EQ(d->append(ids), "");
+  EXPECT_EQ(d->flush(), "");
+}
+
+TEST(TextDecoder, EarliestOfSeveralStopStringsWins) {
+  auto d = make_incremental_decoder(kBytes, {"cd", "bc", ""});  // the empty one is ignored
+  std::vector<int32_t> ids = ids_of("abcd");
+  EXPECT_EQ(d->append(ids), "a");
+  EXPECT_TRUE(d->stopped());
+}
+
+TEST(TextDecoder, StopStringWithMultiByteCharacters) {
+  auto d = make_incremental_decoder(kBytes, {"é!"});
+  EXPECT_THAT(feed(*d, "caé!x"), ElementsAre("c", "a", "", "", "", "", ""));
+  EXPECT_TRUE(d->stopped());
+}
+
+TEST(TextDecoder, StopMatchedOnlyAtFlushIsStillCut) {
+  auto d = make_incremental_decoder(kBytes, {"\xE2\x82\xAC"});  // "€", whose last byte is missing
+  std::vector<int32_t> ids = {'a', 0xE2, 0x82};
+  EXPECT_EQ(d->append(ids), "a");
+  EXPECT_EQ(d->flush(), kReplacement);
+  EXPECT_FALSE(d->stopped());
+}
+
+// Counts the ids a tokenizer is asked to decode: the decoder's work per token must stay bounded.
+class CountingTokenizer final : public core::Tokenizer {
+ public:
+  explicit CountingTokenizer(const core::Tokenizer& inner) : inner_(inner) {}
+  std::vector<int32_t> encode(std::string_view text) const override { return inner_.encode(text); }
+  std::string decode(std::span<const int32_t> ids) const override {
+    decoded_ += ids.size();
+    return inner_.decode(ids);
+  }
+  int32_t bos() const override { return inner_.bos(); }
+  int32_t eos() const override { return inner_.eos(); }
+  uint32_t vocab_size() const override { return inner_.vocab_size(); }
+  std::string_view kind() const override { return inner_.kind(); }
+  mutable size_t decoded_ = 0;
+
+ private:
+  const core::Tokenizer& inner_;
+};
+
+TEST(TextDecoder, DecodesABoundedWindowPerToken) {
+  const CountingTokenizer counting(kBytes);
+  auto d = make_incremental_decoder(counting, {"never appears"});
+  std::string text;
+  for (int i = 0; i < 5000; ++i) text += i % 7 == 0 ? "é" : "x";
+  std::string out;
+  for (int32_t id : ids_of(text)) out += d->append(std::span(&id, 1));
+  out += d->flush();
+  EXPECT_EQ(out, text);
+  // Each call decodes at most the context plus a few held tokens, twice: linear in the length.
+  EXPECT_LT(counting.decoded_, 30 * text.size());
+}
+
+TEST(TextDecoder, WorksOverByteLevelBpe) {
+  testing::TempDir dir("decoder_bpe");
+  const std::string space = "\xC4\xA0";
+  testing::write_tiny_bpe(dir.path(), {.merges = {{"\xC3\x83", "\xC2\xA9"}, {space, "c"}}});
+  const auto tok = core::Tokenizer::load(dir.path());
+  const std::string text = "<|begin_of_text|>café, cœur 🙂 STOP here";
+  const auto ids = tok->encode(text);
+  auto d = make_incremental_decoder(*tok, {" STOP"});
+  std::string out;
+  for (int32_t id : ids) out += d->append(std::span(&id, 1));
+  out += d->flush();
+  EXPECT_EQ(out, "café, cœur 🙂");
+  EXPECT_TRUE(d->stopped());
+}
+
+}  // namespace
+}  // namespace headway::serving

@@ -210,6 +210,8 @@ void EngineDriver::publish() {
     sink_.forget(finished_ids_);
     finished_ids_.clear();
   }
+  for (PendingFinish& f : finishing_) f.stream->finish(f.reason, f.timings, std::move(f.error));
+  finishing_.clear();
 }
 
 void EngineDriver::fail(const std::string& why) {
@@ -243,7 +245,8 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
     metrics_.kv_transfers.add();
     metrics_.kv_transfer_seconds.observe(r.kv_transfer_seconds);
   }
-  request.stream->finish(reason, timings, std::move(error));
+  // Delivered in publish(), after the id is forgotten (see finishing_).
+  finishing_.push_back(PendingFinish{request.stream, reason, timings, std::move(error)});
 }
 
 void EngineDriver::on_token(uint64_t request_id, int32_t token, double time) {

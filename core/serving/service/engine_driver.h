@@ -97,6 +97,16 @@ class EngineDriver final : private core::EngineListener {
   std::vector<Command> applying_;  // swapped with inbox_: both keep their capacity
   std::unordered_map<uint64_t, std::unique_ptr<InFlightRequest>> requests_;
   std::vector<std::string> finished_ids_;
+  // Finishes ended this iteration, delivered to their streams only after publish() forgot their
+  // ids: a client that sees its stream end can reuse the request id at once, and the load it reads
+  // then already reflects the finish.
+  struct PendingFinish {
+    std::shared_ptr<RequestStream> stream;
+    Finish reason = Finish::kNone;
+    Timings timings;
+    std::string error;
+  };
+  std::vector<PendingFinish> finishing_;
   uint32_t applied_submits_ = 0;  // taken from the inbox since the last publish
   uint64_t applied_prompt_tokens_ = 0;
   uint64_t applied_output_tokens_ = 0;

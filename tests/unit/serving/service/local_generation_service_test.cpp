@@ -7,6 +7,7 @@
 #include <headway/serving/chat_template.h>
 #include <headway/serving/local_generation_service.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 #include <vector>
@@ -403,6 +404,101 @@ TEST_F(ServiceTest, SoakWithRandomAbortsLeavesNothingBehind) {
     EXPECT_EQ(e.waiting, 0u);
   }
   EXPECT_GT(generated, 0u);
+}
+
+// A stop string seen by the consumer of a finished request must not abort a later request that
+// reuses its client id (the callback targets the request, not just the id).
+TEST_F(ServiceTest, ALateStopStringDoesNotAbortARequestThatReusedTheId) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput probe = text_request("stop test", 40);
+  probe.sampling.temperature = 1.0f;
+  probe.sampling.seed = 42;
+  const test::Collected free_run = collect(*service.submit(probe));
+  const size_t at = free_run.text.find_first_of(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !#$%&()*+,-./:;<=>?@");
+  if (at == std::string::npos) {
+    GTEST_SKIP() << "the sampled output has no ASCII character to stop at";
+  }
+  GenerateInput first = probe;
+  first.request_id = "shared";
+  first.stop = {free_run.text.substr(at, 1)};
+  auto unread = service.submit(first);
+  test::wait_idle(service);  // finished upstream (by length) and forgotten; nobody read it yet
+  GenerateInput second = text_request("second", 300);
+  second.request_id = "shared";
+  auto running = service.submit(second);
+  EXPECT_EQ(collect(*unread).finish, Finish::kStop);  // the consumer matches the stop string now
+  EXPECT_EQ(collect(*running).finish, Finish::kLength);
+}
+
+// Clients submit, abort and read on several threads while the service drains: every stream ends,
+// a client may reuse its request id as soon as its stream ended, nothing is left in flight once
+// drain() returns, and every KV block comes back.
+TEST_F(ServiceTest, DrainWhileClientsSubmitAndAbortOnOtherThreads) {
+  LocalGenerationService service(tiny_deployment(
+      checkpoint(), "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\" }\n"));
+  constexpr int kClients = 4;
+  std::atomic<int> ended{0};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      std::mt19937 random(c);
+      for (;;) {
+        GenerateInput input = text_request("client " + std::to_string(c), 1 + random() % 40);
+        // Reused by every request of this client: an id is free again once its stream has ended.
+        input.request_id = "c" + std::to_string(c);
+        if (random() % 3 == 0) input.stop = {"e"};
+        std::shared_ptr<RequestStream> stream;
+        try {
+          stream = service.submit(std::move(input));
+        } catch (const ServiceError& e) {
+          if (e.code() != ErrorCode::kUnavailable) ADD_FAILURE() << e.what();
+          return;
+        }
+        if (random() % 4 == 0) service.abort(stream->id());
+        const Finish finish = collect(*stream).finish;
+        if (finish == Finish::kNone || finish == Finish::kError) ++bad;  // kError: see out.error
+        ++ended;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  service.drain(0.05);
+  EXPECT_EQ(service.in_flight(), 0u);
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(ended.load(), 0);
+  for (const EngineSummary& e : service.cluster_info().engines) {
+    EXPECT_EQ(e.kv_blocks_free, e.kv_blocks_total) << "engine" << e.index;
+  }
+}
+
+// The service is destroyed while other threads still read its streams (some with stop strings,
+// whose callback races the destructor): every stream ends.
+TEST_F(ServiceTest, DestroyingTheServiceWhileConsumersRead) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<std::thread> consumers;
+  std::atomic<int> unfinished{0};
+  {
+    LocalGenerationService service(tiny_deployment(
+        checkpoint(), "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\" }\n"));
+    for (int i = 0; i < 8; ++i) {
+      GenerateInput input = text_request("reader " + std::to_string(i), 1000);
+      input.sampling.temperature = 1.0f;
+      input.sampling.seed = static_cast<uint64_t>(i);
+      if (i % 2 == 0) input.stop = {"a", "e", "o"};
+      streams.push_back(service.submit(std::move(input)));
+    }
+    for (auto& stream : streams) {
+      consumers.emplace_back([&unfinished, stream] {
+        if (collect(*stream).finish == Finish::kNone) ++unfinished;
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  for (auto& t : consumers) t.join();
+  EXPECT_EQ(unfinished.load(), 0);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 // Boost.DLL on std::filesystem rather than Boost.Filesystem: one path type across the host.
 #define BOOST_DLL_USE_STD_FS 1
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -229,8 +230,14 @@ const LoadedPlugin& PluginRegistry::load_locked(const fs::path& path) {
 
   auto entry = std::make_unique<Library>();
   try {
-    entry->library.load(canonical,
-                        boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    // RTLD_NODELETE: a plugin stays mapped after its registry goes. Libraries a plugin pulls in
+    // (libgomp's parked workers, cuBLASLt's and NCCL's private runtimes) keep threads, atexit
+    // handlers and allocations that must not outlive their code; unmapping them made LeakSanitizer
+    // report their start-up allocations from an "<unknown module>" and risks calls into freed code.
+    // Boost.DLL passes POSIX load modes through to dlopen, so the native flag can be added.
+    const auto mode = static_cast<boost::dll::load_mode::type>(
+        boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local | RTLD_NODELETE);
+    entry->library.load(canonical, mode);
   } catch (const std::exception& e) {
     throw Error("plugin " + canonical.string() + ": cannot be loaded: " + e.what());
   }

@@ -94,7 +94,7 @@ TEST_F(HttpFrontendTest, ChatWithoutALimitAsksForTheWholeContext) {
       post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}]})");
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200) << result->body;
-  EXPECT_EQ(service_.submitted().at(0).max_tokens, FakeGenerationService::kMaxModelLen);
+  EXPECT_TRUE(service_.submitted().at(0).max_tokens_to_context_end);
 }
 
 TEST_F(HttpFrontendTest, ModelsListsTheServedModel) {

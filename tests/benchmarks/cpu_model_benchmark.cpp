@@ -16,6 +16,8 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "cpu_model_harness.h"
@@ -58,16 +60,28 @@ std::filesystem::path checkpoint(Shape shape) {
   return dir;
 }
 
-// One model per (shape, threads), kept for the whole run: loading is not what is measured.
-ModelHarness& model(Shape shape, int threads) {
-  static std::map<std::pair<int, int>, std::unique_ptr<ModelHarness>> models;
-  auto& m = models[{shape, threads}];
+// One model per (shape, threads, mmap), kept for the whole run: loading is not what is measured.
+// `mapped`: the model's `mmap` option (weights used in place from the page cache, or copied into
+// huge pages).
+ModelHarness& model(Shape shape, int threads, bool mapped) {
+  static std::map<std::tuple<int, int, bool>, std::unique_ptr<ModelHarness>> models;
+  auto& m = models[{shape, threads, mapped}];
   if (!m) {
     // 16-token blocks as in the default deployment; 5000 blocks = 80k tokens of KV.
-    m = std::make_unique<ModelHarness>(checkpoint(shape), ", threads = " + std::to_string(threads),
-                                       16, 5000);
+    m = std::make_unique<ModelHarness>(
+        checkpoint(shape),
+        ", threads = " + std::to_string(threads) + ", mmap = " + (mapped ? "true" : "false"), 16,
+        5000);
   }
   return *m;
+}
+
+// range(3), when given: 1 = weights mapped from the checkpoint, 0 = copied into huge pages.
+bool mapped_of(const benchmark::State& state) { return state.range(3) != 0; }
+
+std::string label_of(Shape shape, int threads, bool mapped) {
+  return std::string(name_of(shape)) + " " + std::to_string(threads) + "T" +
+         (mapped ? " mmap" : " huge pages");
 }
 
 // Direct access to forward() with reusable buffers, so the loop measures only the model.
@@ -116,13 +130,14 @@ void BM_Prefill(benchmark::State& state) {
   const auto shape = static_cast<Shape>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
   const uint32_t tokens = static_cast<uint32_t>(state.range(2));
-  StepRunner runner(model(shape, threads), 16);
+  const bool mapped = mapped_of(state);
+  StepRunner runner(model(shape, threads, mapped), 16);
   runner.prepare(1, 0, tokens);
   runner.run();  // warm-up: grows the activation buffers once
   for (auto _ : state) runner.run();
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(name_of(shape)) + " " + std::to_string(threads) + "T");
+  state.SetLabel(label_of(shape, threads, mapped));
 }
 
 // One decode step of range(2) requests, each with 128 cached tokens (the step rewrites position
@@ -131,21 +146,20 @@ void BM_Decode(benchmark::State& state) {
   const auto shape = static_cast<Shape>(state.range(0));
   const int threads = static_cast<int>(state.range(1));
   const uint32_t batch = static_cast<uint32_t>(state.range(2));
-  StepRunner runner(model(shape, threads), 16);
+  const bool mapped = mapped_of(state);
+  StepRunner runner(model(shape, threads, mapped), 16);
   runner.prepare(batch, 128, 1);
   runner.run();
   for (auto _ : state) runner.run();
   state.counters["tokens_per_s"] =
       benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["ms_per_step"] = benchmark::Counter(
-      1e3, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-  state.SetLabel(std::string(name_of(shape)) + " " + std::to_string(threads) + "T");
+  state.SetLabel(label_of(shape, threads, mapped));
 }
 
 void ModelArgs(benchmark::internal::Benchmark* b, std::vector<int64_t> sizes) {
   for (int shape : {kTiny, k100M}) {
     for (int threads : {1, 2}) {
-      for (int64_t n : sizes) b->Args({shape, threads, n});
+      for (int64_t n : sizes) b->Args({shape, threads, n, 1});
     }
   }
 }
@@ -158,16 +172,18 @@ BENCHMARK(BM_Decode)->Apply([](auto* b) {
                     }) -> Unit(benchmark::kMillisecond) -> MinTime(2.0) -> UseRealTime();
 
 // The issue-4 bar: 56M shape, F16 weights, 2 threads: prefill of 3,500 tokens (~1,400 tokens/s)
-// and single-stream decode (~270 tokens/s, 3.7 ms/token).
+// and single-stream decode (~270 tokens/s, 3.7 ms/token); weights mapped and in huge pages.
 BENCHMARK(BM_Prefill)
     ->Name("Bar/prefill_3500")
-    ->Args({kBar56M, 2, 3500})
+    ->Args({kBar56M, 2, 3500, 1})
+    ->Args({kBar56M, 2, 3500, 0})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(5.0)
     ->UseRealTime();
 BENCHMARK(BM_Decode)
     ->Name("Bar/decode_1")
-    ->Args({kBar56M, 2, 1})
+    ->Args({kBar56M, 2, 1, 1})
+    ->Args({kBar56M, 2, 1, 0})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(3.0)
     ->UseRealTime();

@@ -7,7 +7,7 @@
 #include <headway/sdk/status.hpp>
 #include <string>
 
-#include "half.h"
+#include "half_kernels.h"
 
 namespace headway::models::cpu {
 namespace {
@@ -27,12 +27,7 @@ void sgemm(const float* x, uint32_t m, uint32_t n, uint32_t k, const float* w, u
 }
 
 inline void to_float(const Matrix& w, uint64_t row, float* out) {
-  const uint16_t* src = static_cast<const uint16_t*>(w.data) + row * w.cols;
-  if (w.dtype == DType::kF16) {
-    f16_to_f32(src, out, w.cols);
-  } else {
-    bf16_to_f32(src, out, w.cols);
-  }
+  convert_half_row(w.dtype, static_cast<const uint16_t*>(w.data) + row * w.cols, out, w.cols);
 }
 
 }  // namespace
@@ -53,96 +48,74 @@ void Linear::run(const float* x, uint32_t m, const Matrix& w, float* y, uint32_t
   }
 }
 
-// Four weight rows per iteration: four independent FMA chains hide the FMA latency that a single
-// reduction would be bound by, and each input row is loaded once for the four of them.
+void Linear::run_fused(const float* x, uint32_t m, std::initializer_list<Projection> projections) {
+  constexpr size_t kMaxFused = 4;
+  bool single_half_row = m == 1 && projections.size() <= kMaxFused;
+  uint32_t total_rows = 0;
+  for (const Projection& p : projections) {
+    single_half_row = single_half_row && p.w->dtype != DType::kF32;
+    total_rows += p.w->rows;
+  }
+  if (!single_half_row) {
+    for (const Projection& p : projections) run(x, m, *p.w, p.y, p.ldy, false);
+    return;
+  }
+  const Projection* list = projections.begin();
+  const size_t count = projections.size();
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (uint32_t global = 0; global < total_rows; ++global) {
+    // Which projection this row belongs to: at most kMaxFused comparisons.
+    uint32_t n = global;
+    size_t i = 0;
+    while (n >= list[i].w->rows && i + 1 < count) n -= list[i++].w->rows;
+    const Matrix& w = *list[i].w;
+    list[i].y[n] = dot_half_row(
+        w.dtype, x, static_cast<const uint16_t*>(w.data) + static_cast<size_t>(n) * w.cols, w.cols);
+  }
+}
+
+// Four weight rows per iteration of the several-inputs kernel: four independent FMA chains hide
+// the FMA latency that a single reduction would be bound by, and each input row is loaded once for
+// the four of them.
 constexpr uint32_t kRowsPerIteration = 4;
-// Partial sums per row in the single-stream kernel: 4 AVX2 vectors.
-constexpr uint32_t kLanes = 32;
 
 void Linear::gemv_half(const float* x, uint32_t m, const Matrix& w, float* y, uint32_t ldy,
                        bool accumulate) {
   const uint32_t k = w.cols;
+  const uint16_t* weights = static_cast<const uint16_t*>(w.data);
+  if (m == 1) {
+    // Single stream: each thread reads a contiguous range of weight rows front to back (the
+    // access the hardware prefetcher follows best), converting inside the dot; nothing is stored.
+#pragma omp parallel for num_threads(threads_) schedule(static)
+    for (uint32_t n = 0; n < w.rows; ++n) {
+      const float sum = dot_half_row(w.dtype, x, weights + static_cast<size_t>(n) * k, k);
+      y[n] = accumulate ? y[n] + sum : sum;
+    }
+    return;
+  }
   float* scratch = row_scratch_.data();
   const size_t stride = static_cast<size_t>(max_cols_) * kRowsPerIteration;
-  const bool f16 = w.dtype == DType::kF16;
-  const uint16_t* weights = static_cast<const uint16_t*>(w.data);
   const uint32_t groups = (w.rows + kRowsPerIteration - 1) / kRowsPerIteration;
 #pragma omp parallel for num_threads(threads_) schedule(static)
   for (uint32_t group = 0; group < groups; ++group) {
     const uint32_t n0 = group * kRowsPerIteration;
+    float* r0 = scratch + stride * static_cast<size_t>(omp_get_thread_num());
     if (n0 + kRowsPerIteration > w.rows) {
       // Tail rows: one at a time.
-      float* row = scratch + stride * static_cast<size_t>(omp_get_thread_num());
       for (uint32_t n = n0; n < w.rows; ++n) {
-        to_float(w, n, row);
+        to_float(w, n, r0);
         for (uint32_t i = 0; i < m; ++i) {
           const float* xi = x + static_cast<size_t>(i) * k;
           float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-          for (uint32_t j = 0; j < k; ++j) sum += xi[j] * row[j];
+          for (uint32_t j = 0; j < k; ++j) sum += xi[j] * r0[j];
           float& out = y[static_cast<size_t>(i) * ldy + n];
           out = accumulate ? out + sum : sum;
         }
       }
       continue;
     }
-    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    if (m == 1 && k % kLanes == 0) {
-      // Single stream: one weight row at a time (a purely sequential read, which the hardware
-      // prefetcher follows best), converted inside the dot and never stored. The 32 partial sums
-      // are four independent vector accumulators, enough to hide the FMA latency.
-      for (uint32_t n = n0; n < n0 + kRowsPerIteration; ++n) {
-        const uint16_t* wn = weights + static_cast<size_t>(n) * k;
-        float acc[kLanes] = {};
-        for (uint32_t j = 0; j < k; j += kLanes) {
-          // Two rows ahead: the next rows' lines are in flight while this one is summed.
-          __builtin_prefetch(wn + j + 2 * static_cast<size_t>(k));
-          if (f16) {
-#pragma omp simd
-            for (uint32_t l = 0; l < kLanes; ++l) acc[l] += x[j + l] * f16_to_f32(wn[j + l]);
-          } else {
-#pragma omp simd
-            for (uint32_t l = 0; l < kLanes; ++l) acc[l] += x[j + l] * bf16_to_f32(wn[j + l]);
-          }
-        }
-        float sum = 0.0f;
-        for (uint32_t l = 0; l < kLanes; ++l) sum += acc[l];
-        y[n] = accumulate ? y[n] + sum : sum;
-      }
-      continue;
-    }
-    if (m == 1) {
-      // Single stream: convert inside the dot; the weights are read once and never stored.
-      const uint16_t* w0 = weights + static_cast<size_t>(n0) * k;
-      const uint16_t* w1 = w0 + k;
-      const uint16_t* w2 = w1 + k;
-      const uint16_t* w3 = w2 + k;
-      if (f16) {
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-        for (uint32_t j = 0; j < k; ++j) {
-          s0 += x[j] * f16_to_f32(w0[j]);
-          s1 += x[j] * f16_to_f32(w1[j]);
-          s2 += x[j] * f16_to_f32(w2[j]);
-          s3 += x[j] * f16_to_f32(w3[j]);
-        }
-      } else {
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-        for (uint32_t j = 0; j < k; ++j) {
-          s0 += x[j] * bf16_to_f32(w0[j]);
-          s1 += x[j] * bf16_to_f32(w1[j]);
-          s2 += x[j] * bf16_to_f32(w2[j]);
-          s3 += x[j] * bf16_to_f32(w3[j]);
-        }
-      }
-      float* out = y + n0;
-      out[0] = accumulate ? out[0] + s0 : s0;
-      out[1] = accumulate ? out[1] + s1 : s1;
-      out[2] = accumulate ? out[2] + s2 : s2;
-      out[3] = accumulate ? out[3] + s3 : s3;
-      continue;
-    }
-    // Several rows: convert the four weight rows once into L1, then dot them with each input.
-    float* r0 = scratch + stride * static_cast<size_t>(omp_get_thread_num());
+    // Convert the four weight rows once into L1, then dot them with each input.
     float* r1 = r0 + k;
     float* r2 = r1 + k;
     float* r3 = r2 + k;
@@ -152,7 +125,7 @@ void Linear::gemv_half(const float* x, uint32_t m, const Matrix& w, float* y, ui
     to_float(w, n0 + 3, r3);
     for (uint32_t i = 0; i < m; ++i) {
       const float* xi = x + static_cast<size_t>(i) * k;
-      s0 = s1 = s2 = s3 = 0.0f;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
       for (uint32_t j = 0; j < k; ++j) {
         s0 += xi[j] * r0[j];

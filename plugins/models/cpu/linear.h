@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "aligned_buffer.h"
 #include "weights.h"
@@ -25,6 +26,18 @@ class Linear {
   // y[m x w.rows] = x[m x w.cols] * W^T, or += when `accumulate` (used to add the attention and
   // MLP outputs into the residual stream without another pass). ldy is y's row stride.
   void run(const float* x, uint32_t m, const Matrix& w, float* y, uint32_t ldy, bool accumulate);
+
+  // One projection of a fused call: y[m x w.rows] = x * W^T with row stride ldy.
+  struct Projection {
+    const Matrix* w;
+    float* y;
+    uint32_t ldy;
+  };
+  // Several projections of the same input (q/k/v, gate/up). For a single half-precision input row
+  // (decode of one stream) they share one parallel region, so each thread streams one contiguous
+  // range across the matrices and the threads meet once instead of once per matrix; otherwise it
+  // is run() for each.
+  void run_fused(const float* x, uint32_t m, std::initializer_list<Projection> projections);
 
   // Rows from which half-precision weights take the convert + sgemm path.
   static constexpr uint32_t kGemmRows = 16;

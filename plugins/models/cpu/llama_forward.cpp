@@ -156,9 +156,7 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
   for (uint32_t l = 0; l < config_.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layer(l);
     rms_norm(x, total, hidden, w.input_norm, eps, h, threads_);
-    linear_.run(h, total, w.q, q, qw, false);
-    linear_.run(h, total, w.k, k, kvw, false);
-    linear_.run(h, total, w.v, v, kvw, false);
+    linear_.run_fused(h, total, {{&w.q, q, qw}, {&w.k, k, kvw}, {&w.v, v, kvw}});
 
     // RoPE on q and k, and K/V into the cache at each token's (block, slot).
     for (const SliceSpan& span : spans_) {
@@ -188,8 +186,7 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
     linear_.run(attn_.data(), total, w.o, x, hidden, true);
 
     rms_norm(x, total, hidden, w.post_attention_norm, eps, h, threads_);
-    linear_.run(h, total, w.gate, gate_.data(), ffn, false);
-    linear_.run(h, total, w.up, up_.data(), ffn, false);
+    linear_.run_fused(h, total, {{&w.gate, gate_.data(), ffn}, {&w.up, up_.data(), ffn}});
     swiglu(gate_.data(), up_.data(), total, ffn, threads_);
     linear_.run(gate_.data(), total, w.down, x, hidden, true);
   }

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "half.h"
+#include "half_kernels.h"
 #include "vector_exp.h"
 
 namespace headway::models::cpu {
@@ -43,10 +43,8 @@ void embed(const Matrix& table, const int32_t* ids, uint32_t count, float* out, 
         std::memcpy(o, static_cast<const float*>(table.data) + offset, width * sizeof(float));
         break;
       case DType::kF16:
-        f16_to_f32(static_cast<const uint16_t*>(table.data) + offset, o, width);
-        break;
       case DType::kBF16:
-        bf16_to_f32(static_cast<const uint16_t*>(table.data) + offset, o, width);
+        convert_half_row(table.dtype, static_cast<const uint16_t*>(table.data) + offset, o, width);
         break;
     }
   }

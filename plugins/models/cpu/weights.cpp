@@ -1,5 +1,6 @@
 #include "weights.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "half.h"
@@ -41,8 +42,9 @@ void convert(const std::byte* src, DType from, std::byte* dst, DType to, uint64_
 
 }  // namespace
 
-LlamaWeights::LlamaWeights(const Checkpoint& checkpoint, const LlamaConfig& c, DType compute)
-    : compute_(compute) {
+LlamaWeights::LlamaWeights(const Checkpoint& checkpoint, const LlamaConfig& c, DType compute,
+                           bool map_weights)
+    : compute_(compute), map_weights_(map_weights) {
   const uint32_t q_out = c.num_attention_heads * c.head_dim;
   const uint32_t kv_out = c.num_key_value_heads * c.head_dim;
   embed_ = matrix(checkpoint, "model.embed_tokens.weight", c.vocab_size, c.hidden_size);
@@ -76,11 +78,10 @@ Matrix LlamaWeights::matrix(const Checkpoint& checkpoint, const std::string& nam
   Matrix m{compute_, rows, cols, t.data};
   const uint64_t n = uint64_t{rows} * cols;
   const bool aligned = reinterpret_cast<uintptr_t>(t.data) % dtype_size(compute_) == 0;
-  if (t.dtype != compute_ || !aligned) {
-    AlignedBuffer<std::byte> copy(n * dtype_size(compute_));
-    convert(t.data, t.dtype, copy.data(), compute_, n);
-    m.data = copy.data();
-    owned_.push_back(std::move(copy));
+  if (t.dtype != compute_ || !aligned || !map_weights_) {
+    std::byte* copy = allocate(n * dtype_size(compute_));
+    convert(t.data, t.dtype, copy, compute_, n);
+    m.data = copy;
     converted_bytes_ += n * dtype_size(compute_);
   }
   bytes_ += n * dtype_size(compute_);
@@ -90,11 +91,23 @@ Matrix LlamaWeights::matrix(const Checkpoint& checkpoint, const std::string& nam
 const float* LlamaWeights::vector(const Checkpoint& checkpoint, const std::string& name,
                                   uint32_t size) {
   const TensorView& t = checkpoint.tensor(name, {size});
-  AlignedBuffer<std::byte> copy(uint64_t{size} * 4);
-  convert(t.data, t.dtype, copy.data(), DType::kF32, size);
-  const float* p = reinterpret_cast<const float*>(copy.data());
-  owned_.push_back(std::move(copy));
+  std::byte* copy = allocate(uint64_t{size} * 4);
+  convert(t.data, t.dtype, copy, DType::kF32, size);
   bytes_ += uint64_t{size} * 4;
+  return reinterpret_cast<const float*>(copy);
+}
+
+std::byte* LlamaWeights::allocate(uint64_t bytes) {
+  constexpr uint64_t kChunk = uint64_t{64} << 20;
+  constexpr uint64_t kAlign = 64;
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (owned_.empty() || chunk_used_ + bytes > chunk_size_) {
+    chunk_size_ = std::max(kChunk, bytes);
+    owned_.emplace_back(chunk_size_);
+    chunk_used_ = 0;
+  }
+  std::byte* p = owned_.back().data() + chunk_used_;
+  chunk_used_ += bytes;
   return p;
 }
 

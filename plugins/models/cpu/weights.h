@@ -34,8 +34,11 @@ struct LayerWeights {
 
 class LlamaWeights {
  public:
-  // Throws sdk::Error naming the file and tensor on any missing or malformed tensor.
-  LlamaWeights(const Checkpoint& checkpoint, const LlamaConfig& config, DType compute);
+  // Throws sdk::Error naming the file and tensor on any missing or malformed tensor. With
+  // `map_weights` false every matrix is copied into huge-page memory even when the mapping could
+  // be used in place (decode reads it faster; see aligned_buffer.h).
+  LlamaWeights(const Checkpoint& checkpoint, const LlamaConfig& config, DType compute,
+               bool map_weights);
 
   const Matrix& embed() const { return embed_; }
   const Matrix& lm_head() const { return lm_head_; }
@@ -51,13 +54,19 @@ class LlamaWeights {
   Matrix matrix(const Checkpoint& checkpoint, const std::string& name, uint32_t rows,
                 uint32_t cols);
   const float* vector(const Checkpoint& checkpoint, const std::string& name, uint32_t size);
+  // `bytes` of owned memory, 64-byte aligned, carved from 64 MiB huge-page chunks so that small
+  // matrices (a 512 x 512 projection is 0.5 MB) share huge pages too.
+  std::byte* allocate(uint64_t bytes);
 
   DType compute_;
+  bool map_weights_;
   Matrix embed_;
   Matrix lm_head_;
   const float* final_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::vector<AlignedBuffer<std::byte>> owned_;
+  uint64_t chunk_used_ = 0;
+  uint64_t chunk_size_ = 0;
   uint64_t bytes_ = 0;
   uint64_t converted_bytes_ = 0;
 };

@@ -94,5 +94,21 @@ TEST(PluginsFromToml, ShippedHolDeploymentsLoad) {
   EXPECT_EQ(disaggregated.engines[1].role, HW_ENGINE_ROLE_DECODE);
 }
 
+// The CPU head-of-line deployments that scripts/measure_cpu_hol.sh serves (and the simulator twin
+// bench predicts with) load, with the engines and server ports the measurement relies on.
+TEST(PluginsFromToml, ShippedCpuHolDeploymentsLoad) {
+  const std::filesystem::path hol = std::filesystem::path(HEADWAY_SOURCE_DIR) / "configs/cpu_hol";
+  for (const char* name : {"baseline", "partial_prefill", "length_routing"}) {
+    SCOPED_TRACE(name);
+    DeploymentConfig config = load_deployment(hol / (std::string(name) + ".toml"), registry());
+    EXPECT_EQ(config.model.plugin->short_name(), "cpu");
+    EXPECT_EQ(config.server.http_port, 8000);
+    EXPECT_FALSE(config.kv_transport.has_value());
+  }
+  EXPECT_EQ(load_deployment(hol / "length_routing.toml", registry()).engines.size(), 2u);
+  DeploymentConfig twin = load_deployment(hol / "baseline_sim.toml", registry());
+  EXPECT_EQ(twin.model.plugin->short_name(), "sim");
+}
+
 }  // namespace
 }  // namespace headway::core

@@ -444,6 +444,16 @@ TEST_F(WorkloadTest, ParseFromTextMatchesLoadFromFile) {
 }
 
 TEST_F(WorkloadTest, ExampleConfigsLoad) {
+  // The CPU head-of-line workload: 60 requests, the documents marked long and 4k-8k tokens.
+  const Workload cpu = load_workload(kConfigs / "cpu_hol_mixed.toml");
+  ASSERT_EQ(cpu.requests.size(), 60u);
+  ASSERT_TRUE(cpu.has_long_class());
+  for (const auto& r : cpu.requests) {
+    if (cpu.classes[r.class_index].is_long) {
+      EXPECT_GE(r.prompt_tokens, 4000u);
+      EXPECT_LE(r.prompt_tokens, 8000u);
+    }
+  }
   const Workload mixed = load_workload(kConfigs / "mixed_short_long.toml");
   ASSERT_EQ(mixed.requests.size(), 500u);
   ASSERT_TRUE(mixed.has_long_class());

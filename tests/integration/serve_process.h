@@ -1,0 +1,139 @@
+// `headway serve` as a child process for the integration tests: a per-test temp directory, the
+// process with its stderr read through a pipe (to learn the ports it bound and keep its log), and
+// curl for one-off requests. Threading: one test thread uses each object.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace headway::test {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  explicit TempDir(const std::string& name = "serve")
+      : path(fs::temp_directory_path() / ("headway_" + name + "_" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+// The `headway serve` child: stderr is read through a pipe to learn the ports it bound.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const fs::path& config) {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], STDERR_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      ::execl(HEADWAY_CLI, HEADWAY_CLI, "--log-level", "info", "serve", "--config", config.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    err_fd_ = fds[0];
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (reader_.joinable()) reader_.join();  // the pipe closed with the process
+    if (err_fd_ >= 0) ::close(err_fd_);
+  }
+
+  // From now on a background thread collects stderr into log(), so that a test which makes the
+  // server log a lot never blocks it on a full pipe. wait_for_line() may not be called after it.
+  void keep_reading() {
+    reader_ = std::thread([this] { read_rest(); });
+  }
+
+  // Reads stderr until `pattern` matches a line; returns its first group, or nullopt when the
+  // process closed stderr (exited) first.
+  std::optional<std::string> wait_for_line(const std::regex& pattern) {
+    std::string line;
+    char c;
+    while (::read(err_fd_, &c, 1) == 1) {
+      log_ += c;
+      if (c != '\n') {
+        line += c;
+        continue;
+      }
+      std::smatch match;
+      if (std::regex_search(line, match, pattern)) return match[1].str();
+      line.clear();
+    }
+    return std::nullopt;
+  }
+
+  // Sends `signal` and returns the exit status; the rest of stderr is kept in log().
+  int stop(int signal) {
+    if (!exited_) ::kill(pid_, signal);
+    if (reader_.joinable()) {
+      reader_.join();
+    } else {
+      read_rest();
+    }
+    if (!exited_) ::waitpid(pid_, &status_, 0);
+    exited_ = true;
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+  const std::string& log() const { return log_; }
+  // True while the process has neither exited nor been killed (reaps it when it has).
+  bool alive() {
+    if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
+    return !exited_;
+  }
+
+ private:
+  void read_rest() {
+    char buffer[4096];
+    ssize_t n;
+    while ((n = ::read(err_fd_, buffer, sizeof buffer)) > 0) log_.append(buffer, n);
+  }
+
+  pid_t pid_ = -1;
+  int err_fd_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::string log_;
+  std::thread reader_;
+};
+
+struct CurlResult {
+  int http_status = 0;
+  std::string body;
+};
+
+inline CurlResult curl(const std::string& args) {
+  const std::string command = "curl -s --max-time 120 -w '\\n%{http_code}' " + args;
+  CurlResult result;
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+  ::pclose(pipe);
+  const size_t last = out.rfind('\n');
+  if (last == std::string::npos) return result;
+  result.body = out.substr(0, last);
+  result.http_status = std::atoi(out.c_str() + last + 1);
+  return result;
+}
+
+}  // namespace headway::test

@@ -26,21 +26,10 @@ namespace {
 
 TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
   TempDir dir;
-  models::cpu::TinyModelSpec spec;
-  spec.layers = 2;
-  spec.hidden = 64;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.ffn = 128;
-  spec.dtype = models::cpu::DType::kF32;
-  models::cpu::write_tiny_checkpoint(spec, dir.path / "tiny");
-  const fs::path config = dir.path / "deploy.toml";
-  std::ofstream(config) << "name = \"serve-test\"\n"
-                           "[model]\nplugin = \"cpu\"\n"
-                           "options = { path = \"tiny\", threads = 1, kv_cache_gb = 0.02, "
-                           "max_model_len = 512 }\n"
-                           "[[engines]]\nscheduler = \"chunked\"\n"
-                           "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 5\n";
+  const fs::path config =
+      write_tiny_deployment(dir.path, "serve-test",
+                            "[[engines]]\nscheduler = \"chunked\"\n"
+                            "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 5\n");
 
   ServeProcess serve(config);
   const std::optional<std::string> http =

@@ -5,12 +5,14 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <tiny_checkpoint.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <regex>
 #include <stdexcept>
@@ -29,6 +31,27 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
   fs::path path;
 };
+
+// Writes a deployment serving a tiny random-weight CPU checkpoint (2 layers, hidden 64, F32, one
+// thread per engine) into `dir`, with `tables` (the [[engines]], [router] and [server] tables)
+// appended; returns the deployment file's path.
+inline fs::path write_tiny_deployment(const fs::path& dir, const std::string& name,
+                                      const std::string& tables) {
+  models::cpu::TinyModelSpec spec;
+  spec.layers = 2;
+  spec.hidden = 64;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.ffn = 128;
+  spec.dtype = models::cpu::DType::kF32;
+  models::cpu::write_tiny_checkpoint(spec, dir / "tiny");
+  const fs::path config = dir / "deploy.toml";
+  std::ofstream(config) << "name = \"" << name << "\"\n[model]\nplugin = \"cpu\"\n"
+                        << "options = { path = \"tiny\", threads = 1, kv_cache_gb = 0.02, "
+                           "max_model_len = 512 }\n"
+                        << tables;
+  return config;
+}
 
 // The `headway serve` child: stderr is read through a pipe to learn the ports it bound.
 class ServeProcess {

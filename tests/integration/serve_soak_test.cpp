@@ -101,23 +101,12 @@ std::map<std::string, double> engine_gauge(const std::string& metrics, const std
 
 TEST(ServeSoak, DisconnectsAndAbortsOverHttpLeaveEveryKvBlockFree) {
   TempDir dir("serve_soak");
-  models::cpu::TinyModelSpec spec;
-  spec.layers = 2;
-  spec.hidden = 64;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.ffn = 128;
-  spec.dtype = models::cpu::DType::kF32;
-  models::cpu::write_tiny_checkpoint(spec, dir.path / "tiny");
-  const fs::path config = dir.path / "deploy.toml";
-  std::ofstream(config) << "name = \"soak\"\n"
-                           "[model]\nplugin = \"cpu\"\n"
-                           "options = { path = \"tiny\", threads = 1, kv_cache_gb = 0.02, "
-                           "max_model_len = 512 }\n"
-                           "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\", options = "
-                           "{ max_num_batched_tokens = 256, max_num_seqs = 16 } }\n"
-                           "[router]\nplugin = \"least_loaded\"\n"
-                           "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 30\n";
+  const fs::path config =
+      write_tiny_deployment(dir.path, "soak",
+                            "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\", options = "
+                            "{ max_num_batched_tokens = 256, max_num_seqs = 16 } }\n"
+                            "[router]\nplugin = \"least_loaded\"\n"
+                            "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 30\n");
   ServeProcess serve(config);
   const std::optional<std::string> address =
       serve.wait_for_line(std::regex(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))"));

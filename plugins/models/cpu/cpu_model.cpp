@@ -104,17 +104,7 @@ class CpuModel final : public sdk::Model {
   }
 
   hw_model_info info() const override {
-    hw_model_info info{};
-    info.struct_size = sizeof(hw_model_info);
-    info.layers = config_.num_hidden_layers;
-    info.hidden = config_.hidden_size;
-    info.heads = config_.num_attention_heads;
-    info.kv_heads = config_.num_key_value_heads;
-    info.head_dim = config_.head_dim;
-    info.vocab = config_.vocab_size;
-    info.max_model_len = max_model_len_;
-    info.eos_token =
-        config_.eos_token_id >= 0 ? static_cast<uint32_t>(config_.eos_token_id) : UINT32_MAX;
+    hw_model_info info = model_info_of(config_, max_model_len_);
     info.kv_bytes_per_token = forward_.kv().bytes_per_token();
     info.kv_capacity_tokens =
         static_cast<uint64_t>(kv_cache_bytes_ / static_cast<double>(info.kv_bytes_per_token));

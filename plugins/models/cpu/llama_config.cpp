@@ -139,4 +139,19 @@ LlamaConfig load_llama_config(const std::filesystem::path& dir) {
   return parse_llama_config(text.str(), path.string());
 }
 
+hw_model_info model_info_of(const LlamaConfig& config, uint32_t max_model_len) {
+  hw_model_info info{};
+  info.struct_size = sizeof(hw_model_info);
+  info.layers = config.num_hidden_layers;
+  info.hidden = config.hidden_size;
+  info.heads = config.num_attention_heads;
+  info.kv_heads = config.num_key_value_heads;
+  info.head_dim = config.head_dim;
+  info.vocab = config.vocab_size;
+  info.max_model_len = max_model_len;
+  info.eos_token =
+      config.eos_token_id >= 0 ? static_cast<uint32_t>(config.eos_token_id) : UINT32_MAX;
+  return info;
+}
+
 }  // namespace headway::models::cpu

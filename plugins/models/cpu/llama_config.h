@@ -3,6 +3,8 @@
 // Threading: plain data; load_llama_config is reentrant.
 #pragma once
 
+#include <headway/abi.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -44,5 +46,10 @@ LlamaConfig load_llama_config(const std::filesystem::path& dir);
 
 // Same, from JSON text; `file` is used for messages.
 LlamaConfig parse_llama_config(const std::string& text, const std::string& file);
+
+// The part of a model plugin's info() that the config determines (struct_size, shape, vocab,
+// max_model_len, eos_token); every model of this architecture (CPU, CUDA) fills the rest: KV
+// bytes and capacity, and the contract flags.
+hw_model_info model_info_of(const LlamaConfig& config, uint32_t max_model_len);
 
 }  // namespace headway::models::cpu

@@ -165,17 +165,7 @@ class CudaModel final : public sdk::Model {
   }
 
   hw_model_info info() const override {
-    hw_model_info info{};
-    info.struct_size = sizeof(hw_model_info);
-    info.layers = config_.num_hidden_layers;
-    info.hidden = config_.hidden_size;
-    info.heads = config_.num_attention_heads;
-    info.kv_heads = config_.num_key_value_heads;
-    info.head_dim = config_.head_dim;
-    info.vocab = config_.vocab_size;
-    info.max_model_len = max_model_len_;
-    info.eos_token =
-        config_.eos_token_id >= 0 ? static_cast<uint32_t>(config_.eos_token_id) : UINT32_MAX;
+    hw_model_info info = cpu::model_info_of(config_, max_model_len_);
     // One token's KV on all GPUs together (replicated kv heads count once per copy).
     info.kv_bytes_per_token = shards_[0]->kv_layout().bytes_per_token() * tp_.tp;
     info.kv_capacity_tokens = kv_capacity_tokens_;

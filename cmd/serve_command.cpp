@@ -5,6 +5,7 @@
 #include <headway/core/error.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/serving/local_generation_service.h>
+#include <headway/serving/remote_generation_service.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -107,23 +108,41 @@ int run_serve(const ServeArgs& args) {
   throw core::Error("serve: this headway was built without the HTTP and gRPC frontends");
 #endif
 
-  serving::LocalGenerationService service(deployment);
+  // role "all": engines and frontends here; "engine": the engines behind the gRPC worker API only
+  // (a router process fronts the clients); "router": the frontends before engine processes.
+  const bool engine_role = server.role == "engine";
+  std::unique_ptr<serving::GenerationService> owned;
+  if (server.role == "router") {
+    serving::RemoteServiceOptions options;
+    options.api_key = api_key;
+    options.connect_timeout_s = server.engine_connect_timeout_s;
+    owned = std::make_unique<serving::RemoteGenerationService>(deployment, std::move(options));
+  } else {
+    owned = std::make_unique<serving::LocalGenerationService>(deployment);
+  }
+  serving::GenerationService& service = *owned;
   const serving::ModelSummary model = service.model_info();
   std::fprintf(stderr,
-               "headway serve: deployment '%s', model '%s' (max_model_len %u), %zu engines\n",
-               deployment.name.c_str(), model.name.c_str(), model.max_model_len,
-               service.cluster_info().engines.size());
+               "headway serve: deployment '%s' (role %s), model '%s' (max_model_len %u), %zu "
+               "engines\n",
+               deployment.name.c_str(), server.role.c_str(), model.name.c_str(),
+               model.max_model_len, service.cluster_info().engines.size());
 
 #if HEADWAY_SERVE_HTTP
-  serving::HttpFrontend http(service, serving::HttpOptions{host, http_port, api_key});
-  http.start();
-  std::fprintf(stderr, "headway serve: HTTP listening on http://%s\n",
-               address(host, http.port()).c_str());
+  std::optional<serving::HttpFrontend> http;
+  if (!engine_role) {
+    http.emplace(service, serving::HttpOptions{host, http_port, api_key});
+    http->start();
+    std::fprintf(stderr, "headway serve: HTTP listening on http://%s\n",
+                 address(host, http->port()).c_str());
+  }
 #endif
 #if HEADWAY_SERVE_GRPC
   serving::GrpcFrontend grpc(service, serving::GrpcOptions{host, grpc_port, api_key});
   grpc.start();
   std::fprintf(stderr, "headway serve: gRPC listening on %s\n", address(host, grpc.port()).c_str());
+#else
+  if (engine_role) throw core::Error("serve: role \"engine\" needs the gRPC frontend");
 #endif
   std::fflush(stderr);
 
@@ -140,7 +159,7 @@ int run_serve(const ServeArgs& args) {
   grpc.stop();
 #endif
 #if HEADWAY_SERVE_HTTP
-  http.stop();
+  if (http) http->stop();
 #endif
   std::fprintf(stderr, "headway serve: stopped (%zu requests aborted at the drain timeout)\n",
                aborted);

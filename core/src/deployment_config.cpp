@@ -110,6 +110,18 @@ PluginChoice read_inline_or_table(const toml::table& parent, std::string_view ke
   return read_choice(*node->as_table(), kind, at, registry, base_dir, default_plugin);
 }
 
+double get_seconds(const toml::table& table, const char* key, const std::string& where,
+                   double fallback, double low, double high) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return fallback;
+  const std::optional<double> value = node->value<double>();
+  if (!value || !(*value >= low && *value <= high)) {
+    throw Error(fmt::format("{}.{}: expected a number of seconds in [{}, {}]{}", where, key, low,
+                            high, line_of(*node)));
+  }
+  return *value;
+}
+
 ServerConfig read_server(const toml::table& table, const std::string& where) {
   if (const toml::node* key = table.get("api_key")) {
     throw Error(
@@ -117,7 +129,9 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
                     "environment variable and name that variable with api_key_env",
                     where, line_of(*key)));
   }
-  check_keys(table, {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role"},
+  check_keys(table,
+             {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
+              "load_report_interval_s", "engine_connect_timeout_s"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -137,24 +151,16 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
                     "([A-Za-z_][A-Za-z0-9_]*)",
                     where, server.api_key_env));
   }
-  if (const toml::node* node = table.get("drain_timeout_s")) {
-    const std::optional<double> value = node->value<double>();
-    if (!value || !(*value >= 0.0 && *value <= 3600.0)) {
-      throw Error(fmt::format("{}.drain_timeout_s: expected a number of seconds in [0, 3600]{}",
-                              where, line_of(*node)));
-    }
-    server.drain_timeout_s = *value;
-  }
+  server.drain_timeout_s =
+      get_seconds(table, "drain_timeout_s", where, server.drain_timeout_s, 0.0, 3600.0);
+  server.load_report_interval_s = get_seconds(table, "load_report_interval_s", where,
+                                              server.load_report_interval_s, 0.005, 60.0);
+  server.engine_connect_timeout_s = get_seconds(table, "engine_connect_timeout_s", where,
+                                                server.engine_connect_timeout_s, 0.0, 3600.0);
   server.role = get_string(table, "role", where, "all");
-  if (server.role == "engine" || server.role == "router") {
-    throw Error(
-        fmt::format("{}.role: \"{}\" (one process per engine or router) is not supported "
-                    "yet; use role = \"all\" (frontends, router and engines in one "
-                    "process)",
-                    where, server.role));
-  }
-  if (server.role != "all") {
-    throw Error(fmt::format("{}.role: unknown role \"{}\" (allowed: all)", where, server.role));
+  if (server.role != "all" && server.role != "engine" && server.role != "router") {
+    throw Error(fmt::format("{}.role: unknown role \"{}\" (allowed: all, engine, router)", where,
+                            server.role));
   }
   return server;
 }
@@ -165,6 +171,60 @@ int32_t parse_role(const std::string& role, const std::string& where) {
   if (role == "decode") return HW_ENGINE_ROLE_DECODE;
   throw Error(
       fmt::format("{}.role: unknown role \"{}\" (allowed: mixed, prefill, decode)", where, role));
+}
+
+// An [[engines]] table with `address` names an engine process a router process fronts: that
+// process's own file chooses its scheduler and sizes, so those keys here would be silently unused.
+void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint32_t count,
+                         const std::string& where) {
+  if (engine.address.empty()) throw Error(where + ".address: must not be empty (host:port)");
+  if (count != 1) {
+    throw Error(
+        fmt::format("{}.count: {} engines at one address; write one [[engines]] table per "
+                    "engine process",
+                    where, count));
+  }
+  for (const char* key : {"block_size", "kv_blocks", "max_model_len", "max_waiting", "scheduler"}) {
+    if (t.get(key) != nullptr) {
+      throw Error(
+          fmt::format("{}.{}: not allowed beside address: the engine process at {} sets it "
+                      "in its own deployment file",
+                      where, key, engine.address));
+    }
+  }
+  if (engine.role != HW_ENGINE_ROLE_MIXED) {
+    throw Error(
+        fmt::format("{}.role: engine processes serve mixed engines only: "
+                    "disaggregation across processes needs a cross-process KV transport, "
+                    "which Headway does not have yet (serve it in one process)",
+                    where));
+  }
+}
+
+// Where the engines live must match what the process is: a router process fronts engine
+// processes (every engine has an address); every other role runs its engines itself.
+void check_process_shape(const DeploymentConfig& config) {
+  const std::string name = config.file.string();
+  const bool router = config.server.role == "router";
+  for (const EngineConfig& engine : config.engines) {
+    if (router && engine.address.empty()) {
+      throw Error(
+          fmt::format("{}: {}: a router process ([server] role = \"router\") needs the "
+                      "address (host:port) of every engine process it fronts",
+                      name, engine.name));
+    }
+    if (!router && !engine.address.empty()) {
+      throw Error(
+          fmt::format("{}: {}: address is for router processes only (set [server] role = "
+                      "\"router\"); this process runs its engines itself",
+                      name, engine.name));
+    }
+  }
+  if (router && config.kv_transport) {
+    throw Error(name +
+                ": kv_transport: a router process cannot move KV between engine processes "
+                "yet (no cross-process KV transport); serve disaggregation in one process");
+  }
 }
 
 }  // namespace
@@ -215,7 +275,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     const std::string where = fmt::format("{}: engines[{}]", name, g);
     check_keys(t,
                {"count", "pool", "role", "block_size", "kv_blocks", "max_model_len", "max_waiting",
-                "scheduler"},
+                "scheduler", "address"},
                where);
     uint32_t count = get_uint(t, "count", where, 1, 1, 4096);
     EngineConfig engine;
@@ -225,6 +285,8 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     engine.kv_blocks = get_uint(t, "kv_blocks", where, 0, 0, UINT32_MAX);
     engine.max_model_len = get_uint(t, "max_model_len", where, 0, 0, UINT32_MAX);
     engine.max_waiting = get_uint(t, "max_waiting", where, 0, 0, UINT32_MAX);
+    engine.address = get_string(t, "address", where, "");
+    if (t.get("address") != nullptr) check_remote_engine(t, engine, count, where);
     engine.scheduler =
         read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where + ".scheduler", registry,
                              base_dir, std::string("chunked"));
@@ -247,6 +309,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
   if (const toml::table* server = get_table(root, "server", name)) {
     config.server = read_server(*server, name + ": server");
   }
+  check_process_shape(config);
   return config;
 }
 

@@ -1,6 +1,5 @@
 // Loads every in-tree plugin through the registry from deployment files, as an operator would,
 // and runs a small workload through them on the virtual clock.
-#include "../unit/test_support/built_plugins.h"
 #include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/plugin_registry.h>
@@ -9,6 +8,8 @@
 
 #include <cmath>
 #include <set>
+
+#include "../unit/test_support/built_plugins.h"
 
 namespace headway::core {
 namespace {
@@ -106,8 +107,35 @@ TEST(PluginsFromToml, ShippedCpuHolDeploymentsLoad) {
     EXPECT_FALSE(config.kv_transport.has_value());
   }
   EXPECT_EQ(load_deployment(hol / "length_routing.toml", registry()).engines.size(), 2u);
+  DeploymentConfig disaggregated = load_deployment(hol / "disaggregated.toml", registry());
+  ASSERT_EQ(disaggregated.engines.size(), 2u);
+  EXPECT_EQ(disaggregated.engines[0].role, HW_ENGINE_ROLE_PREFILL);
+  EXPECT_EQ(disaggregated.engines[1].role, HW_ENGINE_ROLE_DECODE);
+  ASSERT_TRUE(disaggregated.kv_transport.has_value());
+  EXPECT_EQ(disaggregated.kv_transport->plugin->short_name(), "host_copy");
   DeploymentConfig twin = load_deployment(hol / "baseline_sim.toml", registry());
   EXPECT_EQ(twin.model.plugin->short_name(), "sim");
+}
+
+TEST(PluginsFromToml, ShippedMultiProcessDeploymentLoads) {
+  const std::filesystem::path dir = std::filesystem::path(HEADWAY_SOURCE_DIR) / "configs/processes";
+  std::vector<std::string> addresses;
+  for (const char* name : {"engine_short", "engine_long"}) {
+    SCOPED_TRACE(name);
+    DeploymentConfig engine = load_deployment(dir / (std::string(name) + ".toml"), registry());
+    EXPECT_EQ(engine.server.role, "engine");
+    ASSERT_EQ(engine.engines.size(), 1u);
+    addresses.push_back("127.0.0.1:" + std::to_string(engine.server.grpc_port));
+  }
+  DeploymentConfig router = load_deployment(dir / "router.toml", registry());
+  EXPECT_EQ(router.server.role, "router");
+  EXPECT_EQ(router.router.plugin->short_name(), "length");
+  ASSERT_EQ(router.engines.size(), 2u);
+  // The router's file points at the ports the engine processes' files bind.
+  EXPECT_EQ(router.engines[0].address, addresses[0]);
+  EXPECT_EQ(router.engines[0].pool, "short");
+  EXPECT_EQ(router.engines[1].address, addresses[1]);
+  EXPECT_EQ(router.engines[1].pool, "long");
 }
 
 }  // namespace

@@ -78,14 +78,21 @@ TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
   EXPECT_NE(serve.log().find("draining"), std::string::npos) << serve.log();
 }
 
-TEST(ServeCli, RefusesAServerRoleItCannotRunYet) {
+TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {
   TempDir dir;
-  const fs::path config = dir.path / "deploy.toml";
-  std::ofstream(config) << "[model]\nplugin = \"sim\"\n[[engines]]\n[server]\nrole = \"router\"\n";
+  // Port 1 on loopback: nothing listens there (connection refused at once).
+  const fs::path config = write_tiny_deployment(
+      dir.path, "router",
+      "[[engines]]\naddress = \"127.0.0.1:1\"\n[[engines]]\naddress = \"127.0.0.1:2\"\n"
+      "[server]\nrole = \"router\"\nhttp_port = 0\ngrpc_port = 0\n"
+      "engine_connect_timeout_s = 0.5\n");
   ServeProcess serve(config);
   EXPECT_FALSE(serve.wait_for_line(std::regex("(listening)")).has_value());
   EXPECT_EQ(serve.stop(SIGTERM), 1) << serve.log();
-  EXPECT_NE(serve.log().find("server.role"), std::string::npos) << serve.log();
+  EXPECT_NE(serve.log().find("no engine process answered within 0.5 s"), std::string::npos)
+      << serve.log();
+  EXPECT_NE(serve.log().find("engine0 at 127.0.0.1:1"), std::string::npos) << serve.log();
+  EXPECT_NE(serve.log().find("engine1 at 127.0.0.1:2"), std::string::npos) << serve.log();
 }
 
 }  // namespace

@@ -13,11 +13,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace headway::test {
 
@@ -34,9 +36,10 @@ struct TempDir {
 
 // Writes a deployment serving a tiny random-weight CPU checkpoint (2 layers, hidden 64, F32, one
 // thread per engine) into `dir`, with `tables` (the [[engines]], [router] and [server] tables)
-// appended; returns the deployment file's path.
+// appended, as `file_name`; returns the deployment file's path.
 inline fs::path write_tiny_deployment(const fs::path& dir, const std::string& name,
-                                      const std::string& tables) {
+                                      const std::string& tables,
+                                      const std::string& file_name = "deploy.toml") {
   models::cpu::TinyModelSpec spec;
   spec.layers = 2;
   spec.hidden = 64;
@@ -45,7 +48,7 @@ inline fs::path write_tiny_deployment(const fs::path& dir, const std::string& na
   spec.ffn = 128;
   spec.dtype = models::cpu::DType::kF32;
   models::cpu::write_tiny_checkpoint(spec, dir / "tiny");
-  const fs::path config = dir / "deploy.toml";
+  const fs::path config = dir / file_name;
   std::ofstream(config) << "name = \"" << name << "\"\n[model]\nplugin = \"cpu\"\n"
                         << "options = { path = \"tiny\", threads = 1, kv_cache_gb = 0.02, "
                            "max_model_len = 512 }\n"
@@ -116,6 +119,10 @@ class ServeProcess {
     exited_ = true;
     return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
   }
+  // Sends `signal` without waiting (SIGSTOP to freeze the process, ...).
+  void signal(int signal) {
+    if (!exited_) ::kill(pid_, signal);
+  }
   const std::string& log() const { return log_; }
   // True while the process has neither exited nor been killed (reaps it when it has).
   bool alive() {
@@ -136,6 +143,59 @@ class ServeProcess {
   int status_ = 0;
   std::string log_;
   std::thread reader_;
+};
+
+// Two engine processes (`[server] role = "engine"`, one engine each, ephemeral gRPC ports) and a
+// router process in front of them with the length router: prompts of `long_from` tokens or more go
+// to engine1 (pool "long"), the rest to engine0 (pool "short"). Each process logs to its own pipe.
+class RoutedEngineProcesses {
+ public:
+  RoutedEngineProcesses(const fs::path& dir, uint32_t long_from, double load_report_interval_s,
+                        const std::string& scheduler =
+                            "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                            "max_num_seqs = 16 } }") {
+    const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
+    for (const char* pool : {"short", "long"}) {
+      const fs::path config = write_tiny_deployment(
+          dir, std::string("engine-") + pool,
+          "[[engines]]\nscheduler = " + scheduler +
+              "\n[server]\nrole = \"engine\"\ngrpc_port = 0\ndrain_timeout_s = 30\n",
+          std::string("engine_") + pool + ".toml");
+      engines_.push_back(std::make_unique<ServeProcess>(config));
+      const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
+      if (!port)
+        throw std::runtime_error("engine process did not start:\n" + engines_.back()->log());
+      engines_.back()->keep_reading();
+      ports_.push_back(std::stoi(*port));
+    }
+    std::string tables;
+    for (size_t e = 0; e < ports_.size(); ++e) {
+      tables += std::string("[[engines]]\npool = \"") + (e == 0 ? "short" : "long") +
+                "\"\naddress = \"127.0.0.1:" + std::to_string(ports_[e]) + "\"\n";
+    }
+    tables += "[router]\nplugin = \"length\"\noptions = { pools = \"short:0,long:" +
+              std::to_string(long_from) + "\" }\n[server]\nrole = \"router\"\nhttp_port = 0\n" +
+              "grpc_port = 0\ndrain_timeout_s = 30\nload_report_interval_s = " +
+              std::to_string(load_report_interval_s) + "\n";
+    router_ =
+        std::make_unique<ServeProcess>(write_tiny_deployment(dir, "router", tables, "router.toml"));
+    const std::optional<std::string> http =
+        router_->wait_for_line(std::regex(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))"));
+    if (!http) throw std::runtime_error("router process did not start:\n" + router_->log());
+    router_->keep_reading();
+    http_port_ = std::stoi(*http);
+  }
+
+  ServeProcess& engine(size_t i) { return *engines_.at(i); }
+  ServeProcess& router() { return *router_; }
+  int engine_port(size_t i) const { return ports_.at(i); }
+  int http_port() const { return http_port_; }
+
+ private:
+  std::vector<std::unique_ptr<ServeProcess>> engines_;
+  std::vector<int> ports_;
+  std::unique_ptr<ServeProcess> router_;
+  int http_port_ = 0;
 };
 
 struct CurlResult {

@@ -99,21 +99,9 @@ std::map<std::string, double> engine_gauge(const std::string& metrics, const std
   return values;
 }
 
-TEST(ServeSoak, DisconnectsAndAbortsOverHttpLeaveEveryKvBlockFree) {
-  TempDir dir("serve_soak");
-  const fs::path config =
-      write_tiny_deployment(dir.path, "soak",
-                            "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\", options = "
-                            "{ max_num_batched_tokens = 256, max_num_seqs = 16 } }\n"
-                            "[router]\nplugin = \"least_loaded\"\n"
-                            "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 30\n");
-  ServeProcess serve(config);
-  const std::optional<std::string> address =
-      serve.wait_for_line(std::regex(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))"));
-  ASSERT_TRUE(address.has_value()) << serve.log();
-  serve.keep_reading();
-  const int port = std::stoi(*address);
-
+// Runs the soak against the server at `port` and checks that every engine ends idle with all its
+// KV blocks free (as /metrics reports them) and that aborts reached both engines.
+void soak(int port) {
   constexpr int kRequests = 2000;
   constexpr int kClients = 8;
   std::atomic<int> next{0};
@@ -154,7 +142,6 @@ TEST(ServeSoak, DisconnectsAndAbortsOverHttpLeaveEveryKvBlockFree) {
   for (std::thread& t : clients) t.join();
   EXPECT_EQ(done.load(), kRequests);
   EXPECT_TRUE(failures.empty()) << failures.size() << " failures, first: " << failures.front();
-  ASSERT_TRUE(serve.alive()) << serve.log();
 
   // Disconnects are noticed asynchronously (at the next token or answer): wait until both
   // engines report nothing running or waiting. The bound only keeps a leak from hanging the run.
@@ -202,7 +189,40 @@ TEST(ServeSoak, DisconnectsAndAbortsOverHttpLeaveEveryKvBlockFree) {
   EXPECT_GT(completed, 0.0) << metrics;
   std::printf("aborted per engine: %.0f / %.0f, finished by length: %.0f\n",
               aborted_per_engine["0"], aborted_per_engine["1"], completed);
+}
+
+TEST(ServeSoak, DisconnectsAndAbortsOverHttpLeaveEveryKvBlockFree) {
+  TempDir dir("serve_soak");
+  const fs::path config =
+      write_tiny_deployment(dir.path, "soak",
+                            "[[engines]]\ncount = 2\nscheduler = { plugin = \"chunked\", options = "
+                            "{ max_num_batched_tokens = 256, max_num_seqs = 16 } }\n"
+                            "[router]\nplugin = \"least_loaded\"\n"
+                            "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 30\n");
+  ServeProcess serve(config);
+  const std::optional<std::string> address =
+      serve.wait_for_line(std::regex(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))"));
+  ASSERT_TRUE(address.has_value()) << serve.log();
+  serve.keep_reading();
+  soak(std::stoi(*address));
+  ASSERT_TRUE(serve.alive()) << serve.log();
   EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
+}
+
+// The same soak through a router process in front of two engine processes: the disconnects
+// become cancelled calls between the processes, and each engine process must still free every
+// block (the router's /metrics mirrors what the engine processes report).
+TEST(ServeSoak, DisconnectsThroughARouterProcessLeaveEveryEngineProcessesKvFree) {
+  TempDir dir("serve_soak_processes");
+  // Prompts are 2-61 tokens: 32 and longer go to the long pool, so both processes serve.
+  RoutedEngineProcesses cluster(dir.path, /*long_from=*/32, /*load_report_interval_s=*/0.02);
+  soak(cluster.http_port());
+  for (size_t e = 0; e < 2; ++e) ASSERT_TRUE(cluster.engine(e).alive()) << cluster.engine(e).log();
+  ASSERT_TRUE(cluster.router().alive()) << cluster.router().log();
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(cluster.engine(e).stop(SIGTERM), 0) << cluster.engine(e).log();
+  }
 }
 
 }  // namespace

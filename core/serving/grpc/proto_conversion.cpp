@@ -96,6 +96,9 @@ void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResp
     info.set_outstanding_tokens(engine.outstanding_tokens);
     info.set_kv_blocks_free(engine.kv_blocks_free);
     info.set_kv_blocks_total(engine.kv_blocks_total);
+    info.set_queued_prefill_tokens(engine.queued_prefill_tokens);
+    info.set_block_size(engine.block_size);
+    info.set_address(engine.address);
   }
 }
 

@@ -1,5 +1,6 @@
 #include <headway/serving/metrics_serving.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -99,9 +100,19 @@ EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
       preemptions_.with(labels), kv_transfers_.with(labels),     kv_transfer_seconds_.with(labels)};
 }
 
+const std::string& ServingMetrics::class_label(const std::string& request_class) {
+  static const std::string kOther = "other";
+  std::lock_guard lock(class_labels_mutex_);
+  auto it = class_labels_.find(request_class);
+  if (it != class_labels_.end()) return *it;
+  if (class_labels_.size() >= kMaxClassLabels) return kOther;
+  return *class_labels_.insert(request_class).first;
+}
+
 RequestSeries ServingMetrics::request(uint32_t engine, const std::string& pool,
                                       const std::string& request_class) {
-  const std::vector<std::string> labels = {std::to_string(engine), pool, request_class};
+  const std::vector<std::string> labels = {std::to_string(engine), pool,
+                                           class_label(request_class)};
   auto reason = [&](const char* name) {
     return &success_.with({labels[0], labels[1], labels[2], name});
   };

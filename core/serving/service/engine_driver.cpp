@@ -24,8 +24,9 @@ Finish finish_of(core::FinishReason reason) {
 
 }  // namespace
 
-EngineDriver::EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink)
-    : engine_(engine), metrics_(metrics), sink_(sink) {
+EngineDriver::EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink,
+                           KvHandoff* handoff)
+    : engine_(engine), metrics_(metrics), sink_(sink), handoff_(handoff) {
   published_ = engine_.load();
   metrics_.alive.set(1);
 }
@@ -63,16 +64,48 @@ void EngineDriver::enqueue_submit(core::NewRequest request,
   wake_.notify_one();
 }
 
-void EngineDriver::enqueue_abort(uint64_t id, bool stop_string) {
+void EngineDriver::push(Command command) {
   {
     std::lock_guard lock(mutex_);
-    Command command;
-    command.kind = Command::Kind::kAbort;
-    command.id = id;
-    command.stop_string = stop_string;
     inbox_.push_back(std::move(command));
   }
   wake_.notify_one();
+}
+
+void EngineDriver::enqueue_abort(uint64_t id, bool stop_string) {
+  Command command;
+  command.kind = Command::Kind::kAbort;
+  command.id = id;
+  command.stop_string = stop_string;
+  push(std::move(command));
+}
+
+void EngineDriver::enqueue_incoming(Handoff handoff) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!exited_) {  // checked and queued in one critical section: run() swaps exited_ and inbox
+      Command command;
+      command.kind = Command::Kind::kIncoming;
+      command.id = handoff.request.id;
+      command.handoff = std::move(handoff);
+      inbox_.push_back(std::move(command));
+    }
+  }
+  if (handoff.state == nullptr) {  // queued
+    wake_.notify_one();
+    return;
+  }
+  // This driver stopped (the service is shutting down): the request ends as every request still
+  // in flight at shutdown does.
+  handoff.state->stream->finish(Finish::kAbort, Timings{}, {});
+  sink_.forget(std::span<const std::string>(&handoff.state->id, 1));
+}
+
+void EngineDriver::enqueue_release(uint64_t id) {
+  Command command;
+  command.kind = Command::Kind::kRelease;
+  command.id = id;
+  push(std::move(command));
 }
 
 hw_engine_load EngineDriver::load() const {
@@ -102,7 +135,13 @@ void EngineDriver::run() {
   while (!stop) {
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || runnable_; });
+      const auto ready = [&] { return stopping_ || !inbox_.empty() || runnable_; };
+      if (arriving_.empty()) {
+        wake_.wait(lock, ready);
+      } else {
+        // KV copies in flight: poll them again soon even when nothing else happens.
+        wake_.wait_for(lock, std::chrono::microseconds(200), ready);
+      }
       applying_.swap(inbox_);
       stop = stopping_;
     }
@@ -122,7 +161,36 @@ void EngineDriver::run() {
       for (const auto& [id, request] : requests_) ids.push_back(id);
       // (A failed engine has ended its requests already.)
       for (uint64_t id : ids) engine_.abort(id);
+      // Requests on their way here end too; their prefill engines are shutting down as well.
+      const double now = engine_.clock().now();
+      for (Handoff& handoff : incoming_) {
+        end_request(*handoff.state, Finish::kAbort, now, {});
+        finished_ids_.push_back(handoff.state->id);
+      }
+      incoming_.clear();
+      for (Arriving& arriving : arriving_) {
+        end_request(*arriving.handoff.state, Finish::kAbort, now, {});
+        finished_ids_.push_back(arriving.handoff.state->id);
+      }
+      arriving_.clear();
+      // A prefill engine's driver may still hand requests over while the drivers stop one after
+      // the other: from now on enqueue_incoming() ends them itself; those already queued end here.
+      {
+        std::lock_guard lock(mutex_);
+        exited_ = true;
+        applying_.swap(inbox_);
+      }
+      for (Command& command : applying_) {
+        if (command.kind != Command::Kind::kIncoming) continue;
+        end_request(*command.handoff.state, Finish::kAbort, now, {});
+        finished_ids_.push_back(command.handoff.state->id);
+      }
+      applying_.clear();
     } else {
+      if (handoff_ != nullptr) {
+        finish_arrivals();
+        start_arrivals();
+      }
       step_once();
     }
     publish();
@@ -130,14 +198,19 @@ void EngineDriver::run() {
 }
 
 void EngineDriver::apply(Command& command) {
-  if (command.kind == Command::Kind::kAbort) {
-    auto it = requests_.find(command.id);
-    if (it == requests_.end()) return;  // finished meanwhile
-    it->second->ended_by_stop_string = it->second->ended_by_stop_string || command.stop_string;
-    if (engine_ok_) {
-      engine_.abort(command.id);  // on_finished() ends the stream
-    }
-    return;
+  switch (command.kind) {
+    case Command::Kind::kAbort:
+      apply_abort(command);
+      return;
+    case Command::Kind::kIncoming:
+      apply_incoming(std::move(command.handoff));
+      return;
+    case Command::Kind::kRelease:
+      handed_off_.erase(command.id);
+      if (engine_ok_) engine_.release_transferred(command.id);
+      return;
+    case Command::Kind::kSubmit:
+      break;
   }
   InFlightRequest& state = *command.state;
   const uint64_t id = command.id;
@@ -165,6 +238,160 @@ void EngineDriver::apply(Command& command) {
   slot->second->series.prompt_tokens.add(slot->second->stream->prompt_tokens());
 }
 
+void EngineDriver::apply_abort(const Command& command) {
+  auto it = requests_.find(command.id);
+  if (it != requests_.end()) {
+    it->second->ended_by_stop_string = it->second->ended_by_stop_string || command.stop_string;
+    if (engine_ok_) {
+      engine_.abort(command.id);  // on_finished() ends the stream
+    }
+    return;
+  }
+  // Handed to a decode engine after the service sent the abort there: that driver ignored it, so
+  // it goes there again, behind the hand-off.
+  if (auto handed = handed_off_.find(command.id); handed != handed_off_.end()) {
+    handoff_->driver(handed->second).enqueue_abort(command.id, command.stop_string);
+    return;
+  }
+  for (auto waiting = incoming_.begin(); waiting != incoming_.end(); ++waiting) {
+    if (waiting->request.id != command.id) continue;
+    InFlightRequest& state = *waiting->state;
+    state.ended_by_stop_string = state.ended_by_stop_string || command.stop_string;
+    end_request(state, Finish::kAbort, engine_.clock().now(), {});
+    finished_ids_.push_back(state.id);
+    release_source(*waiting, command.id);
+    incoming_.erase(waiting);
+    return;
+  }
+  for (Arriving& arriving : arriving_) {
+    if (arriving.id != command.id) continue;
+    arriving.aborted = true;  // ended once its copy finished (the transport is writing our blocks)
+    arriving.stop_string = arriving.stop_string || command.stop_string;
+    return;
+  }
+  // Otherwise it finished meanwhile.
+}
+
+void EngineDriver::apply_incoming(Handoff handoff) {
+  if (!engine_ok_) {
+    end_request(*handoff.state, Finish::kError, engine_.clock().now(),
+                fmt::format("engine{} (the decode engine) has failed and serves no more requests",
+                            engine_.config().index));
+    finished_ids_.push_back(handoff.state->id);
+    release_source(handoff, handoff.request.id);
+    return;
+  }
+  incoming_.push_back(std::move(handoff));
+}
+
+void EngineDriver::release_source(const Handoff& handoff, uint64_t id) {
+  handoff_->driver(handoff.source_engine).enqueue_release(id);
+}
+
+void EngineDriver::hand_off_prefilled() {
+  engine_.take_prefilled(prefilled_scratch_, prefill_finished_scratch_);
+  // (Those that finished with their first token ended through on_finished() already.)
+  for (uint64_t id : prefilled_scratch_) {
+    auto it = requests_.find(id);
+    core::OutgoingTransfer out = engine_.outgoing(id);
+    if (it == requests_.end()) {  // not one of ours: nothing to continue elsewhere
+      engine_.release_transferred(id);
+      continue;
+    }
+    Handoff handoff;
+    handoff.request = std::move(out.request);
+    // Copied: the engine's list may move when it admits more requests.
+    handoff.source_blocks = *out.blocks;
+    handoff.source_kv = engine_.kv_memory();
+    handoff.source_engine = engine_.config().index;
+    handoff.state = std::move(it->second);
+    handoff.request.record = &handoff.state->record;
+    const uint32_t destination = handoff.state->decode_engine;
+    requests_.erase(it);
+    handed_off_.emplace(id, destination);
+    handoff_->driver(destination).enqueue_incoming(std::move(handoff));
+  }
+}
+
+void EngineDriver::start_arrivals() {
+  while (engine_ok_ && !incoming_.empty()) {
+    Handoff& next = incoming_.front();
+    const uint64_t id = next.request.id;
+    const uint32_t computed = next.request.computed_tokens;
+    bool reserved = false;
+    try {
+      reserved = engine_.reserve_incoming(next.request);
+    } catch (const std::exception& e) {  // can never fit here: the client learns why
+      end_request(*next.state, Finish::kError, engine_.clock().now(), e.what());
+      finished_ids_.push_back(next.state->id);
+      release_source(next, id);
+      incoming_.pop_front();
+      continue;
+    }
+    if (!reserved) break;  // no room yet: it waits, and so do those behind it
+    Arriving arriving;
+    arriving.id = id;
+    arriving.handoff = std::move(next);
+    incoming_.pop_front();
+    arriving.blocks = engine_.incoming_blocks(id);
+    const uint32_t block_size = engine_.config().block_size;
+    const uint32_t count = (computed + block_size - 1) / block_size;
+    if (arriving.handoff.source_blocks.size() < count || arriving.blocks.size() < count) {
+      throw core::Error(
+          fmt::format("request {}: engine{} holds {} KV blocks, engine{} expects {}", id,
+                      arriving.handoff.source_engine, arriving.handoff.source_blocks.size(),
+                      engine_.config().index, count),
+          HW_INTERNAL);
+    }
+    const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
+                                  id,
+                                  arriving.handoff.source_kv,
+                                  engine_.kv_memory(),
+                                  arriving.handoff.source_blocks.data(),
+                                  arriving.blocks.data(),
+                                  count,
+                                  arriving.handoff.source_engine,
+                                  engine_.config().index};
+    // The block lists live in `arriving` (moving it keeps their buffers) until the copy is done.
+    arriving.transfer = handoff_->start(transfer);
+    arriving_.push_back(std::move(arriving));
+  }
+}
+
+void EngineDriver::finish_arrivals() {
+  for (size_t i = 0; i < arriving_.size();) {
+    Arriving& arriving = arriving_[i];
+    const core::KvTransportInstance::Progress progress = handoff_->poll(arriving.transfer);
+    if (progress.state != HW_TRANSFER_DONE && progress.state != HW_TRANSFER_FAILED) {
+      ++i;
+      continue;
+    }
+    const uint64_t id = arriving.id;
+    std::unique_ptr<InFlightRequest> state = std::move(arriving.handoff.state);
+    release_source(arriving.handoff, id);
+    state->ended_by_stop_string = state->ended_by_stop_string || arriving.stop_string;
+    if (progress.state == HW_TRANSFER_FAILED) {
+      state->failure = fmt::format("the KV transfer ({}) from engine{} to engine{} failed",
+                                   handoff_->transport_name(), arriving.handoff.source_engine,
+                                   engine_.config().index);
+    } else {
+      state->record.kv_transfer_seconds = progress.seconds;
+    }
+    const bool end_now = arriving.aborted || progress.state == HW_TRANSFER_FAILED;
+    arriving_[i] = std::move(arriving_.back());
+    arriving_.pop_back();
+    if (!engine_ok_) {
+      end_request(*state, Finish::kError, engine_.clock().now(),
+                  fmt::format("engine{} (the decode engine) has failed", engine_.config().index));
+      finished_ids_.push_back(state->id);
+      continue;
+    }
+    requests_.emplace(id, std::move(state));
+    engine_.complete_transfer(id);
+    if (end_now) engine_.abort(id);  // on_finished() ends the stream (with `failure` if set)
+  }
+}
+
 void EngineDriver::step_once() {
   runnable_ = false;
   if (!engine_ok_ || !engine_.has_work()) return;
@@ -178,6 +405,7 @@ void EngineDriver::step_once() {
   // A step that planned nothing leaves the engine as it was: wait for the next command instead of
   // spinning (the simulator treats it as a stuck scheduler; here new work may unstick it).
   if (!runnable_) return;
+  if (handoff_ != nullptr) hand_off_prefilled();
   const core::StepDetail& step = engine_.last_step();
   if (step.prefill_tokens > 0) metrics_.prefill_tokens_per_step.observe(step.prefill_tokens);
   if (step.decode_tokens > 0) metrics_.decode_tokens_per_step.observe(step.decode_tokens);
@@ -226,6 +454,14 @@ void EngineDriver::fail(const std::string& why) {
     finished_ids_.push_back(request->id);
   }
   requests_.clear();
+  // Requests waiting to arrive end too (their prefill engines free their KV); copies in flight
+  // end when the transport is done with our blocks (finish_arrivals()).
+  for (Handoff& handoff : incoming_) {
+    end_request(*handoff.state, Finish::kError, now, message);
+    finished_ids_.push_back(handoff.state->id);
+    release_source(handoff, handoff.request.id);
+  }
+  incoming_.clear();
 }
 
 void EngineDriver::end_request(InFlightRequest& request, Finish reason, double time,
@@ -267,7 +503,12 @@ void EngineDriver::on_token(uint64_t request_id, int32_t token, double time) {
 void EngineDriver::on_finished(uint64_t request_id, core::FinishReason reason, double time) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
-  end_request(*it->second, finish_of(reason), time, {});
+  InFlightRequest& request = *it->second;
+  if (!request.failure.empty()) {
+    end_request(request, Finish::kError, time, std::move(request.failure));
+  } else {
+    end_request(request, finish_of(reason), time, {});
+  }
   finished_ids_.push_back(it->second->id);
   requests_.erase(it);
 }

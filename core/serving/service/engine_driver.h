@@ -12,8 +12,10 @@
 #include <headway/core/engine.h>
 #include <headway/serving/metrics_serving.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "in_flight_request.h"
+#include "kv_handoff.h"
 
 namespace headway::serving {
 
@@ -36,7 +39,10 @@ class FinishedSink {
 
 class EngineDriver final : private core::EngineListener {
  public:
-  EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink);
+  // `handoff`: how prefilled requests move between the drivers of a disaggregated deployment;
+  // null when the deployment has no KV transport.
+  EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink,
+               KvHandoff* handoff = nullptr);
   ~EngineDriver() override;  // stops and joins (see stop())
   EngineDriver(const EngineDriver&) = delete;
   EngineDriver& operator=(const EngineDriver&) = delete;
@@ -47,7 +53,14 @@ class EngineDriver final : private core::EngineListener {
   // engine's reasons: a request the engine refuses finishes with Finish::kError on its stream.
   void enqueue_submit(core::NewRequest request, std::unique_ptr<InFlightRequest> state);
   // Queues an abort; `stop_string`: the client's decoder matched a stop string (counted as a stop).
+  // An id this driver does not hold is ignored, or forwarded to the decode engine it was handed to.
   void enqueue_abort(uint64_t id, bool stop_string);
+
+  // --- Disaggregation: called by the other drivers (see kv_handoff.h) ---
+  // A request prefilled on another engine, to continue here once its KV arrived.
+  void enqueue_incoming(Handoff handoff);
+  // The decode engine has its own copy of request `id`'s KV (or gave up on it): free ours.
+  void enqueue_release(uint64_t id);
 
   // The engine's load as last published, counting the requests still in the inbox.
   hw_engine_load load() const;
@@ -60,15 +73,35 @@ class EngineDriver final : private core::EngineListener {
 
  private:
   struct Command {
-    enum class Kind { kSubmit, kAbort } kind = Kind::kSubmit;
+    enum class Kind { kSubmit, kAbort, kIncoming, kRelease } kind = Kind::kSubmit;
     uint64_t id = 0;
     bool stop_string = false;
     core::NewRequest request;
     std::unique_ptr<InFlightRequest> state;
+    Handoff handoff;
+  };
+  // A request whose KV the transport is copying here.
+  struct Arriving {
+    uint64_t id = 0;
+    Handoff handoff;
+    std::vector<uint32_t> blocks;  // reserved here; the transport writes them
+    uint64_t transfer = 0;
+    bool aborted = false;
+    bool stop_string = false;
   };
 
   void run();
+  void push(Command command);
   void apply(Command& command);
+  void apply_abort(const Command& command);
+  void apply_incoming(Handoff handoff);
+  // Source side: hands the requests whose prefill finished to their decode engines' drivers.
+  void hand_off_prefilled();
+  // Destination side: reserves room for the requests waiting to arrive and starts their copies.
+  void start_arrivals();
+  // Destination side: continues (or ends) the requests whose copy finished.
+  void finish_arrivals();
+  void release_source(const Handoff& handoff, uint64_t id);
   void step_once();
   void publish();
   void fail(const std::string& why);
@@ -81,12 +114,14 @@ class EngineDriver final : private core::EngineListener {
   core::Engine& engine_;
   EngineSeries metrics_;
   FinishedSink& sink_;
+  KvHandoff* const handoff_;
   std::thread thread_;
 
   mutable std::mutex mutex_;  // guards the members up to `thread state`
   std::condition_variable wake_;
   std::vector<Command> inbox_;
   bool stopping_ = false;
+  bool exited_ = false;  // the thread ended: nothing in the inbox will be applied any more
   bool alive_ = true;
   hw_engine_load published_{};
   uint32_t inbox_submits_ = 0;        // submits queued and not yet published as applied
@@ -112,6 +147,13 @@ class EngineDriver final : private core::EngineListener {
   uint64_t applied_output_tokens_ = 0;
   bool runnable_ = false;  // the last step ran: step again without waiting
   bool engine_ok_ = true;
+  // Disaggregation, source side: requests handed to a decode engine whose KV is still ours.
+  std::unordered_map<uint64_t, uint32_t> handed_off_;  // id -> decode engine
+  std::vector<uint64_t> prefilled_scratch_;
+  std::vector<uint64_t> prefill_finished_scratch_;
+  // Destination side: requests waiting for KV room (FIFO: backpressure), and copies in flight.
+  std::deque<Handoff> incoming_;
+  std::vector<Arriving> arriving_;
 };
 
 }  // namespace headway::serving

@@ -11,6 +11,8 @@
 #include <headway/serving/metrics_serving.h>
 #include <headway/serving/request_stream.h>
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -23,6 +25,10 @@ struct InFlightRequest {
   RequestSeries series;                   // metrics of its (engine, class)
   double last_token_time = 0.0;
   bool ended_by_stop_string = false;  // the consumer's decoder matched a stop string
+  // Disaggregated: the engine that decodes it after the prefill engine's driver handed it over.
+  uint32_t decode_engine = std::numeric_limits<uint32_t>::max();
+  // Set when its KV transfer failed: the request ends with this error once its engine let it go.
+  std::string failure;
 };
 
 }  // namespace headway::serving

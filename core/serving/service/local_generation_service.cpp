@@ -10,51 +10,16 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 #include <vector>
 
 #include "engine_driver.h"
-#include "owning_decoder.h"
-#include "prompt_encoder.h"
-#include "request_validation.h"
+#include "request_admission.h"
 
 namespace headway::serving {
 namespace {
-
-// Distinct request classes that get series of their own (see class_label()).
-constexpr size_t kMaxClassLabels = 16;
-
-ErrorCode code_of(hw_status_code code) {
-  switch (code) {
-    case HW_INVALID_ARGUMENT:
-      return ErrorCode::kInvalidArgument;
-    case HW_NOT_FOUND:
-      return ErrorCode::kNotFound;
-    case HW_RESOURCE_EXHAUSTED:
-      return ErrorCode::kResourceExhausted;
-    case HW_UNAVAILABLE:
-      return ErrorCode::kUnavailable;
-    default:
-      return ErrorCode::kInternal;
-  }
-}
-
-// The checkpoint directory the model reads (its `path` option), resolved like the plugin does:
-// relative to the deployment file. Empty when the model has none (then only token ids are served).
-std::filesystem::path checkpoint_dir(const core::DeploymentConfig& deployment) {
-  for (const hw_option_value& v : deployment.model.options->values()) {
-    if (std::string_view(v.key.data, v.key.size) != "path" || v.type != HW_OPTION_STRING) continue;
-    std::filesystem::path dir(std::string(v.string_value.data, v.string_value.size));
-    if (dir.empty()) return {};
-    if (dir.is_relative() && deployment.file.has_parent_path()) {
-      dir = deployment.file.parent_path() / dir;
-    }
-    return dir.lexically_normal();
-  }
-  return {};
-}
 
 std::string role_name(int32_t role) {
   switch (role) {
@@ -84,7 +49,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::shared_ptr<RequestStream> submit(GenerateInput input);
   // `numeric_id`: 0 for any request with this client id, else only that one (see submit()).
   bool abort(const std::string& request_id, bool stop_string, uint64_t numeric_id = 0);
-  ModelSummary model_info() const { return model_; }
+  ModelSummary model_info() const { return admission_->model(); }
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
   std::string metrics_text() const { return metrics_.render(); }
@@ -100,11 +65,17 @@ class LocalGenerationService::Impl final : public FinishedSink {
   struct Placement {
     uint32_t engine;
     uint64_t numeric_id;
+    uint32_t decode_engine;  // disaggregated: where it decodes; else kNoEngine
   };
-  std::string class_of(const GenerateInput& input) const;
-  // The metrics label of a class: itself while fewer than kMaxClassLabels are known, else "other",
-  // so that clients cannot grow the number of series without bound. Caller holds mutex_.
-  const std::string& class_label(const std::string& request_class);
+  static constexpr uint32_t kNoEngine = std::numeric_limits<uint32_t>::max();
+  // Aborts go to both engines of a disaggregated request: the one holding it acts, the other
+  // ignores it (or forwards it behind a hand-off in flight, see EngineDriver::apply_abort()).
+  void send_abort(const Placement& placement, bool stop_string) {
+    drivers_[placement.engine]->enqueue_abort(placement.numeric_id, stop_string);
+    if (placement.decode_engine != kNoEngine) {
+      drivers_[placement.decode_engine]->enqueue_abort(placement.numeric_id, stop_string);
+    }
+  }
   ServiceError rejected(Rejection why, ServiceError error);
   void stop_drivers();
 
@@ -112,10 +83,9 @@ class LocalGenerationService::Impl final : public FinishedSink {
   const core::WallClock clock_{origin_};
   std::string deployment_name_;
   std::unique_ptr<core::Cluster> cluster_;
-  std::shared_ptr<const core::Tokenizer> tokenizer_;
-  std::unique_ptr<PromptEncoder> encoder_;
-  ModelSummary model_;
+  std::unique_ptr<RequestAdmission> admission_;
   ServingMetrics metrics_;
+  std::unique_ptr<KvHandoff> handoff_;  // disaggregated deployments only; outlives the drivers
   std::vector<std::unique_ptr<EngineDriver>> drivers_;  // destroyed before the cluster's engines
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
 
@@ -123,7 +93,6 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::condition_variable emptied_;
   std::unordered_map<std::string, Placement> requests_;
   std::vector<hw_engine_load> loads_;  // routing scratch
-  std::set<std::string> class_labels_;
   uint64_t next_numeric_id_ = 1;
   uint64_t next_generated_id_ = 1;
   std::atomic<bool> admitting_{true};
@@ -133,19 +102,6 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
                                    LocalServiceOptions options)
     : deployment_name_(deployment.name) {
   const std::string where = deployment.file.string();
-  if (deployment.kv_transport) {
-    throw core::Error(where +
-                      ": prefill/decode disaggregated deployments ([kv_transport]) cannot be "
-                      "served in-process yet; `headway simulate` runs them");
-  }
-  for (const core::EngineConfig& engine : deployment.engines) {
-    if (engine.role != HW_ENGINE_ROLE_MIXED) {
-      throw core::Error(
-          fmt::format("{}: {} has role {}: only mixed engines can be served "
-                      "in-process yet",
-                      where, engine.name, role_name(engine.role)));
-    }
-  }
   cluster_ = std::make_unique<core::Cluster>(deployment, origin_);
   if (cluster_->is_virtual()) {
     throw core::Error(fmt::format(
@@ -158,34 +114,26 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   for (size_t e = 0; e < cluster_->size(); ++e) {
     max_model_len = std::min(max_model_len, cluster_->engine(e).max_model_len());
   }
-  const hw_model_info& info = cluster_->engine(0).model_info();
-  const std::filesystem::path dir = checkpoint_dir(deployment);
-  if (!dir.empty()) {
-    tokenizer_ = core::Tokenizer::load(dir);
-    if (tokenizer_->vocab_size() > info.vocab) {
-      throw core::Error(
-          fmt::format("{}: the tokenizer of {} has {} tokens, more than the model's "
-                      "vocabulary of {}",
-                      where, dir.string(), tokenizer_->vocab_size(), info.vocab));
-    }
-  }
-  encoder_ = std::make_unique<PromptEncoder>(tokenizer_, dir);
-  model_.name = options.model_name;
-  if (model_.name.empty()) model_.name = dir.empty() ? deployment.name : dir.filename().string();
-  model_.max_model_len = max_model_len;
-  model_.vocab = info.vocab;
-  model_.tokenizer = tokenizer_ ? std::string(tokenizer_->kind()) : std::string("none");
+  admission_ = std::make_unique<RequestAdmission>(
+      deployment, cluster_->engine(0).model_info().vocab, max_model_len, options.model_name);
 
   loads_.resize(cluster_->size());
   {
     std::lock_guard lock(link_->mutex);
     link_->service = this;
   }
+  if (core::KvTransportInstance* transport = cluster_->transport()) {
+    handoff_ = std::make_unique<KvHandoff>(*transport);
+  }
+  std::vector<EngineDriver*> drivers;
   for (size_t e = 0; e < cluster_->size(); ++e) {
     core::Engine& engine = cluster_->engine(e);
     drivers_.push_back(std::make_unique<EngineDriver>(
-        engine, metrics_.engine(engine.config().index, engine.config().pool), *this));
+        engine, metrics_.engine(engine.config().index, engine.config().pool), *this,
+        handoff_.get()));
+    drivers.push_back(drivers_.back().get());
   }
+  if (handoff_) handoff_->set_drivers(std::move(drivers));
   for (auto& driver : drivers_) driver->start();
 }
 
@@ -215,55 +163,21 @@ ServiceError LocalGenerationService::Impl::rejected(Rejection why, ServiceError 
   return error;
 }
 
-std::string LocalGenerationService::Impl::class_of(const GenerateInput& input) const {
-  if (!input.request_class.empty()) return input.request_class;
-  return input.prompt_kind == GenerateInput::PromptKind::kChat ? "chat" : "completion";
-}
-
-const std::string& LocalGenerationService::Impl::class_label(const std::string& request_class) {
-  static const std::string kOther = "other";
-  auto it = class_labels_.find(request_class);
-  if (it != class_labels_.end()) return *it;
-  if (class_labels_.size() >= kMaxClassLabels) return kOther;
-  return *class_labels_.insert(request_class).first;
-}
-
 std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInput input) {
   if (!admitting_) {
     throw rejected(
         Rejection::kUnavailable,
         ServiceError(ErrorCode::kUnavailable, "the server is draining and admits no new requests"));
   }
-  std::vector<int32_t> prompt;
-  std::string request_class;
+  AdmittedRequest admitted;
   try {
-    if (!input.model.empty() && input.model != model_.name) {
-      throw ServiceError(ErrorCode::kNotFound,
-                         fmt::format("model \"{}\" is not served here (this server serves \"{}\")",
-                                     input.model, model_.name),
-                         "model");
-    }
-    validate_prompt_form(input);
-    validate_sampling(input, model_.vocab);
-    if (!input.request_class.empty()) validate_request_class(input.request_class);
-    request_class = class_of(input);
-    if (!input.stop.empty() && tokenizer_ == nullptr) {
-      throw ServiceError(ErrorCode::kInvalidArgument,
-                         "stop strings need a tokenizer, and this model has none", "stop");
-    }
-    prompt = encoder_->encode(input);
-    validate_token_ids(prompt, model_.vocab, "prompt");
-    if (input.max_tokens_to_context_end && prompt.size() < model_.max_model_len) {
-      input.max_tokens = model_.max_model_len - static_cast<uint32_t>(prompt.size());
-    }
-    validate_length(static_cast<uint32_t>(std::min<size_t>(prompt.size(), UINT32_MAX)),
-                    input.max_tokens, model_.max_model_len);
+    admitted = admission_->admit(input);
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
   }
-
-  std::unique_ptr<IncrementalDecoder> decoder;
-  if (tokenizer_) decoder = make_decoder(tokenizer_, std::move(input.stop));
+  std::unique_ptr<IncrementalDecoder> decoder = admission_->decoder(std::move(input.stop));
+  std::vector<int32_t>& prompt = admitted.prompt;
+  const std::string& request_class = admitted.request_class;
 
   core::NewRequest request;
   request.max_output_tokens = input.max_tokens;
@@ -308,18 +222,37 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   try {
     decision = cluster_->route(route, loads_);
   } catch (const core::Error& e) {
-    throw rejected(Rejection::kUnavailable,
-                   ServiceError(code_of(e.code()), fmt::format("no engine can take request \"{}\": "
-                                                               "{}",
-                                                               id, e.what())));
+    throw rejected(
+        Rejection::kUnavailable,
+        ServiceError(error_code_of(e.code()), fmt::format("no engine can take request \"{}\": "
+                                                          "{}",
+                                                          id, e.what())));
   }
   const uint32_t e = decision.prefill_engine;
-  EngineDriver& driver = *drivers_[e];
-  if (!driver.alive()) {
+  const uint32_t d = decision.decode_engine;
+  if (e >= drivers_.size() || d >= drivers_.size()) {
     throw rejected(Rejection::kUnavailable,
-                   ServiceError(ErrorCode::kUnavailable,
-                                fmt::format("engine{} (chosen by router '{}') is out of service", e,
-                                            cluster_->router_name())));
+                   ServiceError(ErrorCode::kInternal,
+                                fmt::format("router '{}' chose engine{} / engine{} of {} engines",
+                                            cluster_->router_name(), e, d, drivers_.size())));
+  }
+  const bool disaggregated = d != e;
+  if (disaggregated && handoff_ == nullptr) {
+    throw rejected(Rejection::kUnavailable,
+                   ServiceError(ErrorCode::kInternal,
+                                fmt::format("router '{}' placed request \"{}\" on engine{} for "
+                                            "prefill and engine{} for decode, but the deployment "
+                                            "has no [kv_transport] to move its KV",
+                                            cluster_->router_name(), id, e, d)));
+  }
+  EngineDriver& driver = *drivers_[e];
+  for (const uint32_t engine : {e, d}) {
+    if (!drivers_[engine]->alive()) {
+      throw rejected(Rejection::kUnavailable,
+                     ServiceError(ErrorCode::kUnavailable,
+                                  fmt::format("engine{} (chosen by router '{}') is out of service",
+                                              engine, cluster_->router_name())));
+    }
   }
   const core::EngineConfig& config = cluster_->engine(e).config();
   if (config.max_waiting != 0 && driver.waiting_including_inbox() >= config.max_waiting) {
@@ -332,10 +265,11 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   request.arrival = clock_.now();
   auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                 std::move(on_stop_string));
-  auto state = std::make_unique<InFlightRequest>(
-      InFlightRequest{id, stream, core::RequestRecord{},
-                      metrics_.request(e, config.pool, class_label(request_class)), 0.0, false});
-  requests_.emplace(id, Placement{e, request.id});
+  auto state = std::make_unique<InFlightRequest>(InFlightRequest{
+      id, stream, core::RequestRecord{}, metrics_.request(e, config.pool, request_class), 0.0,
+      false, disaggregated ? d : kNoEngine, std::string()});
+  request.prefill_only = disaggregated;
+  requests_.emplace(id, Placement{e, request.id, disaggregated ? d : kNoEngine});
   driver.enqueue_submit(std::move(request), std::move(state));
   return stream;
 }
@@ -346,7 +280,7 @@ bool LocalGenerationService::Impl::abort(const std::string& request_id, bool sto
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;
   if (numeric_id != 0 && it->second.numeric_id != numeric_id) return false;  // id reused since
-  drivers_[it->second.engine]->enqueue_abort(it->second.numeric_id, stop_string);
+  send_abort(it->second, stop_string);
   return true;
 }
 
@@ -365,7 +299,8 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
     const core::EngineConfig& config = cluster_->engine(e).config();
     summary.engines.push_back(EngineSummary{
         config.index, config.pool, role_name(config.role), load.alive != 0, load.running,
-        load.waiting, load.outstanding_tokens, load.kv_blocks_free, load.kv_blocks_total});
+        load.waiting, load.outstanding_tokens, load.kv_blocks_free, load.kv_blocks_total,
+        load.queued_prefill_tokens, load.block_size, std::string()});
   }
   return summary;
 }
@@ -387,7 +322,7 @@ size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
   emptied_.wait_until(lock, deadline, [&] { return requests_.empty(); });
   const size_t left = requests_.size();
   for (const auto& [id, placement] : requests_) {
-    drivers_[placement.engine]->enqueue_abort(placement.numeric_id, false);
+    send_abort(placement, false);
   }
   // Aborts take effect between steps: at most one forward pass per engine away.
   emptied_.wait(lock, [&] { return requests_.empty(); });

@@ -456,12 +456,55 @@ TEST_F(DeploymentConfigTest, ServerTableRefusesBadValuesNamingFileAndKey) {
               HasSubstr("deploy.toml.server: expected a table"));
 }
 
-TEST_F(DeploymentConfigTest, ServerRolesOfLaterMultiProcessServingAreRefusedClearly) {
-  for (const char* role : {"engine", "router"}) {
-    EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nrole = \"" + role + "\"\n"),
-                AllOf(HasSubstr("server.role"), HasSubstr("not supported yet"),
-                      HasSubstr("role = \"all\"")));
-  }
+TEST_F(DeploymentConfigTest, ARouterProcessNamesItsEngineProcesses) {
+  const DeploymentConfig c = parse(R"(
+[model]
+plugin = "sim"
+[[engines]]
+pool = "short"
+address = "127.0.0.1:50061"
+[[engines]]
+pool = "long"
+address = "10.0.0.2:50061"
+[router]
+plugin = "length"
+options = { pools = "short:0,long:1024" }
+[server]
+role = "router"
+load_report_interval_s = 0.2
+engine_connect_timeout_s = 5
+)");
+  EXPECT_EQ(c.server.role, "router");
+  ASSERT_EQ(c.engines.size(), 2u);
+  EXPECT_EQ(c.engines[0].address, "127.0.0.1:50061");
+  EXPECT_EQ(c.engines[1].address, "10.0.0.2:50061");
+  EXPECT_EQ(c.engines[1].pool, "long");
+  EXPECT_EQ(c.server.load_report_interval_s, 0.2);
+  EXPECT_EQ(c.server.engine_connect_timeout_s, 5.0);
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\nrole = \"engine\"\n").server.role, "engine");
+}
+
+TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {
+  const std::string model = "[model]\nplugin = 'sim'\n";
+  const std::string router = "[server]\nrole = 'router'\n";
+  EXPECT_THAT(error_of(model + "[[engines]]\n" + router),
+              AllOf(HasSubstr("engine0"), HasSubstr("needs the address")));
+  EXPECT_THAT(error_of(model + "[[engines]]\naddress = 'h:1'\n"),
+              AllOf(HasSubstr("engine0"), HasSubstr("router processes only")));
+  EXPECT_THAT(error_of(model + "[[engines]]\naddress = 'h:1'\ncount = 2\n" + router),
+              AllOf(HasSubstr("engines[0].count"), HasSubstr("one [[engines]] table per")));
+  EXPECT_THAT(error_of(model + "[[engines]]\naddress = 'h:1'\nscheduler = 'chunked'\n" + router),
+              AllOf(HasSubstr("engines[0].scheduler"), HasSubstr("own deployment file")));
+  EXPECT_THAT(error_of(model + "[[engines]]\naddress = ''\n" + router),
+              HasSubstr("engines[0].address: must not be empty"));
+  EXPECT_THAT(error_of(model + "[[engines]]\naddress = 'h:1'\nrole = 'prefill'\n" + router),
+              AllOf(HasSubstr("engines[0].role"), HasSubstr("cross-process KV transport")));
+  EXPECT_THAT(
+      error_of(model + "[[engines]]\naddress = 'h:1'\n[kv_transport]\nplugin = 'host_copy'\n" +
+               router),
+      HasSubstr("kv_transport: a router process cannot move KV"));
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nload_report_interval_s = 0\n"),
+              AllOf(HasSubstr("server.load_report_interval_s"), HasSubstr("[0.005, 60]")));
 }
 
 TEST_F(DeploymentConfigTest, AnApiKeyWrittenInTheFileIsRefused) {

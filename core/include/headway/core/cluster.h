@@ -70,6 +70,9 @@ class Cluster {
   size_t transfers_in_flight() const { return in_flight_.size(); }
 
   void set_alive(size_t engine, bool alive) { alive_[engine] = alive; }
+  // The deployment's KV transport; null without [kv_transport]. A serving loop that moves KV
+  // between engine threads itself (rather than through the calls above) uses it directly.
+  KvTransportInstance* transport() { return transport_.get(); }
   const std::string& router_name() const { return router_->name(); }
 
  private:

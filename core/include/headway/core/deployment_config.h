@@ -18,6 +18,7 @@
 //   max_model_len = 0                  # 0: the model's
 //   max_waiting = 0                    # waiting-queue bound; 0: unbounded
 //   scheduler = { plugin = "chunked", options = { max_num_batched_tokens = 8192 } }
+//   address = "10.0.0.7:50061"         # router processes only: the engine process's gRPC address
 //
 //   [router]                           # optional; default "single" for one engine,
 //   plugin = "least_loaded"            # "least_loaded" otherwise
@@ -31,7 +32,11 @@
 //   grpc_port = 50051                  # 0: an ephemeral port
 //   api_key_env = "HEADWAY_API_KEY"    # name of the environment variable holding the key
 //   drain_timeout_s = 30.0             # on SIGTERM: how long in-flight requests may finish
-//   role = "all"                       # frontends + router + engines in this process
+//   role = "all"                       # all: frontends + router + engines in this process;
+//                                      # engine: the engines, behind the gRPC worker API;
+//                                      # router: frontends + router before engine processes
+//   load_report_interval_s = 0.05      # router: how often it polls each engine's health and load
+//   engine_connect_timeout_s = 30.0    # router: how long start-up waits for the engine processes
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
@@ -65,6 +70,7 @@ struct EngineConfig {
   uint32_t max_model_len = 0;
   uint32_t max_waiting = 0;
   PluginChoice scheduler;
+  std::string address;  // a router process's engine: host:port of its gRPC worker API
 };
 
 // How `headway serve` exposes the deployment. The API key itself never appears in the file: only
@@ -75,7 +81,9 @@ struct ServerConfig {
   uint16_t grpc_port = 50051;
   std::string api_key_env;  // empty: no key required
   double drain_timeout_s = 30.0;
-  std::string role = "all";  // the only role so far; "engine" and "router" are refused
+  std::string role = "all";  // "all", "engine" or "router" (see the file comment)
+  double load_report_interval_s = 0.05;
+  double engine_connect_timeout_s = 30.0;
 };
 
 struct DeploymentConfig {

@@ -88,6 +88,9 @@ struct EngineSummary {
   uint64_t outstanding_tokens = 0;
   uint32_t kv_blocks_free = 0;
   uint32_t kv_blocks_total = 0;
+  uint64_t queued_prefill_tokens = 0;
+  uint32_t block_size = 0;
+  std::string address;  // a router process's engine: where its engine process listens
 };
 
 struct ClusterSummary {

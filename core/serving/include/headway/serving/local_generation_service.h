@@ -14,9 +14,13 @@
 // Lock order: service mutex, then a driver's inbox mutex; a driver never holds its inbox mutex
 // while taking the service mutex.
 //
-// Scope: models that run on the wall clock (e.g. `cpu`) and mixed engines. Prefill/decode
-// disaggregated deployments are refused at construction (the cross-thread KV handoff is not
-// written yet); `headway simulate` serves those.
+// Disaggregated deployments ([kv_transport], prefill and decode engines): the prefill engine's
+// driver hands each prefilled request to the decode engine's driver, which reserves its blocks,
+// has the transport copy the KV, continues the request, and tells the prefill driver to free its
+// copy (kv_handoff.h). Aborts go to both drivers.
+//
+// Scope: models that run on the wall clock (e.g. `cpu`); a simulated model is refused at
+// construction (`headway simulate` serves it).
 //
 // Ownership: the service owns the cluster, the tokenizer and the chat template; streams it hands
 // out keep what their decoder needs alive. Threading: every GenerationService method is safe from
@@ -40,7 +44,7 @@ class LocalGenerationService final : public GenerationService {
   // Creates the engines (loads the model), the tokenizer and chat template of the checkpoint (when
   // the model option `path` names one; without it only token-id prompts are served), and starts
   // one driver thread per engine. Throws core::Error naming the deployment file on a virtual-clock
-  // model, a disaggregated deployment, or a tokenizer that does not match the model's vocabulary.
+  // model or a tokenizer that does not match the model's vocabulary.
   explicit LocalGenerationService(const core::DeploymentConfig& deployment,
                                   LocalServiceOptions options = {});
   // Aborts whatever is still in flight (streams finish with kAbort) and joins the drivers.
@@ -57,7 +61,8 @@ class LocalGenerationService final : public GenerationService {
   size_t drain(double timeout_seconds) override;
 
   // Requests submitted and not yet finished (and forgotten by their driver). Once it reads 0,
-  // cluster_info() reflects every finish (drivers publish their load before forgetting).
+  // cluster_info() reflects every finish (drivers publish their load before forgetting), except
+  // that a prefill engine may free its copy of a moved request's KV a moment later.
   size_t in_flight() const;
 
  private:

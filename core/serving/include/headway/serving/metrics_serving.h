@@ -14,6 +14,9 @@
 #include <headway/serving/request_stream.h>
 
 #include <array>
+#include <cstddef>
+#include <mutex>
+#include <set>
 #include <string>
 
 namespace headway::serving {
@@ -53,6 +56,10 @@ class ServingMetrics {
   ServingMetrics(const ServingMetrics&) = delete;
   ServingMetrics& operator=(const ServingMetrics&) = delete;
 
+  // Distinct request classes that get series of their own; later ones share the class "other",
+  // so that clients cannot grow the number of series without bound.
+  static constexpr size_t kMaxClassLabels = 16;
+
   // Series for one engine / one (engine, class); created on first use, the same on later calls.
   EngineSeries engine(uint32_t index, const std::string& pool);
   RequestSeries request(uint32_t engine, const std::string& pool, const std::string& request_class);
@@ -63,7 +70,11 @@ class ServingMetrics {
   MetricsRegistry& registry() { return registry_; }
 
  private:
+  const std::string& class_label(const std::string& request_class);
+
   MetricsRegistry registry_;
+  std::mutex class_labels_mutex_;
+  std::set<std::string> class_labels_;  // guarded by class_labels_mutex_
   HistogramFamily& ttft_;
   HistogramFamily& itl_;
   HistogramFamily& e2e_;

@@ -1,0 +1,181 @@
+#include "engine_process.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace headway::serving {
+namespace {
+
+void set_deadline(grpc::ClientContext& context, std::chrono::milliseconds deadline) {
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+}
+
+std::string failure(const char* call, const grpc::Status& status) {
+  return fmt::format("{} failed: {} ({})", call, status.error_message(),
+                     static_cast<int>(status.error_code()));
+}
+
+}  // namespace
+
+EngineProcess::EngineProcess(uint32_t index, std::string pool, std::string address,
+                             std::string api_key)
+    : index_(index),
+      pool_(std::move(pool)),
+      address_(std::move(address)),
+      api_key_(std::move(api_key)) {
+  grpc::ChannelArguments arguments;
+  // A process that went away should be retried soon after it comes back, not after gRPC's
+  // default back-off of up to two minutes.
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), arguments);
+  stub_ = v1::Headway::NewStub(channel_);
+  report_.index = index_;
+  report_.pool = pool_;
+  report_.role = "both";
+  report_.address = address_;
+  report_.alive = false;
+}
+
+void EngineProcess::prepare(grpc::ClientContext& context) const {
+  if (!api_key_.empty()) context.AddMetadata("authorization", "Bearer " + api_key_);
+}
+
+bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
+  grpc::ClientContext context;
+  prepare(context);
+  set_deadline(context, deadline);
+  v1::ModelInfoResponse response;
+  const grpc::Status status = stub_->ModelInfo(&context, v1::ModelInfoRequest(), &response);
+  if (!status.ok()) {
+    mark_down(failure("ModelInfo", status));
+    return false;
+  }
+  std::lock_guard lock(mutex_);
+  model_ = ModelSummary{response.name(), response.max_model_len(), response.vocab(),
+                        response.tokenizer()};
+  return true;
+}
+
+bool EngineProcess::poll(std::chrono::milliseconds deadline) {
+  if (!model() && !fetch_model(deadline)) return false;
+  uint32_t counted_requests = 0;
+  uint64_t counted_prompt = 0;
+  uint64_t counted_output = 0;
+  {
+    std::lock_guard lock(mutex_);
+    counted_requests = sent_requests_;
+    counted_prompt = sent_prompt_tokens_;
+    counted_output = sent_output_tokens_;
+  }
+  v1::HealthResponse health;
+  {
+    grpc::ClientContext context;
+    prepare(context);
+    set_deadline(context, deadline);
+    const grpc::Status status = stub_->Health(&context, v1::HealthRequest(), &health);
+    if (!status.ok()) {
+      mark_down(failure("Health", status));
+      return false;
+    }
+  }
+  if (!health.serving()) {
+    mark_down(fmt::format("not serving ({} of {} engines alive, or draining)",
+                          health.engines_alive(), health.engines_total()));
+    return false;
+  }
+  v1::ClusterInfoResponse cluster;
+  {
+    grpc::ClientContext context;
+    prepare(context);
+    set_deadline(context, deadline);
+    const grpc::Status status = stub_->ClusterInfo(&context, v1::ClusterInfoRequest(), &cluster);
+    if (!status.ok()) {
+      mark_down(failure("ClusterInfo", status));
+      return false;
+    }
+  }
+  EngineSummary report;
+  report.index = index_;
+  report.pool = pool_;
+  report.role = "both";
+  report.address = address_;
+  for (const v1::EngineInfo& engine : cluster.engines()) {
+    if (!engine.alive()) continue;
+    report.alive = true;
+    report.running += engine.running();
+    report.waiting += engine.waiting();
+    report.outstanding_tokens += engine.outstanding_tokens();
+    report.queued_prefill_tokens += engine.queued_prefill_tokens();
+    report.kv_blocks_free += engine.kv_blocks_free();
+    report.kv_blocks_total += engine.kv_blocks_total();
+    report.block_size = std::max(report.block_size, engine.block_size());
+  }
+  if (!report.alive) {
+    mark_down("no engine of the process is alive");
+    return false;
+  }
+  std::lock_guard lock(mutex_);
+  report_ = std::move(report);
+  up_ = true;
+  down_reason_.clear();
+  sent_requests_ -= std::min(sent_requests_, counted_requests);
+  sent_prompt_tokens_ -= std::min(sent_prompt_tokens_, counted_prompt);
+  sent_output_tokens_ -= std::min(sent_output_tokens_, counted_output);
+  return true;
+}
+
+hw_engine_load EngineProcess::load() const {
+  std::lock_guard lock(mutex_);
+  hw_engine_load load{};
+  load.engine_index = index_;
+  load.role = HW_ENGINE_ROLE_MIXED;
+  load.pool = hw_str{pool_.data(), pool_.size()};
+  load.alive = up_ ? 1 : 0;
+  load.running = report_.running;
+  load.waiting = report_.waiting + sent_requests_;
+  load.queued_prefill_tokens = report_.queued_prefill_tokens + sent_prompt_tokens_;
+  load.outstanding_tokens = report_.outstanding_tokens + sent_prompt_tokens_ + sent_output_tokens_;
+  load.kv_blocks_free = report_.kv_blocks_free;
+  load.kv_blocks_total = report_.kv_blocks_total;
+  load.block_size = report_.block_size;
+  return load;
+}
+
+bool EngineProcess::up() const {
+  std::lock_guard lock(mutex_);
+  return up_;
+}
+
+std::string EngineProcess::down_reason() const {
+  std::lock_guard lock(mutex_);
+  return down_reason_;
+}
+
+std::optional<ModelSummary> EngineProcess::model() const {
+  std::lock_guard lock(mutex_);
+  return model_;
+}
+
+EngineSummary EngineProcess::summary() const {
+  std::lock_guard lock(mutex_);
+  EngineSummary summary = report_;
+  summary.alive = up_;
+  return summary;
+}
+
+void EngineProcess::sent(uint32_t prompt_tokens, uint32_t max_tokens) {
+  std::lock_guard lock(mutex_);
+  ++sent_requests_;
+  sent_prompt_tokens_ += prompt_tokens;
+  sent_output_tokens_ += max_tokens;
+}
+
+void EngineProcess::mark_down(std::string why) {
+  std::lock_guard lock(mutex_);
+  up_ = false;
+  down_reason_ = std::move(why);
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,82 @@
+// The router process's view of one engine process: its gRPC channel, the health and load it last
+// reported, and what the router sent it since, so that routing between two reports still sees the
+// requests it just placed there.
+//
+// An engine process is "up" once it answered Health (serving) and ClusterInfo within the poll
+// deadline, "down" from the first failed poll or failed call until a poll succeeds again. The
+// process may run several engines of its own; the router sees their sum as one engine.
+//
+// Ownership: owns its channel and stub. Threading: poll() runs on the service's poller thread
+// only; every other method is safe from any thread (one mutex guards the report).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <headway/abi.h>
+#include <headway/serving/generation_service.h>
+#include <headway/v1/headway.grpc.pb.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace headway::serving {
+
+class EngineProcess {
+ public:
+  // `api_key`: sent as "authorization: Bearer <key>" on every call (empty: none).
+  EngineProcess(uint32_t index, std::string pool, std::string address, std::string api_key);
+
+  uint32_t index() const { return index_; }
+  const std::string& pool() const { return pool_; }
+  const std::string& address() const { return address_; }
+  v1::Headway::Stub& stub() { return *stub_; }
+
+  // Sets the metadata every call to this engine process carries.
+  void prepare(grpc::ClientContext& context) const;
+
+  // Asks the process for its health and load (and, the first time it answers, its model), with
+  // `deadline` per call. Returns true when the process is up.
+  bool poll(std::chrono::milliseconds deadline);
+
+  // The load the router plugin sees: the last report plus the requests sent since; alive is 0
+  // while the process is down. `pool` points into this object.
+  hw_engine_load load() const;
+  bool up() const;
+  // Why the process is down (empty while it is up).
+  std::string down_reason() const;
+  // The model the process serves, once it answered ModelInfo.
+  std::optional<ModelSummary> model() const;
+  // The last report, for ClusterInfo.
+  EngineSummary summary() const;
+
+  // A request was sent to the process.
+  void sent(uint32_t prompt_tokens, uint32_t max_tokens);
+  // A call to the process failed as if it were gone (UNAVAILABLE): down until a poll succeeds.
+  void mark_down(std::string why);
+
+ private:
+  bool fetch_model(std::chrono::milliseconds deadline);
+
+  const uint32_t index_;
+  const std::string pool_;
+  const std::string address_;
+  const std::string api_key_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Headway::Stub> stub_;
+
+  mutable std::mutex mutex_;  // guards what follows
+  bool up_ = false;
+  std::string down_reason_ = "not polled yet";
+  std::optional<ModelSummary> model_;
+  EngineSummary report_;
+  // Sent since the report was asked for (a request sent while a poll is in flight may or may not
+  // be in its answer; counting it until the next poll errs on the side of "busier").
+  uint32_t sent_requests_ = 0;
+  uint64_t sent_prompt_tokens_ = 0;
+  uint64_t sent_output_tokens_ = 0;
+};
+
+}  // namespace headway::serving

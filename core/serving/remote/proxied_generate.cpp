@@ -1,0 +1,116 @@
+#include "proxied_generate.h"
+
+#include <fmt/format.h>
+
+namespace headway::serving {
+namespace {
+
+Finish finish_of(const std::string& name) {
+  if (name == "length") return Finish::kLength;
+  if (name == "stop") return Finish::kStop;
+  if (name == "abort") return Finish::kAbort;
+  return Finish::kError;
+}
+
+}  // namespace
+
+ProxiedGenerate::ProxiedGenerate(ProxiedCallOwner& owner, EngineProcess& engine,
+                                 RequestSeries series, std::shared_ptr<RequestStream> stream,
+                                 v1::GenerateRequest upstream,
+                                 std::chrono::steady_clock::time_point arrival)
+    : owner_(owner),
+      engine_(engine),
+      series_(series),
+      stream_(std::move(stream)),
+      upstream_(std::move(upstream)),
+      arrival_(arrival) {}
+
+void ProxiedGenerate::start(std::shared_ptr<ProxiedGenerate> self) {
+  self_ = std::move(self);
+  series_.prompt_tokens.add(stream_->prompt_tokens());
+  engine_.prepare(context_);
+  engine_.stub().async()->Generate(&context_, &upstream_, this);
+  StartRead(&response_);
+  StartCall();
+}
+
+void ProxiedGenerate::cancel(bool stop_string) {
+  stop_string_ = stop_string;
+  cancelled_ = true;
+  context_.TryCancel();
+}
+
+double ProxiedGenerate::since_arrival() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
+}
+
+void ProxiedGenerate::OnReadDone(bool ok) {
+  if (!ok) return;  // the stream ended: OnDone follows
+  any_response_ = true;
+  const int count = response_.token_ids_size();
+  if (count > 0 && !finished_) {
+    const double now = since_arrival();
+    if (first_token_seconds_ < 0.0) {
+      first_token_seconds_ = now;
+      series_.time_to_first_token.observe(now);
+    } else {
+      // Tokens that arrive together share the gap since the previous message.
+      const double gap = (now - last_token_seconds_) / count;
+      for (int i = 0; i < count; ++i) series_.inter_token_latency.observe(gap);
+    }
+    last_token_seconds_ = now;
+    series_.generation_tokens.add(count);
+    stream_->push_tokens(std::span<const int32_t>(response_.token_ids().data(), count));
+  }
+  if (!response_.finish_reason().empty() && !finished_) {
+    Finish reason = finish_of(response_.finish_reason());
+    std::string error = response_.error();
+    if (reason == Finish::kError) {
+      error = fmt::format("engine{} at {}: {}", engine_.index(), engine_.address(),
+                          error.empty() ? "failed" : error);
+    }
+    if (reason == Finish::kAbort && stop_string_) reason = Finish::kStop;
+    finish(reason, response_.timings().queue_seconds(), response_.timings().kv_transfer_seconds(),
+           std::move(error));
+  }
+  StartRead(&response_);
+}
+
+void ProxiedGenerate::OnDone(const grpc::Status& status) {
+  if (!finished_) {
+    if (cancelled_) {
+      finish(stop_string_ ? Finish::kStop : Finish::kAbort, 0.0, 0.0, {});
+    } else if (status.ok()) {
+      finish(Finish::kError, 0.0, 0.0,
+             fmt::format("engine{} at {} ended the stream without a finish reason", engine_.index(),
+                         engine_.address()));
+    } else {
+      if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
+      }
+      finish(Finish::kError, 0.0, 0.0,
+             fmt::format("engine{} at {} failed {}: {} (gRPC status {})", engine_.index(),
+                         engine_.address(),
+                         any_response_ ? "while streaming" : "before its first token",
+                         status.error_message(), static_cast<int>(status.error_code())));
+    }
+  }
+  owner_.call_done(*this);
+  std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
+}
+
+void ProxiedGenerate::finish(Finish reason, double queue_seconds, double kv_transfer_seconds,
+                             std::string error) {
+  finished_ = true;
+  Timings timings;
+  timings.queue_seconds = queue_seconds;
+  timings.ttft_seconds = first_token_seconds_ < 0.0 ? 0.0 : first_token_seconds_;
+  timings.e2e_seconds = since_arrival();
+  timings.kv_transfer_seconds = kv_transfer_seconds;
+  series_.finished_with(reason).add();
+  series_.e2e_latency.observe(timings.e2e_seconds);
+  series_.queue_time.observe(timings.queue_seconds);
+  stream_->finish(reason, timings, std::move(error));
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,79 @@
+// One request the router process forwards to an engine process: a server-streaming Generate call
+// (gRPC callback API, no thread of its own) whose messages become pushes to the client's
+// RequestStream, with the router-side latency metrics recorded as they arrive.
+//
+// The prompt goes upstream as token ids (the router tokenized it to route it); stop strings stay
+// in the router, where the stream's decoder matches them and cancels the call.
+//
+// Lifetime: created by the service as a shared_ptr, it keeps itself alive from start() until
+// OnDone(), where it finishes the stream (if the engine did not), tells its owner, and releases
+// itself. Threading: start() and cancel() from any thread; the reactions run on gRPC's threads,
+// one at a time for a call.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+#include <headway/serving/metrics_serving.h>
+#include <headway/serving/request_stream.h>
+#include <headway/v1/headway.grpc.pb.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "engine_process.h"
+
+namespace headway::serving {
+
+class ProxiedGenerate;
+
+// Told when a forwarded call ended (on a gRPC thread, after the stream finished).
+class ProxiedCallOwner {
+ public:
+  virtual ~ProxiedCallOwner() = default;
+  virtual void call_done(const ProxiedGenerate& call) = 0;
+};
+
+class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  ProxiedGenerate(ProxiedCallOwner& owner, EngineProcess& engine, RequestSeries series,
+                  std::shared_ptr<RequestStream> stream, v1::GenerateRequest upstream,
+                  std::chrono::steady_clock::time_point arrival);
+
+  // Sends the call; `self` is this call (kept alive until OnDone).
+  void start(std::shared_ptr<ProxiedGenerate> self);
+  // Cancels the call upstream (the engine process aborts the request and frees its KV); the
+  // stream finishes kStop when `stop_string` (the decoder matched one), else kAbort.
+  void cancel(bool stop_string);
+
+  const std::string& id() const { return stream_->id(); }
+  const std::shared_ptr<RequestStream>& stream() const { return stream_; }
+  uint32_t engine_index() const { return engine_.index(); }
+
+  void OnReadDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  double since_arrival() const;
+  void finish(Finish reason, double queue_seconds, double kv_transfer_seconds, std::string error);
+
+  ProxiedCallOwner& owner_;
+  EngineProcess& engine_;
+  RequestSeries series_;
+  std::shared_ptr<RequestStream> stream_;
+  v1::GenerateRequest upstream_;
+  const std::chrono::steady_clock::time_point arrival_;
+  grpc::ClientContext context_;
+  v1::GenerateResponse response_;
+  std::shared_ptr<ProxiedGenerate> self_;
+
+  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> stop_string_{false};
+  // Reaction state (one reaction at a time).
+  bool finished_ = false;
+  bool any_response_ = false;
+  double first_token_seconds_ = -1.0;
+  double last_token_seconds_ = 0.0;
+};
+
+}  // namespace headway::serving

@@ -1,0 +1,450 @@
+#include <fmt/format.h>
+#include <headway/core/clock.h>
+#include <headway/core/error.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+#include <headway/serving/metrics_serving.h>
+#include <headway/serving/remote_generation_service.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine_process.h"
+#include "proxied_generate.h"
+#include "request_admission.h"
+
+namespace headway::serving {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds milliseconds(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+// One poll's per-call deadline: long enough for a busy engine process to answer between two of
+// its steps (its gRPC threads do not wait for a step), short enough that one hung process delays
+// the others' polls by little.
+std::chrono::milliseconds poll_deadline(double interval_s) {
+  return std::clamp(milliseconds(4.0 * interval_s), std::chrono::milliseconds(250),
+                    std::chrono::milliseconds(2000));
+}
+
+v1::GenerateRequest upstream_request(const std::string& id, const AdmittedRequest& admitted,
+                                     const GenerateInput& input) {
+  v1::GenerateRequest request;
+  request.set_request_id(id);
+  request.mutable_token_ids()->mutable_ids()->Add(admitted.prompt.begin(), admitted.prompt.end());
+  v1::SamplingParams& sampling = *request.mutable_sampling();
+  sampling.set_temperature(input.sampling.temperature);
+  sampling.set_top_p(input.sampling.top_p);
+  sampling.set_seed(input.sampling.seed);
+  sampling.set_max_tokens(input.max_tokens);
+  sampling.set_top_k(input.sampling.top_k);
+  sampling.set_min_p(input.sampling.min_p);
+  sampling.set_ignore_eos(input.sampling.ignore_eos);
+  sampling.mutable_stop_token_ids()->Add(input.sampling.stop_token_ids.begin(),
+                                         input.sampling.stop_token_ids.end());
+  request.set_priority(input.priority);
+  request.set_request_class(admitted.request_class);
+  return request;
+}
+
+bool same_model(const ModelSummary& a, const ModelSummary& b) {
+  return a.vocab == b.vocab && a.tokenizer == b.tokenizer;
+}
+
+}  // namespace
+
+class RemoteGenerationService::Impl final : public ProxiedCallOwner {
+ public:
+  // Lets a stream's stop-string callback reach the service only while the service lives.
+  struct Link {
+    std::mutex mutex;
+    Impl* service = nullptr;
+  };
+
+  Impl(const core::DeploymentConfig& deployment, RemoteServiceOptions options);
+  ~Impl() override;
+
+  std::shared_ptr<RequestStream> submit(GenerateInput input);
+  bool abort(const std::string& request_id, bool stop_string, const RequestStream* only = nullptr);
+  ModelSummary model_info() const { return admission_->model(); }
+  ClusterSummary cluster_info() const;
+  HealthSummary health() const;
+  std::string metrics_text() const;
+  size_t drain(double timeout_seconds);
+
+  void call_done(const ProxiedGenerate& call) override;
+
+ private:
+  void connect(const std::string& where, double timeout_s);
+  void poll_loop();
+  void poll_once();
+  ServiceError rejected(Rejection why, ServiceError error) {
+    metrics_.rejected(why);
+    return error;
+  }
+  // Cancels every call in flight and waits until each has finished its stream.
+  void cancel_all(std::unique_lock<std::mutex>& lock);
+
+  const Clock::time_point origin_ = Clock::now();
+  const core::WallClock clock_{origin_};
+  const std::string deployment_name_;
+  const double interval_s_;
+  std::vector<std::unique_ptr<EngineProcess>> engines_;
+  mutable std::vector<EngineSeries> engine_series_;
+  ModelSummary reference_model_;  // what every engine process must serve
+  std::unique_ptr<RequestAdmission> admission_;
+  std::unique_ptr<core::HostServices> router_host_;
+  std::unique_ptr<core::RouterInstance> router_;
+  mutable ServingMetrics metrics_;
+  std::shared_ptr<Link> link_ = std::make_shared<Link>();
+
+  mutable std::mutex mutex_;  // guards what follows, and serialises routing
+  std::condition_variable emptied_;
+  std::unordered_map<std::string, std::shared_ptr<ProxiedGenerate>> calls_;
+  std::vector<hw_engine_load> loads_;  // routing scratch
+  uint64_t next_numeric_id_ = 1;
+  uint64_t next_generated_id_ = 1;
+  std::atomic<bool> admitting_{true};
+
+  std::mutex poller_mutex_;
+  std::condition_variable poller_wake_;
+  bool poller_stop_ = false;  // guarded by poller_mutex_
+  std::thread poller_;
+};
+
+RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
+                                    RemoteServiceOptions options)
+    : deployment_name_(deployment.name), interval_s_(deployment.server.load_report_interval_s) {
+  const std::string where = deployment.file.string();
+  for (const core::EngineConfig& engine : deployment.engines) {
+    if (engine.address.empty()) {
+      throw core::Error(
+          fmt::format("{}: {} has no address: a router process fronts engine "
+                      "processes only",
+                      where, engine.name));
+    }
+    engines_.push_back(std::make_unique<EngineProcess>(engine.index, engine.pool, engine.address,
+                                                       options.api_key));
+    engine_series_.push_back(metrics_.engine(engine.index, engine.pool));
+  }
+  connect(where, options.connect_timeout_s);
+
+  uint32_t max_model_len = UINT32_MAX;
+  for (const auto& engine : engines_) {
+    if (const std::optional<ModelSummary> model = engine->model()) {
+      max_model_len = std::min(max_model_len, model->max_model_len);
+    }
+  }
+  admission_ = std::make_unique<RequestAdmission>(deployment, reference_model_.vocab, max_model_len,
+                                                  options.model_name);
+  if (admission_->model().tokenizer != reference_model_.tokenizer) {
+    throw core::Error(
+        fmt::format("{}: the router's checkpoint has a {} tokenizer, the engine "
+                    "processes use {}: point [model] at their checkpoint",
+                    where, admission_->model().tokenizer, reference_model_.tokenizer));
+  }
+
+  loads_.resize(engines_.size());
+  for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
+  router_host_ = std::make_unique<core::HostServices>("router", &clock_);
+  router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_);
+  {
+    std::lock_guard lock(link_->mutex);
+    link_->service = this;
+  }
+  poller_ = std::thread([this] { poll_loop(); });
+}
+
+void RemoteGenerationService::Impl::connect(const std::string& where, double timeout_s) {
+  const Clock::time_point deadline = Clock::now() + milliseconds(timeout_s);
+  const std::chrono::milliseconds call_deadline = poll_deadline(interval_s_);
+  for (;;) {
+    bool all_up = true;
+    for (auto& engine : engines_) {
+      if (!engine->up()) all_up = engine->poll(call_deadline) && all_up;
+    }
+    if (all_up || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string reasons;
+  bool any_up = false;
+  for (auto& engine : engines_) {
+    const std::optional<ModelSummary> model = engine->model();
+    if (engine->up() && model) {
+      if (!any_up) reference_model_ = *model;
+      any_up = true;
+      if (!same_model(*model, reference_model_)) {
+        throw core::Error(fmt::format(
+            "{}: the engine processes serve different models: engine{} at {} has a vocabulary "
+            "of {} ({} tokenizer), engine{} one of {} ({})",
+            where, engine->index(), engine->address(), model->vocab, model->tokenizer,
+            engines_.front()->index(), reference_model_.vocab, reference_model_.tokenizer));
+      }
+    } else {
+      reasons += fmt::format("\n  engine{} at {}: {}", engine->index(), engine->address(),
+                             engine->down_reason());
+    }
+  }
+  if (!any_up) {
+    throw core::Error(
+        fmt::format("{}: no engine process answered within {} s:{}", where, timeout_s, reasons),
+        HW_UNAVAILABLE);
+  }
+  if (!reasons.empty()) {
+    spdlog::warn("{}: serving without these engine processes until they answer:{}", where, reasons);
+  }
+}
+
+RemoteGenerationService::Impl::~Impl() {
+  {
+    std::lock_guard lock(link_->mutex);
+    link_->service = nullptr;
+  }
+  {
+    std::unique_lock lock(mutex_);
+    admitting_ = false;
+    cancel_all(lock);
+  }
+  {
+    std::lock_guard lock(poller_mutex_);
+    poller_stop_ = true;
+  }
+  poller_wake_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
+void RemoteGenerationService::Impl::cancel_all(std::unique_lock<std::mutex>& lock) {
+  std::vector<std::shared_ptr<ProxiedGenerate>> calls;
+  for (const auto& [id, call] : calls_) calls.push_back(call);
+  lock.unlock();
+  for (const auto& call : calls) call->cancel(false);
+  lock.lock();
+  emptied_.wait(lock, [&] { return calls_.empty(); });
+}
+
+void RemoteGenerationService::Impl::poll_loop() {
+  std::unique_lock lock(poller_mutex_);
+  while (!poller_stop_) {
+    lock.unlock();
+    poll_once();
+    lock.lock();
+    poller_wake_.wait_for(lock, milliseconds(interval_s_), [&] { return poller_stop_; });
+  }
+}
+
+void RemoteGenerationService::Impl::poll_once() {
+  const std::chrono::milliseconds deadline = poll_deadline(interval_s_);
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    EngineProcess& engine = *engines_[e];
+    const bool was_up = engine.up();
+    bool up = engine.poll(deadline);
+    if (up) {
+      const std::optional<ModelSummary> model = engine.model();
+      if (model && !same_model(*model, reference_model_)) {
+        engine.mark_down(fmt::format(
+            "serves a different model (vocabulary {}, {} tokenizer) "
+            "than the others ({}, {})",
+            model->vocab, model->tokenizer, reference_model_.vocab, reference_model_.tokenizer));
+        up = false;
+      }
+    }
+    if (up != was_up) {
+      if (up) {
+        spdlog::info("engine{} at {} is up", engine.index(), engine.address());
+      } else {
+        spdlog::warn("engine{} at {} is down: {}", engine.index(), engine.address(),
+                     engine.down_reason());
+      }
+    }
+    const EngineSummary summary = engine.summary();
+    EngineSeries& series = engine_series_[e];
+    series.alive.set(up ? 1.0 : 0.0);
+    series.running.set(summary.running);
+    series.waiting.set(summary.waiting);
+    series.kv_usage.set(summary.kv_blocks_total == 0
+                            ? 0.0
+                            : 1.0 - static_cast<double>(summary.kv_blocks_free) /
+                                        static_cast<double>(summary.kv_blocks_total));
+  }
+}
+
+std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInput input) {
+  const Clock::time_point arrival = Clock::now();
+  if (!admitting_) {
+    throw rejected(
+        Rejection::kUnavailable,
+        ServiceError(ErrorCode::kUnavailable, "the server is draining and admits no new requests"));
+  }
+  AdmittedRequest admitted;
+  try {
+    admitted = admission_->admit(input);
+  } catch (const ServiceError& e) {
+    throw rejected(Rejection::kInvalid, e);
+  }
+  std::unique_ptr<IncrementalDecoder> decoder = admission_->decoder(std::move(input.stop));
+  const uint32_t prompt_tokens = static_cast<uint32_t>(admitted.prompt.size());
+
+  std::shared_ptr<ProxiedGenerate> call;
+  {
+    std::lock_guard lock(mutex_);
+    if (!admitting_) {
+      throw rejected(Rejection::kUnavailable,
+                     ServiceError(ErrorCode::kUnavailable,
+                                  "the server is draining and admits no new requests"));
+    }
+    std::string id = std::move(input.request_id);
+    if (id.empty()) {
+      do {
+        id = fmt::format("req-{}", next_generated_id_++);
+      } while (calls_.count(id) != 0);
+    } else if (calls_.count(id) != 0) {
+      throw rejected(
+          Rejection::kInvalid,
+          ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("request id \"{}\" is already in flight", id), "request_id"));
+    }
+    const uint64_t numeric_id = next_numeric_id_++;
+    for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
+    const hw_route_request route{
+        numeric_id, prompt_tokens, input.max_tokens, input.priority,
+        hw_str{admitted.request_class.data(), admitted.request_class.size()}};
+    hw_route_decision decision{};
+    try {
+      decision = router_->route(route, loads_);
+    } catch (const core::Error& e) {
+      throw rejected(
+          Rejection::kUnavailable,
+          ServiceError(error_code_of(e.code()),
+                       fmt::format("no engine process can take request \"{}\": {}", id, e.what())));
+    }
+    if (decision.prefill_engine >= engines_.size() ||
+        decision.decode_engine != decision.prefill_engine) {
+      throw rejected(Rejection::kUnavailable,
+                     ServiceError(ErrorCode::kInternal,
+                                  fmt::format("router '{}' chose engine{} for prefill and engine{} "
+                                              "for decode; a router process serves each request "
+                                              "on one engine process",
+                                              router_->name(), decision.prefill_engine,
+                                              decision.decode_engine)));
+    }
+    EngineProcess& engine = *engines_[decision.prefill_engine];
+    if (!engine.up()) {
+      throw rejected(Rejection::kUnavailable,
+                     ServiceError(ErrorCode::kUnavailable,
+                                  fmt::format("engine{} at {} (chosen by router '{}') is down: {}",
+                                              engine.index(), engine.address(), router_->name(),
+                                              engine.down_reason())));
+    }
+    // The stop-string callback cancels this stream's call only, not a later request that reused
+    // the client's id.
+    std::weak_ptr<Link> link = link_;
+    auto stream_holder = std::make_shared<const RequestStream*>(nullptr);
+    auto on_stop_string = [link, stream_holder](const std::string& stream_id) {
+      if (auto shared = link.lock()) {
+        std::lock_guard link_lock(shared->mutex);
+        if (shared->service != nullptr) shared->service->abort(stream_id, true, *stream_holder);
+      }
+    };
+    auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
+                                                  std::move(on_stop_string));
+    *stream_holder = stream.get();
+    call = std::make_shared<ProxiedGenerate>(
+        *this, engine, metrics_.request(engine.index(), engine.pool(), admitted.request_class),
+        stream, upstream_request(id, admitted, input), arrival);
+    calls_.emplace(id, call);
+    engine.sent(prompt_tokens, input.max_tokens);
+  }
+  std::shared_ptr<RequestStream> stream = call->stream();
+  call->start(call);
+  return stream;
+}
+
+bool RemoteGenerationService::Impl::abort(const std::string& request_id, bool stop_string,
+                                          const RequestStream* only) {
+  std::shared_ptr<ProxiedGenerate> call;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = calls_.find(request_id);
+    if (it == calls_.end()) return false;
+    if (only != nullptr && it->second->stream().get() != only) return false;  // id reused since
+    call = it->second;
+  }
+  call->cancel(stop_string);
+  return true;
+}
+
+void RemoteGenerationService::Impl::call_done(const ProxiedGenerate& call) {
+  std::lock_guard lock(mutex_);
+  auto it = calls_.find(call.id());
+  if (it != calls_.end() && it->second.get() == &call) calls_.erase(it);
+  if (calls_.empty()) emptied_.notify_all();
+}
+
+std::string RemoteGenerationService::Impl::metrics_text() const {
+  // A process marked down by a failed call shows as such at once, not at the next poll.
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    engine_series_[e].alive.set(engines_[e]->up() ? 1.0 : 0.0);
+  }
+  return metrics_.render();
+}
+
+ClusterSummary RemoteGenerationService::Impl::cluster_info() const {
+  ClusterSummary summary;
+  summary.deployment = deployment_name_;
+  summary.router = router_->name();
+  for (const auto& engine : engines_) summary.engines.push_back(engine->summary());
+  return summary;
+}
+
+HealthSummary RemoteGenerationService::Impl::health() const {
+  HealthSummary health;
+  health.engines_total = static_cast<uint32_t>(engines_.size());
+  for (const auto& engine : engines_) health.engines_alive += engine->up() ? 1 : 0;
+  health.serving = admitting_ && health.engines_alive > 0;
+  return health;
+}
+
+size_t RemoteGenerationService::Impl::drain(double timeout_seconds) {
+  admitting_ = false;
+  std::unique_lock lock(mutex_);
+  emptied_.wait_for(lock, milliseconds(std::max(0.0, timeout_seconds)),
+                    [&] { return calls_.empty(); });
+  const size_t left = calls_.size();
+  cancel_all(lock);
+  if (left > 0) {
+    spdlog::warn("drain: {} requests still running after {} s were cancelled", left,
+                 timeout_seconds);
+  }
+  return left;
+}
+
+RemoteGenerationService::RemoteGenerationService(const core::DeploymentConfig& deployment,
+                                                 RemoteServiceOptions options)
+    : impl_(std::make_unique<Impl>(deployment, std::move(options))) {}
+
+RemoteGenerationService::~RemoteGenerationService() = default;
+
+std::shared_ptr<RequestStream> RemoteGenerationService::submit(GenerateInput input) {
+  return impl_->submit(std::move(input));
+}
+bool RemoteGenerationService::abort(const std::string& request_id) {
+  return impl_->abort(request_id, false);
+}
+ModelSummary RemoteGenerationService::model_info() const { return impl_->model_info(); }
+ClusterSummary RemoteGenerationService::cluster_info() const { return impl_->cluster_info(); }
+HealthSummary RemoteGenerationService::health() const { return impl_->health(); }
+std::string RemoteGenerationService::metrics_text() const { return impl_->metrics_text(); }
+size_t RemoteGenerationService::drain(double timeout_seconds) {
+  return impl_->drain(timeout_seconds);
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,53 @@
+// How a disaggregated deployment's requests move between the driver threads of an in-process
+// cluster: the prefill engine's driver hands a prefilled request (its state, its KV block list and
+// its engine's KV memory) to the decode engine's driver, which reserves room, has the deployment's
+// KV transport copy the blocks, continues the request, and tells the prefill driver to free its
+// copy. The drivers never touch each other's engine; they talk through each other's inboxes.
+//
+// Ownership: borrows the transport (owned by the cluster) and the drivers (owned by the service).
+// Threading: start() and poll() serialise transport calls under a mutex (a transport plugin need
+// not be reentrant); driver() is safe from any thread once set_drivers() ran.
+#pragma once
+
+#include <headway/core/engine.h>
+#include <headway/core/plugin_instances.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "in_flight_request.h"
+
+namespace headway::serving {
+
+class EngineDriver;
+
+// A prefilled request on its way from a prefill engine's driver to a decode engine's.
+struct Handoff {
+  core::IncomingTransfer request;  // request.record points into state
+  std::vector<uint32_t> source_blocks;
+  hw_memory_desc source_kv{};
+  uint32_t source_engine = 0;
+  std::unique_ptr<InFlightRequest> state;
+};
+
+class KvHandoff {
+ public:
+  explicit KvHandoff(core::KvTransportInstance& transport) : transport_(transport) {}
+
+  void set_drivers(std::vector<EngineDriver*> drivers) { drivers_ = std::move(drivers); }
+  EngineDriver& driver(uint32_t engine) const { return *drivers_.at(engine); }
+
+  // The transport's start()/poll(), one caller at a time.
+  uint64_t start(const hw_kv_transfer& transfer);
+  core::KvTransportInstance::Progress poll(uint64_t handle);
+  const std::string& transport_name() const { return transport_.name(); }
+
+ private:
+  core::KvTransportInstance& transport_;
+  std::mutex mutex_;
+  std::vector<EngineDriver*> drivers_;
+};
+
+}  // namespace headway::serving

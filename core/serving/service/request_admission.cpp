@@ -1,0 +1,100 @@
+#include "request_admission.h"
+
+#include <fmt/format.h>
+#include <headway/core/error.h>
+
+#include <algorithm>
+
+#include "owning_decoder.h"
+#include "prompt_encoder.h"
+#include "request_validation.h"
+
+namespace headway::serving {
+
+std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment) {
+  for (const hw_option_value& v : deployment.model.options->values()) {
+    if (std::string_view(v.key.data, v.key.size) != "path" || v.type != HW_OPTION_STRING) continue;
+    std::filesystem::path dir(std::string(v.string_value.data, v.string_value.size));
+    if (dir.empty()) return {};
+    if (dir.is_relative() && deployment.file.has_parent_path()) {
+      dir = deployment.file.parent_path() / dir;
+    }
+    return dir.lexically_normal();
+  }
+  return {};
+}
+
+ErrorCode error_code_of(hw_status_code code) {
+  switch (code) {
+    case HW_INVALID_ARGUMENT:
+      return ErrorCode::kInvalidArgument;
+    case HW_NOT_FOUND:
+      return ErrorCode::kNotFound;
+    case HW_RESOURCE_EXHAUSTED:
+      return ErrorCode::kResourceExhausted;
+    case HW_UNAVAILABLE:
+      return ErrorCode::kUnavailable;
+    default:
+      return ErrorCode::kInternal;
+  }
+}
+
+RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, uint32_t vocab,
+                                   uint32_t max_model_len, std::string model_name) {
+  const std::filesystem::path dir = checkpoint_dir_of(deployment);
+  if (!dir.empty()) {
+    tokenizer_ = core::Tokenizer::load(dir);
+    if (tokenizer_->vocab_size() > vocab) {
+      throw core::Error(
+          fmt::format("{}: the tokenizer of {} has {} tokens, more than the model's "
+                      "vocabulary of {}",
+                      deployment.file.string(), dir.string(), tokenizer_->vocab_size(), vocab));
+    }
+  }
+  encoder_ = std::make_unique<PromptEncoder>(tokenizer_, dir);
+  model_.name = std::move(model_name);
+  if (model_.name.empty()) model_.name = dir.empty() ? deployment.name : dir.filename().string();
+  model_.max_model_len = max_model_len;
+  model_.vocab = vocab;
+  model_.tokenizer = tokenizer_ ? std::string(tokenizer_->kind()) : std::string("none");
+}
+
+RequestAdmission::~RequestAdmission() = default;
+
+AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
+  if (!input.model.empty() && input.model != model_.name) {
+    throw ServiceError(ErrorCode::kNotFound,
+                       fmt::format("model \"{}\" is not served here (this server serves \"{}\")",
+                                   input.model, model_.name),
+                       "model");
+  }
+  validate_prompt_form(input);
+  validate_sampling(input, model_.vocab);
+  AdmittedRequest admitted;
+  if (!input.request_class.empty()) {
+    validate_request_class(input.request_class);
+    admitted.request_class = input.request_class;
+  } else {
+    admitted.request_class =
+        input.prompt_kind == GenerateInput::PromptKind::kChat ? "chat" : "completion";
+  }
+  if (!input.stop.empty() && tokenizer_ == nullptr) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       "stop strings need a tokenizer, and this model has none", "stop");
+  }
+  admitted.prompt = encoder_->encode(input);
+  validate_token_ids(admitted.prompt, model_.vocab, "prompt");
+  if (input.max_tokens_to_context_end && admitted.prompt.size() < model_.max_model_len) {
+    input.max_tokens = model_.max_model_len - static_cast<uint32_t>(admitted.prompt.size());
+  }
+  validate_length(static_cast<uint32_t>(std::min<size_t>(admitted.prompt.size(), UINT32_MAX)),
+                  input.max_tokens, model_.max_model_len);
+  return admitted;
+}
+
+std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(std::vector<std::string> stop) const {
+  if (tokenizer_ == nullptr) return nullptr;
+  return make_decoder(tokenizer_, std::move(stop));
+}
+
+}  // namespace headway::serving

@@ -1,0 +1,66 @@
+// What every request must pass before any engine sees it, and the text side of the served model:
+// the checkpoint's tokenizer and chat template, the limits clients are checked against, and the
+// decoder a request's stream runs. Shared by the in-process service and the router process, so
+// that a request is refused for the same reasons, with the same messages, whichever serves it.
+//
+// Ownership: owns the model summary and the encoder; shares the tokenizer with every decoder it
+// hands out. Threading: immutable after construction; admit() and decoder() are safe to call
+// from any thread, concurrently.
+#pragma once
+
+#include <headway/core/deployment_config.h>
+#include <headway/core/tokenizer.h>
+#include <headway/serving/generation_service.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace headway::serving {
+
+class PromptEncoder;
+
+// The checkpoint directory the deployment's model reads (its `path` option), resolved like the
+// model plugin does: relative to the deployment file. Empty when the model has none.
+std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment);
+
+// The ServiceError code for a core::Error's status (a router refusing a request, ...).
+ErrorCode error_code_of(hw_status_code code);
+
+// A request that passed admission: its prompt as token ids and its class (for metrics).
+struct AdmittedRequest {
+  std::vector<int32_t> prompt;
+  std::string request_class;
+};
+
+class RequestAdmission {
+ public:
+  // Loads the tokenizer and chat template of the deployment's checkpoint (none when the model has
+  // no `path`: only token-id prompts are then served). `model_name` empty: the checkpoint
+  // directory's name, else the deployment's. Throws core::Error naming the deployment file when
+  // the tokenizer has more tokens than `vocab`.
+  RequestAdmission(const core::DeploymentConfig& deployment, uint32_t vocab, uint32_t max_model_len,
+                   std::string model_name);
+  ~RequestAdmission();
+  RequestAdmission(const RequestAdmission&) = delete;
+  RequestAdmission& operator=(const RequestAdmission&) = delete;
+
+  const ModelSummary& model() const { return model_; }
+
+  // Checks the model name, the prompt form, sampling values, the class label, token ids and the
+  // context length; encodes the prompt; resolves max_tokens_to_context_end into input.max_tokens.
+  // Throws ServiceError (the message says what is wrong, param names the field).
+  AdmittedRequest admit(GenerateInput& input) const;
+
+  // The decoder for a stream with these stop strings; null when the model has no tokenizer.
+  std::unique_ptr<IncrementalDecoder> decoder(std::vector<std::string> stop) const;
+
+ private:
+  std::shared_ptr<const core::Tokenizer> tokenizer_;
+  std::unique_ptr<PromptEncoder> encoder_;
+  ModelSummary model_;
+};
+
+}  // namespace headway::serving

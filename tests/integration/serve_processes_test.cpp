@@ -1,0 +1,186 @@
+// Multi-process serving, as operators run it: two `headway serve` engine processes
+// ([server] role = "engine") and a router process (role = "router") in front of them with the
+// length router, all on loopback. Checks that prompts reach the process of their pool, that
+// streaming and chat work through the router, that an engine process which dies fails its
+// in-flight request with an error naming it while new requests go to the other process, that it
+// is taken back once it serves again, and that every process drains to exit 0 on SIGTERM.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "serve_process.h"
+
+namespace headway::test {
+namespace {
+
+// Prompts of this many tokens or more go to engine1 (pool "long").
+constexpr uint32_t kLongFrom = 100;
+
+// `headway_request_success_total` of the router, summed per (engine, finished_reason).
+std::map<std::string, double> finished(const std::string& metrics) {
+  std::map<std::string, double> counts;
+  const std::regex line(
+      R"re(^headway_request_success_total\{engine="([0-9]+)".*finished_reason="([a-z_]+)".*\} ([0-9]+)$)re");
+  std::istringstream in(metrics);
+  std::string text;
+  while (std::getline(in, text)) {
+    std::smatch match;
+    if (std::regex_match(text, match, line)) {
+      counts[match[1].str() + "/" + match[2].str()] += std::stod(match[3].str());
+    }
+  }
+  return counts;
+}
+
+std::string completion(const std::string& prompt, int max_tokens, bool stream) {
+  return "{\"model\": \"tiny\", \"prompt\": \"" + prompt +
+         "\", \"max_tokens\": " + std::to_string(max_tokens) +
+         ", \"ignore_eos\": true, \"stream\": " + (stream ? "true" : "false") + "}";
+}
+
+std::string metrics_of(httplib::Client& http) {
+  const auto response = http.Get("/metrics");
+  return response ? response->body : std::string();
+}
+
+// Polls GET /health until it reports `alive` engine processes; false after 30 s (a hang guard,
+// not a timing assertion).
+bool wait_for_alive(httplib::Client& http, int alive) {
+  const std::string expected = "\"engines_alive\":" + std::to_string(alive) + ",";
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up) {
+    const auto response = http.Get("/health");
+    if (response && response->body.find(expected) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
+  TempDir dir("serve_processes_routing");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.02);
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+
+  const auto short_answer =
+      http.Post("/v1/completions", completion("a short question", 5, false), "application/json");
+  ASSERT_TRUE(short_answer) << httplib::to_string(short_answer.error());
+  EXPECT_EQ(short_answer->status, 200) << short_answer->body;
+  EXPECT_NE(short_answer->body.find("\"completion_tokens\":5"), std::string::npos)
+      << short_answer->body;
+
+  const auto long_answer =
+      http.Post("/v1/completions", completion(std::string(300, 'd'), 7, false), "application/json");
+  ASSERT_TRUE(long_answer) << httplib::to_string(long_answer.error());
+  EXPECT_EQ(long_answer->status, 200) << long_answer->body;
+  EXPECT_NE(long_answer->body.find("\"completion_tokens\":7"), std::string::npos)
+      << long_answer->body;
+
+  // Streaming chat through the router: SSE chunks and the closing [DONE].
+  const auto chat = http.Post(
+      "/v1/chat/completions",
+      R"({"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
+          "stream": true, "stream_options": {"include_usage": true}})",
+      "application/json");
+  ASSERT_TRUE(chat) << httplib::to_string(chat.error());
+  EXPECT_EQ(chat->status, 200) << chat->body;
+  EXPECT_NE(chat->body.find("data: [DONE]"), std::string::npos) << chat->body;
+  EXPECT_NE(chat->body.find("\"completion_tokens\":4"), std::string::npos) << chat->body;
+
+  // What the router refuses never reaches an engine process, with the same 4xx as one process.
+  const auto too_long =
+      http.Post("/v1/completions", completion("x", 100000, false), "application/json");
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ(too_long->status, 400) << too_long->body;
+
+  const std::map<std::string, double> counts = finished(metrics_of(http));
+  EXPECT_EQ(counts.at("0/length"), 1.0);  // the short completion
+  // The long prompt, and the chat: the built-in Llama 3 template's headers alone are over 100
+  // byte-level tokens.
+  EXPECT_EQ(counts.at("1/length"), 2.0);
+  EXPECT_EQ(counts.at("0/error") + counts.at("1/error"), 0.0);
+
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(cluster.engine(e).stop(SIGTERM), 0) << cluster.engine(e).log();
+  }
+}
+
+TEST(ServeProcesses, AnEngineProcessThatDiesFailsItsRequestsAndNewOnesGoElsewhere) {
+  TempDir dir("serve_processes_failure");
+  // Polls once a second, each call with a 2 s deadline: a frozen process still counts as up for
+  // at least 2 s, long enough to route the next request to it deterministically.
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 1.0);
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  const std::string address = "127.0.0.1:" + std::to_string(cluster.engine_port(1));
+
+  // Freeze the long pool's process, send it a long prompt, then kill it: the request is in flight
+  // there (accepted by its socket, never answered) when it dies.
+  cluster.engine(1).signal(SIGSTOP);
+  std::string streamed;
+  std::thread client([&] {
+    httplib::Client own("127.0.0.1", cluster.http_port());
+    own.set_read_timeout(std::chrono::seconds(120));
+    const auto response = own.Post("/v1/completions", completion(std::string(300, 'e'), 50, true),
+                                   "application/json");
+    if (response) streamed = response->body;
+  });
+  // The router has sent the call once the engine counts it (the router's load adds what it sent).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up &&
+         metrics_of(http).find("headway_prompt_tokens_total{engine=\"1\"") == std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(cluster.engine(1).stop(SIGKILL), 128 + SIGKILL);
+  client.join();
+  EXPECT_NE(streamed.find("engine1 at " + address), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+
+  // Marked down: /health counts one process, and a long prompt now goes to the short pool.
+  ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
+  const auto rerouted =
+      http.Post("/v1/completions", completion(std::string(300, 'f'), 3, false), "application/json");
+  ASSERT_TRUE(rerouted);
+  EXPECT_EQ(rerouted->status, 200) << rerouted->body;
+  std::map<std::string, double> counts = finished(metrics_of(http));
+  EXPECT_EQ(counts.at("1/error"), 1.0);
+  EXPECT_EQ(counts.at("0/length"), 1.0);
+  EXPECT_NE(metrics_of(http).find("headway_engine_alive{engine=\"1\",pool=\"long\"} 0"),
+            std::string::npos);
+
+  // A process serving again at the same address is taken back, and serves its pool again.
+  const fs::path config = dir.path / "engine_long_again.toml";
+  {
+    std::ifstream in(dir.path / "engine_long.toml");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::ofstream(config) << std::regex_replace(
+        text.str(), std::regex("grpc_port = 0"),
+        "grpc_port = " + std::to_string(cluster.engine_port(1)));
+  }
+  ServeProcess again(config);
+  ASSERT_TRUE(again.wait_for_line(std::regex("(gRPC listening)")).has_value()) << again.log();
+  again.keep_reading();
+  ASSERT_TRUE(wait_for_alive(http, 2)) << cluster.router().log();
+  const auto back =
+      http.Post("/v1/completions", completion(std::string(300, 'g'), 2, false), "application/json");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->status, 200) << back->body;
+  counts = finished(metrics_of(http));
+  EXPECT_EQ(counts.at("1/length"), 1.0);
+
+  EXPECT_TRUE(cluster.router().alive()) << cluster.router().log();
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(again.stop(SIGTERM), 0) << again.log();
+}
+
+}  // namespace
+}  // namespace headway::test

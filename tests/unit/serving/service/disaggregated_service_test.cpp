@@ -1,0 +1,151 @@
+// Prefill/decode disaggregation served in-process: a prefill engine and a decode engine, each on
+// its own driver thread, the disaggregated router, and host_copy moving the KV blocks between
+// them. Checks that greedy tokens equal those of one mixed engine (the copied KV is the KV the
+// decode engine needs), that aborts at any moment of the hand-off free both engines' blocks, and
+// that the transfers show in the metrics and the timings.
+#include <gtest/gtest.h>
+#include <headway/serving/local_generation_service.h>
+
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "service_fixture.h"
+
+namespace headway::serving {
+namespace {
+
+using test::collect;
+using test::text_request;
+using test::tiny_deployment;
+using test::TinyCheckpoint;
+
+const std::string kScheduler =
+    "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
+    "max_num_seqs = 16 } }\n";
+const std::string kMixed = "[[engines]]\n" + kScheduler;
+const std::string kDisaggregated = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
+                                   "[[engines]]\nrole = \"decode\"\n" + kScheduler;
+const std::string kRouterAndTransport =
+    "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n";
+
+class DisaggregatedServiceTest : public ::testing::Test {
+ protected:
+  static TinyCheckpoint& checkpoint() {
+    static TinyCheckpoint* c = new TinyCheckpoint();  // shared by the tests of this binary
+    return *c;
+  }
+  static core::DeploymentConfig disaggregated() {
+    return tiny_deployment(checkpoint(), kDisaggregated, kRouterAndTransport);
+  }
+};
+
+// Waits until every engine reports all its KV blocks free (or 5 minutes passed: a hang guard, not a
+// timing assertion) and returns the engines as they were then. The prefill engine frees its copy
+// of a moved request when its driver applies the decode engine's release, which may come just
+// after the request finished on the decode engine.
+std::vector<EngineSummary> engines_once_free(const LocalGenerationService& service) {
+  test::wait_idle(service);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  for (;;) {
+    std::vector<EngineSummary> engines = service.cluster_info().engines;
+    bool all_free = true;
+    for (const EngineSummary& e : engines)
+      all_free = all_free && e.kv_blocks_free == e.kv_blocks_total;
+    if (all_free || std::chrono::steady_clock::now() > give_up) return engines;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// Prompts from a few tokens to several KV blocks (block size 16) and several prefill chunks.
+std::vector<std::string> prompts() {
+  return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(150, 'q'),
+          std::string(333, 'z') + " tail"};
+}
+
+TEST_F(DisaggregatedServiceTest, GreedyTokensEqualThoseOfOneMixedEngine) {
+  std::vector<std::vector<int32_t>> expected;
+  {
+    LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
+    for (const std::string& prompt : prompts()) {
+      expected.push_back(collect(*mixed.submit(text_request(prompt, 12))).ids);
+    }
+  }
+  LocalGenerationService service(disaggregated());
+  for (size_t i = 0; i < prompts().size(); ++i) {
+    SCOPED_TRACE(i);
+    const test::Collected got = collect(*service.submit(text_request(prompts()[i], 12)));
+    EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+    EXPECT_EQ(got.ids, expected[i]);
+    EXPECT_GT(got.timings.kv_transfer_seconds, 0.0);
+  }
+  // Each request moved once, into the decode engine (engine1).
+  const std::string metrics = service.metrics_text();
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 4"), std::string::npos)
+      << metrics;
+}
+
+TEST_F(DisaggregatedServiceTest, ConcurrentRequestsAllFinishAndLeaveNoBlockBehind) {
+  LocalGenerationService service(disaggregated());
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 24; ++i) {
+    streams.push_back(service.submit(text_request(std::string(20 + 13 * i, 'a' + i % 26), 20)));
+  }
+  for (auto& stream : streams) {
+    const test::Collected got = collect(*stream);
+    EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+    EXPECT_EQ(got.usage.completion_tokens, 20u);
+  }
+  for (const EngineSummary& engine : engines_once_free(service)) {
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
+    EXPECT_EQ(engine.running + engine.waiting, 0u) << "engine" << engine.index;
+  }
+}
+
+TEST_F(DisaggregatedServiceTest, AbortsAtAnyMomentOfTheHandOffFreeBothEnginesBlocks) {
+  LocalGenerationService service(disaggregated());
+  std::mt19937 random(7);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int round = 0; round < 60; ++round) {
+    auto stream =
+        service.submit(text_request(std::string(10 + random() % 300, 'a' + round % 26), 30));
+    streams.push_back(stream);
+    // Abort some at once (waiting or prefilling), some a little later (being moved, decoding).
+    if (round % 3 == 0) service.abort(stream->id());
+    if (round % 3 == 1) {
+      std::this_thread::sleep_for(std::chrono::microseconds(random() % 3000));
+      service.abort(stream->id());
+    }
+  }
+  size_t aborted = 0;
+  for (auto& stream : streams) {
+    const test::Collected got = collect(*stream);
+    EXPECT_TRUE(got.finish == Finish::kAbort || got.finish == Finish::kLength)
+        << finish_name(got.finish) << " " << got.error;
+    aborted += got.finish == Finish::kAbort;
+  }
+  EXPECT_GT(aborted, 0u);
+  for (const EngineSummary& engine : engines_once_free(service)) {
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
+  }
+}
+
+TEST_F(DisaggregatedServiceTest, ShutdownWithRequestsInEveryStateEndsEachStream) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  {
+    LocalGenerationService service(disaggregated());
+    for (int i = 0; i < 16; ++i) {
+      streams.push_back(service.submit(text_request(std::string(40 + 25 * i, 'k'), 200)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }  // destroyed with requests waiting, prefilling, moving and decoding
+  for (auto& stream : streams) {
+    const test::Collected got = collect(*stream);
+    EXPECT_TRUE(got.finish == Finish::kAbort || got.finish == Finish::kLength)
+        << finish_name(got.finish);
+  }
+}
+
+}  // namespace
+}  // namespace headway::serving

@@ -8,14 +8,14 @@
 #
 #   scripts/measure_cpu_hol.sh [BUILD_DIR] [OUT_DIR] [DEPLOYMENT...]
 #   defaults: build, hol-results, every deployment (baseline partial_prefill length_routing
-#   length_processes disaggregated)
+#   length_processes disaggregated conditional_disaggregated)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 out=${2:-hol-results}
 shift $(($# < 2 ? $# : 2))
 deployments=("$@")
-[[ ${#deployments[@]} -gt 0 ]] || deployments=(baseline partial_prefill length_routing length_processes disaggregated)
+[[ ${#deployments[@]} -gt 0 ]] || deployments=(baseline partial_prefill length_routing length_processes disaggregated conditional_disaggregated)
 headway="$build/bin/headway"
 mkdir -p "$out"
 [[ -f models/tiny/model.safetensors ]] || "$headway" model make-tiny --out models/tiny

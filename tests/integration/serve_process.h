@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <regex>
@@ -148,9 +149,13 @@ class ServeProcess {
 // Two engine processes (`[server] role = "engine"`, one engine each, ephemeral gRPC ports) and a
 // router process in front of them with the length router: prompts of `long_from` tokens or more go
 // to engine1 (pool "long"), the rest to engine0 (pool "short"). Each process logs to its own pipe.
+// `slow_long_engine`: engine1 serves a bigger checkpoint with the same tokenizer and vocabulary
+// (8 layers, hidden 512: milliseconds per token instead of a fraction of one), so that a test can
+// act while one of its requests is still streaming.
 class RoutedEngineProcesses {
  public:
   RoutedEngineProcesses(const fs::path& dir, uint32_t long_from, double load_report_interval_s,
+                        bool slow_long_engine = false,
                         const std::string& scheduler =
                             "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
                             "max_num_seqs = 16 } }") {
@@ -161,6 +166,7 @@ class RoutedEngineProcesses {
           "[[engines]]\nscheduler = " + scheduler +
               "\n[server]\nrole = \"engine\"\ngrpc_port = 0\ndrain_timeout_s = 30\n",
           std::string("engine_") + pool + ".toml");
+      if (slow_long_engine && std::string(pool) == "long") use_slow_checkpoint(dir, config);
       engines_.push_back(std::make_unique<ServeProcess>(config));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
       if (!port)
@@ -184,6 +190,22 @@ class RoutedEngineProcesses {
     if (!http) throw std::runtime_error("router process did not start:\n" + router_->log());
     router_->keep_reading();
     http_port_ = std::stoi(*http);
+  }
+
+  static void use_slow_checkpoint(const fs::path& dir, const fs::path& config) {
+    models::cpu::TinyModelSpec spec;
+    spec.layers = 8;
+    spec.hidden = 512;
+    spec.heads = 8;
+    spec.kv_heads = 4;
+    spec.ffn = 1408;
+    spec.dtype = models::cpu::DType::kF32;
+    models::cpu::write_tiny_checkpoint(spec, dir / "slow");
+    std::ifstream in(config);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    std::ofstream(config) << std::regex_replace(text, std::regex("path = \"tiny\""),
+                                                "path = \"slow\"");
   }
 
   ServeProcess& engine(size_t i) { return *engines_.at(i); }

@@ -1,19 +1,24 @@
 // Multi-process serving, as operators run it: two `headway serve` engine processes
 // ([server] role = "engine") and a router process (role = "router") in front of them with the
 // length router, all on loopback. Checks that prompts reach the process of their pool, that
-// streaming and chat work through the router, that an engine process which dies fails its
-// in-flight request with an error naming it while new requests go to the other process, that it
-// is taken back once it serves again, and that every process drains to exit 0 on SIGTERM.
+// streaming and chat work through the router, that an engine process which dies mid-stream fails
+// its request with an error naming it while new requests go to the other process, that a request
+// it never answered is served elsewhere, that it is taken back once it serves again, and that
+// every process drains to exit 0 on SIGTERM.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
 #include <map>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
 
+#include "../unit/serving/metrics/promtool_check.h"
 #include "serve_process.h"
 
 namespace headway::test {
@@ -99,12 +104,20 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   ASSERT_TRUE(too_long);
   EXPECT_EQ(too_long->status, 400) << too_long->body;
 
-  const std::map<std::string, double> counts = finished(metrics_of(http));
+  const std::string metrics = metrics_of(http);
+  const std::map<std::string, double> counts = finished(metrics);
   EXPECT_EQ(counts.at("0/length"), 1.0);  // the short completion
   // The long prompt, and the chat: the built-in Llama 3 template's headers alone are over 100
   // byte-level tokens.
   EXPECT_EQ(counts.at("1/length"), 2.0);
   EXPECT_EQ(counts.at("0/error") + counts.at("1/error"), 0.0);
+  // The router's /metrics (its own request series and the engine processes' reported state) is
+  // valid Prometheus text too.
+  EXPECT_NE(metrics.find("headway_engine_alive{engine=\"1\",pool=\"long\"} 1"), std::string::npos)
+      << metrics;
+  if (auto check = promtool_check_metrics(metrics)) {
+    EXPECT_EQ(check->exit_code, 0) << check->output << "\n" << metrics;
+  }
 
   EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
   for (size_t e = 0; e < 2; ++e) {
@@ -112,48 +125,112 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   }
 }
 
-TEST(ServeProcesses, AnEngineProcessThatDiesFailsItsRequestsAndNewOnesGoElsewhere) {
-  TempDir dir("serve_processes_failure");
+TEST(ServeProcesses, AnEngineProcessThatDiesMidStreamFailsItsRequestNamingIt) {
+  TempDir dir("serve_processes_mid_stream");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
+  const std::string address = "127.0.0.1:" + std::to_string(cluster.engine_port(1));
+
+  // A long prompt streams from the slow engine1 (300 tokens of some milliseconds each); once its
+  // first token reached the client, engine1 is killed.
+  std::mutex mutex;
+  std::condition_variable first_token;
+  bool streaming = false;
+  std::string streamed;
+  std::thread client([&] {
+    httplib::Client own("127.0.0.1", cluster.http_port());
+    own.set_read_timeout(std::chrono::seconds(120));
+    httplib::Request request;
+    request.method = "POST";
+    request.path = "/v1/completions";
+    request.body = completion(std::string(120, 'e'), 300, true);
+    request.set_header("Content-Type", "application/json");
+    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      std::lock_guard lock(mutex);
+      streamed.append(data, size);
+      if (streamed.find("\"text\"") != std::string::npos) {
+        streaming = true;
+        first_token.notify_all();
+      }
+      return true;
+    };
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    own.send(request, response, error);
+    std::lock_guard lock(mutex);
+    streaming = true;  // also when it failed before any token: the test then reports the body
+    first_token.notify_all();
+  });
+  {
+    std::unique_lock lock(mutex);
+    first_token.wait(lock, [&] { return streaming; });
+  }
+  EXPECT_EQ(cluster.engine(1).stop(SIGKILL), 128 + SIGKILL);
+  client.join();
+  EXPECT_NE(streamed.find("engine1 at " + address + " failed while streaming"), std::string::npos)
+      << streamed;
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+
+  // Marked down: /health counts one process, the router's metrics show it, and a long prompt now
+  // goes to the short pool.
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
+  EXPECT_NE(metrics_of(http).find("headway_engine_alive{engine=\"1\",pool=\"long\"} 0"),
+            std::string::npos);
+  const auto rerouted = http.Post("/v1/completions", completion(std::string(300, 'f'), 3, false),
+                                  "application/json");
+  ASSERT_TRUE(rerouted);
+  EXPECT_EQ(rerouted->status, 200) << rerouted->body;
+  const std::map<std::string, double> counts = finished(metrics_of(http));
+  EXPECT_EQ(counts.at("1/error"), 1.0);
+  EXPECT_EQ(counts.at("0/length"), 1.0);
+
+  EXPECT_TRUE(cluster.router().alive()) << cluster.router().log();
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+}
+
+TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewhere) {
+  TempDir dir("serve_processes_retry");
   // Polls once a second, each call with a 2 s deadline: a frozen process still counts as up for
   // at least 2 s, long enough to route the next request to it deterministically.
   RoutedEngineProcesses cluster(dir.path, kLongFrom, 1.0);
   httplib::Client http("127.0.0.1", cluster.http_port());
   http.set_read_timeout(std::chrono::seconds(120));
-  const std::string address = "127.0.0.1:" + std::to_string(cluster.engine_port(1));
 
-  // Freeze the long pool's process, send it a long prompt, then kill it: the request is in flight
-  // there (accepted by its socket, never answered) when it dies.
+  // Freeze the long pool's process, send it a long prompt, then kill it: the call is in flight
+  // there (accepted by its socket, never answered) when it dies, so nothing reached the client
+  // and the router serves the request on engine0 instead.
   cluster.engine(1).signal(SIGSTOP);
-  std::string streamed;
+  std::string answer;
+  int status = 0;
   std::thread client([&] {
     httplib::Client own("127.0.0.1", cluster.http_port());
     own.set_read_timeout(std::chrono::seconds(120));
-    const auto response = own.Post("/v1/completions", completion(std::string(300, 'e'), 50, true),
+    const auto response = own.Post("/v1/completions", completion(std::string(300, 'e'), 6, false),
                                    "application/json");
-    if (response) streamed = response->body;
+    if (response) {
+      status = response->status;
+      answer = response->body;
+    }
   });
-  // The router has sent the call once the engine counts it (the router's load adds what it sent).
+  // The router sent the call once engine1's load counts it as waiting.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < give_up &&
-         metrics_of(http).find("headway_prompt_tokens_total{engine=\"1\"") == std::string::npos) {
+         metrics_of(http).find("headway_time_to_first_token_seconds_count{engine=\"1\"") ==
+             std::string::npos) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   EXPECT_EQ(cluster.engine(1).stop(SIGKILL), 128 + SIGKILL);
   client.join();
-  EXPECT_NE(streamed.find("engine1 at " + address), std::string::npos) << streamed;
-  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
-
-  // Marked down: /health counts one process, and a long prompt now goes to the short pool.
+  EXPECT_EQ(status, 200) << answer;
+  EXPECT_NE(answer.find("\"completion_tokens\":6"), std::string::npos) << answer;
+  EXPECT_NE(metrics_of(http).find("headway_request_retries_total{engine=\"1\",pool=\"long\"} 1"),
+            std::string::npos)
+      << metrics_of(http);
   ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
-  const auto rerouted =
-      http.Post("/v1/completions", completion(std::string(300, 'f'), 3, false), "application/json");
-  ASSERT_TRUE(rerouted);
-  EXPECT_EQ(rerouted->status, 200) << rerouted->body;
   std::map<std::string, double> counts = finished(metrics_of(http));
-  EXPECT_EQ(counts.at("1/error"), 1.0);
   EXPECT_EQ(counts.at("0/length"), 1.0);
-  EXPECT_NE(metrics_of(http).find("headway_engine_alive{engine=\"1\",pool=\"long\"} 0"),
-            std::string::npos);
 
   // A process serving again at the same address is taken back, and serves its pool again.
   const fs::path config = dir.path / "engine_long_again.toml";
@@ -161,16 +238,16 @@ TEST(ServeProcesses, AnEngineProcessThatDiesFailsItsRequestsAndNewOnesGoElsewher
     std::ifstream in(dir.path / "engine_long.toml");
     std::stringstream text;
     text << in.rdbuf();
-    std::ofstream(config) << std::regex_replace(
-        text.str(), std::regex("grpc_port = 0"),
-        "grpc_port = " + std::to_string(cluster.engine_port(1)));
+    std::ofstream(config) << std::regex_replace(text.str(), std::regex("grpc_port = 0"),
+                                                "grpc_port = " +
+                                                    std::to_string(cluster.engine_port(1)));
   }
   ServeProcess again(config);
   ASSERT_TRUE(again.wait_for_line(std::regex("(gRPC listening)")).has_value()) << again.log();
   again.keep_reading();
   ASSERT_TRUE(wait_for_alive(http, 2)) << cluster.router().log();
-  const auto back =
-      http.Post("/v1/completions", completion(std::string(300, 'g'), 2, false), "application/json");
+  const auto back = http.Post("/v1/completions", completion(std::string(300, 'g'), 2, false),
+                              "application/json");
   ASSERT_TRUE(back);
   EXPECT_EQ(back->status, 200) << back->body;
   counts = finished(metrics_of(http));

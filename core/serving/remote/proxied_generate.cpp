@@ -27,7 +27,6 @@ ProxiedGenerate::ProxiedGenerate(ProxiedCallOwner& owner, EngineProcess& engine,
 
 void ProxiedGenerate::start(std::shared_ptr<ProxiedGenerate> self) {
   self_ = std::move(self);
-  series_.prompt_tokens.add(stream_->prompt_tokens());
   engine_.prepare(context_);
   engine_.stub().async()->Generate(&context_, &upstream_, this);
   StartRead(&response_);
@@ -46,7 +45,11 @@ double ProxiedGenerate::since_arrival() const {
 
 void ProxiedGenerate::OnReadDone(bool ok) {
   if (!ok) return;  // the stream ended: OnDone follows
-  any_response_ = true;
+  if (!any_response_) {
+    // Counted once the process answered: a call retried elsewhere counts on the one that served.
+    series_.prompt_tokens.add(stream_->prompt_tokens());
+    any_response_ = true;
+  }
   const int count = response_.token_ids_size();
   if (count > 0 && !finished_) {
     const double now = since_arrival();
@@ -85,8 +88,12 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
              fmt::format("engine{} at {} ended the stream without a finish reason", engine_.index(),
                          engine_.address()));
     } else {
-      if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-        engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
+      const bool unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE;
+      if (unreachable) engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
+      if (unreachable && !any_response_ && owner_.retry_elsewhere(*this)) {
+        owner_.call_done(*this);
+        std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
+        return;
       }
       finish(Finish::kError, 0.0, 0.0,
              fmt::format("engine{} at {} failed {}: {} (gRPC status {})", engine_.index(),

@@ -27,10 +27,14 @@ namespace headway::serving {
 
 class ProxiedGenerate;
 
-// Told when a forwarded call ended (on a gRPC thread, after the stream finished).
+// Told when a forwarded call ended (on a gRPC thread).
 class ProxiedCallOwner {
  public:
   virtual ~ProxiedCallOwner() = default;
+  // The engine process was unreachable before it sent anything for `failed`: returns true when
+  // another call (to another process) took over its stream, which `failed` then leaves unfinished.
+  virtual bool retry_elsewhere(ProxiedGenerate& failed) = 0;
+  // After the stream finished, or another call took it over.
   virtual void call_done(const ProxiedGenerate& call) = 0;
 };
 
@@ -47,6 +51,10 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   void cancel(bool stop_string);
 
   const std::string& id() const { return stream_->id(); }
+  const v1::GenerateRequest& upstream() const { return upstream_; }
+  std::chrono::steady_clock::time_point arrival() const { return arrival_; }
+  bool cancelled() const { return cancelled_; }
+  bool stopped_by_stop_string() const { return stop_string_; }
   const std::shared_ptr<RequestStream>& stream() const { return stream_; }
   uint32_t engine_index() const { return engine_.index(); }
 

@@ -82,6 +82,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   size_t drain(double timeout_seconds);
 
   void call_done(const ProxiedGenerate& call) override;
+  bool retry_elsewhere(ProxiedGenerate& failed) override;
 
  private:
   void connect(const std::string& where, double timeout_s);
@@ -105,6 +106,12 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::unique_ptr<core::HostServices> router_host_;
   std::unique_ptr<core::RouterInstance> router_;
   mutable ServingMetrics metrics_;
+  // Requests re-sent to another engine process, by the process that failed before answering.
+  CounterFamily& retries_ = metrics_.registry().counter(
+      "headway_request_retries_total",
+      "Requests re-sent to another engine process because the chosen one was unreachable before "
+      "it answered, by that process.",
+      {"engine", "pool"});
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
 
   mutable std::mutex mutex_;  // guards what follows, and serialises routing
@@ -379,6 +386,62 @@ bool RemoteGenerationService::Impl::abort(const std::string& request_id, bool st
     call = it->second;
   }
   call->cancel(stop_string);
+  // A retry may have replaced the call before it saw the cancel (retry_elsewhere() checks the
+  // flag under the mutex): cancel the one that serves the stream now.
+  std::shared_ptr<ProxiedGenerate> replacement;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = calls_.find(request_id);
+    if (it != calls_.end() && it->second != call && it->second->stream() == call->stream()) {
+      replacement = it->second;
+    }
+  }
+  if (replacement) replacement->cancel(stop_string);
+  return true;
+}
+
+bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
+  std::shared_ptr<ProxiedGenerate> call;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = calls_.find(failed.id());
+    if (!admitting_ || failed.cancelled() || it == calls_.end() || it->second.get() != &failed) {
+      return false;
+    }
+    const v1::GenerateRequest& upstream = failed.upstream();
+    for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
+    const hw_route_request route{next_numeric_id_++,
+                                 static_cast<uint32_t>(upstream.token_ids().ids_size()),
+                                 upstream.sampling().max_tokens(), upstream.priority(),
+                                 hw_str{upstream.request_class().data(),
+                                        upstream.request_class().size()}};
+    hw_route_decision decision{};
+    try {
+      decision = router_->route(route, loads_);
+    } catch (const core::Error&) {
+      return false;  // no other process can take it: the client gets the failure
+    }
+    if (decision.prefill_engine >= engines_.size() ||
+        decision.decode_engine != decision.prefill_engine ||
+        decision.prefill_engine == failed.engine_index() ||
+        !engines_[decision.prefill_engine]->up()) {
+      return false;
+    }
+    EngineProcess& engine = *engines_[decision.prefill_engine];
+    const EngineProcess& dead = *engines_[failed.engine_index()];
+    retries_.with({std::to_string(dead.index()), dead.pool()}).add();
+    spdlog::warn("request \"{}\": engine{} at {} was unreachable before its first token; "
+                 "retrying on engine{} at {}",
+                 failed.id(), failed.engine_index(), engines_[failed.engine_index()]->address(),
+                 engine.index(), engine.address());
+    call = std::make_shared<ProxiedGenerate>(
+        *this, engine,
+        metrics_.request(engine.index(), engine.pool(), upstream.request_class()),
+        failed.stream(), upstream, failed.arrival());
+    it->second = call;
+    engine.sent(route.prompt_tokens, route.max_output_tokens);
+  }
+  call->start(call);
   return true;
 }
 

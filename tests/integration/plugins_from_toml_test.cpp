@@ -91,6 +91,10 @@ TEST(PluginsFromToml, ShippedHolDeploymentsLoad) {
   DeploymentConfig disaggregated = load_deployment(hol / "disaggregated.toml", registry());
   ASSERT_TRUE(disaggregated.kv_transport.has_value());
   EXPECT_EQ(disaggregated.kv_transport->plugin->short_name(), "host_copy");
+  DeploymentConfig conditional =
+      load_deployment(hol / "conditional_disaggregated.toml", registry());
+  EXPECT_EQ(conditional.router.plugin->short_name(), "disaggregated");
+  EXPECT_TRUE(conditional.kv_transport.has_value());
   EXPECT_EQ(disaggregated.engines[0].role, HW_ENGINE_ROLE_PREFILL);
   EXPECT_EQ(disaggregated.engines[1].role, HW_ENGINE_ROLE_DECODE);
 }
@@ -113,6 +117,10 @@ TEST(PluginsFromToml, ShippedCpuHolDeploymentsLoad) {
   EXPECT_EQ(disaggregated.engines[1].role, HW_ENGINE_ROLE_DECODE);
   ASSERT_TRUE(disaggregated.kv_transport.has_value());
   EXPECT_EQ(disaggregated.kv_transport->plugin->short_name(), "host_copy");
+  DeploymentConfig conditional =
+      load_deployment(hol / "conditional_disaggregated.toml", registry());
+  EXPECT_EQ(conditional.router.plugin->short_name(), "disaggregated");
+  EXPECT_TRUE(conditional.kv_transport.has_value());
   DeploymentConfig twin = load_deployment(hol / "baseline_sim.toml", registry());
   EXPECT_EQ(twin.model.plugin->short_name(), "sim");
 }

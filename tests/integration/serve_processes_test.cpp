@@ -11,8 +11,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
-#include <mutex>
 #include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -177,8 +177,8 @@ TEST(ServeProcesses, AnEngineProcessThatDiesMidStreamFailsItsRequestNamingIt) {
   ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
   EXPECT_NE(metrics_of(http).find("headway_engine_alive{engine=\"1\",pool=\"long\"} 0"),
             std::string::npos);
-  const auto rerouted = http.Post("/v1/completions", completion(std::string(300, 'f'), 3, false),
-                                  "application/json");
+  const auto rerouted =
+      http.Post("/v1/completions", completion(std::string(300, 'f'), 3, false), "application/json");
   ASSERT_TRUE(rerouted);
   EXPECT_EQ(rerouted->status, 200) << rerouted->body;
   const std::map<std::string, double> counts = finished(metrics_of(http));
@@ -238,16 +238,16 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
     std::ifstream in(dir.path / "engine_long.toml");
     std::stringstream text;
     text << in.rdbuf();
-    std::ofstream(config) << std::regex_replace(text.str(), std::regex("grpc_port = 0"),
-                                                "grpc_port = " +
-                                                    std::to_string(cluster.engine_port(1)));
+    std::ofstream(config) << std::regex_replace(
+        text.str(), std::regex("grpc_port = 0"),
+        "grpc_port = " + std::to_string(cluster.engine_port(1)));
   }
   ServeProcess again(config);
   ASSERT_TRUE(again.wait_for_line(std::regex("(gRPC listening)")).has_value()) << again.log();
   again.keep_reading();
   ASSERT_TRUE(wait_for_alive(http, 2)) << cluster.router().log();
-  const auto back = http.Post("/v1/completions", completion(std::string(300, 'g'), 2, false),
-                              "application/json");
+  const auto back =
+      http.Post("/v1/completions", completion(std::string(300, 'g'), 2, false), "application/json");
   ASSERT_TRUE(back);
   EXPECT_EQ(back->status, 200) << back->body;
   counts = finished(metrics_of(http));

@@ -89,7 +89,8 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
                          engine_.address()));
     } else {
       const bool unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE;
-      if (unreachable) engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
+      if (unreachable)
+        engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
       if (unreachable && !any_response_ && owner_.retry_elsewhere(*this)) {
         owner_.call_done(*this);
         std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return

@@ -410,11 +410,10 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
     }
     const v1::GenerateRequest& upstream = failed.upstream();
     for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
-    const hw_route_request route{next_numeric_id_++,
-                                 static_cast<uint32_t>(upstream.token_ids().ids_size()),
-                                 upstream.sampling().max_tokens(), upstream.priority(),
-                                 hw_str{upstream.request_class().data(),
-                                        upstream.request_class().size()}};
+    const hw_route_request route{
+        next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
+        upstream.sampling().max_tokens(), upstream.priority(),
+        hw_str{upstream.request_class().data(), upstream.request_class().size()}};
     hw_route_decision decision{};
     try {
       decision = router_->route(route, loads_);
@@ -430,13 +429,13 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
     EngineProcess& engine = *engines_[decision.prefill_engine];
     const EngineProcess& dead = *engines_[failed.engine_index()];
     retries_.with({std::to_string(dead.index()), dead.pool()}).add();
-    spdlog::warn("request \"{}\": engine{} at {} was unreachable before its first token; "
-                 "retrying on engine{} at {}",
-                 failed.id(), failed.engine_index(), engines_[failed.engine_index()]->address(),
-                 engine.index(), engine.address());
+    spdlog::warn(
+        "request \"{}\": engine{} at {} was unreachable before its first token; "
+        "retrying on engine{} at {}",
+        failed.id(), failed.engine_index(), engines_[failed.engine_index()]->address(),
+        engine.index(), engine.address());
     call = std::make_shared<ProxiedGenerate>(
-        *this, engine,
-        metrics_.request(engine.index(), engine.pool(), upstream.request_class()),
+        *this, engine, metrics_.request(engine.index(), engine.pool(), upstream.request_class()),
         failed.stream(), upstream, failed.arrival());
     it->second = call;
     engine.sent(route.prompt_tokens, route.max_output_tokens);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <exception>
+#include <thread>
 
 namespace headway::serving {
 namespace {
@@ -169,6 +170,13 @@ void EngineDriver::run() {
       }
       incoming_.clear();
       for (Arriving& arriving : arriving_) {
+        // The transport reads the block lists in `arriving` (and writes our blocks) until the copy
+        // is over: wait for it before they go.
+        while (true) {
+          const int32_t state = handoff_->poll(arriving.transfer).state;
+          if (state == HW_TRANSFER_DONE || state == HW_TRANSFER_FAILED) break;
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
         end_request(*arriving.handoff.state, Finish::kAbort, now, {});
         finished_ids_.push_back(arriving.handoff.state->id);
       }

@@ -8,14 +8,16 @@
 #
 #   scripts/measure_cpu_hol.sh [BUILD_DIR] [OUT_DIR] [DEPLOYMENT...]
 #   defaults: build, hol-results, every deployment (baseline partial_prefill length_routing
-#   length_processes disaggregated conditional_disaggregated)
+#   length_processes disaggregated conditional_disaggregated disaggregated_processes
+#   conditional_processes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 out=${2:-hol-results}
 shift $(($# < 2 ? $# : 2))
 deployments=("$@")
-[[ ${#deployments[@]} -gt 0 ]] || deployments=(baseline partial_prefill length_routing length_processes disaggregated conditional_disaggregated)
+[[ ${#deployments[@]} -gt 0 ]] || deployments=(baseline partial_prefill length_routing length_processes
+  disaggregated conditional_disaggregated disaggregated_processes conditional_processes)
 headway="$build/bin/headway"
 mkdir -p "$out"
 [[ -f models/tiny/model.safetensors ]] || "$headway" model make-tiny --out models/tiny
@@ -39,13 +41,19 @@ wait_for() {
 for config in "${deployments[@]}"; do
   echo "== $config" >&2
   engines=()
-  if [[ $config == length_processes ]]; then
+  if [[ $config == *_processes ]]; then
     # Two engine processes of one thread each (the same two cores), the router in front.
-    for pool in short long; do
-      start "$config.engine_$pool" "configs/processes/engine_$pool.toml"
+    case $config in
+      length_processes) pair=(short long) router=router ;;
+      disaggregated_processes) pair=(prefill decode) router=router_disaggregated ;;
+      conditional_processes) pair=(prefill decode) router=router_conditional ;;
+      *) echo "unknown deployment $config" >&2; exit 2 ;;
+    esac
+    for part in "${pair[@]}"; do
+      start "$config.engine_$part" "configs/processes/engine_$part.toml"
       engines+=("$started")
     done
-    start "$config" configs/processes/router.toml
+    start "$config" "configs/processes/$router.toml"
   else
     start "$config" "configs/cpu_hol/$config.toml"
   fi

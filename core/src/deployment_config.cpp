@@ -192,13 +192,6 @@ void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint3
                       where, key, engine.address));
     }
   }
-  if (engine.role != HW_ENGINE_ROLE_MIXED) {
-    throw Error(
-        fmt::format("{}.role: engine processes serve mixed engines only: "
-                    "disaggregation across processes needs a cross-process KV transport, "
-                    "which Headway does not have yet (serve it in one process)",
-                    where));
-  }
 }
 
 // Where the engines live must match what the process is: a router process fronts engine
@@ -222,8 +215,9 @@ void check_process_shape(const DeploymentConfig& config) {
   }
   if (router && config.kv_transport) {
     throw Error(name +
-                ": kv_transport: a router process cannot move KV between engine processes "
-                "yet (no cross-process KV transport); serve disaggregation in one process");
+                ": kv_transport: not used by a router process: engine processes on one "
+                "host hand KV over through shared memory (docs/serving.md); remove the "
+                "table");
   }
 }
 

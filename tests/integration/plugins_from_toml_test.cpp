@@ -144,6 +144,24 @@ TEST(PluginsFromToml, ShippedMultiProcessDeploymentLoads) {
   EXPECT_EQ(router.engines[0].pool, "short");
   EXPECT_EQ(router.engines[1].address, addresses[1]);
   EXPECT_EQ(router.engines[1].pool, "long");
+
+  // The disaggregated pair: the routers point at the prefill and decode processes' ports.
+  std::vector<std::string> pair;
+  for (const char* name : {"engine_prefill", "engine_decode"}) {
+    DeploymentConfig engine = load_deployment(dir / (std::string(name) + ".toml"), registry());
+    EXPECT_EQ(engine.server.role, "engine");
+    pair.push_back("127.0.0.1:" + std::to_string(engine.server.grpc_port));
+  }
+  for (const char* name : {"router_disaggregated", "router_conditional"}) {
+    SCOPED_TRACE(name);
+    DeploymentConfig split = load_deployment(dir / (std::string(name) + ".toml"), registry());
+    EXPECT_EQ(split.router.plugin->short_name(), "disaggregated");
+    ASSERT_EQ(split.engines.size(), 2u);
+    EXPECT_EQ(split.engines[0].role, HW_ENGINE_ROLE_PREFILL);
+    EXPECT_EQ(split.engines[0].address, pair[0]);
+    EXPECT_EQ(split.engines[1].role, HW_ENGINE_ROLE_DECODE);
+    EXPECT_EQ(split.engines[1].address, pair[1]);
+  }
 }
 
 }  // namespace

@@ -125,6 +125,7 @@ class ServeProcess {
     if (!exited_) ::kill(pid_, signal);
   }
   const std::string& log() const { return log_; }
+  pid_t pid() const { return pid_; }
   // True while the process has neither exited nor been killed (reaps it when it has).
   bool alive() {
     if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;

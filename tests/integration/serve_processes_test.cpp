@@ -12,11 +12,13 @@
 #include <condition_variable>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "../unit/serving/metrics/promtool_check.h"
 #include "serve_process.h"
@@ -257,6 +259,139 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
   EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
   EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
   EXPECT_EQ(again.stop(SIGTERM), 0) << again.log();
+}
+
+// A prefill engine process, a decode engine process and a router process with the disaggregated
+// router in front of them, plus a fourth process serving the same checkpoint alone (the reference
+// for the tokens). `decode_block_size` other than 16 gives the decode process another KV layout,
+// so that it cannot use the staged KV and must prefill the request itself.
+class DisaggregatedProcesses {
+ public:
+  DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size) {
+    const std::string scheduler =
+        "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }\n";
+    const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
+    const std::regex http_port(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))");
+    std::vector<int> ports;
+    for (const uint32_t block_size : {16u, decode_block_size}) {
+      const std::string name = ports.empty() ? "prefill" : "decode";
+      engines_.push_back(std::make_unique<ServeProcess>(
+          write_tiny_deployment(dir, name,
+                                "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
+                                    scheduler + "[server]\nrole = \"engine\"\ngrpc_port = 0\n",
+                                "engine_" + name + ".toml")));
+      const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
+      if (!port)
+        throw std::runtime_error("engine process did not start:\n" + engines_.back()->log());
+      engines_.back()->keep_reading();
+      ports.push_back(std::stoi(*port));
+    }
+    router_ = std::make_unique<ServeProcess>(write_tiny_deployment(
+        dir, "router",
+        "[[engines]]\nrole = \"prefill\"\naddress = \"127.0.0.1:" + std::to_string(ports[0]) +
+            "\"\n[[engines]]\nrole = \"decode\"\naddress = \"127.0.0.1:" +
+            std::to_string(ports[1]) +
+            "\"\n[router]\nplugin = \"disaggregated\"\n[server]\nrole = \"router\"\n"
+            "http_port = 0\ngrpc_port = 0\nload_report_interval_s = 0.02\n",
+        "router.toml"));
+    reference_ = std::make_unique<ServeProcess>(write_tiny_deployment(
+        dir, "reference", "[[engines]]\n" + scheduler + "[server]\nhttp_port = 0\ngrpc_port = 0\n",
+        "reference.toml"));
+    for (ServeProcess* process : {router_.get(), reference_.get()}) {
+      const std::optional<std::string> port = process->wait_for_line(http_port);
+      if (!port) throw std::runtime_error("process did not start:\n" + process->log());
+      process->keep_reading();
+      http_ports_.push_back(std::stoi(*port));
+    }
+  }
+
+  int router_port() const { return http_ports_[0]; }
+  int reference_port() const { return http_ports_[1]; }
+  ServeProcess& prefill() { return *engines_[0]; }
+
+  // Every process drains to exit 0.
+  void stop_all() {
+    for (ServeProcess* process :
+         {router_.get(), engines_[0].get(), engines_[1].get(), reference_.get()}) {
+      EXPECT_EQ(process->stop(SIGTERM), 0) << process->log();
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<ServeProcess>> engines_;
+  std::unique_ptr<ServeProcess> router_;
+  std::unique_ptr<ServeProcess> reference_;
+  std::vector<int> http_ports_;
+};
+
+// The "text" of a greedy completion, streamed or not.
+std::string greedy_text(int port, const std::string& prompt, bool stream) {
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(std::chrono::seconds(120));
+  std::string body = completion(prompt, 12, stream);
+  body.insert(body.size() - 1, ", \"temperature\": 0");  // OpenAI's default is 1: sampled
+  const auto response = http.Post("/v1/completions", body, "application/json");
+  if (!response || response->status != 200) {
+    return "<failed: " + (response ? response->body : httplib::to_string(response.error())) + ">";
+  }
+  // The text (of every chunk when streamed), JSON-escaped as sent.
+  std::string text;
+  const std::regex delta(R"re("text":"((?:[^"\\]|\\.)*)")re");
+  for (std::sregex_iterator it(response->body.begin(), response->body.end(), delta), end; it != end;
+       ++it) {
+    text += (*it)[1].str();
+  }
+  return text;
+}
+
+std::vector<std::string> disaggregation_prompts() {
+  return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(300, 'q')};
+}
+
+// No shared-memory object of the prefill process is left behind.
+size_t staged_objects_of(pid_t pid) {
+  size_t count = 0;
+  const std::string prefix = "headway-kv-" + std::to_string(pid) + "-";
+  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+    count += entry.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+  }
+  return count;
+}
+
+TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
+  TempDir dir("serve_processes_disaggregated");
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16);
+  for (const std::string& prompt : disaggregation_prompts()) {
+    for (const bool stream : {false, true}) {
+      SCOPED_TRACE(prompt.substr(0, 20) + (stream ? " streamed" : ""));
+      EXPECT_EQ(greedy_text(cluster.router_port(), prompt, stream),
+                greedy_text(cluster.reference_port(), prompt, stream));
+    }
+  }
+  // Every request moved its KV from the prefill process (engine0) to the decode process (engine1).
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  const std::string metrics = metrics_of(http);
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 6"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(staged_objects_of(cluster.prefill().pid()), 0u);
+  cluster.stop_all();
+}
+
+TEST(ServeProcesses, AStagedKvTheDecodeProcessCannotUseIsPrefilledThereInstead) {
+  TempDir dir("serve_processes_fallback");
+  // 32-token blocks on the decode process, 16 on the prefill process: the staged KV does not fit.
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/32);
+  for (const std::string& prompt : disaggregation_prompts()) {
+    SCOPED_TRACE(prompt.substr(0, 20));
+    EXPECT_EQ(greedy_text(cluster.router_port(), prompt, false),
+              greedy_text(cluster.reference_port(), prompt, false));
+  }
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  const std::string metrics = metrics_of(http);
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 0"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(staged_objects_of(cluster.prefill().pid()), 0u);
+  cluster.stop_all();
 }
 
 }  // namespace

@@ -48,7 +48,23 @@ grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput
   to_sampling(request.sampling(), out);
   out.priority = request.priority();
   out.request_class = request.request_class();
+  out.prefill_only = request.prefill_only();
+  if (request.has_kv_source()) out.kv_source = from_proto(request.kv_source());
+  out.generated_ids.assign(request.generated_ids().begin(), request.generated_ids().end());
   return grpc::Status::OK;
+}
+
+KvStage from_proto(const v1::KvStage& stage) {
+  return KvStage{stage.shm_name(), stage.computed_tokens(), stage.block_count(),
+                 stage.block_bytes(), stage.block_size()};
+}
+
+void to_proto(const KvStage& stage, v1::KvStage& out) {
+  out.set_shm_name(stage.shm_name);
+  out.set_computed_tokens(stage.computed_tokens);
+  out.set_block_count(stage.block_count);
+  out.set_block_bytes(stage.block_bytes);
+  out.set_block_size(stage.block_size);
 }
 
 void to_generate_response(const std::string& request_id, const StreamChunk& chunk,
@@ -67,6 +83,7 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
   timings.set_e2e_seconds(chunk.timings.e2e_seconds);
   timings.set_kv_transfer_seconds(chunk.timings.kv_transfer_seconds);
   out.set_error(chunk.error);
+  if (chunk.kv_stage) to_proto(*chunk.kv_stage, *out.mutable_kv_stage());
 }
 
 void to_health_response(const HealthSummary& health, v1::HealthResponse& out) {

@@ -21,6 +21,10 @@ grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput
 void to_generate_response(const std::string& request_id, const StreamChunk& chunk,
                           v1::GenerateResponse& out);
 
+// KvStage both ways (a router process sends and receives it too).
+KvStage from_proto(const v1::KvStage& stage);
+void to_proto(const KvStage& stage, v1::KvStage& out);
+
 void to_health_response(const HealthSummary& health, v1::HealthResponse& out);
 void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& out);
 void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out);

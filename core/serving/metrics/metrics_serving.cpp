@@ -37,6 +37,7 @@ Counter& RequestSeries::finished_with(Finish reason) const {
       return *finished[2];
     case Finish::kNone:
     case Finish::kError:
+    case Finish::kHandoff:  // not an end: the request goes on elsewhere (not counted)
       break;
   }
   return *finished[3];

@@ -18,10 +18,11 @@ std::string failure(const char* call, const grpc::Status& status) {
 
 }  // namespace
 
-EngineProcess::EngineProcess(uint32_t index, std::string pool, std::string address,
+EngineProcess::EngineProcess(uint32_t index, std::string pool, int32_t role, std::string address,
                              std::string api_key)
     : index_(index),
       pool_(std::move(pool)),
+      role_(role),
       address_(std::move(address)),
       api_key_(std::move(api_key)) {
   grpc::ChannelArguments arguments;
@@ -33,7 +34,7 @@ EngineProcess::EngineProcess(uint32_t index, std::string pool, std::string addre
   stub_ = v1::Headway::NewStub(channel_);
   report_.index = index_;
   report_.pool = pool_;
-  report_.role = "both";
+  report_.role = engine_role_label(role_);
   report_.address = address_;
   report_.alive = false;
 }
@@ -99,7 +100,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline) {
   EngineSummary report;
   report.index = index_;
   report.pool = pool_;
-  report.role = "both";
+  report.role = engine_role_label(role_);
   report.address = address_;
   for (const v1::EngineInfo& engine : cluster.engines()) {
     if (!engine.alive()) continue;
@@ -130,7 +131,7 @@ hw_engine_load EngineProcess::load() const {
   std::lock_guard lock(mutex_);
   hw_engine_load load{};
   load.engine_index = index_;
-  load.role = HW_ENGINE_ROLE_MIXED;
+  load.role = role_;
   load.pool = hw_str{pool_.data(), pool_.size()};
   load.alive = up_ ? 1 : 0;
   load.running = report_.running;

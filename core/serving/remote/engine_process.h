@@ -27,7 +27,9 @@ namespace headway::serving {
 class EngineProcess {
  public:
   // `api_key`: sent as "authorization: Bearer <key>" on every call (empty: none).
-  EngineProcess(uint32_t index, std::string pool, std::string address, std::string api_key);
+  // `role` (hw_engine_role) is what the router's file says the process does.
+  EngineProcess(uint32_t index, std::string pool, int32_t role, std::string address,
+                std::string api_key);
 
   uint32_t index() const { return index_; }
   const std::string& pool() const { return pool_; }
@@ -62,6 +64,7 @@ class EngineProcess {
 
   const uint32_t index_;
   const std::string pool_;
+  const int32_t role_;
   const std::string address_;
   const std::string api_key_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "kv_stage_file.h"
+#include "proto_conversion.h"
+
 namespace headway::serving {
 namespace {
 
@@ -15,15 +18,28 @@ Finish finish_of(const std::string& name) {
 }  // namespace
 
 ProxiedGenerate::ProxiedGenerate(ProxiedCallOwner& owner, EngineProcess& engine,
-                                 RequestSeries series, std::shared_ptr<RequestStream> stream,
+                                 EngineSeries& engine_series, RequestSeries series,
+                                 std::shared_ptr<RequestStream> stream,
                                  v1::GenerateRequest upstream,
-                                 std::chrono::steady_clock::time_point arrival)
+                                 std::chrono::steady_clock::time_point arrival,
+                                 uint32_t decode_engine)
     : owner_(owner),
       engine_(engine),
+      engine_series_(engine_series),
       series_(series),
+      decode_engine_(decode_engine),
       stream_(std::move(stream)),
       upstream_(std::move(upstream)),
       arrival_(arrival) {}
+
+void ProxiedGenerate::continues(const ProxiedGenerate& prefilled) {
+  first_token_seconds_ = prefilled.first_token_seconds_;
+  last_token_seconds_ = prefilled.last_token_seconds_;
+  generated_ = prefilled.generated_;
+  // The prompt was counted where it was prefilled.
+  any_response_ = false;
+  counted_prompt_ = true;
+}
 
 void ProxiedGenerate::start(std::shared_ptr<ProxiedGenerate> self) {
   self_ = std::move(self);
@@ -47,7 +63,8 @@ void ProxiedGenerate::OnReadDone(bool ok) {
   if (!ok) return;  // the stream ended: OnDone follows
   if (!any_response_) {
     // Counted once the process answered: a call retried elsewhere counts on the one that served.
-    series_.prompt_tokens.add(stream_->prompt_tokens());
+    if (!counted_prompt_) series_.prompt_tokens.add(stream_->prompt_tokens());
+    counted_prompt_ = true;
     any_response_ = true;
   }
   const int count = response_.token_ids_size();
@@ -63,9 +80,25 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     }
     last_token_seconds_ = now;
     series_.generation_tokens.add(count);
+    generated_.insert(generated_.end(), response_.token_ids().begin(), response_.token_ids().end());
     stream_->push_tokens(std::span<const int32_t>(response_.token_ids().data(), count));
   }
-  if (!response_.finish_reason().empty() && !finished_) {
+  if (response_.finish_reason() == "handoff" && !finished_) {
+    // Prefilled: the decode process continues the stream from the staged KV (the owner removes
+    // the staged object when nobody will).
+    finished_ = true;
+    const bool continued =
+        response_.has_kv_stage() &&
+        owner_.continue_elsewhere(*this, grpc_frontend::from_proto(response_.kv_stage()));
+    if (!continued && cancelled_) {
+      finish(stop_string_ ? Finish::kStop : Finish::kAbort, 0.0, 0.0, {});
+    } else if (!continued) {
+      finish(Finish::kError, 0.0, 0.0,
+             fmt::format("engine{} at {} prefilled the request, but no decode engine process "
+                         "could continue it",
+                         engine_.index(), engine_.address()));
+    }
+  } else if (!response_.finish_reason().empty() && !finished_) {
     Finish reason = finish_of(response_.finish_reason());
     std::string error = response_.error();
     if (reason == Finish::kError) {
@@ -96,6 +129,10 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
         std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
         return;
       }
+      // A continuation that never started leaves its staged KV to nobody.
+      if (!any_response_ && upstream_.has_kv_source()) {
+        discard_kv_stage(upstream_.kv_source().shm_name());
+      }
       finish(Finish::kError, 0.0, 0.0,
              fmt::format("engine{} at {} failed {}: {} (gRPC status {})", engine_.index(),
                          engine_.address(),
@@ -115,6 +152,10 @@ void ProxiedGenerate::finish(Finish reason, double queue_seconds, double kv_tran
   timings.ttft_seconds = first_token_seconds_ < 0.0 ? 0.0 : first_token_seconds_;
   timings.e2e_seconds = since_arrival();
   timings.kv_transfer_seconds = kv_transfer_seconds;
+  if (kv_transfer_seconds > 0.0) {  // continued from a staged KV on this engine process
+    engine_series_.kv_transfers.add();
+    engine_series_.kv_transfer_seconds.observe(kv_transfer_seconds);
+  }
   series_.finished_with(reason).add();
   series_.e2e_latency.observe(timings.e2e_seconds);
   series_.queue_time.observe(timings.queue_seconds);

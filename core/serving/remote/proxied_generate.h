@@ -18,8 +18,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine_process.h"
 
@@ -34,15 +36,26 @@ class ProxiedCallOwner {
   // The engine process was unreachable before it sent anything for `failed`: returns true when
   // another call (to another process) took over its stream, which `failed` then leaves unfinished.
   virtual bool retry_elsewhere(ProxiedGenerate& failed) = 0;
+  // A prefill_only call finished "handoff": its KV waits in `stage` for its decode process.
+  // Returns true when a call to that process took over the stream.
+  virtual bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) = 0;
   // After the stream finished, or another call took it over.
   virtual void call_done(const ProxiedGenerate& call) = 0;
 };
 
 class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
-  ProxiedGenerate(ProxiedCallOwner& owner, EngineProcess& engine, RequestSeries series,
-                  std::shared_ptr<RequestStream> stream, v1::GenerateRequest upstream,
-                  std::chrono::steady_clock::time_point arrival);
+  static constexpr uint32_t kNoEngine = UINT32_MAX;
+
+  // `engine_series`: where KV transfers into `engine` are counted (owned by the service).
+  // `decode_engine`: for a prefill_only call, the engine process that continues the request.
+  ProxiedGenerate(ProxiedCallOwner& owner, EngineProcess& engine, EngineSeries& engine_series,
+                  RequestSeries series, std::shared_ptr<RequestStream> stream,
+                  v1::GenerateRequest upstream, std::chrono::steady_clock::time_point arrival,
+                  uint32_t decode_engine = kNoEngine);
+  // The call that continues `prefilled` (on its decode process): the stream's token timings go on
+  // from where the prefill call left them.
+  void continues(const ProxiedGenerate& prefilled);
 
   // Sends the call; `self` is this call (kept alive until OnDone).
   void start(std::shared_ptr<ProxiedGenerate> self);
@@ -57,6 +70,9 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   bool stopped_by_stop_string() const { return stop_string_; }
   const std::shared_ptr<RequestStream>& stream() const { return stream_; }
   uint32_t engine_index() const { return engine_.index(); }
+  uint32_t decode_engine() const { return decode_engine_; }
+  // Token ids streamed so far (reactions only, or after OnDone).
+  const std::vector<int32_t>& generated() const { return generated_; }
 
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
@@ -67,7 +83,9 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
 
   ProxiedCallOwner& owner_;
   EngineProcess& engine_;
+  EngineSeries& engine_series_;
   RequestSeries series_;
+  const uint32_t decode_engine_;
   std::shared_ptr<RequestStream> stream_;
   v1::GenerateRequest upstream_;
   const std::chrono::steady_clock::time_point arrival_;
@@ -80,8 +98,10 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   // Reaction state (one reaction at a time).
   bool finished_ = false;
   bool any_response_ = false;
+  bool counted_prompt_ = false;
   double first_token_seconds_ = -1.0;
   double last_token_seconds_ = 0.0;
+  std::vector<int32_t> generated_;
 };
 
 }  // namespace headway::serving

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "engine_process.h"
+#include "kv_stage_file.h"
+#include "proto_conversion.h"
 #include "proxied_generate.h"
 #include "request_admission.h"
 
@@ -83,6 +85,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
 
   void call_done(const ProxiedGenerate& call) override;
   bool retry_elsewhere(ProxiedGenerate& failed) override;
+  bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) override;
 
  private:
   void connect(const std::string& where, double timeout_s);
@@ -139,8 +142,8 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
                       "processes only",
                       where, engine.name));
     }
-    engines_.push_back(std::make_unique<EngineProcess>(engine.index, engine.pool, engine.address,
-                                                       options.api_key));
+    engines_.push_back(std::make_unique<EngineProcess>(engine.index, engine.pool, engine.role,
+                                                       engine.address, options.api_key));
     engine_series_.push_back(metrics_.engine(engine.index, engine.pool));
   }
   connect(where, options.connect_timeout_s);
@@ -333,23 +336,26 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
           ServiceError(error_code_of(e.code()),
                        fmt::format("no engine process can take request \"{}\": {}", id, e.what())));
     }
-    if (decision.prefill_engine >= engines_.size() ||
-        decision.decode_engine != decision.prefill_engine) {
+    if (decision.prefill_engine >= engines_.size() || decision.decode_engine >= engines_.size()) {
       throw rejected(Rejection::kUnavailable,
                      ServiceError(ErrorCode::kInternal,
-                                  fmt::format("router '{}' chose engine{} for prefill and engine{} "
-                                              "for decode; a router process serves each request "
-                                              "on one engine process",
+                                  fmt::format("router '{}' chose engine{} / engine{} of {}",
                                               router_->name(), decision.prefill_engine,
-                                              decision.decode_engine)));
+                                              decision.decode_engine, engines_.size())));
     }
+    // Disaggregated: the prefill process stages the KV, the decode process continues from it.
+    const bool disaggregated = decision.decode_engine != decision.prefill_engine;
     EngineProcess& engine = *engines_[decision.prefill_engine];
-    if (!engine.up()) {
-      throw rejected(Rejection::kUnavailable,
-                     ServiceError(ErrorCode::kUnavailable,
-                                  fmt::format("engine{} at {} (chosen by router '{}') is down: {}",
-                                              engine.index(), engine.address(), router_->name(),
-                                              engine.down_reason())));
+    for (const uint32_t chosen : {decision.prefill_engine, decision.decode_engine}) {
+      const EngineProcess& process = *engines_[chosen];
+      if (!process.up()) {
+        throw rejected(
+            Rejection::kUnavailable,
+            ServiceError(
+                ErrorCode::kUnavailable,
+                fmt::format("engine{} at {} (chosen by router '{}') is down: {}", process.index(),
+                            process.address(), router_->name(), process.down_reason())));
+      }
     }
     // The stop-string callback cancels this stream's call only, not a later request that reused
     // the client's id.
@@ -364,9 +370,13 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                   std::move(on_stop_string));
     *stream_holder = stream.get();
+    v1::GenerateRequest upstream = upstream_request(id, admitted, input);
+    upstream.set_prefill_only(disaggregated);
     call = std::make_shared<ProxiedGenerate>(
-        *this, engine, metrics_.request(engine.index(), engine.pool(), admitted.request_class),
-        stream, upstream_request(id, admitted, input), arrival);
+        *this, engine, engine_series_[engine.index()],
+        metrics_.request(engine.index(), engine.pool(), admitted.request_class), stream,
+        std::move(upstream), arrival,
+        disaggregated ? decision.decode_engine : ProxiedGenerate::kNoEngine);
     calls_.emplace(id, call);
     engine.sent(prompt_tokens, input.max_tokens);
   }
@@ -420,10 +430,13 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
     } catch (const core::Error&) {
       return false;  // no other process can take it: the client gets the failure
     }
+    // Sent again as it was: a prefill_only call keeps its decode process; a continuation goes to
+    // another process that reads the staged KV (or prefills the tokens itself when it cannot).
     if (decision.prefill_engine >= engines_.size() ||
-        decision.decode_engine != decision.prefill_engine ||
         decision.prefill_engine == failed.engine_index() ||
-        !engines_[decision.prefill_engine]->up()) {
+        !engines_[decision.prefill_engine]->up() ||
+        (decision.decode_engine != decision.prefill_engine && !upstream.prefill_only() &&
+         upstream.generated_ids().empty())) {
       return false;
     }
     EngineProcess& engine = *engines_[decision.prefill_engine];
@@ -435,10 +448,43 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
         failed.id(), failed.engine_index(), engines_[failed.engine_index()]->address(),
         engine.index(), engine.address());
     call = std::make_shared<ProxiedGenerate>(
-        *this, engine, metrics_.request(engine.index(), engine.pool(), upstream.request_class()),
-        failed.stream(), upstream, failed.arrival());
+        *this, engine, engine_series_[engine.index()],
+        metrics_.request(engine.index(), engine.pool(), upstream.request_class()), failed.stream(),
+        upstream, failed.arrival(), failed.decode_engine());
+    if (!upstream.generated_ids().empty()) call->continues(failed);
     it->second = call;
     engine.sent(route.prompt_tokens, route.max_output_tokens);
+  }
+  call->start(call);
+  return true;
+}
+
+bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefilled,
+                                                       const KvStage& stage) {
+  std::shared_ptr<ProxiedGenerate> call;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = calls_.find(prefilled.id());
+    const uint32_t d = prefilled.decode_engine();
+    if (it == calls_.end() || it->second.get() != &prefilled || prefilled.cancelled() ||
+        d >= engines_.size() || !engines_[d]->up()) {
+      // Nobody will read the staged KV (this router shares the host with the processes).
+      discard_kv_stage(stage.shm_name);
+      return false;
+    }
+    EngineProcess& engine = *engines_[d];
+    v1::GenerateRequest upstream = prefilled.upstream();
+    upstream.set_prefill_only(false);
+    grpc_frontend::to_proto(stage, *upstream.mutable_kv_source());
+    upstream.mutable_generated_ids()->Add(prefilled.generated().begin(),
+                                          prefilled.generated().end());
+    call = std::make_shared<ProxiedGenerate>(
+        *this, engine, engine_series_[d],
+        metrics_.request(engine.index(), engine.pool(), upstream.request_class()),
+        prefilled.stream(), std::move(upstream), prefilled.arrival());
+    call->continues(prefilled);
+    it->second = call;
+    engine.sent(0, call->upstream().sampling().max_tokens());
   }
   call->start(call);
   return true;

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <exception>
 #include <thread>
+
+#include "kv_stage_file.h"
 
 namespace headway::serving {
 namespace {
@@ -98,6 +101,7 @@ void EngineDriver::enqueue_incoming(Handoff handoff) {
   }
   // This driver stopped (the service is shutting down): the request ends as every request still
   // in flight at shutdown does.
+  if (handoff.staged) discard_kv_stage(handoff.staged->shm_name);
   handoff.state->stream->finish(Finish::kAbort, Timings{}, {});
   sink_.forget(std::span<const std::string>(&handoff.state->id, 1));
 }
@@ -165,6 +169,7 @@ void EngineDriver::run() {
       // Requests on their way here end too; their prefill engines are shutting down as well.
       const double now = engine_.clock().now();
       for (Handoff& handoff : incoming_) {
+        if (handoff.staged) discard_kv_stage(handoff.staged->shm_name);
         end_request(*handoff.state, Finish::kAbort, now, {});
         finished_ids_.push_back(handoff.state->id);
       }
@@ -190,15 +195,14 @@ void EngineDriver::run() {
       }
       for (Command& command : applying_) {
         if (command.kind != Command::Kind::kIncoming) continue;
+        if (command.handoff.staged) discard_kv_stage(command.handoff.staged->shm_name);
         end_request(*command.handoff.state, Finish::kAbort, now, {});
         finished_ids_.push_back(command.handoff.state->id);
       }
       applying_.clear();
     } else {
-      if (handoff_ != nullptr) {
-        finish_arrivals();
-        start_arrivals();
-      }
+      if (handoff_ != nullptr) finish_arrivals();
+      start_arrivals();
       step_once();
     }
     publish();
@@ -293,7 +297,101 @@ void EngineDriver::apply_incoming(Handoff handoff) {
 }
 
 void EngineDriver::release_source(const Handoff& handoff, uint64_t id) {
+  if (handoff.staged) {
+    discard_kv_stage(handoff.staged->shm_name);
+    return;
+  }
   handoff_->driver(handoff.source_engine).enqueue_release(id);
+}
+
+void EngineDriver::stage_out(uint64_t id) {
+  auto it = requests_.find(id);
+  InFlightRequest& state = *it->second;
+  const core::OutgoingTransfer out = engine_.outgoing(id);
+  const uint32_t block_size = engine_.config().block_size;
+  const uint32_t computed = out.request.computed_tokens;
+  const uint32_t count = (computed + block_size - 1) / block_size;
+  std::optional<KvStage> stage;
+  std::string error;
+  try {
+    if (out.blocks->size() < count) {
+      throw core::Error(fmt::format("request {} holds {} KV blocks for {} computed tokens", id,
+                                    out.blocks->size(), computed),
+                        HW_INTERNAL);
+    }
+    stage =
+        write_kv_stage(fmt::format("/headway-kv-{}-{}-{}", ::getpid(), engine_.config().index, id),
+                       engine_.kv_memory(), std::span<const uint32_t>(out.blocks->data(), count),
+                       computed, block_size);
+  } catch (const std::exception& e) {
+    error = fmt::format("engine{} could not hand the request over: {}", engine_.config().index,
+                        e.what());
+  }
+  // The blocks are copied out (or the request failed): this engine is done with them.
+  engine_.release_transferred(id);
+  const double now = engine_.clock().now();
+  if (stage) {
+    end_request(state, Finish::kHandoff, now, {}, std::move(stage));
+  } else {
+    end_request(state, Finish::kError, now, std::move(error));
+  }
+  finished_ids_.push_back(state.id);
+  requests_.erase(it);
+}
+
+bool EngineDriver::arrive_from_stage(Handoff& handoff) {
+  const KvStage& stage = *handoff.staged;
+  const uint64_t id = handoff.request.id;
+  std::string problem = kv_stage_problem(stage, engine_.kv_memory(), engine_.config().block_size);
+  if (problem.empty()) {
+    bool reserved = false;
+    try {
+      reserved = engine_.reserve_incoming(handoff.request);
+    } catch (const std::exception& e) {  // can never fit here: the client learns why
+      discard_kv_stage(stage.shm_name);
+      end_request(*handoff.state, Finish::kError, engine_.clock().now(), e.what());
+      finished_ids_.push_back(handoff.state->id);
+      return true;
+    }
+    if (!reserved) return false;  // no room yet: it waits, and so do those behind it
+    const auto begin = std::chrono::steady_clock::now();
+    problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id));
+    if (problem.empty()) {
+      handoff.state->record.kv_transfer_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      discard_kv_stage(stage.shm_name);
+      requests_.emplace(id, std::move(handoff.state));
+      engine_.complete_transfer(id);
+      return true;
+    }
+    engine_.release_transferred(id);  // the reservation goes: the request is prefilled instead
+  }
+  discard_kv_stage(stage.shm_name);
+  spdlog::warn(
+      "engine{}: the staged KV of request \"{}\" cannot be used ({}); prefilling its {} "
+      "tokens here",
+      engine_.config().index, handoff.state->id, problem, handoff.request.tokens.size());
+  // The prompt and the tokens generated so far become this engine's prompt; it generates the rest.
+  core::NewRequest request;
+  request.id = id;
+  request.class_index = handoff.request.class_index;
+  request.prompt_tokens = static_cast<uint32_t>(handoff.request.tokens.size());
+  request.prompt = std::move(handoff.request.tokens);
+  request.max_output_tokens = handoff.request.max_output_tokens - handoff.request.output_tokens;
+  request.priority = handoff.request.priority;
+  request.arrival = handoff.request.arrival;
+  request.sampling = std::move(handoff.request.sampling);
+  request.record = &handoff.state->record;
+  auto [slot, inserted] = requests_.emplace(id, std::move(handoff.state));
+  (void)inserted;
+  try {
+    engine_.add_request(std::move(request));
+  } catch (const std::exception& e) {
+    end_request(*slot->second, Finish::kError, engine_.clock().now(), e.what());
+    finished_ids_.push_back(slot->second->id);
+    requests_.erase(slot);
+  }
+  return true;
 }
 
 void EngineDriver::hand_off_prefilled() {
@@ -301,9 +399,21 @@ void EngineDriver::hand_off_prefilled() {
   // (Those that finished with their first token ended through on_finished() already.)
   for (uint64_t id : prefilled_scratch_) {
     auto it = requests_.find(id);
+    if (it != requests_.end() && it->second->stage_kv) {
+      stage_out(id);
+      continue;
+    }
     core::OutgoingTransfer out = engine_.outgoing(id);
-    if (it == requests_.end()) {  // not one of ours: nothing to continue elsewhere
+    if (it == requests_.end() || handoff_ == nullptr) {  // nowhere to continue it
       engine_.release_transferred(id);
+      if (it != requests_.end()) {
+        end_request(*it->second, Finish::kError, engine_.clock().now(),
+                    fmt::format("engine{} prefilled the request for a KV transfer that nothing "
+                                "can make (no [kv_transport])",
+                                engine_.config().index));
+        finished_ids_.push_back(it->second->id);
+        requests_.erase(it);
+      }
       continue;
     }
     Handoff handoff;
@@ -324,6 +434,11 @@ void EngineDriver::hand_off_prefilled() {
 void EngineDriver::start_arrivals() {
   while (engine_ok_ && !incoming_.empty()) {
     Handoff& next = incoming_.front();
+    if (next.staged) {
+      if (!arrive_from_stage(next)) break;
+      incoming_.pop_front();
+      continue;
+    }
     const uint64_t id = next.request.id;
     const uint32_t computed = next.request.computed_tokens;
     bool reserved = false;
@@ -413,7 +528,7 @@ void EngineDriver::step_once() {
   // A step that planned nothing leaves the engine as it was: wait for the next command instead of
   // spinning (the simulator treats it as a stuck scheduler; here new work may unstick it).
   if (!runnable_) return;
-  if (handoff_ != nullptr) hand_off_prefilled();
+  hand_off_prefilled();
   const core::StepDetail& step = engine_.last_step();
   if (step.prefill_tokens > 0) metrics_.prefill_tokens_per_step.observe(step.prefill_tokens);
   if (step.decode_tokens > 0) metrics_.decode_tokens_per_step.observe(step.decode_tokens);
@@ -446,7 +561,9 @@ void EngineDriver::publish() {
     sink_.forget(finished_ids_);
     finished_ids_.clear();
   }
-  for (PendingFinish& f : finishing_) f.stream->finish(f.reason, f.timings, std::move(f.error));
+  for (PendingFinish& f : finishing_) {
+    f.stream->finish(f.reason, f.timings, std::move(f.error), std::move(f.kv_stage));
+  }
   finishing_.clear();
 }
 
@@ -473,7 +590,7 @@ void EngineDriver::fail(const std::string& why) {
 }
 
 void EngineDriver::end_request(InFlightRequest& request, Finish reason, double time,
-                               std::string error) {
+                               std::string error, std::optional<KvStage> kv_stage) {
   const core::RequestRecord& r = request.record;
   Timings timings;
   const double arrival = std::isnan(r.arrival) ? time : r.arrival;
@@ -482,15 +599,18 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   timings.ttft_seconds = std::isnan(r.first_token) ? 0.0 : r.first_token - arrival;
   timings.kv_transfer_seconds = r.kv_transfer_seconds;
   const Finish counted = request.ended_by_stop_string ? Finish::kStop : reason;
-  request.series.finished_with(counted).add();
-  request.series.e2e_latency.observe(timings.e2e_seconds);
+  if (reason != Finish::kHandoff) {  // a hand-off is not an end: the request goes on elsewhere
+    request.series.finished_with(counted).add();
+    request.series.e2e_latency.observe(timings.e2e_seconds);
+  }
   request.series.queue_time.observe(timings.queue_seconds);
   if (r.kv_transfer_seconds > 0.0) {
     metrics_.kv_transfers.add();
     metrics_.kv_transfer_seconds.observe(r.kv_transfer_seconds);
   }
   // Delivered in publish(), after the id is forgotten (see finishing_).
-  finishing_.push_back(PendingFinish{request.stream, reason, timings, std::move(error)});
+  finishing_.push_back(
+      PendingFinish{request.stream, reason, timings, std::move(error), std::move(kv_stage)});
 }
 
 void EngineDriver::on_token(uint64_t request_id, int32_t token, double time) {

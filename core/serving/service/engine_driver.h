@@ -101,11 +101,17 @@ class EngineDriver final : private core::EngineListener {
   void start_arrivals();
   // Destination side: continues (or ends) the requests whose copy finished.
   void finish_arrivals();
+  // Across processes: stages a prefill_only request's KV in shared memory and ends it kHandoff.
+  void stage_out(uint64_t id);
+  // Across processes: continues a request from its staged KV, or prefills it here when the stage
+  // cannot be used. Returns false (and changes nothing) while there is no room for its blocks.
+  bool arrive_from_stage(Handoff& handoff);
   void release_source(const Handoff& handoff, uint64_t id);
   void step_once();
   void publish();
   void fail(const std::string& why);
-  void end_request(InFlightRequest& request, Finish reason, double time, std::string error);
+  void end_request(InFlightRequest& request, Finish reason, double time, std::string error,
+                   std::optional<KvStage> kv_stage = std::nullopt);
 
   // EngineListener, on the driver's thread.
   void on_token(uint64_t request_id, int32_t token, double time) override;
@@ -140,6 +146,7 @@ class EngineDriver final : private core::EngineListener {
     Finish reason = Finish::kNone;
     Timings timings;
     std::string error;
+    std::optional<KvStage> kv_stage;
   };
   std::vector<PendingFinish> finishing_;
   uint32_t applied_submits_ = 0;  // taken from the inbox since the last publish

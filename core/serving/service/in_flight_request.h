@@ -27,6 +27,8 @@ struct InFlightRequest {
   bool ended_by_stop_string = false;  // the consumer's decoder matched a stop string
   // Disaggregated: the engine that decodes it after the prefill engine's driver handed it over.
   uint32_t decode_engine = std::numeric_limits<uint32_t>::max();
+  // A router's prefill_only request: after its prefill, stage its KV for another process.
+  bool stage_kv = false;
   // Set when its KV transfer failed: the request ends with this error once its engine let it go.
   std::string failure;
 };

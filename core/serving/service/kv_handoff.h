@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "in_flight_request.h"
@@ -23,12 +24,14 @@ namespace headway::serving {
 
 class EngineDriver;
 
-// A prefilled request on its way from a prefill engine's driver to a decode engine's.
+// A prefilled request on its way to a decode engine's driver: from a prefill engine's driver in
+// this process, or staged in shared memory by another process (`staged`).
 struct Handoff {
   core::IncomingTransfer request;  // request.record points into state
   std::vector<uint32_t> source_blocks;
   hw_memory_desc source_kv{};
   uint32_t source_engine = 0;
+  std::optional<KvStage> staged;  // set: the KV waits there, no driver here holds it
   std::unique_ptr<InFlightRequest> state;
 };
 

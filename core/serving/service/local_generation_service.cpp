@@ -16,23 +16,11 @@
 #include <vector>
 
 #include "engine_driver.h"
+#include "kv_handoff.h"
 #include "request_admission.h"
+#include "request_validation.h"
 
 namespace headway::serving {
-namespace {
-
-std::string role_name(int32_t role) {
-  switch (role) {
-    case HW_ENGINE_ROLE_PREFILL:
-      return "prefill";
-    case HW_ENGINE_ROLE_DECODE:
-      return "decode";
-    default:
-      return "both";
-  }
-}
-
-}  // namespace
 
 class LocalGenerationService::Impl final : public FinishedSink {
  public:
@@ -172,6 +160,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   AdmittedRequest admitted;
   try {
     admitted = admission_->admit(input);
+    validate_handoff(input, admitted.prompt.size(), model_info().vocab);
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
   }
@@ -267,10 +256,33 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
                                                 std::move(on_stop_string));
   auto state = std::make_unique<InFlightRequest>(InFlightRequest{
       id, stream, core::RequestRecord{}, metrics_.request(e, config.pool, request_class), 0.0,
-      false, disaggregated ? d : kNoEngine, std::string()});
-  request.prefill_only = disaggregated;
+      false, disaggregated ? d : kNoEngine, false, std::string()});
+  request.prefill_only = disaggregated || input.prefill_only;
+  state->stage_kv = input.prefill_only;
   requests_.emplace(id, Placement{e, request.id, disaggregated ? d : kNoEngine});
-  driver.enqueue_submit(std::move(request), std::move(state));
+  if (input.kv_source) {
+    // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage).
+    Handoff handoff;
+    handoff.request.id = request.id;
+    handoff.request.prompt_tokens = prompt_tokens;
+    handoff.request.output_tokens = static_cast<uint32_t>(input.generated_ids.size());
+    handoff.request.computed_tokens = input.kv_source->computed_tokens;
+    handoff.request.max_output_tokens = request.max_output_tokens;
+    handoff.request.priority = request.priority;
+    handoff.request.arrival = request.arrival;
+    handoff.request.sampling = std::move(request.sampling);
+    handoff.request.tokens = std::move(request.prompt);
+    handoff.request.tokens.insert(handoff.request.tokens.end(), input.generated_ids.begin(),
+                                  input.generated_ids.end());
+    handoff.request.record = &state->record;
+    state->record.arrival = request.arrival;
+    state->last_token_time = request.arrival;  // its next token's gap counts from here
+    handoff.staged = std::move(input.kv_source);
+    handoff.state = std::move(state);
+    driver.enqueue_incoming(std::move(handoff));
+  } else {
+    driver.enqueue_submit(std::move(request), std::move(state));
+  }
   return stream;
 }
 
@@ -298,7 +310,7 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
     const hw_engine_load load = drivers_[e]->load();
     const core::EngineConfig& config = cluster_->engine(e).config();
     summary.engines.push_back(EngineSummary{
-        config.index, config.pool, role_name(config.role), load.alive != 0, load.running,
+        config.index, config.pool, engine_role_label(config.role), load.alive != 0, load.running,
         load.waiting, load.outstanding_tokens, load.kv_blocks_free, load.kv_blocks_total,
         load.queued_prefill_tokens, load.block_size, std::string()});
   }

@@ -106,4 +106,32 @@ void validate_request_class(const std::string& request_class) {
   }
 }
 
+void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab) {
+  if (!input.kv_source) return;
+  if (input.prefill_only) {
+    throw ServiceError(ErrorCode::kInvalidArgument, "prefill_only and kv_source exclude each other",
+                       "kv_source");
+  }
+  if (input.kv_source->shm_name.empty()) {
+    throw ServiceError(ErrorCode::kInvalidArgument, "kv_source.shm_name: must not be empty",
+                       "kv_source");
+  }
+  if (input.generated_ids.empty() || input.generated_ids.size() >= input.max_tokens) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("generated_ids: {} tokens with max_tokens {}; a continued "
+                                   "request has generated at least one and fewer than max_tokens",
+                                   input.generated_ids.size(), input.max_tokens),
+                       "generated_ids");
+  }
+  validate_token_ids(input.generated_ids, vocab, "generated_ids");
+  if (input.kv_source->computed_tokens > prompt_tokens + input.generated_ids.size()) {
+    throw ServiceError(
+        ErrorCode::kInvalidArgument,
+        fmt::format("kv_source.computed_tokens: {} for {} prompt and generated "
+                    "tokens",
+                    input.kv_source->computed_tokens, prompt_tokens + input.generated_ids.size()),
+        "kv_source");
+  }
+}
+
 }  // namespace headway::serving

@@ -29,6 +29,11 @@ void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char
 // vLLM's context-length rule: prompt + max_tokens must fit in max_model_len.
 void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len);
 
+// The disaggregation fields a router process sets: prefill_only and kv_source exclude each other;
+// kv_source needs a shared-memory name and at least one generated id (inside the vocabulary), and
+// leaves tokens to generate (generated ids < max_tokens).
+void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab);
+
 // A metrics label: 1..kMaxRequestClassLength characters of [A-Za-z0-9_.-].
 void validate_request_class(const std::string& request_class);
 

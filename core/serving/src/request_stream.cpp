@@ -16,6 +16,8 @@ const char* finish_name(Finish finish) {
       return "abort";
     case Finish::kError:
       return "error";
+    case Finish::kHandoff:
+      return "handoff";
   }
   return "";
 }
@@ -40,13 +42,15 @@ void RequestStream::push_tokens(std::span<const int32_t> ids) {
   ready_.notify_one();
 }
 
-void RequestStream::finish(Finish reason, Timings timings, std::string error) {
+void RequestStream::finish(Finish reason, Timings timings, std::string error,
+                           std::optional<KvStage> kv_stage) {
   {
     std::lock_guard lock(mutex_);
     if (finish_ != Finish::kNone) return;
     finish_ = reason == Finish::kNone ? Finish::kError : reason;
     timings_ = timings;
     error_ = std::move(error);
+    kv_stage_ = std::move(kv_stage);
   }
   ready_.notify_one();
 }
@@ -61,6 +65,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   out.text.clear();
   out.finish = Finish::kNone;
   out.error.clear();
+  out.kv_stage.reset();
   Finish finish = Finish::kNone;
   {
     std::unique_lock lock(mutex_);
@@ -94,6 +99,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     std::lock_guard lock(mutex_);
     delivered_finish_ = true;
     out.finish = finish;
+    out.kv_stage = kv_stage_;
   }
   return true;
 }

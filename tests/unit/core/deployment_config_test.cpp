@@ -497,12 +497,19 @@ TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {
               AllOf(HasSubstr("engines[0].scheduler"), HasSubstr("own deployment file")));
   EXPECT_THAT(error_of(model + "[[engines]]\naddress = ''\n" + router),
               HasSubstr("engines[0].address: must not be empty"));
-  EXPECT_THAT(error_of(model + "[[engines]]\naddress = 'h:1'\nrole = 'prefill'\n" + router),
-              AllOf(HasSubstr("engines[0].role"), HasSubstr("cross-process KV transport")));
   EXPECT_THAT(
       error_of(model + "[[engines]]\naddress = 'h:1'\n[kv_transport]\nplugin = 'host_copy'\n" +
                router),
-      HasSubstr("kv_transport: a router process cannot move KV"));
+      AllOf(HasSubstr("kv_transport: not used by a router process"), HasSubstr("shared memory")));
+  // Prefill and decode engine processes: disaggregation across processes (KV through shared
+  // memory).
+  const DeploymentConfig split =
+      parse(model +
+            "[[engines]]\naddress = 'h:1'\nrole = 'prefill'\n[[engines]]\naddress = "
+            "'h:2'\nrole = 'decode'\n[router]\nplugin = 'disaggregated'\n" +
+            router);
+  EXPECT_EQ(split.engines[0].role, HW_ENGINE_ROLE_PREFILL);
+  EXPECT_EQ(split.engines[1].role, HW_ENGINE_ROLE_DECODE);
   EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nload_report_interval_s = 0\n"),
               AllOf(HasSubstr("server.load_report_interval_s"), HasSubstr("[0.005, 60]")));
 }

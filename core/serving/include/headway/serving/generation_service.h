@@ -12,11 +12,13 @@
 // Threading: every GenerationService method is safe to call from any thread, concurrently.
 #pragma once
 
+#include <headway/abi.h>
 #include <headway/core/sampling_params.h>
 #include <headway/serving/request_stream.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -69,6 +71,16 @@ struct GenerateInput {
   std::vector<std::string> stop;  // stop strings; the matched text is not returned
   int32_t priority = 0;           // lower is more urgent
   std::string request_class;      // label for metrics; empty: the service derives one
+
+  // Disaggregation across processes, set by a router process (never by an HTTP client):
+  // prefill_only: compute the prompt and the first token, then stage the KV in shared memory and
+  // finish with Finish::kHandoff (StreamChunk::kv_stage says where).
+  bool prefill_only = false;
+  // Continue a request another process prefilled: its KV waits in *kv_source, `generated_ids` are
+  // the tokens it generated so far (at least one), max_tokens counts them too. When the staged KV
+  // cannot be used here (gone, another layout), the prompt and those tokens are prefilled here.
+  std::optional<KvStage> kv_source;
+  std::vector<int32_t> generated_ids;
 };
 
 struct ModelSummary {
@@ -77,6 +89,18 @@ struct ModelSummary {
   uint32_t vocab = 0;
   std::string tokenizer;  // tokenizer kind ("byte", "bpe", ...)
 };
+
+// EngineSummary::role for an hw_engine_role.
+inline const char* engine_role_label(int32_t role) {
+  switch (role) {
+    case HW_ENGINE_ROLE_PREFILL:
+      return "prefill";
+    case HW_ENGINE_ROLE_DECODE:
+      return "decode";
+    default:
+      return "both";
+  }
+}
 
 struct EngineSummary {
   uint32_t index = 0;

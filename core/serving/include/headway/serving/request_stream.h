@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ enum class Finish {
   kStop,    // a stop token or stop string
   kAbort,   // aborted by the client, by a disconnect or by a drain timeout
   kError,   // failed (engine down, ...): see StreamChunk::error
+  // Prefilled for a decode engine in another process (a router's prefill_only request): its KV
+  // waits in StreamChunk::kv_stage. Never seen by HTTP clients.
+  kHandoff,
 };
 
 // "length", "stop", "abort", "error"; "" for kNone.
@@ -47,13 +51,24 @@ struct Timings {
   double kv_transfer_seconds = 0.0;
 };
 
+// Disaggregation across processes on one host: a prefilled request's KV blocks, back to back in a
+// POSIX shared-memory object, for the process that decodes it (which unlinks it).
+struct KvStage {
+  std::string shm_name;          // "/headway-kv-..."
+  uint32_t computed_tokens = 0;  // positions whose KV it holds
+  uint32_t block_count = 0;
+  uint64_t block_bytes = 0;  // bytes of one block (every layer's K and V)
+  uint32_t block_size = 0;   // tokens per block on the engine that wrote it
+};
+
 struct StreamChunk {
-  std::vector<int32_t> token_ids;  // tokens since the previous chunk
-  std::string text;                // text that became final since the previous chunk
-  Finish finish = Finish::kNone;   // set on the last chunk only
-  std::string error;               // kError: what failed, for the client
-  Usage usage;                     // on the last chunk
-  Timings timings;                 // on the last chunk
+  std::vector<int32_t> token_ids;   // tokens since the previous chunk
+  std::string text;                 // text that became final since the previous chunk
+  Finish finish = Finish::kNone;    // set on the last chunk only
+  std::string error;                // kError: what failed, for the client
+  Usage usage;                      // on the last chunk
+  Timings timings;                  // on the last chunk
+  std::optional<KvStage> kv_stage;  // kHandoff: where the KV waits
 };
 
 class RequestStream {
@@ -72,7 +87,8 @@ class RequestStream {
   // --- producer ---
   void push_tokens(std::span<const int32_t> ids);
   // The last call for a request; later pushes are ignored. Timings are filled by the producer.
-  void finish(Finish reason, Timings timings, std::string error = {});
+  void finish(Finish reason, Timings timings, std::string error = {},
+              std::optional<KvStage> kv_stage = std::nullopt);
 
   // --- consumer ---
   // Waits up to `timeout` for new tokens or the finish. Returns true with `out` filled when
@@ -94,6 +110,7 @@ class RequestStream {
   Finish finish_ = Finish::kNone;
   Timings timings_;
   std::string error_;
+  std::optional<KvStage> kv_stage_;
   uint32_t completion_tokens_ = 0;  // every token pushed (usage)
   bool delivered_finish_ = false;
   bool stop_string_hit_ = false;  // consumer side: the decoder matched a stop string

@@ -192,6 +192,56 @@ TEST(ServeProcesses, AnEngineProcessThatDiesMidStreamFailsItsRequestNamingIt) {
   EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
 }
 
+TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
+  TempDir dir("serve_processes_frozen");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
+  const std::string address = "127.0.0.1:" + std::to_string(cluster.engine_port(1));
+  std::mutex mutex;
+  std::condition_variable first_token;
+  bool streaming = false;
+  std::string streamed;
+  std::thread client([&] {
+    httplib::Client own("127.0.0.1", cluster.http_port());
+    own.set_read_timeout(std::chrono::seconds(120));
+    httplib::Request request;
+    request.method = "POST";
+    request.path = "/v1/completions";
+    request.body = completion(std::string(120, 'e'), 300, true);
+    request.set_header("Content-Type", "application/json");
+    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      std::lock_guard lock(mutex);
+      streamed.append(data, size);
+      if (streamed.find("\"text\"") != std::string::npos) {
+        streaming = true;
+        first_token.notify_all();
+      }
+      return true;
+    };
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    own.send(request, response, error);
+    std::lock_guard lock(mutex);
+    streaming = true;
+    first_token.notify_all();
+  });
+  {
+    std::unique_lock lock(mutex);
+    first_token.wait(lock, [&] { return streaming; });
+  }
+  // Frozen, not dead: no connection breaks; the router's polls time out, and after 2 s of failed
+  // polls it gives the stream up.
+  cluster.engine(1).signal(SIGSTOP);
+  client.join();
+  EXPECT_NE(streamed.find("engine1 at " + address + " failed while streaming: stopped answering"),
+            std::string::npos)
+      << streamed;
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+  cluster.engine(1).signal(SIGCONT);
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewhere) {
   TempDir dir("serve_processes_retry");
   // Polls once a second, each call with a 2 s deadline: a frozen process still counts as up for

@@ -1,6 +1,7 @@
 #include "headway_service.h"
 
 #include <headway/serving/grpc_frontend.h>
+#include <sys/mman.h>
 
 #include <exception>
 #include <memory>
@@ -92,8 +93,9 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
     const bool last = chunk.finish != Finish::kNone;
     if (!writer.Write(response)) {
       // The client is gone; a request that finished anyway needs no abort, and abort() of one
-      // that is no longer in flight is a harmless false.
+      // that is no longer in flight is a harmless false. A staged KV it was to receive goes.
       if (!last) abort_quietly(service_, stream.id());
+      if (chunk.kv_stage) ::shm_unlink(chunk.kv_stage->shm_name.c_str());
       return {grpc::StatusCode::CANCELLED, "the client went away while tokens were being sent"};
     }
     if (last) return grpc::Status::OK;

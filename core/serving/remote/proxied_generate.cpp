@@ -50,8 +50,13 @@ void ProxiedGenerate::start(std::shared_ptr<ProxiedGenerate> self) {
 }
 
 void ProxiedGenerate::cancel(bool stop_string) {
-  stop_string_ = stop_string;
+  if (stop_string) stop_string_ = true;  // a later plain cancel (a drain) does not undo it
   cancelled_ = true;
+  context_.TryCancel();
+}
+
+void ProxiedGenerate::give_up() {
+  given_up_ = true;
   context_.TryCancel();
 }
 
@@ -115,15 +120,21 @@ void ProxiedGenerate::OnReadDone(bool ok) {
 void ProxiedGenerate::OnDone(const grpc::Status& status) {
   if (!finished_) {
     if (cancelled_) {
+      // A continuation cancelled before its process answered: its staged KV goes (a second
+      // unlink, after the process read or dropped it, is harmless).
+      if (!any_response_ && upstream_.has_kv_source()) {
+        discard_kv_stage(upstream_.kv_source().shm_name());
+      }
       finish(stop_string_ ? Finish::kStop : Finish::kAbort, 0.0, 0.0, {});
     } else if (status.ok()) {
       finish(Finish::kError, 0.0, 0.0,
              fmt::format("engine{} at {} ended the stream without a finish reason", engine_.index(),
                          engine_.address()));
     } else {
-      const bool unreachable = status.error_code() == grpc::StatusCode::UNAVAILABLE;
-      if (unreachable)
+      const bool unreachable = given_up_ || status.error_code() == grpc::StatusCode::UNAVAILABLE;
+      if (unreachable && !given_up_) {
         engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
+      }
       if (unreachable && !any_response_ && owner_.retry_elsewhere(*this)) {
         owner_.call_done(*this);
         std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
@@ -133,11 +144,12 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       if (!any_response_ && upstream_.has_kv_source()) {
         discard_kv_stage(upstream_.kv_source().shm_name());
       }
+      const std::string why = given_up_ ? "stopped answering: " + engine_.down_reason()
+                                        : fmt::format("{} (gRPC status {})", status.error_message(),
+                                                      static_cast<int>(status.error_code()));
       finish(Finish::kError, 0.0, 0.0,
-             fmt::format("engine{} at {} failed {}: {} (gRPC status {})", engine_.index(),
-                         engine_.address(),
-                         any_response_ ? "while streaming" : "before its first token",
-                         status.error_message(), static_cast<int>(status.error_code())));
+             fmt::format("engine{} at {} failed {}: {}", engine_.index(), engine_.address(),
+                         any_response_ ? "while streaming" : "before its first token", why));
     }
   }
   owner_.call_done(*this);

@@ -62,6 +62,9 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   // Cancels the call upstream (the engine process aborts the request and frees its KV); the
   // stream finishes kStop when `stop_string` (the decoder matched one), else kAbort.
   void cancel(bool stop_string);
+  // Gives up on the call because its engine process stopped answering (polls failed): the stream
+  // finishes with an error naming the process, or goes to another process if nothing was sent.
+  void give_up();
 
   const std::string& id() const { return stream_->id(); }
   const v1::GenerateRequest& upstream() const { return upstream_; }
@@ -94,6 +97,7 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   std::shared_ptr<ProxiedGenerate> self_;
 
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> given_up_{false};
   std::atomic<bool> stop_string_{false};
   // Reaction state (one reaction at a time).
   bool finished_ = false;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +26,9 @@ namespace headway::serving {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How long a process must fail every poll before the calls it still holds are given up.
+constexpr std::chrono::seconds kGiveUpAfter{2};
 
 std::chrono::milliseconds milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
@@ -91,6 +95,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   void connect(const std::string& where, double timeout_s);
   void poll_loop();
   void poll_once();
+  void give_up_calls_to(uint32_t engine);
   ServiceError rejected(Rejection why, ServiceError error) {
     metrics_.rejected(why);
     return error;
@@ -124,6 +129,12 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   uint64_t next_numeric_id_ = 1;
   uint64_t next_generated_id_ = 1;
   std::atomic<bool> admitting_{true};
+  bool cancelling_ = false;  // cancel_all() ran: no call may take another's place (guarded)
+
+  // Poller thread only: since when each process has failed every poll, and whether its calls
+  // were given up.
+  std::vector<std::optional<Clock::time_point>> failing_since_;
+  std::vector<bool> given_up_;
 
   std::mutex poller_mutex_;
   std::condition_variable poller_wake_;
@@ -164,6 +175,8 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   }
 
   loads_.resize(engines_.size());
+  failing_since_.resize(engines_.size());
+  given_up_.assign(engines_.size(), false);
   for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
   router_host_ = std::make_unique<core::HostServices>("router", &clock_);
   router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_);
@@ -232,7 +245,21 @@ RemoteGenerationService::Impl::~Impl() {
   if (poller_.joinable()) poller_.join();
 }
 
+void RemoteGenerationService::Impl::give_up_calls_to(uint32_t engine) {
+  // A process that stopped answering (frozen, partitioned) would otherwise hold its streams
+  // until each client gave up: gRPC calls have no deadline here, generations are long.
+  std::vector<std::shared_ptr<ProxiedGenerate>> calls;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, call] : calls_) {
+      if (call->engine_index() == engine) calls.push_back(call);
+    }
+  }
+  for (const auto& call : calls) call->give_up();
+}
+
 void RemoteGenerationService::Impl::cancel_all(std::unique_lock<std::mutex>& lock) {
+  cancelling_ = true;  // from now on no retry or continuation replaces a call being cancelled
   std::vector<std::shared_ptr<ProxiedGenerate>> calls;
   for (const auto& [id, call] : calls_) calls.push_back(call);
   lock.unlock();
@@ -274,6 +301,17 @@ void RemoteGenerationService::Impl::poll_once() {
         spdlog::warn("engine{} at {} is down: {}", engine.index(), engine.address(),
                      engine.down_reason());
       }
+    }
+    // Its calls are given up only once it has failed every poll for kGiveUpAfter: a busy process
+    // that misses one deadline stops getting new requests but keeps its streams.
+    if (up) {
+      failing_since_[e].reset();
+    } else if (!failing_since_[e]) {
+      failing_since_[e] = Clock::now();
+      given_up_[e] = false;
+    } else if (!given_up_[e] && Clock::now() - *failing_since_[e] >= kGiveUpAfter) {
+      given_up_[e] = true;
+      give_up_calls_to(engine.index());
     }
     const EngineSummary summary = engine.summary();
     EngineSeries& series = engine_series_[e];
@@ -415,7 +453,8 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
   {
     std::lock_guard lock(mutex_);
     auto it = calls_.find(failed.id());
-    if (!admitting_ || failed.cancelled() || it == calls_.end() || it->second.get() != &failed) {
+    if (!admitting_ || cancelling_ || failed.cancelled() || it == calls_.end() ||
+        it->second.get() != &failed) {
       return false;
     }
     const v1::GenerateRequest& upstream = failed.upstream();
@@ -466,8 +505,8 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
     std::lock_guard lock(mutex_);
     auto it = calls_.find(prefilled.id());
     const uint32_t d = prefilled.decode_engine();
-    if (it == calls_.end() || it->second.get() != &prefilled || prefilled.cancelled() ||
-        d >= engines_.size() || !engines_[d]->up()) {
+    if (cancelling_ || it == calls_.end() || it->second.get() != &prefilled ||
+        prefilled.cancelled() || d >= engines_.size() || !engines_[d]->up()) {
       // Nobody will read the staged KV (this router shares the host with the processes).
       discard_kv_stage(stage.shm_name);
       return false;

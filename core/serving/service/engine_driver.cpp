@@ -178,7 +178,11 @@ void EngineDriver::run() {
         // The transport reads the block lists in `arriving` (and writes our blocks) until the copy
         // is over: wait for it before they go.
         while (true) {
-          const int32_t state = handoff_->poll(arriving.transfer).state;
+          int32_t state = HW_TRANSFER_FAILED;
+          try {
+            state = handoff_->poll(arriving.transfer).state;
+          } catch (const std::exception&) {  // the transport gave up on it
+          }
           if (state == HW_TRANSFER_DONE || state == HW_TRANSFER_FAILED) break;
           std::this_thread::sleep_for(std::chrono::microseconds(50));
         }
@@ -201,8 +205,12 @@ void EngineDriver::run() {
       }
       applying_.clear();
     } else {
-      if (handoff_ != nullptr) finish_arrivals();
-      start_arrivals();
+      try {
+        if (handoff_ != nullptr) finish_arrivals();
+        start_arrivals();
+      } catch (const std::exception& e) {  // an engine call refused a hand-off: a broken invariant
+        fail(e.what());
+      }
       step_once();
     }
     publish();
@@ -320,9 +328,8 @@ void EngineDriver::stage_out(uint64_t id) {
                         HW_INTERNAL);
     }
     stage =
-        write_kv_stage(fmt::format("/headway-kv-{}-{}-{}", ::getpid(), engine_.config().index, id),
-                       engine_.kv_memory(), std::span<const uint32_t>(out.blocks->data(), count),
-                       computed, block_size);
+        write_kv_stage(kv_stage_name(engine_.config().index, id), engine_.kv_memory(),
+                       std::span<const uint32_t>(out.blocks->data(), count), computed, block_size);
   } catch (const std::exception& e) {
     error = fmt::format("engine{} could not hand the request over: {}", engine_.config().index,
                         e.what());
@@ -459,24 +466,38 @@ void EngineDriver::start_arrivals() {
     arriving.blocks = engine_.incoming_blocks(id);
     const uint32_t block_size = engine_.config().block_size;
     const uint32_t count = (computed + block_size - 1) / block_size;
+    std::string failure;
     if (arriving.handoff.source_blocks.size() < count || arriving.blocks.size() < count) {
-      throw core::Error(
-          fmt::format("request {}: engine{} holds {} KV blocks, engine{} expects {}", id,
-                      arriving.handoff.source_engine, arriving.handoff.source_blocks.size(),
-                      engine_.config().index, count),
-          HW_INTERNAL);
+      failure = fmt::format("request {}: engine{} holds {} KV blocks, engine{} expects {}", id,
+                            arriving.handoff.source_engine, arriving.handoff.source_blocks.size(),
+                            engine_.config().index, count);
+    } else {
+      const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
+                                    id,
+                                    arriving.handoff.source_kv,
+                                    engine_.kv_memory(),
+                                    arriving.handoff.source_blocks.data(),
+                                    arriving.blocks.data(),
+                                    count,
+                                    arriving.handoff.source_engine,
+                                    engine_.config().index};
+      // The block lists live in `arriving` (moving it keeps their buffers) until the copy is done.
+      try {
+        arriving.transfer = handoff_->start(transfer);
+      } catch (const std::exception& e) {  // the transport refused it: nothing is being copied
+        failure = e.what();
+      }
     }
-    const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
-                                  id,
-                                  arriving.handoff.source_kv,
-                                  engine_.kv_memory(),
-                                  arriving.handoff.source_blocks.data(),
-                                  arriving.blocks.data(),
-                                  count,
-                                  arriving.handoff.source_engine,
-                                  engine_.config().index};
-    // The block lists live in `arriving` (moving it keeps their buffers) until the copy is done.
-    arriving.transfer = handoff_->start(transfer);
+    if (!failure.empty()) {
+      engine_.release_transferred(id);  // the reservation goes
+      release_source(arriving.handoff, id);
+      end_request(*arriving.handoff.state, Finish::kError, engine_.clock().now(),
+                  fmt::format("the KV transfer ({}) from engine{} to engine{} failed: {}",
+                              handoff_->transport_name(), arriving.handoff.source_engine,
+                              engine_.config().index, failure));
+      finished_ids_.push_back(arriving.handoff.state->id);
+      continue;
+    }
     arriving_.push_back(std::move(arriving));
   }
 }
@@ -484,7 +505,13 @@ void EngineDriver::start_arrivals() {
 void EngineDriver::finish_arrivals() {
   for (size_t i = 0; i < arriving_.size();) {
     Arriving& arriving = arriving_[i];
-    const core::KvTransportInstance::Progress progress = handoff_->poll(arriving.transfer);
+    core::KvTransportInstance::Progress progress{HW_TRANSFER_FAILED, 0.0};
+    try {
+      progress = handoff_->poll(arriving.transfer);
+    } catch (const std::exception& e) {
+      spdlog::error("engine{}: polling the KV transfer of request {}: {}", engine_.config().index,
+                    arriving.id, e.what());
+    }
     if (progress.state != HW_TRANSFER_DONE && progress.state != HW_TRANSFER_FAILED) {
       ++i;
       continue;
@@ -528,7 +555,12 @@ void EngineDriver::step_once() {
   // A step that planned nothing leaves the engine as it was: wait for the next command instead of
   // spinning (the simulator treats it as a stuck scheduler; here new work may unstick it).
   if (!runnable_) return;
-  hand_off_prefilled();
+  try {
+    hand_off_prefilled();
+  } catch (const std::exception& e) {  // an engine call refused a hand-off: a broken invariant
+    fail(e.what());
+    return;
+  }
   const core::StepDetail& step = engine_.last_step();
   if (step.prefill_tokens > 0) metrics_.prefill_tokens_per_step.observe(step.prefill_tokens);
   if (step.decode_tokens > 0) metrics_.decode_tokens_per_step.observe(step.decode_tokens);

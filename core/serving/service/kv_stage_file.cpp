@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <random>
 
 namespace headway::serving {
 namespace {
@@ -23,9 +27,15 @@ class MappedObject {
       error_ = fmt::format("shm_open {}: {}", name, std::strerror(errno));
       return;
     }
-    if (create && ::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
-      error_ = fmt::format("ftruncate {} to {} bytes: {}", name, bytes, std::strerror(errno));
-      return;
+    created_ = create;
+    // posix_fallocate, not ftruncate alone: tmpfs grants any size and raises SIGBUS at the first
+    // page it has no room for; this fails with ENOSPC instead.
+    if (create && bytes > 0) {
+      const int failed = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes));
+      if (failed != 0) {
+        error_ = fmt::format("reserving {} bytes for {}: {}", bytes, name, std::strerror(failed));
+        return;
+      }
     }
     if (!create) {
       struct stat st {};
@@ -53,12 +63,14 @@ class MappedObject {
   MappedObject& operator=(const MappedObject&) = delete;
 
   const std::string& error() const { return error_; }
+  bool created() const { return created_; }
   unsigned char* data() const { return data_; }
 
  private:
   int fd_ = -1;
   unsigned char* data_ = nullptr;
   size_t bytes_ = 0;
+  bool created_ = false;
   std::string error_;
 };
 
@@ -75,7 +87,7 @@ KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
   const size_t bytes = blocks.size() * memory.block_bytes;
   MappedObject object(name, /*create=*/true, bytes);
   if (!object.error().empty()) {
-    discard_kv_stage(name);
+    if (object.created()) discard_kv_stage(name);  // never another process's object
     throw core::Error("staging KV: " + object.error(), HW_UNAVAILABLE);
   }
   const auto* base = static_cast<const unsigned char*>(memory.base);
@@ -122,5 +134,36 @@ std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
 }
 
 void discard_kv_stage(const std::string& name) { ::shm_unlink(name.c_str()); }
+
+bool is_kv_stage_name(const std::string& name) {
+  return name.rfind(kKvStagePrefix, 0) == 0 && name.size() > std::strlen(kKvStagePrefix) &&
+         name.find('/', 1) == std::string::npos;
+}
+
+std::string kv_stage_name(uint32_t engine, uint64_t request) {
+  // The pid (for sweep_orphaned_kv_stages) and a per-process random part: names other processes
+  // on the host cannot guess or collide with.
+  static const uint64_t nonce = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }();
+  return fmt::format("{}{}-{:016x}-{}-{}", kKvStagePrefix, ::getpid(), nonce, engine, request);
+}
+
+size_t sweep_orphaned_kv_stages() {
+  size_t removed = 0;
+  std::error_code error;
+  const std::string prefix = std::string(kKvStagePrefix).substr(1);  // without the leading '/'
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(file.c_str() + prefix.size(), nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+      discard_kv_stage("/" + file);
+      ++removed;
+    }
+  }
+  return removed;
+}
 
 }  // namespace headway::serving

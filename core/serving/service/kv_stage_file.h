@@ -9,6 +9,7 @@
 #include <headway/abi.h>
 #include <headway/serving/request_stream.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -33,5 +34,17 @@ std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
 
 // Removes the object (after reading it, or when nobody will).
 void discard_kv_stage(const std::string& name);
+
+// Every staged object's name starts with this; names from requests must, too.
+inline constexpr const char* kKvStagePrefix = "/headway-kv-";
+// True for a name this module could have made: the prefix and no further '/'. A request naming
+// anything else is refused before the name is opened or unlinked.
+bool is_kv_stage_name(const std::string& name);
+// A fresh name for request `request` of engine `engine` of this process: its pid and a random
+// per-process part, so that other processes can neither guess it nor collide with it.
+std::string kv_stage_name(uint32_t engine, uint64_t request);
+// Removes staged objects whose writing process no longer runs (it crashed before anyone read
+// them). Returns how many. Called when an engine process starts.
+size_t sweep_orphaned_kv_stages();
 
 }  // namespace headway::serving

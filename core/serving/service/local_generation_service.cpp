@@ -17,6 +17,7 @@
 
 #include "engine_driver.h"
 #include "kv_handoff.h"
+#include "kv_stage_file.h"
 #include "request_admission.h"
 #include "request_validation.h"
 
@@ -72,6 +73,9 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::string deployment_name_;
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<RequestAdmission> admission_;
+  // An engine process ([server] role = "engine") takes prefill_only / kv_source requests from its
+  // router; a process that faces clients refuses them (they name shared-memory objects).
+  bool accepts_handoffs_ = false;
   ServingMetrics metrics_;
   std::unique_ptr<KvHandoff> handoff_;  // disaggregated deployments only; outlives the drivers
   std::vector<std::unique_ptr<EngineDriver>> drivers_;  // destroyed before the cluster's engines
@@ -88,9 +92,15 @@ class LocalGenerationService::Impl final : public FinishedSink {
 
 LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
                                    LocalServiceOptions options)
-    : deployment_name_(deployment.name) {
+    : deployment_name_(deployment.name), accepts_handoffs_(deployment.server.role == "engine") {
   const std::string where = deployment.file.string();
   cluster_ = std::make_unique<core::Cluster>(deployment, origin_);
+  if (accepts_handoffs_) {
+    // Objects a crashed engine process staged and nobody read.
+    if (const size_t removed = sweep_orphaned_kv_stages()) {
+      spdlog::warn("removed {} staged KV objects of engine processes that no longer run", removed);
+    }
+  }
   if (cluster_->is_virtual()) {
     throw core::Error(fmt::format(
         "{}: model '{}' reports step durations (a simulated model on the virtual clock); serve a "
@@ -160,6 +170,12 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   AdmittedRequest admitted;
   try {
     admitted = admission_->admit(input);
+    if ((input.prefill_only || input.kv_source) && !accepts_handoffs_) {
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         "prefill_only and kv_source are for engine processes behind a router "
+                         "([server] role = \"engine\")",
+                         input.prefill_only ? "prefill_only" : "kv_source");
+    }
     validate_handoff(input, admitted.prompt.size(), model_info().vocab);
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
@@ -259,7 +275,11 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
       false, disaggregated ? d : kNoEngine, false, std::string()});
   request.prefill_only = disaggregated || input.prefill_only;
   state->stage_kv = input.prefill_only;
-  requests_.emplace(id, Placement{e, request.id, disaggregated ? d : kNoEngine});
+  if (input.kv_source) {
+    requests_.emplace(id, Placement{disaggregated ? d : e, request.id, kNoEngine});
+  } else {
+    requests_.emplace(id, Placement{e, request.id, disaggregated ? d : kNoEngine});
+  }
   if (input.kv_source) {
     // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage).
     Handoff handoff;
@@ -279,7 +299,8 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
     state->last_token_time = request.arrival;  // its next token's gap counts from here
     handoff.staged = std::move(input.kv_source);
     handoff.state = std::move(state);
-    driver.enqueue_incoming(std::move(handoff));
+    // A continuation decodes: on the decode engine when this process is disaggregated itself.
+    drivers_[disaggregated ? d : e]->enqueue_incoming(std::move(handoff));
   } else {
     driver.enqueue_submit(std::move(request), std::move(state));
   }

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "kv_stage_file.h"
+
 namespace headway::serving {
 namespace {
 
@@ -108,12 +110,15 @@ void validate_request_class(const std::string& request_class) {
 
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab) {
   if (!input.kv_source) return;
-  if (input.prefill_only) {
-    throw ServiceError(ErrorCode::kInvalidArgument, "prefill_only and kv_source exclude each other",
+  if (!is_kv_stage_name(input.kv_source->shm_name)) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("kv_source.shm_name: \"{}\" is not a staged KV's name (they "
+                                   "start with {})",
+                                   input.kv_source->shm_name, kKvStagePrefix),
                        "kv_source");
   }
-  if (input.kv_source->shm_name.empty()) {
-    throw ServiceError(ErrorCode::kInvalidArgument, "kv_source.shm_name: must not be empty",
+  if (input.prefill_only) {
+    throw ServiceError(ErrorCode::kInvalidArgument, "prefill_only and kv_source exclude each other",
                        "kv_source");
   }
   if (input.generated_ids.empty() || input.generated_ids.size() >= input.max_tokens) {

@@ -1,4 +1,5 @@
 #include <headway/serving/request_stream.h>
+#include <sys/mman.h>
 
 #include <utility>
 
@@ -30,7 +31,10 @@ RequestStream::RequestStream(std::string id, uint32_t prompt_tokens,
       decoder_(std::move(decoder)),
       on_stop_string_(std::move(on_stop_string)) {}
 
-RequestStream::~RequestStream() = default;
+RequestStream::~RequestStream() {
+  // A staged KV nobody took (the frontend went away first) has nobody left to remove it.
+  if (kv_stage_ && !kv_stage_taken_) ::shm_unlink(kv_stage_->shm_name.c_str());
+}
 
 void RequestStream::push_tokens(std::span<const int32_t> ids) {
   {
@@ -100,6 +104,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     delivered_finish_ = true;
     out.finish = finish;
     out.kv_stage = kv_stage_;
+    kv_stage_taken_ = kv_stage_.has_value();
   }
   return true;
 }

@@ -147,5 +147,44 @@ TEST_F(DisaggregatedServiceTest, ShutdownWithRequestsInEveryStateEndsEachStream)
   }
 }
 
+// prefill_only and kv_source name shared-memory objects: only an engine process behind a router
+// takes them, and only with a staged KV's name.
+TEST_F(DisaggregatedServiceTest, HandOffFieldsAreRefusedOutsideAnEngineProcessAndForForeignNames) {
+  {
+    LocalGenerationService clients(tiny_deployment(checkpoint(), kMixed));
+    GenerateInput input = text_request("hello", 4);
+    input.prefill_only = true;
+    try {
+      clients.submit(input);
+      ADD_FAILURE() << "prefill_only was accepted by a process that faces clients";
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("role = \"engine\""), std::string::npos) << e.what();
+    }
+  }
+  LocalGenerationService engine(
+      tiny_deployment(checkpoint(), kMixed, "[server]\nrole = \"engine\"\n"));
+  for (const std::string& name : {std::string("/etc/passwd"), std::string("/other"),
+                                  std::string("/headway-kv-1/../x"), std::string()}) {
+    GenerateInput input = text_request("hello", 4);
+    input.kv_source = KvStage{name, 3, 1, 1024, 16};
+    input.generated_ids = {65};
+    try {
+      engine.submit(input);
+      ADD_FAILURE() << "kv_source \"" << name << "\" was accepted";
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(e.param(), "kv_source") << e.what();
+    }
+  }
+  // A well-formed name whose object does not exist: the engine prefills the tokens itself.
+  GenerateInput input = text_request("hello", 4);
+  input.kv_source = KvStage{"/headway-kv-0-none-0-1", 6, 1, 1024, 16};
+  input.generated_ids = {65};
+  const test::Collected got = collect(*engine.submit(input));
+  EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+  EXPECT_EQ(got.ids.size(), 3u);  // max_tokens 4, one generated before
+}
+
 }  // namespace
 }  // namespace headway::serving

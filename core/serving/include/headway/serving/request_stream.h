@@ -91,7 +91,9 @@ class RequestStream {
               std::optional<KvStage> kv_stage = std::nullopt);
 
   // --- consumer ---
-  // Waits up to `timeout` for new tokens or the finish. Returns true with `out` filled when
+  // Waits up to `timeout` for new tokens or the finish. A kHandoff finish hands the consumer the
+  // staged KV (it must pass it on or remove it); a stream destroyed with its stage not taken
+  // removes the object itself. Returns true with `out` filled when
   // something arrived; false on timeout (`out` cleared). After the chunk that carries the finish,
   // every later call returns false immediately.
   bool next(StreamChunk& out, std::chrono::milliseconds timeout);
@@ -111,6 +113,7 @@ class RequestStream {
   Timings timings_;
   std::string error_;
   std::optional<KvStage> kv_stage_;
+  bool kv_stage_taken_ = false;     // handed to the consumer, which then owns removing it
   uint32_t completion_tokens_ = 0;  // every token pushed (usage)
   bool delivered_finish_ = false;
   bool stop_string_hit_ = false;  // consumer side: the decoder matched a stop string

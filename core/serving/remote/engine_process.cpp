@@ -77,8 +77,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline) {
     set_deadline(context, deadline);
     const grpc::Status status = stub_->Health(&context, v1::HealthRequest(), &health);
     if (!status.ok()) {
-      mark_down(failure("Health", status));
-      return false;
+      return poll_failed(failure("Health", status), status);
     }
   }
   if (!health.serving()) {
@@ -93,8 +92,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline) {
     set_deadline(context, deadline);
     const grpc::Status status = stub_->ClusterInfo(&context, v1::ClusterInfoRequest(), &cluster);
     if (!status.ok()) {
-      mark_down(failure("ClusterInfo", status));
-      return false;
+      return poll_failed(failure("ClusterInfo", status), status);
     }
   }
   EngineSummary report;
@@ -120,11 +118,24 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline) {
   std::lock_guard lock(mutex_);
   report_ = std::move(report);
   up_ = true;
+  late_polls_ = 0;
   down_reason_.clear();
   sent_requests_ -= std::min(sent_requests_, counted_requests);
   sent_prompt_tokens_ -= std::min(sent_prompt_tokens_, counted_prompt);
   sent_output_tokens_ -= std::min(sent_output_tokens_, counted_output);
   return true;
+}
+
+bool EngineProcess::poll_failed(std::string why, const grpc::Status& status) {
+  std::lock_guard lock(mutex_);
+  // One late answer from a busy process is not a failure yet; two in a row, or a refused or
+  // broken connection, are.
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && up_ && ++late_polls_ < 2) {
+    return true;
+  }
+  up_ = false;
+  down_reason_ = std::move(why);
+  return false;
 }
 
 hw_engine_load EngineProcess::load() const {

@@ -3,7 +3,8 @@
 // requests it just placed there.
 //
 // An engine process is "up" once it answered Health (serving) and ClusterInfo within the poll
-// deadline, "down" from the first failed poll or failed call until a poll succeeds again. The
+// deadline, "down" from the first failed poll (the second late one in a row: a busy process may
+// miss one deadline) or failed call until a poll succeeds again. The
 // process may run several engines of its own; the router sees their sum as one engine.
 //
 // Ownership: owns its channel and stub. Threading: poll() runs on the service's poller thread
@@ -61,6 +62,9 @@ class EngineProcess {
 
  private:
   bool fetch_model(std::chrono::milliseconds deadline);
+  // A Health or ClusterInfo call failed: marks the process down, except for the first late answer
+  // of a process that was up. Returns whether it still counts as up.
+  bool poll_failed(std::string why, const grpc::Status& status);
 
   const uint32_t index_;
   const std::string pool_;
@@ -73,6 +77,7 @@ class EngineProcess {
   mutable std::mutex mutex_;  // guards what follows
   bool up_ = false;
   std::string down_reason_ = "not polled yet";
+  uint32_t late_polls_ = 0;  // consecutive polls that missed their deadline
   std::optional<ModelSummary> model_;
   EngineSummary report_;
   // Sent since the report was asked for (a request sent while a poll is in flight may or may not

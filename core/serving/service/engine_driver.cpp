@@ -391,6 +391,7 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   request.record = &handoff.state->record;
   auto [slot, inserted] = requests_.emplace(id, std::move(handoff.state));
   (void)inserted;
+  slot->second->series.prompt_tokens.add(static_cast<double>(request.prompt_tokens));
   try {
     engine_.add_request(std::move(request));
   } catch (const std::exception& e) {
@@ -649,7 +650,7 @@ void EngineDriver::on_token(uint64_t request_id, int32_t token, double time) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   InFlightRequest& request = *it->second;
-  if (request.record.output_tokens <= 1) {
+  if (request.record.output_tokens <= 1 && !request.continued) {
     // The engine counts the token in the record before calling back.
     request.series.time_to_first_token.observe(time - request.record.arrival);
   } else {

@@ -29,6 +29,8 @@ struct InFlightRequest {
   uint32_t decode_engine = std::numeric_limits<uint32_t>::max();
   // A router's prefill_only request: after its prefill, stage its KV for another process.
   bool stage_kv = false;
+  // Continued from another process's prefill: its first token was timed there, not here.
+  bool continued = false;
   // Set when its KV transfer failed: the request ends with this error once its engine let it go.
   std::string failure;
 };

@@ -272,7 +272,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
                                                 std::move(on_stop_string));
   auto state = std::make_unique<InFlightRequest>(InFlightRequest{
       id, stream, core::RequestRecord{}, metrics_.request(e, config.pool, request_class), 0.0,
-      false, disaggregated ? d : kNoEngine, false, std::string()});
+      false, disaggregated ? d : kNoEngine, false, false, std::string()});
   request.prefill_only = disaggregated || input.prefill_only;
   state->stage_kv = input.prefill_only;
   if (input.kv_source) {
@@ -297,6 +297,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
     handoff.request.record = &state->record;
     state->record.arrival = request.arrival;
     state->last_token_time = request.arrival;  // its next token's gap counts from here
+    state->continued = true;
     handoff.staged = std::move(input.kv_source);
     handoff.state = std::move(state);
     // A continuation decodes: on the decode engine when this process is disaggregated itself.

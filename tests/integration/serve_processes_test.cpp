@@ -69,6 +69,58 @@ bool wait_for_alive(httplib::Client& http, int alive) {
   return false;
 }
 
+// A streamed completion read on a thread of its own, so that a test can act once the first token
+// reached the client (or the stream ended without one).
+class StreamingCompletion {
+ public:
+  StreamingCompletion(int port, std::string body)
+      : thread_([this, port, body = std::move(body)] { run(port, body); }) {}
+  ~StreamingCompletion() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void wait_for_first_token() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return first_token_ || ended_; });
+  }
+  // Waits for the end of the stream; returns everything it carried.
+  std::string finish() {
+    thread_.join();
+    return streamed_;
+  }
+
+ private:
+  void run(int port, const std::string& body) {
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(std::chrono::seconds(120));
+    httplib::Request request;
+    request.method = "POST";
+    request.path = "/v1/completions";
+    request.body = body;
+    request.set_header("Content-Type", "application/json");
+    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      std::lock_guard lock(mutex_);
+      streamed_.append(data, size);
+      first_token_ = first_token_ || streamed_.find("\"text\"") != std::string::npos;
+      changed_.notify_all();
+      return true;
+    };
+    httplib::Response response;
+    httplib::Error error = httplib::Error::Success;
+    http.send(request, response, error);
+    std::lock_guard lock(mutex_);
+    ended_ = true;
+    changed_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool first_token_ = false;
+  bool ended_ = false;
+  std::string streamed_;
+  std::thread thread_;  // last: started once the members above exist
+};
+
 TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   TempDir dir("serve_processes_routing");
   RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.02);
@@ -134,40 +186,10 @@ TEST(ServeProcesses, AnEngineProcessThatDiesMidStreamFailsItsRequestNamingIt) {
 
   // A long prompt streams from the slow engine1 (300 tokens of some milliseconds each); once its
   // first token reached the client, engine1 is killed.
-  std::mutex mutex;
-  std::condition_variable first_token;
-  bool streaming = false;
-  std::string streamed;
-  std::thread client([&] {
-    httplib::Client own("127.0.0.1", cluster.http_port());
-    own.set_read_timeout(std::chrono::seconds(120));
-    httplib::Request request;
-    request.method = "POST";
-    request.path = "/v1/completions";
-    request.body = completion(std::string(120, 'e'), 300, true);
-    request.set_header("Content-Type", "application/json");
-    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-      std::lock_guard lock(mutex);
-      streamed.append(data, size);
-      if (streamed.find("\"text\"") != std::string::npos) {
-        streaming = true;
-        first_token.notify_all();
-      }
-      return true;
-    };
-    httplib::Response response;
-    httplib::Error error = httplib::Error::Success;
-    own.send(request, response, error);
-    std::lock_guard lock(mutex);
-    streaming = true;  // also when it failed before any token: the test then reports the body
-    first_token.notify_all();
-  });
-  {
-    std::unique_lock lock(mutex);
-    first_token.wait(lock, [&] { return streaming; });
-  }
+  StreamingCompletion client(cluster.http_port(), completion(std::string(120, 'e'), 300, true));
+  client.wait_for_first_token();
   EXPECT_EQ(cluster.engine(1).stop(SIGKILL), 128 + SIGKILL);
-  client.join();
+  const std::string streamed = client.finish();
   EXPECT_NE(streamed.find("engine1 at " + address + " failed while streaming"), std::string::npos)
       << streamed;
   EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
@@ -196,42 +218,12 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
   TempDir dir("serve_processes_frozen");
   RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
   const std::string address = "127.0.0.1:" + std::to_string(cluster.engine_port(1));
-  std::mutex mutex;
-  std::condition_variable first_token;
-  bool streaming = false;
-  std::string streamed;
-  std::thread client([&] {
-    httplib::Client own("127.0.0.1", cluster.http_port());
-    own.set_read_timeout(std::chrono::seconds(120));
-    httplib::Request request;
-    request.method = "POST";
-    request.path = "/v1/completions";
-    request.body = completion(std::string(120, 'e'), 300, true);
-    request.set_header("Content-Type", "application/json");
-    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-      std::lock_guard lock(mutex);
-      streamed.append(data, size);
-      if (streamed.find("\"text\"") != std::string::npos) {
-        streaming = true;
-        first_token.notify_all();
-      }
-      return true;
-    };
-    httplib::Response response;
-    httplib::Error error = httplib::Error::Success;
-    own.send(request, response, error);
-    std::lock_guard lock(mutex);
-    streaming = true;
-    first_token.notify_all();
-  });
-  {
-    std::unique_lock lock(mutex);
-    first_token.wait(lock, [&] { return streaming; });
-  }
+  StreamingCompletion client(cluster.http_port(), completion(std::string(120, 'e'), 300, true));
+  client.wait_for_first_token();
   // Frozen, not dead: no connection breaks; the router's polls time out, and after 2 s of failed
   // polls it gives the stream up.
   cluster.engine(1).signal(SIGSTOP);
-  client.join();
+  const std::string streamed = client.finish();
   EXPECT_NE(streamed.find("engine1 at " + address + " failed while streaming: stopped answering"),
             std::string::npos)
       << streamed;

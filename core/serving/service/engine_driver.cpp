@@ -378,6 +378,14 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
       "engine{}: the staged KV of request \"{}\" cannot be used ({}); prefilling its {} "
       "tokens here",
       engine_.config().index, handoff.state->id, problem, handoff.request.tokens.size());
+  prefill_here(handoff);
+  return true;
+}
+
+void EngineDriver::prefill_here(Handoff& handoff) {
+  const uint64_t id = handoff.request.id;
+  // Its first token was timed where it was prefilled.
+  handoff.state->continued = true;
   // The prompt and the tokens generated so far become this engine's prompt; it generates the rest.
   core::NewRequest request;
   request.id = id;
@@ -399,7 +407,6 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     finished_ids_.push_back(slot->second->id);
     requests_.erase(slot);
   }
-  return true;
 }
 
 void EngineDriver::hand_off_prefilled() {
@@ -489,14 +496,15 @@ void EngineDriver::start_arrivals() {
         failure = e.what();
       }
     }
-    if (!failure.empty()) {
+    if (!failure.empty()) {             // nothing is being copied: prefill it here instead
       engine_.release_transferred(id);  // the reservation goes
       release_source(arriving.handoff, id);
-      end_request(*arriving.handoff.state, Finish::kError, engine_.clock().now(),
-                  fmt::format("the KV transfer ({}) from engine{} to engine{} failed: {}",
-                              handoff_->transport_name(), arriving.handoff.source_engine,
-                              engine_.config().index, failure));
-      finished_ids_.push_back(arriving.handoff.state->id);
+      spdlog::warn(
+          "engine{}: the KV transfer ({}) of request \"{}\" from engine{} could not "
+          "start ({}); prefilling its {} tokens here",
+          engine_.config().index, handoff_->transport_name(), arriving.handoff.state->id,
+          arriving.handoff.source_engine, failure, arriving.handoff.request.tokens.size());
+      prefill_here(arriving.handoff);
       continue;
     }
     arriving_.push_back(std::move(arriving));
@@ -505,41 +513,50 @@ void EngineDriver::start_arrivals() {
 
 void EngineDriver::finish_arrivals() {
   for (size_t i = 0; i < arriving_.size();) {
-    Arriving& arriving = arriving_[i];
     core::KvTransportInstance::Progress progress{HW_TRANSFER_FAILED, 0.0};
     try {
-      progress = handoff_->poll(arriving.transfer);
+      progress = handoff_->poll(arriving_[i].transfer);
     } catch (const std::exception& e) {
       spdlog::error("engine{}: polling the KV transfer of request {}: {}", engine_.config().index,
-                    arriving.id, e.what());
+                    arriving_[i].id, e.what());
     }
     if (progress.state != HW_TRANSFER_DONE && progress.state != HW_TRANSFER_FAILED) {
       ++i;
       continue;
     }
-    const uint64_t id = arriving.id;
-    std::unique_ptr<InFlightRequest> state = std::move(arriving.handoff.state);
-    release_source(arriving.handoff, id);
-    state->ended_by_stop_string = state->ended_by_stop_string || arriving.stop_string;
-    if (progress.state == HW_TRANSFER_FAILED) {
-      state->failure = fmt::format("the KV transfer ({}) from engine{} to engine{} failed",
-                                   handoff_->transport_name(), arriving.handoff.source_engine,
-                                   engine_.config().index);
-    } else {
-      state->record.kv_transfer_seconds = progress.seconds;
-    }
-    const bool end_now = arriving.aborted || progress.state == HW_TRANSFER_FAILED;
+    Arriving done = std::move(arriving_[i]);  // the transport is done with its block lists
     arriving_[i] = std::move(arriving_.back());
     arriving_.pop_back();
+    const uint64_t id = done.id;
+    release_source(done.handoff, id);
+    InFlightRequest& state = *done.handoff.state;
+    state.ended_by_stop_string = state.ended_by_stop_string || done.stop_string;
+    const double now = engine_.clock().now();
     if (!engine_ok_) {
-      end_request(*state, Finish::kError, engine_.clock().now(),
+      end_request(state, Finish::kError, now,
                   fmt::format("engine{} (the decode engine) has failed", engine_.config().index));
-      finished_ids_.push_back(state->id);
+      finished_ids_.push_back(state.id);
       continue;
     }
-    requests_.emplace(id, std::move(state));
+    if (progress.state == HW_TRANSFER_FAILED) {
+      engine_.release_transferred(id);  // the reservation goes
+      if (done.aborted) {
+        end_request(state, Finish::kAbort, now, {});
+        finished_ids_.push_back(state.id);
+        continue;
+      }
+      spdlog::warn(
+          "engine{}: the KV transfer ({}) of request \"{}\" from engine{} failed; "
+          "prefilling its {} tokens here",
+          engine_.config().index, handoff_->transport_name(), state.id, done.handoff.source_engine,
+          done.handoff.request.tokens.size());
+      prefill_here(done.handoff);
+      continue;
+    }
+    state.record.kv_transfer_seconds = progress.seconds;
+    requests_.emplace(id, std::move(done.handoff.state));
     engine_.complete_transfer(id);
-    if (end_now) engine_.abort(id);  // on_finished() ends the stream (with `failure` if set)
+    if (done.aborted) engine_.abort(id);  // on_finished() ends the stream
   }
 }
 
@@ -664,12 +681,7 @@ void EngineDriver::on_token(uint64_t request_id, int32_t token, double time) {
 void EngineDriver::on_finished(uint64_t request_id, core::FinishReason reason, double time) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
-  InFlightRequest& request = *it->second;
-  if (!request.failure.empty()) {
-    end_request(request, Finish::kError, time, std::move(request.failure));
-  } else {
-    end_request(request, finish_of(reason), time, {});
-  }
+  end_request(*it->second, finish_of(reason), time, {});
   finished_ids_.push_back(it->second->id);
   requests_.erase(it);
 }

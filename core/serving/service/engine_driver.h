@@ -106,6 +106,9 @@ class EngineDriver final : private core::EngineListener {
   // Across processes: continues a request from its staged KV, or prefills it here when the stage
   // cannot be used. Returns false (and changes nothing) while there is no room for its blocks.
   bool arrive_from_stage(Handoff& handoff);
+  // A request whose KV could not be moved here: its prompt and the tokens generated so far become
+  // this engine's prompt, and it generates the rest.
+  void prefill_here(Handoff& handoff);
   void release_source(const Handoff& handoff, uint64_t id);
   void step_once();
   void publish();

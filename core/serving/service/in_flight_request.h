@@ -31,8 +31,6 @@ struct InFlightRequest {
   bool stage_kv = false;
   // Continued from another process's prefill: its first token was timed there, not here.
   bool continued = false;
-  // Set when its KV transfer failed: the request ends with this error once its engine let it go.
-  std::string failure;
 };
 
 }  // namespace headway::serving

@@ -272,7 +272,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
                                                 std::move(on_stop_string));
   auto state = std::make_unique<InFlightRequest>(InFlightRequest{
       id, stream, core::RequestRecord{}, metrics_.request(e, config.pool, request_class), 0.0,
-      false, disaggregated ? d : kNoEngine, false, false, std::string()});
+      false, disaggregated ? d : kNoEngine, false, false});
   request.prefill_only = disaggregated || input.prefill_only;
   state->stage_kv = input.prefill_only;
   if (input.kv_source) {

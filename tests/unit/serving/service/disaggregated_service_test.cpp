@@ -147,6 +147,32 @@ TEST_F(DisaggregatedServiceTest, ShutdownWithRequestsInEveryStateEndsEachStream)
   }
 }
 
+// A KV transfer that fails is not the client's problem: the decode engine prefills the prompt and
+// the first token itself and generates the rest, the same tokens as one mixed engine.
+TEST_F(DisaggregatedServiceTest, AFailedKvTransferIsPrefilledOnTheDecodeEngineInstead) {
+  std::vector<std::vector<int32_t>> expected;
+  {
+    LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
+    for (const std::string& prompt : prompts()) {
+      expected.push_back(collect(*mixed.submit(text_request(prompt, 12))).ids);
+    }
+  }
+  const std::string failing = std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_failing_transport.so";
+  LocalGenerationService service(tiny_deployment(
+      checkpoint(), kDisaggregated,
+      "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"" + failing + "\"\n"));
+  for (size_t i = 0; i < prompts().size(); ++i) {
+    SCOPED_TRACE(i);
+    const test::Collected got = collect(*service.submit(text_request(prompts()[i], 12)));
+    EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+    EXPECT_EQ(got.ids, expected[i]);
+    EXPECT_EQ(got.timings.kv_transfer_seconds, 0.0);
+  }
+  for (const EngineSummary& engine : engines_once_free(service)) {
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
+  }
+}
+
 // prefill_only and kv_source name shared-memory objects: only an engine process behind a router
 // takes them, and only with a staged KV's name.
 TEST_F(DisaggregatedServiceTest, HandOffFieldsAreRefusedOutsideAnEngineProcessAndForForeignNames) {

@@ -70,7 +70,6 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   const v1::GenerateRequest& upstream() const { return upstream_; }
   std::chrono::steady_clock::time_point arrival() const { return arrival_; }
   bool cancelled() const { return cancelled_; }
-  bool stopped_by_stop_string() const { return stop_string_; }
   const std::shared_ptr<RequestStream>& stream() const { return stream_; }
   uint32_t engine_index() const { return engine_.index(); }
   uint32_t decode_engine() const { return decode_engine_; }

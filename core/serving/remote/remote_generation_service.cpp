@@ -199,25 +199,28 @@ void RemoteGenerationService::Impl::connect(const std::string& where, double tim
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::string reasons;
-  bool any_up = false;
+  const EngineProcess* reference = nullptr;  // the first process that answered
   for (auto& engine : engines_) {
     const std::optional<ModelSummary> model = engine->model();
     if (engine->up() && model) {
-      if (!any_up) reference_model_ = *model;
-      any_up = true;
+      if (reference == nullptr) {
+        reference = engine.get();
+        reference_model_ = *model;
+      }
       if (!same_model(*model, reference_model_)) {
         throw core::Error(fmt::format(
             "{}: the engine processes serve different models: engine{} at {} has a vocabulary "
-            "of {} ({} tokenizer), engine{} one of {} ({})",
+            "of {} ({} tokenizer), engine{} at {} one of {} ({})",
             where, engine->index(), engine->address(), model->vocab, model->tokenizer,
-            engines_.front()->index(), reference_model_.vocab, reference_model_.tokenizer));
+            reference->index(), reference->address(), reference_model_.vocab,
+            reference_model_.tokenizer));
       }
     } else {
       reasons += fmt::format("\n  engine{} at {}: {}", engine->index(), engine->address(),
                              engine->down_reason());
     }
   }
-  if (!any_up) {
+  if (reference == nullptr) {
     throw core::Error(
         fmt::format("{}: no engine process answered within {} s:{}", where, timeout_s, reasons),
         HW_UNAVAILABLE);

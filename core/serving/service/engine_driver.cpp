@@ -168,11 +168,7 @@ void EngineDriver::run() {
       for (uint64_t id : ids) engine_.abort(id);
       // Requests on their way here end too; their prefill engines are shutting down as well.
       const double now = engine_.clock().now();
-      for (Handoff& handoff : incoming_) {
-        if (handoff.staged) discard_kv_stage(handoff.staged->shm_name);
-        end_request(*handoff.state, Finish::kAbort, now, {});
-        finished_ids_.push_back(handoff.state->id);
-      }
+      for (Handoff& handoff : incoming_) drop_incoming(handoff, Finish::kAbort, now, {});
       incoming_.clear();
       for (Arriving& arriving : arriving_) {
         // The transport reads the block lists in `arriving` (and writes our blocks) until the copy
@@ -198,10 +194,9 @@ void EngineDriver::run() {
         applying_.swap(inbox_);
       }
       for (Command& command : applying_) {
-        if (command.kind != Command::Kind::kIncoming) continue;
-        if (command.handoff.staged) discard_kv_stage(command.handoff.staged->shm_name);
-        end_request(*command.handoff.state, Finish::kAbort, now, {});
-        finished_ids_.push_back(command.handoff.state->id);
+        if (command.kind == Command::Kind::kIncoming) {
+          drop_incoming(command.handoff, Finish::kAbort, now, {});
+        }
       }
       applying_.clear();
     } else {
@@ -275,11 +270,9 @@ void EngineDriver::apply_abort(const Command& command) {
   }
   for (auto waiting = incoming_.begin(); waiting != incoming_.end(); ++waiting) {
     if (waiting->request.id != command.id) continue;
-    InFlightRequest& state = *waiting->state;
-    state.ended_by_stop_string = state.ended_by_stop_string || command.stop_string;
-    end_request(state, Finish::kAbort, engine_.clock().now(), {});
-    finished_ids_.push_back(state.id);
-    release_source(*waiting, command.id);
+    waiting->state->ended_by_stop_string =
+        waiting->state->ended_by_stop_string || command.stop_string;
+    drop_incoming(*waiting, Finish::kAbort, engine_.clock().now(), {});
     incoming_.erase(waiting);
     return;
   }
@@ -294,11 +287,9 @@ void EngineDriver::apply_abort(const Command& command) {
 
 void EngineDriver::apply_incoming(Handoff handoff) {
   if (!engine_ok_) {
-    end_request(*handoff.state, Finish::kError, engine_.clock().now(),
-                fmt::format("engine{} (the decode engine) has failed and serves no more requests",
-                            engine_.config().index));
-    finished_ids_.push_back(handoff.state->id);
-    release_source(handoff, handoff.request.id);
+    drop_incoming(handoff, Finish::kError, engine_.clock().now(),
+                  fmt::format("engine{} (the decode engine) has failed and serves no more requests",
+                              engine_.config().index));
     return;
   }
   incoming_.push_back(std::move(handoff));
@@ -310,6 +301,12 @@ void EngineDriver::release_source(const Handoff& handoff, uint64_t id) {
     return;
   }
   handoff_->driver(handoff.source_engine).enqueue_release(id);
+}
+
+void EngineDriver::drop_incoming(Handoff& handoff, Finish reason, double time, std::string error) {
+  release_source(handoff, handoff.request.id);
+  end_request(*handoff.state, reason, time, std::move(error));
+  finished_ids_.push_back(handoff.state->id);
 }
 
 void EngineDriver::stage_out(uint64_t id) {
@@ -355,9 +352,7 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     try {
       reserved = engine_.reserve_incoming(handoff.request);
     } catch (const std::exception& e) {  // can never fit here: the client learns why
-      discard_kv_stage(stage.shm_name);
-      end_request(*handoff.state, Finish::kError, engine_.clock().now(), e.what());
-      finished_ids_.push_back(handoff.state->id);
+      drop_incoming(handoff, Finish::kError, engine_.clock().now(), e.what());
       return true;
     }
     if (!reserved) return false;  // no room yet: it waits, and so do those behind it
@@ -631,11 +626,7 @@ void EngineDriver::fail(const std::string& why) {
   requests_.clear();
   // Requests waiting to arrive end too (their prefill engines free their KV); copies in flight
   // end when the transport is done with our blocks (finish_arrivals()).
-  for (Handoff& handoff : incoming_) {
-    end_request(*handoff.state, Finish::kError, now, message);
-    finished_ids_.push_back(handoff.state->id);
-    release_source(handoff, handoff.request.id);
-  }
+  for (Handoff& handoff : incoming_) drop_incoming(handoff, Finish::kError, now, message);
   incoming_.clear();
 }
 

@@ -110,6 +110,9 @@ class EngineDriver final : private core::EngineListener {
   // this engine's prompt, and it generates the rest.
   void prefill_here(Handoff& handoff);
   void release_source(const Handoff& handoff, uint64_t id);
+  // Ends a request that will not arrive here after all; its source frees its KV (or its staged
+  // KV is removed).
+  void drop_incoming(Handoff& handoff, Finish reason, double time, std::string error);
   void step_once();
   void publish();
   void fail(const std::string& why);

@@ -273,15 +273,11 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   auto state = std::make_unique<InFlightRequest>(InFlightRequest{
       id, stream, core::RequestRecord{}, metrics_.request(e, config.pool, request_class), 0.0,
       false, disaggregated ? d : kNoEngine, false, false});
-  request.prefill_only = disaggregated || input.prefill_only;
-  state->stage_kv = input.prefill_only;
   if (input.kv_source) {
-    requests_.emplace(id, Placement{disaggregated ? d : e, request.id, kNoEngine});
-  } else {
-    requests_.emplace(id, Placement{e, request.id, disaggregated ? d : kNoEngine});
-  }
-  if (input.kv_source) {
-    // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage).
+    // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage),
+    // on the decode engine when this process is disaggregated itself.
+    const uint32_t target = disaggregated ? d : e;
+    requests_.emplace(id, Placement{target, request.id, kNoEngine});
     Handoff handoff;
     handoff.request.id = request.id;
     handoff.request.prompt_tokens = prompt_tokens;
@@ -300,11 +296,13 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
     state->continued = true;
     handoff.staged = std::move(input.kv_source);
     handoff.state = std::move(state);
-    // A continuation decodes: on the decode engine when this process is disaggregated itself.
-    drivers_[disaggregated ? d : e]->enqueue_incoming(std::move(handoff));
-  } else {
-    driver.enqueue_submit(std::move(request), std::move(state));
+    drivers_[target]->enqueue_incoming(std::move(handoff));
+    return stream;
   }
+  request.prefill_only = disaggregated || input.prefill_only;
+  state->stage_kv = input.prefill_only;
+  requests_.emplace(id, Placement{e, request.id, disaggregated ? d : kNoEngine});
+  driver.enqueue_submit(std::move(request), std::move(state));
   return stream;
 }
 

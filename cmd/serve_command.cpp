@@ -138,7 +138,11 @@ int run_serve(const ServeArgs& args) {
   }
 #endif
 #if HEADWAY_SERVE_GRPC
-  serving::GrpcFrontend grpc(service, serving::GrpcOptions{host, grpc_port, api_key});
+  serving::GrpcOptions grpc_options{host, grpc_port, api_key};
+  grpc_options.engine_process = engine_role;
+  grpc_options.kv_stage_always_fetch = server.kv_stage_transport == "socket";
+  grpc_options.kv_stage_checksums = server.kv_stage_checksums;
+  serving::GrpcFrontend grpc(service, std::move(grpc_options));
   grpc.start();
   std::fprintf(stderr, "headway serve: gRPC listening on %s\n", address(host, grpc.port()).c_str());
 #else

@@ -9,7 +9,8 @@
 #   scripts/measure_cpu_hol.sh [BUILD_DIR] [OUT_DIR] [DEPLOYMENT...]
 #   defaults: build, hol-results, every deployment (baseline partial_prefill length_routing
 #   length_processes disaggregated conditional_disaggregated disaggregated_processes
-#   conditional_processes)
+#   conditional_processes); also disaggregated_socket_processes (the KV over gRPC, as between
+#   hosts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -46,6 +47,7 @@ for config in "${deployments[@]}"; do
     case $config in
       length_processes) pair=(short long) router=router ;;
       disaggregated_processes) pair=(prefill decode) router=router_disaggregated ;;
+      disaggregated_socket_processes) pair=(prefill decode_socket) router=router_disaggregated ;;
       conditional_processes) pair=(prefill decode) router=router_conditional ;;
       *) echo "unknown deployment $config" >&2; exit 2 ;;
     esac

@@ -131,7 +131,8 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   }
   check_keys(table,
              {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
-              "load_report_interval_s", "engine_connect_timeout_s"},
+              "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
+              "kv_stage_checksums"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -161,6 +162,35 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   if (server.role != "all" && server.role != "engine" && server.role != "router") {
     throw Error(fmt::format("{}.role: unknown role \"{}\" (allowed: all, engine, router)", where,
                             server.role));
+  }
+  // How an engine process receives the KV another process prefilled (docs/serving.md).
+  for (const char* key : {"kv_stage_transport", "kv_stage_checksums"}) {
+    const toml::node* node = table.get(key);
+    if (node != nullptr && server.role != "engine") {
+      throw Error(
+          fmt::format("{}.{}{}: only for engine processes (role = \"engine\"), which "
+                      "send and receive staged KV; this one has role \"{}\"",
+                      where, key, line_of(*node), server.role));
+    }
+  }
+  server.kv_stage_transport = get_string(table, "kv_stage_transport", where, "auto");
+  if (server.kv_stage_transport != "auto" && server.kv_stage_transport != "socket") {
+    throw Error(
+        fmt::format("{}.kv_stage_transport: unknown transport \"{}\" (allowed: auto "
+                    "(shared memory on one host, the socket between hosts), socket)",
+                    where, server.kv_stage_transport));
+  }
+#ifdef NDEBUG
+  server.kv_stage_checksums = false;
+#else
+  server.kv_stage_checksums = true;  // debug builds check every chunk of KV between hosts
+#endif
+  if (const toml::node* node = table.get("kv_stage_checksums")) {
+    if (!node->is_boolean()) {
+      throw Error(
+          fmt::format("{}.kv_stage_checksums{}: expected true or false", where, line_of(*node)));
+    }
+    server.kv_stage_checksums = node->as_boolean()->get();
   }
   return server;
 }
@@ -215,9 +245,9 @@ void check_process_shape(const DeploymentConfig& config) {
   }
   if (router && config.kv_transport) {
     throw Error(name +
-                ": kv_transport: not used by a router process: engine processes on one "
-                "host hand KV over through shared memory (docs/serving.md); remove the "
-                "table");
+                ": kv_transport: not used by a router process: engine processes hand KV "
+                "over through shared memory on one host and over gRPC between hosts "
+                "(docs/serving.md); remove the table");
   }
 }
 

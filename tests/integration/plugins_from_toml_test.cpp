@@ -162,6 +162,10 @@ TEST(PluginsFromToml, ShippedMultiProcessDeploymentLoads) {
     EXPECT_EQ(split.engines[1].role, HW_ENGINE_ROLE_DECODE);
     EXPECT_EQ(split.engines[1].address, pair[1]);
   }
+  // The decode process as on a second host: same port, every stage over the socket.
+  DeploymentConfig socket = load_deployment(dir / "engine_decode_socket.toml", registry());
+  EXPECT_EQ(socket.server.kv_stage_transport, "socket");
+  EXPECT_EQ("127.0.0.1:" + std::to_string(socket.server.grpc_port), pair[1]);
 }
 
 }  // namespace

@@ -306,10 +306,12 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
 // A prefill engine process, a decode engine process and a router process with the disaggregated
 // router in front of them, plus a fourth process serving the same checkpoint alone (the reference
 // for the tokens). `decode_block_size` other than 16 gives the decode process another KV layout,
-// so that it cannot use the staged KV and must prefill the request itself.
+// so that it cannot use the staged KV and must prefill the request itself; `decode_server` adds
+// keys to the decode process's [server] table.
 class DisaggregatedProcesses {
  public:
-  DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size) {
+  DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size,
+                         const std::string& decode_server = "") {
     const std::string scheduler =
         "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }\n";
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
@@ -320,7 +322,8 @@ class DisaggregatedProcesses {
       engines_.push_back(std::make_unique<ServeProcess>(
           write_tiny_deployment(dir, name,
                                 "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
-                                    scheduler + "[server]\nrole = \"engine\"\ngrpc_port = 0\n",
+                                    scheduler + "[server]\nrole = \"engine\"\ngrpc_port = 0\n" +
+                                    (name == "decode" ? decode_server : ""),
                                 "engine_" + name + ".toml")));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
       if (!port)
@@ -415,6 +418,33 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
   const std::string metrics = metrics_of(http);
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 6"), std::string::npos)
       << metrics;
+  EXPECT_EQ(staged_objects_of(cluster.prefill().pid()), 0u);
+  cluster.stop_all();
+}
+
+// The decode process fetches each stage over gRPC as it would from another host
+// (kv_stage_socket.h), with checksums: the same tokens, every transfer counted with its bytes,
+// nothing left in /dev/shm.
+TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
+  TempDir dir("serve_processes_socket");
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16,
+                                 "kv_stage_transport = \"socket\"\nkv_stage_checksums = true\n");
+  for (const std::string& prompt : disaggregation_prompts()) {
+    SCOPED_TRACE(prompt.substr(0, 20));
+    EXPECT_EQ(greedy_text(cluster.router_port(), prompt, true),
+              greedy_text(cluster.reference_port(), prompt, true));
+  }
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  const std::string metrics = metrics_of(http);
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 3"), std::string::npos)
+      << metrics;
+  // The stages' bytes came over the socket.
+  std::smatch bytes;
+  ASSERT_TRUE(std::regex_search(
+      metrics, bytes,
+      std::regex(R"(headway_kv_transfer_network_bytes_total\{engine="1",pool=""\} ([0-9.e+]+))")))
+      << metrics;
+  EXPECT_GT(std::stod(bytes[1].str()), 0.0) << metrics;
   EXPECT_EQ(staged_objects_of(cluster.prefill().pid()), 0u);
   cluster.stop_all();
 }

@@ -72,8 +72,7 @@ void GrpcFrontend::start() {
   }
   enable_process_wide_grpc_plugins();
 
-  impl.headway =
-      std::make_unique<grpc_frontend::HeadwayService>(impl.service, impl.options.api_key);
+  impl.headway = std::make_unique<grpc_frontend::HeadwayService>(impl.service, impl.options);
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &bound_port);

@@ -50,8 +50,12 @@ grpc::Status guarded(grpc::ServerContext& context, const char* method, Body&& bo
 
 }  // namespace
 
-HeadwayService::HeadwayService(GenerationService& service, std::string api_key)
-    : service_(service), api_key_(std::move(api_key)) {}
+HeadwayService::HeadwayService(GenerationService& service, const GrpcOptions& options)
+    : service_(service),
+      api_key_(options.api_key),
+      engine_process_(options.engine_process),
+      kv_stage_checksums_(options.kv_stage_checksums),
+      kv_stage_fetcher_(options.api_key, options.kv_stage_always_fetch) {}
 
 grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
                                       const v1::GenerateRequest* request,
@@ -59,6 +63,10 @@ grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
   if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
   GenerateInput input;
   if (grpc::Status parsed = to_generate_input(*request, input); !parsed.ok()) return parsed;
+  // Before submitting, on this call's own thread: the engine's driver only copies bytes that are
+  // already on this host, it never waits for the network.
+  if (input.kv_source && engine_process_)
+    kv_stage_fetcher_.make_readable(*input.kv_source, context);
   std::shared_ptr<RequestStream> stream;
   grpc::Status submitted = guarded(*context, "Generate", [&] {
     stream = service_.submit(std::move(input));
@@ -141,6 +149,17 @@ grpc::Status HeadwayService::ClusterInfo(grpc::ServerContext* context,
     to_cluster_info_response(service_.cluster_info(), *response);
     return grpc::Status::OK;
   });
+}
+
+grpc::Status HeadwayService::FetchKvStage(grpc::ServerContext* context,
+                                          const v1::FetchKvStageRequest* request,
+                                          grpc::ServerWriter<v1::KvChunk>* writer) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  if (!engine_process_) {
+    return {grpc::StatusCode::FAILED_PRECONDITION,
+            "FetchKvStage is for engine processes behind a router ([server] role = \"engine\")"};
+  }
+  return send_kv_stage(request->shm_name(), kv_stage_checksums_, *context, *writer);
 }
 
 }  // namespace headway::serving::grpc_frontend

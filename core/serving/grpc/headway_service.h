@@ -1,23 +1,26 @@
 // headway.v1.Headway over a GenerationService, on gRPC's synchronous server (grpc_frontend.h says
 // why): each call checks the API key, converts the request, calls the service and maps its
 // ServiceError to a status. Generate streams on its handler thread and aborts the request when the
-// client goes away.
+// client goes away. In an engine process it also serves and fetches staged KV (kv_stage_socket.h).
 //
 // Ownership: refers to the service, which must outlive it. Threading: gRPC calls the methods from
 // its thread pool, concurrently; the object itself holds no mutable state.
 #pragma once
 
 #include <headway/serving/generation_service.h>
+#include <headway/serving/grpc_frontend.h>
 #include <headway/v1/headway.grpc.pb.h>
 
 #include <string>
+
+#include "kv_stage_socket.h"
 
 namespace headway::serving::grpc_frontend {
 
 class HeadwayService final : public v1::Headway::Service {
  public:
-  // `api_key`: empty for no authentication.
-  HeadwayService(GenerationService& service, std::string api_key);
+  // options.api_key: empty for no authentication.
+  HeadwayService(GenerationService& service, const GrpcOptions& options);
 
   grpc::Status Generate(grpc::ServerContext* context, const v1::GenerateRequest* request,
                         grpc::ServerWriter<v1::GenerateResponse>* writer) override;
@@ -29,6 +32,8 @@ class HeadwayService final : public v1::Headway::Service {
                          v1::ModelInfoResponse* response) override;
   grpc::Status ClusterInfo(grpc::ServerContext* context, const v1::ClusterInfoRequest* request,
                            v1::ClusterInfoResponse* response) override;
+  grpc::Status FetchKvStage(grpc::ServerContext* context, const v1::FetchKvStageRequest* request,
+                            grpc::ServerWriter<v1::KvChunk>* writer) override;
 
  private:
   // Sends the stream's chunks until its finish, or aborts the request when the client cancels,
@@ -38,6 +43,9 @@ class HeadwayService final : public v1::Headway::Service {
 
   GenerationService& service_;
   const std::string api_key_;
+  const bool engine_process_;
+  const bool kv_stage_checksums_;
+  KvStageFetcher kv_stage_fetcher_;  // used by engine processes only
 };
 
 }  // namespace headway::serving::grpc_frontend

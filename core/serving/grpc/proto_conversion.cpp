@@ -55,8 +55,14 @@ grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput
 }
 
 KvStage from_proto(const v1::KvStage& stage) {
-  return KvStage{stage.shm_name(), stage.computed_tokens(), stage.block_count(),
-                 stage.block_bytes(), stage.block_size()};
+  KvStage out;
+  out.shm_name = stage.shm_name();
+  out.computed_tokens = stage.computed_tokens();
+  out.block_count = stage.block_count();
+  out.block_bytes = stage.block_bytes();
+  out.block_size = stage.block_size();
+  out.source_address = stage.source_address();
+  return out;
 }
 
 void to_proto(const KvStage& stage, v1::KvStage& out) {
@@ -65,6 +71,7 @@ void to_proto(const KvStage& stage, v1::KvStage& out) {
   out.set_block_count(stage.block_count);
   out.set_block_bytes(stage.block_bytes);
   out.set_block_size(stage.block_size);
+  out.set_source_address(stage.source_address);
 }
 
 void to_generate_response(const std::string& request_id, const StreamChunk& chunk,
@@ -82,6 +89,7 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
   timings.set_ttft_seconds(chunk.timings.ttft_seconds);
   timings.set_e2e_seconds(chunk.timings.e2e_seconds);
   timings.set_kv_transfer_seconds(chunk.timings.kv_transfer_seconds);
+  timings.set_kv_network_bytes(chunk.timings.kv_network_bytes);
   out.set_error(chunk.error);
   if (chunk.kv_stage) to_proto(*chunk.kv_stage, *out.mutable_kv_stage());
 }

@@ -91,14 +91,25 @@ ServingMetrics::ServingMetrics()
                                       kEngineLabels)),
       kv_transfer_seconds_(registry_.histogram("headway_kv_transfer_duration_seconds",
                                                "Duration of a KV-cache transfer into the engine.",
-                                               kEngineLabels, kTransferBuckets)) {}
+                                               kEngineLabels, kTransferBuckets)),
+      kv_network_bytes_(registry_.counter(
+          "headway_kv_transfer_network_bytes_total",
+          "Bytes of the KV-cache transfers into the engine that came over the network from "
+          "another host (FetchKvStage); shared-memory and in-process transfers add nothing.",
+          kEngineLabels)) {}
 
 EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
   const std::vector<std::string> labels = {std::to_string(index), pool};
-  return EngineSeries{
-      running_.with(labels),     waiting_.with(labels),          kv_usage_.with(labels),
-      alive_.with(labels),       prefill_per_step_.with(labels), decode_per_step_.with(labels),
-      preemptions_.with(labels), kv_transfers_.with(labels),     kv_transfer_seconds_.with(labels)};
+  return EngineSeries{running_.with(labels),
+                      waiting_.with(labels),
+                      kv_usage_.with(labels),
+                      alive_.with(labels),
+                      prefill_per_step_.with(labels),
+                      decode_per_step_.with(labels),
+                      preemptions_.with(labels),
+                      kv_transfers_.with(labels),
+                      kv_transfer_seconds_.with(labels),
+                      kv_network_bytes_.with(labels)};
 }
 
 const std::string& ServingMetrics::class_label(const std::string& request_class) {

@@ -96,9 +96,9 @@ void ProxiedGenerate::OnReadDone(bool ok) {
         response_.has_kv_stage() &&
         owner_.continue_elsewhere(*this, grpc_frontend::from_proto(response_.kv_stage()));
     if (!continued && cancelled_) {
-      finish(stop_string_ ? Finish::kStop : Finish::kAbort, 0.0, 0.0, {});
+      finish(stop_string_ ? Finish::kStop : Finish::kAbort, {});
     } else if (!continued) {
-      finish(Finish::kError, 0.0, 0.0,
+      finish(Finish::kError,
              fmt::format("engine{} at {} prefilled the request, but no decode engine process "
                          "could continue it",
                          engine_.index(), engine_.address()));
@@ -111,8 +111,7 @@ void ProxiedGenerate::OnReadDone(bool ok) {
                           error.empty() ? "failed" : error);
     }
     if (reason == Finish::kAbort && stop_string_) reason = Finish::kStop;
-    finish(reason, response_.timings().queue_seconds(), response_.timings().kv_transfer_seconds(),
-           std::move(error));
+    finish(reason, std::move(error), &response_.timings());
   }
   StartRead(&response_);
 }
@@ -125,11 +124,10 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       if (!any_response_ && upstream_.has_kv_source()) {
         discard_kv_stage(upstream_.kv_source().shm_name());
       }
-      finish(stop_string_ ? Finish::kStop : Finish::kAbort, 0.0, 0.0, {});
+      finish(stop_string_ ? Finish::kStop : Finish::kAbort, {});
     } else if (status.ok()) {
-      finish(Finish::kError, 0.0, 0.0,
-             fmt::format("engine{} at {} ended the stream without a finish reason", engine_.index(),
-                         engine_.address()));
+      finish(Finish::kError, fmt::format("engine{} at {} ended the stream without a finish reason",
+                                         engine_.index(), engine_.address()));
     } else {
       const bool unreachable = given_up_ || status.error_code() == grpc::StatusCode::UNAVAILABLE;
       if (unreachable && !given_up_) {
@@ -147,7 +145,7 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       const std::string why = given_up_ ? "stopped answering: " + engine_.down_reason()
                                         : fmt::format("{} (gRPC status {})", status.error_message(),
                                                       static_cast<int>(status.error_code()));
-      finish(Finish::kError, 0.0, 0.0,
+      finish(Finish::kError,
              fmt::format("engine{} at {} failed {}: {}", engine_.index(), engine_.address(),
                          any_response_ ? "while streaming" : "before its first token", why));
     }
@@ -156,17 +154,20 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
   std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
 }
 
-void ProxiedGenerate::finish(Finish reason, double queue_seconds, double kv_transfer_seconds,
-                             std::string error) {
+void ProxiedGenerate::finish(Finish reason, std::string error, const v1::Timings* upstream) {
   finished_ = true;
   Timings timings;
-  timings.queue_seconds = queue_seconds;
+  if (upstream != nullptr) {
+    timings.queue_seconds = upstream->queue_seconds();
+    timings.kv_transfer_seconds = upstream->kv_transfer_seconds();
+    timings.kv_network_bytes = upstream->kv_network_bytes();
+  }
   timings.ttft_seconds = first_token_seconds_ < 0.0 ? 0.0 : first_token_seconds_;
   timings.e2e_seconds = since_arrival();
-  timings.kv_transfer_seconds = kv_transfer_seconds;
-  if (kv_transfer_seconds > 0.0) {  // continued from a staged KV on this engine process
+  if (timings.kv_transfer_seconds > 0.0) {  // continued from a staged KV on this engine process
     engine_series_.kv_transfers.add();
-    engine_series_.kv_transfer_seconds.observe(kv_transfer_seconds);
+    engine_series_.kv_transfer_seconds.observe(timings.kv_transfer_seconds);
+    engine_series_.kv_network_bytes.add(static_cast<double>(timings.kv_network_bytes));
   }
   series_.finished_with(reason).add();
   series_.e2e_latency.observe(timings.e2e_seconds);

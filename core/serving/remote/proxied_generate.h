@@ -72,6 +72,7 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   bool cancelled() const { return cancelled_; }
   const std::shared_ptr<RequestStream>& stream() const { return stream_; }
   uint32_t engine_index() const { return engine_.index(); }
+  const std::string& engine_address() const { return engine_.address(); }
   uint32_t decode_engine() const { return decode_engine_; }
   // Token ids streamed so far (reactions only, or after OnDone).
   const std::vector<int32_t>& generated() const { return generated_; }
@@ -81,7 +82,8 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
 
  private:
   double since_arrival() const;
-  void finish(Finish reason, double queue_seconds, double kv_transfer_seconds, std::string error);
+  // `upstream`: the engine process's timings (its finishing message), null when it sent none.
+  void finish(Finish reason, std::string error, const v1::Timings* upstream = nullptr);
 
   ProxiedCallOwner& owner_;
   EngineProcess& engine_;

@@ -518,6 +518,8 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
     v1::GenerateRequest upstream = prefilled.upstream();
     upstream.set_prefill_only(false);
     grpc_frontend::to_proto(stage, *upstream.mutable_kv_source());
+    // Where a decode process on another host fetches it (kv_stage_socket.h).
+    upstream.mutable_kv_source()->set_source_address(prefilled.engine_address());
     upstream.mutable_generated_ids()->Add(prefilled.generated().begin(),
                                           prefilled.generated().end());
     call = std::make_shared<ProxiedGenerate>(

@@ -14,6 +14,15 @@
 namespace headway::serving {
 namespace {
 
+// What a hand-off adds to an engine's outstanding tokens: those it has left to generate (its KV
+// comes computed).
+uint64_t tokens_left(const Handoff& handoff) {
+  const core::IncomingTransfer& request = handoff.request;
+  return request.max_output_tokens > request.output_tokens
+             ? request.max_output_tokens - request.output_tokens
+             : 0;
+}
+
 Finish finish_of(core::FinishReason reason) {
   switch (reason) {
     case core::FinishReason::kLength:
@@ -88,6 +97,8 @@ void EngineDriver::enqueue_incoming(Handoff handoff) {
   {
     std::lock_guard lock(mutex_);
     if (!exited_) {  // checked and queued in one critical section: run() swaps exited_ and inbox
+      ++inbox_handoffs_;
+      inbox_handoff_tokens_ += tokens_left(handoff);
       Command command;
       command.kind = Command::Kind::kIncoming;
       command.id = handoff.request.id;
@@ -121,6 +132,8 @@ hw_engine_load EngineDriver::load() const {
   load.waiting += inbox_submits_;
   load.queued_prefill_tokens += inbox_prompt_tokens_;
   load.outstanding_tokens += inbox_prompt_tokens_ + inbox_output_tokens_;
+  load.waiting += inbox_handoffs_;
+  load.outstanding_tokens += inbox_handoff_tokens_;
   load.alive = alive_ ? 1 : 0;
   return load;
 }
@@ -155,6 +168,9 @@ void EngineDriver::run() {
         ++applied_submits_;
         applied_prompt_tokens_ += command.request.prompt.size();
         applied_output_tokens_ += command.request.max_output_tokens;
+      } else if (command.kind == Command::Kind::kIncoming) {
+        ++applied_handoffs_;
+        applied_handoff_tokens_ += tokens_left(command.handoff);
       }
       apply(command);
     }
@@ -359,8 +375,11 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     const auto begin = std::chrono::steady_clock::now();
     problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id));
     if (problem.empty()) {
+      // Fetching it from another host (kv_stage_socket.h) is part of the transfer.
       handoff.state->record.kv_transfer_seconds =
+          stage.fetch_seconds +
           std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      if (stage.fetched != nullptr) handoff.state->kv_network_bytes = stage.fetched->size();
       discard_kv_stage(stage.shm_name);
       requests_.emplace(id, std::move(handoff.state));
       engine_.complete_transfer(id);
@@ -583,6 +602,15 @@ void EngineDriver::step_once() {
 void EngineDriver::publish() {
   hw_engine_load load = engine_.load();
   if (!engine_ok_) load.alive = 0;
+  // Hand-offs waiting for KV room or for their copy: queued work the engine does not know yet.
+  for (const Handoff& handoff : incoming_) {
+    ++load.waiting;
+    load.outstanding_tokens += tokens_left(handoff);
+  }
+  for (const Arriving& arriving : arriving_) {
+    ++load.waiting;
+    load.outstanding_tokens += tokens_left(arriving.handoff);
+  }
   metrics_.running.set(load.running);
   metrics_.waiting.set(load.waiting);
   metrics_.kv_usage.set(load.kv_blocks_total == 0 ? 0.0
@@ -597,7 +625,11 @@ void EngineDriver::publish() {
     inbox_submits_ -= applied_submits_;
     inbox_prompt_tokens_ -= applied_prompt_tokens_;
     inbox_output_tokens_ -= applied_output_tokens_;
+    inbox_handoffs_ -= applied_handoffs_;
+    inbox_handoff_tokens_ -= applied_handoff_tokens_;
   }
+  applied_handoffs_ = 0;
+  applied_handoff_tokens_ = 0;
   applied_submits_ = 0;
   applied_prompt_tokens_ = 0;
   applied_output_tokens_ = 0;
@@ -639,6 +671,7 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   timings.queue_seconds = std::isnan(r.scheduled) ? timings.e2e_seconds : r.scheduled - arrival;
   timings.ttft_seconds = std::isnan(r.first_token) ? 0.0 : r.first_token - arrival;
   timings.kv_transfer_seconds = r.kv_transfer_seconds;
+  timings.kv_network_bytes = request.kv_network_bytes;
   const Finish counted = request.ended_by_stop_string ? Finish::kStop : reason;
   if (reason != Finish::kHandoff) {  // a hand-off is not an end: the request goes on elsewhere
     request.series.finished_with(counted).add();
@@ -648,6 +681,7 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   if (r.kv_transfer_seconds > 0.0) {
     metrics_.kv_transfers.add();
     metrics_.kv_transfer_seconds.observe(r.kv_transfer_seconds);
+    metrics_.kv_network_bytes.add(static_cast<double>(request.kv_network_bytes));
   }
   // Delivered in publish(), after the id is forgotten (see finishing_).
   finishing_.push_back(

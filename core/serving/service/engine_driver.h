@@ -139,6 +139,11 @@ class EngineDriver final : private core::EngineListener {
   uint32_t inbox_submits_ = 0;        // submits queued and not yet published as applied
   uint64_t inbox_prompt_tokens_ = 0;  // their prompt tokens
   uint64_t inbox_output_tokens_ = 0;  // their max output tokens
+  // Hand-offs (requests another engine or process prefilled) queued and not yet published as
+  // applied, and the tokens they have left to generate. Once applied they wait in incoming_ /
+  // arriving_, which publish() counts: until their KV is in, the engine's own load lacks them.
+  uint32_t inbox_handoffs_ = 0;
+  uint64_t inbox_handoff_tokens_ = 0;
 
   // --- thread state: the driver thread only ---
   std::vector<Command> applying_;  // swapped with inbox_: both keep their capacity
@@ -158,6 +163,8 @@ class EngineDriver final : private core::EngineListener {
   uint32_t applied_submits_ = 0;  // taken from the inbox since the last publish
   uint64_t applied_prompt_tokens_ = 0;
   uint64_t applied_output_tokens_ = 0;
+  uint32_t applied_handoffs_ = 0;
+  uint64_t applied_handoff_tokens_ = 0;
   bool runnable_ = false;  // the last step ran: step again without waiting
   bool engine_ok_ = true;
   // Disaggregation, source side: requests handed to a decode engine whose KV is still ours.

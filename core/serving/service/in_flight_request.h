@@ -31,6 +31,8 @@ struct InFlightRequest {
   bool stage_kv = false;
   // Continued from another process's prefill: its first token was timed there, not here.
   bool continued = false;
+  // Bytes of its KV fetched from another host before it continued here (Timings).
+  uint64_t kv_network_bytes = 0;
 };
 
 }  // namespace headway::serving

@@ -12,12 +12,14 @@
 #include <condition_variable>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "engine_driver.h"
 #include "kv_handoff.h"
 #include "kv_stage_file.h"
+#include "kv_stage_janitor.h"
 #include "request_admission.h"
 #include "request_validation.h"
 
@@ -76,6 +78,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   // An engine process ([server] role = "engine") takes prefill_only / kv_source requests from its
   // router; a process that faces clients refuses them (they name shared-memory objects).
   bool accepts_handoffs_ = false;
+  std::optional<KvStageJanitor> stage_janitor_;  // engine processes: staged KV nobody read
   ServingMetrics metrics_;
   std::unique_ptr<KvHandoff> handoff_;  // disaggregated deployments only; outlives the drivers
   std::vector<std::unique_ptr<EngineDriver>> drivers_;  // destroyed before the cluster's engines
@@ -100,6 +103,7 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
     if (const size_t removed = sweep_orphaned_kv_stages()) {
       spdlog::warn("removed {} staged KV objects of engine processes that no longer run", removed);
     }
+    stage_janitor_.emplace();
   }
   if (cluster_->is_virtual()) {
     throw core::Error(fmt::format(

@@ -514,6 +514,30 @@ TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {
               AllOf(HasSubstr("server.load_report_interval_s"), HasSubstr("[0.005, 60]")));
 }
 
+TEST_F(DeploymentConfigTest, EngineProcessesChooseHowStagedKvReachesThem) {
+  const std::string engine = std::string(kSimEngine) + "[server]\nrole = \"engine\"\n";
+  const DeploymentConfig defaults = parse(engine);
+  EXPECT_EQ(defaults.server.kv_stage_transport, "auto");
+#ifdef NDEBUG
+  EXPECT_FALSE(defaults.server.kv_stage_checksums);
+#else
+  EXPECT_TRUE(defaults.server.kv_stage_checksums);
+#endif
+  const DeploymentConfig socket =
+      parse(engine + "kv_stage_transport = \"socket\"\nkv_stage_checksums = true\n");
+  EXPECT_EQ(socket.server.kv_stage_transport, "socket");
+  EXPECT_TRUE(socket.server.kv_stage_checksums);
+  EXPECT_THAT(error_of(engine + "kv_stage_transport = \"rdma\"\n"),
+              AllOf(HasSubstr("server.kv_stage_transport"), HasSubstr("\"rdma\""),
+                    HasSubstr("allowed: auto")));
+  EXPECT_THAT(error_of(engine + "kv_stage_checksums = 1\n"),
+              AllOf(HasSubstr("server.kv_stage_checksums"), HasSubstr("true or false")));
+  // Only engine processes receive staged KV.
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nkv_stage_transport = \"socket\"\n"),
+              AllOf(HasSubstr("server.kv_stage_transport"), HasSubstr("only for engine processes"),
+                    HasSubstr("role \"all\"")));
+}
+
 TEST_F(DeploymentConfigTest, AnApiKeyWrittenInTheFileIsRefused) {
   EXPECT_THAT(
       error_of(std::string(kSimEngine) + "[server]\napi_key = \"sk-secret\"\n"),

@@ -84,6 +84,12 @@ struct ServerConfig {
   std::string role = "all";  // "all", "engine" or "router" (see the file comment)
   double load_report_interval_s = 0.05;
   double engine_connect_timeout_s = 30.0;
+  // Engine processes: how a kv_source stage reaches this process: "auto" (shared memory when it
+  // was written on this host, the gRPC socket otherwise) or "socket" (always the socket).
+  std::string kv_stage_transport = "auto";
+  // Engine processes: checksum each chunk of staged KV sent over the socket. When the file does
+  // not say, read_server() turns it on in debug builds.
+  bool kv_stage_checksums = false;
 };
 
 struct DeploymentConfig {

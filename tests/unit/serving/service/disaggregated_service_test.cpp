@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <headway/serving/local_generation_service.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <thread>
@@ -128,6 +129,35 @@ TEST_F(DisaggregatedServiceTest, AbortsAtAnyMomentOfTheHandOffFreeBothEnginesBlo
   EXPECT_GT(aborted, 0u);
   for (const EngineSummary& engine : engines_once_free(service)) {
     EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
+  }
+}
+
+// Requests handed to the decode engine that wait there for KV room are its queued work: its load
+// (what routers and /metrics see) counts them as waiting, not as nothing.
+TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEnginesWaiting) {
+  // Room for one request at a time on the decode engine: 8 blocks of 16 tokens, and each request
+  // reserves its final 120 tokens.
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 128\n" +
+                              kScheduler +
+                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 128\n"
+                              "kv_blocks = 8\n" +
+                              kScheduler;
+  LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 100)));
+  }
+  uint32_t most_waiting = 0;
+  while (service.in_flight() > 0) {
+    const std::vector<EngineSummary> now = service.cluster_info().engines;
+    most_waiting = std::max(most_waiting, now[1].waiting);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  for (auto& stream : streams) EXPECT_EQ(collect(*stream).finish, Finish::kLength);
+  // Once the four are prefilled, one decodes and the others wait for its blocks.
+  EXPECT_GE(most_waiting, 2u);
+  for (const EngineSummary& engine : engines_once_free(service)) {
+    EXPECT_EQ(engine.running + engine.waiting, 0u) << "engine" << engine.index;
   }
 }
 

@@ -36,6 +36,15 @@ struct GrpcOptions {
   std::string host = "127.0.0.1";  // an IPv4/IPv6 address or a name; "0.0.0.0" for every interface
   uint16_t port = 50051;           // 0: an ephemeral port, read back with port()
   std::string api_key;             // empty: no authentication
+  // An engine process ([server] role = "engine"): answers FetchKvStage with the KV it staged, and
+  // fetches a kv_source stage written on another host before it submits the request
+  // (disaggregation across hosts; kv_stage_socket.h). Elsewhere FetchKvStage is refused.
+  bool engine_process = false;
+  // Fetch kv_source stages over gRPC even when they are on this host ([server]
+  // kv_stage_transport = "socket").
+  bool kv_stage_always_fetch = false;
+  // Checksum every chunk of staged KV this process sends ([server] kv_stage_checksums).
+  bool kv_stage_checksums = false;
 };
 
 // How long a Generate stream's thread waits for tokens before it checks for a cancelled client.

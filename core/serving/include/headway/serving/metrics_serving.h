@@ -32,6 +32,7 @@ struct EngineSeries {
   Counter& preemptions;
   Counter& kv_transfers;  // KV moved into this engine (disaggregated serving)
   Histogram& kv_transfer_seconds;
+  Counter& kv_network_bytes;  // of the KV moved into this engine, bytes fetched from another host
 };
 
 // The per-request series of one (engine, request class).
@@ -92,6 +93,7 @@ class ServingMetrics {
   CounterFamily& preemptions_;
   CounterFamily& kv_transfers_;
   HistogramFamily& kv_transfer_seconds_;
+  CounterFamily& kv_network_bytes_;
 };
 
 }  // namespace headway::serving

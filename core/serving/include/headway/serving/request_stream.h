@@ -49,16 +49,27 @@ struct Timings {
   double ttft_seconds = 0.0;   // arrival until first token
   double e2e_seconds = 0.0;    // arrival until finish
   double kv_transfer_seconds = 0.0;
+  uint64_t kv_network_bytes = 0;  // of its KV, fetched from another host (0: not over the network)
 };
 
-// Disaggregation across processes on one host: a prefilled request's KV blocks, back to back in a
-// POSIX shared-memory object, for the process that decodes it (which unlinks it).
+// Disaggregation across processes: a prefilled request's KV blocks, back to back in a POSIX
+// shared-memory object on the prefill process's host, for the process that decodes it. On that
+// host the decode process reads and unlinks the object; on another it fetches the bytes first
+// (FetchKvStage from source_address; the prefill process then unlinks it).
 struct KvStage {
   std::string shm_name;          // "/headway-kv-..."
   uint32_t computed_tokens = 0;  // positions whose KV it holds
   uint32_t block_count = 0;
-  uint64_t block_bytes = 0;  // bytes of one block (every layer's K and V)
-  uint32_t block_size = 0;   // tokens per block on the engine that wrote it
+  uint64_t block_bytes = 0;    // bytes of one block (every layer's K and V)
+  uint32_t block_size = 0;     // tokens per block on the engine that wrote it
+  std::string source_address;  // gRPC address of the process that wrote it (set by the router)
+
+  // Only in the decode process, never on the wire:
+  // The object's bytes, fetched from another host; set: read these instead of shm_name.
+  std::shared_ptr<const std::vector<unsigned char>> fetched;
+  double fetch_seconds = 0.0;  // how long fetching them took
+  // Why the stage cannot be used (its fetch failed): the request is prefilled here instead.
+  std::string unusable;
 };
 
 struct StreamChunk {

@@ -1,6 +1,8 @@
-// KV blocks staged in POSIX shared memory between two engine processes on one host
-// (disaggregation across processes): the prefill process writes a request's blocks back to back
-// into a new object, the decode process copies them into the blocks it reserved and unlinks it.
+// KV blocks staged in POSIX shared memory between two engine processes (disaggregation across
+// processes): the prefill process writes a request's blocks back to back into a new object; a
+// decode process on the same host copies them into the blocks it reserved and unlinks it, one on
+// another host fetches the bytes first (kv_stage_socket.h in the gRPC frontend) and the prefill
+// process unlinks the object once it sent them.
 //
 // Only host memory can be staged (a model whose KV lives on a GPU needs a device transport).
 // Threading: plain functions; each stage is written by one thread and read by one.
@@ -11,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -35,6 +38,26 @@ std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
 // Removes the object (after reading it, or when nobody will).
 void discard_kv_stage(const std::string& name);
 
+// True when an object called `name` exists on this host (its /dev/shm).
+bool kv_stage_is_here(const std::string& name);
+
+class MappedObject;
+// The bytes of staged object `name`, mapped read-only while this lives (FetchKvStage sends them
+// to a process on another host). error() says why they could not be mapped (then bytes() is
+// empty). Not copyable; one thread.
+class StagedBytes {
+ public:
+  explicit StagedBytes(const std::string& name);
+  ~StagedBytes();
+  StagedBytes(const StagedBytes&) = delete;
+  StagedBytes& operator=(const StagedBytes&) = delete;
+  const std::string& error() const;
+  std::span<const unsigned char> bytes() const;
+
+ private:
+  std::unique_ptr<MappedObject> object_;
+};
+
 // Every staged object's name starts with this; names from requests must, too.
 inline constexpr const char* kKvStagePrefix = "/headway-kv-";
 // True for a name this module could have made: the prefix and no further '/'. A request naming
@@ -46,5 +69,8 @@ std::string kv_stage_name(uint32_t engine, uint64_t request);
 // Removes staged objects whose writing process no longer runs (it crashed before anyone read
 // them). Returns how many. Called when an engine process starts.
 size_t sweep_orphaned_kv_stages();
+// Removes this process's staged objects that nobody read within `max_age_s` of being written
+// (the request was given up, or its decode process died before reading it). Returns how many.
+size_t sweep_expired_kv_stages(double max_age_s);
 
 }  // namespace headway::serving

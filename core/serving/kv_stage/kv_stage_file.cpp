@@ -9,17 +9,21 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 namespace headway::serving {
-namespace {
 
-// A mapping of a whole shared-memory object, unmapped and closed on scope exit.
+// A mapping of a shared-memory object, unmapped and closed on scope exit.
 class MappedObject {
  public:
+  // Reading (create false): `bytes` is how many the object must hold at least, or kWhole to map
+  // all it holds.
+  static constexpr size_t kWhole = static_cast<size_t>(-1);
   MappedObject(const std::string& name, bool create, size_t bytes) {
     fd_ = create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
                  : ::shm_open(name.c_str(), O_RDONLY, 0);
@@ -39,7 +43,9 @@ class MappedObject {
     }
     if (!create) {
       struct stat st {};
-      if (::fstat(fd_, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+      const bool whole = bytes == kWhole;
+      if (whole && ::fstat(fd_, &st) == 0) bytes = static_cast<size_t>(st.st_size);
+      if (!whole && (::fstat(fd_, &st) != 0 || static_cast<size_t>(st.st_size) < bytes)) {
         error_ = fmt::format("{} holds {} bytes, not the {} its blocks need", name,
                              static_cast<long long>(st.st_size), bytes);
         return;
@@ -65,6 +71,7 @@ class MappedObject {
   const std::string& error() const { return error_; }
   bool created() const { return created_; }
   unsigned char* data() const { return data_; }
+  size_t size() const { return bytes_; }
 
  private:
   int fd_ = -1;
@@ -72,6 +79,37 @@ class MappedObject {
   size_t bytes_ = 0;
   bool created_ = false;
   std::string error_;
+};
+
+StagedBytes::StagedBytes(const std::string& name)
+    : object_(std::make_unique<MappedObject>(name, /*create=*/false, MappedObject::kWhole)) {}
+StagedBytes::~StagedBytes() = default;
+const std::string& StagedBytes::error() const { return object_->error(); }
+std::span<const unsigned char> StagedBytes::bytes() const {
+  return {object_->data(), object_->size()};
+}
+
+namespace {
+
+// The bytes a usable stage's blocks are read from: fetched from another host, or its object here.
+struct StageSource {
+  explicit StageSource(const KvStage& stage) {
+    const size_t bytes = stage.block_count * stage.block_bytes;
+    if (stage.fetched != nullptr) {
+      if (stage.fetched->size() != bytes) {
+        error = fmt::format("{} bytes were fetched for {} blocks of {}", stage.fetched->size(),
+                            stage.block_count, stage.block_bytes);
+      }
+      data = stage.fetched->data();
+      return;
+    }
+    mapping.emplace(stage.shm_name, /*create=*/false, bytes);
+    error = mapping->error();
+    data = mapping->data();
+  }
+  std::optional<MappedObject> mapping;
+  const unsigned char* data = nullptr;
+  std::string error;
 };
 
 }  // namespace
@@ -95,8 +133,13 @@ KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
     std::memcpy(object.data() + i * memory.block_bytes, base + blocks[i] * memory.block_stride,
                 memory.block_bytes);
   }
-  return KvStage{name, computed_tokens, static_cast<uint32_t>(blocks.size()), memory.block_bytes,
-                 block_size};
+  KvStage stage;
+  stage.shm_name = name;
+  stage.computed_tokens = computed_tokens;
+  stage.block_count = static_cast<uint32_t>(blocks.size());
+  stage.block_bytes = memory.block_bytes;
+  stage.block_size = block_size;
+  return stage;
 }
 
 std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
@@ -113,7 +156,9 @@ std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
     return fmt::format("{} blocks cannot hold exactly {} computed tokens", stage.block_count,
                        stage.computed_tokens);
   }
-  MappedObject object(stage.shm_name, /*create=*/false, 0);
+  if (!stage.unusable.empty()) return stage.unusable;
+  if (stage.fetched != nullptr) return StageSource(stage).error;
+  MappedObject object(stage.shm_name, /*create=*/false, 0);  // exists, without mapping it
   return object.error();
 }
 
@@ -122,13 +167,13 @@ std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
   if (blocks.size() < stage.block_count) {
     return fmt::format("{} blocks reserved for {} staged", blocks.size(), stage.block_count);
   }
-  MappedObject object(stage.shm_name, /*create=*/false, stage.block_count * stage.block_bytes);
-  if (!object.error().empty()) return object.error();
+  const StageSource source(stage);
+  if (!source.error.empty()) return source.error;
   auto* base = static_cast<unsigned char*>(memory.base);
   for (uint32_t i = 0; i < stage.block_count; ++i) {
     const uint64_t to = blocks[i] * memory.block_stride;
     if (to + stage.block_bytes > memory.bytes) return "a reserved block lies outside the KV cache";
-    std::memcpy(base + to, object.data() + i * stage.block_bytes, stage.block_bytes);
+    std::memcpy(base + to, source.data + i * stage.block_bytes, stage.block_bytes);
   }
   return {};
 }
@@ -148,6 +193,32 @@ std::string kv_stage_name(uint32_t engine, uint64_t request) {
     return (static_cast<uint64_t>(device()) << 32) ^ device();
   }();
   return fmt::format("{}{}-{:016x}-{}-{}", kKvStagePrefix, ::getpid(), nonce, engine, request);
+}
+
+bool kv_stage_is_here(const std::string& name) {
+  const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+size_t sweep_expired_kv_stages(double max_age_s) {
+  size_t removed = 0;
+  std::error_code error;
+  const std::string prefix =
+      fmt::format("{}{}-", std::string(kKvStagePrefix).substr(1), ::getpid());
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(prefix, 0) != 0) continue;
+    const auto changed = std::filesystem::last_write_time(entry.path(), error);
+    if (error) continue;  // removed meanwhile
+    if (std::chrono::duration<double>(now - changed).count() >= max_age_s) {
+      discard_kv_stage("/" + file);
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 size_t sweep_orphaned_kv_stages() {

@@ -1,0 +1,98 @@
+// Staged KV objects (kv_stage_file.h): the names a request may carry, and the two sweeps that keep
+// /dev/shm from filling with objects nobody will read.
+#include "kv_stage_file.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv_stage_janitor.h"
+
+namespace headway::serving {
+namespace {
+
+KvStage stage_one_block(const std::string& name, std::vector<unsigned char>& cache) {
+  hw_memory_desc memory{};
+  memory.base = cache.data();
+  memory.bytes = cache.size();
+  memory.kind = HW_MEMORY_HOST;
+  memory.device_id = -1;
+  memory.block_bytes = cache.size();
+  memory.block_stride = cache.size();
+  const std::vector<uint32_t> blocks = {0};
+  return write_kv_stage(name, memory, blocks, 4, 16);
+}
+
+TEST(KvStageName, OnlyNamesWithThePrefixAndNoFurtherSlash) {
+  EXPECT_TRUE(is_kv_stage_name(kv_stage_name(0, 1)));
+  EXPECT_FALSE(is_kv_stage_name("/headway-kv-"));
+  EXPECT_FALSE(is_kv_stage_name("/headway-kv-1/../x"));
+  EXPECT_FALSE(is_kv_stage_name("/dev-shm-other"));
+  EXPECT_NE(kv_stage_name(0, 1), kv_stage_name(1, 1));
+}
+
+TEST(SweepExpiredKvStages, RemovesOnlyThisProcesssObjectsOlderThanTheLifetime) {
+  std::vector<unsigned char> cache(256, 3);
+  const std::string mine = kv_stage_name(0, 424242);
+  stage_one_block(mine, cache);
+  // Another (running) process's object: pid 1 always runs.
+  const std::string theirs = std::string(kKvStagePrefix) + "1-0000000000000000-0-424242";
+  const int fd = ::shm_open(theirs.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+
+  EXPECT_EQ(sweep_expired_kv_stages(3600.0), 0u);  // young: kept
+  EXPECT_TRUE(kv_stage_is_here(mine));
+  EXPECT_GE(sweep_expired_kv_stages(0.0), 1u);
+  EXPECT_FALSE(kv_stage_is_here(mine));
+  EXPECT_TRUE(kv_stage_is_here(theirs)) << "never another process's object";
+  EXPECT_EQ(sweep_orphaned_kv_stages(), 0u) << "pid 1 runs: not an orphan";
+  EXPECT_TRUE(kv_stage_is_here(theirs));
+  discard_kv_stage(theirs);
+}
+
+TEST(KvStageJanitor, SweepsOnItsPeriod) {
+  std::vector<unsigned char> cache(256, 5);
+  const std::string name = kv_stage_name(0, 434343);
+  stage_one_block(name, cache);
+  {
+    KvStageJanitor janitor(std::chrono::milliseconds(10), std::chrono::seconds(0));
+    for (int i = 0; i < 1000 && kv_stage_is_here(name); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }  // the destructor joins the thread
+  EXPECT_FALSE(kv_stage_is_here(name));
+  discard_kv_stage(name);
+}
+
+TEST(ReadKvStage, SaysWhyAStageCannotBeUsed) {
+  std::vector<unsigned char> cache(256, 7);
+  KvStage stage = stage_one_block(kv_stage_name(0, 454545), cache);
+  hw_memory_desc memory{};
+  memory.base = cache.data();
+  memory.bytes = cache.size();
+  memory.kind = HW_MEMORY_HOST;
+  memory.block_bytes = cache.size();
+  memory.block_stride = cache.size();
+  EXPECT_EQ(kv_stage_problem(stage, memory, 16), "");
+  EXPECT_NE(kv_stage_problem(stage, memory, 32).find("16 tokens"), std::string::npos);
+  KvStage failed = stage;
+  failed.unusable = "fetching it from h:1 failed: reset";
+  EXPECT_EQ(kv_stage_problem(failed, memory, 16), failed.unusable);
+  KvStage short_fetch = stage;
+  short_fetch.fetched = std::make_shared<const std::vector<unsigned char>>(100, 0);
+  EXPECT_NE(kv_stage_problem(short_fetch, memory, 16).find("100 bytes were fetched"),
+            std::string::npos);
+  discard_kv_stage(stage.shm_name);
+  EXPECT_NE(kv_stage_problem(stage, memory, 16).find("No such file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headway::serving

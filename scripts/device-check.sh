@@ -25,8 +25,9 @@ log "configure ($build, Release, sm_90a)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90a >"$work/configure.log" 2>&1 || { tail -50 "$work/configure.log"; exit 1; }
 targets=(headway_model_cuda headway_model_cpu headway_scheduler_chunked headway_router_single
-         headway_kv_transport_nccl cuda_model_config_test cuda_step_plan_test cuda_kernels_test
-         cuda_model_test nccl_transport_test cuda_benchmark)
+         headway_kv_transport_nccl headway_kv_transport_host_copy cuda_model_config_test
+         cuda_step_plan_test cuda_kernels_test cuda_model_test nccl_transport_test
+         host_copy_device_test cuda_benchmark)
 log "build ${targets[*]} (-j$jobs)"
 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$work/build.log" 2>&1 \
   || { tail -80 "$work/build.log"; exit 1; }
@@ -38,7 +39,7 @@ log "GPU: $(cat "$work/gpu.txt")"
 
 status=0
 for t in cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test \
-    nccl_transport_test; do
+    nccl_transport_test host_copy_device_test; do
   log "test $t"
   if ! timeout 180 "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
       >"$work/$t.log" 2>&1; then
@@ -65,7 +66,7 @@ print(f"GPU: {open(os.path.join(work, 'gpu.txt')).read().strip()}  ")
 print(f"Result: {'PASS' if status == 0 else 'FAIL'} in {seconds} s  \n")
 print("## Tests\n\n| binary | tests | failures | skipped |\n|---|---|---|---|")
 for t in ["cuda_model_config_test", "cuda_step_plan_test", "cuda_kernels_test", "cuda_model_test",
-          "nccl_transport_test"]:
+          "nccl_transport_test", "host_copy_device_test"]:
     try:
         j = json.load(open(os.path.join(work, t + ".json")))
         skipped = sum(1 for s in j["testsuites"] for c in s["testsuite"] if c.get("result") == "SKIPPED")

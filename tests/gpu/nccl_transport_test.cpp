@@ -21,43 +21,16 @@
 
 #include "../unit/test_support/built_plugins.h"
 #include "gpu_test_support.h"
+#include "transport_harness.h"
 
 namespace headway::gpu_test {
 namespace {
 
-class Transport {
+// The nccl plugin as core::Cluster loads it.
+class Transport : public LoadedTransport {
  public:
-  Transport() : host_("kv_transport", &clock_) {
-    const core::LoadedPlugin& plugin = test::built_plugins().load_path(
-        std::filesystem::path(HEADWAY_PLUGIN_DIR) / "headway_kv_transport_nccl.so");
-    toml::table table = toml::parse("timeout_s = 20.0", std::string_view("test.toml"));
-    core::PluginChoice choice;
-    choice.where = "test.toml: kv_transport";
-    choice.plugin = &plugin;
-    choice.options = std::make_shared<const core::PluginOptions>(core::PluginOptions::from_toml(
-        *plugin.descriptor, &table, "test.toml: kv_transport.options"));
-    transport_ = std::make_unique<core::KvTransportInstance>(choice, host_);
-  }
-  core::KvTransportInstance& operator*() { return *transport_; }
-
- private:
-  core::VirtualClock clock_;
-  core::HostServices host_;
-  std::unique_ptr<core::KvTransportInstance> transport_;
+  Transport() : LoadedTransport("headway_kv_transport_nccl.so", "timeout_s = 20.0") {}
 };
-
-core::KvTransportInstance::Progress wait(core::KvTransportInstance& t, uint64_t handle) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (;;) {
-    auto p = t.poll(handle);
-    if (p.state != HW_TRANSFER_PENDING) return p;
-    if (std::chrono::steady_clock::now() > give_up) {
-      ADD_FAILURE() << "transfer still pending after 60 s";
-      return p;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-}
 
 TEST(NcclTransport, RejectsHostMemoryAndBlocksOutsideTheRegion) {
   Transport transport;
@@ -96,62 +69,21 @@ TEST(NcclTransport, RejectsHostMemoryAndBlocksOutsideTheRegion) {
   }
 }
 
-// Fills `blocks` blocks with distinct bytes on `device`, copies a scrambled list to another buffer
-// on `to`, and checks every copied block byte for byte.
-void round_trip(int from, int to) {
-  const uint64_t block = 4096, count = 16;
-  std::vector<uint8_t> pattern(block * count);
-  std::iota(pattern.begin(), pattern.end(), uint8_t{7});
-  for (size_t i = 0; i < pattern.size(); i += block) pattern[i] = static_cast<uint8_t>(i / block);
-  void* src = nullptr;
-  void* dst = nullptr;
-  check(cudaSetDevice(from), "cudaSetDevice");
-  check(cudaMalloc(&src, pattern.size()), "cudaMalloc");
-  check(cudaMemcpy(src, pattern.data(), pattern.size(), cudaMemcpyHostToDevice), "upload");
-  check(cudaSetDevice(to), "cudaSetDevice");
-  check(cudaMalloc(&dst, pattern.size()), "cudaMalloc");
-  check(cudaMemset(dst, 0, pattern.size()), "cudaMemset");
-  const std::vector<uint32_t> sb = {3, 0, 15, 7}, db = {1, 2, 14, 9};
-  Transport transport;
-  hw_kv_transfer t{sizeof(hw_kv_transfer),
-                   1,
-                   hw_memory_desc{src, pattern.size(), HW_MEMORY_DEVICE, from, block, block},
-                   hw_memory_desc{dst, pattern.size(), HW_MEMORY_DEVICE, to, block, block},
-                   sb.data(),
-                   db.data(),
-                   4,
-                   0,
-                   1};
-  const auto p = wait(*transport, (*transport).start(t));
-  ASSERT_EQ(p.state, HW_TRANSFER_DONE);
-  EXPECT_GT(p.seconds, 0.0);
-  std::vector<uint8_t> got(pattern.size());
-  check(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost), "download");
-  for (size_t i = 0; i < sb.size(); ++i) {
-    EXPECT_TRUE(std::equal(got.begin() + db[i] * block, got.begin() + (db[i] + 1) * block,
-                           pattern.begin() + sb[i] * block))
-        << "block " << sb[i] << " -> " << db[i];
-  }
-  EXPECT_EQ(got[0], 0) << "an untouched block was written";
-  cudaFree(dst);
-  check(cudaSetDevice(from), "cudaSetDevice");
-  cudaFree(src);
-}
-
 TEST(NcclTransport, CopiesBlocksWithinOneGpu) {
   HW_SKIP_WITHOUT_CUDA();
-  round_trip(0, 0);
+  Transport transport;
+  round_trip(*transport, 0, 0);
 }
 
 TEST(NcclTransport, SendsBlocksBetweenTwoGpus) {
   HW_SKIP_WITHOUT_CUDA();
-  int count = 0;
-  cudaGetDeviceCount(&count);
+  const int count = visible_devices();
   if (count < 2) {
     GTEST_SKIP() << "the NCCL transfer test needs 2 CUDA devices, " << count << " visible";
   }
-  round_trip(0, 1);
-  round_trip(1, 0);
+  Transport transport;
+  round_trip(*transport, 0, 1);
+  round_trip(*transport, 1, 0);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // KV transport that moves blocks between engines of one process through host memory.
 //
 // Two modes, chosen per transfer by the memory it is given:
-// - real bytes (both sides HOST): the blocks are copied by a worker thread, so transfers overlap
-//   with the engines' steps; the duration reported is the measured copy time;
+// - real bytes: the blocks are copied by a worker thread, so transfers overlap with the engines'
+//   steps; the duration reported is the measured copy time. Host to host with memcpy; when either
+//   side is GPU memory (builds with CUDA only, device_copy.h) with cudaMemcpyAsync on dedicated
+//   streams, through a pinned host buffer between two GPUs;
 // - simulated (either side NONE, as with the sim model): nothing is copied and the duration comes
 //   from a bandwidth + latency model of the link the deployment names (presets below), which the
 //   simulator adds to the virtual clock.
@@ -17,6 +19,10 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+
+#if HEADWAY_HOST_COPY_CUDA
+#include "device_copy.h"
+#endif
 
 namespace {
 
@@ -56,7 +62,8 @@ constexpr LinkPreset kPresets[] = {{"nvlink", 450.0, 5.0},
 
 class HostCopyTransport final : public headway::sdk::KvTransport {
  public:
-  HostCopyTransport(const headway::sdk::Host&, const headway::sdk::Options& options) {
+  HostCopyTransport(const headway::sdk::Host& host, const headway::sdk::Options& options)
+      : host_(host) {
     const std::string link = options.get_string("link");
     double gb_per_s = options.get_double("bandwidth_gb_per_s");
     double latency_us = options.get_double("latency_us");
@@ -86,10 +93,9 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
 
   uint64_t start(const hw_kv_transfer& t) override {
     const bool simulated = t.source.kind == HW_MEMORY_NONE || t.destination.kind == HW_MEMORY_NONE;
-    if (!simulated && (t.source.kind != HW_MEMORY_HOST || t.destination.kind != HW_MEMORY_HOST)) {
-      throw Error(HW_UNIMPLEMENTED,
-                  "host_copy: device memory needs a CUDA-enabled transport (this one copies host "
-                  "memory)");
+    if (!simulated) {
+      check_memory(t.source, "source");
+      check_memory(t.destination, "destination");
     }
     if (t.block_count > 0 && (t.source_blocks == nullptr || t.destination_blocks == nullptr)) {
       throw Error(HW_INVALID_ARGUMENT, "host_copy: block lists are NULL");
@@ -104,7 +110,8 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
     Job& job = jobs_[handle];
     job.transfer = t;
     if (simulated) {
-      const double bytes = static_cast<double>(t.block_count) * t.source.block_bytes;
+      const double bytes =
+          static_cast<double>(t.block_count) * static_cast<double>(t.source.block_bytes);
       job.state = HW_TRANSFER_DONE;
       job.seconds = latency_s_ + bytes / bytes_per_s_;
       return handle;
@@ -145,7 +152,11 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
       const hw_kv_transfer t = jobs_[handle].transfer;
       lock.unlock();
       const auto begin = std::chrono::steady_clock::now();
-      bool ok = copy(t);
+      const std::string error = copy(t);
+      const bool ok = error.empty();
+      if (!ok)
+        host_.log(HW_LOG_WARN,
+                  "host_copy: transfer " + std::to_string(handle) + " failed: " + error);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
       lock.lock();
@@ -155,19 +166,55 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
     }
   }
 
-  static bool copy(const hw_kv_transfer& t) {
-    const auto* src = static_cast<const unsigned char*>(t.source.base);
-    auto* dst = static_cast<unsigned char*>(t.destination.base);
+  // HOST anywhere; DEVICE (with a device id) only where the plugin was built with CUDA.
+  static void check_memory(const hw_memory_desc& m, const char* side) {
+    if (m.kind == HW_MEMORY_HOST) return;
+    if (m.kind != HW_MEMORY_DEVICE) {
+      throw Error(HW_INVALID_ARGUMENT, std::string("host_copy: ") + side +
+                                           " memory of unknown kind " + std::to_string(m.kind));
+    }
+#if HEADWAY_HOST_COPY_CUDA
+    if (m.device_id < 0) {
+      throw Error(HW_INVALID_ARGUMENT, std::string("host_copy: ") + side +
+                                           " device memory without a device id (" +
+                                           std::to_string(m.device_id) + ")");
+    }
+#else
+    throw Error(HW_UNIMPLEMENTED, std::string("host_copy: ") + side +
+                                      " is device memory, and this build of the plugin has no "
+                                      "CUDA (configure with HEADWAY_CUDA=ON)");
+#endif
+  }
+
+  // Every block lies inside its region (checked before any byte moves); then the copy. Returns
+  // what failed, or an empty string. Worker thread only.
+  std::string copy(const hw_kv_transfer& t) {
     const uint64_t block = t.source.block_bytes;
     for (uint32_t i = 0; i < t.block_count; ++i) {
       const uint64_t from = t.source_blocks[i] * t.source.block_stride;
       const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
-      if (from + block > t.source.bytes || to + block > t.destination.bytes) return false;
-      std::memcpy(dst + to, src + from, block);
+      if (from + block > t.source.bytes || to + block > t.destination.bytes) {
+        return "block " + std::to_string(i) + " lies outside its KV region";
+      }
     }
-    return true;
+#if HEADWAY_HOST_COPY_CUDA
+    if (t.source.kind == HW_MEMORY_DEVICE || t.destination.kind == HW_MEMORY_DEVICE) {
+      return device_copier_.copy(t);
+    }
+#endif
+    const auto* src = static_cast<const unsigned char*>(t.source.base);
+    auto* dst = static_cast<unsigned char*>(t.destination.base);
+    for (uint32_t i = 0; i < t.block_count; ++i) {
+      std::memcpy(dst + t.destination_blocks[i] * t.destination.block_stride,
+                  src + t.source_blocks[i] * t.source.block_stride, block);
+    }
+    return {};
   }
 
+  const headway::sdk::Host host_;
+#if HEADWAY_HOST_COPY_CUDA
+  headway::kv_transports::host_copy::DeviceCopier device_copier_;  // the worker thread's
+#endif
   double bytes_per_s_ = 0.0;
   double latency_s_ = 0.0;
   std::mutex mutex_;
@@ -182,4 +229,7 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
 }  // namespace
 
 HEADWAY_EXPORT_KV_TRANSPORT(HostCopyTransport, "org.headway.kv_transport.host_copy", "host_copy",
-                            "0.1.0", "Moves KV blocks through host memory in one process", kOptions)
+                            "0.2.0",
+                            "Moves KV blocks between engines of one process: host memory, or GPU "
+                            "memory (through pinned host memory between two GPUs)",
+                            kOptions)

@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace headway::core {
@@ -449,18 +450,45 @@ TEST(HostCopyFailures, NullBlockListsAreRefused) {
   EXPECT_THAT(e.what(), HasSubstr("NULL"));
 }
 
-TEST(HostCopyFailures, DeviceMemoryIsUnimplemented) {
+// Device memory: a plugin built with CUDA copies it (byte-exactness is checked on a GPU by
+// tests/gpu/host_copy_device_test.cpp); on a machine without a GPU its transfers fail, and the
+// transport keeps copying host memory. A plugin built without CUDA refuses it at start().
+TEST(HostCopyFailures, DeviceMemoryNeedsCudaAndAGpu) {
   TransportHarness t;
   HostRegion host(8, 64, 64, 1);
-  int fake_device_memory = 0;  // never dereferenced
-  const hw_memory_desc device{&fake_device_memory, 8 * 64, HW_MEMORY_DEVICE, 0, 64, 64};
+  std::vector<unsigned char> not_on_a_gpu(8 * 64);  // what a broken caller might pass
+  const hw_memory_desc device{not_on_a_gpu.data(), 8 * 64, HW_MEMORY_DEVICE, 0, 64, 64};
   const std::vector<uint32_t> blocks = {0, 1};
-  for (auto [source, destination] : {std::pair{device, host.desc()}, std::pair{host.desc(), device},
-                                     std::pair{device, device}}) {
-    Error e = error_of([&] { t->start(transfer_of(source, destination, blocks, blocks)); });
-    EXPECT_EQ(e.code(), HW_UNIMPLEMENTED);
-    EXPECT_THAT(e.what(), HasSubstr("device memory"));
+  hw_memory_desc unknown = host.desc();
+  unknown.kind = 7;
+  Error e = error_of([&] { t->start(transfer_of(unknown, host.desc(), blocks, blocks)); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("source memory of unknown kind 7"));
+  const std::vector<std::pair<hw_memory_desc, hw_memory_desc>> pairs = {
+      {device, host.desc()}, {host.desc(), device}, {device, device}};
+#if HEADWAY_HOST_COPY_CUDA
+  hw_memory_desc no_id = device;
+  no_id.device_id = -1;
+  e = error_of([&] { t->start(transfer_of(host.desc(), no_id, blocks, blocks)); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("destination device memory without a device id"));
+  if (std::filesystem::exists("/dev/nvidiactl")) {
+    GTEST_SKIP() << "a GPU driver is present: tests/gpu covers device copies";
   }
+  for (const auto& [source, destination] : pairs) {
+    const uint64_t handle = t->start(transfer_of(source, destination, blocks, blocks));
+    EXPECT_EQ(wait(*t, handle).state, HW_TRANSFER_FAILED);
+  }
+  HostRegion other(8, 64, 64, 2);
+  const uint64_t handle = t->start(transfer_of(host.desc(), other.desc(), blocks, blocks));
+  EXPECT_EQ(wait(*t, handle).state, HW_TRANSFER_DONE) << "host copies still work";
+#else
+  for (const auto& [source, destination] : pairs) {
+    e = error_of([&] { t->start(transfer_of(source, destination, blocks, blocks)); });
+    EXPECT_EQ(e.code(), HW_UNIMPLEMENTED);
+    EXPECT_THAT(e.what(), HasSubstr("no CUDA"));
+  }
+#endif
 }
 
 TEST(HostCopyOptions, CustomLinkWithoutBandwidthIsRefused) {

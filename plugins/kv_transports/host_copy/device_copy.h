@@ -1,0 +1,43 @@
+// host_copy's path for KV in GPU memory (built only with CUDA): blocks move with cudaMemcpyAsync
+// on a dedicated non-blocking stream per device, so the copies never wait behind (or stall) the
+// model's own streams; between two GPUs they go through a pinned host buffer (device -> pinned
+// host -> device), which needs no peer access between the devices.
+//
+// Ownership: owns its streams and the pinned buffer, released at destruction.
+// Threading: one thread at a time (host_copy's worker thread).
+#pragma once
+
+#include <headway/abi.h>
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+struct CUstream_st;
+
+namespace headway::kv_transports::host_copy {
+
+class DeviceCopier {
+ public:
+  DeviceCopier() = default;
+  ~DeviceCopier();
+  DeviceCopier(const DeviceCopier&) = delete;
+  DeviceCopier& operator=(const DeviceCopier&) = delete;
+
+  // Copies the transfer's blocks (at least one side in device memory; block ranges already
+  // checked) and waits for the copies to land. Returns an empty string, or what failed.
+  std::string copy(const hw_kv_transfer& t);
+
+  // Bytes of the pinned buffer that stages copies between two GPUs.
+  static constexpr size_t kStagingBytes = size_t{16} << 20;
+
+ private:
+  // The dedicated stream of `device` (created on first use); null with `error` set on failure.
+  CUstream_st* stream_of(int device, std::string& error);
+  std::string copy_between_devices(const hw_kv_transfer& t);
+
+  std::map<int, CUstream_st*> streams_;  // by device
+  void* staging_ = nullptr;              // pinned, kStagingBytes
+};
+
+}  // namespace headway::kv_transports::host_copy

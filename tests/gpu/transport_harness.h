@@ -66,19 +66,19 @@ inline core::KvTransportInstance::Progress wait(core::KvTransportInstance& t, ui
   }
 }
 
-// 16 blocks of 4 KiB on GPU `device`, or in host memory when device < 0.
+// `count` blocks of `block` bytes on GPU `device`, or in host memory when device < 0.
 class BlockRegion {
  public:
-  static constexpr uint64_t kBlock = 4096;
-  static constexpr uint64_t kCount = 16;
-  explicit BlockRegion(int device) : device_(device) {
+  BlockRegion(int device, uint64_t block, uint64_t count)
+      : device_(device), block_(block), bytes_(block * count) {
     if (device < 0) {
-      host_.assign(kBlock * kCount, 0);
+      host_.assign(bytes_, 0);
       return;
     }
     check(cudaSetDevice(device), "cudaSetDevice");
-    check(cudaMalloc(&device_bytes_, kBlock * kCount), "cudaMalloc");
-    check(cudaMemset(device_bytes_, 0, kBlock * kCount), "cudaMemset");
+    check(cudaMalloc(&device_bytes_, bytes_), "cudaMalloc");
+    check(cudaMemset(device_bytes_, 0, bytes_), "cudaMemset");
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   ~BlockRegion() {
     if (device_bytes_ != nullptr) {
@@ -94,34 +94,43 @@ class BlockRegion {
       host_ = bytes;
       return;
     }
+    check(cudaSetDevice(device_), "cudaSetDevice");
     check(cudaMemcpy(device_bytes_, bytes.data(), bytes.size(), cudaMemcpyHostToDevice), "upload");
+    // From pageable memory cudaMemcpy may return before the DMA lands, and the transports copy on
+    // non-blocking streams, which do not wait for the legacy stream.
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   std::vector<uint8_t> read() const {
     if (device_ < 0) return host_;
-    std::vector<uint8_t> out(kBlock * kCount);
+    std::vector<uint8_t> out(bytes_);
+    check(cudaSetDevice(device_), "cudaSetDevice");
     check(cudaMemcpy(out.data(), device_bytes_, out.size(), cudaMemcpyDeviceToHost), "download");
     return out;
   }
   hw_memory_desc desc() {
     void* base = device_ < 0 ? static_cast<void*>(host_.data()) : device_bytes_;
-    return hw_memory_desc{base,    kBlock * kCount, device_ < 0 ? HW_MEMORY_HOST : HW_MEMORY_DEVICE,
-                          device_, kBlock,          kBlock};
+    return hw_memory_desc{base,    bytes_, device_ < 0 ? HW_MEMORY_HOST : HW_MEMORY_DEVICE,
+                          device_, block_, block_};
   }
 
  private:
   int device_;
+  uint64_t block_;
+  uint64_t bytes_;
   std::vector<uint8_t> host_;
   void* device_bytes_ = nullptr;
 };
 
-// Copies a scrambled block list from a region on `from` to one on `to` (a device, or -1 for host
-// memory) with `transport`, and checks every copied block byte for byte and an untouched one.
-inline void round_trip(core::KvTransportInstance& transport, int from, int to) {
-  constexpr uint64_t block = BlockRegion::kBlock;
-  std::vector<uint8_t> pattern(block * BlockRegion::kCount);
+// Copies a scrambled list of 4 of 16 blocks of `block` bytes from a region on `from` to one on
+// `to` (a device, or -1 for host memory) with `transport`, and checks every copied block byte for
+// byte and an untouched one.
+inline void round_trip(core::KvTransportInstance& transport, int from, int to,
+                       uint64_t block = 4096) {
+  constexpr uint64_t kCount = 16;
+  std::vector<uint8_t> pattern(block * kCount);
   std::iota(pattern.begin(), pattern.end(), uint8_t{7});
   for (size_t i = 0; i < pattern.size(); i += block) pattern[i] = static_cast<uint8_t>(i / block);
-  BlockRegion source(from), destination(to);
+  BlockRegion source(from, block, kCount), destination(to, block, kCount);
   source.fill(pattern);
   const std::vector<uint32_t> sb = {3, 0, 15, 7}, db = {1, 2, 14, 9};
   const hw_kv_transfer t{

@@ -306,12 +306,12 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
 // A prefill engine process, a decode engine process and a router process with the disaggregated
 // router in front of them, plus a fourth process serving the same checkpoint alone (the reference
 // for the tokens). `decode_block_size` other than 16 gives the decode process another KV layout,
-// so that it cannot use the staged KV and must prefill the request itself; `decode_server` adds
-// keys to the decode process's [server] table.
+// so that it cannot use the staged KV and must prefill the request itself; `engine_server` adds
+// keys to both engine processes' [server] tables.
 class DisaggregatedProcesses {
  public:
   DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size,
-                         const std::string& decode_server = "") {
+                         const std::string& engine_server = "") {
     const std::string scheduler =
         "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }\n";
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
@@ -319,12 +319,11 @@ class DisaggregatedProcesses {
     std::vector<int> ports;
     for (const uint32_t block_size : {16u, decode_block_size}) {
       const std::string name = ports.empty() ? "prefill" : "decode";
-      engines_.push_back(std::make_unique<ServeProcess>(
-          write_tiny_deployment(dir, name,
-                                "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
-                                    scheduler + "[server]\nrole = \"engine\"\ngrpc_port = 0\n" +
-                                    (name == "decode" ? decode_server : ""),
-                                "engine_" + name + ".toml")));
+      engines_.push_back(std::make_unique<ServeProcess>(write_tiny_deployment(
+          dir, name,
+          "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" + scheduler +
+              "[server]\nrole = \"engine\"\ngrpc_port = 0\n" + engine_server,
+          "engine_" + name + ".toml")));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
       if (!port)
         throw std::runtime_error("engine process did not start:\n" + engines_.back()->log());
@@ -423,8 +422,8 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
 }
 
 // The decode process fetches each stage over gRPC as it would from another host
-// (kv_stage_socket.h), with checksums: the same tokens, every transfer counted with its bytes,
-// nothing left in /dev/shm.
+// (kv_stage_socket.h), and the prefill process checksums every chunk: the same tokens, every
+// transfer counted with its bytes, nothing left in /dev/shm.
 TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
   TempDir dir("serve_processes_socket");
   DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16,

@@ -65,8 +65,11 @@ grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
   if (grpc::Status parsed = to_generate_input(*request, input); !parsed.ok()) return parsed;
   // Before submitting, on this call's own thread: the engine's driver only copies bytes that are
   // already on this host, it never waits for the network.
-  if (input.kv_source && engine_process_)
+  if (input.kv_source && engine_process_) {
     kv_stage_fetcher_.make_readable(*input.kv_source, context);
+    // The router gave the request up while its KV was on the way: nothing to prefill or decode.
+    if (context->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the caller went away"};
+  }
   std::shared_ptr<RequestStream> stream;
   grpc::Status submitted = guarded(*context, "Generate", [&] {
     stream = service_.submit(std::move(input));

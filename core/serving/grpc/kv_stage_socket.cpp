@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/crc.hpp>
 #include <chrono>
 #include <vector>
@@ -47,6 +48,11 @@ grpc::Status send_kv_stage(const std::string& name, bool checksums, grpc::Server
             fmt::format("shm_name: \"{}\" is not a staged KV's name (they start with \"{}\")", name,
                         kKvStagePrefix)};
   }
+  // Only what this process staged: never another process's (or another user's) object.
+  if (!is_own_kv_stage_name(name)) {
+    return {grpc::StatusCode::NOT_FOUND,
+            fmt::format("shm_name: \"{}\" was not staged by this process", name)};
+  }
   grpc::Status status = grpc::Status::OK;
   {
     const StagedBytes staged(name);
@@ -81,6 +87,24 @@ grpc::Status send_kv_stage(const std::string& name, bool checksums, grpc::Server
 KvStageFetcher::KvStageFetcher(std::string api_key, bool always)
     : api_key_(std::move(api_key)), always_(always) {}
 
+namespace {
+
+// Bytes of fetched KV held by this process, waiting to be copied into an engine's blocks: the
+// bound that keeps a decode process whose engine is full from pulling stages into its heap until
+// it runs out of memory (beyond it, requests are prefilled here instead).
+std::atomic<uint64_t> fetched_bytes_held{0};
+
+// A buffer of `bytes` that returns them to fetched_bytes_held when the last owner drops it.
+std::shared_ptr<std::vector<unsigned char>> counted_buffer(uint64_t bytes) {
+  return std::shared_ptr<std::vector<unsigned char>>(new std::vector<unsigned char>(),
+                                                     [bytes](std::vector<unsigned char>* buffer) {
+                                                       fetched_bytes_held.fetch_sub(bytes);
+                                                       delete buffer;
+                                                     });
+}
+
+}  // namespace
+
 void KvStageFetcher::make_readable(KvStage& stage, const grpc::ServerContext* parent) {
   // A name that is not a stage's is refused by the service, before anything is opened.
   if (!is_kv_stage_name(stage.shm_name)) return;
@@ -89,10 +113,31 @@ void KvStageFetcher::make_readable(KvStage& stage, const grpc::ServerContext* pa
     stage.unusable = "it is not on this host and the request does not say where it is";
     return;
   }
-  fetch(stage, parent);
+  // The layout must be self-consistent before any byte is asked for (the engine checks it
+  // against its own layout later).
+  if (std::string problem = kv_stage_layout_problem(stage); !problem.empty()) {
+    stage.unusable = std::move(problem);
+    return;
+  }
+  const uint64_t total = uint64_t{stage.block_count} * stage.block_bytes;
+  if (fetched_bytes_held.fetch_add(total) + total > kMaxFetchedKvBytes) {
+    fetched_bytes_held.fetch_sub(total);
+    stage.unusable = fmt::format(
+        "{} bytes of fetched KV already wait here for KV blocks, the most this process holds "
+        "({} bytes); this one would add {}",
+        fetched_bytes_held.load(), kMaxFetchedKvBytes, total);
+    return;
+  }
+  try {
+    fetch(stage, parent, counted_buffer(total));  // gives the bytes back when dropped
+  } catch (const std::exception& e) {  // out of memory, a gRPC exception: prefilled instead
+    stage.fetched.reset();
+    stage.unusable = fmt::format("fetching it from {} failed: {}", stage.source_address, e.what());
+  }
 }
 
-void KvStageFetcher::fetch(KvStage& stage, const grpc::ServerContext* parent) {
+void KvStageFetcher::fetch(KvStage& stage, const grpc::ServerContext* parent,
+                           std::shared_ptr<std::vector<unsigned char>> bytes) {
   const auto begin = std::chrono::steady_clock::now();
   std::unique_ptr<grpc::ClientContext> context =
       parent != nullptr ? grpc::ClientContext::FromServerContext(*parent)
@@ -106,8 +151,7 @@ void KvStageFetcher::fetch(KvStage& stage, const grpc::ServerContext* parent) {
       stub.FetchKvStage(context.get(), request);
 
   const uint64_t total = uint64_t{stage.block_count} * stage.block_bytes;
-  auto bytes = std::make_shared<std::vector<unsigned char>>();
-  bytes->reserve(total);
+  // Grown as chunks arrive (never more than the sender has), not reserved from the request.
   std::string problem;
   v1::KvChunk chunk;
   while (reader->Read(&chunk)) {
@@ -118,6 +162,8 @@ void KvStageFetcher::fetch(KvStage& stage, const grpc::ServerContext* parent) {
       }
       break;
     }
+    // The first chunk confirmed the sender holds `total` bytes: room for all of them at once.
+    if (bytes->empty()) bytes->reserve(total);
     const auto* data = reinterpret_cast<const unsigned char*>(chunk.data().data());
     bytes->insert(bytes->end(), data, data + chunk.data().size());
   }
@@ -140,6 +186,8 @@ void KvStageFetcher::fetch(KvStage& stage, const grpc::ServerContext* parent) {
 
 std::shared_ptr<grpc::Channel> KvStageFetcher::channel_to(const std::string& address) {
   std::lock_guard lock(mutex_);
+  // Addresses come from requests: keep the cache bounded (a cleared one reconnects on demand).
+  if (channels_.size() >= kMaxChannels && channels_.count(address) == 0) channels_.clear();
   std::shared_ptr<grpc::Channel>& channel = channels_[address];
   if (channel == nullptr) {
     grpc::ChannelArguments arguments;

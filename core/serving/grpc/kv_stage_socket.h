@@ -24,12 +24,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace headway::serving::grpc_frontend {
 
 inline constexpr size_t kKvChunkBytes = size_t{1} << 20;
 // How long one fetch may take before it is given up (and the request prefilled here instead).
 inline constexpr std::chrono::seconds kKvFetchTimeout{60};
+// The most fetched KV a process holds while it waits for KV blocks; beyond it, requests are
+// prefilled here instead of fetched.
+inline constexpr uint64_t kMaxFetchedKvBytes = uint64_t{4} << 30;
 
 // CRC-32 (IEEE 802.3 polynomial, zlib's) of `size` bytes.
 uint32_t kv_chunk_crc32(const void* data, size_t size);
@@ -57,9 +61,12 @@ class KvStageFetcher {
   void make_readable(KvStage& stage, const grpc::ServerContext* parent);
 
  private:
-  void fetch(KvStage& stage, const grpc::ServerContext* parent);
+  // Reads the chunks into `bytes` (empty); sets stage.fetched to it, or stage.unusable.
+  void fetch(KvStage& stage, const grpc::ServerContext* parent,
+             std::shared_ptr<std::vector<unsigned char>> bytes);
   std::shared_ptr<grpc::Channel> channel_to(const std::string& address);
 
+  static constexpr size_t kMaxChannels = 64;
   const std::string api_key_;
   const bool always_;
   std::mutex mutex_;

@@ -26,9 +26,9 @@ class MappedObject {
   static constexpr size_t kWhole = static_cast<size_t>(-1);
   MappedObject(const std::string& name, bool create, size_t bytes) {
     fd_ = create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
-                 : ::shm_open(name.c_str(), O_RDONLY, 0);
+                 : open_for_reading(name, error_);
     if (fd_ < 0) {
-      error_ = fmt::format("shm_open {}: {}", name, std::strerror(errno));
+      if (error_.empty()) error_ = fmt::format("shm_open {}: {}", name, std::strerror(errno));
       return;
     }
     created_ = create;
@@ -67,6 +67,25 @@ class MappedObject {
   }
   MappedObject(const MappedObject&) = delete;
   MappedObject& operator=(const MappedObject&) = delete;
+
+  // A descriptor of an existing stage, or -1 with `error` set. Whatever sits in /dev/shm under a
+  // stage's name is opened without blocking and without following links, and must be a regular
+  // file of this user: another user's object (or a FIFO, which would block the reader forever)
+  // is never read, sent or mapped.
+  static int open_for_reading(const std::string& name, std::string& error) {
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
+    if (fd < 0) {
+      error = fmt::format("shm_open {}: {}", name, std::strerror(errno));
+      return -1;
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+      error = fmt::format("{} is not a staged KV object of this user", name);
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
 
   const std::string& error() const { return error_; }
   bool created() const { return created_; }
@@ -142,6 +161,17 @@ KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
   return stage;
 }
 
+std::string kv_stage_layout_problem(const KvStage& stage) {
+  if (stage.block_size == 0 || stage.block_bytes == 0 ||
+      stage.block_count !=
+          (uint64_t{stage.computed_tokens} + stage.block_size - 1) / stage.block_size) {
+    return fmt::format("{} blocks of {} tokens / {} bytes cannot hold exactly {} computed tokens",
+                       stage.block_count, stage.block_size, stage.block_bytes,
+                       stage.computed_tokens);
+  }
+  return {};
+}
+
 std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
                              uint32_t block_size) {
   if (memory.kind != HW_MEMORY_HOST || memory.base == nullptr) {
@@ -151,11 +181,7 @@ std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
     return fmt::format("its blocks are {} tokens / {} bytes, this engine's {} / {}",
                        stage.block_size, stage.block_bytes, block_size, memory.block_bytes);
   }
-  if (stage.block_size == 0 ||
-      stage.block_count != (stage.computed_tokens + stage.block_size - 1) / stage.block_size) {
-    return fmt::format("{} blocks cannot hold exactly {} computed tokens", stage.block_count,
-                       stage.computed_tokens);
-  }
+  if (std::string problem = kv_stage_layout_problem(stage); !problem.empty()) return problem;
   if (!stage.unusable.empty()) return stage.unusable;
   if (stage.fetched != nullptr) return StageSource(stage).error;
   MappedObject object(stage.shm_name, /*create=*/false, 0);  // exists, without mapping it
@@ -185,18 +211,28 @@ bool is_kv_stage_name(const std::string& name) {
          name.find('/', 1) == std::string::npos;
 }
 
-std::string kv_stage_name(uint32_t engine, uint64_t request) {
+const std::string& own_kv_stage_prefix() {
   // The pid (for sweep_orphaned_kv_stages) and a per-process random part: names other processes
-  // on the host cannot guess or collide with.
-  static const uint64_t nonce = [] {
+  // on the host cannot guess or collide with (also across pid namespaces).
+  static const std::string prefix = [] {
     std::random_device device;
-    return (static_cast<uint64_t>(device()) << 32) ^ device();
+    const uint64_t nonce = (static_cast<uint64_t>(device()) << 32) ^ device();
+    return fmt::format("{}{}-{:016x}-", kKvStagePrefix, ::getpid(), nonce);
   }();
-  return fmt::format("{}{}-{:016x}-{}-{}", kKvStagePrefix, ::getpid(), nonce, engine, request);
+  return prefix;
+}
+
+std::string kv_stage_name(uint32_t engine, uint64_t request) {
+  return fmt::format("{}{}-{}", own_kv_stage_prefix(), engine, request);
+}
+
+bool is_own_kv_stage_name(const std::string& name) {
+  return is_kv_stage_name(name) && name.rfind(own_kv_stage_prefix(), 0) == 0;
 }
 
 bool kv_stage_is_here(const std::string& name) {
-  const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
+  std::string error;
+  const int fd = MappedObject::open_for_reading(name, error);
   if (fd < 0) return false;
   ::close(fd);
   return true;
@@ -205,8 +241,7 @@ bool kv_stage_is_here(const std::string& name) {
 size_t sweep_expired_kv_stages(double max_age_s) {
   size_t removed = 0;
   std::error_code error;
-  const std::string prefix =
-      fmt::format("{}{}-", std::string(kKvStagePrefix).substr(1), ::getpid());
+  const std::string prefix = own_kv_stage_prefix().substr(1);  // without the leading '/'
   const auto now = std::filesystem::file_time_type::clock::now();
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
     const std::string file = entry.path().filename().string();

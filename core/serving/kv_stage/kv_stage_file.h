@@ -25,6 +25,10 @@ KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
                        std::span<const uint32_t> blocks, uint32_t computed_tokens,
                        uint32_t block_size);
 
+// Why the stage's own numbers disagree (its block count is not what its computed tokens need in
+// blocks of its size, or a size is 0); empty when they agree.
+std::string kv_stage_layout_problem(const KvStage& stage);
+
 // Why `stage` cannot be read into `memory` (another block layout, host memory needed, the object
 // gone or shorter than it claims); empty when it can.
 std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
@@ -66,6 +70,11 @@ bool is_kv_stage_name(const std::string& name);
 // A fresh name for request `request` of engine `engine` of this process: its pid and a random
 // per-process part, so that other processes can neither guess it nor collide with it.
 std::string kv_stage_name(uint32_t engine, uint64_t request);
+// What every name kv_stage_name() makes in this process starts with
+// ("/headway-kv-<pid>-<random>-").
+const std::string& own_kv_stage_prefix();
+// True for a name this process made: the only objects FetchKvStage sends (and then removes).
+bool is_own_kv_stage_name(const std::string& name);
 // Removes staged objects whose writing process no longer runs (it crashed before anyone read
 // them). Returns how many. Called when an engine process starts.
 size_t sweep_orphaned_kv_stages();

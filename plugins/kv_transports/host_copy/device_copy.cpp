@@ -22,11 +22,14 @@ unsigned char* block_at_mut(const hw_memory_desc& m, uint32_t block) {
 }  // namespace
 
 DeviceCopier::~DeviceCopier() {
+  int current = -1;
+  const bool restore = cudaGetDevice(&current) == cudaSuccess;
   for (const auto& [device, stream] : streams_) {
     cudaSetDevice(device);
     cudaStreamDestroy(stream);
   }
   if (staging_ != nullptr) cudaFreeHost(staging_);
+  if (restore) cudaSetDevice(current);  // the destroying thread's device, as it was
 }
 
 CUstream_st* DeviceCopier::stream_of(int device, std::string& error) {
@@ -80,28 +83,41 @@ std::string DeviceCopier::copy_between_devices(const hw_kv_transfer& t) {
   cudaStream_t to = from != nullptr ? stream_of(t.destination.device_id, error) : nullptr;
   if (to == nullptr) return error;
   if (staging_ == nullptr) {
-    if (cudaError_t e = cudaMallocHost(&staging_, kStagingBytes); e != cudaSuccess) {
+    // Portable: the buffer is used by the source's and the destination's contexts.
+    if (cudaError_t e = cudaHostAlloc(&staging_, kStagingBytes, cudaHostAllocPortable);
+        e != cudaSuccess) {
       staging_ = nullptr;
-      return failed("cudaMallocHost (pinned staging buffer)", e);
+      return failed("cudaHostAlloc (pinned staging buffer)", e);
     }
   }
+  // The transfer as pieces of at most kStagingBytes (whole blocks where they fit, a larger block
+  // in several pieces), gathered into the buffer a batch at a time.
   const uint64_t block = t.source.block_bytes;
-  if (block > kStagingBytes) {
-    return "a block of " + std::to_string(block) +
-           " bytes is larger than the pinned staging "
-           "buffer (" +
-           std::to_string(kStagingBytes) + " bytes)";
-  }
-  const uint32_t per_batch = static_cast<uint32_t>(kStagingBytes / block);
+  const uint64_t piece = std::min<uint64_t>(block, kStagingBytes);
+  const uint64_t pieces_per_block = (block + piece - 1) / piece;
+  const uint64_t total_pieces = uint64_t{t.block_count} * pieces_per_block;
+  const uint64_t per_batch = kStagingBytes / piece;
   auto* staging = static_cast<unsigned char*>(staging_);
-  for (uint32_t first = 0; first < t.block_count; first += per_batch) {
-    const uint32_t count = std::min(per_batch, t.block_count - first);
-    // Device -> pinned host, then pinned host -> device; each half waits for the previous one.
+  struct Piece {
+    uint32_t index;   // in the block lists
+    uint64_t offset;  // in the block
+    uint64_t size;
+  };
+  auto piece_of = [&](uint64_t p) {
+    const uint64_t offset = (p % pieces_per_block) * piece;
+    return Piece{static_cast<uint32_t>(p / pieces_per_block), offset,
+                 std::min(piece, block - offset)};
+  };
+  for (uint64_t first = 0; first < total_pieces; first += per_batch) {
+    const uint64_t count = std::min(per_batch, total_pieces - first);
+    // Device -> pinned host, then pinned host -> device; each half waits for the previous one, so
+    // the buffer is never refilled while a copy out of it is in flight.
     cudaSetDevice(t.source.device_id);
-    for (uint32_t i = 0; i < count; ++i) {
-      const cudaError_t e =
-          cudaMemcpyAsync(staging + i * block, block_at(t.source, t.source_blocks[first + i]),
-                          block, cudaMemcpyDeviceToHost, from);
+    for (uint64_t i = 0; i < count; ++i) {
+      const Piece p = piece_of(first + i);
+      const cudaError_t e = cudaMemcpyAsync(staging + i * piece,
+                                            block_at(t.source, t.source_blocks[p.index]) + p.offset,
+                                            p.size, cudaMemcpyDeviceToHost, from);
       if (e != cudaSuccess) {
         cudaStreamSynchronize(from);
         return failed("cudaMemcpyAsync to the staging buffer", e);
@@ -111,10 +127,11 @@ std::string DeviceCopier::copy_between_devices(const hw_kv_transfer& t) {
       return failed("cudaStreamSynchronize (source GPU)", e);
     }
     cudaSetDevice(t.destination.device_id);
-    for (uint32_t i = 0; i < count; ++i) {
+    for (uint64_t i = 0; i < count; ++i) {
+      const Piece p = piece_of(first + i);
       const cudaError_t e =
-          cudaMemcpyAsync(block_at_mut(t.destination, t.destination_blocks[first + i]),
-                          staging + i * block, block, cudaMemcpyHostToDevice, to);
+          cudaMemcpyAsync(block_at_mut(t.destination, t.destination_blocks[p.index]) + p.offset,
+                          staging + i * piece, p.size, cudaMemcpyHostToDevice, to);
       if (e != cudaSuccess) {
         cudaStreamSynchronize(to);
         return failed("cudaMemcpyAsync from the staging buffer", e);

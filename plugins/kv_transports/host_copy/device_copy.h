@@ -1,7 +1,8 @@
 // host_copy's path for KV in GPU memory (built only with CUDA): blocks move with cudaMemcpyAsync
 // on a dedicated non-blocking stream per device, so the copies never wait behind (or stall) the
 // model's own streams; between two GPUs they go through a pinned host buffer (device -> pinned
-// host -> device), which needs no peer access between the devices.
+// host -> device, in pieces of at most the buffer's size), which needs no peer access between
+// the devices.
 //
 // Ownership: owns its streams and the pinned buffer, released at destruction.
 // Threading: one thread at a time (host_copy's worker thread).

@@ -100,6 +100,9 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
     if (t.block_count > 0 && (t.source_blocks == nullptr || t.destination_blocks == nullptr)) {
       throw Error(HW_INVALID_ARGUMENT, "host_copy: block lists are NULL");
     }
+    if (!simulated && t.source.block_bytes == 0) {
+      throw Error(HW_INVALID_ARGUMENT, "host_copy: blocks of 0 bytes");
+    }
     if (!simulated && t.source.block_bytes != t.destination.block_bytes) {
       throw Error(HW_INVALID_ARGUMENT, "host_copy: source and destination blocks differ in size (" +
                                            std::to_string(t.source.block_bytes) + " vs " +

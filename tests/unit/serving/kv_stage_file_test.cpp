@@ -5,9 +5,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,6 +73,26 @@ TEST(KvStageJanitor, SweepsOnItsPeriod) {
   }  // the destructor joins the thread
   EXPECT_FALSE(kv_stage_is_here(name));
   discard_kv_stage(name);
+}
+
+// What sits in /dev/shm under a stage's name is read only when this user staged it there as a
+// regular file: a FIFO planted there (which would block a reader forever) is refused at once.
+TEST(KvStageIsHere, RefusesWhatIsNotARegularObjectOfThisUser) {
+  const std::string name = kv_stage_name(0, 464646);
+  const std::string path = "/dev/shm" + name;
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  EXPECT_FALSE(kv_stage_is_here(name));
+  StagedBytes bytes(name);
+  EXPECT_NE(bytes.error().find("not a staged KV object of this user"), std::string::npos)
+      << bytes.error();
+  ::unlink(path.c_str());
+}
+
+TEST(KvStageName, OnlyThisProcesssNamesAreItsOwn) {
+  EXPECT_TRUE(is_own_kv_stage_name(kv_stage_name(3, 9)));
+  EXPECT_EQ(kv_stage_name(3, 9).rfind(own_kv_stage_prefix(), 0), 0u);
+  EXPECT_FALSE(is_own_kv_stage_name(std::string(kKvStagePrefix) + "1-0000000000000000-0-1"));
+  EXPECT_FALSE(is_own_kv_stage_name(own_kv_stage_prefix() + "0/../x"));
 }
 
 TEST(ReadKvStage, SaysWhyAStageCannotBeUsed) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -180,7 +181,7 @@ TEST_F(EngineProcessFrontend, AFailedFetchLeavesTheRequestToBePrefilledSayingWhy
 
   KvStage lying = other.stage;
   lying.source_address = address();
-  lying.block_count = 2;  // the object holds 3 blocks
+  lying.block_bytes = 2048;  // consistent numbers, but the object holds blocks of 4096
   fetcher.make_readable(lying, nullptr);
   EXPECT_THAT(lying.unusable, HasSubstr("the stage says"));
 }
@@ -196,6 +197,35 @@ TEST_F(EngineProcessFrontend, FetchKvStageRefusesNamesThatAreNotStages) {
   const grpc::Status status = reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("/etc-passwd"));
+}
+
+TEST_F(EngineProcessFrontend, FetchKvStageSendsOnlyWhatThisProcessStaged) {
+  // Another (running) process's stage on this host: pid 1's name, an object of this test.
+  const std::string theirs = std::string(kKvStagePrefix) + "1-0000000000000000-0-777";
+  StagedCache cache(2, 4096, 1);
+  ASSERT_EQ(::rename(("/dev/shm" + cache.name).c_str(), ("/dev/shm" + theirs).c_str()), 0);
+  grpc::ClientContext context;
+  authorize(context, kKey);
+  v1::FetchKvStageRequest request;
+  request.set_shm_name(theirs);
+  auto reader = stub_->FetchKvStage(&context, request);
+  v1::KvChunk chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("not staged by this process"));
+  EXPECT_TRUE(kv_stage_is_here(theirs)) << "never removed either";
+  discard_kv_stage(theirs);
+}
+
+TEST_F(EngineProcessFrontend, AStageWhoseNumbersDisagreeIsNotFetched) {
+  StagedCache cache(4, 4096, 3);
+  KvStage lying = cache.stage;
+  lying.source_address = address();
+  lying.computed_tokens = 100;  // 7 blocks of 16 tokens, not 3
+  KvStageFetcher(kKey, true).make_readable(lying, nullptr);
+  EXPECT_THAT(lying.unusable, HasSubstr("cannot hold exactly 100 computed tokens"));
+  EXPECT_TRUE(kv_stage_is_here(cache.name)) << "nothing was asked for";
 }
 
 // A frontend that faces clients never hands out staged KV.

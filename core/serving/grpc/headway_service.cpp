@@ -1,13 +1,13 @@
 #include "headway_service.h"
 
 #include <headway/serving/grpc_frontend.h>
-#include <sys/mman.h>
 
 #include <exception>
 #include <memory>
 #include <utility>
 
 #include "api_key_check.h"
+#include "kv_stage_file.h"
 #include "proto_conversion.h"
 #include "status_mapping.h"
 
@@ -106,7 +106,7 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
       // The client is gone; a request that finished anyway needs no abort, and abort() of one
       // that is no longer in flight is a harmless false. A staged KV it was to receive goes.
       if (!last) abort_quietly(service_, stream.id());
-      if (chunk.kv_stage) ::shm_unlink(chunk.kv_stage->shm_name.c_str());
+      if (chunk.kv_stage) discard_kv_stage(chunk.kv_stage->shm_name);
       return {grpc::StatusCode::CANCELLED, "the client went away while tokens were being sent"};
     }
     if (last) return grpc::Status::OK;

@@ -238,38 +238,43 @@ bool kv_stage_is_here(const std::string& name) {
   return true;
 }
 
-size_t sweep_expired_kv_stages(double max_age_s) {
+namespace {
+
+// Removes each staged object in /dev/shm whose file name (without the leading '/') starts with
+// `prefix` and for which `expired(file)` holds. Returns how many.
+template <class Expired>
+size_t remove_stages(const std::string& prefix, Expired&& expired) {
   size_t removed = 0;
   std::error_code error;
-  const std::string prefix = own_kv_stage_prefix().substr(1);  // without the leading '/'
-  const auto now = std::filesystem::file_time_type::clock::now();
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
     const std::string file = entry.path().filename().string();
-    if (file.rfind(prefix, 0) != 0) continue;
-    const auto changed = std::filesystem::last_write_time(entry.path(), error);
-    if (error) continue;  // removed meanwhile
-    if (std::chrono::duration<double>(now - changed).count() >= max_age_s) {
-      discard_kv_stage("/" + file);
-      ++removed;
-    }
+    if (file.rfind(prefix, 0) != 0 || !expired(entry, file)) continue;
+    discard_kv_stage("/" + file);
+    ++removed;
   }
   return removed;
 }
 
+}  // namespace
+
+size_t sweep_expired_kv_stages(double max_age_s) {
+  const auto now = std::filesystem::file_time_type::clock::now();
+  return remove_stages(own_kv_stage_prefix().substr(1),
+                       [&](const std::filesystem::directory_entry& entry, const std::string&) {
+                         std::error_code error;
+                         const auto changed = std::filesystem::last_write_time(entry.path(), error);
+                         return !error &&  // (removed meanwhile)
+                                std::chrono::duration<double>(now - changed).count() >= max_age_s;
+                       });
+}
+
 size_t sweep_orphaned_kv_stages() {
-  size_t removed = 0;
-  std::error_code error;
-  const std::string prefix = std::string(kKvStagePrefix).substr(1);  // without the leading '/'
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
-    const std::string file = entry.path().filename().string();
-    if (file.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(file.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
-      discard_kv_stage("/" + file);
-      ++removed;
-    }
-  }
-  return removed;
+  const std::string prefix = std::string(kKvStagePrefix).substr(1);
+  return remove_stages(
+      prefix, [&](const std::filesystem::directory_entry&, const std::string& file) {
+        const long pid = std::strtol(file.c_str() + prefix.size(), nullptr, 10);
+        return pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+      });
 }
 
 }  // namespace headway::serving

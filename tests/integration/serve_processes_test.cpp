@@ -307,7 +307,7 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
 // router in front of them, plus a fourth process serving the same checkpoint alone (the reference
 // for the tokens). `decode_block_size` other than 16 gives the decode process another KV layout,
 // so that it cannot use the staged KV and must prefill the request itself; `engine_server` adds
-// keys to both engine processes' [server] tables.
+// keys to both engine processes' [server] tables (and may add tables after it).
 class DisaggregatedProcesses {
  public:
   DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size,
@@ -422,12 +422,14 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
 }
 
 // The decode process fetches each stage over gRPC as it would from another host
-// (kv_stage_socket.h), and the prefill process checksums every chunk: the same tokens, every
+// (kv_stage_socket.h), and the prefill process checksums every chunk; both processes copy KV into
+// and out of the stages through host_copy (the path of KV on a GPU): the same tokens, every
 // transfer counted with its bytes, nothing left in /dev/shm.
 TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
   TempDir dir("serve_processes_socket");
   DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16,
-                                 "kv_stage_transport = \"socket\"\nkv_stage_checksums = true\n");
+                                 "kv_stage_transport = \"socket\"\nkv_stage_checksums = true\n"
+                                 "[kv_transport]\nplugin = \"host_copy\"\n");
   for (const std::string& prompt : disaggregation_prompts()) {
     SCOPED_TRACE(prompt.substr(0, 20));
     EXPECT_EQ(greedy_text(cluster.router_port(), prompt, true),

@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <random>
 
 namespace headway::serving {
@@ -108,57 +107,89 @@ std::span<const unsigned char> StagedBytes::bytes() const {
   return {object_->data(), object_->size()};
 }
 
-namespace {
-
-// The bytes a usable stage's blocks are read from: fetched from another host, or its object here.
-struct StageSource {
-  explicit StageSource(const KvStage& stage) {
-    const size_t bytes = stage.block_count * stage.block_bytes;
-    if (stage.fetched != nullptr) {
-      if (stage.fetched->size() != bytes) {
-        error = fmt::format("{} bytes were fetched for {} blocks of {}", stage.fetched->size(),
-                            stage.block_count, stage.block_bytes);
-      }
-      data = stage.fetched->data();
-      return;
-    }
-    mapping.emplace(stage.shm_name, /*create=*/false, bytes);
-    error = mapping->error();
-    data = mapping->data();
+KvStageWriter::KvStageWriter(const std::string& name, uint32_t block_count, uint64_t block_bytes)
+    : object_(std::make_unique<MappedObject>(name, /*create=*/true, block_count * block_bytes)),
+      name_(name),
+      block_count_(block_count),
+      block_bytes_(block_bytes) {
+  if (!object_->error().empty()) {
+    const bool created = object_->created();
+    const std::string error = object_->error();
+    object_.reset();
+    if (created) discard_kv_stage(name);  // never another process's object
+    throw core::Error("staging KV: " + error, HW_UNAVAILABLE);
   }
-  std::optional<MappedObject> mapping;
-  const unsigned char* data = nullptr;
-  std::string error;
-};
+}
 
-}  // namespace
+KvStageWriter::~KvStageWriter() {
+  if (!committed_) discard_kv_stage(name_);
+}
+
+hw_memory_desc KvStageWriter::memory() const {
+  return hw_memory_desc{object_->data(), object_->size(), HW_MEMORY_HOST, -1,
+                        block_bytes_,    block_bytes_};
+}
+
+KvStage KvStageWriter::commit(uint32_t computed_tokens, uint32_t block_size) {
+  committed_ = true;
+  KvStage stage;
+  stage.shm_name = name_;
+  stage.computed_tokens = computed_tokens;
+  stage.block_count = block_count_;
+  stage.block_bytes = block_bytes_;
+  stage.block_size = block_size;
+  return stage;
+}
 
 KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
                        std::span<const uint32_t> blocks, uint32_t computed_tokens,
                        uint32_t block_size) {
   if (memory.kind != HW_MEMORY_HOST || memory.base == nullptr) {
     throw core::Error(
-        fmt::format("{}: only KV in host memory can be staged in shared memory", name),
+        fmt::format("{}: only KV in host memory can be staged without a KV transport (KV on a GPU "
+                    "needs [kv_transport] plugin = \"host_copy\" in this process's config)",
+                    name),
         HW_UNAVAILABLE);
   }
-  const size_t bytes = blocks.size() * memory.block_bytes;
-  MappedObject object(name, /*create=*/true, bytes);
-  if (!object.error().empty()) {
-    if (object.created()) discard_kv_stage(name);  // never another process's object
-    throw core::Error("staging KV: " + object.error(), HW_UNAVAILABLE);
-  }
+  KvStageWriter writer(name, static_cast<uint32_t>(blocks.size()), memory.block_bytes);
+  auto* to = static_cast<unsigned char*>(writer.memory().base);
   const auto* base = static_cast<const unsigned char*>(memory.base);
   for (size_t i = 0; i < blocks.size(); ++i) {
-    std::memcpy(object.data() + i * memory.block_bytes, base + blocks[i] * memory.block_stride,
+    std::memcpy(to + i * memory.block_bytes, base + blocks[i] * memory.block_stride,
                 memory.block_bytes);
   }
-  KvStage stage;
-  stage.shm_name = name;
-  stage.computed_tokens = computed_tokens;
-  stage.block_count = static_cast<uint32_t>(blocks.size());
-  stage.block_bytes = memory.block_bytes;
-  stage.block_size = block_size;
-  return stage;
+  return writer.commit(computed_tokens, block_size);
+}
+
+KvStageReader::KvStageReader(const KvStage& stage)
+    : block_count_(stage.block_count), block_bytes_(stage.block_bytes) {
+  const size_t bytes = stage.block_count * stage.block_bytes;
+  if (stage.fetched != nullptr) {
+    if (stage.fetched->size() != bytes) {
+      error_ = fmt::format("{} bytes were fetched for {} blocks of {}", stage.fetched->size(),
+                           stage.block_count, stage.block_bytes);
+      return;
+    }
+    fetched_ = stage.fetched;
+    data_ = fetched_->data();
+    return;
+  }
+  mapping_ = std::make_unique<MappedObject>(stage.shm_name, /*create=*/false, bytes);
+  error_ = mapping_->error();
+  if (error_.empty()) data_ = mapping_->data();
+}
+
+KvStageReader::~KvStageReader() = default;
+
+hw_memory_desc KvStageReader::memory() const {
+  // A transport only reads its source: the const_cast does not let anything write the mapping
+  // (mapped read-only) or the fetched bytes.
+  return hw_memory_desc{const_cast<unsigned char*>(data_),
+                        data_ == nullptr ? 0 : block_count_ * block_bytes_,
+                        HW_MEMORY_HOST,
+                        -1,
+                        block_bytes_,
+                        block_bytes_};
 }
 
 std::string kv_stage_layout_problem(const KvStage& stage) {
@@ -174,8 +205,8 @@ std::string kv_stage_layout_problem(const KvStage& stage) {
 
 std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
                              uint32_t block_size) {
-  if (memory.kind != HW_MEMORY_HOST || memory.base == nullptr) {
-    return "this engine's KV is not in host memory";
+  if (memory.kind == HW_MEMORY_NONE || memory.base == nullptr) {
+    return "this engine has no KV memory to copy it into";
   }
   if (stage.block_bytes != memory.block_bytes || stage.block_size != block_size) {
     return fmt::format("its blocks are {} tokens / {} bytes, this engine's {} / {}",
@@ -183,23 +214,28 @@ std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
   }
   if (std::string problem = kv_stage_layout_problem(stage); !problem.empty()) return problem;
   if (!stage.unusable.empty()) return stage.unusable;
-  if (stage.fetched != nullptr) return StageSource(stage).error;
+  if (stage.fetched != nullptr) return KvStageReader(stage).error();
   MappedObject object(stage.shm_name, /*create=*/false, 0);  // exists, without mapping it
   return object.error();
 }
 
 std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
                           std::span<const uint32_t> blocks) {
+  if (memory.kind != HW_MEMORY_HOST || memory.base == nullptr) {
+    return "this engine's KV is not in host memory and this process has no KV transport to copy "
+           "it there ([kv_transport] plugin = \"host_copy\")";
+  }
   if (blocks.size() < stage.block_count) {
     return fmt::format("{} blocks reserved for {} staged", blocks.size(), stage.block_count);
   }
-  const StageSource source(stage);
-  if (!source.error.empty()) return source.error;
+  const KvStageReader source(stage);
+  if (!source.error().empty()) return source.error();
+  const auto* from = static_cast<const unsigned char*>(source.memory().base);
   auto* base = static_cast<unsigned char*>(memory.base);
   for (uint32_t i = 0; i < stage.block_count; ++i) {
     const uint64_t to = blocks[i] * memory.block_stride;
     if (to + stage.block_bytes > memory.bytes) return "a reserved block lies outside the KV cache";
-    std::memcpy(base + to, source.data + i * stage.block_bytes, stage.block_bytes);
+    std::memcpy(base + to, from + i * stage.block_bytes, stage.block_bytes);
   }
   return {};
 }

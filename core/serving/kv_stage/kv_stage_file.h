@@ -4,8 +4,12 @@
 // another host fetches the bytes first (kv_stage_socket.h in the gRPC frontend) and the prefill
 // process unlinks the object once it sent them.
 //
-// Only host memory can be staged (a model whose KV lives on a GPU needs a device transport).
-// Threading: plain functions; each stage is written by one thread and read by one.
+// The blocks are copied either here, by the caller's thread (write_kv_stage / read_kv_stage, host
+// memory only), or by the process's KV transport on its own thread (KvStageWriter / KvStageReader
+// describe the object as host memory the transport writes or reads; host_copy also moves KV that
+// lives on a GPU this way).
+// Threading: plain functions and single-thread objects; each stage is written by one thread and
+// read by one.
 #pragma once
 
 #include <headway/abi.h>
@@ -16,11 +20,38 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace headway::serving {
 
-// Writes `blocks` of `memory` to a new shared-memory object called `name` ("/headway-kv-...").
-// Throws core::Error naming the object when it cannot (not host memory, no space in /dev/shm).
+class MappedObject;
+
+// A new stage while its blocks are written: the object exists, is mapped writable, and memory()
+// describes it as `block_count` blocks of `block_bytes`, back to back, in host memory (a KV
+// transport's destination). commit() hands the stage out; destroyed before that, the object is
+// removed. Throws core::Error naming the object when it cannot be made (no space in /dev/shm).
+class KvStageWriter {
+ public:
+  KvStageWriter(const std::string& name, uint32_t block_count, uint64_t block_bytes);
+  ~KvStageWriter();
+  KvStageWriter(const KvStageWriter&) = delete;
+  KvStageWriter& operator=(const KvStageWriter&) = delete;
+
+  hw_memory_desc memory() const;
+  // The stage's description once its blocks are written; the object stays for its reader.
+  KvStage commit(uint32_t computed_tokens, uint32_t block_size);
+
+ private:
+  std::unique_ptr<MappedObject> object_;
+  std::string name_;
+  uint32_t block_count_ = 0;
+  uint64_t block_bytes_ = 0;
+  bool committed_ = false;
+};
+
+// Writes `blocks` of `memory` to a new shared-memory object called `name` ("/headway-kv-...") with
+// memcpy on this thread. Throws core::Error naming the object when it cannot (not host memory, no
+// space in /dev/shm).
 KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
                        std::span<const uint32_t> blocks, uint32_t computed_tokens,
                        uint32_t block_size);
@@ -29,13 +60,35 @@ KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
 // blocks of its size, or a size is 0); empty when they agree.
 std::string kv_stage_layout_problem(const KvStage& stage);
 
-// Why `stage` cannot be read into `memory` (another block layout, host memory needed, the object
-// gone or shorter than it claims); empty when it can.
+// Why `stage` cannot be read into `memory` (no KV memory, another block layout, the object gone or
+// shorter than it claims, its fetch failed); empty when it can.
 std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
                              uint32_t block_size);
 
-// Copies the stage's blocks into `blocks` of `memory` (which kv_stage_problem() accepted).
-// Returns an empty string, or why the copy failed.
+// The bytes of a stage (mapped from its object on this host, or the copy fetched from another),
+// described as `block_count` host blocks back to back: a KV transport's source, read-only, valid
+// while this lives. error() says why they cannot be read (then memory() has no base).
+class KvStageReader {
+ public:
+  explicit KvStageReader(const KvStage& stage);
+  ~KvStageReader();
+  KvStageReader(const KvStageReader&) = delete;
+  KvStageReader& operator=(const KvStageReader&) = delete;
+
+  const std::string& error() const { return error_; }
+  hw_memory_desc memory() const;
+
+ private:
+  std::unique_ptr<MappedObject> mapping_;
+  std::shared_ptr<const std::vector<unsigned char>> fetched_;
+  const unsigned char* data_ = nullptr;
+  uint32_t block_count_ = 0;
+  uint64_t block_bytes_ = 0;
+  std::string error_;
+};
+
+// Copies the stage's blocks into `blocks` of `memory` (host memory, which kv_stage_problem()
+// accepted) with memcpy on this thread. Returns an empty string, or why the copy failed.
 std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
                           std::span<const uint32_t> blocks);
 
@@ -45,7 +98,6 @@ void discard_kv_stage(const std::string& name);
 // True when an object called `name` exists on this host (its /dev/shm).
 bool kv_stage_is_here(const std::string& name);
 
-class MappedObject;
 // The bytes of staged object `name`, mapped read-only while this lives (FetchKvStage sends them
 // to a process on another host). error() says why they could not be mapped (then bytes() is
 // empty). Not copyable; one thread.

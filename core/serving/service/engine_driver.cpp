@@ -7,9 +7,8 @@
 
 #include <cmath>
 #include <exception>
+#include <numeric>
 #include <thread>
-
-#include "kv_stage_file.h"
 
 namespace headway::serving {
 namespace {
@@ -21,6 +20,12 @@ uint64_t tokens_left(const Handoff& handoff) {
   return request.max_output_tokens > request.output_tokens
              ? request.max_output_tokens - request.output_tokens
              : 0;
+}
+
+// Where a hand-off's KV comes from, for the log.
+std::string source_of(const Handoff& handoff) {
+  return handoff.staged ? "the stage " + handoff.staged->shm_name
+                        : fmt::format("engine{}", handoff.source_engine);
 }
 
 Finish finish_of(core::FinishReason reason) {
@@ -154,7 +159,7 @@ void EngineDriver::run() {
     {
       std::unique_lock lock(mutex_);
       const auto ready = [&] { return stopping_ || !inbox_.empty() || runnable_; };
-      if (arriving_.empty()) {
+      if (arriving_.empty() && staging_.empty()) {
         wake_.wait(lock, ready);
       } else {
         // KV copies in flight: poll them again soon even when nothing else happens.
@@ -186,22 +191,20 @@ void EngineDriver::run() {
       const double now = engine_.clock().now();
       for (Handoff& handoff : incoming_) drop_incoming(handoff, Finish::kAbort, now, {});
       incoming_.clear();
+      // The transport reads and writes the block lists and memory of `arriving_` and `staging_`
+      // until each copy is over: wait for them before they go.
       for (Arriving& arriving : arriving_) {
-        // The transport reads the block lists in `arriving` (and writes our blocks) until the copy
-        // is over: wait for it before they go.
-        while (true) {
-          int32_t state = HW_TRANSFER_FAILED;
-          try {
-            state = handoff_->poll(arriving.transfer).state;
-          } catch (const std::exception&) {  // the transport gave up on it
-          }
-          if (state == HW_TRANSFER_DONE || state == HW_TRANSFER_FAILED) break;
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
+        wait_for_transfer(arriving.transfer);
         end_request(*arriving.handoff.state, Finish::kAbort, now, {});
         finished_ids_.push_back(arriving.handoff.state->id);
       }
       arriving_.clear();
+      for (Staging& staging : staging_) {
+        wait_for_transfer(staging.transfer);
+        staging.aborted = true;
+        end_staging(staging, HW_TRANSFER_FAILED);
+      }
+      staging_.clear();
       // A prefill engine's driver may still hand requests over while the drivers stop one after
       // the other: from now on enqueue_incoming() ends them itself; those already queued end here.
       {
@@ -217,7 +220,10 @@ void EngineDriver::run() {
       applying_.clear();
     } else {
       try {
-        if (handoff_ != nullptr) finish_arrivals();
+        if (handoff_ != nullptr) {
+          finish_staging();
+          finish_arrivals();
+        }
         start_arrivals();
       } catch (const std::exception& e) {  // an engine call refused a hand-off: a broken invariant
         fail(e.what());
@@ -225,6 +231,18 @@ void EngineDriver::run() {
       step_once();
     }
     publish();
+  }
+}
+
+void EngineDriver::wait_for_transfer(uint64_t handle) {
+  while (true) {
+    int32_t state = HW_TRANSFER_FAILED;
+    try {
+      state = handoff_->poll(handle).state;
+    } catch (const std::exception&) {  // the transport gave up on it
+    }
+    if (state == HW_TRANSFER_DONE || state == HW_TRANSFER_FAILED) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
@@ -298,6 +316,13 @@ void EngineDriver::apply_abort(const Command& command) {
     arriving.stop_string = arriving.stop_string || command.stop_string;
     return;
   }
+  for (Staging& staging : staging_) {
+    if (staging.id != command.id) continue;
+    staging.aborted = true;  // ended once its copy finished (the transport is reading our blocks)
+    staging.state->ended_by_stop_string =
+        staging.state->ended_by_stop_string || command.stop_string;
+    return;
+  }
   // Otherwise it finished meanwhile.
 }
 
@@ -327,42 +352,115 @@ void EngineDriver::drop_incoming(Handoff& handoff, Finish reason, double time, s
 
 void EngineDriver::stage_out(uint64_t id) {
   auto it = requests_.find(id);
-  InFlightRequest& state = *it->second;
+  Staging staging;
+  staging.id = id;
+  staging.state = std::move(it->second);
+  requests_.erase(it);
   const core::OutgoingTransfer out = engine_.outgoing(id);
+  const hw_memory_desc memory = engine_.kv_memory();
   const uint32_t block_size = engine_.config().block_size;
-  const uint32_t computed = out.request.computed_tokens;
-  const uint32_t count = (computed + block_size - 1) / block_size;
-  std::optional<KvStage> stage;
-  std::string error;
+  staging.computed_tokens = out.request.computed_tokens;
+  const uint32_t count = (staging.computed_tokens + block_size - 1) / block_size;
   try {
     if (out.blocks->size() < count) {
       throw core::Error(fmt::format("request {} holds {} KV blocks for {} computed tokens", id,
-                                    out.blocks->size(), computed),
+                                    out.blocks->size(), staging.computed_tokens),
                         HW_INTERNAL);
     }
-    stage =
-        write_kv_stage(kv_stage_name(engine_.config().index, id), engine_.kv_memory(),
-                       std::span<const uint32_t>(out.blocks->data(), count), computed, block_size);
-  } catch (const std::exception& e) {
-    error = fmt::format("engine{} could not hand the request over: {}", engine_.config().index,
-                        e.what());
+    const std::string name = kv_stage_name(engine_.config().index, id);
+    const std::span<const uint32_t> blocks(out.blocks->data(), count);
+    if (handoff_ == nullptr) {  // no transport: copied here, before the next step
+      KvStage stage = write_kv_stage(name, memory, blocks, staging.computed_tokens, block_size);
+      engine_.release_transferred(id);
+      end_request(*staging.state, Finish::kHandoff, engine_.clock().now(), {}, std::move(stage));
+      finished_ids_.push_back(staging.state->id);
+      return;
+    }
+    if (memory.base == nullptr) {
+      throw core::Error("the model has no KV memory to copy out", HW_UNAVAILABLE);
+    }
+    // The transport copies on its own thread (host_copy: memcpy, or cudaMemcpyAsync from a GPU)
+    // while this engine steps on; finish_staging() ends the request when it is done.
+    staging.writer = std::make_unique<KvStageWriter>(name, count, memory.block_bytes);
+    staging.source_blocks.assign(blocks.begin(), blocks.end());
+    staging.stage_blocks.resize(count);
+    std::iota(staging.stage_blocks.begin(), staging.stage_blocks.end(), 0u);
+    const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
+                                  id,
+                                  memory,
+                                  staging.writer->memory(),
+                                  staging.source_blocks.data(),
+                                  staging.stage_blocks.data(),
+                                  count,
+                                  engine_.config().index,
+                                  engine_.config().index};
+    staging.transfer = handoff_->start(transfer);
+  } catch (const std::exception& e) {  // nothing is being copied: the request fails
+    engine_.release_transferred(id);
+    staging.writer.reset();  // removes the object
+    end_request(*staging.state, Finish::kError, engine_.clock().now(),
+                fmt::format("engine{} could not hand the request over: {}", engine_.config().index,
+                            e.what()));
+    finished_ids_.push_back(staging.state->id);
+    return;
   }
-  // The blocks are copied out (or the request failed): this engine is done with them.
-  engine_.release_transferred(id);
+  staging_.push_back(std::move(staging));
+}
+
+void EngineDriver::finish_staging() {
+  for (size_t i = 0; i < staging_.size();) {
+    int32_t state = HW_TRANSFER_FAILED;
+    try {
+      state = handoff_->poll(staging_[i].transfer).state;
+    } catch (const std::exception& e) {
+      spdlog::error("engine{}: polling the KV copy of request {} into shared memory: {}",
+                    engine_.config().index, staging_[i].id, e.what());
+    }
+    if (state != HW_TRANSFER_DONE && state != HW_TRANSFER_FAILED) {
+      ++i;
+      continue;
+    }
+    Staging done = std::move(staging_[i]);  // the transport is done with its block lists
+    staging_[i] = std::move(staging_.back());
+    staging_.pop_back();
+    end_staging(done, state);
+  }
+}
+
+void EngineDriver::end_staging(Staging& staging, int32_t transfer_state) {
+  if (engine_ok_) engine_.release_transferred(staging.id);
+  InFlightRequest& state = *staging.state;
   const double now = engine_.clock().now();
-  if (stage) {
-    end_request(state, Finish::kHandoff, now, {}, std::move(stage));
+  if (!engine_ok_) {  // failed while copying: what the copy read is not to be trusted
+    staging.writer.reset();
+    end_request(
+        state, Finish::kError, now,
+        fmt::format("engine{} has failed and serves no more requests", engine_.config().index));
+  } else if (staging.aborted) {
+    staging.writer.reset();  // nobody will read it
+    end_request(state, Finish::kAbort, now, {});
+  } else if (transfer_state == HW_TRANSFER_DONE) {
+    end_request(state, Finish::kHandoff, now, {},
+                staging.writer->commit(staging.computed_tokens, engine_.config().block_size));
   } else {
-    end_request(state, Finish::kError, now, std::move(error));
+    staging.writer.reset();
+    end_request(state, Finish::kError, now,
+                fmt::format("engine{} could not hand the request over: the KV transport ({}) "
+                            "failed to copy its KV into shared memory",
+                            engine_.config().index, handoff_->transport_name()));
   }
   finished_ids_.push_back(state.id);
-  requests_.erase(it);
 }
 
 bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   const KvStage& stage = *handoff.staged;
   const uint64_t id = handoff.request.id;
   std::string problem = kv_stage_problem(stage, engine_.kv_memory(), engine_.config().block_size);
+  if (problem.empty() && engine_.kv_memory().kind != HW_MEMORY_HOST) {
+    problem =
+        "this engine's KV is not in host memory and this process has no KV transport to copy it "
+        "there ([kv_transport] plugin = \"host_copy\")";
+  }
   if (problem.empty()) {
     bool reserved = false;
     try {
@@ -387,13 +485,17 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     }
     engine_.release_transferred(id);  // the reservation goes: the request is prefilled instead
   }
-  discard_kv_stage(stage.shm_name);
+  prefill_instead_of_stage(handoff, problem);
+  return true;
+}
+
+void EngineDriver::prefill_instead_of_stage(Handoff& handoff, const std::string& problem) {
+  discard_kv_stage(handoff.staged->shm_name);
   spdlog::warn(
       "engine{}: the staged KV of request \"{}\" cannot be used ({}); prefilling its {} "
       "tokens here",
       engine_.config().index, handoff.state->id, problem, handoff.request.tokens.size());
   prefill_here(handoff);
-  return true;
 }
 
 void EngineDriver::prefill_here(Handoff& handoff) {
@@ -463,10 +565,19 @@ void EngineDriver::hand_off_prefilled() {
 void EngineDriver::start_arrivals() {
   while (engine_ok_ && !incoming_.empty()) {
     Handoff& next = incoming_.front();
-    if (next.staged) {
+    if (next.staged && handoff_ == nullptr) {  // no transport: copied here
       if (!arrive_from_stage(next)) break;
       incoming_.pop_front();
       continue;
+    }
+    if (next.staged) {
+      const std::string problem =
+          kv_stage_problem(*next.staged, engine_.kv_memory(), engine_.config().block_size);
+      if (!problem.empty()) {
+        prefill_instead_of_stage(next, problem);
+        incoming_.pop_front();
+        continue;
+      }
     }
     const uint64_t id = next.request.id;
     const uint32_t computed = next.request.computed_tokens;
@@ -489,11 +600,21 @@ void EngineDriver::start_arrivals() {
     const uint32_t block_size = engine_.config().block_size;
     const uint32_t count = (computed + block_size - 1) / block_size;
     std::string failure;
-    if (arriving.handoff.source_blocks.size() < count || arriving.blocks.size() < count) {
-      failure = fmt::format("request {}: engine{} holds {} KV blocks, engine{} expects {}", id,
-                            arriving.handoff.source_engine, arriving.handoff.source_blocks.size(),
+    if (arriving.handoff.staged) {
+      // Another process's stage: the transport reads its blocks back to back from the mapping.
+      arriving.stage_bytes = std::make_unique<KvStageReader>(*arriving.handoff.staged);
+      failure = arriving.stage_bytes->error();
+      arriving.handoff.source_kv = arriving.stage_bytes->memory();
+      arriving.handoff.source_blocks.resize(arriving.handoff.staged->block_count);
+      std::iota(arriving.handoff.source_blocks.begin(), arriving.handoff.source_blocks.end(), 0u);
+    }
+    if (failure.empty() &&
+        (arriving.handoff.source_blocks.size() < count || arriving.blocks.size() < count)) {
+      failure = fmt::format("request {}: {} holds {} KV blocks, engine{} expects {}", id,
+                            source_of(arriving.handoff), arriving.handoff.source_blocks.size(),
                             engine_.config().index, count);
-    } else {
+    }
+    if (failure.empty()) {
       const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
                                     id,
                                     arriving.handoff.source_kv,
@@ -514,10 +635,10 @@ void EngineDriver::start_arrivals() {
       engine_.release_transferred(id);  // the reservation goes
       release_source(arriving.handoff, id);
       spdlog::warn(
-          "engine{}: the KV transfer ({}) of request \"{}\" from engine{} could not "
-          "start ({}); prefilling its {} tokens here",
+          "engine{}: the KV transfer ({}) of request \"{}\" from {} could not start ({}); "
+          "prefilling its {} tokens here",
           engine_.config().index, handoff_->transport_name(), arriving.handoff.state->id,
-          arriving.handoff.source_engine, failure, arriving.handoff.request.tokens.size());
+          source_of(arriving.handoff), failure, arriving.handoff.request.tokens.size());
       prefill_here(arriving.handoff);
       continue;
     }
@@ -560,14 +681,20 @@ void EngineDriver::finish_arrivals() {
         continue;
       }
       spdlog::warn(
-          "engine{}: the KV transfer ({}) of request \"{}\" from engine{} failed; "
-          "prefilling its {} tokens here",
-          engine_.config().index, handoff_->transport_name(), state.id, done.handoff.source_engine,
+          "engine{}: the KV transfer ({}) of request \"{}\" from {} failed; prefilling its {} "
+          "tokens here",
+          engine_.config().index, handoff_->transport_name(), state.id, source_of(done.handoff),
           done.handoff.request.tokens.size());
       prefill_here(done.handoff);
       continue;
     }
     state.record.kv_transfer_seconds = progress.seconds;
+    if (done.handoff.staged) {  // fetching it from another host (kv_stage_socket.h) is part of it
+      state.record.kv_transfer_seconds += done.handoff.staged->fetch_seconds;
+      if (done.handoff.staged->fetched != nullptr) {
+        state.kv_network_bytes = done.handoff.staged->fetched->size();
+      }
+    }
     requests_.emplace(id, std::move(done.handoff.state));
     engine_.complete_transfer(id);
     if (done.aborted) engine_.abort(id);  // on_finished() ends the stream

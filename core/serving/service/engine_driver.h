@@ -26,6 +26,7 @@
 
 #include "in_flight_request.h"
 #include "kv_handoff.h"
+#include "kv_stage_file.h"
 
 namespace headway::serving {
 
@@ -85,9 +86,22 @@ class EngineDriver final : private core::EngineListener {
     uint64_t id = 0;
     Handoff handoff;
     std::vector<uint32_t> blocks;  // reserved here; the transport writes them
+    // Staged by another process: its bytes, which the transport reads (handoff.source_kv).
+    std::unique_ptr<KvStageReader> stage_bytes;
     uint64_t transfer = 0;
     bool aborted = false;
     bool stop_string = false;
+  };
+  // Across processes: a prefill_only request whose KV the transport is copying into a stage.
+  struct Staging {
+    uint64_t id = 0;
+    std::unique_ptr<InFlightRequest> state;
+    std::unique_ptr<KvStageWriter> writer;  // the stage; removed unless committed
+    std::vector<uint32_t> source_blocks;    // this engine's, held until the copy is over
+    std::vector<uint32_t> stage_blocks;     // 0 .. n-1
+    uint32_t computed_tokens = 0;
+    uint64_t transfer = 0;
+    bool aborted = false;
   };
 
   void run();
@@ -101,11 +115,19 @@ class EngineDriver final : private core::EngineListener {
   void start_arrivals();
   // Destination side: continues (or ends) the requests whose copy finished.
   void finish_arrivals();
-  // Across processes: stages a prefill_only request's KV in shared memory and ends it kHandoff.
+  // Across processes: stages a prefill_only request's KV in shared memory and ends it kHandoff
+  // (through the KV transport when the process has one: finish_staging() ends it).
   void stage_out(uint64_t id);
+  // Ends the requests whose copy into a stage finished (kHandoff, or kError when it failed).
+  void finish_staging();
+  void end_staging(Staging& staging, int32_t transfer_state);
   // Across processes: continues a request from its staged KV, or prefills it here when the stage
   // cannot be used. Returns false (and changes nothing) while there is no room for its blocks.
   bool arrive_from_stage(Handoff& handoff);
+  // A staged KV that cannot be used (`problem`): the stage goes, the request is prefilled here.
+  void prefill_instead_of_stage(Handoff& handoff, const std::string& problem);
+  // Polls a transfer until it is over (shutting down: its block lists are about to go).
+  void wait_for_transfer(uint64_t handle);
   // A request whose KV could not be moved here: its prompt and the tokens generated so far become
   // this engine's prompt, and it generates the rest.
   void prefill_here(Handoff& handoff);
@@ -174,6 +196,8 @@ class EngineDriver final : private core::EngineListener {
   // Destination side: requests waiting for KV room (FIFO: backpressure), and copies in flight.
   std::deque<Handoff> incoming_;
   std::vector<Arriving> arriving_;
+  // Source side across processes: copies into stages in flight (through the KV transport).
+  std::vector<Staging> staging_;
 };
 
 }  // namespace headway::serving

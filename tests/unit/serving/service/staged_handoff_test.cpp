@@ -1,0 +1,229 @@
+// Disaggregation across processes with both halves in this test process: one engine process's
+// service prefills a request (prefill_only) and stages its KV in shared memory; another continues
+// it from the stage (kv_source), as a router makes them do. With [kv_transport] host_copy in the
+// processes' configs the copies into and out of the stage go through the transport on its own
+// thread — the path KV that lives on a GPU takes; without one, the driver threads copy. Either way
+// the greedy tokens must be those of one mixed engine, and nothing may stay in /dev/shm.
+#include <gtest/gtest.h>
+#include <headway/serving/local_generation_service.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "service_fixture.h"
+
+namespace headway::serving {
+namespace {
+
+using test::collect;
+using test::text_request;
+using test::tiny_deployment;
+using test::TinyCheckpoint;
+
+const std::string kEngine =
+    "[[engines]]\nscheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
+    "max_num_seqs = 16 } }\n";
+const std::string kEngineProcess = "[server]\nrole = \"engine\"\n";
+const std::string kTransport = "[kv_transport]\nplugin = \"host_copy\"\n";
+
+TinyCheckpoint& checkpoint() {
+  static TinyCheckpoint* c = new TinyCheckpoint();  // shared by the tests of this binary
+  return *c;
+}
+
+core::DeploymentConfig engine_process(bool transport) {
+  return tiny_deployment(checkpoint(), kEngine, kEngineProcess + (transport ? kTransport : ""));
+}
+
+// This process's staged objects still in /dev/shm.
+size_t stages_left() {
+  const std::string prefix = "headway-kv-" + std::to_string(::getpid()) + "-";
+  size_t left = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    left += entry.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+  }
+  return left;
+}
+
+// Reads a prefill_only stream to its end and returns the stage it handed out (or nothing).
+struct Prefilled {
+  test::Collected collected;
+  std::optional<KvStage> stage;
+};
+Prefilled prefill_only(LocalGenerationService& service, const std::string& prompt,
+                       uint32_t max_tokens) {
+  GenerateInput input = text_request(prompt, max_tokens);
+  input.prefill_only = true;
+  std::shared_ptr<RequestStream> stream = service.submit(input);
+  Prefilled out;
+  StreamChunk chunk;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (out.collected.finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
+    if (!stream->next(chunk, std::chrono::milliseconds(100))) continue;
+    out.collected.ids.insert(out.collected.ids.end(), chunk.token_ids.begin(),
+                             chunk.token_ids.end());
+    if (chunk.finish != Finish::kNone) {
+      out.collected.finish = chunk.finish;
+      out.collected.error = chunk.error;
+      out.stage = chunk.kv_stage;
+    }
+  }
+  return out;
+}
+
+GenerateInput continuation(const std::string& prompt, uint32_t max_tokens, const Prefilled& from) {
+  GenerateInput input = text_request(prompt, max_tokens);
+  input.kv_source = from.stage;
+  input.generated_ids = from.collected.ids;
+  return input;
+}
+
+// Prompts from one KV block (block size 16) to several, and several prefill chunks.
+std::vector<std::string> prompts() {
+  return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(150, 'q'),
+          std::string(333, 'z') + " tail"};
+}
+
+class StagedHandoffTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(StagedHandoffTest, GreedyTokensEqualThoseOfOneMixedEngine) {
+  const bool transport = GetParam();
+  std::vector<std::vector<int32_t>> expected;
+  {
+    LocalGenerationService mixed(tiny_deployment(checkpoint(), kEngine));
+    for (const std::string& prompt : prompts()) {
+      expected.push_back(collect(*mixed.submit(text_request(prompt, 12))).ids);
+    }
+  }
+  LocalGenerationService prefill(engine_process(transport));
+  LocalGenerationService decode(engine_process(transport));
+  for (size_t i = 0; i < prompts().size(); ++i) {
+    SCOPED_TRACE(i);
+    const Prefilled first = prefill_only(prefill, prompts()[i], 12);
+    ASSERT_EQ(first.collected.finish, Finish::kHandoff) << first.collected.error;
+    ASSERT_TRUE(first.stage.has_value());
+    EXPECT_EQ(first.collected.ids.size(), 1u);
+    EXPECT_EQ(first.stage->computed_tokens, prompts()[i].size() + 1);  // BOS + bytes
+    const test::Collected rest = collect(*decode.submit(continuation(prompts()[i], 12, first)));
+    EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
+    std::vector<int32_t> got = first.collected.ids;
+    got.insert(got.end(), rest.ids.begin(), rest.ids.end());
+    EXPECT_EQ(got, expected[i]);
+    EXPECT_GT(rest.timings.kv_transfer_seconds, 0.0);  // moved, not prefilled again
+  }
+  EXPECT_EQ(stages_left(), 0u);
+  const std::string metrics = decode.metrics_text();
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"0\",pool=\"\"} 4"), std::string::npos)
+      << metrics;
+}
+
+// A stage that is gone before the decode process reads it: the request is prefilled there, with
+// the same tokens.
+TEST_P(StagedHandoffTest, AStageThatIsGoneIsPrefilledInstead) {
+  LocalGenerationService prefill(engine_process(GetParam()));
+  LocalGenerationService decode(engine_process(GetParam()));
+  const std::string prompt = std::string(100, 'w');
+  const Prefilled first = prefill_only(prefill, prompt, 8);
+  ASSERT_EQ(first.collected.finish, Finish::kHandoff) << first.collected.error;
+  const Prefilled again = prefill_only(prefill, prompt, 8);
+  ASSERT_EQ(again.collected.finish, Finish::kHandoff) << again.collected.error;
+  ::shm_unlink(first.stage->shm_name.c_str());
+  const test::Collected prefilled_here = collect(*decode.submit(continuation(prompt, 8, first)));
+  const test::Collected moved = collect(*decode.submit(continuation(prompt, 8, again)));
+  EXPECT_EQ(prefilled_here.finish, Finish::kLength) << prefilled_here.error;
+  EXPECT_EQ(prefilled_here.timings.kv_transfer_seconds, 0.0);
+  EXPECT_GT(moved.timings.kv_transfer_seconds, 0.0);
+  EXPECT_EQ(prefilled_here.ids, moved.ids);
+  EXPECT_EQ(stages_left(), 0u);
+}
+
+// Aborts at any moment of staging (queued, prefilling, being copied into the stage): every
+// request ends, no KV block stays held and no object stays in /dev/shm once the stages handed out
+// are read or discarded.
+TEST_P(StagedHandoffTest, AbortsWhileStagingLeaveNoBlockAndNoObjectBehind) {
+  LocalGenerationService prefill(engine_process(GetParam()));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int round = 0; round < 40; ++round) {
+    GenerateInput input = text_request(std::string(10 + 37 * (round % 9), 'a' + round % 26), 8);
+    input.prefill_only = true;
+    auto stream = prefill.submit(input);
+    streams.push_back(stream);
+    if (round % 2 == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(300 * (round % 7)));
+      prefill.abort(stream->id());
+    }
+  }
+  size_t handed_out = 0;
+  for (auto& stream : streams) {
+    StreamChunk chunk;
+    Finish finish = Finish::kNone;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
+      if (!stream->next(chunk, std::chrono::milliseconds(100))) continue;
+      finish = chunk.finish;
+      if (finish == Finish::kHandoff) {
+        ASSERT_TRUE(chunk.kv_stage.has_value());
+        ::shm_unlink(chunk.kv_stage->shm_name.c_str());  // what a router does with one it drops
+        ++handed_out;
+      }
+    }
+    EXPECT_TRUE(finish == Finish::kHandoff || finish == Finish::kAbort)
+        << static_cast<int>(finish) << " " << chunk.error;
+  }
+  EXPECT_GE(handed_out, 20u);  // the 20 never aborted
+  test::wait_idle(prefill);
+  for (const EngineSummary& engine : prefill.cluster_info().engines) {
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total);
+  }
+  EXPECT_EQ(stages_left(), 0u);
+}
+
+// The transport is on both paths: one whose every copy fails ends the prefill process's request
+// with an error that names it (and leaves no object), and makes the decode process prefill the
+// request it cannot copy in (same tokens as when the copy works).
+TEST(StagedHandoffThroughAFailingTransport, FailsTheHandOffOrIsPrefilledInstead) {
+  const std::string failing = "[kv_transport]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                              "/test_failing_transport.so\"\n";
+  const std::string prompt = std::string(70, 'f');
+  {
+    LocalGenerationService prefill(
+        tiny_deployment(checkpoint(), kEngine, kEngineProcess + failing));
+    const Prefilled got = prefill_only(prefill, prompt, 6);
+    EXPECT_EQ(got.collected.finish, Finish::kError);
+    EXPECT_NE(got.collected.error.find("failed to copy its KV into shared memory"),
+              std::string::npos)
+        << got.collected.error;
+    EXPECT_FALSE(got.stage.has_value());
+    test::wait_idle(prefill);
+    for (const EngineSummary& engine : prefill.cluster_info().engines) {
+      EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total);
+    }
+  }
+  EXPECT_EQ(stages_left(), 0u);
+  LocalGenerationService prefill(engine_process(/*transport=*/true));
+  LocalGenerationService good(engine_process(/*transport=*/true));
+  LocalGenerationService bad(tiny_deployment(checkpoint(), kEngine, kEngineProcess + failing));
+  const Prefilled first = prefill_only(prefill, prompt, 6);
+  const Prefilled again = prefill_only(prefill, prompt, 6);
+  ASSERT_TRUE(first.stage && again.stage) << first.collected.error << again.collected.error;
+  const test::Collected moved = collect(*good.submit(continuation(prompt, 6, first)));
+  const test::Collected prefilled_here = collect(*bad.submit(continuation(prompt, 6, again)));
+  EXPECT_EQ(moved.finish, Finish::kLength) << moved.error;
+  EXPECT_EQ(prefilled_here.finish, Finish::kLength) << prefilled_here.error;
+  EXPECT_GT(moved.timings.kv_transfer_seconds, 0.0);
+  EXPECT_EQ(prefilled_here.timings.kv_transfer_seconds, 0.0);
+  EXPECT_EQ(prefilled_here.ids, moved.ids);
+  EXPECT_EQ(stages_left(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(CopiedBy, StagedHandoffTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "KvTransport" : "DriverThread";
+                         });
+
+}  // namespace
+}  // namespace headway::serving

@@ -219,39 +219,46 @@ class CudaModel final : public sdk::Model {
                              " differs from the model's " + std::to_string(config_.vocab_size));
       }
     }
-    for (auto& s : shards_) {
-      if (s->reserve(plan_.tokens(), rows, plan_.partial_records())) {
-        host_.log(HW_LOG_INFO, "cuda model: activation workspace grown for a step of " +
-                                   std::to_string(plan_.tokens()) + " tokens, " +
-                                   std::to_string(rows) + " sampled rows");
+    // Once upload() queued its copies, the streams read plan_'s pinned staging buffer and write the
+    // shards' workspaces: if anything below throws, drain them before the next forward() repacks.
+    try {
+      for (auto& s : shards_) {
+        if (s->reserve(plan_.tokens(), rows, plan_.partial_records())) {
+          host_.log(HW_LOG_INFO, "cuda model: activation workspace grown for a step of " +
+                                     std::to_string(plan_.tokens()) + " tokens, " +
+                                     std::to_string(rows) + " sampled rows");
+        }
+        s->upload(plan_);
       }
-      s->upload(plan_);
-    }
-    for (auto& s : shards_) s->embed(plan_);
-    for (uint32_t l = 0; l < config_.num_hidden_layers; ++l) {
-      for (auto& s : shards_) s->attention(plan_, l);
-      all_reduce();
-      for (auto& s : shards_) s->mlp(plan_, l);
-      all_reduce();
-    }
-    lead.head(plan_, options_.sample_on_device);
+      for (auto& s : shards_) s->embed(plan_);
+      for (uint32_t l = 0; l < config_.num_hidden_layers; ++l) {
+        for (auto& s : shards_) s->attention(plan_, l);
+        all_reduce();
+        for (auto& s : shards_) s->mlp(plan_, l);
+        all_reduce();
+      }
+      lead.head(plan_, options_.sample_on_device);
 
-    // The step's only synchronisation: the sampled ids (or logits) come back to the host.
-    HW_CUDA_CHECK(cudaSetDevice(lead.device()));
-    if (rows > 0) {
-      if (options_.sample_on_device) {
-        ids_.reserve(rows);
-        HW_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), lead.sampled(), rows * sizeof(int32_t),
-                                      cudaMemcpyDeviceToHost, lead.stream()));
-      } else {
-        HW_CUDA_CHECK(cudaMemcpyAsync(output.logits, lead.logits(),
-                                      size_t{rows} * config_.vocab_size * sizeof(float),
-                                      cudaMemcpyDeviceToHost, lead.stream()));
+      // The step's only synchronisation: the sampled ids (or logits) come back to the host.
+      HW_CUDA_CHECK(cudaSetDevice(lead.device()));
+      if (rows > 0) {
+        if (options_.sample_on_device) {
+          ids_.reserve(rows);
+          HW_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), lead.sampled(), rows * sizeof(int32_t),
+                                        cudaMemcpyDeviceToHost, lead.stream()));
+        } else {
+          HW_CUDA_CHECK(cudaMemcpyAsync(output.logits, lead.logits(),
+                                        size_t{rows} * config_.vocab_size * sizeof(float),
+                                        cudaMemcpyDeviceToHost, lead.stream()));
+        }
       }
-    }
-    for (auto& s : shards_) {
-      HW_CUDA_CHECK(cudaSetDevice(s->device()));
-      HW_CUDA_CHECK(cudaStreamSynchronize(s->stream()));
+      for (auto& s : shards_) {
+        HW_CUDA_CHECK(cudaSetDevice(s->device()));
+        HW_CUDA_CHECK(cudaStreamSynchronize(s->stream()));
+      }
+    } catch (...) {
+      drain_streams();
+      throw;
     }
     if (options_.sample_on_device) {
       const std::vector<uint32_t>& slices = plan_.sample_slices();
@@ -263,6 +270,13 @@ class CudaModel final : public sdk::Model {
   }
 
  private:
+  // Waits for whatever the shards' streams still run, ignoring errors (a failed step's clean-up).
+  void drain_streams() noexcept {
+    for (auto& s : shards_) {
+      if (cudaSetDevice(s->device()) == cudaSuccess) (void)cudaStreamSynchronize(s->stream());
+    }
+  }
+
   // Sums every shard's partial() over the ranks (row-parallel projections). No-op on one GPU.
   void all_reduce() {
     if (comms_.empty()) return;

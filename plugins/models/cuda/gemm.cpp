@@ -24,48 +24,58 @@ Gemm::Gemm(bool deterministic, size_t workspace_bytes)
 }
 
 Gemm::~Gemm() {
-  for (auto& [key, p] : plans_) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.d);
-    cublasLtMatmulDescDestroy(p.desc);
-  }
+  for (auto& [key, p] : plans_) destroy(p);
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_type) {
-  const Key key{m, n, k, static_cast<int>(out_type)};
-  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+Gemm::Plan Gemm::describe(uint32_t m, uint32_t n, uint32_t k, GemmOut out_type) {
   // Column-major view of the row-major product: D[n x m] = W^T[n x k] * X[k x m], with W stored
   // column-major as k x n (lda = k) and transposed by the operation.
   Plan p;
   const std::string where = shape(m, n, k);
-  check_blas(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-             "cublasLtMatmulDescCreate" + where);
-  const cublasOperation_t transa = CUBLAS_OP_T;
-  const cublasOperation_t transb = CUBLAS_OP_N;
-  check_blas(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)),
-      "cublasLtMatmulDescSetAttribute(TRANSA)" + where);
-  check_blas(
-      cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)),
-      "cublasLtMatmulDescSetAttribute(TRANSB)" + where);
-  const cudaDataType_t dtype = out_type == GemmOut::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-  check_blas(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, k, n, k),
-             "cublasLtMatrixLayoutCreate(A)" + where);
-  check_blas(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, k, m, k),
-             "cublasLtMatrixLayoutCreate(B)" + where);
-  check_blas(cublasLtMatrixLayoutCreate(&p.d, dtype, n, m, n),
-             "cublasLtMatrixLayoutCreate(D)" + where);
+  try {
+    check_blas(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+               "cublasLtMatmulDescCreate" + where);
+    const cublasOperation_t transa = CUBLAS_OP_T;
+    const cublasOperation_t transb = CUBLAS_OP_N;
+    check_blas(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa,
+                                              sizeof(transa)),
+               "cublasLtMatmulDescSetAttribute(TRANSA)" + where);
+    check_blas(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb,
+                                              sizeof(transb)),
+               "cublasLtMatmulDescSetAttribute(TRANSB)" + where);
+    const cudaDataType_t dtype = out_type == GemmOut::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    check_blas(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, k, n, k),
+               "cublasLtMatrixLayoutCreate(A)" + where);
+    check_blas(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, k, m, k),
+               "cublasLtMatrixLayoutCreate(B)" + where);
+    check_blas(cublasLtMatrixLayoutCreate(&p.d, dtype, n, m, n),
+               "cublasLtMatrixLayoutCreate(D)" + where);
+  } catch (...) {
+    destroy(p);
+    throw;
+  }
+  return p;
+}
 
+void Gemm::destroy(Plan& p) {
+  if (p.a != nullptr) cublasLtMatrixLayoutDestroy(p.a);
+  if (p.b != nullptr) cublasLtMatrixLayoutDestroy(p.b);
+  if (p.d != nullptr) cublasLtMatrixLayoutDestroy(p.d);
+  if (p.desc != nullptr) cublasLtMatmulDescDestroy(p.desc);
+  p = Plan{};
+}
+
+cublasStatus_t Gemm::best_algorithm(const Plan& p, cublasLtMatmulAlgo_t& algo) {
   cublasLtMatmulPreference_t pref = nullptr;
-  check_blas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate" + where);
+  cublasStatus_t status = cublasLtMatmulPreferenceCreate(&pref);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
   const uint64_t ws = workspace_.bytes();
   constexpr int kCandidates = 16;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                sizeof(ws));
   if (status == CUBLAS_STATUS_SUCCESS && deterministic_) {
     const uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE;
     status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
@@ -76,32 +86,63 @@ const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_typ
                                             deterministic_ ? kCandidates : 1, results, &found);
   }
   cublasLtMatmulPreferenceDestroy(pref);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
   // The heuristic ranks its results; take the best one the mode accepts.
-  int chosen = -1;
-  for (int i = 0; i < found && chosen < 0 && status == CUBLAS_STATUS_SUCCESS; ++i) {
+  for (int i = 0; i < found; ++i) {
     if (!deterministic_) {
-      chosen = i;
-      break;
+      algo = results[i].algo;
+      return CUBLAS_STATUS_SUCCESS;
     }
-    uint32_t split_k = 1;
+    int32_t split_k = 1;
     size_t written = 0;
     if (cublasLtMatmulAlgoConfigGetAttribute(&results[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
                                              &split_k, sizeof(split_k),
                                              &written) == CUBLAS_STATUS_SUCCESS &&
         split_k <= 1) {
-      chosen = i;
+      algo = results[i].algo;
+      return CUBLAS_STATUS_SUCCESS;
     }
   }
-  if (status == CUBLAS_STATUS_SUCCESS && chosen < 0) status = CUBLAS_STATUS_NOT_SUPPORTED;
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.d);
-    cublasLtMatmulDescDestroy(p.desc);
-    check_blas(status, std::string("cublasLtMatmulAlgoGetHeuristic") +
-                           (deterministic_ ? " (deterministic: no split-K)" : "") + where);
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+bool Gemm::shared_algorithm(const Plan& p, uint32_t n, uint32_t k, GemmOut out_type,
+                            cublasLtMatmulAlgo_t& algo) {
+  const Key key{0, n, k, static_cast<int>(out_type)};
+  auto it = shared_algorithms_.find(key);
+  if (it == shared_algorithms_.end()) {
+    Plan reference = describe(kReferenceRows, n, k, out_type);
+    cublasLtMatmulAlgo_t chosen{};
+    const cublasStatus_t status = best_algorithm(reference, chosen);
+    destroy(reference);
+    if (status != CUBLAS_STATUS_SUCCESS) return false;
+    it = shared_algorithms_.emplace(key, chosen).first;
   }
-  p.algo = results[chosen].algo;
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.d, p.d, &it->second, &check) !=
+          CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > workspace_.bytes()) {
+    return false;
+  }
+  algo = it->second;
+  return true;
+}
+
+const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_type) {
+  const Key key{m, n, k, static_cast<int>(out_type)};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  Plan p = describe(m, n, k, out_type);
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  // Deterministic: the algorithm of every other m when it applies here; else this m's own (still
+  // without split-K; such an m may then differ in the last bits from the others).
+  if (!deterministic_ || !shared_algorithm(p, n, k, out_type, p.algo)) {
+    status = best_algorithm(p, p.algo);
+  }
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    destroy(p);
+    check_blas(status, std::string("cublasLtMatmulAlgoGetHeuristic") +
+                           (deterministic_ ? " (deterministic: no split-K)" : "") + shape(m, n, k));
+  }
   return plans_.emplace(key, p).first->second;
 }
 

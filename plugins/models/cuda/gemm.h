@@ -6,8 +6,11 @@
 // before makes no heuristic query and no host allocation.
 //
 // Deterministic mode only accepts algorithms without split-K (no reduction across thread blocks),
-// so that a row's result does not depend on how many rows are multiplied with it: batch and
-// chunking invariance, at the cost of parallelism for small m (decode).
+// and uses one algorithm for every m of a given (n, k, output type): the one the heuristic picks
+// for m = kReferenceRows, whenever cuBLASLt accepts it for the m at hand. The heuristic's own pick
+// per m could be another kernel (a GEMV-like one for m = 1) that sums k in another order, so a
+// row's result would depend on how many rows are multiplied with it. Same algorithm, no split-K:
+// batch and chunking invariance, at the cost of parallelism for small m (decode).
 //
 // Ownership: owns the cuBLASLt handle, the workspace and the plan cache; operands are borrowed for
 // the call. Threading: one thread at a time (a model shard's); runs on the caller's stream and on
@@ -50,12 +53,23 @@ class Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<uint32_t, uint32_t, uint32_t, int>;
+  static constexpr uint32_t kReferenceRows = 128;
   const Plan& plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_type);
+  // The descriptors of one shape (no algorithm yet); destroyed by destroy().
+  static Plan describe(uint32_t m, uint32_t n, uint32_t k, GemmOut out_type);
+  static void destroy(Plan& p);
+  // The heuristic's best algorithm for `p` that the mode accepts; a cuBLAS status otherwise.
+  cublasStatus_t best_algorithm(const Plan& p, cublasLtMatmulAlgo_t& algo);
+  // Deterministic mode: whether the (n, k, output type) algorithm applies to `p` (set in algo).
+  bool shared_algorithm(const Plan& p, uint32_t n, uint32_t k, GemmOut out_type,
+                        cublasLtMatmulAlgo_t& algo);
 
   bool deterministic_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<std::byte> workspace_;
   std::map<Key, Plan> plans_;
+  // Deterministic mode: the algorithm every m of an (n, k, output type) uses (key m = 0).
+  std::map<Key, cublasLtMatmulAlgo_t> shared_algorithms_;
 };
 
 }  // namespace headway::models::cuda

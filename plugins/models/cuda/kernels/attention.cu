@@ -14,9 +14,20 @@ uint32_t max_rows(uint32_t group, AttentionKind kind) {
   return tile_tokens * group;
 }
 
+// The most threads a launch of paged_attention_kernel<RPW, ...> uses (max_rows() of any kind, a
+// warp per RPW rows): the compiler keeps registers within what that many threads may hold, so a
+// 1024-thread decode launch (GQA group 32) cannot fail with cudaErrorLaunchOutOfResources after
+// a change that needs more registers.
+constexpr int max_attention_threads(int rows_per_warp) {
+  const int rows = static_cast<int>(kAttentionTileRows > kAttentionMaxGroup ? kAttentionTileRows
+                                                                            : kAttentionMaxGroup);
+  return 32 * ((rows + rows_per_warp - 1) / rows_per_warp);
+}
+
 // RPW: query rows per warp; DPL: head_dim elements per lane (head_dim <= 32 * DPL).
 template <int RPW, int DPL>
-__global__ void paged_attention_kernel(AttentionArgs a, const AttentionUnit* units) {
+__global__ void __launch_bounds__(max_attention_threads(RPW))
+    paged_attention_kernel(AttentionArgs a, const AttentionUnit* units) {
   extern __shared__ float smem[];
   const AttentionUnit u = units[blockIdx.x];
   const int g = blockIdx.y;

@@ -49,8 +49,9 @@ __device__ float bisect(Pred pred) {
   return __uint_as_float(lo);
 }
 
-__global__ void sample_kernel(const float* logits, uint32_t vocab, const SampleParams* params,
-                              int32_t* out) {
+// Launched with kThreads threads: the bound keeps its registers within what they may hold.
+__global__ void __launch_bounds__(kThreads)
+    sample_kernel(const float* logits, uint32_t vocab, const SampleParams* params, int32_t* out) {
   __shared__ float best_value[32];
   __shared__ int best_index[32];
   __shared__ double dscratch[32];

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <exception>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 namespace headway::serving {
@@ -195,6 +196,7 @@ void EngineDriver::run() {
       // until each copy is over: wait for them before they go.
       for (Arriving& arriving : arriving_) {
         wait_for_transfer(arriving.transfer);
+        if (arriving.handoff.staged) discard_kv_stage(arriving.handoff.staged->shm_name);
         end_request(*arriving.handoff.state, Finish::kAbort, now, {});
         finished_ids_.push_back(arriving.handoff.state->id);
       }
@@ -202,7 +204,11 @@ void EngineDriver::run() {
       for (Staging& staging : staging_) {
         wait_for_transfer(staging.transfer);
         staging.aborted = true;
-        end_staging(staging, HW_TRANSFER_FAILED);
+        try {
+          end_staging(staging, HW_TRANSFER_FAILED);
+        } catch (const std::exception& e) {  // freeing its blocks failed: the engine goes anyway
+          spdlog::error("engine{}: {}", engine_.config().index, e.what());
+        }
       }
       staging_.clear();
       // A prefill engine's driver may still hand requests over while the drivers stop one after
@@ -352,15 +358,18 @@ void EngineDriver::drop_incoming(Handoff& handoff, Finish reason, double time, s
 
 void EngineDriver::stage_out(uint64_t id) {
   auto it = requests_.find(id);
+  // Before the state leaves requests_: if the engine refuses (a broken invariant), fail() ends it.
+  const core::OutgoingTransfer out = engine_.outgoing(id);
+  const hw_memory_desc memory = engine_.kv_memory();
+  const uint32_t block_size = engine_.config().block_size;
   Staging staging;
   staging.id = id;
   staging.state = std::move(it->second);
   requests_.erase(it);
-  const core::OutgoingTransfer out = engine_.outgoing(id);
-  const hw_memory_desc memory = engine_.kv_memory();
-  const uint32_t block_size = engine_.config().block_size;
   staging.computed_tokens = out.request.computed_tokens;
   const uint32_t count = (staging.computed_tokens + block_size - 1) / block_size;
+  std::optional<KvStage> written;
+  std::string error;
   try {
     if (out.blocks->size() < count) {
       throw core::Error(fmt::format("request {} holds {} KV blocks for {} computed tokens", id,
@@ -369,42 +378,52 @@ void EngineDriver::stage_out(uint64_t id) {
     }
     const std::string name = kv_stage_name(engine_.config().index, id);
     const std::span<const uint32_t> blocks(out.blocks->data(), count);
-    if (handoff_ == nullptr) {  // no transport: copied here, before the next step
-      KvStage stage = write_kv_stage(name, memory, blocks, staging.computed_tokens, block_size);
-      engine_.release_transferred(id);
-      end_request(*staging.state, Finish::kHandoff, engine_.clock().now(), {}, std::move(stage));
-      finished_ids_.push_back(staging.state->id);
-      return;
+    if (handoff_ != nullptr && memory.base != nullptr) {
+      // The transport copies on its own thread (host_copy: memcpy, or cudaMemcpyAsync from a
+      // GPU) while this engine steps on; finish_staging() ends the request when it is done.
+      try {
+        staging.writer = std::make_unique<KvStageWriter>(name, count, memory.block_bytes);
+        staging.source_blocks.assign(blocks.begin(), blocks.end());
+        staging.stage_blocks.resize(count);
+        std::iota(staging.stage_blocks.begin(), staging.stage_blocks.end(), 0u);
+        const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
+                                      id,
+                                      memory,
+                                      staging.writer->memory(),
+                                      staging.source_blocks.data(),
+                                      staging.stage_blocks.data(),
+                                      count,
+                                      engine_.config().index,
+                                      engine_.config().index};
+        staging_.reserve(staging_.size() + 1);  // once started, nothing may throw
+        staging.transfer = handoff_->start(transfer);
+        staging_.push_back(std::move(staging));
+        return;
+      } catch (const std::exception& e) {
+        staging.writer.reset();  // removes the object
+        if (memory.kind != HW_MEMORY_HOST) throw;
+        // Host KV: a transport that will not stage it (nccl takes GPU memory only) is no reason
+        // to fail the request; the copy is made here instead.
+        spdlog::warn(
+            "engine{}: the KV transport ({}) did not stage request {} ({}); copying it here",
+            engine_.config().index, handoff_->transport_name(), staging.state->id, e.what());
+      }
     }
-    if (memory.base == nullptr) {
-      throw core::Error("the model has no KV memory to copy out", HW_UNAVAILABLE);
-    }
-    // The transport copies on its own thread (host_copy: memcpy, or cudaMemcpyAsync from a GPU)
-    // while this engine steps on; finish_staging() ends the request when it is done.
-    staging.writer = std::make_unique<KvStageWriter>(name, count, memory.block_bytes);
-    staging.source_blocks.assign(blocks.begin(), blocks.end());
-    staging.stage_blocks.resize(count);
-    std::iota(staging.stage_blocks.begin(), staging.stage_blocks.end(), 0u);
-    const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
-                                  id,
-                                  memory,
-                                  staging.writer->memory(),
-                                  staging.source_blocks.data(),
-                                  staging.stage_blocks.data(),
-                                  count,
-                                  engine_.config().index,
-                                  engine_.config().index};
-    staging.transfer = handoff_->start(transfer);
+    written = write_kv_stage(name, memory, blocks, staging.computed_tokens, block_size);
   } catch (const std::exception& e) {  // nothing is being copied: the request fails
-    engine_.release_transferred(id);
-    staging.writer.reset();  // removes the object
-    end_request(*staging.state, Finish::kError, engine_.clock().now(),
-                fmt::format("engine{} could not hand the request over: {}", engine_.config().index,
-                            e.what()));
-    finished_ids_.push_back(staging.state->id);
-    return;
+    error = fmt::format("engine{} could not hand the request over: {}", engine_.config().index,
+                        e.what());
   }
-  staging_.push_back(std::move(staging));
+  // Copied here, or failed: the request ends, then this engine is done with the blocks (last: a
+  // refusal there is a broken invariant that fails the engine, and the request has ended).
+  const double now = engine_.clock().now();
+  if (written) {
+    end_request(*staging.state, Finish::kHandoff, now, {}, std::move(written));
+  } else {
+    end_request(*staging.state, Finish::kError, now, std::move(error));
+  }
+  finished_ids_.push_back(staging.state->id);
+  engine_.release_transferred(id);
 }
 
 void EngineDriver::finish_staging() {
@@ -428,18 +447,13 @@ void EngineDriver::finish_staging() {
 }
 
 void EngineDriver::end_staging(Staging& staging, int32_t transfer_state) {
-  if (engine_ok_) engine_.release_transferred(staging.id);
   InFlightRequest& state = *staging.state;
   const double now = engine_.clock().now();
-  if (!engine_ok_) {  // failed while copying: what the copy read is not to be trusted
-    staging.writer.reset();
-    end_request(
-        state, Finish::kError, now,
-        fmt::format("engine{} has failed and serves no more requests", engine_.config().index));
-  } else if (staging.aborted) {
+  if (staging.aborted) {
     staging.writer.reset();  // nobody will read it
     end_request(state, Finish::kAbort, now, {});
   } else if (transfer_state == HW_TRANSFER_DONE) {
+    // A copy the transport reports done holds the prefilled KV, even if the engine failed since.
     end_request(state, Finish::kHandoff, now, {},
                 staging.writer->commit(staging.computed_tokens, engine_.config().block_size));
   } else {
@@ -450,6 +464,8 @@ void EngineDriver::end_staging(Staging& staging, int32_t transfer_state) {
                             engine_.config().index, handoff_->transport_name()));
   }
   finished_ids_.push_back(state.id);
+  // Last: a refusal is a broken invariant that fails the engine; the request has ended.
+  if (engine_ok_) engine_.release_transferred(staging.id);
 }
 
 bool EngineDriver::arrive_from_stage(Handoff& handoff) {
@@ -738,6 +754,9 @@ void EngineDriver::publish() {
     ++load.waiting;
     load.outstanding_tokens += tokens_left(arriving.handoff);
   }
+  // Prefilled requests whose KV is being copied out still hold their blocks: running, as before
+  // the engine let go of them.
+  load.running += static_cast<uint32_t>(staging_.size());
   metrics_.running.set(load.running);
   metrics_.waiting.set(load.waiting);
   metrics_.kv_usage.set(load.kv_blocks_total == 0 ? 0.0

@@ -1,5 +1,6 @@
-// Staged KV objects (kv_stage_file.h): the names a request may carry, and the two sweeps that keep
-// /dev/shm from filling with objects nobody will read.
+// Staged KV objects (kv_stage_file.h): the names a request may carry, the two sweeps that keep
+// /dev/shm from filling with objects nobody will read, and the writer and reader a KV transport
+// copies through.
 #include "kv_stage_file.h"
 
 #include <fcntl.h>
@@ -115,6 +116,83 @@ TEST(ReadKvStage, SaysWhyAStageCannotBeUsed) {
             std::string::npos);
   discard_kv_stage(stage.shm_name);
   EXPECT_NE(kv_stage_problem(stage, memory, 16).find("No such file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace headway::serving
+
+namespace headway::serving {
+namespace {
+
+// What a KV transport writes into: the object exists from construction, is removed unless the
+// stage was committed, and its memory is the blocks back to back.
+TEST(KvStageWriter, RemovesItsObjectUnlessCommitted) {
+  const std::string dropped = kv_stage_name(0, 515151);
+  {
+    KvStageWriter writer(dropped, 3, 64);
+    const hw_memory_desc memory = writer.memory();
+    EXPECT_EQ(memory.kind, HW_MEMORY_HOST);
+    EXPECT_EQ(memory.bytes, 3u * 64u);
+    EXPECT_EQ(memory.block_bytes, 64u);
+    EXPECT_EQ(memory.block_stride, 64u);
+    ASSERT_NE(memory.base, nullptr);
+    std::memset(memory.base, 7, memory.bytes);
+    EXPECT_TRUE(kv_stage_is_here(dropped));
+  }
+  EXPECT_FALSE(kv_stage_is_here(dropped));
+
+  const std::string kept = kv_stage_name(0, 515152);
+  KvStage stage;
+  {
+    KvStageWriter writer(kept, 2, 32);
+    std::memset(writer.memory().base, 9, 64);
+    stage = writer.commit(/*computed_tokens=*/20, /*block_size=*/16);
+  }
+  EXPECT_TRUE(kv_stage_is_here(kept));
+  EXPECT_EQ(stage.shm_name, kept);
+  EXPECT_EQ(stage.block_count, 2u);
+  EXPECT_EQ(stage.block_bytes, 32u);
+  EXPECT_EQ(kv_stage_layout_problem(stage), "");
+  // What a reader sees is what was written.
+  KvStageReader reader(stage);
+  ASSERT_EQ(reader.error(), "");
+  const hw_memory_desc memory = reader.memory();
+  ASSERT_NE(memory.base, nullptr);
+  EXPECT_EQ(memory.bytes, 64u);
+  EXPECT_EQ(static_cast<const unsigned char*>(memory.base)[63], 9);
+  discard_kv_stage(kept);
+}
+
+TEST(KvStageWriter, ANameInUseIsAnErrorThatLeavesTheOtherObjectAlone) {
+  const std::string name = kv_stage_name(0, 515153);
+  KvStageWriter first(name, 1, 64);
+  try {
+    KvStageWriter second(name, 1, 64);
+    ADD_FAILURE() << "a second writer took " << name;
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(kv_stage_is_here(name));  // the first writer's object
+}
+
+TEST(KvStageReader, ReportsAStageItCannotReadWithoutABase) {
+  KvStage gone{kv_stage_name(0, 515154), 16, 1, 64, 16};
+  KvStageReader missing(gone);
+  EXPECT_NE(missing.error().find("No such file"), std::string::npos) << missing.error();
+  EXPECT_EQ(missing.memory().base, nullptr);
+
+  KvStage fetched = gone;
+  fetched.fetched = std::make_shared<const std::vector<unsigned char>>(100, 1);
+  KvStageReader short_fetch(fetched);
+  EXPECT_NE(short_fetch.error().find("100 bytes were fetched"), std::string::npos)
+      << short_fetch.error();
+  EXPECT_EQ(short_fetch.memory().base, nullptr);
+
+  fetched.fetched = std::make_shared<const std::vector<unsigned char>>(64, 5);
+  KvStageReader whole(fetched);
+  EXPECT_EQ(whole.error(), "");
+  EXPECT_EQ(whole.memory().base, fetched.fetched->data());
+  EXPECT_EQ(whole.memory().bytes, 64u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +219,82 @@ TEST(StagedHandoffThroughAFailingTransport, FailsTheHandOffOrIsPrefilledInstead)
   EXPECT_EQ(prefilled_here.timings.kv_transfer_seconds, 0.0);
   EXPECT_EQ(prefilled_here.ids, moved.ids);
   EXPECT_EQ(stages_left(), 0u);
+}
+
+// A transport whose copies stay in flight for `pending_s`, then fail: requests are caught in the
+// middle of a copy, deterministically.
+std::string slow_failing_transport(double pending_s) {
+  return "[kv_transport]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+         "/test_failing_transport.so\"\noptions = { pending_s = " + std::to_string(pending_s) +
+         " }\n";
+}
+
+// Reads `stream` until its first token: a prefill_only request's prefill is over, and its KV
+// is being copied out (the driver stages it in the same loop turn that streamed the token).
+bool read_first_token(RequestStream& stream) {
+  StreamChunk chunk;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (!stream.next(chunk, std::chrono::milliseconds(100))) continue;
+    if (!chunk.token_ids.empty()) return chunk.finish == Finish::kNone;
+    if (chunk.finish != Finish::kNone) return false;
+  }
+  return false;
+}
+
+TEST(StagedHandoffWhileCopying, AnAbortEndsTheRequestAndRemovesItsStage) {
+  LocalGenerationService prefill(
+      tiny_deployment(checkpoint(), kEngine, kEngineProcess + slow_failing_transport(0.5)));
+  GenerateInput input = text_request(std::string(90, 'a'), 6);
+  input.prefill_only = true;
+  std::shared_ptr<RequestStream> stream = prefill.submit(input);
+  ASSERT_TRUE(read_first_token(*stream));
+  prefill.abort(stream->id());
+  // Not aborted, the failing copy would end it with an error.
+  const test::Collected rest = collect(*stream);
+  EXPECT_EQ(rest.finish, Finish::kAbort) << rest.error;
+  test::wait_idle(prefill);
+  for (const EngineSummary& engine : prefill.cluster_info().engines) {
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total);
+  }
+  EXPECT_EQ(stages_left(), 0u);
+}
+
+TEST(StagedHandoffWhileCopying, ShuttingDownThePrefillProcessAbortsAndLeavesNoStage) {
+  auto prefill = std::make_unique<LocalGenerationService>(
+      tiny_deployment(checkpoint(), kEngine, kEngineProcess + slow_failing_transport(0.5)));
+  GenerateInput input = text_request(std::string(90, 'b'), 6);
+  input.prefill_only = true;
+  std::shared_ptr<RequestStream> stream = prefill->submit(input);
+  ASSERT_TRUE(read_first_token(*stream));
+  prefill.reset();  // waits for the copy in flight, then ends the request
+  const test::Collected rest = collect(*stream);
+  EXPECT_EQ(rest.finish, Finish::kAbort) << rest.error;
+  EXPECT_EQ(stages_left(), 0u);
+}
+
+TEST(StagedHandoffWhileCopying, ShuttingDownTheDecodeProcessAbortsAndRemovesTheStage) {
+  LocalGenerationService prefill(engine_process(/*transport=*/true));
+  const std::string prompt = std::string(90, 'c');
+  const Prefilled first = prefill_only(prefill, prompt, 6);
+  ASSERT_TRUE(first.stage.has_value()) << first.collected.error;
+  auto decode = std::make_unique<LocalGenerationService>(
+      tiny_deployment(checkpoint(), kEngine, kEngineProcess + slow_failing_transport(0.5)));
+  std::shared_ptr<RequestStream> stream = decode->submit(continuation(prompt, 6, first));
+  // Blocks reserved for it are published once its copy started (same loop turn).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  for (;;) {
+    const EngineSummary engine = decode->cluster_info().engines[0];
+    if (engine.kv_blocks_free < engine.kv_blocks_total ||
+        std::chrono::steady_clock::now() > give_up) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  decode.reset();
+  const test::Collected got = collect(*stream);
+  EXPECT_EQ(got.finish, Finish::kAbort) << got.error;
+  EXPECT_EQ(stages_left(), 0u);  // nobody else would remove it before the prefill side's janitor
 }
 
 INSTANTIATE_TEST_SUITE_P(CopiedBy, StagedHandoffTest, ::testing::Values(true, false),

@@ -27,7 +27,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_CUDA=ON \
 targets=(headway_model_cuda headway_model_cpu headway_scheduler_chunked headway_router_single
          headway_kv_transport_nccl headway_kv_transport_host_copy cuda_model_config_test
          cuda_step_plan_test cuda_kernels_test cuda_model_test nccl_transport_test
-         host_copy_device_test cuda_benchmark)
+         host_copy_device_test cuda_staged_handoff_test cuda_benchmark)
 log "build ${targets[*]} (-j$jobs)"
 cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$work/build.log" 2>&1 \
   || { tail -80 "$work/build.log"; exit 1; }
@@ -39,7 +39,7 @@ log "GPU: $(cat "$work/gpu.txt")"
 
 status=0
 for t in cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test \
-    nccl_transport_test host_copy_device_test; do
+    nccl_transport_test host_copy_device_test cuda_staged_handoff_test; do
   log "test $t"
   if ! timeout 180 "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
       >"$work/$t.log" 2>&1; then

@@ -1,0 +1,151 @@
+// Disaggregation across processes with KV on the GPU (needs one CUDA device; skips otherwise):
+// two engine processes' services of the cuda model in this test process, each with
+// [kv_transport] host_copy (built with CUDA), hand a request over through a shared-memory stage:
+// the prefill side copies its KV blocks GPU -> stage, the decode side stage -> GPU. The greedy
+// tokens must equal those of one cuda engine that serves the request alone, and no stage may be
+// left in /dev/shm. Without a transport, the hand-off fails naming the missing [kv_transport].
+#include <gtest/gtest.h>
+#include <headway/core/deployment_config.h>
+#include <headway/serving/local_generation_service.h>
+#include <tiny_checkpoint.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../unit/test_support/built_plugins.h"
+#include "gpu_test_support.h"
+
+namespace headway::serving {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CudaStagedHandoff : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() /
+                        ("headway_cuda_handoff_" + std::to_string(::getpid())));
+    models::cpu::TinyModelSpec spec;
+    spec.layers = 2;
+    spec.hidden = 256;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.ffn = 512;
+    spec.max_position_embeddings = 4096;
+    spec.dtype = models::cpu::DType::kBF16;
+    models::cpu::write_tiny_checkpoint(spec, *dir_ / "tiny");
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+  // One cuda engine; `extra`: tables after it. Deterministic arithmetic: a row's result does not
+  // depend on the step it is in, so the split run must give the very tokens of the single one.
+  static core::DeploymentConfig deployment(const std::string& extra) {
+    const std::string text =
+        "name = \"cuda-handoff\"\n[model]\nplugin = \"cuda\"\noptions = { path = \"tiny\", "
+        "kv_cache_gb = 0.25, deterministic = true }\n[[engines]]\nscheduler = { plugin = "
+        "\"chunked\", options = { max_num_batched_tokens = 64 } }\n" +
+        extra;
+    return core::parse_deployment(text, *dir_ / "deploy.toml", headway::test::built_plugins());
+  }
+  static fs::path* dir_;
+};
+fs::path* CudaStagedHandoff::dir_ = nullptr;
+
+const std::string kEngineProcess = "[server]\nrole = \"engine\"\n";
+const std::string kTransport = "[kv_transport]\nplugin = \"host_copy\"\n";
+
+GenerateInput greedy(const std::string& prompt, uint32_t max_tokens) {
+  GenerateInput input;
+  input.prompt_kind = GenerateInput::PromptKind::kText;
+  input.prompt_text = prompt;
+  input.max_tokens = max_tokens;
+  input.sampling.ignore_eos = true;
+  return input;
+}
+
+struct Result {
+  std::vector<int32_t> ids;
+  Finish finish = Finish::kNone;
+  std::string error;
+  std::optional<KvStage> stage;
+  double kv_transfer_seconds = 0.0;
+};
+
+Result read(RequestStream& stream) {
+  Result r;
+  StreamChunk chunk;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (r.finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
+    if (!stream.next(chunk, std::chrono::milliseconds(100))) continue;
+    r.ids.insert(r.ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    if (chunk.finish != Finish::kNone) {
+      r.finish = chunk.finish;
+      r.error = chunk.error;
+      r.stage = chunk.kv_stage;
+      r.kv_transfer_seconds = chunk.timings.kv_transfer_seconds;
+    }
+  }
+  return r;
+}
+
+size_t stages_left() {
+  const std::string prefix = "headway-kv-" + std::to_string(::getpid()) + "-";
+  size_t left = 0;
+  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
+    left += entry.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+  }
+  return left;
+}
+
+TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
+  HW_SKIP_WITHOUT_CUDA();
+  const std::vector<std::string> prompts = {"Hi", std::string(150, 'q'),
+                                            std::string(700, 'z') + " tail"};
+  std::vector<std::vector<int32_t>> expected;
+  {
+    LocalGenerationService alone(deployment(""));
+    for (const std::string& prompt : prompts)
+      expected.push_back(read(*alone.submit(greedy(prompt, 12))).ids);
+  }
+  LocalGenerationService prefill(deployment(kEngineProcess + kTransport));
+  LocalGenerationService decode(deployment(kEngineProcess + kTransport));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    GenerateInput first_half = greedy(prompts[i], 12);
+    first_half.prefill_only = true;
+    const Result first = read(*prefill.submit(first_half));
+    ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
+    ASSERT_TRUE(first.stage.has_value());
+    GenerateInput second_half = greedy(prompts[i], 12);
+    second_half.kv_source = first.stage;
+    second_half.generated_ids = first.ids;
+    const Result rest = read(*decode.submit(second_half));
+    EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
+    EXPECT_GT(rest.kv_transfer_seconds, 0.0);  // moved, not prefilled again
+    std::vector<int32_t> got = first.ids;
+    got.insert(got.end(), rest.ids.begin(), rest.ids.end());
+    EXPECT_EQ(got, expected[i]);
+  }
+  EXPECT_EQ(stages_left(), 0u);
+}
+
+TEST_F(CudaStagedHandoff, WithoutATransportTheHandOffFailsNamingIt) {
+  HW_SKIP_WITHOUT_CUDA();
+  LocalGenerationService prefill(deployment(kEngineProcess));
+  GenerateInput input = greedy("Hello there", 4);
+  input.prefill_only = true;
+  const Result got = read(*prefill.submit(input));
+  EXPECT_EQ(got.finish, Finish::kError);
+  EXPECT_NE(got.error.find("[kv_transport]"), std::string::npos) << got.error;
+  EXPECT_EQ(stages_left(), 0u);
+}
+
+}  // namespace
+}  // namespace headway::serving

@@ -146,7 +146,8 @@ hw_engine_load EngineDriver::load() const {
 
 uint32_t EngineDriver::waiting_including_inbox() const {
   std::lock_guard lock(mutex_);
-  return published_.waiting + inbox_submits_;
+  // (Applied hand-offs waiting for room or for their copy are in published_.waiting already.)
+  return published_.waiting + inbox_submits_ + inbox_handoffs_;
 }
 
 bool EngineDriver::alive() const {

@@ -65,7 +65,8 @@ class EngineDriver final : private core::EngineListener {
 
   // The engine's load as last published, counting the requests still in the inbox.
   hw_engine_load load() const;
-  // Requests in the inbox or in the engine's waiting queue: what max_waiting bounds.
+  // Requests in the inbox (submits and hand-offs) or waiting here (in the engine's queue, or for
+  // room or their KV copy): what max_waiting bounds.
   uint32_t waiting_including_inbox() const;
   bool alive() const;
 

@@ -297,6 +297,34 @@ TEST(StagedHandoffWhileCopying, ShuttingDownTheDecodeProcessAbortsAndRemovesTheS
   EXPECT_EQ(stages_left(), 0u);  // nobody else would remove it before the prefill side's janitor
 }
 
+// max_waiting bounds hand-offs too: one whose KV is still being copied in counts as waiting, so
+// a decode process with max_waiting = 1 refuses the next one (the router then gives it up and
+// removes its stage) instead of queueing without bound.
+TEST(StagedHandoffWhileCopying, HandOffsWaitingForTheirCopyCountTowardMaxWaiting) {
+  LocalGenerationService prefill(engine_process(/*transport=*/true));
+  const std::string prompt = std::string(40, 'm');
+  const Prefilled first = prefill_only(prefill, prompt, 4);
+  const Prefilled second = prefill_only(prefill, prompt, 4);
+  ASSERT_TRUE(first.stage && second.stage) << first.collected.error << second.collected.error;
+  const std::string one_waiting =
+      "[[engines]]\nmax_waiting = 1\nscheduler = { plugin = \"chunked\", options = { "
+      "max_num_batched_tokens = 64 } }\n";
+  LocalGenerationService decode(
+      tiny_deployment(checkpoint(), one_waiting, kEngineProcess + slow_failing_transport(0.5)));
+  std::shared_ptr<RequestStream> stream = decode.submit(continuation(prompt, 4, first));
+  try {
+    decode.submit(continuation(prompt, 4, second));
+    ADD_FAILURE() << "a second hand-off was queued behind one waiting for its copy";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.what();
+  }
+  ::shm_unlink(second.stage->shm_name.c_str());
+  // The first one goes on: its copy fails after 0.5 s, and it is prefilled here instead.
+  const test::Collected got = collect(*stream);
+  EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+  EXPECT_EQ(stages_left(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(CopiedBy, StagedHandoffTest, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "KvTransport" : "DriverThread";

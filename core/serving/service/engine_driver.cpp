@@ -100,6 +100,7 @@ void EngineDriver::enqueue_abort(uint64_t id, bool stop_string) {
 }
 
 void EngineDriver::enqueue_incoming(Handoff handoff) {
+  std::optional<Handoff> refused;
   {
     std::lock_guard lock(mutex_);
     if (!exited_) {  // checked and queued in one critical section: run() swaps exited_ and inbox
@@ -110,17 +111,19 @@ void EngineDriver::enqueue_incoming(Handoff handoff) {
       command.id = handoff.request.id;
       command.handoff = std::move(handoff);
       inbox_.push_back(std::move(command));
+    } else {
+      refused.emplace(std::move(handoff));
     }
   }
-  if (handoff.state == nullptr) {  // queued
+  if (!refused) {
     wake_.notify_one();
     return;
   }
   // This driver stopped (the service is shutting down): the request ends as every request still
   // in flight at shutdown does.
-  if (handoff.staged) discard_kv_stage(handoff.staged->shm_name);
-  handoff.state->stream->finish(Finish::kAbort, Timings{}, {});
-  sink_.forget(std::span<const std::string>(&handoff.state->id, 1));
+  if (refused->staged) discard_kv_stage(refused->staged->shm_name);
+  refused->state->stream->finish(Finish::kAbort, Timings{}, {});
+  sink_.forget(std::span<const std::string>(&refused->state->id, 1));
 }
 
 void EngineDriver::enqueue_release(uint64_t id) {

@@ -5,12 +5,15 @@
 # (4 output tokens each), prints the router's KV-transfer metrics of the decode process, and stops
 # them with SIGTERM. Needs a built tree and models/tiny; run it on an otherwise idle machine.
 #
-#   scripts/measure_kv_transfer.sh [BUILD_DIR] [DECODE_CONFIG]
-#   DECODE_CONFIG: engine_decode (shared memory, default) or engine_decode_socket (gRPC)
+#   scripts/measure_kv_transfer.sh [BUILD_DIR] [DECODE_CONFIG] [PREFILL_CONFIG]
+#   DECODE_CONFIG: engine_decode (shared memory, default), engine_decode_socket (gRPC) or
+#   engine_decode_host_copy (shared memory, copied by the process's KV transport)
+#   PREFILL_CONFIG: engine_prefill (default) or engine_prefill_host_copy
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 decode=${2:-engine_decode}
+prefill=${3:-engine_prefill}
 headway="$build/bin/headway"
 [[ -f models/tiny/model.safetensors ]] || "$headway" model make-tiny --out models/tiny
 logs=$(mktemp -d)
@@ -18,7 +21,7 @@ pids=()
 stop() { kill -TERM "${pids[@]}" 2>/dev/null || true; wait "${pids[@]}" 2>/dev/null || true; }
 trap 'stop; rm -rf "$logs"' EXIT
 
-"$headway" serve --config configs/processes/engine_prefill.toml >"$logs/prefill.log" 2>&1 &
+"$headway" serve --config "configs/processes/$prefill.toml" >"$logs/prefill.log" 2>&1 &
 pids+=($!)
 "$headway" serve --config "configs/processes/$decode.toml" >"$logs/decode.log" 2>&1 &
 pids+=($!)

@@ -166,6 +166,16 @@ TEST(PluginsFromToml, ShippedMultiProcessDeploymentLoads) {
   DeploymentConfig socket = load_deployment(dir / "engine_decode_socket.toml", registry());
   EXPECT_EQ(socket.server.kv_stage_transport, "socket");
   EXPECT_EQ("127.0.0.1:" + std::to_string(socket.server.grpc_port), pair[1]);
+  // The pair with a KV transport of their own (the files a GPU deployment starts from).
+  for (const char* name : {"engine_prefill_host_copy", "engine_decode_host_copy"}) {
+    SCOPED_TRACE(name);
+    DeploymentConfig engine = load_deployment(dir / (std::string(name) + ".toml"), registry());
+    EXPECT_EQ(engine.server.role, "engine");
+    ASSERT_TRUE(engine.kv_transport.has_value());
+    EXPECT_EQ(engine.kv_transport->plugin->short_name(), "host_copy");
+    const std::string address = "127.0.0.1:" + std::to_string(engine.server.grpc_port);
+    EXPECT_EQ(address, std::string(name).find("prefill") != std::string::npos ? pair[0] : pair[1]);
+  }
 }
 
 }  // namespace

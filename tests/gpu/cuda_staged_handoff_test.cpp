@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "../unit/serving/service/service_fixture.h"
 #include "../unit/test_support/built_plugins.h"
+#include "../unit/test_support/staged_kv_objects.h"
 #include "gpu_test_support.h"
 
 namespace headway::serving {
@@ -61,48 +63,10 @@ fs::path* CudaStagedHandoff::dir_ = nullptr;
 const std::string kEngineProcess = "[server]\nrole = \"engine\"\n";
 const std::string kTransport = "[kv_transport]\nplugin = \"host_copy\"\n";
 
-GenerateInput greedy(const std::string& prompt, uint32_t max_tokens) {
-  GenerateInput input;
-  input.prompt_kind = GenerateInput::PromptKind::kText;
-  input.prompt_text = prompt;
-  input.max_tokens = max_tokens;
-  input.sampling.ignore_eos = true;
-  return input;
-}
+using test::collect;
+using test::text_request;
 
-struct Result {
-  std::vector<int32_t> ids;
-  Finish finish = Finish::kNone;
-  std::string error;
-  std::optional<KvStage> stage;
-  double kv_transfer_seconds = 0.0;
-};
-
-Result read(RequestStream& stream) {
-  Result r;
-  StreamChunk chunk;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (r.finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
-    if (!stream.next(chunk, std::chrono::milliseconds(100))) continue;
-    r.ids.insert(r.ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
-    if (chunk.finish != Finish::kNone) {
-      r.finish = chunk.finish;
-      r.error = chunk.error;
-      r.stage = chunk.kv_stage;
-      r.kv_transfer_seconds = chunk.timings.kv_transfer_seconds;
-    }
-  }
-  return r;
-}
-
-size_t stages_left() {
-  const std::string prefix = "headway-kv-" + std::to_string(::getpid()) + "-";
-  size_t left = 0;
-  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
-    left += entry.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
-  }
-  return left;
-}
+size_t stages_left() { return headway::test::staged_kv_objects_of(::getpid()); }
 
 TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
   HW_SKIP_WITHOUT_CUDA();
@@ -112,23 +76,23 @@ TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
   {
     LocalGenerationService alone(deployment(""));
     for (const std::string& prompt : prompts)
-      expected.push_back(read(*alone.submit(greedy(prompt, 12))).ids);
+      expected.push_back(collect(*alone.submit(text_request(prompt, 12))).ids);
   }
   LocalGenerationService prefill(deployment(kEngineProcess + kTransport));
   LocalGenerationService decode(deployment(kEngineProcess + kTransport));
   for (size_t i = 0; i < prompts.size(); ++i) {
     SCOPED_TRACE(i);
-    GenerateInput first_half = greedy(prompts[i], 12);
+    GenerateInput first_half = text_request(prompts[i], 12);
     first_half.prefill_only = true;
-    const Result first = read(*prefill.submit(first_half));
+    const test::Collected first = collect(*prefill.submit(first_half));
     ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
-    ASSERT_TRUE(first.stage.has_value());
-    GenerateInput second_half = greedy(prompts[i], 12);
-    second_half.kv_source = first.stage;
+    ASSERT_TRUE(first.kv_stage.has_value());
+    GenerateInput second_half = text_request(prompts[i], 12);
+    second_half.kv_source = first.kv_stage;
     second_half.generated_ids = first.ids;
-    const Result rest = read(*decode.submit(second_half));
+    const test::Collected rest = collect(*decode.submit(second_half));
     EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
-    EXPECT_GT(rest.kv_transfer_seconds, 0.0);  // moved, not prefilled again
+    EXPECT_GT(rest.timings.kv_transfer_seconds, 0.0);  // moved, not prefilled again
     std::vector<int32_t> got = first.ids;
     got.insert(got.end(), rest.ids.begin(), rest.ids.end());
     EXPECT_EQ(got, expected[i]);
@@ -139,9 +103,9 @@ TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
 TEST_F(CudaStagedHandoff, WithoutATransportTheHandOffFailsNamingIt) {
   HW_SKIP_WITHOUT_CUDA();
   LocalGenerationService prefill(deployment(kEngineProcess));
-  GenerateInput input = greedy("Hello there", 4);
+  GenerateInput input = text_request("Hello there", 4);
   input.prefill_only = true;
-  const Result got = read(*prefill.submit(input));
+  const test::Collected got = collect(*prefill.submit(input));
   EXPECT_EQ(got.finish, Finish::kError);
   EXPECT_NE(got.error.find("[kv_transport]"), std::string::npos) << got.error;
   EXPECT_EQ(stages_left(), 0u);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../unit/serving/metrics/promtool_check.h"
+#include "../unit/test_support/staged_kv_objects.h"
 #include "serve_process.h"
 
 namespace headway::test {
@@ -392,16 +393,6 @@ std::vector<std::string> disaggregation_prompts() {
   return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(300, 'q')};
 }
 
-// No shared-memory object of the prefill process is left behind.
-size_t staged_objects_of(pid_t pid) {
-  size_t count = 0;
-  const std::string prefix = "headway-kv-" + std::to_string(pid) + "-";
-  for (const auto& entry : fs::directory_iterator("/dev/shm")) {
-    count += entry.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
-  }
-  return count;
-}
-
 TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
   TempDir dir("serve_processes_disaggregated");
   DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16);
@@ -417,7 +408,7 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
   const std::string metrics = metrics_of(http);
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 6"), std::string::npos)
       << metrics;
-  EXPECT_EQ(staged_objects_of(cluster.prefill().pid()), 0u);
+  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
   cluster.stop_all();
 }
 
@@ -446,7 +437,7 @@ TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
       std::regex(R"(headway_kv_transfer_network_bytes_total\{engine="1",pool=""\} ([0-9.e+]+))")))
       << metrics;
   EXPECT_GT(std::stod(bytes[1].str()), 0.0) << metrics;
-  EXPECT_EQ(staged_objects_of(cluster.prefill().pid()), 0u);
+  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
   cluster.stop_all();
 }
 
@@ -463,7 +454,7 @@ TEST(ServeProcesses, AStagedKvTheDecodeProcessCannotUseIsPrefilledThereInstead) 
   const std::string metrics = metrics_of(http);
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 0"), std::string::npos)
       << metrics;
-  EXPECT_EQ(staged_objects_of(cluster.prefill().pid()), 0u);
+  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
   cluster.stop_all();
 }
 

@@ -219,12 +219,15 @@ std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
   return object.error();
 }
 
+std::string kv_stage_memcpy_problem(const hw_memory_desc& memory) {
+  if (memory.kind == HW_MEMORY_HOST && memory.base != nullptr) return {};
+  return "this engine's KV is not in host memory and this process has no KV transport to copy it "
+         "there ([kv_transport] plugin = \"host_copy\")";
+}
+
 std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
                           std::span<const uint32_t> blocks) {
-  if (memory.kind != HW_MEMORY_HOST || memory.base == nullptr) {
-    return "this engine's KV is not in host memory and this process has no KV transport to copy "
-           "it there ([kv_transport] plugin = \"host_copy\")";
-  }
+  if (std::string problem = kv_stage_memcpy_problem(memory); !problem.empty()) return problem;
   if (blocks.size() < stage.block_count) {
     return fmt::format("{} blocks reserved for {} staged", blocks.size(), stage.block_count);
   }

@@ -87,6 +87,10 @@ class KvStageReader {
   std::string error_;
 };
 
+// Why read_kv_stage() cannot copy into `memory` (it is not host memory: a KV transport must copy
+// it); empty when it can.
+std::string kv_stage_memcpy_problem(const hw_memory_desc& memory);
+
 // Copies the stage's blocks into `blocks` of `memory` (host memory, which kv_stage_problem()
 // accepted) with memcpy on this thread. Returns an empty string, or why the copy failed.
 std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,

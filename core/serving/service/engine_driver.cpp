@@ -29,6 +29,15 @@ std::string source_of(const Handoff& handoff) {
                         : fmt::format("engine{}", handoff.source_engine);
 }
 
+// What a finished KV copy into this engine adds to the request's timings: the copy, and for a
+// stage fetched from another host (kv_stage_socket.h) the fetch and its bytes.
+void record_transfer(InFlightRequest& state, const KvStage* stage, double copy_seconds) {
+  state.record.kv_transfer_seconds = copy_seconds;
+  if (stage == nullptr) return;
+  state.record.kv_transfer_seconds += stage->fetch_seconds;
+  if (stage->fetched != nullptr) state.kv_network_bytes = stage->fetched->size();
+}
+
 Finish finish_of(core::FinishReason reason) {
   switch (reason) {
     case core::FinishReason::kLength:
@@ -476,11 +485,8 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   const KvStage& stage = *handoff.staged;
   const uint64_t id = handoff.request.id;
   std::string problem = kv_stage_problem(stage, engine_.kv_memory(), engine_.config().block_size);
-  if (problem.empty() && engine_.kv_memory().kind != HW_MEMORY_HOST) {
-    problem =
-        "this engine's KV is not in host memory and this process has no KV transport to copy it "
-        "there ([kv_transport] plugin = \"host_copy\")";
-  }
+  // Checked before blocks are reserved for it (a wait for room that would end in a prefill).
+  if (problem.empty()) problem = kv_stage_memcpy_problem(engine_.kv_memory());
   if (problem.empty()) {
     bool reserved = false;
     try {
@@ -493,11 +499,9 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     const auto begin = std::chrono::steady_clock::now();
     problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id));
     if (problem.empty()) {
-      // Fetching it from another host (kv_stage_socket.h) is part of the transfer.
-      handoff.state->record.kv_transfer_seconds =
-          stage.fetch_seconds +
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      if (stage.fetched != nullptr) handoff.state->kv_network_bytes = stage.fetched->size();
+      record_transfer(
+          *handoff.state, &stage,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
       discard_kv_stage(stage.shm_name);
       requests_.emplace(id, std::move(handoff.state));
       engine_.complete_transfer(id);
@@ -708,13 +712,7 @@ void EngineDriver::finish_arrivals() {
       prefill_here(done.handoff);
       continue;
     }
-    state.record.kv_transfer_seconds = progress.seconds;
-    if (done.handoff.staged) {  // fetching it from another host (kv_stage_socket.h) is part of it
-      state.record.kv_transfer_seconds += done.handoff.staged->fetch_seconds;
-      if (done.handoff.staged->fetched != nullptr) {
-        state.kv_network_bytes = done.handoff.staged->fetched->size();
-      }
-    }
+    record_transfer(state, done.handoff.staged ? &*done.handoff.staged : nullptr, progress.seconds);
     requests_.emplace(id, std::move(done.handoff.state));
     engine_.complete_transfer(id);
     if (done.aborted) engine_.abort(id);  // on_finished() ends the stream

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "../../test_support/built_plugins.h"
@@ -56,6 +57,7 @@ struct Collected {
   std::string error;
   Usage usage;
   Timings timings;
+  std::optional<KvStage> kv_stage;  // kHandoff (prefill_only): where the KV waits
 };
 
 // Reads a stream until its finishing chunk. The bound only keeps a broken service from hanging
@@ -73,6 +75,7 @@ inline Collected collect(RequestStream& stream) {
       c.error = chunk.error;
       c.usage = chunk.usage;
       c.timings = chunk.timings;
+      c.kv_stage = chunk.kv_stage;
     }
   }
   return c;

@@ -9,12 +9,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../../test_support/staged_kv_objects.h"
 #include "service_fixture.h"
 
 namespace headway::serving {
@@ -41,45 +41,22 @@ core::DeploymentConfig engine_process(bool transport) {
 }
 
 // This process's staged objects still in /dev/shm.
-size_t stages_left() {
-  const std::string prefix = "headway-kv-" + std::to_string(::getpid()) + "-";
-  size_t left = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    left += entry.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
-  }
-  return left;
-}
+size_t stages_left() { return headway::test::staged_kv_objects_of(::getpid()); }
 
-// Reads a prefill_only stream to its end and returns the stage it handed out (or nothing).
-struct Prefilled {
-  test::Collected collected;
-  std::optional<KvStage> stage;
-};
-Prefilled prefill_only(LocalGenerationService& service, const std::string& prompt,
-                       uint32_t max_tokens) {
+// Submits `prompt` with prefill_only and reads the stream to its end (kHandoff: kv_stage says where
+// its KV waits).
+test::Collected prefill_only(LocalGenerationService& service, const std::string& prompt,
+                             uint32_t max_tokens) {
   GenerateInput input = text_request(prompt, max_tokens);
   input.prefill_only = true;
-  std::shared_ptr<RequestStream> stream = service.submit(input);
-  Prefilled out;
-  StreamChunk chunk;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-  while (out.collected.finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
-    if (!stream->next(chunk, std::chrono::milliseconds(100))) continue;
-    out.collected.ids.insert(out.collected.ids.end(), chunk.token_ids.begin(),
-                             chunk.token_ids.end());
-    if (chunk.finish != Finish::kNone) {
-      out.collected.finish = chunk.finish;
-      out.collected.error = chunk.error;
-      out.stage = chunk.kv_stage;
-    }
-  }
-  return out;
+  return collect(*service.submit(input));
 }
 
-GenerateInput continuation(const std::string& prompt, uint32_t max_tokens, const Prefilled& from) {
+GenerateInput continuation(const std::string& prompt, uint32_t max_tokens,
+                           const test::Collected& from) {
   GenerateInput input = text_request(prompt, max_tokens);
-  input.kv_source = from.stage;
-  input.generated_ids = from.collected.ids;
+  input.kv_source = from.kv_stage;
+  input.generated_ids = from.ids;
   return input;
 }
 
@@ -104,14 +81,14 @@ TEST_P(StagedHandoffTest, GreedyTokensEqualThoseOfOneMixedEngine) {
   LocalGenerationService decode(engine_process(transport));
   for (size_t i = 0; i < prompts().size(); ++i) {
     SCOPED_TRACE(i);
-    const Prefilled first = prefill_only(prefill, prompts()[i], 12);
-    ASSERT_EQ(first.collected.finish, Finish::kHandoff) << first.collected.error;
-    ASSERT_TRUE(first.stage.has_value());
-    EXPECT_EQ(first.collected.ids.size(), 1u);
-    EXPECT_EQ(first.stage->computed_tokens, prompts()[i].size() + 1);  // BOS + bytes
+    const test::Collected first = prefill_only(prefill, prompts()[i], 12);
+    ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
+    ASSERT_TRUE(first.kv_stage.has_value());
+    EXPECT_EQ(first.ids.size(), 1u);
+    EXPECT_EQ(first.kv_stage->computed_tokens, prompts()[i].size() + 1);  // BOS + bytes
     const test::Collected rest = collect(*decode.submit(continuation(prompts()[i], 12, first)));
     EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
-    std::vector<int32_t> got = first.collected.ids;
+    std::vector<int32_t> got = first.ids;
     got.insert(got.end(), rest.ids.begin(), rest.ids.end());
     EXPECT_EQ(got, expected[i]);
     EXPECT_GT(rest.timings.kv_transfer_seconds, 0.0);  // moved, not prefilled again
@@ -128,11 +105,11 @@ TEST_P(StagedHandoffTest, AStageThatIsGoneIsPrefilledInstead) {
   LocalGenerationService prefill(engine_process(GetParam()));
   LocalGenerationService decode(engine_process(GetParam()));
   const std::string prompt = std::string(100, 'w');
-  const Prefilled first = prefill_only(prefill, prompt, 8);
-  ASSERT_EQ(first.collected.finish, Finish::kHandoff) << first.collected.error;
-  const Prefilled again = prefill_only(prefill, prompt, 8);
-  ASSERT_EQ(again.collected.finish, Finish::kHandoff) << again.collected.error;
-  ::shm_unlink(first.stage->shm_name.c_str());
+  const test::Collected first = prefill_only(prefill, prompt, 8);
+  ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
+  const test::Collected again = prefill_only(prefill, prompt, 8);
+  ASSERT_EQ(again.finish, Finish::kHandoff) << again.error;
+  ::shm_unlink(first.kv_stage->shm_name.c_str());
   const test::Collected prefilled_here = collect(*decode.submit(continuation(prompt, 8, first)));
   const test::Collected moved = collect(*decode.submit(continuation(prompt, 8, again)));
   EXPECT_EQ(prefilled_here.finish, Finish::kLength) << prefilled_here.error;
@@ -160,20 +137,14 @@ TEST_P(StagedHandoffTest, AbortsWhileStagingLeaveNoBlockAndNoObjectBehind) {
   }
   size_t handed_out = 0;
   for (auto& stream : streams) {
-    StreamChunk chunk;
-    Finish finish = Finish::kNone;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
-    while (finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
-      if (!stream->next(chunk, std::chrono::milliseconds(100))) continue;
-      finish = chunk.finish;
-      if (finish == Finish::kHandoff) {
-        ASSERT_TRUE(chunk.kv_stage.has_value());
-        ::shm_unlink(chunk.kv_stage->shm_name.c_str());  // what a router does with one it drops
-        ++handed_out;
-      }
+    const test::Collected got = collect(*stream);
+    if (got.finish == Finish::kHandoff) {
+      ASSERT_TRUE(got.kv_stage.has_value());
+      ::shm_unlink(got.kv_stage->shm_name.c_str());  // what a router does with one it drops
+      ++handed_out;
     }
-    EXPECT_TRUE(finish == Finish::kHandoff || finish == Finish::kAbort)
-        << static_cast<int>(finish) << " " << chunk.error;
+    EXPECT_TRUE(got.finish == Finish::kHandoff || got.finish == Finish::kAbort)
+        << static_cast<int>(got.finish) << " " << got.error;
   }
   EXPECT_GE(handed_out, 20u);  // the 20 never aborted
   test::wait_idle(prefill);
@@ -193,12 +164,11 @@ TEST(StagedHandoffThroughAFailingTransport, FailsTheHandOffOrIsPrefilledInstead)
   {
     LocalGenerationService prefill(
         tiny_deployment(checkpoint(), kEngine, kEngineProcess + failing));
-    const Prefilled got = prefill_only(prefill, prompt, 6);
-    EXPECT_EQ(got.collected.finish, Finish::kError);
-    EXPECT_NE(got.collected.error.find("failed to copy its KV into shared memory"),
-              std::string::npos)
-        << got.collected.error;
-    EXPECT_FALSE(got.stage.has_value());
+    const test::Collected got = prefill_only(prefill, prompt, 6);
+    EXPECT_EQ(got.finish, Finish::kError);
+    EXPECT_NE(got.error.find("failed to copy its KV into shared memory"), std::string::npos)
+        << got.error;
+    EXPECT_FALSE(got.kv_stage.has_value());
     test::wait_idle(prefill);
     for (const EngineSummary& engine : prefill.cluster_info().engines) {
       EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total);
@@ -208,9 +178,9 @@ TEST(StagedHandoffThroughAFailingTransport, FailsTheHandOffOrIsPrefilledInstead)
   LocalGenerationService prefill(engine_process(/*transport=*/true));
   LocalGenerationService good(engine_process(/*transport=*/true));
   LocalGenerationService bad(tiny_deployment(checkpoint(), kEngine, kEngineProcess + failing));
-  const Prefilled first = prefill_only(prefill, prompt, 6);
-  const Prefilled again = prefill_only(prefill, prompt, 6);
-  ASSERT_TRUE(first.stage && again.stage) << first.collected.error << again.collected.error;
+  const test::Collected first = prefill_only(prefill, prompt, 6);
+  const test::Collected again = prefill_only(prefill, prompt, 6);
+  ASSERT_TRUE(first.kv_stage && again.kv_stage) << first.error << again.error;
   const test::Collected moved = collect(*good.submit(continuation(prompt, 6, first)));
   const test::Collected prefilled_here = collect(*bad.submit(continuation(prompt, 6, again)));
   EXPECT_EQ(moved.finish, Finish::kLength) << moved.error;
@@ -276,8 +246,8 @@ TEST(StagedHandoffWhileCopying, ShuttingDownThePrefillProcessAbortsAndLeavesNoSt
 TEST(StagedHandoffWhileCopying, ShuttingDownTheDecodeProcessAbortsAndRemovesTheStage) {
   LocalGenerationService prefill(engine_process(/*transport=*/true));
   const std::string prompt = std::string(90, 'c');
-  const Prefilled first = prefill_only(prefill, prompt, 6);
-  ASSERT_TRUE(first.stage.has_value()) << first.collected.error;
+  const test::Collected first = prefill_only(prefill, prompt, 6);
+  ASSERT_TRUE(first.kv_stage.has_value()) << first.error;
   auto decode = std::make_unique<LocalGenerationService>(
       tiny_deployment(checkpoint(), kEngine, kEngineProcess + slow_failing_transport(0.5)));
   std::shared_ptr<RequestStream> stream = decode->submit(continuation(prompt, 6, first));
@@ -303,9 +273,9 @@ TEST(StagedHandoffWhileCopying, ShuttingDownTheDecodeProcessAbortsAndRemovesTheS
 TEST(StagedHandoffWhileCopying, HandOffsWaitingForTheirCopyCountTowardMaxWaiting) {
   LocalGenerationService prefill(engine_process(/*transport=*/true));
   const std::string prompt = std::string(40, 'm');
-  const Prefilled first = prefill_only(prefill, prompt, 4);
-  const Prefilled second = prefill_only(prefill, prompt, 4);
-  ASSERT_TRUE(first.stage && second.stage) << first.collected.error << second.collected.error;
+  const test::Collected first = prefill_only(prefill, prompt, 4);
+  const test::Collected second = prefill_only(prefill, prompt, 4);
+  ASSERT_TRUE(first.kv_stage && second.kv_stage) << first.error << second.error;
   const std::string one_waiting =
       "[[engines]]\nmax_waiting = 1\nscheduler = { plugin = \"chunked\", options = { "
       "max_num_batched_tokens = 64 } }\n";
@@ -318,7 +288,7 @@ TEST(StagedHandoffWhileCopying, HandOffsWaitingForTheirCopyCountTowardMaxWaiting
   } catch (const ServiceError& e) {
     EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.what();
   }
-  ::shm_unlink(second.stage->shm_name.c_str());
+  ::shm_unlink(second.kv_stage->shm_name.c_str());
   // The first one goes on: its copy fails after 0.5 s, and it is prefilled here instead.
   const test::Collected got = collect(*stream);
   EXPECT_EQ(got.finish, Finish::kLength) << got.error;

@@ -14,6 +14,7 @@
 
 #include "gpu_test_support.h"
 #include "model_harness.h"
+#include "tiny_bf16_spec.h"
 #include "tiny_checkpoint.h"
 
 namespace headway::gpu_test {
@@ -37,21 +38,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// BF16 weights so that both models compute with the same weight values; head_dim 64, GQA group 2,
-// llama3 rope scaling.
-models::cpu::TinyModelSpec spec() {
-  models::cpu::TinyModelSpec s;
-  s.layers = 2;
-  s.hidden = 256;
-  s.heads = 4;
-  s.kv_heads = 2;
-  s.ffn = 512;
-  s.vocab = 320;
-  s.max_position_embeddings = 4096;
-  s.seed = 11;
-  s.dtype = models::cpu::DType::kBF16;
-  return s;
-}
+models::cpu::TinyModelSpec spec() { return tiny_bf16_spec(); }
 
 class CudaModel : public ::testing::Test {
  protected:

@@ -20,6 +20,7 @@
 #include "../unit/test_support/built_plugins.h"
 #include "../unit/test_support/staged_kv_objects.h"
 #include "gpu_test_support.h"
+#include "tiny_bf16_spec.h"
 
 namespace headway::serving {
 namespace {
@@ -31,15 +32,7 @@ class CudaStagedHandoff : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new fs::path(fs::temp_directory_path() /
                         ("headway_cuda_handoff_" + std::to_string(::getpid())));
-    models::cpu::TinyModelSpec spec;
-    spec.layers = 2;
-    spec.hidden = 256;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.ffn = 512;
-    spec.max_position_embeddings = 4096;
-    spec.dtype = models::cpu::DType::kBF16;
-    models::cpu::write_tiny_checkpoint(spec, *dir_ / "tiny");
+    models::cpu::write_tiny_checkpoint(gpu_test::tiny_bf16_spec(), *dir_ / "tiny");
   }
   static void TearDownTestSuite() {
     std::error_code ec;

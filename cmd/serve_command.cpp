@@ -118,7 +118,12 @@ int run_serve(const ServeArgs& args) {
     options.connect_timeout_s = server.engine_connect_timeout_s;
     owned = std::make_unique<serving::RemoteGenerationService>(deployment, std::move(options));
   } else {
-    owned = std::make_unique<serving::LocalGenerationService>(deployment);
+    serving::LocalServiceOptions options;
+#if HEADWAY_SERVE_GRPC
+    // Engine processes pull KV that other engine processes hold for peer links over gRPC.
+    if (engine_role) options.kv_link_peers = serving::make_grpc_kv_link_peers(api_key);
+#endif
+    owned = std::make_unique<serving::LocalGenerationService>(deployment, std::move(options));
   }
   serving::GenerationService& service = *owned;
   const serving::ModelSummary model = service.model_info();

@@ -132,7 +132,7 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   check_keys(table,
              {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
               "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
-              "kv_stage_checksums"},
+              "kv_stage_checksums", "kv_handoff", "kv_link_hold_s"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -164,7 +164,8 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
                             server.role));
   }
   // How an engine process receives the KV another process prefilled (docs/serving.md).
-  for (const char* key : {"kv_stage_transport", "kv_stage_checksums"}) {
+  for (const char* key :
+       {"kv_stage_transport", "kv_stage_checksums", "kv_handoff", "kv_link_hold_s"}) {
     const toml::node* node = table.get(key);
     if (node != nullptr && server.role != "engine") {
       throw Error(
@@ -192,6 +193,15 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
     }
     server.kv_stage_checksums = node->as_boolean()->get();
   }
+  server.kv_handoff = get_string(table, "kv_handoff", where, server.kv_handoff);
+  if (server.kv_handoff != "stage" && server.kv_handoff != "link") {
+    throw Error(fmt::format(
+        "{}.kv_handoff: unknown value \"{}\" (allowed: stage (KV copied into shared memory), link "
+        "(KV kept in the engine and pulled over a peer link of the KV transports))",
+        where, server.kv_handoff));
+  }
+  server.kv_link_hold_s =
+      get_seconds(table, "kv_link_hold_s", where, server.kv_link_hold_s, 0.01, 3600.0);
   return server;
 }
 

@@ -2,6 +2,9 @@
 #include <headway/core/error.h>
 #include <headway/core/plugin_instances.h>
 
+#include <algorithm>
+#include <cstddef>
+
 namespace headway::core {
 
 SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine_facts& facts,
@@ -101,6 +104,12 @@ KvTransportInstance::KvTransportInstance(const PluginChoice& choice, const HostS
   hw_status status{};
   check_status(table_->create(host.table(), choice.options->view(), &handle_, &status), status,
                choice.where + ": KV transport '" + name_ + "' create");
+  // Read only when the plugin's table is long enough to hold them (built for ABI 1.2 or later).
+  has_peer_links_ = table_->struct_size >=
+                        offsetof(hw_kv_transport_table, peer_close) + sizeof(table_->peer_close) &&
+                    table_->peer_rendezvous != nullptr && table_->peer_join != nullptr &&
+                    table_->peer_state != nullptr && table_->peer_post != nullptr &&
+                    table_->peer_close != nullptr;
 }
 
 KvTransportInstance::~KvTransportInstance() {
@@ -121,6 +130,60 @@ KvTransportInstance::Progress KvTransportInstance::poll(uint64_t handle) {
   check_status(table_->poll(handle_, handle, &progress.state, &progress.seconds, &status), status,
                "KV transport '" + name_ + "' poll");
   return progress;
+}
+
+void KvTransportInstance::require_peer_links() const {
+  if (!has_peer_links_) {
+    throw Error("KV transport '" + name_ + "' has no peer links (KV between processes)",
+                HW_INVALID_ARGUMENT);
+  }
+}
+
+std::vector<uint8_t> KvTransportInstance::peer_rendezvous() {
+  require_peer_links();
+  std::vector<uint8_t> id(HW_PEER_ID_MAX);
+  uint64_t size = 0;
+  hw_status status{};
+  check_status(table_->peer_rendezvous(handle_, id.data(), id.size(), &size, &status), status,
+               "KV transport '" + name_ + "' peer_rendezvous");
+  id.resize(std::min<uint64_t>(size, id.size()));
+  return id;
+}
+
+uint64_t KvTransportInstance::peer_join(const std::vector<uint8_t>& id, int32_t rank,
+                                        const hw_memory_desc& memory) {
+  require_peer_links();
+  uint64_t link = 0;
+  hw_status status{};
+  check_status(table_->peer_join(handle_, id.data(), id.size(), rank, memory.kind, memory.device_id,
+                                 &link, &status),
+               status, "KV transport '" + name_ + "' peer_join");
+  return link;
+}
+
+int32_t KvTransportInstance::peer_state(uint64_t link) {
+  require_peer_links();
+  int32_t state = HW_TRANSFER_FAILED;
+  hw_status status{};
+  check_status(table_->peer_state(handle_, link, &state, &status), status,
+               "KV transport '" + name_ + "' peer_state");
+  return state;
+}
+
+uint64_t KvTransportInstance::peer_post(uint64_t link, hw_peer_direction direction,
+                                        const hw_memory_desc& memory,
+                                        std::span<const uint32_t> blocks) {
+  require_peer_links();
+  uint64_t handle = 0;
+  hw_status status{};
+  check_status(table_->peer_post(handle_, link, direction, &memory, blocks.data(),
+                                 static_cast<uint32_t>(blocks.size()), &handle, &status),
+               status, "KV transport '" + name_ + "' peer_post");
+  return handle;
+}
+
+void KvTransportInstance::peer_close(uint64_t link) {
+  if (has_peer_links_) table_->peer_close(handle_, link);
 }
 
 }  // namespace headway::core

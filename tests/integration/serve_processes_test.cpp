@@ -441,6 +441,45 @@ TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
   cluster.stop_all();
 }
 
+// kv_handoff = "link": the prefill process keeps each request's KV in its engine and the decode
+// process pulls it over a peer link of their transports (OpenKvLink once, SendHeldKv per request,
+// over the real gRPC worker API), as NCCL between two processes' GPUs would; test_socket_peers
+// carries the bytes over loopback TCP here. The same tokens, every transfer counted, and at the
+// end the prefill process holds no KV block.
+TEST(ServeProcesses, DisaggregationOverPeerLinksGivesTheTokensOfOneProcess) {
+  TempDir dir("serve_processes_link");
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16,
+                                 "kv_handoff = \"link\"\n[kv_transport]\nplugin = \"" +
+                                     std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                                     "/test_socket_peers.so\"\n");
+  for (const std::string& prompt : disaggregation_prompts()) {
+    for (const bool stream : {false, true}) {
+      SCOPED_TRACE(prompt.substr(0, 20) + (stream ? " streamed" : ""));
+      EXPECT_EQ(greedy_text(cluster.router_port(), prompt, stream),
+                greedy_text(cluster.reference_port(), prompt, stream));
+    }
+  }
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  const std::string metrics = metrics_of(http);
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 6"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
+  // Sends are over once the decode process has the KV: the prefill engine frees its blocks within
+  // a step or two after. (Bounded wait; no assertion depends on how long it takes.)
+  bool freed = false;
+  for (int i = 0; i < 600 && !freed; ++i) {
+    const std::string info = metrics_of(http);
+    std::smatch usage;
+    freed = std::regex_search(
+                info, usage,
+                std::regex(R"(headway_kv_cache_usage_perc\{engine="0",pool=""\} ([0-9.e+-]+))")) &&
+            std::stod(usage[1].str()) == 0.0;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(freed) << metrics_of(http);
+  cluster.stop_all();
+}
+
 TEST(ServeProcesses, AStagedKvTheDecodeProcessCannotUseIsPrefilledThereInstead) {
   TempDir dir("serve_processes_fallback");
   // 32-token blocks on the decode process, 16 on the prefill process: the staged KV does not fit.

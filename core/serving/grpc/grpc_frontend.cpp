@@ -11,6 +11,7 @@
 
 #include "headway_service.h"
 #include "health_mirror.h"
+#include "kv_link_client.h"
 
 namespace headway::serving {
 
@@ -113,6 +114,10 @@ void GrpcFrontend::stop() {
   impl.server.reset();
   impl.headway.reset();
   impl.state = Impl::State::kStopped;
+}
+
+std::shared_ptr<KvLinkPeers> make_grpc_kv_link_peers(std::string api_key) {
+  return std::make_shared<grpc_frontend::GrpcKvLinkPeers>(std::move(api_key));
 }
 
 }  // namespace headway::serving

@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "api_key_check.h"
 #include "kv_stage_file.h"
@@ -163,6 +164,27 @@ grpc::Status HeadwayService::FetchKvStage(grpc::ServerContext* context,
             "FetchKvStage is for engine processes behind a router ([server] role = \"engine\")"};
   }
   return send_kv_stage(request->shm_name(), kv_stage_checksums_, *context, *writer);
+}
+
+grpc::Status HeadwayService::OpenKvLink(grpc::ServerContext* context,
+                                        const v1::OpenKvLinkRequest* request,
+                                        v1::OpenKvLinkResponse* /*response*/) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  return guarded(*context, "OpenKvLink", [&] {
+    const std::string& id = request->rendezvous();
+    service_.open_kv_link(request->link_name(), std::vector<uint8_t>(id.begin(), id.end()));
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status HeadwayService::SendHeldKv(grpc::ServerContext* context,
+                                        const v1::SendHeldKvRequest* request,
+                                        v1::SendHeldKvResponse* /*response*/) {
+  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  return guarded(*context, "SendHeldKv", [&] {
+    service_.send_held_kv(request->link_name(), from_proto(request->kv_stage()), request->drop());
+    return grpc::Status::OK;
+  });
 }
 
 }  // namespace headway::serving::grpc_frontend

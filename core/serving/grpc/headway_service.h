@@ -1,7 +1,8 @@
 // headway.v1.Headway over a GenerationService, on gRPC's synchronous server (grpc_frontend.h says
 // why): each call checks the API key, converts the request, calls the service and maps its
 // ServiceError to a status. Generate streams on its handler thread and aborts the request when the
-// client goes away. In an engine process it also serves and fetches staged KV (kv_stage_socket.h).
+// client goes away. In an engine process it also serves and fetches staged KV (kv_stage_socket.h),
+// and opens KV links and sends held KV for them (kv_links.h).
 //
 // Ownership: refers to the service, which must outlive it. Threading: gRPC calls the methods from
 // its thread pool, concurrently; the object itself holds no mutable state.
@@ -34,6 +35,10 @@ class HeadwayService final : public v1::Headway::Service {
                            v1::ClusterInfoResponse* response) override;
   grpc::Status FetchKvStage(grpc::ServerContext* context, const v1::FetchKvStageRequest* request,
                             grpc::ServerWriter<v1::KvChunk>* writer) override;
+  grpc::Status OpenKvLink(grpc::ServerContext* context, const v1::OpenKvLinkRequest* request,
+                          v1::OpenKvLinkResponse* response) override;
+  grpc::Status SendHeldKv(grpc::ServerContext* context, const v1::SendHeldKvRequest* request,
+                          v1::SendHeldKvResponse* response) override;
 
  private:
   // Sends the stream's chunks until its finish, or aborts the request when the client cancels,

@@ -84,8 +84,18 @@ grpc::Status send_kv_stage(const std::string& name, bool checksums, grpc::Server
   return status;
 }
 
+namespace {
+
+grpc::ChannelArguments fetch_channel_arguments() {
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(static_cast<int>(2 * kKvChunkBytes));
+  return arguments;
+}
+
+}  // namespace
+
 KvStageFetcher::KvStageFetcher(std::string api_key, bool always)
-    : api_key_(std::move(api_key)), always_(always) {}
+    : api_key_(std::move(api_key)), always_(always), channels_(fetch_channel_arguments()) {}
 
 namespace {
 
@@ -108,6 +118,7 @@ std::shared_ptr<std::vector<unsigned char>> counted_buffer(uint64_t bytes) {
 void KvStageFetcher::make_readable(KvStage& stage, const grpc::ServerContext* parent) {
   // A name that is not a stage's is refused by the service, before anything is opened.
   if (!is_kv_stage_name(stage.shm_name)) return;
+  if (stage.held) return;  // not in shared memory: the engine pulls it over a peer link
   if (!always_ && kv_stage_is_here(stage.shm_name)) return;
   if (stage.source_address.empty()) {
     stage.unusable = "it is not on this host and the request does not say where it is";
@@ -146,7 +157,7 @@ void KvStageFetcher::fetch(KvStage& stage, const grpc::ServerContext* parent,
   if (!api_key_.empty()) context->AddMetadata("authorization", "Bearer " + api_key_);
   v1::FetchKvStageRequest request;
   request.set_shm_name(stage.shm_name);
-  v1::Headway::Stub stub(channel_to(stage.source_address));
+  v1::Headway::Stub stub(channels_.channel_to(stage.source_address));
   std::unique_ptr<grpc::ClientReader<v1::KvChunk>> reader =
       stub.FetchKvStage(context.get(), request);
 
@@ -182,19 +193,6 @@ void KvStageFetcher::fetch(KvStage& stage, const grpc::ServerContext* parent,
   stage.fetch_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   stage.fetched = std::move(bytes);
-}
-
-std::shared_ptr<grpc::Channel> KvStageFetcher::channel_to(const std::string& address) {
-  std::lock_guard lock(mutex_);
-  // Addresses come from requests: keep the cache bounded (a cleared one reconnects on demand).
-  if (channels_.size() >= kMaxChannels && channels_.count(address) == 0) channels_.clear();
-  std::shared_ptr<grpc::Channel>& channel = channels_[address];
-  if (channel == nullptr) {
-    grpc::ChannelArguments arguments;
-    arguments.SetMaxReceiveMessageSize(static_cast<int>(2 * kKvChunkBytes));
-    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
-  }
-  return channel;
 }
 
 }  // namespace headway::serving::grpc_frontend

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "channel_cache.h"
+
 namespace headway::serving::grpc_frontend {
 
 inline constexpr size_t kKvChunkBytes = size_t{1} << 20;
@@ -64,13 +66,9 @@ class KvStageFetcher {
   // Reads the chunks into `bytes` (empty); sets stage.fetched to it, or stage.unusable.
   void fetch(KvStage& stage, const grpc::ServerContext* parent,
              std::shared_ptr<std::vector<unsigned char>> bytes);
-  std::shared_ptr<grpc::Channel> channel_to(const std::string& address);
-
-  static constexpr size_t kMaxChannels = 64;
   const std::string api_key_;
   const bool always_;
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // by address
+  ChannelCache channels_;
 };
 
 }  // namespace headway::serving::grpc_frontend

@@ -62,6 +62,7 @@ KvStage from_proto(const v1::KvStage& stage) {
   out.block_bytes = stage.block_bytes();
   out.block_size = stage.block_size();
   out.source_address = stage.source_address();
+  out.held = stage.held();
   return out;
 }
 
@@ -72,6 +73,7 @@ void to_proto(const KvStage& stage, v1::KvStage& out) {
   out.set_block_bytes(stage.block_bytes);
   out.set_block_size(stage.block_size);
   out.set_source_address(stage.source_address);
+  out.set_held(stage.held);
 }
 
 void to_generate_response(const std::string& request_id, const StreamChunk& chunk,

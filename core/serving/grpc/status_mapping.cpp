@@ -28,4 +28,28 @@ grpc::Status to_grpc_status(const ServiceError& error) {
   return {to_grpc_code(error.code()), message};
 }
 
+ServiceError from_grpc_status(const grpc::Status& status, const std::string& what) {
+  ErrorCode code = ErrorCode::kInternal;
+  switch (status.error_code()) {
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      code = ErrorCode::kInvalidArgument;
+      break;
+    case grpc::StatusCode::NOT_FOUND:
+      code = ErrorCode::kNotFound;
+      break;
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      code = ErrorCode::kResourceExhausted;
+      break;
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::CANCELLED:
+      code = ErrorCode::kUnavailable;
+      break;
+    default:
+      break;
+  }
+  return ServiceError(code, what + ": " + status.error_message() + " (gRPC status " +
+                                std::to_string(static_cast<int>(status.error_code())) + ")");
+}
+
 }  // namespace headway::serving::grpc_frontend

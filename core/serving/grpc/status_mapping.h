@@ -16,4 +16,8 @@ grpc::StatusCode to_grpc_code(ErrorCode code);
 // when the error names one and the message does not already.
 grpc::Status to_grpc_status(const ServiceError& error);
 
+// The other way, for a call to another process that failed: the ServiceError its status carries
+// (UNAVAILABLE / DEADLINE_EXCEEDED / CANCELLED → kUnavailable, unmapped codes → kInternal).
+ServiceError from_grpc_status(const grpc::Status& status, const std::string& what);
+
 }  // namespace headway::serving::grpc_frontend

@@ -213,6 +213,7 @@ std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
                        stage.block_size, stage.block_bytes, block_size, memory.block_bytes);
   }
   if (std::string problem = kv_stage_layout_problem(stage); !problem.empty()) return problem;
+  if (stage.held) return {};  // in its prefill process's engine, pulled over a peer link
   if (!stage.unusable.empty()) return stage.unusable;
   if (stage.fetched != nullptr) return KvStageReader(stage).error();
   MappedObject object(stage.shm_name, /*create=*/false, 0);  // exists, without mapping it

@@ -11,6 +11,8 @@
 #include <optional>
 #include <thread>
 
+#include "held_kv.h"
+
 namespace headway::serving {
 namespace {
 
@@ -130,7 +132,7 @@ void EngineDriver::enqueue_incoming(Handoff handoff) {
   }
   // This driver stopped (the service is shutting down): the request ends as every request still
   // in flight at shutdown does.
-  if (refused->staged) discard_kv_stage(refused->staged->shm_name);
+  if (refused->staged) let_go_of_stage(*refused->staged);
   refused->state->stream->finish(Finish::kAbort, Timings{}, {});
   sink_.forget(std::span<const std::string>(&refused->state->id, 1));
 }
@@ -173,7 +175,7 @@ void EngineDriver::run() {
     {
       std::unique_lock lock(mutex_);
       const auto ready = [&] { return stopping_ || !inbox_.empty() || runnable_; };
-      if (arriving_.empty() && staging_.empty()) {
+      if (arriving_.empty() && staging_.empty() && holding_ == 0) {
         wake_.wait(lock, ready);
       } else {
         // KV copies in flight: poll them again soon even when nothing else happens.
@@ -208,8 +210,9 @@ void EngineDriver::run() {
       // The transport reads and writes the block lists and memory of `arriving_` and `staging_`
       // until each copy is over: wait for them before they go.
       for (Arriving& arriving : arriving_) {
-        wait_for_transfer(arriving.transfer);
-        if (arriving.handoff.staged) discard_kv_stage(arriving.handoff.staged->shm_name);
+        wait_for_arrival(arriving);
+        const bool sent = arriving.pull && arriving.pull->state == KvPull::State::kPosted;
+        if (arriving.handoff.staged && !sent) let_go_of_stage(*arriving.handoff.staged);
         end_request(*arriving.handoff.state, Finish::kAbort, now, {});
         finished_ids_.push_back(arriving.handoff.state->id);
       }
@@ -224,6 +227,19 @@ void EngineDriver::run() {
         }
       }
       staging_.clear();
+      if (HeldKv* held = handoff_ != nullptr ? handoff_->held() : nullptr) {
+        // Sends in flight read our blocks: they finish first; nothing is sent from here on.
+        held_released_scratch_.clear();
+        held->close(engine_.config().index, held_released_scratch_);
+        for (uint64_t id : held_released_scratch_) {
+          try {
+            if (engine_ok_) engine_.release_transferred(id);
+          } catch (const std::exception& e) {
+            spdlog::error("engine{}: {}", engine_.config().index, e.what());
+          }
+        }
+        holding_ = 0;
+      }
       // A prefill engine's driver may still hand requests over while the drivers stop one after
       // the other: from now on enqueue_incoming() ends them itself; those already queued end here.
       {
@@ -242,6 +258,7 @@ void EngineDriver::run() {
         if (handoff_ != nullptr) {
           finish_staging();
           finish_arrivals();
+          if (holding_ > 0) collect_held();
         }
         start_arrivals();
       } catch (const std::exception& e) {  // an engine call refused a hand-off: a broken invariant
@@ -262,6 +279,56 @@ void EngineDriver::wait_for_transfer(uint64_t handle) {
     }
     if (state == HW_TRANSFER_DONE || state == HW_TRANSFER_FAILED) return;
     std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+core::KvTransportInstance::Progress EngineDriver::progress_of(const Arriving& arriving) {
+  uint64_t transfer = arriving.transfer;
+  if (arriving.pull) {
+    switch (arriving.pull->state.load()) {
+      case KvPull::State::kQueued:
+      case KvPull::State::kRequesting:
+        return {HW_TRANSFER_PENDING, 0.0};
+      case KvPull::State::kDeclined:
+      case KvPull::State::kCancelled:
+        return {HW_TRANSFER_FAILED, 0.0};
+      case KvPull::State::kPosted:
+        transfer = arriving.pull->transfer;
+        break;
+    }
+  }
+  try {
+    return handoff_->poll(transfer);
+  } catch (const std::exception& e) {  // the transport gave up on it
+    spdlog::error("engine{}: polling the KV transfer of request {}: {}", engine_.config().index,
+                  arriving.id, e.what());
+    return {HW_TRANSFER_FAILED, 0.0};
+  }
+}
+
+void EngineDriver::wait_for_arrival(Arriving& arriving) {
+  if (!arriving.pull) {
+    wait_for_transfer(arriving.transfer);
+    return;
+  }
+  if (handoff_->links()->cancel(*arriving.pull)) return;  // never asked for
+  KvLinks::wait_settled(*arriving.pull);
+  if (arriving.pull->state == KvPull::State::kPosted) wait_for_transfer(arriving.pull->transfer);
+}
+
+void EngineDriver::let_go_of_stage(const KvStage& stage) {
+  if (!stage.held) {
+    discard_kv_stage(stage.shm_name);
+  } else if (handoff_ != nullptr && handoff_->links() != nullptr) {
+    handoff_->links()->drop(stage);
+  }  // (else it expires in its holder)
+}
+
+void EngineDriver::collect_held() {
+  held_released_scratch_.clear();
+  holding_ = handoff_->held()->collect(engine_.config().index, held_released_scratch_);
+  for (uint64_t id : held_released_scratch_) {
+    if (engine_ok_) engine_.release_transferred(id);
   }
 }
 
@@ -355,9 +422,9 @@ void EngineDriver::apply_incoming(Handoff handoff) {
   incoming_.push_back(std::move(handoff));
 }
 
-void EngineDriver::release_source(const Handoff& handoff, uint64_t id) {
+void EngineDriver::release_source(const Handoff& handoff, uint64_t id, bool held_kv_sent) {
   if (handoff.staged) {
-    discard_kv_stage(handoff.staged->shm_name);
+    if (!held_kv_sent) let_go_of_stage(*handoff.staged);
     return;
   }
   handoff_->driver(handoff.source_engine).enqueue_release(id);
@@ -391,6 +458,23 @@ void EngineDriver::stage_out(uint64_t id) {
     }
     const std::string name = kv_stage_name(engine_.config().index, id);
     const std::span<const uint32_t> blocks(out.blocks->data(), count);
+    if (handoff_ != nullptr && handoff_->held() != nullptr) {
+      // kv_handoff = "link": the KV stays in this engine's blocks until the decode process pulls
+      // it (or its hold time passes); collect_held() frees them then.
+      KvStage held;
+      held.shm_name = name;
+      held.computed_tokens = staging.computed_tokens;
+      held.block_count = count;
+      held.block_bytes = memory.block_bytes;
+      held.block_size = block_size;
+      held.held = true;
+      handoff_->held()->hold(engine_.config().index, id, held, memory,
+                             std::vector<uint32_t>(blocks.begin(), blocks.end()));
+      ++holding_;
+      end_request(*staging.state, Finish::kHandoff, engine_.clock().now(), {}, std::move(held));
+      finished_ids_.push_back(staging.state->id);
+      return;
+    }
     if (handoff_ != nullptr && memory.base != nullptr) {
       // The transport copies on its own thread (host_copy: memcpy, or cudaMemcpyAsync from a
       // GPU) while this engine steps on; finish_staging() ends the request when it is done.
@@ -514,7 +598,7 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
 }
 
 void EngineDriver::prefill_instead_of_stage(Handoff& handoff, const std::string& problem) {
-  discard_kv_stage(handoff.staged->shm_name);
+  let_go_of_stage(*handoff.staged);
   spdlog::warn(
       "engine{}: the staged KV of request \"{}\" cannot be used ({}); prefilling its {} "
       "tokens here",
@@ -589,6 +673,14 @@ void EngineDriver::hand_off_prefilled() {
 void EngineDriver::start_arrivals() {
   while (engine_ok_ && !incoming_.empty()) {
     Handoff& next = incoming_.front();
+    if (next.staged && next.staged->held &&
+        (handoff_ == nullptr || handoff_->links() == nullptr || !handoff_->links()->can_pull())) {
+      prefill_instead_of_stage(next,
+                               "its prefill process holds it for a peer link, and this process's "
+                               "[kv_transport] has no peer links");
+      incoming_.pop_front();
+      continue;
+    }
     if (next.staged && handoff_ == nullptr) {  // no transport: copied here
       if (!arrive_from_stage(next)) break;
       incoming_.pop_front();
@@ -624,7 +716,19 @@ void EngineDriver::start_arrivals() {
     const uint32_t block_size = engine_.config().block_size;
     const uint32_t count = (computed + block_size - 1) / block_size;
     std::string failure;
-    if (arriving.handoff.staged) {
+    if (arriving.handoff.staged && arriving.handoff.staged->held) {
+      if (arriving.blocks.size() < count) {
+        failure = fmt::format("request {}: {} KV blocks reserved for {}", id,
+                              arriving.blocks.size(), count);
+      } else {
+        // The link thread asks the holder to send, then posts the receive into these blocks.
+        arriving.pull = handoff_->links()->pull(
+            *arriving.handoff.staged, engine_.kv_memory(),
+            std::vector<uint32_t>(arriving.blocks.begin(), arriving.blocks.begin() + count));
+        arriving_.push_back(std::move(arriving));
+        continue;
+      }
+    } else if (arriving.handoff.staged) {
       // Another process's stage: the transport reads its blocks back to back from the mapping.
       arriving.stage_bytes = std::make_unique<KvStageReader>(*arriving.handoff.staged);
       failure = arriving.stage_bytes->error();
@@ -672,13 +776,7 @@ void EngineDriver::start_arrivals() {
 
 void EngineDriver::finish_arrivals() {
   for (size_t i = 0; i < arriving_.size();) {
-    core::KvTransportInstance::Progress progress{HW_TRANSFER_FAILED, 0.0};
-    try {
-      progress = handoff_->poll(arriving_[i].transfer);
-    } catch (const std::exception& e) {
-      spdlog::error("engine{}: polling the KV transfer of request {}: {}", engine_.config().index,
-                    arriving_[i].id, e.what());
-    }
+    const core::KvTransportInstance::Progress progress = progress_of(arriving_[i]);
     if (progress.state != HW_TRANSFER_DONE && progress.state != HW_TRANSFER_FAILED) {
       ++i;
       continue;
@@ -687,7 +785,7 @@ void EngineDriver::finish_arrivals() {
     arriving_[i] = std::move(arriving_.back());
     arriving_.pop_back();
     const uint64_t id = done.id;
-    release_source(done.handoff, id);
+    release_source(done.handoff, id, done.pull && done.pull->state == KvPull::State::kPosted);
     InFlightRequest& state = *done.handoff.state;
     state.ended_by_stop_string = state.ended_by_stop_string || done.stop_string;
     const double now = engine_.clock().now();
@@ -705,9 +803,10 @@ void EngineDriver::finish_arrivals() {
         continue;
       }
       spdlog::warn(
-          "engine{}: the KV transfer ({}) of request \"{}\" from {} failed; prefilling its {} "
+          "engine{}: the KV transfer ({}) of request \"{}\" from {} failed{}; prefilling its {} "
           "tokens here",
           engine_.config().index, handoff_->transport_name(), state.id, source_of(done.handoff),
+          done.pull && !done.pull->problem.empty() ? " (" + done.pull->problem + ")" : "",
           done.handoff.request.tokens.size());
       prefill_here(done.handoff);
       continue;

@@ -26,6 +26,7 @@
 
 #include "in_flight_request.h"
 #include "kv_handoff.h"
+#include "kv_links.h"
 #include "kv_stage_file.h"
 
 namespace headway::serving {
@@ -89,6 +90,8 @@ class EngineDriver final : private core::EngineListener {
     std::vector<uint32_t> blocks;  // reserved here; the transport writes them
     // Staged by another process: its bytes, which the transport reads (handoff.source_kv).
     std::unique_ptr<KvStageReader> stage_bytes;
+    // Held by another process: pulled over a peer link (kv_links.h); `transfer` unused.
+    std::shared_ptr<KvPull> pull;
     uint64_t transfer = 0;
     bool aborted = false;
     bool stop_string = false;
@@ -129,10 +132,20 @@ class EngineDriver final : private core::EngineListener {
   void prefill_instead_of_stage(Handoff& handoff, const std::string& problem);
   // Polls a transfer until it is over (shutting down: its block lists are about to go).
   void wait_for_transfer(uint64_t handle);
+  // An arrival's copy so far (a pull still being requested is pending, a declined one failed).
+  core::KvTransportInstance::Progress progress_of(const Arriving& arriving);
+  // Waits until nothing writes the arrival's blocks any more (shutting down).
+  void wait_for_arrival(Arriving& arriving);
+  // Nobody here will read another process's staged or held KV: remove the object, or tell the
+  // holder to free it.
+  void let_go_of_stage(const KvStage& stage);
+  // kv_handoff = "link", source side: frees the blocks of held KV that was sent or expired.
+  void collect_held();
   // A request whose KV could not be moved here: its prompt and the tokens generated so far become
   // this engine's prompt, and it generates the rest.
   void prefill_here(Handoff& handoff);
-  void release_source(const Handoff& handoff, uint64_t id);
+  // `held_kv_sent`: a held KV's holder sent it (and frees it itself); otherwise it is told to.
+  void release_source(const Handoff& handoff, uint64_t id, bool held_kv_sent = false);
   // Ends a request that will not arrive here after all; its source frees its KV (or its staged
   // KV is removed).
   void drop_incoming(Handoff& handoff, Finish reason, double time, std::string error);
@@ -199,6 +212,9 @@ class EngineDriver final : private core::EngineListener {
   std::vector<Arriving> arriving_;
   // Source side across processes: copies into stages in flight (through the KV transport).
   std::vector<Staging> staging_;
+  // kv_handoff = "link": requests whose KV this engine holds for a peer link (HeldKv's count).
+  size_t holding_ = 0;
+  std::vector<uint64_t> held_released_scratch_;
 };
 
 }  // namespace headway::serving

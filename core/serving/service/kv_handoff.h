@@ -16,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "in_flight_request.h"
@@ -23,6 +25,8 @@
 namespace headway::serving {
 
 class EngineDriver;
+class HeldKv;
+class KvLinks;
 
 // A prefilled request on its way to a decode engine's driver: from a prefill engine's driver in
 // this process, or staged in shared memory by another process (`staged`).
@@ -47,10 +51,31 @@ class KvHandoff {
   core::KvTransportInstance::Progress poll(uint64_t handle);
   const std::string& transport_name() const { return transport_.name(); }
 
+  // The transport's peer links (KV between processes, kv_links.h), one caller at a time as well.
+  bool has_peer_links() const { return transport_.has_peer_links(); }
+  std::vector<uint8_t> peer_rendezvous();
+  uint64_t peer_join(const std::vector<uint8_t>& id, int32_t rank, const hw_memory_desc& memory);
+  int32_t peer_state(uint64_t link);
+  uint64_t peer_post(uint64_t link, hw_peer_direction direction, const hw_memory_desc& memory,
+                     std::span<const uint32_t> blocks);
+  void peer_close(uint64_t link);
+
+  // Engine processes whose transport has peer links: the links (both sides), and the KV held for
+  // them when this process prefills with kv_handoff = "link". Null otherwise. Set before the
+  // drivers start; owned by the service.
+  void set_peer_parts(KvLinks* links, HeldKv* held) {
+    links_ = links;
+    held_ = held;
+  }
+  KvLinks* links() const { return links_; }
+  HeldKv* held() const { return held_; }
+
  private:
   core::KvTransportInstance& transport_;
   std::mutex mutex_;
   std::vector<EngineDriver*> drivers_;
+  KvLinks* links_ = nullptr;
+  HeldKv* held_ = nullptr;
 };
 
 }  // namespace headway::serving

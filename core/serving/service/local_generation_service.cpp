@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "engine_driver.h"
+#include "held_kv.h"
 #include "kv_handoff.h"
+#include "kv_links.h"
 #include "kv_stage_file.h"
 #include "kv_stage_janitor.h"
 #include "request_admission.h"
@@ -45,6 +47,8 @@ class LocalGenerationService::Impl final : public FinishedSink {
   HealthSummary health() const;
   std::string metrics_text() const { return metrics_.render(); }
   size_t drain(double timeout_seconds);
+  void open_kv_link(const std::string& link_name, const std::vector<uint8_t>& rendezvous);
+  void send_held_kv(const std::string& link_name, const KvStage& held, bool drop);
   size_t in_flight() const {
     std::lock_guard lock(mutex_);
     return requests_.size();
@@ -69,6 +73,8 @@ class LocalGenerationService::Impl final : public FinishedSink {
   }
   ServiceError rejected(Rejection why, ServiceError error);
   void stop_drivers();
+  // Engine processes whose [kv_transport] has peer links: KV between processes over them.
+  void set_up_links(const core::DeploymentConfig& deployment, std::shared_ptr<KvLinkPeers> peers);
 
   const std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
   const core::WallClock clock_{origin_};
@@ -81,6 +87,8 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::optional<KvStageJanitor> stage_janitor_;  // engine processes: staged KV nobody read
   ServingMetrics metrics_;
   std::unique_ptr<KvHandoff> handoff_;  // disaggregated deployments only; outlives the drivers
+  std::unique_ptr<KvLinks> links_;      // engine processes with peer links; outlives the drivers
+  std::unique_ptr<HeldKv> held_;        // kv_handoff = "link"; outlives the drivers
   std::vector<std::unique_ptr<EngineDriver>> drivers_;  // destroyed before the cluster's engines
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
 
@@ -127,6 +135,7 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   if (core::KvTransportInstance* transport = cluster_->transport()) {
     handoff_ = std::make_unique<KvHandoff>(*transport);
   }
+  set_up_links(deployment, std::move(options.kv_link_peers));
   std::vector<EngineDriver*> drivers;
   for (size_t e = 0; e < cluster_->size(); ++e) {
     core::Engine& engine = cluster_->engine(e);
@@ -137,6 +146,52 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   }
   if (handoff_) handoff_->set_drivers(std::move(drivers));
   for (auto& driver : drivers_) driver->start();
+}
+
+void LocalGenerationService::Impl::set_up_links(const core::DeploymentConfig& deployment,
+                                                std::shared_ptr<KvLinkPeers> peers) {
+  const std::string where = deployment.file.string();
+  const bool hold = deployment.server.kv_handoff == "link";
+  if (handoff_ == nullptr || !accepts_handoffs_ || !handoff_->has_peer_links()) {
+    if (!hold) return;
+    throw core::Error(fmt::format(
+        "{}: [server] kv_handoff = \"link\" keeps prefilled KV in the engine for a peer link of "
+        "the KV transports; it needs role = \"engine\" and a [kv_transport] whose plugin has "
+        "peer links (nccl){}",
+        where,
+        handoff_ == nullptr ? ", and this file has no [kv_transport]"
+        : !handoff_->has_peer_links()
+            ? fmt::format(": '{}' has none", handoff_->transport_name())
+            : fmt::format(": this process's role is \"{}\"", deployment.server.role)));
+  }
+  // A link joins the transports for one kind of memory on one device: every engine's KV there.
+  const hw_memory_desc memory = cluster_->engine(0).kv_memory();
+  for (size_t e = 1; e < cluster_->size(); ++e) {
+    const hw_memory_desc other = cluster_->engine(e).kv_memory();
+    if (other.kind != memory.kind || other.device_id != memory.device_id) {
+      if (!hold) return;  // links are only needed to pull, which such a process does not do
+      throw core::Error(fmt::format(
+          "{}: [server] kv_handoff = \"link\": the engines of one process must keep their KV on "
+          "one device (engine0 on device {}, engine{} on device {}); run one engine process per "
+          "GPU",
+          where, memory.device_id, e, other.device_id));
+    }
+  }
+  links_ = std::make_unique<KvLinks>(*handoff_, std::move(peers), memory);
+  if (hold) held_ = std::make_unique<HeldKv>(*handoff_, deployment.server.kv_link_hold_s);
+  handoff_->set_peer_parts(links_.get(), held_.get());
+}
+
+void LocalGenerationService::Impl::open_kv_link(const std::string& link_name,
+                                                const std::vector<uint8_t>& rendezvous) {
+  if (held_ == nullptr) throw detail::no_held_kv();
+  links_->accept(link_name, rendezvous);
+}
+
+void LocalGenerationService::Impl::send_held_kv(const std::string& link_name, const KvStage& held,
+                                                bool drop) {
+  if (held_ == nullptr) throw detail::no_held_kv();
+  links_->send(*held_, link_name, held, drop);
 }
 
 LocalGenerationService::Impl::~Impl() {
@@ -387,5 +442,13 @@ size_t LocalGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);
 }
 size_t LocalGenerationService::in_flight() const { return impl_->in_flight(); }
+void LocalGenerationService::open_kv_link(const std::string& link_name,
+                                          const std::vector<uint8_t>& rendezvous) {
+  impl_->open_kv_link(link_name, rendezvous);
+}
+void LocalGenerationService::send_held_kv(const std::string& link_name, const KvStage& held,
+                                          bool drop) {
+  impl_->send_held_kv(link_name, held, drop);
+}
 
 }  // namespace headway::serving

@@ -11,11 +11,12 @@
  *   (names, option schemas, tables) must stay valid for as long as the library is loaded; the host
  *   never unloads a library while the process runs.
  * - Errors: fallible functions return an hw_status_code and, on failure, fill the caller-provided
- *   hw_status (code + NUL-terminated message, truncated to fit). HW_OK means the status is untouched.
+ *   hw_status (code + NUL-terminated message, truncated to fit). HW_OK means the status is
+ * untouched.
  * - Versions: each struct that may grow begins with struct_size. A reader only touches the fields
  *   that fit inside struct_size; a NULL function pointer in a table is an absent optional function.
- * - Threading: stated per kind below. A plugin instance (handle) is only ever called from one thread
- *   at a time unless its kind says otherwise; different instances may be called concurrently.
+ * - Threading: stated per kind below. A plugin instance (handle) is only ever called from one
+ * thread at a time unless its kind says otherwise; different instances may be called concurrently.
  */
 #ifndef HEADWAY_ABI_H
 #define HEADWAY_ABI_H
@@ -29,9 +30,10 @@ extern "C" {
 
 /* A minor bump adds fields at the end of structs or entries at the end of tables; a major bump
  * changes or removes anything. The host accepts a plugin with equal major and minor <= host minor.
- * History: 1.0 first release; 1.1 added hw_engine_facts.engine_role. */
+ * History: 1.0 first release; 1.1 added hw_engine_facts.engine_role; 1.2 added the KV transport's
+ * peer links (hw_kv_transport_table.peer_*). */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 1
+#define HW_ABI_MINOR 2
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -107,10 +109,10 @@ typedef struct hw_option_spec {
  * option, in schema order, defaults filled in. */
 typedef struct hw_option_value {
   hw_str key;
-  int32_t type; /* hw_option_type */
-  int64_t int_value;    /* BOOL and INT */
-  double double_value;  /* DOUBLE */
-  hw_str string_value;  /* STRING and ENUM */
+  int32_t type;        /* hw_option_type */
+  int64_t int_value;   /* BOOL and INT */
+  double double_value; /* DOUBLE */
+  hw_str string_value; /* STRING and ENUM */
 } hw_option_value;
 
 typedef struct hw_options {
@@ -160,11 +162,11 @@ typedef struct hw_plugin_descriptor {
   uint32_t struct_size;
   uint16_t abi_major;
   uint16_t abi_minor;
-  int32_t kind;        /* hw_plugin_kind */
-  hw_str name;         /* reverse-DNS, e.g. "org.headway.scheduler.chunked" */
-  hw_str short_name;   /* what operators write in TOML, e.g. "chunked" */
-  hw_str version;      /* semantic version of the plugin itself */
-  hw_str description;  /* one line */
+  int32_t kind;       /* hw_plugin_kind */
+  hw_str name;        /* reverse-DNS, e.g. "org.headway.scheduler.chunked" */
+  hw_str short_name;  /* what operators write in TOML, e.g. "chunked" */
+  hw_str version;     /* semantic version of the plugin itself */
+  hw_str description; /* one line */
   const hw_option_spec* options;
   uint32_t option_count;
   /* Points to the table of this kind: hw_scheduler_table, hw_router_table, hw_kv_transport_table or
@@ -173,8 +175,8 @@ typedef struct hw_plugin_descriptor {
 } hw_plugin_descriptor;
 
 /* The exported entry point. Must be cheap and side-effect free: the host calls it to describe a
- * plugin without creating anything. The returned descriptor is owned by the plugin and lives as long
- * as the library. Any thread. */
+ * plugin without creating anything. The returned descriptor is owned by the plugin and lives as
+ * long as the library. Any thread. */
 typedef const hw_plugin_descriptor* (*hw_plugin_entry_fn)(void);
 
 /* ------------------------------------------------------------------------------------------------
@@ -191,14 +193,15 @@ typedef enum hw_request_state {
 } hw_request_state;
 
 /* A read-only view of one request inside an engine. Token accounting is unified for prefill and
- * decode: total_tokens = prompt_tokens + output_tokens is what the request knows, computed_tokens is
- * how many of them have KV in the cache; a step may compute up to total - computed tokens of it, and a
- * token is sampled when a slice brings computed up to total. A decoding request therefore has exactly
- * one token to compute; a preempted request restarts from computed = 0 with its outputs kept. */
+ * decode: total_tokens = prompt_tokens + output_tokens is what the request knows, computed_tokens
+ * is how many of them have KV in the cache; a step may compute up to total - computed tokens of it,
+ * and a token is sampled when a slice brings computed up to total. A decoding request therefore has
+ * exactly one token to compute; a preempted request restarts from computed = 0 with its outputs
+ * kept. */
 typedef struct hw_request_view {
   uint64_t id;
-  int32_t state;            /* hw_request_state */
-  int32_t priority;         /* lower is more urgent */
+  int32_t state;    /* hw_request_state */
+  int32_t priority; /* lower is more urgent */
   uint32_t prompt_tokens;
   uint32_t output_tokens;   /* generated so far */
   uint32_t total_tokens;    /* prompt_tokens + output_tokens */
@@ -221,9 +224,9 @@ typedef struct hw_scheduler hw_scheduler; /* opaque, owned by the plugin */
 /* Engine facts a scheduler is created with. */
 typedef struct hw_engine_facts {
   uint32_t struct_size;
-  uint32_t block_size;     /* tokens per KV block */
+  uint32_t block_size; /* tokens per KV block */
   uint32_t kv_blocks_total;
-  uint32_t max_model_len;  /* prompt + output tokens a request may reach */
+  uint32_t max_model_len; /* prompt + output tokens a request may reach */
   /* Since ABI 1.1 (read only when struct_size covers it): hw_engine_role of the engine, e.g. so a
    * scheduler on a decode engine can favour requests whose KV was moved there. */
   int32_t engine_role;
@@ -304,9 +307,9 @@ typedef enum hw_engine_role {
 /* One engine as the router sees it: static identity plus its load at the time of the call. */
 typedef struct hw_engine_load {
   uint32_t engine_index;
-  int32_t role;             /* hw_engine_role */
-  hw_str pool;              /* the pool named in the deployment TOML ("" when none) */
-  int32_t alive;            /* 0 when the engine is down */
+  int32_t role;  /* hw_engine_role */
+  hw_str pool;   /* the pool named in the deployment TOML ("" when none) */
+  int32_t alive; /* 0 when the engine is down */
   uint32_t running;
   uint32_t waiting;
   uint64_t queued_prefill_tokens; /* prompt tokens still to compute, running + waiting */
@@ -389,17 +392,54 @@ typedef enum hw_transfer_state {
 
 typedef struct hw_kv_transport_table {
   uint32_t struct_size;
-  int32_t (*create)(const hw_host_services* host, const hw_options* options,
-                    hw_kv_transport** out, hw_status* status);
+  int32_t (*create)(const hw_host_services* host, const hw_options* options, hw_kv_transport** out,
+                    hw_status* status);
   void (*destroy)(hw_kv_transport* transport);
   /* Starts a transfer; *handle identifies it until poll() reports DONE or FAILED. */
-  int32_t (*start)(hw_kv_transport* transport, const hw_kv_transfer* transfer,
-                   uint64_t* handle, hw_status* status);
+  int32_t (*start)(hw_kv_transport* transport, const hw_kv_transfer* transfer, uint64_t* handle,
+                   hw_status* status);
   /* Non-blocking. *state is hw_transfer_state; *seconds is the transfer's duration once done (on
    * the engines' clock: modelled under simulation, measured otherwise). */
   int32_t (*poll)(hw_kv_transport* transport, uint64_t handle, int32_t* state, double* seconds,
                   hw_status* status);
+
+  /* --- ABI 1.2, optional (all NULL, or a struct_size that ends before them: no peer links) ---
+   * Peer links move KV between processes, each side naming only its own memory and blocks (NCCL
+   * send/recv between the GPUs of two engine processes). One side makes a rendezvous id, hands it
+   * to the other out of band (Headway: over the engines' gRPC channel), and both join it with
+   * opposite ranks, 0 and 1. Sends and receives posted on one link are matched in the order each
+   * side posts them: the caller keeps both sides' orders equal, and a send and its receive have the
+   * same block count and block bytes. poll() reports posted transfers as it reports start()'s.
+   * Headway uses a link in one direction only (the prefill process sends, the decode process
+   * receives), so the order between a side's own sends and receives is left to the plugin. A
+   * posted transfer's memory and block list are borrowed until poll() reports it DONE or FAILED;
+   * a send is DONE once its bytes left that memory (its blocks may be reused). */
+  /* Writes a new rendezvous id of at most HW_PEER_ID_MAX bytes into id[0 .. *size). */
+  int32_t (*peer_rendezvous)(hw_kv_transport* transport, uint8_t* id, uint64_t capacity,
+                             uint64_t* size, hw_status* status);
+  /* Joins a rendezvous as `rank` for KV in memory of kind `memory_kind` on `device_id` (-1: host).
+   * Returns at once; peer_state() says when the link is up. *link identifies it until closed. */
+  int32_t (*peer_join)(hw_kv_transport* transport, const uint8_t* id, uint64_t size, int32_t rank,
+                       int32_t memory_kind, int32_t device_id, uint64_t* link, hw_status* status);
+  /* Non-blocking: *state is HW_TRANSFER_PENDING (joining), DONE (up) or FAILED (the join failed or
+   * timed out, a transfer on the link failed, or the other side went away: close it and make
+   * another). */
+  int32_t (*peer_state)(hw_kv_transport* transport, uint64_t link, int32_t* state,
+                        hw_status* status);
+  /* Posts a send (direction HW_PEER_SEND) of `memory`'s blocks blocks[0 .. block_count), or a
+   * receive (HW_PEER_RECEIVE) into them, on a link that is up. The block list is borrowed until
+   * poll(*handle) reports DONE or FAILED. */
+  int32_t (*peer_post)(hw_kv_transport* transport, uint64_t link, int32_t direction,
+                       const hw_memory_desc* memory, const uint32_t* blocks, uint32_t block_count,
+                       uint64_t* handle, hw_status* status);
+  /* Closes a link; transfers still in flight on it report FAILED from now on, and once this returns
+   * the plugin touches none of their memory. */
+  void (*peer_close)(hw_kv_transport* transport, uint64_t link);
 } hw_kv_transport_table;
+
+#define HW_PEER_ID_MAX 256
+
+typedef enum hw_peer_direction { HW_PEER_SEND = 0, HW_PEER_RECEIVE = 1 } hw_peer_direction;
 
 /* ------------------------------------------------------------------------------------------------
  * Model
@@ -417,7 +457,7 @@ typedef struct hw_model_info {
   uint32_t head_dim;
   uint32_t vocab;
   uint32_t max_model_len;
-  uint32_t eos_token;       /* UINT32_MAX when the model never stops by itself */
+  uint32_t eos_token;          /* UINT32_MAX when the model never stops by itself */
   uint64_t kv_bytes_per_token; /* across all layers, K and V */
   /* KV tokens the model can hold (memory after weights); the engine sizes its block pool from it
    * unless the deployment overrides it. */
@@ -435,18 +475,18 @@ typedef struct hw_model_info {
 /* One slice of a forward pass. */
 typedef struct hw_model_slice {
   uint64_t request_id;
-  uint32_t start;            /* first position */
-  uint32_t tokens;           /* positions [start, start + tokens) */
-  const int32_t* token_ids;  /* tokens entries, or NULL when the model does not need ids */
+  uint32_t start;              /* first position */
+  uint32_t tokens;             /* positions [start, start + tokens) */
+  const int32_t* token_ids;    /* tokens entries, or NULL when the model does not need ids */
   const uint32_t* block_table; /* KV blocks of the request, covering start + tokens positions */
   uint32_t block_count;
-  int32_t sample;            /* non-zero: sample a token from the last position */
-  float temperature;         /* 0 = greedy */
-  float top_p;               /* 1 = off */
-  uint64_t seed;             /* per-request sampling seed */
-  uint32_t output_index;     /* index of the token to sample among the request's outputs */
-  uint32_t top_k;            /* 0 = off */
-  float min_p;               /* 0 = off */
+  int32_t sample;        /* non-zero: sample a token from the last position */
+  float temperature;     /* 0 = greedy */
+  float top_p;           /* 1 = off */
+  uint64_t seed;         /* per-request sampling seed */
+  uint32_t output_index; /* index of the token to sample among the request's outputs */
+  uint32_t top_k;        /* 0 = off */
+  float min_p;           /* 0 = off */
   uint32_t reserved;
 } hw_model_slice;
 
@@ -462,7 +502,7 @@ typedef struct hw_model_output {
   uint32_t struct_size;
   /* slice_count entries; written where sample != 0 when the model samples itself. */
   int32_t* sampled;
-  double seconds;       /* the step's duration when info.reports_duration */
+  double seconds; /* the step's duration when info.reports_duration */
   /* When info.returns_logits: one row of `vocab` floats per slice with sample != 0, in slice
    * order (row r belongs to the r-th sampling slice); logits_rows is that count. */
   float* logits;
@@ -478,8 +518,7 @@ typedef struct hw_model_table {
   void (*destroy)(hw_model* model);
   int32_t (*get_info)(hw_model* model, hw_model_info* info, hw_status* status);
   /* Allocates the KV cache: block_count blocks of block_size tokens. Called once before forward. */
-  int32_t (*init_kv)(hw_model* model, uint32_t block_count, uint32_t block_size,
-                     hw_status* status);
+  int32_t (*init_kv)(hw_model* model, uint32_t block_count, uint32_t block_size, hw_status* status);
   /* Describes the KV memory for transports (optional). */
   int32_t (*kv_memory)(hw_model* model, hw_memory_desc* memory, hw_status* status);
   /* Runs one step. */

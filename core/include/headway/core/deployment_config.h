@@ -90,6 +90,13 @@ struct ServerConfig {
   // Engine processes: checksum each chunk of staged KV sent over the socket. When the file does
   // not say, read_server() turns it on in debug builds.
   bool kv_stage_checksums = false;
+  // Engine processes that prefill: how a prefilled request's KV waits for its decode process:
+  // "stage" (copied into shared memory, read or fetched from there) or "link" (kept in the
+  // engine's KV memory and pulled by the decode process over a peer link of the two processes' KV
+  // transports, e.g. NCCL between their GPUs; both need a [kv_transport] with peer links).
+  std::string kv_handoff = "stage";
+  // kv_handoff = "link": seconds held KV waits for its pull before its blocks are freed.
+  double kv_link_hold_s = 30.0;
 };
 
 struct DeploymentConfig {

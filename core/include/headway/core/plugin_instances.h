@@ -10,8 +10,10 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/host_services.h>
 
+#include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace headway::core {
 
@@ -90,10 +92,24 @@ class KvTransportInstance {
   Progress poll(uint64_t handle);
   const std::string& name() const { return name_; }
 
+  // Peer links (abi.h, ABI 1.2): KV between processes, each side naming its own blocks. The peer_*
+  // calls throw core::Error when the plugin has none (check has_peer_links() first).
+  bool has_peer_links() const { return has_peer_links_; }
+  std::vector<uint8_t> peer_rendezvous();
+  uint64_t peer_join(const std::vector<uint8_t>& id, int32_t rank, const hw_memory_desc& memory);
+  int32_t peer_state(uint64_t link);  // hw_transfer_state
+  // `blocks` must stay valid until poll() reports the returned transfer done or failed.
+  uint64_t peer_post(uint64_t link, hw_peer_direction direction, const hw_memory_desc& memory,
+                     std::span<const uint32_t> blocks);
+  void peer_close(uint64_t link);
+
  private:
+  void require_peer_links() const;
+
   const hw_kv_transport_table* table_;
   hw_kv_transport* handle_ = nullptr;
   std::string name_;
+  bool has_peer_links_ = false;
 };
 
 }  // namespace headway::core

@@ -152,6 +152,28 @@ class GenerationService {
   // Stops admitting (submit throws kUnavailable) and returns once nothing is in flight or
   // `timeout_seconds` passed; what is still running then is aborted. Returns the number aborted.
   virtual size_t drain(double timeout_seconds) = 0;
+
+  // Engine processes that hold prefilled KV for peer links ([server] kv_handoff = "link",
+  // kv_link_peers.h); elsewhere both throw kUnavailable.
+  // Joins `rendezvous` as rank 0 of link `link_name` (returns before the link is up).
+  virtual void open_kv_link(const std::string& link_name, const std::vector<uint8_t>& rendezvous);
+  // Posts the send of held KV `held` on link `link_name`, or frees it (drop). Throws kNotFound for
+  // an unknown link or held KV, kInvalidArgument when `held` does not describe it.
+  virtual void send_held_kv(const std::string& link_name, const KvStage& held, bool drop);
 };
+
+namespace detail {
+inline ServiceError no_held_kv() {
+  return ServiceError(ErrorCode::kUnavailable,
+                      "this process holds no KV for peer links (an engine process with [server] "
+                      "kv_handoff = \"link\" does)");
+}
+}  // namespace detail
+inline void GenerationService::open_kv_link(const std::string&, const std::vector<uint8_t>&) {
+  throw detail::no_held_kv();
+}
+inline void GenerationService::send_held_kv(const std::string&, const KvStage&, bool) {
+  throw detail::no_held_kv();
+}
 
 }  // namespace headway::serving

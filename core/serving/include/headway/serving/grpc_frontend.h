@@ -24,6 +24,7 @@
 #pragma once
 
 #include <headway/serving/generation_service.h>
+#include <headway/serving/kv_link_peers.h>
 
 #include <chrono>
 #include <cstdint>
@@ -56,6 +57,10 @@ inline constexpr int kMaxServerThreads = 2048;
 // Largest request accepted: gRPC's default (4 MiB) is too small for long prompts sent as text or
 // as token ids (about 3 bytes per id), e.g. a 1M-token context.
 inline constexpr int kMaxRequestBytes = 16 * 1024 * 1024;
+
+// For an engine process's LocalServiceOptions::kv_link_peers: reaches the engine processes that
+// hold KV for peer links over their gRPC worker API, with `api_key` (kv_link_client.h).
+std::shared_ptr<KvLinkPeers> make_grpc_kv_link_peers(std::string api_key);
 
 class GrpcFrontend {
  public:

@@ -29,6 +29,7 @@
 
 #include <headway/core/deployment_config.h>
 #include <headway/serving/generation_service.h>
+#include <headway/serving/kv_link_peers.h>
 
 #include <memory>
 #include <string>
@@ -37,6 +38,9 @@ namespace headway::serving {
 
 struct LocalServiceOptions {
   std::string model_name;  // empty: the [model] `name` option, else the checkpoint directory name
+  // Engine processes: how this process reaches the engine processes that hold KV for peer links
+  // (kv_link_peers.h); null: it pulls no held KV (such requests are prefilled here).
+  std::shared_ptr<KvLinkPeers> kv_link_peers;
 };
 
 class LocalGenerationService final : public GenerationService {
@@ -59,6 +63,8 @@ class LocalGenerationService final : public GenerationService {
   HealthSummary health() const override;
   std::string metrics_text() const override;
   size_t drain(double timeout_seconds) override;
+  void open_kv_link(const std::string& link_name, const std::vector<uint8_t>& rendezvous) override;
+  void send_held_kv(const std::string& link_name, const KvStage& held, bool drop) override;
 
   // Requests submitted and not yet finished (and forgotten by their driver). Once it reads 0,
   // cluster_info() reflects every finish (drivers publish their load before forgetting), except

@@ -63,6 +63,9 @@ struct KvStage {
   uint64_t block_bytes = 0;    // bytes of one block (every layer's K and V)
   uint32_t block_size = 0;     // tokens per block on the engine that wrote it
   std::string source_address;  // gRPC address of the process that wrote it (set by the router)
+  // The KV is held in the prefill process's engine under shm_name ([server] kv_handoff = "link"),
+  // pulled over a peer link of the KV transports (kv_links.h), not in shared memory.
+  bool held = false;
 
   // Only in the decode process, never on the wire:
   // The object's bytes, fetched from another host; set: read these instead of shm_name.

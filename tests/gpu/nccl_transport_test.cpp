@@ -1,6 +1,7 @@
 // The nccl KV transport through the registry and the C ABI (as core::Cluster drives it): bad
 // descriptors are rejected on any machine; a same-GPU copy needs one device; NCCL send/recv
-// between two GPUs needs two (each test skips, saying why, where they are missing).
+// between two GPUs, in one process or over a peer link (KV between processes), needs two (each
+// test skips, saying why, where they are missing).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <headway/core/clock.h>
@@ -84,6 +85,73 @@ TEST(NcclTransport, SendsBlocksBetweenTwoGpus) {
   Transport transport;
   round_trip(*transport, 0, 1);
   round_trip(*transport, 1, 0);
+}
+
+// Peer links (KV between processes): host memory is refused on any machine, naming why.
+TEST(NcclTransport, PeerLinksRefuseHostMemory) {
+  Transport transport;
+  ASSERT_TRUE((*transport).has_peer_links());
+  const std::vector<uint8_t> id(128, 1);
+  hw_memory_desc host{nullptr, 0, HW_MEMORY_HOST, -1, 256, 256};
+  try {
+    (*transport).peer_join(id, 0, host);
+    FAIL() << "a link for host memory should be refused";
+  } catch (const core::Error& e) {
+    EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  }
+}
+
+// Two transport instances stand for two engine processes (one GPU each), joined by a rendezvous
+// as kv_links.h joins them: the decode side makes the id and joins as rank 1, the prefill side
+// joins as rank 0; the prefill side posts its send before the decode side posts the receive (the
+// order SendHeldKv makes), twice on one link to check the matching order. NCCL cannot put two
+// ranks of one communicator on one GPU, so this needs two.
+TEST(NcclTransport, PeerLinkCarriesBlocksInPostingOrder) {
+  HW_SKIP_WITHOUT_CUDA();
+  const int count = visible_devices();
+  if (count < 2) {
+    GTEST_SKIP() << "the NCCL peer-link test needs 2 CUDA devices, " << count << " visible";
+  }
+  Transport prefill, decode;
+  constexpr uint64_t kBlock = 8192, kCount = 16;
+  BlockRegion held(0, kBlock, kCount), reserved(1, kBlock, kCount);
+  std::vector<uint8_t> pattern(kBlock * kCount);
+  for (size_t i = 0; i < pattern.size(); ++i)
+    pattern[i] = static_cast<uint8_t>(i * 31 / kBlock + i);
+  held.fill(pattern);
+  const std::vector<uint8_t> id = (*decode).peer_rendezvous();
+  const uint64_t decode_link = (*decode).peer_join(id, 1, reserved.desc());
+  const uint64_t prefill_link = (*prefill).peer_join(id, 0, held.desc());
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((*decode).peer_state(decode_link) == HW_TRANSFER_PENDING ||
+         (*prefill).peer_state(prefill_link) == HW_TRANSFER_PENDING) {
+    ASSERT_LT(std::chrono::steady_clock::now(), give_up) << "the link did not come up";
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ((*decode).peer_state(decode_link), HW_TRANSFER_DONE);
+  ASSERT_EQ((*prefill).peer_state(prefill_link), HW_TRANSFER_DONE);
+  const std::vector<uint32_t> first_from = {3, 0, 15}, first_to = {1, 2, 14};
+  const std::vector<uint32_t> second_from = {7, 8}, second_to = {9, 4};
+  std::vector<uint64_t> sends, receives;
+  for (const auto* blocks : {&first_from, &second_from}) {
+    sends.push_back((*prefill).peer_post(prefill_link, HW_PEER_SEND, held.desc(), *blocks));
+  }
+  for (const auto* blocks : {&first_to, &second_to}) {
+    receives.push_back((*decode).peer_post(decode_link, HW_PEER_RECEIVE, reserved.desc(), *blocks));
+  }
+  for (uint64_t handle : sends) EXPECT_EQ(wait(*prefill, handle).state, HW_TRANSFER_DONE);
+  for (uint64_t handle : receives) EXPECT_EQ(wait(*decode, handle).state, HW_TRANSFER_DONE);
+  const std::vector<uint8_t> got = reserved.read();
+  const auto same = [&](uint32_t from, uint32_t to) {
+    return std::equal(got.begin() + to * kBlock, got.begin() + (to + 1) * kBlock,
+                      pattern.begin() + from * kBlock);
+  };
+  for (size_t i = 0; i < first_from.size(); ++i) EXPECT_TRUE(same(first_from[i], first_to[i])) << i;
+  for (size_t i = 0; i < second_from.size(); ++i) {
+    EXPECT_TRUE(same(second_from[i], second_to[i])) << i;
+  }
+  (*prefill).peer_close(prefill_link);
+  (*decode).peer_close(decode_link);
 }
 
 }  // namespace

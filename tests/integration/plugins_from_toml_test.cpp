@@ -178,5 +178,24 @@ TEST(PluginsFromToml, ShippedMultiProcessDeploymentLoads) {
   }
 }
 
+// The GPU pair over NCCL peer links (kv_handoff = "link"): both load where the CUDA plugins are
+// built (the files need the cuda model and the nccl transport).
+TEST(PluginsFromToml, TheGpuPairOverNcclLinksLoadsWhereCudaIsBuilt) {
+  try {
+    registry().find("nccl", HW_KIND_KV_TRANSPORT);
+    registry().find("cuda", HW_KIND_MODEL);
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "this build has no CUDA plugins: " << e.what();
+  }
+  const std::filesystem::path dir =
+      std::filesystem::path(HEADWAY_SOURCE_DIR) / "configs/processes/gpu";
+  DeploymentConfig prefill = load_deployment(dir / "engine_prefill_nccl_link.toml", registry());
+  EXPECT_EQ(prefill.server.kv_handoff, "link");
+  EXPECT_EQ(prefill.kv_transport->plugin->short_name(), "nccl");
+  DeploymentConfig decode = load_deployment(dir / "engine_decode_nccl_link.toml", registry());
+  EXPECT_EQ(decode.server.kv_handoff, "stage");
+  EXPECT_EQ(decode.kv_transport->plugin->short_name(), "nccl");
+}
+
 }  // namespace
 }  // namespace headway::core

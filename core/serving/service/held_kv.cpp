@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kv_handoff.h"
+#include "kv_stage_file.h"
 
 namespace headway::serving {
 
@@ -24,7 +25,17 @@ void HeldKv::hold(uint32_t engine, uint64_t id, const KvStage& stage, const hw_m
   entry.expires = Clock::now() + hold_;
 }
 
+void check_held_kv_name(const std::string& name) {
+  if (!is_kv_stage_name(name)) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("\"{}\" is not a held KV's name (they start with {})",
+                                   name.substr(0, 80), kKvStagePrefix),
+                       "kv_stage.shm_name");
+  }
+}
+
 void HeldKv::send(uint64_t link, const KvStage& stage, bool drop) {
+  check_held_kv_name(stage.shm_name);
   std::lock_guard lock(mutex_);
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
     return e.state == State::kHeld && e.stage.shm_name == stage.shm_name;

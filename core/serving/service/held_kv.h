@@ -24,6 +24,10 @@ namespace headway::serving {
 
 class KvHandoff;
 
+// Throws ServiceError (kInvalidArgument) unless `name` can name held KV (a stage's name): checked
+// before anything else about a request that names one.
+void check_held_kv_name(const std::string& name);
+
 class HeldKv {
  public:
   using Clock = std::chrono::steady_clock;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <random>
 
 #include "held_kv.h"
 #include "kv_handoff.h"
@@ -21,6 +22,21 @@ constexpr std::chrono::seconds kLinkUpTimeout{60};
 // this the oldest is closed (its decode process opens another on its next pull).
 constexpr size_t kMaxAcceptedLinks = 64;
 constexpr size_t kMaxLinkNameBytes = 128;
+// How long pulls from a source whose link could not be opened are declined at once.
+constexpr std::chrono::seconds kUnreachableFor{5};
+
+// "<pid>-<random>": unique among processes, also across containers (where pids repeat).
+std::string make_name_prefix() {
+  std::random_device entropy;
+  const uint64_t random = (uint64_t{entropy()} << 32) | entropy();
+  return fmt::format("{}-{:016x}", ::getpid(), random);
+}
+
+// The decode process's KvLinks a link name belongs to (its name without the last "-<n>").
+std::string instance_of(const std::string& name) {
+  const size_t dash = name.rfind('-');
+  return dash == std::string::npos ? name : name.substr(0, dash);
+}
 
 }  // namespace
 
@@ -28,6 +44,9 @@ struct KvLinks::Source {
   std::string address;
   std::deque<std::shared_ptr<KvPull>> queue;  // guarded by KvLinks::mutex_
   std::thread thread;
+  // Until then pulls are declined at once (guarded by KvLinks::mutex_), with this problem.
+  std::chrono::steady_clock::time_point unreachable_until{};
+  std::string unreachable_problem;
   // The link thread's own:
   std::optional<uint64_t> link;
   std::string link_name;
@@ -35,7 +54,10 @@ struct KvLinks::Source {
 
 KvLinks::KvLinks(KvHandoff& handoff, std::shared_ptr<KvLinkPeers> peers,
                  const hw_memory_desc& memory)
-    : handoff_(handoff), peers_(std::move(peers)), memory_(memory) {}
+    : handoff_(handoff),
+      peers_(std::move(peers)),
+      memory_(memory),
+      name_prefix_(make_name_prefix()) {}
 
 KvLinks::~KvLinks() {
   {
@@ -47,7 +69,19 @@ KvLinks::~KvLinks() {
     if (source->thread.joinable()) source->thread.join();
     if (source->link) handoff_.peer_close(*source->link);
   }
-  for (auto& [name, link] : accepted_) handoff_.peer_close(link);
+  close_accepted();
+}
+
+void KvLinks::close_accepted() {
+  std::vector<uint64_t> links;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [name, accepted] : accepted_) {
+      if (accepted.link != 0) links.push_back(accepted.link);
+    }
+    accepted_.clear();
+  }
+  for (uint64_t link : links) handoff_.peer_close(link);
 }
 
 std::shared_ptr<KvPull> KvLinks::pull(const KvStage& held, const hw_memory_desc& memory,
@@ -76,6 +110,11 @@ void KvLinks::enqueue(std::shared_ptr<KvPull> pull) {
     return;
   }
   std::unique_ptr<Source>& source = sources_[pull->held.source_address];
+  if (source != nullptr && std::chrono::steady_clock::now() < source->unreachable_until) {
+    pull->problem = source->unreachable_problem;
+    pull->state = KvPull::State::kDeclined;
+    return;
+  }
   if (source == nullptr) {
     source = std::make_unique<Source>();
     source->address = pull->held.source_address;
@@ -121,14 +160,28 @@ void KvLinks::serve(Source& source) {
 }
 
 void KvLinks::pull_one(Source& source, KvPull& pull) {
+  if (pull.drop) {  // posts nothing: whatever fails, the link is as it was
+    try {
+      peers_->send_held(source.address, source.link_name, pull.held, true);
+    } catch (const std::exception& e) {  // it expires there
+      spdlog::debug("dropping held KV \"{}\" at {}: {}", pull.held.shm_name, source.address,
+                    e.what());
+    }
+    pull.state = KvPull::State::kDeclined;  // nothing to receive
+    return;
+  }
+  uint64_t link = 0;
+  try {
+    link = link_to(source, pull.memory);
+  } catch (const std::exception& e) {
+    pull.problem = fmt::format("no KV link to {}: {}", source.address, e.what());
+    spdlog::warn("pulling held KV \"{}\": {}", pull.held.shm_name, pull.problem);
+    pull.state = KvPull::State::kDeclined;
+    mark_unreachable(source, pull.problem);
+    return;
+  }
   bool sent = false;  // the holder posted its send: a receive must match it, or the link goes
   try {
-    if (pull.drop) {
-      peers_->send_held(source.address, source.link_name, pull.held, true);
-      pull.state = KvPull::State::kDeclined;  // nothing to receive
-      return;
-    }
-    const uint64_t link = link_to(source, pull.memory);
     peers_->send_held(source.address, source.link_name, pull.held, false);
     sent = true;
     pull.transfer = handoff_.peer_post(link, HW_PEER_RECEIVE, pull.memory, pull.blocks);
@@ -146,12 +199,22 @@ void KvLinks::pull_one(Source& source, KvPull& pull) {
       handoff_.peer_close(*source.link);
       source.link.reset();
     }
-    if (!pull.drop) {
-      spdlog::warn("pulling held KV \"{}\" from {}: {}", pull.held.shm_name, source.address,
-                   pull.problem);
-    }
+    spdlog::warn("pulling held KV \"{}\" from {}: {}", pull.held.shm_name, source.address,
+                 pull.problem);
     pull.state = KvPull::State::kDeclined;
   }
+}
+
+void KvLinks::mark_unreachable(Source& source, const std::string& problem) {
+  std::lock_guard lock(mutex_);
+  source.unreachable_until = std::chrono::steady_clock::now() + kUnreachableFor;
+  source.unreachable_problem = problem;
+  for (std::shared_ptr<KvPull>& queued : source.queue) {
+    KvPull::State expected = KvPull::State::kQueued;  // (a cancelled one stays cancelled)
+    queued->problem = problem;
+    queued->state.compare_exchange_strong(expected, KvPull::State::kDeclined);
+  }
+  source.queue.clear();
 }
 
 uint64_t KvLinks::link_to(Source& source, const hw_memory_desc& memory) {
@@ -164,7 +227,7 @@ uint64_t KvLinks::link_to(Source& source, const hw_memory_desc& memory) {
   std::string name;
   {
     std::lock_guard lock(mutex_);
-    name = fmt::format("{}-{}-{}", ::getpid(), reinterpret_cast<uintptr_t>(this), next_link_++);
+    name = fmt::format("{}-{}", name_prefix_, next_link_++);
   }
   const std::vector<uint8_t> rendezvous = handoff_.peer_rendezvous();
   const uint64_t link = handoff_.peer_join(rendezvous, 1, memory);
@@ -211,50 +274,85 @@ void KvLinks::accept(const std::string& name, const std::vector<uint8_t>& rendez
         fmt::format("a rendezvous id has 1 to {} bytes, not {}", HW_PEER_ID_MAX, rendezvous.size()),
         "rendezvous");
   }
-  std::optional<uint64_t> evicted;
+  std::vector<uint64_t> closing;
   {
     std::lock_guard lock(mutex_);
     if (accepted_.count(name) != 0) {
       throw ServiceError(ErrorCode::kInvalidArgument,
                          fmt::format("KV link \"{}\" exists already", name), "link_name");
     }
-    if (accepted_.size() >= kMaxAcceptedLinks) {
-      const std::string oldest = accepted_order_.front();
-      accepted_order_.pop_front();
-      evicted = accepted_.at(oldest);
+    // The same decode process opens another link only when it gave up its last one here.
+    const std::string instance = instance_of(name);
+    for (auto it = accepted_.begin(); it != accepted_.end();) {
+      if (it->second.link != 0 && instance_of(it->first) == instance) {
+        closing.push_back(it->second.link);
+        it = accepted_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    // Past the bound, the least recently used link goes.
+    while (accepted_.size() >= kMaxAcceptedLinks) {
+      auto oldest = accepted_.end();
+      for (auto it = accepted_.begin(); it != accepted_.end(); ++it) {
+        if (it->second.link == 0) continue;  // being joined
+        if (oldest == accepted_.end() || it->second.last_used < oldest->second.last_used) {
+          oldest = it;
+        }
+      }
+      if (oldest == accepted_.end()) {
+        throw ServiceError(
+            ErrorCode::kResourceExhausted,
+            fmt::format("{} KV links are being joined here already", accepted_.size()));
+      }
+      closing.push_back(oldest->second.link);
       accepted_.erase(oldest);
     }
+    accepted_[name] = Accepted{0, ++use_counter_};  // the name is taken while it is joined
   }
-  if (evicted) handoff_.peer_close(*evicted);
+  for (uint64_t link : closing) handoff_.peer_close(link);
   uint64_t link = 0;
   try {
     link = handoff_.peer_join(rendezvous, 0, memory_);
   } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    accepted_.erase(name);
     throw ServiceError(ErrorCode::kInvalidArgument,
                        fmt::format("joining KV link \"{}\": {}", name, e.what()));
   }
   std::lock_guard lock(mutex_);
-  accepted_.emplace(name, link);
-  accepted_order_.push_back(name);
+  auto it = accepted_.find(name);
+  if (it == accepted_.end()) {  // closed meanwhile (shutting down)
+    handoff_.peer_close(link);
+    return;
+  }
+  it->second.link = link;
 }
 
 void KvLinks::send(HeldKv& held_kv, const std::string& name, const KvStage& held, bool drop) {
+  check_held_kv_name(held.shm_name);
   if (drop) {
     held_kv.send(0, held, true);
     return;
+  }
+  if (name.size() > kMaxLinkNameBytes) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("a KV link name has 1 to {} bytes", kMaxLinkNameBytes),
+                       "link_name");
   }
   uint64_t link = 0;
   {
     std::lock_guard lock(mutex_);
     auto it = accepted_.find(name);
-    if (it == accepted_.end()) {
+    if (it == accepted_.end() || it->second.link == 0) {
       throw ServiceError(ErrorCode::kUnavailable,
                          fmt::format("no KV link named \"{}\" (never opened here, or closed); "
                                      "open another",
                                      name),
                          "link_name");
     }
-    link = it->second;
+    link = it->second.link;
+    it->second.last_used = ++use_counter_;
   }
   try {
     wait_up(link, name);
@@ -262,7 +360,6 @@ void KvLinks::send(HeldKv& held_kv, const std::string& name, const KvStage& held
     {
       std::lock_guard lock(mutex_);
       accepted_.erase(name);
-      std::erase(accepted_order_, name);
     }
     handoff_.peer_close(link);
     throw ServiceError(ErrorCode::kUnavailable, e.what(), "link_name");

@@ -9,7 +9,13 @@
 // a link are matched in posting order, so the pulls from one prefill process run one after the
 // other on a thread of its own (the next request is asked for only once the previous receive is
 // posted; the copies themselves still queue back to back on the transport). A link that failed is
-// closed and the next pull opens another.
+// closed and the next pull opens another. A source that cannot be reached (its link cannot be
+// opened) declines what is queued for it at once, and new pulls for a few seconds after.
+//
+// Link names are "<pid>-<random>-<n>": the part before the last '-' names the decode process's
+// KvLinks, so a prefill process that is asked to open a link closes the older links of the same
+// decode process (abandoned: it keeps one per source), which fails the sends still posted on them
+// instead of leaving them (and their blocks) until the transport's timeout.
 //
 // Ownership: borrows the handoff (transport) and the peers (the RPC client); owns its threads and
 // links. Threading: every public method is safe from any thread.
@@ -73,8 +79,11 @@ class KvLinks {
   // --- Prefill side ---
   // Joins `rendezvous` as rank 0 of link `name` (OpenKvLink). Throws ServiceError.
   void accept(const std::string& name, const std::vector<uint8_t>& rendezvous);
-  // Posts the send of `held` on link `name`, or drops it (SendHeldKv). Throws ServiceError.
+  // Posts the send of `held` on link `name`, or drops it (SendHeldKv). Throws ServiceError
+  // (kUnavailable: no such link, or it failed; open another).
   void send(HeldKv& held_kv, const std::string& name, const KvStage& held, bool drop);
+  // Closes the links other processes opened here (shutting down: sends still posted fail now).
+  void close_accepted();
 
  private:
   struct Source;  // one prefill process: its queue, its thread and its link
@@ -85,6 +94,8 @@ class KvLinks {
   uint64_t link_to(Source& source, const hw_memory_desc& memory);
   // Waits until `link` is up; throws (and closes it) when it failed or took too long.
   void wait_up(uint64_t link, const std::string& name);
+  // The source could not be reached: declines its queue, and what is queued for a while.
+  void mark_unreachable(Source& source, const std::string& problem);
 
   KvHandoff& handoff_;
   const std::shared_ptr<KvLinkPeers> peers_;
@@ -94,8 +105,13 @@ class KvLinks {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::map<std::string, std::unique_ptr<Source>> sources_;  // decode side, by address
-  std::map<std::string, uint64_t> accepted_;                // prefill side, by link name
-  std::deque<std::string> accepted_order_;                  // oldest first, to bound them
+  struct Accepted {
+    uint64_t link = 0;  // 0 while being joined (the name is taken)
+    uint64_t last_used = 0;
+  };
+  std::map<std::string, Accepted> accepted_;  // prefill side, by link name
+  uint64_t use_counter_ = 0;                  // orders the accepted links by last use
+  const std::string name_prefix_;             // "<pid>-<random>": this process's link names
   uint64_t next_link_ = 1;
 };
 

@@ -166,6 +166,13 @@ void LocalGenerationService::Impl::set_up_links(const core::DeploymentConfig& de
   }
   // A link joins the transports for one kind of memory on one device: every engine's KV there.
   const hw_memory_desc memory = cluster_->engine(0).kv_memory();
+  if (memory.kind == HW_MEMORY_NONE || memory.base == nullptr) {
+    if (!hold) return;
+    throw core::Error(fmt::format(
+        "{}: [server] kv_handoff = \"link\": model '{}' describes no KV memory a transport can "
+        "move",
+        where, deployment.model.plugin->short_name()));
+  }
   for (size_t e = 1; e < cluster_->size(); ++e) {
     const hw_memory_desc other = cluster_->engine(e).kv_memory();
     if (other.kind != memory.kind || other.device_id != memory.device_id) {
@@ -199,6 +206,9 @@ LocalGenerationService::Impl::~Impl() {
     std::lock_guard lock(link_->mutex);
     link_->service = nullptr;
   }
+  // Sends still posted on links other processes opened fail now, instead of keeping the drivers'
+  // shutdown waiting until the transport times them out.
+  if (links_) links_->close_accepted();
   stop_drivers();
 }
 

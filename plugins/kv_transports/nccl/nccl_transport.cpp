@@ -526,6 +526,9 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
   // Hands a posted transfer to NCCL: its begin event, then one group of an ncclSend (or ncclRecv)
   // per block to the other rank. The link breaks if NCCL or CUDA refuse.
   void issue(Link& link, uint64_t handle, Job& job) {
+    // Its timeout counts from here: waiting behind earlier posts (or for the link's first
+    // connection) is not this transfer's fault.
+    job.started = Clock::now();
     const Post& p = job.post;
     cudaError_t e = cudaSetDevice(link.devices[0]);
     if (e == cudaSuccess) e = cudaEventRecord(job.begin, link.streams[0]);

@@ -10,6 +10,7 @@
 #include <headway/serving/local_generation_service.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -253,9 +254,17 @@ TEST(HeldKvLinkTest, AHolderThatIsGoneOrATransportWithoutLinksMeansAPrefill) {
     ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
   }
   LocalGenerationService decode(pulling_process(), with_peers(peers));
-  const test::Collected gone = collect(*decode.submit(continuation(prompt, 8, first)));
-  EXPECT_EQ(gone.finish, Finish::kLength) << gone.error;
-  EXPECT_EQ(gone.timings.kv_transfer_seconds, 0.0);
+  // Several at once: those queued behind the first are declined as soon as its link fails.
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(decode.submit(continuation(prompt, 8, first)));
+  std::vector<test::Collected> results;
+  for (auto& stream : streams) results.push_back(collect(*stream));
+  const test::Collected& gone = results[0];
+  for (const test::Collected& result : results) {
+    EXPECT_EQ(result.finish, Finish::kLength) << result.error;
+    EXPECT_EQ(result.timings.kv_transfer_seconds, 0.0);
+    EXPECT_EQ(result.ids, gone.ids);
+  }
 
   LocalGenerationService prefill(holding_process());
   LocalGenerationService no_links(pulling_process("[kv_transport]\nplugin = \"host_copy\"\n"),
@@ -296,6 +305,58 @@ TEST(HeldKvLinkTest, AbortsAndShutdownMidPullLoseNothing) {
     EXPECT_NE(got.finish, Finish::kError) << got.error;
   }
   EXPECT_TRUE(all_blocks_free(prefill));
+}
+
+// What another process may send to OpenKvLink / SendHeldKv: bad input is refused naming what is
+// wrong; a decode process that opens another link here closes its older one (abandoned: it keeps
+// one per source); a link that cannot come up is reported as such (open another).
+TEST(HeldKvLinkTest, LinkRequestsAreCheckedAndAReopenedLinkReplacesTheOld) {
+  LocalGenerationService prefill(holding_process());
+  const auto code_of = [](const std::function<void()>& call) -> std::string {
+    try {
+      call();
+    } catch (const ServiceError& e) {
+      return std::to_string(static_cast<int>(e.code())) + " " + e.what();
+    }
+    return "accepted";
+  };
+  const std::string invalid = std::to_string(static_cast<int>(ErrorCode::kInvalidArgument));
+  const std::string unavailable = std::to_string(static_cast<int>(ErrorCode::kUnavailable));
+  // Nobody listens at port 1: the links join (in the background) and then fail.
+  const std::string text = "127.0.0.1:1/00000000000000aa";
+  const std::vector<uint8_t> nowhere(text.begin(), text.end());
+  EXPECT_EQ(code_of([&] { prefill.open_kv_link("", nowhere); }).rfind(invalid, 0), 0u);
+  EXPECT_EQ(
+      code_of([&] { prefill.open_kv_link(std::string(200, 'n'), nowhere); }).rfind(invalid, 0), 0u);
+  EXPECT_EQ(code_of([&] { prefill.open_kv_link("x-1", {}); }).rfind(invalid, 0), 0u);
+  EXPECT_EQ(code_of([&] {
+              prefill.open_kv_link("x-1", std::vector<uint8_t>(HW_PEER_ID_MAX + 1, 7));
+            }).rfind(invalid, 0),
+            0u);
+  KvStage held;
+  held.shm_name = "/etc/passwd";
+  held.held = true;
+  const std::string not_a_name = code_of([&] { prefill.send_held_kv("x-1", held, false); });
+  EXPECT_EQ(not_a_name.rfind(invalid, 0), 0u) << not_a_name;
+
+  ASSERT_EQ(code_of([&] { prefill.open_kv_link("decoder-7-1", nowhere); }), "accepted");
+  ASSERT_EQ(code_of([&] { prefill.open_kv_link("decoder-7-2", nowhere); }), "accepted");
+  EXPECT_EQ(code_of([&] { prefill.open_kv_link("decoder-7-2", nowhere); }).rfind(invalid, 0), 0u);
+  const test::Collected first = prefill_only(prefill, "a held prompt", 4);
+  ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
+  const std::string replaced =
+      code_of([&] { prefill.send_held_kv("decoder-7-1", *first.kv_stage, false); });
+  EXPECT_EQ(replaced.rfind(unavailable, 0), 0u) << replaced;
+  EXPECT_NE(replaced.find("no KV link named"), std::string::npos) << replaced;
+  const std::string down =
+      code_of([&] { prefill.send_held_kv("decoder-7-2", *first.kv_stage, false); });
+  EXPECT_EQ(down.rfind(unavailable, 0), 0u) << down;
+  // Neither attempt took the held KV: it is still there to drop.
+  EXPECT_EQ(code_of([&] { prefill.send_held_kv("", *first.kv_stage, true); }), "accepted");
+  EXPECT_TRUE(all_blocks_free(prefill));
+
+  LocalGenerationService not_holding(pulling_process());
+  EXPECT_EQ(code_of([&] { not_holding.open_kv_link("x-1", nowhere); }).rfind(unavailable, 0), 0u);
 }
 
 TEST(HeldKvLinkTest, ConfigurationsThatCannotHoldKvAreRefusedNamingWhy) {

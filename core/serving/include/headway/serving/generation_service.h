@@ -158,7 +158,8 @@ class GenerationService {
   // Joins `rendezvous` as rank 0 of link `link_name` (returns before the link is up).
   virtual void open_kv_link(const std::string& link_name, const std::vector<uint8_t>& rendezvous);
   // Posts the send of held KV `held` on link `link_name`, or frees it (drop). Throws kNotFound for
-  // an unknown link or held KV, kInvalidArgument when `held` does not describe it.
+  // an unknown held KV, kUnavailable for an unknown or failed link, kInvalidArgument when `held`
+  // does not describe it.
   virtual void send_held_kv(const std::string& link_name, const KvStage& held, bool drop);
 };
 

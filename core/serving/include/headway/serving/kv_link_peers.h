@@ -23,7 +23,8 @@ class KvLinkPeers {
   virtual void open_link(const std::string& address, const std::string& link_name,
                          const std::vector<uint8_t>& rendezvous) = 0;
   // Asks it to post the send of held KV `held` on `link_name` (drop: to free it instead); returns
-  // once posted. Throws ServiceError (kNotFound: no such link or held KV).
+  // once posted. Throws ServiceError (kNotFound: no such held KV, the link is fine; kUnavailable:
+  // no such link, or it failed, or the process cannot be reached).
   virtual void send_held(const std::string& address, const std::string& link_name,
                          const KvStage& held, bool drop) = 0;
 };

@@ -18,6 +18,7 @@ namespace headway::serving {
 namespace {
 
 using test::collect;
+using test::handoff_prompts;
 using test::text_request;
 using test::tiny_deployment;
 using test::TinyCheckpoint;
@@ -59,24 +60,18 @@ std::vector<EngineSummary> engines_once_free(const LocalGenerationService& servi
   }
 }
 
-// Prompts from a few tokens to several KV blocks (block size 16) and several prefill chunks.
-std::vector<std::string> prompts() {
-  return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(150, 'q'),
-          std::string(333, 'z') + " tail"};
-}
-
 TEST_F(DisaggregatedServiceTest, GreedyTokensEqualThoseOfOneMixedEngine) {
   std::vector<std::vector<int32_t>> expected;
   {
     LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
-    for (const std::string& prompt : prompts()) {
+    for (const std::string& prompt : handoff_prompts()) {
       expected.push_back(collect(*mixed.submit(text_request(prompt, 12))).ids);
     }
   }
   LocalGenerationService service(disaggregated());
-  for (size_t i = 0; i < prompts().size(); ++i) {
+  for (size_t i = 0; i < handoff_prompts().size(); ++i) {
     SCOPED_TRACE(i);
-    const test::Collected got = collect(*service.submit(text_request(prompts()[i], 12)));
+    const test::Collected got = collect(*service.submit(text_request(handoff_prompts()[i], 12)));
     EXPECT_EQ(got.finish, Finish::kLength) << got.error;
     EXPECT_EQ(got.ids, expected[i]);
     EXPECT_GT(got.timings.kv_transfer_seconds, 0.0);
@@ -183,7 +178,7 @@ TEST_F(DisaggregatedServiceTest, AFailedKvTransferIsPrefilledOnTheDecodeEngineIn
   std::vector<std::vector<int32_t>> expected;
   {
     LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
-    for (const std::string& prompt : prompts()) {
+    for (const std::string& prompt : handoff_prompts()) {
       expected.push_back(collect(*mixed.submit(text_request(prompt, 12))).ids);
     }
   }
@@ -191,9 +186,9 @@ TEST_F(DisaggregatedServiceTest, AFailedKvTransferIsPrefilledOnTheDecodeEngineIn
   LocalGenerationService service(tiny_deployment(
       checkpoint(), kDisaggregated,
       "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"" + failing + "\"\n"));
-  for (size_t i = 0; i < prompts().size(); ++i) {
+  for (size_t i = 0; i < handoff_prompts().size(); ++i) {
     SCOPED_TRACE(i);
-    const test::Collected got = collect(*service.submit(text_request(prompts()[i], 12)));
+    const test::Collected got = collect(*service.submit(text_request(handoff_prompts()[i], 12)));
     EXPECT_EQ(got.finish, Finish::kLength) << got.error;
     EXPECT_EQ(got.ids, expected[i]);
     EXPECT_EQ(got.timings.kv_transfer_seconds, 0.0);

@@ -24,6 +24,8 @@ namespace headway::serving {
 namespace {
 
 using test::collect;
+using test::handoff_prompts;
+using test::prefill_only;
 using test::text_request;
 using test::tiny_deployment;
 using test::TinyCheckpoint;
@@ -97,13 +99,6 @@ LocalServiceOptions with_peers(std::shared_ptr<KvLinkPeers> peers) {
   return options;
 }
 
-test::Collected prefill_only(LocalGenerationService& service, const std::string& prompt,
-                             uint32_t max_tokens) {
-  GenerateInput input = text_request(prompt, max_tokens);
-  input.prefill_only = true;
-  return collect(*service.submit(input));
-}
-
 // The continuation a router sends to the decode process (it sets the source address).
 GenerateInput continuation(const std::string& prompt, uint32_t max_tokens,
                            const test::Collected& from, const std::string& source = "prefill") {
@@ -126,11 +121,6 @@ bool all_blocks_free(const LocalGenerationService& service) {
   return false;
 }
 
-std::vector<std::string> prompts() {
-  return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(150, 'q'),
-          std::string(333, 'z') + " tail"};
-}
-
 std::vector<std::vector<int32_t>> mixed_engine_tokens(const std::vector<std::string>& texts,
                                                       uint32_t max_tokens) {
   LocalGenerationService mixed(tiny_deployment(checkpoint(), kEngine));
@@ -142,18 +132,19 @@ std::vector<std::vector<int32_t>> mixed_engine_tokens(const std::vector<std::str
 }
 
 TEST(HeldKvLinkTest, GreedyTokensEqualThoseOfOneMixedEngine) {
-  const std::vector<std::vector<int32_t>> expected = mixed_engine_tokens(prompts(), 12);
+  const std::vector<std::vector<int32_t>> expected = mixed_engine_tokens(handoff_prompts(), 12);
   auto peers = std::make_shared<LoopbackPeers>();
   LocalGenerationService prefill(holding_process());
   LocalGenerationService decode(pulling_process(), with_peers(peers));
   peers->add("prefill", &prefill);
-  for (size_t i = 0; i < prompts().size(); ++i) {
+  for (size_t i = 0; i < handoff_prompts().size(); ++i) {
     SCOPED_TRACE(i);
-    const test::Collected first = prefill_only(prefill, prompts()[i], 12);
+    const test::Collected first = prefill_only(prefill, handoff_prompts()[i], 12);
     ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
     ASSERT_TRUE(first.kv_stage.has_value());
     EXPECT_TRUE(first.kv_stage->held);
-    const test::Collected rest = collect(*decode.submit(continuation(prompts()[i], 12, first)));
+    const test::Collected rest =
+        collect(*decode.submit(continuation(handoff_prompts()[i], 12, first)));
     EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
     std::vector<int32_t> got = first.ids;
     got.insert(got.end(), rest.ids.begin(), rest.ids.end());

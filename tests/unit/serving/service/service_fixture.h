@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "../../test_support/built_plugins.h"
 
@@ -96,6 +97,22 @@ inline void wait_idle(const LocalGenerationService& service) {
   while (service.in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+}
+
+// Submits `prompt` with prefill_only (as a router does to a prefill engine process) and reads the
+// stream to its end (kHandoff: kv_stage says where its KV waits).
+inline Collected prefill_only(GenerationService& service, const std::string& prompt,
+                              uint32_t max_tokens) {
+  GenerateInput input = text_request(prompt, max_tokens);
+  input.prefill_only = true;
+  return collect(*service.submit(input));
+}
+
+// Prompts for the disaggregation tests: from a few tokens to several KV blocks (block size 16)
+// and several prefill chunks.
+inline std::vector<std::string> handoff_prompts() {
+  return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(150, 'q'),
+          std::string(333, 'z') + " tail"};
 }
 
 }  // namespace headway::serving::test

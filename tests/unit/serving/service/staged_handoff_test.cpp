@@ -21,6 +21,8 @@ namespace headway::serving {
 namespace {
 
 using test::collect;
+using test::handoff_prompts;
+using test::prefill_only;
 using test::text_request;
 using test::tiny_deployment;
 using test::TinyCheckpoint;
@@ -43,27 +45,12 @@ core::DeploymentConfig engine_process(bool transport) {
 // This process's staged objects still in /dev/shm.
 size_t stages_left() { return headway::test::staged_kv_objects_of(::getpid()); }
 
-// Submits `prompt` with prefill_only and reads the stream to its end (kHandoff: kv_stage says where
-// its KV waits).
-test::Collected prefill_only(LocalGenerationService& service, const std::string& prompt,
-                             uint32_t max_tokens) {
-  GenerateInput input = text_request(prompt, max_tokens);
-  input.prefill_only = true;
-  return collect(*service.submit(input));
-}
-
 GenerateInput continuation(const std::string& prompt, uint32_t max_tokens,
                            const test::Collected& from) {
   GenerateInput input = text_request(prompt, max_tokens);
   input.kv_source = from.kv_stage;
   input.generated_ids = from.ids;
   return input;
-}
-
-// Prompts from one KV block (block size 16) to several, and several prefill chunks.
-std::vector<std::string> prompts() {
-  return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(150, 'q'),
-          std::string(333, 'z') + " tail"};
 }
 
 class StagedHandoffTest : public ::testing::TestWithParam<bool> {};
@@ -73,20 +60,21 @@ TEST_P(StagedHandoffTest, GreedyTokensEqualThoseOfOneMixedEngine) {
   std::vector<std::vector<int32_t>> expected;
   {
     LocalGenerationService mixed(tiny_deployment(checkpoint(), kEngine));
-    for (const std::string& prompt : prompts()) {
+    for (const std::string& prompt : handoff_prompts()) {
       expected.push_back(collect(*mixed.submit(text_request(prompt, 12))).ids);
     }
   }
   LocalGenerationService prefill(engine_process(transport));
   LocalGenerationService decode(engine_process(transport));
-  for (size_t i = 0; i < prompts().size(); ++i) {
+  for (size_t i = 0; i < handoff_prompts().size(); ++i) {
     SCOPED_TRACE(i);
-    const test::Collected first = prefill_only(prefill, prompts()[i], 12);
+    const test::Collected first = prefill_only(prefill, handoff_prompts()[i], 12);
     ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
     ASSERT_TRUE(first.kv_stage.has_value());
     EXPECT_EQ(first.ids.size(), 1u);
-    EXPECT_EQ(first.kv_stage->computed_tokens, prompts()[i].size() + 1);  // BOS + bytes
-    const test::Collected rest = collect(*decode.submit(continuation(prompts()[i], 12, first)));
+    EXPECT_EQ(first.kv_stage->computed_tokens, handoff_prompts()[i].size() + 1);  // BOS + bytes
+    const test::Collected rest =
+        collect(*decode.submit(continuation(handoff_prompts()[i], 12, first)));
     EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
     std::vector<int32_t> got = first.ids;
     got.insert(got.end(), rest.ids.begin(), rest.ids.end());

@@ -175,11 +175,16 @@ void EngineDriver::run() {
     {
       std::unique_lock lock(mutex_);
       const auto ready = [&] { return stopping_ || !inbox_.empty() || runnable_; };
-      if (arriving_.empty() && staging_.empty() && holding_ == 0) {
-        wake_.wait(lock, ready);
-      } else {
+      if (!arriving_.empty() || !staging_.empty()) {
         // KV copies in flight: poll them again soon even when nothing else happens.
         wake_.wait_for(lock, std::chrono::microseconds(200), ready);
+      } else if (holding_ > 0) {
+        // Only KV held for peer links (kv_handoff = "link"), which may wait up to its hold time
+        // for a pull: a millisecond late in freeing sent blocks costs less than 5,000 wake-ups a
+        // second for as long.
+        wake_.wait_for(lock, std::chrono::milliseconds(1), ready);
+      } else {
+        wake_.wait(lock, ready);
       }
       applying_.swap(inbox_);
       stop = stopping_;

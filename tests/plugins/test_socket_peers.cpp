@@ -656,16 +656,7 @@ class SocketPeers final : public headway::sdk::KvTransport, public headway::sdk:
         !why.empty()) {
       return why;
     }
-    auto* base = static_cast<char*>(t.memory.base);
-    for (uint32_t block : t.blocks) {
-      if (std::string why =
-              move_bytes(link, link.send_wake, fd, true, base + block * t.memory.block_stride,
-                         t.memory.block_bytes, deadline);
-          !why.empty()) {
-        return why;
-      }
-    }
-    return "";
+    return move_blocks(link, link.send_wake, fd, true, t, deadline);
   }
 
   std::string receive_transfer(const Link& link, int fd, const Transfer& t) {
@@ -682,10 +673,16 @@ class SocketPeers final : public headway::sdk::KvTransport, public headway::sdk:
              std::to_string(t.memory.block_bytes) + " bytes met a send of " +
              std::to_string(header[0]) + " blocks of " + std::to_string(header[1]) + " bytes";
     }
+    return move_blocks(link, link.receive_wake, fd, false, t, deadline);
+  }
+
+  // Writes (sending) or reads a transfer's blocks in list order, after its header.
+  std::string move_blocks(const Link& link, const Waker& wake, int fd, bool sending,
+                          const Transfer& t, Clock::time_point deadline) {
     auto* base = static_cast<char*>(t.memory.base);
     for (uint32_t block : t.blocks) {
       if (std::string why =
-              move_bytes(link, link.receive_wake, fd, false, base + block * t.memory.block_stride,
+              move_bytes(link, wake, fd, sending, base + block * t.memory.block_stride,
                          t.memory.block_bytes, deadline);
           !why.empty()) {
         return why;

@@ -126,7 +126,6 @@ void KvLinks::enqueue(std::shared_ptr<KvPull> pull) {
 }
 
 bool KvLinks::cancel(KvPull& pull) {
-  std::lock_guard lock(mutex_);
   KvPull::State queued = KvPull::State::kQueued;
   return pull.state.compare_exchange_strong(queued, KvPull::State::kCancelled);
 }

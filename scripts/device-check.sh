@@ -1,72 +1,225 @@
 #!/usr/bin/env bash
-# The one prepared check for a machine with an NVIDIA H200 (sm_90a): configures and builds only the
-# CUDA targets and their tests (Release, -j16), runs the GPU tests and the benchmarks in under
-# 8 minutes, and writes a summary (per-kernel times with achieved bandwidth and FLOP/s, prefill
-# tokens/s, decode step time at batch 1/8/64 as fractions of the H200's 4.8 TB/s HBM bandwidth and
-# 989 TFLOP/s BF16 dense peak) to $OUT/summary.md when $OUT is set, to stdout otherwise.
+# The one prepared check for a machine with an NVIDIA H200 (sm_90a): runs the GPU tests, the
+# kernel and model benchmarks, profiles the model for the simulator and serves it under the
+# head-of-line workload with two schedulers, in under 8 minutes, and writes a summary (per-kernel
+# times with achieved bandwidth and FLOP/s, prefill tokens/s, decode step time at batch 1/8/64 as
+# fractions of the H200's 4.8 TB/s HBM bandwidth and 989 TFLOP/s BF16 dense peak, the fitted cost
+# file, TTFT and inter-token latency per scheduler).
 #
-#   bash scripts/device-check.sh              # build + tests + benchmarks
-#   HEADWAY_DEVICE_BUILD_DIR=build-gpu JOBS=16 bash scripts/device-check.sh
+#   bash scripts/device-check.sh                       # configure + build here, then check
+#   bash scripts/device-check.sh --bundle .device      # (on the build machine) build and pack
+#   bash scripts/device-check.sh --prebuilt .device    # (on the GPU machine) check the pack
 #
-# Needs: CMake >= 3.22, Ninja, nvcc (CUDA 12.4+), the Debian packages of scripts/setup.sh, python3
-# for the summary (the raw JSON is kept when python3 is missing).
+# The lent GPU machines have CUDA, CMake and Python but not the Debian packages Headway links
+# (gRPC, Boost, toml++, ...), and nothing can be installed there: --bundle builds the CUDA
+# targets in HEADWAY_DEVICE_BUILD_DIR (default build) on this machine, strips them and packs them
+# with every shared library they need except the C library and the CUDA libraries the GPU machine
+# has (cuBLAS, cuBLASLt, NCCL, the driver); --prebuilt unpacks that, links the build's absolute
+# paths (the tests find plugins and test data through them) to the copy, finds cuBLAS and NCCL on
+# the machine and runs the checks. Results go to $OUT (summary.md, results.tgz, the cost file)
+# when OUT is set, else to ./device-check-out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-build=${HEADWAY_DEVICE_BUILD_DIR:-build-device}
-jobs=${JOBS:-16}
-out=${OUT:-}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 log() { echo "[device-check $(($(date +%s) - start))s] $*"; }
 
-export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
-log "configure ($build, Release, sm_90a)"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a >"$work/configure.log" 2>&1 || { tail -50 "$work/configure.log"; exit 1; }
-targets=(headway_model_cuda headway_model_cpu headway_scheduler_chunked headway_router_single
-         headway_kv_transport_nccl headway_kv_transport_host_copy cuda_model_config_test
-         cuda_step_plan_test cuda_kernels_test cuda_model_test nccl_transport_test
-         host_copy_device_test cuda_staged_handoff_test cuda_benchmark)
-log "build ${targets[*]} (-j$jobs)"
-cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$work/build.log" 2>&1 \
-  || { tail -80 "$work/build.log"; exit 1; }
-if [[ "${DEVICE_CHECK_BUILD_ONLY:-0}" == 1 ]]; then log "built (DEVICE_CHECK_BUILD_ONLY=1)"; exit 0; fi
+mode=build
+pack=""
+case "${1:-}" in
+  --bundle) mode=bundle; pack=${2:?--bundle needs a folder} ;;
+  --prebuilt) mode=prebuilt; pack=${2:?--prebuilt needs a folder} ;;
+  "") ;;
+  *) echo "usage: $0 [--bundle DIR | --prebuilt DIR]" >&2; exit 2 ;;
+esac
+
+build=${HEADWAY_DEVICE_BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+tests=(cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test
+       nccl_transport_test host_copy_device_test cuda_staged_handoff_test)
+targets=(headway headway_model_cuda headway_model_cpu headway_model_sim headway_scheduler_chunked
+         headway_scheduler_partial_prefill headway_router_single headway_kv_transport_nccl
+         headway_kv_transport_host_copy cuda_benchmark "${tests[@]}")
+
+build_targets() {
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+  if [[ ! -f "$build/CMakeCache.txt" ]]; then
+    log "configure ($build, Release, sm_90a)"
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90a >"$1/configure.log" 2>&1 \
+      || { tail -50 "$1/configure.log"; exit 1; }
+  fi
+  log "build ${#targets[@]} targets in $build (-j$jobs)"
+  cmake --build "$build" -j "$jobs" --target "${targets[@]}" >"$1/build.log" 2>&1 \
+    || { tail -80 "$1/build.log"; exit 1; }
+}
+
+# ---- --bundle: build here, pack binaries, plugins and their shared libraries -------------------
+if [[ $mode == bundle ]]; then
+  mkdir -p "$pack"
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  build_targets "$stage"
+  build_abs=$(cd "$build" && pwd)
+  plugins_rel=lib/headway/plugins
+  mkdir -p "$stage/pack/build/bin" "$stage/pack/build/$plugins_rel" "$stage/pack/lib"
+  files=()
+  for t in headway cuda_benchmark "${tests[@]}"; do
+    strip --strip-unneeded -o "$stage/pack/build/bin/$t" "$build/bin/$t"
+    files+=("$build/bin/$t")
+  done
+  for so in "$build/$plugins_rel"/*.so; do
+    strip --strip-unneeded -o "$stage/pack/build/$plugins_rel/$(basename "$so")" "$so"
+    files+=("$so")
+  done
+  # Every library the loader resolves, but those of the C library and of CUDA that the GPU
+  # machine brings (its driver's version must match them).
+  ldd "${files[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas|libcublasLt|libnccl)\.so' |
+    while read -r lib; do strip --strip-unneeded -o "$stage/pack/lib/$(basename "$lib")" "$lib"; done
+  printf 'SOURCE_DIR=%q\nBUILD_DIR=%q\n' "$PWD" "$build_abs" >"$stage/pack/paths.env"
+  tar -C "$stage/pack" -czf "$pack/bundle.tgz" .
+  log "packed $(du -h "$pack/bundle.tgz" | cut -f1) into $pack/bundle.tgz ($(ls "$stage/pack/lib" | wc -l) libraries)"
+  exit 0
+fi
+
+out=${OUT:-$PWD/device-check-out}
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# ---- --prebuilt: unpack, recreate the build's paths, find CUDA's libraries ---------------------
+if [[ $mode == prebuilt ]]; then
+  root=$(mktemp -d /tmp/headway-prebuilt.XXXX)
+  tar -C "$root" -xzf "$pack/bundle.tgz"
+  # shellcheck disable=SC1091
+  source "$root/paths.env"
+  if [[ "$(realpath -m "$SOURCE_DIR")" != "$(pwd -P)" ]]; then
+    if [[ -e "$SOURCE_DIR" || -L "$SOURCE_DIR" ]]; then
+      if [[ "${HEADWAY_DEVICE_MOVE_ASIDE:-0}" != 1 ]]; then
+        echo "device-check: the pack was built in $SOURCE_DIR, which exists here and is not this" \
+          "checkout; set HEADWAY_DEVICE_MOVE_ASIDE=1 to move it aside (on a throw-away machine)" >&2
+        exit 2
+      fi
+      mv "$SOURCE_DIR" "$SOURCE_DIR.moved.$$"
+    fi
+    mkdir -p "$(dirname "$SOURCE_DIR")"
+    ln -s "$(pwd -P)" "$SOURCE_DIR"
+  fi
+  if [[ -e "$BUILD_DIR/CMakeCache.txt" ]]; then
+    echo "device-check: $BUILD_DIR is a real build tree; --prebuilt is for a copy of the" \
+      "checkout without it" >&2
+    exit 2
+  fi
+  rm -rf "$BUILD_DIR"
+  ln -s "$root/build" "$BUILD_DIR"
+  build=$BUILD_DIR
+  lib_dir_of() {
+    local d
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+        /usr/lib/x86_64-linux-gnu; do
+      [[ -e "$d/$1" ]] && { echo "$d"; return; }
+    done
+    d=$(find /usr /opt -name "$1" -print -quit 2>/dev/null || true)
+    [[ -n "$d" ]] && dirname "$d"
+  }
+  ld_path="$root/lib"
+  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+    d=$(lib_dir_of "$lib" || true)
+    if [[ -z "$d" ]]; then log "warning: $lib not found on this machine"; continue; fi
+    log "$lib: $d"
+    [[ ":$ld_path:" == *":$d:"* ]] || ld_path="$ld_path:$d"
+  done
+  export LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for f in "$build/bin/headway" "$build/lib/headway/plugins/headway_model_cuda.so"; do
+    ldd "$f" | grep "not found" && log "warning: $f has unresolved libraries"
+  done
+else
+  build_targets "$work"
+fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
   >"$work/gpu.txt" 2>&1 || echo "nvidia-smi unavailable" >"$work/gpu.txt"
 log "GPU: $(cat "$work/gpu.txt")"
 
+# Everything so far goes back even if a later step runs out of time.
+save() { tar -C "$work" -czf "$out/results.tgz" . 2>/dev/null || true; }
 status=0
-for t in cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test \
-    nccl_transport_test host_copy_device_test cuda_staged_handoff_test; do
+
+# ---- 1. GPU tests ------------------------------------------------------------------------------
+for t in "${tests[@]}"; do
   log "test $t"
-  if ! timeout 180 "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
+  if ! timeout 150 "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
       >"$work/$t.log" 2>&1; then
     status=1
     tail -40 "$work/$t.log"
   fi
 done
+save
 
+# ---- 2. kernel and model benchmarks ------------------------------------------------------------
 log "benchmarks"
-if ! timeout 300 "$build/bin/cuda_benchmark" --benchmark_out="$work/bench.json" \
+if ! timeout 200 "$build/bin/cuda_benchmark" --benchmark_out="$work/bench.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2 >"$work/bench.log" 2>&1; then
   status=1
   tail -40 "$work/bench.log"
 fi
+save
 
-summary="$work/summary.md"
-if command -v python3 >/dev/null; then
-  python3 - "$work" "$status" "$(($(date +%s) - start))" >"$summary" <<'PY'
+# ---- 3. the simulator's cost file, fitted to this GPU ------------------------------------------
+log "profile configs/gpu/llama8b_h200_chunked.toml"
+if timeout 150 "$build/bin/headway" profile --config configs/gpu/llama8b_h200_chunked.toml \
+    --out "$work/h200_llama8b_cost.toml" >"$work/profile.log" 2>&1; then
+  cp "$work/h200_llama8b_cost.toml" "$out/"
+else
+  status=1
+  tail -30 "$work/profile.log"
+fi
+save
+
+# ---- 4. serve under the head-of-line workload, baseline and partial prefills -------------------
+serve_and_bench() {  # name config
+  local name=$1 config=$2 port=8123 pid ready=0
+  log "serve $config; bench configs/workloads/h200_hol_mixed.toml (20 s of arrivals)"
+  "$build/bin/headway" serve --config "$config" --port "$port" >"$work/serve_$name.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 120); do
+    if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/v1/models', timeout=1)" \
+        2>/dev/null; then ready=1; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if [[ $ready == 1 ]]; then
+    timeout 120 "$build/bin/headway" bench --url "http://127.0.0.1:$port" \
+      --workload configs/workloads/h200_hol_mixed.toml --duration 20 --timeout 60 --quiet \
+      --out "$work/bench_$name.json" >"$work/bench_$name.txt" 2>&1 || status=1
+  else
+    status=1
+    log "server for $config did not come up"
+    tail -20 "$work/serve_$name.log"
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+serve_and_bench chunked configs/gpu/llama8b_h200_chunked.toml
+save
+serve_and_bench partial_prefill configs/gpu/llama8b_h200_partial_prefill.toml
+save
+
+# ---- summary -----------------------------------------------------------------------------------
+python3 - "$work" "$status" "$(($(date +%s) - start))" "${tests[@]}" >"$work/summary.md" <<'PY' || true
 import json, os, sys
-work, status, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+work, status, seconds, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 HBM, PEAK = 4.8e12, 989e12
+def read(name):
+    try:
+        return open(os.path.join(work, name)).read()
+    except OSError as e:
+        return f"(missing: {e})"
 print("# Headway device check (cuda model)\n")
-print(f"GPU: {open(os.path.join(work, 'gpu.txt')).read().strip()}  ")
+print(f"GPU: {read('gpu.txt').strip()}  ")
 print(f"Result: {'PASS' if status == 0 else 'FAIL'} in {seconds} s  \n")
 print("## Tests\n\n| binary | tests | failures | skipped |\n|---|---|---|---|")
-for t in ["cuda_model_config_test", "cuda_step_plan_test", "cuda_kernels_test", "cuda_model_test",
-          "nccl_transport_test", "host_copy_device_test"]:
+for t in tests:
     try:
         j = json.load(open(os.path.join(work, t + ".json")))
         skipped = sum(1 for s in j["testsuites"] for c in s["testsuite"] if c.get("result") == "SKIPPED")
@@ -77,40 +230,39 @@ try:
     bench = json.load(open(os.path.join(work, "bench.json")))["benchmarks"]
 except Exception as e:
     print(f"\nNo benchmark results: {e}")
-    sys.exit(0)
+    bench = []
 def ms(b):
     scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
     return b["real_time"] * scale
-print("\n## Kernels (CUDA events; Llama-3.1-8B shapes)\n")
-print("| benchmark | time (ms) | GB/s | % of 4.8 TB/s | TFLOP/s | % of 989 TFLOP/s |\n|---|---|---|---|---|---|")
-for b in bench:
-    if b["name"].startswith("BM_Model") or b.get("error_occurred"):
-        continue
-    bw, fl = b.get("bytes_per_second", 0.0), b.get("flop_per_second", 0.0)
-    print(f"| {b['name']} | {ms(b):.4f} | {bw/1e9:.1f} | {100*bw/HBM:.1f} | {fl/1e12:.2f} | {100*fl/PEAK:.2f} |")
-print("\n## Model (random Llama-3.1-8B weights, BF16, one GPU)\n")
-print("| benchmark | step (ms) | tokens/s | % of HBM (weights + KV read) | % of BF16 peak |\n|---|---|---|---|---|")
-for b in bench:
-    if not b["name"].startswith("BM_Model") or b.get("error_occurred"):
-        continue
-    bw, fl = b.get("bytes_per_second", 0.0), b.get("flop_per_second", 0.0)
-    hbm = f"{100*bw/HBM:.1f}" if bw else "-"
-    print(f"| {b['name']} | {ms(b):.2f} | {b.get('tokens_per_second', 0):.0f} | {hbm} | {100*fl/PEAK:.2f} |")
-errors = [b for b in bench if b.get("error_occurred")]
-for b in errors:
-    print(f"\n{b['name']}: {b.get('error_message')}")
+if bench:
+    print("\n## Kernels (CUDA events; Llama-3.1-8B shapes)\n")
+    print("| benchmark | time (ms) | GB/s | % of 4.8 TB/s | TFLOP/s | % of 989 TFLOP/s |\n|---|---|---|---|---|---|")
+    for b in bench:
+        if b["name"].startswith("BM_Model") or b.get("error_occurred"):
+            continue
+        bw, fl = b.get("bytes_per_second", 0.0), b.get("flop_per_second", 0.0)
+        print(f"| {b['name']} | {ms(b):.4f} | {bw/1e9:.1f} | {100*bw/HBM:.1f} | {fl/1e12:.2f} | {100*fl/PEAK:.2f} |")
+    print("\n## Model (random Llama-3.1-8B weights, BF16, one GPU)\n")
+    print("| benchmark | step (ms) | tokens/s | % of HBM (weights + KV read) | % of BF16 peak |\n|---|---|---|---|---|")
+    for b in bench:
+        if not b["name"].startswith("BM_Model") or b.get("error_occurred"):
+            continue
+        bw, fl = b.get("bytes_per_second", 0.0), b.get("flop_per_second", 0.0)
+        hbm = f"{100*bw/HBM:.1f}" if bw else "-"
+        print(f"| {b['name']} | {ms(b):.2f} | {b.get('tokens_per_second', 0):.0f} | {hbm} | {100*fl/PEAK:.2f} |")
+    for b in bench:
+        if b.get("error_occurred"):
+            print(f"\n{b['name']}: {b.get('error_message')}")
+print("\n## Cost file (headway profile)\n\n```")
+print(read("h200_llama8b_cost.toml").strip()[:3000])
+print("```")
+for name in ("chunked", "partial_prefill"):
+    print(f"\n## Served: {name} (headway bench, h200_hol_mixed, 20 s)\n\n```")
+    print(read(f"bench_{name}.txt").strip()[-2500:])
+    print("```")
 PY
-else
-  { echo "# Headway device check"; echo; echo "python3 missing; raw benchmark JSON:"; echo '```'; cat "$work/bench.json" 2>/dev/null; echo '```'; } >"$summary"
-fi
-
-if [[ -n "$out" ]]; then
-  mkdir -p "$out"
-  cp "$summary" "$out/summary.md"
-  cp "$work"/*.json "$work"/*.log "$out/" 2>/dev/null || true
-  log "summary written to $out/summary.md"
-else
-  cat "$summary"
-fi
-log "done (status $status)"
+save
+cp "$work/summary.md" "$out/summary.md"
+cat "$work/summary.md"
+log "done (status $status); results in $out"
 exit "$status"

@@ -259,53 +259,60 @@ TEST_P(CudaAttention, MatchesReference) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   a.partial_acc = d_acc.get();
   a.partial_ml = d_ml.get();
-  ASSERT_EQ(k::paged_attention(
-                a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().prefill_units)),
-                plan.prefill_unit_count(), k::AttentionKind::kPrefill, nullptr),
-            cudaSuccess);
-  ASSERT_EQ(k::paged_attention(
-                a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().decode_units)),
-                plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
-            cudaSuccess);
-  ASSERT_EQ(k::attention_reduce(
-                a, reinterpret_cast<const k::AttentionReduceUnit*>(at(plan.offsets().reduce_units)),
-                plan.reduce_unit_count(), nullptr),
-            cudaSuccess);
-  const auto out = d_out.download();
+  // Both kernels: tensor cores (the default where the head dim allows) and the exact FP32 one.
+  for (const bool exact : {false, true}) {
+    SCOPED_TRACE(exact ? "FP32 kernel" : "default kernel");
+    a.exact_fp32 = exact;
+    check(cudaMemset(d_out.get(), 0xff, size_t{T} * p.heads * p.head_dim * 2), "poison");  // NaN
+    ASSERT_EQ(k::paged_attention(
+                  a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().prefill_units)),
+                  plan.prefill_unit_count(), k::AttentionKind::kPrefill, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(k::paged_attention(
+                  a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().decode_units)),
+                  plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(
+        k::attention_reduce(
+            a, reinterpret_cast<const k::AttentionReduceUnit*>(at(plan.offsets().reduce_units)),
+            plan.reduce_unit_count(), nullptr),
+        cudaSuccess);
+    const auto out = d_out.download();
 
-  uint32_t row = 0;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    for (uint32_t t = 0; t < reqs[i].tokens; ++t, ++row) {
-      const uint32_t pos = reqs[i].start + t;
-      for (uint32_t h = 0; h < p.heads; ++h) {
-        const uint32_t g = h / group;
-        const auto key = [&](uint32_t kpos, bool value, uint32_t d) {
-          const uint64_t off = tables[i][kpos / p.block_size] * layout.block_elems() +
-                               layer * layout.layer_elems() +
-                               (value ? p.kv_heads + g : g) * layout.head_elems() +
-                               (kpos % p.block_size) * p.head_dim + d;
-          return static_cast<double>(bf(cache[off]));
-        };
-        std::vector<double> s(pos + 1);
-        double best = -1e300;
-        for (uint32_t kp = 0; kp <= pos; ++kp) {
-          double dot = 0.0;
-          for (uint32_t d = 0; d < p.head_dim; ++d) {
-            dot += static_cast<double>(bf(qkv[size_t{row} * width + h * p.head_dim + d])) *
-                   key(kp, false, d);
+    uint32_t row = 0;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      for (uint32_t t = 0; t < reqs[i].tokens; ++t, ++row) {
+        const uint32_t pos = reqs[i].start + t;
+        for (uint32_t h = 0; h < p.heads; ++h) {
+          const uint32_t g = h / group;
+          const auto key = [&](uint32_t kpos, bool value, uint32_t d) {
+            const uint64_t off = tables[i][kpos / p.block_size] * layout.block_elems() +
+                                 layer * layout.layer_elems() +
+                                 (value ? p.kv_heads + g : g) * layout.head_elems() +
+                                 (kpos % p.block_size) * p.head_dim + d;
+            return static_cast<double>(bf(cache[off]));
+          };
+          std::vector<double> s(pos + 1);
+          double best = -1e300;
+          for (uint32_t kp = 0; kp <= pos; ++kp) {
+            double dot = 0.0;
+            for (uint32_t d = 0; d < p.head_dim; ++d) {
+              dot += static_cast<double>(bf(qkv[size_t{row} * width + h * p.head_dim + d])) *
+                     key(kp, false, d);
+            }
+            s[kp] = dot * scale;
+            best = std::max(best, s[kp]);
           }
-          s[kp] = dot * scale;
-          best = std::max(best, s[kp]);
-        }
-        double sum = 0.0;
-        for (double& v : s) sum += (v = std::exp(v - best));
-        for (uint32_t d = 0; d < p.head_dim; ++d) {
-          double ref = 0.0;
-          for (uint32_t kp = 0; kp <= pos; ++kp) ref += s[kp] / sum * key(kp, true, d);
-          const double got = bf(out[(size_t{row} * p.heads + h) * p.head_dim + d]);
-          ASSERT_NEAR(got, ref, 1e-2 * std::abs(ref) + 2e-3)
-              << "request " << i << " token " << t << " head " << h << " dim " << d;
+          double sum = 0.0;
+          for (double& v : s) sum += (v = std::exp(v - best));
+          for (uint32_t d = 0; d < p.head_dim; ++d) {
+            double ref = 0.0;
+            for (uint32_t kp = 0; kp <= pos; ++kp) ref += s[kp] / sum * key(kp, true, d);
+            const double got = bf(out[(size_t{row} * p.heads + h) * p.head_dim + d]);
+            ASSERT_NEAR(got, ref, 1e-2 * std::abs(ref) + 2e-3)
+                << "request " << i << " token " << t << " head " << h << " dim " << d;
+          }
         }
       }
     }

@@ -16,7 +16,11 @@ namespace headway::models::cuda {
 ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
                        std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
                        uint32_t max_batch_tokens, bool deterministic)
-    : device_(device), config_(config), tp_(tp), weights_(std::move(weights)) {
+    : device_(device),
+      config_(config),
+      tp_(tp),
+      weights_(std::move(weights)),
+      exact_attention_(deterministic) {
   select();
   HW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<Gemm>(deterministic);
@@ -175,6 +179,7 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   a.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   a.partial_acc = partial_acc_.data();
   a.partial_ml = partial_ml_.data();
+  a.exact_fp32 = exact_attention_;
   HW_CUDA_CHECK(kernels::paged_attention(a, staged<kernels::AttentionUnit>(o.prefill_units),
                                          plan.prefill_unit_count(),
                                          kernels::AttentionKind::kPrefill, stream_));

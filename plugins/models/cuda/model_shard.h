@@ -84,6 +84,9 @@ class ModelShard {
   std::unique_ptr<DeviceWeights> weights_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Gemm> gemm_;
+  // Deterministic mode: the FP32 attention kernel for every unit (a row's arithmetic is the same
+  // in prefill and decode); otherwise tensor cores where the head dim allows.
+  bool exact_attention_;
   kernels::KvLayout kv_;
   uint32_t kv_blocks_ = 0;
   uint32_t q_width_ = 0;      // heads_l * head_dim

@@ -44,7 +44,7 @@ struct StepOffsets {
 
 class StepPlan {
  public:
-  static constexpr uint32_t kKeysPerSplit = 512;
+  static constexpr uint32_t kKeysPerSplit = 256;
   static constexpr uint32_t kMaxSplits = 16;
 
   // Checks the batch and builds the plan. Throws sdk::Error(HW_INVALID_ARGUMENT) naming the slice

@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "attention.h"
+#include "attention_mma.h"
 #include "common.cuh"
 
 namespace headway::models::cuda::kernels {
@@ -224,6 +225,9 @@ cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, 
   if (a.kv_heads == 0 || a.heads % a.kv_heads != 0 || a.head_dim == 0 ||
       a.head_dim > kAttentionMaxHeadDim || a.heads / a.kv_heads > kAttentionMaxGroup) {
     return cudaErrorInvalidValue;
+  }
+  if (!a.exact_fp32 && mma_attention_supports(a.head_dim)) {
+    return mma_paged_attention(a, units, unit_count, stream);
   }
   const uint32_t rows = max_rows(a.heads / a.kv_heads, kind);
   if (kind == AttentionKind::kDecode) return dispatch_dpl<1>(a, units, unit_count, rows, stream);

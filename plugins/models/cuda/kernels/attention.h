@@ -9,9 +9,10 @@
 // positions with an online softmax, so a row's arithmetic does not depend on how its prompt was
 // chunked into steps.
 //
-// Prefill: tiles of up to 32 query rows (tokens x group), one warp per 4 rows, all keys in one
-// unit. Decode: one token per unit, one warp per query head, and long contexts split into several
-// units (split-K) whose partial results (max, sum, unnormalised output) attention_reduce merges.
+// Prefill: tiles of up to 32 query rows (tokens x group), all keys in one unit. Decode: one token
+// per unit, and long contexts split into several units (split-K) whose partial results (max, sum,
+// unnormalised output) attention_reduce merges. On the FP32 kernel a warp takes 4 prefill rows or
+// one decode head; on the tensor-core kernel (attention_mma.h) a warp takes 16 rows.
 //
 // Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
 #pragma once
@@ -66,6 +67,11 @@ struct AttentionArgs {
   float scale = 0.0f;            // 1 / sqrt(head_dim)
   float* partial_acc = nullptr;  // [records][head_dim]
   float* partial_ml = nullptr;   // [records][2]: running max, running sum
+  // false (default): head dims 16, 32, 64, 128 and 256 run on tensor cores (attention_mma.cu:
+  // BF16 scores and probabilities, FP32 accumulation), others on the FP32 kernel. true: every
+  // unit on the FP32 kernel, whose arithmetic for a row is the same in a prefill tile and in a
+  // decode (the model's deterministic mode).
+  bool exact_fp32 = false;
 };
 
 enum class AttentionKind { kPrefill, kDecode };

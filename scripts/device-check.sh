@@ -9,6 +9,9 @@
 #   bash scripts/device-check.sh                       # configure + build here, then check
 #   bash scripts/device-check.sh --bundle .device      # (on the build machine) build and pack
 #   bash scripts/device-check.sh --prebuilt .device    # (on the GPU machine) check the pack
+#   DEVICE_CHECK_STEPS=benchmarks,serve bash scripts/device-check.sh --prebuilt .device
+#
+# Steps (DEVICE_CHECK_STEPS, comma-separated; default all): tests, benchmarks, profile, serve.
 #
 # The lent GPU machines have CUDA, CMake and Python but not the Debian packages Headway links
 # (gRPC, Boost, toml++, ...), and nothing can be installed there: --bundle builds the CUDA
@@ -144,9 +147,12 @@ log "GPU: $(cat "$work/gpu.txt")"
 # Everything so far goes back even if a later step runs out of time.
 save() { tar -C "$work" -czf "$out/results.tgz" . 2>/dev/null || true; }
 status=0
+steps=",${DEVICE_CHECK_STEPS:-tests,benchmarks,profile,serve},"
+want() { [[ $steps == *",$1,"* ]]; }
 
 # ---- 1. GPU tests ------------------------------------------------------------------------------
 for t in "${tests[@]}"; do
+  want tests || break
   log "test $t"
   if ! timeout 150 "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
       >"$work/$t.log" 2>&1; then
@@ -157,8 +163,8 @@ done
 save
 
 # ---- 2. kernel and model benchmarks ------------------------------------------------------------
-log "benchmarks"
-if ! timeout 200 "$build/bin/cuda_benchmark" --benchmark_out="$work/bench.json" \
+want benchmarks && log "benchmarks"
+if want benchmarks && ! timeout 200 "$build/bin/cuda_benchmark" --benchmark_out="$work/bench.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2 >"$work/bench.log" 2>&1; then
   status=1
   tail -40 "$work/bench.log"
@@ -166,8 +172,10 @@ fi
 save
 
 # ---- 3. the simulator's cost file, fitted to this GPU ------------------------------------------
-log "profile configs/gpu/llama8b_h200_chunked.toml"
-if timeout 150 "$build/bin/headway" profile --config configs/gpu/llama8b_h200_chunked.toml \
+want profile && log "profile configs/gpu/llama8b_h200_chunked.toml"
+if ! want profile; then
+  :
+elif timeout 150 "$build/bin/headway" profile --config configs/gpu/llama8b_h200_chunked.toml \
     --out "$work/h200_llama8b_cost.toml" >"$work/profile.log" 2>&1; then
   cp "$work/h200_llama8b_cost.toml" "$out/"
 else
@@ -200,10 +208,12 @@ serve_and_bench() {  # name config
   kill -TERM "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }
-serve_and_bench chunked configs/gpu/llama8b_h200_chunked.toml
-save
-serve_and_bench partial_prefill configs/gpu/llama8b_h200_partial_prefill.toml
-save
+if want serve; then
+  serve_and_bench chunked configs/gpu/llama8b_h200_chunked.toml
+  save
+  serve_and_bench partial_prefill configs/gpu/llama8b_h200_partial_prefill.toml
+  save
+fi
 
 # ---- summary -----------------------------------------------------------------------------------
 python3 - "$work" "$status" "$(($(date +%s) - start))" "${tests[@]}" >"$work/summary.md" <<'PY' || true

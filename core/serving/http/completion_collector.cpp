@@ -16,6 +16,7 @@ Completion collect_completion(GenerationService& service, RequestStream& stream,
     }
     if (!stream.next(chunk, kStreamPoll)) continue;
     out.text += chunk.text;
+    out.token_ids.insert(out.token_ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
     if (chunk.finish == Finish::kNone) continue;
     if (chunk.finish == Finish::kAbort) {
       throw ApiError(503,

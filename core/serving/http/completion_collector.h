@@ -10,13 +10,16 @@
 #include <headway/serving/generation_service.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace headway::serving::http {
 
 struct Completion {
   std::string text;
-  Finish finish = Finish::kNone;  // kLength or kStop
+  std::vector<int32_t> token_ids;  // every generated token, in order
+  Finish finish = Finish::kNone;   // kLength or kStop
   Usage usage;
 };
 

@@ -124,6 +124,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   input.request_class = fields.string("request_class").value_or("");
 
   out.stream = fields.boolean("stream").value_or(false);
+  out.return_token_ids = fields.boolean("return_token_ids").value_or(false);
   if (const nlohmann::json* options = fields.find("stream_options")) {
     if (!options->is_object()) {
       throw invalid_field("stream_options", std::string("stream_options must be an object, not ") +

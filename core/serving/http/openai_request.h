@@ -1,7 +1,7 @@
 // Turns the JSON body of POST /v1/completions or /v1/chat/completions into a GenerateInput plus
-// the response options (stream, include_usage). It checks the wire format only (types, shapes,
-// what Headway does not support); values such as temperature ranges and prompt length are the
-// service's to check. docs/serving_http.md lists every field.
+// the response options (stream, include_usage, return_token_ids). It checks the wire format only
+// (types, shapes, what Headway does not support); values such as temperature ranges and prompt
+// length are the service's to check. docs/serving_http.md lists every field.
 //
 // Threading: pure functions, safe from any thread.
 #pragma once
@@ -17,6 +17,8 @@ struct OpenAiRequest {
   GenerateInput input;  // request_id set to a fresh "cmpl-..." / "chatcmpl-..." id
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // vLLM's extension: each choice (each stream chunk) also carries the generated "token_ids".
+  bool return_token_ids = false;
 };
 
 // Throw ApiError 400 naming the field at fault. `model` supplies the chat default for max_tokens.

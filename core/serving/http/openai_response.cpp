@@ -42,9 +42,11 @@ nlohmann::json usage_json(const Usage& usage) {
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-nlohmann::json completion_json(const ResponseHeader& header, const std::string& text, Finish finish,
+nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
+                               std::span<const int32_t> token_ids, Finish finish,
                                const Usage& usage) {
   nlohmann::json choice = {{"index", 0}, {"finish_reason", finish_reason_json(finish)}};
+  if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
     choice["logprobs"] = nullptr;
@@ -66,8 +68,9 @@ nlohmann::json role_chunk_json(const ResponseHeader& header) {
 }
 
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
-                                Finish finish) {
+                                std::span<const int32_t> token_ids, Finish finish) {
   nlohmann::json choice = {{"index", 0}, {"logprobs", nullptr}};
+  if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
   } else {

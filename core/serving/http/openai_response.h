@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 
 namespace headway::serving::http {
@@ -22,6 +23,9 @@ struct ResponseHeader {
   int64_t created = 0;         // Unix seconds
   std::string model;           // the served model's name
   bool include_usage = false;  // streams: "usage": null on each chunk, then a usage chunk
+  // Each choice also carries "token_ids": the tokens generated (whole answer) or since the
+  // previous chunk (streams). A stream then sends a chunk for tokens that have no text yet.
+  bool return_token_ids = false;
 };
 
 // "length" or "stop"; null while running. kAbort/kError never reach a finish_reason: they become
@@ -31,14 +35,15 @@ nlohmann::json finish_reason_json(Finish finish);
 nlohmann::json usage_json(const Usage& usage);
 
 // The non-streamed answer.
-nlohmann::json completion_json(const ResponseHeader& header, const std::string& text, Finish finish,
+nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
+                               std::span<const int32_t> token_ids, Finish finish,
                                const Usage& usage);
 
 // Streams. A chat stream opens with role_chunk_json; every stream then carries text deltas (the
 // last one with its finish), then with include_usage a usage chunk, then the [DONE] event.
 nlohmann::json role_chunk_json(const ResponseHeader& header);
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
-                                Finish finish);
+                                std::span<const int32_t> token_ids, Finish finish);
 nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

@@ -157,6 +157,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.created = unix_now();
   header.model = parsed.input.model.empty() ? model.name : parsed.input.model;
   header.include_usage = parsed.include_usage;
+  header.return_token_ids = parsed.return_token_ids;
 
   std::shared_ptr<RequestStream> stream = service_.submit(std::move(parsed.input));
   header.id = stream->id();  // the id we asked for, unless the service had to assign another
@@ -170,7 +171,8 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
       throw;
     }
     send_json(response, 200,
-              completion_json(header, completion.text, completion.finish, completion.usage));
+              completion_json(header, completion.text, completion.token_ids, completion.finish,
+                              completion.usage));
     return;
   }
 

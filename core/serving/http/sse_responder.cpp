@@ -40,16 +40,18 @@ bool SseResponder::provide(httplib::DataSink& sink) {
     return true;
   }
   if (chunk_.finish != Finish::kNone) return finish(sink, chunk_);
-  // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) make
-  // no event of their own.
-  if (chunk_.text.empty()) return true;
-  return write(sink, sse_event(delta_chunk_json(header_, chunk_.text, Finish::kNone)));
+  // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) or
+  // that have none make no event of their own, unless the client asked for the token ids.
+  if (chunk_.text.empty() && (!header_.return_token_ids || chunk_.token_ids.empty())) return true;
+  return write(sink,
+               sse_event(delta_chunk_json(header_, chunk_.text, chunk_.token_ids, Finish::kNone)));
 }
 
 bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
   if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
-    if (!last.text.empty() &&
-        !write(sink, sse_event(delta_chunk_json(header_, last.text, Finish::kNone)))) {
+    if ((!last.text.empty() || (header_.return_token_ids && !last.token_ids.empty())) &&
+        !write(sink,
+               sse_event(delta_chunk_json(header_, last.text, last.token_ids, Finish::kNone)))) {
       return false;
     }
     if (last.finish == Finish::kAbort) {
@@ -59,7 +61,9 @@ bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
     return fail(sink, 500,
                 "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
   }
-  if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.finish)))) return false;
+  if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, last.finish)))) {
+    return false;
+  }
   if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, last.usage)))) {
     return false;
   }

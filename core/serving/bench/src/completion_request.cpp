@@ -46,6 +46,9 @@ std::string completion_body(const core::WorkloadRequest& request, std::string_vi
       {"prompt", prompt},
       {"max_tokens", request.output_tokens},
       {"ignore_eos", true},
+      // Token ids per chunk (vLLM's extension): tokens are counted even when they have no text,
+      // as with random weights, whose ids mostly lie outside the byte tokenizer.
+      {"return_token_ids", true},
       {"stream", true},
       {"stream_options", {{"include_usage", true}}},
       {"request_class", class_name},

@@ -12,7 +12,9 @@ class LetterDecoder : public IncrementalDecoder {
  public:
   std::string append(std::span<const int32_t> ids) override {
     std::string text;
-    for (int32_t id : ids) text += static_cast<char>('a' + id % 26);
+    for (int32_t id : ids) {
+      if (id < FakeGenerationService::kTextlessIds) text += static_cast<char>('a' + id % 26);
+    }
     return text;
   }
   bool stopped() const override { return false; }
@@ -59,6 +61,13 @@ void FakeGenerationService::push(const std::string& id, int count) {
   if (it == held_.end()) return;
   it->second.stream->push_tokens(ids_from(it->second.next_id, count));
   it->second.next_id += count;
+}
+
+void FakeGenerationService::push_textless(const std::string& id, int count) {
+  std::lock_guard lock(mutex_);
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  it->second.stream->push_tokens(ids_from(kTextlessIds, count));
 }
 
 void FakeGenerationService::finish(const std::string& id, Finish finish, std::string error) {

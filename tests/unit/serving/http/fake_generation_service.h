@@ -3,6 +3,7 @@
 //
 // Output: token id k decodes to the letter 'a' + k % 26, and a request's i-th token is id i, so a
 // request for n tokens reads "abcd..." (n letters) and then finishes with the configured reason.
+// Ids from kTextlessIds on decode to no text (a model's ids outside its tokenizer).
 // In held mode, submit() only opens the stream; the test then pushes tokens and finishes it
 // through push()/finish(), and can see the frontend's abort().
 //
@@ -26,6 +27,7 @@ class FakeGenerationService : public GenerationService {
   static constexpr uint32_t kPromptTokens = 7;
   static constexpr uint32_t kMaxModelLen = 4096;
   static constexpr const char* kModelName = "fake-model";
+  static constexpr int32_t kTextlessIds = 1000;
 
   // --- what the test controls ---
   void set_finish(Finish finish, std::string error = {});  // how immediate requests end
@@ -34,8 +36,10 @@ class FakeGenerationService : public GenerationService {
   void set_serving(bool serving);
   void set_metrics(std::string text);
 
-  // Held streams: push `count` more letters, or finish.
+  // Held streams: push `count` more letters, or `count` ids without text (kTextlessIds, ...), or
+  // finish.
   void push(const std::string& id, int count);
+  void push_textless(const std::string& id, int count);
   void finish(const std::string& id, Finish finish, std::string error = {});
 
   // --- what the test observes ---

@@ -121,6 +121,59 @@ TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   EXPECT_TRUE(service_.aborted().empty());
 }
 
+// vLLM's return_token_ids: every chunk names its tokens, and tokens without text (ids outside the
+// tokenizer, as with random weights) still make a chunk, so a client can count them.
+TEST_F(HttpFrontendTest, ReturnTokenIdsStreamsEveryTokenEvenWithoutText) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string body = R"({"prompt": "x", "stream": true, "return_token_ids": true})";
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+  const std::string id = service_.submitted()[0].request_id;
+
+  service_.push(id, 2);
+  const std::string letters = connection.read_until("\"token_ids\":[0,1]");
+  EXPECT_NE(letters.find("\"text\":\"ab\",\"token_ids\":[0,1]"), std::string::npos) << letters;
+  service_.push_textless(id, 3);
+  const std::string textless = connection.read_until("\"token_ids\":[1000,1001,1002]");
+  EXPECT_NE(textless.find("\"text\":\"\",\"token_ids\":[1000,1001,1002]"), std::string::npos)
+      << textless;
+  service_.finish(id, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+}
+
+TEST_F(HttpFrontendTest, WithoutReturnTokenIdsTokensWithoutTextMakeNoChunk) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string body = R"({"prompt": "x", "stream": true})";
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+  const std::string id = service_.submitted()[0].request_id;
+  service_.push_textless(id, 2);
+  service_.push(id, 1);
+  service_.finish(id, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_EQ(all.find("token_ids"), std::string::npos) << all;
+  // One chunk with the letter, one (empty) with the finish; none for the textless ids.
+  const size_t letter = all.find("\"text\":\"a\"");
+  ASSERT_NE(letter, std::string::npos) << all;
+  EXPECT_EQ(all.find("\"text\":\"\""), all.rfind("\"text\":\"\"")) << all;
+  EXPECT_GT(all.find("\"text\":\"\""), letter) << all;
+}
+
+TEST_F(HttpFrontendTest, ReturnTokenIdsInAWholeCompletion) {
+  auto result =
+      post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 4, "return_token_ids": true})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json body = json::parse(result->body);
+  EXPECT_EQ(body["choices"][0]["text"], "abcd");
+  EXPECT_EQ(body["choices"][0]["token_ids"], json({0, 1, 2, 3}));
+}
+
 TEST_F(HttpFrontendTest, ClientThatDisconnectsMidStreamAbortsTheRequest) {
   service_.set_hold(true);
   std::string id;

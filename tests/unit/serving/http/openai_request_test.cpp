@@ -37,6 +37,7 @@ TEST(CompletionRequest, DefaultsFollowOpenAi) {
   EXPECT_TRUE(parsed.input.stop.empty());
   EXPECT_FALSE(parsed.stream);
   EXPECT_FALSE(parsed.include_usage);
+  EXPECT_FALSE(parsed.return_token_ids);
   EXPECT_TRUE(parsed.input.request_id.starts_with("cmpl-"));
   EXPECT_EQ(parsed.input.request_id.size(), 5u + 32u);
 }
@@ -54,7 +55,8 @@ TEST(CompletionRequest, CarriesSamplingAndExtensions) {
     "top_k": 40, "min_p": 0.05, "seed": -1, "ignore_eos": true, "stop": ["\n", "END"],
     "stop_token_ids": [7], "priority": -3, "request_class": "short", "stream": true,
     "stream_options": {"include_usage": true}, "n": 1, "echo": false, "best_of": 1,
-    "logprobs": null, "suffix": "", "presence_penalty": 0, "user": "ignored"})");
+    "logprobs": null, "suffix": "", "presence_penalty": 0, "user": "ignored",
+    "return_token_ids": true})");
   const GenerateInput& input = parsed.input;
   EXPECT_EQ(input.model, "m");
   EXPECT_EQ(input.prompt_kind, GenerateInput::PromptKind::kTokenIds);
@@ -72,6 +74,7 @@ TEST(CompletionRequest, CarriesSamplingAndExtensions) {
   EXPECT_EQ(input.request_class, "short");
   EXPECT_TRUE(parsed.stream);
   EXPECT_TRUE(parsed.include_usage);
+  EXPECT_TRUE(parsed.return_token_ids);
 }
 
 TEST(CompletionRequest, OnePromptBatchesAreThatPrompt) {
@@ -123,6 +126,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "stop": ["a", 1]})", "stop[1]", "must be a string"},
         Refused{R"({"prompt": "x", "stop": ["a", ""]})", "stop[1]", "must not be empty"},
         Refused{R"({"prompt": "x", "stream": "yes"})", "stream", "must be a boolean"},
+        Refused{R"({"prompt": "x", "return_token_ids": 1})", "return_token_ids",
+                "must be a boolean"},
         Refused{R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options",
                 "only allowed with"},
         Refused{R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",

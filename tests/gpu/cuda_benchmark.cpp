@@ -151,7 +151,9 @@ struct AttentionSetup {
                                       per, 0, 0.0f, 1.0f, 0, 0, 0, 0.0f, 0});
     }
     hw_model_batch hb{sizeof(hw_model_batch), slices.data(), batch, layout.block_size};
-    plan.build(hb, layout, {kVocab, 1u << 20, blocks, kHeads / kKvHeads, false});
+    models::cuda::StepLimits limits{kVocab, 1u << 20, blocks, kHeads / kKvHeads, false};
+    limits.prefill_tile_rows = k::attention_prefill_tile_rows(kHeadDim, false);  // as the model
+    plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
     qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
     out = device_random<__nv_bfloat16>(size_t{batch} * tokens * kHeads * kHeadDim);

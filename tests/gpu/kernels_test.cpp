@@ -224,44 +224,46 @@ TEST_P(CudaAttention, MatchesReference) {
   }
   hw_model_batch batch{sizeof(hw_model_batch), slices.data(), static_cast<uint32_t>(slices.size()),
                        p.block_size};
-  StepLimits limits{100, 1u << 20, blocks, group, false};
-  StepPlan plan;
-  plan.build(batch, layout, limits);
-  ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";
-  ASSERT_GT(plan.prefill_unit_count(), 0u);
-
   const uint32_t width = (p.heads + 2 * p.kv_heads) * p.head_dim;
   const auto cache = random_bf16(layout.block_elems() * blocks, 1.0f, 10);
   const auto qkv = random_bf16(size_t{T} * width, 1.0f, 11);
   Dev<__nv_bfloat16> d_cache(cache);
   Dev<__nv_bfloat16> d_qkv(qkv);
   Dev<__nv_bfloat16> d_out(size_t{T} * p.heads * p.head_dim);
-  Dev<std::byte> d_plan(plan.offsets().total);
-  check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
-        "plan upload");
-  Dev<float> d_acc(size_t{plan.partial_records()} * p.head_dim);
-  Dev<float> d_ml(size_t{plan.partial_records()} * 2);
-  const auto at = [&](size_t off) {
-    return reinterpret_cast<const std::byte*>(d_plan.get()) + off;
-  };
-  k::AttentionArgs a;
-  a.qkv = d_qkv.get();
-  a.q_stride = width;
-  a.out = d_out.get();
-  a.layer_cache = d_cache.get() + layer * layout.layer_elems();
-  a.block_elems = layout.block_elems();
-  a.head_elems = layout.head_elems();
-  a.block_size = p.block_size;
-  a.block_tables = reinterpret_cast<const int32_t*>(at(plan.offsets().block_tables));
-  a.heads = p.heads;
-  a.kv_heads = p.kv_heads;
-  a.head_dim = p.head_dim;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-  a.partial_acc = d_acc.get();
-  a.partial_ml = d_ml.get();
-  // Both kernels: tensor cores (the default where the head dim allows) and the exact FP32 one.
+  // Both kernels, each with the prefill tiles it takes: tensor cores (the default where the head
+  // dim allows) and the exact FP32 one.
   for (const bool exact : {false, true}) {
     SCOPED_TRACE(exact ? "FP32 kernel" : "default kernel");
+    StepLimits limits{100, 1u << 20, blocks, group, false};
+    limits.prefill_tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact);
+    StepPlan plan;
+    plan.build(batch, layout, limits);
+    ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";
+    ASSERT_GT(plan.prefill_unit_count(), 0u);
+
+    Dev<std::byte> d_plan(plan.offsets().total);
+    check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
+          "plan upload");
+    Dev<float> d_acc(size_t{plan.partial_records()} * p.head_dim);
+    Dev<float> d_ml(size_t{plan.partial_records()} * 2);
+    const auto at = [&](size_t off) {
+      return reinterpret_cast<const std::byte*>(d_plan.get()) + off;
+    };
+    k::AttentionArgs a;
+    a.qkv = d_qkv.get();
+    a.q_stride = width;
+    a.out = d_out.get();
+    a.layer_cache = d_cache.get() + layer * layout.layer_elems();
+    a.block_elems = layout.block_elems();
+    a.head_elems = layout.head_elems();
+    a.block_size = p.block_size;
+    a.block_tables = reinterpret_cast<const int32_t*>(at(plan.offsets().block_tables));
+    a.heads = p.heads;
+    a.kv_heads = p.kv_heads;
+    a.head_dim = p.head_dim;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+    a.partial_acc = d_acc.get();
+    a.partial_ml = d_ml.get();
     a.exact_fp32 = exact;
     check(cudaMemset(d_out.get(), 0xff, size_t{T} * p.heads * p.head_dim * 2), "poison");  // NaN
     ASSERT_EQ(k::paged_attention(

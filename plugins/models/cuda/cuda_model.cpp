@@ -201,6 +201,8 @@ class CudaModel final : public sdk::Model {
     limits.group = tp_.heads_per_rank / tp_.kv_heads_per_rank;
     limits.sample_on_device = options_.sample_on_device;
     limits.split_decode = !options_.deterministic;
+    limits.prefill_tile_rows =
+        kernels::attention_prefill_tile_rows(config_.head_dim, options_.deterministic);
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
     if (options_.sample_on_device) {

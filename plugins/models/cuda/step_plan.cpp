@@ -51,8 +51,7 @@ void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
   const uint32_t bs = kv.block_size;
   const uint32_t group = limits.group;
   heads_ = group * kv.kv_heads;
-  const uint32_t tile =
-      group >= kernels::kAttentionTileRows ? 1 : kernels::kAttentionTileRows / group;
+  const uint32_t tile = group >= limits.prefill_tile_rows ? 1 : limits.prefill_tile_rows / group;
   const uint64_t block_elems = kv.block_elems();
   for (uint32_t i = 0; i < batch.slice_count; ++i) {
     const hw_model_slice& s = batch.slices[i];

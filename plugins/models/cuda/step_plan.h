@@ -4,7 +4,7 @@
 // host-to-device copy.
 //
 // Attention work: slices of more than one token are cut into prefill tiles of
-// kAttentionTileRows / group tokens; a decode token (a 1-token slice) whose context exceeds
+// prefill_tile_rows / group tokens; a decode token (a 1-token slice) whose context exceeds
 // kKeysPerSplit keys is split into up to kMaxSplits key ranges, merged by attention_reduce.
 //
 // Ownership: owns its host vectors and the pinned staging buffer; they grow to the largest step
@@ -34,6 +34,9 @@ struct StepLimits {
   // Split long decodes (split-K attention). Off in deterministic mode: a split changes the
   // arithmetic of a row compared with the same position computed in a prefill chunk.
   bool split_decode = true;
+  // Query rows (tokens x group) per prefill tile: kernels::attention_prefill_tile_rows() of the
+  // kernel that will run the plan.
+  uint32_t prefill_tile_rows = kernels::kAttentionTileRows;
 };
 
 // Where each array starts in the staging area (bytes), identical on the device copy.

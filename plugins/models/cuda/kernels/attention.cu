@@ -219,6 +219,15 @@ size_t paged_attention_smem_bytes(uint32_t head_dim, uint32_t group, AttentionKi
          sizeof(float);
 }
 
+bool attention_uses_tensor_cores(uint32_t head_dim, bool exact_fp32) {
+  return !exact_fp32 && mma_attention_supports(head_dim);
+}
+
+uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32) {
+  return attention_uses_tensor_cores(head_dim, exact_fp32) ? kAttentionMmaTileRows
+                                                           : kAttentionTileRows;
+}
+
 cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, uint32_t unit_count,
                             AttentionKind kind, cudaStream_t stream) {
   if (unit_count == 0) return cudaSuccess;
@@ -226,8 +235,8 @@ cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, 
       a.head_dim > kAttentionMaxHeadDim || a.heads / a.kv_heads > kAttentionMaxGroup) {
     return cudaErrorInvalidValue;
   }
-  if (!a.exact_fp32 && mma_attention_supports(a.head_dim)) {
-    return mma_paged_attention(a, units, unit_count, stream);
+  if (attention_uses_tensor_cores(a.head_dim, a.exact_fp32)) {
+    return mma_paged_attention(a, units, unit_count, kind, stream);
   }
   const uint32_t rows = max_rows(a.heads / a.kv_heads, kind);
   if (kind == AttentionKind::kDecode) return dispatch_dpl<1>(a, units, unit_count, rows, stream);

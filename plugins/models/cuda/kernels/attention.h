@@ -26,8 +26,10 @@ namespace headway::models::cuda::kernels {
 
 // Keys per chunk: one per lane of a warp.
 inline constexpr uint32_t kAttentionChunk = 32;
-// Query rows (tokens x group) per prefill tile.
+// Query rows (tokens x group) per prefill tile: the FP32 kernel's, and the tensor-core kernel's
+// (which takes 16 rows per warp).
 inline constexpr uint32_t kAttentionTileRows = 32;
+inline constexpr uint32_t kAttentionMmaTileRows = 64;
 // Largest head_dim and GQA group the kernels support (checked at load).
 inline constexpr uint32_t kAttentionMaxHeadDim = 256;
 inline constexpr uint32_t kAttentionMaxGroup = 32;
@@ -67,7 +69,7 @@ struct AttentionArgs {
   float scale = 0.0f;            // 1 / sqrt(head_dim)
   float* partial_acc = nullptr;  // [records][head_dim]
   float* partial_ml = nullptr;   // [records][2]: running max, running sum
-  // false (default): head dims 16, 32, 64, 128 and 256 run on tensor cores (attention_mma.cu:
+  // false (default): head dims 32, 64, 128 and 256 run on tensor cores (attention_mma.cu:
   // BF16 scores and probabilities, FP32 accumulation), others on the FP32 kernel. true: every
   // unit on the FP32 kernel, whose arithmetic for a row is the same in a prefill tile and in a
   // decode (the model's deterministic mode).
@@ -76,8 +78,16 @@ struct AttentionArgs {
 
 enum class AttentionKind { kPrefill, kDecode };
 
+// Whether paged_attention runs these arguments on tensor cores (attention_mma.cu).
+bool attention_uses_tensor_cores(uint32_t head_dim, bool exact_fp32);
+
+// Rows of a prefill tile for these arguments: kAttentionMmaTileRows on tensor cores, else
+// kAttentionTileRows. The step plan cuts prefill slices into tiles of
+// max(1, rows / group) tokens.
+uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32);
+
 // Runs `unit_count` units (device array). For kPrefill every unit has at most
-// kAttentionTileRows / group tokens (at least 1); for kDecode exactly 1.
+// attention_prefill_tile_rows() / group tokens (at least 1); for kDecode exactly 1.
 cudaError_t paged_attention(const AttentionArgs& args, const AttentionUnit* units,
                             uint32_t unit_count, AttentionKind kind, cudaStream_t stream);
 

@@ -1,13 +1,16 @@
 // Paged attention on tensor cores (mma.sync m16n8k16, BF16 in, FP32 accumulate): the default for
-// head dims 16, 32, 64, 128 and 256; attention.cu keeps the FP32 CUDA-core kernel for the exact
-// mode and other head dims. Same work units, same outputs (final rows or split partials).
+// head dims 32, 64, 128 and 256; attention.cu keeps the FP32 CUDA-core kernel for the exact mode
+// and other head dims. Same work units, same outputs (final rows or split partials).
 //
-// A block of two warps runs one unit for one kv head: the unit's rows (tokens x GQA group, at
-// most 32) are 16 per warp, so each K/V tile that the block gathers from the paged cache into
-// shared memory serves every query head of the group. Per tile of 32 keys a warp computes
-// S = Q K^T (Q kept in registers as A fragments), masks causally by each row's position, updates
-// the online softmax in FP32, rounds P to BF16 and adds P V to its FP32 output fragments. The row
-// sums use the rounded P, so the weights that multiply V sum to exactly the normaliser.
+// A block runs one unit for one kv head: the unit's rows (tokens x GQA group) are 16 per warp,
+// four warps for prefill tiles (kAttentionMmaTileRows) and two for decode (a GQA group of at most
+// kAttentionMaxGroup), so each K/V tile gathered from the paged cache into shared memory serves
+// every query head of the group. Tiles of 32 keys are copied with cp.async into two buffers: the
+// next tile's copy runs while the warps compute on the current one. Per tile a warp computes
+// S = Q K^T (Q kept in registers as A fragments, K fragments by ldmatrix), masks causally by each
+// row's position, updates the online softmax in FP32, rounds P to BF16 and adds P V (V fragments
+// by ldmatrix.trans) to its FP32 output fragments. The row sums use the rounded P, so the weights
+// that multiply V sum to exactly the normaliser.
 #include <cmath>
 
 #include "attention_mma.h"
@@ -16,10 +19,11 @@
 namespace headway::models::cuda::kernels {
 namespace {
 
-constexpr int kTileKeys = 32;  // keys per shared-memory tile: 4 n8 column blocks of S
-constexpr int kWarps = 2;      // 16 query rows each: kAttentionTileRows and kAttentionMaxGroup
-constexpr int kThreads = 32 * kWarps;
-static_assert(16u * kWarps >= kAttentionTileRows && 16u * kWarps >= kAttentionMaxGroup);
+constexpr int kTileKeys = 32;     // keys per shared-memory tile: 4 n8 column blocks of S
+constexpr int kPrefillWarps = 4;  // 64 rows: kAttentionMmaTileRows
+constexpr int kDecodeWarps = 2;   // 32 rows: kAttentionMaxGroup
+static_assert(16u * kPrefillWarps == kAttentionMmaTileRows);
+static_assert(16u * kDecodeWarps >= kAttentionMaxGroup);
 
 // Two BF16 values in one register, the lower index in the low half (the fragments' order).
 __device__ __forceinline__ uint32_t pack_bf16(__nv_bfloat16 lo, __nv_bfloat16 hi) {
@@ -29,6 +33,35 @@ __device__ __forceinline__ uint32_t pack_bf16(__nv_bfloat16 lo, __nv_bfloat16 hi
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return pack_bf16(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
+}
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared without registers; zero-filled when !copy (src is then not read).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool copy) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
+               "l"(src), "r"(copy ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Four 8x8 BF16 matrices; lane i names row i % 8 of matrix i / 8. Without .trans lane l receives
+// row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of each matrix; with .trans the same of its
+// transpose.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
 }
 
 // c += a * b for one 16x8x16 tile. Fragment layouts (g = lane / 4, t = lane % 4):
@@ -43,13 +76,29 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Rows of a tile padded by 8 elements: the 8 rows an ldmatrix phase reads hit 32 different banks.
 template <int HD>
-__global__ void __launch_bounds__(kThreads)
+constexpr int kStride = HD + 8;
+template <int HD>
+constexpr size_t kTileBytes = size_t{kTileKeys} * kStride<HD> * 2;  // one K or V tile (BF16)
+template <int HD>
+constexpr size_t kSmemBytes = 4 * kTileBytes<HD>;  // K and V, two buffers each
+
+template <int HD, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS)
     mma_attention_kernel(AttentionArgs a, const AttentionUnit* units) {
-  // Rows padded by 8 elements: the fragment loads of a warp then hit 32 different banks.
-  constexpr int kStride = HD + 8;
-  __shared__ __align__(16) __nv_bfloat16 ks[kTileKeys * kStride];
-  __shared__ __align__(16) __nv_bfloat16 vs[kTileKeys * kStride];
+  static_assert(HD % 32 == 0, "ldmatrix.x4 takes 32 dims of K per load");
+  constexpr int kThreads = 32 * WARPS;
+  constexpr int S = kStride<HD>;
+  constexpr int kVecsPerKey = HD / 8;  // 16-byte pieces of one key's row
+  constexpr int kVecs = kTileKeys * kVecsPerKey;
+  static_assert(kVecs % kThreads == 0);
+  constexpr int kVecsPerThread = kVecs / kThreads;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* const tiles = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  // Buffer b: K at tiles + (2b) * tile elements, V right after it.
+  const auto k_tile = [&](int b) { return tiles + size_t{2} * b * kTileKeys * S; };
+  const auto v_tile = [&](int b) { return tiles + (size_t{2} * b + 1) * kTileKeys * S; };
 
   const AttentionUnit u = units[blockIdx.x];
   const int kvh = blockIdx.y;
@@ -60,9 +109,37 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4;
   const int t = lane % 4;
   const int row0 = warp * 16;
-  const bool warp_has_rows = row0 < rows;
   // Rows are token-major, so the warp's last row has its largest position (uniform per warp).
-  const int warp_last_pos = warp_has_rows ? u.first_pos + (min(row0 + 15, rows - 1)) / group : -1;
+  const int warp_last_pos = row0 < rows ? u.first_pos + (min(row0 + 15, rows - 1)) / group : -1;
+
+  // Starts the copy of the tile of keys [c, c + kTileKeys) into buffer b (one commit group).
+  const int32_t* table = a.block_tables + u.table;
+  const int bs = static_cast<int>(a.block_size);
+  const __nv_bfloat16* kbase = a.layer_cache + static_cast<uint64_t>(kvh) * a.head_elems;
+  const uint64_t v_offset = static_cast<uint64_t>(a.kv_heads) * a.head_elems;
+  const auto issue_tile = [&](int c, int b) {
+    // Block ids first, all of them, so their loads overlap instead of each waiting in turn.
+    int32_t block_of[kVecsPerThread];
+#pragma unroll
+    for (int i = 0; i < kVecsPerThread; ++i) {
+      const int key = c + (threadIdx.x + i * kThreads) / kVecsPerKey;
+      block_of[i] = key < u.key_end ? table[key / bs] : -1;  // past the unit: maybe no table
+    }
+#pragma unroll
+    for (int i = 0; i < kVecsPerThread; ++i) {
+      const int e = threadIdx.x + i * kThreads;
+      const int j = e / kVecsPerKey;
+      const int d = (e % kVecsPerKey) * 8;
+      const int key = c + j;
+      const bool copy = block_of[i] >= 0;
+      const __nv_bfloat16* src = copy ? kbase + static_cast<uint64_t>(block_of[i]) * a.block_elems +
+                                            static_cast<uint64_t>(key % bs) * HD + d
+                                      : kbase;
+      cp_async_16(k_tile(b) + j * S + d, src, copy);
+      cp_async_16(v_tile(b) + j * S + d, copy ? src + v_offset : kbase, copy);
+    }
+    cp_async_commit();
+  };
 
   // This thread's two rows of every fragment: row0 + g and row0 + g + 8 (-1: no row, sees
   // nothing, never written).
@@ -73,7 +150,10 @@ __global__ void __launch_bounds__(kThreads)
     pos[i] = r < rows ? u.first_pos + r / group : -1;
   }
 
-  // Q as A fragments, one per 16 dims.
+  const int tiles_total = (u.key_end - u.key_begin + kTileKeys - 1) / kTileKeys;
+  if (tiles_total > 0) issue_tile(u.key_begin, 0);
+
+  // Q as A fragments, one per 16 dims (loaded while the first tile is in flight).
   uint32_t qf[HD / 16][4];
 #pragma unroll
   for (int kk = 0; kk < HD / 16; ++kk) {
@@ -98,108 +178,106 @@ __global__ void __launch_bounds__(kThreads)
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
 
-  const int32_t* table = a.block_tables + u.table;
-  const int bs = static_cast<int>(a.block_size);
-  const __nv_bfloat16* kbase = a.layer_cache + static_cast<uint64_t>(kvh) * a.head_elems;
-  const uint64_t v_offset = static_cast<uint64_t>(a.kv_heads) * a.head_elems;
-  constexpr int kVecsPerKey = HD / 8;  // 16-byte pieces of one key's row
-  for (int c = u.key_begin; c < u.key_end; c += kTileKeys) {
-    __syncthreads();  // the previous tile is no longer being read
-#pragma unroll
-    for (int e = threadIdx.x; e < kTileKeys * kVecsPerKey; e += kThreads) {
-      const int j = e / kVecsPerKey;
-      const int d = (e % kVecsPerKey) * 8;
-      const int key = c + j;
-      uint4 kv = make_uint4(0, 0, 0, 0);
-      uint4 vv = make_uint4(0, 0, 0, 0);
-      if (key < u.key_end) {  // keys past the unit may lie beyond the block table
-        const uint64_t off = static_cast<uint64_t>(table[key / bs]) * a.block_elems +
-                             static_cast<uint64_t>(key % bs) * HD + d;
-        kv = *reinterpret_cast<const uint4*>(kbase + off);
-        vv = *reinterpret_cast<const uint4*>(kbase + off + v_offset);
-      }
-      *reinterpret_cast<uint4*>(ks + j * kStride + d) = kv;
-      *reinterpret_cast<uint4*>(vs + j * kStride + d) = vv;
-    }
-    __syncthreads();
-    if (warp_last_pos < c) continue;  // every row of the warp is before this tile
+  // ldmatrix row addresses: lane i names row i % 8 of matrix i / 8.
+  const int mat = lane / 8;
+  const int mat_row = lane % 8;
 
-    float s[4][4];
-#pragma unroll
-    for (int n = 0; n < 4; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-      const __nv_bfloat16* krow = ks + (n * 8 + g) * kStride + 2 * t;
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const uint32_t b0 = *reinterpret_cast<const uint32_t*>(krow + kk * 16);
-        const uint32_t b1 = *reinterpret_cast<const uint32_t*>(krow + kk * 16 + 8);
-        mma(s[n], qf[kk], b0, b1);
-      }
+  for (int it = 0; it < tiles_total; ++it) {
+    const int c = u.key_begin + it * kTileKeys;
+    const int b = it % 2;
+    if (it + 1 < tiles_total) {
+      issue_tile(c + kTileKeys, (it + 1) % 2);  // its buffer was released by the last barrier
+      cp_async_wait<1>();                       // this tile's group has landed (this thread's)
+    } else {
+      cp_async_wait<0>();
     }
+    __syncthreads();           // ... and every thread's
+    if (warp_last_pos >= c) {  // else every row of the warp is before this tile
+      const __nv_bfloat16* ks = k_tile(b);
+      const __nv_bfloat16* vs = v_tile(b);
 
-    // Scale, mask (a key is visible to a row at or after its position, inside the unit's range),
-    // and update each row's running max; the four threads of a row hold its 32 keys.
-    float correction[2];
+      // S = Q K^T: for key block n, matrices (dims +0, +8) of two 16-dim steps per ldmatrix.
+      float s[4][4];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float chunk_max = -INFINITY;
+      for (int n = 0; n < 4; ++n) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        const __nv_bfloat16* krow = ks + (n * 8 + mat_row) * S + (mat / 2) * 16 + (mat % 2) * 8;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk += 2) {
+          uint32_t kf[4];
+          ldmatrix_x4(kf, krow + kk * 16);
+          mma(s[n], qf[kk], kf[0], kf[1]);
+          mma(s[n], qf[kk + 1], kf[2], kf[3]);
+        }
+      }
+
+      // Scale, mask (a key is visible to a row at or after its position, inside the unit's
+      // range), and update each row's running max; the four threads of a row hold its 32 keys.
+      float correction[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float chunk_max = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = c + n * 8 + 2 * t + e;
+            float& v = s[n][2 * i + e];
+            v = (key <= pos[i] && key < u.key_end) ? v * a.scale : -INFINITY;
+            chunk_max = fmaxf(chunk_max, v);
+          }
+        }
+        chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 1));
+        chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 2));
+        const float new_max = fmaxf(m[i], chunk_max);
+        correction[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - new_max);
+        m[i] = new_max;
+      }
+
+      // P = exp(S - max) rounded to BF16, as A fragments of P V (keys 0-15, 16-31).
+      uint32_t pf[2][4];
+      float row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int n = 0; n < 4; ++n) {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = c + n * 8 + 2 * t + e;
-          float& v = s[n][2 * i + e];
-          v = (key <= pos[i] && key < u.key_end) ? v * a.scale : -INFINITY;
-          chunk_max = fmaxf(chunk_max, v);
+        for (int i = 0; i < 2; ++i) {
+          const float v0 = s[n][2 * i], v1 = s[n][2 * i + 1];
+          const __nv_bfloat16 p0 = __float2bfloat16_rn(v0 == -INFINITY ? 0.0f : expf(v0 - m[i]));
+          const __nv_bfloat16 p1 = __float2bfloat16_rn(v1 == -INFINITY ? 0.0f : expf(v1 - m[i]));
+          row_sum[i] += __bfloat162float(p0) + __bfloat162float(p1);
+          // Key block n = 2 * step + half: half 0 gives registers 0 (row g) and 1 (row g + 8),
+          // half 1 gives registers 2 and 3.
+          pf[n / 2][(n % 2) * 2 + i] = pack_bf16(p0, p1);
         }
       }
-      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 1));
-      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 2));
-      const float new_max = fmaxf(m[i], chunk_max);
-      correction[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - new_max);
-      m[i] = new_max;
-    }
-
-    // P = exp(S - max) rounded to BF16, as A fragments of P V (keys 0-15, 16-31).
-    uint32_t pf[2][4];
-    float row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int n = 0; n < 4; ++n) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const float v0 = s[n][2 * i], v1 = s[n][2 * i + 1];
-        const __nv_bfloat16 p0 = __float2bfloat16_rn(v0 == -INFINITY ? 0.0f : expf(v0 - m[i]));
-        const __nv_bfloat16 p1 = __float2bfloat16_rn(v1 == -INFINITY ? 0.0f : expf(v1 - m[i]));
-        row_sum[i] += __bfloat162float(p0) + __bfloat162float(p1);
-        // n = 2 * kk2 + half: half 0 gives registers 0 (row g) and 1 (row g + 8), half 1 gives
-        // registers 2 and 3.
-        pf[n / 2][(n % 2) * 2 + i] = pack_bf16(p0, p1);
+        row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 1);
+        row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 2);
+        l[i] = l[i] * correction[i] + row_sum[i];
       }
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 1);
-      row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 2);
-      l[i] = l[i] * correction[i] + row_sum[i];
-    }
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n) {
-      o[n][0] *= correction[0];
-      o[n][1] *= correction[0];
-      o[n][2] *= correction[1];
-      o[n][3] *= correction[1];
-    }
-#pragma unroll
-    for (int kk2 = 0; kk2 < 2; ++kk2) {
-      const __nv_bfloat16* v0 = vs + (kk2 * 16 + 2 * t) * kStride + g;
 #pragma unroll
       for (int n = 0; n < HD / 8; ++n) {
-        const __nv_bfloat16* vcol = v0 + n * 8;
-        const uint32_t b0 = pack_bf16(vcol[0], vcol[kStride]);
-        const uint32_t b1 = pack_bf16(vcol[8 * kStride], vcol[9 * kStride]);
-        mma(o[n], pf[kk2], b0, b1);
+        o[n][0] *= correction[0];
+        o[n][1] *= correction[0];
+        o[n][2] *= correction[1];
+        o[n][3] *= correction[1];
+      }
+
+      // O += P V: for 16 keys, matrices (keys +0, +8) of two 8-dim blocks per ldmatrix.trans.
+#pragma unroll
+      for (int step = 0; step < 2; ++step) {
+        const __nv_bfloat16* vrow = vs + (step * 16 + (mat % 2) * 8 + mat_row) * S + (mat / 2) * 8;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n += 2) {
+          uint32_t vf[4];
+          ldmatrix_x4_trans(vf, vrow + n * 8);
+          mma(o[n], pf[step], vf[0], vf[1]);
+          mma(o[n + 1], pf[step], vf[2], vf[3]);
+        }
       }
     }
+    __syncthreads();  // buffer b is read; the next iteration's copy may overwrite it
   }
 
 #pragma unroll
@@ -234,32 +312,44 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int HD>
+template <int HD, int WARPS>
 cudaError_t launch(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
                    cudaStream_t stream) {
-  mma_attention_kernel<HD><<<dim3(count, a.kv_heads), kThreads, 0, stream>>>(a, units);
+  constexpr size_t smem = kSmemBytes<HD>;
+  // Per launch rather than once: the attribute belongs to the current device's context, and
+  // tensor-parallel shards launch on several devices.
+  cudaError_t err =
+      cudaFuncSetAttribute(mma_attention_kernel<HD, WARPS>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  mma_attention_kernel<HD, WARPS><<<dim3(count, a.kv_heads), 32 * WARPS, smem, stream>>>(a, units);
   return cudaGetLastError();
+}
+
+template <int HD>
+cudaError_t launch_kind(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
+                        AttentionKind kind, cudaStream_t stream) {
+  if (kind == AttentionKind::kDecode) return launch<HD, kDecodeWarps>(a, units, count, stream);
+  return launch<HD, kPrefillWarps>(a, units, count, stream);
 }
 
 }  // namespace
 
 bool mma_attention_supports(uint32_t head_dim) {
-  return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
 cudaError_t mma_paged_attention(const AttentionArgs& a, const AttentionUnit* units,
-                                uint32_t unit_count, cudaStream_t stream) {
+                                uint32_t unit_count, AttentionKind kind, cudaStream_t stream) {
   switch (a.head_dim) {
-    case 16:
-      return launch<16>(a, units, unit_count, stream);
     case 32:
-      return launch<32>(a, units, unit_count, stream);
+      return launch_kind<32>(a, units, unit_count, kind, stream);
     case 64:
-      return launch<64>(a, units, unit_count, stream);
+      return launch_kind<64>(a, units, unit_count, kind, stream);
     case 128:
-      return launch<128>(a, units, unit_count, stream);
+      return launch_kind<128>(a, units, unit_count, kind, stream);
     case 256:
-      return launch<256>(a, units, unit_count, stream);
+      return launch_kind<256>(a, units, unit_count, kind, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -12,12 +12,12 @@
 
 namespace headway::models::cuda::kernels {
 
-// Head dims the tensor-core kernel is built for: 16, 32, 64, 128 and 256.
+// Head dims the tensor-core kernel is built for: 32, 64, 128 and 256.
 bool mma_attention_supports(uint32_t head_dim);
 
-// Any unit kind (prefill tiles of at most kAttentionTileRows rows, decode tokens, split or not);
-// the caller has checked the GQA group and head_dim.
+// Prefill tiles of at most kAttentionMmaTileRows rows; decode tokens, split or not. The caller has
+// checked the GQA group and head_dim.
 cudaError_t mma_paged_attention(const AttentionArgs& args, const AttentionUnit* units,
-                                uint32_t unit_count, cudaStream_t stream);
+                                uint32_t unit_count, AttentionKind kind, cudaStream_t stream);
 
 }  // namespace headway::models::cuda::kernels

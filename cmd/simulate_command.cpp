@@ -11,6 +11,7 @@
 #include <headway/core/step_trace.h>
 #include <headway/core/workload.h>
 #include <headway/core/workload_scaling.h>
+#include <headway/serving/bench/workload_limits.h>
 
 #include <cmath>
 #include <fstream>
@@ -53,6 +54,14 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
                   "Whose p99 --find-capacity judges: all requests (default) or only the short "
                   "(non-long) classes' requests")
       ->check(CLI::IsMember({"all", "short"}));
+  // The same prefix of the workload as `headway bench` sends with these options, so that a
+  // measurement and its prediction cover the same requests.
+  cmd->add_option("--num-requests", args.num_requests,
+                  "Simulate only the first N requests of the workload")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--duration", args.duration,
+                  "Simulate only the requests arriving in the first S seconds of the workload")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--quiet", args.quiet, "One summary line per deployment instead of its report");
   cmd->add_flag("--details", args.details,
                 "Print every deployment's full report even when comparing several");
@@ -125,9 +134,10 @@ int run_simulate(const SimulateArgs& args) {
   const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
   if (!args.plot.empty()) require_gnuplot();
 
-  const core::Workload workload =
+  const core::Workload workload = serving::bench::limit_workload(
       args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>")
-                            : core::load_workload(args.workload);
+                            : core::load_workload(args.workload),
+      args.num_requests, args.duration);
   const bool with_baseline = !args.no_baseline && workload.has_long_class();
   const core::Workload without_long =
       with_baseline ? workload.without_long_classes() : core::Workload{};

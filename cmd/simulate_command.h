@@ -28,6 +28,8 @@ struct SimulateArgs {
   std::string capacity_scope = "all";  // all | short: whose p99 the capacity SLO judges
   bool quiet = false;
   bool details = false;
+  size_t num_requests = 0;  // 0: all (as `headway bench --num-requests`)
+  double duration = 0;      // seconds of arrivals; 0: all (as `headway bench --duration`)
 };
 
 CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);

@@ -58,6 +58,27 @@ TEST(Cli, SimulatePrintsAReportAndWritesJson) {
   fs::remove(steps);
 }
 
+// --num-requests and --duration pick the same prefix of the workload as `headway bench` sends,
+// so a measurement and its prediction cover the same requests.
+TEST(Cli, SimulateTakesThePrefixBenchSends) {
+  const fs::path out = fs::temp_directory_path() / "headway_cli_prefix.json";
+  CliRun r = run("simulate --config " + (kData / "two_engines.toml").string() + " --workload " +
+                 (kData / "small_mixed.toml").string() + " --num-requests 5 --quiet --out " +
+                 out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(out);
+  const nlohmann::json report = nlohmann::json::parse(in);
+  size_t requests = 0;
+  for (const auto& c : report["classes"]) requests += c["requests"].get<size_t>();
+  EXPECT_EQ(requests, 5u);
+  fs::remove(out);
+
+  CliRun early =
+      run("simulate --workload " + (kData / "small_mixed.toml").string() + " --duration 0.0001");
+  EXPECT_NE(early.exit_code, 0);
+  EXPECT_NE(early.err.find("--duration 0.0001: no request"), std::string::npos) << early.err;
+}
+
 TEST(Cli, BuiltInDefaultRunsWithNoArguments) {
   CliRun r = run("simulate");
   ASSERT_EQ(r.exit_code, 0) << r.err;

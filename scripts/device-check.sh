@@ -138,6 +138,7 @@ if [[ $mode == prebuilt ]]; then
   done
 else
   build_targets "$work"
+  if [[ "${DEVICE_CHECK_BUILD_ONLY:-0}" == 1 ]]; then log "built (DEVICE_CHECK_BUILD_ONLY=1)"; exit 0; fi
 fi
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \

@@ -58,6 +58,11 @@ build_targets() {
 
 # ---- --bundle: build here, pack binaries, plugins and their shared libraries -------------------
 if [[ $mode == bundle ]]; then
+  if grep -q '^HEADWAY_CUDA:STRING=OFF' "$build/CMakeCache.txt" 2>/dev/null; then
+    echo "device-check: $build is configured with HEADWAY_CUDA=OFF; pack a build with CUDA" \
+      "(HEADWAY_DEVICE_BUILD_DIR=...)" >&2
+    exit 2
+  fi
   mkdir -p "$pack"
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
@@ -74,47 +79,80 @@ if [[ $mode == bundle ]]; then
     strip --strip-unneeded -o "$stage/pack/build/$plugins_rel/$(basename "$so")" "$so"
     files+=("$so")
   done
-  # Every library the loader resolves, but those of the C library and of CUDA that the GPU
-  # machine brings (its driver's version must match them).
-  ldd "${files[@]}" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas|libcublasLt|libnccl)\.so' |
+  ldd "${files[@]}" >"$stage/ldd.txt" 2>&1 || true
+  if grep -q "not found" "$stage/ldd.txt"; then
+    grep "not found" "$stage/ldd.txt" | sort -u >&2
+    echo "device-check: the build needs libraries this machine does not resolve" >&2
+    exit 1
+  fi
+  # Every library the loader resolves, but the C library's and those of CUDA that must match the
+  # GPU machine's driver: those are found there (their names go along in paths.env).
+  machine_libs='/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libcuda|libcublas|libcublasLt|libnccl)\.so'
+  awk '$2 == "=>" && $3 ~ /^\// {print $3}' "$stage/ldd.txt" | sort -u >"$stage/libs.txt"
+  { grep -Ev "$machine_libs" "$stage/libs.txt" || true; } |
     while read -r lib; do strip --strip-unneeded -o "$stage/pack/lib/$(basename "$lib")" "$lib"; done
-  printf 'SOURCE_DIR=%q\nBUILD_DIR=%q\n' "$PWD" "$build_abs" >"$stage/pack/paths.env"
+  cuda_libs=$({ grep -E '/(libcublas|libcublasLt|libnccl)\.so' "$stage/libs.txt" || true; } |
+    xargs -r -n1 basename | tr '\n' ' ')
+  printf 'SOURCE_DIR=%q\nBUILD_DIR=%q\nCUDA_LIBS=%q\n' "$PWD" "$build_abs" "$cuda_libs" \
+    >"$stage/pack/paths.env"
   tar -C "$stage/pack" -czf "$pack/bundle.tgz" .
-  log "packed $(du -h "$pack/bundle.tgz" | cut -f1) into $pack/bundle.tgz ($(ls "$stage/pack/lib" | wc -l) libraries)"
+  log "packed $(du -h "$pack/bundle.tgz" | cut -f1) into $pack/bundle.tgz" \
+    "($(ls "$stage/pack/lib" | wc -l) libraries; from the GPU machine: $cuda_libs)"
   exit 0
 fi
+
+steps=",${DEVICE_CHECK_STEPS:-tests,benchmarks,profile,serve},"
+for step in ${steps//,/ }; do
+  case "$step" in
+    tests | benchmarks | profile | serve) ;;
+    *) echo "device-check: unknown step '$step' in DEVICE_CHECK_STEPS (tests, benchmarks," \
+         "profile, serve)" >&2; exit 2 ;;
+  esac
+done
+want() { [[ $steps == *",$1,"* ]]; }
 
 out=${OUT:-$PWD/device-check-out}
 mkdir -p "$out"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+cleanup=("rm -rf '$work'")
+trap 'for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
+run_env=()  # variables for the binaries under test (not for python3, tar or nvidia-smi)
 
 # ---- --prebuilt: unpack, recreate the build's paths, find CUDA's libraries ---------------------
 if [[ $mode == prebuilt ]]; then
   root=$(mktemp -d /tmp/headway-prebuilt.XXXX)
+  cleanup+=("rm -rf '$root'")
   tar -C "$root" -xzf "$pack/bundle.tgz"
   # shellcheck disable=SC1091
   source "$root/paths.env"
-  if [[ "$(realpath -m "$SOURCE_DIR")" != "$(pwd -P)" ]]; then
-    if [[ -e "$SOURCE_DIR" || -L "$SOURCE_DIR" ]]; then
-      if [[ "${HEADWAY_DEVICE_MOVE_ASIDE:-0}" != 1 ]]; then
-        echo "device-check: the pack was built in $SOURCE_DIR, which exists here and is not this" \
-          "checkout; set HEADWAY_DEVICE_MOVE_ASIDE=1 to move it aside (on a throw-away machine)" >&2
-        exit 2
-      fi
-      mv "$SOURCE_DIR" "$SOURCE_DIR.moved.$$"
+  here=$(pwd -P)
+  # Every check before anything is moved or linked; everything is put back on exit.
+  link_source=0
+  if [[ "$(realpath -m "$SOURCE_DIR")" != "$here" ]]; then
+    link_source=1
+    if [[ (-e "$SOURCE_DIR" || -L "$SOURCE_DIR") && "${HEADWAY_DEVICE_MOVE_ASIDE:-0}" != 1 ]]; then
+      echo "device-check: the pack was built in $SOURCE_DIR, which exists here and is not this" \
+        "checkout; set HEADWAY_DEVICE_MOVE_ASIDE=1 to move it aside (on a throw-away machine)" >&2
+      exit 2
     fi
-    mkdir -p "$(dirname "$SOURCE_DIR")"
-    ln -s "$(pwd -P)" "$SOURCE_DIR"
   fi
-  if [[ -e "$BUILD_DIR/CMakeCache.txt" ]]; then
-    echo "device-check: $BUILD_DIR is a real build tree; --prebuilt is for a copy of the" \
-      "checkout without it" >&2
+  build_here="$here/${BUILD_DIR#"$SOURCE_DIR"/}"  # where the build's path lands in this copy
+  if [[ "$BUILD_DIR" != "$SOURCE_DIR"/* || -e "$build_here" || -L "$build_here" ]]; then
+    echo "device-check: the build's path $BUILD_DIR would land on $build_here, which exists (or" \
+      "lies outside the checkout); --prebuilt is for a copy of the checkout without it" >&2
     exit 2
   fi
-  rm -rf "$BUILD_DIR"
-  ln -s "$root/build" "$BUILD_DIR"
+  if [[ $link_source == 1 ]]; then
+    if [[ -e "$SOURCE_DIR" || -L "$SOURCE_DIR" ]]; then
+      mv "$SOURCE_DIR" "$SOURCE_DIR.moved.$$"
+      cleanup+=("mv '$SOURCE_DIR.moved.$$' '$SOURCE_DIR'")
+    fi
+    mkdir -p "$(dirname "$SOURCE_DIR")"
+    ln -s "$here" "$SOURCE_DIR"
+    cleanup=("rm -f '$SOURCE_DIR'" "${cleanup[@]}")
+  fi
+  ln -s "$root/build" "$build_here"
+  cleanup=("rm -f '$build_here'" "${cleanup[@]}")
   build=$BUILD_DIR
   lib_dir_of() {
     local d
@@ -126,15 +164,15 @@ if [[ $mode == prebuilt ]]; then
     [[ -n "$d" ]] && dirname "$d"
   }
   ld_path="$root/lib"
-  for lib in libcublasLt.so.13 libcublas.so.13 libnccl.so.2; do
+  for lib in $CUDA_LIBS; do
     d=$(lib_dir_of "$lib" || true)
     if [[ -z "$d" ]]; then log "warning: $lib not found on this machine"; continue; fi
     log "$lib: $d"
     [[ ":$ld_path:" == *":$d:"* ]] || ld_path="$ld_path:$d"
   done
-  export LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  run_env=("LD_LIBRARY_PATH=$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   for f in "$build/bin/headway" "$build/lib/headway/plugins/headway_model_cuda.so"; do
-    ldd "$f" | grep "not found" && log "warning: $f has unresolved libraries"
+    env "${run_env[@]}" ldd "$f" | grep "not found" && log "warning: $f has unresolved libraries"
   done
 else
   build_targets "$work"
@@ -148,14 +186,12 @@ log "GPU: $(cat "$work/gpu.txt")"
 # Everything so far goes back even if a later step runs out of time.
 save() { tar -C "$work" -czf "$out/results.tgz" . 2>/dev/null || true; }
 status=0
-steps=",${DEVICE_CHECK_STEPS:-tests,benchmarks,profile,serve},"
-want() { [[ $steps == *",$1,"* ]]; }
 
 # ---- 1. GPU tests ------------------------------------------------------------------------------
 for t in "${tests[@]}"; do
   want tests || break
   log "test $t"
-  if ! timeout 150 "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
+  if ! timeout 150 env "${run_env[@]}" "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
       >"$work/$t.log" 2>&1; then
     status=1
     tail -40 "$work/$t.log"
@@ -165,7 +201,7 @@ save
 
 # ---- 2. kernel and model benchmarks ------------------------------------------------------------
 want benchmarks && log "benchmarks"
-if want benchmarks && ! timeout 200 "$build/bin/cuda_benchmark" --benchmark_out="$work/bench.json" \
+if want benchmarks && ! timeout 200 env "${run_env[@]}" "$build/bin/cuda_benchmark" --benchmark_out="$work/bench.json" \
     --benchmark_out_format=json --benchmark_min_time=0.2 >"$work/bench.log" 2>&1; then
   status=1
   tail -40 "$work/bench.log"
@@ -176,7 +212,7 @@ save
 want profile && log "profile configs/gpu/llama8b_h200_chunked.toml"
 if ! want profile; then
   :
-elif timeout 150 "$build/bin/headway" profile --config configs/gpu/llama8b_h200_chunked.toml \
+elif timeout 150 env "${run_env[@]}" "$build/bin/headway" profile --config configs/gpu/llama8b_h200_chunked.toml \
     --out "$work/h200_llama8b_cost.toml" >"$work/profile.log" 2>&1; then
   cp "$work/h200_llama8b_cost.toml" "$out/"
 else
@@ -187,18 +223,20 @@ save
 
 # ---- 4. serve under the head-of-line workload, baseline and partial prefills -------------------
 serve_and_bench() {  # name config
-  local name=$1 config=$2 port=8123 pid ready=0
+  local name=$1 config=$2 pid url=""
   log "serve $config; bench configs/workloads/h200_hol_mixed.toml (20 s of arrivals)"
-  "$build/bin/headway" serve --config "$config" --port "$port" >"$work/serve_$name.log" 2>&1 &
+  # An ephemeral port, read back from the server's log: no other server is asked by mistake.
+  env "${run_env[@]}" "$build/bin/headway" serve --config "$config" --port 0 \
+    >"$work/serve_$name.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 120); do
-    if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/v1/models', timeout=1)" \
-        2>/dev/null; then ready=1; break; fi
+  for _ in $(seq 1 240); do
+    url=$(sed -n 's|.*HTTP listening on \(http://[^ ]*\).*|\1|p' "$work/serve_$name.log" | head -1)
+    [[ -n "$url" ]] && break
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.5
   done
-  if [[ $ready == 1 ]]; then
-    timeout 120 "$build/bin/headway" bench --url "http://127.0.0.1:$port" \
+  if [[ -n "$url" ]]; then
+    timeout 120 env "${run_env[@]}" "$build/bin/headway" bench --url "$url" \
       --workload configs/workloads/h200_hol_mixed.toml --duration 20 --timeout 60 --quiet \
       --out "$work/bench_$name.json" >"$work/bench_$name.txt" 2>&1 || status=1
   else

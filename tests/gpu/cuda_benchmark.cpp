@@ -169,6 +169,7 @@ struct AttentionSetup {
     args.head_elems = layout.head_elems();
     args.block_size = layout.block_size;
     args.block_tables = reinterpret_cast<const int32_t*>(d_plan + plan.offsets().block_tables);
+    args.max_prefill_rows = plan.max_prefill_rows();
     args.heads = kHeads;
     args.kv_heads = kKvHeads;
     args.head_dim = kHeadDim;

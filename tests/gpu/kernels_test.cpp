@@ -240,6 +240,10 @@ TEST_P(CudaAttention, MatchesReference) {
     plan.build(batch, layout, limits);
     ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";
     ASSERT_GT(plan.prefill_unit_count(), 0u);
+    // The 37-token prefill fills whole tiles of the kernel that runs it.
+    const uint32_t tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact);
+    EXPECT_LE(plan.max_prefill_rows(), tile_rows);
+    EXPECT_GT(plan.max_prefill_rows(), tile_rows - group);
 
     Dev<std::byte> d_plan(plan.offsets().total);
     check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
@@ -265,6 +269,7 @@ TEST_P(CudaAttention, MatchesReference) {
     a.partial_acc = d_acc.get();
     a.partial_ml = d_ml.get();
     a.exact_fp32 = exact;
+    a.max_prefill_rows = plan.max_prefill_rows();
     check(cudaMemset(d_out.get(), 0xff, size_t{T} * p.heads * p.head_dim * 2), "poison");  // NaN
     ASSERT_EQ(k::paged_attention(
                   a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().prefill_units)),
@@ -321,10 +326,32 @@ TEST_P(CudaAttention, MatchesReference) {
   }
 }
 
+// A plan cut into prefill tiles for one attention kernel never runs on the other: the FP32 kernel
+// would overrun its 32 rows, the tensor-core one skip rows past 64. Refused before any launch, so
+// this runs without a GPU (the attention test checks the plans' max_prefill_rows on one).
+TEST(CudaKernels, PrefillTilesCutForAnotherKernelAreRefused) {
+  k::AttentionArgs a;
+  a.heads = 32;
+  a.kv_heads = 8;
+  a.head_dim = 128;
+  a.max_prefill_rows = k::kAttentionMmaTileRows;  // cut for the tensor-core kernel
+  a.exact_fp32 = true;                            // the FP32 kernel takes 32 rows
+  EXPECT_EQ(k::paged_attention(a, nullptr, 1, k::AttentionKind::kPrefill, nullptr),
+            cudaErrorInvalidValue);
+  a.exact_fp32 = false;
+  a.max_prefill_rows = k::kAttentionMmaTileRows + 1;
+  EXPECT_EQ(k::paged_attention(a, nullptr, 1, k::AttentionKind::kPrefill, nullptr),
+            cudaErrorInvalidValue);
+  a.max_prefill_rows = 0;  // not said: refused too
+  EXPECT_EQ(k::paged_attention(a, nullptr, 1, k::AttentionKind::kPrefill, nullptr),
+            cudaErrorInvalidValue);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(AttentionCase{8, 2, 64, 16}, AttentionCase{4, 4, 16, 4},
                                            AttentionCase{32, 8, 128, 16},
-                                           AttentionCase{64, 2, 256, 32}),
+                                           AttentionCase{64, 2, 256, 32},
+                                           AttentionCase{28, 4, 32, 8}),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) {
                            const AttentionCase& c = info.param;
                            return "heads" + std::to_string(c.heads) + "_kv" +

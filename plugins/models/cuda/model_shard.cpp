@@ -180,6 +180,7 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   a.partial_acc = partial_acc_.data();
   a.partial_ml = partial_ml_.data();
   a.exact_fp32 = exact_attention_;
+  a.max_prefill_rows = plan.max_prefill_rows();
   HW_CUDA_CHECK(kernels::paged_attention(a, staged<kernels::AttentionUnit>(o.prefill_units),
                                          plan.prefill_unit_count(),
                                          kernels::AttentionKind::kPrefill, stream_));

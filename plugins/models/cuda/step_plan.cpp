@@ -47,6 +47,7 @@ void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
   decode_.clear();
   reduce_.clear();
   partial_records_ = 0;
+  max_prefill_rows_ = 0;
 
   const uint32_t bs = kv.block_size;
   const uint32_t group = limits.group;
@@ -137,6 +138,7 @@ void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
     } else {
       for (uint32_t t0 = 0; t0 < s.tokens; t0 += tile) {
         const uint32_t n = std::min(tile, s.tokens - t0);
+        max_prefill_rows_ = std::max(max_prefill_rows_, n * group);
         prefill_.push_back({first_row + static_cast<int32_t>(t0),
                             static_cast<int32_t>(s.start + t0), static_cast<int32_t>(n), table, 0,
                             static_cast<int32_t>(s.start + t0 + n), -1, 0});

@@ -57,6 +57,8 @@ class StepPlan {
   uint32_t tokens() const { return static_cast<uint32_t>(token_ids_.size()); }
   uint32_t sample_count() const { return static_cast<uint32_t>(sample_rows_.size()); }
   uint32_t prefill_unit_count() const { return static_cast<uint32_t>(prefill_.size()); }
+  // Query rows (tokens x group) of the largest prefill unit: AttentionArgs::max_prefill_rows.
+  uint32_t max_prefill_rows() const { return max_prefill_rows_; }
   uint32_t decode_unit_count() const { return static_cast<uint32_t>(decode_.size()); }
   uint32_t reduce_unit_count() const { return static_cast<uint32_t>(reduce_.size()); }
   // Partial records per kv-head-independent record space: splits x tokens x heads (all heads of
@@ -82,6 +84,7 @@ class StepPlan {
   std::vector<kernels::AttentionUnit> decode_;
   std::vector<kernels::AttentionReduceUnit> reduce_;
   uint32_t partial_records_ = 0;
+  uint32_t max_prefill_rows_ = 0;
   uint32_t heads_ = 0;
   StepOffsets offsets_;
   PinnedBuffer<std::byte> staging_;

@@ -235,6 +235,11 @@ cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, 
       a.head_dim > kAttentionMaxHeadDim || a.heads / a.kv_heads > kAttentionMaxGroup) {
     return cudaErrorInvalidValue;
   }
+  if (kind == AttentionKind::kPrefill &&
+      (a.max_prefill_rows == 0 ||
+       a.max_prefill_rows > attention_prefill_tile_rows(a.head_dim, a.exact_fp32))) {
+    return cudaErrorInvalidValue;
+  }
   if (attention_uses_tensor_cores(a.head_dim, a.exact_fp32)) {
     return mma_paged_attention(a, units, unit_count, kind, stream);
   }

@@ -74,6 +74,10 @@ struct AttentionArgs {
   // unit on the FP32 kernel, whose arithmetic for a row is the same in a prefill tile and in a
   // decode (the model's deterministic mode).
   bool exact_fp32 = false;
+  // Query rows (tokens x group) of the largest prefill unit launched (StepPlan::max_prefill_rows):
+  // a kPrefill launch is refused unless 0 < max_prefill_rows <= attention_prefill_tile_rows(),
+  // so that a plan cut for one kernel never runs on the other (it would skip or overrun rows).
+  uint32_t max_prefill_rows = 0;
 };
 
 enum class AttentionKind { kPrefill, kDecode };

@@ -12,6 +12,22 @@ using nlohmann::json;
 // Liveness bound for waiting on the frontend's threads: far above what a passing run needs.
 constexpr double kPatienceSeconds = 30.0;
 
+// The bytes of a POST of `body` to `path`, as a RawConnection sends them.
+std::string post_request(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+// Sends a streamed request on `connection` and waits until the service holds it; returns its
+// request id, or "" when it never arrived (the caller asserts).
+std::string open_stream(FakeGenerationService& service, RawConnection& connection,
+                        const std::string& path, const std::string& body) {
+  const size_t before = service.submitted().size();
+  connection.send(post_request(path, body));
+  if (!service.wait_for_submits(before + 1, kPatienceSeconds)) return "";
+  return service.submitted()[before].request_id;
+}
+
 std::vector<json> json_events(const std::vector<std::string>& data) {
   std::vector<json> events;
   for (const auto& payload : data) {
@@ -104,11 +120,9 @@ TEST_F(HttpFrontendTest, FailedStreamEndsWithAnErrorEventThenDone) {
 TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   service_.set_hold(true);
   RawConnection connection(port());
-  const std::string body = R"({"prompt": "x", "stream": true})";
-  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
-  const std::string id = service_.submitted()[0].request_id;
+  const std::string id =
+      open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "stream": true})");
+  ASSERT_FALSE(id.empty());
 
   service_.push(id, 2);
   EXPECT_NE(connection.read_until("\"text\":\"ab\"").find("\"text\":\"ab\""), std::string::npos);
@@ -126,11 +140,10 @@ TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
 TEST_F(HttpFrontendTest, ReturnTokenIdsStreamsEveryTokenEvenWithoutText) {
   service_.set_hold(true);
   RawConnection connection(port());
-  const std::string body = R"({"prompt": "x", "stream": true, "return_token_ids": true})";
-  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
-  const std::string id = service_.submitted()[0].request_id;
+  const std::string id =
+      open_stream(service_, connection, "/v1/completions",
+                  R"({"prompt": "x", "stream": true, "return_token_ids": true})");
+  ASSERT_FALSE(id.empty());
 
   service_.push(id, 2);
   const std::string letters = connection.read_until("\"token_ids\":[0,1]");
@@ -147,11 +160,9 @@ TEST_F(HttpFrontendTest, ReturnTokenIdsStreamsEveryTokenEvenWithoutText) {
 TEST_F(HttpFrontendTest, WithoutReturnTokenIdsTokensWithoutTextMakeNoChunk) {
   service_.set_hold(true);
   RawConnection connection(port());
-  const std::string body = R"({"prompt": "x", "stream": true})";
-  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
-  const std::string id = service_.submitted()[0].request_id;
+  const std::string id =
+      open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "stream": true})");
+  ASSERT_FALSE(id.empty());
   service_.push_textless(id, 2);
   service_.push(id, 1);
   service_.finish(id, Finish::kLength);
@@ -179,11 +190,9 @@ TEST_F(HttpFrontendTest, ClientThatDisconnectsMidStreamAbortsTheRequest) {
   std::string id;
   {
     RawConnection connection(port());
-    const std::string body = R"({"messages": [{"role": "user", "content": "x"}], "stream": true})";
-    connection.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body);
-    ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
-    id = service_.submitted()[0].request_id;
+    id = open_stream(service_, connection, "/v1/chat/completions",
+                     R"({"messages": [{"role": "user", "content": "x"}], "stream": true})");
+    ASSERT_FALSE(id.empty());
     service_.push(id, 1);
     ASSERT_NE(connection.read_until("\"content\":\"a\"").find("\"content\":\"a\""),
               std::string::npos);
@@ -198,11 +207,8 @@ TEST_F(HttpFrontendTest, DisconnectNoticedOnTheNextToken) {
   std::string id;
   {
     RawConnection connection(port());
-    const std::string body = R"({"prompt": "x", "stream": true})";
-    connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                    std::to_string(body.size()) + "\r\n\r\n" + body);
-    ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
-    id = service_.submitted()[0].request_id;
+    id = open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "stream": true})");
+    ASSERT_FALSE(id.empty());
     service_.push(id, 1);
     connection.read_until("\"text\":\"a\"");
     connection.reset();
@@ -219,11 +225,9 @@ TEST_F(HttpFrontendTest, DisconnectNoticedOnTheNextToken) {
 TEST_F(HttpFrontendTest, StopEndsOpenStreamsWithAnErrorAndAbortsThem) {
   service_.set_hold(true);
   RawConnection connection(port());
-  const std::string body = R"({"prompt": "x", "stream": true})";
-  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                  std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
-  const std::string id = service_.submitted()[0].request_id;
+  const std::string id =
+      open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "stream": true})");
+  ASSERT_FALSE(id.empty());
   service_.push(id, 1);
   connection.read_until("\"text\":\"a\"");
 
@@ -277,8 +281,7 @@ TEST_F(HttpFrontendTest, TwoHundredFiftySixStreamsAtOnce) {
   std::vector<std::unique_ptr<RawConnection>> connections;
   for (size_t i = 0; i < kStreams; ++i) {
     connections.push_back(std::make_unique<RawConnection>(port()));
-    connections.back()->send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                             std::to_string(body.size()) + "\r\n\r\n" + body);
+    connections.back()->send(post_request("/v1/completions", body));
   }
   ASSERT_TRUE(service_.wait_for_submits(kStreams, kPatienceSeconds));
   for (const GenerateInput& input : service_.submitted()) {

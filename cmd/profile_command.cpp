@@ -23,6 +23,10 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
       ->required();
   cmd->add_option("--out", args.out, "Cost file to write (TOML)")->required();
   cmd->add_flag("--quick", args.quick, "A reduced grid (seconds on a small model), for tests");
+  cmd->add_option("--max-context", args.max_context,
+                  "Also time prefill chunks and decodes at contexts 8192, 16384, ... below N "
+                  "(for workloads with long prompts; default: contexts up to 4096)")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{1} << 30));
   cmd->add_option("--repetitions", args.repetitions, "Timed runs per shape (median kept)")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
@@ -63,7 +67,7 @@ int run_profile(const ProfileArgs& args) {
                                  ? static_cast<uint64_t>(engine.kv_blocks) * engine.block_size
                                  : info.kv_capacity_tokens;
   const std::vector<core::ProfileShape> grid =
-      core::profile_grid(args.quick, max_model_len, kv_tokens, engine.block_size);
+      core::profile_grid(args.quick, max_model_len, kv_tokens, engine.block_size, args.max_context);
 
   core::ProfileOptions options;
   options.block_size = engine.block_size;

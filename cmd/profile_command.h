@@ -13,6 +13,7 @@ struct ProfileArgs {
   std::string config;
   std::string out;
   bool quick = false;
+  uint32_t max_context = 0;  // > 4096: also time shapes at deeper contexts (profile_grid)
   int repetitions = 5;
   std::vector<std::string> plugin_dirs;
   bool quiet = false;

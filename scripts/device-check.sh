@@ -212,7 +212,8 @@ save
 want profile && log "profile configs/gpu/llama8b_h200_chunked.toml"
 if ! want profile; then
   :
-elif timeout 150 env "${run_env[@]}" "$build/bin/headway" profile --config configs/gpu/llama8b_h200_chunked.toml \
+elif timeout 150 env "${run_env[@]}" "$build/bin/headway" profile \
+    --config configs/gpu/llama8b_h200_chunked.toml --max-context 32768 \
     --out "$work/h200_llama8b_cost.toml" >"$work/profile.log" 2>&1; then
   cp "$work/h200_llama8b_cost.toml" "$out/"
 else

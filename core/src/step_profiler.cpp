@@ -150,7 +150,8 @@ double CostCoefficients::predict(const StepFeatures& f) const {
 }
 
 std::vector<ProfileShape> profile_grid(bool quick, uint32_t max_model_len,
-                                       uint64_t kv_capacity_tokens, uint32_t block_size) {
+                                       uint64_t kv_capacity_tokens, uint32_t block_size,
+                                       uint32_t deep_context) {
   std::vector<ProfileShape> grid;
   if (quick) {
     for (uint32_t t : {16u, 64u, 256u}) grid.push_back(prefill(0, t));
@@ -174,6 +175,11 @@ std::vector<ProfileShape> profile_grid(bool quick, uint32_t max_model_len,
     grid.push_back(mixed(504, 1024, 8, 256));
     grid.push_back(mixed(496, 0, 16, 2048));
     grid.push_back(mixed(60, 0, 4, 128));
+    for (uint64_t context = 8192; context < deep_context; context *= 2) {
+      const auto c = static_cast<uint32_t>(context);
+      for (uint32_t t : {32u, 256u, 1024u, 2048u}) grid.push_back(prefill(c, t));
+      for (uint32_t b : {1u, 8u, 32u}) grid.push_back(decode(b, c));
+    }
   }
   std::erase_if(grid, [&](const ProfileShape& shape) {
     for (const ProfileSlice& s : shape.slices) {

@@ -173,6 +173,35 @@ kv_bytes_per_token = 4096
   }
 }
 
+// --max-context: the full grid reaches deeper contexts only when asked, and never past
+// max_model_len or the KV capacity.
+TEST(Profile, DeepContextsOnlyWhenAsked) {
+  const auto deepest = [](const std::vector<ProfileShape>& grid) {
+    uint64_t end = 0;
+    for (const ProfileShape& shape : grid) {
+      for (const ProfileSlice& s : shape.slices) end = std::max<uint64_t>(end, s.start + s.tokens);
+    }
+    return end;
+  };
+  const std::vector<ProfileShape> shallow = profile_grid(false, 32768, 1'000'000, 16);
+  EXPECT_LE(deepest(shallow), 4096u + 1024u);
+  const std::vector<ProfileShape> deep = profile_grid(false, 32768, 1'000'000, 16, 32768);
+  EXPECT_EQ(deep.size(), shallow.size() + 14);  // 4 chunks + 3 decode batches at 8k and 16k
+  EXPECT_EQ(deepest(deep), 16384u + 2048u);
+  // A model that holds only 20,000 tokens of KV and 18,000 positions keeps what fits.
+  const std::vector<ProfileShape> bounded = profile_grid(false, 18000, 20000, 16, 32768);
+  EXPECT_LE(deepest(bounded), 18000u);
+  for (const ProfileShape& shape : bounded) {
+    uint64_t tokens = 0;
+    for (const ProfileSlice& s : shape.slices) tokens += s.start + s.tokens;
+    EXPECT_LE(tokens, 20000u + 16u * shape.slices.size()) << shape.label;
+  }
+  EXPECT_GT(bounded.size(), shallow.size());  // the 8k shapes that fit are there
+  // --quick stays small whatever is asked.
+  EXPECT_EQ(profile_grid(true, 32768, 1'000'000, 16, 32768).size(),
+            profile_grid(true, 32768, 1'000'000, 16).size());
+}
+
 // A term the data does not support is clamped at zero rather than going negative.
 TEST(Profile, FitIsNonNegative) {
   std::vector<ProfileMeasurement> measured;

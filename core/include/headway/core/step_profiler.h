@@ -71,9 +71,13 @@ struct CostFit {
 // several contexts, and mixed steps (a chunk beside decodes, as a chunked scheduler builds them).
 // Shapes whose slices pass max_model_len or whose KV blocks (of block_size tokens) exceed
 // kv_capacity_tokens are left out. quick: a reduced grid (a few seconds on a small model), for
-// tests.
+// tests. The full grid's contexts stop at 4,096 unless deep_context is larger: then prefill
+// chunks (32 to 2,048 tokens) and decode batches (1, 8, 32) also run at contexts 8,192, 16,384,
+// ... below deep_context, for workloads whose long prompts reach there (attention's cost per
+// pair changes with depth on a GPU, which a grid of shallow shapes does not see).
 std::vector<ProfileShape> profile_grid(bool quick, uint32_t max_model_len,
-                                       uint64_t kv_capacity_tokens, uint32_t block_size);
+                                       uint64_t kv_capacity_tokens, uint32_t block_size,
+                                       uint32_t deep_context = 0);
 
 struct ProfileOptions {
   uint32_t block_size = 16;  // tokens per KV block, as the engine would use

@@ -236,10 +236,19 @@ serve_and_bench() {  # name config
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.5
   done
+  # The deployment's simulator twin, reading the cost file just profiled when there is one, so
+  # that bench prints its prediction beside the measurement.
+  local twin="configs/gpu/llama8b_h200_${name}_sim.toml" predict=()
+  if [[ -f "$work/h200_llama8b_cost.toml" ]]; then
+    sed "s|cost_file = \"h200_llama8b_cost.toml\"|cost_file = \"$work/h200_llama8b_cost.toml\"|" \
+      "$twin" >"$work/twin_$name.toml"
+    twin="$work/twin_$name.toml"
+  fi
+  [[ -f "$twin" ]] && predict=(--predict-config "$twin")
   if [[ -n "$url" ]]; then
     timeout 120 env "${run_env[@]}" "$build/bin/headway" bench --url "$url" \
       --workload configs/workloads/h200_hol_mixed.toml --duration 20 --timeout 60 --quiet \
-      --out "$work/bench_$name.json" >"$work/bench_$name.txt" 2>&1 || status=1
+      "${predict[@]}" --out "$work/bench_$name.json" >"$work/bench_$name.txt" 2>&1 || status=1
   else
     status=1
     log "server for $config did not come up"
@@ -308,7 +317,7 @@ print(read("h200_llama8b_cost.toml").strip()[:3000])
 print("```")
 for name in ("chunked", "partial_prefill"):
     print(f"\n## Served: {name} (headway bench, h200_hol_mixed, 20 s)\n\n```")
-    print(read(f"bench_{name}.txt").strip()[-2500:])
+    print(read(f"bench_{name}.txt").strip()[-4500:])
     print("```")
 PY
 save

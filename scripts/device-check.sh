@@ -63,6 +63,12 @@ if [[ $mode == bundle ]]; then
       "(HEADWAY_DEVICE_BUILD_DIR=...)" >&2
     exit 2
   fi
+  # CMakeLists.txt defaults to 90a; a cache entry means someone chose other architectures.
+  archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+  if [[ -n "$archs" && "$archs" != *90* ]]; then
+    echo "device-check: $build builds CUDA for '$archs', not for the H100/H200 (90a)" >&2
+    exit 2
+  fi
   mkdir -p "$pack"
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT

@@ -1,15 +1,16 @@
 // Causal grouped-query attention over the paged KV cache, for one layer of one step. Plain C++
-// header; kernels in attention.cu.
+// header; kernels in attention.cu (FP32 on CUDA cores) and attention_mma.cu (tensor cores).
 //
 // The host cuts the step into work units. A unit is a tile of consecutive tokens of one slice
 // (prefill) or one decode token, and a range of keys [key_begin, key_end) of its request; grid.y
 // runs over kv heads, so one block loads each K/V chunk once for all the query heads that share it
 // (GQA). A token at position p sees keys [0, p]: the cached prefix and the keys its own slice has
-// just written (rope_kv_write runs first). Keys are visited in chunks of 32 aligned to absolute
-// positions with an online softmax, so a row's arithmetic does not depend on how its prompt was
-// chunked into steps.
+// just written (rope_kv_write runs first). Keys are visited in chunks of 32 with an online softmax;
+// on the FP32 kernel the chunks are aligned to absolute positions, so a row's arithmetic does not
+// depend on how its prompt was chunked into steps (the deterministic mode relies on it).
 //
-// Prefill: tiles of up to 32 query rows (tokens x group), all keys in one unit. Decode: one token
+// Prefill: tiles of up to attention_prefill_tile_rows() query rows (tokens x group: 32 on the FP32
+// kernel, 64 on tensor cores), all keys in one unit. Decode: one token
 // per unit, and long contexts split into several units (split-K) whose partial results (max, sum,
 // unnormalised output) attention_reduce merges. On the FP32 kernel a warp takes 4 prefill rows or
 // one decode head; on the tensor-core kernel (attention_mma.h) a warp takes 16 rows.

@@ -3,7 +3,9 @@
 // [kv_transport] host_copy (built with CUDA), hand a request over through a shared-memory stage:
 // the prefill side copies its KV blocks GPU -> stage, the decode side stage -> GPU. The greedy
 // tokens must equal those of one cuda engine that serves the request alone, and no stage may be
-// left in /dev/shm. Without a transport, the hand-off fails naming the missing [kv_transport].
+// left in /dev/shm. The same over a host_copy peer link (kv_handoff = "link": the prefill side
+// holds its KV on the GPU, the decode side pulls it through the link's pinned shared rings).
+// Without a transport, the hand-off fails naming the missing [kv_transport].
 #include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
 #include <headway/serving/local_generation_service.h>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/serving/service/loopback_peers.h"
 #include "../unit/serving/service/service_fixture.h"
 #include "../unit/test_support/built_plugins.h"
 #include "../unit/test_support/staged_kv_objects.h"
@@ -91,6 +94,43 @@ TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
     EXPECT_EQ(got, expected[i]);
   }
   EXPECT_EQ(stages_left(), 0u);
+}
+
+TEST_F(CudaStagedHandoff, GpuKvOverASharedMemoryLinkGivesTheTokensOfOneEngine) {
+  HW_SKIP_WITHOUT_CUDA();
+  const std::vector<std::string> prompts = {"Hi", std::string(150, 'q'),
+                                            std::string(700, 'z') + " tail"};
+  std::vector<std::vector<int32_t>> expected;
+  {
+    LocalGenerationService alone(deployment(""));
+    for (const std::string& prompt : prompts)
+      expected.push_back(collect(*alone.submit(text_request(prompt, 12))).ids);
+  }
+  auto peers = std::make_shared<test::LoopbackPeers>();
+  LocalGenerationService prefill(
+      deployment("[server]\nrole = \"engine\"\nkv_handoff = \"link\"\n" + kTransport));
+  LocalGenerationService decode(deployment(kEngineProcess + kTransport), test::with_peers(peers));
+  peers->add("prefill", &prefill);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    GenerateInput first_half = text_request(prompts[i], 12);
+    first_half.prefill_only = true;
+    const test::Collected first = collect(*prefill.submit(first_half));
+    ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
+    ASSERT_TRUE(first.kv_stage.has_value() && first.kv_stage->held);
+    GenerateInput second_half = text_request(prompts[i], 12);
+    second_half.kv_source = first.kv_stage;
+    second_half.kv_source->source_address = "prefill";
+    second_half.generated_ids = first.ids;
+    const test::Collected rest = collect(*decode.submit(second_half));
+    EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
+    EXPECT_GT(rest.timings.kv_transfer_seconds, 0.0);  // pulled, not prefilled again
+    std::vector<int32_t> got = first.ids;
+    got.insert(got.end(), rest.ids.begin(), rest.ids.end());
+    EXPECT_EQ(got, expected[i]);
+  }
+  EXPECT_EQ(peers->sends(), 3);
+  EXPECT_EQ(headway::test::shm_objects_of(::getpid(), "headway-kvlink-"), 0u);
 }
 
 TEST_F(CudaStagedHandoff, WithoutATransportTheHandOffFailsNamingIt) {

@@ -353,6 +353,7 @@ class DisaggregatedProcesses {
   int router_port() const { return http_ports_[0]; }
   int reference_port() const { return http_ports_[1]; }
   ServeProcess& prefill() { return *engines_[0]; }
+  ServeProcess& decode() { return *engines_[1]; }
 
   // Every process drains to exit 0.
   void stop_all() {
@@ -449,15 +450,14 @@ TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
 
 // kv_handoff = "link": the prefill process keeps each request's KV in its engine and the decode
 // process pulls it over a peer link of their transports (OpenKvLink once, SendHeldKv per request,
-// over the real gRPC worker API), as NCCL between two processes' GPUs would; test_socket_peers
-// carries the bytes over loopback TCP here. The same tokens, every transfer counted, and at the
-// end the prefill process holds no KV block.
-TEST(ServeProcesses, DisaggregationOverPeerLinksGivesTheTokensOfOneProcess) {
-  TempDir dir("serve_processes_link");
-  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16,
-                                 "kv_handoff = \"link\"\n[kv_transport]\nplugin = \"" +
-                                     std::string(HEADWAY_TEST_PLUGIN_DIR) +
-                                     "/test_socket_peers.so\"\n");
+// over the real gRPC worker API), as NCCL between two processes' GPUs would. The same tokens, every
+// transfer counted, and at the end the prefill process holds no KV block.
+void expect_tokens_of_one_process_over_links(const std::string& name,
+                                             const std::string& transport) {
+  TempDir dir(name);
+  DisaggregatedProcesses cluster(
+      dir.path, /*decode_block_size=*/16,
+      "kv_handoff = \"link\"\n[kv_transport]\nplugin = \"" + transport + "\"\n");
   expect_tokens_of_one_process(cluster);
   httplib::Client http("127.0.0.1", cluster.router_port());
   // Sends are over once the decode process has the KV: the prefill engine frees its blocks within
@@ -473,7 +473,24 @@ TEST(ServeProcesses, DisaggregationOverPeerLinksGivesTheTokensOfOneProcess) {
     if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(freed) << metrics_of(http);
+  const pid_t prefill = cluster.prefill().pid();
+  const pid_t decode = cluster.decode().pid();
   cluster.stop_all();
+  // host_copy's link objects (named after the process that made them) are all gone.
+  for (const pid_t pid : {prefill, decode}) {
+    EXPECT_EQ(headway::test::shm_objects_of(pid, "headway-kvlink-"), 0u) << "pid " << pid;
+  }
+}
+
+// test_socket_peers carries the bytes over loopback TCP.
+TEST(ServeProcesses, DisaggregationOverPeerLinksGivesTheTokensOfOneProcess) {
+  expect_tokens_of_one_process_over_links(
+      "serve_processes_link", std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_socket_peers.so");
+}
+
+// host_copy's links: rings in shared memory between the two processes (pinned for KV on a GPU).
+TEST(ServeProcesses, DisaggregationOverSharedMemoryLinksGivesTheTokensOfOneProcess) {
+  expect_tokens_of_one_process_over_links("serve_processes_shm_link", "host_copy");
 }
 
 TEST(ServeProcesses, AStagedKvTheDecodeProcessCannotUseIsPrefilledThereInstead) {

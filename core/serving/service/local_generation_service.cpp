@@ -157,7 +157,7 @@ void LocalGenerationService::Impl::set_up_links(const core::DeploymentConfig& de
     throw core::Error(fmt::format(
         "{}: [server] kv_handoff = \"link\" keeps prefilled KV in the engine for a peer link of "
         "the KV transports; it needs role = \"engine\" and a [kv_transport] whose plugin has "
-        "peer links (nccl){}",
+        "peer links (nccl, host_copy){}",
         where,
         handoff_ == nullptr ? ", and this file has no [kv_transport]"
         : !handoff_->has_peer_links()

@@ -144,4 +144,70 @@ std::string DeviceCopier::copy_between_devices(const hw_kv_transfer& t) {
   return {};
 }
 
+namespace {
+
+class DeviceByteMover final : public ByteMover {
+ public:
+  explicit DeviceByteMover(int device) : device_(device) {}
+  ~DeviceByteMover() override {
+    if (stream_ != nullptr) {
+      cudaSetDevice(device_);
+      cudaStreamSynchronize(stream_);
+      cudaStreamDestroy(stream_);
+    }
+  }
+  DeviceByteMover(const DeviceByteMover&) = delete;
+  DeviceByteMover& operator=(const DeviceByteMover&) = delete;
+
+  std::string copy(void* destination, const void* source, size_t bytes) override {
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+      return failed(("cudaSetDevice(" + std::to_string(device_) + ")").c_str(), e);
+    }
+    if (stream_ == nullptr) {
+      if (cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+          e != cudaSuccess) {
+        stream_ = nullptr;
+        return failed("cudaStreamCreateWithFlags", e);
+      }
+    }
+    if (cudaError_t e = cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, stream_);
+        e != cudaSuccess) {
+      cudaStreamSynchronize(stream_);  // what was queued lands before the caller gives up
+      return failed("cudaMemcpyAsync (peer link)", e);
+    }
+    return {};
+  }
+
+  std::string finish() override {
+    if (stream_ == nullptr) return {};
+    if (cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) {
+      return failed("cudaStreamSynchronize (peer link)", e);
+    }
+    return {};
+  }
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<ByteMover> make_device_byte_mover(int device) {
+  return std::make_unique<DeviceByteMover>(device);
+}
+
+PinnedRegistration::PinnedRegistration(void* base, size_t bytes) {
+  if (cudaError_t e = cudaHostRegister(base, bytes, cudaHostRegisterPortable); e != cudaSuccess) {
+    cudaGetLastError();  // not sticky; cleared so that later calls do not report it
+    error_ = failed(("cudaHostRegister of " + std::to_string(bytes) + " bytes").c_str(), e);
+    return;
+  }
+  base_ = base;
+}
+
+PinnedRegistration::~PinnedRegistration() {
+  if (base_ != nullptr) cudaHostUnregister(base_);
+}
+
 }  // namespace headway::kv_transports::host_copy

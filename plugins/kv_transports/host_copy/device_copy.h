@@ -12,7 +12,10 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <string>
+
+#include "byte_mover.h"
 
 struct CUstream_st;
 
@@ -39,6 +42,27 @@ class DeviceCopier {
 
   std::map<int, CUstream_st*> streams_;  // by device
   void* staging_ = nullptr;              // pinned, kStagingBytes
+};
+
+// A peer link's copies between a GPU and its ring (byte_mover.h): cudaMemcpyAsync (direction
+// inferred from the pointers, so the ring must be registered: PinnedRegistration) on a
+// non-blocking stream of its own on `device`, created on first use; finish() synchronises it.
+// Ownership: owns the stream. Threading: one link thread.
+std::unique_ptr<ByteMover> make_device_byte_mover(int device);
+
+// Pins [base, base + bytes) of this process's memory (cudaHostRegister, portable: usable from every
+// device's context) until destruction; error() says why it could not (then nothing is pinned).
+class PinnedRegistration {
+ public:
+  PinnedRegistration(void* base, size_t bytes);
+  ~PinnedRegistration();
+  PinnedRegistration(const PinnedRegistration&) = delete;
+  PinnedRegistration& operator=(const PinnedRegistration&) = delete;
+  const std::string& error() const { return error_; }
+
+ private:
+  void* base_ = nullptr;  // null unless registered
+  std::string error_;
 };
 
 }  // namespace headway::kv_transports::host_copy

@@ -1,6 +1,8 @@
-// KV transport that moves blocks between engines of one process through host memory.
+// KV transport that moves blocks between engines through host memory: between the engines of one
+// process with start(), and between engine processes on one host over peer links (abi.h, ABI 1.2;
+// peer_link.h: two rings in a shared-memory object, pinned when the KV is on a GPU).
 //
-// Two modes, chosen per transfer by the memory it is given:
+// start() has two modes, chosen per transfer by the memory it is given:
 // - real bytes: the blocks are copied by a worker thread, so transfers overlap with the engines'
 //   steps; the duration reported is the measured copy time. Host to host with memcpy; when either
 //   side is GPU memory (builds with CUDA only, device_copy.h) with cudaMemcpyAsync on dedicated
@@ -8,17 +10,24 @@
 // - simulated (either side NONE, as with the sim model): nothing is copied and the duration comes
 //   from a bandwidth + latency model of the link the deployment names (presets below), which the
 //   simulator adds to the virtual clock.
-// Threading: start() and poll() may be called from any thread; one mutex guards the job table and
-// is never held while bytes are copied.
+// Threading: every entry point may be called from any thread; one mutex guards the job, link and
+// posted-transfer tables and is never held while bytes are copied (the links copy on threads of
+// their own).
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <headway/plugin.hpp>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "peer_link.h"
+#include "shared_link_memory.h"
 
 #if HEADWAY_HOST_COPY_CUDA
 #include "device_copy.h"
@@ -47,6 +56,13 @@ constexpr hw_option_spec kOptions[] = {
                              "tensor-parallel group)."),
     headway::sdk::double_option("efficiency", 0.8, 0.01, 1.0,
                                 "Fraction of the link's bandwidth a transfer achieves."),
+    headway::sdk::int_option("peer_link_buffer_mb", 16, 1, 4096,
+                             "Peer links between processes: MiB of shared memory per direction "
+                             "of a link (pinned when the KV is on a GPU); a transfer larger than "
+                             "this streams through it."),
+    headway::sdk::double_option("peer_link_timeout_s", 30.0, 0.01, 3600.0,
+                                "Peer links: seconds after which a link the other side has not "
+                                "joined, or a posted transfer not done, fails."),
 };
 
 struct LinkPreset {
@@ -60,7 +76,15 @@ constexpr LinkPreset kPresets[] = {{"nvlink", 450.0, 5.0},
                                    {"rdma400", 50.0, 10.0},
                                    {"tcp", 3.125, 50.0}};
 
-class HostCopyTransport final : public headway::sdk::KvTransport {
+using headway::kv_transports::host_copy::PeerLink;
+using headway::kv_transports::host_copy::PostedTransfer;
+using headway::kv_transports::host_copy::SharedLinkMemory;
+
+// Rendezvous ids this instance made and nobody here joined yet: their names are removed at
+// destruction (or when more than this many wait), so an id never joined leaves nothing behind.
+constexpr size_t kMaxUnjoinedIds = 64;
+
+class HostCopyTransport final : public headway::sdk::KvTransport, public headway::sdk::KvPeerLinks {
  public:
   HostCopyTransport(const headway::sdk::Host& host, const headway::sdk::Options& options)
       : host_(host) {
@@ -80,9 +104,18 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
     bytes_per_s_ = gb_per_s * 1e9 * options.get_double("efficiency") *
                    static_cast<double>(options.get_int("links"));
     latency_s_ = latency_us * 1e-6;
+    link_ring_bytes_ = static_cast<uint64_t>(options.get_int("peer_link_buffer_mb")) << 20;
+    link_timeout_s_ = options.get_double("peer_link_timeout_s");
   }
 
   ~HostCopyTransport() override {
+    std::unordered_map<uint64_t, std::unique_ptr<PeerLink>> links;
+    {
+      std::lock_guard lock(mutex_);
+      links.swap(links_);
+      for (const std::string& name : unjoined_ids_) SharedLinkMemory::remove_name(name);
+    }
+    links.clear();  // joins each link's threads
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
@@ -130,11 +163,102 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
     std::lock_guard lock(mutex_);
     auto it = jobs_.find(handle);
     if (it == jobs_.end()) {
-      throw Error(HW_NOT_FOUND, "host_copy: unknown transfer handle " + std::to_string(handle));
+      const auto posted = posted_.find(handle);
+      if (posted == posted_.end()) {
+        throw Error(HW_NOT_FOUND, "host_copy: unknown transfer handle " + std::to_string(handle));
+      }
+      const int32_t state = posted->second->state.load(std::memory_order_acquire);
+      if (state == HW_TRANSFER_PENDING) return {HW_TRANSFER_PENDING, 0.0};
+      const headway::sdk::TransferProgress progress{static_cast<hw_transfer_state>(state),
+                                                    posted->second->seconds};
+      posted_.erase(posted);  // reported once, then forgotten
+      return progress;
     }
     headway::sdk::TransferProgress progress{it->second.state, it->second.seconds};
     if (progress.state != HW_TRANSFER_PENDING) jobs_.erase(it);  // reported once, then forgotten
     return progress;
+  }
+
+  // A new shared-memory object; its name is the id.
+  std::vector<uint8_t> peer_rendezvous() override {
+    const std::unique_ptr<SharedLinkMemory> memory = SharedLinkMemory::create(link_ring_bytes_);
+    const std::string& name = memory->name();
+    std::lock_guard lock(mutex_);
+    unjoined_ids_.push_back(name);
+    if (unjoined_ids_.size() > kMaxUnjoinedIds) {
+      SharedLinkMemory::remove_name(unjoined_ids_.front());
+      unjoined_ids_.pop_front();
+    }
+    return std::vector<uint8_t>(name.begin(), name.end());
+  }
+
+  uint64_t peer_join(const std::vector<uint8_t>& id, int32_t rank, int32_t memory_kind,
+                     int32_t device_id) override {
+    if (rank != 0 && rank != 1) {
+      throw Error(HW_INVALID_ARGUMENT,
+                  "host_copy: peer_join: rank " + std::to_string(rank) + " is not 0 or 1");
+    }
+    if (memory_kind != HW_MEMORY_HOST && memory_kind != HW_MEMORY_DEVICE) {
+      throw Error(HW_INVALID_ARGUMENT, "host_copy: peer_join: memory kind " +
+                                           std::to_string(memory_kind) +
+                                           " is neither host (0) nor device (1) memory");
+    }
+    if (memory_kind == HW_MEMORY_DEVICE && device_id < 0) {
+      throw Error(HW_INVALID_ARGUMENT, "host_copy: peer_join: device memory without a device id (" +
+                                           std::to_string(device_id) + ")");
+    }
+    const std::string name(id.begin(), id.end());
+    std::unique_ptr<SharedLinkMemory> memory = SharedLinkMemory::open(name);
+    uint64_t handle = 0;
+    {
+      std::lock_guard lock(mutex_);
+      handle = next_handle_++;
+    }
+    auto link = std::make_unique<PeerLink>(std::move(memory), rank, memory_kind, device_id,
+                                           link_timeout_s_, host_, handle);
+    std::lock_guard lock(mutex_);
+    std::erase(unjoined_ids_, name);
+    links_.emplace(handle, std::move(link));
+    return handle;
+  }
+
+  hw_transfer_state peer_state(uint64_t link) override {
+    std::lock_guard lock(mutex_);
+    return find_link(link).state();
+  }
+
+  uint64_t peer_post(uint64_t link, hw_peer_direction direction, const hw_memory_desc& memory,
+                     const uint32_t* blocks, uint32_t block_count) override {
+    if (direction != HW_PEER_SEND && direction != HW_PEER_RECEIVE) {
+      throw Error(HW_INVALID_ARGUMENT, "host_copy: peer_post: direction " +
+                                           std::to_string(direction) +
+                                           " is neither HW_PEER_SEND nor HW_PEER_RECEIVE");
+    }
+    if (block_count > 0 && blocks == nullptr) {
+      throw Error(HW_INVALID_ARGUMENT, "host_copy: peer_post: blocks is null");
+    }
+    auto transfer = std::make_shared<PostedTransfer>();
+    transfer->direction = direction;
+    transfer->memory = memory;
+    transfer->blocks.assign(blocks, blocks + block_count);
+    transfer->posted = std::chrono::steady_clock::now();
+    std::lock_guard lock(mutex_);
+    find_link(link).post(transfer);
+    const uint64_t handle = next_handle_++;
+    posted_.emplace(handle, std::move(transfer));
+    return handle;
+  }
+
+  void peer_close(uint64_t link) noexcept override {
+    std::unique_ptr<PeerLink> closing;
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = links_.find(link);
+      if (it == links_.end()) return;
+      closing = std::move(it->second);
+      links_.erase(it);
+    }
+    closing.reset();  // outside the lock: joins the link's threads
   }
 
  private:
@@ -143,6 +267,15 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
     hw_transfer_state state = HW_TRANSFER_PENDING;
     double seconds = 0.0;
   };
+
+  PeerLink& find_link(uint64_t link) {
+    const auto it = links_.find(link);
+    if (it == links_.end()) {
+      throw Error(HW_NOT_FOUND,
+                  "host_copy: no peer link " + std::to_string(link) + " (never joined, or closed)");
+    }
+    return *it->second;
+  }
 
   // Copies queued transfers one at a time, outside the lock.
   void run() {
@@ -220,10 +353,16 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
 #endif
   double bytes_per_s_ = 0.0;
   double latency_s_ = 0.0;
+  uint64_t link_ring_bytes_ = 0;
+  double link_timeout_s_ = 0.0;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::unordered_map<uint64_t, Job> jobs_;
   std::deque<uint64_t> queue_;
+  // Peer links and the transfers posted on them; handles share next_handle_ with start()'s jobs.
+  std::unordered_map<uint64_t, std::unique_ptr<PeerLink>> links_;
+  std::unordered_map<uint64_t, std::shared_ptr<PostedTransfer>> posted_;
+  std::deque<std::string> unjoined_ids_;
   uint64_t next_handle_ = 1;
   bool stopping_ = false;
   std::thread worker_;
@@ -232,7 +371,8 @@ class HostCopyTransport final : public headway::sdk::KvTransport {
 }  // namespace
 
 HEADWAY_EXPORT_KV_TRANSPORT(HostCopyTransport, "org.headway.kv_transport.host_copy", "host_copy",
-                            "0.2.0",
-                            "Moves KV blocks between engines of one process: host memory, or GPU "
-                            "memory (through pinned host memory between two GPUs)",
+                            "0.3.0",
+                            "Moves KV blocks between engines through host memory: in one process "
+                            "(GPU to GPU through a pinned buffer), and between processes on one "
+                            "host over peer links of shared (pinned) memory",
                             kOptions)

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "loopback_peers.h"
 #include "service_fixture.h"
 
 namespace headway::serving {
@@ -25,10 +26,12 @@ namespace {
 
 using test::collect;
 using test::handoff_prompts;
+using test::LoopbackPeers;
 using test::prefill_only;
 using test::text_request;
 using test::tiny_deployment;
 using test::TinyCheckpoint;
+using test::with_peers;
 
 const std::string kEngine =
     "[[engines]]\nscheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
@@ -44,59 +47,26 @@ std::string peers_transport() {
          "/test_socket_peers.so\"\n";
 }
 
+// host_copy's peer links: rings in shared memory (the path of KV between processes on one host).
+const std::string kSharedMemoryLinks = "[kv_transport]\nplugin = \"host_copy\"\n";
+
+// A transport without peer links.
+std::string linkless_transport() {
+  return "[kv_transport]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+         "/test_failing_transport.so\"\n";
+}
+
 // An engine process that holds its prefilled KV for links (hold_s: how long).
-core::DeploymentConfig holding_process(double hold_s = 30.0, const std::string& engine = kEngine) {
+core::DeploymentConfig holding_process(double hold_s = 30.0, const std::string& engine = kEngine,
+                                       const std::string& transport = peers_transport()) {
   return tiny_deployment(checkpoint(), engine,
                          "[server]\nrole = \"engine\"\nkv_handoff = \"link\"\nkv_link_hold_s = " +
-                             std::to_string(hold_s) + "\n" + peers_transport());
+                             std::to_string(hold_s) + "\n" + transport);
 }
 
 core::DeploymentConfig pulling_process(const std::string& transport = peers_transport(),
                                        const std::string& engine = kEngine) {
   return tiny_deployment(checkpoint(), engine, "[server]\nrole = \"engine\"\n" + transport);
-}
-
-// The other services by "address", called directly (what the gRPC worker API does between
-// processes). Unknown addresses fail as an unreachable process does.
-class LoopbackPeers final : public KvLinkPeers {
- public:
-  void add(const std::string& address, GenerationService* service) {
-    std::lock_guard lock(mutex_);
-    services_[address] = service;
-  }
-  void remove(const std::string& address) {
-    std::lock_guard lock(mutex_);
-    services_.erase(address);
-  }
-  void open_link(const std::string& address, const std::string& link_name,
-                 const std::vector<uint8_t>& rendezvous) override {
-    find(address).open_kv_link(link_name, rendezvous);
-  }
-  void send_held(const std::string& address, const std::string& link_name, const KvStage& held,
-                 bool drop) override {
-    ++sends_;
-    find(address).send_held_kv(link_name, held, drop);
-  }
-  int sends() const { return sends_; }
-
- private:
-  GenerationService& find(const std::string& address) {
-    std::lock_guard lock(mutex_);
-    auto it = services_.find(address);
-    if (it == services_.end()) {
-      throw ServiceError(ErrorCode::kUnavailable, "connection to " + address + " refused");
-    }
-    return *it->second;
-  }
-  std::mutex mutex_;
-  std::map<std::string, GenerationService*> services_;
-  std::atomic<int> sends_{0};
-};
-
-LocalServiceOptions with_peers(std::shared_ptr<KvLinkPeers> peers) {
-  LocalServiceOptions options;
-  options.kv_link_peers = std::move(peers);
-  return options;
 }
 
 // The continuation a router sends to the decode process (it sets the source address).
@@ -131,11 +101,12 @@ std::vector<std::vector<int32_t>> mixed_engine_tokens(const std::vector<std::str
   return tokens;
 }
 
-TEST(HeldKvLinkTest, GreedyTokensEqualThoseOfOneMixedEngine) {
+// Both processes' [kv_transport] is `transport`.
+void expect_greedy_tokens_of_one_mixed_engine(const std::string& transport) {
   const std::vector<std::vector<int32_t>> expected = mixed_engine_tokens(handoff_prompts(), 12);
   auto peers = std::make_shared<LoopbackPeers>();
-  LocalGenerationService prefill(holding_process());
-  LocalGenerationService decode(pulling_process(), with_peers(peers));
+  LocalGenerationService prefill(holding_process(30.0, kEngine, transport));
+  LocalGenerationService decode(pulling_process(transport), with_peers(peers));
   peers->add("prefill", &prefill);
   for (size_t i = 0; i < handoff_prompts().size(); ++i) {
     SCOPED_TRACE(i);
@@ -156,15 +127,23 @@ TEST(HeldKvLinkTest, GreedyTokensEqualThoseOfOneMixedEngine) {
   EXPECT_EQ(peers->sends(), 4);
 }
 
+TEST(HeldKvLinkTest, GreedyTokensEqualThoseOfOneMixedEngine) {
+  expect_greedy_tokens_of_one_mixed_engine(peers_transport());
+}
+
+TEST(HeldKvLinkTest, OverSharedMemoryLinksGreedyTokensEqualThoseOfOneMixedEngine) {
+  expect_greedy_tokens_of_one_mixed_engine(kSharedMemoryLinks);
+}
+
 // Many continuations at once through one link: sends and receives are matched in posting order,
 // so a pull that overtook another would receive the other request's KV (and wrong tokens).
-TEST(HeldKvLinkTest, ConcurrentPullsOverOneLinkEachGetTheirOwnKv) {
+void expect_concurrent_pulls_to_get_their_own_kv(const std::string& transport) {
   std::vector<std::string> texts;
   for (int i = 0; i < 12; ++i) texts.push_back(std::string(20 + 23 * i, 'a' + i));
   const std::vector<std::vector<int32_t>> expected = mixed_engine_tokens(texts, 6);
   auto peers = std::make_shared<LoopbackPeers>();
-  LocalGenerationService prefill(holding_process());
-  LocalGenerationService decode(pulling_process(), with_peers(peers));
+  LocalGenerationService prefill(holding_process(30.0, kEngine, transport));
+  LocalGenerationService decode(pulling_process(transport), with_peers(peers));
   peers->add("prefill", &prefill);
   std::vector<test::Collected> firsts;
   for (const std::string& text : texts) {
@@ -185,6 +164,14 @@ TEST(HeldKvLinkTest, ConcurrentPullsOverOneLinkEachGetTheirOwnKv) {
     EXPECT_EQ(got, expected[i]);
   }
   EXPECT_TRUE(all_blocks_free(prefill));
+}
+
+TEST(HeldKvLinkTest, ConcurrentPullsOverOneLinkEachGetTheirOwnKv) {
+  expect_concurrent_pulls_to_get_their_own_kv(peers_transport());
+}
+
+TEST(HeldKvLinkTest, OverSharedMemoryLinksConcurrentPullsEachGetTheirOwnKv) {
+  expect_concurrent_pulls_to_get_their_own_kv(kSharedMemoryLinks);
 }
 
 // KV not pulled within its hold time is freed; its request is prefilled on the decode process,
@@ -258,8 +245,7 @@ TEST(HeldKvLinkTest, AHolderThatIsGoneOrATransportWithoutLinksMeansAPrefill) {
   }
 
   LocalGenerationService prefill(holding_process());
-  LocalGenerationService no_links(pulling_process("[kv_transport]\nplugin = \"host_copy\"\n"),
-                                  with_peers(peers));
+  LocalGenerationService no_links(pulling_process(linkless_transport()), with_peers(peers));
   peers->add("prefill", &prefill);
   const test::Collected held = prefill_only(prefill, prompt, 8);
   ASSERT_EQ(held.finish, Finish::kHandoff) << held.error;
@@ -359,10 +345,9 @@ TEST(HeldKvLinkTest, ConfigurationsThatCannotHoldKvAreRefusedNamingWhy) {
     }
     return "accepted";
   };
-  EXPECT_NE(refused("[server]\nrole = \"engine\"\nkv_handoff = \"link\"\n[kv_transport]\nplugin = "
-                    "\"host_copy\"\n")
-                .find("'host_copy' has none"),
-            std::string::npos);
+  const std::string linkless =
+      refused("[server]\nrole = \"engine\"\nkv_handoff = \"link\"\n" + linkless_transport());
+  EXPECT_NE(linkless.find("has none"), std::string::npos) << linkless;
   EXPECT_NE(
       refused("[server]\nrole = \"engine\"\nkv_handoff = \"link\"\n").find("no [kv_transport]"),
       std::string::npos);

@@ -1,6 +1,7 @@
 // kv-transport-core: byte-exact round trips in host memory (one block, many, scattered with gaps,
 // 256 MiB), concurrent transfers from several threads, a bad block giving FAILED within a bounded
-// wait, and the bandwidth measured. See docs/conformance.md.
+// wait, the bandwidth measured, and peer links where the transport has them (peer_link_checks.h).
+// See docs/conformance.md.
 #include <fmt/format.h>
 #include <headway/conformance/suite.h>
 #include <headway/conformance/test_recorder.h>
@@ -16,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "peer_link_checks.h"
 #include "transfer_bench.h"
 
 namespace headway::conformance {
@@ -208,6 +210,7 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
           t.not_supported(std::string("start() refused simulated memory: ") + e.what());
         }
       });
+  for (TestResult& r : run_peer_link_checks(context, host)) results.push_back(std::move(r));
   return results;
 }
 

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "common.cuh"
+#include "radix_cut.h"
 #include "sampling.h"
 
 namespace headway::models::cuda::kernels {
@@ -32,21 +33,29 @@ struct Row {
   }
 };
 
-// Largest bit pattern t (as a float in [0, 1]) for which pred(t) holds, given pred(0) holds and
-// pred is monotone (true below the answer). pred is evaluated by the whole block.
-template <class Pred>
-__device__ float bisect(Pred pred) {
-  uint32_t lo = 0;
-  uint32_t hi = 0x3f800001u;  // just above 1.0f: no weight reaches it
-  while (hi - lo > 1) {
-    const uint32_t mid = lo + (hi - lo) / 2;
-    if (pred(__uint_as_float(mid))) {
-      lo = mid;
-    } else {
-      hi = mid;
+// The largest threshold t such that the row's weights >= t (among those `admit` lets in) amount
+// to at least `need`, by radix_cut.h's search: 4 passes, each histogramming `amount(w)` by the
+// weight's next 8 bits into `bins` (shared memory) and letting every thread pick the same digit.
+template <class Amount, class AmountOf, class Admit>
+__device__ float radix_cut(const Row& row, Amount need, Amount* bins, AmountOf amount,
+                           Admit admit) {
+  uint32_t prefix = 0;
+  Amount above = 0;
+  for (int pass = 0; pass < kRadixPasses; ++pass) {
+    for (int b = threadIdx.x; b < kRadixBins; b += blockDim.x) bins[b] = 0;
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < row.vocab; i += blockDim.x) {
+      const float w = row.weight(i);
+      const uint32_t bits = __float_as_uint(w);
+      if (admit(w) && radix_matches(bits, prefix, pass)) {
+        atomicAdd(&bins[radix_digit(bits, pass)], amount(w));
+      }
     }
+    __syncthreads();
+    radix_step(bins, pass, need, above, prefix);
+    __syncthreads();  // every thread has read the bins before the next pass clears them
   }
-  return __uint_as_float(lo);
+  return __uint_as_float(prefix);
 }
 
 // Launched with kThreads threads: the bound keeps its registers within what they may hold.
@@ -55,8 +64,10 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float best_value[32];
   __shared__ int best_index[32];
   __shared__ double dscratch[32];
-  __shared__ int iscratch[32];
   __shared__ double seg_base[kThreads];
+  __shared__ unsigned long long mass_scratch[32];
+  __shared__ unsigned int count_bins[kRadixBins];
+  __shared__ unsigned long long mass_bins[kRadixBins];
   __shared__ int chosen;
   const SampleParams p = params[blockIdx.x];
   const float* lg = logits + static_cast<uint64_t>(blockIdx.x) * vocab;
@@ -114,30 +125,27 @@ __global__ void __launch_bounds__(kThreads)
 
   float cut = 0.0f;
   if (p.top_k > 0 && p.top_k < vocab) {
-    cut = bisect([&](float t) {
-      int count = 0;
-      for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) count += row.weight(i) >= t;
-      return detail::block_sum(count, iscratch) >= static_cast<int>(p.top_k);
-    });
+    // The k-th largest weight: every weight counts 1.
+    cut = radix_cut(
+        row, static_cast<unsigned int>(p.top_k), count_bins, [](float) { return 1u; },
+        [](float) { return true; });
   }
   if (p.top_p < 1.0f) {
-    double total = 0.0;
+    // Masses in fixed point (radix_cut.h): integer sums, the same whatever the threads' order.
+    unsigned long long total = 0;
     for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
       const float w = row.weight(i);
-      if (w >= cut) total += w;
+      if (w >= cut) total += fixed_mass(w);
     }
-    total = detail::block_sum(total, dscratch);
-    const double target = static_cast<double>(p.top_p) * total;
+    total = detail::block_sum(total, mass_scratch);
+    const double wanted = ceil(static_cast<double>(p.top_p) * static_cast<double>(total));
+    const unsigned long long need =
+        wanted >= static_cast<double>(total) ? total : static_cast<unsigned long long>(wanted);
     const float top_k_cut = cut;
-    cut = bisect([&](float t) {
-      const float c = fmaxf(t, top_k_cut);
-      double mass = 0.0;
-      for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
-        const float w = row.weight(i);
-        if (w >= c) mass += w;
-      }
-      return detail::block_sum(mass, dscratch) >= target;
-    });
+    cut = radix_cut(
+        row, need, mass_bins,
+        [](float w) { return static_cast<unsigned long long>(fixed_mass(w)); },
+        [top_k_cut](float w) { return w >= top_k_cut; });
     cut = fmaxf(cut, top_k_cut);
   }
   cut = fmaxf(cut, p.min_p);

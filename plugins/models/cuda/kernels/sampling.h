@@ -11,9 +11,10 @@
 // its partial sort left them when top-k or top-p ranked them, the device always in token order.
 // With temperature and min-p alone both pick the same token for the same logits.
 //
-// One block per row; cuts are found by bisection on the weight's bit pattern (about 30 passes over
-// the row each) rather than by sorting, so no scratch memory is needed. Only the sampled ids go
-// back to the host. Plain C++ header; kernel in sampling.cu.
+// One block per row; cuts are found by a radix search on the weight's bit pattern (radix_cut.h: 4
+// passes over the row each, histograms in shared memory; top-p masses summed in fixed point, so
+// the cut is the same run to run) rather than by sorting, so no scratch memory is needed. Only the
+// sampled ids go back to the host. Plain C++ header; kernel in sampling.cu.
 //
 // Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
 #pragma once

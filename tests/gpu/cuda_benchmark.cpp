@@ -18,6 +18,7 @@
 #include "attention.h"
 #include "embedding.h"
 #include "gemm.h"
+#include "gemv.h"
 #include "gpu_test_support.h"
 #include "kv_layout.h"
 #include "model_harness.h"
@@ -282,6 +283,32 @@ void gemm_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->UseManualTime();
 
+// The same decode-sized products through Headway's GEMV (kernels/gemv.h; the model's decode_gemv).
+void BM_Gemv(benchmark::State& state) {
+  if (skip(state)) return;
+  const uint32_t m = static_cast<uint32_t>(state.range(0));
+  const uint32_t n = static_cast<uint32_t>(state.range(1));
+  const uint32_t kk = static_cast<uint32_t>(state.range(2));
+  auto* x = device_random<__nv_bfloat16>(size_t{m} * kk);
+  auto* w = device_random<__nv_bfloat16>(size_t{n} * kk);
+  auto* out = device_random<__nv_bfloat16>(size_t{m} * n);
+  timed(state,
+        2.0 * (static_cast<double>(n) * kk + static_cast<double>(m) * kk +
+               static_cast<double>(m) * n),
+        2.0 * m * n * kk, [&] { check(k::gemv(x, w, out, false, m, n, kk, nullptr), "gemv"); });
+  cudaFree(x), cudaFree(w), cudaFree(out);
+}
+void gemv_args(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 8}) {
+    b->Args({m, kQkv, kHidden});
+    b->Args({m, kHidden, kHeads * kHeadDim});
+    b->Args({m, 2 * kFfn, kHidden});
+    b->Args({m, kHidden, kFfn});
+  }
+  b->Args({1, kVocab, kHidden});
+}
+BENCHMARK(BM_Gemv)->Apply(gemv_args)->UseManualTime();
+
 void BM_Sample(benchmark::State& state) {
   if (skip(state)) return;
   const uint32_t rows = static_cast<uint32_t>(state.range(0));
@@ -302,16 +329,23 @@ void BM_Sample(benchmark::State& state) {
 }
 BENCHMARK(BM_Sample)->Args({1, 0})->Args({1, 1})->Args({64, 0})->Args({64, 1})->UseManualTime();
 
-// The whole model, random Llama-3.1-8B weights, one instance shared by the model benchmarks.
-ModelHarness& model() {
-  static std::unique_ptr<ModelHarness> m = [] {
+// The whole model, random Llama-3.1-8B weights, one instance shared by the model benchmarks; with
+// `decode_gemv` (the option) another, made after the first is released (each takes most of the
+// GPU's memory for its KV cache).
+ModelHarness& model(bool decode_gemv = false) {
+  static std::unique_ptr<ModelHarness> m;
+  static bool made_with_gemv = false;
+  if (m == nullptr || made_with_gemv != decode_gemv) {
+    m.reset();
     const auto dir = std::filesystem::temp_directory_path();
-    return std::make_unique<ModelHarness>(
+    m = std::make_unique<ModelHarness>(
         "cuda",
-        "shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 32768, "
-        "max_batch_tokens = 8192",
+        std::string("shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 32768, "
+                    "max_batch_tokens = 8192, decode_gemv = ") +
+            (decode_gemv ? "true" : "false"),
         dir, 16, 12288);
-  }();
+    made_with_gemv = decode_gemv;
+  }
   return *m;
 }
 uint64_t next_request = 1;
@@ -339,9 +373,10 @@ void BM_ModelPrefill(benchmark::State& state) {
 }
 BENCHMARK(BM_ModelPrefill)->Arg(512)->Arg(2048)->Iterations(5)->Unit(benchmark::kMillisecond);
 
+// Args: batch, context, and 1 for the decode_gemv option.
 void BM_ModelDecode(benchmark::State& state) {
   if (skip(state)) return;
-  ModelHarness& m = model();
+  ModelHarness& m = model(state.range(2) != 0);
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const uint64_t first = next_request;
@@ -366,9 +401,11 @@ void BM_ModelDecode(benchmark::State& state) {
       benchmark::Counter(batch * kFlopsPerToken, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ModelDecode)
-    ->Args({1, 1024})
-    ->Args({8, 1024})
-    ->Args({64, 1024})
+    ->Args({1, 1024, 0})
+    ->Args({8, 1024, 0})
+    ->Args({64, 1024, 0})
+    ->Args({1, 1024, 1})
+    ->Args({8, 1024, 1})
     ->Iterations(20)
     ->Unit(benchmark::kMillisecond);
 

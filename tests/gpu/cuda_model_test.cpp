@@ -88,10 +88,11 @@ TEST_F(CudaModel, IllegalTensorParallelismIsRejectedBeforeTouchingADevice) {
   }
 }
 
-TEST_F(CudaModel, MatchesTheCpuModelOnMixedBatches) {
-  HW_SKIP_WITHOUT_CUDA();
-  ModelHarness cpu("cpu", path() + ", dtype = \"bf16\", threads = 2", dir());
-  ModelHarness gpu("cuda", path() + ", sampling = \"host\", kv_cache_gb = 0.5", dir());
+// `options`: more cuda model options.
+void expect_the_cpu_models_logits(const std::string& path, const std::filesystem::path& dir,
+                                  const std::string& options) {
+  ModelHarness cpu("cpu", path + ", dtype = \"bf16\", threads = 2", dir);
+  ModelHarness gpu("cuda", path + ", sampling = \"host\", kv_cache_gb = 0.5" + options, dir);
   ASSERT_EQ(gpu.info().returns_logits, 1);
   ASSERT_EQ(gpu.info().vocab, cpu.info().vocab);
   const uint32_t vocab = cpu.info().vocab;
@@ -120,6 +121,17 @@ TEST_F(CudaModel, MatchesTheCpuModelOnMixedBatches) {
     }
     step = {{1, {argmax(a.logits[0])}}, {2, {argmax(a.logits[1])}}, {3, {argmax(a.logits[2])}}};
   }
+}
+
+TEST_F(CudaModel, MatchesTheCpuModelOnMixedBatches) {
+  HW_SKIP_WITHOUT_CUDA();
+  expect_the_cpu_models_logits(path(), dir(), "");
+}
+
+// The decode steps (3 rows) go through kernels/gemv.h.
+TEST_F(CudaModel, WithDecodeGemvMatchesTheCpuModelOnMixedBatches) {
+  HW_SKIP_WITHOUT_CUDA();
+  expect_the_cpu_models_logits(path(), dir(), ", decode_gemv = true");
 }
 
 TEST_F(CudaModel, ChunkedPrefillMatchesWholePrefill) {

@@ -11,6 +11,7 @@
 #include "attention.h"
 #include "embedding.h"
 #include "gemm.h"
+#include "gemv.h"
 #include "gpu_test_support.h"
 #include "kv_layout.h"
 #include "rms_norm.h"
@@ -387,6 +388,84 @@ TEST(CudaKernels, GemmMatchesReference) {
     }
   }
   EXPECT_EQ(gemm.cached_plans(), 6u);  // 3 shapes x 2 output types, each planned once
+}
+
+// Headway's GEMV for decode-sized products: every m from 1 to 8 against the double reference, both
+// output types; a row's result is the same bits whatever the other rows (m = 1 vs m = 8).
+TEST(CudaKernels, GemvMatchesReferenceAndIgnoresTheOtherRows) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t n = 100, kk = 328;  // n not a multiple of the 4 rows a block takes
+  const auto w = random_bf16(size_t{n} * kk, 0.1f, 21);
+  Dev<__nv_bfloat16> d_w(w);
+  const auto x = random_bf16(size_t{k::kGemvMaxRows} * kk, 1.0f, 22);
+  Dev<__nv_bfloat16> d_x(x);
+  std::vector<float> first_row;
+  for (uint32_t m = 1; m <= k::kGemvMaxRows; ++m) {
+    Dev<__nv_bfloat16> d_b(size_t{m} * n);
+    Dev<float> d_f(size_t{m} * n);
+    check(k::gemv(d_x.get(), d_w.get(), d_b.get(), false, m, n, kk, nullptr), "gemv bf16");
+    check(k::gemv(d_x.get(), d_w.get(), d_f.get(), true, m, n, kk, nullptr), "gemv f32");
+    const auto b = d_b.download();
+    const auto f = d_f.download();
+    for (uint32_t i = 0; i < m; ++i) {
+      for (uint32_t j = 0; j < n; ++j) {
+        double ref = 0.0;
+        for (uint32_t q = 0; q < kk; ++q) {
+          ref += static_cast<double>(bf(x[i * kk + q])) * bf(w[j * kk + q]);
+        }
+        ASSERT_NEAR(f[i * n + j], ref, 1e-4 + 1e-4 * std::abs(ref)) << m << " " << i << " " << j;
+        ASSERT_NEAR(bf(b[i * n + j]), ref, 1e-3 + 8e-3 * std::abs(ref))
+            << m << " " << i << " " << j;
+      }
+    }
+    if (m == 1) first_row.assign(f.begin(), f.begin() + n);
+    EXPECT_EQ(std::vector<float>(f.begin(), f.begin() + n), first_row) << "row 0 at m = " << m;
+  }
+}
+
+// Shapes it does not take are refused before anything reaches a device (runs without a GPU).
+TEST(CudaKernels, GemvRefusesWhatItDoesNotTake) {
+  alignas(16) static __nv_bfloat16 buffer[64];
+  EXPECT_TRUE(k::gemv_applies(1, 16, buffer, buffer, buffer));
+  EXPECT_FALSE(k::gemv_applies(0, 16, buffer, buffer, buffer));
+  EXPECT_FALSE(k::gemv_applies(k::kGemvMaxRows + 1, 16, buffer, buffer, buffer));
+  EXPECT_FALSE(k::gemv_applies(1, 12, buffer, buffer, buffer));      // k not a multiple of 8
+  EXPECT_FALSE(k::gemv_applies(1, 16, buffer + 1, buffer, buffer));  // x not 16-byte aligned
+  EXPECT_EQ(k::gemv(buffer, buffer, buffer, false, 9, 4, 16, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(k::gemv(buffer, buffer, buffer + 1, true, 1, 4, 16, nullptr), cudaErrorInvalidValue);
+}
+
+// Gemm with small_m_gemv sends m <= 8 to the GEMV and larger m to cuBLASLt: only m = 130 is
+// planned.
+TEST(CudaKernels, GemmSendsSmallProductsToTheGemvWhenAsked) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t n = 96, kk = 320;
+  Gemm gemm(/*deterministic=*/false, /*small_m_gemv=*/true);
+  const auto w = random_bf16(size_t{n} * kk, 0.1f, 31);
+  Dev<__nv_bfloat16> d_w(w);
+  for (uint32_t m : {1u, 7u, 130u}) {
+    const auto x = random_bf16(size_t{m} * kk, 1.0f, 32 + m);
+    Dev<__nv_bfloat16> d_x(x);
+    Dev<float> d_f(size_t{m} * n);
+    gemm.run(d_x.get(), d_w.get(), d_f.get(), GemmOut::kF32, m, n, kk, nullptr);
+    const auto f = d_f.download();
+    for (uint32_t i = 0; i < m; ++i) {
+      for (uint32_t j = 0; j < n; ++j) {
+        double ref = 0.0;
+        for (uint32_t q = 0; q < kk; ++q) {
+          ref += static_cast<double>(bf(x[i * kk + q])) * bf(w[j * kk + q]);
+        }
+        ASSERT_NEAR(f[i * n + j], ref, 1e-4 + 1e-4 * std::abs(ref)) << m << " " << i << " " << j;
+      }
+    }
+  }
+  EXPECT_EQ(gemm.cached_plans(), 1u);
+  Gemm deterministic(/*deterministic=*/true, /*small_m_gemv=*/true);
+  const auto x = random_bf16(kk, 1.0f, 40);
+  Dev<__nv_bfloat16> d_x(x);
+  Dev<float> d_f(n);
+  deterministic.run(d_x.get(), d_w.get(), d_f.get(), GemmOut::kF32, 1, n, kk, nullptr);
+  EXPECT_EQ(deterministic.cached_plans(), 1u) << "deterministic mode keeps cuBLASLt";
 }
 
 // Kept set of the device sampler's semantics, computed in double on the host.

@@ -75,6 +75,10 @@ constexpr hw_option_spec kOptions[] = {
     bool_option("deterministic", false,
                 "Batch- and chunking-invariant arithmetic: no split-K in the GEMMs or the decode "
                 "attention (what conformance's invariance checks expect); slower decode."),
+    bool_option("decode_gemv", false,
+                "Projections of steps with at most 8 rows (decode batches up to 8) through "
+                "Headway's GEMV kernel instead of cuBLASLt; off by default until measured on a "
+                "GPU against cuBLASLt (docs/cuda_model.md); ignored with deterministic."),
 };
 
 void check_nccl(ncclResult_t r, const char* what) {
@@ -118,7 +122,7 @@ class CudaModel final : public sdk::Model {
                                 : std::make_unique<DeviceWeights>(config_, tp_, r, options_.seed);
       shards_.push_back(std::make_unique<ModelShard>(device, config_, tp_, std::move(weights),
                                                      inv_freq.data(), options_.max_batch_tokens,
-                                                     options_.deterministic));
+                                                     options_.deterministic, options_.decode_gemv));
     }
     if (tp_.tp > 1) {
       std::vector<int> devices(tp_.tp);

@@ -34,6 +34,7 @@ struct CudaModelOptions {
   bool sample_on_device = true;      // false: return logits and let the core sample
   uint32_t max_batch_tokens = 8192;  // activation workspace preallocated at load
   bool deterministic = false;        // batch/chunking-invariant arithmetic (no split-K anywhere)
+  bool decode_gemv = false;          // projections of <= 8 rows by kernels/gemv.h, not cuBLASLt
 };
 
 // Reads the validated option values (see kCudaModelOptions in cuda_model.cpp). Throws

@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "cuda_check.h"
+#include "gemv.h"
+
 namespace headway::models::cuda {
 namespace {
 
@@ -18,8 +21,10 @@ std::string shape(uint32_t m, uint32_t n, uint32_t k) {
 
 }  // namespace
 
-Gemm::Gemm(bool deterministic, size_t workspace_bytes)
-    : deterministic_(deterministic), workspace_(workspace_bytes) {
+Gemm::Gemm(bool deterministic, bool small_m_gemv, size_t workspace_bytes)
+    : deterministic_(deterministic),
+      small_m_gemv_(small_m_gemv && !deterministic),
+      workspace_(workspace_bytes) {
   check_blas(cublasLtCreate(&handle_), "cublasLtCreate");
 }
 
@@ -149,6 +154,10 @@ const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_typ
 void Gemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type,
                uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream) {
   if (m == 0) return;
+  if (small_m_gemv_ && kernels::gemv_applies(m, k, x, w, out)) {
+    HW_CUDA_CHECK(kernels::gemv(x, w, out, out_type == GemmOut::kF32, m, n, k, stream));
+    return;
+  }
   const Plan& p = plan(m, n, k, out_type);
   const float alpha = 1.0f;
   const float beta = 0.0f;

@@ -12,6 +12,10 @@
 // row's result would depend on how many rows are multiplied with it. Same algorithm, no split-K:
 // batch and chunking invariance, at the cost of parallelism for small m (decode).
 //
+// With `small_m_gemv` (the cuda model's `decode_gemv` option), products of at most
+// kernels::kGemvMaxRows rows go to Headway's GEMV kernel (kernels/gemv.h) instead, where its
+// alignment rules hold; ignored in deterministic mode.
+//
 // Ownership: owns the cuBLASLt handle, the workspace and the plan cache; operands are borrowed for
 // the call. Threading: one thread at a time (a model shard's); runs on the caller's stream and on
 // the device current at construction.
@@ -33,7 +37,8 @@ enum class GemmOut { kBF16, kF32 };
 
 class Gemm {
  public:
-  explicit Gemm(bool deterministic = false, size_t workspace_bytes = size_t{32} << 20);
+  explicit Gemm(bool deterministic = false, bool small_m_gemv = false,
+                size_t workspace_bytes = size_t{32} << 20);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -65,6 +70,7 @@ class Gemm {
                         cublasLtMatmulAlgo_t& algo);
 
   bool deterministic_;
+  bool small_m_gemv_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<std::byte> workspace_;
   std::map<Key, Plan> plans_;

@@ -15,7 +15,7 @@ namespace headway::models::cuda {
 
 ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
                        std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
-                       uint32_t max_batch_tokens, bool deterministic)
+                       uint32_t max_batch_tokens, bool deterministic, bool decode_gemv)
     : device_(device),
       config_(config),
       tp_(tp),
@@ -23,7 +23,7 @@ ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParall
       exact_attention_(deterministic) {
   select();
   HW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  gemm_ = std::make_unique<Gemm>(deterministic);
+  gemm_ = std::make_unique<Gemm>(deterministic, decode_gemv);
   kv_.layers = config.num_hidden_layers;
   kv_.kv_heads = tp.kv_heads_per_rank;
   kv_.head_dim = config.head_dim;

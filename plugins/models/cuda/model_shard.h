@@ -38,9 +38,10 @@ class ModelShard {
  public:
   // Makes `device` current, creates the stream and cuBLASLt, preallocates the workspace for
   // `max_batch_tokens` tokens and takes ownership of `weights` (built with the device current).
+  // `deterministic` and `decode_gemv`: the options of the same names (Gemm's modes, gemm.h).
   ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
              std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
-             uint32_t max_batch_tokens, bool deterministic);
+             uint32_t max_batch_tokens, bool deterministic, bool decode_gemv);
   ~ModelShard();
   ModelShard(const ModelShard&) = delete;
   ModelShard& operator=(const ModelShard&) = delete;

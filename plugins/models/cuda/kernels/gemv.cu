@@ -1,0 +1,113 @@
+#include "common.cuh"
+#include "gemv.h"
+
+namespace headway::models::cuda::kernels {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+// 16 bytes of weights, read once: not kept in L1 (the activations x are, for every warp).
+__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// acc += the dot product of 8 bf16 weights and 8 bf16 activations.
+__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
+  const auto* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+  const auto* xp = reinterpret_cast<const __nv_bfloat162*>(&x);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 wf = __bfloat1622float2(wp[i]);
+    const float2 xf = __bfloat1622float2(xp[i]);
+    acc = fmaf(wf.x, xf.x, acc);
+    acc = fmaf(wf.y, xf.y, acc);
+  }
+  return acc;
+}
+
+// One warp per output row n: lane l sums the 16-byte pieces l, l + 32, ... of the row against the
+// same pieces of each of the M activation rows, then the warp adds the lanes' sums.
+template <int M, bool OutF32>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                void* __restrict__ out, uint32_t n, uint32_t k) {
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  if (row >= n) return;
+  const uint32_t pieces = k / 8;
+  const auto* w_row = reinterpret_cast<const uint4*>(w + static_cast<uint64_t>(row) * k);
+  const auto* x_rows = reinterpret_cast<const uint4*>(x);
+  float acc[M];
+#pragma unroll
+  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+#pragma unroll 4
+  for (uint32_t p = lane; p < pieces; p += 32) {
+    const uint4 wv = load_streaming(w_row + p);
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[r] = dot8(wv, __ldg(x_rows + r * pieces + p), acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+    const float sum = detail::warp_sum(acc[r]);
+    if (lane == 0) {
+      const uint64_t at = static_cast<uint64_t>(r) * n + row;
+      if constexpr (OutF32) {
+        static_cast<float*>(out)[at] = sum;
+      } else {
+        static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(sum);
+      }
+    }
+  }
+}
+
+template <int M>
+cudaError_t launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
+                   uint32_t n, uint32_t k, cudaStream_t stream) {
+  const dim3 grid((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const dim3 block(kWarpsPerBlock * 32);
+  if (out_f32) {
+    gemv_kernel<M, true><<<grid, block, 0, stream>>>(x, w, out, n, k);
+  } else {
+    gemv_kernel<M, false><<<grid, block, 0, stream>>>(x, w, out, n, k);
+  }
+  return cudaGetLastError();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool gemv_applies(uint32_t m, uint32_t k, const void* x, const void* w, const void* out) {
+  return m >= 1 && m <= kGemvMaxRows && k > 0 && k % 8 == 0 && aligned16(x) && aligned16(w) &&
+         aligned16(out);
+}
+
+cudaError_t gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
+                 uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream) {
+  if (!gemv_applies(m, k, x, w, out)) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  switch (m) {
+    case 1:
+      return launch<1>(x, w, out, out_f32, n, k, stream);
+    case 2:
+      return launch<2>(x, w, out, out_f32, n, k, stream);
+    case 3:
+      return launch<3>(x, w, out, out_f32, n, k, stream);
+    case 4:
+      return launch<4>(x, w, out, out_f32, n, k, stream);
+    case 5:
+      return launch<5>(x, w, out, out_f32, n, k, stream);
+    case 6:
+      return launch<6>(x, w, out, out_f32, n, k, stream);
+    case 7:
+      return launch<7>(x, w, out, out_f32, n, k, stream);
+    default:
+      return launch<8>(x, w, out, out_f32, n, k, stream);
+  }
+}
+
+}  // namespace headway::models::cuda::kernels

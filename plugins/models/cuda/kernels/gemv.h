@@ -1,0 +1,32 @@
+// Headway's own matrix-vector product for projections of steps with few rows (decode batches of
+// up to kGemvMaxRows): out[m][n] = x[m][k] * w[n][k]^T, BF16 in, FP32 accumulation, BF16 or FP32
+// out, the same contract as Gemm (gemm.h). At such m the product only streams the weights, and
+// cuBLASLt's kernels read the narrower projections (4,096 or 6,144 rows of 4,096) at 41-44% of an
+// H200's bandwidth (docs/performance.md); this kernel gives each output row to one warp, which
+// reads it in 16-byte pieces that bypass L1, so every SM keeps many loads in flight.
+//
+// A row's sum runs in an order fixed by k alone: its result does not depend on m, on n or on the
+// other rows (but it differs from cuBLASLt's in the last bits, so deterministic mode, which must
+// agree with the m > kGemvMaxRows steps, does not use it). Plain C++ header; kernel in gemv.cu.
+//
+// Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace headway::models::cuda::kernels {
+
+inline constexpr uint32_t kGemvMaxRows = 8;
+
+// Whether gemv() takes this product: 1 <= m <= kGemvMaxRows, k a multiple of 8 and x, w and out
+// 16-byte aligned (rows are read in 16-byte pieces).
+bool gemv_applies(uint32_t m, uint32_t k, const void* x, const void* w, const void* out);
+
+// cudaErrorInvalidValue when gemv_applies() is false.
+cudaError_t gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
+                 uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream);
+
+}  // namespace headway::models::cuda::kernels

@@ -38,7 +38,7 @@ esac
 build=${HEADWAY_DEVICE_BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 tests=(cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test
-       nccl_transport_test host_copy_device_test cuda_staged_handoff_test)
+       nccl_transport_test host_copy_device_test cuda_staged_handoff_test cuda_radix_cut_test)
 targets=(headway headway_model_cuda headway_model_cpu headway_model_sim headway_scheduler_chunked
          headway_scheduler_partial_prefill headway_router_single headway_kv_transport_nccl
          headway_kv_transport_host_copy cuda_benchmark "${tests[@]}")
@@ -318,6 +318,14 @@ if bench:
     for b in bench:
         if b.get("error_occurred"):
             print(f"\n{b['name']}: {b.get('error_message')}")
+    # The phase_timing model's summary (cuda_benchmark logs it when it releases the model).
+    phases = [line.split("phase times (ms per step), ", 1)[1] for line in read("bench.log").splitlines()
+              if "phase times (ms per step), " in line]
+    if phases:
+        print("\n## Phase times (phase_timing: CUDA events at every phase boundary, ms per step)\n")
+        for summary in phases:
+            for group in summary.split("; "):
+                print(f"- {group}")
 print("\n## Cost file (headway profile)\n\n```")
 print(read("h200_llama8b_cost.toml").strip()[:3000])
 print("```")

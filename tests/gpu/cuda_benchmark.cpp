@@ -330,21 +330,26 @@ void BM_Sample(benchmark::State& state) {
 BENCHMARK(BM_Sample)->Args({1, 0})->Args({1, 1})->Args({64, 0})->Args({64, 1})->UseManualTime();
 
 // The whole model, random Llama-3.1-8B weights, one instance shared by the model benchmarks; with
-// `decode_gemv` (the option) another, made after the first is released (each takes most of the
-// GPU's memory for its KV cache).
-ModelHarness& model(bool decode_gemv = false) {
+// other options (decode_gemv, phase_timing) another, made after the previous one is released (each
+// takes most of the GPU's memory for its KV cache). Released by main() before exit, so that a
+// phase-timing instance logs its summary while logging still works.
+std::unique_ptr<ModelHarness>& model_instance() {
   static std::unique_ptr<ModelHarness> m;
-  static bool made_with_gemv = false;
-  if (m == nullptr || made_with_gemv != decode_gemv) {
+  return m;
+}
+ModelHarness& model(bool decode_gemv = false, bool phase_timing = false) {
+  std::unique_ptr<ModelHarness>& m = model_instance();
+  static std::string made_with;
+  const std::string options =
+      std::string(
+          "shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 32768, "
+          "max_batch_tokens = 8192, decode_gemv = ") +
+      (decode_gemv ? "true" : "false") + ", phase_timing = " + (phase_timing ? "true" : "false");
+  if (m == nullptr || made_with != options) {
     m.reset();
-    const auto dir = std::filesystem::temp_directory_path();
-    m = std::make_unique<ModelHarness>(
-        "cuda",
-        std::string("shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 32768, "
-                    "max_batch_tokens = 8192, decode_gemv = ") +
-            (decode_gemv ? "true" : "false"),
-        dir, 16, 12288);
-    made_with_gemv = decode_gemv;
+    m = std::make_unique<ModelHarness>("cuda", options, std::filesystem::temp_directory_path(), 16,
+                                       12288);
+    made_with = options;
   }
   return *m;
 }
@@ -373,10 +378,12 @@ void BM_ModelPrefill(benchmark::State& state) {
 }
 BENCHMARK(BM_ModelPrefill)->Arg(512)->Arg(2048)->Iterations(5)->Unit(benchmark::kMillisecond);
 
-// Args: batch, context, and 1 for the decode_gemv option.
+// Args: batch, context, 1 for the decode_gemv option, 1 for phase_timing (whose per-phase times
+// the model logs when main() releases it: the setup's prefill steps of 8,192 tokens and the
+// decode steps, each by its token count).
 void BM_ModelDecode(benchmark::State& state) {
   if (skip(state)) return;
-  ModelHarness& m = model(state.range(2) != 0);
+  ModelHarness& m = model(state.range(2) != 0, state.range(3) != 0);
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const uint64_t first = next_request;
@@ -401,15 +408,25 @@ void BM_ModelDecode(benchmark::State& state) {
       benchmark::Counter(batch * kFlopsPerToken, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ModelDecode)
-    ->Args({1, 1024, 0})
-    ->Args({8, 1024, 0})
-    ->Args({64, 1024, 0})
-    ->Args({1, 1024, 1})
-    ->Args({8, 1024, 1})
+    ->Args({1, 1024, 0, 0})
+    ->Args({8, 1024, 0, 0})
+    ->Args({64, 1024, 0, 0})
+    ->Args({1, 1024, 1, 0})
+    ->Args({8, 1024, 1, 0})
+    ->Args({1, 1024, 0, 1})
+    ->Args({8, 1024, 0, 1})
+    ->Args({64, 1024, 0, 1})
     ->Iterations(20)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace headway::gpu_test
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  headway::gpu_test::model_instance().reset();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -14,6 +14,7 @@
 #include "gemv.h"
 #include "gpu_test_support.h"
 #include "kv_layout.h"
+#include "phase_timer.h"
 #include "rms_norm.h"
 #include "rope.h"
 #include "rope_kv.h"
@@ -466,6 +467,31 @@ TEST(CudaKernels, GemmSendsSmallProductsToTheGemvWhenAsked) {
   Dev<float> d_f(n);
   deterministic.run(d_x.get(), d_w.get(), d_f.get(), GemmOut::kF32, 1, n, kk, nullptr);
   EXPECT_EQ(deterministic.cached_plans(), 1u) << "deterministic mode keeps cuBLASLt";
+}
+
+// phase_timing's timer: each marked phase of a step lands in that step size's totals, in
+// forward-pass order; a disabled timer records nothing (that part runs without a GPU).
+TEST(CudaKernels, PhaseTimerAddsEachPhaseOfAStep) {
+  models::cuda::PhaseTimer off(false);
+  off.begin_step(4, nullptr);
+  off.mark(models::cuda::Phase::kQkvGemm, nullptr);
+  off.end_step();
+  EXPECT_EQ(off.summary(), "");
+  HW_SKIP_WITHOUT_CUDA();
+  models::cuda::PhaseTimer timer(true);
+  Dev<float> scratch(size_t{1} << 20);
+  for (int step = 0; step < 2; ++step) {
+    timer.begin_step(4, nullptr);
+    check(cudaMemsetAsync(scratch.get(), 0, sizeof(float) << 20, nullptr), "memset");
+    timer.mark(models::cuda::Phase::kAttention, nullptr);
+    check(cudaMemsetAsync(scratch.get(), 1, sizeof(float) << 20, nullptr), "memset");
+    timer.mark(models::cuda::Phase::kQkvGemm, nullptr);
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    timer.end_step();
+  }
+  const std::string summary = timer.summary();
+  EXPECT_NE(summary.find("steps of 4 tokens (2 steps"), std::string::npos) << summary;
+  EXPECT_LT(summary.find("qkv_gemm"), summary.find("attention")) << "forward-pass order";
 }
 
 // Kept set of the device sampler's semantics, computed in double on the host.

@@ -75,6 +75,10 @@ constexpr hw_option_spec kOptions[] = {
     bool_option("deterministic", false,
                 "Batch- and chunking-invariant arithmetic: no split-K in the GEMMs or the decode "
                 "attention (what conformance's invariance checks expect); slower decode."),
+    bool_option("phase_timing", false,
+                "Diagnostic: time every phase of every step on the GPU with CUDA events (about "
+                "13 per layer, which cost some host time) and log the time per step of each phase "
+                "by step size when the model is unloaded."),
     bool_option("decode_gemv", false,
                 "Projections of steps with at most 8 rows (decode batches up to 8) through "
                 "Headway's GEMV kernel instead of cuBLASLt; off by default until measured on a "
@@ -120,9 +124,9 @@ class CudaModel final : public sdk::Model {
       HW_CUDA_CHECK(cudaSetDevice(device));
       auto weights = checkpoint ? std::make_unique<DeviceWeights>(*checkpoint, config_, tp_, r)
                                 : std::make_unique<DeviceWeights>(config_, tp_, r, options_.seed);
-      shards_.push_back(std::make_unique<ModelShard>(device, config_, tp_, std::move(weights),
-                                                     inv_freq.data(), options_.max_batch_tokens,
-                                                     options_.deterministic, options_.decode_gemv));
+      shards_.push_back(std::make_unique<ModelShard>(
+          device, config_, tp_, std::move(weights), inv_freq.data(), options_.max_batch_tokens,
+          options_.deterministic, options_.decode_gemv, options_.phase_timing));
     }
     if (tp_.tp > 1) {
       std::vector<int> devices(tp_.tp);
@@ -163,6 +167,13 @@ class CudaModel final : public sdk::Model {
   }
 
   ~CudaModel() override {
+    for (size_t r = 0; r < shards_.size(); ++r) {
+      const std::string summary = shards_[r]->timing_summary();
+      if (!summary.empty()) {
+        host_.log(HW_LOG_INFO, "cuda model: GPU " + std::to_string(shards_[r]->device()) +
+                                   " phase times (ms per step), " + summary);
+      }
+    }
     for (ncclComm_t c : comms_) {
       if (c != nullptr) ncclCommDestroy(c);
     }
@@ -234,6 +245,7 @@ class CudaModel final : public sdk::Model {
                                      std::to_string(plan_.tokens()) + " tokens, " +
                                      std::to_string(rows) + " sampled rows");
         }
+        s->begin_step_timing(plan_.tokens());
         s->upload(plan_);
       }
       for (auto& s : shards_) s->embed(plan_);
@@ -262,8 +274,10 @@ class CudaModel final : public sdk::Model {
         HW_CUDA_CHECK(cudaSetDevice(s->device()));
         HW_CUDA_CHECK(cudaStreamSynchronize(s->stream()));
       }
+      for (auto& s : shards_) s->end_step_timing(true);
     } catch (...) {
       drain_streams();
+      for (auto& s : shards_) s->end_step_timing(false);
       throw;
     }
     if (options_.sample_on_device) {
@@ -298,6 +312,7 @@ class CudaModel final : public sdk::Model {
       }
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd (all-reduce)");
+    for (auto& s : shards_) s->mark(Phase::kAllReduce);
   }
 
   sdk::Host host_;

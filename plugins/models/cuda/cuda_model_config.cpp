@@ -69,6 +69,7 @@ CudaModelOptions parse_options(const sdk::Options& o, const std::string& config_
   r.max_batch_tokens = static_cast<uint32_t>(o.get_int("max_batch_tokens"));
   r.deterministic = o.get_bool("deterministic");
   r.decode_gemv = o.get_bool("decode_gemv");
+  r.phase_timing = o.get_bool("phase_timing");
   if (r.shape == "config") {
     if (r.path.empty()) {
       invalid(

@@ -35,6 +35,7 @@ struct CudaModelOptions {
   uint32_t max_batch_tokens = 8192;  // activation workspace preallocated at load
   bool deterministic = false;        // batch/chunking-invariant arithmetic (no split-K anywhere)
   bool decode_gemv = false;          // projections of <= 8 rows by kernels/gemv.h, not cuBLASLt
+  bool phase_timing = false;         // diagnostic: per-phase GPU time of every step (phase_timer.h)
 };
 
 // Reads the validated option values (see kCudaModelOptions in cuda_model.cpp). Throws

@@ -15,12 +15,14 @@ namespace headway::models::cuda {
 
 ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
                        std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
-                       uint32_t max_batch_tokens, bool deterministic, bool decode_gemv)
+                       uint32_t max_batch_tokens, bool deterministic, bool decode_gemv,
+                       bool phase_timing)
     : device_(device),
       config_(config),
       tp_(tp),
       weights_(std::move(weights)),
-      exact_attention_(deterministic) {
+      exact_attention_(deterministic),
+      timer_(phase_timing) {
   select();
   HW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<Gemm>(deterministic, decode_gemv);
@@ -128,6 +130,29 @@ void ModelShard::upload(const StepPlan& plan) {
   }
   HW_CUDA_CHECK(cudaMemcpyAsync(plan_.data(), plan.staging(), plan.offsets().total,
                                 cudaMemcpyHostToDevice, stream_));
+  timer_.mark(Phase::kUpload, stream_);
+}
+
+void ModelShard::begin_step_timing(uint32_t tokens) {
+  if (!timer_.enabled()) return;
+  select();
+  timer_.begin_step(tokens, stream_);
+}
+
+void ModelShard::mark(Phase phase) {
+  if (!timer_.enabled()) return;
+  select();
+  timer_.mark(phase, stream_);
+}
+
+void ModelShard::end_step_timing(bool completed) {
+  if (!timer_.enabled()) return;
+  select();
+  if (completed) {
+    timer_.end_step();
+  } else {
+    timer_.abandon_step();
+  }
 }
 
 void ModelShard::embed(const StepPlan& plan) {
@@ -135,6 +160,7 @@ void ModelShard::embed(const StepPlan& plan) {
   HW_CUDA_CHECK(kernels::embedding_gather(weights_->embed(), config_.hidden_size,
                                           staged<int32_t>(plan.offsets().token_ids), plan.tokens(),
                                           x_.data(), stream_));
+  timer_.mark(Phase::kEmbed, stream_);
   pending_add_ = false;
 }
 
@@ -147,7 +173,9 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), pending_add_ ? out_.data() : nullptr,
                                       w.input_norm.data(), nullptr, T, hidden, eps, h_.data(),
                                       stream_));
+  timer_.mark(Phase::kAttentionNorm, stream_);
   gemm_->run(h_.data(), w.qkv.data(), qkv_.data(), GemmOut::kBF16, T, qkv_width_, hidden, stream_);
+  timer_.mark(Phase::kQkvGemm, stream_);
 
   const StepOffsets& o = plan.offsets();
   __nv_bfloat16* layer_cache = cache_.data() + layer * kv_.layer_elems();
@@ -163,6 +191,7 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   rope.layer_cache = layer_cache;
   rope.head_elems = kv_.head_elems();
   HW_CUDA_CHECK(kernels::rope_kv_write(rope, stream_));
+  timer_.mark(Phase::kRopeKvWrite, stream_);
 
   kernels::AttentionArgs a;
   a.qkv = qkv_.data();
@@ -189,7 +218,9 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
                                          stream_));
   HW_CUDA_CHECK(kernels::attention_reduce(a, staged<kernels::AttentionReduceUnit>(o.reduce_units),
                                           plan.reduce_unit_count(), stream_));
+  timer_.mark(Phase::kAttention, stream_);
   gemm_->run(attn_.data(), w.o.data(), out_.data(), GemmOut::kBF16, T, hidden, q_width_, stream_);
+  timer_.mark(Phase::kOGemm, stream_);
   pending_add_ = true;
 }
 
@@ -202,10 +233,14 @@ void ModelShard::mlp(const StepPlan& plan, uint32_t layer) {
   HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), out_.data(), w.post_norm.data(), nullptr, T,
                                       hidden, static_cast<float>(config_.rms_norm_eps), h_.data(),
                                       stream_));
+  timer_.mark(Phase::kMlpNorm, stream_);
   gemm_->run(h_.data(), w.gate_up.data(), gate_up_.data(), GemmOut::kBF16, T, 2 * ffn, hidden,
              stream_);
+  timer_.mark(Phase::kGateUpGemm, stream_);
   HW_CUDA_CHECK(kernels::swiglu(gate_up_.data(), T, ffn, act_.data(), stream_));
+  timer_.mark(Phase::kSwiglu, stream_);
   gemm_->run(act_.data(), w.down.data(), out_.data(), GemmOut::kBF16, T, hidden, ffn, stream_);
+  timer_.mark(Phase::kDownGemm, stream_);
   pending_add_ = true;
 }
 
@@ -218,12 +253,15 @@ void ModelShard::head(const StepPlan& plan, bool sample_on_device) {
   HW_CUDA_CHECK(kernels::add_rms_norm(
       x_.data(), out_.data(), weights_->final_norm(), staged<int32_t>(o.sample_rows), S,
       config_.hidden_size, static_cast<float>(config_.rms_norm_eps), last_.data(), stream_));
+  timer_.mark(Phase::kHeadNorm, stream_);
   gemm_->run(last_.data(), weights_->lm_head(), logits_.data(), GemmOut::kF32, S,
              config_.vocab_size, config_.hidden_size, stream_);
+  timer_.mark(Phase::kLmHead, stream_);
   if (sample_on_device) {
     HW_CUDA_CHECK(kernels::sample_tokens(logits_.data(), S, config_.vocab_size,
                                          staged<kernels::SampleParams>(o.sample_params),
                                          sampled_.data(), stream_));
+    timer_.mark(Phase::kSample, stream_);
   }
 }
 

@@ -30,6 +30,7 @@
 #include "device_weights.h"
 #include "gemm.h"
 #include "kv_layout.h"
+#include "phase_timer.h"
 #include "step_plan.h"
 
 namespace headway::models::cuda {
@@ -38,10 +39,11 @@ class ModelShard {
  public:
   // Makes `device` current, creates the stream and cuBLASLt, preallocates the workspace for
   // `max_batch_tokens` tokens and takes ownership of `weights` (built with the device current).
-  // `deterministic` and `decode_gemv`: the options of the same names (Gemm's modes, gemm.h).
+  // `deterministic` and `decode_gemv`: the options of the same names (Gemm's modes, gemm.h);
+  // `phase_timing`: time the phases of every step (phase_timer.h).
   ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
              std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
-             uint32_t max_batch_tokens, bool deterministic, bool decode_gemv);
+             uint32_t max_batch_tokens, bool deterministic, bool decode_gemv, bool phase_timing);
   ~ModelShard();
   ModelShard(const ModelShard&) = delete;
   ModelShard& operator=(const ModelShard&) = delete;
@@ -66,6 +68,13 @@ class ModelShard {
   void attention(const StepPlan& plan, uint32_t layer);
   void mlp(const StepPlan& plan, uint32_t layer);
   void head(const StepPlan& plan, bool sample_on_device);
+
+  // Phase timing (no-ops unless enabled): a step begins, `phase` ended on this shard's stream, the
+  // synchronised step is added up (or dropped after a failure); the summary so far.
+  void begin_step_timing(uint32_t tokens);
+  void mark(Phase phase);
+  void end_step_timing(bool completed);
+  std::string timing_summary() const { return timer_.summary(); }
 
   // The layer output awaiting its add to the residual: [tokens][hidden] bf16.
   __nv_bfloat16* partial() const { return out_.data(); }
@@ -93,6 +102,7 @@ class ModelShard {
   uint32_t q_width_ = 0;      // heads_l * head_dim
   uint32_t qkv_width_ = 0;    // (heads_l + 2 kv_heads_l) * head_dim
   bool pending_add_ = false;  // partial() holds a layer output not yet added to x
+  PhaseTimer timer_;
 
   uint32_t token_capacity_ = 0;
   uint32_t sample_capacity_ = 0;

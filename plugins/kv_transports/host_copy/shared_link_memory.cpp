@@ -116,9 +116,12 @@ std::unique_ptr<SharedLinkMemory> SharedLinkMemory::create(uint64_t ring_bytes) 
   ::close(fd);
   if (mapping == MAP_FAILED) {
     ::shm_unlink(name.c_str());
-    throw Error(HW_RESOURCE_EXHAUSTED, "host_copy: cannot make the link object " + name + " of " +
-                                           std::to_string(bytes) +
-                                           " bytes in /dev/shm: " + error_text(saved));
+    throw Error(HW_RESOURCE_EXHAUSTED,
+                "host_copy: cannot make the link object " + name + " of " + std::to_string(bytes) +
+                    " bytes in /dev/shm: " + error_text(saved) +
+                    (saved == ENOSPC ? " (a container's /dev/shm is often 64 MiB: give it more, "
+                                       "e.g. docker run --shm-size, or lower peer_link_buffer_mb)"
+                                     : ""));
   }
   auto* header = new (mapping) Header();
   header->version = kVersion;

@@ -255,12 +255,14 @@ void BM_RopeKv(benchmark::State& state) {
 }
 BENCHMARK(BM_RopeKv)->Arg(1)->Arg(64)->Arg(2048)->UseManualTime();
 
-// The model's projections: (n, k) = qkv, o, gate|up, down, LM head.
+// The model's projections: (n, k) = qkv, o, gate|up, down, LM head; args m, n, k and 1 for
+// Headway's GEMV (kernels/gemv.h, the model's decode_gemv) instead of cuBLASLt.
 void BM_Gemm(benchmark::State& state) {
   if (skip(state)) return;
   const uint32_t m = static_cast<uint32_t>(state.range(0));
   const uint32_t n = static_cast<uint32_t>(state.range(1));
   const uint32_t kk = static_cast<uint32_t>(state.range(2));
+  const bool gemv = state.range(3) != 0;
   models::cuda::Gemm gemm;
   auto* x = device_random<__nv_bfloat16>(size_t{m} * kk);
   auto* w = device_random<__nv_bfloat16>(size_t{n} * kk);
@@ -268,46 +270,28 @@ void BM_Gemm(benchmark::State& state) {
   timed(state,
         2.0 * (static_cast<double>(n) * kk + static_cast<double>(m) * kk +
                static_cast<double>(m) * n),
-        2.0 * m * n * kk,
-        [&] { gemm.run(x, w, out, models::cuda::GemmOut::kBF16, m, n, kk, nullptr); });
+        2.0 * m * n * kk, [&] {
+          if (gemv) {
+            check(k::gemv(x, w, out, false, m, n, kk, nullptr), "gemv");
+          } else {
+            gemm.run(x, w, out, models::cuda::GemmOut::kBF16, m, n, kk, nullptr);
+          }
+        });
   cudaFree(x), cudaFree(w), cudaFree(out);
 }
 void gemm_args(benchmark::internal::Benchmark* b) {
   for (int64_t m : {1, 8, 64, 2048}) {
-    b->Args({m, kQkv, kHidden});
-    b->Args({m, kHidden, kHeads * kHeadDim});
-    b->Args({m, 2 * kFfn, kHidden});
-    b->Args({m, kHidden, kFfn});
+    for (int64_t gemv : {0, 1}) {
+      if (gemv == 1 && m > 8) continue;
+      b->Args({m, kQkv, kHidden, gemv});
+      b->Args({m, kHidden, kHeads * kHeadDim, gemv});
+      b->Args({m, 2 * kFfn, kHidden, gemv});
+      b->Args({m, kHidden, kFfn, gemv});
+    }
   }
-  b->Args({1, kVocab, kHidden})->Args({64, kVocab, kHidden});
+  b->Args({1, kVocab, kHidden, 0})->Args({1, kVocab, kHidden, 1})->Args({64, kVocab, kHidden, 0});
 }
 BENCHMARK(BM_Gemm)->Apply(gemm_args)->UseManualTime();
-
-// The same decode-sized products through Headway's GEMV (kernels/gemv.h; the model's decode_gemv).
-void BM_Gemv(benchmark::State& state) {
-  if (skip(state)) return;
-  const uint32_t m = static_cast<uint32_t>(state.range(0));
-  const uint32_t n = static_cast<uint32_t>(state.range(1));
-  const uint32_t kk = static_cast<uint32_t>(state.range(2));
-  auto* x = device_random<__nv_bfloat16>(size_t{m} * kk);
-  auto* w = device_random<__nv_bfloat16>(size_t{n} * kk);
-  auto* out = device_random<__nv_bfloat16>(size_t{m} * n);
-  timed(state,
-        2.0 * (static_cast<double>(n) * kk + static_cast<double>(m) * kk +
-               static_cast<double>(m) * n),
-        2.0 * m * n * kk, [&] { check(k::gemv(x, w, out, false, m, n, kk, nullptr), "gemv"); });
-  cudaFree(x), cudaFree(w), cudaFree(out);
-}
-void gemv_args(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {1, 8}) {
-    b->Args({m, kQkv, kHidden});
-    b->Args({m, kHidden, kHeads * kHeadDim});
-    b->Args({m, 2 * kFfn, kHidden});
-    b->Args({m, kHidden, kFfn});
-  }
-  b->Args({1, kVocab, kHidden});
-}
-BENCHMARK(BM_Gemv)->Apply(gemv_args)->UseManualTime();
 
 void BM_Sample(benchmark::State& state) {
   if (skip(state)) return;

@@ -52,6 +52,8 @@ class CudaStagedHandoff : public ::testing::Test {
         extra;
     return core::parse_deployment(text, *dir_ / "deploy.toml", headway::test::built_plugins());
   }
+  // The greedy tokens of handoff_prompts() served by one cuda engine alone.
+  static std::vector<std::vector<int32_t>> tokens_of_one_engine();
   static fs::path* dir_;
 };
 fs::path* CudaStagedHandoff::dir_ = nullptr;
@@ -64,27 +66,38 @@ using test::text_request;
 
 size_t stages_left() { return headway::test::staged_kv_objects_of(::getpid()); }
 
-TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
-  HW_SKIP_WITHOUT_CUDA();
-  const std::vector<std::string> prompts = {"Hi", std::string(150, 'q'),
-                                            std::string(700, 'z') + " tail"};
-  std::vector<std::vector<int32_t>> expected;
-  {
-    LocalGenerationService alone(deployment(""));
-    for (const std::string& prompt : prompts)
-      expected.push_back(collect(*alone.submit(text_request(prompt, 12))).ids);
+const std::vector<std::string>& handoff_prompts();
+
+std::vector<std::vector<int32_t>> CudaStagedHandoff::tokens_of_one_engine() {
+  std::vector<std::vector<int32_t>> tokens;
+  LocalGenerationService alone(deployment(""));
+  for (const std::string& prompt : handoff_prompts()) {
+    tokens.push_back(collect(*alone.submit(text_request(prompt, 12))).ids);
   }
-  LocalGenerationService prefill(deployment(kEngineProcess + kTransport));
-  LocalGenerationService decode(deployment(kEngineProcess + kTransport));
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  return tokens;
+}
+
+const std::vector<std::string>& handoff_prompts() {
+  static const std::vector<std::string> prompts = {"Hi", std::string(150, 'q'),
+                                                   std::string(700, 'z') + " tail"};
+  return prompts;
+}
+
+// Prefills each prompt on `prefill`, continues it on `decode` from the KV handed over (a stage,
+// or held KV pulled from "prefill" when `held`), and checks the tokens against `expected`.
+void expect_handed_over_tokens(LocalGenerationService& prefill, LocalGenerationService& decode,
+                               bool held, const std::vector<std::vector<int32_t>>& expected) {
+  for (size_t i = 0; i < handoff_prompts().size(); ++i) {
     SCOPED_TRACE(i);
-    GenerateInput first_half = text_request(prompts[i], 12);
+    GenerateInput first_half = text_request(handoff_prompts()[i], 12);
     first_half.prefill_only = true;
     const test::Collected first = collect(*prefill.submit(first_half));
     ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
     ASSERT_TRUE(first.kv_stage.has_value());
-    GenerateInput second_half = text_request(prompts[i], 12);
+    EXPECT_EQ(first.kv_stage->held, held);
+    GenerateInput second_half = text_request(handoff_prompts()[i], 12);
     second_half.kv_source = first.kv_stage;
+    if (held) second_half.kv_source->source_address = "prefill";
     second_half.generated_ids = first.ids;
     const test::Collected rest = collect(*decode.submit(second_half));
     EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
@@ -93,42 +106,26 @@ TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
     got.insert(got.end(), rest.ids.begin(), rest.ids.end());
     EXPECT_EQ(got, expected[i]);
   }
+}
+
+TEST_F(CudaStagedHandoff, GpuKvThroughAStageGivesTheTokensOfOneEngine) {
+  HW_SKIP_WITHOUT_CUDA();
+  const std::vector<std::vector<int32_t>> expected = tokens_of_one_engine();
+  LocalGenerationService prefill(deployment(kEngineProcess + kTransport));
+  LocalGenerationService decode(deployment(kEngineProcess + kTransport));
+  expect_handed_over_tokens(prefill, decode, /*held=*/false, expected);
   EXPECT_EQ(stages_left(), 0u);
 }
 
 TEST_F(CudaStagedHandoff, GpuKvOverASharedMemoryLinkGivesTheTokensOfOneEngine) {
   HW_SKIP_WITHOUT_CUDA();
-  const std::vector<std::string> prompts = {"Hi", std::string(150, 'q'),
-                                            std::string(700, 'z') + " tail"};
-  std::vector<std::vector<int32_t>> expected;
-  {
-    LocalGenerationService alone(deployment(""));
-    for (const std::string& prompt : prompts)
-      expected.push_back(collect(*alone.submit(text_request(prompt, 12))).ids);
-  }
+  const std::vector<std::vector<int32_t>> expected = tokens_of_one_engine();
   auto peers = std::make_shared<test::LoopbackPeers>();
   LocalGenerationService prefill(
       deployment("[server]\nrole = \"engine\"\nkv_handoff = \"link\"\n" + kTransport));
   LocalGenerationService decode(deployment(kEngineProcess + kTransport), test::with_peers(peers));
   peers->add("prefill", &prefill);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    SCOPED_TRACE(i);
-    GenerateInput first_half = text_request(prompts[i], 12);
-    first_half.prefill_only = true;
-    const test::Collected first = collect(*prefill.submit(first_half));
-    ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
-    ASSERT_TRUE(first.kv_stage.has_value() && first.kv_stage->held);
-    GenerateInput second_half = text_request(prompts[i], 12);
-    second_half.kv_source = first.kv_stage;
-    second_half.kv_source->source_address = "prefill";
-    second_half.generated_ids = first.ids;
-    const test::Collected rest = collect(*decode.submit(second_half));
-    EXPECT_EQ(rest.finish, Finish::kLength) << rest.error;
-    EXPECT_GT(rest.timings.kv_transfer_seconds, 0.0);  // pulled, not prefilled again
-    std::vector<int32_t> got = first.ids;
-    got.insert(got.end(), rest.ids.begin(), rest.ids.end());
-    EXPECT_EQ(got, expected[i]);
-  }
+  expect_handed_over_tokens(prefill, decode, /*held=*/true, expected);
   EXPECT_EQ(peers->sends(), 3);
   EXPECT_EQ(headway::test::shm_objects_of(::getpid(), "headway-kvlink-"), 0u);
 }

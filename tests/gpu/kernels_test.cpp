@@ -361,6 +361,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                   "_block" + std::to_string(c.block_size);
                          });
 
+// Checks out = x * w^T ([m][k] by [n][k]) against the double reference: the FP32 output `f`
+// within 1e-4 relative, the BF16 output `b` (when given) within BF16 rounding.
+void expect_product(const std::vector<__nv_bfloat16>& x, const std::vector<__nv_bfloat16>& w,
+                    const std::vector<float>& f, const std::vector<__nv_bfloat16>* b, uint32_t m,
+                    uint32_t n, uint32_t kk) {
+  for (uint32_t i = 0; i < m; ++i) {
+    for (uint32_t j = 0; j < n; ++j) {
+      double ref = 0.0;
+      for (uint32_t q = 0; q < kk; ++q) {
+        ref += static_cast<double>(bf(x[i * kk + q])) * bf(w[j * kk + q]);
+      }
+      ASSERT_NEAR(f[i * n + j], ref, 1e-4 + 1e-4 * std::abs(ref)) << m << " " << i << " " << j;
+      if (b != nullptr) {
+        ASSERT_NEAR(bf((*b)[i * n + j]), ref, 1e-3 + 8e-3 * std::abs(ref))
+            << m << " " << i << " " << j;
+      }
+    }
+  }
+}
+
 TEST(CudaKernels, GemmMatchesReference) {
   HW_SKIP_WITHOUT_CUDA();
   const uint32_t n = 96, kk = 320;
@@ -376,17 +396,7 @@ TEST(CudaKernels, GemmMatchesReference) {
     gemm.run(d_x.get(), d_w.get(), d_f.get(), GemmOut::kF32, m, n, kk, nullptr);
     const auto b = d_b.download();
     const auto f = d_f.download();
-    for (uint32_t i = 0; i < m; ++i) {
-      for (uint32_t j = 0; j < n; ++j) {
-        double ref = 0.0;
-        for (uint32_t q = 0; q < kk; ++q) {
-          ref += static_cast<double>(bf(x[i * kk + q])) * bf(w[j * kk + q]);
-        }
-        ASSERT_NEAR(f[i * n + j], ref, 1e-4 + 1e-4 * std::abs(ref)) << m << " " << i << " " << j;
-        ASSERT_NEAR(bf(b[i * n + j]), ref, 1e-3 + 8e-3 * std::abs(ref))
-            << m << " " << i << " " << j;
-      }
-    }
+    expect_product(x, w, f, &b, m, n, kk);
   }
   EXPECT_EQ(gemm.cached_plans(), 6u);  // 3 shapes x 2 output types, each planned once
 }
@@ -408,17 +418,7 @@ TEST(CudaKernels, GemvMatchesReferenceAndIgnoresTheOtherRows) {
     check(k::gemv(d_x.get(), d_w.get(), d_f.get(), true, m, n, kk, nullptr), "gemv f32");
     const auto b = d_b.download();
     const auto f = d_f.download();
-    for (uint32_t i = 0; i < m; ++i) {
-      for (uint32_t j = 0; j < n; ++j) {
-        double ref = 0.0;
-        for (uint32_t q = 0; q < kk; ++q) {
-          ref += static_cast<double>(bf(x[i * kk + q])) * bf(w[j * kk + q]);
-        }
-        ASSERT_NEAR(f[i * n + j], ref, 1e-4 + 1e-4 * std::abs(ref)) << m << " " << i << " " << j;
-        ASSERT_NEAR(bf(b[i * n + j]), ref, 1e-3 + 8e-3 * std::abs(ref))
-            << m << " " << i << " " << j;
-      }
-    }
+    expect_product(x, w, f, &b, m, n, kk);
     if (m == 1) first_row.assign(f.begin(), f.begin() + n);
     EXPECT_EQ(std::vector<float>(f.begin(), f.begin() + n), first_row) << "row 0 at m = " << m;
   }
@@ -450,15 +450,7 @@ TEST(CudaKernels, GemmSendsSmallProductsToTheGemvWhenAsked) {
     Dev<float> d_f(size_t{m} * n);
     gemm.run(d_x.get(), d_w.get(), d_f.get(), GemmOut::kF32, m, n, kk, nullptr);
     const auto f = d_f.download();
-    for (uint32_t i = 0; i < m; ++i) {
-      for (uint32_t j = 0; j < n; ++j) {
-        double ref = 0.0;
-        for (uint32_t q = 0; q < kk; ++q) {
-          ref += static_cast<double>(bf(x[i * kk + q])) * bf(w[j * kk + q]);
-        }
-        ASSERT_NEAR(f[i * n + j], ref, 1e-4 + 1e-4 * std::abs(ref)) << m << " " << i << " " << j;
-      }
-    }
+    expect_product(x, w, f, nullptr, m, n, kk);
   }
   EXPECT_EQ(gemm.cached_plans(), 1u);
   Gemm deterministic(/*deterministic=*/true, /*small_m_gemv=*/true);

@@ -87,8 +87,14 @@ std::optional<LinkProblem> join(const SuiteContext& context, core::HostServices&
   try {
     link.receiving = link.receiver->peer_join(id, 1, memory);
   } catch (const core::Error& e) {
-    // A transport whose links are for device memory only.
-    return LinkProblem{true, std::string("peer_join() refused host memory: ") + e.what()};
+    // A transport whose links are for device memory only says so with an argument error (or
+    // HW_UNIMPLEMENTED); any other failure of a valid join is the transport's fault.
+    const bool refuses_host_memory =
+        e.code() == HW_INVALID_ARGUMENT || e.code() == HW_UNIMPLEMENTED;
+    return LinkProblem{refuses_host_memory,
+                       std::string(refuses_host_memory ? "peer_join() refused host memory: "
+                                                       : "peer_join() failed: ") +
+                           e.what()};
   }
   try {
     link.sending = link.sender->peer_join(id, 0, memory);

@@ -197,7 +197,36 @@ std::unique_ptr<ByteMover> make_device_byte_mover(int device) {
   return std::make_unique<DeviceByteMover>(device);
 }
 
-PinnedRegistration::PinnedRegistration(void* base, size_t bytes) {
+namespace {
+
+// Makes `device` current for its lifetime, then restores the thread's device.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    restore_ = cudaGetDevice(&previous_) == cudaSuccess;
+    error_ = cudaSetDevice(device);
+  }
+  ~CurrentDevice() {
+    if (restore_) cudaSetDevice(previous_);
+  }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+  cudaError_t error() const { return error_; }
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+  cudaError_t error_ = cudaSuccess;
+};
+
+}  // namespace
+
+PinnedRegistration::PinnedRegistration(void* base, size_t bytes, int device) : device_(device) {
+  const CurrentDevice current(device);
+  if (current.error() != cudaSuccess) {
+    error_ = failed(("cudaSetDevice(" + std::to_string(device) + ")").c_str(), current.error());
+    return;
+  }
   if (cudaError_t e = cudaHostRegister(base, bytes, cudaHostRegisterPortable); e != cudaSuccess) {
     cudaGetLastError();  // not sticky; cleared so that later calls do not report it
     error_ = failed(("cudaHostRegister of " + std::to_string(bytes) + " bytes").c_str(), e);
@@ -207,7 +236,9 @@ PinnedRegistration::PinnedRegistration(void* base, size_t bytes) {
 }
 
 PinnedRegistration::~PinnedRegistration() {
-  if (base_ != nullptr) cudaHostUnregister(base_);
+  if (base_ == nullptr) return;
+  const CurrentDevice current(device_);
+  cudaHostUnregister(base_);
 }
 
 }  // namespace headway::kv_transports::host_copy

@@ -51,10 +51,12 @@ class DeviceCopier {
 std::unique_ptr<ByteMover> make_device_byte_mover(int device);
 
 // Pins [base, base + bytes) of this process's memory (cudaHostRegister, portable: usable from every
-// device's context) until destruction; error() says why it could not (then nothing is pinned).
+// device's context) until destruction, registering and unregistering with `device` current (the
+// calling thread's device is restored): the KV's own GPU, not whichever one the thread had, which
+// would make a context there. error() says why it could not (then nothing is pinned).
 class PinnedRegistration {
  public:
-  PinnedRegistration(void* base, size_t bytes);
+  PinnedRegistration(void* base, size_t bytes, int device);
   ~PinnedRegistration();
   PinnedRegistration(const PinnedRegistration&) = delete;
   PinnedRegistration& operator=(const PinnedRegistration&) = delete;
@@ -62,6 +64,7 @@ class PinnedRegistration {
 
  private:
   void* base_ = nullptr;  // null unless registered
+  int device_ = 0;
   std::string error_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <headway/sdk/status.hpp>
 #include <utility>
 
@@ -39,6 +40,12 @@ struct RecordHeader {
   uint64_t block_bytes;
 };
 static_assert(sizeof(RecordHeader) == 16);
+
+std::string seconds_text(std::chrono::steady_clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", std::chrono::duration<double>(d).count());
+  return text;
+}
 
 const char* direction_name(hw_peer_direction direction) {
   return direction == HW_PEER_SEND ? "send" : "receive";
@@ -104,7 +111,8 @@ PeerLink::PeerLink(std::unique_ptr<SharedLinkMemory> memory, int rank, int32_t m
       memory_(std::move(memory)) {
   if (memory_kind_ == HW_MEMORY_DEVICE) {
 #if HEADWAY_HOST_COPY_CUDA
-    pinned_ = std::make_unique<PinnedRegistration>(memory_->mapping(), memory_->mapping_bytes());
+    pinned_ = std::make_unique<PinnedRegistration>(memory_->mapping(), memory_->mapping_bytes(),
+                                                   device_id_);
     if (!pinned_->error().empty()) {
       throw Error(HW_UNAVAILABLE, "host_copy: cannot pin the rings of link " + memory_->name() +
                                       ": " + pinned_->error());
@@ -168,20 +176,24 @@ hw_transfer_state PeerLink::state() {
       return HW_TRANSFER_FAILED;
     }
     if (Clock::now() > join_deadline_) {
-      fail("the other side did not join within timeout_s");
+      fail("the other side did not join within peer_link_timeout_s = " + seconds_text(timeout_) +
+           " s");
       return HW_TRANSFER_FAILED;
     }
     return HW_TRANSFER_PENDING;
   }
-  if (memory_->side_closed(1 - rank_)) {
-    fail("the other process closed its side of the link");
-    return HW_TRANSFER_FAILED;
+  std::string why = memory_->side_closed(1 - rank_)
+                        ? "the other process closed its side of the link"
+                        : peer_gone_reason();
+  if (why.empty()) return HW_TRANSFER_DONE;
+  // Bytes the other side sent before it left are still there for this side's receives: the
+  // link serves them (a receive that needs more fails when it finds none).
+  if (memory_->written(1 - rank_).load(std::memory_order_acquire) !=
+      memory_->consumed(1 - rank_).load(std::memory_order_acquire)) {
+    return HW_TRANSFER_DONE;
   }
-  if (const std::string why = peer_gone_reason(); !why.empty()) {
-    fail(why);
-    return HW_TRANSFER_FAILED;
-  }
-  return HW_TRANSFER_DONE;
+  fail(why);
+  return HW_TRANSFER_FAILED;
 }
 
 void PeerLink::post(std::shared_ptr<PostedTransfer> transfer) {
@@ -303,6 +315,7 @@ std::string PeerLink::put(const unsigned char* source, uint64_t bytes, ByteMover
   const uint64_t ring_bytes = memory_->ring_bytes();
   std::atomic<uint64_t>& consumed = memory_->consumed(cursor.ring);
   while (bytes > 0) {
+    if (closing_.load()) return "the link was closed";
     uint64_t space = ring_bytes - (cursor.position - consumed.load(std::memory_order_acquire));
     if (space == 0) {
       if (std::string e = publish(flusher, cursor); !e.empty()) return e;
@@ -334,6 +347,7 @@ std::string PeerLink::get(unsigned char* destination, uint64_t bytes, ByteMover*
   const uint64_t ring_bytes = memory_->ring_bytes();
   std::atomic<uint64_t>& written = memory_->written(cursor.ring);
   while (bytes > 0) {
+    if (closing_.load()) return "the link was closed";
     const uint64_t available = written.load(std::memory_order_acquire) - cursor.position;
     if (available == 0) {
       if (std::string e = publish(flusher, cursor); !e.empty()) return e;
@@ -376,7 +390,11 @@ std::string PeerLink::wait_until(int ring, Ready&& ready, const PostedTransfer& 
   for (;;) {
     const uint32_t seen = memory_->wake_value(ring);
     if (ready()) return {};
-    if (std::string why = stop_reason(transfer); !why.empty()) return why;
+    if (std::string why = stop_reason(transfer); !why.empty()) {
+      // The other side publishes its last bytes before it marks its side closed: seen closed,
+      // those bytes are visible now.
+      return ready() ? std::string() : why;
+    }
     memory_->wait(ring, seen, kWaitSlice);
   }
 }
@@ -387,15 +405,16 @@ std::string PeerLink::stop_reason(const PostedTransfer& transfer) {
   if (memory_->side_closed(1 - rank_)) return "the other process closed its side of the link";
   if (std::string why = peer_gone_reason(); !why.empty()) return why;
   if (Clock::now() - transfer.posted > timeout_) {
-    return "not done within timeout_s = " +
-           std::to_string(std::chrono::duration<double>(timeout_).count()) + " s of being posted";
+    return "not done within peer_link_timeout_s = " + seconds_text(timeout_) + " s of being posted";
   }
   return {};
 }
 
 std::string PeerLink::peer_gone_reason() const {
   const int32_t pid = memory_->holder(1 - rank_);
-  if (pid <= 0) return {};
+  // In another pid namespace the number names some other process: the other side's close and
+  // the timeout are what tell there.
+  if (pid <= 0 || !memory_->holder_shares_pid_namespace(1 - rank_)) return {};
   if (::kill(pid, 0) != 0 && errno == ESRCH) {
     return "the other process (pid " + std::to_string(pid) + ") is gone";
   }

@@ -23,7 +23,7 @@ namespace {
 using sdk::Error;
 
 constexpr uint64_t kMagic = 0x4b4e494c564b5748;  // "HWKVLINK"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint64_t kPage = 4096;
 constexpr size_t kMaxNameBytes = 128;
 
@@ -35,6 +35,12 @@ static_assert(std::atomic<int32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 
 uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
+
+// This process's pid namespace (the inode of /proc/self/ns/pid), 0 when it cannot be read.
+uint64_t own_pid_namespace() {
+  struct stat info {};
+  return ::stat("/proc/self/ns/pid", &info) == 0 ? static_cast<uint64_t>(info.st_ino) : 0;
+}
 
 // strerror is not thread-safe; the generic category's message is.
 std::string error_text(int error) { return std::generic_category().message(error); }
@@ -57,6 +63,9 @@ struct SharedLinkMemory::Header {
   uint32_t reserved = 0;
   uint64_t ring_bytes = 0;
   std::atomic<int32_t> holder[2] = {0, 0};
+  // The pid namespace of each holder (/proc/self/ns/pid's inode; 0 until known): its pid means
+  // something to the other side only when both share it.
+  std::atomic<uint64_t> pid_namespace[2] = {0, 0};
   std::atomic<uint32_t> closed[2] = {0, 0};
   RingControl ring[2];
 };
@@ -171,6 +180,7 @@ std::unique_ptr<SharedLinkMemory> SharedLinkMemory::open(const std::string& name
     problem = "has layout version " + std::to_string(header->version) + "; this plugin reads " +
               std::to_string(kVersion);
   } else if (header->ring_bytes == 0 || header->ring_bytes % kPage != 0 ||
+             header->ring_bytes > (size - data_offset()) / 2 ||
              size != data_offset() + 2 * header->ring_bytes) {
     problem = "is " + std::to_string(size) + " bytes, which its rings of " +
               std::to_string(header->ring_bytes) + " bytes do not explain";
@@ -192,6 +202,7 @@ bool SharedLinkMemory::claim(int rank) {
   int32_t nobody = 0;
   const bool claimed = header().holder[rank].compare_exchange_strong(nobody, ::getpid());
   if (claimed) {
+    header().pid_namespace[rank].store(own_pid_namespace());
     wake(0);
     wake(1);
   }
@@ -199,6 +210,11 @@ bool SharedLinkMemory::claim(int rank) {
 }
 
 int32_t SharedLinkMemory::holder(int rank) const { return header().holder[rank].load(); }
+
+bool SharedLinkMemory::holder_shares_pid_namespace(int rank) const {
+  const uint64_t theirs = header().pid_namespace[rank].load();
+  return theirs != 0 && theirs == own_pid_namespace();
+}
 
 void SharedLinkMemory::close_side(int rank) {
   header().closed[rank].store(1);

@@ -51,6 +51,9 @@ class SharedLinkMemory {
   bool claim(int rank);
   // The pid that holds `rank`, 0 while nobody does.
   int32_t holder(int rank) const;
+  // Whether that pid is in this process's pid namespace (false while unknown): only then does
+  // kill(pid, 0) say anything about the holder (two containers may share /dev/shm, not pids).
+  bool holder_shares_pid_namespace(int rank) const;
   // Marks `rank`'s side closed (it left, or failed the link) and wakes both rings' waiters.
   void close_side(int rank);
   bool side_closed(int rank) const;

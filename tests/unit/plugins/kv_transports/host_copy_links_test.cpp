@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -205,6 +206,41 @@ TEST(HostCopyLinks, ClosingOneSideFailsWhatTheOtherSideHasPosted) {
   // Closing the failed side, and closing twice, are fine.
   pair.a->peer_close(pair.link_a);
   pair.a->peer_close(pair.link_a);
+}
+
+// A send is DONE once its bytes are in the ring, and the sender may then close (the prefill
+// process frees the KV and may drop the link): the receive posted after that still gets them.
+TEST(HostCopyLinks, BytesSentBeforeTheOtherSideClosedStillArrive) {
+  JoinedPair pair;
+  Region source(8, 4096, 4096, 9), destination(8, 4096, 4096, 0);
+  const std::vector<uint32_t> from = {6, 1, 3}, into = {0, 7, 2};
+  const uint64_t send = pair.b->peer_post(pair.link_b, HW_PEER_SEND, source.memory(), from);
+  ASSERT_EQ(wait(*pair.b, send).state, HW_TRANSFER_DONE);
+  pair.b->peer_close(pair.link_b);
+  EXPECT_EQ(pair.a->peer_state(pair.link_a), HW_TRANSFER_DONE) << "unread bytes keep it up";
+  const uint64_t receive =
+      pair.a->peer_post(pair.link_a, HW_PEER_RECEIVE, destination.memory(), into);
+  ASSERT_EQ(wait(*pair.a, receive).state, HW_TRANSFER_DONE);
+  for (size_t i = 0; i < from.size(); ++i) {
+    EXPECT_TRUE(std::equal(source.block(from[i]).begin(), source.block(from[i]).end(),
+                           destination.block(into[i]).begin()));
+  }
+  // Everything read: the link is over now.
+  EXPECT_EQ(settled_state(*pair.a, pair.link_a), HW_TRANSFER_FAILED);
+}
+
+// A send larger than the ring with nobody receiving sits in its link thread, waiting for room;
+// closing the link fails it by the time the close returns.
+TEST(HostCopyLinks, ClosingALinkFailsATransferItsThreadIsMoving) {
+  JoinedPair pair("peer_link_buffer_mb = 1");
+  Region source(48, 65536, 65536, 4);  // 3 MiB
+  std::vector<uint32_t> blocks(48);
+  for (uint32_t i = 0; i < 48; ++i) blocks[i] = i;
+  const uint64_t send = pair.b->peer_post(pair.link_b, HW_PEER_SEND, source.memory(), blocks);
+  // Not a timing assertion: it only makes it likely that the thread has taken the send up.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  pair.b->peer_close(pair.link_b);
+  EXPECT_EQ(pair.b->poll(send).state, HW_TRANSFER_FAILED);
 }
 
 TEST(HostCopyLinks, ClosingALinkFailsItsOwnPendingTransfers) {

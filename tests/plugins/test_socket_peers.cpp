@@ -220,10 +220,7 @@ void validate_blocks(const hw_memory_desc& m, const uint32_t* blocks, uint32_t c
   }
   if (count > 0 && blocks == nullptr) throw bad("blocks is null");
   for (uint32_t i = 0; i < count; ++i) {
-    // Block b ends at b * stride + block_bytes; compared by division so nothing overflows.
-    const bool fits = m.bytes >= m.block_bytes && static_cast<uint64_t>(blocks[i]) <=
-                                                      (m.bytes - m.block_bytes) / m.block_stride;
-    if (!fits) {
+    if (!headway::sdk::block_in_region(m, blocks[i])) {
       throw bad("blocks[" + std::to_string(i) + "] = " + std::to_string(blocks[i]) +
                 " lies beyond memory.bytes " + std::to_string(m.bytes) + " (block_bytes " +
                 std::to_string(m.block_bytes) + ", stride " + std::to_string(m.block_stride) + ")");

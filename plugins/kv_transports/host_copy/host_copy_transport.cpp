@@ -325,11 +325,9 @@ class HostCopyTransport final : public headway::sdk::KvTransport, public headway
   // Every block lies inside its region (checked before any byte moves); then the copy. Returns
   // what failed, or an empty string. Worker thread only.
   std::string copy(const hw_kv_transfer& t) {
-    const uint64_t block = t.source.block_bytes;
     for (uint32_t i = 0; i < t.block_count; ++i) {
-      const uint64_t from = t.source_blocks[i] * t.source.block_stride;
-      const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
-      if (from + block > t.source.bytes || to + block > t.destination.bytes) {
+      if (!headway::sdk::block_in_region(t.source, t.source_blocks[i]) ||
+          !headway::sdk::block_in_region(t.destination, t.destination_blocks[i])) {
         return "block " + std::to_string(i) + " lies outside its KV region";
       }
     }
@@ -342,7 +340,7 @@ class HostCopyTransport final : public headway::sdk::KvTransport, public headway
     auto* dst = static_cast<unsigned char*>(t.destination.base);
     for (uint32_t i = 0; i < t.block_count; ++i) {
       std::memcpy(dst + t.destination_blocks[i] * t.destination.block_stride,
-                  src + t.source_blocks[i] * t.source.block_stride, block);
+                  src + t.source_blocks[i] * t.source.block_stride, t.source.block_bytes);
     }
     return {};
   }

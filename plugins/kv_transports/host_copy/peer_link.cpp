@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <headway/sdk/kv_transport.hpp>
 #include <headway/sdk/status.hpp>
 #include <utility>
 
@@ -84,11 +85,7 @@ std::string peer_post_problem(const hw_memory_desc& memory, const uint32_t* bloc
   }
   if (block_count > 0 && blocks == nullptr) return "blocks is null";
   for (uint32_t i = 0; i < block_count; ++i) {
-    // Block b ends at b * stride + block_bytes; compared by division so that nothing overflows.
-    const bool fits =
-        memory.bytes >= memory.block_bytes &&
-        uint64_t{blocks[i]} <= (memory.bytes - memory.block_bytes) / memory.block_stride;
-    if (!fits) {
+    if (!sdk::block_in_region(memory, blocks[i])) {
       return "blocks[" + std::to_string(i) + "] = " + std::to_string(blocks[i]) +
              " lies beyond memory.bytes " + std::to_string(memory.bytes) + " (block_bytes " +
              std::to_string(memory.block_bytes) + ", stride " +
@@ -272,14 +269,14 @@ void PeerLink::run(hw_peer_direction direction) {
 }
 
 std::string PeerLink::send(const PostedTransfer& transfer, ByteMover& mover, Cursor& cursor) {
-  const RecordHeader header{kRecordMagic, static_cast<uint32_t>(transfer.blocks.size()),
-                            transfer.memory.block_bytes};
+  RecordHeader header{kRecordMagic, static_cast<uint32_t>(transfer.blocks.size()),
+                      transfer.memory.block_bytes};
   HostByteMover memcpy_mover;
-  std::string error = put(reinterpret_cast<const unsigned char*>(&header), sizeof header,
-                          &memcpy_mover, mover, cursor, transfer);
+  std::string error = stream(reinterpret_cast<unsigned char*>(&header), sizeof header,
+                             &memcpy_mover, mover, cursor, transfer);
   for (size_t i = 0; error.empty() && i < transfer.blocks.size(); ++i) {
-    error = put(block_address(transfer.memory, transfer.blocks[i]), transfer.memory.block_bytes,
-                &mover, mover, cursor, transfer);
+    error = stream(block_address(transfer.memory, transfer.blocks[i]), transfer.memory.block_bytes,
+                   &mover, mover, cursor, transfer);
   }
   return error.empty() ? publish(mover, cursor) : error;
 }
@@ -287,8 +284,8 @@ std::string PeerLink::send(const PostedTransfer& transfer, ByteMover& mover, Cur
 std::string PeerLink::receive(const PostedTransfer& transfer, ByteMover& mover, Cursor& cursor) {
   RecordHeader header{};
   HostByteMover memcpy_mover;
-  std::string error = get(reinterpret_cast<unsigned char*>(&header), sizeof header, &memcpy_mover,
-                          mover, cursor, transfer);
+  std::string error = stream(reinterpret_cast<unsigned char*>(&header), sizeof header,
+                             &memcpy_mover, mover, cursor, transfer);
   if (!error.empty()) return error;
   if (header.magic != kRecordMagic) {
     return "the ring holds no record header where one should begin (the streams are out of step)";
@@ -301,70 +298,44 @@ std::string PeerLink::receive(const PostedTransfer& transfer, ByteMover& mover, 
            std::to_string(transfer.memory.block_bytes);
   }
   for (size_t i = 0; error.empty() && i < transfer.blocks.size(); ++i) {
-    error = get(block_address(transfer.memory, transfer.blocks[i]), transfer.memory.block_bytes,
-                &mover, mover, cursor, transfer);
+    error = stream(block_address(transfer.memory, transfer.blocks[i]), transfer.memory.block_bytes,
+                   &mover, mover, cursor, transfer);
   }
   return error.empty() ? publish(mover, cursor) : error;
 }
 
-// Copies `bytes` into the ring through `mover` as space frees up. `flusher` is the mover whose
-// queued copies must land before bytes are published (the block mover: the header's memcpy has
-// landed already).
-std::string PeerLink::put(const unsigned char* source, uint64_t bytes, ByteMover* mover,
-                          ByteMover& flusher, Cursor& cursor, const PostedTransfer& transfer) {
+// Moves `bytes` between `local` and the ring through `mover`: into the ring as space frees up
+// when the cursor sends, out of it as the other side publishes them when it receives. `flusher` is
+// the mover whose queued copies must land before bytes are published (the block mover: a header's
+// memcpy has landed already).
+std::string PeerLink::stream(unsigned char* local, uint64_t bytes, ByteMover* mover,
+                             ByteMover& flusher, Cursor& cursor, const PostedTransfer& transfer) {
   const uint64_t ring_bytes = memory_->ring_bytes();
-  std::atomic<uint64_t>& consumed = memory_->consumed(cursor.ring);
+  // What this thread may move now: free space to fill, or published bytes to read.
+  const auto movable = [&]() -> uint64_t {
+    if (cursor.sending) {
+      return ring_bytes -
+             (cursor.position - memory_->consumed(cursor.ring).load(std::memory_order_acquire));
+    }
+    return memory_->written(cursor.ring).load(std::memory_order_acquire) - cursor.position;
+  };
   while (bytes > 0) {
     if (closing_.load()) return "the link was closed";
-    uint64_t space = ring_bytes - (cursor.position - consumed.load(std::memory_order_acquire));
-    if (space == 0) {
+    const uint64_t ready = movable();
+    if (ready == 0) {
       if (std::string e = publish(flusher, cursor); !e.empty()) return e;
       std::string why = wait_until(
-          cursor.ring,
-          [&] { return cursor.position - consumed.load(std::memory_order_acquire) < ring_bytes; },
-          transfer);
+          cursor.ring, [&] { return movable() > 0; }, transfer);
       if (!why.empty()) return why;
       continue;
     }
     const uint64_t offset = cursor.position % ring_bytes;
-    const uint64_t n = std::min({bytes, space, ring_bytes - offset});
-    if (std::string e = mover->copy(memory_->ring(cursor.ring) + offset, source, n); !e.empty()) {
-      return e;
-    }
+    const uint64_t n = std::min({bytes, ready, ring_bytes - offset});
+    unsigned char* slot = memory_->ring(cursor.ring) + offset;
+    std::string e = cursor.sending ? mover->copy(slot, local, n) : mover->copy(local, slot, n);
+    if (!e.empty()) return e;
     cursor.position += n;
-    source += n;
-    bytes -= n;
-    if (cursor.position - cursor.published >= kPublishBytes) {
-      if (std::string e = publish(flusher, cursor); !e.empty()) return e;
-    }
-  }
-  return {};
-}
-
-// Copies `bytes` out of the ring through `mover` as the other side publishes them.
-std::string PeerLink::get(unsigned char* destination, uint64_t bytes, ByteMover* mover,
-                          ByteMover& flusher, Cursor& cursor, const PostedTransfer& transfer) {
-  const uint64_t ring_bytes = memory_->ring_bytes();
-  std::atomic<uint64_t>& written = memory_->written(cursor.ring);
-  while (bytes > 0) {
-    if (closing_.load()) return "the link was closed";
-    const uint64_t available = written.load(std::memory_order_acquire) - cursor.position;
-    if (available == 0) {
-      if (std::string e = publish(flusher, cursor); !e.empty()) return e;
-      std::string why = wait_until(
-          cursor.ring, [&] { return written.load(std::memory_order_acquire) != cursor.position; },
-          transfer);
-      if (!why.empty()) return why;
-      continue;
-    }
-    const uint64_t offset = cursor.position % ring_bytes;
-    const uint64_t n = std::min({bytes, available, ring_bytes - offset});
-    if (std::string e = mover->copy(destination, memory_->ring(cursor.ring) + offset, n);
-        !e.empty()) {
-      return e;
-    }
-    cursor.position += n;
-    destination += n;
+    local += n;
     bytes -= n;
     if (cursor.position - cursor.published >= kPublishBytes) {
       if (std::string e = publish(flusher, cursor); !e.empty()) return e;

@@ -87,10 +87,8 @@ class PeerLink {
   std::unique_ptr<ByteMover> make_mover() const;
   std::string send(const PostedTransfer& transfer, ByteMover& mover, Cursor& cursor);
   std::string receive(const PostedTransfer& transfer, ByteMover& mover, Cursor& cursor);
-  std::string put(const unsigned char* source, uint64_t bytes, ByteMover* mover, ByteMover& flusher,
-                  Cursor& cursor, const PostedTransfer& transfer);
-  std::string get(unsigned char* destination, uint64_t bytes, ByteMover* mover, ByteMover& flusher,
-                  Cursor& cursor, const PostedTransfer& transfer);
+  std::string stream(unsigned char* local, uint64_t bytes, ByteMover* mover, ByteMover& flusher,
+                     Cursor& cursor, const PostedTransfer& transfer);
   std::string publish(ByteMover& mover, Cursor& cursor);
   template <class Ready>
   std::string wait_until(int ring, Ready&& ready, const PostedTransfer& transfer);

@@ -413,7 +413,7 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
                   std::string("nccl transport: ") + name + " block list is NULL");
     }
     for (uint32_t i = 0; i < count; ++i) {
-      if (uint64_t{blocks[i]} * m.block_stride + m.block_bytes > m.bytes) {
+      if (!headway::sdk::block_in_region(m, blocks[i])) {
         throw Error(HW_INVALID_ARGUMENT, std::string("nccl transport: ") + name + " block " +
                                              std::to_string(blocks[i]) + " (entry " +
                                              std::to_string(i) + ") lies beyond its region of " +

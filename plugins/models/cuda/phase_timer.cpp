@@ -64,8 +64,7 @@ void PhaseTimer::begin_step(uint32_t tokens, cudaStream_t stream) {
   HW_CUDA_CHECK(cudaEventRecord(event(0), stream));
 }
 
-void PhaseTimer::mark(Phase phase, cudaStream_t stream) {
-  if (!enabled_) return;
+void PhaseTimer::record(Phase phase, cudaStream_t stream) {
   HW_CUDA_CHECK(cudaEventRecord(event(marks_.size() + 1), stream));
   marks_.push_back(phase);
 }

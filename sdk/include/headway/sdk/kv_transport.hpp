@@ -15,6 +15,14 @@
 
 namespace headway::sdk {
 
+// Whether block `block` of `memory` lies inside it: [block * block_stride, + block_bytes) within
+// [0, bytes), compared by division so that no product overflows.
+inline bool block_in_region(const hw_memory_desc& memory, uint32_t block) {
+  if (memory.bytes < memory.block_bytes) return false;
+  return memory.block_stride == 0 ||
+         uint64_t{block} <= (memory.bytes - memory.block_bytes) / memory.block_stride;
+}
+
 struct TransferProgress {
   hw_transfer_state state;
   double seconds;

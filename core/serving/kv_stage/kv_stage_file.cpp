@@ -3,16 +3,15 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <headway/core/error.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <headway/sdk/shm_owner.hpp>
 #include <random>
 
 namespace headway::serving {
@@ -252,12 +251,12 @@ bool is_kv_stage_name(const std::string& name) {
 }
 
 const std::string& own_kv_stage_prefix() {
-  // The pid (for sweep_orphaned_kv_stages) and a per-process random part: names other processes
-  // on the host cannot guess or collide with (also across pid namespaces).
+  // The owner (pid namespace and pid, for sweep_orphaned_kv_stages) and a per-process random
+  // part: names other processes on the host cannot guess or collide with.
   static const std::string prefix = [] {
     std::random_device device;
     const uint64_t nonce = (static_cast<uint64_t>(device()) << 32) ^ device();
-    return fmt::format("{}{}-{:016x}-", kKvStagePrefix, ::getpid(), nonce);
+    return fmt::format("{}{}{:016x}-", kKvStagePrefix, sdk::own_shm_owner_tag(), nonce);
   }();
   return prefix;
 }
@@ -278,43 +277,23 @@ bool kv_stage_is_here(const std::string& name) {
   return true;
 }
 
-namespace {
-
-// Removes each staged object in /dev/shm whose file name (without the leading '/') starts with
-// `prefix` and for which `expired(file)` holds. Returns how many.
-template <class Expired>
-size_t remove_stages(const std::string& prefix, Expired&& expired) {
+size_t sweep_expired_kv_stages(double max_age_s) {
+  const std::string own = own_kv_stage_prefix().substr(1);  // file names lack the '/'
+  const auto now = std::filesystem::file_time_type::clock::now();
   size_t removed = 0;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
     const std::string file = entry.path().filename().string();
-    if (file.rfind(prefix, 0) != 0 || !expired(entry, file)) continue;
+    if (file.rfind(own, 0) != 0) continue;
+    std::error_code gone;  // (removed meanwhile)
+    const auto changed = std::filesystem::last_write_time(entry.path(), gone);
+    if (gone || std::chrono::duration<double>(now - changed).count() < max_age_s) continue;
     discard_kv_stage("/" + file);
     ++removed;
   }
   return removed;
 }
 
-}  // namespace
-
-size_t sweep_expired_kv_stages(double max_age_s) {
-  const auto now = std::filesystem::file_time_type::clock::now();
-  return remove_stages(own_kv_stage_prefix().substr(1),
-                       [&](const std::filesystem::directory_entry& entry, const std::string&) {
-                         std::error_code error;
-                         const auto changed = std::filesystem::last_write_time(entry.path(), error);
-                         return !error &&  // (removed meanwhile)
-                                std::chrono::duration<double>(now - changed).count() >= max_age_s;
-                       });
-}
-
-size_t sweep_orphaned_kv_stages() {
-  const std::string prefix = std::string(kKvStagePrefix).substr(1);
-  return remove_stages(
-      prefix, [&](const std::filesystem::directory_entry&, const std::string& file) {
-        const long pid = std::strtol(file.c_str() + prefix.size(), nullptr, 10);
-        return pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
-      });
-}
+size_t sweep_orphaned_kv_stages() { return sdk::remove_orphaned_shm_objects(kKvStagePrefix); }
 
 }  // namespace headway::serving

@@ -123,16 +123,18 @@ inline constexpr const char* kKvStagePrefix = "/headway-kv-";
 // True for a name this module could have made: the prefix and no further '/'. A request naming
 // anything else is refused before the name is opened or unlinked.
 bool is_kv_stage_name(const std::string& name);
-// A fresh name for request `request` of engine `engine` of this process: its pid and a random
-// per-process part, so that other processes can neither guess it nor collide with it.
+// A fresh name for request `request` of engine `engine` of this process: its owner tag (pid
+// namespace and pid, sdk/shm_owner.hpp) and a random per-process part, so that other processes can
+// neither guess it nor collide with it.
 std::string kv_stage_name(uint32_t engine, uint64_t request);
 // What every name kv_stage_name() makes in this process starts with
-// ("/headway-kv-<pid>-<random>-").
+// ("/headway-kv-<pid namespace>-<pid>-<random>-").
 const std::string& own_kv_stage_prefix();
 // True for a name this process made: the only objects FetchKvStage sends (and then removes).
 bool is_own_kv_stage_name(const std::string& name);
 // Removes staged objects whose writing process no longer runs (it crashed before anyone read
-// them). Returns how many. Called when an engine process starts.
+// them); objects of processes in another pid namespace are left alone (their pids mean nothing
+// here). Returns how many. Called when an engine process starts.
 size_t sweep_orphaned_kv_stages();
 // Removes this process's staged objects that nobody read within `max_age_s` of being written
 // (the request was given up, or its decode process died before reading it). Returns how many.

@@ -62,7 +62,8 @@ constexpr hw_option_spec kOptions[] = {
                              "this streams through it."),
     headway::sdk::double_option("peer_link_timeout_s", 30.0, 0.01, 3600.0,
                                 "Peer links: seconds after which a link the other side has not "
-                                "joined, or a posted transfer not done, fails."),
+                                "joined fails, and a transfer that waited this long for the "
+                                "other side to move a byte."),
 };
 
 struct LinkPreset {
@@ -181,6 +182,14 @@ class HostCopyTransport final : public headway::sdk::KvTransport, public headway
 
   // A new shared-memory object; its name is the id.
   std::vector<uint8_t> peer_rendezvous() override {
+    // Before this instance makes its first: the objects a crashed process made and nobody joined
+    // (host memory nobody would free otherwise).
+    std::call_once(orphans_swept_, [this] {
+      if (const size_t removed = SharedLinkMemory::remove_orphans(); removed > 0) {
+        host_.log(HW_LOG_INFO, "host_copy: removed " + std::to_string(removed) +
+                                   " link object(s) of exited processes from /dev/shm");
+      }
+    });
     const std::unique_ptr<SharedLinkMemory> memory = SharedLinkMemory::create(link_ring_bytes_);
     const std::string& name = memory->name();
     std::lock_guard lock(mutex_);
@@ -241,7 +250,6 @@ class HostCopyTransport final : public headway::sdk::KvTransport, public headway
     transfer->direction = direction;
     transfer->memory = memory;
     transfer->blocks.assign(blocks, blocks + block_count);
-    transfer->posted = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     find_link(link).post(transfer);
     const uint64_t handle = next_handle_++;
@@ -353,6 +361,7 @@ class HostCopyTransport final : public headway::sdk::KvTransport, public headway
   double latency_s_ = 0.0;
   uint64_t link_ring_bytes_ = 0;
   double link_timeout_s_ = 0.0;
+  std::once_flag orphans_swept_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::unordered_map<uint64_t, Job> jobs_;

@@ -1,9 +1,6 @@
 #include "peer_link.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <headway/sdk/kv_transport.hpp>
 #include <headway/sdk/status.hpp>
@@ -259,6 +256,9 @@ void PeerLink::run(hw_peer_direction direction) {
       finish(*transfer, HW_TRANSFER_DONE, seconds);
       continue;
     }
+    // Copies the transfer queued since its last publish may still be landing in (or reading) its
+    // blocks: they finish before it reports FAILED and its memory goes back to the caller.
+    (void)mover->finish();
     // The link fails (and the other side is told) before the transfer reports FAILED, so that a
     // caller who saw the failure finds the link broken too.
     fail(std::string(direction_name(direction)) + " of " + std::to_string(transfer->blocks.size()) +
@@ -273,10 +273,10 @@ std::string PeerLink::send(const PostedTransfer& transfer, ByteMover& mover, Cur
                       transfer.memory.block_bytes};
   HostByteMover memcpy_mover;
   std::string error = stream(reinterpret_cast<unsigned char*>(&header), sizeof header,
-                             &memcpy_mover, mover, cursor, transfer);
+                             &memcpy_mover, mover, cursor);
   for (size_t i = 0; error.empty() && i < transfer.blocks.size(); ++i) {
     error = stream(block_address(transfer.memory, transfer.blocks[i]), transfer.memory.block_bytes,
-                   &mover, mover, cursor, transfer);
+                   &mover, mover, cursor);
   }
   return error.empty() ? publish(mover, cursor) : error;
 }
@@ -285,7 +285,7 @@ std::string PeerLink::receive(const PostedTransfer& transfer, ByteMover& mover, 
   RecordHeader header{};
   HostByteMover memcpy_mover;
   std::string error = stream(reinterpret_cast<unsigned char*>(&header), sizeof header,
-                             &memcpy_mover, mover, cursor, transfer);
+                             &memcpy_mover, mover, cursor);
   if (!error.empty()) return error;
   if (header.magic != kRecordMagic) {
     return "the ring holds no record header where one should begin (the streams are out of step)";
@@ -299,7 +299,7 @@ std::string PeerLink::receive(const PostedTransfer& transfer, ByteMover& mover, 
   }
   for (size_t i = 0; error.empty() && i < transfer.blocks.size(); ++i) {
     error = stream(block_address(transfer.memory, transfer.blocks[i]), transfer.memory.block_bytes,
-                   &mover, mover, cursor, transfer);
+                   &mover, mover, cursor);
   }
   return error.empty() ? publish(mover, cursor) : error;
 }
@@ -309,7 +309,7 @@ std::string PeerLink::receive(const PostedTransfer& transfer, ByteMover& mover, 
 // the mover whose queued copies must land before bytes are published (the block mover: a header's
 // memcpy has landed already).
 std::string PeerLink::stream(unsigned char* local, uint64_t bytes, ByteMover* mover,
-                             ByteMover& flusher, Cursor& cursor, const PostedTransfer& transfer) {
+                             ByteMover& flusher, Cursor& cursor) {
   const uint64_t ring_bytes = memory_->ring_bytes();
   // What this thread may move now: free space to fill, or published bytes to read.
   const auto movable = [&]() -> uint64_t {
@@ -324,8 +324,7 @@ std::string PeerLink::stream(unsigned char* local, uint64_t bytes, ByteMover* mo
     const uint64_t ready = movable();
     if (ready == 0) {
       if (std::string e = publish(flusher, cursor); !e.empty()) return e;
-      std::string why = wait_until(
-          cursor.ring, [&] { return movable() > 0; }, transfer);
+      std::string why = wait_until(cursor.ring, [&] { return movable() > 0; });
       if (!why.empty()) return why;
       continue;
     }
@@ -357,11 +356,14 @@ std::string PeerLink::publish(ByteMover& mover, Cursor& cursor) {
 }
 
 template <class Ready>
-std::string PeerLink::wait_until(int ring, Ready&& ready, const PostedTransfer& transfer) {
+std::string PeerLink::wait_until(int ring, Ready&& ready) {
+  // The timeout counts from here: a transfer may take as long as it needs while bytes move, and
+  // fails only when the other side moves none for timeout_ (it stopped reading, or never posted).
+  const Clock::time_point waiting_since = Clock::now();
   for (;;) {
     const uint32_t seen = memory_->wake_value(ring);
     if (ready()) return {};
-    if (std::string why = stop_reason(transfer); !why.empty()) {
+    if (std::string why = stop_reason(waiting_since); !why.empty()) {
       // The other side publishes its last bytes before it marks its side closed: seen closed,
       // those bytes are visible now.
       return ready() ? std::string() : why;
@@ -370,26 +372,23 @@ std::string PeerLink::wait_until(int ring, Ready&& ready, const PostedTransfer& 
   }
 }
 
-std::string PeerLink::stop_reason(const PostedTransfer& transfer) {
+std::string PeerLink::stop_reason(Clock::time_point waiting_since) {
   if (closing_.load()) return "the link was closed";
   if (std::string why = failure(); !why.empty()) return "the link failed: " + why;
   if (memory_->side_closed(1 - rank_)) return "the other process closed its side of the link";
   if (std::string why = peer_gone_reason(); !why.empty()) return why;
-  if (Clock::now() - transfer.posted > timeout_) {
-    return "not done within peer_link_timeout_s = " + seconds_text(timeout_) + " s of being posted";
+  if (Clock::now() - waiting_since > timeout_) {
+    return "the other side moved no bytes for peer_link_timeout_s = " + seconds_text(timeout_) +
+           " s";
   }
   return {};
 }
 
 std::string PeerLink::peer_gone_reason() const {
-  const int32_t pid = memory_->holder(1 - rank_);
-  // In another pid namespace the number names some other process: the other side's close and
-  // the timeout are what tell there.
-  if (pid <= 0 || !memory_->holder_shares_pid_namespace(1 - rank_)) return {};
-  if (::kill(pid, 0) != 0 && errno == ESRCH) {
-    return "the other process (pid " + std::to_string(pid) + ") is gone";
-  }
-  return {};
+  // In another pid namespace the holder cannot be known gone: the other side's close and the
+  // timeout are what tell there.
+  if (!memory_->holder_exited(1 - rank_)) return {};
+  return "the other process (pid " + std::to_string(memory_->holder(1 - rank_)) + ") is gone";
 }
 
 void PeerLink::fail(const std::string& why) {

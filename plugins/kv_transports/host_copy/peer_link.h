@@ -13,9 +13,10 @@
 // Failures break the link (a record is half-read, so the streams no longer line up): the transfer
 // and every other one queued on it report FAILED, this side is marked closed in the shared header
 // so that the other process fails its own at once, and the caller opens another link. Causes: a
-// shape mismatch, a CUDA error, the other side closing or its process ending (checked with
-// kill(pid, 0): both processes share a pid namespace), or a transfer not done within timeout_s of
-// being posted.
+// shape mismatch, a CUDA error, the other side closing or its process ending (known only when
+// both share a pid namespace: SharedLinkMemory::holder_exited), or a transfer that waits
+// timeout_s for the other side to move a byte (a long transfer that keeps moving does not time
+// out).
 //
 // Ownership: owns its SharedLinkMemory, pinned registration and two threads (sender, receiver);
 // a posted transfer's memory is touched only until its state leaves PENDING. Destruction closes
@@ -50,7 +51,6 @@ struct PostedTransfer {
   hw_peer_direction direction = HW_PEER_SEND;
   hw_memory_desc memory{};
   std::vector<uint32_t> blocks;
-  std::chrono::steady_clock::time_point posted;
   // PENDING until the link's thread (or the link's close) finishes it; `seconds` is written before
   // `state` leaves PENDING (release), so a reader that saw DONE or FAILED (acquire) may read it.
   std::atomic<int32_t> state{HW_TRANSFER_PENDING};
@@ -88,11 +88,11 @@ class PeerLink {
   std::string send(const PostedTransfer& transfer, ByteMover& mover, Cursor& cursor);
   std::string receive(const PostedTransfer& transfer, ByteMover& mover, Cursor& cursor);
   std::string stream(unsigned char* local, uint64_t bytes, ByteMover* mover, ByteMover& flusher,
-                     Cursor& cursor, const PostedTransfer& transfer);
+                     Cursor& cursor);
   std::string publish(ByteMover& mover, Cursor& cursor);
   template <class Ready>
-  std::string wait_until(int ring, Ready&& ready, const PostedTransfer& transfer);
-  std::string stop_reason(const PostedTransfer& transfer);
+  std::string wait_until(int ring, Ready&& ready);
+  std::string stop_reason(std::chrono::steady_clock::time_point waiting_since);
   std::string peer_gone_reason() const;
   void fail(const std::string& why);
   void finish(PostedTransfer& transfer, hw_transfer_state state, double seconds);

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <headway/sdk/shm_owner.hpp>
 #include <headway/sdk/status.hpp>
 #include <new>
 #include <random>
@@ -35,12 +36,6 @@ static_assert(std::atomic<int32_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
 
 uint64_t round_up(uint64_t value, uint64_t to) { return (value + to - 1) / to * to; }
-
-// This process's pid namespace (the inode of /proc/self/ns/pid), 0 when it cannot be read.
-uint64_t own_pid_namespace() {
-  struct stat info {};
-  return ::stat("/proc/self/ns/pid", &info) == 0 ? static_cast<uint64_t>(info.st_ino) : 0;
-}
 
 // strerror is not thread-safe; the generic category's message is.
 std::string error_text(int error) { return std::generic_category().message(error); }
@@ -106,8 +101,7 @@ std::unique_ptr<SharedLinkMemory> SharedLinkMemory::create(uint64_t ring_bytes) 
   const uint64_t nonce = (static_cast<uint64_t>(random()) << 32) ^ random();
   char digits[17];
   std::snprintf(digits, sizeof digits, "%016llx", static_cast<unsigned long long>(nonce));
-  const std::string name =
-      std::string(kLinkObjectPrefix) + std::to_string(::getpid()) + "-" + digits;
+  const std::string name = kLinkObjectPrefix + sdk::own_shm_owner_tag() + digits;
   const size_t bytes = data_offset() + 2 * ring_bytes;
 
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -202,7 +196,7 @@ bool SharedLinkMemory::claim(int rank) {
   int32_t nobody = 0;
   const bool claimed = header().holder[rank].compare_exchange_strong(nobody, ::getpid());
   if (claimed) {
-    header().pid_namespace[rank].store(own_pid_namespace());
+    header().pid_namespace[rank].store(sdk::own_pid_namespace());
     wake(0);
     wake(1);
   }
@@ -211,9 +205,13 @@ bool SharedLinkMemory::claim(int rank) {
 
 int32_t SharedLinkMemory::holder(int rank) const { return header().holder[rank].load(); }
 
-bool SharedLinkMemory::holder_shares_pid_namespace(int rank) const {
-  const uint64_t theirs = header().pid_namespace[rank].load();
-  return theirs != 0 && theirs == own_pid_namespace();
+bool SharedLinkMemory::holder_exited(int rank) const {
+  return sdk::shm_owner_exited(
+      sdk::ShmOwner{header().pid_namespace[rank].load(), header().holder[rank].load()});
+}
+
+size_t SharedLinkMemory::remove_orphans() noexcept {
+  return sdk::remove_orphaned_shm_objects(kLinkObjectPrefix);
 }
 
 void SharedLinkMemory::close_side(int rank) {

@@ -3,8 +3,9 @@
 // A sender copies bytes into its ring and publishes how far it has written; the receiver copies
 // them out and publishes how far it has read; each waits for the other on a futex in the header
 // (shared between processes, so never FUTEX_PRIVATE). The object is named
-// "/headway-kvlink-<pid>-<16 hex digits>" (that name is the link's rendezvous id); the second rank
-// to join removes the name, so a link leaves nothing in /dev/shm once both sides have it mapped.
+// "/headway-kvlink-<pid namespace>-<pid>-<16 hex digits>" (that name is the link's rendezvous id;
+// sdk/shm_owner.hpp); the second rank to join removes the name, so a link leaves nothing in
+// /dev/shm once both sides have it mapped, and remove_orphans() takes what a crash left before.
 //
 // With KV on a GPU the rings are registered with cudaHostRegister by each process (peer_link.h),
 // which makes them shared *pinned* memory: GPU -> ring -> GPU at DMA speed, with no per-transfer
@@ -46,14 +47,18 @@ class SharedLinkMemory {
   void unlink() const noexcept;
   // Removes the object called `name` if it is a link object's name; harmless when it is gone.
   static void remove_name(const std::string& name) noexcept;
+  // Removes the link objects of processes that exited before anyone joined them (a crash between
+  // create() and the other side's join). Returns how many.
+  static size_t remove_orphans() noexcept;
 
   // Takes `rank` (0 or 1) for this process; false when a process already holds it.
   bool claim(int rank);
   // The pid that holds `rank`, 0 while nobody does.
   int32_t holder(int rank) const;
-  // Whether that pid is in this process's pid namespace (false while unknown): only then does
-  // kill(pid, 0) say anything about the holder (two containers may share /dev/shm, not pids).
-  bool holder_shares_pid_namespace(int rank) const;
+  // Whether the process holding `rank` is known to have exited (sdk::shm_owner_exited: only a
+  // holder in this process's pid namespace can be known so; two containers may share /dev/shm,
+  // not pids).
+  bool holder_exited(int rank) const;
   // Marks `rank`'s side closed (it left, or failed the link) and wakes both rings' waiters.
   void close_side(int rank);
   bool side_closed(int rank) const;

@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <headway/sdk/shm_owner.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,7 +50,9 @@ TEST(SweepExpiredKvStages, RemovesOnlyThisProcesssObjectsOlderThanTheLifetime) {
   const std::string mine = kv_stage_name(0, 424242);
   stage_one_block(mine, cache);
   // Another (running) process's object: pid 1 always runs.
-  const std::string theirs = std::string(kKvStagePrefix) + "1-0000000000000000-0-424242";
+  const std::string theirs = std::string(kKvStagePrefix) +
+                             std::to_string(sdk::own_pid_namespace()) +
+                             "-1-0000000000000000-0-424242";
   const int fd = ::shm_open(theirs.c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
   ::close(fd);
@@ -57,9 +62,39 @@ TEST(SweepExpiredKvStages, RemovesOnlyThisProcesssObjectsOlderThanTheLifetime) {
   EXPECT_GE(sweep_expired_kv_stages(0.0), 1u);
   EXPECT_FALSE(kv_stage_is_here(mine));
   EXPECT_TRUE(kv_stage_is_here(theirs)) << "never another process's object";
-  EXPECT_EQ(sweep_orphaned_kv_stages(), 0u) << "pid 1 runs: not an orphan";
-  EXPECT_TRUE(kv_stage_is_here(theirs));
+  sweep_orphaned_kv_stages();
+  EXPECT_TRUE(kv_stage_is_here(theirs)) << "pid 1 runs: not an orphan";
   discard_kv_stage(theirs);
+}
+
+TEST(SweepOrphanedKvStages, RemovesTheObjectsOfAnExitedProcessInThisPidNamespaceOnly) {
+  const pid_t writer = ::fork();  // stages one object and exits without removing it
+  if (writer == 0) {
+    std::vector<unsigned char> cache(256, 4);
+    stage_one_block(kv_stage_name(0, 1), cache);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  const std::string owner =
+      std::to_string(sdk::own_pid_namespace()) + "-" + std::to_string(writer) + "-";
+  // The same dead pid in another pid namespace (a container sharing /dev/shm): not known dead.
+  const std::string elsewhere = std::string(kKvStagePrefix) +
+                                std::to_string(sdk::own_pid_namespace() + 1) + "-" +
+                                std::to_string(writer) + "-0000000000000000-0-1";
+  const int fd = ::shm_open(elsewhere.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+
+  // (No count: a test or engine process running beside this one may sweep the object first.)
+  sweep_orphaned_kv_stages();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    EXPECT_EQ(entry.path().filename().string().find("headway-kv-" + owner), std::string::npos)
+        << "the exited writer's object is gone";
+  }
+  EXPECT_TRUE(kv_stage_is_here(elsewhere));
+  discard_kv_stage(elsewhere);
 }
 
 TEST(KvStageJanitor, SweepsOnItsPeriod) {

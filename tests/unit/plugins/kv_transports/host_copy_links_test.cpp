@@ -263,6 +263,31 @@ TEST(HostCopyLinks, ATransferNotDoneInTimeFails) {
   EXPECT_EQ(settled_state(*pair.b, pair.link_b), HW_TRANSFER_FAILED) << "the other side is told";
 }
 
+TEST(HostCopyLinks, TheTimeoutCountsFromTheLastBytesMovedNotFromThePost) {
+  // Three sends, each filling the 1 MiB ring, posted at once; the receives come 1.2 s apart. The
+  // third send waits 2.4 s from its post but never more than 1.2 s without a byte moving, so it
+  // must not time out (2 s); a wait of 2 s with nothing moving must (ATransferNotDoneInTimeFails).
+  JoinedPair pair("peer_link_buffer_mb = 1\npeer_link_timeout_s = 2");
+  Region source(3, 1 << 20, 1 << 20, 21);
+  Region destination(3, 1 << 20, 1 << 20, 0);
+  const std::vector<std::vector<uint32_t>> block = {{0}, {1}, {2}};  // live until polled done
+  std::vector<uint64_t> sends;
+  for (uint32_t b = 0; b < 3; ++b) {
+    sends.push_back(pair.b->peer_post(pair.link_b, HW_PEER_SEND, source.memory(), block[b]));
+  }
+  std::vector<uint64_t> receives;
+  for (uint32_t b = 0; b < 3; ++b) {
+    if (b > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    receives.push_back(
+        pair.a->peer_post(pair.link_a, HW_PEER_RECEIVE, destination.memory(), block[b]));
+  }
+  for (uint32_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(wait(*pair.b, sends[b]).state, HW_TRANSFER_DONE) << "send " << b;
+    EXPECT_EQ(wait(*pair.a, receives[b]).state, HW_TRANSFER_DONE) << "receive " << b;
+    EXPECT_TRUE(std::ranges::equal(destination.block(b), source.block(b))) << "block " << b;
+  }
+}
+
 TEST(HostCopyLinks, AJoinTheOtherSideNeverAnswersFailsAndRemovesTheName) {
   TransportHarness a("peer_link_timeout_s = 0.2");
   Region any(1, 64, 64, 0);
@@ -385,6 +410,39 @@ TEST(HostCopyLinks, TheOtherProcessEndingFailsTheLink) {
                 here->peer_post(link, HW_PEER_RECEIVE, destination.memory(), blocks);
               }).what(),
               HasSubstr("(pid " + std::to_string(child) + ") is gone"));
+}
+
+// A process that made an id and crashed before anyone joined leaves the object in /dev/shm; the
+// next transport to make an id on the host removes it (its name says whose it was).
+TEST(HostCopyLinks, AnIdOfAProcessThatCrashedBeforeAnyoneJoinedIsRemovedByTheNextRendezvous) {
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_ends[0]);
+    TransportHarness there;
+    const std::vector<uint8_t> id = there->peer_rendezvous();
+    const bool written =
+        ::write(pipe_ends[1], id.data(), id.size()) == static_cast<ssize_t>(id.size());
+    std::_Exit(written ? 0 : 1);  // no destructors: the id is not removed, as in a crash
+  }
+  ::close(pipe_ends[1]);
+  std::string id(256, '\0');
+  const ssize_t got = ::read(pipe_ends[0], id.data(), id.size());
+  ::close(pipe_ends[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_GT(got, 0);
+  id.resize(static_cast<size_t>(got));
+  EXPECT_THAT(id, HasSubstr("-" + std::to_string(child) + "-")) << "the name says whose it is";
+  ASSERT_TRUE(in_dev_shm(id)) << "the crash left it";
+
+  TransportHarness next;
+  const std::vector<uint8_t> fresh = next->peer_rendezvous();
+  EXPECT_FALSE(in_dev_shm(id));
+  EXPECT_TRUE(in_dev_shm(id_text(fresh))) << "its own new id stays";
 }
 
 }  // namespace

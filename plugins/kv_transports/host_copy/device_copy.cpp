@@ -1,5 +1,6 @@
 #include "device_copy.h"
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +13,56 @@ std::string failed(const char* what, cudaError_t error) {
   return std::string(what) + ": " + cudaGetErrorString(error);
 }
 
+// Whether the calling thread has a current CUDA context. cudaGetDevice says 0 on a thread that
+// never used CUDA, and setting device 0 "back" there would make a context on GPU 0 (hundreds of
+// MB of a GPU this process may not use; an error under exclusive compute mode). The driver's
+// cuCtxGetCurrent tells; it is looked up through the runtime so that the plugin needs no link to
+// libcuda (and still loads on machines without a driver).
+bool thread_has_cuda_context() {
+  using GetCurrentContext = CUresult (*)(CUcontext*);
+  static const GetCurrentContext get_current = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &function, 12000,
+                                                           cudaEnableDefault, &found);
+    return e == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<GetCurrentContext>(function)
+               : nullptr;
+  }();
+  CUcontext context = nullptr;
+  return get_current != nullptr && get_current(&context) == CUDA_SUCCESS && context != nullptr;
+}
+
+// Puts the calling thread's device back when it goes, if the thread had a context to go back to.
+class DeviceRestorer {
+ public:
+  DeviceRestorer() {
+    restore_ = thread_has_cuda_context() && cudaGetDevice(&previous_) == cudaSuccess;
+  }
+  ~DeviceRestorer() {
+    if (restore_) cudaSetDevice(previous_);
+  }
+  DeviceRestorer(const DeviceRestorer&) = delete;
+  DeviceRestorer& operator=(const DeviceRestorer&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool restore_ = false;
+};
+
+// Makes `device` current for its lifetime, then restores the thread's device (DeviceRestorer).
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) : error_(cudaSetDevice(device)) {}
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+  cudaError_t error() const { return error_; }
+
+ private:
+  DeviceRestorer restorer_;  // first: records the device before the constructor changes it
+  cudaError_t error_;
+};
+
 const unsigned char* block_at(const hw_memory_desc& m, uint32_t block) {
   return static_cast<const unsigned char*>(m.base) + block * m.block_stride;
 }
@@ -22,14 +73,12 @@ unsigned char* block_at_mut(const hw_memory_desc& m, uint32_t block) {
 }  // namespace
 
 DeviceCopier::~DeviceCopier() {
-  int current = -1;
-  const bool restore = cudaGetDevice(&current) == cudaSuccess;
+  const DeviceRestorer restorer;  // the destroying thread's device, as it was
   for (const auto& [device, stream] : streams_) {
     cudaSetDevice(device);
     cudaStreamDestroy(stream);
   }
   if (staging_ != nullptr) cudaFreeHost(staging_);
-  if (restore) cudaSetDevice(current);  // the destroying thread's device, as it was
 }
 
 CUstream_st* DeviceCopier::stream_of(int device, std::string& error) {
@@ -196,30 +245,6 @@ class DeviceByteMover final : public ByteMover {
 std::unique_ptr<ByteMover> make_device_byte_mover(int device) {
   return std::make_unique<DeviceByteMover>(device);
 }
-
-namespace {
-
-// Makes `device` current for its lifetime, then restores the thread's device.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    restore_ = cudaGetDevice(&previous_) == cudaSuccess;
-    error_ = cudaSetDevice(device);
-  }
-  ~CurrentDevice() {
-    if (restore_) cudaSetDevice(previous_);
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-  cudaError_t error() const { return error_; }
-
- private:
-  int previous_ = 0;
-  bool restore_ = false;
-  cudaError_t error_ = cudaSuccess;
-};
-
-}  // namespace
 
 PinnedRegistration::PinnedRegistration(void* base, size_t bytes, int device) : device_(device) {
   const CurrentDevice current(device);

@@ -102,6 +102,9 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
 
   double total = 0.0;
   for (size_t i = 0; i < count; ++i) total += logits[first[i]];
+  // No weight left to draw from: a +inf logit (inf - inf is NaN), a row of NaN, or a temperature
+  // so small that 1 / T overflows. The greedy token is the only sensible answer.
+  if (!(total > 0.0)) return best;
   const double u = uniform(p.seed, output_index) * total;
   double cumulative = 0.0;
   for (size_t i = 0; i < count; ++i) {

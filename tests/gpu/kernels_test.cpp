@@ -562,6 +562,35 @@ TEST(CudaKernels, SamplingFollowsTheCoreSemantics) {
   EXPECT_LE(exact_mismatches, 1);
 }
 
+TEST(CudaKernels, SamplingRowsWithNoWeightGiveTheGreedyTokenAsTheCoreDoes) {
+  HW_SKIP_WITHOUT_CUDA();
+  // A +inf logit, a row of NaN, and a temperature whose inverse overflows: every weight is 0.
+  const uint32_t vocab = 4;
+  const std::vector<float> logits = {0.5f, INFINITY, 2.0f, -1.0f, NAN,  NAN,
+                                     NAN,  NAN,      0.5f, 3.0f,  2.0f, -1.0f};
+  const std::vector<float> temperatures = {1.0f, 1.0f, 1e-45f};
+  const uint32_t rows = 3;
+  std::vector<k::SampleParams> params(rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    params[r] = {temperatures[r], 1.0f, 0.0f, 0, 0, 0, 0};
+    params[r].seed = 77 + r;
+  }
+  Dev<float> d_logits(logits);
+  Dev<k::SampleParams> d_params(params);
+  Dev<int32_t> d_out(rows);
+  ASSERT_EQ(k::sample_tokens(d_logits.get(), rows, vocab, d_params.get(), d_out.get(), nullptr),
+            cudaSuccess);
+  const auto out = d_out.download();
+  core::Sampler sampler;
+  for (uint32_t r = 0; r < rows; ++r) {
+    std::vector<float> row(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
+    core::SamplingParams sp;
+    sp.temperature = temperatures[r];
+    sp.seed = params[r].seed;
+    EXPECT_EQ(out[r], sampler.sample(row, sp, 0)) << "row " << r;
+  }
+}
+
 TEST(CudaKernels, SamplingFrequenciesFollowTheSoftmax) {
   HW_SKIP_WITHOUT_CUDA();
   const std::vector<float> base = {0.0f, 1.0f, 2.0f, 0.5f};

@@ -193,7 +193,9 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (threadIdx.x == 0) {
     int c = chosen;
-    if (c < 0) {
+    // With no mass at all (a +inf logit, a row of NaN, 1 / T overflowing) the greedy token, as
+    // the core's sampler gives.
+    if (c < 0 && dscratch[0] > 0.0) {
       // Rounding put u past the last kept token: take that token (the core does the same).
       for (uint32_t i = vocab; i-- > 0;) {
         if (row.weight(i) >= cut) {

@@ -41,6 +41,28 @@ TEST(Sampler, GreedyPicksTheArgmaxAndTheLowestIdOnTies) {
   EXPECT_EQ(s.sample(nan, SamplingParams{}, 0), 2);
 }
 
+TEST(Sampler, RowsWithNoWeightToDrawFromGiveTheGreedyToken) {
+  // Sampling weights are exp((l - max) / T): a +inf logit makes them all NaN (then 0), as does a
+  // row of NaN or a temperature so small that 1 / T overflows. Every seed must give the greedy
+  // token, not whichever token happened to come last.
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const std::vector<std::vector<float>> rows = {
+      {0.5f, INFINITY, 2.0f, -1.0f}, {NAN, NAN, NAN, NAN}, {0.5f, 3.0f, 2.0f, -1.0f}};
+  const std::vector<float> temperatures = {1.0f, 1.0f, 1e-45f};
+  for (size_t r = 0; r < rows.size(); ++r) {
+    p.temperature = temperatures[r];
+    std::vector<float> greedy_scratch = rows[r];
+    Sampler s;
+    const int32_t greedy = s.sample(greedy_scratch, SamplingParams{}, 0);
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      p.seed = seed;
+      std::vector<float> scratch = rows[r];
+      ASSERT_EQ(s.sample(scratch, p, 0), greedy) << "row " << r << ", seed " << seed;
+    }
+  }
+}
+
 TEST(Sampler, SameSeedAndIndexGiveTheSameTokenWhateverTheCallOrder) {
   const std::vector<float> logits = logits_of({1, 1, 1, 1, 1, 1, 1, 1});
   SamplingParams p;

@@ -34,10 +34,7 @@ const std::string kRouterAndTransport =
 
 class DisaggregatedServiceTest : public ::testing::Test {
  protected:
-  static TinyCheckpoint& checkpoint() {
-    static TinyCheckpoint* c = new TinyCheckpoint();  // shared by the tests of this binary
-    return *c;
-  }
+  static TinyCheckpoint& checkpoint() { return test::shared_tiny_checkpoint(); }
   static core::DeploymentConfig disaggregated() {
     return tiny_deployment(checkpoint(), kDisaggregated, kRouterAndTransport);
   }

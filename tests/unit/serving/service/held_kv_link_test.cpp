@@ -37,10 +37,7 @@ const std::string kEngine =
     "[[engines]]\nscheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
     "max_num_seqs = 16 } }\n";
 
-TinyCheckpoint& checkpoint() {
-  static TinyCheckpoint* c = new TinyCheckpoint();  // shared by the tests of this binary
-  return *c;
-}
+TinyCheckpoint& checkpoint() { return test::shared_tiny_checkpoint(); }
 
 std::string peers_transport() {
   return "[kv_transport]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +

@@ -28,10 +28,7 @@ const std::string kOneEngine =
 
 class ServiceTest : public ::testing::Test {
  protected:
-  static TinyCheckpoint& checkpoint() {
-    static TinyCheckpoint* c = new TinyCheckpoint();  // shared by the tests of this binary
-    return *c;
-  }
+  static TinyCheckpoint& checkpoint() { return test::shared_tiny_checkpoint(); }
 };
 
 TEST_F(ServiceTest, StreamsTokensAndTextOfATextPrompt) {

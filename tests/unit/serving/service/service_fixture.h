@@ -35,9 +35,20 @@ struct TinyCheckpoint {
     spec.dtype = models::cpu::DType::kF32;
     models::cpu::write_tiny_checkpoint(spec, path / "tiny");
   }
-  ~TinyCheckpoint() { fs::remove_all(path); }
+  ~TinyCheckpoint() {
+    if (::getpid() == owner) fs::remove_all(path);  // not from a forked child that exits
+  }
+  TinyCheckpoint(const TinyCheckpoint&) = delete;
+  TinyCheckpoint& operator=(const TinyCheckpoint&) = delete;
   fs::path path;
+  pid_t owner = ::getpid();
 };
+
+// One checkpoint shared by the tests of a binary, removed when the process exits.
+inline TinyCheckpoint& shared_tiny_checkpoint() {
+  static TinyCheckpoint checkpoint;
+  return checkpoint;
+}
 
 // `engines_toml`: the [[engines]] tables; the model is the tiny checkpoint on 1 thread.
 inline core::DeploymentConfig tiny_deployment(const TinyCheckpoint& checkpoint,

@@ -33,10 +33,7 @@ const std::string kEngine =
 const std::string kEngineProcess = "[server]\nrole = \"engine\"\n";
 const std::string kTransport = "[kv_transport]\nplugin = \"host_copy\"\n";
 
-TinyCheckpoint& checkpoint() {
-  static TinyCheckpoint* c = new TinyCheckpoint();  // shared by the tests of this binary
-  return *c;
-}
+TinyCheckpoint& checkpoint() { return test::shared_tiny_checkpoint(); }
 
 core::DeploymentConfig engine_process(bool transport) {
   return tiny_deployment(checkpoint(), kEngine, kEngineProcess + (transport ? kTransport : ""));

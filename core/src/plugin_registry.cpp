@@ -6,12 +6,15 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <system_error>
+
+#include "shared_object_check.h"
 
 namespace headway::core {
 namespace fs = std::filesystem;
@@ -227,6 +230,11 @@ const LoadedPlugin& PluginRegistry::load_locked(const fs::path& path) {
   }
   if (!fs::exists(canonical))
     throw Error("plugin " + path.string() + ": no such file", HW_NOT_FOUND);
+  // Before dlopen: a truncated file would kill the process with SIGBUS there.
+  if (const std::string problem = shared_object_problem(canonical); !problem.empty()) {
+    throw Error("plugin " + canonical.string() + ": cannot be loaded: " + problem,
+                HW_INVALID_ARGUMENT);
+  }
 
   auto entry = std::make_unique<Library>();
   try {
@@ -268,9 +276,10 @@ void PluginRegistry::scan_locked() {
     for (const fs::path& file : files) {
       try {
         load_locked(file);
-      } catch (const Error&) {
-        // Not a plugin, or a refused one: it stays invisible to name lookup; loading it by path
-        // reports why.
+      } catch (const Error& e) {
+        // Not a plugin, or a refused one: it stays invisible to name lookup (loading it by path
+        // reports the same). Said once, so that a broken plugin does not vanish silently.
+        spdlog::warn("skipping {}", e.what());
       }
     }
   }

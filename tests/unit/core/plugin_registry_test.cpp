@@ -8,14 +8,17 @@
 #include <headway/core/plugin_options.h>
 #include <headway/core/plugin_registry.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace headway::core {
 namespace {
@@ -176,6 +179,36 @@ TEST(PluginRegistry, RefusesALibraryThatIsNotAPlugin) {
   EXPECT_THAT(e.what(), HasSubstr(file.string()));
   EXPECT_THAT(e.what(), HasSubstr("not a Headway plugin"));
   EXPECT_THAT(e.what(), HasSubstr("headway_plugin_entry"));
+}
+
+// A plugin half-copied into a plugin directory: dlopen would kill the process with SIGBUS, so the
+// registry must refuse it first, by path and in a directory scan, and load the others.
+TEST(PluginRegistry, RefusesATruncatedOrNonElfFileWithoutCrashing) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("headway_truncated_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path good = test_plugin("test_good_scheduler");
+  const uint64_t size = fs::file_size(good);
+  fs::copy_file(good, dir / "whole.so");
+  for (const auto& [name, bytes] : {std::pair{"half.so", size / 2}, std::pair{"most.so", size - 64},
+                                    std::pair{"header_only.so", uint64_t{64}}}) {
+    fs::copy_file(good, dir / name);
+    fs::resize_file(dir / name, bytes);
+  }
+  { std::ofstream(dir / "junk.so") << "not a shared object at all"; }
+
+  PluginRegistry registry;
+  for (const char* name : {"half.so", "most.so", "header_only.so"}) {
+    Error e = expect_error([&] { registry.load_path(dir / name); });
+    EXPECT_THAT(e.what(), AllOf(HasSubstr(name), HasSubstr("truncated"))) << name;
+  }
+  EXPECT_THAT(expect_error([&] { registry.load_path(dir / "junk.so"); }).what(),
+              HasSubstr("not an ELF file"));
+  registry.add_search_directory(dir);
+  std::vector<std::string> names;
+  for (const LoadedPlugin* p : registry.discover()) names.push_back(p->short_name());
+  EXPECT_THAT(names, ::testing::Contains("test_good")) << "the whole copy still loads";
+  fs::remove_all(dir);
 }
 
 TEST(PluginRegistry, RefusesABadOptionSchema) {

@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "plot.h"
+#include "positive.h"
 
 namespace headway::cmd {
 
@@ -55,17 +56,17 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
       ->check(CLI::Range(size_t{1}, size_t{4096}));
   cmd->add_option("--num-requests", args.num_requests,
                   "Send only the first N requests of the workload")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--duration", args.duration,
                   "Send only the requests arriving in the first S seconds of the workload")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--vocab", args.vocab,
                   "Vocabulary size of the served model (prompt token ids are drawn below it); "
                   "default: what GET /v1/models says, else ids 32-127")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--timeout", args.timeout,
                   "Seconds a stream may stay silent before the request counts as failed")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_flag("--hol-baseline", args.hol_baseline,
                 "Run the workload a second time without its long classes, for the HOL and stall "
                 "factors (doubles the run)");

@@ -6,12 +6,13 @@
 #include <headway/sdk/status.hpp>
 #include <iostream>
 
+#include "positive.h"
 #include "tiny_checkpoint.h"
 
 namespace headway::cmd {
 
 CLI::App* add_model_command(CLI::App& app, ModelArgs& args) {
-  CLI::App* model = app.add_subcommand("model", "Create and inspect model checkpoints");
+  CLI::App* model = app.add_subcommand("model", "Create model checkpoints");
   model->require_subcommand(1);
   args.make_tiny = model->add_subcommand(
       "make-tiny",
@@ -20,12 +21,13 @@ CLI::App* add_model_command(CLI::App& app, ModelArgs& args) {
   CLI::App* c = args.make_tiny;
   c->add_option("--out", args.out, "Checkpoint directory to write (created if missing)")
       ->required();
-  c->add_option("--layers", args.layers, "Transformer layers (default 8)");
-  c->add_option("--hidden", args.hidden, "Hidden size (default 512)");
-  c->add_option("--heads", args.heads, "Attention heads (default 8)");
-  c->add_option("--kv-heads", args.kv_heads, "Key/value heads (default 4)");
-  c->add_option("--ffn", args.ffn, "MLP intermediate size (default 1408)");
-  c->add_option("--vocab", args.vocab, "Vocabulary size, at least 259 (default 320)");
+  c->add_option("--layers", args.layers, "Transformer layers (default 8)")->check(kPositive);
+  c->add_option("--hidden", args.hidden, "Hidden size (default 512)")->check(kPositive);
+  c->add_option("--heads", args.heads, "Attention heads (default 8)")->check(kPositive);
+  c->add_option("--kv-heads", args.kv_heads, "Key/value heads (default 4)")->check(kPositive);
+  c->add_option("--ffn", args.ffn, "MLP intermediate size (default 1408)")->check(kPositive);
+  c->add_option("--vocab", args.vocab, "Vocabulary size, at least 259 (default 320)")
+      ->check(kPositive);
   c->add_option("--seed", args.seed, "Seed of the random weights (default 0)");
   c->add_option("--dtype", args.dtype, "Stored weight dtype")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));

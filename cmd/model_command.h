@@ -11,7 +11,7 @@ namespace headway::cmd {
 
 struct ModelArgs {
   std::string out;
-  uint32_t layers = 0;  // 0: the built-in default of each field
+  uint32_t layers = 0;  // 0 (not given; a given value must be > 0): the built-in default
   uint32_t hidden = 0;
   uint32_t heads = 0;
   uint32_t kv_heads = 0;

@@ -51,11 +51,10 @@ std::string read_api_key(const ServeArgs& args, const core::ServerConfig& server
   return value;
 }
 
-uint16_t port_of(int flag, uint16_t configured, const char* name) {
-  if (flag < 0) return configured;
-  if (flag > 65535)
-    throw core::Error(fmt::format("{} {}: expected a port in [0, 65535]", name, flag));
-  return static_cast<uint16_t>(flag);
+// The flag's port, or the configured one when the flag was not given (ServeArgs' -1; a given
+// value was checked against [0, 65535] by the parser).
+uint16_t port_of(int flag, uint16_t configured) {
+  return flag < 0 ? configured : static_cast<uint16_t>(flag);
 }
 
 // "127.0.0.1:8000", with brackets around an IPv6 address.
@@ -73,9 +72,11 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
   cmd->add_option("--config", args.config, "Deployment TOML (with an optional [server] table)")
       ->required();
   cmd->add_option("--host", args.host, "Address to bind (default: [server] host, 127.0.0.1)");
-  cmd->add_option("--port", args.port, "HTTP port (0: ephemeral; default: [server] http_port)");
+  cmd->add_option("--port", args.port, "HTTP port (0: ephemeral; default: [server] http_port)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--grpc-port", args.grpc_port,
-                  "gRPC port (0: ephemeral; default: [server] grpc_port)");
+                  "gRPC port (0: ephemeral; default: [server] grpc_port)")
+      ->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key-file", args.api_key_file,
                   "File holding the API key clients must send (default: the environment "
                   "variable [server] api_key_env names; none: no key)");
@@ -99,9 +100,8 @@ int run_serve(const ServeArgs& args) {
   const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
   const core::ServerConfig& server = deployment.server;
   const std::string host = args.host.empty() ? server.host : args.host;
-  [[maybe_unused]] const uint16_t http_port = port_of(args.port, server.http_port, "--port");
-  [[maybe_unused]] const uint16_t grpc_port =
-      port_of(args.grpc_port, server.grpc_port, "--grpc-port");
+  [[maybe_unused]] const uint16_t http_port = port_of(args.port, server.http_port);
+  [[maybe_unused]] const uint16_t grpc_port = port_of(args.grpc_port, server.grpc_port);
   [[maybe_unused]] const std::string api_key = read_api_key(args, server, args.config);
 
 #if !HEADWAY_SERVE_HTTP && !HEADWAY_SERVE_GRPC

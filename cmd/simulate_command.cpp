@@ -21,6 +21,7 @@
 
 #include "builtin_defaults.h"
 #include "plot.h"
+#include "positive.h"
 
 namespace headway::cmd {
 
@@ -58,10 +59,10 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
   // measurement and its prediction cover the same requests.
   cmd->add_option("--num-requests", args.num_requests,
                   "Simulate only the first N requests of the workload")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_option("--duration", args.duration,
                   "Simulate only the requests arriving in the first S seconds of the workload")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   cmd->add_flag("--quiet", args.quiet, "One summary line per deployment instead of its report");
   cmd->add_flag("--details", args.details,
                 "Print every deployment's full report even when comparing several");

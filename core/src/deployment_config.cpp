@@ -259,6 +259,19 @@ void check_process_shape(const DeploymentConfig& config) {
                 "over through shared memory on one host and over gRPC between hosts "
                 "(docs/serving.md); remove the table");
   }
+  // Engines of one process (simulate, profile, serve with role "all") move a prefill engine's KV
+  // to a decode engine through the deployment's transport: without one, every request would be
+  // refused at run time. (Engine processes stage KV through shared memory instead.)
+  if (config.server.role == "all" && !config.kv_transport) {
+    for (const EngineConfig& engine : config.engines) {
+      if (engine.role != HW_ENGINE_ROLE_PREFILL) continue;
+      throw Error(fmt::format(
+          "{}: {}: role = \"prefill\" hands each request's KV to a decode engine, which needs "
+          "a [kv_transport] table (e.g. plugin = \"host_copy\"); add one, or make the engine "
+          "\"mixed\"",
+          name, engine.name));
+    }
+  }
 }
 
 }  // namespace

@@ -120,6 +120,8 @@ role = "prefill"
 count = 3
 role = "decode"
 scheduler = "chunked"
+[kv_transport]
+plugin = "host_copy"
 )");
   ASSERT_EQ(c.engines.size(), 6u);
   const char* pools[] = {"short", "short", "long", "", "", ""};
@@ -223,6 +225,11 @@ TEST_F(DeploymentConfigTest, MissingModel) {
 
 TEST_F(DeploymentConfigTest, MissingEngines) {
   EXPECT_THAT(error_of("[model]\nplugin = 'sim'\n"), HasSubstr("deploy.toml: missing [[engines]]"));
+  // A prefill engine's KV has no way to its decode engine: every request would be refused.
+  EXPECT_THAT(error_of("[model]\nplugin = 'sim'\n[[engines]]\nrole = 'prefill'\n[[engines]]\n"
+                       "role = 'decode'\n[router]\nplugin = 'disaggregated'\n"),
+              AllOf(HasSubstr("deploy.toml: engine0: role = \"prefill\""),
+                    HasSubstr("needs a [kv_transport] table")));
   EXPECT_THAT(error_of("engines = []\n[model]\nplugin = 'sim'\n"),
               HasSubstr("missing [[engines]]"));
   EXPECT_THAT(error_of("engines = 2\n[model]\nplugin = 'sim'\n"), HasSubstr("missing [[engines]]"));

@@ -9,12 +9,15 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #if HEADWAY_SERVE_HTTP
 #include <headway/serving/http_frontend.h>
@@ -161,9 +164,25 @@ int run_serve(const ServeArgs& args) {
   std::fprintf(stderr, "headway serve: %s: draining (up to %.1f s)\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", server.drain_timeout_s);
   std::fflush(stderr);
+  // A second SIGTERM/SIGINT while draining ends the wait: what is in flight is aborted now.
+  std::atomic<bool> drained{false};
+  std::thread hurry([&] {
+    const timespec slice{0, 100'000'000};
+    while (!drained.load()) {
+      const int second = sigtimedwait(&stop_signals, nullptr, &slice);
+      if (second != SIGTERM && second != SIGINT) continue;  // timed out (or EINTR): look again
+      std::fprintf(stderr, "headway serve: %s again: aborting what is in flight now\n",
+                   second == SIGTERM ? "SIGTERM" : "SIGINT");
+      std::fflush(stderr);
+      service.end_drain_now();
+      return;
+    }
+  });
   // Stop admitting first (new requests get 503 / UNAVAILABLE, /health reports not serving) while
   // the frontends keep streaming what is in flight; then close the frontends.
   const size_t aborted = service.drain(server.drain_timeout_s);
+  drained.store(true);
+  hurry.join();
 #if HEADWAY_SERVE_GRPC
   grpc.stop();
 #endif

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <regex>
 #include <string>
@@ -76,6 +77,58 @@ TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
 
   EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
   EXPECT_NE(serve.log().find("draining"), std::string::npos) << serve.log();
+}
+
+// An operator who does not want to wait for the drain sends the signal again: what is in flight
+// is aborted at once. (The drain timeout is long enough to tell the two apart; a request of 4,000
+// tokens on the slow checkpoint runs far longer than the test waits.)
+TEST(ServeCli, ASecondSignalEndsTheDrainAtOnce) {
+  TempDir dir;
+  const fs::path config =
+      write_tiny_deployment(dir.path, "hurry",
+                            "[[engines]]\nscheduler = \"chunked\"\n"
+                            "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 300\n");
+  RoutedEngineProcesses::use_slow_checkpoint(dir.path, config);
+  {
+    std::ifstream in(config);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    text = std::regex_replace(text, std::regex("max_model_len = 512"), "max_model_len = 4200");
+    std::ofstream(config) << std::regex_replace(text, std::regex("kv_cache_gb = 0.02"),
+                                                "kv_cache_gb = 0.2");
+  }
+  ServeProcess serve(config);
+  const std::optional<std::string> http =
+      serve.wait_for_line(std::regex(R"(HTTP listening on http://(127\.0\.0\.1:[0-9]+))"));
+  ASSERT_TRUE(http.has_value()) << "headway serve did not report an HTTP address:\n" << serve.log();
+  if (std::system("command -v curl >/dev/null 2>&1") != 0) {
+    EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
+    GTEST_SKIP() << "curl is not installed";
+  }
+  const std::string base = "http://" + *http;
+  std::thread client([&] {
+    curl(
+        "-N -H 'Content-Type: application/json' -d '{\"model\": \"slow\", \"prompt\": "
+        "\"hello\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}' " +
+        base + "/v1/completions");
+  });
+  // Until the request runs (bounded only so that a broken server cannot hang the run).
+  const std::regex running(R"(headway_num_requests_running(\{[^}]*\})? 1)");
+  bool in_flight = false;
+  for (int i = 0; i < 1200 && !in_flight; ++i) {
+    in_flight = std::regex_search(curl(base + "/metrics").body, running);
+    if (!in_flight) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(in_flight) << serve.log();
+
+  serve.signal(SIGTERM);
+  EXPECT_TRUE(serve.wait_for_line(std::regex("(draining)")).has_value()) << serve.log();
+  serve.signal(SIGINT);
+  EXPECT_EQ(serve.stop(0), 0) << serve.log();  // signal 0: only waits for the exit
+  client.join();
+  EXPECT_NE(serve.log().find("SIGINT again: aborting what is in flight now"), std::string::npos)
+      << serve.log();
+  EXPECT_NE(serve.log().find("stopped (1 requests aborted"), std::string::npos) << serve.log();
 }
 
 TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {

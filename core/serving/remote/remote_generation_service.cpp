@@ -86,6 +86,13 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   HealthSummary health() const;
   std::string metrics_text() const;
   size_t drain(double timeout_seconds);
+  void end_drain_now() {
+    {
+      std::lock_guard lock(mutex_);
+      drain_cut_short_ = true;
+    }
+    emptied_.notify_all();
+  }
 
   void call_done(const ProxiedGenerate& call) override;
   bool retry_elsewhere(ProxiedGenerate& failed) override;
@@ -129,7 +136,8 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   uint64_t next_numeric_id_ = 1;
   uint64_t next_generated_id_ = 1;
   std::atomic<bool> admitting_{true};
-  bool cancelling_ = false;  // cancel_all() ran: no call may take another's place (guarded)
+  bool cancelling_ = false;       // cancel_all() ran: no call may take another's place (guarded)
+  bool drain_cut_short_ = false;  // end_drain_now() ran (guarded)
 
   // Poller thread only: since when each process has failed every poll, and whether its calls
   // were given up.
@@ -569,12 +577,13 @@ size_t RemoteGenerationService::Impl::drain(double timeout_seconds) {
   admitting_ = false;
   std::unique_lock lock(mutex_);
   emptied_.wait_for(lock, milliseconds(std::max(0.0, timeout_seconds)),
-                    [&] { return calls_.empty(); });
+                    [&] { return calls_.empty() || drain_cut_short_; });
   const size_t left = calls_.size();
   cancel_all(lock);
   if (left > 0) {
-    spdlog::warn("drain: {} requests still running after {} s were cancelled", left,
-                 timeout_seconds);
+    spdlog::warn("drain: {} requests still running {} were cancelled", left,
+                 drain_cut_short_ ? std::string("when the drain was cut short")
+                                  : fmt::format("after {} s", timeout_seconds));
   }
   return left;
 }
@@ -595,6 +604,7 @@ ModelSummary RemoteGenerationService::model_info() const { return impl_->model_i
 ClusterSummary RemoteGenerationService::cluster_info() const { return impl_->cluster_info(); }
 HealthSummary RemoteGenerationService::health() const { return impl_->health(); }
 std::string RemoteGenerationService::metrics_text() const { return impl_->metrics_text(); }
+void RemoteGenerationService::end_drain_now() { impl_->end_drain_now(); }
 size_t RemoteGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);
 }

@@ -47,6 +47,13 @@ class LocalGenerationService::Impl final : public FinishedSink {
   HealthSummary health() const;
   std::string metrics_text() const { return metrics_.render(); }
   size_t drain(double timeout_seconds);
+  void end_drain_now() {
+    {
+      std::lock_guard lock(mutex_);
+      drain_cut_short_ = true;
+    }
+    emptied_.notify_all();
+  }
   void open_kv_link(const std::string& link_name, const std::vector<uint8_t>& rendezvous);
   void send_held_kv(const std::string& link_name, const KvStage& held, bool drop);
   size_t in_flight() const {
@@ -99,6 +106,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   uint64_t next_numeric_id_ = 1;
   uint64_t next_generated_id_ = 1;
   std::atomic<bool> admitting_{true};
+  bool drain_cut_short_ = false;  // end_drain_now() ran (guarded)
 };
 
 LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
@@ -420,15 +428,18 @@ size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(std::max(0.0, timeout_seconds)));
-  emptied_.wait_until(lock, deadline, [&] { return requests_.empty(); });
+  emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
   const size_t left = requests_.size();
   for (const auto& [id, placement] : requests_) {
     send_abort(placement, false);
   }
   // Aborts take effect between steps: at most one forward pass per engine away.
   emptied_.wait(lock, [&] { return requests_.empty(); });
-  if (left > 0)
-    spdlog::warn("drain: {} requests still running after {} s were aborted", left, timeout_seconds);
+  if (left > 0) {
+    spdlog::warn("drain: {} requests still running {} were aborted", left,
+                 drain_cut_short_ ? std::string("when the drain was cut short")
+                                  : fmt::format("after {} s", timeout_seconds));
+  }
   return left;
 }
 
@@ -451,6 +462,7 @@ std::string LocalGenerationService::metrics_text() const { return impl_->metrics
 size_t LocalGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);
 }
+void LocalGenerationService::end_drain_now() { impl_->end_drain_now(); }
 size_t LocalGenerationService::in_flight() const { return impl_->in_flight(); }
 void LocalGenerationService::open_kv_link(const std::string& link_name,
                                           const std::vector<uint8_t>& rendezvous) {

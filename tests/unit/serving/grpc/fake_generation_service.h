@@ -64,6 +64,7 @@ class FakeGenerationService final : public GenerationService {
   HealthSummary health() const override;
   std::string metrics_text() const override { return {}; }
   size_t drain(double) override { return 0; }
+  void end_drain_now() override {}
 
  private:
   void throw_if_info_fails() const;  // mutex_ held

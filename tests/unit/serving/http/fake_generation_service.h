@@ -58,6 +58,7 @@ class FakeGenerationService : public GenerationService {
   HealthSummary health() const override;
   std::string metrics_text() const override;
   size_t drain(double timeout_seconds) override;
+  void end_drain_now() override {}
 
  private:
   struct Held {

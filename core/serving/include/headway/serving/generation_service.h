@@ -152,6 +152,10 @@ class GenerationService {
   // Stops admitting (submit throws kUnavailable) and returns once nothing is in flight or
   // `timeout_seconds` passed; what is still running then is aborted. Returns the number aborted.
   virtual size_t drain(double timeout_seconds) = 0;
+  // Makes a drain in progress (on another thread) stop waiting and abort what is in flight now,
+  // as its timeout would: an operator's second SIGTERM/SIGINT. Harmless when no drain runs (a
+  // later drain then aborts at once).
+  virtual void end_drain_now() = 0;
 
   // Engine processes that hold prefilled KV for peer links ([server] kv_handoff = "link",
   // kv_link_peers.h); elsewhere both throw kUnavailable.

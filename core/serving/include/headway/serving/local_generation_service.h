@@ -63,6 +63,7 @@ class LocalGenerationService final : public GenerationService {
   HealthSummary health() const override;
   std::string metrics_text() const override;
   size_t drain(double timeout_seconds) override;
+  void end_drain_now() override;
   void open_kv_link(const std::string& link_name, const std::vector<uint8_t>& rendezvous) override;
   void send_held_kv(const std::string& link_name, const KvStage& held, bool drop) override;
 

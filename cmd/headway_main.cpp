@@ -1,6 +1,6 @@
 // The `headway` command line: simulate, serve, bench, plan, profile, plugin describe|list, model
 // make-tiny. Every failure ends in one line on stderr naming what is wrong, and a non-zero exit
-// code.
+// code: 2 for a command line the parser refuses, 1 for everything else.
 #include <headway/core/error.h>
 #include <spdlog/spdlog.h>
 
@@ -62,7 +62,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every refused flag 2, the usual code for a usage error (and
+    // headway-conformance's), rather than CLI11's 100-odd codes per kind of mistake.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%^%l%$: %v");

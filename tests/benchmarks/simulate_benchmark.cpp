@@ -1,5 +1,6 @@
 // Wall time of `simulate` on the 58-minute Azure conversation trace (19,366 requests) with
-// Llama-3.3-70B TP4 on H100 and the baseline scheduler (configs/bench_azure_conv_70b_tp4.toml).
+// Llama-3.3-70B TP4 on H100 and the baseline scheduler (configs/llama70b_h100_tp4_chunked.toml with
+// configs/workloads/azure_conv_trace.toml).
 #include <benchmark/benchmark.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/plugin_registry.h>

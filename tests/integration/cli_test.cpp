@@ -85,6 +85,32 @@ TEST(Cli, BuiltInDefaultRunsWithNoArguments) {
   EXPECT_NE(r.out.find("HOL factor"), std::string::npos) << r.out;
 }
 
+// A command line the parser refuses exits 2 (a usage error) and names the flag and the reason:
+// values that used to pass unnoticed (a negative port binding the default, a 0 dimension turned
+// into the default) included.
+TEST(Cli, RefusedFlagsExitTwoNamingTheFlag) {
+  const fs::path out = fs::temp_directory_path() / ("headway_cli_tiny_" + std::to_string(getpid()));
+  const struct {
+    std::string args;
+    std::string says;
+  } cases[] = {
+      {"serve --config " + (kData / "two_engines.toml").string() + " --port -1",
+       "--port: Value -1 not in range 0 to 65535"},
+      {"serve --config " + (kData / "two_engines.toml").string() + " --grpc-port 70000",
+       "--grpc-port: Value 70000 not in range 0 to 65535"},
+      {"model make-tiny --out " + out.string() + " --layers 0",
+       "--layers: must be greater than 0, got 0"},
+      {"simulate --num-requests 0", "--num-requests: must be greater than 0, got 0"},
+      {"plan --model llama-3.1-8b --gpu a100 --context 100", "--gpu: a100 not in {h100,h200}"},
+  };
+  for (const auto& c : cases) {
+    CliRun r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+  }
+  EXPECT_FALSE(fs::exists(out)) << "nothing written for a refused command";
+}
+
 TEST(Cli, MissingConfigFileIsOneClearLine) {
   CliRun r = run("simulate --config /nonexistent/deploy.toml");
   EXPECT_NE(r.exit_code, 0);

@@ -60,6 +60,7 @@ int run(int argc, char** argv) {
   context.plugin.options =
       conformance::parse_options(*context.plugin.plugin->descriptor, options.options);
   const core::LoadedPlugin& plugin = *context.plugin.plugin;
+  conformance::check_features(plugin.kind(), options.features);
   const std::string profile =
       options.profile.empty() ? conformance::default_profile(plugin.kind()) : options.profile;
 

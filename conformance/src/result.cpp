@@ -33,13 +33,13 @@ bool ProfileResult::conformant() const {
 }
 
 std::string ProfileResult::summary_line() const {
-  size_t core_total = 0, core_passed = 0;
+  size_t core_total = 0, core_passed = 0, core_unsupported = 0;
   size_t passed = 0, failed = 0, skipped = 0, unsupported = 0, warnings = 0;
   for (const TestResult& t : tests) {
     if (t.core) {
       ++core_total;
-      core_passed += t.outcome == Outcome::kPass || t.outcome == Outcome::kQualityWarning ||
-                     t.outcome == Outcome::kNotSupported;
+      core_passed += t.outcome == Outcome::kPass || t.outcome == Outcome::kQualityWarning;
+      core_unsupported += t.outcome == Outcome::kNotSupported;
       warnings += t.outcome == Outcome::kQualityWarning;
       continue;
     }
@@ -49,12 +49,17 @@ std::string ProfileResult::summary_line() const {
     unsupported += t.outcome == Outcome::kNotSupported;
     warnings += t.outcome == Outcome::kQualityWarning;
   }
+  // A core test NOT_SUPPORTED does not count against conformance (conformant()), but it did not
+  // pass either: the line says how many there were.
+  std::string notes;
+  if (core_unsupported > 0) notes += fmt::format(", {} not supported", core_unsupported);
+  if (!missing_core.empty()) notes += fmt::format(", {} missing", missing_core.size());
   return fmt::format(
       "{}: core {}/{} passed{}, extended {} passed {} failed {} skipped {} not supported, {} "
       "quality warnings: {}",
       profile, core_passed, core_total + missing_core.size(),
-      missing_core.empty() ? "" : fmt::format(" ({} missing)", missing_core.size()), passed, failed,
-      skipped, unsupported, warnings, conformant() ? "CONFORMANT" : "NOT CONFORMANT");
+      notes.empty() ? "" : " (" + notes.substr(2) + ")", passed, failed, skipped, unsupported,
+      warnings, conformant() ? "CONFORMANT" : "NOT CONFORMANT");
 }
 
 }  // namespace headway::conformance

@@ -1,4 +1,6 @@
 // Profile dispatch: which profile a kind gets, and marking core tests from the mustpass list.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <headway/conformance/suite.h>
 #include <headway/core/error.h>
 
@@ -36,6 +38,21 @@ std::vector<std::string> profile_names() {
 }
 
 std::string mustpass_name(const std::string& profile) { return profile + "-v1"; }
+
+std::vector<std::string> known_features(int32_t kind) {
+  if (kind == HW_KIND_ROUTER) return {"pools", "disaggregation"};
+  return {};
+}
+
+void check_features(int32_t kind, const std::set<std::string>& declared) {
+  const std::vector<std::string> known = known_features(kind);
+  for (const std::string& feature : declared) {
+    if (std::find(known.begin(), known.end(), feature) != known.end()) continue;
+    throw core::Error(fmt::format(
+        "--features: '{}' is not a feature of a {} (known: {})", feature, core::kind_name(kind),
+        known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
+  }
+}
 
 ProfileResult run_profile(const SuiteContext& context, const std::string& profile) {
   const ProfileEntry* entry = nullptr;

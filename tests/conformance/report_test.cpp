@@ -1,6 +1,8 @@
 // The JSON report names the plugin, its ABI, the host and the machine; JUnit XML marks failures.
 #include <gtest/gtest.h>
 #include <headway/conformance/report.h>
+#include <headway/conformance/suite.h>
+#include <headway/core/error.h>
 
 #include "suite_runner.h"
 
@@ -41,6 +43,43 @@ TEST(ConformanceReport, JunitHasOneFailurePerFailedTest) {
     ++failures;
   }
   EXPECT_EQ(failures, 1u) << xml;
+}
+
+// A core test NOT_SUPPORTED does not count against conformance, but the summary must not count it
+// as passed either.
+TEST(ConformanceReport, TheSummaryCountsCoreTestsNotSupportedApart) {
+  headway::conformance::ProfileResult r;
+  r.profile = "model-core";
+  for (const auto outcome :
+       {headway::conformance::Outcome::kPass, headway::conformance::Outcome::kNotSupported,
+        headway::conformance::Outcome::kPass}) {
+    headway::conformance::TestResult t;
+    t.outcome = outcome;
+    t.core = true;
+    r.tests.push_back(t);
+  }
+  EXPECT_EQ(r.summary_line(),
+            "model-core: core 2/3 passed (1 not supported), extended 0 passed 0 failed 0 skipped "
+            "0 not supported, 0 quality warnings: CONFORMANT");
+  r.missing_core.push_back("model.gone");
+  EXPECT_NE(r.summary_line().find("core 2/4 passed (1 not supported, 1 missing)"),
+            std::string::npos)
+      << r.summary_line();
+}
+
+TEST(ConformanceReport, UnknownFeaturesAreRefusedNamingTheKnownOnes) {
+  using headway::conformance::check_features;
+  EXPECT_NO_THROW(check_features(HW_KIND_ROUTER, {"pools", "disaggregation"}));
+  try {
+    check_features(HW_KIND_ROUTER, {"pools", "nonsense"});
+    ADD_FAILURE() << "no error";
+  } catch (const headway::core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'nonsense' is not a feature of a router (known: pools, "
+                                         "disaggregation)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(check_features(HW_KIND_STEP_SCHEDULER, {"pools"}), headway::core::Error);
 }
 
 TEST(ConformanceReport, MustpassListsAreVersionedAndNonEmpty) {

@@ -53,6 +53,11 @@ std::shared_ptr<const core::PluginOptions> parse_options(const hw_plugin_descrip
 // "step-scheduler-core", "router-core", "kv-transport-core", "model-core".
 std::string default_profile(int32_t kind);
 std::vector<std::string> profile_names();
+// The optional features the profile of `kind` tests when declared (routers: "pools",
+// "disaggregation"; the other kinds have none). Throws core::Error naming any of `declared` that
+// is not one of them, so that a misspelt --features does not quietly test less.
+std::vector<std::string> known_features(int32_t kind);
+void check_features(int32_t kind, const std::set<std::string>& declared);
 
 struct SuiteContext {
   PluginUnderTest plugin;

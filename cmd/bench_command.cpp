@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "output_path.h"
 #include "plot.h"
 #include "positive.h"
 
@@ -204,6 +205,8 @@ int run_bench(const BenchArgs& args) {
   // Everything that can be checked without the server first, then the server, then the run.
   const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
   if (!args.plot.empty()) require_gnuplot();
+  if (!args.plot.empty()) check_output_path(plot_file(args.plot).string(), "--plot", ".png");
+  if (!args.out.empty()) check_output_path(args.out, "--out");
   const core::Workload workload =
       bench::limit_workload(core::load_workload(args.workload), args.num_requests, args.duration);
   std::optional<core::DeploymentConfig> deployment;

@@ -243,9 +243,9 @@ void write_plot(const fs::path& png, const core::Workload& workload,
                                              shell_quoted(errors.string()))
                                      .c_str());
   if (status != 0) {
-    throw core::Error(fmt::format("--plot: gnuplot failed (exit status {}): {}",
-                                  WIFEXITED(status) ? WEXITSTATUS(status) : -1,
-                                  first_line_of(errors)));
+    throw core::Error(fmt::format(
+        "--plot: gnuplot failed (exit status {}): {}", WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+        first_line_of(errors).empty() ? "(it printed nothing)" : first_line_of(errors)));
   }
   if (!fs::exists(png) || fs::file_size(png) == 0) {
     throw core::Error(fmt::format("--plot: gnuplot wrote no image to {}", png.string()));

@@ -13,6 +13,8 @@
 #include <iostream>
 #include <thread>
 
+#include "output_path.h"
+
 namespace headway::cmd {
 
 CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
@@ -51,6 +53,7 @@ int model_threads(const core::PluginChoice& model) {
 int run_profile(const ProfileArgs& args) {
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
+  check_output_path(args.out, "--out");
   const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
   if (deployment.engines.empty()) throw core::Error(args.config + ": the deployment has no engine");
   const core::EngineConfig& engine = deployment.engines.front();

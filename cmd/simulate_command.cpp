@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "builtin_defaults.h"
+#include "output_path.h"
 #include "plot.h"
 #include "positive.h"
 
@@ -134,6 +135,9 @@ int run_simulate(const SimulateArgs& args) {
   // Cheap checks first, so that a typo does not cost the simulations.
   const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
   if (!args.plot.empty()) require_gnuplot();
+  if (!args.plot.empty()) check_output_path(args.plot, "--plot", ".png");
+  if (!args.out.empty()) check_output_path(args.out, "--out");
+  if (!args.step_trace.empty()) check_output_path(args.step_trace, "--step-trace");
 
   const core::Workload workload = serving::bench::limit_workload(
       args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>")

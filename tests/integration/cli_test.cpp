@@ -111,6 +111,28 @@ TEST(Cli, RefusedFlagsExitTwoNamingTheFlag) {
   EXPECT_FALSE(fs::exists(out)) << "nothing written for a refused command";
 }
 
+// Files written at the end of a run are checked before it: a typo must not cost the simulation.
+TEST(Cli, OutputPathsAreCheckedBeforeTheRun) {
+  const struct {
+    std::string args;
+    std::string says;
+  } cases[] = {
+      {"simulate --out /nonexistent/x.json",
+       "--out /nonexistent/x.json: the directory "
+       "/nonexistent does not exist"},
+      {"simulate --step-trace " + fs::temp_directory_path().string(), "is a directory"},
+      {"profile --config " + (kData / "two_engines.toml").string() + " --out /nonexistent/c.toml",
+       "--out /nonexistent/c.toml: the directory /nonexistent does not exist"},
+  };
+  for (const auto& c : cases) {
+    CliRun r = run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << "nothing ran: " << c.args;
+  }
+}
+
 TEST(Cli, MissingConfigFileIsOneClearLine) {
   CliRun r = run("simulate --config /nonexistent/deploy.toml");
   EXPECT_NE(r.exit_code, 0);

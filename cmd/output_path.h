@@ -1,0 +1,44 @@
+// Checks a file a command will write at its end (a report, a plot, a cost file) before the work
+// starts: a simulation, a benchmark or a profile can take minutes, and a typo in the path should
+// not cost them. The write itself still reports its own failure.
+// Threading: main thread; looks at the file system only.
+#pragma once
+
+#include <fmt/format.h>
+#include <headway/core/error.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace headway::cmd {
+
+// Throws core::Error naming `flag` and `path` when the file cannot be written: its directory is
+// missing or not writable, or the path is a directory. `extension` (".png"), when given, is the
+// only one the command writes.
+inline void check_output_path(const std::string& path, std::string_view flag,
+                              std::string_view extension = {}) {
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  if (!extension.empty() && file.extension() != extension) {
+    throw core::Error(fmt::format("{} {}: writes a {} file; give a name ending in {}", flag, path,
+                                  extension.substr(1), extension));
+  }
+  std::error_code error;
+  if (fs::is_directory(file, error)) {
+    throw core::Error(fmt::format("{} {}: is a directory; give a file name", flag, path));
+  }
+  const fs::path directory = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  if (!fs::is_directory(directory, error)) {
+    throw core::Error(
+        fmt::format("{} {}: the directory {} does not exist", flag, path, directory.string()));
+  }
+  if (::access(directory.c_str(), W_OK) != 0) {
+    throw core::Error(
+        fmt::format("{} {}: the directory {} is not writable", flag, path, directory.string()));
+  }
+}
+
+}  // namespace headway::cmd

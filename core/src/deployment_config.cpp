@@ -3,9 +3,11 @@
 #include <headway/core/error.h>
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 namespace headway::core {
 namespace fs = std::filesystem;
@@ -361,6 +363,10 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
 }
 
 DeploymentConfig load_deployment(const fs::path& file, PluginRegistry& registry) {
+  std::error_code error;
+  if (fs::is_directory(file, error)) {
+    throw Error(file.string() + ": is a directory, not a deployment file", HW_INVALID_ARGUMENT);
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(file.string() + ": cannot open deployment file", HW_NOT_FOUND);
   std::stringstream buffer;

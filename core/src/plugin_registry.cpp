@@ -319,7 +319,8 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
   for (const fs::path& d : directories_) dirs += (dirs.empty() ? "" : ", ") + d.string();
   std::string names;
   for (const std::string& n : available) names += (names.empty() ? "" : ", ") + n;
-  throw Error(fmt::format("unknown {} plugin '{}' (available: {}; searched: {})", kind_name(kind),
+  throw Error(fmt::format("unknown {}plugin '{}' (available: {}; searched: {})",
+                          kind == 0 ? std::string() : std::string(kind_name(kind)) + " ",
                           name_or_path, names.empty() ? "none" : names, dirs),
               HW_NOT_FOUND);
 }

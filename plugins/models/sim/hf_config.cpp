@@ -1,11 +1,13 @@
 #include "hf_config.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 namespace headway::models::sim {
 namespace {
@@ -87,6 +89,10 @@ ModelShape parse_hf_config(std::string_view json_text, const std::filesystem::pa
 }
 
 ModelShape load_hf_config(const std::filesystem::path& file) {
+  std::error_code error;
+  if (std::filesystem::is_directory(file, error)) {
+    fail(file, "is a directory; give the model's config.json in it");
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file, "cannot open the file (a Hugging Face config.json was expected)");
   std::ostringstream text;

@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/core/plugin_instances.h>
 #include <headway/core/plugin_options.h>
 #include <headway/core/plugin_registry.h>
+#include <toml++/toml.h>
 
 #include <iostream>
 
@@ -36,6 +38,36 @@ const LoadedPlugin& resolve(PluginRegistry& registry, const std::string& target)
   return registry.find(target, 0);
 }
 
+// Creates (and destroys) an instance of `choice` as an engine would, with neutral engine facts for
+// a scheduler. Returns what was done, for the report line. A router is not created: whether its
+// options fit depends on the engines of a deployment (pools, roles), checked when one loads.
+std::string create_instance(const core::PluginChoice& choice, const std::string& config_dir) {
+  core::WallClock clock;
+  core::HostServices host("validate", &clock);
+  switch (choice.plugin->kind()) {
+    case HW_KIND_STEP_SCHEDULER: {
+      const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 4096, 8192, HW_ENGINE_ROLE_MIXED};
+      const core::SchedulerInstance scheduler(choice, facts, host);
+      return fmt::format("created an instance (limits: {} tokens and {} requests per step)",
+                         scheduler.limits().max_num_batched_tokens,
+                         scheduler.limits().max_num_seqs);
+    }
+    case HW_KIND_KV_TRANSPORT: {
+      const core::KvTransportInstance transport(choice, host);
+      return std::string("created an instance") +
+             (transport.has_peer_links() ? " (with peer links)" : "");
+    }
+    case HW_KIND_MODEL: {
+      const core::ModelInstance model(choice, config_dir, host);
+      return fmt::format("created an instance (max_model_len {}, vocab {})",
+                         model.info().max_model_len, model.info().vocab);
+    }
+    default:
+      return "no instance created: a router's options are checked against a deployment's engines "
+             "when it loads";
+  }
+}
+
 }  // namespace
 
 CLI::App* add_plugin_command(CLI::App& app, PluginArgs& args) {
@@ -45,6 +77,18 @@ CLI::App* add_plugin_command(CLI::App& app, PluginArgs& args) {
       "describe", "Print a plugin's descriptor and a commented TOML template of its options");
   args.describe->add_option("plugin", args.target, "Path to a .so, or a plugin name")->required();
   args.describe->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory");
+  args.validate = plugin->add_subcommand(
+      "validate",
+      "Check that a plugin loads and accepts these options: its descriptor, the options against "
+      "its schema, and (schedulers, KV transports, models) an instance created with them");
+  args.validate->add_option("plugin", args.target, "Path to a .so, or a plugin name")->required();
+  args.validate->add_option("--options", args.options,
+                            "The options as a TOML inline-table body: 'key = value, ...'");
+  args.validate
+      ->add_option("--config-dir", args.config_dir,
+                   "Directory a model resolves relative option paths against")
+      ->capture_default_str();
+  args.validate->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory");
   args.list = plugin->add_subcommand("list", "List the plugins found in the plugin directories");
   args.list->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory");
   return plugin;
@@ -61,6 +105,18 @@ int run_plugin(const PluginArgs& args) {
     return 0;
   }
   const LoadedPlugin& p = resolve(registry, args.target);
+  if (*args.validate) {
+    const toml::table table = core::parse_inline_table_body(args.options, "--options");
+    core::PluginChoice choice{
+        "--options", &p,
+        std::make_shared<const core::PluginOptions>(
+            core::PluginOptions::from_toml(*p.descriptor, &table, "--options"))};
+    const std::string created = create_instance(choice, args.config_dir);
+    std::cout << fmt::format("ok: {} {} ({}, ABI {}.{}) from {}: {} option(s) set, {}\n", p.name(),
+                             p.version(), core::kind_name(p.kind()), p.descriptor->abi_major,
+                             p.descriptor->abi_minor, p.path.string(), table.size(), created);
+    return 0;
+  }
   const hw_plugin_descriptor& d = *p.descriptor;
   std::cout << fmt::format(
       "name:        {}\nshort name:  {}\nkind:        {}\nversion:     {}\nabi:         {}.{} "

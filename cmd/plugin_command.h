@@ -1,4 +1,5 @@
-// `headway plugin describe PATH|NAME` and `headway plugin list`.
+// `headway plugin describe PATH|NAME`, `headway plugin validate PATH|NAME [--options '…']` and
+// `headway plugin list`.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,9 +9,12 @@
 namespace headway::cmd {
 
 struct PluginArgs {
-  std::string target;  // path or name, for describe
+  std::string target;            // path or name, for describe and validate
+  std::string options;           // validate: the options as a TOML inline-table body
+  std::string config_dir = ".";  // validate: where a model resolves relative paths
   std::vector<std::string> plugin_dirs;
   CLI::App* describe = nullptr;
+  CLI::App* validate = nullptr;
   CLI::App* list = nullptr;
 };
 

@@ -2,28 +2,16 @@
 // as a deployment file's options table would be.
 #include <headway/conformance/suite.h>
 #include <headway/core/error.h>
+#include <headway/core/plugin_options.h>
 #include <toml++/toml.h>
 
 #include <headway/sdk/status.hpp>
 
 namespace headway::conformance {
-namespace {
-
-toml::table parse_table(const std::string& text, const std::string& where) {
-  try {
-    toml::table doc = toml::parse("options = {" + text + "}", std::string_view(where));
-    return *doc["options"].as_table();
-  } catch (const toml::parse_error& e) {
-    throw core::Error(
-        where + ": not a TOML inline-table body (key = value, …): " + std::string(e.description()));
-  }
-}
-
-}  // namespace
 
 std::shared_ptr<const core::PluginOptions> parse_options(const hw_plugin_descriptor& descriptor,
                                                          const std::string& text) {
-  toml::table table = parse_table(text, "--options");
+  toml::table table = core::parse_inline_table_body(text, "--options");
   return std::make_shared<const core::PluginOptions>(
       core::PluginOptions::from_toml(descriptor, &table, "--options"));
 }
@@ -33,8 +21,8 @@ core::PluginChoice PluginUnderTest::choice() const {
 }
 
 core::PluginChoice PluginUnderTest::choice_with(const std::string& defaults) const {
-  toml::table merged = parse_table(defaults, "suite defaults");
-  toml::table user = parse_table(options_text, "--options");
+  toml::table merged = core::parse_inline_table_body(defaults, "suite defaults");
+  toml::table user = core::parse_inline_table_body(options_text, "--options");
   for (auto&& [key, value] : user) merged.insert_or_assign(key, value);
   auto options = std::make_shared<const core::PluginOptions>(
       core::PluginOptions::from_toml(*plugin->descriptor, &merged, "--options + suite defaults"));
@@ -50,7 +38,7 @@ bool PluginUnderTest::has_option(std::string_view key, int32_t type) const {
 }
 
 bool PluginUnderTest::user_set(std::string_view key) const {
-  toml::table user = parse_table(options_text, "--options");
+  toml::table user = core::parse_inline_table_body(options_text, "--options");
   return user.contains(key);
 }
 

@@ -109,6 +109,16 @@ std::string describe_allowed(const hw_option_spec& spec) {
   return text;
 }
 
+toml::table parse_inline_table_body(const std::string& text, const std::string& where) {
+  try {
+    toml::table doc = toml::parse("options = {" + text + "}", std::string_view(where));
+    return *doc["options"].as_table();
+  } catch (const toml::parse_error& e) {
+    throw Error(where +
+                ": not a TOML inline-table body (key = value, …): " + std::string(e.description()));
+  }
+}
+
 PluginOptions PluginOptions::from_toml(const hw_plugin_descriptor& descriptor,
                                        const toml::table* table, const std::string& where) {
   PluginOptions out;

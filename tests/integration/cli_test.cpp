@@ -133,6 +133,32 @@ TEST(Cli, OutputPathsAreCheckedBeforeTheRun) {
   }
 }
 
+// `plugin validate`: the options against the schema, then an instance created with them; every
+// refusal is one line naming the key, or the plugin's own message.
+TEST(Cli, PluginValidateCreatesAnInstanceWithTheOptions) {
+  CliRun ok = run("plugin validate chunked --options 'max_num_seqs = 8'");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("ok: org.headway.scheduler.chunked"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("8 requests per step"), std::string::npos) << ok.out;
+
+  const struct {
+    std::string args;
+    std::string says;
+  } refused[] = {
+      {"plugin validate chunked --options 'max_num_seqs = 0'",
+       "--options.max_num_seqs: expected integer in [1, 65536], got 0"},
+      {"plugin validate chunked --options 'nope = 1'", "unknown key 'nope'"},
+      {"plugin validate chunked --options 'max_num_seqs ='", "not a TOML inline-table body"},
+      {"plugin validate cpu", "option 'path' (the checkpoint directory) is required"},
+  };
+  for (const auto& c : refused) {
+    CliRun r = run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
 TEST(Cli, MissingConfigFileIsOneClearLine) {
   CliRun r = run("simulate --config /nonexistent/deploy.toml");
   EXPECT_NE(r.exit_code, 0);

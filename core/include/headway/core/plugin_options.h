@@ -42,6 +42,10 @@ class PluginOptions {
   hw_options view_{nullptr, 0};
 };
 
+// Parses `text`, the body of a TOML inline table ("key = value, …", as given on a command line),
+// into a table. Throws Error naming `where` when it is not one.
+toml::table parse_inline_table_body(const std::string& text, const std::string& where);
+
 // "int in [1, 65536]", "one of fcfs, priority", … for messages and templates.
 std::string describe_allowed(const hw_option_spec& spec);
 

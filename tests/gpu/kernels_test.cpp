@@ -486,6 +486,23 @@ TEST(CudaKernels, PhaseTimerAddsEachPhaseOfAStep) {
   EXPECT_LT(summary.find("qkv_gemm"), summary.find("attention")) << "forward-pass order";
 }
 
+// Samples each row of `logits` (one row of `vocab` per entry of `params`) on the device; empty,
+// with a failure recorded, when the launch fails.
+std::vector<int32_t> sample_on_device(const std::vector<float>& logits, uint32_t vocab,
+                                      const std::vector<k::SampleParams>& params) {
+  const auto rows = static_cast<uint32_t>(params.size());
+  Dev<float> d_logits(logits);
+  Dev<k::SampleParams> d_params(params);
+  Dev<int32_t> d_out(rows);
+  const cudaError_t e =
+      k::sample_tokens(d_logits.get(), rows, vocab, d_params.get(), d_out.get(), nullptr);
+  if (e != cudaSuccess) {
+    ADD_FAILURE() << "sample_tokens: " << cudaGetErrorString(e);
+    return {};
+  }
+  return d_out.download();
+}
+
 // Kept set of the device sampler's semantics, computed in double on the host.
 std::vector<bool> kept(const std::vector<float>& logits, const k::SampleParams& p) {
   const size_t v = logits.size();
@@ -530,12 +547,8 @@ TEST(CudaKernels, SamplingFollowsTheCoreSemantics) {
     params[r].seed = 1000 + r;
     params[r].output_index = r % 7;
   }
-  Dev<float> d_logits(logits);
-  Dev<k::SampleParams> d_params(params);
-  Dev<int32_t> d_out(rows);
-  ASSERT_EQ(k::sample_tokens(d_logits.get(), rows, vocab, d_params.get(), d_out.get(), nullptr),
-            cudaSuccess);
-  const auto out = d_out.download();
+  const std::vector<int32_t> out = sample_on_device(logits, vocab, params);
+  ASSERT_EQ(out.size(), rows);
   core::Sampler sampler;
   int exact_mismatches = 0;
   for (uint32_t r = 0; r < rows; ++r) {
@@ -575,12 +588,8 @@ TEST(CudaKernels, SamplingRowsWithNoWeightGiveTheGreedyTokenAsTheCoreDoes) {
     params[r] = {temperatures[r], 1.0f, 0.0f, 0, 0, 0, 0};
     params[r].seed = 77 + r;
   }
-  Dev<float> d_logits(logits);
-  Dev<k::SampleParams> d_params(params);
-  Dev<int32_t> d_out(rows);
-  ASSERT_EQ(k::sample_tokens(d_logits.get(), rows, vocab, d_params.get(), d_out.get(), nullptr),
-            cudaSuccess);
-  const auto out = d_out.download();
+  const std::vector<int32_t> out = sample_on_device(logits, vocab, params);
+  ASSERT_EQ(out.size(), rows);
   core::Sampler sampler;
   for (uint32_t r = 0; r < rows; ++r) {
     std::vector<float> row(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
@@ -601,12 +610,8 @@ TEST(CudaKernels, SamplingFrequenciesFollowTheSoftmax) {
     logits.insert(logits.end(), base.begin(), base.end());
     params[r] = {1.0f, 1.0f, 0.0f, 0, 77, r, 0};
   }
-  Dev<float> d_logits(logits);
-  Dev<k::SampleParams> d_params(params);
-  Dev<int32_t> d_out(rows);
-  ASSERT_EQ(k::sample_tokens(d_logits.get(), rows, vocab, d_params.get(), d_out.get(), nullptr),
-            cudaSuccess);
-  const auto out = d_out.download();
+  const std::vector<int32_t> out = sample_on_device(logits, vocab, params);
+  ASSERT_EQ(out.size(), rows);
   std::vector<double> freq(vocab, 0.0);
   for (int32_t t : out) freq[t] += 1.0 / rows;
   double z = 0.0;

@@ -25,6 +25,15 @@
 namespace headway::test {
 namespace {
 
+// "http://127.0.0.1:<port>" once `serve` reports its HTTP address; empty when it exits first.
+std::string http_base(ServeProcess& serve) {
+  const std::optional<std::string> http =
+      serve.wait_for_line(std::regex(R"(HTTP listening on http://(127\.0\.0\.1:[0-9]+))"));
+  return http ? "http://" + *http : std::string();
+}
+
+bool have_curl() { return std::system("command -v curl >/dev/null 2>&1") == 0; }
+
 TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
   TempDir dir;
   const fs::path config =
@@ -33,14 +42,12 @@ TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
                             "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 5\n");
 
   ServeProcess serve(config);
-  const std::optional<std::string> http =
-      serve.wait_for_line(std::regex(R"(HTTP listening on http://(127\.0\.0\.1:[0-9]+))"));
-  ASSERT_TRUE(http.has_value()) << "headway serve did not report an HTTP address:\n" << serve.log();
-  if (std::system("command -v curl >/dev/null 2>&1") != 0) {
+  const std::string base = http_base(serve);
+  ASSERT_FALSE(base.empty()) << "headway serve did not report an HTTP address:\n" << serve.log();
+  if (!have_curl()) {
     EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
     GTEST_SKIP() << "curl is not installed";
   }
-  const std::string base = "http://" + *http;
 
   const CurlResult health = curl(base + "/health");
   EXPECT_EQ(health.http_status, 200) << health.body;
@@ -98,14 +105,12 @@ TEST(ServeCli, ASecondSignalEndsTheDrainAtOnce) {
                                                 "kv_cache_gb = 0.2");
   }
   ServeProcess serve(config);
-  const std::optional<std::string> http =
-      serve.wait_for_line(std::regex(R"(HTTP listening on http://(127\.0\.0\.1:[0-9]+))"));
-  ASSERT_TRUE(http.has_value()) << "headway serve did not report an HTTP address:\n" << serve.log();
-  if (std::system("command -v curl >/dev/null 2>&1") != 0) {
+  const std::string base = http_base(serve);
+  ASSERT_FALSE(base.empty()) << "headway serve did not report an HTTP address:\n" << serve.log();
+  if (!have_curl()) {
     EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
     GTEST_SKIP() << "curl is not installed";
   }
-  const std::string base = "http://" + *http;
   std::thread client([&] {
     curl(
         "-N -H 'Content-Type: application/json' -d '{\"model\": \"slow\", \"prompt\": "

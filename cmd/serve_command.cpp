@@ -166,6 +166,7 @@ int run_serve(const ServeArgs& args) {
   std::fflush(stderr);
   // A second SIGTERM/SIGINT while draining ends the wait: what is in flight is aborted now.
   std::atomic<bool> drained{false};
+  std::atomic<bool> cut_short{false};
   std::thread hurry([&] {
     const timespec slice{0, 100'000'000};
     while (!drained.load()) {
@@ -174,6 +175,7 @@ int run_serve(const ServeArgs& args) {
       std::fprintf(stderr, "headway serve: %s again: aborting what is in flight now\n",
                    second == SIGTERM ? "SIGTERM" : "SIGINT");
       std::fflush(stderr);
+      cut_short.store(true);
       service.end_drain_now();
       return;
     }
@@ -189,8 +191,8 @@ int run_serve(const ServeArgs& args) {
 #if HEADWAY_SERVE_HTTP
   if (http) http->stop();
 #endif
-  std::fprintf(stderr, "headway serve: stopped (%zu requests aborted at the drain timeout)\n",
-               aborted);
+  std::fprintf(stderr, "headway serve: stopped (%zu requests aborted %s)\n", aborted,
+               cut_short.load() ? "when the drain was cut short" : "at the drain timeout");
   return 0;
 }
 

@@ -109,7 +109,16 @@ void validate_request_class(const std::string& request_class) {
 }
 
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab) {
-  if (!input.kv_source) return;
+  if (!input.kv_source) {
+    // Tokens already generated only mean something beside the KV they continue from.
+    if (!input.generated_ids.empty()) {
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         "generated_ids: only for a request continued from kv_source, and this "
+                         "one has none",
+                         "generated_ids");
+    }
+    return;
+  }
   if (!is_kv_stage_name(input.kv_source->shm_name)) {
     throw ServiceError(ErrorCode::kInvalidArgument,
                        fmt::format("kv_source.shm_name: \"{}\" is not a staged KV's name (they "

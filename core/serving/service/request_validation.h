@@ -31,7 +31,7 @@ void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_m
 
 // The disaggregation fields a router process sets: prefill_only and kv_source exclude each other;
 // kv_source needs a shared-memory name and at least one generated id (inside the vocabulary), and
-// leaves tokens to generate (generated ids < max_tokens).
+// leaves tokens to generate (generated ids < max_tokens); generated ids need a kv_source.
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab);
 
 // A metrics label: 1..kMaxRequestClassLength characters of [A-Za-z0-9_.-].

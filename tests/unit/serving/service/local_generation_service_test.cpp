@@ -209,6 +209,19 @@ TEST_F(ServiceTest, ADuplicateIdInFlightIsRefused) {
   EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
 }
 
+TEST_F(ServiceTest, GeneratedIdsWithoutAKvSourceAreRefused) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput input = text_request("hi", 8);
+  input.generated_ids = {65, 66};
+  try {
+    service.submit(input);
+    ADD_FAILURE() << "generated_ids without kv_source accepted (and silently ignored)";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), "generated_ids");
+  }
+}
+
 TEST_F(ServiceTest, AbortFreesTheKvBlocksAndFinishesTheStream) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   const uint32_t total = service.cluster_info().engines[0].kv_blocks_total;

@@ -1,5 +1,7 @@
 #include "json_fields.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 
@@ -91,7 +93,10 @@ std::optional<float> FieldReader::number(std::string_view key) const {
   if (!value->is_number()) throw wrong_type(name(key), "a number", *value);
   const double wide = value->get<double>();
   if (!std::isfinite(wide) || std::fabs(wide) > std::numeric_limits<float>::max()) {
-    throw invalid_field(name(key), name(key) + " is out of range");
+    throw invalid_field(name(key),
+                        fmt::format("{} is {}: beyond the range of a 32-bit float "
+                                    "(magnitude at most {:g})",
+                                    name(key), value->dump(), std::numeric_limits<float>::max()));
   }
   return static_cast<float>(wide);
 }

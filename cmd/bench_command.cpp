@@ -204,8 +204,10 @@ size_t too_long_requests(const core::Workload& workload, std::optional<uint32_t>
 int run_bench(const BenchArgs& args) {
   // Everything that can be checked without the server first, then the server, then the run.
   const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
-  if (!args.plot.empty()) require_gnuplot();
-  if (!args.plot.empty()) check_output_path(plot_file(args.plot).string(), "--plot", ".png");
+  if (!args.plot.empty()) {
+    require_gnuplot();
+    check_output_path(plot_file(args.plot).string(), "--plot", ".png");
+  }
   if (!args.out.empty()) check_output_path(args.out, "--out");
   const core::Workload workload =
       bench::limit_workload(core::load_workload(args.workload), args.num_requests, args.duration);

@@ -1,6 +1,6 @@
-// The `headway` command line: simulate, serve, bench, plan, profile, plugin describe|list, model
-// make-tiny. Every failure ends in one line on stderr naming what is wrong, and a non-zero exit
-// code: 2 for a command line the parser refuses, 1 for everything else.
+// The `headway` command line: simulate, serve, bench, plan, profile, plugin
+// describe|validate|list, model make-tiny. Every failure ends in one line on stderr naming what is
+// wrong, and a non-zero exit code: 2 for a command line the parser refuses, 1 for everything else.
 #include <headway/core/error.h>
 #include <spdlog/spdlog.h>
 
@@ -24,9 +24,9 @@ namespace {
 // barrier by default. When anything else keeps the cores busy, the spinning threads are preempted
 // at each of the hundreds of barriers of a step: a decode step of the default deployment took
 // 316 ms with it and 6.9 ms with a spin of 1,000 on a 2-core machine beside two busy processes;
-// idle, the two are within run-to-run noise (docs/performance.md). libgomp
-// reads the setting once, when a plugin first loads it: hence here, before any plugin loads, and
-// only when the operator chose neither a wait policy nor a spin count.
+// idle, the two are within run-to-run noise (docs/performance.md). libgomp reads the setting once,
+// when a plugin first loads it: hence here, before any plugin loads, and only when the operator
+// chose neither a wait policy nor a spin count.
 void prefer_short_openmp_spins() {
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
     ::setenv("GOMP_SPINCOUNT", "1000", 0);

@@ -134,8 +134,10 @@ int run_simulate(const SimulateArgs& args) {
   }
   // Cheap checks first, so that a typo does not cost the simulations.
   const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
-  if (!args.plot.empty()) require_gnuplot();
-  if (!args.plot.empty()) check_output_path(args.plot, "--plot", ".png");
+  if (!args.plot.empty()) {
+    require_gnuplot();
+    check_output_path(args.plot, "--plot", ".png");
+  }
   if (!args.out.empty()) check_output_path(args.out, "--out");
   if (!args.step_trace.empty()) check_output_path(args.step_trace, "--step-trace");
 

@@ -306,7 +306,12 @@ bool Engine::step() {
                          plan_preempted_.data(),
                          static_cast<uint32_t>(running_.size()),
                          0};
-  scheduler_->schedule(snapshot, plan);
+  try {
+    scheduler_->schedule(snapshot, plan);
+  } catch (const Error& e) {
+    // The plugin's message names the scheduler; the engine and the step say where it happened.
+    throw Error(fmt::format("{}: step {}: {}", config_.name, step_index_, e.what()), e.code());
+  }
   if (auto broken = validator_.validate(snapshot, plan, limits)) {
     throw Error(fmt::format("{}: scheduler '{}' returned an invalid plan at step {} (not "
                             "executed): {}",

@@ -1,21 +1,78 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
 #include <headway/core/plugin_instances.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <exception>
 
 namespace headway::core {
+namespace {
+
+// Runs one call into a plugin's C table. The SDK's adapters never let an exception out, but a
+// hand-written table can, and one that crosses the C ABI would surface far from its cause (or end
+// the process): it becomes an Error naming the plugin and the function. Costs nothing unless
+// something is thrown, so the per-step calls go through it too.
+template <class Call>
+int32_t call_plugin(const char* kind, const std::string& name, const char* function, Call&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("{} '{}' {}: a C++ exception escaped the plugin's C ABI ({}); a plugin "
+                            "must return a status instead (the SDK's adapters do)",
+                            kind, name, function, e.what()),
+                HW_INTERNAL);
+  } catch (...) {
+    throw Error(fmt::format("{} '{}' {}: an exception escaped the plugin's C ABI; a plugin must "
+                            "return a status instead (the SDK's adapters do)",
+                            kind, name, function),
+                HW_INTERNAL);
+  }
+}
+
+// destroy() and peer_close() run in destructors and on failure paths, where nothing may be thrown:
+// an escaping exception is logged.
+template <class Call>
+void call_plugin_quietly(const char* kind, const std::string& name, const char* function,
+                         Call&& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    spdlog::error("{} '{}' {}: a C++ exception escaped the plugin's C ABI ({})", kind, name,
+                  function, e.what());
+  } catch (...) {
+    spdlog::error("{} '{}' {}: an exception escaped the plugin's C ABI", kind, name, function);
+  }
+}
+
+constexpr const char* kScheduler = "scheduler";
+constexpr const char* kModel = "model";
+constexpr const char* kRouter = "router";
+constexpr const char* kTransport = "KV transport";
+
+}  // namespace
 
 SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine_facts& facts,
                                      const HostServices& host)
     : table_(&choice.plugin->table<hw_scheduler_table>()), name_(choice.plugin->short_name()) {
   hw_status status{};
-  check_status(table_->create(host.table(), choice.options->view(), &facts, &handle_, &status),
+  check_status(call_plugin(kScheduler, name_, "create",
+                           [&] {
+                             return table_->create(host.table(), choice.options->view(), &facts,
+                                                   &handle_, &status);
+                           }),
                status, choice.where + ": scheduler '" + name_ + "' create");
-  int32_t code = table_->get_limits(handle_, &limits_, &status);
+  int32_t code = HW_INTERNAL;
+  try {
+    code = call_plugin(kScheduler, name_, "get_limits",
+                       [&] { return table_->get_limits(handle_, &limits_, &status); });
+  } catch (...) {
+    call_plugin_quietly(kScheduler, name_, "destroy", [&] { table_->destroy(handle_); });
+    throw;
+  }
   if (code != HW_OK || limits_.max_num_batched_tokens == 0 || limits_.max_num_seqs == 0) {
-    table_->destroy(handle_);
+    call_plugin_quietly(kScheduler, name_, "destroy", [&] { table_->destroy(handle_); });
     if (code != HW_OK) check_status(code, status, choice.where + ": scheduler get_limits");
     throw Error(choice.where + ": scheduler '" + name_ +
                 "' declares a zero token budget or max_num_seqs");
@@ -23,12 +80,15 @@ SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine
 }
 
 SchedulerInstance::~SchedulerInstance() {
-  if (handle_ != nullptr) table_->destroy(handle_);
+  if (handle_ != nullptr)
+    call_plugin_quietly(kScheduler, name_, "destroy", [&] { table_->destroy(handle_); });
 }
 
 void SchedulerInstance::schedule(const hw_scheduler_snapshot& snapshot, hw_scheduler_plan& plan) {
   hw_status status{};
-  int32_t code = table_->schedule(handle_, &snapshot, &plan, &status);
+  const int32_t code = call_plugin(kScheduler, name_, "schedule", [&] {
+    return table_->schedule(handle_, &snapshot, &plan, &status);
+  });
   if (code != HW_OK) check_status(code, status, "scheduler '" + name_ + "' schedule");
 }
 
@@ -36,38 +96,53 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
                              const HostServices& host)
     : table_(&choice.plugin->table<hw_model_table>()), name_(choice.plugin->short_name()) {
   hw_status status{};
-  check_status(table_->create(host.table(), choice.options->view(),
-                              hw_str{config_dir.data(), config_dir.size()}, &handle_, &status),
+  check_status(call_plugin(kModel, name_, "create",
+                           [&] {
+                             return table_->create(host.table(), choice.options->view(),
+                                                   hw_str{config_dir.data(), config_dir.size()},
+                                                   &handle_, &status);
+                           }),
                status, choice.where + ": model '" + name_ + "' create");
-  int32_t code = table_->get_info(handle_, &info_, &status);
+  int32_t code = HW_INTERNAL;
+  try {
+    code = call_plugin(kModel, name_, "get_info",
+                       [&] { return table_->get_info(handle_, &info_, &status); });
+  } catch (...) {
+    call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
+    throw;
+  }
   if (code != HW_OK) {
-    table_->destroy(handle_);
+    call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
     check_status(code, status, choice.where + ": model '" + name_ + "' get_info");
   }
 }
 
 ModelInstance::~ModelInstance() {
-  if (handle_ != nullptr) table_->destroy(handle_);
+  if (handle_ != nullptr)
+    call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
 }
 
 void ModelInstance::init_kv(uint32_t blocks, uint32_t block_size) {
   hw_status status{};
-  check_status(table_->init_kv(handle_, blocks, block_size, &status), status,
-               "model '" + name_ + "' init_kv");
+  check_status(call_plugin(kModel, name_, "init_kv",
+                           [&] { return table_->init_kv(handle_, blocks, block_size, &status); }),
+               status, "model '" + name_ + "' init_kv");
 }
 
 hw_memory_desc ModelInstance::kv_memory() {
   hw_memory_desc memory{nullptr, 0, HW_MEMORY_NONE, -1, 0, 0};
   if (table_->kv_memory == nullptr) return memory;
   hw_status status{};
-  check_status(table_->kv_memory(handle_, &memory, &status), status,
-               "model '" + name_ + "' kv_memory");
+  check_status(call_plugin(kModel, name_, "kv_memory",
+                           [&] { return table_->kv_memory(handle_, &memory, &status); }),
+               status, "model '" + name_ + "' kv_memory");
   return memory;
 }
 
 void ModelInstance::forward(const hw_model_batch& batch, hw_model_output& output) {
   hw_status status{};
-  int32_t code = table_->forward(handle_, &batch, &output, &status);
+  const int32_t code = call_plugin(
+      kModel, name_, "forward", [&] { return table_->forward(handle_, &batch, &output, &status); });
   if (code != HW_OK) check_status(code, status, "model '" + name_ + "' forward");
 }
 
@@ -75,26 +150,36 @@ RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_en
                                const HostServices& host)
     : table_(&choice.plugin->table<hw_router_table>()), name_(choice.plugin->short_name()) {
   hw_status status{};
-  check_status(table_->create(host.table(), choice.options->view(), engines.data(),
-                              static_cast<uint32_t>(engines.size()), &handle_, &status),
-               status, choice.where + ": router '" + name_ + "' create");
+  check_status(
+      call_plugin(kRouter, name_, "create",
+                  [&] {
+                    return table_->create(host.table(), choice.options->view(), engines.data(),
+                                          static_cast<uint32_t>(engines.size()), &handle_, &status);
+                  }),
+      status,
+      choice.where + ": router '" + name_ + "' (" + choice.plugin->path.string() + ") create");
 }
 
 RouterInstance::~RouterInstance() {
-  if (handle_ != nullptr) table_->destroy(handle_);
+  if (handle_ != nullptr)
+    call_plugin_quietly(kRouter, name_, "destroy", [&] { table_->destroy(handle_); });
 }
 
 hw_route_decision RouterInstance::route(const hw_route_request& request,
                                         std::span<const hw_engine_load> engines) {
   hw_route_decision decision{};
   hw_status status{};
-  int32_t code = table_->route(handle_, &request, engines.data(),
-                               static_cast<uint32_t>(engines.size()), &decision, &status);
+  const int32_t code = call_plugin(kRouter, name_, "route", [&] {
+    return table_->route(handle_, &request, engines.data(), static_cast<uint32_t>(engines.size()),
+                         &decision, &status);
+  });
   if (code != HW_OK) check_status(code, status, "router '" + name_ + "'");
   if (decision.prefill_engine >= engines.size() || decision.decode_engine >= engines.size()) {
-    throw Error(fmt::format("router '{}' chose engine {}/{} but the deployment has {} engines",
-                            name_, decision.prefill_engine, decision.decode_engine, engines.size()),
-                HW_INTERNAL);
+    throw Error(
+        fmt::format("router '{}' chose prefill engine {} and decode engine {}, but the "
+                    "deployment's engines are numbered 0 to {}",
+                    name_, decision.prefill_engine, decision.decode_engine, engines.size() - 1),
+        HW_INTERNAL);
   }
   return decision;
 }
@@ -102,8 +187,11 @@ hw_route_decision RouterInstance::route(const hw_route_request& request,
 KvTransportInstance::KvTransportInstance(const PluginChoice& choice, const HostServices& host)
     : table_(&choice.plugin->table<hw_kv_transport_table>()), name_(choice.plugin->short_name()) {
   hw_status status{};
-  check_status(table_->create(host.table(), choice.options->view(), &handle_, &status), status,
-               choice.where + ": KV transport '" + name_ + "' create");
+  check_status(
+      call_plugin(
+          kTransport, name_, "create",
+          [&] { return table_->create(host.table(), choice.options->view(), &handle_, &status); }),
+      status, choice.where + ": KV transport '" + name_ + "' create");
   // Read only when the plugin's table is long enough to hold them (built for ABI 1.2 or later).
   has_peer_links_ = table_->struct_size >=
                         offsetof(hw_kv_transport_table, peer_close) + sizeof(table_->peer_close) &&
@@ -113,22 +201,27 @@ KvTransportInstance::KvTransportInstance(const PluginChoice& choice, const HostS
 }
 
 KvTransportInstance::~KvTransportInstance() {
-  if (handle_ != nullptr) table_->destroy(handle_);
+  if (handle_ != nullptr)
+    call_plugin_quietly(kTransport, name_, "destroy", [&] { table_->destroy(handle_); });
 }
 
 uint64_t KvTransportInstance::start(const hw_kv_transfer& transfer) {
   uint64_t handle = 0;
   hw_status status{};
-  check_status(table_->start(handle_, &transfer, &handle, &status), status,
-               "KV transport '" + name_ + "' start");
+  const int32_t code = call_plugin(kTransport, name_, "start", [&] {
+    return table_->start(handle_, &transfer, &handle, &status);
+  });
+  if (code != HW_OK) check_status(code, status, "KV transport '" + name_ + "' start");
   return handle;
 }
 
 KvTransportInstance::Progress KvTransportInstance::poll(uint64_t handle) {
   Progress progress{HW_TRANSFER_PENDING, 0.0};
   hw_status status{};
-  check_status(table_->poll(handle_, handle, &progress.state, &progress.seconds, &status), status,
-               "KV transport '" + name_ + "' poll");
+  const int32_t code = call_plugin(kTransport, name_, "poll", [&] {
+    return table_->poll(handle_, handle, &progress.state, &progress.seconds, &status);
+  });
+  if (code != HW_OK) check_status(code, status, "KV transport '" + name_ + "' poll");
   return progress;
 }
 
@@ -144,8 +237,11 @@ std::vector<uint8_t> KvTransportInstance::peer_rendezvous() {
   std::vector<uint8_t> id(HW_PEER_ID_MAX);
   uint64_t size = 0;
   hw_status status{};
-  check_status(table_->peer_rendezvous(handle_, id.data(), id.size(), &size, &status), status,
-               "KV transport '" + name_ + "' peer_rendezvous");
+  check_status(
+      call_plugin(
+          kTransport, name_, "peer_rendezvous",
+          [&] { return table_->peer_rendezvous(handle_, id.data(), id.size(), &size, &status); }),
+      status, "KV transport '" + name_ + "' peer_rendezvous");
   id.resize(std::min<uint64_t>(size, id.size()));
   return id;
 }
@@ -155,8 +251,12 @@ uint64_t KvTransportInstance::peer_join(const std::vector<uint8_t>& id, int32_t 
   require_peer_links();
   uint64_t link = 0;
   hw_status status{};
-  check_status(table_->peer_join(handle_, id.data(), id.size(), rank, memory.kind, memory.device_id,
-                                 &link, &status),
+  check_status(call_plugin(kTransport, name_, "peer_join",
+                           [&] {
+                             return table_->peer_join(handle_, id.data(), id.size(), rank,
+                                                      memory.kind, memory.device_id, &link,
+                                                      &status);
+                           }),
                status, "KV transport '" + name_ + "' peer_join");
   return link;
 }
@@ -165,8 +265,10 @@ int32_t KvTransportInstance::peer_state(uint64_t link) {
   require_peer_links();
   int32_t state = HW_TRANSFER_FAILED;
   hw_status status{};
-  check_status(table_->peer_state(handle_, link, &state, &status), status,
-               "KV transport '" + name_ + "' peer_state");
+  const int32_t code = call_plugin(kTransport, name_, "peer_state", [&] {
+    return table_->peer_state(handle_, link, &state, &status);
+  });
+  if (code != HW_OK) check_status(code, status, "KV transport '" + name_ + "' peer_state");
   return state;
 }
 
@@ -176,14 +278,20 @@ uint64_t KvTransportInstance::peer_post(uint64_t link, hw_peer_direction directi
   require_peer_links();
   uint64_t handle = 0;
   hw_status status{};
-  check_status(table_->peer_post(handle_, link, direction, &memory, blocks.data(),
-                                 static_cast<uint32_t>(blocks.size()), &handle, &status),
+  check_status(call_plugin(kTransport, name_, "peer_post",
+                           [&] {
+                             return table_->peer_post(
+                                 handle_, link, direction, &memory, blocks.data(),
+                                 static_cast<uint32_t>(blocks.size()), &handle, &status);
+                           }),
                status, "KV transport '" + name_ + "' peer_post");
   return handle;
 }
 
 void KvTransportInstance::peer_close(uint64_t link) {
-  if (has_peer_links_) table_->peer_close(handle_, link);
+  if (!has_peer_links_) return;
+  // Called from destructors and failure paths: an escaping exception is logged, not thrown.
+  call_plugin_quietly(kTransport, name_, "peer_close", [&] { table_->peer_close(handle_, link); });
 }
 
 }  // namespace headway::core

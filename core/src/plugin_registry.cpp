@@ -3,6 +3,7 @@
 
 // Boost.DLL on std::filesystem rather than Boost.Filesystem: one path type across the host.
 #define BOOST_DLL_USE_STD_FS 1
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <cstddef>
 #include <cstdlib>
 #include <system_error>
 
@@ -23,19 +25,27 @@ namespace {
 
 std::string to_string(hw_str s) { return s.data ? std::string(s.data, s.size) : std::string(); }
 
-// Size of each struct as laid out in ABI 1.0: a plugin of any 1.x minor provides at least this.
+// Size of each struct as laid out in ABI 1.0: a plugin of any 1.x minor provides at least this,
+// and the host reads a later minor's fields only where struct_size covers them. When a minor adds
+// fields to a struct, its 1.0 size here must stay the offset of the first new field, never
+// sizeof(): a plugin built against the older minor would be refused (a 1.1 KV transport was,
+// until its table's size was pinned to where 1.2's peer links begin).
 constexpr uint32_t kDescriptorSizeV1_0 = sizeof(hw_plugin_descriptor);
+constexpr uint32_t kSchedulerTableSizeV1_0 = sizeof(hw_scheduler_table);
+constexpr uint32_t kRouterTableSizeV1_0 = sizeof(hw_router_table);
+constexpr uint32_t kKvTransportTableSizeV1_0 = offsetof(hw_kv_transport_table, peer_rendezvous);
+constexpr uint32_t kModelTableSizeV1_0 = sizeof(hw_model_table);
 
 uint32_t minimum_table_size(int32_t kind) {
   switch (kind) {
     case HW_KIND_STEP_SCHEDULER:
-      return sizeof(hw_scheduler_table);
+      return kSchedulerTableSizeV1_0;
     case HW_KIND_ROUTER:
-      return sizeof(hw_router_table);
+      return kRouterTableSizeV1_0;
     case HW_KIND_KV_TRANSPORT:
-      return sizeof(hw_kv_transport_table);
+      return kKvTransportTableSizeV1_0;
     case HW_KIND_MODEL:
-      return sizeof(hw_model_table);
+      return kModelTableSizeV1_0;
     default:
       return 0;
   }
@@ -149,6 +159,30 @@ void check_descriptor(const hw_plugin_descriptor* d, const fs::path& path) {
   check_option_schema(*d, where);
 }
 
+// What dlopen said, from Boost.DLL's wrapping of it ("boost::dll::shared_library::load() failed
+// (dlerror system message: <what dlopen said>): <an unrelated errno text>"), with an undefined
+// symbol demangled and the usual cause named.
+std::string load_failure(const std::string& boost_message) {
+  constexpr std::string_view kPrefix = "(dlerror system message: ";
+  std::string message = boost_message;
+  const size_t begin = message.find(kPrefix);
+  const size_t end = message.rfind("): ");
+  if (begin != std::string::npos && end != std::string::npos && end > begin) {
+    message = message.substr(begin + kPrefix.size(), end - begin - kPrefix.size());
+  }
+  constexpr std::string_view kUndefined = "undefined symbol: ";
+  const size_t at = message.find(kUndefined);
+  if (at == std::string::npos) return message;
+  const std::string symbol = message.substr(at + kUndefined.size());
+  int status = 0;
+  char* readable = abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status);
+  if (status == 0 && readable != nullptr) message += fmt::format(" ({})", readable);
+  std::free(readable);
+  return message +
+         "; the plugin needs a library it was not linked with (headway_add_plugin links with "
+         "--no-undefined, so this shows at build time there; add the library to its LIBRARIES)";
+}
+
 bool looks_like_path(std::string_view s) {
   return s.find('/') != std::string_view::npos || s.ends_with(".so") || s.ends_with(".dylib");
 }
@@ -247,11 +281,17 @@ const LoadedPlugin& PluginRegistry::load_locked(const fs::path& path) {
         boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local | RTLD_NODELETE);
     entry->library.load(canonical, mode);
   } catch (const std::exception& e) {
-    throw Error("plugin " + canonical.string() + ": cannot be loaded: " + e.what());
+    throw Error("plugin " + canonical.string() + ": cannot be loaded: " + load_failure(e.what()));
   }
   if (!entry->library.has(HW_PLUGIN_ENTRY_SYMBOL)) {
+    // The Itanium C++ name of `const hw_plugin_descriptor* headway_plugin_entry()`: the entry was
+    // written without extern "C" (the export macros add it).
+    const bool mangled = entry->library.has("_Z20headway_plugin_entryv");
     throw Error("plugin " + canonical.string() +
-                ": not a Headway plugin (no exported symbol " HW_PLUGIN_ENTRY_SYMBOL ")");
+                ": not a Headway plugin (no exported symbol " HW_PLUGIN_ENTRY_SYMBOL ")" +
+                (mangled ? "; it exports a C++-mangled " HW_PLUGIN_ENTRY_SYMBOL
+                           "(): declare it extern \"C\", or use an export macro"
+                         : ""));
   }
   auto entry_fn = entry->library.get<const hw_plugin_descriptor*()>(HW_PLUGIN_ENTRY_SYMBOL);
   const hw_plugin_descriptor* descriptor = entry_fn();
@@ -297,6 +337,7 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
   }
   scan_locked();
   std::vector<std::string> available;
+  std::vector<const LoadedPlugin*> matches;
   const LoadedPlugin* other_kind = nullptr;
   for (const auto& lib : libraries_) {
     const LoadedPlugin& p = lib->plugin;
@@ -305,9 +346,10 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
       if (named) other_kind = &p;
       continue;
     }
-    if (named) return p;
+    if (named) matches.push_back(&p);
     available.push_back(p.short_name());
   }
+  if (!matches.empty()) return pick_by_search_order(matches, name_or_path);
   if (other_kind != nullptr) {
     throw Error(fmt::format("plugin '{}' is a {}, but a {} was expected (available: {})",
                             name_or_path, kind_name(other_kind->kind()), kind_name(kind),
@@ -323,6 +365,42 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
                           kind == 0 ? std::string() : std::string(kind_name(kind)) + " ",
                           name_or_path, names.empty() ? "none" : names, dirs),
               HW_NOT_FOUND);
+}
+
+const LoadedPlugin& PluginRegistry::pick_by_search_order(
+    const std::vector<const LoadedPlugin*>& matches, std::string_view name) {
+  if (matches.size() == 1) return *matches.front();
+  // Rank: the index of the search directory holding the file; files loaded by path elsewhere last.
+  std::vector<fs::path> dirs;
+  for (const fs::path& d : directories_) {
+    std::error_code ec;
+    fs::path canonical = fs::weakly_canonical(d, ec);
+    dirs.push_back(ec ? d : canonical);
+  }
+  const auto rank = [&](const LoadedPlugin* p) {
+    const auto at = std::find(dirs.begin(), dirs.end(), p->path.parent_path());
+    return static_cast<size_t>(at - dirs.begin());
+  };
+  const LoadedPlugin* chosen = matches.front();
+  for (const LoadedPlugin* p : matches) {
+    if (rank(p) < rank(chosen)) chosen = p;
+  }
+  const std::string key(name);
+  if (std::find(warned_ambiguous_.begin(), warned_ambiguous_.end(), key) ==
+      warned_ambiguous_.end()) {
+    warned_ambiguous_.push_back(key);
+    std::string others;
+    for (const LoadedPlugin* p : matches) {
+      if (p == chosen) continue;
+      others += fmt::format("{}{} ({} {})", others.empty() ? "" : ", ", p->path.string(), p->name(),
+                            p->version());
+    }
+    spdlog::warn(
+        "plugin name '{}' is carried by several files: using {} ({} {}), the first in search "
+        "order; not {}. Name a plugin by path to choose another.",
+        key, chosen->path.string(), chosen->name(), chosen->version(), others);
+  }
+  return *chosen;
 }
 
 std::vector<const LoadedPlugin*> PluginRegistry::discover() {

@@ -304,7 +304,9 @@ typedef enum hw_engine_role {
   HW_ENGINE_ROLE_DECODE = 2
 } hw_engine_role;
 
-/* One engine as the router sees it: static identity plus its load at the time of the call. */
+/* One engine as the router sees it: static identity plus its load at the time of the call. The
+ * host always passes every engine of the deployment, dead ones included (alive = 0), in order, so
+ * engines[i].engine_index == i; a decision names engines by that index. */
 typedef struct hw_engine_load {
   uint32_t engine_index;
   int32_t role;  /* hw_engine_role */

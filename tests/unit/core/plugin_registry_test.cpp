@@ -110,6 +110,30 @@ TEST(PluginRegistry, AddedDirectoriesAreSearchedFirst) {
   EXPECT_EQ(dirs[1], fs::path("/nonexistent/b"));
 }
 
+// Two files carrying one name (a copied template left unrenamed, an installed Headway beside a
+// build): the earliest search directory wins, whatever order the files were loaded in.
+TEST(PluginRegistry, ANameCarriedByTwoFilesResolvesInSearchOrder) {
+  const fs::path root = fs::temp_directory_path() / ("headway_shadow_" + std::to_string(getpid()));
+  const fs::path first = root / "first", second = root / "second";
+  fs::create_directories(first);
+  fs::create_directories(second);
+  for (const fs::path& dir : {first, second}) {
+    fs::copy_file(test_plugin("test_good_scheduler"), dir / "test_good_scheduler.so");
+  }
+  {
+    PluginRegistry registry;
+    registry.add_search_directory(second);
+    registry.add_search_directory(first);  // added last: searched first
+    const LoadedPlugin& loaded_first = registry.load_path(second / "test_good_scheduler.so");
+    const LoadedPlugin& found = registry.find("test_good", HW_KIND_STEP_SCHEDULER);
+    EXPECT_EQ(found.path, fs::weakly_canonical(first / "test_good_scheduler.so"));
+    EXPECT_NE(&found, &loaded_first);
+    // The same answer the second time (the warning is given once).
+    EXPECT_EQ(&registry.find("org.headway.test.good_scheduler", HW_KIND_STEP_SCHEDULER), &found);
+  }
+  fs::remove_all(root);
+}
+
 TEST(PluginRegistry, FindsTheRealPlugins) {
   PluginRegistry registry;
   registry.add_search_directory(kRealPlugins);
@@ -153,6 +177,29 @@ TEST(PluginRegistry, RefusesANewerAbiMinor) {
   EXPECT_THAT(e.what(), HasSubstr("host provides ABI " + abi(HW_ABI_MAJOR, HW_ABI_MINOR)));
 }
 
+// A plugin built against an older 1.x minor has the shorter tables of that minor; the host reads
+// a newer field only where struct_size covers it, so such a plugin loads and works.
+TEST(PluginRegistry, LoadsAKvTransportBuiltForAbi11WithoutPeerLinks) {
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(test_plugin("test_abi_1_1_transport"));
+  EXPECT_EQ(plugin.descriptor->abi_minor, 1);
+  EXPECT_EQ(plugin.table<hw_kv_transport_table>().struct_size,
+            offsetof(hw_kv_transport_table, peer_rendezvous));
+  PluginChoice choice;
+  choice.where = "test: kv_transport";
+  choice.plugin = &plugin;
+  choice.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*plugin.descriptor, nullptr, "test.options"));
+  VirtualClock clock;
+  HostServices host("engine0/test_abi_1_1_transport", &clock);
+  KvTransportInstance transport(choice, host);
+  EXPECT_FALSE(transport.has_peer_links());
+  EXPECT_THROW(transport.peer_rendezvous(), Error);
+  const hw_kv_transfer transfer{};
+  const uint64_t handle = transport.start(transfer);
+  EXPECT_EQ(transport.poll(handle).state, HW_TRANSFER_DONE);
+}
+
 TEST(PluginRegistry, RefusesATableWithoutAMandatoryFunction) {
   PluginRegistry registry;
   const fs::path file = test_plugin("test_missing_function");
@@ -179,6 +226,27 @@ TEST(PluginRegistry, RefusesALibraryThatIsNotAPlugin) {
   EXPECT_THAT(e.what(), HasSubstr(file.string()));
   EXPECT_THAT(e.what(), HasSubstr("not a Headway plugin"));
   EXPECT_THAT(e.what(), HasSubstr("headway_plugin_entry"));
+  EXPECT_THAT(e.what(), testing::Not(HasSubstr("mangled")));
+}
+
+TEST(PluginRegistry, AnUndefinedSymbolIsNamedReadablyWithoutBoostsNoise) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_undefined_symbol");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("undefined symbol"));
+  EXPECT_THAT(e.what(), HasSubstr("helper_from_a_missing_library(int)"));
+  EXPECT_THAT(e.what(), testing::Not(HasSubstr("boost::")));
+  EXPECT_THAT(e.what(), testing::Not(HasSubstr("Bad file descriptor")));
+}
+
+TEST(PluginRegistry, AnEntryWithoutExternCIsNamedAsSuch) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_mangled_entry");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("C++-mangled headway_plugin_entry()"));
+  EXPECT_THAT(e.what(), HasSubstr("extern \"C\""));
 }
 
 // A plugin half-copied into a plugin directory: dlopen would kill the process with SIGBUS, so the
@@ -359,6 +427,29 @@ TEST_F(ExceptionFirewall, HostWrapperTurnsTheStatusIntoAnError) {
   EXPECT_THAT(e.what(), HasSubstr("deploy.toml: engines[0].scheduler"));
   EXPECT_THAT(e.what(), HasSubstr("test_throwing"));
   EXPECT_THAT(e.what(), HasSubstr("test_throwing_scheduler: create failed on purpose"));
+}
+
+TEST(PluginRegistryInstances, AnExceptionThroughARawCTableBecomesAnErrorNamingTheCall) {
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(test_plugin("test_raw_throwing_scheduler"));
+  PluginChoice choice;
+  choice.where = "test: scheduler";
+  choice.plugin = &plugin;
+  choice.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*plugin.descriptor, nullptr, "test.options"));
+  VirtualClock clock;
+  HostServices host("engine0/test_raw_throwing", &clock);
+  const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
+  SchedulerInstance instance(choice, facts, host);
+  hw_scheduler_snapshot snapshot{};
+  hw_slice slices[1];
+  uint64_t preempted[1];
+  hw_scheduler_plan plan{sizeof(hw_scheduler_plan), slices, 1, 0, preempted, 1, 0};
+  Error e = expect_error([&] { instance.schedule(snapshot, plan); });
+  EXPECT_EQ(e.code(), HW_INTERNAL);
+  EXPECT_THAT(e.what(), HasSubstr("scheduler 'test_raw_throwing' schedule"));
+  EXPECT_THAT(e.what(), HasSubstr("escaped the plugin's C ABI"));
+  EXPECT_THAT(e.what(), HasSubstr("thrown through the C ABI"));
 }
 
 TEST(PluginRegistryInstances, GoodSchedulerSeesItsOptions) {

@@ -50,7 +50,9 @@ class PluginRegistry {
   const LoadedPlugin& load_path(const std::filesystem::path& path);
 
   // Resolves a name written by an operator: a path (contains '/' or ends in .so), a reverse-DNS
-  // name, or a short name, of the given kind. Throws Error listing what was searched.
+  // name, or a short name, of the given kind. Throws Error listing what was searched. When several
+  // files carry the name, the one in the earliest search directory is used (as PATH does; a file
+  // loaded by path outside them comes last) and a warning names it and the others, once per name.
   const LoadedPlugin& find(std::string_view name_or_path, int32_t kind);
 
   // Every plugin found in the search directories (libraries that are not plugins are skipped).
@@ -63,11 +65,14 @@ class PluginRegistry {
   struct Library;
   const LoadedPlugin& load_locked(const std::filesystem::path& path);
   void scan_locked();
+  const LoadedPlugin& pick_by_search_order(const std::vector<const LoadedPlugin*>& matches,
+                                           std::string_view name);
 
   mutable std::mutex mutex_;
   std::vector<std::filesystem::path> directories_;
   std::vector<std::unique_ptr<Library>> libraries_;
   bool scanned_ = false;
+  std::vector<std::string> warned_ambiguous_;  // names whose shadowed files were reported
 };
 
 }  // namespace headway::core

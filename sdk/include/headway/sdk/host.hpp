@@ -1,11 +1,14 @@
 // C++ view of the host services table handed to a plugin at create(). Header-only; plugin side.
-// Thread-safe, like the services it wraps; valid until the instance is destroyed.
+// Thread-safe, like the services it wraps; valid until the instance is destroyed. The adapters
+// keep the Host a constructor receives alive as long as the instance (WithHost below), so a class
+// may store `const Host&` as well as a copy.
 #pragma once
 
 #include <headway/abi.h>
 
 #include <headway/sdk/status.hpp>
 #include <string_view>
+#include <utility>
 
 namespace headway::sdk {
 
@@ -36,6 +39,18 @@ class Host {
 
  private:
   const hw_host_services* services_;
+};
+
+// What an adapter's handle points to: the Host handed to T's constructor, then the instance. The
+// Host lives exactly as long as the instance, so a reference to it taken in the constructor stays
+// valid (a temporary Host made that a dangling reference, and a crash at the first log).
+template <class T>
+struct WithHost {
+  template <class... Args>
+  explicit WithHost(const hw_host_services* services, Args&&... args)
+      : host(services), object(host, std::forward<Args>(args)...) {}
+  Host host;
+  T object;
 };
 
 }  // namespace headway::sdk

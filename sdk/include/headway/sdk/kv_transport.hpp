@@ -1,4 +1,6 @@
 // Writing a KV transport as a C++ class. Header-only; plugin side.
+// Lifetimes: the Host may be kept, by reference or by copy (it lives as long as the instance); the
+// Options are valid only during the constructor: read every option there.
 // Threading: instances are called from several threads; the class synchronises itself.
 #pragma once
 
@@ -56,16 +58,17 @@ class KvPeerLinks {
 template <class T>
 struct KvTransportAdapter {
   static constexpr int32_t kind = HW_KIND_KV_TRANSPORT;
-  static KvTransport* self(hw_kv_transport* t) { return reinterpret_cast<KvTransport*>(t); }
+  static KvTransport* self(hw_kv_transport* t) {
+    return &reinterpret_cast<WithHost<T>*>(t)->object;
+  }
 
   static int32_t create(const hw_host_services* host, const hw_options* options,
                         hw_kv_transport** out, hw_status* status) {
     return guarded(status, [&] {
-      KvTransport* instance = new T(Host(host), Options(options));
-      *out = reinterpret_cast<hw_kv_transport*>(instance);
+      *out = reinterpret_cast<hw_kv_transport*>(new WithHost<T>(host, Options(options)));
     });
   }
-  static void destroy(hw_kv_transport* t) { delete self(t); }
+  static void destroy(hw_kv_transport* t) { delete reinterpret_cast<WithHost<T>*>(t); }
   static int32_t start(hw_kv_transport* t, const hw_kv_transfer* transfer, uint64_t* handle,
                        hw_status* status) {
     return guarded(status, [&] { *handle = self(t)->start(*transfer); });
@@ -82,7 +85,7 @@ struct KvTransportAdapter {
   // Peer links, for a T that derives from KvPeerLinks.
   static KvPeerLinks* links(hw_kv_transport* t) {
     if constexpr (std::is_base_of_v<KvPeerLinks, T>) {
-      return static_cast<T*>(self(t));
+      return &reinterpret_cast<WithHost<T>*>(t)->object;
     } else {
       return nullptr;
     }

@@ -1,4 +1,6 @@
 // Writing a model as a C++ class. Header-only; plugin side.
+// Lifetimes: the Host may be kept, by reference or by copy (it lives as long as the instance); the
+// Options are valid only during the constructor: read every option there.
 // Threading: one engine thread calls an instance; forward() may fan out to its own threads.
 #pragma once
 
@@ -27,16 +29,16 @@ class Model {
 template <class T>
 struct ModelAdapter {
   static constexpr int32_t kind = HW_KIND_MODEL;
-  static Model* self(hw_model* m) { return reinterpret_cast<Model*>(m); }
+  static Model* self(hw_model* m) { return &reinterpret_cast<WithHost<T>*>(m)->object; }
 
   static int32_t create(const hw_host_services* host, const hw_options* options, hw_str config_dir,
                         hw_model** out, hw_status* status) {
     return guarded(status, [&] {
-      Model* instance = new T(Host(host), Options(options), std::string(view(config_dir)));
-      *out = reinterpret_cast<hw_model*>(instance);
+      *out = reinterpret_cast<hw_model*>(
+          new WithHost<T>(host, Options(options), std::string(view(config_dir))));
     });
   }
-  static void destroy(hw_model* m) { delete self(m); }
+  static void destroy(hw_model* m) { delete reinterpret_cast<WithHost<T>*>(m); }
   static int32_t get_info(hw_model* m, hw_model_info* info, hw_status* status) {
     return guarded(status, [&] {
       *info = self(m)->info();

@@ -104,6 +104,8 @@ class Options {
     }
     return std::string(view(v.string_value));
   }
+  // Whether the schema declares `key`. The host hands every declared option to create(), its
+  // default filled in where the operator set none, so this does not say whether it was set.
   bool has(std::string_view key) const { return lookup(key) != nullptr; }
 
  private:

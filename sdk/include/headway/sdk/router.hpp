@@ -1,5 +1,9 @@
 // Writing a router as a C++ class. Header-only; plugin side.
-// Threading: the cluster calls one instance from one thread at a time.
+// Lifetimes: the Host may be kept, by reference or by copy (it lives as long as the instance); the
+// Options are valid only during the constructor: read every option there.
+// Threading: the cluster calls one instance from one thread at a time, not always the same thread,
+// so keep no thread_local state. Instances of one library may run concurrently (one per cluster):
+// guard any static state.
 #pragma once
 
 #include <headway/abi.h>
@@ -23,17 +27,17 @@ class Router {
 template <class T>
 struct RouterAdapter {
   static constexpr int32_t kind = HW_KIND_ROUTER;
-  static Router* self(hw_router* r) { return reinterpret_cast<Router*>(r); }
+  static Router* self(hw_router* r) { return &reinterpret_cast<WithHost<T>*>(r)->object; }
 
   static int32_t create(const hw_host_services* host, const hw_options* options,
                         const hw_engine_load* engines, uint32_t count, hw_router** out,
                         hw_status* status) {
     return guarded(status, [&] {
-      Router* instance = new T(Host(host), Options(options), std::span(engines, count));
-      *out = reinterpret_cast<hw_router*>(instance);
+      *out = reinterpret_cast<hw_router*>(
+          new WithHost<T>(host, Options(options), std::span(engines, count)));
     });
   }
-  static void destroy(hw_router* r) { delete self(r); }
+  static void destroy(hw_router* r) { delete reinterpret_cast<WithHost<T>*>(r); }
   static int32_t route(hw_router* r, const hw_route_request* request, const hw_engine_load* engines,
                        uint32_t count, hw_route_decision* decision, hw_status* status) {
     return guarded(status, [&] {

@@ -8,7 +8,11 @@
 //   };
 //   HEADWAY_EXPORT_SCHEDULER(MyScheduler, "com.example.mine", "mine", "1.0.0", "…", kOptions)
 //
-// Threading: the engine calls one instance from one thread at a time.
+// Lifetimes: the Host may be kept, by reference or by copy (it lives as long as the instance); the
+// Options are valid only during the constructor: read every option there.
+// Threading: the engine calls one instance from one thread at a time, not always the same thread
+// (create, get_limits, schedule and destroy may each come from another), so keep no thread_local
+// state. Instances of one library run concurrently in other engines: guard any static state.
 #pragma once
 
 #include <headway/abi.h>
@@ -75,16 +79,15 @@ template <class T>
 struct SchedulerAdapter {
   static constexpr int32_t kind = HW_KIND_STEP_SCHEDULER;
 
-  static StepScheduler* self(hw_scheduler* s) { return reinterpret_cast<StepScheduler*>(s); }
+  static StepScheduler* self(hw_scheduler* s) { return &reinterpret_cast<WithHost<T>*>(s)->object; }
 
   static int32_t create(const hw_host_services* host, const hw_options* options,
                         const hw_engine_facts* facts, hw_scheduler** out, hw_status* status) {
     return guarded(status, [&] {
-      StepScheduler* instance = new T(Host(host), Options(options), *facts);
-      *out = reinterpret_cast<hw_scheduler*>(instance);
+      *out = reinterpret_cast<hw_scheduler*>(new WithHost<T>(host, Options(options), *facts));
     });
   }
-  static void destroy(hw_scheduler* s) { delete self(s); }
+  static void destroy(hw_scheduler* s) { delete reinterpret_cast<WithHost<T>*>(s); }
   static int32_t get_limits(hw_scheduler* s, hw_scheduler_limits* limits, hw_status* status) {
     return guarded(status, [&] {
       *limits = self(s)->limits();

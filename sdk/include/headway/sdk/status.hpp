@@ -26,8 +26,10 @@ class Error : public std::exception {
 
 inline std::string_view view(hw_str s) { return s.data ? std::string_view(s.data, s.size) : ""; }
 
+// A null pointer gives the empty string (an absent default, say), never strlen(nullptr).
 constexpr hw_str make_str(const char* literal) {
-  return hw_str{literal, std::char_traits<char>::length(literal)};
+  return literal == nullptr ? hw_str{nullptr, 0}
+                            : hw_str{literal, std::char_traits<char>::length(literal)};
 }
 
 // Fills status (caller-owned) with code and a truncated, NUL-terminated copy of message.

@@ -1,0 +1,69 @@
+// The adapters that turn a plugin's C++ class into its C table: what they promise the class about
+// the objects its constructor receives.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <headway/plugin.hpp>
+
+namespace headway::sdk {
+namespace {
+
+int g_logged = 0;
+void count_log(void* context, int32_t, hw_str) { ++*static_cast<int*>(context); }
+
+// Keeps the Host by reference, as the header's own example signature invites.
+class KeepsHostByReference final : public StepScheduler {
+ public:
+  KeepsHostByReference(const Host& host, const Options&, const hw_engine_facts&) : host_(host) {}
+  hw_scheduler_limits limits() const override {
+    host_.log(HW_LOG_INFO, "limits");
+    return hw_scheduler_limits{sizeof(hw_scheduler_limits), 1, 1};
+  }
+  void schedule(const hw_scheduler_snapshot&, PlanWriter&) override {
+    host_.log(HW_LOG_INFO, "schedule");
+  }
+
+ private:
+  const Host& host_;
+};
+
+// Overwrites the stack where create()'s frame was, so that anything left pointing into it reads
+// garbage instead of the value that happened to stay there.
+__attribute__((noinline)) void clobber_stack() {
+  volatile unsigned char junk[16384];
+  for (size_t i = 0; i < sizeof(junk); ++i) junk[i] = 0xA5;
+}
+
+TEST(SdkAdapters, AHostKeptByReferenceStaysValidForTheInstancesLife) {
+  using Adapter = SchedulerAdapter<KeepsHostByReference>;
+  hw_host_services services{};
+  services.struct_size = sizeof(services);
+  services.context = &g_logged;
+  services.log = &count_log;
+  const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
+  hw_scheduler* scheduler = nullptr;
+  hw_status status{};
+  ASSERT_EQ(Adapter::table.create(&services, nullptr, &facts, &scheduler, &status), HW_OK)
+      << status.message;
+  clobber_stack();
+  hw_scheduler_limits limits{};
+  ASSERT_EQ(Adapter::table.get_limits(scheduler, &limits, &status), HW_OK) << status.message;
+  hw_scheduler_snapshot snapshot{};
+  hw_scheduler_plan plan{};
+  plan.struct_size = sizeof(plan);
+  clobber_stack();
+  ASSERT_EQ(Adapter::table.schedule(scheduler, &snapshot, &plan, &status), HW_OK) << status.message;
+  EXPECT_EQ(g_logged, 2);
+  Adapter::table.destroy(scheduler);
+}
+
+TEST(SdkAdapters, MakeStrOfNullIsTheEmptyString) {
+  const hw_str s = make_str(nullptr);
+  EXPECT_EQ(s.size, 0u);
+  EXPECT_EQ(view(s), "");
+  const hw_option_spec spec = string_option("label", nullptr, "no default");
+  EXPECT_EQ(spec.default_string.size, 0u);
+}
+
+}  // namespace
+}  // namespace headway::sdk

@@ -57,6 +57,7 @@ nlohmann::json report_json(const RunInfo& run, const ProfileResult& result) {
     tests.push_back({{"id", t.id},
                      {"title", t.title},
                      {"core", t.core},
+                     {"declared_feature", t.declared_feature},
                      {"result", outcome_name(t.outcome)},
                      {"message", t.message},
                      {"seconds", t.seconds},

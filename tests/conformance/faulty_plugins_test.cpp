@@ -35,6 +35,13 @@ TEST(FaultyPlugins, StarvingSchedulerFailsOnlyStarvation) {
   expect_outcome(r, "scheduler.all_finish", Outcome::kPass);
 }
 
+TEST(FaultyPlugins, LeakingSchedulerIsWarnedAboutItsHeap) {
+  const auto r = run_faulty("faulty_leaking_scheduler.so");
+  expect_outcome(r, "scheduler.steady_state_heap", Outcome::kQualityWarning);
+  EXPECT_NE(headway::test::find_test(r, "scheduler.steady_state_heap")->message.find("heap grew"),
+            std::string::npos);
+}
+
 TEST(FaultyPlugins, CorruptingTransportFailsRoundTrips) {
   const auto r = run_faulty("faulty_corrupting_transport.so");
   EXPECT_FALSE(r.conformant());
@@ -49,6 +56,24 @@ TEST(FaultyPlugins, BatchDependentModelFailsBatchInvariance) {
   EXPECT_FALSE(r.conformant());
   expect_outcome(r, "model.batch_invariance", Outcome::kFail);
   expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
+}
+
+// A router that claims a feature it does not have: least_loaded never splits a request over a
+// prefill and a decode engine, so declaring 'disaggregation' for it must cost the verdict.
+TEST(FaultyPlugins, AFeatureDeclaredButFailedBreaksConformance) {
+  const std::string router = std::string(HEADWAY_PLUGIN_DIR) + "/headway_router_least_loaded.so";
+  EXPECT_TRUE(headway::test::run_suite(router).conformant());
+  const auto r = headway::test::run_suite(router, "", {"disaggregation"});
+  EXPECT_FALSE(r.conformant()) << headway::test::describe(r);
+  bool failed_declared = false;
+  for (const auto& t : r.tests) {
+    if (t.outcome == Outcome::kFail) {
+      EXPECT_TRUE(t.declared_feature) << t.id << ": " << t.message;
+      failed_declared = true;
+    }
+  }
+  EXPECT_TRUE(failed_declared) << headway::test::describe(r);
+  EXPECT_NE(r.summary_line().find("of a declared feature"), std::string::npos) << r.summary_line();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "../heap_growth.h"
 #include "router_shapes.h"
 
 namespace headway::conformance {
@@ -167,16 +168,20 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   TestRecorder split("router.disaggregated_placements",
                      "with prefill engines alive, requests are prefilled on one and decoded on "
                      "another");
+  if (context.has_feature("pools")) fallback.for_declared_feature();
+  if (context.has_feature("disaggregation")) split.for_declared_feature();
 
   core::VirtualClock clock;
   core::HostServices host("router", &clock);
   const std::vector<RouterShape> shapes = router_shapes(pool_names(p));
   uint32_t supported = 0;
   uint64_t routes = 0;
+  HeapGrowth heap;
   for (const RouterShape& shape : shapes) {
     TestRecorder t(
         "router.shape." + shape.name,
         fmt::format("routes on the '{}' shape ({} engines)", shape.name, shape.engines.size()));
+    if (!shape.feature.empty() && context.has_feature(shape.feature)) t.for_declared_feature();
     std::unique_ptr<core::RouterInstance> a, b;
     try {
       a = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
@@ -199,6 +204,8 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     uint64_t placed = 0, split_count = 0, split_possible = 0;
     // Violations count only if the shape turns out supported (the router placed something).
     std::vector<std::pair<TestRecorder*, std::string>> pending;
+    pending.reserve(16);  // a violation or two must not count as heap kept by the router
+    const std::optional<uint64_t> heap_before = heap_bytes_in_use();
     for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
       const std::vector<hw_engine_load> loads = random_loads(shape, rng);
       const hw_route_request request = random_request(i + 1, rng);
@@ -230,7 +237,12 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       split_possible += pa.placed && prefill_alive;
     }
     if (placed == 0) {
-      t.not_supported("create() accepted it but no request was placed");
+      if (!shape.feature.empty() && context.has_feature(shape.feature)) {
+        t.fail("create() accepted it but no request was placed (feature '" + shape.feature +
+               "' is declared)");
+      } else {
+        t.not_supported("create() accepted it but no request was placed");
+      }
       if (shape.feature == "pools") fallback.not_supported("the pools shape is not supported");
       if (shape.feature == "disaggregation") {
         split.not_supported("the disaggregated shape is not supported");
@@ -239,6 +251,12 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       continue;
     }
     ++supported;
+    const std::optional<uint64_t> heap_after = heap_bytes_in_use();
+    if (!heap.known && heap_before && heap_after) {  // the first supported shape
+      heap.known = true;
+      heap.bytes = static_cast<int64_t>(*heap_after) - static_cast<int64_t>(*heap_before);
+      heap.calls = 2 * kRoutesPerShape;  // two instances, one route each per request
+    }
     for (auto& [recorder, message] : pending) recorder->fail(message);
     t.note(fmt::format("{} of {} requests placed", placed, kRoutesPerShape));
     // All engines down: the one answer is HW_UNAVAILABLE.
@@ -277,8 +295,24 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     create.note(fmt::format("{} of {} shapes supported", supported, shapes.size()));
     live.metrics() = {{"routes", routes}};
   }
+  TestRecorder steady_heap("router.steady_state_heap",
+                           "routing keeps no heap memory from request to request");
+  if (supported == 0) {
+    steady_heap.skip("no supported shape");
+  } else if (!heap.known) {
+    steady_heap.skip(heap.text("route()"));
+  } else {
+    steady_heap.metrics() = {{"heap_growth_bytes", heap.bytes}, {"calls", heap.calls}};
+    if (heap.suspicious()) {
+      steady_heap.warn(heap.text("route()") + ": a leak?");
+    } else {
+      steady_heap.note(heap.text("route()"));
+    }
+  }
   std::vector<TestResult> results;
-  for (TestRecorder* t : {&create, &live, &roles, &same, &dead}) results.push_back(t->finish());
+  for (TestRecorder* t : {&create, &live, &roles, &same, &dead, &steady_heap}) {
+    results.push_back(t->finish());
+  }
   for (TestRecorder& t : shape_tests) results.push_back(t.finish());
   results.push_back(fallback.finish());
   results.push_back(split.finish());

@@ -134,8 +134,23 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
       cost.note(text);
     }
   }
+  TestRecorder heap("scheduler.steady_state_heap",
+                    "replanning one snapshot keeps no heap memory from call to call");
+  if (!measured.error.empty()) {
+    heap.skip("the scheduler could not be measured (scheduler.step_cost says why)");
+  } else if (!measured.heap.known) {
+    heap.skip(measured.heap.text("schedule()"));
+  } else {
+    heap.metrics() = {{"heap_growth_bytes", measured.heap.bytes}, {"calls", measured.heap.calls}};
+    if (measured.heap.suspicious()) {
+      heap.warn(measured.heap.text("schedule()") + ": a leak?");
+    } else {
+      heap.note(measured.heap.text("schedule()"));
+    }
+  }
   std::vector<TestResult> results;
-  for (TestRecorder* t : {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &cost}) {
+  for (TestRecorder* t :
+       {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &cost, &heap}) {
     results.push_back(t->finish());
   }
   return results;

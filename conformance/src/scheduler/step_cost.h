@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "../heap_growth.h"
+
 namespace headway::conformance {
 
 struct StepCost {
@@ -15,6 +17,7 @@ struct StepCost {
   uint32_t running = 0;
   uint32_t waiting = 0;
   uint32_t calls = 0;
+  HeapGrowth heap;    // over the timed calls, which replan one snapshot and should keep nothing
   std::string error;  // when the scheduler failed or planned an invalid step
 };
 

@@ -27,6 +27,9 @@ struct TestResult {
   double seconds = 0.0;
   nlohmann::json metrics = nlohmann::json::object();  // measured values, e.g. {"steps": 12345}
   bool core = false;                                  // listed in the profile's mustpass file
+  // Tests an optional feature the plugin declares (--features): it counts toward conformance like
+  // a core test, since the plugin claims the behaviour.
+  bool declared_feature = false;
 };
 
 struct ProfileResult {
@@ -35,7 +38,7 @@ struct ProfileResult {
   std::vector<TestResult> tests;
 
   // Conformant when every mustpass test ran and each is PASS, QUALITY_WARNING or NOT_SUPPORTED (the
-  // plugin does not declare what the test needs).
+  // plugin does not declare what the test needs), and no test of a declared feature FAILed.
   bool conformant() const;
   std::vector<std::string> missing_core;  // mustpass ids the profile did not produce
   // "step-scheduler-core: core 8/8 passed, extended 1 passed 0 failed 1 skipped 0 not supported

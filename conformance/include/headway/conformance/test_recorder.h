@@ -21,6 +21,8 @@ class TestRecorder {
   void not_supported(const std::string& reason);
   void warn(const std::string& message);
   void note(const std::string& message);  // shown on PASS
+  // The test checks a feature the plugin declares: its FAIL breaks conformance.
+  void for_declared_feature() { result_.declared_feature = true; }
   bool failed() const { return failures_ > 0; }
   nlohmann::json& metrics() { return result_.metrics; }
 

@@ -1,0 +1,40 @@
+#include "heap_growth.h"
+
+#include <fmt/format.h>
+#include <malloc.h>
+
+#include <cmath>
+
+#if defined(__SANITIZE_ADDRESS__)
+// From the sanitizer runtime (sanitizer/allocator_interface.h, which GCC does not install).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
+namespace headway::conformance {
+
+std::optional<uint64_t> heap_bytes_in_use() {
+#if defined(__SANITIZE_ADDRESS__)
+  return static_cast<uint64_t>(__sanitizer_get_current_allocated_bytes());
+#elif defined(__GLIBC__)
+  const struct mallinfo2 info = mallinfo2();
+  // Small blocks in the arenas plus the large ones glibc maps on their own.
+  return static_cast<uint64_t>(info.uordblks) + static_cast<uint64_t>(info.hblkhd);
+#else
+  return std::nullopt;
+#endif
+}
+
+bool HeapGrowth::suspicious() const {
+  return known && calls > 0 && bytes > static_cast<int64_t>(kHeapGrowthWarnBytes) &&
+         static_cast<uint64_t>(bytes) > kHeapGrowthWarnBytesPerCall * calls;
+}
+
+std::string HeapGrowth::text(const char* what) const {
+  if (!known) return "this allocator does not report the heap in use";
+  const double per_call = calls > 0 ? static_cast<double>(bytes) / static_cast<double>(calls) : 0;
+  return fmt::format("heap {} {:.1f} KB over {} {} calls ({:.0f} bytes per call)",
+                     bytes >= 0 ? "grew" : "shrank", std::abs(static_cast<double>(bytes)) / 1e3,
+                     calls, what, per_call);
+}
+
+}  // namespace headway::conformance

@@ -5,6 +5,7 @@
 #include <headway/core/comparison_table.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
+#include <headway/core/record_memory.h>
 #include <headway/core/report.h>
 #include <headway/core/simulator.h>
 #include <headway/core/slo.h>
@@ -124,6 +125,26 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
   }
 }
 
+// Which plugin files ran, so that a report says what produced it even when a name resolves to
+// another file elsewhere (search order, a rebuilt plugin).
+nlohmann::json plugins_json(const core::DeploymentConfig& deployment) {
+  nlohmann::json out = nlohmann::json::array();
+  const auto add = [&](const std::string& role, const core::PluginChoice& choice) {
+    if (choice.plugin == nullptr) return;
+    out.push_back({{"role", role},
+                   {"name", choice.plugin->name()},
+                   {"version", choice.plugin->version()},
+                   {"file", choice.plugin->path.string()}});
+  };
+  add("model", deployment.model);
+  add("router", deployment.router);
+  if (deployment.kv_transport) add("kv_transport", *deployment.kv_transport);
+  for (const core::EngineConfig& engine : deployment.engines) {
+    add(engine.name + ".scheduler", engine.scheduler);
+  }
+  return out;
+}
+
 }  // namespace
 
 int run_simulate(const SimulateArgs& args) {
@@ -151,6 +172,12 @@ int run_simulate(const SimulateArgs& args) {
 
   std::vector<std::string> configs = args.configs;
   if (configs.empty()) configs.push_back("");
+  // Every deployment's records stay until the end (the comparison and the plot read them), the
+  // baseline's only for its own deployment's report.
+  core::check_record_memory(workload,
+                            core::estimated_record_bytes(workload) * configs.size() +
+                                core::estimated_record_bytes(without_long),
+                            core::physical_memory_bytes());
   const bool comparing = configs.size() > 1;
   const bool full_reports = args.details || (!comparing && !args.quiet);
 
@@ -234,6 +261,7 @@ int run_simulate(const SimulateArgs& args) {
       nlohmann::json j = core::report_to_json(d.report);
       j["deployment"] = d.deployment.name;
       j["deployment_file"] = d.deployment.file.string();
+      j["plugins"] = plugins_json(d.deployment);
       j["rejected"] = d.run.rejected;
       j["capacity"] = d.capacity ? core::capacity_to_json(*d.capacity) : nlohmann::json(nullptr);
       reports.push_back(std::move(j));

@@ -295,6 +295,12 @@ void print_report(std::ostream& out, const Report& report) {
               report.short_p99_ttft_without_long);
   factor_line("stall factor", "ITL", report.stall_factor, report.short_p99_itl,
               report.short_p99_itl_without_long);
+  // Long requests that were refused put no load beside the short ones, so factors near 1 would
+  // say nothing about head-of-line blocking.
+  if ((report.hol_factor || report.stall_factor) && report.long_group.finished == 0) {
+    line(fmt::format("{:<14}no long request finished: the factors compare two runs without them",
+                     "  note"));
+  }
   if (report.goodput) {
     const Goodput& g = *report.goodput;
     line(fmt::format("{:<14}{:.2f} req/s  ({} of {} requests meet {})", "goodput", g.requests_per_s,

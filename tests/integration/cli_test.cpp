@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -40,6 +41,17 @@ TEST(Cli, SimulatePrintsAReportAndWritesJson) {
   nlohmann::json report = nlohmann::json::parse(in);
   EXPECT_EQ(report["deployment"], "two-engines");
   EXPECT_TRUE(report.contains("hol_factor"));
+  // Every plugin that ran, with its file: model, router and both engines' schedulers.
+  std::map<std::string, std::string> plugins;
+  for (const auto& p : report["plugins"]) {
+    plugins[p["role"].get<std::string>()] = p["name"].get<std::string>();
+    EXPECT_TRUE(fs::exists(p["file"].get<std::string>())) << p.dump();
+    EXPECT_FALSE(p["version"].get<std::string>().empty()) << p.dump();
+  }
+  EXPECT_EQ(plugins["model"], "org.headway.model.sim");
+  EXPECT_EQ(plugins["router"], "org.headway.router.least_loaded");
+  EXPECT_EQ(plugins["engine0.scheduler"], "org.headway.scheduler.chunked");
+  EXPECT_EQ(plugins["engine1.scheduler"], "org.headway.scheduler.chunked");
 
   std::ifstream trace(steps);
   std::string line;

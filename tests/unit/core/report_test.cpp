@@ -174,6 +174,25 @@ TEST(Report, HolAndStallFactorsFromBaseline) {
   EXPECT_FALSE(build_report(plain, records, 1, 6, 1, &baseline).hol_factor);
 }
 
+TEST(Report, FactorsWithoutAnyFinishedLongRequestSaySo) {
+  const auto baseline = baseline_records();
+  std::ostringstream with_long;
+  print_report(with_long, build_report(hand_workload(), hand_records(), 1, 6, 1, &baseline));
+  EXPECT_EQ(with_long.str().find("no long request finished"), std::string::npos) << with_long.str();
+
+  // The long request was refused: it never ran beside the short ones.
+  auto records = hand_records();
+  records[1] = RequestRecord{};
+  records[1].id = 1;
+  records[1].class_index = 1;
+  records[1].arrival = 0.5;
+  const Report r = build_report(hand_workload(), records, 1, 6, 1, &baseline);
+  ASSERT_TRUE(r.hol_factor);
+  std::ostringstream out;
+  print_report(out, r);
+  EXPECT_NE(out.str().find("no long request finished"), std::string::npos) << out.str();
+}
+
 TEST(Report, RejectsRecordOfUnknownClass) {
   auto records = hand_records();
   records[2].class_index = 7;

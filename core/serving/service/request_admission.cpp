@@ -88,7 +88,8 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
     input.max_tokens = model_.max_model_len - static_cast<uint32_t>(admitted.prompt.size());
   }
   validate_length(static_cast<uint32_t>(std::min<size_t>(admitted.prompt.size(), UINT32_MAX)),
-                  input.max_tokens, model_.max_model_len);
+                  input.max_tokens, model_.max_model_len,
+                  input.prompt_kind == GenerateInput::PromptKind::kChat ? "messages" : "prompt");
   return admitted;
 }
 

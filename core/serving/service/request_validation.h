@@ -26,8 +26,11 @@ void validate_sampling(const GenerateInput& input, uint32_t vocab);
 // Every id inside [0, vocab): `field` names the list in messages ("prompt_ids").
 void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char* field);
 
-// vLLM's context-length rule: prompt + max_tokens must fit in max_model_len.
-void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len);
+// vLLM's context-length rule: prompt + max_tokens must fit in max_model_len. A prompt of
+// max_model_len tokens or more is blamed on `prompt_field` ("prompt" or "messages"), anything
+// else on max_tokens.
+void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len,
+                     const char* prompt_field);
 
 // The disaggregation fields a router process sets: prefill_only and kv_source exclude each other;
 // kv_source needs a shared-memory name and at least one generated id (inside the vocabulary), and

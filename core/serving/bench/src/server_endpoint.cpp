@@ -89,6 +89,15 @@ std::vector<ServedModel> list_models(const ServerEndpoint& endpoint) {
     throw core::Error(fmt::format("GET {}: {}", url, httplib::to_string(result.error())),
                       HW_UNAVAILABLE);
   }
+  if (result->status == 401 || result->status == 403) {
+    // Every request of the run would be refused the same way: say how to send a key.
+    throw core::Error(fmt::format("GET {}: HTTP {}: {}; {}", url, result->status,
+                                  trim(result->body.substr(0, 200)),
+                                  endpoint.api_key.empty()
+                                      ? "the server wants an API key: give it with --api-key-file"
+                                      : "the server refused the key given with --api-key-file"),
+                      HW_FAILED_PRECONDITION);
+  }
   if (result->status != 200) {
     throw core::Error(
         fmt::format("GET {}: HTTP {}: {}", url, result->status, trim(result->body.substr(0, 200))),

@@ -1,6 +1,7 @@
 // run_bench against a fake OpenAI server: what is sent matches the workload, what comes back is
 // measured and failures are counted per class. Assertions are on counts, contents and order.
 #include <gtest/gtest.h>
+#include <headway/core/error.h>
 #include <headway/core/report.h>
 #include <headway/core/workload.h>
 #include <headway/serving/bench/bench_runner.h>
@@ -195,6 +196,27 @@ TEST_F(BenchRunnerTest, ModelListAndApiKeyReachTheServer) {
   const core::Workload one = core::load_workload(kWorkload);
   run_bench(one, o);
   EXPECT_EQ(server.last_authorization(), "Bearer sk-test");
+}
+
+TEST_F(BenchRunnerTest, AModelListRefusedForItsKeySaysHowToGiveOne) {
+  server.require_key("sk-right");
+  ServerEndpoint endpoint = parse_server_url(server.url());
+  const auto refusal = [&] {
+    try {
+      list_models(endpoint);
+    } catch (const core::Error& e) {
+      EXPECT_EQ(e.code(), HW_FAILED_PRECONDITION) << e.what();
+      EXPECT_NE(std::string(e.what()).find("HTTP 401"), std::string::npos) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "the model list was given without the key";
+    return std::string();
+  };
+  EXPECT_NE(refusal().find("give it with --api-key-file"), std::string::npos);
+  endpoint.api_key = "sk-wrong";
+  EXPECT_NE(refusal().find("refused the key given with --api-key-file"), std::string::npos);
+  endpoint.api_key = "sk-right";
+  EXPECT_EQ(list_models(endpoint).size(), 1u);
 }
 
 TEST_F(BenchRunnerTest, AServerThatIsNotThereFailsEveryRequestAsTransport) {

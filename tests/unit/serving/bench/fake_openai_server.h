@@ -36,7 +36,16 @@ class FakeOpenAiServer {
   FakeOpenAiServer() {
     // More threads than any test's client connections: a keep-alive connection holds one.
     server_.new_task_queue = [] { return new httplib::ThreadPool(64); };
-    server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
+    server_.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!required_key_.empty() &&
+            req.get_header_value("Authorization") != "Bearer " + required_key_) {
+          res.status = 401;
+          res.set_content(R"({"error":{"message":"invalid API key"}})", "application/json");
+          return;
+        }
+      }
       res.set_content(R"({"object":"list","data":[{"id":"tiny","object":"model",)"
                       R"("vocab_size":320,"max_model_len":8192}]})",
                       "application/json");
@@ -80,6 +89,12 @@ class FakeOpenAiServer {
     std::lock_guard lock(mutex_);
     released_ = true;
     changed_.notify_all();
+  }
+
+  // From now on the model list answers 401 unless the request carries this key.
+  void require_key(std::string key) {
+    std::lock_guard lock(mutex_);
+    required_key_ = std::move(key);
   }
 
   std::string last_authorization() const {
@@ -169,6 +184,7 @@ class FakeOpenAiServer {
   std::string authorization_;
   size_t held_ = 0;
   bool released_ = false;
+  std::string required_key_;
 };
 
 }  // namespace headway::test

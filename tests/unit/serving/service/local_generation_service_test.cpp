@@ -140,6 +140,23 @@ TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
        "max_tokens"},
       {"too long", [](GenerateInput& in) { in.max_tokens = 1022; }, ErrorCode::kInvalidArgument,
        "max_tokens"},
+      // A prompt that fills the context is the prompt's fault, also when the client set no
+      // max_tokens (OpenAI chat) and the service chose the limit.
+      {"prompt fills the context",
+       [](GenerateInput& in) {
+         in.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+         in.prompt_text.clear();
+         in.prompt_ids.assign(1024, 7);
+       },
+       ErrorCode::kInvalidArgument, "prompt"},
+      {"chat longer than the context, no max_tokens",
+       [](GenerateInput& in) {
+         in.prompt_kind = GenerateInput::PromptKind::kChat;
+         in.prompt_text.clear();
+         in.messages = {{"user", std::string(3000, 'a')}};
+         in.max_tokens_to_context_end = true;
+       },
+       ErrorCode::kInvalidArgument, "messages"},
       {"negative temperature", [](GenerateInput& in) { in.sampling.temperature = -0.5f; },
        ErrorCode::kInvalidArgument, "temperature"},
       {"NaN temperature", [](GenerateInput& in) { in.sampling.temperature = NAN; },

@@ -139,7 +139,8 @@ struct AttentionSetup {
   float* ml = nullptr;
   k::AttentionArgs args;
 
-  AttentionSetup(uint32_t batch, uint32_t tokens, uint32_t context) {
+  AttentionSetup(uint32_t batch, uint32_t tokens, uint32_t context,
+                 k::MmaTiling tiling = k::MmaTiling::k64x32) {
     const uint32_t per = (context + layout.block_size - 1) / layout.block_size;
     const uint32_t blocks = batch * per;
     std::vector<std::vector<uint32_t>> tables(batch);
@@ -153,7 +154,8 @@ struct AttentionSetup {
     }
     hw_model_batch hb{sizeof(hw_model_batch), slices.data(), batch, layout.block_size};
     models::cuda::StepLimits limits{kVocab, 1u << 20, blocks, kHeads / kKvHeads, false};
-    limits.prefill_tile_rows = k::attention_prefill_tile_rows(kHeadDim, false);  // as the model
+    limits.prefill_tile_rows =
+        k::attention_prefill_tile_rows(kHeadDim, false, tiling);  // as the model
     plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
     qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
@@ -171,6 +173,7 @@ struct AttentionSetup {
     args.block_size = layout.block_size;
     args.block_tables = reinterpret_cast<const int32_t*>(d_plan + plan.offsets().block_tables);
     args.max_prefill_rows = plan.max_prefill_rows();
+    args.mma_tiling = tiling;
     args.heads = kHeads;
     args.kv_heads = kKvHeads;
     args.head_dim = kHeadDim;
@@ -214,20 +217,24 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({1, 32768})
     ->UseManualTime();
 
+// Arguments: tokens, context, and the tiling of the prefill blocks (index into k::kMmaTilings:
+// 0 = 64x32, the model's default; 1..3 the candidates, docs/cuda_model.md).
 void BM_AttentionPrefill(benchmark::State& state) {
   if (skip(state)) return;
   const uint32_t tokens = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
-  AttentionSetup s(1, tokens, context);
+  const k::MmaTiling tiling = k::kMmaTilings[state.range(2)];
+  state.SetLabel(k::mma_tiling_name(tiling));
+  AttentionSetup s(1, tokens, context, tiling);
   const double pairs = static_cast<double>(tokens) * (context - tokens) +
                        static_cast<double>(tokens) * (tokens + 1) / 2;
   const double kv_bytes = static_cast<double>(context) * kKvHeads * kHeadDim * 2 * 2;
   timed(state, kv_bytes, pairs * kHeads * kHeadDim * 4, [&] { s.run(); });
 }
 BENCHMARK(BM_AttentionPrefill)
-    ->Args({512, 512})
-    ->Args({2048, 2048})
-    ->Args({512, 8192})
+    ->ArgsProduct({{512}, {512}, {0, 1, 2, 3}})
+    ->ArgsProduct({{2048}, {2048}, {0, 1, 2, 3}})
+    ->ArgsProduct({{512}, {8192}, {0, 1, 2, 3}})
     ->UseManualTime();
 
 void BM_RopeKv(benchmark::State& state) {
@@ -321,14 +328,16 @@ std::unique_ptr<ModelHarness>& model_instance() {
   static std::unique_ptr<ModelHarness> m;
   return m;
 }
-ModelHarness& model(bool decode_gemv = false, bool phase_timing = false) {
+ModelHarness& model(bool decode_gemv = false, bool phase_timing = false,
+                    k::MmaTiling tiling = k::MmaTiling::k64x32) {
   std::unique_ptr<ModelHarness>& m = model_instance();
   static std::string made_with;
   const std::string options =
       std::string(
           "shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 32768, "
           "max_batch_tokens = 8192, decode_gemv = ") +
-      (decode_gemv ? "true" : "false") + ", phase_timing = " + (phase_timing ? "true" : "false");
+      (decode_gemv ? "true" : "false") + ", phase_timing = " + (phase_timing ? "true" : "false") +
+      ", attention_tiling = \"" + k::mma_tiling_name(tiling) + "\"";
   if (m == nullptr || made_with != options) {
     m.reset();
     m = std::make_unique<ModelHarness>("cuda", options, std::filesystem::temp_directory_path(), 16,
@@ -346,9 +355,12 @@ constexpr double kWeightBytes =
            2.0 * kVocab * kHidden);
 constexpr double kFlopsPerToken = kWeightBytes - 2.0 * kVocab * kHidden;  // 2 flops per weight
 
+// Args: tokens, and the attention tiling (index into k::kMmaTilings; 0 = the default, 64x32).
 void BM_ModelPrefill(benchmark::State& state) {
   if (skip(state)) return;
-  ModelHarness& m = model();
+  const k::MmaTiling tiling = k::kMmaTilings[state.range(1)];
+  state.SetLabel(k::mma_tiling_name(tiling));
+  ModelHarness& m = model(false, false, tiling);
   const uint32_t tokens = static_cast<uint32_t>(state.range(0));
   const auto prompt = random_tokens(tokens, kVocab, 1);
   for (auto _ : state) {
@@ -360,7 +372,14 @@ void BM_ModelPrefill(benchmark::State& state) {
       tokens * kFlopsPerToken + 4.0 * kLayers * kHeads * kHeadDim * tokens * (tokens + 1) / 2,
       benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_ModelPrefill)->Arg(512)->Arg(2048)->Iterations(5)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModelPrefill)
+    ->Args({512, 0})
+    ->Args({2048, 0})
+    ->Args({2048, 1})
+    ->Args({2048, 2})
+    ->Args({2048, 3})
+    ->Iterations(5)
+    ->Unit(benchmark::kMillisecond);
 
 // Args: batch, context, 1 for the decode_gemv option, 1 for phase_timing (whose per-phase times
 // the model logs when main() releases it: the setup's prefill steps of 8,192 tokens and the

@@ -134,6 +134,17 @@ TEST_F(CudaModel, WithDecodeGemvMatchesTheCpuModelOnMixedBatches) {
   expect_the_cpu_models_logits(path(), dir(), ", decode_gemv = true");
 }
 
+// The candidate prefill tilings of the tensor-core attention (head_dim 64 here): the plan is cut
+// for the tiling the model runs, and the logits stay the cpu model's.
+TEST_F(CudaModel, WithEachAttentionTilingMatchesTheCpuModel) {
+  HW_SKIP_WITHOUT_CUDA();
+  for (const char* tiling : {"64x64", "128x32", "128x64"}) {
+    SCOPED_TRACE(tiling);
+    expect_the_cpu_models_logits(path(), dir(),
+                                 std::string(", attention_tiling = \"") + tiling + "\"");
+  }
+}
+
 TEST_F(CudaModel, ChunkedPrefillMatchesWholePrefill) {
   HW_SKIP_WITHOUT_CUDA();
   ModelHarness gpu("cuda", path() + ", sampling = \"host\", kv_cache_gb = 0.5", dir());

@@ -232,18 +232,26 @@ TEST_P(CudaAttention, MatchesReference) {
   Dev<__nv_bfloat16> d_cache(cache);
   Dev<__nv_bfloat16> d_qkv(qkv);
   Dev<__nv_bfloat16> d_out(size_t{T} * p.heads * p.head_dim);
-  // Both kernels, each with the prefill tiles it takes: tensor cores (the default where the head
-  // dim allows) and the exact FP32 one.
-  for (const bool exact : {false, true}) {
-    SCOPED_TRACE(exact ? "FP32 kernel" : "default kernel");
+  // Both kernels, each with the prefill tiles it takes: the exact FP32 one, and tensor cores (the
+  // default where the head dim allows) in every tiling of its prefill blocks.
+  struct Kernel {
+    bool exact;
+    k::MmaTiling tiling;
+  };
+  std::vector<Kernel> kernels = {{true, k::MmaTiling::k64x32}};
+  for (const k::MmaTiling t : k::kMmaTilings) kernels.push_back({false, t});
+  for (const Kernel& kernel : kernels) {
+    const bool exact = kernel.exact;
+    SCOPED_TRACE(exact ? std::string("FP32 kernel")
+                       : std::string("tensor cores, tiling ") + k::mma_tiling_name(kernel.tiling));
     StepLimits limits{100, 1u << 20, blocks, group, false};
-    limits.prefill_tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact);
+    limits.prefill_tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);
     StepPlan plan;
     plan.build(batch, layout, limits);
     ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";
     ASSERT_GT(plan.prefill_unit_count(), 0u);
     // The 37-token prefill fills whole tiles of the kernel that runs it.
-    const uint32_t tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact);
+    const uint32_t tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);
     EXPECT_LE(plan.max_prefill_rows(), tile_rows);
     EXPECT_GT(plan.max_prefill_rows(), tile_rows - group);
 
@@ -271,6 +279,7 @@ TEST_P(CudaAttention, MatchesReference) {
     a.partial_acc = d_acc.get();
     a.partial_ml = d_ml.get();
     a.exact_fp32 = exact;
+    a.mma_tiling = kernel.tiling;
     a.max_prefill_rows = plan.max_prefill_rows();
     check(cudaMemset(d_out.get(), 0xff, size_t{T} * p.heads * p.head_dim * 2), "poison");  // NaN
     ASSERT_EQ(k::paged_attention(
@@ -347,6 +356,17 @@ TEST(CudaKernels, PrefillTilesCutForAnotherKernelAreRefused) {
   a.max_prefill_rows = 0;  // not said: refused too
   EXPECT_EQ(k::paged_attention(a, nullptr, 1, k::AttentionKind::kPrefill, nullptr),
             cudaErrorInvalidValue);
+  // Tiles cut for 128-row blocks never run on 64-row ones.
+  a.max_prefill_rows = k::mma_tiling_rows(k::MmaTiling::k128x32);
+  a.mma_tiling = k::MmaTiling::k64x64;
+  EXPECT_EQ(k::paged_attention(a, nullptr, 1, k::AttentionKind::kPrefill, nullptr),
+            cudaErrorInvalidValue);
+  // Head dims without the candidate tilings run (and are cut for) the default.
+  EXPECT_EQ(k::attention_prefill_tile_rows(256, false, k::MmaTiling::k128x64),
+            k::kAttentionMmaTileRows);
+  EXPECT_EQ(k::attention_prefill_tile_rows(128, false, k::MmaTiling::k128x64), 128u);
+  EXPECT_EQ(k::attention_prefill_tile_rows(128, true, k::MmaTiling::k128x64),
+            k::kAttentionTileRows);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,

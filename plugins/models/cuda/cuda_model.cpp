@@ -43,6 +43,9 @@ using sdk::string_option;
 constexpr hw_str kShapes[] = {make_str("config"), make_str("llama-3.1-8b"),
                               make_str("llama-3.3-70b")};
 constexpr hw_str kSampling[] = {make_str("device"), make_str("host")};
+// kernels::MmaTiling's names, the default first.
+constexpr hw_str kAttentionTilings[] = {make_str("64x32"), make_str("64x64"), make_str("128x32"),
+                                        make_str("128x64")};
 
 constexpr hw_option_spec kOptions[] = {
     string_option("path", "",
@@ -83,6 +86,10 @@ constexpr hw_option_spec kOptions[] = {
                 "Projections of steps with at most 8 rows (decode batches up to 8) through "
                 "Headway's GEMV kernel instead of cuBLASLt; off by default until measured on a "
                 "GPU against cuBLASLt (docs/cuda_model.md); ignored with deterministic."),
+    enum_option("attention_tiling", "64x32", kAttentionTilings,
+                "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
+                "x keys per tile. 64x32 is the measured default; the others are candidates timed "
+                "beside it by cuda_benchmark (docs/cuda_model.md)."),
 };
 
 void check_nccl(ncclResult_t r, const char* what) {
@@ -126,7 +133,8 @@ class CudaModel final : public sdk::Model {
                                 : std::make_unique<DeviceWeights>(config_, tp_, r, options_.seed);
       shards_.push_back(std::make_unique<ModelShard>(
           device, config_, tp_, std::move(weights), inv_freq.data(), options_.max_batch_tokens,
-          options_.deterministic, options_.decode_gemv, options_.phase_timing));
+          options_.deterministic, options_.decode_gemv, options_.phase_timing,
+          options_.attention_tiling));
     }
     if (tp_.tp > 1) {
       std::vector<int> devices(tp_.tp);
@@ -216,8 +224,8 @@ class CudaModel final : public sdk::Model {
     limits.group = tp_.heads_per_rank / tp_.kv_heads_per_rank;
     limits.sample_on_device = options_.sample_on_device;
     limits.split_decode = !options_.deterministic;
-    limits.prefill_tile_rows =
-        kernels::attention_prefill_tile_rows(config_.head_dim, options_.deterministic);
+    limits.prefill_tile_rows = kernels::attention_prefill_tile_rows(
+        config_.head_dim, options_.deterministic, options_.attention_tiling);
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
     if (options_.sample_on_device) {

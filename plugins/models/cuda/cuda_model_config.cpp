@@ -70,6 +70,10 @@ CudaModelOptions parse_options(const sdk::Options& o, const std::string& config_
   r.deterministic = o.get_bool("deterministic");
   r.decode_gemv = o.get_bool("decode_gemv");
   r.phase_timing = o.get_bool("phase_timing");
+  const std::string tiling = o.get_string("attention_tiling");
+  for (const kernels::MmaTiling t : kernels::kMmaTilings) {
+    if (tiling == kernels::mma_tiling_name(t)) r.attention_tiling = t;
+  }
   if (r.shape == "config") {
     if (r.path.empty()) {
       invalid(

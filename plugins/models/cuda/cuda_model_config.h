@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/mma_tiling.h"
 #include "llama_config.h"
 
 namespace headway::sdk {
@@ -36,6 +37,7 @@ struct CudaModelOptions {
   bool deterministic = false;        // batch/chunking-invariant arithmetic (no split-K anywhere)
   bool decode_gemv = false;          // projections of <= 8 rows by kernels/gemv.h, not cuBLASLt
   bool phase_timing = false;         // diagnostic: per-phase GPU time of every step (phase_timer.h)
+  kernels::MmaTiling attention_tiling = kernels::MmaTiling::k64x32;  // prefill attention blocks
 };
 
 // Reads the validated option values (see kCudaModelOptions in cuda_model.cpp). Throws

@@ -16,12 +16,13 @@ namespace headway::models::cuda {
 ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
                        std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
                        uint32_t max_batch_tokens, bool deterministic, bool decode_gemv,
-                       bool phase_timing)
+                       bool phase_timing, kernels::MmaTiling attention_tiling)
     : device_(device),
       config_(config),
       tp_(tp),
       weights_(std::move(weights)),
       exact_attention_(deterministic),
+      attention_tiling_(attention_tiling),
       timer_(phase_timing) {
   select();
   HW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -209,6 +210,7 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   a.partial_acc = partial_acc_.data();
   a.partial_ml = partial_ml_.data();
   a.exact_fp32 = exact_attention_;
+  a.mma_tiling = attention_tiling_;
   a.max_prefill_rows = plan.max_prefill_rows();
   HW_CUDA_CHECK(kernels::paged_attention(a, staged<kernels::AttentionUnit>(o.prefill_units),
                                          plan.prefill_unit_count(),

@@ -40,10 +40,12 @@ class ModelShard {
   // Makes `device` current, creates the stream and cuBLASLt, preallocates the workspace for
   // `max_batch_tokens` tokens and takes ownership of `weights` (built with the device current).
   // `deterministic` and `decode_gemv`: the options of the same names (Gemm's modes, gemm.h);
-  // `phase_timing`: time the phases of every step (phase_timer.h).
+  // `phase_timing`: time the phases of every step (phase_timer.h); `attention_tiling`: the
+  // prefill blocks of the tensor-core attention (the plan's tiles must be cut for it).
   ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
              std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
-             uint32_t max_batch_tokens, bool deterministic, bool decode_gemv, bool phase_timing);
+             uint32_t max_batch_tokens, bool deterministic, bool decode_gemv, bool phase_timing,
+             kernels::MmaTiling attention_tiling);
   ~ModelShard();
   ModelShard(const ModelShard&) = delete;
   ModelShard& operator=(const ModelShard&) = delete;
@@ -97,6 +99,7 @@ class ModelShard {
   // Deterministic mode: the FP32 attention kernel for every unit (a row's arithmetic is the same
   // in prefill and decode); otherwise tensor cores where the head dim allows.
   bool exact_attention_;
+  kernels::MmaTiling attention_tiling_;
   kernels::KvLayout kv_;
   uint32_t kv_blocks_ = 0;
   uint32_t q_width_ = 0;      // heads_l * head_dim

@@ -223,9 +223,10 @@ bool attention_uses_tensor_cores(uint32_t head_dim, bool exact_fp32) {
   return !exact_fp32 && mma_attention_supports(head_dim);
 }
 
-uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32) {
-  return attention_uses_tensor_cores(head_dim, exact_fp32) ? kAttentionMmaTileRows
-                                                           : kAttentionTileRows;
+uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32, MmaTiling tiling) {
+  return attention_uses_tensor_cores(head_dim, exact_fp32)
+             ? mma_tiling_rows(effective_mma_tiling(head_dim, tiling))
+             : kAttentionTileRows;
 }
 
 cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, uint32_t unit_count,
@@ -237,7 +238,7 @@ cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, 
   }
   if (kind == AttentionKind::kPrefill &&
       (a.max_prefill_rows == 0 ||
-       a.max_prefill_rows > attention_prefill_tile_rows(a.head_dim, a.exact_fp32))) {
+       a.max_prefill_rows > attention_prefill_tile_rows(a.head_dim, a.exact_fp32, a.mma_tiling))) {
     return cudaErrorInvalidValue;
   }
   if (attention_uses_tensor_cores(a.head_dim, a.exact_fp32)) {

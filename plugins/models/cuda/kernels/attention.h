@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "mma_tiling.h"
+
 namespace headway::models::cuda::kernels {
 
 // Keys per chunk: one per lane of a warp.
@@ -30,7 +32,8 @@ inline constexpr uint32_t kAttentionChunk = 32;
 // Query rows (tokens x group) per prefill tile: the FP32 kernel's, and the tensor-core kernel's
 // (which takes 16 rows per warp).
 inline constexpr uint32_t kAttentionTileRows = 32;
-inline constexpr uint32_t kAttentionMmaTileRows = 64;
+inline constexpr uint32_t kAttentionMmaTileRows = 64;  // of the default tiling, k64x32
+
 // Largest head_dim and GQA group the kernels support (checked at load).
 inline constexpr uint32_t kAttentionMaxHeadDim = 256;
 inline constexpr uint32_t kAttentionMaxGroup = 32;
@@ -79,6 +82,9 @@ struct AttentionArgs {
   // a kPrefill launch is refused unless 0 < max_prefill_rows <= attention_prefill_tile_rows(),
   // so that a plan cut for one kernel never runs on the other (it would skip or overrun rows).
   uint32_t max_prefill_rows = 0;
+  // Prefill blocks of the tensor-core kernel (ignored by the FP32 one); the plan's tiles must be
+  // cut for it: attention_prefill_tile_rows(head_dim, exact_fp32, mma_tiling).
+  MmaTiling mma_tiling = MmaTiling::k64x32;
 };
 
 enum class AttentionKind { kPrefill, kDecode };
@@ -86,10 +92,11 @@ enum class AttentionKind { kPrefill, kDecode };
 // Whether paged_attention runs these arguments on tensor cores (attention_mma.cu).
 bool attention_uses_tensor_cores(uint32_t head_dim, bool exact_fp32);
 
-// Rows of a prefill tile for these arguments: kAttentionMmaTileRows on tensor cores, else
+// Rows of a prefill tile for these arguments: mma_tiling_rows(tiling) on tensor cores, else
 // kAttentionTileRows. The step plan cuts prefill slices into tiles of
 // max(1, rows / group) tokens.
-uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32);
+uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32,
+                                     MmaTiling tiling = MmaTiling::k64x32);
 
 // Runs `unit_count` units (device array). For kPrefill every unit has at most
 // attention_prefill_tile_rows() / group tokens (at least 1); for kDecode exactly 1.

@@ -3,10 +3,11 @@
 // and other head dims. Same work units, same outputs (final rows or split partials).
 //
 // A block runs one unit for one kv head: the unit's rows (tokens x GQA group) are 16 per warp,
-// four warps for prefill tiles (kAttentionMmaTileRows) and two for decode (a GQA group of at most
-// kAttentionMaxGroup), so each K/V tile gathered from the paged cache into shared memory serves
-// every query head of the group. Tiles of 32 keys are copied with cp.async into two buffers: the
-// next tile's copy runs while the warps compute on the current one. Per tile a warp computes
+// four or eight warps for prefill tiles (AttentionArgs::mma_tiling: 64 or 128 rows) and two for
+// decode (a GQA group of at most kAttentionMaxGroup), so each K/V tile gathered from the paged
+// cache into shared memory serves every query head of the group. Tiles of 32 keys (decode, and
+// the 64x32 and 128x32 tilings) or 64 keys are copied with cp.async into two buffers: the next
+// tile's copy runs while the warps compute on the current one. Per tile a warp computes
 // S = Q K^T (Q kept in registers as A fragments, K fragments by ldmatrix), masks causally by each
 // row's position, updates the online softmax in FP32, rounds P to BF16 and adds P V (V fragments
 // by ldmatrix.trans) to its FP32 output fragments. The row sums use the rounded P, so the weights
@@ -19,11 +20,10 @@
 namespace headway::models::cuda::kernels {
 namespace {
 
-constexpr int kTileKeys = 32;     // keys per shared-memory tile: 4 n8 column blocks of S
-constexpr int kPrefillWarps = 4;  // 64 rows: kAttentionMmaTileRows
-constexpr int kDecodeWarps = 2;   // 32 rows: kAttentionMaxGroup
-static_assert(16u * kPrefillWarps == kAttentionMmaTileRows);
+constexpr int kDecodeWarps = 2;      // 32 rows: kAttentionMaxGroup
+constexpr int kDecodeTileKeys = 32;  // keys per shared-memory tile of a decode block
 static_assert(16u * kDecodeWarps >= kAttentionMaxGroup);
+static_assert(mma_tiling_rows(MmaTiling::k64x32) == kAttentionMmaTileRows);
 
 // Two BF16 values in one register, the lower index in the low half (the fragments' order).
 __device__ __forceinline__ uint32_t pack_bf16(__nv_bfloat16 lo, __nv_bfloat16 hi) {
@@ -79,21 +79,28 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
 // Rows of a tile padded by 8 elements: the 8 rows an ldmatrix phase reads hit 32 different banks.
 template <int HD>
 constexpr int kStride = HD + 8;
-template <int HD>
-constexpr size_t kTileBytes = size_t{kTileKeys} * kStride<HD> * 2;  // one K or V tile (BF16)
-template <int HD>
-constexpr size_t kSmemBytes = 4 * kTileBytes<HD>;  // K and V, two buffers each
+template <int HD, int KEYS>
+constexpr size_t kTileBytes = size_t{KEYS} * kStride<HD> * 2;  // one K or V tile (BF16)
+template <int HD, int KEYS>
+constexpr size_t kSmemBytes = 4 * kTileBytes<HD, KEYS>;  // K and V, two buffers each
 
-template <int HD, int WARPS>
+// WARPS x 16 query rows against tiles of KEYS keys (a multiple of 16: whole k16 steps of P V).
+template <int HD, int WARPS, int KEYS>
 __global__ void __launch_bounds__(32 * WARPS)
     mma_attention_kernel(AttentionArgs a, const AttentionUnit* units) {
   static_assert(HD % 32 == 0, "ldmatrix.x4 takes 32 dims of K per load");
+  static_assert(KEYS % 16 == 0);
+  constexpr int kTileKeys = KEYS;
+  constexpr int kKeyBlocks = KEYS / 8;  // n8 column blocks of S
+  constexpr int kKeySteps = KEYS / 16;  // k16 steps of P V
   constexpr int kThreads = 32 * WARPS;
   constexpr int S = kStride<HD>;
   constexpr int kVecsPerKey = HD / 8;  // 16-byte pieces of one key's row
   constexpr int kVecs = kTileKeys * kVecsPerKey;
-  static_assert(kVecs % kThreads == 0);
-  constexpr int kVecsPerThread = kVecs / kThreads;
+  // Every thread copies the same number of pieces but the last round may be partial (head_dim 32
+  // with 8 warps: 128 pieces for 256 threads).
+  constexpr int kVecsPerThread = (kVecs + kThreads - 1) / kThreads;
+  constexpr bool kPartialRound = kVecs % kThreads != 0;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* const tiles = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   // Buffer b: K at tiles + (2b) * tile elements, V right after it.
@@ -122,12 +129,15 @@ __global__ void __launch_bounds__(32 * WARPS)
     int32_t block_of[kVecsPerThread];
 #pragma unroll
     for (int i = 0; i < kVecsPerThread; ++i) {
-      const int key = c + (threadIdx.x + i * kThreads) / kVecsPerKey;
-      block_of[i] = key < u.key_end ? table[key / bs] : -1;  // past the unit: maybe no table
+      const int e = threadIdx.x + i * kThreads;
+      const int key = c + e / kVecsPerKey;
+      // Past the unit (maybe no table there) or past the tile: nothing to copy.
+      block_of[i] = key < u.key_end && (!kPartialRound || e < kVecs) ? table[key / bs] : -1;
     }
 #pragma unroll
     for (int i = 0; i < kVecsPerThread; ++i) {
       const int e = threadIdx.x + i * kThreads;
+      if (kPartialRound && e >= kVecs) continue;
       const int j = e / kVecsPerKey;
       const int d = (e % kVecsPerKey) * 8;
       const int key = c + j;
@@ -197,9 +207,9 @@ __global__ void __launch_bounds__(32 * WARPS)
       const __nv_bfloat16* vs = v_tile(b);
 
       // S = Q K^T: for key block n, matrices (dims +0, +8) of two 16-dim steps per ldmatrix.
-      float s[4][4];
+      float s[kKeyBlocks][4];
 #pragma unroll
-      for (int n = 0; n < 4; ++n) {
+      for (int n = 0; n < kKeyBlocks; ++n) {
         s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
         const __nv_bfloat16* krow = ks + (n * 8 + mat_row) * S + (mat / 2) * 16 + (mat % 2) * 8;
 #pragma unroll
@@ -212,13 +222,13 @@ __global__ void __launch_bounds__(32 * WARPS)
       }
 
       // Scale, mask (a key is visible to a row at or after its position, inside the unit's
-      // range), and update each row's running max; the four threads of a row hold its 32 keys.
+      // range), and update each row's running max; the four threads of a row hold its keys.
       float correction[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         float chunk_max = -INFINITY;
 #pragma unroll
-        for (int n = 0; n < 4; ++n) {
+        for (int n = 0; n < kKeyBlocks; ++n) {
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int key = c + n * 8 + 2 * t + e;
@@ -234,11 +244,11 @@ __global__ void __launch_bounds__(32 * WARPS)
         m[i] = new_max;
       }
 
-      // P = exp(S - max) rounded to BF16, as A fragments of P V (keys 0-15, 16-31).
-      uint32_t pf[2][4];
+      // P = exp(S - max) rounded to BF16, as A fragments of P V (one per 16 keys).
+      uint32_t pf[kKeySteps][4];
       float row_sum[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int n = 0; n < 4; ++n) {
+      for (int n = 0; n < kKeyBlocks; ++n) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const float v0 = s[n][2 * i], v1 = s[n][2 * i + 1];
@@ -266,7 +276,7 @@ __global__ void __launch_bounds__(32 * WARPS)
 
       // O += P V: for 16 keys, matrices (keys +0, +8) of two 8-dim blocks per ldmatrix.trans.
 #pragma unroll
-      for (int step = 0; step < 2; ++step) {
+      for (int step = 0; step < kKeySteps; ++step) {
         const __nv_bfloat16* vrow = vs + (step * 16 + (mat % 2) * 8 + mat_row) * S + (mat / 2) * 8;
 #pragma unroll
         for (int n = 0; n < HD / 8; n += 2) {
@@ -312,25 +322,42 @@ __global__ void __launch_bounds__(32 * WARPS)
   }
 }
 
-template <int HD, int WARPS>
+template <int HD, int WARPS, int KEYS>
 cudaError_t launch(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
                    cudaStream_t stream) {
-  constexpr size_t smem = kSmemBytes<HD>;
+  constexpr size_t smem = kSmemBytes<HD, KEYS>;
   // Per launch rather than once: the attribute belongs to the current device's context, and
   // tensor-parallel shards launch on several devices.
   cudaError_t err =
-      cudaFuncSetAttribute(mma_attention_kernel<HD, WARPS>,
+      cudaFuncSetAttribute(mma_attention_kernel<HD, WARPS, KEYS>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  mma_attention_kernel<HD, WARPS><<<dim3(count, a.kv_heads), 32 * WARPS, smem, stream>>>(a, units);
+  mma_attention_kernel<HD, WARPS, KEYS>
+      <<<dim3(count, a.kv_heads), 32 * WARPS, smem, stream>>>(a, units);
   return cudaGetLastError();
 }
 
 template <int HD>
 cudaError_t launch_kind(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
                         AttentionKind kind, cudaStream_t stream) {
-  if (kind == AttentionKind::kDecode) return launch<HD, kDecodeWarps>(a, units, count, stream);
-  return launch<HD, kPrefillWarps>(a, units, count, stream);
+  if (kind == AttentionKind::kDecode) {
+    return launch<HD, kDecodeWarps, kDecodeTileKeys>(a, units, count, stream);
+  }
+  if constexpr (HD != 64 && HD != 128) {  // effective_mma_tiling(): the default only
+    return launch<HD, 4, 32>(a, units, count, stream);
+  } else {
+    switch (a.mma_tiling) {
+      case MmaTiling::k64x32:
+        return launch<HD, 4, 32>(a, units, count, stream);
+      case MmaTiling::k64x64:
+        return launch<HD, 4, 64>(a, units, count, stream);
+      case MmaTiling::k128x32:
+        return launch<HD, 8, 32>(a, units, count, stream);
+      case MmaTiling::k128x64:
+        return launch<HD, 8, 64>(a, units, count, stream);
+    }
+    return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace

@@ -96,8 +96,8 @@ Target find_target(const BenchArgs& args) {
   try {
     models = bench::list_models(target.endpoint);
   } catch (const core::Error& e) {
-    // A refused key fails every request of the run too, so --model does not get round it.
-    if (e.code() == HW_FAILED_PRECONDITION) throw;
+    // A refused key: the message already says how to give one, and --model would not help.
+    if (args.model.empty() && e.code() == HW_FAILED_PRECONDITION) throw;
     if (args.model.empty()) {
       throw core::Error(fmt::format("{} (give --model to run without the model list)", e.what()),
                         e.code());

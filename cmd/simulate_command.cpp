@@ -173,11 +173,13 @@ int run_simulate(const SimulateArgs& args) {
   std::vector<std::string> configs = args.configs;
   if (configs.empty()) configs.push_back("");
   // Every deployment's records stay until the end (the comparison and the plot read them), the
-  // baseline's only for its own deployment's report.
+  // baseline's only for its own deployment's report, a capacity probe's (at most the workload)
+  // beside all of them.
+  const uint64_t one_run = core::estimated_record_bytes(workload);
   core::check_record_memory(workload,
-                            core::estimated_record_bytes(workload) * configs.size() +
-                                core::estimated_record_bytes(without_long),
-                            core::physical_memory_bytes());
+                            one_run * configs.size() + core::estimated_record_bytes(without_long) +
+                                (args.find_capacity ? one_run : 0),
+                            core::memory_limit_bytes());
   const bool comparing = configs.size() > 1;
   const bool full_reports = args.details || (!comparing && !args.quiet);
 

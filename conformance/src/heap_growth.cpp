@@ -1,6 +1,7 @@
 #include "heap_growth.h"
 
 #include <fmt/format.h>
+#include <headway/conformance/test_recorder.h>
 #include <malloc.h>
 
 #include <cmath>
@@ -27,6 +28,29 @@ std::optional<uint64_t> heap_bytes_in_use() {
 bool HeapGrowth::suspicious() const {
   return known && calls > 0 && bytes > static_cast<int64_t>(kHeapGrowthWarnBytes) &&
          static_cast<uint64_t>(bytes) > kHeapGrowthWarnBytesPerCall * calls;
+}
+
+HeapGrowth HeapWatch::stop(uint64_t calls) const {
+  HeapGrowth growth;
+  const std::optional<uint64_t> after = heap_bytes_in_use();
+  if (!before_ || !after) return growth;
+  growth.known = true;
+  growth.bytes = static_cast<int64_t>(*after) - static_cast<int64_t>(*before_);
+  growth.calls = calls;
+  return growth;
+}
+
+void judge_heap_growth(TestRecorder& test, const HeapGrowth& growth, const char* what) {
+  if (!growth.known) {
+    test.skip(growth.text(what));
+    return;
+  }
+  test.metrics() = {{"heap_growth_bytes", growth.bytes}, {"calls", growth.calls}};
+  if (growth.suspicious()) {
+    test.warn(growth.text(what) + ": a leak?");
+  } else {
+    test.note(growth.text(what));
+  }
 }
 
 std::string HeapGrowth::text(const char* what) const {

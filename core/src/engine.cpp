@@ -385,7 +385,13 @@ bool Engine::step() {
     output.logits_rows = logit_rows;
     output.vocab = info.vocab;
   }
-  if (!model_slices_.empty()) model_->forward(batch, output);
+  if (!model_slices_.empty()) {
+    try {
+      model_->forward(batch, output);
+    } catch (const Error& e) {  // as for the scheduler: the engine and the step say where
+      throw Error(fmt::format("{}: step {}: {}", config_.name, step_index_, e.what()), e.code());
+    }
+  }
   if (logit_rows > 0) {
     // Sampling in the core, shared by every model that returns logits.
     uint32_t row = 0;

@@ -35,6 +35,14 @@ constexpr uint32_t kSchedulerTableSizeV1_0 = sizeof(hw_scheduler_table);
 constexpr uint32_t kRouterTableSizeV1_0 = sizeof(hw_router_table);
 constexpr uint32_t kKvTransportTableSizeV1_0 = offsetof(hw_kv_transport_table, peer_rendezvous);
 constexpr uint32_t kModelTableSizeV1_0 = sizeof(hw_model_table);
+#if defined(__x86_64__) || defined(__aarch64__)
+// The 1.0 sizes on LP64, written out: a minor that appends to one of these structs breaks the
+// build here, which is the reminder to pin that constant to the offset of its first new field.
+static_assert(kDescriptorSizeV1_0 == 104 && kSchedulerTableSizeV1_0 == 40 &&
+                  kRouterTableSizeV1_0 == 32 && kKvTransportTableSizeV1_0 == 40 &&
+                  kModelTableSizeV1_0 == 56,
+              "an ABI struct grew: pin its 1.0 size above (see the comment)");
+#endif
 
 uint32_t minimum_table_size(int32_t kind) {
   switch (kind) {
@@ -179,8 +187,10 @@ std::string load_failure(const std::string& boost_message) {
   if (status == 0 && readable != nullptr) message += fmt::format(" ({})", readable);
   std::free(readable);
   return message +
-         "; the plugin needs a library it was not linked with (headway_add_plugin links with "
-         "--no-undefined, so this shows at build time there; add the library to its LIBRARIES)";
+         "; no library loaded here provides it: either the plugin was not linked with the library "
+         "that does (headway_add_plugin links with --no-undefined, which catches that at build "
+         "time), or this machine has an older version of a library it was built against "
+         "(libstdc++, the CUDA runtime)";
 }
 
 bool looks_like_path(std::string_view s) {
@@ -315,7 +325,11 @@ void PluginRegistry::scan_locked() {
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
       try {
-        load_locked(file);
+        const LoadedPlugin& loaded = load_locked(file);
+        // The directory decides precedence, also for a symlink to a file elsewhere.
+        for (const auto& lib : libraries_) {
+          if (&lib->plugin == &loaded && lib->plugin.found_in.empty()) lib->plugin.found_in = dir;
+        }
       } catch (const Error& e) {
         // Not a plugin, or a refused one: it stays invisible to name lookup (loading it by path
         // reports the same). Said once, so that a broken plugin does not vanish silently.
@@ -370,25 +384,20 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
 const LoadedPlugin& PluginRegistry::pick_by_search_order(
     const std::vector<const LoadedPlugin*>& matches, std::string_view name) {
   if (matches.size() == 1) return *matches.front();
-  // Rank: the index of the search directory holding the file; files loaded by path elsewhere last.
-  std::vector<fs::path> dirs;
-  for (const fs::path& d : directories_) {
-    std::error_code ec;
-    fs::path canonical = fs::weakly_canonical(d, ec);
-    dirs.push_back(ec ? d : canonical);
-  }
+  // Rank: the index of the search directory a scan found the file in; files loaded only by path
+  // come last.
   const auto rank = [&](const LoadedPlugin* p) {
-    const auto at = std::find(dirs.begin(), dirs.end(), p->path.parent_path());
-    return static_cast<size_t>(at - dirs.begin());
+    const auto at = std::find(directories_.begin(), directories_.end(), p->found_in);
+    return static_cast<size_t>(at - directories_.begin());
   };
   const LoadedPlugin* chosen = matches.front();
   for (const LoadedPlugin* p : matches) {
     if (rank(p) < rank(chosen)) chosen = p;
   }
-  const std::string key(name);
-  if (std::find(warned_ambiguous_.begin(), warned_ambiguous_.end(), key) ==
+  // Once per chosen file, whichever of its names was asked for.
+  if (std::find(warned_ambiguous_.begin(), warned_ambiguous_.end(), chosen->path) ==
       warned_ambiguous_.end()) {
-    warned_ambiguous_.push_back(key);
+    warned_ambiguous_.push_back(chosen->path);
     std::string others;
     for (const LoadedPlugin* p : matches) {
       if (p == chosen) continue;
@@ -398,7 +407,7 @@ const LoadedPlugin& PluginRegistry::pick_by_search_order(
     spdlog::warn(
         "plugin name '{}' is carried by several files: using {} ({} {}), the first in search "
         "order; not {}. Name a plugin by path to choose another.",
-        key, chosen->path.string(), chosen->name(), chosen->version(), others);
+        name, chosen->path.string(), chosen->name(), chosen->version(), others);
   }
   return *chosen;
 }

@@ -177,18 +177,22 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   uint32_t supported = 0;
   uint64_t routes = 0;
   HeapGrowth heap;
+  // Whether the plugin declares the optional feature a shape needs (its failures then count).
+  const auto declared = [&](const RouterShape& shape) {
+    return !shape.feature.empty() && context.has_feature(shape.feature);
+  };
   for (const RouterShape& shape : shapes) {
     TestRecorder t(
         "router.shape." + shape.name,
         fmt::format("routes on the '{}' shape ({} engines)", shape.name, shape.engines.size()));
-    if (!shape.feature.empty() && context.has_feature(shape.feature)) t.for_declared_feature();
+    if (declared(shape)) t.for_declared_feature();
     std::unique_ptr<core::RouterInstance> a, b;
     try {
       a = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
       b = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
     } catch (const core::Error& e) {
       const std::string why = std::string("create() refused it: ") + e.what();
-      if (!shape.feature.empty() && context.has_feature(shape.feature)) {
+      if (declared(shape)) {
         t.fail(why + " (feature '" + shape.feature + "' is declared)");
       } else {
         t.not_supported(why);
@@ -204,8 +208,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     uint64_t placed = 0, split_count = 0, split_possible = 0;
     // Violations count only if the shape turns out supported (the router placed something).
     std::vector<std::pair<TestRecorder*, std::string>> pending;
-    pending.reserve(16);  // a violation or two must not count as heap kept by the router
-    const std::optional<uint64_t> heap_before = heap_bytes_in_use();
+    const HeapWatch heap_watch;
     for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
       const std::vector<hw_engine_load> loads = random_loads(shape, rng);
       const hw_route_request request = random_request(i + 1, rng);
@@ -237,7 +240,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       split_possible += pa.placed && prefill_alive;
     }
     if (placed == 0) {
-      if (!shape.feature.empty() && context.has_feature(shape.feature)) {
+      if (declared(shape)) {
         t.fail("create() accepted it but no request was placed (feature '" + shape.feature +
                "' is declared)");
       } else {
@@ -251,11 +254,9 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       continue;
     }
     ++supported;
-    const std::optional<uint64_t> heap_after = heap_bytes_in_use();
-    if (!heap.known && heap_before && heap_after) {  // the first supported shape
-      heap.known = true;
-      heap.bytes = static_cast<int64_t>(*heap_after) - static_cast<int64_t>(*heap_before);
-      heap.calls = 2 * kRoutesPerShape;  // two instances, one route each per request
+    // The first supported shape without violations: their messages are the suite's own heap.
+    if (!heap.known && pending.empty()) {
+      heap = heap_watch.stop(2 * kRoutesPerShape);  // two instances, one route each per request
     }
     for (auto& [recorder, message] : pending) recorder->fail(message);
     t.note(fmt::format("{} of {} requests placed", placed, kRoutesPerShape));
@@ -299,15 +300,10 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
                            "routing keeps no heap memory from request to request");
   if (supported == 0) {
     steady_heap.skip("no supported shape");
-  } else if (!heap.known) {
-    steady_heap.skip(heap.text("route()"));
+  } else if (!heap.known && heap_bytes_in_use()) {
+    steady_heap.skip("every supported shape had violations (the other tests say which)");
   } else {
-    steady_heap.metrics() = {{"heap_growth_bytes", heap.bytes}, {"calls", heap.calls}};
-    if (heap.suspicious()) {
-      steady_heap.warn(heap.text("route()") + ": a leak?");
-    } else {
-      steady_heap.note(heap.text("route()"));
-    }
+    judge_heap_growth(steady_heap, heap, "route()");
   }
   std::vector<TestResult> results;
   for (TestRecorder* t : {&create, &live, &roles, &same, &dead, &steady_heap}) {

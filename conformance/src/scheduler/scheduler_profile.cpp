@@ -15,6 +15,7 @@ namespace {
 constexpr uint32_t kTraces = 36;
 constexpr uint32_t kDeterminismTraces = 12;  // the first ones, replayed
 constexpr uint32_t kCostRunning = 1000;
+constexpr uint32_t kCostCalls = 1000;        // timed, and watched for heap kept (steady_state_heap)
 constexpr double kCostFailSeconds = 1e-3;    // far beyond any reasonable scheduler
 constexpr double kCostWarnSeconds = 100e-6;  // a tenth of a millisecond: a quality floor
 
@@ -118,7 +119,7 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   TestRecorder cost("scheduler.step_cost",
                     fmt::format("schedule() with {} requests running costs under {:.0f} us",
                                 kCostRunning, kCostFailSeconds * 1e6));
-  const StepCost measured = measure_step_cost(p, kCostRunning, 200);
+  const StepCost measured = measure_step_cost(p, kCostRunning, kCostCalls);
   if (!measured.error.empty()) {
     cost.fail(measured.error);
   } else {
@@ -138,15 +139,8 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
                     "replanning one snapshot keeps no heap memory from call to call");
   if (!measured.error.empty()) {
     heap.skip("the scheduler could not be measured (scheduler.step_cost says why)");
-  } else if (!measured.heap.known) {
-    heap.skip(measured.heap.text("schedule()"));
   } else {
-    heap.metrics() = {{"heap_growth_bytes", measured.heap.bytes}, {"calls", measured.heap.calls}};
-    if (measured.heap.suspicious()) {
-      heap.warn(measured.heap.text("schedule()") + ": a leak?");
-    } else {
-      heap.note(measured.heap.text("schedule()"));
-    }
+    judge_heap_growth(heap, measured.heap, "schedule()");
   }
   std::vector<TestResult> results;
   for (TestRecorder* t :

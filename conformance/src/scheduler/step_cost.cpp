@@ -90,18 +90,13 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
         return cost;
       }
     }
-    const std::optional<uint64_t> heap_before = heap_bytes_in_use();
+    const HeapWatch heap;
     const auto begin = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < calls; ++i) call(10 + i);
     cost.mean_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / calls;
-    const std::optional<uint64_t> heap_after = heap_bytes_in_use();
+    cost.heap = heap.stop(calls);
     cost.calls = calls;
-    if (heap_before && heap_after) {
-      cost.heap.known = true;
-      cost.heap.bytes = static_cast<int64_t>(*heap_after) - static_cast<int64_t>(*heap_before);
-      cost.heap.calls = calls;
-    }
   } catch (const core::Error& e) {
     cost.error = e.what();
   }

@@ -897,8 +897,12 @@ void EngineDriver::publish() {
 }
 
 void EngineDriver::fail(const std::string& why) {
-  const std::string message =
-      fmt::format("engine{} failed and was taken out of service: {}", engine_.config().index, why);
+  // The engine's own errors start with its name ("engine0: step 37: …"): said once.
+  std::string_view reason = why;
+  const std::string own = engine_.config().name + ": ";
+  if (reason.starts_with(own)) reason.remove_prefix(own.size());
+  const std::string message = fmt::format("engine{} failed and was taken out of service: {}",
+                                          engine_.config().index, reason);
   spdlog::error("{}", message);
   engine_ok_ = false;
   metrics_.alive.set(0);

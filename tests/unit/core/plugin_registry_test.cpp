@@ -128,8 +128,21 @@ TEST(PluginRegistry, ANameCarriedByTwoFilesResolvesInSearchOrder) {
     const LoadedPlugin& found = registry.find("test_good", HW_KIND_STEP_SCHEDULER);
     EXPECT_EQ(found.path, fs::weakly_canonical(first / "test_good_scheduler.so"));
     EXPECT_NE(&found, &loaded_first);
-    // The same answer the second time (the warning is given once).
+    // The same answer by the other name.
     EXPECT_EQ(&registry.find("org.headway.test.good_scheduler", HW_KIND_STEP_SCHEDULER), &found);
+  }
+  {
+    // A symlink counts where it lies: a directory searched before `first` that links to
+    // `second`'s file makes that file win.
+    const fs::path linked = root / "linked";
+    fs::create_directories(linked);
+    fs::create_symlink(second / "test_good_scheduler.so", linked / "good_link.so");
+    PluginRegistry registry;
+    registry.add_search_directory(second);
+    registry.add_search_directory(first);
+    registry.add_search_directory(linked);  // searched first
+    EXPECT_EQ(registry.find("test_good", HW_KIND_STEP_SCHEDULER).path,
+              fs::weakly_canonical(second / "test_good_scheduler.so"));
   }
   fs::remove_all(root);
 }

@@ -47,7 +47,7 @@ TEST(RecordMemory, ARunThatCannotFitIsRefusedNamingTheWorkloadAndTheSizes) {
   }
 }
 
-TEST(RecordMemory, PhysicalMemoryIsKnownOnLinux) { EXPECT_GT(physical_memory_bytes(), 0u); }
+TEST(RecordMemory, TheMemoryLimitIsKnownOnLinux) { EXPECT_GT(memory_limit_bytes(), 0u); }
 
 }  // namespace
 }  // namespace headway::core

@@ -19,7 +19,8 @@ namespace headway::core {
 std::string_view kind_name(int32_t kind);  // "step scheduler", "router", …
 
 struct LoadedPlugin {
-  std::filesystem::path path;
+  std::filesystem::path path;      // canonical (symlinks resolved)
+  std::filesystem::path found_in;  // the search directory a scan first found it in; empty if none
   const hw_plugin_descriptor* descriptor = nullptr;
 
   std::string name() const;
@@ -72,7 +73,7 @@ class PluginRegistry {
   std::vector<std::filesystem::path> directories_;
   std::vector<std::unique_ptr<Library>> libraries_;
   bool scanned_ = false;
-  std::vector<std::string> warned_ambiguous_;  // names whose shadowed files were reported
+  std::vector<std::filesystem::path> warned_ambiguous_;  // chosen files whose rivals were named
 };
 
 }  // namespace headway::core

@@ -15,11 +15,15 @@ namespace headway::core {
 // Bytes one run keeps for `workload`'s records until its report is built. Measured with `headway
 // simulate` on the built-in deployment (peak RSS of 20,000 and 100,000 requests of
 // configs/workloads/mixed_short_long.toml, about 13.6 KB per request at 203 output tokens each):
-// 64 bytes per output token plus 512 per request, rounded up.
+// 64 bytes per output token plus 1 KiB per request, which is 14.0 KB there.
 uint64_t estimated_record_bytes(const Workload& workload);
 
-// Physical memory of this machine in bytes (0 when the system does not say).
-uint64_t physical_memory_bytes();
+// The output tokens of every request of `workload`.
+uint64_t output_tokens(const Workload& workload);
+
+// The memory this process may use at most, in bytes: the machine's physical memory, or the
+// cgroup's limit (a container's --memory) when that is lower; 0 when neither says.
+uint64_t memory_limit_bytes();
 
 // Throws Error naming the workload, its size, the estimate and the limit when `needed_bytes` (the
 // records of every run alive at once) exceed `available_bytes`. A limit of 0 checks nothing.

@@ -91,6 +91,23 @@ TEST_F(BenchCli, ARunWhereNothingSucceedsExitsNonZeroWithTheFirstFailure) {
   EXPECT_NE(r.err.find("overloaded"), std::string::npos) << r.err;
 }
 
+// A model list refused for want of a key: without --model the run stops saying how to give one
+// (and not to give --model); with --model it is only warned about, since a gateway may guard the
+// list alone (the fake server guards only the list, so the run then succeeds).
+TEST_F(BenchCli, AModelListRefusedForItsKeyNamesTheKeyFlag) {
+  server.require_key("sk-right");
+  CliRun r = bench("--quiet --num-requests 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("HTTP 401"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--api-key-file"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--model"), std::string::npos) << r.err;
+  r = bench("--quiet --num-requests 2 --model tiny");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--api-key-file"), std::string::npos) << r.err;
+}
+
 TEST_F(BenchCli, PredictionIsPrintedBesideTheMeasurement) {
   const CliRun r =
       bench("--quiet --predict-config " + kDeployment.string() + " --out " + out.string());

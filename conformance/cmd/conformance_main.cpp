@@ -1,7 +1,9 @@
 // headway-conformance: loads one plugin through the same registry (and the same checks) as the
 // server, runs the conformance profile of its kind and reports. Exit status 0 only when the plugin
-// is conformant; 1 when it is not; 2 on a usage or loading error.
+// is conformant; 1 when it is not (a plugin that crashes the suite is not); 2 on a usage or loading
+// error.
 #include <fmt/format.h>
+#include <headway/conformance/isolated_run.h>
 #include <headway/conformance/report.h>
 #include <headway/conformance/suite.h>
 #include <headway/core/error.h>
@@ -84,7 +86,9 @@ int run(int argc, char** argv) {
             << fmt::format("profile  {} ({}), seed {}\n\n", profile,
                            conformance::mustpass_name(profile), options.seed);
 
-  const conformance::ProfileResult result = conformance::run_profile(context, profile);
+  // In a child process: a plugin that crashes still gets a report (a FAIL saying so).
+  std::cout << std::flush;
+  const conformance::ProfileResult result = conformance::run_profile_isolated(context, profile);
   for (const conformance::TestResult& t : result.tests) {
     std::cout << fmt::format("{:<16} {:<8} {:<34} {:7.2f}s  {}\n",
                              conformance::outcome_name(t.outcome), t.core ? "core" : "extended",

@@ -1,4 +1,5 @@
-// Runs the `headway` binary (HEADWAY_CLI) as a user would, capturing exit code, stdout and stderr.
+// Runs the `headway` binary (HEADWAY_CLI), or another of the project's programs, as a user would,
+// capturing exit code, stdout and stderr.
 // Threading: one call at a time per process (stderr goes through a per-process temp file).
 #pragma once
 
@@ -20,11 +21,11 @@ struct CliRun {
   std::string err;
 };
 
-inline CliRun run_cli(const std::string& args) {
+inline CliRun run_program(const std::string& program, const std::string& args) {
   namespace fs = std::filesystem;
   const fs::path err_file =
       fs::temp_directory_path() / ("headway_cli_stderr_" + std::to_string(::getpid()));
-  const std::string command = std::string(HEADWAY_CLI) + " " + args + " 2>" + err_file.string();
+  const std::string command = program + " " + args + " 2>" + err_file.string();
   CliRun result{};
   FILE* pipe = ::popen(command.c_str(), "r");
   std::array<char, 4096> buffer{};
@@ -39,5 +40,7 @@ inline CliRun run_cli(const std::string& args) {
   fs::remove(err_file);
   return result;
 }
+
+inline CliRun run_cli(const std::string& args) { return run_program(HEADWAY_CLI, args); }
 
 }  // namespace headway::test

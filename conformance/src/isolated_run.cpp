@@ -1,0 +1,150 @@
+#include <fmt/format.h>
+#include <headway/conformance/isolated_run.h>
+#include <headway/core/error.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <string_view>
+
+namespace headway::conformance {
+namespace {
+
+Outcome outcome_of(std::string_view name) {
+  for (const Outcome o : {Outcome::kPass, Outcome::kFail, Outcome::kSkip, Outcome::kNotSupported,
+                          Outcome::kQualityWarning}) {
+    if (outcome_name(o) == name) return o;
+  }
+  throw core::Error(fmt::format("conformance: unknown test outcome '{}'", name));
+}
+
+// Writes all of `text`; false when the reader went away.
+bool write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return text;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+// How the child ended, for the FAIL message.
+std::string ending_of(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return fmt::format("was killed by signal {} ({})", sig, strsignal(sig));
+  }
+  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+  return "ended";
+}
+
+}  // namespace
+
+nlohmann::json profile_result_to_json(const ProfileResult& result) {
+  nlohmann::json tests = nlohmann::json::array();
+  for (const TestResult& t : result.tests) {
+    tests.push_back({{"id", t.id},
+                     {"title", t.title},
+                     {"outcome", outcome_name(t.outcome)},
+                     {"message", t.message},
+                     {"seconds", t.seconds},
+                     {"metrics", t.metrics},
+                     {"core", t.core},
+                     {"declared_feature", t.declared_feature}});
+  }
+  return {{"profile", result.profile},
+          {"mustpass", result.mustpass},
+          {"tests", std::move(tests)},
+          {"missing_core", result.missing_core}};
+}
+
+ProfileResult profile_result_from_json(const nlohmann::json& json) {
+  ProfileResult result;
+  result.profile = json.at("profile").get<std::string>();
+  result.mustpass = json.at("mustpass").get<std::string>();
+  for (const nlohmann::json& t : json.at("tests")) {
+    TestResult& test = result.tests.emplace_back();
+    test.id = t.at("id").get<std::string>();
+    test.title = t.at("title").get<std::string>();
+    test.outcome = outcome_of(t.at("outcome").get<std::string>());
+    test.message = t.at("message").get<std::string>();
+    test.seconds = t.at("seconds").get<double>();
+    test.metrics = t.at("metrics");
+    test.core = t.at("core").get<bool>();
+    test.declared_feature = t.at("declared_feature").get<bool>();
+  }
+  result.missing_core = json.at("missing_core").get<std::vector<std::string>>();
+  return result;
+}
+
+ProfileResult run_profile_isolated(const SuiteContext& context, const std::string& profile) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    throw core::Error(fmt::format("conformance: pipe: {}", std::strerror(errno)));
+  }
+  const pid_t child = ::fork();
+  if (child < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw core::Error(fmt::format("conformance: fork: {}", std::strerror(errno)));
+  }
+  if (child == 0) {
+    ::close(fds[0]);
+    int code = 0;
+    try {
+      const ProfileResult result = run_profile(context, profile);
+      code = write_all(fds[1], profile_result_to_json(result).dump()) ? 0 : 3;
+    } catch (const std::exception& e) {
+      // The parent reports it as it would have in one process.
+      write_all(fds[1], nlohmann::json{{"error", e.what()}}.dump());
+      code = 4;
+    }
+    ::close(fds[1]);
+    // No exit handlers or static destructors: they belong to the parent, which runs them once.
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  const std::string text = read_all(fds[0]);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !json.is_discarded()) {
+    return profile_result_from_json(json);
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 4 && !json.is_discarded() &&
+      json.contains("error")) {
+    throw core::Error(json["error"].get<std::string>());
+  }
+  ProfileResult crashed;
+  crashed.profile = profile;
+  crashed.mustpass = mustpass_name(profile);
+  crashed.missing_core = mustpass_tests(crashed.mustpass);
+  TestResult& t = crashed.tests.emplace_back();
+  t.id = "suite.completed";
+  t.title = "the suite runs to its end with the plugin loaded";
+  t.outcome = Outcome::kFail;
+  t.message = fmt::format(
+      "the process running the {} profile {} before it finished: the plugin crashed or ended it, "
+      "so no test result is available (run the profile under gdb, or a build with "
+      "AddressSanitizer, to see where)",
+      profile, ending_of(status));
+  return crashed;
+}
+
+}  // namespace headway::conformance

@@ -42,6 +42,11 @@ int run(int argc, char** argv) {
   app.add_option("--report", report_path, "Write the JSON report here");
   app.add_option("--junit", junit_path, "Write JUnit XML here");
   app.add_option("--seed", options.seed, "Seed of the generated traces and data")->default_val(1);
+  double timeout_s = 1800;
+  app.add_option("--timeout", timeout_s,
+                 "Seconds the profile may run before it is killed and reported as a FAIL")
+      ->default_val(1800)
+      ->check(CLI::Range(1.0, 86400.0));
   app.add_option("--config-dir", options.config_dir,
                  "Directory a model resolves relative option paths against")
       ->default_val(".");
@@ -88,7 +93,8 @@ int run(int argc, char** argv) {
 
   // In a child process: a plugin that crashes still gets a report (a FAIL saying so).
   std::cout << std::flush;
-  const conformance::ProfileResult result = conformance::run_profile_isolated(context, profile);
+  const conformance::ProfileResult result =
+      conformance::run_profile_isolated(context, profile, timeout_s);
   for (const conformance::TestResult& t : result.tests) {
     std::cout << fmt::format("{:<16} {:<8} {:<34} {:7.2f}s  {}\n",
                              conformance::outcome_name(t.outcome), t.core ? "core" : "extended",

@@ -1,10 +1,13 @@
 #include <fmt/format.h>
 #include <headway/conformance/isolated_run.h>
 #include <headway/core/error.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <string_view>
@@ -31,13 +34,22 @@ bool write_all(int fd, std::string_view text) {
   return true;
 }
 
-std::string read_all(int fd) {
-  std::string text;
+// Reads until the writer closes its end, or until `timeout_s` has passed (false then).
+bool read_all(int fd, double timeout_s, std::string& text) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buffer[65536];
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (ready < 0 && errno != EINTR) return true;  // cannot wait: take what there is
+    if (ready <= 0) continue;
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return text;
+    if (n <= 0) return true;
     text.append(buffer, static_cast<size_t>(n));
   }
 }
@@ -91,7 +103,8 @@ ProfileResult profile_result_from_json(const nlohmann::json& json) {
   return result;
 }
 
-ProfileResult run_profile_isolated(const SuiteContext& context, const std::string& profile) {
+ProfileResult run_profile_isolated(const SuiteContext& context, const std::string& profile,
+                                   double timeout_s) {
   int fds[2];
   if (::pipe(fds) != 0) {
     throw core::Error(fmt::format("conformance: pipe: {}", std::strerror(errno)));
@@ -118,8 +131,10 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
     ::_exit(code);
   }
   ::close(fds[1]);
-  const std::string text = read_all(fds[0]);
+  std::string text;
+  const bool finished = read_all(fds[0], timeout_s, text);
   ::close(fds[0]);
+  if (!finished) ::kill(child, SIGKILL);  // a plugin that hangs: the verdict must still come
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
@@ -139,11 +154,17 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
   t.id = "suite.completed";
   t.title = "the suite runs to its end with the plugin loaded";
   t.outcome = Outcome::kFail;
-  t.message = fmt::format(
-      "the process running the {} profile {} before it finished: the plugin crashed or ended it, "
-      "so no test result is available (run the profile under gdb, or a build with "
-      "AddressSanitizer, to see where)",
-      profile, ending_of(status));
+  t.message =
+      finished ? fmt::format(
+                     "the process running the {} profile {} before it finished: the plugin "
+                     "crashed or ended it, so no test result is available (run the profile under "
+                     "gdb, or a build with AddressSanitizer, to see where)",
+                     profile, ending_of(status))
+               : fmt::format(
+                     "the {} profile was still running after {:g} s (--timeout) and was killed: "
+                     "the plugin hangs, or is far slower than the suite expects; no test result "
+                     "is available",
+                     profile, timeout_s);
   return crashed;
 }
 

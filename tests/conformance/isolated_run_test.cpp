@@ -71,4 +71,14 @@ TEST(IsolatedRun, APluginThatCrashesTheSuiteStillGetsAVerdictAndAReport) {
   fs::remove(report);
 }
 
+TEST(IsolatedRun, APluginThatHangsIsKilledAfterTheTimeoutAndReported) {
+  const auto run = headway::test::run_program(
+      HEADWAY_CONFORMANCE_CLI, std::string("--timeout 2 --plugin ") + HEADWAY_FAULTY_PLUGIN_DIR +
+                                   "/faulty_hanging_scheduler.so");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.out.find("suite.completed"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("still running after 2 s (--timeout)"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("NOT CONFORMANT"), std::string::npos) << run.out;
+}
+
 }  // namespace

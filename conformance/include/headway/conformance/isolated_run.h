@@ -19,9 +19,11 @@ namespace headway::conformance {
 nlohmann::json profile_result_to_json(const ProfileResult& result);
 ProfileResult profile_result_from_json(const nlohmann::json& json);
 
-// run_profile(context, profile) in a child. When the child does not hand back a result, the
-// returned one has a single FAIL, "suite.completed", saying how the child ended, and every
-// mustpass test of the profile listed as missing (so it is not conformant).
-ProfileResult run_profile_isolated(const SuiteContext& context, const std::string& profile);
+// run_profile(context, profile) in a child. When the child does not hand back a result (it
+// crashed, or was still running after `timeout_s` seconds and was killed), the returned one has a
+// single FAIL, "suite.completed", saying how the child ended, and every mustpass test of the
+// profile listed as missing (so it is not conformant).
+ProfileResult run_profile_isolated(const SuiteContext& context, const std::string& profile,
+                                   double timeout_s);
 
 }  // namespace headway::conformance

@@ -29,7 +29,7 @@ struct HeapGrowth {
   int64_t bytes = 0;  // after - before (negative: freed more than it took)
   uint64_t calls = 0;
   bool suspicious() const;
-  std::string text(const char* what) const;  // "heap grew 819.2 KB over 200 schedule() calls"
+  std::string text(const char* what) const;  // "heap grew 4096.0 KB over 1000 schedule() calls"
 };
 
 // Started before the calls to watch, stopped after them.

@@ -315,6 +315,8 @@ const LoadedPlugin& PluginRegistry::load_locked(const fs::path& path) {
 void PluginRegistry::scan_locked() {
   if (scanned_) return;
   scanned_ = true;
+  // Directories may have been added in front since the last scan: found_in is the earliest one.
+  for (const auto& lib : libraries_) lib->plugin.found_in.clear();
   for (const fs::path& dir : directories_) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;

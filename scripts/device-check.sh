@@ -326,6 +326,13 @@ if bench:
         for summary in phases:
             for group in summary.split("; "):
                 print(f"- {group}")
+    # Each CUDA-graph model's count of replayed and directly run steps (logged when released).
+    graph_lines = [line.split("cuda model: ", 1)[1] for line in read("bench.log").splitlines()
+                   if "cuda model: CUDA graphs: " in line or "could not be captured" in line]
+    if graph_lines:
+        print("\n## CUDA graphs (cuda_graph_max_batch = 64 runs)\n")
+        for line in graph_lines:
+            print(f"- {line}")
 print("\n## Cost file (headway profile)\n\n```")
 print(read("h200_llama8b_cost.toml").strip()[:3000])
 print("```")

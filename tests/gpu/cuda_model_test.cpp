@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "gpu_test_support.h"
 #include "model_harness.h"
@@ -132,6 +133,91 @@ TEST_F(CudaModel, MatchesTheCpuModelOnMixedBatches) {
 TEST_F(CudaModel, WithDecodeGemvMatchesTheCpuModelOnMixedBatches) {
   HW_SKIP_WITHOUT_CUDA();
   expect_the_cpu_models_logits(path(), dir(), ", decode_gemv = true");
+}
+
+// Decode steps (3 rows, one of them split three ways) padded to 4 rows at split level 4: the
+// first runs launch by launch, the second is captured, the rest are replays.
+TEST_F(CudaModel, WithCudaGraphsMatchesTheCpuModelOnMixedBatches) {
+  HW_SKIP_WITHOUT_CUDA();
+  expect_the_cpu_models_logits(path(), dir(), ", cuda_graph_max_batch = 8");
+}
+
+TEST_F(CudaModel, CudaGraphOptionsThatCannotWorkAreRefusedBeforeTouchingADevice) {
+  const std::pair<const char*, const char*> cases[] = {
+      {", tensor_parallel = 2", "needs tensor_parallel = 1"},
+      {", phase_timing = true", "phase_timing = true exclude each other"}};
+  for (const auto& [extra, why] : cases) {
+    try {
+      ModelHarness m("cuda", path() + ", cuda_graph_max_batch = 8" + extra, dir());
+      FAIL() << "cuda_graph_max_batch with" << extra << " should be refused";
+    } catch (const core::Error& e) {
+      EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT) << e.what();
+      EXPECT_NE(std::string(e.what()).find("cuda_graph_max_batch = 8"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Graph steps against the same steps launch by launch, over batch sizes of several buckets (1, 4,
+// 8 and 16 rows), a one-token prompt chunk that samples nothing in every step, contexts long
+// enough for split-K, and a prefill that grows the workspace after the graphs were captured (they
+// must be captured again, not replayed on freed buffers). Then the same with device sampling.
+TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
+  HW_SKIP_WITHOUT_CUDA();
+  const std::string base = path() + ", kv_cache_gb = 0.5, max_batch_tokens = 16";
+  ModelHarness eager("cuda", base + ", sampling = \"host\"", dir(), 16, 2048);
+  ModelHarness graphs("cuda", base + ", sampling = \"host\", cuda_graph_max_batch = 16", dir(), 16,
+                      2048);
+  ModelHarness eager_ids("cuda", base, dir(), 16, 2048);
+  ModelHarness graph_ids("cuda", base + ", cuda_graph_max_batch = 16", dir(), 16, 2048);
+  const uint32_t vocab = eager.info().vocab;
+  std::vector<ModelHarness::Slice> prompts;
+  for (uint64_t r = 0; r < 9; ++r)
+    prompts.push_back({r, random_tokens(20 + 70 * r, vocab, 40 + r)});
+  const auto unsampled = random_tokens(64, vocab, 60);  // request 100, fed one token per step
+  size_t fed = 0;
+  std::vector<int32_t> next(9);
+  int checked_ids = 0;
+  const auto step_all = [&](const std::vector<ModelHarness::Slice>& step, const char* what) {
+    SCOPED_TRACE(what);
+    const auto a = eager.step(step);
+    const auto b = graphs.step(step);
+    const auto ids = eager_ids.step(step).sampled;
+    const auto graph_sampled = graph_ids.step(step).sampled;
+    ASSERT_EQ(a.logits.size(), b.logits.size());
+    size_t row = 0;
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (!step[i].sample) continue;
+      EXPECT_LT(rel(b.logits[row], a.logits[row]), 0.02) << "slice " << i;
+      std::vector<float> sorted = a.logits[row];
+      std::sort(sorted.rbegin(), sorted.rend());
+      if (sorted[0] - sorted[1] > 1e-2f * std::abs(sorted[0])) {
+        EXPECT_EQ(graph_sampled[i], ids[i]) << "slice " << i;
+        ++checked_ids;
+      }
+      if (step[i].request < 9) next[step[i].request] = argmax(a.logits[row]);
+      ++row;
+    }
+  };
+  step_all({prompts.begin(), prompts.begin() + 5}, "prefill 0-4");
+  step_all({prompts.begin() + 5, prompts.end()}, "prefill 5-8");  // 8 has 580 tokens: split-K
+  for (int round = 0; round < 4; ++round) {
+    if (round == 2) {
+      // 2,500 tokens: more than any step before (1,900), so the workspace moves.
+      step_all({{200, random_tokens(2500, vocab, 61)}}, "workspace growth");
+    }
+    for (const uint32_t batch : {1u, 3u, 5u, 9u}) {
+      std::vector<ModelHarness::Slice> step;
+      for (uint32_t r = 0; r < batch; ++r) {
+        step.push_back({8 - r, {next[8 - r]}});  // request 8 (the split one) in every step
+      }
+      step.push_back({100, {unsampled.at(fed++)}, false});
+      step_all(step,
+               ("round " + std::to_string(round) + ", batch " + std::to_string(batch)).c_str());
+    }
+  }
+  EXPECT_GT(checked_ids, 20);
 }
 
 // The candidate prefill tilings of the tensor-core attention (head_dim 64 here): the plan is cut

@@ -133,7 +133,8 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
   const uint32_t heads = 4, kv_heads = 2, hd = 64, half = 32;
   k::KvLayout layout{1, kv_heads, hd, 16};
   const uint32_t blocks = 8;
-  const std::vector<int32_t> positions = {0, 1, 17, 8191, 100000};
+  // The last token is a graph step's padding row: rotated, but no KV slot (-1).
+  const std::vector<int32_t> positions = {0, 1, 17, 8191, 100000, 0};
   const uint32_t T = static_cast<uint32_t>(positions.size());
   const uint32_t width = (heads + 2 * kv_heads) * hd;
   const auto qkv = random_bf16(size_t{T} * width, 1.0f, 6);
@@ -142,11 +143,13 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
     slots[t] = static_cast<int64_t>(((t * 3) % blocks) * layout.block_elems() +
                                     (positions[t] % layout.block_size) * hd);
   }
+  slots[T - 1] = -1;
   Dev<__nv_bfloat16> d_qkv(qkv);
   Dev<int32_t> d_pos(positions);
   Dev<int64_t> d_slots(slots);
   Dev<double> d_freq(rope.inverse_frequencies());
   Dev<__nv_bfloat16> d_cache(layout.block_elems() * blocks);
+  check(cudaMemset(d_cache.get(), 0xff, layout.block_elems() * blocks * 2), "poison");  // NaN
   k::RopeKvArgs a;
   a.qkv = d_qkv.get();
   a.tokens = T;
@@ -171,6 +174,7 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
     for (uint32_t i = 0; i < width; ++i) {
       ASSERT_NEAR(bf(out[t * width + i]), row[i], 1e-2) << "token " << t << " element " << i;
     }
+    if (slots[t] < 0) continue;
     for (uint32_t g = 0; g < kv_heads; ++g) {
       for (uint32_t d = 0; d < hd; ++d) {
         const size_t kpos = slots[t] + g * layout.head_elems() + d;
@@ -181,6 +185,10 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
       }
     }
   }
+  // Exactly the real tokens' k and v were written; the padding row wrote nothing.
+  size_t written = 0;
+  for (const __nv_bfloat16& v : cache) written += std::isnan(bf(v)) ? 0 : 1;
+  EXPECT_EQ(written, size_t{T - 1} * 2 * kv_heads * hd);
 }
 
 struct AttentionCase {
@@ -367,6 +375,107 @@ TEST(CudaKernels, PrefillTilesCutForAnotherKernelAreRefused) {
   EXPECT_EQ(k::attention_prefill_tile_rows(128, false, k::MmaTiling::k128x64), 128u);
   EXPECT_EQ(k::attention_prefill_tile_rows(128, true, k::MmaTiling::k128x64),
             k::kAttentionTileRows);
+}
+
+// A decode-only step laid out for a CUDA graph (StepLimits::graph_max_batch: rows padded to a
+// bucket, every row given the split level of the longest context, empty key ranges) computes the
+// real rows bit for bit as the plan without padding, on both kernels; the padding rows come out
+// finite (zero).
+TEST_P(CudaAttention, GraphPaddedDecodesEqualTheUnpaddedPlan) {
+  HW_SKIP_WITHOUT_CUDA();
+  const AttentionCase p = GetParam();
+  const uint32_t group = p.heads / p.kv_heads;
+  k::KvLayout layout{1, p.kv_heads, p.head_dim, p.block_size};
+  // Contexts of 3,001 keys (12 splits: level 16), 8 (one unit) and 700 (3 splits): 3 rows -> 4.
+  const std::vector<uint32_t> starts = {3000, 7, 699};
+  std::vector<std::vector<uint32_t>> tables;
+  std::vector<std::vector<int32_t>> ids;
+  std::vector<hw_model_slice> slices;
+  uint32_t blocks = 0;
+  for (const uint32_t start : starts) {
+    const uint32_t n = (start + 1 + p.block_size - 1) / p.block_size;
+    std::vector<uint32_t> table(n);
+    std::iota(table.begin(), table.end(), blocks);
+    std::shuffle(table.begin(), table.end(), std::mt19937(start));
+    blocks += n;
+    tables.push_back(std::move(table));
+    ids.emplace_back(1, 1);
+  }
+  for (size_t i = 0; i < starts.size(); ++i) {
+    slices.push_back(hw_model_slice{i, starts[i], 1, ids[i].data(), tables[i].data(),
+                                    static_cast<uint32_t>(tables[i].size()), 1, 0.0f, 1.0f, 0, 0, 0,
+                                    0.0f, 0});
+  }
+  const hw_model_batch batch{sizeof(hw_model_batch), slices.data(),
+                             static_cast<uint32_t>(slices.size()), p.block_size};
+  const uint32_t width = (p.heads + 2 * p.kv_heads) * p.head_dim;
+  const uint32_t padded_rows = 4;
+  const auto cache = random_bf16(layout.block_elems() * blocks, 1.0f, 20);
+  const auto qkv = random_bf16(size_t{padded_rows} * width, 1.0f, 21);
+  Dev<__nv_bfloat16> d_cache(cache);
+  Dev<__nv_bfloat16> d_qkv(qkv);
+  const size_t out_elems = size_t{padded_rows} * p.heads * p.head_dim;
+
+  // Runs the plan's decode and reduce units; returns the output rows.
+  const auto run = [&](const StepPlan& plan, bool exact) {
+    Dev<std::byte> d_plan(plan.offsets().total);
+    check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
+          "plan upload");
+    Dev<float> d_acc(std::max<size_t>(1, size_t{plan.partial_records()} * p.head_dim));
+    Dev<float> d_ml(std::max<size_t>(1, size_t{plan.partial_records()} * 2));
+    Dev<__nv_bfloat16> d_out(out_elems);
+    check(cudaMemset(d_out.get(), 0xff, out_elems * 2), "poison");  // NaN
+    const auto at = [&](size_t off) {
+      return reinterpret_cast<const std::byte*>(d_plan.get()) + off;
+    };
+    k::AttentionArgs a;
+    a.qkv = d_qkv.get();
+    a.q_stride = width;
+    a.out = d_out.get();
+    a.layer_cache = d_cache.get();
+    a.block_elems = layout.block_elems();
+    a.head_elems = layout.head_elems();
+    a.block_size = p.block_size;
+    a.block_tables = reinterpret_cast<const int32_t*>(at(plan.offsets().block_tables));
+    a.heads = p.heads;
+    a.kv_heads = p.kv_heads;
+    a.head_dim = p.head_dim;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+    a.partial_acc = d_acc.get();
+    a.partial_ml = d_ml.get();
+    a.exact_fp32 = exact;
+    EXPECT_EQ(k::paged_attention(
+                  a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().decode_units)),
+                  plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
+              cudaSuccess);
+    EXPECT_EQ(
+        k::attention_reduce(
+            a, reinterpret_cast<const k::AttentionReduceUnit*>(at(plan.offsets().reduce_units)),
+            plan.reduce_unit_count(), nullptr),
+        cudaSuccess);
+    return d_out.download();
+  };
+  for (const bool exact : {true, false}) {
+    SCOPED_TRACE(exact ? "FP32 kernel" : "tensor cores");
+    StepLimits limits{100, 1u << 20, blocks, group, true};
+    StepPlan plain;
+    plain.build(batch, layout, limits);
+    limits.graph_max_batch = 8;
+    StepPlan padded;
+    padded.build(batch, layout, limits);
+    ASSERT_EQ(padded.tokens(), padded_rows);
+    ASSERT_EQ(padded.graph_split_level(), 16u);
+    ASSERT_EQ(padded.decode_unit_count(), padded_rows * 16);
+    const auto want = run(plain, exact);
+    const auto got = run(padded, exact);
+    const size_t row_elems = size_t{p.heads} * p.head_dim;
+    for (size_t e = 0; e < starts.size() * row_elems; ++e) {
+      ASSERT_EQ(bf(got[e]), bf(want[e])) << "row " << e / row_elems << " element " << e % row_elems;
+    }
+    for (size_t e = starts.size() * row_elems; e < out_elems; ++e) {
+      ASSERT_EQ(bf(got[e]), 0.0f) << "padding row, element " << e % row_elems;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,

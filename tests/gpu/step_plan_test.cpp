@@ -1,5 +1,6 @@
-// The cuda model's batch checks, which run before anything reaches a device: they are tested on
-// every machine. (How the plan is cut into attention work is checked with the kernels, on a GPU.)
+// The cuda model's batch checks, which run before anything reaches a device, and the padded layout
+// of graph steps (StepPlan::layout, no pinned memory): tested on every machine. (Whether the
+// kernels compute the same on a padded plan is checked on a GPU, cuda_model_test.)
 #include "step_plan.h"
 
 #include <gtest/gtest.h>
@@ -95,6 +96,148 @@ TEST(CudaStepPlan, RejectsAnotherBlockSize) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(CudaStepPlan, GraphBatchBucketsAreOneTwoFourThenMultiplesOfEight) {
+  EXPECT_EQ(graph_batch_bucket(1, 64), 1u);
+  EXPECT_EQ(graph_batch_bucket(2, 64), 2u);
+  EXPECT_EQ(graph_batch_bucket(3, 64), 4u);
+  EXPECT_EQ(graph_batch_bucket(5, 64), 8u);
+  EXPECT_EQ(graph_batch_bucket(9, 64), 16u);
+  EXPECT_EQ(graph_batch_bucket(64, 64), 64u);
+  EXPECT_EQ(graph_batch_bucket(65, 64), 0u);
+  EXPECT_EQ(graph_batch_bucket(5, 6), 6u);
+  EXPECT_EQ(graph_batch_bucket(0, 64), 0u);
+  EXPECT_EQ(graph_batch_bucket(1, 0), 0u);
+}
+
+// Requests of a step: each a context (tokens already cached) and a number of new tokens.
+class GraphSteps : public ::testing::Test {
+ protected:
+  // 2 kv heads x group 2 = 4 heads, head_dim 16, blocks of 4 tokens, 1,024 blocks.
+  kernels::KvLayout layout{2, 2, 16, 4};
+  StepLimits limits{100, 4096, 1024, 2, true, true, kernels::kAttentionTileRows, 8};
+
+  struct Request {
+    uint32_t context;
+    uint32_t tokens = 1;
+    bool sample = true;
+  };
+
+  const StepPlan& plan(const std::vector<Request>& requests) {
+    slices_.clear();
+    ids_.clear();
+    tables_.clear();
+    ids_.reserve(requests.size());
+    tables_.reserve(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const Request& r = requests[i];
+      ids_.emplace_back(r.tokens, 7);
+      const uint32_t end = r.context + r.tokens;
+      std::vector<uint32_t> table((end + 3) / 4);
+      for (size_t b = 0; b < table.size(); ++b)
+        table[b] = static_cast<uint32_t>(i * 100 + b) % 1024;
+      tables_.push_back(std::move(table));
+      slices_.push_back(hw_model_slice{100 + i, r.context, r.tokens, ids_.back().data(),
+                                       tables_.back().data(),
+                                       static_cast<uint32_t>(tables_.back().size()),
+                                       r.sample ? 1 : 0, 0.0f, 1.0f, 0, 0, 0, 0.0f, 0});
+    }
+    const hw_model_batch batch{sizeof(hw_model_batch), slices_.data(),
+                               static_cast<uint32_t>(slices_.size()), 4};
+    plan_.layout(batch, layout, limits);
+    return plan_;
+  }
+
+ private:
+  std::vector<hw_model_slice> slices_;
+  std::vector<std::vector<int32_t>> ids_;
+  std::vector<std::vector<uint32_t>> tables_;
+  StepPlan plan_;
+};
+
+TEST_F(GraphSteps, ADecodeStepIsPaddedAndPadRowsWriteNoKv) {
+  const StepPlan& p = plan({{10}, {20}, {30}});
+  EXPECT_EQ(p.graph_key(), (uint64_t{4} << 8) | 1);
+  EXPECT_EQ(p.tokens(), 4u);
+  EXPECT_EQ(p.sample_count(), 3u);
+  EXPECT_EQ(p.head_rows(), 4u);
+  ASSERT_EQ(p.slot_offsets().size(), 4u);
+  EXPECT_GE(p.slot_offsets()[2], 0);
+  EXPECT_EQ(p.slot_offsets()[3], -1);
+  // One unit per row, written directly; the pad row's key range is empty.
+  ASSERT_EQ(p.decode_units().size(), 4u);
+  for (int32_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(p.decode_units()[r].q_row, r);
+    EXPECT_EQ(p.decode_units()[r].partial, -1);
+  }
+  EXPECT_EQ(p.decode_units()[2].key_end, 31);
+  EXPECT_EQ(p.decode_units()[3].key_begin, p.decode_units()[3].key_end);
+  EXPECT_TRUE(p.reduce_units().empty());
+  EXPECT_EQ(p.head_row_indices(), (std::vector<int32_t>{0, 1, 2, 3}));
+}
+
+TEST_F(GraphSteps, StepsOfOneShapeHaveTheSameOffsets) {
+  const StepOffsets a = plan({{10}, {20}, {30}}).offsets();
+  const uint64_t key = plan({{10}, {20}, {30}}).graph_key();
+  // Other contexts (longer block tables), one request more: the same shape.
+  const StepPlan& p = plan({{90}, {170}, {5}, {60}});
+  const StepOffsets& b = p.offsets();
+  EXPECT_EQ(p.graph_key(), key);
+  EXPECT_EQ(a.token_ids, b.token_ids);
+  EXPECT_EQ(a.positions, b.positions);
+  EXPECT_EQ(a.slot_offsets, b.slot_offsets);
+  EXPECT_EQ(a.sample_rows, b.sample_rows);
+  EXPECT_EQ(a.sample_params, b.sample_params);
+  EXPECT_EQ(a.decode_units, b.decode_units);
+  EXPECT_EQ(a.reduce_units, b.reduce_units);
+  EXPECT_EQ(a.block_tables, b.block_tables);
+  EXPECT_GT(b.total, a.total);  // only the block tables, last, grew
+}
+
+TEST_F(GraphSteps, EveryRowGetsTheSplitLevelOfTheLongestContext) {
+  // 701 keys: 3 splits of 8 chunks (256, 256, 189 keys); 6 keys: 1. Level: 4 per row.
+  const StepPlan& p = plan({{700}, {5}});
+  EXPECT_EQ(p.graph_key(), (uint64_t{2} << 8) | 4);
+  EXPECT_EQ(p.graph_split_level(), 4u);
+  const auto& u = p.decode_units();
+  ASSERT_EQ(u.size(), 8u);
+  const int32_t heads = 4;
+  for (int32_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(u[i].q_row, i / 4) << i;
+    EXPECT_EQ(u[i].partial, i * heads) << i;  // row r's split s: record (r * 4 + s) * heads
+  }
+  EXPECT_EQ(u[0].key_begin, 0);
+  EXPECT_EQ(u[0].key_end, 256);
+  EXPECT_EQ(u[2].key_begin, 512);
+  EXPECT_EQ(u[2].key_end, 701);
+  EXPECT_EQ(u[3].key_begin, u[3].key_end);  // row 0's fourth: empty
+  EXPECT_EQ(u[4].key_end, 6);               // row 1's own range, now through the reduce
+  EXPECT_EQ(u[5].key_begin, u[5].key_end);
+  ASSERT_EQ(p.reduce_units().size(), 2u);
+  EXPECT_EQ(p.reduce_units()[1].q_row, 1);
+  EXPECT_EQ(p.reduce_units()[1].partial, 4 * heads);
+  EXPECT_EQ(p.reduce_units()[1].splits, 4);
+  EXPECT_EQ(p.partial_records(), 2u * 4 * heads);
+}
+
+TEST_F(GraphSteps, RowsThatAreNotSampledAreHeadRowsAfterTheSampledOnes) {
+  // A one-token prompt chunk that samples nothing, between two decodes; one pad row.
+  const StepPlan& p = plan({{10}, {3, 1, false}, {12}});
+  EXPECT_EQ(p.sample_count(), 2u);
+  // Each row once: the final norm updates the residual of its rows in place.
+  EXPECT_EQ(p.head_row_indices(), (std::vector<int32_t>{0, 2, 1, 3}));
+}
+
+TEST_F(GraphSteps, PrefillsAndLargeStepsRunLaunchByLaunch) {
+  EXPECT_EQ(plan({{10}, {0, 4}}).graph_key(), 0u);  // a prefill slice
+  std::vector<Request> nine(9, Request{10});
+  EXPECT_EQ(plan(nine).graph_key(), 0u);  // above graph_max_batch 8
+  const StepPlan& p = plan({{10}, {20}, {30}});
+  EXPECT_NE(p.graph_key(), 0u);
+  limits.graph_max_batch = 0;
+  EXPECT_EQ(plan({{10}, {20}, {30}}).graph_key(), 0u);
+  EXPECT_EQ(plan({{10}, {20}, {30}}).tokens(), 3u);
 }
 
 }  // namespace

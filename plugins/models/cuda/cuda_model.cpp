@@ -28,6 +28,7 @@
 #include "model_shard.h"
 #include "rope.h"
 #include "safetensors.h"
+#include "step_graphs.h"
 #include "step_plan.h"
 
 namespace headway::models::cuda {
@@ -90,6 +91,11 @@ constexpr hw_option_spec kOptions[] = {
                 "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
                 "x keys per tile. 64x32 is the measured default; the others are candidates timed "
                 "beside it by cuda_benchmark (docs/cuda_model.md)."),
+    int_option("cuda_graph_max_batch", 0, 0, 1024,
+               "Decode steps (every slice one token) of up to this many tokens are padded to a "
+               "batch size bucket and replayed as a captured CUDA graph, one per bucket and "
+               "split-K level; 0 = off, the default until measured on a GPU "
+               "(docs/cuda_model.md). Needs tensor_parallel = 1 and phase_timing = false."),
 };
 
 void check_nccl(ncclResult_t r, const char* what) {
@@ -175,6 +181,13 @@ class CudaModel final : public sdk::Model {
   }
 
   ~CudaModel() override {
+    if (options_.cuda_graph_max_batch > 0) {
+      host_.log(HW_LOG_INFO, "cuda model: CUDA graphs: " + std::to_string(graphs_.replays()) +
+                                 " steps replayed, " + std::to_string(graphs_.direct_steps()) +
+                                 " graph-shaped steps run launch by launch (a shape's first, or "
+                                 "one that could not be captured), " +
+                                 std::to_string(graphs_.captures()) + " captures");
+    }
     for (size_t r = 0; r < shards_.size(); ++r) {
       const std::string summary = shards_[r]->timing_summary();
       if (!summary.empty()) {
@@ -185,6 +198,8 @@ class CudaModel final : public sdk::Model {
     for (ncclComm_t c : comms_) {
       if (c != nullptr) ncclCommDestroy(c);
     }
+    // The graphs belong to the first GPU's context (graphs are never used with more than one).
+    if (!shards_.empty() && cudaSetDevice(shards_[0]->device()) == cudaSuccess) graphs_.clear();
   }
 
   hw_model_info info() const override {
@@ -226,6 +241,7 @@ class CudaModel final : public sdk::Model {
     limits.split_decode = !options_.deterministic;
     limits.prefill_tile_rows = kernels::attention_prefill_tile_rows(
         config_.head_dim, options_.deterministic, options_.attention_tiling);
+    limits.graph_max_batch = options_.cuda_graph_max_batch;  // 0 under tensor parallelism
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
     if (options_.sample_on_device) {
@@ -248,7 +264,7 @@ class CudaModel final : public sdk::Model {
     // shards' workspaces: if anything below throws, drain them before the next forward() repacks.
     try {
       for (auto& s : shards_) {
-        if (s->reserve(plan_.tokens(), rows, plan_.partial_records())) {
+        if (s->reserve(plan_.tokens(), plan_.head_rows(), plan_.partial_records())) {
           host_.log(HW_LOG_INFO, "cuda model: activation workspace grown for a step of " +
                                      std::to_string(plan_.tokens()) + " tokens, " +
                                      std::to_string(rows) + " sampled rows");
@@ -256,14 +272,13 @@ class CudaModel final : public sdk::Model {
         s->begin_step_timing(plan_.tokens());
         s->upload(plan_);
       }
-      for (auto& s : shards_) s->embed(plan_);
-      for (uint32_t l = 0; l < config_.num_hidden_layers; ++l) {
-        for (auto& s : shards_) s->attention(plan_, l);
-        all_reduce();
-        for (auto& s : shards_) s->mlp(plan_, l);
-        all_reduce();
+      if (plan_.graph_key() != 0) {
+        graphs_.run(plan_.graph_key(), lead.buffers_generation(), lead.stream(),
+                    [this] { enqueue_step(); });
+        log_new_capture_failure();
+      } else {
+        enqueue_step();
       }
-      lead.head(plan_, options_.sample_on_device);
 
       // The step's only synchronisation: the sampled ids (or logits) come back to the host.
       HW_CUDA_CHECK(cudaSetDevice(lead.device()));
@@ -298,6 +313,29 @@ class CudaModel final : public sdk::Model {
   }
 
  private:
+  // The step's kernels on every shard's stream after upload(), up to the head (and sampling).
+  void enqueue_step() {
+    for (auto& s : shards_) s->embed(plan_);
+    for (uint32_t l = 0; l < config_.num_hidden_layers; ++l) {
+      for (auto& s : shards_) s->attention(plan_, l);
+      all_reduce();
+      for (auto& s : shards_) s->mlp(plan_, l);
+      all_reduce();
+    }
+    shards_[0]->head(plan_, options_.sample_on_device);
+  }
+
+  // Each failed capture (the step then ran launch by launch); rare: a shape is tried three times.
+  void log_new_capture_failure() {
+    if (graphs_.capture_failures() == logged_capture_failures_) return;
+    logged_capture_failures_ = graphs_.capture_failures();
+    host_.log(HW_LOG_WARN, "cuda model: a decode step of " + std::to_string(plan_.tokens()) +
+                               " rows (split level " + std::to_string(plan_.graph_split_level()) +
+                               ") could not be captured as a CUDA graph and ran launch by "
+                               "launch: " +
+                               graphs_.last_capture_failure());
+  }
+
   // Waits for whatever the shards' streams still run, ignoring errors (a failed step's clean-up).
   void drain_streams() noexcept {
     for (auto& s : shards_) {
@@ -331,6 +369,8 @@ class CudaModel final : public sdk::Model {
   uint64_t kv_capacity_tokens_ = 0;
   std::vector<std::unique_ptr<ModelShard>> shards_;
   std::vector<ncclComm_t> comms_;  // destroyed (in ~CudaModel) before the shards
+  StepGraphs graphs_;              // declared after the shards: destroyed before them
+  uint64_t logged_capture_failures_ = 0;
   StepPlan plan_;
   PinnedBuffer<int32_t> ids_;
 };

@@ -38,11 +38,14 @@ struct CudaModelOptions {
   bool decode_gemv = false;          // projections of <= 8 rows by kernels/gemv.h, not cuBLASLt
   bool phase_timing = false;         // diagnostic: per-phase GPU time of every step (phase_timer.h)
   kernels::MmaTiling attention_tiling = kernels::MmaTiling::k64x32;  // prefill attention blocks
+  // Decode steps of at most this many tokens replay a captured CUDA graph (step_graphs.h); 0 = off.
+  uint32_t cuda_graph_max_batch = 0;
 };
 
 // Reads the validated option values (see kCudaModelOptions in cuda_model.cpp). Throws
 // sdk::Error(HW_INVALID_ARGUMENT) naming the option when a combination is wrong (no path and no
-// named shape, a named shape without random_weights).
+// named shape, a named shape without random_weights, CUDA graphs with tensor parallelism or with
+// phase timing).
 CudaModelOptions parse_options(const sdk::Options& options, const std::string& config_dir);
 
 // Names accepted by the `shape` option besides "config".

@@ -79,6 +79,7 @@ void ModelShard::init_kv(uint32_t block_count, uint32_t block_size) {
                          " GB are free");
   }
   cache_.reserve(static_cast<size_t>(elems));
+  ++buffers_generation_;
   // Zeroed so that transports and debuggers never see another process's bytes; the attention
   // never reads a position before writing it.
   HW_CUDA_CHECK(cudaMemsetAsync(cache_.data(), 0, static_cast<size_t>(elems) * 2, stream_));
@@ -86,7 +87,7 @@ void ModelShard::init_kv(uint32_t block_count, uint32_t block_size) {
   kv_blocks_ = block_count;
 }
 
-bool ModelShard::reserve(uint32_t tokens, uint32_t sample_rows, uint32_t partial_records) {
+bool ModelShard::reserve(uint32_t tokens, uint32_t head_rows, uint32_t partial_records) {
   select();
   bool grew = false;
   const size_t hidden = config_.hidden_size;
@@ -104,8 +105,8 @@ bool ModelShard::reserve(uint32_t tokens, uint32_t sample_rows, uint32_t partial
     token_capacity_ = static_cast<uint32_t>(cap);
     grew = true;
   }
-  if (sample_rows > sample_capacity_) {
-    const size_t cap = std::max<size_t>(sample_rows, sample_capacity_ + sample_capacity_ / 2);
+  if (head_rows > sample_capacity_) {
+    const size_t cap = std::max<size_t>(head_rows, sample_capacity_ + sample_capacity_ / 2);
     HW_CUDA_CHECK(cudaStreamSynchronize(stream_));
     last_.reserve(cap * hidden);
     logits_.reserve(cap * config_.vocab_size);
@@ -120,6 +121,7 @@ bool ModelShard::reserve(uint32_t tokens, uint32_t sample_rows, uint32_t partial
     partial_ml_.reserve(cap * 2);
     grew = true;
   }
+  if (grew) ++buffers_generation_;
   return grew;
 }
 
@@ -128,6 +130,7 @@ void ModelShard::upload(const StepPlan& plan) {
   if (plan_.size() < plan.offsets().total) {
     HW_CUDA_CHECK(cudaStreamSynchronize(stream_));
     plan_.reserve(std::max(plan.offsets().total, plan_.size() + plan_.size() / 2));
+    ++buffers_generation_;
   }
   HW_CUDA_CHECK(cudaMemcpyAsync(plan_.data(), plan.staging(), plan.offsets().total,
                                 cudaMemcpyHostToDevice, stream_));
@@ -248,10 +251,10 @@ void ModelShard::mlp(const StepPlan& plan, uint32_t layer) {
 
 void ModelShard::head(const StepPlan& plan, bool sample_on_device) {
   select();
-  const uint32_t S = plan.sample_count();
+  const uint32_t S = plan.head_rows();
   if (S == 0) return;
   const StepOffsets& o = plan.offsets();
-  // The last layer's output is added only on the sampled rows: nothing reads the others.
+  // The last layer's output is added only on the head rows: nothing reads the others.
   HW_CUDA_CHECK(kernels::add_rms_norm(
       x_.data(), out_.data(), weights_->final_norm(), staged<int32_t>(o.sample_rows), S,
       config_.hidden_size, static_cast<float>(config_.rms_norm_eps), last_.data(), stream_));

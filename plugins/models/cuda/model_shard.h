@@ -10,8 +10,9 @@
 //                                paged attention (+ split-K reduce), O GEMM -> partial()
 //   mlp(l)                       add attention output + RMSNorm, gate|up GEMM, SwiGLU, down GEMM
 //                                -> partial()
-//   head(sample_on_device)       add last mlp output + final RMSNorm on sampled rows, LM head GEMM
-//                                (float logits), device sampling when asked
+//   head(sample_on_device)       add last mlp output + final RMSNorm on the head rows (the sampled
+//                                ones, all rows in a graph step), LM head GEMM (float logits),
+//                                device sampling when asked
 // partial() is the layer output to add to the residual; under tensor parallelism it is this rank's
 // share, summed over ranks by the caller's all-reduce between phases.
 //
@@ -64,7 +65,10 @@ class ModelShard {
   void init_kv(uint32_t block_count, uint32_t block_size);
 
   // Grows the workspace when the step is larger than any before (rare; logged by the caller).
-  bool reserve(uint32_t tokens, uint32_t sample_rows, uint32_t partial_records);
+  bool reserve(uint32_t tokens, uint32_t head_rows, uint32_t partial_records);
+  // Changes whenever a buffer the step's kernels use moves (workspace growth, the plan's device
+  // copy growing, init_kv): a captured graph of an earlier generation must not be replayed.
+  uint64_t buffers_generation() const { return buffers_generation_; }
   void upload(const StepPlan& plan);
   void embed(const StepPlan& plan);
   void attention(const StepPlan& plan, uint32_t layer);
@@ -105,6 +109,7 @@ class ModelShard {
   uint32_t q_width_ = 0;      // heads_l * head_dim
   uint32_t qkv_width_ = 0;    // (heads_l + 2 kv_heads_l) * head_dim
   bool pending_add_ = false;  // partial() holds a layer output not yet added to x
+  uint64_t buffers_generation_ = 0;
   PhaseTimer timer_;
 
   uint32_t token_capacity_ = 0;

@@ -24,10 +24,34 @@ size_t place(size_t& at, const std::vector<T>& v) {
   return here;
 }
 
+// Decode units per row in a graph step: the next power of two of the most any row needs, so that
+// a batch's split-K level changes (and a new graph is captured) only when its longest context
+// doubles.
+uint32_t split_level_for(uint32_t splits) {
+  uint32_t level = 1;
+  while (level < splits) level *= 2;
+  return level;
+}
+
 }  // namespace
+
+uint32_t graph_batch_bucket(uint32_t tokens, uint32_t max) {
+  if (tokens == 0 || tokens > max) return 0;
+  const uint32_t bucket = tokens <= 4 ? (tokens <= 1   ? 1
+                                         : tokens <= 2 ? 2
+                                                       : 4)
+                                      : (tokens + 7) / 8 * 8;
+  return std::min(bucket, max);
+}
 
 void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
                      const StepLimits& limits) {
+  layout(batch, kv, limits);
+  stage();
+}
+
+void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
+                      const StepLimits& limits) {
   if (batch.slice_count > 0 && batch.slices == nullptr) {
     throw sdk::Error(HW_INVALID_ARGUMENT, "cuda model: batch.slices is NULL");
   }
@@ -48,6 +72,9 @@ void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
   reduce_.clear();
   partial_records_ = 0;
   max_prefill_rows_ = 0;
+  max_splits_ = 0;
+  graph_key_ = 0;
+  graph_splits_ = 0;
 
   const uint32_t bs = kv.block_size;
   const uint32_t group = limits.group;
@@ -120,6 +147,7 @@ void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
                             : 1;
       const uint32_t per_split = (chunks + splits - 1) / splits;  // chunks per split
       splits = (chunks + per_split - 1) / per_split;
+      max_splits_ = std::max(max_splits_, splits);
       if (splits == 1) {
         decode_.push_back({first_row, static_cast<int32_t>(s.start), 1, table, 0,
                            static_cast<int32_t>(keys), -1, 0});
@@ -145,21 +173,77 @@ void StepPlan::build(const hw_model_batch& batch, const kernels::KvLayout& kv,
       }
     }
   }
-  pack();
+  if (prefill_.empty()) {
+    const uint32_t rows = graph_batch_bucket(tokens(), limits.graph_max_batch);
+    if (rows > 0) pad_for_graph(rows, split_level_for(max_splits_));
+  }
+  place_arrays();
 }
 
-void StepPlan::pack() {
+void StepPlan::pad_for_graph(uint32_t rows, uint32_t splits) {
+  const uint32_t real = tokens();
+  token_ids_.resize(rows, 0);
+  positions_.resize(rows, 0);
+  slot_offsets_.resize(rows, -1);
+
+  // Head rows: the sampled rows, then every other row once (the final norm adds the last layer's
+  // output into x in place, so a row listed twice would be added twice). Those extra rows sample
+  // greedily and nobody reads their ids.
+  is_head_row_.assign(rows, 0);
+  for (const int32_t r : sample_rows_) is_head_row_[static_cast<size_t>(r)] = 1;
+  for (uint32_t r = 0; r < rows; ++r) {
+    if (is_head_row_[r] != 0) continue;
+    sample_rows_.push_back(static_cast<int32_t>(r));
+    sample_params_.push_back(kernels::SampleParams{0.0f, 1.0f, 0.0f, 0, 0, 0, 0});
+  }
+
+  // Exactly `splits` decode units per row: a row's own units (in row order, as build() made them),
+  // then empty key ranges; above level 1 all of them write partial records, merged per row.
+  padded_units_.clear();
+  reduce_.clear();
+  partial_records_ = 0;
+  size_t next = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    const int32_t row = static_cast<int32_t>(r);
+    const int32_t first = static_cast<int32_t>(partial_records_);
+    const auto record = [&](uint32_t p) {
+      return splits > 1 ? first + static_cast<int32_t>(p * heads_) : -1;
+    };
+    uint32_t p = 0;
+    for (; next < decode_.size() && decode_[next].q_row == row; ++next, ++p) {
+      kernels::AttentionUnit u = decode_[next];
+      u.partial = record(p);
+      padded_units_.push_back(u);
+    }
+    const int32_t pos = r < real ? positions_[r] : 0;
+    for (; p < splits; ++p) padded_units_.push_back({row, pos, 1, 0, 0, 0, record(p), 0});
+    if (splits > 1) {
+      reduce_.push_back({row, 1, first, static_cast<int32_t>(splits)});
+      partial_records_ += splits * heads_;
+    }
+  }
+  decode_.swap(padded_units_);
+  graph_splits_ = splits;
+  graph_key_ = (uint64_t{rows} << 8) | splits;
+}
+
+void StepPlan::place_arrays() {
   size_t at = 0;
   offsets_.token_ids = place(at, token_ids_);
   offsets_.positions = place(at, positions_);
   offsets_.slot_offsets = place(at, slot_offsets_);
-  offsets_.block_tables = place(at, block_tables_);
   offsets_.sample_rows = place(at, sample_rows_);
   offsets_.sample_params = place(at, sample_params_);
   offsets_.prefill_units = place(at, prefill_);
   offsets_.decode_units = place(at, decode_);
   offsets_.reduce_units = place(at, reduce_);
+  // Last: the one array whose size a graph step's key does not fix.
+  offsets_.block_tables = place(at, block_tables_);
   offsets_.total = at;
+}
+
+void StepPlan::stage() {
+  const size_t at = offsets_.total;
   if (staging_.size() < at) staging_.reserve(std::max(at, staging_.size() + staging_.size() / 2));
   std::byte* base = staging_.data();
   const auto copy = [&](size_t offset, const auto& v) {

@@ -7,6 +7,15 @@
 // prefill_tile_rows / group tokens; a decode token (a 1-token slice) whose context exceeds
 // kKeysPerSplit keys is split into up to kMaxSplits key ranges, merged by attention_reduce.
 //
+// Graph steps: when StepLimits::graph_max_batch > 0 and every slice is one token (a decode step)
+// of at most that many tokens, the plan is padded to a fixed shape, graph_key(), that a captured
+// CUDA graph can replay (step_graphs.h): graph_batch_bucket() rows, the extra rows reading token 0
+// at position 0 and writing no KV (slot -1); exactly graph_split_level() decode units per row (the
+// real key ranges, then empty ones), merged by one reduce unit per row when that level is above 1;
+// and every row a head row, the sampled ones first. Every array but the block tables then has a
+// size fixed by the key, and the block tables come last, so each array's offset depends on the key
+// alone. A real row's attention is the same arithmetic as unpadded (an empty range adds nothing).
+//
 // Ownership: owns its host vectors and the pinned staging buffer; they grow to the largest step
 // seen and are reused (no allocation in steady state). The batch is borrowed during build().
 // Threading: one thread at a time (the engine's).
@@ -37,7 +46,13 @@ struct StepLimits {
   // Query rows (tokens x group) per prefill tile: kernels::attention_prefill_tile_rows() of the
   // kernel that will run the plan.
   uint32_t prefill_tile_rows = kernels::kAttentionTileRows;
+  // Decode steps of at most this many tokens are padded for a CUDA graph (above); 0 = never.
+  uint32_t graph_max_batch = 0;
 };
+
+// Rows a graph step of `tokens` tokens is padded to: 1, 2, 4, then multiples of 8, never above
+// `max`; 0 when tokens is 0 or above max.
+uint32_t graph_batch_bucket(uint32_t tokens, uint32_t max);
 
 // Where each array starts in the staging area (bytes), identical on the device copy.
 struct StepOffsets {
@@ -50,12 +65,23 @@ class StepPlan {
   static constexpr uint32_t kKeysPerSplit = 256;
   static constexpr uint32_t kMaxSplits = 16;
 
-  // Checks the batch and builds the plan. Throws sdk::Error(HW_INVALID_ARGUMENT) naming the slice
-  // (index and request) and what is wrong, before anything reaches a device.
+  // Checks the batch and builds the plan: layout(), then the copy into pinned staging memory.
   void build(const hw_model_batch& batch, const kernels::KvLayout& kv, const StepLimits& limits);
+  // The plan without the staging copy (what tests on machines without a GPU inspect). Throws
+  // sdk::Error(HW_INVALID_ARGUMENT) naming the slice (index and request) and what is wrong, before
+  // anything reaches a device.
+  void layout(const hw_model_batch& batch, const kernels::KvLayout& kv, const StepLimits& limits);
 
+  // Rows of the step (padding rows included).
   uint32_t tokens() const { return static_cast<uint32_t>(token_ids_.size()); }
-  uint32_t sample_count() const { return static_cast<uint32_t>(sample_rows_.size()); }
+  // Sampled rows: the first sample_count() head rows, in slice order.
+  uint32_t sample_count() const { return static_cast<uint32_t>(sample_slices_.size()); }
+  // Rows the LM head runs on: the sampled ones, and in a graph step every other row as well.
+  uint32_t head_rows() const { return static_cast<uint32_t>(sample_rows_.size()); }
+  // 0 for a step run launch by launch; otherwise the shape of a graph step (rows and split level),
+  // the same for every step whose device arrays sit at the same offsets with the same sizes.
+  uint64_t graph_key() const { return graph_key_; }
+  uint32_t graph_split_level() const { return graph_splits_; }
   uint32_t prefill_unit_count() const { return static_cast<uint32_t>(prefill_.size()); }
   // Query rows (tokens x group) of the largest prefill unit: AttentionArgs::max_prefill_rows.
   uint32_t max_prefill_rows() const { return max_prefill_rows_; }
@@ -70,8 +96,17 @@ class StepPlan {
   const StepOffsets& offsets() const { return offsets_; }
   const std::byte* staging() const { return staging_.data(); }
 
+  // The host arrays, for tests.
+  const std::vector<int64_t>& slot_offsets() const { return slot_offsets_; }
+  const std::vector<int32_t>& head_row_indices() const { return sample_rows_; }
+  const std::vector<kernels::AttentionUnit>& decode_units() const { return decode_; }
+  const std::vector<kernels::AttentionReduceUnit>& reduce_units() const { return reduce_; }
+
  private:
-  void pack();
+  // Pads a decode-only plan to `rows` rows of `splits` units each (see "Graph steps" above).
+  void pad_for_graph(uint32_t rows, uint32_t splits);
+  void place_arrays();
+  void stage();
 
   std::vector<int32_t> token_ids_;
   std::vector<int32_t> positions_;
@@ -85,7 +120,13 @@ class StepPlan {
   std::vector<kernels::AttentionReduceUnit> reduce_;
   uint32_t partial_records_ = 0;
   uint32_t max_prefill_rows_ = 0;
+  uint32_t max_splits_ = 0;  // most decode units of one row
   uint32_t heads_ = 0;
+  uint64_t graph_key_ = 0;
+  uint32_t graph_splits_ = 0;
+  // pad_for_graph()'s scratch, kept to reuse its capacity.
+  std::vector<kernels::AttentionUnit> padded_units_;
+  std::vector<uint8_t> is_head_row_;
   StepOffsets offsets_;
   PinnedBuffer<std::byte> staging_;
 };

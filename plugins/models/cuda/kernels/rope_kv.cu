@@ -34,12 +34,13 @@ __global__ void rope_kv_kernel(RopeKvArgs a) {
     const __nv_bfloat16 r2 = detail::to_bf16(x2 * cos_s[i] + x1 * sin_s[i]);
     x[i] = r1;
     x[i + half] = r2;
-    if (h >= a.heads) {
+    if (h >= a.heads && slot >= 0) {
       __nv_bfloat16* k = a.layer_cache + slot + (h - a.heads) * a.head_elems;
       k[i] = r1;
       k[i + half] = r2;
     }
   }
+  if (slot < 0) return;
   // v: copied as is, after k in the same block of the cache.
   const __nv_bfloat16* v = row + static_cast<uint64_t>(a.heads + a.kv_heads) * a.head_dim;
   for (uint32_t e = threadIdx.x; e < a.kv_heads * a.head_dim; e += blockDim.x) {

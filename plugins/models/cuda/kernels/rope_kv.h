@@ -19,11 +19,13 @@ struct RopeKvArgs {
   uint32_t heads = 0;
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;
-  const int32_t* positions = nullptr;     // [tokens]
-  const int64_t* slot_offsets = nullptr;  // [tokens]: block * block_elems + slot * head_dim
-  const double* inv_freq = nullptr;       // [head_dim / 2], llama3 scaling applied
-  __nv_bfloat16* layer_cache = nullptr;   // the cache base + layer * layer_elems
-  uint64_t head_elems = 0;                // KvLayout::head_elems()
+  const int32_t* positions = nullptr;  // [tokens]
+  // [tokens]: block * block_elems + slot * head_dim, or -1: rotate but write no KV (the padding
+  // rows of a step replayed as a CUDA graph).
+  const int64_t* slot_offsets = nullptr;
+  const double* inv_freq = nullptr;      // [head_dim / 2], llama3 scaling applied
+  __nv_bfloat16* layer_cache = nullptr;  // the cache base + layer * layer_elems
+  uint64_t head_elems = 0;               // KvLayout::head_elems()
 };
 
 // Angles are position * inv_freq in double (sin/cos of angles up to ~1e5 radians keep full float

@@ -15,7 +15,7 @@
 #
 # The lent GPU machines have CUDA, CMake and Python but not the Debian packages Headway links
 # (gRPC, Boost, toml++, ...), and nothing can be installed there: --bundle builds the CUDA
-# targets in HEADWAY_DEVICE_BUILD_DIR (default build) on this machine, strips them and packs them
+# targets in HEADWAY_DEVICE_BUILD_DIR (default build-device) on this machine, strips them and packs them
 # with every shared library they need except the C library and the CUDA libraries the GPU machine
 # has (cuBLAS, cuBLASLt, NCCL, the driver); --prebuilt unpacks that, links the build's absolute
 # paths (the tests find plugins and test data through them) to the copy, finds cuBLAS and NCCL on
@@ -25,6 +25,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 log() { echo "[device-check $(($(date +%s) - start))s] $*"; }
+# Every step's time limit is cut to what is left before a deadline (DEVICE_CHECK_DEADLINE_S after
+# the checks begin, once built or unpacked; default 540 s: the lent machine's commands end at 600 s),
+# keeping 20 s for the summary, so that a hung step still leaves a summary behind.
+budget() {  # a step's own limit in seconds -> the limit it gets now (0: no time left)
+  local left=$((deadline - $(date +%s) - 20))
+  if ((left < $1)); then echo $((left > 0 ? left : 0)); else echo "$1"; fi
+}
 
 mode=build
 pack=""
@@ -35,7 +42,8 @@ case "${1:-}" in
   *) echo "usage: $0 [--bundle DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
 
-build=${HEADWAY_DEVICE_BUILD_DIR:-build}
+# Its own build folder: scripts/run.sh configures build/ without the tests this check runs.
+build=${HEADWAY_DEVICE_BUILD_DIR:-build-device}
 jobs=${JOBS:-$(nproc)}
 tests=(cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test
        nccl_transport_test host_copy_device_test cuda_staged_handoff_test cuda_radix_cut_test)
@@ -48,7 +56,11 @@ build_targets() {
   if [[ ! -f "$build/CMakeCache.txt" ]]; then
     log "configure ($build, Release, sm_90a)"
     cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEADWAY_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES=90a >"$1/configure.log" 2>&1 \
+      -DHEADWAY_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=90a >"$1/configure.log" 2>&1 \
+      || { tail -50 "$1/configure.log"; exit 1; }
+  elif grep -q '^HEADWAY_BUILD_TESTS:BOOL=OFF' "$build/CMakeCache.txt"; then
+    log "reconfigure $build with the tests (HEADWAY_BUILD_TESTS=ON)"
+    cmake -S . -B "$build" -DHEADWAY_BUILD_TESTS=ON >"$1/configure.log" 2>&1 \
       || { tail -50 "$1/configure.log"; exit 1; }
   fi
   log "build ${#targets[@]} targets in $build (-j$jobs)"
@@ -122,7 +134,10 @@ mkdir -p "$out"
 work=$(mktemp -d)
 cleanup=("rm -rf '$work'")
 trap 'for c in "${cleanup[@]}"; do eval "$c"; done' EXIT
-run_env=()  # variables for the binaries under test (not for python3, tar or nvidia-smi)
+# Variables for the binaries under test (not for python3, tar or nvidia-smi). On this machine a
+# GPU test that finds no device fails instead of skipping, so that a runtime that cannot see the
+# GPU never passes as a check.
+run_env=(HEADWAY_REQUIRE_GPU=1)
 
 # ---- --prebuilt: unpack, recreate the build's paths, find CUDA's libraries ---------------------
 if [[ $mode == prebuilt ]]; then
@@ -132,6 +147,17 @@ if [[ $mode == prebuilt ]]; then
   # shellcheck disable=SC1091
   source "$root/paths.env"
   here=$(pwd -P)
+  build_here="$here/${BUILD_DIR#"$SOURCE_DIR"/}"  # where the build's path lands in this copy
+  # A run killed before its clean-up (SIGKILL) leaves its links behind; they point into an earlier
+  # unpack (or at this checkout) and would make this run refuse to start.
+  if [[ -L "$build_here" && "$(readlink "$build_here")" == /tmp/headway-prebuilt.*/build ]]; then
+    log "removing $build_here, a link left by an earlier run"
+    rm -f "$build_here"
+  fi
+  if [[ "$here" != "$SOURCE_DIR" && -L "$SOURCE_DIR" && "$(readlink "$SOURCE_DIR")" == "$here" ]]; then
+    log "removing $SOURCE_DIR, a link left by an earlier run"
+    rm -f "$SOURCE_DIR"
+  fi
   # Every check before anything is moved or linked; everything is put back on exit.
   link_source=0
   if [[ "$(realpath -m "$SOURCE_DIR")" != "$here" ]]; then
@@ -142,7 +168,6 @@ if [[ $mode == prebuilt ]]; then
       exit 2
     fi
   fi
-  build_here="$here/${BUILD_DIR#"$SOURCE_DIR"/}"  # where the build's path lands in this copy
   if [[ "$BUILD_DIR" != "$SOURCE_DIR"/* || -e "$build_here" || -L "$build_here" ]]; then
     echo "device-check: the build's path $BUILD_DIR would land on $build_here, which exists (or" \
       "lies outside the checkout); --prebuilt is for a copy of the checkout without it" >&2
@@ -176,7 +201,7 @@ if [[ $mode == prebuilt ]]; then
     log "$lib: $d"
     [[ ":$ld_path:" == *":$d:"* ]] || ld_path="$ld_path:$d"
   done
-  run_env=("LD_LIBRARY_PATH=$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  run_env+=("LD_LIBRARY_PATH=$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
   for f in "$build/bin/headway" "$build/lib/headway/plugins/headway_model_cuda.so"; do
     env "${run_env[@]}" ldd "$f" | grep "not found" && log "warning: $f has unresolved libraries"
   done
@@ -185,6 +210,7 @@ else
   if [[ "${DEVICE_CHECK_BUILD_ONLY:-0}" == 1 ]]; then log "built (DEVICE_CHECK_BUILD_ONLY=1)"; exit 0; fi
 fi
 
+deadline=$(($(date +%s) + ${DEVICE_CHECK_DEADLINE_S:-540}))
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
   >"$work/gpu.txt" 2>&1 || echo "nvidia-smi unavailable" >"$work/gpu.txt"
 log "GPU: $(cat "$work/gpu.txt")"
@@ -193,87 +219,12 @@ log "GPU: $(cat "$work/gpu.txt")"
 save() { tar -C "$work" -czf "$out/results.tgz" . 2>/dev/null || true; }
 status=0
 
-# ---- 1. GPU tests ------------------------------------------------------------------------------
-for t in "${tests[@]}"; do
-  want tests || break
-  log "test $t"
-  if ! timeout 150 env "${run_env[@]}" "$build/bin/$t" --gtest_brief=1 --gtest_output="json:$work/$t.json" \
-      >"$work/$t.log" 2>&1; then
-    status=1
-    tail -40 "$work/$t.log"
-  fi
-done
-save
-
-# ---- 2. kernel and model benchmarks ------------------------------------------------------------
-want benchmarks && log "benchmarks"
-if want benchmarks && ! timeout 200 env "${run_env[@]}" "$build/bin/cuda_benchmark" --benchmark_out="$work/bench.json" \
-    --benchmark_out_format=json --benchmark_min_time=0.2 >"$work/bench.log" 2>&1; then
-  status=1
-  tail -40 "$work/bench.log"
-fi
-save
-
-# ---- 3. the simulator's cost file, fitted to this GPU ------------------------------------------
-want profile && log "profile configs/gpu/llama8b_h200_chunked.toml"
-if ! want profile; then
-  :
-elif timeout 150 env "${run_env[@]}" "$build/bin/headway" profile \
-    --config configs/gpu/llama8b_h200_chunked.toml --max-context 32768 \
-    --out "$work/h200_llama8b_cost.toml" >"$work/profile.log" 2>&1; then
-  cp "$work/h200_llama8b_cost.toml" "$out/"
-else
-  status=1
-  tail -30 "$work/profile.log"
-fi
-save
-
-# ---- 4. serve under the head-of-line workload, baseline and partial prefills -------------------
-serve_and_bench() {  # name config
-  local name=$1 config=$2 pid url=""
-  log "serve $config; bench configs/workloads/h200_hol_mixed.toml (20 s of arrivals)"
-  # An ephemeral port, read back from the server's log: no other server is asked by mistake.
-  env "${run_env[@]}" "$build/bin/headway" serve --config "$config" --port 0 \
-    >"$work/serve_$name.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 240); do
-    url=$(sed -n 's|.*HTTP listening on \(http://[^ ]*\).*|\1|p' "$work/serve_$name.log" | head -1)
-    [[ -n "$url" ]] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-  done
-  # The deployment's simulator twin, reading the cost file just profiled when there is one, so
-  # that bench prints its prediction beside the measurement.
-  local twin="configs/gpu/llama8b_h200_${name}_sim.toml" predict=()
-  if [[ -f "$work/h200_llama8b_cost.toml" ]]; then
-    sed "s|cost_file = \"h200_llama8b_cost.toml\"|cost_file = \"$work/h200_llama8b_cost.toml\"|" \
-      "$twin" >"$work/twin_$name.toml"
-    twin="$work/twin_$name.toml"
-  fi
-  [[ -f "$twin" ]] && predict=(--predict-config "$twin")
-  if [[ -n "$url" ]]; then
-    timeout 120 env "${run_env[@]}" "$build/bin/headway" bench --url "$url" \
-      --workload configs/workloads/h200_hol_mixed.toml --duration 20 --timeout 60 --quiet \
-      "${predict[@]}" --out "$work/bench_$name.json" >"$work/bench_$name.txt" 2>&1 || status=1
-  else
-    status=1
-    log "server for $config did not come up"
-    tail -20 "$work/serve_$name.log"
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-if want serve; then
-  serve_and_bench chunked configs/gpu/llama8b_h200_chunked.toml
-  save
-  serve_and_bench partial_prefill configs/gpu/llama8b_h200_partial_prefill.toml
-  save
-fi
-
 # ---- summary -----------------------------------------------------------------------------------
-python3 - "$work" "$status" "$(($(date +%s) - start))" "${tests[@]}" >"$work/summary.md" <<'PY' || true
+# Also written when the run is interrupted (SIGTERM, SIGINT): what finished is reported.
+write_summary() {  # [note]
+python3 - "$work" "$status" "$(($(date +%s) - start))" "${1:-}" "${tests[@]}" >"$work/summary.md" <<'PY' || true
 import json, os, sys
-work, status, seconds, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+work, status, seconds, note, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 HBM, PEAK = 4.8e12, 989e12
 def read(name):
     try:
@@ -283,6 +234,8 @@ def read(name):
 print("# Headway device check (cuda model)\n")
 print(f"GPU: {read('gpu.txt').strip()}  ")
 print(f"Result: {'PASS' if status == 0 else 'FAIL'} in {seconds} s  \n")
+if note:
+    print(f"**{note}**\n")
 print("## Tests\n\n| binary | tests | failures | skipped |\n|---|---|---|---|")
 for t in tests:
     try:
@@ -291,11 +244,12 @@ for t in tests:
         print(f"| {t} | {j['tests']} | {j['failures']} | {skipped} |")
     except Exception as e:
         print(f"| {t} | (no report: {e}) | | |")
-try:
-    bench = json.load(open(os.path.join(work, "bench.json")))["benchmarks"]
-except Exception as e:
-    print(f"\nNo benchmark results: {e}")
-    bench = []
+bench = []
+for part in ("kernels", "model"):
+    try:
+        bench += json.load(open(os.path.join(work, f"bench_{part}.json")))["benchmarks"]
+    except Exception as e:
+        print(f"\nNo {part} benchmark results: {e}")
 def ms(b):
     scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
     return b["real_time"] * scale
@@ -315,11 +269,15 @@ if bench:
         bw, fl = b.get("bytes_per_second", 0.0), b.get("flop_per_second", 0.0)
         hbm = f"{100*bw/HBM:.1f}" if bw else "-"
         print(f"| {b['name']} | {ms(b):.2f} | {b.get('tokens_per_second', 0):.0f} | {hbm} | {100*fl/PEAK:.2f} |")
+    errors = {}
     for b in bench:
         if b.get("error_occurred"):
-            print(f"\n{b['name']}: {b.get('error_message')}")
+            errors.setdefault(b.get("error_message"), []).append(b["name"])
+    for message, names in errors.items():
+        print(f"\n{len(names)} benchmark(s) failed: {message}: {', '.join(names[:4])}"
+              f"{' ...' if len(names) > 4 else ''}")
     # The phase_timing model's summary (cuda_benchmark logs it when it releases the model).
-    phases = [line.split("phase times (ms per step), ", 1)[1] for line in read("bench.log").splitlines()
+    phases = [line.split("phase times (ms per step), ", 1)[1] for line in read("bench_model.log").splitlines()
               if "phase times (ms per step), " in line]
     if phases:
         print("\n## Phase times (phase_timing: CUDA events at every phase boundary, ms per step)\n")
@@ -327,7 +285,7 @@ if bench:
             for group in summary.split("; "):
                 print(f"- {group}")
     # Each CUDA-graph model's count of replayed and directly run steps (logged when released).
-    graph_lines = [line.split("cuda model: ", 1)[1] for line in read("bench.log").splitlines()
+    graph_lines = [line.split("cuda model: ", 1)[1] for line in read("bench_model.log").splitlines()
                    if "cuda model: CUDA graphs: " in line or "could not be captured" in line]
     if graph_lines:
         print("\n## CUDA graphs (cuda_graph_max_batch = 64 runs)\n")
@@ -343,6 +301,120 @@ for name in ("chunked", "partial_prefill"):
 PY
 save
 cp "$work/summary.md" "$out/summary.md"
+}
+serve_pid=""
+trap '[[ -n $serve_pid ]] && kill -KILL "$serve_pid" 2>/dev/null; log "interrupted"; status=1; write_summary "Interrupted: the steps after the last one reported did not finish."; exit 143' TERM INT
+
+# ---- 1. GPU tests ------------------------------------------------------------------------------
+for t in "${tests[@]}"; do
+  want tests || break
+  cap=$(budget 150)
+  if ((cap < 10)); then log "deadline: $t and the tests after it not run"; status=1; break; fi
+  log "test $t"
+  if ! timeout -k 5 "$cap" env "${run_env[@]}" "$build/bin/$t" --gtest_brief=1 \
+      --gtest_output="json:$work/$t.json" >"$work/$t.log" 2>&1; then
+    status=1
+    tail -40 "$work/$t.log"
+  fi
+  save
+done
+
+# ---- 2. kernel and model benchmarks ------------------------------------------------------------
+# Two runs, so that a crash or a timeout in one keeps the other's JSON (Google Benchmark writes
+# its file at the end). A benchmark that fails reports an error and the binary still exits 0.
+run_benchmarks() {  # name filter limit
+  local cap
+  cap=$(budget "$3")
+  if ((cap < 10)); then log "deadline: benchmarks ($1) not run"; status=1; return; fi
+  log "benchmarks ($1)"
+  if ! timeout -k 5 "$cap" env "${run_env[@]}" "$build/bin/cuda_benchmark" \
+      --benchmark_filter="$2" --benchmark_out="$work/bench_$1.json" --benchmark_out_format=json \
+      --benchmark_min_time=0.2 >"$work/bench_$1.log" 2>&1; then
+    status=1
+    tail -40 "$work/bench_$1.log"
+  fi
+  if grep -q '"error_occurred": true' "$work/bench_$1.json" 2>/dev/null; then
+    status=1
+    log "benchmarks ($1): some reported an error (see summary.md)"
+  fi
+}
+if want benchmarks; then
+  run_benchmarks kernels '^BM_[^M]' 150  # every benchmark but BM_Model*
+  save
+  run_benchmarks model '^BM_Model' 200
+  save
+fi
+
+# ---- 3. the simulator's cost file, fitted to this GPU ------------------------------------------
+want profile && log "profile configs/gpu/llama8b_h200_chunked.toml"
+if ! want profile; then
+  :
+elif (($(budget 150) < 10)); then
+  log "deadline: profile not run"
+  status=1
+elif timeout -k 5 "$(budget 150)" env "${run_env[@]}" "$build/bin/headway" profile \
+    --config configs/gpu/llama8b_h200_chunked.toml --max-context 32768 \
+    --out "$work/h200_llama8b_cost.toml" >"$work/profile.log" 2>&1; then
+  cp "$work/h200_llama8b_cost.toml" "$out/"
+else
+  status=1
+  tail -30 "$work/profile.log"
+fi
+save
+
+# ---- 4. serve under the head-of-line workload, baseline and partial prefills -------------------
+serve_and_bench() {  # name config
+  local name=$1 config=$2 pid url=""
+  if (($(budget 120) < 60)); then log "deadline: serve $config not run"; status=1; return; fi
+  log "serve $config; bench configs/workloads/h200_hol_mixed.toml (20 s of arrivals)"
+  # An ephemeral port, read back from the server's log: no other server is asked by mistake.
+  env "${run_env[@]}" "$build/bin/headway" serve --config "$config" --port 0 \
+    >"$work/serve_$name.log" 2>&1 &
+  pid=$!
+  serve_pid=$pid
+  local waits
+  waits=$(($(budget 120) * 2))
+  for _ in $(seq 1 "$waits"); do
+    url=$(sed -n 's|.*HTTP listening on \(http://[^ ]*\).*|\1|p' "$work/serve_$name.log" | head -1)
+    [[ -n "$url" ]] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  # The deployment's simulator twin, reading the cost file just profiled when there is one, so
+  # that bench prints its prediction beside the measurement.
+  local twin="configs/gpu/llama8b_h200_${name}_sim.toml" predict=()
+  if [[ -f "$work/h200_llama8b_cost.toml" ]]; then
+    sed "s|cost_file = \"h200_llama8b_cost.toml\"|cost_file = \"$work/h200_llama8b_cost.toml\"|" \
+      "$twin" >"$work/twin_$name.toml"
+    twin="$work/twin_$name.toml"
+  fi
+  [[ -f "$twin" ]] && predict=(--predict-config "$twin")
+  if [[ -n "$url" ]] && (($(budget 120) >= 30)); then
+    timeout -k 5 "$(budget 120)" env "${run_env[@]}" "$build/bin/headway" bench --url "$url" \
+      --workload configs/workloads/h200_hol_mixed.toml --duration 20 --timeout 60 --quiet \
+      "${predict[@]}" --out "$work/bench_$name.json" >"$work/bench_$name.txt" 2>&1 || status=1
+  else
+    status=1
+    log "server for $config did not come up"
+    tail -20 "$work/serve_$name.log"
+  fi
+  # serve drains for up to 30 s after SIGTERM (and ignores it while the model loads): bounded.
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 80); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+if want serve; then
+  serve_and_bench chunked configs/gpu/llama8b_h200_chunked.toml
+  save
+  serve_and_bench partial_prefill configs/gpu/llama8b_h200_partial_prefill.toml
+  save
+fi
+
+write_summary
 cat "$work/summary.md"
 log "done (status $status); results in $out"
 exit "$status"

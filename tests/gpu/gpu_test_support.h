@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -29,9 +30,19 @@ inline std::string no_device_reason() {
   return "";
 }
 
+// Skips the test without a device; fails it instead where HEADWAY_REQUIRE_GPU=1 (the device check
+// sets it: there a GPU that the runtime cannot see is a failure, not a reason to pass by skipping).
+inline bool gpu_required() {
+  const char* v = std::getenv("HEADWAY_REQUIRE_GPU");
+  return v != nullptr && std::string(v) == "1";
+}
+
 #define HW_SKIP_WITHOUT_CUDA()                                             \
   do {                                                                     \
     const std::string hw_reason = ::headway::gpu_test::no_device_reason(); \
+    if (!hw_reason.empty() && ::headway::gpu_test::gpu_required()) {       \
+      GTEST_FAIL() << hw_reason << " (HEADWAY_REQUIRE_GPU=1)";             \
+    }                                                                      \
     if (!hw_reason.empty()) GTEST_SKIP() << hw_reason;                     \
   } while (0)
 

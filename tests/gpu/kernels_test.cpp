@@ -209,7 +209,8 @@ TEST_P(CudaAttention, MatchesReference) {
   struct Req {
     uint32_t start, tokens;
   };
-  const std::vector<Req> reqs = {{40, 37}, {1500, 1}, {7, 1}, {0, 5}, {3000, 1}};
+  // {200, 37}: keys up to 237, so 64-key tiles reuse their double buffers (4 tiles).
+  const std::vector<Req> reqs = {{40, 37}, {1500, 1}, {7, 1}, {0, 5}, {3000, 1}, {200, 37}};
   uint32_t blocks_needed = 0;
   for (const Req& r : reqs) blocks_needed += (r.start + r.tokens + p.block_size - 1) / p.block_size;
   const uint32_t blocks = blocks_needed + 3;
@@ -258,10 +259,11 @@ TEST_P(CudaAttention, MatchesReference) {
     plan.build(batch, layout, limits);
     ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";
     ASSERT_GT(plan.prefill_unit_count(), 0u);
-    // The 37-token prefill fills whole tiles of the kernel that runs it.
+    // The 37-token prefills are cut into the tiles of the kernel that runs them (whole tiles, or
+    // all 37 tokens in one when a tile holds more).
     const uint32_t tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);
-    EXPECT_LE(plan.max_prefill_rows(), tile_rows);
-    EXPECT_GT(plan.max_prefill_rows(), tile_rows - group);
+    const uint32_t tile_tokens = group >= tile_rows ? 1 : tile_rows / group;
+    EXPECT_EQ(plan.max_prefill_rows(), std::min(tile_tokens, 37u) * group);
 
     Dev<std::byte> d_plan(plan.offsets().total);
     check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
@@ -482,7 +484,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                          ::testing::Values(AttentionCase{8, 2, 64, 16}, AttentionCase{4, 4, 16, 4},
                                            AttentionCase{32, 8, 128, 16},
                                            AttentionCase{64, 2, 256, 32},
-                                           AttentionCase{28, 4, 32, 8}),
+                                           AttentionCase{28, 4, 32, 8},
+                                           // Added without a GPU: group 1 on tensor cores, a
+                                           // group of 7 in 128-row tiles, a group of 32 (both
+                                           // decode warps) at head_dim 64.
+                                           AttentionCase{8, 8, 64, 16},
+                                           AttentionCase{28, 4, 128, 16},
+                                           AttentionCase{32, 1, 64, 16}),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) {
                            const AttentionCase& c = info.param;
                            return "heads" + std::to_string(c.heads) + "_kv" +
@@ -534,22 +542,27 @@ TEST(CudaKernels, GemmMatchesReference) {
 // output types; a row's result is the same bits whatever the other rows (m = 1 vs m = 8).
 TEST(CudaKernels, GemvMatchesReferenceAndIgnoresTheOtherRows) {
   HW_SKIP_WITHOUT_CUDA();
-  const uint32_t n = 100, kk = 328;  // n not a multiple of the 4 rows a block takes
-  const auto w = random_bf16(size_t{n} * kk, 0.1f, 21);
-  Dev<__nv_bfloat16> d_w(w);
-  const auto x = random_bf16(size_t{k::kGemvMaxRows} * kk, 1.0f, 22);
-  Dev<__nv_bfloat16> d_x(x);
-  std::vector<float> first_row;
-  for (uint32_t m = 1; m <= k::kGemvMaxRows; ++m) {
-    Dev<__nv_bfloat16> d_b(size_t{m} * n);
-    Dev<float> d_f(size_t{m} * n);
-    check(k::gemv(d_x.get(), d_w.get(), d_b.get(), false, m, n, kk, nullptr), "gemv bf16");
-    check(k::gemv(d_x.get(), d_w.get(), d_f.get(), true, m, n, kk, nullptr), "gemv f32");
-    const auto b = d_b.download();
-    const auto f = d_f.download();
-    expect_product(x, w, f, &b, m, n, kk);
-    if (m == 1) first_row.assign(f.begin(), f.begin() + n);
-    EXPECT_EQ(std::vector<float>(f.begin(), f.begin() + n), first_row) << "row 0 at m = " << m;
+  // n = 101: not a multiple of the 4 rows a block takes (the last block's idle warps); k = 16 and
+  // 200 leave most lanes without a piece, 328 ends in a partial round, 4104 takes many rounds.
+  const uint32_t n = 101;
+  for (const uint32_t kk : {16u, 200u, 328u, 4104u}) {
+    SCOPED_TRACE("k = " + std::to_string(kk));
+    const auto w = random_bf16(size_t{n} * kk, 0.1f, 21);
+    Dev<__nv_bfloat16> d_w(w);
+    const auto x = random_bf16(size_t{k::kGemvMaxRows} * kk, 1.0f, 22);
+    Dev<__nv_bfloat16> d_x(x);
+    std::vector<float> first_row;
+    for (uint32_t m = 1; m <= k::kGemvMaxRows; ++m) {
+      Dev<__nv_bfloat16> d_b(size_t{m} * n);
+      Dev<float> d_f(size_t{m} * n);
+      check(k::gemv(d_x.get(), d_w.get(), d_b.get(), false, m, n, kk, nullptr), "gemv bf16");
+      check(k::gemv(d_x.get(), d_w.get(), d_f.get(), true, m, n, kk, nullptr), "gemv f32");
+      const auto b = d_b.download();
+      const auto f = d_f.download();
+      expect_product(x, w, f, &b, m, n, kk);
+      if (m == 1) first_row.assign(f.begin(), f.begin() + n);
+      EXPECT_EQ(std::vector<float>(f.begin(), f.begin() + n), first_row) << "row 0 at m = " << m;
+    }
   }
 }
 
@@ -612,7 +625,17 @@ TEST(CudaKernels, PhaseTimerAddsEachPhaseOfAStep) {
   }
   const std::string summary = timer.summary();
   EXPECT_NE(summary.find("steps of 4 tokens (2 steps"), std::string::npos) << summary;
-  EXPECT_LT(summary.find("qkv_gemm"), summary.find("attention")) << "forward-pass order";
+  const size_t qkv = summary.find(" qkv_gemm ");
+  const size_t attention = summary.find(" attention ");
+  ASSERT_NE(qkv, std::string::npos) << summary;
+  ASSERT_NE(attention, std::string::npos) << summary;
+  EXPECT_LT(qkv, attention) << "forward-pass order";
+  // Each phase's time and the step's are positive (two 4 MB memsets take some microseconds).
+  EXPECT_GT(std::stod(summary.substr(qkv + 10)), 0.0) << summary;
+  EXPECT_GT(std::stod(summary.substr(attention + 11)), 0.0) << summary;
+  const size_t per_step = summary.find(" steps, ");
+  ASSERT_NE(per_step, std::string::npos) << summary;
+  EXPECT_GT(std::stod(summary.substr(per_step + 8)), 0.0) << summary;
 }
 
 // Samples each row of `logits` (one row of `vocab` per entry of `params`) on the device; empty,
@@ -657,9 +680,12 @@ std::vector<bool> kept(const std::vector<float>& logits, const k::SampleParams& 
   return keep;
 }
 
-TEST(CudaKernels, SamplingFollowsTheCoreSemantics) {
+// Vocabularies below one token per thread and far above it (not a multiple of the block).
+class CudaSampling : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(CudaSampling, FollowsTheCoreSemantics) {
   HW_SKIP_WITHOUT_CUDA();
-  const uint32_t vocab = 1000;
+  const uint32_t vocab = GetParam();
   const std::vector<k::SampleParams> kinds = {
       {0.0f, 1.0f, 0.0f, 0, 0, 0, 0},  {0.8f, 1.0f, 0.0f, 0, 0, 0, 0},
       {1.0f, 1.0f, 0.05f, 0, 0, 0, 0}, {1.0f, 1.0f, 0.0f, 20, 0, 0, 0},
@@ -702,6 +728,40 @@ TEST(CudaKernels, SamplingFollowsTheCoreSemantics) {
   }
   // Same draw, same order: only a 1-ulp difference of exp() landing on a boundary could differ.
   EXPECT_LE(exact_mismatches, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocabularies, CudaSampling, ::testing::Values(1000u, 32007u));
+
+// The cuts keep exactly the three equal heaviest tokens (a top-k of 3, a top-p whose cut lands on
+// the third of three tied weights, which keeps all three, a min-p of 0.5, and top-k with top-p):
+// each is drawn a third of the time and nothing else ever is. A cut that kept too few or too many
+// would show.
+TEST(CudaKernels, SamplingFrequenciesWithCutsFollowTheKeptSet) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t vocab = 16, per_kind = 6000;
+  std::vector<float> base(vocab, 1.0f);
+  base[0] = base[1] = base[2] = 3.0f;
+  base[3] = base[4] = 2.0f;
+  const std::vector<k::SampleParams> kinds = {{1.0f, 1.0f, 0.0f, 3, 0, 0, 0},
+                                              {1.0f, 0.5f, 0.0f, 0, 0, 0, 0},
+                                              {1.0f, 1.0f, 0.5f, 0, 0, 0, 0},
+                                              {1.0f, 0.5f, 0.0f, 4, 0, 0, 0}};
+  for (size_t kind = 0; kind < kinds.size(); ++kind) {
+    SCOPED_TRACE("kind " + std::to_string(kind));
+    std::vector<float> logits;
+    std::vector<k::SampleParams> params(per_kind, kinds[kind]);
+    for (uint32_t r = 0; r < per_kind; ++r) {
+      logits.insert(logits.end(), base.begin(), base.end());
+      params[r].seed = 500 + kind;
+      params[r].output_index = r;
+    }
+    const std::vector<int32_t> out = sample_on_device(logits, vocab, params);
+    ASSERT_EQ(out.size(), per_kind);
+    std::vector<double> freq(vocab, 0.0);
+    for (int32_t t : out) freq.at(static_cast<size_t>(t)) += 1.0 / per_kind;
+    for (uint32_t i = 0; i < 3; ++i) EXPECT_NEAR(freq[i], 1.0 / 3, 0.025) << "token " << i;
+    for (uint32_t i = 3; i < vocab; ++i) EXPECT_EQ(freq[i], 0.0) << "token " << i;
+  }
 }
 
 TEST(CudaKernels, SamplingRowsWithNoWeightGiveTheGreedyTokenAsTheCoreDoes) {

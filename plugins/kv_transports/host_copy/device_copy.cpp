@@ -255,6 +255,7 @@ PinnedRegistration::PinnedRegistration(void* base, size_t bytes, int device) : d
   if (cudaError_t e = cudaHostRegister(base, bytes, cudaHostRegisterPortable); e != cudaSuccess) {
     cudaGetLastError();  // not sticky; cleared so that later calls do not report it
     error_ = failed(("cudaHostRegister of " + std::to_string(bytes) + " bytes").c_str(), e);
+    register_refused_ = true;
     return;
   }
   base_ = base;

@@ -61,9 +61,13 @@ class PinnedRegistration {
   PinnedRegistration(const PinnedRegistration&) = delete;
   PinnedRegistration& operator=(const PinnedRegistration&) = delete;
   const std::string& error() const { return error_; }
+  // The device was usable but cudaHostRegister refused the range (some sandboxes refuse shared
+  // mappings): copies through pageable memory still work there.
+  bool register_refused() const { return register_refused_; }
 
  private:
   void* base_ = nullptr;  // null unless registered
+  bool register_refused_ = false;
   int device_ = 0;
   std::string error_;
 };

@@ -107,9 +107,17 @@ PeerLink::PeerLink(std::unique_ptr<SharedLinkMemory> memory, int rank, int32_t m
 #if HEADWAY_HOST_COPY_CUDA
     pinned_ = std::make_unique<PinnedRegistration>(memory_->mapping(), memory_->mapping_bytes(),
                                                    device_id_);
-    if (!pinned_->error().empty()) {
+    if (!pinned_->error().empty() && !pinned_->register_refused()) {
       throw Error(HW_UNAVAILABLE, "host_copy: cannot pin the rings of link " + memory_->name() +
                                       ": " + pinned_->error());
+    }
+    if (!pinned_->error().empty()) {
+      // Copies between a GPU and pageable memory still work (the driver stages them), only
+      // slower: some sandboxes refuse to pin a shared mapping, and a slower link beats none.
+      host_.log(HW_LOG_WARN, "host_copy: cannot pin the rings of link " + memory_->name() + ": " +
+                                 pinned_->error() +
+                                 "; its GPU copies use pageable memory (slower, not overlapped)");
+      pinned_.reset();
     }
 #else
     throw Error(HW_UNIMPLEMENTED,

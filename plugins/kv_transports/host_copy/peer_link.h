@@ -7,8 +7,9 @@
 // copies one batch while the sender fills the next: a transfer larger than the ring streams
 // through it.
 //
-// KV on a GPU (builds with CUDA): the link registers its mapping with cudaHostRegister at join, and
-// its threads copy GPU <-> ring with cudaMemcpyAsync on streams of their own.
+// KV on a GPU (builds with CUDA): the link registers its mapping with cudaHostRegister at join
+// (where that is refused, as some sandboxes do for shared mappings, it warns and copies through
+// pageable memory), and its threads copy GPU <-> ring with cudaMemcpyAsync on streams of their own.
 //
 // Failures break the link (a record is half-read, so the streams no longer line up): the transfer
 // and every other one queued on it report FAILED, this side is marked closed in the shared header

@@ -197,6 +197,49 @@ struct AttentionCase {
 
 class CudaAttention : public ::testing::TestWithParam<AttentionCase> {};
 
+// A step plan's arrays on the device, with the split-K scratch its units write.
+struct DevicePlan {
+  DevicePlan(const StepPlan& plan, uint32_t head_dim)
+      : bytes(plan.offsets().total),
+        acc(std::max<size_t>(1, size_t{plan.partial_records()} * head_dim)),
+        ml(std::max<size_t>(1, size_t{plan.partial_records()} * 2)) {
+    check(cudaMemcpy(bytes.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
+          "plan upload");
+  }
+  template <class T>
+  const T* at(size_t offset) const {
+    return reinterpret_cast<const T*>(reinterpret_cast<const std::byte*>(bytes.get()) + offset);
+  }
+  Dev<std::byte> bytes;
+  Dev<float> acc;
+  Dev<float> ml;
+};
+
+// The arguments of one layer's attention over `plan` (uploaded as `d`).
+k::AttentionArgs attention_args(const AttentionCase& p, const k::KvLayout& layout,
+                                const __nv_bfloat16* qkv, __nv_bfloat16* out,
+                                const __nv_bfloat16* layer_cache, const StepPlan& plan,
+                                const DevicePlan& d, bool exact) {
+  k::AttentionArgs a;
+  a.qkv = qkv;
+  a.q_stride = (p.heads + 2 * p.kv_heads) * p.head_dim;
+  a.out = out;
+  a.layer_cache = layer_cache;
+  a.block_elems = layout.block_elems();
+  a.head_elems = layout.head_elems();
+  a.block_size = p.block_size;
+  a.block_tables = d.at<int32_t>(plan.offsets().block_tables);
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  a.partial_acc = d.acc.get();
+  a.partial_ml = d.ml.get();
+  a.exact_fp32 = exact;
+  a.max_prefill_rows = plan.max_prefill_rows();
+  return a;
+}
+
 // Prefill chunks over a cached prefix, a chunk from position 0, a short decode and a long decode
 // (split-K), all in one step; scrambled block tables; everything past a row's position is random
 // garbage that must be masked.
@@ -265,46 +308,21 @@ TEST_P(CudaAttention, MatchesReference) {
     const uint32_t tile_tokens = group >= tile_rows ? 1 : tile_rows / group;
     EXPECT_EQ(plan.max_prefill_rows(), std::min(tile_tokens, 37u) * group);
 
-    Dev<std::byte> d_plan(plan.offsets().total);
-    check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
-          "plan upload");
-    Dev<float> d_acc(size_t{plan.partial_records()} * p.head_dim);
-    Dev<float> d_ml(size_t{plan.partial_records()} * 2);
-    const auto at = [&](size_t off) {
-      return reinterpret_cast<const std::byte*>(d_plan.get()) + off;
-    };
-    k::AttentionArgs a;
-    a.qkv = d_qkv.get();
-    a.q_stride = width;
-    a.out = d_out.get();
-    a.layer_cache = d_cache.get() + layer * layout.layer_elems();
-    a.block_elems = layout.block_elems();
-    a.head_elems = layout.head_elems();
-    a.block_size = p.block_size;
-    a.block_tables = reinterpret_cast<const int32_t*>(at(plan.offsets().block_tables));
-    a.heads = p.heads;
-    a.kv_heads = p.kv_heads;
-    a.head_dim = p.head_dim;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-    a.partial_acc = d_acc.get();
-    a.partial_ml = d_ml.get();
-    a.exact_fp32 = exact;
+    const DevicePlan d(plan, p.head_dim);
+    k::AttentionArgs a =
+        attention_args(p, layout, d_qkv.get(), d_out.get(),
+                       d_cache.get() + layer * layout.layer_elems(), plan, d, exact);
     a.mma_tiling = kernel.tiling;
-    a.max_prefill_rows = plan.max_prefill_rows();
     check(cudaMemset(d_out.get(), 0xff, size_t{T} * p.heads * p.head_dim * 2), "poison");  // NaN
-    ASSERT_EQ(k::paged_attention(
-                  a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().prefill_units)),
-                  plan.prefill_unit_count(), k::AttentionKind::kPrefill, nullptr),
+    ASSERT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().prefill_units),
+                                 plan.prefill_unit_count(), k::AttentionKind::kPrefill, nullptr),
               cudaSuccess);
-    ASSERT_EQ(k::paged_attention(
-                  a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().decode_units)),
-                  plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
+    ASSERT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().decode_units),
+                                 plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
               cudaSuccess);
-    ASSERT_EQ(
-        k::attention_reduce(
-            a, reinterpret_cast<const k::AttentionReduceUnit*>(at(plan.offsets().reduce_units)),
-            plan.reduce_unit_count(), nullptr),
-        cudaSuccess);
+    ASSERT_EQ(k::attention_reduce(a, d.at<k::AttentionReduceUnit>(plan.offsets().reduce_units),
+                                  plan.reduce_unit_count(), nullptr),
+              cudaSuccess);
     const auto out = d_out.download();
 
     uint32_t row = 0;
@@ -420,41 +438,17 @@ TEST_P(CudaAttention, GraphPaddedDecodesEqualTheUnpaddedPlan) {
 
   // Runs the plan's decode and reduce units; returns the output rows.
   const auto run = [&](const StepPlan& plan, bool exact) {
-    Dev<std::byte> d_plan(plan.offsets().total);
-    check(cudaMemcpy(d_plan.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
-          "plan upload");
-    Dev<float> d_acc(std::max<size_t>(1, size_t{plan.partial_records()} * p.head_dim));
-    Dev<float> d_ml(std::max<size_t>(1, size_t{plan.partial_records()} * 2));
+    const DevicePlan d(plan, p.head_dim);
     Dev<__nv_bfloat16> d_out(out_elems);
     check(cudaMemset(d_out.get(), 0xff, out_elems * 2), "poison");  // NaN
-    const auto at = [&](size_t off) {
-      return reinterpret_cast<const std::byte*>(d_plan.get()) + off;
-    };
-    k::AttentionArgs a;
-    a.qkv = d_qkv.get();
-    a.q_stride = width;
-    a.out = d_out.get();
-    a.layer_cache = d_cache.get();
-    a.block_elems = layout.block_elems();
-    a.head_elems = layout.head_elems();
-    a.block_size = p.block_size;
-    a.block_tables = reinterpret_cast<const int32_t*>(at(plan.offsets().block_tables));
-    a.heads = p.heads;
-    a.kv_heads = p.kv_heads;
-    a.head_dim = p.head_dim;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-    a.partial_acc = d_acc.get();
-    a.partial_ml = d_ml.get();
-    a.exact_fp32 = exact;
-    EXPECT_EQ(k::paged_attention(
-                  a, reinterpret_cast<const k::AttentionUnit*>(at(plan.offsets().decode_units)),
-                  plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
+    const k::AttentionArgs a =
+        attention_args(p, layout, d_qkv.get(), d_out.get(), d_cache.get(), plan, d, exact);
+    EXPECT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().decode_units),
+                                 plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
               cudaSuccess);
-    EXPECT_EQ(
-        k::attention_reduce(
-            a, reinterpret_cast<const k::AttentionReduceUnit*>(at(plan.offsets().reduce_units)),
-            plan.reduce_unit_count(), nullptr),
-        cudaSuccess);
+    EXPECT_EQ(k::attention_reduce(a, d.at<k::AttentionReduceUnit>(plan.offsets().reduce_units),
+                                  plan.reduce_unit_count(), nullptr),
+              cudaSuccess);
     return d_out.download();
   };
   for (const bool exact : {true, false}) {

@@ -337,6 +337,34 @@ HW_GUARDED_BENCHMARK(BM_Sample) {
 }
 BENCHMARK(BM_Sample)->Args({1, 0})->Args({1, 1})->Args({64, 0})->Args({64, 1})->UseManualTime();
 
+// The host side of a decode step (no GPU needed): StepPlan::layout() of `batch` one-token slices at
+// context 1,024 (the 8B shape's 8 kv heads, group 4, blocks of 16), and with the last argument 1
+// padded for a CUDA graph (cuda_graph_max_batch = 64). CPU time per step.
+HW_GUARDED_BENCHMARK(BM_StepPlanLayout) {
+  const uint32_t batch = static_cast<uint32_t>(state.range(0));
+  const uint32_t context = 1024, block = 16;
+  const k::KvLayout layout{kLayers, kKvHeads, kHeadDim, block};
+  models::cuda::StepLimits limits{kVocab, 32768, 1u << 20, kHeads / kKvHeads, true};
+  limits.graph_max_batch = state.range(1) != 0 ? 64 : 0;
+  std::vector<std::vector<uint32_t>> tables(batch);
+  std::vector<int32_t> ids(batch, 1);
+  std::vector<hw_model_slice> slices;
+  for (uint32_t i = 0; i < batch; ++i) {
+    tables[i].resize(context / block + 1);
+    std::iota(tables[i].begin(), tables[i].end(), i * (context / block + 1));
+    slices.push_back(hw_model_slice{i, context, 1, &ids[i], tables[i].data(),
+                                    static_cast<uint32_t>(tables[i].size()), 1, 0.0f, 1.0f, 0, 0, 0,
+                                    0.0f, 0});
+  }
+  const hw_model_batch b{sizeof(hw_model_batch), slices.data(), batch, block};
+  models::cuda::StepPlan plan;
+  for (auto _ : state) {
+    plan.layout(b, layout, limits);
+    benchmark::DoNotOptimize(plan.offsets().total);
+  }
+}
+BENCHMARK(BM_StepPlanLayout)->ArgsProduct({{1, 8, 64}, {0, 1}});
+
 // The whole model, random Llama-3.1-8B weights, one instance shared by the model benchmarks; with
 // other options (decode_gemv, phase_timing, CUDA graphs) another, made after the previous one is
 // released (each

@@ -26,8 +26,11 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 log() { echo "[device-check $(($(date +%s) - start))s] $*"; }
 # Every step's time limit is cut to what is left before a deadline (DEVICE_CHECK_DEADLINE_S after
-# the checks begin, once built or unpacked; default 540 s: the lent machine's commands end at 600 s),
-# keeping 20 s for the summary, so that a hung step still leaves a summary behind.
+# the start, or after the build when this script builds; default 540 s: the lent machine's commands
+# end at 600 s), keeping 20 s for the summary, so that a hung step still leaves a summary behind.
+# `timeout --foreground`: the step stays in this script's process group, so a SIGTERM sent to the
+# group stops it at once and the trap below writes the summary (bash runs a trap only once the
+# foreground command has ended).
 budget() {  # a step's own limit in seconds -> the limit it gets now (0: no time left)
   local left=$((deadline - $(date +%s) - 20))
   if ((left < $1)); then echo $((left > 0 ? left : 0)); else echo "$1"; fi
@@ -210,7 +213,10 @@ else
   if [[ "${DEVICE_CHECK_BUILD_ONLY:-0}" == 1 ]]; then log "built (DEVICE_CHECK_BUILD_ONLY=1)"; exit 0; fi
 fi
 
-deadline=$(($(date +%s) + ${DEVICE_CHECK_DEADLINE_S:-540}))
+# From the start with --prebuilt (the lent machine's clock runs from the command's start); from
+# now after a build.
+if [[ $mode == prebuilt ]]; then checks_from=$start; else checks_from=$(date +%s); fi
+deadline=$((checks_from + ${DEVICE_CHECK_DEADLINE_S:-540}))
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader \
   >"$work/gpu.txt" 2>&1 || echo "nvidia-smi unavailable" >"$work/gpu.txt"
 log "GPU: $(cat "$work/gpu.txt")"
@@ -303,7 +309,7 @@ save
 cp "$work/summary.md" "$out/summary.md"
 }
 serve_pid=""
-trap '[[ -n $serve_pid ]] && kill -KILL "$serve_pid" 2>/dev/null; log "interrupted"; status=1; write_summary "Interrupted: the steps after the last one reported did not finish."; exit 143' TERM INT
+trap '{ [[ -n $serve_pid ]] && kill -KILL "$serve_pid"; } 2>/dev/null || true; log "interrupted"; status=1; write_summary "Interrupted: the steps after the last one reported did not finish."; exit 143' TERM INT
 
 # ---- 1. GPU tests ------------------------------------------------------------------------------
 for t in "${tests[@]}"; do
@@ -311,7 +317,7 @@ for t in "${tests[@]}"; do
   cap=$(budget 150)
   if ((cap < 10)); then log "deadline: $t and the tests after it not run"; status=1; break; fi
   log "test $t"
-  if ! timeout -k 5 "$cap" env "${run_env[@]}" "$build/bin/$t" --gtest_brief=1 \
+  if ! timeout --foreground -k 5 "$cap" env "${run_env[@]}" "$build/bin/$t" --gtest_brief=1 \
       --gtest_output="json:$work/$t.json" >"$work/$t.log" 2>&1; then
     status=1
     tail -40 "$work/$t.log"
@@ -327,7 +333,7 @@ run_benchmarks() {  # name filter limit
   cap=$(budget "$3")
   if ((cap < 10)); then log "deadline: benchmarks ($1) not run"; status=1; return; fi
   log "benchmarks ($1)"
-  if ! timeout -k 5 "$cap" env "${run_env[@]}" "$build/bin/cuda_benchmark" \
+  if ! timeout --foreground -k 5 "$cap" env "${run_env[@]}" "$build/bin/cuda_benchmark" \
       --benchmark_filter="$2" --benchmark_out="$work/bench_$1.json" --benchmark_out_format=json \
       --benchmark_min_time=0.2 >"$work/bench_$1.log" 2>&1; then
     status=1
@@ -352,7 +358,7 @@ if ! want profile; then
 elif (($(budget 150) < 10)); then
   log "deadline: profile not run"
   status=1
-elif timeout -k 5 "$(budget 150)" env "${run_env[@]}" "$build/bin/headway" profile \
+elif timeout --foreground -k 5 "$(budget 150)" env "${run_env[@]}" "$build/bin/headway" profile \
     --config configs/gpu/llama8b_h200_chunked.toml --max-context 32768 \
     --out "$work/h200_llama8b_cost.toml" >"$work/profile.log" 2>&1; then
   cp "$work/h200_llama8b_cost.toml" "$out/"
@@ -390,7 +396,7 @@ serve_and_bench() {  # name config
   fi
   [[ -f "$twin" ]] && predict=(--predict-config "$twin")
   if [[ -n "$url" ]] && (($(budget 120) >= 30)); then
-    timeout -k 5 "$(budget 120)" env "${run_env[@]}" "$build/bin/headway" bench --url "$url" \
+    timeout --foreground -k 5 "$(budget 120)" env "${run_env[@]}" "$build/bin/headway" bench --url "$url" \
       --workload configs/workloads/h200_hol_mixed.toml --duration 20 --timeout 60 --quiet \
       "${predict[@]}" --out "$work/bench_$name.json" >"$work/bench_$name.txt" 2>&1 || status=1
   else
@@ -406,6 +412,7 @@ serve_and_bench() {  # name config
   done
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
+  serve_pid=""
 }
 if want serve; then
   serve_and_bench chunked configs/gpu/llama8b_h200_chunked.toml

@@ -159,10 +159,11 @@ TEST_F(CudaModel, CudaGraphOptionsThatCannotWorkAreRefusedBeforeTouchingADevice)
   }
 }
 
-// Graph steps against the same steps launch by launch, over batch sizes of several buckets (1, 4,
-// 8 and 16 rows), a one-token prompt chunk that samples nothing in every step, contexts long
-// enough for split-K, and a prefill that grows the workspace after the graphs were captured (they
-// must be captured again, not replayed on freed buffers). Then the same with device sampling.
+// Graph steps against the same steps launch by launch, over batch sizes of several buckets (2, 4,
+// 8 and 16 rows with a one-token prompt chunk that samples nothing and a context split three ways;
+// 1 and 4 rows of short contexts, unsplit), and a prefill that grows the workspace after the
+// graphs were captured (they must be captured again, not replayed on freed buffers); logits, and
+// device-sampled ids.
 TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   HW_SKIP_WITHOUT_CUDA();
   const std::string base = path() + ", kv_cache_gb = 0.5, max_batch_tokens = 16";
@@ -207,17 +208,27 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
       // 2,500 tokens: more than any step before (1,900), so the workspace moves.
       step_all({{200, random_tokens(2500, vocab, 61)}}, "workspace growth");
     }
+    const std::string round_name = "round " + std::to_string(round);
     for (const uint32_t batch : {1u, 3u, 5u, 9u}) {
-      std::vector<ModelHarness::Slice> step;
-      for (uint32_t r = 0; r < batch; ++r) {
-        step.push_back({8 - r, {next[8 - r]}});  // request 8 (the split one) in every step
-      }
-      step.push_back({100, {unsampled.at(fed++)}, false});
-      step_all(step,
-               ("round " + std::to_string(round) + ", batch " + std::to_string(batch)).c_str());
+      // The unsampled row first, so that the head rows (the sampled ones first) are not in row
+      // order; request 8 (split three ways: level 4) in every step.
+      std::vector<ModelHarness::Slice> step = {{100, {unsampled.at(fed++)}, false}};
+      for (uint32_t r = 0; r < batch; ++r) step.push_back({8 - r, {next[8 - r]}});
+      step_all(step, (round_name + ", " + std::to_string(batch + 1) + " rows, split").c_str());
     }
+    // Short contexts only (level 1: no reduce), one row and three.
+    step_all({{0, {next[0]}}}, (round_name + ", 1 row").c_str());
+    step_all({{0, {next[0]}}, {1, {next[1]}}, {2, {next[2]}}}, (round_name + ", 3 rows").c_str());
   }
   EXPECT_GT(checked_ids, 20);
+  // The graph models did replay graphs, and no capture failed (a failure only warns and runs the
+  // step launch by launch, which the comparisons above cannot tell apart).
+  for (ModelHarness* m : {&graphs, &graph_ids}) {
+    auto counters = m->unload();
+    EXPECT_GT(counters["cuda_graph_replays"], 10.0);
+    EXPECT_GE(counters["cuda_graph_captures"], 6.0);
+    EXPECT_EQ(counters["cuda_graph_capture_failures"], 0.0);
+  }
 }
 
 // The candidate prefill tilings of the tensor-core attention (head_dim 64 here): the plan is cut

@@ -90,6 +90,12 @@ class ModelHarness {
     return out;
   }
 
+  // Unloads the model (it reports some counters then) and returns the counters it added.
+  std::map<std::string, double> unload() {
+    model_.reset();
+    return host_.counters();
+  }
+
   // Prefills in chunks (summing to the prompt) and returns the last position's logits.
   std::vector<float> prefill(uint64_t request, const std::vector<int32_t>& prompt,
                              const std::vector<uint32_t>& chunks) {

@@ -182,6 +182,12 @@ class CudaModel final : public sdk::Model {
 
   ~CudaModel() override {
     if (options_.cuda_graph_max_batch > 0) {
+      // Counted once, here: per step they would cost a host-services call (a lock, a string).
+      host_.counter_add("cuda_graph_replays", static_cast<double>(graphs_.replays()));
+      host_.counter_add("cuda_graph_direct_steps", static_cast<double>(graphs_.direct_steps()));
+      host_.counter_add("cuda_graph_captures", static_cast<double>(graphs_.captures()));
+      host_.counter_add("cuda_graph_capture_failures",
+                        static_cast<double>(graphs_.capture_failures()));
       host_.log(HW_LOG_INFO, "cuda model: CUDA graphs: " + std::to_string(graphs_.replays()) +
                                  " steps replayed, " + std::to_string(graphs_.direct_steps()) +
                                  " graph-shaped steps run launch by launch (a shape's first, or "

@@ -78,8 +78,8 @@ void ModelShard::init_kv(uint32_t block_count, uint32_t block_size) {
                          std::to_string(device_) + ", " + std::to_string(free / 1e9) +
                          " GB are free");
   }
+  ++buffers_generation_;  // first: a failed allocation has freed the old cache already
   cache_.reserve(static_cast<size_t>(elems));
-  ++buffers_generation_;
   // Zeroed so that transports and debuggers never see another process's bytes; the attention
   // never reads a position before writing it.
   HW_CUDA_CHECK(cudaMemsetAsync(cache_.data(), 0, static_cast<size_t>(elems) * 2, stream_));
@@ -93,8 +93,12 @@ bool ModelShard::reserve(uint32_t tokens, uint32_t head_rows, uint32_t partial_r
   const size_t hidden = config_.hidden_size;
   if (tokens > token_capacity_) {
     const size_t cap = std::max<size_t>(tokens, token_capacity_ + token_capacity_ / 2);
-    // The stream may still read the old buffers: wait before they are freed.
+    // The stream may still read the old buffers: wait before they are freed. Generation and
+    // capacity change first: an allocation that fails below has freed its old buffer already, and
+    // neither a graph nor the next step may use it.
     HW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ++buffers_generation_;
+    token_capacity_ = 0;
     x_.reserve(cap * hidden);
     h_.reserve(cap * hidden);
     qkv_.reserve(cap * qkv_width_);
@@ -108,6 +112,8 @@ bool ModelShard::reserve(uint32_t tokens, uint32_t head_rows, uint32_t partial_r
   if (head_rows > sample_capacity_) {
     const size_t cap = std::max<size_t>(head_rows, sample_capacity_ + sample_capacity_ / 2);
     HW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ++buffers_generation_;
+    sample_capacity_ = 0;
     last_.reserve(cap * hidden);
     logits_.reserve(cap * config_.vocab_size);
     sampled_.reserve(cap);
@@ -116,12 +122,12 @@ bool ModelShard::reserve(uint32_t tokens, uint32_t head_rows, uint32_t partial_r
   }
   if (partial_records > partial_ml_.size() / 2) {
     HW_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ++buffers_generation_;
     const size_t cap = std::max<size_t>(partial_records, partial_ml_.size());
     partial_acc_.reserve(cap * config_.head_dim);
     partial_ml_.reserve(cap * 2);
     grew = true;
   }
-  if (grew) ++buffers_generation_;
   return grew;
 }
 
@@ -129,8 +135,8 @@ void ModelShard::upload(const StepPlan& plan) {
   select();
   if (plan_.size() < plan.offsets().total) {
     HW_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    plan_.reserve(std::max(plan.offsets().total, plan_.size() + plan_.size() / 2));
     ++buffers_generation_;
+    plan_.reserve(std::max(plan.offsets().total, plan_.size() + plan_.size() / 2));
   }
   HW_CUDA_CHECK(cudaMemcpyAsync(plan_.data(), plan.staging(), plan.offsets().total,
                                 cudaMemcpyHostToDevice, stream_));

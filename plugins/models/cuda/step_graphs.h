@@ -47,8 +47,8 @@ class StepGraphs {
     }
     Entry& entry = find_or_add(key);
     if (entry.exec == nullptr && entry.warmed && entry.failed_captures < kCaptureAttempts) {
-      begin_capture(stream);
       try {
+        begin_capture(stream);
         enqueue();
         entry.exec = end_capture(stream);
         ++captures_;

@@ -13,12 +13,6 @@ void StepGraphs::clear() noexcept {
   }
 }
 
-size_t StepGraphs::graphs() const {
-  size_t n = 0;
-  for (const Entry& e : entries_) n += e.exec != nullptr ? 1 : 0;
-  return n;
-}
-
 StepGraphs::Entry& StepGraphs::find_or_add(uint64_t key) {
   for (Entry& e : entries_) {
     if (e.key == key) return e;

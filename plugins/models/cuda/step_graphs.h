@@ -73,8 +73,7 @@ class StepGraphs {
   // warmed up: the next step of one is captured at once.
   void clear() noexcept;
 
-  // Graphs held now; graphs captured, steps replayed and steps run directly since construction.
-  size_t graphs() const;
+  // Graphs captured, steps replayed and steps run directly since construction.
   uint64_t captures() const { return captures_; }
   uint64_t replays() const { return replays_; }
   uint64_t direct_steps() const { return direct_steps_; }

@@ -61,10 +61,23 @@ DType resolve_dtype(const std::string& name, const Checkpoint& checkpoint) {
   return checkpoint.storage_dtype();
 }
 
-int resolve_threads(int64_t option) {
-  if (option > 0) return static_cast<int>(option);
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores == 0 ? 1 : static_cast<int>(cores);
+// The threads the forward pass asks OpenMP for. oneDNN splits its GEMMs for the count it asks for
+// and computes only the shares of the threads it gets, so asking for more than OpenMP grants gives
+// wrong logits, silently. OMP_THREAD_LIMIT caps every team; the count is cut to it here, once.
+int resolve_threads(int64_t option, const sdk::Host& host) {
+  int wanted = static_cast<int>(option);
+  if (wanted <= 0) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    wanted = cores == 0 ? 1 : static_cast<int>(cores);
+  }
+  const int limit = omp_get_thread_limit();
+  if (limit > 0 && wanted > limit) {
+    host.log(HW_LOG_WARN, ("cpu model: " + std::to_string(wanted) +
+                           " threads wanted, but OMP_THREAD_LIMIT allows " + std::to_string(limit) +
+                           "; using " + std::to_string(limit)));
+    wanted = limit;
+  }
+  return wanted;
 }
 
 std::filesystem::path resolve_path(const std::string& path, const std::string& config_dir) {
@@ -86,7 +99,7 @@ class CpuModel final : public sdk::Model {
         checkpoint_(dir_),
         weights_(checkpoint_, config_, resolve_dtype(options.get_string("dtype"), checkpoint_),
                  options.get_bool("mmap")),
-        threads_(resolve_threads(options.get_int("threads"))),
+        threads_(resolve_threads(options.get_int("threads"), host)),
         max_model_len_(options.get_int("max_model_len") > 0
                            ? static_cast<uint32_t>(options.get_int("max_model_len"))
                            : config_.max_position_embeddings),
@@ -134,7 +147,9 @@ class CpuModel final : public sdk::Model {
                            " differs from the model's " + std::to_string(config_.vocab_size));
     }
     // oneDNN's sgemm sizes its parallel regions from the calling thread's OpenMP setting; set it
-    // per call because the engine thread is not the thread that created the model.
+    // per call because the engine thread is not the thread that created the model. Dynamic
+    // adjustment (OMP_DYNAMIC) off: a team smaller than asked for would leave GEMM shares undone.
+    omp_set_dynamic(0);
     omp_set_num_threads(threads_);
     forward_.run(batch, output.logits);
     output.logits_rows = rows;

@@ -6,7 +6,8 @@
 
 #include <cmath>
 
-#if defined(__SANITIZE_ADDRESS__)
+// Under ASan or TSan, malloc is the sanitizer's allocator: mallinfo2() would see none of it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 // From the sanitizer runtime (sanitizer/allocator_interface.h, which GCC does not install).
 extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #endif
@@ -14,7 +15,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 namespace headway::conformance {
 
 std::optional<uint64_t> heap_bytes_in_use() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return static_cast<uint64_t>(__sanitizer_get_current_allocated_bytes());
 #elif defined(__GLIBC__)
   const struct mallinfo2 info = mallinfo2();

@@ -4,8 +4,9 @@
 // the other tests check sees it.
 //
 // The figure is the whole process's heap, so the suite keeps its own allocations out of the
-// measured loop. Under AddressSanitizer the sanitizer's allocator is asked; otherwise glibc's
-// mallinfo2(). Threading: one thread (other threads' allocations would count too).
+// measured loop. Under AddressSanitizer or ThreadSanitizer the sanitizer's allocator is asked;
+// otherwise glibc's mallinfo2(). Threading: one thread (other threads' allocations would count
+// too).
 #pragma once
 
 #include <cstdint>

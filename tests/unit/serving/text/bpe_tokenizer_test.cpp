@@ -226,16 +226,17 @@ TEST(BpeTokenizer, ConcurrentEncodesAgree) {
   const std::string text = "the quick brown fox, the lazy dog; 123 456 — the end.";
   const auto expected = tok->encode(text);
   std::vector<std::thread> threads;
-  std::vector<bool> same(4, false);
+  // Not std::vector<bool>: its elements share words, so threads setting their own would race.
+  std::vector<char> same(4, 0);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       bool ok = true;
       for (int i = 0; i < 200; ++i) ok = ok && tok->encode(text) == expected;
-      same[t] = ok;
+      same[t] = ok ? 1 : 0;
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_THAT(same, ::testing::Each(true));
+  EXPECT_THAT(same, ::testing::Each(1));
 }
 
 TEST(BpeTokenizer, BosAndEosComeFromTokenizerConfig) {

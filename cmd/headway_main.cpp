@@ -33,10 +33,7 @@ void prefer_short_openmp_spins() {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  prefer_short_openmp_spins();
+int run_cli(int argc, char** argv) {
   CLI::App app{"Headway: LLM serving that keeps short requests fast while long prompts are served"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("headway ") + headway::cmd::kVersion);
@@ -84,4 +81,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prefer_short_openmp_spins();
+  try {
+    return run_cli(argc, argv);
+  } catch (const std::exception& e) {
+    // Setting up the command line itself failed (out of memory, say): still a message, not abort().
+    std::fprintf(stderr, "headway: internal error: %s\n", e.what());
+    return 2;
+  }
 }

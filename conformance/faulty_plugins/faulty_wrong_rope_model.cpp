@@ -3,10 +3,10 @@
 // 2i + 1) instead of Hugging Face Llama's rotate_half (i with i + head_dim/2): a classic porting
 // bug that chunking and batching tests cannot see, since the model stays consistent with itself.
 // The suite must report model.reference_logits as FAIL.
-#include "rope.h"
-
 #include <cmath>
 #include <numbers>
+
+#include "rope.h"
 
 namespace headway::models::cpu {
 
@@ -55,10 +55,11 @@ void Rope::apply(float* x, uint32_t heads, uint32_t head_dim, const float* cos_r
   for (uint32_t h = 0; h < heads; ++h) {
     float* a = x + static_cast<size_t>(h) * head_dim;
     for (uint32_t i = 0; i < half; ++i) {
-      const float x1 = a[2 * i];
-      const float x2 = a[2 * i + 1];
-      a[2 * i] = x1 * cos_row[i] - x2 * sin_row[i];
-      a[2 * i + 1] = x2 * cos_row[i] + x1 * sin_row[i];
+      const size_t even = size_t{2} * i;
+      const float x1 = a[even];
+      const float x2 = a[even + 1];
+      a[even] = x1 * cos_row[i] - x2 * sin_row[i];
+      a[even + 1] = x2 * cos_row[i] + x1 * sin_row[i];
     }
   }
 }

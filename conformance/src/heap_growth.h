@@ -22,7 +22,7 @@ std::optional<uint64_t> heap_bytes_in_use();
 // average is a QUALITY_WARNING. Over the suite's 1,000 schedule() or 6,000 route() calls that
 // flags a plugin keeping about 64 bytes or more per call; one-off growth (a buffer reaching its
 // size) stays under the total, and a leak of a few bytes per call is not seen.
-inline constexpr uint64_t kHeapGrowthWarnBytes = 64 * 1024;
+inline constexpr uint64_t kHeapGrowthWarnBytes = uint64_t{64} * 1024;
 inline constexpr uint64_t kHeapGrowthWarnBytesPerCall = 64;
 
 struct HeapGrowth {

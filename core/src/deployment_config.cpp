@@ -70,7 +70,7 @@ uint32_t get_uint(const toml::table& t, std::string_view key, const std::string&
 // `plugin = "…"` plus an optional `options` table, inside `table`.
 PluginChoice read_choice(const toml::table& table, int32_t kind, const std::string& where,
                          PluginRegistry& registry, const fs::path& base_dir,
-                         std::optional<std::string> default_plugin = std::nullopt) {
+                         const std::optional<std::string>& default_plugin = std::nullopt) {
   check_keys(table, {"plugin", "options"}, where);
   std::string name = get_string(table, "plugin", where, default_plugin);
   // A relative path to a library is relative to the deployment file, like every path in it.
@@ -94,7 +94,7 @@ PluginChoice read_choice(const toml::table& table, int32_t kind, const std::stri
 PluginChoice read_inline_or_table(const toml::table& parent, std::string_view key, int32_t kind,
                                   const std::string& at, PluginRegistry& registry,
                                   const fs::path& base_dir,
-                                  std::optional<std::string> default_plugin = std::nullopt) {
+                                  const std::optional<std::string>& default_plugin = std::nullopt) {
   const toml::node* node = parent.get(key);
   if (node == nullptr) {
     if (!default_plugin) throw Error(fmt::format("{}: missing table", at));

@@ -20,8 +20,7 @@ std::string type_name(int32_t type) {
     case HW_OPTION_DOUBLE:
       return "number";
     case HW_OPTION_STRING:
-      return "string";
-    case HW_OPTION_ENUM:
+    case HW_OPTION_ENUM:  // a string restricted to a list
       return "string";
     default:
       return "?";

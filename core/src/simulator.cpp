@@ -206,11 +206,11 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
   for (size_t e = 0; e < cluster.size(); ++e) {
     Engine& engine = cluster.engine(e);
     if (engine.has_work()) {
-      throw Error(fmt::format("{}: engine{} stopped making progress with {} running and {} "
-                              "waiting requests (its scheduler planned nothing it could run)",
-                              deployment.file.string(), e, engine.running_size(),
-                              engine.waiting_size()),
-                  HW_INTERNAL);
+      throw Error(
+          fmt::format("{}: engine{} stopped making progress with {} running and {} "
+                      "waiting requests (its scheduler planned nothing it could run)",
+                      deployment.file.string(), e, engine.running_size(), engine.waiting_size()),
+          HW_INTERNAL);
     }
     result.engines.push_back(engine.counters());
     result.kv_blocks_total.push_back(engine.kv().total());

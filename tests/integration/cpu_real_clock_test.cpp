@@ -1,7 +1,6 @@
 // The engine loop on the wall clock with the real CPU model: a small mixed workload (one long
 // prompt, several short ones) runs to completion through `simulate`, and greedy tokens do not
 // depend on the step scheduler (chunked vs partial_prefill split prompts differently).
-#include "../unit/test_support/built_plugins.h"
 #include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/plugin_registry.h>
@@ -11,6 +10,8 @@
 
 #include <filesystem>
 #include <string>
+
+#include "../unit/test_support/built_plugins.h"
 
 namespace headway::core {
 namespace {

@@ -256,7 +256,8 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     ++supported;
     // The first supported shape without violations: their messages are the suite's own heap.
     if (!heap.known && pending.empty()) {
-      heap = heap_watch.stop(2 * kRoutesPerShape);  // two instances, one route each per request
+      heap = heap_watch.stop(uint64_t{2} *
+                             kRoutesPerShape);  // two instances, one route each per request
     }
     for (auto& [recorder, message] : pending) recorder->fail(message);
     t.note(fmt::format("{} of {} requests placed", placed, kRoutesPerShape));

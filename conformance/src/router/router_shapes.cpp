@@ -50,7 +50,7 @@ std::vector<hw_engine_load> random_loads(const RouterShape& shape, std::mt19937_
     e.running = small(rng);
     e.waiting = small(rng);
     e.queued_prefill_tokens = std::uniform_int_distribution<uint64_t>(0, 200000)(rng);
-    e.outstanding_tokens = e.queued_prefill_tokens + small(rng) * 100;
+    e.outstanding_tokens = e.queued_prefill_tokens + uint64_t{small(rng)} * 100;
     e.kv_blocks_free = std::uniform_int_distribution<uint32_t>(0, e.kv_blocks_total)(rng);
   }
   return loads;

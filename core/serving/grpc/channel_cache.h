@@ -16,7 +16,7 @@ namespace headway::serving::grpc_frontend {
 
 class ChannelCache {
  public:
-  explicit ChannelCache(grpc::ChannelArguments arguments = {}) : arguments_(std::move(arguments)) {}
+  explicit ChannelCache(const grpc::ChannelArguments& arguments = {}) : arguments_(arguments) {}
 
   std::shared_ptr<grpc::Channel> channel_to(const std::string& address) {
     std::lock_guard lock(mutex_);

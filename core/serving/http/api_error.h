@@ -16,8 +16,8 @@ namespace headway::serving::http {
 class ApiError : public std::runtime_error {
  public:
   // `param`: the request field at fault ("messages[1].content"), or empty.
-  ApiError(int status, std::string message, std::string param = {})
-      : std::runtime_error(std::move(message)), status_(status), param_(std::move(param)) {}
+  ApiError(int status, const std::string& message, std::string param = {})
+      : std::runtime_error(message), status_(status), param_(std::move(param)) {}
   int status() const noexcept { return status_; }
   const std::string& param() const noexcept { return param_; }
 
@@ -27,8 +27,8 @@ class ApiError : public std::runtime_error {
 };
 
 // 400 naming the field; the usual failure of request parsing.
-inline ApiError invalid_field(std::string param, std::string message) {
-  return ApiError(400, std::move(message), std::move(param));
+inline ApiError invalid_field(std::string param, const std::string& message) {
+  return ApiError(400, message, std::move(param));
 }
 
 // The HTTP status a ServiceError code maps to (400, 404, 429, 503, 500).

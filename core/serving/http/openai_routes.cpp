@@ -126,7 +126,7 @@ void OpenAiRoutes::install(httplib::Server& server) {
         return httplib::Server::HandlerResponse::Handled;
       }));
   server.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
+      [](const httplib::Request&, httplib::Response& response, const std::exception_ptr&) {
         send_error(response, ApiError(500, "internal error"));
       });
 }

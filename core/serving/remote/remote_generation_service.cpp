@@ -76,7 +76,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
     Impl* service = nullptr;
   };
 
-  Impl(const core::DeploymentConfig& deployment, RemoteServiceOptions options);
+  Impl(const core::DeploymentConfig& deployment, const RemoteServiceOptions& options);
   ~Impl() override;
 
   std::shared_ptr<RequestStream> submit(GenerateInput input);
@@ -151,7 +151,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
 };
 
 RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
-                                    RemoteServiceOptions options)
+                                    const RemoteServiceOptions& options)
     : deployment_name_(deployment.name), interval_s_(deployment.server.load_report_interval_s) {
   const std::string where = deployment.file.string();
   for (const core::EngineConfig& engine : deployment.engines) {
@@ -589,8 +589,8 @@ size_t RemoteGenerationService::Impl::drain(double timeout_seconds) {
 }
 
 RemoteGenerationService::RemoteGenerationService(const core::DeploymentConfig& deployment,
-                                                 RemoteServiceOptions options)
-    : impl_(std::make_unique<Impl>(deployment, std::move(options))) {}
+                                                 const RemoteServiceOptions& options)
+    : impl_(std::make_unique<Impl>(deployment, options)) {}
 
 RemoteGenerationService::~RemoteGenerationService() = default;
 

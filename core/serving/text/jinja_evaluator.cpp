@@ -166,7 +166,7 @@ class Evaluator {
         return Value::list(std::move(items));
       }
       case Expr::Kind::kDict: {
-        const Value dict = Value::dict();
+        Value dict = Value::dict();
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           const Value key = eval(*e.args[i]);
           if (!key.is_string()) fail(e.line, "dict keys must be strings");
@@ -271,7 +271,7 @@ class Evaluator {
   }
 
   Value unary(const Expr& e) {
-    const Value v = eval(*e.args[0]);
+    Value v = eval(*e.args[0]);
     if (e.name == "not") return Value::boolean(!v.truthy());
     if (!v.is_number()) {
       fail(e.line, "unary " + e.name + " needs a number, got " + std::string(v.type_name()));

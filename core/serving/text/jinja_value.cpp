@@ -81,7 +81,7 @@ void json_into(const Value& v, std::optional<int> indent, int depth, std::string
   const auto newline = [&](int level) {
     if (!indent) return;
     out += '\n';
-    out.append(static_cast<size_t>(*indent * level), ' ');
+    out.append(static_cast<size_t>(*indent) * static_cast<size_t>(level), ' ');
   };
   const char* item_separator = indent ? "," : ", ";
   switch (v.kind()) {

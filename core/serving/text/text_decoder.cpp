@@ -85,7 +85,7 @@ class TextDecoder final : public IncrementalDecoder {
 
   // Adds `text` to what is held back and returns what is now final: everything before a stop
   // string that matched, or everything except the tail that may still begin one.
-  std::string release(std::string text, bool final) {
+  std::string release(std::string_view text, bool final) {
     held_ += text;
     size_t first = std::string::npos;
     for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));

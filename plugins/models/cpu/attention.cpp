@@ -104,7 +104,7 @@ void Attention::run_gemm_item(KvCache& cache, uint32_t layer, const SliceSpan& s
       // Plain loops: n is a block (16 floats), too short for a memmove call to pay off.
       for (uint32_t d = 0; d < hd; ++d) {
         const float* from = kt + static_cast<size_t>(d) * bs;
-        float* to = kc + static_cast<size_t>(d) * keys + b * bs;
+        float* to = kc + static_cast<size_t>(d) * keys + static_cast<size_t>(b) * bs;
 #pragma omp simd
         for (uint32_t i = 0; i < n; ++i) to[i] = from[i];
       }

@@ -22,7 +22,7 @@ void KvCache::init(uint32_t block_count, uint32_t block_size) {
   block_count_ = block_count;
   block_size_ = block_size;
   head_floats_ = head;
-  layer_floats_ = 2 * kv_heads_ * head;
+  layer_floats_ = uint64_t{2} * kv_heads_ * head;
   block_floats_ = block;
 }
 

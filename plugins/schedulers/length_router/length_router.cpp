@@ -38,7 +38,8 @@ std::vector<Pool> parse_pools(const std::string& text) {
     const std::string number = colon == std::string::npos ? "" : item.substr(colon + 1);
     unsigned long long min = number.empty() ? 0 : std::strtoull(number.c_str(), &end, 10);
     // Digits only: strtoull would also take a sign (and wrap "-5" around).
-    const bool digits = !number.empty() && number.find_first_not_of("0123456789") == std::string::npos;
+    const bool digits =
+        !number.empty() && number.find_first_not_of("0123456789") == std::string::npos;
     if (colon == std::string::npos || colon == 0 || !digits || *end != '\0') {
       throw Error(HW_INVALID_ARGUMENT, "router 'length': pools entry '" + item +
                                            "' is not name:min_prompt_tokens (in \"" + text + "\")");

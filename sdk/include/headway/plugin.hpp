@@ -3,8 +3,8 @@
 
 #include <headway/abi.h>
 
-#include <headway/sdk/export.hpp>
 #include <headway/sdk/engine_choice.hpp>
+#include <headway/sdk/export.hpp>
 #include <headway/sdk/host.hpp>
 #include <headway/sdk/kv_transport.hpp>
 #include <headway/sdk/model.hpp>

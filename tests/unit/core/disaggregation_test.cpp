@@ -6,7 +6,6 @@
 // and each slice's request, start and kind) shows which engine computed which positions of which
 // request. core::Cluster is also driven directly, step by step, to watch KV transfers wait for
 // room on a decode engine (backpressure) and to check that every KV block is free at the end.
-#include "../test_support/built_plugins.h"
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <headway/core/cluster.h>
@@ -29,6 +28,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "../test_support/built_plugins.h"
 
 namespace headway::core {
 namespace {

@@ -1,7 +1,6 @@
 // core::Engine with real plugins (the simulated model and the chunked scheduler): request
 // lifecycle, token accounting, KV bookkeeping, aborts, admission checks, preemption under KV
 // pressure, refusal of an invalid plan, and determinism of the simulator.
-#include "../test_support/built_plugins.h"
 #include "headway/core/engine.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_support/built_plugins.h"
 #include "headway/core/deployment_config.h"
 #include "headway/core/error.h"
 #include "headway/core/plugin_registry.h"

@@ -12,8 +12,8 @@ namespace headway::core {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(std::string message, hw_status_code code = HW_INVALID_ARGUMENT)
-      : std::runtime_error(std::move(message)), code_(code) {}
+  explicit Error(const std::string& message, hw_status_code code = HW_INVALID_ARGUMENT)
+      : std::runtime_error(message), code_(code) {}
   hw_status_code code() const noexcept { return code_; }
 
  private:

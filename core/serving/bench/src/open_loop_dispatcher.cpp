@@ -102,7 +102,7 @@ class SenderPool {
 
   void record_error(std::exception_ptr e) {
     std::lock_guard lock(mutex_);
-    if (!error_) error_ = e;
+    if (!error_) error_ = std::move(e);
     slot_free_.notify_all();
   }
 

@@ -37,8 +37,8 @@ enum class ErrorCode {
 class ServiceError : public std::runtime_error {
  public:
   // `param`: the request field at fault ("max_tokens", "messages[1].content"), or empty.
-  ServiceError(ErrorCode code, std::string message, std::string param = {})
-      : std::runtime_error(std::move(message)), code_(code), param_(std::move(param)) {}
+  ServiceError(ErrorCode code, const std::string& message, std::string param = {})
+      : std::runtime_error(message), code_(code), param_(std::move(param)) {}
   ErrorCode code() const noexcept { return code_; }
   const std::string& param() const noexcept { return param_; }
 

@@ -40,7 +40,7 @@ class RemoteGenerationService final : public GenerationService {
   // and tokenizer kind), and starts the poller. Throws core::Error naming the deployment file when
   // no engine process answers in time (each one's reason is listed) or when they disagree.
   explicit RemoteGenerationService(const core::DeploymentConfig& deployment,
-                                   RemoteServiceOptions options = {});
+                                   const RemoteServiceOptions& options = {});
   // Cancels what is still in flight (streams finish kAbort) and stops the poller.
   ~RemoteGenerationService() override;
   RemoteGenerationService(const RemoteGenerationService&) = delete;

@@ -2,7 +2,6 @@
 // (exactly as the engine does), hands out KV blocks, and runs steps built from hand-written slices.
 #pragma once
 
-#include "../../../test_support/built_plugins.h"
 #include <headway/abi.h>
 #include <headway/core/clock.h>
 #include <headway/core/deployment_config.h>
@@ -19,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../test_support/built_plugins.h"
 #include "tiny_checkpoint.h"
 
 namespace headway::models::cpu::testing {

@@ -1,6 +1,7 @@
 // The `headway` command line: simulate, serve, bench, plan, profile, plugin
 // describe|validate|list, model make-tiny. Every failure ends in one line on stderr naming what is
-// wrong, and a non-zero exit code: 2 for a command line the parser refuses, 1 for everything else.
+// wrong, and a non-zero exit code: 2 for a command line the parser refuses or an internal error
+// (an exception that is not a core::Error: a bug), 1 for everything else.
 #include <headway/core/error.h>
 #include <spdlog/spdlog.h>
 

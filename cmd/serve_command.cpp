@@ -119,7 +119,7 @@ int run_serve(const ServeArgs& args) {
     serving::RemoteServiceOptions options;
     options.api_key = api_key;
     options.connect_timeout_s = server.engine_connect_timeout_s;
-    owned = std::make_unique<serving::RemoteGenerationService>(deployment, std::move(options));
+    owned = std::make_unique<serving::RemoteGenerationService>(deployment, options);
   } else {
     serving::LocalServiceOptions options;
 #if HEADWAY_SERVE_GRPC

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # clang-format and clang-tidy (.clang-tidy) over Headway's own C++ sources.
 #   bash scripts/lint.sh               every source file (about 20 minutes on 2 cores)
-#   bash scripts/lint.sh --since REV   only the files changed since REV
+#   bash scripts/lint.sh --since REV   only the files changed since REV (a changed header is
+#                                      formatted, but clang-tidy reads it only through a changed .cpp)
 # clang-tidy needs a compile database: the build-test tree of scripts/test.sh (configured here if
 # it is missing). Exit status 1 when either tool has something to say.
 set -euo pipefail
@@ -11,6 +12,13 @@ if [ "${1:-}" = "--since" ]; then
   since=${2:?"--since needs a revision"}
 elif [ $# -gt 0 ]; then
   echo "usage: bash scripts/lint.sh [--since REV]" >&2
+  exit 2
+fi
+for tool in clang-format run-clang-tidy; do
+  command -v "$tool" >/dev/null || { echo "lint: $tool not found (bash scripts/setup.sh installs it)" >&2; exit 2; }
+done
+if [ -n "$since" ] && ! git rev-parse --verify --quiet "$since^{commit}" >/dev/null; then
+  echo "lint: --since $since is not a commit" >&2
   exit 2
 fi
 build=${HEADWAY_TEST_BUILD_DIR:-build-test}
@@ -39,7 +47,11 @@ if [ -n "$units" ]; then
   fi
   regex="^$PWD/($(echo "$units" | sed 's/[.]/[.]/g' | paste -sd'|'))\$"
   echo "clang-tidy: $(echo "$units" | wc -l) translation units"
-  out=$(run-clang-tidy -p "$build" -j "$(nproc)" -quiet "$regex" 2>/dev/null)
+  # run-clang-tidy exits 1 when a unit fails to parse: show everything then, not only warnings.
+  if ! out=$(run-clang-tidy -p "$build" -j "$(nproc)" -quiet "$regex" 2>&1); then
+    echo "$out"
+    status=1
+  fi
   warnings=$(echo "$out" | sed 's/\x1b\[[0-9;]*m//g' | grep -E ': (warning|error):' | sort -u || true)
   if [ -n "$warnings" ]; then
     echo "$warnings"

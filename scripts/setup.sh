@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev libsentencepiece-dev
   libcpp-httplib-dev libpcre2-dev libssl-dev prometheus curl
-  python3 python3-numpy clang-format gnuplot-nox
+  python3 python3-numpy clang-format clang-tidy gnuplot-nox
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -23,9 +23,10 @@ export OMP_THREAD_LIMIT=1
 # wrong is suppressed in scripts/tsan.supp, which says what each entry gives up.
 # Reports go to files, one per process: a `headway serve` child that a test starts reports there
 # too, where its exit status might not reach the test.
-reports="$PWD/$build/tsan-reports"
+reports="$(cd "$build" && pwd)/tsan-reports"
 rm -rf "$reports" && mkdir -p "$reports"
-export TSAN_OPTIONS=${TSAN_OPTIONS:-ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/tsan.supp:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan}
+# Options already in TSAN_OPTIONS come last, so they win over these.
+export TSAN_OPTIONS="ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/tsan.supp:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900 "$@" || status=$?
 if [ -n "$(ls -A "$reports")" ]; then

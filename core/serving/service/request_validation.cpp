@@ -9,8 +9,8 @@
 namespace headway::serving {
 namespace {
 
-[[noreturn]] void invalid(std::string message, std::string param) {
-  throw ServiceError(ErrorCode::kInvalidArgument, std::move(message), std::move(param));
+[[noreturn]] void invalid(const std::string& message, std::string param) {
+  throw ServiceError(ErrorCode::kInvalidArgument, message, std::move(param));
 }
 
 }  // namespace

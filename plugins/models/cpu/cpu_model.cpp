@@ -39,7 +39,9 @@ constexpr hw_option_spec kOptions[] = {
     string_option("path", "",
                   "Checkpoint directory (config.json + *.safetensors), relative to the deployment "
                   "file's directory. `headway model make-tiny --out DIR` writes one."),
-    int_option("threads", 0, 0, 1024, "Worker threads for the forward pass; 0 = all cores."),
+    int_option("threads", 0, 0, 1024,
+               "Worker threads for the forward pass; 0 = all cores. Fewer when OpenMP grants "
+               "fewer (OMP_THREAD_LIMIT), with a warning."),
     enum_option("dtype", "auto", kDtypes,
                 "Weight dtype to compute with (activations and KV are always f32): auto = as "
                 "stored; f16/bf16 halve the weight bytes that decode reads."),
@@ -61,23 +63,23 @@ DType resolve_dtype(const std::string& name, const Checkpoint& checkpoint) {
   return checkpoint.storage_dtype();
 }
 
-// The threads the forward pass asks OpenMP for. oneDNN splits its GEMMs for the count it asks for
-// and computes only the shares of the threads it gets, so asking for more than OpenMP grants gives
-// wrong logits, silently. OMP_THREAD_LIMIT caps every team; the count is cut to it here, once.
-int resolve_threads(int64_t option, const sdk::Host& host) {
-  int wanted = static_cast<int>(option);
-  if (wanted <= 0) {
-    const unsigned cores = std::thread::hardware_concurrency();
-    wanted = cores == 0 ? 1 : static_cast<int>(cores);
+int resolve_threads(int64_t option) {
+  if (option > 0) return static_cast<int>(option);
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 1 : static_cast<int>(cores);
+}
+
+// The size of the team OpenMP actually gives the calling thread when it asks for `wanted`.
+// OMP_THREAD_LIMIT, OMP_MAX_ACTIVE_LEVELS=0 or a caller already inside a parallel region all give
+// fewer threads, without an error.
+int granted_team_size(int wanted) {
+  int granted = 1;
+#pragma omp parallel num_threads(wanted)
+  {
+#pragma omp single
+    granted = omp_get_num_threads();
   }
-  const int limit = omp_get_thread_limit();
-  if (limit > 0 && wanted > limit) {
-    host.log(HW_LOG_WARN, ("cpu model: " + std::to_string(wanted) +
-                           " threads wanted, but OMP_THREAD_LIMIT allows " + std::to_string(limit) +
-                           "; using " + std::to_string(limit)));
-    wanted = limit;
-  }
-  return wanted;
+  return granted;
 }
 
 std::filesystem::path resolve_path(const std::string& path, const std::string& config_dir) {
@@ -99,7 +101,7 @@ class CpuModel final : public sdk::Model {
         checkpoint_(dir_),
         weights_(checkpoint_, config_, resolve_dtype(options.get_string("dtype"), checkpoint_),
                  options.get_bool("mmap")),
-        threads_(resolve_threads(options.get_int("threads"), host)),
+        threads_(resolve_threads(options.get_int("threads"))),
         max_model_len_(options.get_int("max_model_len") > 0
                            ? static_cast<uint32_t>(options.get_int("max_model_len"))
                            : config_.max_position_embeddings),
@@ -146,11 +148,25 @@ class CpuModel final : public sdk::Model {
                        "cpu model: output.vocab " + std::to_string(output.vocab) +
                            " differs from the model's " + std::to_string(config_.vocab_size));
     }
-    // oneDNN's sgemm sizes its parallel regions from the calling thread's OpenMP setting; set it
-    // per call because the engine thread is not the thread that created the model. Dynamic
-    // adjustment (OMP_DYNAMIC) off: a team smaller than asked for would leave GEMM shares undone.
-    omp_set_dynamic(0);
-    omp_set_num_threads(threads_);
+    // oneDNN's sgemm splits each GEMM for omp_get_max_threads() threads and computes only the
+    // shares of the threads its team really has: asking for more than OpenMP grants gives wrong
+    // logits, silently. So the calling thread (the engine's, not the one that created the model)
+    // asks for exactly the team it is granted. Dynamic teams (OMP_DYNAMIC) could shrink any one
+    // region, so they are off; the granted size is probed once per calling thread.
+    if (std::this_thread::get_id() != probed_thread_) {
+      omp_set_dynamic(0);
+      team_ = granted_team_size(threads_);
+      probed_thread_ = std::this_thread::get_id();
+      if (team_ < threads_) {
+        host_.log(HW_LOG_WARN, "cpu model: " + std::to_string(threads_) +
+                                   " threads configured, but OpenMP grants this thread " +
+                                   std::to_string(team_) +
+                                   " (OMP_THREAD_LIMIT or "
+                                   "OMP_MAX_ACTIVE_LEVELS?); the forward pass uses " +
+                                   std::to_string(team_));
+      }
+    }
+    omp_set_num_threads(team_);
     forward_.run(batch, output.logits);
     output.logits_rows = rows;
     output.vocab = config_.vocab_size;
@@ -163,6 +179,9 @@ class CpuModel final : public sdk::Model {
   Checkpoint checkpoint_;
   LlamaWeights weights_;
   int threads_;
+  // The team OpenMP grants the thread that last called forward(), and that thread.
+  int team_ = 1;
+  std::thread::id probed_thread_;
   uint32_t max_model_len_;
   double kv_cache_bytes_;
   LlamaForward forward_;

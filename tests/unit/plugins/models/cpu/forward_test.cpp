@@ -178,6 +178,15 @@ TEST_F(InvarianceTest, ThreadCountDoesNotChangeTheResultBeyondRounding) {
   EXPECT_LT(relative_error(one.prefill(0, prompt, {37}), two.prefill(0, prompt, {37})), 1e-5);
 }
 
+// More threads than the machine's cores, and (in the CpuModelUnder* ctest entries) more than
+// OpenMP grants: the model must compute with the team it gets, not leave GEMM shares undone.
+TEST_F(InvarianceTest, MoreThreadsThanGrantedGiveTheResultOfOne) {
+  ModelHarness one(dir_.path(), ", threads = 1");
+  ModelHarness four(dir_.path(), ", threads = 4");
+  const auto prompt = random_tokens(37, one.info().vocab, 9);
+  EXPECT_LT(relative_error(one.prefill(0, prompt, {37}), four.prefill(0, prompt, {37})), 1e-5);
+}
+
 // mmap = false copies the weights into huge pages; the arithmetic is the same, so are the bits.
 TEST_F(InvarianceTest, CopiedWeightsGiveExactlyTheLogitsOfMappedOnes) {
   ModelHarness mapped(dir_.path(), ", threads = 2");

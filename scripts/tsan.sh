@@ -29,9 +29,14 @@ rm -rf "$reports" && mkdir -p "$reports"
 export TSAN_OPTIONS="ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/tsan.supp:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 900 "$@" || status=$?
-if [ -n "$(ls -A "$reports")" ]; then
-  cat "$reports"/*
-  echo "ThreadSanitizer reported in $(ls "$reports" | wc -l) process(es): see above (or $reports)" >&2
+# Only warnings (races, lock-order inversions, ...) count: tests that crash a plugin on purpose
+# (the conformance suite's isolated runs) leave an "ERROR: ThreadSanitizer: SEGV" file here, and a
+# crash that is not on purpose fails its test anyway.
+found=$(grep -l "WARNING: ThreadSanitizer" "$reports"/* 2>/dev/null || true)
+if [ -n "$found" ]; then
+  # shellcheck disable=SC2086
+  cat $found
+  echo "ThreadSanitizer reported in $(echo "$found" | wc -l) process(es): see above (or $reports)" >&2
   exit 1
 fi
 exit "$status"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The threaded parts under ThreadSanitizer: builds build-tsan (CPU only, -O1 -g1) and runs ctest
 # there. Arguments go to ctest, e.g. `bash scripts/tsan.sh -R 'HttpFrontend|Service'`.
-# Exit status: ctest's, so any race report (TSan exits 66) fails the run.
+# Exit status: 1 when any process wrote a TSan warning, else ctest's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,15 +16,15 @@ cmake --build "$build"
 # OpenMP loops. One OpenMP thread keeps those loops serial; the threads Headway starts itself (engine
 # drivers, frontends, transports, the bench client) are what this run checks.
 export OMP_THREAD_LIMIT=1
+# Reports go to files, one per process: a `headway serve` child that a test starts reports there
+# too, where its exit status might not reach the test.
+reports="$(cd "$build" && pwd)/tsan-reports"
+rm -rf "$reports" && mkdir -p "$reports"
 # gRPC, Protobuf, abseil and cpp-httplib are Debian's uninstrumented builds: their locks (absl
 # futexes) and inline static guards are invisible to TSan. ignore_noninstrumented_modules makes the
 # interceptors (memcpy, free, ...) skip calls made from those libraries instead of reporting them,
 # which also keeps a 1 MiB gRPC message from taking seconds of race reporting. What they still get
 # wrong is suppressed in scripts/tsan.supp, which says what each entry gives up.
-# Reports go to files, one per process: a `headway serve` child that a test starts reports there
-# too, where its exit status might not reach the test.
-reports="$(cd "$build" && pwd)/tsan-reports"
-rm -rf "$reports" && mkdir -p "$reports"
 # Options already in TSAN_OPTIONS come last, so they win over these.
 export TSAN_OPTIONS="ignore_noninstrumented_modules=1:suppressions=$PWD/scripts/tsan.supp:second_deadlock_stack=1:history_size=4:log_path=$reports/tsan${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 status=0

@@ -4,6 +4,8 @@
 // prompt is short; mixed = 1: one running request in ten is mid-prefill (half of those long) and
 // one prompt in fifty is long, so that partial_prefill's prefill count, budget split and deferral
 // of long prompts all run; priorities vary, so that its priority policy has to order both queues.
+// mixed = 2: as 1, but the waiting requests' arrival times are not in queue order, which sends the
+// priority policy to its comparison-sort path (queue_groups.h).
 #include <benchmark/benchmark.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/host_services.h>
@@ -36,7 +38,8 @@ using namespace headway::core;
 // One step of `plugin` with `options_text`, over generated queues (see the header comment).
 void run_scheduler_step(benchmark::State& state, const char* plugin_name,
                         const std::string& options_text, uint32_t running, uint32_t waiting,
-                        bool mixed) {
+                        int shape) {
+  const bool mixed = shape != 0;
   PluginRegistry registry;
   registry.add_search_directory(HEADWAY_PLUGIN_DIR);
   const LoadedPlugin& plugin = registry.find(plugin_name, HW_KIND_STEP_SCHEDULER);
@@ -87,7 +90,9 @@ void run_scheduler_step(benchmark::State& state, const char* plugin_name,
                               0,
                               256,
                               0,
-                              mixed ? 1.0 + i * 1e-3 : 1.0,
+                              shape == 2   ? 1.0 + ((i * 7919u) % waiting) * 1e-3
+                              : shape == 1 ? 1.0 + i * 1e-3
+                                           : 1.0,
                               0,
                               0,
                               0};
@@ -123,7 +128,7 @@ void run_scheduler_step(benchmark::State& state, const char* plugin_name,
 void BM_ChunkedSchedulerStep(benchmark::State& state) {
   run_scheduler_step(state, "chunked", "max_num_batched_tokens = 8192\nmax_num_seqs = 2048\n",
                      static_cast<uint32_t>(state.range(0)), static_cast<uint32_t>(state.range(1)),
-                     false);
+                     0);
 }
 BENCHMARK(BM_ChunkedSchedulerStep)
     ->ArgNames({"running", "waiting"})
@@ -139,7 +144,7 @@ void BM_PartialPrefillSchedulerStep(benchmark::State& state) {
       std::to_string(state.range(2)) + "\nmax_long_partial_prefills = 1\npolicy = \"" +
       (state.range(3) != 0 ? "priority" : "fcfs") + "\"\n";
   run_scheduler_step(state, "partial_prefill", options, static_cast<uint32_t>(state.range(0)),
-                     static_cast<uint32_t>(state.range(1)), state.range(4) != 0);
+                     static_cast<uint32_t>(state.range(1)), static_cast<int>(state.range(4)));
 }
 BENCHMARK(BM_PartialPrefillSchedulerStep)
     ->ArgNames({"running", "waiting", "P", "priority", "mixed"})
@@ -147,6 +152,7 @@ BENCHMARK(BM_PartialPrefillSchedulerStep)
     ->Args({1000, 10000, 4, 0, 1})
     ->Args({1000, 10000, 4, 1, 0})
     ->Args({1000, 10000, 4, 1, 1})
+    ->Args({1000, 10000, 4, 1, 2})
     ->Args({1000, 10000, 1, 0, 0})
     ->Args({100, 100, 4, 0, 1})
     ->Unit(benchmark::kMicrosecond);

@@ -35,16 +35,21 @@
 //
 // Hot path: the per-step scratch (index vectors) is reserved in the constructor from max_num_seqs
 // and grows only when a queue reaches a new size; nothing is logged per step. The priority policy
-// orders only the head of the waiting queue that a step reaches (std::partial_sort), not the whole
-// queue.
+// orders both queues by a counting sort over their few distinct priorities (queue_groups.h), and
+// materialises only the head of the waiting order that a step reaches; a comparison sort remains
+// for queues where that does not apply (priorities that share a slot of its table, or arrivals out
+// of queue order within a priority).
 #include <algorithm>
 #include <cstdint>
 #include <headway/plugin.hpp>
 #include <string>
 #include <vector>
 
+#include "queue_groups.h"
+
 namespace {
 
+using headway::scheduler::QueueGroups;
 using headway::sdk::extra_blocks;
 using headway::sdk::remaining_tokens;
 
@@ -97,7 +102,10 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     // and grows with the waiting queue's largest size.
     running_order_.reserve(max_num_seqs_);
     prefill_order_.reserve(max_num_seqs_);
-    if (priority_) waiting_order_.reserve(max_num_seqs_);
+    if (priority_) {
+      waiting_order_.reserve(max_num_seqs_);
+      running_group_.reserve(max_num_seqs_);
+    }
   }
 
   hw_scheduler_limits limits() const override {
@@ -263,15 +271,48 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       running_order_.insert(running_order_.end(), prefill_order_.begin(), prefill_order_.end());
       if (in_order && !priority_) return;
     }
+    // The check stops at the first pair out of order, so it costs little when it fails.
     auto before = [&](uint32_t a, uint32_t b) { return running_before(s, partial, a, b); };
-    if (!std::is_sorted(running_order_.begin(), running_order_.end(), before)) {
-      std::sort(running_order_.begin(), running_order_.end(), before);
+    if (std::is_sorted(running_order_.begin(), running_order_.end(), before)) return;
+    if (priority_ && order_running_by_groups(s, partial)) return;
+    std::sort(running_order_.begin(), running_order_.end(), before);
+  }
+
+  // Priority policy: running_order_ as running_before orders it, by a stable counting sort over
+  // the groups (decodes before prefills when P > 1, then priority) of the snapshot, which is in
+  // admission order; only a group whose members are not in (arrival, admission) order is sorted.
+  // False, leaving running_order_ as it was, when two groups share a slot of QueueGroups' table.
+  bool order_running_by_groups(const hw_scheduler_snapshot& s, bool partial) {
+    running_group_.resize(s.running_count);
+    const bool grouped = running_groups_.record(
+        s.running_count,
+        [&](uint32_t i) {
+          const hw_request_view& r = s.running[i];
+          const int64_t key = QueueGroups::priority_key(r.priority, partial && is_prefill(r));
+          return QueueGroups::Member{key, r.arrival_time, r.admission_order};
+        },
+        [&](uint32_t i, uint8_t slot) { running_group_[i] = slot; });
+    if (!grouped) return false;
+    // Scatter in snapshot order; each group's start advances to its end.
+    for (uint32_t i = 0; i < s.running_count; ++i) {
+      running_order_[running_groups_.group(running_group_[i]).start++] = i;
     }
+    auto before = [&](uint32_t a, uint32_t b) { return running_before(s, partial, a, b); };
+    for (size_t rank = 0; rank < running_groups_.size(); ++rank) {
+      const QueueGroups::Group& group = running_groups_.ranked(rank);
+      if (group.in_order) continue;
+      const auto end = running_order_.begin() + group.start;
+      std::sort(end - group.count, end, before);
+    }
+    return true;
   }
 
   // Priority policy: the waiting queue by (priority, arrival, queue position). Steps walk only the
-  // head of it, so the order is built lazily: waiting_sorted_ entries are final, and each extension
-  // selects and sorts only the next smallest ones.
+  // head of it, so the order is built lazily. Usually one pass finds a few priorities whose
+  // members stand in arrival order in the queue: then the order is each group's members in queue
+  // order, lowest priority value first, and waiting_at() scans for them as far as a step reaches.
+  // Otherwise waiting_order_ holds every position and each extension selects and sorts only the
+  // next smallest ones (waiting_sorted_ entries are final).
   bool waiting_before(const hw_scheduler_snapshot& s, uint32_t a, uint32_t b) const {
     const hw_request_view& x = s.waiting[a];
     const hw_request_view& y = s.waiting[b];
@@ -282,14 +323,45 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
 
   void start_waiting_order(const hw_scheduler_snapshot& s) {
     // Often the queue is already in order (one priority, arrival order): then it is used as it is.
-    // The check stops at the first pair out of order.
+    // The check stops at the first pair out of order; when it passes, it is the cheapest full pass.
     uint32_t i = 1;
     while (i < s.waiting_count && !waiting_before(s, i, i - 1)) ++i;
-    waiting_in_order_ = i >= s.waiting_count;
-    if (waiting_in_order_) return;
+    if (i >= s.waiting_count) {
+      waiting_mode_ = WaitingMode::kSnapshot;
+      return;
+    }
     waiting_order_.clear();
+    const bool grouped = waiting_groups_.record(
+        s.waiting_count,
+        [&](uint32_t k) {
+          const hw_request_view& w = s.waiting[k];
+          return QueueGroups::Member{QueueGroups::priority_key(w.priority), w.arrival_time, 0};
+        },
+        [](uint32_t, uint8_t) {});
+    if (grouped && waiting_groups_.all_in_order()) {
+      waiting_mode_ = WaitingMode::kGroups;
+      group_rank_ = 0;
+      group_taken_ = 0;
+      group_scan_ = 0;
+      return;
+    }
+    waiting_mode_ = WaitingMode::kSorted;
     for (uint32_t j = 0; j < s.waiting_count; ++j) waiting_order_.push_back(j);
     waiting_sorted_ = 0;
+  }
+
+  // Appends to waiting_order_ the members of the groups, in rank order, up to position k.
+  void extend_waiting_by_groups(const hw_scheduler_snapshot& s, uint32_t k) {
+    while (waiting_order_.size() <= k) {
+      const QueueGroups::Group& group = waiting_groups_.ranked(group_rank_);
+      while (QueueGroups::priority_key(s.waiting[group_scan_].priority) != group.key) ++group_scan_;
+      waiting_order_.push_back(group_scan_++);
+      if (++group_taken_ == group.count) {
+        ++group_rank_;
+        group_taken_ = 0;
+        group_scan_ = 0;
+      }
+    }
   }
 
   void extend_waiting_order(const hw_scheduler_snapshot& s, uint32_t k) {
@@ -303,9 +375,15 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     waiting_sorted_ = target;
   }
 
+  // The k-th waiting request in serving order; k < s.waiting_count, and a step asks for k in
+  // increasing order (each of its two walks starts at 0).
   const hw_request_view& waiting_at(const hw_scheduler_snapshot& s, uint32_t k) {
-    if (!priority_ || waiting_in_order_) return s.waiting[k];
-    if (k >= waiting_sorted_) extend_waiting_order(s, k);
+    if (!priority_ || waiting_mode_ == WaitingMode::kSnapshot) return s.waiting[k];
+    if (waiting_mode_ == WaitingMode::kGroups) {
+      if (k >= waiting_order_.size()) extend_waiting_by_groups(s, k);
+    } else if (k >= waiting_sorted_) {
+      extend_waiting_order(s, k);
+    }
     return s.waiting[waiting_order_[k]];
   }
 
@@ -338,9 +416,21 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   bool priority_;
   std::vector<uint32_t> running_order_;  // indices into snapshot.running, in serving order
   std::vector<uint32_t> prefill_order_;  // scratch: running prefills, before joining the above
-  std::vector<uint32_t> waiting_order_;  // priority policy: indices into snapshot.waiting
-  bool waiting_in_order_ = true;         // priority policy: the snapshot's order is the order
-  uint32_t waiting_sorted_ = 0;          // the first waiting_sorted_ of waiting_order_ are final
+  // Priority policy only, below.
+  std::vector<uint8_t> running_group_;  // QueueGroups slot of each running request
+  QueueGroups running_groups_;
+  enum class WaitingMode : uint8_t {
+    kSnapshot,  // the snapshot's order is the serving order
+    kGroups,    // waiting_order_ grows by scanning for each group's members
+    kSorted,    // waiting_order_ holds every position, sorted up to waiting_sorted_
+  };
+  WaitingMode waiting_mode_ = WaitingMode::kSnapshot;
+  std::vector<uint32_t> waiting_order_;  // indices into snapshot.waiting, in serving order
+  QueueGroups waiting_groups_;
+  size_t group_rank_ = 0;        // kGroups: the group being taken
+  uint32_t group_taken_ = 0;     // kGroups: its members already in waiting_order_
+  uint32_t group_scan_ = 0;      // kGroups: where the scan for its next member resumes
+  uint32_t waiting_sorted_ = 0;  // kSorted: the first waiting_sorted_ of waiting_order_ are final
 };
 
 }  // namespace

@@ -4,9 +4,13 @@
 // every plan is also checked by core::PlanValidator.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../../test_support/scheduler_harness.h"
@@ -346,6 +350,92 @@ TEST(PartialPrefillScheduler, PriorityPolicyOrdersWaitingAndRunning) {
   };
   p = plan_step(h, running, {}, 1000);
   EXPECT_EQ(p.slices, (Slices{{11, 20, 1}, {10, 20, 1}, {13, 100, 125}, {12, 100, 123}}));
+}
+
+// The priority policy orders both queues without a comparison sort when it can (a counting sort
+// over the few distinct priorities, queue_groups.h) and falls back to one when it cannot. Checked
+// here against a plain sort of the documented keys, on queues built to reach every path: one
+// priority in order, several priorities whose members are each in arrival order, arrivals out of
+// order (ties included), running requests not in admission order, priorities that share a slot of
+// the 64-slot table (0, 64, -64) and a wide range of them. Budget, KV and the long threshold are
+// out of the way, so that every running request gets a slice and every waiting one is admitted: the
+// plan lists them in serving order.
+TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
+  enum class Priorities { kOne, kFew, kSharingASlot, kWide };
+  std::mt19937 rng(7);
+  auto pick = [&](uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng); };
+  for (uint32_t max_partial : {1u, 4u}) {
+    SchedulerHarness h(kPartial,
+                       "max_num_batched_tokens = 1000000\nmax_num_seqs = 65536\n"
+                       "long_prefill_token_threshold = 16777216\npolicy = \"priority\"\n"
+                       "max_num_partial_prefills = " +
+                           std::to_string(max_partial));
+    for (int trial = 0; trial < 400; ++trial) {
+      const auto kind = static_cast<Priorities>(pick(4));
+      const bool arrivals_in_order = pick(2) == 0;
+      auto priority = [&]() -> int32_t {
+        switch (kind) {
+          case Priorities::kOne:
+            return 3;
+          case Priorities::kFew:
+            return std::array<int32_t, 4>{-1, 0, 1, 7}[pick(4)];
+          case Priorities::kSharingASlot:
+            return std::array<int32_t, 3>{0, 64, -64}[pick(3)];
+          case Priorities::kWide:
+            return static_cast<int32_t>(pick(200)) - 100;
+        }
+        return 0;
+      };
+      // Arrivals: increasing along the queue, or drawn from a few values (ties and disorder).
+      double clock = 0;
+      auto arrival = [&]() {
+        clock += 1.0;
+        return arrivals_in_order ? clock : static_cast<double>(pick(8));
+      };
+      std::vector<hw_request_view> running, waiting;
+      uint64_t id = 0;
+      for (uint32_t k = 0, n = pick(60); k < n; ++k, ++id) {
+        const hw_request_view r = pick(3) == 0 ? prefilling_request(id, 64, 16, id, kBlock)
+                                               : decoding_request(id, 20, 1, id, kBlock);
+        running.push_back(with_priority(r, priority(), arrival()));
+      }
+      // The ABI lists running requests in admission order; the scheduler does not rely on it.
+      if (pick(4) == 0) {
+        std::vector<uint64_t> admissions(running.size());
+        std::iota(admissions.begin(), admissions.end(), uint64_t{0});
+        std::shuffle(admissions.begin(), admissions.end(), rng);
+        for (size_t k = 0; k < running.size(); ++k) running[k].admission_order = admissions[k];
+      }
+      clock = 0;
+      for (uint32_t k = 0, n = pick(80); k < n; ++k, ++id) {
+        waiting.push_back(with_priority(waiting_request(id, 10), priority(), arrival()));
+      }
+      SCOPED_TRACE("P " + std::to_string(max_partial) + ", trial " + std::to_string(trial));
+
+      std::vector<uint32_t> run_order(running.size()), wait_order(waiting.size());
+      std::iota(run_order.begin(), run_order.end(), 0u);
+      std::iota(wait_order.begin(), wait_order.end(), 0u);
+      auto run_key = [&](uint32_t i) {
+        const hw_request_view& r = running[i];
+        const bool prefill = max_partial > 1 && r.state == HW_REQUEST_PREFILLING;
+        return std::make_tuple(prefill, r.priority, r.arrival_time, r.admission_order, i);
+      };
+      std::sort(run_order.begin(), run_order.end(),
+                [&](uint32_t a, uint32_t b) { return run_key(a) < run_key(b); });
+      std::stable_sort(wait_order.begin(), wait_order.end(), [&](uint32_t a, uint32_t b) {
+        return std::tie(waiting[a].priority, waiting[a].arrival_time) <
+               std::tie(waiting[b].priority, waiting[b].arrival_time);
+      });
+      Ids expected;
+      for (uint32_t i : run_order) expected.push_back(running[i].id);
+      for (uint32_t i : wait_order) expected.push_back(waiting[i].id);
+
+      const Plan p = plan_step(h, running, waiting, 1u << 20);
+      Ids planned;
+      for (const hw_slice& slice : p.slices) planned.push_back(slice.request_id);
+      ASSERT_EQ(planned, expected);
+    }
+  }
 }
 
 // fcfs: the victim is the last request in serving order (decodes, then prefills), which need not

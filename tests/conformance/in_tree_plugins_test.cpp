@@ -31,7 +31,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(InTreeCase{"headway_scheduler_chunked.so", "", {}},
                     InTreeCase{"headway_scheduler_partial_prefill.so", "", {}},
                     InTreeCase{"headway_scheduler_partial_prefill.so",
-                               "max_num_partial_prefills = 4, max_long_partial_prefills = 2",
+                               "max_num_partial_prefills = 4, max_long_partial_prefills = 2, "
+                               "max_long_prefill_chunk = 256",
                                {}},
                     InTreeCase{"headway_router_single.so", "", {}},
                     InTreeCase{"headway_router_least_loaded.so", "", {}},

@@ -2,13 +2,18 @@
 // and runs a small workload through them on the virtual clock.
 #include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
+#include <headway/core/percentiles.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/core/simulator.h>
 #include <headway/core/workload.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "../unit/test_support/built_plugins.h"
@@ -99,6 +104,52 @@ TEST(PluginsFromToml, ShippedHolDeploymentsLoad) {
   EXPECT_TRUE(conditional.kv_transport.has_value());
   EXPECT_EQ(disaggregated.engines[0].role, HW_ENGINE_ROLE_PREFILL);
   EXPECT_EQ(disaggregated.engines[1].role, HW_ENGINE_ROLE_DECODE);
+}
+
+// The shipped partial_prefill deployment caps long prefills at 2,048 tokens a step
+// (max_long_prefill_chunk). On the first 10 minutes of the head-of-line workload (Azure
+// conversations plus 32k-128k-token documents, 70B on TP4 H100s, virtual clock) the cap must keep
+// what it is there for: the conversations' p99 inter-token latency well below that of the same
+// deployment without it (vLLM V0's behaviour), with every request served. (Measured with the
+// CLI on this slice: 335 against 562 ms.)
+TEST(PluginsFromToml, ShippedPartialPrefillCapShortensTheStepsDecodesWaitFor) {
+  const std::filesystem::path source(HEADWAY_SOURCE_DIR);
+  const std::filesystem::path shipped = source / "configs/hol/partial_prefill.toml";
+  std::string text;
+  {
+    std::ifstream in(shipped);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string cap = ", max_long_prefill_chunk = 2048";
+  const size_t at = text.find(cap);
+  ASSERT_NE(at, std::string::npos) << shipped << " no longer sets the cap this test is about";
+  const std::filesystem::path uncapped =
+      std::filesystem::temp_directory_path() /
+      ("headway_partial_prefill_uncapped_" + std::to_string(::getpid()) + ".toml");
+  {
+    std::ofstream out(uncapped);
+    out << text.substr(0, at) << text.substr(at + cap.size());
+  }
+
+  Workload workload = load_workload(source / "configs/workloads/azure_conv_long.toml");
+  std::erase_if(workload.requests, [](const WorkloadRequest& r) { return r.arrival >= 600.0; });
+  const auto short_p99_itl = [&](const std::filesystem::path& config) {
+    const SimulationResult result = simulate(load_deployment(config, registry()), workload);
+    expect_all_finished(result, workload);
+    std::vector<double> gaps;
+    for (const RequestRecord& r : result.records) {
+      if (workload.classes[workload.requests[r.id].class_index].is_long) continue;
+      for (size_t i = 1; i < r.token_times.size(); ++i) {
+        gaps.push_back(r.token_times[i] - r.token_times[i - 1]);
+      }
+    }
+    return percentile(std::move(gaps), 99);
+  };
+  const double with_cap = short_p99_itl(shipped);
+  const double without_cap = short_p99_itl(uncapped);
+  std::filesystem::remove(uncapped);
+  EXPECT_LT(with_cap * 1.3, without_cap)
+      << "p99 ITL " << with_cap << " s with the cap, " << without_cap << " s without";
 }
 
 // The CPU head-of-line deployments that scripts/measure_cpu_hol.sh serves (and the simulator twin

@@ -11,27 +11,35 @@
 //    long ones counted would exceed L. schedulable = min(count, P); each prefill may take at most
 //    budget / schedulable tokens this step (the whole budget when nothing is counted). P divides
 //    the budget; it does not cap how many prefills share a step.
+//    With max_long_prefill_chunk (C) set, a long prefill takes at most C tokens of its share: this
+//    is not in V0, whose long prompt, alone, took the whole budget in every step it was in.
 // 2. Running requests: decodes first, then prefills (each group in admission order; with
 //    policy = priority, by (priority, arrival) within each group). A decode takes 1 token, a
-//    prefill min(remaining, budget left, share). A request that gets 0 tokens ends this phase. When
-//    KV blocks run out, the last request of that order (fcfs) or the lowest-priority one not yet
-//    served (priority: highest priority value, then latest arrival) is preempted, possibly the
-//    request itself.
+//    prefill min(remaining, budget left, share[, C when long]). A request that gets 0 tokens ends
+//    this phase. When KV blocks run out, the last request of that order (fcfs) or the
+//    lowest-priority one not yet served (priority: highest priority value, then latest arrival) is
+//    preempted, possibly the request itself.
 // 3. No preemption this step: waiting requests in queue order (priority: by priority, then
 //    arrival). A long one is deferred, keeping its place, while L long prefills are in progress
 //    (counting the ones admitted this step); others are admitted with min(remaining, budget left,
-//    share). Admission stops at the budget, at max_num_seqs, or at a request whose chunk does not
-//    fit in the free KV blocks (nobody overtakes it). With P > 1, as in V0 (which allocated a
-//    prompt's blocks at admission), a prompt is admitted only when blocks for all of it fit in
-//    what the prefills in progress will not claim; otherwise concurrent prefills run the cache dry
-//    mid-prompt and long prompts are preempted and recomputed over and over (measured on the
-//    configs/hol comparison: 2,214 preemptions without this rule, none with it).
+//    share[, C when long]). Admission stops at the budget, at max_num_seqs, or at a request whose
+//    chunk does not fit in the free KV blocks (nobody overtakes it). With P > 1, as in V0 (which
+//    allocated a prompt's blocks at admission), a prompt is admitted only when blocks for all of it
+//    fit in what the prefills in progress will not claim; otherwise concurrent prefills run the
+//    cache dry mid-prompt and long prompts are preempted and recomputed over and over (measured on
+//    the configs/hol comparison: 2,214 preemptions without this rule, none with it).
 //
 // P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1), so that
 // a deployment switching schedulers without setting P sees no change. Two points differ from V0
 // there, deliberately: running requests are served in admission order (V0 served decodes first for
 // every P), and a non-zero T caps every request's chunk per step (V1's meaning of T; in V0, T only
-// classifies prompts as long). With P > 1, T only classifies, as in V0.
+// classifies prompts as long). With P > 1, T only classifies, as in V0, and C (0 by default: V0
+// exactly) caps the chunks of long prefills. Why C: every running request waits for each step, and
+// a step carrying a long prompt's full-budget chunk deep in its context is the longest there is.
+// partial_prefill admits short prompts during a long prefill (that is its point), so more streams
+// are decoding through those steps than under the baseline, which queues them: on the configs/hol
+// simulation that made its p99 inter-token latency 1.17x the baseline's; C = 2048 makes it 0.75x
+// (docs/performance.md).
 //
 // Hot path: the per-step scratch (index vectors) is reserved in the constructor from max_num_seqs
 // and grows only when a queue reaches a new size; nothing is logged per step. The priority policy
@@ -74,6 +82,11 @@ constexpr hw_option_spec kOptions[] = {
                              "max_model_len. With max_num_partial_prefills = 1 it is, as in "
                              "`chunked`, the most tokens one request may compute in one step "
                              "(0 = no cap)."),
+    headway::sdk::int_option("max_long_prefill_chunk", 0, 0, 1 << 24,
+                             "C: with max_num_partial_prefills > 1, the most tokens a long prefill "
+                             "(more than T left) computes in one step; 0 = no cap beyond its share "
+                             "of the budget (vLLM V0). Shorter chunks shorten the steps a long "
+                             "prompt is in, which every decoding request waits for."),
     headway::sdk::enum_option("policy", "fcfs", kPolicies,
                               "Queue order: fcfs (arrival), or priority (lower value first, then "
                               "arrival)."),
@@ -88,12 +101,20 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
         max_partial_(static_cast<uint32_t>(options.get_int("max_num_partial_prefills"))),
         max_long_(static_cast<uint32_t>(options.get_int("max_long_partial_prefills"))),
         threshold_(static_cast<uint32_t>(options.get_int("long_prefill_token_threshold"))),
+        long_chunk_(static_cast<uint32_t>(options.get_int("max_long_prefill_chunk"))),
         priority_(options.get_string("policy") == "priority") {
     if (max_long_ > max_partial_) {
       throw headway::sdk::Error(HW_INVALID_ARGUMENT, "max_long_partial_prefills (" +
                                                          std::to_string(max_long_) +
                                                          ") must be <= max_num_partial_prefills (" +
                                                          std::to_string(max_partial_) + ")");
+    }
+    if (max_partial_ == 1 && long_chunk_ > 0) {
+      throw headway::sdk::Error(
+          HW_INVALID_ARGUMENT,
+          "max_long_prefill_chunk (" + std::to_string(long_chunk_) +
+              ") needs max_num_partial_prefills > 1; with max_num_partial_prefills = 1, "
+              "long_prefill_token_threshold caps the chunk of every request");
     }
     if (max_partial_ > 1 && threshold_ == 0) {
       threshold_ = static_cast<uint32_t>(static_cast<uint64_t>(facts.max_model_len) * 4 / 100);
@@ -219,7 +240,11 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   // Tokens r may take this step before the budget left is applied.
   uint32_t cap(const hw_request_view& r, bool partial, uint32_t share) const {
     const uint32_t left = remaining_tokens(r);
-    if (partial) return is_prefill(r) ? std::min(left, share) : left;
+    if (partial) {
+      if (!is_prefill(r)) return left;
+      const uint32_t chunk = std::min(left, share);
+      return long_chunk_ > 0 && left > threshold_ ? std::min(chunk, long_chunk_) : chunk;
+    }
     return threshold_ > 0 ? std::min(left, threshold_) : left;  // `chunked`'s per-request cap
   }
 
@@ -413,6 +438,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   uint32_t max_partial_;
   uint32_t max_long_;
   uint32_t threshold_;
+  uint32_t long_chunk_;  // C; 0 = none
   bool priority_;
   std::vector<uint32_t> running_order_;  // indices into snapshot.running, in serving order
   std::vector<uint32_t> prefill_order_;  // scratch: running prefills, before joining the above

@@ -185,6 +185,64 @@ TEST(PartialPrefillScheduler, LongLimitDefersTheSecondLongPromptUntilTheFirstIsS
   EXPECT_TRUE(q.empty());
 }
 
+// C (max_long_prefill_chunk) caps the chunk of a long prefill, running or admitted, and of no
+// other; the budget it leaves goes to whoever comes next. Once the prompt has T tokens or fewer
+// left it is short and takes its share again.
+TEST(PartialPrefillScheduler, LongPrefillChunkCapsOnlyLongPrefills) {
+  SchedulerHarness h(kPartial,
+                     "max_num_batched_tokens = 2048\nmax_num_partial_prefills = 4\n"
+                     "max_long_partial_prefills = 1\nlong_prefill_token_threshold = 1000\n"
+                     "max_long_prefill_chunk = 256");
+  SchedulerQueues q = queues(100000);
+  q.waiting = {waiting_request(1, 3000, 1), waiting_request(2, 900, 2)};
+
+  // Counted: 1 (long), 2 (900 <= T: short): share 1024. Request 1 takes 256 (C), request 2 its
+  // whole 900 (short prompts are not capped).
+  Plan p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 256}, {2, 0, 900}}));
+  q.apply(p);
+
+  // 2 decodes its last token; 1 (2744 left, long) is the only prefill counted: share 2048,
+  // capped at 256.
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{2, 900, 1}, {1, 256, 256}}));
+  q.apply(p);
+
+  // Alone, request 1 keeps taking 256 while more than T is left: 2488, 2232, ..., 1208, 952 left.
+  uint32_t computed = 512;
+  while (3000 - computed > 1000) {
+    p = plan_step(h, q);
+    ASSERT_EQ(p.slices, (Slices{{1, computed, 256}})) << computed << " computed";
+    q.apply(p);
+    computed += 256;
+  }
+  // 952 left <= T: short now, it takes them all in one step.
+  p = plan_step(h, q);
+  EXPECT_EQ(p.slices, (Slices{{1, computed, 3000 - computed}}));
+
+  // Without C, the same first step gives request 1 its whole share.
+  SchedulerHarness uncapped(kPartial,
+                            "max_num_batched_tokens = 2048\nmax_num_partial_prefills = 4\n"
+                            "max_long_partial_prefills = 1\nlong_prefill_token_threshold = 1000");
+  p = plan_step(uncapped, {}, {waiting_request(1, 3000, 1), waiting_request(2, 900, 1)}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 1024}, {2, 0, 900}}));
+}
+
+// With P = 1 the threshold already caps every chunk (chunked's meaning), so C would do nothing:
+// the combination is refused, naming both options.
+TEST(PartialPrefillScheduler, LongPrefillChunkWithOnePartialPrefillIsRejected) {
+  try {
+    SchedulerHarness h(kPartial, "max_long_prefill_chunk = 512");
+    FAIL() << "C with P = 1 was accepted";
+  } catch (const core::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("max_long_prefill_chunk (512)"), std::string::npos) << message;
+    EXPECT_NE(message.find("max_num_partial_prefills > 1"), std::string::npos) << message;
+  }
+  EXPECT_NO_THROW(
+      SchedulerHarness(kPartial, "max_num_partial_prefills = 2\nmax_long_prefill_chunk = 512"));
+}
+
 // L = 2 admits two long prompts side by side; a third long one waits.
 TEST(PartialPrefillScheduler, LongLimitOfTwoAdmitsTwoLongPrompts) {
   SchedulerHarness h(kPartial,

@@ -89,7 +89,9 @@ constexpr hw_option_spec kOptions[] = {
                              "prompt is in, which every decoding request waits for."),
     headway::sdk::enum_option("policy", "fcfs", kPolicies,
                               "Queue order: fcfs (arrival), or priority (lower value first, then "
-                              "arrival)."),
+                              "arrival). Priority is strict: with max_num_partial_prefills > 1, a "
+                              "more urgent prompt waiting for KV for all of it holds back the "
+                              "rest (docs/conformance.md)."),
 };
 
 class PartialPrefillScheduler final : public headway::sdk::StepScheduler {

@@ -1,6 +1,8 @@
 // Every in-tree plugin passes the core profile of its kind (in the deployment shape it serves).
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "suite_runner.h"
 
 namespace {
@@ -31,6 +33,9 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(InTreeCase{"headway_scheduler_chunked.so", "", {}},
                     InTreeCase{"headway_scheduler_partial_prefill.so", "", {}},
                     InTreeCase{"headway_scheduler_partial_prefill.so",
+                               "max_num_partial_prefills = 4, max_long_partial_prefills = 2",
+                               {}},
+                    InTreeCase{"headway_scheduler_partial_prefill.so",
                                "max_num_partial_prefills = 4, max_long_partial_prefills = 2, "
                                "max_long_prefill_chunk = 256",
                                {}},
@@ -43,7 +48,9 @@ INSTANTIATE_TEST_SUITE_P(
                     InTreeCase{"headway_model_sim.so", "", {}}),
     [](const testing::TestParamInfo<InTreeCase>& info) {
       std::string name = info.param.file;
-      name = name.substr(0, name.find('.')) + (info.param.options[0] ? "_with_options" : "");
+      name = name.substr(0, name.find('.'));
+      // Cases of one plugin with different options differ by their index.
+      if (info.param.options[0]) name += "_with_options_" + std::to_string(info.index);
       return name;
     });
 

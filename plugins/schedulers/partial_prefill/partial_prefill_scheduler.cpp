@@ -45,9 +45,10 @@
 // and grows only when a queue reaches a new size; nothing is logged per step. The priority policy
 // orders both queues by a counting sort over their few distinct priorities (queue_groups.h), and
 // materialises only the head of the waiting order that a step reaches; a comparison sort remains
-// for queues where that does not apply (priorities that share a slot of its table, or arrivals out
-// of queue order within a priority).
+// for queues where that does not apply (more than 64 distinct priorities, or arrivals out of queue
+// order within a priority).
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <headway/plugin.hpp>
 #include <string>
@@ -86,7 +87,10 @@ constexpr hw_option_spec kOptions[] = {
                              "C: with max_num_partial_prefills > 1, the most tokens a long prefill "
                              "(more than T left) computes in one step; 0 = no cap beyond its share "
                              "of the budget (vLLM V0). Shorter chunks shorten the steps a long "
-                             "prompt is in, which every decoding request waits for."),
+                             "prompt is in, which every decoding request waits for. The cost: "
+                             "budget the cap leaves may go unused, and a long prompt holds one of "
+                             "the L long slots for about (length - T) / C steps while later long "
+                             "prompts wait. A C of max_num_batched_tokens or more does nothing."),
     headway::sdk::enum_option("policy", "fcfs", kPolicies,
                               "Queue order: fcfs (arrival), or priority (lower value first, then "
                               "arrival). Priority is strict: with max_num_partial_prefills > 1, a "
@@ -308,7 +312,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   // Priority policy: running_order_ as running_before orders it, by a stable counting sort over
   // the groups (decodes before prefills when P > 1, then priority) of the snapshot, which is in
   // admission order; only a group whose members are not in (arrival, admission) order is sorted.
-  // False, leaving running_order_ as it was, when two groups share a slot of QueueGroups' table.
+  // False, leaving running_order_ as it was, when there are more groups than QueueGroups holds.
   bool order_running_by_groups(const hw_scheduler_snapshot& s, bool partial) {
     running_group_.resize(s.running_count);
     const bool grouped = running_groups_.record(
@@ -369,7 +373,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       waiting_mode_ = WaitingMode::kGroups;
       group_rank_ = 0;
       group_taken_ = 0;
-      group_scan_ = 0;
+      group_scan_ = waiting_groups_.ranked(0).first;
       return;
     }
     waiting_mode_ = WaitingMode::kSorted;
@@ -383,10 +387,9 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       const QueueGroups::Group& group = waiting_groups_.ranked(group_rank_);
       while (QueueGroups::priority_key(s.waiting[group_scan_].priority) != group.key) ++group_scan_;
       waiting_order_.push_back(group_scan_++);
-      if (++group_taken_ == group.count) {
-        ++group_rank_;
+      if (++group_taken_ == group.count && ++group_rank_ < waiting_groups_.size()) {
         group_taken_ = 0;
-        group_scan_ = 0;
+        group_scan_ = waiting_groups_.ranked(group_rank_).first;
       }
     }
   }
@@ -402,9 +405,10 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     waiting_sorted_ = target;
   }
 
-  // The k-th waiting request in serving order; k < s.waiting_count, and a step asks for k in
-  // increasing order (each of its two walks starts at 0).
+  // The k-th waiting request in serving order, for any k < s.waiting_count (a step's two walks
+  // each ask for 0, 1, 2, ...; the order is built as far as the furthest k asked).
   const hw_request_view& waiting_at(const hw_scheduler_snapshot& s, uint32_t k) {
+    assert(k < s.waiting_count);
     if (!priority_ || waiting_mode_ == WaitingMode::kSnapshot) return s.waiting[k];
     if (waiting_mode_ == WaitingMode::kGroups) {
       if (k >= waiting_order_.size()) extend_waiting_by_groups(s, k);

@@ -414,12 +414,13 @@ TEST(PartialPrefillScheduler, PriorityPolicyOrdersWaitingAndRunning) {
 // over the few distinct priorities, queue_groups.h) and falls back to one when it cannot. Checked
 // here against a plain sort of the documented keys, on queues built to reach every path: one
 // priority in order, several priorities whose members are each in arrival order, arrivals out of
-// order (ties included), running requests not in admission order, priorities that share a slot of
-// the 64-slot table (0, 64, -64) and a wide range of them. Budget, KV and the long threshold are
+// order (ties included), running requests not in admission order, priorities that share a home
+// slot of the 64-slot table (0, 64, -64), a wide range of them, and more distinct ones than the
+// table holds. Budget, KV and the long threshold are
 // out of the way, so that every running request gets a slice and every waiting one is admitted: the
 // plan lists them in serving order.
 TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
-  enum class Priorities { kOne, kFew, kSharingASlot, kWide };
+  enum class Priorities { kOne, kFew, kSharingASlot, kWide, kMoreThanTheTable };
   std::mt19937 rng(7);
   auto pick = [&](uint32_t n) { return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng); };
   for (uint32_t max_partial : {1u, 4u}) {
@@ -429,7 +430,7 @@ TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
                        "max_num_partial_prefills = " +
                            std::to_string(max_partial));
     for (int trial = 0; trial < 400; ++trial) {
-      const auto kind = static_cast<Priorities>(pick(4));
+      const auto kind = static_cast<Priorities>(pick(5));
       const bool arrivals_in_order = pick(2) == 0;
       auto priority = [&]() -> int32_t {
         switch (kind) {
@@ -441,6 +442,8 @@ TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
             return std::array<int32_t, 3>{0, 64, -64}[pick(3)];
           case Priorities::kWide:
             return static_cast<int32_t>(pick(200)) - 100;
+          case Priorities::kMoreThanTheTable:  // distinct, in queues of 65 or more (below)
+            return static_cast<int32_t>(pick(1u << 30)) - (1 << 29);
         }
         return 0;
       };
@@ -452,7 +455,8 @@ TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
       };
       std::vector<hw_request_view> running, waiting;
       uint64_t id = 0;
-      for (uint32_t k = 0, n = pick(60); k < n; ++k, ++id) {
+      const uint32_t more = kind == Priorities::kMoreThanTheTable ? 65 : 0;
+      for (uint32_t k = 0, n = more + pick(60); k < n; ++k, ++id) {
         const hw_request_view r = pick(3) == 0 ? prefilling_request(id, 64, 16, id, kBlock)
                                                : decoding_request(id, 20, 1, id, kBlock);
         running.push_back(with_priority(r, priority(), arrival()));
@@ -465,7 +469,7 @@ TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
         for (size_t k = 0; k < running.size(); ++k) running[k].admission_order = admissions[k];
       }
       clock = 0;
-      for (uint32_t k = 0, n = pick(80); k < n; ++k, ++id) {
+      for (uint32_t k = 0, n = more + pick(80); k < n; ++k, ++id) {
         waiting.push_back(with_priority(waiting_request(id, 10), priority(), arrival()));
       }
       SCOPED_TRACE("P " + std::to_string(max_partial) + ", trial " + std::to_string(trial));

@@ -4,6 +4,7 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/plugin_registry.h>
+#include <headway/core/step_trace.h>
 #include <headway/serving/local_generation_service.h>
 #include <headway/serving/remote_generation_service.h>
 #include <signal.h>
@@ -25,6 +26,8 @@
 #if HEADWAY_SERVE_GRPC
 #include <headway/serving/grpc_frontend.h>
 #endif
+
+#include "output_path.h"
 
 namespace headway::cmd {
 namespace {
@@ -84,6 +87,9 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
                   "File holding the API key clients must send (default: the environment "
                   "variable [server] api_key_env names; none: no key)");
   cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
+  cmd->add_option("--step-trace", args.step_trace,
+                  "Write one JSON line per step of this process's engines (as simulate "
+                  "--step-trace does)");
   return cmd;
 }
 
@@ -100,6 +106,7 @@ int run_serve(const ServeArgs& args) {
 
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
+  if (!args.step_trace.empty()) check_output_path(args.step_trace, "--step-trace");
   const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
   const core::ServerConfig& server = deployment.server;
   const std::string host = args.host.empty() ? server.host : args.host;
@@ -116,12 +123,21 @@ int run_serve(const ServeArgs& args) {
   const bool engine_role = server.role == "engine";
   std::unique_ptr<serving::GenerationService> owned;
   if (server.role == "router") {
+    if (!args.step_trace.empty()) {
+      throw core::Error(args.config +
+                        ": --step-trace records the steps of this process's engines, and a "
+                        "[server] role = \"router\" process has none: give it to the engine "
+                        "processes");
+    }
     serving::RemoteServiceOptions options;
     options.api_key = api_key;
     options.connect_timeout_s = server.engine_connect_timeout_s;
     owned = std::make_unique<serving::RemoteGenerationService>(deployment, options);
   } else {
     serving::LocalServiceOptions options;
+    if (!args.step_trace.empty()) {
+      options.step_trace = std::make_shared<core::StepTraceWriter>(args.step_trace);
+    }
 #if HEADWAY_SERVE_GRPC
     // Engine processes pull KV that other engine processes hold for peer links over gRPC.
     if (engine_role) options.kv_link_peers = serving::make_grpc_kv_link_peers(api_key);

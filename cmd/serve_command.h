@@ -18,6 +18,7 @@ struct ServeArgs {
   int grpc_port = -1;        // < 0: [server] grpc_port
   std::string api_key_file;  // empty: the variable [server] api_key_env names, if any
   std::vector<std::string> plugin_dirs;
+  std::string step_trace;  // empty: none
 };
 
 CLI::App* add_serve_command(CLI::App& app, ServeArgs& args);

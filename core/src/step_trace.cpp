@@ -5,13 +5,22 @@
 namespace headway::core {
 
 StepTraceWriter::StepTraceWriter(const std::filesystem::path& file)
-    : file_(std::fopen(file.c_str(), "w")) {
+    : path_(file), file_(std::fopen(file.c_str(), "w")) {
   if (file_ == nullptr) throw Error(file.string() + ": cannot open the step trace for writing");
 }
 
 StepTraceWriter::~StepTraceWriter() { std::fclose(file_); }
 
 void StepTraceWriter::write(uint32_t engine, const StepDetail& step) {
+  std::lock_guard lock(mutex_);
+  try {
+    write_line(engine, step);
+  } catch (const std::exception& e) {  // fmt reports a failed write as std::system_error
+    throw Error(path_.string() + ": writing the step trace failed: " + e.what());
+  }
+}
+
+void StepTraceWriter::write_line(uint32_t engine, const StepDetail& step) {
   fmt::print(file_, R"({{"engine":{},"step":{},"t":{:.6f},"duration":{:.6f},"slices":[)", engine,
              step.step, step.start, step.duration);
   for (size_t i = 0; i < step.slices.size(); ++i) {

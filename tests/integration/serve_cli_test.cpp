@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 #include <string>
@@ -84,6 +85,64 @@ TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
 
   EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
   EXPECT_NE(serve.log().find("draining"), std::string::npos) << serve.log();
+}
+
+// `serve --step-trace` writes every step the engine ran, in simulate's format: a 4-token prompt
+// and 5 output tokens are one prefill step of the whole prompt (which samples the first token) and
+// 4 decode steps, each with a positive duration, in the order the engine's clock ran them.
+TEST(ServeCli, StepTraceRecordsEveryStepTheEngineRan) {
+  TempDir dir("serve_trace");
+  const fs::path config =
+      write_tiny_deployment(dir.path, "serve-trace",
+                            "[[engines]]\nscheduler = \"chunked\"\n"
+                            "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 5\n");
+  const fs::path trace = dir.path / "steps.jsonl";
+  ServeProcess serve(config, {"--step-trace", trace.string()});
+  const std::string base = http_base(serve);
+  ASSERT_FALSE(base.empty()) << "headway serve did not report an HTTP address:\n" << serve.log();
+  if (!have_curl()) {
+    EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
+    GTEST_SKIP() << "curl is not installed";
+  }
+  const CurlResult completion = curl(
+      "-H 'Content-Type: application/json' -d '{\"model\": \"tiny\", \"prompt\": [5, 6, 7, 8], "
+      "\"max_tokens\": 5, \"ignore_eos\": true}' " +
+      base + "/v1/completions");
+  ASSERT_EQ(completion.http_status, 200) << completion.body;
+  ASSERT_EQ(serve.stop(SIGTERM), 0) << serve.log();
+
+  std::ifstream in(trace);
+  ASSERT_TRUE(in) << trace << " was not written";
+  std::vector<nlohmann::json> steps;
+  for (std::string line; std::getline(in, line);) steps.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(steps.size(), 5u) << "steps traced";
+  double last_end = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    const nlohmann::json& step = steps[i];
+    EXPECT_EQ(step["engine"], 0);
+    EXPECT_GT(step["duration"].get<double>(), 0.0);
+    EXPECT_GE(step["t"].get<double>(), last_end);
+    last_end = step["t"].get<double>() + step["duration"].get<double>();
+    ASSERT_EQ(step["slices"].size(), 1u);
+    const nlohmann::json& slice = step["slices"][0];
+    EXPECT_EQ(slice["kind"], i == 0 ? "prefill" : "decode");
+    EXPECT_EQ(slice["start"], i == 0 ? 0 : 3 + i);
+    EXPECT_EQ(slice["tokens"], i == 0 ? 4 : 1);
+  }
+}
+
+// A router process runs no engine: --step-trace there is refused, naming the file and the role.
+TEST(ServeCli, StepTraceOnARouterProcessIsRefused) {
+  TempDir dir("serve_trace_router");
+  const fs::path config =
+      write_tiny_deployment(dir.path, "serve-trace-router",
+                            "[[engines]]\naddress = \"127.0.0.1:1\"\n"
+                            "[server]\nrole = \"router\"\nhttp_port = 0\ngrpc_port = 0\n");
+  ServeProcess serve(config, {"--step-trace", (dir.path / "steps.jsonl").string()});
+  EXPECT_NE(serve.stop(0), 0);
+  EXPECT_NE(serve.log().find("role = \"router\""), std::string::npos) << serve.log();
+  EXPECT_NE(serve.log().find("--step-trace"), std::string::npos) << serve.log();
 }
 
 // An operator who does not want to wait for the drain sends the signal again: what is in flight

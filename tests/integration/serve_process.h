@@ -60,7 +60,14 @@ inline fs::path write_tiny_deployment(const fs::path& dir, const std::string& na
 // The `headway serve` child: stderr is read through a pipe to learn the ports it bound.
 class ServeProcess {
  public:
-  explicit ServeProcess(const fs::path& config) {
+  // `extra`: more `serve` arguments after --config.
+  explicit ServeProcess(const fs::path& config, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {HEADWAY_CLI, "--log-level", "info",
+                                     "serve",     "--config",    config.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
     int fds[2];
     if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
@@ -68,8 +75,7 @@ class ServeProcess {
       ::dup2(fds[1], STDERR_FILENO);
       ::close(fds[0]);
       ::close(fds[1]);
-      ::execl(HEADWAY_CLI, HEADWAY_CLI, "--log-level", "info", "serve", "--config", config.c_str(),
-              static_cast<char*>(nullptr));
+      ::execv(HEADWAY_CLI, argv.data());
       ::_exit(127);
     }
     ::close(fds[1]);

@@ -55,8 +55,12 @@ Finish finish_of(core::FinishReason reason) {
 }  // namespace
 
 EngineDriver::EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink,
-                           KvHandoff* handoff)
-    : engine_(engine), metrics_(metrics), sink_(sink), handoff_(handoff) {
+                           KvHandoff* handoff, std::shared_ptr<core::StepTraceWriter> step_trace)
+    : engine_(engine),
+      metrics_(metrics),
+      sink_(sink),
+      handoff_(handoff),
+      step_trace_(std::move(step_trace)) {
   published_ = engine_.load();
   metrics_.alive.set(1);
 }
@@ -843,6 +847,14 @@ void EngineDriver::step_once() {
     return;
   }
   const core::StepDetail& step = engine_.last_step();
+  if (step_trace_ != nullptr) {
+    try {
+      step_trace_->write(engine_.config().index, step);
+    } catch (const std::exception& e) {
+      spdlog::error("engine{}: {}; no more steps are traced", engine_.config().index, e.what());
+      step_trace_ = nullptr;
+    }
+  }
   if (step.prefill_tokens > 0) metrics_.prefill_tokens_per_step.observe(step.prefill_tokens);
   if (step.decode_tokens > 0) metrics_.decode_tokens_per_step.observe(step.decode_tokens);
   if (!step.preempted.empty()) metrics_.preemptions.add(static_cast<double>(step.preempted.size()));

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <headway/core/engine.h>
+#include <headway/core/step_trace.h>
 #include <headway/serving/metrics_serving.h>
 
 #include <chrono>
@@ -42,9 +43,11 @@ class FinishedSink {
 class EngineDriver final : private core::EngineListener {
  public:
   // `handoff`: how prefilled requests move between the drivers of a disaggregated deployment;
-  // null when the deployment has no KV transport.
+  // null when the deployment has no KV transport. `step_trace`: where each step run is written
+  // (shared with the other drivers); null for none.
   EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink,
-               KvHandoff* handoff = nullptr);
+               KvHandoff* handoff = nullptr,
+               std::shared_ptr<core::StepTraceWriter> step_trace = nullptr);
   ~EngineDriver() override;  // stops and joins (see stop())
   EngineDriver(const EngineDriver&) = delete;
   EngineDriver& operator=(const EngineDriver&) = delete;
@@ -163,6 +166,7 @@ class EngineDriver final : private core::EngineListener {
   EngineSeries metrics_;
   FinishedSink& sink_;
   KvHandoff* const handoff_;
+  std::shared_ptr<core::StepTraceWriter> step_trace_;  // null once a write failed
   std::thread thread_;
 
   mutable std::mutex mutex_;  // guards the members up to `thread state`

@@ -148,8 +148,8 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   for (size_t e = 0; e < cluster_->size(); ++e) {
     core::Engine& engine = cluster_->engine(e);
     drivers_.push_back(std::make_unique<EngineDriver>(
-        engine, metrics_.engine(engine.config().index, engine.config().pool), *this,
-        handoff_.get()));
+        engine, metrics_.engine(engine.config().index, engine.config().pool), *this, handoff_.get(),
+        options.step_trace));
     drivers.push_back(drivers_.back().get());
   }
   if (handoff_) handoff_->set_drivers(std::move(drivers));

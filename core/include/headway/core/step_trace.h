@@ -1,13 +1,20 @@
-// Writes one JSON line per engine step (and its preemptions) for `simulate --step-trace`:
+// Writes one JSON line per engine step (and its preemptions) for `simulate --step-trace` and
+// `serve --step-trace`:
 //   {"engine":0,"step":12,"t":3.41,"duration":0.052,"slices":[{"request":7,"start":2048,
 //    "tokens":512,"kind":"prefill"},…],"preempted":[5]}
-// Threading: one writer thread. Owns its file.
+// `t` is the step's start on the engine's clock and `duration` covers scheduling, the forward
+// pass and sampling; the time until the engine's next `t` is spent outside the step (handing
+// tokens to their streams, the driver's loop, or waiting for work).
+// Threading: write() may be called from several threads (each engine's driver in `serve`); a
+// mutex keeps lines whole. Owns its file; the C library buffers it, so a line costs a format and
+// rarely a write, not a system call per step.
 #pragma once
 
 #include <headway/core/engine.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 namespace headway::core {
 
@@ -18,9 +25,14 @@ class StepTraceWriter {
   StepTraceWriter(const StepTraceWriter&) = delete;
   StepTraceWriter& operator=(const StepTraceWriter&) = delete;
 
+  // Throws Error naming the file when the line cannot be written (a full disk).
   void write(uint32_t engine, const StepDetail& step);
 
  private:
+  void write_line(uint32_t engine, const StepDetail& step);
+
+  std::filesystem::path path_;
+  std::mutex mutex_;
   std::FILE* file_;
 };
 

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <headway/core/deployment_config.h>
+#include <headway/core/step_trace.h>
 #include <headway/serving/generation_service.h>
 #include <headway/serving/kv_link_peers.h>
 
@@ -41,6 +42,9 @@ struct LocalServiceOptions {
   // Engine processes: how this process reaches the engine processes that hold KV for peer links
   // (kv_link_peers.h); null: it pulls no held KV (such requests are prefilled here).
   std::shared_ptr<KvLinkPeers> kv_link_peers;
+  // `serve --step-trace`: every engine's driver writes each step it runs here (step_trace.h);
+  // null: no trace. A write that fails is logged once and ends the trace, not the engine.
+  std::shared_ptr<core::StepTraceWriter> step_trace;
 };
 
 class LocalGenerationService final : public GenerationService {

@@ -23,8 +23,13 @@ def stream_completion(url, model, prompt, max_tokens, out):
     """POSTs a streaming completion; appends the arrival time of each token chunk to out["times"]."""
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+    # return_token_ids (vLLM's name; Headway's too): a token whose text is held back (part of a
+    # UTF-8 character, as a random-weight byte model emits often) still gets its own event, so
+    # the gaps are between tokens. Without it they were between text events, up to twice the
+    # longest step (docs/performance.md, "The 3,500 + 64-token situation").
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens,
-                       "ignore_eos": True, "stream": True, "temperature": 0})
+                       "ignore_eos": True, "stream": True, "temperature": 0,
+                       "return_token_ids": True})
     out["sent"] = time.monotonic()
     conn.request("POST", parts.path.rstrip("/") + "/v1/completions", body,
                  {"Content-Type": "application/json"})

@@ -6,7 +6,8 @@
 # SIGTERM. Needs a built tree (scripts/run.sh or scripts/test.sh) and models/tiny; run it on an
 # otherwise idle machine: every figure is wall-clock time on the CPU.
 #
-#   scripts/measure_cpu_hol.sh [BUILD_DIR] [OUT_DIR] [DEPLOYMENT...]
+#   [HOL_3500_64_ONLY=1] scripts/measure_cpu_hol.sh [BUILD_DIR] [OUT_DIR] [DEPLOYMENT...]
+#   HOL_3500_64_ONLY=1: skip `headway bench`, run only scripts/hol_3500_64.py
 #   defaults: build, hol-results, every deployment (baseline partial_prefill length_routing
 #   length_processes disaggregated conditional_disaggregated disaggregated_processes
 #   conditional_processes); also disaggregated_socket_processes (the KV over gRPC, as between
@@ -61,8 +62,10 @@ for config in "${deployments[@]}"; do
   fi
   server=$started
   wait_for http://127.0.0.1:8000/health "$server" || { cat "$out/$config.serve.log" >&2; exit 1; }
-  "$headway" bench --url http://127.0.0.1:8000 --workload configs/workloads/cpu_hol_mixed.toml \
-    --hol-baseline --quiet --out "$out/$config.bench.json" | tee "$out/$config.bench.txt"
+  if [[ ${HOL_3500_64_ONLY:-0} != 1 ]]; then
+    "$headway" bench --url http://127.0.0.1:8000 --workload configs/workloads/cpu_hol_mixed.toml \
+      --hol-baseline --quiet --out "$out/$config.bench.json" | tee "$out/$config.bench.txt"
+  fi
   python3 scripts/hol_3500_64.py --url http://127.0.0.1:8000 --repeat 3 | tee "$out/$config.3500_64.txt"
   kill -TERM "$server"
   wait "$server"

@@ -7,8 +7,15 @@ OpenAI-compatible server that accepts token-id prompts and vLLM's `ignore_eos`):
   gap in the decoding stream while the long prompt is prefilled; each beside the same situation
   without the long prompt (the quiet figures).
 
+Each request asks for the token ids (vLLM's and Headway's `return_token_ids`), so that every
+token makes a stream event even when its text is held back (part of a UTF-8 character, which a
+random-weight byte model emits often); times are then per token. A server that ignores the field
+still sends text events only, and times are per text event, as they all were before 2026-12-01
+(docs/performance.md); one that refuses unknown fields needs --no-token-ids.
+
 Standard library only. Usage:
   scripts/hol_3500_64.py --url http://127.0.0.1:8000 [--model NAME] [--repeat 3] [--vocab 320]
+                         [--no-token-ids]
 """
 import argparse
 import http.client
@@ -19,17 +26,20 @@ import time
 import urllib.parse
 
 
+TOKEN_IDS = True  # main() clears it for --no-token-ids
+
+
 def stream_completion(url, model, prompt, max_tokens, out):
     """POSTs a streaming completion; appends the arrival time of each token chunk to out["times"]."""
     parts = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
-    # return_token_ids (vLLM's name; Headway's too): a token whose text is held back (part of a
-    # UTF-8 character, as a random-weight byte model emits often) still gets its own event, so
-    # the gaps are between tokens. Without it they were between text events, up to twice the
-    # longest step (docs/performance.md, "The 3,500 + 64-token situation").
-    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens,
-                       "ignore_eos": True, "stream": True, "temperature": 0,
-                       "return_token_ids": True})
+    # return_token_ids (see the module's docstring): without it the gaps were between text
+    # events, which spanned several steps (docs/performance.md, "The 3,500 + 64-token situation").
+    request = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True,
+               "stream": True, "temperature": 0}
+    if TOKEN_IDS:
+        request["return_token_ids"] = True
+    body = json.dumps(request)
     out["sent"] = time.monotonic()
     conn.request("POST", parts.path.rstrip("/") + "/v1/completions", body,
                  {"Content-Type": "application/json"})
@@ -96,7 +106,11 @@ def main():
     parser.add_argument("--model", default=None)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--vocab", type=int, default=320)
+    parser.add_argument("--no-token-ids", action="store_true",
+                        help="do not ask for token ids (a server that refuses unknown fields)")
     args = parser.parse_args()
+    global TOKEN_IDS
+    TOKEN_IDS = not args.no_token_ids
     model = args.model
     if model is None:
         parts = urllib.parse.urlsplit(args.url)

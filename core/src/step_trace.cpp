@@ -1,6 +1,9 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
 #include <headway/core/step_trace.h>
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
 
 namespace headway::core {
 
@@ -9,13 +12,21 @@ StepTraceWriter::StepTraceWriter(const std::filesystem::path& file)
   if (file_ == nullptr) throw Error(file.string() + ": cannot open the step trace for writing");
 }
 
-StepTraceWriter::~StepTraceWriter() { std::fclose(file_); }
+StepTraceWriter::~StepTraceWriter() {
+  // The last buffered lines go out here; a destructor cannot throw, so a failure is logged.
+  if (std::fclose(file_) != 0 && !failed_) {
+    spdlog::error("{}: writing the end of the step trace failed", path_.string());
+  }
+}
 
 void StepTraceWriter::write(uint32_t engine, const StepDetail& step) {
   std::lock_guard lock(mutex_);
+  if (failed_) return;  // the first failure was reported; the file may end in half a line
   try {
     write_line(engine, step);
+    if (std::ferror(file_) != 0) throw std::runtime_error("the C library reported an error");
   } catch (const std::exception& e) {  // fmt reports a failed write as std::system_error
+    failed_ = true;
     throw Error(path_.string() + ": writing the step trace failed: " + e.what());
   }
 }

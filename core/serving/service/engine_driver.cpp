@@ -851,7 +851,8 @@ void EngineDriver::step_once() {
     try {
       step_trace_->write(engine_.config().index, step);
     } catch (const std::exception& e) {
-      spdlog::error("engine{}: {}; no more steps are traced", engine_.config().index, e.what());
+      spdlog::error("engine{}: {}; no more steps are traced, of any engine", engine_.config().index,
+                    e.what());
       step_trace_ = nullptr;
     }
   }

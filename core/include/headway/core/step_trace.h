@@ -25,7 +25,8 @@ class StepTraceWriter {
   StepTraceWriter(const StepTraceWriter&) = delete;
   StepTraceWriter& operator=(const StepTraceWriter&) = delete;
 
-  // Throws Error naming the file when the line cannot be written (a full disk).
+  // Throws Error naming the file when the line cannot be written (a full disk), once: every later
+  // call, from any thread, writes nothing and returns.
   void write(uint32_t engine, const StepDetail& step);
 
  private:
@@ -34,6 +35,7 @@ class StepTraceWriter {
   std::filesystem::path path_;
   std::mutex mutex_;
   std::FILE* file_;
+  bool failed_ = false;  // guarded by mutex_
 };
 
 }  // namespace headway::core

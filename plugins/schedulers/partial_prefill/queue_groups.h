@@ -2,7 +2,7 @@
 //
 // The policy serves requests by (group, arrival, tie), where the group is the priority (and, for
 // running requests, whether they are prefilling). A comparison sort of 1,000 running requests and
-// a partial sort of 10,000 waiting ones cost 73-103 us per step (docs/performance.md). In
+// a partial sort of 10,000 waiting ones cost 73-114 us per step (docs/performance.md). In
 // practice a queue holds a handful of distinct priorities, and the members of one group already
 // stand in arrival order in the queue (the engine appends arrivals; a preempted request goes to
 // the front and arrived earlier than those behind it). Then the order is a stable counting sort by

@@ -1,12 +1,14 @@
 #include "profile_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <headway/core/clock.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/core/step_profiler.h>
+#include <headway/core/step_trace_reader.h>
 
 #include <algorithm>
 #include <headway/sdk/options.hpp>
@@ -20,18 +22,32 @@ namespace headway::cmd {
 CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
   CLI::App* cmd = app.add_subcommand(
       "profile",
-      "Time the deployment's model on a grid of step shapes and fit the sim model's cost file");
-  cmd->add_option("--config", args.config, "Deployment TOML whose first engine's model is timed")
-      ->required();
+      "Fit the sim model's cost file: time the deployment's model on a grid of step shapes, or "
+      "fit the steps of a recorded run");
+  CLI::Option* config = cmd->add_option("--config", args.config,
+                                        "Deployment TOML whose first engine's model is timed");
+  CLI::Option* trace = cmd->add_option(
+      "--from-step-trace", args.from_step_trace,
+      "Fit the steps of this trace (serve or simulate --step-trace) instead of timing a grid; "
+      "no model is loaded, so a trace recorded on a GPU machine can be fitted anywhere");
+  config->excludes(trace);
+  cmd->add_option("--engine", args.engine,
+                  "With --from-step-trace: fit only this engine's steps (default: every engine's, "
+                  "which must have run the same model)")
+      ->needs(trace);
   cmd->add_option("--out", args.out, "Cost file to write (TOML)")->required();
-  cmd->add_flag("--quick", args.quick, "A reduced grid (seconds on a small model), for tests");
+  cmd->add_flag("--quick", args.quick, "A reduced grid (seconds on a small model), for tests")
+      ->excludes(trace);
   cmd->add_option("--max-context", args.max_context,
                   "Also time prefill chunks and decodes at contexts 8192, 16384, ... below N "
                   "(for workloads with long prompts; default: contexts up to 4096)")
-      ->check(CLI::Range(uint32_t{1}, uint32_t{1} << 30));
+      ->check(CLI::Range(uint32_t{1}, uint32_t{1} << 30))
+      ->excludes(trace);
   cmd->add_option("--repetitions", args.repetitions, "Timed runs per shape (median kept)")
-      ->check(CLI::Range(1, 100));
-  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
+      ->check(CLI::Range(1, 100))
+      ->excludes(trace);
+  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)")
+      ->excludes(trace);
   cmd->add_flag("--quiet", args.quiet, "Print only the fitted coefficients");
   return cmd;
 }
@@ -48,9 +64,50 @@ int model_threads(const core::PluginChoice& model) {
                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+// Fits, writes the cost file and prints the coefficients: the end of both ways to profile.
+int fit_and_write(const ProfileArgs& args, std::vector<core::ProfileMeasurement>& measurements,
+                  const hw_model_info& info, const core::CostFileInfo& about) {
+  const core::CostFit fit = core::fit_cost(measurements);
+  core::write_cost_file(args.out, fit, measurements, info, about);
+  const core::CostCoefficients& c = fit.coefficients;
+  std::cout << fmt::format(
+      "fit: overhead {:.3f} ms, {:.3f} us/token, {:.3f} us/sampled token, {:.3f} ns/attention "
+      "pair, {:.3f} ns/KV token; relative error median {:.1f}%, max {:.1f}%\nwrote {}\n",
+      c.overhead_s * 1e3, c.per_token_s * 1e6, c.per_sampled_token_s * 1e6,
+      c.per_attention_pair_s * 1e9, c.per_kv_token_s * 1e9, 100 * fit.median_relative_error,
+      100 * fit.max_relative_error, args.out);
+  return 0;
+}
+
+int profile_from_step_trace(const ProfileArgs& args) {
+  core::TracedSteps traced = core::read_step_trace(args.from_step_trace, args.engine);
+  if (!args.quiet) {
+    std::cout << fmt::format(
+        "fitting {} steps of engine{} {} ({}) from {}; left out: each engine's first step "
+        "(warm-up: {} in all) and {} steps without a forward pass\n",
+        traced.steps.size(), traced.engines.size() > 1 ? "s" : "", fmt::join(traced.engines, ", "),
+        traced.model.plugin, args.from_step_trace, traced.warmup_steps, traced.empty_steps);
+  }
+  core::CostFileInfo about;
+  about.source = args.from_step_trace;
+  about.model_name = traced.model.plugin;
+  about.from_step_trace = true;  // the machine it was recorded on is not known here
+  about.date = core::utc_now_iso8601();
+  return fit_and_write(args, traced.steps, traced.model.info, about);
+}
+
 }  // namespace
 
 int run_profile(const ProfileArgs& args) {
+  if (!args.from_step_trace.empty()) {
+    check_output_path(args.out, "--out");
+    return profile_from_step_trace(args);
+  }
+  if (args.config.empty()) {
+    throw core::Error(
+        "profile: give --config (time the deployment's model on a grid) or "
+        "--from-step-trace (fit the steps of a recorded run)");
+  }
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
   check_output_path(args.out, "--out");
@@ -84,7 +141,6 @@ int run_profile(const ProfileArgs& args) {
     };
   }
   std::vector<core::ProfileMeasurement> measurements = core::profile_model(model, grid, options);
-  const core::CostFit fit = core::fit_cost(measurements);
 
   core::CostFileInfo about;
   about.source = args.config;
@@ -94,16 +150,7 @@ int run_profile(const ProfileArgs& args) {
   about.cores = std::thread::hardware_concurrency();
   about.date = core::utc_now_iso8601();
   about.quick = args.quick;
-  core::write_cost_file(args.out, fit, measurements, info, about);
-
-  const core::CostCoefficients& c = fit.coefficients;
-  std::cout << fmt::format(
-      "fit: overhead {:.3f} ms, {:.3f} us/token, {:.3f} us/sampled token, {:.3f} ns/attention "
-      "pair, {:.3f} ns/KV token; relative error median {:.1f}%, max {:.1f}%\nwrote {}\n",
-      c.overhead_s * 1e3, c.per_token_s * 1e6, c.per_sampled_token_s * 1e6,
-      c.per_attention_pair_s * 1e9, c.per_kv_token_s * 1e9, 100 * fit.median_relative_error,
-      100 * fit.max_relative_error, args.out);
-  return 0;
+  return fit_and_write(args, measurements, info, about);
 }
 
 }  // namespace headway::cmd

@@ -1,9 +1,13 @@
 // `headway profile --config deploy.toml --out cost.toml [--quick]`: times the deployment's model on
 // a grid of step shapes and writes the fitted step-time model that the sim model reads with
-// `cost_file` (core/step_profiler.h, docs/profiling.md).
+// `cost_file` (core/step_profiler.h, docs/profiling.md). `headway profile --from-step-trace
+// steps.jsonl --out cost.toml`: fits the same model to the steps of a recorded run instead
+// (core/step_trace_reader.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +15,8 @@ namespace headway::cmd {
 
 struct ProfileArgs {
   std::string config;
+  std::string from_step_trace;     // fit this trace's steps instead of timing a grid
+  std::optional<uint32_t> engine;  // with from_step_trace: only this engine's steps
   std::string out;
   bool quick = false;
   uint32_t max_context = 0;  // > 4096: also time shapes at deeper contexts (profile_grid)

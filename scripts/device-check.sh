@@ -304,6 +304,9 @@ for name in ("chunked", "partial_prefill"):
     print(f"\n## Served: {name} (headway bench, h200_hol_mixed, 20 s)\n\n```")
     print(read(f"bench_{name}.txt").strip()[-4500:])
     print("```")
+    fit = read(f"trace_fit_{name}.log").strip()
+    if fit and not fit.startswith("(missing"):
+        print(f"\nCost fitted to the served steps (h200_served_{name}_cost.toml):\n\n```\n{fit}\n```")
 PY
 save
 cp "$work/summary.md" "$out/summary.md"
@@ -375,7 +378,7 @@ serve_and_bench() {  # name config
   log "serve $config; bench configs/workloads/h200_hol_mixed.toml (20 s of arrivals)"
   # An ephemeral port, read back from the server's log: no other server is asked by mistake.
   env "${run_env[@]}" "$build/bin/headway" serve --config "$config" --port 0 \
-    >"$work/serve_$name.log" 2>&1 &
+    --step-trace "$work/steps_$name.jsonl" >"$work/serve_$name.log" 2>&1 &
   pid=$!
   serve_pid=$pid
   local waits
@@ -413,6 +416,16 @@ serve_and_bench() {  # name config
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   serve_pid=""
+  # The cost file fitted to the served steps themselves (no GPU needed, seconds), beside the
+  # grid's: which of the two predicts the served run better is checked off the device.
+  if [[ -s "$work/steps_$name.jsonl" ]] &&
+      "$build/bin/headway" profile --from-step-trace "$work/steps_$name.jsonl" \
+        --out "$out/h200_served_${name}_cost.toml" >"$work/trace_fit_$name.log" 2>&1; then
+    :
+  else
+    log "fit of the served $name steps failed"
+    tail -5 "$work/trace_fit_$name.log" 2>/dev/null || true
+  fi
 }
 if want serve; then
   serve_and_bench chunked configs/gpu/llama8b_h200_chunked.toml

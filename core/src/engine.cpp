@@ -330,6 +330,7 @@ bool Engine::step() {
   slice_slots_.clear();
   detail_.slices.clear();
   detail_.slice_is_decode.clear();
+  detail_.slice_samples.clear();
   uint32_t prefill_tokens = 0;
   uint32_t decode_tokens = 0;
   bool admitted_any = false;
@@ -366,6 +367,7 @@ bool Engine::step() {
     slice_slots_.push_back(slot);
     detail_.slices.push_back(s);
     detail_.slice_is_decode.push_back(is_decode ? 1 : 0);
+    detail_.slice_samples.push_back(sample ? 1 : 0);
   }
   if (admitted_any) remove_admitted_from_waiting();
 

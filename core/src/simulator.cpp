@@ -192,6 +192,11 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
   SimulationResult result;
   result.records.resize(workload.requests.size());
   std::string rejection_example;
+  if (options.step_trace != nullptr) {
+    for (size_t e = 0; e < cluster.size(); ++e) {
+      options.step_trace->describe_engine(static_cast<uint32_t>(e), cluster.engine(e));
+    }
+  }
   result.simulated_seconds =
       cluster.is_virtual() ? run_virtual(cluster, workload, options, result, rejection_example)
                            : run_wall(cluster, workload, options, result, rejection_example);

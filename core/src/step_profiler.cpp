@@ -353,8 +353,10 @@ void write_cost_file(const std::filesystem::path& file, const CostFit& fit,
       "source = {}\n"
       "model_plugin = {}\n\n",
       quoted(about.date), quoted(about.source), quoted(about.model_name));
-  text += fmt::format("[machine]\ncpu = {}\nthreads = {}\ncores = {}\n\n", quoted(about.cpu),
-                      about.threads, about.cores);
+  if (!about.from_step_trace) {
+    text += fmt::format("[machine]\ncpu = {}\nthreads = {}\ncores = {}\n\n", quoted(about.cpu),
+                        about.threads, about.cores);
+  }
   const CostCoefficients& c = fit.coefficients;
   text += fmt::format(
       "# seconds = overhead_s + per_token_s * tokens + per_sampled_token_s * sampled\n"
@@ -372,11 +374,27 @@ void write_cost_file(const std::filesystem::path& file, const CostFit& fit,
       info.layers, info.hidden, info.heads, info.kv_heads, info.head_dim, info.vocab,
       info.max_model_len, info.kv_capacity_tokens, info.kv_bytes_per_token);
   text += fmt::format(
-      "[fit]\nshapes = {}\nquick = {}\nmedian_relative_error = {:.4f}\n"
+      "[fit]\nmethod = {}\nshapes = {}\nquick = {}\nmedian_relative_error = {:.4f}\n"
       "max_relative_error = {:.4f}\n\n",
-      measurements.size(), about.quick, fit.median_relative_error, fit.max_relative_error);
+      quoted(about.from_step_trace ? "step trace" : "grid"), measurements.size(), about.quick,
+      fit.median_relative_error, fit.max_relative_error);
+  // Every shape of a grid; of a trace's thousands of steps, those the fit misses most.
+  constexpr size_t kListed = 100;
+  std::vector<const ProfileMeasurement*> listed;
+  for (const ProfileMeasurement& m : measurements) listed.push_back(&m);
+  if (listed.size() > kListed) {
+    const auto error = [](const ProfileMeasurement* m) {
+      return std::abs(m->predicted_s - m->median_s) / m->median_s;
+    };
+    std::partial_sort(listed.begin(), listed.begin() + kListed, listed.end(),
+                      [&](const auto* a, const auto* b) { return error(a) > error(b); });
+    listed.resize(kListed);
+    text += fmt::format("# the {} of {} shapes with the largest errors:\n", kListed,
+                        measurements.size());
+  }
   text += "# shape                                measured ms  predicted ms   error\n";
-  for (const ProfileMeasurement& m : measurements) {
+  for (const ProfileMeasurement* p : listed) {
+    const ProfileMeasurement& m = *p;
     text +=
         fmt::format("# {:<36} {:>12.3f} {:>13.3f} {:>+7.1f}%\n", m.shape.label, m.median_s * 1e3,
                     m.predicted_s * 1e3, 100 * (m.predicted_s - m.median_s) / m.median_s);

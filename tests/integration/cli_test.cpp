@@ -56,16 +56,30 @@ TEST(Cli, SimulatePrintsAReportAndWritesJson) {
   std::ifstream trace(steps);
   std::string line;
   size_t count = 0;
+  std::vector<int> described;  // engines whose model line came, in order
   while (std::getline(trace, line)) {
     nlohmann::json step = nlohmann::json::parse(line);
+    if (step.contains("model")) {
+      // Each engine's model line comes before its steps: the sim model's 8B shape here.
+      EXPECT_EQ(count, 0u) << "a model line after the steps began";
+      EXPECT_EQ(step["model"]["plugin"], "sim");
+      EXPECT_EQ(step["model"]["layers"], 32);
+      EXPECT_GT(step["model"]["kv_capacity_tokens"].get<uint64_t>(), 0u);
+      described.push_back(step["engine"].get<int>());
+      continue;
+    }
     ASSERT_TRUE(step.contains("slices"));
     ASSERT_TRUE(step.contains("duration"));
     for (const auto& slice : step["slices"]) {
       EXPECT_TRUE(slice["kind"] == "prefill" || slice["kind"] == "decode");
+      // A decode always samples; a prefill chunk does when it ends its prompt.
+      ASSERT_TRUE(slice["sample"].is_boolean());
+      if (slice["kind"] == "decode") EXPECT_TRUE(slice["sample"].get<bool>());
     }
     ++count;
   }
   EXPECT_GT(count, 10u);
+  EXPECT_EQ(described, (std::vector<int>{0, 1}));
   fs::remove(out);
   fs::remove(steps);
 }

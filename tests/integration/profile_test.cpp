@@ -122,13 +122,27 @@ TEST(Profile, ErrorsNameTheFileAndTheKey) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("bad.toml: coefficients.per_token_s is missing"), std::string::npos)
       << r.err;
+
+  // Neither a deployment to time nor a trace to fit; both at once; a trace that is not one.
+  r = run("profile --out " + (dir.path / "cost.toml").string(), dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("give --config"), std::string::npos) << r.err;
+  r = run("profile --config " + (dir.path / "sim.toml").string() + " --from-step-trace " +
+              (dir.path / "sim.toml").string() + " --out " + (dir.path / "cost.toml").string(),
+          dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
+  r = run("profile --from-step-trace " + (dir.path / "sim.toml").string() + " --out " +
+              (dir.path / "cost.toml").string(),
+          dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("sim.toml:1: not a JSON object"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.path / "cost.toml"));
 }
 
-// Profiling a model that reports known step times must recover them: the sim model with a
-// hand-written cost file is such a model, and its times are exactly linear in the features.
-TEST(Profile, FitRecoversKnownCoefficients) {
-  TempDir dir;
-  write(dir.path / "known.toml", R"(format = 1
+// A hand-written cost file: a sim model reading it reports step times exactly linear in the
+// features, so a fit of its steps must give these coefficients back.
+const char* const kKnownCost = R"(format = 1
 [coefficients]
 overhead_s = 2e-3
 per_token_s = 5e-5
@@ -145,7 +159,20 @@ vocab = 320
 max_model_len = 8192
 kv_capacity_tokens = 200000
 kv_bytes_per_token = 4096
-)");
+)";
+
+void expect_known_coefficients(const CostCoefficients& c, double tolerance) {
+  EXPECT_NEAR(c.overhead_s, 2e-3, 2e-3 * tolerance);
+  EXPECT_NEAR(c.per_token_s, 5e-5, 5e-5 * tolerance);
+  EXPECT_NEAR(c.per_sampled_token_s, 1e-4, 1e-4 * tolerance);
+  EXPECT_NEAR(c.per_attention_pair_s, 2e-9, 2e-9 * tolerance);
+  EXPECT_NEAR(c.per_kv_token_s, 3e-7, 3e-7 * tolerance);
+}
+
+// Profiling a model that reports known step times must recover them.
+TEST(Profile, FitRecoversKnownCoefficients) {
+  TempDir dir;
+  write(dir.path / "known.toml", kKnownCost);
   write(dir.path / "sim.toml", sim_deployment("cost_file = \"known.toml\""));
   PluginRegistry registry;
   registry.add_search_directory(HEADWAY_PLUGIN_DIR);
@@ -163,14 +190,88 @@ kv_bytes_per_token = 4096
     options.repetitions = 1;
     std::vector<ProfileMeasurement> measured = profile_model(model, grid, options);
     const CostFit fit = fit_cost(measured);
-    const CostCoefficients& c = fit.coefficients;
-    EXPECT_NEAR(c.overhead_s, 2e-3, 2e-3 * 1e-6) << "quick " << quick;
-    EXPECT_NEAR(c.per_token_s, 5e-5, 5e-5 * 1e-6);
-    EXPECT_NEAR(c.per_sampled_token_s, 1e-4, 1e-4 * 1e-6);
-    EXPECT_NEAR(c.per_attention_pair_s, 2e-9, 2e-9 * 1e-6);
-    EXPECT_NEAR(c.per_kv_token_s, 3e-7, 3e-7 * 1e-6);
+    SCOPED_TRACE(quick ? "quick grid" : "full grid");
+    expect_known_coefficients(fit.coefficients, 1e-6);
     EXPECT_LT(fit.max_relative_error, 1e-9);
   }
+}
+
+// The same from a step trace: a simulated run of that model, traced, then `profile
+// --from-step-trace`. The trace gives durations to the nanosecond, so the fit is exact to about
+// 1e-6 of a 2 ms step; the model's shape and limits come from the trace's model line.
+TEST(Profile, FitFromAStepTraceRecoversKnownCoefficients) {
+  TempDir dir;
+  write(dir.path / "known.toml", kKnownCost);
+  write(dir.path / "sim.toml", sim_deployment("cost_file = \"known.toml\""));
+  const fs::path trace = dir.path / "steps.jsonl";
+  CliRun r = run("simulate --no-baseline --quiet --config " + (dir.path / "sim.toml").string() +
+                     " --workload " + (kData / "profile_small.toml").string() + " --step-trace " +
+                     trace.string(),
+                 dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path refit = dir.path / "refit.toml";
+  r = run("profile --from-step-trace " + trace.string() + " --out " + refit.string(), dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("of engine 0 (sim)"), std::string::npos) << r.out;
+
+  const toml::table file = toml::parse_file(refit.string());
+  CostCoefficients c;
+  c.overhead_s = *file["coefficients"]["overhead_s"].value<double>();
+  c.per_token_s = *file["coefficients"]["per_token_s"].value<double>();
+  c.per_sampled_token_s = *file["coefficients"]["per_sampled_token_s"].value<double>();
+  c.per_attention_pair_s = *file["coefficients"]["per_attention_pair_s"].value<double>();
+  c.per_kv_token_s = *file["coefficients"]["per_kv_token_s"].value<double>();
+  expect_known_coefficients(c, 1e-4);
+  EXPECT_LT(*file["fit"]["max_relative_error"].value<double>(), 1e-5);
+  EXPECT_EQ(file["fit"]["method"].value<std::string>(), "step trace");
+  EXPECT_EQ(file["source"].value<std::string>(), trace.string());
+  EXPECT_FALSE(file.contains("machine"));  // where the trace was recorded is not known here
+  const toml::table known = toml::parse(kKnownCost);
+  for (const char* key : {"layers", "hidden", "heads", "kv_heads", "head_dim", "vocab",
+                          "max_model_len", "kv_capacity_tokens", "kv_bytes_per_token"}) {
+    EXPECT_EQ(file["model"][key].value<int64_t>(), known["model"][key].value<int64_t>()) << key;
+  }
+}
+
+// A wall-clock run of the tiny CPU model, traced, fitted, and simulated with the fit: the path an
+// operator takes from a served deployment to its simulated twin. No bound on the fit's error here
+// (the machine is shared); the trace-fit's accuracy is measured in docs/profiling.md.
+TEST(Profile, WallClockTraceToFittedSimulation) {
+  TempDir dir;
+  CliRun r = run("model make-tiny --quiet --out " + (dir.path / "model").string() +
+                     " --layers 2 --hidden 128 --heads 4 --kv-heads 2 --ffn 256",
+                 dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  write(dir.path / "cpu.toml",
+        "[model]\nplugin = \"cpu\"\noptions = { path = \"model\", threads = 1, kv_cache_gb = "
+        "0.05 }\n[[engines]]\nscheduler = { plugin = \"chunked\", options = { "
+        "max_num_batched_tokens = 256 } }\n");
+  const fs::path trace = dir.path / "steps.jsonl";
+  r = run("simulate --no-baseline --quiet --config " + (dir.path / "cpu.toml").string() +
+              " --workload " + (kData / "profile_small.toml").string() + " --step-trace " +
+              trace.string(),
+          dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run(
+      "profile --from-step-trace " + trace.string() + " --out " + (dir.path / "cost.toml").string(),
+      dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const toml::table file = toml::parse_file((dir.path / "cost.toml").string());
+  EXPECT_GT(*file["coefficients"]["per_token_s"].value<double>(), 0.0);
+  EXPECT_EQ(file["model_plugin"].value<std::string>(), "cpu");
+  EXPECT_EQ(file["model"]["layers"].value<int64_t>(), 2);
+  EXPECT_EQ(file["model"]["vocab"].value<int64_t>(), 320);
+  EXPECT_GT(*file["fit"]["shapes"].value<int64_t>(), 20);
+
+  write(dir.path / "sim.toml", sim_deployment("cost_file = \"cost.toml\""));
+  const fs::path report = dir.path / "report.json";
+  r = run("simulate --no-baseline --config " + (dir.path / "sim.toml").string() + " --workload " +
+              (kData / "profile_small.toml").string() + " --out " + report.string(),
+          dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["overall"]["finished"], 24) << j.dump(2);
 }
 
 // --max-context: the full grid reaches deeper contexts only when asked, and never past

@@ -115,6 +115,12 @@ TEST(ServeCli, StepTraceRecordsEveryStepTheEngineRan) {
   ASSERT_TRUE(in) << trace << " was not written";
   std::vector<nlohmann::json> steps;
   for (std::string line; std::getline(in, line);) steps.push_back(nlohmann::json::parse(line));
+  // First the engine's model line, as `profile --from-step-trace` needs it.
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps[0]["engine"], 0);
+  EXPECT_EQ(steps[0]["model"]["plugin"], "cpu");
+  EXPECT_EQ(steps[0]["model"]["block_size"], 16);
+  steps.erase(steps.begin());
   ASSERT_EQ(steps.size(), 5u) << "steps traced";
   double last_end = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -129,6 +135,7 @@ TEST(ServeCli, StepTraceRecordsEveryStepTheEngineRan) {
     EXPECT_EQ(slice["kind"], i == 0 ? "prefill" : "decode");
     EXPECT_EQ(slice["start"], i == 0 ? 0 : 3 + i);
     EXPECT_EQ(slice["tokens"], i == 0 ? 4 : 1);
+    EXPECT_EQ(slice["sample"], true);  // the whole prompt in one chunk, then decodes
   }
 }
 

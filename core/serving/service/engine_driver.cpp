@@ -54,6 +54,18 @@ Finish finish_of(core::FinishReason reason) {
 
 }  // namespace
 
+template <class WriteTrace>
+void EngineDriver::trace(WriteTrace&& write) {
+  if (step_trace_ == nullptr) return;
+  try {
+    write();
+  } catch (const std::exception& e) {
+    spdlog::error("engine{}: {}; no more steps are traced, of any engine", engine_.config().index,
+                  e.what());
+    step_trace_ = nullptr;
+  }
+}
+
 EngineDriver::EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedSink& sink,
                            KvHandoff* handoff, std::shared_ptr<core::StepTraceWriter> step_trace)
     : engine_(engine),
@@ -63,6 +75,7 @@ EngineDriver::EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedS
       step_trace_(std::move(step_trace)) {
   published_ = engine_.load();
   metrics_.alive.set(1);
+  trace([&] { step_trace_->describe_engine(engine_.config().index, engine_); });
 }
 
 EngineDriver::~EngineDriver() { stop(); }
@@ -847,15 +860,7 @@ void EngineDriver::step_once() {
     return;
   }
   const core::StepDetail& step = engine_.last_step();
-  if (step_trace_ != nullptr) {
-    try {
-      step_trace_->write(engine_.config().index, step);
-    } catch (const std::exception& e) {
-      spdlog::error("engine{}: {}; no more steps are traced, of any engine", engine_.config().index,
-                    e.what());
-      step_trace_ = nullptr;
-    }
-  }
+  trace([&] { step_trace_->write(engine_.config().index, step); });
   if (step.prefill_tokens > 0) metrics_.prefill_tokens_per_step.observe(step.prefill_tokens);
   if (step.decode_tokens > 0) metrics_.decode_tokens_per_step.observe(step.decode_tokens);
   if (!step.preempted.empty()) metrics_.preemptions.add(static_cast<double>(step.preempted.size()));

@@ -154,6 +154,10 @@ class EngineDriver final : private core::EngineListener {
   void drop_incoming(Handoff& handoff, Finish reason, double time, std::string error);
   void step_once();
   void publish();
+  // Runs write() (a line of the step trace) unless tracing stopped; a failed write is logged and
+  // stops the trace of this engine (the writer stays quiet for the others).
+  template <class WriteTrace>
+  void trace(WriteTrace&& write);
   void fail(const std::string& why);
   void end_request(InFlightRequest& request, Finish reason, double time, std::string error,
                    std::optional<KvStage> kv_stage = std::nullopt);

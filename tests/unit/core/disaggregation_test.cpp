@@ -165,6 +165,7 @@ TracedRun simulate_traced(const DeploymentConfig& deployment, const Workload& wo
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json step = nlohmann::json::parse(line);
+    if (step.contains("model")) continue;  // an engine's model line
     for (const nlohmann::json& s : step.at("slices")) {
       run.slices.push_back(
           TracedSlice{step.at("engine").get<uint32_t>(), step.at("step").get<uint64_t>(),

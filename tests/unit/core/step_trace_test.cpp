@@ -24,6 +24,7 @@ StepDetail decode_step(uint64_t index, uint32_t batch) {
   for (uint32_t i = 0; i < batch; ++i) {
     step.slices.push_back(hw_slice{i, 100 + i, 1});
     step.slice_is_decode.push_back(1);
+    step.slice_samples.push_back(1);
   }
   step.decode_tokens = batch;
   return step;

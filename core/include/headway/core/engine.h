@@ -86,6 +86,8 @@ struct StepDetail {
   double duration = 0.0;
   std::vector<hw_slice> slices;
   std::vector<uint8_t> slice_is_decode;
+  std::vector<uint8_t> slice_samples;  // 1 where the slice samples a token (its prompt's last
+                                       // chunk, or a decode)
   std::vector<uint64_t> preempted;
   uint32_t prefill_tokens = 0;
   uint32_t decode_tokens = 0;
@@ -153,6 +155,7 @@ class Engine {
   const EngineCounters& counters() const { return counters_; }
   const KvBlockManager& kv() const { return kv_; }
   const hw_model_info& model_info() const { return model_->info(); }
+  const std::string& model_name() const { return model_->name(); }
   const hw_scheduler_limits& scheduler_limits() const { return scheduler_->limits(); }
   Clock& clock() { return *clock_; }
   const EngineConfig& config() const { return config_; }

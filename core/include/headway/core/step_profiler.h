@@ -104,13 +104,16 @@ std::vector<ProfileMeasurement> profile_model(ModelInstance& model,
 CostFit fit_cost(std::span<ProfileMeasurement> measurements);
 
 struct CostFileInfo {
-  std::string source;      // the deployment file profiled
+  std::string source;      // the deployment file profiled, or the step trace fitted
   std::string model_name;  // the model plugin's short name
   std::string cpu;         // CPU model name
   int threads = 0;         // threads the model ran with (0: unknown)
   unsigned cores = 0;      // hardware threads of the machine
   std::string date;        // ISO 8601, UTC
   bool quick = false;
+  // Fitted from a step trace's steps rather than a timed grid: the machine the trace was recorded
+  // on is not known, so the file has no [machine] table.
+  bool from_step_trace = false;
 };
 
 // The CPU model name from /proc/cpuinfo ("unknown" when unavailable) and the current UTC time in
@@ -119,8 +122,9 @@ std::string cpu_model_name();
 std::string utc_now_iso8601();
 
 // Writes the cost file the sim model reads with `cost_file` (format documented in
-// plugins/models/sim/fitted_cost.h and docs/profiling.md), plus the grid's measurements as a
-// comment table. Throws Error naming the file when it cannot be written.
+// plugins/models/sim/fitted_cost.h and docs/profiling.md), plus the measurements as a comment
+// table (past 100 of them, the 100 with the largest errors). Throws Error naming the file when it
+// cannot be written.
 void write_cost_file(const std::filesystem::path& file, const CostFit& fit,
                      std::span<const ProfileMeasurement> measurements, const hw_model_info& info,
                      const CostFileInfo& about);

@@ -1,0 +1,160 @@
+// core::read_step_trace, which `headway profile --from-step-trace` fits the cost model from: what
+// it keeps of a trace (each engine's steps after the first, as features), and every malformed
+// trace refused with the file, the line and what is wrong. The traces are written by hand here;
+// the integration test (profile_test) reads ones the engine wrote.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/error.h>
+#include <headway/core/step_trace_reader.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace headway::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kModel =
+    R"("model":{"plugin":"cpu","layers":2,"hidden":128,"heads":4,"kv_heads":2,"head_dim":32,)"
+    R"("vocab":320,"max_model_len":2048,"kv_capacity_tokens":4096,"kv_bytes_per_token":512,)"
+    R"("block_size":16})";
+
+std::string model_line(uint32_t engine, const std::string& model = kModel) {
+  return "{\"engine\":" + std::to_string(engine) + "," + model + "}\n";
+}
+
+// A step whose slices are given as JSON objects.
+std::string step_line(uint32_t engine, uint64_t step, double duration, const std::string& slices) {
+  return "{\"engine\":" + std::to_string(engine) + ",\"step\":" + std::to_string(step) +
+         ",\"t\":1.0,\"duration\":" + std::to_string(duration) + ",\"slices\":[" + slices +
+         "],\"preempted\":[]}\n";
+}
+
+const std::string kPrefill =
+    R"({"request":1,"start":0,"tokens":100,"kind":"prefill","sample":true})";
+const std::string kMiddleChunk =
+    R"({"request":2,"start":512,"tokens":256,"kind":"prefill","sample":false})";
+const std::string kDecode = R"({"request":3,"start":40,"tokens":1,"kind":"decode","sample":true})";
+
+class TraceFile {
+ public:
+  explicit TraceFile(const std::string& text)
+      : path_(std::filesystem::path(::testing::TempDir()) /
+              ("step_trace_reader_" + std::to_string(::getpid()) + "_" +
+               std::to_string(counter_++) + ".jsonl")) {
+    std::ofstream(path_) << text;
+  }
+  ~TraceFile() { std::filesystem::remove(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+// The message read_step_trace throws for `text`, or "" when it throws nothing.
+std::string error_of(const std::string& text, std::optional<uint32_t> engine = std::nullopt) {
+  TraceFile file(text);
+  try {
+    read_step_trace(file.path(), engine);
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_THAT(message, HasSubstr(file.path().string()));
+    return message;
+  }
+  return "";
+}
+
+TEST(StepTraceReader, KeepsEachEnginesStepsAfterTheFirstAsFeatures) {
+  const TraceFile file(model_line(0) + model_line(1) + step_line(0, 0, 0.5, kPrefill) +
+                       step_line(1, 0, 0.5, kPrefill) + step_line(0, 1, 0.02, kDecode) +
+                       step_line(0, 2, 0.03, kMiddleChunk + "," + kDecode) +
+                       step_line(1, 1, 0.01, "") + step_line(1, 2, 0.04, kPrefill) + "\n");
+  const TracedSteps traced = read_step_trace(file.path(), std::nullopt);
+  EXPECT_EQ(traced.model.plugin, "cpu");
+  EXPECT_EQ(traced.model.info.layers, 2u);
+  EXPECT_EQ(traced.model.info.kv_capacity_tokens, 4096u);
+  EXPECT_EQ(traced.model.block_size, 16u);
+  EXPECT_EQ(traced.engines, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(traced.warmup_steps, 2u);
+  EXPECT_EQ(traced.empty_steps, 1u);
+  ASSERT_EQ(traced.steps.size(), 3u);
+
+  const ProfileMeasurement& decode = traced.steps[0];
+  EXPECT_EQ(decode.shape.label, "engine 0 step 1");
+  EXPECT_DOUBLE_EQ(decode.median_s, 0.02);
+  EXPECT_EQ(decode.features.tokens, 1);
+  EXPECT_EQ(decode.features.sampled, 1);
+  EXPECT_EQ(decode.features.kv_tokens, 41);
+
+  // A middle chunk samples nothing; the decode beside it does.
+  const ProfileMeasurement& mixed = traced.steps[1];
+  EXPECT_EQ(mixed.features.tokens, 257);
+  EXPECT_EQ(mixed.features.sampled, 1);
+  EXPECT_EQ(mixed.features.kv_tokens, 512 + 256 + 41);
+  EXPECT_DOUBLE_EQ(mixed.features.attention_pairs, 256 * (512 + 257 / 2.0) + 1 * (40 + 1));
+
+  EXPECT_EQ(traced.steps[2].shape.label, "engine 1 step 2");
+  EXPECT_EQ(traced.steps[2].features.sampled, 1);
+
+  const TracedSteps one = read_step_trace(file.path(), 1);
+  EXPECT_EQ(one.engines, (std::vector<uint32_t>{1}));
+  ASSERT_EQ(one.steps.size(), 1u);
+  EXPECT_EQ(one.steps[0].shape.label, "engine 1 step 2");
+}
+
+TEST(StepTraceReader, MalformedTracesAreRefusedWithTheLine) {
+  const std::string head = model_line(0) + step_line(0, 0, 0.5, kPrefill);
+  EXPECT_THAT(error_of(head + "not json\n"), HasSubstr(":3: not a JSON object"));
+  EXPECT_THAT(error_of(head + step_line(0, 1, 0.1,
+                                        R"({"request":1,"start":0,"tokens":1,"kind":"decode"})")),
+              HasSubstr(":3: 'sample' is missing"));
+  EXPECT_THAT(error_of(head + step_line(0, 1, 0.0, kDecode)),
+              HasSubstr(":3: 'duration' must be a number of seconds above 0"));
+  EXPECT_THAT(error_of(head + R"({"engine":0,"step":1,"duration":0.1})" + "\n"),
+              HasSubstr(":3: 'slices' is missing"));
+  EXPECT_THAT(
+      error_of(head + step_line(0, 1, 0.1, R"({"request":1,"start":-4,"tokens":1,"sample":true})")),
+      HasSubstr(":3: 'start' must be a non-negative integer"));
+  EXPECT_THAT(error_of(R"({"engine":0,"model":{"plugin":"cpu","layers":2}})"
+                       "\n"),
+              HasSubstr(":1: 'hidden' is missing"));
+}
+
+TEST(StepTraceReader, TracesItCannotFitFromAreRefused) {
+  // A trace of an older Headway: steps, no model line.
+  EXPECT_THAT(error_of(step_line(0, 0, 0.5, kPrefill)),
+              HasSubstr(":1: a step of engine 0 before its model line"));
+  // Two engines with different KV capacities cannot be one sim model; one of them can.
+  std::string other = kModel;
+  other.replace(other.find("4096"), 4, "8192");
+  const std::string two = model_line(0) + model_line(1, other) + step_line(0, 0, 0.5, kPrefill) +
+                          step_line(0, 1, 0.1, kDecode) + step_line(1, 0, 0.5, kPrefill) +
+                          step_line(1, 1, 0.1, kDecode);
+  EXPECT_THAT(error_of(two), HasSubstr("engines 0 and 1 ran different models or limits"));
+  EXPECT_THAT(error_of(two), HasSubstr("--engine"));
+  EXPECT_EQ(error_of(two, 1), "");
+  EXPECT_THAT(error_of(two, 2), HasSubstr("the trace has no engine 2"));
+  // An engine that describes its model twice, differently.
+  EXPECT_THAT(error_of(model_line(0) + model_line(0, other)),
+              HasSubstr(":2: engine 0 describes its model again, differently"));
+  // Nothing left once the warm-up steps are out.
+  EXPECT_THAT(
+      error_of(model_line(0) + step_line(0, 0, 0.5, kPrefill)),
+      HasSubstr("no step to fit (each engine's first step is left out as warm-up: 1 in all"));
+  EXPECT_THAT(error_of(""), HasSubstr("names no engine"));
+  EXPECT_THAT(error_of("{}\n"), HasSubstr(":1: 'engine' is missing"));
+  try {
+    read_step_trace("/nonexistent/steps.jsonl", std::nullopt);
+    ADD_FAILURE() << "no error for a missing file";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/nonexistent/steps.jsonl: cannot open the step trace"));
+  }
+}
+
+}  // namespace
+}  // namespace headway::core

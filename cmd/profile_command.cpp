@@ -11,6 +11,7 @@
 #include <headway/core/step_trace_reader.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <headway/sdk/options.hpp>
 #include <iostream>
 #include <thread>
@@ -65,8 +66,9 @@ int model_threads(const core::PluginChoice& model) {
 }
 
 // Fits, writes the cost file and prints the coefficients: the end of both ways to profile.
-int fit_and_write(const ProfileArgs& args, std::vector<core::ProfileMeasurement>& measurements,
-                  const hw_model_info& info, const core::CostFileInfo& about) {
+core::CostFit fit_and_write(const ProfileArgs& args,
+                            std::vector<core::ProfileMeasurement>& measurements,
+                            const hw_model_info& info, const core::CostFileInfo& about) {
   const core::CostFit fit = core::fit_cost(measurements);
   core::write_cost_file(args.out, fit, measurements, info, about);
   const core::CostCoefficients& c = fit.coefficients;
@@ -76,24 +78,73 @@ int fit_and_write(const ProfileArgs& args, std::vector<core::ProfileMeasurement>
       c.overhead_s * 1e3, c.per_token_s * 1e6, c.per_sampled_token_s * 1e6,
       c.per_attention_pair_s * 1e9, c.per_kv_token_s * 1e9, 100 * fit.median_relative_error,
       100 * fit.max_relative_error, args.out);
-  return 0;
+  return fit;
 }
 
-int profile_from_step_trace(const ProfileArgs& args) {
-  core::TracedSteps traced = core::read_step_trace(args.from_step_trace, args.engine);
+void profile_from_step_trace(const ProfileArgs& args) {
+  const std::filesystem::path trace(args.from_step_trace);
+  std::error_code ec;
+  if (std::filesystem::equivalent(trace, args.out, ec)) {
+    throw core::Error("--out " + args.out + " is the step trace being fitted; write elsewhere");
+  }
+  core::TracedSteps traced = core::read_step_trace(trace, args.engine);
+  // One step per coefficient at the very least; a useful fit needs steps of many shapes.
+  if (traced.steps.size() < 5) {
+    throw core::Error(fmt::format(
+        "{}: {} steps to fit (after {} warm-up steps); five coefficients need at least 5: "
+        "record a longer run",
+        args.from_step_trace, traced.steps.size(), traced.warmup_steps));
+  }
+  const core::TraceCoverage& range = traced.coverage;
+  const std::string covered = fmt::format(
+      "batches up to {} requests, steps up to {} tokens, contexts up to {}, {} of {} steps with "
+      "a prefill",
+      range.max_batch, range.max_step_tokens, range.max_context, range.steps_with_prefill,
+      traced.steps.size());
   if (!args.quiet) {
     std::cout << fmt::format(
-        "fitting {} steps of engine{} {} ({}) from {}; left out: each engine's first step "
-        "(warm-up: {} in all) and {} steps without a forward pass\n",
+        "fitting {} steps of engine{} {} ({}) from {}{}; left out: the first step of each engine "
+        "and run (warm-up: {} in all) and {} steps without a forward pass\ncovered: {}\n",
         traced.steps.size(), traced.engines.size() > 1 ? "s" : "", fmt::join(traced.engines, ", "),
-        traced.model.plugin, args.from_step_trace, traced.warmup_steps, traced.empty_steps);
+        traced.model.plugin, args.from_step_trace,
+        traced.runs > 1 ? fmt::format(" ({} runs)", traced.runs) : "", traced.warmup_steps,
+        traced.empty_steps, covered);
+  }
+  if (traced.dropped_partial_last_line) {
+    std::cout << "note: the trace ends in half a line (its writer was killed or its disk filled); "
+                 "that line is left out\n";
+  }
+  if (traced.limits_differ) {
+    std::cout << fmt::format(
+        "note: the engines or runs had different max_model_len or KV capacity; the cost file "
+        "takes the smallest (max_model_len {}, {} KV tokens)\n",
+        traced.model.info.max_model_len, traced.model.info.kv_capacity_tokens);
   }
   core::CostFileInfo about;
   about.source = args.from_step_trace;
   about.model_name = traced.model.plugin;
   about.from_step_trace = true;  // the machine it was recorded on is not known here
   about.date = core::utc_now_iso8601();
-  return fit_and_write(args, traced.steps, traced.model.info, about);
+  about.coverage = covered;
+  const core::CostFit fit = fit_and_write(args, traced.steps, traced.model.info, about);
+  // NNLS sets a term to zero when the data does not ask for it, which a trace whose steps barely
+  // vary (decodes of one or two requests, say) cannot tell from a term that really costs nothing.
+  const core::CostCoefficients& c = fit.coefficients;
+  std::vector<std::string> zero;
+  const std::pair<const char*, double> terms[] = {{"overhead_s", c.overhead_s},
+                                                  {"per_token_s", c.per_token_s},
+                                                  {"per_sampled_token_s", c.per_sampled_token_s},
+                                                  {"per_attention_pair_s", c.per_attention_pair_s},
+                                                  {"per_kv_token_s", c.per_kv_token_s}};
+  for (const auto& [name, value] : terms) {
+    if (value == 0.0) zero.emplace_back(name);
+  }
+  if (!zero.empty()) {
+    std::cout << fmt::format(
+        "note: the fit charges nothing for {}; the steps may not vary enough to tell (covered: "
+        "{}). The cost file is trustworthy only within that range\n",
+        fmt::join(zero, ", "), covered);
+  }
 }
 
 }  // namespace
@@ -101,7 +152,8 @@ int profile_from_step_trace(const ProfileArgs& args) {
 int run_profile(const ProfileArgs& args) {
   if (!args.from_step_trace.empty()) {
     check_output_path(args.out, "--out");
-    return profile_from_step_trace(args);
+    profile_from_step_trace(args);
+    return 0;
   }
   if (args.config.empty()) {
     throw core::Error(
@@ -150,7 +202,8 @@ int run_profile(const ProfileArgs& args) {
   about.cores = std::thread::hardware_concurrency();
   about.date = core::utc_now_iso8601();
   about.quick = args.quick;
-  return fit_and_write(args, measurements, info, about);
+  fit_and_write(args, measurements, info, about);
+  return 0;
 }
 
 }  // namespace headway::cmd

@@ -307,6 +307,13 @@ for name in ("chunked", "partial_prefill"):
     fit = read(f"trace_fit_{name}.log").strip()
     if fit and not fit.startswith("(missing"):
         print(f"\nCost fitted to the served steps (h200_served_{name}_cost.toml):\n\n```\n{fit}\n```")
+    try:
+        o = json.load(open(os.path.join(work, f"trace_twin_{name}.json")))["overall"]
+        print(f"\nIts twin's prediction of the same 20 s: TTFT p50/p99 {o['ttft']['p50']*1e3:.1f}/"
+              f"{o['ttft']['p99']*1e3:.1f} ms, ITL p50/p99 {o['itl']['p50']*1e3:.2f}/"
+              f"{o['itl']['p99']*1e3:.2f} ms, {o['output_tokens_per_s']:.0f} output tok/s")
+    except (OSError, KeyError, ValueError) as e:
+        print(f"\n(no prediction from the served fit: {e})")
 PY
 save
 cp "$work/summary.md" "$out/summary.md"
@@ -418,10 +425,16 @@ serve_and_bench() {  # name config
   serve_pid=""
   # The cost file fitted to the served steps themselves (no GPU needed, seconds), beside the
   # grid's: which of the two predicts the served run better is checked off the device.
+  # Its prediction of the same 20 s, as the grid's twin predicted it for bench above.
+  local served_cost="$out/h200_served_${name}_cost.toml"
   if [[ -s "$work/steps_$name.jsonl" ]] &&
       "$build/bin/headway" profile --from-step-trace "$work/steps_$name.jsonl" \
-        --out "$out/h200_served_${name}_cost.toml" >"$work/trace_fit_$name.log" 2>&1; then
-    :
+        --out "$served_cost" >"$work/trace_fit_$name.log" 2>&1; then
+    sed "s|cost_file = \"h200_llama8b_cost.toml\"|cost_file = \"$served_cost\"|" \
+      "configs/gpu/llama8b_h200_${name}_sim.toml" >"$work/trace_twin_$name.toml"
+    "$build/bin/headway" simulate --config "$work/trace_twin_$name.toml" --no-baseline --quiet \
+      --workload configs/workloads/h200_hol_mixed.toml --duration 20 \
+      --out "$work/trace_twin_$name.json" >>"$work/trace_fit_$name.log" 2>&1 || status=1
   else
     log "fit of the served $name steps failed"
     tail -5 "$work/trace_fit_$name.log" 2>/dev/null || true

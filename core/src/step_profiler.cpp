@@ -378,6 +378,7 @@ void write_cost_file(const std::filesystem::path& file, const CostFit& fit,
       "max_relative_error = {:.4f}\n\n",
       quoted(about.from_step_trace ? "step trace" : "grid"), measurements.size(), about.quick,
       fit.median_relative_error, fit.max_relative_error);
+  if (!about.coverage.empty()) text += "# covered: " + about.coverage + "\n\n";
   // Every shape of a grid; of a trace's thousands of steps, those the fit misses most.
   constexpr size_t kListed = 100;
   std::vector<const ProfileMeasurement*> listed;
@@ -389,10 +390,12 @@ void write_cost_file(const std::filesystem::path& file, const CostFit& fit,
     std::partial_sort(listed.begin(), listed.begin() + kListed, listed.end(),
                       [&](const auto* a, const auto* b) { return error(a) > error(b); });
     listed.resize(kListed);
-    text += fmt::format("# the {} of {} shapes with the largest errors:\n", kListed,
-                        measurements.size());
+    text += fmt::format("# the {} of {} {} with the largest errors:\n", kListed,
+                        measurements.size(), about.from_step_trace ? "steps" : "shapes");
   }
-  text += "# shape                                measured ms  predicted ms   error\n";
+  text += about.from_step_trace
+              ? "# step (e engine, s step, r run)      measured ms  predicted ms   error\n"
+              : "# shape                                measured ms  predicted ms   error\n";
   for (const ProfileMeasurement* p : listed) {
     const ProfileMeasurement& m = *p;
     text +=

@@ -42,8 +42,9 @@ void StepTraceWriter::describe_engine(uint32_t index, const Engine& engine) {
   const uint32_t block_size = engine.config().block_size;
   // The engine's own limits, which may be below the model's: that is what its steps ran under.
   const uint64_t kv_capacity_tokens = static_cast<uint64_t>(engine.kv().total()) * block_size;
-  const std::string plugin = nlohmann::json(engine.model_name()).dump();
   write_guarded([&] {
+    // JSON-escaped; dump() throws on a name that is not UTF-8, reported as a failed write.
+    const std::string plugin = nlohmann::json(engine.model_name()).dump();
     fmt::print(file_,
                R"({{"engine":{},"model":{{"plugin":{},"layers":{},"hidden":{},"heads":{},)"
                R"("kv_heads":{},"head_dim":{},"vocab":{},"max_model_len":{},)"

@@ -58,24 +58,21 @@ TracedModel read_model(const nlohmann::json& model, const Where& where) {
   return m;
 }
 
-// The fields a cost file takes from the model, side by side: engines that differ in any of them
-// cannot share one sim model.
-bool same_model(const TracedModel& a, const TracedModel& b) {
+// What a sim model takes from a traced engine apart from its limits: engines that differ in any
+// of these cannot share one cost file. Limits (max_model_len, KV capacity) may differ, e.g. KV
+// sized from a GPU's free memory run to run; the fit takes the smallest.
+bool same_shape(const TracedModel& a, const TracedModel& b) {
   const hw_model_info &x = a.info, &y = b.info;
-  return a.plugin == b.plugin && a.block_size == b.block_size && x.layers == y.layers &&
-         x.hidden == y.hidden && x.heads == y.heads && x.kv_heads == y.kv_heads &&
-         x.head_dim == y.head_dim && x.vocab == y.vocab && x.max_model_len == y.max_model_len &&
-         x.kv_capacity_tokens == y.kv_capacity_tokens &&
-         x.kv_bytes_per_token == y.kv_bytes_per_token;
+  return a.plugin == b.plugin && x.layers == y.layers && x.hidden == y.hidden &&
+         x.heads == y.heads && x.kv_heads == y.kv_heads && x.head_dim == y.head_dim &&
+         x.vocab == y.vocab && x.kv_bytes_per_token == y.kv_bytes_per_token;
 }
 
 std::string describe(const TracedModel& m) {
   return fmt::format(
-      "{} ({} layers, hidden {}, {}/{} heads of {}, vocab {}, max_model_len {}, {} KV tokens of {} "
-      "bytes, blocks of {})",
-      m.plugin, m.info.layers, m.info.hidden, m.info.heads, m.info.kv_heads, m.info.head_dim,
-      m.info.vocab, m.info.max_model_len, m.info.kv_capacity_tokens, m.info.kv_bytes_per_token,
-      m.block_size);
+      "{} ({} layers, hidden {}, {}/{} heads of {}, vocab {}, {} KV bytes per token)", m.plugin,
+      m.info.layers, m.info.hidden, m.info.heads, m.info.kv_heads, m.info.head_dim, m.info.vocab,
+      m.info.kv_bytes_per_token);
 }
 
 // Into `out` (cleared first; reused across lines, so that a long trace costs no allocation per
@@ -99,71 +96,105 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
   std::ifstream in(file);
   if (!in) throw Error(file.string() + ": cannot open the step trace");
   TracedSteps result;
-  std::map<uint32_t, TracedModel> models;   // by engine, from the model lines
-  std::map<uint32_t, uint64_t> steps_seen;  // by engine
+  // Per engine: its runs so far (a model line starts one: traces of several runs may be
+  // concatenated) and the steps of its current run.
+  struct EngineState {
+    uint32_t runs = 0;
+    uint64_t steps_in_run = 0;
+  };
+  std::map<uint32_t, EngineState> engines;
+  std::optional<std::pair<uint32_t, TracedModel>> first;  // the first model line kept
   std::string line;
   std::vector<ProfileSlice> slices;
   for (Where where{file, 1}; std::getline(in, line); ++where.line) {
     if (line.empty()) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) {
+      // A last line without its newline is what a killed process or a full disk leaves: the
+      // steps before it are whole.
+      if (in.eof()) {
+        result.dropped_partial_last_line = true;
+        break;
+      }
       throw Error(fmt::format("{}: not a JSON object (is this a step trace?)", where.at()));
     }
     const uint32_t index = u32_member(j, "engine", where);
     if (engine && index != *engine) continue;
     if (j.contains("model")) {
-      TracedModel model = read_model(j["model"], where);
-      const auto [it, added] = models.emplace(index, model);
-      if (!added && !same_model(it->second, model)) {
-        throw Error(fmt::format("{}: engine {} describes its model again, differently: {} after {}",
-                                where.at(), index, describe(model), describe(it->second)));
+      const TracedModel model = read_model(j["model"], where);
+      if (!first) {
+        first.emplace(index, model);
+        result.model = model;
+      } else if (!same_shape(first->second, model)) {
+        throw Error(
+            fmt::format("{}: engine {} ran another model than engine {}: {} and {}; fit "
+                        "one engine's steps with --engine",
+                        where.at(), index, first->first, describe(model), describe(first->second)));
       }
+      TracedModel& kept = result.model;
+      result.limits_differ = result.limits_differ ||
+                             model.info.max_model_len != kept.info.max_model_len ||
+                             model.info.kv_capacity_tokens != kept.info.kv_capacity_tokens;
+      kept.info.max_model_len = std::min(kept.info.max_model_len, model.info.max_model_len);
+      kept.info.kv_capacity_tokens =
+          std::min(kept.info.kv_capacity_tokens, model.info.kv_capacity_tokens);
+      EngineState& state = engines[index];
+      ++state.runs;
+      state.steps_in_run = 0;
       continue;
     }
-    const auto model = models.find(index);
-    if (model == models.end()) {
+    const auto state = engines.find(index);
+    if (state == engines.end()) {
       throw Error(
           fmt::format("{}: a step of engine {} before its model line (the trace was written "
                       "by an older Headway, or is not whole); record it again",
                       where.at(), index));
     }
     const uint64_t step = unsigned_member(j, "step", where);
-    const nlohmann::json& duration = member(j, "duration", where);
-    if (!duration.is_number() || !(duration.get<double>() > 0)) {
-      throw Error(fmt::format("{}: 'duration' must be a number of seconds above 0", where.at()));
-    }
     read_slices(member(j, "slices", where), where, slices);
-    if (steps_seen[index]++ == 0) {
-      ++result.warmup_steps;
-      continue;
-    }
+    // A step that only preempted ran no forward pass: on the virtual clock it took no time.
     if (slices.empty()) {
       ++result.empty_steps;
       continue;
     }
+    const nlohmann::json& duration = member(j, "duration", where);
+    if (!duration.is_number() || !(duration.get<double>() > 0)) {
+      throw Error(fmt::format("{}: 'duration' must be a number of seconds above 0", where.at()));
+    }
+    if (state->second.steps_in_run++ == 0) {
+      ++result.warmup_steps;
+      continue;
+    }
     ProfileMeasurement& m = result.steps.emplace_back();
-    m.shape.label = fmt::format("engine {} step {}", index, step);
-    m.features = StepFeatures::of(slices);  // the slices themselves are not kept: a long trace
-                                            // has millions
+    // Short enough to need no allocation: a long trace has millions of steps. The slices
+    // themselves are not kept either, only their features.
+    m.shape.label = state->second.runs > 1
+                        ? fmt::format("r{} e{} s{}", state->second.runs, index, step)
+                        : fmt::format("e{} s{}", index, step);
+    m.features = StepFeatures::of(slices);
     m.median_s = duration.get<double>();
+    TraceCoverage& c = result.coverage;
+    c.max_batch = std::max<uint32_t>(c.max_batch, static_cast<uint32_t>(slices.size()));
+    uint32_t step_tokens = 0;
+    bool prefill = false;
+    for (const ProfileSlice& s : slices) {
+      step_tokens += s.tokens;
+      prefill = prefill || s.tokens > 1 || !s.sample;
+      c.max_context = std::max(c.max_context, s.start + s.tokens);
+    }
+    c.max_step_tokens = std::max(c.max_step_tokens, step_tokens);
+    c.steps_with_prefill += prefill ? 1 : 0;
   }
   if (in.bad()) throw Error(file.string() + ": reading the step trace failed");
 
-  if (engine && models.find(*engine) == models.end()) {
+  if (engine && engines.find(*engine) == engines.end()) {
     throw Error(fmt::format("{}: the trace has no engine {}", file.string(), *engine));
   }
-  if (models.empty()) throw Error(file.string() + ": the step trace names no engine");
-  for (const auto& [index, model] : models) {
-    const TracedModel& first = models.begin()->second;
-    if (!same_model(first, model)) {
-      throw Error(fmt::format(
-          "{}: engines {} and {} ran different models or limits ({} and {}); "
-          "fit one engine's steps with --engine",
-          file.string(), models.begin()->first, index, describe(first), describe(model)));
-    }
+  if (engines.empty()) throw Error(file.string() + ": the step trace names no engine");
+  for (const auto& [index, state] : engines) {
     result.engines.push_back(index);
+    result.runs = std::max(result.runs, state.runs);
   }
-  result.model = models.begin()->second;
   if (result.steps.empty()) {
     throw Error(
         fmt::format("{}: no step to fit (each engine's first step is left out as "

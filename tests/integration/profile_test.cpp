@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -138,6 +139,30 @@ TEST(Profile, ErrorsNameTheFileAndTheKey) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("sim.toml:1: not a JSON object"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir.path / "cost.toml"));
+
+  // Too few steps for five coefficients; the trace itself as --out (left as it was).
+  const fs::path trace = dir.path / "steps.jsonl";
+  std::string text =
+      R"({"engine":0,"model":{"plugin":"cpu","layers":2,"hidden":128,"heads":4,"kv_heads":2,)"
+      R"("head_dim":32,"vocab":320,"max_model_len":2048,"kv_capacity_tokens":4096,)"
+      R"("kv_bytes_per_token":512,"block_size":16}})"
+      "\n";
+  for (int step = 0; step < 4; ++step) {
+    text += R"({"engine":0,"step":)" + std::to_string(step) +
+            R"(,"t":0,"duration":0.01,"slices":[{"request":1,"start":)" +
+            std::to_string(10 + step) + R"(,"tokens":1,"kind":"decode","sample":true}]})" + "\n";
+  }
+  write(trace, text);
+  r = run(
+      "profile --from-step-trace " + trace.string() + " --out " + (dir.path / "cost.toml").string(),
+      dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("steps.jsonl: 3 steps to fit"), std::string::npos) << r.err;
+  r = run("profile --from-step-trace " + trace.string() + " --out " + trace.string(), dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is the step trace being fitted"), std::string::npos) << r.err;
+  std::ifstream kept(trace);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), text);
 }
 
 // A hand-written cost file: a sim model reading it reports step times exactly linear in the
@@ -256,12 +281,22 @@ TEST(Profile, WallClockTraceToFittedSimulation) {
       "profile --from-step-trace " + trace.string() + " --out " + (dir.path / "cost.toml").string(),
       dir.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("covered: batches up to "), std::string::npos) << r.out;
+  // Every step the engine traced is fitted but its first (warm-up) and any that only preempted.
+  int64_t traced_steps = 0;
+  std::ifstream lines(trace);
+  for (std::string line; std::getline(lines, line);) {
+    const bool ran = line.find("\"step\":") != std::string::npos &&
+                     line.find("\"slices\":[]") == std::string::npos;
+    traced_steps += ran ? 1 : 0;
+  }
   const toml::table file = toml::parse_file((dir.path / "cost.toml").string());
+  EXPECT_EQ(file["fit"]["shapes"].value<int64_t>(), traced_steps - 1);
   EXPECT_GT(*file["coefficients"]["per_token_s"].value<double>(), 0.0);
   EXPECT_EQ(file["model_plugin"].value<std::string>(), "cpu");
   EXPECT_EQ(file["model"]["layers"].value<int64_t>(), 2);
   EXPECT_EQ(file["model"]["vocab"].value<int64_t>(), 320);
-  EXPECT_GT(*file["fit"]["shapes"].value<int64_t>(), 20);
+  EXPECT_GT(traced_steps, 20);
 
   write(dir.path / "sim.toml", sim_deployment("cost_file = \"cost.toml\""));
   const fs::path report = dir.path / "report.json";

@@ -83,14 +83,16 @@ constexpr hw_option_spec kOptions[] = {
                              "max_model_len. With max_num_partial_prefills = 1 it is, as in "
                              "`chunked`, the most tokens one request may compute in one step "
                              "(0 = no cap)."),
-    headway::sdk::int_option("max_long_prefill_chunk", 0, 0, 1 << 24,
-                             "C: with max_num_partial_prefills > 1, the most tokens a long prefill "
-                             "(more than T left) computes in one step; 0 = no cap beyond its share "
-                             "of the budget (vLLM V0). Shorter chunks shorten the steps a long "
-                             "prompt is in, which every decoding request waits for. The cost: "
-                             "budget the cap leaves may go unused, and a long prompt holds one of "
-                             "the L long slots for about (length - T) / C steps while later long "
-                             "prompts wait. A C of max_num_batched_tokens or more does nothing."),
+    headway::sdk::int_option(
+        "max_long_prefill_chunk", 0, 0, 1 << 24,
+        "C: with max_num_partial_prefills > 1, the most tokens a long prefill "
+        "(more than T left) computes in one step; 0 = no cap beyond its share "
+        "of the budget (vLLM V0). Shorter chunks shorten the steps a long "
+        "prompt is in, which every decoding request waits for. The cost: "
+        "budget the cap leaves may go unused, and a long prompt holds one of "
+        "the L long slots for about (length - T) / C steps while later long "
+        "prompts wait. A C of max_num_batched_tokens or more does nothing (a warning "
+        "says so at start-up)."),
     headway::sdk::enum_option("policy", "fcfs", kPolicies,
                               "Queue order: fcfs (arrival), or priority (lower value first, then "
                               "arrival). Priority is strict: with max_num_partial_prefills > 1, a "
@@ -100,7 +102,7 @@ constexpr hw_option_spec kOptions[] = {
 
 class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
  public:
-  PartialPrefillScheduler(const headway::sdk::Host&, const headway::sdk::Options& options,
+  PartialPrefillScheduler(const headway::sdk::Host& host, const headway::sdk::Options& options,
                           const hw_engine_facts& facts)
       : budget_(static_cast<uint32_t>(options.get_int("max_num_batched_tokens"))),
         max_num_seqs_(static_cast<uint32_t>(options.get_int("max_num_seqs"))),
@@ -121,6 +123,13 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
           "max_long_prefill_chunk (" + std::to_string(long_chunk_) +
               ") needs max_num_partial_prefills > 1; with max_num_partial_prefills = 1, "
               "long_prefill_token_threshold caps the chunk of every request");
+    }
+    if (long_chunk_ >= budget_) {
+      // Harmless, so not refused, but inert: every chunk already fits in the budget.
+      host.log(HW_LOG_WARN, "partial_prefill: max_long_prefill_chunk (" +
+                                std::to_string(long_chunk_) + ") >= max_num_batched_tokens (" +
+                                std::to_string(budget_) +
+                                "): it never caps a chunk; set it below the budget or to 0");
     }
     if (max_partial_ > 1 && threshold_ == 0) {
       threshold_ = static_cast<uint32_t>(static_cast<uint64_t>(facts.max_model_len) * 4 / 100);

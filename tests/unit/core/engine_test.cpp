@@ -158,6 +158,7 @@ TEST(Engine, OneRequestAlonePrefillsInChunksThenDecodes) {
     EXPECT_EQ(d.slices[0].start, computed);
     EXPECT_EQ(d.slices[0].tokens, chunks[i]);
     EXPECT_EQ(d.slice_is_decode[0], 0);
+    EXPECT_EQ(d.slice_samples[0], i == 3 ? 1 : 0);  // only the prompt's last chunk samples
     EXPECT_EQ(d.prefill_tokens, chunks[i]);
     EXPECT_EQ(d.decode_tokens, 0u);
     EXPECT_GT(e->clock().now(), before);  // the simulated step took time
@@ -187,6 +188,7 @@ TEST(Engine, OneRequestAlonePrefillsInChunksThenDecodes) {
     EXPECT_EQ(d.slices[0].start, 1000u + i);
     EXPECT_EQ(d.slices[0].tokens, 1u);
     EXPECT_EQ(d.slice_is_decode[0], 1);
+    EXPECT_EQ(d.slice_samples[0], 1);
     EXPECT_EQ(d.decode_tokens, 1u);
     EXPECT_EQ(d.prefill_tokens, 0u);
   }

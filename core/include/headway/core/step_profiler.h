@@ -114,6 +114,7 @@ struct CostFileInfo {
   // Fitted from a step trace's steps rather than a timed grid: the machine the trace was recorded
   // on is not known, so the file has no [machine] table.
   bool from_step_trace = false;
+  std::string coverage;  // the range of shapes fitted, written as a comment ("" for none)
 };
 
 // The CPU model name from /proc/cpuinfo ("unknown" when unavailable) and the current UTC time in

@@ -24,21 +24,38 @@ struct TracedModel {
   uint32_t block_size = 0;
 };
 
+// The range of the kept steps, which is the range a fit of them can be trusted over.
+struct TraceCoverage {
+  uint32_t max_batch = 0;        // slices in one step
+  uint32_t max_step_tokens = 0;  // tokens computed in one step
+  uint32_t max_context = 0;      // a slice's last position + 1
+  uint64_t steps_with_prefill = 0;
+};
+
 struct TracedSteps {
+  // The shape every kept engine ran; max_model_len and kv_capacity_tokens are the smallest any
+  // model line gave (limits_differ says whether they differed).
   TracedModel model;
+  bool limits_differ = false;
   std::vector<uint32_t> engines;  // the engines whose steps were kept, ascending
-  // Label "engine E step S", the features of its slices (shape.slices is left empty: a long
-  // trace has millions of steps), median_s = the step's duration.
+  uint32_t runs = 1;              // model lines of one engine: runs concatenated into the file
+  // Label "e<engine> s<step>" ("r<run> e<engine> s<step>" from an engine's second run on), the
+  // features of its slices (shape.slices is left empty: a long trace has millions of steps),
+  // median_s = the step's duration.
   std::vector<ProfileMeasurement> steps;
-  uint64_t warmup_steps = 0;  // each engine's first step, left out (buffers grow, pages fault in)
+  TraceCoverage coverage;
+  uint64_t warmup_steps = 0;  // each run's first step of each engine, left out (buffers grow)
   uint64_t empty_steps = 0;   // steps that only preempted (no forward pass), left out
+  bool dropped_partial_last_line = false;  // the file ended in half a line (a killed writer)
 };
 
 // Reads `file`; with `engine`, only that engine's steps, otherwise every engine's, which must then
-// all have run the same model with the same limits. Throws Error naming the file and the line for
-// a line that is not JSON or lacks a field, a step of an engine without a model line (a trace from
-// before model lines were written), engines whose models differ (the message suggests --engine),
-// an engine the trace does not have, and a trace with no step left to fit.
+// all have run the same model shape. A model line of an engine that already had one starts a new
+// run (traces of several runs concatenated), whose first step is warm-up again. Throws Error
+// naming the file and the line for a line that is not JSON (except a last line cut short, which
+// is dropped) or lacks a field, a step of an engine without a model line (a trace from before
+// model lines were written), engines whose model shapes differ (the message suggests --engine);
+// naming the file for an engine the trace does not have and a trace with no step left to fit.
 TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uint32_t> engine);
 
 }  // namespace headway::core

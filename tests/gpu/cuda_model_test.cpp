@@ -226,7 +226,9 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   for (ModelHarness* m : {&graphs, &graph_ids}) {
     auto counters = m->unload();
     EXPECT_GT(counters["cuda_graph_replays"], 10.0);
-    EXPECT_GE(counters["cuda_graph_captures"], 6.0);
+    // Six step shapes (graph keys), each captured once before the workspace grew and once after:
+    // six alone would mean graphs were replayed on the freed workspace.
+    EXPECT_GE(counters["cuda_graph_captures"], 12.0);
     EXPECT_EQ(counters["cuda_graph_capture_failures"], 0.0);
   }
 }

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "output_path.h"
+#include "trace_check.h"
 
 namespace headway::cmd {
 
@@ -36,7 +37,12 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
                   "With --from-step-trace: fit only this engine's steps (default: every engine's, "
                   "which must have run the same model)")
       ->needs(trace);
-  cmd->add_option("--out", args.out, "Cost file to write (TOML)")->required();
+  CLI::Option* out = cmd->add_option("--out", args.out, "Cost file to write (TOML)");
+  cmd->add_option("--check", args.check_config,
+                  "With --from-step-trace: instead of fitting, replay every traced step on this "
+                  "deployment's simulated model (its twin) and print the per-step errors")
+      ->needs(trace)
+      ->excludes(out);
   cmd->add_flag("--quick", args.quick, "A reduced grid (seconds on a small model), for tests")
       ->excludes(trace);
   cmd->add_option("--max-context", args.max_context,
@@ -47,8 +53,7 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
   cmd->add_option("--repetitions", args.repetitions, "Timed runs per shape (median kept)")
       ->check(CLI::Range(1, 100))
       ->excludes(trace);
-  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)")
-      ->excludes(trace);
+  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
   cmd->add_flag("--quiet", args.quiet, "Print only the fitted coefficients");
   return cmd;
 }
@@ -150,6 +155,11 @@ void profile_from_step_trace(const ProfileArgs& args) {
 }  // namespace
 
 int run_profile(const ProfileArgs& args) {
+  if (!args.check_config.empty()) {
+    check_trace_against(args.from_step_trace, args.engine, args.check_config, args.plugin_dirs);
+    return 0;
+  }
+  if (args.out.empty()) throw core::Error("profile: --out is required (the cost file to write)");
   if (!args.from_step_trace.empty()) {
     check_output_path(args.out, "--out");
     profile_from_step_trace(args);

@@ -2,7 +2,8 @@
 // a grid of step shapes and writes the fitted step-time model that the sim model reads with
 // `cost_file` (core/step_profiler.h, docs/profiling.md). `headway profile --from-step-trace
 // steps.jsonl --out cost.toml`: fits the same model to the steps of a recorded run instead
-// (core/step_trace_reader.h).
+// (core/step_trace_reader.h); with `--check twin.toml`, replays them on a simulated model and
+// prints its per-step errors instead (trace_check.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@ struct ProfileArgs {
   std::string config;
   std::string from_step_trace;     // fit this trace's steps instead of timing a grid
   std::optional<uint32_t> engine;  // with from_step_trace: only this engine's steps
+  std::string check_config;  // with from_step_trace: replay the steps on this deployment's model
   std::string out;
   bool quick = false;
   uint32_t max_context = 0;  // > 4096: also time shapes at deeper contexts (profile_grid)

@@ -435,6 +435,11 @@ serve_and_bench() {  # name config
     "$build/bin/headway" simulate --config "$work/trace_twin_$name.toml" --no-baseline --quiet \
       --workload configs/workloads/h200_hol_mixed.toml --duration 20 \
       --out "$work/trace_twin_$name.json" >>"$work/trace_fit_$name.log" 2>&1 || status=1
+    # The grid's twin on the very steps served: its error step by step, decodes and prefills apart.
+    if [[ -f "$work/twin_$name.toml" ]]; then
+      "$build/bin/headway" profile --from-step-trace "$work/steps_$name.jsonl" \
+        --check "$work/twin_$name.toml" >>"$work/trace_fit_$name.log" 2>&1 || status=1
+    fi
   else
     log "fit of the served $name steps failed"
     tail -5 "$work/trace_fit_$name.log" 2>/dev/null || true

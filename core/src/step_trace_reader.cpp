@@ -92,7 +92,8 @@ void read_slices(const nlohmann::json& slices, const Where& where, std::vector<P
 
 }  // namespace
 
-TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uint32_t> engine) {
+TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uint32_t> engine,
+                            bool keep_slices) {
   std::ifstream in(file);
   if (!in) throw Error(file.string() + ": cannot open the step trace");
   TracedSteps result;
@@ -167,11 +168,12 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
     }
     ProfileMeasurement& m = result.steps.emplace_back();
     // Short enough to need no allocation: a long trace has millions of steps. The slices
-    // themselves are not kept either, only their features.
+    // themselves are kept only when asked for; their features always.
     m.shape.label = state->second.runs > 1
                         ? fmt::format("r{} e{} s{}", state->second.runs, index, step)
                         : fmt::format("e{} s{}", index, step);
     m.features = StepFeatures::of(slices);
+    if (keep_slices) m.shape.slices = slices;
     m.median_s = duration.get<double>();
     TraceCoverage& c = result.coverage;
     c.max_batch = std::max<uint32_t>(c.max_batch, static_cast<uint32_t>(slices.size()));

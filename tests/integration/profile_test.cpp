@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "cli_runner.h"
@@ -224,18 +225,26 @@ TEST(Profile, FitRecoversKnownCoefficients) {
 // The same from a step trace: a simulated run of that model, traced, then `profile
 // --from-step-trace`. The trace gives durations to the nanosecond, so the fit is exact to about
 // 1e-6 of a 2 ms step; the model's shape and limits come from the trace's model line.
-TEST(Profile, FitFromAStepTraceRecoversKnownCoefficients) {
-  TempDir dir;
-  write(dir.path / "known.toml", kKnownCost);
-  write(dir.path / "sim.toml", sim_deployment("cost_file = \"known.toml\""));
-  const fs::path trace = dir.path / "steps.jsonl";
-  CliRun r = run("simulate --no-baseline --quiet --config " + (dir.path / "sim.toml").string() +
+// Writes known.toml and sim.toml (a sim model reading it) into `dir` and traces a simulated run of
+// that deployment into steps.jsonl, which it returns.
+fs::path trace_known_model(const fs::path& dir) {
+  write(dir / "known.toml", kKnownCost);
+  write(dir / "sim.toml", sim_deployment("cost_file = \"known.toml\""));
+  const fs::path trace = dir / "steps.jsonl";
+  CliRun r = run("simulate --no-baseline --quiet --config " + (dir / "sim.toml").string() +
                      " --workload " + (kData / "profile_small.toml").string() + " --step-trace " +
                      trace.string(),
-                 dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+                 dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return trace;
+}
+
+TEST(Profile, FitFromAStepTraceRecoversKnownCoefficients) {
+  TempDir dir;
+  const fs::path trace = trace_known_model(dir.path);
   const fs::path refit = dir.path / "refit.toml";
-  r = run("profile --from-step-trace " + trace.string() + " --out " + refit.string(), dir.path);
+  CliRun r =
+      run("profile --from-step-trace " + trace.string() + " --out " + refit.string(), dir.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("of engine 0 (sim)"), std::string::npos) << r.out;
 
@@ -256,6 +265,77 @@ TEST(Profile, FitFromAStepTraceRecoversKnownCoefficients) {
                           "max_model_len", "kv_capacity_tokens", "kv_bytes_per_token"}) {
     EXPECT_EQ(file["model"][key].value<int64_t>(), known["model"][key].value<int64_t>()) << key;
   }
+}
+
+// --check replays the traced steps on a deployment's simulated model: on the model that ran them
+// every step is predicted exactly; on one whose coefficients are all doubled, every step takes
+// twice as long.
+TEST(Profile, CheckReplaysTheTracedStepsOnATwin) {
+  TempDir dir;
+  const fs::path trace = trace_known_model(dir.path);
+  CliRun r = run("profile --from-step-trace " + trace.string() + " --check " +
+                     (dir.path / "sim.toml").string(),
+                 dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The "all" row: n, p10, p50, p90, p50 |err|, traced s, predicted s, sum.
+  const auto all_row = [](const std::string& out) {
+    const size_t at = out.find("\nall ");
+    return at == std::string::npos ? std::string()
+                                   : out.substr(at + 1, out.find('\n', at + 1) - at);
+  };
+  std::istringstream row(all_row(r.out));
+  std::string name, p10, p50, p90, magnitude, traced, predicted, sum;
+  size_t steps = 0;
+  row >> name >> steps >> p10 >> p50 >> p90 >> magnitude >> traced >> predicted >> sum;
+  EXPECT_GT(steps, 20u) << r.out;
+  // Printed to 0.1%: "+0.0%" or "-0.0%" (the trace's durations are rounded to the nanosecond).
+  for (const std::string& error : {p10, p50, p90, sum}) EXPECT_EQ(std::stod(error), 0.0) << r.out;
+  EXPECT_EQ(traced, predicted) << r.out;
+
+  std::string doubled = kKnownCost;
+  for (const auto& [from, to] : {std::pair{"overhead_s = 2e-3", "overhead_s = 4e-3"},
+                                 {"per_token_s = 5e-5", "per_token_s = 1e-4"},
+                                 {"per_sampled_token_s = 1e-4", "per_sampled_token_s = 2e-4"},
+                                 {"per_attention_pair_s = 2e-9", "per_attention_pair_s = 4e-9"},
+                                 {"per_kv_token_s = 3e-7", "per_kv_token_s = 6e-7"}}) {
+    const size_t at = doubled.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    doubled.replace(at, std::string(from).size(), to);
+  }
+  write(dir.path / "doubled.toml", doubled);
+  write(dir.path / "twin.toml", sim_deployment("cost_file = \"doubled.toml\""));
+  r = run("profile --from-step-trace " + trace.string() + " --check " +
+              (dir.path / "twin.toml").string(),
+          dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream twice(all_row(r.out));
+  twice >> name >> steps >> p10 >> p50 >> p90 >> magnitude >> traced >> predicted >> sum;
+  for (const std::string& error : {p10, p50, p90, sum}) EXPECT_EQ(std::stod(error), 100.0) << r.out;
+
+  // A real model's steps are timed, not predicted; --check needs a trace; --out does not go with
+  // it.
+  r = run("model make-tiny --quiet --out " + (dir.path / "model").string() +
+              " --layers 1 --hidden 64 --heads 2 --kv-heads 1 --ffn 128",
+          dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  write(dir.path / "cpu.toml",
+        "[model]\nplugin = \"cpu\"\noptions = { path = \"model\", threads = 1, kv_cache_gb = "
+        "0.01 }\n[[engines]]\nscheduler = \"chunked\"\n");
+  r = run("profile --from-step-trace " + trace.string() + " --check " +
+              (dir.path / "cpu.toml").string(),
+          dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cpu.toml: model 'cpu' runs for real"), std::string::npos) << r.err;
+  r = run("profile --check " + (dir.path / "sim.toml").string(), dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--from-step-trace"), std::string::npos) << r.err;
+  r = run("profile --from-step-trace " + trace.string() + " --check " +
+              (dir.path / "sim.toml").string() + " --out " + (dir.path / "c.toml").string(),
+          dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  r = run("profile --from-step-trace " + trace.string(), dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--out is required"), std::string::npos) << r.err;
 }
 
 // A wall-clock run of the tiny CPU model, traced, fitted, and simulated with the fit: the path an

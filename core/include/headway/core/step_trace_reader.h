@@ -40,8 +40,8 @@ struct TracedSteps {
   std::vector<uint32_t> engines;  // the engines whose steps were kept, ascending
   uint32_t runs = 1;              // model lines of one engine: runs concatenated into the file
   // Label "e<engine> s<step>" ("r<run> e<engine> s<step>" from an engine's second run on), the
-  // features of its slices (shape.slices is left empty: a long trace has millions of steps),
-  // median_s = the step's duration.
+  // features of its slices (shape.slices only when asked for: a long trace has millions of
+  // steps), median_s = the step's duration.
   std::vector<ProfileMeasurement> steps;
   TraceCoverage coverage;
   uint64_t warmup_steps = 0;  // each run's first step of each engine, left out (buffers grow)
@@ -56,6 +56,8 @@ struct TracedSteps {
 // is dropped) or lacks a field, a step of an engine without a model line (a trace from before
 // model lines were written), engines whose model shapes differ (the message suggests --engine);
 // naming the file for an engine the trace does not have and a trace with no step left to fit.
-TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uint32_t> engine);
+// keep_slices: also keep each step's slices (shape.slices), to replay the steps on a model.
+TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uint32_t> engine,
+                            bool keep_slices = false);
 
 }  // namespace headway::core

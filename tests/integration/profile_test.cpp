@@ -51,18 +51,26 @@ std::string sim_deployment(const std::string& model_options) {
          "max_num_batched_tokens = 256 } }\n";
 }
 
+// Makes the tiny test model (2 layers, hidden 128) in `dir`/model and a CPU deployment of it,
+// cpu.toml, with `scheduler` as its engine's scheduler table; returns the deployment's path.
+fs::path tiny_cpu_deployment(const fs::path& dir, const std::string& scheduler) {
+  const CliRun r = run("model make-tiny --quiet --out " + (dir / "model").string() +
+                           " --layers 2 --hidden 128 --heads 4 --kv-heads 2 --ffn 256",
+                       dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  write(dir / "cpu.toml",
+        "[model]\nplugin = \"cpu\"\noptions = { path = \"model\", threads = 1, kv_cache_gb = "
+        "0.05 }\n[[engines]]\nscheduler = " +
+            scheduler + "\n");
+  return dir / "cpu.toml";
+}
+
 TEST(Profile, TinyCpuModelToFittedSimulation) {
   TempDir dir;
-  CliRun r = run("model make-tiny --quiet --out " + (dir.path / "model").string() +
-                     " --layers 2 --hidden 128 --heads 4 --kv-heads 2 --ffn 256",
-                 dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  write(dir.path / "cpu.toml",
-        "[model]\nplugin = \"cpu\"\noptions = { path = \"model\", threads = 1, kv_cache_gb = "
-        "0.05 }\n[[engines]]\nscheduler = { plugin = \"chunked\" }\n");
+  tiny_cpu_deployment(dir.path, "{ plugin = \"chunked\" }");
 
   const fs::path cost = dir.path / "cost.toml";
-  r = run(
+  CliRun r = run(
       "profile --quick --config " + (dir.path / "cpu.toml").string() + " --out " + cost.string(),
       dir.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -314,15 +322,8 @@ TEST(Profile, CheckReplaysTheTracedStepsOnATwin) {
 
   // A real model's steps are timed, not predicted; --check needs a trace; --out does not go with
   // it.
-  r = run("model make-tiny --quiet --out " + (dir.path / "model").string() +
-              " --layers 1 --hidden 64 --heads 2 --kv-heads 1 --ffn 128",
-          dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  write(dir.path / "cpu.toml",
-        "[model]\nplugin = \"cpu\"\noptions = { path = \"model\", threads = 1, kv_cache_gb = "
-        "0.01 }\n[[engines]]\nscheduler = \"chunked\"\n");
   r = run("profile --from-step-trace " + trace.string() + " --check " +
-              (dir.path / "cpu.toml").string(),
+              tiny_cpu_deployment(dir.path, "\"chunked\"").string(),
           dir.path);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cpu.toml: model 'cpu' runs for real"), std::string::npos) << r.err;
@@ -343,19 +344,13 @@ TEST(Profile, CheckReplaysTheTracedStepsOnATwin) {
 // (the machine is shared); the trace-fit's accuracy is measured in docs/profiling.md.
 TEST(Profile, WallClockTraceToFittedSimulation) {
   TempDir dir;
-  CliRun r = run("model make-tiny --quiet --out " + (dir.path / "model").string() +
-                     " --layers 2 --hidden 128 --heads 4 --kv-heads 2 --ffn 256",
-                 dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  write(dir.path / "cpu.toml",
-        "[model]\nplugin = \"cpu\"\noptions = { path = \"model\", threads = 1, kv_cache_gb = "
-        "0.05 }\n[[engines]]\nscheduler = { plugin = \"chunked\", options = { "
-        "max_num_batched_tokens = 256 } }\n");
+  tiny_cpu_deployment(dir.path,
+                      "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256 } }");
   const fs::path trace = dir.path / "steps.jsonl";
-  r = run("simulate --no-baseline --quiet --config " + (dir.path / "cpu.toml").string() +
-              " --workload " + (kData / "profile_small.toml").string() + " --step-trace " +
-              trace.string(),
-          dir.path);
+  CliRun r = run("simulate --no-baseline --quiet --config " + (dir.path / "cpu.toml").string() +
+                     " --workload " + (kData / "profile_small.toml").string() + " --step-trace " +
+                     trace.string(),
+                 dir.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run(
       "profile --from-step-trace " + trace.string() + " --out " + (dir.path / "cost.toml").string(),

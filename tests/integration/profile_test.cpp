@@ -65,6 +65,22 @@ fs::path tiny_cpu_deployment(const fs::path& dir, const std::string& scheduler) 
   return dir / "cpu.toml";
 }
 
+// Simulates profile_small.toml on a sim deployment (sim.toml in `dir`) with `model_options`: every
+// one of its 24 requests must finish.
+void expect_simulation_finishes(const fs::path& dir, const std::string& model_options) {
+  write(dir / "sim.toml", sim_deployment(model_options));
+  const fs::path report = dir / "report.json";
+  const CliRun r =
+      run("simulate --no-baseline --config " + (dir / "sim.toml").string() + " --workload " +
+              (kData / "profile_small.toml").string() + " --out " + report.string(),
+          dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(report);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["rejected"], 0);
+  EXPECT_EQ(j["overall"]["finished"], 24) << j.dump(2);
+}
+
 TEST(Profile, TinyCpuModelToFittedSimulation) {
   TempDir dir;
   tiny_cpu_deployment(dir.path, "{ plugin = \"chunked\" }");
@@ -95,17 +111,8 @@ TEST(Profile, TinyCpuModelToFittedSimulation) {
 
   // The gpu and model presets are ignored when cost_file is set: a 70B model on one H100 would be
   // refused by the roofline mode (its weights do not fit).
-  write(dir.path / "sim.toml",
-        sim_deployment("cost_file = \"cost.toml\", gpu = \"h100\", model = \"llama-3.3-70b\""));
-  const fs::path report = dir.path / "report.json";
-  r = run("simulate --no-baseline --config " + (dir.path / "sim.toml").string() + " --workload " +
-              (kData / "profile_small.toml").string() + " --out " + report.string(),
-          dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream in(report);
-  const nlohmann::json j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["rejected"], 0);
-  EXPECT_EQ(j["overall"]["finished"], 24) << j.dump(2);
+  expect_simulation_finishes(
+      dir.path, "cost_file = \"cost.toml\", gpu = \"h100\", model = \"llama-3.3-70b\"");
 }
 
 TEST(Profile, ErrorsNameTheFileAndTheKey) {
@@ -373,15 +380,7 @@ TEST(Profile, WallClockTraceToFittedSimulation) {
   EXPECT_EQ(file["model"]["vocab"].value<int64_t>(), 320);
   EXPECT_GT(traced_steps, 20);
 
-  write(dir.path / "sim.toml", sim_deployment("cost_file = \"cost.toml\""));
-  const fs::path report = dir.path / "report.json";
-  r = run("simulate --no-baseline --config " + (dir.path / "sim.toml").string() + " --workload " +
-              (kData / "profile_small.toml").string() + " --out " + report.string(),
-          dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream in(report);
-  const nlohmann::json j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["overall"]["finished"], 24) << j.dump(2);
+  expect_simulation_finishes(dir.path, "cost_file = \"cost.toml\"");
 }
 
 // --max-context: the full grid reaches deeper contexts only when asked, and never past

@@ -174,7 +174,11 @@ class RoutedEngineProcesses {
               "\n[server]\nrole = \"engine\"\ngrpc_port = 0\ndrain_timeout_s = 30\n",
           std::string("engine_") + pool + ".toml");
       if (slow_long_engine && std::string(pool) == "long") use_slow_checkpoint(dir, config);
-      engines_.push_back(std::make_unique<ServeProcess>(config));
+      // Each engine process traces its steps (steps_short.jsonl, steps_long.jsonl), as an
+      // operator would to fit the simulator to a served deployment.
+      engines_.push_back(std::make_unique<ServeProcess>(
+          config, std::vector<std::string>{
+                      "--step-trace", (dir / (std::string("steps_") + pool + ".jsonl")).string()}));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
       if (!port)
         throw std::runtime_error("engine process did not start:\n" + engines_.back()->log());

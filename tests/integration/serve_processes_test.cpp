@@ -178,6 +178,24 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   for (size_t e = 0; e < 2; ++e) {
     EXPECT_EQ(cluster.engine(e).stop(SIGTERM), 0) << cluster.engine(e).log();
   }
+  // Each engine process traced its own steps, its model line first: the short one decoded the
+  // short completion's 5 tokens (4 decode steps after its prefill), the long one the other two
+  // requests' 7 + 4.
+  for (const auto& [pool, decodes] : {std::pair{"short", 4}, {"long", 6 + 3}}) {
+    std::ifstream trace(dir.path / (std::string("steps_") + pool + ".jsonl"));
+    ASSERT_TRUE(trace) << pool;
+    std::string line;
+    ASSERT_TRUE(std::getline(trace, line)) << pool;
+    EXPECT_NE(line.find("\"model\":{\"plugin\":\"cpu\""), std::string::npos) << line;
+    int decode_slices = 0;
+    while (std::getline(trace, line)) {
+      for (size_t at = line.find("\"decode\""); at != std::string::npos;
+           at = line.find("\"decode\"", at + 1)) {
+        ++decode_slices;
+      }
+    }
+    EXPECT_EQ(decode_slices, decodes) << pool;
+  }
 }
 
 TEST(ServeProcesses, AnEngineProcessThatDiesMidStreamFailsItsRequestNamingIt) {

@@ -37,7 +37,8 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
                   "With --from-step-trace: fit only this engine's steps (default: every engine's, "
                   "which must have run the same model)")
       ->needs(trace);
-  CLI::Option* out = cmd->add_option("--out", args.out, "Cost file to write (TOML)");
+  CLI::Option* out =
+      cmd->add_option("--out", args.out, "Cost file to write (TOML); required unless --check");
   cmd->add_option("--check", args.check_config,
                   "With --from-step-trace: instead of fitting, replay every traced step on this "
                   "deployment's simulated model (its twin) and print the per-step errors")
@@ -155,6 +156,11 @@ void profile_from_step_trace(const ProfileArgs& args) {
 }  // namespace
 
 int run_profile(const ProfileArgs& args) {
+  if (args.config.empty() && args.from_step_trace.empty()) {
+    throw core::Error(
+        "profile: give --config (time the deployment's model on a grid) or "
+        "--from-step-trace (fit the steps of a recorded run)");
+  }
   if (!args.check_config.empty()) {
     check_trace_against(args.from_step_trace, args.engine, args.check_config, args.plugin_dirs);
     return 0;
@@ -164,11 +170,6 @@ int run_profile(const ProfileArgs& args) {
     check_output_path(args.out, "--out");
     profile_from_step_trace(args);
     return 0;
-  }
-  if (args.config.empty()) {
-    throw core::Error(
-        "profile: give --config (time the deployment's model on a grid) or "
-        "--from-step-trace (fit the steps of a recorded run)");
   }
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <optional>
 
 namespace headway::cmd {
 namespace {
@@ -26,7 +27,7 @@ struct ErrorRow {
   double predicted_s = 0;
 };
 
-void print_row(const char* name, ErrorRow& row) {
+void print_row(const char* name, const ErrorRow& row) {
   if (row.errors.empty()) {
     std::cout << fmt::format("{:<16} {:>8}\n", name, 0);
     return;
@@ -55,12 +56,40 @@ void check_trace_against(const std::string& trace, std::optional<uint32_t> engin
   core::HostServices host("profile", &clock);
   const std::string config_dir =
       deployment.file.has_parent_path() ? deployment.file.parent_path().string() : std::string(".");
-  core::ModelInstance model(deployment.model, config_dir, host);
-  if (!model.info().reports_duration) {
-    throw core::Error(fmt::format(
-        "{}: model '{}' runs for real; --check predicts the traced steps with a simulated model "
-        "(plugin \"sim\", e.g. the deployment's twin)",
-        config, model.name()));
+  const char* const needs_sim =
+      "--check predicts the traced steps with a simulated model (plugin \"sim\", e.g. the "
+      "deployment's twin)";
+  std::optional<core::ModelInstance> loaded;
+  try {
+    loaded.emplace(deployment.model, config_dir, host);
+  } catch (const core::Error& e) {  // e.g. a real GPU model where no GPU is visible
+    throw core::Error(fmt::format("{} ({})", e.what(), needs_sim), e.code());
+  }
+  core::ModelInstance& model = *loaded;
+  const hw_model_info& info = model.info();
+  if (!info.reports_duration) {
+    throw core::Error(
+        fmt::format("{}: model '{}' runs for real; {}", config, model.name(), needs_sim));
+  }
+  // Steps the twin could not have run tell nothing about it: say so rather than replay quietly.
+  const core::EngineConfig& twin_engine = deployment.engines.front();
+  const uint32_t twin_len = twin_engine.max_model_len
+                                ? std::min(twin_engine.max_model_len, info.max_model_len)
+                                : info.max_model_len;
+  const hw_model_info& ran = traced.model.info;
+  if (ran.layers != info.layers || ran.hidden != info.hidden || ran.heads != info.heads ||
+      ran.kv_heads != info.kv_heads || ran.head_dim != info.head_dim || ran.vocab != info.vocab) {
+    std::cout << fmt::format(
+        "note: the twin's model ({} layers, hidden {}, {}/{} heads of {}, vocab {}) is not the "
+        "traced one ({} layers, hidden {}, {}/{} heads of {}, vocab {})\n",
+        info.layers, info.hidden, info.heads, info.kv_heads, info.head_dim, info.vocab, ran.layers,
+        ran.hidden, ran.heads, ran.kv_heads, ran.head_dim, ran.vocab);
+  }
+  if (traced.coverage.max_context > twin_len) {
+    std::cout << fmt::format(
+        "note: the trace reaches position {}, past the twin's max_model_len {}: the twin would "
+        "have refused some of these requests\n",
+        traced.coverage.max_context, twin_len);
   }
 
   // The model reports each step's duration: one run per step (after a warm-up run) is exact.

@@ -307,6 +307,9 @@ for name in ("chunked", "partial_prefill"):
     fit = read(f"trace_fit_{name}.log").strip()
     if fit and not fit.startswith("(missing"):
         print(f"\nCost fitted to the served steps (h200_served_{name}_cost.toml):\n\n```\n{fit}\n```")
+    check = read(f"trace_check_{name}.log").strip()
+    if check and not check.startswith("(missing"):
+        print(f"\nThe grid's twin on the served steps (profile --check):\n\n```\n{check}\n```")
     try:
         o = json.load(open(os.path.join(work, f"trace_twin_{name}.json")))["overall"]
         print(f"\nIts twin's prediction of the same 20 s: TTFT p50/p99 {o['ttft']['p50']*1e3:.1f}/"
@@ -423,26 +426,33 @@ serve_and_bench() {  # name config
   kill -KILL "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   serve_pid=""
-  # The cost file fitted to the served steps themselves (no GPU needed, seconds), beside the
-  # grid's: which of the two predicts the served run better is checked off the device.
-  # Its prediction of the same 20 s, as the grid's twin predicted it for bench above.
-  local served_cost="$out/h200_served_${name}_cost.toml"
-  if [[ -s "$work/steps_$name.jsonl" ]] &&
-      "$build/bin/headway" profile --from-step-trace "$work/steps_$name.jsonl" \
-        --out "$served_cost" >"$work/trace_fit_$name.log" 2>&1; then
+  analyse_served_steps "$name"
+}
+# Off the GPU, seconds each, after a served run (none of it fails the check; a failure is logged):
+# the cost file fitted to the served steps themselves, beside the grid's, and its twin's prediction
+# of the same 20 s (as the grid's twin predicted it for bench); and the grid's twin replayed on the
+# very steps served, its error step by step, decodes and prefills apart.
+analyse_served_steps() {  # name
+  local name=$1 steps="$work/steps_$1.jsonl" served_cost="$out/h200_served_$1_cost.toml"
+  [[ -s "$steps" ]] || { log "no step trace of the served $name run"; return; }
+  # `timeout 0` would mean no limit at all.
+  (($(budget 30) >= 5)) || { log "deadline: the served $name steps not analysed"; return; }
+  if timeout -k 5 "$(budget 30)" "$build/bin/headway" profile --from-step-trace "$steps" \
+      --out "$served_cost" >"$work/trace_fit_$name.log" 2>&1; then
     sed "s|cost_file = \"h200_llama8b_cost.toml\"|cost_file = \"$served_cost\"|" \
       "configs/gpu/llama8b_h200_${name}_sim.toml" >"$work/trace_twin_$name.toml"
-    "$build/bin/headway" simulate --config "$work/trace_twin_$name.toml" --no-baseline --quiet \
-      --workload configs/workloads/h200_hol_mixed.toml --duration 20 \
-      --out "$work/trace_twin_$name.json" >>"$work/trace_fit_$name.log" 2>&1 || status=1
-    # The grid's twin on the very steps served: its error step by step, decodes and prefills apart.
-    if [[ -f "$work/twin_$name.toml" ]]; then
-      "$build/bin/headway" profile --from-step-trace "$work/steps_$name.jsonl" \
-        --check "$work/twin_$name.toml" >>"$work/trace_fit_$name.log" 2>&1 || status=1
-    fi
+    timeout -k 5 "$(budget 30)" "$build/bin/headway" simulate --config "$work/trace_twin_$name.toml" \
+      --no-baseline --quiet --workload configs/workloads/h200_hol_mixed.toml --duration 20 \
+      --out "$work/trace_twin_$name.json" >>"$work/trace_fit_$name.log" 2>&1 ||
+      log "the served $name fit's twin did not simulate"
   else
     log "fit of the served $name steps failed"
     tail -5 "$work/trace_fit_$name.log" 2>/dev/null || true
+  fi
+  if [[ -f "$work/twin_$name.toml" ]]; then
+    timeout -k 5 "$(budget 30)" "$build/bin/headway" profile --from-step-trace "$steps" \
+      --check "$work/twin_$name.toml" >"$work/trace_check_$name.log" 2>&1 ||
+      log "the grid's twin could not replay the served $name steps"
   fi
 }
 if want serve; then

@@ -210,7 +210,7 @@ std::vector<ProfileMeasurement> profile_model(ModelInstance& model,
     max_tokens = std::max(max_tokens, tokens);
     max_slices = std::max(max_slices, shape.slices.size());
   }
-  if (blocks > UINT32_MAX) throw Error("profile: the grid needs more KV blocks than fit a uint32");
+  if (blocks > UINT32_MAX) throw Error("profile: the shapes need more KV blocks than fit a uint32");
   model.init_kv(static_cast<uint32_t>(blocks), bs);
 
   // Buffers sized once for the largest shape so that the pointers in the slices stay valid.

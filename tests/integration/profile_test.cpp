@@ -285,48 +285,114 @@ TEST(Profile, FitFromAStepTraceRecoversKnownCoefficients) {
 // --check replays the traced steps on a deployment's simulated model: on the model that ran them
 // every step is predicted exactly; on one whose coefficients are all doubled, every step takes
 // twice as long.
+// One row of `profile --check`'s table: steps, p10, p50, p90, median |error|, traced and
+// predicted seconds, summed error (percentages as numbers).
+struct CheckRow {
+  bool found = false;
+  size_t steps = 0;
+  double p10 = 0, p50 = 0, p90 = 0, magnitude = 0, traced = 0, predicted = 0, sum = 0;
+};
+
+CheckRow check_row(const std::string& out, const std::string& name) {
+  CheckRow row;
+  const size_t at = out.find("\n" + name + " ");
+  if (at == std::string::npos) return row;
+  const size_t from = at + 1 + name.size();
+  std::istringstream in(out.substr(from, out.find('\n', from) - from));
+  std::string p10, p50, p90, magnitude, traced, predicted, sum;
+  in >> row.steps >> p10 >> p50 >> p90 >> magnitude >> traced >> predicted >> sum;
+  if (in.fail()) return row;
+  row.found = true;
+  row.p10 = std::stod(p10);
+  row.p50 = std::stod(p50);
+  row.p90 = std::stod(p90);
+  row.magnitude = std::stod(magnitude);
+  row.traced = std::stod(traced);
+  row.predicted = std::stod(predicted);
+  row.sum = std::stod(sum);
+  return row;
+}
+
+// Writes a copy of the known cost file with `edits` ("key = old" -> "key = new") to `file`.
+void write_edited_cost(const fs::path& file,
+                       std::initializer_list<std::pair<const char*, const char*>> edits) {
+  std::string text = kKnownCost;
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, std::string(from).size(), to);
+  }
+  write(file, text);
+}
+
+// --check replays the traced steps on a deployment's simulated model: on the model that ran them
+// every step is predicted exactly; on one whose coefficients are all doubled, every step takes
+// twice as long; with only the per-step overhead doubled, short (decode) steps are off by more
+// than long ones. Twins that differ from the trace are named in notes.
 TEST(Profile, CheckReplaysTheTracedStepsOnATwin) {
   TempDir dir;
   const fs::path trace = trace_known_model(dir.path);
-  CliRun r = run("profile --from-step-trace " + trace.string() + " --check " +
-                     (dir.path / "sim.toml").string(),
-                 dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  // The "all" row: n, p10, p50, p90, p50 |err|, traced s, predicted s, sum.
-  const auto all_row = [](const std::string& out) {
-    const size_t at = out.find("\nall ");
-    return at == std::string::npos ? std::string()
-                                   : out.substr(at + 1, out.find('\n', at + 1) - at);
+  const auto check = [&](const std::string& twin) {
+    CliRun r = run("profile --from-step-trace " + trace.string() + " --check " + twin, dir.path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
   };
-  std::istringstream row(all_row(r.out));
-  std::string name, p10, p50, p90, magnitude, traced, predicted, sum;
-  size_t steps = 0;
-  row >> name >> steps >> p10 >> p50 >> p90 >> magnitude >> traced >> predicted >> sum;
-  EXPECT_GT(steps, 20u) << r.out;
+  std::string out = check((dir.path / "sim.toml").string());
+  const CheckRow all = check_row(out, "all");
+  const CheckRow decodes = check_row(out, "decode only");
+  const CheckRow prefills = check_row(out, "with a prefill");
+  ASSERT_TRUE(all.found && decodes.found && prefills.found) << out;
+  EXPECT_GT(decodes.steps, 20u) << out;
+  EXPECT_GT(prefills.steps, 5u) << out;
+  EXPECT_EQ(decodes.steps + prefills.steps, all.steps) << out;
   // Printed to 0.1%: "+0.0%" or "-0.0%" (the trace's durations are rounded to the nanosecond).
-  for (const std::string& error : {p10, p50, p90, sum}) EXPECT_EQ(std::stod(error), 0.0) << r.out;
-  EXPECT_EQ(traced, predicted) << r.out;
-
-  std::string doubled = kKnownCost;
-  for (const auto& [from, to] : {std::pair{"overhead_s = 2e-3", "overhead_s = 4e-3"},
-                                 {"per_token_s = 5e-5", "per_token_s = 1e-4"},
-                                 {"per_sampled_token_s = 1e-4", "per_sampled_token_s = 2e-4"},
-                                 {"per_attention_pair_s = 2e-9", "per_attention_pair_s = 4e-9"},
-                                 {"per_kv_token_s = 3e-7", "per_kv_token_s = 6e-7"}}) {
-    const size_t at = doubled.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    doubled.replace(at, std::string(from).size(), to);
+  for (double error : {all.p10, all.p50, all.p90, all.magnitude, all.sum}) {
+    EXPECT_EQ(error, 0.0) << out;
   }
-  write(dir.path / "doubled.toml", doubled);
-  write(dir.path / "twin.toml", sim_deployment("cost_file = \"doubled.toml\""));
-  r = run("profile --from-step-trace " + trace.string() + " --check " +
-              (dir.path / "twin.toml").string(),
-          dir.path);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::istringstream twice(all_row(r.out));
-  twice >> name >> steps >> p10 >> p50 >> p90 >> magnitude >> traced >> predicted >> sum;
-  for (const std::string& error : {p10, p50, p90, sum}) EXPECT_EQ(std::stod(error), 100.0) << r.out;
+  EXPECT_EQ(all.traced, all.predicted) << out;
+  EXPECT_EQ(out.find("note:"), std::string::npos) << out;
+  // The split is the fit's: its "steps with a prefill" are the same steps.
+  CliRun fit = run(
+      "profile --from-step-trace " + trace.string() + " --out " + (dir.path / "fit.toml").string(),
+      dir.path);
+  EXPECT_NE(fit.out.find(std::to_string(prefills.steps) + " of " + std::to_string(all.steps) +
+                         " steps with a prefill"),
+            std::string::npos)
+      << fit.out;
 
+  write_edited_cost(dir.path / "doubled.toml",
+                    {{"overhead_s = 2e-3", "overhead_s = 4e-3"},
+                     {"per_token_s = 5e-5", "per_token_s = 1e-4"},
+                     {"per_sampled_token_s = 1e-4", "per_sampled_token_s = 2e-4"},
+                     {"per_attention_pair_s = 2e-9", "per_attention_pair_s = 4e-9"},
+                     {"per_kv_token_s = 3e-7", "per_kv_token_s = 6e-7"}});
+  write(dir.path / "twin.toml", sim_deployment("cost_file = \"doubled.toml\""));
+  out = check((dir.path / "twin.toml").string());
+  const CheckRow twice = check_row(out, "all");
+  ASSERT_TRUE(twice.found) << out;
+  for (double error : {twice.p10, twice.p50, twice.p90, twice.sum}) EXPECT_EQ(error, 100.0) << out;
+
+  write_edited_cost(dir.path / "overhead.toml", {{"overhead_s = 2e-3", "overhead_s = 4e-3"}});
+  write(dir.path / "twin.toml", sim_deployment("cost_file = \"overhead.toml\""));
+  out = check((dir.path / "twin.toml").string());
+  const CheckRow longer = check_row(out, "all");
+  ASSERT_TRUE(longer.found) << out;
+  EXPECT_GT(longer.p10, 0.0) << out;
+  EXPECT_LT(longer.p10, longer.p50) << out;
+  EXPECT_LT(longer.p50, longer.p90) << out;
+  EXPECT_GT(check_row(out, "decode only").p50, check_row(out, "with a prefill").p50) << out;
+
+  // Another model's presets (Llama-3.1-8B) and a shorter max_model_len are named, not hidden.
+  write(dir.path / "twin.toml", sim_deployment("gpu = \"h100\", model = \"llama-3.1-8b\""));
+  out = check((dir.path / "twin.toml").string());
+  EXPECT_NE(out.find("note: the twin's model (32 layers"), std::string::npos) << out;
+  write(dir.path / "twin.toml",
+        "[model]\nplugin = \"sim\"\noptions = { cost_file = \"known.toml\" }\n[[engines]]\n"
+        "max_model_len = 256\nscheduler = \"chunked\"\n");
+  out = check((dir.path / "twin.toml").string());
+  EXPECT_NE(out.find("past the twin's max_model_len 256"), std::string::npos) << out;
+
+  CliRun r;
   // A real model's steps are timed, not predicted; --check needs a trace; --out does not go with
   // it.
   r = run("profile --from-step-trace " + trace.string() + " --check " +

@@ -9,19 +9,31 @@
 
 namespace headway::serving::http {
 
+namespace {
+
+// nlohmann's what() reads "[json.exception.parse_error.101] parse error at line 1, column 9: ...";
+// the bracketed prefix means nothing to an HTTP client.
+std::string without_prefix(const nlohmann::json::exception& error) {
+  std::string what = error.what();
+  if (auto close = what.find("] "); what.starts_with("[json.exception") && close != what.npos) {
+    what.erase(0, close + 2);
+  }
+  return what;
+}
+
+}  // namespace
+
 nlohmann::json parse_body(std::string_view body) {
   nlohmann::json parsed;
   try {
     parsed = nlohmann::json::parse(body.begin(), body.end());
   } catch (const nlohmann::json::parse_error& error) {
-    // what() reads "[json.exception.parse_error.101] parse error at line 1, column 9: ..."; the
-    // bracketed prefix means nothing to an HTTP client.
-    std::string what = error.what();
-    if (auto close = what.find("] "); what.starts_with("[json.exception") && close != what.npos) {
-      what.erase(0, close + 2);
-    }
-    throw ApiError(
-        400, "request body is not valid JSON (byte " + std::to_string(error.byte) + "): " + what);
+    throw ApiError(400, "request body is not valid JSON (byte " + std::to_string(error.byte) +
+                            "): " + without_prefix(error));
+  } catch (const nlohmann::json::out_of_range& error) {
+    // A number beyond a double's range (1e400): vLLM's parser takes it as inf and then validates
+    // the field; it cannot be represented here, so the body is refused, not a server error.
+    throw ApiError(400, "request body is not valid JSON: " + without_prefix(error));
   }
   if (!parsed.is_object()) {
     throw ApiError(400,

@@ -25,6 +25,14 @@ ApiError not_supported(const std::string& name, const std::string& what) {
   return invalid_field(name, what + " is not supported by this server");
 }
 
+// Whether an optional field asks for something: present and not null, false or empty.
+bool is_set(const nlohmann::json* value) {
+  if (value == nullptr || value->is_null()) return false;
+  if (value->is_boolean()) return value->get<bool>();
+  if (value->is_array() || value->is_object() || value->is_string()) return !value->empty();
+  return true;
+}
+
 // Fields Headway does not implement: allowed only at their default ("not set") values, so clients
 // that always send them keep working while a request that depends on them is refused.
 void refuse_unsupported(const FieldReader& fields) {
@@ -43,6 +51,20 @@ void refuse_unsupported(const FieldReader& fields) {
   }
   if (const nlohmann::json* bias = fields.find("logit_bias"); bias && !bias->empty()) {
     throw not_supported("logit_bias", "logit_bias");
+  }
+  // vLLM extensions that constrain or reshape the output: a client that sends them relies on
+  // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
+  for (const char* field : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                            "structured_outputs", "bad_words", "allowed_token_ids",
+                            "logits_processors", "prompt_logprobs", "truncate_prompt_tokens"}) {
+    if (is_set(fields.find(field))) throw not_supported(field, field);
+  }
+  if (auto min_tokens = fields.integer("min_tokens", 0, kMaxTokensLimit);
+      min_tokens && *min_tokens > 0) {
+    throw not_supported("min_tokens", "min_tokens > 0");
+  }
+  if (fields.boolean("include_stop_str_in_output").value_or(false)) {
+    throw not_supported("include_stop_str_in_output", "include_stop_str_in_output");
   }
 }
 
@@ -237,8 +259,13 @@ std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
     if (!role) throw invalid_field(path + ".role", path + ".role is required");
     if (*role == "developer") role = "system";  // OpenAI's newer name for the system turn
     if (*role != "system" && *role != "user" && *role != "assistant") {
-      throw invalid_field(path + ".role", path + ".role \"" + *role +
-                                              "\" is not supported; use system, user or assistant");
+      throw invalid_field(path + ".role",
+                          path + ".role \"" + *role +
+                              "\" is not supported; use system, developer, user or assistant");
+    }
+    // An assistant turn's tool calls cannot be rendered without tools (refused above).
+    if (is_set(message_fields.find("tool_calls"))) {
+      throw not_supported(path + ".tool_calls", path + ".tool_calls");
     }
     out.push_back({*role, parse_content(message, path, *role)});
   }
@@ -301,9 +328,17 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   if (auto top = fields.integer("top_logprobs", 0, kMaxTokensLimit); top && *top != 0) {
     throw not_supported("top_logprobs", "top_logprobs");
   }
-  if (const nlohmann::json* tools = fields.find("tools"); tools && !tools->empty()) {
-    throw not_supported("tools", "tools");
+  for (const char* field : {"tools", "functions"}) {  // functions: OpenAI's older name
+    if (is_set(fields.find(field))) throw not_supported(field, field);
   }
+  // vLLM's chat extensions, at anything but their defaults.
+  if (!fields.boolean("add_generation_prompt").value_or(true)) {
+    throw not_supported("add_generation_prompt", "add_generation_prompt = false");
+  }
+  if (fields.boolean("continue_final_message").value_or(false)) {
+    throw not_supported("continue_final_message", "continue_final_message");
+  }
+  if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
   if (const nlohmann::json* format = fields.find("response_format")) {
     const auto type =
         format->is_object() ? FieldReader(*format, "response_format").string("type") : std::nullopt;

@@ -257,7 +257,8 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
   }
-  std::unique_ptr<IncrementalDecoder> decoder = admission_->decoder(std::move(input.stop));
+  std::unique_ptr<IncrementalDecoder> decoder =
+      admission_->decoder(std::move(input.stop), input.sampling.stop_token_ids);
   std::vector<int32_t>& prompt = admitted.prompt;
   const std::string& request_class = admitted.request_class;
 

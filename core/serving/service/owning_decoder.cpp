@@ -8,9 +8,10 @@ namespace {
 class OwningDecoder final : public IncrementalDecoder {
  public:
   OwningDecoder(std::shared_ptr<const core::Tokenizer> tokenizer,
-                std::vector<std::string> stop_strings)
+                std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids)
       : tokenizer_(std::move(tokenizer)),
-        decoder_(make_incremental_decoder(*tokenizer_, std::move(stop_strings))) {}
+        decoder_(make_incremental_decoder(*tokenizer_, std::move(stop_strings),
+                                          std::move(stop_token_ids))) {}
   std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
   bool stopped() const override { return decoder_->stopped(); }
   std::string flush() override { return decoder_->flush(); }
@@ -23,8 +24,10 @@ class OwningDecoder final : public IncrementalDecoder {
 }  // namespace
 
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
-                                                 std::vector<std::string> stop_strings) {
-  return std::make_unique<OwningDecoder>(std::move(tokenizer), std::move(stop_strings));
+                                                 std::vector<std::string> stop_strings,
+                                                 std::vector<int32_t> stop_token_ids) {
+  return std::make_unique<OwningDecoder>(std::move(tokenizer), std::move(stop_strings),
+                                         std::move(stop_token_ids));
 }
 
 }  // namespace headway::serving

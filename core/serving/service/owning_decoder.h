@@ -15,6 +15,7 @@
 namespace headway::serving {
 
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
-                                                 std::vector<std::string> stop_strings);
+                                                 std::vector<std::string> stop_strings,
+                                                 std::vector<int32_t> stop_token_ids);
 
 }  // namespace headway::serving

@@ -93,9 +93,10 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   return admitted;
 }
 
-std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(std::vector<std::string> stop) const {
+std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(
+    std::vector<std::string> stop, std::vector<int32_t> stop_token_ids) const {
   if (tokenizer_ == nullptr) return nullptr;
-  return make_decoder(tokenizer_, std::move(stop));
+  return make_decoder(tokenizer_, std::move(stop), std::move(stop_token_ids));
 }
 
 }  // namespace headway::serving

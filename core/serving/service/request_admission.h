@@ -55,7 +55,8 @@ class RequestAdmission {
   AdmittedRequest admit(GenerateInput& input) const;
 
   // The decoder for a stream with these stop strings; null when the model has no tokenizer.
-  std::unique_ptr<IncrementalDecoder> decoder(std::vector<std::string> stop) const;
+  std::unique_ptr<IncrementalDecoder> decoder(std::vector<std::string> stop,
+                                              std::vector<int32_t> stop_token_ids) const;
 
  private:
   std::shared_ptr<const core::Tokenizer> tokenizer_;

@@ -20,8 +20,10 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 class TextDecoder final : public IncrementalDecoder {
  public:
-  TextDecoder(const core::Tokenizer& tokenizer, std::vector<std::string> stops)
+  TextDecoder(const core::Tokenizer& tokenizer, std::vector<std::string> stops,
+              std::vector<int32_t> stop_token_ids)
       : tokenizer_(tokenizer),
+        stop_token_ids_(std::move(stop_token_ids)),
         // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
         // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
         replacement_means_incomplete_(tokenizer.kind() == "sentencepiece") {
@@ -32,6 +34,12 @@ class TextDecoder final : public IncrementalDecoder {
 
   std::string append(std::span<const int32_t> ids) override {
     if (stopped_) return {};
+    // A stop token id ends the request, so it can only be the last id; its text is not part of
+    // the answer (vLLM leaves it out too), though the id is.
+    if (!ids.empty() && std::find(stop_token_ids_.begin(), stop_token_ids_.end(), ids.back()) !=
+                            stop_token_ids_.end()) {
+      ids = ids.first(ids.size() - 1);
+    }
     window_.insert(window_.end(), ids.begin(), ids.end());
     return release(take_new_text(ids.size(), false), false);
   }
@@ -115,6 +123,7 @@ class TextDecoder final : public IncrementalDecoder {
   }
 
   const core::Tokenizer& tokenizer_;
+  const std::vector<int32_t> stop_token_ids_;
   const bool replacement_means_incomplete_;
   std::vector<std::string> stops_;
   std::vector<int32_t> window_;  // recent ids: [0, read_) already text, [read_, end) not yet
@@ -127,9 +136,11 @@ class TextDecoder final : public IncrementalDecoder {
 
 }  // namespace
 
-std::unique_ptr<IncrementalDecoder> make_incremental_decoder(
-    const core::Tokenizer& tokenizer, std::vector<std::string> stop_strings) {
-  return std::make_unique<TextDecoder>(tokenizer, std::move(stop_strings));
+std::unique_ptr<IncrementalDecoder> make_incremental_decoder(const core::Tokenizer& tokenizer,
+                                                             std::vector<std::string> stop_strings,
+                                                             std::vector<int32_t> stop_token_ids) {
+  return std::make_unique<TextDecoder>(tokenizer, std::move(stop_strings),
+                                       std::move(stop_token_ids));
 }
 
 }  // namespace headway::serving

@@ -144,6 +144,20 @@ INSTANTIATE_TEST_SUITE_P(
                 "not supported"},
         Refused{R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
         Refused{R"({"prompt": "x", "priority": 3000000000})", "priority", "between"},
+        // A number no double holds: refused as the body, not a server error.
+        Refused{R"({"prompt": "x", "temperature": 1e400})", "", "not valid JSON: number overflow"},
+        // vLLM's output-shaping extensions are refused rather than ignored.
+        Refused{R"({"prompt": "x", "guided_choice": ["a", "b"]})", "guided_choice",
+                "not supported"},
+        Refused{R"({"prompt": "x", "guided_json": {"type": "object"}})", "guided_json",
+                "not supported"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"regex": "a+"}})", "structured_outputs",
+                "not supported"},
+        Refused{R"({"prompt": "x", "min_tokens": 4})", "min_tokens", "not supported"},
+        Refused{R"({"prompt": "x", "include_stop_str_in_output": true})",
+                "include_stop_str_in_output", "not supported"},
+        Refused{R"({"prompt": "x", "truncate_prompt_tokens": 8})", "truncate_prompt_tokens",
+                "not supported"},
         Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"}));
 
 TEST(ChatRequest, JoinsTextPartsAndMapsDeveloperToSystem) {
@@ -199,7 +213,31 @@ INSTANTIATE_TEST_SUITE_P(
                 "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "response_format": {"type": "json_object"}})",
-                "response_format", "not supported", true}));
+                "response_format", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "functions": [{}]})",
+                "functions", "not supported", true},
+        Refused{R"({"messages": [{"role": "assistant", "content": null,
+                                  "tool_calls": [{"id": "c1"}]}]})",
+                "messages[0].tool_calls", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "add_generation_prompt": false})",
+                "add_generation_prompt", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "continue_final_message": true})",
+                "continue_final_message", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo",
+                "not supported", true}));
+
+// Those extensions at their defaults (what clients that always send them send) are accepted.
+TEST(ChatRequest, VllmExtensionsAtTheirDefaultsAreAccepted) {
+  EXPECT_NO_THROW(parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": true,
+          "continue_final_message": false, "echo": false, "min_tokens": 0, "guided_json": null,
+          "include_stop_str_in_output": false, "tools": [], "functions": [],
+          "bad_words": [], "structured_outputs": null})"));
+  EXPECT_NO_THROW(parse_completion_request(
+      R"({"prompt": "x", "min_tokens": 0, "guided_choice": null, "allowed_token_ids": []})"));
+}
 
 }  // namespace
 }  // namespace headway::serving::http

@@ -290,6 +290,34 @@ TEST_F(ServiceTest, AStopStringEndsTheRequestUpstream) {
   EXPECT_EQ(metrics.find("finished_reason=\"abort\"} 1"), std::string::npos) << metrics;
 }
 
+// A stop token id ends the request with its id among the generated ones but without its text,
+// as vLLM returns it.
+TEST_F(ServiceTest, AStopTokenIdEndsTheRequestWithoutItsText) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput probe = text_request("stop token test", 24);
+  probe.sampling.temperature = 1.0f;  // seeded: the same ids every run
+  probe.sampling.seed = 42;
+  const test::Collected free_run = collect(*service.submit(probe));
+  ASSERT_GE(free_run.ids.size(), 4u);
+  // The first printable ASCII id (a byte token whose text is one visible character; the seeded
+  // run always has the same ones).
+  const auto ascii = std::find_if(free_run.ids.begin(), free_run.ids.end(),
+                                  [](int32_t id) { return id >= 32 && id <= 126; });
+  ASSERT_NE(ascii, free_run.ids.end()) << "the seeded run has no ASCII token to stop at";
+  const size_t at = ascii - free_run.ids.begin();
+  GenerateInput input = probe;
+  input.sampling.stop_token_ids = {free_run.ids[at]};
+  const test::Collected stopped = collect(*service.submit(input));
+  EXPECT_EQ(stopped.finish, Finish::kStop);
+  EXPECT_EQ(stopped.ids, std::vector<int32_t>(free_run.ids.begin(), free_run.ids.begin() + at + 1));
+  // The text is that of the ids before the stop: what the same run cut at `at` tokens gives.
+  GenerateInput prefix = probe;
+  prefix.max_tokens = static_cast<uint32_t>(at);
+  const test::Collected before = collect(*service.submit(prefix));
+  ASSERT_EQ(before.ids, std::vector<int32_t>(free_run.ids.begin(), free_run.ids.begin() + at));
+  EXPECT_EQ(stopped.text, before.text);
+}
+
 TEST_F(ServiceTest, AFullWaitingQueueIsResourceExhausted) {
   // One request runs at a time; two may wait.
   LocalGenerationService service(tiny_deployment(

@@ -86,6 +86,23 @@ TEST(TextDecoder, SeveralTokensAtOnceAndSpecialTokens) {
   EXPECT_FALSE(d->stopped());
 }
 
+// A stop token id ends the request: its id is the last one and gives no text (vLLM leaves it out
+// too). The same id elsewhere, for a decoder without it as a stop, is text as usual.
+TEST(TextDecoder, AStopTokenIdGivesNoText) {
+  auto d = make_incremental_decoder(kBytes, {}, {'Q', 'Z'});
+  std::vector<int32_t> ids = {'a', 'b'};
+  EXPECT_EQ(d->append(ids), "ab");
+  ids = {'c', 'Q'};
+  EXPECT_EQ(d->append(ids), "c");
+  EXPECT_EQ(d->flush(), "");
+  auto alone = make_incremental_decoder(kBytes, {}, {'Z'});
+  ids = {'Z'};
+  EXPECT_EQ(alone->append(ids), "");
+  auto plain = make_incremental_decoder(kBytes, {});
+  ids = {'c', 'Q'};
+  EXPECT_EQ(plain->append(ids), "cQ");
+}
+
 TEST(TextDecoder, InvalidBytesBecomeReplacementCharacters) {
   auto d = make_incremental_decoder(kBytes, {});
   std::vector<int32_t> ids = {0xFF, 'a'};

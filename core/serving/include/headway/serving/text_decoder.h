@@ -4,6 +4,7 @@
 //   valid UTF-8 (bytes that can never complete a character become U+FFFD).
 // - Stop strings may span tokens: the longest tail that could still begin a stop string is held
 //   back; once one matches, the text before it is returned and nothing after.
+// - A stop token id (the request's stop_token_ids, which end it) gives no text.
 // - Cost per token is bounded: only a short window of recent ids (the ones not yet turned into text
 //   plus a few before them, for tokenizers such as SentencePiece whose decoding of a token depends
 //   on its neighbour) is decoded on each call, as vLLM's prefix/read offsets do.
@@ -16,6 +17,7 @@
 #include <headway/core/tokenizer.h>
 #include <headway/serving/incremental_decoder.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +25,8 @@
 namespace headway::serving {
 
 // Empty stop strings are ignored.
-std::unique_ptr<IncrementalDecoder> make_incremental_decoder(const core::Tokenizer& tokenizer,
-                                                             std::vector<std::string> stop_strings);
+std::unique_ptr<IncrementalDecoder> make_incremental_decoder(
+    const core::Tokenizer& tokenizer, std::vector<std::string> stop_strings,
+    std::vector<int32_t> stop_token_ids = {});
 
 }  // namespace headway::serving

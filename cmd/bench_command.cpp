@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
+#include <headway/core/file_output.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/core/report.h>
 #include <headway/core/simulator.h>
@@ -16,7 +17,6 @@
 #include <headway/serving/bench/workload_limits.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -211,6 +211,13 @@ int run_bench(const BenchArgs& args) {
     check_output_path(plot_file(args.plot).string(), "--plot", ".png");
   }
   if (!args.out.empty()) check_output_path(args.out, "--out");
+  const std::string plot = args.plot.empty() ? std::string() : plot_file(args.plot).string();
+  for (const auto& [flag, path] :
+       {std::pair<std::string_view, const std::string*>{"--out", &args.out}, {"--plot", &plot}}) {
+    check_distinct(*path, flag,
+                   {{"--workload", &args.workload}, {"--predict-config", &args.predict_config}});
+  }
+  check_distinct(args.out, "--out", {{"--plot", &plot}});
   const core::Workload workload =
       bench::limit_workload(core::load_workload(args.workload), args.num_requests, args.duration);
   std::optional<core::DeploymentConfig> deployment;
@@ -283,9 +290,7 @@ int run_bench(const BenchArgs& args) {
       doc["prediction"] = {{"report", std::move(predicted)},
                            {"comparison", bench::prediction_to_json(rows)}};
     }
-    std::ofstream out(args.out);
-    if (!out) throw core::Error(args.out + ": cannot open the report file for writing");
-    out << doc.dump(2) << "\n";
+    core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }
 
   if (summary.overall.succeeded == 0 && summary.overall.sent > 0) {

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace headway::cmd {
 
@@ -38,6 +40,27 @@ inline void check_output_path(const std::string& path, std::string_view flag,
   if (::access(directory.c_str(), W_OK) != 0) {
     throw core::Error(
         fmt::format("{} {}: the directory {} is not writable", flag, path, directory.string()));
+  }
+}
+
+// Whether `a` and `b` name one file: the same existing file, or the same path once resolved.
+inline bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(a, error) && fs::exists(b, error)) return fs::equivalent(a, b, error);
+  return fs::weakly_canonical(a, error) == fs::weakly_canonical(b, error);
+}
+
+// Throws core::Error naming both flags when the output `path` (of `flag`) is one of `others`:
+// an input it would overwrite, or another output of the same command. Empty paths are not given.
+inline void check_distinct(
+    const std::string& path, std::string_view flag,
+    std::initializer_list<std::pair<std::string_view, const std::string*>> others) {
+  if (path.empty()) return;
+  for (const auto& [other_flag, other] : others) {
+    if (other->empty() || !same_file(path, *other)) continue;
+    throw core::Error(
+        fmt::format("{} {}: is also {}; give {} a file of its own", flag, path, other_flag, flag));
   }
 }
 

@@ -88,12 +88,7 @@ core::CostFit fit_and_write(const ProfileArgs& args,
 }
 
 void profile_from_step_trace(const ProfileArgs& args) {
-  const std::filesystem::path trace(args.from_step_trace);
-  std::error_code ec;
-  if (std::filesystem::equivalent(trace, args.out, ec)) {
-    throw core::Error("--out " + args.out + " is the step trace being fitted; write elsewhere");
-  }
-  core::TracedSteps traced = core::read_step_trace(trace, args.engine);
+  core::TracedSteps traced = core::read_step_trace(args.from_step_trace, args.engine);
   // One step per coefficient at the very least; a useful fit needs steps of many shapes.
   if (traced.steps.size() < 5) {
     throw core::Error(fmt::format(
@@ -166,14 +161,15 @@ int run_profile(const ProfileArgs& args) {
     return 0;
   }
   if (args.out.empty()) throw core::Error("profile: --out is required (the cost file to write)");
+  check_output_path(args.out, "--out");
+  check_distinct(args.out, "--out",
+                 {{"--config", &args.config}, {"--from-step-trace", &args.from_step_trace}});
   if (!args.from_step_trace.empty()) {
-    check_output_path(args.out, "--out");
     profile_from_step_trace(args);
     return 0;
   }
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
-  check_output_path(args.out, "--out");
   const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
   if (deployment.engines.empty()) throw core::Error(args.config + ": the deployment has no engine");
   const core::EngineConfig& engine = deployment.engines.front();

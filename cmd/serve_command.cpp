@@ -107,6 +107,7 @@ int run_serve(const ServeArgs& args) {
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
   if (!args.step_trace.empty()) check_output_path(args.step_trace, "--step-trace");
+  check_distinct(args.step_trace, "--step-trace", {{"--config", &args.config}});
   const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
   const core::ServerConfig& server = deployment.server;
   const std::string host = args.host.empty() ? server.host : args.host;

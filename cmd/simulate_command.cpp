@@ -5,6 +5,7 @@
 #include <headway/core/comparison_table.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
+#include <headway/core/file_output.h>
 #include <headway/core/record_memory.h>
 #include <headway/core/report.h>
 #include <headway/core/simulator.h>
@@ -15,7 +16,6 @@
 #include <headway/serving/bench/workload_limits.h>
 
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -161,6 +161,17 @@ int run_simulate(const SimulateArgs& args) {
   }
   if (!args.out.empty()) check_output_path(args.out, "--out");
   if (!args.step_trace.empty()) check_output_path(args.step_trace, "--step-trace");
+  // No output may overwrite an input or another output.
+  for (const auto& [flag, path] :
+       {std::pair<std::string_view, const std::string*>{"--out", &args.out},
+        {"--step-trace", &args.step_trace},
+        {"--plot", &args.plot}}) {
+    check_distinct(*path, flag, {{"--workload", &args.workload}});
+    for (const std::string& config : args.configs)
+      check_distinct(*path, flag, {{"--config", &config}});
+  }
+  check_distinct(args.out, "--out", {{"--step-trace", &args.step_trace}, {"--plot", &args.plot}});
+  check_distinct(args.step_trace, "--step-trace", {{"--plot", &args.plot}});
 
   const core::Workload workload = serving::bench::limit_workload(
       args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>")
@@ -275,9 +286,7 @@ int run_simulate(const SimulateArgs& args) {
                                              {"slo", slo.text()},
                                              {"deployments", std::move(reports)},
                                              {"comparison", core::comparison_to_json(*comparison)}};
-    std::ofstream out(args.out);
-    if (!out) throw core::Error(args.out + ": cannot open the report file for writing");
-    out << doc.dump(2) << "\n";
+    core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/core/file_output.h>
 #include <headway/core/step_profiler.h>
 
 #include <algorithm>
@@ -402,11 +403,7 @@ void write_cost_file(const std::filesystem::path& file, const CostFit& fit,
         fmt::format("# {:<36} {:>12.3f} {:>13.3f} {:>+7.1f}%\n", m.shape.label, m.median_s * 1e3,
                     m.predicted_s * 1e3, 100 * (m.predicted_s - m.median_s) / m.median_s);
   }
-  std::ofstream out(file);
-  if (!out) throw Error(file.string() + ": cannot open the cost file for writing");
-  out << text;
-  out.close();
-  if (!out) throw Error(file.string() + ": writing the cost file failed");
+  write_output_file(file, text, "the cost file");
 }
 
 }  // namespace headway::core

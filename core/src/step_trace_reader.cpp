@@ -55,6 +55,28 @@ TracedModel read_model(const nlohmann::json& model, const Where& where) {
   info.kv_capacity_tokens = unsigned_member(model, "kv_capacity_tokens", where);
   info.kv_bytes_per_token = unsigned_member(model, "kv_bytes_per_token", where);
   m.block_size = u32_member(model, "block_size", where);
+  // What a sim model built from these would refuse, refused here where the line can be named.
+  for (const auto& [key, value] : {std::pair<const char*, uint64_t>{"layers", info.layers},
+                                   {"hidden", info.hidden},
+                                   {"heads", info.heads},
+                                   {"kv_heads", info.kv_heads},
+                                   {"head_dim", info.head_dim},
+                                   {"vocab", info.vocab},
+                                   {"max_model_len", info.max_model_len},
+                                   {"kv_capacity_tokens", info.kv_capacity_tokens},
+                                   {"kv_bytes_per_token", info.kv_bytes_per_token},
+                                   {"block_size", m.block_size}}) {
+    if (value == 0) throw Error(fmt::format("{}: model.{} must be at least 1", where.at(), key));
+  }
+  if (info.heads % info.kv_heads != 0) {
+    throw Error(fmt::format("{}: model.kv_heads ({}) must divide model.heads ({})", where.at(),
+                            info.kv_heads, info.heads));
+  }
+  // An engine whose KV holds fewer tokens than max_model_len cannot run a request that long: the
+  // KV capacity is its real limit (and a sim model refuses a max_model_len above it).
+  if (info.kv_capacity_tokens < info.max_model_len) {
+    info.max_model_len = static_cast<uint32_t>(info.kv_capacity_tokens);
+  }
   return m;
 }
 
@@ -76,8 +98,9 @@ std::string describe(const TracedModel& m) {
 }
 
 // Into `out` (cleared first; reused across lines, so that a long trace costs no allocation per
-// step).
-void read_slices(const nlohmann::json& slices, const Where& where, std::vector<ProfileSlice>& out) {
+// step). Each slice computes at least one position, all of them below the engine's max_model_len.
+void read_slices(const nlohmann::json& slices, const Where& where, uint32_t max_model_len,
+                 std::vector<ProfileSlice>& out) {
   if (!slices.is_array()) throw Error(fmt::format("{}: 'slices' must be an array", where.at()));
   out.clear();
   for (const nlohmann::json& s : slices) {
@@ -85,8 +108,14 @@ void read_slices(const nlohmann::json& slices, const Where& where, std::vector<P
     const nlohmann::json& sample = member(s, "sample", where);
     if (!sample.is_boolean())
       throw Error(fmt::format("{}: 'sample' must be true or false", where.at()));
-    out.push_back(ProfileSlice{u32_member(s, "start", where), u32_member(s, "tokens", where),
-                               sample.get<bool>()});
+    const ProfileSlice slice{u32_member(s, "start", where), u32_member(s, "tokens", where),
+                             sample.get<bool>()};
+    if (slice.tokens == 0) throw Error(fmt::format("{}: a slice of 0 tokens", where.at()));
+    if (uint64_t{slice.start} + slice.tokens > max_model_len) {
+      throw Error(fmt::format("{}: a slice reaches position {}, past its engine's max_model_len {}",
+                              where.at(), uint64_t{slice.start} + slice.tokens, max_model_len));
+    }
+    out.push_back(slice);
   }
 }
 
@@ -102,6 +131,7 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
   struct EngineState {
     uint32_t runs = 0;
     uint64_t steps_in_run = 0;
+    uint32_t max_model_len = 0;  // of its current run's model line
   };
   std::map<uint32_t, EngineState> engines;
   std::optional<std::pair<uint32_t, TracedModel>> first;  // the first model line kept
@@ -142,6 +172,7 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
       EngineState& state = engines[index];
       ++state.runs;
       state.steps_in_run = 0;
+      state.max_model_len = model.info.max_model_len;
       continue;
     }
     const auto state = engines.find(index);
@@ -152,7 +183,7 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
                       where.at(), index));
     }
     const uint64_t step = unsigned_member(j, "step", where);
-    read_slices(member(j, "slices", where), where, slices);
+    read_slices(member(j, "slices", where), where, state->second.max_model_len, slices);
     // A step that only preempted ran no forward pass: on the virtual clock it took no time.
     if (slices.empty()) {
       ++result.empty_steps;
@@ -182,7 +213,7 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
     for (const ProfileSlice& s : slices) {
       step_tokens += s.tokens;
       prefill = prefill || s.tokens > 1 || !s.sample;
-      c.max_context = std::max(c.max_context, s.start + s.tokens);
+      c.max_context = std::max(c.max_context, s.start + s.tokens);  // below max_model_len
     }
     c.max_step_tokens = std::max(c.max_step_tokens, step_tokens);
     c.steps_with_prefill += prefill ? 1 : 0;

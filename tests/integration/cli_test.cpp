@@ -149,6 +149,18 @@ TEST(Cli, OutputPathsAreCheckedBeforeTheRun) {
       {"simulate --step-trace " + fs::temp_directory_path().string(), "is a directory"},
       {"profile --config " + (kData / "two_engines.toml").string() + " --out /nonexistent/c.toml",
        "--out /nonexistent/c.toml: the directory /nonexistent does not exist"},
+      // An output that would overwrite an input, or another output.
+      {"simulate --workload " + (kData / "small_mixed.toml").string() + " --out " +
+           (kData / "small_mixed.toml").string(),
+       "small_mixed.toml: is also --workload; give --out a file of its own"},
+      {"simulate --config " + (kData / "two_engines.toml").string() + " --step-trace " +
+           (kData / "two_engines.toml").string(),
+       "two_engines.toml: is also --config; give --step-trace a file of its own"},
+      {"simulate --out /tmp/headway_cli_same.json --step-trace /tmp/headway_cli_same.json",
+       "is also --step-trace"},
+      {"profile --config " + (kData / "two_engines.toml").string() + " --out " +
+           (kData / "two_engines.toml").string(),
+       "is also --config"},
   };
   for (const auto& c : cases) {
     CliRun r = run(c.args);
@@ -157,6 +169,18 @@ TEST(Cli, OutputPathsAreCheckedBeforeTheRun) {
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(r.out, "") << "nothing ran: " << c.args;
   }
+}
+
+// A report that cannot be written fails the command, naming the file and the reason (it used to
+// exit 0 with nothing written).
+TEST(Cli, AReportThatCannotBeWrittenFailsTheCommand) {
+  CliRun r =
+      run("simulate --quiet --no-baseline --config " + (kData / "two_engines.toml").string() +
+          " --workload " + (kData / "small_mixed.toml").string() + " --out /dev/full");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("/dev/full: writing the report failed: No space left on device"),
+            std::string::npos)
+      << r.err;
 }
 
 // `plugin validate`: the options against the schema, then an instance created with them; every

@@ -176,7 +176,7 @@ TEST(Profile, ErrorsNameTheFileAndTheKey) {
   EXPECT_NE(r.err.find("steps.jsonl: 3 steps to fit"), std::string::npos) << r.err;
   r = run("profile --from-step-trace " + trace.string() + " --out " + trace.string(), dir.path);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("is the step trace being fitted"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is also --from-step-trace"), std::string::npos) << r.err;
   std::ifstream kept(trace);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), text);
 }

@@ -137,6 +137,18 @@ TEST(StepTraceReader, ConcatenatedRunsEachLoseTheirWarmUpStep) {
   EXPECT_EQ(traced.model.info.kv_capacity_tokens, 2048u);
 }
 
+// An engine whose KV holds fewer tokens than its max_model_len could not run longer requests: the
+// cost file's max_model_len is the KV capacity then (a sim model refuses it above).
+TEST(StepTraceReader, TheKvCapacityBoundsMaxModelLen) {
+  std::string small_kv = kModel;
+  small_kv.replace(small_kv.find("\"kv_capacity_tokens\":4096"), 25, "\"kv_capacity_tokens\":1024");
+  const TraceFile file(model_line(0, small_kv) + step_line(0, 0, 0.5, kPrefill) +
+                       step_line(0, 1, 0.02, kDecode));
+  const TracedSteps traced = read_step_trace(file.path(), std::nullopt);
+  EXPECT_EQ(traced.model.info.max_model_len, 1024u);
+  EXPECT_EQ(traced.model.info.kv_capacity_tokens, 1024u);
+}
+
 // What a virtual-clock trace or a killed writer leaves is read, not refused: a step that only
 // preempted (no forward pass, 0 s) is skipped, and a last line cut short is dropped.
 TEST(StepTraceReader, PreemptOnlyStepsAndACutLastLineAreLeftOut) {
@@ -169,6 +181,23 @@ TEST(StepTraceReader, MalformedTracesAreRefusedWithTheLine) {
   EXPECT_THAT(error_of(R"({"engine":0,"model":{"plugin":"cpu","layers":2}})"
                        "\n"),
               HasSubstr(":1: 'hidden' is missing"));
+  // What a sim model would refuse, refused at the line: a zero size, heads kv_heads cannot
+  // divide, a slice of nothing, a slice past the engine's max_model_len (2048 here).
+  std::string zero_layers = kModel;
+  zero_layers.replace(zero_layers.find("\"layers\":2"), 10, "\"layers\":0");
+  EXPECT_THAT(error_of(model_line(0, zero_layers)),
+              HasSubstr(":1: model.layers must be at least 1"));
+  std::string odd_heads = kModel;
+  odd_heads.replace(odd_heads.find("\"kv_heads\":2"), 12, "\"kv_heads\":3");
+  EXPECT_THAT(error_of(model_line(0, odd_heads)),
+              HasSubstr(":1: model.kv_heads (3) must divide model.heads (4)"));
+  EXPECT_THAT(
+      error_of(head + step_line(0, 1, 0.1, R"({"request":1,"start":5,"tokens":0,"sample":true})")),
+      HasSubstr(":3: a slice of 0 tokens"));
+  EXPECT_THAT(
+      error_of(head + step_line(0, 1, 0.1,
+                                R"({"request":1,"start":4294967000,"tokens":1000,"sample":true})")),
+      HasSubstr(":3: a slice reaches position 4294968000, past its engine's max_model_len 2048"));
 }
 
 TEST(StepTraceReader, TracesItCannotFitFromAreRefused) {

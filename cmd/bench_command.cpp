@@ -50,7 +50,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
                   "Also simulate the workload on this deployment TOML and print the prediction "
                   "beside the measurement");
   cmd->add_option("--plugin-dir", args.plugin_dirs,
-                  "Extra plugin directory for --predict-config (searched first)");
+                  "Extra plugin directory for --predict-config (searched first)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--max-concurrency", args.max_concurrency,
                   "Most requests in flight at once; a request due beyond it waits (its lateness "
                   "is reported)")

@@ -76,7 +76,8 @@ CLI::App* add_plugin_command(CLI::App& app, PluginArgs& args) {
   args.describe = plugin->add_subcommand(
       "describe", "Print a plugin's descriptor and a commented TOML template of its options");
   args.describe->add_option("plugin", args.target, "Path to a .so, or a plugin name")->required();
-  args.describe->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory");
+  args.describe->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory")
+      ->check(CLI::ExistingDirectory);
   args.validate = plugin->add_subcommand(
       "validate",
       "Check that a plugin loads and accepts these options: its descriptor, the options against "
@@ -88,9 +89,11 @@ CLI::App* add_plugin_command(CLI::App& app, PluginArgs& args) {
       ->add_option("--config-dir", args.config_dir,
                    "Directory a model resolves relative option paths against")
       ->capture_default_str();
-  args.validate->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory");
+  args.validate->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory")
+      ->check(CLI::ExistingDirectory);
   args.list = plugin->add_subcommand("list", "List the plugins found in the plugin directories");
-  args.list->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory");
+  args.list->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory")
+      ->check(CLI::ExistingDirectory);
   return plugin;
 }
 

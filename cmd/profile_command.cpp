@@ -54,7 +54,8 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
   cmd->add_option("--repetitions", args.repetitions, "Timed runs per shape (median kept)")
       ->check(CLI::Range(1, 100))
       ->excludes(trace);
-  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
+  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_flag("--quiet", args.quiet, "Print only the fitted coefficients");
   return cmd;
 }

@@ -86,7 +86,8 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
   cmd->add_option("--api-key-file", args.api_key_file,
                   "File holding the API key clients must send (default: the environment "
                   "variable [server] api_key_env names; none: no key)");
-  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
+  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--step-trace", args.step_trace,
                   "Write one JSON line per step of this process's engines (as simulate "
                   "--step-trace does)");

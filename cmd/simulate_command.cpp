@@ -39,7 +39,8 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
                   "Write the report as JSON to this file (with several --config: an object with "
                   "the per-deployment reports and the comparison)");
   cmd->add_option("--step-trace", args.step_trace, "Write one JSON line per engine step");
-  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)");
+  cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)")
+      ->check(CLI::ExistingDirectory);
   cmd->add_flag("--no-baseline", args.no_baseline,
                 "Skip the second run without long requests (no HOL or stall factor)");
   cmd->add_option("--slo", args.slo,

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -46,7 +47,18 @@ int run(int argc, char** argv) {
   app.add_option("--timeout", timeout_s,
                  "Seconds the profile may run before it is killed and reported as a FAIL")
       ->default_val(1800)
-      ->check(CLI::Range(1.0, 86400.0));
+      // CLI::Range lets NaN through (every comparison with it is false); "nan" would then read as
+      // a plugin that hangs.
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            char* end = nullptr;
+            const double value = std::strtod(text.c_str(), &end);
+            if (end == text.c_str() || *end != '\0' || !(value >= 1.0 && value <= 86400.0)) {
+              return "must be a number of seconds in [1, 86400], got " + text;
+            }
+            return {};
+          },
+          "[1, 86400]", "SECONDS"));
   app.add_option("--config-dir", options.config_dir,
                  "Directory a model resolves relative option paths against")
       ->default_val(".");

@@ -305,7 +305,14 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
         throw Error(fmt::format("{}: plugin_dirs[{}]: expected a string", name, i));
       }
       fs::path dir(list[i].as_string()->get());
-      registry.add_search_directory(dir.is_relative() ? base_dir / dir : dir);
+      if (dir.is_relative()) dir = base_dir / dir;
+      // A typo here would otherwise surface later as an unknown plugin, far from its cause.
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec)) {
+        throw Error(
+            fmt::format("{}: plugin_dirs[{}]: {} is not a directory", name, i, dir.string()));
+      }
+      registry.add_search_directory(dir);
     }
   }
 

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <link.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -302,6 +303,21 @@ const LoadedPlugin& PluginRegistry::load_locked(const fs::path& path) {
                 (mangled ? "; it exports a C++-mangled " HW_PLUGIN_ENTRY_SYMBOL
                            "(): declare it extern \"C\", or use an export macro"
                          : ""));
+  }
+  // Calling a data symbol of that name would jump into data and kill the process (and with it a
+  // `plugin list` over a directory holding one such file): the symbol table says what it is.
+  void* address = ::dlsym(entry->library.native(), HW_PLUGIN_ENTRY_SYMBOL);
+  Dl_info info{};
+  void* found = nullptr;  // dladdr1 hands back the symbol's const ElfW(Sym)*
+  if (address != nullptr && ::dladdr1(address, &info, &found, RTLD_DL_SYMENT) != 0 &&
+      found != nullptr) {
+    const unsigned type = ELF64_ST_TYPE(static_cast<const ElfW(Sym)*>(found)->st_info);
+    if (type != STT_FUNC && type != STT_GNU_IFUNC) {
+      throw Error("plugin " + canonical.string() +
+                  ": its " HW_PLUGIN_ENTRY_SYMBOL
+                  " is not a function (an exported variable of that name?); a plugin exports "
+                  "const hw_plugin_descriptor* " HW_PLUGIN_ENTRY_SYMBOL "(void)");
+    }
   }
   auto entry_fn = entry->library.get<const hw_plugin_descriptor*()>(HW_PLUGIN_ENTRY_SYMBOL);
   const hw_plugin_descriptor* descriptor = entry_fn();

@@ -352,7 +352,8 @@ TEST_F(DeploymentConfigTest, PluginDirsAreRelativeToTheFile) {
   const fs::path file = kTestPlugins.parent_path() / "tests" / "deploy.toml";
   PluginRegistry registry;  // no search directory added by the test
   DeploymentConfig c = parse_deployment(R"(
-plugin_dirs = ["../test_plugins", "/nonexistent/second"]
+plugin_dirs = ["../test_plugins", ")" + kRealPlugins.string() +
+                                            R"("]
 [model]
 plugin = ")" + (kRealPlugins / "headway_model_sim.so").string() +
                                             R"("
@@ -369,7 +370,11 @@ plugin = ")" + (kRealPlugins / "headway_router_single.so").string() +
   auto dirs = registry.search_directories();
   ASSERT_GE(dirs.size(), 2u);
   EXPECT_EQ(dirs[0], file.parent_path() / "../test_plugins");
-  EXPECT_EQ(dirs[1], fs::path("/nonexistent/second"));
+  EXPECT_EQ(dirs[1], kRealPlugins);
+  // A directory that is not there is a typo to report, not a directory to skip.
+  EXPECT_THAT(error_of("plugin_dirs = ['/nonexistent/second']\n[model]\nplugin = 'sim'\n"
+                       "[[engines]]\n"),
+              HasSubstr("plugin_dirs[0]: /nonexistent/second is not a directory"));
 }
 
 TEST_F(DeploymentConfigTest, RelativePluginPathIsRelativeToTheFile) {

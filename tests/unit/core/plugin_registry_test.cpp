@@ -262,6 +262,16 @@ TEST(PluginRegistry, AnEntryWithoutExternCIsNamedAsSuch) {
   EXPECT_THAT(e.what(), HasSubstr("extern \"C\""));
 }
 
+// An exported variable of the entry's name: calling it would crash the host (and `plugin list` of
+// a directory holding it), so it is refused by its symbol type.
+TEST(PluginRegistry, AnEntryThatIsNotAFunctionIsRefusedWithoutCrashing) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_data_entry");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("headway_plugin_entry is not a function"));
+}
+
 // A plugin half-copied into a plugin directory: dlopen would kill the process with SIGBUS, so the
 // registry must refuse it first, by path and in a directory scan, and load the others.
 TEST(PluginRegistry, RefusesATruncatedOrNonElfFileWithoutCrashing) {

@@ -426,11 +426,9 @@ TEST(Profile, WallClockTraceToFittedSimulation) {
   tiny_cpu_deployment(dir.path,
                       "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256 } }");
   const fs::path trace = dir.path / "steps.jsonl";
-  CliRun r =
-      run_cpu_model("simulate --no-baseline --quiet --config " + (dir.path / "cpu.toml").string() +
-                        " --workload " + (kData / "profile_small.toml").string() +
-                        " --step-trace " + trace.string(),
-                    dir.path);
+  CliRun r = run_cpu_model(
+      "simulate --no-baseline --quiet --config " + (dir.path / "cpu.toml").string() +
+      " --workload " + (kData / "profile_small.toml").string() + " --step-trace " + trace.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run(
       "profile --from-step-trace " + trace.string() + " --out " + (dir.path / "cost.toml").string(),

@@ -26,9 +26,12 @@ bool write_all(const std::filesystem::path& path, const char* mode, std::string_
 
 }  // namespace
 
-void write_output_file(const std::filesystem::path& file, std::string_view text,
+void write_output_file(const std::filesystem::path& path, std::string_view text,
                        std::string_view what) {
   std::error_code ec;
+  // Through a symbolic link to its target: the rename below would replace the link itself.
+  const std::filesystem::path file =
+      std::filesystem::is_symlink(path, ec) ? std::filesystem::weakly_canonical(path, ec) : path;
   const auto status = std::filesystem::status(file, ec);
   if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
     // A device or a pipe: there is nothing to replace, and a file beside it (in /dev) must not be.

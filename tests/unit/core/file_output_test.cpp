@@ -61,6 +61,16 @@ TEST_F(FileOutput, WritesAndReplacesWholeFiles) {
   expect_only({"report.json"});
 }
 
+TEST_F(FileOutput, ALinkIsWrittenThroughNotReplaced) {
+  const fs::path target = dir_ / "target.json";
+  ASSERT_EQ(error_of(target, "old\n"), "");
+  fs::create_symlink(target, dir_ / "link.json");
+  EXPECT_EQ(error_of(dir_ / "link.json", "new\n"), "");
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link.json"));
+  EXPECT_EQ(read(target), "new\n");
+  expect_only({"target.json", "link.json"});
+}
+
 TEST_F(FileOutput, AFailedWriteNamesTheFileAndKeepsThePreviousOne) {
   const fs::path file = dir_ / "cost.toml";
   ASSERT_EQ(error_of(file, "old\n"), "");

@@ -8,8 +8,9 @@
 
 namespace headway::core {
 
-// Writes `text` to `file`. A regular file (or none yet) is replaced atomically by a rename; a
-// device or pipe (/dev/stdout, a FIFO) is written in place. Throws Error naming the file, `what`
+// Writes `text` to `file`. A regular file (or none yet) is replaced atomically by a rename (a
+// symbolic link's target, not the link); a device or pipe (/dev/stdout, a FIFO) is written in
+// place. Throws Error naming the file, `what`
 // it is ("the report") and the reason when anything fails, and leaves an existing file as it was.
 void write_output_file(const std::filesystem::path& file, std::string_view text,
                        std::string_view what);

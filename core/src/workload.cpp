@@ -189,7 +189,10 @@ bool parse_timestamp(std::string_view s, int64_t& seconds, double& fraction) {
   }
   double v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < 0) return false;
+  // Whole seconds must fit int64 (converting a larger double is undefined behaviour).
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < 0 || v >= 9e18) {
+    return false;
+  }
   seconds = static_cast<int64_t>(std::floor(v));
   fraction = v - std::floor(v);
   return true;
@@ -817,6 +820,18 @@ Workload Parser::run(std::optional<std::string_view> text) {
 
   std::stable_sort(pending.begin(), pending.end(),
                    [](const Pending& a, const Pending& b) { return a.arrival < b.arrival; });
+  // Past about 1e9 s a double's rounding swallows step times (and an overflow to inf would stall
+  // the simulation, blamed on the deployment): say which of the workload's numbers did it.
+  constexpr double kMaxSpanSeconds = 1e9;
+  if (!pending.empty()) {
+    const double last = pending.back().arrival * time_scale;
+    if (!(last <= kMaxSpanSeconds)) {
+      fail(time_scale != 1.0 ? "time_scale" : (trace_table != nullptr ? "trace" : "arrival"),
+           "the arrivals span " + number_text(last) +
+               " s, beyond the 1e9 s a simulation can time (a rate, time_scale or trace "
+               "timestamp too extreme?)");
+    }
+  }
   w.requests.reserve(pending.size());
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& p = pending[i];

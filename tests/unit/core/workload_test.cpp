@@ -427,6 +427,22 @@ TEST_F(WorkloadTest, ErrorBadTraceRowNamesFileAndLine) {
   expect_error("[trace]\nfile = \"t.csv\"\n", {"t.csv:3:", "bad TIMESTAMP \"yesterday\""});
   write("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,1\n", "short.csv");
   expect_error("[trace]\nfile = \"short.csv\"\n", {"short.csv:2:", "expected 3 fields, got 2"});
+  // Seconds beyond int64 are not a timestamp (converting them was undefined behaviour).
+  write("TIMESTAMP,ContextTokens,GeneratedTokens\n0,2,3\n1e20,2,3\n", "far.csv");
+  expect_error("[trace]\nfile = \"far.csv\"\n", {"far.csv:3:", "bad TIMESTAMP \"1e20\""});
+}
+
+// Arrivals spread over more than 1e9 s would lose step times to rounding (or overflow to inf and
+// stall the simulation, blamed on the deployment): refused, naming what stretched them.
+TEST_F(WorkloadTest, ErrorArrivalsSpanningBeyondWhatCanBeTimed) {
+  std::string text = with_seed(1);
+  text.replace(text.find("rate = 10"), 9, "rate = 1e-300");
+  expect_error(text, {"workload.toml", "arrival:", "the arrivals span", "beyond the 1e9 s"});
+  text = with_seed(1);
+  text = "time_scale = 1e308\n" + text;
+  expect_error(text, {"time_scale:", "the arrivals span inf s"});
+  write("TIMESTAMP,ContextTokens,GeneratedTokens\n0,2,3\n1e17,2,3\n", "span.csv");
+  expect_error("[trace]\nfile = \"span.csv\"\n", {"trace:", "the arrivals span 1e+17 s"});
 }
 
 TEST_F(WorkloadTest, ParseFromTextMatchesLoadFromFile) {

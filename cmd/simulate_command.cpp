@@ -289,6 +289,17 @@ int run_simulate(const SimulateArgs& args) {
                                              {"comparison", core::comparison_to_json(*comparison)}};
     core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }
+  // A deployment that served nothing is misconfigured for this workload (prompts longer than its
+  // max_model_len, a router with no engine of the role it needs): not a result to exit 0 on.
+  for (const DeploymentRun& d : runs) {
+    if (!workload.requests.empty() && d.run.rejected == workload.requests.size()) {
+      throw core::Error(fmt::format(
+          "{}: deployment '{}' refused every one of the {} requests (the warning above says why)",
+          d.deployment.file.empty() ? std::string("<built-in deployment>")
+                                    : d.deployment.file.string(),
+          d.deployment.name, workload.requests.size()));
+    }
+  }
   return 0;
 }
 

@@ -171,6 +171,26 @@ TEST(Cli, OutputPathsAreCheckedBeforeTheRun) {
   }
 }
 
+// A deployment that refuses every request of the workload (here: prompts longer than its
+// max_model_len) fails the command instead of reporting an empty run with exit code 0; the report
+// is still written.
+TEST(Cli, ADeploymentThatServesNothingFailsTheCommand) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_serves_nothing.toml";
+  const fs::path out = fs::temp_directory_path() / "headway_cli_serves_nothing.json";
+  std::ofstream(config) << "name = \"tiny-context\"\n[model]\nplugin = \"sim\"\n"
+                           "options = { gpu = \"h100\", model = \"llama-3.1-8b\" }\n"
+                           "[[engines]]\nmax_model_len = 16\nscheduler = \"chunked\"\n";
+  CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+                 (kData / "small_mixed.toml").string() + " --out " + out.string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("deployment 'tiny-context' refused every one of the 200 requests"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::exists(out));
+  fs::remove(config);
+  fs::remove(out);
+}
+
 // A report that cannot be written fails the command, naming the file and the reason (it used to
 // exit 0 with nothing written).
 TEST(Cli, AReportThatCannotBeWrittenFailsTheCommand) {

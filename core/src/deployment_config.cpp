@@ -13,6 +13,14 @@ namespace headway::core {
 namespace fs = std::filesystem;
 namespace {
 
+// The key's place for a message: "deploy.toml: engines[0]" + "block_size" gives
+// "deploy.toml: engines[0].block_size", and at the top level "deploy.toml" + "name" gives
+// "deploy.toml: name" (not "deploy.toml.name").
+std::string key_path(const std::string& where, std::string_view key) {
+  return where.find(": ") == std::string::npos ? fmt::format("{}: {}", where, key)
+                                               : fmt::format("{}.{}", where, key);
+}
+
 std::string line_of(const toml::node& node) {
   const auto& begin = node.source().begin;
   return begin.line > 0 ? fmt::format(" (line {})", begin.line) : std::string();
@@ -38,7 +46,7 @@ const toml::table* get_table(const toml::table& parent, std::string_view key,
   const toml::node* node = parent.get(key);
   if (node == nullptr) return nullptr;
   if (!node->is_table()) {
-    throw Error(fmt::format("{}.{}: expected a table{}", where, key, line_of(*node)));
+    throw Error(fmt::format("{}: expected a table{}", key_path(where, key), line_of(*node)));
   }
   return node->as_table();
 }
@@ -51,7 +59,7 @@ std::string get_string(const toml::table& t, std::string_view key, const std::st
     throw Error(fmt::format("{}: missing key '{}'", where, key));
   }
   if (!node->is_string()) {
-    throw Error(fmt::format("{}.{}: expected a string{}", where, key, line_of(*node)));
+    throw Error(fmt::format("{}: expected a string{}", key_path(where, key), line_of(*node)));
   }
   return node->as_string()->get();
 }
@@ -61,7 +69,7 @@ uint32_t get_uint(const toml::table& t, std::string_view key, const std::string&
   const toml::node* node = t.get(key);
   if (node == nullptr) return fallback;
   if (!node->is_integer() || node->as_integer()->get() < min || node->as_integer()->get() > max) {
-    throw Error(fmt::format("{}.{}: expected an integer in [{}, {}]{}", where, key, min, max,
+    throw Error(fmt::format("{}: expected an integer in [{}, {}]{}", key_path(where, key), min, max,
                             line_of(*node)));
   }
   return static_cast<uint32_t>(node->as_integer()->get());
@@ -118,8 +126,8 @@ double get_seconds(const toml::table& table, const char* key, const std::string&
   if (node == nullptr) return fallback;
   const std::optional<double> value = node->value<double>();
   if (!value || !(*value >= low && *value <= high)) {
-    throw Error(fmt::format("{}.{}: expected a number of seconds in [{}, {}]{}", where, key, low,
-                            high, line_of(*node)));
+    throw Error(fmt::format("{}: expected a number of seconds in [{}, {}]{}", key_path(where, key),
+                            low, high, line_of(*node)));
   }
   return *value;
 }

@@ -191,6 +191,18 @@ TEST(Cli, ADeploymentThatServesNothingFailsTheCommand) {
   fs::remove(out);
 }
 
+// make-tiny refuses a shape whose sizes are each in range but whose weights would not fit in
+// memory, before it creates anything (it used to run out of memory with config.json written).
+TEST(Cli, MakeTinyRefusesAShapeTooLargeToBuild) {
+  const fs::path out = fs::temp_directory_path() / ("headway_cli_huge_" + std::to_string(getpid()));
+  CliRun r = run("model make-tiny --out " + out.string() +
+                 " --layers 1024 --hidden 65536 --heads 512 --kv-heads 512 --ffn 1000000");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("make-tiny builds test models of at most 1073741824"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 // A report that cannot be written fails the command, naming the file and the reason (it used to
 // exit 0 with nothing written).
 TEST(Cli, AReportThatCannotBeWrittenFailsTheCommand) {

@@ -80,8 +80,16 @@ void validate(const TinyModelSpec& s) {
   need(s.kv_heads >= 1 && s.heads % s.kv_heads == 0, "--heads must be a multiple of --kv-heads");
   need(s.ffn >= 1 && s.ffn <= 1u << 20, "--ffn must be in [1, 1048576]");
   need(s.vocab >= kTinyMinVocab && s.vocab <= 1u << 22,
-       "--vocab must be at least 259 (256 bytes + <s>, </s>, <pad>)");
+       "--vocab must be in [259, 4194304] (at least 256 bytes + <s>, </s>, <pad>)");
   need(s.max_position_embeddings >= 16, "max_position_embeddings must be at least 16");
+  // Each size may be in range while their product is not: the weights are built in memory (as
+  // F32, then written as F16), so a shape past this would exhaust memory rather than fail here.
+  constexpr uint64_t kMaxParameters = uint64_t{1} << 30;
+  const uint64_t parameters = parameter_count(s);
+  need(parameters <= kMaxParameters, "this shape has " + std::to_string(parameters) +
+                                         " parameters; make-tiny builds test "
+                                         "models of at most " +
+                                         std::to_string(kMaxParameters) + " (use smaller sizes)");
 }
 
 uint64_t parameter_count(const TinyModelSpec& s) {

@@ -465,7 +465,7 @@ TEST_F(DeploymentConfigTest, ServerTableRefusesBadValuesNamingFileAndKey) {
   EXPECT_THAT(error_of(base + "role = \"worker\"\n"),
               AllOf(HasSubstr("server.role"), HasSubstr("unknown role \"worker\"")));
   EXPECT_THAT(error_of("server = 3\n" + std::string(kSimEngine)),
-              HasSubstr("deploy.toml.server: expected a table"));
+              HasSubstr("deploy.toml: server: expected a table"));
 }
 
 TEST_F(DeploymentConfigTest, ARouterProcessNamesItsEngineProcesses) {

@@ -18,9 +18,6 @@
 namespace headway::cmd {
 namespace {
 
-// A decode-only step: every slice computes one token and samples it.
-bool decode_only(const core::StepFeatures& f) { return f.tokens == f.sampled; }
-
 struct ErrorRow {
   std::vector<double> errors;  // predicted / traced - 1, per step
   double traced_s = 0;
@@ -106,7 +103,7 @@ void check_trace_against(const std::string& trace, std::optional<uint32_t> engin
   for (size_t i = 0; i < predicted.size(); ++i) {
     const double measured = traced.steps[i].median_s;
     const double guess = predicted[i].median_s;
-    for (ErrorRow* row : {&all, decode_only(predicted[i].features) ? &decodes : &prefills}) {
+    for (ErrorRow* row : {&all, predicted[i].features.decode_only() ? &decodes : &prefills}) {
       row->errors.push_back(guess / measured - 1);
       row->traced_s += measured;
       row->predicted_s += guess;

@@ -208,15 +208,11 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
     m.median_s = duration.get<double>();
     TraceCoverage& c = result.coverage;
     c.max_batch = std::max<uint32_t>(c.max_batch, static_cast<uint32_t>(slices.size()));
-    uint32_t step_tokens = 0;
-    bool prefill = false;
     for (const ProfileSlice& s : slices) {
-      step_tokens += s.tokens;
-      prefill = prefill || s.tokens > 1 || !s.sample;
       c.max_context = std::max(c.max_context, s.start + s.tokens);  // below max_model_len
     }
-    c.max_step_tokens = std::max(c.max_step_tokens, step_tokens);
-    c.steps_with_prefill += prefill ? 1 : 0;
+    c.max_step_tokens = std::max(c.max_step_tokens, static_cast<uint32_t>(m.features.tokens));
+    c.steps_with_prefill += m.features.decode_only() ? 0 : 1;
   }
   if (in.bad()) throw Error(file.string() + ": reading the step trace failed");
 

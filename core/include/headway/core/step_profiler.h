@@ -43,6 +43,9 @@ struct StepFeatures {
   double attention_pairs = 0;  // sum of tokens * (start + (tokens + 1) / 2)
   double kv_tokens = 0;        // sum of start + tokens
   static StepFeatures of(std::span<const ProfileSlice> slices);
+  // Every slice computes one position and samples it (no prompt chunk in the step): each slice
+  // adds 1 to both counts, and only a decode adds as many to one as to the other.
+  bool decode_only() const { return tokens == sampled; }
 };
 
 struct CostCoefficients {

@@ -187,24 +187,31 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
                   std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back
-  response.set_chunked_content_provider(
-      "text/event-stream",
-      // cpp-httplib calls these outside any try block (the releaser from a destructor): an
-      // exception escaping would terminate the process.
-      [state](size_t /*offset*/, httplib::DataSink& sink) {
-        try {
-          return state->responder.provide(sink);
-        } catch (...) {
-          return false;  // cancels the response; the releaser then aborts the request
-        }
-      },
-      [state](bool success) noexcept {
-        try {
-          state->responder.release(success);
-        } catch (...) {
-          // The service could not abort: the request ends on its own at max_tokens.
-        }
-      });
+  // cpp-httplib calls these outside any try block (the releaser from a destructor): an exception
+  // escaping would terminate the process.
+  auto provide = [state](size_t /*offset*/, httplib::DataSink& sink) {
+    try {
+      return state->responder.provide(sink);
+    } catch (...) {
+      return false;  // cancels the response; the releaser then aborts the request
+    }
+  };
+  auto release = [state](bool success) noexcept {
+    try {
+      state->responder.release(success);
+    } catch (...) {
+      // The service could not abort: the request ends on its own at max_tokens.
+    }
+  };
+  if (request.version == "HTTP/1.0") {
+    // HTTP/1.0 has no chunked encoding (ApacheBench and some proxies speak only 1.0): the events
+    // go out as a body without a length, ended by closing the connection.
+    response.set_header("Connection", "close");
+    response.set_content_provider("text/event-stream", std::move(provide), std::move(release));
+  } else {
+    response.set_chunked_content_provider("text/event-stream", std::move(provide),
+                                          std::move(release));
+  }
 }
 
 void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& response) {

@@ -117,6 +117,32 @@ TEST_F(HttpFrontendTest, FailedStreamEndsWithAnErrorEventThenDone) {
   EXPECT_TRUE(service_.aborted().empty());  // it ended in the service already
 }
 
+// HTTP/1.0 has no chunked encoding (ApacheBench speaks only 1.0): the events come as a plain body
+// that the closing connection ends.
+TEST_F(HttpFrontendTest, Http10StreamIsAPlainBodyEndedByClose) {
+  const std::string body = R"({"prompt": "x", "max_tokens": 3, "stream": true})";
+  const std::string reply = raw_exchange(
+      port(), "POST /v1/completions HTTP/1.0\r\nContent-Length: " + std::to_string(body.size()) +
+                  "\r\n\r\n" + body);
+  const size_t header_end = reply.find("\r\n\r\n");
+  ASSERT_NE(header_end, std::string::npos) << reply;
+  const std::string headers = reply.substr(0, header_end);
+  EXPECT_NE(headers.find(" 200 "), std::string::npos) << headers;
+  EXPECT_EQ(headers.find("Transfer-Encoding"), std::string::npos) << headers;
+  EXPECT_NE(headers.find("Connection: close"), std::string::npos) << headers;
+  // Unchunked: the body is the events themselves, with no chunk-size lines between them.
+  const std::string events = reply.substr(header_end + 4);
+  ASSERT_TRUE(events.starts_with("data: {")) << events;
+  EXPECT_TRUE(events.ends_with("data: [DONE]\n\n")) << events;
+  std::string text;
+  for (const auto& payload : sse_data(events)) {
+    if (payload == "[DONE]") continue;
+    text += nlohmann::json::parse(payload)["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "abc");
+  EXPECT_TRUE(service_.aborted().empty());
+}
+
 TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   service_.set_hold(true);
   RawConnection connection(port());

@@ -48,16 +48,19 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
                   "terms ttft, tpot, e2e with units s/ms/us; default ttft=2s,tpot=100ms");
   cmd->add_option("--plot", args.plot,
                   "Draw TTFT CDFs and stalls around a long prefill to this PNG (needs gnuplot)");
-  cmd->add_flag("--find-capacity", args.find_capacity,
-                "Find each deployment's highest request rate within the SLO, judged on the p99 "
-                "of all requests, by scaling the workload's arrival times");
+  CLI::Option* find_capacity =
+      cmd->add_flag("--find-capacity", args.find_capacity,
+                    "Find each deployment's highest request rate within the SLO, judged on the p99 "
+                    "of all requests, by scaling the workload's arrival times");
   cmd->add_option("--capacity-limit", args.capacity_limit,
                   "Capacity probes replay only the first N requests of the workload (faster); "
-                  "default: all of them");
+                  "default: all of them")
+      ->needs(find_capacity);
   cmd->add_option("--capacity-scope", args.capacity_scope,
                   "Whose p99 --find-capacity judges: all requests (default) or only the short "
                   "(non-long) classes' requests")
-      ->check(CLI::IsMember({"all", "short"}));
+      ->check(CLI::IsMember({"all", "short"}))
+      ->needs(find_capacity);
   // The same prefix of the workload as `headway bench` sends with these options, so that a
   // measurement and its prediction cover the same requests.
   cmd->add_option("--num-requests", args.num_requests,

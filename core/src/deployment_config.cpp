@@ -329,6 +329,10 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
   config.model = read_choice(*model, HW_KIND_MODEL, name + ": model", registry, base_dir);
 
   const toml::node* engines = root.get("engines");
+  if (engines != nullptr && engines->is_table()) {
+    throw Error(name + ": [engines] is a single table; engines are an array of tables: write " +
+                "[[engines]] (double brackets), one per engine");
+  }
   if (engines == nullptr || !engines->is_array_of_tables() || engines->as_array()->empty()) {
     throw Error(name + ": missing [[engines]]: at least one engine table is required");
   }

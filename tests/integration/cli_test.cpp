@@ -191,6 +191,21 @@ TEST(Cli, ADeploymentThatServesNothingFailsTheCommand) {
   fs::remove(out);
 }
 
+// A GPU figure that is positive but absurdly small is refused by name; it used to pass and print
+// TTFTs with 300 digits.
+TEST(Cli, AnAbsurdlySmallGpuFigureIsRefused) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_tiny_gpu.toml";
+  std::ofstream(config) << "name = \"tiny-gpu\"\n[model]\nplugin = \"sim\"\n"
+                           "options = { gpu = \"h100\", peak_tflops = 1e-300 }\n"
+                           "[[engines]]\nscheduler = \"chunked\"\n";
+  CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+                 (kData / "small_mixed.toml").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("peak_tflops = 1e-300 is below 0.001"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("=="), std::string::npos) << r.out;
+  fs::remove(config);
+}
+
 // make-tiny refuses a shape whose sizes are each in range but whose weights would not fit in
 // memory, before it creates anything (it used to run out of memory with config.json written).
 TEST(Cli, MakeTinyRefusesAShapeTooLargeToBuild) {

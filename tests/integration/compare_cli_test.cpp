@@ -78,6 +78,16 @@ TEST(CompareCli, FindCapacityReportsARate) {
   fs::remove(out);
 }
 
+// The capacity options only shape --find-capacity: alone they would be silently ignored.
+TEST(CompareCli, CapacityOptionsWithoutFindCapacityAreRefused) {
+  for (const std::string option : {"--capacity-limit 40", "--capacity-scope short"}) {
+    const CliRun r = run(two_deployments() + " --quiet " + option);
+    EXPECT_NE(r.exit_code, 0) << option;
+    EXPECT_NE(r.err.find("requires --find-capacity"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("=="), std::string::npos) << r.out;  // nothing ran
+  }
+}
+
 TEST(CompareCli, PlotWritesAPng) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "gnuplot is not installed (Debian package gnuplot-nox)";

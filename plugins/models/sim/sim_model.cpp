@@ -115,9 +115,18 @@ uint32_t shape_value(const sdk::Options& options, const char* key, uint32_t pres
   return preset;
 }
 
-double gpu_value(const sdk::Options& options, const char* key, double scale, double preset,
-                 bool custom, bool required) {
+// `floor`: the smallest override that still describes hardware. A value like 1e-300 would pass
+// "> 0" yet make every step last longer than the universe, in reports with 300-digit figures.
+double gpu_value(const sdk::Options& options, const char* key, double scale, double floor,
+                 double preset, bool custom, bool required) {
   const double value = options.get_double(key);
+  if (value > 0 && value < floor) {
+    char message[192];
+    std::snprintf(message, sizeof message,
+                  "%s = %g is below %g, too small for any GPU (0 means the gpu preset's value)",
+                  key, value, floor);
+    throw std::invalid_argument(message);
+  }
   if (value > 0) return value * scale;
   if (custom && required) {
     throw std::invalid_argument(std::string("gpu = \"custom\" requires ") + key + " (> 0)");
@@ -145,15 +154,18 @@ CostConfig resolve_config(const sdk::Options& options) {
     preset_gpu = to_gpu_spec(*preset);
   }
   const bool needs_link = config.tensor_parallel > 1;
+  // Floors: 1 GFLOP/s, 100 MB/s of HBM, 1 MB of HBM, 1 MB/s of link.
   config.gpu.peak_flops =
-      gpu_value(options, "peak_tflops", 1e12, preset_gpu.peak_flops, custom_gpu, true);
-  config.gpu.peak_fp8_flops = gpu_value(options, "peak_fp8_tflops", 1e12, preset_gpu.peak_fp8_flops,
-                                        custom_gpu, config.weight_bytes == 1);
+      gpu_value(options, "peak_tflops", 1e12, 1e-3, preset_gpu.peak_flops, custom_gpu, true);
+  config.gpu.peak_fp8_flops =
+      gpu_value(options, "peak_fp8_tflops", 1e12, 1e-3, preset_gpu.peak_fp8_flops, custom_gpu,
+                config.weight_bytes == 1);
   config.gpu.hbm_bytes_per_s =
-      gpu_value(options, "hbm_tb_per_s", 1e12, preset_gpu.hbm_bytes_per_s, custom_gpu, true);
-  config.gpu.hbm_bytes = gpu_value(options, "hbm_gb", 1e9, preset_gpu.hbm_bytes, custom_gpu, true);
-  config.gpu.link_bytes_per_s =
-      gpu_value(options, "link_gb_per_s", 1e9, preset_gpu.link_bytes_per_s, custom_gpu, needs_link);
+      gpu_value(options, "hbm_tb_per_s", 1e12, 1e-4, preset_gpu.hbm_bytes_per_s, custom_gpu, true);
+  config.gpu.hbm_bytes =
+      gpu_value(options, "hbm_gb", 1e9, 1e-3, preset_gpu.hbm_bytes, custom_gpu, true);
+  config.gpu.link_bytes_per_s = gpu_value(options, "link_gb_per_s", 1e9, 1e-3,
+                                          preset_gpu.link_bytes_per_s, custom_gpu, needs_link);
 
   ModelShape preset_shape;
   if (!custom_model) {

@@ -233,6 +233,10 @@ TEST_F(DeploymentConfigTest, MissingEngines) {
   EXPECT_THAT(error_of("engines = []\n[model]\nplugin = 'sim'\n"),
               HasSubstr("missing [[engines]]"));
   EXPECT_THAT(error_of("engines = 2\n[model]\nplugin = 'sim'\n"), HasSubstr("missing [[engines]]"));
+  // The likeliest slip: single brackets. The message names it rather than calling engines missing.
+  EXPECT_THAT(error_of("[model]\nplugin = 'sim'\n[engines]\nblock_size = 16\n"),
+              AllOf(HasSubstr("deploy.toml: [engines] is a single table"),
+                    HasSubstr("write [[engines]] (double brackets)")));
 }
 
 TEST_F(DeploymentConfigTest, UnknownPluginName) {

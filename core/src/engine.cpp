@@ -44,7 +44,18 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
   if (max_model_len_ == 0) throw Error(where + ": the model reports max_model_len 0");
 
   uint64_t blocks = config_.kv_blocks;
-  if (blocks == 0) blocks = info.kv_capacity_tokens / config_.block_size;
+  const uint64_t capacity_blocks = info.kv_capacity_tokens / config_.block_size;
+  // kv_blocks may only shrink the cache: more blocks than the model's memory holds is a simulation
+  // of memory that is not there, or an allocation that fails (4294967295 blocks used to end in a
+  // bare bad_alloc). The model's own memory option (kv_cache_gb, hbm_gb, ...) grows it.
+  if (blocks != 0 && info.kv_capacity_tokens != 0 && blocks > capacity_blocks) {
+    throw Error(fmt::format(
+        "{}: kv_blocks {} exceeds the {} blocks of {} tokens ({} tokens) that the model's memory "
+        "holds: lower kv_blocks, leave it 0 for all of them, or give the model more KV memory in "
+        "its options",
+        where, blocks, capacity_blocks, config_.block_size, info.kv_capacity_tokens));
+  }
+  if (blocks == 0) blocks = capacity_blocks;
   if (blocks == 0) {
     throw Error(
         fmt::format("{}: the model leaves no memory for the KV cache ({} tokens); set "

@@ -396,6 +396,21 @@ TEST(Engine, KvCacheSmallerThanMaxModelLenIsRefusedAtStartup) {
   }
 }
 
+// kv_blocks only shrinks the cache: more blocks than the model's memory holds (the sim's 8B on an
+// H100 holds about 25,700 blocks of 16) is refused by name rather than simulated or allocated.
+TEST(Engine, KvBlocksBeyondTheModelsMemoryAreRefusedAtStartup) {
+  for (const uint32_t blocks : {100000u, 4294967295u}) {
+    try {
+      TestEngine e({.kv_blocks = blocks});
+      FAIL() << "kv_blocks " << blocks << " accepted";
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), HasSubstr("test.toml: engines (engine0): kv_blocks " +
+                                          std::to_string(blocks) + " exceeds the "));
+      EXPECT_THAT(error.what(), HasSubstr("blocks of 16 tokens"));
+    }
+  }
+}
+
 TEST(Engine, AnAcceptedRequestLongerThanTheKvCacheFinishesCapped) {
   TestEngine e({.kv_blocks = 8, .max_model_len = 128});
   RequestRecord record;

@@ -100,16 +100,42 @@ std::string missing_function(const hw_plugin_descriptor& d) {
   }
 }
 
+// Bounds on what a descriptor describes (abi.h states them): far above any real plugin's, they
+// turn a garbage size into a refusal naming the field instead of a bad_alloc or a read past the
+// plugin's memory.
+constexpr uint64_t kMaxNameBytes = 256;        // name, short_name, version, option keys, values
+constexpr uint64_t kMaxTextBytes = 64 * 1024;  // description, option docs, default strings
+constexpr uint32_t kMaxOptions = 1024;         // option_count, allowed_count
+
+void check_text(hw_str s, uint64_t limit, const std::string& where, std::string_view field) {
+  if (s.size > 0 && s.data == nullptr) {
+    throw Error(
+        fmt::format("{}: refused: {} has size {} but no data (NULL)", where, field, s.size));
+  }
+  if (s.size > limit) {
+    throw Error(fmt::format("{}: refused: {} is {} bytes long; at most {} are allowed", where,
+                            field, s.size, limit));
+  }
+}
+
 // Checks the option schema itself, so that a plugin with a broken schema is refused at load.
 void check_option_schema(const hw_plugin_descriptor& d, const std::string& where) {
   if (d.option_count > 0 && d.options == nullptr) {
     throw Error(where + ": option_count is " + std::to_string(d.option_count) +
                 " but the option table is NULL");
   }
+  if (d.option_count > kMaxOptions) {
+    throw Error(fmt::format("{}: refused: option_count is {}; at most {} options are allowed",
+                            where, d.option_count, kMaxOptions));
+  }
   for (uint32_t i = 0; i < d.option_count; ++i) {
     const hw_option_spec& o = d.options[i];
+    check_text(o.key, kMaxNameBytes, where, fmt::format("option #{}'s key", i));
     std::string key = to_string(o.key);
     if (key.empty()) throw Error(fmt::format("{}: option #{} has an empty key", where, i));
+    check_text(o.doc, kMaxTextBytes, where, fmt::format("option '{}''s doc", key));
+    check_text(o.default_string, kMaxTextBytes, where,
+               fmt::format("option '{}''s default string", key));
     if (o.type < HW_OPTION_BOOL || o.type > HW_OPTION_ENUM) {
       throw Error(fmt::format("{}: option '{}' has unknown type {}", where, key, o.type));
     }
@@ -117,8 +143,16 @@ void check_option_schema(const hw_plugin_descriptor& d, const std::string& where
       if (o.allowed_count == 0 || o.allowed_values == nullptr) {
         throw Error(fmt::format("{}: enum option '{}' lists no allowed values", where, key));
       }
+      if (o.allowed_count > kMaxOptions) {
+        throw Error(
+            fmt::format("{}: refused: enum option '{}' lists {} values; at most {} are "
+                        "allowed",
+                        where, key, o.allowed_count, kMaxOptions));
+      }
       bool found = false;
       for (uint32_t a = 0; a < o.allowed_count; ++a) {
+        check_text(o.allowed_values[a], kMaxNameBytes, where,
+                   fmt::format("enum option '{}''s value #{}", key, a));
         found = found || to_string(o.allowed_values[a]) == to_string(o.default_string);
       }
       if (!found) {
@@ -152,6 +186,10 @@ void check_descriptor(const hw_plugin_descriptor* d, const fs::path& path) {
   uint32_t table_size = minimum_table_size(d->kind);
   if (table_size == 0)
     throw Error(fmt::format("{}: refused: unknown plugin kind {}", where, d->kind));
+  check_text(d->name, kMaxNameBytes, where, "the descriptor's name");
+  check_text(d->short_name, kMaxNameBytes, where, "the descriptor's short_name");
+  check_text(d->version, kMaxNameBytes, where, "the descriptor's version");
+  check_text(d->description, kMaxTextBytes, where, "the descriptor's description");
   if (d->name.size == 0 || d->short_name.size == 0) {
     throw Error(where + ": refused: the descriptor has no name or short name");
   }

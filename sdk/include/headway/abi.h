@@ -158,6 +158,10 @@ typedef enum hw_plugin_kind {
   HW_KIND_MODEL = 4
 } hw_plugin_kind;
 
+/* The host refuses a descriptor whose strings or counts exceed these bounds (or whose hw_str has
+ * a size but NULL data): names (name, short_name, version, option keys, enum values) at most 256
+ * bytes; description, option docs and default strings at most 64 KiB; at most 1024 options, and
+ * 1024 values per enum option. */
 typedef struct hw_plugin_descriptor {
   uint32_t struct_size;
   uint16_t abi_major;

@@ -165,8 +165,9 @@ TEST(PluginRegistry, DiscoverSkipsBrokenLibraries) {
   for (const LoadedPlugin* p : registry.discover()) names.push_back(p->short_name());
   EXPECT_THAT(names, ::testing::Contains("test_good"));
   EXPECT_THAT(names, ::testing::Contains("test_throwing"));
-  for (const char* refused : {"test_abi_major", "test_abi_minor", "test_missing_function",
-                              "test_small_descriptor", "test_bad_schema"}) {
+  for (const char* refused :
+       {"test_abi_major", "test_abi_minor", "test_missing_function", "test_small_descriptor",
+        "test_huge_description", "test_bad_schema"}) {
     EXPECT_THAT(names, Not(::testing::Contains(refused)));
   }
 }
@@ -230,6 +231,16 @@ TEST(PluginRegistry, RefusesADescriptorThatIsTooSmall) {
   EXPECT_THAT(e.what(), HasSubstr("descriptor struct_size " +
                                   std::to_string(offsetof(hw_plugin_descriptor, table))));
   EXPECT_THAT(e.what(), HasSubstr(std::to_string(sizeof(hw_plugin_descriptor))));
+}
+
+TEST(PluginRegistry, RefusesADescriptorStringWithAGarbageSize) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_huge_description");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("refused: the descriptor's description is " +
+                                  std::to_string(uint64_t{1} << 62) + " bytes long"));
+  EXPECT_THAT(e.what(), HasSubstr("at most 65536"));
 }
 
 TEST(PluginRegistry, RefusesALibraryThatIsNotAPlugin) {

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <system_error>
 
+#include "readable_memory.h"
 #include "shared_object_check.h"
 
 namespace headway::core {
@@ -116,6 +117,19 @@ void check_text(hw_str s, uint64_t limit, const std::string& where, std::string_
     throw Error(fmt::format("{}: refused: {} is {} bytes long; at most {} are allowed", where,
                             field, s.size, limit));
   }
+  if (!readable_memory(s.data, s.size)) {
+    throw Error(fmt::format("{}: refused: {} points to memory that cannot be read ({})", where,
+                            field, static_cast<const void*>(s.data)));
+  }
+}
+
+// A pointer from the plugin that the host is about to read through.
+void check_readable(const void* address, uint64_t bytes, const std::string& where,
+                    std::string_view what) {
+  if (!readable_memory(address, bytes)) {
+    throw Error(fmt::format("{}: refused: {} ({}, {} bytes) is not readable memory", where, what,
+                            address, bytes));
+  }
 }
 
 // Checks the option schema itself, so that a plugin with a broken schema is refused at load.
@@ -128,6 +142,8 @@ void check_option_schema(const hw_plugin_descriptor& d, const std::string& where
     throw Error(fmt::format("{}: refused: option_count is {}; at most {} options are allowed",
                             where, d.option_count, kMaxOptions));
   }
+  check_readable(d.options, uint64_t{d.option_count} * sizeof(hw_option_spec), where,
+                 "the option table");
   for (uint32_t i = 0; i < d.option_count; ++i) {
     const hw_option_spec& o = d.options[i];
     check_text(o.key, kMaxNameBytes, where, fmt::format("option #{}'s key", i));
@@ -149,6 +165,8 @@ void check_option_schema(const hw_plugin_descriptor& d, const std::string& where
                         "allowed",
                         where, key, o.allowed_count, kMaxOptions));
       }
+      check_readable(o.allowed_values, uint64_t{o.allowed_count} * sizeof(hw_str), where,
+                     fmt::format("enum option '{}''s allowed values", key));
       bool found = false;
       for (uint32_t a = 0; a < o.allowed_count; ++a) {
         check_text(o.allowed_values[a], kMaxNameBytes, where,
@@ -173,6 +191,8 @@ void check_option_schema(const hw_plugin_descriptor& d, const std::string& where
 void check_descriptor(const hw_plugin_descriptor* d, const fs::path& path) {
   const std::string where = "plugin " + path.string();
   if (d == nullptr) throw Error(where + ": " HW_PLUGIN_ENTRY_SYMBOL "() returned NULL");
+  check_readable(d, kDescriptorSizeV1_0, where,
+                 "the descriptor " HW_PLUGIN_ENTRY_SYMBOL "() returned");
   if (d->abi_major != HW_ABI_MAJOR || d->abi_minor > HW_ABI_MINOR) {
     throw Error(fmt::format(
         "{}: refused: built for Headway plugin ABI {}.{}, this host provides ABI {}.{} (needs the "
@@ -194,6 +214,7 @@ void check_descriptor(const hw_plugin_descriptor* d, const fs::path& path) {
     throw Error(where + ": refused: the descriptor has no name or short name");
   }
   if (d->table == nullptr) throw Error(where + ": refused: the function table is NULL");
+  check_readable(d->table, table_size, where, "the function table");
   uint32_t declared = *static_cast<const uint32_t*>(d->table);
   if (declared < table_size) {
     throw Error(fmt::format("{}: refused: {} table struct_size {} is smaller than ABI {}.0's {}",

@@ -167,7 +167,8 @@ TEST(PluginRegistry, DiscoverSkipsBrokenLibraries) {
   EXPECT_THAT(names, ::testing::Contains("test_throwing"));
   for (const char* refused :
        {"test_abi_major", "test_abi_minor", "test_missing_function", "test_small_descriptor",
-        "test_huge_description", "test_bad_schema"}) {
+        "test_huge_description", "test_garbage_descriptor", "test_garbage_string",
+        "test_bad_schema"}) {
     EXPECT_THAT(names, Not(::testing::Contains(refused)));
   }
 }
@@ -241,6 +242,28 @@ TEST(PluginRegistry, RefusesADescriptorStringWithAGarbageSize) {
   EXPECT_THAT(e.what(), HasSubstr("refused: the descriptor's description is " +
                                   std::to_string(uint64_t{1} << 62) + " bytes long"));
   EXPECT_THAT(e.what(), HasSubstr("at most 65536"));
+}
+
+// Pointers into nothing are found before the host reads through them: the process used to die
+// with SIGSEGV while loading plugins.
+TEST(PluginRegistry, RefusesADescriptorPointerIntoUnmappedMemory) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_garbage_descriptor");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(),
+              HasSubstr("refused: the descriptor headway_plugin_entry() returned (0x1000"));
+  EXPECT_THAT(e.what(), HasSubstr("is not readable memory"));
+}
+
+TEST(PluginRegistry, RefusesADescriptorStringPointingIntoUnmappedMemory) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_garbage_string");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(),
+              HasSubstr("refused: the descriptor's version points to memory that cannot be read "
+                        "(0x1000)"));
 }
 
 TEST(PluginRegistry, RefusesALibraryThatIsNotAPlugin) {

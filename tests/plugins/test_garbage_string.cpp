@@ -1,0 +1,35 @@
+// Refused plugin: a complete descriptor whose version string points to nothing (an address in the
+// first pages, which Linux never maps). The host must refuse it by name before it copies the
+// string, which would kill it with SIGSEGV.
+#include <cstdint>
+#include <headway/plugin.hpp>
+
+namespace {
+
+class StubScheduler final : public headway::sdk::StepScheduler {
+ public:
+  StubScheduler(const headway::sdk::Host&, const headway::sdk::Options&, const hw_engine_facts&) {}
+  hw_scheduler_limits limits() const override {
+    return hw_scheduler_limits{sizeof(hw_scheduler_limits), 16, 1};
+  }
+  void schedule(const hw_scheduler_snapshot&, headway::sdk::PlanWriter&) override {}
+};
+
+using Adapter = headway::sdk::SchedulerAdapter<StubScheduler>;
+
+const hw_plugin_descriptor kDescriptor = {
+    sizeof(hw_plugin_descriptor),
+    HW_ABI_MAJOR,
+    HW_ABI_MINOR,
+    HW_KIND_STEP_SCHEDULER,
+    headway::sdk::make_str("org.headway.test.garbage_string"),
+    headway::sdk::make_str("test_garbage_string"),
+    hw_str{reinterpret_cast<const char*>(uintptr_t{0x1000}), 5},
+    headway::sdk::make_str("Version string pointing to unmapped memory"),
+    nullptr,
+    0,
+    &Adapter::table};
+
+}  // namespace
+
+extern "C" HW_EXPORT const hw_plugin_descriptor* headway_plugin_entry(void) { return &kDescriptor; }

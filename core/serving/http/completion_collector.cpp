@@ -27,6 +27,7 @@ Completion collect_completion(GenerationService& service, RequestStream& stream,
                      "generation failed: " + (chunk.error.empty() ? "unknown error" : chunk.error));
     }
     out.finish = chunk.finish;
+    out.stop_reason = chunk.stop_reason;
     out.usage = chunk.usage;
     return out;
   }

@@ -20,6 +20,7 @@ struct Completion {
   std::string text;
   std::vector<int32_t> token_ids;  // every generated token, in order
   Finish finish = Finish::kNone;   // kLength or kStop
+  StopReason stop_reason;          // kStop: the stop string or stop token id, when one ended it
   Usage usage;
 };
 

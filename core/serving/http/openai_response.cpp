@@ -36,6 +36,12 @@ nlohmann::json finish_reason_json(Finish finish) {
   }
 }
 
+nlohmann::json stop_reason_json(const StopReason& reason) {
+  if (const auto* text = std::get_if<std::string>(&reason)) return *text;
+  if (const auto* token = std::get_if<int32_t>(&reason)) return *token;
+  return nullptr;
+}
+
 nlohmann::json usage_json(const Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.completion_tokens},
@@ -44,8 +50,10 @@ nlohmann::json usage_json(const Usage& usage) {
 
 nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
                                std::span<const int32_t> token_ids, Finish finish,
-                               const Usage& usage) {
-  nlohmann::json choice = {{"index", 0}, {"finish_reason", finish_reason_json(finish)}};
+                               const StopReason& stop_reason, const Usage& usage) {
+  nlohmann::json choice = {{"index", 0},
+                           {"finish_reason", finish_reason_json(finish)},
+                           {"stop_reason", stop_reason_json(stop_reason)}};
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
@@ -64,11 +72,13 @@ nlohmann::json role_chunk_json(const ResponseHeader& header) {
   return chunk_envelope(header, {{"index", 0},
                                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr},
-                                 {"finish_reason", nullptr}});
+                                 {"finish_reason", nullptr},
+                                 {"stop_reason", nullptr}});
 }
 
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
-                                std::span<const int32_t> token_ids, Finish finish) {
+                                std::span<const int32_t> token_ids, Finish finish,
+                                const StopReason& stop_reason) {
   nlohmann::json choice = {{"index", 0}, {"logprobs", nullptr}};
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
@@ -77,6 +87,7 @@ nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string&
     choice["delta"] = text.empty() ? nlohmann::json::object() : nlohmann::json{{"content", text}};
   }
   choice["finish_reason"] = finish_reason_json(finish);
+  choice["stop_reason"] = stop_reason_json(stop_reason);
   return chunk_envelope(header, std::move(choice));
 }
 

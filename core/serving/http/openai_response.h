@@ -31,19 +31,23 @@ struct ResponseHeader {
 // "length" or "stop"; null while running. kAbort/kError never reach a finish_reason: they become
 // errors.
 nlohmann::json finish_reason_json(Finish finish);
+// vLLM's stop_reason: the stop string or stop token id that ended the request; null otherwise
+// (EOS, max_tokens, still running).
+nlohmann::json stop_reason_json(const StopReason& reason);
 
 nlohmann::json usage_json(const Usage& usage);
 
 // The non-streamed answer.
 nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
                                std::span<const int32_t> token_ids, Finish finish,
-                               const Usage& usage);
+                               const StopReason& stop_reason, const Usage& usage);
 
 // Streams. A chat stream opens with role_chunk_json; every stream then carries text deltas (the
 // last one with its finish), then with include_usage a usage chunk, then the [DONE] event.
 nlohmann::json role_chunk_json(const ResponseHeader& header);
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
-                                std::span<const int32_t> token_ids, Finish finish);
+                                std::span<const int32_t> token_ids, Finish finish,
+                                const StopReason& stop_reason = {});
 nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

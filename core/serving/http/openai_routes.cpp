@@ -172,7 +172,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     }
     send_json(response, 200,
               completion_json(header, completion.text, completion.token_ids, completion.finish,
-                              completion.usage));
+                              completion.stop_reason, completion.usage));
     return;
   }
 

@@ -61,7 +61,8 @@ bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
     return fail(sink, 500,
                 "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
   }
-  if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, last.finish)))) {
+  if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, last.finish,
+                                              last.stop_reason)))) {
     return false;
   }
   if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, last.usage)))) {

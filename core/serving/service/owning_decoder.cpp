@@ -13,7 +13,7 @@ class OwningDecoder final : public IncrementalDecoder {
         decoder_(make_incremental_decoder(*tokenizer_, std::move(stop_strings),
                                           std::move(stop_token_ids))) {}
   std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
-  bool stopped() const override { return decoder_->stopped(); }
+  StopReason stop_reason() const override { return decoder_->stop_reason(); }
   std::string flush() override { return decoder_->flush(); }
 
  private:

@@ -68,6 +68,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   out.token_ids.clear();
   out.text.clear();
   out.finish = Finish::kNone;
+  out.stop_reason = StopReason();
   out.error.clear();
   out.kv_stage.reset();
   Finish finish = Finish::kNone;
@@ -94,6 +95,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
       std::lock_guard lock(mutex_);
       delivered_finish_ = true;
       out.finish = Finish::kStop;
+      out.stop_reason = decoder_->stop_reason();
       out.usage = {prompt_tokens_, completion_tokens_};
       return true;
     }
@@ -103,6 +105,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     std::lock_guard lock(mutex_);
     delivered_finish_ = true;
     out.finish = finish;
+    if (finish == Finish::kStop && decoder_ != nullptr) out.stop_reason = decoder_->stop_reason();
     out.kv_stage = kv_stage_;
     kv_stage_taken_ = kv_stage_.has_value();
   }

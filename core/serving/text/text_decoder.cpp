@@ -1,6 +1,7 @@
 #include "headway/serving/text_decoder.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "utf8.h"
@@ -38,13 +39,18 @@ class TextDecoder final : public IncrementalDecoder {
     // the answer (vLLM leaves it out too), though the id is.
     if (!ids.empty() && std::find(stop_token_ids_.begin(), stop_token_ids_.end(), ids.back()) !=
                             stop_token_ids_.end()) {
+      stop_token_ = ids.back();
       ids = ids.first(ids.size() - 1);
     }
     window_.insert(window_.end(), ids.begin(), ids.end());
     return release(take_new_text(ids.size(), false), false);
   }
 
-  bool stopped() const override { return stopped_; }
+  StopReason stop_reason() const override {
+    if (stopped_) return matched_;
+    if (stop_token_) return *stop_token_;
+    return {};
+  }
 
   std::string flush() override {
     if (stopped_) return {};
@@ -96,7 +102,12 @@ class TextDecoder final : public IncrementalDecoder {
   std::string release(std::string_view text, bool final) {
     held_ += text;
     size_t first = std::string::npos;
-    for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+    for (const std::string& stop : stops_) {
+      if (const size_t at = held_.find(stop); at < first) {
+        first = at;
+        matched_ = stop;
+      }
+    }
     if (first != std::string::npos) {
       stopped_ = true;
       held_.resize(first);
@@ -132,6 +143,8 @@ class TextDecoder final : public IncrementalDecoder {
   size_t tail_age_ = 0;  // ids that arrived while the character in bytes_ waited
   std::string held_;     // final text withheld because it may begin a stop string
   bool stopped_ = false;
+  std::string matched_;                // the stop string that matched (set with stopped_)
+  std::optional<int32_t> stop_token_;  // the stop token id that arrived
 };
 
 }  // namespace

@@ -27,7 +27,7 @@ class LetterDecoder : public IncrementalDecoder {
     held_.clear();
     return out;
   }
-  bool stopped() const override { return stopped_; }
+  StopReason stop_reason() const override { return stopped_ ? StopReason(stop_) : StopReason(); }
   std::string flush() override { return std::exchange(held_, {}); }
 
  private:

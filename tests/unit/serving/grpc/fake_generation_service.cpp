@@ -15,7 +15,7 @@ class CharDecoder final : public IncrementalDecoder {
     for (int32_t id : ids) text.push_back(static_cast<char>(id));
     return text;
   }
-  bool stopped() const override { return false; }
+  StopReason stop_reason() const override { return {}; }
   std::string flush() override { return {}; }
 };
 

@@ -1,24 +1,38 @@
 #include "fake_generation_service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <span>
 
 namespace headway::serving::testing {
 namespace {
 
 // Letters, with none held back: the frontend's tests do not exercise stop strings (the service's
-// job), only that they are passed through.
+// job), only that they are passed through. A stop token id is noted, for the stop_reason field.
 class LetterDecoder : public IncrementalDecoder {
  public:
+  explicit LetterDecoder(std::vector<int32_t> stop_token_ids)
+      : stop_token_ids_(std::move(stop_token_ids)) {}
   std::string append(std::span<const int32_t> ids) override {
     std::string text;
     for (int32_t id : ids) {
-      if (id < FakeGenerationService::kTextlessIds) text += static_cast<char>('a' + id % 26);
+      if (std::find(stop_token_ids_.begin(), stop_token_ids_.end(), id) != stop_token_ids_.end()) {
+        stop_token_ = id;
+      } else if (id < FakeGenerationService::kTextlessIds) {
+        text += static_cast<char>('a' + id % 26);
+      }
     }
     return text;
   }
-  bool stopped() const override { return false; }
+  StopReason stop_reason() const override {
+    return stop_token_ ? StopReason(*stop_token_) : StopReason();
+  }
   std::string flush() override { return {}; }
+
+ private:
+  std::vector<int32_t> stop_token_ids_;
+  std::optional<int32_t> stop_token_;
 };
 
 std::vector<int32_t> ids_from(int32_t first, int count) {
@@ -114,11 +128,12 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   std::string id =
       input.request_id.empty() ? "fake-" + std::to_string(next_request_++) : input.request_id;
   const uint32_t max_tokens = input.max_tokens;
+  std::vector<int32_t> stop_token_ids = input.sampling.stop_token_ids;
   submitted_.push_back(std::move(input));
   changed_.notify_all();
 
-  auto stream = std::make_shared<RequestStream>(id, kPromptTokens,
-                                                std::make_unique<LetterDecoder>(), nullptr);
+  auto stream = std::make_shared<RequestStream>(
+      id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids)), nullptr);
   if (hold_) {
     held_[id] = Held{stream, 0};
     return stream;

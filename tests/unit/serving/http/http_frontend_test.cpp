@@ -23,6 +23,8 @@ TEST_F(HttpFrontendTest, CompletionAnswersWithTextFinishAndUsage) {
   EXPECT_EQ(body["choices"][0]["index"], 0);
   EXPECT_EQ(body["choices"][0]["text"], "abcde");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  ASSERT_TRUE(body["choices"][0].contains("stop_reason"));
+  EXPECT_TRUE(body["choices"][0]["stop_reason"].is_null());
   EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(body["usage"],
             json({{"prompt_tokens", 7}, {"completion_tokens", 5}, {"total_tokens", 12}}));
@@ -64,7 +66,35 @@ TEST_F(HttpFrontendTest, StopFinishIsReportedAsStop) {
   const json body = json::parse(result->body);
   EXPECT_EQ(body["choices"][0]["text"], "abc");
   EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(body["choices"][0]["stop_reason"].is_null());  // EOS, as vLLM reports it
   EXPECT_EQ(body["usage"]["completion_tokens"], 3);
+}
+
+// vLLM's stop_reason names the stop_token_ids entry that ended the request, whole or streamed.
+TEST_F(HttpFrontendTest, AStopTokenIsNamedInStopReason) {
+  service_.set_finish(Finish::kStop);  // the fake answers ids 0, 1, 2 ("abc")
+  auto whole = post_json("/v1/chat/completions", R"({"messages": [{"role": "user",
+      "content": "x"}], "stop_token_ids": [2]})");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const json body = json::parse(whole->body);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "ab");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(body["choices"][0]["stop_reason"], 2);
+
+  auto streamed =
+      post_json("/v1/completions", R"({"prompt": "x", "stop_token_ids": [2], "stream": true})");
+  ASSERT_TRUE(streamed);
+  std::vector<json> choices;
+  for (const auto& payload : sse_data(streamed->body)) {
+    if (payload != "[DONE]") choices.push_back(json::parse(payload)["choices"][0]);
+  }
+  ASSERT_FALSE(choices.empty()) << streamed->body;
+  for (size_t i = 0; i + 1 < choices.size(); ++i) {
+    EXPECT_TRUE(choices[i]["stop_reason"].is_null()) << choices[i];
+  }
+  EXPECT_EQ(choices.back()["finish_reason"], "stop");
+  EXPECT_EQ(choices.back()["stop_reason"], 2);
 }
 
 TEST_F(HttpFrontendTest, ChatAnswersWithAnAssistantMessage) {

@@ -274,6 +274,7 @@ TEST_F(ServiceTest, AStopStringEndsTheRequestUpstream) {
   input.stop = {free_run.text.substr(at, 1)};
   const test::Collected stopped = collect(*service.submit(input));
   EXPECT_EQ(stopped.finish, Finish::kStop);
+  EXPECT_EQ(stopped.stop_reason, StopReason(free_run.text.substr(at, 1)));  // vLLM's stop_reason
   EXPECT_EQ(stopped.text, free_run.text.substr(0, at));
   test::wait_idle(service);
   EXPECT_EQ(service.cluster_info().engines[0].kv_blocks_free, total);
@@ -309,6 +310,7 @@ TEST_F(ServiceTest, AStopTokenIdEndsTheRequestWithoutItsText) {
   input.sampling.stop_token_ids = {free_run.ids[at]};
   const test::Collected stopped = collect(*service.submit(input));
   EXPECT_EQ(stopped.finish, Finish::kStop);
+  EXPECT_EQ(stopped.stop_reason, StopReason(free_run.ids[at]));  // vLLM's stop_reason: the id
   EXPECT_EQ(stopped.ids, std::vector<int32_t>(free_run.ids.begin(), free_run.ids.begin() + at + 1));
   // The text is that of the ids before the stop: what the same run cut at `at` tokens gives.
   GenerateInput prefix = probe;

@@ -66,6 +66,7 @@ struct Collected {
   std::vector<int32_t> ids;
   std::string text;
   Finish finish = Finish::kNone;
+  StopReason stop_reason;
   std::string error;
   Usage usage;
   Timings timings;
@@ -84,6 +85,7 @@ inline Collected collect(RequestStream& stream) {
     c.text += chunk.text;
     if (chunk.finish != Finish::kNone) {
       c.finish = chunk.finish;
+      c.stop_reason = chunk.stop_reason;
       c.error = chunk.error;
       c.usage = chunk.usage;
       c.timings = chunk.timings;

@@ -188,6 +188,24 @@ TEST(TextDecoder, EarliestOfSeveralStopStringsWins) {
   std::vector<int32_t> ids = ids_of("abcd");
   EXPECT_EQ(d->append(ids), "a");
   EXPECT_TRUE(d->stopped());
+  EXPECT_EQ(d->stop_reason(), StopReason(std::string("bc")));  // the one that cut the text
+}
+
+TEST(TextDecoder, StopReasonNamesTheStopTokenIdOrNothing) {
+  auto d = make_incremental_decoder(kBytes, {"zz"}, {7, 9});
+  std::vector<int32_t> ids = ids_of("ab");
+  EXPECT_EQ(d->append(ids), "ab");
+  EXPECT_EQ(d->stop_reason(), StopReason());  // still running
+  ids = {'c', 9};
+  EXPECT_EQ(d->append(ids), "c");
+  EXPECT_EQ(d->stop_reason(), StopReason(int32_t{9}));
+  EXPECT_FALSE(d->stopped());  // a stop token ends the request upstream already
+  // Ended by length (or EOS): no stop reason.
+  auto e = make_incremental_decoder(kBytes, {"zz"}, {7});
+  ids = ids_of("abc");
+  e->append(ids);
+  e->flush();
+  EXPECT_EQ(e->stop_reason(), StopReason());
 }
 
 TEST(TextDecoder, StopStringWithMultiByteCharacters) {

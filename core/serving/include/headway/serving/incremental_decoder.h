@@ -9,8 +9,14 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <variant>
 
 namespace headway::serving {
+
+// What ended a request, as vLLM's stop_reason reports it: the stop string that matched, or the
+// entry of stop_token_ids the request ended on; monostate for anything else (EOS, max_tokens, not
+// ended yet).
+using StopReason = std::variant<std::monostate, std::string, int32_t>;
 
 class IncrementalDecoder {
  public:
@@ -18,8 +24,10 @@ class IncrementalDecoder {
   // Appends generated tokens; returns the text that became final. After a stop string matched,
   // returns only the text before it, and nothing on later calls.
   virtual std::string append(std::span<const int32_t> ids) = 0;
-  // True once a stop string matched.
-  virtual bool stopped() const = 0;
+  // The stop string that matched or the stop token id that arrived, once either happened.
+  virtual StopReason stop_reason() const = 0;
+  // True once a stop string matched (the request must then be ended upstream).
+  bool stopped() const { return std::holds_alternative<std::string>(stop_reason()); }
   // At the end of the request: the text still held back (empty after a stop string matched).
   virtual std::string flush() = 0;
 };

@@ -79,6 +79,7 @@ struct StreamChunk {
   std::vector<int32_t> token_ids;   // tokens since the previous chunk
   std::string text;                 // text that became final since the previous chunk
   Finish finish = Finish::kNone;    // set on the last chunk only
+  StopReason stop_reason;           // kStop: the stop string or stop token id, when one ended it
   std::string error;                // kError: what failed, for the client
   Usage usage;                      // on the last chunk
   Timings timings;                  // on the last chunk

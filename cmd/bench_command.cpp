@@ -97,6 +97,8 @@ Target find_target(const BenchArgs& args) {
   try {
     models = bench::list_models(target.endpoint);
   } catch (const core::Error& e) {
+    // A server that cannot be reached would fail every request: stop now, --model or not.
+    if (e.code() == HW_UNAVAILABLE) throw;
     // A refused key: the message already says how to give one, and --model would not help.
     if (args.model.empty() && e.code() == HW_FAILED_PRECONDITION) throw;
     if (args.model.empty()) {

@@ -37,9 +37,11 @@ struct Samples {
 
   void add(const RequestRecord& r) {
     ++records;
-    output_tokens += r.output_tokens;
+    // Tokens of a request that failed are not output a client could use (vLLM's benchmark counts
+    // only successful requests' tokens too): a run of broken streams must not show throughput.
     if (!r.finished) return;
     ++finished;
+    output_tokens += r.output_tokens;
     ttft.push_back(r.first_token - r.arrival);
     e2e.push_back(r.finish - r.arrival);
     queue.push_back(r.scheduled - r.arrival);

@@ -30,6 +30,8 @@ std::string status_message(int status, const std::string& body) {
 
 CompletionClient::CompletionClient(const ServerEndpoint& endpoint, const RunClock& clock)
     : path_(endpoint.base_path + "/v1/completions"),
+      endpoint_(endpoint),
+      read_timeout_s_(endpoint.read_timeout_s),
       clock_(clock),
       client_(std::make_unique<httplib::Client>(endpoint.origin)) {
   configure_client(*client_, endpoint);
@@ -46,23 +48,32 @@ StreamResult CompletionClient::stream(const std::string& body) {
   request.set_header("Accept", "text/event-stream");
 
   int status = 0;
+  bool event_stream = true;
   std::string error_body;
   SseParser parser;
   std::vector<SseEvent> events;
+  size_t event_count = 0;
   StreamMeasurement measurement(clock_.now());
+  double last_bytes = clock_.now();
   request.response_handler = [&](const httplib::Response& response) {
     status = response.status;
+    last_bytes = clock_.now();
+    // A server that ignored "stream": true answers with one JSON body: say so, quoting it.
+    const std::string type = response.get_header_value("Content-Type");
+    event_stream = type.empty() || type.find("text/event-stream") != std::string::npos;
     return true;
   };
   request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     const double now = clock_.now();  // before parsing: the bytes' arrival time
-    if (status != 200) {
+    last_bytes = now;
+    if (status != 200 || !event_stream) {
       error_body.append(data,
                         std::min(size, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
       return true;
     }
     events.clear();
     parser.feed(std::string_view(data, size), events);
+    event_count += events.size();
     for (const SseEvent& event : events) measurement.on_event(event, now);
     return true;
   };
@@ -73,8 +84,21 @@ StreamResult CompletionClient::stream(const std::string& body) {
   const double now = clock_.now();
   if (status != 0 && status != 200) {
     measurement.fail(FailureKind::kHttpStatus, status_message(status, error_body), now, status);
+  } else if (status == 200 && !event_stream) {
+    measurement.fail(
+        FailureKind::kBadChunk,
+        fmt::format("the answer is not an event stream (Content-Type {}): {}",
+                    response.get_header_value("Content-Type"), error_body.substr(0, 200)),
+        now);
   } else if (!sent || error != httplib::Error::Success) {
-    const std::string what = httplib::to_string(error);
+    std::string what;
+    if (error == httplib::Error::Read && now - last_bytes >= 0.99 * read_timeout_s_) {
+      what = fmt::format("no data for {:g} s (--timeout)", read_timeout_s_);
+    } else if (error == httplib::Error::Read && status == 200) {
+      what = fmt::format("the server closed the connection after {} events", event_count);
+    } else {
+      what = transport_failure(error, endpoint_);
+    }
     measurement.fail(FailureKind::kTransport, status == 200 ? "the stream broke: " + what : what,
                      now);
   }

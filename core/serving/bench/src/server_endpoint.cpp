@@ -86,7 +86,7 @@ std::vector<ServedModel> list_models(const ServerEndpoint& endpoint) {
   const std::string url = endpoint.origin + endpoint.base_path + "/v1/models";
   httplib::Result result = client.Get(endpoint.base_path + "/v1/models");
   if (!result) {
-    throw core::Error(fmt::format("GET {}: {}", url, httplib::to_string(result.error())),
+    throw core::Error(fmt::format("GET {}: {}", url, transport_failure(result.error(), endpoint)),
                       HW_UNAVAILABLE);
   }
   if (result->status == 401 || result->status == 403) {
@@ -99,9 +99,10 @@ std::vector<ServedModel> list_models(const ServerEndpoint& endpoint) {
                       HW_FAILED_PRECONDITION);
   }
   if (result->status != 200) {
+    // The server is there but lists no models: with --model a run can still go ahead.
     throw core::Error(
         fmt::format("GET {}: HTTP {}: {}", url, result->status, trim(result->body.substr(0, 200))),
-        HW_UNAVAILABLE);
+        result->status == 404 ? HW_NOT_FOUND : HW_INTERNAL);
   }
   const nlohmann::json doc = nlohmann::json::parse(result->body, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("data") || !doc["data"].is_array()) {

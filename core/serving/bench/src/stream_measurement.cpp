@@ -56,8 +56,15 @@ void StreamMeasurement::on_event(const SseEvent& event, double now) {
     return;
   }
   std::optional<uint32_t> tokens = chunk.tokens;
-  if (chunk.usage_completion_tokens) {  // a running count (continuous usage stats)
-    const uint32_t before = running_usage_.value_or(0);
+  if (chunk.usage_completion_tokens) {
+    // A running count (vLLM's continuous usage stats), or a server's final count riding on its
+    // last content chunk: either way the chunk adds what the count has beyond the tokens already
+    // counted, which the first count must not ignore (that counted every token twice).
+    uint32_t counted = 0;
+    if (!running_usage_) {
+      for (const Chunk& c : chunks_) counted += c.tokens;
+    }
+    const uint32_t before = running_usage_.value_or(counted);
     const uint32_t total = *chunk.usage_completion_tokens;
     tokens = total > before ? total - before : 0;
     running_usage_ = total;

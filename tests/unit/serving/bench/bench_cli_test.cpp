@@ -108,6 +108,19 @@ TEST_F(BenchCli, AModelListRefusedForItsKeyNamesTheKeyFlag) {
   EXPECT_NE(r.err.find("--api-key-file"), std::string::npos) << r.err;
 }
 
+// A server that cannot be reached stops the run at once, --model or not (the --model hint would
+// only send every request to nothing).
+TEST_F(BenchCli, AnUnreachableServerStopsTheRunEvenWithModel) {
+  for (const std::string model : {"", " --model tiny"}) {
+    const CliRun r = headway::test::run_cli("bench --quiet --url http://127.0.0.1:1 --workload " +
+                                            kWorkload.string() + model);
+    EXPECT_EQ(r.exit_code, 1) << model;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("cannot connect to http://127.0.0.1:1"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("give --model"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(BenchCli, PredictionIsPrintedBesideTheMeasurement) {
   const CliRun r =
       bench("--quiet --predict-config " + kDeployment.string() + " --out " + out.string());

@@ -159,9 +159,17 @@ TEST_F(BenchRunnerTest, BrokenStreamsAreFailuresOfTheirKind) {
   const BenchSummary summary = summarize_bench(workload, run, 4);
   EXPECT_EQ(summary.classes[0].failures_by_kind[static_cast<size_t>(FailureKind::kTransport)],
             count_class("chat"));
+  // Said in words: a dropped connection, not cpp-httplib's bare "Read".
+  EXPECT_NE(summary.classes[0].first_failure.find(
+                "the stream broke: the server closed the connection after 1 events"),
+            std::string::npos)
+      << summary.classes[0].first_failure;
   EXPECT_EQ(summary.classes[1].failures_by_kind[static_cast<size_t>(FailureKind::kCutShort)],
             count_class("document"));
   EXPECT_EQ(summary.overall.succeeded, 0u);
+  // Failed streams' tokens are not output (vLLM's benchmark counts successful requests only).
+  EXPECT_EQ(core::build_report(workload, run.records, 0, 0, run.wall_seconds).overall.output_tokens,
+            0u);
 
   server.set_behaviour("chat", FakeBehaviour::kErrorEvent);
   server.set_behaviour("document", FakeBehaviour::kStream);
@@ -227,6 +235,21 @@ TEST_F(BenchRunnerTest, AServerThatIsNotThereFailsEveryRequestAsTransport) {
   const BenchSummary summary = summarize_bench(workload, run, 4);
   EXPECT_EQ(summary.overall.failures_by_kind[static_cast<size_t>(FailureKind::kTransport)],
             workload.requests.size());
+  EXPECT_NE(summary.overall.first_failure.find("cannot connect to http://127.0.0.1:1"),
+            std::string::npos)
+      << summary.overall.first_failure;
+}
+
+// A server that ignores "stream": true answers with a JSON body: a bad answer that says so.
+TEST_F(BenchRunnerTest, AnAnswerThatIsNotAnEventStreamIsNamedAsSuch) {
+  server.set_behaviour("chat", FakeBehaviour::kJsonBody);
+  const BenchSummary summary = summarize_bench(workload, run_bench(workload, options(4)), 4);
+  EXPECT_EQ(summary.classes[0].failures_by_kind[static_cast<size_t>(FailureKind::kBadChunk)],
+            count_class("chat"));
+  EXPECT_NE(summary.classes[0].first_failure.find(
+                "the answer is not an event stream (Content-Type application/json)"),
+            std::string::npos)
+      << summary.classes[0].first_failure;
 }
 
 }  // namespace

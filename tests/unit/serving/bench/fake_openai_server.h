@@ -29,6 +29,7 @@ enum class FakeBehaviour {
   kCloseMidStream,     // one token, then the connection is dropped
   kEndWithoutDone,     // every token, then a clean end without [DONE]
   kHold,               // waits for release_held() before streaming as kStream
+  kJsonBody,           // ignores "stream": a whole completion as one application/json body
 };
 
 class FakeOpenAiServer {
@@ -131,6 +132,11 @@ class FakeOpenAiServer {
     if (behaviour == FakeBehaviour::kHttp503) {
       res.status = 503;
       res.set_content(R"({"error":{"message":"overloaded","type":"server_error","code":503}})",
+                      "application/json");
+      return;
+    }
+    if (behaviour == FakeBehaviour::kJsonBody) {
+      res.set_content(R"({"object":"text_completion","choices":[{"text":"abc"}]})",
                       "application/json");
       return;
     }

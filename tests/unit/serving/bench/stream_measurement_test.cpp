@@ -96,6 +96,20 @@ TEST(StreamMeasurement, RunningUsageCountsTheTokensOfEachChunk) {
   EXPECT_EQ(r.token_times, (std::vector<double>{1.0, 1.5, 2.0, 2.5}));
 }
 
+// A server that puts its final usage on the last content chunk (not a chunk of its own): the count
+// adds only the tokens the chunks had not shown, never all of them again.
+TEST(StreamMeasurement, UsageOnTheLastContentChunkIsNotCountedTwice) {
+  StreamMeasurement m(0.0);
+  m.on_event(data(text_chunk("a")), 1.0);
+  m.on_event(data(text_chunk("b")), 2.0);
+  m.on_event(data(R"({"choices":[{"text":"c"}],"usage":{"completion_tokens":3}})"), 3.0);
+  m.on_event(data("[DONE]"), 3.0);
+  const StreamResult r = m.finish(3.0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.output_tokens, 3u);
+  EXPECT_EQ(r.token_times, (std::vector<double>{1.0, 2.0, 3.0}));
+}
+
 TEST(StreamMeasurement, UsageBeyondTheCountedTokensIsSpreadOverTheChunks) {
   // Three text chunks without counts, but the usage says 7 tokens: 7 = 2 + 2 + 3, the remainder
   // going to the latest chunk.

@@ -33,6 +33,8 @@ class CompletionClient {
 
  private:
   std::string path_;
+  ServerEndpoint endpoint_;  // for messages: the origin and --timeout
+  double read_timeout_s_;
   const RunClock& clock_;
   std::unique_ptr<httplib::Client> client_;
 };

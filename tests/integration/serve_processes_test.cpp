@@ -253,6 +253,55 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// An engine process whose waiting queue is full refuses a request with RESOURCE_EXHAUSTED: the
+// router's client gets 429 with the process's reason, as from a single process, and the router
+// counts a queue_full rejection (it used to answer 500 "generation failed" and count an error).
+TEST(ServeProcesses, AnEngineProcessWithAFullQueueIsA429ThroughTheRouter) {
+  TempDir dir("serve_processes_queue_full");
+  // One running request and one waiting per engine process: the rest of a burst is refused.
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.2, false,
+                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                                "max_num_seqs = 1 } }\nmax_waiting = 1");
+  constexpr int kBurst = 8;
+  std::vector<int> statuses(kBurst, 0);
+  std::vector<std::string> bodies(kBurst);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kBurst; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client own("127.0.0.1", cluster.http_port());
+      own.set_read_timeout(std::chrono::seconds(120));
+      // Short prompts: every request goes to engine0 (pool "short"), so none can go elsewhere.
+      const auto response =
+          own.Post("/v1/completions", completion("burst", 48, false), "application/json");
+      if (response) {
+        statuses[i] = response->status;
+        bodies[i] = response->body;
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  int ok = 0, refused = 0;
+  for (int i = 0; i < kBurst; ++i) {
+    if (statuses[i] == 200) {
+      ++ok;
+    } else {
+      EXPECT_EQ(statuses[i], 429) << bodies[i];
+      EXPECT_NE(bodies[i].find("waiting queue is full"), std::string::npos) << bodies[i];
+      EXPECT_NE(bodies[i].find("rate_limit_error"), std::string::npos) << bodies[i];
+      ++refused;
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(refused, 1) << "a burst of " << kBurst << " fit in one running and one waiting slot";
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  const std::string metrics = metrics_of(http);
+  EXPECT_NE(metrics.find("headway_request_rejected_total{reason=\"queue_full\"} " +
+                         std::to_string(refused)),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("finished_reason=\"error\"} 1"), std::string::npos) << metrics;
+}
+
 TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewhere) {
   TempDir dir("serve_processes_retry");
   // Polls once a second, each call with a 2 s deadline: a frozen process still counts as up for

@@ -18,7 +18,6 @@ namespace {
 
 // Trailing metadata with the request field a refusal is about, for clients that want it without
 // parsing the message.
-constexpr const char* kErrorParamMetadata = "headway-error-param";
 
 grpc::Status refused(grpc::ServerContext& context, const ServiceError& error) {
   if (!error.param().empty()) context.AddTrailingMetadata(kErrorParamMetadata, error.param());
@@ -101,6 +100,9 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
       return {grpc::StatusCode::CANCELLED, "the client cancelled the call"};
     }
     if (!stream.next(chunk, kGenerationPollInterval)) continue;
+    // Refused by the engine process behind this one (before any token): the caller gets the
+    // refusal's code, as if this service had refused it at submit.
+    if (chunk.finish == Finish::kError && chunk.refusal) return refused(context, *chunk.refusal);
     to_generate_response(stream.id(), chunk, response);
     const bool last = chunk.finish != Finish::kNone;
     if (!writer.Write(response)) {

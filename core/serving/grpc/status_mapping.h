@@ -8,6 +8,10 @@
 
 namespace headway::serving::grpc_frontend {
 
+// Trailing metadata of a refused call: the request field at fault (ServiceError::param), so that a
+// router passes it on to its own client.
+inline constexpr const char* kErrorParamMetadata = "headway-error-param";
+
 // kInvalidArgument → INVALID_ARGUMENT, kNotFound → NOT_FOUND, kResourceExhausted →
 // RESOURCE_EXHAUSTED, kUnavailable → UNAVAILABLE, kInternal → INTERNAL.
 grpc::StatusCode to_grpc_code(ErrorCode code);

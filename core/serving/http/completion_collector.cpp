@@ -22,6 +22,7 @@ Completion collect_completion(GenerationService& service, RequestStream& stream,
       throw ApiError(503,
                      "the request was aborted" + (chunk.error.empty() ? "" : ": " + chunk.error));
     }
+    if (chunk.finish == Finish::kError && chunk.refusal) throw api_error_of(*chunk.refusal);
     if (chunk.finish == Finish::kError) {
       throw ApiError(500,
                      "generation failed: " + (chunk.error.empty() ? "unknown error" : chunk.error));

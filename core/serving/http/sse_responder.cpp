@@ -58,6 +58,7 @@ bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
       return fail(sink, 503,
                   "the request was aborted" + (last.error.empty() ? "" : ": " + last.error));
     }
+    if (last.refusal) return fail(sink, http_status_of(last.refusal->code()), last.refusal->what());
     return fail(sink, 500,
                 "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
   }

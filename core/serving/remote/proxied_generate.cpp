@@ -4,6 +4,7 @@
 
 #include "kv_stage_file.h"
 #include "proto_conversion.h"
+#include "status_mapping.h"
 
 namespace headway::serving {
 namespace {
@@ -129,11 +130,14 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       finish(Finish::kError, fmt::format("engine{} at {} ended the stream without a finish reason",
                                          engine_.index(), engine_.address()));
     } else {
-      const bool unreachable = given_up_ || status.error_code() == grpc::StatusCode::UNAVAILABLE;
+      const grpc::StatusCode code = status.error_code();
+      const bool unreachable = given_up_ || code == grpc::StatusCode::UNAVAILABLE;
+      // A full queue there: another process may have room; this one is not down for it.
+      const bool busy = code == grpc::StatusCode::RESOURCE_EXHAUSTED;
       if (unreachable && !given_up_) {
         engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
       }
-      if (unreachable && !any_response_ && owner_.retry_elsewhere(*this)) {
+      if ((unreachable || busy) && !any_response_ && owner_.retry_elsewhere(*this)) {
         owner_.call_done(*this);
         std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
         return;
@@ -144,14 +148,43 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       }
       const std::string why = given_up_ ? "stopped answering: " + engine_.down_reason()
                                         : fmt::format("{} (gRPC status {})", status.error_message(),
-                                                      static_cast<int>(status.error_code()));
-      finish(Finish::kError,
-             fmt::format("engine{} at {} failed {}: {}", engine_.index(), engine_.address(),
-                         any_response_ ? "while streaming" : "before its first token", why));
+                                                      static_cast<int>(code));
+      if (!any_response_ && (given_up_ || code == grpc::StatusCode::UNAVAILABLE)) {
+        // Nothing ran and no process could take it: the client may try again later (503).
+        refuse(ServiceError(ErrorCode::kUnavailable,
+                            fmt::format("engine{} at {} could not take the request: {}",
+                                        engine_.index(), engine_.address(), why)));
+      } else if (!any_response_ && (busy || code == grpc::StatusCode::INVALID_ARGUMENT ||
+                                    code == grpc::StatusCode::NOT_FOUND)) {
+        // Refused there (a full queue, a request it finds invalid): the client gets the code the
+        // process gave, as from a single process (429, 400, 404), not a failure's 500.
+        std::string param;
+        const auto& trailing = context_.GetServerTrailingMetadata();
+        if (auto it = trailing.find(grpc_frontend::kErrorParamMetadata); it != trailing.end()) {
+          param.assign(it->second.data(), it->second.size());
+        }
+        const ErrorCode refused = grpc_frontend::from_grpc_status(status, "").code();
+        refuse(ServiceError(refused,
+                            fmt::format("engine{} at {} refused the request: {}", engine_.index(),
+                                        engine_.address(), status.error_message()),
+                            std::move(param)));
+      } else {
+        finish(Finish::kError,
+               fmt::format("engine{} at {} failed {}: {}", engine_.index(), engine_.address(),
+                           any_response_ ? "while streaming" : "before its first token", why));
+      }
     }
   }
   owner_.call_done(*this);
   std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
+}
+
+void ProxiedGenerate::refuse(ServiceError refusal) {
+  finished_ = true;
+  owner_.call_refused(*this, refusal.code());
+  Timings timings;
+  timings.e2e_seconds = since_arrival();
+  stream_->refuse(std::move(refusal), timings);
 }
 
 void ProxiedGenerate::finish(Finish reason, std::string error, const v1::Timings* upstream) {

@@ -39,6 +39,9 @@ class ProxiedCallOwner {
   // A prefill_only call finished "handoff": its KV waits in `stage` for its decode process.
   // Returns true when a call to that process took over the stream.
   virtual bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) = 0;
+  // `call` was refused by its engine process before its first token (or none could be reached):
+  // counted as a rejection of the router's, as a refusal at submit would be.
+  virtual void call_refused(const ProxiedGenerate& call, ErrorCode code) = 0;
   // After the stream finished, or another call took it over.
   virtual void call_done(const ProxiedGenerate& call) = 0;
 };
@@ -84,6 +87,8 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   double since_arrival() const;
   // `upstream`: the engine process's timings (its finishing message), null when it sent none.
   void finish(Finish reason, std::string error, const v1::Timings* upstream = nullptr);
+  // Ends the stream as refused (RequestStream::refuse) with `refusal`.
+  void refuse(ServiceError refusal);
 
   ProxiedCallOwner& owner_;
   EngineProcess& engine_;

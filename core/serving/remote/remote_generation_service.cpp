@@ -96,6 +96,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
 
   void call_done(const ProxiedGenerate& call) override;
   bool retry_elsewhere(ProxiedGenerate& failed) override;
+  void call_refused(const ProxiedGenerate& call, ErrorCode code) override;
   bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) override;
 
  private:
@@ -465,8 +466,9 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
   {
     std::lock_guard lock(mutex_);
     auto it = calls_.find(failed.id());
-    if (!admitting_ || cancelling_ || failed.cancelled() || it == calls_.end() ||
-        it->second.get() != &failed) {
+    // Not refused while draining: the request was admitted before the drain began, and the
+    // drain waits for it wherever it runs.
+    if (cancelling_ || failed.cancelled() || it == calls_.end() || it->second.get() != &failed) {
       return false;
     }
     const v1::GenerateRequest& upstream = failed.upstream();
@@ -481,16 +483,17 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
     } catch (const core::Error&) {
       return false;  // no other process can take it: the client gets the failure
     }
-    // Sent again as it was: a prefill_only call keeps its decode process; a continuation goes to
-    // another process that reads the staged KV (or prefills the tokens itself when it cannot).
-    if (decision.prefill_engine >= engines_.size() ||
-        decision.prefill_engine == failed.engine_index() ||
-        !engines_[decision.prefill_engine]->up() ||
-        (decision.decode_engine != decision.prefill_engine && !upstream.prefill_only() &&
-         upstream.generated_ids().empty())) {
+    // Sent again as it was: a prefill_only call to another prefill process, keeping its decode
+    // process; a continuation to another decode process, which reads the staged KV (or prefills
+    // the tokens itself when it cannot).
+    const bool continuation = !upstream.generated_ids().empty();
+    const uint32_t target = continuation ? decision.decode_engine : decision.prefill_engine;
+    if (target >= engines_.size() || target == failed.engine_index() || !engines_[target]->up() ||
+        (!continuation && decision.decode_engine != decision.prefill_engine &&
+         !upstream.prefill_only())) {
       return false;
     }
-    EngineProcess& engine = *engines_[decision.prefill_engine];
+    EngineProcess& engine = *engines_[target];
     const EngineProcess& dead = *engines_[failed.engine_index()];
     retries_.with({std::to_string(dead.index()), dead.pool()}).add();
     spdlog::warn(
@@ -541,6 +544,12 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
   }
   call->start(call);
   return true;
+}
+
+void RemoteGenerationService::Impl::call_refused(const ProxiedGenerate& /*call*/, ErrorCode code) {
+  metrics_.rejected(code == ErrorCode::kResourceExhausted ? Rejection::kQueueFull
+                    : code == ErrorCode::kUnavailable     ? Rejection::kUnavailable
+                                                          : Rejection::kInvalid);
 }
 
 void RemoteGenerationService::Impl::call_done(const ProxiedGenerate& call) {

@@ -59,6 +59,18 @@ void RequestStream::finish(Finish reason, Timings timings, std::string error,
   ready_.notify_one();
 }
 
+void RequestStream::refuse(ServiceError refusal, Timings timings) {
+  {
+    std::lock_guard lock(mutex_);
+    if (finish_ != Finish::kNone) return;
+    finish_ = Finish::kError;
+    timings_ = timings;
+    error_ = refusal.what();
+    refusal_ = std::move(refusal);
+  }
+  ready_.notify_one();
+}
+
 bool RequestStream::done() const {
   std::lock_guard lock(mutex_);
   return delivered_finish_;
@@ -70,6 +82,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   out.finish = Finish::kNone;
   out.stop_reason = StopReason();
   out.error.clear();
+  out.refusal.reset();
   out.kv_stage.reset();
   Finish finish = Finish::kNone;
   {
@@ -106,6 +119,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     delivered_finish_ = true;
     out.finish = finish;
     if (finish == Finish::kStop && decoder_ != nullptr) out.stop_reason = decoder_->stop_reason();
+    out.refusal = refusal_;
     out.kv_stage = kv_stage_;
     kv_stage_taken_ = kv_stage_.has_value();
   }

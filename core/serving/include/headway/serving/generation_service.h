@@ -15,6 +15,7 @@
 #include <headway/abi.h>
 #include <headway/core/sampling_params.h>
 #include <headway/serving/request_stream.h>
+#include <headway/serving/service_error.h>
 
 #include <cstdint>
 #include <memory>
@@ -24,28 +25,6 @@
 #include <vector>
 
 namespace headway::serving {
-
-// Why a request was refused; frontends map it to HTTP status / gRPC code.
-enum class ErrorCode {
-  kInvalidArgument,    // HTTP 400, gRPC INVALID_ARGUMENT
-  kNotFound,           // HTTP 404, gRPC NOT_FOUND (e.g. unknown model)
-  kResourceExhausted,  // HTTP 429, gRPC RESOURCE_EXHAUSTED (queue full)
-  kUnavailable,        // HTTP 503, gRPC UNAVAILABLE (draining, no engine alive)
-  kInternal,           // HTTP 500, gRPC INTERNAL
-};
-
-class ServiceError : public std::runtime_error {
- public:
-  // `param`: the request field at fault ("max_tokens", "messages[1].content"), or empty.
-  ServiceError(ErrorCode code, const std::string& message, std::string param = {})
-      : std::runtime_error(message), code_(code), param_(std::move(param)) {}
-  ErrorCode code() const noexcept { return code_; }
-  const std::string& param() const noexcept { return param_; }
-
- private:
-  ErrorCode code_;
-  std::string param_;
-};
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <headway/serving/incremental_decoder.h>
+#include <headway/serving/service_error.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -76,11 +77,14 @@ struct KvStage {
 };
 
 struct StreamChunk {
-  std::vector<int32_t> token_ids;   // tokens since the previous chunk
-  std::string text;                 // text that became final since the previous chunk
-  Finish finish = Finish::kNone;    // set on the last chunk only
-  StopReason stop_reason;           // kStop: the stop string or stop token id, when one ended it
-  std::string error;                // kError: what failed, for the client
+  std::vector<int32_t> token_ids;  // tokens since the previous chunk
+  std::string text;                // text that became final since the previous chunk
+  Finish finish = Finish::kNone;   // set on the last chunk only
+  StopReason stop_reason;          // kStop: the stop string or stop token id, when one ended it
+  std::string error;               // kError: what failed, for the client
+  // kError: set when the service that was to run the request refused it (an engine process's
+  // full queue, a request it finds invalid): frontends answer the refusal's code, not a 500.
+  std::optional<ServiceError> refusal;
   Usage usage;                      // on the last chunk
   Timings timings;                  // on the last chunk
   std::optional<KvStage> kv_stage;  // kHandoff: where the KV waits
@@ -104,6 +108,9 @@ class RequestStream {
   // The last call for a request; later pushes are ignored. Timings are filled by the producer.
   void finish(Finish reason, Timings timings, std::string error = {},
               std::optional<KvStage> kv_stage = std::nullopt);
+  // The last call for a request refused before its first token by the service that was to run it:
+  // a kError finish that carries `refusal`.
+  void refuse(ServiceError refusal, Timings timings);
 
   // --- consumer ---
   // Waits up to `timeout` for new tokens or the finish. A kHandoff finish hands the consumer the
@@ -127,6 +134,7 @@ class RequestStream {
   Finish finish_ = Finish::kNone;
   Timings timings_;
   std::string error_;
+  std::optional<ServiceError> refusal_;
   std::optional<KvStage> kv_stage_;
   bool kv_stage_taken_ = false;     // handed to the consumer, which then owns removing it
   uint32_t completion_tokens_ = 0;  // every token pushed (usage)

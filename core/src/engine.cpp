@@ -147,6 +147,7 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.record = in.record;
   r.in_use = true;
   r.prefill_only = false;
+  r.outputs_before = 0;
   if (r.record != nullptr) {
     r.record->id = r.id;
     r.record->class_index = r.class_index;
@@ -192,6 +193,7 @@ void Engine::add_request(NewRequest request) {
       HW_REQUEST_WAITING);
   Request& r = requests_[slot];
   r.prefill_only = request.prefill_only;
+  r.outputs_before = request.outputs_before;
   waiting_.push_back(view_of(r));
   waiting_prompt_tokens_ += r.prompt_tokens;
   waiting_output_tokens_ += r.max_output_tokens;
@@ -373,8 +375,8 @@ bool Engine::step() {
     model_slices_.push_back(hw_model_slice{
         r.id, s.start, s.tokens, model_needs_ids_ ? r.tokens.data() + s.start : nullptr,
         r.blocks.data(), static_cast<uint32_t>(r.blocks.size()), sample ? 1 : 0,
-        r.sampling.temperature, r.sampling.top_p, r.sampling.seed, r.output_tokens,
-        r.sampling.top_k, r.sampling.min_p, 0});
+        r.sampling.temperature, r.sampling.top_p, r.sampling.seed,
+        r.outputs_before + r.output_tokens, r.sampling.top_k, r.sampling.min_p, 0});
     slice_slots_.push_back(slot);
     detail_.slices.push_back(s);
     detail_.slice_is_decode.push_back(is_decode ? 1 : 0);
@@ -412,7 +414,7 @@ bool Engine::step() {
       if (!model_slices_[i].sample) continue;
       const Request& r = requests_[slice_slots_[i]];
       std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * info.vocab, info.vocab);
-      sampled_[i] = sampler_.sample(logits, r.sampling, r.output_tokens);
+      sampled_[i] = sampler_.sample(logits, r.sampling, r.outputs_before + r.output_tokens);
     }
   }
   if (clock_->is_virtual()) {

@@ -457,6 +457,24 @@ std::string greedy_text(int port, const std::string& prompt, bool stream) {
   return text;
 }
 
+// The token ids of a seeded, sampled (temperature 1) completion: the same on every path that
+// numbers the request's outputs the same way.
+std::string seeded_ids(int port, const std::string& prompt) {
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(std::chrono::seconds(120));
+  std::string body = completion(prompt, 12, false);
+  body.insert(body.size() - 1, ", \"temperature\": 1, \"seed\": 1234, \"return_token_ids\": true");
+  const auto response = http.Post("/v1/completions", body, "application/json");
+  if (!response || response->status != 200) {
+    return "<failed: " + (response ? response->body : httplib::to_string(response.error())) + ">";
+  }
+  std::smatch ids;
+  if (!std::regex_search(response->body, ids, std::regex(R"("token_ids":\[([0-9,]*)\])"))) {
+    return "<no token_ids: " + response->body + ">";
+  }
+  return ids[1].str();
+}
+
 std::vector<std::string> disaggregation_prompts() {
   return {"Hi", "The quick brown fox jumps over the lazy dog.", std::string(300, 'q')};
 }
@@ -568,6 +586,10 @@ TEST(ServeProcesses, AStagedKvTheDecodeProcessCannotUseIsPrefilledThereInstead) 
     SCOPED_TRACE(prompt.substr(0, 20));
     EXPECT_EQ(greedy_text(cluster.router_port(), prompt, false),
               greedy_text(cluster.reference_port(), prompt, false));
+    // Seeded sampling too: the decode process numbers its outputs after the prefill process's
+    // first token, not from 0 again (every token after the first used to differ).
+    EXPECT_EQ(seeded_ids(cluster.router_port(), prompt),
+              seeded_ids(cluster.reference_port(), prompt));
   }
   httplib::Client http("127.0.0.1", cluster.router_port());
   const std::string metrics = metrics_of(http);

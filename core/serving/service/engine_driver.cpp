@@ -642,6 +642,8 @@ void EngineDriver::prefill_here(Handoff& handoff) {
   request.priority = handoff.request.priority;
   request.arrival = handoff.request.arrival;
   request.sampling = std::move(handoff.request.sampling);
+  // Seeded sampling goes on where the prefill engine left it, not from output 0 again.
+  request.outputs_before = handoff.request.output_tokens;
   request.record = &handoff.state->record;
   auto [slot, inserted] = requests_.emplace(id, std::move(handoff.state));
   (void)inserted;

@@ -46,6 +46,10 @@ struct NewRequest {
   // Disaggregated serving: stop after the prefill (and its first token) and wait, holding the KV
   // blocks, until the cluster has moved them to a decode engine (see take_prefilled()).
   bool prefill_only = false;
+  // Outputs generated elsewhere before this engine took the request (its prompt then holds them):
+  // a seeded sampler numbers this engine's outputs from here, so that the tokens are those the
+  // request would have had on one engine.
+  uint32_t outputs_before = 0;
 };
 
 // A request whose KV is being moved here from another engine (disaggregated serving).
@@ -184,6 +188,7 @@ class Engine {
     RequestRecord* record = nullptr;
     bool in_use = false;
     bool prefill_only = false;
+    uint32_t outputs_before = 0;  // NewRequest::outputs_before: added to the sampling index
     uint32_t total() const { return prompt_tokens + output_tokens; }
   };
 

@@ -57,7 +57,8 @@ inline fs::path write_tiny_deployment(const fs::path& dir, const std::string& na
   return config;
 }
 
-// The `headway serve` child: stderr is read through a pipe to learn the ports it bound.
+// The `headway serve` child: stderr (where it says which ports it bound) and stdout (its log
+// lines) are read through one pipe.
 class ServeProcess {
  public:
   // `extra`: more `serve` arguments after --config.
@@ -73,6 +74,7 @@ class ServeProcess {
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(fds[1], STDERR_FILENO);
+      ::dup2(fds[1], STDOUT_FILENO);
       ::close(fds[0]);
       ::close(fds[1]);
       ::execv(HEADWAY_CLI, argv.data());

@@ -60,7 +60,9 @@ bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
 }
 
 bool EngineProcess::poll(std::chrono::milliseconds deadline) {
-  if (!model() && !fetch_model(deadline)) return false;
+  // Read again whenever the process was down: what answers at the address now may be a restarted
+  // process with another checkpoint or another max_model_len.
+  if ((!model() || !up()) && !fetch_model(deadline)) return false;
   uint32_t counted_requests = 0;
   uint64_t counted_prompt = 0;
   uint64_t counted_output = 0;

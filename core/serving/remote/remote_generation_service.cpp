@@ -297,12 +297,26 @@ void RemoteGenerationService::Impl::poll_once() {
     const bool was_up = engine.up();
     bool up = engine.poll(deadline);
     if (up) {
+      // A process that answers but cannot serve what the router admits stays out.
       const std::optional<ModelSummary> model = engine.model();
+      std::string refused;
       if (model && !same_model(*model, reference_model_)) {
-        engine.mark_down(fmt::format(
-            "serves a different model (vocabulary {}, {} tokenizer) "
-            "than the others ({}, {})",
-            model->vocab, model->tokenizer, reference_model_.vocab, reference_model_.tokenizer));
+        refused = fmt::format(
+            "serves a different model (vocabulary {}, {} tokenizer) than the others ({}, {})",
+            model->vocab, model->tokenizer, reference_model_.vocab, reference_model_.tokenizer);
+      } else if (model && admission_ && model->max_model_len < admission_->model().max_model_len) {
+        refused = fmt::format(
+            "serves max_model_len {}, less than the {} this router admits (set when it started "
+            "from the processes that answered): give every engine process the same max_model_len",
+            model->max_model_len, admission_->model().max_model_len);
+      }
+      if (!refused.empty()) {
+        // Said once, when it is new: a process that was down already logs no transition.
+        if (!was_up && engine.down_reason() != refused) {
+          spdlog::warn("engine{} at {} answers again but stays out: it {}", engine.index(),
+                       engine.address(), refused);
+        }
+        engine.mark_down(std::move(refused));
         up = false;
       }
     }

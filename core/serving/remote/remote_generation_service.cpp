@@ -21,6 +21,7 @@
 #include "proto_conversion.h"
 #include "proxied_generate.h"
 #include "request_admission.h"
+#include "request_validation.h"
 
 namespace headway::serving {
 namespace {
@@ -96,6 +97,9 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
 
   void call_done(const ProxiedGenerate& call) override;
   bool retry_elsewhere(ProxiedGenerate& failed) override;
+  // Asks the router plugin where `upstream` would go now (under mutex_); nullopt when it can go
+  // nowhere.
+  std::optional<hw_route_decision> route_again(const v1::GenerateRequest& upstream);
   void call_refused(const ProxiedGenerate& call, ErrorCode code) override;
   bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) override;
 
@@ -360,6 +364,9 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
   }
   AdmittedRequest admitted;
   try {
+    // The router sets these itself on the calls it makes; from a client they are refused, as by
+    // a single process.
+    refuse_handoff_fields(input);
     admitted = admission_->admit(input);
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
@@ -486,17 +493,9 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
       return false;
     }
     const v1::GenerateRequest& upstream = failed.upstream();
-    for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
-    const hw_route_request route{
-        next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
-        upstream.sampling().max_tokens(), upstream.priority(),
-        hw_str{upstream.request_class().data(), upstream.request_class().size()}};
-    hw_route_decision decision{};
-    try {
-      decision = router_->route(route, loads_);
-    } catch (const core::Error&) {
-      return false;  // no other process can take it: the client gets the failure
-    }
+    const std::optional<hw_route_decision> routed = route_again(upstream);
+    if (!routed) return false;  // no other process can take it: the client gets the failure
+    const hw_route_decision& decision = *routed;
     // Sent again as it was: a prefill_only call to another prefill process, keeping its decode
     // process; a continuation to another decode process, which reads the staged KV (or prefills
     // the tokens itself when it cannot).
@@ -521,10 +520,25 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
         upstream, failed.arrival(), failed.decode_engine());
     if (!upstream.generated_ids().empty()) call->continues(failed);
     it->second = call;
-    engine.sent(route.prompt_tokens, route.max_output_tokens);
+    engine.sent(static_cast<uint32_t>(upstream.token_ids().ids_size()),
+                upstream.sampling().max_tokens());
   }
   call->start(call);
   return true;
+}
+
+std::optional<hw_route_decision> RemoteGenerationService::Impl::route_again(
+    const v1::GenerateRequest& upstream) {
+  for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
+  const hw_route_request route{
+      next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
+      upstream.sampling().max_tokens(), upstream.priority(),
+      hw_str{upstream.request_class().data(), upstream.request_class().size()}};
+  try {
+    return router_->route(route, loads_);
+  } catch (const core::Error&) {
+    return std::nullopt;
+  }
 }
 
 bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefilled,
@@ -533,9 +547,21 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
   {
     std::lock_guard lock(mutex_);
     auto it = calls_.find(prefilled.id());
-    const uint32_t d = prefilled.decode_engine();
+    uint32_t d = prefilled.decode_engine();
+    if (d < engines_.size() && !engines_[d]->up()) {
+      // The decode process chosen at admission is down now, perhaps only late for two polls:
+      // another live one takes the request if the plugin finds one, else it is sent there anyway
+      // (a dead process fails the call, which is then retried elsewhere), rather than throwing
+      // the finished prefill away.
+      const std::optional<hw_route_decision> routed = route_again(prefilled.upstream());
+      if (routed && routed->decode_engine < engines_.size() &&
+          engines_[routed->decode_engine]->up() &&
+          routed->decode_engine != routed->prefill_engine) {
+        d = routed->decode_engine;
+      }
+    }
     if (cancelling_ || it == calls_.end() || it->second.get() != &prefilled ||
-        prefilled.cancelled() || d >= engines_.size() || !engines_[d]->up()) {
+        prefilled.cancelled() || d >= engines_.size()) {
       // Nobody will read the staged KV (this router shares the host with the processes).
       discard_kv_stage(stage.shm_name);
       return false;

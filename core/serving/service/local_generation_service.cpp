@@ -247,12 +247,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   AdmittedRequest admitted;
   try {
     admitted = admission_->admit(input);
-    if ((input.prefill_only || input.kv_source) && !accepts_handoffs_) {
-      throw ServiceError(ErrorCode::kInvalidArgument,
-                         "prefill_only and kv_source are for engine processes behind a router "
-                         "([server] role = \"engine\")",
-                         input.prefill_only ? "prefill_only" : "kv_source");
-    }
+    if (!accepts_handoffs_) refuse_handoff_fields(input);
     validate_handoff(input, admitted.prompt.size(), model_info().vocab);
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);

@@ -117,6 +117,18 @@ void validate_request_class(const std::string& request_class) {
   }
 }
 
+void refuse_handoff_fields(const GenerateInput& input) {
+  const char* field = input.prefill_only             ? "prefill_only"
+                      : input.kv_source              ? "kv_source"
+                      : !input.generated_ids.empty() ? "generated_ids"
+                                                     : nullptr;
+  if (field == nullptr) return;
+  throw ServiceError(ErrorCode::kInvalidArgument,
+                     "prefill_only, kv_source and generated_ids are for engine processes behind a "
+                     "router ([server] role = \"engine\"), which only a router sends them to",
+                     field);
+}
+
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab) {
   if (!input.kv_source) {
     // Tokens already generated only mean something beside the KV they continue from.

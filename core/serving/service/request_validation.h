@@ -32,6 +32,10 @@ void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char
 void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len,
                      const char* prompt_field);
 
+// A process that takes requests from clients (not an engine process behind a router) refuses the
+// disaggregation fields only a router sets: prefill_only, kv_source, generated_ids.
+void refuse_handoff_fields(const GenerateInput& input);
+
 // The disaggregation fields a router process sets: prefill_only and kv_source exclude each other;
 // kv_source needs a shared-memory name and at least one generated id (inside the vocabulary), and
 // leaves tokens to generate (generated ids < max_tokens); generated ids need a kv_source.

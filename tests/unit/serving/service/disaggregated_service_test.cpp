@@ -207,6 +207,18 @@ TEST_F(DisaggregatedServiceTest, HandOffFieldsAreRefusedOutsideAnEngineProcessAn
       ADD_FAILURE() << "prefill_only was accepted by a process that faces clients";
     } catch (const ServiceError& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(e.param(), "prefill_only");
+      EXPECT_NE(std::string(e.what()).find("role = \"engine\""), std::string::npos) << e.what();
+    }
+    // Generated ids alone too (the router process refuses all three the same way).
+    input = text_request("hello", 4);
+    input.generated_ids = {65};
+    try {
+      clients.submit(input);
+      ADD_FAILURE() << "generated_ids was accepted by a process that faces clients";
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(e.param(), "generated_ids");
       EXPECT_NE(std::string(e.what()).find("role = \"engine\""), std::string::npos) << e.what();
     }
   }

@@ -308,8 +308,11 @@ void print_report(std::ostream& out, const Report& report) {
     line(fmt::format("{:<14}{:.2f} req/s  ({} of {} requests meet {})", "goodput", g.requests_per_s,
                      g.met, g.requests, g.slo));
   }
-  line(fmt::format("{:<14}{}  ({} steps, {} preemptions)", "span",
-                   duration_text(report.span_seconds), report.steps, report.preemptions));
+  // A client sees no engine steps: a measured report says nothing of them rather than "0".
+  line(report.measured
+           ? fmt::format("{:<14}{}", "span", duration_text(report.span_seconds))
+           : fmt::format("{:<14}{}  ({} steps, {} preemptions)", "span",
+                         duration_text(report.span_seconds), report.steps, report.preemptions));
   if (report.step_summary && report.step_summary->steps > 0) {
     const StepSummary& s = *report.step_summary;
     line(
@@ -371,8 +374,9 @@ nlohmann::json report_to_json(const Report& report) {
           {"short_p99_ttft_without_long", optional_json(report.short_p99_ttft_without_long)},
           {"short_p99_itl", optional_json(report.short_p99_itl)},
           {"short_p99_itl_without_long", optional_json(report.short_p99_itl_without_long)},
-          {"preemptions", report.preemptions},
-          {"steps", report.steps},
+          {"preemptions",
+           report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.preemptions)},
+          {"steps", report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.steps)},
           {"step_summary",
            report.step_summary ? step_json(*report.step_summary) : nlohmann::json(nullptr)}};
 }

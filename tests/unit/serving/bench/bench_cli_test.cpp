@@ -60,6 +60,10 @@ TEST_F(BenchCli, MeasuresTheWorkloadAndWritesTheReport) {
   EXPECT_EQ(report["classes"][0]["name"], "chat");
   EXPECT_EQ(report["classes"][1]["name"], "document");
   EXPECT_EQ(report["overall"]["finished"], 24);
+  // Engine steps are not seen from a client: unknown, not 0.
+  EXPECT_TRUE(report["steps"].is_null()) << report["steps"];
+  EXPECT_TRUE(report["preemptions"].is_null());
+  EXPECT_EQ(r.out.find(" steps, "), std::string::npos) << r.out;
   EXPECT_EQ(report["bench"]["model"], "tiny");  // from GET /v1/models
   EXPECT_EQ(report["bench"]["overall"]["sent"], 24);
   EXPECT_EQ(report["bench"]["overall"]["failed"], 0);

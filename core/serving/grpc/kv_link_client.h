@@ -14,9 +14,11 @@
 
 namespace headway::serving::grpc_frontend {
 
-// How long one OpenKvLink or SendHeldKv call may take (the callee waits up to a minute for a link
-// to come up; sending is only posted, never awaited).
+// How long one OpenKvLink call may take: the callee waits up to a minute for a link to come up.
 inline constexpr std::chrono::seconds kKvLinkCallTimeout{90};
+// How long one SendHeldKv call may take: the holder only posts the send (within one engine step),
+// so a holder silent this long is frozen or cut off, and the caller stops waiting on it sooner.
+inline constexpr std::chrono::seconds kSendHeldKvTimeout{30};
 
 class GrpcKvLinkPeers final : public KvLinkPeers {
  public:
@@ -28,7 +30,7 @@ class GrpcKvLinkPeers final : public KvLinkPeers {
                  bool drop) override;
 
  private:
-  void prepare(grpc::ClientContext& context) const;
+  void prepare(grpc::ClientContext& context, std::chrono::seconds timeout) const;
 
   const std::string api_key_;
   ChannelCache channels_;

@@ -201,6 +201,10 @@ void KvLinks::pull_one(Source& source, KvPull& pull) {
     spdlog::warn("pulling held KV \"{}\" from {}: {}", pull.held.shm_name, source.address,
                  pull.problem);
     pull.state = KvPull::State::kDeclined;
+    // The holder did not answer in time (frozen, cut off): the pulls queued behind this one are
+    // declined now, not each after a timeout of its own (and a new link's, longer still).
+    if (dynamic_cast<const PeerNotAnswering*>(&e) != nullptr)
+      mark_unreachable(source, pull.problem);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <headway/core/error.h>
 #include <headway/serving/local_generation_service.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -250,6 +251,55 @@ TEST(HeldKvLinkTest, AHolderThatIsGoneOrATransportWithoutLinksMeansAPrefill) {
   EXPECT_EQ(here.finish, Finish::kLength) << here.error;
   EXPECT_EQ(here.timings.kv_transfer_seconds, 0.0);
   EXPECT_EQ(here.ids, gone.ids);
+}
+
+// A holder that opens links but then does not answer SendHeldKv in time (frozen, cut off) is given
+// up at its first timeout: the pulls queued behind are prefilled at once, not each after a timeout
+// of its own and a new link's.
+class FrozenHolderPeers final : public KvLinkPeers {
+ public:
+  explicit FrozenHolderPeers(std::shared_ptr<LoopbackPeers> inner) : inner_(std::move(inner)) {}
+  void open_link(const std::string& address, const std::string& link_name,
+                 const std::vector<uint8_t>& rendezvous) override {
+    ++opens_;
+    inner_->open_link(address, link_name, rendezvous);
+  }
+  void send_held(const std::string& address, const std::string& /*link_name*/,
+                 const KvStage& /*held*/, bool drop) override {
+    if (drop) return;
+    ++sends_;
+    throw PeerNotAnswering(ErrorCode::kUnavailable,
+                           "SendHeldKv to " + address + ": Deadline Exceeded (gRPC status 4)");
+  }
+  int opens() const { return opens_; }
+  int sends() const { return sends_; }
+
+ private:
+  std::shared_ptr<LoopbackPeers> inner_;
+  std::atomic<int> opens_{0};
+  std::atomic<int> sends_{0};
+};
+
+TEST(HeldKvLinkTest, AHolderThatStopsAnsweringIsGivenUpAtItsFirstTimeout) {
+  auto loopback = std::make_shared<LoopbackPeers>();
+  auto frozen = std::make_shared<FrozenHolderPeers>(loopback);
+  const std::string prompt(40, 'f');
+  LocalGenerationService prefill(holding_process(2.0));
+  loopback->add("prefill", &prefill);
+  const test::Collected first = prefill_only(prefill, prompt, 8);
+  ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
+  LocalGenerationService decode(pulling_process(), with_peers(frozen));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(decode.submit(continuation(prompt, 8, first)));
+  for (auto& stream : streams) {
+    const test::Collected result = collect(*stream);
+    EXPECT_EQ(result.finish, Finish::kLength) << result.error;
+    EXPECT_EQ(result.timings.kv_transfer_seconds, 0.0);  // prefilled here instead
+  }
+  EXPECT_EQ(frozen->sends(), 1);
+  EXPECT_EQ(frozen->opens(), 1);
+  EXPECT_TRUE(all_blocks_free(prefill));  // the held KV expired there
+  EXPECT_TRUE(all_blocks_free(decode));
 }
 
 // Shutting the decode process down while pulls are queued or in flight, and aborting others:

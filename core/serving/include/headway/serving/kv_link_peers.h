@@ -15,6 +15,13 @@
 
 namespace headway::serving {
 
+// Thrown by a KvLinkPeers call that the other process did not answer in time (frozen, cut off):
+// the caller gives up on that process for a while, not only on the link.
+class PeerNotAnswering : public ServiceError {
+ public:
+  using ServiceError::ServiceError;
+};
+
 class KvLinkPeers {
  public:
   virtual ~KvLinkPeers() = default;
@@ -24,7 +31,8 @@ class KvLinkPeers {
                          const std::vector<uint8_t>& rendezvous) = 0;
   // Asks it to post the send of held KV `held` on `link_name` (drop: to free it instead); returns
   // once posted. Throws ServiceError (kNotFound: no such held KV, the link is fine; kUnavailable:
-  // no such link, or it failed, or the process cannot be reached).
+  // no such link, or it failed, or the process cannot be reached), PeerNotAnswering when the
+  // process did not answer within the call's deadline.
   virtual void send_held(const std::string& address, const std::string& link_name,
                          const KvStage& held, bool drop) = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 namespace headway::core {
 namespace {
@@ -71,8 +72,16 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
         "max_model_len {}: raise kv_blocks or lower max_model_len",
         where, blocks * config_.block_size, blocks, config_.block_size, max_model_len_));
   }
-  kv_ = KvBlockManager(static_cast<uint32_t>(blocks));
-  model_->init_kv(kv_.total(), config_.block_size);
+  try {
+    kv_ = KvBlockManager(static_cast<uint32_t>(blocks));
+    model_->init_kv(kv_.total(), config_.block_size);
+  } catch (const std::bad_alloc&) {
+    // A model that does not say how much memory it has (capacity 0) gets kv_blocks as given.
+    throw Error(
+        fmt::format("{}: cannot allocate a KV cache of {} blocks of {} tokens: lower "
+                    "kv_blocks",
+                    where, blocks, config_.block_size));
+  }
   kv_memory_ = model_->kv_memory();
   if (kv_memory_.block_bytes == 0) {
     // A simulated model has no bytes behind its KV; transports still need the size of a block.

@@ -61,6 +61,22 @@ uint32_t minimum_table_size(int32_t kind) {
   }
 }
 
+// This host's size of each table: the most of a plugin's table it ever reads.
+uint32_t host_table_size(int32_t kind) {
+  switch (kind) {
+    case HW_KIND_STEP_SCHEDULER:
+      return sizeof(hw_scheduler_table);
+    case HW_KIND_ROUTER:
+      return sizeof(hw_router_table);
+    case HW_KIND_KV_TRANSPORT:
+      return sizeof(hw_kv_transport_table);
+    case HW_KIND_MODEL:
+      return sizeof(hw_model_table);
+    default:
+      return 0;
+  }
+}
+
 // Names the first mandatory function a table lacks, or returns empty.
 std::string missing_function(const hw_plugin_descriptor& d) {
   switch (d.kind) {
@@ -220,6 +236,9 @@ void check_descriptor(const hw_plugin_descriptor* d, const fs::path& path) {
     throw Error(fmt::format("{}: refused: {} table struct_size {} is smaller than ABI {}.0's {}",
                             where, kind_name(d->kind), declared, HW_ABI_MAJOR, table_size));
   }
+  // The host reads a later minor's fields where struct_size covers them: those bytes too.
+  check_readable(d->table, std::min(declared, host_table_size(d->kind)), where,
+                 "the function table");
   if (std::string f = missing_function(*d); !f.empty()) {
     throw Error(fmt::format("{}: refused: mandatory function '{}' of the {} table is NULL", where,
                             f, kind_name(d->kind)));

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <exception>
 #include <functional>
@@ -56,6 +58,14 @@ struct Route {
   const char* method;
   Handler handler;
 };
+
+// An HTTP/1.0 request that asks to keep its connection ("Connection: keep-alive", any case).
+bool asks_keep_alive(const httplib::Request& request) {
+  std::string value = request.get_header_value("Connection");
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return value.find("keep-alive") != std::string::npos;
+}
 
 // The message for an error cpp-httplib produced without a handler.
 std::string library_error_message(const httplib::Request& request, int status) {
@@ -203,9 +213,26 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
       // The service could not abort: the request ends on its own at max_tokens.
     }
   };
-  if (request.version == "HTTP/1.0") {
+  if (request.version == "HTTP/1.0" && asks_keep_alive(request)) {
+    // HTTP/1.0 has no chunked encoding, and cpp-httplib keeps a 1.0 keep-alive connection (`ab
+    // -k`) open after a body without a length, so its client would wait for a close that comes
+    // only at the idle timeout: the events go out once generation ends, as one body with a length.
+    std::string events;
+    bool ended = false;
+    httplib::DataSink sink;
+    sink.write = [&](const char* data, size_t size) {
+      events.append(data, size);
+      return true;
+    };
+    sink.is_writable = [] { return true; };
+    sink.done = [&] { ended = true; };
+    while (!ended && provide(0, sink)) {
+    }
+    release(ended);
+    response.set_content(events, "text/event-stream");
+  } else if (request.version == "HTTP/1.0") {
     // HTTP/1.0 has no chunked encoding (ApacheBench and some proxies speak only 1.0): the events
-    // go out as a body without a length, ended by closing the connection.
+    // go out as they come, as a body without a length, ended by closing the connection.
     response.set_header("Connection", "close");
     response.set_content_provider("text/event-stream", std::move(provide), std::move(release));
   } else {

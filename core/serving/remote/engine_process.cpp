@@ -59,7 +59,7 @@ bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
   return true;
 }
 
-bool EngineProcess::poll(std::chrono::milliseconds deadline) {
+bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& check) {
   // Read again whenever the process was down: what answers at the address now may be a restarted
   // process with another checkpoint or another max_model_len.
   if ((!model() || !up()) && !fetch_model(deadline)) return false;
@@ -116,6 +116,14 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline) {
   if (!report.alive) {
     mark_down("no engine of the process is alive");
     return false;
+  }
+  if (check) {
+    if (const std::optional<ModelSummary> served = model()) {
+      if (std::string refused = check(*served); !refused.empty()) {
+        mark_down(std::move(refused));
+        return false;
+      }
+    }
   }
   std::lock_guard lock(mutex_);
   report_ = std::move(report);

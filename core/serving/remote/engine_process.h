@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,9 +41,14 @@ class EngineProcess {
   // Sets the metadata every call to this engine process carries.
   void prepare(grpc::ClientContext& context) const;
 
-  // Asks the process for its health and load (and, the first time it answers, its model), with
-  // `deadline` per call. Returns true when the process is up.
-  bool poll(std::chrono::milliseconds deadline);
+  // Why a process that answers may still not serve: empty when its model is fine.
+  using ModelCheck = std::function<std::string(const ModelSummary& model)>;
+
+  // Asks the process for its health and load (and its model, the first time it answers and
+  // whenever it was down), with `deadline` per call. Returns true when the process is up: it
+  // answered, and `check` (when given) found nothing wrong with its model, before it counts as up
+  // (no request is routed to a process whose model is refused).
+  bool poll(std::chrono::milliseconds deadline, const ModelCheck& check = nullptr);
 
   // The load the router plugin sees: the last report plus the requests sent since; alive is 0
   // while the process is down. `pool` points into this object.

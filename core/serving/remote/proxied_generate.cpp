@@ -137,7 +137,7 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       if (unreachable && !given_up_) {
         engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
       }
-      if ((unreachable || busy) && !any_response_ && owner_.retry_elsewhere(*this)) {
+      if ((unreachable || busy) && !any_response_ && owner_.retry_elsewhere(*this, busy)) {
         owner_.call_done(*this);
         std::shared_ptr<ProxiedGenerate> keep = std::move(self_);  // may delete this on return
         return;
@@ -149,13 +149,16 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       const std::string why = given_up_ ? "stopped answering: " + engine_.down_reason()
                                         : fmt::format("{} (gRPC status {})", status.error_message(),
                                                       static_cast<int>(code));
-      if (!any_response_ && (given_up_ || code == grpc::StatusCode::UNAVAILABLE)) {
+      // Only a request of which nothing reached the client is refused; a continuation's client has
+      // its first tokens already, so its end is a failure like any other mid-stream.
+      const bool nothing_delivered = !any_response_ && generated_.empty();
+      if (nothing_delivered && (given_up_ || code == grpc::StatusCode::UNAVAILABLE)) {
         // Nothing ran and no process could take it: the client may try again later (503).
         refuse(ServiceError(ErrorCode::kUnavailable,
                             fmt::format("engine{} at {} could not take the request: {}",
                                         engine_.index(), engine_.address(), why)));
-      } else if (!any_response_ && (busy || code == grpc::StatusCode::INVALID_ARGUMENT ||
-                                    code == grpc::StatusCode::NOT_FOUND)) {
+      } else if (nothing_delivered && (busy || code == grpc::StatusCode::INVALID_ARGUMENT ||
+                                       code == grpc::StatusCode::NOT_FOUND)) {
         // Refused there (a full queue, a request it finds invalid): the client gets the code the
         // process gave, as from a single process (429, 400, 404), not a failure's 500.
         std::string param;
@@ -171,7 +174,10 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       } else {
         finish(Finish::kError,
                fmt::format("engine{} at {} failed {}: {}", engine_.index(), engine_.address(),
-                           any_response_ ? "while streaming" : "before its first token", why));
+                           any_response_        ? "while streaming"
+                           : generated_.empty() ? "before its first token"
+                                                : "before it could continue the request",
+                           why));
       }
     }
   }

@@ -33,9 +33,10 @@ class ProxiedGenerate;
 class ProxiedCallOwner {
  public:
   virtual ~ProxiedCallOwner() = default;
-  // The engine process was unreachable before it sent anything for `failed`: returns true when
-  // another call (to another process) took over its stream, which `failed` then leaves unfinished.
-  virtual bool retry_elsewhere(ProxiedGenerate& failed) = 0;
+  // The engine process was unreachable (or, `busy`, refused for a full queue) before it sent
+  // anything for `failed`: returns true when another call (to another process) took over its
+  // stream, which `failed` then leaves unfinished.
+  virtual bool retry_elsewhere(ProxiedGenerate& failed, bool busy) = 0;
   // A prefill_only call finished "handoff": its KV waits in `stage` for its decode process.
   // Returns true when a call to that process took over the stream.
   virtual bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) = 0;
@@ -79,6 +80,9 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   uint32_t decode_engine() const { return decode_engine_; }
   // Token ids streamed so far (reactions only, or after OnDone).
   const std::vector<int32_t>& generated() const { return generated_; }
+  // Processes this request was sent to so far, this one included (retries add one each).
+  uint32_t attempts() const { return attempts_; }
+  void set_attempts(uint32_t attempts) { attempts_ = attempts; }
 
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
@@ -112,6 +116,7 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   double first_token_seconds_ = -1.0;
   double last_token_seconds_ = 0.0;
   std::vector<int32_t> generated_;
+  uint32_t attempts_ = 1;
 };
 
 }  // namespace headway::serving

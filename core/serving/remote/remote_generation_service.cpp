@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -96,9 +97,12 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   }
 
   void call_done(const ProxiedGenerate& call) override;
-  bool retry_elsewhere(ProxiedGenerate& failed) override;
-  // Asks the router plugin where `upstream` would go now (under mutex_); nullopt when it can go
-  // nowhere.
+  bool retry_elsewhere(ProxiedGenerate& failed, bool busy) override;
+  // Asks the router plugin where a request would go now, from the processes' current loads (under
+  // mutex_). Throws core::Error when it can go nowhere.
+  hw_route_decision route_now(uint64_t numeric_id, uint32_t prompt_tokens, uint32_t max_tokens,
+                              int32_t priority, std::string_view request_class);
+  // route_now() for a call already in flight; nullopt when it can go nowhere.
   std::optional<hw_route_decision> route_again(const v1::GenerateRequest& upstream);
   void call_refused(const ProxiedGenerate& call, ErrorCode code) override;
   bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) override;
@@ -129,8 +133,8 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   // Requests re-sent to another engine process, by the process that failed before answering.
   CounterFamily& retries_ = metrics_.registry().counter(
       "headway_request_retries_total",
-      "Requests re-sent to another engine process because the chosen one was unreachable before "
-      "it answered, by that process.",
+      "Requests re-sent to another engine process because the chosen one was unreachable, or its "
+      "waiting queue full, before it answered, by that process.",
       {"engine", "pool"});
   std::shared_ptr<Link> link_ = std::make_shared<Link>();
 
@@ -144,10 +148,8 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   bool cancelling_ = false;       // cancel_all() ran: no call may take another's place (guarded)
   bool drain_cut_short_ = false;  // end_drain_now() ran (guarded)
 
-  // Poller thread only: since when each process has failed every poll, and whether its calls
-  // were given up.
+  // Poller thread only: since when each process has failed every poll.
   std::vector<std::optional<Clock::time_point>> failing_since_;
-  std::vector<bool> given_up_;
 
   std::mutex poller_mutex_;
   std::condition_variable poller_wake_;
@@ -189,7 +191,6 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
 
   loads_.resize(engines_.size());
   failing_since_.resize(engines_.size());
-  given_up_.assign(engines_.size(), false);
   for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
   router_host_ = std::make_unique<core::HostServices>("router", &clock_);
   router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_);
@@ -299,30 +300,26 @@ void RemoteGenerationService::Impl::poll_once() {
   for (size_t e = 0; e < engines_.size(); ++e) {
     EngineProcess& engine = *engines_[e];
     const bool was_up = engine.up();
-    bool up = engine.poll(deadline);
-    if (up) {
-      // A process that answers but cannot serve what the router admits stays out.
-      const std::optional<ModelSummary> model = engine.model();
-      std::string refused;
-      if (model && !same_model(*model, reference_model_)) {
+    const std::string reason_before = engine.down_reason();
+    // A process that answers but cannot serve what the router admits stays out.
+    std::string refused;
+    const bool up = engine.poll(deadline, [&](const ModelSummary& model) {
+      if (!same_model(model, reference_model_)) {
         refused = fmt::format(
             "serves a different model (vocabulary {}, {} tokenizer) than the others ({}, {})",
-            model->vocab, model->tokenizer, reference_model_.vocab, reference_model_.tokenizer);
-      } else if (model && admission_ && model->max_model_len < admission_->model().max_model_len) {
+            model.vocab, model.tokenizer, reference_model_.vocab, reference_model_.tokenizer);
+      } else if (admission_ && model.max_model_len < admission_->model().max_model_len) {
         refused = fmt::format(
             "serves max_model_len {}, less than the {} this router admits (set when it started "
             "from the processes that answered): give every engine process the same max_model_len",
-            model->max_model_len, admission_->model().max_model_len);
+            model.max_model_len, admission_->model().max_model_len);
       }
-      if (!refused.empty()) {
-        // Said once, when it is new: a process that was down already logs no transition.
-        if (!was_up && engine.down_reason() != refused) {
-          spdlog::warn("engine{} at {} answers again but stays out: it {}", engine.index(),
-                       engine.address(), refused);
-        }
-        engine.mark_down(std::move(refused));
-        up = false;
-      }
+      return refused;
+    });
+    // Said once, when it is new: a process that was down already logs no transition below.
+    if (!refused.empty() && !was_up && refused != reason_before) {
+      spdlog::warn("engine{} at {} answers again but stays out: it {}", engine.index(),
+                   engine.address(), refused);
     }
     if (up != was_up) {
       if (up) {
@@ -333,14 +330,14 @@ void RemoteGenerationService::Impl::poll_once() {
       }
     }
     // Its calls are given up only once it has failed every poll for kGiveUpAfter: a busy process
-    // that misses one deadline stops getting new requests but keeps its streams.
+    // that misses one deadline stops getting new requests but keeps its streams. From then on at
+    // every poll, so that a call sent to it since (a hand-off sent there anyway) cannot wait on it
+    // forever either.
     if (up) {
       failing_since_[e].reset();
     } else if (!failing_since_[e]) {
       failing_since_[e] = Clock::now();
-      given_up_[e] = false;
-    } else if (!given_up_[e] && Clock::now() - *failing_since_[e] >= kGiveUpAfter) {
-      given_up_[e] = true;
+    } else if (Clock::now() - *failing_since_[e] >= kGiveUpAfter) {
       give_up_calls_to(engine.index());
     }
     const EngineSummary summary = engine.summary();
@@ -395,13 +392,10 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
                        fmt::format("request id \"{}\" is already in flight", id), "request_id"));
     }
     const uint64_t numeric_id = next_numeric_id_++;
-    for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
-    const hw_route_request route{
-        numeric_id, prompt_tokens, input.max_tokens, input.priority,
-        hw_str{admitted.request_class.data(), admitted.request_class.size()}};
     hw_route_decision decision{};
     try {
-      decision = router_->route(route, loads_);
+      decision = route_now(numeric_id, prompt_tokens, input.max_tokens, input.priority,
+                           admitted.request_class);
     } catch (const core::Error& e) {
       throw rejected(
           Rejection::kUnavailable,
@@ -482,7 +476,7 @@ bool RemoteGenerationService::Impl::abort(const std::string& request_id, bool st
   return true;
 }
 
-bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
+bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, bool busy) {
   std::shared_ptr<ProxiedGenerate> call;
   {
     std::lock_guard lock(mutex_);
@@ -492,6 +486,9 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
     if (cancelling_ || failed.cancelled() || it == calls_.end() || it->second.get() != &failed) {
       return false;
     }
+    // Full queues everywhere: each process is tried about once, then the client gets the 429
+    // (bouncing between full processes would only load them more).
+    if (busy && failed.attempts() >= engines_.size()) return false;
     const v1::GenerateRequest& upstream = failed.upstream();
     const std::optional<hw_route_decision> routed = route_again(upstream);
     if (!routed) return false;  // no other process can take it: the client gets the failure
@@ -509,16 +506,18 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
     EngineProcess& engine = *engines_[target];
     const EngineProcess& dead = *engines_[failed.engine_index()];
     retries_.with({std::to_string(dead.index()), dead.pool()}).add();
-    spdlog::warn(
-        "request \"{}\": engine{} at {} was unreachable before its first token; "
-        "retrying on engine{} at {}",
-        failed.id(), failed.engine_index(), engines_[failed.engine_index()]->address(),
-        engine.index(), engine.address());
+    // A full queue is routine under load: not a warning each time.
+    spdlog::log(busy ? spdlog::level::debug : spdlog::level::warn,
+                "request \"{}\": engine{} at {} {} before its first token; retrying on engine{} "
+                "at {}",
+                failed.id(), failed.engine_index(), dead.address(),
+                busy ? "had a full queue" : "was unreachable", engine.index(), engine.address());
     call = std::make_shared<ProxiedGenerate>(
         *this, engine, engine_series_[engine.index()],
         metrics_.request(engine.index(), engine.pool(), upstream.request_class()), failed.stream(),
         upstream, failed.arrival(), failed.decode_engine());
     if (!upstream.generated_ids().empty()) call->continues(failed);
+    call->set_attempts(failed.attempts() + 1);
     it->second = call;
     engine.sent(static_cast<uint32_t>(upstream.token_ids().ids_size()),
                 upstream.sampling().max_tokens());
@@ -527,15 +526,22 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed) {
   return true;
 }
 
+hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
+                                                           uint32_t prompt_tokens,
+                                                           uint32_t max_tokens, int32_t priority,
+                                                           std::string_view request_class) {
+  for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
+  const hw_route_request route{numeric_id, prompt_tokens, max_tokens, priority,
+                               hw_str{request_class.data(), request_class.size()}};
+  return router_->route(route, loads_);
+}
+
 std::optional<hw_route_decision> RemoteGenerationService::Impl::route_again(
     const v1::GenerateRequest& upstream) {
-  for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
-  const hw_route_request route{
-      next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
-      upstream.sampling().max_tokens(), upstream.priority(),
-      hw_str{upstream.request_class().data(), upstream.request_class().size()}};
   try {
-    return router_->route(route, loads_);
+    return route_now(next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
+                     upstream.sampling().max_tokens(), upstream.priority(),
+                     upstream.request_class());
   } catch (const core::Error&) {
     return std::nullopt;
   }

@@ -165,6 +165,8 @@ void KvLinks::pull_one(Source& source, KvPull& pull) {
     } catch (const std::exception& e) {  // it expires there
       spdlog::debug("dropping held KV \"{}\" at {}: {}", pull.held.shm_name, source.address,
                     e.what());
+      // A holder that did not answer: the pulls queued behind are declined now, not one by one.
+      if (dynamic_cast<const PeerNotAnswering*>(&e) != nullptr) mark_unreachable(source, e.what());
     }
     pull.state = KvPull::State::kDeclined;  // nothing to receive
     return;

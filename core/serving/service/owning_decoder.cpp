@@ -2,6 +2,9 @@
 
 #include <headway/serving/text_decoder.h>
 
+#include <algorithm>
+#include <optional>
+
 namespace headway::serving {
 namespace {
 
@@ -21,7 +24,33 @@ class OwningDecoder final : public IncrementalDecoder {
   std::unique_ptr<IncrementalDecoder> decoder_;
 };
 
+class TokenIdDecoder final : public IncrementalDecoder {
+ public:
+  explicit TokenIdDecoder(std::vector<int32_t> stop_token_ids)
+      : stop_token_ids_(std::move(stop_token_ids)) {}
+  std::string append(std::span<const int32_t> ids) override {
+    // A stop token ends the request, so only the last id can be one.
+    if (!ids.empty() && std::find(stop_token_ids_.begin(), stop_token_ids_.end(), ids.back()) !=
+                            stop_token_ids_.end()) {
+      stop_token_ = ids.back();
+    }
+    return {};
+  }
+  StopReason stop_reason() const override {
+    return stop_token_ ? StopReason(*stop_token_) : StopReason();
+  }
+  std::string flush() override { return {}; }
+
+ private:
+  const std::vector<int32_t> stop_token_ids_;
+  std::optional<int32_t> stop_token_;
+};
+
 }  // namespace
+
+std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids) {
+  return std::make_unique<TokenIdDecoder>(std::move(stop_token_ids));
+}
 
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
                                                  std::vector<std::string> stop_strings,

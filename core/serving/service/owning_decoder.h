@@ -18,4 +18,8 @@ std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tok
                                                  std::vector<std::string> stop_strings,
                                                  std::vector<int32_t> stop_token_ids);
 
+// For a model without a tokenizer (token ids in, token ids out): no text, but the stop token id
+// that ended a request is still reported (stop_reason).
+std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids);
+
 }  // namespace headway::serving

@@ -95,7 +95,7 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
 
 std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(
     std::vector<std::string> stop, std::vector<int32_t> stop_token_ids) const {
-  if (tokenizer_ == nullptr) return nullptr;
+  if (tokenizer_ == nullptr) return make_token_id_decoder(std::move(stop_token_ids));
   return make_decoder(tokenizer_, std::move(stop), std::move(stop_token_ids));
 }
 

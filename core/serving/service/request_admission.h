@@ -54,7 +54,8 @@ class RequestAdmission {
   // Throws ServiceError (the message says what is wrong, param names the field).
   AdmittedRequest admit(GenerateInput& input) const;
 
-  // The decoder for a stream with these stop strings; null when the model has no tokenizer.
+  // The decoder for a stream with these stop strings; without a tokenizer, one that gives no text
+  // but still reports the stop token id that ended a request.
   std::unique_ptr<IncrementalDecoder> decoder(std::vector<std::string> stop,
                                               std::vector<int32_t> stop_token_ids) const;
 

@@ -14,7 +14,8 @@
 //   pool = "short"                     # optional; routers may use it
 //   role = "mixed"                     # mixed | prefill | decode
 //   block_size = 16                    # tokens per KV block
-//   kv_blocks = 0                      # 0: as many as the model's memory holds; never more
+//   kv_blocks = 0                      # 0: as many as the model's memory holds; never more, when
+//                                      # the model says how much that is
 //   max_model_len = 0                  # 0: the model's
 //   max_waiting = 0                    # waiting-queue bound; 0: unbounded
 //   scheduler = { plugin = "chunked", options = { max_num_batched_tokens = 8192 } }

@@ -95,7 +95,8 @@ StreamResult CompletionClient::stream(const std::string& body) {
     if (error == httplib::Error::Read && now - last_bytes >= 0.99 * read_timeout_s_) {
       what = fmt::format("no data for {:g} s (--timeout)", read_timeout_s_);
     } else if (error == httplib::Error::Read && status == 200) {
-      what = fmt::format("the server closed the connection after {} events", event_count);
+      what = fmt::format("the server closed the connection after {} event{}", event_count,
+                         event_count == 1 ? "" : "s");
     } else {
       what = transport_failure(error, endpoint_);
     }

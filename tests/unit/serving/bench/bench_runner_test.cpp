@@ -161,7 +161,7 @@ TEST_F(BenchRunnerTest, BrokenStreamsAreFailuresOfTheirKind) {
             count_class("chat"));
   // Said in words: a dropped connection, not cpp-httplib's bare "Read".
   EXPECT_NE(summary.classes[0].first_failure.find(
-                "the stream broke: the server closed the connection after 1 events"),
+                "the stream broke: the server closed the connection after 1 event"),
             std::string::npos)
       << summary.classes[0].first_failure;
   EXPECT_EQ(summary.classes[1].failures_by_kind[static_cast<size_t>(FailureKind::kCutShort)],

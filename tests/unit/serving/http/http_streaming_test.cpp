@@ -143,6 +143,35 @@ TEST_F(HttpFrontendTest, Http10StreamIsAPlainBodyEndedByClose) {
   EXPECT_TRUE(service_.aborted().empty());
 }
 
+// HTTP/1.0 with keep-alive (`ab -k`): cpp-httplib keeps the connection after the body, so the
+// events come as one body with a Content-Length, and the connection serves the next request.
+TEST_F(HttpFrontendTest, Http10KeepAliveStreamIsOneBodyWithALength) {
+  auto request = [](const std::string& body) {
+    return "POST /v1/completions HTTP/1.0\r\nConnection: Keep-Alive\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  RawConnection connection(port());
+  connection.send(request(R"({"prompt": "x", "max_tokens": 3, "stream": true})"));
+  const std::string first = connection.read_until("data: [DONE]\n\n");
+  const size_t header_end = first.find("\r\n\r\n");
+  ASSERT_NE(header_end, std::string::npos) << first;
+  const std::string headers = first.substr(0, header_end);
+  EXPECT_EQ(headers.find("Transfer-Encoding"), std::string::npos) << headers;
+  EXPECT_NE(headers.find("Content-Length: "), std::string::npos) << headers;
+  std::string text;
+  for (const auto& payload : sse_data(first.substr(header_end + 4))) {
+    if (payload == "[DONE]") continue;
+    text += nlohmann::json::parse(payload)["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "abc");
+  // The same connection takes the next request (only this one asks for usage).
+  connection.send(request(R"({"prompt": "x", "max_tokens": 2, "stream": true,
+                             "stream_options": {"include_usage": true}})"));
+  EXPECT_NE(connection.read_until("\"prompt_tokens\"").find("\"prompt_tokens\""),
+            std::string::npos);
+  EXPECT_TRUE(service_.aborted().empty());
+}
+
 TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   service_.set_hold(true);
   RawConnection connection(port());

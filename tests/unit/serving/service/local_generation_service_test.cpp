@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "owning_decoder.h"
 #include "service_fixture.h"
 
 namespace headway::serving {
@@ -382,6 +383,20 @@ TEST_F(ServiceTest, DestroyingTheServiceFinishesOpenStreams) {
   }
   // The stream (and its decoder's tokenizer) outlive the service.
   EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
+}
+
+// A model without a tokenizer streams ids without text, and a stop token id still names what
+// stopped the request (vLLM's stop_reason).
+TEST(TokenIdDecoder, GivesNoTextButTheStopToken) {
+  auto decoder = make_token_id_decoder({7, 9});
+  const std::vector<int32_t> ids = {1, 2, 3};
+  EXPECT_EQ(decoder->append(ids), "");
+  EXPECT_EQ(decoder->stop_reason(), StopReason());
+  const std::vector<int32_t> last = {4, 9};
+  EXPECT_EQ(decoder->append(last), "");
+  EXPECT_EQ(decoder->flush(), "");
+  EXPECT_EQ(decoder->stop_reason(), StopReason(int32_t{9}));
+  EXPECT_FALSE(decoder->stopped());  // no stop string: nothing to end upstream
 }
 
 TEST_F(ServiceTest, RefusesASimulatedModel) {

@@ -4,18 +4,12 @@
 #include <cstdint>
 #include <headway/plugin.hpp>
 
+#include "stub_scheduler.h"
+
 namespace {
 
-class StubScheduler final : public headway::sdk::StepScheduler {
- public:
-  StubScheduler(const headway::sdk::Host&, const headway::sdk::Options&, const hw_engine_facts&) {}
-  hw_scheduler_limits limits() const override {
-    return hw_scheduler_limits{sizeof(hw_scheduler_limits), 16, 1};
-  }
-  void schedule(const hw_scheduler_snapshot&, headway::sdk::PlanWriter&) override {}
-};
-
-using Adapter = headway::sdk::SchedulerAdapter<StubScheduler>;
+using headway::test_plugins::StubScheduler;
+using Adapter = headway::test_plugins::StubAdapter;
 
 const hw_plugin_descriptor kDescriptor = {
     sizeof(hw_plugin_descriptor),

@@ -120,9 +120,9 @@ std::string missing_function(const hw_plugin_descriptor& d) {
 // Bounds on what a descriptor describes (abi.h states them): far above any real plugin's, they
 // turn a garbage size into a refusal naming the field instead of a bad_alloc or a read past the
 // plugin's memory.
-constexpr uint64_t kMaxNameBytes = 256;        // name, short_name, version, option keys, values
-constexpr uint64_t kMaxTextBytes = 64 * 1024;  // description, option docs, default strings
-constexpr uint32_t kMaxOptions = 1024;         // option_count, allowed_count
+constexpr uint64_t kMaxNameBytes = 256;    // name, short_name, version, option keys, values
+constexpr uint64_t kMaxTextBytes = 65536;  // 64 KiB: description, option docs, default strings
+constexpr uint32_t kMaxOptions = 1024;     // option_count, allowed_count
 
 void check_text(hw_str s, uint64_t limit, const std::string& where, std::string_view field) {
   if (s.size > 0 && s.data == nullptr) {

@@ -2,7 +2,6 @@
 
 #include <headway/serving/text_decoder.h>
 
-#include <algorithm>
 #include <optional>
 
 namespace headway::serving {
@@ -29,10 +28,8 @@ class TokenIdDecoder final : public IncrementalDecoder {
   explicit TokenIdDecoder(std::vector<int32_t> stop_token_ids)
       : stop_token_ids_(std::move(stop_token_ids)) {}
   std::string append(std::span<const int32_t> ids) override {
-    // A stop token ends the request, so only the last id can be one.
-    if (!ids.empty() && std::find(stop_token_ids_.begin(), stop_token_ids_.end(), ids.back()) !=
-                            stop_token_ids_.end()) {
-      stop_token_ = ids.back();
+    if (const std::optional<int32_t> stop = trailing_stop_token(ids, stop_token_ids_)) {
+      stop_token_ = stop;
     }
     return {};
   }

@@ -37,9 +37,8 @@ class TextDecoder final : public IncrementalDecoder {
     if (stopped_) return {};
     // A stop token id ends the request, so it can only be the last id; its text is not part of
     // the answer (vLLM leaves it out too), though the id is.
-    if (!ids.empty() && std::find(stop_token_ids_.begin(), stop_token_ids_.end(), ids.back()) !=
-                            stop_token_ids_.end()) {
-      stop_token_ = ids.back();
+    if (const std::optional<int32_t> stop = trailing_stop_token(ids, stop_token_ids_)) {
+      stop_token_ = stop;
       ids = ids.first(ids.size() - 1);
     }
     window_.insert(window_.end(), ids.begin(), ids.end());

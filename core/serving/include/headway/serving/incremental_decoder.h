@@ -6,7 +6,9 @@
 // request's RequestStream).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -17,6 +19,17 @@ namespace headway::serving {
 // entry of stop_token_ids the request ended on; monostate for anything else (EOS, max_tokens, not
 // ended yet).
 using StopReason = std::variant<std::monostate, std::string, int32_t>;
+
+// The stop token id that `ids` ends on, if any. A stop token ends the request, so only the last id
+// of a request's output can be one; every decoder checks the same way.
+inline std::optional<int32_t> trailing_stop_token(std::span<const int32_t> ids,
+                                                  std::span<const int32_t> stop_token_ids) {
+  if (ids.empty() ||
+      std::find(stop_token_ids.begin(), stop_token_ids.end(), ids.back()) == stop_token_ids.end()) {
+    return std::nullopt;
+  }
+  return ids.back();
+}
 
 class IncrementalDecoder {
  public:

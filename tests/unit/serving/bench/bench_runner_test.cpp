@@ -122,7 +122,8 @@ TEST_F(BenchRunnerTest, ASlowServerDoesNotHoldBackTheArrivals) {
   for (const char* c : {"chat", "document"}) server.set_behaviour(c, FakeBehaviour::kHold);
   BenchRun run;
   std::thread bench([&] { run = run_bench(workload, options(64)); });
-  server.wait_until_held(workload.requests.size());
+  EXPECT_TRUE(server.wait_until_held(workload.requests.size()))
+      << "not every request reached the server while the others were held";
   server.release_held();
   bench.join();
   EXPECT_EQ(run.peak_in_flight, workload.requests.size());

@@ -9,15 +9,19 @@
 #pragma once
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "listening_server.h"
 
 namespace headway::test {
 
@@ -54,6 +58,11 @@ class FakeOpenAiServer {
     server_.Post("/v1/completions",
                  [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); });
     port_ = server_.bind_to_any_port("127.0.0.1");
+    // A burst of the bench's connections would overflow Debian's backlog of 5 (the kernel then
+    // drops or resets connections), as for Headway's own frontend.
+    if (port_ <= 0 || !server_.raise_backlog(SOMAXCONN)) {
+      throw std::runtime_error("the fake OpenAI server cannot listen on 127.0.0.1");
+    }
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     // stop() only stops a server that is already listening: wait for it (httplib 0.11 has no
     // wait_until_ready). The socket is bound and listening already, so clients can connect.
@@ -80,10 +89,11 @@ class FakeOpenAiServer {
     return received_;
   }
 
-  // Blocks until `count` requests are held (kHold) at once.
-  void wait_until_held(size_t count) {
+  // Blocks until `count` requests are held (kHold) at once; false after 60 s (a hang guard for a
+  // request that never arrives, not a timing check).
+  bool wait_until_held(size_t count) {
     std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return held_ >= count; });
+    return changed_.wait_for(lock, std::chrono::seconds(60), [&] { return held_ >= count; });
   }
 
   void release_held() {
@@ -180,7 +190,7 @@ class FakeOpenAiServer {
         });
   }
 
-  httplib::Server server_;
+  serving::http::ListeningServer server_;
   int port_ = 0;
   std::thread thread_;
   mutable std::mutex mutex_;

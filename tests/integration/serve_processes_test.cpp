@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -256,6 +257,8 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
 // An engine process whose waiting queue is full refuses a request with RESOURCE_EXHAUSTED: the
 // router's client gets 429 with the process's reason, as from a single process, and the router
 // counts a queue_full rejection (it used to answer 500 "generation failed" and count an error).
+// Streamed requests too: their 200 waits until the process accepted them (it used to go out at
+// once, and the refusal came as an error event in the stream).
 TEST(ServeProcesses, AnEngineProcessWithAFullQueueIsA429ThroughTheRouter) {
   TempDir dir("serve_processes_queue_full");
   // One running request and one waiting per engine process: the rest of a burst is refused.
@@ -272,7 +275,7 @@ TEST(ServeProcesses, AnEngineProcessWithAFullQueueIsA429ThroughTheRouter) {
       own.set_read_timeout(std::chrono::seconds(120));
       // Short prompts: every request goes to engine0 (pool "short"), so none can go elsewhere.
       const auto response =
-          own.Post("/v1/completions", completion("burst", 48, false), "application/json");
+          own.Post("/v1/completions", completion("burst", 48, i % 2 == 1), "application/json");
       if (response) {
         statuses[i] = response->status;
         bodies[i] = response->body;
@@ -283,6 +286,8 @@ TEST(ServeProcesses, AnEngineProcessWithAFullQueueIsA429ThroughTheRouter) {
   int ok = 0, refused = 0;
   for (int i = 0; i < kBurst; ++i) {
     if (statuses[i] == 200) {
+      // A stream that was accepted runs to its end; a refused one is not a 200.
+      EXPECT_EQ(bodies[i].find("data: {\"error\""), std::string::npos) << bodies[i];
       ++ok;
     } else {
       EXPECT_EQ(statuses[i], 429) << bodies[i];
@@ -396,13 +401,17 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
 // router in front of them, plus a fourth process serving the same checkpoint alone (the reference
 // for the tokens). `decode_block_size` other than 16 gives the decode process another KV layout,
 // so that it cannot use the staged KV and must prefill the request itself; `engine_server` adds
-// keys to both engine processes' [server] tables (and may add tables after it).
+// keys to both engine processes' [server] tables (and may add tables after it);
+// `decode_limits` (non-empty) gives the decode process one running and one waiting slot.
 class DisaggregatedProcesses {
  public:
   DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size,
-                         const std::string& engine_server = "") {
+                         const std::string& engine_server = "", bool decode_limits = false) {
     const std::string scheduler =
         "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }\n";
+    const std::string limited_scheduler =
+        "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
+        "max_num_seqs = 1 } }\nmax_waiting = 1\n";
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
     const std::regex http_port(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))");
     std::vector<int> ports;
@@ -410,7 +419,8 @@ class DisaggregatedProcesses {
       const std::string name = ports.empty() ? "prefill" : "decode";
       engines_.push_back(std::make_unique<ServeProcess>(write_tiny_deployment(
           dir, name,
-          "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" + scheduler +
+          "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
+              (decode_limits && name == "decode" ? limited_scheduler : scheduler) +
               "[server]\nrole = \"engine\"\ngrpc_port = 0\n" + engine_server,
           "engine_" + name + ".toml")));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
@@ -554,6 +564,24 @@ TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
   cluster.stop_all();
 }
 
+// Polls the router's view of engine0 (the prefill process) until its KV cache is empty; false
+// after 60 s (a hang guard, not a timing assertion).
+bool prefill_kv_freed(int router_port) {
+  httplib::Client http("127.0.0.1", router_port);
+  for (int i = 0; i < 600; ++i) {
+    const std::string info = metrics_of(http);
+    std::smatch usage;
+    if (std::regex_search(
+            info, usage,
+            std::regex(R"(headway_kv_cache_usage_perc\{engine="0",pool=""\} ([0-9.e+-]+))")) &&
+        std::stod(usage[1].str()) == 0.0) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 // kv_handoff = "link": the prefill process keeps each request's KV in its engine and the decode
 // process pulls it over a peer link of their transports (OpenKvLink once, SendHeldKv per request,
 // over the real gRPC worker API), as NCCL between two processes' GPUs would. The same tokens, every
@@ -565,20 +593,10 @@ void expect_tokens_of_one_process_over_links(const std::string& name,
       dir.path, /*decode_block_size=*/16,
       "kv_handoff = \"link\"\n[kv_transport]\nplugin = \"" + transport + "\"\n");
   expect_tokens_of_one_process(cluster);
-  httplib::Client http("127.0.0.1", cluster.router_port());
   // Sends are over once the decode process has the KV: the prefill engine frees its blocks within
-  // a step or two after. (Bounded wait; no assertion depends on how long it takes.)
-  bool freed = false;
-  for (int i = 0; i < 600 && !freed; ++i) {
-    const std::string info = metrics_of(http);
-    std::smatch usage;
-    freed = std::regex_search(
-                info, usage,
-                std::regex(R"(headway_kv_cache_usage_perc\{engine="0",pool=""\} ([0-9.e+-]+))")) &&
-            std::stod(usage[1].str()) == 0.0;
-    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_TRUE(freed) << metrics_of(http);
+  // a step or two after.
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  EXPECT_TRUE(prefill_kv_freed(cluster.router_port())) << metrics_of(http);
   const pid_t prefill = cluster.prefill().pid();
   const pid_t decode = cluster.decode().pid();
   cluster.stop_all();
@@ -586,6 +604,37 @@ void expect_tokens_of_one_process_over_links(const std::string& name,
   for (const pid_t pid : {prefill, decode}) {
     EXPECT_EQ(headway::test::shm_objects_of(pid, "headway-kvlink-"), 0u) << "pid " << pid;
   }
+}
+
+// A hand-off the router throws away leaves KV held in the prefill process's engine (kv_handoff =
+// "link"); here the decode process refuses continuations (one running and one waiting slot) and
+// there is no other decode process. The router tells the prefill process to drop those blocks at
+// once, not after kv_link_hold_s (an hour here).
+TEST(ServeProcesses, HeldKvOfAHandOffTheRouterThrowsAwayIsFreedAtOnce) {
+  TempDir dir("serve_processes_link_drop");
+  DisaggregatedProcesses cluster(
+      dir.path, /*decode_block_size=*/16,
+      "kv_handoff = \"link\"\nkv_link_hold_s = 3600\n[kv_transport]\nplugin = \"host_copy\"\n",
+      /*decode_limits=*/true);
+  constexpr int kBurst = 12;
+  std::vector<int> statuses(kBurst, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kBurst; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client own("127.0.0.1", cluster.router_port());
+      own.set_read_timeout(std::chrono::seconds(120));
+      const auto response =
+          own.Post("/v1/completions", completion("burst", 200, false), "application/json");
+      statuses[i] = response ? response->status : -1;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  const int served = static_cast<int>(std::count(statuses.begin(), statuses.end(), 200));
+  EXPECT_GE(served, 1);
+  ASSERT_LT(served, kBurst) << "the decode process took a burst of " << kBurst
+                            << " in one running and one waiting slot: nothing was thrown away";
+  EXPECT_TRUE(prefill_kv_freed(cluster.router_port()));
+  cluster.stop_all();
 }
 
 // test_socket_peers carries the bytes over loopback TCP.

@@ -80,6 +80,12 @@ grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
     return {grpc::StatusCode::INTERNAL, "Generate failed: the service returned no stream"};
   }
   try {
+    if (engine_process_) {
+      // Accepted: the router can answer its client's HTTP stream with a 200 now, not at the
+      // first token (which may be a long prefill away).
+      context->AddInitialMetadata(kAcceptedMetadata, "1");
+      writer->SendInitialMetadata();
+    }
     return stream_tokens(*context, *stream, *writer);
   } catch (const std::exception& error) {
     // Whatever failed (decoding the tokens, a service bug), the request must not run on unseen.

@@ -1,4 +1,5 @@
-// ServiceError → gRPC status: the one place that decides which code a refused request gets.
+// ServiceError → gRPC status: the one place that decides which code a refused request gets, and
+// the metadata that goes with a refusal or an acceptance between a router and its engine processes.
 //
 // Threading: pure functions, callable from any thread.
 #pragma once
@@ -11,6 +12,11 @@ namespace headway::serving::grpc_frontend {
 // Trailing metadata of a refused call: the request field at fault (ServiceError::param), so that a
 // router passes it on to its own client.
 inline constexpr const char* kErrorParamMetadata = "headway-error-param";
+
+// Initial metadata an engine process sends on a Generate call as soon as it has accepted the
+// request (before its first token): from then on the call can fail but is no longer refused, so
+// a router can open its client's HTTP stream with a 200 (RequestStream::admit).
+inline constexpr const char* kAcceptedMetadata = "headway-accepted";
 
 // kInvalidArgument → INVALID_ARGUMENT, kNotFound → NOT_FOUND, kResourceExhausted →
 // RESOURCE_EXHAUSTED, kUnavailable → UNAVAILABLE, kInternal → INTERNAL.

@@ -8,6 +8,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -185,6 +186,18 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
                               completion.stop_reason, completion.usage));
     return;
   }
+
+  // Behind a router the engine process may still refuse the request (its queue is full): the
+  // 200 waits until the request has been accepted, so that a refusal is answered with its own
+  // status like a non-streamed one (a 429 makes OpenAI clients back off and retry), not as an
+  // error event in a 200 stream. A local service admits at submit, and this returns at once.
+  while (!stream->wait_admitted(kStreamPoll)) {
+    if (in_flight_.stopping()) {
+      service_.abort(stream->id());
+      throw ApiError(503, "the server is shutting down; the request was aborted");
+    }
+  }
+  if (std::optional<ServiceError> refusal = stream->refusal()) throw api_error_of(*refusal);
 
   // The ticket travels with the responder: the request stays in flight until cpp-httplib has
   // released the stream.

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "kv_stage_file.h"
 #include "proto_conversion.h"
 #include "status_mapping.h"
 
@@ -65,9 +64,17 @@ double ProxiedGenerate::since_arrival() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
 }
 
+void ProxiedGenerate::OnReadInitialMetadataDone(bool ok) {
+  if (!ok) return;
+  const auto& metadata = context_.GetServerInitialMetadata();
+  if (metadata.find(grpc_frontend::kAcceptedMetadata) != metadata.end()) stream_->admit();
+}
+
 void ProxiedGenerate::OnReadDone(bool ok) {
   if (!ok) return;  // the stream ended: OnDone follows
   if (!any_response_) {
+    // A process that answers has accepted the request, whether or not it said so first.
+    stream_->admit();
     // Counted once the process answered: a call retried elsewhere counts on the one that served.
     if (!counted_prompt_) series_.prompt_tokens.add(stream_->prompt_tokens());
     counted_prompt_ = true;
@@ -123,7 +130,7 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       // A continuation cancelled before its process answered: its staged KV goes (a second
       // unlink, after the process read or dropped it, is harmless).
       if (!any_response_ && upstream_.has_kv_source()) {
-        discard_kv_stage(upstream_.kv_source().shm_name());
+        owner_.discard_stage(grpc_frontend::from_proto(upstream_.kv_source()));
       }
       finish(stop_string_ ? Finish::kStop : Finish::kAbort, {});
     } else if (status.ok()) {
@@ -144,7 +151,7 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       }
       // A continuation that never started leaves its staged KV to nobody.
       if (!any_response_ && upstream_.has_kv_source()) {
-        discard_kv_stage(upstream_.kv_source().shm_name());
+        owner_.discard_stage(grpc_frontend::from_proto(upstream_.kv_source()));
       }
       const std::string why = given_up_ ? "stopped answering: " + engine_.down_reason()
                                         : fmt::format("{} (gRPC status {})", status.error_message(),

@@ -43,6 +43,10 @@ class ProxiedCallOwner {
   // `call` was refused by its engine process before its first token (or none could be reached):
   // counted as a rejection of the router's, as a refusal at submit would be.
   virtual void call_refused(const ProxiedGenerate& call, ErrorCode code) = 0;
+  // Nobody will read `stage` any more (its continuation was cancelled, or failed before its
+  // decode process answered): its shared-memory object goes, or the process holding it in its
+  // engine (`held`, at stage.source_address) frees the blocks.
+  virtual void discard_stage(const KvStage& stage) = 0;
   // After the stream finished, or another call took it over.
   virtual void call_done(const ProxiedGenerate& call) = 0;
 };
@@ -84,6 +88,8 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   uint32_t attempts() const { return attempts_; }
   void set_attempts(uint32_t attempts) { attempts_ = attempts; }
 
+  // The engine process accepted the request (kAcceptedMetadata): the stream is admitted.
+  void OnReadInitialMetadataDone(bool ok) override;
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
 

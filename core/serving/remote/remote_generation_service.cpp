@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine_process.h"
+#include "held_kv_drop.h"
 #include "kv_stage_file.h"
 #include "proto_conversion.h"
 #include "proxied_generate.h"
@@ -106,6 +107,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::optional<hw_route_decision> route_again(const v1::GenerateRequest& upstream);
   void call_refused(const ProxiedGenerate& call, ErrorCode code) override;
   bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) override;
+  void discard_stage(const KvStage& stage) override;
 
  private:
   void connect(const std::string& where, double timeout_s);
@@ -433,8 +435,10 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
         if (shared->service != nullptr) shared->service->abort(stream_id, true, *stream_holder);
       }
     };
+    // Admitted once an engine process accepts it: until then it may still be refused (a full
+    // queue), and an HTTP frontend holds the stream's 200 so that the refusal gets its status.
     auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
-                                                  std::move(on_stop_string));
+                                                  std::move(on_stop_string), /*admitted=*/false);
     *stream_holder = stream.get();
     v1::GenerateRequest upstream = upstream_request(id, admitted, input);
     upstream.set_prefill_only(disaggregated);
@@ -568,8 +572,10 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
     }
     if (cancelling_ || it == calls_.end() || it->second.get() != &prefilled ||
         prefilled.cancelled() || d >= engines_.size()) {
-      // Nobody will read the staged KV (this router shares the host with the processes).
-      discard_kv_stage(stage.shm_name);
+      // Nobody will read the staged KV.
+      KvStage unread = stage;
+      unread.source_address = prefilled.engine_address();
+      discard_stage(unread);
       return false;
     }
     EngineProcess& engine = *engines_[d];
@@ -590,6 +596,20 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
   }
   call->start(call);
   return true;
+}
+
+void RemoteGenerationService::Impl::discard_stage(const KvStage& stage) {
+  if (!stage.held) {
+    // A shared-memory stage: this router shares the host with the processes that write them.
+    discard_kv_stage(stage.shm_name);
+    return;
+  }
+  for (const std::unique_ptr<EngineProcess>& engine : engines_) {
+    if (engine->address() == stage.source_address) {
+      drop_held_kv(*engine, stage);
+      return;
+    }
+  }
 }
 
 void RemoteGenerationService::Impl::call_refused(const ProxiedGenerate& /*call*/, ErrorCode code) {

@@ -25,11 +25,13 @@ const char* finish_name(Finish finish) {
 
 RequestStream::RequestStream(std::string id, uint32_t prompt_tokens,
                              std::unique_ptr<IncrementalDecoder> decoder,
-                             std::function<void(const std::string& id)> on_stop_string)
+                             std::function<void(const std::string& id)> on_stop_string,
+                             bool admitted)
     : id_(std::move(id)),
       prompt_tokens_(prompt_tokens),
       decoder_(std::move(decoder)),
-      on_stop_string_(std::move(on_stop_string)) {}
+      on_stop_string_(std::move(on_stop_string)),
+      admitted_(admitted) {}
 
 RequestStream::~RequestStream() {
   // A staged KV nobody took (the frontend went away first) has nobody left to remove it.
@@ -69,6 +71,26 @@ void RequestStream::refuse(ServiceError refusal, Timings timings) {
     refusal_ = std::move(refusal);
   }
   ready_.notify_one();
+}
+
+void RequestStream::admit() {
+  {
+    std::lock_guard lock(mutex_);
+    if (admitted_) return;
+    admitted_ = true;
+  }
+  ready_.notify_one();
+}
+
+bool RequestStream::wait_admitted(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return ready_.wait_for(
+      lock, timeout, [&] { return admitted_ || !pending_.empty() || finish_ != Finish::kNone; });
+}
+
+std::optional<ServiceError> RequestStream::refusal() const {
+  std::lock_guard lock(mutex_);
+  return refusal_;
 }
 
 bool RequestStream::done() const {

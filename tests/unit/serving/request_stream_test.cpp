@@ -104,5 +104,38 @@ TEST(RequestStream, TheConsumerWakesWhenTheProducerPushes) {
   for (int32_t i = 0; i < 100; ++i) EXPECT_EQ(received[static_cast<size_t>(i)], i);
 }
 
+TEST(RequestStream, AStreamIsAdmittedFromTheStartUnlessToldOtherwise) {
+  RequestStream local("r4", 1, nullptr, nullptr);
+  EXPECT_TRUE(local.wait_admitted(0ms));
+  EXPECT_FALSE(local.refusal());
+
+  RequestStream routed("r5", 1, nullptr, nullptr, /*admitted=*/false);
+  EXPECT_FALSE(routed.wait_admitted(0ms));
+  std::thread producer([&] { routed.admit(); });
+  EXPECT_TRUE(routed.wait_admitted(10s));
+  producer.join();
+  EXPECT_FALSE(routed.refusal());
+}
+
+// A refusal ends the wait for admission too, and the frontend can read it without consuming the
+// stream; output also means the request was accepted.
+TEST(RequestStream, ARefusalOrOutputEndsTheWaitForAdmission) {
+  RequestStream refused("r6", 1, nullptr, nullptr, /*admitted=*/false);
+  refused.refuse(ServiceError(ErrorCode::kResourceExhausted, "queue full"), {});
+  EXPECT_TRUE(refused.wait_admitted(0ms));
+  ASSERT_TRUE(refused.refusal());
+  EXPECT_EQ(refused.refusal()->code(), ErrorCode::kResourceExhausted);
+  EXPECT_STREQ(refused.refusal()->what(), "queue full");
+  StreamChunk chunk;
+  ASSERT_TRUE(refused.next(chunk, 0ms));
+  EXPECT_EQ(chunk.finish, Finish::kError);
+
+  RequestStream answered("r7", 1, nullptr, nullptr, /*admitted=*/false);
+  const int32_t id = 3;
+  answered.push_tokens(std::span<const int32_t>(&id, 1));
+  EXPECT_TRUE(answered.wait_admitted(0ms));
+  EXPECT_FALSE(answered.refusal());
+}
+
 }  // namespace
 }  // namespace headway::serving

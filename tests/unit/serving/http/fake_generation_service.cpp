@@ -54,6 +54,11 @@ void FakeGenerationService::set_hold(bool hold) {
   hold_ = hold;
 }
 
+void FakeGenerationService::set_admission_pending(bool pending) {
+  std::lock_guard lock(mutex_);
+  admission_pending_ = pending;
+}
+
 void FakeGenerationService::fail_submits_with(std::optional<ServiceError> error) {
   std::lock_guard lock(mutex_);
   submit_error_ = std::move(error);
@@ -89,6 +94,19 @@ void FakeGenerationService::finish(const std::string& id, Finish finish, std::st
   auto it = held_.find(id);
   if (it == held_.end()) return;
   it->second.stream->finish(finish, Timings{}, std::move(error));
+  held_.erase(it);
+}
+
+void FakeGenerationService::admit(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  if (auto it = held_.find(id); it != held_.end()) it->second.stream->admit();
+}
+
+void FakeGenerationService::refuse(const std::string& id, ServiceError refusal) {
+  std::lock_guard lock(mutex_);
+  auto it = held_.find(id);
+  if (it == held_.end()) return;
+  it->second.stream->refuse(std::move(refusal), Timings{});
   held_.erase(it);
 }
 
@@ -133,7 +151,8 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   changed_.notify_all();
 
   auto stream = std::make_shared<RequestStream>(
-      id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids)), nullptr);
+      id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids)), nullptr,
+      !(hold_ && admission_pending_));
   if (hold_) {
     held_[id] = Held{stream, 0};
     return stream;

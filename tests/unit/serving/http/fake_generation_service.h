@@ -32,6 +32,8 @@ class FakeGenerationService : public GenerationService {
   // --- what the test controls ---
   void set_finish(Finish finish, std::string error = {});  // how immediate requests end
   void set_hold(bool hold);                                // streams stay open until finish()
+  // Held streams start unadmitted, as a router's do, until admit() or refuse().
+  void set_admission_pending(bool pending);
   void fail_submits_with(std::optional<ServiceError> error);
   void set_serving(bool serving);
   void set_metrics(std::string text);
@@ -41,6 +43,8 @@ class FakeGenerationService : public GenerationService {
   void push(const std::string& id, int count);
   void push_textless(const std::string& id, int count);
   void finish(const std::string& id, Finish finish, std::string error = {});
+  void admit(const std::string& id);
+  void refuse(const std::string& id, ServiceError refusal);
 
   // --- what the test observes ---
   std::vector<GenerateInput> submitted() const;
@@ -71,6 +75,7 @@ class FakeGenerationService : public GenerationService {
   Finish finish_ = Finish::kLength;
   std::string finish_error_;
   bool hold_ = false;
+  bool admission_pending_ = false;
   std::optional<ServiceError> submit_error_;
   bool serving_ = true;
   std::string metrics_ = "# TYPE headway_requests_total counter\nheadway_requests_total 3\n";

@@ -190,6 +190,39 @@ TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   EXPECT_TRUE(service_.aborted().empty());
 }
 
+// Behind a router the engine process may refuse a streamed request after submit: the response
+// waits for the admission, so the client gets the refusal's status (429 for a full queue, which
+// OpenAI clients retry after a back-off), not a 200 stream with an error event.
+TEST_F(HttpFrontendTest, AStreamRefusedBeforeItsAdmissionGetsTheRefusalsStatus) {
+  service_.set_hold(true);
+  service_.set_admission_pending(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "stream": true})");
+  ASSERT_FALSE(id.empty());
+  service_.refuse(id, ServiceError(ErrorCode::kResourceExhausted, "engine0's queue is full"));
+  const std::string all = connection.read_until("is full");
+  EXPECT_EQ(all.rfind("HTTP/1.1 429", 0), 0u) << all;
+  EXPECT_NE(all.find("rate_limit_error"), std::string::npos) << all;
+  EXPECT_EQ(all.find("text/event-stream"), std::string::npos) << all;
+}
+
+TEST_F(HttpFrontendTest, AStreamAdmittedLaterIsSentAsUsual) {
+  service_.set_hold(true);
+  service_.set_admission_pending(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "stream": true})");
+  ASSERT_FALSE(id.empty());
+  service_.admit(id);
+  service_.push(id, 2);
+  const std::string first = connection.read_until("\"text\":\"ab\"");
+  EXPECT_EQ(first.rfind("HTTP/1.1 200", 0), 0u) << first;
+  service_.finish(id, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+}
+
 // vLLM's return_token_ids: every chunk names its tokens, and tokens without text (ids outside the
 // tokenizer, as with random weights) still make a chunk, so a client can count them.
 TEST_F(HttpFrontendTest, ReturnTokenIdsStreamsEveryTokenEvenWithoutText) {

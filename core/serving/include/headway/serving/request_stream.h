@@ -6,8 +6,8 @@
 // thread, not the engine's: next() runs the request's IncrementalDecoder over the new ids.
 //
 // Ownership: shared (std::shared_ptr) by the service and the frontend; the decoder and the stop
-// callback are owned by the stream. Threading: push_tokens/finish from one producer thread at a
-// time; next() from one consumer thread at a time; both may run concurrently.
+// callback are owned by the stream. Threading: push_tokens/finish/admit from one producer thread at
+// a time; next()/wait_admitted() from one consumer thread at a time; both may run concurrently.
 #pragma once
 
 #include <headway/serving/incremental_decoder.h>
@@ -94,8 +94,10 @@ class RequestStream {
  public:
   // `decoder` may be null (token ids only). `on_stop_string` is called (on the consumer's thread)
   // when the decoder matches a stop string, so the service can abort the request upstream.
+  // `admitted`: false when the service that is to run the request has yet to accept it (a router,
+  // whose engine process may still refuse it); the producer then calls admit() or refuse().
   RequestStream(std::string id, uint32_t prompt_tokens, std::unique_ptr<IncrementalDecoder> decoder,
-                std::function<void(const std::string& id)> on_stop_string);
+                std::function<void(const std::string& id)> on_stop_string, bool admitted = true);
   ~RequestStream();
   RequestStream(const RequestStream&) = delete;
   RequestStream& operator=(const RequestStream&) = delete;
@@ -111,6 +113,8 @@ class RequestStream {
   // The last call for a request refused before its first token by the service that was to run it:
   // a kError finish that carries `refusal`.
   void refuse(ServiceError refusal, Timings timings);
+  // The service that runs the request has accepted it: it will not be refused any more.
+  void admit();
 
   // --- consumer ---
   // Waits up to `timeout` for new tokens or the finish. A kHandoff finish hands the consumer the
@@ -121,6 +125,12 @@ class RequestStream {
   bool next(StreamChunk& out, std::chrono::milliseconds timeout);
   // True once the consumer has been handed the finishing chunk.
   bool done() const;
+  // Waits up to `timeout` until the request was admitted, has output, or ended (refused or not).
+  // Returns false on timeout. A frontend whose reply status goes out before the output (an HTTP
+  // stream's 200) waits for this first, so that a refusal can still be answered with its code.
+  bool wait_admitted(std::chrono::milliseconds timeout);
+  // The refusal the stream ended with, if it was refused (refuse()); without consuming anything.
+  std::optional<ServiceError> refusal() const;
 
  private:
   const std::string id_;
@@ -138,6 +148,7 @@ class RequestStream {
   std::optional<KvStage> kv_stage_;
   bool kv_stage_taken_ = false;     // handed to the consumer, which then owns removing it
   uint32_t completion_tokens_ = 0;  // every token pushed (usage)
+  bool admitted_;
   bool delivered_finish_ = false;
   bool stop_string_hit_ = false;  // consumer side: the decoder matched a stop string
   std::vector<int32_t> taken_;    // consumer scratch, reused

@@ -1,5 +1,7 @@
 #include "headway/serving/bench/bench_runner.h"
 
+#include <utility>
+
 #include "headway/serving/bench/completion_client.h"
 #include "headway/serving/bench/open_loop_dispatcher.h"
 #include "headway/serving/bench/run_clock.h"
@@ -41,7 +43,7 @@ class StreamingSender final : public RequestSender {
 
 }  // namespace
 
-core::RequestRecord to_record(const core::WorkloadRequest& request, const StreamResult& result) {
+core::RequestRecord take_record(const core::WorkloadRequest& request, StreamResult& result) {
   core::RequestRecord record;
   record.id = request.id;
   record.class_index = request.class_index;
@@ -51,7 +53,7 @@ core::RequestRecord to_record(const core::WorkloadRequest& request, const Stream
   record.first_token = result.first_token;
   record.finish = result.finish;
   record.finished = result.ok();
-  record.token_times = result.token_times;
+  record.token_times = std::move(result.token_times);
   return record;
 }
 
@@ -73,7 +75,7 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   run.peak_in_flight = dispatched.peak_in_flight;
   run.records.reserve(workload.requests.size());
   for (size_t i = 0; i < workload.requests.size(); ++i) {
-    run.records.push_back(to_record(workload.requests[i], run.results[i]));
+    run.records.push_back(take_record(workload.requests[i], run.results[i]));
   }
   return run;
 }

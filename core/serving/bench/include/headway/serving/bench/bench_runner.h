@@ -36,8 +36,10 @@ struct BenchOptions {
 
 struct BenchRun {
   std::vector<core::RequestRecord> records;  // one per workload request, in workload order
-  std::vector<StreamResult> results;         // the same order
-  std::vector<double> lateness;              // send time - scheduled arrival, seconds
+  // The same order. Their token_times have moved into the records (a long run holds millions of
+  // them); output_tokens still counts them.
+  std::vector<StreamResult> results;
+  std::vector<double> lateness;  // send time - scheduled arrival, seconds
   size_t sender_threads = 0, peak_in_flight = 0;
   double wall_seconds = 0;  // start of the run to the end of its last stream
 };
@@ -46,7 +48,7 @@ struct BenchRun {
 // failures are per-request results, never exceptions.
 BenchRun run_bench(const core::Workload& workload, const BenchOptions& options);
 
-// The record of one measured request (see above). Pure.
-core::RequestRecord to_record(const core::WorkloadRequest& request, const StreamResult& result);
+// The record of one measured request (see above). Moves result.token_times into the record.
+core::RequestRecord take_record(const core::WorkloadRequest& request, StreamResult& result);
 
 }  // namespace headway::serving::bench

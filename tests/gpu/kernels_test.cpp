@@ -726,16 +726,30 @@ TEST_P(CudaSampling, FollowsTheCoreSemantics) {
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, CudaSampling, ::testing::Values(1000u, 32007u));
 
+// Where a sampling-cut test puts its tokens: three tied heaviest (logit 3), two next (logit 2),
+// every other token at `filler`.
+struct CutLayout {
+  uint32_t vocab;
+  std::vector<uint32_t> heaviest;
+  std::vector<uint32_t> next;
+  float filler;
+};
+
+class CudaSamplingCuts : public ::testing::TestWithParam<CutLayout> {};
+
 // The cuts keep exactly the three equal heaviest tokens (a top-k of 3, a top-p whose cut lands on
 // the third of three tied weights, which keeps all three, a min-p of 0.5, and top-k with top-p):
 // each is drawn a third of the time and nothing else ever is. A cut that kept too few or too many
-// would show.
-TEST(CudaKernels, SamplingFrequenciesWithCutsFollowTheKeptSet) {
+// would show. The large vocabulary scatters the tokens over the range (the radix search's digits
+// differ) and gives its 32,002 fillers about the mass of the small one's 11 (29 against 30 times
+// the weight of a logit-0 token), so each cut lands where it does in the small one.
+TEST_P(CudaSamplingCuts, FrequenciesFollowTheKeptSet) {
   HW_SKIP_WITHOUT_CUDA();
-  const uint32_t vocab = 16, per_kind = 6000;
-  std::vector<float> base(vocab, 1.0f);
-  base[0] = base[1] = base[2] = 3.0f;
-  base[3] = base[4] = 2.0f;
+  const CutLayout& layout = GetParam();
+  const uint32_t vocab = layout.vocab, per_kind = 6000;
+  std::vector<float> base(vocab, layout.filler);
+  for (uint32_t i : layout.heaviest) base.at(i) = 3.0f;
+  for (uint32_t i : layout.next) base.at(i) = 2.0f;
   const std::vector<k::SampleParams> kinds = {{1.0f, 1.0f, 0.0f, 3, 0, 0, 0},
                                               {1.0f, 0.5f, 0.0f, 0, 0, 0, 0},
                                               {1.0f, 1.0f, 0.5f, 0, 0, 0, 0},
@@ -743,6 +757,7 @@ TEST(CudaKernels, SamplingFrequenciesWithCutsFollowTheKeptSet) {
   for (size_t kind = 0; kind < kinds.size(); ++kind) {
     SCOPED_TRACE("kind " + std::to_string(kind));
     std::vector<float> logits;
+    logits.reserve(size_t{per_kind} * vocab);
     std::vector<k::SampleParams> params(per_kind, kinds[kind]);
     for (uint32_t r = 0; r < per_kind; ++r) {
       logits.insert(logits.end(), base.begin(), base.end());
@@ -751,12 +766,20 @@ TEST(CudaKernels, SamplingFrequenciesWithCutsFollowTheKeptSet) {
     }
     const std::vector<int32_t> out = sample_on_device(logits, vocab, params);
     ASSERT_EQ(out.size(), per_kind);
-    std::vector<double> freq(vocab, 0.0);
-    for (int32_t t : out) freq.at(static_cast<size_t>(t)) += 1.0 / per_kind;
-    for (uint32_t i = 0; i < 3; ++i) EXPECT_NEAR(freq[i], 1.0 / 3, 0.025) << "token " << i;
-    for (uint32_t i = 3; i < vocab; ++i) EXPECT_EQ(freq[i], 0.0) << "token " << i;
+    std::vector<uint32_t> draws(vocab, 0);
+    for (int32_t t : out) ++draws.at(static_cast<size_t>(t));
+    uint32_t heaviest = 0;
+    for (uint32_t i : layout.heaviest) {
+      EXPECT_NEAR(double(draws[i]) / per_kind, 1.0 / 3, 0.025) << "token " << i;
+      heaviest += draws[i];
+    }
+    EXPECT_EQ(heaviest, per_kind) << "tokens other than the three heaviest were drawn";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, CudaSamplingCuts,
+                         ::testing::Values(CutLayout{16, {0, 1, 2}, {3, 4}, 1.0f},
+                                           CutLayout{32007, {7, 20000, 32006}, {8, 31000}, -7.0f}));
 
 TEST(CudaKernels, SamplingRowsWithNoWeightGiveTheGreedyTokenAsTheCoreDoes) {
   HW_SKIP_WITHOUT_CUDA();

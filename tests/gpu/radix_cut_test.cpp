@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <radix_cut.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -23,8 +23,14 @@ bool thread_has_cuda_context() {
   static const GetCurrentContext get_current = [] {
     void* function = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
     const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &function, 12000,
                                                            cudaEnableDefault, &found);
+#else
+    // The versioned lookup came with CUDA 12.5 (and the plain one is gone from CUDA 13).
+    const cudaError_t e =
+        cudaGetDriverEntryPoint("cuCtxGetCurrent", &function, cudaEnableDefault, &found);
+#endif
     return e == cudaSuccess && found == cudaDriverEntryPointSuccess
                ? reinterpret_cast<GetCurrentContext>(function)
                : nullptr;

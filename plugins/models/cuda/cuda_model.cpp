@@ -238,6 +238,11 @@ class CudaModel final : public sdk::Model {
     if (lead.kv_blocks() == 0) {
       throw sdk::Error(HW_FAILED_PRECONDITION, "cuda model: forward() before init_kv()");
     }
+    // forward() runs on the engine's thread, not the one that loaded the model: the lead device is
+    // made current before plan_.build(), whose pinned staging (cudaMallocHost) would otherwise
+    // create a context on device 0 (hundreds of MB there, or a failure when device 0 is full or
+    // held in exclusive mode by another process).
+    HW_CUDA_CHECK(cudaSetDevice(lead.device()));
     StepLimits limits;
     limits.vocab = config_.vocab_size;
     limits.max_model_len = max_model_len_;

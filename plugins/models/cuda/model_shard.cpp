@@ -26,17 +26,25 @@ ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParall
       timer_(phase_timing) {
   select();
   HW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  gemm_ = std::make_unique<Gemm>(deterministic, decode_gemv);
-  kv_.layers = config.num_hidden_layers;
-  kv_.kv_heads = tp.kv_heads_per_rank;
-  kv_.head_dim = config.head_dim;
-  q_width_ = tp.heads_per_rank * config.head_dim;
-  qkv_width_ = (tp.heads_per_rank + 2 * tp.kv_heads_per_rank) * config.head_dim;
-  const uint32_t half = config.head_dim / 2;
-  inv_freq_.reserve(half);
-  HW_CUDA_CHECK(
-      cudaMemcpy(inv_freq_.data(), inv_freq, half * sizeof(double), cudaMemcpyHostToDevice));
-  reserve(max_batch_tokens, 256, 0);
+  try {
+    gemm_ = std::make_unique<Gemm>(deterministic, decode_gemv);
+    kv_.layers = config.num_hidden_layers;
+    kv_.kv_heads = tp.kv_heads_per_rank;
+    kv_.head_dim = config.head_dim;
+    q_width_ = tp.heads_per_rank * config.head_dim;
+    qkv_width_ = (tp.heads_per_rank + 2 * tp.kv_heads_per_rank) * config.head_dim;
+    const uint32_t half = config.head_dim / 2;
+    inv_freq_.reserve(half);
+    HW_CUDA_CHECK(
+        cudaMemcpy(inv_freq_.data(), inv_freq, half * sizeof(double), cudaMemcpyHostToDevice));
+    reserve(max_batch_tokens, 256, 0);
+  } catch (...) {
+    // The destructor does not run for a half-built shard (out of memory for a large
+    // max_batch_tokens): the stream would leak.
+    gemm_.reset();
+    cudaStreamDestroy(stream_);
+    throw;
+  }
 }
 
 ModelShard::~ModelShard() {

@@ -162,8 +162,9 @@ TEST_F(CudaModel, CudaGraphOptionsThatCannotWorkAreRefusedBeforeTouchingADevice)
 // Graph steps against the same steps launch by launch, over batch sizes of several buckets (2, 4,
 // 8 and 16 rows with a one-token prompt chunk that samples nothing and a context split three ways;
 // 1 and 4 rows of short contexts, unsplit), and a prefill that grows the workspace after the
-// graphs were captured (they must be captured again, not replayed on freed buffers); logits, and
-// device-sampled ids.
+// graphs were captured (they must be captured again, not replayed on freed buffers); logits,
+// greedy device-sampled ids, and seeded temperature-1 draws (whose seed, temperature and output
+// index a replay must read from this step's inputs, not keep from the capture).
 TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   HW_SKIP_WITHOUT_CUDA();
   const std::string base = path() + ", kv_cache_gb = 0.5, max_batch_tokens = 16";
@@ -172,6 +173,8 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
                       2048);
   ModelHarness eager_ids("cuda", base, dir(), 16, 2048);
   ModelHarness graph_ids("cuda", base + ", cuda_graph_max_batch = 16", dir(), 16, 2048);
+  ModelHarness eager_draws("cuda", base, dir(), 16, 2048);
+  ModelHarness graph_draws("cuda", base + ", cuda_graph_max_batch = 16", dir(), 16, 2048);
   const uint32_t vocab = eager.info().vocab;
   std::vector<ModelHarness::Slice> prompts;
   for (uint64_t r = 0; r < 9; ++r)
@@ -180,12 +183,25 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   size_t fed = 0;
   std::vector<int32_t> next(9);
   int checked_ids = 0;
+  int draws = 0, differing_draws = 0;
   const auto step_all = [&](const std::vector<ModelHarness::Slice>& step, const char* what) {
     SCOPED_TRACE(what);
     const auto a = eager.step(step);
     const auto b = graphs.step(step);
     const auto ids = eager_ids.step(step).sampled;
     const auto graph_sampled = graph_ids.step(step).sampled;
+    std::vector<ModelHarness::Slice> seeded = step;
+    for (ModelHarness::Slice& slice : seeded) {
+      slice.temperature = 1.0f;
+      slice.seed = 1000 + slice.request;
+    }
+    const auto eager_drawn = eager_draws.step(seeded).sampled;
+    const auto graph_drawn = graph_draws.step(seeded).sampled;
+    for (size_t i = 0; i < step.size(); ++i) {
+      if (!step[i].sample) continue;
+      ++draws;
+      differing_draws += eager_drawn[i] != graph_drawn[i];
+    }
     ASSERT_EQ(a.logits.size(), b.logits.size());
     size_t row = 0;
     for (size_t i = 0; i < step.size(); ++i) {
@@ -221,9 +237,14 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
     step_all({{0, {next[0]}}, {1, {next[1]}}, {2, {next[2]}}}, (round_name + ", 3 rows").c_str());
   }
   EXPECT_GT(checked_ids, 20);
+  // The same draw on the same probabilities gives the same token; the logits of the two paths
+  // differ in rounding only, which moves a draw across a token boundary rarely. A replay that kept
+  // the capture's seed or output index would differ on most draws (the tiny model's distributions
+  // are wide).
+  EXPECT_LE(differing_draws * 10, draws) << differing_draws << " of " << draws << " draws differ";
   // The graph models did replay graphs, and no capture failed (a failure only warns and runs the
   // step launch by launch, which the comparisons above cannot tell apart).
-  for (ModelHarness* m : {&graphs, &graph_ids}) {
+  for (ModelHarness* m : {&graphs, &graph_ids, &graph_draws}) {
     auto counters = m->unload();
     EXPECT_GT(counters["cuda_graph_replays"], 10.0);
     // Six step shapes (graph keys), each captured once before the workspace grew and once after:

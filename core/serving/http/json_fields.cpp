@@ -21,6 +21,15 @@ std::string without_prefix(const nlohmann::json::exception& error) {
   return what;
 }
 
+// A whole number: an integer, or a float such as 10.0 or 1e1 (pydantic, and so vLLM, accepts
+// those for integer fields). An integer beyond 64 bits reaches here as a float too.
+bool is_whole(const nlohmann::json& value) {
+  if (value.is_number_integer()) return true;
+  if (!value.is_number_float()) return false;
+  const double number = value.get<double>();
+  return std::isfinite(number) && std::floor(number) == number;
+}
+
 }  // namespace
 
 nlohmann::json parse_body(std::string_view body) {
@@ -116,7 +125,17 @@ std::optional<float> FieldReader::number(std::string_view key) const {
 std::optional<int64_t> FieldReader::integer(std::string_view key, int64_t min, int64_t max) const {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return std::nullopt;
-  if (!value->is_number_integer()) throw wrong_type(name(key), "an integer", *value);
+  if (!is_whole(*value)) throw wrong_type(name(key), "an integer", *value);
+  if (value->is_number_float()) {
+    const double whole = value->get<double>();
+    // Checked against int64's range before the cast (2^63 itself is not an int64).
+    if (whole < -0x1p63 || whole >= 0x1p63 || static_cast<int64_t>(whole) < min ||
+        static_cast<int64_t>(whole) > max) {
+      throw invalid_field(name(key), name(key) + " must be between " + std::to_string(min) +
+                                         " and " + std::to_string(max) + ", not " + value->dump());
+    }
+    return static_cast<int64_t>(whole);
+  }
   const bool too_big = value->is_number_unsigned() &&
                        value->get<uint64_t>() > static_cast<uint64_t>(max < 0 ? 0 : max);
   const int64_t got = too_big ? max : value->get<int64_t>();
@@ -130,7 +149,18 @@ std::optional<int64_t> FieldReader::integer(std::string_view key, int64_t min, i
 std::optional<uint64_t> FieldReader::bits64(std::string_view key) const {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return std::nullopt;
-  if (!value->is_number_integer()) throw wrong_type(name(key), "an integer", *value);
+  if (!is_whole(*value)) throw wrong_type(name(key), "an integer", *value);
+  if (value->is_number_float()) {
+    // A whole number written as a float, or an integer too large for the parser's 64 bits.
+    const double whole = value->get<double>();
+    if (whole < -0x1p63 || whole >= 0x1p64) {
+      throw invalid_field(
+          name(key),
+          name(key) + " must fit in 64 bits (from -2^63 to 2^64 - 1), not " + value->dump());
+    }
+    return whole < 0 ? static_cast<uint64_t>(static_cast<int64_t>(whole))
+                     : static_cast<uint64_t>(whole);
+  }
   if (value->is_number_unsigned()) return value->get<uint64_t>();
   return static_cast<uint64_t>(value->get<int64_t>());
 }

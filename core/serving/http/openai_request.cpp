@@ -317,7 +317,11 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   // max_completion_tokens replaced max_tokens in OpenAI's chat API; either is honoured. Without
   // either, the completion may run to the end of the context: the service bounds it there.
   auto max_tokens = fields.integer("max_completion_tokens", 1, kMaxTokensLimit);
-  if (!max_tokens) max_tokens = fields.integer("max_tokens", 1, kMaxTokensLimit);
+  if (max_tokens) {
+    out.input.max_tokens_field = "max_completion_tokens";  // what a refusal names
+  } else {
+    max_tokens = fields.integer("max_tokens", 1, kMaxTokensLimit);
+  }
   if (max_tokens) {
     out.input.max_tokens = static_cast<uint32_t>(*max_tokens);
   } else {
@@ -331,6 +335,14 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   for (const char* field : {"tools", "functions"}) {  // functions: OpenAI's older name
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }
+  // Without tools, "none" and "auto" ask for nothing; "required" or a named function asks for a
+  // tool call, which OpenAI and vLLM refuse without tools too.
+  if (const nlohmann::json* choice = fields.find("tool_choice");
+      is_set(choice) && !(choice->is_string() && (*choice == "none" || *choice == "auto"))) {
+    throw not_supported("tool_choice", "tool_choice other than \"none\" or \"auto\" (tools)");
+  }
+  // A client that sends its own template relies on it: the prompt would silently be another.
+  if (is_set(fields.find("chat_template"))) throw not_supported("chat_template", "chat_template");
   // vLLM's chat extensions, at anything but their defaults.
   if (!fields.boolean("add_generation_prompt").value_or(true)) {
     throw not_supported("add_generation_prompt", "add_generation_prompt = false");

@@ -72,12 +72,27 @@ bool asks_keep_alive(const httplib::Request& request) {
 std::string library_error_message(const httplib::Request& request, int status) {
   switch (status) {
     case 400:
+      // cpp-httplib reads no body without a length (curl -X POST with no data sends none).
+      if (request.method != "GET" && !request.has_header("Content-Length") &&
+          !request.has_header("Transfer-Encoding")) {
+        return "a " + request.method +
+               " needs a body with a Content-Length (or chunked Transfer-Encoding): send the "
+               "request as JSON";
+      }
       return "malformed HTTP request";
     case 404:
       return "no route " + request.method + " " + request.path +
              "; the routes are POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
              "GET /health and GET /metrics";
     case 413:
+      // cpp-httplib (Debian's build) caps a form-encoded body at 8,192 bytes, whatever the
+      // server's own limit: curl -d sends that type unless told otherwise.
+      if (request.get_header_value("Content-Type")
+              .starts_with("application/x-www-form-urlencoded")) {
+        return "a body sent as Content-Type application/x-www-form-urlencoded (curl -d's "
+               "default) is limited to 8192 bytes by the HTTP library; send it with "
+               "Content-Type: application/json";
+      }
       return "request body is larger than " + std::to_string(kHttpMaxBodyBytes) + " bytes";
     case 414:
       return "request URI is too long";
@@ -160,6 +175,12 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   auto ticket = in_flight_.enter();
   if (!ticket) throw ApiError(503, "the server is shutting down");
 
+  if (request.is_multipart_form_data()) {
+    // cpp-httplib takes a multipart body apart into form fields, leaving no JSON to read.
+    throw ApiError(400,
+                   "a multipart/form-data body (curl -F) is not accepted: send the request as JSON "
+                   "with Content-Type: application/json");
+  }
   const ModelSummary model = service_.model_info();
   OpenAiRequest parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
                                                             : parse_chat_request(request.body);

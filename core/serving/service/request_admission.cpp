@@ -89,7 +89,8 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   }
   validate_length(static_cast<uint32_t>(std::min<size_t>(admitted.prompt.size(), UINT32_MAX)),
                   input.max_tokens, model_.max_model_len,
-                  input.prompt_kind == GenerateInput::PromptKind::kChat ? "messages" : "prompt");
+                  input.prompt_kind == GenerateInput::PromptKind::kChat ? "messages" : "prompt",
+                  input.max_tokens_field);
   return admitted;
 }
 

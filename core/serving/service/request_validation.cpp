@@ -85,7 +85,7 @@ void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char
 }
 
 void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len,
-                     const char* prompt_field) {
+                     const char* prompt_field, std::string_view max_tokens_field) {
   // A prompt that fills the context alone is the prompt's fault, whatever max_tokens says (and a
   // chat request without max_tokens never chose one).
   if (prompt_tokens >= max_model_len) {
@@ -97,10 +97,10 @@ void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_m
   if (static_cast<uint64_t>(prompt_tokens) + max_tokens > max_model_len) {
     invalid(fmt::format("this model's maximum context length is {} tokens, but {} were requested "
                         "({} in the prompt, {} for the completion); reduce the prompt or "
-                        "max_tokens",
+                        "{}",
                         max_model_len, static_cast<uint64_t>(prompt_tokens) + max_tokens,
-                        prompt_tokens, max_tokens),
-            "max_tokens");
+                        prompt_tokens, max_tokens, max_tokens_field),
+            std::string(max_tokens_field));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace headway::serving {
 
@@ -28,9 +29,9 @@ void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char
 
 // vLLM's context-length rule: prompt + max_tokens must fit in max_model_len. A prompt of
 // max_model_len tokens or more is blamed on `prompt_field` ("prompt" or "messages"), anything
-// else on max_tokens.
+// else on `max_tokens_field` (the client's name for it).
 void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_model_len,
-                     const char* prompt_field);
+                     const char* prompt_field, std::string_view max_tokens_field = "max_tokens");
 
 // A process that takes requests from clients (not an engine process behind a router) refuses the
 // disaggregation fields only a router sets: prefill_only, kv_source, generated_ids.

@@ -145,6 +145,38 @@ TEST_F(HttpFrontendTest, OversizedBodyIs413) {
   EXPECT_EQ(good->status, 200);
 }
 
+// Bodies cpp-httplib takes before any handler sees them get a message saying what to send: a
+// form-encoded body (curl -d's default type) over its 8 KiB cap, a multipart one (curl -F), and a
+// POST without a length (curl -X POST with no data).
+TEST_F(HttpFrontendTest, BodiesTheHttpLibraryRefusesSayWhatToSend) {
+  const std::string body = R"({"prompt": "x", "pad": ")" + std::string(9000, 'b') + R"("})";
+  auto form = client().Post("/v1/completions", body, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 413);
+  EXPECT_NE(
+      error_of(form->body)["message"].get<std::string>().find("Content-Type: application/json"),
+      std::string::npos)
+      << form->body;
+  // The same body as JSON is served.
+  auto json = post_json("/v1/completions", body);
+  ASSERT_TRUE(json);
+  EXPECT_EQ(json->status, 200) << json->body;
+
+  httplib::MultipartFormDataItems items = {{"prompt", "x", "", ""}};
+  auto multipart = client().Post("/v1/completions", items);
+  ASSERT_TRUE(multipart);
+  EXPECT_EQ(multipart->status, 400);
+  EXPECT_NE(error_of(multipart->body)["message"].get<std::string>().find("multipart"),
+            std::string::npos)
+      << multipart->body;
+
+  const std::string no_length =
+      raw_exchange(port(), "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  ASSERT_TRUE(no_length.starts_with("HTTP/1.1 400")) << no_length;
+  EXPECT_NE(no_length.find("needs a body with a Content-Length"), std::string::npos) << no_length;
+  EXPECT_EQ(service_.submitted().size(), 1u);  // only the JSON one
+}
+
 TEST_F(HttpFrontendTest, GarbageOnTheWireGets400AndTheServerKeepsServing) {
   const std::string garbage[] = {
       "GARBAGE\r\n\r\n",

@@ -158,7 +158,21 @@ INSTANTIATE_TEST_SUITE_P(
                 "include_stop_str_in_output", "not supported"},
         Refused{R"({"prompt": "x", "truncate_prompt_tokens": 8})", "truncate_prompt_tokens",
                 "not supported"},
-        Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"}));
+        Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"},
+        // An integer beyond 64 bits reaches the parser as a float: the message says why it is
+        // refused, not that it is no integer.
+        Refused{R"({"prompt": "x", "seed": 18446744073709551621})", "seed", "must fit in 64 bits"},
+        Refused{R"({"prompt": "x", "max_tokens": 10.5})", "max_tokens", "must be an integer"},
+        Refused{R"({"prompt": "x", "max_tokens": 1e30})", "max_tokens", "between"}));
+
+// Whole numbers written as floats are the integers they spell, as pydantic (and so vLLM) reads
+// them.
+TEST(CompletionRequest, WholeFloatsAreIntegers) {
+  const OpenAiRequest parsed =
+      parse_completion_request(R"({"prompt": "x", "max_tokens": 1e1, "seed": -2.0})");
+  EXPECT_EQ(parsed.input.max_tokens, 10u);
+  EXPECT_EQ(parsed.input.sampling.seed, static_cast<uint64_t>(int64_t{-2}));
+}
 
 TEST(ChatRequest, JoinsTextPartsAndMapsDeveloperToSystem) {
   const OpenAiRequest parsed = parse_chat_request(R"({"messages": [
@@ -182,6 +196,8 @@ TEST(ChatRequest, MaxCompletionTokensWinsOverMaxTokens) {
       R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9,
           "max_completion_tokens": 4})";
   EXPECT_EQ(parse_chat_request(body).input.max_tokens, 4u);
+  // A refusal for the length names the field that set it.
+  EXPECT_EQ(parse_chat_request(body).input.max_tokens_field, "max_completion_tokens");
   EXPECT_EQ(
       parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9})")
           .input.max_tokens,
@@ -226,7 +242,15 @@ INSTANTIATE_TEST_SUITE_P(
                     "continue_final_message": true})",
                 "continue_final_message", "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo",
-                "not supported", true}));
+                "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+                "tool_choice", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+                "tool_choice", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "chat_template": "{{ messages[0].content }}"})",
+                "chat_template", "not supported", true}));
 
 // Those extensions at their defaults (what clients that always send them send) are accepted.
 TEST(ChatRequest, VllmExtensionsAtTheirDefaultsAreAccepted) {
@@ -234,7 +258,10 @@ TEST(ChatRequest, VllmExtensionsAtTheirDefaultsAreAccepted) {
       R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": true,
           "continue_final_message": false, "echo": false, "min_tokens": 0, "guided_json": null,
           "include_stop_str_in_output": false, "tools": [], "functions": [],
-          "bad_words": [], "structured_outputs": null})"));
+          "bad_words": [], "structured_outputs": null, "tool_choice": "auto",
+          "chat_template": null})"));
+  EXPECT_NO_THROW(parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none"})"));
   EXPECT_NO_THROW(parse_completion_request(
       R"({"prompt": "x", "min_tokens": 0, "guided_choice": null, "allowed_token_ids": []})"));
 }

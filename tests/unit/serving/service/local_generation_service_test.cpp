@@ -141,6 +141,13 @@ TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
        "max_tokens"},
       {"too long", [](GenerateInput& in) { in.max_tokens = 1022; }, ErrorCode::kInvalidArgument,
        "max_tokens"},
+      // Named as the client sent it (OpenAI chat's max_completion_tokens).
+      {"too long, as max_completion_tokens",
+       [](GenerateInput& in) {
+         in.max_tokens = 1022;
+         in.max_tokens_field = "max_completion_tokens";
+       },
+       ErrorCode::kInvalidArgument, "max_completion_tokens"},
       // A prompt that fills the context is the prompt's fault, also when the client set no
       // max_tokens (OpenAI chat) and the service chose the limit.
       {"prompt fills the context",

@@ -22,6 +22,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace headway::serving {
@@ -44,6 +45,9 @@ struct GenerateInput {
 
   core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
   uint32_t max_tokens = 16;       // >= 1 and prompt + max_tokens <= max_model_len
+  // The client's name for max_tokens, which a refusal names (OpenAI chat's max_completion_tokens);
+  // always a string literal.
+  std::string_view max_tokens_field = "max_tokens";
   // The client set no limit (OpenAI chat without max_tokens): generate until max_model_len, i.e.
   // max_tokens becomes max_model_len - prompt tokens (refused when the prompt leaves no room).
   bool max_tokens_to_context_end = false;

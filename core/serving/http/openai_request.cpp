@@ -155,8 +155,10 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
     if (!out.stream) {
       throw invalid_field("stream_options", "stream_options is only allowed with \"stream\": true");
     }
-    out.include_usage =
-        FieldReader(*options, "stream_options").boolean("include_usage").value_or(false);
+    const FieldReader stream_options(*options, "stream_options");
+    out.include_usage = stream_options.boolean("include_usage").value_or(false);
+    out.continuous_usage =
+        out.include_usage && stream_options.boolean("continuous_usage_stats").value_or(false);
   }
 }
 

@@ -17,6 +17,9 @@ struct OpenAiRequest {
   GenerateInput input;  // request_id set to a fresh "cmpl-..." / "chatcmpl-..." id
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // vLLM's stream_options.continuous_usage_stats, with include_usage: every chunk carries the
+  // usage so far.
+  bool continuous_usage = false;
   // vLLM's extension: each choice (each stream chunk) also carries the generated "token_ids".
   bool return_token_ids = false;
 };

@@ -15,11 +15,13 @@ nlohmann::json envelope(const ResponseHeader& header, bool chunk) {
           {"model", header.model}};
 }
 
-nlohmann::json chunk_envelope(const ResponseHeader& header, nlohmann::json choice) {
+nlohmann::json chunk_envelope(const ResponseHeader& header, nlohmann::json choice,
+                              const Usage& usage) {
   nlohmann::json body = envelope(header, true);
   body["choices"] = nlohmann::json::array({std::move(choice)});
-  // OpenAI: with include_usage, every chunk but the last carries "usage": null.
-  if (header.include_usage) body["usage"] = nullptr;
+  // OpenAI: with include_usage, every chunk but the last carries "usage": null; vLLM's
+  // continuous_usage_stats puts the usage so far there instead.
+  if (header.include_usage) body["usage"] = header.continuous_usage ? usage_json(usage) : nullptr;
   return body;
 }
 
@@ -68,17 +70,19 @@ nlohmann::json completion_json(const ResponseHeader& header, const std::string& 
   return body;
 }
 
-nlohmann::json role_chunk_json(const ResponseHeader& header) {
-  return chunk_envelope(header, {{"index", 0},
-                                 {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                 {"logprobs", nullptr},
-                                 {"finish_reason", nullptr},
-                                 {"stop_reason", nullptr}});
+nlohmann::json role_chunk_json(const ResponseHeader& header, const Usage& usage) {
+  return chunk_envelope(header,
+                        {{"index", 0},
+                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                         {"logprobs", nullptr},
+                         {"finish_reason", nullptr},
+                         {"stop_reason", nullptr}},
+                        usage);
 }
 
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
                                 std::span<const int32_t> token_ids, Finish finish,
-                                const StopReason& stop_reason) {
+                                const StopReason& stop_reason, const Usage& usage) {
   nlohmann::json choice = {{"index", 0}, {"logprobs", nullptr}};
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
@@ -88,7 +92,7 @@ nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string&
   }
   choice["finish_reason"] = finish_reason_json(finish);
   choice["stop_reason"] = stop_reason_json(stop_reason);
-  return chunk_envelope(header, std::move(choice));
+  return chunk_envelope(header, std::move(choice), usage);
 }
 
 nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage) {

@@ -23,6 +23,8 @@ struct ResponseHeader {
   int64_t created = 0;         // Unix seconds
   std::string model;           // the served model's name
   bool include_usage = false;  // streams: "usage": null on each chunk, then a usage chunk
+  // With include_usage (vLLM's continuous_usage_stats): each chunk's "usage" is the usage so far.
+  bool continuous_usage = false;
   // Each choice also carries "token_ids": the tokens generated (whole answer) or since the
   // previous chunk (streams). A stream then sends a chunk for tokens that have no text yet.
   bool return_token_ids = false;
@@ -44,10 +46,11 @@ nlohmann::json completion_json(const ResponseHeader& header, const std::string& 
 
 // Streams. A chat stream opens with role_chunk_json; every stream then carries text deltas (the
 // last one with its finish), then with include_usage a usage chunk, then the [DONE] event.
-nlohmann::json role_chunk_json(const ResponseHeader& header);
+// `usage`: the usage so far, which a chunk carries under header.continuous_usage.
+nlohmann::json role_chunk_json(const ResponseHeader& header, const Usage& usage);
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
                                 std::span<const int32_t> token_ids, Finish finish,
-                                const StopReason& stop_reason = {});
+                                const StopReason& stop_reason, const Usage& usage);
 nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

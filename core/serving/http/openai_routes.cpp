@@ -189,6 +189,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.created = unix_now();
   header.model = parsed.input.model.empty() ? model.name : parsed.input.model;
   header.include_usage = parsed.include_usage;
+  header.continuous_usage = parsed.continuous_usage;
   header.return_token_ids = parsed.return_token_ids;
 
   std::shared_ptr<RequestStream> stream = service_.submit(std::move(parsed.input));

@@ -26,7 +26,7 @@ bool SseResponder::provide(httplib::DataSink& sink) {
     opened_ = true;
     // The chat role chunk goes out at once, so clients see the stream open before the first token.
     if (header_.endpoint == Endpoint::kChatCompletions) {
-      return write(sink, sse_event(role_chunk_json(header_)));
+      return write(sink, sse_event(role_chunk_json(header_, Usage{stream_->prompt_tokens(), 0})));
     }
   }
   if (stopping_.load()) {
@@ -43,15 +43,15 @@ bool SseResponder::provide(httplib::DataSink& sink) {
   // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) or
   // that have none make no event of their own, unless the client asked for the token ids.
   if (chunk_.text.empty() && (!header_.return_token_ids || chunk_.token_ids.empty())) return true;
-  return write(sink,
-               sse_event(delta_chunk_json(header_, chunk_.text, chunk_.token_ids, Finish::kNone)));
+  return write(sink, sse_event(delta_chunk_json(header_, chunk_.text, chunk_.token_ids,
+                                                Finish::kNone, {}, chunk_.usage)));
 }
 
 bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
   if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
     if ((!last.text.empty() || (header_.return_token_ids && !last.token_ids.empty())) &&
-        !write(sink,
-               sse_event(delta_chunk_json(header_, last.text, last.token_ids, Finish::kNone)))) {
+        !write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, Finish::kNone,
+                                                {}, last.usage)))) {
       return false;
     }
     if (last.finish == Finish::kAbort) {
@@ -63,7 +63,7 @@ bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
                 "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
   }
   if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, last.finish,
-                                              last.stop_reason)))) {
+                                              last.stop_reason, last.usage)))) {
     return false;
   }
   if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, last.usage)))) {

@@ -64,6 +64,41 @@ TEST_F(HttpFrontendTest, CompletionStreamSendsDeltasFinishUsageAndDone) {
             json({{"prompt_tokens", 7}, {"completion_tokens", 4}, {"total_tokens", 11}}));
 }
 
+// vLLM's continuous_usage_stats: every chunk carries the usage so far (the chat role chunk none
+// generated yet), then the usage chunk as usual.
+TEST_F(HttpFrontendTest, ContinuousUsageStatsPutTheUsageSoFarOnEveryChunk) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/chat/completions",
+                  R"({"messages": [{"role": "user", "content": "x"}], "stream": true,
+          "stream_options": {"include_usage": true, "continuous_usage_stats": true}})");
+  ASSERT_FALSE(id.empty());
+  service_.push(id, 2);
+  connection.read_until("\"content\":\"ab\"");
+  service_.push(id, 1);
+  connection.read_until("\"content\":\"c\"");
+  service_.finish(id, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  std::vector<std::string> data;
+  for (size_t at = all.find("data: "); at != std::string::npos; at = all.find("data: ", at + 1)) {
+    data.push_back(all.substr(at + 6, all.find("\n\n", at) - at - 6));
+  }
+  const auto events = json_events(data);
+  ASSERT_GE(events.size(), 4u) << all;
+  std::vector<uint32_t> completion;
+  for (const json& event : events) {
+    ASSERT_TRUE(event.contains("usage") && event["usage"].is_object()) << event;
+    EXPECT_EQ(event["usage"]["prompt_tokens"], 7) << event;
+    completion.push_back(event["usage"]["completion_tokens"].get<uint32_t>());
+  }
+  EXPECT_EQ(completion.front(), 0u);  // the role chunk
+  EXPECT_EQ(completion[1], 2u);       // "ab"
+  EXPECT_EQ(completion[2], 3u);       // "c"
+  EXPECT_EQ(completion.back(), 3u);   // the usage chunk
+  EXPECT_TRUE(events.back()["choices"].empty());
+}
+
 TEST_F(HttpFrontendTest, StreamWithoutIncludeUsageHasNoUsage) {
   auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 2, "stream": true})");
   ASSERT_TRUE(result);

@@ -1,8 +1,9 @@
 // Waits for a non-streamed request's whole output on the handler's worker thread.
 //
 // The wait polls the stream (kStreamPoll) so that a stopping frontend aborts the request instead
-// of holding shutdown up for a long generation. A client that disconnects during the wait is not
-// noticed (nothing is written before the answer); max_tokens bounds the wasted work.
+// of holding shutdown up for a long generation, and, after the first second, asks `client` every
+// second whether the client is still connected: a request whose client went away is aborted, as
+// vLLM does, rather than generated to its end for nobody.
 //
 // Ownership: borrows everything. Threading: the one consumer thread of `stream`.
 #pragma once
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "client_connection_watch.h"
 
 namespace headway::serving::http {
 
@@ -25,8 +28,8 @@ struct Completion {
 };
 
 // Throws ApiError: 503 when the request was aborted (drain) or the frontend is stopping, 500 when
-// generation failed.
+// generation failed, 499 (nginx's "client closed request"; nobody reads it) when the client went.
 Completion collect_completion(GenerationService& service, RequestStream& stream,
-                              const std::atomic<bool>& stopping);
+                              const std::atomic<bool>& stopping, ClientConnectionWatch& client);
 
 }  // namespace headway::serving::http

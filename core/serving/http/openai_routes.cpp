@@ -198,7 +198,9 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   if (!parsed.stream) {
     Completion completion;
     try {
-      completion = collect_completion(service_, *stream, in_flight_.stopping());
+      ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
+                                   request.remote_port);
+      completion = collect_completion(service_, *stream, in_flight_.stopping(), client);
     } catch (...) {
       service_.abort(stream->id());  // a no-op when it already finished
       throw;

@@ -1,5 +1,6 @@
 // Server-Sent Event streams: their chunks, usage, error events, and that a client which goes away
-// or a frontend that stops aborts the request in the service.
+// (streamed or not) or a frontend that stops aborts the request in the service.
+#include <chrono>
 #include <thread>
 
 #include "http_test_support.h"
@@ -323,6 +324,37 @@ TEST_F(HttpFrontendTest, ClientThatDisconnectsMidStreamAbortsTheRequest) {
   }
   // No more tokens come: the keep-alive comment is what finds the client gone.
   EXPECT_TRUE(service_.wait_for_abort(id, kPatienceSeconds));
+}
+
+// A non-streamed request writes nothing before its answer, so its client's going away is found
+// by looking at the connection (ClientConnectionWatch), and the request is aborted as vLLM
+// aborts it, not generated to its end for nobody. The client closes its connection, as one that
+// times out does.
+TEST_F(HttpFrontendTest, ANonStreamedRequestWhoseClientWentAwayIsAborted) {
+  service_.set_hold(true);
+  std::string id;
+  {
+    RawConnection connection(port());
+    id = open_stream(service_, connection, "/v1/completions", R"({"prompt": "x"})");
+    ASSERT_FALSE(id.empty());
+  }  // closed
+  EXPECT_TRUE(service_.wait_for_abort(id, kPatienceSeconds));
+}
+
+// A client still connected after the watch's first look (1 s) gets its answer.
+TEST_F(HttpFrontendTest, ANonStreamedRequestOfAClientStillThereIsAnswered) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "max_tokens": 2})");
+  ASSERT_FALSE(id.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past two looks
+  service_.push(id, 2);
+  service_.finish(id, Finish::kLength);
+  const std::string answer = connection.read_until("\"total_tokens\"");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 200")) << answer;
+  EXPECT_NE(answer.find("\"text\":\"ab\""), std::string::npos) << answer;
+  EXPECT_TRUE(service_.aborted().empty());
 }
 
 TEST_F(HttpFrontendTest, DisconnectNoticedOnTheNextToken) {

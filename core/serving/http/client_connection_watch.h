@@ -12,9 +12,9 @@
 //
 // Finding the socket costs a pass over the process's descriptors (a getpeername each): about
 // 0.7 ms with 600 sockets open and the connection's last, which is why it waits for the first
-// check (a second into the wait) and short answers never pay it. The price: a client that resets its connection (a killed process)
-// before that first check is not found (a reset socket has no peer address), and its request
-// runs on; one that closes it (a timeout, FIN) is found.
+// check (a second into the wait) and short answers never pay it. The price: a client that resets
+// its connection (a killed process) before that first check is not found (a reset socket has no
+// peer address), and its request runs on; one that closes it (a timeout, FIN) is found.
 //
 // Ownership: borrows nothing. Threading: one handler thread.
 #pragma once

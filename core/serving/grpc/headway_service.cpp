@@ -2,6 +2,7 @@
 
 #include <headway/serving/grpc_frontend.h>
 
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <utility>
@@ -29,6 +30,20 @@ void abort_quietly(GenerationService& service, const std::string& id) {
   try {
     service.abort(id);
   } catch (const std::exception&) {
+  }
+}
+
+// A hand-off's KV that its router will never take: a staged object is removed; KV held in this
+// process's engine (kv_handoff = "link") is dropped now, not when kv_link_hold_s runs out.
+void let_go_of_stage(GenerationService& service, const KvStage& stage) {
+  if (!stage.held) {
+    discard_kv_stage(stage.shm_name);
+    return;
+  }
+  try {
+    service.send_held_kv("", stage, /*drop=*/true);
+  } catch (const std::exception&) {
+    // Already sent, dropped or expired: nothing held any more.
   }
 }
 
@@ -103,6 +118,10 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
     // request is still queued (no tokens yet) must free its place too.
     if (context.IsCancelled()) {
       abort_quietly(service_, stream.id());
+      // A prefill that had already finished left its hand-off in the stream.
+      if (stream.next(chunk, std::chrono::milliseconds(0)) && chunk.kv_stage) {
+        let_go_of_stage(service_, *chunk.kv_stage);
+      }
       return {grpc::StatusCode::CANCELLED, "the client cancelled the call"};
     }
     if (!stream.next(chunk, kGenerationPollInterval)) continue;
@@ -115,7 +134,7 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
       // The client is gone; a request that finished anyway needs no abort, and abort() of one
       // that is no longer in flight is a harmless false. A staged KV it was to receive goes.
       if (!last) abort_quietly(service_, stream.id());
-      if (chunk.kv_stage) discard_kv_stage(chunk.kv_stage->shm_name);
+      if (chunk.kv_stage) let_go_of_stage(service_, *chunk.kv_stage);
       return {grpc::StatusCode::CANCELLED, "the client went away while tokens were being sent"};
     }
     if (last) return grpc::Status::OK;

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,7 +75,9 @@ std::string library_error_message(const httplib::Request& request, int status) {
   switch (status) {
     case 400:
       // cpp-httplib reads no body without a length (curl -X POST with no data sends none).
-      if (request.method != "GET" && !request.has_header("Content-Length") &&
+      if ((request.method == "POST" || request.method == "PUT" || request.method == "PATCH") &&
+          (request.version == "HTTP/1.1" || request.version == "HTTP/1.0") &&
+          !request.path.empty() && !request.has_header("Content-Length") &&
           !request.has_header("Transfer-Encoding")) {
         return "a " + request.method +
                " needs a body with a Content-Length (or chunked Transfer-Encoding): send the "
@@ -88,7 +92,9 @@ std::string library_error_message(const httplib::Request& request, int status) {
       // cpp-httplib (Debian's build) caps a form-encoded body at 8,192 bytes, whatever the
       // server's own limit: curl -d sends that type unless told otherwise.
       if (request.get_header_value("Content-Type")
-              .starts_with("application/x-www-form-urlencoded")) {
+              .starts_with("application/x-www-form-urlencoded") &&
+          std::strtoull(request.get_header_value("Content-Length").c_str(), nullptr, 10) <=
+              kHttpMaxBodyBytes) {
         return "a body sent as Content-Type application/x-www-form-urlencoded (curl -d's "
                "default) is limited to 8192 bytes by the HTTP library; send it with "
                "Content-Type: application/json";
@@ -123,29 +129,44 @@ void OpenAiRoutes::install(httplib::Server& server) {
       {"PUT", &httplib::Server::Put},       {"PATCH", &httplib::Server::Patch},
       {"DELETE", &httplib::Server::Delete}, {"OPTIONS", &httplib::Server::Options},
   };
+  // A known path with the wrong method is 405, not the 404 of an unknown path.
+  const auto wrong_method = [](const httplib::Request& request, httplib::Response& response,
+                               const std::string& allowed) {
+    response.set_header("Allow", allowed);
+    send_error(response, ApiError(405, "method " + request.method + " is not allowed on " +
+                                           request.path + "; use " + allowed));
+  };
+  std::map<std::string, std::string> allowed_methods;  // path -> its one method
   for (const Route& route : routes) {
+    allowed_methods[route.path] = route.method;
     for (const auto& [method, registrar] : methods) {
       if (method == route.method) {
         (server.*registrar)(route.path, guarded(route.handler));
         continue;
       }
-      // A known path with the wrong method is 405, not the 404 of an unknown path.
-      const std::string allowed = route.method;
-      (server.*registrar)(
-          route.path, [allowed](const httplib::Request& request, httplib::Response& response) {
-            response.set_header("Allow", allowed);
-            send_error(response, ApiError(405, "method " + request.method + " is not allowed on " +
-                                                   request.path + "; use " + allowed));
-          });
+      (server.*registrar)(route.path,
+                          [wrong_method, allowed = route.method](const httplib::Request& request,
+                                                                 httplib::Response& response) {
+                            wrong_method(request, response, allowed);
+                          });
     }
   }
 
   // cpp-httplib calls this for every status >= 400, ours included: only an empty body (an error
   // it produced itself: malformed request, unknown route, body too large) is filled in.
   server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& request, httplib::Response& response) {
+      [wrong_method, allowed_methods](const httplib::Request& request,
+                                      httplib::Response& response) {
         if (!response.body.empty() || response.content_provider_) {
           return httplib::Server::HandlerResponse::Unhandled;
+        }
+        // A POST to a GET route without a body fails in cpp-httplib before routing (it wants a
+        // length): still the wrong method, not a malformed request.
+        if (auto route = allowed_methods.find(request.path); response.status == 400 &&
+                                                             route != allowed_methods.end() &&
+                                                             route->second != request.method) {
+          wrong_method(request, response, route->second);
+          return httplib::Server::HandlerResponse::Handled;
         }
         send_error(response,
                    ApiError(response.status, library_error_message(request, response.status)));

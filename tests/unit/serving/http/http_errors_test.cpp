@@ -130,6 +130,11 @@ TEST_F(HttpFrontendTest, UnknownRouteIs404AndWrongMethodIs405) {
   ASSERT_TRUE(delete_models);
   EXPECT_EQ(delete_models->status, 405);
   EXPECT_EQ(delete_models->get_header_value("Allow"), "GET");
+  // A POST without a body (curl -X POST) fails in cpp-httplib before routing: still a 405.
+  const std::string bodiless =
+      raw_exchange(port(), "POST /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(bodiless.starts_with("HTTP/1.1 405")) << bodiless;
+  EXPECT_NE(bodiless.find("Allow: GET"), std::string::npos) << bodiless;
 }
 
 TEST_F(HttpFrontendTest, OversizedBodyIs413) {
@@ -199,6 +204,11 @@ TEST_F(HttpFrontendTest, GarbageOnTheWireGets400AndTheServerKeepsServing) {
   const std::string malformed = connection.read_until("}}");
   ASSERT_TRUE(malformed.starts_with("HTTP/1.1 400")) << malformed;
   EXPECT_NE(malformed.find("\"invalid_request_error\""), std::string::npos) << malformed;
+  EXPECT_NE(malformed.find("malformed HTTP request"), std::string::npos) << malformed;
+  // A bad version is malformed too, not a POST that lacks a body.
+  const std::string bad_version =
+      raw_exchange(port(), "POST /v1/completions HTTP/9.9\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(bad_version.find("needs a body"), std::string::npos) << bad_version;
 
   auto good = post_json("/v1/completions", R"({"prompt": "x"})");
   ASSERT_TRUE(good);

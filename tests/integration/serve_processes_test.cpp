@@ -85,6 +85,11 @@ class StreamingCompletion {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [&] { return first_token_ || ended_; });
   }
+  // Whether the stream has ended (its call returned).
+  bool ended() {
+    std::lock_guard lock(mutex_);
+    return ended_;
+  }
   // Waits for the end of the stream; returns everything it carried.
   std::string finish() {
     thread_.join();
@@ -249,6 +254,42 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
       << streamed;
   EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
   cluster.engine(1).signal(SIGCONT);
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
+// A streamed request waiting behind another in its engine process's queue gets its 200 when the
+// process accepted it (the headway-accepted metadata), not with its first token: the 200 arrives
+// while the request ahead of it (the process runs one at a time, 300 tokens on the slow model) is
+// still streaming. Without the metadata it came only once that request had finished.
+TEST(ServeProcesses, AStreamsHeadersComeWhenItsEngineProcessAcceptsIt) {
+  TempDir dir("serve_processes_accepted");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true,
+                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                                "max_num_seqs = 1 } }");
+  StreamingCompletion ahead(cluster.http_port(), completion(std::string(120, 'e'), 300, true));
+  ahead.wait_for_first_token();
+  int status = 0;
+  bool ahead_streaming = false;
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.body = completion(std::string(120, 'f'), 8, true);
+  request.set_header("Content-Type", "application/json");
+  request.response_handler = [&](const httplib::Response& response) {
+    status = response.status;
+    ahead_streaming = !ahead.ended();
+    return false;  // enough: the client goes, and the router aborts the request
+  };
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
+  http.send(request, response, error);
+  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(ahead_streaming) << "the 200 came only after the request ahead had finished";
+  EXPECT_NE(ahead.finish().find("data: [DONE]"), std::string::npos);
   EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
   EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();

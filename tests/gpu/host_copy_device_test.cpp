@@ -80,6 +80,13 @@ TEST(HostCopyDevice, PeerLinkMovesGpuKvThroughPinnedSharedRings) {
   }
   (*decode).peer_close(receiving);
   (*prefill).peer_close(sending);
+  // The rings were pinned: a refused cudaHostRegister falls back to pageable copies (a warning),
+  // which would move the same bytes without testing the pinned path.
+  for (LoadedTransport* side : {&prefill, &decode}) {
+    EXPECT_EQ(side->counters()["host_copy_pageable_links"], 0.0)
+        << "cudaHostRegister refused the ring: the pinned path was not tested on this machine";
+    EXPECT_EQ(side->counters()["host_copy_pinned_links"], 1.0);
+  }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -45,6 +46,8 @@ class LoadedTransport {
     transport_ = std::make_unique<core::KvTransportInstance>(choice, host_);
   }
   core::KvTransportInstance& operator*() { return *transport_; }
+  // What the plugin counted through its host (e.g. host_copy_pinned_links).
+  std::map<std::string, double> counters() const { return host_.counters(); }
 
  private:
   core::VirtualClock clock_;

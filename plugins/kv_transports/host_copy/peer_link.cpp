@@ -117,7 +117,10 @@ PeerLink::PeerLink(std::unique_ptr<SharedLinkMemory> memory, int rank, int32_t m
       host_.log(HW_LOG_WARN, "host_copy: cannot pin the rings of link " + memory_->name() + ": " +
                                  pinned_->error() +
                                  "; its GPU copies use pageable memory (slower, not overlapped)");
+      host_.counter_add("host_copy_pageable_links", 1.0);
       pinned_.reset();
+    } else {
+      host_.counter_add("host_copy_pinned_links", 1.0);
     }
 #else
     throw Error(HW_UNIMPLEMENTED,

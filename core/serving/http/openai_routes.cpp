@@ -16,6 +16,7 @@
 
 #include "api_error.h"
 #include "bearer_auth.h"
+#include "client_connection_watch.h"
 #include "completion_collector.h"
 #include "openai_request.h"
 #include "sse_responder.h"
@@ -69,6 +70,9 @@ bool asks_keep_alive(const httplib::Request& request) {
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return value.find("keep-alive") != std::string::npos;
 }
+
+// Polls of a stream's admission (kStreamPoll each) between looks at its client: a second.
+constexpr int kPollsPerClientLook = 10;
 
 // The message for an error cpp-httplib produced without a handler.
 std::string library_error_message(const httplib::Request& request, int status) {
@@ -236,10 +240,18 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // 200 waits until the request has been accepted, so that a refusal is answered with its own
   // status like a non-streamed one (a 429 makes OpenAI clients back off and retry), not as an
   // error event in a 200 stream. A local service admits at submit, and this returns at once.
-  while (!stream->wait_admitted(kStreamPoll)) {
+  // Nothing is written during the wait, so a client that leaves is found by looking (an engine
+  // process that does not say it accepted, an older one, admits only at the first token).
+  ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
+                               request.remote_port);
+  for (int polls = 1; !stream->wait_admitted(kStreamPoll); ++polls) {
     if (in_flight_.stopping()) {
       service_.abort(stream->id());
       throw ApiError(503, "the server is shutting down; the request was aborted");
+    }
+    if (polls % kPollsPerClientLook == 0 && client.gone()) {
+      service_.abort(stream->id());
+      throw ApiError(499, "the client closed the connection; the request was aborted");
     }
   }
   if (std::optional<ServiceError> refusal = stream->refusal()) throw api_error_of(*refusal);

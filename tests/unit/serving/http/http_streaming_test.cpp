@@ -243,6 +243,20 @@ TEST_F(HttpFrontendTest, AStreamRefusedBeforeItsAdmissionGetsTheRefusalsStatus) 
   EXPECT_EQ(all.find("text/event-stream"), std::string::npos) << all;
 }
 
+// A client that leaves while its stream waits for admission (nothing written yet) is found by
+// looking at its connection, and the request is aborted.
+TEST_F(HttpFrontendTest, AStreamWhoseClientLeftBeforeItsAdmissionIsAborted) {
+  service_.set_hold(true);
+  service_.set_admission_pending(true);
+  std::string id;
+  {
+    RawConnection connection(port());
+    id = open_stream(service_, connection, "/v1/completions", R"({"prompt": "x", "stream": true})");
+    ASSERT_FALSE(id.empty());
+  }  // closed
+  EXPECT_TRUE(service_.wait_for_abort(id, kPatienceSeconds));
+}
+
 TEST_F(HttpFrontendTest, AStreamAdmittedLaterIsSentAsUsual) {
   service_.set_hold(true);
   service_.set_admission_pending(true);

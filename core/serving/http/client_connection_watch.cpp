@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <utility>
 
@@ -34,6 +35,9 @@ std::string numeric_host(const sockaddr_storage& address, socklen_t size) {
   return host;
 }
 
+// Between looks at the connection, and before the first.
+constexpr std::chrono::seconds kLookInterval{1};
+
 }  // namespace
 
 ClientConnectionWatch::ClientConnectionWatch(std::string local_addr, int local_port,
@@ -41,7 +45,8 @@ ClientConnectionWatch::ClientConnectionWatch(std::string local_addr, int local_p
     : local_addr_(std::move(local_addr)),
       remote_addr_(std::move(remote_addr)),
       local_port_(local_port),
-      remote_port_(remote_port) {}
+      remote_port_(remote_port),
+      next_look_(std::chrono::steady_clock::now() + kLookInterval) {}
 
 void ClientConnectionWatch::find_socket() {
   DIR* fds = ::opendir("/proc/self/fd");
@@ -75,6 +80,13 @@ bool ClientConnectionWatch::is_this_connection(int fd) const {
 }
 
 bool ClientConnectionWatch::gone() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_look_) return false;
+  next_look_ = now + kLookInterval;
+  return look();
+}
+
+bool ClientConnectionWatch::look() {
   if (!searched_) {
     searched_ = true;
     find_socket();

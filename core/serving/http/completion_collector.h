@@ -1,9 +1,9 @@
 // Waits for a non-streamed request's whole output on the handler's worker thread.
 //
 // The wait polls the stream (kStreamPoll) so that a stopping frontend aborts the request instead
-// of holding shutdown up for a long generation, and, after the first second, asks `client` every
-// second whether the client is still connected: a request whose client went away is aborted, as
-// vLLM does, rather than generated to its end for nobody.
+// of holding shutdown up for a long generation, and asks `client` at every poll whether the client
+// is still connected (the watch looks once a second): a request whose client went away is
+// aborted, as vLLM does, rather than generated to its end for nobody.
 //
 // Ownership: borrows everything. Threading: the one consumer thread of `stream`.
 #pragma once

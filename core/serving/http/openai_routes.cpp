@@ -71,9 +71,6 @@ bool asks_keep_alive(const httplib::Request& request) {
   return value.find("keep-alive") != std::string::npos;
 }
 
-// Polls of a stream's admission (kStreamPoll each) between looks at its client: a second.
-constexpr int kPollsPerClientLook = 10;
-
 // The message for an error cpp-httplib produced without a handler.
 std::string library_error_message(const httplib::Request& request, int status) {
   switch (status) {
@@ -244,12 +241,12 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // process that does not say it accepted, an older one, admits only at the first token).
   ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                request.remote_port);
-  for (int polls = 1; !stream->wait_admitted(kStreamPoll); ++polls) {
+  while (!stream->wait_admitted(kStreamPoll)) {
     if (in_flight_.stopping()) {
       service_.abort(stream->id());
       throw ApiError(503, "the server is shutting down; the request was aborted");
     }
-    if (polls % kPollsPerClientLook == 0 && client.gone()) {
+    if (client.gone()) {
       service_.abort(stream->id());
       throw ApiError(499, "the client closed the connection; the request was aborted");
     }

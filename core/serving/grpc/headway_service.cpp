@@ -36,15 +36,13 @@ void abort_quietly(GenerationService& service, const std::string& id) {
 // A hand-off's KV that its router will never take: a staged object is removed; KV held in this
 // process's engine (kv_handoff = "link") is dropped now, not when kv_link_hold_s runs out.
 void let_go_of_stage(GenerationService& service, const KvStage& stage) {
-  if (!stage.held) {
-    discard_kv_stage(stage.shm_name);
-    return;
-  }
-  try {
-    service.send_held_kv("", stage, /*drop=*/true);
-  } catch (const std::exception&) {
-    // Already sent, dropped or expired: nothing held any more.
-  }
+  abandon_kv_stage(stage, [&service](const KvStage& held) {
+    try {
+      service.send_held_kv("", held, /*drop=*/true);
+    } catch (const std::exception&) {
+      // Already sent, dropped or expired: nothing held any more.
+    }
+  });
 }
 
 grpc::Status internal_error(const char* method, const std::exception& error) {

@@ -99,6 +99,18 @@ std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
 // Removes the object (after reading it, or when nobody will).
 void discard_kv_stage(const std::string& name);
 
+// Frees the KV of a hand-off that nobody will take: a staged object is removed here; KV held in
+// its prefill process's engine (stage.held) only its holder can free, so `drop_held(stage)` is
+// called to ask it (each caller reaches the holder its own way).
+template <class DropHeld>
+void abandon_kv_stage(const KvStage& stage, DropHeld&& drop_held) {
+  if (stage.held) {
+    drop_held(stage);
+  } else {
+    discard_kv_stage(stage.shm_name);
+  }
+}
+
 // True when an object called `name` exists on this host (its /dev/shm).
 bool kv_stage_is_here(const std::string& name);
 

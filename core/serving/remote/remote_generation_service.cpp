@@ -599,17 +599,16 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
 }
 
 void RemoteGenerationService::Impl::discard_stage(const KvStage& stage) {
-  if (!stage.held) {
-    // A shared-memory stage: this router shares the host with the processes that write them.
-    discard_kv_stage(stage.shm_name);
-    return;
-  }
-  for (const std::unique_ptr<EngineProcess>& engine : engines_) {
-    if (engine->address() == stage.source_address) {
-      drop_held_kv(*engine, stage);
-      return;
+  // A shared-memory stage is unlinked here: this router shares the host with the processes that
+  // write them.
+  abandon_kv_stage(stage, [this](const KvStage& held) {
+    for (const std::unique_ptr<EngineProcess>& engine : engines_) {
+      if (engine->address() == held.source_address) {
+        drop_held_kv(*engine, held);
+        return;
+      }
     }
-  }
+  });
 }
 
 void RemoteGenerationService::Impl::call_refused(const ProxiedGenerate& /*call*/, ErrorCode code) {

@@ -339,11 +339,10 @@ void EngineDriver::wait_for_arrival(Arriving& arriving) {
 }
 
 void EngineDriver::let_go_of_stage(const KvStage& stage) {
-  if (!stage.held) {
-    discard_kv_stage(stage.shm_name);
-  } else if (handoff_ != nullptr && handoff_->links() != nullptr) {
-    handoff_->links()->drop(stage);
-  }  // (else it expires in its holder)
+  abandon_kv_stage(stage, [this](const KvStage& held) {
+    if (handoff_ != nullptr && handoff_->links() != nullptr) handoff_->links()->drop(held);
+    // (else it expires in its holder)
+  });
 }
 
 void EngineDriver::collect_held() {

@@ -151,9 +151,11 @@ std::optional<uint64_t> FieldReader::bits64(std::string_view key) const {
   if (value == nullptr) return std::nullopt;
   if (!is_whole(*value)) throw wrong_type(name(key), "an integer", *value);
   if (value->is_number_float()) {
-    // A whole number written as a float, or an integer too large for the parser's 64 bits.
+    // A whole number written as a float, or an integer too large for the parser's 64 bits. -2^63
+    // itself is refused here: an integer literal of it fits int64 and never arrives as a float,
+    // while one just below it rounds to exactly -2^63 as a double.
     const double whole = value->get<double>();
-    if (whole < -0x1p63 || whole >= 0x1p64) {
+    if (whole <= -0x1p63 || whole >= 0x1p64) {
       throw invalid_field(
           name(key),
           name(key) + " must fit in 64 bits (from -2^63 to 2^64 - 1), not " + value->dump());

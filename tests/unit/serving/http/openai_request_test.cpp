@@ -162,6 +162,8 @@ INSTANTIATE_TEST_SUITE_P(
         // An integer beyond 64 bits reaches the parser as a float: the message says why it is
         // refused, not that it is no integer.
         Refused{R"({"prompt": "x", "seed": 18446744073709551621})", "seed", "must fit in 64 bits"},
+        // One below -2^63 rounds to exactly -2^63 as a double: still refused.
+        Refused{R"({"prompt": "x", "seed": -9223372036854775809})", "seed", "must fit in 64 bits"},
         Refused{R"({"prompt": "x", "max_tokens": 10.5})", "max_tokens", "must be an integer"},
         Refused{R"({"prompt": "x", "max_tokens": 1e30})", "max_tokens", "between"}));
 
@@ -172,6 +174,15 @@ TEST(CompletionRequest, WholeFloatsAreIntegers) {
       parse_completion_request(R"({"prompt": "x", "max_tokens": 1e1, "seed": -2.0})");
   EXPECT_EQ(parsed.input.max_tokens, 10u);
   EXPECT_EQ(parsed.input.sampling.seed, static_cast<uint64_t>(int64_t{-2}));
+}
+
+TEST(CompletionRequest, SeedsAtThe64BitEdgesAreKept) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "seed": -9223372036854775808})")
+                .input.sampling.seed,
+            uint64_t{1} << 63);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "seed": 18446744073709551615})")
+                .input.sampling.seed,
+            ~uint64_t{0});
 }
 
 TEST(ChatRequest, JoinsTextPartsAndMapsDeveloperToSystem) {

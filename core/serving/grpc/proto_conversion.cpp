@@ -1,5 +1,7 @@
 #include "proto_conversion.h"
 
+#include "headway/serving/random_bits.h"
+
 namespace headway::serving::grpc_frontend {
 
 namespace {
@@ -10,7 +12,7 @@ void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
   out.sampling.top_p = sampling.has_top_p() ? sampling.top_p() : 1.0f;
   out.sampling.top_k = sampling.top_k();
   out.sampling.min_p = sampling.min_p();
-  out.sampling.seed = sampling.seed();
+  out.sampling.seed = sampling.has_seed() ? sampling.seed() : random_u64();
   out.sampling.ignore_eos = sampling.ignore_eos();
   out.sampling.stop_token_ids.assign(sampling.stop_token_ids().begin(),
                                      sampling.stop_token_ids().end());

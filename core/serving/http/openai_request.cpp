@@ -2,9 +2,9 @@
 
 #include <cstdint>
 #include <limits>
-#include <random>
 
 #include "api_error.h"
+#include "headway/serving/random_bits.h"
 #include "json_fields.h"
 
 namespace headway::serving::http {
@@ -14,12 +14,6 @@ constexpr int64_t kMaxTokensLimit = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
 constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's default
-
-uint64_t random_u64() {
-  // One generator per thread: no lock, and seeded from the OS so ids differ between processes.
-  thread_local std::mt19937_64 generator{std::random_device{}()};
-  return generator();
-}
 
 ApiError not_supported(const std::string& name, const std::string& what) {
   return invalid_field(name, what + " is not supported by this server");

@@ -1,6 +1,10 @@
 // Generate end to end: a generated client stub against a real GrpcFrontend over the fake service.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <set>
+#include <vector>
+
 #include "frontend_fixture.h"
 
 namespace headway::serving::testing {
@@ -141,6 +145,20 @@ TEST_F(GenerateTest, UnsetSamplingFieldsTakeTheServiceDefaultsNotProtoZeros) {
   EXPECT_FLOAT_EQ(input.sampling.top_p, 1.0f);              // proto3 would say 0, which is invalid
   EXPECT_EQ(input.max_tokens, GenerateInput{}.max_tokens);  // 16, not 0
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.0f);
+}
+
+// As over HTTP: requests without a seed must sample differently, so each gets its own random one;
+// an explicit seed, 0 included, is kept.
+TEST_F(GenerateTest, RequestsWithoutASeedGetDifferentRandomSeeds) {
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(generate(token_request({1})).status.ok());
+  v1::GenerateRequest zero = token_request({1});
+  zero.mutable_sampling()->set_seed(0);
+  ASSERT_TRUE(generate(zero).status.ok());
+  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(4);
+  const std::set<uint64_t> seeds{inputs.at(0).sampling.seed, inputs.at(1).sampling.seed,
+                                 inputs.at(2).sampling.seed};
+  EXPECT_EQ(seeds.size(), 3u);
+  EXPECT_EQ(inputs.at(3).sampling.seed, 0u);
 }
 
 TEST_F(GenerateTest, AnExplicitZeroMaxTokensReachesTheServiceToBeRefused) {

@@ -107,9 +107,11 @@ void GrpcFrontend::stop() {
   Impl& impl = *impl_;
   if (impl.state != Impl::State::kServing) return;
   impl.health_mirror.reset();  // before Shutdown, which sets every health status to NOT_SERVING
-  // Waits for in-flight calls until the deadline, then cancels them; Generate handlers notice the
-  // cancellation within kGenerationPollInterval, abort their requests and return.
-  impl.server->Shutdown(std::chrono::system_clock::now() + kShutdownGracePeriod);
+  // Headway's calls in progress get the grace period; Shutdown then cancels what is left at once:
+  // those past the grace (Generate handlers notice within kGenerationPollInterval, abort their
+  // requests and return) and the standard services' streams, which never end by themselves.
+  impl.headway->stop_calls(std::chrono::steady_clock::now() + impl.options.shutdown_grace);
+  impl.server->Shutdown(std::chrono::system_clock::now());
   impl.server->Wait();
   impl.server.reset();
   impl.headway.reset();

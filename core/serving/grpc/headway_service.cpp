@@ -63,6 +63,15 @@ grpc::Status guarded(grpc::ServerContext& context, const char* method, Body&& bo
 
 }  // namespace
 
+grpc::Status HeadwayService::admit(grpc::ServerContext& context, const CallGate::Pass& pass) const {
+  if (!pass) return {grpc::StatusCode::UNAVAILABLE, "the server is shutting down"};
+  return check_api_key(context, api_key_);
+}
+
+bool HeadwayService::stop_calls(std::chrono::steady_clock::time_point deadline) {
+  return calls_.close_and_wait(deadline);
+}
+
 HeadwayService::HeadwayService(GenerationService& service, const GrpcOptions& options)
     : service_(service),
       api_key_(options.api_key),
@@ -73,7 +82,8 @@ HeadwayService::HeadwayService(GenerationService& service, const GrpcOptions& op
 grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
                                       const v1::GenerateRequest* request,
                                       grpc::ServerWriter<v1::GenerateResponse>* writer) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   GenerateInput input;
   if (grpc::Status parsed = to_generate_input(*request, input); !parsed.ok()) return parsed;
   // Before submitting, on this call's own thread: the engine's driver only copies bytes that are
@@ -141,7 +151,8 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
 
 grpc::Status HeadwayService::Abort(grpc::ServerContext* context, const v1::AbortRequest* request,
                                    v1::AbortResponse* response) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   if (request->request_id().empty()) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
             "request_id: required (the id from the GenerateResponse messages)"};
@@ -154,7 +165,8 @@ grpc::Status HeadwayService::Abort(grpc::ServerContext* context, const v1::Abort
 
 grpc::Status HeadwayService::Health(grpc::ServerContext* context, const v1::HealthRequest*,
                                     v1::HealthResponse* response) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   return guarded(*context, "Health", [&] {
     to_health_response(service_.health(), *response);
     return grpc::Status::OK;
@@ -163,7 +175,8 @@ grpc::Status HeadwayService::Health(grpc::ServerContext* context, const v1::Heal
 
 grpc::Status HeadwayService::ModelInfo(grpc::ServerContext* context, const v1::ModelInfoRequest*,
                                        v1::ModelInfoResponse* response) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   return guarded(*context, "ModelInfo", [&] {
     to_model_info_response(service_.model_info(), *response);
     return grpc::Status::OK;
@@ -173,7 +186,8 @@ grpc::Status HeadwayService::ModelInfo(grpc::ServerContext* context, const v1::M
 grpc::Status HeadwayService::ClusterInfo(grpc::ServerContext* context,
                                          const v1::ClusterInfoRequest*,
                                          v1::ClusterInfoResponse* response) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   return guarded(*context, "ClusterInfo", [&] {
     to_cluster_info_response(service_.cluster_info(), *response);
     return grpc::Status::OK;
@@ -183,7 +197,8 @@ grpc::Status HeadwayService::ClusterInfo(grpc::ServerContext* context,
 grpc::Status HeadwayService::FetchKvStage(grpc::ServerContext* context,
                                           const v1::FetchKvStageRequest* request,
                                           grpc::ServerWriter<v1::KvChunk>* writer) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   if (!engine_process_) {
     return {grpc::StatusCode::FAILED_PRECONDITION,
             "FetchKvStage is for engine processes behind a router ([server] role = \"engine\")"};
@@ -194,7 +209,8 @@ grpc::Status HeadwayService::FetchKvStage(grpc::ServerContext* context,
 grpc::Status HeadwayService::OpenKvLink(grpc::ServerContext* context,
                                         const v1::OpenKvLinkRequest* request,
                                         v1::OpenKvLinkResponse* /*response*/) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   return guarded(*context, "OpenKvLink", [&] {
     const std::string& id = request->rendezvous();
     service_.open_kv_link(request->link_name(), std::vector<uint8_t>(id.begin(), id.end()));
@@ -205,7 +221,8 @@ grpc::Status HeadwayService::OpenKvLink(grpc::ServerContext* context,
 grpc::Status HeadwayService::SendHeldKv(grpc::ServerContext* context,
                                         const v1::SendHeldKvRequest* request,
                                         v1::SendHeldKvResponse* /*response*/) {
-  if (grpc::Status auth = check_api_key(*context, api_key_); !auth.ok()) return auth;
+  const CallGate::Pass pass(calls_);
+  if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   return guarded(*context, "SendHeldKv", [&] {
     service_.send_held_kv(request->link_name(), from_proto(request->kv_stage()), request->drop());
     return grpc::Status::OK;

@@ -5,15 +5,18 @@
 // and opens KV links and sends held KV for them (kv_links.h).
 //
 // Ownership: refers to the service, which must outlive it. Threading: gRPC calls the methods from
-// its thread pool, concurrently; the object itself holds no mutable state.
+// its thread pool, concurrently; stop_calls() from the frontend's controlling thread. Its only
+// mutable state is the count of calls in progress (CallGate).
 #pragma once
 
 #include <headway/serving/generation_service.h>
 #include <headway/serving/grpc_frontend.h>
 #include <headway/v1/headway.grpc.pb.h>
 
+#include <chrono>
 #include <string>
 
+#include "call_gate.h"
 #include "kv_stage_socket.h"
 
 namespace headway::serving::grpc_frontend {
@@ -40,7 +43,15 @@ class HeadwayService final : public v1::Headway::Service {
   grpc::Status SendHeldKv(grpc::ServerContext* context, const v1::SendHeldKvRequest* request,
                           v1::SendHeldKvResponse* response) override;
 
+  // Refuses later calls (UNAVAILABLE) and waits until those in progress have returned or
+  // `deadline` passed; true when none is left. Before Server::Shutdown, so that only this
+  // service's calls get the grace period, not the standard services' endless streams.
+  bool stop_calls(std::chrono::steady_clock::time_point deadline);
+
  private:
+  // A call may proceed: the gate is open and the API key checks.
+  grpc::Status admit(grpc::ServerContext& context, const CallGate::Pass& pass) const;
+
   // Sends the stream's chunks until its finish, or aborts the request when the client cancels,
   // disconnects or its deadline passes.
   grpc::Status stream_tokens(grpc::ServerContext& context, RequestStream& stream,
@@ -51,6 +62,7 @@ class HeadwayService final : public v1::Headway::Service {
   const bool engine_process_;
   const bool kv_stage_checksums_;
   KvStageFetcher kv_stage_fetcher_;  // used by engine processes only
+  CallGate calls_;
 };
 
 }  // namespace headway::serving::grpc_frontend

@@ -33,6 +33,10 @@
 
 namespace headway::serving {
 
+// How long stop() lets in-flight calls finish before it cancels them (their requests are aborted),
+// by default.
+inline constexpr std::chrono::seconds kShutdownGracePeriod{5};
+
 struct GrpcOptions {
   std::string host = "127.0.0.1";  // an IPv4/IPv6 address or a name; "0.0.0.0" for every interface
   uint16_t port = 50051;           // 0: an ephemeral port, read back with port()
@@ -46,12 +50,12 @@ struct GrpcOptions {
   bool kv_stage_always_fetch = false;
   // Checksum every chunk of staged KV this process sends ([server] kv_stage_checksums).
   bool kv_stage_checksums = false;
+  // How long stop() lets headway.v1.Headway calls in progress finish before it cancels them.
+  std::chrono::milliseconds shutdown_grace = kShutdownGracePeriod;
 };
 
 // How long a Generate stream's thread waits for tokens before it checks for a cancelled client.
 inline constexpr std::chrono::milliseconds kGenerationPollInterval{20};
-// How long stop() lets in-flight calls finish before it cancels them (their requests are aborted).
-inline constexpr std::chrono::seconds kShutdownGracePeriod{5};
 // The most threads gRPC's synchronous server may run (one per open stream, plus its pollers).
 inline constexpr int kMaxServerThreads = 2048;
 // Largest request accepted: gRPC's default (4 MiB) is too small for long prompts sent as text or
@@ -75,9 +79,10 @@ class GrpcFrontend {
   void start();
   // The bound port (the ephemeral one when GrpcOptions::port was 0); 0 before start().
   uint16_t port() const;
-  // Stops accepting calls, lets in-flight ones finish for up to kShutdownGracePeriod, then cancels
-  // the rest (their requests are aborted) and returns when every handler has returned. Idempotent;
-  // a no-op before start().
+  // Refuses new calls, lets headway.v1.Headway calls in progress finish for up to
+  // GrpcOptions::shutdown_grace, then cancels the rest (their requests are aborted) and the
+  // standard services' streams (health Watch, reflection), and returns when every handler has
+  // returned. Idempotent; a no-op before start().
   void stop();
 
  private:

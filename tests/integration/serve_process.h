@@ -201,8 +201,11 @@ class RoutedEngineProcesses {
     const std::optional<std::string> http =
         router_->wait_for_line(std::regex(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))"));
     if (!http) throw std::runtime_error("router process did not start:\n" + router_->log());
+    const std::optional<std::string> grpc = router_->wait_for_line(grpc_port);  // after HTTP's
+    if (!grpc) throw std::runtime_error("router process did not start:\n" + router_->log());
     router_->keep_reading();
     http_port_ = std::stoi(*http);
+    router_grpc_port_ = std::stoi(*grpc);
   }
 
   static void use_slow_checkpoint(const fs::path& dir, const fs::path& config) {
@@ -225,12 +228,14 @@ class RoutedEngineProcesses {
   ServeProcess& router() { return *router_; }
   int engine_port(size_t i) const { return ports_.at(i); }
   int http_port() const { return http_port_; }
+  int router_grpc_port() const { return router_grpc_port_; }
 
  private:
   std::vector<std::unique_ptr<ServeProcess>> engines_;
   std::vector<int> ports_;
   std::unique_ptr<ServeProcess> router_;
   int http_port_ = 0;
+  int router_grpc_port_ = 0;
 };
 
 struct CurlResult {

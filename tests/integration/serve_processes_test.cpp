@@ -5,7 +5,9 @@
 // its request with an error naming it while new requests go to the other process, that a request
 // it never answered is served elsewhere, that it is taken back once it serves again, and that
 // every process drains to exit 0 on SIGTERM.
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <headway/v1/headway.grpc.pb.h>
 #include <httplib.h>
 
 #include <algorithm>
@@ -45,6 +47,20 @@ std::map<std::string, double> finished(const std::string& metrics) {
     }
   }
   return counts;
+}
+
+// `headway_prompt_tokens_total` of the router for engine process `engine`, summed over its series.
+double prompt_tokens_of(const std::string& metrics, int engine) {
+  const std::regex line("^headway_prompt_tokens_total\\{engine=\"" + std::to_string(engine) +
+                        "\".*\\} ([0-9.e+]+)$");
+  double total = 0.0;
+  std::istringstream in(metrics);
+  std::string text;
+  while (std::getline(in, text)) {
+    std::smatch match;
+    if (std::regex_match(text, match, line)) total += std::stod(match[1].str());
+  }
+  return total;
 }
 
 std::string completion(const std::string& prompt, int max_tokens, bool stream) {
@@ -290,6 +306,85 @@ TEST(ServeProcesses, AStreamsHeadersComeWhenItsEngineProcessAcceptsIt) {
   EXPECT_EQ(status, 200);
   EXPECT_TRUE(ahead_streaming) << "the 200 came only after the request ahead had finished";
   EXPECT_NE(ahead.finish().find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
+// The router counts a request's prompt tokens once its engine process takes it, as one process
+// does: counted at its first token, a request aborted while queued counted nothing.
+TEST(ServeProcesses, APromptCountsOnceItsEngineProcessTakesIt) {
+  TempDir dir("serve_processes_prompt_count");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true,
+                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                                "max_num_seqs = 1 } }");
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  const std::string body = completion(std::string(120, 'e'), 300, true);
+  StreamingCompletion ahead(cluster.http_port(), body);
+  ahead.wait_for_first_token();
+  const double one_prompt = prompt_tokens_of(metrics_of(http), 1);
+  ASSERT_GT(one_prompt, 0.0) << metrics_of(http);
+
+  StreamingCompletion queued(cluster.http_port(), body);  // waits for the one ahead to finish
+  bool counted = false;
+  bool ahead_streaming = false;
+  for (const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !counted && std::chrono::steady_clock::now() < give_up;) {
+    counted = prompt_tokens_of(metrics_of(http), 1) == 2 * one_prompt;
+    ahead_streaming = !ahead.ended();
+    if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(counted) << metrics_of(http);
+  EXPECT_TRUE(ahead_streaming) << "counted only at its first token, after the request ahead";
+  EXPECT_NE(ahead.finish().find("data: [DONE]"), std::string::npos);
+  EXPECT_NE(queued.finish().find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(prompt_tokens_of(metrics_of(http), 1), 2 * one_prompt);
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
+// As in one process, an aborted request's id is free at once through the router: a gRPC client
+// that aborts and retries with the same id is not refused while the router's call and the engine
+// process still let go of the old request (the router sends each request upstream under an id of
+// its own).
+TEST(ServeProcesses, AnAbortedIdCanBeReusedAtOnceThroughTheRouter) {
+  TempDir dir("serve_processes_reuse");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
+  auto stub = v1::Headway::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(cluster.router_grpc_port()),
+                          grpc::InsecureChannelCredentials()));
+  v1::GenerateRequest request;
+  request.set_request_id("retried");
+  request.set_text(std::string(120, 'g'));  // the slow engine process's pool
+  request.mutable_sampling()->set_max_tokens(300);
+  request.mutable_sampling()->set_ignore_eos(true);
+  grpc::ClientContext first_context;
+  auto first = stub->Generate(&first_context, request);
+  v1::GenerateResponse response;
+  ASSERT_TRUE(first->Read(&response)) << first->Finish().error_message();
+
+  grpc::ClientContext abort_context;
+  v1::AbortRequest abort;
+  abort.set_request_id("retried");
+  v1::AbortResponse aborted;
+  ASSERT_TRUE(stub->Abort(&abort_context, abort, &aborted).ok());
+  EXPECT_TRUE(aborted.found());
+  grpc::ClientContext second_context;
+  auto second = stub->Generate(&second_context, request);  // the same id, at once
+  const bool answered = second->Read(&response);
+  EXPECT_TRUE(answered) << "refused: " << (answered ? "" : second->Finish().error_message());
+  if (answered) {
+    EXPECT_EQ(response.request_id(), "retried");
+    second_context.TryCancel();
+    while (second->Read(&response)) {
+    }
+    second->Finish();
+  }
+  std::string first_finish;
+  while (first->Read(&response)) first_finish = response.finish_reason();
+  EXPECT_TRUE(first->Finish().ok());
+  EXPECT_EQ(first_finish, "abort");
   EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
   EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();

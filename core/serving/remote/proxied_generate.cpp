@@ -67,17 +67,20 @@ double ProxiedGenerate::since_arrival() const {
 void ProxiedGenerate::OnReadInitialMetadataDone(bool ok) {
   if (!ok) return;
   const auto& metadata = context_.GetServerInitialMetadata();
-  if (metadata.find(grpc_frontend::kAcceptedMetadata) != metadata.end()) stream_->admit();
+  if (metadata.find(grpc_frontend::kAcceptedMetadata) != metadata.end()) accepted();
+}
+
+void ProxiedGenerate::accepted() {
+  stream_->admit();
+  // Not before: a call refused or retried elsewhere counts on the process that took it.
+  if (!counted_prompt_.exchange(true)) series_.prompt_tokens.add(stream_->prompt_tokens());
 }
 
 void ProxiedGenerate::OnReadDone(bool ok) {
   if (!ok) return;  // the stream ended: OnDone follows
   if (!any_response_) {
     // A process that answers has accepted the request, whether or not it said so first.
-    stream_->admit();
-    // Counted once the process answered: a call retried elsewhere counts on the one that served.
-    if (!counted_prompt_) series_.prompt_tokens.add(stream_->prompt_tokens());
-    counted_prompt_ = true;
+    accepted();
     any_response_ = true;
   }
   const int count = response_.token_ids_size();

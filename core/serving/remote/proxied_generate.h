@@ -97,6 +97,10 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   double since_arrival() const;
   // `upstream`: the engine process's timings (its finishing message), null when it sent none.
   void finish(Finish reason, std::string error, const v1::Timings* upstream = nullptr);
+  // The engine process took the request (its accepted metadata, or failing that its first
+  // answer): the client's stream is admitted, and the prompt counts in prompt_tokens_total, once,
+  // so that one aborted before its first token counts as in one process.
+  void accepted();
   // Ends the stream as refused (RequestStream::refuse) with `refusal`.
   void refuse(ServiceError refusal);
 
@@ -115,10 +119,11 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> given_up_{false};
   std::atomic<bool> stop_string_{false};
+  // Set by accepted(), which both the initial-metadata and the read reaction may run.
+  std::atomic<bool> counted_prompt_{false};
   // Reaction state (one reaction at a time).
   bool finished_ = false;
   bool any_response_ = false;
-  bool counted_prompt_ = false;
   double first_token_seconds_ = -1.0;
   double last_token_seconds_ = 0.0;
   std::vector<int32_t> generated_;

@@ -4,6 +4,7 @@
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/serving/metrics_serving.h>
+#include <headway/serving/random_bits.h>
 #include <headway/serving/remote_generation_service.h>
 #include <spdlog/spdlog.h>
 
@@ -48,7 +49,10 @@ std::chrono::milliseconds poll_deadline(double interval_s) {
 v1::GenerateRequest upstream_request(const std::string& id, const AdmittedRequest& admitted,
                                      const GenerateInput& input) {
   v1::GenerateRequest request;
-  request.set_request_id(id);
+  // Unique upstream, not the client's id: a client may reuse its id as soon as it aborted the
+  // request, before the engine process has let go of the old one; and routers in front of the
+  // same processes each generate "req-N" ids.
+  request.set_request_id(fmt::format("{}#{:016x}", id, random_u64()));
   request.mutable_token_ids()->mutable_ids()->Add(admitted.prompt.begin(), admitted.prompt.end());
   v1::SamplingParams& sampling = *request.mutable_sampling();
   sampling.set_temperature(input.sampling.temperature);
@@ -143,6 +147,10 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   mutable std::mutex mutex_;  // guards what follows, and serialises routing
   std::condition_variable emptied_;
   std::unordered_map<std::string, std::shared_ptr<ProxiedGenerate>> calls_;
+  // Calls a client aborted: their ids are free again (GenerationService::abort()), and no retry
+  // or continuation takes their place (those look their call up in calls_). They end by
+  // themselves, cancelled.
+  std::unordered_map<const ProxiedGenerate*, std::shared_ptr<ProxiedGenerate>> leaving_;
   std::vector<hw_engine_load> loads_;  // routing scratch
   uint64_t next_numeric_id_ = 1;
   uint64_t next_generated_id_ = 1;
@@ -273,6 +281,9 @@ void RemoteGenerationService::Impl::give_up_calls_to(uint32_t engine) {
     for (const auto& [id, call] : calls_) {
       if (call->engine_index() == engine) calls.push_back(call);
     }
+    for (const auto& [address, call] : leaving_) {
+      if (call->engine_index() == engine) calls.push_back(call);
+    }
   }
   for (const auto& call : calls) call->give_up();
 }
@@ -281,10 +292,11 @@ void RemoteGenerationService::Impl::cancel_all(std::unique_lock<std::mutex>& loc
   cancelling_ = true;  // from now on no retry or continuation replaces a call being cancelled
   std::vector<std::shared_ptr<ProxiedGenerate>> calls;
   for (const auto& [id, call] : calls_) calls.push_back(call);
+  for (const auto& [address, call] : leaving_) calls.push_back(call);
   lock.unlock();
   for (const auto& call : calls) call->cancel(false);
   lock.lock();
-  emptied_.wait(lock, [&] { return calls_.empty(); });
+  emptied_.wait(lock, [&] { return calls_.empty() && leaving_.empty(); });
 }
 
 void RemoteGenerationService::Impl::poll_loop() {
@@ -463,20 +475,13 @@ bool RemoteGenerationService::Impl::abort(const std::string& request_id, bool st
     auto it = calls_.find(request_id);
     if (it == calls_.end()) return false;
     if (only != nullptr && it->second->stream().get() != only) return false;  // id reused since
+    // Out of calls_ under the lock: the id is free again, and no retry or continuation takes the
+    // call's place from now on.
     call = it->second;
+    leaving_.emplace(call.get(), call);
+    calls_.erase(it);
   }
   call->cancel(stop_string);
-  // A retry may have replaced the call before it saw the cancel (retry_elsewhere() checks the
-  // flag under the mutex): cancel the one that serves the stream now.
-  std::shared_ptr<ProxiedGenerate> replacement;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = calls_.find(request_id);
-    if (it != calls_.end() && it->second != call && it->second->stream() == call->stream()) {
-      replacement = it->second;
-    }
-  }
-  if (replacement) replacement->cancel(stop_string);
   return true;
 }
 
@@ -620,8 +625,12 @@ void RemoteGenerationService::Impl::call_refused(const ProxiedGenerate& /*call*/
 void RemoteGenerationService::Impl::call_done(const ProxiedGenerate& call) {
   std::lock_guard lock(mutex_);
   auto it = calls_.find(call.id());
-  if (it != calls_.end() && it->second.get() == &call) calls_.erase(it);
-  if (calls_.empty()) emptied_.notify_all();
+  if (it != calls_.end() && it->second.get() == &call) {
+    calls_.erase(it);
+  } else {
+    leaving_.erase(&call);
+  }
+  if (calls_.empty() && leaving_.empty()) emptied_.notify_all();
 }
 
 std::string RemoteGenerationService::Impl::metrics_text() const {
@@ -652,8 +661,8 @@ size_t RemoteGenerationService::Impl::drain(double timeout_seconds) {
   admitting_ = false;
   std::unique_lock lock(mutex_);
   emptied_.wait_for(lock, milliseconds(std::max(0.0, timeout_seconds)),
-                    [&] { return calls_.empty() || drain_cut_short_; });
-  const size_t left = calls_.size();
+                    [&] { return (calls_.empty() && leaving_.empty()) || drain_cut_short_; });
+  const size_t left = calls_.size() + leaving_.size();
   cancel_all(lock);
   if (left > 0) {
     spdlog::warn("drain: {} requests still running {} were cancelled", left,

@@ -151,7 +151,7 @@ void EngineDriver::enqueue_incoming(Handoff handoff) {
   // in flight at shutdown does.
   if (refused->staged) let_go_of_stage(*refused->staged);
   refused->state->stream->finish(Finish::kAbort, Timings{}, {});
-  sink_.forget(std::span<const std::string>(&refused->state->id, 1));
+  sink_.forget(std::span<const uint64_t>(&refused->state->numeric_id, 1));
 }
 
 void EngineDriver::enqueue_release(uint64_t id) {
@@ -236,7 +236,7 @@ void EngineDriver::run() {
         const bool sent = arriving.pull && arriving.pull->state == KvPull::State::kPosted;
         if (arriving.handoff.staged && !sent) let_go_of_stage(*arriving.handoff.staged);
         end_request(*arriving.handoff.state, Finish::kAbort, now, {});
-        finished_ids_.push_back(arriving.handoff.state->id);
+        finished_ids_.push_back(arriving.handoff.state->numeric_id);
       }
       arriving_.clear();
       for (Staging& staging : staging_) {
@@ -374,7 +374,7 @@ void EngineDriver::apply(Command& command) {
     end_request(
         state, Finish::kError, engine_.clock().now(),
         fmt::format("engine{} has failed and serves no more requests", engine_.config().index));
-    finished_ids_.push_back(state.id);
+    finished_ids_.push_back(state.numeric_id);
     return;
   }
   state.record.arrival = command.request.arrival;
@@ -386,7 +386,7 @@ void EngineDriver::apply(Command& command) {
     // Refused by the engine (its queue filled up between routing and now, or a limit the service
     // does not know of): the client learns why on its stream.
     end_request(*slot->second, Finish::kError, engine_.clock().now(), e.what());
-    finished_ids_.push_back(slot->second->id);
+    finished_ids_.push_back(slot->second->numeric_id);
     requests_.erase(slot);
     return;
   }
@@ -454,7 +454,7 @@ void EngineDriver::release_source(const Handoff& handoff, uint64_t id, bool held
 void EngineDriver::drop_incoming(Handoff& handoff, Finish reason, double time, std::string error) {
   release_source(handoff, handoff.request.id);
   end_request(*handoff.state, reason, time, std::move(error));
-  finished_ids_.push_back(handoff.state->id);
+  finished_ids_.push_back(handoff.state->numeric_id);
 }
 
 void EngineDriver::stage_out(uint64_t id) {
@@ -493,7 +493,7 @@ void EngineDriver::stage_out(uint64_t id) {
                              std::vector<uint32_t>(blocks.begin(), blocks.end()));
       ++holding_;
       end_request(*staging.state, Finish::kHandoff, engine_.clock().now(), {}, std::move(held));
-      finished_ids_.push_back(staging.state->id);
+      finished_ids_.push_back(staging.state->numeric_id);
       return;
     }
     if (handoff_ != nullptr && memory.base != nullptr) {
@@ -540,7 +540,7 @@ void EngineDriver::stage_out(uint64_t id) {
   } else {
     end_request(*staging.state, Finish::kError, now, std::move(error));
   }
-  finished_ids_.push_back(staging.state->id);
+  finished_ids_.push_back(staging.state->numeric_id);
   engine_.release_transferred(id);
 }
 
@@ -581,7 +581,7 @@ void EngineDriver::end_staging(Staging& staging, int32_t transfer_state) {
                             "failed to copy its KV into shared memory",
                             engine_.config().index, handoff_->transport_name()));
   }
-  finished_ids_.push_back(state.id);
+  finished_ids_.push_back(state.numeric_id);
   // Last: a refusal is a broken invariant that fails the engine; the request has ended.
   if (engine_ok_) engine_.release_transferred(staging.id);
 }
@@ -651,7 +651,7 @@ void EngineDriver::prefill_here(Handoff& handoff) {
     engine_.add_request(std::move(request));
   } catch (const std::exception& e) {
     end_request(*slot->second, Finish::kError, engine_.clock().now(), e.what());
-    finished_ids_.push_back(slot->second->id);
+    finished_ids_.push_back(slot->second->numeric_id);
     requests_.erase(slot);
   }
 }
@@ -673,7 +673,7 @@ void EngineDriver::hand_off_prefilled() {
                     fmt::format("engine{} prefilled the request for a KV transfer that nothing "
                                 "can make (no [kv_transport])",
                                 engine_.config().index));
-        finished_ids_.push_back(it->second->id);
+        finished_ids_.push_back(it->second->numeric_id);
         requests_.erase(it);
       }
       continue;
@@ -725,7 +725,7 @@ void EngineDriver::start_arrivals() {
       reserved = engine_.reserve_incoming(next.request);
     } catch (const std::exception& e) {  // can never fit here: the client learns why
       end_request(*next.state, Finish::kError, engine_.clock().now(), e.what());
-      finished_ids_.push_back(next.state->id);
+      finished_ids_.push_back(next.state->numeric_id);
       release_source(next, id);
       incoming_.pop_front();
       continue;
@@ -815,14 +815,14 @@ void EngineDriver::finish_arrivals() {
     if (!engine_ok_) {
       end_request(state, Finish::kError, now,
                   fmt::format("engine{} (the decode engine) has failed", engine_.config().index));
-      finished_ids_.push_back(state.id);
+      finished_ids_.push_back(state.numeric_id);
       continue;
     }
     if (progress.state == HW_TRANSFER_FAILED) {
       engine_.release_transferred(id);  // the reservation goes
       if (done.aborted) {
         end_request(state, Finish::kAbort, now, {});
-        finished_ids_.push_back(state.id);
+        finished_ids_.push_back(state.numeric_id);
         continue;
       }
       spdlog::warn(
@@ -928,7 +928,7 @@ void EngineDriver::fail(const std::string& why) {
   const double now = engine_.clock().now();
   for (auto& [id, request] : requests_) {
     end_request(*request, Finish::kError, now, message);
-    finished_ids_.push_back(request->id);
+    finished_ids_.push_back(request->numeric_id);
   }
   requests_.clear();
   // Requests waiting to arrive end too (their prefill engines free their KV); copies in flight
@@ -982,7 +982,7 @@ void EngineDriver::on_finished(uint64_t request_id, core::FinishReason reason, d
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   end_request(*it->second, finish_of(reason), time, {});
-  finished_ids_.push_back(it->second->id);
+  finished_ids_.push_back(it->second->numeric_id);
   requests_.erase(it);
 }
 

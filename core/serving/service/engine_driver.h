@@ -36,8 +36,10 @@ namespace headway::serving {
 class FinishedSink {
  public:
   virtual ~FinishedSink() = default;
-  // Called on the driver's thread, with no driver lock held.
-  virtual void forget(std::span<const std::string> ids) = 0;
+  // Called on the driver's thread, with no driver lock held. `numeric_ids`: the engine's ids
+  // (InFlightRequest::numeric_id), which stay unique while a client's id may be reused once its
+  // request was aborted.
+  virtual void forget(std::span<const uint64_t> numeric_ids) = 0;
 };
 
 class EngineDriver final : private core::EngineListener {
@@ -192,7 +194,7 @@ class EngineDriver final : private core::EngineListener {
   // --- thread state: the driver thread only ---
   std::vector<Command> applying_;  // swapped with inbox_: both keep their capacity
   std::unordered_map<uint64_t, std::unique_ptr<InFlightRequest>> requests_;
-  std::vector<std::string> finished_ids_;
+  std::vector<uint64_t> finished_ids_;  // numeric ids
   // Finishes ended this iteration, delivered to their streams only after publish() forgot their
   // ids: a client that sees its stream end can reuse the request id at once, and the load it reads
   // then already reflects the finish.

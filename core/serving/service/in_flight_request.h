@@ -20,6 +20,7 @@ namespace headway::serving {
 
 struct InFlightRequest {
   std::string id;                         // the client's (or the service's) request id
+  uint64_t numeric_id = 0;                // the engine's id for it (core::NewRequest::id)
   std::shared_ptr<RequestStream> stream;  // shared with the frontend
   core::RequestRecord record;             // filled by the engine as the request progresses
   RequestSeries series;                   // metrics of its (engine, class)

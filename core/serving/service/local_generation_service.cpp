@@ -61,13 +61,14 @@ class LocalGenerationService::Impl final : public FinishedSink {
     return requests_.size();
   }
 
-  void forget(std::span<const std::string> ids) override;
+  void forget(std::span<const uint64_t> numeric_ids) override;
 
  private:
   struct Placement {
     uint32_t engine;
     uint64_t numeric_id;
     uint32_t decode_engine;  // disaggregated: where it decodes; else kNoEngine
+    std::string client_id;
   };
   static constexpr uint32_t kNoEngine = std::numeric_limits<uint32_t>::max();
   // Aborts go to both engines of a disaggregated request: the one holding it acts, the other
@@ -79,6 +80,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
     }
   }
   ServiceError rejected(Rejection why, ServiceError error);
+  void track(Placement placement);  // mutex_ held
   void stop_drivers();
   // Engine processes whose [kv_transport] has peer links: KV between processes over them.
   void set_up_links(const core::DeploymentConfig& deployment, std::shared_ptr<KvLinkPeers> peers);
@@ -101,7 +103,11 @@ class LocalGenerationService::Impl final : public FinishedSink {
 
   mutable std::mutex mutex_;  // guards what follows, and serialises routing
   std::condition_variable emptied_;
-  std::unordered_map<std::string, Placement> requests_;
+  // Every request from submit to its finish, by numeric id.
+  std::unordered_map<uint64_t, Placement> requests_;
+  // The client ids of those not aborted yet. An abort frees the id at once, as in vLLM: a retry
+  // may reuse it while the engine is still letting go of the aborted request.
+  std::unordered_map<std::string, uint64_t> client_ids_;
   std::vector<hw_engine_load> loads_;  // routing scratch
   uint64_t next_numeric_id_ = 1;
   uint64_t next_generated_id_ = 1;
@@ -275,8 +281,8 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   if (id.empty()) {
     do {
       id = fmt::format("req-{}", next_generated_id_++);
-    } while (requests_.count(id) != 0);
-  } else if (requests_.count(id) != 0) {
+    } while (client_ids_.count(id) != 0);
+  } else if (client_ids_.count(id) != 0) {
     throw rejected(
         Rejection::kInvalid,
         ServiceError(ErrorCode::kInvalidArgument,
@@ -343,14 +349,15 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   request.arrival = clock_.now();
   auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                 std::move(on_stop_string));
-  auto state = std::make_unique<InFlightRequest>(InFlightRequest{
-      id, stream, core::RequestRecord{}, metrics_.request(e, config.pool, request_class), 0.0,
-      false, disaggregated ? d : kNoEngine, false, false});
+  auto state = std::make_unique<InFlightRequest>(
+      InFlightRequest{id, request.id, stream, core::RequestRecord{},
+                      metrics_.request(e, config.pool, request_class), 0.0, false,
+                      disaggregated ? d : kNoEngine, false, false});
   if (input.kv_source) {
     // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage),
     // on the decode engine when this process is disaggregated itself.
     const uint32_t target = disaggregated ? d : e;
-    requests_.emplace(id, Placement{target, request.id, kNoEngine});
+    track(Placement{target, request.id, kNoEngine, id});
     Handoff handoff;
     handoff.request.id = request.id;
     handoff.request.prompt_tokens = prompt_tokens;
@@ -374,7 +381,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   }
   request.prefill_only = disaggregated || input.prefill_only;
   state->stage_kv = input.prefill_only;
-  requests_.emplace(id, Placement{e, request.id, disaggregated ? d : kNoEngine});
+  track(Placement{e, request.id, disaggregated ? d : kNoEngine, id});
   driver.enqueue_submit(std::move(request), std::move(state));
   return stream;
 }
@@ -382,16 +389,30 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
 bool LocalGenerationService::Impl::abort(const std::string& request_id, bool stop_string,
                                          uint64_t numeric_id) {
   std::lock_guard lock(mutex_);
-  auto it = requests_.find(request_id);
-  if (it == requests_.end()) return false;
-  if (numeric_id != 0 && it->second.numeric_id != numeric_id) return false;  // id reused since
-  send_abort(it->second, stop_string);
+  auto it = client_ids_.find(request_id);
+  if (it == client_ids_.end()) return false;
+  if (numeric_id != 0 && it->second != numeric_id) return false;  // id reused since
+  send_abort(requests_.at(it->second), stop_string);
+  client_ids_.erase(it);
   return true;
 }
 
-void LocalGenerationService::Impl::forget(std::span<const std::string> ids) {
+void LocalGenerationService::Impl::track(Placement placement) {
+  client_ids_.emplace(placement.client_id, placement.numeric_id);
+  const uint64_t numeric_id = placement.numeric_id;
+  requests_.emplace(numeric_id, std::move(placement));
+}
+
+void LocalGenerationService::Impl::forget(std::span<const uint64_t> numeric_ids) {
   std::lock_guard lock(mutex_);
-  for (const std::string& id : ids) requests_.erase(id);
+  for (const uint64_t numeric_id : numeric_ids) {
+    auto it = requests_.find(numeric_id);
+    if (it == requests_.end()) continue;
+    // Unless a client aborted it and a new request took its id since.
+    auto client = client_ids_.find(it->second.client_id);
+    if (client != client_ids_.end() && client->second == numeric_id) client_ids_.erase(client);
+    requests_.erase(it);
+  }
   if (requests_.empty()) emptied_.notify_all();
 }
 
@@ -426,7 +447,7 @@ size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
                             std::chrono::duration<double>(std::max(0.0, timeout_seconds)));
   emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
   const size_t left = requests_.size();
-  for (const auto& [id, placement] : requests_) {
+  for (const auto& [numeric_id, placement] : requests_) {
     send_abort(placement, false);
   }
   // Aborts take effect between steps: at most one forward pass per engine away.

@@ -234,6 +234,31 @@ TEST_F(ServiceTest, ADuplicateIdInFlightIsRefused) {
   EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
 }
 
+// As in vLLM, an aborted request's id is free at once: a client that cancels and retries with the
+// same id is not refused while the engine still lets go of the old request, and a later abort of
+// the id reaches the new request, not the old one.
+TEST_F(ServiceTest, AnAbortedIdCanBeReusedAtOnce) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput first = text_request("hi", 500);
+  first.request_id = "retried";
+  auto aborted = service.submit(first);
+  ASSERT_TRUE(service.abort("retried"));
+  EXPECT_FALSE(service.abort("retried"));  // once is enough: the id names nothing now
+
+  GenerateInput retry = text_request("hi", 500);
+  retry.request_id = "retried";
+  auto second = service.submit(retry);  // threw "already in flight" before
+  EXPECT_EQ(collect(*aborted).finish, Finish::kAbort);
+  ASSERT_TRUE(service.abort("retried"));
+  EXPECT_EQ(collect(*second).finish, Finish::kAbort);
+
+  GenerateInput third = text_request("hi", 4);
+  third.request_id = "retried";
+  EXPECT_EQ(collect(*service.submit(third)).finish, Finish::kLength);
+  test::wait_idle(service);
+  EXPECT_EQ(service.in_flight(), 0u);
+}
+
 TEST_F(ServiceTest, GeneratedIdsWithoutAKvSourceAreRefused) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   GenerateInput input = text_request("hi", 8);

@@ -121,8 +121,10 @@ class GenerationService {
   virtual std::shared_ptr<RequestStream> submit(GenerateInput input) = 0;
 
   // Aborts a queued or running request and frees its KV blocks; its stream finishes with
-  // Finish::kAbort. Returns false when no such request is in flight. Frontends call it when a
-  // client disconnects.
+  // Finish::kAbort. Returns false when no such request is in flight (or it was aborted already).
+  // The id is free again once this returns, as in vLLM: a retry may reuse it at once, though the
+  // old request lets go of its engine only at the next step. Frontends call it when a client
+  // disconnects.
   virtual bool abort(const std::string& request_id) = 0;
 
   virtual ModelSummary model_info() const = 0;

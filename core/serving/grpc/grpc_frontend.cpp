@@ -19,6 +19,9 @@ namespace {
 
 // How often the grpc.health.v1 status is re-read from the service.
 constexpr std::chrono::milliseconds kHealthRefreshPeriod{500};
+// How long stop() lets calls whose handlers have returned send their status before it cancels
+// every call left (a status cancelled on its way reaches the client as CANCELLED).
+constexpr std::chrono::milliseconds kShutdownFlushWindow{500};
 
 // Both are process-wide switches read when a server is built; set them once, whichever frontend
 // starts first (InitProtoReflectionServerBuilderPlugin is not thread-safe).
@@ -107,11 +110,13 @@ void GrpcFrontend::stop() {
   Impl& impl = *impl_;
   if (impl.state != Impl::State::kServing) return;
   impl.health_mirror.reset();  // before Shutdown, which sets every health status to NOT_SERVING
-  // Headway's calls in progress get the grace period; Shutdown then cancels what is left at once:
-  // those past the grace (Generate handlers notice within kGenerationPollInterval, abort their
-  // requests and return) and the standard services' streams, which never end by themselves.
+  // Headway's calls in progress get the grace period. Shutdown then cancels what is left after
+  // kShutdownFlushWindow, in which calls whose handlers just returned send their last messages and
+  // status: those past the grace (Generate handlers notice within kGenerationPollInterval, abort
+  // their requests and return), and the standard services' streams, which never end by themselves
+  // and so cost a stop this window, not the whole grace.
   impl.headway->stop_calls(std::chrono::steady_clock::now() + impl.options.shutdown_grace);
-  impl.server->Shutdown(std::chrono::system_clock::now());
+  impl.server->Shutdown(std::chrono::system_clock::now() + kShutdownFlushWindow);
   impl.server->Wait();
   impl.server.reset();
   impl.headway.reset();

@@ -80,9 +80,10 @@ class GrpcFrontend {
   // The bound port (the ephemeral one when GrpcOptions::port was 0); 0 before start().
   uint16_t port() const;
   // Refuses new calls, lets headway.v1.Headway calls in progress finish for up to
-  // GrpcOptions::shutdown_grace, then cancels the rest (their requests are aborted) and the
-  // standard services' streams (health Watch, reflection), and returns when every handler has
-  // returned. Idempotent; a no-op before start().
+  // GrpcOptions::shutdown_grace, then (half a second later, for the last statuses to go out)
+  // cancels the rest (their requests are aborted) and the standard services' streams (health
+  // Watch, reflection), and returns when every handler has returned. Idempotent; a no-op before
+  // start().
   void stop();
 
  private:

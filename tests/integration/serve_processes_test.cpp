@@ -32,6 +32,9 @@ namespace {
 
 // Prompts of this many tokens or more go to engine1 (pool "long").
 constexpr uint32_t kLongFrom = 100;
+// A scheduler that runs one request at a time: the next one waits in the queue.
+constexpr const char* kOneRunningSlot =
+    "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, max_num_seqs = 1 } }";
 
 // `headway_request_success_total` of the router, summed per (engine, finished_reason).
 std::map<std::string, double> finished(const std::string& metrics) {
@@ -282,8 +285,7 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
 TEST(ServeProcesses, AStreamsHeadersComeWhenItsEngineProcessAcceptsIt) {
   TempDir dir("serve_processes_accepted");
   RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true,
-                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
-                                "max_num_seqs = 1 } }");
+                                kOneRunningSlot);
   StreamingCompletion ahead(cluster.http_port(), completion(std::string(120, 'e'), 300, true));
   ahead.wait_for_first_token();
   int status = 0;
@@ -316,8 +318,7 @@ TEST(ServeProcesses, AStreamsHeadersComeWhenItsEngineProcessAcceptsIt) {
 TEST(ServeProcesses, APromptCountsOnceItsEngineProcessTakesIt) {
   TempDir dir("serve_processes_prompt_count");
   RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true,
-                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
-                                "max_num_seqs = 1 } }");
+                                kOneRunningSlot);
   httplib::Client http("127.0.0.1", cluster.http_port());
   const std::string body = completion(std::string(120, 'e'), 300, true);
   StreamingCompletion ahead(cluster.http_port(), body);

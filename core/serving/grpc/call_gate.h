@@ -38,11 +38,11 @@ class CallGate {
   };
 
   // Refuses every later call, then waits until the calls in progress have returned or `deadline`
-  // passed. True when none is left.
-  bool close_and_wait(std::chrono::steady_clock::time_point deadline) {
+  // passed (those left are cancelled by the server's shutdown).
+  void close_and_wait(std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lock(mutex_);
     closed_ = true;
-    return idle_.wait_until(lock, deadline, [&] { return calls_ == 0; });
+    idle_.wait_until(lock, deadline, [&] { return calls_ == 0; });
   }
 
  private:

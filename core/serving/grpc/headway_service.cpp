@@ -68,8 +68,8 @@ grpc::Status HeadwayService::admit(grpc::ServerContext& context, const CallGate:
   return check_api_key(context, api_key_);
 }
 
-bool HeadwayService::stop_calls(std::chrono::steady_clock::time_point deadline) {
-  return calls_.close_and_wait(deadline);
+void HeadwayService::stop_calls(std::chrono::steady_clock::time_point deadline) {
+  calls_.close_and_wait(deadline);
 }
 
 HeadwayService::HeadwayService(GenerationService& service, const GrpcOptions& options)

@@ -44,9 +44,9 @@ class HeadwayService final : public v1::Headway::Service {
                           v1::SendHeldKvResponse* response) override;
 
   // Refuses later calls (UNAVAILABLE) and waits until those in progress have returned or
-  // `deadline` passed; true when none is left. Before Server::Shutdown, so that only this
-  // service's calls get the grace period, not the standard services' endless streams.
-  bool stop_calls(std::chrono::steady_clock::time_point deadline);
+  // `deadline` passed. Before Server::Shutdown, so that only this service's calls get the grace
+  // period, not the standard services' endless streams.
+  void stop_calls(std::chrono::steady_clock::time_point deadline);
 
  private:
   // A call may proceed: the gate is open and the API key checks.

@@ -69,6 +69,10 @@ TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
       "\"prompt\": \"hello\", \"max_tokens\": 5, \"top_p\": 7}' " +
       base + "/v1/completions");
   EXPECT_EQ(bad.http_status, 400) << bad.body;
+  // Refused before the service saw it (not JSON), and counted all the same.
+  const CurlResult not_json =
+      curl("-H 'Content-Type: application/json' -d '{\"prompt\": ' " + base + "/v1/completions");
+  EXPECT_EQ(not_json.http_status, 400) << not_json.body;
 
   const CurlResult metrics = curl(base + "/metrics");
   EXPECT_EQ(metrics.http_status, 200);
@@ -76,7 +80,7 @@ TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
                               "request_class=\"completion\",finished_reason="),
             std::string::npos)
       << metrics.body;
-  EXPECT_NE(metrics.body.find("headway_request_rejected_total{reason=\"invalid\"} 1"),
+  EXPECT_NE(metrics.body.find("headway_request_rejected_total{reason=\"invalid\"} 2"),
             std::string::npos)
       << metrics.body;
   if (auto check = promtool_check_metrics(metrics.body)) {

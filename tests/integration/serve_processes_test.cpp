@@ -391,6 +391,34 @@ TEST(ServeProcesses, AnAbortedIdCanBeReusedAtOnceThroughTheRouter) {
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// The router sends a request upstream under the client's id plus a suffix of its own: the
+// longest id a client may choose must still fit the engine process's limit.
+TEST(ServeProcesses, TheLongestRequestIdAClientMayChoosePassesThroughTheRouter) {
+  TempDir dir("serve_processes_long_id");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05);
+  auto stub = v1::Headway::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(cluster.router_grpc_port()),
+                          grpc::InsecureChannelCredentials()));
+  v1::GenerateRequest request;
+  request.set_request_id(std::string(256, 'i'));
+  request.set_text("short");
+  request.mutable_sampling()->set_max_tokens(2);
+  grpc::ClientContext context;
+  auto reader = stub->Generate(&context, request);
+  v1::GenerateResponse response;
+  std::string finish;
+  while (reader->Read(&response)) {
+    EXPECT_EQ(response.request_id(), request.request_id());
+    finish = response.finish_reason();
+  }
+  const grpc::Status status = reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 // An engine process whose waiting queue is full refuses a request with RESOURCE_EXHAUSTED: the
 // router's client gets 429 with the process's reason, as from a single process, and the router
 // counts a queue_full rejection (it used to answer 500 "generation failed" and count an error).

@@ -85,7 +85,12 @@ grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
   const CallGate::Pass pass(calls_);
   if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   GenerateInput input;
-  if (grpc::Status parsed = to_generate_input(*request, input); !parsed.ok()) return parsed;
+  try {
+    input = to_generate_input(*request);
+  } catch (const ServiceError& error) {
+    service_.count_refused_request();  // refused here, not by submit(): counted all the same
+    return refused(*context, error);
+  }
   // Before submitting, on this call's own thread: the engine's driver only copies bytes that are
   // already on this host, it never waits for the network.
   if (input.kv_source && engine_process_) {
@@ -154,8 +159,9 @@ grpc::Status HeadwayService::Abort(grpc::ServerContext* context, const v1::Abort
   const CallGate::Pass pass(calls_);
   if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   if (request->request_id().empty()) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            "request_id: required (the id from the GenerateResponse messages)"};
+    return refused(*context, ServiceError(ErrorCode::kInvalidArgument,
+                                          "required (the id from the GenerateResponse messages)",
+                                          "request_id"));
   }
   return guarded(*context, "Abort", [&] {
     response->set_found(service_.abort(request->request_id()));

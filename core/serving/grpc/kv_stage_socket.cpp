@@ -1,6 +1,7 @@
 #include "kv_stage_socket.h"
 
 #include <fmt/format.h>
+#include <headway/serving/echoed_input.h>
 
 #include <algorithm>
 #include <atomic>
@@ -45,13 +46,13 @@ grpc::Status send_kv_stage(const std::string& name, bool checksums, grpc::Server
                            grpc::ServerWriter<v1::KvChunk>& writer) {
   if (!is_kv_stage_name(name)) {
     return {grpc::StatusCode::INVALID_ARGUMENT,
-            fmt::format("shm_name: \"{}\" is not a staged KV's name (they start with \"{}\")", name,
-                        kKvStagePrefix)};
+            fmt::format("shm_name: {} is not a staged KV's name (they start with \"{}\")",
+                        quote_input(name), kKvStagePrefix)};
   }
   // Only what this process staged: never another process's (or another user's) object.
   if (!is_own_kv_stage_name(name)) {
     return {grpc::StatusCode::NOT_FOUND,
-            fmt::format("shm_name: \"{}\" was not staged by this process", name)};
+            fmt::format("shm_name: {} was not staged by this process", quote_input(name))};
   }
   grpc::Status status = grpc::Status::OK;
   {

@@ -23,8 +23,8 @@ void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
 
 }  // namespace
 
-grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput& out) {
-  out = GenerateInput{};
+GenerateInput to_generate_input(const v1::GenerateRequest& request) {
+  GenerateInput out;
   out.request_id = request.request_id();
   out.model = request.model();
   switch (request.prompt_case()) {
@@ -44,8 +44,8 @@ grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput
       }
       break;
     case v1::GenerateRequest::PROMPT_NOT_SET:
-      return {grpc::StatusCode::INVALID_ARGUMENT,
-              "prompt: the request has none; set one of text, token_ids or chat"};
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         "none given; set one of text, token_ids or chat", "prompt");
   }
   to_sampling(request.sampling(), out);
   out.priority = request.priority();
@@ -53,7 +53,7 @@ grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput
   out.prefill_only = request.prefill_only();
   if (request.has_kv_source()) out.kv_source = from_proto(request.kv_source());
   out.generated_ids.assign(request.generated_ids().begin(), request.generated_ids().end());
-  return grpc::Status::OK;
+  return out;
 }
 
 KvStage from_proto(const v1::KvStage& stage) {

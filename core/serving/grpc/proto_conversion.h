@@ -4,7 +4,6 @@
 // Threading: pure functions, callable from any thread.
 #pragma once
 
-#include <grpcpp/support/status.h>
 #include <headway/serving/generation_service.h>
 #include <headway/v1/headway.pb.h>
 
@@ -12,9 +11,9 @@
 
 namespace headway::serving::grpc_frontend {
 
-// Fills `out` from `request`. Returns INVALID_ARGUMENT naming the field when the request cannot
-// be expressed as a GenerateInput (no prompt); `out` is then unspecified.
-grpc::Status to_generate_input(const v1::GenerateRequest& request, GenerateInput& out);
+// The GenerateInput `request` asks for. Throws ServiceError (kInvalidArgument, param "prompt")
+// when it cannot be expressed as one: it has no prompt.
+GenerateInput to_generate_input(const v1::GenerateRequest& request);
 
 // One streamed message for `chunk` of request `request_id`; usage, timings and the error are set
 // on the last message (the one with a finish reason) only.

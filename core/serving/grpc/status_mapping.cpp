@@ -1,6 +1,9 @@
 #include "status_mapping.h"
 
+#include <headway/serving/echoed_input.h>
+
 #include <string>
+#include <utility>
 
 namespace headway::serving::grpc_frontend {
 
@@ -22,10 +25,12 @@ grpc::StatusCode to_grpc_code(ErrorCode code) {
 
 grpc::Status to_grpc_status(const ServiceError& error) {
   std::string message = error.what();
-  if (!error.param().empty() && message.find(error.param()) == std::string::npos) {
+  if (!error.param().empty() && message.rfind(error.param(), 0) != 0) {
     message = error.param() + ": " + message;
   }
-  return {to_grpc_code(error.code()), message};
+  // A status travels in the trailers, and a client refuses trailers past its metadata limit
+  // (8 KiB by default) with RESOURCE_EXHAUSTED of its own: the refusal's code would be lost.
+  return {to_grpc_code(error.code()), shortened(std::move(message), kMaxStatusMessageBytes)};
 }
 
 ServiceError from_grpc_status(const grpc::Status& status, const std::string& what) {

@@ -22,8 +22,12 @@ inline constexpr const char* kAcceptedMetadata = "headway-accepted";
 // RESOURCE_EXHAUSTED, kUnavailable → UNAVAILABLE, kInternal → INTERNAL.
 grpc::StatusCode to_grpc_code(ErrorCode code);
 
+// The most of a refusal's message a status carries.
+inline constexpr size_t kMaxStatusMessageBytes = 4096;
+
 // The status for a refused request. Its message starts with the field at fault ("max_tokens: ...")
-// when the error names one and the message does not already.
+// when the error names one and the message does not start with it already.
+// Longer than kMaxStatusMessageBytes, it is shortened.
 grpc::Status to_grpc_status(const ServiceError& error);
 
 // The other way, for a call to another process that failed: the ServiceError its status carries

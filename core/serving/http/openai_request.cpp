@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "api_error.h"
+#include "headway/serving/echoed_input.h"
 #include "headway/serving/random_bits.h"
 #include "json_fields.h"
 
@@ -222,7 +223,7 @@ std::string parse_content(const nlohmann::json& message, const std::string& path
       throw invalid_field(part_fields.name("type"), part_fields.name("type") + " is required");
     if (*type != "text") {
       throw not_supported(part_fields.name("type"),
-                          "content part type \"" + *type + "\" (only \"text\")");
+                          "content part type " + quote_input(*type) + " (only \"text\")");
     }
     const auto part_text = part_fields.string("text");
     if (!part_text)
@@ -256,8 +257,8 @@ std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
     if (*role == "developer") role = "system";  // OpenAI's newer name for the system turn
     if (*role != "system" && *role != "user" && *role != "assistant") {
       throw invalid_field(path + ".role",
-                          path + ".role \"" + *role +
-                              "\" is not supported; use system, developer, user or assistant");
+                          path + ".role " + quote_input(*role) +
+                              " is not supported; use system, developer, user or assistant");
     }
     // An assistant turn's tool calls cannot be rendered without tools (refused above).
     if (is_set(message_fields.find("tool_calls"))) {
@@ -270,21 +271,11 @@ std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
 
 }  // namespace
 
-std::string make_request_id(std::string_view prefix) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id(prefix);
-  for (int word = 0; word < 2; ++word) {
-    uint64_t bits = random_u64();
-    for (int i = 0; i < 16; ++i, bits >>= 4) id += kHex[bits & 0xf];
-  }
-  return id;
-}
-
 OpenAiRequest parse_completion_request(std::string_view body) {
   const nlohmann::json json = parse_body(body);
   const FieldReader fields(json, "");
   OpenAiRequest out;
-  out.input.request_id = make_request_id("cmpl-");
+  out.input.request_id = random_request_id("cmpl-");
   parse_common(fields, out);
   parse_prompt(fields, out.input);
   out.input.max_tokens = static_cast<uint32_t>(
@@ -305,7 +296,7 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   const nlohmann::json json = parse_body(body);
   const FieldReader fields(json, "");
   OpenAiRequest out;
-  out.input.request_id = make_request_id("chatcmpl-");
+  out.input.request_id = random_request_id("chatcmpl-");
   parse_common(fields, out);
   out.input.prompt_kind = GenerateInput::PromptKind::kChat;
   out.input.messages = parse_messages(fields);

@@ -28,7 +28,4 @@ struct OpenAiRequest {
 OpenAiRequest parse_completion_request(std::string_view body);
 OpenAiRequest parse_chat_request(std::string_view body);
 
-// A fresh request id: `prefix` followed by 32 random hex digits.
-std::string make_request_id(std::string_view prefix);
-
 }  // namespace headway::serving::http

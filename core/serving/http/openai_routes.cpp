@@ -197,15 +197,21 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   auto ticket = in_flight_.enter();
   if (!ticket) throw ApiError(503, "the server is shutting down");
 
-  if (request.is_multipart_form_data()) {
-    // cpp-httplib takes a multipart body apart into form fields, leaving no JSON to read.
-    throw ApiError(400,
-                   "a multipart/form-data body (curl -F) is not accepted: send the request as JSON "
-                   "with Content-Type: application/json");
+  OpenAiRequest parsed;
+  try {
+    if (request.is_multipart_form_data()) {
+      // cpp-httplib takes a multipart body apart into form fields, leaving no JSON to read.
+      throw ApiError(400,
+                     "a multipart/form-data body (curl -F) is not accepted: send the request as "
+                     "JSON with Content-Type: application/json");
+    }
+    parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
+                                                : parse_chat_request(request.body);
+  } catch (const ApiError&) {
+    service_.count_refused_request();  // refused here, not by submit(): counted all the same
+    throw;
   }
   const ModelSummary model = service_.model_info();
-  OpenAiRequest parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
-                                                            : parse_chat_request(request.body);
   ResponseHeader header;
   header.endpoint = endpoint;
   header.created = unix_now();

@@ -34,6 +34,9 @@ using Clock = std::chrono::steady_clock;
 // How long a process must fail every poll before the calls it still holds are given up.
 constexpr std::chrono::seconds kGiveUpAfter{2};
 
+// "#" and 16 hex digits: what upstream_request() appends to a client's id.
+constexpr size_t kUpstreamIdSuffixLength = 17;
+
 std::chrono::milliseconds milliseconds(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
@@ -50,9 +53,12 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
                                      const GenerateInput& input) {
   v1::GenerateRequest request;
   // Unique upstream, not the client's id: a client may reuse its id as soon as it aborted the
-  // request, before the engine process has let go of the old one; and routers in front of the
-  // same processes each generate "req-N" ids.
-  request.set_request_id(fmt::format("{}#{:016x}", id, random_u64()));
+  // request, before the engine process has let go of the old one.
+  // The suffix is 17 characters; a long client id is shortened to keep within the engine
+  // process's limit (the suffix alone keeps the result unique).
+  const std::string_view client_id =
+      std::string_view(id).substr(0, kMaxRequestIdLength - kUpstreamIdSuffixLength);
+  request.set_request_id(fmt::format("{}#{:016x}", client_id, random_u64()));
   request.mutable_token_ids()->mutable_ids()->Add(admitted.prompt.begin(), admitted.prompt.end());
   v1::SamplingParams& sampling = *request.mutable_sampling();
   sampling.set_temperature(input.sampling.temperature);
@@ -92,6 +98,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
   std::string metrics_text() const;
+  void count_refused_request() { metrics_.rejected(Rejection::kInvalid); }
   size_t drain(double timeout_seconds);
   void end_drain_now() {
     {
@@ -153,7 +160,6 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::unordered_map<const ProxiedGenerate*, std::shared_ptr<ProxiedGenerate>> leaving_;
   std::vector<hw_engine_load> loads_;  // routing scratch
   uint64_t next_numeric_id_ = 1;
-  uint64_t next_generated_id_ = 1;
   std::atomic<bool> admitting_{true};
   bool cancelling_ = false;       // cancel_all() ran: no call may take another's place (guarded)
   bool drain_cut_short_ = false;  // end_drain_now() ran (guarded)
@@ -397,7 +403,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     std::string id = std::move(input.request_id);
     if (id.empty()) {
       do {
-        id = fmt::format("req-{}", next_generated_id_++);
+        id = random_request_id("req-");
       } while (calls_.count(id) != 0);
     } else if (calls_.count(id) != 0) {
       throw rejected(
@@ -688,6 +694,7 @@ ModelSummary RemoteGenerationService::model_info() const { return impl_->model_i
 ClusterSummary RemoteGenerationService::cluster_info() const { return impl_->cluster_info(); }
 HealthSummary RemoteGenerationService::health() const { return impl_->health(); }
 std::string RemoteGenerationService::metrics_text() const { return impl_->metrics_text(); }
+void RemoteGenerationService::count_refused_request() { impl_->count_refused_request(); }
 void RemoteGenerationService::end_drain_now() { impl_->end_drain_now(); }
 size_t RemoteGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);

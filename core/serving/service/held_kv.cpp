@@ -1,6 +1,7 @@
 #include "held_kv.h"
 
 #include <fmt/format.h>
+#include <headway/serving/echoed_input.h>
 #include <headway/serving/generation_service.h>
 #include <spdlog/spdlog.h>
 
@@ -28,8 +29,8 @@ void HeldKv::hold(uint32_t engine, uint64_t id, const KvStage& stage, const hw_m
 void check_held_kv_name(const std::string& name) {
   if (!is_kv_stage_name(name)) {
     throw ServiceError(ErrorCode::kInvalidArgument,
-                       fmt::format("\"{}\" is not a held KV's name (they start with {})",
-                                   name.substr(0, 80), kKvStagePrefix),
+                       fmt::format("{} is not a held KV's name (they start with {})",
+                                   quote_input(name), kKvStagePrefix),
                        "kv_stage.shm_name");
   }
 }
@@ -42,9 +43,9 @@ void HeldKv::send(uint64_t link, const KvStage& stage, bool drop) {
   });
   if (it == entries_.end()) {
     throw ServiceError(ErrorCode::kNotFound,
-                       fmt::format("no KV is held under \"{}\" (never, or its hold time passed, or "
+                       fmt::format("no KV is held under {} (never, or its hold time passed, or "
                                    "it was sent or dropped)",
-                                   stage.shm_name));
+                                   quote_input(stage.shm_name)));
   }
   Entry& entry = *it;
   // From here on the entry is sent or freed, never held again: the decode process either posts

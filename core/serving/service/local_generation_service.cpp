@@ -4,6 +4,7 @@
 #include <headway/core/tokenizer.h>
 #include <headway/serving/local_generation_service.h>
 #include <headway/serving/metrics_serving.h>
+#include <headway/serving/random_bits.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -46,6 +47,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
   std::string metrics_text() const { return metrics_.render(); }
+  void count_refused_request() { metrics_.rejected(Rejection::kInvalid); }
   size_t drain(double timeout_seconds);
   void end_drain_now() {
     {
@@ -110,7 +112,6 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::unordered_map<std::string, uint64_t> client_ids_;
   std::vector<hw_engine_load> loads_;  // routing scratch
   uint64_t next_numeric_id_ = 1;
-  uint64_t next_generated_id_ = 1;
   std::atomic<bool> admitting_{true};
   bool drain_cut_short_ = false;  // end_drain_now() ran (guarded)
 };
@@ -280,7 +281,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   std::string id = std::move(input.request_id);
   if (id.empty()) {
     do {
-      id = fmt::format("req-{}", next_generated_id_++);
+      id = random_request_id("req-");
     } while (client_ids_.count(id) != 0);
   } else if (client_ids_.count(id) != 0) {
     throw rejected(
@@ -476,6 +477,7 @@ ModelSummary LocalGenerationService::model_info() const { return impl_->model_in
 ClusterSummary LocalGenerationService::cluster_info() const { return impl_->cluster_info(); }
 HealthSummary LocalGenerationService::health() const { return impl_->health(); }
 std::string LocalGenerationService::metrics_text() const { return impl_->metrics_text(); }
+void LocalGenerationService::count_refused_request() { impl_->count_refused_request(); }
 size_t LocalGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/serving/echoed_input.h>
 
 #include <algorithm>
 
@@ -64,10 +65,11 @@ RequestAdmission::~RequestAdmission() = default;
 AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   if (!input.model.empty() && input.model != model_.name) {
     throw ServiceError(ErrorCode::kNotFound,
-                       fmt::format("model \"{}\" is not served here (this server serves \"{}\")",
-                                   input.model, model_.name),
+                       fmt::format("model {} is not served here (this server serves \"{}\")",
+                                   quote_input(input.model), model_.name),
                        "model");
   }
+  validate_request_id(input.request_id);
   validate_prompt_form(input);
   validate_sampling(input, model_.vocab);
   AdmittedRequest admitted;

@@ -1,6 +1,7 @@
 #include "request_validation.h"
 
 #include <fmt/format.h>
+#include <headway/serving/echoed_input.h>
 
 #include <cmath>
 
@@ -39,9 +40,9 @@ void validate_prompt_form(const GenerateInput& input) {
       for (size_t i = 0; i < input.messages.size(); ++i) {
         const std::string& role = input.messages[i].role;
         if (role != "system" && role != "user" && role != "assistant") {
-          invalid(
-              fmt::format("messages[{}].role: \"{}\" is not system, user or assistant", i, role),
-              fmt::format("messages[{}].role", i));
+          invalid(fmt::format("messages[{}].role: {} is not system, user or assistant", i,
+                              quote_input(role)),
+                  fmt::format("messages[{}].role", i));
         }
       }
       break;
@@ -111,9 +112,19 @@ void validate_request_class(const std::string& request_class) {
                 c == '_' || c == '.' || c == '-');
   }
   if (!ok) {
-    invalid(fmt::format("request_class \"{}\" must be 1 to {} characters of A-Z a-z 0-9 _ . -",
-                        request_class, kMaxRequestClassLength),
+    invalid(fmt::format("request_class {} must be 1 to {} characters of A-Z a-z 0-9 _ . -",
+                        quote_input(request_class), kMaxRequestClassLength),
             "request_class");
+  }
+}
+
+void validate_request_id(const std::string& request_id) {
+  bool printable = true;
+  for (char c : request_id) printable = printable && c >= 0x20 && c <= 0x7E;
+  if (!printable || request_id.size() > kMaxRequestIdLength) {
+    invalid(fmt::format("request_id {} must be at most {} characters of printable ASCII",
+                        quote_input(request_id), kMaxRequestIdLength),
+            "request_id");
   }
 }
 
@@ -142,9 +153,9 @@ void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t
   }
   if (!is_kv_stage_name(input.kv_source->shm_name)) {
     throw ServiceError(ErrorCode::kInvalidArgument,
-                       fmt::format("kv_source.shm_name: \"{}\" is not a staged KV's name (they "
+                       fmt::format("kv_source.shm_name: {} is not a staged KV's name (they "
                                    "start with {})",
-                                   input.kv_source->shm_name, kKvStagePrefix),
+                                   quote_input(input.kv_source->shm_name), kKvStagePrefix),
                        "kv_source");
   }
   if (input.prefill_only) {

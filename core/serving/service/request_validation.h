@@ -16,6 +16,9 @@ namespace headway::serving {
 
 inline constexpr size_t kMaxStopStrings = 4;
 inline constexpr size_t kMaxRequestClassLength = 32;
+// A client's request id is repeated in every response message and in logs; a router sends it on
+// to its engine processes with a suffix of its own, shortening the id to stay within this limit.
+inline constexpr size_t kMaxRequestIdLength = 256;
 
 // Exactly one prompt form is filled (the one prompt_kind names) and it is not empty.
 void validate_prompt_form(const GenerateInput& input);
@@ -44,5 +47,9 @@ void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t
 
 // A metrics label: 1..kMaxRequestClassLength characters of [A-Za-z0-9_.-].
 void validate_request_class(const std::string& request_class);
+
+// A request id the client chose (empty: the service assigns one): at most kMaxRequestIdLength
+// bytes of printable ASCII, space included.
+void validate_request_id(const std::string& request_id);
 
 }  // namespace headway::serving

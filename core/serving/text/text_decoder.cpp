@@ -4,7 +4,7 @@
 #include <optional>
 #include <utility>
 
-#include "utf8.h"
+#include "headway/serving/utf8.h"
 
 namespace headway::serving {
 namespace {

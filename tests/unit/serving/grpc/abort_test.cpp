@@ -53,7 +53,10 @@ TEST_F(AbortTest, AbortWithoutARequestIdIsAnInvalidArgumentNamingIt) {
   v1::AbortResponse aborted;
   const grpc::Status status = stub_->Abort(&context, v1::AbortRequest{}, &aborted);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("request_id"), std::string::npos);
+  EXPECT_EQ(status.error_message().rfind("request_id: ", 0), 0u) << status.error_message();
+  const auto param = context.GetServerTrailingMetadata().find("headway-error-param");
+  ASSERT_NE(param, context.GetServerTrailingMetadata().end());
+  EXPECT_EQ(std::string(param->second.data(), param->second.size()), "request_id");
   EXPECT_TRUE(fake_.aborted().empty());
 }
 

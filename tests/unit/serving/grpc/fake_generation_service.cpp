@@ -101,6 +101,16 @@ std::vector<std::string> FakeGenerationService::aborted() const {
   return aborted_;
 }
 
+size_t FakeGenerationService::refused_by_frontend() const {
+  std::lock_guard lock(mutex_);
+  return refused_by_frontend_;
+}
+
+void FakeGenerationService::count_refused_request() {
+  std::lock_guard lock(mutex_);
+  ++refused_by_frontend_;
+}
+
 std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input) {
   std::lock_guard lock(mutex_);
   if (submit_error_) {

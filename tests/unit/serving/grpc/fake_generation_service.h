@@ -55,6 +55,8 @@ class FakeGenerationService final : public GenerationService {
   // True once abort(id) has been called, waiting up to kWaitGuard.
   bool wait_for_abort(const std::string& id);
   std::vector<std::string> aborted() const;
+  // How often the frontend reported a request it refused itself (count_refused_request()).
+  size_t refused_by_frontend() const;
 
   // --- GenerationService ---
   std::shared_ptr<RequestStream> submit(GenerateInput input) override;
@@ -65,6 +67,7 @@ class FakeGenerationService final : public GenerationService {
   std::string metrics_text() const override { return {}; }
   size_t drain(double) override { return 0; }
   void end_drain_now() override {}
+  void count_refused_request() override;
 
  private:
   void throw_if_info_fails() const;  // mutex_ held
@@ -81,6 +84,7 @@ class FakeGenerationService final : public GenerationService {
   std::vector<std::string> aborted_;
   std::map<std::string, std::shared_ptr<RequestStream>> running_;
   uint64_t next_id_ = 1;
+  size_t refused_by_frontend_ = 0;
 };
 
 }  // namespace headway::serving::testing

@@ -168,13 +168,40 @@ TEST_F(GenerateTest, AnExplicitZeroMaxTokensReachesTheServiceToBeRefused) {
   EXPECT_EQ(fake_.wait_for_submitted(1).at(0).max_tokens, 0u);
 }
 
+// Refused by the frontend, not the service, but like the service's refusals: the message and the
+// trailing metadata name the field, and the service counts it (headway_request_rejected_total).
 TEST_F(GenerateTest, ARequestWithoutAPromptIsAnInvalidArgumentNamingIt) {
   const GenerateResult result = generate(v1::GenerateRequest{});
   EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(result.status.error_message().find("prompt"), std::string::npos)
+  EXPECT_EQ(result.status.error_message().rfind("prompt: ", 0), 0u)
       << result.status.error_message();
+  const auto param = result.trailing_metadata.find("headway-error-param");
+  ASSERT_NE(param, result.trailing_metadata.end());
+  EXPECT_EQ(param->second, "prompt");
   EXPECT_TRUE(result.messages.empty());
   EXPECT_TRUE(fake_.wait_for_submitted(0).empty());
+  EXPECT_EQ(fake_.refused_by_frontend(), 1u);
+}
+
+// A message that names the field only further on still starts with it.
+TEST_F(GenerateTest, ARefusalsMessageStartsWithTheFieldEvenWhenItNamesItLater) {
+  fake_.fail_next_submit(
+      ServiceError(ErrorCode::kInvalidArgument, "at most 4 stop strings are allowed", "stop"));
+  const GenerateResult result = generate(token_request({1}));
+  EXPECT_EQ(result.status.error_message(), "stop: at most 4 stop strings are allowed");
+  EXPECT_EQ(fake_.refused_by_frontend(), 0u);  // the service counts its own refusals
+}
+
+// A status travels in the trailers, and a client refuses trailers past its metadata limit (8 KiB)
+// with a RESOURCE_EXHAUSTED of its own: a long refusal is shortened so the client sees its code.
+TEST_F(GenerateTest, ALongRefusalIsShortenedSoTheClientSeesItsCode) {
+  fake_.fail_next_submit(
+      ServiceError(ErrorCode::kNotFound, "model " + std::string(1 << 20, 'm'), "model"));
+  const GenerateResult result = generate(token_request({1}));
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::NOT_FOUND)
+      << result.status.error_message().substr(0, 200);
+  EXPECT_LE(result.status.error_message().size(), 4096u + 32u);
+  EXPECT_NE(result.status.error_message().find("(1048582 bytes)"), std::string::npos);
 }
 
 TEST_F(GenerateTest, AFailedRequestEndsWithFinishReasonErrorAndItsMessage) {

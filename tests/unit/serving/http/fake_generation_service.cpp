@@ -120,6 +120,16 @@ std::vector<std::string> FakeGenerationService::aborted() const {
   return aborted_;
 }
 
+size_t FakeGenerationService::refused_by_frontend() const {
+  std::lock_guard lock(mutex_);
+  return refused_by_frontend_;
+}
+
+void FakeGenerationService::count_refused_request() {
+  std::lock_guard lock(mutex_);
+  ++refused_by_frontend_;
+}
+
 bool FakeGenerationService::wait_for_submits(size_t n, double seconds) const {
   std::unique_lock lock(mutex_);
   return changed_.wait_for(lock, std::chrono::duration<double>(seconds),

@@ -49,6 +49,8 @@ class FakeGenerationService : public GenerationService {
   // --- what the test observes ---
   std::vector<GenerateInput> submitted() const;
   std::vector<std::string> aborted() const;
+  // How often the frontend reported a request it refused itself (count_refused_request()).
+  size_t refused_by_frontend() const;
   // Waits (up to `seconds`, generous: a liveness bound, not a timing check) for the n-th submit /
   // for an abort of `id`; returns whether it happened.
   bool wait_for_submits(size_t n, double seconds) const;
@@ -63,6 +65,7 @@ class FakeGenerationService : public GenerationService {
   std::string metrics_text() const override;
   size_t drain(double timeout_seconds) override;
   void end_drain_now() override {}
+  void count_refused_request() override;
 
  private:
   struct Held {
@@ -81,6 +84,7 @@ class FakeGenerationService : public GenerationService {
   std::string metrics_ = "# TYPE headway_requests_total counter\nheadway_requests_total 3\n";
   std::vector<GenerateInput> submitted_;
   std::vector<std::string> aborted_;
+  size_t refused_by_frontend_ = 0;
   std::map<std::string, Held> held_;
   uint64_t next_request_ = 0;
 };

@@ -51,6 +51,23 @@ TEST_F(HttpFrontendTest, UnsupportedFieldsAreRefused) {
   EXPECT_TRUE(service_.submitted().empty());
 }
 
+// headway_request_rejected_total counts every refused request: those refused here, before
+// submit(), are reported to the service, which counts its own refusals itself.
+TEST_F(HttpFrontendTest, RequestsRefusedBeforeTheServiceAreCountedByIt) {
+  ASSERT_TRUE(post_json("/v1/completions", R"({"prompt": "x" "max_tokens": 3})"));
+  ASSERT_TRUE(post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 0})"));
+  ASSERT_TRUE(post_json("/v1/chat/completions", R"({"messages": "hi"})"));
+  ASSERT_TRUE(
+      client().Post("/v1/completions", httplib::MultipartFormDataItems{{"prompt", "x", "", ""}}));
+  EXPECT_EQ(service_.refused_by_frontend(), 4u);
+  service_.fail_submits_with(ServiceError(ErrorCode::kNotFound, "no such model", "model"));
+  auto refused = post_json("/v1/completions", R"({"prompt": "x", "model": "other"})");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 404);
+  EXPECT_EQ(service_.refused_by_frontend(), 4u);
+  EXPECT_TRUE(service_.submitted().empty());
+}
+
 struct ServiceFailure {
   ErrorCode code;
   int status;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "owning_decoder.h"
@@ -196,6 +197,10 @@ TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
        ErrorCode::kInvalidArgument, "prompt[1]"},
       {"bad request class", [](GenerateInput& in) { in.request_class = "has space"; },
        ErrorCode::kInvalidArgument, "request_class"},
+      {"request id too long", [](GenerateInput& in) { in.request_id = std::string(257, 'r'); },
+       ErrorCode::kInvalidArgument, "request_id"},
+      {"request id with a line break", [](GenerateInput& in) { in.request_id = "a\nb"; },
+       ErrorCode::kInvalidArgument, "request_id"},
   };
   for (const BadInput& c : cases) {
     GenerateInput input = text_request("hi", 4);
@@ -214,6 +219,48 @@ TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
   EXPECT_NE(service.metrics_text().find("headway_request_rejected_total{reason=\"invalid\"} " +
                                         std::to_string(cases.size()) + "\n"),
             std::string::npos);
+}
+
+// A client may send megabytes in any string field: the refusal repeats its start only, so that
+// it stays readable and fits a gRPC status (a 5 MB model name used to make the client see
+// RESOURCE_EXHAUSTED for its own metadata limit instead of NOT_FOUND).
+TEST_F(ServiceTest, ARefusalRepeatsOnlyTheStartOfALongInput) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const std::string huge(5 << 20, 'x');
+  const std::vector<std::pair<const char*, void (*)(GenerateInput&, const std::string&)>> cases = {
+      {"model", [](GenerateInput& in, const std::string& v) { in.model = v; }},
+      {"request_class", [](GenerateInput& in, const std::string& v) { in.request_class = v; }},
+      {"request_id", [](GenerateInput& in, const std::string& v) { in.request_id = v; }},
+      {"messages[0].role",
+       [](GenerateInput& in, const std::string& v) {
+         in.prompt_kind = GenerateInput::PromptKind::kChat;
+         in.prompt_text.clear();
+         in.messages = {{v, "hi"}};
+       }},
+  };
+  for (const auto& [field, set] : cases) {
+    GenerateInput input = text_request("hi", 4);
+    set(input, huge);
+    try {
+      service.submit(input);
+      ADD_FAILURE() << field << ": accepted";
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.param(), field);
+      const std::string message = e.what();
+      EXPECT_LT(message.size(), 300u) << field << ": " << message.substr(0, 300);
+      EXPECT_NE(message.find("(5242880 bytes)"), std::string::npos) << field << ": " << message;
+    }
+  }
+}
+
+// The longest id a client may choose is taken as it is.
+TEST_F(ServiceTest, ARequestIdOfTheMaximumLengthIsTaken) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput input = text_request("hi", 2);
+  input.request_id = std::string(256, '~');
+  auto stream = service.submit(input);
+  EXPECT_EQ(stream->id(), input.request_id);
+  EXPECT_EQ(collect(*stream).finish, Finish::kLength);
 }
 
 TEST_F(ServiceTest, ADuplicateIdInFlightIsRefused) {

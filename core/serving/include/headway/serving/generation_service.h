@@ -133,6 +133,10 @@ class GenerationService {
 
   // Every metric in the Prometheus text exposition format (version 0.0.4).
   virtual std::string metrics_text() const = 0;
+  // Counts a request its frontend refused before submit() (a body that is not JSON, a field the
+  // frontend does not accept, no prompt), so that headway_request_rejected_total{reason="invalid"}
+  // sees every refused request and not only those submit() refused. Default: not counted.
+  virtual void count_refused_request() {}
 
   // Stops admitting (submit throws kUnavailable) and returns once nothing is in flight or
   // `timeout_seconds` passed; what is still running then is aborted. Returns the number aborted.

@@ -52,6 +52,7 @@ class RemoteGenerationService final : public GenerationService {
   ClusterSummary cluster_info() const override;
   HealthSummary health() const override;
   std::string metrics_text() const override;
+  void count_refused_request() override;
   size_t drain(double timeout_seconds) override;
   void end_drain_now() override;
 

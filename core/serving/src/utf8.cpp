@@ -1,4 +1,4 @@
-#include "utf8.h"
+#include "headway/serving/utf8.h"
 
 #include <cstdint>
 
@@ -76,6 +76,13 @@ void append_valid(std::string_view bytes, std::string& out) {
       i += n > 0 ? n : 1;  // a truncated character is one replacement, as decoders usually do
     }
   }
+}
+
+size_t complete_length(std::string_view bytes) {
+  if (bytes.empty()) return 0;
+  bool complete = false;
+  const size_t n = valid_prefix(bytes, 0, complete);
+  return complete ? n : 0;
 }
 
 bool is_valid(std::string_view bytes) {

@@ -1,4 +1,5 @@
-// UTF-8 validation for text handed to clients (private to headway_text).
+// UTF-8 validation for text handed to clients: generated text, and client input repeated in an
+// error message.
 //
 // Threading: pure functions.
 #pragma once
@@ -19,5 +20,9 @@ void append_valid(std::string_view bytes, std::string& out);
 
 // True when `bytes` is entirely valid UTF-8.
 bool is_valid(std::string_view bytes);
+
+// The length of the complete, valid character `bytes` starts with (1 to 4), or 0 when it does not
+// start with one (an invalid byte, or a character cut short).
+size_t complete_length(std::string_view bytes);
 
 }  // namespace headway::serving::utf8

@@ -58,13 +58,14 @@ ResolvedModel resolve_model(const std::string& model) {
 
 uint32_t dtype_bytes(const std::string& dtype) { return dtype == "fp8" ? 1 : 2; }
 
-std::string failure_reason(const sim::DegreeVerdict& v, double hbm) {
+std::string failure_reason(const sim::DegreeVerdict& v, const sim::PlanInput& in) {
   if (!v.legal()) return "heads: " + v.head_problem;
-  return fmt::format("memory: needs {} GB per GPU, {} GB more than the {} GB it has",
-                     gb(v.memory.total()), gb(v.memory.total() - hbm), gb(hbm));
+  const double usable = sim::usable_bytes(in);
+  return fmt::format("memory: needs {} GB per GPU, {} GB more than the {} GB it may use",
+                     gb(v.memory.total()), gb(v.memory.total() - usable), gb(usable));
 }
 
-void print_breakdown(const sim::DegreeVerdict& v, const sim::PlanInput& in, double hbm) {
+void print_breakdown(const sim::DegreeVerdict& v, const sim::PlanInput& in) {
   const sim::MemoryBreakdown& m = v.memory;
   std::printf("  memory per GPU (GB)\n");
   std::printf("    weights          %9s\n", gb(m.weights).c_str());
@@ -79,8 +80,9 @@ void print_breakdown(const sim::DegreeVerdict& v, const sim::PlanInput& in, doub
       "%s)\n",
       gb(m.runtime_reserve()).c_str(), gb(m.cuda_context).c_str(), gb(m.cublas_workspace).c_str(),
       gb(m.nccl_buffers).c_str(), gb(m.cuda_graphs).c_str());
-  std::printf("    total            %9s   of %s (%s free)\n", gb(m.total()).c_str(),
-              gb(hbm).c_str(), gb(hbm - m.total()).c_str());
+  const double usable = sim::usable_bytes(in);
+  std::printf("    total            %9s   of %s usable (%s to spare)\n", gb(m.total()).c_str(),
+              gb(usable).c_str(), gb(usable - m.total()).c_str());
   std::printf("  max concurrency at context %u: %llu\n", in.context,
               static_cast<unsigned long long>(v.max_concurrency));
 }
@@ -112,6 +114,10 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("--max-num-seqs", args.max_num_seqs,
                   "Sampled rows of one step, for the logits estimate")
       ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--gpu-memory-utilization", args.gpu_memory_utilization,
+                  "Share of each GPU's memory the serving process may use in all, as vLLM's flag "
+                  "and the cuda model's gpu_memory_fraction")
+      ->check(CLI::Range(0.05, 1.0));
   return cmd;
 }
 
@@ -127,6 +133,7 @@ int run_plan(const PlanArgs& args) {
   sim::PlanInput in;
   in.model = model.shape;
   in.hbm_bytes = sim::to_gpu_spec(*gpu).hbm_bytes;
+  in.gpu_memory_utilization = args.gpu_memory_utilization;
   in.context = args.context;
   in.concurrency = args.concurrency;
   in.weight_bytes = dtype_bytes(args.dtype);
@@ -141,15 +148,18 @@ int run_plan(const PlanArgs& args) {
   }
 
   const double parameters = sim::parameter_counts(in.model).total(in.model.layers);
-  std::printf("%s: %.2fB parameters, weights %s, KV cache %s, on %s (%s GB per GPU)\n",
-              model.label.c_str(), parameters / 1e9, args.dtype.c_str(),
-              in.kv_bytes == 1 ? "fp8" : "bf16", args.gpu.c_str(), gb(in.hbm_bytes).c_str());
+  std::printf(
+      "%s: %.2fB parameters, weights %s, KV cache %s, on %s (%s GB per GPU, %s usable at "
+      "gpu_memory_utilization %.2f)\n",
+      model.label.c_str(), parameters / 1e9, args.dtype.c_str(), in.kv_bytes == 1 ? "fp8" : "bf16",
+      args.gpu.c_str(), gb(in.hbm_bytes).c_str(), gb(sim::usable_bytes(in)).c_str(),
+      in.gpu_memory_utilization);
   std::printf("context %u tokens x concurrency %u\n\n", in.context, in.concurrency);
 
   if (plan.chosen < 0) {
     std::printf("no tensor-parallel degree up to 8 fits:\n");
     for (const sim::DegreeVerdict& v : plan.degrees) {
-      std::printf("  tp=%u: %s\n", v.tensor_parallel, failure_reason(v, in.hbm_bytes).c_str());
+      std::printf("  tp=%u: %s\n", v.tensor_parallel, failure_reason(v, in).c_str());
     }
     std::fprintf(stderr,
                  "headway plan: %s does not fit on up to 8 x %s at context %u x concurrency %u\n",
@@ -158,12 +168,12 @@ int run_plan(const PlanArgs& args) {
   }
   const sim::DegreeVerdict& chosen = plan.degrees[static_cast<size_t>(plan.chosen)];
   std::printf("tensor_parallel = %u\n", chosen.tensor_parallel);
-  print_breakdown(chosen, in, in.hbm_bytes);
+  print_breakdown(chosen, in);
   if (plan.chosen > 0) {
     std::printf("smaller degrees:\n");
     for (int i = 0; i < plan.chosen; ++i) {
       const sim::DegreeVerdict& v = plan.degrees[static_cast<size_t>(i)];
-      std::printf("  tp=%u: %s\n", v.tensor_parallel, failure_reason(v, in.hbm_bytes).c_str());
+      std::printf("  tp=%u: %s\n", v.tensor_parallel, failure_reason(v, in).c_str());
     }
   }
   return 0;

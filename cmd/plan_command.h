@@ -1,13 +1,16 @@
 // `headway plan --model NAME|path/to/config.json --gpu h100|h200 --context N [--dtype bf16|fp8]
-//  [--kv-dtype auto|bf16|fp8] [--concurrency N]`: the smallest tensor-parallel degree that fits the
-// model and the KV cache of `concurrency` requests of `context` tokens on one node, its memory per
-// GPU, why every smaller degree fails, and how many such requests the chosen degree holds.
+//  [--kv-dtype auto|bf16|fp8] [--concurrency N] [--gpu-memory-utilization F]`: the smallest
+// tensor-parallel degree that fits the model and the KV cache of `concurrency` requests of
+// `context` tokens on one node, its memory per GPU, why every smaller degree fails, and how many
+// such requests the chosen degree holds.
 // The arithmetic is plugins/models/sim/planner.h; docs/planner.md explains the output.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+
+#include "model_memory.h"
 
 namespace headway::cmd {
 
@@ -20,6 +23,7 @@ struct PlanArgs {
   std::string kv_dtype = "auto";  // auto: as --dtype
   uint32_t max_num_batched_tokens = 8192;
   uint32_t max_num_seqs = 256;
+  double gpu_memory_utilization = models::sim::kDefaultGpuMemoryUtilization;
 };
 
 // Registers `plan` on `app`; `args` must outlive parsing. Main thread only.

@@ -75,7 +75,7 @@ struct CostConfig {
   // vLLM's batch-8 decode (docs/performance.md, "The cost model").
   double step_overhead_s = 2.5e-3;
   // Share of HBM the engine may use (weights + activations + KV), as in vLLM.
-  double gpu_memory_utilization = 0.9;
+  double gpu_memory_utilization = kDefaultGpuMemoryUtilization;
   // Per-GPU memory kept for activations, workspaces and CUDA graphs; not available to the KV cache.
   double activation_reserve_bytes = 2e9;
 };

@@ -34,6 +34,10 @@ struct ModelShape {
 inline constexpr uint32_t kEmbeddingBytes = 2;
 // Activations (and so the all-reduce payload) are bf16 whatever the weights' dtype.
 inline constexpr uint32_t kActivationBytes = 2;
+// Share of a GPU's memory a serving process may use in all, by default: vLLM's
+// gpu_memory_utilization, the cuda model's gpu_memory_fraction. The planner and the sim model's KV
+// sizing both hold to it, so that a plan that fits also loads.
+inline constexpr double kDefaultGpuMemoryUtilization = 0.9;
 
 // Why `tp` cannot split this model's attention, or "" when it can. Every GPU needs whole query
 // heads (heads % tp == 0) and either a share of the kv heads (kv_heads % tp == 0) or, beyond their

@@ -29,6 +29,9 @@ void require(bool ok, const char* field) {
 
 void validate(const PlanInput& in) {
   require(in.hbm_bytes > 0 && std::isfinite(in.hbm_bytes), "GPU memory (hbm)");
+  if (!(in.gpu_memory_utilization > 0 && in.gpu_memory_utilization <= 1)) {
+    throw std::invalid_argument("plan: gpu_memory_utilization must be in (0, 1]");
+  }
   require(in.context > 0, "context");
   require(in.concurrency > 0, "concurrency");
   require(in.block_size > 0, "block_size");
@@ -71,6 +74,8 @@ double activation_bytes(const PlanInput& in, uint32_t tp) {
 
 }  // namespace
 
+double usable_bytes(const PlanInput& in) { return in.hbm_bytes * in.gpu_memory_utilization; }
+
 MemoryBreakdown memory_per_gpu(const PlanInput& in, uint32_t tp) {
   validate(in);
   require(tp > 0, "tensor_parallel");
@@ -97,8 +102,8 @@ Plan plan_tensor_parallel(const PlanInput& in) {
       verdict.memory = memory_per_gpu(in, tp);
       verdict.kv_bytes_per_token = kv_bytes_per_token_per_gpu(in.model, tp, in.kv_bytes);
       verdict.tokens_per_request = tokens_per_request(in);
-      verdict.fits = verdict.memory.total() <= in.hbm_bytes;
-      const double free_for_kv = in.hbm_bytes - verdict.memory.weights -
+      verdict.fits = verdict.memory.total() <= usable_bytes(in);
+      const double free_for_kv = usable_bytes(in) - verdict.memory.weights -
                                  verdict.memory.activations - verdict.memory.runtime_reserve();
       const double per_request =
           static_cast<double>(verdict.tokens_per_request) * verdict.kv_bytes_per_token;

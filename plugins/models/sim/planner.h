@@ -1,7 +1,8 @@
 // Capacity planner behind `headway plan`: the smallest tensor-parallel degree (1, 2, 4, 8) at
 // which a model's weights, the KV cache of `concurrency` requests of `context` tokens, the
-// activation workspace of one step and the runtime's own memory fit in each GPU's HBM; and why
-// every smaller degree does not.
+// activation workspace of one step and the runtime's own memory fit in the share of each GPU's
+// HBM a serving process may use (gpu_memory_utilization, as in vLLM); and why every smaller degree
+// does not.
 //
 // Sizes come from model_memory.h, the arithmetic the sim model's cost model uses, and GPUs from
 // presets.h. The activation workspace and the runtime reserve are estimates (the numbers and their
@@ -21,7 +22,9 @@ namespace headway::models::sim {
 
 struct PlanInput {
   ModelShape model;
-  double hbm_bytes = 0;       // per GPU
+  double hbm_bytes = 0;  // per GPU
+  // Share of hbm_bytes the serving process may use in all, in (0, 1].
+  double gpu_memory_utilization = kDefaultGpuMemoryUtilization;
   uint32_t context = 0;       // tokens per request (prompt + output)
   uint32_t concurrency = 1;   // requests whose KV is resident at once
   uint32_t weight_bytes = 2;  // 2 = bf16, 1 = fp8 (embedding and LM head stay bf16)
@@ -52,10 +55,13 @@ struct DegreeVerdict {
   MemoryBreakdown memory;           // filled for legal degrees only
   uint64_t kv_bytes_per_token = 0;  // per GPU
   uint64_t tokens_per_request = 0;  // context rounded up to whole blocks
-  bool fits = false;                // legal and memory.total() <= hbm
+  bool fits = false;                // legal and memory.total() <= usable_bytes()
   uint64_t max_concurrency = 0;     // requests of `context` tokens the free memory holds
   bool legal() const { return head_problem.empty(); }
 };
+
+// The memory per GPU a plan may fill: hbm_bytes * gpu_memory_utilization.
+double usable_bytes(const PlanInput& input);
 
 struct Plan {
   std::vector<DegreeVerdict> degrees;  // 1, 2, 4, 8 in order
@@ -66,8 +72,8 @@ struct Plan {
 inline constexpr uint32_t kPlanDegrees[] = {1, 2, 4, 8};
 
 // Throws std::invalid_argument naming the field when context, concurrency, block_size,
-// max_num_batched_tokens, max_num_seqs or hbm_bytes is 0, a byte width is not 1 or 2, or a shape
-// field is 0.
+// max_num_batched_tokens, max_num_seqs or hbm_bytes is 0, gpu_memory_utilization is outside
+// (0, 1], a byte width is not 1 or 2, or a shape field is 0.
 MemoryBreakdown memory_per_gpu(const PlanInput& input, uint32_t tensor_parallel);
 Plan plan_tensor_parallel(const PlanInput& input);
 

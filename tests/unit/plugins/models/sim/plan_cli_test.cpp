@@ -46,10 +46,16 @@ TEST(PlanCli, Llama70bOnH100At64kNeedsFourGpus) {
   EXPECT_TRUE(
       contains(r.out, "KV cache              5.37   (1 x 65536 tokens x 81920 bytes/token)"))
       << r.out;
-  EXPECT_TRUE(contains(r.out, "max concurrency at context 65536: 7")) << r.out;
+  EXPECT_TRUE(contains(r.out, "max concurrency at context 65536: 6")) << r.out;
+  EXPECT_TRUE(contains(r.out,
+                       "on h100 (80.00 GB per GPU, 72.00 usable at gpu_memory_utilization "
+                       "0.90)"))
+      << r.out;
   // The smaller degrees, each with the size of its miss (hand-computed in planner_test.cpp).
   EXPECT_TRUE(contains(r.out, "tp=1: memory: needs ")) << r.out;
-  EXPECT_TRUE(contains(r.out, "tp=2: memory: needs 84.88 GB per GPU, 4.88 GB more than the 80.00"))
+  EXPECT_TRUE(contains(r.out,
+                       "tp=2: memory: needs 84.88 GB per GPU, 12.88 GB more than the 72.00 GB it "
+                       "may use"))
       << r.out;
   EXPECT_FALSE(contains(r.out, "tp=8")) << r.out;
 }
@@ -60,8 +66,15 @@ TEST(PlanCli, Fp8AndH200ChangeTheAnswer) {
   EXPECT_TRUE(contains(r.out, "tensor_parallel = 2")) << r.out;
   r = run("--model llama-3.3-70b --gpu h100 --context 8192 --dtype fp8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(contains(r.out, "tensor_parallel = 1")) << r.out;
+  EXPECT_TRUE(contains(r.out, "tensor_parallel = 2")) << r.out;
   EXPECT_TRUE(contains(r.out, "weights fp8, KV cache fp8")) << r.out;
+  // 70B's bf16 weights need four H100s at the default 0.9, two when the process may use 0.95.
+  r = run("--model llama-3.3-70b --gpu h100 --context 4096");
+  EXPECT_TRUE(contains(r.out, "tensor_parallel = 4")) << r.out;
+  r = run("--model llama-3.3-70b --gpu h100 --context 4096 --gpu-memory-utilization 0.95");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "tensor_parallel = 2")) << r.out;
+  EXPECT_TRUE(contains(r.out, "of 76.00 usable")) << r.out;
   r = run("--model llama-3.3-70b --gpu h100 --context 8192 --dtype fp8 --kv-dtype bf16");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "weights fp8, KV cache bf16")) << r.out;

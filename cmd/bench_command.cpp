@@ -15,6 +15,7 @@
 #include <headway/serving/bench/progress_reporter.h>
 #include <headway/serving/bench/server_endpoint.h>
 #include <headway/serving/bench/workload_limits.h>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <iostream>
@@ -173,7 +174,7 @@ Prediction predict(core::DeploymentConfig deployment, const core::Workload& work
   Prediction p;
   p.deployment = std::move(deployment);
   p.run = core::simulate(p.deployment, workload);
-  const bool with_baseline = workload.has_long_class();
+  const bool with_baseline = workload.has_long_requests();
   core::SimulationResult baseline;
   if (with_baseline) baseline = core::simulate(p.deployment, workload.without_long_classes());
   p.report = core::build_report(workload, p.run.records, p.run.steps, p.run.simulated_seconds,
@@ -223,6 +224,7 @@ int run_bench(const BenchArgs& args) {
   check_distinct(args.out, "--out", {{"--plot", &plot}});
   const core::Workload workload =
       bench::limit_workload(core::load_workload(args.workload), args.num_requests, args.duration);
+  for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
   std::optional<core::DeploymentConfig> deployment;
   if (!args.predict_config.empty()) {
     core::PluginRegistry& registry = core::PluginRegistry::global();
@@ -245,7 +247,7 @@ int run_bench(const BenchArgs& args) {
       args.max_concurrency);
   const bench::BenchRun run = measure(workload, target, args);
   std::optional<bench::BenchRun> baseline;
-  const bool with_baseline = args.hol_baseline && workload.has_long_class();
+  const bool with_baseline = args.hol_baseline && workload.has_long_requests();
   if (with_baseline) {
     if (!args.quiet) std::cerr << "bench: baseline run without the long classes\n";
     baseline = measure(workload.without_long_classes(), target, args);

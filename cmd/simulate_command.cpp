@@ -14,6 +14,7 @@
 #include <headway/core/workload.h>
 #include <headway/core/workload_scaling.h>
 #include <headway/serving/bench/workload_limits.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <iostream>
@@ -181,7 +182,8 @@ int run_simulate(const SimulateArgs& args) {
       args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>")
                             : core::load_workload(args.workload),
       args.num_requests, args.duration);
-  const bool with_baseline = !args.no_baseline && workload.has_long_class();
+  for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
+  const bool with_baseline = !args.no_baseline && workload.has_long_requests();
   const core::Workload without_long =
       with_baseline ? workload.without_long_classes() : core::Workload{};
 

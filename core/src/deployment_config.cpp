@@ -3,6 +3,8 @@
 #include <headway/core/error.h>
 #include <toml++/toml.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -19,6 +21,13 @@ namespace {
 std::string key_path(const std::string& where, std::string_view key) {
   return where.find(": ") == std::string::npos ? fmt::format("{}: {}", where, key)
                                                : fmt::format("{}.{}", where, key);
+}
+
+// A value as the TOML file spells it ("16.5", "\"x\""), for a message saying what was found.
+std::string value_text(const toml::node& node) {
+  std::ostringstream out;
+  node.visit([&out](const auto& value) { out << value; });
+  return out.str();
 }
 
 std::string line_of(const toml::node& node) {
@@ -69,8 +78,8 @@ uint32_t get_uint(const toml::table& t, std::string_view key, const std::string&
   const toml::node* node = t.get(key);
   if (node == nullptr) return fallback;
   if (!node->is_integer() || node->as_integer()->get() < min || node->as_integer()->get() > max) {
-    throw Error(fmt::format("{}: expected an integer in [{}, {}]{}", key_path(where, key), min, max,
-                            line_of(*node)));
+    throw Error(fmt::format("{}: expected an integer in [{}, {}], not {}{}", key_path(where, key),
+                            min, max, value_text(*node), line_of(*node)));
   }
   return static_cast<uint32_t>(node->as_integer()->get());
 }
@@ -387,7 +396,10 @@ DeploymentConfig load_deployment(const fs::path& file, PluginRegistry& registry)
     throw Error(file.string() + ": is a directory, not a deployment file", HW_INVALID_ARGUMENT);
   }
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file.string() + ": cannot open deployment file", HW_NOT_FOUND);
+  if (!in) {
+    const char* why = fs::exists(file, error) ? std::strerror(errno) : "no such file";
+    throw Error(file.string() + ": cannot open deployment file (" + why + ")", HW_NOT_FOUND);
+  }
   std::stringstream buffer;
   buffer << in.rdbuf();
   return parse_deployment(buffer.str(), file, registry);

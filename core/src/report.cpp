@@ -195,7 +195,7 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
   report.long_group =
       make_class_report("long", true, long_requests, std::move(long_samples), report.span_seconds);
 
-  if (without_long != nullptr && workload.has_long_class()) {
+  if (without_long != nullptr && workload.has_long_requests()) {
     const auto [ttft, itl] = short_p99s(workload, records, "a");
     const auto [ttft0, itl0] = short_p99s(workload, *without_long, "a baseline");
     report.short_p99_ttft = finite(ttft);
@@ -290,7 +290,8 @@ void print_report(std::ostream& out, const Report& report) {
                       name, *factor, metric, duration_text(with.value_or(NAN)),
                       duration_text(without.value_or(NAN))));
     } else {
-      line(fmt::format("{:<14}-  (needs a long class and a baseline run without it)", name));
+      line(fmt::format("{:<14}-  (needs requests of a long class and a baseline run without them)",
+                       name));
     }
   };
   factor_line("HOL factor", "TTFT", report.hol_factor, report.short_p99_ttft,

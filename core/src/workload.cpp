@@ -20,9 +20,10 @@
 
 namespace headway::core {
 
-bool Workload::has_long_class() const {
-  return std::any_of(classes.begin(), classes.end(),
-                     [](const RequestClass& c) { return c.is_long; });
+bool Workload::has_long_requests() const {
+  return std::any_of(requests.begin(), requests.end(), [&](const WorkloadRequest& r) {
+    return r.class_index < classes.size() && classes[r.class_index].is_long;
+  });
 }
 
 Workload Workload::without_long_classes() const {
@@ -30,6 +31,7 @@ Workload Workload::without_long_classes() const {
   out.source = source;
   out.seed = seed;
   out.classes = classes;
+  out.warnings = warnings;
   out.requests.reserve(requests.size());
   for (const WorkloadRequest& r : requests) {
     if (r.class_index < classes.size() && !classes[r.class_index].is_long)
@@ -89,6 +91,14 @@ std::string type_name(const toml::node& node) {
   }
 }
 
+// Why `path`, which is not a regular file, cannot be read as one.
+std::string not_a_file_reason(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return "a directory, not a file";
+  if (std::filesystem::exists(path, ec)) return "not a regular file";
+  return "no such file";
+}
+
 std::string number_text(double v) {
   std::ostringstream s;
   s << v;
@@ -141,6 +151,11 @@ struct TraceRow {
 struct Trace {
   std::string display;  // path as shown in messages
   std::vector<TraceRow> rows;
+  // Rows stamped earlier than the row before them: how many, the first one's line, and the
+  // largest step back in seconds.
+  size_t backward_rows = 0;
+  size_t first_backward_line = 0;
+  double largest_step_back = 0;
 };
 
 int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
@@ -211,12 +226,15 @@ std::unique_ptr<Trace> read_trace(const std::filesystem::path& path, const std::
   trace->display = path.string();
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    throw Error(where + ": cannot open trace file \"" + trace->display + "\" (no such file)",
+    throw Error(where + ": cannot open trace file \"" + trace->display + "\" (" +
+                    not_a_file_reason(path) + ")",
                 HW_NOT_FOUND);
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(where + ": cannot open trace file \"" + trace->display + "\"", HW_NOT_FOUND);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Spreadsheets save CSV with a UTF-8 byte order mark; it is not part of the first column's name.
+  if (text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);
 
   const auto fail = [&](size_t line, const std::string& msg) {
     throw Error(where + ": " + trace->display + ":" + std::to_string(line) + ": " + msg);
@@ -297,6 +315,15 @@ std::unique_ptr<Trace> read_trace(const std::filesystem::path& path, const std::
     };
     row.context = parse_tokens(ctx_col, kContextColumn);
     row.generated = parse_tokens(gen_col, kGeneratedColumn);
+    if (!trace->rows.empty()) {
+      const TraceRow& before = trace->rows.back();
+      const double step =
+          static_cast<double>(row.seconds - before.seconds) + (row.fraction - before.fraction);
+      if (step < 0) {
+        if (trace->backward_rows++ == 0) trace->first_backward_line = line_no;
+        trace->largest_step_back = std::max(trace->largest_step_back, -step);
+      }
+    }
     trace->rows.push_back(row);
   }
   if (trace->rows.empty()) fail(line_no, "no data rows after the header");
@@ -457,6 +484,7 @@ class Parser {
   std::filesystem::path file_;
   std::string name_;
   std::map<std::string, std::unique_ptr<Trace>> traces_;
+  std::vector<std::string> warnings_;
 };
 
 Dist Parser::parse_dist(const toml::table& parent, const std::string& parent_path,
@@ -587,7 +615,8 @@ Workload Parser::run(std::optional<std::string_view> text) {
     } else {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(file_, ec)) {
-        throw Error(name_ + ": cannot open workload file (no such file)", HW_NOT_FOUND);
+        throw Error(name_ + ": cannot open workload file (" + not_a_file_reason(file_) + ")",
+                    HW_NOT_FOUND);
       }
       root = toml::parse_file(file_.string());
     }
@@ -637,6 +666,16 @@ Workload Parser::run(std::optional<std::string_view> text) {
     const auto file = get_string(*trace_table, tp, "file");
     if (!file) fail("trace.file", "missing (required: path of a trace CSV)");
     const Trace& tr = trace(*file, "trace.file");
+    if (tr.backward_rows > 0) {
+      // Replayed sorted, from the earliest timestamp: merged logs are often a little out of order,
+      // but one early outlier shifts every arrival, and the operator should know.
+      warnings_.push_back(name_ + ": trace.file: " + tr.display + ":" +
+                          std::to_string(tr.first_backward_line) +
+                          ": the trace is not in time order: " + std::to_string(tr.backward_rows) +
+                          " row(s) stamped earlier than the row before them, by up to " +
+                          number_text(tr.largest_step_back) +
+                          " s; replayed in time order from the earliest timestamp");
+    }
     std::optional<int64_t> limit;
     if (trace_table->contains("limit")) {
       limit = int_in(*trace_table, tp, "limit", 1, kMaxRequests,
@@ -838,6 +877,7 @@ Workload Parser::run(std::optional<std::string_view> text) {
     w.requests.push_back({i, p.class_index, p.arrival * time_scale, p.prompt, p.output,
                           w.classes[p.class_index].priority});
   }
+  w.warnings = std::move(warnings_);
   return w;
 }
 

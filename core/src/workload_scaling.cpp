@@ -25,6 +25,7 @@ Workload first_requests(const Workload& workload, size_t count) {
   out.source = workload.source;
   out.seed = workload.seed;
   out.classes = workload.classes;
+  out.warnings = workload.warnings;
   out.requests.assign(workload.requests.begin(),
                       workload.requests.begin() + static_cast<std::ptrdiff_t>(count));
   return out;

@@ -322,6 +322,8 @@ TEST_F(DeploymentConfigTest, IntegerFieldsAreRangeChecked) {
       {"count = '2'", "engines[0].count: expected an integer in [1, 4096]"},
       {"block_size = 0", "engines[0].block_size: expected an integer in [1, 1024]"},
       {"block_size = 2048", "engines[0].block_size: expected an integer in [1, 1024]"},
+      {"block_size = 16.5", "engines[0].block_size: expected an integer in [1, 1024], not 16.5"},
+      {"count = '2'", "engines[0].count: expected an integer in [1, 4096], not '2'"},
       {"kv_blocks = -1", "engines[0].kv_blocks: expected an integer in [0, 4294967295]"},
       {"max_model_len = 4294967296", "engines[0].max_model_len: expected an integer in [0, "},
   };
@@ -407,7 +409,7 @@ TEST_F(DeploymentConfigTest, LoadDeploymentOfAMissingFile) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), HW_NOT_FOUND);
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent/deploy.toml"));
-    EXPECT_THAT(e.what(), HasSubstr("cannot open"));
+    EXPECT_THAT(e.what(), HasSubstr("cannot open deployment file (no such file)"));
   }
 }
 

@@ -190,7 +190,7 @@ output = { dist = "fixed", value = 3 }
   EXPECT_EQ(load_workload(write("count = 2\n" + base, "count.toml")).requests.size(), 2u);
   EXPECT_EQ(load_workload(write("duration = 3.0\n" + base, "dur.toml")).requests.size(), 3u);
   // One class: nothing is long.
-  EXPECT_FALSE(all.has_long_class());
+  EXPECT_FALSE(all.has_long_requests());
 }
 
 TEST_F(WorkloadTest, DurationBoundsPoissonArrivals) {
@@ -217,7 +217,7 @@ TEST_F(WorkloadTest, TraceReplayArrivalsOrderAndClamp) {
   const Workload w = load_workload(kWorkloads / "trace_replay.toml");
   ASSERT_EQ(w.classes.size(), 1u);
   EXPECT_EQ(w.classes[0].name, "replay");
-  EXPECT_FALSE(w.has_long_class());
+  EXPECT_FALSE(w.has_long_requests());
   ASSERT_EQ(w.requests.size(), 5u);
   // Seconds since the first row; the last row is on the next day (86400 - 65746.5 + 1.25).
   const double arrivals[] = {0.0, 0.5, 0.5, 1.75, 20654.75};
@@ -229,6 +229,37 @@ TEST_F(WorkloadTest, TraceReplayArrivalsOrderAndClamp) {
     EXPECT_EQ(w.requests[i].output_tokens, outputs[i]) << i;
     EXPECT_EQ(w.requests[i].id, i);
   }
+}
+
+// A trace out of time order is replayed sorted, from its earliest timestamp, and says so: one early
+// outlier shifts every arrival, which an operator must see before trusting the results.
+TEST_F(WorkloadTest, ATraceOutOfTimeOrderIsReplayedSortedWithAWarning) {
+  write(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      "100,10,1\n"
+      "101,20,2\n"
+      "99.5,30,3\n"
+      "102,40,4\n"
+      "40,50,5\n",
+      "unsorted.csv");
+  const Workload w = load_workload(write("[trace]\nfile = \"unsorted.csv\"\n"));
+  ASSERT_EQ(w.requests.size(), 5u);
+  const double arrivals[] = {0.0, 59.5, 60.0, 61.0, 62.0};
+  const uint32_t prompts[] = {50, 30, 10, 20, 40};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_DOUBLE_EQ(w.requests[i].arrival, arrivals[i]) << i;
+    EXPECT_EQ(w.requests[i].prompt_tokens, prompts[i]) << i;
+  }
+  ASSERT_EQ(w.warnings.size(), 1u);
+  const std::string& warning = w.warnings[0];
+  EXPECT_NE(warning.find("unsorted.csv:4: the trace is not in time order: 2 row(s)"),
+            std::string::npos)
+      << warning;
+  EXPECT_NE(warning.find("by up to 62 s"), std::string::npos) << warning;
+  // Carried by the workloads derived from it.
+  EXPECT_EQ(w.without_long_classes().warnings, w.warnings);
+
+  EXPECT_TRUE(load_workload(kWorkloads / "trace_replay.toml").warnings.empty());
 }
 
 TEST_F(WorkloadTest, TraceLimitAndTimeScales) {
@@ -299,13 +330,21 @@ TEST_F(WorkloadTest, LongClassInferenceAndExplicitFlags) {
   ASSERT_EQ(w.classes.size(), 2u);
   EXPECT_FALSE(w.classes[0].is_long);
   EXPECT_TRUE(w.classes[1].is_long);
-  EXPECT_TRUE(w.has_long_class());
+  EXPECT_TRUE(w.has_long_requests());
   for (const auto& r : w.requests) EXPECT_EQ(r.priority, r.class_index == 1 ? 2 : 0);
+  // The first requests only, none of them long (--num-requests): no long requests, although the
+  // class is there (the HOL and stall factors then have nothing to measure).
+  const auto first_long = std::find_if(w.requests.begin(), w.requests.end(),
+                                       [](const WorkloadRequest& r) { return r.class_index == 1; });
+  ASSERT_NE(first_long, w.requests.begin());
+  Workload short_only = w;
+  short_only.requests.erase(first_long, short_only.requests.end());
+  EXPECT_FALSE(short_only.has_long_requests());
 
   // An explicit `long = false` anywhere switches inference off.
   std::string text = with_seed(1);
   text.replace(text.find("name = \"a\""), 10, "name = \"a\"\nlong = false");
-  EXPECT_FALSE(load_workload(write(text)).has_long_class());
+  EXPECT_FALSE(load_workload(write(text)).has_long_requests());
   // An explicit mark wins over the prompt lengths.
   text = with_seed(1);
   text.replace(text.find("name = \"a\""), 10, "name = \"a\"\nlong = true");
@@ -409,6 +448,23 @@ TEST_F(WorkloadTest, ErrorMissingFiles) {
   }
   expect_error("[trace]\nfile = \"missing.csv\"\n",
                {"workload.toml", "trace.file", "missing.csv", "no such file"});
+  // A directory exists: "no such file" would send the operator looking in the wrong place.
+  fs::create_directories(dir_ / "traces");
+  expect_error("[trace]\nfile = \"traces\"\n", {"trace.file", "a directory, not a file"});
+  try {
+    load_workload(dir_ / "traces");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a directory, not a file"), std::string::npos) << e.what();
+  }
+}
+
+// Spreadsheets save CSV with a UTF-8 byte order mark before the first column's name.
+TEST_F(WorkloadTest, ATraceWithAByteOrderMarkLoads) {
+  write("\xEF\xBB\xBFTIMESTAMP,ContextTokens,GeneratedTokens\n0,10,1\n1,20,2\n", "bom.csv");
+  const Workload w = load_workload(write("[trace]\nfile = \"bom.csv\"\n"));
+  ASSERT_EQ(w.requests.size(), 2u);
+  EXPECT_EQ(w.requests[1].prompt_tokens, 20u);
 }
 
 TEST_F(WorkloadTest, ErrorBadTraceRowNamesFileAndLine) {
@@ -463,7 +519,7 @@ TEST_F(WorkloadTest, ExampleConfigsLoad) {
   // The CPU head-of-line workload: 60 requests, the documents marked long and 4k-8k tokens.
   const Workload cpu = load_workload(kConfigs / "cpu_hol_mixed.toml");
   ASSERT_EQ(cpu.requests.size(), 60u);
-  ASSERT_TRUE(cpu.has_long_class());
+  ASSERT_TRUE(cpu.has_long_requests());
   for (const auto& r : cpu.requests) {
     if (cpu.classes[r.class_index].is_long) {
       EXPECT_GE(r.prompt_tokens, 4000u);
@@ -472,7 +528,7 @@ TEST_F(WorkloadTest, ExampleConfigsLoad) {
   }
   const Workload mixed = load_workload(kConfigs / "mixed_short_long.toml");
   ASSERT_EQ(mixed.requests.size(), 500u);
-  ASSERT_TRUE(mixed.has_long_class());
+  ASSERT_TRUE(mixed.has_long_requests());
   size_t longs = 0;
   for (const auto& r : mixed.requests) {
     if (mixed.classes[r.class_index].is_long) {

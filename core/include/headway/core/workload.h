@@ -96,8 +96,13 @@ struct Workload {
   std::vector<RequestClass> classes;
   // Sorted by arrival (stable: equal times keep file/generation order); ids 0..n-1 in that order.
   std::vector<WorkloadRequest> requests;
+  // What an operator should see before trusting the results, though it does not stop the run: a
+  // trace whose rows are not in time order. Each names the file and line. Callers print them.
+  std::vector<std::string> warnings;
 
-  bool has_long_class() const;
+  // Whether some request belongs to a long class: the HOL and stall factors need one (a slice of a
+  // workload, --num-requests, may have none although the workload has a long class).
+  bool has_long_requests() const;
   // Same classes; the requests minus those of long classes, ids and arrivals unchanged (so ids are
   // no longer contiguous). The baseline run for the HOL and stall factors.
   Workload without_long_classes() const;

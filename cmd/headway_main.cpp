@@ -4,8 +4,10 @@
 // (an exception that is not a core::Error: a bug), 1 for everything else.
 #include <headway/core/error.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -32,6 +34,21 @@ void prefer_short_openmp_spins() {
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr) {
     ::setenv("GOMP_SPINCOUNT", "1000", 0);
   }
+}
+
+// Set when the command has finished and main returns: an exit() before that is not Headway's.
+std::atomic<bool> command_finished{false};
+
+// A plugin (or a library it uses) that calls exit() ends the process with its own status, 0
+// included, and without the command's output: a run that looks successful. Headway itself never
+// calls exit(). Registered with atexit(); async-signal-safe calls only.
+void refuse_an_exit_during_the_command() {
+  if (command_finished.load()) return;
+  static constexpr char kMessage[] =
+      "headway: error: exit() was called before the command finished (by a plugin or a library "
+      "it uses); the command's results are missing\n";
+  (void)!::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  std::_Exit(70);  // EX_SOFTWARE
 }
 
 int run_cli(int argc, char** argv) {
@@ -88,11 +105,14 @@ int run_cli(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   prefer_short_openmp_spins();
+  std::atexit(refuse_an_exit_during_the_command);
+  int code = 2;
   try {
-    return run_cli(argc, argv);
+    code = run_cli(argc, argv);
   } catch (const std::exception& e) {
     // Setting up the command line itself failed (out of memory, say): still a message, not abort().
     std::fprintf(stderr, "headway: internal error: %s\n", e.what());
-    return 2;
   }
+  command_finished.store(true);
+  return code;
 }

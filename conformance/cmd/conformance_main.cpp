@@ -118,7 +118,12 @@ int run(int argc, char** argv) {
   }
   std::cout << "\n" << result.summary_line() << "\n";
   if (!report_path.empty()) {
-    conformance::write_file(report_path, conformance::report_json(info, result).dump(2) + "\n");
+    // Bytes that are not UTF-8 (from a plugin's messages) are replaced, never a reason to lose the
+    // report.
+    conformance::write_file(report_path,
+                            conformance::report_json(info, result)
+                                    .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                "\n");
   }
   if (!junit_path.empty())
     conformance::write_file(junit_path, conformance::junit_xml(info, result));

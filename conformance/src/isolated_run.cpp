@@ -120,10 +120,14 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
     int code = 0;
     try {
       const ProfileResult result = run_profile(context, profile);
-      code = write_all(fds[1], profile_result_to_json(result).dump()) ? 0 : 3;
+      // Replace, not throw on, bytes that are not UTF-8: a plugin's text must not cost the report.
+      constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+      code =
+          write_all(fds[1], profile_result_to_json(result).dump(-1, ' ', false, kReplace)) ? 0 : 3;
     } catch (const std::exception& e) {
       // The parent reports it as it would have in one process.
-      write_all(fds[1], nlohmann::json{{"error", e.what()}}.dump());
+      write_all(fds[1], nlohmann::json{{"error", e.what()}}.dump(
+                            -1, ' ', false, nlohmann::json::error_handler_t::replace));
       code = 4;
     }
     ::close(fds[1]);

@@ -1,5 +1,6 @@
 // Each deliberately faulty plugin is reported non-conformant, on the test that targets its fault.
 #include <gtest/gtest.h>
+#include <headway/conformance/report.h>
 
 #include "suite_runner.h"
 
@@ -40,6 +41,29 @@ TEST(FaultyPlugins, LeakingSchedulerIsWarnedAboutItsHeap) {
   expect_outcome(r, "scheduler.steady_state_heap", Outcome::kQualityWarning);
   EXPECT_NE(headway::test::find_test(r, "scheduler.steady_state_heap")->message.find("heap grew"),
             std::string::npos);
+}
+
+// A hand-written C plugin's error message with no NUL and bytes that are not UTF-8: the host reads
+// it within the status buffer (it used to read on into its own stack, and `serve` sent those bytes
+// to clients) and replaces the bad bytes, so the failure is reported and the JSON report written
+// (its writer threw on them, and headway-conformance ended without a report).
+TEST(FaultyPlugins, AnUnterminatedGarbledErrorMessageIsReadSafely) {
+  const auto r = run_faulty("faulty_garbled_error_scheduler.so");
+  EXPECT_FALSE(r.conformant());
+  const auto* plans = headway::test::find_test(r, "scheduler.plans_valid");
+  ASSERT_NE(plans, nullptr) << headway::test::describe(r);
+  EXPECT_EQ(plans->outcome, Outcome::kFail);
+  const std::string& message = plans->message;
+  const size_t at = message.find("garbled \xEF\xBF\xBD\xEF\xBF\xBD" + std::string(64, 'g'));
+  ASSERT_NE(at, std::string::npos) << message.substr(0, 300);
+  // The rest of the 1,024-byte buffer ("garbled " and two bad bytes, then 1,014 'g's) and
+  // nothing read past it.
+  const size_t end = at + 14 + 1014;
+  ASSERT_LE(end, message.size()) << message.substr(at, 200);
+  EXPECT_EQ(message.substr(at + 14, 1014), std::string(1014, 'g'));
+  EXPECT_TRUE(end == message.size() || message[end] != 'g') << message.substr(end, 100);
+  headway::conformance::RunInfo info;
+  EXPECT_NO_THROW((void)headway::conformance::report_json(info, r).dump());
 }
 
 TEST(FaultyPlugins, CorruptingTransportFailsRoundTrips) {

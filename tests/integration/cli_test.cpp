@@ -191,6 +191,21 @@ TEST(Cli, ADeploymentThatServesNothingFailsTheCommand) {
   fs::remove(out);
 }
 
+// A plugin that calls exit(0) mid-run used to end `headway simulate` with status 0 and no output: a
+// run that looked successful. The host says what happened and fails.
+TEST(Cli, APluginThatCallsExitFailsTheCommand) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_exiting_plugin.toml";
+  std::ofstream(config) << "name = \"exiting\"\n[model]\nplugin = \"sim\"\n"
+                           "[[engines]]\nscheduler = \""
+                        << HEADWAY_TEST_PLUGIN_DIR << "/test_exiting_scheduler.so\"\n";
+  CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+                 (kData / "small_mixed.toml").string());
+  EXPECT_EQ(r.exit_code, 70) << r.err;
+  EXPECT_NE(r.err.find("exit() was called before the command finished"), std::string::npos)
+      << r.err;
+  fs::remove(config);
+}
+
 // A GPU figure that is positive but absurdly small is refused by name; it used to pass and print
 // TTFTs with 300 digits.
 TEST(Cli, AnAbsurdlySmallGpuFigureIsRefused) {

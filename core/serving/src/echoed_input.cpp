@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "headway/serving/utf8.h"
+#include "headway/core/utf8.h"
 
 namespace headway::serving {
 
@@ -14,7 +14,7 @@ std::string quote_input(std::string_view input) {
   size_t taken = 0;
   while (taken < input.size()) {
     const std::string_view rest = input.substr(taken);
-    const size_t length = utf8::complete_length(rest);  // 0: not UTF-8, escaped byte by byte
+    const size_t length = core::utf8::complete_length(rest);  // 0: not UTF-8, escaped byte by byte
     const size_t step = std::max<size_t>(length, 1);
     if (taken + step > kMaxEchoedBytes) break;
     const auto byte = static_cast<uint8_t>(rest[0]);

@@ -4,7 +4,7 @@
 #include <optional>
 #include <utility>
 
-#include "headway/serving/utf8.h"
+#include "headway/core/utf8.h"
 
 namespace headway::serving {
 namespace {
@@ -81,15 +81,15 @@ class TextDecoder final : public IncrementalDecoder {
     }
     // Byte-level tokenizers decode a multi-byte character's bytes from separate tokens, and their
     // decoding is a concatenation, so the bytes can be assembled here.
-    const size_t ready = bytes_.size() - utf8::incomplete_tail(bytes_);
+    const size_t ready = bytes_.size() - core::utf8::incomplete_tail(bytes_);
     std::string text;
-    utf8::append_valid(std::string_view(bytes_).substr(0, ready), text);
+    core::utf8::append_valid(std::string_view(bytes_).substr(0, ready), text);
     bytes_.erase(0, ready);
     // The age of the held character: restarts when text went out (the character began in this
     // call's ids), grows while it waits.
     tail_age_ = bytes_.empty() ? 0 : (text.empty() ? tail_age_ + added : 0);
     if (!bytes_.empty() && (final || tail_age_ >= kMaxHeldTokens)) {
-      utf8::append_valid(bytes_, text);
+      core::utf8::append_valid(bytes_, text);
       bytes_.clear();
       tail_age_ = 0;
     }

@@ -20,10 +20,16 @@ class Error : public std::runtime_error {
   hw_status_code code_;
 };
 
+// A failed plugin call's message as the host may use it: read within the status's buffer (a
+// plugin that left no NUL must not make the host read past it, into its own stack), with bytes
+// that are not UTF-8 replaced (the message goes into logs, JSON reports and clients' errors), and
+// "(the plugin gave no message)" when it is empty.
+std::string plugin_message(const hw_status& status);
+
 // Throws Error when a plugin call returned a failure; `what` names the call and the plugin.
 inline void check_status(int32_t code, const hw_status& status, const std::string& what) {
   if (code != HW_OK) {
-    throw Error(what + ": " + status.message, static_cast<hw_status_code>(code));
+    throw Error(what + ": " + plugin_message(status), static_cast<hw_status_code>(code));
   }
 }
 

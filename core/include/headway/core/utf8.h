@@ -1,5 +1,5 @@
-// UTF-8 validation for text handed to clients: generated text, and client input repeated in an
-// error message.
+// UTF-8 validation for text that reaches people and JSON: generated text, client input repeated in
+// an error message, a plugin's error message.
 //
 // Threading: pure functions.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace headway::serving::utf8 {
+namespace headway::core::utf8 {
 
 // The length of the trailing bytes of `bytes` that start a valid multi-byte character without
 // finishing it (0 to 3): what may still become a character when more bytes arrive.
@@ -25,4 +25,4 @@ bool is_valid(std::string_view bytes);
 // start with one (an invalid byte, or a character cut short).
 size_t complete_length(std::string_view bytes);
 
-}  // namespace headway::serving::utf8
+}  // namespace headway::core::utf8

@@ -1,8 +1,8 @@
-#include "headway/serving/utf8.h"
+#include "headway/core/utf8.h"
 
 #include <cstdint>
 
-namespace headway::serving::utf8 {
+namespace headway::core::utf8 {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
@@ -96,4 +96,4 @@ bool is_valid(std::string_view bytes) {
   return true;
 }
 
-}  // namespace headway::serving::utf8
+}  // namespace headway::core::utf8

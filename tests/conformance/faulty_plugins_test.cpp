@@ -48,7 +48,8 @@ TEST(FaultyPlugins, LeakingSchedulerIsWarnedAboutItsHeap) {
 // to clients) and replaces the bad bytes, so the failure is reported and the JSON report written
 // (its writer threw on them, and headway-conformance ended without a report).
 TEST(FaultyPlugins, AnUnterminatedGarbledErrorMessageIsReadSafely) {
-  const auto r = run_faulty("faulty_garbled_error_scheduler.so");
+  const auto r = headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                                          "/test_garbled_error_scheduler.so");
   EXPECT_FALSE(r.conformant());
   const auto* plans = headway::test::find_test(r, "scheduler.plans_valid");
   ASSERT_NE(plans, nullptr) << headway::test::describe(r);
@@ -64,6 +65,20 @@ TEST(FaultyPlugins, AnUnterminatedGarbledErrorMessageIsReadSafely) {
   EXPECT_TRUE(end == message.size() || message[end] != 'g') << message.substr(end, 100);
   headway::conformance::RunInfo info;
   EXPECT_NO_THROW((void)headway::conformance::report_json(info, r).dump());
+}
+
+// Instances that share state plan the same trace alike one at a time, so every single-instance test
+// passes; two engines planning at once give it away.
+TEST(FaultyPlugins, InstancesThatShareStateFailIndependence) {
+  const auto r = run_faulty("faulty_shared_state_scheduler.so");
+  expect_outcome(r, "scheduler.independent_instances", Outcome::kFail);
+  expect_outcome(r, "scheduler.deterministic", Outcome::kPass);
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kPass);
+  expect_outcome(r, "scheduler.all_finish", Outcome::kPass);
+  EXPECT_NE(headway::test::find_test(r, "scheduler.independent_instances")
+                ->message.find("beside another instance planning at once"),
+            std::string::npos)
+      << headway::test::describe(r);
 }
 
 TEST(FaultyPlugins, CorruptingTransportFailsRoundTrips) {

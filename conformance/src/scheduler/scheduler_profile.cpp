@@ -5,6 +5,11 @@
 #include <headway/conformance/test_recorder.h>
 #include <headway/core/error.h>
 
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
 #include "step_cost.h"
 #include "trace.h"
 #include "trace_runner.h"
@@ -14,16 +19,56 @@ namespace {
 
 constexpr uint32_t kTraces = 36;
 constexpr uint32_t kDeterminismTraces = 12;  // the first ones, replayed
+constexpr uint32_t kIndependenceTraces = 4;  // of those, each run again on two threads at once
 constexpr uint32_t kCostRunning = 1000;
 constexpr uint32_t kCostCalls = 1000;        // timed, and watched for heap kept (steady_state_heap)
 constexpr double kCostFailSeconds = 1e-3;    // far beyond any reasonable scheduler
 constexpr double kCostWarnSeconds = 100e-6;  // a tenth of a millisecond: a quality floor
 
+// The first step at which two runs of one trace planned differently.
+size_t first_difference(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
+  size_t k = 0;
+  while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+  return k;
+}
+
+// Runs `trace` on two engines, each with its own instance of the scheduler, on two threads at once
+// (as the engines of one deployment do). Empty when both planned step for step as `alone` did,
+// else what differed.
+std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoice& model,
+                               const TraceSpec& trace, const std::vector<uint64_t>& alone) {
+  TraceOutcome outcomes[2];
+  std::string errors[2];
+  const auto run = [&](int which) {
+    try {
+      outcomes[which] = run_trace(p, model, trace);
+    } catch (const std::exception& e) {
+      errors[which] = e.what();
+    }
+  };
+  std::thread other(run, 1);
+  run(0);
+  other.join();
+  for (int which = 0; which < 2; ++which) {
+    const TraceOutcome& out = outcomes[which];
+    if (!errors[which].empty()) return fmt::format("trace {}: {}", trace.name, errors[which]);
+    if (!out.invalid_plan.empty() || out.step_hashes != alone) {
+      return fmt::format(
+          "trace {}: beside another instance planning at once, an instance planned differently "
+          "from step {} on (state shared between instances?){}",
+          trace.name, first_difference(out.step_hashes, alone),
+          out.invalid_plan.empty() ? "" : ": " + out.invalid_plan);
+    }
+  }
+  return {};
+}
+
 std::vector<TestResult> all_skipped(const std::string& reason) {
   std::vector<TestResult> results;
-  for (const char* id : {"scheduler.create", "scheduler.plans_valid", "scheduler.all_finish",
-                         "scheduler.no_starvation", "scheduler.deterministic",
-                         "scheduler.survives_aborts", "scheduler.survives_preemptions"}) {
+  for (const char* id :
+       {"scheduler.create", "scheduler.plans_valid", "scheduler.all_finish",
+        "scheduler.no_starvation", "scheduler.deterministic", "scheduler.survives_aborts",
+        "scheduler.survives_preemptions", "scheduler.independent_instances"}) {
     TestRecorder t(id, "");
     t.skip(reason);
     results.push_back(t.finish());
@@ -59,6 +104,9 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
                       "aborts of requests mid-prefill and waiting leave the engine consistent");
   TestRecorder preempt("scheduler.survives_preemptions",
                        "traces with KV pressure drain, with preemptions and recomputation");
+  TestRecorder apart("scheduler.independent_instances",
+                     "two instances planning at once on two threads plan as one alone does");
+  std::vector<std::pair<size_t, std::vector<uint64_t>>> alone;  // trace index, its plans' hashes
 
   const std::vector<TraceSpec> traces = generate_traces(context.options.seed, kTraces);
   uint64_t steps = 0, preemptions = 0, aborted_mid_prefill = 0, completed = 0;
@@ -91,15 +139,24 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
     if (i < kDeterminismTraces) {
       TraceOutcome again = run_trace(p, model, trace);
       if (again.step_hashes != out.step_hashes) {
-        size_t k = 0;
-        while (k < out.step_hashes.size() && k < again.step_hashes.size() &&
-               out.step_hashes[k] == again.step_hashes[k]) {
-          ++k;
-        }
-        same.fail(
-            fmt::format("trace {}: the replay planned differently from step {} on", trace.name, k));
+        same.fail(fmt::format("trace {}: the replay planned differently from step {} on",
+                              trace.name, first_difference(out.step_hashes, again.step_hashes)));
+      } else if (alone.size() < kIndependenceTraces) {
+        alone.emplace_back(i, std::move(out.step_hashes));
       }
     }
+  }
+  // Only traces one instance plans the same way twice: a scheduler that is not deterministic
+  // alone fails scheduler.deterministic, not this.
+  for (const auto& [index, hashes] : alone) {
+    if (std::string problem = run_beside_another(p, model, traces[index], hashes);
+        !problem.empty()) {
+      apart.fail(problem);
+    }
+  }
+  apart.metrics() = {{"traces", alone.size()}};
+  if (alone.empty() && !apart.failed()) {
+    apart.skip("no trace ran to its end the same way twice");
   }
   for (TestRecorder* t : {&valid, &finish, &starve, &same, &aborts, &preempt}) {
     if (completed == 0 && !t->failed()) t->skip("no trace ran to its end");
@@ -144,7 +201,7 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   }
   std::vector<TestResult> results;
   for (TestRecorder* t :
-       {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &cost, &heap}) {
+       {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &apart, &cost, &heap}) {
     results.push_back(t->finish());
   }
   return results;

@@ -17,9 +17,11 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "builtin_defaults.h"
 #include "output_path.h"
@@ -213,6 +215,16 @@ int run_simulate(const SimulateArgs& args) {
     core::SimulationOptions options;
     options.step_trace = trace.get();
     d.run = core::simulate(d.deployment, workload, options);
+    if (trace != nullptr) {
+      trace.reset();  // flushed and closed: its size is final
+      // One line per step: a long trace is hundreds of MB, which the operator should hear of.
+      std::error_code error;
+      const uintmax_t bytes = std::filesystem::file_size(args.step_trace, error);
+      if (!error) {
+        std::cout << fmt::format("step trace written to {} ({} steps, {:.1f} MB)\n",
+                                 args.step_trace, d.run.steps, static_cast<double>(bytes) / 1e6);
+      }
+    }
     core::SimulationResult baseline;
     if (with_baseline) baseline = core::simulate(d.deployment, without_long);
 

@@ -37,6 +37,9 @@ TEST(Cli, SimulatePrintsAReportAndWritesJson) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("document"), std::string::npos) << r.out;
+  // Its size is said: a long run's step trace is hundreds of MB.
+  EXPECT_NE(r.out.find("step trace written to " + steps.string() + " ("), std::string::npos)
+      << r.out;
   std::ifstream in(out);
   nlohmann::json report = nlohmann::json::parse(in);
   EXPECT_EQ(report["deployment"], "two-engines");

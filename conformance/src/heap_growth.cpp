@@ -26,9 +26,21 @@ std::optional<uint64_t> heap_bytes_in_use() {
 #endif
 }
 
+namespace {
+
+bool grew_beyond(const HeapGrowth& g, uint64_t total, uint64_t per_call) {
+  return g.known && g.calls > 0 && g.bytes > static_cast<int64_t>(total) &&
+         static_cast<uint64_t>(g.bytes) > per_call * g.calls;
+}
+
+}  // namespace
+
 bool HeapGrowth::suspicious() const {
-  return known && calls > 0 && bytes > static_cast<int64_t>(kHeapGrowthWarnBytes) &&
-         static_cast<uint64_t>(bytes) > kHeapGrowthWarnBytesPerCall * calls;
+  return grew_beyond(*this, kHeapGrowthWarnBytes, kHeapGrowthWarnBytesPerCall);
+}
+
+bool HeapGrowth::leaking() const {
+  return grew_beyond(*this, kHeapGrowthFailBytes, kHeapGrowthFailBytesPerCall);
 }
 
 HeapGrowth HeapWatch::stop(uint64_t calls) const {
@@ -47,7 +59,9 @@ void judge_heap_growth(TestRecorder& test, const HeapGrowth& growth, const char*
     return;
   }
   test.metrics() = {{"heap_growth_bytes", growth.bytes}, {"calls", growth.calls}};
-  if (growth.suspicious()) {
+  if (growth.leaking()) {
+    test.fail(growth.text(what) + ": a leak (1 KiB or more kept per call)");
+  } else if (growth.suspicious()) {
     test.warn(growth.text(what) + ": a leak?");
   } else {
     test.note(growth.text(what));

@@ -24,12 +24,17 @@ std::optional<uint64_t> heap_bytes_in_use();
 // size) stays under the total, and a leak of a few bytes per call is not seen.
 inline constexpr uint64_t kHeapGrowthWarnBytes = uint64_t{64} * 1024;
 inline constexpr uint64_t kHeapGrowthWarnBytesPerCall = 64;
+// A growth of more than 1 MiB and 1 KiB per call is a FAIL: at a hundred steps a second such a
+// plugin keeps 360 MB an hour, and a server is down within a day.
+inline constexpr uint64_t kHeapGrowthFailBytes = uint64_t{1024} * 1024;
+inline constexpr uint64_t kHeapGrowthFailBytesPerCall = 1024;
 
 struct HeapGrowth {
   bool known = false;
   int64_t bytes = 0;  // after - before (negative: freed more than it took)
   uint64_t calls = 0;
-  bool suspicious() const;
+  bool suspicious() const;                   // beyond the warning bounds
+  bool leaking() const;                      // beyond the failing bounds
   std::string text(const char* what) const;  // "heap grew 4096.0 KB over 1000 schedule() calls"
 };
 
@@ -46,7 +51,8 @@ class HeapWatch {
 class TestRecorder;
 
 // The steady-state heap test's verdict on `growth` of `what` ("schedule()") calls: SKIP where
-// the allocator does not say, QUALITY_WARNING when suspicious(), PASS with the figure otherwise.
+// the allocator does not say, FAIL when leaking(), QUALITY_WARNING when suspicious(), PASS with the
+// figure otherwise.
 void judge_heap_growth(TestRecorder& test, const HeapGrowth& growth, const char* what);
 
 }  // namespace headway::conformance

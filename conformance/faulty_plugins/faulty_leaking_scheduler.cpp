@@ -1,6 +1,6 @@
 // Faulty on purpose: keeps 4 KiB more heap on every schedule() call (and plans nothing, which is a
 // valid plan). A server running it would run out of memory after hours; the suite must report
-// scheduler.steady_state_heap as QUALITY_WARNING. The blocks stay reachable from a static list, so
+// scheduler.steady_state_heap as FAIL. The blocks stay reachable from a static list, so
 // LeakSanitizer does not report them at exit: the growth, not a lost pointer, is the fault.
 #include <headway/plugin.hpp>
 #include <memory>

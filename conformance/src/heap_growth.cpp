@@ -60,7 +60,7 @@ void judge_heap_growth(TestRecorder& test, const HeapGrowth& growth, const char*
   }
   test.metrics() = {{"heap_growth_bytes", growth.bytes}, {"calls", growth.calls}};
   if (growth.leaking()) {
-    test.fail(growth.text(what) + ": a leak (1 KiB or more kept per call)");
+    test.fail(growth.text(what) + ": a leak (more than 1 KiB kept per call)");
   } else if (growth.suspicious()) {
     test.warn(growth.text(what) + ": a leak?");
   } else {

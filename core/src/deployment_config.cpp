@@ -1,10 +1,10 @@
 #include <fmt/format.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 #include <toml++/toml.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -397,8 +397,10 @@ DeploymentConfig load_deployment(const fs::path& file, PluginRegistry& registry)
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    const char* why = fs::exists(file, error) ? std::strerror(errno) : "no such file";
-    throw Error(file.string() + ": cannot open deployment file (" + why + ")", HW_NOT_FOUND);
+    const int open_errno = errno;  // before any other call can change it
+    throw Error(file.string() + ": cannot open deployment file (" +
+                    unreadable_reason(file, open_errno) + ")",
+                HW_NOT_FOUND);
   }
   std::stringstream buffer;
   buffer << in.rdbuf();

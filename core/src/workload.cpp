@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "headway/core/error.h"
+#include "headway/core/input_file.h"
 
 namespace headway::core {
 
@@ -91,14 +92,6 @@ std::string type_name(const toml::node& node) {
   }
 }
 
-// Why `path`, which is not a regular file, cannot be read as one.
-std::string not_a_file_reason(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return "a directory, not a file";
-  if (std::filesystem::exists(path, ec)) return "not a regular file";
-  return "no such file";
-}
-
 std::string number_text(double v) {
   std::ostringstream s;
   s << v;
@@ -148,14 +141,16 @@ struct TraceRow {
   uint32_t generated = 0;
 };
 
+// Seconds from `a` to `b`: negative when b is stamped earlier.
+double seconds_between(const TraceRow& a, const TraceRow& b) {
+  return static_cast<double>(b.seconds - a.seconds) + (b.fraction - a.fraction);
+}
+
 struct Trace {
   std::string display;  // path as shown in messages
   std::vector<TraceRow> rows;
-  // Rows stamped earlier than the row before them: how many, the first one's line, and the
-  // largest step back in seconds.
-  size_t backward_rows = 0;
-  size_t first_backward_line = 0;
-  double largest_step_back = 0;
+  // Rows stamped earlier than the row before them: (index into rows, line in the file), in order.
+  std::vector<std::pair<size_t, size_t>> backward;
 };
 
 int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {
@@ -227,7 +222,7 @@ std::unique_ptr<Trace> read_trace(const std::filesystem::path& path, const std::
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw Error(where + ": cannot open trace file \"" + trace->display + "\" (" +
-                    not_a_file_reason(path) + ")",
+                    unreadable_reason(path) + ")",
                 HW_NOT_FOUND);
   }
   std::ifstream in(path, std::ios::binary);
@@ -315,14 +310,8 @@ std::unique_ptr<Trace> read_trace(const std::filesystem::path& path, const std::
     };
     row.context = parse_tokens(ctx_col, kContextColumn);
     row.generated = parse_tokens(gen_col, kGeneratedColumn);
-    if (!trace->rows.empty()) {
-      const TraceRow& before = trace->rows.back();
-      const double step =
-          static_cast<double>(row.seconds - before.seconds) + (row.fraction - before.fraction);
-      if (step < 0) {
-        if (trace->backward_rows++ == 0) trace->first_backward_line = line_no;
-        trace->largest_step_back = std::max(trace->largest_step_back, -step);
-      }
+    if (!trace->rows.empty() && seconds_between(trace->rows.back(), row) < 0) {
+      trace->backward.emplace_back(trace->rows.size(), line_no);
     }
     trace->rows.push_back(row);
   }
@@ -483,6 +472,25 @@ class Parser {
 
   std::filesystem::path file_;
   std::string name_;
+  // The rows kept are replayed sorted, from the earliest timestamp: merged logs are often a little
+  // out of order, but one early outlier shifts every arrival, and the operator should know.
+  void warn_if_out_of_order(const Trace& tr, size_t n_rows) {
+    size_t count = 0;
+    double largest_step_back = 0;
+    for (const auto& [index, line] : tr.backward) {
+      if (index >= n_rows) break;
+      ++count;
+      largest_step_back =
+          std::max(largest_step_back, -seconds_between(tr.rows[index - 1], tr.rows[index]));
+    }
+    if (count == 0) return;
+    warnings_.push_back(
+        name_ + ": trace.file: " + tr.display + ":" + std::to_string(tr.backward.front().second) +
+        ": the trace is not in time order: " + std::to_string(count) +
+        " row(s) stamped earlier than the row before them, by up to " +
+        number_text(largest_step_back) + " s; replayed in time order from the earliest timestamp");
+  }
+
   std::map<std::string, std::unique_ptr<Trace>> traces_;
   std::vector<std::string> warnings_;
 };
@@ -615,7 +623,7 @@ Workload Parser::run(std::optional<std::string_view> text) {
     } else {
       std::error_code ec;
       if (!std::filesystem::is_regular_file(file_, ec)) {
-        throw Error(name_ + ": cannot open workload file (" + not_a_file_reason(file_) + ")",
+        throw Error(name_ + ": cannot open workload file (" + unreadable_reason(file_) + ")",
                     HW_NOT_FOUND);
       }
       root = toml::parse_file(file_.string());
@@ -666,16 +674,6 @@ Workload Parser::run(std::optional<std::string_view> text) {
     const auto file = get_string(*trace_table, tp, "file");
     if (!file) fail("trace.file", "missing (required: path of a trace CSV)");
     const Trace& tr = trace(*file, "trace.file");
-    if (tr.backward_rows > 0) {
-      // Replayed sorted, from the earliest timestamp: merged logs are often a little out of order,
-      // but one early outlier shifts every arrival, and the operator should know.
-      warnings_.push_back(name_ + ": trace.file: " + tr.display + ":" +
-                          std::to_string(tr.first_backward_line) +
-                          ": the trace is not in time order: " + std::to_string(tr.backward_rows) +
-                          " row(s) stamped earlier than the row before them, by up to " +
-                          number_text(tr.largest_step_back) +
-                          " s; replayed in time order from the earliest timestamp");
-    }
     std::optional<int64_t> limit;
     if (trace_table->contains("limit")) {
       limit = int_in(*trace_table, tp, "limit", 1, kMaxRequests,
@@ -694,6 +692,7 @@ Workload Parser::run(std::optional<std::string_view> text) {
 
     const size_t n_rows =
         limit ? std::min(tr.rows.size(), static_cast<size_t>(*limit)) : tr.rows.size();
+    warn_if_out_of_order(tr, n_rows);
     int64_t sec0 = tr.rows[0].seconds;
     double frac0 = tr.rows[0].fraction;
     for (size_t i = 1; i < n_rows; ++i) {

@@ -5,6 +5,7 @@
 #include <headway/conformance/test_recorder.h>
 #include <headway/core/error.h>
 
+#include <latch>
 #include <string>
 #include <thread>
 #include <utility>
@@ -39,11 +40,15 @@ std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoic
                                const TraceSpec& trace, const std::vector<uint64_t>& alone) {
   TraceOutcome outcomes[2];
   std::string errors[2];
+  std::latch start(2);  // both begin together, so that their steps overlap
   const auto run = [&](int which) {
+    start.arrive_and_wait();
     try {
       outcomes[which] = run_trace(p, model, trace);
     } catch (const std::exception& e) {
       errors[which] = e.what();
+    } catch (...) {
+      errors[which] = "an exception that is not a std::exception";
     }
   };
   std::thread other(run, 1);
@@ -52,6 +57,10 @@ std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoic
   for (int which = 0; which < 2; ++which) {
     const TraceOutcome& out = outcomes[which];
     if (!errors[which].empty()) return fmt::format("trace {}: {}", trace.name, errors[which]);
+    if (!out.created) {
+      return fmt::format("trace {}: beside another instance, an engine could not start: {}",
+                         trace.name, out.create_error);
+    }
     if (!out.invalid_plan.empty() || out.step_hashes != alone) {
       return fmt::format(
           "trace {}: beside another instance planning at once, an instance planned differently "

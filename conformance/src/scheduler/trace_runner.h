@@ -5,7 +5,8 @@
 // The runner mirrors the engine's queues (waiting order, computed tokens, blocks) from what each
 // step did, to judge starvation: see docs/conformance.md for the rule and its bound.
 //
-// Threading: one thread.
+// Threading: run_trace() builds its own engine and scheduler instance on the calling thread, so
+// several threads may run traces at once (scheduler.independent_instances does).
 #pragma once
 
 #include <headway/conformance/suite.h>

@@ -3,6 +3,7 @@
 #include <headway/core/error.h>
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
+#include <headway/serving/echoed_input.h>
 #include <headway/serving/metrics_serving.h>
 #include <headway/serving/random_bits.h>
 #include <headway/serving/remote_generation_service.h>
@@ -409,7 +410,8 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
       throw rejected(
           Rejection::kInvalid,
           ServiceError(ErrorCode::kInvalidArgument,
-                       fmt::format("request id \"{}\" is already in flight", id), "request_id"));
+                       fmt::format("request id {} is already in flight", quote_input(id)),
+                       "request_id"));
     }
     const uint64_t numeric_id = next_numeric_id_++;
     hw_route_decision decision{};

@@ -2,6 +2,7 @@
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
 #include <headway/core/tokenizer.h>
+#include <headway/serving/echoed_input.h>
 #include <headway/serving/local_generation_service.h>
 #include <headway/serving/metrics_serving.h>
 #include <headway/serving/random_bits.h>
@@ -284,10 +285,10 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
       id = random_request_id("req-");
     } while (client_ids_.count(id) != 0);
   } else if (client_ids_.count(id) != 0) {
-    throw rejected(
-        Rejection::kInvalid,
-        ServiceError(ErrorCode::kInvalidArgument,
-                     fmt::format("request id \"{}\" is already in flight", id), "request_id"));
+    throw rejected(Rejection::kInvalid,
+                   ServiceError(ErrorCode::kInvalidArgument,
+                                fmt::format("request id {} is already in flight", quote_input(id)),
+                                "request_id"));
   }
   request.id = next_numeric_id_++;
   // The stop-string callback targets this request's numeric id, not just its client id: the

@@ -43,8 +43,12 @@ std::string shortened(std::string message, size_t max_bytes) {
   if (message.size() <= max_bytes) return message;
   const size_t size = message.size();
   size_t cut = max_bytes;
-  // Back to the start of the character the cut falls in (continuation bytes are 10xxxxxx).
-  while (cut > 0 && (static_cast<uint8_t>(message[cut]) & 0xC0) == 0x80) --cut;
+  // Back to the start of the character the cut falls in (continuation bytes are 10xxxxxx; a
+  // character has at most three, so text that is not UTF-8 loses no more than that).
+  for (int back = 0; back < 3 && cut > 0 && (static_cast<uint8_t>(message[cut]) & 0xC0) == 0x80;
+       ++back) {
+    --cut;
+  }
   message.resize(cut);
   message += fmt::format("\u2026 ({} bytes)", size);
   return message;

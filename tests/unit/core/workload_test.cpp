@@ -258,6 +258,9 @@ TEST_F(WorkloadTest, ATraceOutOfTimeOrderIsReplayedSortedWithAWarning) {
   EXPECT_NE(warning.find("by up to 62 s"), std::string::npos) << warning;
   // Carried by the workloads derived from it.
   EXPECT_EQ(w.without_long_classes().warnings, w.warnings);
+  // Only the rows kept count: the first two are in order.
+  EXPECT_TRUE(
+      load_workload(write("[trace]\nfile = \"unsorted.csv\"\nlimit = 2\n")).warnings.empty());
 
   EXPECT_TRUE(load_workload(kWorkloads / "trace_replay.toml").warnings.empty());
 }

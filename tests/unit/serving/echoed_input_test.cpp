@@ -65,5 +65,11 @@ TEST(Shortened, ALongMessageIsCutBetweenCharactersWithItsSize) {
   EXPECT_TRUE(is_utf8(cut));
 }
 
+// Continuation bytes with no character to belong to: the cut backs up at most the three a
+// character can have, not through the whole message.
+TEST(Shortened, TextThatIsNotUtf8LosesAtMostThreeBytesAtTheCut) {
+  EXPECT_EQ(shortened(std::string(100, '\x80'), 10), std::string(7, '\x80') + "\u2026 (100 bytes)");
+}
+
 }  // namespace
 }  // namespace headway::serving

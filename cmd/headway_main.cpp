@@ -83,6 +83,10 @@ int run_cli(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%^%l%$: %v");
+  // Registered last before the command runs, so that at an exit() during it this handler runs
+  // before the handlers and static destructors of everything set up so far (a crash in those would
+  // hide its message); only what the command itself registers runs earlier.
+  std::atexit(refuse_an_exit_during_the_command);
   try {
     if (*bench) return headway::cmd::run_bench(bench_args);
     if (*simulate) return headway::cmd::run_simulate(simulate_args);
@@ -105,7 +109,6 @@ int run_cli(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   prefer_short_openmp_spins();
-  std::atexit(refuse_an_exit_during_the_command);
   int code = 2;
   try {
     code = run_cli(argc, argv);

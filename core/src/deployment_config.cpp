@@ -23,7 +23,7 @@ std::string key_path(const std::string& where, std::string_view key) {
                                                : fmt::format("{}.{}", where, key);
 }
 
-// A value as the TOML file spells it ("16.5", "\"x\""), for a message saying what was found.
+// A value as TOML spells it (16.5, 'x'), for a message saying what was found.
 std::string value_text(const toml::node& node) {
   std::ostringstream out;
   node.visit([&out](const auto& value) { out << value; });

@@ -127,29 +127,43 @@ TEST_F(DisaggregatedServiceTest, AbortsAtAnyMomentOfTheHandOffFreeBothEnginesBlo
 // Requests handed to the decode engine that wait there for KV room are its queued work: its load
 // (what routers and /metrics see) counts them as waiting, not as nothing.
 TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEnginesWaiting) {
-  // Room for one request at a time on the decode engine: 8 blocks of 16 tokens, and each request
-  // reserves its final 120 tokens.
-  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 128\n" +
+  // Room for one request at a time on the decode engine: each reserves its final 1,019 tokens,
+  // all 64 blocks of 16, and holds them for 1,000 steps. (With 100-token requests the state lasted
+  // 25-60 ms under ASan, and an observer descheduled that long saw none of it.)
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 1024\n" +
                               kScheduler +
-                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 128\n"
-                              "kv_blocks = 8\n" +
+                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 1024\n"
+                              "kv_blocks = 64\n" +
                               kScheduler;
   LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 4; ++i) {
-    streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 100)));
+    streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 1000)));
   }
-  uint32_t most_waiting = 0;
-  while (service.in_flight() > 0) {
-    const std::vector<EngineSummary> now = service.cluster_info().engines;
-    most_waiting = std::max(most_waiting, now[1].waiting);
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  // Read until one of them is 100 tokens in: by then the other three were handed off long ago and
+  // the decode driver has taken them out of its inbox (where they count as waiting too), so what
+  // is seen is the driver's own count of hand-offs waiting for room.
+  std::vector<size_t> tokens(streams.size(), 0);
+  StreamChunk chunk;
+  while (*std::max_element(tokens.begin(), tokens.end()) < 100 && service.in_flight() > 0) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (streams[i]->next(chunk, std::chrono::milliseconds(1))) {
+        tokens[i] += chunk.token_ids.size();
+      }
+    }
   }
-  for (auto& stream : streams) EXPECT_EQ(collect(*stream).finish, Finish::kLength);
-  // Once the four are prefilled, one decodes and the others wait for its blocks.
-  EXPECT_GE(most_waiting, 2u);
+  // One decodes and the others wait for its blocks (at least two still wait even if this thread
+  // stalled through the first request's remaining 900 steps).
+  EXPECT_GE(service.cluster_info().engines[1].waiting, 2u);
+  for (auto& stream : streams) service.abort(stream->id());
+  for (auto& stream : streams) {
+    const test::Collected got = collect(*stream);
+    EXPECT_TRUE(got.finish == Finish::kAbort || got.finish == Finish::kLength)
+        << finish_name(got.finish) << " " << got.error;
+  }
   for (const EngineSummary& engine : engines_once_free(service)) {
     EXPECT_EQ(engine.running + engine.waiting, 0u) << "engine" << engine.index;
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
   }
 }
 

@@ -111,7 +111,12 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
     cumulative += logits[first[i]];
     if (u < cumulative) return first[i];
   }
-  return first[count - 1];
+  // Rounding left u past the end: the last candidate with weight (total > 0 says there is one),
+  // never one the filters kept at weight 0.
+  for (size_t i = count; i-- > 0;) {
+    if (logits[first[i]] > 0.0f) return first[i];
+  }
+  return best;
 }
 
 }  // namespace headway::core

@@ -150,6 +150,18 @@ class CudaModel final : public sdk::Model {
                  "ncclCommInitAll");
     }
 
+    // A graph step makes every row a head row (logits for the whole vocabulary each) and may split
+    // every row's keys kMaxSplits ways: size those buffers for the largest graph step now, before
+    // the KV cache takes what is left, not at the first such step (525 MB of logits at 1,024 rows
+    // of Llama-3's vocabulary, which a tight gpu_memory_fraction would no longer have).
+    if (options_.cuda_graph_max_batch > 0) {
+      const uint32_t rows = options_.cuda_graph_max_batch;
+      for (auto& s : shards_) {
+        s->reserve(options_.max_batch_tokens, rows,
+                   rows * StepPlan::kMaxSplits * tp_.heads_per_rank);
+      }
+    }
+
     // KV capacity: the smallest any GPU can hold (they all hold every token).
     uint64_t kv_bytes = UINT64_MAX;
     for (const auto& s : shards_) {

@@ -10,6 +10,9 @@ void StepGraphs::clear() noexcept {
   for (Entry& e : entries_) {
     if (e.exec != nullptr) (void)cudaGraphExecDestroy(e.exec);
     e.exec = nullptr;
+    // Failed captures are mostly another thread's synchronisation at the wrong moment: with new
+    // buffers the shape gets its attempts again rather than running launch by launch for good.
+    e.failed_captures = 0;
   }
 }
 

@@ -70,7 +70,8 @@ class StepGraphs {
   }
 
   // Destroys every graph (their buffers moved, or the model is unloaded). The shapes stay known as
-  // warmed up: the next step of one is captured at once.
+  // warmed up: the next step of one is captured at once, and one whose captures failed gets
+  // kCaptureAttempts more.
   void clear() noexcept;
 
   // Graphs captured, steps replayed and steps run directly since construction.

@@ -178,12 +178,12 @@ __global__ void __launch_bounds__(kThreads)
   const double base = seg_base[threadIdx.x];
   if (u >= base && u < base + mine) {
     // Summed in another association than `mine`: if rounding leaves u past the walk, take this
-    // segment's last kept token.
+    // segment's last kept token with weight (u < base + mine says there is one).
     double cumulative = base;
     int pick = -1;
     for (uint32_t i = begin; i < end; ++i) {
       const float w = row.weight(i);
-      if (w < cut) continue;
+      if (!(w > 0.0f) || w < cut) continue;  // a token of no weight is never drawn
       pick = static_cast<int>(i);
       cumulative += w;
       if (u < cumulative) break;
@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(kThreads)
     if (c < 0 && dscratch[0] > 0.0) {
       // Rounding put u past the last kept token: take that token (the core does the same).
       for (uint32_t i = vocab; i-- > 0;) {
-        if (row.weight(i) >= cut) {
+        const float w = row.weight(i);
+        if (w > 0.0f && w >= cut) {
           c = static_cast<int>(i);
           break;
         }

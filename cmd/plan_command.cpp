@@ -10,6 +10,7 @@
 
 #include "hf_config.h"
 #include "planner.h"
+#include "positive.h"
 #include "presets.h"
 
 namespace headway::cmd {
@@ -99,8 +100,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("--gpu", args.gpu, "GPU preset")
       ->required()
       ->check(CLI::IsMember({"h100", "h200"}));
-  cmd->add_option("--context", args.context, "Tokens per request (prompt + output)")
+  cmd->add_option("--context", args.context, "Tokens per request (prompt + output): 4096, 8k, 128k")
       ->required()
+      ->transform(kTokenCount)
       ->check(CLI::Range(1u, 1u << 30));
   cmd->add_option("--concurrency", args.concurrency, "Requests of that context held at once")
       ->check(CLI::Range(1u, 1u << 20));

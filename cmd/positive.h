@@ -1,9 +1,10 @@
-// A CLI11 check that a number is greater than zero, with a message a user can read: CLI11's own
+// CLI11 checks: that a number is greater than zero, with a message a user can read: CLI11's own
 // PositiveNumber reports "Value 0 not in range 0.000000 to <a 309-digit number>".
 // Threading: used while parsing, on the main thread.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -18,5 +19,36 @@ inline const CLI::Validator kPositive(
       return {};
     },
     "> 0", "POSITIVE");
+
+// The same for a count or seed that may be 0: digits only, so that "-1" is not wrapped around to
+// 2^64 - 1 by the conversion to an unsigned type.
+inline const CLI::Validator kNonNegativeInteger(
+    [](std::string& text) -> std::string {
+      if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
+        return "expected an integer >= 0, got '" + text + "'";
+      }
+      return {};
+    },
+    ">= 0", "NON-NEGATIVE");
+
+// A token count as context lengths are spoken of: digits, optionally followed by k or K for 1,024
+// ("8k" is 8,192; Llama 3.1's 131,072 positions are its "128k"). A transform: the option then
+// receives the number of tokens, and its own range check applies to that.
+inline const CLI::Validator kTokenCount(
+    [](std::string& text) -> std::string {
+      std::string digits = text;
+      uint64_t factor = 1;
+      if (!digits.empty() && (digits.back() == 'k' || digits.back() == 'K')) {
+        digits.pop_back();
+        factor = 1024;
+      }
+      if (digits.empty() || digits.size() > 12 ||
+          digits.find_first_not_of("0123456789") != std::string::npos) {
+        return "expected a number of tokens such as 4096 or 8k, got '" + text + "'";
+      }
+      text = std::to_string(std::stoull(digits) * factor);
+      return {};
+    },
+    "N or Nk", "TOKENS");
 
 }  // namespace headway::cmd

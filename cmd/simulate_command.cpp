@@ -8,6 +8,7 @@
 #include <headway/core/file_output.h>
 #include <headway/core/record_memory.h>
 #include <headway/core/report.h>
+#include <headway/core/seed_sweep.h>
 #include <headway/core/simulator.h>
 #include <headway/core/slo.h>
 #include <headway/core/step_trace.h>
@@ -21,6 +22,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "builtin_defaults.h"
@@ -72,6 +74,15 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
   cmd->add_option("--duration", args.duration,
                   "Simulate only the requests arriving in the first S seconds of the workload")
       ->check(kPositive);
+  cmd->add_option("--seed", args.seed,
+                  "Draw the workload with this seed instead of its file's `seed` (arrivals and "
+                  "lengths drawn at random change; a trace's own rows do not)")
+      ->check(kNonNegativeInteger);
+  cmd->add_option("--seeds", args.seeds,
+                  "Run every deployment over N draws of the workload (seeds S..S+N-1, S = --seed "
+                  "or the file's seed) and report each figure's median and range, and in how many "
+                  "seeds each deployment beat the first: one draw can mislead")
+      ->check(kPositive);
   cmd->add_flag("--quiet", args.quiet, "One summary line per deployment instead of its report");
   cmd->add_flag("--details", args.details,
                 "Print every deployment's full report even when comparing several");
@@ -83,23 +94,18 @@ namespace {
 struct DeploymentRun {
   core::DeploymentConfig deployment;
   core::SimulationResult run;
+  double baseline_wall_seconds = 0;  // of the run without the long classes, when there was one
   core::Report report;
   std::optional<core::Capacity> capacity;
 };
 
-std::string seconds(std::optional<double> s) {
-  if (!s || !std::isfinite(*s)) return "-";
-  return *s < 1 ? fmt::format("{:.1f}ms", *s * 1e3) : fmt::format("{:.2f}s", *s);
-}
-
 std::string summary_line(const DeploymentRun& d) {
   const core::Report& r = d.report;
-  auto finite = [](double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; };
   return fmt::format(
       "== {}: {} of {} requests finished; short p99 TTFT {}, long p99 TTFT {}; {:.1f} output "
       "tok/s; goodput {:.2f} req/s; HOL {} stall {}; {:.2f} s wall",
       d.deployment.name, r.overall.finished, r.overall.requests,
-      seconds(finite(r.short_group.ttft.p99)), seconds(finite(r.long_group.ttft.p99)),
+      core::duration_text(r.short_group.ttft.p99), core::duration_text(r.long_group.ttft.p99),
       r.overall.output_tokens_per_s, r.goodput ? r.goodput->requests_per_s : 0.0,
       r.hol_factor ? fmt::format("{:.2f}", *r.hol_factor) : "-",
       r.stall_factor ? fmt::format("{:.2f}", *r.stall_factor) : "-", d.run.wall_seconds);
@@ -127,8 +133,8 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
         "{:<{}}{:>10.2f}{:>9}{:>10}{:>8}{:>11}{:>11}\n", d.deployment.name, width, c.requests_per_s,
         c.factor > 0 ? fmt::format("{:.3f}", c.factor) : "none",
         std::isfinite(c.failing_factor) ? fmt::format("{:.3f}", c.failing_factor) : "-",
-        c.probes.size(), seconds(at ? std::optional<double>(at->p99.ttft) : std::nullopt),
-        seconds(at ? std::optional<double>(at->p99.tpot) : std::nullopt));
+        c.probes.size(), core::duration_text(at ? at->p99.ttft : NAN),
+        core::duration_text(at ? at->p99.tpot : NAN));
   }
 }
 
@@ -152,6 +158,152 @@ nlohmann::json plugins_json(const core::DeploymentConfig& deployment) {
   return out;
 }
 
+// The workload to simulate: the file (or the built-in one) drawn with `seed` when given, cut to
+// the same prefix as `headway bench` sends with --num-requests / --duration.
+core::Workload workload_for(const SimulateArgs& args, std::optional<uint64_t> seed) {
+  return serving::bench::limit_workload(
+      args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>", seed)
+                            : core::load_workload(args.workload, seed),
+      args.num_requests, args.duration);
+}
+
+// Runs one deployment over the workload, and over `without_long` for the HOL and stall factors
+// when it is given, and builds its report; the request records stay in `run.records` (the plot and
+// the capacity search read them), the per-step records are summarised and dropped.
+DeploymentRun simulate_deployment(core::DeploymentConfig deployment, const core::Workload& workload,
+                                  const core::Workload* without_long, const core::Slo& slo,
+                                  const std::string& step_trace_path) {
+  DeploymentRun d;
+  d.deployment = std::move(deployment);
+  std::unique_ptr<core::StepTraceWriter> trace;
+  if (!step_trace_path.empty()) trace = std::make_unique<core::StepTraceWriter>(step_trace_path);
+
+  core::SimulationOptions options;
+  options.step_trace = trace.get();
+  d.run = core::simulate(d.deployment, workload, options);
+  if (trace != nullptr) {
+    trace->close();  // throws if the last lines could not be written; the size is final
+    // One line per step: a long trace is hundreds of MB, which the operator should hear of.
+    std::error_code error;
+    const uintmax_t bytes = std::filesystem::file_size(step_trace_path, error);
+    if (!error) {
+      std::cout << fmt::format("step trace written to {} ({} steps, {:.1f} MB)\n", step_trace_path,
+                               d.run.steps, static_cast<double>(bytes) / 1e6);
+    }
+  }
+  core::SimulationResult baseline;
+  if (without_long != nullptr) baseline = core::simulate(d.deployment, *without_long);
+
+  d.report =
+      core::build_report(workload, d.run.records, d.run.steps, d.run.simulated_seconds,
+                         d.run.wall_seconds, without_long != nullptr ? &baseline.records : nullptr);
+  d.report.preemptions = d.run.preemptions;
+  d.report.step_summary = core::summarize_steps(d.run.step_records, d.run.kv_blocks_total);
+  core::add_goodput(d.report, slo, d.run.records);
+  d.run.step_records = {};
+  d.baseline_wall_seconds = baseline.wall_seconds;
+  return d;
+}
+
+core::DeploymentConfig load_deployment_or_default(const std::string& file,
+                                                  core::PluginRegistry& registry) {
+  return file.empty()
+             ? core::parse_deployment(kDefaultDeployment, "<built-in deployment>", registry)
+             : core::load_deployment(file, registry);
+}
+
+// A deployment that served nothing is misconfigured for this workload (prompts longer than its
+// max_model_len, a router with no engine of the role it needs): not a result to exit 0 on.
+void require_some_served(const DeploymentRun& d, const core::Workload& workload) {
+  if (workload.requests.empty() || d.run.rejected < workload.requests.size()) return;
+  throw core::Error(fmt::format(
+      "{}: deployment '{}' refused every one of the {} requests (the warning above says why)",
+      d.deployment.file.empty() ? std::string("<built-in deployment>") : d.deployment.file.string(),
+      d.deployment.name, workload.requests.size()));
+}
+
+std::vector<std::string> configs_or_default(const SimulateArgs& args) {
+  return args.configs.empty() ? std::vector<std::string>{""} : args.configs;
+}
+
+// `--seeds N`: every deployment over N draws of the workload; one summary line per deployment and
+// seed, then the spread of the comparison figures over the seeds (seed_sweep.h).
+int run_seed_sweep(const SimulateArgs& args, const core::Slo& slo, core::PluginRegistry& registry) {
+  const uint64_t first_seed = args.seed ? *args.seed : workload_for(args, std::nullopt).seed;
+  if (first_seed > UINT64_MAX - (args.seeds - 1)) {
+    throw core::Error(
+        fmt::format("--seeds {} from seed {} runs past the largest seed", args.seeds, first_seed));
+  }
+  // A workload that draws nothing at random (a plain trace replay) would give N identical runs.
+  {
+    const core::Workload a = workload_for(args, first_seed);
+    const core::Workload b = workload_for(args, first_seed + 1);
+    if (core::same_requests(a, b)) {
+      throw core::Error(fmt::format(
+          "--seeds: the workload {} draws nothing at random (a trace replay without mixed-in "
+          "classes, or fixed lengths at fixed times), so every seed gives the same requests",
+          a.source));
+    }
+    for (const std::string& warning : a.warnings) spdlog::warn("{}", warning);
+  }
+
+  std::vector<core::DeploymentConfig> deployments;
+  for (const std::string& file : configs_or_default(args)) {
+    deployments.push_back(load_deployment_or_default(file, registry));
+  }
+  std::vector<uint64_t> seeds;
+  std::vector<core::Comparison> per_seed;
+  for (size_t i = 0; i < args.seeds; ++i) {
+    const uint64_t seed = first_seed + i;
+    const core::Workload workload = workload_for(args, seed);
+    const bool with_baseline = !args.no_baseline && workload.has_long_requests();
+    const core::Workload without_long =
+        with_baseline ? workload.without_long_classes() : core::Workload{};
+    // One deployment's records at a time: each run is summarised into its report, then dropped.
+    core::check_record_memory(
+        workload,
+        core::estimated_record_bytes(workload) + core::estimated_record_bytes(without_long),
+        core::memory_limit_bytes());
+    std::vector<core::Report> reports;
+    std::vector<core::NamedReport> named;
+    reports.reserve(deployments.size());
+    for (const core::DeploymentConfig& deployment : deployments) {
+      DeploymentRun d = simulate_deployment(deployment, workload,
+                                            with_baseline ? &without_long : nullptr, slo, "");
+      if (!args.quiet) std::cout << fmt::format("seed {}: {}\n", seed, summary_line(d));
+      require_some_served(d, workload);
+      reports.push_back(std::move(d.report));
+      named.push_back({deployment.name, &reports.back()});
+    }
+    per_seed.push_back(core::compare_reports(named));
+    if (args.details && deployments.size() > 1) {
+      std::cout << fmt::format("\ncomparison over {}, seed {} ({} requests):\n", workload.source,
+                               seed, workload.requests.size());
+      core::print_comparison(std::cout, per_seed.back());
+      std::cout << "\n";
+    }
+    seeds.push_back(seed);
+  }
+
+  const core::SeedSweep sweep = core::summarize_seeds(seeds, per_seed);
+  std::cout << fmt::format("\n{} deployment(s) over {}:\n", deployments.size(),
+                           args.workload.empty() ? "<built-in workload>" : args.workload);
+  core::print_seed_sweep(std::cout, sweep);
+  if (!args.out.empty()) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      runs.push_back({{"seed", seeds[i]}, {"comparison", core::comparison_to_json(per_seed[i])}});
+    }
+    const nlohmann::json doc = {
+        {"workload", args.workload.empty() ? "<built-in workload>" : args.workload},
+        {"slo", slo.text()},
+        {"per_seed", std::move(runs)},
+        {"sweep", core::seed_sweep_to_json(sweep)}};
+    core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_simulate(const SimulateArgs& args) {
@@ -159,6 +311,21 @@ int run_simulate(const SimulateArgs& args) {
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
   if (!args.step_trace.empty() && args.configs.size() > 1) {
     throw core::Error("--step-trace records one deployment; give a single --config with it");
+  }
+  if (args.seeds > 0) {
+    // Each seed's runs are summarised and dropped: nothing is left to trace, plot or probe.
+    for (const auto& [flag, given] :
+         {std::pair<std::string_view, bool>{"--step-trace", !args.step_trace.empty()},
+          {"--plot", !args.plot.empty()},
+          {"--find-capacity", args.find_capacity}}) {
+      if (given) {
+        throw core::Error(fmt::format(
+            "{} works on one draw of the workload, not with --seeds (use --seed S for the draw "
+            "you want)",
+            flag));
+      }
+    }
+    if (args.seeds < 2) throw core::Error("--seeds must be at least 2 (one draw: use --seed)");
   }
   // Cheap checks first, so that a typo does not cost the simulations.
   const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
@@ -179,18 +346,15 @@ int run_simulate(const SimulateArgs& args) {
   }
   check_distinct(args.out, "--out", {{"--step-trace", &args.step_trace}, {"--plot", &args.plot}});
   check_distinct(args.step_trace, "--step-trace", {{"--plot", &args.plot}});
+  if (args.seeds > 0) return run_seed_sweep(args, slo, registry);
 
-  const core::Workload workload = serving::bench::limit_workload(
-      args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>")
-                            : core::load_workload(args.workload),
-      args.num_requests, args.duration);
+  const core::Workload workload = workload_for(args, args.seed);
   for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
   const bool with_baseline = !args.no_baseline && workload.has_long_requests();
   const core::Workload without_long =
       with_baseline ? workload.without_long_classes() : core::Workload{};
 
-  std::vector<std::string> configs = args.configs;
-  if (configs.empty()) configs.push_back("");
+  const std::vector<std::string> configs = configs_or_default(args);
   // Every deployment's records stay until the end (the comparison and the plot read them), the
   // baseline's only for its own deployment's report, a capacity probe's (at most the workload)
   // beside all of them.
@@ -205,38 +369,9 @@ int run_simulate(const SimulateArgs& args) {
   std::vector<DeploymentRun> runs;
   runs.reserve(configs.size());
   for (const std::string& file : configs) {
-    DeploymentRun& d = runs.emplace_back();
-    d.deployment =
-        file.empty() ? core::parse_deployment(kDefaultDeployment, "<built-in deployment>", registry)
-                     : core::load_deployment(file, registry);
-    std::unique_ptr<core::StepTraceWriter> trace;
-    if (!args.step_trace.empty()) trace = std::make_unique<core::StepTraceWriter>(args.step_trace);
-
-    core::SimulationOptions options;
-    options.step_trace = trace.get();
-    d.run = core::simulate(d.deployment, workload, options);
-    if (trace != nullptr) {
-      trace.reset();  // flushed and closed: its size is final
-      // One line per step: a long trace is hundreds of MB, which the operator should hear of.
-      std::error_code error;
-      const uintmax_t bytes = std::filesystem::file_size(args.step_trace, error);
-      if (!error) {
-        std::cout << fmt::format("step trace written to {} ({} steps, {:.1f} MB)\n",
-                                 args.step_trace, d.run.steps, static_cast<double>(bytes) / 1e6);
-      }
-    }
-    core::SimulationResult baseline;
-    if (with_baseline) baseline = core::simulate(d.deployment, without_long);
-
-    d.report = core::build_report(workload, d.run.records, d.run.steps, d.run.simulated_seconds,
-                                  d.run.wall_seconds, with_baseline ? &baseline.records : nullptr);
-    d.report.preemptions = d.run.preemptions;
-    d.report.step_summary = core::summarize_steps(d.run.step_records, d.run.kv_blocks_total);
-    core::add_goodput(d.report, slo, d.run.records);
-    // The per-step records are only needed for the summary; a comparison keeps every run's
-    // request records for the plot, so drop what is no longer used.
-    d.run.step_records = {};
-
+    DeploymentRun& d = runs.emplace_back(
+        simulate_deployment(load_deployment_or_default(file, registry), workload,
+                            with_baseline ? &without_long : nullptr, slo, args.step_trace));
     if (full_reports) {
       std::cout << fmt::format("== {}  ({} engine(s), workload {}: {} requests)\n",
                                d.deployment.name, d.deployment.engines.size(), workload.source,
@@ -244,7 +379,7 @@ int run_simulate(const SimulateArgs& args) {
       core::print_report(std::cout, d.report);
       if (with_baseline) {
         std::cout << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
-                                 baseline.wall_seconds);
+                                 d.baseline_wall_seconds);
       }
     } else {
       std::cout << summary_line(d) << "\n";
@@ -306,17 +441,7 @@ int run_simulate(const SimulateArgs& args) {
                                              {"comparison", core::comparison_to_json(*comparison)}};
     core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }
-  // A deployment that served nothing is misconfigured for this workload (prompts longer than its
-  // max_model_len, a router with no engine of the role it needs): not a result to exit 0 on.
-  for (const DeploymentRun& d : runs) {
-    if (!workload.requests.empty() && d.run.rejected == workload.requests.size()) {
-      throw core::Error(fmt::format(
-          "{}: deployment '{}' refused every one of the {} requests (the warning above says why)",
-          d.deployment.file.empty() ? std::string("<built-in deployment>")
-                                    : d.deployment.file.string(),
-          d.deployment.name, workload.requests.size()));
-    }
-  }
+  for (const DeploymentRun& d : runs) require_some_served(d, workload);
   return 0;
 }
 

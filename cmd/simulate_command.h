@@ -4,11 +4,14 @@
 //
 // Output: with one --config, the full report of the deployment; with several, one summary line
 // per deployment, then the comparison table (--details prints the full reports as well; --quiet
-// shortens a single deployment's report to its summary line too).
+// shortens a single deployment's report to its summary line too). With --seeds N, one summary line
+// per deployment and seed, then the spread of the comparison over the seeds (seed_sweep.h).
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +31,10 @@ struct SimulateArgs {
   std::string capacity_scope = "all";  // all | short: whose p99 the capacity SLO judges
   bool quiet = false;
   bool details = false;
-  size_t num_requests = 0;  // 0: all (as `headway bench --num-requests`)
-  double duration = 0;      // seconds of arrivals; 0: all (as `headway bench --duration`)
+  size_t num_requests = 0;       // 0: all (as `headway bench --num-requests`)
+  double duration = 0;           // seconds of arrivals; 0: all (as `headway bench --duration`)
+  std::optional<uint64_t> seed;  // replaces the workload file's seed
+  size_t seeds = 0;              // > 0: a seed sweep of that many draws (seed_sweep.h)
 };
 
 CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);

@@ -21,13 +21,6 @@ std::optional<double> ratio(const std::optional<double>& num, const std::optiona
   return ratio(*num, *den);
 }
 
-std::string seconds_text(double s) {
-  if (!std::isfinite(s)) return "-";
-  if (std::abs(s) < 1e-3) return fmt::format("{:.0f}us", s * 1e6);
-  if (std::abs(s) < 1) return fmt::format("{:.1f}ms", s * 1e3);
-  return fmt::format("{:.2f}s", s);
-}
-
 std::string factor_text(const std::optional<double>& f) {
   return f ? fmt::format("{:.2f}", *f) : std::string("-");
 }
@@ -65,6 +58,7 @@ Comparison compare_reports(const std::vector<NamedReport>& reports) {
       row.goodput_requests_per_s = r.goodput->requests_per_s;
       if (out.slo.empty()) out.slo = r.goodput->slo;
     }
+    row.preemptions = r.preemptions;
     row.kv_transfers = r.overall.kv_transfer.count;
     row.kv_transfer_p50 = r.overall.kv_transfer.p50;
     row.kv_transfer_p99 = r.overall.kv_transfer.p99;
@@ -95,12 +89,12 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   auto line = [&](const std::string& s) { text += s + "\n"; };
 
   // Two header lines: the metric groups, then the statistic of each column.
-  std::string head1 =
-      fmt::format("{:<{}}   {:-^15}   {:-^15}{:>10}{:>8}{:>8}{:>11}{:>10}", "", width,
-                  " short TTFT ", " long TTFT ", "short ITL", "HOL", "stall", "output", "goodput");
-  std::string head2 =
-      fmt::format("{:<{}}{:>9}{:>9}{:>9}{:>9}{:>10}{:>8}{:>8}{:>11}{:>10}", "deployment", width,
-                  "p50", "p99", "p50", "p99", "p99", "factor", "factor", "tok/s", "req/s");
+  std::string head1 = fmt::format("{:<{}}   {:-^15}   {:-^15}{:>10}{:>8}{:>8}{:>11}{:>10}{:>9}", "",
+                                  width, " short TTFT ", " long TTFT ", "short ITL", "HOL", "stall",
+                                  "output", "goodput", "preempt-");
+  std::string head2 = fmt::format("{:<{}}{:>9}{:>9}{:>9}{:>9}{:>10}{:>8}{:>8}{:>11}{:>10}{:>9}",
+                                  "deployment", width, "p50", "p99", "p50", "p99", "p99", "factor",
+                                  "factor", "tok/s", "req/s", "ions");
   if (kv) {
     head1 += fmt::format("   {:-^15}", " KV transfer ");
     head2 += fmt::format("{:>9}{:>9}", "p50", "p99");
@@ -109,14 +103,16 @@ void print_comparison(std::ostream& out, const Comparison& c) {
   line(head2);
   for (const ComparisonRow& r : c.rows) {
     std::string row = fmt::format(
-        "{:<{}}{:>9}{:>9}{:>9}{:>9}{:>10}{:>8}{:>8}{:>11.1f}{:>10}", r.deployment, width,
-        seconds_text(r.short_ttft_p50), seconds_text(r.short_ttft_p99),
-        seconds_text(r.long_ttft_p50), seconds_text(r.long_ttft_p99), seconds_text(r.short_itl_p99),
-        factor_text(r.hol_factor), factor_text(r.stall_factor), r.output_tokens_per_s,
-        r.goodput_requests_per_s ? fmt::format("{:.2f}", *r.goodput_requests_per_s) : "-");
+        "{:<{}}{:>9}{:>9}{:>9}{:>9}{:>10}{:>8}{:>8}{:>11.1f}{:>10}{:>9}", r.deployment, width,
+        duration_text(r.short_ttft_p50), duration_text(r.short_ttft_p99),
+        duration_text(r.long_ttft_p50), duration_text(r.long_ttft_p99),
+        duration_text(r.short_itl_p99), factor_text(r.hol_factor), factor_text(r.stall_factor),
+        r.output_tokens_per_s,
+        r.goodput_requests_per_s ? fmt::format("{:.2f}", *r.goodput_requests_per_s) : "-",
+        r.preemptions);
     if (kv) {
-      row += fmt::format("{:>9}{:>9}", seconds_text(r.kv_transfer_p50),
-                         seconds_text(r.kv_transfer_p99));
+      row += fmt::format("{:>9}{:>9}", duration_text(r.kv_transfer_p50),
+                         duration_text(r.kv_transfer_p99));
     }
     line(row);
   }
@@ -157,6 +153,7 @@ nlohmann::json comparison_to_json(const Comparison& c) {
                     {"stall_factor", num(r.stall_factor)},
                     {"output_tokens_per_s", r.output_tokens_per_s},
                     {"goodput_requests_per_s", num(r.goodput_requests_per_s)},
+                    {"preemptions", r.preemptions},
                     {"kv_transfers", r.kv_transfers},
                     {"kv_transfer_p50", num(r.kv_transfer_p50)},
                     {"kv_transfer_p99", num(r.kv_transfer_p99)},

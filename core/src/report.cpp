@@ -27,6 +27,14 @@ LatencySummary summarize(std::vector<double> values) {
   return s;
 }
 
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds)) return "-";
+  const double a = std::abs(seconds);
+  if (a < 1e-3) return fmt::format("{:.0f}us", seconds * 1e6);
+  if (a < 1) return fmt::format("{:.1f}ms", seconds * 1e3);
+  return fmt::format("{:.2f}s", seconds);
+}
+
 namespace {
 
 // Raw samples of one group of records (a class, all classes, the non-long classes).
@@ -104,14 +112,6 @@ std::optional<double> finite(double v) {
 std::optional<double> ratio(std::optional<double> num, std::optional<double> den) {
   if (!num || !den || !(*den > 0)) return std::nullopt;
   return *num / *den;
-}
-
-std::string duration_text(double seconds) {
-  if (std::isnan(seconds)) return "-";
-  const double a = std::abs(seconds);
-  if (a < 1e-3) return fmt::format("{:.0f}us", seconds * 1e6);
-  if (a < 1) return fmt::format("{:.1f}ms", seconds * 1e3);
-  return fmt::format("{:.2f}s", seconds);
 }
 
 nlohmann::json number_or_null(double v) {

@@ -14,16 +14,29 @@ StepTraceWriter::StepTraceWriter(const std::filesystem::path& file)
 }
 
 StepTraceWriter::~StepTraceWriter() {
-  // The last buffered lines go out here; a destructor cannot throw, so a failure is logged.
-  if (std::fclose(file_) != 0 && !failed_) {
+  // Not closed by close(): the last buffered lines go out here, and a destructor cannot throw,
+  // so a failure is logged.
+  if (file_ != nullptr && std::fclose(file_) != 0 && !failed_) {
     spdlog::error("{}: writing the end of the step trace failed", path_.string());
+  }
+}
+
+void StepTraceWriter::close() {
+  std::lock_guard lock(mutex_);
+  if (file_ == nullptr) return;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!closed && !failed_) {
+    failed_ = true;
+    throw Error(path_.string() + ": writing the end of the step trace failed");
   }
 }
 
 template <class WriteLine>
 void StepTraceWriter::write_guarded(WriteLine&& write_line) {
   std::lock_guard lock(mutex_);
-  if (failed_) return;  // the first failure was reported; the file may end in half a line
+  // After a failure (reported once; the file may end in half a line) or close(): nothing.
+  if (failed_ || file_ == nullptr) return;
   try {
     write_line();
     if (std::ferror(file_) != 0) throw std::runtime_error("the C library reported an error");

@@ -41,6 +41,15 @@ Workload Workload::without_long_classes() const {
   return out;
 }
 
+bool same_requests(const Workload& a, const Workload& b) {
+  return std::equal(a.requests.begin(), a.requests.end(), b.requests.begin(), b.requests.end(),
+                    [](const WorkloadRequest& x, const WorkloadRequest& y) {
+                      return x.class_index == y.class_index && x.arrival == y.arrival &&
+                             x.prompt_tokens == y.prompt_tokens &&
+                             x.output_tokens == y.output_tokens && x.priority == y.priority;
+                    });
+}
+
 namespace {
 
 // Upper bound for any token count: keeps sums of a few thousand requests far from overflow and is
@@ -360,7 +369,8 @@ struct ClassSpec {
 
 class Parser {
  public:
-  explicit Parser(const std::filesystem::path& file) : file_(file), name_(file.string()) {}
+  Parser(const std::filesystem::path& file, std::optional<uint64_t> seed)
+      : file_(file), name_(file.string()), seed_override_(seed) {}
 
   // Parses `text` when given, else reads the file.
   Workload run(std::optional<std::string_view> text);
@@ -472,6 +482,7 @@ class Parser {
 
   std::filesystem::path file_;
   std::string name_;
+  std::optional<uint64_t> seed_override_;  // replaces the file's `seed` when set
   // The rows kept are replayed sorted, from the earliest timestamp: merged logs are often a little
   // out of order, but one early outlier shifts every arrival, and the operator should know.
   void warn_if_out_of_order(const Trace& tr, size_t n_rows) {
@@ -640,7 +651,7 @@ Workload Parser::run(std::optional<std::string_view> text) {
   const auto seed = get_int(root, "", "seed");
   if (seed && *seed < 0)
     fail("seed", "must be an integer >= 0 (got " + std::to_string(*seed) + ")");
-  w.seed = static_cast<uint64_t>(seed.value_or(0));
+  w.seed = seed_override_.value_or(static_cast<uint64_t>(seed.value_or(0)));
   Rng rng(w.seed);
 
   std::optional<int64_t> count;
@@ -882,10 +893,13 @@ Workload Parser::run(std::optional<std::string_view> text) {
 
 }  // namespace
 
-Workload load_workload(const std::filesystem::path& file) { return Parser(file).run(std::nullopt); }
+Workload load_workload(const std::filesystem::path& file, std::optional<uint64_t> seed) {
+  return Parser(file, seed).run(std::nullopt);
+}
 
-Workload parse_workload(std::string_view text, const std::filesystem::path& file) {
-  return Parser(file).run(text);
+Workload parse_workload(std::string_view text, const std::filesystem::path& file,
+                        std::optional<uint64_t> seed) {
+  return Parser(file, seed).run(text);
 }
 
 }  // namespace headway::core

@@ -88,6 +88,56 @@ TEST(CompareCli, CapacityOptionsWithoutFindCapacityAreRefused) {
   }
 }
 
+// `--seeds 3` runs both deployments on three draws of the workload (seeds 7, 8, 9: the file says
+// 7) and reports the spread; its seed-9 comparison is the one `--seed 9` gives alone.
+TEST(CompareCli, SeedsRunEveryDeploymentOnEachDrawOfTheWorkload) {
+  const fs::path out = fs::temp_directory_path() / "headway_seed_sweep.json";
+  const fs::path one = fs::temp_directory_path() / "headway_seed_9.json";
+  const CliRun r = run(two_deployments() + " --seeds 3 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part : {"seed 7: == two-engines", "seed 9: == one_engine_rdns", "seeds 7-9",
+                           "median", "range", "vs two-engines, seed by seed"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << "missing \"" << part << "\" in\n" << r.out;
+  }
+  std::ifstream in(out);
+  ASSERT_TRUE(in) << out;
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  ASSERT_EQ(doc["per_seed"].size(), 3u);
+  EXPECT_EQ(doc["per_seed"][2]["seed"], 9);
+  EXPECT_EQ(doc["sweep"]["seeds"], nlohmann::json::array({7, 8, 9}));
+  ASSERT_EQ(doc["sweep"]["rows"].size(), 2u);
+  EXPECT_EQ(doc["sweep"]["rows"][0]["short_ttft_p99"]["seeds"], 3);
+  EXPECT_TRUE(doc["sweep"]["rows"][1]["vs_baseline"]["goodput"]["better"].is_number());
+
+  const CliRun alone = run(two_deployments() + " --seed 9 --quiet --out " + one.string());
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  std::ifstream in_one(one);
+  const nlohmann::json single = nlohmann::json::parse(in_one);
+  EXPECT_EQ(single["comparison"]["rows"], doc["per_seed"][2]["comparison"]["rows"]);
+  EXPECT_NE(single["comparison"]["rows"], doc["per_seed"][0]["comparison"]["rows"]);
+  fs::remove(out);
+  fs::remove(one);
+}
+
+TEST(CompareCli, SeedSweepsRefuseWhatTheyCannotDo) {
+  const fs::path trace_replay =
+      fs::path(HEADWAY_SOURCE_DIR) / "tests/data/workloads/trace_replay.toml";
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {two_deployments() + " --seeds 2 --find-capacity", "--find-capacity works on one draw"},
+      {two_deployments() + " --seeds 1", "--seeds must be at least 2"},
+      {two_deployments() + " --seed -1", "expected an integer >= 0, got '-1'"},
+      {"simulate --workload " + trace_replay.string() + " --seeds 2", "draws nothing at random"},
+  };
+  for (const auto& c : cases) {
+    const CliRun r = run(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.out.find("=="), std::string::npos) << r.out;  // nothing ran
+  }
+}
+
 TEST(CompareCli, PlotWritesAPng) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "gnuplot is not installed (Debian package gnuplot-nox)";

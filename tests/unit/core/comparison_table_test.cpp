@@ -39,7 +39,8 @@ Report hand_report(double short_p99_ttft, double long_p99_ttft, double tokens_pe
 
 TEST(Comparison, RowsAndRatiosToTheBaseline) {
   const Report base = hand_report(10.0, 20.0, 1000.0, 4.0);
-  const Report better = hand_report(2.5, 25.0, 950.0, 5.0, 0.03);
+  Report better = hand_report(2.5, 25.0, 950.0, 5.0, 0.03);
+  better.preemptions = 17;
   const Comparison c = compare_reports({{"base", &base}, {"better", &better}});
   ASSERT_EQ(c.rows.size(), 2u);
   EXPECT_EQ(c.slo, "ttft=2s,tpot=100ms");
@@ -65,6 +66,9 @@ TEST(Comparison, RowsAndRatiosToTheBaseline) {
   EXPECT_NEAR(*r.long_ttft_p99_ratio, 1.25, kEps);
   EXPECT_NEAR(*r.short_itl_p99_ratio, 1.0, kEps);
   EXPECT_EQ(r.kv_transfers, 10u);
+  EXPECT_EQ(b.preemptions, 0u);
+  EXPECT_EQ(r.preemptions, 17u);
+  EXPECT_EQ(comparison_to_json(c)["rows"][1]["preemptions"], 17);
   EXPECT_NEAR(r.kv_transfer_p99, 0.03, kEps);
 }
 
@@ -91,13 +95,14 @@ TEST(Comparison, MissingFiguresStayMissing) {
 
 TEST(Comparison, PrintsOneRowPerDeploymentAndTheRelativeTable) {
   const Report base = hand_report(10.0, 20.0, 1000.0, 4.0);
-  const Report other = hand_report(2.5, 25.0, 950.0, 5.0, 0.03);
+  Report other = hand_report(2.5, 25.0, 950.0, 5.0, 0.03);
+  other.preemptions = 1482;
   std::ostringstream out;
   print_comparison(out, compare_reports({{"base-line", &base}, {"other-one", &other}}));
   const std::string text = out.str();
   for (const char* part : {"short TTFT", "long TTFT", "HOL", "stall", "goodput", "KV transfer",
                            "base-line", "other-one", "10.00s", "25.00s", "20.00", "vs base-line",
-                           "-5.0%", "x1.25", "x0.25", "ttft=2s,tpot=100ms"}) {
+                           "-5.0%", "x1.25", "x0.25", "ttft=2s,tpot=100ms", "preempt-", "1482"}) {
     EXPECT_NE(text.find(part), std::string::npos) << "missing \"" << part << "\" in\n" << text;
   }
   EXPECT_EQ(comparison_to_json(compare_reports({{"a", &base}, {"b", &other}}))["rows"].size(), 2u);

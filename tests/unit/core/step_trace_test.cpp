@@ -77,5 +77,23 @@ TEST(StepTraceWriter, AFailedWriteIsReportedOnceNamingTheFile) {
   EXPECT_EQ(failures, 1);
 }
 
+// A short trace fits in the C library's buffer: a full disk shows only when it is written out at
+// the end, which close() reports (`simulate --step-trace` then fails instead of saying "written").
+TEST(StepTraceWriter, AFailureAtTheEndIsReportedByClose) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  StepTraceWriter writer("/dev/full");
+  writer.write(0, decode_step(0, 2));  // buffered: no error yet
+  try {
+    writer.close();
+    ADD_FAILURE() << "close() reported nothing";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/full: writing the end of the step trace failed"),
+              std::string::npos)
+        << e.what();
+  }
+  writer.write(0, decode_step(1, 2));  // closed: nothing, no crash
+  EXPECT_NO_THROW(writer.close());
+}
+
 }  // namespace
 }  // namespace headway::core

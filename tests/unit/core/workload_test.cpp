@@ -94,19 +94,6 @@ std::string with_seed(int seed) {
   return s;
 }
 
-bool same_requests(const Workload& a, const Workload& b) {
-  if (a.requests.size() != b.requests.size()) return false;
-  for (size_t i = 0; i < a.requests.size(); ++i) {
-    const auto& x = a.requests[i];
-    const auto& y = b.requests[i];
-    if (x.id != y.id || x.class_index != y.class_index || x.arrival != y.arrival ||
-        x.prompt_tokens != y.prompt_tokens || x.output_tokens != y.output_tokens) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void expect_sorted_with_ids(const Workload& w) {
   for (size_t i = 0; i < w.requests.size(); ++i) {
     EXPECT_EQ(w.requests[i].id, i);
@@ -125,6 +112,26 @@ TEST_F(WorkloadTest, SameSeedSameRequestsDifferentSeedDifferent) {
   EXPECT_FALSE(same_requests(a, c));
   ASSERT_EQ(a.requests.size(), 20000u);
   expect_sorted_with_ids(a);
+}
+
+// `headway simulate --seed/--seeds` draws the same file again with another seed.
+TEST_F(WorkloadTest, AGivenSeedReplacesTheFilesSeed) {
+  const fs::path file = write(with_seed(11), "a.toml");
+  const Workload drawn_with_12 = load_workload(file, 12);
+  EXPECT_EQ(drawn_with_12.seed, 12u);
+  EXPECT_TRUE(same_requests(drawn_with_12, load_workload(write(with_seed(12), "c.toml"))));
+  EXPECT_FALSE(same_requests(drawn_with_12, load_workload(file)));
+  EXPECT_TRUE(same_requests(load_workload(file, 11), load_workload(file)));
+  EXPECT_TRUE(same_requests(parse_workload(with_seed(3), "<text>", 12), drawn_with_12));
+}
+
+// A plain trace replay draws nothing: every seed gives the same requests (a sweep refuses it).
+TEST_F(WorkloadTest, ATraceReplayIsTheSameForEverySeed) {
+  const fs::path file = write("[trace]\nfile = " + fixture("small_trace.csv") + "\n");
+  EXPECT_TRUE(same_requests(load_workload(file, 1), load_workload(file, 2)));
+  Workload shorter = load_workload(file);
+  shorter.requests.pop_back();
+  EXPECT_FALSE(same_requests(shorter, load_workload(file)));
 }
 
 TEST_F(WorkloadTest, SharesAndRateHonoured) {

@@ -6,7 +6,8 @@
 // pooled, as Report::short_group / long_group):
 //   short and long TTFT p50/p99, short ITL p99, HOL and stall factors (report.h), output
 //   throughput (tokens/s), goodput (requests/s meeting every term of the SLO per request, slo.h),
-//   KV transfer p50/p99 over moved requests (shown when any deployment moved KV).
+//   preemptions (requests sent back to the queue for KV room, counted each time), KV transfer
+//   p50/p99 over moved requests (shown when any deployment moved KV).
 // Relative figures, vs the first row: output throughput change (this / baseline - 1), and the
 // ratios this / baseline of goodput, short and long p99 TTFT, short p99 ITL.
 //
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -37,6 +39,7 @@ struct ComparisonRow {
   std::optional<double> hol_factor, stall_factor;
   double output_tokens_per_s = 0;
   std::optional<double> goodput_requests_per_s;  // absent when the report has no goodput
+  uint64_t preemptions = 0;
   size_t kv_transfers = 0;
   double kv_transfer_p50 = LatencySummary::kNaN, kv_transfer_p99 = LatencySummary::kNaN;
 

@@ -37,6 +37,10 @@ class StepTraceWriter {
   // The model line of engine `index`; call it once per engine, before its first step. Throws
   // Error as write() does.
   void describe_engine(uint32_t index, const Engine& engine);
+  // Writes out what the C library still buffers and closes the file, throwing Error naming it
+  // when that fails (a full disk often shows only here); later calls of anything write nothing.
+  // Without it the destructor closes the file and can only log a failure.
+  void close();
 
  private:
   template <class WriteLine>
@@ -45,7 +49,7 @@ class StepTraceWriter {
 
   std::filesystem::path path_;
   std::mutex mutex_;
-  std::FILE* file_;
+  std::FILE* file_;      // null once closed (guarded by mutex_)
   bool failed_ = false;  // guarded by mutex_
 };
 

@@ -66,6 +66,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -108,14 +109,21 @@ struct Workload {
   Workload without_long_classes() const;
 };
 
-// Reads and generates the workload described by `file` (format above). Throws headway::core::Error
-// (HW_NOT_FOUND for a missing file, HW_INVALID_ARGUMENT otherwise) naming the file, the key and
-// what is allowed. Thread-safe: touches no shared state.
-Workload load_workload(const std::filesystem::path& file);
+// Reads and generates the workload described by `file` (format above). `seed`, when given,
+// replaces the file's `seed` (`headway simulate --seed/--seeds`: the same workload drawn again).
+// Throws headway::core::Error (HW_NOT_FOUND for a missing file, HW_INVALID_ARGUMENT otherwise)
+// naming the file, the key and what is allowed. Thread-safe: touches no shared state.
+Workload load_workload(const std::filesystem::path& file,
+                       std::optional<uint64_t> seed = std::nullopt);
 
 // The same from TOML text already in memory (e.g. a built-in default). `file` names the text in
 // messages and in Workload::source, and relative trace paths resolve against its directory (the
 // working directory when it has none, as for "<built-in workload>"). Thread-safe.
-Workload parse_workload(std::string_view text, const std::filesystem::path& file);
+Workload parse_workload(std::string_view text, const std::filesystem::path& file,
+                        std::optional<uint64_t> seed = std::nullopt);
+
+// Whether the two workloads hold the same requests (class, arrival, lengths, priority): a seed
+// sweep over a workload that draws nothing at random (a plain trace replay) repeats one run.
+bool same_requests(const Workload& a, const Workload& b);
 
 }  // namespace headway::core

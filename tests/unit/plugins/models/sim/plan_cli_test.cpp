@@ -122,6 +122,25 @@ TEST(PlanCli, BadInputsAreOneClearLine) {
   r = run("--model llama-3.1-8b --gpu h100");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(contains(r.err, "--context")) << r.err;
+
+  for (const char* context : {"8q", "k", "-8k", "8.5k"}) {
+    r = run(std::string("--model llama-3.1-8b --gpu h100 --context ") + context);
+    EXPECT_NE(r.exit_code, 0) << context;
+    EXPECT_TRUE(contains(r.err, "expected a number of tokens such as 4096 or 8k")) << r.err;
+  }
+}
+
+// Context lengths as they are spoken of: 8k is 8,192 tokens, 128K 131,072.
+TEST(PlanCli, ContextTakesAKSuffix) {
+  CliRun r = run("--model llama-3.3-70b --gpu h100 --context 64k");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "max concurrency at context 65536: 6")) << r.out;
+  r = run("--model llama-3.1-8b --gpu h200 --context 128K");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "context 131072 tokens")) << r.out;
+  r = run("--model llama-3.1-8b --gpu h200 --context 129k");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "--context 132096 exceeds the model's maximum of 131072")) << r.err;
 }
 
 }  // namespace

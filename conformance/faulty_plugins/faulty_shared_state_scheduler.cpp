@@ -3,14 +3,12 @@
 // static where a member was meant). Alone, each instance plans the same trace the same way every
 // time, so every single-instance test passes; two engines' instances planning at once disturb each
 // other's plans. The suite must report scheduler.independent_instances as FAIL.
-#include <algorithm>
 #include <atomic>
 #include <headway/plugin.hpp>
 
-namespace {
+#include "template_fcfs.h"
 
-using headway::sdk::extra_blocks;
-using headway::sdk::remaining_tokens;
+namespace {
 
 std::atomic<uint64_t> steps_of_every_instance{0};  // the fault
 
@@ -28,35 +26,8 @@ class SharedStateScheduler final : public headway::sdk::StepScheduler {
   }
 
   void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
-    uint32_t budget = steps_of_every_instance++ % 2 == 0 ? kBudget : kBudget / 2;
-    uint32_t free_blocks = s.kv_blocks_free;
-    uint32_t end = s.running_count;  // running requests from `end` on are preempted this step
-    for (uint32_t i = 0; i < end && budget > 0; ++i) {
-      const hw_request_view& r = s.running[i];
-      const uint32_t tokens = std::min(remaining_tokens(r), budget);
-      const uint32_t need = extra_blocks(r, tokens, s.block_size);
-      while (need > free_blocks && end > i + 1) {
-        --end;
-        plan.preempt(s.running[end].id);
-        free_blocks += s.running[end].blocks_held;
-      }
-      if (need > free_blocks) return;
-      plan.add_slice(r, tokens);
-      budget -= tokens;
-      free_blocks -= need;
-    }
-    if (end < s.running_count) return;
-    uint32_t running = s.running_count;
-    for (uint32_t i = 0; i < s.waiting_count && running < kMaxSeqs && budget > 0; ++i) {
-      const hw_request_view& w = s.waiting[i];
-      const uint32_t tokens = std::min(remaining_tokens(w), budget);
-      const uint32_t need = extra_blocks(w, tokens, s.block_size);
-      if (need > free_blocks) break;
-      plan.add_slice(w, tokens);
-      budget -= tokens;
-      free_blocks -= need;
-      ++running;
-    }
+    const uint32_t budget = steps_of_every_instance++ % 2 == 0 ? kBudget : kBudget / 2;
+    headway::faulty::plan_template_fcfs(s, plan, budget, kMaxSeqs);
   }
 };
 

@@ -45,6 +45,22 @@ TEST(FaultyPlugins, LeakingSchedulerFailsItsHeapTest) {
   EXPECT_NE(message.find("a leak (more than 1 KiB kept per call)"), std::string::npos) << message;
 }
 
+// Cheap on average, but 5 ms of computing in one call of 50: the mean-based step_cost lets it pass,
+// while every stream of an engine running it would stall 5 ms on those steps. The tail test sees
+// the 20 slow calls among its 1,000 (calls 50, 100, ... of the instance, after 10 warm-up calls).
+TEST(FaultyPlugins, StallingSchedulerFailsTheTailTest) {
+  const auto r = run_faulty("faulty_stalling_scheduler.so");
+  expect_outcome(r, "scheduler.step_cost_tail", Outcome::kFail);
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kPass);
+  expect_outcome(r, "scheduler.all_finish", Outcome::kPass);
+  const auto* cost = headway::test::find_test(r, "scheduler.step_cost");
+  ASSERT_NE(cost, nullptr);
+  EXPECT_NE(cost->outcome, Outcome::kFail) << cost->message;
+  const auto* tail = headway::test::find_test(r, "scheduler.step_cost_tail");
+  EXPECT_GE(tail->metrics.at("calls_over_1ms").get<uint32_t>(), 20u) << tail->message;
+  EXPECT_GE(tail->metrics.at("cpu_max_us").get<double>(), 5000.0) << tail->message;
+}
+
 // A hand-written C plugin's error message with no NUL and bytes that are not UTF-8: the host reads
 // it within the status buffer (it used to read on into its own stack, and `serve` sent those bytes
 // to clients) and replaces the bad bytes, so the failure is reported and the JSON report written

@@ -25,6 +25,9 @@ constexpr uint32_t kCostRunning = 1000;
 constexpr uint32_t kCostCalls = 1000;        // timed, and watched for heap kept (steady_state_heap)
 constexpr double kCostFailSeconds = 1e-3;    // far beyond any reasonable scheduler
 constexpr double kCostWarnSeconds = 100e-6;  // a tenth of a millisecond: a quality floor
+// scheduler.step_cost_tail warns when the p99 call is this many times the mean (and above the
+// floor): calls on one snapshot should cost about the same.
+constexpr double kTailWarnRatio = 10.0;
 
 // The first step at which two runs of one trace planned differently.
 size_t first_difference(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
@@ -201,6 +204,30 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
       cost.note(text);
     }
   }
+  TestRecorder tail("scheduler.step_cost_tail",
+                    fmt::format("at most 1% of those schedule() calls take over {:.0f} ms of CPU",
+                                kCostFailSeconds * 1e3));
+  if (!measured.error.empty()) {
+    tail.skip("the scheduler could not be measured (scheduler.step_cost says why)");
+  } else {
+    tail.metrics() = {{"cpu_p99_us", measured.cpu_p99_seconds * 1e6},
+                      {"cpu_max_us", measured.cpu_max_seconds * 1e6},
+                      {"calls_over_1ms", measured.calls_over_1ms_cpu},
+                      {"calls", measured.calls}};
+    const std::string text =
+        fmt::format("CPU per call: p99 {:.1f} us, max {:.1f} us; {} of {} calls over {:.0f} ms",
+                    measured.cpu_p99_seconds * 1e6, measured.cpu_max_seconds * 1e6,
+                    measured.calls_over_1ms_cpu, measured.calls, kCostFailSeconds * 1e3);
+    if (measured.calls_over_1ms_cpu * 100 > measured.calls) {
+      // One step in a hundred or more holds every running stream back by over a millisecond.
+      tail.fail(text);
+    } else if (measured.cpu_p99_seconds > kCostWarnSeconds &&
+               measured.cpu_p99_seconds > kTailWarnRatio * measured.mean_seconds) {
+      tail.warn(text + fmt::format(" (a heavy tail: p99 above {:.0f}x the mean)", kTailWarnRatio));
+    } else {
+      tail.note(text);
+    }
+  }
   TestRecorder heap("scheduler.steady_state_heap",
                     "replanning one snapshot keeps no heap memory from call to call");
   if (!measured.error.empty()) {
@@ -210,7 +237,7 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   }
   std::vector<TestResult> results;
   for (TestRecorder* t :
-       {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &apart, &cost, &heap}) {
+       {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &apart, &cost, &tail, &heap}) {
     results.push_back(t->finish());
   }
   return results;

@@ -4,14 +4,26 @@
 #include <headway/core/clock.h>
 #include <headway/core/error.h>
 #include <headway/core/host_services.h>
+#include <headway/core/percentiles.h>
 #include <headway/core/plan_validator.h>
 #include <headway/core/plugin_instances.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <vector>
 
 namespace headway::conformance {
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+}  // namespace
 
 StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t calls) {
   StepCost cost;
@@ -90,13 +102,26 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
         return cost;
       }
     }
+    // Allocated before the heap is watched: the suite's own memory is not the plugin's.
+    std::vector<double> cpu_seconds(std::max(calls, 1u));
     const HeapWatch heap;
     const auto begin = std::chrono::steady_clock::now();
-    for (uint32_t i = 0; i < calls; ++i) call(10 + i);
+    double cpu_before = thread_cpu_seconds();
+    for (uint32_t i = 0; i < calls; ++i) {
+      call(10 + i);
+      const double cpu_after = thread_cpu_seconds();
+      cpu_seconds[i] = cpu_after - cpu_before;
+      cpu_before = cpu_after;
+    }
     cost.mean_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / calls;
     cost.heap = heap.stop(calls);
     cost.calls = calls;
+    cost.calls_over_1ms_cpu = static_cast<uint32_t>(
+        std::count_if(cpu_seconds.begin(), cpu_seconds.end(), [](double s) { return s > 1e-3; }));
+    std::sort(cpu_seconds.begin(), cpu_seconds.end());
+    cost.cpu_p99_seconds = core::percentile_sorted(cpu_seconds, 99);
+    cost.cpu_max_seconds = cpu_seconds.back();
   } catch (const core::Error& e) {
     cost.error = e.what();
   }

@@ -14,6 +14,13 @@ namespace headway::conformance {
 
 struct StepCost {
   double mean_seconds = 0.0;
+  // The tail of the same calls: a scheduler that is cheap on average but now and then spends
+  // milliseconds (a periodic re-sort, a rebuild) stalls every stream on those steps. In CPU time
+  // of the calling thread, so that other work on the machine (a parallel test run preempting this
+  // thread for a few ms) does not count; a plugin that sleeps or blocks is not seen here.
+  double cpu_p99_seconds = 0.0;
+  double cpu_max_seconds = 0.0;
+  uint32_t calls_over_1ms_cpu = 0;
   uint32_t running = 0;
   uint32_t waiting = 0;
   uint32_t calls = 0;

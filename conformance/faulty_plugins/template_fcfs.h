@@ -1,0 +1,46 @@
+// The SDK template's first-come-first-served plan (sdk/templates/step_scheduler), for the faulty
+// schedulers that are "the template plus one fault": running requests first, preempting from the
+// back when blocks run out, then waiting ones, each chunked to what is left of the budget.
+// Threading: a pure function of its arguments.
+#pragma once
+
+#include <algorithm>
+#include <headway/plugin.hpp>
+
+namespace headway::faulty {
+
+inline void plan_template_fcfs(const hw_scheduler_snapshot& s, sdk::PlanWriter& plan,
+                               uint32_t budget, uint32_t max_seqs) {
+  using sdk::extra_blocks;
+  using sdk::remaining_tokens;
+  uint32_t free_blocks = s.kv_blocks_free;
+  uint32_t end = s.running_count;  // running requests from `end` on are preempted this step
+  for (uint32_t i = 0; i < end && budget > 0; ++i) {
+    const hw_request_view& r = s.running[i];
+    const uint32_t tokens = std::min(remaining_tokens(r), budget);
+    const uint32_t need = extra_blocks(r, tokens, s.block_size);
+    while (need > free_blocks && end > i + 1) {
+      --end;
+      plan.preempt(s.running[end].id);
+      free_blocks += s.running[end].blocks_held;
+    }
+    if (need > free_blocks) return;
+    plan.add_slice(r, tokens);
+    budget -= tokens;
+    free_blocks -= need;
+  }
+  if (end < s.running_count) return;
+  uint32_t running = s.running_count;
+  for (uint32_t i = 0; i < s.waiting_count && running < max_seqs && budget > 0; ++i) {
+    const hw_request_view& w = s.waiting[i];
+    const uint32_t tokens = std::min(remaining_tokens(w), budget);
+    const uint32_t need = extra_blocks(w, tokens, s.block_size);
+    if (need > free_blocks) break;
+    plan.add_slice(w, tokens);
+    budget -= tokens;
+    free_blocks -= need;
+    ++running;
+  }
+}
+
+}  // namespace headway::faulty

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -20,12 +21,17 @@ inline const CLI::Validator kPositive(
     },
     "> 0", "POSITIVE");
 
-// The same for a count or seed that may be 0: digits only, so that "-1" is not wrapped around to
-// 2^64 - 1 by the conversion to an unsigned type.
+// The same for a count or seed that may be 0: digits only, and within 64 bits, so that "-1" is not
+// wrapped around to 2^64 - 1, nor a larger number clamped to it, by CLI11's conversion.
 inline const CLI::Validator kNonNegativeInteger(
     [](std::string& text) -> std::string {
+      uint64_t value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
       if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
         return "expected an integer >= 0, got '" + text + "'";
+      }
+      if (error != std::errc() || end != text.data() + text.size()) {
+        return "must be at most 18446744073709551615, got " + text;
       }
       return {};
     },

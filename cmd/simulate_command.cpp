@@ -82,10 +82,13 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
                   "Run every deployment over N draws of the workload (seeds S..S+N-1, S = --seed "
                   "or the file's seed) and report each figure's median and range, and in how many "
                   "seeds each deployment beat the first: one draw can mislead")
-      ->check(kPositive);
-  cmd->add_flag("--quiet", args.quiet, "One summary line per deployment instead of its report");
+      ->check(CLI::Range(size_t{2}, size_t{10000}));
+  cmd->add_flag("--quiet", args.quiet,
+                "One summary line per deployment instead of its report (with --seeds: no line per "
+                "seed, only the spread over the seeds)");
   cmd->add_flag("--details", args.details,
-                "Print every deployment's full report even when comparing several");
+                "Print every deployment's full report even when comparing several (with --seeds: "
+                "each seed's comparison table)");
   return cmd;
 }
 
@@ -158,13 +161,43 @@ nlohmann::json plugins_json(const core::DeploymentConfig& deployment) {
   return out;
 }
 
-// The workload to simulate: the file (or the built-in one) drawn with `seed` when given, cut to
-// the same prefix as `headway bench` sends with --num-requests / --duration.
+// The workload file (or the built-in one), drawn with `seed` when given.
+core::Workload drawn_workload(const SimulateArgs& args, std::optional<uint64_t> seed) {
+  return args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>", seed)
+                               : core::load_workload(args.workload, seed);
+}
+
+// The workload to simulate: drawn with `seed` when given, cut to the same prefix as `headway bench`
+// sends with --num-requests / --duration.
 core::Workload workload_for(const SimulateArgs& args, std::optional<uint64_t> seed) {
-  return serving::bench::limit_workload(
-      args.workload.empty() ? core::parse_workload(kDefaultWorkload, "<built-in workload>", seed)
-                            : core::load_workload(args.workload, seed),
-      args.num_requests, args.duration);
+  return serving::bench::limit_workload(drawn_workload(args, seed), args.num_requests,
+                                        args.duration);
+}
+
+// Why drawing the workload with another seed would simulate the same requests (for --seeds's
+// refusal and --seed's warning); empty when another draw changes them.
+std::string why_every_draw_is_the_same(const SimulateArgs& args, uint64_t seed) {
+  const core::Workload a = drawn_workload(args, seed);
+  const core::Workload b = drawn_workload(args, seed + 1);
+  if (core::same_requests(a, b)) {
+    return fmt::format(
+        "the workload {} draws nothing at random (a trace replay without mixed-in classes, or "
+        "fixed lengths at fixed times), so every seed gives the same requests",
+        a.source);
+  }
+  const auto cut = [&](const core::Workload& w) {
+    return serving::bench::limit_workload(w, args.num_requests, args.duration);
+  };
+  if (core::same_requests(cut(a), cut(b))) {
+    const std::string kept = args.num_requests > 0
+                                 ? fmt::format("--num-requests {}", args.num_requests)
+                                 : fmt::format("--duration {}", args.duration);
+    return fmt::format(
+        "the requests {} keeps of {} are the same in every draw (what is drawn at random comes "
+        "later in the workload): keep more of it",
+        kept, a.source);
+  }
+  return {};
 }
 
 // Runs one deployment over the workload, and over `without_long` for the HOL and stall factors
@@ -229,22 +262,13 @@ std::vector<std::string> configs_or_default(const SimulateArgs& args) {
 // `--seeds N`: every deployment over N draws of the workload; one summary line per deployment and
 // seed, then the spread of the comparison figures over the seeds (seed_sweep.h).
 int run_seed_sweep(const SimulateArgs& args, const core::Slo& slo, core::PluginRegistry& registry) {
-  const uint64_t first_seed = args.seed ? *args.seed : workload_for(args, std::nullopt).seed;
+  const uint64_t first_seed = workload_for(args, args.seed).seed;  // the file's unless --seed
   if (first_seed > UINT64_MAX - (args.seeds - 1)) {
     throw core::Error(
         fmt::format("--seeds {} from seed {} runs past the largest seed", args.seeds, first_seed));
   }
-  // A workload that draws nothing at random (a plain trace replay) would give N identical runs.
-  {
-    const core::Workload a = workload_for(args, first_seed);
-    const core::Workload b = workload_for(args, first_seed + 1);
-    if (core::same_requests(a, b)) {
-      throw core::Error(fmt::format(
-          "--seeds: the workload {} draws nothing at random (a trace replay without mixed-in "
-          "classes, or fixed lengths at fixed times), so every seed gives the same requests",
-          a.source));
-    }
-    for (const std::string& warning : a.warnings) spdlog::warn("{}", warning);
+  if (const std::string same = why_every_draw_is_the_same(args, first_seed); !same.empty()) {
+    throw core::Error("--seeds: " + same);
   }
 
   std::vector<core::DeploymentConfig> deployments;
@@ -253,6 +277,7 @@ int run_seed_sweep(const SimulateArgs& args, const core::Slo& slo, core::PluginR
   }
   std::vector<uint64_t> seeds;
   std::vector<core::Comparison> per_seed;
+  std::vector<nlohmann::json> rejected_per_seed;
   for (size_t i = 0; i < args.seeds; ++i) {
     const uint64_t seed = first_seed + i;
     const core::Workload workload = workload_for(args, seed);
@@ -264,19 +289,31 @@ int run_seed_sweep(const SimulateArgs& args, const core::Slo& slo, core::PluginR
         workload,
         core::estimated_record_bytes(workload) + core::estimated_record_bytes(without_long),
         core::memory_limit_bytes());
+    if (i == 0) {
+      for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
+    }
     std::vector<core::Report> reports;
     std::vector<core::NamedReport> named;
+    nlohmann::json rejected = nlohmann::json::object();
     reports.reserve(deployments.size());
     for (const core::DeploymentConfig& deployment : deployments) {
       DeploymentRun d = simulate_deployment(deployment, workload,
                                             with_baseline ? &without_long : nullptr, slo, "");
       if (!args.quiet) std::cout << fmt::format("seed {}: {}\n", seed, summary_line(d));
+      // Even with --quiet: the latencies of a deployment that refused requests are over fewer.
+      if (d.run.rejected > 0) {
+        std::cout << fmt::format(
+            "seed {}: rejected: {} requests could not be served by '{}' (see the warning)\n", seed,
+            d.run.rejected, deployment.name);
+      }
       require_some_served(d, workload);
+      rejected[deployment.name] = d.run.rejected;
       reports.push_back(std::move(d.report));
       named.push_back({deployment.name, &reports.back()});
     }
     per_seed.push_back(core::compare_reports(named));
-    if (args.details && deployments.size() > 1) {
+    rejected_per_seed.push_back(std::move(rejected));
+    if (args.details) {
       std::cout << fmt::format("\ncomparison over {}, seed {} ({} requests):\n", workload.source,
                                seed, workload.requests.size());
       core::print_comparison(std::cout, per_seed.back());
@@ -285,20 +322,19 @@ int run_seed_sweep(const SimulateArgs& args, const core::Slo& slo, core::PluginR
     seeds.push_back(seed);
   }
 
-  const core::SeedSweep sweep = core::summarize_seeds(seeds, per_seed);
-  std::cout << fmt::format("\n{} deployment(s) over {}:\n", deployments.size(),
-                           args.workload.empty() ? "<built-in workload>" : args.workload);
+  core::SeedSweep sweep = core::summarize_seeds(seeds, per_seed);
+  sweep.workload = args.workload.empty() ? "<built-in workload>" : args.workload;
+  std::cout << "\n";
   core::print_seed_sweep(std::cout, sweep);
   if (!args.out.empty()) {
     nlohmann::json runs = nlohmann::json::array();
     for (size_t i = 0; i < seeds.size(); ++i) {
-      runs.push_back({{"seed", seeds[i]}, {"comparison", core::comparison_to_json(per_seed[i])}});
+      runs.push_back({{"seed", seeds[i]},
+                      {"rejected", std::move(rejected_per_seed[i])},
+                      {"comparison", core::comparison_to_json(per_seed[i])}});
     }
-    const nlohmann::json doc = {
-        {"workload", args.workload.empty() ? "<built-in workload>" : args.workload},
-        {"slo", slo.text()},
-        {"per_seed", std::move(runs)},
-        {"sweep", core::seed_sweep_to_json(sweep)}};
+    const nlohmann::json doc = {{"per_seed", std::move(runs)},
+                                {"sweep", core::seed_sweep_to_json(sweep)}};
     core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }
   return 0;
@@ -325,7 +361,6 @@ int run_simulate(const SimulateArgs& args) {
             flag));
       }
     }
-    if (args.seeds < 2) throw core::Error("--seeds must be at least 2 (one draw: use --seed)");
   }
   // Cheap checks first, so that a typo does not cost the simulations.
   const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
@@ -350,6 +385,11 @@ int run_simulate(const SimulateArgs& args) {
 
   const core::Workload workload = workload_for(args, args.seed);
   for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
+  if (args.seed) {
+    if (const std::string same = why_every_draw_is_the_same(args, *args.seed); !same.empty()) {
+      spdlog::warn("--seed {}: {}", *args.seed, same);
+    }
+  }
   const bool with_baseline = !args.no_baseline && workload.has_long_requests();
   const core::Workload without_long =
       with_baseline ? workload.without_long_classes() : core::Workload{};
@@ -373,9 +413,9 @@ int run_simulate(const SimulateArgs& args) {
         simulate_deployment(load_deployment_or_default(file, registry), workload,
                             with_baseline ? &without_long : nullptr, slo, args.step_trace));
     if (full_reports) {
-      std::cout << fmt::format("== {}  ({} engine(s), workload {}: {} requests)\n",
+      std::cout << fmt::format("== {}  ({} engine(s), workload {}: {} requests, seed {})\n",
                                d.deployment.name, d.deployment.engines.size(), workload.source,
-                               workload.requests.size());
+                               workload.requests.size(), workload.seed);
       core::print_report(std::cout, d.report);
       if (with_baseline) {
         std::cout << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
@@ -427,6 +467,7 @@ int run_simulate(const SimulateArgs& args) {
       nlohmann::json j = core::report_to_json(d.report);
       j["deployment"] = d.deployment.name;
       j["deployment_file"] = d.deployment.file.string();
+      j["workload_seed"] = workload.seed;
       j["plugins"] = plugins_json(d.deployment);
       j["rejected"] = d.run.rejected;
       j["capacity"] = d.capacity ? core::capacity_to_json(*d.capacity) : nlohmann::json(nullptr);
@@ -436,6 +477,7 @@ int run_simulate(const SimulateArgs& args) {
     nlohmann::json doc =
         reports.size() == 1 ? reports[0]
                             : nlohmann::json{{"workload", workload.source},
+                                             {"workload_seed", workload.seed},
                                              {"slo", slo.text()},
                                              {"deployments", std::move(reports)},
                                              {"comparison", core::comparison_to_json(*comparison)}};

@@ -5,7 +5,8 @@
 // Output: with one --config, the full report of the deployment; with several, one summary line
 // per deployment, then the comparison table (--details prints the full reports as well; --quiet
 // shortens a single deployment's report to its summary line too). With --seeds N, one summary line
-// per deployment and seed, then the spread of the comparison over the seeds (seed_sweep.h).
+// per deployment and seed (none with --quiet; --details adds each seed's comparison table), then
+// the spread of the comparison over the seeds (seed_sweep.h).
 #pragma once
 
 #include <CLI/CLI.hpp>

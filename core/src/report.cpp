@@ -22,6 +22,7 @@ LatencySummary summarize(std::vector<double> values) {
   s.p50 = percentile_sorted(values, 50);
   s.p90 = percentile_sorted(values, 90);
   s.p99 = percentile_sorted(values, 99);
+  s.min = values.front();
   s.max = values.back();
   s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
   return s;

@@ -8,24 +8,16 @@
 #include <optional>
 
 #include "headway/core/error.h"
-#include "headway/core/percentiles.h"
 
 namespace headway::core {
 
 namespace {
 
+// Infinite values cannot occur (figures are finite or NaN, ratios are to a base > 0); NaN, a
+// figure the seed lacks, is left out by summarize().
 SeedSpread spread(std::vector<double> values) {
-  values.erase(
-      std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }),
-      values.end());
-  SeedSpread s;
-  s.seeds = values.size();
-  if (values.empty()) return s;
-  std::sort(values.begin(), values.end());
-  s.median = percentile_sorted(values, 50);
-  s.min = values.front();
-  s.max = values.back();
-  return s;
+  const LatencySummary s = summarize(std::move(values));
+  return {s.p50, s.min, s.max, s.count};
 }
 
 double value_or_nan(const std::optional<double>& v) { return v ? *v : LatencySummary::kNaN; }
@@ -47,9 +39,10 @@ SeedRatio ratio_of(const std::vector<Comparison>& per_seed, size_t row, const Fi
   for (const Comparison& c : per_seed) {
     const double mine = figure(c.rows[row]);
     const double base = figure(c.rows.front());
-    if (!std::isfinite(mine) || !std::isfinite(base) || !(base > 0)) continue;
-    ratios.push_back(mine / base);
+    if (!std::isfinite(mine) || !std::isfinite(base)) continue;
+    ++out.compared;
     if (higher_is_better ? mine > base : mine < base) ++out.better;
+    if (base > 0) ratios.push_back(mine / base);
   }
   out.ratio = spread(std::move(ratios));
   return out;
@@ -82,8 +75,9 @@ std::string range_cell(const SeedSpread& s, const Text& text) {
 }
 
 std::string ratio_cell(const SeedRatio& r) {
-  if (r.ratio.seeds == 0) return "-";
-  return fmt::format("x{:.2f} {}/{}", r.ratio.median, r.better, r.ratio.seeds);
+  if (r.compared == 0) return "-";
+  const std::string ratio = r.ratio.seeds > 0 ? fmt::format("x{:.2f}", r.ratio.median) : "x-";
+  return fmt::format("{} {}/{}", ratio, r.better, r.compared);
 }
 
 nlohmann::json spread_json(const SeedSpread& s) {
@@ -96,6 +90,7 @@ nlohmann::json spread_json(const SeedSpread& s) {
 nlohmann::json ratio_json(const SeedRatio& r) {
   nlohmann::json j = spread_json(r.ratio);
   j["better"] = r.better;
+  j["compared"] = r.compared;
   return j;
 }
 
@@ -165,13 +160,15 @@ void print_seed_sweep(std::ostream& out, const SeedSweep& sweep) {
   const Text seconds = [](double v) { return duration_text(v); };
   const Text hundredths = [](double v) { return number_text(v, 2); };
   const Text tenths = [](double v) { return number_text(v, 1); };
-  const Text count = [](double v) { return number_text(v, 0); };
+  // A median of an even number of counts may fall halfway between two.
+  const Text count = [](double v) { return number_text(v, v == std::floor(v) ? 0 : 1); };
   const size_t n = sweep.seeds.size();
 
   std::string text;
   auto line = [&](const std::string& s) { text += s + "\n"; };
-  line(fmt::format("over {} ({} draws of the workload): median, and min-max below it",
-                   seeds_text(sweep.seeds), n));
+  line(fmt::format("{}{} ({} draws), {} deployment(s): median, and min-max below it",
+                   sweep.workload.empty() ? "" : sweep.workload + " over ", seeds_text(sweep.seeds),
+                   n, sweep.rows.size()));
   line(fmt::format("{:<{}}{:>8}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}{:>{}}", "", width, "",
                    "short p99", kCell, "long p99", kCell, "short p99", kCell, "HOL", kCell, "stall",
                    kCell, "output", kCell, "goodput", kCell, "preempt-", kCell));
@@ -215,10 +212,12 @@ void print_seed_sweep(std::ostream& out, const SeedSweep& sweep) {
   }
   line("");
   line(fmt::format(
-      "each seed draws the workload again (arrivals, lengths) and runs every deployment on it; "
-      "figures as in the single comparison; better = lower latency, higher goodput{}{}",
-      sweep.slo.empty() ? std::string() : " (goodput: " + sweep.slo + " per request)",
-      starred ? "; * = over fewer seeds (the others had no value: no long request drawn)" : ""));
+      "each seed draws the workload again (arrivals, lengths) and runs every deployment on it;"));
+  line(fmt::format(
+      "figures as in the single comparison{}{}{}",
+      sweep.slo.empty() ? std::string() : "; goodput: " + sweep.slo + " per request",
+      sweep.rows.size() >= 2 ? "; better = lower latency, higher goodput" : "",
+      starred ? "; * = over fewer seeds (the others had none: no long request drawn)" : ""));
   out << text;
 }
 
@@ -243,7 +242,8 @@ nlohmann::json seed_sweep_to_json(const SeedSweep& sweep) {
                                               {"goodput", ratio_json(r.goodput_vs)}};
     rows.push_back(std::move(row));
   }
-  return {{"seeds", sweep.seeds},
+  return {{"workload", sweep.workload},
+          {"seeds", sweep.seeds},
           {"slo", sweep.slo},
           {"time_unit", "s"},
           {"baseline", sweep.rows.empty() ? nlohmann::json(nullptr)

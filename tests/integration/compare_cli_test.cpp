@@ -104,6 +104,7 @@ TEST(CompareCli, SeedsRunEveryDeploymentOnEachDrawOfTheWorkload) {
   const nlohmann::json doc = nlohmann::json::parse(in);
   ASSERT_EQ(doc["per_seed"].size(), 3u);
   EXPECT_EQ(doc["per_seed"][2]["seed"], 9);
+  EXPECT_EQ(doc["per_seed"][2]["rejected"]["two-engines"], 0);
   EXPECT_EQ(doc["sweep"]["seeds"], nlohmann::json::array({7, 8, 9}));
   ASSERT_EQ(doc["sweep"]["rows"].size(), 2u);
   EXPECT_EQ(doc["sweep"]["rows"][0]["short_ttft_p99"]["seeds"], 3);
@@ -120,15 +121,27 @@ TEST(CompareCli, SeedsRunEveryDeploymentOnEachDrawOfTheWorkload) {
 }
 
 TEST(CompareCli, SeedSweepsRefuseWhatTheyCannotDo) {
-  const fs::path trace_replay =
-      fs::path(HEADWAY_SOURCE_DIR) / "tests/data/workloads/trace_replay.toml";
+  const fs::path workloads = fs::path(HEADWAY_SOURCE_DIR) / "tests/data/workloads";
+  const fs::path trace_replay = workloads / "trace_replay.toml";
+  // The trace's rows, then long prompts mixed in at random over its span: the first request is a
+  // trace row in every draw.
+  const fs::path mixed = fs::temp_directory_path() / "headway_trace_and_long.toml";
+  std::ofstream(mixed) << "[trace]\nfile = \"" << (workloads / "small_trace.csv").string()
+                       << "\"\n[[classes]]\nname = \"long\"\nshare = 0.5\nlong = true\n"
+                          "prompt = { dist = \"fixed\", value = 1000 }\n"
+                          "output = { dist = \"fixed\", value = 10 }\n";
   const struct {
     std::string args, message;
   } cases[] = {
       {two_deployments() + " --seeds 2 --find-capacity", "--find-capacity works on one draw"},
-      {two_deployments() + " --seeds 1", "--seeds must be at least 2"},
+      {two_deployments() + " --seeds 1", "not in range 2 to 10000"},
       {two_deployments() + " --seed -1", "expected an integer >= 0, got '-1'"},
+      {two_deployments() + " --seed 18446744073709551616", "must be at most 18446744073709551615"},
+      // small_mixed.toml draws everything at random, but not so a trace replay, nor (below) the
+      // first requests of a workload whose random part comes later.
       {"simulate --workload " + trace_replay.string() + " --seeds 2", "draws nothing at random"},
+      {"simulate --workload " + mixed.string() + " --seeds 2 --num-requests 1",
+       "the requests --num-requests 1 keeps of " + mixed.string() + " are the same in every draw"},
   };
   for (const auto& c : cases) {
     const CliRun r = run(c.args);
@@ -136,6 +149,7 @@ TEST(CompareCli, SeedSweepsRefuseWhatTheyCannotDo) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(r.out.find("=="), std::string::npos) << r.out;  // nothing ran
   }
+  fs::remove(mixed);
 }
 
 TEST(CompareCli, PlotWritesAPng) {

@@ -39,8 +39,10 @@ TEST(Percentiles, SummarizeDropsNaNs) {
   EXPECT_EQ(s.count, 3u);
   EXPECT_DOUBLE_EQ(s.p50, 2.0);
   EXPECT_DOUBLE_EQ(s.max, 3.0);
+  EXPECT_DOUBLE_EQ(s.min, 1.0);
   EXPECT_DOUBLE_EQ(s.mean, 2.0);
   const LatencySummary empty = summarize({});
+  EXPECT_TRUE(std::isnan(empty.min));
   EXPECT_EQ(empty.count, 0u);
   EXPECT_TRUE(std::isnan(empty.p50));
   EXPECT_TRUE(std::isnan(empty.p99));

@@ -70,7 +70,23 @@ TEST(SeedSweep, MedianAndRangeOfEachFigure) {
   EXPECT_NEAR(other.short_ttft_p99_vs.ratio.max, 1.5, kEps);
   // Goodput 5/4, 4/4 (a tie is not better), 6/5: higher is better.
   EXPECT_EQ(other.goodput_vs.better, 2u);
+  EXPECT_EQ(other.goodput_vs.compared, 3u);
   EXPECT_NEAR(other.goodput_vs.ratio.min, 1.0, kEps);
+  EXPECT_EQ(other.short_ttft_p99_vs.compared, 3u);
+}
+
+// A baseline that met the SLO for nobody (goodput 0) has no ratio, but beating it still counts.
+TEST(SeedSweep, BeatingABaselineGoodputOfZeroCounts) {
+  std::vector<Comparison> per_seed = three_seeds();
+  per_seed[0].rows[0].goodput_requests_per_s = 0.0;
+  const SeedSweep sweep = summarize_seeds({1, 2, 3}, per_seed);
+  const SeedRatio& goodput = sweep.rows[1].goodput_vs;
+  EXPECT_EQ(goodput.compared, 3u);
+  EXPECT_EQ(goodput.better, 2u);       // 5 > 0 and 6 > 5; 4 = 4 is a tie
+  EXPECT_EQ(goodput.ratio.seeds, 2u);  // no ratio to a zero
+  std::ostringstream out;
+  print_seed_sweep(out, sweep);
+  EXPECT_NE(out.str().find("2/3"), std::string::npos) << out.str();
 }
 
 TEST(SeedSweep, SeedsThatCompareOtherDeploymentsAreRefused) {
@@ -85,8 +101,9 @@ TEST(SeedSweep, PrintsTheSpreadAndTheSeedBySeedTable) {
   std::ostringstream out;
   print_seed_sweep(out, summarize_seeds({1, 2, 3}, three_seeds()));
   const std::string text = out.str();
-  for (const char* part : {"seeds 1-3", "median", "range", "4.00s-10.00s", "21.00*", "vs base",
-                           "x0.20 2/3", "1482", "ttft=2s", "* = over fewer seeds"}) {
+  for (const char* part :
+       {"seeds 1-3", "median", "range", "4.00s-10.00s", "21.00*", "vs base", "x0.20 2/3", "1482",
+        "ttft=2s", "* = over fewer seeds", "better = lower latency"}) {
     EXPECT_NE(text.find(part), std::string::npos) << "missing \"" << part << "\" in\n" << text;
   }
   const nlohmann::json j = seed_sweep_to_json(summarize_seeds({1, 2, 3}, three_seeds()));
@@ -95,6 +112,14 @@ TEST(SeedSweep, PrintsTheSpreadAndTheSeedBySeedTable) {
   EXPECT_EQ(j["rows"][0]["hol_factor"]["seeds"], 2);
   EXPECT_TRUE(j["rows"][0]["vs_baseline"].is_null());
   EXPECT_EQ(j["rows"][1]["vs_baseline"]["short_ttft_p99"]["better"], 2);
+  EXPECT_EQ(j["rows"][1]["vs_baseline"]["goodput"]["compared"], 3);
+
+  // Preemptions 0, 0, 7 and 1482 over four seeds: the median, 3.5, is not rounded to a count.
+  std::vector<Comparison> four = three_seeds();
+  four.push_back(seed(row("base", 9.0, 20.0, 4.0), row("other", 3.0, 6.0, 5.0, 0)));
+  std::ostringstream even;
+  print_seed_sweep(even, summarize_seeds({1, 2, 3, 4}, four));
+  EXPECT_NE(even.str().find("3.5"), std::string::npos) << even.str();
 }
 
 }  // namespace

@@ -46,6 +46,7 @@ struct LatencySummary {
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   size_t count = 0;
   double p50 = kNaN, p90 = kNaN, p99 = kNaN, max = kNaN, mean = kNaN;  // NaN when count == 0
+  double min = kNaN;
 };
 
 // Summary of `values` (NaNs are dropped first). Pure; thread-safe.

@@ -1,10 +1,10 @@
 // Deployments compared over one workload drawn with several seeds (`headway simulate --seeds N`).
 //
 // One seed's comparison can mislead: when the long prompts arrive decides how often short ones
-// queue behind them, and on the documented 70B comparison the baseline's HOL factor ranges from
-// 26.5 to 1,614 over seeds 1-8. The sweep therefore reports, per deployment, each figure's median
-// and range over the seeds, and, seed by seed against the first deployment (the baseline), the
-// median ratio and in how many seeds the deployment did better.
+// queue behind them (docs/performance.md, "Over eight draws of the workload", has the documented
+// 70B comparison's spread). The sweep therefore reports, per deployment, each figure's median and
+// range over the seeds, and, seed by seed against the first deployment (the baseline), the median
+// ratio and in how many seeds the deployment did better.
 //
 // Figures: short p99 TTFT, long p99 TTFT, short p99 ITL, HOL and stall factors, output tokens/s,
 // goodput requests/s and preemptions, as in comparison_table.h. A figure missing in a seed (no
@@ -32,10 +32,11 @@ struct SeedSpread {
   size_t seeds = 0;
 };
 
-// This deployment / the baseline, seed by seed.
+// This deployment against the baseline, seed by seed.
 struct SeedRatio {
-  SeedSpread ratio;   // of the per-seed ratios
-  size_t better = 0;  // seeds in which this deployment did better than the baseline
+  SeedSpread ratio;     // of this / baseline, over the seeds where the baseline's figure is > 0
+  size_t better = 0;    // seeds in which this deployment did better than the baseline
+  size_t compared = 0;  // seeds in which both have the figure (a baseline goodput of 0 included)
 };
 
 struct SeedSweepRow {
@@ -47,6 +48,7 @@ struct SeedSweepRow {
 };
 
 struct SeedSweep {
+  std::string workload;  // what was drawn, for the table's title; set by the caller
   std::vector<uint64_t> seeds;
   std::string slo;  // as Comparison::slo
   std::vector<SeedSweepRow> rows;

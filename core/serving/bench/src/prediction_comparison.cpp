@@ -24,15 +24,11 @@ PredictionRow row(const core::ClassReport& measured, const core::ClassReport* pr
           figure(p.itl.p99, measured.itl.p99)};
 }
 
-std::string time_text(double s) {
-  if (!std::isfinite(s)) return "-";
-  return s < 1 ? fmt::format("{:.1f}ms", s * 1e3) : fmt::format("{:.2f}s", s);
-}
-
 std::string cell(const PredictedFigure& f) {
   const std::string error =
       f.relative_error ? fmt::format("{:+.0f}%", *f.relative_error * 100) : std::string("-");
-  return fmt::format("{:>9} {:>9} {:>6}", time_text(f.predicted), time_text(f.measured), error);
+  return fmt::format("{:>9} {:>9} {:>6}", core::duration_text(f.predicted),
+                     core::duration_text(f.measured), error);
 }
 
 nlohmann::json figure_json(const PredictedFigure& f) {

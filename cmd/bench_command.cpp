@@ -63,6 +63,10 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
   cmd->add_option("--duration", args.duration,
                   "Send only the requests arriving in the first S seconds of the workload")
       ->check(kPositive);
+  cmd->add_option("--seed", args.seed,
+                  "Draw the workload with this seed instead of its file's (as `headway simulate "
+                  "--seed`, so that a draw a seed sweep singled out can be measured)")
+      ->check(kNonNegativeInteger);
   cmd->add_option("--vocab", args.vocab,
                   "Vocabulary size of the served model (prompt token ids are drawn below it); "
                   "default: what GET /v1/models says, else ids 32-127")
@@ -222,8 +226,8 @@ int run_bench(const BenchArgs& args) {
                    {{"--workload", &args.workload}, {"--predict-config", &args.predict_config}});
   }
   check_distinct(args.out, "--out", {{"--plot", &plot}});
-  const core::Workload workload =
-      bench::limit_workload(core::load_workload(args.workload), args.num_requests, args.duration);
+  const core::Workload workload = bench::limit_workload(
+      core::load_workload(args.workload, args.seed), args.num_requests, args.duration);
   for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
   std::optional<core::DeploymentConfig> deployment;
   if (!args.predict_config.empty()) {

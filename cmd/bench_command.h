@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,11 @@ struct BenchArgs {
   std::string predict_config;
   std::vector<std::string> plugin_dirs;
   size_t max_concurrency = 256;
-  size_t num_requests = 0;  // 0: all
-  double duration = 0;      // seconds; 0: all
-  uint32_t vocab = 0;       // 0: from GET /v1/models, else a range every tokenizer has
-  double timeout = 600;     // seconds of silence before a stream fails
+  size_t num_requests = 0;       // 0: all
+  double duration = 0;           // seconds; 0: all
+  std::optional<uint64_t> seed;  // replaces the workload file's seed (as `simulate --seed`)
+  uint32_t vocab = 0;            // 0: from GET /v1/models, else a range every tokenizer has
+  double timeout = 600;          // seconds of silence before a stream fails
   bool hol_baseline = false;
   bool quiet = false;
 };

@@ -1,12 +1,16 @@
 // `headway bench` run as a user runs it, against the fake OpenAI server of this directory.
 #include <gtest/gtest.h>
+#include <headway/core/workload.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../../../integration/cli_runner.h"
 #include "fake_openai_server.h"
@@ -139,6 +143,28 @@ TEST_F(BenchCli, PredictionIsPrintedBesideTheMeasurement) {
   EXPECT_EQ(rows[2]["name"], "overall");
   EXPECT_TRUE(rows[0]["ttft_p50"]["predicted"].is_number());
   EXPECT_TRUE(rows[0]["ttft_p50"]["measured"].is_number());
+}
+
+// --seed draws the workload as `simulate --seed` does: the server gets that draw's requests.
+TEST_F(BenchCli, ASeedDrawsTheWorkloadAsSimulateDoes) {
+  const CliRun r = bench("--quiet --seed 12");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  using Lengths = std::vector<std::pair<size_t, uint32_t>>;  // prompt tokens, max_tokens
+  const auto drawn = [](std::optional<uint64_t> seed) {
+    Lengths out;
+    for (const auto& q : headway::core::load_workload(kWorkload, seed).requests) {
+      out.emplace_back(q.prompt_tokens, q.output_tokens);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  Lengths sent;
+  for (const nlohmann::json& body : server.received()) {
+    sent.emplace_back(body["prompt"].size(), body["max_tokens"].get<uint32_t>());
+  }
+  std::sort(sent.begin(), sent.end());
+  EXPECT_EQ(sent, drawn(12));
+  EXPECT_NE(sent, drawn(std::nullopt));  // the file's seed, 11, draws other lengths
 }
 
 TEST_F(BenchCli, BadInputIsOneLineNamingIt) {

@@ -5,7 +5,8 @@
 #include <headway/conformance/test_recorder.h>
 #include <headway/core/error.h>
 
-#include <latch>
+#include <barrier>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,16 +44,22 @@ std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoic
                                const TraceSpec& trace, const std::vector<uint64_t>& alone) {
   TraceOutcome outcomes[2];
   std::string errors[2];
-  std::latch start(2);  // both begin together, so that their steps overlap
+  // In lockstep: both instances plan step k after the barrier of step k, so their calls overlap on
+  // every step however the machine schedules the two threads. (Started together but free-running,
+  // one thread could finish a short trace before the other began, and the shared state went unseen:
+  // seen once in CI on two busy cores.) A run that ends, however, drops out of the barrier, so the
+  // other goes on alone.
+  std::barrier lockstep(2);
+  const std::function<void()> in_step = [&lockstep] { lockstep.arrive_and_wait(); };
   const auto run = [&](int which) {
-    start.arrive_and_wait();
     try {
-      outcomes[which] = run_trace(p, model, trace);
+      outcomes[which] = run_trace(p, model, trace, in_step);
     } catch (const std::exception& e) {
       errors[which] = e.what();
     } catch (...) {
       errors[which] = "an exception that is not a std::exception";
     }
+    lockstep.arrive_and_drop();
   };
   std::thread other(run, 1);
   run(0);

@@ -62,8 +62,9 @@ std::string scheduler_defaults(const PluginUnderTest& p, const TraceSpec& trace)
 
 class TraceRun {
  public:
-  TraceRun(const TraceSpec& trace, core::Engine& engine, TraceOutcome& out)
-      : trace_(trace), engine_(engine), out_(out), listener_(requests_) {
+  TraceRun(const TraceSpec& trace, core::Engine& engine, TraceOutcome& out,
+           const std::function<void()>& before_step)
+      : trace_(trace), engine_(engine), out_(out), before_step_(before_step), listener_(requests_) {
     engine_.set_listener(&listener_);
   }
 
@@ -86,6 +87,7 @@ class TraceRun {
         continue;
       }
       const uint32_t free_before = engine_.kv().free();
+      if (before_step_) before_step_();
       bool planned;
       try {
         planned = engine_.step();
@@ -246,6 +248,7 @@ class TraceRun {
   const TraceSpec& trace_;
   core::Engine& engine_;
   TraceOutcome& out_;
+  const std::function<void()>& before_step_;
   std::unordered_map<uint64_t, Mirror> requests_;
   std::deque<uint64_t> waiting_;  // queue order, as the engine keeps it
   Listener listener_;
@@ -254,7 +257,7 @@ class TraceRun {
 }  // namespace
 
 TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoice& model,
-                       const TraceSpec& trace) {
+                       const TraceSpec& trace, const std::function<void()>& before_step) {
   TraceOutcome out;
   core::DeploymentConfig deployment;
   deployment.file = "conformance/" + trace.name;
@@ -274,7 +277,7 @@ TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoic
     return out;
   }
   out.created = true;
-  TraceRun(trace, *engine, out).run();
+  TraceRun(trace, *engine, out, before_step).run();
   return out;
 }
 

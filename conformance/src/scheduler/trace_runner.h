@@ -12,6 +12,7 @@
 #include <headway/conformance/suite.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,7 +43,9 @@ struct TraceOutcome {
 };
 
 // Runs `trace` with the plugin under test as the engine's scheduler and `model` as its model.
+// `before_step`, when given, is called before every engine step (scheduler.independent_instances
+// keeps two runs in lockstep with it).
 TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoice& model,
-                       const TraceSpec& trace);
+                       const TraceSpec& trace, const std::function<void()>& before_step = {});
 
 }  // namespace headway::conformance

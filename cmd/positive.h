@@ -25,11 +25,11 @@ inline const CLI::Validator kPositive(
 // wrapped around to 2^64 - 1, nor a larger number clamped to it, by CLI11's conversion.
 inline const CLI::Validator kNonNegativeInteger(
     [](std::string& text) -> std::string {
-      uint64_t value = 0;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
       if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos) {
         return "expected an integer >= 0, got '" + text + "'";
       }
+      uint64_t value = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
       if (error != std::errc() || end != text.data() + text.size()) {
         return "must be at most 18446744073709551615, got " + text;
       }

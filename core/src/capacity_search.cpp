@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "headway/core/error.h"
+#include "headway/core/report.h"
 #include "headway/core/simulator.h"
 #include "headway/core/workload_scaling.h"
 
@@ -23,10 +24,6 @@ void check_options(const CapacityOptions& o) {
                     o.min_factor, o.start_factor, o.max_factor));
   }
   if (o.max_runs == 0) throw Error("capacity search: max_runs must be >= 1");
-}
-
-nlohmann::json number_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
 
 }  // namespace

@@ -29,11 +29,6 @@ std::string times_text(const std::optional<double>& f) {
   return f ? fmt::format("x{:.2f}", *f) : std::string("-");
 }
 
-nlohmann::json num(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
-nlohmann::json num(const std::optional<double>& v) { return v ? num(*v) : nlohmann::json(nullptr); }
-
 }  // namespace
 
 Comparison compare_reports(const std::vector<NamedReport>& reports) {
@@ -144,25 +139,25 @@ nlohmann::json comparison_to_json(const Comparison& c) {
   nlohmann::json rows = nlohmann::json::array();
   for (const ComparisonRow& r : c.rows) {
     rows.push_back({{"deployment", r.deployment},
-                    {"short_ttft_p50", num(r.short_ttft_p50)},
-                    {"short_ttft_p99", num(r.short_ttft_p99)},
-                    {"long_ttft_p50", num(r.long_ttft_p50)},
-                    {"long_ttft_p99", num(r.long_ttft_p99)},
-                    {"short_itl_p99", num(r.short_itl_p99)},
-                    {"hol_factor", num(r.hol_factor)},
-                    {"stall_factor", num(r.stall_factor)},
+                    {"short_ttft_p50", number_or_null(r.short_ttft_p50)},
+                    {"short_ttft_p99", number_or_null(r.short_ttft_p99)},
+                    {"long_ttft_p50", number_or_null(r.long_ttft_p50)},
+                    {"long_ttft_p99", number_or_null(r.long_ttft_p99)},
+                    {"short_itl_p99", number_or_null(r.short_itl_p99)},
+                    {"hol_factor", number_or_null(r.hol_factor)},
+                    {"stall_factor", number_or_null(r.stall_factor)},
                     {"output_tokens_per_s", r.output_tokens_per_s},
-                    {"goodput_requests_per_s", num(r.goodput_requests_per_s)},
+                    {"goodput_requests_per_s", number_or_null(r.goodput_requests_per_s)},
                     {"preemptions", r.preemptions},
                     {"kv_transfers", r.kv_transfers},
-                    {"kv_transfer_p50", num(r.kv_transfer_p50)},
-                    {"kv_transfer_p99", num(r.kv_transfer_p99)},
+                    {"kv_transfer_p50", number_or_null(r.kv_transfer_p50)},
+                    {"kv_transfer_p99", number_or_null(r.kv_transfer_p99)},
                     {"vs_baseline",
-                     {{"throughput_change", num(r.throughput_change)},
-                      {"goodput_ratio", num(r.goodput_ratio)},
-                      {"short_ttft_p99_ratio", num(r.short_ttft_p99_ratio)},
-                      {"long_ttft_p99_ratio", num(r.long_ttft_p99_ratio)},
-                      {"short_itl_p99_ratio", num(r.short_itl_p99_ratio)}}}});
+                     {{"throughput_change", number_or_null(r.throughput_change)},
+                      {"goodput_ratio", number_or_null(r.goodput_ratio)},
+                      {"short_ttft_p99_ratio", number_or_null(r.short_ttft_p99_ratio)},
+                      {"long_ttft_p99_ratio", number_or_null(r.long_ttft_p99_ratio)},
+                      {"short_itl_p99_ratio", number_or_null(r.short_itl_p99_ratio)}}}});
   }
   return {
       {"baseline", c.rows.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.rows[0].deployment)},

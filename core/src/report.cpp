@@ -28,6 +28,14 @@ LatencySummary summarize(std::vector<double> values) {
   return s;
 }
 
+nlohmann::json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json number_or_null(const std::optional<double>& v) {
+  return v ? number_or_null(*v) : nlohmann::json(nullptr);
+}
+
 std::string duration_text(double seconds) {
   if (!std::isfinite(seconds)) return "-";
   const double a = std::abs(seconds);
@@ -113,14 +121,6 @@ std::optional<double> finite(double v) {
 std::optional<double> ratio(std::optional<double> num, std::optional<double> den) {
   if (!num || !den || !(*den > 0)) return std::nullopt;
   return *num / *den;
-}
-
-nlohmann::json number_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-}
-
-nlohmann::json optional_json(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
 nlohmann::json summary_json(const LatencySummary& s) {
@@ -370,12 +370,12 @@ nlohmann::json report_to_json(const Report& report) {
           {"simulated_seconds", report.simulated_seconds},
           {"wall_seconds", report.wall_seconds},
           {"span_seconds", report.span_seconds},
-          {"hol_factor", optional_json(report.hol_factor)},
-          {"stall_factor", optional_json(report.stall_factor)},
-          {"short_p99_ttft", optional_json(report.short_p99_ttft)},
-          {"short_p99_ttft_without_long", optional_json(report.short_p99_ttft_without_long)},
-          {"short_p99_itl", optional_json(report.short_p99_itl)},
-          {"short_p99_itl_without_long", optional_json(report.short_p99_itl_without_long)},
+          {"hol_factor", number_or_null(report.hol_factor)},
+          {"stall_factor", number_or_null(report.stall_factor)},
+          {"short_p99_ttft", number_or_null(report.short_p99_ttft)},
+          {"short_p99_ttft_without_long", number_or_null(report.short_p99_ttft_without_long)},
+          {"short_p99_itl", number_or_null(report.short_p99_itl)},
+          {"short_p99_itl_without_long", number_or_null(report.short_p99_itl_without_long)},
           {"preemptions",
            report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.preemptions)},
           {"steps", report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.steps)},

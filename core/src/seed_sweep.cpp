@@ -81,10 +81,10 @@ std::string ratio_cell(const SeedRatio& r) {
 }
 
 nlohmann::json spread_json(const SeedSpread& s) {
-  const auto num = [](double v) {
-    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-  };
-  return {{"median", num(s.median)}, {"min", num(s.min)}, {"max", num(s.max)}, {"seeds", s.seeds}};
+  return {{"median", number_or_null(s.median)},
+          {"min", number_or_null(s.min)},
+          {"max", number_or_null(s.max)},
+          {"seeds", s.seeds}};
 }
 
 nlohmann::json ratio_json(const SeedRatio& r) {

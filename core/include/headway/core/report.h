@@ -118,6 +118,11 @@ void print_report(std::ostream& out, const Report& report);
 // The same figures, machine-readable; times in seconds, missing values as null.
 nlohmann::json report_to_json(const Report& report);
 
+// A figure as the JSON reports write it: the number, or null when it is absent or not finite (a
+// figure with no sample). Pure.
+nlohmann::json number_or_null(double v);
+nlohmann::json number_or_null(const std::optional<double>& v);
+
 // A duration as the reports and comparison tables print it: "40us", "12.3ms", "1.25s"; "-" when
 // it is not finite (a figure with no sample). Pure.
 std::string duration_text(double seconds);

@@ -32,13 +32,9 @@ std::string cell(const PredictedFigure& f) {
 }
 
 nlohmann::json figure_json(const PredictedFigure& f) {
-  auto value = [](double v) {
-    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-  };
-  return {{"predicted", value(f.predicted)},
-          {"measured", value(f.measured)},
-          {"relative_error",
-           f.relative_error ? nlohmann::json(*f.relative_error) : nlohmann::json(nullptr)}};
+  return {{"predicted", core::number_or_null(f.predicted)},
+          {"measured", core::number_or_null(f.measured)},
+          {"relative_error", core::number_or_null(f.relative_error)}};
 }
 
 }  // namespace

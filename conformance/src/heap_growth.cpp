@@ -26,54 +26,54 @@ std::optional<uint64_t> heap_bytes_in_use() {
 #endif
 }
 
-namespace {
-
-bool grew_beyond(const HeapGrowth& g, uint64_t total, uint64_t per_call) {
-  return g.known && g.calls > 0 && g.bytes > static_cast<int64_t>(total) &&
-         static_cast<uint64_t>(g.bytes) > per_call * g.calls;
+bool HeapGrowth::beyond(uint64_t total, uint64_t per_unit) const {
+  return known && units > 0 && bytes > static_cast<int64_t>(total) &&
+         static_cast<uint64_t>(bytes) > per_unit * units;
 }
 
-}  // namespace
-
-bool HeapGrowth::suspicious() const {
-  return grew_beyond(*this, kHeapGrowthWarnBytes, kHeapGrowthWarnBytesPerCall);
-}
-
-bool HeapGrowth::leaking() const {
-  return grew_beyond(*this, kHeapGrowthFailBytes, kHeapGrowthFailBytesPerCall);
-}
-
-HeapGrowth HeapWatch::stop(uint64_t calls) const {
+HeapGrowth HeapWatch::stop(uint64_t units) const {
   HeapGrowth growth;
   const std::optional<uint64_t> after = heap_bytes_in_use();
   if (!before_ || !after) return growth;
   growth.known = true;
   growth.bytes = static_cast<int64_t>(*after) - static_cast<int64_t>(*before_);
-  growth.calls = calls;
+  growth.units = units;
   return growth;
 }
 
-void judge_heap_growth(TestRecorder& test, const HeapGrowth& growth, const char* what) {
+namespace {
+
+// "1 KiB" or "8 bytes".
+std::string bytes_text(uint64_t bytes) {
+  return bytes % 1024 == 0 ? fmt::format("{} KiB", bytes / 1024) : fmt::format("{} bytes", bytes);
+}
+
+}  // namespace
+
+void judge_heap_growth(TestRecorder& test, const HeapGrowth& growth, const HeapBounds& bounds,
+                       const char* units_phrase, const char* unit) {
+  const std::string text = growth.text(units_phrase, unit);
   if (!growth.known) {
-    test.skip(growth.text(what));
+    test.skip(text);
     return;
   }
-  test.metrics() = {{"heap_growth_bytes", growth.bytes}, {"calls", growth.calls}};
-  if (growth.leaking()) {
-    test.fail(growth.text(what) + ": a leak (more than 1 KiB kept per call)");
-  } else if (growth.suspicious()) {
-    test.warn(growth.text(what) + ": a leak?");
+  test.metrics() = {{"heap_growth_bytes", growth.bytes}, {std::string(unit) + "s", growth.units}};
+  if (growth.beyond(bounds.fail_bytes, bounds.fail_bytes_per_unit)) {
+    test.fail(fmt::format("{}: a leak (more than {} kept per {})", text,
+                          bytes_text(bounds.fail_bytes_per_unit), unit));
+  } else if (growth.beyond(bounds.warn_bytes, bounds.warn_bytes_per_unit)) {
+    test.warn(text + ": a leak?");
   } else {
-    test.note(growth.text(what));
+    test.note(text);
   }
 }
 
-std::string HeapGrowth::text(const char* what) const {
+std::string HeapGrowth::text(const char* units_phrase, const char* unit) const {
   if (!known) return "this allocator does not report the heap in use";
-  const double per_call = calls > 0 ? static_cast<double>(bytes) / static_cast<double>(calls) : 0;
-  return fmt::format("heap {} {:.1f} KB over {} {} calls ({:.0f} bytes per call)",
+  const double per_unit = units > 0 ? static_cast<double>(bytes) / static_cast<double>(units) : 0;
+  return fmt::format("heap {} {:.1f} KB over {} {} ({:.0f} bytes per {})",
                      bytes >= 0 ? "grew" : "shrank", std::abs(static_cast<double>(bytes)) / 1e3,
-                     calls, what, per_call);
+                     units, units_phrase, per_unit, unit);
 }
 
 }  // namespace headway::conformance

@@ -61,6 +61,29 @@ TEST(FaultyPlugins, StallingSchedulerFailsTheTailTest) {
   EXPECT_GE(tail->metrics.at("cpu_max_us").get<double>(), 5000.0) << tail->message;
 }
 
+// Keeps an entry for every request it has ever seen. Replanning one snapshot adds no entry, so
+// steady_state_heap passes; only requests coming and going by the ten thousand show the growth.
+TEST(FaultyPlugins, SchedulerThatRemembersEveryRequestFailsThePerRequestHeapTest) {
+  const auto r = run_faulty("faulty_remembering_scheduler.so");
+  expect_outcome(r, "scheduler.per_request_heap", Outcome::kFail);
+  expect_outcome(r, "scheduler.steady_state_heap", Outcome::kPass);
+  expect_outcome(r, "scheduler.all_finish", Outcome::kPass);
+  const auto* kept = headway::test::find_test(r, "scheduler.per_request_heap");
+  EXPECT_NE(kept->message.find("a leak (more than 8 bytes kept per request)"), std::string::npos)
+      << kept->message;
+  EXPECT_EQ(kept->metrics.at("requests").get<uint64_t>(), 32000u) << kept->message;
+}
+
+// The same plugin dropping the ids that left the snapshot (the fix) keeps its map at the size of
+// the live requests: the test passes, so it does not flag per-request state as such.
+TEST(FaultyPlugins, TheRememberingSchedulerPassesOnceItForgetsRequestsThatLeft) {
+  const auto r = headway::test::run_suite(
+      std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_remembering_scheduler.so",
+      "forget_finished = true");
+  expect_outcome(r, "scheduler.per_request_heap", Outcome::kPass);
+  EXPECT_TRUE(r.conformant()) << headway::test::describe(r);
+}
+
 // A hand-written C plugin's error message with no NUL and bytes that are not UTF-8: the host reads
 // it within the status buffer (it used to read on into its own stack, and `serve` sent those bytes
 // to clients) and replaces the bad bytes, so the failure is reported and the JSON report written

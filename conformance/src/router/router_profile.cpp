@@ -304,7 +304,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   } else if (!heap.known && heap_bytes_in_use()) {
     steady_heap.skip("every supported shape had violations (the other tests say which)");
   } else {
-    judge_heap_growth(steady_heap, heap, "route()");
+    judge_heap_growth(steady_heap, heap, kPerCallHeapBounds, "route() calls", "call");
   }
   std::vector<TestResult> results;
   for (TestRecorder* t : {&create, &live, &roles, &same, &dead, &steady_heap}) {

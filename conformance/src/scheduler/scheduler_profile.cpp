@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "request_churn.h"
 #include "step_cost.h"
 #include "trace.h"
 #include "trace_runner.h"
@@ -29,6 +30,10 @@ constexpr double kCostWarnSeconds = 100e-6;  // a tenth of a millisecond: a qual
 // scheduler.step_cost_tail warns when the p99 call is this many times the mean (and above the
 // floor): calls on one snapshot should cost about the same.
 constexpr double kTailWarnRatio = 10.0;
+// scheduler.per_request_heap: 16,000 running and 16,000 waiting requests leave the snapshots while
+// the heap is watched, after 8,000 that warm the plugin's maps up to the size of the live set.
+constexpr uint32_t kChurnWarmUpCalls = 1000;
+constexpr uint32_t kChurnCalls = 4000;
 
 // The first step at which two runs of one trace planned differently.
 size_t first_difference(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
@@ -240,11 +245,20 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   if (!measured.error.empty()) {
     heap.skip("the scheduler could not be measured (scheduler.step_cost says why)");
   } else {
-    judge_heap_growth(heap, measured.heap, "schedule()");
+    judge_heap_growth(heap, measured.heap, kPerCallHeapBounds, "schedule() calls", "call");
+  }
+  TestRecorder kept("scheduler.per_request_heap",
+                    "requests that came and went leave no heap memory behind in the scheduler");
+  const RequestChurn churn = measure_request_churn(p, kChurnWarmUpCalls, kChurnCalls);
+  if (!churn.error.empty()) {
+    kept.fail(churn.error);
+  } else {
+    judge_heap_growth(kept, churn.heap, kPerRequestHeapBounds, "requests that came and went",
+                      "request");
   }
   std::vector<TestResult> results;
-  for (TestRecorder* t :
-       {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &apart, &cost, &tail, &heap}) {
+  for (TestRecorder* t : {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &apart,
+                          &cost, &tail, &heap, &kept}) {
     results.push_back(t->finish());
   }
   return results;

@@ -1,17 +1,16 @@
 #include "step_cost.h"
 
-#include <fmt/format.h>
-#include <headway/core/clock.h>
 #include <headway/core/error.h>
-#include <headway/core/host_services.h>
 #include <headway/core/percentiles.h>
 #include <headway/core/plan_validator.h>
-#include <headway/core/plugin_instances.h>
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
+
+#include "measured_scheduler.h"
 
 namespace headway::conformance {
 
@@ -27,24 +26,17 @@ double thread_cpu_seconds() {
 
 StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t calls) {
   StepCost cost;
-  constexpr uint32_t kBlockSize = 16;
-  const hw_engine_facts facts{sizeof(hw_engine_facts), kBlockSize, 1u << 20, 8192,
-                              HW_ENGINE_ROLE_MIXED};
-  core::VirtualClock clock;
-  core::HostServices host("conformance", &clock);
-  std::unique_ptr<core::SchedulerInstance> scheduler;
+  constexpr uint32_t kBlockSize = MeasuredScheduler::kBlockSize;
+  constexpr uint32_t kWaiting = 256;
+  std::unique_ptr<MeasuredScheduler> scheduler;
   try {
-    // Room for the running requests when the plugin has the usual knob and the user left it.
-    const std::string defaults = p.has_option("max_num_seqs", HW_OPTION_INT)
-                                     ? fmt::format("max_num_seqs = {}", running + 24)
-                                     : std::string();
-    scheduler = std::make_unique<core::SchedulerInstance>(p.choice_with(defaults), facts, host);
+    scheduler = std::make_unique<MeasuredScheduler>(p, running, kWaiting);
   } catch (const core::Error& e) {
     cost.error = e.what();
     return cost;
   }
   cost.running = std::min(running, scheduler->limits().max_num_seqs);
-  cost.waiting = 256;
+  cost.waiting = kWaiting;
   std::vector<hw_request_view> run(cost.running), wait(cost.waiting);
   uint32_t used = 0;
   for (uint32_t i = 0; i < cost.running; ++i) {
@@ -68,36 +60,13 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
     r.max_output_tokens = 128;
     r.arrival_time = 0.001 * i;
   }
-  std::vector<hw_slice> slices(run.size() + wait.size());
-  std::vector<uint64_t> preempted(std::max<size_t>(run.size(), 1));
   core::PlanValidator validator;
-  auto call = [&](uint64_t step) {
-    hw_scheduler_snapshot snapshot{sizeof(hw_scheduler_snapshot),
-                                   step,
-                                   clock.now(),
-                                   run.data(),
-                                   cost.running,
-                                   wait.data(),
-                                   cost.waiting,
-                                   facts.kv_blocks_total - used,
-                                   facts.kv_blocks_total,
-                                   kBlockSize,
-                                   facts.max_model_len};
-    hw_scheduler_plan plan{sizeof(hw_scheduler_plan),
-                           slices.data(),
-                           static_cast<uint32_t>(slices.size()),
-                           0,
-                           preempted.data(),
-                           cost.running,
-                           0};
-    scheduler->schedule(snapshot, plan);
-    return std::make_pair(snapshot, plan);
-  };
+  auto call = [&](uint64_t step) { return scheduler->plan(step, run, wait, used); };
   try {
     // Warm-up calls (and the one whose plan is validated) are not timed.
     for (uint64_t i = 0; i < 10; ++i) {
-      auto [snapshot, plan] = call(i);
-      if (auto broken = validator.validate(snapshot, plan, scheduler->limits())) {
+      const MeasuredScheduler::Step step = call(i);
+      if (auto broken = validator.validate(step.snapshot, step.plan, scheduler->limits())) {
         cost.error = "invalid plan: " + *broken;
         return cost;
       }

@@ -1,0 +1,53 @@
+// One instance of the scheduler under test, fed snapshots the suite builds by hand rather than by
+// an engine, for the measurements that call schedule() thousands of times (step cost, per-request
+// heap): without an engine in the loop, the suite allocates nothing between calls and the heap and
+// time measured are the plugin's own.
+//
+// Ownership: owns the instance, its host services and the plan's arrays. Threading: one thread.
+#pragma once
+
+#include <headway/abi.h>
+#include <headway/conformance/suite.h>
+#include <headway/core/clock.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace headway::conformance {
+
+class MeasuredScheduler {
+ public:
+  static constexpr uint32_t kBlockSize = 16;
+
+  // Creates the instance with room for `running` requests when the plugin has the usual
+  // max_num_seqs option and the user did not set it, and plan arrays for up to `running` +
+  // `waiting` requests. Throws core::Error when the plugin refuses to be created.
+  MeasuredScheduler(const PluginUnderTest& plugin, uint32_t running, uint32_t waiting);
+
+  const hw_scheduler_limits& limits() const { return scheduler_->limits(); }
+  const hw_engine_facts& facts() const { return facts_; }
+  core::VirtualClock& clock() { return clock_; }
+
+  struct Step {
+    hw_scheduler_snapshot snapshot;
+    hw_scheduler_plan plan;  // points into this object's arrays until the next call
+  };
+  // Plans step `step` on the given queues (borrowed for the call), with `blocks_used` of the KV
+  // cache held. Throws core::Error when the scheduler fails; the plan is not validated here.
+  Step plan(uint64_t step, std::span<const hw_request_view> running,
+            std::span<const hw_request_view> waiting, uint32_t blocks_used);
+
+ private:
+  hw_engine_facts facts_;
+  core::VirtualClock clock_;
+  core::HostServices host_;
+  std::unique_ptr<core::SchedulerInstance> scheduler_;
+  std::vector<hw_slice> slices_;
+  std::vector<uint64_t> preempted_;
+};
+
+}  // namespace headway::conformance

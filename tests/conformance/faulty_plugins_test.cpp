@@ -61,6 +61,22 @@ TEST(FaultyPlugins, StallingSchedulerFailsTheTailTest) {
   EXPECT_GE(tail->metrics.at("cpu_max_us").get<double>(), 5000.0) << tail->message;
 }
 
+// Sleeps 2 ms in one call of 25: no CPU time, so the tail test passes it, and a mean of about 80 us
+// stays under step_cost's floor; the voluntary context switches give the waits away.
+TEST(FaultyPlugins, SleepingSchedulerFailsTheWaitTest) {
+  const auto r = run_faulty("faulty_sleeping_scheduler.so");
+  expect_outcome(r, "scheduler.never_waits", Outcome::kFail);
+  expect_outcome(r, "scheduler.step_cost_tail", Outcome::kPass);
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kPass);
+  const auto* cost = headway::test::find_test(r, "scheduler.step_cost");
+  ASSERT_NE(cost, nullptr);
+  EXPECT_NE(cost->outcome, Outcome::kFail) << cost->message;
+  const auto* waits = headway::test::find_test(r, "scheduler.never_waits");
+  // Calls 25, 50, ... of the instance: 40 of the 1,000 timed ones (after 10 warm-up calls).
+  EXPECT_GE(waits->metrics.at("calls_waiting_over_1ms").get<uint32_t>(), 40u) << waits->message;
+  EXPECT_GE(waits->metrics.at("waited_max_us").get<double>(), 2000.0) << waits->message;
+}
+
 // Keeps an entry for every request it has ever seen. Replanning one snapshot adds no entry, so
 // steady_state_heap passes; only requests coming and going by the ten thousand show the growth.
 TEST(FaultyPlugins, SchedulerThatRemembersEveryRequestFailsThePerRequestHeapTest) {

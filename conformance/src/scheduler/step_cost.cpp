@@ -3,6 +3,7 @@
 #include <headway/core/error.h>
 #include <headway/core/percentiles.h>
 #include <headway/core/plan_validator.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <algorithm>
@@ -20,6 +21,21 @@ double thread_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+double wall_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Times the calling thread gave up the CPU itself (sleep, a blocking read, a contended lock):
+// preemption by other work on the machine counts apart (ru_nivcsw), so a busy machine does not
+// make a scheduler look blocking.
+uint64_t voluntary_switches() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return static_cast<uint64_t>(usage.ru_nvcsw);
 }
 
 }  // namespace
@@ -76,11 +92,24 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
     const HeapWatch heap;
     const auto begin = std::chrono::steady_clock::now();
     double cpu_before = thread_cpu_seconds();
+    double wall_before = wall_seconds();
+    uint64_t switches_before = voluntary_switches();
     for (uint32_t i = 0; i < calls; ++i) {
       call(10 + i);
       const double cpu_after = thread_cpu_seconds();
+      const double wall_after = wall_seconds();
+      const uint64_t switches_after = voluntary_switches();
       cpu_seconds[i] = cpu_after - cpu_before;
+      if (switches_after != switches_before) {
+        // Off the CPU by its own doing: the time not spent computing was spent waiting.
+        const double waited = (wall_after - wall_before) - cpu_seconds[i];
+        cost.voluntary_switches += switches_after - switches_before;
+        cost.waited_max_seconds = std::max(cost.waited_max_seconds, waited);
+        if (waited > 1e-3) ++cost.calls_waiting_over_1ms;
+      }
       cpu_before = cpu_after;
+      wall_before = wall_after;
+      switches_before = switches_after;
     }
     cost.mean_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / calls;

@@ -17,10 +17,16 @@ struct StepCost {
   // The tail of the same calls: a scheduler that is cheap on average but now and then spends
   // milliseconds (a periodic re-sort, a rebuild) stalls every stream on those steps. In CPU time
   // of the calling thread, so that other work on the machine (a parallel test run preempting this
-  // thread for a few ms) does not count; a plugin that sleeps or blocks is not seen here.
+  // thread for a few ms) does not count; a plugin that sleeps or blocks is seen below.
   double cpu_p99_seconds = 0.0;
   double cpu_max_seconds = 0.0;
   uint32_t calls_over_1ms_cpu = 0;
+  // Waiting inside the same calls, which CPU time does not see: calls during which the thread gave
+  // up the CPU itself (getrusage's voluntary context switches: a sleep, blocking I/O, a contended
+  // lock), and how long such calls spent off the CPU (wall time less CPU time).
+  uint64_t voluntary_switches = 0;
+  uint32_t calls_waiting_over_1ms = 0;
+  double waited_max_seconds = 0.0;
   uint32_t running = 0;
   uint32_t waiting = 0;
   uint32_t calls = 0;

@@ -77,6 +77,17 @@ TEST(FaultyPlugins, SleepingSchedulerFailsTheWaitTest) {
   EXPECT_GE(waits->metrics.at("waited_max_us").get<double>(), 2000.0) << waits->message;
 }
 
+// Sorts the engine's waiting queue in place through a const_cast: the suite names the first field
+// the sort changed, in the first call.
+TEST(FaultyPlugins, SchedulerThatSortsTheWaitingQueueItWasLentFailsReadOnly) {
+  const auto r = run_faulty("faulty_sorting_scheduler.so");
+  expect_outcome(r, "scheduler.snapshot_read_only", Outcome::kFail);
+  const std::string& message = headway::test::find_test(r, "scheduler.snapshot_read_only")->message;
+  EXPECT_NE(message.find("changed the snapshot it borrowed read-only: step 0: waiting["),
+            std::string::npos)
+      << message;
+}
+
 // Keeps an entry for every request it has ever seen. Replanning one snapshot adds no entry, so
 // steady_state_heap passes; only requests coming and going by the ten thousand show the growth.
 TEST(FaultyPlugins, SchedulerThatRemembersEveryRequestFailsThePerRequestHeapTest) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace headway::conformance {
@@ -38,16 +39,26 @@ class MeasuredScheduler {
   };
   // Plans step `step` on the given queues (borrowed for the call), with `blocks_used` of the KV
   // cache held. Throws core::Error when the scheduler fails; the plan is not validated here.
+  //
+  // With `writes`, also says there what the scheduler changed in the snapshot it borrowed
+  // read-only ("waiting[3] (request 100003): priority 0 -> -1"), or "" when nothing: the engine
+  // hands a scheduler its own queue of waiting requests, so a write there (an in-place sort, a
+  // mark) changes the engine's state behind its back. That copies the queues: not for timed loops.
   Step plan(uint64_t step, std::span<const hw_request_view> running,
-            std::span<const hw_request_view> waiting, uint32_t blocks_used);
+            std::span<const hw_request_view> waiting, uint32_t blocks_used,
+            std::string* writes = nullptr);
 
  private:
+  hw_scheduler_snapshot snapshot(uint64_t step, std::span<const hw_request_view> running,
+                                 std::span<const hw_request_view> waiting,
+                                 uint32_t blocks_used) const;
   hw_engine_facts facts_;
   core::VirtualClock clock_;
   core::HostServices host_;
   std::unique_ptr<core::SchedulerInstance> scheduler_;
   std::vector<hw_slice> slices_;
   std::vector<uint64_t> preempted_;
+  std::vector<hw_request_view> running_before_, waiting_before_;  // for plan(..., writes)
 };
 
 }  // namespace headway::conformance

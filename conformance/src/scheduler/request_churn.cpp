@@ -1,9 +1,11 @@
 #include "request_churn.h"
 
+#include <fmt/format.h>
 #include <headway/core/error.h>
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "measured_scheduler.h"
@@ -65,7 +67,7 @@ RequestChurn measure_request_churn(const PluginUnderTest& p, uint32_t warm_up_ca
   std::vector<hw_request_view> running(churn.running), waiting(churn.waiting);
   // Call c sees running ids first_running + c * turnover on, and likewise for the waiting ones:
   // each call, the oldest kRequestTurnover of each queue are gone (finished, aborted) for good.
-  auto call = [&](uint64_t c) {
+  auto call = [&](uint64_t c, std::string* writes) {
     uint32_t blocks_used = 0;
     for (uint32_t j = 0; j < churn.running; ++j) {
       running[j] = running_request(kRunningIds + c * kRequestTurnover + j);
@@ -75,13 +77,21 @@ RequestChurn measure_request_churn(const PluginUnderTest& p, uint32_t warm_up_ca
       waiting[j] = waiting_request(kWaitingIds + c * kRequestTurnover + j);
     }
     scheduler->clock().advance(kSecondsPerCall);
-    scheduler->plan(c, running, waiting, blocks_used);
+    scheduler->plan(c, running, waiting, blocks_used, writes);
   };
   try {
     // Warm-up: the plugin's maps and buffers reach the size the live requests need.
-    for (uint64_t c = 0; c < warm_up_calls; ++c) call(c);
+    // Watched for writes into the snapshot too, as requests arrive and leave.
+    for (uint64_t c = 0; c < warm_up_calls; ++c) {
+      std::string writes;
+      call(c, &writes);
+      churn.checked_calls = static_cast<uint32_t>(c + 1);
+      if (!writes.empty() && churn.snapshot_write.empty()) {
+        churn.snapshot_write = fmt::format("step {}: {}", c, writes);
+      }
+    }
     const HeapWatch heap;
-    for (uint64_t c = warm_up_calls; c < uint64_t{warm_up_calls} + calls; ++c) call(c);
+    for (uint64_t c = warm_up_calls; c < uint64_t{warm_up_calls} + calls; ++c) call(c, nullptr);
     // Both queues lost kRequestTurnover requests per call (when they were that long).
     churn.heap = heap.stop(uint64_t{calls} * (std::min(kRequestTurnover, churn.running) +
                                               std::min(kRequestTurnover, churn.waiting)));

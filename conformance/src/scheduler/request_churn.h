@@ -21,7 +21,9 @@ struct RequestChurn {
   uint32_t running = 0;
   uint32_t waiting = 0;
   uint32_t calls = 0;
-  std::string error;  // when the scheduler could not be created or failed
+  std::string snapshot_write;  // what the first write into the snapshot changed (warm-up calls)
+  uint32_t checked_calls = 0;  // calls watched for such writes
+  std::string error;           // when the scheduler could not be created or failed
 };
 
 // Calls schedule() `warm_up_calls` + `calls` times on snapshots whose running and waiting queues

@@ -281,9 +281,23 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
     judge_heap_growth(kept, churn.heap, kPerRequestHeapBounds, "requests that came and went",
                       "request");
   }
+  TestRecorder read_only("scheduler.snapshot_read_only",
+                         "schedule() writes nothing into the snapshot it borrows");
+  const uint32_t checked = measured.checked_calls + churn.checked_calls;
+  read_only.metrics() = {{"calls_checked", checked}};
+  if (!measured.snapshot_write.empty() || !churn.snapshot_write.empty()) {
+    // The waiting queue a snapshot shows is the engine's own: a write reorders or corrupts it.
+    read_only.fail(fmt::format(
+        "schedule() changed the snapshot it borrowed read-only: {}",
+        measured.snapshot_write.empty() ? churn.snapshot_write : measured.snapshot_write));
+  } else if (checked == 0) {
+    read_only.skip("the scheduler could not be measured (scheduler.step_cost says why)");
+  } else {
+    read_only.note(fmt::format("nothing written in {} calls", checked));
+  }
   std::vector<TestResult> results;
   for (TestRecorder* t : {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &apart,
-                          &cost, &tail, &waits, &heap, &kept}) {
+                          &cost, &tail, &waits, &heap, &kept, &read_only}) {
     results.push_back(t->finish());
   }
   return results;

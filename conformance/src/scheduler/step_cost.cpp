@@ -1,5 +1,6 @@
 #include "step_cost.h"
 
+#include <fmt/format.h>
 #include <headway/core/error.h>
 #include <headway/core/percentiles.h>
 #include <headway/core/plan_validator.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "measured_scheduler.h"
@@ -44,6 +46,7 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
   StepCost cost;
   constexpr uint32_t kBlockSize = MeasuredScheduler::kBlockSize;
   constexpr uint32_t kWaiting = 256;
+  constexpr uint32_t kWarmUpCalls = 10;  // each watched for writes into the snapshot
   std::unique_ptr<MeasuredScheduler> scheduler;
   try {
     scheduler = std::make_unique<MeasuredScheduler>(p, running, kWaiting);
@@ -79,9 +82,14 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
   core::PlanValidator validator;
   auto call = [&](uint64_t step) { return scheduler->plan(step, run, wait, used); };
   try {
-    // Warm-up calls (and the one whose plan is validated) are not timed.
-    for (uint64_t i = 0; i < 10; ++i) {
-      const MeasuredScheduler::Step step = call(i);
+    // Warm-up calls, validated and watched for writes into the snapshot, are not timed.
+    for (uint64_t i = 0; i < kWarmUpCalls; ++i) {
+      std::string writes;
+      const MeasuredScheduler::Step step = scheduler->plan(i, run, wait, used, &writes);
+      cost.checked_calls = static_cast<uint32_t>(i + 1);
+      if (!writes.empty() && cost.snapshot_write.empty()) {
+        cost.snapshot_write = fmt::format("step {}: {}", i, writes);
+      }
       if (auto broken = validator.validate(step.snapshot, step.plan, scheduler->limits())) {
         cost.error = "invalid plan: " + *broken;
         return cost;
@@ -95,7 +103,7 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
     double wall_before = wall_seconds();
     uint64_t switches_before = voluntary_switches();
     for (uint32_t i = 0; i < calls; ++i) {
-      call(10 + i);
+      call(kWarmUpCalls + i);
       const double cpu_after = thread_cpu_seconds();
       const double wall_after = wall_seconds();
       const uint64_t switches_after = voluntary_switches();

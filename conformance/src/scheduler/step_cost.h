@@ -30,8 +30,10 @@ struct StepCost {
   uint32_t running = 0;
   uint32_t waiting = 0;
   uint32_t calls = 0;
-  HeapGrowth heap;    // over the timed calls, which replan one snapshot and should keep nothing
-  std::string error;  // when the scheduler failed or planned an invalid step
+  HeapGrowth heap;  // over the timed calls, which replan one snapshot and should keep nothing
+  std::string snapshot_write;  // what the first write into the snapshot changed (warm-up calls)
+  uint32_t checked_calls = 0;  // calls watched for such writes
+  std::string error;           // when the scheduler failed or planned an invalid step
 };
 
 // Calls schedule() repeatedly on one snapshot of `running` decoding requests and a waiting queue.

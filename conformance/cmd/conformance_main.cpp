@@ -82,6 +82,7 @@ int run(int argc, char** argv) {
   conformance::check_features(plugin.kind(), options.features);
   const std::string profile =
       options.profile.empty() ? conformance::default_profile(plugin.kind()) : options.profile;
+  conformance::check_profile(profile, plugin);
 
   conformance::RunInfo info;
   info.plugin_path = plugin.path.string();

@@ -81,6 +81,7 @@ nlohmann::json profile_result_to_json(const ProfileResult& result) {
   return {{"profile", result.profile},
           {"mustpass", result.mustpass},
           {"tests", std::move(tests)},
+          {"seconds", result.seconds},
           {"missing_core", result.missing_core}};
 }
 
@@ -100,11 +101,13 @@ ProfileResult profile_result_from_json(const nlohmann::json& json) {
     test.declared_feature = t.at("declared_feature").get<bool>();
   }
   result.missing_core = json.at("missing_core").get<std::vector<std::string>>();
+  result.seconds = json.at("seconds").get<double>();
   return result;
 }
 
 ProfileResult run_profile_isolated(const SuiteContext& context, const std::string& profile,
                                    double timeout_s) {
+  const auto start = std::chrono::steady_clock::now();
   int fds[2];
   if (::pipe(fds) != 0) {
     throw core::Error(fmt::format("conformance: pipe: {}", std::strerror(errno)));
@@ -154,7 +157,9 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
   crashed.profile = profile;
   crashed.mustpass = mustpass_name(profile);
   crashed.missing_core = mustpass_tests(crashed.mustpass);
+  crashed.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TestResult& t = crashed.tests.emplace_back();
+  t.seconds = crashed.seconds;
   t.id = "suite.completed";
   t.title = "the suite runs to its end with the plugin loaded";
   t.outcome = Outcome::kFail;

@@ -81,16 +81,15 @@ nlohmann::json report_json(const RunInfo& run, const ProfileResult& result) {
       {"missing_core_tests", result.missing_core},
       {"conformant", result.conformant()},
       {"summary", result.summary_line()},
+      {"seconds", result.seconds},
       {"tests", tests}};
 }
 
 std::string junit_xml(const RunInfo& run, const ProfileResult& result) {
   size_t failures = result.missing_core.size(), skipped = 0;
-  double seconds = 0.0;
   for (const TestResult& t : result.tests) {
     failures += t.outcome == Outcome::kFail;
     skipped += t.outcome == Outcome::kSkip || t.outcome == Outcome::kNotSupported;
-    seconds += t.seconds;
   }
   std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   xml += fmt::format("<testsuites name=\"headway-conformance\" tests=\"{}\" failures=\"{}\">\n",
@@ -99,7 +98,7 @@ std::string junit_xml(const RunInfo& run, const ProfileResult& result) {
       "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" "
       "time=\"{:.3f}\" hostname=\"{}\">\n",
       xml_escape(result.profile), result.tests.size() + result.missing_core.size(), failures,
-      skipped, seconds, xml_escape(run.machine.node));
+      skipped, result.seconds, xml_escape(run.machine.node));
   xml += "    <properties>\n";
   const std::pair<const char*, std::string> properties[] = {
       {"plugin", run.plugin_name},

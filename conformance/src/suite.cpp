@@ -5,6 +5,7 @@
 #include <headway/core/error.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace headway::conformance {
 namespace {
@@ -54,27 +55,51 @@ void check_features(int32_t kind, const std::set<std::string>& declared) {
   }
 }
 
-ProfileResult run_profile(const SuiteContext& context, const std::string& profile) {
+namespace {
+
+const ProfileEntry& find_profile(const std::string& profile, int32_t kind,
+                                 const std::string& plugin_name) {
   const ProfileEntry* entry = nullptr;
   for (const ProfileEntry& p : kProfiles) {
     if (profile == p.name) entry = &p;
   }
   if (entry == nullptr) {
-    std::string known;
-    for (const std::string& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
-    throw core::Error("unknown profile '" + profile + "' (known: " + known + ")");
+    throw core::Error(fmt::format("--profile: unknown profile '{}' (known: {})", profile,
+                                  fmt::join(profile_names(), ", ")));
   }
-  const int32_t kind = context.plugin.plugin->kind();
   if (kind != entry->kind) {
-    throw core::Error("profile '" + profile + "' is for " +
-                      std::string(core::kind_name(entry->kind)) + " plugins; '" +
-                      context.plugin.plugin->name() + "' is a " +
-                      std::string(core::kind_name(kind)));
+    throw core::Error(fmt::format("--profile: '{}' is for {} plugins; '{}' is a {}", profile,
+                                  core::kind_name(entry->kind), plugin_name,
+                                  core::kind_name(kind)));
   }
+  return *entry;
+}
+
+}  // namespace
+
+void check_profile(const std::string& profile, const core::LoadedPlugin& plugin) {
+  (void)find_profile(profile, plugin.kind(), plugin.name());
+}
+
+void throw_if_options_refused(const PluginUnderTest& p, const core::Error& e) {
+  if (e.code() != HW_INVALID_ARGUMENT) return;
+  const std::string given =
+      p.options_text.empty() ? "none" : fmt::format("--options '{}'", p.options_text);
+  throw core::Error(fmt::format(
+      "'{}' refused to be created with the options given ({}): {}; give the options it needs "
+      "with --options 'key = value, ...' (`headway plugin describe {}` lists them)",
+      p.plugin->short_name(), given, e.what(), p.plugin->short_name()));
+}
+
+ProfileResult run_profile(const SuiteContext& context, const std::string& profile) {
+  const ProfileEntry& entry =
+      find_profile(profile, context.plugin.plugin->kind(), context.plugin.plugin->name());
   ProfileResult result;
   result.profile = profile;
   result.mustpass = mustpass_name(profile);
-  result.tests = entry->run(context);
+  const auto start = std::chrono::steady_clock::now();
+  result.tests = entry.run(context);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::vector<std::string> core_ids = mustpass_tests(result.mustpass);
   for (TestResult& t : result.tests) {
     t.core = std::find(core_ids.begin(), core_ids.end(), t.id) != core_ids.end();

@@ -19,6 +19,7 @@ TEST(IsolatedRun, AResultCrossesThePipeUnchanged) {
   r.profile = "router-core";
   r.mustpass = "router-core-v1";
   r.missing_core = {"router.create"};
+  r.seconds = 0.75;
   headway::conformance::TestResult t;
   t.id = "router.steady_state_heap";
   t.title = "a title";
@@ -38,6 +39,7 @@ TEST(IsolatedRun, AResultCrossesThePipeUnchanged) {
   EXPECT_EQ(back.profile, r.profile);
   EXPECT_EQ(back.mustpass, r.mustpass);
   EXPECT_EQ(back.missing_core, r.missing_core);
+  EXPECT_EQ(back.seconds, r.seconds);
   ASSERT_EQ(back.tests.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(back.tests[i].id, r.tests[i].id);

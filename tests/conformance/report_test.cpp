@@ -45,6 +45,24 @@ TEST(ConformanceReport, JunitHasOneFailurePerFailedTest) {
   EXPECT_EQ(failures, 1u) << xml;
 }
 
+// Tests judged from one pass over the traces each report the pass's time: the suite's time is the
+// profile's own wall time, not their sum.
+TEST(ConformanceReport, JunitSuiteTimeIsTheProfilesWallTimeNotTheSumOfSharedTimes) {
+  headway::conformance::ProfileResult r;
+  r.profile = "step-scheduler-core";
+  r.mustpass = "step-scheduler-core-v1";
+  r.seconds = 1.5;
+  for (const char* id :
+       {"scheduler.plans_valid", "scheduler.all_finish", "scheduler.deterministic"}) {
+    headway::conformance::TestResult& t = r.tests.emplace_back();
+    t.id = id;
+    t.seconds = 1.25;
+  }
+  const std::string xml = headway::conformance::junit_xml(run_info(), r);
+  EXPECT_NE(xml.find("time=\"1.500\" hostname="), std::string::npos) << xml;
+  EXPECT_EQ(headway::conformance::report_json(run_info(), r)["seconds"].get<double>(), 1.5);
+}
+
 // A core test NOT_SUPPORTED does not count against conformance, but the summary must not count it
 // as passed either.
 TEST(ConformanceReport, TheSummaryCountsCoreTestsNotSupportedApart) {

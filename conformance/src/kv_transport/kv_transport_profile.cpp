@@ -66,6 +66,7 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
   try {
     transport = std::make_unique<core::KvTransportInstance>(context.plugin.choice(), host);
   } catch (const core::Error& e) {
+    throw_if_options_refused(context.plugin, e);
     for (const char* id : {"kv.one_block", "kv.many_blocks", "kv.non_contiguous",
                            "kv.large_transfer", "kv.concurrent", "kv.failure_reported"}) {
       TestRecorder t(id, "");

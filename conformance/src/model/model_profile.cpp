@@ -72,6 +72,7 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
   try {
     first = std::make_unique<ModelRunner>(choice, dir);
   } catch (const core::Error& e) {
+    throw_if_options_refused(context.plugin, e);
     info_test.fail(std::string("create() or init_kv() failed: ") + e.what());
     results.push_back(info_test.finish());
     return results;

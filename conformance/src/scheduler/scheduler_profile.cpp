@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "measured_scheduler.h"
 #include "request_churn.h"
 #include "step_cost.h"
 #include "trace.h"
@@ -112,6 +113,14 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   } catch (const core::Error& e) {
     return all_skipped(std::string("the simulated model plugin is needed to drive an engine: ") +
                        e.what());
+  }
+
+  try {
+    // One instance up front, on the usual engine shape: options it refuses are the command's
+    // usage error, not a FAIL of every trace.
+    MeasuredScheduler preflight(p, 8, 8);
+  } catch (const core::Error& e) {
+    throw_if_options_refused(p, e);
   }
 
   TestRecorder create("scheduler.create",

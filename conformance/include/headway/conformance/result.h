@@ -36,6 +36,9 @@ struct ProfileResult {
   std::string profile;   // "step-scheduler-core"
   std::string mustpass;  // "step-scheduler-core-v1"
   std::vector<TestResult> tests;
+  // The whole profile's wall time. Tests judged from one shared pass (the scheduler's traces, a
+  // router's routes) each report that pass's time, so the tests' times add up to more than this.
+  double seconds = 0.0;
 
   // Conformant when every mustpass test ran and each is PASS, QUALITY_WARNING or NOT_SUPPORTED (the
   // plugin does not declare what the test needs), and no test of a declared feature FAILed.

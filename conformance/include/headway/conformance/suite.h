@@ -8,6 +8,7 @@
 #include <headway/abi.h>
 #include <headway/conformance/result.h>
 #include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
 #include <headway/core/plugin_registry.h>
 
 #include <cstdint>
@@ -66,8 +67,16 @@ struct SuiteContext {
 };
 
 // Runs one profile and marks core tests from its mustpass list. Throws core::Error on an unknown
-// profile or one that does not match the plugin's kind.
+// profile or one that does not match the plugin's kind (check_profile() says so up front), and
+// when the plugin refused the options it was given (throw_if_options_refused()).
 ProfileResult run_profile(const SuiteContext& context, const std::string& profile);
+void check_profile(const std::string& profile, const core::LoadedPlugin& plugin);
+
+// For a profile's first create() of the plugin: a failure with HW_INVALID_ARGUMENT means the
+// plugin refused the options it was given (a model without its checkpoint path), so the run could
+// say nothing about its conformance. Throws core::Error saying so (the command's usage error, exit
+// 2, not a FAIL); returns for any other failure, which the profile reports as a test's FAIL.
+void throw_if_options_refused(const PluginUnderTest& plugin, const core::Error& e);
 
 // The profiles themselves (one per kind); each returns its results in a stable order.
 std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context);

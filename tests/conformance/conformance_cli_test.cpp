@@ -1,0 +1,42 @@
+// headway-conformance as a command: what is the operator's mistake (exit 2, a message naming it)
+// and what is the plugin's (exit 1, a verdict).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "../integration/cli_runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The CPU model needs its checkpoint directory: without `path`, nothing about the plugin was
+// tested, so "NOT CONFORMANT" (exit 1) would fail a CI job over a good plugin.
+TEST(ConformanceCli, AModelWithoutItsCheckpointIsAUsageErrorNamingTheMissingOption) {
+  const std::string plugin = std::string(HEADWAY_PLUGIN_DIR) + "/headway_model_cpu.so";
+  if (!fs::exists(plugin)) GTEST_SKIP() << "the CPU model plugin is not built";
+  const auto run = headway::test::run_program(HEADWAY_CONFORMANCE_CLI, "--plugin " + plugin);
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("'cpu' refused to be created with the options given (none)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("option 'path' (the checkpoint directory) is required"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("--options 'key = value, ...'"), std::string::npos) << run.err;
+  EXPECT_EQ(run.out.find("NOT CONFORMANT"), std::string::npos) << run.out;
+}
+
+TEST(ConformanceCli, AnUnknownProfileIsRefusedBeforeAnyHeaderIsPrinted) {
+  const auto run = headway::test::run_program(
+      HEADWAY_CONFORMANCE_CLI, std::string("--profile router-cor --plugin ") + HEADWAY_PLUGIN_DIR +
+                                   "/headway_router_length.so");
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("--profile: unknown profile 'router-cor' (known: step-scheduler-core, "
+                         "router-core, kv-transport-core, model-core)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.out.find("router-cor"), std::string::npos) << run.out;
+}
+
+}  // namespace

@@ -102,6 +102,7 @@ void to_health_response(const HealthSummary& health, v1::HealthResponse& out) {
   out.set_serving(health.serving);
   out.set_engines_alive(health.engines_alive);
   out.set_engines_total(health.engines_total);
+  out.set_reason(health.reason);
 }
 
 void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& out) {

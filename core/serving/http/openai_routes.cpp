@@ -331,10 +331,11 @@ void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& re
 void OpenAiRoutes::health(const httplib::Request& /*request*/, httplib::Response& response) {
   // Open without a key: load balancers and orchestrators probe it.
   const HealthSummary health = service_.health();
-  send_json(response, health.serving ? 200 : 503,
-            {{"status", health.serving ? "ok" : "unavailable"},
-             {"engines_alive", health.engines_alive},
-             {"engines_total", health.engines_total}});
+  nlohmann::json body = {{"status", health.serving ? "ok" : "unavailable"},
+                         {"engines_alive", health.engines_alive},
+                         {"engines_total", health.engines_total}};
+  if (!health.reason.empty()) body["reason"] = health.reason;
+  send_json(response, health.serving ? 200 : 503, body);
 }
 
 void OpenAiRoutes::metrics(const httplib::Request& request, httplib::Response& response) {

@@ -83,8 +83,11 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     }
   }
   if (!health.serving()) {
-    mark_down(fmt::format("not serving ({} of {} engines alive, or draining)",
-                          health.engines_alive(), health.engines_total()));
+    // A process of an older build gives no reason.
+    mark_down(health.reason().empty()
+                  ? fmt::format("not serving ({} of {} engines alive, or draining)",
+                                health.engines_alive(), health.engines_total())
+                  : "not serving: " + health.reason());
     return false;
   }
   v1::ClusterInfoResponse cluster;

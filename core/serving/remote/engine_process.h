@@ -54,6 +54,7 @@ class EngineProcess {
   // while the process is down. `pool` points into this object.
   hw_engine_load load() const;
   bool up() const;
+  int32_t role() const { return role_; }  // hw_engine_role
   // Why the process is down (empty while it is up).
   std::string down_reason() const;
   // The model the process serves, once it answered ModelInfo.

@@ -658,11 +658,9 @@ ClusterSummary RemoteGenerationService::Impl::cluster_info() const {
 }
 
 HealthSummary RemoteGenerationService::Impl::health() const {
-  HealthSummary health;
-  health.engines_total = static_cast<uint32_t>(engines_.size());
-  for (const auto& engine : engines_) health.engines_alive += engine->up() ? 1 : 0;
-  health.serving = admitting_ && health.engines_alive > 0;
-  return health;
+  std::vector<EngineHealth> engines;
+  for (const auto& engine : engines_) engines.push_back({engine->role(), engine->up()});
+  return summarize_health(admitting_, engines);
 }
 
 size_t RemoteGenerationService::Impl::drain(double timeout_seconds) {

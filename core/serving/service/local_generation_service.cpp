@@ -434,11 +434,11 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
 }
 
 HealthSummary LocalGenerationService::Impl::health() const {
-  HealthSummary health;
-  health.engines_total = static_cast<uint32_t>(drivers_.size());
-  for (const auto& driver : drivers_) health.engines_alive += driver->alive() ? 1 : 0;
-  health.serving = admitting_ && health.engines_alive > 0;
-  return health;
+  std::vector<EngineHealth> engines;
+  for (size_t e = 0; e < drivers_.size(); ++e) {
+    engines.push_back({cluster_->engine(e).config().role, drivers_[e]->alive()});
+  }
+  return summarize_health(admitting_, engines);
 }
 
 size_t LocalGenerationService::Impl::drain(double timeout_seconds) {

@@ -194,7 +194,7 @@ ClusterSummary FakeGenerationService::cluster_info() const { return {}; }
 
 HealthSummary FakeGenerationService::health() const {
   std::lock_guard lock(mutex_);
-  return HealthSummary{serving_, serving_ ? 1u : 0u, 1};
+  return summarize_health(true, {EngineHealth{HW_ENGINE_ROLE_MIXED, serving_}});
 }
 
 std::string FakeGenerationService::metrics_text() const {

@@ -149,6 +149,8 @@ TEST_F(HttpFrontendTest, HealthFollowsTheService) {
   ASSERT_TRUE(down);
   EXPECT_EQ(down->status, 503);
   EXPECT_EQ(json::parse(down->body)["status"], "unavailable");
+  EXPECT_EQ(json::parse(down->body)["reason"], "no engine is alive (0 of 1)");
+  EXPECT_FALSE(json::parse(ok->body).contains("reason"));
 }
 
 TEST_F(HttpFrontendTest, MetricsServesTheServiceText) {

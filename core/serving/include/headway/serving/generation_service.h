@@ -107,10 +107,21 @@ struct ClusterSummary {
 };
 
 struct HealthSummary {
-  bool serving = false;  // false while draining or when no engine is alive
+  bool serving = false;  // false while draining or when no engine can finish a request
   uint32_t engines_alive = 0;
   uint32_t engines_total = 0;
+  std::string reason;  // why not serving ("draining", ...); empty while serving
 };
+
+struct EngineHealth {
+  int32_t role = HW_ENGINE_ROLE_MIXED;  // hw_engine_role
+  bool alive = false;
+};
+
+// A deployment serves while it admits requests and some live engine can finish a request: a mixed
+// or decode engine. Live prefill engines alone cannot (they only hand their KV on), so /health must
+// not say "ok" while every request would be refused for want of a decode engine.
+HealthSummary summarize_health(bool admitting, const std::vector<EngineHealth>& engines);
 
 class GenerationService {
  public:

@@ -7,6 +7,7 @@
 
 #include "listening_server.h"
 #include "openai_routes.h"
+#include "slow_client_reaper.h"
 
 namespace headway::serving {
 namespace {
@@ -57,6 +58,21 @@ void HttpFrontend::start() {
                       HW_UNAVAILABLE);
   }
   port_.store(static_cast<uint16_t>(bound));
+  reaper_ = std::make_unique<http::SlowClientReaper>(
+      static_cast<uint16_t>(bound),
+      http::SlowClientLimits{
+          std::chrono::milliseconds(static_cast<int64_t>(options_.header_timeout_seconds * 1000.0)),
+          options_.header_max_bytes});
+  // A request counts from its parsed headers (before its body is read) to its written response.
+  server_->set_pre_routing_handler(
+      [reaper = reaper_.get()](const httplib::Request& request, httplib::Response&) {
+        reaper->request_began(request.remote_addr, request.remote_port);
+        return httplib::Server::HandlerResponse::Unhandled;
+      });
+  server_->set_logger(
+      [reaper = reaper_.get()](const httplib::Request& request, const httplib::Response&) {
+        reaper->request_ended(request.remote_addr, request.remote_port);
+      });
   listener_ = std::thread([this] {
     server_->listen_after_bind();
     listener_returned_.store(true);
@@ -79,6 +95,9 @@ void HttpFrontend::stop() {
   // Streams end first, each with an error event to its client; then the connections close.
   routes_->stop_requests();
   server_->stop();
+  // cpp-httplib's stop() joins its workers, one of which may be reading from a client that sends
+  // a byte now and then: its read must end, or stop() would wait for as long as the client likes.
+  reaper_->shut_down_all();
   listener_.join();
 }
 

@@ -29,10 +29,14 @@ void HttpFrontendTest::TearDown() {
 }
 
 void HttpFrontendTest::start_frontend(const std::string& api_key) {
-  frontend_.reset();
   HttpOptions options;
-  options.port = 0;
   options.api_key = api_key;
+  start_frontend(options);
+}
+
+void HttpFrontendTest::start_frontend(HttpOptions options) {
+  frontend_.reset();
+  options.port = 0;
   frontend_ = std::make_unique<HttpFrontend>(service_, options);
   frontend_->start();
   ASSERT_NE(frontend_->port(), 0);
@@ -98,6 +102,22 @@ void RawConnection::send(const std::string& bytes) {
     if (n <= 0) throw std::runtime_error("send() failed");
     sent += static_cast<size_t>(n);
   }
+}
+
+bool RawConnection::send_unless_closed(const std::string& bytes) {
+  pollfd ready{fd_, POLLIN, 0};
+  if (::poll(&ready, 1, 0) > 0) {
+    char byte = 0;
+    // Nothing is expected from the server before the request ends: readable means closed.
+    if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) return false;
+  }
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    sent += static_cast<size_t>(n);
+  }
+  return true;
 }
 
 std::string RawConnection::read_until(const std::string& needle) {

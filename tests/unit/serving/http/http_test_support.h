@@ -25,6 +25,8 @@ class HttpFrontendTest : public ::testing::Test {
 
   // Replaces the running frontend with one that wants `api_key` (empty: no auth).
   void start_frontend(const std::string& api_key);
+  // Replaces the running frontend with one started with `options` (its port is made 0).
+  void start_frontend(HttpOptions options);
 
   uint16_t port() const { return frontend_->port(); }
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port()); }
@@ -51,6 +53,9 @@ class RawConnection {
   RawConnection& operator=(const RawConnection&) = delete;
 
   void send(const std::string& bytes);
+  // Sends `bytes`; false when the server has closed the connection (its end of stream or a reset
+  // arrived, or the send failed).
+  bool send_unless_closed(const std::string& bytes);
   // Reads until `needle` has arrived or the peer closed; returns everything read so far.
   std::string read_until(const std::string& needle);
   // Closes the socket, resetting the connection (the way a killed client's kernel does).

@@ -10,6 +10,11 @@
 // room left for health checks, metrics scrapes and short requests. Connections beyond the pool wait
 // for a free worker.
 //
+// Slow clients: a connection that takes longer than header_timeout_seconds (or more than
+// header_max_bytes) to send a request's headers is closed, so that clients sending a byte now and
+// then cannot hold every worker; stop() shuts every connection's reading side, so that it never
+// waits on a client that is still sending.
+//
 // Disconnects: a streaming response notices a client that went away on its next write (a token, or
 // an SSE comment sent after a second of silence) and aborts the request in the service.
 //
@@ -28,6 +33,7 @@
 
 namespace headway::serving::http {
 class ListeningServer;
+class SlowClientReaper;
 class OpenAiRoutes;
 }  // namespace headway::serving::http
 
@@ -40,6 +46,12 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: an ephemeral port, see HttpFrontend::port()
   std::string api_key;   // empty: no auth; else every route but /health wants "Bearer <key>"
+  // Slow clients: a connection that has been sending a request's line and headers for longer than
+  // this (from its first byte, or from the end of the previous response on a kept-alive
+  // connection), or has sent more than header_max_bytes of them, is closed. Each such connection
+  // holds one of the pool's workers while it sends (cpp-httplib has no deadline of its own).
+  double header_timeout_seconds = 10.0;
+  uint64_t header_max_bytes = uint64_t{64} * 1024;
 };
 
 class HttpFrontend {
@@ -65,6 +77,7 @@ class HttpFrontend {
   const HttpOptions options_;
   std::unique_ptr<http::OpenAiRoutes> routes_;
   std::unique_ptr<http::ListeningServer> server_;
+  std::unique_ptr<http::SlowClientReaper> reaper_;
   std::thread listener_;
   std::atomic<uint16_t> port_{0};
   std::atomic<bool> listener_returned_{false};

@@ -4,6 +4,7 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/file_output.h>
+#include <headway/core/input_file.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/core/report.h>
 #include <headway/core/simulator.h>
@@ -96,7 +97,7 @@ Target find_target(const BenchArgs& args) {
   target.endpoint = bench::parse_server_url(args.url);
   target.endpoint.read_timeout_s = args.timeout;
   if (!args.api_key_file.empty()) {
-    target.endpoint.api_key = bench::read_api_key_file(args.api_key_file);
+    target.endpoint.api_key = core::read_api_key_file(args.api_key_file);
   }
   std::vector<bench::ServedModel> models;
   try {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/core/step_trace.h>
 #include <headway/serving/local_generation_service.h>
@@ -11,9 +12,11 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -32,19 +35,12 @@
 namespace headway::cmd {
 namespace {
 
-// The key from --api-key-file (trailing whitespace dropped), else from the environment variable
+// The key from --api-key-file (its first line, trimmed), else from the environment variable
 // [server] api_key_env names; empty when neither is configured. The key is never logged.
 std::string read_api_key(const ServeArgs& args, const core::ServerConfig& server,
                          const std::string& config) {
   if (!args.api_key_file.empty()) {
-    std::ifstream in(args.api_key_file, std::ios::binary);
-    if (!in) throw core::Error(args.api_key_file + ": cannot open the API key file");
-    std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!key.empty() && (key.back() == '\n' || key.back() == '\r' || key.back() == ' ')) {
-      key.pop_back();
-    }
-    if (key.empty()) throw core::Error(args.api_key_file + ": the API key file is empty");
-    return key;
+    return core::read_api_key_file(args.api_key_file);
   }
   if (server.api_key_env.empty()) return {};
   const char* value = std::getenv(server.api_key_env.c_str());
@@ -148,11 +144,12 @@ int run_serve(const ServeArgs& args) {
   }
   serving::GenerationService& service = *owned;
   const serving::ModelSummary model = service.model_info();
+  const size_t engines = service.cluster_info().engines.size();
   std::fprintf(stderr,
                "headway serve: deployment '%s' (role %s), model '%s' (max_model_len %u), %zu "
-               "engines\n",
+               "engine%s\n",
                deployment.name.c_str(), server.role.c_str(), model.name.c_str(),
-               model.max_model_len, service.cluster_info().engines.size());
+               model.max_model_len, engines, engines == 1 ? "" : "s");
 
 #if HEADWAY_SERVE_HTTP
   std::optional<serving::HttpFrontend> http;

@@ -69,7 +69,8 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
   if (blocks * config_.block_size < max_model_len_) {
     throw Error(fmt::format(
         "{}: the KV cache holds {} tokens ({} blocks of {}), fewer than "
-        "max_model_len {}: raise kv_blocks or lower max_model_len",
+        "max_model_len {}: give it more room (the engine's kv_blocks, or the model's KV memory, "
+        "such as the cpu and cuda models' kv_cache_gb) or lower max_model_len",
         where, blocks * config_.block_size, blocks, config_.block_size, max_model_len_));
   }
   try {

@@ -1,7 +1,14 @@
 #include "headway/core/input_file.h"
 
+#include <fmt/format.h>
+
+#include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <string_view>
 #include <system_error>
+
+#include "headway/core/error.h"
 
 namespace headway::core {
 
@@ -13,6 +20,26 @@ std::string unreadable_reason(const std::filesystem::path& path, int open_errno)
   if (std::filesystem::is_directory(status)) return "a directory, not a file";
   if (!std::filesystem::is_regular_file(status)) return "not a regular file";
   return open_errno != 0 ? std::strerror(open_errno) : "cannot be read";
+}
+
+std::string read_api_key_file(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  const int open_errno = errno;
+  // A directory opens as a stream and fails only at the first read.
+  if (!in || std::filesystem::is_directory(file)) {
+    throw Error(fmt::format("--api-key-file {}: cannot read the file: {}", file.string(),
+                            unreadable_reason(file, in ? 0 : open_errno)));
+  }
+  std::string line;
+  std::getline(in, line);
+  std::string_view key = line;
+  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  while (!key.empty() && blank(key.front())) key.remove_prefix(1);
+  while (!key.empty() && blank(key.back())) key.remove_suffix(1);
+  if (key.empty()) {
+    throw Error(fmt::format("--api-key-file {}: the first line holds no key", file.string()));
+  }
+  return std::string(key);
 }
 
 }  // namespace headway::core

@@ -68,18 +68,6 @@ ServerEndpoint parse_server_url(std::string_view url) {
   return endpoint;
 }
 
-std::string read_api_key_file(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw core::Error(fmt::format("--api-key-file {}: cannot read the file", file.string()));
-  std::string line;
-  std::getline(in, line);
-  const std::string_view key = trim(line);
-  if (key.empty()) {
-    throw core::Error(fmt::format("--api-key-file {}: the first line holds no key", file.string()));
-  }
-  return std::string(key);
-}
-
 std::vector<ServedModel> list_models(const ServerEndpoint& endpoint) {
   httplib::Client client(endpoint.origin);
   configure_client(client, endpoint);

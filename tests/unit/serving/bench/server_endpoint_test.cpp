@@ -41,21 +41,6 @@ TEST(ServerEndpoint, BadUrlsNameTheUrlAndTheProblem) {
   EXPECT_NE(error_of("http://host:80x").find("http://host:80x"), std::string::npos);
 }
 
-TEST(ServerEndpoint, ApiKeyFileGivesItsFirstLineTrimmed) {
-  const auto file = std::filesystem::temp_directory_path() / "headway_bench_key_test";
-  { std::ofstream(file) << "  sk-123 \nsecond line\n"; }
-  EXPECT_EQ(read_api_key_file(file), "sk-123");
-  { std::ofstream(file) << "\n"; }
-  EXPECT_THROW(read_api_key_file(file), core::Error);
-  std::filesystem::remove(file);
-  try {
-    read_api_key_file(file);
-    FAIL();
-  } catch (const core::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos);
-  }
-}
-
 TEST(ServerEndpoint, ModelListOfAnUnreachableServerIsAnErrorNamingIt) {
   // Port 1 on loopback: nothing listens there in a test environment.
   const ServerEndpoint e = parse_server_url("http://127.0.0.1:1");

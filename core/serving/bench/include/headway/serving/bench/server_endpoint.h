@@ -27,10 +27,6 @@ struct ServerEndpoint {
 // naming the URL and what is wrong (scheme, missing host, bad port, a query or fragment).
 ServerEndpoint parse_server_url(std::string_view url);
 
-// The first line of `file`, trimmed. Throws core::Error naming the file when it cannot be read or
-// holds no key.
-std::string read_api_key_file(const std::filesystem::path& file);
-
 struct ServedModel {
   std::string id;
   std::optional<uint32_t> vocab_size;     // "vocab_size" or "vocab", when the server says

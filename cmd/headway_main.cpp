@@ -3,6 +3,7 @@
 // wrong, and a non-zero exit code: 2 for a command line the parser refuses or an internal error
 // (an exception that is not a core::Error: a bug), 1 for everything else.
 #include <headway/core/error.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -81,6 +82,9 @@ int run_cli(int argc, char** argv) {
     // headway-conformance's), rather than CLI11's 100-odd codes per kind of mistake.
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Log lines go to stderr, as every command's errors do: stdout carries only what a command
+  // produces (a report, a table, JSON), so that it can be piped; spdlog's default is stdout.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("headway"));
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%^%l%$: %v");
   // Registered last before the command runs, so that at an exit() during it this handler runs

@@ -7,6 +7,7 @@
 #include <headway/conformance/report.h>
 #include <headway/conformance/suite.h>
 #include <headway/core/error.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -68,7 +69,9 @@ int run(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   options.features = split_features(features);
-  // Plugins log through the host; per-engine info lines would drown the results.
+  // Plugins log through the host; per-engine info lines would drown the results. To stderr:
+  // stdout is the results (the tests that provoke failures make the host warn).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("conformance"));
   spdlog::set_level(spdlog::level::warn);
 
   conformance::SuiteContext context;

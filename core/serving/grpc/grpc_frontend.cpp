@@ -4,6 +4,7 @@
 #include <grpcpp/resource_quota.h>
 #include <headway/core/error.h>
 #include <headway/serving/grpc_frontend.h>
+#include <headway/serving/listen_failure.h>
 
 #include <atomic>
 #include <mutex>
@@ -92,8 +93,9 @@ void GrpcFrontend::start() {
   if (impl.server == nullptr || bound_port == 0) {
     impl.server.reset();
     impl.headway.reset();
-    throw core::Error("gRPC frontend: cannot listen on " + address +
-                          " (the port is taken, or the host is not an address of this machine)",
+    const std::string why = why_cannot_listen(impl.options.host, impl.options.port);
+    throw core::Error("gRPC frontend: cannot listen on " + address + ": " +
+                          (why.empty() ? "gRPC could not bind it" : why),
                       HW_UNAVAILABLE);
   }
   impl.port = static_cast<uint16_t>(bound_port);

@@ -1,5 +1,6 @@
 #include <headway/core/error.h>
 #include <headway/serving/http_frontend.h>
+#include <headway/serving/listen_failure.h>
 #include <httplib.h>
 #include <sys/socket.h>
 
@@ -48,9 +49,9 @@ void HttpFrontend::start() {
                     : server_->bind_to_port(options_.host, options_.port) ? options_.port
                                                                           : -1;
   if (bound <= 0) {
-    throw core::Error("HTTP frontend cannot listen on " + where +
-                          " (the port is in use, not permitted, or the host is not an address of "
-                          "this machine)",
+    const std::string why = why_cannot_listen(options_.host, options_.port);
+    throw core::Error("HTTP frontend cannot listen on " + where + ": " +
+                          (why.empty() ? "cpp-httplib could not bind it" : why),
                       HW_UNAVAILABLE);
   }
   if (!server_->raise_backlog(SOMAXCONN)) {
@@ -67,6 +68,10 @@ void HttpFrontend::start() {
   server_->set_pre_routing_handler(
       [reaper = reaper_.get()](const httplib::Request& request, httplib::Response&) {
         reaper->request_began(request.remote_addr, request.remote_port);
+        // cpp-httplib would cut every answer to a Range header (a completion's JSON truncated to
+        // 21 bytes, a stream answered 206): generated answers have no byte ranges. The request is
+        // cpp-httplib's own non-const object, lent here as const.
+        const_cast<httplib::Request&>(request).ranges.clear();
         return httplib::Server::HandlerResponse::Unhandled;
       });
   server_->set_logger(

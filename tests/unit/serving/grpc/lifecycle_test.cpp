@@ -46,7 +46,8 @@ TEST(GrpcFrontendLifecycle, ATakenPortIsAnErrorNamingTheAddress) {
     second.start();
     FAIL() << "a second server bound port " << first.port();
   } catch (const core::Error& error) {
-    EXPECT_NE(std::string(error.what()).find("127.0.0.1:" + std::to_string(first.port())),
+    EXPECT_NE(std::string(error.what())
+                  .find("127.0.0.1:" + std::to_string(first.port()) + ": the port is in use"),
               std::string::npos)
         << error.what();
   }

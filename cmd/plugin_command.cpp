@@ -7,6 +7,7 @@
 #include <headway/core/plugin_registry.h>
 #include <toml++/toml.h>
 
+#include <filesystem>
 #include <iostream>
 
 namespace headway::cmd {
@@ -104,6 +105,14 @@ int run_plugin(const PluginArgs& args) {
     for (const LoadedPlugin* p : registry.discover()) {
       std::cout << fmt::format("{:<16} {:<14} {:<8} {}\n", p->short_name(),
                                core::kind_name(p->kind()), p->version(), p->path.string());
+    }
+    // On stderr, so that stdout stays one plugin per line: where it looked, and what it could not
+    // (a directory in HEADWAY_PLUGIN_PATH that does not exist was skipped without a word).
+    for (const std::filesystem::path& dir : registry.search_directories()) {
+      std::error_code error;
+      const bool usable = std::filesystem::is_directory(dir, error);
+      std::cerr << fmt::format("searched {}{}\n", dir.string(),
+                               usable ? "" : ": not a directory (skipped)");
     }
     return 0;
   }

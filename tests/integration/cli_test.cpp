@@ -248,6 +248,20 @@ TEST(Cli, AReportThatCannotBeWrittenFailsTheCommand) {
       << r.err;
 }
 
+// `plugin list` says on stderr where it looked; a HEADWAY_PLUGIN_PATH entry that is not a directory
+// was skipped without a word.
+TEST(Cli, PluginListSaysWhereItLookedAndWhatItSkipped) {
+  // The command line goes through the shell: an assignment before the program sets its environment.
+  const CliRun r = headway::test::run_program(
+      std::string("HEADWAY_PLUGIN_PATH=/nonexistent/headway ") + HEADWAY_CLI, "plugin list");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("chunked"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("searched /nonexistent/headway: not a directory (skipped)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("searched"), std::string::npos) << r.out;
+}
+
 // `plugin validate`: the options against the schema, then an instance created with them; every
 // refusal is one line naming the key, or the plugin's own message.
 TEST(Cli, PluginValidateCreatesAnInstanceWithTheOptions) {

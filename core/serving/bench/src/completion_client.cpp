@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_client_setup.h"
+#include "http_error_text.h"
 
 namespace headway::serving::bench {
 
@@ -13,18 +14,6 @@ namespace {
 
 // Enough of an error body to quote; the rest of a large one is dropped.
 constexpr size_t kMaxErrorBody = 2048;
-
-std::string status_message(int status, const std::string& body) {
-  const nlohmann::json doc = nlohmann::json::parse(body, nullptr, false);
-  if (doc.is_object() && doc.contains("error")) {
-    const nlohmann::json& error = doc["error"];
-    if (error.is_object() && error.contains("message") && error["message"].is_string()) {
-      return fmt::format("HTTP {}: {}", status, error["message"].get<std::string>());
-    }
-    if (error.is_string()) return fmt::format("HTTP {}: {}", status, error.get<std::string>());
-  }
-  return fmt::format("HTTP {}: {}", status, body.substr(0, 200));
-}
 
 }  // namespace
 
@@ -83,7 +72,7 @@ StreamResult CompletionClient::stream(const std::string& body) {
   const bool sent = client_->send(request, response, error);
   const double now = clock_.now();
   if (status != 0 && status != 200) {
-    measurement.fail(FailureKind::kHttpStatus, status_message(status, error_body), now, status);
+    measurement.fail(FailureKind::kHttpStatus, http_error_text(status, error_body), now, status);
   } else if (status == 200 && !event_stream) {
     measurement.fail(
         FailureKind::kBadChunk,

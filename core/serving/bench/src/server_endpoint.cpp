@@ -9,17 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "http_client_setup.h"
+#include "http_error_text.h"
 
 namespace headway::serving::bench {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 std::optional<uint32_t> optional_count(const nlohmann::json& model, const char* key) {
   auto it = model.find(key);
@@ -79,18 +73,17 @@ std::vector<ServedModel> list_models(const ServerEndpoint& endpoint) {
   }
   if (result->status == 401 || result->status == 403) {
     // Every request of the run would be refused the same way: say how to send a key.
-    throw core::Error(fmt::format("GET {}: HTTP {}: {}; {}", url, result->status,
-                                  trim(result->body.substr(0, 200)),
-                                  endpoint.api_key.empty()
-                                      ? "the server wants an API key: give it with --api-key-file"
-                                      : "the server refused the key given with --api-key-file"),
-                      HW_FAILED_PRECONDITION);
+    throw core::Error(
+        fmt::format("GET {}: {}; {}", url, http_error_text(result->status, result->body),
+                    endpoint.api_key.empty()
+                        ? "the server wants an API key: give it with --api-key-file"
+                        : "the server refused the key given with --api-key-file"),
+        HW_FAILED_PRECONDITION);
   }
   if (result->status != 200) {
     // The server is there but lists no models: with --model a run can still go ahead.
-    throw core::Error(
-        fmt::format("GET {}: HTTP {}: {}", url, result->status, trim(result->body.substr(0, 200))),
-        result->status == 404 ? HW_NOT_FOUND : HW_INTERNAL);
+    throw core::Error(fmt::format("GET {}: {}", url, http_error_text(result->status, result->body)),
+                      result->status == 404 ? HW_NOT_FOUND : HW_INTERNAL);
   }
   const nlohmann::json doc = nlohmann::json::parse(result->body, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("data") || !doc["data"].is_array()) {

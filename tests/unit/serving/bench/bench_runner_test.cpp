@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <tuple>
 
@@ -20,6 +21,31 @@ namespace {
 
 using test::FakeBehaviour;
 using test::FakeOpenAiServer;
+
+// A model list refused with an OpenAI error body: the error line quotes its message whole (it was
+// cut at 200 bytes of the raw JSON, mid-string).
+TEST(ModelList, AnErrorAnswerIsQuotedByItsMessage) {
+  httplib::Server server;
+  const std::string message = "no route " + std::string(250, 'x') + " END";
+  server.Get("/v2/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content(nlohmann::json{{"error", {{"message", message}, {"type", "not_found"}}}}.dump(),
+                    "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread listener([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string error;
+  try {
+    list_models(parse_server_url("http://127.0.0.1:" + std::to_string(port) + "/v2"));
+  } catch (const core::Error& e) {
+    error = e.what();
+  }
+  server.stop();
+  listener.join();
+  EXPECT_NE(error.find("HTTP 404: " + message), std::string::npos) << error;
+}
 
 const std::filesystem::path kWorkload =
     std::filesystem::path(HEADWAY_SOURCE_DIR) / "tests/unit/serving/bench/data/two_classes.toml";

@@ -11,12 +11,8 @@
 
 namespace headway::serving::grpc_frontend {
 
-// True when `given` equals `expected`. Its time depends on the lengths, never on where the two
-// first differ, so a client cannot find the key byte by byte by timing refusals.
-bool constant_time_equal(std::string_view given, std::string_view expected);
-
-// Checks the value of one "authorization" metadata entry against `api_key`: OK for
-// "Bearer <api_key>" (the scheme is case-insensitive, RFC 7235), else UNAUTHENTICATED saying why.
+// Checks the value of one "authorization" metadata entry against `api_key` (check_bearer(), the
+// HTTP frontend's rule too): OK for "Bearer <api_key>", else UNAUTHENTICATED saying why.
 grpc::Status check_authorization_value(std::string_view value, std::string_view api_key);
 
 // OK when `api_key` is empty (no authentication) or the call carries the right key; else

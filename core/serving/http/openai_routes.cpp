@@ -1,5 +1,6 @@
 #include "openai_routes.h"
 
+#include <headway/serving/bearer_key.h>
 #include <httplib.h>
 
 #include <algorithm>
@@ -15,7 +16,6 @@
 #include <vector>
 
 #include "api_error.h"
-#include "bearer_auth.h"
 #include "client_connection_watch.h"
 #include "completion_collector.h"
 #include "openai_request.h"
@@ -182,7 +182,7 @@ void OpenAiRoutes::install(httplib::Server& server) {
 bool OpenAiRoutes::authorized(const httplib::Request& request, httplib::Response& response) const {
   if (options_.api_key.empty()) return true;
   const std::string header = request.get_header_value("Authorization");
-  if (bearer_matches(header, options_.api_key)) return true;
+  if (check_bearer(header, options_.api_key) == BearerCheck::kMatches) return true;
   response.set_header("WWW-Authenticate", "Bearer");
   send_error(response,
              ApiError(401, header.empty()

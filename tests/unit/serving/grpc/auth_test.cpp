@@ -10,20 +10,8 @@ namespace headway::serving::testing {
 namespace {
 
 using grpc_frontend::check_authorization_value;
-using grpc_frontend::constant_time_equal;
 
 constexpr const char* kKey = "s3cret-key";
-
-TEST(ConstantTimeEqual, ComparesEveryByteAndTheLength) {
-  EXPECT_TRUE(constant_time_equal("abc", "abc"));
-  EXPECT_TRUE(constant_time_equal("", ""));
-  EXPECT_FALSE(constant_time_equal("abd", "abc"));
-  EXPECT_FALSE(constant_time_equal("xbc", "abc"));
-  EXPECT_FALSE(constant_time_equal("ab", "abc"));
-  EXPECT_FALSE(constant_time_equal("abcd", "abc"));
-  EXPECT_FALSE(constant_time_equal("", "abc"));
-  EXPECT_FALSE(constant_time_equal(std::string_view("ab\0", 3), "ab"));
-}
 
 TEST(AuthorizationValue, AcceptsTheBearerSchemeInAnyCase) {
   EXPECT_TRUE(check_authorization_value("Bearer s3cret-key", kKey).ok());

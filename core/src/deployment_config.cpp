@@ -306,6 +306,17 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
                             e.source().begin.column, e.description()));
   }
   const fs::path base_dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  // A workload given where a deployment was expected fails on its first key: say what it is.
+  if (!root.contains("model") && !root.contains("engines") &&
+      (root.contains("classes") || root.contains("arrival") || root.contains("trace"))) {
+    throw Error(
+        fmt::format("{}: this is a workload file (it has '{}'), not a deployment: give it "
+                    "with --workload, and the deployment with --config",
+                    name,
+                    root.contains("classes")   ? "classes"
+                    : root.contains("arrival") ? "arrival"
+                                               : "trace"));
+  }
   check_keys(root, {"name", "plugin_dirs", "model", "engines", "router", "kv_transport", "server"},
              name);
 

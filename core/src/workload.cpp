@@ -644,6 +644,15 @@ Workload Parser::run(std::optional<std::string_view> text) {
     throw Error(name_ + ":" + std::to_string(where.line) + ":" + std::to_string(where.column) +
                 ": invalid TOML: " + std::string(e.description()));
   }
+  // The reverse mistake: a deployment given as the workload.
+  if (!root.contains("classes") && !root.contains("trace") &&
+      (root.contains("engines") || root.contains("model") || root.contains("router"))) {
+    throw Error(name_ + ": this is a deployment file (it has '" +
+                (root.contains("engines") ? "engines"
+                 : root.contains("model") ? "model"
+                                          : "router") +
+                "'), not a workload: give it with --config, and the workload with --workload");
+  }
   check_keys(root, "", {"seed", "count", "duration", "time_scale", "arrival", "classes", "trace"});
 
   Workload w;

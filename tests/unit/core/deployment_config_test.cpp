@@ -203,6 +203,13 @@ TEST_F(DeploymentConfigTest, UnknownTopLevelKey) {
   EXPECT_THAT(m, HasSubstr("allowed: name, plugin_dirs, model, engines, router, kv_transport"));
 }
 
+// A workload given as the deployment failed on "unknown key 'arrival'".
+TEST_F(DeploymentConfigTest, AWorkloadGivenAsTheDeploymentIsNamedAsOne) {
+  std::string m = error_of("seed = 1\narrival = \"poisson\"\n[[classes]]\nname = 'a'\n");
+  EXPECT_THAT(m, HasSubstr("deploy.toml: this is a workload file (it has 'classes'), not a "
+                           "deployment: give it with --workload"));
+}
+
 TEST_F(DeploymentConfigTest, UnknownEngineKey) {
   std::string m = error_of("[model]\nplugin = 'sim'\n[[engines]]\nblocksize = 16\n");
   EXPECT_THAT(m, HasSubstr("deploy.toml: engines[0]: unknown key 'blocksize'"));

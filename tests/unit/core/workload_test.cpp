@@ -103,6 +103,13 @@ void expect_sorted_with_ids(const Workload& w) {
   }
 }
 
+// The files are easy to swap on a command line: the error says which is which.
+TEST_F(WorkloadTest, ADeploymentGivenAsTheWorkloadIsNamedAsOne) {
+  expect_error(
+      "[model]\nplugin = \"sim\"\n[[engines]]\n",
+      {"this is a deployment file (it has 'engines'), not a workload", "give it with --config"});
+}
+
 TEST_F(WorkloadTest, SameSeedSameRequestsDifferentSeedDifferent) {
   const Workload a = load_workload(write(with_seed(11), "a.toml"));
   const Workload b = load_workload(write(with_seed(11), "b.toml"));

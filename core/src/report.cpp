@@ -61,7 +61,8 @@ struct Samples {
     output_tokens += r.output_tokens;
     ttft.push_back(r.first_token - r.arrival);
     e2e.push_back(r.finish - r.arrival);
-    queue.push_back(r.scheduled - r.arrival);
+    // A client (bench) cannot see when the server scheduled a request: no queue time then.
+    if (std::isfinite(r.scheduled)) queue.push_back(r.scheduled - r.arrival);
     if (r.kv_transfer_seconds > 0) kv_transfer.push_back(r.kv_transfer_seconds);
     for (size_t i = 1; i < r.token_times.size(); ++i) {
       itl.push_back(r.token_times[i] - r.token_times[i - 1]);
@@ -266,8 +267,12 @@ void print_report(std::ostream& out, const Report& report) {
       {"TPOT", &ClassReport::tpot},   {"E2E", &ClassReport::e2e},
       {"queue", &ClassReport::queue}, {"KV transfer", &ClassReport::kv_transfer}};
   for (const Metric& m : metrics) {
-    // Only disaggregated deployments move KV; an all-empty table would only be noise elsewhere.
-    if (m.field == &ClassReport::kv_transfer && report.overall.kv_transfer.count == 0) continue;
+    // Only disaggregated deployments move KV, and a client (bench) cannot see queue times: an
+    // all-empty table would only be noise.
+    if ((m.field == &ClassReport::kv_transfer || m.field == &ClassReport::queue) &&
+        (report.overall.*(m.field)).count == 0) {
+      continue;
+    }
     line("");
     line(fmt::format("{:<{}}{:>9}{:>11}{:>11}{:>11}{:>11}{:>11}", m.title, width, "n", "p50", "p90",
                      "p99", "max", "mean"));

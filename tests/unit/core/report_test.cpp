@@ -286,6 +286,21 @@ TEST(Report, KvTransferCountsOnlyMovedFinishedRequests) {
   EXPECT_EQ(report_to_json(none)["overall"]["kv_transfer"]["count"], 0);
 }
 
+// A client measuring a server (bench) cannot see when a request was scheduled: no queue samples,
+// and no table of dashes.
+TEST(Report, QueueTimesUnknownToTheClientLeaveNoTable) {
+  std::ostringstream with_queue;
+  print_report(with_queue, build_report(hand_workload(), hand_records(), 1, 6, 1));
+  EXPECT_NE(with_queue.str().find("\nqueue "), std::string::npos) << with_queue.str();
+  auto records = hand_records();
+  for (RequestRecord& r : records) r.scheduled = std::nan("");
+  const Report unseen = build_report(hand_workload(), records, 1, 6, 1);
+  EXPECT_EQ(unseen.overall.queue.count, 0u);
+  std::ostringstream out;
+  print_report(out, unseen);
+  EXPECT_EQ(out.str().find("\nqueue "), std::string::npos) << out.str();
+}
+
 TEST(Report, GoodputLineAndJson) {
   const auto records = hand_records();
   Report r = build_report(hand_workload(), records, 1, 6, 1);

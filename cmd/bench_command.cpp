@@ -235,6 +235,16 @@ int run_bench(const BenchArgs& args) {
     core::PluginRegistry& registry = core::PluginRegistry::global();
     for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
     deployment = core::load_deployment(args.predict_config, registry);
+    // A prediction is a simulation: a real model would run the whole workload again here, beside
+    // the server being measured, and its "prediction" would be this machine's speed.
+    if (const std::string model = deployment->model.plugin->short_name(); model != "sim") {
+      spdlog::warn(
+          "--predict-config {}: its model '{}' is not the simulated one, so the prediction runs "
+          "the "
+          "whole workload for real on this machine, beside the server being measured; give a "
+          "deployment whose model is 'sim' (with a cost file from `headway profile`)",
+          args.predict_config, model);
+    }
   }
   const Target target = find_target(args);
   if (const size_t n = too_long_requests(workload, target.max_model_len); n > 0) {

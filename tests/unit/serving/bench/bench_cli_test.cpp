@@ -145,6 +145,20 @@ TEST_F(BenchCli, PredictionIsPrintedBesideTheMeasurement) {
   EXPECT_TRUE(rows[0]["ttft_p50"]["measured"].is_number());
 }
 
+// A real model as the "prediction" would run the workload again on this machine: said up front.
+TEST_F(BenchCli, APredictionByARealModelIsWarnedAbout) {
+  const fs::path deployment =
+      fs::temp_directory_path() / ("headway_bench_cpu_" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(deployment) << "[model]\nplugin = \"cpu\"\noptions = { path = \"/nonexistent\" }\n"
+                               "[[engines]]\n[engines.scheduler]\nplugin = \"chunked\"\n"
+                               "[router]\nplugin = \"single\"\n";
+  const CliRun r = bench("--quiet --num-requests 2 --predict-config " + deployment.string());
+  fs::remove(deployment);
+  EXPECT_NE(r.err.find("its model 'cpu' is not the simulated one"), std::string::npos) << r.err;
+  const CliRun sim = bench("--quiet --num-requests 2 --predict-config " + kDeployment.string());
+  EXPECT_EQ(sim.err.find("is not the simulated one"), std::string::npos) << sim.err;
+}
+
 // --seed draws the workload as `simulate --seed` does: the server gets that draw's requests.
 TEST_F(BenchCli, ASeedDrawsTheWorkloadAsSimulateDoes) {
   const CliRun r = bench("--quiet --seed 12");

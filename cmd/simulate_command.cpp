@@ -121,16 +121,19 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
   width += 2;
   std::cout << fmt::format(
       "capacity within {} (p99 over {}; {} requests per probe{}; rate = requests / arrival span "
-      "of the scaled workload)\n",
+      "of the scaled workload; factor: the scale of the workload's arrival rate where the SLO "
+      "held, fails at: the lowest scale that failed)\n",
       slo.text(), short_only ? "the short classes' requests" : "all requests", requests,
       limited ? ", --capacity-limit" : "");
   std::cout << fmt::format("{:<{}}{:>10}{:>9}{:>10}{:>8}{:>11}{:>11}\n", "deployment", width,
                            "req/s", "factor", "fails at", "probes", "p99 TTFT", "p99 TPOT");
   for (const DeploymentRun& d : runs) {
     const core::Capacity& c = *d.capacity;
+    // The p99 figures at the capacity, or, when no rate met the SLO, at the lowest that failed.
+    const double shown = c.factor > 0 ? c.factor : c.failing_factor;
     const core::CapacityProbe* at = nullptr;
     for (const core::CapacityProbe& p : c.probes) {
-      if (p.factor == c.factor) at = &p;
+      if (p.factor == shown) at = &p;
     }
     std::cout << fmt::format(
         "{:<{}}{:>10.2f}{:>9}{:>10}{:>8}{:>11}{:>11}\n", d.deployment.name, width, c.requests_per_s,
@@ -138,6 +141,18 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
         std::isfinite(c.failing_factor) ? fmt::format("{:.3f}", c.failing_factor) : "-",
         c.probes.size(), core::duration_text(at ? at->p99.ttft : NAN),
         core::duration_text(at ? at->p99.tpot : NAN));
+  }
+  for (const DeploymentRun& d : runs) {
+    const core::Capacity& c = *d.capacity;
+    if (c.factor > 0) continue;
+    // Even a trickle fails: the load is not the problem, the requests themselves are.
+    std::cout << fmt::format(
+        "{}: the SLO fails even at {:.3g}x the workload's rate (p99 figures above are that "
+        "probe's): single requests miss it{}\n",
+        d.deployment.name, c.failing_factor,
+        short_only ? ""
+                   : "; if long prompts are what misses it, --capacity-scope short judges the "
+                     "short classes alone");
   }
 }
 

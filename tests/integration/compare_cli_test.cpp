@@ -78,6 +78,23 @@ TEST(CompareCli, FindCapacityReportsARate) {
   fs::remove(out);
 }
 
+// An SLO no rate meets (1 ms TTFT): the table shows the figures of the lowest failing probe, not
+// dashes, and a line says that single requests miss it and how to judge the short classes alone.
+TEST(CompareCli, FindCapacityExplainsAnSloThatNoRateMeets) {
+  const CliRun r = run("simulate --config " + (kData / "one_engine_rdns.toml").string() +
+                       " --workload " + (kData / "small_mixed.toml").string() +
+                       " --quiet --no-baseline --find-capacity --capacity-limit 20 --slo "
+                       "ttft=1ms,tpot=100ms");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("none"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the SLO fails even at"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--capacity-scope short"), std::string::npos) << r.out;
+  const size_t row = r.out.find("\none_engine_rdns ");
+  ASSERT_NE(row, std::string::npos) << r.out;
+  const std::string line = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
+  EXPECT_EQ(line.find(" - "), std::string::npos) << line;
+}
+
 // The capacity options only shape --find-capacity: alone they would be silently ignored.
 TEST(CompareCli, CapacityOptionsWithoutFindCapacityAreRefused) {
   for (const std::string option : {"--capacity-limit 40", "--capacity-scope short"}) {

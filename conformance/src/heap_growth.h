@@ -41,7 +41,7 @@ inline constexpr HeapBounds kPerCallHeapBounds{uint64_t{64} * 1024, 64, uint64_t
 // retires: memory kept per finished request grows without bound however it is sized, so the
 // failing average is low (8 bytes, less than one id per request; at 100 requests a second that is
 // 70 MB a day) and the totals only keep allocator noise out.
-inline constexpr HeapBounds kPerRequestHeapBounds{uint64_t{32} * 1024, 2, uint64_t{128} * 1024, 8};
+inline constexpr HeapBounds kPerRequestHeapBounds{uint64_t{16} * 1024, 2, uint64_t{64} * 1024, 8};
 
 struct HeapGrowth {
   bool known = false;

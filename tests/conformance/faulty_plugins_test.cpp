@@ -111,6 +111,17 @@ TEST(FaultyPlugins, TheRememberingSchedulerPassesOnceItForgetsRequestsThatLeft) 
   EXPECT_TRUE(r.conformant()) << headway::test::describe(r);
 }
 
+// A router that keeps an entry per request routed: about 24 bytes each, under the per-call bound of
+// steady_state_heap, and never freed since a router is never told a request ended.
+TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
+  const auto r = run_faulty("faulty_remembering_router.so");
+  expect_outcome(r, "router.per_request_heap", Outcome::kFail);
+  expect_outcome(r, "router.create", Outcome::kPass);
+  const auto* kept = headway::test::find_test(r, "router.per_request_heap");
+  EXPECT_NE(kept->message.find("a leak (more than 8 bytes kept per request)"), std::string::npos)
+      << kept->message;
+}
+
 // A hand-written C plugin's error message with no NUL and bytes that are not UTF-8: the host reads
 // it within the status buffer (it used to read on into its own stack, and `serve` sent those bytes
 // to clients) and replaces the bad bytes, so the failure is reported and the JSON report written

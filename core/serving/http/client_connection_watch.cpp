@@ -1,39 +1,17 @@
 #include "client_connection_watch.h"
 
-#include <dirent.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <utility>
+
+#include "process_sockets.h"
 
 namespace headway::serving::http {
 namespace {
-
-int port_of(const sockaddr_storage& address) {
-  if (address.ss_family == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
-  }
-  if (address.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
-  }
-  return -1;
-}
-
-// The numeric host of `address` as cpp-httplib writes it (getnameinfo, NI_NUMERICHOST), so that
-// the strings compare equal for IPv4, IPv6 and IPv4-mapped addresses.
-std::string numeric_host(const sockaddr_storage& address, socklen_t size) {
-  char host[NI_MAXHOST];
-  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&address), size, host, sizeof host, nullptr,
-                    0, NI_NUMERICHOST) != 0) {
-    return {};
-  }
-  return host;
-}
 
 // Between looks at the connection, and before the first.
 constexpr std::chrono::seconds kLookInterval{1};
@@ -49,20 +27,13 @@ ClientConnectionWatch::ClientConnectionWatch(std::string local_addr, int local_p
       next_look_(std::chrono::steady_clock::now() + kLookInterval) {}
 
 void ClientConnectionWatch::find_socket() {
-  DIR* fds = ::opendir("/proc/self/fd");
-  if (fds == nullptr) return;
-  while (const dirent* entry = ::readdir(fds)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
+  for_each_descriptor([&](int fd) {
     struct stat status {};
-    if (end != entry->d_name && *end == '\0' && fd != ::dirfd(fds) &&
-        is_this_connection(static_cast<int>(fd)) && ::fstat(static_cast<int>(fd), &status) == 0) {
-      fd_ = static_cast<int>(fd);
-      inode_ = status.st_ino;
-      break;
-    }
-  }
-  ::closedir(fds);
+    if (!is_this_connection(fd) || ::fstat(fd, &status) != 0) return true;
+    fd_ = fd;
+    inode_ = status.st_ino;
+    return false;
+  });
 }
 
 bool ClientConnectionWatch::is_this_connection(int fd) const {

@@ -1,40 +1,19 @@
 #include "slow_client_reaper.h"
 
-#include <dirent.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
+
+#include "process_sockets.h"
 
 namespace headway::serving::http {
 namespace {
-
-int port_of(const sockaddr_storage& address) {
-  if (address.ss_family == AF_INET) {
-    return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
-  }
-  if (address.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(address).sin6_port);
-  }
-  return -1;
-}
-
-// As cpp-httplib writes Request::remote_addr (getnameinfo, NI_NUMERICHOST).
-std::string numeric_host(const sockaddr_storage& address, socklen_t size) {
-  char host[NI_MAXHOST];
-  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&address), size, host, sizeof host, nullptr,
-                    0, NI_NUMERICHOST) != 0) {
-    return {};
-  }
-  return host;
-}
 
 struct ServerSocket {
   int fd;
@@ -47,21 +26,15 @@ struct ServerSocket {
 // The connected sockets of the server listening on `port` (its listening socket has no peer).
 std::vector<ServerSocket> server_sockets(uint16_t port) {
   std::vector<ServerSocket> sockets;
-  DIR* fds = ::opendir("/proc/self/fd");
-  if (fds == nullptr) return sockets;
-  while (const dirent* entry = ::readdir(fds)) {
-    char* end = nullptr;
-    const long number = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0' || number == ::dirfd(fds)) continue;
-    const int fd = static_cast<int>(number);
+  for_each_descriptor([&](int fd) {
     sockaddr_storage address{};
     socklen_t size = sizeof address;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0 ||
         port_of(address) != port) {
-      continue;
+      return true;
     }
     size = sizeof address;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) return true;
     struct stat status {};
     tcp_info info{};
     socklen_t info_size = sizeof info;
@@ -69,15 +42,15 @@ std::vector<ServerSocket> server_sockets(uint16_t port) {
     if (::fstat(fd, &status) != 0 ||
         ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_size) != 0 ||
         ::ioctl(fd, SIOCINQ, &queued) != 0) {
-      continue;
+      return true;
     }
     const uint64_t received = info.tcpi_bytes_received;
     const uint64_t waiting = static_cast<uint64_t>(std::max(queued, 0));
     sockets.push_back(ServerSocket{fd, static_cast<uint64_t>(status.st_ino),
                                    numeric_host(address, size), port_of(address),
                                    received > waiting ? received - waiting : 0});
-  }
-  ::closedir(fds);
+    return true;
+  });
   return sockets;
 }
 

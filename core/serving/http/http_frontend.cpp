@@ -67,7 +67,8 @@ void HttpFrontend::start() {
   // A request counts from its parsed headers (before its body is read) to its written response.
   server_->set_pre_routing_handler(
       [reaper = reaper_.get()](const httplib::Request& request, httplib::Response&) {
-        reaper->request_began(request.remote_addr, request.remote_port);
+        reaper->request_began(
+            {request.local_addr, request.local_port, request.remote_addr, request.remote_port});
         // cpp-httplib would cut every answer to a Range header (a completion's JSON truncated to
         // 21 bytes, a stream answered 206): generated answers have no byte ranges. The request is
         // cpp-httplib's own non-const object, lent here as const.
@@ -76,7 +77,8 @@ void HttpFrontend::start() {
       });
   server_->set_logger(
       [reaper = reaper_.get()](const httplib::Request& request, const httplib::Response&) {
-        reaper->request_ended(request.remote_addr, request.remote_port);
+        reaper->request_ended(
+            {request.local_addr, request.local_port, request.remote_addr, request.remote_port});
       });
   listener_ = std::thread([this] {
     server_->listen_after_bind();
@@ -100,8 +102,9 @@ void HttpFrontend::stop() {
   // Streams end first, each with an error event to its client; then the connections close.
   routes_->stop_requests();
   server_->stop();
-  // cpp-httplib's stop() joins its workers, one of which may be reading from a client that sends
-  // a byte now and then: its read must end, or stop() would wait for as long as the client likes.
+  // The listener thread's listen_after_bind() now joins the workers, one of which may be reading
+  // from a client that sends a byte now and then: its read must end, or the join (and so stop())
+  // would wait for as long as the client likes.
   reaper_->shut_down_all();
   listener_.join();
 }

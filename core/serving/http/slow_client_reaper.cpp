@@ -1,11 +1,13 @@
 #include "slow_client_reaper.h"
 
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
@@ -15,17 +17,29 @@
 namespace headway::serving::http {
 namespace {
 
+// One connection of the server, through a duplicate of its descriptor: cpp-httplib may close its
+// own meanwhile and the number be reused by another connection, but the duplicate keeps naming
+// this socket, so that nothing done through it (a shutdown) reaches another. Closed by ~Sockets.
 struct ServerSocket {
-  int fd;
+  int fd;  // the duplicate
+  SlowClientReaper::Connection4 key;
   uint64_t inode;
-  std::string peer_host;
-  int peer_port;
   uint64_t bytes_read;  // by the server: received, less what still waits in the kernel's queue
 };
 
+class Sockets {
+ public:
+  Sockets() = default;
+  Sockets(const Sockets&) = delete;
+  Sockets& operator=(const Sockets&) = delete;
+  ~Sockets() {
+    for (const ServerSocket& s : list) ::close(s.fd);
+  }
+  std::vector<ServerSocket> list;
+};
+
 // The connected sockets of the server listening on `port` (its listening socket has no peer).
-std::vector<ServerSocket> server_sockets(uint16_t port) {
-  std::vector<ServerSocket> sockets;
+void find_server_sockets(uint16_t port, Sockets& out) {
   for_each_descriptor([&](int fd) {
     sockaddr_storage address{};
     socklen_t size = sizeof address;
@@ -33,34 +47,33 @@ std::vector<ServerSocket> server_sockets(uint16_t port) {
         port_of(address) != port) {
       return true;
     }
-    size = sizeof address;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) return true;
+    // From here on, only the duplicate: every answer below is about one socket.
+    const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0) return true;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
     struct stat status {};
     tcp_info info{};
     socklen_t info_size = sizeof info;
     int queued = 0;
-    if (::fstat(fd, &status) != 0 ||
-        ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &info_size) != 0 ||
-        ::ioctl(fd, SIOCINQ, &queued) != 0) {
+    if (::getsockname(dup, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        port_of(local) != port ||
+        ::getpeername(dup, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0 ||
+        ::fstat(dup, &status) != 0 ||
+        ::getsockopt(dup, IPPROTO_TCP, TCP_INFO, &info, &info_size) != 0 ||
+        ::ioctl(dup, SIOCINQ, &queued) != 0) {
+      ::close(dup);
       return true;
     }
     const uint64_t received = info.tcpi_bytes_received;
     const uint64_t waiting = static_cast<uint64_t>(std::max(queued, 0));
-    sockets.push_back(ServerSocket{fd, static_cast<uint64_t>(status.st_ino),
-                                   numeric_host(address, size), port_of(address),
-                                   received > waiting ? received - waiting : 0});
+    out.list.push_back(ServerSocket{dup,
+                                    {numeric_host(local, local_size), port_of(local),
+                                     numeric_host(peer, peer_size), port_of(peer)},
+                                    static_cast<uint64_t>(status.st_ino),
+                                    received > waiting ? received - waiting : 0});
     return true;
   });
-  return sockets;
-}
-
-// Shuts `socket` down when its descriptor still holds the same socket (cpp-httplib may have closed
-// it since the scan, and the number been reused).
-void shut_down(const ServerSocket& socket, int how) {
-  struct stat status {};
-  if (::fstat(socket.fd, &status) == 0 && static_cast<uint64_t>(status.st_ino) == socket.inode) {
-    ::shutdown(socket.fd, how);
-  }
 }
 
 }  // namespace
@@ -77,18 +90,18 @@ SlowClientReaper::~SlowClientReaper() {
   if (thread_.joinable()) thread_.join();
 }
 
-void SlowClientReaper::request_began(const std::string& remote_addr, int remote_port) {
+void SlowClientReaper::request_began(const Connection4& connection) {
   std::lock_guard lock(mutex_);
-  auto [it, added] = connections_.try_emplace({remote_addr, remote_port});
+  auto [it, added] = connections_.try_emplace(connection);
   Connection& c = it->second;
   if (added) c.created_in_scan = scans_;
   ++c.in_requests;
   c.reading = false;
 }
 
-void SlowClientReaper::request_ended(const std::string& remote_addr, int remote_port) {
+void SlowClientReaper::request_ended(const Connection4& connection) {
   std::lock_guard lock(mutex_);
-  auto it = connections_.find({remote_addr, remote_port});
+  auto it = connections_.find(connection);
   // A request refused before routing (a malformed request line) began nowhere.
   if (it == connections_.end() || it->second.in_requests == 0) return;
   if (--it->second.in_requests == 0) it->second.baseline_scans = 2;
@@ -101,7 +114,9 @@ void SlowClientReaper::shut_down_all() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  for (const ServerSocket& socket : server_sockets(port_)) shut_down(socket, SHUT_RD);
+  Sockets sockets;
+  find_server_sockets(port_, sockets);
+  for (const ServerSocket& socket : sockets.list) ::shutdown(socket.fd, SHUT_RD);
 }
 
 uint64_t SlowClientReaper::reaped() const {
@@ -120,15 +135,22 @@ void SlowClientReaper::run() {
 
 void SlowClientReaper::scan() {
   // The descriptors are walked without the lock: request_began/ended never wait on a scan.
-  const std::vector<ServerSocket> sockets = server_sockets(port_);
+  Sockets sockets;  // outlives the lock below: the shutdowns go through its duplicates
+  find_server_sockets(port_, sockets);
   const auto now = std::chrono::steady_clock::now();
   std::vector<const ServerSocket*> to_reap;
   std::lock_guard lock(mutex_);
   const uint64_t scan = ++scans_;
-  for (const ServerSocket& socket : sockets) {
-    Connection& c = connections_[{socket.peer_host, socket.peer_port}];
+  for (const ServerSocket& socket : sockets.list) {
+    Connection& c = connections_[socket.key];
     if (c.inode != socket.inode) {
-      if (c.inode != 0) c = Connection{};  // another connection from the same peer address
+      // The same four addresses, a new socket: the old connection closed and its client reused
+      // the port. A request begun on the new one stays counted; what was read is the new one's.
+      if (c.inode != 0) {
+        c.read_at_idle = 0;
+        c.reading = false;
+        c.reaped = false;
+      }
       c.inode = socket.inode;
     }
     c.seen_in_scan = scan;
@@ -157,7 +179,7 @@ void SlowClientReaper::scan() {
     return c.seen_in_scan == 0 ? c.in_requests == 0 && scan > c.created_in_scan + 2
                                : c.seen_in_scan != scan;
   });
-  for (const ServerSocket* socket : to_reap) shut_down(*socket, SHUT_RDWR);
+  for (const ServerSocket* socket : to_reap) ::shutdown(socket->fd, SHUT_RDWR);
 }
 
 }  // namespace headway::serving::http

@@ -27,13 +27,13 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <utility>
+#include <tuple>
 
 namespace headway::serving::http {
 
 struct SlowClientLimits {
-  // From the first byte of a request to its parsed headers (and, on a kept-alive connection, from
-  // the end of the previous response), beyond which a connection is closed.
+  // From the first byte of a request the server read (as a scan sees it) to its parsed headers,
+  // beyond which a connection is closed.
   std::chrono::milliseconds header_time{std::chrono::seconds(10)};
   // Bytes read from a connection outside any request (a request line and its headers, and up to
   // cpp-httplib's 4 KiB of read-ahead into the body) beyond which it is closed.
@@ -48,10 +48,14 @@ class SlowClientReaper {
   SlowClientReaper(const SlowClientReaper&) = delete;
   SlowClientReaper& operator=(const SlowClientReaper&) = delete;
 
-  // A request's headers were parsed / its response was written, on the connection from this peer
-  // (cpp-httplib's Request::remote_addr and remote_port).
-  void request_began(const std::string& remote_addr, int remote_port);
-  void request_ended(const std::string& remote_addr, int remote_port);
+  // A connection by its four addresses (cpp-httplib's Request::local_addr, local_port,
+  // remote_addr, remote_port): unique among live connections, where the client's alone is not (a
+  // client may use one port towards two addresses of a server listening on 0.0.0.0).
+  using Connection4 = std::tuple<std::string, int, std::string, int>;
+
+  // A request's headers were parsed / its response was written, on this connection.
+  void request_began(const Connection4& connection);
+  void request_ended(const Connection4& connection);
 
   // Stops scanning, then shuts down the reading side of every connection of the server: reads in
   // progress end at once, answers still being written (a stream's last event) go out. For stop().
@@ -73,7 +77,6 @@ class SlowClientReaper {
     bool reaped = false;
     uint64_t seen_in_scan = 0;  // 0: not found by a scan yet
   };
-  using Peer = std::pair<std::string, int>;
 
   void run();
   void scan();
@@ -83,7 +86,7 @@ class SlowClientReaper {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::map<Peer, Connection> connections_;
+  std::map<Connection4, Connection> connections_;
   uint64_t scans_ = 0;
   uint64_t reaped_ = 0;
   std::thread thread_;

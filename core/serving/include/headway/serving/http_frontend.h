@@ -47,8 +47,8 @@ struct HttpOptions {
   uint16_t port = 8000;  // 0: an ephemeral port, see HttpFrontend::port()
   std::string api_key;   // empty: no auth; else every route but /health wants "Bearer <key>"
   // Slow clients: a connection that has been sending a request's line and headers for longer than
-  // this (from its first byte, or from the end of the previous response on a kept-alive
-  // connection), or has sent more than header_max_bytes of them, is closed. Each such connection
+  // this (from the first of its bytes the server read, as seen by a scan twice a second), or has
+  // sent more than header_max_bytes of them, is closed. Each such connection
   // holds one of the pool's workers while it sends (cpp-httplib has no deadline of its own).
   double header_timeout_seconds = 10.0;
   uint64_t header_max_bytes = uint64_t{64} * 1024;

@@ -86,8 +86,8 @@ void throw_if_options_refused(const PluginUnderTest& p, const core::Error& e) {
   const std::string given =
       p.options_text.empty() ? "none" : fmt::format("--options '{}'", p.options_text);
   throw core::Error(fmt::format(
-      "'{}' refused to be created with the options given ({}): {}; give the options it needs "
-      "with --options 'key = value, ...' (`headway plugin describe {}` lists them)",
+      "'{}' refused the options given ({}) when the suite set it up: {}; give the options it "
+      "needs with --options 'key = value, ...' (`headway plugin describe {}` lists them)",
       p.plugin->short_name(), given, e.what(), p.plugin->short_name()));
 }
 

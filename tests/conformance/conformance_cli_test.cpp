@@ -18,7 +18,7 @@ TEST(ConformanceCli, AModelWithoutItsCheckpointIsAUsageErrorNamingTheMissingOpti
   if (!fs::exists(plugin)) GTEST_SKIP() << "the CPU model plugin is not built";
   const auto run = headway::test::run_program(HEADWAY_CONFORMANCE_CLI, "--plugin " + plugin);
   EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
-  EXPECT_NE(run.err.find("'cpu' refused to be created with the options given (none)"),
+  EXPECT_NE(run.err.find("'cpu' refused the options given (none) when the suite set it up"),
             std::string::npos)
       << run.err;
   EXPECT_NE(run.err.find("option 'path' (the checkpoint directory) is required"), std::string::npos)

@@ -98,7 +98,7 @@ TEST(FaultyPlugins, SchedulerThatRemembersEveryRequestFailsThePerRequestHeapTest
   const auto* kept = headway::test::find_test(r, "scheduler.per_request_heap");
   EXPECT_NE(kept->message.find("a leak (more than 8 bytes kept per request)"), std::string::npos)
       << kept->message;
-  EXPECT_EQ(kept->metrics.at("requests").get<uint64_t>(), 32000u) << kept->message;
+  EXPECT_EQ(kept->metrics.at("requests").get<uint64_t>(), 16000u) << kept->message;
 }
 
 // The same plugin dropping the ids that left the snapshot (the fix) keeps its map at the size of
@@ -111,7 +111,7 @@ TEST(FaultyPlugins, TheRememberingSchedulerPassesOnceItForgetsRequestsThatLeft) 
   EXPECT_TRUE(r.conformant()) << headway::test::describe(r);
 }
 
-// A router that keeps an entry per request routed: about 24 bytes each, under the per-call bound of
+// A router that keeps an entry per request routed: about 30 bytes each, under the per-call bound of
 // steady_state_heap, and never freed since a router is never told a request ended.
 TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
   const auto r = run_faulty("faulty_remembering_router.so");

@@ -53,7 +53,9 @@ class MeasuredScheduler {
                                  std::span<const hw_request_view> waiting,
                                  uint32_t blocks_used) const;
   hw_engine_facts facts_;
-  core::VirtualClock clock_;
+  // Starts late, as on a server that has run a while: every request the snapshots hold arrived
+  // before `now` (a plugin computing ages must not see a negative one).
+  core::VirtualClock clock_{1000.0};
   core::HostServices host_;
   std::unique_ptr<core::SchedulerInstance> scheduler_;
   std::vector<hw_slice> slices_;

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <headway/conformance/suite.h>
 #include <headway/conformance/test_recorder.h>
+#include <headway/core/clock.h>
 #include <headway/core/error.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
 
 #include <barrier>
 #include <functional>
@@ -12,7 +15,6 @@
 #include <utility>
 #include <vector>
 
-#include "measured_scheduler.h"
 #include "request_churn.h"
 #include "step_cost.h"
 #include "trace.h"
@@ -31,10 +33,11 @@ constexpr double kCostWarnSeconds = 100e-6;  // a tenth of a millisecond: a qual
 // scheduler.step_cost_tail warns when the p99 call is this many times the mean (and above the
 // floor): calls on one snapshot should cost about the same.
 constexpr double kTailWarnRatio = 10.0;
-// scheduler.per_request_heap: 16,000 running and 16,000 waiting requests leave the snapshots while
-// the heap is watched, after 8,000 that warm the plugin's maps up to the size of the live set.
-constexpr uint32_t kChurnWarmUpCalls = 1000;
-constexpr uint32_t kChurnCalls = 4000;
+// scheduler.per_request_heap: 8,000 running and 8,000 waiting requests leave the snapshots while
+// the heap is watched, after 24,000 that warm the plugin's maps up to the size of the live set (and
+// fill any bounded cache of fewer requests).
+constexpr uint32_t kChurnWarmUpCalls = 3000;
+constexpr uint32_t kChurnCalls = 2000;
 
 // The first step at which two runs of one trace planned differently.
 size_t first_difference(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
@@ -116,9 +119,12 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   }
 
   try {
-    // One instance up front, on the usual engine shape: options it refuses are the command's
-    // usage error, not a FAIL of every trace.
-    MeasuredScheduler preflight(p, 8, 8);
+    // One instance up front, with the user's options alone (no default the suite adds) on a usual
+    // engine shape: options it refuses are the command's usage error, not a FAIL of every trace.
+    core::VirtualClock clock;
+    core::HostServices host("conformance", &clock);
+    const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 4096, 4096, HW_ENGINE_ROLE_MIXED};
+    core::SchedulerInstance preflight(p.choice(), facts, host);
   } catch (const core::Error& e) {
     throw_if_options_refused(p, e);
   }

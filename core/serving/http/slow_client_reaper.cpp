@@ -119,11 +119,6 @@ void SlowClientReaper::shut_down_all() {
   for (const ServerSocket& socket : sockets.list) ::shutdown(socket.fd, SHUT_RD);
 }
 
-uint64_t SlowClientReaper::reaped() const {
-  std::lock_guard lock(mutex_);
-  return reaped_;
-}
-
 void SlowClientReaper::run() {
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, limits_.scan_interval, [&] { return stopping_; })) {
@@ -168,7 +163,6 @@ void SlowClientReaper::scan() {
     }
     if (read > limits_.header_bytes || (c.reading && now - c.reading_since > limits_.header_time)) {
       c.reaped = true;
-      ++reaped_;
       to_reap.push_back(&socket);
     }
   }

@@ -61,8 +61,6 @@ class SlowClientReaper {
   // progress end at once, answers still being written (a stream's last event) go out. For stop().
   void shut_down_all();
 
-  uint64_t reaped() const;  // connections closed by the limits so far
-
  private:
   struct Connection {
     uint64_t inode = 0;        // of its socket, once a scan found it (0: not yet)
@@ -88,7 +86,6 @@ class SlowClientReaper {
   bool stopping_ = false;
   std::map<Connection4, Connection> connections_;
   uint64_t scans_ = 0;
-  uint64_t reaped_ = 0;
   std::thread thread_;
 };
 

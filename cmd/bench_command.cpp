@@ -239,10 +239,9 @@ int run_bench(const BenchArgs& args) {
     // the server being measured, and its "prediction" would be this machine's speed.
     if (const std::string model = deployment->model.plugin->short_name(); model != "sim") {
       spdlog::warn(
-          "--predict-config {}: its model '{}' is not the simulated one, so the prediction runs "
-          "the "
-          "whole workload for real on this machine, beside the server being measured; give a "
-          "deployment whose model is 'sim' (with a cost file from `headway profile`)",
+          "--predict-config {}: its model '{}' is not the simulated one, so the prediction "
+          "runs the whole workload for real on this machine, beside the server being measured; "
+          "give a deployment whose model is 'sim' (with a cost file from `headway profile`)",
           args.predict_config, model);
     }
   }

@@ -46,6 +46,9 @@ std::string duration_text(double seconds) {
 
 namespace {
 
+// Short requests each run needs for its p99 to lie below the slowest one or two of them.
+constexpr size_t kSteadyP99Samples = 100;
+
 // Raw samples of one group of records (a class, all classes, the non-long classes).
 struct Samples {
   size_t records = 0, finished = 0;
@@ -105,14 +108,21 @@ void check_class(const Workload& workload, const RequestRecord& r, const char* w
 }
 
 // p99 of TTFT and ITL of the non-long classes of `records`.
-std::pair<double, double> short_p99s(const Workload& workload,
-                                     const std::vector<RequestRecord>& records, const char* which) {
+// p99 TTFT and ITL of the short requests, and how many TTFTs the first rests on.
+struct ShortP99s {
+  double ttft = NAN, itl = NAN;
+  size_t ttft_samples = 0;
+};
+
+ShortP99s short_p99s(const Workload& workload, const std::vector<RequestRecord>& records,
+                     const char* which) {
   Samples s;
   for (const RequestRecord& r : records) {
     check_class(workload, r, which);
     if (!workload.classes[r.class_index].is_long) s.add(r);
   }
-  return {summarize(std::move(s.ttft)).p99, summarize(std::move(s.itl)).p99};
+  const LatencySummary ttft = summarize(std::move(s.ttft));
+  return {ttft.p99, summarize(std::move(s.itl)).p99, ttft.count};
 }
 
 std::optional<double> finite(double v) {
@@ -198,12 +208,13 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
       make_class_report("long", true, long_requests, std::move(long_samples), report.span_seconds);
 
   if (without_long != nullptr && workload.has_long_requests()) {
-    const auto [ttft, itl] = short_p99s(workload, records, "a");
-    const auto [ttft0, itl0] = short_p99s(workload, *without_long, "a baseline");
-    report.short_p99_ttft = finite(ttft);
-    report.short_p99_itl = finite(itl);
-    report.short_p99_ttft_without_long = finite(ttft0);
-    report.short_p99_itl_without_long = finite(itl0);
+    const ShortP99s with = short_p99s(workload, records, "a");
+    const ShortP99s without = short_p99s(workload, *without_long, "a baseline");
+    report.short_p99_ttft = finite(with.ttft);
+    report.short_p99_itl = finite(with.itl);
+    report.short_p99_ttft_without_long = finite(without.ttft);
+    report.short_p99_itl_without_long = finite(without.itl);
+    report.factor_samples = std::min(with.ttft_samples, without.ttft_samples);
     report.hol_factor = ratio(report.short_p99_ttft, report.short_p99_ttft_without_long);
     report.stall_factor = ratio(report.short_p99_itl, report.short_p99_itl_without_long);
   }
@@ -309,6 +320,13 @@ void print_report(std::ostream& out, const Report& report) {
   if ((report.hol_factor || report.stall_factor) && report.long_group.finished == 0) {
     line(fmt::format("{:<14}no long request finished: the factors compare two runs without them",
                      "  note"));
+  }
+  // A p99 of fewer than 100 samples is one of the slowest few: a single slow request moves it.
+  if ((report.hol_factor || report.stall_factor) && report.factor_samples < kSteadyP99Samples) {
+    line(
+        fmt::format("{:<14}the p99s rest on {} short requests, so on their slowest one or two: "
+                    "the factors are noisy below {}",
+                    "  note", report.factor_samples, kSteadyP99Samples));
   }
   if (report.goodput) {
     const Goodput& g = *report.goodput;

@@ -184,11 +184,13 @@ TEST(ServeCli, ASecondSignalEndsTheDrainAtOnce) {
     EXPECT_EQ(serve.stop(SIGTERM), 0) << serve.log();
     GTEST_SKIP() << "curl is not installed";
   }
+  std::string streamed;
   std::thread client([&] {
-    curl(
-        "-N -H 'Content-Type: application/json' -d '{\"model\": \"slow\", \"prompt\": "
-        "\"hello\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}' " +
-        base + "/v1/completions");
+    streamed = curl(
+                   "-N -H 'Content-Type: application/json' -d '{\"model\": \"slow\", \"prompt\": "
+                   "\"hello\", \"max_tokens\": 4000, \"ignore_eos\": true, \"stream\": true}' " +
+                   base + "/v1/completions")
+                   .body;
   });
   // Until the request runs (bounded only so that a broken server cannot hang the run).
   const std::regex running(R"(headway_num_requests_running(\{[^}]*\})? 1)");
@@ -209,6 +211,11 @@ TEST(ServeCli, ASecondSignalEndsTheDrainAtOnce) {
   EXPECT_NE(serve.log().find("stopped (1 requests aborted when the drain was cut short)"),
             std::string::npos)
       << serve.log();
+  // The client's stream says why it ended.
+  EXPECT_NE(streamed.find("the request was aborted: the server is shutting down, and its drain "
+                          "ended before the request finished"),
+            std::string::npos)
+      << streamed;
 }
 
 TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {

@@ -278,6 +278,30 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// A router whose drain is cut short (two signals at once: the second ends the drain) cancels the
+// streams still running, and each says the server is shutting down: the router tells why, since
+// the engine process knows only that its call was cancelled. The stream (300 tokens of the slow
+// model) runs far longer than the signals take to arrive.
+TEST(ServeProcesses, AStreamTheRoutersDrainCutsSaysTheServerIsShuttingDown) {
+  TempDir dir("serve_processes_drain_cut");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
+  StreamingCompletion client(cluster.http_port(), completion(std::string(120, 'e'), 300, true));
+  client.wait_for_first_token();
+  cluster.router().signal(SIGTERM);
+  cluster.router().signal(SIGINT);
+  const std::string streamed = client.finish();
+  EXPECT_NE(streamed.find("the request was aborted: the server is shutting down, and its drain "
+                          "ended before the request finished"),
+            std::string::npos)
+      << streamed;
+  EXPECT_EQ(cluster.router().stop(0), 0) << cluster.router().log();  // signal 0: waits for exit
+  EXPECT_NE(cluster.router().log().find("1 requests aborted when the drain was cut short"),
+            std::string::npos)
+      << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 // A streamed request waiting behind another in its engine process's queue gets its 200 when the
 // process accepted it (the headway-accepted metadata), not with its first token: the 200 arrives
 // while the request ahead of it (the process runs one at a time, 300 tokens on the slow model) is

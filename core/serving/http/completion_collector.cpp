@@ -10,16 +10,20 @@ Completion collect_completion(GenerationService& service, RequestStream& stream,
   Completion out;
   StreamChunk chunk;
   for (;;) {
-    if (stopping.load()) {
-      service.abort(stream.id());
-      throw ApiError(503, "the server is shutting down; the request was aborted");
-    }
+    const bool stopping_now = stopping.load();
     // Whether tokens arrive or not: a long answer's client may give up while it streams in.
-    if (client.gone()) {
+    if (!stopping_now && client.gone()) {
       service.abort(stream.id());
       throw ApiError(499, "the client closed the connection; the request was aborted");
     }
-    if (!stream.next(chunk, kStreamPoll)) continue;
+    const bool got = stream.next(chunk, kStreamPoll);
+    // Stopping, the stream is read once more: a drain that ended the request a moment ago (the
+    // service forgets a request just before its stream finishes) left a finish that says why.
+    if (stopping_now && !(got && chunk.finish != Finish::kNone)) {
+      service.abort(stream.id());
+      throw ApiError(503, "the server is shutting down; the request was aborted");
+    }
+    if (!got) continue;
     out.text += chunk.text;
     out.token_ids.insert(out.token_ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
     if (chunk.finish == Finish::kNone) continue;

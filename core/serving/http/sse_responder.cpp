@@ -29,11 +29,15 @@ bool SseResponder::provide(httplib::DataSink& sink) {
       return write(sink, sse_event(role_chunk_json(header_, Usage{stream_->prompt_tokens(), 0})));
     }
   }
-  if (stopping_.load()) {
+  const bool stopping = stopping_.load();
+  const bool got = stream_->next(chunk_, kStreamPoll);
+  // Stopping, the stream is read once more: a drain that ended the request a moment ago (the
+  // service forgets a request just before its stream finishes) left a finish that says why.
+  if (stopping && !(got && chunk_.finish != Finish::kNone)) {
     service_.abort(stream_->id());
     return fail(sink, 503, "the server is shutting down; the request was aborted");
   }
-  if (!stream_->next(chunk_, kStreamPoll)) {
+  if (!got) {
     if (std::chrono::steady_clock::now() - last_write_ >= kKeepAliveAfter) {
       return write(sink, kSseKeepAlive);
     }

@@ -49,9 +49,15 @@ void ProxiedGenerate::start(std::shared_ptr<ProxiedGenerate> self) {
   StartCall();
 }
 
-void ProxiedGenerate::cancel(bool stop_string) {
-  if (stop_string) stop_string_ = true;  // a later plain cancel (a drain) does not undo it
+void ProxiedGenerate::mark_cancelled(AbortCause cause) {
+  AbortCause so_far = abort_cause_.load();
+  while (!abort_cause_.compare_exchange_weak(so_far, combined(so_far, cause))) {
+  }
   cancelled_ = true;
+}
+
+void ProxiedGenerate::cancel(AbortCause cause) {
+  mark_cancelled(cause);
   context_.TryCancel();
 }
 
@@ -107,7 +113,7 @@ void ProxiedGenerate::OnReadDone(bool ok) {
         response_.has_kv_stage() &&
         owner_.continue_elsewhere(*this, grpc_frontend::from_proto(response_.kv_stage()));
     if (!continued && cancelled_) {
-      finish(stop_string_ ? Finish::kStop : Finish::kAbort, {});
+      finish_cancelled();
     } else if (!continued) {
       finish(Finish::kError,
              fmt::format("engine{} at {} prefilled the request, but no decode engine process "
@@ -121,7 +127,9 @@ void ProxiedGenerate::OnReadDone(bool ok) {
       error = fmt::format("engine{} at {}: {}", engine_.index(), engine_.address(),
                           error.empty() ? "failed" : error);
     }
-    if (reason == Finish::kAbort && stop_string_) reason = Finish::kStop;
+    const AbortCause cause = abort_cause_.load();
+    if (reason == Finish::kAbort && cause == AbortCause::kStopString) reason = Finish::kStop;
+    if (reason == Finish::kAbort && error.empty()) error = abort_error_text(cause);
     finish(reason, std::move(error), &response_.timings());
   }
   StartRead(&response_);
@@ -135,7 +143,7 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       if (!any_response_ && upstream_.has_kv_source()) {
         owner_.discard_stage(grpc_frontend::from_proto(upstream_.kv_source()));
       }
-      finish(stop_string_ ? Finish::kStop : Finish::kAbort, {});
+      finish_cancelled();
     } else if (status.ok()) {
       finish(Finish::kError, fmt::format("engine{} at {} ended the stream without a finish reason",
                                          engine_.index(), engine_.address()));
@@ -201,6 +209,12 @@ void ProxiedGenerate::refuse(ServiceError refusal) {
   Timings timings;
   timings.e2e_seconds = since_arrival();
   stream_->refuse(std::move(refusal), timings);
+}
+
+void ProxiedGenerate::finish_cancelled() {
+  const AbortCause cause = abort_cause_.load();
+  finish(cause == AbortCause::kStopString ? Finish::kStop : Finish::kAbort,
+         abort_error_text(cause));
 }
 
 void ProxiedGenerate::finish(Finish reason, std::string error, const v1::Timings* upstream) {

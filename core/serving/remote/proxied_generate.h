@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "abort_cause.h"
 #include "engine_process.h"
 
 namespace headway::serving {
@@ -67,9 +68,13 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
 
   // Sends the call; `self` is this call (kept alive until OnDone).
   void start(std::shared_ptr<ProxiedGenerate> self);
-  // Cancels the call upstream (the engine process aborts the request and frees its KV); the
-  // stream finishes kStop when `stop_string` (the decoder matched one), else kAbort.
-  void cancel(bool stop_string);
+  // Cancels the call upstream (the engine process aborts the request and frees its KV) for
+  // `cause`: the stream finishes kStop for a stop string, else kAbort (abort_cause.h).
+  void cancel(AbortCause cause);
+  // The first half of cancel(), without the upstream call: an owner that takes the call out of its
+  // books under its lock marks it there, so that a hand-off it refuses meanwhile (the prefill
+  // finished before cancel()) ends as this cancel, not as a failed hand-off.
+  void mark_cancelled(AbortCause cause);
   // Gives up on the call because its engine process stopped answering (polls failed): the stream
   // finishes with an error naming the process, or goes to another process if nothing was sent.
   void give_up();
@@ -97,6 +102,8 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   double since_arrival() const;
   // `upstream`: the engine process's timings (its finishing message), null when it sent none.
   void finish(Finish reason, std::string error, const v1::Timings* upstream = nullptr);
+  // Cancelled before the engine process said how the request ended: kStop or kAbort by the cause.
+  void finish_cancelled();
   // The engine process took the request (its accepted metadata, or failing that its first
   // answer): the client's stream is admitted, and the prompt counts in prompt_tokens_total, once,
   // so that one aborted before its first token counts as in one process.
@@ -118,7 +125,7 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
 
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> given_up_{false};
-  std::atomic<bool> stop_string_{false};
+  std::atomic<AbortCause> abort_cause_{AbortCause::kNone};  // see combined()
   // Set by accepted(), which both the initial-metadata and the read reaction may run.
   std::atomic<bool> counted_prompt_{false};
   // Reaction state (one reaction at a time).

@@ -94,7 +94,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   ~Impl() override;
 
   std::shared_ptr<RequestStream> submit(GenerateInput input);
-  bool abort(const std::string& request_id, bool stop_string, const RequestStream* only = nullptr);
+  bool abort(const std::string& request_id, AbortCause cause, const RequestStream* only = nullptr);
   ModelSummary model_info() const { return admission_->model(); }
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
@@ -300,8 +300,9 @@ void RemoteGenerationService::Impl::cancel_all(std::unique_lock<std::mutex>& loc
   std::vector<std::shared_ptr<ProxiedGenerate>> calls;
   for (const auto& [id, call] : calls_) calls.push_back(call);
   for (const auto& [address, call] : leaving_) calls.push_back(call);
+  for (const auto& call : calls) call->mark_cancelled(AbortCause::kShutdown);
   lock.unlock();
-  for (const auto& call : calls) call->cancel(false);
+  for (const auto& call : calls) call->cancel(AbortCause::kShutdown);
   lock.lock();
   emptied_.wait(lock, [&] { return calls_.empty() && leaving_.empty(); });
 }
@@ -452,7 +453,8 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     auto on_stop_string = [link, stream_holder](const std::string& stream_id) {
       if (auto shared = link.lock()) {
         std::lock_guard link_lock(shared->mutex);
-        if (shared->service != nullptr) shared->service->abort(stream_id, true, *stream_holder);
+        if (shared->service != nullptr)
+          shared->service->abort(stream_id, AbortCause::kStopString, *stream_holder);
       }
     };
     // Admitted once an engine process accepts it: until then it may still be refused (a full
@@ -475,7 +477,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
   return stream;
 }
 
-bool RemoteGenerationService::Impl::abort(const std::string& request_id, bool stop_string,
+bool RemoteGenerationService::Impl::abort(const std::string& request_id, AbortCause cause,
                                           const RequestStream* only) {
   std::shared_ptr<ProxiedGenerate> call;
   {
@@ -488,8 +490,9 @@ bool RemoteGenerationService::Impl::abort(const std::string& request_id, bool st
     call = it->second;
     leaving_.emplace(call.get(), call);
     calls_.erase(it);
+    call->mark_cancelled(cause);
   }
-  call->cancel(stop_string);
+  call->cancel(cause);
   return true;
 }
 
@@ -688,7 +691,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::submit(GenerateInput inp
   return impl_->submit(std::move(input));
 }
 bool RemoteGenerationService::abort(const std::string& request_id) {
-  return impl_->abort(request_id, false);
+  return impl_->abort(request_id, AbortCause::kClient);
 }
 ModelSummary RemoteGenerationService::model_info() const { return impl_->model_info(); }
 ClusterSummary RemoteGenerationService::cluster_info() const { return impl_->cluster_info(); }

@@ -119,11 +119,11 @@ void EngineDriver::push(Command command) {
   wake_.notify_one();
 }
 
-void EngineDriver::enqueue_abort(uint64_t id, bool stop_string) {
+void EngineDriver::enqueue_abort(uint64_t id, AbortCause cause) {
   Command command;
   command.kind = Command::Kind::kAbort;
   command.id = id;
-  command.stop_string = stop_string;
+  command.abort_cause = cause;
   push(std::move(command));
 }
 
@@ -150,7 +150,8 @@ void EngineDriver::enqueue_incoming(Handoff handoff) {
   // This driver stopped (the service is shutting down): the request ends as every request still
   // in flight at shutdown does.
   if (refused->staged) let_go_of_stage(*refused->staged);
-  refused->state->stream->finish(Finish::kAbort, Timings{}, {});
+  refused->state->stream->finish(Finish::kAbort, Timings{},
+                                 abort_error_text(AbortCause::kShutdown));
   sink_.forget(std::span<const uint64_t>(&refused->state->numeric_id, 1));
 }
 
@@ -220,6 +221,7 @@ void EngineDriver::run() {
     applying_.clear();
     if (stop) {
       // Shutting down: every request still here ends now, with its KV blocks freed.
+      shutting_down_ = true;
       std::vector<uint64_t> ids;
       ids.reserve(requests_.size());
       for (const auto& [id, request] : requests_) ids.push_back(id);
@@ -397,7 +399,7 @@ void EngineDriver::apply(Command& command) {
 void EngineDriver::apply_abort(const Command& command) {
   auto it = requests_.find(command.id);
   if (it != requests_.end()) {
-    it->second->ended_by_stop_string = it->second->ended_by_stop_string || command.stop_string;
+    it->second->abort_cause = combined(it->second->abort_cause, command.abort_cause);
     if (engine_ok_) {
       engine_.abort(command.id);  // on_finished() ends the stream
     }
@@ -406,13 +408,12 @@ void EngineDriver::apply_abort(const Command& command) {
   // Handed to a decode engine after the service sent the abort there: that driver ignored it, so
   // it goes there again, behind the hand-off.
   if (auto handed = handed_off_.find(command.id); handed != handed_off_.end()) {
-    handoff_->driver(handed->second).enqueue_abort(command.id, command.stop_string);
+    handoff_->driver(handed->second).enqueue_abort(command.id, command.abort_cause);
     return;
   }
   for (auto waiting = incoming_.begin(); waiting != incoming_.end(); ++waiting) {
     if (waiting->request.id != command.id) continue;
-    waiting->state->ended_by_stop_string =
-        waiting->state->ended_by_stop_string || command.stop_string;
+    waiting->state->abort_cause = combined(waiting->state->abort_cause, command.abort_cause);
     drop_incoming(*waiting, Finish::kAbort, engine_.clock().now(), {});
     incoming_.erase(waiting);
     return;
@@ -420,14 +421,14 @@ void EngineDriver::apply_abort(const Command& command) {
   for (Arriving& arriving : arriving_) {
     if (arriving.id != command.id) continue;
     arriving.aborted = true;  // ended once its copy finished (the transport is writing our blocks)
-    arriving.stop_string = arriving.stop_string || command.stop_string;
+    arriving.handoff.state->abort_cause =
+        combined(arriving.handoff.state->abort_cause, command.abort_cause);
     return;
   }
   for (Staging& staging : staging_) {
     if (staging.id != command.id) continue;
     staging.aborted = true;  // ended once its copy finished (the transport is reading our blocks)
-    staging.state->ended_by_stop_string =
-        staging.state->ended_by_stop_string || command.stop_string;
+    staging.state->abort_cause = combined(staging.state->abort_cause, command.abort_cause);
     return;
   }
   // Otherwise it finished meanwhile.
@@ -810,7 +811,6 @@ void EngineDriver::finish_arrivals() {
     const uint64_t id = done.id;
     release_source(done.handoff, id, done.pull && done.pull->state == KvPull::State::kPosted);
     InFlightRequest& state = *done.handoff.state;
-    state.ended_by_stop_string = state.ended_by_stop_string || done.stop_string;
     const double now = engine_.clock().now();
     if (!engine_ok_) {
       end_request(state, Finish::kError, now,
@@ -947,7 +947,12 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   timings.ttft_seconds = std::isnan(r.first_token) ? 0.0 : r.first_token - arrival;
   timings.kv_transfer_seconds = r.kv_transfer_seconds;
   timings.kv_network_bytes = request.kv_network_bytes;
-  const Finish counted = request.ended_by_stop_string ? Finish::kStop : reason;
+  const Finish counted = request.abort_cause == AbortCause::kStopString ? Finish::kStop : reason;
+  if (reason == Finish::kAbort && error.empty()) {
+    // At shutdown a request keeps the cause it had (a client's abort waiting for a KV copy).
+    error = abort_error_text(
+        combined(request.abort_cause, shutting_down_ ? AbortCause::kShutdown : AbortCause::kNone));
+  }
   if (reason != Finish::kHandoff) {  // a hand-off is not an end: the request goes on elsewhere
     request.series.finished_with(counted).add();
     request.series.e2e_latency.observe(timings.e2e_seconds);

@@ -59,9 +59,9 @@ class EngineDriver final : private core::EngineListener {
   // Queues a request; it is added to the engine on the driver's thread. Never throws for the
   // engine's reasons: a request the engine refuses finishes with Finish::kError on its stream.
   void enqueue_submit(core::NewRequest request, std::unique_ptr<InFlightRequest> state);
-  // Queues an abort; `stop_string`: the client's decoder matched a stop string (counted as a stop).
-  // An id this driver does not hold is ignored, or forwarded to the decode engine it was handed to.
-  void enqueue_abort(uint64_t id, bool stop_string);
+  // Queues an abort for `cause` (abort_cause.h). An id this driver does not hold is ignored, or
+  // forwarded to the decode engine it was handed to.
+  void enqueue_abort(uint64_t id, AbortCause cause);
 
   // --- Disaggregation: called by the other drivers (see kv_handoff.h) ---
   // A request prefilled on another engine, to continue here once its KV arrived.
@@ -83,7 +83,7 @@ class EngineDriver final : private core::EngineListener {
   struct Command {
     enum class Kind { kSubmit, kAbort, kIncoming, kRelease } kind = Kind::kSubmit;
     uint64_t id = 0;
-    bool stop_string = false;
+    AbortCause abort_cause = AbortCause::kNone;
     core::NewRequest request;
     std::unique_ptr<InFlightRequest> state;
     Handoff handoff;
@@ -98,8 +98,7 @@ class EngineDriver final : private core::EngineListener {
     // Held by another process: pulled over a peer link (kv_links.h); `transfer` unused.
     std::shared_ptr<KvPull> pull;
     uint64_t transfer = 0;
-    bool aborted = false;
-    bool stop_string = false;
+    bool aborted = false;  // why: handoff.state->abort_cause
   };
   // Across processes: a prefill_only request whose KV the transport is copying into a stage.
   struct Staging {
@@ -213,6 +212,7 @@ class EngineDriver final : private core::EngineListener {
   uint64_t applied_handoff_tokens_ = 0;
   bool runnable_ = false;  // the last step ran: step again without waiting
   bool engine_ok_ = true;
+  bool shutting_down_ = false;  // stop() was applied: every abort from now on is the shutdown's
   // Disaggregation, source side: requests handed to a decode engine whose KV is still ours.
   std::unordered_map<uint64_t, uint32_t> handed_off_;  // id -> decode engine
   std::vector<uint64_t> prefilled_scratch_;

@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 
+#include "abort_cause.h"
+
 namespace headway::serving {
 
 struct InFlightRequest {
@@ -25,7 +27,7 @@ struct InFlightRequest {
   core::RequestRecord record;             // filled by the engine as the request progresses
   RequestSeries series;                   // metrics of its (engine, class)
   double last_token_time = 0.0;
-  bool ended_by_stop_string = false;  // the consumer's decoder matched a stop string
+  AbortCause abort_cause = AbortCause::kNone;  // set by an abort, see combined()
   // Disaggregated: the engine that decodes it after the prefill engine's driver handed it over.
   uint32_t decode_engine = std::numeric_limits<uint32_t>::max();
   // A router's prefill_only request: after its prefill, stage its KV for another process.

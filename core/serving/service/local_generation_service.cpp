@@ -43,7 +43,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
 
   std::shared_ptr<RequestStream> submit(GenerateInput input);
   // `numeric_id`: 0 for any request with this client id, else only that one (see submit()).
-  bool abort(const std::string& request_id, bool stop_string, uint64_t numeric_id = 0);
+  bool abort(const std::string& request_id, AbortCause cause, uint64_t numeric_id = 0);
   ModelSummary model_info() const { return admission_->model(); }
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
@@ -76,10 +76,10 @@ class LocalGenerationService::Impl final : public FinishedSink {
   static constexpr uint32_t kNoEngine = std::numeric_limits<uint32_t>::max();
   // Aborts go to both engines of a disaggregated request: the one holding it acts, the other
   // ignores it (or forwards it behind a hand-off in flight, see EngineDriver::apply_abort()).
-  void send_abort(const Placement& placement, bool stop_string) {
-    drivers_[placement.engine]->enqueue_abort(placement.numeric_id, stop_string);
+  void send_abort(const Placement& placement, AbortCause cause) {
+    drivers_[placement.engine]->enqueue_abort(placement.numeric_id, cause);
     if (placement.decode_engine != kNoEngine) {
-      drivers_[placement.decode_engine]->enqueue_abort(placement.numeric_id, stop_string);
+      drivers_[placement.decode_engine]->enqueue_abort(placement.numeric_id, cause);
     }
   }
   ServiceError rejected(Rejection why, ServiceError error);
@@ -297,7 +297,8 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   auto on_stop_string = [link, numeric_id = request.id](const std::string& id) {
     if (auto shared = link.lock()) {
       std::lock_guard lock(shared->mutex);
-      if (shared->service != nullptr) shared->service->abort(id, /*stop_string=*/true, numeric_id);
+      if (shared->service != nullptr)
+        shared->service->abort(id, AbortCause::kStopString, numeric_id);
     }
   };
   for (size_t e = 0; e < drivers_.size(); ++e) loads_[e] = drivers_[e]->load();
@@ -353,7 +354,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
                                                 std::move(on_stop_string));
   auto state = std::make_unique<InFlightRequest>(
       InFlightRequest{id, request.id, stream, core::RequestRecord{},
-                      metrics_.request(e, config.pool, request_class), 0.0, false,
+                      metrics_.request(e, config.pool, request_class), 0.0, AbortCause::kNone,
                       disaggregated ? d : kNoEngine, false, false});
   if (input.kv_source) {
     // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage),
@@ -388,13 +389,13 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   return stream;
 }
 
-bool LocalGenerationService::Impl::abort(const std::string& request_id, bool stop_string,
+bool LocalGenerationService::Impl::abort(const std::string& request_id, AbortCause cause,
                                          uint64_t numeric_id) {
   std::lock_guard lock(mutex_);
   auto it = client_ids_.find(request_id);
   if (it == client_ids_.end()) return false;
   if (numeric_id != 0 && it->second != numeric_id) return false;  // id reused since
-  send_abort(requests_.at(it->second), stop_string);
+  send_abort(requests_.at(it->second), cause);
   client_ids_.erase(it);
   return true;
 }
@@ -450,7 +451,7 @@ size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
   emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
   const size_t left = requests_.size();
   for (const auto& [numeric_id, placement] : requests_) {
-    send_abort(placement, false);
+    send_abort(placement, AbortCause::kShutdown);
   }
   // Aborts take effect between steps: at most one forward pass per engine away.
   emptied_.wait(lock, [&] { return requests_.empty(); });
@@ -472,7 +473,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::submit(GenerateInput inpu
   return impl_->submit(std::move(input));
 }
 bool LocalGenerationService::abort(const std::string& request_id) {
-  return impl_->abort(request_id, false);
+  return impl_->abort(request_id, AbortCause::kClient);
 }
 ModelSummary LocalGenerationService::model_info() const { return impl_->model_info(); }
 ClusterSummary LocalGenerationService::cluster_info() const { return impl_->cluster_info(); }

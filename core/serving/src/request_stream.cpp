@@ -130,6 +130,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
       std::lock_guard lock(mutex_);
       delivered_finish_ = true;
       out.finish = Finish::kStop;
+      out.error.clear();  // an abort that crossed the stop string's (a drain's) is not this end
       out.stop_reason = decoder_->stop_reason();
       out.usage = {prompt_tokens_, completion_tokens_};
       return true;

@@ -195,6 +195,23 @@ TEST(Report, FactorsWithoutAnyFinishedLongRequestSaySo) {
   EXPECT_NE(out.str().find("no long request finished"), std::string::npos) << out.str();
 }
 
+// The hand workload has two short requests: their p99 is about the slower one, and the report
+// says the factors are noisy. A run of 100 short requests has no such note.
+TEST(Report, FactorsOfFewShortRequestsSayTheyAreNoisy) {
+  const auto baseline = baseline_records();
+  std::ostringstream few;
+  print_report(few, build_report(hand_workload(), hand_records(), 1, 6, 1, &baseline));
+  EXPECT_NE(few.str().find("the p99s rest on 2 short requests"), std::string::npos) << few.str();
+
+  Report many = build_report(hand_workload(), hand_records(), 1, 6, 1, &baseline);
+  ASSERT_TRUE(many.hol_factor);
+  EXPECT_EQ(many.factor_samples, 2u);  // both runs have two
+  many.factor_samples = 100;
+  std::ostringstream enough;
+  print_report(enough, many);
+  EXPECT_EQ(enough.str().find("the p99s rest on"), std::string::npos) << enough.str();
+}
+
 TEST(Report, RejectsRecordOfUnknownClass) {
   auto records = hand_records();
   records[2].class_index = 7;

@@ -89,6 +89,9 @@ struct Report {
   std::optional<double> short_p99_ttft;  // non-long classes in this run (with the long ones)
   std::optional<double> short_p99_itl;
   std::optional<double> short_p99_itl_without_long;
+  // Short requests with a TTFT behind the factors: the fewer of the two runs'. Below 100 a p99 is
+  // about the slowest one or two, and the text report says the factors are noisy.
+  size_t factor_samples = 0;
   uint64_t preemptions = 0;  // sum over records
   size_t steps = 0;
   std::optional<StepSummary> step_summary;  // when the caller recorded steps

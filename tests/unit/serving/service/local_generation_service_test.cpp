@@ -331,6 +331,7 @@ TEST_F(ServiceTest, AbortFreesTheKvBlocksAndFinishesTheStream) {
   EXPECT_TRUE(service.abort("long-one"));
   const test::Collected rest = collect(*stream);
   EXPECT_EQ(rest.finish, Finish::kAbort);
+  EXPECT_EQ(rest.error, "");  // the client asked: nothing to explain
   test::wait_idle(service);
   EXPECT_FALSE(service.abort("long-one"));
   EXPECT_EQ(service.cluster_info().engines[0].kv_blocks_free, total);
@@ -433,7 +434,13 @@ TEST_F(ServiceTest, DrainAbortsWhatOutlivesTheTimeoutAndRefusesNewWork) {
   for (int i = 0; i < 3; ++i) streams.push_back(service.submit(text_request("d", 1000)));
   const size_t aborted = service.drain(0.0);
   EXPECT_EQ(aborted, 3u);
-  for (auto& s : streams) EXPECT_EQ(collect(*s).finish, Finish::kAbort);
+  for (auto& s : streams) {
+    const test::Collected drained = collect(*s);
+    EXPECT_EQ(drained.finish, Finish::kAbort);
+    // The client learns it was the server going, not a mistake of its own.
+    EXPECT_EQ(drained.error,
+              "the server is shutting down, and its drain ended before the request finished");
+  }
   EXPECT_FALSE(service.health().serving);
   try {
     service.submit(text_request("late", 2));
@@ -461,7 +468,9 @@ TEST_F(ServiceTest, DestroyingTheServiceFinishesOpenStreams) {
     stream = service.submit(input);
   }
   // The stream (and its decoder's tokenizer) outlive the service.
-  EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
+  const test::Collected ended = collect(*stream);
+  EXPECT_EQ(ended.finish, Finish::kAbort);
+  EXPECT_NE(ended.error.find("the server is shutting down"), std::string::npos) << ended.error;
 }
 
 // A model without a tokenizer streams ids without text, and a stop token id still names what

@@ -20,22 +20,33 @@ TEST_F(HttpFrontendTest, MalformedJsonSaysWhere) {
   EXPECT_TRUE(service_.submitted().empty());
 }
 
-// Nesting is refused as the body is read: 15 million levels in an ignored field took 26 s and 0.7
-// GB before any check.
+// Nesting is refused before the body is parsed: 15 million levels in an ignored field took 26 s
+// and 0.7 GB before any check. The limit counts the body's own object: 128 levels pass, 129 do
+// not; brackets inside strings do not count, and an escaped backslash ends no string early.
 TEST_F(HttpFrontendTest, DeeplyNestedJsonIsRefusedNamingTheLimit) {
-  const auto nested = [](int levels) {
-    return R"({"prompt": "x", "max_tokens": 1, "ignored": )" + std::string(levels, '[') +
-           std::string(levels, ']') + "}";
+  const auto nested = [](const std::string& prompt, int levels) {
+    return R"({"prompt": ")" + prompt + R"(", "max_tokens": 1, "ignored": )" +
+           std::string(levels, '[') + std::string(levels, ']') + "}";
   };
-  auto shallow = post_json("/v1/completions", nested(100));
-  ASSERT_TRUE(shallow);
-  EXPECT_EQ(shallow->status, 200) << shallow->body;
-  auto deep = post_json("/v1/completions", nested(1000000));
-  ASSERT_TRUE(deep);
-  EXPECT_EQ(deep->status, 400);
-  EXPECT_NE(error_of(deep->body)["message"].get<std::string>().find("more than 128 levels deep"),
-            std::string::npos)
-      << deep->body;
+  const auto refused_as_too_deep = [&](const std::string& body) {
+    auto result = post_json("/v1/completions", body);
+    if (!result) return ::testing::AssertionFailure() << "no answer";
+    if (result->status != 400) return ::testing::AssertionFailure() << result->body;
+    if (error_of(result->body)["message"].get<std::string>().find("more than 128 levels deep") ==
+        std::string::npos) {
+      return ::testing::AssertionFailure() << result->body;
+    }
+    return ::testing::AssertionSuccess();
+  };
+  for (const std::string& prompt : {std::string("x"), std::string(300, '[') + R"(\" {{ \\)"}) {
+    auto shallow = post_json("/v1/completions", nested(prompt, 127));
+    ASSERT_TRUE(shallow);
+    EXPECT_EQ(shallow->status, 200) << shallow->body;
+  }
+  EXPECT_TRUE(refused_as_too_deep(nested("x", 128)));
+  EXPECT_TRUE(refused_as_too_deep(nested("x", 1000000)));
+  // The prompt's string ends at its quote after an escaped backslash: what follows is counted.
+  EXPECT_TRUE(refused_as_too_deep(nested(R"(x\\)", 1000)));
 }
 
 TEST_F(HttpFrontendTest, InvalidUtf8IsRefused) {

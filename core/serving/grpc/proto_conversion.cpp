@@ -50,6 +50,9 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
   to_sampling(request.sampling(), out);
   out.priority = request.priority();
   out.request_class = request.request_class();
+  if (request.has_truncate_prompt_tokens()) {
+    out.truncate_prompt_tokens = request.truncate_prompt_tokens();
+  }
   out.prefill_only = request.prefill_only();
   if (request.has_kv_source()) out.kv_source = from_proto(request.kv_source());
   out.generated_ids.assign(request.generated_ids().begin(), request.generated_ids().end());

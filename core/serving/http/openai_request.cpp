@@ -49,9 +49,9 @@ void refuse_unsupported(const FieldReader& fields) {
   }
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
-  for (const char* field : {"guided_json", "guided_regex", "guided_choice", "guided_grammar",
-                            "structured_outputs", "bad_words", "allowed_token_ids",
-                            "logits_processors", "prompt_logprobs", "truncate_prompt_tokens"}) {
+  for (const char* field :
+       {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
+        "bad_words", "allowed_token_ids", "logits_processors", "prompt_logprobs"}) {
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }
   if (auto min_tokens = fields.integer("min_tokens", 0, kMaxTokensLimit);
@@ -139,6 +139,10 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   input.priority =
       static_cast<int32_t>(fields.integer("priority", kInt32Min, kInt32Max).value_or(0));
   input.request_class = fields.string("request_class").value_or("");
+  // The service checks the value against the model's max_model_len.
+  if (auto truncate = fields.integer("truncate_prompt_tokens", kInt32Min, kInt32Max)) {
+    input.truncate_prompt_tokens = static_cast<int32_t>(*truncate);
+  }
 
   out.stream = fields.boolean("stream").value_or(false);
   out.return_token_ids = fields.boolean("return_token_ids").value_or(false);

@@ -11,6 +11,19 @@
 #include "request_validation.h"
 
 namespace headway::serving {
+namespace {
+
+// Keeps the prompt's last `keep` tokens, as vLLM's truncate_prompt_tokens does (its tokenizer
+// truncates on the left); a `bos` the prompt starts with stays first, within the `keep`, since a
+// model fed text without it drifts.
+void keep_last_tokens(std::vector<int32_t>& prompt, uint32_t keep, int32_t bos) {
+  if (prompt.size() <= keep) return;
+  const bool keep_bos = bos >= 0 && prompt.front() == bos && keep >= 2;
+  const size_t first_kept = prompt.size() - (keep_bos ? keep - 1 : keep);
+  prompt.erase(prompt.begin() + (keep_bos ? 1 : 0), prompt.begin() + static_cast<long>(first_kept));
+}
+
+}  // namespace
 
 std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment) {
   for (const hw_option_value& v : deployment.model.options->values()) {
@@ -85,6 +98,11 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
                        "stop strings need a tokenizer, and this model has none", "stop");
   }
   admitted.prompt = encoder_->encode(input);
+  if (input.truncate_prompt_tokens) {
+    keep_last_tokens(admitted.prompt,
+                     truncation_length(*input.truncate_prompt_tokens, model_.max_model_len),
+                     tokenizer_ ? tokenizer_->bos() : -1);
+  }
   validate_token_ids(admitted.prompt, model_.vocab, "prompt");
   if (input.max_tokens_to_context_end && admitted.prompt.size() < model_.max_model_len) {
     input.max_tokens = model_.max_model_len - static_cast<uint32_t>(admitted.prompt.size());

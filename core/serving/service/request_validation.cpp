@@ -105,6 +105,17 @@ void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_m
   }
 }
 
+uint32_t truncation_length(int32_t requested, uint32_t max_model_len) {
+  if (requested == -1) return max_model_len;
+  if (requested < 1 || static_cast<uint32_t>(requested) > max_model_len) {
+    invalid(fmt::format("truncate_prompt_tokens is {}; it must be -1 (the model's maximum context "
+                        "length) or from 1 to this model's maximum context length, {}",
+                        requested, max_model_len),
+            "truncate_prompt_tokens");
+  }
+  return static_cast<uint32_t>(requested);
+}
+
 void validate_request_class(const std::string& request_class) {
   bool ok = !request_class.empty() && request_class.size() <= kMaxRequestClassLength;
   for (char c : request_class) {

@@ -45,6 +45,10 @@ void refuse_handoff_fields(const GenerateInput& input);
 // leaves tokens to generate (generated ids < max_tokens); generated ids need a kv_source.
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab);
 
+// The number of prompt tokens truncate_prompt_tokens keeps: `requested` itself, or max_model_len
+// for -1. 0, below -1 or above max_model_len is kInvalidArgument naming the field.
+uint32_t truncation_length(int32_t requested, uint32_t max_model_len);
+
 // A metrics label: 1..kMaxRequestClassLength characters of [A-Za-z0-9_.-].
 void validate_request_class(const std::string& request_class);
 

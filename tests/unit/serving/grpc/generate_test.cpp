@@ -89,6 +89,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   request.set_model("fake-model");
   request.set_priority(-2);
   request.set_request_class("short");
+  request.set_truncate_prompt_tokens(-1);
   v1::SamplingParams& sampling = *request.mutable_sampling();
   sampling.set_temperature(0.75f);
   sampling.set_top_p(0.5f);
@@ -108,6 +109,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   EXPECT_EQ(input.model, "fake-model");
   EXPECT_EQ(input.priority, -2);
   EXPECT_EQ(input.request_class, "short");
+  EXPECT_EQ(input.truncate_prompt_tokens, -1);
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.75f);
   EXPECT_FLOAT_EQ(input.sampling.top_p, 0.5f);
   EXPECT_EQ(input.sampling.top_k, 40u);

@@ -156,8 +156,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "min_tokens": 4})", "min_tokens", "not supported"},
         Refused{R"({"prompt": "x", "include_stop_str_in_output": true})",
                 "include_stop_str_in_output", "not supported"},
-        Refused{R"({"prompt": "x", "truncate_prompt_tokens": 8})", "truncate_prompt_tokens",
-                "not supported"},
+        Refused{R"({"prompt": "x", "truncate_prompt_tokens": "8"})", "truncate_prompt_tokens",
+                "must be an integer"},
         Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"},
         // An integer beyond 64 bits reaches the parser as a float: the message says why it is
         // refused, not that it is no integer.
@@ -262,6 +262,21 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "chat_template": "{{ messages[0].content }}"})",
                 "chat_template", "not supported", true}));
+
+// vLLM's truncate_prompt_tokens reaches the service as given, on both endpoints; the service
+// checks it against max_model_len (and refuses 0).
+TEST(CompletionRequest, TruncatePromptTokensPassesThrough) {
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x"})").input.truncate_prompt_tokens);
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "truncate_prompt_tokens": null})")
+                   .input.truncate_prompt_tokens);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "truncate_prompt_tokens": 8})")
+                .input.truncate_prompt_tokens,
+            8);
+  EXPECT_EQ(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                   "truncate_prompt_tokens": -1})")
+                .input.truncate_prompt_tokens,
+            -1);
+}
 
 // Those extensions at their defaults (what clients that always send them send) are accepted.
 TEST(ChatRequest, VllmExtensionsAtTheirDefaultsAreAccepted) {

@@ -319,6 +319,68 @@ TEST_F(ServiceTest, GeneratedIdsWithoutAKvSourceAreRefused) {
   }
 }
 
+// truncate_prompt_tokens keeps the prompt's last N tokens, as vLLM: the request generates what
+// the shortened prompt generates and counts N prompt tokens. A text prompt's BOS stays first (so
+// "abcdefghij" kept to 4 is "hij" after its BOS); token ids are cut as given.
+TEST_F(ServiceTest, TruncatePromptTokensKeepsTheLastTokens) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const auto greedy = [](GenerateInput input) {
+    input.sampling.temperature = 0.0f;
+    return input;
+  };
+  GenerateInput long_text = greedy(text_request("abcdefghij", 6));
+  long_text.truncate_prompt_tokens = 4;
+  const test::Collected cut = collect(*service.submit(long_text));
+  const test::Collected short_text = collect(*service.submit(greedy(text_request("hij", 6))));
+  ASSERT_EQ(cut.finish, Finish::kLength) << cut.error;
+  EXPECT_EQ(cut.usage.prompt_tokens, 4u);
+  EXPECT_EQ(short_text.usage.prompt_tokens, 4u);  // BOS + 3 bytes
+  EXPECT_EQ(cut.ids, short_text.ids);
+
+  GenerateInput ids = greedy(text_request("", 6));
+  ids.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+  for (int32_t id = 40; id < 60; ++id) ids.prompt_ids.push_back(id);
+  GenerateInput last_five = ids;
+  last_five.prompt_ids.assign(ids.prompt_ids.end() - 5, ids.prompt_ids.end());
+  ids.truncate_prompt_tokens = 5;
+  const test::Collected cut_ids = collect(*service.submit(ids));
+  EXPECT_EQ(cut_ids.usage.prompt_tokens, 5u);
+  EXPECT_EQ(cut_ids.ids, collect(*service.submit(last_five)).ids);
+
+  // -1 is max_model_len (1024): a shorter prompt is kept whole.
+  GenerateInput whole = greedy(text_request("hij", 6));
+  whole.truncate_prompt_tokens = -1;
+  EXPECT_EQ(collect(*service.submit(whole)).ids, short_text.ids);
+}
+
+TEST_F(ServiceTest, TruncatePromptTokensOutsideItsRangeIsRefusedNamingIt) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  for (const int32_t bad : {0, -2, 1025}) {
+    GenerateInput input = text_request("x", 2);
+    input.truncate_prompt_tokens = bad;
+    try {
+      service.submit(input);
+      ADD_FAILURE() << "accepted truncate_prompt_tokens " << bad;
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(e.param(), "truncate_prompt_tokens");
+      EXPECT_NE(std::string(e.what()).find("maximum context length, 1024"), std::string::npos)
+          << e.what();
+    }
+  }
+  // -1 cuts a prompt over the context to max_model_len, which leaves no room for a completion: the
+  // prompt is refused (vLLM does the same).
+  GenerateInput over = text_request(std::string(2000, 'o'), 2);
+  over.truncate_prompt_tokens = -1;
+  try {
+    service.submit(over);
+    ADD_FAILURE() << "accepted a prompt of max_model_len tokens";
+  } catch (const ServiceError& e) {
+    EXPECT_NE(std::string(e.what()).find("the prompt is 1024 tokens"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(ServiceTest, AbortFreesTheKvBlocksAndFinishesTheStream) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   const uint32_t total = service.cluster_info().engines[0].kv_blocks_total;

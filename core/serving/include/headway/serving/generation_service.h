@@ -52,8 +52,12 @@ struct GenerateInput {
   // max_tokens becomes max_model_len - prompt tokens (refused when the prompt leaves no room).
   bool max_tokens_to_context_end = false;
   std::vector<std::string> stop;  // stop strings; the matched text is not returned
-  int32_t priority = 0;           // lower is more urgent
-  std::string request_class;      // label for metrics; empty: the service derives one
+  // vLLM's truncate_prompt_tokens: keep only the encoded prompt's last N tokens (a BOS it starts
+  // with stays, counted in N); -1: N is max_model_len. Unset: the whole prompt. 0, below -1 or
+  // above max_model_len is kInvalidArgument.
+  std::optional<int32_t> truncate_prompt_tokens;
+  int32_t priority = 0;       // lower is more urgent
+  std::string request_class;  // label for metrics; empty: the service derives one
 
   // Disaggregation across processes, set by a router process (never by an HTTP client):
   // prefill_only: compute the prompt and the first token, then stage the KV in shared memory and

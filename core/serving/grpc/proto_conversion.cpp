@@ -50,6 +50,7 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
   to_sampling(request.sampling(), out);
   out.priority = request.priority();
   out.request_class = request.request_class();
+  out.include_stop_str_in_output = request.include_stop_str_in_output();
   if (request.has_truncate_prompt_tokens()) {
     out.truncate_prompt_tokens = request.truncate_prompt_tokens();
   }

@@ -58,9 +58,6 @@ void refuse_unsupported(const FieldReader& fields) {
       min_tokens && *min_tokens > 0) {
     throw not_supported("min_tokens", "min_tokens > 0");
   }
-  if (fields.boolean("include_stop_str_in_output").value_or(false)) {
-    throw not_supported("include_stop_str_in_output", "include_stop_str_in_output");
-  }
 }
 
 std::vector<std::string> parse_stop(const FieldReader& fields) {
@@ -136,6 +133,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
     sampling.stop_token_ids = parse_token_ids(*ids, "stop_token_ids");
   }
   input.stop = parse_stop(fields);
+  input.include_stop_str_in_output = fields.boolean("include_stop_str_in_output").value_or(false);
   input.priority =
       static_cast<int32_t>(fields.integer("priority", kInt32Min, kInt32Max).value_or(0));
   input.request_class = fields.string("request_class").value_or("");

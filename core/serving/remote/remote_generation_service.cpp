@@ -390,8 +390,8 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
   }
-  std::unique_ptr<IncrementalDecoder> decoder =
-      admission_->decoder(std::move(input.stop), input.sampling.stop_token_ids);
+  std::unique_ptr<IncrementalDecoder> decoder = admission_->decoder(
+      std::move(input.stop), input.sampling.stop_token_ids, input.include_stop_str_in_output);
   const uint32_t prompt_tokens = static_cast<uint32_t>(admitted.prompt.size());
 
   std::shared_ptr<ProxiedGenerate> call;

@@ -260,8 +260,8 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
   }
-  std::unique_ptr<IncrementalDecoder> decoder =
-      admission_->decoder(std::move(input.stop), input.sampling.stop_token_ids);
+  std::unique_ptr<IncrementalDecoder> decoder = admission_->decoder(
+      std::move(input.stop), input.sampling.stop_token_ids, input.include_stop_str_in_output);
   std::vector<int32_t>& prompt = admitted.prompt;
   const std::string& request_class = admitted.request_class;
 

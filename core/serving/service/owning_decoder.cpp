@@ -10,10 +10,11 @@ namespace {
 class OwningDecoder final : public IncrementalDecoder {
  public:
   OwningDecoder(std::shared_ptr<const core::Tokenizer> tokenizer,
-                std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids)
+                std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids,
+                bool keep_stop_string)
       : tokenizer_(std::move(tokenizer)),
         decoder_(make_incremental_decoder(*tokenizer_, std::move(stop_strings),
-                                          std::move(stop_token_ids))) {}
+                                          std::move(stop_token_ids), keep_stop_string)) {}
   std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
   StopReason stop_reason() const override { return decoder_->stop_reason(); }
   std::string flush() override { return decoder_->flush(); }
@@ -51,9 +52,10 @@ std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> s
 
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
                                                  std::vector<std::string> stop_strings,
-                                                 std::vector<int32_t> stop_token_ids) {
+                                                 std::vector<int32_t> stop_token_ids,
+                                                 bool keep_stop_string) {
   return std::make_unique<OwningDecoder>(std::move(tokenizer), std::move(stop_strings),
-                                         std::move(stop_token_ids));
+                                         std::move(stop_token_ids), keep_stop_string);
 }
 
 }  // namespace headway::serving

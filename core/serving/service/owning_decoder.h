@@ -14,9 +14,11 @@
 
 namespace headway::serving {
 
+// `keep_stop_string`: as make_incremental_decoder's.
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
                                                  std::vector<std::string> stop_strings,
-                                                 std::vector<int32_t> stop_token_ids);
+                                                 std::vector<int32_t> stop_token_ids,
+                                                 bool keep_stop_string);
 
 // For a model without a tokenizer (token ids in, token ids out): no text, but the stop token id
 // that ended a request is still reported (stop_reason).

@@ -114,10 +114,11 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   return admitted;
 }
 
-std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(
-    std::vector<std::string> stop, std::vector<int32_t> stop_token_ids) const {
+std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(std::vector<std::string> stop,
+                                                              std::vector<int32_t> stop_token_ids,
+                                                              bool keep_stop_string) const {
   if (tokenizer_ == nullptr) return make_token_id_decoder(std::move(stop_token_ids));
-  return make_decoder(tokenizer_, std::move(stop), std::move(stop_token_ids));
+  return make_decoder(tokenizer_, std::move(stop), std::move(stop_token_ids), keep_stop_string);
 }
 
 }  // namespace headway::serving

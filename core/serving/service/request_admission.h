@@ -54,10 +54,12 @@ class RequestAdmission {
   // Throws ServiceError (the message says what is wrong, param names the field).
   AdmittedRequest admit(GenerateInput& input) const;
 
-  // The decoder for a stream with these stop strings; without a tokenizer, one that gives no text
-  // but still reports the stop token id that ended a request.
+  // The decoder for a stream with these stop strings (their matched text output too when
+  // `keep_stop_string`); without a tokenizer, one that gives no text but still reports the stop
+  // token id that ended a request.
   std::unique_ptr<IncrementalDecoder> decoder(std::vector<std::string> stop,
-                                              std::vector<int32_t> stop_token_ids) const;
+                                              std::vector<int32_t> stop_token_ids,
+                                              bool keep_stop_string) const;
 
  private:
   std::shared_ptr<const core::Tokenizer> tokenizer_;

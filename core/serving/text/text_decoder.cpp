@@ -22,9 +22,10 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 class TextDecoder final : public IncrementalDecoder {
  public:
   TextDecoder(const core::Tokenizer& tokenizer, std::vector<std::string> stops,
-              std::vector<int32_t> stop_token_ids)
+              std::vector<int32_t> stop_token_ids, bool keep_stop_string)
       : tokenizer_(tokenizer),
         stop_token_ids_(std::move(stop_token_ids)),
+        keep_stop_string_(keep_stop_string),
         // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
         // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
         replacement_means_incomplete_(tokenizer.kind() == "sentencepiece") {
@@ -109,7 +110,7 @@ class TextDecoder final : public IncrementalDecoder {
     }
     if (first != std::string::npos) {
       stopped_ = true;
-      held_.resize(first);
+      held_.resize(keep_stop_string_ ? first + matched_.size() : first);
       window_.clear();
       read_ = 0;
       bytes_.clear();
@@ -134,6 +135,7 @@ class TextDecoder final : public IncrementalDecoder {
 
   const core::Tokenizer& tokenizer_;
   const std::vector<int32_t> stop_token_ids_;
+  const bool keep_stop_string_;  // the matched stop string's text is output too
   const bool replacement_means_incomplete_;
   std::vector<std::string> stops_;
   std::vector<int32_t> window_;  // recent ids: [0, read_) already text, [read_, end) not yet
@@ -150,9 +152,10 @@ class TextDecoder final : public IncrementalDecoder {
 
 std::unique_ptr<IncrementalDecoder> make_incremental_decoder(const core::Tokenizer& tokenizer,
                                                              std::vector<std::string> stop_strings,
-                                                             std::vector<int32_t> stop_token_ids) {
+                                                             std::vector<int32_t> stop_token_ids,
+                                                             bool keep_stop_string) {
   return std::make_unique<TextDecoder>(tokenizer, std::move(stop_strings),
-                                       std::move(stop_token_ids));
+                                       std::move(stop_token_ids), keep_stop_string);
 }
 
 }  // namespace headway::serving

@@ -90,6 +90,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   request.set_priority(-2);
   request.set_request_class("short");
   request.set_truncate_prompt_tokens(-1);
+  request.set_include_stop_str_in_output(true);
   v1::SamplingParams& sampling = *request.mutable_sampling();
   sampling.set_temperature(0.75f);
   sampling.set_top_p(0.5f);
@@ -110,6 +111,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   EXPECT_EQ(input.priority, -2);
   EXPECT_EQ(input.request_class, "short");
   EXPECT_EQ(input.truncate_prompt_tokens, -1);
+  EXPECT_TRUE(input.include_stop_str_in_output);
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.75f);
   EXPECT_FLOAT_EQ(input.sampling.top_p, 0.5f);
   EXPECT_EQ(input.sampling.top_k, 40u);

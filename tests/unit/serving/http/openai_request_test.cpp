@@ -154,8 +154,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "structured_outputs": {"regex": "a+"}})", "structured_outputs",
                 "not supported"},
         Refused{R"({"prompt": "x", "min_tokens": 4})", "min_tokens", "not supported"},
-        Refused{R"({"prompt": "x", "include_stop_str_in_output": true})",
-                "include_stop_str_in_output", "not supported"},
+        Refused{R"({"prompt": "x", "include_stop_str_in_output": 1})", "include_stop_str_in_output",
+                "must be a boolean"},
         Refused{R"({"prompt": "x", "truncate_prompt_tokens": "8"})", "truncate_prompt_tokens",
                 "must be an integer"},
         Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"},
@@ -265,6 +265,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 // vLLM's truncate_prompt_tokens reaches the service as given, on both endpoints; the service
 // checks it against max_model_len (and refuses 0).
+TEST(CompletionRequest, IncludeStopStrInOutputPassesThrough) {
+  EXPECT_FALSE(parse_completion_request(R"({"prompt": "x"})").input.include_stop_str_in_output);
+  EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                     "include_stop_str_in_output": true})")
+                  .input.include_stop_str_in_output);
+}
+
 TEST(CompletionRequest, TruncatePromptTokensPassesThrough) {
   EXPECT_FALSE(parse_completion_request(R"({"prompt": "x"})").input.truncate_prompt_tokens);
   EXPECT_FALSE(parse_completion_request(R"({"prompt": "x", "truncate_prompt_tokens": null})")

@@ -432,6 +432,12 @@ TEST_F(ServiceTest, AStopStringEndsTheRequestUpstream) {
       std::string::npos;
   EXPECT_TRUE(stop || length) << metrics;
   EXPECT_EQ(metrics.find("finished_reason=\"abort\"} 1"), std::string::npos) << metrics;
+  // vLLM's include_stop_str_in_output: the same stop, with its text (after the
+  // metrics above, which count two requests).
+  input.include_stop_str_in_output = true;
+  const test::Collected kept = collect(*service.submit(input));
+  EXPECT_EQ(kept.finish, Finish::kStop);
+  EXPECT_EQ(kept.text, free_run.text.substr(0, at + 1));
 }
 
 // A stop token id ends the request with its id among the generated ones but without its text,

@@ -162,6 +162,17 @@ TEST(TextDecoder, StopStringSpanningTokensEndsTheText) {
   EXPECT_TRUE(d->stopped());
 }
 
+// vLLM's include_stop_str_in_output: the stop string's text ends the output, nothing after it.
+TEST(TextDecoder, AKeptStopStringEndsTheTextWithIt) {
+  auto d = make_incremental_decoder(kBytes, {"STOP"}, {}, /*keep_stop_string=*/true);
+  EXPECT_THAT(feed(*d, "abSTOPcd"), ElementsAre("a", "b", "", "", "", "STOP", "", "", ""));
+  EXPECT_TRUE(d->stopped());
+  EXPECT_EQ(d->stop_reason(), StopReason(std::string("STOP")));
+  auto same_chunk = make_incremental_decoder(kBytes, {"\n\nUser:"}, {}, true);
+  std::vector<int32_t> ids = ids_of("Sure.\n\nUser: more");
+  EXPECT_EQ(same_chunk->append(ids), "Sure.\n\nUser:");
+}
+
 TEST(TextDecoder, HeldPrefixIsReleasedWhenItDoesNotBecomeAStop) {
   auto d = make_incremental_decoder(kBytes, {"STOP"});
   EXPECT_THAT(feed(*d, "xSTAR"), ElementsAre("x", "", "", "STA", "R", ""));

@@ -24,9 +24,10 @@
 
 namespace headway::serving {
 
-// Empty stop strings are ignored.
+// Empty stop strings are ignored. A matched stop string's text is left out of the output unless
+// `keep_stop_string` (vLLM's include_stop_str_in_output).
 std::unique_ptr<IncrementalDecoder> make_incremental_decoder(
     const core::Tokenizer& tokenizer, std::vector<std::string> stop_strings,
-    std::vector<int32_t> stop_token_ids = {});
+    std::vector<int32_t> stop_token_ids = {}, bool keep_stop_string = false);
 
 }  // namespace headway::serving

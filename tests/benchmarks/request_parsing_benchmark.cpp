@@ -1,10 +1,17 @@
-// Cost of reading an OpenAI chat request body of N messages (parse, depth check and field checks),
-// per message: it should not grow with N. An earlier depth check (nlohmann's parse callback)
-// rescanned the messages array at every message's end, so 100,000 messages took 80 s; see
-// docs/performance.md, "Request parsing".
+// Cost of reading an OpenAI chat request of N messages, per message: it should not grow with N.
+// - BM_ParseChatRequest: the body (parse, depth check and field checks). An earlier depth check
+//   (nlohmann's parse callback) rescanned the messages array at every message's end, so 100,000
+//   messages took 80 s.
+// - BM_RenderIndexingChatTemplate: a chat template that reads messages[loop.index0 - 1] in its
+//   loop (a role-alternation check). Subscripts used to copy the list, so 20,000 messages took
+//   36 s.
+// See docs/performance.md, "Request parsing".
 #include <benchmark/benchmark.h>
+#include <headway/core/byte_tokenizer.h>
+#include <headway/serving/chat_template.h>
 
 #include <string>
+#include <vector>
 
 #include "openai_request.h"
 
@@ -28,6 +35,28 @@ void BM_ParseChatRequest(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));  // items: messages
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
 }
+void BM_RenderIndexingChatTemplate(benchmark::State& state) {
+  const headway::core::ByteTokenizer bytes(0, 256, 257, 300);
+  const auto chat_template = headway::serving::ChatTemplate::from_string(
+      "{% for message in messages %}{% if loop.index0 > 0 and messages[loop.index0 - 1]['role'] "
+      "== message['role'] %}{{ raise_exception('roles must alternate') }}{% endif %}{{ "
+      "message['role'] + ': ' + message['content'] + '\\n' }}{% endfor %}",
+      "benchmark", bytes);
+  std::vector<headway::serving::ChatMessage> messages;
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    messages.push_back({i % 2 == 0 ? "user" : "assistant", "hi there"});
+  }
+  for (auto _ : state) {
+    std::string prompt = chat_template->render(messages, /*add_generation_prompt=*/false);
+    benchmark::DoNotOptimize(prompt);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));  // items: messages
+}
+BENCHMARK(BM_RenderIndexingChatTemplate)
+    ->RangeMultiplier(10)
+    ->Range(100, 100000)
+    ->Unit(benchmark::kMillisecond);
+
 BENCHMARK(BM_ParseChatRequest)
     ->RangeMultiplier(10)
     ->Range(100, 100000)

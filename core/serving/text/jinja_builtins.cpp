@@ -329,6 +329,11 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
     return Value::list(std::move(out));
   }
   if (name == "first" || name == "last") {
+    if (target.is_list()) {  // read where it is: O(1), as in Jinja
+      const List& all = target.as_list();
+      if (all.empty()) return {};
+      return name == "first" ? all.front() : all.back();
+    }
     const List all = iterate(what, target);
     if (all.empty()) return {};
     return name == "first" ? all.front() : all.back();
@@ -370,8 +375,10 @@ bool apply_test(const std::string& name, const Value& target, const Arguments& a
     if (container.is_string() && target.is_string()) {
       return container.as_string().find(target.as_string()) != std::string::npos;
     }
-    const List all = iterate(what, container);
-    return std::any_of(all.begin(), all.end(), [&](const Value& v) { return equal(v, target); });
+    const auto holds = [&](const List& all) {
+      return std::any_of(all.begin(), all.end(), [&](const Value& v) { return equal(v, target); });
+    };
+    return container.is_list() ? holds(container.as_list()) : holds(iterate(what, container));
   }
   throw runtime_error("unknown " + what);
 }

@@ -222,7 +222,11 @@ class Evaluator {
     }
     if (target.is_dict()) return key.is_string() ? target.get(key.as_string()) : Value();
     if ((target.is_list() || target.is_string()) && key.kind() == Value::Kind::kInt) {
-      const List all = target.is_list() ? target.as_list() : characters(target.as_string());
+      // A list is read where it is: copying it made `messages[i]` in a loop over the messages
+      // quadratic (20,000 messages took 36 s).
+      List string_characters;
+      const List& all = target.is_list() ? target.as_list()
+                                         : (string_characters = characters(target.as_string()));
       int64_t i = key.as_int();
       const auto n = static_cast<int64_t>(all.size());
       if (i < 0) i += n;
@@ -246,7 +250,9 @@ class Evaluator {
     if (!target.is_list() && !target.is_string()) {
       fail(e.line, "cannot slice a " + std::string(target.type_name()));
     }
-    const List all = target.is_list() ? target.as_list() : characters(target.as_string());
+    List string_characters;  // a list is read where it is, as in item()
+    const List& all =
+        target.is_list() ? target.as_list() : (string_characters = characters(target.as_string()));
     const auto n = static_cast<int64_t>(all.size());
     const int64_t step = bounds[2];
     if (step == 0) fail(e.line, "slice step cannot be zero");

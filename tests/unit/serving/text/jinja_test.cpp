@@ -82,6 +82,12 @@ TEST(JinjaEvaluator, SubscriptsSlicesAndAttributes) {
             "user user |3 |");
   EXPECT_EQ(render_text("{{ xs[1:] }} {{ xs[:-1] }} {{ xs[::-1] }} {{ 'héllo'[1:3] }}", globals),
             "[2, 3] [1, 2] [3, 2, 1] él");
+  // Lists are read in place (subscripts, slices, first/last, in); strings by character.
+  EXPECT_EQ(render_text("{{ xs[0] }}{{ xs[-3] }} {{ 'héllo'[1] }}{{ 'héllo'[-1] }} {{ xs | first }}"
+                        "{{ xs | last }} {{ 'héllo' | first }}{{ 'héllo' | last }} "
+                        "{{ [] | first }}|{{ 2 in xs }} {{ 4 in xs }} {{ xs[3:] }}",
+                        globals),
+            "11 éo 13 ho |True False []");
   EXPECT_EQ(render_text("{{ {'a': [1, 'b'], 'c': none} }} {{ (1, 2) }}"),
             "{'a': [1, 'b'], 'c': None} [1, 2]");
 }

@@ -85,6 +85,7 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   validate_request_id(input.request_id);
   validate_prompt_form(input);
   validate_sampling(input, model_.vocab);
+  dedupe_stop_token_ids(input.sampling.stop_token_ids);
   AdmittedRequest admitted;
   if (!input.request_class.empty()) {
     validate_request_class(input.request_class);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <headway/serving/echoed_input.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kv_stage_file.h"
@@ -102,6 +103,16 @@ void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_m
                         max_model_len, static_cast<uint64_t>(prompt_tokens) + max_tokens,
                         prompt_tokens, max_tokens, max_tokens_field),
             std::string(max_tokens_field));
+  }
+}
+
+void dedupe_stop_token_ids(std::vector<int32_t>& ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.size() > kMaxStopTokenIds) {
+    invalid(fmt::format("at most {} distinct stop token ids are allowed, got {}", kMaxStopTokenIds,
+                        ids.size()),
+            "stop_token_ids");
   }
 }
 

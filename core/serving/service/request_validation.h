@@ -11,10 +11,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace headway::serving {
 
 inline constexpr size_t kMaxStopStrings = 4;
+// The engine compares every generated token with each stop token id: a bound keeps one request
+// from slowing the steps of every request batched with it.
+inline constexpr size_t kMaxStopTokenIds = 1024;
 inline constexpr size_t kMaxRequestClassLength = 32;
 // A client's request id is repeated in every response message and in logs; a router sends it on
 // to its engine processes with a suffix of its own, shortening the id to stay within this limit.
@@ -44,6 +48,10 @@ void refuse_handoff_fields(const GenerateInput& input);
 // kv_source needs a shared-memory name and at least one generated id (inside the vocabulary), and
 // leaves tokens to generate (generated ids < max_tokens); generated ids need a kv_source.
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab);
+
+// Sorts stop_token_ids and drops repeats (they mean nothing, and each cost a comparison per
+// generated token); more than kMaxStopTokenIds distinct ids is kInvalidArgument.
+void dedupe_stop_token_ids(std::vector<int32_t>& ids);
 
 // The number of prompt tokens truncate_prompt_tokens keeps: `requested` itself, or max_model_len
 // for -1. 0, below -1 or above max_model_len is kInvalidArgument naming the field.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "owning_decoder.h"
+#include "request_validation.h"
 #include "service_fixture.h"
 
 namespace headway::serving {
@@ -438,6 +439,26 @@ TEST_F(ServiceTest, AStopStringEndsTheRequestUpstream) {
   const test::Collected kept = collect(*service.submit(input));
   EXPECT_EQ(kept.finish, Finish::kStop);
   EXPECT_EQ(kept.text, free_run.text.substr(0, at + 1));
+}
+
+// Repeated stop token ids are dropped (each would cost the engine a comparison per generated
+// token); more distinct ids than kMaxStopTokenIds are refused naming the field.
+TEST(StopTokenIds, RepeatsAreDroppedAndTooManyRefused) {
+  std::vector<int32_t> ids(100000, 7);
+  ids.push_back(3);
+  dedupe_stop_token_ids(ids);
+  EXPECT_EQ(ids, (std::vector<int32_t>{3, 7}));
+  std::vector<int32_t> most(kMaxStopTokenIds);
+  for (size_t i = 0; i < most.size(); ++i) most[i] = static_cast<int32_t>(i);
+  EXPECT_NO_THROW(dedupe_stop_token_ids(most));
+  most.push_back(static_cast<int32_t>(kMaxStopTokenIds));
+  try {
+    dedupe_stop_token_ids(most);
+    ADD_FAILURE() << "accepted " << most.size() << " distinct stop token ids";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), "stop_token_ids");
+  }
 }
 
 // A stop token id ends the request with its id among the generated ones but without its text,

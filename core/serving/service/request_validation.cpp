@@ -184,6 +184,11 @@ void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t
     throw ServiceError(ErrorCode::kInvalidArgument, "prefill_only and kv_source exclude each other",
                        "kv_source");
   }
+  if (input.truncate_prompt_tokens) {
+    // The staged KV is that of the prompt the prefill process kept: a router sends the kept ids.
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       "truncate_prompt_tokens and kv_source exclude each other", "kv_source");
+  }
   if (input.generated_ids.empty() || input.generated_ids.size() >= input.max_tokens) {
     throw ServiceError(ErrorCode::kInvalidArgument,
                        fmt::format("generated_ids: {} tokens with max_tokens {}; a continued "

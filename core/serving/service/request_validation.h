@@ -46,7 +46,8 @@ void refuse_handoff_fields(const GenerateInput& input);
 
 // The disaggregation fields a router process sets: prefill_only and kv_source exclude each other;
 // kv_source needs a shared-memory name and at least one generated id (inside the vocabulary), and
-// leaves tokens to generate (generated ids < max_tokens); generated ids need a kv_source.
+// leaves tokens to generate (generated ids < max_tokens); generated ids need a kv_source; a
+// continued request is not truncated again (truncate_prompt_tokens).
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab);
 
 // Sorts stop_token_ids and drops repeats (they mean nothing, and each cost a comparison per

@@ -101,10 +101,18 @@ class TextDecoder final : public IncrementalDecoder {
   // string that matched, or everything except the tail that may still begin one.
   std::string release(std::string_view text, bool final) {
     held_ += text;
+    // The stop that a reader of one byte at a time would see complete first: the earliest end,
+    // then the earliest start. So the match (and the text, when the stop string is kept) does not
+    // depend on how many tokens one read brings.
     size_t first = std::string::npos;
+    size_t first_end = std::string::npos;
     for (const std::string& stop : stops_) {
-      if (const size_t at = held_.find(stop); at < first) {
+      const size_t at = held_.find(stop);
+      if (at == std::string::npos) continue;
+      const size_t end = at + stop.size();
+      if (end < first_end || (end == first_end && at < first)) {
         first = at;
+        first_end = end;
         matched_ = stop;
       }
     }

@@ -255,6 +255,16 @@ TEST_F(DisaggregatedServiceTest, HandOffFieldsAreRefusedOutsideAnEngineProcessAn
   GenerateInput input = text_request("hello", 4);
   input.kv_source = KvStage{"/headway-kv-0-none-0-1", 6, 1, 1024, 16};
   input.generated_ids = {65};
+  // ... unless asked to cut the prompt again, which would no longer be the staged KV's.
+  GenerateInput cut = input;
+  cut.truncate_prompt_tokens = 3;
+  try {
+    engine.submit(cut);
+    ADD_FAILURE() << "kv_source with truncate_prompt_tokens was accepted";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), "kv_source") << e.what();
+  }
   const test::Collected got = collect(*engine.submit(input));
   EXPECT_EQ(got.finish, Finish::kLength) << got.error;
   EXPECT_EQ(got.ids.size(), 3u);  // max_tokens 4, one generated before

@@ -202,6 +202,24 @@ TEST(TextDecoder, EarliestOfSeveralStopStringsWins) {
   EXPECT_EQ(d->stop_reason(), StopReason(std::string("bc")));  // the one that cut the text
 }
 
+// Of stops found in one chunk, the one a byte-at-a-time reader would complete first wins: "bc"
+// ends before "abcd" does, though "abcd" starts first. So the result is the same whether the
+// tokens came one read at a time or all in one.
+TEST(TextDecoder, TheStopThatEndsFirstWinsWhateverTheChunks) {
+  for (const bool kept : {false, true}) {
+    auto at_once = make_incremental_decoder(kBytes, {"abcd", "bc"}, {}, kept);
+    std::vector<int32_t> ids = ids_of("xabcdy");
+    const std::string whole = at_once->append(ids) + at_once->flush();
+    auto one_by_one = make_incremental_decoder(kBytes, {"abcd", "bc"}, {}, kept);
+    std::string streamed;
+    for (const std::string& piece : feed(*one_by_one, "xabcdy")) streamed += piece;
+    EXPECT_EQ(whole, kept ? "xabc" : "xa");
+    EXPECT_EQ(streamed, whole);
+    EXPECT_EQ(at_once->stop_reason(), StopReason(std::string("bc")));
+    EXPECT_EQ(one_by_one->stop_reason(), StopReason(std::string("bc")));
+  }
+}
+
 TEST(TextDecoder, StopReasonNamesTheStopTokenIdOrNothing) {
   auto d = make_incremental_decoder(kBytes, {"zz"}, {7, 9});
   std::vector<int32_t> ids = ids_of("ab");

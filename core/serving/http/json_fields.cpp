@@ -36,8 +36,8 @@ constexpr int kMaxJsonDepth = 128;
 // Whether objects and arrays in `body` nest more than `limit` levels deep, counted outside
 // strings: one pass that builds nothing. (A callback given to nlohmann's parse could refuse as it
 // reads, but its callback parser rescans an object's parent at every object's end, which made an
-// array of 100,000 chat messages take 80 s.) Exact for valid JSON; on invalid JSON the parse that
-// follows refuses what this lets through.
+// array of 100,000 chat messages take 1.7 s, 80 s under ASan.) Exact for valid JSON; on invalid
+// JSON the parse that follows refuses what this lets through.
 bool nests_deeper_than(std::string_view body, int limit) {
   int depth = 0;
   bool in_string = false;

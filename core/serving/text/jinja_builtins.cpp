@@ -109,17 +109,12 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   return out + s.substr(pos);
 }
 
-// The items a filter or loop iterates: list items, dict keys, string characters.
+// The items a filter or loop iterates, as a list of their own (see elements()).
 List iterate(const std::string& what, const Value& v) {
-  if (v.is_list()) return v.as_list();
-  if (v.is_dict()) {
-    List keys;
-    for (const auto& [key, value] : v.as_dict()) keys.push_back(Value::string(key));
-    return keys;
-  }
-  if (v.is_string()) return characters(v.as_string());
-  if (v.is_undefined()) return {};
-  throw runtime_error(what + ": cannot iterate over a " + std::string(v.type_name()));
+  List scratch;
+  const List& all = elements(what, v, scratch);
+  if (&all == &scratch) return scratch;
+  return all;
 }
 
 Value items(const Value& v) {
@@ -187,6 +182,19 @@ std::vector<Value> characters(const std::string& text) {
     i += n;
   }
   return out;
+}
+
+const List& elements(const std::string& what, const Value& v, List& scratch) {
+  if (v.is_list()) return v.as_list();
+  scratch.clear();
+  if (v.is_dict()) {
+    for (const auto& [key, value] : v.as_dict()) scratch.push_back(Value::string(key));
+  } else if (v.is_string()) {
+    scratch = characters(v.as_string());
+  } else if (!v.is_undefined()) {
+    throw std::runtime_error(what + ": cannot iterate over a " + std::string(v.type_name()));
+  }
+  return scratch;
 }
 
 bool is_filter(std::string_view name) { return kFilters.contains(name); }
@@ -329,12 +337,8 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
     return Value::list(std::move(out));
   }
   if (name == "first" || name == "last") {
-    if (target.is_list()) {  // read where it is: O(1), as in Jinja
-      const List& all = target.as_list();
-      if (all.empty()) return {};
-      return name == "first" ? all.front() : all.back();
-    }
-    const List all = iterate(what, target);
+    List scratch;
+    const List& all = elements(what, target, scratch);
     if (all.empty()) return {};
     return name == "first" ? all.front() : all.back();
   }
@@ -375,10 +379,9 @@ bool apply_test(const std::string& name, const Value& target, const Arguments& a
     if (container.is_string() && target.is_string()) {
       return container.as_string().find(target.as_string()) != std::string::npos;
     }
-    const auto holds = [&](const List& all) {
-      return std::any_of(all.begin(), all.end(), [&](const Value& v) { return equal(v, target); });
-    };
-    return container.is_list() ? holds(container.as_list()) : holds(iterate(what, container));
+    List scratch;
+    const List& all = elements(what, container, scratch);
+    return std::any_of(all.begin(), all.end(), [&](const Value& v) { return equal(v, target); });
   }
   throw runtime_error("unknown " + what);
 }

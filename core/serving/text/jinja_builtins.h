@@ -32,4 +32,10 @@ Value call_method(const std::string& name, const Value& target, const Arguments&
 // The characters of a UTF-8 string, one string each (what iterating a Python str gives).
 std::vector<Value> characters(const std::string& text);
 
+// What iterating `v` gives (list items, dict keys, string characters; nothing for undefined). A
+// list is returned where it is, not copied: a subscript or `| last` on the messages in a loop over
+// them stays linear. Anything else is built in `scratch`. Throws std::runtime_error naming `what`
+// when `v` cannot be iterated.
+const List& elements(const std::string& what, const Value& v, List& scratch);
+
 }  // namespace headway::serving::jinja

@@ -191,6 +191,7 @@ void Engine::add_request(NewRequest request) {
                 HW_RESOURCE_EXHAUSTED);
   }
   if (id_to_slot_.count(request.id) != 0) throw Error(who + ": duplicate request id");
+  check_sampling(who, request.sampling);
   if (config_.max_waiting != 0 && waiting_size() >= config_.max_waiting) {
     throw Error(fmt::format("{}: waiting queue is full ({} requests)", who, config_.max_waiting),
                 HW_RESOURCE_EXHAUSTED);
@@ -424,7 +425,16 @@ bool Engine::step() {
       if (!model_slices_[i].sample) continue;
       const Request& r = requests_[slice_slots_[i]];
       std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * info.vocab, info.vocab);
-      sampled_[i] = sampler_.sample(logits, r.sampling, r.outputs_before + r.output_tokens);
+      const uint32_t generated = r.outputs_before + r.output_tokens;
+      SamplingHistory history;
+      history.eos_token = info.eos_token;
+      if (r.sampling.uses_penalties() && r.tokens.size() >= generated) {
+        // tokens is the prompt, then every output (those of an earlier engine included).
+        const std::span<const int32_t> all(r.tokens);
+        history.prompt = all.first(all.size() - generated);
+        history.outputs = all.last(generated);
+      }
+      sampled_[i] = sampler_.sample(logits, r.sampling, generated, history);
     }
   }
   if (clock_->is_virtual()) {
@@ -491,7 +501,24 @@ bool Engine::step() {
   return true;
 }
 
+void Engine::check_sampling(const std::string& who, const SamplingParams& sampling) const {
+  if (!sampling.uses_host_processing()) return;
+  // The service refuses these for such a model already; an engine never ignores them silently.
+  if (!model_->info().returns_logits) {
+    throw Error(
+        fmt::format("{}: penalties, min_tokens and logit_bias need a model that returns "
+                    "logits; model '{}' samples on its device",
+                    who, model_->name()));
+  }
+  if (sampling.uses_penalties() && !model_needs_ids_) {
+    throw Error(fmt::format("{}: penalties need the tokens of the request; model '{}' reads none",
+                            who, model_->name()));
+  }
+}
+
 bool Engine::is_stop_token(const Request& r, int32_t token, uint32_t eos) const {
+  // min_tokens: the token's index among the outputs (it is counted already).
+  if (r.outputs_before + r.output_tokens - 1 < r.sampling.min_tokens) return false;
   if (!r.sampling.ignore_eos && static_cast<uint32_t>(token) == eos) return true;
   for (int32_t stop : r.sampling.stop_token_ids) {
     if (stop == token) return true;
@@ -544,6 +571,7 @@ void Engine::release_transferred(uint64_t id) {
 bool Engine::reserve_incoming(IncomingTransfer in) {
   const std::string who = fmt::format("{}: incoming request {}", config_.name, in.id);
   if (id_to_slot_.count(in.id) != 0) throw Error(who + ": duplicate request id");
+  check_sampling(who, in.sampling);
   if (!can_continue(in.prompt_tokens, in.output_tokens)) {
     throw Error(fmt::format("{}: {} tokens leave no room within max_model_len {}", who,
                             in.prompt_tokens + in.output_tokens, max_model_len_));

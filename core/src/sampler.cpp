@@ -35,7 +35,54 @@ double Sampler::uniform(uint64_t seed, uint32_t output_index) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
-int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32_t output_index) {
+void Sampler::process(std::span<float> logits, const SamplingParams& p, uint32_t output_index,
+                      const SamplingHistory& history) {
+  const size_t vocab = logits.size();
+  const auto in_vocab = [vocab](int32_t t) { return t >= 0 && static_cast<size_t>(t) < vocab; };
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  if (output_index < p.min_tokens) {
+    if (!p.ignore_eos && history.eos_token < vocab) logits[history.eos_token] = kNever;
+    for (const int32_t t : p.stop_token_ids) {
+      if (in_vocab(t)) logits[t] = kNever;
+    }
+  }
+  for (const auto& [t, bias] : p.logit_bias) {
+    if (in_vocab(t)) logits[t] += bias;
+  }
+  if (!p.uses_penalties()) return;
+
+  // Each penalty that counts a token once marks it in seen_; the marks are cleared at the end by
+  // walking the same tokens, so the cost is that of the history, not of the vocabulary.
+  if (seen_.size() < vocab) seen_.resize(vocab, 0);  // grows once per vocabulary size
+  constexpr uint8_t kRepeated = 1;                   // repetition_penalty applied
+  constexpr uint8_t kPresent = 2;                    // presence_penalty applied
+  const float repetition = p.repetition_penalty;
+  const auto penalise_repeat = [&](int32_t t) {
+    if (!in_vocab(t) || (seen_[t] & kRepeated) != 0) return;
+    seen_[t] |= kRepeated;
+    logits[t] = logits[t] > 0.0f ? logits[t] / repetition : logits[t] * repetition;
+  };
+  if (repetition != 1.0f) {
+    for (const int32_t t : history.prompt) penalise_repeat(t);
+    for (const int32_t t : history.outputs) penalise_repeat(t);
+  }
+  for (const int32_t t : history.outputs) {
+    if (!in_vocab(t)) continue;
+    logits[t] -= p.frequency_penalty;
+    if ((seen_[t] & kPresent) == 0) {
+      seen_[t] |= kPresent;
+      logits[t] -= p.presence_penalty;
+    }
+  }
+  for (const std::span<const int32_t> tokens : {history.prompt, history.outputs}) {
+    for (const int32_t t : tokens) {
+      if (in_vocab(t)) seen_[t] = 0;
+    }
+  }
+}
+
+int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32_t output_index,
+                        const SamplingHistory& history) {
   if (logits.empty()) throw Error("sampler: empty logits");
   if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature)) {
     throw Error("sampler: temperature must be >= 0, got " + std::to_string(p.temperature));
@@ -46,6 +93,11 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
     throw Error("sampler: min_p must be in [0, 1], got " + std::to_string(p.min_p));
   }
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty) ||
+      !(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
+    throw Error("sampler: penalties must be finite and repetition_penalty > 0");
+  }
+  if (p.uses_host_processing()) process(logits, p, output_index, history);
   const int32_t best = argmax(logits);
   if (p.temperature == 0.0f || p.top_k == 1) return best;
 

@@ -678,12 +678,13 @@ std::string greedy_text(int port, const std::string& prompt, bool stream) {
 }
 
 // The token ids of a seeded, sampled (temperature 1) completion: the same on every path that
-// numbers the request's outputs the same way.
-std::string seeded_ids(int port, const std::string& prompt) {
+// numbers the request's outputs the same way. `extra`: more body fields (", \"name\": value").
+std::string seeded_ids(int port, const std::string& prompt, const std::string& extra = "") {
   httplib::Client http("127.0.0.1", port);
   http.set_read_timeout(std::chrono::seconds(120));
   std::string body = completion(prompt, 12, false);
-  body.insert(body.size() - 1, ", \"temperature\": 1, \"seed\": 1234, \"return_token_ids\": true");
+  body.insert(body.size() - 1,
+              ", \"temperature\": 1, \"seed\": 1234, \"return_token_ids\": true" + extra);
   const auto response = http.Post("/v1/completions", body, "application/json");
   if (!response || response->status != 200) {
     return "<failed: " + (response ? response->body : httplib::to_string(response.error())) + ">";
@@ -721,6 +722,17 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
   TempDir dir("serve_processes_disaggregated");
   DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16);
   expect_tokens_of_one_process(cluster);
+  // Penalties, min_tokens and logit_bias reach both engine processes through the router: the
+  // decode process counts the prefill process's token among the outputs they penalise.
+  const std::string processing =
+      ", \"frequency_penalty\": 1.5, \"presence_penalty\": 0.5, \"repetition_penalty\": 1.3, "
+      "\"min_tokens\": 12, \"logit_bias\": {\"101\": 3, \"32\": -100}";
+  for (const std::string& prompt : disaggregation_prompts()) {
+    SCOPED_TRACE(prompt.substr(0, 20));
+    const std::string reference = seeded_ids(cluster.reference_port(), prompt, processing);
+    EXPECT_NE(reference, seeded_ids(cluster.reference_port(), prompt));
+    EXPECT_EQ(seeded_ids(cluster.router_port(), prompt, processing), reference);
+  }
   cluster.stop_all();
 }
 

@@ -16,6 +16,13 @@ void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
   out.sampling.ignore_eos = sampling.ignore_eos();
   out.sampling.stop_token_ids.assign(sampling.stop_token_ids().begin(),
                                      sampling.stop_token_ids().end());
+  out.sampling.presence_penalty = sampling.presence_penalty();
+  out.sampling.frequency_penalty = sampling.frequency_penalty();
+  // Unset means "off" (1), not the proto3 default 0, which the service would refuse.
+  out.sampling.repetition_penalty =
+      sampling.has_repetition_penalty() ? sampling.repetition_penalty() : 1.0f;
+  out.sampling.min_tokens = sampling.min_tokens();
+  out.sampling.logit_bias.assign(sampling.logit_bias().begin(), sampling.logit_bias().end());
   // Unset keeps GenerateInput's default; an explicit 0 goes to the service, which refuses it.
   if (sampling.has_max_tokens()) out.max_tokens = sampling.max_tokens();
   out.stop.assign(sampling.stop().begin(), sampling.stop().end());
@@ -114,6 +121,7 @@ void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& ou
   out.set_max_model_len(model.max_model_len);
   out.set_vocab(model.vocab);
   out.set_tokenizer(model.tokenizer);
+  out.set_samples_on_device(!model.samples_on_host);
 }
 
 void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out) {

@@ -1,7 +1,12 @@
 #include "openai_request.h"
 
+#include <fmt/format.h>
+
+#include <charconv>
 #include <cstdint>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "api_error.h"
 #include "headway/serving/echoed_input.h"
@@ -36,27 +41,12 @@ void refuse_unsupported(const FieldReader& fields) {
       n && *n != 1) {
     throw not_supported("n", "n=" + std::to_string(*n) + " (only n=1)");
   }
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (auto value = fields.number(penalty); value && *value != 0.0f) {
-      throw not_supported(penalty, std::string(penalty));
-    }
-  }
-  if (auto value = fields.number("repetition_penalty"); value && *value != 1.0f) {
-    throw not_supported("repetition_penalty", "repetition_penalty");
-  }
-  if (const nlohmann::json* bias = fields.find("logit_bias"); bias && !bias->empty()) {
-    throw not_supported("logit_bias", "logit_bias");
-  }
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
   for (const char* field :
        {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
         "bad_words", "allowed_token_ids", "logits_processors", "prompt_logprobs"}) {
     if (is_set(fields.find(field))) throw not_supported(field, field);
-  }
-  if (auto min_tokens = fields.integer("min_tokens", 0, kMaxTokensLimit);
-      min_tokens && *min_tokens > 0) {
-    throw not_supported("min_tokens", "min_tokens > 0");
   }
 }
 
@@ -108,6 +98,34 @@ std::vector<int32_t> parse_token_ids(const nlohmann::json& array, const std::str
   return ids;
 }
 
+// OpenAI's logit_bias: an object from token ids (decimal strings) to biases. The service checks
+// the ids against the vocabulary and the biases against [-100, 100].
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const FieldReader& fields) {
+  const nlohmann::json* bias = fields.find("logit_bias");
+  if (bias == nullptr) return {};
+  if (!bias->is_object()) {
+    throw invalid_field("logit_bias", std::string("logit_bias must be an object from token ids to "
+                                                  "biases, not ") +
+                                          json_kind(*bias));
+  }
+  std::vector<std::pair<int32_t, float>> out;
+  out.reserve(bias->size());
+  const FieldReader entries(*bias, "logit_bias");
+  for (const auto& [key, value] : bias->items()) {
+    int32_t id = -1;
+    const char* end = key.data() + key.size();
+    const auto [stop, error] = std::from_chars(key.data(), end, id);
+    if (key.empty() || error != std::errc() || stop != end || id < 0) {
+      throw invalid_field(
+          entries.name(key),
+          fmt::format("logit_bias key {} is not a token id (a decimal integer)", quote_input(key)));
+    }
+    if (value.is_null()) continue;
+    out.emplace_back(id, *entries.number(key));
+  }
+  return out;
+}
+
 // Fields shared by both endpoints: model, sampling, stop, priority, class, streaming.
 void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   refuse_unsupported(fields);
@@ -124,6 +142,12 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   // Without a seed every request must still sample differently, as with OpenAI and vLLM.
   sampling.seed = fields.bits64("seed").value_or(random_u64());
   sampling.ignore_eos = fields.boolean("ignore_eos").value_or(false);
+  sampling.presence_penalty = fields.number("presence_penalty").value_or(0.0f);
+  sampling.frequency_penalty = fields.number("frequency_penalty").value_or(0.0f);
+  sampling.repetition_penalty = fields.number("repetition_penalty").value_or(1.0f);
+  sampling.min_tokens =
+      static_cast<uint32_t>(fields.integer("min_tokens", 0, kMaxTokensLimit).value_or(0));
+  sampling.logit_bias = parse_logit_bias(fields);
   if (const nlohmann::json* ids = fields.find("stop_token_ids")) {
     if (!ids->is_array()) {
       throw invalid_field(

@@ -55,7 +55,7 @@ bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
   }
   std::lock_guard lock(mutex_);
   model_ = ModelSummary{response.name(), response.max_model_len(), response.vocab(),
-                        response.tokenizer()};
+                        response.tokenizer(), !response.samples_on_device()};
   return true;
 }
 

@@ -71,6 +71,13 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   sampling.set_ignore_eos(input.sampling.ignore_eos);
   sampling.mutable_stop_token_ids()->Add(input.sampling.stop_token_ids.begin(),
                                          input.sampling.stop_token_ids.end());
+  sampling.set_presence_penalty(input.sampling.presence_penalty);
+  sampling.set_frequency_penalty(input.sampling.frequency_penalty);
+  sampling.set_repetition_penalty(input.sampling.repetition_penalty);
+  sampling.set_min_tokens(input.sampling.min_tokens);
+  for (const auto& [id, bias] : input.sampling.logit_bias) {
+    (*sampling.mutable_logit_bias())[id] = bias;
+  }
   request.set_priority(input.priority);
   request.set_request_class(admitted.request_class);
   return request;
@@ -192,13 +199,15 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   connect(where, options.connect_timeout_s);
 
   uint32_t max_model_len = UINT32_MAX;
+  bool samples_on_host = true;
   for (const auto& engine : engines_) {
     if (const std::optional<ModelSummary> model = engine->model()) {
       max_model_len = std::min(max_model_len, model->max_model_len);
+      samples_on_host = samples_on_host && model->samples_on_host;
     }
   }
   admission_ = std::make_unique<RequestAdmission>(deployment, reference_model_.vocab, max_model_len,
-                                                  options.model_name);
+                                                  samples_on_host, options.model_name);
   if (admission_->model().tokenizer != reference_model_.tokenizer) {
     throw core::Error(
         fmt::format("{}: the router's checkpoint has a {} tokenizer, the engine "
@@ -390,8 +399,9 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
   }
-  std::unique_ptr<IncrementalDecoder> decoder = admission_->decoder(
-      std::move(input.stop), input.sampling.stop_token_ids, input.include_stop_str_in_output);
+  std::unique_ptr<IncrementalDecoder> decoder =
+      admission_->decoder(std::move(input.stop), input.sampling.stop_token_ids,
+                          input.include_stop_str_in_output, input.sampling.min_tokens);
   const uint32_t prompt_tokens = static_cast<uint32_t>(admitted.prompt.size());
 
   std::shared_ptr<ProxiedGenerate> call;

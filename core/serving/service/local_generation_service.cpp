@@ -137,11 +137,14 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   }
 
   uint32_t max_model_len = UINT32_MAX;
+  bool samples_on_host = true;
   for (size_t e = 0; e < cluster_->size(); ++e) {
     max_model_len = std::min(max_model_len, cluster_->engine(e).max_model_len());
+    samples_on_host = samples_on_host && cluster_->engine(e).model_info().returns_logits != 0;
   }
-  admission_ = std::make_unique<RequestAdmission>(
-      deployment, cluster_->engine(0).model_info().vocab, max_model_len, options.model_name);
+  admission_ =
+      std::make_unique<RequestAdmission>(deployment, cluster_->engine(0).model_info().vocab,
+                                         max_model_len, samples_on_host, options.model_name);
 
   loads_.resize(cluster_->size());
   {
@@ -260,8 +263,12 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   } catch (const ServiceError& e) {
     throw rejected(Rejection::kInvalid, e);
   }
-  std::unique_ptr<IncrementalDecoder> decoder = admission_->decoder(
-      std::move(input.stop), input.sampling.stop_token_ids, input.include_stop_str_in_output);
+  // A continued request's stream carries only the outputs after its generated ids.
+  const uint32_t continued = static_cast<uint32_t>(
+      std::min<size_t>(input.generated_ids.size(), input.sampling.min_tokens));
+  std::unique_ptr<IncrementalDecoder> decoder =
+      admission_->decoder(std::move(input.stop), input.sampling.stop_token_ids,
+                          input.include_stop_str_in_output, input.sampling.min_tokens - continued);
   std::vector<int32_t>& prompt = admitted.prompt;
   const std::string& request_class = admitted.request_class;
 

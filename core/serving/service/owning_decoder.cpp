@@ -11,10 +11,11 @@ class OwningDecoder final : public IncrementalDecoder {
  public:
   OwningDecoder(std::shared_ptr<const core::Tokenizer> tokenizer,
                 std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids,
-                bool keep_stop_string)
+                bool keep_stop_string, uint32_t min_tokens)
       : tokenizer_(std::move(tokenizer)),
         decoder_(make_incremental_decoder(*tokenizer_, std::move(stop_strings),
-                                          std::move(stop_token_ids), keep_stop_string)) {}
+                                          std::move(stop_token_ids), keep_stop_string,
+                                          min_tokens)) {}
   std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
   StopReason stop_reason() const override { return decoder_->stop_reason(); }
   std::string flush() override { return decoder_->flush(); }
@@ -26,12 +27,14 @@ class OwningDecoder final : public IncrementalDecoder {
 
 class TokenIdDecoder final : public IncrementalDecoder {
  public:
-  explicit TokenIdDecoder(std::vector<int32_t> stop_token_ids)
-      : stop_token_ids_(std::move(stop_token_ids)) {}
+  TokenIdDecoder(std::vector<int32_t> stop_token_ids, uint32_t min_tokens)
+      : stop_token_ids_(std::move(stop_token_ids)), min_tokens_(min_tokens) {}
   std::string append(std::span<const int32_t> ids) override {
-    if (const std::optional<int32_t> stop = trailing_stop_token(ids, stop_token_ids_)) {
+    if (const std::optional<int32_t> stop =
+            trailing_stop_token(ids, stop_token_ids_, appended_, min_tokens_)) {
       stop_token_ = stop;
     }
+    appended_ += ids.size();
     return {};
   }
   StopReason stop_reason() const override {
@@ -41,21 +44,24 @@ class TokenIdDecoder final : public IncrementalDecoder {
 
  private:
   const std::vector<int32_t> stop_token_ids_;
+  const uint32_t min_tokens_;
+  size_t appended_ = 0;
   std::optional<int32_t> stop_token_;
 };
 
 }  // namespace
 
-std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids) {
-  return std::make_unique<TokenIdDecoder>(std::move(stop_token_ids));
+std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids,
+                                                          uint32_t min_tokens) {
+  return std::make_unique<TokenIdDecoder>(std::move(stop_token_ids), min_tokens);
 }
 
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
                                                  std::vector<std::string> stop_strings,
                                                  std::vector<int32_t> stop_token_ids,
-                                                 bool keep_stop_string) {
+                                                 bool keep_stop_string, uint32_t min_tokens) {
   return std::make_unique<OwningDecoder>(std::move(tokenizer), std::move(stop_strings),
-                                         std::move(stop_token_ids), keep_stop_string);
+                                         std::move(stop_token_ids), keep_stop_string, min_tokens);
 }
 
 }  // namespace headway::serving

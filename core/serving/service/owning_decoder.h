@@ -14,14 +14,15 @@
 
 namespace headway::serving {
 
-// `keep_stop_string`: as make_incremental_decoder's.
+// `keep_stop_string`, `min_tokens`: as make_incremental_decoder's.
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
                                                  std::vector<std::string> stop_strings,
                                                  std::vector<int32_t> stop_token_ids,
-                                                 bool keep_stop_string);
+                                                 bool keep_stop_string, uint32_t min_tokens);
 
 // For a model without a tokenizer (token ids in, token ids out): no text, but the stop token id
-// that ended a request is still reported (stop_reason).
-std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids);
+// that ended a request is still reported (stop_reason); none counts among the first `min_tokens`.
+std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids,
+                                                          uint32_t min_tokens);
 
 }  // namespace headway::serving

@@ -54,7 +54,8 @@ ErrorCode error_code_of(hw_status_code code) {
 }
 
 RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, uint32_t vocab,
-                                   uint32_t max_model_len, std::string model_name) {
+                                   uint32_t max_model_len, bool samples_on_host,
+                                   std::string model_name) {
   const std::filesystem::path dir = checkpoint_dir_of(deployment);
   if (!dir.empty()) {
     tokenizer_ = core::Tokenizer::load(dir);
@@ -71,6 +72,7 @@ RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, uin
   model_.max_model_len = max_model_len;
   model_.vocab = vocab;
   model_.tokenizer = tokenizer_ ? std::string(tokenizer_->kind()) : std::string("none");
+  model_.samples_on_host = samples_on_host;
 }
 
 RequestAdmission::~RequestAdmission() = default;
@@ -85,6 +87,7 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   validate_request_id(input.request_id);
   validate_prompt_form(input);
   validate_sampling(input, model_.vocab);
+  validate_logits_processing(input.sampling, model_.vocab, model_.samples_on_host);
   dedupe_stop_token_ids(input.sampling.stop_token_ids);
   AdmittedRequest admitted;
   if (!input.request_class.empty()) {
@@ -112,14 +115,17 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
                   input.max_tokens, model_.max_model_len,
                   input.prompt_kind == GenerateInput::PromptKind::kChat ? "messages" : "prompt",
                   input.max_tokens_field);
+  validate_min_tokens(input.sampling.min_tokens, input.max_tokens, input.max_tokens_field);
   return admitted;
 }
 
 std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(std::vector<std::string> stop,
                                                               std::vector<int32_t> stop_token_ids,
-                                                              bool keep_stop_string) const {
-  if (tokenizer_ == nullptr) return make_token_id_decoder(std::move(stop_token_ids));
-  return make_decoder(tokenizer_, std::move(stop), std::move(stop_token_ids), keep_stop_string);
+                                                              bool keep_stop_string,
+                                                              uint32_t min_tokens) const {
+  if (tokenizer_ == nullptr) return make_token_id_decoder(std::move(stop_token_ids), min_tokens);
+  return make_decoder(tokenizer_, std::move(stop), std::move(stop_token_ids), keep_stop_string,
+                      min_tokens);
 }
 
 }  // namespace headway::serving

@@ -39,10 +39,11 @@ class RequestAdmission {
  public:
   // Loads the tokenizer and chat template of the deployment's checkpoint (none when the model has
   // no `path`: only token-id prompts are then served). `model_name` empty: the checkpoint
-  // directory's name, else the deployment's. Throws core::Error naming the deployment file when
+  // directory's name, else the deployment's. `samples_on_host`: every engine's model returns
+  // logits (ModelSummary::samples_on_host). Throws core::Error naming the deployment file when
   // the tokenizer has more tokens than `vocab`.
   RequestAdmission(const core::DeploymentConfig& deployment, uint32_t vocab, uint32_t max_model_len,
-                   std::string model_name);
+                   bool samples_on_host, std::string model_name);
   ~RequestAdmission();
   RequestAdmission(const RequestAdmission&) = delete;
   RequestAdmission& operator=(const RequestAdmission&) = delete;
@@ -55,11 +56,12 @@ class RequestAdmission {
   AdmittedRequest admit(GenerateInput& input) const;
 
   // The decoder for a stream with these stop strings (their matched text output too when
-  // `keep_stop_string`); without a tokenizer, one that gives no text but still reports the stop
-  // token id that ended a request.
+  // `keep_stop_string`; no stop counts in the first `min_tokens` outputs the stream carries);
+  // without a tokenizer, one that gives no text but still reports the stop token id that ended a
+  // request.
   std::unique_ptr<IncrementalDecoder> decoder(std::vector<std::string> stop,
                                               std::vector<int32_t> stop_token_ids,
-                                              bool keep_stop_string) const;
+                                              bool keep_stop_string, uint32_t min_tokens) const;
 
  private:
   std::shared_ptr<const core::Tokenizer> tokenizer_;

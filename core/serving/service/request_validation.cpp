@@ -76,6 +76,56 @@ void validate_sampling(const GenerateInput& input, uint32_t vocab) {
   validate_token_ids(s.stop_token_ids, vocab, "stop_token_ids");
 }
 
+void validate_logits_processing(core::SamplingParams& s, uint32_t vocab, bool samples_on_host) {
+  for (const auto& [name, value] : {std::pair{"presence_penalty", s.presence_penalty},
+                                    std::pair{"frequency_penalty", s.frequency_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f)) {
+      invalid(fmt::format("{} must be in [-2, 2], got {}", name, value), name);
+    }
+  }
+  if (!std::isfinite(s.repetition_penalty) || s.repetition_penalty <= 0.0f) {
+    invalid(
+        fmt::format("repetition_penalty must be a finite number > 0, got {}", s.repetition_penalty),
+        "repetition_penalty");
+  }
+  std::sort(s.logit_bias.begin(), s.logit_bias.end());
+  for (size_t i = 0; i < s.logit_bias.size(); ++i) {
+    const auto [id, bias] = s.logit_bias[i];
+    const std::string param = fmt::format("logit_bias.{}", id);
+    if (id < 0 || static_cast<uint32_t>(id) >= vocab) {
+      invalid(fmt::format("logit_bias: token id {} is outside the vocabulary [0, {})", id, vocab),
+              param);
+    }
+    if (i > 0 && s.logit_bias[i - 1].first == id) {
+      invalid(fmt::format("logit_bias names token id {} more than once", id), param);
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      invalid(fmt::format("logit_bias for token id {} must be in [-100, 100], got {}", id, bias),
+              param);
+    }
+  }
+  if (samples_on_host || !s.uses_host_processing()) return;
+  const char* field = s.presence_penalty != 0.0f     ? "presence_penalty"
+                      : s.frequency_penalty != 0.0f  ? "frequency_penalty"
+                      : s.repetition_penalty != 1.0f ? "repetition_penalty"
+                      : s.min_tokens > 0             ? "min_tokens"
+                                                     : "logit_bias";
+  invalid(fmt::format("{} is not supported by this deployment: its model samples on its device, "
+                      "and only models that return logits to the host apply penalties, "
+                      "min_tokens and logit_bias",
+                      field),
+          field);
+}
+
+void validate_min_tokens(uint32_t min_tokens, uint32_t max_tokens,
+                         std::string_view max_tokens_field) {
+  if (min_tokens > max_tokens) {
+    invalid(fmt::format("min_tokens ({}) must not exceed {} ({})", min_tokens, max_tokens_field,
+                        max_tokens),
+            "min_tokens");
+  }
+}
+
 void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char* field) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || static_cast<uint32_t>(ids[i]) >= vocab) {

@@ -31,6 +31,18 @@ void validate_prompt_form(const GenerateInput& input);
 // off); stop strings non-empty, at most kMaxStopStrings; stop_token_ids inside the vocabulary.
 void validate_sampling(const GenerateInput& input, uint32_t vocab);
 
+// The logits processing only the core sampler does (vLLM's ranges): presence_penalty and
+// frequency_penalty in [-2, 2], repetition_penalty finite and > 0, logit_bias ids inside the
+// vocabulary and named once, biases in [-100, 100] (OpenAI's range); sorts logit_bias by id. When
+// the model samples on its device (`samples_on_host` false) any of them, or min_tokens, is
+// refused naming the field. min_tokens against max_tokens: validate_min_tokens.
+void validate_logits_processing(core::SamplingParams& sampling, uint32_t vocab,
+                                bool samples_on_host);
+
+// min_tokens <= max_tokens (once max_tokens is known).
+void validate_min_tokens(uint32_t min_tokens, uint32_t max_tokens,
+                         std::string_view max_tokens_field = "max_tokens");
+
 // Every id inside [0, vocab): `field` names the list in messages ("prompt_ids").
 void validate_token_ids(std::span<const int32_t> ids, uint32_t vocab, const char* field);
 

@@ -22,10 +22,11 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 class TextDecoder final : public IncrementalDecoder {
  public:
   TextDecoder(const core::Tokenizer& tokenizer, std::vector<std::string> stops,
-              std::vector<int32_t> stop_token_ids, bool keep_stop_string)
+              std::vector<int32_t> stop_token_ids, bool keep_stop_string, uint32_t min_tokens)
       : tokenizer_(tokenizer),
         stop_token_ids_(std::move(stop_token_ids)),
         keep_stop_string_(keep_stop_string),
+        min_tokens_(min_tokens),
         // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
         // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
         replacement_means_incomplete_(tokenizer.kind() == "sentencepiece") {
@@ -38,12 +39,25 @@ class TextDecoder final : public IncrementalDecoder {
     if (stopped_) return {};
     // A stop token id ends the request, so it can only be the last id; its text is not part of
     // the answer (vLLM leaves it out too), though the id is.
-    if (const std::optional<int32_t> stop = trailing_stop_token(ids, stop_token_ids_)) {
+    if (const std::optional<int32_t> stop =
+            trailing_stop_token(ids, stop_token_ids_, appended_, min_tokens_)) {
       stop_token_ = stop;
       ids = ids.first(ids.size() - 1);
     }
+    // The text of the first min_tokens ids goes out as it is: no stop string is looked for in it.
+    std::string out;
+    if (appended_ < min_tokens_) {
+      const size_t early = std::min<size_t>(ids.size(), min_tokens_ - appended_);
+      window_.insert(window_.end(), ids.begin(), ids.begin() + static_cast<ptrdiff_t>(early));
+      appended_ += early;
+      out = take_new_text(early, false);
+      ids = ids.subspan(early);
+      if (ids.empty()) return out;
+    }
+    appended_ += ids.size();
     window_.insert(window_.end(), ids.begin(), ids.end());
-    return release(take_new_text(ids.size(), false), false);
+    out += release(take_new_text(ids.size(), false), false);
+    return out;
   }
 
   StopReason stop_reason() const override {
@@ -144,6 +158,8 @@ class TextDecoder final : public IncrementalDecoder {
   const core::Tokenizer& tokenizer_;
   const std::vector<int32_t> stop_token_ids_;
   const bool keep_stop_string_;  // the matched stop string's text is output too
+  const uint32_t min_tokens_;    // ids whose text is not searched for stop strings
+  size_t appended_ = 0;          // ids given to append() so far (a trailing stop id not counted)
   const bool replacement_means_incomplete_;
   std::vector<std::string> stops_;
   std::vector<int32_t> window_;  // recent ids: [0, read_) already text, [read_, end) not yet
@@ -161,9 +177,10 @@ class TextDecoder final : public IncrementalDecoder {
 std::unique_ptr<IncrementalDecoder> make_incremental_decoder(const core::Tokenizer& tokenizer,
                                                              std::vector<std::string> stop_strings,
                                                              std::vector<int32_t> stop_token_ids,
-                                                             bool keep_stop_string) {
+                                                             bool keep_stop_string,
+                                                             uint32_t min_tokens) {
   return std::make_unique<TextDecoder>(tokenizer, std::move(stop_strings),
-                                       std::move(stop_token_ids), keep_stop_string);
+                                       std::move(stop_token_ids), keep_stop_string, min_tokens);
 }
 
 }  // namespace headway::serving

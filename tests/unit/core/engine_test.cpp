@@ -383,6 +383,24 @@ TEST(Engine, RejectsRequestsThatCanNeverRunOrDoNotFit) {
   }
 }
 
+// The simulated model neither returns logits nor reads token ids: a request that asks for logits
+// processing (penalties, min_tokens, logit_bias) is refused by name, never run without it.
+TEST(Engine, LogitsProcessingIsRefusedForAModelThatReturnsNoLogits) {
+  TestEngine e({});
+  for (int field = 0; field < 3; ++field) {
+    NewRequest r = request(static_cast<uint64_t>(field + 1), 10, 4);
+    if (field == 0) r.sampling.presence_penalty = 0.5f;
+    if (field == 1) r.sampling.min_tokens = 2;
+    if (field == 2) r.sampling.logit_bias = {{3, 1.0f}};
+    const Rejection rejection = try_add(*e, std::move(r));
+    EXPECT_EQ(rejection.code, HW_INVALID_ARGUMENT) << field;
+    EXPECT_THAT(rejection.message, HasSubstr("need a model that returns logits")) << field;
+    EXPECT_THAT(rejection.message, HasSubstr("request " + std::to_string(field + 1))) << field;
+  }
+  EXPECT_EQ(e->waiting_size(), 0u);
+  EXPECT_EQ(try_add(*e, request(4, 10, 4)).code, HW_OK);
+}
+
 // A request the engine accepts must be able to finish: an engine whose KV cache cannot hold
 // max_model_len tokens is refused at start-up (as vLLM does), and within it a request's output is
 // capped so that prompt + output never exceeds max_model_len.

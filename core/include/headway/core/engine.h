@@ -202,6 +202,8 @@ class Engine {
   void finish(uint32_t slot, FinishReason reason, double time);
   void release_slot(uint32_t slot);
   bool is_stop_token(const Request& r, int32_t token, uint32_t eos) const;
+  // Throws when the model cannot honour the request's logits processing (SamplingParams).
+  void check_sampling(const std::string& who, const SamplingParams& sampling) const;
 
   EngineConfig config_;
   std::unique_ptr<Clock> clock_;

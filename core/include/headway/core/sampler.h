@@ -1,6 +1,7 @@
 // Token sampling from logits, in the core and shared by every model that returns logits
-// (hw_model_info.returns_logits): greedy, temperature, top-k, top-p (nucleus) and min-p, applied in
-// the order of Hugging Face's warpers (temperature, top-k, top-p, min-p).
+// (hw_model_info.returns_logits). Order, as vLLM applies it: min_tokens masks the end tokens,
+// logit_bias is added, the repetition, frequency and presence penalties are applied; then the
+// warpers in the order of Hugging Face's (temperature, top-k, top-p, min-p) and the draw.
 //
 // Determinism: the random draw depends only on (params.seed, output_index), through a counter-based
 // generator (splitmix64), never on call order. A request therefore gets the same tokens for the
@@ -9,7 +10,7 @@
 //
 // Ownership: a Sampler owns scratch buffers sized to the largest vocabulary it has seen, so that
 // after the first call it does not allocate. `logits` is borrowed and used as scratch (its
-// contents are unspecified after the call).
+// contents are unspecified after the call); the history's spans are borrowed for the call.
 // Threading: one Sampler per thread (an engine owns one); distinct Samplers are independent.
 #pragma once
 
@@ -21,18 +22,34 @@
 
 namespace headway::core {
 
+// What a request generated and read so far, for the logits processing that depends on it.
+struct SamplingHistory {
+  std::span<const int32_t> prompt;   // repetition_penalty counts these
+  std::span<const int32_t> outputs;  // every penalty counts these
+  uint32_t eos_token = UINT32_MAX;   // masked with stop_token_ids under min_tokens
+};
+
 class Sampler {
  public:
-  // Returns the chosen token id in [0, logits.size()). Throws Error(HW_INVALID_ARGUMENT) on empty
-  // logits or out-of-range parameters (temperature < 0, top_p outside (0, 1], min_p outside
-  // [0, 1]). NaN logits are never chosen unless every logit is NaN (then token 0).
-  int32_t sample(std::span<float> logits, const SamplingParams& params, uint32_t output_index);
+  // Returns the chosen token id in [0, logits.size()). `output_index` is the number of tokens the
+  // request generated before this one (min_tokens compares it). Throws Error(HW_INVALID_ARGUMENT)
+  // on empty logits or out-of-range parameters (temperature < 0, top_p outside (0, 1], min_p
+  // outside [0, 1], non-finite penalties, repetition_penalty <= 0). NaN logits are never chosen
+  // unless every logit is NaN (then token 0). Ids outside the vocabulary in the history or in
+  // logit_bias are ignored (the service refuses them before they get here).
+  int32_t sample(std::span<float> logits, const SamplingParams& params, uint32_t output_index,
+                 const SamplingHistory& history = {});
 
   // The uniform draw in [0, 1) used for (seed, output_index); exposed for tests.
   static double uniform(uint64_t seed, uint32_t output_index);
 
  private:
+  // min_tokens, logit_bias and the penalties, in place.
+  void process(std::span<float> logits, const SamplingParams& params, uint32_t output_index,
+               const SamplingHistory& history);
+
   std::vector<int32_t> candidates_;
+  std::vector<uint8_t> seen_;  // per token id: which penalties it had (all zero between calls)
 };
 
 }  // namespace headway::core

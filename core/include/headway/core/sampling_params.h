@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace headway::core {
@@ -15,6 +16,29 @@ struct SamplingParams {
   uint64_t seed = 0;                    // same seed, same tokens
   bool ignore_eos = false;              // keep generating past the model's end-of-sequence token
   std::vector<int32_t> stop_token_ids;  // finish (reason "stop") when one is sampled
+
+  // Logits processing before the warpers above, as vLLM and OpenAI define it. Only the core
+  // sampler applies these (models that return logits); a model that samples on its device never
+  // sees them, so the service refuses them for such a model (uses_host_processing()).
+  float presence_penalty = 0.0f;   // [-2, 2]: subtracted once from each token already generated
+  float frequency_penalty = 0.0f;  // [-2, 2]: subtracted per time a token was generated
+  // > 0; 1: off. A token in the prompt or the output has its logit divided by it when positive,
+  // multiplied when negative (CTRL's rule, as Hugging Face and vLLM apply it).
+  float repetition_penalty = 1.0f;
+  // The end-of-sequence token (unless ignore_eos) and stop_token_ids cannot be chosen, nor end the
+  // request, until this many tokens were generated.
+  uint32_t min_tokens = 0;
+  // (token id, bias) pairs added to the logits; ids unique, biases in [-100, 100].
+  std::vector<std::pair<int32_t, float>> logit_bias;
+
+  // Whether the request needs its tokens' history (penalties).
+  bool uses_penalties() const {
+    return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
+  }
+  // Whether the request needs logits processing that only the core sampler does.
+  bool uses_host_processing() const {
+    return uses_penalties() || min_tokens > 0 || !logit_bias.empty();
+  }
 };
 
 }  // namespace headway::core

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "frontend_fixture.h"
@@ -102,6 +103,11 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   sampling.add_stop("###");
   sampling.add_stop_token_ids(2);
   sampling.add_stop_token_ids(9);
+  sampling.set_presence_penalty(0.5f);
+  sampling.set_frequency_penalty(-0.25f);
+  sampling.set_repetition_penalty(1.2f);
+  sampling.set_min_tokens(3);
+  (*sampling.mutable_logit_bias())[17] = -4.5f;
   ASSERT_TRUE(generate(request).status.ok());
 
   const GenerateInput input = fake_.wait_for_submitted(1).at(0);
@@ -121,6 +127,21 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   EXPECT_TRUE(input.sampling.ignore_eos);
   EXPECT_EQ(input.stop, std::vector<std::string>{"###"});
   EXPECT_EQ(input.sampling.stop_token_ids, (std::vector<int32_t>{2, 9}));
+  EXPECT_FLOAT_EQ(input.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(input.sampling.frequency_penalty, -0.25f);
+  EXPECT_FLOAT_EQ(input.sampling.repetition_penalty, 1.2f);
+  EXPECT_EQ(input.sampling.min_tokens, 3u);
+  EXPECT_EQ(input.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{17, -4.5f}}));
+}
+
+// An unset repetition_penalty is "off" (1), not proto3's 0, which the service would refuse.
+TEST_F(GenerateTest, AnUnsetRepetitionPenaltyIsOff) {
+  v1::GenerateRequest request;
+  request.set_text("Hello");
+  ASSERT_TRUE(generate(request).status.ok());
+  const GenerateInput input = fake_.wait_for_submitted(1).at(0);
+  EXPECT_FLOAT_EQ(input.sampling.repetition_penalty, 1.0f);
+  EXPECT_FALSE(input.sampling.uses_host_processing());
 }
 
 TEST_F(GenerateTest, PassesChatMessages) {

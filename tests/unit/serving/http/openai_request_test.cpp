@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "api_error.h"
 
@@ -140,9 +143,16 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "echo": true})", "echo", "not supported"},
         Refused{R"({"prompt": "x", "best_of": 3})", "best_of", "not supported"},
         Refused{R"({"prompt": "x", "suffix": "tail"})", "suffix", "not supported"},
-        Refused{R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty",
-                "not supported"},
-        Refused{R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
+        Refused{R"({"prompt": "x", "frequency_penalty": "high"})", "frequency_penalty",
+                "must be a number"},
+        Refused{R"({"prompt": "x", "logit_bias": [1, 5]})", "logit_bias", "must be an object"},
+        Refused{R"({"prompt": "x", "logit_bias": {"a1": 5}})", "logit_bias.a1",
+                "is not a token id"},
+        Refused{R"({"prompt": "x", "logit_bias": {"-3": 5}})", "logit_bias.-3",
+                "is not a token id"},
+        Refused{R"({"prompt": "x", "logit_bias": {"1": "up"}})", "logit_bias.1",
+                "must be a number"},
+        Refused{R"({"prompt": "x", "min_tokens": -1})", "min_tokens", "between"},
         Refused{R"({"prompt": "x", "priority": 3000000000})", "priority", "between"},
         // A number no double holds: refused as the body, not a server error.
         Refused{R"({"prompt": "x", "temperature": 1e400})", "", "not valid JSON: number overflow"},
@@ -153,7 +163,6 @@ INSTANTIATE_TEST_SUITE_P(
                 "not supported"},
         Refused{R"({"prompt": "x", "structured_outputs": {"regex": "a+"}})", "structured_outputs",
                 "not supported"},
-        Refused{R"({"prompt": "x", "min_tokens": 4})", "min_tokens", "not supported"},
         Refused{R"({"prompt": "x", "include_stop_str_in_output": 1})", "include_stop_str_in_output",
                 "must be a boolean"},
         Refused{R"({"prompt": "x", "truncate_prompt_tokens": "8"})", "truncate_prompt_tokens",
@@ -283,6 +292,31 @@ TEST(CompletionRequest, TruncatePromptTokensPassesThrough) {
                                    "truncate_prompt_tokens": -1})")
                 .input.truncate_prompt_tokens,
             -1);
+}
+
+// Penalties, min_tokens and logit_bias reach the service as given (it checks their ranges and the
+// token ids against the model); null is "not set".
+TEST(CompletionRequest, LogitsProcessingFieldsPassThrough) {
+  const core::SamplingParams set =
+      parse_completion_request(R"({"prompt": "x", "presence_penalty": 0.5,
+                                   "frequency_penalty": -1.25, "repetition_penalty": 1.1,
+                                   "min_tokens": 3, "logit_bias": {"7": -100, "12": 2.5,
+                                   "9": null}})")
+          .input.sampling;
+  EXPECT_EQ(set.presence_penalty, 0.5f);
+  EXPECT_EQ(set.frequency_penalty, -1.25f);
+  EXPECT_EQ(set.repetition_penalty, 1.1f);
+  EXPECT_EQ(set.min_tokens, 3u);
+  std::vector<std::pair<int32_t, float>> bias = set.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{7, -100.0f}, {12, 2.5f}}));
+  const core::SamplingParams unset =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                             "presence_penalty": null, "repetition_penalty": null,
+                             "logit_bias": null, "min_tokens": null})")
+          .input.sampling;
+  EXPECT_FALSE(unset.uses_host_processing());
+  EXPECT_EQ(unset.repetition_penalty, 1.0f);
 }
 
 // Those extensions at their defaults (what clients that always send them send) are accepted.

@@ -202,6 +202,29 @@ TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
        ErrorCode::kInvalidArgument, "request_id"},
       {"request id with a line break", [](GenerateInput& in) { in.request_id = "a\nb"; },
        ErrorCode::kInvalidArgument, "request_id"},
+      {"presence_penalty above 2", [](GenerateInput& in) { in.sampling.presence_penalty = 2.5f; },
+       ErrorCode::kInvalidArgument, "presence_penalty"},
+      {"NaN frequency_penalty", [](GenerateInput& in) { in.sampling.frequency_penalty = NAN; },
+       ErrorCode::kInvalidArgument, "frequency_penalty"},
+      {"repetition_penalty 0", [](GenerateInput& in) { in.sampling.repetition_penalty = 0.0f; },
+       ErrorCode::kInvalidArgument, "repetition_penalty"},
+      {"logit_bias outside vocab",
+       [](GenerateInput& in) {
+         in.sampling.logit_bias = {{3, 1.0f}, {4096, 1.0f}};
+       },
+       ErrorCode::kInvalidArgument, "logit_bias.4096"},
+      {"logit_bias above 100",
+       [](GenerateInput& in) {
+         in.sampling.logit_bias = {{3, 101.0f}};
+       },
+       ErrorCode::kInvalidArgument, "logit_bias.3"},
+      {"logit_bias names an id twice",
+       [](GenerateInput& in) {
+         in.sampling.logit_bias = {{9, 1.0f}, {3, 1.0f}, {9, 2.0f}};
+       },
+       ErrorCode::kInvalidArgument, "logit_bias.9"},
+      {"min_tokens above max_tokens", [](GenerateInput& in) { in.sampling.min_tokens = 5; },
+       ErrorCode::kInvalidArgument, "min_tokens"},
   };
   for (const BadInput& c : cases) {
     GenerateInput input = text_request("hi", 4);
@@ -490,6 +513,108 @@ TEST_F(ServiceTest, AStopTokenIdEndsTheRequestWithoutItsText) {
   EXPECT_EQ(stopped.text, before.text);
 }
 
+// logit_bias and the penalties reach the sampler: +100 on one id makes every greedy token that id;
+// a presence penalty changes a greedy run that repeats itself.
+TEST_F(ServiceTest, LogitBiasAndPenaltiesChangeWhatIsGenerated) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput plain = text_request("logits processing", 12);
+  plain.sampling.temperature = 0.0f;
+  const test::Collected free_run = collect(*service.submit(plain));
+  ASSERT_EQ(free_run.ids.size(), 12u);
+  const int32_t forced = free_run.ids[0] == 'q' ? 'z' : 'q';
+  GenerateInput biased = plain;
+  biased.sampling.logit_bias = {{forced, 100.0f}};
+  const test::Collected forced_run = collect(*service.submit(biased));
+  EXPECT_EQ(forced_run.ids, std::vector<int32_t>(12, forced));
+  EXPECT_EQ(forced_run.text, std::string(12, static_cast<char>(forced)));
+
+  // A longer greedy run repeats itself; penalised, it goes another way.
+  GenerateInput longer = plain;
+  longer.max_tokens = 64;
+  const test::Collected long_run = collect(*service.submit(longer));
+  std::vector<int32_t> sorted = long_run.ids;
+  std::sort(sorted.begin(), sorted.end());
+  ASSERT_NE(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end())
+      << "the greedy run repeats no token: the penalty would have nothing to act on";
+  GenerateInput penalised = longer;
+  penalised.sampling.presence_penalty = 2.0f;
+  penalised.sampling.repetition_penalty = 1.5f;
+  const test::Collected penalised_run = collect(*service.submit(penalised));
+  EXPECT_EQ(penalised_run.ids.size(), 64u);
+  EXPECT_NE(penalised_run.ids, long_run.ids);
+}
+
+// min_tokens: a stop token id the free run ends on cannot end the request (or be generated) before
+// min_tokens tokens; a stop string in their text does not count either.
+TEST_F(ServiceTest, MinTokensHoldsBackStopTokenIdsAndStopStrings) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput probe = text_request("min tokens test", 24);
+  probe.sampling.temperature = 1.0f;
+  probe.sampling.seed = 7;
+  probe.sampling.ignore_eos = true;  // EOS is then not masked: the draws stay those of the probe
+  const test::Collected free_run = collect(*service.submit(probe));
+  ASSERT_EQ(free_run.ids.size(), 24u);
+  // The first printable ASCII id: its text is one visible character, which no other token's
+  // text contains (the byte tokenizer's other ids are control bytes or parts of UTF-8).
+  const auto ascii = std::find_if(free_run.ids.begin(), free_run.ids.end(),
+                                  [](int32_t id) { return id >= 33 && id <= 126; });
+  ASSERT_NE(ascii, free_run.ids.end()) << "the seeded run has no ASCII token to stop at";
+  const int32_t stop_id = *ascii;
+  const size_t at = ascii - free_run.ids.begin();
+  ASSERT_LE(at + 2, 24u);
+
+  GenerateInput by_id = probe;
+  by_id.sampling.stop_token_ids = {stop_id};
+  const test::Collected stops = collect(*service.submit(by_id));
+  ASSERT_EQ(stops.ids.size(), at + 1);  // without min_tokens it ends on the stop id
+  const uint32_t min_tokens = static_cast<uint32_t>(at + 2);
+  by_id.sampling.min_tokens = min_tokens;
+  const test::Collected held = collect(*service.submit(by_id));
+  ASSERT_GE(held.ids.size(), min_tokens);
+  EXPECT_EQ(std::count(held.ids.begin(), held.ids.begin() + min_tokens, stop_id), 0);
+
+  // The same character as a stop string cuts the probe at `at`; under min_tokens it does not
+  // count, and with no stop id to mask the run is the probe's, text included.
+  GenerateInput by_string = probe;
+  by_string.stop = {std::string(1, static_cast<char>(stop_id))};
+  const test::Collected cut = collect(*service.submit(by_string));
+  EXPECT_EQ(cut.finish, Finish::kStop);
+  EXPECT_EQ(cut.ids.size(), at + 1);
+  by_string.sampling.min_tokens = 24;
+  const test::Collected kept = collect(*service.submit(by_string));
+  EXPECT_EQ(kept.ids, free_run.ids);
+  EXPECT_EQ(kept.text, free_run.text);
+  EXPECT_EQ(kept.finish, Finish::kLength);
+}
+
+// A model that samples on its device never sees the logits processing: it is refused by name.
+TEST(LogitsProcessing, IsRefusedWhereTheModelSamplesOnItsDevice) {
+  using Change = void (*)(core::SamplingParams&);
+  const std::vector<std::pair<std::string, Change>> fields = {
+      {"frequency_penalty", [](core::SamplingParams& s) { s.frequency_penalty = -1.0f; }},
+      {"repetition_penalty", [](core::SamplingParams& s) { s.repetition_penalty = 1.2f; }},
+      {"min_tokens", [](core::SamplingParams& s) { s.min_tokens = 1; }},
+      {"logit_bias",
+       [](core::SamplingParams& s) {
+         s.logit_bias = {{1, 1.0f}};
+       }},
+  };
+  for (const auto& [name, change] : fields) {
+    core::SamplingParams s;
+    change(s);
+    EXPECT_NO_THROW(validate_logits_processing(s, 256, /*samples_on_host=*/true)) << name;
+    try {
+      validate_logits_processing(s, 256, /*samples_on_host=*/false);
+      ADD_FAILURE() << name << ": accepted";
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.param(), name);
+      EXPECT_NE(std::string(e.what()).find("samples on its device"), std::string::npos) << e.what();
+    }
+  }
+  core::SamplingParams defaults;
+  EXPECT_NO_THROW(validate_logits_processing(defaults, 256, /*samples_on_host=*/false));
+}
+
 TEST_F(ServiceTest, AFullWaitingQueueIsResourceExhausted) {
   // One request runs at a time; two may wait.
   LocalGenerationService service(tiny_deployment(
@@ -565,7 +690,7 @@ TEST_F(ServiceTest, DestroyingTheServiceFinishesOpenStreams) {
 // A model without a tokenizer streams ids without text, and a stop token id still names what
 // stopped the request (vLLM's stop_reason).
 TEST(TokenIdDecoder, GivesNoTextButTheStopToken) {
-  auto decoder = make_token_id_decoder({7, 9});
+  auto decoder = make_token_id_decoder({7, 9}, 0);
   const std::vector<int32_t> ids = {1, 2, 3};
   EXPECT_EQ(decoder->append(ids), "");
   EXPECT_EQ(decoder->stop_reason(), StopReason());

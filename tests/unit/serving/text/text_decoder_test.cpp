@@ -237,6 +237,27 @@ TEST(TextDecoder, StopReasonNamesTheStopTokenIdOrNothing) {
   EXPECT_EQ(e->stop_reason(), StopReason());
 }
 
+// vLLM's min_tokens: no stop counts in the text of the first min_tokens ids; a stop string must lie
+// wholly after it, whether the ids come one at a time or in one chunk.
+TEST(TextDecoder, StopsDoNotCountWithinMinTokens) {
+  auto d = make_incremental_decoder(kBytes, {"STOP"}, {}, false, /*min_tokens=*/5);
+  EXPECT_THAT(feed(*d, "abSTOPcdSTOPe"),
+              ElementsAre("a", "b", "S", "T", "O", "P", "c", "d", "", "", "", "", "", ""));
+  EXPECT_EQ(d->stop_reason(), StopReason(std::string("STOP")));
+  auto chunk = make_incremental_decoder(kBytes, {"STOP"}, {}, false, 5);
+  std::vector<int32_t> ids = ids_of("abSTOPcdSTOPe");
+  EXPECT_EQ(chunk->append(ids), "abSTOPcd");
+  EXPECT_TRUE(chunk->stopped());
+  // A stop token id among the first min_tokens ids is text like any other and ends nothing.
+  auto by_id = make_incremental_decoder(kBytes, {}, {'x'}, false, 3);
+  ids = ids_of("axb");
+  EXPECT_EQ(by_id->append(ids), "axb");
+  EXPECT_EQ(by_id->stop_reason(), StopReason());
+  ids = ids_of("cx");
+  EXPECT_EQ(by_id->append(ids), "c");
+  EXPECT_EQ(by_id->stop_reason(), StopReason(int32_t{'x'}));
+}
+
 TEST(TextDecoder, StopStringWithMultiByteCharacters) {
   auto d = make_incremental_decoder(kBytes, {"é!"});
   EXPECT_THAT(feed(*d, "caé!x"), ElementsAre("c", "a", "", "", "", "", ""));

@@ -76,6 +76,9 @@ struct ModelSummary {
   uint32_t max_model_len = 0;
   uint32_t vocab = 0;
   std::string tokenizer;  // tokenizer kind ("byte", "bpe", ...)
+  // The model returns logits and the host samples: penalties, min_tokens and logit_bias are
+  // served. False when it samples on its device (they are refused).
+  bool samples_on_host = true;
 };
 
 // EngineSummary::role for an hw_engine_role.

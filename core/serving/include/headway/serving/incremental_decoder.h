@@ -21,10 +21,13 @@ namespace headway::serving {
 using StopReason = std::variant<std::monostate, std::string, int32_t>;
 
 // The stop token id that `ids` ends on, if any. A stop token ends the request, so only the last id
-// of a request's output can be one; every decoder checks the same way.
+// of a request's output can be one; every decoder checks the same way. `before`: outputs that came
+// before `ids`; a stop token id does not count among the first `min_tokens` outputs (the engine
+// does not end a request on it there either).
 inline std::optional<int32_t> trailing_stop_token(std::span<const int32_t> ids,
-                                                  std::span<const int32_t> stop_token_ids) {
-  if (ids.empty() ||
+                                                  std::span<const int32_t> stop_token_ids,
+                                                  size_t before = 0, uint32_t min_tokens = 0) {
+  if (ids.empty() || before + ids.size() <= min_tokens ||
       std::find(stop_token_ids.begin(), stop_token_ids.end(), ids.back()) == stop_token_ids.end()) {
     return std::nullopt;
   }

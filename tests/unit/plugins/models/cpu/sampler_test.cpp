@@ -1,4 +1,5 @@
-// core::Sampler: greedy, temperature, top-k, top-p, min-p, and determinism per (seed, index).
+// core::Sampler: greedy, temperature, top-k, top-p, min-p, and determinism per (seed, index);
+// min_tokens, logit_bias and the repetition, frequency and presence penalties.
 #include "headway/core/sampler.h"
 
 #include <gtest/gtest.h>
@@ -173,6 +174,94 @@ TEST(Sampler, RejectsInvalidParameters) {
   EXPECT_THROW(s.sample(l, p, 0), Error);
   std::vector<float> empty;
   EXPECT_THROW(s.sample(empty, SamplingParams{}, 0), Error);
+  p = {};
+  p.repetition_penalty = 0.0f;
+  EXPECT_THROW(s.sample(l, p, 0), Error);
+  p = {};
+  p.presence_penalty = NAN;
+  EXPECT_THROW(s.sample(l, p, 0), Error);
+}
+
+// The greedy choice among `logits` for `p` and a history.
+int32_t greedy(std::vector<float> logits, const SamplingParams& p, uint32_t output_index,
+               const std::vector<int32_t>& prompt = {}, const std::vector<int32_t>& outputs = {},
+               uint32_t eos = UINT32_MAX) {
+  Sampler s;
+  return s.sample(logits, p, output_index, SamplingHistory{prompt, outputs, eos});
+}
+
+TEST(Sampler, MinTokensKeepsEosAndStopTokenIdsOutUntilReached) {
+  const std::vector<float> l = {0.0f, 1.0f, 5.0f, 4.0f};  // eos = 2, stop id = 3
+  SamplingParams p;
+  p.min_tokens = 2;
+  p.stop_token_ids = {3};
+  EXPECT_EQ(greedy(l, p, 0, {}, {}, 2), 1);
+  EXPECT_EQ(greedy(l, p, 1, {}, {}, 2), 1);
+  EXPECT_EQ(greedy(l, p, 2, {}, {}, 2), 2);  // the third token may end the request
+  p.ignore_eos = true;                       // EOS is then no end token: not masked
+  EXPECT_EQ(greedy(l, p, 0, {}, {}, 2), 2);
+  // Sampled too: no seed draws a masked token.
+  p.ignore_eos = false;
+  p.temperature = 1.0f;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    p.seed = seed;
+    std::vector<float> scratch = l;
+    Sampler s;
+    const int32_t t = s.sample(scratch, p, 1, SamplingHistory{{}, {}, 2});
+    ASSERT_TRUE(t == 0 || t == 1) << "seed " << seed << " drew " << t;
+  }
+}
+
+TEST(Sampler, LogitBiasIsAddedBeforeTheChoice) {
+  const std::vector<float> l = {1.0f, 3.0f, 2.0f};
+  SamplingParams p;
+  p.logit_bias = {{0, 2.5f}};
+  EXPECT_EQ(greedy(l, p, 0), 0);
+  p.logit_bias = {{1, -100.0f}, {7, 100.0f}};  // an id outside the vocabulary is ignored
+  EXPECT_EQ(greedy(l, p, 0), 2);
+}
+
+TEST(Sampler, RepetitionPenaltyDividesPositiveLogitsAndMultipliesNegativeOnesOnce) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  EXPECT_EQ(greedy({2.0f, 1.5f}, p, 0), 0);             // no history: no penalty
+  EXPECT_EQ(greedy({2.0f, 1.5f}, p, 0, {0}), 1);        // 2 / 2 = 1 < 1.5
+  EXPECT_EQ(greedy({-1.0f, -1.5f}, p, 1, {}, {0}), 1);  // -1 * 2 = -2 < -1.5
+  // Once per token, however often it appears: 2 / 2 = 1 > 0.9 (not 2 / 8).
+  EXPECT_EQ(greedy({2.0f, 0.9f}, p, 2, {0, 0}, {0}), 0);
+  p.repetition_penalty = 0.5f;  // below 1 it rewards repeats
+  EXPECT_EQ(greedy({1.0f, 1.5f}, p, 0, {0}), 0);
+}
+
+TEST(Sampler, FrequencyPenaltyCountsEachOutputAndPresencePenaltyOnlyOnce) {
+  SamplingParams p;
+  p.frequency_penalty = 0.4f;
+  EXPECT_EQ(greedy({3.0f, 2.0f}, p, 2, {}, {0, 0}), 0);     // 3 - 0.8 = 2.2
+  EXPECT_EQ(greedy({3.0f, 2.0f}, p, 3, {}, {0, 0, 0}), 1);  // 3 - 1.2 = 1.8
+  // The prompt does not count for these two.
+  EXPECT_EQ(greedy({3.0f, 2.0f}, p, 0, {0, 0, 0, 0}), 0);
+  p = {};
+  p.presence_penalty = 0.9f;
+  EXPECT_EQ(greedy({3.0f, 2.0f}, p, 3, {}, {0, 0, 0}), 0);  // 3 - 0.9 = 2.1
+  p.presence_penalty = 1.1f;
+  EXPECT_EQ(greedy({3.0f, 2.0f}, p, 3, {}, {0, 0, 0}), 1);  // 3 - 1.1 = 1.9
+  p.presence_penalty = -1.5f;                               // negative: repeats are encouraged
+  EXPECT_EQ(greedy({2.0f, 3.0f}, p, 1, {}, {0}), 0);
+}
+
+TEST(Sampler, PenaltyMarksDoNotCarryIntoTheNextCall) {
+  // The same call twice on one Sampler (which keeps its scratch) gives the same token: a token
+  // marked "already penalised" by the first call must be penalised again by the second.
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 1.0f;
+  Sampler s;
+  for (int call = 0; call < 3; ++call) {
+    std::vector<float> l = {2.0f, 1.5f, 0.5f};
+    const std::vector<int32_t> prompt = {0, -4, 99};  // ids outside the vocabulary are ignored
+    const std::vector<int32_t> outputs = {0, 1};
+    EXPECT_EQ(s.sample(l, p, 2, SamplingHistory{prompt, outputs}), 2) << "call " << call;
+  }
 }
 
 TEST(Sampler, UniformDrawsAreSpread) {

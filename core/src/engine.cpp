@@ -421,6 +421,8 @@ bool Engine::step() {
   if (logit_rows > 0) {
     // Sampling in the core, shared by every model that returns logits.
     uint32_t row = 0;
+    uint32_t top_used = 0;
+    if (slice_logprobs_.size() < model_slices_.size()) slice_logprobs_.resize(model_slices_.size());
     for (size_t i = 0; i < model_slices_.size(); ++i) {
       if (!model_slices_[i].sample) continue;
       const Request& r = requests_[slice_slots_[i]];
@@ -434,7 +436,19 @@ bool Engine::step() {
         history.prompt = all.first(all.size() - generated);
         history.outputs = all.last(generated);
       }
+      const bool wants_logprobs = r.sampling.logprobs >= 0;
+      // The sampler uses the row as scratch; the log-probabilities are those of the raw logits.
+      if (wants_logprobs) raw_logits_.assign(logits.begin(), logits.end());
       sampled_[i] = sampler_.sample(logits, r.sampling, generated, history);
+      if (wants_logprobs) {
+        const uint32_t count =
+            std::min<uint32_t>(static_cast<uint32_t>(r.sampling.logprobs), info.vocab);
+        if (logprob_top_.size() < top_used + count) logprob_top_.resize(top_used + count);
+        const float logprob = logprob_calculator_.compute(
+            raw_logits_, sampled_[i], std::span(logprob_top_).subspan(top_used, count));
+        slice_logprobs_[i] = SliceLogprobs{logprob, top_used, count};
+        top_used += count;
+      }
     }
   }
   if (clock_->is_virtual()) {
@@ -466,7 +480,16 @@ bool Engine::step() {
       r.record->token_ids.push_back(token);
       r.record->output_tokens = r.output_tokens;
     }
-    if (listener_ != nullptr) listener_->on_token(r.id, token, end);
+    if (listener_ != nullptr) {
+      if (r.sampling.logprobs >= 0 && info.returns_logits) {
+        const SliceLogprobs& figures = slice_logprobs_[i];
+        const SampledLogprobs logprobs{
+            figures.logprob, std::span(logprob_top_).subspan(figures.top_begin, figures.top_count)};
+        listener_->on_token(r.id, token, end, &logprobs);
+      } else {
+        listener_->on_token(r.id, token, end, nullptr);
+      }
+    }
     const bool stop = is_stop_token(r, token, eos);
     if (stop) {
       finish(slot, FinishReason::kStop, end);
@@ -506,8 +529,8 @@ void Engine::check_sampling(const std::string& who, const SamplingParams& sampli
   // The service refuses these for such a model already; an engine never ignores them silently.
   if (!model_->info().returns_logits) {
     throw Error(
-        fmt::format("{}: penalties, min_tokens and logit_bias need a model that returns "
-                    "logits; model '{}' samples on its device",
+        fmt::format("{}: penalties, min_tokens, logit_bias and logprobs need a model that "
+                    "returns logits; model '{}' samples on its device",
                     who, model_->name()));
   }
   if (sampling.uses_penalties() && !model_needs_ids_) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -732,6 +733,46 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
     const std::string reference = seeded_ids(cluster.reference_port(), prompt, processing);
     EXPECT_NE(reference, seeded_ids(cluster.reference_port(), prompt));
     EXPECT_EQ(seeded_ids(cluster.router_port(), prompt, processing), reference);
+  }
+  // logprobs come back through the router from both engine processes (the first token's from the
+  // prefill process), as one process gives them: the same tokens, the same figures within float
+  // rounding (the KV moved between processes is the same; the steps around it need not be).
+  const auto logprobs_of = [](int port, bool stream) {
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(std::chrono::seconds(120));
+    std::string body = completion("The quick brown fox", 12, stream);
+    body.insert(body.size() - 1, ", \"temperature\": 0, \"logprobs\": 2");
+    const auto response = http.Post("/v1/completions", body, "application/json");
+    nlohmann::json all = {{"tokens", nlohmann::json::array()},
+                          {"token_logprobs", nlohmann::json::array()},
+                          {"top_logprobs", nlohmann::json::array()}};
+    if (!response || response->status != 200) return all;
+    // The body, or each event's data of a stream: their logprobs, one list.
+    std::istringstream lines(response->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (stream && !line.starts_with("data: {")) continue;
+      const nlohmann::json event = nlohmann::json::parse(stream ? line.substr(6) : line);
+      if (event["choices"].empty() || event["choices"][0]["logprobs"].is_null()) continue;
+      for (const char* field : {"tokens", "token_logprobs", "top_logprobs"}) {
+        for (const auto& item : event["choices"][0]["logprobs"][field]) all[field].push_back(item);
+      }
+      if (!stream) break;
+    }
+    return all;
+  };
+  const nlohmann::json reference = logprobs_of(cluster.reference_port(), false);
+  ASSERT_EQ(reference["tokens"].size(), 12u) << reference;
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "whole");
+    const nlohmann::json routed = logprobs_of(cluster.router_port(), stream);
+    EXPECT_EQ(routed["tokens"], reference["tokens"]);
+    ASSERT_EQ(routed["token_logprobs"].size(), 12u) << routed;
+    for (size_t i = 0; i < 12; ++i) {
+      EXPECT_NEAR(routed["token_logprobs"][i].get<double>(),
+                  reference["token_logprobs"][i].get<double>(), 1e-4)
+          << i;
+      EXPECT_EQ(routed["top_logprobs"][i].size(), reference["top_logprobs"][i].size()) << i;
+    }
   }
   cluster.stop_all();
 }

@@ -35,7 +35,9 @@ struct Mirror {
 class Listener final : public core::EngineListener {
  public:
   explicit Listener(std::unordered_map<uint64_t, Mirror>& requests) : requests_(requests) {}
-  void on_token(uint64_t id, int32_t, double) override { ++requests_[id].outputs; }
+  void on_token(uint64_t id, int32_t, double, const core::SampledLogprobs*) override {
+    ++requests_[id].outputs;
+  }
   void on_finished(uint64_t id, core::FinishReason reason, double) override {
     Mirror& m = requests_[id];
     // `running` stays as it was: the step that finished it was planned with it running.

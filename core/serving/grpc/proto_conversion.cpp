@@ -23,6 +23,11 @@ void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
       sampling.has_repetition_penalty() ? sampling.repetition_penalty() : 1.0f;
   out.sampling.min_tokens = sampling.min_tokens();
   out.sampling.logit_bias.assign(sampling.logit_bias().begin(), sampling.logit_bias().end());
+  // The service checks the range (a value past int32 stays past it).
+  out.sampling.logprobs =
+      sampling.has_logprobs()
+          ? static_cast<int32_t>(std::min<uint32_t>(sampling.logprobs(), INT32_MAX))
+          : -1;
   // Unset keeps GenerateInput's default; an explicit 0 goes to the service, which refuses it.
   if (sampling.has_max_tokens()) out.max_tokens = sampling.max_tokens();
   out.stop.assign(sampling.stop().begin(), sampling.stop().end());
@@ -95,6 +100,14 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
   out.set_request_id(request_id);
   out.mutable_token_ids()->Add(chunk.token_ids.begin(), chunk.token_ids.end());
   out.set_text_delta(chunk.text);
+  for (const GeneratedLogprobs& token : chunk.logprobs) {
+    v1::TokenLogprobs& entry = *out.add_logprobs();
+    entry.set_logprob(token.chosen.logprob);
+    for (const TokenCandidate& candidate : token.top) {
+      entry.add_top_token_ids(candidate.token);
+      entry.add_top_logprobs(candidate.logprob);
+    }
+  }
   if (chunk.finish == Finish::kNone) return;
   out.set_finish_reason(finish_name(chunk.finish));
   out.mutable_usage()->set_prompt_tokens(chunk.usage.prompt_tokens);

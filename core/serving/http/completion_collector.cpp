@@ -1,5 +1,7 @@
 #include "completion_collector.h"
 
+#include <iterator>
+
 #include "api_error.h"
 #include "sse_responder.h"
 
@@ -26,6 +28,8 @@ Completion collect_completion(GenerationService& service, RequestStream& stream,
     if (!got) continue;
     out.text += chunk.text;
     out.token_ids.insert(out.token_ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    out.logprobs.insert(out.logprobs.end(), std::make_move_iterator(chunk.logprobs.begin()),
+                        std::make_move_iterator(chunk.logprobs.end()));
     if (chunk.finish == Finish::kNone) continue;
     if (chunk.finish == Finish::kAbort) {
       throw ApiError(503,

@@ -307,7 +307,11 @@ OpenAiRequest parse_completion_request(std::string_view body) {
   out.input.max_tokens = static_cast<uint32_t>(
       fields.integer("max_tokens", 1, kMaxTokensLimit).value_or(kCompletionDefaultMaxTokens));
 
-  if (fields.find("logprobs")) throw not_supported("logprobs", "logprobs");
+  // An integer: the most likely tokens to list beside each generated one (OpenAI allows 5, vLLM
+  // its max_logprobs, 20 by default).
+  if (auto logprobs = fields.integer("logprobs", 0, core::kMaxLogprobs)) {
+    out.input.sampling.logprobs = static_cast<int32_t>(*logprobs);
+  }
   if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
   if (auto best_of = fields.integer("best_of", 0, kMaxTokensLimit); best_of && *best_of != 1) {
     throw not_supported("best_of", "best_of");
@@ -341,10 +345,13 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     out.input.max_tokens_to_context_end = true;
   }
 
-  if (fields.boolean("logprobs").value_or(false)) throw not_supported("logprobs", "logprobs");
-  if (auto top = fields.integer("top_logprobs", 0, kMaxTokensLimit); top && *top != 0) {
-    throw not_supported("top_logprobs", "top_logprobs");
+  // A boolean, and the count of most likely tokens apart (OpenAI's chat shape).
+  const bool logprobs = fields.boolean("logprobs").value_or(false);
+  const auto top_logprobs = fields.integer("top_logprobs", 0, core::kMaxLogprobs);
+  if (top_logprobs && *top_logprobs > 0 && !logprobs) {
+    throw invalid_field("top_logprobs", "top_logprobs needs \"logprobs\": true");
   }
+  if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
   for (const char* field : {"tools", "functions"}) {  // functions: OpenAI's older name
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }

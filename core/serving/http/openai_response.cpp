@@ -52,18 +52,18 @@ nlohmann::json usage_json(const Usage& usage) {
 
 nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
                                std::span<const int32_t> token_ids, Finish finish,
-                               const StopReason& stop_reason, const Usage& usage) {
+                               const StopReason& stop_reason, const Usage& usage,
+                               nlohmann::json logprobs) {
   nlohmann::json choice = {{"index", 0},
                            {"finish_reason", finish_reason_json(finish)},
                            {"stop_reason", stop_reason_json(stop_reason)}};
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
   } else {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
-    choice["logprobs"] = nullptr;
   }
+  choice["logprobs"] = std::move(logprobs);
   nlohmann::json body = envelope(header, false);
   body["choices"] = nlohmann::json::array({std::move(choice)});
   body["usage"] = usage_json(usage);
@@ -82,8 +82,9 @@ nlohmann::json role_chunk_json(const ResponseHeader& header, const Usage& usage)
 
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
                                 std::span<const int32_t> token_ids, Finish finish,
-                                const StopReason& stop_reason, const Usage& usage) {
-  nlohmann::json choice = {{"index", 0}, {"logprobs", nullptr}};
+                                const StopReason& stop_reason, const Usage& usage,
+                                nlohmann::json logprobs) {
+  nlohmann::json choice = {{"index", 0}, {"logprobs", std::move(logprobs)}};
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;

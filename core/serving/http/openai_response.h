@@ -28,6 +28,9 @@ struct ResponseHeader {
   // Each choice also carries "token_ids": the tokens generated (whole answer) or since the
   // previous chunk (streams). A stream then sends a chunk for tokens that have no text yet.
   bool return_token_ids = false;
+  // The client asked for logprobs (SamplingParams::logprobs >= 0): a stream then sends a chunk
+  // for tokens that have no text yet, so that every token's logprobs go out.
+  bool logprobs = false;
 };
 
 // "length" or "stop"; null while running. kAbort/kError never reach a finish_reason: they become
@@ -39,10 +42,11 @@ nlohmann::json stop_reason_json(const StopReason& reason);
 
 nlohmann::json usage_json(const Usage& usage);
 
-// The non-streamed answer.
+// The non-streamed answer. `logprobs`: the choice's (LogprobsJson), null when not asked for.
 nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
                                std::span<const int32_t> token_ids, Finish finish,
-                               const StopReason& stop_reason, const Usage& usage);
+                               const StopReason& stop_reason, const Usage& usage,
+                               nlohmann::json logprobs = nullptr);
 
 // Streams. A chat stream opens with role_chunk_json; every stream then carries text deltas (the
 // last one with its finish), then with include_usage a usage chunk, then the [DONE] event.
@@ -50,7 +54,8 @@ nlohmann::json completion_json(const ResponseHeader& header, const std::string& 
 nlohmann::json role_chunk_json(const ResponseHeader& header, const Usage& usage);
 nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
                                 std::span<const int32_t> token_ids, Finish finish,
-                                const StopReason& stop_reason, const Usage& usage);
+                                const StopReason& stop_reason, const Usage& usage,
+                                nlohmann::json logprobs = nullptr);
 nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

@@ -18,6 +18,7 @@
 #include "api_error.h"
 #include "client_connection_watch.h"
 #include "completion_collector.h"
+#include "openai_logprobs.h"
 #include "openai_request.h"
 #include "sse_responder.h"
 
@@ -219,6 +220,8 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.include_usage = parsed.include_usage;
   header.continuous_usage = parsed.continuous_usage;
   header.return_token_ids = parsed.return_token_ids;
+  header.logprobs = parsed.input.sampling.logprobs >= 0;
+  const int32_t top_logprobs = parsed.input.sampling.logprobs;
 
   std::shared_ptr<RequestStream> stream = service_.submit(std::move(parsed.input));
   header.id = stream->id();  // the id we asked for, unless the service had to assign another
@@ -235,7 +238,8 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     }
     send_json(response, 200,
               completion_json(header, completion.text, completion.token_ids, completion.finish,
-                              completion.stop_reason, completion.usage));
+                              completion.stop_reason, completion.usage,
+                              LogprobsJson(endpoint, top_logprobs).value(completion.logprobs)));
     return;
   }
 
@@ -265,9 +269,9 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     SseResponder responder;
     InFlightRequests::Ticket ticket;
   };
-  auto state = std::make_shared<StreamState>(
-      StreamState{SseResponder(service_, stream, std::move(header), in_flight_.stopping()),
-                  std::move(*ticket)});
+  auto state = std::make_shared<StreamState>(StreamState{
+      SseResponder(service_, stream, std::move(header), top_logprobs, in_flight_.stopping()),
+      std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back
   // cpp-httplib calls these outside any try block (the releaser from a destructor): an exception

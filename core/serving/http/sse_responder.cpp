@@ -7,12 +7,14 @@
 namespace headway::serving::http {
 
 SseResponder::SseResponder(GenerationService& service, std::shared_ptr<RequestStream> stream,
-                           ResponseHeader header, const std::atomic<bool>& stopping)
+                           ResponseHeader header, int32_t top_logprobs,
+                           const std::atomic<bool>& stopping)
     : service_(service),
       stream_(std::move(stream)),
       header_(std::move(header)),
       stopping_(stopping),
-      last_write_(std::chrono::steady_clock::now()) {}
+      last_write_(std::chrono::steady_clock::now()),
+      logprobs_(header_.endpoint, header_.logprobs ? top_logprobs : -1) {}
 
 bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
   if (!sink.write(data.data(), data.size())) return false;
@@ -45,17 +47,24 @@ bool SseResponder::provide(httplib::DataSink& sink) {
   }
   if (chunk_.finish != Finish::kNone) return finish(sink, chunk_);
   // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) or
-  // that have none make no event of their own, unless the client asked for the token ids.
-  if (chunk_.text.empty() && (!header_.return_token_ids || chunk_.token_ids.empty())) return true;
-  return write(sink, sse_event(delta_chunk_json(header_, chunk_.text, chunk_.token_ids,
-                                                Finish::kNone, {}, chunk_.usage)));
+  // that have none make no event of their own, unless the client asked for the token ids or
+  // their logprobs.
+  if (!has_content(chunk_)) return true;
+  return write(sink,
+               sse_event(delta_chunk_json(header_, chunk_.text, chunk_.token_ids, Finish::kNone, {},
+                                          chunk_.usage, logprobs_.value(chunk_.logprobs))));
+}
+
+bool SseResponder::has_content(const StreamChunk& chunk) const {
+  return !chunk.text.empty() ||
+         ((header_.return_token_ids || header_.logprobs) && !chunk.token_ids.empty());
 }
 
 bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
   if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
-    if ((!last.text.empty() || (header_.return_token_ids && !last.token_ids.empty())) &&
+    if (has_content(last) &&
         !write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, Finish::kNone,
-                                                {}, last.usage)))) {
+                                                {}, last.usage, logprobs_.value(last.logprobs))))) {
       return false;
     }
     if (last.finish == Finish::kAbort) {
@@ -67,7 +76,8 @@ bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
                 "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
   }
   if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, last.finish,
-                                              last.stop_reason, last.usage)))) {
+                                              last.stop_reason, last.usage,
+                                              logprobs_.value(last.logprobs))))) {
     return false;
   }
   if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, last.usage)))) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "openai_logprobs.h"
 #include "openai_response.h"
 
 namespace httplib {
@@ -31,8 +32,9 @@ inline constexpr std::chrono::milliseconds kKeepAliveAfter{1000};
 
 class SseResponder {
  public:
+  // `top_logprobs`: the request's SamplingParams::logprobs (used when header.logprobs).
   SseResponder(GenerationService& service, std::shared_ptr<RequestStream> stream,
-               ResponseHeader header, const std::atomic<bool>& stopping);
+               ResponseHeader header, int32_t top_logprobs, const std::atomic<bool>& stopping);
 
   // Waits up to kStreamPoll for output and writes what arrived. Returns false when a write failed
   // (the client is gone); calls sink.done() after the last event.
@@ -44,6 +46,9 @@ class SseResponder {
  private:
   bool write(httplib::DataSink& sink, const std::string& data);
   bool finish(httplib::DataSink& sink, const StreamChunk& last);
+  // Whether a chunk that does not end the stream makes an event (text, or ids or logprobs the
+  // client asked for).
+  bool has_content(const StreamChunk& chunk) const;
   bool fail(httplib::DataSink& sink, int status, const std::string& message);
 
   GenerationService& service_;
@@ -54,6 +59,7 @@ class SseResponder {
   bool ended_ = false;  // [DONE] written: nothing left to abort
   std::chrono::steady_clock::time_point last_write_;
   StreamChunk chunk_;  // reused between calls
+  LogprobsJson logprobs_;
 };
 
 }  // namespace headway::serving::http

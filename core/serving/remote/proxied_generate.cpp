@@ -82,6 +82,32 @@ void ProxiedGenerate::accepted() {
   if (!counted_prompt_.exchange(true)) series_.prompt_tokens.add(stream_->prompt_tokens());
 }
 
+std::span<const core::SampledLogprobs> ProxiedGenerate::logprobs_of(
+    const v1::GenerateResponse& response) {
+  logprobs_.clear();
+  logprob_top_.clear();
+  if (response.logprobs_size() == 0 || response.logprobs_size() != response.token_ids_size()) {
+    return {};
+  }
+  const auto top_count = [](const v1::TokenLogprobs& entry) {
+    return static_cast<size_t>(std::min(entry.top_token_ids_size(), entry.top_logprobs_size()));
+  };
+  // Every top token first, then the spans over them (which growing the vector would move).
+  for (const v1::TokenLogprobs& entry : response.logprobs()) {
+    for (size_t k = 0; k < top_count(entry); ++k) {
+      logprob_top_.push_back(core::TokenLogprob{entry.top_token_ids(static_cast<int>(k)),
+                                                entry.top_logprobs(static_cast<int>(k))});
+    }
+  }
+  size_t at = 0;
+  for (const v1::TokenLogprobs& entry : response.logprobs()) {
+    logprobs_.push_back(core::SampledLogprobs{
+        entry.logprob(), std::span(logprob_top_).subspan(at, top_count(entry))});
+    at += top_count(entry);
+  }
+  return logprobs_;
+}
+
 void ProxiedGenerate::OnReadDone(bool ok) {
   if (!ok) return;  // the stream ended: OnDone follows
   if (!any_response_) {
@@ -90,6 +116,17 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     any_response_ = true;
   }
   const int count = response_.token_ids_size();
+  const std::span<const core::SampledLogprobs> logprobs = logprobs_of(response_);
+  if (count > 0 && !finished_ && upstream_.sampling().has_logprobs() && logprobs.empty()) {
+    // An engine process that sends tokens without the logprobs asked for (an older build): the
+    // client would get them silently missing. The request ends here, and upstream.
+    finish(Finish::kError,
+           fmt::format("engine{} at {} sent tokens without the logprobs the request asked for "
+                       "(does it run an older Headway?)",
+                       engine_.index(), engine_.address()));
+    context_.TryCancel();
+    return;
+  }
   if (count > 0 && !finished_) {
     const double now = since_arrival();
     if (first_token_seconds_ < 0.0) {
@@ -103,7 +140,7 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     last_token_seconds_ = now;
     series_.generation_tokens.add(count);
     generated_.insert(generated_.end(), response_.token_ids().begin(), response_.token_ids().end());
-    stream_->push_tokens(std::span<const int32_t>(response_.token_ids().data(), count));
+    stream_->push_tokens(std::span<const int32_t>(response_.token_ids().data(), count), logprobs);
   }
   if (response_.finish_reason() == "handoff" && !finished_) {
     // Prefilled: the decode process continues the stream from the staged KV (the owner removes

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,13 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   double last_token_seconds_ = 0.0;
   std::vector<int32_t> generated_;
   uint32_t attempts_ = 1;
+  // The log-probabilities of the message being read, as the stream takes them (logprobs_of).
+  std::vector<core::SampledLogprobs> logprobs_;
+  std::vector<core::TokenLogprob> logprob_top_;
+
+  // One entry per token of `response`, or none when it carries none (or not one per token: the
+  // read then ends the request, when it asked for them).
+  std::span<const core::SampledLogprobs> logprobs_of(const v1::GenerateResponse& response);
 };
 
 }  // namespace headway::serving

@@ -78,6 +78,9 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   for (const auto& [id, bias] : input.sampling.logit_bias) {
     (*sampling.mutable_logit_bias())[id] = bias;
   }
+  if (input.sampling.logprobs >= 0) {
+    sampling.set_logprobs(static_cast<uint32_t>(input.sampling.logprobs));
+  }
   request.set_priority(input.priority);
   request.set_request_class(admitted.request_class);
   return request;

@@ -968,7 +968,8 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
       PendingFinish{request.stream, reason, timings, std::move(error), std::move(kv_stage)});
 }
 
-void EngineDriver::on_token(uint64_t request_id, int32_t token, double time) {
+void EngineDriver::on_token(uint64_t request_id, int32_t token, double time,
+                            const core::SampledLogprobs* logprobs) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   InFlightRequest& request = *it->second;
@@ -980,7 +981,9 @@ void EngineDriver::on_token(uint64_t request_id, int32_t token, double time) {
   }
   request.last_token_time = time;
   request.series.generation_tokens.add();
-  request.stream->push_tokens(std::span<const int32_t>(&token, 1));
+  request.stream->push_tokens(
+      std::span<const int32_t>(&token, 1),
+      logprobs != nullptr ? std::span(logprobs, 1) : std::span<const core::SampledLogprobs>());
 }
 
 void EngineDriver::on_finished(uint64_t request_id, core::FinishReason reason, double time) {

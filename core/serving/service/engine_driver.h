@@ -164,7 +164,8 @@ class EngineDriver final : private core::EngineListener {
                    std::optional<KvStage> kv_stage = std::nullopt);
 
   // EngineListener, on the driver's thread.
-  void on_token(uint64_t request_id, int32_t token, double time) override;
+  void on_token(uint64_t request_id, int32_t token, double time,
+                const core::SampledLogprobs* logprobs) override;
   void on_finished(uint64_t request_id, core::FinishReason reason, double time) override;
 
   core::Engine& engine_;

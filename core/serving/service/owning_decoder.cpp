@@ -19,6 +19,7 @@ class OwningDecoder final : public IncrementalDecoder {
   std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
   StopReason stop_reason() const override { return decoder_->stop_reason(); }
   std::string flush() override { return decoder_->flush(); }
+  std::string token_bytes(int32_t id) const override { return decoder_->token_bytes(id); }
 
  private:
   std::shared_ptr<const core::Tokenizer> tokenizer_;  // declared first: outlives decoder_
@@ -41,6 +42,7 @@ class TokenIdDecoder final : public IncrementalDecoder {
     return stop_token_ ? StopReason(*stop_token_) : StopReason();
   }
   std::string flush() override { return {}; }
+  std::string token_bytes(int32_t) const override { return {}; }
 
  private:
   const std::vector<int32_t> stop_token_ids_;

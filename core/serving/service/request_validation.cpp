@@ -104,15 +104,22 @@ void validate_logits_processing(core::SamplingParams& s, uint32_t vocab, bool sa
               param);
     }
   }
+  if (s.logprobs < -1 || s.logprobs > core::kMaxLogprobs) {
+    invalid(fmt::format("logprobs must be from 0 to {} (the most likely tokens reported beside "
+                        "each generated one), got {}",
+                        core::kMaxLogprobs, s.logprobs),
+            "logprobs");
+  }
   if (samples_on_host || !s.uses_host_processing()) return;
   const char* field = s.presence_penalty != 0.0f     ? "presence_penalty"
                       : s.frequency_penalty != 0.0f  ? "frequency_penalty"
                       : s.repetition_penalty != 1.0f ? "repetition_penalty"
                       : s.min_tokens > 0             ? "min_tokens"
-                                                     : "logit_bias";
+                      : !s.logit_bias.empty()        ? "logit_bias"
+                                                     : "logprobs";
   invalid(fmt::format("{} is not supported by this deployment: its model samples on its device, "
                       "and only models that return logits to the host apply penalties, "
-                      "min_tokens and logit_bias",
+                      "min_tokens and logit_bias, or report logprobs",
                       field),
           field);
 }

@@ -33,9 +33,10 @@ void validate_sampling(const GenerateInput& input, uint32_t vocab);
 
 // The logits processing only the core sampler does (vLLM's ranges): presence_penalty and
 // frequency_penalty in [-2, 2], repetition_penalty finite and > 0, logit_bias ids inside the
-// vocabulary and named once, biases in [-100, 100] (OpenAI's range); sorts logit_bias by id. When
-// the model samples on its device (`samples_on_host` false) any of them, or min_tokens, is
-// refused naming the field. min_tokens against max_tokens: validate_min_tokens.
+// vocabulary and named once, biases in [-100, 100] (OpenAI's range); logprobs -1 (off) or 0 to
+// kMaxLogprobs; sorts logit_bias by id. When the model samples on its device (`samples_on_host`
+// false) any of them, min_tokens or logprobs is refused naming the field. min_tokens against
+// max_tokens: validate_min_tokens.
 void validate_logits_processing(core::SamplingParams& sampling, uint32_t vocab,
                                 bool samples_on_host);
 

@@ -38,11 +38,18 @@ RequestStream::~RequestStream() {
   if (kv_stage_ && !kv_stage_taken_) ::shm_unlink(kv_stage_->shm_name.c_str());
 }
 
-void RequestStream::push_tokens(std::span<const int32_t> ids) {
+void RequestStream::push_tokens(std::span<const int32_t> ids,
+                                std::span<const core::SampledLogprobs> logprobs) {
   {
     std::lock_guard lock(mutex_);
     if (finish_ != Finish::kNone) return;
     pending_.insert(pending_.end(), ids.begin(), ids.end());
+    if (logprobs.size() != ids.size()) logprobs = {};
+    for (const core::SampledLogprobs& token : logprobs) {
+      pending_logprobs_.push_back(token.logprob);
+      pending_top_counts_.push_back(static_cast<uint32_t>(token.top.size()));
+      pending_top_.insert(pending_top_.end(), token.top.begin(), token.top.end());
+    }
     completion_tokens_ += static_cast<uint32_t>(ids.size());
   }
   ready_.notify_one();
@@ -100,6 +107,7 @@ bool RequestStream::done() const {
 
 bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   out.token_ids.clear();
+  out.logprobs.clear();
   out.text.clear();
   out.finish = Finish::kNone;
   out.stop_reason = StopReason();
@@ -114,6 +122,12 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     if (pending_.empty() && finish_ == Finish::kNone) return false;
     taken_.swap(pending_);
     pending_.clear();
+    taken_logprobs_.swap(pending_logprobs_);
+    pending_logprobs_.clear();
+    taken_top_counts_.swap(pending_top_counts_);
+    pending_top_counts_.clear();
+    taken_top_.swap(pending_top_);
+    pending_top_.clear();
     finish = finish_;
     out.usage = {prompt_tokens_, completion_tokens_};
     out.timings = timings_;
@@ -121,6 +135,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   }
   out.token_ids.assign(taken_.begin(), taken_.end());
   taken_.clear();
+  take_logprobs(out);
 
   if (decoder_ != nullptr) {
     out.text = decoder_->append(out.token_ids);
@@ -147,6 +162,29 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     kv_stage_taken_ = kv_stage_.has_value();
   }
   return true;
+}
+
+void RequestStream::take_logprobs(StreamChunk& out) {
+  // Pushed with logprobs, every id has its entry (the producer pushes a request's tokens one way).
+  const size_t count = std::min(taken_logprobs_.size(), out.token_ids.size());
+  const auto bytes_of = [&](int32_t id) {
+    return decoder_ != nullptr ? decoder_->token_bytes(id) : std::string();
+  };
+  size_t top = 0;
+  out.logprobs.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    GeneratedLogprobs& token = out.logprobs[i];
+    token.chosen = TokenCandidate{out.token_ids[i], taken_logprobs_[i], bytes_of(out.token_ids[i])};
+    token.top.clear();
+    for (uint32_t k = 0; k < taken_top_counts_[i] && top < taken_top_.size(); ++k, ++top) {
+      const core::TokenLogprob& candidate = taken_top_[top];
+      token.top.push_back(
+          TokenCandidate{candidate.token, candidate.logprob, bytes_of(candidate.token)});
+    }
+  }
+  taken_logprobs_.clear();
+  taken_top_counts_.clear();
+  taken_top_.clear();
 }
 
 }  // namespace headway::serving

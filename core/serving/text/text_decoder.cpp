@@ -60,6 +60,10 @@ class TextDecoder final : public IncrementalDecoder {
     return out;
   }
 
+  std::string token_bytes(int32_t id) const override {
+    return tokenizer_.decode(std::span<const int32_t>(&id, 1));
+  }
+
   StopReason stop_reason() const override {
     if (stopped_) return matched_;
     if (stop_token_) return *stop_token_;

@@ -93,7 +93,9 @@ int run(Engine& engine, int max_steps = 100000) {
 
 class RecordingListener : public EngineListener {
  public:
-  void on_token(uint64_t id, int32_t, double time) override { tokens.push_back({id, time}); }
+  void on_token(uint64_t id, int32_t, double time, const SampledLogprobs*) override {
+    tokens.push_back({id, time});
+  }
   void on_finished(uint64_t id, FinishReason reason, double time) override {
     finished.push_back({id, reason, time});
   }
@@ -387,18 +389,19 @@ TEST(Engine, RejectsRequestsThatCanNeverRunOrDoNotFit) {
 // processing (penalties, min_tokens, logit_bias) is refused by name, never run without it.
 TEST(Engine, LogitsProcessingIsRefusedForAModelThatReturnsNoLogits) {
   TestEngine e({});
-  for (int field = 0; field < 3; ++field) {
+  for (int field = 0; field < 4; ++field) {
     NewRequest r = request(static_cast<uint64_t>(field + 1), 10, 4);
     if (field == 0) r.sampling.presence_penalty = 0.5f;
     if (field == 1) r.sampling.min_tokens = 2;
     if (field == 2) r.sampling.logit_bias = {{3, 1.0f}};
+    if (field == 3) r.sampling.logprobs = 0;
     const Rejection rejection = try_add(*e, std::move(r));
     EXPECT_EQ(rejection.code, HW_INVALID_ARGUMENT) << field;
     EXPECT_THAT(rejection.message, HasSubstr("need a model that returns logits")) << field;
     EXPECT_THAT(rejection.message, HasSubstr("request " + std::to_string(field + 1))) << field;
   }
   EXPECT_EQ(e->waiting_size(), 0u);
-  EXPECT_EQ(try_add(*e, request(4, 10, 4)).code, HW_OK);
+  EXPECT_EQ(try_add(*e, request(5, 10, 4)).code, HW_OK);
 }
 
 // A request the engine accepts must be able to finish: an engine whose KV cache cannot hold

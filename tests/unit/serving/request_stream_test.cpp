@@ -29,6 +29,9 @@ class LetterDecoder : public IncrementalDecoder {
   }
   StopReason stop_reason() const override { return stopped_ ? StopReason(stop_) : StopReason(); }
   std::string flush() override { return std::exchange(held_, {}); }
+  std::string token_bytes(int32_t id) const override {
+    return std::string(1, static_cast<char>('a' + id));
+  }
 
  private:
   std::string stop_;
@@ -55,6 +58,37 @@ TEST(RequestStream, DeliversTokensThenTheFinishOnce) {
   EXPECT_DOUBLE_EQ(chunk.timings.ttft_seconds, 0.2);
   EXPECT_TRUE(stream.done());
   EXPECT_FALSE(stream.next(chunk, 10ms));
+}
+
+// Log-probabilities pushed with the tokens come out beside them, across pushes, each candidate
+// with its token's bytes; a chunk of tokens pushed without them has none.
+TEST(RequestStream, LogprobsFollowTheirTokens) {
+  RequestStream stream("r1", 5, std::make_unique<LetterDecoder>(""), nullptr);
+  const core::TokenLogprob top_a[] = {{0, -0.1f}, {3, -2.5f}};
+  const core::TokenLogprob top_b[] = {{2, -0.3f}};
+  const int32_t a[] = {0};
+  const core::SampledLogprobs first[] = {{-0.1f, top_a}};
+  stream.push_tokens(a, first);
+  const int32_t b[] = {1};
+  const core::SampledLogprobs second[] = {{-1.5f, top_b}};
+  stream.push_tokens(b, second);
+  StreamChunk chunk;
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  ASSERT_EQ(chunk.logprobs.size(), 2u);
+  EXPECT_EQ(chunk.logprobs[0].chosen.token, 0);
+  EXPECT_EQ(chunk.logprobs[0].chosen.logprob, -0.1f);
+  EXPECT_EQ(chunk.logprobs[0].chosen.bytes, "a");
+  ASSERT_EQ(chunk.logprobs[0].top.size(), 2u);
+  EXPECT_EQ(chunk.logprobs[0].top[1].token, 3);
+  EXPECT_EQ(chunk.logprobs[0].top[1].logprob, -2.5f);
+  EXPECT_EQ(chunk.logprobs[0].top[1].bytes, "d");
+  EXPECT_EQ(chunk.logprobs[1].chosen.logprob, -1.5f);
+  ASSERT_EQ(chunk.logprobs[1].top.size(), 1u);
+  EXPECT_EQ(chunk.logprobs[1].top[0].bytes, "c");
+  stream.push_tokens(a);
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_EQ(chunk.token_ids, std::vector<int32_t>{0});
+  EXPECT_TRUE(chunk.logprobs.empty());
 }
 
 TEST(RequestStream, PushesAfterTheFinishAreIgnored) {

@@ -22,6 +22,7 @@
 #include <headway/core/request_record.h>
 #include <headway/core/sampler.h>
 #include <headway/core/sampling_params.h>
+#include <headway/core/token_logprobs.h>
 
 #include <chrono>
 #include <cstdint>
@@ -79,7 +80,10 @@ enum class FinishReason { kLength, kStop, kAborted };
 class EngineListener {
  public:
   virtual ~EngineListener() = default;
-  virtual void on_token(uint64_t request_id, int32_t token, double time) = 0;
+  // `logprobs`: the token's log-probabilities when the request asked for them (SamplingParams::
+  // logprobs), else null; valid for the call only.
+  virtual void on_token(uint64_t request_id, int32_t token, double time,
+                        const SampledLogprobs* logprobs) = 0;
   virtual void on_finished(uint64_t request_id, FinishReason reason, double time) = 0;
 };
 
@@ -236,6 +240,17 @@ class Engine {
   std::vector<int32_t> sampled_;
   std::vector<float> logits_;  // one row per sampling slice, for models that return logits
   Sampler sampler_;
+  // Log-probabilities of this step's sampling slices that asked for them: slice_logprobs_[i]
+  // for model_slices_[i], its top tokens at logprob_top_[top_begin, top_begin + top_count).
+  struct SliceLogprobs {
+    float logprob = 0.0f;
+    uint32_t top_begin = 0;
+    uint32_t top_count = 0;
+  };
+  LogprobCalculator logprob_calculator_;
+  std::vector<float> raw_logits_;  // a row as the model wrote it, before the sampler changes it
+  std::vector<SliceLogprobs> slice_logprobs_;
+  std::vector<TokenLogprob> logprob_top_;
   std::vector<uint64_t> prefilled_;              // prefill_only requests ready to move
   std::vector<uint64_t> prefill_only_finished_;  // prefill_only requests done with no move
   hw_memory_desc kv_memory_{};

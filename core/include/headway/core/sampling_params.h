@@ -8,6 +8,9 @@
 
 namespace headway::core {
 
+// vLLM's default max_logprobs; OpenAI allows 20 top_logprobs on chat, 5 logprobs on completions.
+inline constexpr int32_t kMaxLogprobs = 20;
+
 struct SamplingParams {
   float temperature = 0.0f;             // 0: greedy
   float top_p = 1.0f;                   // 1: off
@@ -30,6 +33,9 @@ struct SamplingParams {
   uint32_t min_tokens = 0;
   // (token id, bias) pairs added to the logits; ids unique, biases in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // -1: off. Otherwise report each generated token's log-probability and those of the `logprobs`
+  // most likely tokens (0 to kMaxLogprobs), from the model's raw logits (token_logprobs.h).
+  int32_t logprobs = -1;
 
   // Whether the request needs its tokens' history (penalties).
   bool uses_penalties() const {
@@ -37,7 +43,7 @@ struct SamplingParams {
   }
   // Whether the request needs logits processing that only the core sampler does.
   bool uses_host_processing() const {
-    return uses_penalties() || min_tokens > 0 || !logit_bias.empty();
+    return uses_penalties() || min_tokens > 0 || !logit_bias.empty() || logprobs >= 0;
   }
 };
 

@@ -17,6 +17,9 @@ class CharDecoder final : public IncrementalDecoder {
   }
   StopReason stop_reason() const override { return {}; }
   std::string flush() override { return {}; }
+  std::string token_bytes(int32_t id) const override {
+    return std::string(1, static_cast<char>(id));
+  }
 };
 
 uint32_t prompt_length(const GenerateInput& input) {

@@ -107,6 +107,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   sampling.set_frequency_penalty(-0.25f);
   sampling.set_repetition_penalty(1.2f);
   sampling.set_min_tokens(3);
+  sampling.set_logprobs(4);
   (*sampling.mutable_logit_bias())[17] = -4.5f;
   ASSERT_TRUE(generate(request).status.ok());
 
@@ -131,6 +132,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   EXPECT_FLOAT_EQ(input.sampling.frequency_penalty, -0.25f);
   EXPECT_FLOAT_EQ(input.sampling.repetition_penalty, 1.2f);
   EXPECT_EQ(input.sampling.min_tokens, 3u);
+  EXPECT_EQ(input.sampling.logprobs, 4);
   EXPECT_EQ(input.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{17, -4.5f}}));
 }
 
@@ -141,6 +143,7 @@ TEST_F(GenerateTest, AnUnsetRepetitionPenaltyIsOff) {
   ASSERT_TRUE(generate(request).status.ok());
   const GenerateInput input = fake_.wait_for_submitted(1).at(0);
   EXPECT_FLOAT_EQ(input.sampling.repetition_penalty, 1.0f);
+  EXPECT_EQ(input.sampling.logprobs, -1);
   EXPECT_FALSE(input.sampling.uses_host_processing());
 }
 

@@ -29,6 +29,11 @@ class LetterDecoder : public IncrementalDecoder {
     return stop_token_ ? StopReason(*stop_token_) : StopReason();
   }
   std::string flush() override { return {}; }
+  std::string token_bytes(int32_t id) const override {
+    return id < FakeGenerationService::kTextlessIds
+               ? std::string(1, static_cast<char>('a' + id % 26))
+               : std::string();
+  }
 
  private:
   std::vector<int32_t> stop_token_ids_;
@@ -39,6 +44,22 @@ std::vector<int32_t> ids_from(int32_t first, int count) {
   std::vector<int32_t> ids;
   for (int i = 0; i < count; ++i) ids.push_back(first + i);
   return ids;
+}
+
+// Pushes `ids`, with the made-up logprobs the header describes when `logprobs` >= 0.
+void push_ids(RequestStream& stream, const std::vector<int32_t>& ids, int32_t logprobs) {
+  if (logprobs < 0) {
+    stream.push_tokens(ids);
+    return;
+  }
+  std::vector<std::vector<core::TokenLogprob>> tops;
+  std::vector<core::SampledLogprobs> entries;
+  for (const int32_t id : ids) {
+    tops.emplace_back();
+    for (int32_t k = 0; k < logprobs; ++k) tops.back().push_back({id + k, -0.5f - 0.25f * k});
+  }
+  for (const auto& top : tops) entries.push_back(core::SampledLogprobs{-0.5f, top});
+  stream.push_tokens(ids, entries);
 }
 
 }  // namespace
@@ -78,7 +99,7 @@ void FakeGenerationService::push(const std::string& id, int count) {
   std::lock_guard lock(mutex_);
   auto it = held_.find(id);
   if (it == held_.end()) return;
-  it->second.stream->push_tokens(ids_from(it->second.next_id, count));
+  push_ids(*it->second.stream, ids_from(it->second.next_id, count), it->second.logprobs);
   it->second.next_id += count;
 }
 
@@ -86,7 +107,7 @@ void FakeGenerationService::push_textless(const std::string& id, int count) {
   std::lock_guard lock(mutex_);
   auto it = held_.find(id);
   if (it == held_.end()) return;
-  it->second.stream->push_tokens(ids_from(kTextlessIds, count));
+  push_ids(*it->second.stream, ids_from(kTextlessIds, count), it->second.logprobs);
 }
 
 void FakeGenerationService::finish(const std::string& id, Finish finish, std::string error) {
@@ -156,6 +177,7 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   std::string id =
       input.request_id.empty() ? "fake-" + std::to_string(next_request_++) : input.request_id;
   const uint32_t max_tokens = input.max_tokens;
+  const int32_t logprobs = input.sampling.logprobs;
   std::vector<int32_t> stop_token_ids = input.sampling.stop_token_ids;
   submitted_.push_back(std::move(input));
   changed_.notify_all();
@@ -164,13 +186,13 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
       id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids)), nullptr,
       !(hold_ && admission_pending_));
   if (hold_) {
-    held_[id] = Held{stream, 0};
+    held_[id] = Held{stream, 0, logprobs};
     return stream;
   }
   // Immediate mode: the whole answer is there before the frontend first looks.
   const int count = finish_ == Finish::kLength ? static_cast<int>(max_tokens)
                                                : static_cast<int>(max_tokens > 3 ? 3 : max_tokens);
-  stream->push_tokens(ids_from(0, count));
+  push_ids(*stream, ids_from(0, count), logprobs);
   stream->finish(finish_, Timings{}, finish_error_);
   return stream;
 }

@@ -3,7 +3,9 @@
 //
 // Output: token id k decodes to the letter 'a' + k % 26, and a request's i-th token is id i, so a
 // request for n tokens reads "abcd..." (n letters) and then finishes with the configured reason.
-// Ids from kTextlessIds on decode to no text (a model's ids outside its tokenizer).
+// Ids from kTextlessIds on decode to no text (a model's ids outside its tokenizer). A request that
+// asks for logprobs gets, for each token, logprob -0.5 and as its top tokens itself and the ids
+// after it, at -0.5, -0.75, -1.0, ...
 // In held mode, submit() only opens the stream; the test then pushes tokens and finishes it
 // through push()/finish(), and can see the frontend's abort().
 //
@@ -71,6 +73,7 @@ class FakeGenerationService : public GenerationService {
   struct Held {
     std::shared_ptr<RequestStream> stream;
     int32_t next_id = 0;
+    int32_t logprobs = -1;  // the request's SamplingParams::logprobs
   };
 
   mutable std::mutex mutex_;

@@ -36,6 +36,43 @@ TEST_F(HttpFrontendTest, CompletionAnswersWithTextFinishAndUsage) {
   EXPECT_EQ(submitted[0].request_id, body["id"]);
 }
 
+// OpenAI's completions shape: each token's text, its logprob, the top tokens (and the generated
+// one) keyed by text, and each token's offset in the text.
+TEST_F(HttpFrontendTest, CompletionLogprobsListTokensTopTokensAndOffsets) {
+  auto result =
+      post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 3, "logprobs": 2})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json logprobs = json::parse(result->body)["choices"][0]["logprobs"];
+  EXPECT_EQ(logprobs["tokens"], json({"a", "b", "c"}));
+  EXPECT_EQ(logprobs["token_logprobs"], json({-0.5, -0.5, -0.5}));
+  EXPECT_EQ(logprobs["top_logprobs"][0], json({{"a", -0.5}, {"b", -0.75}}));
+  EXPECT_EQ(logprobs["top_logprobs"][2], json({{"c", -0.5}, {"d", -0.75}}));
+  EXPECT_EQ(logprobs["text_offset"], json({0, 1, 2}));
+  EXPECT_EQ(service_.submitted().at(0).sampling.logprobs, 2);
+}
+
+// OpenAI's chat shape: token, logprob, bytes and exactly top_logprobs entries of the same.
+TEST_F(HttpFrontendTest, ChatLogprobsCarryBytesAndTopLogprobs) {
+  auto result = post_json("/v1/chat/completions", R"({"messages": [{"role": "user",
+      "content": "hi"}], "max_tokens": 2, "logprobs": true, "top_logprobs": 1})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json content = json::parse(result->body)["choices"][0]["logprobs"]["content"];
+  const json a = {{"token", "a"}, {"logprob", -0.5}, {"bytes", {97}}};
+  json first = a;
+  first["top_logprobs"] = json::array({a});
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0], first);
+  EXPECT_EQ(content[1]["token"], "b");
+  // Without top_logprobs: the generated token's alone.
+  result = post_json("/v1/chat/completions", R"({"messages": [{"role": "user",
+      "content": "hi"}], "max_tokens": 1, "logprobs": true})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(json::parse(result->body)["choices"][0]["logprobs"]["content"][0]["top_logprobs"],
+            json::array());
+}
+
 TEST_F(HttpFrontendTest, CompletionPassesSamplingAndExtensionsToTheService) {
   auto result = post_json("/v1/completions", R"({"model": "fake-model", "prompt": [3, 4],
       "temperature": 0, "top_p": 0.5, "top_k": 8, "min_p": 0.1, "seed": 99, "ignore_eos": true,

@@ -226,6 +226,28 @@ TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   EXPECT_TRUE(service_.aborted().empty());
 }
 
+// Each chunk carries the logprobs of its tokens; a token without text still makes a chunk (its
+// logprobs must go out), and the text offsets run on across chunks.
+TEST_F(HttpFrontendTest, StreamedLogprobsFollowTheTokensAcrossChunks) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string id = open_stream(service_, connection, "/v1/completions",
+                                     R"({"prompt": "x", "stream": true, "logprobs": 0})");
+  ASSERT_FALSE(id.empty());
+  service_.push(id, 2);
+  std::string seen = connection.read_until("\"text_offset\":[0,1]");
+  EXPECT_NE(seen.find("\"tokens\":[\"a\",\"b\"]"), std::string::npos) << seen;
+  service_.push_textless(id, 1);
+  seen = connection.read_until("\"tokens\":[\"\"]");
+  EXPECT_NE(seen.find("\"text_offset\":[2]"), std::string::npos) << seen;
+  service_.push(id, 1);
+  seen = connection.read_until("\"tokens\":[\"c\"]");
+  EXPECT_NE(seen.find("\"text_offset\":[2]"), std::string::npos) << seen;
+  service_.finish(id, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+}
+
 // Behind a router the engine process may refuse a streamed request after submit: the response
 // waits for the admission, so the client gets the refusal's status (429 for a full queue, which
 // OpenAI clients retry after a back-off), not a 200 stream with an error event.

@@ -139,7 +139,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",
                 "stream_options.include_usage", "must be a boolean"},
         Refused{R"({"prompt": "x", "n": 2})", "n", "not supported"},
-        Refused{R"({"prompt": "x", "logprobs": 1})", "logprobs", "not supported"},
+        Refused{R"({"prompt": "x", "logprobs": 21})", "logprobs", "between 0 and 20"},
+        Refused{R"({"prompt": "x", "logprobs": true})", "logprobs", "must be an integer"},
         Refused{R"({"prompt": "x", "echo": true})", "echo", "not supported"},
         Refused{R"({"prompt": "x", "best_of": 3})", "best_of", "not supported"},
         Refused{R"({"prompt": "x", "suffix": "tail"})", "suffix", "not supported"},
@@ -243,8 +244,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "messages[0].content[0].text", "required", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
                 "max_completion_tokens", "between", true},
-        Refused{R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "logprobs",
-                "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})", "logprobs",
+                "must be a boolean", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+                "top_logprobs", "needs \"logprobs\": true", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                    "top_logprobs": 21})",
+                "top_logprobs", "between 0 and 20", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", "tools",
                 "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
@@ -317,6 +323,25 @@ TEST(CompletionRequest, LogitsProcessingFieldsPassThrough) {
           .input.sampling;
   EXPECT_FALSE(unset.uses_host_processing());
   EXPECT_EQ(unset.repetition_penalty, 1.0f);
+}
+
+// logprobs: completions' integer, chat's boolean and top_logprobs; absent or false is -1 (off).
+TEST(CompletionRequest, LogprobsBecomeTheCountOfTopTokens) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x"})").input.sampling.logprobs, -1);
+  EXPECT_EQ(
+      parse_completion_request(R"({"prompt": "x", "logprobs": null})").input.sampling.logprobs, -1);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "logprobs": 0})").input.sampling.logprobs,
+            0);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "logprobs": 5})").input.sampling.logprobs,
+            5);
+  const auto chat = [](const std::string& extra) {
+    return parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}])" + extra + "}")
+        .input.sampling.logprobs;
+  };
+  EXPECT_EQ(chat(""), -1);
+  EXPECT_EQ(chat(R"(, "logprobs": false, "top_logprobs": 0)"), -1);
+  EXPECT_EQ(chat(R"(, "logprobs": true)"), 0);
+  EXPECT_EQ(chat(R"(, "logprobs": true, "top_logprobs": 20)"), 20);
 }
 
 // Those extensions at their defaults (what clients that always send them send) are accepted.

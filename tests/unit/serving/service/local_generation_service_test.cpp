@@ -8,6 +8,7 @@
 #include <headway/serving/local_generation_service.h>
 
 #include <atomic>
+#include <cmath>
 #include <random>
 #include <thread>
 #include <utility>
@@ -544,6 +545,78 @@ TEST_F(ServiceTest, LogitBiasAndPenaltiesChangeWhatIsGenerated) {
   EXPECT_NE(penalised_run.ids, long_run.ids);
 }
 
+// logprobs: one entry per generated token, from the model's raw logits: a greedy token is the most
+// likely one; a token forced by logit_bias keeps its unbiased (lower) log-probability, and the most
+// likely token is then the one greedy decoding would have taken.
+TEST_F(ServiceTest, LogprobsAreThoseOfTheRawLogits) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput greedy = text_request("logprobs", 6);
+  greedy.sampling.logprobs = 3;
+  const test::Collected run = collect(*service.submit(greedy));
+  ASSERT_EQ(run.ids.size(), 6u);
+  ASSERT_EQ(run.logprobs.size(), 6u);
+  for (size_t i = 0; i < run.ids.size(); ++i) {
+    const GeneratedLogprobs& token = run.logprobs[i];
+    EXPECT_EQ(token.chosen.token, run.ids[i]);
+    // The byte tokenizer: ids below 256 are their byte, the rest (special tokens) have no text.
+    EXPECT_EQ(token.chosen.bytes,
+              run.ids[i] < 256 ? std::string(1, static_cast<char>(run.ids[i])) : std::string())
+        << i;
+    ASSERT_EQ(token.top.size(), 3u);
+    EXPECT_EQ(token.top[0].token, run.ids[i]) << i;
+    EXPECT_EQ(token.top[0].logprob, token.chosen.logprob) << i;
+    EXPECT_LE(token.chosen.logprob, 0.0f);
+    EXPECT_GE(token.top[0].logprob, token.top[1].logprob);
+    EXPECT_GE(token.top[1].logprob, token.top[2].logprob);
+    double mass = 0.0;
+    for (const TokenCandidate& candidate : token.top) mass += std::exp(candidate.logprob);
+    EXPECT_LE(mass, 1.0 + 1e-5);
+  }
+  GenerateInput forced = greedy;
+  const int32_t token = run.ids[0] == 'q' ? 'z' : 'q';
+  forced.sampling.logit_bias = {{token, 100.0f}};
+  const test::Collected biased = collect(*service.submit(forced));
+  ASSERT_EQ(biased.logprobs.size(), 6u);
+  EXPECT_EQ(biased.logprobs[0].chosen.token, token);
+  EXPECT_LT(biased.logprobs[0].chosen.logprob, biased.logprobs[0].top[0].logprob);
+  EXPECT_EQ(biased.logprobs[0].top[0].token, run.ids[0]);
+  EXPECT_EQ(biased.logprobs[0].top[0].logprob, run.logprobs[0].top[0].logprob);
+  // Not asked: none.
+  EXPECT_TRUE(collect(*service.submit(text_request("logprobs", 2))).logprobs.empty());
+}
+
+// Requests batched in one step, each with its own count of top tokens (or none), get the figures
+// they get alone: the engine keeps each sampling slice's top tokens apart.
+TEST_F(ServiceTest, BatchedRequestsKeepTheirOwnLogprobs) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const std::vector<int32_t> counts = {5, -1, 1, 0};
+  std::vector<GenerateInput> inputs;
+  std::vector<test::Collected> alone;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    inputs.push_back(text_request(std::string(3 + 7 * i, static_cast<char>('a' + i)), 5));
+    inputs.back().sampling.logprobs = counts[i];
+    alone.push_back(collect(*service.submit(inputs.back())));
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const GenerateInput& input : inputs) streams.push_back(service.submit(input));
+  for (size_t i = 0; i < counts.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    const test::Collected batched = collect(*streams[i]);
+    EXPECT_EQ(batched.ids, alone[i].ids);
+    ASSERT_EQ(batched.logprobs.size(), counts[i] < 0 ? 0u : 5u);
+    for (size_t t = 0; t < batched.logprobs.size(); ++t) {
+      const GeneratedLogprobs& got = batched.logprobs[t];
+      const GeneratedLogprobs& want = alone[i].logprobs[t];
+      EXPECT_NEAR(got.chosen.logprob, want.chosen.logprob, 1e-4) << t;
+      ASSERT_EQ(got.top.size(), static_cast<size_t>(counts[i])) << t;
+      for (size_t k = 0; k < got.top.size(); ++k) {
+        EXPECT_EQ(got.top[k].token, want.top[k].token) << t << " " << k;
+        EXPECT_NEAR(got.top[k].logprob, want.top[k].logprob, 1e-4) << t << " " << k;
+      }
+    }
+  }
+}
+
 // min_tokens: a stop token id the free run ends on cannot end the request (or be generated) before
 // min_tokens tokens; a stop string in their text does not count either.
 TEST_F(ServiceTest, MinTokensHoldsBackStopTokenIdsAndStopStrings) {
@@ -555,7 +628,8 @@ TEST_F(ServiceTest, MinTokensHoldsBackStopTokenIdsAndStopStrings) {
   const test::Collected free_run = collect(*service.submit(probe));
   ASSERT_EQ(free_run.ids.size(), 24u);
   // The first printable ASCII id: its text is one visible character, which no other token's
-  // text contains (the byte tokenizer's other ids are control bytes or parts of UTF-8).
+  // text contains (the byte tokenizer's other ids are control bytes, parts of UTF-8 or special
+  // tokens without text).
   const auto ascii = std::find_if(free_run.ids.begin(), free_run.ids.end(),
                                   [](int32_t id) { return id >= 33 && id <= 126; });
   ASSERT_NE(ascii, free_run.ids.end()) << "the seeded run has no ASCII token to stop at";

@@ -70,7 +70,8 @@ struct Collected {
   std::string error;
   Usage usage;
   Timings timings;
-  std::optional<KvStage> kv_stage;  // kHandoff (prefill_only): where the KV waits
+  std::optional<KvStage> kv_stage;          // kHandoff (prefill_only): where the KV waits
+  std::vector<GeneratedLogprobs> logprobs;  // when the request asked for them
 };
 
 // Reads a stream until its finishing chunk. The bound only keeps a broken service from hanging
@@ -82,6 +83,7 @@ inline Collected collect(RequestStream& stream) {
   while (c.finish == Finish::kNone && std::chrono::steady_clock::now() < give_up) {
     if (!stream.next(chunk, std::chrono::milliseconds(100))) continue;
     c.ids.insert(c.ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    c.logprobs.insert(c.logprobs.end(), chunk.logprobs.begin(), chunk.logprobs.end());
     c.text += chunk.text;
     if (chunk.finish != Finish::kNone) {
       c.finish = chunk.finish;

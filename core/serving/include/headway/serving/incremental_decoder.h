@@ -46,6 +46,9 @@ class IncrementalDecoder {
   bool stopped() const { return std::holds_alternative<std::string>(stop_reason()); }
   // At the end of the request: the text still held back (empty after a stop string matched).
   virtual std::string flush() = 0;
+  // The bytes of one token's text decoded alone (logprobs name tokens by it); not necessarily
+  // valid UTF-8. Empty without a tokenizer.
+  virtual std::string token_bytes(int32_t id) const = 0;
 };
 
 }  // namespace headway::serving

@@ -10,6 +10,7 @@
 // a time; next()/wait_admitted() from one consumer thread at a time; both may run concurrently.
 #pragma once
 
+#include <headway/core/token_logprobs.h>
 #include <headway/serving/incremental_decoder.h>
 #include <headway/serving/service_error.h>
 
@@ -76,12 +77,28 @@ struct KvStage {
   std::string unusable;
 };
 
+// One token in a request's logprobs: its id, log-probability and the bytes of its text alone
+// (IncrementalDecoder::token_bytes; empty without a tokenizer).
+struct TokenCandidate {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::string bytes;
+};
+
+// A generated token's log-probabilities, when the request asked for them
+// (SamplingParams::logprobs): its own, and the most likely tokens', most likely first.
+struct GeneratedLogprobs {
+  TokenCandidate chosen;
+  std::vector<TokenCandidate> top;
+};
+
 struct StreamChunk {
-  std::vector<int32_t> token_ids;  // tokens since the previous chunk
-  std::string text;                // text that became final since the previous chunk
-  Finish finish = Finish::kNone;   // set on the last chunk only
-  StopReason stop_reason;          // kStop: the stop string or stop token id, when one ended it
-  std::string error;               // kError: what failed, for the client
+  std::vector<int32_t> token_ids;           // tokens since the previous chunk
+  std::vector<GeneratedLogprobs> logprobs;  // one per token_ids entry, when they were asked for
+  std::string text;                         // text that became final since the previous chunk
+  Finish finish = Finish::kNone;            // set on the last chunk only
+  StopReason stop_reason;  // kStop: the stop string or stop token id, when one ended it
+  std::string error;       // kError: what failed, for the client
   // kError: set when the service that was to run the request refused it (an engine process's
   // full queue, a request it finds invalid): frontends answer the refusal's code, not a 500.
   std::optional<ServiceError> refusal;
@@ -106,7 +123,11 @@ class RequestStream {
   uint32_t prompt_tokens() const { return prompt_tokens_; }
 
   // --- producer ---
-  void push_tokens(std::span<const int32_t> ids);
+  // `logprobs`: empty, or one per id (the request asked for them; any other count is dropped, so
+  // that later tokens are not paired with earlier tokens' figures); copied. A request's producer
+  // pushes all its tokens with them or all without.
+  void push_tokens(std::span<const int32_t> ids,
+                   std::span<const core::SampledLogprobs> logprobs = {});
   // The last call for a request; later pushes are ignored. Timings are filled by the producer.
   void finish(Finish reason, Timings timings, std::string error = {},
               std::optional<KvStage> kv_stage = std::nullopt);
@@ -133,6 +154,9 @@ class RequestStream {
   std::optional<ServiceError> refusal() const;
 
  private:
+  // Moves the taken log-probabilities into `out` (after its token_ids), with each token's bytes.
+  void take_logprobs(StreamChunk& out);
+
   const std::string id_;
   const uint32_t prompt_tokens_;
   std::unique_ptr<IncrementalDecoder> decoder_;  // consumer thread only
@@ -141,6 +165,11 @@ class RequestStream {
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::vector<int32_t> pending_;  // pushed, not yet handed out
+  // Their log-probabilities (when pushed with them): pending_logprobs_[i] for pending_[i], whose
+  // top tokens are the next pending_top_counts_[i] entries of pending_top_.
+  std::vector<float> pending_logprobs_;
+  std::vector<uint32_t> pending_top_counts_;
+  std::vector<core::TokenLogprob> pending_top_;
   Finish finish_ = Finish::kNone;
   Timings timings_;
   std::string error_;
@@ -152,6 +181,9 @@ class RequestStream {
   bool delivered_finish_ = false;
   bool stop_string_hit_ = false;  // consumer side: the decoder matched a stop string
   std::vector<int32_t> taken_;    // consumer scratch, reused
+  std::vector<float> taken_logprobs_;
+  std::vector<uint32_t> taken_top_counts_;
+  std::vector<core::TokenLogprob> taken_top_;
 };
 
 }  // namespace headway::serving

@@ -653,7 +653,8 @@ TEST_F(ServiceTest, MinTokensHoldsBackStopTokenIdsAndStopStrings) {
   by_string.stop = {std::string(1, static_cast<char>(stop_id))};
   const test::Collected cut = collect(*service.submit(by_string));
   EXPECT_EQ(cut.finish, Finish::kStop);
-  EXPECT_EQ(cut.ids.size(), at + 1);
+  // (Its ids may run past the stop: the engine goes on until the abort reaches it.)
+  EXPECT_EQ(cut.text, free_run.text.substr(0, free_run.text.find(static_cast<char>(stop_id))));
   by_string.sampling.min_tokens = 24;
   const test::Collected kept = collect(*service.submit(by_string));
   EXPECT_EQ(kept.ids, free_run.ids);

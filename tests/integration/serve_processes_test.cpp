@@ -760,6 +760,26 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
     }
     return all;
   };
+  // n = 2 through the router: the choices are the single requests seeded 77 and 78 give.
+  const auto choices_of = [](int port, int n, int seed) {
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(std::chrono::seconds(120));
+    std::string body = completion("Hi", 8, false);
+    body.insert(body.size() - 1, ", \"temperature\": 1, \"return_token_ids\": true, \"n\": " +
+                                     std::to_string(n) + ", \"seed\": " + std::to_string(seed));
+    const auto response = http.Post("/v1/completions", body, "application/json");
+    std::vector<nlohmann::json> ids;
+    if (!response || response->status != 200) return ids;
+    const nlohmann::json answer = nlohmann::json::parse(response->body);
+    for (const auto& choice : answer["choices"]) ids.push_back(choice["token_ids"]);
+    return ids;
+  };
+  const std::vector<nlohmann::json> routed_choices = choices_of(cluster.router_port(), 2, 77);
+  ASSERT_EQ(routed_choices.size(), 2u);
+  EXPECT_EQ(routed_choices[0], choices_of(cluster.reference_port(), 1, 77).at(0));
+  EXPECT_EQ(routed_choices[1], choices_of(cluster.reference_port(), 1, 78).at(0));
+  EXPECT_NE(routed_choices[0], routed_choices[1]);
+
   const nlohmann::json reference = logprobs_of(cluster.reference_port(), false);
   ASSERT_EQ(reference["tokens"].size(), 12u) << reference;
   for (const bool stream : {false, true}) {

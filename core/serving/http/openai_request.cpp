@@ -36,11 +36,6 @@ bool is_set(const nlohmann::json* value) {
 // Fields Headway does not implement: allowed only at their default ("not set") values, so clients
 // that always send them keep working while a request that depends on them is refused.
 void refuse_unsupported(const FieldReader& fields) {
-  if (auto n = fields.integer("n", std::numeric_limits<int64_t>::min(),
-                              std::numeric_limits<int64_t>::max());
-      n && *n != 1) {
-    throw not_supported("n", "n=" + std::to_string(*n) + " (only n=1)");
-  }
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
   for (const char* field :
@@ -166,6 +161,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
     input.truncate_prompt_tokens = static_cast<int32_t>(*truncate);
   }
 
+  out.n = static_cast<uint32_t>(fields.integer("n", 1, kMaxChoices).value_or(1));
   out.stream = fields.boolean("stream").value_or(false);
   out.return_token_ids = fields.boolean("return_token_ids").value_or(false);
   if (const nlohmann::json* options = fields.find("stream_options")) {

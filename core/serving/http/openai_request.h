@@ -13,8 +13,14 @@
 
 namespace headway::serving::http {
 
+// OpenAI's limit on n.
+inline constexpr uint32_t kMaxChoices = 128;
+
 struct OpenAiRequest {
   GenerateInput input;  // request_id set to a fresh "cmpl-..." / "chatcmpl-..." id
+  // Choices to generate (OpenAI's n): each is a request of its own to the service, as in vLLM,
+  // with seed + index as its seed.
+  uint32_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // vLLM's stream_options.continuous_usage_stats, with include_usage: every chunk carries the

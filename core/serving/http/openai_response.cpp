@@ -50,29 +50,32 @@ nlohmann::json usage_json(const Usage& usage) {
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
-                               std::span<const int32_t> token_ids, Finish finish,
-                               const StopReason& stop_reason, const Usage& usage,
-                               nlohmann::json logprobs) {
-  nlohmann::json choice = {{"index", 0},
-                           {"finish_reason", finish_reason_json(finish)},
-                           {"stop_reason", stop_reason_json(stop_reason)}};
-  if (header.return_token_ids) choice["token_ids"] = token_ids;
-  if (header.endpoint == Endpoint::kCompletions) {
-    choice["text"] = text;
-  } else {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+nlohmann::json completion_json(const ResponseHeader& header, std::span<const ChoiceOutput> choices,
+                               const Usage& usage) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceOutput& output = choices[i];
+    nlohmann::json choice = {{"index", i},
+                             {"finish_reason", finish_reason_json(output.finish)},
+                             {"stop_reason", stop_reason_json(output.stop_reason)},
+                             {"logprobs", output.logprobs}};
+    if (header.return_token_ids) choice["token_ids"] = output.token_ids;
+    if (header.endpoint == Endpoint::kCompletions) {
+      choice["text"] = output.text;
+    } else {
+      choice["message"] = {{"role", "assistant"}, {"content", output.text}};
+    }
+    list.push_back(std::move(choice));
   }
-  choice["logprobs"] = std::move(logprobs);
   nlohmann::json body = envelope(header, false);
-  body["choices"] = nlohmann::json::array({std::move(choice)});
+  body["choices"] = std::move(list);
   body["usage"] = usage_json(usage);
   return body;
 }
 
-nlohmann::json role_chunk_json(const ResponseHeader& header, const Usage& usage) {
+nlohmann::json role_chunk_json(const ResponseHeader& header, uint32_t index, const Usage& usage) {
   return chunk_envelope(header,
-                        {{"index", 0},
+                        {{"index", index},
                          {"delta", {{"role", "assistant"}, {"content", ""}}},
                          {"logprobs", nullptr},
                          {"finish_reason", nullptr},
@@ -80,11 +83,11 @@ nlohmann::json role_chunk_json(const ResponseHeader& header, const Usage& usage)
                         usage);
 }
 
-nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
-                                std::span<const int32_t> token_ids, Finish finish,
-                                const StopReason& stop_reason, const Usage& usage,
+nlohmann::json delta_chunk_json(const ResponseHeader& header, uint32_t index,
+                                const std::string& text, std::span<const int32_t> token_ids,
+                                Finish finish, const StopReason& stop_reason, const Usage& usage,
                                 nlohmann::json logprobs) {
-  nlohmann::json choice = {{"index", 0}, {"logprobs", std::move(logprobs)}};
+  nlohmann::json choice = {{"index", index}, {"logprobs", std::move(logprobs)}};
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace headway::serving::http {
 
@@ -42,19 +43,27 @@ nlohmann::json stop_reason_json(const StopReason& reason);
 
 nlohmann::json usage_json(const Usage& usage);
 
-// The non-streamed answer. `logprobs`: the choice's (LogprobsJson), null when not asked for.
-nlohmann::json completion_json(const ResponseHeader& header, const std::string& text,
-                               std::span<const int32_t> token_ids, Finish finish,
-                               const StopReason& stop_reason, const Usage& usage,
-                               nlohmann::json logprobs = nullptr);
+// One choice of a non-streamed answer.
+struct ChoiceOutput {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  Finish finish = Finish::kNone;
+  StopReason stop_reason;
+  nlohmann::json logprobs;  // LogprobsJson's value: null when not asked for
+};
 
-// Streams. A chat stream opens with role_chunk_json; every stream then carries text deltas (the
-// last one with its finish), then with include_usage a usage chunk, then the [DONE] event.
-// `usage`: the usage so far, which a chunk carries under header.continuous_usage.
-nlohmann::json role_chunk_json(const ResponseHeader& header, const Usage& usage);
-nlohmann::json delta_chunk_json(const ResponseHeader& header, const std::string& text,
-                                std::span<const int32_t> token_ids, Finish finish,
-                                const StopReason& stop_reason, const Usage& usage,
+// The non-streamed answer: choices indexed in order (OpenAI's n), `usage` over all of them.
+nlohmann::json completion_json(const ResponseHeader& header, std::span<const ChoiceOutput> choices,
+                               const Usage& usage);
+
+// Streams. A chat stream opens with role_chunk_json (one per choice); every stream then carries
+// text deltas of its choices (each choice's last one with its finish), then with include_usage a
+// usage chunk, then the [DONE] event. `index`: the choice's. `usage`: the usage so far, which a
+// chunk carries under header.continuous_usage.
+nlohmann::json role_chunk_json(const ResponseHeader& header, uint32_t index, const Usage& usage);
+nlohmann::json delta_chunk_json(const ResponseHeader& header, uint32_t index,
+                                const std::string& text, std::span<const int32_t> token_ids,
+                                Finish finish, const StopReason& stop_reason, const Usage& usage,
                                 nlohmann::json logprobs = nullptr);
 nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 

@@ -223,23 +223,38 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.logprobs = parsed.input.sampling.logprobs >= 0;
   const int32_t top_logprobs = parsed.input.sampling.logprobs;
 
-  std::shared_ptr<RequestStream> stream = service_.submit(std::move(parsed.input));
-  header.id = stream->id();  // the id we asked for, unless the service had to assign another
+  const std::string base_id = parsed.input.request_id;
+  const bool streamed = parsed.stream;
+  std::vector<std::shared_ptr<RequestStream>> streams = submit_choices(std::move(parsed));
+  // The id we asked for, unless the service had to assign another; with several choices, each
+  // request has an id of its own and the response the one the client was given.
+  header.id = streams.size() == 1 ? streams[0]->id() : base_id;
+  const auto abort_all = [&] {
+    for (const auto& stream : streams) service_.abort(stream->id());  // no-op once finished
+  };
 
-  if (!parsed.stream) {
-    Completion completion;
+  if (!streamed) {
+    std::vector<ChoiceOutput> choices;
+    Usage usage;
     try {
       ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                    request.remote_port);
-      completion = collect_completion(service_, *stream, in_flight_.stopping(), client);
+      // The choices run together; reading them in turn waits for the slowest.
+      for (const auto& stream : streams) {
+        Completion completion =
+            collect_completion(service_, *stream, in_flight_.stopping(), client);
+        usage.prompt_tokens = completion.usage.prompt_tokens;
+        usage.completion_tokens += completion.usage.completion_tokens;
+        choices.push_back(
+            ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
+                         completion.finish, completion.stop_reason,
+                         LogprobsJson(endpoint, top_logprobs).value(completion.logprobs)});
+      }
     } catch (...) {
-      service_.abort(stream->id());  // a no-op when it already finished
+      abort_all();
       throw;
     }
-    send_json(response, 200,
-              completion_json(header, completion.text, completion.token_ids, completion.finish,
-                              completion.stop_reason, completion.usage,
-                              LogprobsJson(endpoint, top_logprobs).value(completion.logprobs)));
+    send_json(response, 200, completion_json(header, choices, usage));
     return;
   }
 
@@ -251,17 +266,22 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // process that does not say it accepted, an older one, admits only at the first token).
   ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                request.remote_port);
-  while (!stream->wait_admitted(kStreamPoll)) {
-    if (in_flight_.stopping()) {
-      service_.abort(stream->id());
-      throw ApiError(503, "the server is shutting down; the request was aborted");
+  for (const auto& stream : streams) {
+    while (!stream->wait_admitted(kStreamPoll)) {
+      if (in_flight_.stopping()) {
+        abort_all();
+        throw ApiError(503, "the server is shutting down; the request was aborted");
+      }
+      if (client.gone()) {
+        abort_all();
+        throw ApiError(499, "the client closed the connection; the request was aborted");
+      }
     }
-    if (client.gone()) {
-      service_.abort(stream->id());
-      throw ApiError(499, "the client closed the connection; the request was aborted");
+    if (std::optional<ServiceError> refusal = stream->refusal()) {
+      abort_all();
+      throw api_error_of(*refusal);
     }
   }
-  if (std::optional<ServiceError> refusal = stream->refusal()) throw api_error_of(*refusal);
 
   // The ticket travels with the responder: the request stays in flight until cpp-httplib has
   // released the stream.
@@ -269,9 +289,10 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     SseResponder responder;
     InFlightRequests::Ticket ticket;
   };
-  auto state = std::make_shared<StreamState>(StreamState{
-      SseResponder(service_, stream, std::move(header), top_logprobs, in_flight_.stopping()),
-      std::move(*ticket)});
+  auto state = std::make_shared<StreamState>(
+      StreamState{SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
+                               in_flight_.stopping()),
+                  std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back
   // cpp-httplib calls these outside any try block (the releaser from a destructor): an exception
@@ -316,6 +337,30 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     response.set_chunked_content_provider("text/event-stream", std::move(provide),
                                           std::move(release));
   }
+}
+
+std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiRequest parsed) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  if (parsed.n == 1) {
+    streams.push_back(service_.submit(std::move(parsed.input)));
+    return streams;
+  }
+  // As vLLM does: a request per choice, seeded seed + index, so that a seeded request gives the
+  // same choices every time and no two alike.
+  const std::string base_id = parsed.input.request_id;
+  const uint64_t seed = parsed.input.sampling.seed;
+  try {
+    for (uint32_t i = 0; i < parsed.n; ++i) {
+      GenerateInput input = parsed.input;
+      input.request_id = base_id + "-" + std::to_string(i);
+      input.sampling.seed = seed + i;
+      streams.push_back(service_.submit(std::move(input)));
+    }
+  } catch (...) {
+    for (const auto& stream : streams) service_.abort(stream->id());
+    throw;
+  }
+  return streams;
 }
 
 void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& response) {

@@ -11,6 +11,7 @@
 #include <headway/serving/http_frontend.h>
 
 #include "in_flight_requests.h"
+#include "openai_request.h"
 #include "openai_response.h"
 
 namespace httplib {
@@ -34,6 +35,8 @@ class OpenAiRoutes {
  private:
   bool authorized(const httplib::Request& request, httplib::Response& response) const;
   void generate(const httplib::Request& request, httplib::Response& response, Endpoint endpoint);
+  // Submits the request, or one per choice (n > 1); a refused choice aborts those submitted.
+  std::vector<std::shared_ptr<RequestStream>> submit_choices(OpenAiRequest parsed);
   void models(const httplib::Request& request, httplib::Response& response);
   void health(const httplib::Request& request, httplib::Response& response);
   void metrics(const httplib::Request& request, httplib::Response& response);

@@ -6,15 +6,19 @@
 
 namespace headway::serving::http {
 
-SseResponder::SseResponder(GenerationService& service, std::shared_ptr<RequestStream> stream,
+SseResponder::SseResponder(GenerationService& service,
+                           std::vector<std::shared_ptr<RequestStream>> streams,
                            ResponseHeader header, int32_t top_logprobs,
                            const std::atomic<bool>& stopping)
     : service_(service),
-      stream_(std::move(stream)),
       header_(std::move(header)),
       stopping_(stopping),
-      last_write_(std::chrono::steady_clock::now()),
-      logprobs_(header_.endpoint, header_.logprobs ? top_logprobs : -1) {}
+      last_write_(std::chrono::steady_clock::now()) {
+  for (std::shared_ptr<RequestStream>& stream : streams) {
+    choices_.push_back(Choice{
+        std::move(stream), LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1)});
+  }
+}
 
 bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
   if (!sink.write(data.data(), data.size())) return false;
@@ -22,21 +26,54 @@ bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
   return true;
 }
 
+bool SseResponder::next_chunk(StreamChunk& out, size_t& index) {
+  if (choices_.size() == 1) {
+    index = 0;
+    return choices_[0].stream->next(out, kStreamPoll);
+  }
+  size_t waiting_on = choices_.size();
+  for (size_t k = 0; k < choices_.size(); ++k) {
+    const size_t i = (next_choice_ + k) % choices_.size();
+    if (choices_[i].ended) continue;
+    if (choices_[i].stream->next(out, std::chrono::milliseconds(0))) {
+      index = i;
+      next_choice_ = i + 1;
+      return true;
+    }
+    if (waiting_on == choices_.size()) waiting_on = i;
+  }
+  if (waiting_on == choices_.size()) return false;  // every choice ended (not reached)
+  next_choice_ = waiting_on + 1;
+  index = waiting_on;
+  return choices_[waiting_on].stream->next(out, kChoicePoll);
+}
+
+Usage SseResponder::usage() const {
+  Usage total{choices_.front().stream->prompt_tokens(), 0};
+  for (const Choice& choice : choices_) total.completion_tokens += choice.completion_tokens;
+  return total;
+}
+
 bool SseResponder::provide(httplib::DataSink& sink) {
   if (ended_) return true;
   if (!opened_) {
     opened_ = true;
-    // The chat role chunk goes out at once, so clients see the stream open before the first token.
+    // The chat role chunks go out at once, so clients see the stream open before the first token.
     if (header_.endpoint == Endpoint::kChatCompletions) {
-      return write(sink, sse_event(role_chunk_json(header_, Usage{stream_->prompt_tokens(), 0})));
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        if (!write(sink, sse_event(role_chunk_json(header_, static_cast<uint32_t>(i), usage())))) {
+          return false;
+        }
+      }
+      return true;
     }
   }
   const bool stopping = stopping_.load();
-  const bool got = stream_->next(chunk_, kStreamPoll);
-  // Stopping, the stream is read once more: a drain that ended the request a moment ago (the
+  size_t index = 0;
+  const bool got = next_chunk(chunk_, index);
+  // Stopping, the streams are read once more: a drain that ended a request a moment ago (the
   // service forgets a request just before its stream finishes) left a finish that says why.
   if (stopping && !(got && chunk_.finish != Finish::kNone)) {
-    service_.abort(stream_->id());
     return fail(sink, 503, "the server is shutting down; the request was aborted");
   }
   if (!got) {
@@ -45,14 +82,16 @@ bool SseResponder::provide(httplib::DataSink& sink) {
     }
     return true;
   }
-  if (chunk_.finish != Finish::kNone) return finish(sink, chunk_);
+  Choice& choice = choices_[index];
+  choice.completion_tokens = chunk_.usage.completion_tokens;
+  if (chunk_.finish != Finish::kNone) return finish(sink, index, chunk_);
   // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) or
   // that have none make no event of their own, unless the client asked for the token ids or
   // their logprobs.
   if (!has_content(chunk_)) return true;
-  return write(sink,
-               sse_event(delta_chunk_json(header_, chunk_.text, chunk_.token_ids, Finish::kNone, {},
-                                          chunk_.usage, logprobs_.value(chunk_.logprobs))));
+  return write(sink, sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), chunk_.text,
+                                                chunk_.token_ids, Finish::kNone, {}, usage(),
+                                                choice.logprobs.value(chunk_.logprobs))));
 }
 
 bool SseResponder::has_content(const StreamChunk& chunk) const {
@@ -60,11 +99,16 @@ bool SseResponder::has_content(const StreamChunk& chunk) const {
          ((header_.return_token_ids || header_.logprobs) && !chunk.token_ids.empty());
 }
 
-bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
+bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChunk& last) {
+  Choice& choice = choices_[index];
+  choice.ended = true;
+  ++ended_choices_;
+  const auto position = static_cast<uint32_t>(index);
   if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
     if (has_content(last) &&
-        !write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, Finish::kNone,
-                                                {}, last.usage, logprobs_.value(last.logprobs))))) {
+        !write(sink, sse_event(delta_chunk_json(header_, position, last.text, last.token_ids,
+                                                Finish::kNone, {}, usage(),
+                                                choice.logprobs.value(last.logprobs))))) {
       return false;
     }
     if (last.finish == Finish::kAbort) {
@@ -75,12 +119,13 @@ bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
     return fail(sink, 500,
                 "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
   }
-  if (!write(sink, sse_event(delta_chunk_json(header_, last.text, last.token_ids, last.finish,
-                                              last.stop_reason, last.usage,
-                                              logprobs_.value(last.logprobs))))) {
+  if (!write(sink, sse_event(delta_chunk_json(header_, position, last.text, last.token_ids,
+                                              last.finish, last.stop_reason, usage(),
+                                              choice.logprobs.value(last.logprobs))))) {
     return false;
   }
-  if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, last.usage)))) {
+  if (ended_choices_ < choices_.size()) return true;
+  if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, usage())))) {
     return false;
   }
   ended_ = true;
@@ -89,8 +134,15 @@ bool SseResponder::finish(httplib::DataSink& sink, const StreamChunk& last) {
   return true;
 }
 
+void SseResponder::abort_running() {
+  for (Choice& choice : choices_) {
+    if (!choice.ended) service_.abort(choice.stream->id());
+  }
+}
+
 bool SseResponder::fail(httplib::DataSink& sink, int status, const std::string& message) {
-  ended_ = true;  // the request is over in the service either way
+  ended_ = true;  // the requests are over in the service either way
+  abort_running();
   if (!write(sink, sse_event(error_json(status, message)))) return false;
   if (!write(sink, kSseDone)) return false;
   sink.done();
@@ -100,7 +152,7 @@ bool SseResponder::fail(httplib::DataSink& sink, int status, const std::string& 
 void SseResponder::release(bool /*success*/) {
   // Sent to the end, or ended with an error event: nothing to abort. Otherwise the client went
   // away or the server stopped mid-stream.
-  if (!ended_) service_.abort(stream_->id());
+  if (!ended_) abort_running();
 }
 
 }  // namespace headway::serving::http

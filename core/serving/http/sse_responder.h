@@ -1,11 +1,13 @@
-// Sends one request's stream to its client as Server-Sent Events, from inside cpp-httplib's
-// chunked content provider: provide() is called over and over on the connection's worker thread
-// until the stream ends, and release() once afterwards.
+// Sends one request's streams (one per choice: OpenAI's n) to its client as Server-Sent Events,
+// from inside cpp-httplib's chunked content provider: provide() is called over and over on the
+// connection's worker thread until every stream ended, and release() once afterwards. Choices
+// interleave as their tokens come; each chunk names its choice's index.
 //
 // A client that goes away is noticed on the next write: a token's event, or the SSE comment sent
 // after kKeepAliveAfter without one (so a stalled prefill cannot hide a disconnect). The write
 // fails, cpp-httplib releases the provider unfinished, and release() aborts the request in the
-// service so its KV blocks are freed.
+// service so its KV blocks are freed. A choice that fails ends the response with an error event,
+// and the other choices are aborted.
 //
 // Ownership: shares the stream with the service and borrows the service and the stopping flag
 // (owned by the HttpFrontend, which outlives every response). Threading: one worker thread.
@@ -17,6 +19,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "openai_logprobs.h"
 #include "openai_response.h"
@@ -29,37 +32,57 @@ namespace headway::serving::http {
 
 inline constexpr std::chrono::milliseconds kStreamPoll{100};
 inline constexpr std::chrono::milliseconds kKeepAliveAfter{1000};
+// With several choices, how long provide() waits on one of them when none had output.
+inline constexpr std::chrono::milliseconds kChoicePoll{5};
 
 class SseResponder {
  public:
-  // `top_logprobs`: the request's SamplingParams::logprobs (used when header.logprobs).
-  SseResponder(GenerationService& service, std::shared_ptr<RequestStream> stream,
+  // `streams`: one per choice, in index order (at least one). `top_logprobs`: the request's
+  // SamplingParams::logprobs (used when header.logprobs).
+  SseResponder(GenerationService& service, std::vector<std::shared_ptr<RequestStream>> streams,
                ResponseHeader header, int32_t top_logprobs, const std::atomic<bool>& stopping);
 
   // Waits up to kStreamPoll for output and writes what arrived. Returns false when a write failed
   // (the client is gone); calls sink.done() after the last event.
   bool provide(httplib::DataSink& sink);
 
-  // cpp-httplib's resource releaser: aborts the request unless its stream was sent to the end.
+  // cpp-httplib's resource releaser: aborts the requests unless their streams were sent to the
+  // end.
   void release(bool success);
 
  private:
+  struct Choice {
+    std::shared_ptr<RequestStream> stream;
+    LogprobsJson logprobs;
+    uint32_t completion_tokens = 0;  // generated so far (usage)
+    bool ended = false;              // its finishing chunk was read
+  };
+
+  // Output of any choice: up to kStreamPoll on a lone choice; with several, each once without
+  // waiting (from the one after the last served, so that none starves), then up to kChoicePoll
+  // on one. `index`: whose chunk `out` is.
+  bool next_chunk(StreamChunk& out, size_t& index);
+  // The usage so far: the prompt once, every choice's tokens.
+  Usage usage() const;
   bool write(httplib::DataSink& sink, const std::string& data);
-  bool finish(httplib::DataSink& sink, const StreamChunk& last);
+  bool finish(httplib::DataSink& sink, size_t index, const StreamChunk& last);
   // Whether a chunk that does not end the stream makes an event (text, or ids or logprobs the
   // client asked for).
   bool has_content(const StreamChunk& chunk) const;
+  // Ends the response with an error event; aborts the choices that have not ended.
   bool fail(httplib::DataSink& sink, int status, const std::string& message);
+  void abort_running();
 
   GenerationService& service_;
-  std::shared_ptr<RequestStream> stream_;
   const ResponseHeader header_;
+  std::vector<Choice> choices_;
+  size_t ended_choices_ = 0;
+  size_t next_choice_ = 0;  // where next_chunk() starts looking
   const std::atomic<bool>& stopping_;
   bool opened_ = false;
   bool ended_ = false;  // [DONE] written: nothing left to abort
   std::chrono::steady_clock::time_point last_write_;
   StreamChunk chunk_;  // reused between calls
-  LogprobsJson logprobs_;
 };
 
 }  // namespace headway::serving::http

@@ -2,6 +2,8 @@
 // client against a fake service.
 #include <headway/core/error.h>
 
+#include <algorithm>
+
 #include "http_test_support.h"
 
 namespace headway::serving::testing {
@@ -34,6 +36,54 @@ TEST_F(HttpFrontendTest, CompletionAnswersWithTextFinishAndUsage) {
   EXPECT_EQ(submitted[0].prompt_text, "hello");
   EXPECT_EQ(submitted[0].max_tokens, 5u);
   EXPECT_EQ(submitted[0].request_id, body["id"]);
+}
+
+// OpenAI's n: a request per choice, seeded seed + index, under ids of their own; one answer with
+// the choices in order and the usage of all (the prompt counted once).
+TEST_F(HttpFrontendTest, CompletionWithNAnswersEveryChoice) {
+  auto result =
+      post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 3, "n": 3, "seed": 10})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json body = json::parse(result->body);
+  ASSERT_EQ(body["choices"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(body["choices"][i]["index"], i);
+    EXPECT_EQ(body["choices"][i]["text"], "abc");
+    EXPECT_EQ(body["choices"][i]["finish_reason"], "length");
+  }
+  EXPECT_EQ(body["usage"],
+            json({{"prompt_tokens", 7}, {"completion_tokens", 9}, {"total_tokens", 16}}));
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 3u);
+  const std::string id = body["id"];
+  EXPECT_TRUE(id.starts_with("cmpl-"));
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(submitted[i].sampling.seed, 10u + i);
+    EXPECT_EQ(submitted[i].request_id, id + "-" + std::to_string(i));
+  }
+}
+
+// A choice that fails fails the answer, and the choices still running are aborted.
+TEST_F(HttpFrontendTest, AFailedChoiceFailsTheAnswerAndAbortsTheOthers) {
+  service_.set_finish(Finish::kError, "engine died");
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "streamed" : "whole");
+    auto result =
+        post_json("/v1/chat/completions",
+                  std::string(R"({"messages": [{"role": "user", "content": "x"}], )") +
+                      R"("max_tokens": 2, "n": 2, "stream": )" + (stream ? "true" : "false") + "}");
+    ASSERT_TRUE(result);
+    const std::string second = service_.submitted().back().request_id;
+    if (stream) {
+      EXPECT_EQ(result->status, 200);
+      EXPECT_NE(result->body.find("engine died"), std::string::npos) << result->body;
+    } else {
+      EXPECT_EQ(result->status, 500) << result->body;
+    }
+    const auto aborted = service_.aborted();
+    EXPECT_NE(std::find(aborted.begin(), aborted.end(), second), aborted.end());
+  }
 }
 
 // OpenAI's completions shape: each token's text, its logprob, the top tokens (and the generated

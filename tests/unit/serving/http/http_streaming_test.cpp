@@ -1,6 +1,7 @@
 // Server-Sent Event streams: their chunks, usage, error events, and that a client which goes away
 // (streamed or not) or a frontend that stops aborts the request in the service.
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "http_test_support.h"
@@ -224,6 +225,34 @@ TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
   EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
   EXPECT_TRUE(service_.aborted().empty());
+}
+
+// n choices stream together: each opens with its role chunk, carries its own index and finish, and
+// one usage chunk covers them all.
+TEST_F(HttpFrontendTest, ChatStreamWithNInterleavesItsChoices) {
+  auto result = post_json("/v1/chat/completions", R"({"messages": [{"role": "user",
+      "content": "x"}], "max_tokens": 3, "n": 2, "stream": true,
+      "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const auto data = sse_data(result->body);
+  ASSERT_EQ(data.back(), "[DONE]");
+  const auto events = json_events(data);
+  std::map<int, std::string> text;
+  std::map<int, int> roles;
+  std::map<int, int> finishes;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const json& choice = events[i]["choices"].at(0);
+    const int index = choice["index"];
+    if (choice["delta"].contains("role")) ++roles[index];
+    if (choice["delta"].contains("content")) text[index] += choice["delta"]["content"];
+    if (!choice["finish_reason"].is_null()) ++finishes[index];
+  }
+  EXPECT_EQ(roles, (std::map<int, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(text, (std::map<int, std::string>{{0, "abc"}, {1, "abc"}}));
+  EXPECT_EQ(finishes, (std::map<int, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(events.back()["usage"],
+            json({{"prompt_tokens", 7}, {"completion_tokens", 6}, {"total_tokens", 13}}));
 }
 
 // Each chunk carries the logprobs of its tokens; a token without text still makes a chunk (its

@@ -239,10 +239,9 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     try {
       ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                    request.remote_port);
-      // The choices run together; reading them in turn waits for the slowest.
-      for (const auto& stream : streams) {
-        Completion completion =
-            collect_completion(service_, *stream, in_flight_.stopping(), client);
+      ChoiceReader reader(streams);
+      for (Completion& completion :
+           collect_completions(service_, reader, in_flight_.stopping(), client)) {
         usage.prompt_tokens = completion.usage.prompt_tokens;
         usage.completion_tokens += completion.usage.completion_tokens;
         choices.push_back(

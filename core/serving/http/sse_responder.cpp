@@ -12,11 +12,12 @@ SseResponder::SseResponder(GenerationService& service,
                            const std::atomic<bool>& stopping)
     : service_(service),
       header_(std::move(header)),
+      reader_(std::move(streams)),
       stopping_(stopping),
       last_write_(std::chrono::steady_clock::now()) {
-  for (std::shared_ptr<RequestStream>& stream : streams) {
-    choices_.push_back(Choice{
-        std::move(stream), LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1)});
+  for (size_t i = 0; i < reader_.size(); ++i) {
+    choices_.push_back(
+        Choice{LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1)});
   }
 }
 
@@ -26,30 +27,8 @@ bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
   return true;
 }
 
-bool SseResponder::next_chunk(StreamChunk& out, size_t& index) {
-  if (choices_.size() == 1) {
-    index = 0;
-    return choices_[0].stream->next(out, kStreamPoll);
-  }
-  size_t waiting_on = choices_.size();
-  for (size_t k = 0; k < choices_.size(); ++k) {
-    const size_t i = (next_choice_ + k) % choices_.size();
-    if (choices_[i].ended) continue;
-    if (choices_[i].stream->next(out, std::chrono::milliseconds(0))) {
-      index = i;
-      next_choice_ = i + 1;
-      return true;
-    }
-    if (waiting_on == choices_.size()) waiting_on = i;
-  }
-  if (waiting_on == choices_.size()) return false;  // every choice ended (not reached)
-  next_choice_ = waiting_on + 1;
-  index = waiting_on;
-  return choices_[waiting_on].stream->next(out, kChoicePoll);
-}
-
 Usage SseResponder::usage() const {
-  Usage total{choices_.front().stream->prompt_tokens(), 0};
+  Usage total{reader_.stream(0).prompt_tokens(), 0};
   for (const Choice& choice : choices_) total.completion_tokens += choice.completion_tokens;
   return total;
 }
@@ -70,7 +49,7 @@ bool SseResponder::provide(httplib::DataSink& sink) {
   }
   const bool stopping = stopping_.load();
   size_t index = 0;
-  const bool got = next_chunk(chunk_, index);
+  const bool got = reader_.next(chunk_, index, kStreamPoll, /*patient=*/stopping);
   // Stopping, the streams are read once more: a drain that ended a request a moment ago (the
   // service forgets a request just before its stream finishes) left a finish that says why.
   if (stopping && !(got && chunk_.finish != Finish::kNone)) {
@@ -101,8 +80,6 @@ bool SseResponder::has_content(const StreamChunk& chunk) const {
 
 bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChunk& last) {
   Choice& choice = choices_[index];
-  choice.ended = true;
-  ++ended_choices_;
   const auto position = static_cast<uint32_t>(index);
   if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
     if (has_content(last) &&
@@ -124,7 +101,7 @@ bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChu
                                               choice.logprobs.value(last.logprobs))))) {
     return false;
   }
-  if (ended_choices_ < choices_.size()) return true;
+  if (!reader_.all_ended()) return true;
   if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, usage())))) {
     return false;
   }
@@ -135,8 +112,8 @@ bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChu
 }
 
 void SseResponder::abort_running() {
-  for (Choice& choice : choices_) {
-    if (!choice.ended) service_.abort(choice.stream->id());
+  for (size_t i = 0; i < reader_.size(); ++i) {
+    if (!reader_.ended(i)) service_.abort(reader_.stream(i).id());
   }
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "choice_reader.h"
 #include "openai_logprobs.h"
 #include "openai_response.h"
 
@@ -32,8 +33,6 @@ namespace headway::serving::http {
 
 inline constexpr std::chrono::milliseconds kStreamPoll{100};
 inline constexpr std::chrono::milliseconds kKeepAliveAfter{1000};
-// With several choices, how long provide() waits on one of them when none had output.
-inline constexpr std::chrono::milliseconds kChoicePoll{5};
 
 class SseResponder {
  public:
@@ -52,16 +51,10 @@ class SseResponder {
 
  private:
   struct Choice {
-    std::shared_ptr<RequestStream> stream;
     LogprobsJson logprobs;
     uint32_t completion_tokens = 0;  // generated so far (usage)
-    bool ended = false;              // its finishing chunk was read
   };
 
-  // Output of any choice: up to kStreamPoll on a lone choice; with several, each once without
-  // waiting (from the one after the last served, so that none starves), then up to kChoicePoll
-  // on one. `index`: whose chunk `out` is.
-  bool next_chunk(StreamChunk& out, size_t& index);
   // The usage so far: the prompt once, every choice's tokens.
   Usage usage() const;
   bool write(httplib::DataSink& sink, const std::string& data);
@@ -75,9 +68,8 @@ class SseResponder {
 
   GenerationService& service_;
   const ResponseHeader header_;
+  ChoiceReader reader_;
   std::vector<Choice> choices_;
-  size_t ended_choices_ = 0;
-  size_t next_choice_ = 0;  // where next_chunk() starts looking
   const std::atomic<bool>& stopping_;
   bool opened_ = false;
   bool ended_ = false;  // [DONE] written: nothing left to abort

@@ -179,7 +179,22 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   }
 }
 
-void parse_prompt(const FieldReader& fields, GenerateInput& input) {
+// One prompt of a batch (prompt[i]): a string or a non-empty array of token ids.
+void parse_batch_prompt(const nlohmann::json& item, const std::string& name, GenerateInput& input) {
+  if (item.is_string()) {
+    input.prompt_kind = GenerateInput::PromptKind::kText;
+    input.prompt_text = item.get<std::string>();
+  } else if (item.is_array()) {
+    if (item.empty()) throw invalid_field(name, name + " must not be an empty array");
+    input.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+    input.prompt_ids = parse_token_ids(item, name);
+  } else {
+    throw invalid_field(name, name + " must be a string or token ids, not " + json_kind(item));
+  }
+}
+
+void parse_prompt(const FieldReader& fields, OpenAiRequest& out) {
+  GenerateInput& input = out.input;
   const nlohmann::json* prompt = fields.find("prompt");
   if (prompt == nullptr) throw invalid_field("prompt", "prompt is required");
   if (prompt->is_string()) {
@@ -200,21 +215,15 @@ void parse_prompt(const FieldReader& fields, GenerateInput& input) {
     return;
   }
   // A batch of prompts: ["a", "b"] or [[1, 2], [3]]. A batch of one is the same as its prompt.
-  if (prompt->size() > 1) {
-    throw invalid_field("prompt", "several prompts in one request (" +
-                                      std::to_string(prompt->size()) +
-                                      ") are not supported; send one request per prompt");
+  if (prompt->size() > kMaxChoices) {
+    throw invalid_field("prompt", "a batch of " + std::to_string(prompt->size()) +
+                                      " prompts is over the limit of " +
+                                      std::to_string(kMaxChoices));
   }
-  if (first.is_string()) {
-    input.prompt_kind = GenerateInput::PromptKind::kText;
-    input.prompt_text = first.get<std::string>();
-  } else if (first.is_array()) {
-    if (first.empty()) throw invalid_field("prompt[0]", "prompt[0] must not be an empty array");
-    input.prompt_kind = GenerateInput::PromptKind::kTokenIds;
-    input.prompt_ids = parse_token_ids(first, "prompt[0]");
-  } else {
-    throw invalid_field("prompt[0]", std::string("prompt[0] must be a string or token ids, not ") +
-                                         json_kind(first));
+  parse_batch_prompt(first, "prompt[0]", input);
+  for (size_t i = 1; i < prompt->size(); ++i) {
+    out.more_prompts.emplace_back();
+    parse_batch_prompt((*prompt)[i], "prompt[" + std::to_string(i) + "]", out.more_prompts.back());
   }
 }
 
@@ -299,7 +308,13 @@ OpenAiRequest parse_completion_request(std::string_view body) {
   OpenAiRequest out;
   out.input.request_id = random_request_id("cmpl-");
   parse_common(fields, out);
-  parse_prompt(fields, out.input);
+  parse_prompt(fields, out);
+  const size_t choices = out.n * (out.more_prompts.size() + 1);
+  if (choices > kMaxChoices) {
+    throw invalid_field("n", fmt::format("n = {} for each of {} prompts is {} choices, over the "
+                                         "limit of {} per request",
+                                         out.n, out.more_prompts.size() + 1, choices, kMaxChoices));
+  }
   out.input.max_tokens = static_cast<uint32_t>(
       fields.integer("max_tokens", 1, kMaxTokensLimit).value_or(kCompletionDefaultMaxTokens));
 

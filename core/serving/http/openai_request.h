@@ -10,10 +10,11 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace headway::serving::http {
 
-// OpenAI's limit on n.
+// OpenAI's limit on n; also the most choices (prompts × n) one request may ask for.
 inline constexpr uint32_t kMaxChoices = 128;
 
 struct OpenAiRequest {
@@ -21,6 +22,10 @@ struct OpenAiRequest {
   // Choices to generate (OpenAI's n): each is a request of its own to the service, as in vLLM,
   // with seed + index as its seed.
   uint32_t n = 1;
+  // A completions batch (prompt: ["a", "b"] or [[1, 2], [3]]): the prompts after the first (which
+  // `input` holds), only their prompt fields set. Each prompt gets n choices, indexed
+  // prompt * n + choice, as vLLM numbers them.
+  std::vector<GenerateInput> more_prompts;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // vLLM's stream_options.continuous_usage_stats, with include_usage: every chunk carries the

@@ -32,6 +32,9 @@ struct ResponseHeader {
   // The client asked for logprobs (SamplingParams::logprobs >= 0): a stream then sends a chunk
   // for tokens that have no text yet, so that every token's logprobs go out.
   bool logprobs = false;
+  // OpenAI's n: choice i answers prompt i / n of a completions batch (usage counts each prompt
+  // once).
+  uint32_t choices_per_prompt = 1;
 };
 
 // "length" or "stop"; null while running. kAbort/kError never reach a finish_reason: they become

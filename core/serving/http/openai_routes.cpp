@@ -221,6 +221,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.continuous_usage = parsed.continuous_usage;
   header.return_token_ids = parsed.return_token_ids;
   header.logprobs = parsed.input.sampling.logprobs >= 0;
+  header.choices_per_prompt = parsed.n;
   const int32_t top_logprobs = parsed.input.sampling.logprobs;
 
   const std::string base_id = parsed.input.request_id;
@@ -240,9 +241,14 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
       ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                    request.remote_port);
       ChoiceReader reader(streams);
-      for (Completion& completion :
-           collect_completions(service_, reader, in_flight_.stopping(), client)) {
-        usage.prompt_tokens = completion.usage.prompt_tokens;
+      std::vector<Completion> completions =
+          collect_completions(service_, reader, in_flight_.stopping(), client);
+      for (size_t i = 0; i < completions.size(); ++i) {
+        Completion& completion = completions[i];
+        // Each prompt counts once, however many choices it has.
+        if (i % header.choices_per_prompt == 0) {
+          usage.prompt_tokens += completion.usage.prompt_tokens;
+        }
         usage.completion_tokens += completion.usage.completion_tokens;
         choices.push_back(
             ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
@@ -340,20 +346,28 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
 
 std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiRequest parsed) {
   std::vector<std::shared_ptr<RequestStream>> streams;
-  if (parsed.n == 1) {
+  if (parsed.n == 1 && parsed.more_prompts.empty()) {
     streams.push_back(service_.submit(std::move(parsed.input)));
     return streams;
   }
-  // As vLLM does: a request per choice, seeded seed + index, so that a seeded request gives the
-  // same choices every time and no two alike.
+  // As vLLM does: a request per prompt and choice, the choices of a prompt seeded seed + choice,
+  // so that a seeded request gives the same choices every time and no two of a prompt alike.
   const std::string base_id = parsed.input.request_id;
   const uint64_t seed = parsed.input.sampling.seed;
   try {
-    for (uint32_t i = 0; i < parsed.n; ++i) {
-      GenerateInput input = parsed.input;
-      input.request_id = base_id + "-" + std::to_string(i);
-      input.sampling.seed = seed + i;
-      streams.push_back(service_.submit(std::move(input)));
+    for (size_t p = 0; p <= parsed.more_prompts.size(); ++p) {
+      for (uint32_t i = 0; i < parsed.n; ++i) {
+        GenerateInput input = parsed.input;
+        if (p > 0) {
+          const GenerateInput& prompt = parsed.more_prompts[p - 1];
+          input.prompt_kind = prompt.prompt_kind;
+          input.prompt_text = prompt.prompt_text;
+          input.prompt_ids = prompt.prompt_ids;
+        }
+        input.request_id = base_id + "-" + std::to_string(streams.size());
+        input.sampling.seed = seed + i;
+        streams.push_back(service_.submit(std::move(input)));
+      }
     }
   } catch (...) {
     for (const auto& stream : streams) service_.abort(stream->id());

@@ -28,8 +28,13 @@ bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
 }
 
 Usage SseResponder::usage() const {
-  Usage total{reader_.stream(0).prompt_tokens(), 0};
-  for (const Choice& choice : choices_) total.completion_tokens += choice.completion_tokens;
+  Usage total;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    // Each prompt counts once, however many choices it has.
+    if (i % header_.choices_per_prompt == 0)
+      total.prompt_tokens += reader_.stream(i).prompt_tokens();
+    total.completion_tokens += choices_[i].completion_tokens;
+  }
   return total;
 }
 

@@ -55,7 +55,7 @@ class SseResponder {
     uint32_t completion_tokens = 0;  // generated so far (usage)
   };
 
-  // The usage so far: the prompt once, every choice's tokens.
+  // The usage so far: each prompt once, every choice's tokens.
   Usage usage() const;
   bool write(httplib::DataSink& sink, const std::string& data);
   bool finish(httplib::DataSink& sink, size_t index, const StreamChunk& last);

@@ -64,6 +64,30 @@ TEST_F(HttpFrontendTest, CompletionWithNAnswersEveryChoice) {
   }
 }
 
+// A batch of prompts with n choices each: choice p * n + i answers prompt p with seed + i; the
+// usage counts each prompt once.
+TEST_F(HttpFrontendTest, ABatchOfPromptsAnswersNChoicesEach) {
+  auto result = post_json("/v1/completions", R"({"prompt": ["one", [4, 5]], "max_tokens": 2,
+      "n": 2, "seed": 3})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json body = json::parse(result->body);
+  ASSERT_EQ(body["choices"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(body["choices"][i]["index"], i);
+  EXPECT_EQ(body["usage"],
+            json({{"prompt_tokens", 14}, {"completion_tokens", 8}, {"total_tokens", 22}}));
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(submitted[i].sampling.seed, 3u + i % 2) << i;
+    EXPECT_EQ(submitted[i].prompt_kind,
+              i < 2 ? GenerateInput::PromptKind::kText : GenerateInput::PromptKind::kTokenIds)
+        << i;
+  }
+  EXPECT_EQ(submitted[0].prompt_text, "one");
+  EXPECT_EQ(submitted[3].prompt_ids, (std::vector<int32_t>{4, 5}));
+}
+
 // A choice that fails fails the answer, and the choices still running are aborted.
 TEST_F(HttpFrontendTest, AFailedChoiceFailsTheAnswerAndAbortsTheOthers) {
   service_.set_finish(Finish::kError, "engine died");

@@ -115,8 +115,9 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({})", "prompt", "prompt is required"},
         Refused{R"({"prompt": 5})", "prompt", "not an integer"},
         Refused{R"({"prompt": []})", "prompt", "empty"},
-        Refused{R"({"prompt": ["a", "b"]})", "prompt", "several prompts"},
-        Refused{R"({"prompt": [[1], [2]]})", "prompt", "several prompts"},
+        Refused{R"({"prompt": ["a", 3]})", "prompt[1]", "must be a string or token ids"},
+        Refused{R"({"prompt": [[1], []]})", "prompt[1]", "must not be an empty array"},
+        Refused{R"({"prompt": ["a", "b"], "n": 65})", "n", "130 choices, over the limit of 128"},
         Refused{R"({"prompt": [1, "a"]})", "prompt[1]", "token id"},
         Refused{R"({"prompt": [1, -4]})", "prompt[1]", "not a valid token id"},
         Refused{R"({"prompt": "x", "max_tokens": "5"})", "max_tokens", "must be an integer"},
@@ -324,6 +325,18 @@ TEST(CompletionRequest, LogitsProcessingFieldsPassThrough) {
           .input.sampling;
   EXPECT_FALSE(unset.uses_host_processing());
   EXPECT_EQ(unset.repetition_penalty, 1.0f);
+}
+
+// A batch of prompts: the first in `input`, the others in more_prompts, text or token ids.
+TEST(CompletionRequest, ABatchKeepsEveryPrompt) {
+  const OpenAiRequest batch = parse_completion_request(R"({"prompt": ["one", [5, 6], "three"]})");
+  EXPECT_EQ(batch.input.prompt_kind, GenerateInput::PromptKind::kText);
+  EXPECT_EQ(batch.input.prompt_text, "one");
+  ASSERT_EQ(batch.more_prompts.size(), 2u);
+  EXPECT_EQ(batch.more_prompts[0].prompt_kind, GenerateInput::PromptKind::kTokenIds);
+  EXPECT_EQ(batch.more_prompts[0].prompt_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(batch.more_prompts[1].prompt_text, "three");
+  EXPECT_TRUE(parse_completion_request(R"({"prompt": ["only"]})").more_prompts.empty());
 }
 
 // logprobs: completions' integer, chat's boolean and top_logprobs; absent or false is -1 (off).

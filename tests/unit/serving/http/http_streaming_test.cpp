@@ -255,6 +255,32 @@ TEST_F(HttpFrontendTest, ChatStreamWithNInterleavesItsChoices) {
             json({{"prompt_tokens", 7}, {"completion_tokens", 6}, {"total_tokens", 13}}));
 }
 
+// Each choice's tokens go out as they come, whichever choice they belong to; a choice that ends
+// leaves the stream open for the others, and [DONE] follows the last.
+TEST_F(HttpFrontendTest, StreamedChoicesGoOutAsTheirTokensCome) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string first = open_stream(service_, connection, "/v1/completions",
+                                        R"({"prompt": "x", "stream": true, "n": 2})");
+  ASSERT_FALSE(first.empty());
+  ASSERT_TRUE(service_.wait_for_submits(2, kPatienceSeconds));
+  const std::string second = service_.submitted()[1].request_id;
+  service_.push(second, 2);
+  std::string seen = connection.read_until("\"text\":\"ab\"");
+  EXPECT_NE(seen.find("\"index\":1"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("\"index\":0"), std::string::npos) << seen;
+  service_.finish(second, Finish::kLength);
+  seen = connection.read_until("\"finish_reason\":\"length\"");
+  EXPECT_EQ(seen.find("[DONE]"), std::string::npos) << seen;
+  service_.push(first, 1);
+  seen = connection.read_until("\"text\":\"a\"");
+  EXPECT_NE(seen.find("\"index\":0"), std::string::npos) << seen;
+  service_.finish(first, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
+  EXPECT_TRUE(service_.aborted().empty());
+}
+
 // Each chunk carries the logprobs of its tokens; a token without text still makes a chunk (its
 // logprobs must go out), and the text offsets run on across chunks.
 TEST_F(HttpFrontendTest, StreamedLogprobsFollowTheTokensAcrossChunks) {

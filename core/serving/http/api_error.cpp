@@ -37,12 +37,14 @@ const char* error_type_of(int status) {
   }
 }
 
-nlohmann::json error_json(int status, const std::string& message, const std::string& param) {
-  return {{"error",
-           {{"message", message},
-            {"type", error_type_of(status)},
-            {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)},
-            {"code", status}}}};
+nlohmann::ordered_json error_json(int status, const std::string& message,
+                                  const std::string& param) {
+  return {
+      {"error",
+       {{"message", message},
+        {"type", error_type_of(status)},
+        {"param", param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param)},
+        {"code", status}}}};
 }
 
 }  // namespace headway::serving::http

@@ -41,8 +41,9 @@ ApiError api_error_of(const ServiceError& error);
 const char* error_type_of(int status);
 
 // {"error": {...}}; `code` is the HTTP status, as vLLM sends it.
-nlohmann::json error_json(int status, const std::string& message, const std::string& param = {});
-inline nlohmann::json error_json(const ApiError& error) {
+nlohmann::ordered_json error_json(int status, const std::string& message,
+                                  const std::string& param = {});
+inline nlohmann::ordered_json error_json(const ApiError& error) {
   return error_json(error.status(), error.what(), error.param());
 }
 

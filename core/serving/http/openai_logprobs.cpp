@@ -20,8 +20,8 @@ size_t characters(const std::string& text) {
   return count;
 }
 
-nlohmann::json chat_candidate(const TokenCandidate& candidate) {
-  nlohmann::json bytes = nlohmann::json::array();
+nlohmann::ordered_json chat_candidate(const TokenCandidate& candidate) {
+  nlohmann::ordered_json bytes = nlohmann::ordered_json::array();
   for (const char c : candidate.bytes) bytes.push_back(static_cast<unsigned char>(c));
   return {{"token", text_of(candidate.bytes)},
           {"logprob", candidate.logprob},
@@ -30,16 +30,16 @@ nlohmann::json chat_candidate(const TokenCandidate& candidate) {
 
 }  // namespace
 
-nlohmann::json LogprobsJson::value(std::span<const GeneratedLogprobs> tokens) {
+nlohmann::ordered_json LogprobsJson::value(std::span<const GeneratedLogprobs> tokens) {
   if (!asked()) return nullptr;
   return endpoint_ == Endpoint::kCompletions ? completions(tokens) : chat(tokens);
 }
 
-nlohmann::json LogprobsJson::completions(std::span<const GeneratedLogprobs> tokens) {
-  nlohmann::json texts = nlohmann::json::array();
-  nlohmann::json logprobs = nlohmann::json::array();
-  nlohmann::json tops = nlohmann::json::array();
-  nlohmann::json offsets = nlohmann::json::array();
+nlohmann::ordered_json LogprobsJson::completions(std::span<const GeneratedLogprobs> tokens) {
+  nlohmann::ordered_json texts = nlohmann::ordered_json::array();
+  nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tops = nlohmann::ordered_json::array();
+  nlohmann::ordered_json offsets = nlohmann::ordered_json::array();
   for (const GeneratedLogprobs& token : tokens) {
     const std::string text = text_of(token.chosen.bytes);
     offsets.push_back(text_offset_);
@@ -47,7 +47,7 @@ nlohmann::json LogprobsJson::completions(std::span<const GeneratedLogprobs> toke
     logprobs.push_back(token.chosen.logprob);
     // Tokens whose texts are the same share a key: the most likely of the top ones keeps it,
     // unless one is the generated token, whose log-probability the key then shows.
-    nlohmann::json top = nlohmann::json::object();
+    nlohmann::ordered_json top = nlohmann::ordered_json::object();
     for (const TokenCandidate& candidate : token.top) {
       const std::string key = text_of(candidate.bytes);
       if (!top.contains(key)) top[key] = candidate.logprob;
@@ -62,11 +62,11 @@ nlohmann::json LogprobsJson::completions(std::span<const GeneratedLogprobs> toke
           {"text_offset", std::move(offsets)}};
 }
 
-nlohmann::json LogprobsJson::chat(std::span<const GeneratedLogprobs> tokens) const {
-  nlohmann::json content = nlohmann::json::array();
+nlohmann::ordered_json LogprobsJson::chat(std::span<const GeneratedLogprobs> tokens) const {
+  nlohmann::ordered_json content = nlohmann::ordered_json::array();
   for (const GeneratedLogprobs& token : tokens) {
-    nlohmann::json entry = chat_candidate(token.chosen);
-    nlohmann::json top = nlohmann::json::array();
+    nlohmann::ordered_json entry = chat_candidate(token.chosen);
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
     for (const TokenCandidate& candidate : token.top) top.push_back(chat_candidate(candidate));
     entry["top_logprobs"] = std::move(top);
     content.push_back(std::move(entry));

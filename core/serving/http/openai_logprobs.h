@@ -28,13 +28,13 @@ class LogprobsJson {
   LogprobsJson(Endpoint endpoint, int32_t top) : endpoint_(endpoint), top_(top) {}
 
   // The "logprobs" of a choice whose tokens (since the previous call, for a stream) are `tokens`.
-  nlohmann::json value(std::span<const GeneratedLogprobs> tokens);
+  nlohmann::ordered_json value(std::span<const GeneratedLogprobs> tokens);
 
   bool asked() const { return top_ >= 0; }
 
  private:
-  nlohmann::json completions(std::span<const GeneratedLogprobs> tokens);
-  nlohmann::json chat(std::span<const GeneratedLogprobs> tokens) const;
+  nlohmann::ordered_json completions(std::span<const GeneratedLogprobs> tokens);
+  nlohmann::ordered_json chat(std::span<const GeneratedLogprobs> tokens) const;
 
   Endpoint endpoint_;
   int32_t top_;

@@ -8,17 +8,17 @@ const char* object_name(const ResponseHeader& header, bool chunk) {
   return chunk ? "chat.completion.chunk" : "chat.completion";
 }
 
-nlohmann::json envelope(const ResponseHeader& header, bool chunk) {
+nlohmann::ordered_json envelope(const ResponseHeader& header, bool chunk) {
   return {{"id", header.id},
           {"object", object_name(header, chunk)},
           {"created", header.created},
           {"model", header.model}};
 }
 
-nlohmann::json chunk_envelope(const ResponseHeader& header, nlohmann::json choice,
-                              const Usage& usage) {
-  nlohmann::json body = envelope(header, true);
-  body["choices"] = nlohmann::json::array({std::move(choice)});
+nlohmann::ordered_json chunk_envelope(const ResponseHeader& header, nlohmann::ordered_json choice,
+                                      const Usage& usage) {
+  nlohmann::ordered_json body = envelope(header, true);
+  body["choices"] = nlohmann::ordered_json::array({std::move(choice)});
   // OpenAI: with include_usage, every chunk but the last carries "usage": null; vLLM's
   // continuous_usage_stats puts the usage so far there instead.
   if (header.include_usage) body["usage"] = header.continuous_usage ? usage_json(usage) : nullptr;
@@ -27,7 +27,7 @@ nlohmann::json chunk_envelope(const ResponseHeader& header, nlohmann::json choic
 
 }  // namespace
 
-nlohmann::json finish_reason_json(Finish finish) {
+nlohmann::ordered_json finish_reason_json(Finish finish) {
   switch (finish) {
     case Finish::kLength:
       return "length";
@@ -38,42 +38,43 @@ nlohmann::json finish_reason_json(Finish finish) {
   }
 }
 
-nlohmann::json stop_reason_json(const StopReason& reason) {
+nlohmann::ordered_json stop_reason_json(const StopReason& reason) {
   if (const auto* text = std::get_if<std::string>(&reason)) return *text;
   if (const auto* token = std::get_if<int32_t>(&reason)) return *token;
   return nullptr;
 }
 
-nlohmann::json usage_json(const Usage& usage) {
+nlohmann::ordered_json usage_json(const Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.completion_tokens},
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
 }
 
-nlohmann::json completion_json(const ResponseHeader& header, std::span<const ChoiceOutput> choices,
-                               const Usage& usage) {
-  nlohmann::json list = nlohmann::json::array();
+nlohmann::ordered_json completion_json(const ResponseHeader& header,
+                                       std::span<const ChoiceOutput> choices, const Usage& usage) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceOutput& output = choices[i];
-    nlohmann::json choice = {{"index", i},
-                             {"finish_reason", finish_reason_json(output.finish)},
-                             {"stop_reason", stop_reason_json(output.stop_reason)},
-                             {"logprobs", output.logprobs}};
-    if (header.return_token_ids) choice["token_ids"] = output.token_ids;
+    nlohmann::ordered_json choice = {{"index", i}};
     if (header.endpoint == Endpoint::kCompletions) {
       choice["text"] = output.text;
     } else {
       choice["message"] = {{"role", "assistant"}, {"content", output.text}};
     }
+    if (header.return_token_ids) choice["token_ids"] = output.token_ids;
+    choice["logprobs"] = output.logprobs;
+    choice["finish_reason"] = finish_reason_json(output.finish);
+    choice["stop_reason"] = stop_reason_json(output.stop_reason);
     list.push_back(std::move(choice));
   }
-  nlohmann::json body = envelope(header, false);
+  nlohmann::ordered_json body = envelope(header, false);
   body["choices"] = std::move(list);
   body["usage"] = usage_json(usage);
   return body;
 }
 
-nlohmann::json role_chunk_json(const ResponseHeader& header, uint32_t index, const Usage& usage) {
+nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t index,
+                                       const Usage& usage) {
   return chunk_envelope(header,
                         {{"index", index},
                          {"delta", {{"role", "assistant"}, {"content", ""}}},
@@ -83,33 +84,37 @@ nlohmann::json role_chunk_json(const ResponseHeader& header, uint32_t index, con
                         usage);
 }
 
-nlohmann::json delta_chunk_json(const ResponseHeader& header, uint32_t index,
-                                const std::string& text, std::span<const int32_t> token_ids,
-                                Finish finish, const StopReason& stop_reason, const Usage& usage,
-                                nlohmann::json logprobs) {
-  nlohmann::json choice = {{"index", index}, {"logprobs", std::move(logprobs)}};
-  if (header.return_token_ids) choice["token_ids"] = token_ids;
+nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
+                                        const std::string& text, std::span<const int32_t> token_ids,
+                                        Finish finish, const StopReason& stop_reason,
+                                        const Usage& usage, nlohmann::ordered_json logprobs) {
+  nlohmann::ordered_json choice = {{"index", index}};
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
   } else {
-    choice["delta"] = text.empty() ? nlohmann::json::object() : nlohmann::json{{"content", text}};
+    choice["delta"] =
+        text.empty() ? nlohmann::ordered_json::object() : nlohmann::ordered_json{{"content", text}};
   }
+  if (header.return_token_ids) choice["token_ids"] = token_ids;
+  choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason_json(finish);
   choice["stop_reason"] = stop_reason_json(stop_reason);
   return chunk_envelope(header, std::move(choice), usage);
 }
 
-nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage) {
-  nlohmann::json body = envelope(header, true);
-  body["choices"] = nlohmann::json::array();
+nlohmann::ordered_json usage_chunk_json(const ResponseHeader& header, const Usage& usage) {
+  nlohmann::ordered_json body = envelope(header, true);
+  body["choices"] = nlohmann::ordered_json::array();
   body["usage"] = usage_json(usage);
   return body;
 }
 
-std::string dump_json(const nlohmann::json& body) {
-  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string dump_json(const nlohmann::ordered_json& body) {
+  return body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string sse_event(const nlohmann::json& body) { return "data: " + dump_json(body) + "\n\n"; }
+std::string sse_event(const nlohmann::ordered_json& body) {
+  return "data: " + dump_json(body) + "\n\n";
+}
 
 }  // namespace headway::serving::http

@@ -1,6 +1,8 @@
 // The JSON bodies Headway answers with: a whole completion (object "text_completion" or
 // "chat.completion"), the chunks of a stream ("text_completion" or "chat.completion.chunk") and
-// their SSE framing. Shapes follow the OpenAI API as vLLM serves it.
+// their SSE framing. Shapes follow the OpenAI API as vLLM serves it. Bodies are
+// nlohmann::ordered_json, so that keys go out in the order written (OpenAI's: id, object, created,
+// model, choices, usage) and a completions top_logprobs object lists the most likely token first.
 //
 // Threading: plain values and pure functions.
 #pragma once
@@ -39,12 +41,12 @@ struct ResponseHeader {
 
 // "length" or "stop"; null while running. kAbort/kError never reach a finish_reason: they become
 // errors.
-nlohmann::json finish_reason_json(Finish finish);
+nlohmann::ordered_json finish_reason_json(Finish finish);
 // vLLM's stop_reason: the stop string or stop token id that ended the request; null otherwise
 // (EOS, max_tokens, still running).
-nlohmann::json stop_reason_json(const StopReason& reason);
+nlohmann::ordered_json stop_reason_json(const StopReason& reason);
 
-nlohmann::json usage_json(const Usage& usage);
+nlohmann::ordered_json usage_json(const Usage& usage);
 
 // One choice of a non-streamed answer.
 struct ChoiceOutput {
@@ -52,31 +54,33 @@ struct ChoiceOutput {
   std::vector<int32_t> token_ids;
   Finish finish = Finish::kNone;
   StopReason stop_reason;
-  nlohmann::json logprobs;  // LogprobsJson's value: null when not asked for
+  nlohmann::ordered_json logprobs;  // LogprobsJson's value: null when not asked for
 };
 
 // The non-streamed answer: choices indexed in order (OpenAI's n), `usage` over all of them.
-nlohmann::json completion_json(const ResponseHeader& header, std::span<const ChoiceOutput> choices,
-                               const Usage& usage);
+nlohmann::ordered_json completion_json(const ResponseHeader& header,
+                                       std::span<const ChoiceOutput> choices, const Usage& usage);
 
 // Streams. A chat stream opens with role_chunk_json (one per choice); every stream then carries
 // text deltas of its choices (each choice's last one with its finish), then with include_usage a
 // usage chunk, then the [DONE] event. `index`: the choice's. `usage`: the usage so far, which a
 // chunk carries under header.continuous_usage.
-nlohmann::json role_chunk_json(const ResponseHeader& header, uint32_t index, const Usage& usage);
-nlohmann::json delta_chunk_json(const ResponseHeader& header, uint32_t index,
-                                const std::string& text, std::span<const int32_t> token_ids,
-                                Finish finish, const StopReason& stop_reason, const Usage& usage,
-                                nlohmann::json logprobs = nullptr);
-nlohmann::json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
+nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t index,
+                                       const Usage& usage);
+nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
+                                        const std::string& text, std::span<const int32_t> token_ids,
+                                        Finish finish, const StopReason& stop_reason,
+                                        const Usage& usage,
+                                        nlohmann::ordered_json logprobs = nullptr);
+nlohmann::ordered_json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.
-std::string sse_event(const nlohmann::json& body);
+std::string sse_event(const nlohmann::ordered_json& body);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 // An SSE comment: ignored by clients, but a write that tells whether the client is still there.
 inline constexpr const char* kSseKeepAlive = ": keep-alive\n\n";
 
 // The body as sent: invalid UTF-8 replaced rather than thrown.
-std::string dump_json(const nlohmann::json& body);
+std::string dump_json(const nlohmann::ordered_json& body);
 
 }  // namespace headway::serving::http

@@ -27,7 +27,7 @@ namespace {
 
 constexpr const char* kJson = "application/json";
 
-void send_json(httplib::Response& response, int status, const nlohmann::json& body) {
+void send_json(httplib::Response& response, int status, const nlohmann::ordered_json& body) {
   response.status = status;
   response.set_content(dump_json(body), kJson);
 }
@@ -379,23 +379,23 @@ std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiR
 void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& response) {
   if (!authorized(request, response)) return;
   const ModelSummary model = service_.model_info();
-  nlohmann::json card = {{"id", model.name},
-                         {"object", "model"},
-                         {"created", unix_now()},
-                         {"owned_by", "headway"},
-                         {"root", model.name},
-                         {"parent", nullptr},
-                         {"max_model_len", model.max_model_len}};
+  nlohmann::ordered_json card = {{"id", model.name},
+                                 {"object", "model"},
+                                 {"created", unix_now()},
+                                 {"owned_by", "headway"},
+                                 {"root", model.name},
+                                 {"parent", nullptr},
+                                 {"max_model_len", model.max_model_len}};
   send_json(response, 200,
-            {{"object", "list"}, {"data", nlohmann::json::array({std::move(card)})}});
+            {{"object", "list"}, {"data", nlohmann::ordered_json::array({std::move(card)})}});
 }
 
 void OpenAiRoutes::health(const httplib::Request& /*request*/, httplib::Response& response) {
   // Open without a key: load balancers and orchestrators probe it.
   const HealthSummary health = service_.health();
-  nlohmann::json body = {{"status", health.serving ? "ok" : "unavailable"},
-                         {"engines_alive", health.engines_alive},
-                         {"engines_total", health.engines_total}};
+  nlohmann::ordered_json body = {{"status", health.serving ? "ok" : "unavailable"},
+                                 {"engines_alive", health.engines_alive},
+                                 {"engines_total", health.engines_total}};
   if (!health.reason.empty()) body["reason"] = health.reason;
   send_json(response, health.serving ? 200 : 503, body);
 }

@@ -124,6 +124,11 @@ TEST_F(HttpFrontendTest, CompletionLogprobsListTokensTopTokensAndOffsets) {
   EXPECT_EQ(logprobs["top_logprobs"][2], json({{"c", -0.5}, {"d", -0.75}}));
   EXPECT_EQ(logprobs["text_offset"], json({0, 1, 2}));
   EXPECT_EQ(service_.submitted().at(0).sampling.logprobs, 2);
+  // As written, the most likely first (token 25 "z" before 26 "a"), and OpenAI's key order.
+  result = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 26, "logprobs": 2})");
+  ASSERT_TRUE(result);
+  EXPECT_TRUE(result->body.starts_with(R"({"id":)")) << result->body;
+  EXPECT_NE(result->body.find(R"({"z":-0.5,"a":-0.75})"), std::string::npos) << result->body;
 }
 
 // OpenAI's chat shape: token, logprob, bytes and exactly top_logprobs entries of the same.

@@ -18,6 +18,27 @@ std::string pcre2_message(int code) {
 // reports PCRE2_ERROR_JIT_STACKLIMIT (an Error, not a crash) beyond it.
 constexpr size_t kJitStackMax = 8u << 20;
 
+// What a match needs besides the pattern, made once per thread: the JIT stack reserves
+// kJitStackMax of address space, and making it per call cost a mapping for every stretch of text
+// between two special tokens (a chat prompt has several per message). The match data holds the
+// whole match's offsets only: with a pattern that has groups, pcre2_match then returns 0 ("vector
+// too small") and still sets them.
+struct MatchScratch {
+  pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+  pcre2_match_context* context = pcre2_match_context_create(nullptr);
+  pcre2_jit_stack* stack = pcre2_jit_stack_create(32u << 10, kJitStackMax, nullptr);
+  MatchScratch() {
+    if (context != nullptr && stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
+  }
+  ~MatchScratch() {
+    pcre2_jit_stack_free(stack);
+    pcre2_match_context_free(context);
+    pcre2_match_data_free(data);
+  }
+  MatchScratch(const MatchScratch&) = delete;
+  MatchScratch& operator=(const MatchScratch&) = delete;
+};
+
 }  // namespace
 
 struct RegexSplitter::Compiled {
@@ -46,17 +67,12 @@ RegexSplitter::RegexSplitter(const std::string& pattern, bool literal, const std
 RegexSplitter::~RegexSplitter() = default;
 
 void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
-  pcre2_match_data* data = pcre2_match_data_create_from_pattern(compiled_->code, nullptr);
-  pcre2_match_context* context = pcre2_match_context_create(nullptr);
-  pcre2_jit_stack* stack =
-      compiled_->jit ? pcre2_jit_stack_create(32u << 10, kJitStackMax, nullptr) : nullptr;
-  if (data == nullptr || context == nullptr || (compiled_->jit && stack == nullptr)) {
-    pcre2_jit_stack_free(stack);
-    pcre2_match_context_free(context);
-    pcre2_match_data_free(data);
+  thread_local MatchScratch scratch;
+  pcre2_match_data* data = scratch.data;
+  pcre2_match_context* context = scratch.context;
+  if (data == nullptr || context == nullptr || (compiled_->jit && scratch.stack == nullptr)) {
     throw Error(where_ + ": out of memory for the pre-tokenizer pattern", HW_RESOURCE_EXHAUSTED);
   }
-  if (stack != nullptr) pcre2_jit_stack_assign(context, nullptr, stack);
 
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0;    // where the next search starts
@@ -65,7 +81,7 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
   while (start < text.size()) {
     const int rc = pcre2_match(compiled_->code, subject, text.size(), start, 0, data, context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) {
+    if (rc < 0) {  // 0 is a match whose groups did not fit: the whole match is there
       failure = rc;
       break;
     }
@@ -85,9 +101,6 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
     }
   }
   if (failure == 0 && emitted < text.size()) out.push_back(text.substr(emitted));
-  pcre2_jit_stack_free(stack);
-  pcre2_match_context_free(context);
-  pcre2_match_data_free(data);
   if (failure != 0) {
     throw Error(where_ +
                 ": the pre-tokenizer pattern failed on the input: " + pcre2_message(failure));

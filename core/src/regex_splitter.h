@@ -8,7 +8,7 @@
 // so they end up in the pieces between matches and the tokenizer stays lossless.
 //
 // Ownership: owns the compiled pattern. Threading: split() is const and safe to call concurrently
-// (each call uses its own match data and JIT stack).
+// (each thread matches with match data and a JIT stack of its own, kept for the thread's life).
 #pragma once
 
 #include <memory>

@@ -5,15 +5,20 @@
 // - BM_RenderIndexingChatTemplate: a chat template that reads messages[loop.index0 - 1] in its
 //   loop (a role-alternation check). Subscripts used to copy the list, so 20,000 messages took
 //   36 s.
+// - BM_EncodeChatTurns: the tokenizer over a rendered conversation of N turns (Llama 3's special
+//   tokens around each message, byte-level BPE with Llama 3's pre-tokenizer pattern): each turn
+//   is several segments between special tokens, each split by the pattern.
 // See docs/performance.md, "Request parsing".
 #include <benchmark/benchmark.h>
 #include <headway/core/byte_tokenizer.h>
+#include <headway/core/tokenizer.h>
 #include <headway/serving/chat_template.h>
 
 #include <string>
 #include <vector>
 
 #include "openai_request.h"
+#include "tiny_bpe.h"
 
 namespace {
 
@@ -60,6 +65,26 @@ BENCHMARK(BM_RenderIndexingChatTemplate)
 BENCHMARK(BM_ParseChatRequest)
     ->RangeMultiplier(10)
     ->Range(100, 100000)
+    ->Unit(benchmark::kMillisecond);
+
+void BM_EncodeChatTurns(benchmark::State& state) {
+  const headway::serving::testing::TempDir dir("encode_benchmark");
+  headway::serving::testing::write_tiny_bpe(dir.path(), {});
+  const auto tokenizer = headway::core::Tokenizer::load(dir.path());
+  std::string text;
+  for (int64_t i = 0; i < state.range(0); ++i) {
+    text += "<|start_header_id|>user<|end_header_id|>\n\nhi there, how are you?<|eot_id|>";
+  }
+  for (auto _ : state) {
+    auto ids = tokenizer->encode(text);
+    benchmark::DoNotOptimize(ids);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));  // items: turns
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+}
+BENCHMARK(BM_EncodeChatTurns)
+    ->RangeMultiplier(10)
+    ->Range(100, 10000)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

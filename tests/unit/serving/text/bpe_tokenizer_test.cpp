@@ -160,6 +160,29 @@ TEST(BpeTokenizer, SplitOnALiteralString) {
   EXPECT_THAT(load(b, spec)->encode("a-b"), ElementsAre(256, 'b'));
 }
 
+// A Split pattern with capturing groups splits as without them: only the whole match counts
+// (the matcher keeps no room for groups, and PCRE2 then reports a match with rc 0).
+TEST(BpeTokenizer, APatternWithCapturingGroupsSplitsByItsWholeMatches) {
+  TempDir a("bpe_split_groups"), b("bpe_split_plain");
+  TinyBpe spec{.merges = {{"a", "-"}}};  // 256 a-
+  const auto split_on = [&](const std::string& regex) {
+    spec.pre_tokenizer = {
+        {"type", "Sequence"},
+        {"pretokenizers", nlohmann::json::array({{{"type", "Split"},
+                                                  {"pattern", {{"Regex", regex}}},
+                                                  {"behavior", "Isolated"},
+                                                  {"invert", false}},
+                                                 {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+    return spec;
+  };
+  const auto grouped = load(a, split_on("(-)(b)?"));
+  const auto plain = load(b, split_on("-b?"));
+  for (const std::string text : {"a-b", "a-a-", "xa-", "-b-ba-"}) {
+    EXPECT_EQ(grouped->encode(text), plain->encode(text)) << text;
+  }
+  EXPECT_THAT(grouped->encode("a-b"), ElementsAre('a', '-', 'b'));
+}
+
 TEST(BpeTokenizer, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
   TempDir a("bpe_ignore_on"), b("bpe_ignore_off");
   const auto on = load(a, {.ignore_merges = true, .extra_vocab = {"abc"}});  // "abc" = 256

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
@@ -13,9 +14,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api_error.h"
+#include "choice_reader.h"
 #include "client_connection_watch.h"
 #include "completion_collector.h"
 #include "openai_logprobs.h"
@@ -271,21 +274,29 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // process that does not say it accepted, an older one, admits only at the first token).
   ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                request.remote_port);
-  for (const auto& stream : streams) {
-    while (!stream->wait_admitted(kStreamPoll)) {
-      if (in_flight_.stopping()) {
+  // With several choices each is looked at in turn, so that a refusal of any is answered at once.
+  std::vector<bool> admitted(streams.size(), false);
+  for (size_t waiting = streams.size(); waiting > 0;) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const auto wait = waiting == 1 ? kStreamPoll : std::chrono::milliseconds(0);
+      if (admitted[i] || !streams[i]->wait_admitted(wait)) continue;
+      if (std::optional<ServiceError> refusal = streams[i]->refusal()) {
         abort_all();
-        throw ApiError(503, "the server is shutting down; the request was aborted");
+        throw api_error_of(*refusal);
       }
-      if (client.gone()) {
-        abort_all();
-        throw ApiError(499, "the client closed the connection; the request was aborted");
-      }
+      admitted[i] = true;
+      --waiting;
     }
-    if (std::optional<ServiceError> refusal = stream->refusal()) {
+    if (waiting == 0) break;
+    if (in_flight_.stopping()) {
       abort_all();
-      throw api_error_of(*refusal);
+      throw ApiError(503, "the server is shutting down; the request was aborted");
     }
+    if (client.gone()) {
+      abort_all();
+      throw ApiError(499, "the client closed the connection; the request was aborted");
+    }
+    if (waiting > 1) std::this_thread::sleep_for(kChoicePoll);
   }
 
   // The ticket travels with the responder: the request stays in flight until cpp-httplib has

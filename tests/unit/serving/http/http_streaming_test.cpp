@@ -320,6 +320,23 @@ TEST_F(HttpFrontendTest, AStreamRefusedBeforeItsAdmissionGetsTheRefusalsStatus) 
   EXPECT_EQ(all.find("text/event-stream"), std::string::npos) << all;
 }
 
+// With several choices, a refusal of any is answered at once, whatever the others still wait for,
+// and the others are aborted.
+TEST_F(HttpFrontendTest, ARefusedChoiceIsAnsweredWhileTheOthersAwaitAdmission) {
+  service_.set_hold(true);
+  service_.set_admission_pending(true);
+  RawConnection connection(port());
+  const std::string first = open_stream(service_, connection, "/v1/completions",
+                                        R"({"prompt": "x", "stream": true, "n": 2})");
+  ASSERT_FALSE(first.empty());
+  ASSERT_TRUE(service_.wait_for_submits(2, kPatienceSeconds));
+  const std::string second = service_.submitted()[1].request_id;
+  service_.refuse(second, ServiceError(ErrorCode::kResourceExhausted, "engine0's queue is full"));
+  const std::string all = connection.read_until("is full");
+  EXPECT_EQ(all.rfind("HTTP/1.1 429", 0), 0u) << all;
+  EXPECT_TRUE(service_.wait_for_abort(first, kPatienceSeconds));
+}
+
 // A client that leaves while its stream waits for admission (nothing written yet) is found by
 // looking at its connection, and the request is aborted.
 TEST_F(HttpFrontendTest, AStreamWhoseClientLeftBeforeItsAdmissionIsAborted) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -377,7 +378,15 @@ std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiR
         }
         input.request_id = base_id + "-" + std::to_string(streams.size());
         input.sampling.seed = seed + i;
-        streams.push_back(service_.submit(std::move(input)));
+        try {
+          streams.push_back(service_.submit(std::move(input)));
+        } catch (const ServiceError& e) {
+          // In a batch, a refusal about the prompt names which one ("prompt[2]: ...").
+          if (parsed.more_prompts.empty() || !e.param().starts_with("prompt")) throw;
+          const std::string which = "prompt[" + std::to_string(p) + "]";
+          throw ServiceError(e.code(), which + ": " + e.what(),
+                             which + e.param().substr(std::string_view("prompt").size()));
+        }
       }
     }
   } catch (...) {

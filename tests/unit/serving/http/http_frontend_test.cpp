@@ -88,6 +88,22 @@ TEST_F(HttpFrontendTest, ABatchOfPromptsAnswersNChoicesEach) {
   EXPECT_EQ(submitted[3].prompt_ids, (std::vector<int32_t>{4, 5}));
 }
 
+// A prompt of a batch that the service refuses is named by its place in the batch.
+TEST_F(HttpFrontendTest, ARefusedPromptOfABatchIsNamedByItsIndex) {
+  service_.fail_submits_with(
+      ServiceError(ErrorCode::kInvalidArgument, "the prompt is too long", "prompt"));
+  auto result = post_json("/v1/completions", R"({"prompt": ["one", "two"]})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  const json error = error_of(result->body);
+  EXPECT_EQ(error["param"], "prompt[0]");
+  EXPECT_EQ(error["message"], "prompt[0]: the prompt is too long");
+  // One prompt alone keeps the service's words.
+  result = post_json("/v1/completions", R"({"prompt": "one"})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(error_of(result->body)["param"], "prompt");
+}
+
 // A choice that fails fails the answer, and the choices still running are aborted.
 TEST_F(HttpFrontendTest, AFailedChoiceFailsTheAnswerAndAbortsTheOthers) {
   service_.set_finish(Finish::kError, "engine died");

@@ -97,7 +97,7 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
       !(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty)) {
     throw Error("sampler: penalties must be finite and repetition_penalty > 0");
   }
-  if (p.uses_host_processing()) process(logits, p, output_index, history);
+  if (p.changes_logits()) process(logits, p, output_index, history);
   const int32_t best = argmax(logits);
   if (p.temperature == 0.0f || p.top_k == 1) return best;
 

@@ -41,10 +41,11 @@ struct SamplingParams {
   bool uses_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }
-  // Whether the request needs logits processing that only the core sampler does.
-  bool uses_host_processing() const {
-    return uses_penalties() || min_tokens > 0 || !logit_bias.empty() || logprobs >= 0;
-  }
+  // Whether the core sampler changes the logits before the warpers.
+  bool changes_logits() const { return uses_penalties() || min_tokens > 0 || !logit_bias.empty(); }
+  // Whether the request needs what only the core sampler and the engine on the host do: the
+  // processing above, or logprobs.
+  bool uses_host_processing() const { return changes_logits() || logprobs >= 0; }
 };
 
 }  // namespace headway::core

@@ -30,6 +30,16 @@ std::string open_stream(FakeGenerationService& service, RawConnection& connectio
   return service.submitted()[before].request_id;
 }
 
+// Ends held stream `id` with finish reason "length" and reads the response to its [DONE]; the
+// finish is there.
+void finish_with_length(FakeGenerationService& service, RawConnection& connection,
+                        const std::string& id) {
+  service.finish(id, Finish::kLength);
+  const std::string all = connection.read_until("data: [DONE]");
+  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+  EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
+}
+
 std::vector<json> json_events(const std::vector<std::string>& data) {
   std::vector<json> events;
   for (const auto& payload : data) {
@@ -220,10 +230,7 @@ TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   EXPECT_NE(connection.read_until("\"text\":\"ab\"").find("\"text\":\"ab\""), std::string::npos);
   service_.push(id, 1);
   EXPECT_NE(connection.read_until("\"text\":\"c\"").find("\"text\":\"c\""), std::string::npos);
-  service_.finish(id, Finish::kLength);
-  const std::string all = connection.read_until("data: [DONE]");
-  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
-  EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
+  finish_with_length(service_, connection, id);
   EXPECT_TRUE(service_.aborted().empty());
 }
 
@@ -275,9 +282,7 @@ TEST_F(HttpFrontendTest, StreamedChoicesGoOutAsTheirTokensCome) {
   service_.push(first, 1);
   seen = connection.read_until("\"text\":\"a\"");
   EXPECT_NE(seen.find("\"index\":0"), std::string::npos) << seen;
-  service_.finish(first, Finish::kLength);
-  const std::string all = connection.read_until("data: [DONE]");
-  EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
+  finish_with_length(service_, connection, first);
   EXPECT_TRUE(service_.aborted().empty());
 }
 
@@ -298,9 +303,7 @@ TEST_F(HttpFrontendTest, StreamedLogprobsFollowTheTokensAcrossChunks) {
   service_.push(id, 1);
   seen = connection.read_until("\"tokens\":[\"c\"]");
   EXPECT_NE(seen.find("\"text_offset\":[2]"), std::string::npos) << seen;
-  service_.finish(id, Finish::kLength);
-  const std::string all = connection.read_until("data: [DONE]");
-  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+  finish_with_length(service_, connection, id);
 }
 
 // Behind a router the engine process may refuse a streamed request after submit: the response
@@ -362,9 +365,7 @@ TEST_F(HttpFrontendTest, AStreamAdmittedLaterIsSentAsUsual) {
   service_.push(id, 2);
   const std::string first = connection.read_until("\"text\":\"ab\"");
   EXPECT_EQ(first.rfind("HTTP/1.1 200", 0), 0u) << first;
-  service_.finish(id, Finish::kLength);
-  const std::string all = connection.read_until("data: [DONE]");
-  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+  finish_with_length(service_, connection, id);
 }
 
 // vLLM's return_token_ids: every chunk names its tokens, and tokens without text (ids outside the
@@ -384,9 +385,7 @@ TEST_F(HttpFrontendTest, ReturnTokenIdsStreamsEveryTokenEvenWithoutText) {
   const std::string textless = connection.read_until("\"token_ids\":[1000,1001,1002]");
   EXPECT_NE(textless.find("\"text\":\"\",\"token_ids\":[1000,1001,1002]"), std::string::npos)
       << textless;
-  service_.finish(id, Finish::kLength);
-  const std::string all = connection.read_until("data: [DONE]");
-  EXPECT_NE(all.find("\"finish_reason\":\"length\""), std::string::npos) << all;
+  finish_with_length(service_, connection, id);
 }
 
 TEST_F(HttpFrontendTest, WithoutReturnTokenIdsTokensWithoutTextMakeNoChunk) {

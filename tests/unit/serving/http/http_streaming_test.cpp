@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "http_test_support.h"
 
@@ -28,6 +29,16 @@ std::string open_stream(FakeGenerationService& service, RawConnection& connectio
   connection.send(post_request(path, body));
   if (!service.wait_for_submits(before + 1, kPatienceSeconds)) return "";
   return service.submitted()[before].request_id;
+}
+
+// Opens a streamed completion with n = 2 on `connection`; the ids of its two requests, or empty
+// ones when they never arrived (the caller asserts).
+std::pair<std::string, std::string> open_two_choices(FakeGenerationService& service,
+                                                     RawConnection& connection) {
+  const std::string first = open_stream(service, connection, "/v1/completions",
+                                        R"({"prompt": "x", "stream": true, "n": 2})");
+  if (first.empty() || !service.wait_for_submits(2, kPatienceSeconds)) return {};
+  return {first, service.submitted()[1].request_id};
 }
 
 // Ends held stream `id` with finish reason "length" and reads the response to its [DONE]; the
@@ -267,11 +278,8 @@ TEST_F(HttpFrontendTest, ChatStreamWithNInterleavesItsChoices) {
 TEST_F(HttpFrontendTest, StreamedChoicesGoOutAsTheirTokensCome) {
   service_.set_hold(true);
   RawConnection connection(port());
-  const std::string first = open_stream(service_, connection, "/v1/completions",
-                                        R"({"prompt": "x", "stream": true, "n": 2})");
-  ASSERT_FALSE(first.empty());
-  ASSERT_TRUE(service_.wait_for_submits(2, kPatienceSeconds));
-  const std::string second = service_.submitted()[1].request_id;
+  const auto [first, second] = open_two_choices(service_, connection);
+  ASSERT_FALSE(second.empty());
   service_.push(second, 2);
   std::string seen = connection.read_until("\"text\":\"ab\"");
   EXPECT_NE(seen.find("\"index\":1"), std::string::npos) << seen;
@@ -329,11 +337,8 @@ TEST_F(HttpFrontendTest, ARefusedChoiceIsAnsweredWhileTheOthersAwaitAdmission) {
   service_.set_hold(true);
   service_.set_admission_pending(true);
   RawConnection connection(port());
-  const std::string first = open_stream(service_, connection, "/v1/completions",
-                                        R"({"prompt": "x", "stream": true, "n": 2})");
-  ASSERT_FALSE(first.empty());
-  ASSERT_TRUE(service_.wait_for_submits(2, kPatienceSeconds));
-  const std::string second = service_.submitted()[1].request_id;
+  const auto [first, second] = open_two_choices(service_, connection);
+  ASSERT_FALSE(second.empty());
   service_.refuse(second, ServiceError(ErrorCode::kResourceExhausted, "engine0's queue is full"));
   const std::string all = connection.read_until("is full");
   EXPECT_EQ(all.rfind("HTTP/1.1 429", 0), 0u) << all;

@@ -157,7 +157,7 @@ class CudaModel final : public sdk::Model {
     if (options_.cuda_graph_max_batch > 0) {
       const uint32_t rows = options_.cuda_graph_max_batch;
       for (auto& s : shards_) {
-        s->reserve(options_.max_batch_tokens, rows,
+        s->reserve(std::max(options_.max_batch_tokens, rows), rows,
                    rows * StepPlan::kMaxSplits * tp_.heads_per_rank);
       }
     }

@@ -128,7 +128,9 @@ bool ModelShard::reserve(uint32_t tokens, uint32_t head_rows, uint32_t partial_r
     sample_capacity_ = static_cast<uint32_t>(cap);
     grew = true;
   }
-  if (partial_records > partial_ml_.size() / 2) {
+  // Both sizes: a failed reserve leaves its buffer empty while the other keeps its size.
+  if (partial_records > partial_ml_.size() / 2 ||
+      size_t{partial_records} * config_.head_dim > partial_acc_.size()) {
     HW_CUDA_CHECK(cudaStreamSynchronize(stream_));
     ++buffers_generation_;
     const size_t cap = std::max<size_t>(partial_records, partial_ml_.size());

@@ -53,8 +53,14 @@ cudaGraphExec_t StepGraphs::end_capture(cudaStream_t stream) {
   return exec;
 }
 
-void StepGraphs::launch(cudaGraphExec_t exec, cudaStream_t stream) {
-  HW_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+bool StepGraphs::launch(Entry& entry, cudaStream_t stream) {
+  const cudaError_t err = cudaGraphLaunch(entry.exec, stream);
+  if (err == cudaSuccess) return true;
+  (void)cudaGraphExecDestroy(entry.exec);
+  entry.exec = nullptr;
+  (void)cudaGetLastError();
+  note_failure(entry, std::string("cudaGraphLaunch: ") + cudaGetErrorString(err));
+  return false;
 }
 
 }  // namespace headway::models::cuda

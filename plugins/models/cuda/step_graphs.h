@@ -37,8 +37,10 @@ class StepGraphs {
   // captured once and replayed. A step whose capture fails runs directly, and the failure is kept
   // for the owner to log (capture_failures(), last_capture_failure()): a graph is an optimisation,
   // never a reason to fail a step. Another thread synchronising the same GPU during a capture
-  // invalidates it, so a shape is tried again, up to kCaptureAttempts times. Launch errors throw
-  // sdk::Error as they would without graphs.
+  // invalidates it, so a shape is tried again, up to kCaptureAttempts times. A graph whose launch
+  // fails is dropped (counted as a failed capture) and the step runs directly, so that an error
+  // the context keeps (an illegal address) throws sdk::Error from the step's own launches, as it
+  // would without graphs.
   template <class Enqueue>
   void run(uint64_t key, uint64_t buffers_generation, cudaStream_t stream, Enqueue&& enqueue) {
     if (buffers_generation != generation_) {
@@ -54,19 +56,19 @@ class StepGraphs {
         ++captures_;
       } catch (const std::exception& e) {
         abandon_capture(stream);
-        ++entry.failed_captures;
-        ++capture_failures_;
-        last_capture_failure_ = e.what();
+        note_failure(entry, e.what());
+      } catch (...) {  // the stream must not stay in capture mode, whatever was thrown
+        abandon_capture(stream);
+        note_failure(entry, "unknown exception during capture");
       }
     }
-    if (entry.exec == nullptr) {
-      enqueue();
-      entry.warmed = true;
-      ++direct_steps_;
+    if (entry.exec != nullptr && launch(entry, stream)) {
+      ++replays_;
       return;
     }
-    launch(entry.exec, stream);
-    ++replays_;
+    enqueue();
+    entry.warmed = true;
+    ++direct_steps_;
   }
 
   // Destroys every graph (their buffers moved, or the model is unloaded). The shapes stay known as
@@ -93,7 +95,14 @@ class StepGraphs {
   static void begin_capture(cudaStream_t stream);
   static void abandon_capture(cudaStream_t stream) noexcept;
   static cudaGraphExec_t end_capture(cudaStream_t stream);
-  static void launch(cudaGraphExec_t exec, cudaStream_t stream);
+  // Launches the entry's graph. On failure destroys it (entry.exec becomes null), clears the
+  // thread's last error, notes the failure and returns false.
+  bool launch(Entry& entry, cudaStream_t stream);
+  void note_failure(Entry& entry, const std::string& why) {
+    ++entry.failed_captures;
+    ++capture_failures_;
+    last_capture_failure_ = why;
+  }
 
   // A few dozen shapes at most (batch buckets x split levels): a linear search is the fastest.
   std::vector<Entry> entries_;

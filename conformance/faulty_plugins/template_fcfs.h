@@ -22,7 +22,7 @@ inline void plan_template_fcfs(const hw_scheduler_snapshot& s, sdk::PlanWriter& 
     while (need > free_blocks && end > i + 1) {
       --end;
       plan.preempt(s.running[end].id);
-      free_blocks += s.running[end].blocks_held;
+      free_blocks += sdk::blocks_freed_by_preempting(s.running[end]);
     }
     if (need > free_blocks) return;
     plan.add_slice(r, tokens);

@@ -84,6 +84,15 @@ uint32_t get_uint(const toml::table& t, std::string_view key, const std::string&
   return static_cast<uint32_t>(node->as_integer()->get());
 }
 
+bool get_bool(const toml::table& t, std::string_view key, const std::string& where, bool fallback) {
+  const toml::node* node = t.get(key);
+  if (node == nullptr) return fallback;
+  if (!node->is_boolean()) {
+    throw Error(fmt::format("{}: expected true or false{}", key_path(where, key), line_of(*node)));
+  }
+  return node->as_boolean()->get();
+}
+
 // `plugin = "…"` plus an optional `options` table, inside `table`.
 PluginChoice read_choice(const toml::table& table, int32_t kind, const std::string& where,
                          PluginRegistry& registry, const fs::path& base_dir,
@@ -201,17 +210,11 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
                     where, server.kv_stage_transport));
   }
 #ifdef NDEBUG
-  server.kv_stage_checksums = false;
+  constexpr bool kChecksumsByDefault = false;
 #else
-  server.kv_stage_checksums = true;  // debug builds check every chunk of KV between hosts
+  constexpr bool kChecksumsByDefault = true;  // debug builds check every chunk of KV between hosts
 #endif
-  if (const toml::node* node = table.get("kv_stage_checksums")) {
-    if (!node->is_boolean()) {
-      throw Error(
-          fmt::format("{}.kv_stage_checksums{}: expected true or false", where, line_of(*node)));
-    }
-    server.kv_stage_checksums = node->as_boolean()->get();
-  }
+  server.kv_stage_checksums = get_bool(table, "kv_stage_checksums", where, kChecksumsByDefault);
   server.kv_handoff = get_string(table, "kv_handoff", where, server.kv_handoff);
   if (server.kv_handoff != "stage" && server.kv_handoff != "link") {
     throw Error(fmt::format(
@@ -243,7 +246,8 @@ void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint3
                     "engine process",
                     where, count));
   }
-  for (const char* key : {"block_size", "kv_blocks", "max_model_len", "max_waiting", "scheduler"}) {
+  for (const char* key :
+       {"block_size", "kv_blocks", "max_model_len", "max_waiting", "prefix_caching", "scheduler"}) {
     if (t.get(key) != nullptr) {
       throw Error(
           fmt::format("{}.{}: not allowed beside address: the engine process at {} sets it "
@@ -363,7 +367,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     const std::string where = fmt::format("{}: engines[{}]", name, g);
     check_keys(t,
                {"count", "pool", "role", "block_size", "kv_blocks", "max_model_len", "max_waiting",
-                "scheduler", "address"},
+                "prefix_caching", "scheduler", "address"},
                where);
     uint32_t count = get_uint(t, "count", where, 1, 1, 4096);
     EngineConfig engine;
@@ -373,6 +377,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     engine.kv_blocks = get_uint(t, "kv_blocks", where, 0, 0, UINT32_MAX);
     engine.max_model_len = get_uint(t, "max_model_len", where, 0, 0, UINT32_MAX);
     engine.max_waiting = get_uint(t, "max_waiting", where, 0, 0, UINT32_MAX);
+    engine.prefix_caching = get_bool(t, "prefix_caching", where, engine.prefix_caching);
     engine.address = get_string(t, "address", where, "");
     if (t.get("address") != nullptr) check_remote_engine(t, engine, count, where);
     engine.scheduler =

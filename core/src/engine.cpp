@@ -83,6 +83,10 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
                     "kv_blocks",
                     where, blocks, config_.block_size));
   }
+  // Prefix caching's index is made when the first request with token ids comes (the ids name what
+  // a cached block holds): a simulated model's requests have none unless their workload shares
+  // beginnings, and then pay nothing for it.
+  share_cached_blocks_ = config_.scheduler.plugin->descriptor->abi_minor >= 3;
   kv_memory_ = model_->kv_memory();
   if (kv_memory_.block_bytes == 0) {
     // A simulated model has no bytes behind its KV; transports still need the size of a block.
@@ -116,7 +120,16 @@ hw_request_view Engine::view_of(const Request& r) const {
                          r.arrival,
                          r.admission_order,
                          r.preemptions,
-                         0};
+                         shared_blocks(r)};
+}
+
+uint32_t Engine::shared_blocks(const Request& r) const {
+  if (!share_cached_blocks_) return 0;
+  // Only blocks in its recorded chain can be shared: those are the ones the cache hands out.
+  uint32_t shared = 0;
+  const size_t chain = std::min<size_t>(r.recorded_blocks, r.blocks.size());
+  for (size_t i = 0; i < chain; ++i) shared += kv_.ref_count(r.blocks[i]) > 1 ? 1 : 0;
+  return shared;
 }
 
 uint32_t Engine::slot_of(uint64_t id) const {
@@ -154,6 +167,8 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   if (model_needs_ids_) r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
   r.blocks.clear();
   r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
+  r.forget_chain();
+  if (prefix_cache_ != nullptr && !r.tokens.empty()) r.cached_prefix.reserve(r.blocks.capacity());
   r.record = in.record;
   r.in_use = true;
   r.prefill_only = false;
@@ -197,6 +212,9 @@ void Engine::add_request(NewRequest request) {
                 HW_RESOURCE_EXHAUSTED);
   }
 
+  if (config_.prefix_caching && prefix_cache_ == nullptr && !request.prompt.empty()) {
+    start_prefix_cache();
+  }
   const uint32_t slot = occupy_slot(
       IncomingTransfer{request.id, request.class_index, request.prompt_tokens, 0, 0,
                        request.max_output_tokens, request.priority, request.arrival,
@@ -211,6 +229,7 @@ void Engine::add_request(NewRequest request) {
 }
 
 void Engine::push_waiting_front(const Request& r) {
+  ++pushed_front_since_match_;
   if (waiting_head_ > 0) {
     waiting_[--waiting_head_] = view_of(r);
   } else {
@@ -239,6 +258,7 @@ void Engine::remove_admitted_from_waiting() {
 void Engine::preempt(uint32_t slot) {
   Request& r = requests_[slot];
   kv_.release(r.blocks);
+  r.forget_chain();
   r.computed_tokens = 0;
   r.state = HW_REQUEST_WAITING;
   ++r.preemptions;
@@ -305,6 +325,7 @@ bool Engine::step() {
 
   running_views_.clear();
   for (uint32_t slot : running_) running_views_.push_back(view_of(requests_[slot]));
+  if (prefix_cache_ != nullptr) match_cached_prefixes();
   const size_t waiting_count = waiting_size();
   const size_t capacity = running_.size() + waiting_count;
   if (plan_slices_.size() < capacity) plan_slices_.resize(capacity);
@@ -348,6 +369,16 @@ bool Engine::step() {
   for (uint32_t i = 0; i < plan.preempted_count; ++i) {
     preempt(slot_of(plan.preempted[i]));
     detail_.preempted.push_back(plan.preempted[i]);
+  }
+
+  // Cached prefixes first: the allocations below may evict idle cached blocks.
+  detail_.prefix_queried_tokens = 0;
+  detail_.prefix_hit_tokens = 0;
+  if (prefix_cache_ != nullptr) {
+    for (uint32_t i = 0; i < plan.slice_count; ++i) {
+      Request& r = requests_[slot_of(plan.slices[i].request_id)];
+      if (r.state == HW_REQUEST_WAITING && r.blocks.empty()) take_cached_prefix(r);
+    }
   }
 
   model_slices_.clear();
@@ -466,6 +497,7 @@ bool Engine::step() {
     const uint32_t slot = slice_slots_[i];
     Request& r = requests_[slot];
     r.computed_tokens += model_slices_[i].tokens;
+    if (prefix_cache_ != nullptr) record_full_blocks(r);
     if (!model_slices_[i].sample) {
       r.state = HW_REQUEST_PREFILLING;
       continue;
@@ -522,6 +554,104 @@ bool Engine::step() {
   counters_.busy_seconds += end - start;
   ++step_index_;
   return true;
+}
+
+void Engine::start_prefix_cache() {
+  try {
+    prefix_cache_ = std::make_unique<PrefixCache>(kv_, config_.block_size);
+    claimed_in_round_.assign(kv_.total(), 0);
+  } catch (const std::bad_alloc&) {
+    prefix_cache_.reset();
+    throw Error(
+        fmt::format("{}: cannot allocate the prefix cache's index for {} KV blocks of {} "
+                    "tokens: set prefix_caching = false for this engine, or lower kv_blocks",
+                    config_.name, kv_.total(), config_.block_size),
+        HW_RESOURCE_EXHAUSTED);
+  }
+}
+
+void Engine::match_cached_prefixes() {
+  // A round per call, not per step: a call whose plan turns out empty does not advance the step.
+  const uint64_t round = ++match_round_;
+  const uint32_t block_size = config_.block_size;
+  // The head of the queue only, as many as could run: the rest waits for its turn, and a long
+  // queue costs a step nothing more. Entries matched before that preempted requests pushed past
+  // the end of the scan are cleared, since their matches are no longer kept up to date.
+  const size_t scan_end =
+      std::min(waiting_.size(),
+               waiting_head_ + std::max<size_t>(kMinPrefixScan, scheduler_->limits().max_num_seqs));
+  const size_t stale_end = std::min(waiting_.size(), scan_end + pushed_front_since_match_);
+  pushed_front_since_match_ = 0;
+  for (size_t w = scan_end; w < stale_end; ++w) {
+    hw_request_view& view = waiting_[w];
+    if (view.blocks_held == 0 && view.computed_tokens != 0) {
+      requests_[slot_of(view.id)].cached_prefix.clear();
+      view.computed_tokens = 0;
+    }
+  }
+  for (size_t w = waiting_head_; w < scan_end; ++w) {
+    hw_request_view& view = waiting_[w];
+    Request& r = requests_[slot_of(view.id)];
+    if (!r.blocks.empty()) continue;  // its KV was moved here and is held already
+    r.cached_prefix.clear();
+    // The last token is always computed: its logits give the next token. A simulated model's
+    // request knows the ids of its prompt only.
+    const uint32_t most =
+        static_cast<uint32_t>(std::min<size_t>(r.total() - 1, r.tokens.size()) / block_size);
+    const std::span<const int32_t> tokens(r.tokens);
+    PrefixCache::Link after = PrefixCache::kStart;
+    for (uint32_t b = 0; b < most; ++b) {
+      const uint32_t block =
+          prefix_cache_->find(after, tokens.subspan(size_t{b} * block_size, block_size));
+      if (block == PrefixCache::kNoBlock) break;
+      // Without sharing, a block another request holds is not taken (the scheduler would count
+      // it as freed by preempting either), and one waiting request claims a block per step.
+      if (!share_cached_blocks_ &&
+          (!kv_.is_idle_cached(block) || claimed_in_round_[block] == round)) {
+        break;
+      }
+      claimed_in_round_[block] = round;
+      r.cached_prefix.push_back(block);
+      after = prefix_cache_->link_of(block);
+    }
+    view.computed_tokens = static_cast<uint32_t>(r.cached_prefix.size()) * block_size;
+  }
+}
+
+void Engine::take_cached_prefix(Request& r) {
+  if (r.tokens.empty()) return;  // no ids, nothing to look up
+  counters_.prefix_cache_queried_tokens += r.total();
+  detail_.prefix_queried_tokens += r.total();
+  if (r.cached_prefix.empty()) return;
+  for (uint32_t block : r.cached_prefix) kv_.take_cached(block, r.blocks);
+  const uint32_t hit = static_cast<uint32_t>(r.cached_prefix.size()) * config_.block_size;
+  // Admission subtracts what is left to compute from the waiting totals; these are not.
+  waiting_prompt_tokens_ -= hit;
+  r.computed_tokens = hit;
+  r.recorded_blocks = static_cast<uint32_t>(r.cached_prefix.size());
+  r.chain = prefix_cache_->link_of(r.cached_prefix.back());
+  r.cached_prefix.clear();
+  if (r.record != nullptr && std::isnan(r.record->scheduled)) r.record->cached_tokens = hit;
+  counters_.prefix_cache_hit_tokens += hit;
+  detail_.prefix_hit_tokens += hit;
+}
+
+void Engine::record_full_blocks(Request& r) {
+  if (r.chain_lost) return;
+  const uint32_t block_size = config_.block_size;
+  const uint32_t full =
+      static_cast<uint32_t>(std::min<size_t>(r.computed_tokens, r.tokens.size()) / block_size);
+  const std::span<const int32_t> tokens(r.tokens);
+  for (; r.recorded_blocks < full; ++r.recorded_blocks) {
+    const std::optional<PrefixCache::Link> next = prefix_cache_->insert(
+        r.chain, tokens.subspan(size_t{r.recorded_blocks} * block_size, block_size),
+        r.blocks[r.recorded_blocks]);
+    if (!next) {
+      r.chain_lost = true;
+      return;
+    }
+    r.chain = *next;
+  }
 }
 
 void Engine::check_sampling(const std::string& who, const SamplingParams& sampling) const {
@@ -607,6 +737,9 @@ bool Engine::reserve_incoming(IncomingTransfer in) {
       static_cast<uint64_t>(in.prompt_tokens) + in.max_output_tokens, max_model_len_);
   const uint32_t need = blocks_for(final_tokens, config_.block_size);
   if (need > kv_.free()) return false;
+  if (config_.prefix_caching && prefix_cache_ == nullptr && !in.tokens.empty()) {
+    start_prefix_cache();
+  }
   const uint32_t slot = occupy_slot(std::move(in), HW_REQUEST_TRANSFERRING);
   kv_.allocate(need, requests_[slot].blocks);
   return true;

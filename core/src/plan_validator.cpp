@@ -58,7 +58,9 @@ std::optional<std::string> PlanValidator::validate(const hw_scheduler_snapshot& 
     if (!e) return fmt::format("preemption #{} names unknown request {}", i, id);
     if (!e->running)
       return fmt::format("preemption #{} names request {} which is not running", i, id);
-    released_blocks += snapshot.running[e->index].blocks_held;
+    // Blocks another request holds too (shared through the prefix cache) stay held.
+    const hw_request_view& victim = snapshot.running[e->index];
+    released_blocks += victim.blocks_held - victim.blocks_shared;
     seen_.push_back(id);
   }
 

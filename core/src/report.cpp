@@ -188,6 +188,8 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
     all.add(r);
     (workload.classes[r.class_index].is_long ? long_samples : short_samples).add(r);
     report.preemptions += r.preemptions;
+    report.prompt_tokens += r.prompt_tokens;
+    report.cached_prompt_tokens += r.cached_tokens;
     if (!std::isnan(r.arrival)) first_arrival = std::min(first_arrival, r.arrival);
     if (!std::isnan(r.finish)) last_event = std::max(last_event, r.finish);
     if (!r.token_times.empty()) last_event = std::max(last_event, r.token_times.back());
@@ -328,6 +330,13 @@ void print_report(std::ostream& out, const Report& report) {
                     "the factors are noisy below {}",
                     "  note", report.factor_samples, kSteadyP99Samples));
   }
+  if (report.cached_prompt_tokens > 0) {
+    line(fmt::format("{:<14}{:.1f}% of the prompt tokens were found cached ({} of {})",
+                     "prefix cache",
+                     100.0 * static_cast<double>(report.cached_prompt_tokens) /
+                         static_cast<double>(report.prompt_tokens),
+                     report.cached_prompt_tokens, report.prompt_tokens));
+  }
   if (report.goodput) {
     const Goodput& g = *report.goodput;
     line(fmt::format("{:<14}{:.2f} req/s  ({} of {} requests meet {})", "goodput", g.requests_per_s,
@@ -402,6 +411,10 @@ nlohmann::json report_to_json(const Report& report) {
           {"preemptions",
            report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.preemptions)},
           {"steps", report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.steps)},
+          // A client (bench) cannot see what the server found cached.
+          {"prompt_tokens", report.prompt_tokens},
+          {"cached_prompt_tokens",
+           report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.cached_prompt_tokens)},
           {"step_summary",
            report.step_summary ? step_json(*report.step_summary) : nlohmann::json(nullptr)}};
 }

@@ -2,6 +2,7 @@
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
 #include <headway/core/simulator.h>
+#include <headway/core/synthetic_prompt.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -15,19 +16,6 @@ namespace headway::core {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
-// Deterministic prompt token ids for models that read them: workloads give lengths, not text.
-std::vector<int32_t> synthetic_prompt(uint64_t id, uint32_t length, uint32_t vocab) {
-  std::vector<int32_t> tokens(length);
-  uint64_t state = id * 0x9E3779B97F4A7C15ull + 1;
-  for (uint32_t i = 0; i < length; ++i) {
-    state ^= state >> 33;
-    state *= 0xff51afd7ed558ccdull;
-    state ^= state >> 33;
-    tokens[i] = static_cast<int32_t>(state % vocab);
-  }
-  return tokens;
-}
 
 // Routes one workload request into the cluster at time `at` (its arrival on the run's clock).
 // A request the deployment cannot take is reported, not fatal: it stays unfinished.
@@ -47,7 +35,13 @@ int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest
   request.class_index = w.class_index;
   request.prompt_tokens = w.prompt_tokens;
   const hw_model_info& info = cluster.engine(0).model_info();
-  if (info.needs_token_ids) request.prompt = synthetic_prompt(w.id, w.prompt_tokens, info.vocab);
+  // Ids for models that read them, and for a shared beginning, which the engines' prefix caches
+  // recognise by its ids (a simulated model ignores them).
+  if (info.needs_token_ids || w.shared_prefix_tokens > 0) {
+    const int32_t end =
+        info.vocab > 0 && info.vocab <= INT32_MAX ? static_cast<int32_t>(info.vocab) : INT32_MAX;
+    request.prompt = synthetic_prompt(workload.seed, w, TokenIdRange{0, end});
+  }
   request.max_output_tokens = w.output_tokens;
   request.priority = w.priority;
   request.arrival = at;

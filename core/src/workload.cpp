@@ -46,7 +46,9 @@ bool same_requests(const Workload& a, const Workload& b) {
                     [](const WorkloadRequest& x, const WorkloadRequest& y) {
                       return x.class_index == y.class_index && x.arrival == y.arrival &&
                              x.prompt_tokens == y.prompt_tokens &&
-                             x.output_tokens == y.output_tokens && x.priority == y.priority;
+                             x.output_tokens == y.output_tokens && x.priority == y.priority &&
+                             x.shared_prefix_tokens == y.shared_prefix_tokens &&
+                             x.shared_prefix == y.shared_prefix;
                     });
 }
 
@@ -55,6 +57,14 @@ namespace {
 // Upper bound for any token count: keeps sums of a few thousand requests far from overflow and is
 // well above any context length a model supports.
 constexpr int64_t kMaxTokens = int64_t{1} << 30;
+constexpr int64_t kMaxSharedPrefixes = 65536;
+
+// A well-mixed hash of one word (SplitMix64's finaliser).
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 // Upper bound on the number of requests one workload may hold (memory guard against typos such as
 // a rate or duration off by orders of magnitude).
 constexpr int64_t kMaxRequests = 100'000'000;
@@ -339,6 +349,25 @@ struct Dist {
   bool context_column = true;
   double nominal_mean = 0;
 
+  // The largest value sample() can return.
+  uint32_t upper_bound() const {
+    switch (kind) {
+      case kFixed:
+        return value;
+      case kUniform:
+      case kLogNormal:
+        return max;
+      case kTrace: {
+        uint32_t most = 0;
+        for (const TraceRow& row : trace->rows) {
+          most = std::max(most, context_column ? row.context : row.generated);
+        }
+        return most;
+      }
+    }
+    return max;
+  }
+
   uint32_t sample(Rng& rng) const {
     switch (kind) {
       case kFixed:
@@ -600,7 +629,8 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     const std::string path = "classes[" + std::to_string(i) + "]";
     const toml::table* t = (*arr)[i].as_table();
     if (t == nullptr) fail(path, "expected a table, got " + type_name((*arr)[i]));
-    check_keys(*t, path, {"name", "share", "long", "priority", "prompt", "output"});
+    check_keys(*t, path,
+               {"name", "share", "long", "priority", "shared_prefix", "prompt", "output"});
     ClassSpec spec;
     const auto name = get_string(*t, path, "name");
     if (!name || name->empty())
@@ -621,6 +651,26 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     spec.prompt = parse_dist(*t, path, "prompt", true);
     spec.output = parse_dist(*t, path, "output", false);
     spec.cls.mean_prompt_tokens = spec.prompt.nominal_mean;
+    if (const toml::table* shared = get_table(*t, path, "shared_prefix")) {
+      const std::string sp = key_path(path, "shared_prefix");
+      check_keys(*shared, sp, {"tokens", "count"});
+      spec.cls.shared_prefix_tokens =
+          static_cast<uint32_t>(int_in(*shared, sp, "tokens", 1, kMaxTokens,
+                                       "an integer in [1, " + std::to_string(kMaxTokens) + "]"));
+      spec.cls.shared_prefixes = 1;
+      if (shared->contains("count")) {
+        spec.cls.shared_prefixes = static_cast<uint32_t>(
+            int_in(*shared, sp, "count", 1, kMaxSharedPrefixes,
+                   "an integer in [1, " + std::to_string(kMaxSharedPrefixes) + "]"));
+      }
+      spec.cls.mean_prompt_tokens += spec.cls.shared_prefix_tokens;
+      if (int64_t{spec.cls.shared_prefix_tokens} + spec.prompt.upper_bound() > kMaxTokens) {
+        fail(key_path(sp, "tokens"), "with prompts of up to " +
+                                         std::to_string(spec.prompt.upper_bound()) +
+                                         " tokens of their own, a prompt could exceed " +
+                                         std::to_string(kMaxTokens) + " tokens");
+      }
+    }
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -893,8 +943,18 @@ Workload Parser::run(std::optional<std::string_view> text) {
   w.requests.reserve(pending.size());
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& p = pending[i];
-    w.requests.push_back({i, p.class_index, p.arrival * time_scale, p.prompt, p.output,
-                          w.classes[p.class_index].priority});
+    const RequestClass& cls = w.classes[p.class_index];
+    WorkloadRequest r{i, p.class_index, p.arrival * time_scale, p.prompt, p.output, cls.priority};
+    if (cls.shared_prefix_tokens > 0) {
+      // Its shared beginning comes before its own tokens (parsing checked that the sum fits).
+      // Chosen by a hash, not by the generator, so that a class's shared prefix leaves every other
+      // draw of the workload as it was.
+      r.prompt_tokens += cls.shared_prefix_tokens;
+      r.shared_prefix_tokens = cls.shared_prefix_tokens;
+      r.shared_prefix =
+          static_cast<uint32_t>(mix64(w.seed ^ (i * 0x9E3779B97F4A7C15ull)) % cls.shared_prefixes);
+    }
+    w.requests.push_back(r);
   }
   w.warnings = std::move(warnings_);
   return w;

@@ -69,7 +69,7 @@ std::string changed_field(const hw_request_view& a, const hw_request_view& b) {
   HEADWAY_COMPARE_FIELD(arrival_time)
   HEADWAY_COMPARE_FIELD(admission_order)
   HEADWAY_COMPARE_FIELD(preemptions)
-  HEADWAY_COMPARE_FIELD(reserved)
+  HEADWAY_COMPARE_FIELD(blocks_shared)
 #undef HEADWAY_COMPARE_FIELD
   return {};
 }

@@ -96,6 +96,16 @@ ServingMetrics::ServingMetrics()
           "headway_kv_transfer_network_bytes_total",
           "Bytes of the KV-cache transfers into the engine that came over the network from "
           "another host (FetchKvStage); shared-memory and in-process transfers add nothing.",
+          kEngineLabels)),
+      prefix_cache_queries_(registry_.counter(
+          "headway_prefix_cache_queries_total",
+          "Tokens of the requests admitted with a prefix-cache lookup (prompt, and outputs so far "
+          "for a preempted request).",
+          kEngineLabels)),
+      prefix_cache_hits_(registry_.counter(
+          "headway_prefix_cache_hits_total",
+          "Of headway_prefix_cache_queries_total, tokens whose KV was found in the prefix cache "
+          "and not computed.",
           kEngineLabels)) {}
 
 EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
@@ -109,7 +119,9 @@ EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
                       preemptions_.with(labels),
                       kv_transfers_.with(labels),
                       kv_transfer_seconds_.with(labels),
-                      kv_network_bytes_.with(labels)};
+                      kv_network_bytes_.with(labels),
+                      prefix_cache_queries_.with(labels),
+                      prefix_cache_hits_.with(labels)};
 }
 
 const std::string& ServingMetrics::class_label(const std::string& request_class) {

@@ -865,6 +865,10 @@ void EngineDriver::step_once() {
   if (step.prefill_tokens > 0) metrics_.prefill_tokens_per_step.observe(step.prefill_tokens);
   if (step.decode_tokens > 0) metrics_.decode_tokens_per_step.observe(step.decode_tokens);
   if (!step.preempted.empty()) metrics_.preemptions.add(static_cast<double>(step.preempted.size()));
+  if (step.prefix_queried_tokens > 0) {
+    metrics_.prefix_cache_queries.add(static_cast<double>(step.prefix_queried_tokens));
+    metrics_.prefix_cache_hits.add(static_cast<double>(step.prefix_hit_tokens));
+  }
 }
 
 void EngineDriver::publish() {

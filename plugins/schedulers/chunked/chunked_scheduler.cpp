@@ -13,6 +13,7 @@
 
 namespace {
 
+using headway::sdk::blocks_freed_by_preempting;
 using headway::sdk::extra_blocks;
 using headway::sdk::remaining_tokens;
 
@@ -54,7 +55,7 @@ class ChunkedScheduler final : public headway::sdk::StepScheduler {
         const hw_request_view& victim = s.running[running_end - 1];
         plan.preempt(victim.id);
         preempted_any = true;
-        free_blocks += victim.blocks_held;
+        free_blocks += blocks_freed_by_preempting(victim);
         --running_end;
         if (running_end == i) {
           self_preempted = true;

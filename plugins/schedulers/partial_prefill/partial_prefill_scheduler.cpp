@@ -59,6 +59,7 @@
 namespace {
 
 using headway::scheduler::QueueGroups;
+using headway::sdk::blocks_freed_by_preempting;
 using headway::sdk::extra_blocks;
 using headway::sdk::remaining_tokens;
 
@@ -186,7 +187,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
         const hw_request_view& victim_request = s.running[running_order_[v]];
         plan.preempt(victim_request.id);
         preempted_any = true;
-        free_blocks += victim_request.blocks_held;
+        free_blocks += blocks_freed_by_preempting(victim_request);
         // erase keeps the order of the others and never allocates.
         running_order_.erase(running_order_.begin() + static_cast<std::ptrdiff_t>(v));
         if (v == i) {

@@ -21,7 +21,7 @@ struct Srpf final : StepScheduler {
       const hw_request_view& r = s.running[i];
       const uint32_t n = std::min(remaining_tokens(r), budget), need = extra_blocks(r, n, bs);
       while (need > free && end > i + 1)
-        free += s.running[--end].blocks_held, plan.preempt(s.running[end].id);
+        free += blocks_freed_by_preempting(s.running[--end]), plan.preempt(s.running[end].id);
       if (need > free) return;
       plan.add_slice(r, n), budget -= n, free -= need;
     }

@@ -31,9 +31,10 @@ extern "C" {
 /* A minor bump adds fields at the end of structs or entries at the end of tables; a major bump
  * changes or removes anything. The host accepts a plugin with equal major and minor <= host minor.
  * History: 1.0 first release; 1.1 added hw_engine_facts.engine_role; 1.2 added the KV transport's
- * peer links (hw_kv_transport_table.peer_*). */
+ * peer links (hw_kv_transport_table.peer_*); 1.3 named hw_request_view's last field (reserved,
+ * always 0 before) blocks_shared, for KV blocks shared through the prefix cache. */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 2
+#define HW_ABI_MINOR 3
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -201,7 +202,11 @@ typedef enum hw_request_state {
  * is how many of them have KV in the cache; a step may compute up to total - computed tokens of it,
  * and a token is sampled when a slice brings computed up to total. A decoding request therefore has
  * exactly one token to compute; a preempted request restarts from computed = 0 with its outputs
- * kept. */
+ * kept. A waiting request may have computed tokens already: KV moved to this engine (it then holds
+ * its blocks), or a beginning found in the engine's prefix cache (blocks_held 0: the cached blocks
+ * are free or held by running requests, and become its own too when it is scheduled, so counting
+ * the blocks for computed + tokens, as for any request, is enough). Either way its first slice
+ * starts at computed_tokens. */
 typedef struct hw_request_view {
   uint64_t id;
   int32_t state;    /* hw_request_state */
@@ -215,7 +220,12 @@ typedef struct hw_request_view {
   double arrival_time;      /* seconds, engine clock */
   uint64_t admission_order; /* increases each time a request is admitted (or re-admitted) */
   uint32_t preemptions;     /* times this request was preempted so far */
-  uint32_t reserved;
+  /* Since 1.3: of blocks_held, the blocks other requests hold too (a prompt beginning found in the
+   * prefix cache): preempting this request frees blocks_held - blocks_shared of them. An engine
+   * shares blocks between running requests only when its scheduler is built against 1.3 or later
+   * (a plugin built before reads this field as reserved, and counts blocks_held as freed); with an
+   * older scheduler it reuses cached blocks only while no request holds them, and this is 0. */
+  uint32_t blocks_shared;
 } hw_request_view;
 
 /* ------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ class MyScheduler final : public headway::sdk::StepScheduler {
       while (need > free_blocks && end > i + 1) {
         --end;
         plan.preempt(s.running[end].id);
-        free_blocks += s.running[end].blocks_held;
+        free_blocks += headway::sdk::blocks_freed_by_preempting(s.running[end]);
       }
       if (need > free_blocks) return;
       plan.add_slice(r, tokens);

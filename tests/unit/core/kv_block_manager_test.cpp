@@ -191,6 +191,137 @@ TEST(KvBlockManager, ZeroBlocks) {
   EXPECT_TRUE(kv.consistent());
 }
 
+// --- Prefix caching: blocks kept after their last owner ------------------------------------------
+
+TEST(KvBlockManager, ACachedBlockStaysIdleAndFreeAfterItsLastOwnerAndCanBeReused) {
+  KvBlockManager kv(4);
+  std::vector<uint32_t> owner;
+  ASSERT_TRUE(kv.allocate(2, owner));  // blocks 0, 1
+  kv.keep_cached(0);
+  EXPECT_TRUE(kv.is_cached(0));
+  EXPECT_FALSE(kv.is_idle_cached(0));  // still held
+  kv.release(owner);
+  EXPECT_EQ(kv.free(), 4u);  // idle cached blocks count as free
+  EXPECT_EQ(kv.idle_cached(), 1u);
+  EXPECT_TRUE(kv.is_idle_cached(0));
+  EXPECT_FALSE(kv.is_cached(1));
+  std::string why;
+  ASSERT_TRUE(kv.consistent(&why)) << why;
+
+  std::vector<uint32_t> reuser{7};
+  kv.take_cached(0, reuser);
+  EXPECT_EQ(reuser, (std::vector<uint32_t>{7, 0}));
+  reuser.erase(reuser.begin());
+  EXPECT_EQ(kv.ref_count(0), 1u);
+  EXPECT_EQ(kv.idle_cached(), 0u);
+  EXPECT_EQ(kv.free(), 3u);
+  EXPECT_TRUE(kv.is_cached(0));  // it stays cached: idle again once released
+  EXPECT_EQ(kv.generation(0), 0u);
+  kv.release(reuser);
+  EXPECT_TRUE(kv.is_idle_cached(0));
+  ASSERT_TRUE(kv.consistent(&why)) << why;
+}
+
+TEST(KvBlockManager, TakingAHeldCachedBlockSharesItUntilItsLastOwnerReleasesIt) {
+  KvBlockManager kv(3);
+  std::vector<uint32_t> first;
+  ASSERT_TRUE(kv.allocate(1, first));
+  kv.keep_cached(first[0]);
+  std::vector<uint32_t> second;
+  kv.take_cached(first[0], second);
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(kv.ref_count(first[0]), 2u);
+  EXPECT_EQ(kv.free(), 2u);
+  kv.release(first);
+  EXPECT_EQ(kv.ref_count(second[0]), 1u);
+  EXPECT_EQ(kv.idle_cached(), 0u);
+  kv.release(second);
+  EXPECT_EQ(kv.idle_cached(), 1u);
+  EXPECT_EQ(kv.free(), 3u);
+  std::string why;
+  EXPECT_TRUE(kv.consistent(&why)) << why;
+}
+
+TEST(KvBlockManager, NeverUsedBlocksGoFirstThenIdleCachedOnesLeastRecentlyReleasedFirst) {
+  KvBlockManager kv(6);
+  std::vector<uint32_t> a, b;
+  ASSERT_TRUE(kv.allocate(3, a));  // 0 1 2
+  ASSERT_TRUE(kv.allocate(2, b));  // 3 4
+  for (uint32_t block : {0u, 1u, 2u, 3u, 4u}) kv.keep_cached(block);
+  std::vector<uint32_t> evicted;
+  kv.set_eviction_listener([&](uint32_t block) {
+    EXPECT_FALSE(kv.is_cached(block)) << "the listener sees the block already uncached";
+    evicted.push_back(block);
+  });
+  kv.release(a);  // idle in the order 2, 1, 0: a table's last block is evicted first
+  kv.release(b);  // then 4, 3
+  EXPECT_EQ(kv.free(), 6u);
+  EXPECT_EQ(kv.idle_cached(), 5u);
+
+  std::vector<uint32_t> c;
+  ASSERT_TRUE(kv.allocate(1, c));
+  EXPECT_EQ(c, (std::vector<uint32_t>{5}));  // the never-used block, no eviction
+  EXPECT_TRUE(evicted.empty());
+  ASSERT_TRUE(kv.allocate(3, c));
+  EXPECT_EQ(c, (std::vector<uint32_t>{5, 2, 1, 0}));
+  EXPECT_EQ(evicted, (std::vector<uint32_t>{2, 1, 0}));
+  for (uint32_t block : {0u, 1u, 2u}) {
+    EXPECT_EQ(kv.generation(block), 1u) << block;
+    EXPECT_FALSE(kv.is_cached(block)) << block;
+  }
+  EXPECT_EQ(kv.generation(3), 0u);
+  EXPECT_TRUE(kv.is_idle_cached(3));
+  std::string why;
+  ASSERT_TRUE(kv.consistent(&why)) << why;
+
+  // Taking an idle block takes it out of the eviction order.
+  std::vector<uint32_t> d;
+  kv.take_cached(3, d);
+  ASSERT_TRUE(kv.allocate(1, d));
+  EXPECT_EQ(d, (std::vector<uint32_t>{3, 4}));
+  EXPECT_FALSE(kv.allocate(1, d));
+  ASSERT_TRUE(kv.consistent(&why)) << why;
+}
+
+TEST(KvBlockManager, UncachedBlocksOfATableStillReturnToTheFreeListInTheirOldOrder) {
+  KvBlockManager kv(4);
+  std::vector<uint32_t> a;
+  ASSERT_TRUE(kv.allocate(4, a));
+  kv.keep_cached(1);
+  kv.release(a);
+  std::vector<uint32_t> b;
+  ASSERT_TRUE(kv.allocate(3, b));
+  EXPECT_EQ(b, (std::vector<uint32_t>{3, 2, 0}));  // LIFO, block 1 kept
+  EXPECT_TRUE(kv.is_idle_cached(1));
+}
+
+TEST(KvBlockManager, MisusedCacheCallsThrowInternalAndChangeNothing) {
+  KvBlockManager kv(3);
+  std::vector<uint32_t> held;
+  ASSERT_TRUE(kv.allocate(1, held));  // block 0
+  std::vector<uint32_t> table;
+  for (uint32_t block : {0u, 1u, 3u}) {  // held, free and never cached, out of range
+    try {
+      kv.take_cached(block, table);
+      FAIL() << "take_cached(" << block << ") did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), HW_INTERNAL);
+      EXPECT_THAT(e.what(), HasSubstr("KV block " + std::to_string(block)));
+    }
+  }
+  for (uint32_t block : {1u, 3u}) {
+    try {
+      kv.keep_cached(block);
+      FAIL() << "keep_cached(" << block << ") did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), HW_INTERNAL);
+    }
+  }
+  EXPECT_TRUE(table.empty());
+  EXPECT_EQ(kv.free(), 2u);
+  EXPECT_TRUE(kv.consistent());
+}
+
 // Long random sequences of what an engine does: requests grow their tables block by block, share
 // blocks, finish (release all), are aborted or preempted in any order, and give back parts of their
 // tables. After every call the manager must agree with an independent model of the ref counts.
@@ -271,6 +402,92 @@ TEST(KvBlockManager, RandomSequencesKeepExactAccounting) {
     EXPECT_EQ(kv.used(), 0u);
     std::string why;
     EXPECT_TRUE(kv.consistent(&why)) << why;
+  }
+}
+
+// The same with prefix caching: blocks are kept, become idle, are reused, and are evicted by
+// allocations; an independent model of refs, cached flags and generations must agree throughout.
+TEST(KvBlockManager, RandomSequencesWithCachedBlocksKeepExactAccounting) {
+  for (uint32_t seed : {3u, 11u, 99u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    const uint32_t total = 48;
+    KvBlockManager kv(total);
+    std::vector<uint32_t> refs(total, 0), generations(total, 0);
+    std::vector<uint8_t> cached(total, 0);
+    std::vector<std::vector<uint32_t>> tables;
+    auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); };
+    uint32_t evictions = 0;
+    kv.set_eviction_listener([&](uint32_t block) {
+      ASSERT_TRUE(cached[block] && refs[block] == 0)
+          << "evicted block " << block << " was not idle";
+      cached[block] = 0;
+      ++generations[block];
+      ++evictions;
+    });
+    auto expect_model = [&] {
+      uint32_t held = 0, idle = 0;
+      for (uint32_t b = 0; b < total; ++b) {
+        ASSERT_EQ(kv.ref_count(b), refs[b]) << "block " << b;
+        ASSERT_EQ(kv.is_cached(b), cached[b] != 0) << "block " << b;
+        ASSERT_EQ(kv.generation(b), generations[b]) << "block " << b;
+        held += refs[b] > 0 ? 1 : 0;
+        idle += cached[b] && refs[b] == 0 ? 1 : 0;
+      }
+      ASSERT_EQ(kv.used(), held);
+      ASSERT_EQ(kv.idle_cached(), idle);
+      std::string why;
+      ASSERT_TRUE(kv.consistent(&why)) << why;
+    };
+
+    for (int step = 0; step < 20000; ++step) {
+      const int op = static_cast<int>(pick(10));
+      if (op <= 3) {  // allocate, evicting idle cached blocks when the free list runs out
+        const uint32_t count = static_cast<uint32_t>(pick(10));
+        if (tables.empty() || pick(3) == 0) tables.emplace_back();
+        std::vector<uint32_t>& table = tables[pick(tables.size())];
+        const size_t before = table.size();
+        const uint32_t free_before = kv.free();
+        ASSERT_EQ(kv.allocate(count, table), count <= free_before);
+        for (size_t i = before; i < table.size(); ++i) {
+          ASSERT_EQ(refs[table[i]], 0u) << "handed out a held block";
+          ASSERT_FALSE(cached[table[i]]) << "handed out a block still cached";
+          refs[table[i]] = 1;
+        }
+      } else if (op <= 5 && !tables.empty()) {  // keep a held block's KV
+        const std::vector<uint32_t>& table = tables[pick(tables.size())];
+        if (table.empty()) continue;
+        const uint32_t block = table[pick(table.size())];
+        if (!cached[block]) {
+          kv.keep_cached(block);
+          cached[block] = 1;
+        }
+      } else if (op <= 7 && !tables.empty()) {  // finish, abort or preempt a request
+        const size_t i = pick(tables.size());
+        for (uint32_t b : tables[i]) --refs[b];
+        kv.release(tables[i]);
+        tables.erase(tables.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {  // a new request takes a cached block, idle or shared with its holders
+        std::vector<uint32_t> candidates;
+        for (uint32_t b = 0; b < total; ++b) {
+          if (cached[b]) candidates.push_back(b);
+        }
+        if (candidates.empty()) continue;
+        const uint32_t block = candidates[pick(candidates.size())];
+        tables.emplace_back();
+        kv.take_cached(block, tables.back());
+        ++refs[block];
+      }
+      if (step % 89 == 0) expect_model();
+    }
+    expect_model();
+    EXPECT_GT(evictions, 0u) << "the sequence never evicted";
+    for (auto& t : tables) {
+      for (uint32_t b : t) --refs[b];
+      kv.release(t);
+    }
+    EXPECT_EQ(kv.free(), total);
+    expect_model();
   }
 }
 

@@ -237,6 +237,21 @@ TEST(PlanValidator, KvBlocksBeyondFreeUntilAPreemptionReleasesEnough) {
   EXPECT_THAT(*error, HasSubstr("only 2 are free (9 after preemptions)"));
 }
 
+TEST(PlanValidator, PreemptingARequestFreesOnlyTheBlocksNoOtherRequestHolds) {
+  Fixture f = basic();
+  f.slices = {{2, 64, 100}, {10, 0, 40}};  // 10 new blocks, as above
+  f.preempted = {1};                       // holds 7 blocks
+  f.kv_free = 3;
+  EXPECT_EQ(f.validate(), std::nullopt);
+  // Two of its 7 blocks are a cached beginning another request holds too: they stay held.
+  f.running[0].blocks_shared = 2;
+  auto error = f.validate();
+  ASSERT_TRUE(error);
+  EXPECT_THAT(*error, HasSubstr("only 3 are free (8 after preemptions)"));
+  f.kv_free = 5;
+  EXPECT_EQ(f.validate(), std::nullopt);
+}
+
 TEST(PlanValidator, KvBlocksWithinTheLastHeldBlockNeedNothing) {
   Fixture f;
   f.running.push_back(running_request(5, 40, 17));  // 2 blocks held, room up to 32

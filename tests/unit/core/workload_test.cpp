@@ -355,7 +355,8 @@ TEST_F(WorkloadTest, LongClassInferenceAndExplicitFlags) {
                                        [](const WorkloadRequest& r) { return r.class_index == 1; });
   ASSERT_NE(first_long, w.requests.begin());
   Workload short_only = w;
-  short_only.requests.erase(first_long, short_only.requests.end());
+  short_only.requests.erase(short_only.requests.begin() + (first_long - w.requests.begin()),
+                            short_only.requests.end());
   EXPECT_FALSE(short_only.has_long_requests());
 
   // An explicit `long = false` anywhere switches inference off.
@@ -368,6 +369,92 @@ TEST_F(WorkloadTest, LongClassInferenceAndExplicitFlags) {
   const Workload marked = load_workload(write(text, "marked.toml"));
   EXPECT_TRUE(marked.classes[0].is_long);
   EXPECT_FALSE(marked.classes[1].is_long);
+}
+
+// A class's shared beginnings come before each request's own prompt tokens, and adding them
+// changes no other draw of the workload.
+TEST_F(WorkloadTest, ASharedPrefixPrecedesEachRequestsOwnTokensAndDrawsNothingElse) {
+  const std::string body = R"(
+seed = 5
+count = 400
+[arrival]
+process = "poisson"
+rate = 10
+[[classes]]
+name = "chat"
+share = 3
+prompt = { dist = "uniform", min = 10, max = 90 }
+output = { dist = "fixed", value = 8 }
+)";
+  const std::string other = R"(
+[[classes]]
+name = "doc"
+share = 1
+prompt = { dist = "fixed", value = 1000 }
+output = { dist = "fixed", value = 8 }
+)";
+  const Workload plain = parse_workload(body + other, "plain.toml");
+  const Workload shared =
+      parse_workload(body + "shared_prefix = { tokens = 512, count = 3 }\n" + other, "shared.toml");
+  ASSERT_EQ(plain.requests.size(), shared.requests.size());
+  EXPECT_FALSE(same_requests(plain, shared));
+  EXPECT_EQ(shared.classes[0].shared_prefix_tokens, 512u);
+  EXPECT_EQ(shared.classes[0].shared_prefixes, 3u);
+  EXPECT_DOUBLE_EQ(shared.classes[0].mean_prompt_tokens, 50.0 + 512.0);
+  std::vector<size_t> per_beginning(3, 0);
+  for (size_t i = 0; i < plain.requests.size(); ++i) {
+    const WorkloadRequest& a = plain.requests[i];
+    const WorkloadRequest& b = shared.requests[i];
+    ASSERT_EQ(a.class_index, b.class_index);
+    ASSERT_EQ(a.arrival, b.arrival);
+    ASSERT_EQ(a.output_tokens, b.output_tokens);
+    if (b.class_index == 0) {
+      ASSERT_EQ(b.prompt_tokens, a.prompt_tokens + 512);
+      ASSERT_EQ(b.shared_prefix_tokens, 512u);
+      ASSERT_LT(b.shared_prefix, 3u);
+      ++per_beginning[b.shared_prefix];
+    } else {
+      ASSERT_EQ(b.prompt_tokens, a.prompt_tokens);
+      ASSERT_EQ(b.shared_prefix_tokens, 0u);
+    }
+  }
+  for (size_t count : per_beginning) EXPECT_GT(count, 50u);  // about 100 of ~300 chats each
+  EXPECT_TRUE(same_requests(shared, parse_workload(body +
+                                                       "shared_prefix = { tokens = 512, "
+                                                       "count = 3 }\n" +
+                                                       other,
+                                                   "again.toml")));
+  // One beginning unless count says otherwise.
+  const Workload one =
+      parse_workload(body + "shared_prefix = { tokens = 7 }\n" + other, "one.toml");
+  EXPECT_EQ(one.classes[0].shared_prefixes, 1u);
+  for (const WorkloadRequest& r : one.requests) EXPECT_EQ(r.shared_prefix, 0u);
+}
+
+TEST_F(WorkloadTest, ErrorBadSharedPrefix) {
+  const std::string head = R"(
+count = 3
+[arrival]
+process = "poisson"
+rate = 1
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 2 }
+)";
+  expect_error(head + "shared_prefix = { tokens = 0 }\n",
+               {"workload.toml", "classes[0].shared_prefix.tokens", "[1, 1073741824]"});
+  expect_error(head + "shared_prefix = { tokens = 5, count = 0 }\n",
+               {"classes[0].shared_prefix.count", "[1, 65536]"});
+  expect_error(head + "shared_prefix = { tokens = 5, cuont = 2 }\n",
+               {"classes[0].shared_prefix", "cuont", "unknown key"});
+  expect_error(head + "shared_prefix = 5\n", {"classes[0].shared_prefix", "expected a table"});
+  expect_error(head + "shared_prefix = { count = 2 }\n",
+               {"classes[0].shared_prefix.tokens", "missing"});
+  expect_error(head + "shared_prefix = { tokens = 1073741820 }\n",
+               {"classes[0].shared_prefix.tokens", "prompts of up to 10 tokens",
+                "exceed 1073741824 tokens"});
 }
 
 TEST_F(WorkloadTest, ErrorUnknownDistribution) {

@@ -18,6 +18,8 @@
 //                                      # the model says how much that is
 //   max_model_len = 0                  # 0: the model's
 //   max_waiting = 0                    # waiting-queue bound; 0: unbounded
+//   prefix_caching = true              # reuse the KV of prompt beginnings computed before
+//                                      # (requests with token ids; docs/serving.md)
 //   scheduler = { plugin = "chunked", options = { max_num_batched_tokens = 8192 } }
 //   address = "10.0.0.7:50061"         # router processes only: the engine process's gRPC address
 //
@@ -70,6 +72,7 @@ struct EngineConfig {
   uint32_t kv_blocks = 0;
   uint32_t max_model_len = 0;
   uint32_t max_waiting = 0;
+  bool prefix_caching = true;
   PluginChoice scheduler;
   std::string address;  // a router process's engine: host:port of its gRPC worker API
 };

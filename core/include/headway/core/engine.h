@@ -19,6 +19,7 @@
 #include <headway/core/kv_block_manager.h>
 #include <headway/core/plan_validator.h>
 #include <headway/core/plugin_instances.h>
+#include <headway/core/prefix_cache.h>
 #include <headway/core/request_record.h>
 #include <headway/core/sampler.h>
 #include <headway/core/sampling_params.h>
@@ -100,6 +101,10 @@ struct StepDetail {
   uint32_t prefill_tokens = 0;
   uint32_t decode_tokens = 0;
   uint32_t kv_blocks_used = 0;
+  // Prefix caching: tokens of the requests this step admitted with a cache lookup, and of those
+  // the tokens found cached.
+  uint32_t prefix_queried_tokens = 0;
+  uint32_t prefix_hit_tokens = 0;
 };
 
 // Totals since the engine started.
@@ -111,6 +116,10 @@ struct EngineCounters {
   uint64_t finished = 0;
   uint64_t aborted = 0;
   double busy_seconds = 0.0;
+  // Prefix caching: tokens of the requests admitted with a cache lookup, and of those, the tokens
+  // whose KV was found cached (not computed).
+  uint64_t prefix_cache_queried_tokens = 0;
+  uint64_t prefix_cache_hit_tokens = 0;
 };
 
 class Engine {
@@ -165,6 +174,9 @@ class Engine {
   const hw_model_info& model_info() const { return model_->info(); }
   const std::string& model_name() const { return model_->name(); }
   const hw_scheduler_limits& scheduler_limits() const { return scheduler_->limits(); }
+  // Whether this engine reuses cached prefixes (its config asks; only requests with token ids
+  // take part).
+  bool prefix_caching() const { return config_.prefix_caching; }
   Clock& clock() { return *clock_; }
   const EngineConfig& config() const { return config_; }
   uint32_t max_model_len() const { return max_model_len_; }
@@ -193,10 +205,26 @@ class Engine {
     bool in_use = false;
     bool prefill_only = false;
     uint32_t outputs_before = 0;  // NewRequest::outputs_before: added to the sampling index
+    // Prefix caching. While waiting: the cached blocks that hold its first tokens, found for it
+    // this step (its view shows them as computed). While holding KV: how many of its
+    // leading blocks are recorded in the cache, the chain to record the next one after, and
+    // whether that chain was evicted meanwhile (nothing more of it is recorded then).
+    std::vector<uint32_t> cached_prefix;
+    uint32_t recorded_blocks = 0;
+    PrefixCache::Link chain;
+    bool chain_lost = false;
+    void forget_chain() {
+      cached_prefix.clear();
+      recorded_blocks = 0;
+      chain = PrefixCache::kStart;
+      chain_lost = false;
+    }
     uint32_t total() const { return prompt_tokens + output_tokens; }
   };
 
   hw_request_view view_of(const Request& r) const;
+  // Of the request's blocks, those another request holds too.
+  uint32_t shared_blocks(const Request& r) const;
   // Takes a free slot (or a new one) for a request in `state`; fills and indexes it.
   uint32_t occupy_slot(IncomingTransfer in, int32_t state);
   uint32_t slot_of(uint64_t id) const;
@@ -206,6 +234,15 @@ class Engine {
   void finish(uint32_t slot, FinishReason reason, double time);
   void release_slot(uint32_t slot);
   bool is_stop_token(const Request& r, int32_t token, uint32_t eos) const;
+  // Makes the prefix cache's index; throws Error when its memory cannot be had.
+  void start_prefix_cache();
+  // Prefix caching: finds, for each waiting request that holds no KV, the cached blocks that hold
+  // its first tokens (without sharing, only idle ones, each to the first request in queue order).
+  void match_cached_prefixes();
+  // Gives an admitted request the blocks matched for it, which it then need not compute.
+  void take_cached_prefix(Request& r);
+  // Records the request's blocks that its computed tokens filled since the last call.
+  void record_full_blocks(Request& r);
   // Throws when the model cannot honour the request's logits processing (SamplingParams).
   void check_sampling(const std::string& who, const SamplingParams& sampling) const;
 
@@ -215,6 +252,18 @@ class Engine {
   std::unique_ptr<ModelInstance> model_;
   std::unique_ptr<SchedulerInstance> scheduler_;
   KvBlockManager kv_;
+  // Null while no request with token ids came, and when prefix caching is off.
+  std::unique_ptr<PrefixCache> prefix_cache_;
+  // Whether running requests may share cached blocks: the scheduler knows that preempting one
+  // frees only what it holds alone (hw_request_view.blocks_shared, ABI 1.3). Otherwise a cached
+  // block is reused only while no request holds it.
+  bool share_cached_blocks_ = false;
+  std::vector<uint64_t> claimed_in_round_;  // per block: the match round that last claimed it
+  uint64_t match_round_ = 0;
+  // Waiting requests pushed to the front of the queue since the last match: how far past the scan
+  // an entry matched then may have moved.
+  size_t pushed_front_since_match_ = 0;
+  static constexpr size_t kMinPrefixScan = 64;
   PlanValidator validator_;
   uint32_t max_model_len_ = 0;
   bool model_needs_ids_ = false;

@@ -93,6 +93,10 @@ struct Report {
   // about the slowest one or two, and the text report says the factors are noisy.
   size_t factor_samples = 0;
   uint64_t preemptions = 0;  // sum over records
+  // Prompt tokens of the records, and of those the tokens a prefix cache held when the request
+  // was first scheduled.
+  uint64_t prompt_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;
   size_t steps = 0;
   std::optional<StepSummary> step_summary;  // when the caller recorded steps
   std::optional<Goodput> goodput;           // when the caller judged the run against an SLO

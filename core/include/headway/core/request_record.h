@@ -15,6 +15,7 @@ struct RequestRecord {
   uint32_t class_index = 0;
   uint32_t engine = 0;  // engine that produced its tokens (the decode engine)
   uint32_t prompt_tokens = 0;
+  uint32_t cached_tokens = 0;  // of prompt_tokens, found in a prefix cache when first scheduled
   uint32_t output_tokens = 0;  // generated
   uint32_t preemptions = 0;
   double arrival = kNever;    // seconds, cluster clock

@@ -33,6 +33,11 @@
 //             no class (nor [trace].long) is marked and there are >= 2 classes, the class with the
 //             largest nominal mean prompt length is the long one (first on ties).
 //   priority  int, default 0: copied to each request.
+//   shared_prefix  inline table { tokens = N, count = K }, optional: every request of the class
+//             begins with one of K shared beginnings of N tokens (system prompts, few-shot
+//             examples, a shared document), chosen by a hash of the seed and the request id (K >=
+//             1, default 1; N in [1, 1073741824]); its prompt is those N tokens followed by
+//             `prompt` tokens of its own. What a prefix cache can reuse (docs/serving.md).
 //   prompt, output  inline tables, required, each one of:
 //     { dist = "fixed", value = N }
 //     { dist = "uniform", min = A, max = B }                 integers, inclusive, A <= B
@@ -79,6 +84,8 @@ struct RequestClass {
   int32_t priority = 0;
   double share = 0.0;               // as written in the file (not normalised); 0 for a trace class
   double mean_prompt_tokens = 0.0;  // nominal mean of the prompt distribution (long-class choice)
+  uint32_t shared_prefix_tokens = 0;  // 0: no shared beginning
+  uint32_t shared_prefixes = 0;       // how many different ones
 };
 
 struct WorkloadRequest {
@@ -88,6 +95,10 @@ struct WorkloadRequest {
   uint32_t prompt_tokens;
   uint32_t output_tokens;
   int32_t priority = 0;
+  // Of prompt_tokens, the first ones are its class's shared beginning number `shared_prefix`
+  // (synthetic_prompt.h gives their ids).
+  uint32_t shared_prefix_tokens = 0;
+  uint32_t shared_prefix = 0;
 };
 
 // A value type: cheap to move, safe to share read-only between threads.
@@ -122,7 +133,8 @@ Workload load_workload(const std::filesystem::path& file,
 Workload parse_workload(std::string_view text, const std::filesystem::path& file,
                         std::optional<uint64_t> seed = std::nullopt);
 
-// Whether the two workloads hold the same requests (class, arrival, lengths, priority): a seed
+// Whether the two workloads hold the same requests (class, arrival, lengths, priority, shared
+// beginning): a seed
 // sweep over a workload that draws nothing at random (a plain trace replay) repeats one run.
 bool same_requests(const Workload& a, const Workload& b);
 

@@ -22,9 +22,9 @@ class StreamingSender final : public RequestSender {
   void send(size_t index) override {
     const core::WorkloadRequest& request = workload_.requests[index];
     // Built here rather than up front: a long trace's prompts would not fit in memory at once.
-    const std::string body = completion_body(
-        request, workload_.classes[request.class_index].name, options_.model,
-        synthetic_prompt(workload_.seed, request.id, request.prompt_tokens, options_.token_ids));
+    const std::string body =
+        completion_body(request, workload_.classes[request.class_index].name, options_.model,
+                        core::synthetic_prompt(workload_.seed, request, options_.token_ids));
     if (options_.progress) ++options_.progress->sent;
     // Each index is written by exactly one sender; run_bench reads them after the join.
     results_[index] = client_.stream(body);

@@ -36,6 +36,11 @@ constexpr uint32_t extra_blocks(const hw_request_view& r, uint32_t tokens, uint3
   return need > r.blocks_held ? need - r.blocks_held : 0;
 }
 
+// KV blocks that preempting a running request gives back: those no other request holds too.
+constexpr uint32_t blocks_freed_by_preempting(const hw_request_view& r) {
+  return r.blocks_held - r.blocks_shared;
+}
+
 // Tokens a request can compute now (prompt or recompute left; 1 for a decode).
 constexpr uint32_t remaining_tokens(const hw_request_view& r) {
   return r.total_tokens - r.computed_tokens;

@@ -86,7 +86,7 @@ TEST_F(BenchRunnerTest, SendsTheWorkloadsRequestsInArrivalOrder) {
     const nlohmann::json& body = received[i];
     SCOPED_TRACE("request " + std::to_string(i));
     EXPECT_EQ(body["prompt"].get<std::vector<int32_t>>(),
-              synthetic_prompt(workload.seed, r.id, r.prompt_tokens, o.token_ids));
+              core::synthetic_prompt(workload.seed, r, o.token_ids));
     EXPECT_EQ(body["prompt"].size(), r.prompt_tokens);
     EXPECT_EQ(body["max_tokens"], r.output_tokens);
     EXPECT_EQ(body["request_class"], workload.classes[r.class_index].name);

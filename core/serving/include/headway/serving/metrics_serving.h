@@ -33,6 +33,8 @@ struct EngineSeries {
   Counter& kv_transfers;  // KV moved into this engine (disaggregated serving)
   Histogram& kv_transfer_seconds;
   Counter& kv_network_bytes;  // of the KV moved into this engine, bytes fetched from another host
+  Counter& prefix_cache_queries;  // tokens of admitted requests looked up in the prefix cache
+  Counter& prefix_cache_hits;     // of those, tokens found cached
 };
 
 // The per-request series of one (engine, request class).
@@ -94,6 +96,8 @@ class ServingMetrics {
   CounterFamily& kv_transfers_;
   HistogramFamily& kv_transfer_seconds_;
   CounterFamily& kv_network_bytes_;
+  CounterFamily& prefix_cache_queries_;
+  CounterFamily& prefix_cache_hits_;
 };
 
 }  // namespace headway::serving

@@ -7,6 +7,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <headway/core/synthetic_prompt.h>
 #include <headway/core/workload.h>
 
 #include <cstdint>
@@ -17,23 +18,13 @@
 
 namespace headway::serving::bench {
 
-// Prompt token ids are drawn from [first, end).
-struct TokenIdRange {
-  int32_t first = 32;
-  int32_t end = 128;
-};
+using core::TokenIdRange;
 
 // For a vocabulary of `vocab` ids: [32, vocab) when vocab > 64 (low ids are special tokens in
 // many tokenizers: <unk>, <s>, </s>, padding, byte fallbacks), [0, vocab) for a smaller one; an
 // unknown vocabulary gives [32, 128), ids every tokenizer of a real model has. Throws core::Error
 // for a vocab of 0 or above INT32_MAX.
 TokenIdRange token_id_range(std::optional<uint32_t> vocab);
-
-// `length` ids, a function of (seed, request_id) only: the same workload sends the same prompts,
-// and two requests of one workload do not share a prefix by accident (which a prefix cache would
-// reward).
-std::vector<int32_t> synthetic_prompt(uint64_t seed, uint64_t request_id, uint32_t length,
-                                      TokenIdRange range);
 
 // The JSON body. `model` may be empty (then no "model" field is sent).
 std::string completion_body(const core::WorkloadRequest& request, std::string_view class_name,

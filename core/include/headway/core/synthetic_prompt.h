@@ -1,0 +1,29 @@
+// Token ids for a workload request, which gives lengths but no text: `headway simulate` hands them
+// to models that read ids (and to the prefix cache), `headway bench` sends them to a server.
+//
+// A request's own ids are a function of (workload seed, request id) only, so the same workload
+// always sends the same prompts and two requests never share a beginning by accident (which a
+// prefix cache would reward). A request of a class with a shared prefix (workload.h) starts with
+// the ids of its shared beginning instead, the same for every request that draws it.
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <headway/core/workload.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace headway::core {
+
+// Ids are drawn from [first, end).
+struct TokenIdRange {
+  int32_t first = 32;
+  int32_t end = 128;
+};
+
+// request.prompt_tokens ids: its shared beginning (request.shared_prefix_tokens ids), then its own.
+std::vector<int32_t> synthetic_prompt(uint64_t seed, const WorkloadRequest& request,
+                                      TokenIdRange range);
+
+}  // namespace headway::core

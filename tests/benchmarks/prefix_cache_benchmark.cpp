@@ -1,0 +1,103 @@
+// The prefix cache's per-block costs, which the engine pays on its thread: a lookup walks a
+// waiting request's beginning block by block (a hash of block_size ids and an exact comparison),
+// and a step records each block it filled (an insert; when the cache is full, an eviction first).
+#include <benchmark/benchmark.h>
+#include <headway/core/kv_block_manager.h>
+#include <headway/core/prefix_cache.h>
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace {
+
+using headway::core::KvBlockManager;
+using headway::core::PrefixCache;
+
+constexpr uint32_t kBlockSize = 16;
+constexpr uint32_t kTotalBlocks = 65536;  // 1M tokens of KV
+
+std::vector<int32_t> random_ids(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(count);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 128256);
+  return ids;
+}
+
+// Records `tokens` as one chain in fresh blocks of `table`; returns the chain's links.
+std::vector<PrefixCache::Link> record(KvBlockManager& kv, PrefixCache& cache,
+                                      std::span<const int32_t> tokens,
+                                      std::vector<uint32_t>& table) {
+  const uint32_t blocks = static_cast<uint32_t>(tokens.size() / kBlockSize);
+  kv.allocate(blocks, table);
+  std::vector<PrefixCache::Link> links;
+  PrefixCache::Link after = PrefixCache::kStart;
+  for (uint32_t b = 0; b < blocks; ++b) {
+    after = *cache.insert(after, tokens.subspan(b * kBlockSize, kBlockSize),
+                          table[table.size() - blocks + b]);
+    links.push_back(after);
+  }
+  return links;
+}
+
+// A waiting request whose whole beginning (argument: its blocks) is cached, looked up from the
+// start: the engine's per-step work for such a request.
+void BM_PrefixCacheMatch(benchmark::State& state) {
+  const auto blocks = static_cast<uint32_t>(state.range(0));
+  KvBlockManager kv(kTotalBlocks);
+  PrefixCache cache(kv, kBlockSize);
+  // Other chains fill most of the index, so that probes meet neighbours as in a full cache.
+  std::vector<uint32_t> others;
+  for (uint32_t seed = 1; kv.free() > 2 * blocks + 1024; ++seed) {
+    record(kv, cache, random_ids(static_cast<size_t>(1024) * kBlockSize, seed), others);
+  }
+  const std::vector<int32_t> prompt = random_ids(static_cast<size_t>(blocks) * kBlockSize, 0);
+  std::vector<uint32_t> table;
+  record(kv, cache, prompt, table);
+  const std::span<const int32_t> ids(prompt);
+  for (auto _ : state) {
+    PrefixCache::Link after = PrefixCache::kStart;
+    uint32_t found = 0;
+    for (uint32_t b = 0; b < blocks; ++b) {
+      const uint32_t block = cache.find(after, ids.subspan(b * kBlockSize, kBlockSize));
+      if (block == PrefixCache::kNoBlock) break;
+      after = cache.link_of(block);
+      ++found;
+    }
+    benchmark::DoNotOptimize(found);
+  }
+  state.SetItemsProcessed(state.iterations() * blocks);
+  state.counters["index_entries"] = cache.entries();
+}
+BENCHMARK(BM_PrefixCacheMatch)->Arg(1)->Arg(64)->Arg(2048);
+
+// A request that computes and records a chain of 64 blocks in a full cache, then ends: each block
+// it takes evicts an idle one (and its index entry) and is recorded in turn.
+void BM_PrefixCacheRecordWithEviction(benchmark::State& state) {
+  constexpr uint32_t kChain = 64;
+  KvBlockManager kv(kTotalBlocks);
+  PrefixCache cache(kv, kBlockSize);
+  std::vector<uint32_t> table;
+  uint32_t seed = 1;
+  // Until no block is left that was never cached: every later allocation evicts.
+  while (kv.free() - kv.idle_cached() >= kChain) {
+    record(kv, cache, random_ids(kChain * kBlockSize, seed++), table);
+    kv.release(table);
+  }
+  // A new first id each time makes every chain new (no duplicate of one still cached).
+  std::vector<int32_t> prompt = random_ids(kChain * kBlockSize, 0);
+  int32_t first = 0;
+  for (auto _ : state) {
+    prompt[0] = first++;
+    record(kv, cache, prompt, table);
+    kv.release(table);
+  }
+  state.SetItemsProcessed(state.iterations() * kChain);
+  state.counters["index_entries"] = cache.entries();
+}
+BENCHMARK(BM_PrefixCacheRecordWithEviction);
+
+}  // namespace
+
+BENCHMARK_MAIN();

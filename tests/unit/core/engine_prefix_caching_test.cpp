@@ -1,0 +1,408 @@
+// Prefix caching in core::Engine with the real CPU model (a tiny random checkpoint; and once with
+// the simulated model, on a workload with shared beginnings): a request
+// whose prompt begins with tokens computed before takes their KV blocks instead of computing them,
+// and gets the tokens it would have got without the cache; blocks are reused only while idle,
+// evicted deepest first, and the books balance under preemption and aborts.
+#include <gtest/gtest.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/engine.h>
+#include <headway/core/error.h>
+#include <headway/core/plugin_registry.h>
+#include <headway/core/report.h>
+#include <headway/core/request_record.h>
+#include <headway/core/simulator.h>
+#include <headway/core/workload.h>
+#include <tiny_checkpoint.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../test_support/built_plugins.h"
+
+namespace headway::core {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One tiny checkpoint for the whole test process.
+const fs::path& checkpoint() {
+  static const fs::path dir = [] {
+    fs::path path =
+        fs::temp_directory_path() / ("headway_prefix_caching_" + std::to_string(::getpid()));
+    models::cpu::TinyModelSpec spec;
+    spec.layers = 2;
+    spec.hidden = 64;
+    spec.heads = 4;
+    spec.kv_heads = 2;
+    spec.ffn = 128;
+    spec.dtype = models::cpu::DType::kF32;
+    models::cpu::write_tiny_checkpoint(spec, path);
+    return path;
+  }();
+  return dir;
+}
+
+struct Spec {
+  bool prefix_caching = true;
+  uint32_t kv_blocks = 64;
+  uint32_t budget = 256;
+  uint32_t max_model_len = 512;
+  // A scheduler built against ABI 1.2 (tests/conformance/older_minor_scheduler.cpp: a fixed budget
+  // of 2048 tokens), which does not know hw_request_view.blocks_shared: cached blocks are then
+  // reused only while no request holds them.
+  bool older_scheduler = false;
+};
+
+std::string scheduler_of(const Spec& spec) {
+  if (spec.older_scheduler) return "{ plugin = \"" HEADWAY_OLDER_MINOR_SCHEDULER "\" }";
+  return "{ plugin = \"chunked\", options = { max_num_batched_tokens = " +
+         std::to_string(spec.budget) + " } }";
+}
+
+struct TestEngine {
+  explicit TestEngine(const Spec& spec)
+      : config(parse_deployment(
+            "[model]\nplugin = \"cpu\"\noptions = { path = \"" + checkpoint().string() +
+                "\", threads = 1, max_model_len = 1024 }\n[[engines]]\nblock_size = 16\n"
+                "kv_blocks = " +
+                std::to_string(spec.kv_blocks) +
+                "\nmax_model_len = " + std::to_string(spec.max_model_len) +
+                "\nprefix_caching = " + (spec.prefix_caching ? "true" : "false") +
+                "\nscheduler = " + scheduler_of(spec) + "\n",
+            checkpoint() / "deploy.toml", test::built_plugins())),
+        engine(std::make_unique<Engine>(config.engines[0], config)) {}
+  DeploymentConfig config;
+  std::unique_ptr<Engine> engine;
+  Engine* operator->() { return engine.get(); }
+};
+
+std::vector<int32_t> random_ids(uint32_t seed, uint32_t count) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ids(count);
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 256);
+  return ids;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Runs until idle, checking the KV books after every step.
+void run(Engine& engine) {
+  while (engine.step()) {
+    std::string why;
+    ASSERT_TRUE(engine.kv().consistent(&why))
+        << "after step " << engine.counters().steps << ": " << why;
+  }
+}
+
+// Greedy generation of `outputs` tokens for `prompt`, alone on `engine`.
+struct Generated {
+  std::vector<int32_t> ids;
+  uint64_t hit_tokens = 0;       // found cached
+  uint64_t computed_tokens = 0;  // prompt tokens the engine computed for it
+};
+Generated generate(TestEngine& engine, uint64_t id, const std::vector<int32_t>& prompt,
+                   uint32_t outputs) {
+  const EngineCounters before = engine->counters();
+  RequestRecord record;
+  NewRequest r;
+  r.id = id;
+  r.prompt = prompt;
+  r.max_output_tokens = outputs;
+  r.sampling.ignore_eos = true;  // greedy, a fixed number of tokens
+  r.record = &record;
+  engine->add_request(std::move(r));
+  run(*engine.engine);
+  EXPECT_TRUE(record.finished) << "request " << id;
+  const EngineCounters& after = engine->counters();
+  return Generated{record.token_ids, after.prefix_cache_hit_tokens - before.prefix_cache_hit_tokens,
+                   after.prefill_tokens - before.prefill_tokens};
+}
+
+TEST(EnginePrefixCaching, TheSamePromptAgainReusesItsKvAndGivesTheSameTokens) {
+  TestEngine cached(Spec{});
+  ASSERT_TRUE(cached->prefix_caching());
+  const std::vector<int32_t> prompt = random_ids(1, 100);
+  const Generated first = generate(cached, 1, prompt, 8);
+  EXPECT_EQ(first.hit_tokens, 0u);
+  EXPECT_EQ(first.computed_tokens, 100u);
+  const Generated again = generate(cached, 2, prompt, 8);
+  // Six full blocks of 16; the last four prompt tokens are computed (the last one always is).
+  EXPECT_EQ(again.hit_tokens, 96u);
+  EXPECT_EQ(again.computed_tokens, 4u);
+  EXPECT_EQ(again.ids, first.ids);
+  EXPECT_EQ(cached->counters().prefix_cache_queried_tokens, 200u);
+
+  TestEngine plain(Spec{.prefix_caching = false});
+  EXPECT_FALSE(plain->prefix_caching());
+  const Generated uncached = generate(plain, 1, prompt, 8);
+  EXPECT_EQ(uncached.ids, first.ids);
+  EXPECT_EQ(generate(plain, 2, prompt, 8).computed_tokens, 100u);
+  EXPECT_EQ(plain->counters().prefix_cache_queried_tokens, 0u);
+}
+
+TEST(EnginePrefixCaching, APromptOfWholeBlocksStillComputesItsLastToken) {
+  TestEngine engine(Spec{});
+  const std::vector<int32_t> prompt = random_ids(2, 64);
+  const Generated first = generate(engine, 1, prompt, 4);
+  const Generated again = generate(engine, 2, prompt, 4);
+  EXPECT_EQ(again.hit_tokens, 48u);  // three of the four blocks: the fourth holds the last token
+  EXPECT_EQ(again.computed_tokens, 16u);
+  EXPECT_EQ(again.ids, first.ids);
+}
+
+TEST(EnginePrefixCaching, AFollowUpTurnReusesThePromptAndTheAnswerBeforeIt) {
+  TestEngine cached(Spec{});
+  const std::vector<int32_t> prompt = random_ids(3, 90);
+  const Generated answer = generate(cached, 1, prompt, 20);
+  // The next turn: the conversation so far, then new text.
+  const std::vector<int32_t> turn = concat(concat(prompt, answer.ids), random_ids(4, 30));
+  const Generated next = generate(cached, 2, turn, 6);
+  // 109 positions had KV (the last output never does): six full blocks, past the 90-token prompt.
+  EXPECT_EQ(next.hit_tokens, 96u);
+  EXPECT_EQ(next.computed_tokens, turn.size() - 96);
+
+  TestEngine plain(Spec{.prefix_caching = false});
+  EXPECT_EQ(generate(plain, 2, turn, 6).ids, next.ids);
+}
+
+TEST(EnginePrefixCaching, RequestsAdmittedInOneStepBothComputeAndALaterOneReuses) {
+  TestEngine engine(Spec{});
+  const std::vector<int32_t> prompt = random_ids(5, 100);
+  std::vector<RequestRecord> records(2);
+  for (uint64_t id = 0; id < 2; ++id) {
+    NewRequest r;
+    r.id = id;
+    r.prompt = prompt;
+    r.max_output_tokens = 5;
+    r.sampling.ignore_eos = true;
+    r.record = &records[id];
+    engine->add_request(std::move(r));
+  }
+  run(*engine.engine);
+  EXPECT_EQ(engine->counters().prefix_cache_hit_tokens, 0u);
+  EXPECT_EQ(engine->counters().prefill_tokens, 200u);
+  EXPECT_EQ(records[0].token_ids, records[1].token_ids);
+  // Nothing was cached when both were admitted. One copy of the prompt's blocks is cached (the
+  // other's were duplicates, freed); it is reused.
+  EXPECT_EQ(engine->kv().idle_cached(), 6u);
+  EXPECT_EQ(engine->kv().used(), 0u);
+  const Generated later = generate(engine, 2, prompt, 5);
+  EXPECT_EQ(later.hit_tokens, 96u);
+  EXPECT_EQ(later.ids, records[0].token_ids);
+}
+
+// With a scheduler that knows shared blocks, two requests waiting for the same cached beginning
+// both take it; with an older one, the first in queue order takes it and the other computes it.
+void two_requests_wait_for_one_beginning(bool older_scheduler, uint64_t hit_tokens) {
+  TestEngine engine(Spec{.older_scheduler = older_scheduler});
+  const std::vector<int32_t> prompt = random_ids(8, 100);
+  const Generated first = generate(engine, 1, prompt, 4);
+  // Both wait at once and are admitted in one step: the first in queue order takes the blocks.
+  std::vector<RequestRecord> records(2);
+  for (uint64_t i = 0; i < 2; ++i) {
+    NewRequest r;
+    r.id = 10 + i;
+    r.prompt = prompt;
+    r.max_output_tokens = 4;
+    r.sampling.ignore_eos = true;
+    r.record = &records[i];
+    engine->add_request(std::move(r));
+  }
+  const EngineCounters before = engine->counters();
+  run(*engine.engine);
+  EXPECT_EQ(engine->counters().prefix_cache_hit_tokens - before.prefix_cache_hit_tokens,
+            hit_tokens);
+  EXPECT_EQ(engine->counters().prefill_tokens - before.prefill_tokens, 200u - hit_tokens);
+  EXPECT_EQ(records[0].token_ids, first.ids);
+  EXPECT_EQ(records[1].token_ids, first.ids);
+  EXPECT_EQ(engine->kv().used(), 0u);
+}
+
+TEST(EnginePrefixCaching, TwoRequestsWaitingForOneCachedBeginningBothTakeIt) {
+  two_requests_wait_for_one_beginning(false, 2 * 96);
+}
+
+TEST(EnginePrefixCaching, WithAnOlderSchedulerOnlyOneOfTwoWaitingRequestsTakesIt) {
+  two_requests_wait_for_one_beginning(true, 96);
+}
+
+// A request that arrives while another holds the blocks of its beginning shares them; the view
+// tells the scheduler that preempting either would not free those.
+TEST(EnginePrefixCaching, ALaterRequestSharesTheBlocksOfARunningOne) {
+  for (const bool older : {false, true}) {
+    SCOPED_TRACE(older ? "older scheduler" : "scheduler of ABI 1.3");
+    TestEngine engine(Spec{.older_scheduler = older});
+    const std::vector<int32_t> prompt = random_ids(9, 100);
+    RequestRecord long_record, late_record;
+    NewRequest first;
+    first.id = 1;
+    first.prompt = prompt;
+    first.max_output_tokens = 40;
+    first.sampling.ignore_eos = true;
+    first.record = &long_record;
+    engine->add_request(std::move(first));
+    for (int s = 0; s < 3; ++s) ASSERT_TRUE(engine->step());  // prefilled, decoding
+    NewRequest late;
+    late.id = 2;
+    late.prompt = prompt;
+    late.max_output_tokens = 4;
+    late.sampling.ignore_eos = true;
+    late.record = &late_record;
+    engine->add_request(std::move(late));
+    ASSERT_TRUE(engine->step());
+    const uint64_t hits = engine->counters().prefix_cache_hit_tokens;
+    EXPECT_EQ(hits, older ? 0u : 96u);
+    EXPECT_EQ(engine->kv().used(), older ? 14u : 8u);  // 7 + 7 blocks, or 7 + 1 of its own
+    run(*engine.engine);
+    EXPECT_EQ(late_record.token_ids, std::vector<int32_t>(long_record.token_ids.begin(),
+                                                          long_record.token_ids.begin() + 4));
+    EXPECT_EQ(engine->kv().used(), 0u);
+  }
+}
+
+TEST(EnginePrefixCaching, EvictionTakesTheDeepestBlocksFirstAndKeepsTheBeginning) {
+  // 20 blocks: room for max_model_len (256 + 64 tokens), not for two long prompts' caches.
+  TestEngine engine(Spec{.kv_blocks = 20, .max_model_len = 320});
+  const std::vector<int32_t> prompt = random_ids(6, 100);
+  const Generated first = generate(engine, 1, prompt, 8);
+  EXPECT_EQ(engine->kv().idle_cached(), 6u);
+  // 258 positions need 17 blocks: the 14 never cached, then three of the six cached ones.
+  generate(engine, 2, random_ids(7, 250), 8);
+  const Generated again = generate(engine, 3, prompt, 8);
+  EXPECT_EQ(again.hit_tokens, 48u);  // blocks 0-2 stayed; 3-5 were evicted
+  EXPECT_EQ(again.ids, first.ids);
+}
+
+// Many requests over three shared beginnings, arriving in waves into a cache too small for them
+// all (so that requests are preempted and cached blocks evicted), some aborted: every request that
+// finishes has the tokens it has without the cache, and every block comes back.
+TEST(EnginePrefixCaching, SharedBeginningsUnderPreemptionKeepTokensAndBooks) {
+  const std::vector<std::vector<int32_t>> beginnings = {random_ids(10, 70), random_ids(11, 40),
+                                                        random_ids(12, 130)};
+  struct Planned {
+    uint64_t id;
+    std::vector<int32_t> prompt;
+    uint32_t outputs;
+    size_t wave;
+    bool abort;
+  };
+  std::mt19937 rng(2026);
+  std::vector<Planned> plan;
+  for (uint64_t id = 0; id < 36; ++id) {
+    const auto& beginning = beginnings[rng() % beginnings.size()];
+    plan.push_back(Planned{id, concat(beginning, random_ids(100 + id, 1 + rng() % 40)),
+                           static_cast<uint32_t>(4 + rng() % 24), id / 6, rng() % 9 == 0});
+  }
+  auto run_plan = [&](bool prefix_caching, bool older_scheduler,
+                      std::map<uint64_t, std::vector<int32_t>>& out) {
+    TestEngine engine(Spec{.prefix_caching = prefix_caching,
+                           .kv_blocks = 24,
+                           .budget = 96,
+                           .max_model_len = 320,
+                           .older_scheduler = older_scheduler});
+    std::map<uint64_t, RequestRecord> records;
+    for (size_t wave = 0; wave * 6 < plan.size(); ++wave) {
+      for (const Planned& p : plan) {
+        if (p.wave != wave) continue;
+        NewRequest r;
+        r.id = p.id;
+        r.prompt = p.prompt;
+        r.max_output_tokens = p.outputs;
+        r.sampling.ignore_eos = true;
+        r.record = &records[p.id];
+        engine->add_request(std::move(r));
+      }
+      // A few steps, then abort this wave's marked requests wherever they are.
+      for (int s = 0; s < 3 && engine->step(); ++s) {
+        std::string why;
+        EXPECT_TRUE(engine->kv().consistent(&why)) << why;
+      }
+      for (const Planned& p : plan) {
+        if (p.wave == wave && p.abort) engine->abort(p.id);
+      }
+    }
+    run(*engine.engine);
+    EXPECT_EQ(engine->kv().used(), 0u);
+    // An aborted request may have finished first in one run and not in the other: only the
+    // others are compared, and each of them must finish.
+    for (const Planned& p : plan) {
+      if (p.abort) continue;
+      EXPECT_TRUE(records[p.id].finished) << "request " << p.id;
+      out[p.id] = records[p.id].token_ids;
+    }
+    return engine->counters();
+  };
+  std::map<uint64_t, std::vector<int32_t>> shared, exclusive, without_cache;
+  const EngineCounters cached = run_plan(true, false, shared);
+  const EngineCounters cached_exclusive = run_plan(true, true, exclusive);
+  const EngineCounters plain = run_plan(false, false, without_cache);
+  EXPECT_EQ(shared, without_cache);
+  EXPECT_EQ(exclusive, without_cache);
+  EXPECT_GT(cached_exclusive.prefix_cache_hit_tokens, 0u);
+  // The paths this test is for were taken.
+  EXPECT_GT(cached.prefix_cache_hit_tokens, 0u);
+  EXPECT_GT(cached.preemptions, 0u);
+  EXPECT_LT(cached.prefill_tokens, plain.prefill_tokens);
+}
+
+// The simulated model reads no ids, but a workload's shared beginnings come with ids, which the
+// engine's prefix cache recognises: on the virtual clock the reused prefill is not paid for.
+TEST(EnginePrefixCaching, ASimulatedDeploymentReusesAWorkloadsSharedBeginnings) {
+  const Workload workload = parse_workload(R"(
+seed = 3
+count = 40
+[arrival]
+process = "poisson"
+rate = 4
+[[classes]]
+name = "chat"
+share = 1
+shared_prefix = { tokens = 2048, count = 2 }
+prompt = { dist = "uniform", min = 16, max = 128 }
+output = { dist = "fixed", value = 16 }
+)",
+                                           "shared.toml");
+  auto run = [&](bool prefix_caching) {
+    const DeploymentConfig deployment =
+        parse_deployment(std::string("[model]\nplugin = \"sim\"\n[[engines]]\nprefix_caching = ") +
+                             (prefix_caching ? "true" : "false") + "\n",
+                         "sim.toml", test::built_plugins());
+    const SimulationResult result = simulate(deployment, workload);
+    return build_report(workload, result.records, result.steps, result.simulated_seconds,
+                        result.wall_seconds);
+  };
+  const Report cached = run(true);
+  const Report plain = run(false);
+  EXPECT_EQ(cached.overall.finished, 40u);
+  EXPECT_EQ(plain.overall.finished, 40u);
+  EXPECT_EQ(plain.cached_prompt_tokens, 0u);
+  // Requests that run while another holds their beginning's blocks compute it again (blocks are
+  // not shared between running requests): at this rate, most but not all find it.
+  EXPECT_GT(cached.cached_prompt_tokens, 20u * 2048u);
+  EXPECT_LT(cached.cached_prompt_tokens, cached.prompt_tokens);
+  EXPECT_LT(cached.overall.ttft.mean, plain.overall.ttft.mean);
+}
+
+TEST(EnginePrefixCaching, TheOptionMustBeABoolean) {
+  const std::string text = "[model]\nplugin = \"sim\"\n[[engines]]\nprefix_caching = 1\n";
+  try {
+    parse_deployment(text, "deploy.toml", test::built_plugins());
+    FAIL() << "prefix_caching = 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("engines[0].prefix_caching"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("true or false"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace headway::core

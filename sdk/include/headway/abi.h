@@ -224,7 +224,8 @@ typedef struct hw_request_view {
    * prefix cache): preempting this request frees blocks_held - blocks_shared of them. An engine
    * shares blocks between running requests only when its scheduler is built against 1.3 or later
    * (a plugin built before reads this field as reserved, and counts blocks_held as freed); with an
-   * older scheduler it reuses cached blocks only while no request holds them, and this is 0. */
+   * older scheduler it reuses cached blocks only while no request holds them, and this is 0. A
+   * scheduler rebuilt against 1.3 must count blocks_held - blocks_shared as freed. */
   uint32_t blocks_shared;
 } hw_request_view;
 

@@ -36,7 +36,7 @@ class KvBlockManager {
   // `count` are free. `table` should have capacity reserved by its owner to stay allocation-free.
   bool allocate(uint32_t count, std::vector<uint32_t>& table);
 
-  // Another owner of an allocated block (in-flight transfers).
+  // Another owner of an allocated block.
   void add_ref(uint32_t block);
 
   // Drops one reference on each block of `table` and clears it; blocks nobody holds return to the

@@ -561,6 +561,7 @@ void Engine::start_prefix_cache() {
     prefix_cache_ = std::make_unique<PrefixCache>(kv_, config_.block_size);
     claimed_in_round_.assign(kv_.total(), 0);
   } catch (const std::bad_alloc&) {
+    kv_.set_eviction_listener({});  // it pointed into the index
     prefix_cache_.reset();
     throw Error(
         fmt::format("{}: cannot allocate the prefix cache's index for {} KV blocks of {} "

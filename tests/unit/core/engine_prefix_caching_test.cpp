@@ -13,8 +13,6 @@
 #include <headway/core/request_record.h>
 #include <headway/core/simulator.h>
 #include <headway/core/workload.h>
-#include <tiny_checkpoint.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -25,6 +23,7 @@
 #include <vector>
 
 #include "../test_support/built_plugins.h"
+#include "../test_support/tiny_checkpoint_dir.h"
 
 namespace headway::core {
 namespace {
@@ -32,22 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // One tiny checkpoint for the whole test process.
-const fs::path& checkpoint() {
-  static const fs::path dir = [] {
-    fs::path path =
-        fs::temp_directory_path() / ("headway_prefix_caching_" + std::to_string(::getpid()));
-    models::cpu::TinyModelSpec spec;
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.ffn = 128;
-    spec.dtype = models::cpu::DType::kF32;
-    models::cpu::write_tiny_checkpoint(spec, path);
-    return path;
-  }();
-  return dir;
-}
+fs::path checkpoint() { return test::shared_tiny_checkpoint().path / "tiny"; }
 
 struct Spec {
   bool prefix_caching = true;
@@ -92,6 +76,18 @@ std::vector<int32_t> random_ids(uint32_t seed, uint32_t count) {
   return ids;
 }
 
+// A greedy request for exactly `outputs` tokens.
+NewRequest greedy(uint64_t id, std::vector<int32_t> prompt, uint32_t outputs,
+                  RequestRecord* record) {
+  NewRequest r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.max_output_tokens = outputs;
+  r.sampling.ignore_eos = true;
+  r.record = record;
+  return r;
+}
+
 std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -116,13 +112,7 @@ Generated generate(TestEngine& engine, uint64_t id, const std::vector<int32_t>& 
                    uint32_t outputs) {
   const EngineCounters before = engine->counters();
   RequestRecord record;
-  NewRequest r;
-  r.id = id;
-  r.prompt = prompt;
-  r.max_output_tokens = outputs;
-  r.sampling.ignore_eos = true;  // greedy, a fixed number of tokens
-  r.record = &record;
-  engine->add_request(std::move(r));
+  engine->add_request(greedy(id, prompt, outputs, &record));
   run(*engine.engine);
   EXPECT_TRUE(record.finished) << "request " << id;
   const EngineCounters& after = engine->counters();
@@ -182,13 +172,7 @@ TEST(EnginePrefixCaching, RequestsAdmittedInOneStepBothComputeAndALaterOneReuses
   const std::vector<int32_t> prompt = random_ids(5, 100);
   std::vector<RequestRecord> records(2);
   for (uint64_t id = 0; id < 2; ++id) {
-    NewRequest r;
-    r.id = id;
-    r.prompt = prompt;
-    r.max_output_tokens = 5;
-    r.sampling.ignore_eos = true;
-    r.record = &records[id];
-    engine->add_request(std::move(r));
+    engine->add_request(greedy(id, prompt, 5, &records[id]));
   }
   run(*engine.engine);
   EXPECT_EQ(engine->counters().prefix_cache_hit_tokens, 0u);
@@ -212,13 +196,7 @@ void two_requests_wait_for_one_beginning(bool older_scheduler, uint64_t hit_toke
   // Both wait at once and are admitted in one step: the first in queue order takes the blocks.
   std::vector<RequestRecord> records(2);
   for (uint64_t i = 0; i < 2; ++i) {
-    NewRequest r;
-    r.id = 10 + i;
-    r.prompt = prompt;
-    r.max_output_tokens = 4;
-    r.sampling.ignore_eos = true;
-    r.record = &records[i];
-    engine->add_request(std::move(r));
+    engine->add_request(greedy(10 + i, prompt, 4, &records[i]));
   }
   const EngineCounters before = engine->counters();
   run(*engine.engine);
@@ -246,21 +224,9 @@ TEST(EnginePrefixCaching, ALaterRequestSharesTheBlocksOfARunningOne) {
     TestEngine engine(Spec{.older_scheduler = older});
     const std::vector<int32_t> prompt = random_ids(9, 100);
     RequestRecord long_record, late_record;
-    NewRequest first;
-    first.id = 1;
-    first.prompt = prompt;
-    first.max_output_tokens = 40;
-    first.sampling.ignore_eos = true;
-    first.record = &long_record;
-    engine->add_request(std::move(first));
+    engine->add_request(greedy(1, prompt, 40, &long_record));
     for (int s = 0; s < 3; ++s) ASSERT_TRUE(engine->step());  // prefilled, decoding
-    NewRequest late;
-    late.id = 2;
-    late.prompt = prompt;
-    late.max_output_tokens = 4;
-    late.sampling.ignore_eos = true;
-    late.record = &late_record;
-    engine->add_request(std::move(late));
+    engine->add_request(greedy(2, prompt, 4, &late_record));
     ASSERT_TRUE(engine->step());
     const uint64_t hits = engine->counters().prefix_cache_hit_tokens;
     EXPECT_EQ(hits, older ? 0u : 96u);
@@ -301,13 +267,7 @@ TEST(EnginePrefixCaching, PreemptingARequestThatSharesItsBlocksFreesOnlyItsOwn) 
                            .long_prefill_threshold = 32});
     std::map<uint64_t, RequestRecord> records;
     auto add = [&](uint64_t id, const std::vector<int32_t>& prompt, uint32_t outputs) {
-      NewRequest r;
-      r.id = id;
-      r.prompt = prompt;
-      r.max_output_tokens = outputs;
-      r.sampling.ignore_eos = true;
-      r.record = &records[id];
-      engine->add_request(std::move(r));
+      engine->add_request(greedy(id, prompt, outputs, &records[id]));
     };
     auto step = [&] {
       EXPECT_TRUE(engine->step());
@@ -369,13 +329,7 @@ TEST(EnginePrefixCaching, SharedBeginningsUnderPreemptionKeepTokensAndBooks) {
     for (size_t wave = 0; wave * 6 < plan.size(); ++wave) {
       for (const Planned& p : plan) {
         if (p.wave != wave) continue;
-        NewRequest r;
-        r.id = p.id;
-        r.prompt = p.prompt;
-        r.max_output_tokens = p.outputs;
-        r.sampling.ignore_eos = true;
-        r.record = &records[p.id];
-        engine->add_request(std::move(r));
+        engine->add_request(greedy(p.id, p.prompt, p.outputs, &records[p.id]));
       }
       // A few steps, then abort this wave's marked requests wherever they are.
       for (int s = 0; s < 3 && engine->step(); ++s) {

@@ -17,38 +17,14 @@
 #include <vector>
 
 #include "../../test_support/built_plugins.h"
+#include "../../test_support/tiny_checkpoint_dir.h"
 
 namespace headway::serving::test {
 
 namespace fs = std::filesystem;
 
-struct TinyCheckpoint {
-  TinyCheckpoint() {
-    path = fs::temp_directory_path() / ("headway_service_" + std::to_string(::getpid()));
-    models::cpu::TinyModelSpec spec;
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.ffn = 128;
-    spec.max_position_embeddings = 4096;
-    spec.dtype = models::cpu::DType::kF32;
-    models::cpu::write_tiny_checkpoint(spec, path / "tiny");
-  }
-  ~TinyCheckpoint() {
-    if (::getpid() == owner) fs::remove_all(path);  // not from a forked child that exits
-  }
-  TinyCheckpoint(const TinyCheckpoint&) = delete;
-  TinyCheckpoint& operator=(const TinyCheckpoint&) = delete;
-  fs::path path;
-  pid_t owner = ::getpid();
-};
-
-// One checkpoint shared by the tests of a binary, removed when the process exits.
-inline TinyCheckpoint& shared_tiny_checkpoint() {
-  static TinyCheckpoint checkpoint;
-  return checkpoint;
-}
+using headway::test::shared_tiny_checkpoint;
+using headway::test::TinyCheckpoint;
 
 // `engines_toml`: the [[engines]] tables; the model is the tiny checkpoint on 1 thread.
 inline core::DeploymentConfig tiny_deployment(const TinyCheckpoint& checkpoint,

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "../unit/test_support/tiny_checkpoint_dir.h"
+
 namespace headway::test {
 
 namespace fs = std::filesystem;
@@ -41,14 +43,7 @@ struct TempDir {
 inline fs::path write_tiny_deployment(const fs::path& dir, const std::string& name,
                                       const std::string& tables,
                                       const std::string& file_name = "deploy.toml") {
-  models::cpu::TinyModelSpec spec;
-  spec.layers = 2;
-  spec.hidden = 64;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.ffn = 128;
-  spec.dtype = models::cpu::DType::kF32;
-  models::cpu::write_tiny_checkpoint(spec, dir / "tiny");
+  models::cpu::write_tiny_checkpoint(tiny_test_spec(), dir / "tiny");
   const fs::path config = dir / file_name;
   std::ofstream(config) << "name = \"" << name << "\"\n[model]\nplugin = \"cpu\"\n"
                         << "options = { path = \"tiny\", threads = 1, kv_cache_gb = 0.02, "

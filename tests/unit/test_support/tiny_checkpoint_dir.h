@@ -11,17 +11,23 @@
 
 namespace headway::test {
 
+// The shape of the tests' tiny cpu model: 2 layers, hidden 64, 4 heads over 2 KV heads, F32.
+inline models::cpu::TinyModelSpec tiny_test_spec() {
+  models::cpu::TinyModelSpec spec;
+  spec.layers = 2;
+  spec.hidden = 64;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.ffn = 128;
+  spec.dtype = models::cpu::DType::kF32;
+  return spec;
+}
+
 struct TinyCheckpoint {
   TinyCheckpoint() {
     path = std::filesystem::temp_directory_path() / ("headway_tiny_" + std::to_string(::getpid()));
-    models::cpu::TinyModelSpec spec;
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.kv_heads = 2;
-    spec.ffn = 128;
+    models::cpu::TinyModelSpec spec = tiny_test_spec();
     spec.max_position_embeddings = 4096;
-    spec.dtype = models::cpu::DType::kF32;
     models::cpu::write_tiny_checkpoint(spec, path / "tiny");
   }
   ~TinyCheckpoint() {

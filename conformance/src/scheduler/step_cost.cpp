@@ -43,13 +43,19 @@ uint64_t run_queue_wait_ns() {
   return read == 2 ? waiting : 0;
 }
 
-// Times the calling thread gave up the CPU itself (sleep, a blocking read, a contended lock):
-// preemption by other work on the machine counts apart (ru_nivcsw), so a busy machine does not
-// make a scheduler look blocking.
-uint64_t voluntary_switches() {
+// Times the calling thread left the CPU: by its own doing (sleep, a blocking read, a contended
+// lock: ru_nvcsw) and preempted by other work on the machine (ru_nivcsw), which is not the
+// plugin's doing, so a busy machine does not make a scheduler look blocking.
+struct ContextSwitches {
+  uint64_t voluntary = 0;
+  uint64_t involuntary = 0;
+  bool operator==(const ContextSwitches&) const = default;
+};
+
+ContextSwitches context_switches() {
   rusage usage{};
   getrusage(RUSAGE_THREAD, &usage);
-  return static_cast<uint64_t>(usage.ru_nvcsw);
+  return {static_cast<uint64_t>(usage.ru_nvcsw), static_cast<uint64_t>(usage.ru_nivcsw)};
 }
 
 }  // namespace
@@ -113,26 +119,29 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
     const auto begin = std::chrono::steady_clock::now();
     double cpu_before = thread_cpu_seconds();
     double wall_before = wall_seconds();
-    uint64_t switches_before = voluntary_switches();
-    // Read only around calls that gave up the CPU (a file read per call would weigh on the mean).
+    ContextSwitches switches_before = context_switches();
+    // Read only around calls that left the CPU (a file read per call would weigh on the mean).
+    // Time ready for a CPU accrues only after the thread left it, so re-reading after every
+    // such call, preempted or not, charges each call with its own delay and no earlier one's.
     uint64_t run_queue_before = run_queue_wait_ns();
     for (uint32_t i = 0; i < calls; ++i) {
       call(kWarmUpCalls + i);
       const double cpu_after = thread_cpu_seconds();
       const double wall_after = wall_seconds();
-      const uint64_t switches_after = voluntary_switches();
+      const ContextSwitches switches_after = context_switches();
       cpu_seconds[i] = cpu_after - cpu_before;
-      if (switches_after != switches_before) {
-        // Off the CPU by its own doing: the time not spent computing was spent waiting, less the
-        // time spent ready for a CPU again (a busy machine's delay, not the plugin's; the count
-        // since the last read may include earlier calls', which only makes the wait shorter).
+      if (!(switches_after == switches_before)) {
         const uint64_t run_queue_after = run_queue_wait_ns();
         const double ready = 1e-9 * static_cast<double>(run_queue_after - run_queue_before);
         run_queue_before = run_queue_after;
-        const double waited = (wall_after - wall_before) - cpu_seconds[i] - ready;
-        cost.voluntary_switches += switches_after - switches_before;
-        cost.waited_max_seconds = std::max(cost.waited_max_seconds, waited);
-        if (waited > 1e-3) ++cost.calls_waiting_over_1ms;
+        if (switches_after.voluntary != switches_before.voluntary) {
+          // Off the CPU by its own doing: the time not spent computing was spent waiting, less
+          // the time spent ready for a CPU again (a busy machine's delay, not the plugin's).
+          const double waited = (wall_after - wall_before) - cpu_seconds[i] - ready;
+          cost.voluntary_switches += switches_after.voluntary - switches_before.voluntary;
+          cost.waited_max_seconds = std::max(cost.waited_max_seconds, waited);
+          if (waited > 1e-3) ++cost.calls_waiting_over_1ms;
+        }
       }
       cpu_before = cpu_after;
       wall_before = wall_after;

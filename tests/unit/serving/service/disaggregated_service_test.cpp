@@ -127,18 +127,20 @@ TEST_F(DisaggregatedServiceTest, AbortsAtAnyMomentOfTheHandOffFreeBothEnginesBlo
 // Requests handed to the decode engine that wait there for KV room are its queued work: its load
 // (what routers and /metrics see) counts them as waiting, not as nothing.
 TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEnginesWaiting) {
-  // Room for one request at a time on the decode engine: each reserves its final 1,019 tokens,
-  // all 64 blocks of 16, and holds them for 1,000 steps. (With 100-token requests the state lasted
-  // 25-60 ms under ASan, and an observer descheduled that long saw none of it.)
-  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 1024\n" +
+  // Room for one request at a time on the decode engine: each reserves its final 4,019 tokens,
+  // 252 of the 256 blocks of 16, and holds them for 4,000 steps. (With 100-token requests the
+  // state lasted 25-60 ms under ASan, and an observer descheduled that long saw none of it; with
+  // 1,000-token ones a loaded machine once kept this thread away for two of them.)
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 4096\n" +
                               kScheduler +
-                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 1024\n"
-                              "kv_blocks = 64\n" +
+                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 4096\n"
+                              "kv_blocks = 256\n" +
                               kScheduler;
-  LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
+  LocalGenerationService service(
+      tiny_deployment(checkpoint(), engines, kRouterAndTransport, /*max_model_len=*/4096));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 4; ++i) {
-    streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 1000)));
+    streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 4000)));
   }
   // Read until one of them is 100 tokens in: by then the other three were handed off long ago and
   // the decode driver has taken them out of its inbox (where they count as waiting too), so what
@@ -153,7 +155,7 @@ TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEngines
     }
   }
   // One decodes and the others wait for its blocks (at least two still wait even if this thread
-  // stalled through the first request's remaining 900 steps).
+  // stalled through the first request's remaining 3,900 steps).
   EXPECT_GE(service.cluster_info().engines[1].waiting, 2u);
   for (auto& stream : streams) service.abort(stream->id());
   for (auto& stream : streams) {

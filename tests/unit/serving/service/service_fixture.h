@@ -29,11 +29,12 @@ using headway::test::TinyCheckpoint;
 // `engines_toml`: the [[engines]] tables; the model is the tiny checkpoint on 1 thread.
 inline core::DeploymentConfig tiny_deployment(const TinyCheckpoint& checkpoint,
                                               const std::string& engines_toml,
-                                              const std::string& extra_toml = "") {
+                                              const std::string& extra_toml = "",
+                                              uint32_t max_model_len = 1024) {
   const std::string text =
       "name = \"svc-test\"\n[model]\nplugin = \"cpu\"\noptions = { path = \"tiny\", threads = 1, "
-      "kv_cache_gb = 0.02, max_model_len = 1024 }\n" +
-      engines_toml + extra_toml;
+      "kv_cache_gb = 0.02, max_model_len = " +
+      std::to_string(max_model_len) + " }\n" + engines_toml + extra_toml;
   return core::parse_deployment(text, checkpoint.path / "deploy.toml",
                                 headway::test::built_plugins());
 }

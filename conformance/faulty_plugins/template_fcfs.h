@@ -9,8 +9,11 @@
 
 namespace headway::faulty {
 
-inline void plan_template_fcfs(const hw_scheduler_snapshot& s, sdk::PlanWriter& plan,
-                               uint32_t budget, uint32_t max_seqs) {
+// `waiting_left`: the tokens a waiting request has left to compute (a fault may count them
+// wrongly).
+inline void plan_template_fcfs(
+    const hw_scheduler_snapshot& s, sdk::PlanWriter& plan, uint32_t budget, uint32_t max_seqs,
+    uint32_t (*waiting_left)(const hw_request_view&) = sdk::remaining_tokens) {
   using sdk::extra_blocks;
   using sdk::remaining_tokens;
   uint32_t free_blocks = s.kv_blocks_free;
@@ -33,7 +36,7 @@ inline void plan_template_fcfs(const hw_scheduler_snapshot& s, sdk::PlanWriter& 
   uint32_t running = s.running_count;
   for (uint32_t i = 0; i < s.waiting_count && running < max_seqs && budget > 0; ++i) {
     const hw_request_view& w = s.waiting[i];
-    const uint32_t tokens = std::min(remaining_tokens(w), budget);
+    const uint32_t tokens = std::min(waiting_left(w), budget);
     const uint32_t need = extra_blocks(w, tokens, s.block_size);
     if (need > free_blocks) break;
     plan.add_slice(w, tokens);

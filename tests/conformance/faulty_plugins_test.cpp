@@ -77,6 +77,20 @@ TEST(FaultyPlugins, SleepingSchedulerFailsTheWaitTest) {
   EXPECT_GE(waits->metrics.at("waited_max_us").get<double>(), 2000.0) << waits->message;
 }
 
+// Plans every waiting request's tokens as if nothing were computed: right for new and preempted
+// requests, so only the traces whose waiting requests have computed tokens (a prefix-cache hit,
+// KV moved to a decode engine) catch it.
+TEST(FaultyPlugins, SchedulerThatPlansWaitingRequestsFromZeroFailsPlanValidity) {
+  const auto r = run_faulty("faulty_fresh_waiting_scheduler.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kFail);
+  const std::string& message = headway::test::find_test(r, "scheduler.plans_valid")->message;
+  EXPECT_NE(message.find("are left"), std::string::npos) << message;
+  EXPECT_TRUE(message.find("shared_prefix#") != std::string::npos ||
+              message.find("moved_kv#") != std::string::npos)
+      << message;
+}
+
 // Sorts the engine's waiting queue in place through a const_cast: the suite names the first field
 // the sort changed, in the first call.
 TEST(FaultyPlugins, SchedulerThatSortsTheWaitingQueueItWasLentFailsReadOnly) {

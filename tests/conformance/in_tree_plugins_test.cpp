@@ -26,6 +26,11 @@ TEST_P(InTreePluginTest, IsConformant) {
   for (const auto& t : result.tests) {
     EXPECT_NE(t.outcome, headway::conformance::Outcome::kFail) << t.id << ": " << t.message;
   }
+  // A scheduler was shown waiting requests that have computed tokens, both ways they come.
+  if (const auto* valid = headway::test::find_test(result, "scheduler.plans_valid")) {
+    EXPECT_GT(valid->metrics.at("prefix_hit_tokens").get<uint64_t>(), 0u) << valid->message;
+    EXPECT_GT(valid->metrics.at("moved_requests").get<uint64_t>(), 0u) << valid->message;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -23,7 +23,7 @@
 namespace headway::conformance {
 namespace {
 
-constexpr uint32_t kTraces = 36;
+constexpr uint32_t kTraces = 40;             // five of each kind
 constexpr uint32_t kDeterminismTraces = 12;  // the first ones, replayed
 constexpr uint32_t kIndependenceTraces = 4;  // of those, each run again on two threads at once
 constexpr uint32_t kCostRunning = 1000;
@@ -149,6 +149,7 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
 
   const std::vector<TraceSpec> traces = generate_traces(context.options.seed, kTraces);
   uint64_t steps = 0, preemptions = 0, aborted_mid_prefill = 0, completed = 0;
+  uint64_t prefix_hit_tokens = 0, moved_requests = 0;
   uint32_t worst_wait = 0;
   for (size_t i = 0; i < traces.size(); ++i) {
     const TraceSpec& trace = traces[i];
@@ -160,6 +161,8 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
     steps += out.steps;
     preemptions += out.preemptions;
     aborted_mid_prefill += out.aborted_mid_prefill;
+    prefix_hit_tokens += out.prefix_hit_tokens;
+    moved_requests += out.moved_requests;
     worst_wait = std::max(worst_wait, out.worst_free_wait);
     if (!out.invalid_plan.empty()) {
       valid.fail(out.invalid_plan);
@@ -200,12 +203,18 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   for (TestRecorder* t : {&valid, &finish, &starve, &same, &aborts, &preempt}) {
     if (completed == 0 && !t->failed()) t->skip("no trace ran to its end");
   }
-  valid.metrics() = {{"traces", traces.size()}, {"steps", steps}};
+  valid.metrics() = {{"traces", traces.size()},
+                     {"steps", steps},
+                     {"prefix_hit_tokens", prefix_hit_tokens},
+                     {"moved_requests", moved_requests}};
   finish.metrics() = {{"traces_completed", completed}};
   starve.metrics() = {{"bound_steps", kStarvationBound}, {"worst_wait_steps", worst_wait}};
   aborts.metrics() = {{"aborted_mid_prefill", aborted_mid_prefill}};
   preempt.metrics() = {{"preemptions", preemptions}};
-  valid.note(fmt::format("{} traces, {} steps", traces.size(), steps));
+  valid.note(fmt::format(
+      "{} traces, {} steps; waiting requests with computed tokens: {} prompt tokens found in the "
+      "prefix cache, {} requests arrived with moved KV",
+      traces.size(), steps, prefix_hit_tokens, moved_requests));
   starve.note(
       fmt::format("worst wait with room: {} steps (bound {})", worst_wait, kStarvationBound));
   aborts.note(fmt::format("{} requests aborted mid-prefill", aborted_mid_prefill));

@@ -6,11 +6,37 @@
 namespace headway::conformance {
 namespace {
 
-constexpr const char* kKinds[] = {"steady",      "burst",       "tiny_budget",
-                                  "huge_budget", "kv_pressure", "aborts"};
+constexpr const char* kKinds[] = {"steady",      "burst",  "tiny_budget",   "huge_budget",
+                                  "kv_pressure", "aborts", "shared_prefix", "moved_kv"};
 
 uint32_t uniform(std::mt19937_64& rng, uint32_t lo, uint32_t hi) {
   return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
+}
+
+void append_random_ids(std::mt19937_64& rng, uint32_t count, std::vector<int32_t>& out) {
+  for (uint32_t i = 0; i < count; ++i) out.push_back(static_cast<int32_t>(uniform(rng, 0, 31999)));
+}
+
+// Prompts that begin alike, as chat traffic's do: behind one of a few shared system prompts or
+// documents (some of them just that beginning, so all but the last token is found cached), an
+// earlier request's whole prompt repeated (a retry) or continued (the next turn), or a prompt of
+// its own. Each is cut to `room` tokens.
+std::vector<int32_t> shared_prefix_prompt(std::mt19937_64& rng,
+                                          const std::vector<std::vector<int32_t>>& beginnings,
+                                          const std::vector<TraceRequest>& earlier, uint32_t room) {
+  std::vector<int32_t> tokens;
+  const uint32_t shape = uniform(rng, 0, 7);
+  if (shape <= 1 && !earlier.empty()) {
+    tokens = earlier[uniform(rng, 0, static_cast<uint32_t>(earlier.size() - 1))].tokens;
+    if (shape == 1) append_random_ids(rng, uniform(rng, 1, 200), tokens);
+  } else if (shape <= 6) {
+    tokens = beginnings[uniform(rng, 0, static_cast<uint32_t>(beginnings.size() - 1))];
+    append_random_ids(rng, uniform(rng, 0, 200), tokens);
+  } else {
+    append_random_ids(rng, uniform(rng, 1, 256), tokens);
+  }
+  if (tokens.size() > room) tokens.resize(room);
+  return tokens;
 }
 
 }  // namespace
@@ -45,20 +71,38 @@ std::vector<TraceSpec> generate_traces(uint64_t seed, uint32_t count) {
       spec.budget = uniform(rng, 32, 256);  // small enough that prompts span several steps
     } else if (kind == "burst") {
       horizon = 0;  // set per request below
+    } else if (kind == "shared_prefix" || kind == "moved_kv") {
+      // Half of them with a pool of one long request and a little more: cached blocks are
+      // evicted, shared blocks held by several running requests, moved KV waits for room.
+      if (uniform(rng, 0, 1) == 0) {
+        spec.kv_blocks = spec.max_model_len / spec.block_size + uniform(rng, 0, 64);
+      }
+      spec.decode_engine = kind == "moved_kv";
     }
+    std::vector<std::vector<int32_t>> beginnings(kind == "shared_prefix" ? uniform(rng, 1, 4) : 0);
+    for (std::vector<int32_t>& b : beginnings) append_random_ids(rng, uniform(rng, 1, 600), b);
     std::vector<uint64_t> bursts;
     for (int b = 0; b < 4; ++b) bursts.push_back(uniform(rng, 0, 300));
     for (uint32_t i = 0; i < requests; ++i) {
       TraceRequest r;
       r.id = i + 1;
       r.max_output_tokens = uniform(rng, 1, kind == "kv_pressure" ? 200 : 64);
+      // Seven of eight moved: a request generated its first token where it was prefilled, so it
+      // has at least two; the rest are prefilled here (a decode engine does when a transfer fails).
+      r.moved = kind == "moved_kv" && uniform(rng, 0, 7) != 0;
+      if (r.moved) r.max_output_tokens = std::max(r.max_output_tokens, 2u);
       const uint32_t room = spec.max_model_len - r.max_output_tokens;
-      // Mostly short prompts with a long tail, as in chat traffic.
-      r.prompt_tokens =
-          uniform(rng, 0, 3) == 0 ? uniform(rng, 1, room) : uniform(rng, 1, std::min(room, 256u));
+      if (kind == "shared_prefix") {
+        r.tokens = shared_prefix_prompt(rng, beginnings, spec.requests, room);
+        r.prompt_tokens = static_cast<uint32_t>(r.tokens.size());
+      } else {
+        // Mostly short prompts with a long tail, as in chat traffic.
+        r.prompt_tokens =
+            uniform(rng, 0, 3) == 0 ? uniform(rng, 1, room) : uniform(rng, 1, std::min(room, 256u));
+      }
       r.arrival_step = kind == "burst" ? bursts[uniform(rng, 0, 3)]
                                        : uniform(rng, 0, static_cast<uint32_t>(horizon));
-      spec.requests.push_back(r);
+      spec.requests.push_back(std::move(r));
     }
     std::stable_sort(spec.requests.begin(), spec.requests.end(),
                      [](const TraceRequest& a, const TraceRequest& b) {

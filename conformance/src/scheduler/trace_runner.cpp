@@ -83,7 +83,16 @@ class TraceRun {
            ++next_abort) {
         abort_one();
       }
+      complete_transfers();
+      start_transfers();
       if (!engine_.has_work()) {
+        if (!transferring_.empty()) continue;  // they join the queue at the top of the loop
+        if (!moves_waiting_.empty()) {         // an idle engine always has room for one
+          out_.unfinished =
+              fmt::format("trace {}: an idle engine has no room for request {}'s moved KV",
+                          trace_.name, moves_waiting_.front()->id);
+          return;
+        }
         if (next == trace_.requests.size()) break;
         step = trace_.requests[next].arrival_step;  // idle until the next arrival
         continue;
@@ -132,14 +141,52 @@ class TraceRun {
 
  private:
   void add(const TraceRequest& r) {
+    if (r.moved) {
+      moves_waiting_.push_back(&r);
+      return;
+    }
     core::NewRequest request;
     request.id = r.id;
     request.prompt_tokens = r.prompt_tokens;
+    request.prompt = r.tokens;
     request.max_output_tokens = r.max_output_tokens;
     request.arrival = engine_.clock().now();
     engine_.add_request(std::move(request));
     requests_[r.id].prompt = r.prompt_tokens;
     waiting_.push_back(r.id);
+  }
+
+  // Moved requests, in arrival order, as a decode engine's driver hands them over: each reserves
+  // its blocks when the engine has room (the ones behind wait too), its KV "arrives" (the
+  // simulated model needs none) and it joins the head of the waiting queue a loop later, with its
+  // prompt computed and its first token generated.
+  void start_transfers() {
+    while (!moves_waiting_.empty()) {
+      const TraceRequest& r = *moves_waiting_.front();
+      core::IncomingTransfer in;
+      in.id = r.id;
+      in.prompt_tokens = r.prompt_tokens;
+      in.output_tokens = 1;
+      in.computed_tokens = r.prompt_tokens;
+      in.max_output_tokens = r.max_output_tokens;
+      in.arrival = engine_.clock().now();
+      if (!engine_.reserve_incoming(std::move(in))) return;
+      Mirror& m = requests_[r.id];
+      m.prompt = r.prompt_tokens;
+      m.outputs = 1;
+      m.computed = r.prompt_tokens;
+      transferring_.push_back(r.id);
+      moves_waiting_.pop_front();
+      ++out_.moved_requests;
+    }
+  }
+
+  void complete_transfers() {
+    for (uint64_t id : transferring_) {
+      engine_.complete_transfer(id);
+      waiting_.push_front(id);  // as the engine queues it
+    }
+    transferring_.clear();
   }
 
   // Aborts a request mid-prefill when there is one (the harder case: it holds blocks and its
@@ -167,6 +214,7 @@ class TraceRun {
   }
 
   void apply(const core::StepDetail& d, uint32_t free_before) {
+    out_.prefix_hit_tokens += d.prefix_hit_tokens;
     uint64_t h = 0;
     uint32_t released = 0;
     for (uint64_t id : d.preempted) {
@@ -183,12 +231,16 @@ class TraceRun {
       Mirror& m = requests_[s.request_id];
       allocated += blocks_for(uint64_t{s.start} + s.tokens, trace_.block_size) -
                    blocks_for(s.start, trace_.block_size);
+      // A beginning found in the prefix cache: its blocks were free (idle) or held by running
+      // requests; counted as taken from the free ones, so the free count is never overstated.
+      if (s.start > m.computed) allocated += blocks_for(s.start, trace_.block_size);
       m.computed = s.start + s.tokens;
       m.running = true;
       h = mix(mix(mix(h, s.request_id), s.start), s.tokens);
     }
     out_.step_hashes.push_back(h);
-    check_starvation(&d, free_before + released - allocated);
+    const uint32_t available = free_before + released;
+    check_starvation(&d, allocated < available ? available - allocated : 0);
     for (const hw_slice& s : d.slices) {
       Mirror& m = requests_[s.request_id];
       if (m.done) m.running = false;
@@ -252,7 +304,9 @@ class TraceRun {
   TraceOutcome& out_;
   const std::function<void()>& before_step_;
   std::unordered_map<uint64_t, Mirror> requests_;
-  std::deque<uint64_t> waiting_;  // queue order, as the engine keeps it
+  std::deque<uint64_t> waiting_;                   // queue order, as the engine keeps it
+  std::deque<const TraceRequest*> moves_waiting_;  // moved requests waiting for KV room
+  std::vector<uint64_t> transferring_;             // reserved; they join the queue next loop
   Listener listener_;
 };
 
@@ -270,6 +324,7 @@ TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoic
   config.block_size = trace.block_size;
   config.kv_blocks = trace.kv_blocks;
   config.max_model_len = trace.max_model_len;
+  config.role = trace.decode_engine ? HW_ENGINE_ROLE_DECODE : HW_ENGINE_ROLE_MIXED;
   std::unique_ptr<core::Engine> engine;
   try {
     config.scheduler = scheduler.choice_with(scheduler_defaults(scheduler, trace));

@@ -38,6 +38,8 @@ struct TraceOutcome {
   uint64_t aborted_mid_prefill = 0;
   uint64_t aborted = 0;
   uint64_t finished = 0;
+  uint64_t prefix_hit_tokens = 0;     // prompt tokens admitted as found in the prefix cache
+  uint64_t moved_requests = 0;        // requests that arrived with their KV moved here
   uint32_t worst_free_wait = 0;       // most steps any head request waited with room for it
   std::vector<uint64_t> step_hashes;  // one per step: slices and preemptions
 };

@@ -270,6 +270,8 @@ int run_bench(const BenchArgs& args) {
   core::Report report = core::build_report(workload, run.records, 0, 0, run.wall_seconds,
                                            baseline ? &baseline->records : nullptr);
   report.measured = true;
+  // A server says what it found cached in each usage's prompt_tokens_details (Headway does).
+  report.cached_prompt_tokens_known = run.cached_tokens_reported;
   core::add_goodput(report, slo, run.records);
   core::print_report(std::cout, report);
   const bench::BenchSummary summary = bench::summarize_bench(workload, run, args.max_concurrency);

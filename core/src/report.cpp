@@ -411,10 +411,10 @@ nlohmann::json report_to_json(const Report& report) {
           {"preemptions",
            report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.preemptions)},
           {"steps", report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.steps)},
-          // A client (bench) cannot see what the server found cached.
           {"prompt_tokens", report.prompt_tokens},
-          {"cached_prompt_tokens",
-           report.measured ? nlohmann::json(nullptr) : nlohmann::json(report.cached_prompt_tokens)},
+          {"cached_prompt_tokens", report.cached_prompt_tokens_known
+                                       ? nlohmann::json(report.cached_prompt_tokens)
+                                       : nlohmann::json(nullptr)},
           {"step_summary",
            report.step_summary ? step_json(*report.step_summary) : nlohmann::json(nullptr)}};
 }

@@ -167,6 +167,18 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   EXPECT_EQ(long_answer->status, 200) << long_answer->body;
   EXPECT_NE(long_answer->body.find("\"completion_tokens\":7"), std::string::npos)
       << long_answer->body;
+  // The same prompt again: its engine process found its beginning cached, and the router passes
+  // on what that process said.
+  const auto again =
+      http.Post("/v1/completions", completion(std::string(300, 'd'), 7, false), "application/json");
+  ASSERT_TRUE(again) << httplib::to_string(again.error());
+  EXPECT_EQ(again->status, 200) << again->body;
+  EXPECT_EQ(nlohmann::json::parse(long_answer->body)["usage"]["prompt_tokens_details"],
+            nlohmann::json({{"cached_tokens", 0}}))
+      << long_answer->body;
+  EXPECT_GE(nlohmann::json::parse(again->body)["usage"]["prompt_tokens_details"]["cached_tokens"],
+            256)
+      << again->body;
 
   // Streaming chat through the router: SSE chunks and the closing [DONE].
   const auto chat = http.Post(
@@ -188,9 +200,9 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   const std::string metrics = metrics_of(http);
   const std::map<std::string, double> counts = finished(metrics);
   EXPECT_EQ(counts.at("0/length"), 1.0);  // the short completion
-  // The long prompt, and the chat: the built-in Llama 3 template's headers alone are over 100
-  // byte-level tokens.
-  EXPECT_EQ(counts.at("1/length"), 2.0);
+  // The long prompt twice, and the chat: the built-in Llama 3 template's headers alone are over
+  // 100 byte-level tokens.
+  EXPECT_EQ(counts.at("1/length"), 3.0);
   EXPECT_EQ(counts.at("0/error") + counts.at("1/error"), 0.0);
   // The router's /metrics (its own request series and the engine processes' reported state) is
   // valid Prometheus text too.
@@ -205,9 +217,9 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
     EXPECT_EQ(cluster.engine(e).stop(SIGTERM), 0) << cluster.engine(e).log();
   }
   // Each engine process traced its own steps, its model line first: the short one decoded the
-  // short completion's 5 tokens (4 decode steps after its prefill), the long one the other two
-  // requests' 7 + 4.
-  for (const auto& [pool, decodes] : {std::pair{"short", 4}, {"long", 6 + 3}}) {
+  // short completion's 5 tokens (4 decode steps after its prefill), the long one the other
+  // three requests' 7 + 7 + 4.
+  for (const auto& [pool, decodes] : {std::pair{"short", 4}, {"long", 6 + 6 + 3}}) {
     std::ifstream trace(dir.path / (std::string("steps_") + pool + ".jsonl"));
     ASSERT_TRUE(trace) << pool;
     std::string line;

@@ -112,6 +112,7 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
   out.set_finish_reason(finish_name(chunk.finish));
   out.mutable_usage()->set_prompt_tokens(chunk.usage.prompt_tokens);
   out.mutable_usage()->set_completion_tokens(chunk.usage.completion_tokens);
+  out.mutable_usage()->set_cached_prompt_tokens(chunk.usage.cached_prompt_tokens);
   auto& timings = *out.mutable_timings();
   timings.set_queue_seconds(chunk.timings.queue_seconds);
   timings.set_ttft_seconds(chunk.timings.ttft_seconds);

@@ -45,9 +45,12 @@ nlohmann::ordered_json stop_reason_json(const StopReason& reason) {
 }
 
 nlohmann::ordered_json usage_json(const Usage& usage) {
+  // prompt_tokens_details.cached_tokens as OpenAI reports it (vLLM behind a flag): always, so
+  // that a client can tell a prefix-cache hit from a slow prefill.
   return {{"prompt_tokens", usage.prompt_tokens},
           {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}}};
 }
 
 nlohmann::ordered_json completion_json(const ResponseHeader& header,

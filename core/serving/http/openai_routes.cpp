@@ -249,9 +249,11 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
           collect_completions(service_, reader, in_flight_.stopping(), client);
       for (size_t i = 0; i < completions.size(); ++i) {
         Completion& completion = completions[i];
-        // Each prompt counts once, however many choices it has.
+        // Each prompt counts once, however many choices it has (its cached tokens: its first
+        // choice's).
         if (i % header.choices_per_prompt == 0) {
           usage.prompt_tokens += completion.usage.prompt_tokens;
+          usage.cached_prompt_tokens += completion.usage.cached_prompt_tokens;
         }
         usage.completion_tokens += completion.usage.completion_tokens;
         choices.push_back(

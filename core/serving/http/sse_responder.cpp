@@ -30,9 +30,12 @@ bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
 Usage SseResponder::usage() const {
   Usage total;
   for (size_t i = 0; i < choices_.size(); ++i) {
-    // Each prompt counts once, however many choices it has.
-    if (i % header_.choices_per_prompt == 0)
+    // Each prompt counts once, however many choices it has (its cached tokens: its first
+    // choice's).
+    if (i % header_.choices_per_prompt == 0) {
       total.prompt_tokens += reader_.stream(i).prompt_tokens();
+      total.cached_prompt_tokens += reader_.stream(i).cached_prompt_tokens();
+    }
     total.completion_tokens += choices_[i].completion_tokens;
   }
   return total;

@@ -127,6 +127,12 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     context_.TryCancel();
     return;
   }
+  // The engine process that prefilled the request says what its prefix cache held, in the usage
+  // of its last message (a decode process continuing it later says 0: its KV was moved, not
+  // found), so a usage before the finish says 0 through a router.
+  if (response_.has_usage() && response_.usage().cached_prompt_tokens() > 0 && !finished_) {
+    stream_->note_cached_prompt_tokens(response_.usage().cached_prompt_tokens());
+  }
   if (count > 0 && !finished_) {
     const double now = since_arrival();
     if (first_token_seconds_ < 0.0) {

@@ -980,6 +980,9 @@ void EngineDriver::on_token(uint64_t request_id, int32_t token, double time,
   if (request.record.output_tokens <= 1 && !request.continued) {
     // The engine counts the token in the record before calling back.
     request.series.time_to_first_token.observe(time - request.record.arrival);
+    if (request.record.cached_tokens > 0) {
+      request.stream->note_cached_prompt_tokens(request.record.cached_tokens);
+    }
   } else {
     request.series.inter_token_latency.observe(time - request.last_token_time);
   }

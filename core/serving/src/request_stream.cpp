@@ -80,6 +80,16 @@ void RequestStream::refuse(ServiceError refusal, Timings timings) {
   ready_.notify_one();
 }
 
+void RequestStream::note_cached_prompt_tokens(uint32_t tokens) {
+  std::lock_guard lock(mutex_);
+  if (finish_ == Finish::kNone) cached_prompt_tokens_ = tokens;
+}
+
+uint32_t RequestStream::cached_prompt_tokens() const {
+  std::lock_guard lock(mutex_);
+  return cached_prompt_tokens_;
+}
+
 void RequestStream::admit() {
   {
     std::lock_guard lock(mutex_);
@@ -129,7 +139,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     taken_top_.swap(pending_top_);
     pending_top_.clear();
     finish = finish_;
-    out.usage = {prompt_tokens_, completion_tokens_};
+    out.usage = {prompt_tokens_, completion_tokens_, cached_prompt_tokens_};
     out.timings = timings_;
     out.error = error_;
   }
@@ -147,7 +157,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
       out.finish = Finish::kStop;
       out.error.clear();  // an abort that crossed the stop string's (a drain's) is not this end
       out.stop_reason = decoder_->stop_reason();
-      out.usage = {prompt_tokens_, completion_tokens_};
+      out.usage = {prompt_tokens_, completion_tokens_, cached_prompt_tokens_};
       return true;
     }
     if (finish != Finish::kNone) out.text += decoder_->flush();

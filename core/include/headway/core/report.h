@@ -97,6 +97,8 @@ struct Report {
   // was first scheduled.
   uint64_t prompt_tokens = 0;
   uint64_t cached_prompt_tokens = 0;
+  // False where nothing said what was cached (a server whose usage has no cached tokens).
+  bool cached_prompt_tokens_known = true;
   size_t steps = 0;
   std::optional<StepSummary> step_summary;  // when the caller recorded steps
   std::optional<Goodput> goodput;           // when the caller judged the run against an SLO

@@ -53,6 +53,7 @@ core::RequestRecord take_record(const core::WorkloadRequest& request, StreamResu
   record.first_token = result.first_token;
   record.finish = result.finish;
   record.finished = result.ok();
+  record.cached_tokens = result.usage_cached_tokens.value_or(0);
   record.token_times = std::move(result.token_times);
   return record;
 }
@@ -75,6 +76,7 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   run.peak_in_flight = dispatched.peak_in_flight;
   run.records.reserve(workload.requests.size());
   for (size_t i = 0; i < workload.requests.size(); ++i) {
+    run.cached_tokens_reported |= run.results[i].usage_cached_tokens.has_value();
     run.records.push_back(take_record(workload.requests[i], run.results[i]));
   }
   return run;

@@ -46,6 +46,19 @@ CompletionChunk parse_object(const json& doc) {
       }
       chunk.usage_completion_tokens = tokens->get<uint32_t>();
     }
+    if (auto details = usage->find("prompt_tokens_details");
+        details != usage->end() && !details->is_null()) {
+      if (!details->is_object())
+        throw core::Error("'usage.prompt_tokens_details' is not an object");
+      if (auto cached = details->find("cached_tokens");
+          cached != details->end() && !cached->is_null()) {
+        if (!cached->is_number_unsigned()) {
+          throw core::Error(
+              "'usage.prompt_tokens_details.cached_tokens' is not a non-negative integer");
+        }
+        chunk.usage_cached_tokens = cached->get<uint32_t>();
+      }
+    }
   }
   auto choices = doc.find("choices");
   if (choices == doc.end() || choices->is_null()) return chunk;

@@ -51,6 +51,7 @@ void StreamMeasurement::on_event(const SseEvent& event, double now) {
     return;
   }
   if (chunk.finish_reason) finish_reason_ = chunk.finish_reason;
+  if (chunk.usage_cached_tokens) cached_tokens_ = chunk.usage_cached_tokens;
   if (!chunk.has_choice) {  // the usage-only chunk that include_usage adds at the end
     if (chunk.usage_completion_tokens) final_usage_ = chunk.usage_completion_tokens;
     return;
@@ -87,6 +88,7 @@ StreamResult StreamMeasurement::finish(double now) const {
   r.sent = sent_;
   r.first_token = chunks_.empty() ? core::kNever : chunks_.front().time;
   r.usage_completion_tokens = final_usage_ ? final_usage_ : running_usage_;
+  r.usage_cached_tokens = cached_tokens_;
   r.finish_reason = finish_reason_;
   r.failure = failure_;
   r.http_status = http_status_;

@@ -111,7 +111,9 @@ TEST_F(BenchRunnerTest, SendsTheWorkloadsRequestsInArrivalOrder) {
     EXPECT_TRUE(std::is_sorted(rec.token_times.begin(), rec.token_times.end()));
     EXPECT_LE(rec.token_times.back(), rec.finish);
     EXPECT_EQ(run.results[i].usage_completion_tokens, workload.requests[i].output_tokens);
+    EXPECT_EQ(rec.cached_tokens, workload.requests[i].prompt_tokens / 2);
   }
+  EXPECT_TRUE(run.cached_tokens_reported);
   // Sent in order: each send is no earlier than the one before it.
   for (size_t i = 1; i < run.records.size(); ++i) {
     EXPECT_LE(run.records[i - 1].arrival, run.records[i].arrival);
@@ -215,6 +217,16 @@ TEST_F(BenchRunnerTest, TokensOfMultiTokenChunksAreAllCounted) {
     EXPECT_EQ(run.records[i].output_tokens, workload.requests[i].output_tokens);
     EXPECT_EQ(run.records[i].token_times.size(), workload.requests[i].output_tokens);
   }
+}
+
+// A server whose usage does not say what it found cached: the records say 0 and the run says
+// that nothing was reported (the report then prints null, not 0%).
+TEST_F(BenchRunnerTest, AServerThatReportsNoCachedTokensIsToldApart) {
+  server.set_behaviour("chat", FakeBehaviour::kTwoTokensPerChunk);
+  server.set_behaviour("document", FakeBehaviour::kTwoTokensPerChunk);
+  const BenchRun run = run_bench(workload, options(4));
+  for (const core::RequestRecord& record : run.records) EXPECT_EQ(record.cached_tokens, 0u);
+  EXPECT_FALSE(run.cached_tokens_reported);
 }
 
 TEST_F(BenchRunnerTest, ModelListAndApiKeyReachTheServer) {

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -120,11 +121,16 @@ class FakeOpenAiServer {
            text + "\"" + extra + ",\"finish_reason\":null}]}\n\n";
   }
 
-  static std::string usage(uint32_t prompt, uint32_t completion) {
+  // With `cached`, the usage says that many prompt tokens were found cached, as Headway's does.
+  static std::string usage(uint32_t prompt, uint32_t completion,
+                           std::optional<uint32_t> cached = std::nullopt) {
+    const std::string details =
+        cached ? ",\"prompt_tokens_details\":{\"cached_tokens\":" + std::to_string(*cached) + "}"
+               : "";
     return "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"choices\":[],\"usage\":{"
            "\"prompt_tokens\":" +
            std::to_string(prompt) + ",\"completion_tokens\":" + std::to_string(completion) +
-           ",\"total_tokens\":" + std::to_string(prompt + completion) + "}}\n\n";
+           ",\"total_tokens\":" + std::to_string(prompt + completion) + details + "}}\n\n";
   }
 
   void handle(const httplib::Request& req, httplib::Response& res) {
@@ -182,7 +188,10 @@ class FakeOpenAiServer {
               for (; sent < max_tokens; ++sent) write(chunk("a"));
           }
           if (behaviour != FakeBehaviour::kEndWithoutDone) {
-            write(usage(prompt, max_tokens));
+            // The plain stream "found" half of each prompt cached; the others say nothing.
+            write(usage(
+                prompt, max_tokens,
+                behaviour == FakeBehaviour::kStream ? std::optional(prompt / 2) : std::nullopt));
             write("data: [DONE]\n\n");
           }
           sink.done();

@@ -36,6 +36,14 @@ TEST(CompletionChunk, ReadsCompletionAndChatShapes) {
   c = parse_completion_chunk(usage_chunk(7));
   EXPECT_FALSE(c.has_choice);
   EXPECT_EQ(c.usage_completion_tokens, 7u);
+  EXPECT_FALSE(c.usage_cached_tokens);
+
+  c = parse_completion_chunk(R"({"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,)"
+                             R"("prompt_tokens_details":{"cached_tokens":8}}})");
+  EXPECT_EQ(c.usage_cached_tokens, 8u);
+  c = parse_completion_chunk(
+      R"({"choices":[],"usage":{"completion_tokens":2,"prompt_tokens_details":null}})");
+  EXPECT_FALSE(c.usage_cached_tokens);
 
   c = parse_completion_chunk(R"({"error":{"message":"boom","code":500}})");
   EXPECT_EQ(c.error, "boom");
@@ -51,6 +59,10 @@ TEST(CompletionChunk, RejectsWhatIsNotAChunkQuotingIt) {
   EXPECT_THROW(parse_completion_chunk(R"({"choices":{"text":"a"}})"), core::Error);
   EXPECT_THROW(parse_completion_chunk(R"({"choices":[{"text":5}]})"), core::Error);
   EXPECT_THROW(parse_completion_chunk(R"({"usage":{"completion_tokens":-1}})"), core::Error);
+  EXPECT_THROW(parse_completion_chunk(R"({"usage":{"prompt_tokens_details":3}})"), core::Error);
+  EXPECT_THROW(
+      parse_completion_chunk(R"({"usage":{"prompt_tokens_details":{"cached_tokens":"8"}}})"),
+      core::Error);
 }
 
 TEST(StreamMeasurement, OneTokenPerChunkGivesOneTokenTimePerChunk) {

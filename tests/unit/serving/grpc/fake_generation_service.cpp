@@ -126,6 +126,9 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   auto stream = std::make_shared<RequestStream>(id, prompt_length(input),
                                                 std::make_unique<CharDecoder>(), nullptr);
   submitted_.push_back(std::move(input));
+  if (script_.cached_prompt_tokens > 0) {
+    stream->note_cached_prompt_tokens(script_.cached_prompt_tokens);
+  }
   if (!script_.tokens.empty()) stream->push_tokens(script_.tokens);
   if (script_.finish == Finish::kNone) {
     running_[id] = stream;

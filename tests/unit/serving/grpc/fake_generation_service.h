@@ -32,7 +32,8 @@ class FakeGenerationService final : public GenerationService {
     Finish finish = Finish::kLength;  // kNone: the request keeps running until the test
                                       // finishes it or it is aborted
     Timings timings;
-    std::string error;  // with Finish::kError
+    std::string error;                  // with Finish::kError
+    uint32_t cached_prompt_tokens = 0;  // noted before the tokens are pushed
   };
 
   FakeGenerationService();

@@ -19,7 +19,8 @@ TEST_F(GenerateTest, StreamsTokenIdsAndTextWithUsageAndTimingsOnTheLastMessage) 
                     .timings = {.queue_seconds = 0.25,
                                 .ttft_seconds = 0.5,
                                 .e2e_seconds = 1.5,
-                                .kv_transfer_seconds = 0.125}});
+                                .kv_transfer_seconds = 0.125},
+                    .cached_prompt_tokens = 2});
   v1::GenerateRequest request = token_request({1, 2, 3});
   request.set_request_id("r-1");
   request.mutable_sampling()->set_max_tokens(2);
@@ -35,6 +36,7 @@ TEST_F(GenerateTest, StreamsTokenIdsAndTextWithUsageAndTimingsOnTheLastMessage) 
   EXPECT_EQ(last.finish_reason(), "length");
   EXPECT_EQ(last.usage().prompt_tokens(), 3u);
   EXPECT_EQ(last.usage().completion_tokens(), 2u);
+  EXPECT_EQ(last.usage().cached_prompt_tokens(), 2u);
   EXPECT_DOUBLE_EQ(last.timings().queue_seconds(), 0.25);
   EXPECT_DOUBLE_EQ(last.timings().ttft_seconds(), 0.5);
   EXPECT_DOUBLE_EQ(last.timings().e2e_seconds(), 1.5);

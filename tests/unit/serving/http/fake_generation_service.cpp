@@ -185,6 +185,7 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   auto stream = std::make_shared<RequestStream>(
       id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids)), nullptr,
       !(hold_ && admission_pending_));
+  stream->note_cached_prompt_tokens(kCachedPromptTokens);
   if (hold_) {
     held_[id] = Held{stream, 0, logprobs};
     return stream;

@@ -27,6 +27,7 @@ namespace headway::serving::testing {
 class FakeGenerationService : public GenerationService {
  public:
   static constexpr uint32_t kPromptTokens = 7;
+  static constexpr uint32_t kCachedPromptTokens = 3;  // of them, "found in the prefix cache"
   static constexpr uint32_t kMaxModelLen = 4096;
   static constexpr const char* kModelName = "fake-model";
   static constexpr int32_t kTextlessIds = 1000;

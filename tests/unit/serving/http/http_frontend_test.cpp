@@ -28,8 +28,10 @@ TEST_F(HttpFrontendTest, CompletionAnswersWithTextFinishAndUsage) {
   ASSERT_TRUE(body["choices"][0].contains("stop_reason"));
   EXPECT_TRUE(body["choices"][0]["stop_reason"].is_null());
   EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(body["usage"],
-            json({{"prompt_tokens", 7}, {"completion_tokens", 5}, {"total_tokens", 12}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 7},
+                                 {"completion_tokens", 5},
+                                 {"total_tokens", 12},
+                                 {"prompt_tokens_details", {{"cached_tokens", 3}}}}));
 
   const auto submitted = service_.submitted();
   ASSERT_EQ(submitted.size(), 1u);
@@ -52,8 +54,10 @@ TEST_F(HttpFrontendTest, CompletionWithNAnswersEveryChoice) {
     EXPECT_EQ(body["choices"][i]["text"], "abc");
     EXPECT_EQ(body["choices"][i]["finish_reason"], "length");
   }
-  EXPECT_EQ(body["usage"],
-            json({{"prompt_tokens", 7}, {"completion_tokens", 9}, {"total_tokens", 16}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 7},
+                                 {"completion_tokens", 9},
+                                 {"total_tokens", 16},
+                                 {"prompt_tokens_details", {{"cached_tokens", 3}}}}));
   const auto submitted = service_.submitted();
   ASSERT_EQ(submitted.size(), 3u);
   const std::string id = body["id"];
@@ -74,8 +78,10 @@ TEST_F(HttpFrontendTest, ABatchOfPromptsAnswersNChoicesEach) {
   const json body = json::parse(result->body);
   ASSERT_EQ(body["choices"].size(), 4u);
   for (size_t i = 0; i < 4; ++i) EXPECT_EQ(body["choices"][i]["index"], i);
-  EXPECT_EQ(body["usage"],
-            json({{"prompt_tokens", 14}, {"completion_tokens", 8}, {"total_tokens", 22}}));
+  EXPECT_EQ(body["usage"], json({{"prompt_tokens", 14},
+                                 {"completion_tokens", 8},
+                                 {"total_tokens", 22},
+                                 {"prompt_tokens_details", {{"cached_tokens", 6}}}}));
   const auto submitted = service_.submitted();
   ASSERT_EQ(submitted.size(), 4u);
   for (size_t i = 0; i < 4; ++i) {

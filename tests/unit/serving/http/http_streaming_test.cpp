@@ -83,8 +83,10 @@ TEST_F(HttpFrontendTest, CompletionStreamSendsDeltasFinishUsageAndDone) {
   EXPECT_EQ(text, "abcd");
   const json& usage = events.back();
   EXPECT_TRUE(usage["choices"].empty());
-  EXPECT_EQ(usage["usage"],
-            json({{"prompt_tokens", 7}, {"completion_tokens", 4}, {"total_tokens", 11}}));
+  EXPECT_EQ(usage["usage"], json({{"prompt_tokens", 7},
+                                  {"completion_tokens", 4},
+                                  {"total_tokens", 11},
+                                  {"prompt_tokens_details", {{"cached_tokens", 3}}}}));
 }
 
 // vLLM's continuous_usage_stats: every chunk carries the usage so far (the chat role chunk none
@@ -269,8 +271,10 @@ TEST_F(HttpFrontendTest, ChatStreamWithNInterleavesItsChoices) {
   EXPECT_EQ(roles, (std::map<int, int>{{0, 1}, {1, 1}}));
   EXPECT_EQ(text, (std::map<int, std::string>{{0, "abc"}, {1, "abc"}}));
   EXPECT_EQ(finishes, (std::map<int, int>{{0, 1}, {1, 1}}));
-  EXPECT_EQ(events.back()["usage"],
-            json({{"prompt_tokens", 7}, {"completion_tokens", 6}, {"total_tokens", 13}}));
+  EXPECT_EQ(events.back()["usage"], json({{"prompt_tokens", 7},
+                                          {"completion_tokens", 6},
+                                          {"total_tokens", 13},
+                                          {"prompt_tokens_details", {{"cached_tokens", 3}}}}));
 }
 
 // Each choice's tokens go out as they come, whichever choice they belong to; a choice that ends

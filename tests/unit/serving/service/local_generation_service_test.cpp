@@ -49,6 +49,20 @@ TEST_F(ServiceTest, StreamsTokensAndTextOfATextPrompt) {
   EXPECT_FALSE(stream->id().empty());
 }
 
+// The usage says how much of the prompt the engine found in its prefix cache: nothing the first
+// time, every full block but the one with the last token (always computed) the second time.
+TEST_F(ServiceTest, UsageCountsThePromptTokensFoundInThePrefixCache) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const std::string prompt(100, 'q');  // BOS + 100 bytes: 101 tokens, six full blocks of 16
+  const test::Collected first = collect(*service.submit(text_request(prompt, 4)));
+  const test::Collected second = collect(*service.submit(text_request(prompt, 4)));
+  EXPECT_EQ(first.usage.prompt_tokens, 101u);
+  EXPECT_EQ(first.usage.cached_prompt_tokens, 0u);
+  EXPECT_EQ(second.usage.prompt_tokens, 101u);
+  EXPECT_EQ(second.usage.cached_prompt_tokens, 96u);
+  EXPECT_EQ(second.ids, first.ids);
+}
+
 TEST_F(ServiceTest, GreedyTokensAreTheSameForTextAndTheEquivalentTokenIds) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   const test::Collected text = collect(*service.submit(text_request("abc", 6)));

@@ -44,6 +44,8 @@ const char* finish_name(Finish finish);
 struct Usage {
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
+  // Of prompt_tokens, those whose KV was found in the engine's prefix cache (not computed).
+  uint32_t cached_prompt_tokens = 0;
 };
 
 struct Timings {
@@ -121,6 +123,8 @@ class RequestStream {
 
   const std::string& id() const { return id_; }
   uint32_t prompt_tokens() const { return prompt_tokens_; }
+  // The producer's note_cached_prompt_tokens(), 0 before it.
+  uint32_t cached_prompt_tokens() const;
 
   // --- producer ---
   // `logprobs`: empty, or one per id (the request asked for them; any other count is dropped, so
@@ -136,6 +140,10 @@ class RequestStream {
   void refuse(ServiceError refusal, Timings timings);
   // The service that runs the request has accepted it: it will not be refused any more.
   void admit();
+  // How many prompt tokens the engine found in its prefix cache when it first scheduled the
+  // request; reported in every usage from then on (an engine in this process says it with the
+  // first token, an engine process behind a router with its last message).
+  void note_cached_prompt_tokens(uint32_t tokens);
 
   // --- consumer ---
   // Waits up to `timeout` for new tokens or the finish. A kHandoff finish hands the consumer the
@@ -177,6 +185,7 @@ class RequestStream {
   std::optional<KvStage> kv_stage_;
   bool kv_stage_taken_ = false;     // handed to the consumer, which then owns removing it
   uint32_t completion_tokens_ = 0;  // every token pushed (usage)
+  uint32_t cached_prompt_tokens_ = 0;
   bool admitted_;
   bool delivered_finish_ = false;
   bool stop_string_hit_ = false;  // consumer side: the decoder matched a stop string

@@ -42,6 +42,9 @@ struct BenchRun {
   std::vector<double> lateness;  // send time - scheduled arrival, seconds
   size_t sender_threads = 0, peak_in_flight = 0;
   double wall_seconds = 0;  // start of the run to the end of its last stream
+  // Some stream's usage said how many of its prompt tokens the server found cached (the records'
+  // cached_tokens are 0 where none said).
+  bool cached_tokens_reported = false;
 };
 
 // Throws core::Error for options that cannot work (max_concurrency 0); server and network

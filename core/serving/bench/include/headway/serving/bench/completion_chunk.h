@@ -23,8 +23,10 @@ struct CompletionChunk {
   std::string text;         // choices[0].text, or choices[0].delta.content
   std::optional<uint32_t> tokens;  // token_ids or logprobs.tokens length, when the server sent one
   std::optional<uint32_t> usage_completion_tokens;  // usage.completion_tokens (running or final)
-  std::optional<std::string> finish_reason;         // null in the JSON reads as absent
-  std::optional<std::string> error;                 // message of an {"error": ...} payload
+  // usage.prompt_tokens_details.cached_tokens (OpenAI's; Headway's; vLLM's behind a flag)
+  std::optional<uint32_t> usage_cached_tokens;
+  std::optional<std::string> finish_reason;  // null in the JSON reads as absent
+  std::optional<std::string> error;          // message of an {"error": ...} payload
 };
 
 // Parses one payload ("[DONE]" is the caller's to recognise). Throws core::Error quoting the start

@@ -47,6 +47,7 @@ struct StreamResult {
   std::vector<double> token_times;
   uint32_t output_tokens = 0;                       // token_times.size()
   std::optional<uint32_t> usage_completion_tokens;  // what the server's usage said, if it did
+  std::optional<uint32_t> usage_cached_tokens;      // its prompt tokens found cached, if it said
   std::optional<std::string> finish_reason;
   FailureKind failure = FailureKind::kNone;
   int http_status = 0;  // when failure == kHttpStatus
@@ -79,6 +80,7 @@ class StreamMeasurement {
   std::vector<Chunk> chunks_;
   std::optional<uint32_t> running_usage_;  // last usage.completion_tokens seen on a content chunk
   std::optional<uint32_t> final_usage_;
+  std::optional<uint32_t> cached_tokens_;  // the last usage that said
   std::optional<std::string> finish_reason_;
   bool done_ = false;
   double done_time_ = 0;

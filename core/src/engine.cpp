@@ -590,30 +590,45 @@ void Engine::match_cached_prefixes() {
       view.computed_tokens = 0;
     }
   }
+  // Without sharing, a block another request holds is not taken (the scheduler would count it as
+  // freed by preempting either), and one waiting request claims a block per step.
+  const auto can_take = [&](uint32_t block) {
+    return share_cached_blocks_ || (kv_.is_idle_cached(block) && claimed_in_round_[block] != round);
+  };
   for (size_t w = waiting_head_; w < scan_end; ++w) {
     hw_request_view& view = waiting_[w];
     Request& r = requests_[slot_of(view.id)];
     if (!r.blocks.empty()) continue;  // its KV was moved here and is held already
-    r.cached_prefix.clear();
     // The last token is always computed: its logits give the next token. A simulated model's
     // request knows the ids of its prompt only.
     const uint32_t most =
         static_cast<uint32_t>(std::min<size_t>(r.total() - 1, r.tokens.size()) / block_size);
+    // The match of the steps before stands up to its first block evicted since (a block's
+    // generation changes with each eviction) or, without sharing, not to be taken now: checking
+    // costs a comparison per block, where finding it again hashes and compares its ids; and
+    // nothing, with sharing, when nothing was evicted since.
+    size_t kept = std::min<size_t>(r.cached_prefix.size(), most);
+    if (!share_cached_blocks_ || r.matched_at_evictions != kv_.evictions()) {
+      kept = 0;
+      while (kept < r.cached_prefix.size() && kept < most &&
+             kv_.generation(r.cached_prefix[kept].block) == r.cached_prefix[kept].generation &&
+             can_take(r.cached_prefix[kept].block)) {
+        claimed_in_round_[r.cached_prefix[kept].block] = round;
+        ++kept;
+      }
+    }
+    r.cached_prefix.resize(kept);
+    r.matched_at_evictions = kv_.evictions();
+    // Then blocks recorded since, after it.
     const std::span<const int32_t> tokens(r.tokens);
-    PrefixCache::Link after = PrefixCache::kStart;
-    for (uint32_t b = 0; b < most; ++b) {
+    PrefixCache::Link after = kept == 0 ? PrefixCache::kStart : r.cached_prefix.back();
+    for (uint32_t b = static_cast<uint32_t>(kept); b < most; ++b) {
       const uint32_t block =
           prefix_cache_->find(after, tokens.subspan(size_t{b} * block_size, block_size));
-      if (block == PrefixCache::kNoBlock) break;
-      // Without sharing, a block another request holds is not taken (the scheduler would count
-      // it as freed by preempting either), and one waiting request claims a block per step.
-      if (!share_cached_blocks_ &&
-          (!kv_.is_idle_cached(block) || claimed_in_round_[block] == round)) {
-        break;
-      }
+      if (block == PrefixCache::kNoBlock || !can_take(block)) break;
       claimed_in_round_[block] = round;
-      r.cached_prefix.push_back(block);
       after = prefix_cache_->link_of(block);
+      r.cached_prefix.push_back(after);
     }
     view.computed_tokens = static_cast<uint32_t>(r.cached_prefix.size()) * block_size;
   }
@@ -624,13 +639,13 @@ void Engine::take_cached_prefix(Request& r) {
   counters_.prefix_cache_queried_tokens += r.total();
   detail_.prefix_queried_tokens += r.total();
   if (r.cached_prefix.empty()) return;
-  for (uint32_t block : r.cached_prefix) kv_.take_cached(block, r.blocks);
+  for (const PrefixCache::Link& link : r.cached_prefix) kv_.take_cached(link.block, r.blocks);
   const uint32_t hit = static_cast<uint32_t>(r.cached_prefix.size()) * config_.block_size;
   // Admission subtracts what is left to compute from the waiting totals; these are not.
   waiting_prompt_tokens_ -= hit;
   r.computed_tokens = hit;
   r.recorded_blocks = static_cast<uint32_t>(r.cached_prefix.size());
-  r.chain = prefix_cache_->link_of(r.cached_prefix.back());
+  r.chain = r.cached_prefix.back();
   r.cached_prefix.clear();
   if (r.record != nullptr && std::isnan(r.record->scheduled)) r.record->cached_tokens = hit;
   counters_.prefix_cache_hit_tokens += hit;

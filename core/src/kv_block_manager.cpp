@@ -46,6 +46,7 @@ bool KvBlockManager::allocate(uint32_t count, std::vector<uint32_t>& table) {
       unlink_idle(block);
       cached_[block] = 0;
       ++generations_[block];
+      ++evictions_;
       if (on_evict_) on_evict_(block);
     }
     ref_counts_[block] = 1;

@@ -1,8 +1,12 @@
 // The prefix cache's per-block costs, which the engine pays on its thread: a lookup walks a
 // waiting request's beginning block by block (a hash of block_size ids and an exact comparison),
 // and a step records each block it filled (an insert; when the cache is full, an eviction first).
+// Then what an engine step pays for waiting requests whose long beginnings are cached.
 #include <benchmark/benchmark.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/engine.h>
 #include <headway/core/kv_block_manager.h>
+#include <headway/core/plugin_registry.h>
 #include <headway/core/prefix_cache.h>
 
 #include <cstdint>
@@ -97,6 +101,51 @@ void BM_PrefixCacheRecordWithEviction(benchmark::State& state) {
   state.counters["index_entries"] = cache.entries();
 }
 BENCHMARK(BM_PrefixCacheRecordWithEviction);
+
+// An engine step (the simulated 8B model, chunked scheduler) while 64 requests wait, each behind
+// a cached beginning of `state.range(0)` tokens, none of them admitted (two long decodes hold the
+// only two running places): the engine looks each one's beginning up every step.
+void BM_EngineStepWithCachedBeginningsWaiting(benchmark::State& state) {
+  using namespace headway::core;
+  const auto beginning = static_cast<uint32_t>(state.range(0));
+  PluginRegistry registry;
+  registry.add_search_directory(HEADWAY_PLUGIN_DIR);
+  const DeploymentConfig deployment = parse_deployment(
+      "name = \"bench\"\n[model]\nplugin = \"sim\"\n[[engines]]\nkv_blocks = 16384\n"
+      "max_model_len = 65536\nscheduler = { plugin = \"chunked\", options = { "
+      "max_num_batched_tokens = 8192, max_num_seqs = 2 } }\n",
+      "prefix_cache_benchmark.toml", registry);
+  Engine engine(deployment.engines.at(0), deployment);
+  const std::vector<int32_t> shared = random_ids(beginning, 0);
+  uint64_t id = 0;
+  const auto request = [&](std::vector<int32_t> prompt, uint32_t outputs) {
+    NewRequest r;
+    r.id = ++id;
+    r.prompt = std::move(prompt);
+    r.max_output_tokens = outputs;
+    return r;
+  };
+  // The beginning is computed once and cached; then two decodes take both running places.
+  engine.add_request(request(shared, 1));
+  while (engine.has_work()) engine.step();
+  for (int i = 0; i < 2; ++i) engine.add_request(request(random_ids(16, 100 + i), 60000));
+  engine.step();
+  for (uint32_t i = 0; i < 64; ++i) {
+    std::vector<int32_t> prompt = shared;
+    const std::vector<int32_t> own = random_ids(64, 1000 + i);
+    prompt.insert(prompt.end(), own.begin(), own.end());
+    engine.add_request(request(std::move(prompt), 16));
+  }
+  engine.step();
+  for (auto _ : state) engine.step();
+  state.counters["waiting"] = static_cast<double>(engine.waiting_size());
+  state.counters["running"] = static_cast<double>(engine.running_size());
+}
+BENCHMARK(BM_EngineStepWithCachedBeginningsWaiting)
+    ->Arg(1024)
+    ->Arg(32768)
+    ->Unit(benchmark::kMicrosecond)
+    ->Iterations(2000);
 
 }  // namespace
 

@@ -205,16 +205,19 @@ class Engine {
     bool in_use = false;
     bool prefill_only = false;
     uint32_t outputs_before = 0;  // NewRequest::outputs_before: added to the sampling index
-    // Prefix caching. While waiting: the cached blocks that hold its first tokens, found for it
-    // this step (its view shows them as computed). While holding KV: how many of its
-    // leading blocks are recorded in the cache, the chain to record the next one after, and
-    // whether that chain was evicted meanwhile (nothing more of it is recorded then).
-    std::vector<uint32_t> cached_prefix;
+    // Prefix caching. While waiting: the cached blocks that hold its first tokens, each as it was
+    // when found (its view shows them as computed); kept from step to step while their
+    // generations hold. While holding KV: how many of its leading blocks are recorded in the
+    // cache, the chain to record the next one after, and whether that chain was evicted
+    // meanwhile (nothing more of it is recorded then).
+    std::vector<PrefixCache::Link> cached_prefix;
+    uint64_t matched_at_evictions = 0;  // KvBlockManager::evictions() when it was last checked
     uint32_t recorded_blocks = 0;
     PrefixCache::Link chain;
     bool chain_lost = false;
     void forget_chain() {
       cached_prefix.clear();
+      matched_at_evictions = 0;
       recorded_blocks = 0;
       chain = PrefixCache::kStart;
       chain_lost = false;

@@ -58,6 +58,8 @@ class KvBlockManager {
   void take_cached(uint32_t block, std::vector<uint32_t>& table);
   // Times `block` was evicted from the cache (its KV overwritten by another use).
   uint32_t generation(uint32_t block) const { return generations_.at(block); }
+  // Evictions so far: while it stays the same, so does every block's generation.
+  uint64_t evictions() const { return evictions_; }
   // Called with each block allocate() evicts, before it is handed out (the prefix index forgets
   // it). Empty by default.
   void set_eviction_listener(std::function<void(uint32_t block)> listener) {
@@ -84,6 +86,7 @@ class KvBlockManager {
   uint32_t idle_head_ = kNone;
   uint32_t idle_tail_ = kNone;
   uint32_t idle_cached_ = 0;
+  uint64_t evictions_ = 0;
   std::function<void(uint32_t)> on_evict_;
 };
 

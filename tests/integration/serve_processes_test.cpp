@@ -179,6 +179,11 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   EXPECT_GE(nlohmann::json::parse(again->body)["usage"]["prompt_tokens_details"]["cached_tokens"],
             256)
       << again->body;
+  // The router tokenizes with the checkpoint's tokenizer, as it does to route.
+  const auto tokenized = http.Post("/tokenize", R"({"prompt": "dddd"})", "application/json");
+  ASSERT_TRUE(tokenized) << httplib::to_string(tokenized.error());
+  ASSERT_EQ(tokenized->status, 200) << tokenized->body;
+  EXPECT_EQ(nlohmann::json::parse(tokenized->body)["count"], 5) << tokenized->body;
 
   // Streaming chat through the router: SSE chunks and the closing [DONE].
   const auto chat = http.Post(

@@ -300,7 +300,63 @@ std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
   return out;
 }
 
+// vLLM's options for rendering chat messages, at anything but their defaults.
+void refuse_template_options(const FieldReader& fields) {
+  // A client that sends its own template relies on it: the prompt would silently be another.
+  if (is_set(fields.find("chat_template"))) throw not_supported("chat_template", "chat_template");
+  if (!fields.boolean("add_generation_prompt").value_or(true)) {
+    throw not_supported("add_generation_prompt", "add_generation_prompt = false");
+  }
+  if (fields.boolean("continue_final_message").value_or(false)) {
+    throw not_supported("continue_final_message", "continue_final_message");
+  }
+}
+
 }  // namespace
+
+GenerateInput parse_tokenize_request(std::string_view body) {
+  const nlohmann::json json = parse_body(body);
+  const FieldReader fields(json, "");
+  OpenAiRequest out;
+  out.input.model = fields.string("model").value_or("");
+  if (fields.find("messages") != nullptr) {
+    if (fields.find("prompt") != nullptr) {
+      throw invalid_field("prompt", "give either prompt or messages, not both");
+    }
+    out.input.prompt_kind = GenerateInput::PromptKind::kChat;
+    out.input.messages = parse_messages(fields);
+    refuse_template_options(fields);
+    // vLLM's chat default: the template writes the special tokens itself.
+    if (fields.boolean("add_special_tokens").value_or(false)) {
+      throw not_supported("add_special_tokens",
+                          "add_special_tokens = true with messages (the chat template writes the "
+                          "special tokens)");
+    }
+    return std::move(out.input);
+  }
+  parse_prompt(fields, out);
+  if (!out.more_prompts.empty()) {
+    throw invalid_field("prompt", "tokenize takes one prompt, not a batch");
+  }
+  // vLLM's completions default: the tokenizer's BOS before the text, as a completion gets it.
+  if (!fields.boolean("add_special_tokens").value_or(true)) {
+    throw not_supported("add_special_tokens", "add_special_tokens = false");
+  }
+  return std::move(out.input);
+}
+
+std::vector<int32_t> parse_detokenize_request(std::string_view body, std::string& model) {
+  const nlohmann::json json = parse_body(body);
+  const FieldReader fields(json, "");
+  model = fields.string("model").value_or("");
+  const nlohmann::json* tokens = fields.find("tokens");
+  if (tokens == nullptr) throw invalid_field("tokens", "tokens is required");
+  if (!tokens->is_array()) {
+    throw invalid_field(
+        "tokens", std::string("tokens must be an array of token ids, not ") + json_kind(*tokens));
+  }
+  return parse_token_ids(*tokens, "tokens");
+}
 
 OpenAiRequest parse_completion_request(std::string_view body) {
   const nlohmann::json json = parse_body(body);
@@ -372,15 +428,7 @@ OpenAiRequest parse_chat_request(std::string_view body) {
       is_set(choice) && !(choice->is_string() && (*choice == "none" || *choice == "auto"))) {
     throw not_supported("tool_choice", "tool_choice other than \"none\" or \"auto\" (tools)");
   }
-  // A client that sends its own template relies on it: the prompt would silently be another.
-  if (is_set(fields.find("chat_template"))) throw not_supported("chat_template", "chat_template");
-  // vLLM's chat extensions, at anything but their defaults.
-  if (!fields.boolean("add_generation_prompt").value_or(true)) {
-    throw not_supported("add_generation_prompt", "add_generation_prompt = false");
-  }
-  if (fields.boolean("continue_final_message").value_or(false)) {
-    throw not_supported("continue_final_message", "continue_final_message");
-  }
+  refuse_template_options(fields);
   if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
   if (const nlohmann::json* format = fields.find("response_format")) {
     const auto type =

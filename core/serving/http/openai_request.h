@@ -39,4 +39,11 @@ struct OpenAiRequest {
 OpenAiRequest parse_completion_request(std::string_view body);
 OpenAiRequest parse_chat_request(std::string_view body);
 
+// vLLM's POST /tokenize: one completions prompt (text or token ids; add_special_tokens true only)
+// or chat messages (add_special_tokens false only, the template options at their defaults). Only
+// the model and prompt fields of the result are set.
+GenerateInput parse_tokenize_request(std::string_view body);
+// vLLM's POST /detokenize: {"tokens": [ids]}, and the optional model (into `model`).
+std::vector<int32_t> parse_detokenize_request(std::string_view body, std::string& model);
+
 }  // namespace headway::serving::http

@@ -93,7 +93,7 @@ std::string library_error_message(const httplib::Request& request, int status) {
     case 404:
       return "no route " + request.method + " " + request.path +
              "; the routes are POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
-             "GET /health and GET /metrics";
+             "POST /tokenize, POST /detokenize, GET /health and GET /metrics";
     case 413:
       // cpp-httplib (Debian's build) caps a form-encoded body at 8,192 bytes, whatever the
       // server's own limit: curl -d sends that type unless told otherwise.
@@ -125,6 +125,8 @@ void OpenAiRoutes::install(httplib::Server& server) {
       {"/v1/chat/completions", "POST",
        [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kChatCompletions); }},
       {"/v1/models", "GET", [this](const auto& rq, auto& rs) { models(rq, rs); }},
+      {"/tokenize", "POST", [this](const auto& rq, auto& rs) { tokenize(rq, rs); }},
+      {"/detokenize", "POST", [this](const auto& rq, auto& rs) { detokenize(rq, rs); }},
       {"/health", "GET", [this](const auto& rq, auto& rs) { health(rq, rs); }},
       {"/metrics", "GET", [this](const auto& rq, auto& rs) { metrics(rq, rs); }},
   };
@@ -410,6 +412,25 @@ void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& re
                                  {"max_model_len", model.max_model_len}};
   send_json(response, 200,
             {{"object", "list"}, {"data", nlohmann::ordered_json::array({std::move(card)})}});
+}
+
+void OpenAiRoutes::tokenize(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  const GenerateInput input = parse_tokenize_request(request.body);
+  const std::vector<int32_t> ids = service_.tokenize(input);
+  // vLLM's shape (token_strs only when asked for, which this server does not do).
+  send_json(response, 200,
+            {{"count", ids.size()},
+             {"max_model_len", service_.model_info().max_model_len},
+             {"tokens", ids},
+             {"token_strs", nullptr}});
+}
+
+void OpenAiRoutes::detokenize(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  std::string model;
+  const std::vector<int32_t> ids = parse_detokenize_request(request.body, model);
+  send_json(response, 200, {{"prompt", service_.detokenize(model, ids)}});
 }
 
 void OpenAiRoutes::health(const httplib::Request& /*request*/, httplib::Response& response) {

@@ -38,6 +38,9 @@ class OpenAiRoutes {
   // Submits the request, or one per choice (n > 1); a refused choice aborts those submitted.
   std::vector<std::shared_ptr<RequestStream>> submit_choices(OpenAiRequest parsed);
   void models(const httplib::Request& request, httplib::Response& response);
+  // vLLM's /tokenize and /detokenize.
+  void tokenize(const httplib::Request& request, httplib::Response& response);
+  void detokenize(const httplib::Request& request, httplib::Response& response);
   void health(const httplib::Request& request, httplib::Response& response);
   void metrics(const httplib::Request& request, httplib::Response& response);
 

@@ -106,6 +106,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::shared_ptr<RequestStream> submit(GenerateInput input);
   bool abort(const std::string& request_id, AbortCause cause, const RequestStream* only = nullptr);
   ModelSummary model_info() const { return admission_->model(); }
+  const RequestAdmission& admission() const { return *admission_; }
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
   std::string metrics_text() const;
@@ -707,6 +708,13 @@ bool RemoteGenerationService::abort(const std::string& request_id) {
   return impl_->abort(request_id, AbortCause::kClient);
 }
 ModelSummary RemoteGenerationService::model_info() const { return impl_->model_info(); }
+std::vector<int32_t> RemoteGenerationService::tokenize(const GenerateInput& input) const {
+  return impl_->admission().tokenize(input);
+}
+std::string RemoteGenerationService::detokenize(const std::string& model,
+                                                std::span<const int32_t> ids) const {
+  return impl_->admission().detokenize(model, ids);
+}
 ClusterSummary RemoteGenerationService::cluster_info() const { return impl_->cluster_info(); }
 HealthSummary RemoteGenerationService::health() const { return impl_->health(); }
 std::string RemoteGenerationService::metrics_text() const { return impl_->metrics_text(); }

@@ -45,6 +45,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   // `numeric_id`: 0 for any request with this client id, else only that one (see submit()).
   bool abort(const std::string& request_id, AbortCause cause, uint64_t numeric_id = 0);
   ModelSummary model_info() const { return admission_->model(); }
+  const RequestAdmission& admission() const { return *admission_; }
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
   std::string metrics_text() const { return metrics_.render(); }
@@ -483,6 +484,13 @@ bool LocalGenerationService::abort(const std::string& request_id) {
   return impl_->abort(request_id, AbortCause::kClient);
 }
 ModelSummary LocalGenerationService::model_info() const { return impl_->model_info(); }
+std::vector<int32_t> LocalGenerationService::tokenize(const GenerateInput& input) const {
+  return impl_->admission().tokenize(input);
+}
+std::string LocalGenerationService::detokenize(const std::string& model,
+                                               std::span<const int32_t> ids) const {
+  return impl_->admission().detokenize(model, ids);
+}
 ClusterSummary LocalGenerationService::cluster_info() const { return impl_->cluster_info(); }
 HealthSummary LocalGenerationService::health() const { return impl_->health(); }
 std::string LocalGenerationService::metrics_text() const { return impl_->metrics_text(); }

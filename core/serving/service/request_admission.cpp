@@ -77,13 +77,44 @@ RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, uin
 
 RequestAdmission::~RequestAdmission() = default;
 
-AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
-  if (!input.model.empty() && input.model != model_.name) {
+void RequestAdmission::check_model(const std::string& requested) const {
+  if (!requested.empty() && requested != model_.name) {
     throw ServiceError(ErrorCode::kNotFound,
                        fmt::format("model {} is not served here (this server serves \"{}\")",
-                                   quote_input(input.model), model_.name),
+                                   quote_input(requested), model_.name),
                        "model");
   }
+}
+
+std::vector<int32_t> RequestAdmission::prompt_of(const GenerateInput& input) const {
+  std::vector<int32_t> prompt = encoder_->encode(input);
+  if (input.truncate_prompt_tokens) {
+    keep_last_tokens(prompt, truncation_length(*input.truncate_prompt_tokens, model_.max_model_len),
+                     tokenizer_ ? tokenizer_->bos() : -1);
+  }
+  validate_token_ids(prompt, model_.vocab, "prompt");
+  return prompt;
+}
+
+std::vector<int32_t> RequestAdmission::tokenize(const GenerateInput& input) const {
+  check_model(input.model);
+  validate_prompt_form(input);
+  return prompt_of(input);
+}
+
+std::string RequestAdmission::detokenize(const std::string& model,
+                                         std::span<const int32_t> ids) const {
+  check_model(model);
+  if (tokenizer_ == nullptr) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       "detokenizing needs a tokenizer, and this model has none", "tokens");
+  }
+  validate_token_ids(ids, model_.vocab, "tokens");
+  return tokenizer_->decode(ids);
+}
+
+AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
+  check_model(input.model);
   validate_request_id(input.request_id);
   validate_prompt_form(input);
   validate_sampling(input, model_.vocab);
@@ -101,13 +132,7 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
     throw ServiceError(ErrorCode::kInvalidArgument,
                        "stop strings need a tokenizer, and this model has none", "stop");
   }
-  admitted.prompt = encoder_->encode(input);
-  if (input.truncate_prompt_tokens) {
-    keep_last_tokens(admitted.prompt,
-                     truncation_length(*input.truncate_prompt_tokens, model_.max_model_len),
-                     tokenizer_ ? tokenizer_->bos() : -1);
-  }
-  validate_token_ids(admitted.prompt, model_.vocab, "prompt");
+  admitted.prompt = prompt_of(input);
   if (input.max_tokens_to_context_end && admitted.prompt.size() < model_.max_model_len) {
     input.max_tokens = model_.max_model_len - static_cast<uint32_t>(admitted.prompt.size());
   }

@@ -55,6 +55,12 @@ class RequestAdmission {
   // Throws ServiceError (the message says what is wrong, param names the field).
   AdmittedRequest admit(GenerateInput& input) const;
 
+  // The model name and prompt checks of admit() and the prompt it would encode (truncation
+  // included), without the length checks (GenerationService::tokenize).
+  std::vector<int32_t> tokenize(const GenerateInput& input) const;
+  // GenerationService::detokenize.
+  std::string detokenize(const std::string& model, std::span<const int32_t> ids) const;
+
   // The decoder for a stream with these stop strings (their matched text output too when
   // `keep_stop_string`; no stop counts in the first `min_tokens` outputs the stream carries);
   // without a tokenizer, one that gives no text but still reports the stop token id that ended a
@@ -64,6 +70,10 @@ class RequestAdmission {
                                               bool keep_stop_string, uint32_t min_tokens) const;
 
  private:
+  void check_model(const std::string& requested) const;
+  // Encodes the prompt and applies truncate_prompt_tokens.
+  std::vector<int32_t> prompt_of(const GenerateInput& input) const;
+
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   std::unique_ptr<PromptEncoder> encoder_;
   ModelSummary model_;

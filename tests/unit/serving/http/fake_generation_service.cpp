@@ -136,6 +136,32 @@ std::vector<GenerateInput> FakeGenerationService::submitted() const {
   return submitted_;
 }
 
+std::vector<GenerateInput> FakeGenerationService::tokenized() const {
+  std::lock_guard lock(mutex_);
+  return tokenized_;
+}
+
+std::vector<int32_t> FakeGenerationService::tokenize(const GenerateInput& input) const {
+  std::lock_guard lock(mutex_);
+  tokenized_.push_back(input);
+  switch (input.prompt_kind) {
+    case GenerateInput::PromptKind::kText:
+      return std::vector<int32_t>(input.prompt_text.begin(), input.prompt_text.end());
+    case GenerateInput::PromptKind::kTokenIds:
+      return input.prompt_ids;
+    default: {
+      std::vector<int32_t> ids(input.messages.size());
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+      return ids;
+    }
+  }
+}
+
+std::string FakeGenerationService::detokenize(const std::string& /*model*/,
+                                              std::span<const int32_t> ids) const {
+  return LetterDecoder({}).append(ids);
+}
+
 std::vector<std::string> FakeGenerationService::aborted() const {
   std::lock_guard lock(mutex_);
   return aborted_;

@@ -51,6 +51,7 @@ class FakeGenerationService : public GenerationService {
 
   // --- what the test observes ---
   std::vector<GenerateInput> submitted() const;
+  std::vector<GenerateInput> tokenized() const;
   std::vector<std::string> aborted() const;
   // How often the frontend reported a request it refused itself (count_refused_request()).
   size_t refused_by_frontend() const;
@@ -63,6 +64,11 @@ class FakeGenerationService : public GenerationService {
   std::shared_ptr<RequestStream> submit(GenerateInput input) override;
   bool abort(const std::string& request_id) override;
   ModelSummary model_info() const override;
+  // Text: one id per byte (its value); token ids as given; chat: one id per message (its index).
+  // Each input is kept (tokenized()).
+  std::vector<int32_t> tokenize(const GenerateInput& input) const override;
+  // Letters, as the streams' decoder writes them.
+  std::string detokenize(const std::string& model, std::span<const int32_t> ids) const override;
   ClusterSummary cluster_info() const override;
   HealthSummary health() const override;
   std::string metrics_text() const override;
@@ -87,6 +93,7 @@ class FakeGenerationService : public GenerationService {
   bool serving_ = true;
   std::string metrics_ = "# TYPE headway_requests_total counter\nheadway_requests_total 3\n";
   std::vector<GenerateInput> submitted_;
+  mutable std::vector<GenerateInput> tokenized_;
   std::vector<std::string> aborted_;
   size_t refused_by_frontend_ = 0;
   std::map<std::string, Held> held_;

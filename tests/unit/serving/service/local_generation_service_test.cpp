@@ -7,6 +7,7 @@
 #include <headway/serving/chat_template.h>
 #include <headway/serving/local_generation_service.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -61,6 +62,54 @@ TEST_F(ServiceTest, UsageCountsThePromptTokensFoundInThePrefixCache) {
   EXPECT_EQ(second.usage.prompt_tokens, 101u);
   EXPECT_EQ(second.usage.cached_prompt_tokens, 96u);
   EXPECT_EQ(second.ids, first.ids);
+}
+
+// tokenize() gives the ids submit() runs (the usage's prompt_tokens is their count), without
+// the context-length check; detokenize() gives the text back.
+TEST_F(ServiceTest, TokenizeGivesThePromptSubmitRunsAndDetokenizeItsText) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput input = text_request("hello", 1);
+  const std::vector<int32_t> ids = service.tokenize(input);
+  EXPECT_EQ(ids, (std::vector<int32_t>{256, 'h', 'e', 'l', 'l', 'o'}));  // BOS, then bytes
+  EXPECT_EQ(collect(*service.submit(input)).usage.prompt_tokens, ids.size());
+  EXPECT_EQ(service.detokenize("", std::span(ids).subspan(1)), "hello");
+
+  GenerateInput chat;
+  chat.prompt_kind = GenerateInput::PromptKind::kChat;
+  chat.messages = {{"user", "hi"}};
+  const std::vector<int32_t> rendered = service.tokenize(chat);
+  ASSERT_FALSE(rendered.empty());
+  EXPECT_EQ(std::count(rendered.begin(), rendered.end(), 256), 1);
+  EXPECT_EQ(rendered.front(), 256);
+
+  // Longer than the context: counted all the same (that is what a client asks it for).
+  EXPECT_EQ(service.tokenize(text_request(std::string(2000, 'x'), 1)).size(), 2001u);
+}
+
+TEST_F(ServiceTest, TokenizeAndDetokenizeRefuseNamingTheField) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const auto refusal = [](const auto& call) -> std::pair<ErrorCode, std::string> {
+    try {
+      call();
+    } catch (const ServiceError& e) {
+      return {e.code(), e.param()};
+    }
+    return {ErrorCode::kInternal, "no refusal"};
+  };
+  GenerateInput ids;
+  ids.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+  ids.prompt_ids = {1, 320};  // the tiny vocabulary has 320 ids
+  EXPECT_EQ(refusal([&] { service.tokenize(ids); }),
+            std::pair(ErrorCode::kInvalidArgument, std::string("prompt[1]")));
+  GenerateInput other = text_request("x", 1);
+  other.model = "another";
+  EXPECT_EQ(refusal([&] { service.tokenize(other); }),
+            std::pair(ErrorCode::kNotFound, std::string("model")));
+  const std::vector<int32_t> outside = {5, -1};
+  EXPECT_EQ(refusal([&] { service.detokenize("", outside); }),
+            std::pair(ErrorCode::kInvalidArgument, std::string("tokens[1]")));
+  EXPECT_EQ(refusal([&] { service.detokenize("another", std::span(outside).first(1)); }),
+            std::pair(ErrorCode::kNotFound, std::string("model")));
 }
 
 TEST_F(ServiceTest, GreedyTokensAreTheSameForTextAndTheEquivalentTokenIds) {

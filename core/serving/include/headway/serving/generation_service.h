@@ -147,6 +147,18 @@ class GenerationService {
   virtual bool abort(const std::string& request_id) = 0;
 
   virtual ModelSummary model_info() const = 0;
+
+  // The prompt ids submit() would run for `input`'s prompt (text with the tokenizer's BOS, token
+  // ids as given, chat messages through the chat template), without running anything and without
+  // the context-length check: a client learns how long its prompt is. Reads the model name and
+  // the prompt fields only. Throws ServiceError as submit() does for them. Default: kNotFound.
+  virtual std::vector<int32_t> tokenize(const GenerateInput& input) const;
+  // The text of `ids` (special tokens included as the tokenizer writes them). `model`: as
+  // GenerateInput::model. Throws ServiceError(kInvalidArgument, param "tokens[i]") for an id
+  // outside the vocabulary, and when the model has no tokenizer; kNotFound for another model.
+  // Default: kNotFound.
+  virtual std::string detokenize(const std::string& model, std::span<const int32_t> ids) const;
+
   virtual ClusterSummary cluster_info() const = 0;
   virtual HealthSummary health() const = 0;
 
@@ -182,6 +194,13 @@ inline ServiceError no_held_kv() {
                       "kv_handoff = \"link\" does)");
 }
 }  // namespace detail
+inline std::vector<int32_t> GenerationService::tokenize(const GenerateInput&) const {
+  throw ServiceError(ErrorCode::kNotFound, "this service does not tokenize");
+}
+inline std::string GenerationService::detokenize(const std::string&,
+                                                 std::span<const int32_t>) const {
+  throw ServiceError(ErrorCode::kNotFound, "this service does not detokenize");
+}
 inline void GenerationService::open_kv_link(const std::string&, const std::vector<uint8_t>&) {
   throw detail::no_held_kv();
 }

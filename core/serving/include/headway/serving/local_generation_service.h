@@ -63,6 +63,8 @@ class LocalGenerationService final : public GenerationService {
   std::shared_ptr<RequestStream> submit(GenerateInput input) override;
   bool abort(const std::string& request_id) override;
   ModelSummary model_info() const override;
+  std::vector<int32_t> tokenize(const GenerateInput& input) const override;
+  std::string detokenize(const std::string& model, std::span<const int32_t> ids) const override;
   ClusterSummary cluster_info() const override;
   HealthSummary health() const override;
   std::string metrics_text() const override;

@@ -18,9 +18,10 @@ void append_random_ids(std::mt19937_64& rng, uint32_t count, std::vector<int32_t
 }
 
 // Prompts that begin alike, as chat traffic's do: behind one of a few shared system prompts or
-// documents (some of them just that beginning, so all but the last token is found cached), an
-// earlier request's whole prompt repeated (a retry) or continued (the next turn), or a prompt of
-// its own. Each is cut to `room` tokens.
+// documents (some of them just that beginning, so all but the last token is found cached), the
+// whole prompt of a request generated before it repeated (a retry) or continued (the next turn;
+// it may arrive first, as arrival steps are drawn apart), or a prompt of its own. Each is cut to
+// `room` tokens.
 std::vector<int32_t> shared_prefix_prompt(std::mt19937_64& rng,
                                           const std::vector<std::vector<int32_t>>& beginnings,
                                           const std::vector<TraceRequest>& earlier, uint32_t room) {

@@ -300,8 +300,18 @@ std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
   return out;
 }
 
-// vLLM's options for rendering chat messages, at anything but their defaults.
+// vLLM's options for rendering chat messages, at anything but their defaults, and tools (a
+// template renders them into the prompt).
 void refuse_template_options(const FieldReader& fields) {
+  for (const char* field : {"tools", "functions"}) {  // functions: OpenAI's older name
+    if (is_set(fields.find(field))) throw not_supported(field, field);
+  }
+  // Without tools, "none" and "auto" ask for nothing; "required" or a named function asks for a
+  // tool call, which OpenAI and vLLM refuse without tools too.
+  if (const nlohmann::json* choice = fields.find("tool_choice");
+      is_set(choice) && !(choice->is_string() && (*choice == "none" || *choice == "auto"))) {
+    throw not_supported("tool_choice", "tool_choice other than \"none\" or \"auto\" (tools)");
+  }
   // A client that sends its own template relies on it: the prompt would silently be another.
   if (is_set(fields.find("chat_template"))) throw not_supported("chat_template", "chat_template");
   if (!fields.boolean("add_generation_prompt").value_or(true)) {
@@ -319,6 +329,10 @@ GenerateInput parse_tokenize_request(std::string_view body) {
   const FieldReader fields(json, "");
   OpenAiRequest out;
   out.input.model = fields.string("model").value_or("");
+  // vLLM answers each token's text with it; silence would look like an empty answer.
+  if (fields.boolean("return_token_strs").value_or(false)) {
+    throw not_supported("return_token_strs", "return_token_strs");
+  }
   if (fields.find("messages") != nullptr) {
     if (fields.find("prompt") != nullptr) {
       throw invalid_field("prompt", "give either prompt or messages, not both");
@@ -338,9 +352,11 @@ GenerateInput parse_tokenize_request(std::string_view body) {
   if (!out.more_prompts.empty()) {
     throw invalid_field("prompt", "tokenize takes one prompt, not a batch");
   }
-  // vLLM's completions default: the tokenizer's BOS before the text, as a completion gets it.
-  if (!fields.boolean("add_special_tokens").value_or(true)) {
-    throw not_supported("add_special_tokens", "add_special_tokens = false");
+  // vLLM's completions default: the tokenizer's BOS before the text, as a completion gets it
+  // (token ids are taken as given either way).
+  if (out.input.prompt_kind == GenerateInput::PromptKind::kText &&
+      !fields.boolean("add_special_tokens").value_or(true)) {
+    throw not_supported("add_special_tokens", "add_special_tokens = false with a text prompt");
   }
   return std::move(out.input);
 }
@@ -419,15 +435,6 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     throw invalid_field("top_logprobs", "top_logprobs needs \"logprobs\": true");
   }
   if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
-  for (const char* field : {"tools", "functions"}) {  // functions: OpenAI's older name
-    if (is_set(fields.find(field))) throw not_supported(field, field);
-  }
-  // Without tools, "none" and "auto" ask for nothing; "required" or a named function asks for a
-  // tool call, which OpenAI and vLLM refuse without tools too.
-  if (const nlohmann::json* choice = fields.find("tool_choice");
-      is_set(choice) && !(choice->is_string() && (*choice == "none" || *choice == "auto"))) {
-    throw not_supported("tool_choice", "tool_choice other than \"none\" or \"auto\" (tools)");
-  }
   refuse_template_options(fields);
   if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
   if (const nlohmann::json* format = fields.find("response_format")) {

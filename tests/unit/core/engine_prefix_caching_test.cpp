@@ -326,21 +326,32 @@ TEST(EnginePrefixCaching, SharedBeginningsUnderPreemptionKeepTokensAndBooks) {
                            .max_model_len = 320,
                            .older_scheduler = older_scheduler});
     std::map<uint64_t, RequestRecord> records;
+    const auto step_and_check = [&] {
+      if (!engine->step()) return false;
+      std::string why;
+      EXPECT_TRUE(engine->kv().consistent(&why)) << why;
+      // An older scheduler counts every block a request holds as freed by preempting it: no
+      // block may then have two owners.
+      for (uint32_t b = 0; older_scheduler && b < engine->kv().total(); ++b) {
+        EXPECT_LE(engine->kv().ref_count(b), 1u)
+            << "block " << b << " after step " << engine->counters().steps;
+      }
+      return true;
+    };
     for (size_t wave = 0; wave * 6 < plan.size(); ++wave) {
       for (const Planned& p : plan) {
         if (p.wave != wave) continue;
         engine->add_request(greedy(p.id, p.prompt, p.outputs, &records[p.id]));
       }
       // A few steps, then abort this wave's marked requests wherever they are.
-      for (int s = 0; s < 3 && engine->step(); ++s) {
-        std::string why;
-        EXPECT_TRUE(engine->kv().consistent(&why)) << why;
+      for (int s = 0; s < 3 && step_and_check(); ++s) {
       }
       for (const Planned& p : plan) {
         if (p.wave == wave && p.abort) engine->abort(p.id);
       }
     }
-    run(*engine.engine);
+    while (step_and_check()) {
+    }
     EXPECT_EQ(engine->kv().used(), 0u);
     // An aborted request may have finished first in one run and not in the other: only the
     // others are compared, and each of them must finish.
@@ -362,6 +373,42 @@ TEST(EnginePrefixCaching, SharedBeginningsUnderPreemptionKeepTokensAndBooks) {
   EXPECT_GT(cached.prefix_cache_hit_tokens, 0u);
   EXPECT_GT(cached.preemptions, 0u);
   EXPECT_LT(cached.prefill_tokens, plain.prefill_tokens);
+}
+
+// With a scheduler built before ABI 1.3 a cached block is reused only while idle, by one waiting
+// request a step. A waiting request keeps what it matched from one step to the next, so the
+// match must be re-checked: a request preempted meanwhile comes back at the head of the queue and
+// may claim the same blocks first. Requests arriving in bursts compute the same beginnings side
+// by side, and a small pool preempts them; after every step no block has two owners.
+TEST(EnginePrefixCaching, WithAnOlderSchedulerNoBlockEverHasTwoOwners) {
+  const std::vector<std::vector<int32_t>> beginnings = {random_ids(20, 48), random_ids(21, 80)};
+  uint64_t hits = 0, preemptions = 0;
+  for (uint32_t seed = 0; seed < 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TestEngine engine(Spec{.kv_blocks = 20, .max_model_len = 320, .older_scheduler = true});
+    std::mt19937 rng(seed);
+    std::map<uint64_t, RequestRecord> records;
+    uint64_t id = 0;
+    for (int burst = 0; burst < 8; ++burst) {
+      for (int i = 0; i < 5; ++i, ++id) {
+        engine->add_request(greedy(
+            id, concat(beginnings[rng() % 2], random_ids(1000 + seed * 100 + id, 1 + rng() % 24)),
+            static_cast<uint32_t>(8 + rng() % 48), &records[id]));
+      }
+      for (int s = 0; s < 6 + static_cast<int>(rng() % 10) && engine->step(); ++s) {
+        for (uint32_t b = 0; b < engine->kv().total(); ++b) {
+          ASSERT_LE(engine->kv().ref_count(b), 1u)
+              << "block " << b << " after step " << engine->counters().steps;
+        }
+      }
+    }
+    run(*engine.engine);
+    for (const auto& [request, record] : records) EXPECT_TRUE(record.finished) << request;
+    hits += engine->counters().prefix_cache_hit_tokens;
+    preemptions += engine->counters().preemptions;
+  }
+  EXPECT_GT(hits, 0u);
+  EXPECT_GT(preemptions, 0u);
 }
 
 // The simulated model reads no ids, but a workload's shared beginnings come with ids, which the

@@ -24,7 +24,8 @@ TEST_F(HttpFrontendTest, TokenizeAnswersTheCountTheContextAndTheIds) {
 }
 
 TEST_F(HttpFrontendTest, TokenizeTakesTokenIdsAndChatMessages) {
-  auto ids = post_json("/tokenize", R"({"prompt": [7, 8]})");
+  // Ids are taken as given, with or without add_special_tokens.
+  auto ids = post_json("/tokenize", R"({"prompt": [7, 8], "add_special_tokens": false})");
   ASSERT_TRUE(ids);
   ASSERT_EQ(ids->status, 200) << ids->body;
   EXPECT_EQ(json::parse(ids->body)["tokens"], json({7, 8}));
@@ -52,6 +53,9 @@ TEST_F(HttpFrontendTest, TokenizeRefusesWhatItCannotAnswerNamingTheField) {
       {R"({"messages": [{"role": "user", "content": "b"}], "add_generation_prompt": false})",
        "add_generation_prompt"},
       {R"({"messages": [{"role": "tool", "content": "b"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": "b"}], "tools": [{"type": "function"}]})",
+       "tools"},
+      {R"({"prompt": "a", "return_token_strs": true})", "return_token_strs"},
   };
   for (const auto& [body, field] : cases) {
     SCOPED_TRACE(body);

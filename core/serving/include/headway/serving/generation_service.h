@@ -153,10 +153,10 @@ class GenerationService {
   // the context-length check: a client learns how long its prompt is. Reads the model name and
   // the prompt fields only. Throws ServiceError as submit() does for them. Default: kNotFound.
   virtual std::vector<int32_t> tokenize(const GenerateInput& input) const;
-  // The text of `ids` (special tokens included as the tokenizer writes them). `model`: as
-  // GenerateInput::model. Throws ServiceError(kInvalidArgument, param "tokens[i]") for an id
-  // outside the vocabulary, and when the model has no tokenizer; kNotFound for another model.
-  // Default: kNotFound.
+  // The text of `ids`, special tokens (BOS, a chat template's markers) left out as in generated
+  // text. `model`: as GenerateInput::model. Throws ServiceError(kInvalidArgument) for an id
+  // outside the vocabulary (param "tokens[i]") and when the model has no tokenizer (param
+  // "tokens"); kNotFound for another model. Default: kNotFound.
   virtual std::string detokenize(const std::string& model, std::span<const int32_t> ids) const;
 
   virtual ClusterSummary cluster_info() const = 0;

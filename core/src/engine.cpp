@@ -124,7 +124,8 @@ hw_request_view Engine::view_of(const Request& r) const {
 }
 
 uint32_t Engine::shared_blocks(const Request& r) const {
-  if (!share_cached_blocks_) return 0;
+  // Nothing to count while no block has two owners (most steps of most workloads).
+  if (!share_cached_blocks_ || kv_.shared() == 0) return 0;
   // Only blocks in its recorded chain can be shared: those are the ones the cache hands out.
   uint32_t shared = 0;
   const size_t chain = std::min<size_t>(r.recorded_blocks, r.blocks.size());

@@ -60,7 +60,7 @@ void KvBlockManager::add_ref(uint32_t block) {
     throw Error(fmt::format("KV block {} is not allocated and cannot be shared", block),
                 HW_INTERNAL);
   }
-  ++ref_counts_[block];
+  if (++ref_counts_[block] == 2) ++shared_;
 }
 
 void KvBlockManager::release(std::vector<uint32_t>& table) {
@@ -71,7 +71,9 @@ void KvBlockManager::release(std::vector<uint32_t>& table) {
     }
   }
   for (uint32_t block : table) {
-    if (--ref_counts_[block] == 0 && !cached_[block]) free_list_.push_back(block);
+    const uint32_t owners = --ref_counts_[block];
+    if (owners == 1) --shared_;
+    if (owners == 0 && !cached_[block]) free_list_.push_back(block);
   }
   // Cached blocks become idle last block first: the deepest blocks of a prefix are evicted first,
   // keeping the shared beginnings reachable longest.
@@ -97,7 +99,7 @@ void KvBlockManager::take_cached(uint32_t block, std::vector<uint32_t>& table) {
                 HW_INTERNAL);
   }
   if (ref_counts_[block] == 0) unlink_idle(block);
-  ++ref_counts_[block];
+  if (++ref_counts_[block] == 2) ++shared_;
   table.push_back(block);
 }
 
@@ -129,11 +131,18 @@ bool KvBlockManager::consistent(std::string* why) const {
     }
     return false;
   }
+  uint32_t shared = 0;
   for (uint32_t b = 0; b < total_; ++b) {
     if (!seen[b] && ref_counts_[b] == 0) {
       if (why) *why = fmt::format("block {} is neither free nor held (leaked)", b);
       return false;
     }
+    shared += ref_counts_[b] > 1 ? 1 : 0;
+  }
+  if (shared != shared_) {
+    if (why)
+      *why = fmt::format("{} blocks have several owners but {} are counted", shared, shared_);
+    return false;
   }
   return true;
 }

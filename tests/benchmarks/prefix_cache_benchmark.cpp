@@ -141,6 +141,40 @@ void BM_EngineStepWithCachedBeginningsWaiting(benchmark::State& state) {
   state.counters["waiting"] = static_cast<double>(engine.waiting_size());
   state.counters["running"] = static_cast<double>(engine.running_size());
 }
+// A decode step of 128 running requests, each with a 2k-token prompt of its own (128 blocks, all
+// recorded in the cache), with the cache on (argument 1) and off (0): what the running requests'
+// views cost when the engine counts each one's shared blocks every step.
+void BM_EngineDecodeStepOverRecordedPrompts(benchmark::State& state) {
+  using namespace headway::core;
+  const bool caching = state.range(0) != 0;
+  PluginRegistry registry;
+  registry.add_search_directory(HEADWAY_PLUGIN_DIR);
+  const DeploymentConfig deployment = parse_deployment(
+      std::string("name = \"bench\"\n[model]\nplugin = \"sim\"\n[[engines]]\n"
+                  "max_model_len = 16384\nprefix_caching = ") +
+          (caching ? "true" : "false") +
+          "\nscheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 65536, "
+          "max_num_seqs = 128 } }\n",
+      "prefix_cache_benchmark.toml", registry);
+  Engine engine(deployment.engines.at(0), deployment);
+  for (uint32_t i = 0; i < 128; ++i) {
+    NewRequest r;
+    r.id = i + 1;
+    r.prompt = random_ids(2048, 5000 + i);
+    r.max_output_tokens = 2000;
+    engine.add_request(std::move(r));
+  }
+  while (engine.waiting_size() > 0 || engine.last_step().prefill_tokens > 0) engine.step();
+  for (auto _ : state) engine.step();
+  state.counters["running"] = static_cast<double>(engine.running_size());
+  state.counters["decode_tokens"] = static_cast<double>(engine.last_step().decode_tokens);
+}
+BENCHMARK(BM_EngineDecodeStepOverRecordedPrompts)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->Iterations(1000);
+
 BENCHMARK(BM_EngineStepWithCachedBeginningsWaiting)
     ->Arg(1024)
     ->Arg(32768)

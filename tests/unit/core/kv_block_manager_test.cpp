@@ -164,11 +164,14 @@ TEST(KvBlockManager, SharedBlockReturnsToFreeListOnlyWithItsLastOwner) {
   kv.add_ref(owner[0]);
   std::vector<uint32_t> sharer1{owner[0]}, sharer2{owner[0]};
   EXPECT_EQ(kv.ref_count(owner[0]), 3u);
+  EXPECT_EQ(kv.shared(), 1u);
   kv.release(owner);
   EXPECT_EQ(kv.free(), 3u);  // block 1 free, block 0 still shared
   EXPECT_EQ(kv.ref_count(0), 2u);
+  EXPECT_EQ(kv.shared(), 1u);
   kv.release(sharer1);
   EXPECT_EQ(kv.free(), 3u);
+  EXPECT_EQ(kv.shared(), 0u);  // one owner left
   kv.release(sharer2);
   EXPECT_EQ(kv.free(), 4u);
   EXPECT_TRUE(kv.consistent());
@@ -228,12 +231,15 @@ TEST(KvBlockManager, TakingAHeldCachedBlockSharesItUntilItsLastOwnerReleasesIt) 
   ASSERT_TRUE(kv.allocate(1, first));
   kv.keep_cached(first[0]);
   std::vector<uint32_t> second;
+  EXPECT_EQ(kv.shared(), 0u);
   kv.take_cached(first[0], second);
   EXPECT_EQ(second, first);
   EXPECT_EQ(kv.ref_count(first[0]), 2u);
+  EXPECT_EQ(kv.shared(), 1u);
   EXPECT_EQ(kv.free(), 2u);
   kv.release(first);
   EXPECT_EQ(kv.ref_count(second[0]), 1u);
+  EXPECT_EQ(kv.shared(), 0u);
   EXPECT_EQ(kv.idle_cached(), 0u);
   kv.release(second);
   EXPECT_EQ(kv.idle_cached(), 1u);

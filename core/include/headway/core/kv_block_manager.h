@@ -60,6 +60,8 @@ class KvBlockManager {
   uint32_t generation(uint32_t block) const { return generations_.at(block); }
   // Evictions so far: while it stays the same, so does every block's generation.
   uint64_t evictions() const { return evictions_; }
+  // Blocks with more than one owner (ref count > 1).
+  uint32_t shared() const { return shared_; }
   // Called with each block allocate() evicts, before it is handed out (the prefix index forgets
   // it). Empty by default.
   void set_eviction_listener(std::function<void(uint32_t block)> listener) {
@@ -87,6 +89,7 @@ class KvBlockManager {
   uint32_t idle_tail_ = kNone;
   uint32_t idle_cached_ = 0;
   uint64_t evictions_ = 0;
+  uint32_t shared_ = 0;
   std::function<void(uint32_t)> on_evict_;
 };
 

@@ -136,6 +136,7 @@ void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& ou
   out.set_vocab(model.vocab);
   out.set_tokenizer(model.tokenizer);
   out.set_samples_on_device(!model.samples_on_host);
+  out.set_ignores_token_ids(!model.reads_token_ids);
 }
 
 void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out) {

@@ -54,8 +54,9 @@ bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
     return false;
   }
   std::lock_guard lock(mutex_);
-  model_ = ModelSummary{response.name(), response.max_model_len(), response.vocab(),
-                        response.tokenizer(), !response.samples_on_device()};
+  model_ = ModelSummary{
+      response.name(),      response.max_model_len(),      response.vocab(),
+      response.tokenizer(), !response.samples_on_device(), !response.ignores_token_ids()};
   return true;
 }
 

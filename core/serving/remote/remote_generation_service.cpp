@@ -202,16 +202,18 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   }
   connect(where, options.connect_timeout_s);
 
-  uint32_t max_model_len = UINT32_MAX;
-  bool samples_on_host = true;
+  ModelSummary served;
+  served.name = options.model_name;
+  served.vocab = reference_model_.vocab;
+  served.max_model_len = UINT32_MAX;
   for (const auto& engine : engines_) {
     if (const std::optional<ModelSummary> model = engine->model()) {
-      max_model_len = std::min(max_model_len, model->max_model_len);
-      samples_on_host = samples_on_host && model->samples_on_host;
+      served.max_model_len = std::min(served.max_model_len, model->max_model_len);
+      served.samples_on_host = served.samples_on_host && model->samples_on_host;
+      served.reads_token_ids = served.reads_token_ids && model->reads_token_ids;
     }
   }
-  admission_ = std::make_unique<RequestAdmission>(deployment, reference_model_.vocab, max_model_len,
-                                                  samples_on_host, options.model_name);
+  admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
   if (admission_->model().tokenizer != reference_model_.tokenizer) {
     throw core::Error(
         fmt::format("{}: the router's checkpoint has a {} tokenizer, the engine "

@@ -137,15 +137,17 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
         where, deployment.model.plugin->short_name()));
   }
 
-  uint32_t max_model_len = UINT32_MAX;
-  bool samples_on_host = true;
+  ModelSummary served;
+  served.name = options.model_name;
+  served.vocab = cluster_->engine(0).model_info().vocab;
+  served.max_model_len = UINT32_MAX;
   for (size_t e = 0; e < cluster_->size(); ++e) {
-    max_model_len = std::min(max_model_len, cluster_->engine(e).max_model_len());
-    samples_on_host = samples_on_host && cluster_->engine(e).model_info().returns_logits != 0;
+    const hw_model_info& info = cluster_->engine(e).model_info();
+    served.max_model_len = std::min(served.max_model_len, cluster_->engine(e).max_model_len());
+    served.samples_on_host = served.samples_on_host && info.returns_logits != 0;
+    served.reads_token_ids = served.reads_token_ids && info.needs_token_ids != 0;
   }
-  admission_ =
-      std::make_unique<RequestAdmission>(deployment, cluster_->engine(0).model_info().vocab,
-                                         max_model_len, samples_on_host, options.model_name);
+  admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
 
   loads_.resize(cluster_->size());
   {

@@ -53,10 +53,10 @@ ErrorCode error_code_of(hw_status_code code) {
   }
 }
 
-RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, uint32_t vocab,
-                                   uint32_t max_model_len, bool samples_on_host,
-                                   std::string model_name) {
+RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, ModelSummary served)
+    : model_(std::move(served)) {
   const std::filesystem::path dir = checkpoint_dir_of(deployment);
+  const uint32_t vocab = model_.vocab;
   if (!dir.empty()) {
     tokenizer_ = core::Tokenizer::load(dir);
     if (tokenizer_->vocab_size() > vocab) {
@@ -67,12 +67,8 @@ RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, uin
     }
   }
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_, dir);
-  model_.name = std::move(model_name);
   if (model_.name.empty()) model_.name = dir.empty() ? deployment.name : dir.filename().string();
-  model_.max_model_len = max_model_len;
-  model_.vocab = vocab;
   model_.tokenizer = tokenizer_ ? std::string(tokenizer_->kind()) : std::string("none");
-  model_.samples_on_host = samples_on_host;
 }
 
 RequestAdmission::~RequestAdmission() = default;
@@ -118,7 +114,7 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   validate_request_id(input.request_id);
   validate_prompt_form(input);
   validate_sampling(input, model_.vocab);
-  validate_logits_processing(input.sampling, model_.vocab, model_.samples_on_host);
+  validate_logits_processing(input.sampling, model_);
   dedupe_stop_token_ids(input.sampling.stop_token_ids);
   AdmittedRequest admitted;
   if (!input.request_class.empty()) {

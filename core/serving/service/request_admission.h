@@ -38,12 +38,12 @@ struct AdmittedRequest {
 class RequestAdmission {
  public:
   // Loads the tokenizer and chat template of the deployment's checkpoint (none when the model has
-  // no `path`: only token-id prompts are then served). `model_name` empty: the checkpoint
-  // directory's name, else the deployment's. `samples_on_host`: every engine's model returns
-  // logits (ModelSummary::samples_on_host). Throws core::Error naming the deployment file when
-  // the tokenizer has more tokens than `vocab`.
-  RequestAdmission(const core::DeploymentConfig& deployment, uint32_t vocab, uint32_t max_model_len,
-                   bool samples_on_host, std::string model_name);
+  // no `path`: only token-id prompts are then served). `served.name` empty: the checkpoint
+  // directory's name, else the deployment's. `served`: what every engine's model allows
+  // (vocab, max_model_len, samples_on_host, reads_token_ids) and the name to serve it under;
+  // model() adds the tokenizer and the default name. Throws core::Error naming the deployment
+  // file when the tokenizer has more tokens than `served.vocab`.
+  RequestAdmission(const core::DeploymentConfig& deployment, ModelSummary served);
   ~RequestAdmission();
   RequestAdmission(const RequestAdmission&) = delete;
   RequestAdmission& operator=(const RequestAdmission&) = delete;

@@ -76,7 +76,8 @@ void validate_sampling(const GenerateInput& input, uint32_t vocab) {
   validate_token_ids(s.stop_token_ids, vocab, "stop_token_ids");
 }
 
-void validate_logits_processing(core::SamplingParams& s, uint32_t vocab, bool samples_on_host) {
+void validate_logits_processing(core::SamplingParams& s, const ModelSummary& model) {
+  const uint32_t vocab = model.vocab;
   for (const auto& [name, value] : {std::pair{"presence_penalty", s.presence_penalty},
                                     std::pair{"frequency_penalty", s.frequency_penalty}}) {
     if (!(value >= -2.0f && value <= 2.0f)) {
@@ -110,13 +111,22 @@ void validate_logits_processing(core::SamplingParams& s, uint32_t vocab, bool sa
                         core::kMaxLogprobs, s.logprobs),
             "logprobs");
   }
-  if (samples_on_host || !s.uses_host_processing()) return;
-  const char* field = s.presence_penalty != 0.0f     ? "presence_penalty"
-                      : s.frequency_penalty != 0.0f  ? "frequency_penalty"
-                      : s.repetition_penalty != 1.0f ? "repetition_penalty"
-                      : s.min_tokens > 0             ? "min_tokens"
-                      : !s.logit_bias.empty()        ? "logit_bias"
-                                                     : "logprobs";
+  const char* penalty = s.presence_penalty != 0.0f     ? "presence_penalty"
+                        : s.frequency_penalty != 0.0f  ? "frequency_penalty"
+                        : s.repetition_penalty != 1.0f ? "repetition_penalty"
+                                                       : nullptr;
+  if (model.samples_on_host) {
+    if (penalty == nullptr || model.reads_token_ids) return;
+    invalid(fmt::format("{} is not supported by this deployment: penalties count the tokens of "
+                        "the request, and its model reads only their number, not their ids",
+                        penalty),
+            penalty);
+  }
+  if (!s.uses_host_processing()) return;
+  const char* field = penalty != nullptr      ? penalty
+                      : s.min_tokens > 0      ? "min_tokens"
+                      : !s.logit_bias.empty() ? "logit_bias"
+                                              : "logprobs";
   invalid(fmt::format("{} is not supported by this deployment: its model samples on its device, "
                       "and only models that return logits to the host apply penalties, "
                       "min_tokens and logit_bias, or report logprobs",

@@ -34,11 +34,11 @@ void validate_sampling(const GenerateInput& input, uint32_t vocab);
 // The logits processing only the core sampler does (vLLM's ranges): presence_penalty and
 // frequency_penalty in [-2, 2], repetition_penalty finite and > 0, logit_bias ids inside the
 // vocabulary and named once, biases in [-100, 100] (OpenAI's range); logprobs -1 (off) or 0 to
-// kMaxLogprobs; sorts logit_bias by id. When the model samples on its device (`samples_on_host`
-// false) any of them, min_tokens or logprobs is refused naming the field. min_tokens against
-// max_tokens: validate_min_tokens.
-void validate_logits_processing(core::SamplingParams& sampling, uint32_t vocab,
-                                bool samples_on_host);
+// kMaxLogprobs; sorts logit_bias by id. When the model samples on its device
+// (`model.samples_on_host` false) any of them, min_tokens or logprobs is refused naming the field;
+// when it does not read token ids (`model.reads_token_ids` false), the three penalties are.
+// min_tokens against max_tokens: validate_min_tokens.
+void validate_logits_processing(core::SamplingParams& sampling, const ModelSummary& model);
 
 // min_tokens <= max_tokens (once max_tokens is known).
 void validate_min_tokens(uint32_t min_tokens, uint32_t max_tokens,

@@ -29,6 +29,24 @@ TEST_F(InfoTest, ModelInfoMirrorsTheService) {
   EXPECT_EQ(model.max_model_len(), 2048u);
   EXPECT_EQ(model.vocab(), 32000u);
   EXPECT_EQ(model.tokenizer(), "bpe");
+  EXPECT_FALSE(model.samples_on_device());
+  EXPECT_FALSE(model.ignores_token_ids());
+}
+
+// What a router reads to refuse, as its engine processes would, the processing their model
+// cannot do.
+TEST_F(InfoTest, ModelInfoSaysWhatProcessingTheModelCannotDo) {
+  fake_.set_model({.name = "m",
+                   .max_model_len = 64,
+                   .vocab = 256,
+                   .tokenizer = "byte",
+                   .samples_on_host = false,
+                   .reads_token_ids = false});
+  grpc::ClientContext context;
+  v1::ModelInfoResponse model;
+  ASSERT_TRUE(stub_->ModelInfo(&context, v1::ModelInfoRequest{}, &model).ok());
+  EXPECT_TRUE(model.samples_on_device());
+  EXPECT_TRUE(model.ignores_token_ids());
 }
 
 TEST_F(InfoTest, ClusterInfoMirrorsTheService) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <thread>
 #include <utility>
@@ -742,12 +743,16 @@ TEST(LogitsProcessing, IsRefusedWhereTheModelSamplesOnItsDevice) {
          s.logit_bias = {{1, 1.0f}};
        }},
   };
+  ModelSummary on_host;
+  on_host.vocab = 256;
+  ModelSummary on_device = on_host;
+  on_device.samples_on_host = false;
   for (const auto& [name, change] : fields) {
     core::SamplingParams s;
     change(s);
-    EXPECT_NO_THROW(validate_logits_processing(s, 256, /*samples_on_host=*/true)) << name;
+    EXPECT_NO_THROW(validate_logits_processing(s, on_host)) << name;
     try {
-      validate_logits_processing(s, 256, /*samples_on_host=*/false);
+      validate_logits_processing(s, on_device);
       ADD_FAILURE() << name << ": accepted";
     } catch (const ServiceError& e) {
       EXPECT_EQ(e.param(), name);
@@ -755,7 +760,61 @@ TEST(LogitsProcessing, IsRefusedWhereTheModelSamplesOnItsDevice) {
     }
   }
   core::SamplingParams defaults;
-  EXPECT_NO_THROW(validate_logits_processing(defaults, 256, /*samples_on_host=*/false));
+  EXPECT_NO_THROW(validate_logits_processing(defaults, on_device));
+}
+
+// A model that returns logits but reads no token ids leaves the engine nothing to count: the
+// penalties are refused by name at submit (a 400, not an engine error mid-request), while the
+// processing that needs no ids is served.
+TEST(LogitsProcessing, PenaltiesAreRefusedWhereTheModelReadsNoTokenIds) {
+  const std::string plugin = std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_id_blind_model.so";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "headway-id-blind";
+  LocalGenerationService service(core::parse_deployment(
+      "name = \"id-blind\"\n[model]\nplugin = \"" + plugin + "\"\n[[engines]]\n",
+      dir / "deploy.toml", headway::test::built_plugins()));
+  EXPECT_FALSE(service.model_info().reads_token_ids);
+  EXPECT_TRUE(service.model_info().samples_on_host);
+  const auto request = [](void (*change)(core::SamplingParams&)) {
+    GenerateInput input;
+    input.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+    input.prompt_ids = {1, 2, 3};
+    input.max_tokens = 4;
+    input.sampling.temperature = 0.0f;
+    change(input.sampling);
+    return input;
+  };
+  using Change = void (*)(core::SamplingParams&);
+  const std::vector<std::pair<std::string, Change>> penalties = {
+      {"presence_penalty", [](core::SamplingParams& s) { s.presence_penalty = 0.5f; }},
+      {"frequency_penalty", [](core::SamplingParams& s) { s.frequency_penalty = -1.0f; }},
+      {"repetition_penalty", [](core::SamplingParams& s) { s.repetition_penalty = 1.2f; }},
+  };
+  for (const auto& [name, change] : penalties) {
+    try {
+      const test::Collected ran = collect(*service.submit(request(change)));
+      ADD_FAILURE() << name << ": accepted, finished " << static_cast<int>(ran.finish) << " "
+                    << ran.error;
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_EQ(e.param(), name);
+      EXPECT_NE(std::string(e.what()).find("reads only their number"), std::string::npos)
+          << e.what();
+    }
+  }
+  const std::vector<std::pair<std::string, Change>> served = {
+      {"logit_bias",
+       [](core::SamplingParams& s) {
+         s.logit_bias = {{7, 100.0f}};
+       }},
+      {"min_tokens", [](core::SamplingParams& s) { s.min_tokens = 2; }},
+      {"logprobs", [](core::SamplingParams& s) { s.logprobs = 1; }},
+  };
+  for (const auto& [name, change] : served) {
+    const test::Collected ran = collect(*service.submit(request(change)));
+    EXPECT_EQ(ran.finish, Finish::kLength) << name << ": " << ran.error;
+    EXPECT_EQ(ran.ids.size(), 4u) << name;
+    if (name == "logit_bias") EXPECT_EQ(ran.ids, std::vector<int32_t>(4, 7));
+  }
 }
 
 TEST_F(ServiceTest, AFullWaitingQueueIsResourceExhausted) {

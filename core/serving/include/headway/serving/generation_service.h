@@ -79,6 +79,10 @@ struct ModelSummary {
   // The model returns logits and the host samples: penalties, min_tokens and logit_bias are
   // served. False when it samples on its device (they are refused).
   bool samples_on_host = true;
+  // The model reads the request's token ids (hw_model_info.needs_token_ids), which the presence,
+  // frequency and repetition penalties count. False: the penalties are refused (a model that
+  // only needs lengths leaves the engine without the ids to count).
+  bool reads_token_ids = true;
 };
 
 // EngineSummary::role for an hw_engine_role.

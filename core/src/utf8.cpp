@@ -32,7 +32,11 @@ bool valid_second(uint8_t lead, uint8_t second) {
   }
 }
 
-// How many bytes at `bytes[i]` form a valid character (complete or not): `complete` says which.
+// How many bytes at `bytes[i]` begin a valid character: all of it (`complete`), or its maximal
+// subpart, the bytes before the first one that cannot continue it or before the end. Stopping at
+// that byte rather than giving up on the lead makes a truncated character one U+FFFD whether the
+// byte that cuts it arrives in the same read or a later one (Unicode's "substitution of maximal
+// subparts", which Python and WHATWG decoders follow).
 size_t valid_prefix(std::string_view bytes, size_t i, bool& complete) {
   const auto lead = static_cast<uint8_t>(bytes[i]);
   const size_t length = sequence_length(lead);
@@ -41,7 +45,7 @@ size_t valid_prefix(std::string_view bytes, size_t i, bool& complete) {
   size_t n = 1;
   while (n < length && i + n < bytes.size()) {
     const auto b = static_cast<uint8_t>(bytes[i + n]);
-    if (n == 1 ? !valid_second(lead, b) : (b & 0xC0) != 0x80) return 0;
+    if (n == 1 ? !valid_second(lead, b) : (b & 0xC0) != 0x80) return n;
     ++n;
   }
   complete = n == length;

@@ -48,15 +48,13 @@ class TextDecoder final : public IncrementalDecoder {
     std::string out;
     if (appended_ < min_tokens_) {
       const size_t early = std::min<size_t>(ids.size(), min_tokens_ - appended_);
-      window_.insert(window_.end(), ids.begin(), ids.begin() + static_cast<ptrdiff_t>(early));
-      appended_ += early;
-      out = take_new_text(early, false);
+      take_text_of(ids.first(early), out);
       ids = ids.subspan(early);
       if (ids.empty()) return out;
     }
-    appended_ += ids.size();
-    window_.insert(window_.end(), ids.begin(), ids.end());
-    out += release(take_new_text(ids.size(), false), false);
+    std::string text;
+    take_text_of(ids, text);
+    out += release(text, false);
     return out;
   }
 
@@ -76,6 +74,20 @@ class TextDecoder final : public IncrementalDecoder {
   }
 
  private:
+  // Adds `ids` to the window one at a time, appending the text each makes final to `text`. One
+  // at a time, because how long an incomplete character has waited is counted in ids: read
+  // together, a character completed by a later id of the same read would otherwise come out where
+  // a reader of one id at a time gave it up as U+FFFD, and the text would depend on how many ids
+  // a read brought. Each id costs two decodes of a window of kContextTokens + 1 ids (more only
+  // while a SentencePiece character waits for its ids).
+  void take_text_of(std::span<const int32_t> ids, std::string& text) {
+    for (const int32_t id : ids) {
+      window_.push_back(id);
+      ++appended_;
+      text += take_new_text(1, false);
+    }
+  }
+
   // Decodes the ids not yet turned into text (`added` of them arrived just now) and returns the
   // complete characters that are now known (valid UTF-8); the bytes of a character still
   // incomplete stay in bytes_, unless `final` or it has waited kMaxHeldTokens ids.

@@ -14,8 +14,10 @@ namespace headway::core::utf8 {
 // finishing it (0 to 3): what may still become a character when more bytes arrive.
 size_t incomplete_tail(std::string_view bytes);
 
-// Appends `bytes` to `out`, replacing every byte that is not part of a valid UTF-8 character
-// (stray continuation bytes, overlong forms, surrogates, truncated sequences) with U+FFFD.
+// Appends `bytes` to `out`, replacing what is not part of a valid UTF-8 character (stray
+// continuation bytes, overlong forms, surrogates, truncated sequences) with U+FFFD: one per maximal
+// subpart (a truncated character's valid beginning is one), as Python's "replace" does, so
+// appending in pieces cut before any incomplete_tail() gives the same text as appending at once.
 void append_valid(std::string_view bytes, std::string& out);
 
 // True when `bytes` is entirely valid UTF-8.

@@ -725,8 +725,8 @@ TEST_F(ServiceTest, MinTokensHoldsBackStopTokenIdsAndStopStrings) {
   by_string.sampling.min_tokens = 24;
   const test::Collected kept = collect(*service.submit(by_string));
   EXPECT_EQ(kept.ids, free_run.ids);
-  // (Not the probe's text byte for byte: how many U+FFFD the random bytes give can depend on how
-  // the ids were read together.)
+  // Byte for byte, U+FFFD of the random bytes included, however the ids were read together.
+  EXPECT_EQ(kept.text, free_run.text);
   EXPECT_NE(kept.text.find(static_cast<char>(stop_id)), std::string::npos) << kept.text;
   EXPECT_EQ(kept.finish, Finish::kLength);
 }

@@ -156,6 +156,52 @@ TEST(TextDecoder, RandomByteStreamsYieldValidUtf8AndValidTextVerbatim) {
   }
 }
 
+// A truncated character is one U+FFFD (its maximal subpart, as Python's "replace" gives), whether
+// the byte that cuts it comes in the same read or a later one.
+TEST(TextDecoder, ATruncatedCharacterIsOneReplacementWhateverTheReads) {
+  const std::vector<int32_t> ids = {0xF3, 0xA2, 0xCA, 'y', 0xE5, 0x97, 0xC4, 0xE0, 0x80, 0xAF};
+  // Python: b"\xf3\xa2\xcay\xe5\x97\xc4\xe0\x80\xaf".decode("utf-8", "replace")
+  const std::string expected = kReplacement + kReplacement + "y" + kReplacement + kReplacement +
+                               kReplacement + kReplacement + kReplacement;
+  auto whole = make_incremental_decoder(kBytes, {});
+  EXPECT_EQ(whole->append(ids) + whole->flush(), expected);
+  auto single = make_incremental_decoder(kBytes, {});
+  std::string out;
+  for (int32_t id : ids) out += single->append(std::span(&id, 1));
+  EXPECT_EQ(out + single->flush(), expected);
+}
+
+// Random bytes among ids that decode to nothing (special tokens): the text, replacement
+// characters included, is the same however many ids each read brings. Ids without bytes decide
+// when a waiting character is given up, and that is counted per id, not per read.
+TEST(TextDecoder, RandomBytesGiveTheSameTextWhateverTheReads) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<int32_t> ids(12);
+    for (int32_t& id : ids) {
+      const unsigned r = rng() % 10;
+      id = r == 0  ? kEos
+           : r < 4 ? static_cast<int32_t>(0x80 + rng() % 64)  // continuation bytes
+           : r < 7 ? static_cast<int32_t>(0xC0 + rng() % 64)  // lead bytes, some invalid
+                   : static_cast<int32_t>(rng() % 256);
+    }
+    auto single = make_incremental_decoder(kBytes, {});
+    std::string one_at_a_time;
+    for (int32_t id : ids) one_at_a_time += single->append(std::span(&id, 1));
+    one_at_a_time += single->flush();
+    ASSERT_TRUE(valid_utf8(one_at_a_time)) << round;
+    auto chunked = make_incremental_decoder(kBytes, {});
+    std::string in_reads;
+    for (size_t at = 0; at < ids.size();) {
+      const size_t n = std::min<size_t>(1 + rng() % 6, ids.size() - at);
+      in_reads += chunked->append(std::span(ids).subspan(at, n));
+      at += n;
+    }
+    in_reads += chunked->flush();
+    ASSERT_EQ(in_reads, one_at_a_time) << "round " << round;
+  }
+}
+
 TEST(TextDecoder, StopStringSpanningTokensEndsTheText) {
   auto d = make_incremental_decoder(kBytes, {"STOP"});
   EXPECT_THAT(feed(*d, "abSTOPcd"), ElementsAre("a", "b", "", "", "", "", "", "", ""));

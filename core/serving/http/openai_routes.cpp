@@ -128,6 +128,7 @@ void OpenAiRoutes::install(httplib::Server& server) {
       {"/tokenize", "POST", [this](const auto& rq, auto& rs) { tokenize(rq, rs); }},
       {"/detokenize", "POST", [this](const auto& rq, auto& rs) { detokenize(rq, rs); }},
       {"/health", "GET", [this](const auto& rq, auto& rs) { health(rq, rs); }},
+      {"/version", "GET", [this](const auto& rq, auto& rs) { version(rq, rs); }},
       {"/metrics", "GET", [this](const auto& rq, auto& rs) { metrics(rq, rs); }},
   };
   using Registrar =
@@ -441,6 +442,11 @@ void OpenAiRoutes::health(const httplib::Request& /*request*/, httplib::Response
                                  {"engines_total", health.engines_total}};
   if (!health.reason.empty()) body["reason"] = health.reason;
   send_json(response, health.serving ? 200 : 503, body);
+}
+
+void OpenAiRoutes::version(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  send_json(response, 200, {{"version", HEADWAY_VERSION}});
 }
 
 void OpenAiRoutes::metrics(const httplib::Request& request, httplib::Response& response) {

@@ -1,7 +1,7 @@
 // The HTTP routes of the OpenAI-compatible frontend and what each answers: authentication, the
-// generation endpoints (JSON or SSE), models, health, metrics, and the JSON error for every
-// failure, including those cpp-httplib detects itself (malformed request, unknown route, body too
-// large). docs/serving_http.md describes the behaviour.
+// generation endpoints (JSON or SSE), models, tokenize, health, version, metrics, and the JSON
+// error for every failure, including those cpp-httplib detects itself (malformed request, unknown
+// route, body too large). docs/serving_http.md describes the behaviour.
 //
 // Ownership: borrows the service and the options, which outlive it (HttpFrontend owns all three).
 // Threading: handlers run concurrently on cpp-httplib's worker threads; the routes keep no state
@@ -42,6 +42,8 @@ class OpenAiRoutes {
   void tokenize(const httplib::Request& request, httplib::Response& response);
   void detokenize(const httplib::Request& request, httplib::Response& response);
   void health(const httplib::Request& request, httplib::Response& response);
+  // vLLM's /version: {"version": Headway's release}.
+  void version(const httplib::Request& request, httplib::Response& response);
   void metrics(const httplib::Request& request, httplib::Response& response);
 
   GenerationService& service_;

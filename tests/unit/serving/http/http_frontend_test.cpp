@@ -277,6 +277,17 @@ TEST_F(HttpFrontendTest, ModelsListsTheServedModel) {
   EXPECT_EQ(body["data"][0]["max_model_len"], FakeGenerationService::kMaxModelLen);
 }
 
+// vLLM's route; the release is the project's (CMake's PROJECT_VERSION, as `headway --version`).
+TEST_F(HttpFrontendTest, VersionSaysTheRelease) {
+  auto reply = client().Get("/version");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200);
+  EXPECT_EQ(json::parse(reply->body), json({{"version", HEADWAY_PROJECT_VERSION}}));
+  auto posted = client().Post("/version", "{}", "application/json");
+  ASSERT_TRUE(posted);
+  EXPECT_EQ(posted->status, 405);
+}
+
 TEST_F(HttpFrontendTest, HealthFollowsTheService) {
   auto ok = client().Get("/health");
   ASSERT_TRUE(ok);
@@ -320,6 +331,9 @@ TEST_F(HttpFrontendTest, ApiKeyIsRequiredEverywhereButHealth) {
   auto metrics = client().Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 401);
+  auto version = client().Get("/version");
+  ASSERT_TRUE(version);
+  EXPECT_EQ(version->status, 401);
   EXPECT_TRUE(service_.submitted().empty());
 
   auto right =

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <string>
 
+#include "logits_scan.h"
+
 namespace headway::core {
 namespace {
 
@@ -18,13 +20,9 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The first token with the largest logit, NaN skipped; 0 when every logit is NaN.
 int32_t argmax(std::span<const float> logits) {
-  int32_t best = -1;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i])) continue;
-    if (best < 0 || logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  }
-  return best < 0 ? 0 : best;
+  return std::max(first_index_of(logits, max_logit(logits)), 0);
 }
 
 }  // namespace
@@ -103,10 +101,10 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
 
   // Weights relative to the best token: w = exp((l - max) / T), so the best has weight 1 and
   // nothing overflows. NaN becomes weight 0.
-  const float max_logit = logits[best];
+  const float best_logit = logits[best];
   const float inv_t = 1.0f / p.temperature;
   for (float& l : logits) {
-    const float w = std::exp((l - max_logit) * inv_t);
+    const float w = std::exp((l - best_logit) * inv_t);
     l = std::isnan(w) ? 0.0f : w;
   }
   const auto heavier = [&](int32_t a, int32_t b) {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "logits_scan.h"
+
 namespace headway::core {
 namespace {
 
@@ -16,29 +18,10 @@ float floored(double logprob) {
 
 float LogprobCalculator::compute(std::span<const float> logits, int32_t chosen,
                                  std::span<TokenLogprob> top) {
-  // log softmax: l - (max + log(sum(exp(l - max)))). Each term in float (glibc's expf is several
-  // times faster than exp), summed in double so that a large vocabulary of small terms is not
-  // lost.
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (const float l : logits) {
-    if (l > max_logit) max_logit = l;  // NaN compares false: skipped
-  }
-  double sum = 0.0;
-  if (std::isfinite(max_logit)) {
-    // Four sums, so that the additions do not wait on each other.
-    double partial[4] = {0.0, 0.0, 0.0, 0.0};
-    const size_t n = logits.size();
-    size_t i = 0;
-    const auto term = [&](float l) {
-      return std::isnan(l) ? 0.0 : static_cast<double>(std::exp(l - max_logit));
-    };
-    for (; i + 4 <= n; i += 4) {
-      for (size_t k = 0; k < 4; ++k) partial[k] += term(logits[i + k]);
-    }
-    for (; i < n; ++i) partial[0] += term(logits[i]);
-    sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  }
-  const double normaliser = std::isfinite(max_logit) ? max_logit + std::log(sum) : max_logit;
+  // log softmax: l - (max + log(sum(exp(l - max)))), NaN logits left out (logits_scan.h).
+  const float max = max_logit(logits);
+  const double normaliser =
+      std::isfinite(max) ? max + std::log(sum_exp_below(logits, max)) : static_cast<double>(max);
   const auto logprob_of = [&](int32_t t) {
     const float l = logits[static_cast<size_t>(t)];
     return std::isnan(l) ? kMinLogprob : floored(l - normaliser);
@@ -57,16 +40,18 @@ float LogprobCalculator::compute(std::span<const float> logits, int32_t chosen,
     };
     if (order_.capacity() < count) order_.reserve(count);  // grows once per largest count
     order_.clear();
+    const auto insert = [&](size_t t) {
+      const auto token = static_cast<int32_t>(t);
+      order_.insert(std::upper_bound(order_.begin(), order_.end(), token, likelier), token);
+    };
+    size_t t = 0;
+    for (; order_.size() < count; ++t) insert(t);
     // Once the list is full, a token must beat the last kept one's logit: ids only grow, so an
-    // equal one (or a NaN) never does.
-    float threshold = -std::numeric_limits<float>::infinity();
-    for (int32_t t = 0; t < static_cast<int32_t>(logits.size()); ++t) {
-      if (order_.size() == count) {
-        if (!(logits[static_cast<size_t>(t)] > threshold)) continue;
-        order_.pop_back();
-      }
-      order_.insert(std::upper_bound(order_.begin(), order_.end(), t, likelier), t);
-      if (order_.size() == count) threshold = value(order_.back());
+    // equal one (or a NaN) never does. Such tokens are few, and the scan skips to them.
+    for (t = first_above(logits, t, value(order_.back())); t < logits.size();
+         t = first_above(logits, t + 1, value(order_.back()))) {
+      order_.pop_back();
+      insert(t);
     }
     for (size_t i = 0; i < count; ++i) top[i] = TokenLogprob{order_[i], logprob_of(order_[i])};
   }

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 namespace headway::core {
@@ -50,6 +53,42 @@ TEST(LogprobCalculator, LargeLogitsDoNotOverflow) {
   EXPECT_EQ(top[0].token, 0);
   EXPECT_NEAR(top[0].logprob, 0.0f, 1e-6);
   EXPECT_EQ(calculator.compute(logits, 2, {}), kMinLogprob);
+}
+
+// Rows long enough for the vectorised scans, with ties, NaN and -inf anywhere: the top tokens are
+// those of a full stable sort, and each log-probability that of a double-precision softmax.
+TEST(LogprobCalculator, LongRowsAgreeWithAFullSortAndADoubleSoftmax) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  LogprobCalculator calculator;
+  for (const size_t vocab : {21u, 64u, 1000u, 32003u}) {
+    std::vector<float> logits(vocab);
+    for (float& l : logits) {
+      const unsigned kind = rng() % 20;
+      l = kind == 0 ? NAN : kind == 1 ? -INFINITY : kind < 5 ? 2.0f : normal(rng);
+    }
+    double sum = 0.0;
+    for (const float l : logits) {
+      if (!std::isnan(l)) sum += std::exp(static_cast<double>(l));
+    }
+    std::vector<int32_t> order(vocab);
+    std::iota(order.begin(), order.end(), 0);
+    const auto rank = [&](int32_t t) { return std::isnan(logits[t]) ? -INFINITY : logits[t]; };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return rank(a) > rank(b); });
+    std::vector<TokenLogprob> top(20);
+    const auto chosen = static_cast<int32_t>(rng() % vocab);
+    const float logprob = calculator.compute(logits, chosen, top);
+    const auto expected = [&](int32_t t) {
+      const double l = std::log(std::exp(static_cast<double>(logits[t])) / sum);
+      return std::isfinite(l) ? std::max(l, double{kMinLogprob}) : double{kMinLogprob};
+    };
+    EXPECT_NEAR(logprob, expected(chosen), 1e-5) << vocab;
+    for (size_t i = 0; i < top.size(); ++i) {
+      ASSERT_EQ(top[i].token, order[i]) << "vocab " << vocab << " rank " << i;
+      EXPECT_NEAR(top[i].logprob, expected(order[i]), 1e-5) << "vocab " << vocab << " rank " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -23,6 +23,14 @@ Floats load(const float* at) {
 
 Floats splat(float x) { return Floats{} + x; }
 
+// The last `n` (< kLanes) floats at `at`, the lanes past them `pad`: tails go through the same
+// arithmetic as the vectors before them.
+Floats load_tail(const float* at, size_t n, float pad) {
+  Floats v = splat(pad);
+  for (size_t k = 0; k < n; ++k) v[k] = at[k];
+  return v;
+}
+
 // exp(x) for x in [-87, 0] (Cephes' expf: Cody-Waite reduction by ln 2, a degree-6 polynomial,
 // the exponent added to the bits).
 Floats exp_nonpositive(Floats x) {
@@ -99,8 +107,7 @@ double sum_exp_below(std::span<const float> logits, float shift) {
   constexpr size_t kBlock = 256;        // terms per block: 32 per lane sum before the double
   const Floats low = splat(-87.0f);
   const Floats any = splat(-std::numeric_limits<float>::infinity());
-  const auto term = [&](const float* at) {
-    const Floats v = load(at);
+  const auto term = [&](Floats v) {
     Floats x = v - shift;
     x = x < low ? low : x;
     const Ints present = v >= any;  // all ones unless NaN (which compares false)
@@ -112,13 +119,47 @@ double sum_exp_below(std::span<const float> logits, float shift) {
   while (i < whole) {
     Floats lanes[2] = {};
     for (const size_t end = std::min(whole, i + kBlock); i < end; i += kStep) {
-      lanes[0] += term(logits.data() + i);
-      lanes[1] += term(logits.data() + i + kLanes);
+      lanes[0] += term(load(logits.data() + i));
+      lanes[1] += term(load(logits.data() + i + kLanes));
     }
     for (size_t k = 0; k < kLanes; ++k) sum += static_cast<double>(lanes[0][k]) + lanes[1][k];
   }
-  for (; i < logits.size(); ++i) {
-    if (!std::isnan(logits[i])) sum += std::exp(std::max(logits[i] - shift, -87.0f));
+  for (; i < logits.size(); i += kLanes) {
+    const size_t n = std::min(kLanes, logits.size() - i);
+    // Padding with NaN adds nothing.
+    const Floats lanes = term(load_tail(logits.data() + i, n, std::nanf("")));
+    for (size_t k = 0; k < kLanes; ++k) sum += lanes[k];
+  }
+  return sum;
+}
+
+double exp_weights(std::span<float> logits, float shift, float scale) {
+  constexpr size_t kBlock = 256;  // terms per block: 64 per lane before they go into the double
+  const Floats low = splat(-87.0f);
+  const auto weight = [&](Floats v) {
+    const Floats x = (v - shift) * scale;
+    const Ints kept = x >= low;  // false below -87, at -inf and for NaN
+    return reinterpret_cast<Floats>(reinterpret_cast<Ints>(exp_nonpositive(kept ? x : low)) & kept);
+  };
+  double sum = 0.0;
+  size_t i = 0;
+  while (i + kLanes <= logits.size()) {
+    Floats lanes{};
+    const size_t end = std::min(logits.size() - logits.size() % kLanes, i + kBlock);
+    for (; i < end; i += kLanes) {
+      const Floats w = weight(load(logits.data() + i));
+      std::memcpy(logits.data() + i, &w, sizeof w);
+      lanes += w;
+    }
+    for (size_t k = 0; k < kLanes; ++k) sum += lanes[k];
+  }
+  if (i < logits.size()) {
+    const size_t n = logits.size() - i;
+    const Floats w = weight(load_tail(logits.data() + i, n, std::nanf("")));  // NaN weighs 0
+    for (size_t k = 0; k < n; ++k) {
+      logits[i + k] = w[k];
+      sum += w[k];
+    }
   }
   return sum;
 }

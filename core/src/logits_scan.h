@@ -1,6 +1,7 @@
 // Whole-vocabulary passes over a row of logits that the engine's host sampler and the logprobs
 // make for every sampled request and step (128k entries for Llama 3): the largest logit, the
-// first token holding it, the next one above a bar, and the softmax denominator. Written on 4-float
+// first token holding it, the next one above a bar, the softmax denominator and the sampling
+// weights. Written on 4-float
 // vectors (GCC's vector extensions: SSE2 on baseline x86-64, NEON on ARM) because the compiler does
 // not vectorize the plain loops: a NaN-skipping max and glibc's expf are both scalar.
 //
@@ -28,5 +29,12 @@ size_t first_above(std::span<const float> logits, size_t from, float threshold);
 // than a float can show. Each exp is a polynomial within 1e-7 relative of exp (Cephes' expf); the
 // terms are summed in float by 4 lanes and carried into a double every 256 terms.
 double sum_exp_below(std::span<const float> logits, float shift);
+
+// Turns each logit l into the sampling weight exp((l - shift) * scale) in place, for a `shift` at
+// least as large as every logit (their max) and a `scale` > 0 (1 / temperature), and returns the
+// weights' sum. A weight is exactly 0 where the exponent is below -87 (exp would give less than
+// 1.6e-38), -inf or NaN, so that a token kept out by -inf (or by nothing but rounding) can never be
+// drawn; elsewhere it is within 1e-7 relative of exp.
+double exp_weights(std::span<float> logits, float shift, float scale);
 
 }  // namespace headway::core

@@ -100,19 +100,35 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
   if (p.temperature == 0.0f || p.top_k == 1) return best;
 
   // Weights relative to the best token: w = exp((l - max) / T), so the best has weight 1 and
-  // nothing overflows. NaN becomes weight 0.
-  const float best_logit = logits[best];
-  const float inv_t = 1.0f / p.temperature;
-  for (float& l : logits) {
-    const float w = std::exp((l - best_logit) * inv_t);
-    l = std::isnan(w) ? 0.0f : w;
-  }
+  // nothing overflows. NaN, and anything below exp(-87), becomes weight 0 (logits_scan.h).
+  const double weight_sum = exp_weights(logits, logits[best], 1.0f / p.temperature);
+  const size_t vocab = logits.size();
+  const double u = uniform(p.seed, output_index);
+  // The draw: the first candidate whose cumulative weight passes u * total, in the candidates'
+  // order. No weight left to draw from (a +inf logit: inf - inf is NaN; a row of NaN; a
+  // temperature so small that 1 / T overflows): the greedy token is the only sensible answer.
+  const auto draw = [&](auto&& token_at, size_t count, double total) -> int32_t {
+    if (!(total > 0.0)) return best;
+    const double target = u * total;
+    double cumulative = 0.0;
+    for (size_t i = 0; i < count; ++i) {
+      cumulative += logits[token_at(i)];
+      if (target < cumulative) return static_cast<int32_t>(token_at(i));
+    }
+    // Rounding left the target past the end: the last candidate with weight (total > 0 says
+    // there is one), never one the filters kept at weight 0.
+    for (size_t i = count; i-- > 0;) {
+      if (logits[token_at(i)] > 0.0f) return static_cast<int32_t>(token_at(i));
+    }
+    return best;
+  };
+  const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.top_p < 1.0f || p.min_p > 0.0f;
+  if (!filtered) return draw([](size_t i) { return i; }, vocab, weight_sum);
+
   const auto heavier = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-
   // Candidates, in token order unless a filter had to rank them.
-  const size_t vocab = logits.size();
   if (candidates_.size() < vocab) candidates_.resize(vocab);  // grows once per vocabulary size
   std::iota(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(vocab), 0);
   auto first = candidates_.begin();
@@ -152,21 +168,7 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
 
   double total = 0.0;
   for (size_t i = 0; i < count; ++i) total += logits[first[i]];
-  // No weight left to draw from: a +inf logit (inf - inf is NaN), a row of NaN, or a temperature
-  // so small that 1 / T overflows. The greedy token is the only sensible answer.
-  if (!(total > 0.0)) return best;
-  const double u = uniform(p.seed, output_index) * total;
-  double cumulative = 0.0;
-  for (size_t i = 0; i < count; ++i) {
-    cumulative += logits[first[i]];
-    if (u < cumulative) return first[i];
-  }
-  // Rounding left u past the end: the last candidate with weight (total > 0 says there is one),
-  // never one the filters kept at weight 0.
-  for (size_t i = count; i-- > 0;) {
-    if (logits[first[i]] > 0.0f) return first[i];
-  }
-  return best;
+  return draw([&](size_t i) { return static_cast<size_t>(first[i]); }, count, total);
 }
 
 }  // namespace headway::core

@@ -1,6 +1,7 @@
 // What the core sampler's logits processing and the log-probabilities cost per sampled row, at a
 // Llama-3 vocabulary (128,256): the engine pays it on its thread once per request and step.
-// - BM_SampleGreedy / BM_SampleTopP: the baseline of a request that asks for none of it.
+// - BM_SampleGreedy / BM_SampleTemperature / BM_SampleTopP: the baseline of a request that asks
+//   for none of it.
 // - BM_SamplePenalised: repetition, frequency and presence penalties over a history of N tokens
 //   (prompt + outputs): linear in N, nothing per vocabulary entry beyond the argmax.
 // - BM_SampleWithLogprobs: the engine's copy of the raw row and log-softmax + top-20.
@@ -46,6 +47,12 @@ void run(benchmark::State& state, const headway::core::SamplingParams& params,
 
 void BM_SampleGreedy(benchmark::State& state) { run(state, {}, {}); }
 
+void BM_SampleTemperature(benchmark::State& state) {
+  headway::core::SamplingParams params;
+  params.temperature = 0.8f;
+  run(state, params, {});
+}
+
 void BM_SampleTopP(benchmark::State& state) {
   headway::core::SamplingParams params;
   params.temperature = 0.8f;
@@ -84,6 +91,7 @@ void BM_SampleWithLogprobs(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_SampleGreedy)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SampleTemperature)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleTopP)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SamplePenalised)->Arg(1024)->Arg(32768)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleWithLogprobs)->Arg(0)->Arg(20)->Unit(benchmark::kMicrosecond);

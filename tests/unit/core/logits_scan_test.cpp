@@ -119,5 +119,31 @@ TEST(LogitsScan, SumOfExpIsTheSoftmaxDenominatorWithinFloatPrecision) {
   }
 }
 
+TEST(LogitsScan, SamplingWeightsAreExpOrExactlyZero) {
+  std::mt19937 rng(6);
+  for (const size_t size : {1u, 3u, 4u, 5u, 17u, 1000u, 32003u}) {
+    for (const float scale : {0.5f, 1.0f, 1.25f, 20.0f}) {
+      const std::vector<float> row = random_row(rng, size);
+      const float max = max_logit(row);
+      if (!std::isfinite(max)) continue;
+      std::vector<float> weights = row;
+      const double sum = exp_weights(weights, max, scale);
+      double written = 0.0;
+      for (size_t t = 0; t < size; ++t) {
+        const float x = (row[t] - max) * scale;
+        if (std::isnan(x) || x < -87.0f) {
+          ASSERT_EQ(weights[t], 0.0f) << "size " << size << " token " << t << " logit " << row[t];
+        } else {
+          const double expected = std::exp(static_cast<double>(x));
+          ASSERT_NEAR(weights[t], expected, 2e-7 * expected) << "size " << size << " token " << t;
+        }
+        written += weights[t];
+      }
+      // Summed in float lanes, carried into a double every 256 terms.
+      EXPECT_NEAR(sum, written, 1e-6 * written) << size;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace headway::core

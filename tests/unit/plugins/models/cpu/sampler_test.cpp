@@ -101,6 +101,28 @@ TEST(Sampler, TemperatureOneFollowsTheDistribution) {
   }
 }
 
+// A row long enough for the vectorised weights: the draw follows the softmax over the tokens
+// that can be drawn, and a token at -inf or NaN never comes out, wherever it sits in the row.
+TEST(Sampler, ALongRowFollowsTheDistributionAndNeverDrawsTheImpossible) {
+  constexpr size_t kVocab = 1003;  // 250 vectors and a tail of 3
+  std::vector<float> logits(kVocab, -INFINITY);
+  for (size_t t = 0; t < kVocab; t += 7) logits[t] = NAN;
+  const std::vector<size_t> live = {5, 250, 501, 1001, 1002};
+  for (size_t i = 0; i < live.size(); ++i) {
+    logits[live[i]] = static_cast<float>(std::log(kWeights[i]));
+  }
+  SamplingParams p;
+  p.temperature = 1.0f;
+  const auto counts = histogram(logits, p);
+  int drawn = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    const int n = counts.count(static_cast<int32_t>(live[i])) ? counts.at(live[i]) : 0;
+    EXPECT_NEAR(n / 4000.0, kWeights[i], 0.03) << live[i];
+    drawn += n;
+  }
+  EXPECT_EQ(drawn, 4000) << "a token at -inf or NaN was drawn";
+}
+
 TEST(Sampler, LowTemperatureSharpensHighTemperatureFlattens) {
   SamplingParams p;
   p.temperature = 0.05f;  // p(1) = 1 / (1 + 0.75^20 + ...) = 0.997

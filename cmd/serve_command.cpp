@@ -31,6 +31,7 @@
 #endif
 
 #include "output_path.h"
+#include "stats_logger.h"
 
 namespace headway::cmd {
 namespace {
@@ -172,6 +173,9 @@ int run_serve(const ServeArgs& args) {
   if (engine_role) throw core::Error("serve: role \"engine\" needs the gRPC frontend");
 #endif
   std::fflush(stderr);
+  // Stopped (and joined) when run_serve returns, before the service goes.
+  std::optional<StatsLogger> stats;
+  if (server.log_stats_interval_s > 0.0) stats.emplace(service, server.log_stats_interval_s);
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) != 0) {

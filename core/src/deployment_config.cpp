@@ -160,7 +160,7 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   check_keys(table,
              {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
               "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
-              "kv_stage_checksums", "kv_handoff", "kv_link_hold_s"},
+              "kv_stage_checksums", "kv_handoff", "kv_link_hold_s", "log_stats_interval_s"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -186,6 +186,8 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
                                               server.load_report_interval_s, 0.005, 60.0);
   server.engine_connect_timeout_s = get_seconds(table, "engine_connect_timeout_s", where,
                                                 server.engine_connect_timeout_s, 0.0, 3600.0);
+  server.log_stats_interval_s =
+      get_seconds(table, "log_stats_interval_s", where, server.log_stats_interval_s, 0.0, 3600.0);
   server.role = get_string(table, "role", where, "all");
   if (server.role != "all" && server.role != "engine" && server.role != "router") {
     throw Error(fmt::format("{}.role: unknown role \"{}\" (allowed: all, engine, router)", where,

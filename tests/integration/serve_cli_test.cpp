@@ -91,6 +91,47 @@ TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
   EXPECT_NE(serve.log().find("draining"), std::string::npos) << serve.log();
 }
 
+// [server] log_stats_interval_s: while a request streams, stats lines give its rates and the
+// load; once it ended, the idle server prints none (a line per interval would need many more).
+TEST(ServeCli, LogsStatsWhileBusyAndNothingWhileIdle) {
+  if (!have_curl()) GTEST_SKIP() << "curl is not installed";
+  TempDir dir;
+  constexpr double kInterval = 0.05;
+  const fs::path config = write_tiny_deployment(
+      dir.path, "stats-test",
+      "[[engines]]\nscheduler = \"chunked\"\n[server]\nhttp_port = 0\ngrpc_port = 0\n"
+      "drain_timeout_s = 5\nlog_stats_interval_s = " +
+          std::to_string(kInterval) + "\n");
+  ServeProcess serve(config);
+  const std::string base = http_base(serve);
+  ASSERT_FALSE(base.empty()) << "headway serve did not report an HTTP address:\n" << serve.log();
+  const auto started = std::chrono::steady_clock::now();
+  const CurlResult completion = curl(
+      "-H 'Content-Type: application/json' -d '{\"prompt\": \"hello\", \"max_tokens\": 400, "
+      "\"ignore_eos\": true}' " +
+      base + "/v1/completions");
+  const double busy =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(completion.http_status, 200) << completion.body;
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // 10 idle intervals
+  ASSERT_EQ(serve.stop(SIGTERM), 0) << serve.log();
+
+  const std::regex stats(
+      R"(headway serve: prompt ([0-9.]+) tokens/s, generation ([0-9.]+) tokens/s, running ([0-9]+), waiting ([0-9]+), KV cache ([0-9.]+)% used)");
+  const std::string& log = serve.log();
+  int lines = 0;
+  double generated = 0.0;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), stats); it != std::sregex_iterator();
+       ++it) {
+    ++lines;
+    generated += std::stod((*it)[2].str()) * kInterval;  // about the tokens of that interval
+  }
+  ASSERT_GT(lines, 0) << log;
+  EXPECT_GT(generated, 0.0) << log;
+  // Busy intervals, the one the request ended in and one of slack; idle ones would add ten more.
+  EXPECT_LE(lines, static_cast<int>(busy / kInterval) + 2) << "busy " << busy << " s\n" << log;
+}
+
 // `serve --step-trace` writes every step the engine ran, in simulate's format: a 4-token prompt
 // and 5 output tokens are one prefill step of the whole prompt (which samples the first token) and
 // 4 decode steps, each with a positive duration, in the order the engine's clock ran them.

@@ -131,6 +131,13 @@ Counter& CounterFamily::with(const std::vector<std::string>& values) {
   return series_[series_index(values)];
 }
 
+double CounterFamily::total() const {
+  std::lock_guard lock(mutex_);
+  double sum = 0.0;
+  for (const Counter& counter : series_) sum += counter.value();
+  return sum;
+}
+
 void CounterFamily::render_series(std::string& out, size_t index, const std::string& labels) const {
   out += fmt::format("{}{}{}{} {}\n", name(), labels.empty() ? "" : "{", labels,
                      labels.empty() ? "" : "}", format_sample_value(series_[index].value()));
@@ -158,6 +165,13 @@ HistogramFamily::HistogramFamily(std::string name, std::string help,
 Histogram& HistogramFamily::with(const std::vector<std::string>& values) {
   std::lock_guard lock(mutex_);
   return series_[series_index(values)];
+}
+
+double HistogramFamily::total_sum() const {
+  std::lock_guard lock(mutex_);
+  double sum = 0.0;
+  for (const Histogram& histogram : series_) sum += histogram.snapshot().sum;
+  return sum;
 }
 
 void HistogramFamily::render_series(std::string& out, size_t index,

@@ -149,6 +149,17 @@ RequestSeries ServingMetrics::request(uint32_t engine, const std::string& pool,
                        {reason("length"), reason("stop"), reason("abort"), reason("error")}};
 }
 
+ServiceTotals ServingMetrics::totals() const {
+  ServiceTotals totals;
+  totals.prompt_tokens = prompt_tokens_.total();
+  totals.prefill_tokens = prefill_per_step_.total_sum();
+  totals.generation_tokens = generation_tokens_.total();
+  totals.prefix_cache_queries = prefix_cache_queries_.total();
+  totals.prefix_cache_hits = prefix_cache_hits_.total();
+  totals.preemptions = preemptions_.total();
+  return totals;
+}
+
 void ServingMetrics::rejected(Rejection why) {
   static constexpr const char* kNames[] = {"invalid", "queue_full", "unavailable"};
   rejected_.with({kNames[static_cast<int>(why)]}).add();

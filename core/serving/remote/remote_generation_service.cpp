@@ -110,6 +110,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
   std::string metrics_text() const;
+  ServiceTotals totals() const { return metrics_.totals(); }
   void count_refused_request() { metrics_.rejected(Rejection::kInvalid); }
   size_t drain(double timeout_seconds);
   void end_drain_now() {
@@ -720,6 +721,7 @@ std::string RemoteGenerationService::detokenize(const std::string& model,
 ClusterSummary RemoteGenerationService::cluster_info() const { return impl_->cluster_info(); }
 HealthSummary RemoteGenerationService::health() const { return impl_->health(); }
 std::string RemoteGenerationService::metrics_text() const { return impl_->metrics_text(); }
+ServiceTotals RemoteGenerationService::totals() const { return impl_->totals(); }
 void RemoteGenerationService::count_refused_request() { impl_->count_refused_request(); }
 void RemoteGenerationService::end_drain_now() { impl_->end_drain_now(); }
 size_t RemoteGenerationService::drain(double timeout_seconds) {

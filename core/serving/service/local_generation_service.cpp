@@ -49,6 +49,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   ClusterSummary cluster_info() const;
   HealthSummary health() const;
   std::string metrics_text() const { return metrics_.render(); }
+  ServiceTotals totals() const { return metrics_.totals(); }
   void count_refused_request() { metrics_.rejected(Rejection::kInvalid); }
   size_t drain(double timeout_seconds);
   void end_drain_now() {
@@ -496,6 +497,7 @@ std::string LocalGenerationService::detokenize(const std::string& model,
 ClusterSummary LocalGenerationService::cluster_info() const { return impl_->cluster_info(); }
 HealthSummary LocalGenerationService::health() const { return impl_->health(); }
 std::string LocalGenerationService::metrics_text() const { return impl_->metrics_text(); }
+ServiceTotals LocalGenerationService::totals() const { return impl_->totals(); }
 void LocalGenerationService::count_refused_request() { impl_->count_refused_request(); }
 size_t LocalGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);

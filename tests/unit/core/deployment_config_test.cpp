@@ -506,6 +506,13 @@ engine_connect_timeout_s = 5
   EXPECT_EQ(c.server.load_report_interval_s, 0.2);
   EXPECT_EQ(c.server.engine_connect_timeout_s, 5.0);
   EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\nrole = \"engine\"\n").server.role, "engine");
+  // The stats line: every 10 s unless told; 0 turns it off; a negative interval is refused.
+  EXPECT_EQ(c.server.log_stats_interval_s, 10.0);
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\nlog_stats_interval_s = 0\n")
+                .server.log_stats_interval_s,
+            0.0);
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nlog_stats_interval_s = -1\n"),
+              HasSubstr("server.log_stats_interval_s"));
 }
 
 TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {

@@ -40,6 +40,7 @@
 //                                      # router: frontends + router before engine processes
 //   load_report_interval_s = 0.05      # router: how often it polls each engine's health and load
 //   engine_connect_timeout_s = 30.0    # router: how long start-up waits for the engine processes
+//   log_stats_interval_s = 10.0        # a stats line on stderr this often while busy; 0: none
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
@@ -88,6 +89,9 @@ struct ServerConfig {
   std::string role = "all";  // "all", "engine" or "router" (see the file comment)
   double load_report_interval_s = 0.05;
   double engine_connect_timeout_s = 30.0;
+  // Seconds between `headway serve`'s stats lines (throughput, running, waiting, KV use; none
+  // while idle); 0: no stats lines.
+  double log_stats_interval_s = 10.0;
   // Engine processes: how a kv_source stage reaches this process: "auto" (shared memory when it
   // was written on this host, the gRPC socket otherwise) or "socket" (always the socket).
   std::string kv_stage_transport = "auto";

@@ -166,6 +166,8 @@ ClusterSummary FakeGenerationService::cluster_info() const {
   return cluster_;
 }
 
+ServiceTotals FakeGenerationService::totals() const { return {}; }  // the fake counts nothing
+
 HealthSummary FakeGenerationService::health() const {
   std::lock_guard lock(mutex_);
   throw_if_info_fails();

@@ -65,6 +65,7 @@ class FakeGenerationService final : public GenerationService {
   ModelSummary model_info() const override;
   ClusterSummary cluster_info() const override;
   HealthSummary health() const override;
+  ServiceTotals totals() const override;
   std::string metrics_text() const override { return {}; }
   size_t drain(double) override { return 0; }
   void end_drain_now() override {}

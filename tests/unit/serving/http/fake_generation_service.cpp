@@ -241,6 +241,8 @@ ModelSummary FakeGenerationService::model_info() const {
 
 ClusterSummary FakeGenerationService::cluster_info() const { return {}; }
 
+ServiceTotals FakeGenerationService::totals() const { return {}; }  // the fake counts nothing
+
 HealthSummary FakeGenerationService::health() const {
   std::lock_guard lock(mutex_);
   return summarize_health(true, {EngineHealth{HW_ENGINE_ROLE_MIXED, serving_}});

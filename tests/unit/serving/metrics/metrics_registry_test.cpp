@@ -52,6 +52,21 @@ TEST(MetricsRegistry, SameLabelValuesGiveTheSameSeries) {
   EXPECT_NE(&c.with({"1"}), &c.with({"2"}));
 }
 
+// What `headway serve`'s stats line reads: a family summed over its series.
+TEST(MetricsRegistry, TotalsSumEverySeries) {
+  MetricsRegistry registry;
+  CounterFamily& tokens = registry.counter("tokens_total", "Tokens.", {"engine"});
+  EXPECT_EQ(tokens.total(), 0.0);
+  tokens.with({"0"}).add(3);
+  tokens.with({"1"}).add(4.5);
+  EXPECT_EQ(tokens.total(), 7.5);
+  HistogramFamily& steps = registry.histogram("step_tokens", "Per step.", {"engine"}, {1, 10});
+  steps.with({"0"}).observe(2);
+  steps.with({"1"}).observe(30);
+  steps.with({"1"}).observe(0.5);
+  EXPECT_EQ(steps.total_sum(), 32.5);
+}
+
 TEST(MetricsRegistry, FamiliesWithoutSeriesAreNotRendered) {
   MetricsRegistry registry;
   registry.counter("unused_total", "never used", {"a"});

@@ -118,6 +118,18 @@ struct ClusterSummary {
   std::vector<EngineSummary> engines;
 };
 
+// What a service has done since it started, summed over its engines: the counters behind
+// `headway serve`'s periodic stats line (rates are differences of two readings). A router process
+// counts what passed through it; the prefix-cache counters are its engine processes' own.
+struct ServiceTotals {
+  double prompt_tokens = 0.0;   // of admitted requests
+  double prefill_tokens = 0.0;  // computed by engine steps (recomputation included); 0 on a router
+  double generation_tokens = 0.0;  // generated
+  double prefix_cache_queries = 0.0;
+  double prefix_cache_hits = 0.0;
+  double preemptions = 0.0;
+};
+
 struct HealthSummary {
   bool serving = false;  // false while draining or when no engine can finish a request
   uint32_t engines_alive = 0;
@@ -165,6 +177,7 @@ class GenerationService {
 
   virtual ClusterSummary cluster_info() const = 0;
   virtual HealthSummary health() const = 0;
+  virtual ServiceTotals totals() const = 0;
 
   // Every metric in the Prometheus text exposition format (version 0.0.4).
   virtual std::string metrics_text() const = 0;

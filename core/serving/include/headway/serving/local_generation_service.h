@@ -67,6 +67,7 @@ class LocalGenerationService final : public GenerationService {
   std::string detokenize(const std::string& model, std::span<const int32_t> ids) const override;
   ClusterSummary cluster_info() const override;
   HealthSummary health() const override;
+  ServiceTotals totals() const override;
   std::string metrics_text() const override;
   void count_refused_request() override;
   size_t drain(double timeout_seconds) override;

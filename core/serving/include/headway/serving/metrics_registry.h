@@ -101,6 +101,8 @@ class CounterFamily final : public MetricFamily {
   // The series with these label values (as many as label names; throws std::invalid_argument
   // otherwise). The reference stays valid for the registry's life.
   Counter& with(const std::vector<std::string>& values);
+  // The sum over every series (what a PromQL sum() of the family would give).
+  double total() const;
 
  private:
   void create_series() override { series_.emplace_back(); }
@@ -124,6 +126,8 @@ class HistogramFamily final : public MetricFamily {
   HistogramFamily(std::string name, std::string help, std::vector<std::string> label_names,
                   std::vector<double> bounds);
   Histogram& with(const std::vector<std::string>& values);
+  // The sum of every observed value over every series (PromQL's sum(<name>_sum)).
+  double total_sum() const;
 
  private:
   void create_series() override { series_.emplace_back(bounds_); }

@@ -10,6 +10,7 @@
 // must not outlive it. Threading: every method is safe to call from any thread.
 #pragma once
 
+#include <headway/serving/generation_service.h>
 #include <headway/serving/metrics_registry.h>
 #include <headway/serving/request_stream.h>
 
@@ -70,6 +71,8 @@ class ServingMetrics {
 
   // The exposition text of every metric.
   std::string render() const { return registry_.render(); }
+  // The counters of ServiceTotals, summed over engines and request classes.
+  ServiceTotals totals() const;
   MetricsRegistry& registry() { return registry_; }
 
  private:

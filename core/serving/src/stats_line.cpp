@@ -1,0 +1,61 @@
+#include <fmt/format.h>
+#include <headway/serving/stats_line.h>
+
+#include <algorithm>
+
+namespace headway::serving {
+
+StatsSample take_stats_sample(const GenerationService& service, double seconds) {
+  StatsSample sample;
+  sample.seconds = seconds;
+  sample.totals = service.totals();
+  for (const EngineSummary& engine : service.cluster_info().engines) {
+    ++sample.engines_total;
+    if (!engine.alive) continue;
+    ++sample.engines_alive;
+    sample.running += engine.running;
+    sample.waiting += engine.waiting;
+    sample.kv_blocks_total += engine.kv_blocks_total;
+    sample.kv_blocks_used +=
+        engine.kv_blocks_total - std::min(engine.kv_blocks_free, engine.kv_blocks_total);
+  }
+  return sample;
+}
+
+std::string stats_line(const StatsSample& before, const StatsSample& now) {
+  const ServiceTotals& a = before.totals;
+  const ServiceTotals& b = now.totals;
+  // A process whose engines run steps counts the prompt tokens they compute; a router only the
+  // prompts it admits.
+  const bool runs_steps = b.prefill_tokens > 0.0;
+  const double prompt =
+      runs_steps ? b.prefill_tokens - a.prefill_tokens : b.prompt_tokens - a.prompt_tokens;
+  const double generated = b.generation_tokens - a.generation_tokens;
+  const double queries = b.prefix_cache_queries - a.prefix_cache_queries;
+  const double preemptions = b.preemptions - a.preemptions;
+  if (prompt <= 0.0 && generated <= 0.0 && now.running == 0 && now.waiting == 0 &&
+      now.engines_alive == before.engines_alive) {
+    return {};
+  }
+  const double seconds = now.seconds - before.seconds;
+  const auto rate = [&](double tokens) { return seconds > 0.0 ? tokens / seconds : 0.0; };
+  std::string line = fmt::format(
+      "prompt {:.1f} tokens/s, generation {:.1f} tokens/s, running {}, "
+      "waiting {}",
+      rate(prompt), rate(generated), now.running, now.waiting);
+  if (now.kv_blocks_total > 0) {
+    line += fmt::format(", KV cache {:.1f}% used", 100.0 * static_cast<double>(now.kv_blocks_used) /
+                                                       static_cast<double>(now.kv_blocks_total));
+  }
+  if (queries > 0.0) {
+    line += fmt::format(", prefix cache {:.1f}% hit",
+                        100.0 * (b.prefix_cache_hits - a.prefix_cache_hits) / queries);
+  }
+  if (preemptions > 0.0) line += fmt::format(", {:.0f} preemptions", preemptions);
+  if (now.engines_alive < now.engines_total) {
+    line += fmt::format(", engines {} of {} alive", now.engines_alive, now.engines_total);
+  }
+  return line;
+}
+
+}  // namespace headway::serving

@@ -109,11 +109,22 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
   // temperature so small that 1 / T overflows): the greedy token is the only sensible answer.
   const auto draw = [&](auto&& token_at, size_t count, double total) -> int32_t {
     if (!(total > 0.0)) return best;
-    const double target = u * total;
+    double target = u * total;
     double cumulative = 0.0;
     for (size_t i = 0; i < count; ++i) {
       cumulative += logits[token_at(i)];
       if (target < cumulative) return static_cast<int32_t>(token_at(i));
+    }
+    // `total` was summed in another order (logits_scan.h's lanes) and came out above the walk's
+    // own sum: draw again against the walk's sum, so that the target cannot fall past the end
+    // (where the fallback below would give the last token of any weight, however unlikely).
+    if (cumulative > 0.0 && cumulative < total) {
+      target = u * cumulative;
+      double again = 0.0;
+      for (size_t i = 0; i < count; ++i) {
+        again += logits[token_at(i)];
+        if (target < again) return static_cast<int32_t>(token_at(i));
+      }
     }
     // Rounding left the target past the end: the last candidate with weight (total > 0 says
     // there is one), never one the filters kept at weight 0.

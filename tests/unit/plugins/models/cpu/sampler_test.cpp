@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
+
+#include "logits_scan.h"
 
 namespace headway::core {
 namespace {
@@ -121,6 +125,34 @@ TEST(Sampler, ALongRowFollowsTheDistributionAndNeverDrawsTheImpossible) {
     drawn += n;
   }
   EXPECT_EQ(drawn, 4000) << "a token at -inf or NaN was drawn";
+}
+
+// The total of an unfiltered draw is summed in vector lanes, the walk in token order; where the
+// lanes' sum comes out higher, a draw near 1 must still land on a token by its weight, not on the
+// last token that has any weight (here one at logit -80, probability about 1e-35). The row and the
+// seed are one such case (helper-72's).
+TEST(Sampler, ADrawThatTheSumsDisagreeOnStillFollowsTheWeights) {
+  std::mt19937 rng(2);
+  std::vector<float> row;
+  for (;;) {
+    row.assign(128256, 0.0f);
+    std::normal_distribution<float> normal(-15.0f, 2.0f);
+    for (float& l : row) l = std::min(normal(rng), -0.5f);
+    for (int k = 0; k < 8; ++k) row[rng() % (row.size() - 1)] = -0.1f * static_cast<float>(k);
+    row.back() = -80.0f;
+    std::vector<float> weights = row;
+    double walked = 0.0;
+    const double lanes = exp_weights(weights, 0.0f, 1.0f);
+    for (const float w : weights) walked += w;
+    if (lanes > walked * (1 + 5e-8)) break;
+  }
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 4459594;
+  Sampler sampler;
+  std::vector<float> scratch = row;
+  const int32_t token = sampler.sample(scratch, p, 0);
+  EXPECT_GT(row[token], -30.0f) << "token " << token;
 }
 
 TEST(Sampler, LowTemperatureSharpensHighTemperatureFlattens) {

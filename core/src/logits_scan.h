@@ -1,9 +1,9 @@
 // Whole-vocabulary passes over a row of logits that the engine's host sampler and the logprobs
 // make for every sampled request and step (128k entries for Llama 3): the largest logit, the
 // first token holding it, the next one above a bar, the softmax denominator and the sampling
-// weights. Written on 4-float
-// vectors (GCC's vector extensions: SSE2 on baseline x86-64, NEON on ARM) because the compiler does
-// not vectorize the plain loops: a NaN-skipping max and glibc's expf are both scalar.
+// weights. Written on 4-float vectors (GCC's vector extensions: SSE2 on baseline x86-64, NEON on
+// ARM) because the compiler does not vectorize the plain loops: a NaN-skipping max and glibc's
+// expf are both scalar.
 //
 // NaN logits count as absent everywhere. Threading: pure functions.
 #pragma once

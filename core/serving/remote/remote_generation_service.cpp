@@ -351,6 +351,14 @@ void RemoteGenerationService::Impl::poll_once() {
             "serves max_model_len {}, less than the {} this router admits (set when it started "
             "from the processes that answered): give every engine process the same max_model_len",
             model.max_model_len, admission_->model().max_model_len);
+      } else if (admission_ && admission_->model().samples_on_host && !model.samples_on_host) {
+        refused =
+            "samples on its device, and this router admits the logits processing and logprobs "
+            "(set when it started from the processes that answered)";
+      } else if (admission_ && admission_->model().reads_token_ids && !model.reads_token_ids) {
+        refused =
+            "reads no token ids, and this router admits the penalties (set when it started from "
+            "the processes that answered)";
       }
       return refused;
     });

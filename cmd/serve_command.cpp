@@ -155,7 +155,12 @@ int run_serve(const ServeArgs& args) {
 #if HEADWAY_SERVE_HTTP
   std::optional<serving::HttpFrontend> http;
   if (!engine_role) {
-    http.emplace(service, serving::HttpOptions{host, http_port, api_key});
+    serving::HttpOptions http_options;
+    http_options.host = host;
+    http_options.port = http_port;
+    http_options.api_key = api_key;
+    http_options.tool_call_parser = server.tool_call_parser;
+    http.emplace(service, std::move(http_options));
     http->start();
     std::fprintf(stderr, "headway serve: HTTP listening on http://%s\n",
                  address(host, http->port()).c_str());

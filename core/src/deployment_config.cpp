@@ -160,7 +160,8 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   check_keys(table,
              {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
               "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
-              "kv_stage_checksums", "kv_handoff", "kv_link_hold_s", "log_stats_interval_s"},
+              "kv_stage_checksums", "kv_handoff", "kv_link_hold_s", "log_stats_interval_s",
+              "tool_call_parser"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -226,6 +227,24 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   }
   server.kv_link_hold_s =
       get_seconds(table, "kv_link_hold_s", where, server.kv_link_hold_s, 0.01, 3600.0);
+  // The HTTP frontend parses tool calls out of chat answers (docs/serving_http.md, "Tool calls").
+  server.tool_call_parser = get_string(table, "tool_call_parser", where, "");
+  if (const toml::node* node = table.get("tool_call_parser")) {
+    if (server.tool_call_parser != "hermes" && server.tool_call_parser != "llama3_json") {
+      throw Error(
+          fmt::format("{}.tool_call_parser{}: unknown parser \"{}\" (allowed: hermes "
+                      "(<tool_call>{{...}}</tool_call>, Hermes and Qwen models), llama3_json "
+                      "(Llama 3.1 and later: the answer is {{\"name\": ..., \"parameters\": "
+                      "...}}))",
+                      where, line_of(*node), server.tool_call_parser));
+    }
+    if (server.role == "engine") {
+      throw Error(fmt::format(
+          "{}.tool_call_parser{}: an engine process (role = \"engine\") has no HTTP frontend; "
+          "set it in the router's file",
+          where, line_of(*node)));
+    }
+  }
   return server;
 }
 

@@ -52,8 +52,9 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
       out.prompt_kind = GenerateInput::PromptKind::kChat;
       out.messages.reserve(request.chat().messages_size());
       for (const auto& message : request.chat().messages()) {
-        out.messages.push_back({message.role(), message.content()});
+        out.messages.push_back({message.role(), message.content(), message.fields_json()});
       }
+      out.tools_json = request.chat().tools_json();
       break;
     case v1::GenerateRequest::PROMPT_NOT_SET:
       throw ServiceError(ErrorCode::kInvalidArgument,

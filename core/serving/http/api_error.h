@@ -31,6 +31,11 @@ inline ApiError invalid_field(std::string param, const std::string& message) {
   return ApiError(400, message, std::move(param));
 }
 
+// 400: `what` (a field, or a value of it) "is not supported by this server".
+inline ApiError not_supported(std::string param, const std::string& what) {
+  return invalid_field(std::move(param), what + " is not supported by this server");
+}
+
 // The HTTP status a ServiceError code maps to (400, 404, 429, 503, 500).
 int http_status_of(ErrorCode code);
 

@@ -204,4 +204,11 @@ std::optional<uint64_t> FieldReader::bits64(std::string_view key) const {
   return static_cast<uint64_t>(value->get<int64_t>());
 }
 
+bool is_set(const nlohmann::json* value) {
+  if (value == nullptr || value->is_null()) return false;
+  if (value->is_boolean()) return value->get<bool>();
+  if (value->is_array() || value->is_object() || value->is_string()) return !value->empty();
+  return true;
+}
+
 }  // namespace headway::serving::http

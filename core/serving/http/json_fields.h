@@ -41,6 +41,9 @@ class FieldReader {
   std::string path_;
 };
 
+// Whether an optional field asks for something: present and not null, false or empty.
+bool is_set(const nlohmann::json* value);
+
 // "string", "number", "object" ... for "must be X, not Y" messages.
 const char* json_kind(const nlohmann::json& value);
 

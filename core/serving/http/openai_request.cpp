@@ -12,6 +12,7 @@
 #include "headway/serving/echoed_input.h"
 #include "headway/serving/random_bits.h"
 #include "json_fields.h"
+#include "openai_tools.h"
 
 namespace headway::serving::http {
 namespace {
@@ -20,18 +21,6 @@ constexpr int64_t kMaxTokensLimit = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
 constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's default
-
-ApiError not_supported(const std::string& name, const std::string& what) {
-  return invalid_field(name, what + " is not supported by this server");
-}
-
-// Whether an optional field asks for something: present and not null, false or empty.
-bool is_set(const nlohmann::json* value) {
-  if (value == nullptr || value->is_null()) return false;
-  if (value->is_boolean()) return value->get<bool>();
-  if (value->is_array() || value->is_object() || value->is_string()) return !value->empty();
-  return true;
-}
 
 // Fields Headway does not implement: allowed only at their default ("not set") values, so clients
 // that always send them keep working while a request that depends on them is refused.
@@ -266,7 +255,9 @@ std::string parse_content(const nlohmann::json& message, const std::string& path
   return text;
 }
 
-std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
+// `ordered`: the body in the client's key order, parsed when some message carries tool fields.
+std::vector<ChatMessage> parse_messages(const FieldReader& fields,
+                                        const nlohmann::ordered_json& ordered) {
   const nlohmann::json* messages = fields.find("messages");
   if (messages == nullptr) throw invalid_field("messages", "messages is required");
   if (!messages->is_array()) {
@@ -286,32 +277,33 @@ std::vector<ChatMessage> parse_messages(const FieldReader& fields) {
     auto role = message_fields.string("role");
     if (!role) throw invalid_field(path + ".role", path + ".role is required");
     if (*role == "developer") role = "system";  // OpenAI's newer name for the system turn
-    if (*role != "system" && *role != "user" && *role != "assistant") {
+    if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool") {
       throw invalid_field(path + ".role",
                           path + ".role " + quote_input(*role) +
-                              " is not supported; use system, developer, user or assistant");
+                              " is not supported; use system, developer, user, assistant or tool");
     }
-    // An assistant turn's tool calls cannot be rendered without tools (refused above).
-    if (is_set(message_fields.find("tool_calls"))) {
-      throw not_supported(path + ".tool_calls", path + ".tool_calls");
-    }
-    out.push_back({*role, parse_content(message, path, *role)});
+    std::string content = parse_content(message, path, *role);
+    static const nlohmann::ordered_json kNone;
+    std::string fields_json = parse_message_fields(
+        message, ordered.is_object() ? ordered.at("messages").at(i) : kNone, path, *role);
+    out.push_back({*role, std::move(content), std::move(fields_json)});
   }
   return out;
 }
 
-// vLLM's options for rendering chat messages, at anything but their defaults, and tools (a
-// template renders them into the prompt).
+// Whether the body has fields whose JSON goes to the template as the client wrote it.
+bool has_tool_fields(const nlohmann::json& body) {
+  if (body.contains("tools")) return true;
+  const auto messages = body.find("messages");
+  if (messages == body.end() || !messages->is_array()) return false;
+  for (const auto& message : *messages) {
+    if (message.is_object() && message.contains("tool_calls")) return true;
+  }
+  return false;
+}
+
+// vLLM's options for rendering chat messages, at anything but their defaults.
 void refuse_template_options(const FieldReader& fields) {
-  for (const char* field : {"tools", "functions"}) {  // functions: OpenAI's older name
-    if (is_set(fields.find(field))) throw not_supported(field, field);
-  }
-  // Without tools, "none" and "auto" ask for nothing; "required" or a named function asks for a
-  // tool call, which OpenAI and vLLM refuse without tools too.
-  if (const nlohmann::json* choice = fields.find("tool_choice");
-      is_set(choice) && !(choice->is_string() && (*choice == "none" || *choice == "auto"))) {
-    throw not_supported("tool_choice", "tool_choice other than \"none\" or \"auto\" (tools)");
-  }
   // A client that sends its own template relies on it: the prompt would silently be another.
   if (is_set(fields.find("chat_template"))) throw not_supported("chat_template", "chat_template");
   if (!fields.boolean("add_generation_prompt").value_or(true)) {
@@ -320,6 +312,20 @@ void refuse_template_options(const FieldReader& fields) {
   if (fields.boolean("continue_final_message").value_or(false)) {
     throw not_supported("continue_final_message", "continue_final_message");
   }
+}
+
+// A chat prompt: the messages, the tools and the template options, into `input`.
+ToolRequest parse_chat_prompt(const nlohmann::json& json, std::string_view body,
+                              GenerateInput& input) {
+  const FieldReader fields(json, "");
+  const nlohmann::ordered_json ordered =
+      has_tool_fields(json) ? nlohmann::ordered_json::parse(body) : nlohmann::ordered_json();
+  input.prompt_kind = GenerateInput::PromptKind::kChat;
+  input.messages = parse_messages(fields, ordered);
+  refuse_template_options(fields);
+  ToolRequest tools = parse_tool_request(fields, ordered);
+  input.tools_json = tools.tools_json;
+  return tools;
 }
 
 }  // namespace
@@ -337,9 +343,7 @@ GenerateInput parse_tokenize_request(std::string_view body) {
     if (fields.find("prompt") != nullptr) {
       throw invalid_field("prompt", "give either prompt or messages, not both");
     }
-    out.input.prompt_kind = GenerateInput::PromptKind::kChat;
-    out.input.messages = parse_messages(fields);
-    refuse_template_options(fields);
+    parse_chat_prompt(json, body, out.input);
     // vLLM's chat default: the template writes the special tokens itself.
     if (fields.boolean("add_special_tokens").value_or(false)) {
       throw not_supported("add_special_tokens",
@@ -411,8 +415,9 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   OpenAiRequest out;
   out.input.request_id = random_request_id("chatcmpl-");
   parse_common(fields, out);
-  out.input.prompt_kind = GenerateInput::PromptKind::kChat;
-  out.input.messages = parse_messages(fields);
+  const ToolRequest tools = parse_chat_prompt(json, body, out.input);
+  out.parse_tool_calls = tools.parse_calls;
+  out.parallel_tool_calls = tools.parallel_calls;
 
   // max_completion_tokens replaced max_tokens in OpenAI's chat API; either is honoured. Without
   // either, the completion may run to the end of the context: the service bounds it there.
@@ -435,7 +440,6 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     throw invalid_field("top_logprobs", "top_logprobs needs \"logprobs\": true");
   }
   if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
-  refuse_template_options(fields);
   if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
   if (const nlohmann::json* format = fields.find("response_format")) {
     const auto type =

@@ -33,6 +33,10 @@ struct OpenAiRequest {
   bool continuous_usage = false;
   // vLLM's extension: each choice (each stream chunk) also carries the generated "token_ids".
   bool return_token_ids = false;
+  // Chat with tools and tool_choice "auto": the tool calls are parsed out of each answer's text
+  // (with the server's [server] tool_call_parser; a request without one is refused).
+  bool parse_tool_calls = false;
+  bool parallel_tool_calls = true;  // false: at most one call per answer
 };
 
 // Throw ApiError 400 naming the field at fault. `model` supplies the chat default for max_tokens.

@@ -25,9 +25,25 @@ nlohmann::ordered_json chunk_envelope(const ResponseHeader& header, nlohmann::or
   return body;
 }
 
+// OpenAI's tool_calls list; a stream's entries also carry their "index" within the choice.
+nlohmann::ordered_json tool_calls_json(std::span<const ToolCall> calls, uint32_t first_index,
+                                       bool streamed) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    nlohmann::ordered_json call;
+    if (streamed) call["index"] = first_index + i;
+    call["id"] = calls[i].id;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    list.push_back(std::move(call));
+  }
+  return list;
+}
+
 }  // namespace
 
-nlohmann::ordered_json finish_reason_json(Finish finish) {
+nlohmann::ordered_json finish_reason_json(Finish finish, bool called_tools) {
+  if (called_tools && finish != Finish::kNone) return "tool_calls";
   switch (finish) {
     case Finish::kLength:
       return "length";
@@ -62,11 +78,20 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
     if (header.endpoint == Endpoint::kCompletions) {
       choice["text"] = output.text;
     } else {
-      choice["message"] = {{"role", "assistant"}, {"content", output.text}};
+      nlohmann::ordered_json message = {{"role", "assistant"}};
+      if (output.tool_calls.empty()) {
+        message["content"] = output.text;
+      } else {
+        // OpenAI's shape: no text beside the calls is a null content.
+        message["content"] = output.text.empty() ? nlohmann::ordered_json(nullptr)
+                                                 : nlohmann::ordered_json(output.text);
+        message["tool_calls"] = tool_calls_json(output.tool_calls, 0, /*streamed=*/false);
+      }
+      choice["message"] = std::move(message);
     }
     if (header.return_token_ids) choice["token_ids"] = output.token_ids;
     choice["logprobs"] = output.logprobs;
-    choice["finish_reason"] = finish_reason_json(output.finish);
+    choice["finish_reason"] = finish_reason_json(output.finish, !output.tool_calls.empty());
     choice["stop_reason"] = stop_reason_json(output.stop_reason);
     list.push_back(std::move(choice));
   }
@@ -90,17 +115,23 @@ nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t in
 nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
                                         const std::string& text, std::span<const int32_t> token_ids,
                                         Finish finish, const StopReason& stop_reason,
-                                        const Usage& usage, nlohmann::ordered_json logprobs) {
+                                        const Usage& usage, nlohmann::ordered_json logprobs,
+                                        const ToolCallDelta& tool_calls) {
   nlohmann::ordered_json choice = {{"index", index}};
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
   } else {
-    choice["delta"] =
-        text.empty() ? nlohmann::ordered_json::object() : nlohmann::ordered_json{{"content", text}};
+    nlohmann::ordered_json delta = nlohmann::ordered_json::object();
+    if (!text.empty()) delta["content"] = text;
+    if (!tool_calls.calls.empty()) {
+      delta["tool_calls"] =
+          tool_calls_json(tool_calls.calls, tool_calls.first_index, /*streamed=*/true);
+    }
+    choice["delta"] = std::move(delta);
   }
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   choice["logprobs"] = std::move(logprobs);
-  choice["finish_reason"] = finish_reason_json(finish);
+  choice["finish_reason"] = finish_reason_json(finish, tool_calls.called);
   choice["stop_reason"] = stop_reason_json(stop_reason);
   return chunk_envelope(header, std::move(choice), usage);
 }

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "tool_call_parser.h"
+
 namespace headway::serving::http {
 
 enum class Endpoint { kCompletions, kChatCompletions };
@@ -39,9 +41,9 @@ struct ResponseHeader {
   uint32_t choices_per_prompt = 1;
 };
 
-// "length" or "stop"; null while running. kAbort/kError never reach a finish_reason: they become
-// errors.
-nlohmann::ordered_json finish_reason_json(Finish finish);
+// "length" or "stop" ("tool_calls" when the answer called tools); null while running.
+// kAbort/kError never reach a finish_reason: they become errors.
+nlohmann::ordered_json finish_reason_json(Finish finish, bool called_tools = false);
 // vLLM's stop_reason: the stop string or stop token id that ended the request; null otherwise
 // (EOS, max_tokens, still running).
 nlohmann::ordered_json stop_reason_json(const StopReason& reason);
@@ -55,6 +57,9 @@ struct ChoiceOutput {
   Finish finish = Finish::kNone;
   StopReason stop_reason;
   nlohmann::ordered_json logprobs;  // LogprobsJson's value: null when not asked for
+  // Chat with tool calls parsed: `text` is the content outside the calls (null in the message
+  // when empty), and the finish_reason is "tool_calls".
+  std::vector<ToolCall> tool_calls;
 };
 
 // The non-streamed answer: choices indexed in order (OpenAI's n), `usage` over all of them.
@@ -67,11 +72,19 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
 // chunk carries under header.continuous_usage.
 nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t index,
                                        const Usage& usage);
+// A chat stream's tool calls: the calls this chunk completes (numbered from first_index within
+// the choice), and whether the choice called any (its finish_reason is then "tool_calls").
+struct ToolCallDelta {
+  std::span<const ToolCall> calls;
+  uint32_t first_index = 0;
+  bool called = false;
+};
 nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
                                         const std::string& text, std::span<const int32_t> token_ids,
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage,
-                                        nlohmann::ordered_json logprobs = nullptr);
+                                        nlohmann::ordered_json logprobs = nullptr,
+                                        const ToolCallDelta& tool_calls = {});
 nlohmann::ordered_json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -116,7 +117,14 @@ std::string library_error_message(const httplib::Request& request, int status) {
 }  // namespace
 
 OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& options)
-    : service_(service), options_(options) {}
+    : service_(service),
+      options_(options),
+      tool_call_format_(tool_call_format_named(options.tool_call_parser)) {
+  if (!options.tool_call_parser.empty() && !tool_call_format_) {
+    throw std::invalid_argument("unknown tool call parser \"" + options.tool_call_parser +
+                                "\" (allowed: hermes, llama3_json)");
+  }
+}
 
 void OpenAiRoutes::install(httplib::Server& server) {
   const std::vector<Route> routes = {
@@ -215,6 +223,14 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     }
     parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
                                                 : parse_chat_request(request.body);
+    if (parsed.parse_tool_calls && !tool_call_format_) {
+      // vLLM's refusal too: without a parser the calls would reach the client as plain text.
+      throw invalid_field("tool_choice",
+                          "tool_choice \"auto\" (the default with tools) needs the server's tool "
+                          "call parser, and this server has none ([server] tool_call_parser); "
+                          "send tool_choice \"none\" to have the tools in the prompt and the "
+                          "answer as text");
+    }
   } catch (const ApiError&) {
     service_.count_refused_request();  // refused here, not by submit(): counted all the same
     throw;
@@ -230,6 +246,10 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.logprobs = parsed.input.sampling.logprobs >= 0;
   header.choices_per_prompt = parsed.n;
   const int32_t top_logprobs = parsed.input.sampling.logprobs;
+
+  // Each choice parses its calls with a copy of this one.
+  std::optional<ToolCallParser> tool_parser;
+  if (parsed.parse_tool_calls) tool_parser.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
 
   const std::string base_id = parsed.input.request_id;
   const bool streamed = parsed.stream;
@@ -259,10 +279,18 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
           usage.cached_prompt_tokens += completion.usage.cached_prompt_tokens;
         }
         usage.completion_tokens += completion.usage.completion_tokens;
-        choices.push_back(
-            ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
-                         completion.finish, completion.stop_reason,
-                         LogprobsJson(endpoint, top_logprobs).value(completion.logprobs)});
+        std::vector<ToolCall> calls;
+        if (tool_parser) {
+          ToolCallParser parser = *tool_parser;
+          std::string content;
+          parser.feed(completion.text, content, calls);
+          parser.finish(content, calls);
+          completion.text = std::move(content);
+        }
+        choices.push_back(ChoiceOutput{
+            std::move(completion.text), std::move(completion.token_ids), completion.finish,
+            completion.stop_reason, LogprobsJson(endpoint, top_logprobs).value(completion.logprobs),
+            std::move(calls)});
       }
     } catch (...) {
       abort_all();
@@ -313,7 +341,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   };
   auto state = std::make_shared<StreamState>(
       StreamState{SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
-                               in_flight_.stopping()),
+                               in_flight_.stopping(), tool_parser),
                   std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back

@@ -10,9 +10,12 @@
 
 #include <headway/serving/http_frontend.h>
 
+#include <optional>
+
 #include "in_flight_requests.h"
 #include "openai_request.h"
 #include "openai_response.h"
+#include "tool_call_parser.h"
 
 namespace httplib {
 class Server;
@@ -48,6 +51,7 @@ class OpenAiRoutes {
 
   GenerationService& service_;
   const HttpOptions& options_;
+  std::optional<ToolCallFormat> tool_call_format_;  // options_.tool_call_parser's
   InFlightRequests in_flight_;
 };
 

@@ -9,15 +9,16 @@ namespace headway::serving::http {
 SseResponder::SseResponder(GenerationService& service,
                            std::vector<std::shared_ptr<RequestStream>> streams,
                            ResponseHeader header, int32_t top_logprobs,
-                           const std::atomic<bool>& stopping)
+                           const std::atomic<bool>& stopping,
+                           const std::optional<ToolCallParser>& tool_parser)
     : service_(service),
       header_(std::move(header)),
       reader_(std::move(streams)),
       stopping_(stopping),
       last_write_(std::chrono::steady_clock::now()) {
   for (size_t i = 0; i < reader_.size(); ++i) {
-    choices_.push_back(
-        Choice{LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1)});
+    choices_.push_back(Choice{LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1),
+                              0, tool_parser});
   }
 }
 
@@ -75,25 +76,42 @@ bool SseResponder::provide(httplib::DataSink& sink) {
   // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) or
   // that have none make no event of their own, unless the client asked for the token ids or
   // their logprobs.
-  if (!has_content(chunk_)) return true;
-  return write(sink, sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), chunk_.text,
-                                                chunk_.token_ids, Finish::kNone, {}, usage(),
-                                                choice.logprobs.value(chunk_.logprobs))));
+  const std::string& content = content_of(choice, chunk_, /*last=*/false);
+  if (!has_content(content, chunk_)) return true;
+  return write(sink, delta_event(index, content, chunk_, Finish::kNone, {}));
 }
 
-bool SseResponder::has_content(const StreamChunk& chunk) const {
-  return !chunk.text.empty() ||
+const std::string& SseResponder::content_of(Choice& choice, const StreamChunk& chunk, bool last) {
+  calls_.clear();
+  if (!choice.tools) return chunk.text;
+  content_.clear();
+  choice.tools->feed(chunk.text, content_, calls_);
+  if (last) choice.tools->finish(content_, calls_);
+  return content_;
+}
+
+bool SseResponder::has_content(const std::string& content, const StreamChunk& chunk) const {
+  return !content.empty() || !calls_.empty() ||
          ((header_.return_token_ids || header_.logprobs) && !chunk.token_ids.empty());
+}
+
+std::string SseResponder::delta_event(size_t index, const std::string& content,
+                                      const StreamChunk& chunk, Finish finish,
+                                      const StopReason& stop_reason) {
+  Choice& choice = choices_[index];
+  const ToolCallDelta tool_calls{calls_, choice.calls_sent, choice.tools && choice.tools->called()};
+  choice.calls_sent += static_cast<uint32_t>(calls_.size());
+  return sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), content, chunk.token_ids,
+                                    finish, stop_reason, usage(),
+                                    choice.logprobs.value(chunk.logprobs), tool_calls));
 }
 
 bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChunk& last) {
   Choice& choice = choices_[index];
-  const auto position = static_cast<uint32_t>(index);
   if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
-    if (has_content(last) &&
-        !write(sink, sse_event(delta_chunk_json(header_, position, last.text, last.token_ids,
-                                                Finish::kNone, {}, usage(),
-                                                choice.logprobs.value(last.logprobs))))) {
+    const std::string& content = content_of(choice, last, /*last=*/false);
+    if (has_content(content, last) &&
+        !write(sink, delta_event(index, content, last, Finish::kNone, {}))) {
       return false;
     }
     if (last.finish == Finish::kAbort) {
@@ -104,9 +122,8 @@ bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChu
     return fail(sink, 500,
                 "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
   }
-  if (!write(sink, sse_event(delta_chunk_json(header_, position, last.text, last.token_ids,
-                                              last.finish, last.stop_reason, usage(),
-                                              choice.logprobs.value(last.logprobs))))) {
+  const std::string& content = content_of(choice, last, /*last=*/true);
+  if (!write(sink, delta_event(index, content, last, last.finish, last.stop_reason))) {
     return false;
   }
   if (!reader_.all_ended()) return true;

@@ -18,12 +18,14 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "choice_reader.h"
 #include "openai_logprobs.h"
 #include "openai_response.h"
+#include "tool_call_parser.h"
 
 namespace httplib {
 class DataSink;
@@ -38,8 +40,10 @@ class SseResponder {
  public:
   // `streams`: one per choice, in index order (at least one). `top_logprobs`: the request's
   // SamplingParams::logprobs (used when header.logprobs).
+  // `tool_parser`: chat with tool calls parsed; each choice runs its text through a copy.
   SseResponder(GenerationService& service, std::vector<std::shared_ptr<RequestStream>> streams,
-               ResponseHeader header, int32_t top_logprobs, const std::atomic<bool>& stopping);
+               ResponseHeader header, int32_t top_logprobs, const std::atomic<bool>& stopping,
+               const std::optional<ToolCallParser>& tool_parser = std::nullopt);
 
   // Waits up to kStreamPoll for output and writes what arrived. Returns false when a write failed
   // (the client is gone); calls sink.done() after the last event.
@@ -53,15 +57,23 @@ class SseResponder {
   struct Choice {
     LogprobsJson logprobs;
     uint32_t completion_tokens = 0;  // generated so far (usage)
+    std::optional<ToolCallParser> tools;
+    uint32_t calls_sent = 0;  // the index of its next tool call
   };
 
   // The usage so far: each prompt once, every choice's tokens.
   Usage usage() const;
   bool write(httplib::DataSink& sink, const std::string& data);
   bool finish(httplib::DataSink& sink, size_t index, const StreamChunk& last);
-  // Whether a chunk that does not end the stream makes an event (text, or ids or logprobs the
-  // client asked for).
-  bool has_content(const StreamChunk& chunk) const;
+  // The chunk's text as the client gets it: through the choice's tool call parser when it has
+  // one (`last`: the answer ended), which leaves the calls it completed in calls_.
+  const std::string& content_of(Choice& choice, const StreamChunk& chunk, bool last);
+  // Whether a chunk that does not end the stream makes an event (content, calls, or ids or
+  // logprobs the client asked for).
+  bool has_content(const std::string& content, const StreamChunk& chunk) const;
+  // The delta event of `chunk` for choice `index`, with `content` and calls_.
+  std::string delta_event(size_t index, const std::string& content, const StreamChunk& chunk,
+                          Finish finish, const StopReason& stop_reason);
   // Ends the response with an error event; aborts the choices that have not ended.
   bool fail(httplib::DataSink& sink, int status, const std::string& message);
   void abort_running();
@@ -74,7 +86,9 @@ class SseResponder {
   bool opened_ = false;
   bool ended_ = false;  // [DONE] written: nothing left to abort
   std::chrono::steady_clock::time_point last_write_;
-  StreamChunk chunk_;  // reused between calls
+  StreamChunk chunk_;            // reused between calls
+  std::string content_;          // content_of's, reused
+  std::vector<ToolCall> calls_;  // content_of's, reused
 };
 
 }  // namespace headway::serving::http

@@ -25,6 +25,9 @@ void validate_prompt_form(const GenerateInput& input) {
   if (static_cast<int>(text) + static_cast<int>(ids) + static_cast<int>(chat) > 1) {
     invalid("give exactly one of a text prompt, prompt token ids or chat messages", "prompt");
   }
+  if (!input.tools_json.empty() && input.prompt_kind != Kind::kChat) {
+    invalid("tools are rendered by the chat template: they need chat messages", "tools");
+  }
   switch (input.prompt_kind) {
     case Kind::kText:
       if (ids || chat) invalid("prompt_kind is text but another prompt form is set", "prompt");
@@ -40,8 +43,8 @@ void validate_prompt_form(const GenerateInput& input) {
       if (!chat) invalid("messages is empty: a chat request needs at least one", "messages");
       for (size_t i = 0; i < input.messages.size(); ++i) {
         const std::string& role = input.messages[i].role;
-        if (role != "system" && role != "user" && role != "assistant") {
-          invalid(fmt::format("messages[{}].role: {} is not system, user or assistant", i,
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+          invalid(fmt::format("messages[{}].role: {} is not system, user, assistant or tool", i,
                               quote_input(role)),
                   fmt::format("messages[{}].role", i));
         }

@@ -60,6 +60,54 @@ std::optional<std::string> config_template(const std::filesystem::path& file) {
   throw core::Error(file.string() + ": field 'chat_template' must be a string or a list");
 }
 
+// A JSON value as the template sees it (Python's json.loads): objects keep their key order.
+jinja::Value value_of(const nlohmann::ordered_json& json) {
+  switch (json.type()) {
+    case nlohmann::ordered_json::value_t::null:
+    case nlohmann::ordered_json::value_t::discarded:
+      return jinja::Value::none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return jinja::Value::boolean(json.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return jinja::Value::integer(json.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      const auto u = json.get<uint64_t>();
+      // Past int64 (Python's int is unbounded): as a float, close enough for a prompt.
+      return u <= static_cast<uint64_t>(INT64_MAX) ? jinja::Value::integer(static_cast<int64_t>(u))
+                                                   : jinja::Value::floating(static_cast<double>(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float:
+      return jinja::Value::floating(json.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return jinja::Value::string(json.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      jinja::List items;
+      items.reserve(json.size());
+      for (const auto& item : json) items.push_back(value_of(item));
+      return jinja::Value::list(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      jinja::Dict items;
+      items.reserve(json.size());
+      for (const auto& [key, item] : json.items()) items.emplace_back(key, value_of(item));
+      return jinja::Value::dict(std::move(items));
+    }
+    default:  // binary: JSON text never holds it
+      return jinja::Value::none();
+  }
+}
+
+// `text` parsed, which must be JSON of kind `is_kind`; ServiceError naming `field` otherwise.
+nlohmann::ordered_json parse_field(std::string_view text, const std::string& field,
+                                   const char* kind,
+                                   bool (nlohmann::ordered_json::*is_kind)() const noexcept) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (json.is_discarded() || !(json.*is_kind)()) {
+    throw ServiceError(ErrorCode::kInvalidArgument, field + " must be a JSON " + kind, field);
+  }
+  return json;
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(std::unique_ptr<const Parsed> parsed) : parsed_(std::move(parsed)) {}
@@ -100,20 +148,35 @@ std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::filesystem::path& ch
 
 const std::string& ChatTemplate::origin() const { return parsed_->origin; }
 
-std::string ChatTemplate::render(std::span<const ChatMessage> messages,
-                                 bool add_generation_prompt) const {
+std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 std::string_view tools_json) const {
   jinja::List list;
   list.reserve(messages.size());
-  for (const ChatMessage& m : messages) {
-    list.push_back(jinja::Value::dict(
-        {{"role", jinja::Value::string(m.role)}, {"content", jinja::Value::string(m.content)}}));
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    jinja::Dict message = {{"role", jinja::Value::string(m.role)},
+                           {"content", jinja::Value::string(m.content)}};
+    if (!m.fields_json.empty()) {
+      const std::string field = "messages[" + std::to_string(i) + "].fields_json";
+      const nlohmann::ordered_json fields =
+          parse_field(m.fields_json, field, "object", &nlohmann::ordered_json::is_object);
+      for (const auto& [key, value] : fields.items()) {
+        if (key == "role" || key == "content") continue;  // the message's own
+        message.emplace_back(key, value_of(value));
+      }
+    }
+    list.push_back(jinja::Value::dict(std::move(message)));
+  }
+  jinja::Value tools = jinja::Value::none();
+  if (!tools_json.empty()) {
+    tools = value_of(parse_field(tools_json, "tools", "array", &nlohmann::ordered_json::is_array));
   }
   const jinja::Dict globals = {
       {"messages", jinja::Value::list(std::move(list))},
       {"add_generation_prompt", jinja::Value::boolean(add_generation_prompt)},
       {"bos_token", jinja::Value::string(parsed_->bos_token)},
       {"eos_token", jinja::Value::string(parsed_->eos_token)},
-      {"tools", jinja::Value::none()},
+      {"tools", std::move(tools)},
       {"documents", jinja::Value::none()},
   };
   try {

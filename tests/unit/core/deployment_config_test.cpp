@@ -513,6 +513,18 @@ engine_connect_timeout_s = 5
             0.0);
   EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nlog_stats_interval_s = -1\n"),
               HasSubstr("server.log_stats_interval_s"));
+  // Tool calls: no parser unless named; a name vLLM's parsers do not include, or one in an engine
+  // process (which has no HTTP frontend), is refused with the line.
+  EXPECT_EQ(c.server.tool_call_parser, "");
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\ntool_call_parser = \"llama3_json\"\n")
+                .server.tool_call_parser,
+            "llama3_json");
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\ntool_call_parser = \"mistral\"\n"),
+              AllOf(HasSubstr("server.tool_call_parser (line"), HasSubstr("\"mistral\""),
+                    HasSubstr("allowed: hermes")));
+  EXPECT_THAT(error_of(std::string(kSimEngine) +
+                       "[server]\nrole = \"engine\"\ntool_call_parser = \"hermes\"\n"),
+              HasSubstr("router's file"));
 }
 
 TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {

@@ -41,6 +41,7 @@
 //   load_report_interval_s = 0.05      # router: how often it polls each engine's health and load
 //   engine_connect_timeout_s = 30.0    # router: how long start-up waits for the engine processes
 //   log_stats_interval_s = 10.0        # a stats line on stderr this often while busy; 0: none
+//   tool_call_parser = "hermes"        # tool calls in chat answers: hermes or llama3_json
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
@@ -105,6 +106,9 @@ struct ServerConfig {
   std::string kv_handoff = "stage";
   // kv_handoff = "link": seconds held KV waits for its pull before its blocks are freed.
   double kv_link_hold_s = 30.0;
+  // How the model writes tool calls (vLLM's --tool-call-parser): "hermes" or "llama3_json"; the
+  // HTTP frontend then answers chat requests with tools with OpenAI tool calls. Empty: none.
+  std::string tool_call_parser;
 };
 
 struct DeploymentConfig {

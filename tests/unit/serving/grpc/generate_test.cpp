@@ -167,6 +167,27 @@ TEST_F(GenerateTest, PassesChatMessages) {
   EXPECT_EQ(input.messages[0].content, "Be brief.");
   EXPECT_EQ(input.messages[1].role, "user");
   EXPECT_EQ(input.messages[1].content, "Hi?");
+  EXPECT_TRUE(input.messages[1].fields_json.empty());
+  EXPECT_TRUE(input.tools_json.empty());
+}
+
+// Tool calling over gRPC: the tools and a message's other fields travel as JSON text, for the
+// chat template.
+TEST_F(GenerateTest, PassesToolsAndMessageFields) {
+  v1::GenerateRequest request;
+  auto* messages = request.mutable_chat();
+  messages->set_tools_json(R"([{"type": "function", "function": {"name": "f"}}])");
+  auto* result = messages->add_messages();
+  result->set_role("tool");
+  result->set_content("21");
+  result->set_fields_json(R"({"tool_call_id": "c1"})");
+  ASSERT_TRUE(generate(request).status.ok());
+
+  const GenerateInput input = fake_.wait_for_submitted(1).at(0);
+  EXPECT_EQ(input.tools_json, R"([{"type": "function", "function": {"name": "f"}}])");
+  ASSERT_EQ(input.messages.size(), 1u);
+  EXPECT_EQ(input.messages[0].role, "tool");
+  EXPECT_EQ(input.messages[0].fields_json, R"({"tool_call_id": "c1"})");
 }
 
 TEST_F(GenerateTest, UnsetSamplingFieldsTakeTheServiceDefaultsNotProtoZeros) {

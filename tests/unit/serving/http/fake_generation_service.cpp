@@ -12,15 +12,15 @@ namespace {
 // job), only that they are passed through. A stop token id is noted, for the stop_reason field.
 class LetterDecoder : public IncrementalDecoder {
  public:
-  explicit LetterDecoder(std::vector<int32_t> stop_token_ids)
-      : stop_token_ids_(std::move(stop_token_ids)) {}
+  LetterDecoder(std::vector<int32_t> stop_token_ids, std::string script)
+      : stop_token_ids_(std::move(stop_token_ids)), script_(std::move(script)) {}
   std::string append(std::span<const int32_t> ids) override {
     std::string text;
     for (int32_t id : ids) {
       if (std::find(stop_token_ids_.begin(), stop_token_ids_.end(), id) != stop_token_ids_.end()) {
         stop_token_ = id;
-      } else if (id < FakeGenerationService::kTextlessIds) {
-        text += static_cast<char>('a' + id % 26);
+      } else {
+        text += token_bytes(id);
       }
     }
     return text;
@@ -30,13 +30,14 @@ class LetterDecoder : public IncrementalDecoder {
   }
   std::string flush() override { return {}; }
   std::string token_bytes(int32_t id) const override {
-    return id < FakeGenerationService::kTextlessIds
-               ? std::string(1, static_cast<char>('a' + id % 26))
-               : std::string();
+    if (id >= FakeGenerationService::kTextlessIds) return {};
+    if (static_cast<size_t>(id) < script_.size()) return std::string(1, script_[id]);
+    return std::string(1, static_cast<char>('a' + id % 26));
   }
 
  private:
   std::vector<int32_t> stop_token_ids_;
+  std::string script_;
   std::optional<int32_t> stop_token_;
 };
 
@@ -68,6 +69,11 @@ void FakeGenerationService::set_finish(Finish finish, std::string error) {
   std::lock_guard lock(mutex_);
   finish_ = finish;
   finish_error_ = std::move(error);
+}
+
+void FakeGenerationService::set_script(std::string text) {
+  std::lock_guard lock(mutex_);
+  script_ = std::move(text);
 }
 
 void FakeGenerationService::set_hold(bool hold) {
@@ -159,7 +165,8 @@ std::vector<int32_t> FakeGenerationService::tokenize(const GenerateInput& input)
 
 std::string FakeGenerationService::detokenize(const std::string& /*model*/,
                                               std::span<const int32_t> ids) const {
-  return LetterDecoder({}).append(ids);
+  std::lock_guard lock(mutex_);
+  return LetterDecoder({}, script_).append(ids);
 }
 
 std::vector<std::string> FakeGenerationService::aborted() const {
@@ -209,8 +216,8 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   changed_.notify_all();
 
   auto stream = std::make_shared<RequestStream>(
-      id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids)), nullptr,
-      !(hold_ && admission_pending_));
+      id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids), script_),
+      nullptr, !(hold_ && admission_pending_));
   stream->note_cached_prompt_tokens(kCachedPromptTokens);
   if (hold_) {
     held_[id] = Held{stream, 0, logprobs};

@@ -3,6 +3,8 @@
 //
 // Output: token id k decodes to the letter 'a' + k % 26, and a request's i-th token is id i, so a
 // request for n tokens reads "abcd..." (n letters) and then finishes with the configured reason.
+// With a script (set_script), id k below its length decodes to the script's k-th byte instead, so
+// that a request for as many tokens as the script has bytes answers with the script.
 // Ids from kTextlessIds on decode to no text (a model's ids outside its tokenizer). A request that
 // asks for logprobs gets, for each token, logprob -0.5 and as its top tokens itself and the ids
 // after it, at -0.5, -0.75, -1.0, ...
@@ -34,6 +36,7 @@ class FakeGenerationService : public GenerationService {
 
   // --- what the test controls ---
   void set_finish(Finish finish, std::string error = {});  // how immediate requests end
+  void set_script(std::string text);                       // what the first ids decode to
   void set_hold(bool hold);                                // streams stay open until finish()
   // Held streams start unadmitted, as a router's do, until admit() or refuse().
   void set_admission_pending(bool pending);
@@ -88,6 +91,7 @@ class FakeGenerationService : public GenerationService {
   mutable std::condition_variable changed_;
   Finish finish_ = Finish::kLength;
   std::string finish_error_;
+  std::string script_;
   bool hold_ = false;
   bool admission_pending_ = false;
   std::optional<ServiceError> submit_error_;

@@ -52,9 +52,10 @@ TEST_F(HttpFrontendTest, TokenizeRefusesWhatItCannotAnswerNamingTheField) {
        "add_special_tokens"},
       {R"({"messages": [{"role": "user", "content": "b"}], "add_generation_prompt": false})",
        "add_generation_prompt"},
-      {R"({"messages": [{"role": "tool", "content": "b"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "function", "content": "b"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "tool", "content": "b"}]})", "messages[0].tool_call_id"},
       {R"({"messages": [{"role": "user", "content": "b"}], "tools": [{"type": "function"}]})",
-       "tools"},
+       "tools[0].function"},
       {R"({"prompt": "a", "return_token_strs": true})", "return_token_strs"},
   };
   for (const auto& [body, field] : cases) {

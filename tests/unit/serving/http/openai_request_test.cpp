@@ -235,8 +235,10 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"messages": []})", "messages", "must not be empty", true},
         Refused{R"({"messages": ["hi"]})", "messages[0]", "must be an object", true},
         Refused{R"({"messages": [{"content": "x"}]})", "messages[0].role", "required", true},
-        Refused{R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role",
+        Refused{R"({"messages": [{"role": "function", "content": "x"}]})", "messages[0].role",
                 "not supported", true},
+        Refused{R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].tool_call_id",
+                "required", true},
         Refused{R"({"messages": [{"role": "user"}]})", "messages[0].content", "required", true},
         Refused{R"({"messages": [{"role": "user", "content": 3}]})", "messages[0].content",
                 "string or an array", true},
@@ -253,16 +255,47 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
                     "top_logprobs": 21})",
                 "top_logprobs", "between 0 and 20", true},
-        Refused{R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})", "tools",
-                "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools",
+                "must be an array", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
+                "tools[0].function", "required", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tools": [{"type": "retrieval", "function": {"name": "f"}}]})",
+                "tools[0].type", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tools": [{"type": "function", "function": {"description": "d"}}]})",
+                "tools[0].function.name", "required", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tools": [{"function": {"name": "f", "parameters": "{}"}}]})",
+                "tools[0].function.parameters", "must be an object", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tools": [{"function": {"name": "f"}}], "tool_choice": "any"})",
+                "tool_choice", "is not one of", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tools": [{"function": {"name": "f"}}], "tool_choice": "required"})",
+                "tool_choice", "guided decoding", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tools": [{"function": {"name": "f"}}], "parallel_tool_calls": 1})",
+                "parallel_tool_calls", "must be a boolean", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "response_format": {"type": "json_object"}})",
                 "response_format", "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "functions": [{}]})",
                 "functions", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "function_call": "auto"})",
+                "function_call", "not supported", true},
         Refused{R"({"messages": [{"role": "assistant", "content": null,
                                   "tool_calls": [{"id": "c1"}]}]})",
-                "messages[0].tool_calls", "not supported", true},
+                "messages[0].tool_calls[0].function", "required", true},
+        Refused{R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id":
+                    "c1", "function": {"name": "f", "arguments": "{\"a\": "}}]}]})",
+                "messages[0].tool_calls[0].function.arguments", "JSON text of an object", true},
+        Refused{R"({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id":
+                    "c1", "function": {"name": "f", "arguments": 3}}]}]})",
+                "messages[0].tool_calls[0].function.arguments", "must be a string", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x", "tool_calls": [{"id": "c1",
+                    "function": {"name": "f", "arguments": "{}"}}]}]})",
+                "messages[0].tool_calls", "only for assistant messages", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "add_generation_prompt": false})",
                 "add_generation_prompt", "not supported", true},
@@ -272,13 +305,41 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo",
                 "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
-                "tool_choice", "not supported", true},
+                "tool_choice", "needs tools", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "tool_choice": {"type": "function", "function": {"name": "f"}}})",
-                "tool_choice", "not supported", true},
+                "tool_choice", "needs tools", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tool_choice": {"type": "function", "function": {}}})",
+                "tool_choice.function.name", "required", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "chat_template": "{{ messages[0].content }}"})",
                 "chat_template", "not supported", true}));
+
+// Tools: "auto" by default (the calls are parsed), "none" keeps them in the prompt only; a tool
+// message's fields and a name go to the template.
+TEST(ChatRequest, ToolsAndTheirChoice) {
+  const std::string tools = R"("tools": [{"function": {"name": "f"}}])";
+  const OpenAiRequest automatic = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x", "name": "ann"}], )" + tools + "}");
+  EXPECT_TRUE(automatic.parse_tool_calls);
+  EXPECT_TRUE(automatic.parallel_tool_calls);
+  EXPECT_EQ(automatic.input.tools_json, R"([{"function":{"name":"f"}}])");
+  EXPECT_EQ(automatic.input.messages[0].fields_json, R"({"name":"ann"})");
+  const OpenAiRequest none = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none", )" + tools + "}");
+  EXPECT_FALSE(none.parse_tool_calls);
+  EXPECT_EQ(none.input.tools_json, automatic.input.tools_json);
+  const OpenAiRequest plain =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})");
+  EXPECT_TRUE(plain.input.tools_json.empty());
+  EXPECT_TRUE(plain.input.messages[0].fields_json.empty());
+  // /tokenize renders the same prompt, so it takes the tools too.
+  EXPECT_EQ(
+      parse_tokenize_request(R"({"messages": [{"role": "user", "content": "x"}], )" + tools + "}")
+          .tools_json,
+      automatic.input.tools_json);
+}
 
 // vLLM's truncate_prompt_tokens reaches the service as given, on both endpoints; the service
 // checks it against max_model_len (and refuses 0).
@@ -368,6 +429,10 @@ TEST(ChatRequest, VllmExtensionsAtTheirDefaultsAreAccepted) {
           "chat_template": null})"));
   EXPECT_NO_THROW(parse_chat_request(
       R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none"})"));
+  // Without tools nothing is parsed, whatever tool_choice says.
+  EXPECT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                      "tools": [], "tool_choice": "auto"})")
+                   .parse_tool_calls);
   EXPECT_NO_THROW(parse_completion_request(
       R"({"prompt": "x", "min_tokens": 0, "guided_choice": null, "allowed_token_ids": []})"));
 }

@@ -204,6 +204,18 @@ TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
          in.messages = {{"user", "hi"}, {"robot", "beep"}};
        },
        ErrorCode::kInvalidArgument, "messages[1].role"},
+      // Tools are the chat template's: with a text prompt nothing would render them.
+      {"tools with a text prompt", [](GenerateInput& in) { in.tools_json = "[]"; },
+       ErrorCode::kInvalidArgument, "tools"},
+      // The template gets them: what it cannot read is refused naming them.
+      {"tools not an array",
+       [](GenerateInput& in) {
+         in.prompt_kind = GenerateInput::PromptKind::kChat;
+         in.prompt_text.clear();
+         in.messages = {{"user", "hi"}};
+         in.tools_json = R"({"name": "f"})";
+       },
+       ErrorCode::kInvalidArgument, "tools"},
       {"max_tokens 0", [](GenerateInput& in) { in.max_tokens = 0; }, ErrorCode::kInvalidArgument,
        "max_tokens"},
       {"too long", [](GenerateInput& in) { in.max_tokens = 1022; }, ErrorCode::kInvalidArgument,

@@ -207,6 +207,59 @@ TEST_F(ChatTemplateTest, Llama31) {
             "<|start_header_id|>ipython<|end_header_id|>\n\n\"21C\"<|eot_id|>");
 }
 
+// OpenAI tool calling through Llama 3.1's template: the tools in the first user message, an
+// earlier call as its JSON, the result as an ipython turn.
+TEST_F(ChatTemplateTest, Llama31WithToolsCallsAndResults) {
+  const auto t = from(kLlama31);
+  const std::vector<ChatMessage> conversation = {
+      {"user", "Weather in Paris?", ""},
+      {"assistant", "",
+       R"({"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather",)"
+       R"( "arguments": {"city": "Paris", "days": 2}}}]})"},
+      {"tool", "21C", R"({"tool_call_id": "c1"})"}};
+  const std::string tools =
+      R"([{"type": "function", "function": {"name": "get_weather", "parameters": {}}}])";
+  EXPECT_EQ(t->render(conversation, true, tools),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+            "Environment: ipython\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+            "Given the following functions, please respond with a JSON for a function call with "
+            "its proper arguments that best answers the given prompt.\n\n"
+            "Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+            "argument name and its value}.Do not use variables.\n\n"
+            "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": "
+            "\"get_weather\",\n        \"parameters\": {}\n    }\n}\n\n"
+            "Weather in Paris?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n"
+            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 2}}"
+            "<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n\"21C\"<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Without tools the template says nothing of them.
+  EXPECT_EQ(t->render(std::span(conversation).first(1), true).find("Environment"),
+            std::string::npos);
+}
+
+// Fields and tools that are not the JSON the template needs are refused naming them (gRPC clients
+// send them as text).
+TEST_F(ChatTemplateTest, MalformedToolJsonIsRefusedNamingTheField) {
+  const auto t = from(kLlama31);
+  const std::vector<ChatMessage> bad_fields = {{"user", "x", "[1]"}};
+  try {
+    t->render(bad_fields, true);
+    FAIL() << "rendered";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), "messages[0].fields_json");
+  }
+  try {
+    t->render(std::span(conversation_).first(2), true, R"({"type": "function"})");
+    FAIL() << "rendered";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.param(), "tools");
+    EXPECT_THAT(e.what(), HasSubstr("must be a JSON array"));
+  }
+}
+
 TEST_F(ChatTemplateTest, MistralAndItsRoleCheck) {
   const auto t = from(kMistral);
   const std::vector<ChatMessage> ok = {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};

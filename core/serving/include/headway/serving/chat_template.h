@@ -8,8 +8,9 @@
 // load time, and anything the interpreter cannot run is an error then (naming the file, the line
 // and the construct), never a silently wrong prompt. Rendering follows Hugging Face's
 // apply_chat_template: trim_blocks and lstrip_blocks on; variables messages (each with role and
-// content), bos_token, eos_token (the tokenizer's special_token_text), add_generation_prompt,
-// tools and documents (none).
+// content, and the fields of ChatMessage::fields_json), bos_token, eos_token (the tokenizer's
+// special_token_text), add_generation_prompt, tools (GenerateInput::tools_json, or none) and
+// documents (none).
 //
 // The prompt usually begins with bos_token's text, which the tokenizer encodes to bos(): callers
 // encode the rendered prompt and prepend bos() only when it does not already start with it.
@@ -25,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace headway::serving {
 
@@ -48,10 +50,13 @@ class ChatTemplate {
 
   ~ChatTemplate();
 
-  // The prompt for `messages`, ending with the assistant header when add_generation_prompt.
-  // Throws ServiceError(kInvalidArgument, param "messages") when the template refuses the
-  // conversation (raise_exception: its message) or fails on it (the line and what failed).
-  std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  // The prompt for `messages`, ending with the assistant header when add_generation_prompt;
+  // `tools_json`: a JSON array, or empty for none. Throws ServiceError(kInvalidArgument, param
+  // "messages") when the template refuses the conversation (raise_exception: its message) or
+  // fails on it (the line and what failed), and naming the field when a message's fields_json is
+  // not a JSON object or tools_json not an array.
+  std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::string_view tools_json = {}) const;
 
   // Where the template came from ("<dir>/tokenizer_config.json (chat_template)", a file, or
   // "built-in Llama 3 template"), for logs and errors.

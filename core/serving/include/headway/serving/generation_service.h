@@ -28,8 +28,12 @@
 namespace headway::serving {
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
+  // The message's other fields, a JSON object given to the chat template as they are: an
+  // assistant turn's "tool_calls" (each function's "arguments" an object, as templates read
+  // them), a tool result's "tool_call_id", a "name". Empty: none.
+  std::string fields_json;
 };
 
 struct GenerateInput {
@@ -42,6 +46,9 @@ struct GenerateInput {
   std::string prompt_text;            // kText: encoded with BOS prepended where the model wants one
   std::vector<int32_t> prompt_ids;    // kTokenIds: used as given
   std::vector<ChatMessage> messages;  // kChat: rendered with the chat template, then encoded
+  // kChat: the functions the model may call (OpenAI's "tools"), a JSON array the chat template
+  // renders into the prompt. Empty: none.
+  std::string tools_json;
 
   core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
   uint32_t max_tokens = 16;       // >= 1 and prompt + max_tokens <= max_model_len

@@ -1,0 +1,177 @@
+#include "openai_tools.h"
+
+#include <headway/serving/echoed_input.h>
+
+#include "api_error.h"
+
+namespace headway::serving::http {
+namespace {
+
+std::string indexed(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+const nlohmann::json& object_at(const nlohmann::json& value, const std::string& name) {
+  if (!value.is_object()) {
+    throw invalid_field(name, name + " must be an object, not " + json_kind(value));
+  }
+  return value;
+}
+
+// A "type" that may be absent (vLLM's default) but otherwise must be "function".
+void check_function_type(const FieldReader& fields) {
+  if (auto type = fields.string("type"); type && *type != "function") {
+    throw not_supported(fields.name("type"),
+                        "tool type " + quote_input(*type) + " (only \"function\")");
+  }
+}
+
+std::string required_name(const FieldReader& function) {
+  const auto name = function.string("name");
+  if (!name || name->empty()) {
+    throw invalid_field(function.name("name"), function.name("name") + " is required");
+  }
+  return *name;
+}
+
+void check_tool(const nlohmann::json& tool, const std::string& path) {
+  const FieldReader fields(object_at(tool, path), path);
+  check_function_type(fields);
+  const nlohmann::json* function = fields.find("function");
+  if (function == nullptr) {
+    throw invalid_field(fields.name("function"), fields.name("function") + " is required");
+  }
+  const FieldReader function_fields(object_at(*function, fields.name("function")),
+                                    fields.name("function"));
+  required_name(function_fields);
+  function_fields.string("description");
+  if (const nlohmann::json* parameters = function_fields.find("parameters")) {
+    object_at(*parameters, function_fields.name("parameters"));  // a JSON Schema object
+  }
+  function_fields.boolean("strict");
+}
+
+// An assistant turn's tool_calls as the template reads them: arguments as objects.
+nlohmann::ordered_json template_tool_calls(const nlohmann::json& calls,
+                                           const nlohmann::ordered_json& ordered_calls,
+                                           const std::string& path) {
+  if (!calls.is_array()) {
+    throw invalid_field(path, path + " must be an array, not " + json_kind(calls));
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const std::string call_path = indexed(path, j);
+    const FieldReader call(object_at(calls[j], call_path), call_path);
+    check_function_type(call);
+    call.string("id");
+    const nlohmann::json* function = call.find("function");
+    if (function == nullptr) {
+      throw invalid_field(call.name("function"), call.name("function") + " is required");
+    }
+    const std::string function_path = call.name("function");
+    const FieldReader function_fields(object_at(*function, function_path), function_path);
+    required_name(function_fields);
+    const std::string arguments_path = function_fields.name("arguments");
+    const nlohmann::json* arguments = function_fields.find("arguments");
+    if (arguments == nullptr) throw invalid_field(arguments_path, arguments_path + " is required");
+
+    nlohmann::ordered_json entry = ordered_calls.at(j);
+    nlohmann::ordered_json& entry_arguments = entry["function"]["arguments"];
+    if (arguments->is_string()) {
+      // OpenAI sends the arguments as JSON text; templates index into them (vLLM parses them).
+      entry_arguments = nlohmann::ordered_json::parse(arguments->get<std::string>(), nullptr,
+                                                      /*allow_exceptions=*/false);
+      if (entry_arguments.is_discarded() || !entry_arguments.is_object()) {
+        throw invalid_field(arguments_path, arguments_path +
+                                                " must be the JSON text of an object, as the "
+                                                "model's tool call gave it");
+      }
+    } else if (!arguments->is_object()) {
+      throw invalid_field(arguments_path, arguments_path + " must be a string of JSON, not " +
+                                              json_kind(*arguments));
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace
+
+ToolRequest parse_tool_request(const FieldReader& fields, const nlohmann::ordered_json& body) {
+  for (const char* legacy : {"functions", "function_call"}) {
+    if (is_set(fields.find(legacy))) {
+      throw not_supported(legacy, std::string(legacy) + " (OpenAI's older form; send tools)");
+    }
+  }
+  ToolRequest out;
+  const nlohmann::json* tools = fields.find("tools");
+  if (tools != nullptr) {
+    if (!tools->is_array()) {
+      throw invalid_field("tools", std::string("tools must be an array, not ") + json_kind(*tools));
+    }
+    for (size_t i = 0; i < tools->size(); ++i) check_tool((*tools)[i], indexed("tools", i));
+    if (!tools->empty()) out.tools_json = body.at("tools").dump();
+  }
+  const bool has_tools = !out.tools_json.empty();
+
+  std::string choice = has_tools ? "auto" : "none";
+  if (const nlohmann::json* given = fields.find("tool_choice")) {
+    if (given->is_string()) {
+      choice = given->get<std::string>();
+      if (choice != "none" && choice != "auto" && choice != "required") {
+        throw invalid_field("tool_choice", "tool_choice " + quote_input(choice) +
+                                               " is not one of \"none\", \"auto\", \"required\" "
+                                               "or {\"type\": \"function\", \"function\": "
+                                               "{\"name\": ...}}");
+      }
+    } else {
+      const FieldReader named(object_at(*given, "tool_choice"), "tool_choice");
+      check_function_type(named);
+      const nlohmann::json* function = named.find("function");
+      if (function == nullptr) {
+        throw invalid_field("tool_choice.function", "tool_choice.function is required");
+      }
+      required_name(
+          FieldReader(object_at(*function, "tool_choice.function"), "tool_choice.function"));
+      choice = "named";
+    }
+  }
+  if (choice == "required" || choice == "named") {
+    const std::string what =
+        choice == "required" ? "tool_choice \"required\"" : "tool_choice naming a function";
+    // OpenAI refuses a forced call without tools; with them, vLLM forces it by guided decoding.
+    if (!has_tools) throw invalid_field("tool_choice", what + " needs tools");
+    throw not_supported("tool_choice", what + " (it needs guided decoding; send \"auto\")");
+  }
+  out.parse_calls = has_tools && choice == "auto";
+  out.parallel_calls = fields.boolean("parallel_tool_calls").value_or(true);
+  return out;
+}
+
+std::string parse_message_fields(const nlohmann::json& message,
+                                 const nlohmann::ordered_json& ordered_message,
+                                 const std::string& path, const std::string& role) {
+  const FieldReader fields(message, path);
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  if (const nlohmann::json* calls = fields.find("tool_calls"); is_set(calls)) {
+    if (role != "assistant") {
+      throw invalid_field(fields.name("tool_calls"),
+                          fields.name("tool_calls") + " is only for assistant messages");
+    }
+    out["tool_calls"] =
+        template_tool_calls(*calls, ordered_message.at("tool_calls"), fields.name("tool_calls"));
+  }
+  const auto call_id = fields.string("tool_call_id");
+  if (role == "tool") {
+    if (!call_id || call_id->empty()) {
+      throw invalid_field(fields.name("tool_call_id"),
+                          fields.name("tool_call_id") +
+                              " is required: the id of the tool call this message answers");
+    }
+    out["tool_call_id"] = *call_id;
+  }
+  if (auto name = fields.string("name")) out["name"] = *name;
+  return out.empty() ? std::string() : out.dump();
+}
+
+}  // namespace headway::serving::http

@@ -1,0 +1,211 @@
+#include "tool_call_parser.h"
+
+#include <headway/serving/random_bits.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace headway::serving::http {
+namespace {
+
+constexpr std::string_view kCallOpen = "<tool_call>";
+constexpr std::string_view kCallClose = "</tool_call>";
+// Llama 3.1's token before a call; decoded as text only when special tokens are kept.
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kWhitespace = " \t\r\n";
+
+bool only_whitespace(std::string_view text) {
+  return text.find_first_not_of(kWhitespace) == std::string_view::npos;
+}
+
+// The longest end of `text` that `tag` starts with (a tag the next text may complete).
+size_t partial_tag_at_end(std::string_view text, std::string_view tag) {
+  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
+    if (tag.starts_with(text.substr(text.size() - n))) return n;
+  }
+  return 0;
+}
+
+// One call's JSON: an object with a non-empty string "name" and its arguments under "arguments"
+// (hermes) or "parameters" (Llama 3's); nullopt when it is not one.
+std::optional<ToolCall> call_of(std::string_view json_text) {
+  const nlohmann::json call = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!call.is_object()) return std::nullopt;
+  const auto name = call.find("name");
+  if (name == call.end() || !name->is_string() || name->get<std::string>().empty()) {
+    return std::nullopt;
+  }
+  ToolCall out{random_request_id("chatcmpl-tool-"), name->get<std::string>(), "{}"};
+  auto arguments = call.find("arguments");
+  if (arguments == call.end()) arguments = call.find("parameters");
+  if (arguments != call.end() && !arguments->is_null()) {
+    // A model that wrote the arguments as a JSON string already wrote OpenAI's form.
+    out.arguments = arguments->is_string() ? arguments->get<std::string>() : arguments->dump();
+  }
+  return out;
+}
+
+// Where the JSON object that starts at text[start] ('{') ends (one past its '}'), or npos when it
+// does not end in `text`. Braces inside strings do not count.
+size_t object_end(std::string_view text, size_t start) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = start; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Llama 3's answer: "{...}" or "{...}; {...}", after an optional python tag. Every object must be
+// a call, or there are none.
+std::optional<std::vector<ToolCall>> llama3_calls(std::string_view text) {
+  size_t at = text.find_first_not_of(kWhitespace);
+  if (at != std::string_view::npos && text.substr(at).starts_with(kPythonTag)) {
+    at = text.find_first_not_of(kWhitespace, at + kPythonTag.size());
+  }
+  std::vector<ToolCall> calls;
+  while (at != std::string_view::npos) {
+    if (text[at] != '{') return std::nullopt;
+    const size_t end = object_end(text, at);
+    if (end == std::string_view::npos) return std::nullopt;
+    std::optional<ToolCall> call = call_of(text.substr(at, end - at));
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+    at = text.find_first_not_of(kWhitespace, end);
+    if (at == std::string_view::npos) break;
+    if (text[at] != ';') return std::nullopt;
+    at = text.find_first_not_of(kWhitespace, at + 1);
+  }
+  if (calls.empty()) return std::nullopt;
+  return calls;
+}
+
+}  // namespace
+
+std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) {
+  if (name == "hermes") return ToolCallFormat::kHermes;
+  if (name == "llama3_json") return ToolCallFormat::kLlama3Json;
+  return std::nullopt;
+}
+
+void ToolCallParser::emit_text(std::string_view text, std::string& content) {
+  if (text.empty()) return;
+  if (after_call_) {
+    if (only_whitespace(text)) {
+      whitespace_ += text;
+      return;
+    }
+    content += whitespace_;
+    whitespace_.clear();
+    after_call_ = false;
+  }
+  content += text;
+}
+
+void ToolCallParser::add_call(ToolCall call, std::vector<ToolCall>& calls) {
+  whitespace_.clear();  // between the call before and this one: not content
+  after_call_ = true;
+  if (single_call_ && called_) return;
+  called_ = true;
+  calls.push_back(std::move(call));
+}
+
+void ToolCallParser::feed(std::string_view text, std::string& content,
+                          std::vector<ToolCall>& calls) {
+  pending_ += text;
+  if (format_ == ToolCallFormat::kHermes) {
+    feed_hermes(content, calls);
+  } else {
+    feed_llama3(content);
+  }
+}
+
+void ToolCallParser::feed_hermes(std::string& content, std::vector<ToolCall>& calls) {
+  for (;;) {
+    if (state_ == State::kText) {
+      const size_t open = pending_.find(kCallOpen);
+      const size_t text_end = open != std::string::npos
+                                  ? open
+                                  : pending_.size() - partial_tag_at_end(pending_, kCallOpen);
+      emit_text(std::string_view(pending_).substr(0, text_end), content);
+      if (open == std::string::npos) {
+        pending_.erase(0, text_end);
+        return;
+      }
+      pending_.erase(0, open + kCallOpen.size());
+      state_ = State::kInCall;
+      continue;
+    }
+    const size_t close = pending_.find(kCallClose);
+    if (close == std::string::npos) return;
+    const std::string_view body = std::string_view(pending_).substr(0, close);
+    if (std::optional<ToolCall> call = call_of(body)) {
+      add_call(std::move(*call), calls);
+    } else {
+      emit_text(std::string(kCallOpen) + std::string(body) + std::string(kCallClose), content);
+    }
+    pending_.erase(0, close + kCallClose.size());
+    state_ = State::kText;
+  }
+}
+
+void ToolCallParser::feed_llama3(std::string& content) {
+  if (state_ == State::kUndecided) {
+    const size_t start = pending_.find_first_not_of(kWhitespace);
+    if (start == std::string::npos) return;
+    const std::string_view rest = std::string_view(pending_).substr(start);
+    if (rest.starts_with('{') || rest.starts_with(kPythonTag)) {
+      state_ = State::kJson;
+    } else if (kPythonTag.starts_with(rest)) {
+      return;  // maybe the tag, cut short
+    } else {
+      state_ = State::kText;
+    }
+  }
+  if (state_ == State::kText) {
+    content += pending_;
+    pending_.clear();
+  }
+  // kJson: the calls are read when the answer ends.
+}
+
+void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) {
+  if (format_ == ToolCallFormat::kHermes) {
+    if (state_ == State::kInCall) {
+      // The answer ended inside a call (max_tokens): a call if what was written is whole.
+      if (std::optional<ToolCall> call = call_of(pending_)) {
+        add_call(std::move(*call), calls);
+      } else {
+        emit_text(std::string(kCallOpen) + pending_, content);
+      }
+    } else {
+      emit_text(pending_, content);
+    }
+  } else if (state_ == State::kJson) {
+    if (std::optional<std::vector<ToolCall>> found = llama3_calls(pending_)) {
+      for (ToolCall& call : *found) add_call(std::move(call), calls);
+    } else {
+      content += pending_;
+    }
+  } else {
+    content += pending_;
+  }
+  pending_.clear();
+  whitespace_.clear();
+  state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
+}
+
+}  // namespace headway::serving::http

@@ -1,0 +1,81 @@
+// Tool calls out of a chat model's text, as vLLM's tool parsers find them (`--tool-call-parser`):
+// the operator names the format its model writes ([server] tool_call_parser), and each choice of a
+// chat request with tools and tool_choice "auto" runs its generated text through a parser. What is
+// not a call goes out as the message's content; each call becomes an OpenAI tool call.
+//
+// Formats:
+// - hermes (Hermes, Qwen 2.5/3, many fine-tunes): `<tool_call>{"name": ..., "arguments": {...}}
+//   </tool_call>`, any number, with text around them.
+// - llama3_json (Llama 3.1/3.2/3.3): the whole answer is one or more JSON objects `{"name": ...,
+//   "parameters": {...}}` separated by ";", optionally after "<|python_tag|>"; an answer that does
+//   not start with "{" is text.
+//
+// Streams: feed() takes the text as it comes and gives back the content that can go out now and
+// every call that has ended. Text that may still turn out to be part of a call is held back (a
+// partial "<tool_call>" tag; for llama3_json, the whole answer once it starts with "{"). The same
+// text gives the same content and calls however it is cut into pieces.
+//
+// Nothing the model wrote is lost: a call that is not JSON with a string "name" (or one the answer
+// ended inside) is given back as content, as written. Whitespace between calls and after the last
+// one is dropped.
+//
+// Threading: one thread at a time (one parser per choice).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace headway::serving::http {
+
+enum class ToolCallFormat { kHermes, kLlama3Json };
+
+// "hermes" or "llama3_json"; nullopt for any other name.
+std::optional<ToolCallFormat> tool_call_format_named(std::string_view name);
+
+struct ToolCall {
+  std::string id;         // "chatcmpl-tool-" and 32 random hex digits, as vLLM's
+  std::string name;       // the function's, as the model wrote it
+  std::string arguments;  // JSON text of the arguments (an object, as the model wrote it)
+};
+
+class ToolCallParser {
+ public:
+  // `single_call`: OpenAI's parallel_tool_calls = false; calls after the first are dropped.
+  explicit ToolCallParser(ToolCallFormat format, bool single_call = false)
+      : format_(format), single_call_(single_call) {}
+
+  // More generated text: content that may go out now is appended to `content`, and each call that
+  // this text completed to `calls`.
+  void feed(std::string_view text, std::string& content, std::vector<ToolCall>& calls);
+  // The answer ended: whatever was held back, as content or calls.
+  void finish(std::string& content, std::vector<ToolCall>& calls);
+
+  // Whether any call was found so far (finish_reason "tool_calls").
+  bool called() const { return called_; }
+
+ private:
+  void feed_hermes(std::string& content, std::vector<ToolCall>& calls);
+  void feed_llama3(std::string& content);
+  // Content outside calls: after the first call, whitespace waits until something else follows.
+  void emit_text(std::string_view text, std::string& content);
+  void add_call(ToolCall call, std::vector<ToolCall>& calls);
+
+  enum class State {
+    kText,       // hermes: outside a call. llama3_json: the answer is text
+    kInCall,     // hermes: after "<tool_call>", waiting for "</tool_call>"
+    kUndecided,  // llama3_json: only whitespace (or a partial "<|python_tag|>") so far
+    kJson,       // llama3_json: the answer started with "{": held to the end
+  };
+  ToolCallFormat format_;
+  bool single_call_;
+  State state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
+  std::string pending_;      // text not yet given out
+  std::string whitespace_;   // right after a call: whitespace that goes out only before more text
+  bool after_call_ = false;  // no text but whitespace since the last call
+  bool called_ = false;
+};
+
+}  // namespace headway::serving::http

@@ -1,0 +1,176 @@
+// Tool calls through the HTTP frontend: what a chat request with tools hands the service (the tools
+// and the calls and results of earlier turns, for the template), and how an answer that calls
+// tools comes back, whole and streamed, with the server's tool call parser.
+#include <string>
+
+#include "http_test_support.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kWeatherTool =
+    R"({"type": "function", "function": {"name": "get_weather", "description": "Weather now",)"
+    R"( "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}})";
+
+const std::string kHermesAnswer =
+    "Checking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+    "\"Paris\"}}\n</tool_call>";
+
+class HttpToolCallsTest : public HttpFrontendTest {
+ protected:
+  void use_parser(const std::string& parser) {
+    HttpOptions options;
+    options.tool_call_parser = parser;
+    start_frontend(options);
+  }
+  // A chat request with the weather tool, answered with `answer` (its whole length).
+  std::string request(const std::string& answer, const std::string& extra = "") {
+    service_.set_script(answer);
+    return R"({"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [)" +
+           kWeatherTool + "], \"max_tokens\": " + std::to_string(answer.size()) + extra + "}";
+  }
+};
+
+TEST_F(HttpToolCallsTest, AnAnswerThatCallsAToolComesBackAsToolCalls) {
+  use_parser("hermes");
+  auto result = post_json("/v1/chat/completions", request(kHermesAnswer));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json choice = json::parse(result->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  const json& message = choice["message"];
+  EXPECT_EQ(message["role"], "assistant");
+  EXPECT_EQ(message["content"], "Checking.");
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  const json& call = message["tool_calls"][0];
+  EXPECT_TRUE(call["id"].get<std::string>().starts_with("chatcmpl-tool-"));
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  // OpenAI's arguments are JSON text.
+  ASSERT_TRUE(call["function"]["arguments"].is_string());
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()),
+            json({{"city", "Paris"}}));
+
+  // The tools reach the service as the client wrote them, keys in its order, for the template.
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_EQ(submitted[0].tools_json,
+            nlohmann::ordered_json::parse("[" + kWeatherTool + "]").dump());
+  EXPECT_EQ(submitted[0].tools_json.find("\"type\""), 2u);  // "type" first, as sent
+}
+
+TEST_F(HttpToolCallsTest, OnlyCallsGiveANullContent) {
+  use_parser("llama3_json");
+  const std::string answer =
+      R"({"name": "get_weather", "parameters": {"city": "Paris"}}; {"name": "get_weather", )"
+      R"("parameters": {"city": "Lyon"}})";
+  auto result = post_json("/v1/chat/completions", request(answer));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json message = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  ASSERT_EQ(message["tool_calls"].size(), 2u);
+  EXPECT_EQ(json::parse(message["tool_calls"][1]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Lyon"}}));
+  // parallel_tool_calls = false: the first call only.
+  result = post_json("/v1/chat/completions", request(answer, R"(, "parallel_tool_calls": false)"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(json::parse(result->body)["choices"][0]["message"]["tool_calls"].size(), 1u);
+}
+
+TEST_F(HttpToolCallsTest, AnAnswerWithoutCallsIsPlainContent) {
+  use_parser("hermes");
+  auto result = post_json("/v1/chat/completions", request("It is sunny."));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json choice = json::parse(result->body)["choices"][0];
+  EXPECT_EQ(choice["message"], json({{"role", "assistant"}, {"content", "It is sunny."}}));
+  EXPECT_EQ(choice["finish_reason"], "length");
+}
+
+TEST_F(HttpToolCallsTest, StreamedCallsComeAsToolCallDeltas) {
+  use_parser("hermes");
+  auto result =
+      post_json("/v1/chat/completions",
+                request(kHermesAnswer + "\n<tool_call>{\"name\": \"get_time\"}</tool_call>",
+                        R"(, "stream": true)"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  std::string content;
+  json calls = json::array();
+  json finish_reason;
+  for (const std::string& data : sse_data(result->body)) {
+    if (data == "[DONE]") break;
+    const json choice = json::parse(data)["choices"][0];
+    const json& delta = choice["delta"];
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls")) {
+      for (const json& call : delta["tool_calls"]) calls.push_back(call);
+    }
+    if (!choice["finish_reason"].is_null()) finish_reason = choice["finish_reason"];
+  }
+  EXPECT_EQ(content, "Checking.");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(calls[1]["index"], 1);
+  EXPECT_EQ(calls[1]["function"]["name"], "get_time");
+  EXPECT_EQ(calls[1]["function"]["arguments"], "{}");
+  EXPECT_EQ(calls[1]["type"], "function");
+  EXPECT_EQ(finish_reason, "tool_calls");
+}
+
+TEST_F(HttpToolCallsTest, AutoWithoutAParserIsRefusedAndNoneRendersTheTools) {
+  // The default frontend has no parser: "auto" (the default with tools) is refused by name.
+  auto result = post_json("/v1/chat/completions", request(kHermesAnswer));
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  const json error = error_of(result->body);
+  EXPECT_EQ(error["param"], "tool_choice");
+  EXPECT_NE(error["message"].get<std::string>().find("tool_call_parser"), std::string::npos);
+  EXPECT_TRUE(service_.submitted().empty());
+  EXPECT_EQ(service_.refused_by_frontend(), 1u);
+
+  // "none": the tools still go to the template, and the answer is text.
+  result = post_json("/v1/chat/completions", request(kHermesAnswer, R"(, "tool_choice": "none")"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json choice = json::parse(result->body)["choices"][0];
+  EXPECT_EQ(choice["message"]["content"], kHermesAnswer);
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  ASSERT_EQ(service_.submitted().size(), 1u);
+  EXPECT_FALSE(service_.submitted()[0].tools_json.empty());
+}
+
+TEST_F(HttpToolCallsTest, EarlierCallsAndTheirResultsReachTheTemplate) {
+  use_parser("hermes");
+  const std::string body = R"({"messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "get_weather", "arguments": "{\"unit\": \"C\", \"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "21"}],
+    "tools": [)" + kWeatherTool +
+                           "], \"max_tokens\": 3}";
+  auto result = post_json("/v1/chat/completions", body);
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  const auto& messages = submitted[0].messages;
+  ASSERT_EQ(messages.size(), 3u);
+  EXPECT_EQ(messages[1].role, "assistant");
+  EXPECT_EQ(messages[1].content, "");
+  // The arguments as an object (templates index into them), in the client's key order.
+  EXPECT_EQ(messages[1].fields_json,
+            R"({"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather",)"
+            R"("arguments":{"unit":"C","city":"Paris"}}}]})");
+  EXPECT_EQ(messages[2].role, "tool");
+  EXPECT_EQ(messages[2].content, "21");
+  EXPECT_EQ(messages[2].fields_json, R"({"tool_call_id":"call_1"})");
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

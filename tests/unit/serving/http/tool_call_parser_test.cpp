@@ -1,0 +1,215 @@
+// ToolCallParser: the calls and content it finds in hermes and llama3_json answers, whole and cut
+// into every possible pair of pieces and into random pieces (a stream gives what a whole answer
+// gives), and that nothing the model wrote is lost when a call is malformed.
+#include "tool_call_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace headway::serving::http {
+namespace {
+
+using nlohmann::json;
+
+struct Parsed {
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+
+Parsed parse_whole(ToolCallFormat format, const std::string& text, bool single_call = false) {
+  ToolCallParser parser(format, single_call);
+  Parsed out;
+  parser.feed(text, out.content, out.calls);
+  parser.finish(out.content, out.calls);
+  return out;
+}
+
+Parsed parse_pieces(ToolCallFormat format, const std::vector<std::string>& pieces) {
+  ToolCallParser parser(format);
+  Parsed out;
+  for (const std::string& piece : pieces) parser.feed(piece, out.content, out.calls);
+  parser.finish(out.content, out.calls);
+  return out;
+}
+
+// Name and arguments (as JSON values), without the random ids.
+std::vector<std::pair<std::string, json>> calls_of(const Parsed& parsed) {
+  std::vector<std::pair<std::string, json>> out;
+  for (const ToolCall& call : parsed.calls)
+    out.emplace_back(call.name, json::parse(call.arguments));
+  return out;
+}
+
+// The whole answer, every cut into two pieces and random cuts all give the same content and calls.
+void expect_cut_invariant(ToolCallFormat format, const std::string& text) {
+  const Parsed whole = parse_whole(format, text);
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    const Parsed pieces = parse_pieces(format, {text.substr(0, cut), text.substr(cut)});
+    EXPECT_EQ(pieces.content, whole.content) << "cut at " << cut;
+    EXPECT_EQ(calls_of(pieces), calls_of(whole)) << "cut at " << cut;
+  }
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::string> pieces;
+    for (size_t at = 0; at < text.size();) {
+      const size_t length = std::uniform_int_distribution<size_t>(0, 6)(random);
+      pieces.push_back(text.substr(at, length));
+      at += length;
+    }
+    const Parsed parsed = parse_pieces(format, pieces);
+    EXPECT_EQ(parsed.content, whole.content) << "trial " << trial;
+    EXPECT_EQ(calls_of(parsed), calls_of(whole)) << "trial " << trial;
+  }
+}
+
+TEST(ToolCallParser, FormatsAreNamedAsVllmNamesThem) {
+  EXPECT_EQ(tool_call_format_named("hermes"), ToolCallFormat::kHermes);
+  EXPECT_EQ(tool_call_format_named("llama3_json"), ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(tool_call_format_named("mistral"), std::nullopt);
+  EXPECT_EQ(tool_call_format_named(""), std::nullopt);
+}
+
+TEST(ToolCallParser, HermesCallsAndTheTextBeforeThem) {
+  const std::string text =
+      "Let me check both.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"unit\": \"C\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+      "\"arguments\": {\"zone\": \"CET\"}}\n</tool_call>\n";
+  const Parsed parsed = parse_whole(ToolCallFormat::kHermes, text);
+  EXPECT_EQ(parsed.content, "Let me check both.\n");
+  ASSERT_EQ(parsed.calls.size(), 2u);
+  EXPECT_EQ(parsed.calls[0].name, "get_weather");
+  EXPECT_EQ(json::parse(parsed.calls[0].arguments), json({{"city", "Paris"}, {"unit", "C"}}));
+  EXPECT_EQ(parsed.calls[1].name, "get_time");
+  EXPECT_EQ(json::parse(parsed.calls[1].arguments), json({{"zone", "CET"}}));
+  EXPECT_TRUE(parsed.calls[0].id.starts_with("chatcmpl-tool-"));
+  EXPECT_EQ(parsed.calls[0].id.size(), std::string("chatcmpl-tool-").size() + 32);
+  EXPECT_NE(parsed.calls[0].id, parsed.calls[1].id);
+  expect_cut_invariant(ToolCallFormat::kHermes, text);
+}
+
+TEST(ToolCallParser, HermesWithoutCallsIsAllContent) {
+  // Angle brackets that only start like the tag are content once they cannot be it.
+  const std::string text = "a < b, <tool> and <tool_c are not calls <";
+  const Parsed parsed = parse_whole(ToolCallFormat::kHermes, text);
+  EXPECT_EQ(parsed.content, text);
+  EXPECT_TRUE(parsed.calls.empty());
+  expect_cut_invariant(ToolCallFormat::kHermes, text);
+}
+
+TEST(ToolCallParser, HermesHoldsBackOnlyWhatMayBeTheTag) {
+  ToolCallParser parser(ToolCallFormat::kHermes);
+  std::string content;
+  std::vector<ToolCall> calls;
+  parser.feed("Sure. <tool_", content, calls);
+  EXPECT_EQ(content, "Sure. ");  // "<tool_" may still become "<tool_call>"
+  parser.feed("box> is", content, calls);
+  EXPECT_EQ(content, "Sure. <tool_box> is");
+  EXPECT_FALSE(parser.called());
+}
+
+TEST(ToolCallParser, HermesMalformedCallsStayContentAsWritten) {
+  // Not JSON, no name, a name that is not a string: each is given back as the model wrote it.
+  const std::string text =
+      "x<tool_call>{\"name\": get}</tool_call><tool_call>{\"arguments\": {}}</tool_call>"
+      "<tool_call>{\"name\": 3}</tool_call>";
+  const Parsed parsed = parse_whole(ToolCallFormat::kHermes, text);
+  EXPECT_EQ(parsed.content, text);
+  EXPECT_TRUE(parsed.calls.empty());
+  expect_cut_invariant(ToolCallFormat::kHermes, text);
+}
+
+TEST(ToolCallParser, HermesAnswerCutInsideACall) {
+  // max_tokens ended the answer after the JSON but before the closing tag: still a call.
+  const Parsed whole_json =
+      parse_whole(ToolCallFormat::kHermes, "<tool_call>{\"name\": \"f\", \"arguments\": {}}");
+  ASSERT_EQ(whole_json.calls.size(), 1u);
+  EXPECT_EQ(whole_json.calls[0].name, "f");
+  EXPECT_EQ(whole_json.calls[0].arguments, "{}");
+  EXPECT_EQ(whole_json.content, "");
+  // Cut inside the JSON: the text, as written.
+  const Parsed cut = parse_whole(ToolCallFormat::kHermes, "ok<tool_call>{\"name\": \"f\", \"argu");
+  EXPECT_TRUE(cut.calls.empty());
+  EXPECT_EQ(cut.content, "ok<tool_call>{\"name\": \"f\", \"argu");
+}
+
+TEST(ToolCallParser, HermesWhitespaceAfterACallIsDroppedAndTextKept) {
+  const std::string text =
+      "<tool_call>{\"name\": \"f\"}</tool_call>\n\n<tool_call>{\"name\": \"g\"}</tool_call>\n"
+      "Done.\n";
+  const Parsed parsed = parse_whole(ToolCallFormat::kHermes, text);
+  ASSERT_EQ(parsed.calls.size(), 2u);
+  EXPECT_EQ(parsed.calls[0].arguments, "{}");  // no arguments written: an empty object
+  EXPECT_EQ(parsed.content, "\nDone.\n");
+  expect_cut_invariant(ToolCallFormat::kHermes, text);
+}
+
+TEST(ToolCallParser, ArgumentsWrittenAsAStringAreKeptAsTheyAre) {
+  const Parsed parsed =
+      parse_whole(ToolCallFormat::kHermes,
+                  R"(<tool_call>{"name": "f", "arguments": "{\"a\": 1}"}</tool_call>)");
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.calls[0].arguments, R"({"a": 1})");
+}
+
+TEST(ToolCallParser, SingleCallKeepsTheFirst) {
+  const Parsed parsed = parse_whole(
+      ToolCallFormat::kHermes,
+      "<tool_call>{\"name\": \"f\"}</tool_call><tool_call>{\"name\": \"g\"}</tool_call>", true);
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.calls[0].name, "f");
+}
+
+TEST(ToolCallParser, Llama3JsonCalls) {
+  const std::string text =
+      " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris}{\\\"\"}}; "
+      "{\"name\": \"get_time\", \"parameters\": {\"zone\": [\"CET\", {\"x\": 1}]}}";
+  const Parsed parsed = parse_whole(ToolCallFormat::kLlama3Json, text);
+  EXPECT_EQ(parsed.content, "");
+  ASSERT_EQ(parsed.calls.size(), 2u);
+  EXPECT_EQ(parsed.calls[0].name, "get_weather");
+  // Braces and an escaped quote inside a string do not end the object.
+  EXPECT_EQ(json::parse(parsed.calls[0].arguments), json({{"city", "Paris}{\""}}));
+  EXPECT_EQ(json::parse(parsed.calls[1].arguments),
+            json({{"zone", json::array({"CET", {{"x", 1}}})}}));
+  expect_cut_invariant(ToolCallFormat::kLlama3Json, text);
+  // After the python tag (special tokens kept), and with "arguments" instead of "parameters".
+  const Parsed tagged = parse_whole(ToolCallFormat::kLlama3Json,
+                                    "<|python_tag|>{\"name\": \"f\", \"arguments\": {\"a\": 1}}");
+  ASSERT_EQ(tagged.calls.size(), 1u);
+  EXPECT_EQ(json::parse(tagged.calls[0].arguments), json({{"a", 1}}));
+  expect_cut_invariant(ToolCallFormat::kLlama3Json, "<|python_tag|>{\"name\": \"f\"}");
+}
+
+TEST(ToolCallParser, Llama3TextAnswersStreamAsTheyCome) {
+  ToolCallParser parser(ToolCallFormat::kLlama3Json);
+  std::string content;
+  std::vector<ToolCall> calls;
+  parser.feed("  ", content, calls);
+  EXPECT_EQ(content, "");  // only whitespace: not yet known
+  parser.feed("<|py", content, calls);
+  EXPECT_EQ(content, "");  // maybe the python tag
+  parser.feed("thon is", content, calls);
+  EXPECT_EQ(content, "  <|python is");
+  parser.feed(" {fun}", content, calls);
+  EXPECT_EQ(content, "  <|python is {fun}");
+  parser.finish(content, calls);
+  EXPECT_TRUE(calls.empty());
+  expect_cut_invariant(ToolCallFormat::kLlama3Json, "  The answer is 4. {\"name\": \"f\"}");
+}
+
+TEST(ToolCallParser, Llama3JsonThatIsNotCallsIsContentAsWritten) {
+  for (const std::string text : {"{\"answer\": 4}", "{\"name\": \"f\"} and more",
+                                 "{\"name\": \"f\"}; {}", "{\"name\": \"f\""}) {
+    const Parsed parsed = parse_whole(ToolCallFormat::kLlama3Json, text);
+    EXPECT_EQ(parsed.content, text);
+    EXPECT_TRUE(parsed.calls.empty()) << text;
+    expect_cut_invariant(ToolCallFormat::kLlama3Json, text);
+  }
+}
+
+}  // namespace
+}  // namespace headway::serving::http

@@ -160,6 +160,7 @@ int run_serve(const ServeArgs& args) {
     http_options.port = http_port;
     http_options.api_key = api_key;
     http_options.tool_call_parser = server.tool_call_parser;
+    http_options.reasoning_parser = server.reasoning_parser;
     http.emplace(service, std::move(http_options));
     http->start();
     std::fprintf(stderr, "headway serve: HTTP listening on http://%s\n",

@@ -161,7 +161,7 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
              {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
               "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
               "kv_stage_checksums", "kv_handoff", "kv_link_hold_s", "log_stats_interval_s",
-              "tool_call_parser"},
+              "tool_call_parser", "reasoning_parser"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -238,11 +238,23 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
                       "...}}))",
                       where, line_of(*node), server.tool_call_parser));
     }
-    if (server.role == "engine") {
+  }
+  server.reasoning_parser = get_string(table, "reasoning_parser", where, "");
+  if (const toml::node* node = table.get("reasoning_parser")) {
+    if (server.reasoning_parser != "deepseek_r1" && server.reasoning_parser != "qwen3") {
+      throw Error(
+          fmt::format("{}.reasoning_parser{}: unknown parser \"{}\" (allowed: deepseek_r1 "
+                      "(thinking up to </think>), qwen3 (thinking between <think> and </think>))",
+                      where, line_of(*node), server.reasoning_parser));
+    }
+  }
+  for (const char* key : {"tool_call_parser", "reasoning_parser"}) {
+    const toml::node* node = table.get(key);
+    if (node != nullptr && server.role == "engine") {
       throw Error(fmt::format(
-          "{}.tool_call_parser{}: an engine process (role = \"engine\") has no HTTP frontend; "
-          "set it in the router's file",
-          where, line_of(*node)));
+          "{}.{}{}: an engine process (role = \"engine\") has no HTTP frontend; set it in the "
+          "router's file",
+          where, key, line_of(*node)));
     }
   }
   return server;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "api_error.h"
+#include "headway/serving/json_text.h"
 
 namespace headway::serving::http {
 
@@ -30,42 +31,12 @@ bool is_whole(const nlohmann::json& value) {
   return std::isfinite(number) && std::floor(number) == number;
 }
 
-// Deeper than any OpenAI request (messages, content parts, tool schemas) nests.
-constexpr int kMaxJsonDepth = 128;
-
-// Whether objects and arrays in `body` nest more than `limit` levels deep, counted outside
-// strings: one pass that builds nothing. (A callback given to nlohmann's parse could refuse as it
-// reads, but its callback parser rescans an object's parent at every object's end, which made an
-// array of 100,000 chat messages take 1.7 s, 80 s under ASan.) Exact for valid JSON; on invalid
-// JSON the parse that follows refuses what this lets through.
-bool nests_deeper_than(std::string_view body, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, a quote included
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 nlohmann::json parse_body(std::string_view body) {
   // Refused before it is parsed: a body of 15 million nested arrays in a field nobody reads took
   // 26 s and 0.7 GB to parse (and as long to free) before any check.
-  if (nests_deeper_than(body, kMaxJsonDepth)) {
+  if (json_nests_deeper_than(body, kMaxJsonDepth)) {
     throw ApiError(400,
                    fmt::format("request body nests objects and arrays more than {} levels deep",
                                kMaxJsonDepth));

@@ -10,6 +10,7 @@
 
 #include "api_error.h"
 #include "headway/serving/echoed_input.h"
+#include "headway/serving/json_text.h"
 #include "headway/serving/random_bits.h"
 #include "json_fields.h"
 #include "openai_tools.h"
@@ -319,7 +320,7 @@ ToolRequest parse_chat_prompt(const nlohmann::json& json, std::string_view body,
                               GenerateInput& input) {
   const FieldReader fields(json, "");
   const nlohmann::ordered_json ordered =
-      has_tool_fields(json) ? nlohmann::ordered_json::parse(body) : nlohmann::ordered_json();
+      has_tool_fields(json) ? parse_json_keeping_order(body) : nlohmann::ordered_json();
   input.prompt_kind = GenerateInput::PromptKind::kChat;
   input.messages = parse_messages(fields, ordered);
   refuse_template_options(fields);
@@ -418,6 +419,7 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   const ToolRequest tools = parse_chat_prompt(json, body, out.input);
   out.parse_tool_calls = tools.parse_calls;
   out.parallel_tool_calls = tools.parallel_calls;
+  out.include_reasoning = fields.boolean("include_reasoning").value_or(true);
 
   // max_completion_tokens replaced max_tokens in OpenAI's chat API; either is honoured. Without
   // either, the completion may run to the end of the context: the service bounds it there.

@@ -37,6 +37,8 @@ struct OpenAiRequest {
   // (with the server's [server] tool_call_parser; a request without one is refused).
   bool parse_tool_calls = false;
   bool parallel_tool_calls = true;  // false: at most one call per answer
+  // vLLM's include_reasoning: with a reasoning parser, false drops the thinking from the answer.
+  bool include_reasoning = true;
 };
 
 // Throw ApiError 400 naming the field at fault. `model` supplies the chat default for max_tokens.

@@ -79,12 +79,20 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
       choice["text"] = output.text;
     } else {
       nlohmann::ordered_json message = {{"role", "assistant"}};
-      if (output.tool_calls.empty()) {
-        message["content"] = output.text;
-      } else {
-        // OpenAI's shape: no text beside the calls is a null content.
-        message["content"] = output.text.empty() ? nlohmann::ordered_json(nullptr)
-                                                 : nlohmann::ordered_json(output.text);
+      // OpenAI's and vLLM's shape: no text beside calls or reasoning is a null content.
+      const bool parts =
+          !output.tool_calls.empty() || (output.reasoning && !output.reasoning->empty());
+      message["content"] = output.text.empty() && parts ? nlohmann::ordered_json(nullptr)
+                                                        : nlohmann::ordered_json(output.text);
+      if (output.reasoning) {
+        // vLLM's current name and the older one (DeepSeek's), which many clients still read.
+        const nlohmann::ordered_json reasoning = output.reasoning->empty()
+                                                     ? nlohmann::ordered_json(nullptr)
+                                                     : nlohmann::ordered_json(*output.reasoning);
+        message["reasoning"] = reasoning;
+        message["reasoning_content"] = reasoning;
+      }
+      if (!output.tool_calls.empty()) {
         message["tool_calls"] = tool_calls_json(output.tool_calls, 0, /*streamed=*/false);
       }
       choice["message"] = std::move(message);
@@ -116,22 +124,26 @@ nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t i
                                         const std::string& text, std::span<const int32_t> token_ids,
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage, nlohmann::ordered_json logprobs,
-                                        const ToolCallDelta& tool_calls) {
+                                        const ParsedDelta& parsed) {
   nlohmann::ordered_json choice = {{"index", index}};
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
   } else {
     nlohmann::ordered_json delta = nlohmann::ordered_json::object();
     if (!text.empty()) delta["content"] = text;
-    if (!tool_calls.calls.empty()) {
+    if (!parsed.reasoning.empty()) {
+      delta["reasoning"] = parsed.reasoning;
+      delta["reasoning_content"] = parsed.reasoning;
+    }
+    if (!parsed.calls.empty()) {
       delta["tool_calls"] =
-          tool_calls_json(tool_calls.calls, tool_calls.first_index, /*streamed=*/true);
+          tool_calls_json(parsed.calls, parsed.first_call_index, /*streamed=*/true);
     }
     choice["delta"] = std::move(delta);
   }
   if (header.return_token_ids) choice["token_ids"] = token_ids;
   choice["logprobs"] = std::move(logprobs);
-  choice["finish_reason"] = finish_reason_json(finish, tool_calls.called);
+  choice["finish_reason"] = finish_reason_json(finish, parsed.called_tools);
   choice["stop_reason"] = stop_reason_json(stop_reason);
   return chunk_envelope(header, std::move(choice), usage);
 }

@@ -11,11 +11,12 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "tool_call_parser.h"
+#include "answer_parser.h"
 
 namespace headway::serving::http {
 
@@ -60,6 +61,9 @@ struct ChoiceOutput {
   // Chat with tool calls parsed: `text` is the content outside the calls (null in the message
   // when empty), and the finish_reason is "tool_calls".
   std::vector<ToolCall> tool_calls;
+  // Chat with reasoning parsed: the thinking ("reasoning" and "reasoning_content", null when
+  // empty); `text` is the rest (null when empty). nullopt: not parsed, no such field.
+  std::optional<std::string> reasoning;
 };
 
 // The non-streamed answer: choices indexed in order (OpenAI's n), `usage` over all of them.
@@ -72,19 +76,21 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
 // chunk carries under header.continuous_usage.
 nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t index,
                                        const Usage& usage);
-// A chat stream's tool calls: the calls this chunk completes (numbered from first_index within
-// the choice), and whether the choice called any (its finish_reason is then "tool_calls").
-struct ToolCallDelta {
+// What a chat stream's chunk carries besides its content when the answer is parsed: reasoning
+// text, the tool calls this chunk completes (numbered from first_call_index within the choice),
+// and whether the choice called any (its finish_reason is then "tool_calls").
+struct ParsedDelta {
+  std::string_view reasoning;
   std::span<const ToolCall> calls;
-  uint32_t first_index = 0;
-  bool called = false;
+  uint32_t first_call_index = 0;
+  bool called_tools = false;
 };
 nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
                                         const std::string& text, std::span<const int32_t> token_ids,
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage,
                                         nlohmann::ordered_json logprobs = nullptr,
-                                        const ToolCallDelta& tool_calls = {});
+                                        const ParsedDelta& parsed = {});
 nlohmann::ordered_json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

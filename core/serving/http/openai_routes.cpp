@@ -119,10 +119,15 @@ std::string library_error_message(const httplib::Request& request, int status) {
 OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& options)
     : service_(service),
       options_(options),
-      tool_call_format_(tool_call_format_named(options.tool_call_parser)) {
+      tool_call_format_(tool_call_format_named(options.tool_call_parser)),
+      reasoning_format_(reasoning_format_named(options.reasoning_parser)) {
   if (!options.tool_call_parser.empty() && !tool_call_format_) {
     throw std::invalid_argument("unknown tool call parser \"" + options.tool_call_parser +
                                 "\" (allowed: hermes, llama3_json)");
+  }
+  if (!options.reasoning_parser.empty() && !reasoning_format_) {
+    throw std::invalid_argument("unknown reasoning parser \"" + options.reasoning_parser +
+                                "\" (allowed: deepseek_r1, qwen3)");
   }
 }
 
@@ -247,9 +252,15 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.choices_per_prompt = parsed.n;
   const int32_t top_logprobs = parsed.input.sampling.logprobs;
 
-  // Each choice parses its calls with a copy of this one.
-  std::optional<ToolCallParser> tool_parser;
-  if (parsed.parse_tool_calls) tool_parser.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
+  // Each choice parses its answer with a copy of this one.
+  std::optional<AnswerParser> answer_parser;
+  if (endpoint == Endpoint::kChatCompletions && (parsed.parse_tool_calls || reasoning_format_)) {
+    std::optional<ReasoningParser> reasoning;
+    if (reasoning_format_) reasoning.emplace(*reasoning_format_);
+    std::optional<ToolCallParser> tools;
+    if (parsed.parse_tool_calls) tools.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
+    answer_parser.emplace(std::move(reasoning), std::move(tools), parsed.include_reasoning);
+  }
 
   const std::string base_id = parsed.input.request_id;
   const bool streamed = parsed.stream;
@@ -280,17 +291,20 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
         }
         usage.completion_tokens += completion.usage.completion_tokens;
         std::vector<ToolCall> calls;
-        if (tool_parser) {
-          ToolCallParser parser = *tool_parser;
-          std::string content;
-          parser.feed(completion.text, content, calls);
-          parser.finish(content, calls);
-          completion.text = std::move(content);
+        std::optional<std::string> reasoning;
+        if (answer_parser) {
+          AnswerParser parser = *answer_parser;
+          AnswerPieces pieces;
+          parser.feed(completion.text, pieces);
+          parser.finish(pieces);
+          completion.text = std::move(pieces.content);
+          calls = std::move(pieces.calls);
+          if (parser.gives_reasoning()) reasoning = std::move(pieces.reasoning);
         }
         choices.push_back(ChoiceOutput{
             std::move(completion.text), std::move(completion.token_ids), completion.finish,
             completion.stop_reason, LogprobsJson(endpoint, top_logprobs).value(completion.logprobs),
-            std::move(calls)});
+            std::move(calls), std::move(reasoning)});
       }
     } catch (...) {
       abort_all();
@@ -341,7 +355,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   };
   auto state = std::make_shared<StreamState>(
       StreamState{SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
-                               in_flight_.stopping(), tool_parser),
+                               in_flight_.stopping(), answer_parser),
                   std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back

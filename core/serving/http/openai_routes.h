@@ -12,10 +12,10 @@
 
 #include <optional>
 
+#include "answer_parser.h"
 #include "in_flight_requests.h"
 #include "openai_request.h"
 #include "openai_response.h"
-#include "tool_call_parser.h"
 
 namespace httplib {
 class Server;
@@ -51,7 +51,8 @@ class OpenAiRoutes {
 
   GenerationService& service_;
   const HttpOptions& options_;
-  std::optional<ToolCallFormat> tool_call_format_;  // options_.tool_call_parser's
+  std::optional<ToolCallFormat> tool_call_format_;   // options_.tool_call_parser's
+  std::optional<ReasoningFormat> reasoning_format_;  // options_.reasoning_parser's
   InFlightRequests in_flight_;
 };
 

@@ -1,6 +1,7 @@
 #include "openai_tools.h"
 
 #include <headway/serving/echoed_input.h>
+#include <headway/serving/json_text.h>
 
 #include "api_error.h"
 
@@ -72,15 +73,15 @@ nlohmann::ordered_json template_tool_calls(const nlohmann::json& calls,
     const FieldReader function_fields(object_at(*function, function_path), function_path);
     required_name(function_fields);
     const std::string arguments_path = function_fields.name("arguments");
-    const nlohmann::json* arguments = function_fields.find("arguments");
-    if (arguments == nullptr) throw invalid_field(arguments_path, arguments_path + " is required");
+    const nlohmann::json* arguments = function_fields.find("arguments");  // null: none
 
     nlohmann::ordered_json entry = ordered_calls.at(j);
     nlohmann::ordered_json& entry_arguments = entry["function"]["arguments"];
-    if (arguments->is_string()) {
+    if (arguments == nullptr || (arguments->is_string() && arguments->get<std::string>().empty())) {
+      entry_arguments = nlohmann::ordered_json::object();  // a call without arguments, as vLLM
+    } else if (arguments->is_string()) {
       // OpenAI sends the arguments as JSON text; templates index into them (vLLM parses them).
-      entry_arguments = nlohmann::ordered_json::parse(arguments->get<std::string>(), nullptr,
-                                                      /*allow_exceptions=*/false);
+      entry_arguments = parse_json_keeping_order(arguments->get<std::string>());
       if (entry_arguments.is_discarded() || !entry_arguments.is_object()) {
         throw invalid_field(arguments_path, arguments_path +
                                                 " must be the JSON text of an object, as the "
@@ -171,6 +172,14 @@ std::string parse_message_fields(const nlohmann::json& message,
     out["tool_call_id"] = *call_id;
   }
   if (auto name = fields.string("name")) out["name"] = *name;
+  // An earlier answer's thinking, for templates that render it (Qwen3's reads reasoning_content):
+  // under both names, whichever the client used (vLLM's current "reasoning" or the older one).
+  for (const char* key : {"reasoning", "reasoning_content"}) {
+    if (auto reasoning = fields.string(key); reasoning && role == "assistant") {
+      out["reasoning"] = *reasoning;
+      out["reasoning_content"] = *reasoning;
+    }
+  }
   return out.empty() ? std::string() : out.dump();
 }
 

@@ -33,7 +33,8 @@ ToolRequest parse_tool_request(const FieldReader& fields, const nlohmann::ordere
 // The fields of message `message` (at `path`, role `role`) that a template reads besides role and
 // content, as a JSON object's text, or empty when it has none: an assistant turn's tool_calls
 // (each function's "arguments" parsed from the JSON text OpenAI sends into an object, as vLLM
-// gives templates), a tool message's tool_call_id (required) and any message's name. Throws
+// gives templates), a tool message's tool_call_id (required), any message's name, and an
+// assistant turn's earlier thinking ("reasoning" or "reasoning_content", given under both). Throws
 // ApiError 400 naming the field when one is malformed or on the wrong role.
 // `ordered_message`: the same message in the client's key order.
 std::string parse_message_fields(const nlohmann::json& message,

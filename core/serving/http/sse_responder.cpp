@@ -10,7 +10,7 @@ SseResponder::SseResponder(GenerationService& service,
                            std::vector<std::shared_ptr<RequestStream>> streams,
                            ResponseHeader header, int32_t top_logprobs,
                            const std::atomic<bool>& stopping,
-                           const std::optional<ToolCallParser>& tool_parser)
+                           const std::optional<AnswerParser>& answer_parser)
     : service_(service),
       header_(std::move(header)),
       reader_(std::move(streams)),
@@ -18,7 +18,7 @@ SseResponder::SseResponder(GenerationService& service,
       last_write_(std::chrono::steady_clock::now()) {
   for (size_t i = 0; i < reader_.size(); ++i) {
     choices_.push_back(Choice{LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1),
-                              0, tool_parser});
+                              0, answer_parser});
   }
 }
 
@@ -82,16 +82,15 @@ bool SseResponder::provide(httplib::DataSink& sink) {
 }
 
 const std::string& SseResponder::content_of(Choice& choice, const StreamChunk& chunk, bool last) {
-  calls_.clear();
-  if (!choice.tools) return chunk.text;
-  content_.clear();
-  choice.tools->feed(chunk.text, content_, calls_);
-  if (last) choice.tools->finish(content_, calls_);
-  return content_;
+  pieces_.clear();
+  if (!choice.parser) return chunk.text;
+  choice.parser->feed(chunk.text, pieces_);
+  if (last) choice.parser->finish(pieces_);
+  return pieces_.content;
 }
 
 bool SseResponder::has_content(const std::string& content, const StreamChunk& chunk) const {
-  return !content.empty() || !calls_.empty() ||
+  return !content.empty() || !pieces_.reasoning.empty() || !pieces_.calls.empty() ||
          ((header_.return_token_ids || header_.logprobs) && !chunk.token_ids.empty());
 }
 
@@ -99,17 +98,19 @@ std::string SseResponder::delta_event(size_t index, const std::string& content,
                                       const StreamChunk& chunk, Finish finish,
                                       const StopReason& stop_reason) {
   Choice& choice = choices_[index];
-  const ToolCallDelta tool_calls{calls_, choice.calls_sent, choice.tools && choice.tools->called()};
-  choice.calls_sent += static_cast<uint32_t>(calls_.size());
+  const ParsedDelta parsed{pieces_.reasoning, pieces_.calls, choice.calls_sent,
+                           choice.parser && choice.parser->called_tools()};
+  choice.calls_sent += static_cast<uint32_t>(pieces_.calls.size());
   return sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), content, chunk.token_ids,
                                     finish, stop_reason, usage(),
-                                    choice.logprobs.value(chunk.logprobs), tool_calls));
+                                    choice.logprobs.value(chunk.logprobs), parsed));
 }
 
 bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChunk& last) {
   Choice& choice = choices_[index];
   if (last.finish == Finish::kAbort || last.finish == Finish::kError) {
-    const std::string& content = content_of(choice, last, /*last=*/false);
+    // What the parser held back goes out too, before the error says the answer was cut short.
+    const std::string& content = content_of(choice, last, /*last=*/true);
     if (has_content(content, last) &&
         !write(sink, delta_event(index, content, last, Finish::kNone, {}))) {
       return false;

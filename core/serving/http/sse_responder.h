@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "answer_parser.h"
 #include "choice_reader.h"
 #include "openai_logprobs.h"
 #include "openai_response.h"
-#include "tool_call_parser.h"
 
 namespace httplib {
 class DataSink;
@@ -40,10 +40,11 @@ class SseResponder {
  public:
   // `streams`: one per choice, in index order (at least one). `top_logprobs`: the request's
   // SamplingParams::logprobs (used when header.logprobs).
-  // `tool_parser`: chat with tool calls parsed; each choice runs its text through a copy.
+  // `answer_parser`: chat with reasoning or tool calls parsed; each choice runs its text through a
+  // copy.
   SseResponder(GenerationService& service, std::vector<std::shared_ptr<RequestStream>> streams,
                ResponseHeader header, int32_t top_logprobs, const std::atomic<bool>& stopping,
-               const std::optional<ToolCallParser>& tool_parser = std::nullopt);
+               const std::optional<AnswerParser>& answer_parser = std::nullopt);
 
   // Waits up to kStreamPoll for output and writes what arrived. Returns false when a write failed
   // (the client is gone); calls sink.done() after the last event.
@@ -57,7 +58,7 @@ class SseResponder {
   struct Choice {
     LogprobsJson logprobs;
     uint32_t completion_tokens = 0;  // generated so far (usage)
-    std::optional<ToolCallParser> tools;
+    std::optional<AnswerParser> parser;
     uint32_t calls_sent = 0;  // the index of its next tool call
   };
 
@@ -65,13 +66,14 @@ class SseResponder {
   Usage usage() const;
   bool write(httplib::DataSink& sink, const std::string& data);
   bool finish(httplib::DataSink& sink, size_t index, const StreamChunk& last);
-  // The chunk's text as the client gets it: through the choice's tool call parser when it has
-  // one (`last`: the answer ended), which leaves the calls it completed in calls_.
+  // The chunk's text as the client gets it: through the choice's answer parser when it has one
+  // (`last`: the answer ended), which leaves its reasoning and the calls it completed in pieces_.
   const std::string& content_of(Choice& choice, const StreamChunk& chunk, bool last);
-  // Whether a chunk that does not end the stream makes an event (content, calls, or ids or
-  // logprobs the client asked for).
+  // Whether a chunk that does not end the stream makes an event (content, reasoning, calls, or
+  // ids or logprobs the client asked for).
   bool has_content(const std::string& content, const StreamChunk& chunk) const;
-  // The delta event of `chunk` for choice `index`, with `content` and calls_.
+  // The delta event of `chunk` for choice `index`, with `content` and pieces_' reasoning and
+  // calls.
   std::string delta_event(size_t index, const std::string& content, const StreamChunk& chunk,
                           Finish finish, const StopReason& stop_reason);
   // Ends the response with an error event; aborts the choices that have not ended.
@@ -86,9 +88,8 @@ class SseResponder {
   bool opened_ = false;
   bool ended_ = false;  // [DONE] written: nothing left to abort
   std::chrono::steady_clock::time_point last_write_;
-  StreamChunk chunk_;            // reused between calls
-  std::string content_;          // content_of's, reused
-  std::vector<ToolCall> calls_;  // content_of's, reused
+  StreamChunk chunk_;    // reused between calls
+  AnswerPieces pieces_;  // content_of's, reused
 };
 
 }  // namespace headway::serving::http

@@ -1,9 +1,11 @@
 #include "tool_call_parser.h"
 
+#include <headway/serving/json_text.h>
 #include <headway/serving/random_bits.h>
 
-#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "partial_tag.h"
 
 namespace headway::serving::http {
 namespace {
@@ -18,18 +20,11 @@ bool only_whitespace(std::string_view text) {
   return text.find_first_not_of(kWhitespace) == std::string_view::npos;
 }
 
-// The longest end of `text` that `tag` starts with (a tag the next text may complete).
-size_t partial_tag_at_end(std::string_view text, std::string_view tag) {
-  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
-    if (tag.starts_with(text.substr(text.size() - n))) return n;
-  }
-  return 0;
-}
-
 // One call's JSON: an object with a non-empty string "name" and its arguments under "arguments"
 // (hermes) or "parameters" (Llama 3's); nullopt when it is not one.
 std::optional<ToolCall> call_of(std::string_view json_text) {
-  const nlohmann::json call = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  // In the model's key order; too deep to dump safely, or not JSON: not a call.
+  const nlohmann::ordered_json call = parse_json_keeping_order(json_text);
   if (!call.is_object()) return std::nullopt;
   const auto name = call.find("name");
   if (name == call.end() || !name->is_string() || name->get<std::string>().empty()) {

@@ -1,6 +1,7 @@
 #include "headway/serving/chat_template.h"
 
 #include <headway/core/error.h>
+#include <headway/serving/json_text.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -101,9 +102,13 @@ jinja::Value value_of(const nlohmann::ordered_json& json) {
 nlohmann::ordered_json parse_field(std::string_view text, const std::string& field,
                                    const char* kind,
                                    bool (nlohmann::ordered_json::*is_kind)() const noexcept) {
-  nlohmann::ordered_json json = nlohmann::ordered_json::parse(text, nullptr, false);
+  // A gRPC client's text: too deep to render safely is refused as not JSON.
+  nlohmann::ordered_json json = parse_json_keeping_order(text);
   if (json.is_discarded() || !(json.*is_kind)()) {
-    throw ServiceError(ErrorCode::kInvalidArgument, field + " must be a JSON " + kind, field);
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       field + " must be a JSON " + kind + " nested at most " +
+                           std::to_string(kMaxJsonDepth) + " levels deep",
+                       field);
   }
   return json;
 }

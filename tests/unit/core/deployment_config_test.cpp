@@ -525,6 +525,15 @@ engine_connect_timeout_s = 5
   EXPECT_THAT(error_of(std::string(kSimEngine) +
                        "[server]\nrole = \"engine\"\ntool_call_parser = \"hermes\"\n"),
               HasSubstr("router's file"));
+  EXPECT_EQ(c.server.reasoning_parser, "");
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\nreasoning_parser = \"qwen3\"\n")
+                .server.reasoning_parser,
+            "qwen3");
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nreasoning_parser = \"o1\"\n"),
+              AllOf(HasSubstr("server.reasoning_parser (line"), HasSubstr("allowed: deepseek_r1")));
+  EXPECT_THAT(error_of(std::string(kSimEngine) +
+                       "[server]\nrole = \"engine\"\nreasoning_parser = \"qwen3\"\n"),
+              AllOf(HasSubstr("reasoning_parser"), HasSubstr("router's file")));
 }
 
 TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {

@@ -42,6 +42,7 @@
 //   engine_connect_timeout_s = 30.0    # router: how long start-up waits for the engine processes
 //   log_stats_interval_s = 10.0        # a stats line on stderr this often while busy; 0: none
 //   tool_call_parser = "hermes"        # tool calls in chat answers: hermes or llama3_json
+//   reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or qwen3
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
@@ -109,6 +110,9 @@ struct ServerConfig {
   // How the model writes tool calls (vLLM's --tool-call-parser): "hermes" or "llama3_json"; the
   // HTTP frontend then answers chat requests with tools with OpenAI tool calls. Empty: none.
   std::string tool_call_parser;
+  // How a reasoning model marks its thinking (vLLM's --reasoning-parser): "deepseek_r1" or
+  // "qwen3"; chat answers then carry it apart, as "reasoning". Empty: none.
+  std::string reasoning_parser;
 };
 
 struct DeploymentConfig {

@@ -123,6 +123,38 @@ TEST_F(HttpToolCallsTest, StreamedCallsComeAsToolCallDeltas) {
   EXPECT_EQ(finish_reason, "tool_calls");
 }
 
+// Held mode, a token at a time: text goes out as it comes, a partial tag waits, a call goes out
+// when its closing tag arrives; a failure sends what was held back before its error event.
+TEST_F(HttpToolCallsTest, AStreamSendsEachCallWhenItClosesAndFlushesOnFailure) {
+  use_parser("hermes");
+  service_.set_hold(true);
+  const std::string answer = "Hi.<tool_call>{\"name\": \"f\"}</tool_call><tool_";
+  service_.set_script(answer);
+  RawConnection connection(port());
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "x"}], "stream": true, "max_tokens": 99,)"
+      R"( "tools": [{"function": {"name": "f"}}]})";
+  connection.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body);
+  ASSERT_TRUE(service_.wait_for_submits(1, 30.0));
+  const std::string id = service_.submitted()[0].request_id;
+  service_.push(id, 5);  // "Hi.<t"
+  std::string seen = connection.read_until("\"content\":\"Hi.\"");
+  EXPECT_NE(seen.find("\"content\":\"Hi.\""), std::string::npos) << seen;
+  service_.push(id, 34);  // up to and with "</tool_call>"
+  seen = connection.read_until("\"tool_calls\"");
+  EXPECT_NE(seen.find("\"name\":\"f\""), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("<t"), std::string::npos) << seen;  // the tag never went out as text
+  service_.push(id, 6);                                   // "<tool_": held, as it may open a call
+  service_.finish(id, Finish::kError, "engine failed");
+  const std::string rest = connection.read_until("data: [DONE]");
+  const size_t held = rest.find("\"content\":\"<tool_\"");
+  const size_t error = rest.find("engine failed");
+  ASSERT_NE(held, std::string::npos) << rest;
+  ASSERT_NE(error, std::string::npos) << rest;
+  EXPECT_LT(held, error);
+}
+
 TEST_F(HttpToolCallsTest, AutoWithoutAParserIsRefusedAndNoneRendersTheTools) {
   // The default frontend has no parser: "auto" (the default with tools) is refused by name.
   auto result = post_json("/v1/chat/completions", request(kHermesAnswer));

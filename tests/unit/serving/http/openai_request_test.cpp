@@ -282,6 +282,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "response_format", "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "functions": [{}]})",
                 "functions", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "include_reasoning": 0})",
+                "include_reasoning", "must be a boolean", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "function_call": "auto"})",
                 "function_call", "not supported", true},
         Refused{R"({"messages": [{"role": "assistant", "content": null,
@@ -334,6 +336,17 @@ TEST(ChatRequest, ToolsAndTheirChoice) {
       parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})");
   EXPECT_TRUE(plain.input.tools_json.empty());
   EXPECT_TRUE(plain.input.messages[0].fields_json.empty());
+  // tools: null is no tools; a call's arguments null or "" are a call without arguments (as vLLM
+  // takes them).
+  EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                     "tools": null})")
+                  .input.tools_json.empty());
+  const OpenAiRequest no_arguments = parse_chat_request(R"({"messages": [{"role": "assistant",
+      "content": null, "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": ""}},
+                                      {"id": "b", "function": {"name": "g", "arguments": null}}]}]})");
+  EXPECT_EQ(no_arguments.input.messages[0].fields_json,
+            R"({"tool_calls":[{"id":"a","function":{"name":"f","arguments":{}}},)"
+            R"({"id":"b","function":{"name":"g","arguments":{}}}]})");
   // /tokenize renders the same prompt, so it takes the tools too.
   EXPECT_EQ(
       parse_tokenize_request(R"({"messages": [{"role": "user", "content": "x"}], )" + tools + "}")

@@ -155,6 +155,25 @@ TEST(ToolCallParser, ArgumentsWrittenAsAStringAreKeptAsTheyAre) {
   EXPECT_EQ(parsed.calls[0].arguments, R"({"a": 1})");
 }
 
+// The model's arguments keep its key order; JSON nested deeper than the limit (a model repeating
+// "[") is not a call but text, never a crash when it would be written out again.
+TEST(ToolCallParser, ArgumentsKeepTheirOrderAndTooDeepIsText) {
+  const Parsed ordered = parse_whole(ToolCallFormat::kHermes,
+                                     R"(<tool_call>{"name": "f", "arguments": {"z": 1, "a": 2}})"
+                                     R"(</tool_call>)");
+  ASSERT_EQ(ordered.calls.size(), 1u);
+  EXPECT_EQ(ordered.calls[0].arguments, R"({"z":1,"a":2})");
+  const std::string deep =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + std::string(100000, '[') +
+      std::string(100000, ']') + "}}</tool_call>";
+  const Parsed parsed = parse_whole(ToolCallFormat::kHermes, deep);
+  EXPECT_TRUE(parsed.calls.empty());
+  EXPECT_EQ(parsed.content, deep);
+  const std::string deep_llama = "{\"name\": \"f\", \"parameters\": " + std::string(100000, '[') +
+                                 std::string(100000, ']') + "}";
+  EXPECT_TRUE(parse_whole(ToolCallFormat::kLlama3Json, deep_llama).calls.empty());
+}
+
 TEST(ToolCallParser, SingleCallKeepsTheFirst) {
   const Parsed parsed = parse_whole(
       ToolCallFormat::kHermes,

@@ -258,6 +258,15 @@ TEST_F(ChatTemplateTest, MalformedToolJsonIsRefusedNamingTheField) {
     EXPECT_EQ(e.param(), "tools");
     EXPECT_THAT(e.what(), HasSubstr("must be a JSON array"));
   }
+  // Nested past the limit (rendering recurses once per level): refused, not rendered.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    t->render(std::span(conversation_).first(2), true, deep);
+    FAIL() << "rendered";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.param(), "tools");
+    EXPECT_THAT(e.what(), HasSubstr("levels deep"));
+  }
 }
 
 TEST_F(ChatTemplateTest, MistralAndItsRoleCheck) {

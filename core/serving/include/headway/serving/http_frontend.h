@@ -57,6 +57,10 @@ struct HttpOptions {
   // empty: no parser, and such requests are refused (400). HttpFrontend's constructor throws
   // std::invalid_argument for another name.
   std::string tool_call_parser;
+  // How a reasoning model marks its thinking, vLLM's --reasoning-parser: "deepseek_r1" or
+  // "qwen3". Chat answers then carry the thinking apart ("reasoning"). Empty: none. Another name:
+  // std::invalid_argument from HttpFrontend's constructor.
+  std::string reasoning_parser;
 };
 
 class HttpFrontend {

@@ -1,0 +1,51 @@
+// A reasoning model's thinking, split from its answer as vLLM's reasoning parsers do
+// (`--reasoning-parser`): the operator names the format ([server] reasoning_parser) and each chat
+// answer's text is cut into the reasoning (returned as the message's "reasoning") and the content.
+//
+// Formats:
+// - deepseek_r1 (DeepSeek-R1 and its distills, and models whose template opens "<think>" in the
+//   prompt): everything before "</think>" is reasoning, a leading "<think>" dropped; an answer
+//   that never closes it is all reasoning.
+// - qwen3 (Qwen3, QwQ): an answer that opens with "<think>" reasons up to "</think>"; one that does
+//   not (thinking turned off) is all content.
+// Whitespace before the opening tag is dropped; the tags never reach the client.
+//
+// Streams: feed() gives back the reasoning and content that can go out now, holding back only what
+// may still be a tag ("<thi", "</th"). The same text gives the same reasoning and content however
+// it is cut into pieces.
+//
+// Threading: one thread at a time (one parser per choice).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace headway::serving::http {
+
+enum class ReasoningFormat { kDeepSeekR1, kQwen3 };
+
+// "deepseek_r1" or "qwen3"; nullopt for any other name.
+std::optional<ReasoningFormat> reasoning_format_named(std::string_view name);
+
+class ReasoningParser {
+ public:
+  explicit ReasoningParser(ReasoningFormat format) : format_(format) {}
+
+  // More generated text: what is now known to be reasoning or content is appended to them.
+  void feed(std::string_view text, std::string& reasoning, std::string& content);
+  // The answer ended: whatever was held back.
+  void finish(std::string& reasoning, std::string& content);
+
+ private:
+  enum class State {
+    kStart,      // only whitespace, or a part of "<think>", so far
+    kReasoning,  // inside the thinking, waiting for "</think>"
+    kContent,    // after it (or an answer without thinking)
+  };
+  ReasoningFormat format_;
+  State state_ = State::kStart;
+  std::string pending_;  // text not yet given out
+};
+
+}  // namespace headway::serving::http

@@ -1,0 +1,116 @@
+// Reasoning through the HTTP frontend: with the server's reasoning parser a chat answer's
+// thinking comes back apart ("reasoning", and "reasoning_content" as older clients read it),
+// whole and streamed, together with tool calls made after it; completions are left alone.
+#include <string>
+
+#include "http_test_support.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using nlohmann::json;
+
+const std::string kAnswer = "<think>Paris is in France.</think>\n\nParis.";
+
+class HttpReasoningTest : public HttpFrontendTest {
+ protected:
+  void SetUp() override {
+    HttpOptions options;
+    options.reasoning_parser = "qwen3";
+    options.tool_call_parser = "hermes";
+    start_frontend(options);
+  }
+  // A chat request answered with `answer` (its whole length).
+  std::string request(const std::string& answer, const std::string& extra = "") {
+    service_.set_script(answer);
+    return R"({"messages": [{"role": "user", "content": "Capital?"}], "max_tokens": )" +
+           std::to_string(answer.size()) + extra + "}";
+  }
+};
+
+TEST_F(HttpReasoningTest, TheThinkingComesBackApart) {
+  auto result = post_json("/v1/chat/completions", request(kAnswer));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json message = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_EQ(message["content"], "\n\nParis.");
+  EXPECT_EQ(message["reasoning"], "Paris is in France.");
+  EXPECT_EQ(message["reasoning_content"], "Paris is in France.");
+  EXPECT_FALSE(message.contains("tool_calls"));
+
+  // No thinking: the fields are there, null (the server parses reasoning).
+  result = post_json("/v1/chat/completions", request("Paris."));
+  ASSERT_TRUE(result);
+  const json plain = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_EQ(plain["content"], "Paris.");
+  EXPECT_TRUE(plain["reasoning"].is_null());
+
+  // Only thinking (cut short): the content is null.
+  result = post_json("/v1/chat/completions", request("<think>Paris is"));
+  ASSERT_TRUE(result);
+  const json thinking = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_TRUE(thinking["content"].is_null());
+  EXPECT_EQ(thinking["reasoning"], "Paris is");
+
+  // include_reasoning = false: the thinking is dropped, not returned as content.
+  result = post_json("/v1/chat/completions", request(kAnswer, R"(, "include_reasoning": false)"));
+  ASSERT_TRUE(result);
+  const json dropped = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_EQ(dropped["content"], "\n\nParis.");
+  EXPECT_FALSE(dropped.contains("reasoning"));
+}
+
+TEST_F(HttpReasoningTest, StreamedThinkingComesAsReasoningDeltasThenCalls) {
+  const std::string answer =
+      kAnswer + "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}}</tool_call>";
+  auto result = post_json(
+      "/v1/chat/completions",
+      request(answer, R"(, "stream": true, "tools": [{"function": {"name": "get_weather"}}])"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  std::string reasoning;
+  std::string content;
+  size_t calls = 0;
+  json finish_reason;
+  for (const std::string& data : sse_data(result->body)) {
+    if (data == "[DONE]") break;
+    const json choice = json::parse(data)["choices"][0];
+    const json& delta = choice["delta"];
+    if (delta.contains("reasoning")) {
+      EXPECT_EQ(delta["reasoning"], delta["reasoning_content"]);
+      reasoning += delta["reasoning"].get<std::string>();
+    }
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls")) calls += delta["tool_calls"].size();
+    if (!choice["finish_reason"].is_null()) finish_reason = choice["finish_reason"];
+  }
+  EXPECT_EQ(reasoning, "Paris is in France.");
+  EXPECT_EQ(content, "\n\nParis.");
+  EXPECT_EQ(calls, 1u);
+  EXPECT_EQ(finish_reason, "tool_calls");
+}
+
+TEST_F(HttpReasoningTest, CompletionsAreNotParsed) {
+  service_.set_script(kAnswer);
+  auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": )" +
+                                                 std::to_string(kAnswer.size()) + "}");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(json::parse(result->body)["choices"][0]["text"], kAnswer);
+}
+
+TEST_F(HttpReasoningTest, EarlierThinkingReachesTheTemplateUnderBothNames) {
+  auto result = post_json("/v1/chat/completions", R"({"messages": [
+      {"role": "user", "content": "Capital?"},
+      {"role": "assistant", "content": "Paris.", "reasoning": "It is Paris."},
+      {"role": "user", "content": "Sure?"}], "max_tokens": 2})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_EQ(submitted[0].messages[1].fields_json,
+            R"({"reasoning":"It is Paris.","reasoning_content":"It is Paris."})");
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

@@ -3,6 +3,7 @@
 #include <headway/serving/json_text.h>
 #include <headway/serving/random_bits.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "partial_tag.h"
@@ -144,8 +145,15 @@ void ToolCallParser::feed_hermes(std::string& content, std::vector<ToolCall>& ca
       state_ = State::kInCall;
       continue;
     }
-    const size_t close = pending_.find(kCallClose);
-    if (close == std::string::npos) return;
+    // Only the new text (and a tag it may complete) is searched: a long call arrives in many
+    // pieces.
+    const size_t close =
+        pending_.find(kCallClose, call_scanned_ - std::min(call_scanned_, kCallClose.size() - 1));
+    if (close == std::string::npos) {
+      call_scanned_ = pending_.size();
+      return;
+    }
+    call_scanned_ = 0;
     const std::string_view body = std::string_view(pending_).substr(0, close);
     if (std::optional<ToolCall> call = call_of(body)) {
       add_call(std::move(*call), calls);
@@ -200,6 +208,7 @@ void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) 
   }
   pending_.clear();
   whitespace_.clear();
+  call_scanned_ = 0;
   state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
 }
 

@@ -73,6 +73,7 @@ class ToolCallParser {
   bool single_call_;
   State state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
   std::string pending_;      // text not yet given out
+  size_t call_scanned_ = 0;  // kInCall: bytes of pending_ searched for the closing tag
   std::string whitespace_;   // right after a call: whitespace that goes out only before more text
   bool after_call_ = false;  // no text but whitespace since the last call
   bool called_ = false;

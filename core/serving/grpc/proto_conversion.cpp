@@ -55,6 +55,7 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
         out.messages.push_back({message.role(), message.content(), message.fields_json()});
       }
       out.tools_json = request.chat().tools_json();
+      out.template_kwargs_json = request.chat().template_kwargs_json();
       break;
     case v1::GenerateRequest::PROMPT_NOT_SET:
       throw ServiceError(ErrorCode::kInvalidArgument,

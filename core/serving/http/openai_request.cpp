@@ -256,7 +256,7 @@ std::string parse_content(const nlohmann::json& message, const std::string& path
   return text;
 }
 
-// `ordered`: the body in the client's key order, parsed when some message carries tool fields.
+// `ordered`: the body in the client's key order, parsed when it has JSON for the template.
 std::vector<ChatMessage> parse_messages(const FieldReader& fields,
                                         const nlohmann::ordered_json& ordered) {
   const nlohmann::json* messages = fields.find("messages");
@@ -292,9 +292,10 @@ std::vector<ChatMessage> parse_messages(const FieldReader& fields,
   return out;
 }
 
-// Whether the body has fields whose JSON goes to the template as the client wrote it.
-bool has_tool_fields(const nlohmann::json& body) {
-  if (body.contains("tools")) return true;
+// Whether the body has fields whose JSON goes to the template as the client wrote it (tools, an
+// earlier turn's tool calls, chat_template_kwargs).
+bool has_template_json(const nlohmann::json& body) {
+  if (body.contains("tools") || body.contains("chat_template_kwargs")) return true;
   const auto messages = body.find("messages");
   if (messages == body.end() || !messages->is_array()) return false;
   for (const auto& message : *messages) {
@@ -320,12 +321,22 @@ ToolRequest parse_chat_prompt(const nlohmann::json& json, std::string_view body,
                               GenerateInput& input) {
   const FieldReader fields(json, "");
   const nlohmann::ordered_json ordered =
-      has_tool_fields(json) ? parse_json_keeping_order(body) : nlohmann::ordered_json();
+      has_template_json(json) ? parse_json_keeping_order(body) : nlohmann::ordered_json();
   input.prompt_kind = GenerateInput::PromptKind::kChat;
   input.messages = parse_messages(fields, ordered);
   refuse_template_options(fields);
   ToolRequest tools = parse_tool_request(fields, ordered);
   input.tools_json = tools.tools_json;
+  // vLLM's extra template variables (Qwen3's enable_thinking): the service refuses one that
+  // names a variable the request sets itself.
+  if (const nlohmann::json* kwargs = fields.find("chat_template_kwargs")) {
+    if (!kwargs->is_object()) {
+      throw invalid_field("chat_template_kwargs", std::string("chat_template_kwargs must be an "
+                                                              "object, not ") +
+                                                      json_kind(*kwargs));
+    }
+    if (!kwargs->empty()) input.template_kwargs_json = ordered.at("chat_template_kwargs").dump();
+  }
   return tools;
 }
 

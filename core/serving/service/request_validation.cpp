@@ -28,6 +28,10 @@ void validate_prompt_form(const GenerateInput& input) {
   if (!input.tools_json.empty() && input.prompt_kind != Kind::kChat) {
     invalid("tools are rendered by the chat template: they need chat messages", "tools");
   }
+  if (!input.template_kwargs_json.empty() && input.prompt_kind != Kind::kChat) {
+    invalid("chat_template_kwargs are for the chat template: they need chat messages",
+            "chat_template_kwargs");
+  }
   switch (input.prompt_kind) {
     case Kind::kText:
       if (ids || chat) invalid("prompt_kind is text but another prompt form is set", "prompt");

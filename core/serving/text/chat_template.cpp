@@ -3,6 +3,7 @@
 #include <headway/core/error.h>
 #include <headway/serving/json_text.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -154,7 +155,8 @@ std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::filesystem::path& ch
 const std::string& ChatTemplate::origin() const { return parsed_->origin; }
 
 std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                                 std::string_view tools_json) const {
+                                 std::string_view tools_json,
+                                 std::string_view template_kwargs_json) const {
   jinja::List list;
   list.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -176,7 +178,7 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
   if (!tools_json.empty()) {
     tools = value_of(parse_field(tools_json, "tools", "array", &nlohmann::ordered_json::is_array));
   }
-  const jinja::Dict globals = {
+  jinja::Dict globals = {
       {"messages", jinja::Value::list(std::move(list))},
       {"add_generation_prompt", jinja::Value::boolean(add_generation_prompt)},
       {"bos_token", jinja::Value::string(parsed_->bos_token)},
@@ -184,6 +186,26 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
       {"tools", std::move(tools)},
       {"documents", jinja::Value::none()},
   };
+  if (!template_kwargs_json.empty()) {
+    // vLLM's chat_template_kwargs (Qwen3's enable_thinking, ...): more variables, never one of
+    // those above, which the request's own fields set.
+    const nlohmann::ordered_json kwargs = parse_field(template_kwargs_json, "chat_template_kwargs",
+                                                      "object", &nlohmann::ordered_json::is_object);
+    const size_t fixed = globals.size();
+    for (const auto& item : kwargs.items()) {
+      const std::string& key = item.key();
+      const auto end = globals.begin() + static_cast<std::ptrdiff_t>(fixed);
+      if (std::find_if(globals.begin(), end, [&](const auto& g) { return g.first == key; }) !=
+          end) {
+        throw ServiceError(ErrorCode::kInvalidArgument,
+                           "chat_template_kwargs." + key +
+                               ": the request sets this template variable itself; it cannot be "
+                               "given as a keyword argument",
+                           "chat_template_kwargs." + key);
+      }
+      globals.emplace_back(key, value_of(item.value()));
+    }
+  }
   try {
     return jinja::render(parsed_->nodes, globals);
   } catch (const jinja::TemplateException& e) {

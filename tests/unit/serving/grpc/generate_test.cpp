@@ -177,6 +177,7 @@ TEST_F(GenerateTest, PassesToolsAndMessageFields) {
   v1::GenerateRequest request;
   auto* messages = request.mutable_chat();
   messages->set_tools_json(R"([{"type": "function", "function": {"name": "f"}}])");
+  messages->set_template_kwargs_json(R"({"enable_thinking": false})");
   auto* result = messages->add_messages();
   result->set_role("tool");
   result->set_content("21");
@@ -185,6 +186,7 @@ TEST_F(GenerateTest, PassesToolsAndMessageFields) {
 
   const GenerateInput input = fake_.wait_for_submitted(1).at(0);
   EXPECT_EQ(input.tools_json, R"([{"type": "function", "function": {"name": "f"}}])");
+  EXPECT_EQ(input.template_kwargs_json, R"({"enable_thinking": false})");
   ASSERT_EQ(input.messages.size(), 1u);
   EXPECT_EQ(input.messages[0].role, "tool");
   EXPECT_EQ(input.messages[0].fields_json, R"({"tool_call_id": "c1"})");

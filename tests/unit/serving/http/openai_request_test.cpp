@@ -282,6 +282,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "response_format", "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "functions": [{}]})",
                 "functions", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "chat_template_kwargs": [true]})",
+                "chat_template_kwargs", "must be an object, not an array", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "include_reasoning": 0})",
                 "include_reasoning", "must be a boolean", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "function_call": "auto"})",
@@ -347,6 +350,14 @@ TEST(ChatRequest, ToolsAndTheirChoice) {
   EXPECT_EQ(no_arguments.input.messages[0].fields_json,
             R"({"tool_calls":[{"id":"a","function":{"name":"f","arguments":{}}},)"
             R"({"id":"b","function":{"name":"g","arguments":{}}}]})");
+  // chat_template_kwargs: given to the template in the client's order.
+  EXPECT_EQ(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                   "chat_template_kwargs": {"z": 1, "enable_thinking": false}})")
+                .input.template_kwargs_json,
+            R"({"z":1,"enable_thinking":false})");
+  EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                     "chat_template_kwargs": {}})")
+                  .input.template_kwargs_json.empty());
   // /tokenize renders the same prompt, so it takes the tools too.
   EXPECT_EQ(
       parse_tokenize_request(R"({"messages": [{"role": "user", "content": "x"}], )" + tools + "}")

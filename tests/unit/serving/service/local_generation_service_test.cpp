@@ -216,6 +216,18 @@ TEST_F(ServiceTest, RefusesInvalidRequestsNamingTheField) {
          in.tools_json = R"({"name": "f"})";
        },
        ErrorCode::kInvalidArgument, "tools"},
+      {"template kwargs with a text prompt",
+       [](GenerateInput& in) { in.template_kwargs_json = "{}"; }, ErrorCode::kInvalidArgument,
+       "chat_template_kwargs"},
+      // The template gets them: one that would replace the messages is refused naming it.
+      {"template kwargs naming messages",
+       [](GenerateInput& in) {
+         in.prompt_kind = GenerateInput::PromptKind::kChat;
+         in.prompt_text.clear();
+         in.messages = {{"user", "hi"}};
+         in.template_kwargs_json = R"({"messages": []})";
+       },
+       ErrorCode::kInvalidArgument, "chat_template_kwargs.messages"},
       {"max_tokens 0", [](GenerateInput& in) { in.max_tokens = 0; }, ErrorCode::kInvalidArgument,
        "max_tokens"},
       {"too long", [](GenerateInput& in) { in.max_tokens = 1022; }, ErrorCode::kInvalidArgument,

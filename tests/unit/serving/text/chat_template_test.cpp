@@ -239,6 +239,33 @@ TEST_F(ChatTemplateTest, Llama31WithToolsCallsAndResults) {
             std::string::npos);
 }
 
+// vLLM's chat_template_kwargs: Qwen3's enable_thinking switch, as its template reads it; a
+// keyword that names a variable the request sets is refused naming it.
+TEST_F(ChatTemplateTest, TemplateKwargsAreMoreVariables) {
+  const auto t = from(
+      "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}A:"
+      "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n"
+      "{% endif %}{% endif %}");
+  EXPECT_EQ(t->render(std::span(conversation_).first(1), true), "You are helpful.A:");
+  EXPECT_EQ(t->render(std::span(conversation_).first(1), true, "", R"({"enable_thinking": false})"),
+            "You are helpful.A:<think>\n\n</think>\n\n");
+  EXPECT_EQ(t->render(std::span(conversation_).first(1), true, "", R"({"enable_thinking": true})"),
+            "You are helpful.A:");
+  try {
+    t->render(std::span(conversation_).first(1), true, "",
+              R"({"x": 1, "add_generation_prompt": false})");
+    FAIL() << "rendered";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.param(), "chat_template_kwargs.add_generation_prompt");
+  }
+  try {
+    t->render(std::span(conversation_).first(1), true, "", "[]");
+    FAIL() << "rendered";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.param(), "chat_template_kwargs");
+  }
+}
+
 // Fields and tools that are not the JSON the template needs are refused naming them (gRPC clients
 // send them as text).
 TEST_F(ChatTemplateTest, MalformedToolJsonIsRefusedNamingTheField) {

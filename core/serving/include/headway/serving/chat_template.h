@@ -9,8 +9,8 @@
 // and the construct), never a silently wrong prompt. Rendering follows Hugging Face's
 // apply_chat_template: trim_blocks and lstrip_blocks on; variables messages (each with role and
 // content, and the fields of ChatMessage::fields_json), bos_token, eos_token (the tokenizer's
-// special_token_text), add_generation_prompt, tools (GenerateInput::tools_json, or none) and
-// documents (none).
+// special_token_text), add_generation_prompt, tools (GenerateInput::tools_json, or none),
+// documents (none), and the request's chat_template_kwargs.
 //
 // The prompt usually begins with bos_token's text, which the tokenizer encodes to bos(): callers
 // encode the rendered prompt and prepend bos() only when it does not already start with it.
@@ -55,8 +55,11 @@ class ChatTemplate {
   // "messages") when the template refuses the conversation (raise_exception: its message) or
   // fails on it (the line and what failed), and naming the field when a message's fields_json is
   // not a JSON object or tools_json not an array.
+  // `template_kwargs_json`: more variables (vLLM's chat_template_kwargs), a JSON object or empty;
+  // one that names a variable above is refused naming it.
   std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                     std::string_view tools_json = {}) const;
+                     std::string_view tools_json = {},
+                     std::string_view template_kwargs_json = {}) const;
 
   // Where the template came from ("<dir>/tokenizer_config.json (chat_template)", a file, or
   // "built-in Llama 3 template"), for logs and errors.

@@ -49,6 +49,9 @@ struct GenerateInput {
   // kChat: the functions the model may call (OpenAI's "tools"), a JSON array the chat template
   // renders into the prompt. Empty: none.
   std::string tools_json;
+  // kChat: vLLM's chat_template_kwargs, more variables for the template (e.g. Qwen3's
+  // enable_thinking), a JSON object. Empty: none.
+  std::string template_kwargs_json;
 
   core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
   uint32_t max_tokens = 16;       // >= 1 and prompt + max_tokens <= max_model_len

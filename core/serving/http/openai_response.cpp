@@ -79,9 +79,9 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
       choice["text"] = output.text;
     } else {
       nlohmann::ordered_json message = {{"role", "assistant"}};
-      // OpenAI's and vLLM's shape: no text beside calls or reasoning is a null content.
-      const bool parts =
-          !output.tool_calls.empty() || (output.reasoning && !output.reasoning->empty());
+      // OpenAI's and vLLM's shape: no text beside calls, or from a parsed reasoning answer, is a
+      // null content.
+      const bool parts = !output.tool_calls.empty() || output.reasoning.has_value();
       message["content"] = output.text.empty() && parts ? nlohmann::ordered_json(nullptr)
                                                         : nlohmann::ordered_json(output.text);
       if (output.reasoning) {

@@ -3,6 +3,8 @@
 #include <headway/serving/echoed_input.h>
 #include <headway/serving/json_text.h>
 
+#include <optional>
+
 #include "api_error.h"
 
 namespace headway::serving::http {
@@ -174,8 +176,11 @@ std::string parse_message_fields(const nlohmann::json& message,
   if (auto name = fields.string("name")) out["name"] = *name;
   // An earlier answer's thinking, for templates that render it (Qwen3's reads reasoning_content):
   // under both names, whichever the client used (vLLM's current "reasoning" or the older one).
-  for (const char* key : {"reasoning", "reasoning_content"}) {
-    if (auto reasoning = fields.string(key); reasoning && role == "assistant") {
+  // Both given: vLLM's current name wins.
+  if (role == "assistant") {
+    std::optional<std::string> reasoning = fields.string("reasoning");
+    if (!reasoning) reasoning = fields.string("reasoning_content");
+    if (reasoning) {
       out["reasoning"] = *reasoning;
       out["reasoning_content"] = *reasoning;
     }

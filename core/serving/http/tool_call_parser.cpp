@@ -208,6 +208,7 @@ void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) 
   }
   pending_.clear();
   whitespace_.clear();
+  after_call_ = false;
   call_scanned_ = 0;
   state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
 }

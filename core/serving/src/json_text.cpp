@@ -32,14 +32,19 @@ bool json_nests_deeper_than(std::string_view text, int limit) {
 namespace {
 
 using Json = nlohmann::ordered_json;
-// ordered_map is a vector of its members: appended to directly, without its look-up per key.
-using Members = std::vector<std::pair<const std::string, Json>>;
+// ordered_map is a vector of its members: filled directly, without its look-up per key.
+using MapMembers = std::vector<std::pair<const std::string, Json>>;
 
-// Builds the value from nlohmann's SAX events, as its DOM parser does, with each open object's
-// keys indexed by a hash map (a repeated key goes to its first place).
+// Builds the value from nlohmann's SAX events. Each open object or array collects its members in
+// a vector of its own (moved, never copied, when it grows: a pair with a const key would be
+// copied, children and all) with a hash index of an object's keys, a repeated key going to its
+// first place; a container closed is moved whole into its parent.
 class OrderedBuilder final : public nlohmann::json_sax<Json> {
  public:
-  explicit OrderedBuilder(Json& root) : root_(root) {}
+  explicit OrderedBuilder(Json& root) : root_(root) {
+    // Never reallocated (the nesting is checked first): an Open is not cheap to move.
+    open_.reserve(static_cast<size_t>(kMaxJsonDepth) + 1);
+  }
 
   bool null() override { return add(Json(nullptr)); }
   bool boolean(bool value) override { return add(Json(value)); }
@@ -51,30 +56,34 @@ class OrderedBuilder final : public nlohmann::json_sax<Json> {
   bool string(string_t& value) override { return add(Json(std::move(value))); }
   bool binary(binary_t& /*value*/) override { return false; }  // JSON text has none
   bool start_object(std::size_t /*elements*/) override {
-    Json* object = place(Json::object());
-    open_.push_back({object, {}});
+    open_.emplace_back();
+    open_.back().is_object = true;
     return true;
   }
   bool key(string_t& key) override {
     Open& open = open_.back();
-    auto& members = static_cast<Members&>(open.value->get_ref<Json::object_t&>());
-    const auto [at, added] = open.index.try_emplace(key, members.size());
-    if (added) members.emplace_back(std::move(key), Json());
-    next_ = &members[at->second].second;
+    const auto [at, added] = open.index.try_emplace(key, open.members.size());
+    if (added) open.members.emplace_back(std::move(key), Json());
+    open.current = at->second;
     return true;
   }
   bool end_object() override {
+    Json object = Json::object();
+    auto& members = static_cast<MapMembers&>(object.get_ref<Json::object_t&>());
+    Open& open = open_.back();
+    members.reserve(open.members.size());
+    for (auto& [key, value] : open.members) members.emplace_back(std::move(key), std::move(value));
     open_.pop_back();
-    return true;
+    return add(std::move(object));
   }
   bool start_array(std::size_t /*elements*/) override {
-    Json* array = place(Json::array());
-    open_.push_back({array, {}});
+    open_.emplace_back();
     return true;
   }
   bool end_array() override {
+    Json array(std::move(open_.back().items));
     open_.pop_back();
-    return true;
+    return add(std::move(array));
   }
   bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
                    const nlohmann::detail::exception& /*error*/) override {
@@ -83,32 +92,27 @@ class OrderedBuilder final : public nlohmann::json_sax<Json> {
 
  private:
   struct Open {
-    Json* value;
-    std::unordered_map<std::string, size_t> index;  // objects: key -> its place
+    bool is_object = false;
+    std::vector<std::pair<std::string, Json>> members;  // an object's, in first-written order
+    std::unordered_map<std::string, size_t> index;      // key -> its place in members
+    size_t current = 0;                                 // the member the next value is for
+    std::vector<Json> items;                            // an array's
   };
 
-  // Where the next value goes: the root, the array open last, or the member just keyed.
-  Json* place(Json value) {
+  // A finished value: the root, or the open container's next item or keyed member.
+  bool add(Json value) {
     if (open_.empty()) {
       root_ = std::move(value);
-      return &root_;
+    } else if (Open& open = open_.back(); open.is_object) {
+      open.members[open.current].second = std::move(value);
+    } else {
+      open.items.push_back(std::move(value));
     }
-    Json& open = *open_.back().value;
-    if (open.is_array()) {
-      open.push_back(std::move(value));
-      return &open.back();
-    }
-    *next_ = std::move(value);
-    return next_;
-  }
-  bool add(Json value) {
-    place(std::move(value));
     return true;
   }
 
   Json& root_;
   std::vector<Open> open_;
-  Json* next_ = nullptr;
 };
 
 }  // namespace

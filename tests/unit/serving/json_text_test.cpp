@@ -31,6 +31,24 @@ TEST(JsonText, KeysKeepTheirWrittenOrder) {
   EXPECT_EQ(parse_json_keeping_order(R"("s")"), Json("s"));
 }
 
+// Containers inside containers that keep growing after them (each closed one is moved into its
+// parent): the same value as nlohmann's own parse.
+TEST(JsonText, NestedContainersInGrowingParents) {
+  std::string text = "{";
+  for (int i = 0; i < 300; ++i) {
+    if (i > 0) text += ",";
+    text += "\"k" + std::to_string(i) + "\": [" + std::to_string(i) + ", {\"a\": [[" +
+            std::to_string(i) + "], {}], \"b\": {\"c\": \"" + std::string(i % 7, 'x') + "\"}}, []]";
+  }
+  text += ", \"tail\": [[[1], [2, [3]]], {\"z\": {\"y\": {\"x\": null}}}]}";
+  EXPECT_EQ(parse_json_keeping_order(text), Json::parse(text));
+  // A large value followed by more keys at every level.
+  std::string items = "1";
+  for (int i = 0; i < 10000; ++i) items += ",2";
+  const std::string nested = R"({"x": {"x": {"x": [)" + items + R"(], "y": 1}, "y": 2}, "y": 3})";
+  EXPECT_EQ(parse_json_keeping_order(nested), Json::parse(nested));
+}
+
 TEST(JsonText, ARepeatedKeyKeepsItsFirstPlaceAndItsLastValue) {
   // As Python's json.loads: {"a": 3, "b": 2}.
   const Json parsed = parse_json_keeping_order(R"({"a": 1, "b": 2, "a": {"c": [3]}})");

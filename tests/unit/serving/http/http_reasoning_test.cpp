@@ -52,6 +52,11 @@ TEST_F(HttpReasoningTest, TheThinkingComesBackApart) {
   EXPECT_TRUE(thinking["content"].is_null());
   EXPECT_EQ(thinking["reasoning"], "Paris is");
 
+  // An empty answer after the thinking: null content, as vLLM gives it.
+  result = post_json("/v1/chat/completions", request("<think>x</think>"));
+  ASSERT_TRUE(result);
+  EXPECT_TRUE(json::parse(result->body)["choices"][0]["message"]["content"].is_null());
+
   // include_reasoning = false: the thinking is dropped, not returned as content.
   result = post_json("/v1/chat/completions", request(kAnswer, R"(, "include_reasoning": false)"));
   ASSERT_TRUE(result);
@@ -88,6 +93,17 @@ TEST_F(HttpReasoningTest, StreamedThinkingComesAsReasoningDeltasThenCalls) {
   EXPECT_EQ(content, "\n\nParis.");
   EXPECT_EQ(calls, 1u);
   EXPECT_EQ(finish_reason, "tool_calls");
+}
+
+// chat_template_kwargs reach the service for the template (Qwen3's switch).
+TEST_F(HttpReasoningTest, TemplateKwargsReachTheService) {
+  auto result =
+      post_json("/v1/chat/completions",
+                request("Paris.", R"(, "chat_template_kwargs": {"enable_thinking": false})"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  ASSERT_EQ(service_.submitted().size(), 1u);
+  EXPECT_EQ(service_.submitted()[0].template_kwargs_json, R"({"enable_thinking":false})");
 }
 
 TEST_F(HttpReasoningTest, CompletionsAreNotParsed) {

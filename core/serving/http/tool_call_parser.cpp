@@ -41,30 +41,6 @@ std::optional<ToolCall> call_of(std::string_view json_text) {
   return out;
 }
 
-// Where the JSON object that starts at text[start] ('{') ends (one past its '}'), or npos when it
-// does not end in `text`. Braces inside strings do not count.
-size_t object_end(std::string_view text, size_t start) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = start; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, whatever it is
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-    }
-  }
-  return std::string_view::npos;
-}
-
 // Llama 3's answer: "{...}" or "{...}; {...}", after an optional python tag. Every object must be
 // a call, or there are none.
 std::optional<std::vector<ToolCall>> llama3_calls(std::string_view text) {
@@ -75,7 +51,7 @@ std::optional<std::vector<ToolCall>> llama3_calls(std::string_view text) {
   std::vector<ToolCall> calls;
   while (at != std::string_view::npos) {
     if (text[at] != '{') return std::nullopt;
-    const size_t end = object_end(text, at);
+    const size_t end = json_container_end(text, at);
     if (end == std::string_view::npos) return std::nullopt;
     std::optional<ToolCall> call = call_of(text.substr(at, end - at));
     if (!call) return std::nullopt;

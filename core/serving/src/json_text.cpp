@@ -7,10 +7,15 @@
 
 namespace headway::serving {
 
-bool json_nests_deeper_than(std::string_view text, int limit) {
+namespace {
+
+// Calls on_depth(depth after it, position) for every bracket of `text` from `start` on, counted
+// outside strings, until it returns true; returns that position, or npos when it never did.
+template <typename OnDepth>
+size_t scan_brackets(std::string_view text, size_t start, OnDepth on_depth) {
   int depth = 0;
   bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
+  for (size_t i = start; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
       if (c == '\\') {
@@ -21,12 +26,24 @@ bool json_nests_deeper_than(std::string_view text, int limit) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
+      if (on_depth(++depth, i)) return i;
     } else if (c == ']' || c == '}') {
-      --depth;
+      if (on_depth(--depth, i)) return i;
     }
   }
-  return false;
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+bool json_nests_deeper_than(std::string_view text, int limit) {
+  return scan_brackets(text, 0, [limit](int depth, size_t) { return depth > limit; }) !=
+         std::string_view::npos;
+}
+
+size_t json_container_end(std::string_view text, size_t start) {
+  const size_t close = scan_brackets(text, start, [](int depth, size_t) { return depth == 0; });
+  return close == std::string_view::npos ? close : close + 1;
 }
 
 namespace {

@@ -17,6 +17,15 @@ TEST(JsonText, NestingIsCountedOutsideStrings) {
   EXPECT_FALSE(json_nests_deeper_than(R"(["[[[[", "\"[[[["])", 1));
 }
 
+TEST(JsonText, AContainerEndsAtItsOwnClosingBracket) {
+  const std::string text = R"(x {"a": "}", "b": [1, {"c": "\"]"}]}; {"d": 2})";
+  const size_t end = json_container_end(text, 2);
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_EQ(text.substr(end), "; {\"d\": 2}");
+  EXPECT_EQ(json_container_end(text, text.find("{\"d")), text.size());
+  EXPECT_EQ(json_container_end(R"({"a": [1, 2})", 0), std::string::npos);  // never closed
+}
+
 TEST(JsonText, KeysKeepTheirWrittenOrder) {
   const Json parsed = parse_json_keeping_order(
       R"({"type": "function", "function": {"name": "f", "b": 1, "a": 2}})");

@@ -21,6 +21,11 @@ inline constexpr int kMaxJsonDepth = 128;
 // JSON the parse that follows refuses what this lets through.
 bool json_nests_deeper_than(std::string_view text, int limit);
 
+// Where the object or array that opens at text[start] ends (one past its closing bracket), its
+// brackets counted outside strings; npos when it does not end within `text`. For finding one
+// value among text that follows it (Llama 3's "{...}; {...}").
+size_t json_container_end(std::string_view text, size_t start);
+
 // `text` parsed keeping every object's keys in the order written, as Python's json.loads does (a
 // key written twice keeps its first place and its last value). Linear in the text: nlohmann's own
 // ordered_json looks each key up among the keys before it, so one object of 80,000 keys took

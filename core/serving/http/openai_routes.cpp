@@ -123,7 +123,7 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
       reasoning_format_(reasoning_format_named(options.reasoning_parser)) {
   if (!options.tool_call_parser.empty() && !tool_call_format_) {
     throw std::invalid_argument("unknown tool call parser \"" + options.tool_call_parser +
-                                "\" (allowed: hermes, llama3_json)");
+                                "\" (allowed: hermes, llama3_json, pythonic)");
   }
   if (!options.reasoning_parser.empty() && !reasoning_format_) {
     throw std::invalid_argument("unknown reasoning parser \"" + options.reasoning_parser +

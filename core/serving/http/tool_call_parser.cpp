@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "partial_tag.h"
+#include "pythonic_calls.h"
 
 namespace headway::serving::http {
 namespace {
@@ -15,6 +16,8 @@ constexpr std::string_view kCallOpen = "<tool_call>";
 constexpr std::string_view kCallClose = "</tool_call>";
 // Llama 3.1's token before a call; decoded as text only when special tokens are kept.
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+// Llama 4's token before a pythonic call list.
+constexpr std::string_view kPythonStart = "<|python_start|>";
 constexpr std::string_view kWhitespace = " \t\r\n";
 
 bool only_whitespace(std::string_view text) {
@@ -65,11 +68,24 @@ std::optional<std::vector<ToolCall>> llama3_calls(std::string_view text) {
   return calls;
 }
 
+// A pythonic answer's calls, with ids.
+std::optional<std::vector<ToolCall>> pythonic_tool_calls(std::string_view text) {
+  std::optional<std::vector<PythonicCall>> parsed = parse_pythonic_calls(text);
+  if (!parsed) return std::nullopt;
+  std::vector<ToolCall> calls;
+  for (PythonicCall& call : *parsed) {
+    calls.push_back(
+        {random_request_id("chatcmpl-tool-"), std::move(call.name), std::move(call.arguments)});
+  }
+  return calls;
+}
+
 }  // namespace
 
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) {
   if (name == "hermes") return ToolCallFormat::kHermes;
   if (name == "llama3_json") return ToolCallFormat::kLlama3Json;
+  if (name == "pythonic") return ToolCallFormat::kPythonic;
   return std::nullopt;
 }
 
@@ -101,7 +117,7 @@ void ToolCallParser::feed(std::string_view text, std::string& content,
   if (format_ == ToolCallFormat::kHermes) {
     feed_hermes(content, calls);
   } else {
-    feed_llama3(content);
+    feed_whole_answer(content);
   }
 }
 
@@ -141,14 +157,18 @@ void ToolCallParser::feed_hermes(std::string& content, std::vector<ToolCall>& ca
   }
 }
 
-void ToolCallParser::feed_llama3(std::string& content) {
+void ToolCallParser::feed_whole_answer(std::string& content) {
   if (state_ == State::kUndecided) {
     const size_t start = pending_.find_first_not_of(kWhitespace);
     if (start == std::string::npos) return;
     const std::string_view rest = std::string_view(pending_).substr(start);
-    if (rest.starts_with('{') || rest.starts_with(kPythonTag)) {
-      state_ = State::kJson;
-    } else if (kPythonTag.starts_with(rest)) {
+    // What a call list starts with, and the special token that may come first.
+    const bool pythonic = format_ == ToolCallFormat::kPythonic;
+    const char opening = pythonic ? '[' : '{';
+    const std::string_view tag = pythonic ? kPythonStart : kPythonTag;
+    if (rest.starts_with(opening) || rest.starts_with(tag)) {
+      state_ = State::kHeld;
+    } else if (tag.starts_with(rest)) {
       return;  // maybe the tag, cut short
     } else {
       state_ = State::kText;
@@ -158,7 +178,7 @@ void ToolCallParser::feed_llama3(std::string& content) {
     content += pending_;
     pending_.clear();
   }
-  // kJson: the calls are read when the answer ends.
+  // kHeld: the calls are read when the answer ends.
 }
 
 void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) {
@@ -173,8 +193,11 @@ void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) 
     } else {
       emit_text(pending_, content);
     }
-  } else if (state_ == State::kJson) {
-    if (std::optional<std::vector<ToolCall>> found = llama3_calls(pending_)) {
+  } else if (state_ == State::kHeld) {
+    std::optional<std::vector<ToolCall>> found = format_ == ToolCallFormat::kPythonic
+                                                     ? pythonic_tool_calls(pending_)
+                                                     : llama3_calls(pending_);
+    if (found) {
       for (ToolCall& call : *found) add_call(std::move(call), calls);
     } else {
       content += pending_;

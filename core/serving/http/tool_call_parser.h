@@ -9,10 +9,14 @@
 // - llama3_json (Llama 3.1/3.2/3.3): the whole answer is one or more JSON objects `{"name": ...,
 //   "parameters": {...}}` separated by ";", optionally after "<|python_tag|>"; an answer that does
 //   not start with "{" is text.
+// - pythonic (Llama 3.2, Llama 4): the whole answer is a Python list of calls with keyword
+//   arguments, `[get_weather(city="Paris")]`, optionally between "<|python_start|>" and
+//   "<|python_end|>" (pythonic_calls.h); an answer that does not start with "[" is text.
 //
 // Streams: feed() takes the text as it comes and gives back the content that can go out now and
 // every call that has ended. Text that may still turn out to be part of a call is held back (a
-// partial "<tool_call>" tag; for llama3_json, the whole answer once it starts with "{"). The same
+// partial "<tool_call>" tag; for llama3_json and pythonic, the whole answer once it starts like
+// calls, "{" or "["). The same
 // text gives the same content and calls however it is cut into pieces.
 //
 // Nothing the model wrote is lost: a call that is not JSON with a string "name" (or one the answer
@@ -30,9 +34,9 @@
 
 namespace headway::serving::http {
 
-enum class ToolCallFormat { kHermes, kLlama3Json };
+enum class ToolCallFormat { kHermes, kLlama3Json, kPythonic };
 
-// "hermes" or "llama3_json"; nullopt for any other name.
+// "hermes", "llama3_json" or "pythonic"; nullopt for any other name.
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name);
 
 struct ToolCall {
@@ -58,7 +62,8 @@ class ToolCallParser {
 
  private:
   void feed_hermes(std::string& content, std::vector<ToolCall>& calls);
-  void feed_llama3(std::string& content);
+  // llama3_json and pythonic: the answer is calls or text as a whole.
+  void feed_whole_answer(std::string& content);
   // Content outside calls: after the first call, whitespace waits until something else follows.
   void emit_text(std::string_view text, std::string& content);
   void add_call(ToolCall call, std::vector<ToolCall>& calls);
@@ -66,8 +71,8 @@ class ToolCallParser {
   enum class State {
     kText,       // hermes: outside a call. llama3_json: the answer is text
     kInCall,     // hermes: after "<tool_call>", waiting for "</tool_call>"
-    kUndecided,  // llama3_json: only whitespace (or a partial "<|python_tag|>") so far
-    kJson,       // llama3_json: the answer started with "{": held to the end
+    kUndecided,  // llama3_json, pythonic: only whitespace (or part of the leading tag) so far
+    kHeld,       // llama3_json, pythonic: the answer started like calls: held to the end
   };
   ToolCallFormat format_;
   bool single_call_;

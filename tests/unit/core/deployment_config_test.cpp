@@ -519,6 +519,9 @@ engine_connect_timeout_s = 5
   EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\ntool_call_parser = \"llama3_json\"\n")
                 .server.tool_call_parser,
             "llama3_json");
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\ntool_call_parser = \"pythonic\"\n")
+                .server.tool_call_parser,
+            "pythonic");
   EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\ntool_call_parser = \"mistral\"\n"),
               AllOf(HasSubstr("server.tool_call_parser (line"), HasSubstr("\"mistral\""),
                     HasSubstr("allowed: hermes")));

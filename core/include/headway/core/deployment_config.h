@@ -41,7 +41,7 @@
 //   load_report_interval_s = 0.05      # router: how often it polls each engine's health and load
 //   engine_connect_timeout_s = 30.0    # router: how long start-up waits for the engine processes
 //   log_stats_interval_s = 10.0        # a stats line on stderr this often while busy; 0: none
-//   tool_call_parser = "hermes"        # tool calls in chat answers: hermes or llama3_json
+//   tool_call_parser = "hermes"        # tool calls in chat answers: hermes, llama3_json, pythonic
 //   reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or qwen3
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
@@ -107,8 +107,9 @@ struct ServerConfig {
   std::string kv_handoff = "stage";
   // kv_handoff = "link": seconds held KV waits for its pull before its blocks are freed.
   double kv_link_hold_s = 30.0;
-  // How the model writes tool calls (vLLM's --tool-call-parser): "hermes" or "llama3_json"; the
-  // HTTP frontend then answers chat requests with tools with OpenAI tool calls. Empty: none.
+  // How the model writes tool calls (vLLM's --tool-call-parser): "hermes", "llama3_json" or
+  // "pythonic"; the HTTP frontend then answers chat requests with tools with OpenAI tool calls.
+  // Empty: none.
   std::string tool_call_parser;
   // How a reasoning model marks its thinking (vLLM's --reasoning-parser): "deepseek_r1" or
   // "qwen3"; chat answers then carry it apart, as "reasoning". Empty: none.

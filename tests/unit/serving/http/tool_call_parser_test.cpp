@@ -69,6 +69,7 @@ void expect_cut_invariant(ToolCallFormat format, const std::string& text) {
 TEST(ToolCallParser, FormatsAreNamedAsVllmNamesThem) {
   EXPECT_EQ(tool_call_format_named("hermes"), ToolCallFormat::kHermes);
   EXPECT_EQ(tool_call_format_named("llama3_json"), ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(tool_call_format_named("pythonic"), ToolCallFormat::kPythonic);
   EXPECT_EQ(tool_call_format_named("mistral"), std::nullopt);
   EXPECT_EQ(tool_call_format_named(""), std::nullopt);
 }
@@ -218,6 +219,45 @@ TEST(ToolCallParser, Llama3TextAnswersStreamAsTheyCome) {
   parser.finish(content, calls);
   EXPECT_TRUE(calls.empty());
   expect_cut_invariant(ToolCallFormat::kLlama3Json, "  The answer is 4. {\"name\": \"f\"}");
+}
+
+TEST(ToolCallParser, PythonicCalls) {
+  const std::string text =
+      "[get_weather(city='Paris', days=2, units=\"metric\"), now(),\n"
+      " plan(steps=[1, -2.5, 3e2, (4, 5)], opts={'fast': True, \"x\": None, 'y': False},"
+      " note='it\\'s \\u00e9\\n')]";
+  const Parsed parsed = parse_whole(ToolCallFormat::kPythonic, text);
+  EXPECT_EQ(parsed.content, "");
+  ASSERT_EQ(parsed.calls.size(), 3u);
+  EXPECT_EQ(parsed.calls[0].name, "get_weather");
+  // Keys in the order written.
+  EXPECT_EQ(parsed.calls[0].arguments, R"({"city":"Paris","days":2,"units":"metric"})");
+  EXPECT_EQ(parsed.calls[1].name, "now");
+  EXPECT_EQ(parsed.calls[1].arguments, "{}");
+  EXPECT_EQ(json::parse(parsed.calls[2].arguments),
+            json({{"steps", json::array({1, -2.5, 300.0, json::array({4, 5})})},
+                  {"opts", {{"fast", true}, {"x", nullptr}, {"y", false}}},
+                  {"note", "it's \u00e9\n"}}));
+  expect_cut_invariant(ToolCallFormat::kPythonic, text);
+  // Llama 4 writes the list between its python tokens (when special tokens are kept).
+  const Parsed tagged =
+      parse_whole(ToolCallFormat::kPythonic, "<|python_start|>[f(a=1)]<|python_end|>");
+  ASSERT_EQ(tagged.calls.size(), 1u);
+  EXPECT_EQ(tagged.calls[0].arguments, R"({"a":1})");
+  expect_cut_invariant(ToolCallFormat::kPythonic, "<|python_start|>[f(a=1)]<|python_end|>");
+}
+
+TEST(ToolCallParser, PythonicThatIsNotCallsIsContentAsWritten) {
+  for (const std::string text :
+       {"[1, 2]", "[f(1)]", "[]", "[f(x=1)] and more", "[f(x=y)]", "[f(x=1)", "[f(x='a\nb')]",
+        "[f(x={1: 2})]", "[f(x=007)]", "The answer is [f(x=1)]", "[f(x=1), g(y=2]"}) {
+    const Parsed parsed = parse_whole(ToolCallFormat::kPythonic, text);
+    EXPECT_EQ(parsed.content, text);
+    EXPECT_TRUE(parsed.calls.empty()) << text;
+    expect_cut_invariant(ToolCallFormat::kPythonic, text);
+  }
+  const std::string deep = "[f(x=" + std::string(1000, '[') + std::string(1000, ']') + ")]";
+  EXPECT_TRUE(parse_whole(ToolCallFormat::kPythonic, deep).calls.empty());
 }
 
 TEST(ToolCallParser, Llama3JsonThatIsNotCallsIsContentAsWritten) {

@@ -275,6 +275,7 @@ void Engine::release_slot(uint32_t slot) {
   id_to_slot_.erase(r.id);
   r.in_use = false;
   r.record = nullptr;
+  r.sampling.guide.reset();  // its cached masks go now, not when the slot is reused
   free_slots_.push_back(slot);
 }
 
@@ -471,6 +472,7 @@ bool Engine::step() {
       const bool wants_logprobs = r.sampling.logprobs >= 0;
       // The sampler uses the row as scratch; the log-probabilities are those of the raw logits.
       if (wants_logprobs) raw_logits_.assign(logits.begin(), logits.end());
+      if (r.sampling.guide) r.sampling.guide->mask(logits);
       sampled_[i] = sampler_.sample(logits, r.sampling, generated, history);
       if (wants_logprobs) {
         const uint32_t count =
@@ -504,6 +506,8 @@ bool Engine::step() {
       continue;
     }
     const int32_t token = sampled_[i];
+    // The guide masked every token it does not allow, so it takes this one.
+    if (r.sampling.guide) r.sampling.guide->accept(token);
     ++r.output_tokens;
     r.state = HW_REQUEST_DECODING;
     if (model_needs_ids_) r.tokens.push_back(token);
@@ -676,8 +680,8 @@ void Engine::check_sampling(const std::string& who, const SamplingParams& sampli
   // The service refuses these for such a model already; an engine never ignores them silently.
   if (!model_->info().returns_logits) {
     throw Error(
-        fmt::format("{}: penalties, min_tokens, logit_bias and logprobs need a model that "
-                    "returns logits; model '{}' samples on its device",
+        fmt::format("{}: penalties, min_tokens, logit_bias, logprobs and guided output need a "
+                    "model that returns logits; model '{}' samples on its device",
                     who, model_->name()));
   }
   if (sampling.uses_penalties() && !model_needs_ids_) {
@@ -687,6 +691,7 @@ void Engine::check_sampling(const std::string& who, const SamplingParams& sampli
 }
 
 bool Engine::is_stop_token(const Request& r, int32_t token, uint32_t eos) const {
+  if (r.sampling.guide && r.sampling.guide->ended()) return true;
   // min_tokens: the token's index among the outputs (it is counted already).
   if (r.outputs_before + r.output_tokens - 1 < r.sampling.min_tokens) return false;
   if (!r.sampling.ignore_eos && static_cast<uint32_t>(token) == eos) return true;

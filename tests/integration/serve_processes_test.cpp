@@ -196,6 +196,24 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   EXPECT_NE(chat->body.find("data: [DONE]"), std::string::npos) << chat->body;
   EXPECT_NE(chat->body.find("\"completion_tokens\":4"), std::string::npos) << chat->body;
 
+  // Guided output through the router: the engine process that serves it gets the grammar too.
+  const auto guided = http.Post("/v1/completions",
+                                R"({"model": "tiny", "prompt": "Answer: ", "max_tokens": 16,
+                                    "temperature": 1.0, "seed": 3,
+                                    "guided_choice": ["alpha", "beta", "gamma"]})",
+                                "application/json");
+  ASSERT_TRUE(guided) << httplib::to_string(guided.error());
+  ASSERT_EQ(guided->status, 200) << guided->body;
+  const nlohmann::json guided_choice = nlohmann::json::parse(guided->body)["choices"][0];
+  EXPECT_EQ(guided_choice["finish_reason"], "stop") << guided->body;
+  const std::string guided_text = guided_choice["text"].get<std::string>();
+  EXPECT_TRUE(guided_text == "alpha" || guided_text == "beta" || guided_text == "gamma")
+      << guided->body;
+  // Its decode steps (one per token after the first; the end token is one of them too) are the
+  // short engine process's.
+  const int guided_decodes =
+      nlohmann::json::parse(guided->body)["usage"]["completion_tokens"].get<int>() - 1;
+
   // What the router refuses never reaches an engine process, with the same 4xx as one process.
   const auto too_long =
       http.Post("/v1/completions", completion("x", 100000, false), "application/json");
@@ -222,9 +240,10 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
     EXPECT_EQ(cluster.engine(e).stop(SIGTERM), 0) << cluster.engine(e).log();
   }
   // Each engine process traced its own steps, its model line first: the short one decoded the
-  // short completion's 5 tokens (4 decode steps after its prefill), the long one the other
-  // three requests' 7 + 7 + 4.
-  for (const auto& [pool, decodes] : {std::pair{"short", 4}, {"long", 6 + 6 + 3}}) {
+  // short completion's 5 tokens (4 decode steps after its prefill) and the guided one's, the
+  // long one the other three requests' 7 + 7 + 4.
+  for (const auto& [pool, decodes] :
+       {std::pair{"short", 4 + guided_decodes}, {"long", 6 + 6 + 3}}) {
     std::ifstream trace(dir.path / (std::string("steps_") + pool + ".jsonl"));
     ASSERT_TRUE(trace) << pool;
     std::string line;

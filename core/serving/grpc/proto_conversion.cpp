@@ -65,6 +65,7 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
   out.priority = request.priority();
   out.request_class = request.request_class();
   out.include_stop_str_in_output = request.include_stop_str_in_output();
+  if (request.has_guided()) out.guided = from_proto(request.guided());
   if (request.has_truncate_prompt_tokens()) {
     out.truncate_prompt_tokens = request.truncate_prompt_tokens();
   }
@@ -72,6 +73,44 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
   if (request.has_kv_source()) out.kv_source = from_proto(request.kv_source());
   out.generated_ids.assign(request.generated_ids().begin(), request.generated_ids().end());
   return out;
+}
+
+GuidedOutput from_proto(const v1::GuidedOutput& guided) {
+  GuidedOutput out;
+  out.field = guided.field();
+  switch (guided.kind_case()) {
+    case v1::GuidedOutput::kJsonSchema:
+      out.kind = GuidedOutput::Kind::kJsonSchema;
+      out.schema_json = guided.json_schema();
+      break;
+    case v1::GuidedOutput::kJsonObject:
+      if (guided.json_object()) out.kind = GuidedOutput::Kind::kJsonObject;
+      break;
+    case v1::GuidedOutput::kChoice:
+      out.kind = GuidedOutput::Kind::kChoice;
+      out.choices.assign(guided.choice().choices().begin(), guided.choice().choices().end());
+      break;
+    case v1::GuidedOutput::KIND_NOT_SET:
+      break;
+  }
+  return out;
+}
+
+void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out) {
+  out.set_field(guided.field);
+  switch (guided.kind) {
+    case GuidedOutput::Kind::kJsonSchema:
+      out.set_json_schema(guided.schema_json);
+      break;
+    case GuidedOutput::Kind::kJsonObject:
+      out.set_json_object(true);
+      break;
+    case GuidedOutput::Kind::kChoice:
+      out.mutable_choice()->mutable_choices()->Add(guided.choices.begin(), guided.choices.end());
+      break;
+    case GuidedOutput::Kind::kNone:
+      break;
+  }
 }
 
 KvStage from_proto(const v1::KvStage& stage) {

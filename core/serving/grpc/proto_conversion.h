@@ -21,6 +21,9 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
                           v1::GenerateResponse& out);
 
 // KvStage both ways (a router process sends and receives it too).
+// Guided output between a router process and its engine processes (and gRPC clients).
+GuidedOutput from_proto(const v1::GuidedOutput& guided);
+void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out);
 KvStage from_proto(const v1::KvStage& stage);
 void to_proto(const KvStage& stage, v1::KvStage& out);
 

@@ -13,6 +13,7 @@
 #include "headway/serving/json_text.h"
 #include "headway/serving/random_bits.h"
 #include "json_fields.h"
+#include "openai_guided.h"
 #include "openai_tools.h"
 
 namespace headway::serving::http {
@@ -28,9 +29,8 @@ constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's def
 void refuse_unsupported(const FieldReader& fields) {
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
-  for (const char* field :
-       {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs",
-        "bad_words", "allowed_token_ids", "logits_processors", "prompt_logprobs"}) {
+  for (const char* field : {"guided_regex", "guided_grammar", "structured_outputs", "bad_words",
+                            "allowed_token_ids", "logits_processors", "prompt_logprobs"}) {
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }
 }
@@ -418,6 +418,7 @@ OpenAiRequest parse_completion_request(std::string_view body) {
   if (auto suffix = fields.string("suffix"); suffix && !suffix->empty()) {
     throw not_supported("suffix", "suffix");
   }
+  out.input.guided = parse_guided_output(json, body);
   return out;
 }
 
@@ -427,9 +428,21 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   OpenAiRequest out;
   out.input.request_id = random_request_id("chatcmpl-");
   parse_common(fields, out);
+  out.input.guided = parse_guided_output(json, body);
   const ToolRequest tools = parse_chat_prompt(json, body, out.input);
   out.parse_tool_calls = tools.parse_calls;
   out.parallel_tool_calls = tools.parallel_calls;
+  out.forced_tool_format = tools.forced_format;
+  out.forced_function = tools.function;
+  if (tools.guided.kind != GuidedOutput::Kind::kNone) {
+    if (out.input.guided.kind != GuidedOutput::Kind::kNone) {
+      throw invalid_field("tool_choice",
+                          "a forced tool_choice (\"required\" or a named "
+                          "function) cannot be combined with " +
+                              out.input.guided.field + ": both would shape the same answer");
+    }
+    out.input.guided = tools.guided;
+  }
   out.include_reasoning = fields.boolean("include_reasoning").value_or(true);
 
   // max_completion_tokens replaced max_tokens in OpenAI's chat API; either is honoured. Without
@@ -454,11 +467,6 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   }
   if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
   if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
-  if (const nlohmann::json* format = fields.find("response_format")) {
-    const auto type =
-        format->is_object() ? FieldReader(*format, "response_format").string("type") : std::nullopt;
-    if (type != "text") throw not_supported("response_format", "response_format other than text");
-  }
   return out;
 }
 

@@ -8,9 +8,12 @@
 
 #include <headway/serving/generation_service.h>
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "tool_call_parser.h"
 
 namespace headway::serving::http {
 
@@ -37,6 +40,10 @@ struct OpenAiRequest {
   // (with the server's [server] tool_call_parser; a request without one is refused).
   bool parse_tool_calls = false;
   bool parallel_tool_calls = true;  // false: at most one call per answer
+  // tool_choice "required" or naming a function: the calls are forced by guided decoding
+  // (input.guided) and read in this format, with or without the server's parser.
+  std::optional<ToolCallFormat> forced_tool_format;
+  std::string forced_function;
   // vLLM's include_reasoning: with a reasoning parser, false drops the thinking from the answer.
   bool include_reasoning = true;
 };

@@ -228,7 +228,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     }
     parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
                                                 : parse_chat_request(request.body);
-    if (parsed.parse_tool_calls && !tool_call_format_) {
+    if (parsed.parse_tool_calls && !parsed.forced_tool_format && !tool_call_format_) {
       // vLLM's refusal too: without a parser the calls would reach the client as plain text.
       throw invalid_field("tool_choice",
                           "tool_choice \"auto\" (the default with tools) needs the server's tool "
@@ -254,11 +254,20 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
 
   // Each choice parses its answer with a copy of this one.
   std::optional<AnswerParser> answer_parser;
-  if (endpoint == Endpoint::kChatCompletions && (parsed.parse_tool_calls || reasoning_format_)) {
+  // A guided answer is the shape it was forced into from its first token: no reasoning to split
+  // off (deepseek_r1's parser would take an answer without "</think>" for all reasoning).
+  const bool guided = parsed.input.guided.kind != GuidedOutput::Kind::kNone;
+  const bool split_reasoning = reasoning_format_.has_value() && !guided;
+  if (endpoint == Endpoint::kChatCompletions && (parsed.parse_tool_calls || split_reasoning)) {
     std::optional<ReasoningParser> reasoning;
-    if (reasoning_format_) reasoning.emplace(*reasoning_format_);
+    if (split_reasoning) reasoning.emplace(*reasoning_format_);
     std::optional<ToolCallParser> tools;
-    if (parsed.parse_tool_calls) tools.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
+    if (parsed.forced_tool_format) {
+      tools.emplace(*parsed.forced_tool_format, !parsed.parallel_tool_calls,
+                    parsed.forced_function);
+    } else if (parsed.parse_tool_calls) {
+      tools.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
+    }
     answer_parser.emplace(std::move(reasoning), std::move(tools), parsed.include_reasoning);
   }
 

@@ -2,10 +2,12 @@
 
 #include <headway/serving/echoed_input.h>
 #include <headway/serving/json_text.h>
+#include <headway/serving/service_error.h>
 
 #include <optional>
 
 #include "api_error.h"
+#include "json_schema.h"
 
 namespace headway::serving::http {
 namespace {
@@ -52,6 +54,93 @@ void check_tool(const nlohmann::json& tool, const std::string& path) {
     object_at(*parameters, function_fields.name("parameters"));  // a JSON Schema object
   }
   function_fields.boolean("strict");
+}
+
+// A tool's parameters schema as JSON text in the client's key order; a tool without one takes
+// any object.
+std::string parameters_schema(const nlohmann::ordered_json& tool) {
+  const auto& function = tool.at("function");
+  const auto parameters = function.find("parameters");
+  const bool none = parameters == function.end() ||
+                    (parameters->is_object() && parameters->empty());  // {}: any value, not object
+  return none ? std::string(R"({"type": "object"})") : parameters->dump();
+}
+
+// A tool's schema moved to `base` (a JSON pointer) inside a larger one: its local $refs ("#",
+// "#/$defs/...") made to point where it now is. The values of enum, const, default and examples are
+// data and stay as they are; the members of properties and $defs are schemas whatever their names.
+void rebase_refs(nlohmann::ordered_json& schema, const std::string& base, bool named_schemas) {
+  if (schema.is_array()) {
+    for (auto& item : schema) rebase_refs(item, base, false);
+    return;
+  }
+  if (!schema.is_object()) return;
+  for (auto& [key, value] : schema.items()) {
+    if (named_schemas) {
+      rebase_refs(value, base, false);
+    } else if (key == "$ref" && value.is_string()) {
+      const std::string ref = value.get<std::string>();
+      if (ref.starts_with("#")) value = "#" + base + ref.substr(1);
+    } else if (key != "enum" && key != "const" && key != "default" && key != "examples") {
+      rebase_refs(value, base,
+                  key == "properties" || key == "$defs" || key == "definitions" ||
+                      key == "patternProperties" || key == "dependentSchemas");
+    }
+  }
+}
+
+// tool_choice "required" or naming a function: the guided output that forces the calls, as vLLM
+// builds it (the named function's parameters; for "required", an array of {"name",
+// "parameters"} objects, one per call). Each tool's schema is compiled here once so that a
+// refusal names the tool and the part of its schema.
+void force_calls(const nlohmann::json& tools, const nlohmann::ordered_json& ordered_tools,
+                 const std::optional<std::string>& named, ToolRequest& out) {
+  out.guided.kind = GuidedOutput::Kind::kJsonSchema;
+  if (named) {
+    for (size_t i = 0; i < tools.size(); ++i) {
+      if (tools[i].at("function").at("name") != *named) continue;
+      out.forced_format = ToolCallFormat::kNamedArguments;
+      out.function = *named;
+      out.guided.schema_json = parameters_schema(ordered_tools.at(i));
+      out.guided.field = indexed("tools", i) + ".function.parameters";
+      return;
+    }
+    throw invalid_field(
+        "tool_choice.function.name",
+        "tool_choice names the function " + quote_input(*named) + ", which is not among the tools");
+  }
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string schema = parameters_schema(ordered_tools.at(i));
+    const std::string field = indexed("tools", i) + ".function.parameters";
+    try {
+      guided::compile_json_schema(schema, field);
+    } catch (const ServiceError& e) {
+      throw invalid_field(e.param(), e.what());
+    }
+    nlohmann::ordered_json call = nlohmann::ordered_json::object();
+    call["type"] = "object";
+    call["properties"]["name"]["enum"] =
+        nlohmann::ordered_json::array({tools[i]["function"]["name"]});
+    nlohmann::ordered_json parameters = parse_json_keeping_order(schema);
+    rebase_refs(parameters, "/items/anyOf/" + std::to_string(i) + "/properties/parameters", false);
+    call["properties"]["parameters"] = std::move(parameters);
+    call["required"] = nlohmann::ordered_json::array({"name", "parameters"});
+    calls.push_back(std::move(call));
+  }
+  nlohmann::ordered_json list = nlohmann::ordered_json::object();
+  list["type"] = "array";
+  list["minItems"] = 1;
+  if (!out.parallel_calls) list["maxItems"] = 1;
+  list["items"]["anyOf"] = std::move(calls);
+  out.forced_format = ToolCallFormat::kCallList;
+  out.guided.schema_json = list.dump();
+  out.guided.field = "tool_choice";
+  try {
+    guided::compile_json_schema(out.guided.schema_json, out.guided.field);  // the whole, once more
+  } catch (const ServiceError& e) {
+    throw invalid_field(e.param(), e.what());
+  }
 }
 
 // An assistant turn's tool_calls as the template reads them: arguments as objects.
@@ -139,15 +228,20 @@ ToolRequest parse_tool_request(const FieldReader& fields, const nlohmann::ordere
       choice = "named";
     }
   }
+  out.parallel_calls = fields.boolean("parallel_tool_calls").value_or(true);
   if (choice == "required" || choice == "named") {
     const std::string what =
         choice == "required" ? "tool_choice \"required\"" : "tool_choice naming a function";
     // OpenAI refuses a forced call without tools; with them, vLLM forces it by guided decoding.
     if (!has_tools) throw invalid_field("tool_choice", what + " needs tools");
-    throw not_supported("tool_choice", what + " (it needs guided decoding; send \"auto\")");
+    force_calls(*tools, body.at("tools"),
+                choice == "named"
+                    ? std::optional<std::string>(
+                          fields.find("tool_choice")->at("function").at("name").get<std::string>())
+                    : std::nullopt,
+                out);
   }
-  out.parse_calls = has_tools && choice == "auto";
-  out.parallel_calls = fields.boolean("parallel_tool_calls").value_or(true);
+  out.parse_calls = has_tools && choice != "none";
   return out;
 }
 

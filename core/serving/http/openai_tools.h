@@ -7,10 +7,14 @@
 // Threading: pure functions, safe from any thread.
 #pragma once
 
+#include <headway/serving/generation_service.h>
+
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "json_fields.h"
+#include "tool_call_parser.h"
 
 namespace headway::serving::http {
 
@@ -20,12 +24,19 @@ struct ToolRequest {
   // "none": the tools are still rendered into the prompt (as vLLM does), the text is left as is.
   bool parse_calls = false;
   bool parallel_calls = true;  // parallel_tool_calls; false: at most one call per answer
+  // tool_choice "required" (kCallList) or naming a function (kNamedArguments, `function`): the
+  // answer is forced into calls by guided decoding (`guided`), and read by that parser whatever
+  // the server's own.
+  std::optional<ToolCallFormat> forced_format;
+  std::string function;
+  GuidedOutput guided;
 };
 
 // Reads tools, tool_choice and parallel_tool_calls; throws ApiError 400 naming the field for a
 // malformed tool, a tool_choice that is not "none", "auto", "required" or {"type": "function",
-// "function": {"name": ...}}, and for "required" or a named function, which need guided decoding
-// (this server has none). The older "functions" and "function_call" are refused by name.
+// "function": {"name": ...}}, a forced choice without tools or naming none of them, and a tool
+// whose parameters guided decoding cannot force (naming the part of the schema). The older
+// "functions" and "function_call" are refused by name.
 // `body`: the same body parsed keeping its key order (what the template gets is the client's
 // JSON, in the client's order).
 ToolRequest parse_tool_request(const FieldReader& fields, const nlohmann::ordered_json& body);

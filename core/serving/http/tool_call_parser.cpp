@@ -44,6 +44,32 @@ std::optional<ToolCall> call_of(std::string_view json_text) {
   return out;
 }
 
+bool is_forced(ToolCallFormat format) {
+  return format == ToolCallFormat::kNamedArguments || format == ToolCallFormat::kCallList;
+}
+
+// tool_choice naming `function`: the answer is its arguments, one JSON object (unless cut short).
+std::optional<std::vector<ToolCall>> named_arguments_call(std::string_view text,
+                                                          const std::string& function) {
+  const nlohmann::ordered_json arguments = parse_json_keeping_order(text);
+  if (!arguments.is_object()) return std::nullopt;
+  return std::vector<ToolCall>{
+      ToolCall{random_request_id("chatcmpl-tool-"), function, arguments.dump()}};
+}
+
+// tool_choice "required": the answer is a JSON array of calls, each {"name", "parameters"}.
+std::optional<std::vector<ToolCall>> call_list(std::string_view text) {
+  const nlohmann::ordered_json list = parse_json_keeping_order(text);
+  if (!list.is_array() || list.empty()) return std::nullopt;
+  std::vector<ToolCall> calls;
+  for (const auto& item : list) {
+    std::optional<ToolCall> call = item.is_object() ? call_of(item.dump()) : std::nullopt;
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+  }
+  return calls;
+}
+
 // Llama 3's answer: "{...}" or "{...}; {...}", after an optional python tag. Every object must be
 // a call, or there are none.
 std::optional<std::vector<ToolCall>> llama3_calls(std::string_view text) {
@@ -114,7 +140,9 @@ void ToolCallParser::add_call(ToolCall call, std::vector<ToolCall>& calls) {
 void ToolCallParser::feed(std::string_view text, std::string& content,
                           std::vector<ToolCall>& calls) {
   pending_ += text;
-  if (format_ == ToolCallFormat::kHermes) {
+  if (is_forced(format_)) {
+    state_ = State::kHeld;  // guided decoding shapes the whole answer: read at the end
+  } else if (format_ == ToolCallFormat::kHermes) {
     feed_hermes(content, calls);
   } else {
     feed_whole_answer(content);
@@ -194,8 +222,10 @@ void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) 
       emit_text(pending_, content);
     }
   } else if (state_ == State::kHeld) {
-    std::optional<std::vector<ToolCall>> found = format_ == ToolCallFormat::kPythonic
-                                                     ? pythonic_tool_calls(pending_)
+    std::optional<std::vector<ToolCall>> found =
+        format_ == ToolCallFormat::kPythonic         ? pythonic_tool_calls(pending_)
+        : format_ == ToolCallFormat::kNamedArguments ? named_arguments_call(pending_, function_)
+        : format_ == ToolCallFormat::kCallList       ? call_list(pending_)
                                                      : llama3_calls(pending_);
     if (found) {
       for (ToolCall& call : *found) add_call(std::move(call), calls);

@@ -12,6 +12,10 @@
 // - pythonic (Llama 3.2, Llama 4): the whole answer is a Python list of calls with keyword
 //   arguments, `[get_weather(city="Paris")]`, optionally between "<|python_start|>" and
 //   "<|python_end|>" (pythonic_calls.h); an answer that does not start with "[" is text.
+// - Forced calls (tool_choice "required" or naming a function), whose answers guided decoding
+//   shapes, whatever the server's parser: named_arguments, the whole answer is the named
+//   function's arguments object; call_list, the whole answer is a JSON array of {"name": ...,
+//   "parameters": {...}} (vLLM's shape for "required"). Both are held to the end.
 //
 // Streams: feed() takes the text as it comes and gives back the content that can go out now and
 // every call that has ended. Text that may still turn out to be part of a call is held back (a
@@ -30,13 +34,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace headway::serving::http {
 
-enum class ToolCallFormat { kHermes, kLlama3Json, kPythonic };
+enum class ToolCallFormat { kHermes, kLlama3Json, kPythonic, kNamedArguments, kCallList };
 
-// "hermes", "llama3_json" or "pythonic"; nullopt for any other name.
+// "hermes", "llama3_json" or "pythonic" (the formats an operator names); nullopt for any other.
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name);
 
 struct ToolCall {
@@ -48,8 +53,10 @@ struct ToolCall {
 class ToolCallParser {
  public:
   // `single_call`: OpenAI's parallel_tool_calls = false; calls after the first are dropped.
-  explicit ToolCallParser(ToolCallFormat format, bool single_call = false)
-      : format_(format), single_call_(single_call) {}
+  // `function`: kNamedArguments' function name.
+  explicit ToolCallParser(ToolCallFormat format, bool single_call = false,
+                          std::string function = {})
+      : format_(format), single_call_(single_call), function_(std::move(function)) {}
 
   // More generated text: content that may go out now is appended to `content`, and each call that
   // this text completed to `calls`.
@@ -76,6 +83,7 @@ class ToolCallParser {
   };
   ToolCallFormat format_;
   bool single_call_;
+  std::string function_;
   State state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
   std::string pending_;      // text not yet given out
   size_t call_scanned_ = 0;  // kInCall: bytes of pending_ searched for the closing tag

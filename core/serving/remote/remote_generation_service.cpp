@@ -83,6 +83,9 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   }
   request.set_priority(input.priority);
   request.set_request_class(admitted.request_class);
+  if (input.guided.kind != GuidedOutput::Kind::kNone) {
+    grpc_frontend::to_proto(input.guided, *request.mutable_guided());
+  }
   return request;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "guided_output.h"
 #include "owning_decoder.h"
 #include "prompt_encoder.h"
 #include "request_validation.h"
@@ -137,7 +138,53 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
                   input.prompt_kind == GenerateInput::PromptKind::kChat ? "messages" : "prompt",
                   input.max_tokens_field);
   validate_min_tokens(input.sampling.min_tokens, input.max_tokens, input.max_tokens_field);
+  attach_guide(input);
   return admitted;
+}
+
+void RequestAdmission::attach_guide(GenerateInput& input) const {
+  input.sampling.guide = nullptr;
+  if (input.guided.kind == GuidedOutput::Kind::kNone) return;
+  const std::string field = guided::field_of(input.guided);
+  const auto refuse = [](const std::string& message, const std::string& param) {
+    throw ServiceError(ErrorCode::kInvalidArgument, message, param);
+  };
+  if (tokenizer_ == nullptr) {
+    refuse(field +
+               " needs the model's tokenizer (guided output is checked byte by byte), and "
+               "this model has none",
+           field);
+  }
+  if (!model_.samples_on_host) {
+    refuse(field +
+               " is not supported by this deployment: its model samples on its device, and "
+               "only models that return logits to the host can be guided",
+           field);
+  }
+  if (input.sampling.ignore_eos) {
+    refuse("ignore_eos cannot be combined with " + field +
+               ": the output ends where the guided answer is complete",
+           "ignore_eos");
+  }
+  if (input.sampling.min_tokens > 0) {
+    refuse("min_tokens cannot be combined with " + field +
+               ": the output ends where the guided answer is complete, however short",
+           "min_tokens");
+  }
+  std::call_once(vocabulary_built_, [&] {
+    vocabulary_ = std::make_shared<const guided::VocabularyIndex>(*tokenizer_);
+  });
+  std::shared_ptr<core::TokenGuide> guide =
+      guided::make_guide(input.guided, vocabulary_, input.sampling.stop_token_ids);
+  // A continued request (disaggregation) resumes where its generated tokens left the output.
+  for (size_t i = 0; i < input.generated_ids.size(); ++i) {
+    if (!guide->accept(input.generated_ids[i])) {
+      refuse(fmt::format("generated_ids[{}]: token {} does not continue the guided output", i,
+                         input.generated_ids[i]),
+             fmt::format("generated_ids[{}]", i));
+    }
+  }
+  input.sampling.guide = std::move(guide);
 }
 
 std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(std::vector<std::string> stop,

@@ -15,12 +15,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace headway::serving {
 
 class PromptEncoder;
+namespace guided {
+class VocabularyIndex;
+}
 
 // The checkpoint directory the deployment's model reads (its `path` option), resolved like the
 // model plugin does: relative to the deployment file. Empty when the model has none.
@@ -51,7 +55,8 @@ class RequestAdmission {
   const ModelSummary& model() const { return model_; }
 
   // Checks the model name, the prompt form, sampling values, the class label, token ids and the
-  // context length; encodes the prompt; resolves max_tokens_to_context_end into input.max_tokens.
+  // context length; encodes the prompt; resolves max_tokens_to_context_end into input.max_tokens;
+  // compiles input.guided into input.sampling.guide (moved past input.generated_ids).
   // Throws ServiceError (the message says what is wrong, param names the field).
   AdmittedRequest admit(GenerateInput& input) const;
 
@@ -73,10 +78,15 @@ class RequestAdmission {
   void check_model(const std::string& requested) const;
   // Encodes the prompt and applies truncate_prompt_tokens.
   std::vector<int32_t> prompt_of(const GenerateInput& input) const;
+  // Guided output: checks what it cannot go with and sets input.sampling.guide.
+  void attach_guide(GenerateInput& input) const;
 
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   std::unique_ptr<PromptEncoder> encoder_;
   ModelSummary model_;
+  // The vocabulary as guided decoding scans it, built at the first guided request.
+  mutable std::once_flag vocabulary_built_;
+  mutable std::shared_ptr<const guided::VocabularyIndex> vocabulary_;
 };
 
 }  // namespace headway::serving

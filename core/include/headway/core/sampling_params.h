@@ -2,7 +2,10 @@
 // (for models that return logits) and models that sample on their device.
 #pragma once
 
+#include <headway/core/token_guide.h>
+
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -36,6 +39,9 @@ struct SamplingParams {
   // -1: off. Otherwise report each generated token's log-probability and those of the `logprobs`
   // most likely tokens (0 to kMaxLogprobs), from the model's raw logits (token_logprobs.h).
   int32_t logprobs = -1;
+  // Guided decoding: tokens the guide does not allow are masked before everything above (the
+  // service builds one per request from its grammar; token_guide.h). Null: free text.
+  std::shared_ptr<TokenGuide> guide;
 
   // Whether the request needs its tokens' history (penalties).
   bool uses_penalties() const {
@@ -44,8 +50,8 @@ struct SamplingParams {
   // Whether the core sampler changes the logits before the warpers.
   bool changes_logits() const { return uses_penalties() || min_tokens > 0 || !logit_bias.empty(); }
   // Whether the request needs what only the core sampler and the engine on the host do: the
-  // processing above, or logprobs.
-  bool uses_host_processing() const { return changes_logits() || logprobs >= 0; }
+  // processing above, logprobs, or a guide.
+  bool uses_host_processing() const { return changes_logits() || logprobs >= 0 || guide; }
 };
 
 }  // namespace headway::core

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "frontend_fixture.h"
+#include "proto_conversion.h"
 
 namespace headway::serving::testing {
 namespace {
@@ -190,6 +191,41 @@ TEST_F(GenerateTest, PassesToolsAndMessageFields) {
   ASSERT_EQ(input.messages.size(), 1u);
   EXPECT_EQ(input.messages[0].role, "tool");
   EXPECT_EQ(input.messages[0].fields_json, R"({"tool_call_id": "c1"})");
+}
+
+// Guided output crosses as the service's GuidedOutput, and back (a router sends its engine
+// processes what its clients asked for).
+TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
+  v1::GenerateRequest request = token_request({1});
+  request.mutable_guided()->set_json_schema(R"({"type": "integer"})");
+  request.mutable_guided()->set_field("guided_json");
+  ASSERT_TRUE(generate(request).status.ok());
+  request = token_request({1});
+  request.mutable_guided()->mutable_choice()->add_choices("yes");
+  request.mutable_guided()->mutable_choice()->add_choices("no");
+  ASSERT_TRUE(generate(request).status.ok());
+  request = token_request({1});
+  request.mutable_guided()->set_json_object(true);
+  ASSERT_TRUE(generate(request).status.ok());
+  ASSERT_TRUE(generate(token_request({1})).status.ok());
+
+  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(4);
+  EXPECT_EQ(inputs[0].guided.kind, GuidedOutput::Kind::kJsonSchema);
+  EXPECT_EQ(inputs[0].guided.schema_json, R"({"type": "integer"})");
+  EXPECT_EQ(inputs[0].guided.field, "guided_json");
+  EXPECT_EQ(inputs[1].guided.kind, GuidedOutput::Kind::kChoice);
+  EXPECT_EQ(inputs[1].guided.choices, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(inputs[2].guided.kind, GuidedOutput::Kind::kJsonObject);
+  EXPECT_EQ(inputs[3].guided.kind, GuidedOutput::Kind::kNone);
+  for (const GenerateInput& input : inputs) {
+    v1::GuidedOutput wire;
+    grpc_frontend::to_proto(input.guided, wire);
+    const GuidedOutput back = grpc_frontend::from_proto(wire);
+    EXPECT_EQ(back.kind, input.guided.kind);
+    EXPECT_EQ(back.schema_json, input.guided.schema_json);
+    EXPECT_EQ(back.choices, input.guided.choices);
+    EXPECT_EQ(back.field, input.guided.field);
+  }
 }
 
 TEST_F(GenerateTest, UnsetSamplingFieldsTakeTheServiceDefaultsNotProtoZeros) {

@@ -81,6 +81,97 @@ TEST_F(HttpToolCallsTest, OnlyCallsGiveANullContent) {
   EXPECT_EQ(json::parse(result->body)["choices"][0]["message"]["tool_calls"].size(), 1u);
 }
 
+// tool_choice naming a function or "required": the service is asked for guided output (the
+// function's parameters, or vLLM's array of {"name", "parameters"}), and the answer is read as
+// calls whatever the server's parser, here none.
+TEST_F(HttpToolCallsTest, AForcedChoiceAsksForGuidedOutputAndReadsTheAnswerAsCalls) {
+  start_frontend(HttpOptions{});
+  auto result = post_json(
+      "/v1/chat/completions",
+      request(R"({"city": "Paris"})",
+              R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  json message = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Paris"}}));
+  auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_EQ(submitted[0].guided.kind, GuidedOutput::Kind::kJsonSchema);
+  EXPECT_EQ(submitted[0].guided.field, "tools[0].function.parameters");
+  EXPECT_EQ(submitted[0].guided.schema_json,
+            R"({"type":"object","properties":{"city":{"type":"string"}}})");
+
+  const std::string two_calls = R"([{"name": "get_weather", "parameters": {"city": "Paris"}}, )"
+                                R"({"name": "get_weather", "parameters": {"city": "Lyon"}}])";
+  result = post_json("/v1/chat/completions", request(two_calls, R"(, "tool_choice": "required")"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  message = json::parse(result->body)["choices"][0]["message"];
+  ASSERT_EQ(message["tool_calls"].size(), 2u);
+  EXPECT_EQ(json::parse(message["tool_calls"][1]["function"]["arguments"].get<std::string>()),
+            json({{"city", "Lyon"}}));
+  submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 2u);
+  EXPECT_EQ(submitted[1].guided.field, "tool_choice");
+  const json schema = json::parse(submitted[1].guided.schema_json);
+  EXPECT_EQ(schema["type"], "array");
+  EXPECT_EQ(schema["minItems"], 1);
+  EXPECT_FALSE(schema.contains("maxItems"));
+  EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["name"]["enum"], json({"get_weather"}));
+
+  // A tool whose parameters refer to their own definitions keeps them when it joins the list.
+  const std::string nested_tool =
+      R"({"type": "function", "function": {"name": "book", "parameters": {"type": "object", )"
+      R"("properties": {"guest": {"$ref": "#/$defs/Person"}}, "$defs": {"Person": {"type": )"
+      R"("object", "properties": {"name": {"type": "string"}, "friend": {"$ref": "#"}}}}}}})";
+  service_.set_script(R"([{"name": "book", "parameters": {"guest": {"name": "Ann"}}}])");
+  result = post_json("/v1/chat/completions",
+                     R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": )"
+                     R"("required", "max_tokens": 100, "tools": [)" +
+                         kWeatherTool + ", " + nested_tool + "]}");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json rebased = json::parse(service_.submitted().back().guided.schema_json);
+  const json& book = rebased["items"]["anyOf"][1]["properties"]["parameters"];
+  EXPECT_EQ(book["properties"]["guest"]["$ref"],
+            "#/items/anyOf/1/properties/parameters/$defs/Person");
+  EXPECT_EQ(book["$defs"]["Person"]["properties"]["friend"]["$ref"],
+            "#/items/anyOf/1/properties/parameters");
+
+  // A tool the guide cannot force is refused naming the part of its schema.
+  service_.set_script("x");
+  result = post_json("/v1/chat/completions",
+                     R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": )"
+                     R"("required", "tools": [{"type": "function", "function": {"name": "f", )"
+                     R"("parameters": {"type": "object", "properties": {"zip": {"type": )"
+                     R"("string", "pattern": "[0-9]+"}}}}}]})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400) << result->body;
+  EXPECT_EQ(json::parse(result->body)["error"]["param"],
+            "tools[0].function.parameters.properties.zip.pattern");
+}
+
+// A guided answer is what it was forced into from its first token: a reasoning parser that takes
+// an answer without "</think>" for all thinking (deepseek_r1) must not swallow it.
+TEST_F(HttpToolCallsTest, AGuidedAnswerIsNotTakenForReasoning) {
+  HttpOptions options;
+  options.reasoning_parser = "deepseek_r1";
+  start_frontend(options);
+  service_.set_script(R"({"a": 1})");
+  auto result = post_json("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
+                          R"("response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json message = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_EQ(message["content"], R"({"a": 1})");
+  EXPECT_FALSE(message.contains("reasoning") && !message["reasoning"].is_null()) << message;
+}
+
 TEST_F(HttpToolCallsTest, AnAnswerWithoutCallsIsPlainContent) {
   use_parser("hermes");
   auto result = post_json("/v1/chat/completions", request("It is sunny."));

@@ -160,10 +160,14 @@ INSTANTIATE_TEST_SUITE_P(
         // A number no double holds: refused as the body, not a server error.
         Refused{R"({"prompt": "x", "temperature": 1e400})", "", "not valid JSON: number overflow"},
         // vLLM's output-shaping extensions are refused rather than ignored.
-        Refused{R"({"prompt": "x", "guided_choice": ["a", "b"]})", "guided_choice",
-                "not supported"},
-        Refused{R"({"prompt": "x", "guided_json": {"type": "object"}})", "guided_json",
-                "not supported"},
+        Refused{R"({"prompt": "x", "guided_choice": "a"})", "guided_choice",
+                "must be an array of strings"},
+        Refused{R"({"prompt": "x", "guided_choice": ["a", 2]})", "guided_choice[1]",
+                "must be a string"},
+        Refused{R"({"prompt": "x", "guided_json": 5})", "guided_json", "must be a JSON schema"},
+        Refused{R"({"prompt": "x", "guided_json": {}, "guided_choice": ["a"]})", "guided_choice",
+                "only one of"},
+        Refused{R"({"prompt": "x", "guided_regex": "a+"})", "guided_regex", "not supported"},
         Refused{R"({"prompt": "x", "structured_outputs": {"regex": "a+"}})", "structured_outputs",
                 "not supported"},
         Refused{R"({"prompt": "x", "include_stop_str_in_output": 1})", "include_stop_str_in_output",
@@ -272,14 +276,22 @@ INSTANTIATE_TEST_SUITE_P(
                     "tools": [{"function": {"name": "f"}}], "tool_choice": "any"})",
                 "tool_choice", "is not one of", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
-                    "tools": [{"function": {"name": "f"}}], "tool_choice": "required"})",
-                "tool_choice", "guided decoding", true},
+                    "tools": [{"function": {"name": "f"}}],
+                    "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+                "tool_choice.function.name", "not among the tools", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "tools": [{"function": {"name": "f"}}], "tool_choice": "required",
+                    "response_format": {"type": "json_object"}})",
+                "tool_choice", "cannot be combined with response_format", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "tools": [{"function": {"name": "f"}}], "parallel_tool_calls": 1})",
                 "parallel_tool_calls", "must be a boolean", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
-                    "response_format": {"type": "json_object"}})",
-                "response_format", "not supported", true},
+                    "response_format": {"type": "xml"}})",
+                "response_format.type", "must be", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+                    "response_format": {"type": "json_schema", "json_schema": {"name": "a"}}})",
+                "response_format.json_schema.schema", "is required", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "functions": [{}]})",
                 "functions", "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
@@ -367,6 +379,31 @@ TEST(ChatRequest, ToolsAndTheirChoice) {
 
 // vLLM's truncate_prompt_tokens reaches the service as given, on both endpoints; the service
 // checks it against max_model_len (and refuses 0).
+TEST(ChatRequest, GuidedFieldsBecomeTheGuidedOutputInTheClientsKeyOrder) {
+  OpenAiRequest r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "p", "strict": true,
+        "schema": {"type": "object", "properties": {"zeta": {"type": "string"},
+                                                    "alpha": {"type": "integer"}}}}}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kJsonSchema);
+  EXPECT_EQ(r.input.guided.field, "response_format.json_schema.schema");
+  // Declared properties are generated in the schema's order: "zeta" must stay first.
+  EXPECT_EQ(
+      r.input.guided.schema_json,
+      R"({"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"integer"}}})");
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_object"}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kJsonObject);
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "text"}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kNone);
+  r = parse_completion_request(R"({"prompt": "x", "guided_choice": ["yes", "no"]})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kChoice);
+  EXPECT_EQ(r.input.guided.choices, (std::vector<std::string>{"yes", "no"}));
+  r = parse_completion_request(R"({"prompt": "x", "guided_json": "{\"type\": \"boolean\"}"})");
+  EXPECT_EQ(r.input.guided.field, "guided_json");
+  EXPECT_EQ(r.input.guided.schema_json, R"({"type": "boolean"})");
+}
+
 TEST(CompletionRequest, IncludeStopStrInOutputPassesThrough) {
   EXPECT_FALSE(parse_completion_request(R"({"prompt": "x"})").input.include_stop_str_in_output);
   EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],

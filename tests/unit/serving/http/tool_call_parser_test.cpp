@@ -272,3 +272,47 @@ TEST(ToolCallParser, Llama3JsonThatIsNotCallsIsContentAsWritten) {
 
 }  // namespace
 }  // namespace headway::serving::http
+
+namespace headway::serving::http {
+namespace {
+
+// Forced calls (tool_choice naming a function or "required"): the whole answer is read at the end,
+// and an answer cut short (max_tokens) is content as written.
+TEST(ToolCallParser, ForcedNamedArgumentsAreOneCall) {
+  ToolCallParser parser(ToolCallFormat::kNamedArguments, false, "get_weather");
+  Parsed out;
+  parser.feed(R"({"city": "Pa)", out.content, out.calls);
+  EXPECT_TRUE(out.content.empty());
+  EXPECT_TRUE(out.calls.empty());
+  parser.feed(R"(ris", "days": 2})", out.content, out.calls);
+  parser.finish(out.content, out.calls);
+  EXPECT_TRUE(out.content.empty());
+  ASSERT_EQ(out.calls.size(), 1u);
+  EXPECT_EQ(out.calls[0].name, "get_weather");
+  EXPECT_EQ(out.calls[0].arguments, R"({"city":"Paris","days":2})");  // the model's key order
+  EXPECT_TRUE(parser.called());
+
+  ToolCallParser cut(ToolCallFormat::kNamedArguments, false, "get_weather");
+  Parsed partial;
+  cut.feed(R"({"city": "Par)", partial.content, partial.calls);
+  cut.finish(partial.content, partial.calls);
+  EXPECT_EQ(partial.content, R"({"city": "Par)");
+  EXPECT_TRUE(partial.calls.empty());
+}
+
+TEST(ToolCallParser, ForcedCallListGivesEachCall) {
+  const std::string answer = R"([{"name": "a", "parameters": {"x": 1}}, {"name": "b", )"
+                             R"("parameters": {}}])";
+  expect_cut_invariant(ToolCallFormat::kCallList, answer);
+  const Parsed parsed = parse_whole(ToolCallFormat::kCallList, answer);
+  EXPECT_EQ(calls_of(parsed), (std::vector<std::pair<std::string, json>>{{"a", json({{"x", 1}})},
+                                                                         {"b", json::object()}}));
+  EXPECT_TRUE(parsed.content.empty());
+  EXPECT_EQ(parse_whole(ToolCallFormat::kCallList, answer, /*single_call=*/true).calls.size(), 1u);
+  // Not a list of calls (cut short): content as written.
+  EXPECT_EQ(parse_whole(ToolCallFormat::kCallList, R"([{"name": "a")").content, R"([{"name": "a")");
+  EXPECT_EQ(parse_whole(ToolCallFormat::kCallList, "[]").content, "[]");
+}
+
+}  // namespace
+}  // namespace headway::serving::http

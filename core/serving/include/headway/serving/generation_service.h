@@ -36,6 +36,18 @@ struct ChatMessage {
   std::string fields_json;
 };
 
+// What the output must look like (guided decoding, as vLLM's guided_json and guided_choice and
+// OpenAI's response_format). kNone: free text.
+struct GuidedOutput {
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kChoice };
+  Kind kind = Kind::kNone;
+  std::string schema_json;           // kJsonSchema: the schema, JSON text
+  std::vector<std::string> choices;  // kChoice: the output is exactly one of these, as written
+  // The request field that asked for it, which refusals name ("response_format.json_schema.schema",
+  // "guided_json", "guided_choice"); empty: "guided".
+  std::string field;
+};
+
 struct GenerateInput {
   std::string request_id;  // empty: the service assigns a unique one
   std::string model;       // empty or a name from model_info(); anything else is kNotFound
@@ -54,7 +66,9 @@ struct GenerateInput {
   std::string template_kwargs_json;
 
   core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
-  uint32_t max_tokens = 16;       // >= 1 and prompt + max_tokens <= max_model_len
+  // The service compiles it and sets sampling.guide (a guide set by the caller is replaced).
+  GuidedOutput guided;
+  uint32_t max_tokens = 16;  // >= 1 and prompt + max_tokens <= max_model_len
   // The client's name for max_tokens, which a refusal names (OpenAI chat's max_completion_tokens);
   // always a string literal.
   std::string_view max_tokens_field = "max_tokens";

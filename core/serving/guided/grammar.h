@@ -1,0 +1,79 @@
+// The grammar a guided request's output must follow, compiled from a JSON schema (json_schema.h)
+// or a list of choices: a graph of nodes, each one kind of value. GrammarMatcher walks it byte by
+// byte.
+//
+// The JSON it describes is written the way models write JSON most often: no whitespace except one
+// optional space after each ',' and ':' (both `{"a":1,"b":2}` and Python's `{"a": 1, "b": 2}`),
+// an object's declared properties in their declared order (optional ones may be left out).
+//
+// Ownership: plain values; a Grammar owns its nodes. Threading: immutable once built, shared
+// freely.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace headway::serving::guided {
+
+inline constexpr uint32_t kUnbounded = UINT32_MAX;
+
+// Limits that keep a hostile schema from costing the engine thread without bound: how many anyOf
+// choices may be open before a byte decides them (the matcher's recursion), how many parse stacks
+// a place may have, and how big a grammar, an object or a list of literals may be.
+inline constexpr int kMaxChoiceDepth = 64;
+inline constexpr size_t kMaxStacks = 256;
+inline constexpr size_t kMaxNodes = 65536;
+inline constexpr size_t kMaxProperties = 1024;
+inline constexpr size_t kMaxLiterals = 16384;
+
+enum class NodeKind : uint8_t {
+  kObject,    // '{' ... '}'
+  kArray,     // '[' ... ']'
+  kString,    // a JSON string
+  kNumber,    // a JSON number
+  kInteger,   // a JSON number without fraction or exponent
+  kLiterals,  // exactly one of `literals` (JSON text such as `true` or `"red"`, or raw choices)
+  kAnyOf,     // any one of `branches`
+};
+
+struct GrammarProperty {
+  std::string key;  // the key as written between its quotes (JSON-escaped)
+  uint32_t value = 0;
+  bool required = false;
+};
+
+struct GrammarNode {
+  NodeKind kind = NodeKind::kLiterals;
+  // kObject. With properties: exactly those keys may appear, in this order, the required ones
+  // always. Without: any keys (free_keys), each value a `free_value`.
+  std::vector<GrammarProperty> properties;
+  bool free_keys = false;
+  uint32_t free_value = 0;
+  // kArray: each element an `items`, between min_items and max_items of them.
+  uint32_t items = 0;
+  uint32_t min_items = 0;
+  uint32_t max_items = kUnbounded;
+  // kString: length in characters (code points; an escape is one).
+  uint32_t min_length = 0;
+  uint32_t max_length = kUnbounded;
+  // kLiterals: sorted, unique, none empty.
+  std::vector<std::string> literals;
+  // kAnyOf.
+  std::vector<uint32_t> branches;
+};
+
+struct Grammar {
+  std::vector<GrammarNode> nodes;
+  uint32_t root = 0;
+};
+
+// A grammar whose output is exactly one of `choices` (vLLM's guided_choice), as raw text. Throws
+// ServiceError (kInvalidArgument, param `field`) when there are none or one is empty.
+Grammar choice_grammar(std::vector<std::string> choices, const std::string& field);
+
+// A grammar for any JSON object (OpenAI's response_format {"type": "json_object"}).
+Grammar any_json_object_grammar();
+
+}  // namespace headway::serving::guided

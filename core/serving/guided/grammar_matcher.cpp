@@ -1,0 +1,567 @@
+#include "grammar_matcher.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "utf8_rules.h"
+
+namespace headway::serving::guided {
+
+namespace {
+
+static_assert(sizeof(MatchFrame) == 16, "MatchFrame is compared and hashed as bytes");
+
+// Deeper anyOf nesting than this, decided by one byte, is dropped; the compiler refuses schemas
+// that nest them deeper (grammar.h), so only the bound on the recursion's stack use is left here.
+constexpr int kMaxForkDepth = kMaxChoiceDepth;
+// A string frame's node for keys of objects with free keys: no length limits.
+constexpr uint32_t kNoNode = UINT32_MAX;
+
+enum FrameKind : uint8_t {
+  kValue = 1,  // a value of `node` not begun yet
+  kObject,     // a: next declared property, b: the property whose value is being read
+  kKey,        // a declared key being read. node: the object, a: candidate property, b: bytes read
+  kArray,      // a: items begun (saturating, counted only where limits need it)
+  kString,     // phase: escape state, pending: UTF-8 bytes due, a: characters (as kArray counts)
+  kNumber,     // phase: where in the number
+  kLiteral,    // a: lowest literal that matches the bytes read, b: bytes read
+};
+
+enum ObjectPhase : uint8_t {
+  kObjectOpen,        // after '{'
+  kObjectKeyDone,     // after a key's closing quote
+  kObjectColon,       // after ':'
+  kObjectColonSpace,  // after ": "
+  kObjectValueDone,   // after a value
+  kObjectComma,       // after ','
+  kObjectCommaSpace,  // after ", "
+};
+
+enum ArrayPhase : uint8_t { kArrayOpen, kArrayValueDone, kArrayComma, kArrayCommaSpace };
+
+// String escape states: 0 plain, 1 after '\', 2..5 reading \u's hex digits.
+constexpr uint8_t kStringPlain = 0;
+constexpr uint8_t kStringEscape = 1;
+constexpr uint8_t kStringHexFirst = 2;
+constexpr uint8_t kStringHexDone = 6;
+constexpr uint32_t kLowSurrogateDue = 0x100;
+
+enum NumberPhase : uint8_t {
+  kNumberSign,       // after '-'
+  kNumberZero,       // integer part "0"
+  kNumberInt,        // integer part [1-9][0-9]*
+  kNumberDot,        // after '.'
+  kNumberFraction,   // fraction digits
+  kNumberExp,        // after 'e' or 'E'
+  kNumberExpSign,    // after the exponent's sign
+  kNumberExpDigits,  // exponent digits
+};
+
+bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+MatchFrame frame(FrameKind kind, uint32_t node, uint8_t phase = 0) {
+  MatchFrame f;
+  f.kind = kind;
+  f.node = node;
+  f.phase = phase;
+  return f;
+}
+
+// Counting up to the largest limit that reads the count; past it the count no longer matters, so
+// it stops, and states that differ only in a count nobody reads are equal (and share masks).
+uint32_t count_one(uint32_t count, uint32_t min, uint32_t max) {
+  const uint32_t cap = std::max(min, max == kUnbounded ? 0 : max);
+  return count < cap ? count + 1 : count;
+}
+
+bool number_is_complete(uint8_t phase) {
+  return phase == kNumberZero || phase == kNumberInt || phase == kNumberFraction ||
+         phase == kNumberExpDigits;
+}
+
+}  // namespace
+
+void MatchState::append_key(std::string& key) const {
+  const auto stacks = static_cast<uint32_t>(ends.size());
+  key.append(reinterpret_cast<const char*>(&stacks), sizeof(stacks));
+  const size_t at = key.size();
+  const size_t frame_bytes = frames.size() * sizeof(MatchFrame);
+  const size_t end_bytes = ends.size() * sizeof(uint32_t);
+  key.resize(at + frame_bytes + end_bytes);
+  if (frame_bytes > 0) std::memcpy(key.data() + at, frames.data(), frame_bytes);
+  if (end_bytes > 0) std::memcpy(key.data() + at + frame_bytes, ends.data(), end_bytes);
+}
+
+GrammarMatcher::GrammarMatcher(const Grammar& grammar)
+    : grammar_(grammar), fork_scratch_(kMaxForkDepth + 1) {}
+
+void GrammarMatcher::start(MatchState& out) const {
+  out.frames.assign(1, frame(kValue, grammar_.root));
+  out.ends.assign(1, 1);
+}
+
+bool GrammarMatcher::advance(const MatchState& in, uint8_t byte, MatchState& out) const {
+  out.frames.clear();
+  out.ends.clear();
+  uint32_t from = 0;
+  for (const uint32_t end : in.ends) {
+    const size_t begin = out.frames.size();
+    out.frames.insert(out.frames.end(), in.frames.begin() + from, in.frames.begin() + end);
+    feed(out, begin, byte, 0);
+    from = end;
+  }
+  if (out.ends.size() > 1) dedupe(out);
+  return !out.dead();
+}
+
+bool GrammarMatcher::complete(const MatchState& state) const {
+  uint32_t from = 0;
+  for (const uint32_t end : state.ends) {
+    if (end == from) return true;  // everything closed
+    if (end - from == 1) {
+      const MatchFrame& only = state.frames[from];
+      if (only.kind == kNumber && number_is_complete(only.phase)) return true;
+      if (only.kind == kLiteral && grammar_.nodes[only.node].literals[only.a].size() == only.b) {
+        return true;
+      }
+    }
+    from = end;
+  }
+  return false;
+}
+
+bool GrammarMatcher::in_plain_string(const MatchState& state) const {
+  if (state.ends.size() != 1 || state.frames.empty()) return false;
+  const MatchFrame& top = state.frames.back();
+  if (top.kind != kString || top.phase != kStringPlain || top.pending != 0 ||
+      (top.b & kLowSurrogateDue) != 0) {
+    return false;
+  }
+  return top.node == kNoNode || grammar_.nodes[top.node].max_length == kUnbounded;
+}
+
+void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, int depth) const {
+  for (;;) {
+    // A stack that closed its last construct reads no more bytes.
+    if (out.frames.size() == begin) return;
+    const MatchFrame top = out.frames.back();
+    if (top.kind == kValue && grammar_.nodes[top.node].kind == NodeKind::kAnyOf) {
+      if (depth >= kMaxForkDepth) {
+        out.frames.resize(begin);
+        return;
+      }
+      std::vector<MatchFrame>& stack = fork_scratch_[depth];
+      stack.assign(out.frames.begin() + static_cast<std::ptrdiff_t>(begin), out.frames.end());
+      out.frames.resize(begin);
+      for (const uint32_t branch : grammar_.nodes[top.node].branches) {
+        const size_t start = out.frames.size();
+        out.frames.insert(out.frames.end(), stack.begin(), stack.end());
+        out.frames.back().node = branch;
+        feed(out, start, byte, depth + 1);
+      }
+      return;
+    }
+    switch (step(out.frames, begin, byte)) {
+      case Step::kConsumed:
+        if (out.ends.size() >= kMaxStacks) {  // ambiguity no real schema reaches (grammar.h)
+          out.frames.resize(begin);
+          return;
+        }
+        out.ends.push_back(static_cast<uint32_t>(out.frames.size()));
+        return;
+      case Step::kRejected:
+        out.frames.resize(begin);
+        return;
+      case Step::kRetry:
+        break;
+    }
+  }
+}
+
+GrammarMatcher::Step GrammarMatcher::step(std::vector<MatchFrame>& frames, size_t begin,
+                                          uint8_t byte) const {
+  switch (frames.back().kind) {
+    case kValue:
+      return step_value(frames, byte);
+    case kObject:
+      return step_object(frames, byte);
+    case kKey:
+      return step_key(frames, begin, byte);
+    case kArray:
+      return step_array(frames, byte);
+    case kString:
+      return step_string(frames, byte);
+    case kNumber:
+      return step_number(frames, byte);
+    case kLiteral:
+      return step_literal(frames, byte);
+    default:
+      return Step::kRejected;
+  }
+}
+
+GrammarMatcher::Step GrammarMatcher::step_value(std::vector<MatchFrame>& frames,
+                                                uint8_t byte) const {
+  MatchFrame& top = frames.back();
+  switch (grammar_.nodes[top.node].kind) {
+    case NodeKind::kObject:
+      if (byte != '{') return Step::kRejected;
+      top = frame(kObject, top.node, kObjectOpen);
+      return Step::kConsumed;
+    case NodeKind::kArray:
+      if (byte != '[') return Step::kRejected;
+      top = frame(kArray, top.node, kArrayOpen);
+      return Step::kConsumed;
+    case NodeKind::kString:
+      if (byte != '"') return Step::kRejected;
+      top = frame(kString, top.node, kStringPlain);
+      return Step::kConsumed;
+    case NodeKind::kNumber:
+    case NodeKind::kInteger:
+      if (byte == '-') {
+        top = frame(kNumber, top.node, kNumberSign);
+      } else if (byte == '0') {
+        top = frame(kNumber, top.node, kNumberZero);
+      } else if (byte >= '1' && byte <= '9') {
+        top = frame(kNumber, top.node, kNumberInt);
+      } else {
+        return Step::kRejected;
+      }
+      return Step::kConsumed;
+    case NodeKind::kLiterals:
+      top = frame(kLiteral, top.node);
+      return Step::kRetry;
+    case NodeKind::kAnyOf:
+      break;  // feed() forks these before they get here
+  }
+  return Step::kRejected;
+}
+
+uint32_t GrammarMatcher::key_window_end(const GrammarNode& object, uint32_t from) const {
+  const auto count = static_cast<uint32_t>(object.properties.size());
+  for (uint32_t j = from; j < count; ++j) {
+    if (object.properties[j].required) return j + 1;
+  }
+  return count;
+}
+
+GrammarMatcher::Step GrammarMatcher::step_object(std::vector<MatchFrame>& frames,
+                                                 uint8_t byte) const {
+  MatchFrame& top = frames.back();
+  const GrammarNode& object = grammar_.nodes[top.node];
+  const auto props = static_cast<uint32_t>(object.properties.size());
+  // '}' may come once no required property is left.
+  const uint32_t window_end = key_window_end(object, top.a);
+  const bool may_close =
+      object.free_keys || window_end == top.a || !object.properties[window_end - 1].required;
+  const auto begin_key = [&]() {
+    if (object.free_keys) {
+      top.phase = kObjectKeyDone;
+      frames.push_back(frame(kString, kNoNode, kStringPlain));
+      return Step::kConsumed;
+    }
+    if (top.a >= props) return Step::kRejected;
+    top.phase = kObjectKeyDone;
+    MatchFrame key = frame(kKey, top.node);
+    key.a = top.a;  // every property in the window matches the empty prefix
+    frames.push_back(key);
+    return Step::kConsumed;
+  };
+  const auto begin_value = [&]() {
+    const uint32_t value = object.free_keys ? object.free_value : object.properties[top.b].value;
+    top.phase = kObjectValueDone;
+    frames.push_back(frame(kValue, value));
+    return Step::kRetry;
+  };
+  switch (top.phase) {
+    case kObjectOpen:
+      if (byte == '"') return begin_key();
+      if (byte == '}' && may_close) {
+        frames.pop_back();
+        return Step::kConsumed;
+      }
+      return Step::kRejected;
+    case kObjectKeyDone:
+      if (byte != ':') return Step::kRejected;
+      top.phase = kObjectColon;
+      return Step::kConsumed;
+    case kObjectColon:
+      if (byte == ' ') {
+        top.phase = kObjectColonSpace;
+        return Step::kConsumed;
+      }
+      return begin_value();
+    case kObjectColonSpace:
+      return begin_value();
+    case kObjectValueDone:
+      if (byte == ',' && (object.free_keys || top.a < props)) {
+        top.phase = kObjectComma;
+        return Step::kConsumed;
+      }
+      if (byte == '}' && may_close) {
+        frames.pop_back();
+        return Step::kConsumed;
+      }
+      return Step::kRejected;
+    case kObjectComma:
+      if (byte == ' ') {
+        top.phase = kObjectCommaSpace;
+        return Step::kConsumed;
+      }
+      return byte == '"' ? begin_key() : Step::kRejected;
+    case kObjectCommaSpace:
+      return byte == '"' ? begin_key() : Step::kRejected;
+    default:
+      return Step::kRejected;
+  }
+}
+
+GrammarMatcher::Step GrammarMatcher::step_key(std::vector<MatchFrame>& frames, size_t begin,
+                                              uint8_t byte) const {
+  if (frames.size() < begin + 2) return Step::kRejected;  // a key always sits on its object
+  MatchFrame& key = frames.back();
+  MatchFrame& owner = frames[frames.size() - 2];
+  const GrammarNode& object = grammar_.nodes[key.node];
+  const std::string& matched = object.properties[key.a].key;
+  const uint32_t end = key_window_end(object, owner.a);
+  // The properties that match the bytes read are those whose key starts like the candidate's.
+  for (uint32_t j = key.a; j < end; ++j) {
+    const std::string& candidate = object.properties[j].key;
+    if (candidate.size() < key.b || candidate.compare(0, key.b, matched, 0, key.b) != 0) continue;
+    if (candidate.size() > key.b && static_cast<uint8_t>(candidate[key.b]) == byte) {
+      key.a = j;
+      ++key.b;
+      return Step::kConsumed;
+    }
+    if (byte == '"' && candidate.size() == key.b) {
+      owner.b = j;
+      owner.a = j + 1;
+      frames.pop_back();
+      return Step::kConsumed;
+    }
+  }
+  return Step::kRejected;
+}
+
+GrammarMatcher::Step GrammarMatcher::step_array(std::vector<MatchFrame>& frames,
+                                                uint8_t byte) const {
+  MatchFrame& top = frames.back();
+  const GrammarNode& array = grammar_.nodes[top.node];
+  const auto begin_item = [&]() {
+    if (top.a >= array.max_items) return Step::kRejected;
+    top.phase = kArrayValueDone;
+    top.a = count_one(top.a, array.min_items, array.max_items);
+    frames.push_back(frame(kValue, array.items));
+    return Step::kRetry;
+  };
+  switch (top.phase) {
+    case kArrayOpen:
+      if (byte == ']') {
+        if (array.min_items > 0) return Step::kRejected;
+        frames.pop_back();
+        return Step::kConsumed;
+      }
+      return begin_item();
+    case kArrayValueDone:
+      if (byte == ',' && top.a < array.max_items) {
+        top.phase = kArrayComma;
+        return Step::kConsumed;
+      }
+      if (byte == ']' && top.a >= array.min_items) {
+        frames.pop_back();
+        return Step::kConsumed;
+      }
+      return Step::kRejected;
+    case kArrayComma:
+      if (byte == ' ') {
+        top.phase = kArrayCommaSpace;
+        return Step::kConsumed;
+      }
+      return begin_item();
+    case kArrayCommaSpace:
+      return begin_item();
+    default:
+      return Step::kRejected;
+  }
+}
+
+GrammarMatcher::Step GrammarMatcher::step_string(std::vector<MatchFrame>& frames,
+                                                 uint8_t byte) const {
+  MatchFrame& top = frames.back();
+  const uint32_t min = top.node == kNoNode ? 0 : grammar_.nodes[top.node].min_length;
+  const uint32_t max = top.node == kNoNode ? kUnbounded : grammar_.nodes[top.node].max_length;
+  const auto character_done = [&]() { top.a = count_one(top.a, min, max); };
+  // pending: the continuation bytes due (low byte), and the lead byte while its first
+  // continuation is due (high byte), which narrows that one's range (utf8_rules.h).
+  if (top.pending > 0) {
+    const auto lead = static_cast<uint8_t>(top.pending >> 8);
+    const ByteRange range = lead != 0 ? utf8_second_byte(lead) : ByteRange{0x80, 0xBF};
+    if (byte < range.low || byte > range.high) return Step::kRejected;
+    top.pending = static_cast<uint16_t>((top.pending & 0xFF) - 1);
+    if (top.pending == 0) character_done();
+    return Step::kConsumed;
+  }
+  // \u escapes: b holds the first two hex digits' value, and kLowSurrogateDue once a high
+  // surrogate (\uD800 to \uDBFF) was read, which a low one (\uDC00 to \uDFFF) must follow: a
+  // lone surrogate is not a character, and strict parsers refuse it.
+  const bool low_due = (top.b & kLowSurrogateDue) != 0;
+  if (top.phase == kStringEscape) {
+    if (byte == 'u') {
+      top.phase = kStringHexFirst;
+      return Step::kConsumed;
+    }
+    if (low_due || std::strchr("\"\\/bfnrt", byte) == nullptr || byte == 0) {
+      return Step::kRejected;
+    }
+    top.phase = kStringPlain;
+    character_done();
+    return Step::kConsumed;
+  }
+  if (top.phase >= kStringHexFirst) {
+    if (!is_hex(byte)) return Step::kRejected;
+    const uint32_t digit = is_digit(byte) ? byte - '0' : (byte | 0x20) - 'a' + 10;
+    if (top.phase < kStringHexFirst + 2) {
+      top.b = (top.b & kLowSurrogateDue) | ((top.b & 0xFF) << 4 | digit);
+      if (top.phase == kStringHexFirst + 1) {
+        const uint32_t lead = top.b & 0xFF;
+        const bool low = lead >= 0xDC && lead <= 0xDF;
+        if (low != low_due) return Step::kRejected;
+      }
+    }
+    if (++top.phase == kStringHexDone) {
+      top.phase = kStringPlain;
+      const uint32_t lead = top.b & 0xFF;
+      if (lead >= 0xD8 && lead <= 0xDB) {
+        top.b = kLowSurrogateDue;  // the character is done with its low half
+      } else {
+        top.b = 0;
+        character_done();
+      }
+    }
+    return Step::kConsumed;
+  }
+  if (low_due) {
+    if (byte != '\\') return Step::kRejected;
+    top.phase = kStringEscape;
+    return Step::kConsumed;
+  }
+  if (byte == '"') {
+    if (top.a < min) return Step::kRejected;
+    frames.pop_back();
+    return Step::kConsumed;
+  }
+  if (max != kUnbounded && top.a >= max) return Step::kRejected;  // no room for a character
+  if (byte == '\\') {
+    top.phase = kStringEscape;
+    return Step::kConsumed;
+  }
+  if (byte >= 0x20 && byte < 0x80) {
+    character_done();
+    return Step::kConsumed;
+  }
+  // Control characters must be escaped; anything else must lead a UTF-8 character.
+  const uint8_t due = byte < 0x20 ? 0 : utf8_continuations(byte);
+  if (due == 0) return Step::kRejected;
+  top.pending = static_cast<uint16_t>(byte << 8 | due);
+  return Step::kConsumed;
+}
+
+GrammarMatcher::Step GrammarMatcher::step_number(std::vector<MatchFrame>& frames,
+                                                 uint8_t byte) const {
+  MatchFrame& top = frames.back();
+  const bool integer = grammar_.nodes[top.node].kind == NodeKind::kInteger;
+  const auto to = [&](uint8_t phase) {
+    top.phase = phase;
+    return Step::kConsumed;
+  };
+  // A complete number that cannot take the byte ends; its parent reads the byte.
+  const auto end_here = [&]() {
+    frames.pop_back();
+    return Step::kRetry;
+  };
+  const bool exponent = !integer && (byte == 'e' || byte == 'E');
+  switch (top.phase) {
+    case kNumberSign:
+      if (byte == '0') return to(kNumberZero);
+      return byte >= '1' && byte <= '9' ? to(kNumberInt) : Step::kRejected;
+    case kNumberZero:
+    case kNumberInt:
+      if (top.phase == kNumberInt && is_digit(byte)) return Step::kConsumed;
+      if (!integer && byte == '.') return to(kNumberDot);
+      if (exponent) return to(kNumberExp);
+      return end_here();
+    case kNumberDot:
+      return is_digit(byte) ? to(kNumberFraction) : Step::kRejected;
+    case kNumberFraction:
+      if (is_digit(byte)) return Step::kConsumed;
+      if (exponent) return to(kNumberExp);
+      return end_here();
+    case kNumberExp:
+      if (byte == '+' || byte == '-') return to(kNumberExpSign);
+      return is_digit(byte) ? to(kNumberExpDigits) : Step::kRejected;
+    case kNumberExpSign:
+      return is_digit(byte) ? to(kNumberExpDigits) : Step::kRejected;
+    case kNumberExpDigits:
+      return is_digit(byte) ? Step::kConsumed : end_here();
+    default:
+      return Step::kRejected;
+  }
+}
+
+GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frames,
+                                                  uint8_t byte) const {
+  MatchFrame& top = frames.back();
+  const std::vector<std::string>& literals = grammar_.nodes[top.node].literals;
+  const std::string& matched = literals[top.a];
+  const uint32_t read = top.b;
+  // Sorted: the first literal that is not below (bytes read + byte) is the one to continue with,
+  // if any does.
+  const auto below = [&](const std::string& literal, uint8_t next) {
+    const int order = literal.compare(0, read, matched, 0, read);
+    if (order != 0) return order < 0;
+    return literal.size() <= read || static_cast<uint8_t>(literal[read]) < next;
+  };
+  const auto found = std::lower_bound(literals.begin() + top.a, literals.end(), byte, below);
+  if (found != literals.end() && found->size() > read &&
+      found->compare(0, read, matched, 0, read) == 0 &&
+      static_cast<uint8_t>((*found)[read]) == byte) {
+    top.a = static_cast<uint32_t>(found - literals.begin());
+    ++top.b;
+    return Step::kConsumed;
+  }
+  if (matched.size() != read) return Step::kRejected;
+  frames.pop_back();  // a whole literal: the parent reads the byte
+  return Step::kRetry;
+}
+
+void GrammarMatcher::dedupe(MatchState& state) {
+  size_t kept_stacks = 0;
+  uint32_t kept_end = 0;
+  uint32_t from = 0;
+  for (size_t i = 0; i < state.ends.size(); ++i) {
+    const uint32_t end = state.ends[i];
+    const uint32_t size = end - from;
+    bool seen = false;
+    uint32_t other_from = 0;
+    for (size_t k = 0; k < kept_stacks && !seen; ++k) {
+      const uint32_t other_end = state.ends[k];
+      seen = other_end - other_from == size &&
+             std::equal(state.frames.begin() + other_from, state.frames.begin() + other_end,
+                        state.frames.begin() + from);
+      other_from = other_end;
+    }
+    if (!seen) {
+      std::copy(state.frames.begin() + from, state.frames.begin() + end,
+                state.frames.begin() + kept_end);
+      kept_end += size;
+      state.ends[kept_stacks++] = kept_end;
+    }
+    from = end;
+  }
+  state.frames.resize(kept_end);
+  state.ends.resize(kept_stacks);
+}
+
+}  // namespace headway::serving::guided

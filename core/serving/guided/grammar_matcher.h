@@ -1,0 +1,77 @@
+// Walks a Grammar one byte at a time: where a guided request's output stands, and whether a next
+// byte may come. A place in the grammar is a MatchState: the possible parse stacks (several only
+// while an anyOf has not been decided yet), each a stack of frames (the open object, the string
+// being read, ...).
+//
+// The step loop and the vocabulary scan advance states millions of times, so a MatchState keeps
+// its storage: advance() into a state that held as much before allocates nothing.
+//
+// Ownership: the matcher keeps a reference to the grammar, which must outlive it.
+// Threading: a matcher has scratch space, so one thread at a time; states are plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "grammar.h"
+
+namespace headway::serving::guided {
+
+// One open construct; what the fields mean depends on `kind` (grammar_matcher.cpp).
+struct MatchFrame {
+  uint8_t kind = 0;
+  uint8_t phase = 0;
+  uint16_t pending = 0;  // kString: UTF-8 continuation bytes still due
+  uint32_t node = 0;
+  uint32_t a = 0;
+  uint32_t b = 0;
+  bool operator==(const MatchFrame&) const = default;
+};
+
+struct MatchState {
+  std::vector<MatchFrame> frames;  // the stacks, one after another, bottom first
+  std::vector<uint32_t> ends;      // stack i is frames[ends[i - 1], ends[i])
+  // No stack is left: the bytes so far cannot begin an output of the grammar.
+  bool dead() const { return ends.empty(); }
+  // The bytes of the state (frames and stack ends), appended to `key`: equal keys, equal states.
+  void append_key(std::string& key) const;
+};
+
+class GrammarMatcher {
+ public:
+  explicit GrammarMatcher(const Grammar& grammar);
+
+  // The state before any byte.
+  void start(MatchState& out) const;
+  // `out` becomes `in` after `byte`; false when the byte may not come there (out is dead).
+  bool advance(const MatchState& in, uint8_t byte, MatchState& out) const;
+  // Whether the bytes so far are a complete output (it may still go on, as a number may).
+  bool complete(const MatchState& state) const;
+  // Whether `state` is inside a JSON string of no length limit, between characters and escapes:
+  // there, any run of whole characters other than controls, '"' and '\\' fits and leaves it so.
+  bool in_plain_string(const MatchState& state) const;
+
+ private:
+  enum class Step { kConsumed, kRejected, kRetry };
+  // Feeds `byte` to the stack that starts at out.frames[begin] (the last one there); appends the
+  // resulting stacks' ends to out.ends, or removes the stack.
+  void feed(MatchState& out, size_t begin, uint8_t byte, int depth) const;
+  Step step(std::vector<MatchFrame>& frames, size_t begin, uint8_t byte) const;
+  Step step_value(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_object(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_key(std::vector<MatchFrame>& frames, size_t begin, uint8_t byte) const;
+  Step step_array(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_string(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_number(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_literal(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  // Of an object's properties from `from` on, one past the last that may come next (all before
+  // it optional).
+  uint32_t key_window_end(const GrammarNode& object, uint32_t from) const;
+  static void dedupe(MatchState& state);
+
+  const Grammar& grammar_;
+  mutable std::vector<std::vector<MatchFrame>> fork_scratch_;  // one per anyOf nesting depth
+};
+
+}  // namespace headway::serving::guided

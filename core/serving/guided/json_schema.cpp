@@ -1,0 +1,479 @@
+#include "json_schema.h"
+
+#include <fmt/format.h>
+#include <headway/serving/json_text.h>
+#include <headway/serving/service_error.h>
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+namespace headway::serving::guided {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Keywords that describe a schema without constraining its values.
+constexpr std::array<std::string_view, 12> kAnnotations = {
+    "title",    "description", "default",  "examples",  "$schema", "$id",
+    "$comment", "deprecated",  "readOnly", "writeOnly", "$defs",   "definitions"};
+
+// Keywords each value type reads; anything else on a schema is refused.
+const std::set<std::string_view>& handled_keywords() {
+  static const std::set<std::string_view> keywords = {
+      "type",      "properties", "required", "additionalProperties",
+      "items",     "minItems",   "maxItems", "minLength",
+      "maxLength", "enum",       "const",    "anyOf",
+      "oneOf",     "allOf",      "$ref"};
+  return keywords;
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& message) {
+  throw ServiceError(ErrorCode::kInvalidArgument, fmt::format("{}: {}", path, message), path);
+}
+
+// A JSON value as a literal the output must match: compact JSON text, as models write it.
+std::string literal_text(const Json& value) {
+  return value.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+class SchemaCompiler {
+ public:
+  SchemaCompiler(const Json& root, std::string field) : root_(root), field_(std::move(field)) {}
+
+  Grammar compile() {
+    grammar_.root = compile_schema(root_, field_, 0);
+    check_no_empty_cycles();
+    return std::move(grammar_);
+  }
+
+ private:
+  uint32_t add(GrammarNode node) {
+    if (grammar_.nodes.size() >= kMaxNodes) {
+      refuse(field_, fmt::format("the schema has more than {} values and choices to follow; "
+                                 "guided decoding takes smaller ones",
+                                 kMaxNodes));
+    }
+    grammar_.nodes.push_back(std::move(node));
+    return static_cast<uint32_t>(grammar_.nodes.size() - 1);
+  }
+
+  uint32_t literals(std::vector<std::string> texts) {
+    GrammarNode node;
+    node.kind = NodeKind::kLiterals;
+    std::sort(texts.begin(), texts.end());
+    texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+    node.literals = std::move(texts);
+    return add(std::move(node));
+  }
+
+  // Any JSON value; built once per grammar.
+  uint32_t any_value() {
+    if (any_) return *any_;
+    const uint32_t any = add({});  // filled below: objects and arrays refer back to it
+    any_ = any;
+    GrammarNode object;
+    object.kind = NodeKind::kObject;
+    object.free_keys = true;
+    object.free_value = any;
+    GrammarNode array;
+    array.kind = NodeKind::kArray;
+    array.items = any;
+    GrammarNode string;
+    string.kind = NodeKind::kString;
+    GrammarNode number;
+    number.kind = NodeKind::kNumber;
+    const std::vector<uint32_t> branches = {add(std::move(object)), add(std::move(array)),
+                                            add(std::move(string)), add(std::move(number)),
+                                            literals({"true", "false", "null"})};
+    grammar_.nodes[any].kind = NodeKind::kAnyOf;
+    grammar_.nodes[any].branches = branches;
+    return any;
+  }
+
+  static uint32_t count_of(const Json& schema, const char* keyword, const std::string& path,
+                           uint32_t fallback) {
+    const auto it = schema.find(keyword);
+    if (it == schema.end()) return fallback;
+    if (!it->is_number_integer() && !it->is_number_unsigned()) {
+      refuse(path + "." + keyword, "must be a non-negative integer");
+    }
+    if (it->is_number_integer() && it->get<int64_t>() < 0) {
+      refuse(path + "." + keyword, "must be a non-negative integer");
+    }
+    const uint64_t value = it->get<uint64_t>();
+    return static_cast<uint32_t>(std::min<uint64_t>(value, kUnbounded));
+  }
+
+  // Each schema object is compiled once, however many places use it (a list of types, a $ref),
+  // so that a small schema cannot grow into an exponential grammar.
+  uint32_t compile_schema(const Json& schema, const std::string& path, int depth) {
+    if (const auto known = compiled_.find(&schema); known != compiled_.end()) {
+      return known->second;
+    }
+    const uint32_t node = compile_uncached(schema, path, depth);
+    compiled_.emplace(&schema, node);
+    return node;
+  }
+
+  // $ref, allOf, anyOf, oneOf are read alone, and enum and const with at most a type: a keyword
+  // beside them that would constrain the value is refused rather than dropped.
+  static void refuse_siblings(const Json& schema, const std::string& path) {
+    static constexpr std::array<std::string_view, 6> kAlone = {"$ref",  "allOf", "anyOf",
+                                                               "oneOf", "const", "enum"};
+    const auto lead = std::find_if(kAlone.begin(), kAlone.end(),
+                                   [&](std::string_view k) { return schema.contains(k); });
+    if (lead == kAlone.end()) return;
+    const bool literal = *lead == "const" || *lead == "enum";
+    for (const auto& [keyword, value] : schema.items()) {
+      if (keyword == *lead || handled_keywords().count(keyword) == 0) continue;
+      if (literal && (keyword == "type" || keyword == "enum")) continue;  // pydantic writes these
+      refuse(path + "." + keyword,
+             fmt::format("'{}' cannot be combined with '{}' in one schema: guided decoding reads "
+                         "'{}' alone (move the constraint into it)",
+                         keyword, *lead, *lead));
+    }
+  }
+
+  uint32_t compile_uncached(const Json& schema, const std::string& path, int depth) {
+    if (depth > kMaxJsonDepth) refuse(path, "nests too deep");
+    if (schema.is_boolean()) {
+      if (!schema.get<bool>()) refuse(path, "the schema false matches nothing");
+      return any_value();
+    }
+    if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
+    for (const auto& [keyword, value] : schema.items()) {
+      if (handled_keywords().count(keyword) != 0) continue;
+      if (std::find(kAnnotations.begin(), kAnnotations.end(), keyword) != kAnnotations.end()) {
+        continue;
+      }
+      refuse(path + "." + keyword,
+             fmt::format("the keyword '{}' is not supported by guided decoding (supported: type, "
+                         "properties, required, additionalProperties, items, minItems, maxItems, "
+                         "minLength, maxLength, enum, const, anyOf, oneOf, allOf of one schema, "
+                         "$ref)",
+                         keyword));
+    }
+    refuse_siblings(schema, path);
+    if (const auto ref = schema.find("$ref"); ref != schema.end()) {
+      return compile_ref(*ref, path + ".$ref", depth);
+    }
+    if (const auto all = schema.find("allOf"); all != schema.end()) {
+      if (!all->is_array() || all->size() != 1) {
+        refuse(path + ".allOf", "only an allOf of exactly one schema is supported");
+      }
+      return compile_schema((*all)[0], path + ".allOf[0]", depth + 1);
+    }
+    if (const auto constant = schema.find("const"); constant != schema.end()) {
+      return literals({literal_text(*constant)});
+    }
+    if (const auto values = schema.find("enum"); values != schema.end()) {
+      if (!values->is_array() || values->empty()) {
+        refuse(path + ".enum", "must be a non-empty array");
+      }
+      if (values->size() > kMaxLiterals) {
+        refuse(path + ".enum", fmt::format("has {} values; guided decoding takes at most {}",
+                                           values->size(), kMaxLiterals));
+      }
+      std::vector<std::string> texts;
+      for (const Json& value : *values) texts.push_back(literal_text(value));
+      return literals(std::move(texts));
+    }
+    for (const char* keyword : {"anyOf", "oneOf"}) {
+      const auto options = schema.find(keyword);
+      if (options == schema.end()) continue;
+      if (!options->is_array() || options->empty()) {
+        refuse(path + "." + keyword, "must be a non-empty array of schemas");
+      }
+      GrammarNode node;
+      node.kind = NodeKind::kAnyOf;
+      for (size_t i = 0; i < options->size(); ++i) {
+        node.branches.push_back(
+            compile_schema((*options)[i], fmt::format("{}.{}[{}]", path, keyword, i), depth + 1));
+      }
+      return add(std::move(node));
+    }
+    const auto type = schema.find("type");
+    if (type == schema.end()) return compile_untyped(schema, path, depth);
+    if (type->is_string()) return compile_typed(schema, type->get<std::string>(), path, depth);
+    if (!type->is_array() || type->empty()) {
+      refuse(path + ".type", "must be a type name or a non-empty array of them");
+    }
+    GrammarNode node;
+    node.kind = NodeKind::kAnyOf;
+    std::set<std::string> seen;
+    for (const Json& name : *type) {
+      if (!name.is_string()) refuse(path + ".type", "must be a type name or an array of them");
+      if (!seen.insert(name.get<std::string>()).second) continue;  // ["string", "string"]
+      node.branches.push_back(compile_typed(schema, name.get<std::string>(), path, depth));
+    }
+    return add(std::move(node));
+  }
+
+  // No "type": what the keywords imply, else any value.
+  uint32_t compile_untyped(const Json& schema, const std::string& path, int depth) {
+    if (schema.contains("properties") || schema.contains("required") ||
+        schema.contains("additionalProperties")) {
+      return compile_typed(schema, "object", path, depth);
+    }
+    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
+      return compile_typed(schema, "array", path, depth);
+    }
+    if (schema.contains("minLength") || schema.contains("maxLength")) {
+      return compile_typed(schema, "string", path, depth);
+    }
+    return any_value();
+  }
+
+  uint32_t compile_typed(const Json& schema, const std::string& type, const std::string& path,
+                         int depth) {
+    GrammarNode node;
+    if (type == "object") return compile_object(schema, path, depth);
+    if (type == "array") return compile_array(schema, path, depth);
+    if (type == "string") {
+      node.kind = NodeKind::kString;
+      node.min_length = count_of(schema, "minLength", path, 0);
+      node.max_length = count_of(schema, "maxLength", path, kUnbounded);
+      if (node.min_length > node.max_length) {
+        refuse(path + ".minLength", "is above maxLength: no string matches");
+      }
+      return add(std::move(node));
+    }
+    if (type == "number" || type == "integer") {
+      node.kind = type == "number" ? NodeKind::kNumber : NodeKind::kInteger;
+      return add(std::move(node));
+    }
+    if (type == "boolean") return literals({"true", "false"});
+    if (type == "null") return literals({"null"});
+    refuse(path + ".type", fmt::format("unknown type '{}' (object, array, string, number, "
+                                       "integer, boolean or null)",
+                                       type));
+  }
+
+  uint32_t compile_object(const Json& schema, const std::string& path, int depth) {
+    GrammarNode node;
+    node.kind = NodeKind::kObject;
+    std::map<std::string, size_t> index;  // property name -> place in node.properties
+    std::vector<std::string> names;
+    if (const auto properties = schema.find("properties"); properties != schema.end()) {
+      if (!properties->is_object()) refuse(path + ".properties", "must be an object");
+      if (properties->size() > kMaxProperties) {
+        refuse(path + ".properties",
+               fmt::format("has {} properties; guided decoding takes at most {}",
+                           properties->size(), kMaxProperties));
+      }
+      for (const auto& [name, property] : properties->items()) {
+        GrammarProperty entry;
+        entry.key = literal_text(Json(name));
+        entry.key = entry.key.substr(1, entry.key.size() - 2);
+        entry.value = compile_schema(property, path + ".properties." + name, depth + 1);
+        index.emplace(name, node.properties.size());
+        node.properties.push_back(std::move(entry));
+      }
+    }
+    if (const auto required = schema.find("required"); required != schema.end()) {
+      if (!required->is_array()) refuse(path + ".required", "must be an array of names");
+      for (size_t i = 0; i < required->size(); ++i) {
+        const Json& name = (*required)[i];
+        if (!name.is_string()) {
+          refuse(fmt::format("{}.required[{}]", path, i), "must be a property name");
+        }
+        const auto found = index.find(name.get<std::string>());
+        if (found != index.end()) {
+          node.properties[found->second].required = true;
+          continue;
+        }
+        // Required but not described: any value, after the described ones.
+        GrammarProperty entry;
+        entry.key = literal_text(name);
+        entry.key = entry.key.substr(1, entry.key.size() - 2);
+        entry.value = any_value();
+        entry.required = true;
+        index.emplace(name.get<std::string>(), node.properties.size());
+        node.properties.push_back(std::move(entry));
+      }
+    }
+    const auto additional = schema.find("additionalProperties");
+    if (additional != schema.end() && !additional->is_boolean() && !additional->is_object()) {
+      refuse(path + ".additionalProperties", "must be a boolean or a schema");
+    }
+    if (node.properties.empty()) {
+      const bool closed =
+          additional != schema.end() && additional->is_boolean() && !additional->get<bool>();
+      if (!closed) {
+        node.free_keys = true;
+        node.free_value =
+            additional == schema.end() || additional->is_boolean()
+                ? any_value()
+                : compile_schema(*additional, path + ".additionalProperties", depth + 1);
+      }
+    }
+    return add(std::move(node));
+  }
+
+  uint32_t compile_array(const Json& schema, const std::string& path, int depth) {
+    GrammarNode node;
+    node.kind = NodeKind::kArray;
+    node.min_items = count_of(schema, "minItems", path, 0);
+    node.max_items = count_of(schema, "maxItems", path, kUnbounded);
+    if (node.min_items > node.max_items) {
+      refuse(path + ".minItems", "is above maxItems: no array matches");
+    }
+    const auto items = schema.find("items");
+    if (items != schema.end() && items->is_boolean() && !items->get<bool>()) {
+      if (node.min_items > 0) refuse(path + ".items", "is false but minItems asks for items");
+      node.max_items = 0;
+      node.items = any_value();
+    } else {
+      node.items =
+          items == schema.end() ? any_value() : compile_schema(*items, path + ".items", depth + 1);
+    }
+    return add(std::move(node));
+  }
+
+  // "#", "#/$defs/Name", "#/definitions/Name" (any local JSON pointer). Compiled once; a schema
+  // that refers to itself reaches the same node.
+  uint32_t compile_ref(const Json& ref, const std::string& path, int depth) {
+    if (!ref.is_string()) refuse(path, "must be a string");
+    const std::string target = ref.get<std::string>();
+    if (const auto known = refs_.find(target); known != refs_.end()) return known->second;
+    if (target.empty() || target[0] != '#') {
+      refuse(path, fmt::format("'{}' is not a reference inside this schema (only '#...' ones "
+                               "are: nothing is fetched)",
+                               target));
+    }
+    const Json* resolved = nullptr;
+    try {
+      const Json::json_pointer pointer(target.substr(1));
+      if (root_.contains(pointer)) resolved = &root_.at(pointer);
+    } catch (const nlohmann::json::exception&) {
+      refuse(path, fmt::format("'{}' is not a JSON pointer", target));
+    }
+    if (resolved == nullptr) refuse(path, fmt::format("'{}' names nothing in this schema", target));
+    // A one-branch anyOf stands for the target, so that the target can refer back to it.
+    GrammarNode wrapper;
+    wrapper.kind = NodeKind::kAnyOf;
+    const uint32_t node = add(std::move(wrapper));
+    refs_.emplace(target, node);
+    const uint32_t compiled = compile_schema(*resolved, path + "(" + target + ")", depth + 1);
+    grammar_.nodes[node].branches.push_back(compiled);
+    return node;
+  }
+
+  // A value that is only a choice between values that are only choices ... leading back to it
+  // would make the matcher loop without reading a byte ({"$defs": {"a": {"anyOf": [{"$ref":
+  // "#/$defs/a"}]}}}).
+  void check_no_empty_cycles() const {
+    check_cycles();
+    // Longest chain of choices before a value (the matcher forks once per link).
+    std::vector<int> chain(grammar_.nodes.size(), -1);
+    const auto too_deep = [&] {
+      refuse(field_, fmt::format("choices ($ref, anyOf, type lists) nest more than {} deep "
+                                 "before a value; guided decoding takes shallower ones",
+                                 kMaxChoiceDepth));
+    };
+    // `level`: links above on this path, so that the recursion stops at the limit.
+    const std::function<int(uint32_t, int)> depth_of = [&](uint32_t node, int level) {
+      if (level > kMaxChoiceDepth) too_deep();
+      if (chain[node] >= 0) return chain[node];
+      const GrammarNode& n = grammar_.nodes[node];
+      int longest = 0;
+      if (n.kind == NodeKind::kAnyOf) {
+        for (const uint32_t branch : n.branches) {
+          longest = std::max(longest, 1 + depth_of(branch, level + 1));
+        }
+      }
+      chain[node] = longest;
+      return longest;
+    };
+    for (size_t node = 0; node < grammar_.nodes.size(); ++node) {
+      if (depth_of(static_cast<uint32_t>(node), 0) > kMaxChoiceDepth) too_deep();
+    }
+  }
+
+  void check_cycles() const {
+    const size_t count = grammar_.nodes.size();
+    std::vector<uint8_t> mark(count, 0);  // 0 new, 1 on the path, 2 done
+    for (size_t start = 0; start < count; ++start) {
+      if (mark[start] != 0) continue;
+      std::vector<std::pair<uint32_t, size_t>> path{{static_cast<uint32_t>(start), 0}};
+      mark[start] = 1;
+      while (!path.empty()) {
+        auto& [node, next] = path.back();
+        const GrammarNode& n = grammar_.nodes[node];
+        if (n.kind != NodeKind::kAnyOf || next == n.branches.size()) {
+          mark[node] = 2;
+          path.pop_back();
+          continue;
+        }
+        const uint32_t branch = n.branches[next++];
+        if (mark[branch] == 1) {
+          refuse(field_,
+                 "a $ref or anyOf refers back to itself before any value is read: no "
+                 "finite output matches");
+        }
+        if (mark[branch] == 0) {
+          mark[branch] = 1;
+          path.emplace_back(branch, 0);
+        }
+      }
+    }
+  }
+
+  const Json& root_;
+  std::string field_;
+  Grammar grammar_;
+  std::map<const Json*, uint32_t> compiled_;
+  std::optional<uint32_t> any_;
+  std::map<std::string, uint32_t> refs_;
+};
+
+}  // namespace
+
+Grammar compile_json_schema(std::string_view schema_text, const std::string& field) {
+  const Json schema = parse_json_keeping_order(schema_text);
+  if (schema.is_discarded()) {
+    throw ServiceError(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: not JSON, or nested deeper than {} levels", field, kMaxJsonDepth), field);
+  }
+  return SchemaCompiler(schema, field).compile();
+}
+
+Grammar any_json_object_grammar() {
+  Grammar grammar = compile_json_schema(R"({"type": "object"})", "response_format");
+  return grammar;
+}
+
+Grammar choice_grammar(std::vector<std::string> choices, const std::string& field) {
+  if (choices.empty()) {
+    throw ServiceError(ErrorCode::kInvalidArgument, field + ": needs at least one choice", field);
+  }
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (choices[i].empty()) {
+      const std::string at = fmt::format("{}[{}]", field, i);
+      throw ServiceError(ErrorCode::kInvalidArgument, at + ": a choice must not be empty", at);
+    }
+  }
+  if (choices.size() > kMaxLiterals) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: has {} choices; guided decoding takes at most {}", field,
+                                   choices.size(), kMaxLiterals),
+                       field);
+  }
+  std::sort(choices.begin(), choices.end());
+  choices.erase(std::unique(choices.begin(), choices.end()), choices.end());
+  Grammar grammar;
+  GrammarNode node;
+  node.kind = NodeKind::kLiterals;
+  node.literals = std::move(choices);
+  grammar.nodes.push_back(std::move(node));
+  return grammar;
+}
+
+}  // namespace headway::serving::guided

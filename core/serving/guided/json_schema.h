@@ -1,0 +1,31 @@
+// JSON schema -> Grammar, for guided decoding (OpenAI's response_format json_schema, vLLM's
+// guided_json). The supported part of JSON Schema is what structured-output clients (OpenAI SDK
+// helpers, pydantic, zod) emit for plain data:
+//
+//   type (one or a list), properties, required, additionalProperties, items, minItems, maxItems,
+//   minLength, maxLength, enum, const, anyOf, oneOf (as anyOf: exclusivity is not checked),
+//   allOf of one schema, $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion allowed),
+//   and the annotations title, description, default, examples, $schema, $id, $comment,
+//   deprecated, readOnly, writeOnly, which change nothing.
+//
+// Any other keyword (pattern, format, minimum, ...) is refused, naming where it is: output that
+// only looked constrained would be a silent wrong answer. An object with declared properties gets
+// exactly those, in their order (additionalProperties is then not used: the output stays valid
+// for the schema); one without gets any keys, with additionalProperties' schema as their values.
+//
+// Threading: pure function, safe from any thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "grammar.h"
+
+namespace headway::serving::guided {
+
+// Throws ServiceError (kInvalidArgument) whose param is `field` followed by the path of the part
+// at fault ("response_format.json_schema.schema.properties.age.minimum") when `schema_text` is not
+// a JSON schema (object or boolean) this supports.
+Grammar compile_json_schema(std::string_view schema_text, const std::string& field);
+
+}  // namespace headway::serving::guided

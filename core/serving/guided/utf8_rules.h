@@ -1,0 +1,40 @@
+// UTF-8 as guided decoding accepts it inside JSON strings: shortest forms only, no surrogates
+// (U+D800 to U+DFFF), nothing above U+10FFFF (RFC 3629). The matcher and the vocabulary's
+// plain-text classification must agree byte for byte, so both read these rules.
+//
+// Threading: constexpr functions.
+#pragma once
+
+#include <cstdint>
+
+namespace headway::serving::guided {
+
+// Continuation bytes a lead byte needs: 1 to 3; 0 when it cannot lead a character.
+constexpr uint8_t utf8_continuations(uint8_t lead) {
+  if (lead >= 0xC2 && lead <= 0xDF) return 1;
+  if (lead >= 0xE0 && lead <= 0xEF) return 2;
+  if (lead >= 0xF0 && lead <= 0xF4) return 3;
+  return 0;
+}
+
+// The range of the byte right after `lead` (the later ones are 0x80 to 0xBF).
+struct ByteRange {
+  uint8_t low;
+  uint8_t high;
+};
+constexpr ByteRange utf8_second_byte(uint8_t lead) {
+  switch (lead) {
+    case 0xE0:
+      return {0xA0, 0xBF};  // shorter forms would be overlong
+    case 0xED:
+      return {0x80, 0x9F};  // A0 to BF would be surrogates
+    case 0xF0:
+      return {0x90, 0xBF};  // overlong
+    case 0xF4:
+      return {0x80, 0x8F};  // above U+10FFFF
+    default:
+      return {0x80, 0xBF};
+  }
+}
+
+}  // namespace headway::serving::guided

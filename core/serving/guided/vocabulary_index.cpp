@@ -1,0 +1,128 @@
+#include "vocabulary_index.h"
+
+#include <algorithm>
+#include <array>
+
+#include "utf8_rules.h"
+
+namespace headway::serving::guided {
+
+VocabularyIndex::VocabularyIndex(const core::Tokenizer& tokenizer) {
+  const uint32_t count = tokenizer.vocab_size();
+  // SentencePiece drops the space that begins a text's first piece; decoded after a neighbour,
+  // a token shows the bytes it really adds.
+  std::vector<int32_t> anchor;
+  std::string anchor_text;
+  if (tokenizer.kind() == "sentencepiece") {
+    anchor = tokenizer.encode("a");
+    if (anchor.size() == 1) anchor_text = tokenizer.decode(anchor);
+    if (anchor_text.empty()) anchor.clear();
+  }
+  offsets_.reserve(count + 1);
+  offsets_.push_back(0);
+  std::array<int32_t, 2> pair{};
+  for (uint32_t id = 0; id < count; ++id) {
+    const auto token = static_cast<int32_t>(id);
+    std::string text;
+    if (!anchor.empty()) {
+      pair = {anchor[0], token};
+      text = tokenizer.decode(pair);
+      if (text.compare(0, anchor_text.size(), anchor_text) == 0) {
+        text.erase(0, anchor_text.size());
+      } else {
+        text = tokenizer.decode(std::span(&token, 1));
+      }
+    } else {
+      text = tokenizer.decode(std::span(&token, 1));
+    }
+    bytes_ += text;
+    offsets_.push_back(static_cast<uint32_t>(bytes_.size()));
+  }
+  index(tokenizer.eos());
+}
+
+VocabularyIndex::VocabularyIndex(const std::vector<std::string>& token_bytes, int32_t eos) {
+  offsets_.push_back(0);
+  for (const std::string& text : token_bytes) {
+    bytes_ += text;
+    offsets_.push_back(static_cast<uint32_t>(bytes_.size()));
+  }
+  index(eos);
+}
+
+std::string_view VocabularyIndex::bytes_of(int32_t id) const {
+  if (id < 0 || static_cast<uint32_t>(id) >= vocab_size()) return {};
+  return std::string_view(bytes_).substr(offsets_[id], offsets_[id + 1] - offsets_[id]);
+}
+
+namespace {
+
+// Whole UTF-8 characters, none a control character, '"' or '\\' (the matcher's string rules).
+bool is_plain_text(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size();) {
+    const auto lead = static_cast<uint8_t>(bytes[i]);
+    if (lead >= 0x20 && lead < 0x80) {
+      if (lead == '"' || lead == '\\') return false;
+      ++i;
+      continue;
+    }
+    const size_t due = utf8_continuations(lead);
+    // Not a lead byte, or a character the next token would end.
+    if (due == 0 || i + due >= bytes.size()) return false;
+    const ByteRange second = utf8_second_byte(lead);
+    for (size_t k = 1; k <= due; ++k) {
+      const auto continuation = static_cast<uint8_t>(bytes[i + k]);
+      const ByteRange range = k == 1 ? second : ByteRange{0x80, 0xBF};
+      if (continuation < range.low || continuation > range.high) return false;
+    }
+    i += due + 1;
+  }
+  return !bytes.empty();
+}
+
+}  // namespace
+
+VocabularyIndex::Walk VocabularyIndex::walk_of(std::vector<int32_t> ids) const {
+  Walk walk;
+  std::sort(ids.begin(), ids.end(), [&](int32_t x, int32_t y) {
+    const std::string_view bx = bytes_of(x);
+    const std::string_view by = bytes_of(y);
+    return bx < by || (bx == by && x < y);
+  });
+  walk.shared_prefix.resize(ids.size(), 0);
+  walk.first_byte_end.assign(256, 0);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string_view current = bytes_of(ids[i]);
+    walk.first_byte_end[static_cast<uint8_t>(current[0])] = static_cast<uint32_t>(i + 1);
+    if (i == 0) continue;
+    const std::string_view previous = bytes_of(ids[i - 1]);
+    const auto [p, c] =
+        std::mismatch(previous.begin(), previous.end(), current.begin(), current.end());
+    walk.shared_prefix[i] = static_cast<uint32_t>(p - previous.begin());
+  }
+  walk.ids = std::move(ids);
+  return walk;
+}
+
+void VocabularyIndex::index(int32_t eos) {
+  eos_ = eos;
+  std::vector<int32_t> all;
+  std::vector<int32_t> not_plain;
+  plain_text_.assign((vocab_size() + 63) / 64, 0);
+  for (uint32_t id = 0; id < vocab_size(); ++id) {
+    const auto token = static_cast<int32_t>(id);
+    const std::string_view bytes = bytes_of(token);
+    if (token == eos || bytes.empty()) continue;
+    all.push_back(token);
+    longest_ = std::max(longest_, bytes.size());
+    if (is_plain_text(bytes)) {
+      plain_text_[id / 64] |= uint64_t{1} << (id % 64);
+    } else {
+      not_plain.push_back(token);
+    }
+  }
+  all_ = walk_of(std::move(all));
+  not_plain_text_ = walk_of(std::move(not_plain));
+}
+
+}  // namespace headway::serving::guided

@@ -1,0 +1,154 @@
+// What guided decoding costs the engine thread per sampled row, at a Llama-3-sized vocabulary
+// (128,256 tokens of a synthetic byte-level BPE-like vocabulary: all 256 bytes, then words and
+// JSON punctuation pieces, with and without a leading space).
+// - BM_GuideMaskNewPlace/<place>: the first mask at a place in the grammar: one ordered walk of the
+//   vocabulary. "string" is the worst case (inside a string nearly every token fits, so nearly
+//   every prefix is walked); "key" (after '{', only the declared keys fit) prunes at the first
+//   byte.
+// - BM_GuideMaskKnownPlace: a place seen before: the cached mask applied to the row.
+// - BM_GuidedAnswer: a whole answer (at most 160 tokens) under a schema, mask + argmax + accept
+//   per token, random logits; reported per token (items), the row's copy and argmax included.
+// See docs/performance.md, "Guided decoding".
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grammar_guide.h"
+#include "json_schema.h"
+
+namespace {
+
+using headway::serving::guided::compile_json_schema;
+using headway::serving::guided::Grammar;
+using headway::serving::guided::GrammarGuide;
+using headway::serving::guided::VocabularyIndex;
+
+constexpr size_t kVocab = 128256;
+constexpr int32_t kEos = 128001;
+
+const char* kSchema = R"({"type": "object", "properties": {
+    "name": {"type": "string"},
+    "age": {"type": "integer"},
+    "city": {"type": "string"},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+    "member": {"type": "boolean"}},
+  "required": ["name", "age", "city", "tags", "member"]})";
+
+std::shared_ptr<VocabularyIndex> vocabulary() {
+  static const std::shared_ptr<VocabularyIndex> built = [] {
+    std::mt19937 random(5);
+    std::vector<std::string> tokens;
+    tokens.reserve(kVocab);
+    for (int byte = 0; byte < 256; ++byte) tokens.emplace_back(1, static_cast<char>(byte));
+    const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
+    const char* pieces[] = {"{\"", "\":", "\": ", "\",", "\", \"", "\"}",   "}}",    "]}",
+                            "[\"", "\"]", "\n",   "  ",  "true",   "false", "null",  "0",
+                            "12",  "3.5", "name", "age", "city",   "tags",  "member"};
+    for (const char* piece : pieces) tokens.emplace_back(piece);
+    while (tokens.size() < kVocab) {
+      std::string word = random() % 2 == 0 ? " " : "";
+      const size_t length = 2 + random() % 9;
+      for (size_t i = 0; i < length; ++i) word += letters[std::min<size_t>(random() % 40, 25)];
+      if (random() % 16 == 0) word += "\",";
+      tokens.push_back(std::move(word));
+    }
+    tokens[kEos] = "";
+    return std::make_shared<VocabularyIndex>(tokens, kEos);
+  }();
+  return built;
+}
+
+std::shared_ptr<const Grammar> grammar() {
+  static const auto compiled =
+      std::make_shared<const Grammar>(compile_json_schema(kSchema, "guided_json"));
+  return compiled;
+}
+
+int32_t token_of(const VocabularyIndex& vocabulary, std::string_view bytes) {
+  for (uint32_t id = 0; id < vocabulary.vocab_size(); ++id) {
+    if (vocabulary.bytes_of(static_cast<int32_t>(id)) == bytes) return static_cast<int32_t>(id);
+  }
+  return -1;
+}
+
+// A guide at a place: 0 after '{' (a key), 1 inside the name's string.
+std::unique_ptr<GrammarGuide> guide_at(int place) {
+  auto guide = std::make_unique<GrammarGuide>(grammar(), vocabulary(), std::vector<int32_t>{});
+  const VocabularyIndex& v = *vocabulary();
+  std::vector<std::string_view> path = {"{\""};
+  if (place == 1) path.insert(path.end(), {"name", "\": ", "\""});
+  for (const std::string_view piece : path) {
+    if (!guide->accept(token_of(v, piece))) {
+      std::fprintf(stderr, "the benchmark's vocabulary has no token '%.*s' the schema takes\n",
+                   static_cast<int>(piece.size()), piece.data());
+      std::abort();
+    }
+  }
+  return guide;
+}
+
+void BM_GuideMaskNewPlace(benchmark::State& state) {
+  std::vector<float> logits(kVocab, 0.0f);
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::unique_ptr<GrammarGuide> guide = guide_at(static_cast<int>(state.range(0)));
+    std::fill(logits.begin(), logits.end(), 0.0f);
+    state.ResumeTiming();
+    guide->mask(logits);
+    benchmark::DoNotOptimize(logits.data());
+    state.PauseTiming();
+    guide.reset();
+    state.ResumeTiming();
+  }
+  const auto allowed =
+      std::count_if(logits.begin(), logits.end(), [](float l) { return l == 0.0f; });
+  state.SetLabel(std::string(state.range(0) == 0 ? "key" : "string") + ", " +
+                 std::to_string(allowed) + " tokens allowed");
+}
+BENCHMARK(BM_GuideMaskNewPlace)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_GuideMaskKnownPlace(benchmark::State& state) {
+  std::unique_ptr<GrammarGuide> guide = guide_at(1);
+  std::vector<float> logits(kVocab, 0.0f);
+  guide->mask(logits);
+  for (auto _ : state) {
+    guide->mask(logits);
+    benchmark::DoNotOptimize(logits.data());
+  }
+}
+BENCHMARK(BM_GuideMaskKnownPlace)->Unit(benchmark::kMicrosecond);
+
+void BM_GuidedAnswer(benchmark::State& state) {
+  constexpr int kTokens = 160;
+  std::mt19937 random(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<std::vector<float>> rows(kTokens, std::vector<float>(kVocab));
+  for (auto& row : rows) {
+    for (float& l : row) l = normal(random);
+  }
+  std::vector<float> logits(kVocab);
+  int64_t tokens = 0;
+  for (auto _ : state) {
+    GrammarGuide guide(grammar(), vocabulary(), {});
+    for (int i = 0; i < kTokens && !guide.ended(); ++i) {
+      logits = rows[i];
+      guide.mask(logits);
+      const auto best =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      guide.accept(best);
+      ++tokens;
+    }
+  }
+  state.SetItemsProcessed(tokens);
+}
+BENCHMARK(BM_GuidedAnswer)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,189 @@
+// The guide's token masks: the ordered vocabulary walk (prefixes shared, refused prefixes skipped)
+// and the per-place cache must allow exactly the tokens whose bytes the grammar takes, step after
+// step; end tokens only where the output is complete.
+#include "grammar_guide.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grammar_matcher.h"
+#include "json_schema.h"
+
+namespace headway::serving::guided {
+namespace {
+
+constexpr int32_t kEos = 1;
+constexpr int32_t kStop = 2;
+
+// Every printable ASCII byte, a few multi-byte tokens that cross JSON's structure, two special
+// tokens (no bytes), EOS and a stop token.
+std::vector<std::string> test_vocabulary() {
+  std::vector<std::string> tokens = {"", "", "", ""};  // 0 and 3: special; 1: EOS; 2: stop id
+  for (int byte = 0x20; byte < 0x7F; ++byte) tokens.emplace_back(1, static_cast<char>(byte));
+  for (const char* piece :
+       {"{\"",      "\":",  "\": ", "\",", "\", \"", "name", "na",  "nam", "age",  "tags", "true",
+        "tr",       "null", "nul",  "\"}", "}}",     "]}",   "\"]", "[\"", "12",   "3.5",  "-1",
+        "\xC3\xA9", "\xC3", "\xA9", "\n",  "{\n",    "  ",   "e+",  "\\n", "\\u00"}) {
+    tokens.emplace_back(piece);
+  }
+  return tokens;
+}
+
+struct GuideFixture {
+  // `keep_all`: every place's allowed set is kept (the cache path); else none is in this small
+  // vocabulary (every walk is cheap).
+  explicit GuideFixture(const std::string& schema, bool keep_all = false)
+      : grammar(std::make_shared<Grammar>(compile_json_schema(schema, "guided_json"))),
+        vocabulary(std::make_shared<VocabularyIndex>(test_vocabulary(), kEos)),
+        guide(grammar, vocabulary, {kStop}, keep_all ? 0 : GrammarGuide::kWorthKeeping),
+        matcher(*grammar) {
+    matcher.start(state);
+  }
+
+  // What a brute-force check allows from `state`: every token fed byte by byte.
+  std::vector<bool> expected_allowed() {
+    std::vector<bool> out(vocabulary->vocab_size(), false);
+    for (uint32_t id = 0; id < vocabulary->vocab_size(); ++id) {
+      const std::string_view bytes = vocabulary->bytes_of(static_cast<int32_t>(id));
+      if (bytes.empty()) continue;
+      MatchState at = state;
+      MatchState next;
+      bool alive = true;
+      for (const char byte : bytes) {
+        if (!matcher.advance(at, static_cast<uint8_t>(byte), next)) {
+          alive = false;
+          break;
+        }
+        std::swap(at, next);
+      }
+      out[id] = alive;
+    }
+    const bool complete = matcher.complete(state);
+    out[kEos] = complete;
+    out[kStop] = complete;
+    return out;
+  }
+
+  void advance_reference(int32_t token) {
+    MatchState next;
+    for (const char byte : vocabulary->bytes_of(token)) {
+      ASSERT_TRUE(matcher.advance(state, static_cast<uint8_t>(byte), next));
+      std::swap(state, next);
+    }
+  }
+
+  std::shared_ptr<Grammar> grammar;
+  std::shared_ptr<VocabularyIndex> vocabulary;
+  GrammarGuide guide;
+  GrammarMatcher matcher;
+  MatchState state;
+};
+
+const char* kSchema = R"({"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 6},
+    "age": {"type": "integer"},
+    "tags": {"type": "array", "items": {"type": ["boolean", "null"]}, "maxItems": 3}},
+  "required": ["name", "age"]})";
+
+TEST(GrammarGuide, MasksAllowExactlyWhatTheGrammarTakesAtEveryStep) {
+  std::mt19937 random(11);
+  for (int run = 0; run < 40; ++run) {
+    GuideFixture f(kSchema, /*keep_all=*/run % 2 == 0);
+    std::string text;
+    for (int step = 0; step < 80 && !f.guide.ended(); ++step) {
+      const std::vector<bool> expected = f.expected_allowed();
+      std::vector<float> logits(f.vocabulary->vocab_size() + 5, 0.0f);  // 5 padded rows
+      f.guide.mask(logits);
+      std::vector<int32_t> allowed;
+      for (uint32_t id = 0; id < logits.size(); ++id) {
+        const bool kept = std::isfinite(logits[id]);
+        const bool want = id < expected.size() && expected[id];
+        ASSERT_EQ(kept, want) << "token " << id << " after '" << text << "'";
+        if (kept) allowed.push_back(static_cast<int32_t>(id));
+      }
+      ASSERT_FALSE(allowed.empty()) << text;
+      // Prefer the end once complete, so that runs finish.
+      int32_t token = allowed[random() % allowed.size()];
+      if (f.guide.complete() && random() % 2 == 0) token = kEos;
+      ASSERT_TRUE(f.guide.accept(token)) << token;
+      if (token == kEos) break;
+      f.advance_reference(token);
+      text += f.vocabulary->bytes_of(token);
+    }
+    if (!f.guide.ended()) continue;
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << text;
+    EXPECT_TRUE(value.contains("name") && value.contains("age")) << text;
+  }
+}
+
+TEST(GrammarGuide, RefusedTokensLeaveTheGuideWhereItWas) {
+  GuideFixture f(kSchema);
+  const auto token_of = [&](std::string_view bytes) {
+    for (uint32_t id = 0; id < f.vocabulary->vocab_size(); ++id) {
+      if (f.vocabulary->bytes_of(static_cast<int32_t>(id)) == bytes) {
+        return static_cast<int32_t>(id);
+      }
+    }
+    ADD_FAILURE() << "no token " << bytes;
+    return -1;
+  };
+  EXPECT_FALSE(f.guide.accept(kEos));             // nothing complete yet
+  EXPECT_FALSE(f.guide.accept(token_of("{\n")));  // no newline after '{'
+  EXPECT_FALSE(f.guide.accept(0));                // a special token has no bytes
+  EXPECT_TRUE(f.guide.accept(token_of("{\"")));
+  EXPECT_FALSE(f.guide.accept(token_of("age")));  // name comes first
+  EXPECT_TRUE(f.guide.accept(token_of("nam")));
+  EXPECT_TRUE(f.guide.allows(token_of("e")));
+  EXPECT_FALSE(f.guide.allows(token_of("name")));
+  for (const char* piece :
+       {"e", "\": ", "\"", "\xC3", "\xA9", "\",", "\"", "age", "\":", "-1", "}"}) {
+    ASSERT_TRUE(f.guide.accept(token_of(piece))) << piece;
+  }
+  EXPECT_TRUE(f.guide.complete());
+  EXPECT_FALSE(f.guide.ended());
+  EXPECT_FALSE(f.guide.accept(token_of("}")));
+  EXPECT_TRUE(f.guide.allows(kStop));
+  EXPECT_TRUE(f.guide.accept(kStop));
+  EXPECT_TRUE(f.guide.ended());
+  EXPECT_FALSE(f.guide.accept(kEos));
+}
+
+// A stop token id whose text would fit is still an end: allowed only where the output is complete.
+TEST(GrammarGuide, StopTokensWithTextComeOnlyAtTheEnd) {
+  auto grammar = std::make_shared<Grammar>(compile_json_schema(
+      R"({"type": "object", "properties": {"a": {"type": "object"}}})", "guided_json"));
+  auto vocabulary = std::make_shared<VocabularyIndex>(
+      std::vector<std::string>{"", "{\"a\":{", "}", "}}"}, /*eos=*/0);
+  GrammarGuide guide(grammar, vocabulary, {2});
+  ASSERT_TRUE(guide.accept(1));
+  EXPECT_FALSE(guide.allows(2));  // "}" fits, but it would end the output inside the object
+  EXPECT_FALSE(guide.accept(2));
+  EXPECT_TRUE(guide.allows(3));
+  ASSERT_TRUE(guide.accept(3));
+  EXPECT_TRUE(guide.allows(2));
+  EXPECT_TRUE(guide.accept(2));
+  EXPECT_TRUE(guide.ended());
+}
+
+TEST(GrammarGuide, WhereNoTokenFitsOnlyTheEndIsLeft) {
+  // The vocabulary has no 'z', and the only value is the string "z".
+  auto grammar =
+      std::make_shared<Grammar>(compile_json_schema(R"({"const": "zz"})", "guided_json"));
+  auto vocabulary =
+      std::make_shared<VocabularyIndex>(std::vector<std::string>{"", "\"", "a", "b"}, /*eos=*/0);
+  GrammarGuide guide(grammar, vocabulary, {});
+  ASSERT_TRUE(guide.accept(1));
+  std::vector<float> logits(4, 1.0f);
+  guide.mask(logits);
+  EXPECT_EQ(logits[0], 0.0f);
+  for (int id = 1; id < 4; ++id) EXPECT_TRUE(std::isinf(logits[id])) << id;
+}
+
+}  // namespace
+}  // namespace headway::serving::guided

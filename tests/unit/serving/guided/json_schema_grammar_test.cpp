@@ -1,0 +1,319 @@
+// JSON schemas compiled to grammars, and the byte matcher that walks them: what it lets through,
+// what it refuses, and the refusals that name the part of a schema at fault.
+#include <gtest/gtest.h>
+#include <headway/serving/service_error.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "grammar_matcher.h"
+#include "json_schema.h"
+
+namespace headway::serving::guided {
+namespace {
+
+// Where `text` leaves the matcher: "dead" (a byte was refused), "complete" or "open".
+std::string walk(const Grammar& grammar, std::string_view text) {
+  GrammarMatcher matcher(grammar);
+  MatchState state;
+  MatchState next;
+  matcher.start(state);
+  for (const char byte : text) {
+    if (!matcher.advance(state, static_cast<uint8_t>(byte), next)) return "dead";
+    std::swap(state, next);
+  }
+  return matcher.complete(state) ? "complete" : "open";
+}
+
+Grammar schema(const std::string& text) { return compile_json_schema(text, "guided_json"); }
+
+const char* kPerson = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "minLength": 1, "maxLength": 4},
+    "age": {"type": "integer"},
+    "email": {"type": ["string", "null"]},
+    "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 2}
+  },
+  "required": ["name", "tags"]
+})";
+
+TEST(JsonSchemaGrammar, DeclaredPropertiesInOrderOptionalOnesMayBeLeftOut) {
+  const Grammar g = schema(kPerson);
+  EXPECT_EQ(walk(g, R"({"name":"Ann","age":31,"email":null,"tags":["a"]})"), "complete");
+  EXPECT_EQ(walk(g, R"({"name": "Ann", "tags": ["b", 3]})"), "complete");  // json.dumps style
+  EXPECT_EQ(walk(g, R"({"name":"Ann","email":"x@y","tags":[3]})"), "complete");
+  EXPECT_EQ(walk(g, R"({"name":"Ann","tags":["a"])"), "open");
+  // Order, required properties, unknown keys.
+  EXPECT_EQ(walk(g, R"({"age":31,"name":"Ann")"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"Ann"})"), "dead");  // tags is required
+  EXPECT_EQ(walk(g, R"({"tags":["a"]})"), "dead");  // so is name, before it
+  EXPECT_EQ(walk(g, R"({"name":"Ann","nick")"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"Ann","tags":["a"],)"), "dead");  // nothing may follow tags
+  // Whitespace only as one space after ',' and ':'.
+  EXPECT_EQ(walk(g, "{ \"name\""), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":\n"), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":  "), "dead");
+}
+
+TEST(JsonSchemaGrammar, StringLengthsCountCharactersAndEscapes) {
+  const Grammar g = schema(kPerson);
+  EXPECT_EQ(walk(g, R"({"name":"")"), "dead");  // minLength 1
+  EXPECT_EQ(walk(g, R"({"name":"abcd")"), "open");
+  EXPECT_EQ(walk(g, R"({"name":"abcde)"), "dead");  // maxLength 4
+  // An escape and a multi-byte character are one character each.
+  EXPECT_EQ(walk(g, "{\"name\":\"\\n\\u00e9\xC3\xA9\xE2\x82\xAC\","), "open");
+  EXPECT_EQ(walk(g,
+                 "{\"name\":\"\\n\\u00e9\xC3\xA9\xE2\x82\xAC"
+                 "a"),
+            "dead");
+  // A surrogate pair is one character; a lone surrogate is none (strict parsers refuse it).
+  EXPECT_EQ(walk(g, R"({"name":"\uD83D\uDE00abc",)"), "open");
+  EXPECT_EQ(walk(g, R"({"name":"\uD83D\uDE00abcd)"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"\uD83D")"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"\uD83Dx)"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"\uD83D\n)"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"\uDE00)"), "dead");
+  // Only shortest forms, no surrogates, nothing above U+10FFFF (RFC 3629).
+  EXPECT_EQ(walk(g, "{\"name\":\"\xF0\x9F\x98\x80\""), "open");
+  EXPECT_EQ(walk(g, "{\"name\":\"\xE0\x80"), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":\"\xED\xA0"), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":\"\xF4\x90"), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":\"\xF0\x8F"), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":\"\xED\x9F\xBF\""), "open");
+  // Raw control characters, bad escapes and bytes that are not UTF-8 are refused.
+  EXPECT_EQ(walk(g, "{\"name\":\"\n"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"\x)"), "dead");
+  EXPECT_EQ(walk(g, R"({"name":"\u12G)"), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":\"\xFF"), "dead");
+  EXPECT_EQ(walk(g, "{\"name\":\"\xC3("), "dead");
+}
+
+TEST(JsonSchemaGrammar, NumbersFollowJsonAndIntegersHaveNoFraction) {
+  const Grammar number = schema(R"({"type": "number"})");
+  for (const char* ok : {"0", "-0", "12", "-3.25", "1e9", "2.5E-3", "7e+2"}) {
+    EXPECT_EQ(walk(number, ok), "complete") << ok;
+  }
+  for (const char* bad : {"01", "+1", ".5", "1.", "1e", "--1", "1.2.3", "1e+"}) {
+    EXPECT_NE(walk(number, bad), "complete") << bad;
+  }
+  const Grammar integer = schema(R"({"type": "integer"})");
+  EXPECT_EQ(walk(integer, "-42"), "complete");
+  EXPECT_EQ(walk(integer, "4.2"), "dead");
+  EXPECT_EQ(walk(integer, "4e2"), "dead");
+  // In an object, the byte after a number closes it.
+  EXPECT_EQ(walk(schema(kPerson), R"({"name":"A","age":-12,"tags":[3]})"), "complete");
+}
+
+TEST(JsonSchemaGrammar, ArraysKeepTheirItemBounds) {
+  const Grammar g = schema(kPerson);
+  EXPECT_EQ(walk(g, R"({"name":"A","tags":[])"), "dead");       // minItems 1
+  EXPECT_EQ(walk(g, R"({"name":"A","tags":["a",3,)"), "dead");  // maxItems 2
+  EXPECT_EQ(walk(g, R"({"name":"A","tags":["c"])"), "dead");    // not in the enum
+  EXPECT_EQ(walk(g, R"({"name":"A","tags":[true])"), "dead");
+  const Grammar free = schema(R"({"type": "array"})");
+  EXPECT_EQ(walk(free, R"([1, "x", {"k": [null, false]}, []])"), "complete");
+}
+
+TEST(JsonSchemaGrammar, AnyOfRefAndRecursionTakeEveryBranch) {
+  const Grammar tree = schema(R"({
+    "$defs": {"node": {"type": "object", "properties": {
+      "value": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+      "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+      "required": ["value"]}},
+    "$ref": "#/$defs/node"})");
+  EXPECT_EQ(walk(tree, R"({"value":1,"children":[{"value":"x"},{"value":2,"children":[]}]})"),
+            "complete");
+  EXPECT_EQ(walk(tree, R"({"value":true)"), "dead");
+  EXPECT_EQ(walk(tree, R"({"value":1,"children":[{"children":[]}]})"), "dead");
+}
+
+TEST(JsonSchemaGrammar, ObjectsWithoutPropertiesTakeAnyKeys) {
+  const Grammar any = schema(R"({"type": "object"})");
+  EXPECT_EQ(walk(any, R"({"k":1,"k2":{"x":[1,2]},"":"v"})"), "complete");
+  EXPECT_EQ(walk(any, "{}"), "complete");
+  EXPECT_EQ(walk(any, "[]"), "dead");
+  const Grammar typed =
+      schema(R"({"type": "object", "additionalProperties": {"type": "boolean"}})");
+  EXPECT_EQ(walk(typed, R"({"a":true,"b":false})"), "complete");
+  EXPECT_EQ(walk(typed, R"({"a":1)"), "dead");
+  const Grammar closed = schema(R"({"type": "object", "additionalProperties": false})");
+  EXPECT_EQ(walk(closed, "{}"), "complete");
+  EXPECT_EQ(walk(closed, R"({")"), "dead");
+}
+
+TEST(JsonSchemaGrammar, KeysThatShareAPrefixAreTellApart) {
+  const Grammar g = schema(R"({"type": "object", "properties": {
+      "id": {"type": "integer"}, "idea": {"type": "string"}, "quote\"d": {"type": "null"}}})");
+  EXPECT_EQ(walk(g, R"({"id":1})"), "complete");
+  EXPECT_EQ(walk(g, R"({"idea":"x"})"), "complete");
+  EXPECT_EQ(walk(g, R"({"id":1,"idea":"x","quote\"d":null})"), "complete");
+  EXPECT_EQ(walk(g, R"({"idea":1)"), "dead");
+  EXPECT_EQ(walk(g, R"({"ide")"), "dead");
+  EXPECT_EQ(walk(g, R"({"idea":"x","id")"), "dead");  // declared order
+}
+
+TEST(JsonSchemaGrammar, EnumsAndConstsAreExactLiterals) {
+  const Grammar g = schema(R"({"enum": [1, 12, "red", null, {"a": [1]}]})");
+  for (const char* ok : {"1", "12", "\"red\"", "null", R"({"a":[1]})"}) {
+    EXPECT_EQ(walk(g, ok), "complete") << ok;
+  }
+  EXPECT_EQ(walk(g, "123"), "dead");
+  EXPECT_EQ(walk(g, "\"re\""), "dead");
+  EXPECT_EQ(walk(schema(R"({"const": "on"})"), "\"on\""), "complete");
+  EXPECT_EQ(walk(schema(R"({"type": "boolean"})"), "false"), "complete");
+}
+
+TEST(JsonSchemaGrammar, ChoicesAreRawTextAndMayPrefixOneAnother) {
+  const Grammar g = choice_grammar({"yes", "no", "yes please"}, "guided_choice");
+  EXPECT_EQ(walk(g, "yes"), "complete");  // may still go on to "yes please"
+  EXPECT_EQ(walk(g, "yes please"), "complete");
+  EXPECT_EQ(walk(g, "yes "), "open");
+  EXPECT_EQ(walk(g, "yes!"), "dead");
+  EXPECT_EQ(walk(g, "n"), "open");
+  EXPECT_EQ(walk(g, "\"no\""), "dead");
+}
+
+void expect_refused(const std::string& text, const std::string& param, const std::string& words) {
+  try {
+    schema(text);
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), param) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
+  expect_refused(R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "x"}}})",
+                 "guided_json.properties.zip.pattern", "'pattern' is not supported");
+  expect_refused(R"({"type": "integer", "minimum": 0})", "guided_json.minimum", "not supported");
+  expect_refused(R"({"type": "string", "format": "email"})", "guided_json.format", "not supported");
+  expect_refused(R"({"type": "strng"})", "guided_json.type", "unknown type 'strng'");
+  expect_refused(R"({"type": "array", "minItems": 3, "maxItems": 2})", "guided_json.minItems",
+                 "above maxItems");
+  expect_refused(R"({"type": "string", "maxLength": -1})", "guided_json.maxLength",
+                 "non-negative integer");
+  expect_refused(R"({"$ref": "#/$defs/missing"})", "guided_json.$ref", "names nothing");
+  expect_refused(R"({"$ref": "https://example.com/s.json"})", "guided_json.$ref",
+                 "nothing is fetched");
+  expect_refused(R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})",
+                 "guided_json", "refers back to itself");
+  expect_refused("false", "guided_json", "matches nothing");
+  expect_refused("[1]", "guided_json", "object or a boolean");
+  expect_refused("{\"type\": ", "guided_json", "not JSON");
+  expect_refused(R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})", "guided_json.allOf",
+                 "exactly one schema");
+}
+
+TEST(JsonSchemaGrammar, KeywordsBesideAChoiceAreRefusedNotDropped) {
+  expect_refused(R"({"type": "object", "properties": {"a": {}}, "anyOf": [{"required": ["a"]}]})",
+                 "guided_json.type", "cannot be combined with 'anyOf'");
+  expect_refused(R"({"$ref": "#/$defs/a", "maxLength": 3, "$defs": {"a": {"type": "string"}}})",
+                 "guided_json.maxLength", "cannot be combined with '$ref'");
+  // What pydantic writes for enums and literals is taken.
+  EXPECT_EQ(walk(schema(R"({"enum": ["a", "b"], "type": "string", "title": "E"})"), "\"b\""),
+            "complete");
+  EXPECT_EQ(walk(schema(R"({"const": "a", "enum": ["a"], "type": "string"})"), "\"a\""),
+            "complete");
+}
+
+// Hostile schemas cost bounded work: each schema object compiles once (a list of types does not
+// double the grammar per level), and choices, literals and properties have limits.
+TEST(JsonSchemaGrammar, SchemasCannotGrowWithoutBound) {
+  std::string nested = R"({"type": "integer"})";
+  for (int level = 0; level < 40; ++level) {
+    nested = R"({"type": ["object", "object", "null"], "properties": {"p": )" + nested + "}}";
+  }
+  const Grammar g = schema(nested);
+  EXPECT_LT(g.nodes.size(), 200u);
+  std::string text;
+  for (int level = 0; level < 40; ++level) text += R"({"p":)";
+  text += "7";
+  for (int level = 0; level < 40; ++level) text += "}";
+  EXPECT_EQ(walk(g, text), "complete");
+
+  std::string defs;
+  for (int i = 0; i < 70; ++i) {
+    defs +=
+        "\"d" + std::to_string(i) + R"(": {"$ref": "#/$defs/d)" + std::to_string(i + 1) + "\"}, ";
+  }
+  expect_refused(R"({"$ref": "#/$defs/d0", "$defs": {)" + defs + R"("d70": {"type": "null"}}})",
+                 "guided_json", "nest more than 64 deep");
+
+  std::vector<std::string> many;
+  for (int i = 0; i < 10000; ++i) many.push_back("choice " + std::to_string(i));
+  const Grammar choices = choice_grammar(many, "guided_choice");
+  EXPECT_EQ(walk(choices, "choice 9999"), "complete");
+  EXPECT_EQ(walk(choices, "choice 99999"), "dead");
+  many.resize(20000, "x");
+  for (int i = 10000; i < 20000; ++i) many[i] = "other " + std::to_string(i);
+  EXPECT_THROW(choice_grammar(many, "guided_choice"), ServiceError);
+}
+
+TEST(JsonSchemaGrammar, AnnotationsChangeNothing) {
+  const Grammar g = schema(R"({"title": "T", "description": "d", "$schema": "x",
+      "type": "object", "properties": {"a": {"type": "integer", "default": 3, "examples": [1]}},
+      "required": ["a"]})");
+  EXPECT_EQ(walk(g, R"({"a":3})"), "complete");
+}
+
+// Random walks through the grammar (each step one of the bytes it allows, chosen at random)
+// always give JSON that parses and has what the schema requires.
+TEST(JsonSchemaGrammar, RandomWalksGiveJsonTheSchemaAccepts) {
+  const Grammar g = schema(kPerson);
+  GrammarMatcher matcher(g);
+  std::mt19937 random(7);
+  int completed = 0;
+  for (int walk_index = 0; walk_index < 300; ++walk_index) {
+    MatchState state;
+    MatchState next;
+    matcher.start(state);
+    std::string text;
+    while (text.size() < 400) {
+      if (matcher.complete(state) && random() % 4 == 0) break;
+      std::vector<uint8_t> allowed;
+      for (int byte = 1; byte < 256; ++byte) {
+        // Plain ASCII keeps strings short enough to finish; multi-byte walks are tested above.
+        if (byte >= 0x80 || (byte < 0x20)) continue;
+        if (matcher.advance(state, static_cast<uint8_t>(byte), next)) allowed.push_back(byte);
+      }
+      if (allowed.empty() && matcher.complete(state)) break;  // nothing may follow
+      ASSERT_FALSE(allowed.empty()) << "stuck after " << text;
+      // Favour closing bytes so that walks end.
+      uint8_t byte = allowed[random() % allowed.size()];
+      for (const uint8_t closing : {'"', ']', '}'}) {
+        if (random() % 3 == 0 &&
+            std::find(allowed.begin(), allowed.end(), closing) != allowed.end()) {
+          byte = closing;
+        }
+      }
+      ASSERT_TRUE(matcher.advance(state, byte, next));
+      std::swap(state, next);
+      text.push_back(static_cast<char>(byte));
+    }
+    if (!matcher.complete(state)) continue;
+    ++completed;
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << text;
+    ASSERT_TRUE(value.is_object()) << text;
+    ASSERT_TRUE(value.contains("name") && value["name"].is_string()) << text;
+    EXPECT_GE(value["name"].get<std::string>().size(), 1u) << text;
+    ASSERT_TRUE(value.contains("tags") && value["tags"].is_array()) << text;
+    EXPECT_GE(value["tags"].size(), 1u) << text;
+    EXPECT_LE(value["tags"].size(), 2u) << text;
+    if (value.contains("age")) {
+      // Past 64 bits nlohmann reads an integer as a double: still without a fraction.
+      ASSERT_TRUE(value["age"].is_number()) << text;
+      const double age = value["age"].get<double>();
+      EXPECT_EQ(std::floor(age), age) << text;
+    }
+  }
+  EXPECT_GT(completed, 100);
+}
+
+}  // namespace
+}  // namespace headway::serving::guided

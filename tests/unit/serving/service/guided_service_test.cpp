@@ -1,0 +1,136 @@
+// Guided decoding end to end in LocalGenerationService: the tiny random-weight model writes
+// arbitrary bytes on its own, so whatever it answers under a guide is the guide's doing.
+#include <gtest/gtest.h>
+#include <headway/serving/service_error.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "service_fixture.h"
+
+namespace headway::serving {
+namespace {
+
+using test::collect;
+using test::text_request;
+using test::tiny_deployment;
+using test::TinyCheckpoint;
+
+const std::string kScheduler =
+    "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
+    "max_num_seqs = 16 } }\n";
+const std::string kOneEngine = "[[engines]]\n" + kScheduler;
+const std::string kDisaggregated = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
+                                   "[[engines]]\nrole = \"decode\"\n" + kScheduler;
+const std::string kRouterAndTransport =
+    "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n";
+
+// Every output is short: the string is at most 3 characters, the rest are fixed choices.
+const char* kSchema = R"({"type": "object", "properties": {
+    "word": {"type": "string", "maxLength": 3},
+    "ok": {"type": "boolean"},
+    "size": {"enum": ["S", "M", "L"]},
+    "note": {"type": "null"}},
+  "required": ["word", "ok", "size"]})";
+
+class GuidedServiceTest : public ::testing::Test {
+ protected:
+  static TinyCheckpoint& checkpoint() { return test::shared_tiny_checkpoint(); }
+};
+
+GenerateInput guided_request(uint64_t seed) {
+  GenerateInput input = text_request("Describe it as JSON: ", 96);
+  input.sampling.temperature = 1.0f;
+  input.sampling.seed = seed;
+  input.sampling.ignore_eos = false;  // text_request's, for fixed lengths
+  input.guided.kind = GuidedOutput::Kind::kJsonSchema;
+  input.guided.schema_json = kSchema;
+  input.guided.field = "response_format.json_schema.schema";
+  return input;
+}
+
+TEST_F(GuidedServiceTest, SampledOutputIsJsonTheSchemaAccepts) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    const test::Collected out = collect(*service.submit(guided_request(seed)));
+    ASSERT_EQ(out.finish, Finish::kStop) << out.text << " " << out.error;
+    const nlohmann::json value = nlohmann::json::parse(out.text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << out.text;
+    ASSERT_TRUE(value["word"].is_string()) << out.text;
+    EXPECT_TRUE(value["ok"].is_boolean()) << out.text;
+    EXPECT_TRUE(value["size"] == "S" || value["size"] == "M" || value["size"] == "L") << out.text;
+    for (const auto& [key, field] : value.items()) {
+      EXPECT_TRUE(key == "word" || key == "ok" || key == "size" || key == "note") << out.text;
+    }
+  }
+}
+
+// The guide travels with its request from the prefill engine to the decode engine: the same seed
+// gives the same answer either way.
+TEST_F(GuidedServiceTest, DisaggregationGivesTheAnswerOfOneEngine) {
+  std::vector<std::string> mixed;
+  {
+    LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+    for (uint64_t seed = 1; seed <= 4; ++seed) {
+      mixed.push_back(collect(*service.submit(guided_request(seed))).text);
+    }
+  }
+  LocalGenerationService service(
+      tiny_deployment(checkpoint(), kDisaggregated, kRouterAndTransport));
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    const test::Collected out = collect(*service.submit(guided_request(seed)));
+    EXPECT_EQ(out.finish, Finish::kStop) << out.error;
+    EXPECT_EQ(out.text, mixed[seed - 1]);
+  }
+}
+
+TEST_F(GuidedServiceTest, AChoiceAnswerIsOneOfTheChoices) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const std::vector<std::string> choices = {"positive", "negative", "neutral", "pos"};
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    GenerateInput input = text_request("Sentiment: ", 32);
+    input.sampling.temperature = 1.0f;
+    input.sampling.seed = seed;
+    input.sampling.ignore_eos = false;
+    input.guided.kind = GuidedOutput::Kind::kChoice;
+    input.guided.choices = choices;
+    const test::Collected out = collect(*service.submit(std::move(input)));
+    EXPECT_EQ(out.finish, Finish::kStop);
+    EXPECT_NE(std::find(choices.begin(), choices.end(), out.text), choices.end()) << out.text;
+  }
+}
+
+void expect_refused(LocalGenerationService& service, GenerateInput input, const std::string& param,
+                    const std::string& words) {
+  try {
+    service.submit(std::move(input));
+    ADD_FAILURE() << "accepted; expected a refusal naming " << param;
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), param) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(GuidedServiceTest, RefusalsNameTheField) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput input = guided_request(1);
+  input.guided.schema_json = R"({"type": "object", "properties": {"n": {"minimum": 1}}})";
+  expect_refused(service, input, "response_format.json_schema.schema.properties.n.minimum",
+                 "'minimum' is not supported");
+  input = guided_request(1);
+  input.sampling.ignore_eos = true;
+  expect_refused(service, input, "ignore_eos", "response_format.json_schema.schema");
+  input = guided_request(1);
+  input.sampling.min_tokens = 4;
+  expect_refused(service, input, "min_tokens", "however short");
+  input = guided_request(1);
+  input.guided.kind = GuidedOutput::Kind::kChoice;
+  input.guided.field = "guided_choice";
+  input.guided.choices = {"a", ""};
+  expect_refused(service, input, "guided_choice[1]", "must not be empty");
+}
+
+}  // namespace
+}  // namespace headway::serving

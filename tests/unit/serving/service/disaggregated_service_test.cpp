@@ -23,14 +23,10 @@ using test::text_request;
 using test::tiny_deployment;
 using test::TinyCheckpoint;
 
-const std::string kScheduler =
-    "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
-    "max_num_seqs = 16 } }\n";
-const std::string kMixed = "[[engines]]\n" + kScheduler;
-const std::string kDisaggregated = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
-                                   "[[engines]]\nrole = \"decode\"\n" + kScheduler;
-const std::string kRouterAndTransport =
-    "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n";
+const std::string& kScheduler = test::kSmallStepScheduler;
+const std::string& kMixed = test::kMixedEngine;
+const std::string& kDisaggregated = test::kPrefillAndDecodeEngines;
+const std::string& kRouterAndTransport = test::kDisaggregatedRouter;
 
 class DisaggregatedServiceTest : public ::testing::Test {
  protected:

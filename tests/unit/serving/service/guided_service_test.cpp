@@ -17,14 +17,9 @@ using test::text_request;
 using test::tiny_deployment;
 using test::TinyCheckpoint;
 
-const std::string kScheduler =
-    "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
-    "max_num_seqs = 16 } }\n";
-const std::string kOneEngine = "[[engines]]\n" + kScheduler;
-const std::string kDisaggregated = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
-                                   "[[engines]]\nrole = \"decode\"\n" + kScheduler;
-const std::string kRouterAndTransport =
-    "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n";
+const std::string& kOneEngine = test::kMixedEngine;
+const std::string& kDisaggregated = test::kPrefillAndDecodeEngines;
+const std::string& kRouterAndTransport = test::kDisaggregatedRouter;
 
 // Every output is short: the string is at most 3 characters, the rest are fixed choices.
 const char* kSchema = R"({"type": "object", "properties": {

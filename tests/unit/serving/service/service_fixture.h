@@ -74,6 +74,18 @@ inline Collected collect(RequestStream& stream) {
   return c;
 }
 
+// Engines with a chunked scheduler of 64-token steps: one mixed engine, or a prefill and a decode
+// engine with the disaggregated router and host_copy between them (tiny_deployment's extra).
+inline const std::string kSmallStepScheduler =
+    "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64, "
+    "max_num_seqs = 16 } }\n";
+inline const std::string kMixedEngine = "[[engines]]\n" + kSmallStepScheduler;
+inline const std::string kPrefillAndDecodeEngines =
+    "[[engines]]\nrole = \"prefill\"\n" + kSmallStepScheduler + "[[engines]]\nrole = \"decode\"\n" +
+    kSmallStepScheduler;
+inline const std::string kDisaggregatedRouter =
+    "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n";
+
 inline GenerateInput text_request(std::string prompt, uint32_t max_tokens) {
   GenerateInput input;
   input.prompt_kind = GenerateInput::PromptKind::kText;

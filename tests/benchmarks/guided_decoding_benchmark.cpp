@@ -8,6 +8,8 @@
 // - BM_GuideMaskKnownPlace: a place seen before: the cached mask applied to the row.
 // - BM_GuidedAnswer: a whole answer (at most 160 tokens) under a schema, mask + argmax + accept
 //   per token, random logits; reported per token (items), the row's copy and argmax included.
+//   /0: each answer alone (its own kept sets); /1: answers of one schema sharing the grammar's
+//   store, as a server's requests do after the first.
 // See docs/performance.md, "Guided decoding".
 #include <benchmark/benchmark.h>
 
@@ -134,8 +136,10 @@ void BM_GuidedAnswer(benchmark::State& state) {
   }
   std::vector<float> logits(kVocab);
   int64_t tokens = 0;
+  // Arg 1: every answer's guide shares one store (requests of one schema after the first).
+  const auto shared = std::make_shared<headway::serving::guided::MaskStore>(128);
   for (auto _ : state) {
-    GrammarGuide guide(grammar(), vocabulary(), {});
+    GrammarGuide guide(grammar(), vocabulary(), {}, state.range(0) == 1 ? shared : nullptr);
     for (int i = 0; i < kTokens && !guide.ended(); ++i) {
       logits = rows[i];
       guide.mask(logits);
@@ -147,7 +151,7 @@ void BM_GuidedAnswer(benchmark::State& state) {
   }
   state.SetItemsProcessed(tokens);
 }
-BENCHMARK(BM_GuidedAnswer)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GuidedAnswer)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -7,21 +7,40 @@
 
 namespace headway::serving::guided {
 
+namespace {
+
+// Grammar places that never repeat cannot grow a store past this (vocab / 8 bytes each).
+constexpr size_t kOwnStoreCapacity = 64;
+
+bool bit(const std::vector<uint64_t>& bits, size_t id) {
+  return ((bits[id / 64] >> (id % 64)) & 1);
+}
+
+}  // namespace
+
 GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
                            std::shared_ptr<const VocabularyIndex> vocabulary,
-                           std::vector<int32_t> stop_token_ids, size_t worth_keeping)
+                           const std::vector<int32_t>& stop_token_ids,
+                           std::shared_ptr<MaskStore> store, size_t worth_keeping)
     : grammar_(std::move(grammar)),
       vocabulary_(std::move(vocabulary)),
-      stop_token_ids_(std::move(stop_token_ids)),
+      store_(store ? std::move(store) : std::make_shared<MaskStore>(kOwnStoreCapacity)),
       worth_keeping_(worth_keeping),
       matcher_(*grammar_),
       walk_(vocabulary_->longest_token() + 1) {
+  if (vocabulary_->eos() >= 0) end_tokens_.push_back(vocabulary_->eos());
+  for (const int32_t stop : stop_token_ids) {
+    if (stop >= 0 && static_cast<uint32_t>(stop) < vocabulary_->vocab_size() &&
+        std::find(end_tokens_.begin(), end_tokens_.end(), stop) == end_tokens_.end()) {
+      end_tokens_.push_back(stop);
+    }
+  }
+  end_logits_.resize(end_tokens_.size());
   matcher_.start(state_);
 }
 
 bool GrammarGuide::is_end_token(int32_t token) const {
-  return token == vocabulary_->eos() ||
-         std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token) != stop_token_ids_.end();
+  return std::find(end_tokens_.begin(), end_tokens_.end(), token) != end_tokens_.end();
 }
 
 bool GrammarGuide::complete() const { return ended_ || matcher_.complete(state_); }
@@ -47,14 +66,25 @@ bool GrammarGuide::accept(int32_t token) {
 }
 
 bool GrammarGuide::allows(int32_t token) {
-  if (token < 0 || static_cast<uint32_t>(token) >= vocabulary_->vocab_size()) return false;
-  const std::vector<uint64_t>& bits = allowed();
-  return ((bits[static_cast<size_t>(token) / 64] >> (static_cast<size_t>(token) % 64)) & 1) != 0;
+  if (ended_ || token < 0 || static_cast<uint32_t>(token) >= vocabulary_->vocab_size()) {
+    return false;
+  }
+  // End tokens end the output: only where it is complete, even when their text would fit.
+  if (is_end_token(token)) return matcher_.complete(state_);
+  return bit(fitting(), static_cast<size_t>(token));
 }
 
 void GrammarGuide::mask(std::span<float> logits) {
-  const std::vector<uint64_t>& bits = allowed();
   constexpr float kBanned = -std::numeric_limits<float>::infinity();
+  if (ended_) {
+    std::fill(logits.begin(), logits.end(), kBanned);
+    return;
+  }
+  for (size_t e = 0; e < end_tokens_.size(); ++e) {
+    const auto id = static_cast<size_t>(end_tokens_[e]);
+    end_logits_[e] = id < logits.size() ? logits[id] : kBanned;
+  }
+  const std::vector<uint64_t>& bits = fitting();
   const size_t known = std::min<size_t>(logits.size(), vocabulary_->vocab_size());
   bool any = false;
   // A word at a time: whole words allowed (inside strings) or refused (elsewhere) are the rule.
@@ -73,54 +103,40 @@ void GrammarGuide::mask(std::span<float> logits) {
   }
   // Ids past the tokenizer's vocabulary (a model's padded rows) have no bytes.
   for (size_t id = known; id < logits.size(); ++id) logits[id] = kBanned;
+  // End tokens: where the output is complete (with their own logits), else never, even when
+  // their text fits (a stop id can be an ordinary token).
+  const bool complete = matcher_.complete(state_);
+  for (size_t e = 0; e < end_tokens_.size(); ++e) {
+    const auto id = static_cast<size_t>(end_tokens_[e]);
+    if (id < logits.size()) logits[id] = complete ? end_logits_[e] : kBanned;
+  }
   // No token continues the output (the vocabulary lacks the bytes it needs): it ends here rather
   // than with a token the grammar refuses.
   const int32_t eos = vocabulary_->eos();
-  if (!any && eos >= 0 && static_cast<size_t>(eos) < logits.size()) logits[eos] = 0.0f;
+  if (!any && !complete && eos >= 0 && static_cast<size_t>(eos) < logits.size()) {
+    logits[eos] = 0.0f;
+  }
 }
 
-const std::vector<uint64_t>& GrammarGuide::allowed() {
+const std::vector<uint64_t>& GrammarGuide::fitting() {
   key_.clear();
-  key_.push_back(ended_ ? 1 : 0);
   state_.append_key(key_);
-  if (const auto found = cache_.find(key_); found != cache_.end()) return masks_[found->second];
-  unkept_.assign((vocabulary_->vocab_size() + 63) / 64, 0);
-  if (compute_allowed(unkept_) < worth_keeping_) return unkept_;
-  if (cache_.size() >= kCachedMasks) cache_.clear();  // slots are reused from the first on
-  const auto slot = static_cast<uint32_t>(cache_.size());
-  if (masks_.size() <= slot) masks_.emplace_back();
-  masks_[slot].swap(unkept_);
-  cache_.emplace(key_, slot);
-  return masks_[slot];
-}
-
-size_t GrammarGuide::compute_allowed(std::vector<uint64_t>& bits) {
-  const auto set = [&](int32_t id) {
-    if (id >= 0 && static_cast<uint32_t>(id) < vocabulary_->vocab_size()) {
-      bits[static_cast<size_t>(id) / 64] |= uint64_t{1} << (static_cast<size_t>(id) % 64);
-    }
-  };
-  if (ended_) return 0;
+  held_ = store_->find(key_);
+  if (held_) return *held_;
+  walked_.assign((vocabulary_->vocab_size() + 63) / 64, 0);
   size_t cost = 0;
   // Inside a string every plain-text token fits: only the others are walked.
   if (matcher_.in_plain_string(state_)) {
     const std::vector<uint64_t>& plain = vocabulary_->plain_text();
-    for (size_t w = 0; w < bits.size(); ++w) bits[w] |= plain[w];
-    cost = walk_tokens(vocabulary_->not_plain_text(), bits);
+    for (size_t w = 0; w < walked_.size(); ++w) walked_[w] |= plain[w];
+    cost = walk_tokens(vocabulary_->not_plain_text(), walked_);
   } else {
-    cost = walk_tokens(vocabulary_->all(), bits);
+    cost = walk_tokens(vocabulary_->all(), walked_);
   }
-  // End tokens end the output: never in the middle of it, even when their text would fit.
-  for (const int32_t stop : stop_token_ids_) {
-    if (stop >= 0 && static_cast<uint32_t>(stop) < vocabulary_->vocab_size()) {
-      bits[static_cast<size_t>(stop) / 64] &= ~(uint64_t{1} << (static_cast<size_t>(stop) % 64));
-    }
-  }
-  if (matcher_.complete(state_)) {
-    set(vocabulary_->eos());
-    for (const int32_t stop : stop_token_ids_) set(stop);
-  }
-  return cost;
+  if (cost < worth_keeping_) return walked_;
+  held_ = std::make_shared<const std::vector<uint64_t>>(walked_);
+  store_->keep(key_, held_);
+  return *held_;
 }
 
 size_t GrammarGuide::walk_tokens(const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits) {

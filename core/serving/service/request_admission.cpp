@@ -171,11 +171,12 @@ void RequestAdmission::attach_guide(GenerateInput& input) const {
                ": the output ends where the guided answer is complete, however short",
            "min_tokens");
   }
-  std::call_once(vocabulary_built_, [&] {
-    vocabulary_ = std::make_shared<const guided::VocabularyIndex>(*tokenizer_);
+  std::call_once(guides_built_, [&] {
+    guides_ = std::make_unique<guided::GuideFactory>(
+        std::make_shared<const guided::VocabularyIndex>(*tokenizer_));
   });
   std::shared_ptr<core::TokenGuide> guide =
-      guided::make_guide(input.guided, vocabulary_, input.sampling.stop_token_ids);
+      guides_->make(input.guided, input.sampling.stop_token_ids);
   // A continued request (disaggregation) resumes where its generated tokens left the output.
   for (size_t i = 0; i < input.generated_ids.size(); ++i) {
     if (!guide->accept(input.generated_ids[i])) {

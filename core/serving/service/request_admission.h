@@ -23,7 +23,7 @@ namespace headway::serving {
 
 class PromptEncoder;
 namespace guided {
-class VocabularyIndex;
+class GuideFactory;
 }
 
 // The checkpoint directory the deployment's model reads (its `path` option), resolved like the
@@ -84,9 +84,9 @@ class RequestAdmission {
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   std::unique_ptr<PromptEncoder> encoder_;
   ModelSummary model_;
-  // The vocabulary as guided decoding scans it, built at the first guided request.
-  mutable std::once_flag vocabulary_built_;
-  mutable std::shared_ptr<const guided::VocabularyIndex> vocabulary_;
+  // Guided decoding's vocabulary and grammars, built at the first guided request.
+  mutable std::once_flag guides_built_;
+  mutable std::unique_ptr<guided::GuideFactory> guides_;
 };
 
 }  // namespace headway::serving

@@ -4,6 +4,7 @@
 #include "grammar_guide.h"
 
 #include <gtest/gtest.h>
+#include <headway/serving/service_error.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "grammar_matcher.h"
+#include "guided_output.h"
 #include "json_schema.h"
 
 namespace headway::serving::guided {
@@ -40,7 +42,7 @@ struct GuideFixture {
   explicit GuideFixture(const std::string& schema, bool keep_all = false)
       : grammar(std::make_shared<Grammar>(compile_json_schema(schema, "guided_json"))),
         vocabulary(std::make_shared<VocabularyIndex>(test_vocabulary(), kEos)),
-        guide(grammar, vocabulary, {kStop}, keep_all ? 0 : GrammarGuide::kWorthKeeping),
+        guide(grammar, vocabulary, {kStop}, nullptr, keep_all ? 0 : GrammarGuide::kWorthKeeping),
         matcher(*grammar) {
     matcher.start(state);
   }
@@ -169,6 +171,62 @@ TEST(GrammarGuide, StopTokensWithTextComeOnlyAtTheEnd) {
   EXPECT_TRUE(guide.allows(2));
   EXPECT_TRUE(guide.accept(2));
   EXPECT_TRUE(guide.ended());
+}
+
+// Guides of one grammar share its store: a place one walked is a lookup for the other, and each
+// still adds only its own end tokens.
+TEST(GrammarGuide, GuidesOfOneGrammarShareKeptSetsButNotEndTokens) {
+  auto grammar = std::make_shared<Grammar>(compile_json_schema(
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}})", "guided_json"));
+  auto vocabulary = std::make_shared<VocabularyIndex>(
+      std::vector<std::string>{"", "{\"a\":", "1", "}", "x"}, /*eos=*/0);
+  auto store = std::make_shared<MaskStore>(8);
+  GrammarGuide first(grammar, vocabulary, {3}, store, /*worth_keeping=*/0);
+  GrammarGuide second(grammar, vocabulary, {}, store, /*worth_keeping=*/0);
+  for (GrammarGuide* guide : {&first, &second}) {
+    ASSERT_TRUE(guide->accept(1));
+    ASSERT_TRUE(guide->accept(2));
+  }
+  EXPECT_FALSE(first.allows(3));  // its stop id: "}" fits, but the output is not complete
+  EXPECT_EQ(store->size(), 0u);   // (an end token needs no walk)
+  EXPECT_TRUE(second.allows(3));  // an ordinary token for the other request
+  EXPECT_EQ(store->size(), 1u);
+  std::vector<float> logits(5, 1.0f);
+  first.mask(logits);
+  EXPECT_EQ(store->size(), 1u);  // the same place: looked up, not walked again
+  EXPECT_TRUE(std::isinf(logits[3]));
+  EXPECT_EQ(logits[2], 1.0f);
+  ASSERT_TRUE(second.accept(3));
+  EXPECT_TRUE(second.complete());
+  std::vector<float> end(5, 1.0f);
+  second.mask(end);
+  EXPECT_EQ(end[0], 1.0f);  // EOS keeps its own logit where the output is complete
+  for (int id = 1; id < 5; ++id) EXPECT_TRUE(std::isinf(end[id])) << id;
+}
+
+TEST(GuideFactory, RequestsForTheSameOutputShareOneGrammar) {
+  GuideFactory factory(std::make_shared<VocabularyIndex>(test_vocabulary(), kEos));
+  GuidedOutput schema;
+  schema.kind = GuidedOutput::Kind::kJsonSchema;
+  schema.schema_json = kSchema;
+  auto first = factory.make(schema, {});
+  auto second = factory.make(schema, {kStop});
+  EXPECT_NE(first, second);  // one guide per request
+  EXPECT_EQ(factory.grammars(), 1u);
+  GuidedOutput choice;
+  choice.kind = GuidedOutput::Kind::kChoice;
+  for (int i = 0; i < 20; ++i) {
+    choice.choices = {"c" + std::to_string(i)};
+    ASSERT_NE(factory.make(choice, {}), nullptr);
+  }
+  EXPECT_EQ(factory.grammars(), GuideFactory::kGrammars);  // the most recent only
+  // A refused schema is refused each time, and kept nowhere.
+  schema.schema_json = R"({"type": "string", "pattern": "a"})";
+  schema.field = "guided_json";
+  EXPECT_THROW(factory.make(schema, {}), ServiceError);
+  EXPECT_THROW(factory.make(schema, {}), ServiceError);
+  EXPECT_EQ(factory.grammars(), GuideFactory::kGrammars);
+  EXPECT_EQ(factory.make(GuidedOutput{}, {}), nullptr);
 }
 
 TEST(GrammarGuide, WhereNoTokenFitsOnlyTheEndIsLeft) {

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "integer_range.h"
+
 namespace headway::serving::guided {
 
 inline constexpr uint32_t kUnbounded = UINT32_MAX;
@@ -33,7 +35,7 @@ enum class NodeKind : uint8_t {
   kArray,     // '[' ... ']'
   kString,    // a JSON string
   kNumber,    // a JSON number
-  kInteger,   // a JSON number without fraction or exponent
+  kInteger,   // a JSON number without fraction or exponent, within `range`
   kLiterals,  // exactly one of `literals` (JSON text such as `true` or `"red"`, or raw choices)
   kAnyOf,     // any one of `branches`
 };
@@ -55,6 +57,8 @@ struct GrammarNode {
   uint32_t items = 0;
   uint32_t min_items = 0;
   uint32_t max_items = kUnbounded;
+  // kInteger: the values allowed (unbounded: any).
+  IntegerRange range;
   // kString: length in characters (code points; an escape is one).
   uint32_t min_length = 0;
   uint32_t max_length = kUnbounded;

@@ -76,6 +76,10 @@ uint32_t count_one(uint32_t count, uint32_t min, uint32_t max) {
   return count < cap ? count + 1 : count;
 }
 
+// Bounded integers' pending flags (step_bounded_integer).
+constexpr uint16_t kNegative = 1;
+constexpr uint16_t kDigitsSoFar = 2;
+
 bool number_is_complete(uint8_t phase) {
   return phase == kNumberZero || phase == kNumberInt || phase == kNumberFraction ||
          phase == kNumberExpDigits;
@@ -122,7 +126,15 @@ bool GrammarMatcher::complete(const MatchState& state) const {
     if (end == from) return true;  // everything closed
     if (end - from == 1) {
       const MatchFrame& only = state.frames[from];
-      if (only.kind == kNumber && number_is_complete(only.phase)) return true;
+      if (only.kind == kNumber && number_is_complete(only.phase)) {
+        const IntegerRange& range = grammar_.nodes[only.node].range;
+        const uint64_t magnitude = static_cast<uint64_t>(only.b) << 32 | only.a;
+        const bool negative = (only.pending & kNegative) != 0;
+        if (grammar_.nodes[only.node].kind != NodeKind::kInteger || !range.bounded() ||
+            range.contains(negative ? -static_cast<__int128>(magnitude) : magnitude)) {
+          return true;
+        }
+      }
       if (only.kind == kLiteral && grammar_.nodes[only.node].literals[only.a].size() == only.b) {
         return true;
       }
@@ -218,8 +230,14 @@ GrammarMatcher::Step GrammarMatcher::step_value(std::vector<MatchFrame>& frames,
       if (byte != '"') return Step::kRejected;
       top = frame(kString, top.node, kStringPlain);
       return Step::kConsumed;
-    case NodeKind::kNumber:
     case NodeKind::kInteger:
+      if (grammar_.nodes[top.node].range.bounded()) {
+        top = frame(kNumber, top.node, kNumberSign);
+        top.pending = kDigitsSoFar;  // nothing yet: the byte is read as the number's first
+        return step_bounded_integer(top, byte);
+      }
+      [[fallthrough]];
+    case NodeKind::kNumber:
       if (byte == '-') {
         top = frame(kNumber, top.node, kNumberSign);
       } else if (byte == '0') {
@@ -471,7 +489,13 @@ GrammarMatcher::Step GrammarMatcher::step_string(std::vector<MatchFrame>& frames
 GrammarMatcher::Step GrammarMatcher::step_number(std::vector<MatchFrame>& frames,
                                                  uint8_t byte) const {
   MatchFrame& top = frames.back();
-  const bool integer = grammar_.nodes[top.node].kind == NodeKind::kInteger;
+  const GrammarNode& node = grammar_.nodes[top.node];
+  const bool integer = node.kind == NodeKind::kInteger;
+  if (integer && node.range.bounded()) {
+    const Step step = step_bounded_integer(top, byte);
+    if (step == Step::kRetry) frames.pop_back();  // complete and in range: the parent reads on
+    return step;
+  }
   const auto to = [&](uint8_t phase) {
     top.phase = phase;
     return Step::kConsumed;
@@ -508,6 +532,42 @@ GrammarMatcher::Step GrammarMatcher::step_number(std::vector<MatchFrame>& frames
     default:
       return Step::kRejected;
   }
+}
+
+// A bounded integer: a holds the magnitude's low 32 bits, b its high ones; pending says whether
+// a '-' was read (kNegative) and, on entry from a value, that no byte was yet (kDigitsSoFar).
+// Each digit is taken only if some value that starts so can end in range; the number ends (kRetry,
+// its parent reads the byte) only in range.
+GrammarMatcher::Step GrammarMatcher::step_bounded_integer(MatchFrame& top, uint8_t byte) const {
+  const IntegerRange& range = grammar_.nodes[top.node].range;
+  const bool first = (top.pending & kDigitsSoFar) != 0;
+  bool negative = (top.pending & kNegative) != 0;
+  const uint64_t magnitude = static_cast<uint64_t>(top.b) << 32 | top.a;
+  uint8_t phase = top.phase;
+  uint64_t next = magnitude;
+  if (first && byte == '-') {
+    negative = true;
+  } else if (first || phase == kNumberSign || phase == kNumberInt) {
+    if (!is_digit(byte)) {
+      if (first || phase == kNumberSign) return Step::kRejected;
+      return range.contains(negative ? -static_cast<__int128>(magnitude) : magnitude)
+                 ? Step::kRetry
+                 : Step::kRejected;
+    }
+    const uint64_t digit = byte - '0';
+    if (magnitude > (UINT64_MAX - digit) / 10) return Step::kRejected;
+    next = magnitude * 10 + digit;
+    phase = next == 0 ? kNumberZero : kNumberInt;
+  } else {  // kNumberZero: "0" or "-0" takes no more digits
+    if (is_digit(byte)) return Step::kRejected;
+    return range.contains(0) ? Step::kRetry : Step::kRejected;
+  }
+  if (!range.reachable(negative, next, phase == kNumberZero)) return Step::kRejected;
+  top.phase = first && byte == '-' ? static_cast<uint8_t>(kNumberSign) : phase;
+  top.pending = negative ? kNegative : 0;
+  top.a = static_cast<uint32_t>(next);
+  top.b = static_cast<uint32_t>(next >> 32);
+  return Step::kConsumed;
 }
 
 GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frames,

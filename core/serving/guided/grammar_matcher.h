@@ -64,6 +64,7 @@ class GrammarMatcher {
   Step step_array(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_string(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_number(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_bounded_integer(MatchFrame& top, uint8_t byte) const;
   Step step_literal(std::vector<MatchFrame>& frames, uint8_t byte) const;
   // Of an object's properties from `from` on, one past the last that may come next (all before
   // it optional).

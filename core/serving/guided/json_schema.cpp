@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -25,11 +27,25 @@ constexpr std::array<std::string_view, 12> kAnnotations = {
 
 // Keywords each value type reads; anything else on a schema is refused.
 const std::set<std::string_view>& handled_keywords() {
-  static const std::set<std::string_view> keywords = {
-      "type",      "properties", "required", "additionalProperties",
-      "items",     "minItems",   "maxItems", "minLength",
-      "maxLength", "enum",       "const",    "anyOf",
-      "oneOf",     "allOf",      "$ref"};
+  static const std::set<std::string_view> keywords = {"type",
+                                                      "properties",
+                                                      "required",
+                                                      "additionalProperties",
+                                                      "items",
+                                                      "minItems",
+                                                      "maxItems",
+                                                      "minLength",
+                                                      "maxLength",
+                                                      "enum",
+                                                      "const",
+                                                      "anyOf",
+                                                      "oneOf",
+                                                      "allOf",
+                                                      "$ref",
+                                                      "minimum",
+                                                      "maximum",
+                                                      "exclusiveMinimum",
+                                                      "exclusiveMaximum"};
   return keywords;
 }
 
@@ -155,8 +171,9 @@ class SchemaCompiler {
       refuse(path + "." + keyword,
              fmt::format("the keyword '{}' is not supported by guided decoding (supported: type, "
                          "properties, required, additionalProperties, items, minItems, maxItems, "
-                         "minLength, maxLength, enum, const, anyOf, oneOf, allOf of one schema, "
-                         "$ref)",
+                         "minLength, maxLength, minimum, maximum, exclusiveMinimum, "
+                         "exclusiveMaximum (integers), enum, const, anyOf, oneOf, allOf of one "
+                         "schema, $ref)",
                          keyword));
     }
     refuse_siblings(schema, path);
@@ -215,8 +232,65 @@ class SchemaCompiler {
     return add(std::move(node));
   }
 
+  static constexpr std::array<const char*, 4> kBounds = {"minimum", "maximum", "exclusiveMinimum",
+                                                         "exclusiveMaximum"};
+
+  static void refuse_bounds(const Json& schema, const std::string& path, const char* why) {
+    for (const char* keyword : kBounds) {
+      if (schema.contains(keyword)) {
+        refuse(path + "." + keyword, fmt::format("guided decoding enforces '{}' {}", keyword, why));
+      }
+    }
+  }
+
+  // minimum, maximum, exclusiveMinimum, exclusiveMaximum (a number, or draft 4's boolean beside
+  // minimum/maximum) as inclusive integer bounds.
+  static IntegerRange integer_range(const Json& schema, const std::string& path) {
+    IntegerRange range;
+    constexpr auto kMin = static_cast<long double>(std::numeric_limits<int64_t>::min());
+    constexpr auto kMax = static_cast<long double>(std::numeric_limits<int64_t>::max());
+    const auto bound = [&](const char* keyword) -> std::optional<long double> {
+      const auto it = schema.find(keyword);
+      if (it == schema.end() || it->is_boolean()) return std::nullopt;
+      if (!it->is_number()) refuse(path + "." + keyword, "must be a number");
+      return it->get<long double>();
+    };
+    const auto exclusive = [&](const char* keyword) {
+      const auto it = schema.find(keyword);
+      return it != schema.end() && it->is_boolean() && it->get<bool>();
+    };
+    // Bounds past 64 bits: a lower one there leaves no integer this writes (refused), an upper
+    // one there changes nothing (it writes none that large).
+    const auto clamp = [&](long double v) {
+      if (v > kMax) refuse(path + ".minimum", "no integer of 64 bits is that large");
+      return static_cast<int64_t>(std::max(v, kMin));
+    };
+    const auto clamp_high = [&](long double v) {
+      if (v < kMin) refuse(path + ".maximum", "no integer of 64 bits is that small");
+      return static_cast<int64_t>(std::min(v, kMax));
+    };
+    if (auto v = bound("minimum")) {
+      range.low = clamp(exclusive("exclusiveMinimum") ? std::floor(*v) + 1 : std::ceil(*v));
+    }
+    if (auto v = bound("exclusiveMinimum")) {
+      range.low = std::max(range.low, clamp(std::floor(*v) + 1));
+    }
+    if (auto v = bound("maximum")) {
+      range.high = clamp_high(exclusive("exclusiveMaximum") ? std::ceil(*v) - 1 : std::floor(*v));
+    }
+    if (auto v = bound("exclusiveMaximum")) {
+      range.high = std::min(range.high, clamp_high(std::ceil(*v) - 1));
+    }
+    if (range.low > range.high) {
+      refuse(path + ".minimum",
+             fmt::format("no integer lies between the bounds ({} to {})", range.low, range.high));
+    }
+    return range;
+  }
+
   // No "type": what the keywords imply, else any value.
   uint32_t compile_untyped(const Json& schema, const std::string& path, int depth) {
+    refuse_bounds(schema, path, "with \"type\": \"integer\" only");
     if (schema.contains("properties") || schema.contains("required") ||
         schema.contains("additionalProperties")) {
       return compile_typed(schema, "object", path, depth);
@@ -244,8 +318,14 @@ class SchemaCompiler {
       }
       return add(std::move(node));
     }
-    if (type == "number" || type == "integer") {
-      node.kind = type == "number" ? NodeKind::kNumber : NodeKind::kInteger;
+    if (type == "integer") {
+      node.kind = NodeKind::kInteger;
+      node.range = integer_range(schema, path);
+      return add(std::move(node));
+    }
+    if (type == "number") {
+      refuse_bounds(schema, path, "on \"type\": \"integer\" only, not on numbers");
+      node.kind = NodeKind::kNumber;
       return add(std::move(node));
     }
     if (type == "boolean") return literals({"true", "false"});

@@ -29,11 +29,14 @@ std::string walk(const Grammar& grammar, std::string_view text) {
 
 Grammar schema(const std::string& text) { return compile_json_schema(text, "guided_json"); }
 
+// Compiling `text` is refused with `param` and a message that has `words`.
+void expect_refused(const std::string& text, const std::string& param, const std::string& words);
+
 const char* kPerson = R"({
   "type": "object",
   "properties": {
     "name": {"type": "string", "minLength": 1, "maxLength": 4},
-    "age": {"type": "integer"},
+    "age": {"type": "integer", "minimum": 0, "maximum": 120},
     "email": {"type": ["string", "null"]},
     "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 2}
   },
@@ -104,7 +107,42 @@ TEST(JsonSchemaGrammar, NumbersFollowJsonAndIntegersHaveNoFraction) {
   EXPECT_EQ(walk(integer, "4.2"), "dead");
   EXPECT_EQ(walk(integer, "4e2"), "dead");
   // In an object, the byte after a number closes it.
-  EXPECT_EQ(walk(schema(kPerson), R"({"name":"A","age":-12,"tags":[3]})"), "complete");
+  EXPECT_EQ(walk(schema(kPerson), R"({"name":"A","age":12,"tags":[3]})"), "complete");
+}
+
+// Integer bounds refuse a digit as soon as no value that starts so can end in range.
+TEST(JsonSchemaGrammar, IntegerBoundsAreKeptDigitByDigit) {
+  const Grammar g = schema(R"({"type": "integer", "minimum": 10, "maximum": 250})");
+  for (const char* ok : {"10", "99", "100", "250"}) EXPECT_EQ(walk(g, ok), "complete") << ok;
+  EXPECT_EQ(walk(g, "9"), "open");  // 90 to 99 still may come
+  EXPECT_EQ(walk(g, "251"), "dead");
+  EXPECT_EQ(walk(g, "1000"), "dead");
+  EXPECT_EQ(walk(g, "0"), "dead");
+  EXPECT_EQ(walk(g, "-"), "dead");
+  const Grammar negative = schema(R"({"type": "integer", "minimum": -20, "maximum": -5})");
+  for (const char* ok : {"-5", "-20", "-13"}) EXPECT_EQ(walk(negative, ok), "complete") << ok;
+  EXPECT_EQ(walk(negative, "-1"), "open");
+  for (const char* bad : {"-4", "-21", "-3", "5", "-0"}) {
+    EXPECT_EQ(walk(negative, bad), "dead") << bad;
+  }
+  const Grammar exclusive =
+      schema(R"({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 3})");
+  EXPECT_EQ(walk(exclusive, "1"), "complete");
+  EXPECT_EQ(walk(exclusive, "2"), "complete");
+  EXPECT_EQ(walk(exclusive, "0"), "dead");
+  EXPECT_EQ(walk(exclusive, "3"), "dead");
+  const Grammar draft4 = schema(R"({"type": "integer", "minimum": 5, "exclusiveMinimum": true})");
+  EXPECT_EQ(walk(draft4, "5"), "open");  // 50 to 59 may still come
+  EXPECT_EQ(walk(draft4, "6"), "complete");
+  const Grammar object =
+      schema(R"({"type": "object", "properties": {"age": {"type": "integer", "maximum": 150}}})");
+  EXPECT_EQ(walk(object, R"({"age":151)"), "dead");
+  EXPECT_EQ(walk(object, R"({"age":7})"), "complete");
+  EXPECT_EQ(walk(object, R"({"age":-7})"), "complete");  // no minimum
+  const Grammar huge = schema(R"({"type": "integer", "maximum": 1e30})");
+  EXPECT_EQ(walk(huge, "92233720368547758070"), "complete");  // as good as no bound
+  expect_refused(R"({"type": "integer", "minimum": 1e30})", "guided_json.minimum",
+                 "no integer of 64 bits");
 }
 
 TEST(JsonSchemaGrammar, ArraysKeepTheirItemBounds) {
@@ -190,7 +228,13 @@ void expect_refused(const std::string& text, const std::string& param, const std
 TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
   expect_refused(R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "x"}}})",
                  "guided_json.properties.zip.pattern", "'pattern' is not supported");
-  expect_refused(R"({"type": "integer", "minimum": 0})", "guided_json.minimum", "not supported");
+  expect_refused(R"({"type": "number", "minimum": 0})", "guided_json.minimum",
+                 "on \"type\": \"integer\" only");
+  expect_refused(R"({"maximum": 3})", "guided_json.maximum", "with \"type\": \"integer\" only");
+  expect_refused(R"({"type": "integer", "minimum": 5, "maximum": 4.5})", "guided_json.minimum",
+                 "no integer lies between");
+  expect_refused(R"({"type": "integer", "multipleOf": 2})", "guided_json.multipleOf",
+                 "not supported");
   expect_refused(R"({"type": "string", "format": "email"})", "guided_json.format", "not supported");
   expect_refused(R"({"type": "strng"})", "guided_json.type", "unknown type 'strng'");
   expect_refused(R"({"type": "array", "minItems": 3, "maxItems": 2})", "guided_json.minItems",
@@ -310,6 +354,8 @@ TEST(JsonSchemaGrammar, RandomWalksGiveJsonTheSchemaAccepts) {
       ASSERT_TRUE(value["age"].is_number()) << text;
       const double age = value["age"].get<double>();
       EXPECT_EQ(std::floor(age), age) << text;
+      EXPECT_GE(age, 0.0) << text;
+      EXPECT_LE(age, 120.0) << text;
     }
   }
   EXPECT_GT(completed, 100);

@@ -115,9 +115,9 @@ void expect_refused(LocalGenerationService& service, GenerateInput input, const 
 TEST_F(GuidedServiceTest, RefusalsNameTheField) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   GenerateInput input = guided_request(1);
-  input.guided.schema_json = R"({"type": "object", "properties": {"n": {"minimum": 1}}})";
-  expect_refused(service, input, "response_format.json_schema.schema.properties.n.minimum",
-                 "'minimum' is not supported");
+  input.guided.schema_json = R"({"type": "object", "properties": {"n": {"multipleOf": 2}}})";
+  expect_refused(service, input, "response_format.json_schema.schema.properties.n.multipleOf",
+                 "'multipleOf' is not supported");
   input = guided_request(1);
   input.sampling.ignore_eos = true;
   expect_refused(service, input, "ignore_eos", "response_format.json_schema.schema");

@@ -1,6 +1,7 @@
 #include "grammar_guide.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <limits>
 #include <utility>
@@ -86,13 +87,14 @@ void GrammarGuide::mask(std::span<float> logits) {
   }
   const std::vector<uint64_t>& bits = fitting();
   const size_t known = std::min<size_t>(logits.size(), vocabulary_->vocab_size());
-  bool any = false;
+  size_t fits = 0;  // tokens left, end tokens included (taken off below)
   // A word at a time: whole words allowed (inside strings) or refused (elsewhere) are the rule.
   for (size_t base = 0; base < known; base += 64) {
     const size_t count = std::min<size_t>(64, known - base);
-    const uint64_t word = bits[base / 64];
-    any = any || word != 0;
-    if (word == ~uint64_t{0} && count == 64) continue;
+    const uint64_t all = count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
+    const uint64_t word = bits[base / 64] & all;
+    fits += static_cast<size_t>(std::popcount(word));
+    if (word == all) continue;
     if (word == 0) {
       std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(base), count, kBanned);
       continue;
@@ -109,11 +111,12 @@ void GrammarGuide::mask(std::span<float> logits) {
   for (size_t e = 0; e < end_tokens_.size(); ++e) {
     const auto id = static_cast<size_t>(end_tokens_[e]);
     if (id < logits.size()) logits[id] = complete ? end_logits_[e] : kBanned;
+    if (id < known && bit(bits, id)) --fits;
   }
-  // No token continues the output (the vocabulary lacks the bytes it needs): it ends here rather
-  // than with a token the grammar refuses.
+  // No token continues the output (the vocabulary lacks the bytes it needs, or only stop ids
+  // would): it ends here rather than with a token the grammar refuses.
   const int32_t eos = vocabulary_->eos();
-  if (!any && !complete && eos >= 0 && static_cast<size_t>(eos) < logits.size()) {
+  if (fits == 0 && !complete && eos >= 0 && static_cast<size_t>(eos) < logits.size()) {
     logits[eos] = 0.0f;
   }
 }

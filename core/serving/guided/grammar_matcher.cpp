@@ -78,7 +78,7 @@ uint32_t count_one(uint32_t count, uint32_t min, uint32_t max) {
 
 // Bounded integers' pending flags (step_bounded_integer).
 constexpr uint16_t kNegative = 1;
-constexpr uint16_t kDigitsSoFar = 2;
+constexpr uint16_t kNothingYet = 2;
 
 bool number_is_complete(uint8_t phase) {
   return phase == kNumberZero || phase == kNumberInt || phase == kNumberFraction ||
@@ -233,7 +233,7 @@ GrammarMatcher::Step GrammarMatcher::step_value(std::vector<MatchFrame>& frames,
     case NodeKind::kInteger:
       if (grammar_.nodes[top.node].range.bounded()) {
         top = frame(kNumber, top.node, kNumberSign);
-        top.pending = kDigitsSoFar;  // nothing yet: the byte is read as the number's first
+        top.pending = kNothingYet;  // nothing yet: the byte is read as the number's first
         return step_bounded_integer(top, byte);
       }
       [[fallthrough]];
@@ -535,12 +535,12 @@ GrammarMatcher::Step GrammarMatcher::step_number(std::vector<MatchFrame>& frames
 }
 
 // A bounded integer: a holds the magnitude's low 32 bits, b its high ones; pending says whether
-// a '-' was read (kNegative) and, on entry from a value, that no byte was yet (kDigitsSoFar).
+// a '-' was read (kNegative) and, on entry from a value, that no byte was yet (kNothingYet).
 // Each digit is taken only if some value that starts so can end in range; the number ends (kRetry,
 // its parent reads the byte) only in range.
 GrammarMatcher::Step GrammarMatcher::step_bounded_integer(MatchFrame& top, uint8_t byte) const {
   const IntegerRange& range = grammar_.nodes[top.node].range;
-  const bool first = (top.pending & kDigitsSoFar) != 0;
+  const bool first = (top.pending & kNothingYet) != 0;
   bool negative = (top.pending & kNegative) != 0;
   const uint64_t magnitude = static_cast<uint64_t>(top.b) << 32 | top.a;
   uint8_t phase = top.phase;

@@ -14,10 +14,11 @@ struct IntegerRange {
   int64_t low = std::numeric_limits<int64_t>::min();
   int64_t high = std::numeric_limits<int64_t>::max();
 
-  bool bounded() const {
-    return low != std::numeric_limits<int64_t>::min() ||
-           high != std::numeric_limits<int64_t>::max();
-  }
+  // The schema gave a bound (even one 64 bits cannot pass): the integer is checked against these
+  // and so held to 64 bits. Else any integer, of any length.
+  bool enforced = false;
+
+  bool bounded() const { return enforced; }
   bool contains(__int128 value) const { return value >= low && value <= high; }
 
   // Whether an integer written as [-]digits, `magnitude` so far, can end in range: as it is

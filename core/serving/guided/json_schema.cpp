@@ -244,45 +244,53 @@ class SchemaCompiler {
   }
 
   // minimum, maximum, exclusiveMinimum, exclusiveMaximum (a number, or draft 4's boolean beside
-  // minimum/maximum) as inclusive integer bounds.
+  // minimum/maximum) as inclusive integer bounds. Any of them makes the integer a bounded one,
+  // which is also held to 64 bits.
   static IntegerRange integer_range(const Json& schema, const std::string& path) {
     IntegerRange range;
-    constexpr auto kMin = static_cast<long double>(std::numeric_limits<int64_t>::min());
-    constexpr auto kMax = static_cast<long double>(std::numeric_limits<int64_t>::max());
-    const auto bound = [&](const char* keyword) -> std::optional<long double> {
+    // 2^63, exactly, whatever long double is.
+    constexpr long double kTwoTo63 = 9223372036854775808.0L;
+    const auto bound = [&](const char* keyword, bool draft4) -> std::optional<long double> {
       const auto it = schema.find(keyword);
-      if (it == schema.end() || it->is_boolean()) return std::nullopt;
-      if (!it->is_number()) refuse(path + "." + keyword, "must be a number");
+      if (it == schema.end() || (draft4 && it->is_boolean())) return std::nullopt;
+      if (!it->is_number()) {
+        refuse(path + "." + keyword,
+               draft4 ? "must be a number (or, beside minimum or maximum, a boolean)"
+                      : "must be a number");
+      }
+      range.enforced = true;
       return it->get<long double>();
     };
     const auto exclusive = [&](const char* keyword) {
       const auto it = schema.find(keyword);
       return it != schema.end() && it->is_boolean() && it->get<bool>();
     };
-    // Bounds past 64 bits: a lower one there leaves no integer this writes (refused), an upper
-    // one there changes nothing (it writes none that large).
-    const auto clamp = [&](long double v) {
-      if (v > kMax) refuse(path + ".minimum", "no integer of 64 bits is that large");
-      return static_cast<int64_t>(std::max(v, kMin));
+    // Past 64 bits a lower bound leaves no integer this writes (refused); an upper one changes
+    // nothing (a bounded integer is held to 64 bits).
+    const auto low_from = [&](long double v, const char* keyword) {
+      if (v >= kTwoTo63) refuse(path + "." + keyword, "no integer of 64 bits is that large");
+      return v < -kTwoTo63 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(v);
     };
-    const auto clamp_high = [&](long double v) {
-      if (v < kMin) refuse(path + ".maximum", "no integer of 64 bits is that small");
-      return static_cast<int64_t>(std::min(v, kMax));
+    const auto high_from = [&](long double v, const char* keyword) {
+      if (v < -kTwoTo63) refuse(path + "." + keyword, "no integer of 64 bits is that small");
+      return v >= kTwoTo63 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(v);
     };
-    if (auto v = bound("minimum")) {
-      range.low = clamp(exclusive("exclusiveMinimum") ? std::floor(*v) + 1 : std::ceil(*v));
+    if (auto v = bound("minimum", false)) {
+      range.low =
+          low_from(exclusive("exclusiveMinimum") ? std::floor(*v) + 1 : std::ceil(*v), "minimum");
     }
-    if (auto v = bound("exclusiveMinimum")) {
-      range.low = std::max(range.low, clamp(std::floor(*v) + 1));
+    if (auto v = bound("exclusiveMinimum", true)) {
+      range.low = std::max(range.low, low_from(std::floor(*v) + 1, "exclusiveMinimum"));
     }
-    if (auto v = bound("maximum")) {
-      range.high = clamp_high(exclusive("exclusiveMaximum") ? std::ceil(*v) - 1 : std::floor(*v));
+    if (auto v = bound("maximum", false)) {
+      range.high =
+          high_from(exclusive("exclusiveMaximum") ? std::ceil(*v) - 1 : std::floor(*v), "maximum");
     }
-    if (auto v = bound("exclusiveMaximum")) {
-      range.high = std::min(range.high, clamp_high(std::ceil(*v) - 1));
+    if (auto v = bound("exclusiveMaximum", true)) {
+      range.high = std::min(range.high, high_from(std::ceil(*v) - 1, "exclusiveMaximum"));
     }
     if (range.low > range.high) {
-      refuse(path + ".minimum",
+      refuse(path + (schema.contains("minimum") ? ".minimum" : ".exclusiveMinimum"),
              fmt::format("no integer lies between the bounds ({} to {})", range.low, range.high));
     }
     return range;

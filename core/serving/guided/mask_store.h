@@ -35,6 +35,7 @@ class MaskStore {
 
   void keep(const std::string& place, Mask mask) {
     std::lock_guard lock(mutex_);
+    if (masks_.count(place) != 0) return;  // another request walked it meanwhile
     if (masks_.size() >= capacity_) masks_.clear();
     masks_.emplace(place, std::move(mask));
   }

@@ -229,6 +229,20 @@ TEST(GuideFactory, RequestsForTheSameOutputShareOneGrammar) {
   EXPECT_EQ(factory.make(GuidedOutput{}, {}), nullptr);
 }
 
+// Where the only tokens whose text fits are stop ids (which would end the output unfinished),
+// the end-of-sequence token is left, as where nothing fits.
+TEST(GrammarGuide, WhereOnlyStopTokensFitTheEndIsLeft) {
+  auto grammar = std::make_shared<Grammar>(choice_grammar({"a"}, "guided_choice"));
+  auto vocabulary =
+      std::make_shared<VocabularyIndex>(std::vector<std::string>{"", "a", "b"}, /*eos=*/0);
+  GrammarGuide guide(grammar, vocabulary, {1});
+  std::vector<float> logits(3, 1.0f);
+  guide.mask(logits);
+  EXPECT_EQ(logits[0], 0.0f);
+  EXPECT_TRUE(std::isinf(logits[1]));
+  EXPECT_TRUE(std::isinf(logits[2]));
+}
+
 TEST(GrammarGuide, WhereNoTokenFitsOnlyTheEndIsLeft) {
   // The vocabulary has no 'z', and the only value is the string "z".
   auto grammar =

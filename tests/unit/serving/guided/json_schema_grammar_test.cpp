@@ -139,8 +139,18 @@ TEST(JsonSchemaGrammar, IntegerBoundsAreKeptDigitByDigit) {
   EXPECT_EQ(walk(object, R"({"age":151)"), "dead");
   EXPECT_EQ(walk(object, R"({"age":7})"), "complete");
   EXPECT_EQ(walk(object, R"({"age":-7})"), "complete");  // no minimum
+  // A bound 64 bits cannot pass still holds the integer to 64 bits (OpenAPI's int64 bounds).
   const Grammar huge = schema(R"({"type": "integer", "maximum": 1e30})");
-  EXPECT_EQ(walk(huge, "92233720368547758070"), "complete");  // as good as no bound
+  EXPECT_EQ(walk(huge, "9223372036854775807"), "complete");
+  EXPECT_EQ(walk(huge, "92233720368547758070"), "dead");
+  const Grammar int64 = schema(
+      R"({"type": "integer", "minimum": -9223372036854775808, "maximum": 9223372036854775807})");
+  EXPECT_EQ(walk(int64, "-9223372036854775808"), "complete");
+  EXPECT_EQ(walk(int64, "99999999999999999999"), "dead");
+  expect_refused(R"({"type": "integer", "minimum": true})", "guided_json.minimum",
+                 "must be a number");
+  expect_refused(R"({"type": "integer", "exclusiveMaximum": -1e30})",
+                 "guided_json.exclusiveMaximum", "no integer of 64 bits is that small");
   expect_refused(R"({"type": "integer", "minimum": 1e30})", "guided_json.minimum",
                  "no integer of 64 bits");
 }

@@ -20,10 +20,10 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request);
 void to_generate_response(const std::string& request_id, const StreamChunk& chunk,
                           v1::GenerateResponse& out);
 
-// KvStage both ways (a router process sends and receives it too).
-// Guided output between a router process and its engine processes (and gRPC clients).
+// Guided output both ways (a router process forwards what its clients asked for).
 GuidedOutput from_proto(const v1::GuidedOutput& guided);
 void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out);
+// KvStage both ways (a router process sends and receives it too).
 KvStage from_proto(const v1::KvStage& stage);
 void to_proto(const KvStage& stage, v1::KvStage& out);
 

@@ -10,6 +10,7 @@
 //   per token, random logits; reported per token (items), the row's copy and argmax included.
 //   /0: each answer alone (its own kept sets); /1: answers of one schema sharing the grammar's
 //   store, as a server's requests do after the first.
+// - BM_GuideThinkingStep: a reasoning model's step before "</think>" (the shape not begun).
 // See docs/performance.md, "Guided decoding".
 #include <benchmark/benchmark.h>
 
@@ -49,9 +50,13 @@ std::shared_ptr<VocabularyIndex> vocabulary() {
     tokens.reserve(kVocab);
     for (int byte = 0; byte < 256; ++byte) tokens.emplace_back(1, static_cast<char>(byte));
     const std::string letters = "etaoinshrdlcumwfgypbvkjxqz";
-    const char* pieces[] = {"{\"", "\":", "\": ", "\",", "\", \"", "\"}",   "}}",    "]}",
-                            "[\"", "\"]", "\n",   "  ",  "true",   "false", "null",  "0",
-                            "12",  "3.5", "name", "age", "city",   "tags",  "member"};
+    const char* pieces[] = {"{\"", "\":", "\": ", "\",", "\", \"", "\"}", "}}", "]}", "[\"", "\"]",
+                            "\n", "  ", "true", "false", "null", "0", "12", "3.5", "name", "age",
+                            "city", "tags", "member",
+                            // a reasoning model's closing tag, whole and in parts, and other
+                            // tokens that end like it
+                            "</think>", "</think>\n\n", ">", "k>", "nk>", "ink>", "->", ">>", "/>",
+                            "=>", "<br>", "<div>"};
     for (const char* piece : pieces) tokens.emplace_back(piece);
     while (tokens.size() < kVocab) {
       std::string word = random() % 2 == 0 ? " " : "";
@@ -125,6 +130,29 @@ void BM_GuideMaskKnownPlace(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_GuideMaskKnownPlace)->Unit(benchmark::kMicrosecond);
+
+// A reasoning model's thinking before the shape (starts_after "</think>"): a step's mask bans the
+// end token and checks the few tokens that could close the thinking. /0: the first step (it
+// finds those tokens in the vocabulary); /1: the steps after it.
+void BM_GuideThinkingStep(benchmark::State& state) {
+  std::vector<float> logits(kVocab, 0.0f);
+  const auto thinking = [] {
+    return std::make_unique<GrammarGuide>(grammar(), vocabulary(), std::vector<int32_t>{}, nullptr,
+                                          GrammarGuide::kWorthKeeping, "</think>");
+  };
+  std::unique_ptr<GrammarGuide> guide = thinking();
+  guide->mask(logits);
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      state.PauseTiming();
+      guide = thinking();
+      state.ResumeTiming();
+    }
+    guide->mask(logits);
+    benchmark::DoNotOptimize(logits.data());
+  }
+}
+BENCHMARK(BM_GuideThinkingStep)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 void BM_GuidedAnswer(benchmark::State& state) {
   constexpr int kTokens = 160;

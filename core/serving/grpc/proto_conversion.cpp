@@ -78,6 +78,7 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
 GuidedOutput from_proto(const v1::GuidedOutput& guided) {
   GuidedOutput out;
   out.field = guided.field();
+  out.starts_after = guided.starts_after();
   switch (guided.kind_case()) {
     case v1::GuidedOutput::kJsonSchema:
       out.kind = GuidedOutput::Kind::kJsonSchema;
@@ -98,6 +99,7 @@ GuidedOutput from_proto(const v1::GuidedOutput& guided) {
 
 void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out) {
   out.set_field(guided.field);
+  out.set_starts_after(guided.starts_after);
   switch (guided.kind) {
     case GuidedOutput::Kind::kJsonSchema:
       out.set_json_schema(guided.schema_json);

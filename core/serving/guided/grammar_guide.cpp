@@ -22,7 +22,8 @@ bool bit(const std::vector<uint64_t>& bits, size_t id) {
 GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
                            std::shared_ptr<const VocabularyIndex> vocabulary,
                            const std::vector<int32_t>& stop_token_ids,
-                           std::shared_ptr<MaskStore> store, size_t worth_keeping)
+                           std::shared_ptr<MaskStore> store, size_t worth_keeping,
+                           std::string starts_after)
     : grammar_(std::move(grammar)),
       vocabulary_(std::move(vocabulary)),
       store_(store ? std::move(store) : std::make_shared<MaskStore>(kOwnStoreCapacity)),
@@ -37,17 +38,78 @@ GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
     }
   }
   end_logits_.resize(end_tokens_.size());
+  marker_ = std::move(starts_after);
   matcher_.start(state_);
+}
+
+std::optional<bool> GrammarGuide::completes_marker(std::string_view bytes) {
+  marker_text_.assign(marker_tail_);
+  marker_text_.append(bytes);
+  const size_t at = marker_text_.find(marker_);
+  if (at == std::string::npos) return std::nullopt;
+  matcher_.start(marker_state_[0], kLeadingWhitespace);
+  for (size_t i = at + marker_.size(); i < marker_text_.size(); ++i) {
+    if (!matcher_.advance(marker_state_[0], static_cast<uint8_t>(marker_text_[i]),
+                          marker_state_[1])) {
+      return false;
+    }
+    std::swap(marker_state_[0], marker_state_[1]);
+  }
+  return true;
+}
+
+void GrammarGuide::mask_free(std::span<float> logits) {
+  constexpr float kBanned = -std::numeric_limits<float>::infinity();
+  for (const int32_t end : end_tokens_) {
+    if (static_cast<size_t>(end) < logits.size()) logits[end] = kBanned;
+  }
+  for (size_t id = vocabulary_->vocab_size(); id < logits.size(); ++id) logits[id] = kBanned;
+  if (!marker_ends_built_) {
+    const std::string_view marker = marker_;
+    for (uint32_t id = 0; id < vocabulary_->vocab_size(); ++id) {
+      const std::string_view bytes = vocabulary_->bytes_of(static_cast<int32_t>(id));
+      if (bytes.find(marker.back()) == std::string_view::npos) continue;  // the usual case
+      bool ends = bytes.find(marker) != std::string_view::npos;
+      for (size_t from = 1; from < marker.size() && !ends; ++from) {
+        ends = bytes.starts_with(marker.substr(from));
+      }
+      if (ends) marker_ends_.push_back(static_cast<int32_t>(id));
+    }
+    marker_ends_built_ = true;
+  }
+  for (const int32_t token : marker_ends_) {
+    const std::optional<bool> fits = completes_marker(vocabulary_->bytes_of(token));
+    if (fits && !*fits && static_cast<size_t>(token) < logits.size()) logits[token] = kBanned;
+  }
 }
 
 bool GrammarGuide::is_end_token(int32_t token) const {
   return std::find(end_tokens_.begin(), end_tokens_.end(), token) != end_tokens_.end();
 }
 
-bool GrammarGuide::complete() const { return ended_ || matcher_.complete(state_); }
+bool GrammarGuide::complete() const {
+  return ended_ || (marker_.empty() && matcher_.complete(state_));
+}
 
 bool GrammarGuide::accept(int32_t token) {
   if (ended_) return false;
+  if (!marker_.empty()) {
+    if (is_end_token(token)) return false;
+    const std::string_view bytes = vocabulary_->bytes_of(token);
+    const std::optional<bool> fits = completes_marker(bytes);
+    if (fits) {
+      if (!*fits) return false;
+      std::swap(state_, marker_state_[0]);
+      marker_.clear();
+      return true;
+    }
+    marker_tail_ += bytes;
+    // Only the bytes that could still begin the marker are kept.
+    if (marker_tail_.size() >= marker_.size()) {
+      marker_tail_.erase(0, marker_tail_.size() - marker_.size() + 1);
+    }
+    return true;
+  }
   if (is_end_token(token)) {
     if (!matcher_.complete(state_)) return false;
     ended_ = true;
@@ -70,6 +132,10 @@ bool GrammarGuide::allows(int32_t token) {
   if (ended_ || token < 0 || static_cast<uint32_t>(token) >= vocabulary_->vocab_size()) {
     return false;
   }
+  if (!marker_.empty()) {
+    if (is_end_token(token)) return false;
+    return completes_marker(vocabulary_->bytes_of(token)).value_or(true);
+  }
   // End tokens end the output: only where it is complete, even when their text would fit.
   if (is_end_token(token)) return matcher_.complete(state_);
   return bit(fitting(), static_cast<size_t>(token));
@@ -81,19 +147,24 @@ void GrammarGuide::mask(std::span<float> logits) {
     std::fill(logits.begin(), logits.end(), kBanned);
     return;
   }
+  if (!marker_.empty()) {
+    mask_free(logits);
+    return;
+  }
   for (size_t e = 0; e < end_tokens_.size(); ++e) {
     const auto id = static_cast<size_t>(end_tokens_[e]);
     end_logits_[e] = id < logits.size() ? logits[id] : kBanned;
   }
   const std::vector<uint64_t>& bits = fitting();
   const size_t known = std::min<size_t>(logits.size(), vocabulary_->vocab_size());
-  size_t fits = 0;  // tokens left, end tokens included (taken off below)
+  size_t fits = 0;  // tokens left, end tokens included (taken off below), counted far enough
   // A word at a time: whole words allowed (inside strings) or refused (elsewhere) are the rule.
   for (size_t base = 0; base < known; base += 64) {
     const size_t count = std::min<size_t>(64, known - base);
     const uint64_t all = count == 64 ? ~uint64_t{0} : (uint64_t{1} << count) - 1;
     const uint64_t word = bits[base / 64] & all;
-    fits += static_cast<size_t>(std::popcount(word));
+    // Counted only while it could still come to nothing once the end tokens are taken off.
+    if (fits <= end_tokens_.size()) fits += static_cast<size_t>(std::popcount(word));
     if (word == all) continue;
     if (word == 0) {
       std::fill_n(logits.begin() + static_cast<std::ptrdiff_t>(base), count, kBanned);
@@ -111,7 +182,7 @@ void GrammarGuide::mask(std::span<float> logits) {
   for (size_t e = 0; e < end_tokens_.size(); ++e) {
     const auto id = static_cast<size_t>(end_tokens_[e]);
     if (id < logits.size()) logits[id] = complete ? end_logits_[e] : kBanned;
-    if (id < known && bit(bits, id)) --fits;
+    if (id < known && bit(bits, id) && fits > 0) --fits;
   }
   // No token continues the output (the vocabulary lacks the bytes it needs, or only stop ids
   // would): it ends here rather than with a token the grammar refuses.

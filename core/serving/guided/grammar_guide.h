@@ -16,8 +16,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "grammar.h"
@@ -32,13 +34,19 @@ class GrammarGuide final : public core::TokenGuide {
   // A walk that advanced the matcher fewer times than this is redone rather than kept.
   static constexpr size_t kWorthKeeping = 4096;
 
+  // Whitespace that may come between `starts_after` and the value (a blank line).
+  static constexpr uint32_t kLeadingWhitespace = 4;
+
   // `stop_token_ids`: the request's, allowed (as the end-of-sequence token is) only where the
   // output is complete. `store`: the grammar's (null: a store of this guide's own).
-  // `worth_keeping`: kWorthKeeping but in tests (0 keeps every place's set).
+  // `worth_keeping`: kWorthKeeping but in tests (0 keeps every place's set). `starts_after`: the
+  // grammar applies only after this text (a reasoning model's "</think>"); before it anything
+  // but an end token may come. Empty: from the first byte.
   GrammarGuide(std::shared_ptr<const Grammar> grammar,
                std::shared_ptr<const VocabularyIndex> vocabulary,
                const std::vector<int32_t>& stop_token_ids,
-               std::shared_ptr<MaskStore> store = nullptr, size_t worth_keeping = kWorthKeeping);
+               std::shared_ptr<MaskStore> store = nullptr, size_t worth_keeping = kWorthKeeping,
+               std::string starts_after = {});
 
   void mask(std::span<float> logits) override;
   bool accept(int32_t token) override;
@@ -50,6 +58,13 @@ class GrammarGuide final : public core::TokenGuide {
 
  private:
   bool is_end_token(int32_t token) const;
+  // Before starts_after: nullopt when `bytes` do not complete it; else whether the grammar takes
+  // what follows it in them (from its start, leading whitespace allowed), the state after that
+  // left in marker_state_[0].
+  std::optional<bool> completes_marker(std::string_view bytes);
+  // Before starts_after: every token but the end tokens and those that complete it with bytes the
+  // grammar refuses.
+  void mask_free(std::span<float> logits);
   // The tokens other than end tokens whose bytes fit at the current place, one bit per id.
   const std::vector<uint64_t>& fitting();
   // Sets the bits of the tokens of `walk` whose bytes the grammar takes from state_.
@@ -70,6 +85,14 @@ class GrammarGuide final : public core::TokenGuide {
   MaskStore::Mask held_;           // the kept set in use (shared with the store)
   std::vector<uint64_t> walked_;   // a set just walked
   std::vector<float> end_logits_;  // the end tokens' logits, while mask() writes the set
+  std::string marker_;             // starts_after, while it has not come yet
+  std::string marker_tail_;        // the output's last bytes that may begin it
+  // The tokens that can complete marker_: those that hold it, and those that begin with what is
+  // left of it after a part the output already ends with. Built at the first step.
+  std::vector<int32_t> marker_ends_;
+  bool marker_ends_built_ = false;
+  std::string marker_text_;     // scratch: the tail and a token's bytes
+  MatchState marker_state_[2];  // scratch: the grammar after the marker
 };
 
 }  // namespace headway::serving::guided

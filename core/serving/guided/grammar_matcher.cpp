@@ -26,6 +26,7 @@ enum FrameKind : uint8_t {
   kString,     // phase: escape state, pending: UTF-8 bytes due, a: characters (as kArray counts)
   kNumber,     // phase: where in the number
   kLiteral,    // a: lowest literal that matches the bytes read, b: bytes read
+  kLead,       // whitespace before the root value; a: bytes of it read, b: how many may be
 };
 
 enum ObjectPhase : uint8_t {
@@ -101,8 +102,13 @@ void MatchState::append_key(std::string& key) const {
 GrammarMatcher::GrammarMatcher(const Grammar& grammar)
     : grammar_(grammar), fork_scratch_(kMaxForkDepth + 1) {}
 
-void GrammarMatcher::start(MatchState& out) const {
+void GrammarMatcher::start(MatchState& out, uint32_t leading_whitespace) const {
   out.frames.assign(1, frame(kValue, grammar_.root));
+  if (leading_whitespace > 0) {
+    out.frames.insert(out.frames.begin(), frame(kLead, grammar_.root));
+    out.frames[0].b = leading_whitespace;
+    out.frames.pop_back();  // the lead frame becomes the value once a non-space byte comes
+  }
   out.ends.assign(1, 1);
 }
 
@@ -209,6 +215,16 @@ GrammarMatcher::Step GrammarMatcher::step(std::vector<MatchFrame>& frames, size_
       return step_number(frames, byte);
     case kLiteral:
       return step_literal(frames, byte);
+    case kLead: {
+      MatchFrame& lead = frames.back();
+      const bool space = byte == ' ' || byte == '\n' || byte == '\r' || byte == '\t';
+      if (space && lead.a < lead.b) {
+        ++lead.a;
+        return Step::kConsumed;
+      }
+      lead = frame(kValue, lead.node);
+      return Step::kRetry;
+    }
     default:
       return Step::kRejected;
   }

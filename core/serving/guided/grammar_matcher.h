@@ -42,8 +42,9 @@ class GrammarMatcher {
  public:
   explicit GrammarMatcher(const Grammar& grammar);
 
-  // The state before any byte.
-  void start(MatchState& out) const;
+  // The state before any byte; `leading_whitespace`: how many spaces, tabs and newlines may come
+  // before the value (the blank line after a model's reasoning).
+  void start(MatchState& out, uint32_t leading_whitespace = 0) const;
   // `out` becomes `in` after `byte`; false when the byte may not come there (out is dead).
   bool advance(const MatchState& in, uint8_t byte, MatchState& out) const;
   // Whether the bytes so far are a complete output (it may still go on, as a number may).

@@ -72,7 +72,8 @@ std::shared_ptr<core::TokenGuide> GuideFactory::make(const GuidedOutput& guided,
   if (guided.kind == GuidedOutput::Kind::kNone) return nullptr;
   Compiled shared = compiled(guided);
   return std::make_shared<GrammarGuide>(std::move(shared.grammar), vocabulary_, stop_token_ids,
-                                        std::move(shared.store));
+                                        std::move(shared.store), GrammarGuide::kWorthKeeping,
+                                        guided.starts_after);
 }
 
 size_t GuideFactory::grammars() const {

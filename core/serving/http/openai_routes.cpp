@@ -254,10 +254,15 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
 
   // Each choice parses its answer with a copy of this one.
   std::optional<AnswerParser> answer_parser;
-  // A guided answer is the shape it was forced into from its first token: no reasoning to split
-  // off (deepseek_r1's parser would take an answer without "</think>" for all reasoning).
+  // A guided chat answer from a reasoning model: the model thinks first, and the shape applies
+  // after its "</think>" (which also keeps deepseek_r1's parser, which takes an answer without
+  // one for all reasoning, from swallowing the answer). The service starts the shape at once
+  // where the prompt already ended the reasoning.
   const bool guided = parsed.input.guided.kind != GuidedOutput::Kind::kNone;
-  const bool split_reasoning = reasoning_format_.has_value() && !guided;
+  if (guided && reasoning_format_ && endpoint == Endpoint::kChatCompletions) {
+    parsed.input.guided.starts_after = std::string(kReasoningEnd);
+  }
+  const bool split_reasoning = reasoning_format_.has_value();
   if (endpoint == Endpoint::kChatCompletions && (parsed.parse_tool_calls || split_reasoning)) {
     std::optional<ReasoningParser> reasoning;
     if (split_reasoning) reasoning.emplace(*reasoning_format_);

@@ -25,6 +25,9 @@ namespace headway::serving::http {
 
 enum class ReasoningFormat { kDeepSeekR1, kQwen3 };
 
+// What ends the thinking in both formats (guided output starts after it).
+inline constexpr std::string_view kReasoningEnd = "</think>";
+
 // "deepseek_r1" or "qwen3"; nullopt for any other name.
 std::optional<ReasoningFormat> reasoning_format_named(std::string_view name);
 

@@ -138,11 +138,28 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
                   input.prompt_kind == GenerateInput::PromptKind::kChat ? "messages" : "prompt",
                   input.max_tokens_field);
   validate_min_tokens(input.sampling.min_tokens, input.max_tokens, input.max_tokens_field);
-  attach_guide(input);
+  attach_guide(input, admitted.prompt);
   return admitted;
 }
 
-void RequestAdmission::attach_guide(GenerateInput& input) const {
+namespace {
+
+// Whether the prompt's end already closes the reasoning that `marker` ("</think>") closes: the
+// marker comes after the last opening tag ("<think>") in its last tokens.
+bool prompt_ends_reasoning(const core::Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                           const std::string& marker) {
+  constexpr size_t kTailTokens = 32;
+  const std::string tail = tokenizer.decode(prompt.last(std::min(prompt.size(), kTailTokens)));
+  const size_t closed = tail.rfind(marker);
+  if (closed == std::string::npos) return false;
+  const std::string opening = marker.starts_with("</") ? "<" + marker.substr(2) : std::string();
+  const size_t opened = opening.empty() ? std::string::npos : tail.rfind(opening);
+  return opened == std::string::npos || opened < closed;
+}
+
+}  // namespace
+
+void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_t> prompt) const {
   input.sampling.guide = nullptr;
   if (input.guided.kind == GuidedOutput::Kind::kNone) return;
   const std::string field = guided::field_of(input.guided);
@@ -170,6 +187,10 @@ void RequestAdmission::attach_guide(GenerateInput& input) const {
     refuse("min_tokens cannot be combined with " + field +
                ": the output ends where the guided answer is complete, however short",
            "min_tokens");
+  }
+  if (!input.guided.starts_after.empty() &&
+      prompt_ends_reasoning(*tokenizer_, prompt, input.guided.starts_after)) {
+    input.guided.starts_after.clear();  // no reasoning comes: the shape applies from the start
   }
   std::call_once(guides_built_, [&] {
     guides_ = std::make_unique<guided::GuideFactory>(

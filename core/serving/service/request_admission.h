@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -78,8 +79,9 @@ class RequestAdmission {
   void check_model(const std::string& requested) const;
   // Encodes the prompt and applies truncate_prompt_tokens.
   std::vector<int32_t> prompt_of(const GenerateInput& input) const;
-  // Guided output: checks what it cannot go with and sets input.sampling.guide.
-  void attach_guide(GenerateInput& input) const;
+  // Guided output: checks what it cannot go with and sets input.sampling.guide; `prompt`: the
+  // encoded prompt (does it already end the reasoning? GuidedOutput::starts_after).
+  void attach_guide(GenerateInput& input, std::span<const int32_t> prompt) const;
 
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   std::unique_ptr<PromptEncoder> encoder_;

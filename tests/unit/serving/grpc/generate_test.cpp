@@ -199,6 +199,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   v1::GenerateRequest request = token_request({1});
   request.mutable_guided()->set_json_schema(R"({"type": "integer"})");
   request.mutable_guided()->set_field("guided_json");
+  request.mutable_guided()->set_starts_after("</think>");
   ASSERT_TRUE(generate(request).status.ok());
   request = token_request({1});
   request.mutable_guided()->mutable_choice()->add_choices("yes");
@@ -213,6 +214,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   EXPECT_EQ(inputs[0].guided.kind, GuidedOutput::Kind::kJsonSchema);
   EXPECT_EQ(inputs[0].guided.schema_json, R"({"type": "integer"})");
   EXPECT_EQ(inputs[0].guided.field, "guided_json");
+  EXPECT_EQ(inputs[0].guided.starts_after, "</think>");
   EXPECT_EQ(inputs[1].guided.kind, GuidedOutput::Kind::kChoice);
   EXPECT_EQ(inputs[1].guided.choices, (std::vector<std::string>{"yes", "no"}));
   EXPECT_EQ(inputs[2].guided.kind, GuidedOutput::Kind::kJsonObject);
@@ -225,6 +227,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
     EXPECT_EQ(back.schema_json, input.guided.schema_json);
     EXPECT_EQ(back.choices, input.guided.choices);
     EXPECT_EQ(back.field, input.guided.field);
+    EXPECT_EQ(back.starts_after, input.guided.starts_after);
   }
 }
 

@@ -231,6 +231,54 @@ TEST(GuideFactory, RequestsForTheSameOutputShareOneGrammar) {
 
 // Where the only tokens whose text fits are stop ids (which would end the output unfinished),
 // the end-of-sequence token is left, as where nothing fits.
+// starts_after: before "</think>" anything but an end token may come (and no token that would
+// close the thinking with bytes the shape refuses); after it a few blanks, then the shape.
+TEST(GrammarGuide, AReasoningModelThinksBeforeTheShape) {
+  auto grammar = std::make_shared<Grammar>(choice_grammar({"yes", "no"}, "guided_choice"));
+  const std::vector<std::string> tokens = {
+      "",          "hm", "</",  "think", ">",    "</think>\n\nyes",
+      "</think>x", "\n", "yes", "no",    "</th", "ink>"};
+  auto vocabulary = std::make_shared<VocabularyIndex>(tokens, /*eos=*/0);
+  const auto id = [&](const std::string& text) {
+    return static_cast<int32_t>(std::find(tokens.begin(), tokens.end(), text) - tokens.begin());
+  };
+  const auto thinking_guide = [&] {
+    return GrammarGuide(grammar, vocabulary, {}, nullptr, GrammarGuide::kWorthKeeping, "</think>");
+  };
+  GrammarGuide guide = thinking_guide();
+  std::vector<float> logits(tokens.size(), 1.0f);
+  guide.mask(logits);
+  EXPECT_TRUE(std::isinf(logits[0]));                // no end while thinking
+  EXPECT_EQ(logits[id("hm")], 1.0f);                 // any text
+  EXPECT_EQ(logits[id("</think>\n\nyes")], 1.0f);    // closes it and gives a whole answer
+  EXPECT_TRUE(std::isinf(logits[id("</think>x")]));  // "x" cannot begin the answer
+  EXPECT_FALSE(guide.allows(id("</think>x")));
+  EXPECT_FALSE(guide.complete());
+  ASSERT_TRUE(guide.accept(id("hm")));
+  ASSERT_TRUE(guide.accept(id("</")));
+  ASSERT_TRUE(guide.accept(id("think")));
+  EXPECT_TRUE(guide.allows(id("hm")));   // still thinking: any text
+  ASSERT_TRUE(guide.accept(id(">")));    // the marker closed across three tokens
+  EXPECT_FALSE(guide.allows(id("hm")));  // now the shape
+  EXPECT_FALSE(guide.allows(0));
+  ASSERT_TRUE(guide.accept(id("\n")));
+  ASSERT_TRUE(guide.accept(id("\n")));
+  ASSERT_TRUE(guide.accept(id("yes")));
+  EXPECT_TRUE(guide.complete());
+  EXPECT_TRUE(guide.accept(0));
+
+  // Text between the parts of the marker is no marker.
+  GrammarGuide interrupted = thinking_guide();
+  ASSERT_TRUE(interrupted.accept(id("</th")));
+  ASSERT_TRUE(interrupted.accept(id("hm")));
+  ASSERT_TRUE(interrupted.accept(id("ink>")));
+  EXPECT_TRUE(interrupted.allows(id("hm")));
+  ASSERT_TRUE(interrupted.accept(id("</th")));
+  ASSERT_TRUE(interrupted.accept(id("ink>")));
+  EXPECT_FALSE(interrupted.allows(id("hm")));
+  EXPECT_TRUE(interrupted.allows(id("no")));
+}
+
 TEST(GrammarGuide, WhereOnlyStopTokensFitTheEndIsLeft) {
   auto grammar = std::make_shared<Grammar>(choice_grammar({"a"}, "guided_choice"));
   auto vocabulary =

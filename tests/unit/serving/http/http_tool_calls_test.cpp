@@ -155,21 +155,34 @@ TEST_F(HttpToolCallsTest, AForcedChoiceAsksForGuidedOutputAndReadsTheAnswerAsCal
             "tools[0].function.parameters.properties.zip.pattern");
 }
 
-// A guided answer is what it was forced into from its first token: a reasoning parser that takes
-// an answer without "</think>" for all thinking (deepseek_r1) must not swallow it.
-TEST_F(HttpToolCallsTest, AGuidedAnswerIsNotTakenForReasoning) {
+// With a reasoning parser the model thinks first: the service is asked to apply the shape after
+// "</think>", and the answer's thinking and content are split as for any answer.
+TEST_F(HttpToolCallsTest, AGuidedAnswerOfAReasoningModelThinksFirst) {
   HttpOptions options;
   options.reasoning_parser = "deepseek_r1";
   start_frontend(options);
-  service_.set_script(R"({"a": 1})");
+  const std::string answer = "Let me see.</think>\n\n{\"a\": 1}";
+  service_.set_script(answer);
   auto result = post_json("/v1/chat/completions",
-                          R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
-                          R"("response_format": {"type": "json_object"}})");
+                          R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": )" +
+                              std::to_string(answer.size()) +
+                              R"(, "response_format": {"type": "json_object"}})");
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200) << result->body;
   const json message = json::parse(result->body)["choices"][0]["message"];
-  EXPECT_EQ(message["content"], R"({"a": 1})");
-  EXPECT_FALSE(message.contains("reasoning") && !message["reasoning"].is_null()) << message;
+  EXPECT_EQ(message["reasoning"], "Let me see.");
+  EXPECT_EQ(json::parse(message["content"].get<std::string>()), json({{"a", 1}}));
+  ASSERT_EQ(service_.submitted().size(), 1u);
+  EXPECT_EQ(service_.submitted()[0].guided.starts_after, "</think>");
+  // Without a reasoning parser the shape applies from the first token.
+  start_frontend(HttpOptions{});
+  service_.set_script(R"({"a": 1})");
+  result = post_json("/v1/chat/completions",
+                     R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
+                     R"("response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_TRUE(service_.submitted().back().guided.starts_after.empty());
 }
 
 TEST_F(HttpToolCallsTest, AnAnswerWithoutCallsIsPlainContent) {

@@ -100,6 +100,29 @@ TEST_F(GuidedServiceTest, AChoiceAnswerIsOneOfTheChoices) {
   }
 }
 
+// starts_after: the shape waits for "</think>" unless the prompt already closed the thinking
+// (Qwen3's template with enable_thinking off ends the prompt with an empty think block).
+TEST_F(GuidedServiceTest, TheShapeWaitsForTheReasoningUnlessThePromptClosedIt) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput closed = guided_request(5);
+  closed.prompt_text = "Describe it as JSON.\n<think>\n\n</think>\n\n";
+  closed.guided.starts_after = "</think>";
+  const test::Collected answer = collect(*service.submit(std::move(closed)));
+  EXPECT_EQ(answer.finish, Finish::kStop) << answer.error;
+  EXPECT_TRUE(nlohmann::json::parse(answer.text, nullptr, false).is_object()) << answer.text;
+
+  // Thinking: the tiny model's random bytes never write "</think>", so no shape is forced and it
+  // may not end either (the end token is held back until the shape is complete).
+  GenerateInput thinking = guided_request(5);
+  thinking.prompt_text = "Describe it as JSON.\n<think>\n";
+  thinking.max_tokens = 24;
+  thinking.guided.starts_after = "</think>";
+  const test::Collected free = collect(*service.submit(std::move(thinking)));
+  EXPECT_EQ(free.finish, Finish::kLength) << free.text;
+  EXPECT_EQ(free.text.find("</think>"), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(free.text, nullptr, false).is_object()) << free.text;
+}
+
 void expect_refused(LocalGenerationService& service, GenerateInput input, const std::string& param,
                     const std::string& words) {
   try {

@@ -46,6 +46,11 @@ struct GuidedOutput {
   // The request field that asked for it, which refusals name ("response_format.json_schema.schema",
   // "guided_json", "guided_choice"); empty: "guided".
   std::string field;
+  // The shape applies only after this text of the output (a reasoning model's "</think>"):
+  // before it anything but an end token may come, after it up to a few blanks and the value.
+  // Ignored when the prompt already ends the reasoning (it closes with this text after its last
+  // opening tag, as Qwen3's template does with enable_thinking off). Empty: from the first byte.
+  std::string starts_after;
 };
 
 struct GenerateInput {

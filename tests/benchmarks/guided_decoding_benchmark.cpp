@@ -5,6 +5,8 @@
 //   vocabulary. "string" is the worst case (inside a string nearly every token fits, so nearly
 //   every prefix is walked); "key" (after '{', only the declared keys fit) prunes at the first
 //   byte.
+//   "pattern string" is the same string under a pattern (^[a-z]+( [a-z]+)*$): its automaton
+//   steps instead of the string rules.
 // - BM_GuideMaskKnownPlace: a place seen before: the cached mask applied to the row.
 // - BM_GuidedAnswer: a whole answer (at most 160 tokens) under a schema, mask + argmax + accept
 //   per token, random logits; reported per token (items), the row's copy and argmax included.
@@ -77,6 +79,15 @@ std::shared_ptr<const Grammar> grammar() {
   return compiled;
 }
 
+// kSchema with a pattern on the name: lower-case words, which most of the vocabulary is.
+std::shared_ptr<const Grammar> pattern_grammar() {
+  static const auto compiled = std::make_shared<const Grammar>(compile_json_schema(
+      R"({"type": "object", "properties": {"name": {"type": "string",
+          "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 40}}})",
+      "guided_json"));
+  return compiled;
+}
+
 int32_t token_of(const VocabularyIndex& vocabulary, std::string_view bytes) {
   for (uint32_t id = 0; id < vocabulary.vocab_size(); ++id) {
     if (vocabulary.bytes_of(static_cast<int32_t>(id)) == bytes) return static_cast<int32_t>(id);
@@ -84,12 +95,14 @@ int32_t token_of(const VocabularyIndex& vocabulary, std::string_view bytes) {
   return -1;
 }
 
-// A guide at a place: 0 after '{' (a key), 1 inside the name's string.
+// A guide at a place: 0 after '{' (a key), 1 inside the name's string, 2 inside it under a
+// pattern.
 std::unique_ptr<GrammarGuide> guide_at(int place) {
-  auto guide = std::make_unique<GrammarGuide>(grammar(), vocabulary(), std::vector<int32_t>{});
+  auto guide = std::make_unique<GrammarGuide>(place == 2 ? pattern_grammar() : grammar(),
+                                              vocabulary(), std::vector<int32_t>{});
   const VocabularyIndex& v = *vocabulary();
   std::vector<std::string_view> path = {"{\""};
-  if (place == 1) path.insert(path.end(), {"name", "\": ", "\""});
+  if (place >= 1) path.insert(path.end(), {"name", "\": ", "\""});
   for (const std::string_view piece : path) {
     if (!guide->accept(token_of(v, piece))) {
       std::fprintf(stderr, "the benchmark's vocabulary has no token '%.*s' the schema takes\n",
@@ -115,10 +128,11 @@ void BM_GuideMaskNewPlace(benchmark::State& state) {
   }
   const auto allowed =
       std::count_if(logits.begin(), logits.end(), [](float l) { return l == 0.0f; });
-  state.SetLabel(std::string(state.range(0) == 0 ? "key" : "string") + ", " +
-                 std::to_string(allowed) + " tokens allowed");
+  const char* places[] = {"key", "string", "pattern string"};
+  state.SetLabel(std::string(places[state.range(0)]) + ", " + std::to_string(allowed) +
+                 " tokens allowed");
 }
-BENCHMARK(BM_GuideMaskNewPlace)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GuideMaskNewPlace)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 void BM_GuideMaskKnownPlace(benchmark::State& state) {
   std::unique_ptr<GrammarGuide> guide = guide_at(1);

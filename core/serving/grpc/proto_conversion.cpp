@@ -91,6 +91,10 @@ GuidedOutput from_proto(const v1::GuidedOutput& guided) {
       out.kind = GuidedOutput::Kind::kChoice;
       out.choices.assign(guided.choice().choices().begin(), guided.choice().choices().end());
       break;
+    case v1::GuidedOutput::kRegex:
+      out.kind = GuidedOutput::Kind::kRegex;
+      out.regex = guided.regex();
+      break;
     case v1::GuidedOutput::KIND_NOT_SET:
       break;
   }
@@ -109,6 +113,9 @@ void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out) {
       break;
     case GuidedOutput::Kind::kChoice:
       out.mutable_choice()->mutable_choices()->Add(guided.choices.begin(), guided.choices.end());
+      break;
+    case GuidedOutput::Kind::kRegex:
+      out.set_regex(guided.regex);
       break;
     case GuidedOutput::Kind::kNone:
       break;

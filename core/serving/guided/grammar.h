@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "byte_dfa.h"
 #include "integer_range.h"
 
 namespace headway::serving::guided {
@@ -38,7 +40,10 @@ enum class NodeKind : uint8_t {
   kInteger,   // a JSON number without fraction or exponent, within `range`
   kLiterals,  // exactly one of `literals` (JSON text such as `true` or `"red"`, or raw choices)
   kAnyOf,     // any one of `branches`
+  kRegex,     // raw text (no quotes) that `pattern` matches whole: vLLM's guided_regex
 };
+
+inline constexpr uint32_t kNoPattern = UINT32_MAX;
 
 struct GrammarProperty {
   std::string key;  // the key as written between its quotes (JSON-escaped)
@@ -62,6 +67,9 @@ struct GrammarNode {
   // kString: length in characters (code points; an escape is one).
   uint32_t min_length = 0;
   uint32_t max_length = kUnbounded;
+  // kString: the characters between the quotes, written without escapes, are a string
+  // `patterns[pattern]` accepts (lengths folded in); kNoPattern: any. kRegex: the text's pattern.
+  uint32_t pattern = kNoPattern;
   // kLiterals: sorted, unique, none empty.
   std::vector<std::string> literals;
   // kAnyOf.
@@ -70,8 +78,16 @@ struct GrammarNode {
 
 struct Grammar {
   std::vector<GrammarNode> nodes;
+  std::vector<ByteDfa> patterns;
   uint32_t root = 0;
 };
+
+// The automaton cells (states times byte classes) a grammar's patterns may hold in all: 16 MB.
+inline constexpr size_t kMaxPatternCells = size_t{4} << 20;
+
+// A grammar whose output is raw text that `pattern` matches whole (vLLM's guided_regex). Throws
+// ServiceError (kInvalidArgument, param `field`) for a pattern regex_syntax.h refuses.
+Grammar regex_grammar(std::string_view pattern, const std::string& field);
 
 // A grammar whose output is exactly one of `choices` (vLLM's guided_choice), as raw text. Throws
 // ServiceError (kInvalidArgument, param `field`) when there are none or one is empty.

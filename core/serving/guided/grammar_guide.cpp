@@ -29,7 +29,8 @@ GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
       store_(store ? std::move(store) : std::make_shared<MaskStore>(kOwnStoreCapacity)),
       worth_keeping_(worth_keeping),
       matcher_(*grammar_),
-      walk_(vocabulary_->longest_token() + 1) {
+      walk_(vocabulary_->longest_token() + 1),
+      automaton_walk_(vocabulary_->longest_token() + 1) {
   if (vocabulary_->eos() >= 0) end_tokens_.push_back(vocabulary_->eos());
   for (const int32_t stop : stop_token_ids) {
     if (stop >= 0 && static_cast<uint32_t>(stop) < vocabulary_->vocab_size() &&
@@ -199,8 +200,11 @@ const std::vector<uint64_t>& GrammarGuide::fitting() {
   if (held_) return *held_;
   walked_.assign((vocabulary_->vocab_size() + 63) / 64, 0);
   size_t cost = 0;
-  // Inside a string every plain-text token fits: only the others are walked.
-  if (matcher_.in_plain_string(state_)) {
+  uint32_t automaton_state = 0;
+  if (const ByteDfa* dfa = matcher_.automaton_at(state_, automaton_state)) {
+    cost = walk_automaton(*dfa, automaton_state, vocabulary_->all(), walked_);
+  } else if (matcher_.in_plain_string(state_)) {
+    // Inside a string every plain-text token fits: only the others are walked.
     const std::vector<uint64_t>& plain = vocabulary_->plain_text();
     for (size_t w = 0; w < walked_.size(); ++w) walked_[w] |= plain[w];
     cost = walk_tokens(vocabulary_->not_plain_text(), walked_);
@@ -249,6 +253,72 @@ size_t GrammarGuide::walk_tokens(const VocabularyIndex::Walk& walk, std::vector<
     }
   }
   return advances;
+}
+
+size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start,
+                                    const VocabularyIndex::Walk& walk,
+                                    std::vector<uint64_t>& bits) {
+  // As walk_tokens. automaton_walk_[d] is the state after d bytes of the current token, valid up
+  // to `valid` (where the automaton refused a byte, or the token's end).
+  automaton_walk_[0] = start;
+  rests_.clear();
+  size_t steps = 0;
+  size_t valid = 0;
+  size_t dead_at = SIZE_MAX;
+  for (size_t i = 0; i < walk.ids.size();) {
+    const int32_t token = walk.ids[i];
+    const std::string_view bytes = vocabulary_->bytes_of(token);
+    const size_t shared = walk.shared_prefix[i];
+    if (shared >= dead_at) {
+      ++i;
+      continue;
+    }
+    dead_at = SIZE_MAX;
+    size_t d = std::min(shared, valid);
+    for (; d < bytes.size(); ++d) {
+      ++steps;
+      const uint32_t next = dfa.next(automaton_walk_[d], static_cast<uint8_t>(bytes[d]));
+      if (next == ByteDfa::kDead) break;
+      automaton_walk_[d + 1] = next;
+    }
+    valid = d;
+    bool alive = d == bytes.size();
+    if (!alive) {
+      if (dfa.accepting(automaton_walk_[d])) {
+        alive = rest_fits_after(automaton_walk_[d], bytes.substr(d));
+      } else {
+        dead_at = d + 1;  // no match goes on with this byte: nor does any token that shares it
+      }
+    }
+    if (alive) {
+      bits[static_cast<size_t>(token) / 64] |= uint64_t{1} << (static_cast<size_t>(token) % 64);
+    }
+    if (dead_at == 1) {
+      i = walk.first_byte_end[static_cast<uint8_t>(bytes[0])];
+      dead_at = SIZE_MAX;
+    } else {
+      ++i;
+    }
+  }
+  return steps;
+}
+
+bool GrammarGuide::rest_fits_after(uint32_t automaton_state, std::string_view rest) {
+  rest_key_.assign(reinterpret_cast<const char*>(&automaton_state), sizeof(automaton_state));
+  rest_key_.append(rest);
+  if (const auto known = rests_.find(rest_key_); known != rests_.end()) return known->second;
+  scratch_[0] = state_;
+  matcher_.set_automaton_state(scratch_[0], automaton_state);
+  bool fits = true;
+  for (const char byte : rest) {
+    if (!matcher_.advance(scratch_[0], static_cast<uint8_t>(byte), scratch_[1])) {
+      fits = false;
+      break;
+    }
+    std::swap(scratch_[0], scratch_[1]);
+  }
+  rests_.emplace(rest_key_, fits);
+  return fits;
 }
 
 }  // namespace headway::serving::guided

@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar.h"
@@ -70,6 +71,14 @@ class GrammarGuide final : public core::TokenGuide {
   // Sets the bits of the tokens of `walk` whose bytes the grammar takes from state_.
   // Returns how many times it advanced the matcher (what the walk cost).
   size_t walk_tokens(const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits);
+  // The same where state_ reads a pattern (matcher_.automaton_at): the automaton alone steps the
+  // bytes, a table lookup each; the matcher is asked only where the automaton refuses a byte
+  // after a match (a closing quote and what follows it in the token).
+  size_t walk_automaton(const ByteDfa& dfa, uint32_t start, const VocabularyIndex::Walk& walk,
+                        std::vector<uint64_t>& bits);
+  // Whether `rest` fits after the pattern has reached `automaton_state` (a match), per the
+  // matcher; remembered for the walk, since few different rests ('"', "\",", ...) come.
+  bool rest_fits_after(uint32_t automaton_state, std::string_view rest);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const VocabularyIndex> vocabulary_;
@@ -79,8 +88,11 @@ class GrammarGuide final : public core::TokenGuide {
   GrammarMatcher matcher_;
   MatchState state_;
   MatchState scratch_[2];
-  std::vector<MatchState> walk_;  // the walk's state after each byte of the current token
-  bool ended_ = false;            // an end token was accepted
+  std::vector<MatchState> walk_;          // the walk's state after each byte of the current token
+  std::vector<uint32_t> automaton_walk_;  // the same, for walk_automaton
+  std::unordered_map<std::string, bool> rests_;  // rest_fits_after's answers in this walk
+  std::string rest_key_;
+  bool ended_ = false;  // an end token was accepted
   std::string key_;
   MaskStore::Mask held_;           // the kept set in use (shared with the store)
   std::vector<uint64_t> walked_;   // a set just walked

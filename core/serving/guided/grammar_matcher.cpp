@@ -27,6 +27,8 @@ enum FrameKind : uint8_t {
   kNumber,     // phase: where in the number
   kLiteral,    // a: lowest literal that matches the bytes read, b: bytes read
   kLead,       // whitespace before the root value; a: bytes of it read, b: how many may be
+  kPatterned,  // a string's characters under its pattern; a: the automaton's state
+  kRegexText,  // raw text under the node's pattern; a: the automaton's state
 };
 
 enum ObjectPhase : uint8_t {
@@ -144,6 +146,11 @@ bool GrammarMatcher::complete(const MatchState& state) const {
       if (only.kind == kLiteral && grammar_.nodes[only.node].literals[only.a].size() == only.b) {
         return true;
       }
+      if (only.kind == kRegexText && pattern_of(only.node).accepting(only.a)) return true;
+      if (only.kind == kValue && grammar_.nodes[only.node].kind == NodeKind::kRegex &&
+          pattern_of(only.node).accepting(pattern_of(only.node).start())) {
+        return true;  // a pattern that matches the empty text
+      }
     }
     from = end;
   }
@@ -158,6 +165,19 @@ bool GrammarMatcher::in_plain_string(const MatchState& state) const {
     return false;
   }
   return top.node == kNoNode || grammar_.nodes[top.node].max_length == kUnbounded;
+}
+
+const ByteDfa* GrammarMatcher::automaton_at(const MatchState& state,
+                                            uint32_t& automaton_state) const {
+  if (state.ends.size() != 1 || state.frames.empty()) return nullptr;
+  const MatchFrame& top = state.frames.back();
+  if (top.kind != kPatterned && top.kind != kRegexText) return nullptr;
+  automaton_state = top.a;
+  return &pattern_of(top.node);
+}
+
+void GrammarMatcher::set_automaton_state(MatchState& state, uint32_t automaton_state) {
+  state.frames.back().a = automaton_state;
 }
 
 void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, int depth) const {
@@ -215,6 +235,9 @@ GrammarMatcher::Step GrammarMatcher::step(std::vector<MatchFrame>& frames, size_
       return step_number(frames, byte);
     case kLiteral:
       return step_literal(frames, byte);
+    case kPatterned:
+    case kRegexText:
+      return step_pattern(frames, byte);
     case kLead: {
       MatchFrame& lead = frames.back();
       const bool space = byte == ' ' || byte == '\n' || byte == '\r' || byte == '\t';
@@ -244,8 +267,20 @@ GrammarMatcher::Step GrammarMatcher::step_value(std::vector<MatchFrame>& frames,
       return Step::kConsumed;
     case NodeKind::kString:
       if (byte != '"') return Step::kRejected;
+      if (grammar_.nodes[top.node].pattern != kNoPattern) {
+        const uint32_t node = top.node;
+        top = frame(kPatterned, node);
+        top.a = pattern_of(node).start();
+        return Step::kConsumed;
+      }
       top = frame(kString, top.node, kStringPlain);
       return Step::kConsumed;
+    case NodeKind::kRegex: {
+      const uint32_t node = top.node;
+      top = frame(kRegexText, node);
+      top.a = pattern_of(node).start();
+      return Step::kRetry;
+    }
     case NodeKind::kInteger:
       if (grammar_.nodes[top.node].range.bounded()) {
         top = frame(kNumber, top.node, kNumberSign);
@@ -584,6 +619,34 @@ GrammarMatcher::Step GrammarMatcher::step_bounded_integer(MatchFrame& top, uint8
   top.a = static_cast<uint32_t>(next);
   top.b = static_cast<uint32_t>(next >> 32);
   return Step::kConsumed;
+}
+
+// A pattern's automaton reads the byte. In a string ('"' closes it), a byte no match can go on
+// with is refused; in raw text the text ends there if it is a match, and the parent reads the
+// byte (at the root there is none, and the byte is refused).
+GrammarMatcher::Step GrammarMatcher::step_pattern(std::vector<MatchFrame>& frames,
+                                                  uint8_t byte) const {
+  MatchFrame& top = frames.back();
+  const ByteDfa& dfa = pattern_of(top.node);
+  if (top.kind == kPatterned && byte == '"') {
+    if (!dfa.accepting(top.a)) return Step::kRejected;
+    frames.pop_back();
+    return Step::kConsumed;
+  }
+  const uint32_t next = dfa.next(top.a, byte);
+  if (next != ByteDfa::kDead) {
+    top.a = next;
+    return Step::kConsumed;
+  }
+  if (top.kind == kRegexText && dfa.accepting(top.a)) {
+    frames.pop_back();
+    return Step::kRetry;
+  }
+  return Step::kRejected;
+}
+
+const ByteDfa& GrammarMatcher::pattern_of(uint32_t node) const {
+  return grammar_.patterns[grammar_.nodes[node].pattern];
 }
 
 GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frames,

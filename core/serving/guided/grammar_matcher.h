@@ -52,6 +52,11 @@ class GrammarMatcher {
   // Whether `state` is inside a JSON string of no length limit, between characters and escapes:
   // there, any run of whole characters other than controls, '"' and '\\' fits and leaves it so.
   bool in_plain_string(const MatchState& state) const;
+  // Whether `state` is one stack reading a pattern (a string's characters, or raw text): then
+  // its automaton, with the automaton's state in `automaton_state`. The bytes the automaton takes
+  // change nothing else of the place; set_automaton_state() makes the place it reaches.
+  const ByteDfa* automaton_at(const MatchState& state, uint32_t& automaton_state) const;
+  static void set_automaton_state(MatchState& state, uint32_t automaton_state);
 
  private:
   enum class Step { kConsumed, kRejected, kRetry };
@@ -67,6 +72,8 @@ class GrammarMatcher {
   Step step_number(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_bounded_integer(MatchFrame& top, uint8_t byte) const;
   Step step_literal(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_pattern(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  const ByteDfa& pattern_of(uint32_t node) const;
   // Of an object's properties from `from` on, one past the last that may come next (all before
   // it optional).
   uint32_t key_window_end(const GrammarNode& object, uint32_t from) const;

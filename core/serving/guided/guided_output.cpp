@@ -19,6 +19,7 @@ std::string key_of(const GuidedOutput& guided) {
     key += text;
   };
   add(guided.schema_json);
+  add(guided.regex);
   for (const std::string& choice : guided.choices) add(choice);
   return key;
 }
@@ -31,6 +32,8 @@ Grammar compile(const GuidedOutput& guided, const std::string& field) {
       return any_json_object_grammar();
     case GuidedOutput::Kind::kChoice:
       return choice_grammar(guided.choices, field);
+    case GuidedOutput::Kind::kRegex:
+      return regex_grammar(guided.regex, field);
     case GuidedOutput::Kind::kNone:
       break;
   }

@@ -14,6 +14,8 @@
 #include <set>
 #include <utility>
 
+#include "string_formats.h"
+
 namespace headway::serving::guided {
 
 namespace {
@@ -36,6 +38,8 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "maxItems",
                                                       "minLength",
                                                       "maxLength",
+                                                      "pattern",
+                                                      "format",
                                                       "enum",
                                                       "const",
                                                       "anyOf",
@@ -168,13 +172,14 @@ class SchemaCompiler {
       if (std::find(kAnnotations.begin(), kAnnotations.end(), keyword) != kAnnotations.end()) {
         continue;
       }
-      refuse(path + "." + keyword,
-             fmt::format("the keyword '{}' is not supported by guided decoding (supported: type, "
-                         "properties, required, additionalProperties, items, minItems, maxItems, "
-                         "minLength, maxLength, minimum, maximum, exclusiveMinimum, "
-                         "exclusiveMaximum (integers), enum, const, anyOf, oneOf, allOf of one "
-                         "schema, $ref)",
-                         keyword));
+      refuse(
+          path + "." + keyword,
+          fmt::format("the keyword '{}' is not supported by guided decoding (supported: type, "
+                      "properties, required, additionalProperties, items, minItems, maxItems, "
+                      "minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
+                      "exclusiveMaximum (integers), enum, const, anyOf, oneOf, allOf of one "
+                      "schema, $ref)",
+                      keyword));
     }
     refuse_siblings(schema, path);
     if (const auto ref = schema.find("$ref"); ref != schema.end()) {
@@ -306,7 +311,8 @@ class SchemaCompiler {
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
       return compile_typed(schema, "array", path, depth);
     }
-    if (schema.contains("minLength") || schema.contains("maxLength")) {
+    if (schema.contains("minLength") || schema.contains("maxLength") ||
+        schema.contains("pattern") || schema.contains("format")) {
       return compile_typed(schema, "string", path, depth);
     }
     return any_value();
@@ -323,6 +329,9 @@ class SchemaCompiler {
       node.max_length = count_of(schema, "maxLength", path, kUnbounded);
       if (node.min_length > node.max_length) {
         refuse(path + ".minLength", "is above maxLength: no string matches");
+      }
+      if (schema.contains("pattern") || schema.contains("format")) {
+        node.pattern = string_pattern(schema, path, node.min_length, node.max_length);
       }
       return add(std::move(node));
     }
@@ -517,7 +526,78 @@ class SchemaCompiler {
   std::string field_;
   Grammar grammar_;
   std::map<const Json*, uint32_t> compiled_;
+  // A string's pattern and format, with its length limits folded in, as one automaton; strings
+  // with the same ones share it.
+  uint32_t string_pattern(const Json& schema, const std::string& path, uint32_t min_length,
+                          uint32_t max_length) {
+    const auto text_of = [&](const char* keyword) -> std::optional<std::string> {
+      const auto it = schema.find(keyword);
+      if (it == schema.end()) return std::nullopt;
+      if (!it->is_string()) refuse(path + "." + keyword, "must be a string");
+      return it->get<std::string>();
+    };
+    const std::optional<std::string> pattern = text_of("pattern");
+    const std::optional<std::string> format = text_of("format");
+    if (format && format_pattern(*format).empty()) {
+      refuse(path + ".format", fmt::format("guided decoding enforces the formats {}, not '{}'",
+                                           known_formats(), *format));
+    }
+    const bool lengths = min_length > 0 || max_length != kUnbounded;
+    if (lengths &&
+        (min_length > kMaxRepeat || (max_length != kUnbounded && max_length > kMaxRepeat))) {
+      refuse(path + (min_length > kMaxRepeat ? ".minLength" : ".maxLength"),
+             fmt::format("with a pattern or format, guided decoding takes lengths up to {}",
+                         kMaxRepeat));
+    }
+    // The pattern last: the other parts hold no newline, so no two sets of them give one key.
+    const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}", format.value_or(""), min_length,
+                                        max_length, pattern.has_value(), pattern.value_or(""));
+    if (const auto known = patterns_.find(key); known != patterns_.end()) return known->second;
+
+    std::optional<ByteDfa> dfa;
+    const auto meet = [&](ByteDfa next, const std::string& at) {
+      dfa = dfa ? intersect(*dfa, next, at) : std::move(next);
+    };
+    if (pattern) {
+      meet(compile_regex(*pattern, RegexMatch::kSearch, true, path + ".pattern"),
+           path + ".pattern");
+    }
+    if (format) {
+      meet(compile_regex(format_pattern(*format), RegexMatch::kWhole, true, path + ".format"),
+           path + ".format");
+    }
+    if (lengths) {
+      RegexTree any_length;
+      RegexNode character;
+      character.kind = RegexKind::kChars;
+      character.chars = CodePointSet::all();
+      any_length.nodes.push_back(std::move(character));
+      RegexNode repeat;
+      repeat.kind = RegexKind::kRepeat;
+      repeat.children = {0};
+      repeat.min = min_length;
+      repeat.max = max_length == kUnbounded ? kUnboundedRepeat : max_length;
+      any_length.nodes.push_back(std::move(repeat));
+      any_length.root = 1;
+      const std::string at = path + (min_length > 0 ? ".minLength" : ".maxLength");
+      meet(build_byte_dfa(any_length, true, at), at);
+    }
+    pattern_cells_ += dfa->cells();
+    if (pattern_cells_ > kMaxPatternCells) {
+      refuse(path + (pattern ? ".pattern" : ".format"),
+             fmt::format("the schema's patterns need more than {} automaton cells in all; "
+                         "guided decoding takes smaller ones",
+                         kMaxPatternCells));
+    }
+    grammar_.patterns.push_back(std::move(*dfa));
+    const auto index = static_cast<uint32_t>(grammar_.patterns.size() - 1);
+    patterns_.emplace(key, index);
+    return index;
+  }
+
   std::optional<uint32_t> any_;
+  std::map<std::string, uint32_t> patterns_;
+  size_t pattern_cells_ = 0;
   std::map<std::string, uint32_t> refs_;
 };
 
@@ -535,6 +615,16 @@ Grammar compile_json_schema(std::string_view schema_text, const std::string& fie
 
 Grammar any_json_object_grammar() {
   Grammar grammar = compile_json_schema(R"({"type": "object"})", "response_format");
+  return grammar;
+}
+
+Grammar regex_grammar(std::string_view pattern, const std::string& field) {
+  Grammar grammar;
+  grammar.patterns.push_back(compile_regex(pattern, RegexMatch::kWhole, false, field));
+  GrammarNode node;
+  node.kind = NodeKind::kRegex;
+  node.pattern = 0;
+  grammar.nodes.push_back(std::move(node));
   return grammar;
 }
 

@@ -78,23 +78,96 @@ GuidedOutput from_guided_json(const nlohmann::json& schema, std::string_view bod
   return out;
 }
 
-GuidedOutput from_guided_choice(const nlohmann::json& choices) {
+GuidedOutput from_guided_choice(const nlohmann::json& choices, const std::string& field) {
   if (!choices.is_array()) {
-    throw invalid_field("guided_choice", std::string("guided_choice must be an array of strings, "
-                                                     "not ") +
-                                             json_kind(choices));
+    throw invalid_field(field, field + " must be an array of strings, not " + json_kind(choices));
   }
   GuidedOutput out;
   out.kind = GuidedOutput::Kind::kChoice;
-  out.field = "guided_choice";
+  out.field = field;
   for (size_t i = 0; i < choices.size(); ++i) {
-    const std::string name = "guided_choice[" + std::to_string(i) + "]";
+    const std::string name = field + "[" + std::to_string(i) + "]";
     if (!choices[i].is_string()) {
       throw invalid_field(name, name + " must be a string, not " + json_kind(choices[i]));
     }
     out.choices.push_back(choices[i].get<std::string>());
   }
   return out;
+}
+
+GuidedOutput from_guided_regex(const nlohmann::json& regex, const std::string& field) {
+  if (!regex.is_string()) {
+    throw invalid_field(
+        field, field + " must be a regular expression (a string), not " + json_kind(regex));
+  }
+  GuidedOutput out;
+  out.kind = GuidedOutput::Kind::kRegex;
+  out.field = field;
+  out.regex = regex.get<std::string>();
+  return out;
+}
+
+// vLLM's structured_outputs: one of json, regex, choice or json_object, and options. The options
+// that ask for what Headway already does (no free whitespace, no undeclared keys, no fallback to
+// another engine) are taken; those that ask for something else are refused.
+GuidedOutput from_structured_outputs(const nlohmann::json& spec, std::string_view body) {
+  if (!spec.is_object()) {
+    throw invalid_field(
+        "structured_outputs",
+        std::string("structured_outputs must be an object, not ") + json_kind(spec));
+  }
+  std::vector<GuidedOutput> asked;
+  for (const auto& [key, value] : spec.items()) {
+    const std::string field = "structured_outputs." + key;
+    if (value.is_null()) continue;
+    if (key == "json") {
+      GuidedOutput out;
+      out.kind = GuidedOutput::Kind::kJsonSchema;
+      out.field = field;
+      if (value.is_string()) {
+        out.schema_json = value.get<std::string>();
+      } else if (value.is_object() || value.is_boolean()) {
+        out.schema_json =
+            schema_text(value, body, nlohmann::json::json_pointer("/structured_outputs/json"));
+      } else {
+        throw invalid_field(field, field + " must be a JSON schema (an object or its text), not " +
+                                       json_kind(value));
+      }
+      asked.push_back(std::move(out));
+    } else if (key == "regex") {
+      asked.push_back(from_guided_regex(value, field));
+    } else if (key == "choice") {
+      asked.push_back(from_guided_choice(value, field));
+    } else if (key == "json_object") {
+      if (!value.is_boolean()) throw invalid_field(field, field + " must be a boolean");
+      if (!value.get<bool>()) continue;
+      GuidedOutput out;
+      out.kind = GuidedOutput::Kind::kJsonObject;
+      out.field = field;
+      asked.push_back(std::move(out));
+    } else if (key == "disable_any_whitespace" || key == "disable_additional_properties" ||
+               key == "disable_fallback") {
+      if (!value.is_boolean()) throw invalid_field(field, field + " must be a boolean");
+    } else if (key == "grammar" || key == "structural_tag" || key == "whitespace_pattern") {
+      throw invalid_field(field, field +
+                                     " is not supported by this server (guided decoding "
+                                     "takes json, regex, choice and json_object)");
+    } else {
+      throw invalid_field(field, field +
+                                     " is not a structured_outputs field (json, regex, "
+                                     "choice, json_object, disable_any_whitespace, "
+                                     "disable_additional_properties, disable_fallback)");
+    }
+  }
+  if (asked.empty()) {
+    throw invalid_field("structured_outputs",
+                        "structured_outputs needs one of json, regex, choice or json_object");
+  }
+  if (asked.size() > 1) {
+    throw invalid_field(asked[1].field,
+                        "structured_outputs takes only one of json, regex, choice and json_object");
+  }
+  return std::move(asked.front());
 }
 
 }  // namespace
@@ -110,12 +183,18 @@ GuidedOutput parse_guided_output(const nlohmann::json& json, std::string_view bo
     asked.push_back(from_guided_json(*schema, body));
   }
   if (const nlohmann::json* choices = fields.find("guided_choice"); is_set(choices)) {
-    asked.push_back(from_guided_choice(*choices));
+    asked.push_back(from_guided_choice(*choices, "guided_choice"));
+  }
+  if (const nlohmann::json* regex = fields.find("guided_regex"); is_set(regex)) {
+    asked.push_back(from_guided_regex(*regex, "guided_regex"));
+  }
+  if (const nlohmann::json* spec = fields.find("structured_outputs"); is_set(spec)) {
+    asked.push_back(from_structured_outputs(*spec, body));
   }
   if (asked.size() > 1) {
     throw invalid_field(asked[1].field,
-                        "only one of response_format (json_object or "
-                        "json_schema), guided_json and guided_choice may be set");
+                        "only one of response_format (json_object or json_schema), guided_json, "
+                        "guided_choice, guided_regex and structured_outputs may be set");
   }
   return asked.empty() ? GuidedOutput{} : std::move(asked.front());
 }

@@ -209,8 +209,11 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   request.mutable_guided()->set_json_object(true);
   ASSERT_TRUE(generate(request).status.ok());
   ASSERT_TRUE(generate(token_request({1})).status.ok());
+  request = token_request({1});
+  request.mutable_guided()->set_regex("[0-9]+");
+  ASSERT_TRUE(generate(request).status.ok());
 
-  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(4);
+  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(5);
   EXPECT_EQ(inputs[0].guided.kind, GuidedOutput::Kind::kJsonSchema);
   EXPECT_EQ(inputs[0].guided.schema_json, R"({"type": "integer"})");
   EXPECT_EQ(inputs[0].guided.field, "guided_json");
@@ -219,6 +222,8 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   EXPECT_EQ(inputs[1].guided.choices, (std::vector<std::string>{"yes", "no"}));
   EXPECT_EQ(inputs[2].guided.kind, GuidedOutput::Kind::kJsonObject);
   EXPECT_EQ(inputs[3].guided.kind, GuidedOutput::Kind::kNone);
+  EXPECT_EQ(inputs[4].guided.kind, GuidedOutput::Kind::kRegex);
+  EXPECT_EQ(inputs[4].guided.regex, "[0-9]+");
   for (const GenerateInput& input : inputs) {
     v1::GuidedOutput wire;
     grpc_frontend::to_proto(input.guided, wire);
@@ -226,6 +231,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
     EXPECT_EQ(back.kind, input.guided.kind);
     EXPECT_EQ(back.schema_json, input.guided.schema_json);
     EXPECT_EQ(back.choices, input.guided.choices);
+    EXPECT_EQ(back.regex, input.guided.regex);
     EXPECT_EQ(back.field, input.guided.field);
     EXPECT_EQ(back.starts_after, input.guided.starts_after);
   }

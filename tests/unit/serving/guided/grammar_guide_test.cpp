@@ -9,6 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,10 @@ struct GuideFixture {
   // `keep_all`: every place's allowed set is kept (the cache path); else none is in this small
   // vocabulary (every walk is cheap).
   explicit GuideFixture(const std::string& schema, bool keep_all = false)
-      : grammar(std::make_shared<Grammar>(compile_json_schema(schema, "guided_json"))),
+      : GuideFixture(std::make_shared<Grammar>(compile_json_schema(schema, "guided_json")),
+                     keep_all) {}
+  GuideFixture(std::shared_ptr<Grammar> compiled, bool keep_all)
+      : grammar(std::move(compiled)),
         vocabulary(std::make_shared<VocabularyIndex>(test_vocabulary(), kEos)),
         guide(grammar, vocabulary, {kStop}, nullptr, keep_all ? 0 : GrammarGuide::kWorthKeeping),
         matcher(*grammar) {
@@ -92,10 +96,14 @@ const char* kSchema = R"({"type": "object", "properties": {
     "tags": {"type": "array", "items": {"type": ["boolean", "null"]}, "maxItems": 3}},
   "required": ["name", "age"]})";
 
-TEST(GrammarGuide, MasksAllowExactlyWhatTheGrammarTakesAtEveryStep) {
-  std::mt19937 random(11);
+// Random answers of `grammar` (40 runs, half through the kept sets), each mask checked against
+// the brute-force one at every step; the answers that ended.
+std::vector<std::string> answers_checked_step_by_step(const std::shared_ptr<Grammar>& grammar,
+                                                      uint32_t seed) {
+  std::mt19937 random(seed);
+  std::vector<std::string> answers;
   for (int run = 0; run < 40; ++run) {
-    GuideFixture f(kSchema, /*keep_all=*/run % 2 == 0);
+    GuideFixture f(grammar, /*keep_all=*/run % 2 == 0);
     std::string text;
     for (int step = 0; step < 80 && !f.guide.ended(); ++step) {
       const std::vector<bool> expected = f.expected_allowed();
@@ -105,23 +113,62 @@ TEST(GrammarGuide, MasksAllowExactlyWhatTheGrammarTakesAtEveryStep) {
       for (uint32_t id = 0; id < logits.size(); ++id) {
         const bool kept = std::isfinite(logits[id]);
         const bool want = id < expected.size() && expected[id];
-        ASSERT_EQ(kept, want) << "token " << id << " after '" << text << "'";
+        if (kept != want) {
+          ADD_FAILURE() << "token " << id << " after '" << text << "'";
+          return answers;
+        }
         if (kept) allowed.push_back(static_cast<int32_t>(id));
       }
-      ASSERT_FALSE(allowed.empty()) << text;
+      if (allowed.empty()) {
+        ADD_FAILURE() << "nothing allowed after '" << text << "'";
+        return answers;
+      }
       // Prefer the end once complete, so that runs finish.
       int32_t token = allowed[random() % allowed.size()];
       if (f.guide.complete() && random() % 2 == 0) token = kEos;
-      ASSERT_TRUE(f.guide.accept(token)) << token;
+      EXPECT_TRUE(f.guide.accept(token)) << token;
       if (token == kEos) break;
       f.advance_reference(token);
       text += f.vocabulary->bytes_of(token);
     }
-    if (!f.guide.ended()) continue;
+    if (f.guide.ended()) answers.push_back(text);
+  }
+  return answers;
+}
+
+TEST(GrammarGuide, MasksAllowExactlyWhatTheGrammarTakesAtEveryStep) {
+  const auto grammar = std::make_shared<Grammar>(compile_json_schema(kSchema, "guided_json"));
+  const std::vector<std::string> answers = answers_checked_step_by_step(grammar, 11);
+  EXPECT_GT(answers.size(), 10u);
+  for (const std::string& text : answers) {
     const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
     ASSERT_FALSE(value.is_discarded()) << text;
     EXPECT_TRUE(value.contains("name") && value.contains("age")) << text;
   }
+}
+
+// The same under patterns (a string's characters, a whole raw answer): the automaton's states
+// are places like any other.
+TEST(GrammarGuide, MasksFollowPatternsAtEveryStep) {
+  const auto schema = std::make_shared<Grammar>(compile_json_schema(
+      R"({"type": "object", "properties": {"name": {"type": "string", "pattern": "^n[a-z]*e$",
+          "maxLength": 8}, "age": {"type": "string", "format": "date"}}, "required": ["name"]})",
+      "guided_json"));
+  std::vector<std::string> answers = answers_checked_step_by_step(schema, 3);
+  EXPECT_GT(answers.size(), 10u);
+  for (const std::string& text : answers) {
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << text;
+    const std::string name = value["name"].get<std::string>();
+    EXPECT_TRUE(name.size() >= 2 && name.size() <= 8 && name.front() == 'n' && name.back() == 'e')
+        << text;
+  }
+  const auto regex = std::make_shared<Grammar>(
+      regex_grammar("(true|null|nam(e|es)|-?[0-9]{1,3}(\\.5)?)( tags)?", "guided_regex"));
+  answers = answers_checked_step_by_step(regex, 5);
+  EXPECT_GT(answers.size(), 10u);
+  const std::regex whole("(true|null|nam(e|es)|-?[0-9]{1,3}(\\.5)?)( tags)?");
+  for (const std::string& text : answers) EXPECT_TRUE(std::regex_match(text, whole)) << text;
 }
 
 TEST(GrammarGuide, RefusedTokensLeaveTheGuideWhereItWas) {
@@ -221,7 +268,7 @@ TEST(GuideFactory, RequestsForTheSameOutputShareOneGrammar) {
   }
   EXPECT_EQ(factory.grammars(), GuideFactory::kGrammars);  // the most recent only
   // A refused schema is refused each time, and kept nowhere.
-  schema.schema_json = R"({"type": "string", "pattern": "a"})";
+  schema.schema_json = R"({"type": "integer", "multipleOf": 2})";
   schema.field = "guided_json";
   EXPECT_THROW(factory.make(schema, {}), ServiceError);
   EXPECT_THROW(factory.make(schema, {}), ServiceError);

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <headway/serving/service_error.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <string>
 
 #include "grammar_matcher.h"
@@ -236,8 +239,16 @@ void expect_refused(const std::string& text, const std::string& param, const std
 }
 
 TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
-  expect_refused(R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "x"}}})",
-                 "guided_json.properties.zip.pattern", "'pattern' is not supported");
+  expect_refused(
+      R"({"type": "object", "properties": {"zip": {"type": "string", "pattern": "(a)\\1"}}})",
+      "guided_json.properties.zip.pattern", "a backreference at character 3");
+  expect_refused(R"({"type": "string", "pattern": 5})", "guided_json.pattern", "must be a string");
+  expect_refused(R"({"type": "string", "pattern": "^a\"$"})", "guided_json.pattern",
+                 "matches no string that a JSON string holds without escapes");
+  expect_refused(R"({"type": "string", "pattern": "^[0-9]{3}$", "maxLength": 2})",
+                 "guided_json.maxLength", "matches no string within the length limits");
+  expect_refused(R"({"type": "string", "pattern": "a", "maxLength": 5000})",
+                 "guided_json.maxLength", "lengths up to 1000");
   expect_refused(R"({"type": "number", "minimum": 0})", "guided_json.minimum",
                  "on \"type\": \"integer\" only");
   expect_refused(R"({"maximum": 3})", "guided_json.maximum", "with \"type\": \"integer\" only");
@@ -245,7 +256,8 @@ TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
                  "no integer lies between");
   expect_refused(R"({"type": "integer", "multipleOf": 2})", "guided_json.multipleOf",
                  "not supported");
-  expect_refused(R"({"type": "string", "format": "email"})", "guided_json.format", "not supported");
+  expect_refused(R"({"type": "string", "format": "uri"})", "guided_json.format",
+                 "enforces the formats date, time");
   expect_refused(R"({"type": "strng"})", "guided_json.type", "unknown type 'strng'");
   expect_refused(R"({"type": "array", "minItems": 3, "maxItems": 2})", "guided_json.minItems",
                  "above maxItems");
@@ -317,39 +329,48 @@ TEST(JsonSchemaGrammar, AnnotationsChangeNothing) {
 
 // Random walks through the grammar (each step one of the bytes it allows, chosen at random)
 // always give JSON that parses and has what the schema requires.
+// A random output of `matcher`'s grammar in plain ASCII (which keeps strings short enough to
+// finish; multi-byte walks are tested above), or "" when the walk ran past 400 bytes. Fails the
+// test if a walk gets stuck: the matcher must refuse a byte as soon as no output can follow it.
+std::string random_output(const GrammarMatcher& matcher, std::mt19937& random) {
+  MatchState state;
+  MatchState next;
+  matcher.start(state);
+  std::string text;
+  while (text.size() < 400) {
+    if (matcher.complete(state) && random() % 4 == 0) break;
+    std::vector<uint8_t> allowed;
+    for (int byte = 0x20; byte < 0x80; ++byte) {
+      if (matcher.advance(state, static_cast<uint8_t>(byte), next)) allowed.push_back(byte);
+    }
+    if (allowed.empty() && matcher.complete(state)) break;  // nothing may follow
+    if (allowed.empty()) {
+      ADD_FAILURE() << "stuck after " << text;
+      return "";
+    }
+    // Favour closing bytes so that walks end.
+    uint8_t byte = allowed[random() % allowed.size()];
+    for (const uint8_t closing : {'"', ']', '}'}) {
+      if (random() % 3 == 0 &&
+          std::find(allowed.begin(), allowed.end(), closing) != allowed.end()) {
+        byte = closing;
+      }
+    }
+    matcher.advance(state, byte, next);
+    std::swap(state, next);
+    text.push_back(static_cast<char>(byte));
+  }
+  return matcher.complete(state) ? text : "";
+}
+
 TEST(JsonSchemaGrammar, RandomWalksGiveJsonTheSchemaAccepts) {
   const Grammar g = schema(kPerson);
   GrammarMatcher matcher(g);
   std::mt19937 random(7);
   int completed = 0;
   for (int walk_index = 0; walk_index < 300; ++walk_index) {
-    MatchState state;
-    MatchState next;
-    matcher.start(state);
-    std::string text;
-    while (text.size() < 400) {
-      if (matcher.complete(state) && random() % 4 == 0) break;
-      std::vector<uint8_t> allowed;
-      for (int byte = 1; byte < 256; ++byte) {
-        // Plain ASCII keeps strings short enough to finish; multi-byte walks are tested above.
-        if (byte >= 0x80 || (byte < 0x20)) continue;
-        if (matcher.advance(state, static_cast<uint8_t>(byte), next)) allowed.push_back(byte);
-      }
-      if (allowed.empty() && matcher.complete(state)) break;  // nothing may follow
-      ASSERT_FALSE(allowed.empty()) << "stuck after " << text;
-      // Favour closing bytes so that walks end.
-      uint8_t byte = allowed[random() % allowed.size()];
-      for (const uint8_t closing : {'"', ']', '}'}) {
-        if (random() % 3 == 0 &&
-            std::find(allowed.begin(), allowed.end(), closing) != allowed.end()) {
-          byte = closing;
-        }
-      }
-      ASSERT_TRUE(matcher.advance(state, byte, next));
-      std::swap(state, next);
-      text.push_back(static_cast<char>(byte));
-    }
-    if (!matcher.complete(state)) continue;
+    const std::string text = random_output(matcher, random);
+    if (text.empty()) continue;
     ++completed;
     const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
     ASSERT_FALSE(value.is_discarded()) << text;
@@ -369,6 +390,88 @@ TEST(JsonSchemaGrammar, RandomWalksGiveJsonTheSchemaAccepts) {
     }
   }
   EXPECT_GT(completed, 100);
+}
+
+// "pattern" (searched, as JSON Schema says, unless anchored) and "format" shape a string's
+// characters; lengths still hold beside them.
+TEST(JsonSchemaGrammar, PatternsAndFormatsShapeStrings) {
+  const Grammar g = schema(R"({"type": "object", "properties": {
+      "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+      "code": {"type": "string", "pattern": "[A-Z]", "minLength": 2, "maxLength": 3},
+      "day": {"type": "string", "format": "date"},
+      "id": {"format": "uuid"}}})");
+  EXPECT_EQ(walk(g, R"({"zip": "12345"})"), "complete");
+  EXPECT_EQ(walk(g, R"({"zip": "1234a)"), "dead");
+  EXPECT_EQ(walk(g, R"({"zip": "1234")"), "dead");
+  EXPECT_EQ(walk(g, R"({"zip": "123456)"), "dead");
+  EXPECT_EQ(walk(g, R"({"code": "aBc"})"), "complete");
+  EXPECT_EQ(walk(g, R"({"code": "Ab"})"), "complete");
+  EXPECT_EQ(walk(g, R"({"code": "abc)"), "dead");  // no capital is left room for
+  EXPECT_EQ(walk(g, R"({"code": "A")"), "dead");   // one character of at least two
+  EXPECT_EQ(walk(g, R"({"code": "A
+)"),
+            "dead");  // no escapes under a pattern
+  EXPECT_EQ(walk(g, R"({"day": "2026-12-03"})"), "complete");
+  EXPECT_EQ(walk(g, R"({"day": "2026-13)"), "dead");
+  EXPECT_EQ(walk(g, R"({"day": "2026-02-32)"), "dead");
+  EXPECT_EQ(walk(g, R"({"id": "123e4567-e89b-12d3-a456-426614174000"})"), "complete");
+  EXPECT_EQ(walk(g, R"({"id": "123e4567e)"), "dead");
+  // The same pattern twice is one automaton.
+  const Grammar twice = schema(R"({"type": "array", "items": {"anyOf": [
+      {"type": "string", "pattern": "^a+$"}, {"type": "string", "pattern": "^a+$"}]}})");
+  EXPECT_EQ(twice.patterns.size(), 1u);
+}
+
+// Random outputs of formats are what their standards allow, checked field by field.
+TEST(JsonSchemaGrammar, RandomWalksGiveFormatsTheirStandardsAccept) {
+  const Grammar g = schema(R"({"type": "object", "properties": {
+      "day": {"type": "string", "format": "date"},
+      "ip": {"type": "string", "format": "ipv4"},
+      "id": {"type": "string", "format": "uuid"},
+      "sku": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]+$", "maxLength": 6}},
+      "required": ["day", "ip", "id", "sku"]})");
+  GrammarMatcher matcher(g);
+  std::mt19937 random(5);
+  int completed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = random_output(matcher, random);
+    if (text.empty()) continue;
+    ++completed;
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << text;
+    int year = 0;
+    int month = 0;
+    int day = 0;
+    ASSERT_EQ(
+        std::sscanf(value["day"].get<std::string>().c_str(), "%4d-%2d-%2d", &year, &month, &day), 3)
+        << text;
+    EXPECT_TRUE(month >= 1 && month <= 12 && day >= 1 && day <= 31) << text;
+    const std::string ip = value["ip"].get<std::string>();
+    int octets[4] = {};
+    ASSERT_EQ(
+        std::sscanf(ip.c_str(), "%d.%d.%d.%d", &octets[0], &octets[1], &octets[2], &octets[3]), 4)
+        << text;
+    for (const int octet : octets) EXPECT_TRUE(octet >= 0 && octet <= 255) << text;
+    // No leading zeros (RFC 3986's dec-octet): "01" would read as octal to some parsers.
+    for (size_t at = 0; at < ip.size(); at = ip.find('.', at) + 1) {
+      const size_t end = std::min(ip.find('.', at), ip.size());
+      EXPECT_TRUE(end - at == 1 || ip[at] != '0') << text;
+      if (end == ip.size()) break;
+    }
+    const std::string id = value["id"].get<std::string>();
+    ASSERT_EQ(id.size(), 36u) << text;
+    for (size_t k = 0; k < id.size(); ++k) {
+      if (k == 8 || k == 13 || k == 18 || k == 23) {
+        EXPECT_EQ(id[k], '-') << text;
+      } else {
+        EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(id[k]))) << text;
+      }
+    }
+    const std::string sku = value["sku"].get<std::string>();
+    EXPECT_TRUE(std::regex_match(sku, std::regex("[A-Z]{2}-[0-9]+"))) << text;
+    EXPECT_LE(sku.size(), 6u) << text;
+  }
+  EXPECT_GT(completed, 50);
 }
 
 }  // namespace

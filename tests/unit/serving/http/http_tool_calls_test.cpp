@@ -148,7 +148,7 @@ TEST_F(HttpToolCallsTest, AForcedChoiceAsksForGuidedOutputAndReadsTheAnswerAsCal
                      R"({"messages": [{"role": "user", "content": "Hi"}], "tool_choice": )"
                      R"("required", "tools": [{"type": "function", "function": {"name": "f", )"
                      R"("parameters": {"type": "object", "properties": {"zip": {"type": )"
-                     R"("string", "pattern": "[0-9]+"}}}}}]})");
+                     R"("string", "pattern": "\\b[0-9]"}}}}}]})");
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 400) << result->body;
   EXPECT_EQ(json::parse(result->body)["error"]["param"],

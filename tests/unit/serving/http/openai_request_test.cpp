@@ -167,8 +167,21 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "guided_json": 5})", "guided_json", "must be a JSON schema"},
         Refused{R"({"prompt": "x", "guided_json": {}, "guided_choice": ["a"]})", "guided_choice",
                 "only one of"},
-        Refused{R"({"prompt": "x", "guided_regex": "a+"})", "guided_regex", "not supported"},
-        Refused{R"({"prompt": "x", "structured_outputs": {"regex": "a+"}})", "structured_outputs",
+        Refused{R"({"prompt": "x", "guided_regex": ["a+"]})", "guided_regex",
+                "must be a regular expression (a string)"},
+        Refused{R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", "guided_regex",
+                "only one of"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= \"a\""}})",
+                "structured_outputs.grammar", "not supported"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["a"]}})",
+                "structured_outputs.regex", "only one of json, regex, choice and json_object"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"disable_fallback": true}})",
+                "structured_outputs", "needs one of json, regex, choice or json_object"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"regx": "a"}})",
+                "structured_outputs.regx", "is not a structured_outputs field"},
+        Refused{R"({"prompt": "x", "structured_outputs": "a+"})", "structured_outputs",
+                "must be an object"},
+        Refused{R"({"prompt": "x", "guided_grammar": "root ::= x"})", "guided_grammar",
                 "not supported"},
         Refused{R"({"prompt": "x", "include_stop_str_in_output": 1})", "include_stop_str_in_output",
                 "must be a boolean"},
@@ -402,6 +415,26 @@ TEST(ChatRequest, GuidedFieldsBecomeTheGuidedOutputInTheClientsKeyOrder) {
   r = parse_completion_request(R"({"prompt": "x", "guided_json": "{\"type\": \"boolean\"}"})");
   EXPECT_EQ(r.input.guided.field, "guided_json");
   EXPECT_EQ(r.input.guided.schema_json, R"({"type": "boolean"})");
+  r = parse_completion_request(R"({"prompt": "x", "guided_regex": "[0-9]{3}"})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kRegex);
+  EXPECT_EQ(r.input.guided.regex, "[0-9]{3}");
+  EXPECT_EQ(r.input.guided.field, "guided_regex");
+  // vLLM's structured_outputs, with the options that ask for what guided decoding does anyway.
+  r = parse_completion_request(R"({"prompt": "x", "structured_outputs": {"regex": "a|b",
+      "disable_any_whitespace": true, "disable_fallback": false}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kRegex);
+  EXPECT_EQ(r.input.guided.field, "structured_outputs.regex");
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+      "structured_outputs": {"json": {"properties": {"b": {}, "a": {}}}, "regex": null}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kJsonSchema);
+  EXPECT_EQ(r.input.guided.schema_json, R"({"properties":{"b":{},"a":{}}})");
+  EXPECT_EQ(r.input.guided.field, "structured_outputs.json");
+  r = parse_completion_request(
+      R"({"prompt": "x", "structured_outputs": {"choice": ["up", "down"]}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kChoice);
+  EXPECT_EQ(r.input.guided.field, "structured_outputs.choice");
+  r = parse_completion_request(R"({"prompt": "x", "structured_outputs": {"json_object": true}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kJsonObject);
 }
 
 TEST(CompletionRequest, IncludeStopStrInOutputPassesThrough) {

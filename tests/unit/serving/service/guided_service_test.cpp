@@ -4,6 +4,7 @@
 #include <headway/serving/service_error.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,39 @@ TEST_F(GuidedServiceTest, AChoiceAnswerIsOneOfTheChoices) {
   }
 }
 
+// guided_regex: the whole answer is a match; a schema's pattern and format shape its strings.
+TEST_F(GuidedServiceTest, RegexAndPatternAnswersMatchTheirPatterns) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const std::string pattern = "(yes|no), [0-9]{2,4} items( left)?";
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    GenerateInput input = text_request("Answer: ", 32);
+    input.sampling.temperature = 1.0f;
+    input.sampling.seed = seed;
+    input.sampling.ignore_eos = false;
+    input.guided.kind = GuidedOutput::Kind::kRegex;
+    input.guided.regex = pattern;
+    input.guided.field = "guided_regex";
+    const test::Collected out = collect(*service.submit(std::move(input)));
+    EXPECT_EQ(out.finish, Finish::kStop) << out.error;
+    EXPECT_TRUE(std::regex_match(out.text, std::regex(pattern))) << out.text;
+  }
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    GenerateInput input = guided_request(seed);
+    input.guided.schema_json = R"({"type": "object", "properties": {
+        "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"},
+        "day": {"type": "string", "format": "date"}}, "required": ["sku", "day"]})";
+    const test::Collected out = collect(*service.submit(std::move(input)));
+    ASSERT_EQ(out.finish, Finish::kStop) << out.error;
+    const nlohmann::json value = nlohmann::json::parse(out.text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << out.text;
+    EXPECT_TRUE(std::regex_match(value["sku"].get<std::string>(), std::regex("[A-Z]{3}-[0-9]{2}")))
+        << out.text;
+    EXPECT_TRUE(std::regex_match(value["day"].get<std::string>(),
+                                 std::regex("[0-9]{4}-[01][0-9]-[0-3][0-9]")))
+        << out.text;
+  }
+}
+
 // starts_after: the shape waits for "</think>" unless the prompt already closed the thinking
 // (Qwen3's template with enable_thinking off ends the prompt with an empty think block).
 TEST_F(GuidedServiceTest, TheShapeWaitsForTheReasoningUnlessThePromptClosedIt) {
@@ -152,6 +186,11 @@ TEST_F(GuidedServiceTest, RefusalsNameTheField) {
   input.guided.field = "guided_choice";
   input.guided.choices = {"a", ""};
   expect_refused(service, input, "guided_choice[1]", "must not be empty");
+  input = guided_request(1);
+  input.guided.kind = GuidedOutput::Kind::kRegex;
+  input.guided.field = "guided_regex";
+  input.guided.regex = "(a)\\1";
+  expect_refused(service, input, "guided_regex", "a backreference at character 3");
 }
 
 }  // namespace

@@ -36,13 +36,16 @@ struct ChatMessage {
   std::string fields_json;
 };
 
-// What the output must look like (guided decoding, as vLLM's guided_json and guided_choice and
-// OpenAI's response_format). kNone: free text.
+// What the output must look like (guided decoding, as vLLM's guided_json, guided_regex and
+// guided_choice and OpenAI's response_format). kNone: free text.
 struct GuidedOutput {
-  enum class Kind { kNone, kJsonSchema, kJsonObject, kChoice };
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kChoice, kRegex };
   Kind kind = Kind::kNone;
   std::string schema_json;           // kJsonSchema: the schema, JSON text
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these, as written
+  // kRegex: the output is text this regular expression matches whole (vLLM's guided_regex; the
+  // syntax: docs/serving_http.md).
+  std::string regex;
   // The request field that asked for it, which refusals name ("response_format.json_schema.schema",
   // "guided_json", "guided_choice"); empty: "guided".
   std::string field;

@@ -1,0 +1,313 @@
+#include "byte_dfa.h"
+
+#include <fmt/format.h>
+#include <headway/serving/service_error.h>
+
+#include <algorithm>
+#include <map>
+
+namespace headway::serving::guided {
+
+namespace {
+
+struct ByteEdge {
+  uint8_t low;
+  uint8_t high;
+  uint32_t to;
+};
+
+struct NfaState {
+  std::vector<uint32_t> empty;  // transitions that read nothing
+  std::vector<ByteEdge> bytes;
+};
+
+// Thompson's construction: each node of the tree becomes a fragment with one entry and one exit
+// state; a repeat instantiates its child once per copy it needs.
+class NfaBuilder {
+ public:
+  NfaBuilder(const RegexTree& tree, const std::string& field) : tree_(tree), field_(field) {}
+
+  struct Fragment {
+    uint32_t entry;
+    uint32_t exit;
+  };
+
+  Fragment build(uint32_t node) {
+    const RegexNode& n = tree_.nodes[node];
+    switch (n.kind) {
+      case RegexKind::kEmpty: {
+        const uint32_t s = state();
+        return {s, s};
+      }
+      case RegexKind::kChars:
+        return chars(n.chars);
+      case RegexKind::kConcat: {
+        Fragment whole = build(n.children[0]);
+        for (size_t i = 1; i < n.children.size(); ++i) {
+          const Fragment next = build(n.children[i]);
+          link(whole.exit, next.entry);
+          whole.exit = next.exit;
+        }
+        return whole;
+      }
+      case RegexKind::kAlternate: {
+        const Fragment whole{state(), state()};
+        for (const uint32_t child : n.children) {
+          const Fragment branch = build(child);
+          link(whole.entry, branch.entry);
+          link(branch.exit, whole.exit);
+        }
+        return whole;
+      }
+      case RegexKind::kRepeat:
+        return repeat(n);
+    }
+    return {state(), state()};
+  }
+
+  std::vector<NfaState> take() { return std::move(states_); }
+
+ private:
+  uint32_t state() {
+    if (states_.size() >= kMaxNfaStates) {
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         fmt::format("{}: the regular expression is too large (over {} automaton "
+                                     "states; large counts such as {{1000}} multiply its size)",
+                                     field_, kMaxNfaStates),
+                         field_);
+    }
+    states_.emplace_back();
+    return static_cast<uint32_t>(states_.size() - 1);
+  }
+  void link(uint32_t from, uint32_t to) { states_[from].empty.push_back(to); }
+
+  Fragment chars(const CodePointSet& set) {
+    const Fragment whole{state(), state()};
+    for (const Utf8Sequence& sequence : utf8_sequences(set)) {
+      uint32_t at = whole.entry;
+      for (uint8_t i = 0; i < sequence.length; ++i) {
+        const uint32_t to = i + 1 == sequence.length ? whole.exit : state();
+        states_[at].bytes.push_back({sequence.low[i], sequence.high[i], to});
+        at = to;
+      }
+    }
+    return whole;
+  }
+
+  Fragment repeat(const RegexNode& n) {
+    const uint32_t child = n.children[0];
+    const uint32_t entry = state();
+    uint32_t exit = entry;
+    for (uint32_t i = 0; i < n.min; ++i) {
+      const Fragment copy = build(child);
+      link(exit, copy.entry);
+      exit = copy.exit;
+    }
+    if (n.max == kUnboundedRepeat) {
+      // exit -> loop -> (child -> loop)* -> end
+      const uint32_t loop = state();
+      const uint32_t end = state();
+      link(exit, loop);
+      const Fragment copy = build(child);
+      link(loop, copy.entry);
+      link(copy.exit, loop);
+      link(loop, end);
+      return {entry, end};
+    }
+    // min copies, then max - min optional ones, each skipping to the end.
+    const uint32_t end = state();
+    for (uint32_t i = n.min; i < n.max; ++i) {
+      link(exit, end);
+      const Fragment copy = build(child);
+      link(exit, copy.entry);
+      exit = copy.exit;
+    }
+    link(exit, end);
+    return {entry, end};
+  }
+
+  const RegexTree& tree_;
+  const std::string& field_;
+  std::vector<NfaState> states_;
+};
+
+// The states reachable from `set` by transitions that read nothing, sorted (a DFA state's key).
+void close_over_empty(const std::vector<NfaState>& nfa, std::vector<uint32_t>& set,
+                      std::vector<uint8_t>& seen) {
+  for (const uint32_t s : set) seen[s] = 1;
+  for (size_t i = 0; i < set.size(); ++i) {
+    for (const uint32_t to : nfa[set[i]].empty) {
+      if (seen[to] == 0) {
+        seen[to] = 1;
+        set.push_back(to);
+      }
+    }
+  }
+  for (const uint32_t s : set) seen[s] = 0;
+  std::sort(set.begin(), set.end());
+}
+
+bool forbidden_in_json_string(uint8_t byte) { return byte < 0x20 || byte == '"' || byte == '\\'; }
+
+}  // namespace
+
+ByteDfa build_byte_dfa(const RegexTree& tree, bool json_string, const std::string& field) {
+  NfaBuilder builder(tree, field);
+  const NfaBuilder::Fragment whole = builder.build(tree.root);
+  const std::vector<NfaState> nfa = builder.take();
+
+  ByteDfa dfa;
+  // Byte classes: a new class starts wherever some transition's range (or the JSON-string rule)
+  // starts or ends, so every byte of a class goes to the same states everywhere.
+  std::array<bool, 257> starts_class{};
+  starts_class[0] = true;
+  for (const NfaState& s : nfa) {
+    for (const ByteEdge& edge : s.bytes) {
+      starts_class[edge.low] = true;
+      starts_class[edge.high + 1] = true;
+    }
+  }
+  if (json_string) {
+    for (const int byte : {0x20, int{'"'}, '"' + 1, int{'\\'}, '\\' + 1}) starts_class[byte] = true;
+  }
+  std::vector<uint8_t> representative;
+  for (int byte = 0; byte < 256; ++byte) {
+    if (starts_class[byte]) representative.push_back(static_cast<uint8_t>(byte));
+    dfa.class_of_[byte] = static_cast<uint8_t>(representative.size() - 1);
+  }
+  dfa.classes_ = static_cast<uint32_t>(representative.size());
+
+  std::vector<uint8_t> seen(nfa.size(), 0);
+  std::map<std::vector<uint32_t>, uint32_t> ids;
+  std::vector<std::vector<uint32_t>> sets;
+  const auto id_of = [&](std::vector<uint32_t> set) {
+    close_over_empty(nfa, set, seen);
+    if (set.empty()) return ByteDfa::kDead;
+    const auto [it, added] = ids.emplace(set, static_cast<uint32_t>(sets.size()));
+    if (added) {
+      if (sets.size() >= kMaxDfaStates) {
+        throw ServiceError(ErrorCode::kInvalidArgument,
+                           fmt::format("{}: the regular expression needs more than {} automaton "
+                                       "states (patterns such as (a|b)*a(a|b){{20}} grow "
+                                       "exponentially); simplify it",
+                                       field, kMaxDfaStates),
+                           field);
+      }
+      sets.push_back(std::move(set));
+    }
+    return it->second;
+  };
+  dfa.start_ = id_of({whole.entry});
+  std::vector<uint32_t> moved;
+  for (size_t at = 0; at < sets.size(); ++at) {
+    dfa.accepting_.push_back(std::binary_search(sets[at].begin(), sets[at].end(), whole.exit));
+    for (uint32_t c = 0; c < dfa.classes_; ++c) {
+      const uint8_t byte = representative[c];
+      moved.clear();
+      if (!(json_string && forbidden_in_json_string(byte))) {
+        for (const uint32_t s : sets[at]) {
+          for (const ByteEdge& edge : nfa[s].bytes) {
+            if (edge.low <= byte && byte <= edge.high) moved.push_back(edge.to);
+          }
+        }
+      }
+      dfa.table_.push_back(id_of(moved));  // may grow `sets`: index, never hold references
+    }
+  }
+
+  dfa.prune(field, json_string ? " that a JSON string holds without escapes (a guided string "
+                                 "never writes '\"', '\\\\' or control characters)"
+                               : "");
+  return dfa;
+}
+
+// Live states reach an accepting one; transitions into the rest become kDead.
+void ByteDfa::prune(const std::string& field, const char* why_none) {
+  const size_t count = accepting_.size();
+  // Backwards from the accepting states over the reversed transitions.
+  std::vector<std::vector<uint32_t>> sources(count);
+  for (size_t s = 0; s < count; ++s) {
+    for (uint32_t c = 0; c < classes_; ++c) {
+      const uint32_t to = table_[s * classes_ + c];
+      if (to != ByteDfa::kDead) sources[to].push_back(static_cast<uint32_t>(s));
+    }
+  }
+  std::vector<uint8_t> live(accepting_);
+  std::vector<uint32_t> todo;
+  for (size_t s = 0; s < count; ++s) {
+    if (live[s] != 0) todo.push_back(static_cast<uint32_t>(s));
+  }
+  while (!todo.empty()) {
+    const uint32_t s = todo.back();
+    todo.pop_back();
+    for (const uint32_t from : sources[s]) {
+      if (live[from] == 0) {
+        live[from] = 1;
+        todo.push_back(from);
+      }
+    }
+  }
+  if (live[start_] == 0) {
+    throw ServiceError(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: the regular expression matches no string{}", field, why_none), field);
+  }
+  extensible_.assign(count, 0);
+  for (size_t s = 0; s < count; ++s) {
+    for (uint32_t c = 0; c < classes_; ++c) {
+      uint32_t& to = table_[s * classes_ + c];
+      if (to != ByteDfa::kDead && live[to] == 0) to = ByteDfa::kDead;
+      if (to != ByteDfa::kDead) extensible_[s] = 1;
+    }
+  }
+}
+
+ByteDfa intersect(const ByteDfa& a, const ByteDfa& b, const std::string& field) {
+  ByteDfa out;
+  // A byte's class in the product is its pair of classes.
+  std::map<std::pair<uint8_t, uint8_t>, uint8_t> pairs;
+  std::vector<uint8_t> representative;
+  for (int byte = 0; byte < 256; ++byte) {
+    const auto key = std::make_pair(a.class_of_[byte], b.class_of_[byte]);
+    const auto [it, added] = pairs.emplace(key, static_cast<uint8_t>(representative.size()));
+    if (added) representative.push_back(static_cast<uint8_t>(byte));
+    out.class_of_[byte] = it->second;
+  }
+  out.classes_ = static_cast<uint32_t>(representative.size());
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> ids;
+  std::vector<std::pair<uint32_t, uint32_t>> states;
+  const auto id_of = [&](uint32_t sa, uint32_t sb) {
+    if (sa == ByteDfa::kDead || sb == ByteDfa::kDead) return ByteDfa::kDead;
+    const auto [it, added] =
+        ids.emplace(std::make_pair(sa, sb), static_cast<uint32_t>(states.size()));
+    if (added) {
+      if (states.size() >= kMaxDfaStates) {
+        throw ServiceError(ErrorCode::kInvalidArgument,
+                           fmt::format("{}: the pattern with its length limits needs more than {} "
+                                       "automaton states; simplify it",
+                                       field, kMaxDfaStates),
+                           field);
+      }
+      states.emplace_back(sa, sb);
+    }
+    return it->second;
+  };
+  out.start_ = id_of(a.start_, b.start_);
+  for (size_t at = 0; at < states.size(); ++at) {
+    const auto [sa, sb] = states[at];
+    out.accepting_.push_back(a.accepting(sa) && b.accepting(sb) ? 1 : 0);
+    for (uint32_t c = 0; c < out.classes_; ++c) {
+      const uint8_t byte = representative[c];
+      out.table_.push_back(id_of(a.next(sa, byte), b.next(sb, byte)));
+    }
+  }
+  out.prune(field, " within the length limits");
+  return out;
+}
+
+ByteDfa compile_regex(std::string_view pattern, RegexMatch match, bool json_string,
+                      const std::string& field) {
+  return build_byte_dfa(parse_regex(pattern, match, field), json_string, field);
+}
+
+}  // namespace headway::serving::guided

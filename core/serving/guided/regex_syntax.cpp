@@ -1,0 +1,415 @@
+#include "regex_syntax.h"
+
+#include <fmt/format.h>
+#include <headway/serving/service_error.h>
+
+#include <cstring>
+
+namespace headway::serving::guided {
+
+namespace {
+
+constexpr int kMaxNesting = 128;  // groups inside groups: the parser's recursion
+
+CodePointSet range_set(uint32_t low, uint32_t high) {
+  CodePointSet set;
+  set.add(low, high);
+  return set;
+}
+
+CodePointSet digits() { return range_set('0', '9'); }
+
+CodePointSet word_chars() {
+  CodePointSet set = range_set('a', 'z');
+  set.add('A', 'Z');
+  set.add('0', '9');
+  set.add('_', '_');
+  return set;
+}
+
+CodePointSet space_chars() {
+  CodePointSet set = range_set('\t', '\r');  // \t \n \v \f \r
+  set.add(' ', ' ');
+  return set;
+}
+
+class Parser {
+ public:
+  Parser(std::string_view pattern, RegexMatch match, const std::string& field)
+      : text_(pattern), match_(match), field_(field) {}
+
+  RegexTree parse() {
+    if (text_.size() > kMaxPatternBytes) {
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         fmt::format("{}: the regular expression is {} bytes; at most {} are taken",
+                                     field_, text_.size(), kMaxPatternBytes),
+                         field_);
+    }
+    tree_.root = alternation(0);
+    if (at_ < text_.size()) fail("an unmatched ')'");
+    return std::move(tree_);
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { fail_at(at_, what); }
+  [[noreturn]] void fail_at(size_t at, const std::string& what) const {
+    throw ServiceError(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{}: the regular expression has {} at character {}", field_, what, at), field_);
+  }
+
+  uint32_t add(RegexNode node) {
+    tree_.nodes.push_back(std::move(node));
+    return static_cast<uint32_t>(tree_.nodes.size() - 1);
+  }
+  uint32_t add_chars(CodePointSet chars) {
+    RegexNode node;
+    node.kind = RegexKind::kChars;
+    node.chars = std::move(chars);
+    return add(std::move(node));
+  }
+  uint32_t add_list(RegexKind kind, std::vector<uint32_t> children) {
+    if (children.size() == 1) return children[0];
+    RegexNode node;
+    node.kind = children.empty() ? RegexKind::kEmpty : kind;
+    node.children = std::move(children);
+    return add(std::move(node));
+  }
+  // Any string: what a search pattern may have around its match.
+  uint32_t any_string() {
+    RegexNode node;
+    node.kind = RegexKind::kRepeat;
+    node.children = {add_chars(CodePointSet::all())};
+    node.max = kUnboundedRepeat;
+    return add(std::move(node));
+  }
+
+  bool more() const { return at_ < text_.size(); }
+  char peek() const { return text_[at_]; }
+  bool eat(char c) {
+    if (more() && peek() == c) {
+      ++at_;
+      return true;
+    }
+    return false;
+  }
+  bool starts_with(std::string_view prefix) const {
+    return text_.substr(at_, prefix.size()) == prefix;
+  }
+
+  uint32_t alternation(int depth) {
+    if (depth > kMaxNesting) fail(fmt::format("groups nested more than {} deep", kMaxNesting));
+    std::vector<uint32_t> branches{sequence(depth)};
+    while (eat('|')) branches.push_back(sequence(depth));
+    return add_list(RegexKind::kAlternate, std::move(branches));
+  }
+
+  // One alternative. At the top level '^' may open it and '$' close it: they pin a search
+  // pattern's match to the string's start or end, and mean nothing for a whole match.
+  uint32_t sequence(int depth) {
+    const bool top = depth == 0;
+    bool pinned_start = false;
+    bool pinned_end = false;
+    if (top && eat('^')) pinned_start = true;
+    std::vector<uint32_t> items;
+    while (more() && peek() != '|' && peek() != ')') {
+      if (peek() == '$') {
+        const size_t at = at_++;
+        if (top && (!more() || peek() == '|')) {
+          pinned_end = true;
+          break;
+        }
+        fail_at(at, "'$' inside the pattern (only at the end of a top-level alternative)");
+      }
+      if (peek() == '^') {
+        fail("'^' inside the pattern (only at the start of a top-level alternative)");
+      }
+      items.push_back(quantified(depth));
+    }
+    if (top && match_ == RegexMatch::kSearch) {
+      if (!pinned_start) items.insert(items.begin(), any_string());
+      if (!pinned_end) items.push_back(any_string());
+    }
+    return add_list(RegexKind::kConcat, std::move(items));
+  }
+
+  uint32_t quantified(int depth) {
+    const uint32_t atom = this->atom(depth);
+    uint32_t min = 0;
+    uint32_t max = 0;
+    if (!quantifier(min, max)) return atom;
+    if (more() && peek() == '+') fail("a possessive quantifier");
+    eat('?');  // lazy: the same strings match
+    if (more() && (peek() == '*' || peek() == '+' || peek() == '?' || counted_quantifier_here())) {
+      fail("a quantifier on a quantifier (put the inner one in a group)");
+    }
+    RegexNode node;
+    node.kind = RegexKind::kRepeat;
+    node.children = {atom};
+    node.min = min;
+    node.max = max;
+    return add(std::move(node));
+  }
+
+  // Reads * + ? or a counted {n}, {n,}, {n,m}, {,m}; false (reading nothing) when none is here.
+  // A '{' that does not open a count is a literal, as in Python.
+  bool quantifier(uint32_t& min, uint32_t& max) {
+    if (eat('*')) {
+      min = 0;
+      max = kUnboundedRepeat;
+      return true;
+    }
+    if (eat('+')) {
+      min = 1;
+      max = kUnboundedRepeat;
+      return true;
+    }
+    if (eat('?')) {
+      min = 0;
+      max = 1;
+      return true;
+    }
+    if (!counted_quantifier_here()) return false;
+    const size_t open = at_++;
+    const auto number = [&](uint32_t fallback) {
+      if (!more() || peek() < '0' || peek() > '9') return fallback;
+      uint64_t value = 0;
+      while (more() && peek() >= '0' && peek() <= '9') {
+        value = value * 10 + static_cast<uint64_t>(peek() - '0');
+        if (value > kMaxRepeat) fail_at(open, fmt::format("a count above {}", kMaxRepeat));
+        ++at_;
+      }
+      return static_cast<uint32_t>(value);
+    };
+    min = number(0);
+    if (eat(',')) {
+      max = number(kUnboundedRepeat);
+    } else {
+      max = min;
+    }
+    eat('}');
+    if (max < min)
+      fail_at(open, fmt::format("a count {{{},{}}} whose maximum is below its minimum", min, max));
+    return true;
+  }
+
+  bool counted_quantifier_here() const {
+    if (!more() || peek() != '{') return false;
+    size_t i = at_ + 1;
+    const size_t first_digits = i;
+    while (i < text_.size() && text_[i] >= '0' && text_[i] <= '9') ++i;
+    const bool has_min = i > first_digits;
+    if (i < text_.size() && text_[i] == '}') return has_min;
+    if (i >= text_.size() || text_[i] != ',') return false;
+    ++i;
+    const size_t second_digits = i;
+    while (i < text_.size() && text_[i] >= '0' && text_[i] <= '9') ++i;
+    const bool has_max = i > second_digits;
+    return i < text_.size() && text_[i] == '}' && (has_min || has_max);
+  }
+
+  uint32_t atom(int depth) {
+    const char c = peek();
+    if (c == '(') return group(depth);
+    if (c == '[') return add_chars(char_class());
+    if (c == '.') {  // any character but a newline, as without Python's DOTALL
+      ++at_;
+      return add_chars(range_set('\n', '\n').complement());
+    }
+    if (c == '\\') {
+      CodePointSet set;
+      escape(false, set);
+      return add_chars(std::move(set));
+    }
+    if (c == '*' || c == '+' || c == '?') fail("nothing to repeat");
+    if (counted_quantifier_here()) fail("nothing to repeat");
+    const uint32_t c_value = character();
+    return add_chars(range_set(c_value, c_value));
+  }
+
+  uint32_t group(int depth) {
+    const size_t open = at_++;
+    if (eat('?') && !eat(':')) {
+      if (starts_with("P<") || (starts_with("<") && !starts_with("<=") && !starts_with("<!"))) {
+        at_ += peek() == 'P' ? 2 : 1;
+        const size_t name = at_;
+        while (more() && peek() != '>' && peek() != ')') ++at_;
+        if (!eat('>') || at_ - 1 == name) fail_at(open, "a group name that is not closed by '>'");
+      } else if (starts_with("=") || starts_with("!") || starts_with("<=") || starts_with("<!")) {
+        fail_at(open, "a lookaround (they describe no set of strings a guide can follow)");
+      } else if (starts_with("P=")) {
+        fail_at(open, "a backreference");
+      } else {
+        fail_at(open, "an inline flag or extension group '(?' (not supported)");
+      }
+    }
+    const uint32_t inner = alternation(depth + 1);
+    if (!eat(')')) fail_at(open, "an unclosed '('");
+    return inner;
+  }
+
+  // Reads one literal character (UTF-8) and returns it.
+  uint32_t character() {
+    const auto lead = static_cast<uint8_t>(text_[at_]);
+    size_t length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
+    if (length == 0 || at_ + length > text_.size()) fail("a byte that is not UTF-8");
+    uint32_t value = length == 1 ? lead : lead & (0x7F >> length);
+    for (size_t i = 1; i < length; ++i) {
+      const auto next = static_cast<uint8_t>(text_[at_ + i]);
+      if ((next & 0xC0) != 0x80) fail("a byte that is not UTF-8");
+      value = value << 6 | (next & 0x3F);
+    }
+    static constexpr uint32_t kShortest[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (value < kShortest[length] || value > kMaxCodePoint ||
+        (value >= 0xD800 && value <= 0xDFFF)) {
+      fail("a byte that is not UTF-8");
+    }
+    at_ += length;
+    last_character_ = value;
+    return value;
+  }
+
+  uint32_t hex_digits(size_t count) {
+    uint32_t value = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (!more()) fail(fmt::format("an escape that needs {} hex digits", count));
+      const char c = peek();
+      uint32_t digit = 0;
+      if (c >= '0' && c <= '9') {
+        digit = static_cast<uint32_t>(c - '0');
+      } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
+        digit = static_cast<uint32_t>((c | 0x20) - 'a' + 10);
+      } else {
+        fail(fmt::format("an escape that needs {} hex digits", count));
+      }
+      value = value << 4 | digit;
+      ++at_;
+    }
+    return value;
+  }
+
+  // Reads an escape at '\'. Sets `set` to what it matches; true when that is a class (\d, ...),
+  // false when a single character. In a class, \b is a backspace.
+  bool escape(bool in_class, CodePointSet& set) {
+    const size_t at = at_++;
+    if (!more()) fail_at(at, "a '\\' at the end");
+    const char c = peek();
+    ++at_;
+    const auto single = [&](uint32_t value) {
+      set = range_set(value, value);
+      last_character_ = value;
+      return false;
+    };
+    switch (c) {
+      case 'd':
+        set = digits();
+        return true;
+      case 'D':
+        set = digits().complement();
+        return true;
+      case 'w':
+        set = word_chars();
+        return true;
+      case 'W':
+        set = word_chars().complement();
+        return true;
+      case 's':
+        set = space_chars();
+        return true;
+      case 'S':
+        set = space_chars().complement();
+        return true;
+      case 'n':
+        return single('\n');
+      case 't':
+        return single('\t');
+      case 'r':
+        return single('\r');
+      case 'f':
+        return single('\f');
+      case 'v':
+        return single('\v');
+      case '0':
+        return single(0);
+      case 'x':
+        return single(hex_digits(2));
+      case 'u': {
+        const uint32_t value = hex_digits(4);
+        if (value >= 0xD800 && value <= 0xDFFF) fail_at(at, "a surrogate escape");
+        return single(value);
+      }
+      case 'b':
+        if (in_class) return single('\b');
+        fail_at(at, "a word boundary '\\b' (not supported)");
+      default:
+        break;
+    }
+    if ((c >= '1' && c <= '9') || c == 'k') fail_at(at, "a backreference");
+    if (std::strchr("ABZzGbB", c) != nullptr) {
+      fail_at(at, fmt::format("the anchor '\\{}' (not supported)", c));
+    }
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+      fail_at(at, fmt::format("an unknown escape '\\{}'", c));
+    }
+    --at_;
+    return single(character());
+  }
+
+  CodePointSet char_class() {
+    const size_t open = at_++;
+    const bool negated = eat('^');
+    CodePointSet set;
+    bool first = true;
+    for (;;) {
+      if (!more()) fail_at(open, "an unclosed '['");
+      if (peek() == ']' && !first) {
+        ++at_;
+        break;
+      }
+      if (starts_with("[:")) fail("a POSIX class '[:' (not supported)");
+      first = false;
+      CodePointSet item;
+      uint32_t low = 0;
+      if (peek() == '\\') {
+        if (escape(true, item)) {
+          set.add(item);
+          continue;
+        }
+        low = last_character_;
+      } else {
+        low = character();
+      }
+      // A range: '-' followed by something other than the closing ']'.
+      if (more() && peek() == '-' && at_ + 1 < text_.size() && text_[at_ + 1] != ']') {
+        const size_t dash = at_++;
+        uint32_t high = 0;
+        if (peek() == '\\') {
+          if (escape(true, item)) fail_at(dash, "a range that ends in a class");
+          high = last_character_;
+        } else {
+          high = character();
+        }
+        if (high < low) fail_at(dash, "a range whose end is below its start");
+        set.add(low, high);
+        continue;
+      }
+      set.add(low, low);
+    }
+    return negated ? set.complement() : set;
+  }
+
+  std::string_view text_;
+  RegexMatch match_;
+  const std::string& field_;
+  size_t at_ = 0;
+  uint32_t last_character_ = 0;
+  RegexTree tree_;
+};
+
+}  // namespace
+
+RegexTree parse_regex(std::string_view pattern, RegexMatch match, const std::string& field) {
+  return Parser(pattern, match, field).parse();
+}
+
+}  // namespace headway::serving::guided

@@ -6,7 +6,8 @@
 //   every prefix is walked); "key" (after '{', only the declared keys fit) prunes at the first
 //   byte.
 //   "pattern string" is the same string under a pattern (^[a-z]+( [a-z]+)*$): its automaton
-//   steps instead of the string rules.
+//   steps instead of the string rules. "regex answer": a guided_regex answer ([0-9]+( [a-z]+)*)
+//   after "12", a match that may go on.
 // - BM_GuideMaskKnownPlace: a place seen before: the cached mask applied to the row.
 // - BM_GuidedAnswer: a whole answer (at most 160 tokens) under a schema, mask + argmax + accept
 //   per token, random logits; reported per token (items), the row's copy and argmax included.
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "grammar.h"
 #include "grammar_guide.h"
 #include "json_schema.h"
 
@@ -95,14 +97,24 @@ int32_t token_of(const VocabularyIndex& vocabulary, std::string_view bytes) {
   return -1;
 }
 
+// A guided_regex answer: a count, then words.
+std::shared_ptr<const Grammar> regex_answer_grammar() {
+  static const auto compiled = std::make_shared<const Grammar>(
+      headway::serving::guided::regex_grammar("[0-9]+( [a-z]+)*", "guided_regex"));
+  return compiled;
+}
+
 // A guide at a place: 0 after '{' (a key), 1 inside the name's string, 2 inside it under a
-// pattern.
+// pattern, 3 after "12" of a guided_regex answer (a match that may go on).
 std::unique_ptr<GrammarGuide> guide_at(int place) {
-  auto guide = std::make_unique<GrammarGuide>(place == 2 ? pattern_grammar() : grammar(),
-                                              vocabulary(), std::vector<int32_t>{});
+  const std::shared_ptr<const Grammar> grammars[] = {grammar(), grammar(), pattern_grammar(),
+                                                     regex_answer_grammar()};
+  auto guide =
+      std::make_unique<GrammarGuide>(grammars[place], vocabulary(), std::vector<int32_t>{});
   const VocabularyIndex& v = *vocabulary();
   std::vector<std::string_view> path = {"{\""};
-  if (place >= 1) path.insert(path.end(), {"name", "\": ", "\""});
+  if (place == 1 || place == 2) path.insert(path.end(), {"name", "\": ", "\""});
+  if (place == 3) path = {"12"};
   for (const std::string_view piece : path) {
     if (!guide->accept(token_of(v, piece))) {
       std::fprintf(stderr, "the benchmark's vocabulary has no token '%.*s' the schema takes\n",
@@ -128,11 +140,11 @@ void BM_GuideMaskNewPlace(benchmark::State& state) {
   }
   const auto allowed =
       std::count_if(logits.begin(), logits.end(), [](float l) { return l == 0.0f; });
-  const char* places[] = {"key", "string", "pattern string"};
+  const char* places[] = {"key", "string", "pattern string", "regex answer"};
   state.SetLabel(std::string(places[state.range(0)]) + ", " + std::to_string(allowed) +
                  " tokens allowed");
 }
-BENCHMARK(BM_GuideMaskNewPlace)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GuideMaskNewPlace)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMillisecond);
 
 void BM_GuideMaskKnownPlace(benchmark::State& state) {
   std::unique_ptr<GrammarGuide> guide = guide_at(1);

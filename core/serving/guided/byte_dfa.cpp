@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 namespace headway::serving::guided {
 
@@ -147,11 +148,40 @@ void close_over_empty(const std::vector<NfaState>& nfa, std::vector<uint32_t>& s
   std::sort(set.begin(), set.end());
 }
 
+// Refuses (naming `field`) an automaton of `states` states past kMaxDfaStates, or whose table
+// would pass kMaxPatternCells.
+void check_size(size_t states, uint32_t classes, const std::string& field, const char* what) {
+  if (states > kMaxDfaStates) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: {} needs more than {} automaton states (patterns such as "
+                                   "(a|b)*a(a|b){{20}} grow exponentially, and lengths multiply "
+                                   "them); simplify it",
+                                   field, what, kMaxDfaStates),
+                       field);
+  }
+  if (states * classes > kMaxPatternCells) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("{}: {} needs more than {} automaton cells (states times the "
+                                   "byte classes it tells apart); simplify it",
+                                   field, what, kMaxPatternCells),
+                       field);
+  }
+}
+
+struct StateSetHash {
+  size_t operator()(const std::vector<uint32_t>& set) const {
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a over the state numbers
+    for (const uint32_t s : set) hash = (hash ^ s) * 1099511628211ull;
+    return static_cast<size_t>(hash);
+  }
+};
+
 bool forbidden_in_json_string(uint8_t byte) { return byte < 0x20 || byte == '"' || byte == '\\'; }
 
 }  // namespace
 
-ByteDfa build_byte_dfa(const RegexTree& tree, bool json_string, const std::string& field) {
+ByteDfa build_byte_dfa(const RegexTree& tree, bool json_string, const std::string& field,
+                       CompileBudget& budget) {
   NfaBuilder builder(tree, field);
   const NfaBuilder::Fragment whole = builder.build(tree.root);
   const std::vector<NfaState> nfa = builder.take();
@@ -178,21 +208,25 @@ ByteDfa build_byte_dfa(const RegexTree& tree, bool json_string, const std::strin
   dfa.classes_ = static_cast<uint32_t>(representative.size());
 
   std::vector<uint8_t> seen(nfa.size(), 0);
-  std::map<std::vector<uint32_t>, uint32_t> ids;
+  std::unordered_map<std::vector<uint32_t>, uint32_t, StateSetHash> ids;
   std::vector<std::vector<uint32_t>> sets;
+  // The construction's cost is the NFA states it visits: bounded, so that a pattern whose DFA
+  // states hold many NFA states each (large counts of loops) is refused in well under a second.
   const auto id_of = [&](std::vector<uint32_t> set) {
     close_over_empty(nfa, set, seen);
     if (set.empty()) return ByteDfa::kDead;
+    if (set.size() > budget.steps) {
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         fmt::format("{}: the regular expression is too costly to compile (over {} "
+                                     "steps, with any other patterns of its schema; large counts "
+                                     "of repeated groups multiply them); simplify it",
+                                     field, kMaxSubsetWork),
+                         field);
+    }
+    budget.steps -= set.size();
     const auto [it, added] = ids.emplace(set, static_cast<uint32_t>(sets.size()));
     if (added) {
-      if (sets.size() >= kMaxDfaStates) {
-        throw ServiceError(ErrorCode::kInvalidArgument,
-                           fmt::format("{}: the regular expression needs more than {} automaton "
-                                       "states (patterns such as (a|b)*a(a|b){{20}} grow "
-                                       "exponentially); simplify it",
-                                       field, kMaxDfaStates),
-                           field);
-      }
+      check_size(sets.size() + 1, dfa.classes_, field, "the regular expression");
       sets.push_back(std::move(set));
     }
     return it->second;
@@ -252,13 +286,8 @@ void ByteDfa::prune(const std::string& field, const char* why_none) {
         ErrorCode::kInvalidArgument,
         fmt::format("{}: the regular expression matches no string{}", field, why_none), field);
   }
-  extensible_.assign(count, 0);
-  for (size_t s = 0; s < count; ++s) {
-    for (uint32_t c = 0; c < classes_; ++c) {
-      uint32_t& to = table_[s * classes_ + c];
-      if (to != ByteDfa::kDead && live[to] == 0) to = ByteDfa::kDead;
-      if (to != ByteDfa::kDead) extensible_[s] = 1;
-    }
+  for (uint32_t& to : table_) {
+    if (to != ByteDfa::kDead && live[to] == 0) to = ByteDfa::kDead;
   }
 }
 
@@ -281,13 +310,7 @@ ByteDfa intersect(const ByteDfa& a, const ByteDfa& b, const std::string& field) 
     const auto [it, added] =
         ids.emplace(std::make_pair(sa, sb), static_cast<uint32_t>(states.size()));
     if (added) {
-      if (states.size() >= kMaxDfaStates) {
-        throw ServiceError(ErrorCode::kInvalidArgument,
-                           fmt::format("{}: the pattern with its length limits needs more than {} "
-                                       "automaton states; simplify it",
-                                       field, kMaxDfaStates),
-                           field);
-      }
+      check_size(states.size() + 1, out.classes_, field, "the two patterns together");
       states.emplace_back(sa, sb);
     }
     return it->second;
@@ -301,13 +324,63 @@ ByteDfa intersect(const ByteDfa& a, const ByteDfa& b, const std::string& field) 
       out.table_.push_back(id_of(a.next(sa, byte), b.next(sb, byte)));
     }
   }
+  out.prune(field, " that both patterns accept");
+  return out;
+}
+
+ByteDfa with_length(const ByteDfa& dfa, uint32_t min, uint32_t max, const std::string& field) {
+  ByteDfa out;
+  // The product's classes: the automaton's, split where characters start (0x80 to 0xBF continue
+  // one, every other byte starts one).
+  std::map<std::pair<uint8_t, bool>, uint8_t> pairs;
+  std::vector<uint8_t> representative;
+  for (int byte = 0; byte < 256; ++byte) {
+    const auto key = std::make_pair(dfa.class_of_[byte], byte < 0x80 || byte >= 0xC0);
+    const auto [it, added] = pairs.emplace(key, static_cast<uint8_t>(representative.size()));
+    if (added) representative.push_back(static_cast<uint8_t>(byte));
+    out.class_of_[byte] = it->second;
+  }
+  out.classes_ = static_cast<uint32_t>(representative.size());
+  // Counts above min matter only up to max; with no max, only up to min.
+  const uint32_t cap = max == kUnboundedRepeat ? min : max;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> ids;
+  std::vector<std::pair<uint32_t, uint32_t>> states;
+  const auto id_of = [&](uint32_t state, uint32_t count) {
+    if (state == ByteDfa::kDead || (max != kUnboundedRepeat && count > max)) {
+      return ByteDfa::kDead;
+    }
+    count = std::min(count, cap);
+    const auto [it, added] =
+        ids.emplace(std::make_pair(state, count), static_cast<uint32_t>(states.size()));
+    if (added) {
+      check_size(states.size() + 1, out.classes_, field, "the pattern with its length limits");
+      states.emplace_back(state, count);
+    }
+    return it->second;
+  };
+  out.start_ = id_of(dfa.start_, 0);
+  for (size_t at = 0; at < states.size(); ++at) {
+    const auto [state, count] = states[at];
+    out.accepting_.push_back(dfa.accepting(state) && count >= min ? 1 : 0);
+    for (uint32_t c = 0; c < out.classes_; ++c) {
+      const uint8_t byte = representative[c];
+      const bool starts = byte < 0x80 || byte >= 0xC0;
+      out.table_.push_back(id_of(dfa.next(state, byte), count + (starts ? 1 : 0)));
+    }
+  }
   out.prune(field, " within the length limits");
   return out;
 }
 
 ByteDfa compile_regex(std::string_view pattern, RegexMatch match, bool json_string,
+                      const std::string& field, CompileBudget& budget) {
+  return build_byte_dfa(parse_regex(pattern, match, field), json_string, field, budget);
+}
+
+ByteDfa compile_regex(std::string_view pattern, RegexMatch match, bool json_string,
                       const std::string& field) {
-  return build_byte_dfa(parse_regex(pattern, match, field), json_string, field);
+  CompileBudget budget;
+  return compile_regex(pattern, match, json_string, field, budget);
 }
 
 }  // namespace headway::serving::guided

@@ -19,8 +19,19 @@ namespace headway::serving::guided {
 
 // Bounds on what one pattern may cost (memory, and the compile on the request's path): a pattern
 // past them is refused with the figure (such as (a|b)*a(a|b){20}, whose automaton has 2^21 states).
+// kMaxPatternCells bounds a table's memory (states times byte classes, 4 bytes each: 16 MB), for
+// one pattern and for all of a grammar's together.
 inline constexpr size_t kMaxNfaStates = 200000;
-inline constexpr size_t kMaxDfaStates = 10000;
+inline constexpr size_t kMaxPatternCells = size_t{4} << 20;
+inline constexpr size_t kMaxDfaStates = 65536;
+inline constexpr size_t kMaxSubsetWork = 5'000'000;
+
+// What compiles may still spend, in subset-construction steps (NFA states visited): one pattern's
+// own, or one a schema's patterns share (json_schema.cpp), so that many patterns cannot add up
+// to what one may not cost.
+struct CompileBudget {
+  size_t steps = kMaxSubsetWork;
+};
 
 class ByteDfa {
  public:
@@ -32,15 +43,14 @@ class ByteDfa {
     return table_[static_cast<size_t>(state) * classes_ + class_of_[byte]];
   }
   bool accepting(uint32_t state) const { return accepting_[state] != 0; }
-  // Whether any byte may follow `state`.
-  bool extensible(uint32_t state) const { return extensible_[state] != 0; }
   size_t states() const { return accepting_.size(); }
   // The table's size: states times byte classes.
   size_t cells() const { return table_.size(); }
 
  private:
-  friend ByteDfa build_byte_dfa(const RegexTree&, bool, const std::string&);
+  friend ByteDfa build_byte_dfa(const RegexTree&, bool, const std::string&, CompileBudget&);
   friend ByteDfa intersect(const ByteDfa&, const ByteDfa&, const std::string&);
+  friend ByteDfa with_length(const ByteDfa&, uint32_t, uint32_t, const std::string&);
   // Drops the states no accepting one can be reached from; throws (naming `field`) when that
   // is the start, with `why_none` appended to the message.
   void prune(const std::string& field, const char* why_none);
@@ -48,7 +58,6 @@ class ByteDfa {
   uint32_t classes_ = 0;
   std::vector<uint32_t> table_;  // state * classes_ + class -> state or kDead
   std::vector<uint8_t> accepting_;
-  std::vector<uint8_t> extensible_;
   uint32_t start_ = 0;
 };
 
@@ -56,13 +65,20 @@ class ByteDfa {
 // and control characters never come (a pattern that needs them is refused: no string could
 // follow it). Throws ServiceError (kInvalidArgument, param `field`) for a pattern past the
 // limits or one no string matches.
-ByteDfa build_byte_dfa(const RegexTree& tree, bool json_string, const std::string& field);
+ByteDfa build_byte_dfa(const RegexTree& tree, bool json_string, const std::string& field,
+                       CompileBudget& budget);
 
 // The strings both accept. Throws like build_byte_dfa when there are none or too many states.
 ByteDfa intersect(const ByteDfa& a, const ByteDfa& b, const std::string& field);
 
+// The strings `dfa` accepts that have between min and max characters (code points; max
+// kUnboundedRepeat: any). Throws like intersect.
+ByteDfa with_length(const ByteDfa& dfa, uint32_t min, uint32_t max, const std::string& field);
+
 // parse_regex then build_byte_dfa.
 ByteDfa compile_regex(std::string_view pattern, RegexMatch match, bool json_string,
-                      const std::string& field);
+                      const std::string& field, CompileBudget& budget);
+ByteDfa compile_regex(std::string_view pattern, RegexMatch match, bool json_string,
+                      const std::string& field);  // with a budget of its own
 
 }  // namespace headway::serving::guided

@@ -82,9 +82,6 @@ struct Grammar {
   uint32_t root = 0;
 };
 
-// The automaton cells (states times byte classes) a grammar's patterns may hold in all: 16 MB.
-inline constexpr size_t kMaxPatternCells = size_t{4} << 20;
-
 // A grammar whose output is raw text that `pattern` matches whole (vLLM's guided_regex). Throws
 // ServiceError (kInvalidArgument, param `field`) for a pattern regex_syntax.h refuses.
 Grammar regex_grammar(std::string_view pattern, const std::string& field);

@@ -201,8 +201,9 @@ const std::vector<uint64_t>& GrammarGuide::fitting() {
   walked_.assign((vocabulary_->vocab_size() + 63) / 64, 0);
   size_t cost = 0;
   uint32_t automaton_state = 0;
-  if (const ByteDfa* dfa = matcher_.automaton_at(state_, automaton_state)) {
-    cost = walk_automaton(*dfa, automaton_state, vocabulary_->all(), walked_);
+  int closing = GrammarMatcher::kNothingCloses;
+  if (const ByteDfa* dfa = matcher_.automaton_at(state_, automaton_state, closing)) {
+    cost = walk_automaton(*dfa, automaton_state, closing, vocabulary_->all(), walked_);
   } else if (matcher_.in_plain_string(state_)) {
     // Inside a string every plain-text token fits: only the others are walked.
     const std::vector<uint64_t>& plain = vocabulary_->plain_text();
@@ -255,7 +256,7 @@ size_t GrammarGuide::walk_tokens(const VocabularyIndex::Walk& walk, std::vector<
   return advances;
 }
 
-size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start,
+size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start, int closing,
                                     const VocabularyIndex::Walk& walk,
                                     std::vector<uint64_t>& bits) {
   // As walk_tokens. automaton_walk_[d] is the state after d bytes of the current token, valid up
@@ -284,8 +285,10 @@ size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start,
     valid = d;
     bool alive = d == bytes.size();
     if (!alive) {
-      if (dfa.accepting(automaton_walk_[d])) {
-        alive = rest_fits_after(automaton_walk_[d], bytes.substr(d));
+      const auto byte = static_cast<uint8_t>(bytes[d]);
+      if (dfa.accepting(automaton_walk_[d]) &&
+          (closing == GrammarMatcher::kAnyByteCloses || closing == byte)) {
+        alive = rest_fits_after(automaton_walk_[d], bytes.substr(d), steps);
       } else {
         dead_at = d + 1;  // no match goes on with this byte: nor does any token that shares it
       }
@@ -303,7 +306,7 @@ size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start,
   return steps;
 }
 
-bool GrammarGuide::rest_fits_after(uint32_t automaton_state, std::string_view rest) {
+bool GrammarGuide::rest_fits_after(uint32_t automaton_state, std::string_view rest, size_t& steps) {
   rest_key_.assign(reinterpret_cast<const char*>(&automaton_state), sizeof(automaton_state));
   rest_key_.append(rest);
   if (const auto known = rests_.find(rest_key_); known != rests_.end()) return known->second;
@@ -311,6 +314,7 @@ bool GrammarGuide::rest_fits_after(uint32_t automaton_state, std::string_view re
   matcher_.set_automaton_state(scratch_[0], automaton_state);
   bool fits = true;
   for (const char byte : rest) {
+    ++steps;
     if (!matcher_.advance(scratch_[0], static_cast<uint8_t>(byte), scratch_[1])) {
       fits = false;
       break;

@@ -73,12 +73,14 @@ class GrammarGuide final : public core::TokenGuide {
   size_t walk_tokens(const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits);
   // The same where state_ reads a pattern (matcher_.automaton_at): the automaton alone steps the
   // bytes, a table lookup each; the matcher is asked only where the automaton refuses a byte
-  // after a match (a closing quote and what follows it in the token).
-  size_t walk_automaton(const ByteDfa& dfa, uint32_t start, const VocabularyIndex::Walk& walk,
-                        std::vector<uint64_t>& bits);
+  // that may close the pattern after a match (`closing`: a string's quote and what follows it in
+  // the token).
+  size_t walk_automaton(const ByteDfa& dfa, uint32_t start, int closing,
+                        const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits);
   // Whether `rest` fits after the pattern has reached `automaton_state` (a match), per the
-  // matcher; remembered for the walk, since few different rests ('"', "\",", ...) come.
-  bool rest_fits_after(uint32_t automaton_state, std::string_view rest);
+  // matcher (its advances added to `steps`); remembered for the walk, since few different rests
+  // ('"', "\",", ...) come.
+  bool rest_fits_after(uint32_t automaton_state, std::string_view rest, size_t& steps);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const VocabularyIndex> vocabulary_;

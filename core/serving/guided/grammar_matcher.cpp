@@ -106,7 +106,10 @@ GrammarMatcher::GrammarMatcher(const Grammar& grammar)
 
 void GrammarMatcher::start(MatchState& out, uint32_t leading_whitespace) const {
   out.frames.assign(1, frame(kValue, grammar_.root));
-  if (leading_whitespace > 0) {
+  // Raw text (a regular expression's, a choice's) is the answer as written: a blank before it
+  // would be part of it.
+  const NodeKind root = grammar_.nodes[grammar_.root].kind;
+  if (leading_whitespace > 0 && root != NodeKind::kRegex && root != NodeKind::kLiterals) {
     out.frames.insert(out.frames.begin(), frame(kLead, grammar_.root));
     out.frames[0].b = leading_whitespace;
     out.frames.pop_back();  // the lead frame becomes the value once a non-space byte comes
@@ -167,12 +170,17 @@ bool GrammarMatcher::in_plain_string(const MatchState& state) const {
   return top.node == kNoNode || grammar_.nodes[top.node].max_length == kUnbounded;
 }
 
-const ByteDfa* GrammarMatcher::automaton_at(const MatchState& state,
-                                            uint32_t& automaton_state) const {
+const ByteDfa* GrammarMatcher::automaton_at(const MatchState& state, uint32_t& automaton_state,
+                                            int& closing) const {
   if (state.ends.size() != 1 || state.frames.empty()) return nullptr;
   const MatchFrame& top = state.frames.back();
   if (top.kind != kPatterned && top.kind != kRegexText) return nullptr;
   automaton_state = top.a;
+  if (top.kind == kPatterned) {
+    closing = '"';
+  } else {
+    closing = state.frames.size() == 1 ? kNothingCloses : kAnyByteCloses;
+  }
   return &pattern_of(top.node);
 }
 

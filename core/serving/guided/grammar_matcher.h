@@ -54,8 +54,14 @@ class GrammarMatcher {
   bool in_plain_string(const MatchState& state) const;
   // Whether `state` is one stack reading a pattern (a string's characters, or raw text): then
   // its automaton, with the automaton's state in `automaton_state`. The bytes the automaton takes
-  // change nothing else of the place; set_automaton_state() makes the place it reaches.
-  const ByteDfa* automaton_at(const MatchState& state, uint32_t& automaton_state) const;
+  // change nothing else of the place; set_automaton_state() makes the place it reaches. Where
+  // the automaton refuses a byte after a match, the pattern may end there only if the byte is
+  // `closing` ('"' for a string; kAnyByteCloses where a parent reads on; kNothingCloses at the
+  // root, where nothing follows raw text).
+  static constexpr int kNothingCloses = -1;
+  static constexpr int kAnyByteCloses = 256;
+  const ByteDfa* automaton_at(const MatchState& state, uint32_t& automaton_state,
+                              int& closing) const;
   static void set_automaton_state(MatchState& state, uint32_t automaton_state);
 
  private:

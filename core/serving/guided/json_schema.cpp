@@ -27,6 +27,11 @@ constexpr std::array<std::string_view, 12> kAnnotations = {
     "title",    "description", "default",  "examples",  "$schema", "$id",
     "$comment", "deprecated",  "readOnly", "writeOnly", "$defs",   "definitions"};
 
+// The largest minLength or maxLength beside a pattern or format: the length is counted in the
+// pattern's automaton (exact, so no string is left unable to end), which grows with it. 4,096
+// takes pydantic's URL bound (2,083).
+constexpr uint32_t kMaxPatternLength = 4096;
+
 // Keywords each value type reads; anything else on a schema is refused.
 const std::set<std::string_view>& handled_keywords() {
   static const std::set<std::string_view> keywords = {"type",
@@ -543,11 +548,11 @@ class SchemaCompiler {
                                            known_formats(), *format));
     }
     const bool lengths = min_length > 0 || max_length != kUnbounded;
-    if (lengths &&
-        (min_length > kMaxRepeat || (max_length != kUnbounded && max_length > kMaxRepeat))) {
-      refuse(path + (min_length > kMaxRepeat ? ".minLength" : ".maxLength"),
+    if (lengths && (min_length > kMaxPatternLength ||
+                    (max_length != kUnbounded && max_length > kMaxPatternLength))) {
+      refuse(path + (min_length > kMaxPatternLength ? ".minLength" : ".maxLength"),
              fmt::format("with a pattern or format, guided decoding takes lengths up to {}",
-                         kMaxRepeat));
+                         kMaxPatternLength));
     }
     // The pattern last: the other parts hold no newline, so no two sets of them give one key.
     const std::string key = fmt::format("{}\n{}\n{}\n{}\n{}", format.value_or(""), min_length,
@@ -559,28 +564,17 @@ class SchemaCompiler {
       dfa = dfa ? intersect(*dfa, next, at) : std::move(next);
     };
     if (pattern) {
-      meet(compile_regex(*pattern, RegexMatch::kSearch, true, path + ".pattern"),
+      meet(compile_regex(*pattern, RegexMatch::kSearch, true, path + ".pattern", budget_),
            path + ".pattern");
     }
     if (format) {
-      meet(compile_regex(format_pattern(*format), RegexMatch::kWhole, true, path + ".format"),
+      meet(compile_regex(format_pattern(*format), RegexMatch::kWhole, true, path + ".format",
+                         budget_),
            path + ".format");
     }
     if (lengths) {
-      RegexTree any_length;
-      RegexNode character;
-      character.kind = RegexKind::kChars;
-      character.chars = CodePointSet::all();
-      any_length.nodes.push_back(std::move(character));
-      RegexNode repeat;
-      repeat.kind = RegexKind::kRepeat;
-      repeat.children = {0};
-      repeat.min = min_length;
-      repeat.max = max_length == kUnbounded ? kUnboundedRepeat : max_length;
-      any_length.nodes.push_back(std::move(repeat));
-      any_length.root = 1;
-      const std::string at = path + (min_length > 0 ? ".minLength" : ".maxLength");
-      meet(build_byte_dfa(any_length, true, at), at);
+      dfa = with_length(*dfa, min_length, max_length == kUnbounded ? kUnboundedRepeat : max_length,
+                        path + (min_length > 0 ? ".minLength" : ".maxLength"));
     }
     pattern_cells_ += dfa->cells();
     if (pattern_cells_ > kMaxPatternCells) {
@@ -598,6 +592,7 @@ class SchemaCompiler {
   std::optional<uint32_t> any_;
   std::map<std::string, uint32_t> patterns_;
   size_t pattern_cells_ = 0;
+  CompileBudget budget_{2 * kMaxSubsetWork};  // all the schema's patterns together
   std::map<std::string, uint32_t> refs_;
 };
 

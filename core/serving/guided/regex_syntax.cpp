@@ -17,7 +17,38 @@ CodePointSet range_set(uint32_t low, uint32_t high) {
   return set;
 }
 
+// What the class escapes match. A guided answer must satisfy the pattern in Python (vLLM's
+// guided_regex) and in JavaScript (JSON Schema's pattern), which read \d \w \s and '.' alike on
+// ASCII but not beyond, so each escape and its complement match only what both engines agree on:
+// \d \w \s are ASCII, \D and \W are the ASCII characters outside them, \S is every character
+// that is white space in neither engine, and '.' leaves out every line terminator of either.
 CodePointSet digits() { return range_set('0', '9'); }
+
+// The ASCII characters not in `set`.
+CodePointSet ascii_outside(const CodePointSet& set) {
+  CodePointSet excluded = set;
+  excluded.add(0x80, kMaxCodePoint);
+  return excluded.complement();
+}
+
+CodePointSet line_terminators() {
+  CodePointSet set = range_set('\n', '\n');
+  set.add('\r', '\r');
+  set.add(0x2028, 0x2029);
+  return set;
+}
+
+// White space to Python or to JavaScript.
+CodePointSet any_engines_space() {
+  CodePointSet set = range_set('\t', '\r');
+  set.add(0x1C, 0x20);
+  for (const uint32_t c :
+       {0x85u, 0xA0u, 0x1680u, 0x2028u, 0x2029u, 0x202Fu, 0x205Fu, 0x3000u, 0xFEFFu}) {
+    set.add(c, c);
+  }
+  set.add(0x2000, 0x200A);
+  return set;
+}
 
 CodePointSet word_chars() {
   CodePointSet set = range_set('a', 'z');
@@ -151,8 +182,9 @@ class Parser {
     return add(std::move(node));
   }
 
-  // Reads * + ? or a counted {n}, {n,}, {n,m}, {,m}; false (reading nothing) when none is here.
-  // A '{' that does not open a count is a literal, as in Python.
+  // Reads * + ? or a counted {n}, {n,}, {n,m}; false (reading nothing) when none is here. A '{'
+  // that does not open a count is a literal, as in Python and JavaScript. {,m} and {,} are
+  // refused: Python reads them as counts from 0, JavaScript as text.
   bool quantifier(uint32_t& min, uint32_t& max) {
     if (eat('*')) {
       min = 0;
@@ -171,6 +203,11 @@ class Parser {
     }
     if (!counted_quantifier_here()) return false;
     const size_t open = at_++;
+    if (more() && peek() == ',') {
+      fail_at(open,
+              "a count without a minimum ('{,m}' is a count from 0 to Python, text to "
+              "JavaScript: write {0,m})");
+    }
     const auto number = [&](uint32_t fallback) {
       if (!more() || peek() < '0' || peek() > '9') return fallback;
       uint64_t value = 0;
@@ -202,19 +239,17 @@ class Parser {
     if (i < text_.size() && text_[i] == '}') return has_min;
     if (i >= text_.size() || text_[i] != ',') return false;
     ++i;
-    const size_t second_digits = i;
     while (i < text_.size() && text_[i] >= '0' && text_[i] <= '9') ++i;
-    const bool has_max = i > second_digits;
-    return i < text_.size() && text_[i] == '}' && (has_min || has_max);
+    return i < text_.size() && text_[i] == '}';
   }
 
   uint32_t atom(int depth) {
     const char c = peek();
     if (c == '(') return group(depth);
     if (c == '[') return add_chars(char_class());
-    if (c == '.') {  // any character but a newline, as without Python's DOTALL
+    if (c == '.') {
       ++at_;
-      return add_chars(range_set('\n', '\n').complement());
+      return add_chars(line_terminators().complement());
     }
     if (c == '\\') {
       CodePointSet set;
@@ -305,19 +340,19 @@ class Parser {
         set = digits();
         return true;
       case 'D':
-        set = digits().complement();
+        set = ascii_outside(digits());
         return true;
       case 'w':
         set = word_chars();
         return true;
       case 'W':
-        set = word_chars().complement();
+        set = ascii_outside(word_chars());
         return true;
       case 's':
         set = space_chars();
         return true;
       case 'S':
-        set = space_chars().complement();
+        set = any_engines_space().complement();
         return true;
       case 'n':
         return single('\n');
@@ -330,12 +365,25 @@ class Parser {
       case 'v':
         return single('\v');
       case '0':
+        if (more() && peek() >= '0' && peek() <= '9') {
+          fail_at(at, "an octal escape (write \\xHH or \\uHHHH)");
+        }
         return single(0);
       case 'x':
         return single(hex_digits(2));
       case 'u': {
-        const uint32_t value = hex_digits(4);
-        if (value >= 0xD800 && value <= 0xDFFF) fail_at(at, "a surrogate escape");
+        uint32_t value = hex_digits(4);
+        // A high surrogate followed by a low one is one character (JavaScript writes astral
+        // characters so); a lone half is none.
+        if (value >= 0xD800 && value <= 0xDBFF && starts_with("\\u")) {
+          const size_t low_at = at_;
+          at_ += 2;
+          const uint32_t low = hex_digits(4);
+          if (low < 0xDC00 || low > 0xDFFF)
+            fail_at(low_at, "a high surrogate without its low half");
+          value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00);
+        }
+        if (value >= 0xD800 && value <= 0xDFFF) fail_at(at, "a lone surrogate escape");
         return single(value);
       }
       case 'b':

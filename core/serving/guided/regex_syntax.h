@@ -2,15 +2,20 @@
 // "pattern"): the syntax common to Python's re and ECMAScript that describes a set of strings.
 //
 //   literals (any UTF-8 character; '\' before punctuation), '.', classes [a-z], [^...] with
-//   \d \w \s \D \W \S, the escapes \n \t \r \f \v \0 \xHH \uHHHH, groups (...), (?:...),
-//   (?P<name>...) and (?<name>...), alternation |, the quantifiers * + ? {n} {n,} {n,m} {,m}
-//   (lazy forms allowed: they match the same strings), and '^' / '$' at the start / end of a
-//   top-level alternative.
+//   \d \w \s \D \W \S, the escapes \n \t \r \f \v \0 \xHH \uHHHH (a surrogate pair of them is
+//   one character), groups (...), (?:...), (?P<name>...) and (?<name>...), alternation |, the
+//   quantifiers * + ? {n} {n,} {n,m} (lazy forms allowed: they match the same strings), and
+//   '^' / '$' at the start / end of a top-level alternative.
+//
+// An answer must match in both engines, so where they differ the narrower reading is taken:
+// \d \w \s are ASCII, \D \W their ASCII complements, \S no space of either engine, '.' no line
+// terminator of either (\n, \r, U+2028, U+2029).
 //
 // Refused, with the position: backreferences, lookaround, word boundaries, anchors elsewhere,
-// inline flags, possessive quantifiers, POSIX classes, counts above kMaxRepeat. Those either
-// describe no regular language or would be read differently by different engines, and a guide
-// that silently read a pattern another way would hand out wrong answers.
+// inline flags, possessive quantifiers, POSIX classes, octal escapes, counts without a minimum
+// ({,m}), counts above kMaxRepeat. Those either describe no regular language or are read
+// differently by different engines, and a guide that silently read a pattern another way would
+// hand out wrong answers.
 //
 // Threading: pure functions; a tree is a plain value.
 #pragma once

@@ -15,7 +15,7 @@ namespace {
 #define HW_HEX4 "[0-9A-Fa-f]{1,4}"
 #define HW_OCTET "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 
-constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kFormats = {{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kFormats = {{
     {"date", HW_DATE},
     {"time", HW_TIME},
     {"date-time", HW_DATE "[Tt]" HW_TIME},
@@ -34,6 +34,7 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kFormats 
              "){1,3}|(" HW_HEX4 ":){1,3}(:" HW_HEX4 "){1,4}|(" HW_HEX4 ":){1,2}(:" HW_HEX4
              "){1,5}|" HW_HEX4 ":(:" HW_HEX4 "){1,6}|:((:" HW_HEX4 "){1,7}|:)"},
     {"uuid", "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}"},
+    {"uri", "[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9._~:/?#\\[\\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*"},
 }};
 
 #undef HW_DATE
@@ -52,7 +53,7 @@ std::string_view format_pattern(std::string_view format) {
 }
 
 std::string_view known_formats() {
-  return "date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid";
+  return "date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri";
 }
 
 }  // namespace headway::serving::guided

@@ -100,6 +100,9 @@ GuidedOutput from_guided_regex(const nlohmann::json& regex, const std::string& f
     throw invalid_field(
         field, field + " must be a regular expression (a string), not " + json_kind(regex));
   }
+  if (regex.get<std::string>().empty()) {
+    throw invalid_field(field, field + " must not be empty (it would allow only an empty answer)");
+  }
   GuidedOutput out;
   out.kind = GuidedOutput::Kind::kRegex;
   out.field = field;
@@ -164,8 +167,10 @@ GuidedOutput from_structured_outputs(const nlohmann::json& spec, std::string_vie
                         "structured_outputs needs one of json, regex, choice or json_object");
   }
   if (asked.size() > 1) {
-    throw invalid_field(asked[1].field,
-                        "structured_outputs takes only one of json, regex, choice and json_object");
+    throw invalid_field("structured_outputs",
+                        "structured_outputs takes only one of json, regex, choice and json_object, "
+                        "not both " +
+                            asked[0].field + " and " + asked[1].field);
   }
   return std::move(asked.front());
 }
@@ -185,10 +190,11 @@ GuidedOutput parse_guided_output(const nlohmann::json& json, std::string_view bo
   if (const nlohmann::json* choices = fields.find("guided_choice"); is_set(choices)) {
     asked.push_back(from_guided_choice(*choices, "guided_choice"));
   }
-  if (const nlohmann::json* regex = fields.find("guided_regex"); is_set(regex)) {
+  // Any value but null asks for these: an empty pattern or object is refused, not ignored.
+  if (const nlohmann::json* regex = fields.find("guided_regex"); regex && !regex->is_null()) {
     asked.push_back(from_guided_regex(*regex, "guided_regex"));
   }
-  if (const nlohmann::json* spec = fields.find("structured_outputs"); is_set(spec)) {
+  if (const nlohmann::json* spec = fields.find("structured_outputs"); spec && !spec->is_null()) {
     asked.push_back(from_structured_outputs(*spec, body));
   }
   if (asked.size() > 1) {

@@ -248,7 +248,7 @@ TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
   expect_refused(R"({"type": "string", "pattern": "^[0-9]{3}$", "maxLength": 2})",
                  "guided_json.maxLength", "matches no string within the length limits");
   expect_refused(R"({"type": "string", "pattern": "a", "maxLength": 5000})",
-                 "guided_json.maxLength", "lengths up to 1000");
+                 "guided_json.maxLength", "lengths up to 4096");
   expect_refused(R"({"type": "number", "minimum": 0})", "guided_json.minimum",
                  "on \"type\": \"integer\" only");
   expect_refused(R"({"maximum": 3})", "guided_json.maximum", "with \"type\": \"integer\" only");
@@ -256,7 +256,7 @@ TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
                  "no integer lies between");
   expect_refused(R"({"type": "integer", "multipleOf": 2})", "guided_json.multipleOf",
                  "not supported");
-  expect_refused(R"({"type": "string", "format": "uri"})", "guided_json.format",
+  expect_refused(R"({"type": "string", "format": "iri-reference"})", "guided_json.format",
                  "enforces the formats date, time");
   expect_refused(R"({"type": "strng"})", "guided_json.type", "unknown type 'strng'");
   expect_refused(R"({"type": "array", "minItems": 3, "maxItems": 2})", "guided_json.minItems",
@@ -416,6 +416,19 @@ TEST(JsonSchemaGrammar, PatternsAndFormatsShapeStrings) {
   EXPECT_EQ(walk(g, R"({"day": "2026-02-32)"), "dead");
   EXPECT_EQ(walk(g, R"({"id": "123e4567-e89b-12d3-a456-426614174000"})"), "complete");
   EXPECT_EQ(walk(g, R"({"id": "123e4567e)"), "dead");
+  // A pattern and a format together: the strings both accept.
+  const Grammar dated = schema(R"({"type": "string", "format": "date", "pattern": "^2026-"})");
+  EXPECT_EQ(walk(dated, R"("2026-12-03")"), "complete");
+  EXPECT_EQ(walk(dated, R"("2025)"), "dead");
+  EXPECT_EQ(walk(dated, R"("2026-13)"), "dead");
+  // pydantic's HttpUrl: a uri of 1 to 2,083 characters.
+  const Grammar url = schema(R"({"type": "string", "format": "uri", "minLength": 1,
+                                 "maxLength": 2083})");
+  EXPECT_EQ(walk(url, R"("https://example.com/a?b=%41#c")"), "complete");
+  EXPECT_EQ(walk(url, R"("9)"), "dead");  // a scheme starts with a letter
+  EXPECT_EQ(walk(url, R"("https://a b)"), "dead");
+  EXPECT_EQ(walk(url, "\"https://x/" + std::string(2073, 'a') + "\""), "complete");  // 2,083
+  EXPECT_EQ(walk(url, "\"https://x/" + std::string(2074, 'a')), "dead");
   // The same pattern twice is one automaton.
   const Grammar twice = schema(R"({"type": "array", "items": {"anyOf": [
       {"type": "string", "pattern": "^a+$"}, {"type": "string", "pattern": "^a+$"}]}})");

@@ -28,6 +28,21 @@ bool accepts(const ByteDfa& dfa, std::string_view text) {
   return dfa.accepting(state);
 }
 
+// Compiling `pattern` (whole) is refused with param "guided_regex" and a message that has
+// `words`.
+void expect_refused(const std::string& pattern, const std::string& words);
+
+// The bytes that may follow `state`.
+std::vector<uint8_t> bytes_after(const ByteDfa& dfa, uint32_t state) {
+  std::vector<uint8_t> out;
+  for (int byte = 0; byte < 256; ++byte) {
+    if (dfa.next(state, static_cast<uint8_t>(byte)) != ByteDfa::kDead) {
+      out.push_back(static_cast<uint8_t>(byte));
+    }
+  }
+  return out;
+}
+
 // Patterns in the syntax std::regex (ECMAScript) reads the same way, with the bytes their
 // strings are drawn from.
 struct Case {
@@ -73,29 +88,56 @@ TEST(Regex, AcceptsExactlyWhatStdRegexMatches) {
     for (int i = 0; i < 200; ++i) {
       uint32_t state = dfa.start();
       std::string text;
-      while (!(dfa.accepting(state) && (!dfa.extensible(state) || random() % 3 == 0))) {
-        std::vector<uint8_t> allowed;
-        for (int byte = 0; byte < 256; ++byte) {
-          if (dfa.next(state, static_cast<uint8_t>(byte)) != ByteDfa::kDead) {
-            allowed.push_back(static_cast<uint8_t>(byte));
-          }
-        }
+      for (;;) {
+        const std::vector<uint8_t> allowed = bytes_after(dfa, state);
+        if (dfa.accepting(state) && (allowed.empty() || random() % 3 == 0)) break;
         ASSERT_FALSE(allowed.empty()) << c.pattern << " stuck after '" << text << "'";
         const uint8_t byte = allowed[random() % allowed.size()];
         state = dfa.next(state, byte);
         text.push_back(static_cast<char>(byte));
         ASSERT_LT(text.size(), 5000u) << c.pattern;
       }
-      // std::regex reads bytes, so only ASCII walks can be checked against it; and its '.'
-      // refuses '\r', which Python's (and this one) takes.
+      // std::regex reads bytes, so only ASCII walks can be checked against it.
       bool ascii = true;
-      for (const char byte : text)
-        ascii = ascii && static_cast<uint8_t>(byte) < 0x80 && byte != '\r';
+      for (const char byte : text) ascii = ascii && static_cast<uint8_t>(byte) < 0x80;
       if (ascii) {
         EXPECT_TRUE(std::regex_match(text, reference)) << c.pattern << " wrote '" << text << "'";
       }
     }
   }
+}
+
+// An answer must hold in Python (guided_regex) and in JavaScript (JSON Schema's pattern), so the
+// class escapes and '.' match only what both engines agree they match.
+TEST(Regex, ClassEscapesMatchWhatPythonAndJavaScriptAgreeOn) {
+  const ByteDfa not_space = whole("\\S");
+  EXPECT_TRUE(accepts(not_space, "é"));
+  EXPECT_TRUE(accepts(not_space, "x"));
+  EXPECT_FALSE(accepts(not_space, "\xC2\xA0"));      // U+00A0, a space to both
+  EXPECT_FALSE(accepts(not_space, "\xE2\x80\x83"));  // U+2003
+  EXPECT_FALSE(accepts(not_space, "\x1F"));          // a space to Python
+  const ByteDfa not_word = whole("\\W");
+  EXPECT_TRUE(accepts(not_word, "-"));
+  EXPECT_FALSE(accepts(not_word, "é"));  // a word character to Python
+  EXPECT_FALSE(accepts(not_word, "_"));
+  const ByteDfa not_digit = whole("\\D");
+  EXPECT_TRUE(accepts(not_digit, "x"));
+  EXPECT_FALSE(accepts(not_digit, "\xD9\xA3"));  // U+0663, a digit to Python
+  const ByteDfa any = whole(".");
+  EXPECT_TRUE(accepts(any, "é"));
+  for (const char* terminator : {"\n", "\r", "\xE2\x80\xA8", "\xE2\x80\xA9"}) {
+    EXPECT_FALSE(accepts(any, terminator)) << terminator;  // a line's end to JavaScript
+  }
+  // A surrogate pair written as two escapes is one character, as JavaScript writes them.
+  EXPECT_TRUE(accepts(whole("\\ud83d\\ude00"), "😀"));
+  expect_refused("\\ud83d", "a lone surrogate escape");
+  expect_refused("\\ud83dx", "a lone surrogate escape");
+  expect_refused("\\ud83d\\u0041", "a high surrogate without its low half");
+  // What the two engines read differently is refused.
+  expect_refused("\\012", "an octal escape");
+  expect_refused("a{,2}", "a count without a minimum");
+  expect_refused("a{,}", "a count without a minimum");
+  EXPECT_TRUE(accepts(whole("\\0"), std::string(1, '\0')));
 }
 
 TEST(Regex, SearchPatternsMatchAnywhereUnlessPinned) {
@@ -218,21 +260,8 @@ TEST(Regex, InAJsonStringQuotesBackslashesAndControlsNeverCome) {
   }
 }
 
-TEST(Regex, LengthsFoldInByIntersection) {
-  const ByteDfa digits = whole("[0-9]+");
-  RegexTree three;
-  RegexNode any;
-  any.kind = RegexKind::kChars;
-  any.chars = CodePointSet::all();
-  three.nodes.push_back(any);
-  RegexNode repeat;
-  repeat.kind = RegexKind::kRepeat;
-  repeat.children = {0};
-  repeat.min = 2;
-  repeat.max = 3;
-  three.nodes.push_back(repeat);
-  three.root = 1;
-  const ByteDfa both = intersect(digits, build_byte_dfa(three, false, "x"), "x");
+TEST(Regex, LengthsAndSecondPatternsFoldIn) {
+  const ByteDfa both = with_length(whole("[0-9]+"), 2, 3, "x");
   EXPECT_FALSE(accepts(both, "1"));
   EXPECT_TRUE(accepts(both, "12"));
   EXPECT_TRUE(accepts(both, "123"));
@@ -241,8 +270,26 @@ TEST(Regex, LengthsFoldInByIntersection) {
   // After three digits nothing may follow: no fourth byte, not even one a match could take.
   uint32_t state = both.start();
   for (const char byte : std::string("123")) state = both.next(state, static_cast<uint8_t>(byte));
-  EXPECT_FALSE(both.extensible(state));
-  EXPECT_THROW(intersect(whole("a{5}"), build_byte_dfa(three, false, "x"), "x"), ServiceError);
+  EXPECT_TRUE(bytes_after(both, state).empty());
+  // Lengths count characters, not bytes.
+  const ByteDfa letters = with_length(whole(".+"), 2, 2, "x");
+  EXPECT_TRUE(accepts(letters, "é€"));
+  EXPECT_FALSE(accepts(letters, "é€a"));
+  // Only a minimum: any length from it on.
+  const ByteDfa long_enough = with_length(whole("a*"), 3, kUnboundedRepeat, "x");
+  EXPECT_FALSE(accepts(long_enough, "aa"));
+  EXPECT_TRUE(accepts(long_enough, std::string(50, 'a')));
+  // A byte after which the length can no longer be met is refused itself.
+  const ByteDfa three = with_length(whole("[0-9]{3}|a"), 0, 2, "x");
+  EXPECT_EQ(three.next(three.start(), '1'), ByteDfa::kDead);
+  EXPECT_TRUE(accepts(three, "a"));
+  EXPECT_THROW(with_length(whole("a{5}"), 0, 3, "x"), ServiceError);
+  // Two patterns: the strings both accept.
+  const ByteDfa ones = intersect(whole("[0-9]+"), whole("1.*"), "x");
+  EXPECT_TRUE(accepts(ones, "123"));
+  EXPECT_FALSE(accepts(ones, "23"));
+  EXPECT_FALSE(accepts(ones, "1a"));
+  EXPECT_THROW(intersect(whole("[0-9]+"), whole("[a-z]+"), "x"), ServiceError);
 }
 
 void expect_refused(const std::string& pattern, const std::string& words) {
@@ -277,10 +324,13 @@ TEST(Regex, WhatNoAutomatonCanFollowIsRefusedNamingIt) {
   expect_refused("\\q", "an unknown escape '\\q'");
   expect_refused("ab\\", "a '\\' at the end");
   expect_refused("a\xFF", "a byte that is not UTF-8");
-  expect_refused("[^\\s\\S]", "matches no string");
+  // Every character, astral ones written as surrogate pairs: its complement is empty.
+  expect_refused("[^\\x00-\\uffff\\ud800\\udc00-\\udbff\\udfff]", "matches no string");
   // Too large: the subset construction's states, and Thompson's for large counts.
-  expect_refused("(a|b)*a(a|b){20}", "more than 10000 automaton states");
+  expect_refused("(a|b)*a(a|b){20}", "more than 65536 automaton states");
   expect_refused("((a{1000}){1000}){1000}", "too large");
+  // Many NFA states in each DFA state: refused by the construction's budget, quickly.
+  expect_refused("(\\w+\\s*){1000}", "too costly to compile");
   // '{' that opens no count is a literal, as in Python.
   EXPECT_TRUE(accepts(whole("a{b}"), "a{b}"));
   EXPECT_TRUE(accepts(whole("(?P<year>[0-9]{4})-(?<month>[0-9]{2})"), "2026-12"));

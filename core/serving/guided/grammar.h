@@ -18,6 +18,7 @@
 
 #include "byte_dfa.h"
 #include "integer_range.h"
+#include "number_range.h"
 
 namespace headway::serving::guided {
 
@@ -64,6 +65,8 @@ struct GrammarNode {
   uint32_t max_items = kUnbounded;
   // kInteger: the values allowed (unbounded: any).
   IntegerRange range;
+  // kNumber: the values allowed (unbounded: any); a bounded number has no exponent.
+  NumberRange number;
   // kString: length in characters (code points; an escape is one).
   uint32_t min_length = 0;
   uint32_t max_length = kUnbounded;

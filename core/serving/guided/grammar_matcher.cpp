@@ -79,9 +79,13 @@ uint32_t count_one(uint32_t count, uint32_t min, uint32_t max) {
   return count < cap ? count + 1 : count;
 }
 
-// Bounded integers' pending flags (step_bounded_integer).
+// Bounded integers' and numbers' pending flags (step_bounded_integer, step_bounded_number),
+// and where a bounded number's fraction keeps its Orders and digit count.
 constexpr uint16_t kNegative = 1;
 constexpr uint16_t kNothingYet = 2;
+constexpr int kLowOrderShift = 2;
+constexpr int kHighOrderShift = 4;
+constexpr int kDigitsShift = 6;  // 10 bits: the count stops at NumberRange::fraction_digits
 
 bool number_is_complete(uint8_t phase) {
   return phase == kNumberZero || phase == kNumberInt || phase == kNumberFraction ||
@@ -137,7 +141,10 @@ bool GrammarMatcher::complete(const MatchState& state) const {
     if (end == from) return true;  // everything closed
     if (end - from == 1) {
       const MatchFrame& only = state.frames[from];
-      if (only.kind == kNumber && number_is_complete(only.phase)) {
+      if (only.kind == kNumber && grammar_.nodes[only.node].kind == NodeKind::kNumber &&
+          grammar_.nodes[only.node].number.bounded()) {
+        if (bounded_number_in_range(only)) return true;
+      } else if (only.kind == kNumber && number_is_complete(only.phase)) {
         const IntegerRange& range = grammar_.nodes[only.node].range;
         const uint64_t magnitude = static_cast<uint64_t>(only.b) << 32 | only.a;
         const bool negative = (only.pending & kNegative) != 0;
@@ -297,6 +304,12 @@ GrammarMatcher::Step GrammarMatcher::step_value(std::vector<MatchFrame>& frames,
       }
       [[fallthrough]];
     case NodeKind::kNumber:
+      if (grammar_.nodes[top.node].kind == NodeKind::kNumber &&
+          grammar_.nodes[top.node].number.bounded()) {
+        top = frame(kNumber, top.node, kNumberSign);
+        top.pending = kNothingYet;
+        return step_bounded_number(top, byte);
+      }
       if (byte == '-') {
         top = frame(kNumber, top.node, kNumberSign);
       } else if (byte == '0') {
@@ -550,8 +563,8 @@ GrammarMatcher::Step GrammarMatcher::step_number(std::vector<MatchFrame>& frames
   MatchFrame& top = frames.back();
   const GrammarNode& node = grammar_.nodes[top.node];
   const bool integer = node.kind == NodeKind::kInteger;
-  if (integer && node.range.bounded()) {
-    const Step step = step_bounded_integer(top, byte);
+  if ((integer && node.range.bounded()) || (!integer && node.number.bounded())) {
+    const Step step = integer ? step_bounded_integer(top, byte) : step_bounded_number(top, byte);
     if (step == Step::kRetry) frames.pop_back();  // complete and in range: the parent reads on
     return step;
   }
@@ -655,6 +668,98 @@ GrammarMatcher::Step GrammarMatcher::step_pattern(std::vector<MatchFrame>& frame
 
 const ByteDfa& GrammarMatcher::pattern_of(uint32_t node) const {
   return grammar_.patterns[grammar_.nodes[node].pattern];
+}
+
+// A bounded number (number_range.h): no exponent. In the integer part a and b hold the
+// magnitude as for bounded integers; at '.' they are cleared, and pending holds how the fraction
+// digits so far compare with the sign's two bounds (kLowOrderShift, kHighOrderShift) and how
+// many there were (kDigitsShift, counted up to the bounds' longest fraction).
+GrammarMatcher::Step GrammarMatcher::step_bounded_number(MatchFrame& top, uint8_t byte) const {
+  const NumberRange& range = grammar_.nodes[top.node].number;
+  const bool first = (top.pending & kNothingYet) != 0;
+  const bool negative = (top.pending & kNegative) != 0;
+  const uint64_t magnitude = static_cast<uint64_t>(top.b) << 32 | top.a;
+  const MagnitudeRange& bounds = range.of(negative);
+  const auto hold = [&](uint64_t value, uint8_t phase) {
+    top.a = static_cast<uint32_t>(value);
+    top.b = static_cast<uint32_t>(value >> 32);
+    top.phase = phase;
+    top.pending = negative ? kNegative : 0;
+    return Step::kConsumed;
+  };
+  if (first && byte == '-') {
+    if (!range.reachable_integer(true, 0, false, true)) return Step::kRejected;
+    top.pending = kNegative;
+    top.phase = kNumberSign;
+    return Step::kConsumed;
+  }
+  const uint8_t phase = first ? static_cast<uint8_t>(kNumberSign) : top.phase;
+  switch (phase) {
+    case kNumberSign:
+    case kNumberInt: {
+      if (is_digit(byte)) {
+        const uint64_t digit = byte - '0';
+        const uint64_t base = phase == kNumberSign ? 0 : magnitude;
+        if (base > (INT64_MAX - digit) / 10) return Step::kRejected;  // held below 2^63
+        const uint64_t next = base * 10 + digit;
+        const bool zero = phase == kNumberSign && digit == 0;
+        if (!range.reachable_integer(negative, next, zero, false)) return Step::kRejected;
+        return hold(next, zero ? kNumberZero : kNumberInt);
+      }
+      if (phase == kNumberSign) return Step::kRejected;
+      [[fallthrough]];
+    }
+    case kNumberZero: {
+      if (byte == '.') {
+        const Order low = NumberRange::start_fraction(magnitude, bounds.low);
+        const Order high = NumberRange::start_fraction(magnitude, bounds.high);
+        if (!range.reachable_fraction(negative, low, high, 0)) return Step::kRejected;
+        hold(0, kNumberDot);
+        top.pending |= static_cast<uint16_t>(static_cast<uint16_t>(low) << kLowOrderShift |
+                                             static_cast<uint16_t>(high) << kHighOrderShift);
+        return Step::kConsumed;
+      }
+      if (is_digit(byte)) return Step::kRejected;  // "0" takes no more digits
+      return range.contains_integer(negative, magnitude) ? Step::kRetry : Step::kRejected;
+    }
+    case kNumberDot:
+    case kNumberFraction: {
+      const auto low = static_cast<Order>(top.pending >> kLowOrderShift & 3);
+      const auto high = static_cast<Order>(top.pending >> kHighOrderShift & 3);
+      const uint32_t digits = top.pending >> kDigitsShift;
+      if (!is_digit(byte)) {
+        if (phase == kNumberDot) return Step::kRejected;
+        return range.contains_fraction(negative, low, high, digits) ? Step::kRetry
+                                                                    : Step::kRejected;
+      }
+      const auto digit = static_cast<uint8_t>(byte - '0');
+      const Order next_low = NumberRange::next_digit(low, digit, digits, bounds.low);
+      const Order next_high = NumberRange::next_digit(high, digit, digits, bounds.high);
+      const uint32_t next_digits = std::min(digits + 1, range.fraction_digits);
+      if (!range.reachable_fraction(negative, next_low, next_high, digits + 1)) {
+        return Step::kRejected;
+      }
+      top.phase = kNumberFraction;
+      top.pending = static_cast<uint16_t>(
+          (negative ? kNegative : 0) | static_cast<uint16_t>(next_low) << kLowOrderShift |
+          static_cast<uint16_t>(next_high) << kHighOrderShift | next_digits << kDigitsShift);
+      return Step::kConsumed;
+    }
+    default:
+      return Step::kRejected;
+  }
+}
+
+bool GrammarMatcher::bounded_number_in_range(const MatchFrame& frame) const {
+  const NumberRange& range = grammar_.nodes[frame.node].number;
+  const bool negative = (frame.pending & kNegative) != 0;
+  if (frame.phase == kNumberZero || frame.phase == kNumberInt) {
+    return range.contains_integer(negative, static_cast<uint64_t>(frame.b) << 32 | frame.a);
+  }
+  if (frame.phase != kNumberFraction) return false;
+  return range.contains_fraction(negative, static_cast<Order>(frame.pending >> kLowOrderShift & 3),
+                                 static_cast<Order>(frame.pending >> kHighOrderShift & 3),
+                                 frame.pending >> kDigitsShift);
 }
 
 GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frames,

@@ -77,6 +77,8 @@ class GrammarMatcher {
   Step step_string(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_number(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_bounded_integer(MatchFrame& top, uint8_t byte) const;
+  Step step_bounded_number(MatchFrame& top, uint8_t byte) const;
+  bool bounded_number_in_range(const MatchFrame& frame) const;
   Step step_literal(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_pattern(std::vector<MatchFrame>& frames, uint8_t byte) const;
   const ByteDfa& pattern_of(uint32_t node) const;

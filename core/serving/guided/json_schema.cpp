@@ -14,6 +14,7 @@
 #include <set>
 #include <utility>
 
+#include "schema_number_bounds.h"
 #include "string_formats.h"
 
 namespace headway::serving::guided {
@@ -182,7 +183,7 @@ class SchemaCompiler {
           fmt::format("the keyword '{}' is not supported by guided decoding (supported: type, "
                       "properties, required, additionalProperties, items, minItems, maxItems, "
                       "minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-                      "exclusiveMaximum (integers), enum, const, anyOf, oneOf, allOf of one "
+                      "exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
                       "schema, $ref)",
                       keyword));
     }
@@ -242,17 +243,6 @@ class SchemaCompiler {
     return add(std::move(node));
   }
 
-  static constexpr std::array<const char*, 4> kBounds = {"minimum", "maximum", "exclusiveMinimum",
-                                                         "exclusiveMaximum"};
-
-  static void refuse_bounds(const Json& schema, const std::string& path, const char* why) {
-    for (const char* keyword : kBounds) {
-      if (schema.contains(keyword)) {
-        refuse(path + "." + keyword, fmt::format("guided decoding enforces '{}' {}", keyword, why));
-      }
-    }
-  }
-
   // minimum, maximum, exclusiveMinimum, exclusiveMaximum (a number, or draft 4's boolean beside
   // minimum/maximum) as inclusive integer bounds. Any of them makes the integer a bounded one,
   // which is also held to 64 bits.
@@ -308,7 +298,10 @@ class SchemaCompiler {
 
   // No "type": what the keywords imply, else any value.
   uint32_t compile_untyped(const Json& schema, const std::string& path, int depth) {
-    refuse_bounds(schema, path, "with \"type\": \"integer\" only");
+    if (schema.contains("minimum") || schema.contains("maximum") ||
+        schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum")) {
+      return compile_typed(schema, "number", path, depth);  // bounds constrain numbers only
+    }
     if (schema.contains("properties") || schema.contains("required") ||
         schema.contains("additionalProperties")) {
       return compile_typed(schema, "object", path, depth);
@@ -346,8 +339,8 @@ class SchemaCompiler {
       return add(std::move(node));
     }
     if (type == "number") {
-      refuse_bounds(schema, path, "on \"type\": \"integer\" only, not on numbers");
       node.kind = NodeKind::kNumber;
+      node.number = number_range_of(schema, path);
       return add(std::move(node));
     }
     if (type == "boolean") return literals({"true", "false"});

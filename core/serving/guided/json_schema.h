@@ -3,13 +3,14 @@
 // helpers, pydantic, zod) emit for plain data:
 //
 //   type (one or a list), properties, required, additionalProperties, items, minItems, maxItems,
-//   minLength, maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum (on integers),
-//   enum, const, anyOf, oneOf (as anyOf: exclusivity is not checked),
+//   minLength, maxLength, pattern, format (string_formats.h), minimum, maximum,
+//   exclusiveMinimum, exclusiveMaximum (integers and numbers), enum, const, anyOf, oneOf (as
+//   anyOf: exclusivity is not checked),
 //   allOf of one schema, $ref to "#", "#/$defs/..." or "#/definitions/..." (recursion allowed),
 //   and the annotations title, description, default, examples, $schema, $id, $comment,
 //   deprecated, readOnly, writeOnly, which change nothing.
 //
-// Any other keyword (pattern, format, multipleOf, bounds on numbers, ...) is refused, naming where
+// Any other keyword (multipleOf, prefixItems, uniqueItems, ...) is refused, naming where
 // it is: output that only looked constrained would be a silent wrong answer. An object with
 // declared properties gets exactly those, in their order (additionalProperties is then not used:
 // the output stays valid for the schema); one without gets any keys, with additionalProperties'

@@ -6,9 +6,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 
 #include "grammar_matcher.h"
@@ -158,6 +161,153 @@ TEST(JsonSchemaGrammar, IntegerBoundsAreKeptDigitByDigit) {
                  "no integer of 64 bits");
 }
 
+TEST(JsonSchemaGrammar, NumberBoundsAreKeptDigitByDigit) {
+  const Grammar unit = schema(R"({"type": "number", "minimum": 0, "maximum": 1})");
+  for (const char* ok : {"0", "1", "0.5", "1.0", "1.00", "0.999", "-0"}) {
+    EXPECT_EQ(walk(unit, ok), "complete") << ok;
+  }
+  for (const char* bad : {"1.01", "2", "-0.1", "-1", "0.5e", "1e0", "01"}) {
+    EXPECT_EQ(walk(unit, bad), "dead") << bad;
+  }
+  EXPECT_EQ(walk(unit, "0."), "open");
+  const Grammar open_ends =
+      schema(R"({"type": "number", "exclusiveMinimum": 0.5, "exclusiveMaximum": 2.25})");
+  EXPECT_EQ(walk(open_ends, "0.5"), "open");  // 0.51 may still come
+  EXPECT_EQ(walk(open_ends, "0.50"), "open");
+  EXPECT_EQ(walk(open_ends, "0.51"), "complete");
+  EXPECT_EQ(walk(open_ends, "2.249"), "complete");
+  EXPECT_EQ(walk(open_ends, "2.25"), "dead");  // more digits only add
+  EXPECT_EQ(walk(open_ends, "0.4"), "dead");
+  const Grammar negative = schema(R"({"type": "number", "minimum": -2.5, "maximum": -0.5})");
+  for (const char* ok : {"-2.5", "-0.5", "-1", "-2.49"}) {
+    EXPECT_EQ(walk(negative, ok), "complete") << ok;
+  }
+  for (const char* bad : {"-2.51", "-0.49", "0", "-3"})
+    EXPECT_EQ(walk(negative, bad), "dead") << bad;
+  // Bounds without a type constrain a number (other types are left out).
+  const Grammar untyped = schema(R"({"minimum": 1.5})");
+  EXPECT_EQ(walk(untyped, "1.5"), "complete");
+  EXPECT_EQ(walk(untyped, R"("a")"), "dead");
+  // minimum and exclusiveMinimum at one value: the exclusive one holds.
+  const Grammar tie = schema(R"({"type": "number", "minimum": 1, "exclusiveMinimum": 1})");
+  EXPECT_EQ(walk(tie, "1"), "open");
+  EXPECT_EQ(walk(tie, "1.5"), "complete");
+  // A bound past 2^63 on the far side says nothing more: the integer part is held below it.
+  EXPECT_EQ(walk(schema(R"({"type": "number", "maximum": 1e300})"), "123.5"), "complete");
+  EXPECT_EQ(walk(schema(R"({"type": "number", "minimum": -1e300})"), "-5"), "complete");
+  EXPECT_EQ(walk(schema(R"({"type": "number", "maximum": 1e300})"), "9223372036854775808"), "dead");
+  // The bound is the decimal its text says, not the double nearest it.
+  const Grammar tenth = schema(R"({"type": "number", "maximum": 0.1})");
+  EXPECT_EQ(walk(tenth, "0.1"), "complete");
+  EXPECT_EQ(walk(tenth, "0.10000000000000001"), "dead");
+  expect_refused(R"({"type": "number", "minimum": 1e300})", "guided_json.minimum",
+                 "no number below 2^63 in magnitude is that large");
+  expect_refused(R"({"type": "number", "minimum": 2, "maximum": 1.5})", "guided_json.minimum",
+                 "no number lies between the bounds");
+  expect_refused(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0})",
+                 "guided_json.exclusiveMinimum", "no number lies between the bounds");
+  expect_refused(R"({"type": "number", "maximum": "3"})", "guided_json.maximum",
+                 "must be a number");
+}
+
+// Every number of up to five characters: complete exactly when it is a JSON number (no exponent)
+// in range, and never refused on the way to one.
+TEST(JsonSchemaGrammar, NumberBoundsAgreeWithArithmeticOnEveryShortNumber) {
+  struct Range {
+    const char* schema;
+    int64_t low;  // thousandths; INT64_MIN: none
+    bool low_exclusive;
+    int64_t high;  // INT64_MAX: none
+    bool high_exclusive;
+  };
+  const Range ranges[] = {
+      {R"({"type": "number", "minimum": 0, "maximum": 1})", 0, false, 1000, false},
+      {R"({"type": "number", "exclusiveMinimum": 0.5, "exclusiveMaximum": 2.25})", 500, true, 2250,
+       true},
+      {R"({"type": "number", "minimum": -2.5, "maximum": -0.5})", -2500, false, -500, false},
+      {R"({"type": "number", "minimum": -1.5, "maximum": 10})", -1500, false, 10000, false},
+      {R"({"type": "number", "maximum": 3.7})", INT64_MIN, false, 3700, false},
+      {R"({"type": "number", "minimum": 0.25})", 250, false, INT64_MAX, false},
+      {R"({"type": "number", "exclusiveMinimum": -0.5, "exclusiveMaximum": 0})", -500, true, 0,
+       true},
+      {R"({"type": "number", "minimum": 12.5, "maximum": 250.75})", 12500, false, 250750, false},
+  };
+  const std::regex json_number("-?(0|[1-9][0-9]*)(\\.[0-9]+)?");
+  const auto thousandths = [](const std::string& text) {
+    const bool negative = text[0] == '-';
+    const std::string digits = negative ? text.substr(1) : text;
+    const size_t dot = digits.find('.');
+    int64_t value = std::stoll(digits.substr(0, dot)) * 1000;
+    if (dot != std::string::npos) {
+      std::string fraction = digits.substr(dot + 1);
+      fraction.resize(3, '0');
+      value += std::stoll(fraction);
+    }
+    return negative ? -value : value;
+  };
+  // All strings of 1 to 5 characters over the bytes numbers use, each with what arithmetic says
+  // of it (nullopt: not a JSON number without exponent).
+  const std::string alphabet = "-.0123456789";
+  std::vector<std::pair<std::string, std::optional<int64_t>>> texts;
+  for (size_t from = 0, length = 1; length <= 5; ++length) {
+    const size_t to = texts.size();
+    for (size_t parent = from; parent <= to; ++parent) {
+      if (length > 1 && parent == to) break;
+      const std::string base = length == 1 ? "" : texts[parent].first;
+      for (const char c : alphabet) {
+        const std::string text = base + c;
+        std::optional<int64_t> value;
+        if (std::regex_match(text, json_number)) value = thousandths(text);
+        texts.emplace_back(text, value);
+      }
+      if (length == 1) break;
+    }
+    from = to;
+  }
+  for (const Range& r : ranges) {
+    const Grammar g = schema(r.schema);
+    GrammarMatcher matcher(g);
+    // Each text's place from its parent's, one byte on (a dead parent: a dead child).
+    std::map<std::string, MatchState> places;
+    std::set<std::string> complete;
+    MatchState start;
+    matcher.start(start);
+    places[""] = start;
+    int in_range = 0;
+    for (const auto& [text, value] : texts) {
+      const auto parent = places.find(text.substr(0, text.size() - 1));
+      MatchState next;
+      const bool alive = parent != places.end() &&
+                         matcher.advance(parent->second, static_cast<uint8_t>(text.back()), next);
+      bool expected = value.has_value();
+      if (expected) {
+        if (r.low != INT64_MIN) expected = r.low_exclusive ? *value > r.low : *value >= r.low;
+        if (expected && r.high != INT64_MAX) {
+          expected = r.high_exclusive ? *value < r.high : *value <= r.high;
+        }
+      }
+      ASSERT_EQ(alive && matcher.complete(next), expected) << r.schema << " on " << text;
+      if (alive) places[text] = next;
+      if (expected) complete.insert(text);
+      if (!expected) continue;
+      ++in_range;
+      // Never refused on the way: every prefix is alive (kept above).
+      for (size_t k = 1; k < text.size(); ++k) {
+        ASSERT_TRUE(places.count(text.substr(0, k)) != 0) << r.schema << ": " << text;
+      }
+    }
+    EXPECT_GT(in_range, 0) << r.schema;
+    // Never left open where nothing can complete it: in these ranges some number of at most
+    // five characters that starts so always does.
+    for (const auto& [text, place] : places) {
+      if (text.empty() || text.size() > 4) continue;
+      const auto next = complete.lower_bound(text);
+      const bool completes = next != complete.end() && next->compare(0, text.size(), text) == 0;
+      EXPECT_TRUE(completes) << r.schema << ": " << text << " is open, but nothing completes it";
+    }
+  }
+}
+
 TEST(JsonSchemaGrammar, ArraysKeepTheirItemBounds) {
   const Grammar g = schema(kPerson);
   EXPECT_EQ(walk(g, R"({"name":"A","tags":[])"), "dead");       // minItems 1
@@ -249,9 +399,6 @@ TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
                  "guided_json.maxLength", "matches no string within the length limits");
   expect_refused(R"({"type": "string", "pattern": "a", "maxLength": 5000})",
                  "guided_json.maxLength", "lengths up to 4096");
-  expect_refused(R"({"type": "number", "minimum": 0})", "guided_json.minimum",
-                 "on \"type\": \"integer\" only");
-  expect_refused(R"({"maximum": 3})", "guided_json.maximum", "with \"type\": \"integer\" only");
   expect_refused(R"({"type": "integer", "minimum": 5, "maximum": 4.5})", "guided_json.minimum",
                  "no integer lies between");
   expect_refused(R"({"type": "integer", "multipleOf": 2})", "guided_json.multipleOf",

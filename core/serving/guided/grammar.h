@@ -59,7 +59,9 @@ struct GrammarNode {
   std::vector<GrammarProperty> properties;
   bool free_keys = false;
   uint32_t free_value = 0;
-  // kArray: each element an `items`, between min_items and max_items of them.
+  // kArray: element k a `prefix_items[k]` (a tuple's positions), the rest `items`; between
+  // min_items and max_items of them.
+  std::vector<uint32_t> prefix_items;
   uint32_t items = 0;
   uint32_t min_items = 0;
   uint32_t max_items = kUnbounded;

@@ -441,9 +441,12 @@ GrammarMatcher::Step GrammarMatcher::step_array(std::vector<MatchFrame>& frames,
   const GrammarNode& array = grammar_.nodes[top.node];
   const auto begin_item = [&]() {
     if (top.a >= array.max_items) return Step::kRejected;
+    const auto fixed = static_cast<uint32_t>(array.prefix_items.size());
+    const uint32_t item = top.a < fixed ? array.prefix_items[top.a] : array.items;
     top.phase = kArrayValueDone;
-    top.a = count_one(top.a, array.min_items, array.max_items);
-    frames.push_back(frame(kValue, array.items));
+    // Counted exactly through the tuple's positions too.
+    top.a = count_one(top.a, std::max(array.min_items, fixed), array.max_items);
+    frames.push_back(frame(kValue, item));
     return Step::kRetry;
   };
   switch (top.phase) {

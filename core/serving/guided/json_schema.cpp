@@ -40,6 +40,8 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "required",
                                                       "additionalProperties",
                                                       "items",
+                                                      "prefixItems",
+                                                      "additionalItems",
                                                       "minItems",
                                                       "maxItems",
                                                       "minLength",
@@ -180,12 +182,13 @@ class SchemaCompiler {
       }
       refuse(
           path + "." + keyword,
-          fmt::format("the keyword '{}' is not supported by guided decoding (supported: type, "
-                      "properties, required, additionalProperties, items, minItems, maxItems, "
-                      "minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-                      "exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
-                      "schema, $ref)",
-                      keyword));
+          fmt::format(
+              "the keyword '{}' is not supported by guided decoding (supported: type, "
+              "properties, required, additionalProperties, items, prefixItems, minItems, maxItems, "
+              "minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
+              "exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
+              "schema, $ref)",
+              keyword));
     }
     refuse_siblings(schema, path);
     if (const auto ref = schema.find("$ref"); ref != schema.end()) {
@@ -306,7 +309,8 @@ class SchemaCompiler {
         schema.contains("additionalProperties")) {
       return compile_typed(schema, "object", path, depth);
     }
-    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems")) {
+    if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems") ||
+        schema.contains("prefixItems")) {
       return compile_typed(schema, "array", path, depth);
     }
     if (schema.contains("minLength") || schema.contains("maxLength") ||
@@ -411,6 +415,9 @@ class SchemaCompiler {
     return add(std::move(node));
   }
 
+  // An array: `items` for every element, or a tuple (prefixItems, or draft 4 to 7's items as an
+  // array) whose positions have their own schemas and whose rest follows items (additionalItems
+  // in the old form; absent: any value, false: none).
   uint32_t compile_array(const Json& schema, const std::string& path, int depth) {
     GrammarNode node;
     node.kind = NodeKind::kArray;
@@ -420,13 +427,44 @@ class SchemaCompiler {
       refuse(path + ".minItems", "is above maxItems: no array matches");
     }
     const auto items = schema.find("items");
-    if (items != schema.end() && items->is_boolean() && !items->get<bool>()) {
-      if (node.min_items > 0) refuse(path + ".items", "is false but minItems asks for items");
-      node.max_items = 0;
+    const auto prefix = schema.find("prefixItems");
+    const bool old_tuple = items != schema.end() && items->is_array();
+    if (old_tuple && prefix != schema.end()) {
+      refuse(path + ".items", "cannot be an array beside prefixItems (two tuples)");
+    }
+    if (prefix != schema.end() || old_tuple) {
+      const Json& positions = old_tuple ? *items : *prefix;
+      const std::string at = path + (old_tuple ? ".items" : ".prefixItems");
+      if (!positions.is_array() || positions.empty()) {
+        refuse(at, "must be a non-empty array of schemas");
+      }
+      if (positions.size() > kMaxProperties) {
+        refuse(at, fmt::format("has {} schemas; guided decoding takes at most {}", positions.size(),
+                               kMaxProperties));
+      }
+      for (size_t k = 0; k < positions.size(); ++k) {
+        node.prefix_items.push_back(
+            compile_schema(positions[k], fmt::format("{}[{}]", at, k), depth + 1));
+      }
+    } else if (schema.contains("additionalItems")) {
+      refuse(path + ".additionalItems", "applies only beside items given as an array");
+    }
+    // What follows the tuple, or every element.
+    const char* rest_keyword = old_tuple ? "additionalItems" : "items";
+    const auto rest = schema.find(rest_keyword);
+    if (rest != schema.end() && rest->is_boolean() && !rest->get<bool>()) {
+      const auto fixed = static_cast<uint32_t>(node.prefix_items.size());
+      if (node.min_items > fixed) {
+        refuse(path + "." + rest_keyword, fmt::format("is false but minItems asks for more than "
+                                                      "{} items",
+                                                      fixed));
+      }
+      node.max_items = std::min(node.max_items, fixed);
       node.items = any_value();
     } else {
-      node.items =
-          items == schema.end() ? any_value() : compile_schema(*items, path + ".items", depth + 1);
+      node.items = rest == schema.end()
+                       ? any_value()
+                       : compile_schema(*rest, path + "." + rest_keyword, depth + 1);
     }
     return add(std::move(node));
   }

@@ -318,6 +318,48 @@ TEST(JsonSchemaGrammar, ArraysKeepTheirItemBounds) {
   EXPECT_EQ(walk(free, R"([1, "x", {"k": [null, false]}, []])"), "complete");
 }
 
+// Tuples: pydantic writes Tuple[int, str] as prefixItems with minItems and maxItems; drafts 4 to
+// 7 wrote items as an array, with additionalItems for the rest.
+TEST(JsonSchemaGrammar, TuplesTakeEachPositionsSchema) {
+  const Grammar pair = schema(R"({"type": "array", "prefixItems": [{"type": "integer"},
+      {"type": "string"}], "minItems": 2, "maxItems": 2})");
+  EXPECT_EQ(walk(pair, R"([1, "a"])"), "complete");
+  EXPECT_EQ(walk(pair, R"(["a")"), "dead");
+  EXPECT_EQ(walk(pair, "[1,2"), "dead");
+  EXPECT_EQ(walk(pair, "[1]"), "dead");
+  EXPECT_EQ(walk(pair, R"([1,"a",)"), "dead");
+  // Without items, what follows the tuple is any value; with items false, nothing.
+  // Positions are counted without any minItems or maxItems to count for.
+  const Grammar uncounted = schema(R"({"prefixItems": [{"type": "integer"}, {"type": "string"},
+      {"type": "null"}]})");
+  EXPECT_EQ(walk(uncounted, R"([1,"b",null,5])"), "complete");
+  EXPECT_EQ(walk(uncounted, "[1,2"), "dead");
+  EXPECT_EQ(walk(uncounted, R"([1,"b",1)"), "dead");
+  const Grammar open_rest = schema(R"({"prefixItems": [{"type": "integer"}]})");
+  EXPECT_EQ(walk(open_rest, R"([1,"a",true,{}])"), "complete");
+  EXPECT_EQ(walk(open_rest, "[]"), "complete");
+  const Grammar closed = schema(R"({"prefixItems": [{"type": "boolean"}], "items": false})");
+  EXPECT_EQ(walk(closed, "[true]"), "complete");
+  EXPECT_EQ(walk(closed, "[true,"), "dead");
+  const Grammar typed_rest =
+      schema(R"({"prefixItems": [{"type": "null"}], "items": {"type": "integer"}})");
+  EXPECT_EQ(walk(typed_rest, "[null,1,2]"), "complete");
+  EXPECT_EQ(walk(typed_rest, R"([null,"a")"), "dead");
+  const Grammar draft7 =
+      schema(R"({"items": [{"type": "null"}], "additionalItems": {"type": "integer"}})");
+  EXPECT_EQ(walk(draft7, "[null,1,2]"), "complete");
+  EXPECT_EQ(walk(draft7, R"([null,"a")"), "dead");
+  EXPECT_EQ(walk(draft7, "[1"), "dead");
+  expect_refused(R"({"prefixItems": {"type": "null"}})", "guided_json.prefixItems",
+                 "must be a non-empty array of schemas");
+  expect_refused(R"({"prefixItems": [{}], "items": [{}]})", "guided_json.items",
+                 "beside prefixItems");
+  expect_refused(R"({"type": "array", "additionalItems": false})", "guided_json.additionalItems",
+                 "only beside items given as an array");
+  expect_refused(R"({"prefixItems": [{}], "items": false, "minItems": 3})", "guided_json.items",
+                 "minItems asks for more than 1 items");
+}
+
 TEST(JsonSchemaGrammar, AnyOfRefAndRecursionTakeEveryBranch) {
   const Grammar tree = schema(R"({
     "$defs": {"node": {"type": "object", "properties": {

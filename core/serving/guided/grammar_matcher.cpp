@@ -85,7 +85,7 @@ constexpr uint16_t kNegative = 1;
 constexpr uint16_t kNothingYet = 2;
 constexpr int kLowOrderShift = 2;
 constexpr int kHighOrderShift = 4;
-constexpr int kDigitsShift = 6;  // 10 bits: the count stops at NumberRange::fraction_digits
+constexpr int kDigitsShift = 6;  // 10 bits: at most NumberRange::max_fraction_digits()
 
 bool number_is_complete(uint8_t phase) {
   return phase == kNumberZero || phase == kNumberInt || phase == kNumberFraction ||
@@ -674,9 +674,9 @@ const ByteDfa& GrammarMatcher::pattern_of(uint32_t node) const {
 }
 
 // A bounded number (number_range.h): no exponent. In the integer part a and b hold the
-// magnitude as for bounded integers; at '.' they are cleared, and pending holds how the fraction
-// digits so far compare with the sign's two bounds (kLowOrderShift, kHighOrderShift) and how
-// many there were (kDigitsShift, counted up to the bounds' longest fraction).
+// magnitude as for bounded integers; at '.' a becomes the fraction digits allowed and b 0, and
+// pending holds how the fraction digits so far compare with the sign's two bounds
+// (kLowOrderShift, kHighOrderShift) and how many there were (kDigitsShift).
 GrammarMatcher::Step GrammarMatcher::step_bounded_number(MatchFrame& top, uint8_t byte) const {
   const NumberRange& range = grammar_.nodes[top.node].number;
   const bool first = (top.pending & kNothingYet) != 0;
@@ -714,10 +714,13 @@ GrammarMatcher::Step GrammarMatcher::step_bounded_number(MatchFrame& top, uint8_
     }
     case kNumberZero: {
       if (byte == '.') {
-        const Order low = NumberRange::start_fraction(magnitude, bounds.low);
-        const Order high = NumberRange::start_fraction(magnitude, bounds.high);
+        // A missing bound compares as passed, so that its order never tells states apart.
+        const Order low =
+            bounds.has_low ? NumberRange::start_fraction(magnitude, bounds.low) : Order::kGreater;
+        const Order high =
+            bounds.has_high ? NumberRange::start_fraction(magnitude, bounds.high) : Order::kLess;
         if (!range.reachable_fraction(negative, low, high, 0)) return Step::kRejected;
-        hold(0, kNumberDot);
+        hold(range.max_fraction_digits(magnitude), kNumberDot);  // a: the digits allowed
         top.pending |= static_cast<uint16_t>(static_cast<uint16_t>(low) << kLowOrderShift |
                                              static_cast<uint16_t>(high) << kHighOrderShift);
         return Step::kConsumed;
@@ -738,10 +741,13 @@ GrammarMatcher::Step GrammarMatcher::step_bounded_number(MatchFrame& top, uint8_
       const auto digit = static_cast<uint8_t>(byte - '0');
       const Order next_low = NumberRange::next_digit(low, digit, digits, bounds.low);
       const Order next_high = NumberRange::next_digit(high, digit, digits, bounds.high);
-      const uint32_t next_digits = std::min(digits + 1, range.fraction_digits);
-      if (!range.reachable_fraction(negative, next_low, next_high, digits + 1)) {
-        return Step::kRejected;
-      }
+      const uint32_t next_digits = digits + 1;
+      if (next_digits > top.a) return Step::kRejected;
+      // At the last digit allowed the number must be in range as it is.
+      const bool fits = next_digits == top.a
+                            ? range.contains_fraction(negative, next_low, next_high, next_digits)
+                            : range.reachable_fraction(negative, next_low, next_high, next_digits);
+      if (!fits) return Step::kRejected;
       top.phase = kNumberFraction;
       top.pending = static_cast<uint16_t>(
           (negative ? kNegative : 0) | static_cast<uint16_t>(next_low) << kLowOrderShift |

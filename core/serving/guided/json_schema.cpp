@@ -301,9 +301,26 @@ class SchemaCompiler {
 
   // No "type": what the keywords imply, else any value.
   uint32_t compile_untyped(const Json& schema, const std::string& path, int depth) {
-    if (schema.contains("minimum") || schema.contains("maximum") ||
-        schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum")) {
-      return compile_typed(schema, "number", path, depth);  // bounds constrain numbers only
+    // Numeric bounds constrain numbers only: without a type they make the value a number, unless
+    // keywords of another type say it may be something else (then the type must be given).
+    const char* bound = nullptr;
+    for (const char* keyword : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (const auto it = schema.find(keyword); it != schema.end() && it->is_number()) {
+        bound = keyword;
+      }
+    }
+    if (bound != nullptr) {
+      for (const char* other :
+           {"properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
+            "maxItems", "minLength", "maxLength", "pattern", "format"}) {
+        if (schema.contains(other)) {
+          refuse(path + "." + bound,
+                 fmt::format("'{}' beside '{}' without a \"type\": give the type (or a list "
+                             "of types) the value may have",
+                             bound, other));
+        }
+      }
+      return compile_typed(schema, "number", path, depth);
     }
     if (schema.contains("properties") || schema.contains("required") ||
         schema.contains("additionalProperties")) {

@@ -57,6 +57,14 @@ bool NumberRange::contains_integer(bool is_negative, uint64_t magnitude) const {
   return true;
 }
 
+uint32_t NumberRange::max_fraction_digits(uint64_t magnitude) const {
+  uint32_t integer_digits = 0;
+  for (uint64_t m = magnitude; m > 0; m /= 10) ++integer_digits;
+  const uint32_t significant =
+      integer_digits >= kSignificantDigits ? 0 : kSignificantDigits - integer_digits;
+  return std::max(significant, fraction_digits + 1);
+}
+
 Order NumberRange::start_fraction(uint64_t magnitude, const DecimalMagnitude& bound) {
   if (magnitude < bound.integer) return Order::kLess;
   if (magnitude > bound.integer) return Order::kGreater;

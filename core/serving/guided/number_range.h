@@ -44,6 +44,14 @@ struct NumberRange {
   uint32_t fraction_digits = 0;
 
   bool bounded() const { return enforced; }
+
+  // The fraction digits a number of integer part `magnitude` may have: as many as keep it to 15
+  // significant digits, so that a validator that reads it as a double (pydantic, Python's
+  // jsonschema) compares it with the bounds as this does (0.09999999999999999999 is 0.1 as a
+  // double), and always one more than the bounds' fractions, which reaching them may need.
+  // It also keeps a model from writing fraction digits without end.
+  static constexpr uint32_t kSignificantDigits = 15;
+  uint32_t max_fraction_digits(uint64_t magnitude) const;
   const MagnitudeRange& of(bool is_negative) const { return is_negative ? negative : positive; }
 
   // Integer digits so far, `magnitude` (`closed`: a lone 0, which takes no more digits; `bare`:

@@ -1,6 +1,7 @@
 // A JSON schema's minimum, maximum, exclusiveMinimum and exclusiveMaximum (numbers, or draft 4's
-// booleans beside minimum/maximum) read as a NumberRange, exactly: each bound as the decimal its
-// JSON text gives (0.1 is one tenth, not the double nearest it).
+// booleans beside minimum/maximum) read as a NumberRange, exactly: each bound as the shortest
+// decimal that reads back as its double (0.1 is one tenth, not the double nearest it; the JSON
+// text itself for up to 15 significant digits, since the parser keeps only the double).
 //
 // Threading: pure function.
 #pragma once

@@ -200,6 +200,27 @@ TEST(JsonSchemaGrammar, NumberBoundsAreKeptDigitByDigit) {
   const Grammar tenth = schema(R"({"type": "number", "maximum": 0.1})");
   EXPECT_EQ(walk(tenth, "0.1"), "complete");
   EXPECT_EQ(walk(tenth, "0.10000000000000001"), "dead");
+  // At most 15 significant digits (so that doubles compare as decimals do), one more than the
+  // bounds' fractions where they are longer; at the last digit the number must be in range.
+  const Grammar below_tenth = schema(R"({"type": "number", "exclusiveMaximum": 0.1})");
+  EXPECT_EQ(walk(below_tenth, "0.099999999999999"), "complete");
+  EXPECT_EQ(walk(below_tenth, "0.0999999999999999"), "dead");  // 0.1 as a double
+  EXPECT_EQ(walk(below_tenth, "-12345.6789012345"), "complete");
+  EXPECT_EQ(walk(below_tenth, "-12345.67890123456"), "dead");
+  const Grammar above_half = schema(R"({"type": "number", "exclusiveMinimum": 0.5})");
+  EXPECT_EQ(walk(above_half, "0.50000000000000"), "open");
+  EXPECT_EQ(walk(above_half, "0.500000000000000"), "dead");  // the last digit, and not above
+  EXPECT_EQ(walk(above_half, "0.500000000000001"), "complete");
+  const Grammar long_bound = schema(R"({"type": "number", "maximum": 0.1234567890123456})");
+  EXPECT_EQ(walk(long_bound, "0.1234567890123456"), "complete");
+  EXPECT_EQ(walk(long_bound, "0.12345678901234559"), "complete");
+  EXPECT_EQ(walk(long_bound, "0.123456789012345599"), "dead");
+  // Bounds beside another type's keywords need the type; a draft 4 boolean alone is no bound.
+  expect_refused(R"({"minimum": 1, "properties": {}})", "guided_json.minimum",
+                 "'minimum' beside 'properties' without a \"type\"");
+  const Grammar object = schema(R"({"exclusiveMaximum": false,
+      "properties": {"a": {"type": "string"}}, "required": ["a"]})");
+  EXPECT_EQ(walk(object, R"({"a":"x"})"), "complete");
   expect_refused(R"({"type": "number", "minimum": 1e300})", "guided_json.minimum",
                  "no number below 2^63 in magnitude is that large");
   expect_refused(R"({"type": "number", "minimum": 2, "maximum": 1.5})", "guided_json.minimum",

@@ -218,32 +218,28 @@ const std::vector<uint64_t>& GrammarGuide::fitting() {
   return *held_;
 }
 
-size_t GrammarGuide::walk_tokens(const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits) {
-  // Tokens in byte order: each starts from the state after the bytes it shares with the one
-  // before, and a prefix the grammar refuses rules out every token that starts with it (a refused
-  // first byte: all of them at once).
-  walk_[0] = state_;
-  size_t advances = 0;
+namespace {
+
+// The ordered walk both kinds of place share. Tokens come in byte order, so each shares a prefix
+// with the one before (walk.shared_prefix) and the caller's per-depth states for that prefix are
+// still there; a prefix that was refused rules out every token that starts with it (a refused
+// first byte: all of them at once, by first_byte_end). `token_fits(bytes, shared, refused_at)`
+// checks one token from depth `shared` on; where a prefix of it is refused, it sets refused_at
+// to that prefix's length.
+template <typename TokenFits>
+void walk_in_byte_order(const VocabularyIndex::Walk& walk, const VocabularyIndex& vocabulary,
+                        std::vector<uint64_t>& bits, TokenFits&& token_fits) {
   size_t dead_at = SIZE_MAX;  // the previous token's prefix of this length was refused
   for (size_t i = 0; i < walk.ids.size();) {
     const int32_t token = walk.ids[i];
-    const std::string_view bytes = vocabulary_->bytes_of(token);
+    const std::string_view bytes = vocabulary.bytes_of(token);
     const size_t shared = walk.shared_prefix[i];
     if (shared >= dead_at) {
       ++i;
       continue;
     }
     dead_at = SIZE_MAX;
-    bool alive = true;
-    for (size_t d = shared; d < bytes.size(); ++d) {
-      ++advances;
-      if (!matcher_.advance(walk_[d], static_cast<uint8_t>(bytes[d]), walk_[d + 1])) {
-        dead_at = d + 1;
-        alive = false;
-        break;
-      }
-    }
-    if (alive) {
+    if (token_fits(bytes, shared, dead_at)) {
       bits[static_cast<size_t>(token) / 64] |= uint64_t{1} << (static_cast<size_t>(token) % 64);
     }
     if (dead_at == 1) {
@@ -253,56 +249,56 @@ size_t GrammarGuide::walk_tokens(const VocabularyIndex::Walk& walk, std::vector<
       ++i;
     }
   }
+}
+
+}  // namespace
+
+size_t GrammarGuide::walk_tokens(const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits) {
+  // walk_[d]: the matcher's state after d bytes of the current token.
+  walk_[0] = state_;
+  size_t advances = 0;
+  walk_in_byte_order(
+      walk, *vocabulary_, bits, [&](std::string_view bytes, size_t shared, size_t& refused_at) {
+        for (size_t d = shared; d < bytes.size(); ++d) {
+          ++advances;
+          if (!matcher_.advance(walk_[d], static_cast<uint8_t>(bytes[d]), walk_[d + 1])) {
+            refused_at = d + 1;
+            return false;
+          }
+        }
+        return true;
+      });
   return advances;
 }
 
 size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start, int closing,
                                     const VocabularyIndex::Walk& walk,
                                     std::vector<uint64_t>& bits) {
-  // As walk_tokens. automaton_walk_[d] is the state after d bytes of the current token, valid up
-  // to `valid` (where the automaton refused a byte, or the token's end).
+  // automaton_walk_[d]: the automaton's state after d bytes of the current token, valid up to
+  // `valid` (where it refused a byte, or the token's end).
   automaton_walk_[0] = start;
   rests_.clear();
   size_t steps = 0;
   size_t valid = 0;
-  size_t dead_at = SIZE_MAX;
-  for (size_t i = 0; i < walk.ids.size();) {
-    const int32_t token = walk.ids[i];
-    const std::string_view bytes = vocabulary_->bytes_of(token);
-    const size_t shared = walk.shared_prefix[i];
-    if (shared >= dead_at) {
-      ++i;
-      continue;
-    }
-    dead_at = SIZE_MAX;
-    size_t d = std::min(shared, valid);
-    for (; d < bytes.size(); ++d) {
-      ++steps;
-      const uint32_t next = dfa.next(automaton_walk_[d], static_cast<uint8_t>(bytes[d]));
-      if (next == ByteDfa::kDead) break;
-      automaton_walk_[d + 1] = next;
-    }
-    valid = d;
-    bool alive = d == bytes.size();
-    if (!alive) {
-      const auto byte = static_cast<uint8_t>(bytes[d]);
-      if (dfa.accepting(automaton_walk_[d]) &&
-          (closing == GrammarMatcher::kAnyByteCloses || closing == byte)) {
-        alive = rest_fits_after(automaton_walk_[d], bytes.substr(d), steps);
-      } else {
-        dead_at = d + 1;  // no match goes on with this byte: nor does any token that shares it
-      }
-    }
-    if (alive) {
-      bits[static_cast<size_t>(token) / 64] |= uint64_t{1} << (static_cast<size_t>(token) % 64);
-    }
-    if (dead_at == 1) {
-      i = walk.first_byte_end[static_cast<uint8_t>(bytes[0])];
-      dead_at = SIZE_MAX;
-    } else {
-      ++i;
-    }
-  }
+  walk_in_byte_order(
+      walk, *vocabulary_, bits, [&](std::string_view bytes, size_t shared, size_t& refused_at) {
+        size_t d = std::min(shared, valid);
+        for (; d < bytes.size(); ++d) {
+          ++steps;
+          const uint32_t next = dfa.next(automaton_walk_[d], static_cast<uint8_t>(bytes[d]));
+          if (next == ByteDfa::kDead) break;
+          automaton_walk_[d + 1] = next;
+        }
+        valid = d;
+        if (d == bytes.size()) return true;
+        const auto byte = static_cast<uint8_t>(bytes[d]);
+        if (dfa.accepting(automaton_walk_[d]) &&
+            (closing == GrammarMatcher::kAnyByteCloses || closing == byte)) {
+          return rest_fits_after(automaton_walk_[d], bytes.substr(d), steps);
+        }
+        refused_at = d + 1;  // no match goes on with this byte: nor does any token that shares it
+        return false;
+      });
   return steps;
 }
 

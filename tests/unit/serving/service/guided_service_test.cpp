@@ -35,11 +35,17 @@ class GuidedServiceTest : public ::testing::Test {
   static TinyCheckpoint& checkpoint() { return test::shared_tiny_checkpoint(); }
 };
 
-GenerateInput guided_request(uint64_t seed) {
-  GenerateInput input = text_request("Describe it as JSON: ", 96);
+// A request sampled at temperature 1 with `seed`, which ends where its guide lets it.
+GenerateInput sampled_request(const std::string& prompt, uint32_t max_tokens, uint64_t seed) {
+  GenerateInput input = text_request(prompt, max_tokens);
   input.sampling.temperature = 1.0f;
   input.sampling.seed = seed;
   input.sampling.ignore_eos = false;  // text_request's, for fixed lengths
+  return input;
+}
+
+GenerateInput guided_request(uint64_t seed) {
+  GenerateInput input = sampled_request("Describe it as JSON: ", 96, seed);
   input.guided.kind = GuidedOutput::Kind::kJsonSchema;
   input.guided.schema_json = kSchema;
   input.guided.field = "response_format.json_schema.schema";
@@ -89,10 +95,7 @@ TEST_F(GuidedServiceTest, AChoiceAnswerIsOneOfTheChoices) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   const std::vector<std::string> choices = {"positive", "negative", "neutral", "pos"};
   for (uint64_t seed = 1; seed <= 6; ++seed) {
-    GenerateInput input = text_request("Sentiment: ", 32);
-    input.sampling.temperature = 1.0f;
-    input.sampling.seed = seed;
-    input.sampling.ignore_eos = false;
+    GenerateInput input = sampled_request("Sentiment: ", 32, seed);
     input.guided.kind = GuidedOutput::Kind::kChoice;
     input.guided.choices = choices;
     const test::Collected out = collect(*service.submit(std::move(input)));
@@ -106,10 +109,7 @@ TEST_F(GuidedServiceTest, RegexAndPatternAnswersMatchTheirPatterns) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   const std::string pattern = "(yes|no), [0-9]{2,4} items( left)?";
   for (uint64_t seed = 1; seed <= 6; ++seed) {
-    GenerateInput input = text_request("Answer: ", 32);
-    input.sampling.temperature = 1.0f;
-    input.sampling.seed = seed;
-    input.sampling.ignore_eos = false;
+    GenerateInput input = sampled_request("Answer: ", 32, seed);
     input.guided.kind = GuidedOutput::Kind::kRegex;
     input.guided.regex = pattern;
     input.guided.field = "guided_regex";

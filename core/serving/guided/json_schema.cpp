@@ -57,7 +57,8 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "minimum",
                                                       "maximum",
                                                       "exclusiveMinimum",
-                                                      "exclusiveMaximum"};
+                                                      "exclusiveMaximum",
+                                                      "multipleOf"};
   return keywords;
 }
 
@@ -186,7 +187,7 @@ class SchemaCompiler {
               "the keyword '{}' is not supported by guided decoding (supported: type, "
               "properties, required, additionalProperties, items, prefixItems, minItems, maxItems, "
               "minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-              "exclusiveMaximum, enum, const, anyOf, oneOf, allOf of one "
+              "exclusiveMaximum, multipleOf (integers), enum, const, anyOf, oneOf, allOf of one "
               "schema, $ref)",
               keyword));
     }
@@ -296,11 +297,32 @@ class SchemaCompiler {
       refuse(path + (schema.contains("minimum") ? ".minimum" : ".exclusiveMinimum"),
              fmt::format("no integer lies between the bounds ({} to {})", range.low, range.high));
     }
+    if (const auto it = schema.find("multipleOf"); it != schema.end()) {
+      const bool whole =
+          it->is_number_unsigned() || (it->is_number_integer() && it->get<int64_t>() > 0) ||
+          (it->is_number_float() && it->get<double>() > 0 && it->get<double>() < 9.2e18 &&
+           std::floor(it->get<double>()) == it->get<double>());
+      if (!whole || (it->is_number_unsigned() && it->get<uint64_t>() == 0)) {
+        refuse(path + ".multipleOf",
+               "guided decoding takes a positive whole multipleOf below 2^63 on integers");
+      }
+      range.multiple =
+          it->is_number_float() ? static_cast<uint64_t>(it->get<double>()) : it->get<uint64_t>();
+      range.enforced = true;
+      if (!range.holds_multiple(range.low, range.high)) {
+        refuse(path + ".multipleOf",
+               fmt::format("no multiple of {} lies between the bounds", range.multiple));
+      }
+    }
     return range;
   }
 
   // No "type": what the keywords imply, else any value.
   uint32_t compile_untyped(const Json& schema, const std::string& path, int depth) {
+    if (schema.contains("multipleOf")) {
+      refuse(path + ".multipleOf",
+             "guided decoding enforces multipleOf on \"type\": \"integer\" only: give the type");
+    }
     // Numeric bounds constrain numbers only: without a type they make the value a number, unless
     // keywords of another type say it may be something else (then the type must be given).
     const char* bound = nullptr;
@@ -360,6 +382,11 @@ class SchemaCompiler {
       return add(std::move(node));
     }
     if (type == "number") {
+      if (schema.contains("multipleOf")) {
+        refuse(path + ".multipleOf",
+               "guided decoding enforces multipleOf on \"type\": \"integer\" only, not on "
+               "numbers");
+      }
       node.kind = NodeKind::kNumber;
       node.number = number_range_of(schema, path);
       return add(std::move(node));

@@ -268,7 +268,7 @@ TEST(GuideFactory, RequestsForTheSameOutputShareOneGrammar) {
   }
   EXPECT_EQ(factory.grammars(), GuideFactory::kGrammars);  // the most recent only
   // A refused schema is refused each time, and kept nowhere.
-  schema.schema_json = R"({"type": "integer", "multipleOf": 2})";
+  schema.schema_json = R"({"type": "array", "uniqueItems": true})";
   schema.field = "guided_json";
   EXPECT_THROW(factory.make(schema, {}), ServiceError);
   EXPECT_THROW(factory.make(schema, {}), ServiceError);

@@ -329,6 +329,35 @@ TEST(JsonSchemaGrammar, NumberBoundsAgreeWithArithmeticOnEveryShortNumber) {
   }
 }
 
+// multipleOf on integers: a digit is refused as soon as no multiple that starts so can end in
+// range.
+TEST(JsonSchemaGrammar, IntegerMultiplesAreKeptDigitByDigit) {
+  const Grammar fives = schema(R"({"type": "integer", "multipleOf": 5})");
+  for (const char* ok : {"0", "5", "-15", "1000", "-0"})
+    EXPECT_EQ(walk(fives, ok), "complete") << ok;
+  EXPECT_EQ(walk(fives, "7"), "open");  // 70, 75 may come
+  EXPECT_EQ(walk(fives, "7,"), "dead");
+  const Grammar bounded =
+      schema(R"({"type": "integer", "multipleOf": 25, "minimum": 10, "maximum": 60})");
+  for (const char* ok : {"25", "50"}) EXPECT_EQ(walk(bounded, ok), "complete") << ok;
+  EXPECT_EQ(walk(bounded, "2"), "open");
+  EXPECT_EQ(walk(bounded, "3"), "dead");  // 30 to 39: no multiple of 25
+  EXPECT_EQ(walk(bounded, "1"), "dead");  // 10 to 19 neither
+  EXPECT_EQ(walk(bounded, "-"), "dead");
+  const Grammar whole_float = schema(R"({"type": "integer", "multipleOf": 3.0})");
+  EXPECT_EQ(walk(whole_float, "9"), "complete");
+  EXPECT_EQ(walk(whole_float, "10"), "open");  // 102 may come
+  expect_refused(R"({"type": "integer", "multipleOf": 0.5})", "guided_json.multipleOf",
+                 "positive whole multipleOf");
+  expect_refused(R"({"type": "integer", "multipleOf": 0})", "guided_json.multipleOf",
+                 "positive whole multipleOf");
+  expect_refused(R"({"type": "integer", "multipleOf": 7, "minimum": 8, "maximum": 13})",
+                 "guided_json.multipleOf", "no multiple of 7 lies between the bounds");
+  expect_refused(R"({"type": "number", "multipleOf": 0.01})", "guided_json.multipleOf",
+                 "not on numbers");
+  expect_refused(R"({"multipleOf": 2})", "guided_json.multipleOf", "give the type");
+}
+
 TEST(JsonSchemaGrammar, ArraysKeepTheirItemBounds) {
   const Grammar g = schema(kPerson);
   EXPECT_EQ(walk(g, R"({"name":"A","tags":[])"), "dead");       // minItems 1
@@ -464,7 +493,7 @@ TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
                  "guided_json.maxLength", "lengths up to 4096");
   expect_refused(R"({"type": "integer", "minimum": 5, "maximum": 4.5})", "guided_json.minimum",
                  "no integer lies between");
-  expect_refused(R"({"type": "integer", "multipleOf": 2})", "guided_json.multipleOf",
+  expect_refused(R"({"type": "array", "uniqueItems": true})", "guided_json.uniqueItems",
                  "not supported");
   expect_refused(R"({"type": "string", "format": "iri-reference"})", "guided_json.format",
                  "enforces the formats date, time");

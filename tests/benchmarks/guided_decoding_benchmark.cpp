@@ -13,6 +13,7 @@
 //   per token, random logits; reported per token (items), the row's copy and argmax included.
 //   /0: each answer alone (its own kept sets); /1: answers of one schema sharing the grammar's
 //   store, as a server's requests do after the first.
+// - BM_PatternCompile: compiling a pattern, accepted or refused at a bound.
 // - BM_GuideThinkingStep: a reasoning model's step before "</think>" (the shape not begun).
 // See docs/performance.md, "Guided decoding".
 #include <benchmark/benchmark.h>
@@ -208,5 +209,31 @@ void BM_GuidedAnswer(benchmark::State& state) {
 BENCHMARK(BM_GuidedAnswer)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+// What compiling a pattern costs a request's admission: /0 pydantic's HttpUrl (uri, 1 to 2,083
+// characters), /1 a pattern refused at the automaton's state bound ((a|b)*a(a|b){15}), /2 one
+// refused by the construction's step budget ((\w+\s*){1000}).
+void BM_PatternCompile(benchmark::State& state) {
+  for (auto _ : state) {
+    try {
+      switch (state.range(0)) {
+        case 0:
+          benchmark::DoNotOptimize(compile_json_schema(
+              R"({"type": "string", "format": "uri", "minLength": 1, "maxLength": 2083})",
+              "guided_json"));
+          break;
+        case 1:
+          benchmark::DoNotOptimize(
+              headway::serving::guided::regex_grammar("(a|b)*a(a|b){15}", "guided_regex"));
+          break;
+        default:
+          benchmark::DoNotOptimize(
+              headway::serving::guided::regex_grammar("(\\w+\\s*){1000}", "guided_regex"));
+      }
+    } catch (const std::exception&) {  // the refusals are what /1 and /2 measure
+    }
+  }
+}
+BENCHMARK(BM_PatternCompile)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -291,85 +291,70 @@ void ByteDfa::prune(const std::string& field, const char* why_none) {
   }
 }
 
-ByteDfa intersect(const ByteDfa& a, const ByteDfa& b, const std::string& field) {
+template <typename ClassKey, typename Step, typename Accepting>
+ByteDfa ByteDfa::of_pairs(ClassKey class_key, StatePair start, Step step, Accepting accepting,
+                          const std::string& field, const char* what, const char* why_none) {
   ByteDfa out;
-  // A byte's class in the product is its pair of classes.
-  std::map<std::pair<uint8_t, uint8_t>, uint8_t> pairs;
+  std::map<uint32_t, uint8_t> keys;
   std::vector<uint8_t> representative;
   for (int byte = 0; byte < 256; ++byte) {
-    const auto key = std::make_pair(a.class_of_[byte], b.class_of_[byte]);
-    const auto [it, added] = pairs.emplace(key, static_cast<uint8_t>(representative.size()));
+    const auto [it, added] = keys.emplace(class_key(static_cast<uint8_t>(byte)),
+                                          static_cast<uint8_t>(representative.size()));
     if (added) representative.push_back(static_cast<uint8_t>(byte));
     out.class_of_[byte] = it->second;
   }
   out.classes_ = static_cast<uint32_t>(representative.size());
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> ids;
-  std::vector<std::pair<uint32_t, uint32_t>> states;
-  const auto id_of = [&](uint32_t sa, uint32_t sb) {
-    if (sa == ByteDfa::kDead || sb == ByteDfa::kDead) return ByteDfa::kDead;
-    const auto [it, added] =
-        ids.emplace(std::make_pair(sa, sb), static_cast<uint32_t>(states.size()));
+  std::map<StatePair, uint32_t> ids;
+  std::vector<StatePair> states;
+  const auto id_of = [&](StatePair pair) {
+    if (pair.first == kDead) return kDead;
+    const auto [it, added] = ids.emplace(pair, static_cast<uint32_t>(states.size()));
     if (added) {
-      check_size(states.size() + 1, out.classes_, field, "the two patterns together");
-      states.emplace_back(sa, sb);
+      check_size(states.size() + 1, out.classes_, field, what);
+      states.push_back(pair);
     }
     return it->second;
   };
-  out.start_ = id_of(a.start_, b.start_);
+  out.start_ = id_of(start);
   for (size_t at = 0; at < states.size(); ++at) {
-    const auto [sa, sb] = states[at];
-    out.accepting_.push_back(a.accepting(sa) && b.accepting(sb) ? 1 : 0);
-    for (uint32_t c = 0; c < out.classes_; ++c) {
-      const uint8_t byte = representative[c];
-      out.table_.push_back(id_of(a.next(sa, byte), b.next(sb, byte)));
-    }
+    const StatePair pair = states[at];  // a copy: id_of may grow `states`
+    out.accepting_.push_back(accepting(pair) ? 1 : 0);
+    for (uint32_t c = 0; c < out.classes_; ++c)
+      out.table_.push_back(id_of(step(pair, representative[c])));
   }
-  out.prune(field, " that both patterns accept");
+  out.prune(field, why_none);
   return out;
 }
 
+ByteDfa intersect(const ByteDfa& a, const ByteDfa& b, const std::string& field) {
+  // A byte's class is its pair of classes; a state, a pair of states (kDead in either: none).
+  return ByteDfa::of_pairs(
+      [&](uint8_t byte) { return uint32_t{a.class_of_[byte]} << 8 | b.class_of_[byte]; },
+      {a.start_, b.start_},
+      [&](ByteDfa::StatePair pair, uint8_t byte) -> ByteDfa::StatePair {
+        const uint32_t second = b.next(pair.second, byte);
+        return {second == ByteDfa::kDead ? ByteDfa::kDead : a.next(pair.first, byte), second};
+      },
+      [&](ByteDfa::StatePair pair) { return a.accepting(pair.first) && b.accepting(pair.second); },
+      field, "the two patterns together", " that both patterns accept");
+}
+
 ByteDfa with_length(const ByteDfa& dfa, uint32_t min, uint32_t max, const std::string& field) {
-  ByteDfa out;
-  // The product's classes: the automaton's, split where characters start (0x80 to 0xBF continue
-  // one, every other byte starts one).
-  std::map<std::pair<uint8_t, bool>, uint8_t> pairs;
-  std::vector<uint8_t> representative;
-  for (int byte = 0; byte < 256; ++byte) {
-    const auto key = std::make_pair(dfa.class_of_[byte], byte < 0x80 || byte >= 0xC0);
-    const auto [it, added] = pairs.emplace(key, static_cast<uint8_t>(representative.size()));
-    if (added) representative.push_back(static_cast<uint8_t>(byte));
-    out.class_of_[byte] = it->second;
-  }
-  out.classes_ = static_cast<uint32_t>(representative.size());
-  // Counts above min matter only up to max; with no max, only up to min.
+  // A state is the automaton's and the characters so far. Bytes 0x80 to 0xBF continue a
+  // character, every other byte starts one, so that splits the classes too. Counts above min
+  // matter only up to max; with no max, only up to min.
+  const auto starts = [](uint8_t byte) { return byte < 0x80 || byte >= 0xC0; };
   const uint32_t cap = max == kUnboundedRepeat ? min : max;
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> ids;
-  std::vector<std::pair<uint32_t, uint32_t>> states;
-  const auto id_of = [&](uint32_t state, uint32_t count) {
-    if (state == ByteDfa::kDead || (max != kUnboundedRepeat && count > max)) {
-      return ByteDfa::kDead;
-    }
-    count = std::min(count, cap);
-    const auto [it, added] =
-        ids.emplace(std::make_pair(state, count), static_cast<uint32_t>(states.size()));
-    if (added) {
-      check_size(states.size() + 1, out.classes_, field, "the pattern with its length limits");
-      states.emplace_back(state, count);
-    }
-    return it->second;
-  };
-  out.start_ = id_of(dfa.start_, 0);
-  for (size_t at = 0; at < states.size(); ++at) {
-    const auto [state, count] = states[at];
-    out.accepting_.push_back(dfa.accepting(state) && count >= min ? 1 : 0);
-    for (uint32_t c = 0; c < out.classes_; ++c) {
-      const uint8_t byte = representative[c];
-      const bool starts = byte < 0x80 || byte >= 0xC0;
-      out.table_.push_back(id_of(dfa.next(state, byte), count + (starts ? 1 : 0)));
-    }
-  }
-  out.prune(field, " within the length limits");
-  return out;
+  return ByteDfa::of_pairs(
+      [&](uint8_t byte) { return uint32_t{dfa.class_of_[byte]} << 1 | (starts(byte) ? 1 : 0); },
+      {dfa.start_, 0},
+      [&](ByteDfa::StatePair pair, uint8_t byte) -> ByteDfa::StatePair {
+        const uint32_t count = pair.second + (starts(byte) ? 1 : 0);
+        if (max != kUnboundedRepeat && count > max) return {ByteDfa::kDead, 0};
+        return {dfa.next(pair.first, byte), std::min(count, cap)};
+      },
+      [&](ByteDfa::StatePair pair) { return dfa.accepting(pair.first) && pair.second >= min; },
+      field, "the pattern with its length limits", " within the length limits");
 }
 
 ByteDfa compile_regex(std::string_view pattern, RegexMatch match, bool json_string,

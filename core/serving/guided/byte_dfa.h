@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "regex_syntax.h"
@@ -51,6 +52,13 @@ class ByteDfa {
   friend ByteDfa build_byte_dfa(const RegexTree&, bool, const std::string&, CompileBudget&);
   friend ByteDfa intersect(const ByteDfa&, const ByteDfa&, const std::string&);
   friend ByteDfa with_length(const ByteDfa&, uint32_t, uint32_t, const std::string&);
+  // The automaton whose states are pairs reached from `start` (byte_dfa.cpp: intersect and
+  // with_length). class_key(byte) tells apart the bytes the pairs may treat differently;
+  // step(pair, byte) is the next pair (first kDead: none); accepting(pair).
+  using StatePair = std::pair<uint32_t, uint32_t>;
+  template <typename ClassKey, typename Step, typename Accepting>
+  static ByteDfa of_pairs(ClassKey class_key, StatePair start, Step step, Accepting accepting,
+                          const std::string& field, const char* what, const char* why_none);
   // Drops the states no accepting one can be reached from; throws (naming `field`) when that
   // is the start, with `why_none` appended to the message.
   void prune(const std::string& field, const char* why_none);

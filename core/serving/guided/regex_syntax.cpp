@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <headway/serving/service_error.h>
 
-#include <cstring>
+#include <string_view>
 
 namespace headway::serving::guided {
 
@@ -300,7 +300,6 @@ class Parser {
       fail("a byte that is not UTF-8");
     }
     at_ += length;
-    last_character_ = value;
     return value;
   }
 
@@ -332,7 +331,6 @@ class Parser {
     ++at_;
     const auto single = [&](uint32_t value) {
       set = range_set(value, value);
-      last_character_ = value;
       return false;
     };
     switch (c) {
@@ -393,7 +391,7 @@ class Parser {
         break;
     }
     if ((c >= '1' && c <= '9') || c == 'k') fail_at(at, "a backreference");
-    if (std::strchr("ABZzGbB", c) != nullptr) {
+    if (std::string_view("ABZzG").find(c) != std::string_view::npos) {
       fail_at(at, fmt::format("the anchor '\\{}' (not supported)", c));
     }
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
@@ -423,7 +421,7 @@ class Parser {
           set.add(item);
           continue;
         }
-        low = last_character_;
+        low = item.ranges().front().low;  // a single character
       } else {
         low = character();
       }
@@ -433,7 +431,7 @@ class Parser {
         uint32_t high = 0;
         if (peek() == '\\') {
           if (escape(true, item)) fail_at(dash, "a range that ends in a class");
-          high = last_character_;
+          high = item.ranges().front().low;
         } else {
           high = character();
         }
@@ -450,7 +448,6 @@ class Parser {
   RegexMatch match_;
   const std::string& field_;
   size_t at_ = 0;
-  uint32_t last_character_ = 0;
   RegexTree tree_;
 };
 

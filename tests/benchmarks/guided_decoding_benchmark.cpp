@@ -7,7 +7,9 @@
 //   byte.
 //   "pattern string" is the same string under a pattern (^[a-z]+( [a-z]+)*$): its automaton
 //   steps instead of the string rules. "regex answer": a guided_regex answer ([0-9]+( [a-z]+)*)
-//   after "12", a match that may go on.
+//   after "12", a match that may go on. "grammar word": a recursive guided_grammar after a word
+//   that may end there or go on, which the matcher's forks decide for every token (no automaton
+//   walk inside a grammar).
 // - BM_GuideMaskKnownPlace: a place seen before: the cached mask applied to the row.
 // - BM_GuidedAnswer: a whole answer (at most 160 tokens) under a schema, mask + argmax + accept
 //   per token, random logits; reported per token (items), the row's copy and argmax included.
@@ -105,17 +107,30 @@ std::shared_ptr<const Grammar> regex_answer_grammar() {
   return compiled;
 }
 
+// A guided_grammar answer: words, and sentences nested in parentheses.
+std::shared_ptr<const Grammar> recursive_grammar() {
+  static const auto compiled =
+      std::make_shared<const Grammar>(headway::serving::guided::ebnf_grammar(
+          R"g(root ::= sentence
+              sentence ::= word (" " word)* ("." | " (" sentence ")")
+              word ::= [a-z]+)g",
+          "guided_grammar"));
+  return compiled;
+}
+
 // A guide at a place: 0 after '{' (a key), 1 inside the name's string, 2 inside it under a
-// pattern, 3 after "12" of a guided_regex answer (a match that may go on).
+// pattern, 3 after "12" of a guided_regex answer (a match that may go on), 4 after "name" of a
+// guided_grammar answer (a word that may go on or end).
 std::unique_ptr<GrammarGuide> guide_at(int place) {
   const std::shared_ptr<const Grammar> grammars[] = {grammar(), grammar(), pattern_grammar(),
-                                                     regex_answer_grammar()};
+                                                     regex_answer_grammar(), recursive_grammar()};
   auto guide =
       std::make_unique<GrammarGuide>(grammars[place], vocabulary(), std::vector<int32_t>{});
   const VocabularyIndex& v = *vocabulary();
   std::vector<std::string_view> path = {"{\""};
   if (place == 1 || place == 2) path.insert(path.end(), {"name", "\": ", "\""});
   if (place == 3) path = {"12"};
+  if (place == 4) path = {"name"};
   for (const std::string_view piece : path) {
     if (!guide->accept(token_of(v, piece))) {
       std::fprintf(stderr, "the benchmark's vocabulary has no token '%.*s' the schema takes\n",
@@ -141,11 +156,17 @@ void BM_GuideMaskNewPlace(benchmark::State& state) {
   }
   const auto allowed =
       std::count_if(logits.begin(), logits.end(), [](float l) { return l == 0.0f; });
-  const char* places[] = {"key", "string", "pattern string", "regex answer"};
+  const char* places[] = {"key", "string", "pattern string", "regex answer", "grammar word"};
   state.SetLabel(std::string(places[state.range(0)]) + ", " + std::to_string(allowed) +
                  " tokens allowed");
 }
-BENCHMARK(BM_GuideMaskNewPlace)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GuideMaskNewPlace)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(3)
+    ->Arg(4)
+    ->Unit(benchmark::kMillisecond);
 
 void BM_GuideMaskKnownPlace(benchmark::State& state) {
   std::unique_ptr<GrammarGuide> guide = guide_at(1);

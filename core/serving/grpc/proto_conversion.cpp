@@ -95,6 +95,10 @@ GuidedOutput from_proto(const v1::GuidedOutput& guided) {
       out.kind = GuidedOutput::Kind::kRegex;
       out.regex = guided.regex();
       break;
+    case v1::GuidedOutput::kGrammar:
+      out.kind = GuidedOutput::Kind::kGrammar;
+      out.grammar = guided.grammar();
+      break;
     case v1::GuidedOutput::KIND_NOT_SET:
       break;
   }
@@ -116,6 +120,9 @@ void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out) {
       break;
     case GuidedOutput::Kind::kRegex:
       out.set_regex(guided.regex);
+      break;
+    case GuidedOutput::Kind::kGrammar:
+      out.set_grammar(guided.grammar);
       break;
     case GuidedOutput::Kind::kNone:
       break;

@@ -1,6 +1,6 @@
-// The grammar a guided request's output must follow, compiled from a JSON schema (json_schema.h)
-// or a list of choices: a graph of nodes, each one kind of value. GrammarMatcher walks it byte by
-// byte.
+// The grammar a guided request's output must follow, compiled from a JSON schema (json_schema.h),
+// a regular expression, a list of choices or a context-free grammar (ebnf_syntax.h): a graph of
+// nodes, each one kind of value or text. GrammarMatcher walks it byte by byte.
 //
 // The JSON it describes is written the way models write JSON most often: no whitespace except one
 // optional space after each ',' and ':' (both `{"a":1,"b":2}` and Python's `{"a": 1, "b": 2}`),
@@ -32,6 +32,9 @@ inline constexpr size_t kMaxStacks = 256;
 inline constexpr size_t kMaxNodes = 65536;
 inline constexpr size_t kMaxProperties = 1024;
 inline constexpr size_t kMaxLiterals = 16384;
+// The frames one parse stack may hold: how deep a recursive grammar (parentheses inside
+// parentheses) may nest before the guide refuses to go deeper.
+inline constexpr size_t kMaxStackFrames = 1024;
 
 enum class NodeKind : uint8_t {
   kObject,    // '{' ... '}'
@@ -42,6 +45,8 @@ enum class NodeKind : uint8_t {
   kLiterals,  // exactly one of `literals` (JSON text such as `true` or `"red"`, or raw choices)
   kAnyOf,     // any one of `branches`
   kRegex,     // raw text (no quotes) that `pattern` matches whole: vLLM's guided_regex
+  kSequence,  // `parts`, one after another (a grammar's sequence; none: the empty text)
+  kRepeat,    // `items`, between min_items and max_items times (a grammar's quantifier)
 };
 
 inline constexpr uint32_t kNoPattern = UINT32_MAX;
@@ -60,7 +65,7 @@ struct GrammarNode {
   bool free_keys = false;
   uint32_t free_value = 0;
   // kArray: element k a `prefix_items[k]` (a tuple's positions), the rest `items`; between
-  // min_items and max_items of them.
+  // min_items and max_items of them. kRepeat: `items` between min_items and max_items times.
   std::vector<uint32_t> prefix_items;
   uint32_t items = 0;
   uint32_t min_items = 0;
@@ -79,12 +84,20 @@ struct GrammarNode {
   std::vector<std::string> literals;
   // kAnyOf.
   std::vector<uint32_t> branches;
+  // kSequence.
+  std::vector<uint32_t> parts;
+  // kSequence, kAnyOf, kRepeat: whether the node matches the empty text (a grammar's optional
+  // parts). A JSON value never does; a kRegex node does when its pattern matches "".
+  bool nullable = false;
 };
 
 struct Grammar {
   std::vector<GrammarNode> nodes;
   std::vector<ByteDfa> patterns;
   uint32_t root = 0;
+  // The answer is raw text (a regular expression's, a choice's, a grammar's), not a JSON value:
+  // no blank may come before it.
+  bool raw_text = false;
 };
 
 // A grammar whose output is raw text that `pattern` matches whole (vLLM's guided_regex). Throws
@@ -97,5 +110,12 @@ Grammar choice_grammar(std::vector<std::string> choices, const std::string& fiel
 
 // A grammar for any JSON object (OpenAI's response_format {"type": "json_object"}).
 Grammar any_json_object_grammar();
+
+// A grammar whose output is raw text that the GBNF grammar `text` (ebnf_syntax.h) derives from
+// its `root` rule (vLLM's guided_grammar). Throws ServiceError (kInvalidArgument, param `field`)
+// naming the line, column or rule at fault: a syntax error, left recursion (a rule that can reach
+// itself before a character), a repeated part that may match nothing, or a grammar past the
+// limits.
+Grammar ebnf_grammar(std::string_view text, const std::string& field);
 
 }  // namespace headway::serving::guided

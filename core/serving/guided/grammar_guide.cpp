@@ -203,14 +203,19 @@ const std::vector<uint64_t>& GrammarGuide::fitting() {
   uint32_t automaton_state = 0;
   int closing = GrammarMatcher::kNothingCloses;
   if (const ByteDfa* dfa = matcher_.automaton_at(state_, automaton_state, closing)) {
-    cost = walk_automaton(*dfa, automaton_state, closing, vocabulary_->all(), walked_);
+    if (closing == GrammarMatcher::kParentReads) {
+      GrammarMatcher::parent_place(state_, parent_);
+      // Tokens read whole by the place below, the text ending (at a match) before them.
+      if (dfa->accepting(automaton_state)) cost += add_place_set(parent_, walked_);
+    }
+    cost += walk_automaton(*dfa, automaton_state, closing, vocabulary_->all(), walked_);
   } else if (matcher_.in_plain_string(state_)) {
     // Inside a string every plain-text token fits: only the others are walked.
     const std::vector<uint64_t>& plain = vocabulary_->plain_text();
     for (size_t w = 0; w < walked_.size(); ++w) walked_[w] |= plain[w];
-    cost = walk_tokens(vocabulary_->not_plain_text(), walked_);
+    cost = walk_tokens(state_, vocabulary_->not_plain_text(), walked_);
   } else {
-    cost = walk_tokens(vocabulary_->all(), walked_);
+    cost = walk_tokens(state_, vocabulary_->all(), walked_);
   }
   if (cost < worth_keeping_) return walked_;
   held_ = std::make_shared<const std::vector<uint64_t>>(walked_);
@@ -253,9 +258,28 @@ void walk_in_byte_order(const VocabularyIndex::Walk& walk, const VocabularyIndex
 
 }  // namespace
 
-size_t GrammarGuide::walk_tokens(const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits) {
+size_t GrammarGuide::add_place_set(const MatchState& place, std::vector<uint64_t>& bits) {
+  place_key_.clear();
+  place.append_key(place_key_);
+  MaskStore::Mask known = store_->find(place_key_);
+  size_t cost = 0;
+  if (!known) {
+    parent_bits_.assign(bits.size(), 0);
+    cost = walk_tokens(place, vocabulary_->all(), parent_bits_);
+    if (cost >= worth_keeping_) {
+      known = std::make_shared<const std::vector<uint64_t>>(parent_bits_);
+      store_->keep(place_key_, known);
+    }
+  }
+  const std::vector<uint64_t>& set = known ? *known : parent_bits_;
+  for (size_t w = 0; w < bits.size(); ++w) bits[w] |= set[w];
+  return cost;
+}
+
+size_t GrammarGuide::walk_tokens(const MatchState& from, const VocabularyIndex::Walk& walk,
+                                 std::vector<uint64_t>& bits) {
   // walk_[d]: the matcher's state after d bytes of the current token.
-  walk_[0] = state_;
+  walk_[0] = from;
   size_t advances = 0;
   walk_in_byte_order(
       walk, *vocabulary_, bits, [&](std::string_view bytes, size_t shared, size_t& refused_at) {
@@ -278,6 +302,7 @@ size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start, int clos
   // `valid` (where it refused a byte, or the token's end).
   automaton_walk_[0] = start;
   rests_.clear();
+  parent_takes_.fill(kUnknown);
   size_t steps = 0;
   size_t valid = 0;
   walk_in_byte_order(
@@ -291,10 +316,22 @@ size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start, int clos
         }
         valid = d;
         if (d == bytes.size()) return true;
+        if (closing == GrammarMatcher::kParentReads) {
+          // The text may end at any match inside the token (before it: add_place_set's part),
+          // the place below reading the rest. Only where it cannot may a refused prefix rule
+          // out the tokens that share it.
+          bool may_end = false;
+          for (size_t p = 1; p <= d; ++p) {
+            if (!dfa.accepting(automaton_walk_[p])) continue;
+            may_end = true;
+            if (rest_fits_after(0, bytes.substr(p), steps, true)) return true;
+          }
+          if (!may_end) refused_at = d + 1;
+          return false;
+        }
         const auto byte = static_cast<uint8_t>(bytes[d]);
-        if (dfa.accepting(automaton_walk_[d]) &&
-            (closing == GrammarMatcher::kAnyByteCloses || closing == byte)) {
-          return rest_fits_after(automaton_walk_[d], bytes.substr(d), steps);
+        if (dfa.accepting(automaton_walk_[d]) && closing == byte) {
+          return rest_fits_after(automaton_walk_[d], bytes.substr(d), steps, false);
         }
         refused_at = d + 1;  // no match goes on with this byte: nor does any token that shares it
         return false;
@@ -302,12 +339,24 @@ size_t GrammarGuide::walk_automaton(const ByteDfa& dfa, uint32_t start, int clos
   return steps;
 }
 
-bool GrammarGuide::rest_fits_after(uint32_t automaton_state, std::string_view rest, size_t& steps) {
+bool GrammarGuide::rest_fits_after(uint32_t automaton_state, std::string_view rest, size_t& steps,
+                                   bool from_parent) {
   rest_key_.assign(reinterpret_cast<const char*>(&automaton_state), sizeof(automaton_state));
   rest_key_.append(rest);
   if (const auto known = rests_.find(rest_key_); known != rests_.end()) return known->second;
-  scratch_[0] = state_;
-  matcher_.set_automaton_state(scratch_[0], automaton_state);
+  if (from_parent) {
+    // Most rests are refused at their first byte: that is asked once per byte, not per rest.
+    int8_t& takes = parent_takes_[static_cast<uint8_t>(rest[0])];
+    if (takes == kUnknown) {
+      ++steps;
+      takes = matcher_.advance(parent_, static_cast<uint8_t>(rest[0]), scratch_[1]) ? 1 : 0;
+    }
+    if (takes == 0) return false;
+    scratch_[0] = parent_;
+  } else {
+    scratch_[0] = state_;
+    matcher_.set_automaton_state(scratch_[0], automaton_state);
+  }
   bool fits = true;
   for (const char byte : rest) {
     ++steps;

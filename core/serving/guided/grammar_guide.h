@@ -14,6 +14,7 @@
 
 #include <headway/core/token_guide.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -68,19 +69,25 @@ class GrammarGuide final : public core::TokenGuide {
   void mask_free(std::span<float> logits);
   // The tokens other than end tokens whose bytes fit at the current place, one bit per id.
   const std::vector<uint64_t>& fitting();
-  // Sets the bits of the tokens of `walk` whose bytes the grammar takes from state_.
+  // Sets the bits of the tokens of `walk` whose bytes the grammar takes from `from`.
   // Returns how many times it advanced the matcher (what the walk cost).
-  size_t walk_tokens(const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits);
+  size_t walk_tokens(const MatchState& from, const VocabularyIndex::Walk& walk,
+                     std::vector<uint64_t>& bits);
   // The same where state_ reads a pattern (matcher_.automaton_at): the automaton alone steps the
-  // bytes, a table lookup each; the matcher is asked only where the automaton refuses a byte
-  // that may close the pattern after a match (`closing`: a string's quote and what follows it in
-  // the token).
+  // bytes, a table lookup each; the matcher is asked only where the pattern may end inside the
+  // token: where the automaton refuses a byte that may close it after a match (`closing`: a
+  // string's quote and what follows it in the token), or, for raw text inside a grammar
+  // (kParentReads), at every match the token passes, parent_ reading the rest.
   size_t walk_automaton(const ByteDfa& dfa, uint32_t start, int closing,
                         const VocabularyIndex::Walk& walk, std::vector<uint64_t>& bits);
   // Whether `rest` fits after the pattern has reached `automaton_state` (a match), per the
-  // matcher (its advances added to `steps`); remembered for the walk, since few different rests
-  // ('"', "\",", ...) come.
-  bool rest_fits_after(uint32_t automaton_state, std::string_view rest, size_t& steps);
+  // matcher (its advances added to `steps`); or, `from_parent`, after the text has ended there.
+  // Remembered for the walk, since few different rests ('"', "\",", ...) come.
+  bool rest_fits_after(uint32_t automaton_state, std::string_view rest, size_t& steps,
+                       bool from_parent);
+  // ORs into `bits` the set of `place` (raw text's parent place: tokens read after the text ends
+  // before them), from the store or walked and kept there; returns what a walk cost.
+  size_t add_place_set(const MatchState& place, std::vector<uint64_t>& bits);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const VocabularyIndex> vocabulary_;
@@ -90,8 +97,13 @@ class GrammarGuide final : public core::TokenGuide {
   GrammarMatcher matcher_;
   MatchState state_;
   MatchState scratch_[2];
-  std::vector<MatchState> walk_;          // the walk's state after each byte of the current token
-  std::vector<uint32_t> automaton_walk_;  // the same, for walk_automaton
+  MatchState parent_;                  // state_ once its raw text has ended (kParentReads)
+  std::vector<uint64_t> parent_bits_;  // parent_'s set, walked
+  std::string place_key_;              // parent_'s key in the store
+  static constexpr int8_t kUnknown = -1;
+  std::array<int8_t, 256> parent_takes_{};  // per first byte: whether parent_ takes it, this walk
+  std::vector<MatchState> walk_;            // the walk's state after each byte of the current token
+  std::vector<uint32_t> automaton_walk_;    // the same, for walk_automaton
   std::unordered_map<std::string, bool> rests_;  // rest_fits_after's answers in this walk
   std::string rest_key_;
   bool ended_ = false;  // an end token was accepted

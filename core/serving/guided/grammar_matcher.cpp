@@ -19,16 +19,18 @@ constexpr int kMaxForkDepth = kMaxChoiceDepth;
 constexpr uint32_t kNoNode = UINT32_MAX;
 
 enum FrameKind : uint8_t {
-  kValue = 1,  // a value of `node` not begun yet
-  kObject,     // a: next declared property, b: the property whose value is being read
-  kKey,        // a declared key being read. node: the object, a: candidate property, b: bytes read
-  kArray,      // a: items begun (saturating, counted only where limits need it)
-  kString,     // phase: escape state, pending: UTF-8 bytes due, a: characters (as kArray counts)
-  kNumber,     // phase: where in the number
-  kLiteral,    // a: lowest literal that matches the bytes read, b: bytes read
-  kLead,       // whitespace before the root value; a: bytes of it read, b: how many may be
-  kPatterned,  // a string's characters under its pattern; a: the automaton's state
-  kRegexText,  // raw text under the node's pattern; a: the automaton's state
+  kValue = 1,   // a value of `node` not begun yet
+  kObject,      // a: next declared property, b: the property whose value is being read
+  kKey,         // a declared key being read. node: the object, a: candidate property, b: bytes read
+  kArray,       // a: items begun (saturating, counted only where limits need it)
+  kString,      // phase: escape state, pending: UTF-8 bytes due, a: characters (as kArray counts)
+  kNumber,      // phase: where in the number
+  kLiteral,     // a: lowest literal that matches the bytes read, b: bytes read
+  kLead,        // whitespace before the root value; a: bytes of it read, b: how many may be
+  kPatterned,   // a string's characters under its pattern; a: the automaton's state
+  kRegexText,   // raw text under the node's pattern; a: the automaton's state
+  kSequenceAt,  // a: the next part
+  kRepeatAt,    // a: items read (as kArray counts)
 };
 
 enum ObjectPhase : uint8_t {
@@ -110,10 +112,9 @@ GrammarMatcher::GrammarMatcher(const Grammar& grammar)
 
 void GrammarMatcher::start(MatchState& out, uint32_t leading_whitespace) const {
   out.frames.assign(1, frame(kValue, grammar_.root));
-  // Raw text (a regular expression's, a choice's) is the answer as written: a blank before it
-  // would be part of it.
-  const NodeKind root = grammar_.nodes[grammar_.root].kind;
-  if (leading_whitespace > 0 && root != NodeKind::kRegex && root != NodeKind::kLiterals) {
+  // Raw text (a regular expression's, a choice's, a grammar's) is the answer as written: a blank
+  // before it would be part of it.
+  if (leading_whitespace > 0 && !grammar_.raw_text) {
     out.frames.insert(out.frames.begin(), frame(kLead, grammar_.root));
     out.frames[0].b = leading_whitespace;
     out.frames.pop_back();  // the lead frame becomes the value once a non-space byte comes
@@ -138,33 +139,49 @@ bool GrammarMatcher::advance(const MatchState& in, uint8_t byte, MatchState& out
 bool GrammarMatcher::complete(const MatchState& state) const {
   uint32_t from = 0;
   for (const uint32_t end : state.ends) {
-    if (end == from) return true;  // everything closed
-    if (end - from == 1) {
-      const MatchFrame& only = state.frames[from];
-      if (only.kind == kNumber && grammar_.nodes[only.node].kind == NodeKind::kNumber &&
-          grammar_.nodes[only.node].number.bounded()) {
-        if (bounded_number_in_range(only)) return true;
-      } else if (only.kind == kNumber && number_is_complete(only.phase)) {
-        const IntegerRange& range = grammar_.nodes[only.node].range;
-        const uint64_t magnitude = static_cast<uint64_t>(only.b) << 32 | only.a;
-        const bool negative = (only.pending & kNegative) != 0;
-        if (grammar_.nodes[only.node].kind != NodeKind::kInteger || !range.bounded() ||
-            range.contains(negative ? -static_cast<__int128>(magnitude) : magnitude)) {
-          return true;
-        }
-      }
-      if (only.kind == kLiteral && grammar_.nodes[only.node].literals[only.a].size() == only.b) {
-        return true;
-      }
-      if (only.kind == kRegexText && pattern_of(only.node).accepting(only.a)) return true;
-      if (only.kind == kValue && grammar_.nodes[only.node].kind == NodeKind::kRegex &&
-          pattern_of(only.node).accepting(pattern_of(only.node).start())) {
-        return true;  // a pattern that matches the empty text
-      }
-    }
+    bool closes = true;
+    for (uint32_t i = from; i < end && closes; ++i) closes = closes_now(state.frames[i]);
+    if (closes) return true;  // (an empty stack: everything closed)
     from = end;
   }
   return false;
+}
+
+bool GrammarMatcher::nullable(uint32_t node) const {
+  const GrammarNode& value = grammar_.nodes[node];
+  if (value.kind == NodeKind::kRegex) return pattern_of(node).accepting(pattern_of(node).start());
+  return value.nullable;
+}
+
+bool GrammarMatcher::closes_now(const MatchFrame& frame) const {
+  const GrammarNode& node = grammar_.nodes[frame.node < grammar_.nodes.size() ? frame.node : 0];
+  switch (frame.kind) {
+    case kValue:
+      return nullable(frame.node);
+    case kNumber: {
+      if (node.kind == NodeKind::kNumber && node.number.bounded()) {
+        return bounded_number_in_range(frame);
+      }
+      if (!number_is_complete(frame.phase)) return false;
+      const uint64_t magnitude = static_cast<uint64_t>(frame.b) << 32 | frame.a;
+      const bool negative = (frame.pending & kNegative) != 0;
+      return node.kind != NodeKind::kInteger || !node.range.bounded() ||
+             node.range.contains(negative ? -static_cast<__int128>(magnitude) : magnitude);
+    }
+    case kLiteral:
+      return node.literals[frame.a].size() == frame.b;
+    case kRegexText:
+      return pattern_of(frame.node).accepting(frame.a);
+    case kSequenceAt:
+      for (size_t part = frame.a; part < node.parts.size(); ++part) {
+        if (!nullable(node.parts[part])) return false;
+      }
+      return true;
+    case kRepeatAt:
+      return frame.a >= node.min_items;
+    default:
+      return false;  // an object, an array, a string, a key: a closing byte is due
+  }
 }
 
 bool GrammarMatcher::in_plain_string(const MatchState& state) const {
@@ -186,13 +203,18 @@ const ByteDfa* GrammarMatcher::automaton_at(const MatchState& state, uint32_t& a
   if (top.kind == kPatterned) {
     closing = '"';
   } else {
-    closing = state.frames.size() == 1 ? kNothingCloses : kAnyByteCloses;
+    closing = state.frames.size() == 1 ? kNothingCloses : kParentReads;
   }
   return &pattern_of(top.node);
 }
 
 void GrammarMatcher::set_automaton_state(MatchState& state, uint32_t automaton_state) {
   state.frames.back().a = automaton_state;
+}
+
+void GrammarMatcher::parent_place(const MatchState& state, MatchState& out) {
+  out.frames.assign(state.frames.begin(), state.frames.end() - 1);
+  out.ends.assign(1, static_cast<uint32_t>(out.frames.size()));
 }
 
 void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, int depth) const {
@@ -216,13 +238,30 @@ void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, int depth
       }
       return;
     }
+    if (may_close_or_go_on(out.frames, begin, byte)) {
+      if (depth >= kMaxForkDepth) {
+        out.frames.resize(begin);
+        return;
+      }
+      // The stack goes on with the byte here, and a copy without the top frame is fed on in
+      // this loop: a chain of frames that close one after another costs no recursion.
+      std::vector<MatchFrame>& stack = fork_scratch_[depth];
+      stack.assign(out.frames.begin() + static_cast<std::ptrdiff_t>(begin), out.frames.end() - 1);
+      MatchFrame& going = out.frames.back();
+      if (going.kind == kRegexText) {
+        going.a = pattern_of(going.node).next(going.a, byte);
+        keep(out, begin);
+      } else {  // kRepeatAt: one more item
+        begin_item(out.frames);
+        feed(out, begin, byte, depth + 1);
+      }
+      begin = out.frames.size();
+      out.frames.insert(out.frames.end(), stack.begin(), stack.end());
+      continue;
+    }
     switch (step(out.frames, begin, byte)) {
       case Step::kConsumed:
-        if (out.ends.size() >= kMaxStacks) {  // ambiguity no real schema reaches (grammar.h)
-          out.frames.resize(begin);
-          return;
-        }
-        out.ends.push_back(static_cast<uint32_t>(out.frames.size()));
+        keep(out, begin);
         return;
       case Step::kRejected:
         out.frames.resize(begin);
@@ -231,6 +270,30 @@ void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, int depth
         break;
     }
   }
+}
+
+void GrammarMatcher::keep(MatchState& out, size_t begin) {
+  // Past these, ambiguity or nesting no real schema or grammar reaches (grammar.h).
+  if (out.ends.size() >= kMaxStacks || out.frames.size() - begin > kMaxStackFrames) {
+    out.frames.resize(begin);
+    return;
+  }
+  out.ends.push_back(static_cast<uint32_t>(out.frames.size()));
+}
+
+bool GrammarMatcher::may_close_or_go_on(const std::vector<MatchFrame>& frames, size_t begin,
+                                        uint8_t byte) const {
+  const MatchFrame& top = frames.back();
+  if (top.kind == kRepeatAt) {
+    const GrammarNode& repeat = grammar_.nodes[top.node];
+    return top.a >= repeat.min_items && top.a < repeat.max_items;
+  }
+  // Raw text inside a grammar (not at the root, where nothing follows it) may end at a match.
+  if (top.kind == kRegexText && frames.size() - begin > 1) {
+    const ByteDfa& dfa = pattern_of(top.node);
+    return dfa.accepting(top.a) && dfa.next(top.a, byte) != ByteDfa::kDead;
+  }
+  return false;
 }
 
 GrammarMatcher::Step GrammarMatcher::step(std::vector<MatchFrame>& frames, size_t begin,
@@ -253,6 +316,16 @@ GrammarMatcher::Step GrammarMatcher::step(std::vector<MatchFrame>& frames, size_
     case kPatterned:
     case kRegexText:
       return step_pattern(frames, byte);
+    case kSequenceAt:
+      return step_sequence(frames);
+    case kRepeatAt:
+      // Only one of going on and closing is left here (may_close_or_go_on forks where both are).
+      if (frames.back().a < grammar_.nodes[frames.back().node].max_items) {
+        begin_item(frames);
+      } else {
+        frames.pop_back();
+      }
+      return Step::kRetry;
     case kLead: {
       MatchFrame& lead = frames.back();
       const bool space = byte == ' ' || byte == '\n' || byte == '\r' || byte == '\t';
@@ -322,6 +395,12 @@ GrammarMatcher::Step GrammarMatcher::step_value(std::vector<MatchFrame>& frames,
       return Step::kConsumed;
     case NodeKind::kLiterals:
       top = frame(kLiteral, top.node);
+      return Step::kRetry;
+    case NodeKind::kSequence:
+      top = frame(kSequenceAt, top.node);
+      return Step::kRetry;
+    case NodeKind::kRepeat:
+      top = frame(kRepeatAt, top.node);
       return Step::kRetry;
     case NodeKind::kAnyOf:
       break;  // feed() forks these before they get here
@@ -667,6 +746,39 @@ GrammarMatcher::Step GrammarMatcher::step_pattern(std::vector<MatchFrame>& frame
     return Step::kRetry;
   }
   return Step::kRejected;
+}
+
+// A repeat's next item. The last one allowed takes the repeat's place, as a sequence's last part
+// does: an optional tail (`list ::= item ("," list)?`) keeps a flat stack too.
+void GrammarMatcher::begin_item(std::vector<MatchFrame>& frames) const {
+  MatchFrame& top = frames.back();
+  const GrammarNode& repeat = grammar_.nodes[top.node];
+  if (repeat.max_items != kUnbounded && top.a + 1 >= repeat.max_items) {
+    top = frame(kValue, repeat.items);
+    return;
+  }
+  top.a = count_one(top.a, repeat.min_items, repeat.max_items);
+  frames.push_back(frame(kValue, repeat.items));
+}
+
+// A sequence pushes its parts one at a time. The last takes the sequence's own place: nothing of
+// the sequence is left after it, and a grammar's right recursion (`list ::= item ("," list)?`)
+// keeps a flat stack.
+GrammarMatcher::Step GrammarMatcher::step_sequence(std::vector<MatchFrame>& frames) const {
+  MatchFrame& top = frames.back();
+  const std::vector<uint32_t>& parts = grammar_.nodes[top.node].parts;
+  if (top.a >= parts.size()) {
+    frames.pop_back();  // the empty sequence
+    return Step::kRetry;
+  }
+  const uint32_t part = parts[top.a];
+  if (top.a + 1 == parts.size()) {
+    top = frame(kValue, part);
+    return Step::kRetry;
+  }
+  ++top.a;
+  frames.push_back(frame(kValue, part));
+  return Step::kRetry;
 }
 
 const ByteDfa& GrammarMatcher::pattern_of(uint32_t node) const {

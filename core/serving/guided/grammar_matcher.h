@@ -52,24 +52,38 @@ class GrammarMatcher {
   // Whether `state` is inside a JSON string of no length limit, between characters and escapes:
   // there, any run of whole characters other than controls, '"' and '\\' fits and leaves it so.
   bool in_plain_string(const MatchState& state) const;
-  // Whether `state` is one stack reading a pattern (a string's characters, or raw text): then
-  // its automaton, with the automaton's state in `automaton_state`. The bytes the automaton takes
-  // change nothing else of the place; set_automaton_state() makes the place it reaches. Where
-  // the automaton refuses a byte after a match, the pattern may end there only if the byte is
-  // `closing` ('"' for a string; kAnyByteCloses where a parent reads on; kNothingCloses at the
-  // root, where nothing follows raw text).
+  // Whether `state` is one stack reading a pattern (a string's characters, or raw text at the
+  // root): then its automaton, with the automaton's state in `automaton_state`. The bytes the
+  // automaton takes change nothing else of the place; set_automaton_state() makes the place it
+  // reaches. Where the automaton refuses a byte after a match, the pattern may end there only if
+  // the byte is `closing` ('"' for a string; kNothingCloses at the root, where nothing follows
+  // raw text). Raw text inside a grammar may end at any match, even where the automaton would
+  // take the byte, and the place below it reads on: there `closing` is kParentReads, and
+  // parent_place() is that place.
   static constexpr int kNothingCloses = -1;
-  static constexpr int kAnyByteCloses = 256;
+  static constexpr int kParentReads = 256;
   const ByteDfa* automaton_at(const MatchState& state, uint32_t& automaton_state,
                               int& closing) const;
   static void set_automaton_state(MatchState& state, uint32_t automaton_state);
+  // Where kParentReads: the place once the text has ended (`state` without its top frame).
+  static void parent_place(const MatchState& state, MatchState& out);
 
  private:
   enum class Step { kConsumed, kRejected, kRetry };
   // Feeds `byte` to the stack that starts at out.frames[begin] (the last one there); appends the
   // resulting stacks' ends to out.ends, or removes the stack.
   void feed(MatchState& out, size_t begin, uint8_t byte, int depth) const;
+  // Appends the stack that ends out.frames (from `begin`) to out.ends, or drops it past the limits.
+  static void keep(MatchState& out, size_t begin);
+  // Whether the stack's top frame may both close (its parent reading the byte) and go on with
+  // it: a repeat between its counts, raw text inside a grammar at a match.
+  bool may_close_or_go_on(const std::vector<MatchFrame>& frames, size_t begin, uint8_t byte) const;
+  // Whether the frame may close with no more bytes; nullable(): whether a value may be empty.
+  bool closes_now(const MatchFrame& frame) const;
+  bool nullable(uint32_t node) const;
   Step step(std::vector<MatchFrame>& frames, size_t begin, uint8_t byte) const;
+  Step step_sequence(std::vector<MatchFrame>& frames) const;
+  void begin_item(std::vector<MatchFrame>& frames) const;
   Step step_value(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_object(std::vector<MatchFrame>& frames, uint8_t byte) const;
   Step step_key(std::vector<MatchFrame>& frames, size_t begin, uint8_t byte) const;

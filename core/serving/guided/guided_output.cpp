@@ -20,6 +20,7 @@ std::string key_of(const GuidedOutput& guided) {
   };
   add(guided.schema_json);
   add(guided.regex);
+  add(guided.grammar);
   for (const std::string& choice : guided.choices) add(choice);
   return key;
 }
@@ -34,6 +35,8 @@ Grammar compile(const GuidedOutput& guided, const std::string& field) {
       return choice_grammar(guided.choices, field);
     case GuidedOutput::Kind::kRegex:
       return regex_grammar(guided.regex, field);
+    case GuidedOutput::Kind::kGrammar:
+      return ebnf_grammar(guided.grammar, field);
     case GuidedOutput::Kind::kNone:
       break;
   }

@@ -695,6 +695,7 @@ Grammar regex_grammar(std::string_view pattern, const std::string& field) {
   node.kind = NodeKind::kRegex;
   node.pattern = 0;
   grammar.nodes.push_back(std::move(node));
+  grammar.raw_text = true;
   return grammar;
 }
 
@@ -721,6 +722,7 @@ Grammar choice_grammar(std::vector<std::string> choices, const std::string& fiel
   node.kind = NodeKind::kLiterals;
   node.literals = std::move(choices);
   grammar.nodes.push_back(std::move(node));
+  grammar.raw_text = true;
   return grammar;
 }
 

@@ -5,6 +5,9 @@
 
 #include <string_view>
 
+#include "text_reader.h"
+#include "utf8_rules.h"
+
 namespace headway::serving::guided {
 
 namespace {
@@ -64,10 +67,10 @@ CodePointSet space_chars() {
   return set;
 }
 
-class Parser {
+class Parser : TextReader {
  public:
   Parser(std::string_view pattern, RegexMatch match, const std::string& field)
-      : text_(pattern), match_(match), field_(field) {}
+      : TextReader(pattern), match_(match), field_(field) {}
 
   RegexTree parse() {
     if (text_.size() > kMaxPatternBytes) {
@@ -113,19 +116,6 @@ class Parser {
     node.children = {add_chars(CodePointSet::all())};
     node.max = kUnboundedRepeat;
     return add(std::move(node));
-  }
-
-  bool more() const { return at_ < text_.size(); }
-  char peek() const { return text_[at_]; }
-  bool eat(char c) {
-    if (more() && peek() == c) {
-      ++at_;
-      return true;
-    }
-    return false;
-  }
-  bool starts_with(std::string_view prefix) const {
-    return text_.substr(at_, prefix.size()) == prefix;
   }
 
   uint32_t alternation(int depth) {
@@ -285,40 +275,16 @@ class Parser {
 
   // Reads one literal character (UTF-8) and returns it.
   uint32_t character() {
-    const auto lead = static_cast<uint8_t>(text_[at_]);
-    size_t length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
-    if (length == 0 || at_ + length > text_.size()) fail("a byte that is not UTF-8");
-    uint32_t value = length == 1 ? lead : lead & (0x7F >> length);
-    for (size_t i = 1; i < length; ++i) {
-      const auto next = static_cast<uint8_t>(text_[at_ + i]);
-      if ((next & 0xC0) != 0x80) fail("a byte that is not UTF-8");
-      value = value << 6 | (next & 0x3F);
-    }
-    static constexpr uint32_t kShortest[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (value < kShortest[length] || value > kMaxCodePoint ||
-        (value >= 0xD800 && value <= 0xDFFF)) {
-      fail("a byte that is not UTF-8");
-    }
+    uint32_t value = 0;
+    const size_t length = decode_utf8(text_, at_, value);
+    if (length == 0) fail("a byte that is not UTF-8");
     at_ += length;
     return value;
   }
 
   uint32_t hex_digits(size_t count) {
     uint32_t value = 0;
-    for (size_t i = 0; i < count; ++i) {
-      if (!more()) fail(fmt::format("an escape that needs {} hex digits", count));
-      const char c = peek();
-      uint32_t digit = 0;
-      if (c >= '0' && c <= '9') {
-        digit = static_cast<uint32_t>(c - '0');
-      } else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f') {
-        digit = static_cast<uint32_t>((c | 0x20) - 'a' + 10);
-      } else {
-        fail(fmt::format("an escape that needs {} hex digits", count));
-      }
-      value = value << 4 | digit;
-      ++at_;
-    }
+    if (!read_hex(count, value)) fail(fmt::format("an escape that needs {} hex digits", count));
     return value;
   }
 
@@ -444,10 +410,8 @@ class Parser {
     return negated ? set.complement() : set;
   }
 
-  std::string_view text_;
   RegexMatch match_;
   const std::string& field_;
-  size_t at_ = 0;
   RegexTree tree_;
 };
 

@@ -5,7 +5,9 @@
 // Threading: constexpr functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace headway::serving::guided {
 
@@ -35,6 +37,29 @@ constexpr ByteRange utf8_second_byte(uint8_t lead) {
     default:
       return {0x80, 0xBF};
   }
+}
+
+// The character that starts `text` at `at`: its length in bytes (1 to 4), with its value in
+// `value`; 0 when the bytes there are not a shortest-form UTF-8 scalar value.
+constexpr size_t decode_utf8(std::string_view text, size_t at, uint32_t& value) {
+  if (at >= text.size()) return 0;
+  const auto lead = static_cast<uint8_t>(text[at]);
+  const size_t length = lead < 0x80 ? 1 : utf8_continuations(lead) + size_t{1};
+  if (length == 1 && lead >= 0x80) return 0;
+  if (at + length > text.size()) return 0;
+  uint32_t decoded = length == 1 ? lead : lead & (0x7Fu >> length);
+  for (size_t i = 1; i < length; ++i) {
+    const auto next = static_cast<uint8_t>(text[at + i]);
+    if ((next & 0xC0) != 0x80) return 0;
+    decoded = decoded << 6 | (next & 0x3F);
+  }
+  constexpr uint32_t kShortest[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (decoded < kShortest[length] || decoded > 0x10FFFF ||
+      (decoded >= 0xD800 && decoded <= 0xDFFF)) {
+    return 0;
+  }
+  value = decoded;
+  return length;
 }
 
 }  // namespace headway::serving::guided

@@ -110,9 +110,21 @@ GuidedOutput from_guided_regex(const nlohmann::json& regex, const std::string& f
   return out;
 }
 
-// vLLM's structured_outputs: one of json, regex, choice or json_object, and options. The options
-// that ask for what Headway already does (no free whitespace, no undeclared keys, no fallback to
-// another engine) are taken; those that ask for something else are refused.
+GuidedOutput from_guided_grammar(const nlohmann::json& grammar, const std::string& field) {
+  if (!grammar.is_string()) {
+    throw invalid_field(field,
+                        field + " must be a GBNF grammar (a string), not " + json_kind(grammar));
+  }
+  GuidedOutput out;
+  out.kind = GuidedOutput::Kind::kGrammar;
+  out.field = field;
+  out.grammar = grammar.get<std::string>();
+  return out;
+}
+
+// vLLM's structured_outputs: one of json, regex, choice, grammar or json_object, and options. The
+// options that ask for what Headway already does (no free whitespace, no undeclared keys, no
+// fallback to another engine) are taken; those that ask for something else are refused.
 GuidedOutput from_structured_outputs(const nlohmann::json& spec, std::string_view body) {
   if (!spec.is_object()) {
     throw invalid_field(
@@ -141,6 +153,8 @@ GuidedOutput from_structured_outputs(const nlohmann::json& spec, std::string_vie
       asked.push_back(from_guided_regex(value, field));
     } else if (key == "choice") {
       asked.push_back(from_guided_choice(value, field));
+    } else if (key == "grammar") {
+      asked.push_back(from_guided_grammar(value, field));
     } else if (key == "json_object") {
       if (!value.is_boolean()) throw invalid_field(field, field + " must be a boolean");
       if (!value.get<bool>()) continue;
@@ -151,25 +165,26 @@ GuidedOutput from_structured_outputs(const nlohmann::json& spec, std::string_vie
     } else if (key == "disable_any_whitespace" || key == "disable_additional_properties" ||
                key == "disable_fallback") {
       if (!value.is_boolean()) throw invalid_field(field, field + " must be a boolean");
-    } else if (key == "grammar" || key == "structural_tag" || key == "whitespace_pattern") {
+    } else if (key == "structural_tag" || key == "whitespace_pattern") {
       throw invalid_field(field, field +
                                      " is not supported by this server (guided decoding "
-                                     "takes json, regex, choice and json_object)");
+                                     "takes json, regex, choice, grammar and json_object)");
     } else {
       throw invalid_field(field, field +
                                      " is not a structured_outputs field (json, regex, "
-                                     "choice, json_object, disable_any_whitespace, "
+                                     "choice, grammar, json_object, disable_any_whitespace, "
                                      "disable_additional_properties, disable_fallback)");
     }
   }
   if (asked.empty()) {
-    throw invalid_field("structured_outputs",
-                        "structured_outputs needs one of json, regex, choice or json_object");
+    throw invalid_field(
+        "structured_outputs",
+        "structured_outputs needs one of json, regex, choice, grammar or json_object");
   }
   if (asked.size() > 1) {
     throw invalid_field("structured_outputs",
-                        "structured_outputs takes only one of json, regex, choice and json_object, "
-                        "not both " +
+                        "structured_outputs takes only one of json, regex, choice, grammar and "
+                        "json_object, not both " +
                             asked[0].field + " and " + asked[1].field);
   }
   return std::move(asked.front());
@@ -194,13 +209,18 @@ GuidedOutput parse_guided_output(const nlohmann::json& json, std::string_view bo
   if (const nlohmann::json* regex = fields.find("guided_regex"); regex && !regex->is_null()) {
     asked.push_back(from_guided_regex(*regex, "guided_regex"));
   }
+  if (const nlohmann::json* grammar = fields.find("guided_grammar");
+      grammar && !grammar->is_null()) {
+    asked.push_back(from_guided_grammar(*grammar, "guided_grammar"));
+  }
   if (const nlohmann::json* spec = fields.find("structured_outputs"); spec && !spec->is_null()) {
     asked.push_back(from_structured_outputs(*spec, body));
   }
   if (asked.size() > 1) {
     throw invalid_field(asked[1].field,
                         "only one of response_format (json_object or json_schema), guided_json, "
-                        "guided_choice, guided_regex and structured_outputs may be set");
+                        "guided_choice, guided_regex, guided_grammar and structured_outputs may "
+                        "be set");
   }
   return asked.empty() ? GuidedOutput{} : std::move(asked.front());
 }

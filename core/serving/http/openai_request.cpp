@@ -29,8 +29,8 @@ constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's def
 void refuse_unsupported(const FieldReader& fields) {
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
-  for (const char* field : {"guided_grammar", "bad_words", "allowed_token_ids", "logits_processors",
-                            "prompt_logprobs"}) {
+  for (const char* field :
+       {"bad_words", "allowed_token_ids", "logits_processors", "prompt_logprobs"}) {
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }
 }

@@ -212,8 +212,11 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   request = token_request({1});
   request.mutable_guided()->set_regex("[0-9]+");
   ASSERT_TRUE(generate(request).status.ok());
+  request = token_request({1});
+  request.mutable_guided()->set_grammar("root ::= [0-9]+");
+  ASSERT_TRUE(generate(request).status.ok());
 
-  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(5);
+  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(6);
   EXPECT_EQ(inputs[0].guided.kind, GuidedOutput::Kind::kJsonSchema);
   EXPECT_EQ(inputs[0].guided.schema_json, R"({"type": "integer"})");
   EXPECT_EQ(inputs[0].guided.field, "guided_json");
@@ -224,6 +227,8 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   EXPECT_EQ(inputs[3].guided.kind, GuidedOutput::Kind::kNone);
   EXPECT_EQ(inputs[4].guided.kind, GuidedOutput::Kind::kRegex);
   EXPECT_EQ(inputs[4].guided.regex, "[0-9]+");
+  EXPECT_EQ(inputs[5].guided.kind, GuidedOutput::Kind::kGrammar);
+  EXPECT_EQ(inputs[5].guided.grammar, "root ::= [0-9]+");
   for (const GenerateInput& input : inputs) {
     v1::GuidedOutput wire;
     grpc_frontend::to_proto(input.guided, wire);
@@ -232,6 +237,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
     EXPECT_EQ(back.schema_json, input.guided.schema_json);
     EXPECT_EQ(back.choices, input.guided.choices);
     EXPECT_EQ(back.regex, input.guided.regex);
+    EXPECT_EQ(back.grammar, input.guided.grammar);
     EXPECT_EQ(back.field, input.guided.field);
     EXPECT_EQ(back.starts_after, input.guided.starts_after);
   }

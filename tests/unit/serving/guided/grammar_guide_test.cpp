@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <headway/serving/service_error.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -23,15 +25,17 @@ namespace {
 constexpr int32_t kEos = 1;
 constexpr int32_t kStop = 2;
 
-// Every printable ASCII byte, a few multi-byte tokens that cross JSON's structure, two special
+// Every printable ASCII byte, a few multi-byte tokens that cross JSON's structure (and a
+// grammar's raw text: "1," ends a number inside the token), two special
 // tokens (no bytes), EOS and a stop token.
 std::vector<std::string> test_vocabulary() {
   std::vector<std::string> tokens = {"", "", "", ""};  // 0 and 3: special; 1: EOS; 2: stop id
   for (int byte = 0x20; byte < 0x7F; ++byte) tokens.emplace_back(1, static_cast<char>(byte));
   for (const char* piece :
-       {"{\"",      "\":",  "\": ", "\",", "\", \"", "name", "na",  "nam", "age",  "tags", "true",
-        "tr",       "null", "nul",  "\"}", "}}",     "]}",   "\"]", "[\"", "12",   "3.5",  "-1",
-        "\xC3\xA9", "\xC3", "\xA9", "\n",  "{\n",    "  ",   "e+",  "\\n", "\\u00"}) {
+       {"{\"",  "\":",  "\": ", "\",",   "\", \"",   "name", "na",   "nam", "age",
+        "tags", "true", "tr",   "null",  "nul",      "\"}",  "}}",   "]}",  "\"]",
+        "[\"",  "12",   "3.5",  "-1",    "\xC3\xA9", "\xC3", "\xA9", "\n",  "{\n",
+        "  ",   "e+",   "\\n",  "\\u00", "1,",       "2]",   "]]"}) {
     tokens.emplace_back(piece);
   }
   return tokens;
@@ -169,6 +173,34 @@ TEST(GrammarGuide, MasksFollowPatternsAtEveryStep) {
   EXPECT_GT(answers.size(), 10u);
   const std::regex whole("(true|null|nam(e|es)|-?[0-9]{1,3}(\\.5)?)( tags)?");
   for (const std::string& text : answers) EXPECT_TRUE(std::regex_match(text, whole)) << text;
+}
+
+// Whether `value` is what kNestedLists allows: arrays of arrays, null and small nonzero integers.
+bool nested_list(const nlohmann::json& value) {
+  if (value.is_null()) return true;
+  if (value.is_number_integer()) {
+    const int64_t n = value.get<int64_t>();
+    return n != 0 && n > -1000 && n < 1000;
+  }
+  if (!value.is_array()) return false;
+  return std::all_of(value.begin(), value.end(), nested_list);
+}
+
+// A recursive grammar (ebnf_syntax.h): its places are parse stacks with forks, and raw text
+// inside it may end at any match, so the automaton walk is not taken there.
+TEST(GrammarGuide, MasksFollowAGrammarAtEveryStep) {
+  const auto grammar = std::make_shared<Grammar>(ebnf_grammar(R"g(root ::= list
+      list ::= "[" (item ("," " "? item)*)? "]"
+      item ::= list | num | "null"
+      num ::= "-"? [1-9] [0-9]{0,2})g",
+                                                              "guided_grammar"));
+  const std::vector<std::string> answers = answers_checked_step_by_step(grammar, 17);
+  EXPECT_GT(answers.size(), 10u);
+  for (const std::string& text : answers) {
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_FALSE(value.is_discarded()) << text;
+    EXPECT_TRUE(value.is_array() && nested_list(value)) << text;
+  }
 }
 
 TEST(GrammarGuide, RefusedTokensLeaveTheGuideWhereItWas) {

@@ -15,23 +15,11 @@
 #include <string>
 
 #include "grammar_matcher.h"
+#include "grammar_walk.h"
 #include "json_schema.h"
 
 namespace headway::serving::guided {
 namespace {
-
-// Where `text` leaves the matcher: "dead" (a byte was refused), "complete" or "open".
-std::string walk(const Grammar& grammar, std::string_view text) {
-  GrammarMatcher matcher(grammar);
-  MatchState state;
-  MatchState next;
-  matcher.start(state);
-  for (const char byte : text) {
-    if (!matcher.advance(state, static_cast<uint8_t>(byte), next)) return "dead";
-    std::swap(state, next);
-  }
-  return matcher.complete(state) ? "complete" : "open";
-}
 
 Grammar schema(const std::string& text) { return compile_json_schema(text, "guided_json"); }
 

@@ -171,24 +171,28 @@ INSTANTIATE_TEST_SUITE_P(
                 "must be a regular expression (a string)"},
         Refused{R"({"prompt": "x", "guided_regex": "a", "guided_choice": ["a"]})", "guided_regex",
                 "only one of"},
-        Refused{R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= \"a\""}})",
-                "structured_outputs.grammar", "not supported"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"structural_tag": {}}})",
+                "structured_outputs.structural_tag", "not supported"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"grammar": 3}})",
+                "structured_outputs.grammar", "must be a GBNF grammar (a string)"},
         Refused{R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["a"]}})",
                 "structured_outputs",
                 "not both structured_outputs.choice and structured_outputs.regex"},
         Refused{R"({"prompt": "x", "structured_outputs": {}})", "structured_outputs",
-                "needs one of json, regex, choice or json_object"},
+                "needs one of json, regex, choice, grammar or json_object"},
         Refused{R"({"prompt": "x", "structured_outputs": false})", "structured_outputs",
                 "must be an object"},
         Refused{R"({"prompt": "x", "guided_regex": ""})", "guided_regex", "must not be empty"},
         Refused{R"({"prompt": "x", "structured_outputs": {"disable_fallback": true}})",
-                "structured_outputs", "needs one of json, regex, choice or json_object"},
+                "structured_outputs", "needs one of json, regex, choice, grammar or json_object"},
         Refused{R"({"prompt": "x", "structured_outputs": {"regx": "a"}})",
                 "structured_outputs.regx", "is not a structured_outputs field"},
         Refused{R"({"prompt": "x", "structured_outputs": "a+"})", "structured_outputs",
                 "must be an object"},
-        Refused{R"({"prompt": "x", "guided_grammar": "root ::= x"})", "guided_grammar",
-                "not supported"},
+        Refused{R"({"prompt": "x", "guided_grammar": {"root": "x"}})", "guided_grammar",
+                "must be a GBNF grammar (a string)"},
+        Refused{R"({"prompt": "x", "guided_grammar": "root ::= \"a\"", "guided_regex": "a"})",
+                "guided_grammar", "only one of"},
         Refused{R"({"prompt": "x", "include_stop_str_in_output": 1})", "include_stop_str_in_output",
                 "must be a boolean"},
         Refused{R"({"prompt": "x", "truncate_prompt_tokens": "8"})", "truncate_prompt_tokens",
@@ -441,6 +445,14 @@ TEST(ChatRequest, GuidedFieldsBecomeTheGuidedOutputInTheClientsKeyOrder) {
   EXPECT_EQ(r.input.guided.field, "structured_outputs.choice");
   r = parse_completion_request(R"({"prompt": "x", "structured_outputs": {"json_object": true}})");
   EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kJsonObject);
+  r = parse_completion_request(R"({"prompt": "x", "guided_grammar": "root ::= \"a\"+"})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kGrammar);
+  EXPECT_EQ(r.input.guided.grammar, R"(root ::= "a"+)");
+  EXPECT_EQ(r.input.guided.field, "guided_grammar");
+  r = parse_completion_request(
+      R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= [0-9]"}})");
+  EXPECT_EQ(r.input.guided.kind, GuidedOutput::Kind::kGrammar);
+  EXPECT_EQ(r.input.guided.field, "structured_outputs.grammar");
 }
 
 TEST(CompletionRequest, IncludeStopStrInOutputPassesThrough) {

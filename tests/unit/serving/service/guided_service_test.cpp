@@ -156,6 +156,66 @@ TEST_F(GuidedServiceTest, SampledNumbersStayWithinTheirBounds) {
   }
 }
 
+// Reads kCalc's answers ("calc " expr "="), written here as a recursive-descent parser.
+class CalcAnswer {
+ public:
+  static bool valid(std::string_view text) {
+    CalcAnswer reader(text);
+    return reader.eat("calc ") && reader.expr(0) && reader.eat("=") && reader.at_ == text.size();
+  }
+
+ private:
+  explicit CalcAnswer(std::string_view text) : text_(text) {}
+  bool eat(std::string_view s) {
+    if (text_.substr(at_, s.size()) != s) return false;
+    at_ += s.size();
+    return true;
+  }
+  bool expr(int depth) {
+    if (depth > 64 || !term(depth)) return false;
+    for (int more = 0; more < 3 && (eat(" + ") || eat(" - ")); ++more) {
+      if (!term(depth)) return false;
+    }
+    return true;
+  }
+  bool term(int depth) {
+    if (eat("(")) return expr(depth + 1) && eat(")");
+    size_t digits = 0;
+    while (at_ < text_.size() && digits < 2 && text_[at_] >= '0' && text_[at_] <= '9') {
+      ++at_;
+      ++digits;
+    }
+    return digits > 0;
+  }
+  std::string_view text_;
+  size_t at_ = 0;
+};
+
+constexpr const char* kCalc = R"g(root ::= "calc " expr "="
+    expr ::= term ((" + " | " - ") term){0,3}
+    term ::= [0-9]{1,2} | "(" expr ")")g";
+
+// guided_grammar: the answer is derived from the grammar's root, recursion and all.
+TEST_F(GuidedServiceTest, GrammarAnswersFollowTheGrammar) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  size_t ended = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    GenerateInput input = text_request("Sum: ", 64);
+    input.sampling.temperature = 1.0f;
+    input.sampling.seed = seed;
+    input.sampling.ignore_eos = false;
+    input.guided.kind = GuidedOutput::Kind::kGrammar;
+    input.guided.grammar = kCalc;
+    input.guided.field = "guided_grammar";
+    const test::Collected out = collect(*service.submit(std::move(input)));
+    ASSERT_TRUE(out.error.empty()) << out.error;
+    if (out.finish != Finish::kStop) continue;  // cut at max_tokens, deep in parentheses
+    ++ended;
+    EXPECT_TRUE(CalcAnswer::valid(out.text)) << out.text;
+  }
+  EXPECT_GE(ended, 3u);
+}
+
 // starts_after: the shape waits for "</think>" unless the prompt already closed the thinking
 // (Qwen3's template with enable_thinking off ends the prompt with an empty think block).
 TEST_F(GuidedServiceTest, TheShapeWaitsForTheReasoningUnlessThePromptClosedIt) {
@@ -214,6 +274,10 @@ TEST_F(GuidedServiceTest, RefusalsNameTheField) {
   input.guided.field = "guided_regex";
   input.guided.regex = "(a)\\1";
   expect_refused(service, input, "guided_regex", "a backreference at character 3");
+  input.guided.kind = GuidedOutput::Kind::kGrammar;
+  input.guided.field = "guided_grammar";
+  input.guided.grammar = "root ::= root \"a\" | \"b\"";
+  expect_refused(service, input, "guided_grammar", "(rule `root`): can reach itself");
 }
 
 }  // namespace

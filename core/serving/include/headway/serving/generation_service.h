@@ -36,16 +36,19 @@ struct ChatMessage {
   std::string fields_json;
 };
 
-// What the output must look like (guided decoding, as vLLM's guided_json, guided_regex and
-// guided_choice and OpenAI's response_format). kNone: free text.
+// What the output must look like (guided decoding, as vLLM's guided_json, guided_regex,
+// guided_choice and guided_grammar and OpenAI's response_format). kNone: free text.
 struct GuidedOutput {
-  enum class Kind { kNone, kJsonSchema, kJsonObject, kChoice, kRegex };
+  enum class Kind { kNone, kJsonSchema, kJsonObject, kChoice, kRegex, kGrammar };
   Kind kind = Kind::kNone;
   std::string schema_json;           // kJsonSchema: the schema, JSON text
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these, as written
   // kRegex: the output is text this regular expression matches whole (vLLM's guided_regex; the
   // syntax: docs/serving_http.md).
   std::string regex;
+  // kGrammar: the output is text this GBNF grammar derives from its `root` rule (vLLM's
+  // guided_grammar; the notation: docs/serving_http.md).
+  std::string grammar;
   // The request field that asked for it, which refusals name ("response_format.json_schema.schema",
   // "guided_json", "guided_choice"); empty: "guided".
   std::string field;

@@ -16,6 +16,8 @@
 //   /0: each answer alone (its own kept sets); /1: answers of one schema sharing the grammar's
 //   store, as a server's requests do after the first.
 // - BM_PatternCompile: compiling a pattern, accepted or refused at a bound.
+// - BM_GrammarCompile: compiling a guided_grammar (JSON in GBNF; a long chain of rules; a rule
+//   too large for an automaton).
 // - BM_GuideThinkingStep: a reasoning model's step before "</think>" (the shape not begun).
 // See docs/performance.md, "Guided decoding".
 #include <benchmark/benchmark.h>
@@ -256,5 +258,46 @@ void BM_PatternCompile(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_PatternCompile)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+
+// Compiling a guided_grammar: /0 JSON in GBNF, written the way llama.cpp's json.gbnf is (escapes,
+// numbers, optional whitespace; recursion through values); /1 2,000 rules each using the next,
+// which stops being inlined into one automaton at the inlining depth and is matched as nodes;
+// /2 100 rules using one that doubles at each of 20 levels (2^20 "b"s), too large to build.
+void BM_GrammarCompile(benchmark::State& state) {
+  std::string text;
+  if (state.range(0) == 0) {
+    text = R"g(root   ::= object
+      value  ::= object | array | string | number | ("true" | "false" | "null") ws
+      object ::= "{" ws (string ":" ws value ("," ws string ":" ws value)*)? "}" ws
+      array  ::= "[" ws (value ("," ws value)*)? "]" ws
+      string ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\"" ws
+      number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
+      ws     ::= | " " | "\n" [ \t]{0,20})g";
+  } else if (state.range(0) == 2) {
+    text = "root ::= x0";
+    for (int j = 1; j < 100; ++j) text += " | x" + std::to_string(j);
+    text += "\n";
+    for (int j = 0; j < 100; ++j) text += "x" + std::to_string(j) + " ::= d0 \"c\"\n";
+    for (int i = 0; i < 20; ++i) {
+      text += "d" + std::to_string(i) + " ::= d" + std::to_string(i + 1) + " d" +
+              std::to_string(i + 1) + "\n";
+    }
+    text += "d20 ::= \"b\"\n";
+  } else {
+    text = "root ::= r0\n";
+    for (int i = 0; i < 2000; ++i) {
+      text += "r" + std::to_string(i) + " ::= \"a\" r" + std::to_string(i + 1) + " | \"b\"\n";
+    }
+    text += "r2000 ::= \"c\"\n";
+  }
+  size_t nodes = 0;
+  for (auto _ : state) {
+    const Grammar compiled = headway::serving::guided::ebnf_grammar(text, "guided_grammar");
+    nodes = compiled.nodes.size();
+    benchmark::DoNotOptimize(nodes);
+  }
+  state.SetLabel(std::to_string(nodes) + " nodes");
+}
+BENCHMARK(BM_GrammarCompile)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -24,13 +24,16 @@ namespace {
 constexpr size_t kMaxRules = 4096;
 // How deep rules may be inlined into one automaton (a chain of rules each using the next): past
 // it the part is matched as nodes, and the automaton builder's recursion stays bounded.
-constexpr int kMaxInlineDepth = 256;
+constexpr uint32_t kMaxInlineDepth = 256;
 // What one automaton attempt may spend before it falls back to nodes: a large regular rule must
-// not use up the whole grammar's budget before smaller parts are tried.
+// not use up the whole grammar's budget before smaller parts are tried. Attempts stop while the
+// budget is below the reserve, which is left to the single classes and strings that must compile.
 constexpr size_t kAttemptSteps = 1'000'000;
+constexpr size_t kLeafReserve = 2'000'000;
+// Saturating size (automaton states before it is made deterministic, as the builder would make
+// them) of an inlined part: what is not built at all when it is past kMaxNfaStates.
+constexpr uint32_t kSizeCap = UINT32_MAX / 2;
 constexpr uint32_t kNone = UINT32_MAX;
-
-struct InlineTooDeep {};
 
 class EbnfCompiler {
  public:
@@ -44,8 +47,9 @@ class EbnfCompiler {
                                      source_.rules.size(), kMaxRules),
                          field_);
     }
-    rule_regular_.assign(source_.rules.size(), kUnknown);
+    find_inlinable_rules();
     rule_node_.assign(source_.rules.size(), kNone);
+    inlined_.assign(source_.rules.size(), kNone);
     grammar_.root = rule_node(source_.root);
     // Rules are compiled from a work list, not by recursion: a long chain of rules costs no stack.
     while (!pending_.empty()) {
@@ -61,8 +65,6 @@ class EbnfCompiler {
   }
 
  private:
-  enum Regularity : uint8_t { kUnknown, kVisiting, kRegular, kRecursive };
-
   const EbnfExpr& expr(uint32_t index) const { return source_.exprs[index]; }
 
   std::string rule_field(uint32_t rule) const {
@@ -81,23 +83,105 @@ class EbnfCompiler {
     return static_cast<uint32_t>(grammar_.nodes.size() - 1);
   }
 
-  // Whether a rule reaches no recursion (itself or any rule on a cycle), so that it is a regular
-  // language and may be inlined into automata.
-  bool regular_rule(uint32_t rule) {
-    if (rule_regular_[rule] == kVisiting) return false;  // a cycle: the callers unwind to false
-    if (rule_regular_[rule] != kUnknown) return rule_regular_[rule] == kRegular;
-    rule_regular_[rule] = kVisiting;
-    const bool regular = regular_expr(source_.rules[rule].body);
-    rule_regular_[rule] = regular ? kRegular : kRecursive;
-    return regular;
+  // The rules that may be inlined into automata: those that reach no recursion (no rule on a
+  // cycle), so that they are regular languages, and whose inlined tree is at most
+  // kMaxInlineDepth deep. Found bottom up (a rule once all the rules it uses are), with a work
+  // list rather than recursion: a long chain of rules costs no stack.
+  void find_inlinable_rules() {
+    const size_t count = source_.rules.size();
+    rule_depth_.assign(count, kNotInlinable);
+    rule_size_.assign(count, kSizeCap);
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> uses(count);  // (rule, depth in body)
+    std::vector<uint32_t> own_depth(count, 0);
+    std::vector<std::vector<uint32_t>> used_by(count);
+    std::vector<uint32_t> unresolved(count, 0);
+    for (uint32_t rule = 0; rule < count; ++rule) {
+      own_depth[rule] = collect_uses(source_.rules[rule].body, 1, uses[rule]);
+      for (const auto& [used, depth] : uses[rule]) used_by[used].push_back(rule);
+      unresolved[rule] = static_cast<uint32_t>(uses[rule].size());
+    }
+    std::vector<uint32_t> ready;
+    for (uint32_t rule = 0; rule < count; ++rule) {
+      if (unresolved[rule] == 0) ready.push_back(rule);
+    }
+    while (!ready.empty()) {
+      const uint32_t rule = ready.back();
+      ready.pop_back();
+      uint32_t depth = own_depth[rule];
+      for (const auto& [used, at] : uses[rule]) {
+        depth = std::max(
+            depth, rule_depth_[used] == kNotInlinable ? kNotInlinable : at + rule_depth_[used]);
+      }
+      rule_size_[rule] = expr_size(source_.rules[rule].body);
+      const bool too_big = depth > kMaxInlineDepth || rule_size_[rule] > kMaxNfaStates;
+      rule_depth_[rule] = too_big ? kNotInlinable : depth;
+      // A rule that uses one too deep is not inlined either; it still resolves its users.
+      for (const uint32_t user : used_by[rule]) {
+        if (--unresolved[user] == 0) ready.push_back(user);
+      }
+    }
+    // Rules left unresolved reach a cycle: they keep kNotInlinable.
   }
-  bool regular_expr(uint32_t index) {
+
+  // The automaton states building `index` would take (its rules' sizes known), saturating.
+  uint32_t expr_size(uint32_t index) const {
     const EbnfExpr& e = expr(index);
-    if (e.kind == EbnfKind::kRule) return regular_rule(e.rule);
-    bool regular = true;
-    // Every child is visited (no early exit), so that each rule on a cycle is marked.
-    for (const uint32_t child : e.children) regular = regular_expr(child) && regular;
-    return regular;
+    const auto add = [](uint64_t a, uint64_t b) {
+      return static_cast<uint32_t>(std::min<uint64_t>(a + b, kSizeCap));
+    };
+    switch (e.kind) {
+      case EbnfKind::kEmpty:
+        return 1;
+      case EbnfKind::kChars:
+        return 2;
+      case EbnfKind::kRule:
+        return rule_size_[e.rule];
+      case EbnfKind::kSequence:
+      case EbnfKind::kChoice: {
+        uint32_t size = 1;
+        for (const uint32_t child : e.children) size = add(size, expr_size(child));
+        return size;
+      }
+      case EbnfKind::kRepeat: {
+        // The builder makes a copy per counted item (the minimum and one more where unbounded).
+        const uint64_t copies = e.max == kUnboundedRepeat ? uint64_t{e.min} + 1 : e.max;
+        return add(1, std::max<uint64_t>(copies, 1) * expr_size(e.children[0]));
+      }
+    }
+    return 1;
+  }
+
+  // Appends the rules `index` uses, with how deep in it each use is (`depth` at `index`);
+  // returns its depth without them.
+  uint32_t collect_uses(uint32_t index, uint32_t depth,
+                        std::vector<std::pair<uint32_t, uint32_t>>& uses) const {
+    const EbnfExpr& e = expr(index);
+    if (e.kind == EbnfKind::kRule) {
+      uses.emplace_back(e.rule, depth);
+      return depth;
+    }
+    uint32_t deepest = depth;
+    for (const uint32_t child : e.children) {
+      deepest = std::max(deepest, collect_uses(child, depth + 1, uses));
+    }
+    return deepest;
+  }
+
+  // Whether `index` may be one automaton: every rule it uses may be inlined, and the whole is
+  // at most kMaxInlineDepth deep.
+  bool inlinable(uint32_t index) const { return inline_depth(index) <= kMaxInlineDepth; }
+  uint32_t inline_depth(uint32_t index) const {
+    const EbnfExpr& e = expr(index);
+    if (e.kind == EbnfKind::kRule) {
+      return rule_depth_[e.rule] == kNotInlinable ? kNotInlinable : rule_depth_[e.rule] + 1;
+    }
+    uint32_t deepest = 1;
+    for (const uint32_t child : e.children) {
+      const uint32_t depth = inline_depth(child);
+      if (depth == kNotInlinable) return kNotInlinable;
+      deepest = std::max(deepest, depth + 1);
+    }
+    return deepest;
   }
 
   uint32_t rule_node(uint32_t rule) {
@@ -120,6 +204,8 @@ class EbnfCompiler {
       grammar_.nodes[body] = GrammarNode{};
       grammar_.nodes[body].kind = NodeKind::kSequence;  // left unused: the empty text
       grammar_.nodes[body].nullable = true;
+    } else if (grammar_.nodes[body].kind == NodeKind::kRegex) {  // a rule's shared automaton
+      grammar_.nodes[slot] = grammar_.nodes[body];
     } else {  // another rule's node, or the rule itself: the rule is that node
       grammar_.nodes[slot].kind = NodeKind::kSequence;
       grammar_.nodes[slot].parts = {body};
@@ -131,7 +217,7 @@ class EbnfCompiler {
   uint32_t node_of(uint32_t index) {
     const EbnfExpr& e = expr(index);
     if (e.kind == EbnfKind::kRule) {
-      if (regular_rule(e.rule) && rule_node_[e.rule] == kNone) {
+      if (rule_depth_[e.rule] != kNotInlinable && rule_node_[e.rule] == kNone) {
         if (const std::optional<uint32_t> automaton = automaton_of({index}, EbnfKind::kSequence)) {
           rule_node_[e.rule] = *automaton;  // shared by every use of the rule
           return *automaton;
@@ -139,7 +225,7 @@ class EbnfCompiler {
       }
       return rule_node(e.rule);
     }
-    if (e.kind != EbnfKind::kSequence && e.kind != EbnfKind::kChoice && regular_expr(index)) {
+    if (e.kind != EbnfKind::kSequence && e.kind != EbnfKind::kChoice && inlinable(index)) {
       if (const std::optional<uint32_t> automaton = automaton_of({index}, EbnfKind::kSequence)) {
         return *automaton;
       }
@@ -190,7 +276,7 @@ class EbnfCompiler {
       run.clear();
     };
     for (const uint32_t child : children) {
-      if (regular_expr(child)) {
+      if (inlinable(child)) {
         run.push_back(child);
         continue;
       }
@@ -201,21 +287,28 @@ class EbnfCompiler {
     return nodes;
   }
 
-  // One automaton for `exprs` one after another (kSequence) or any one of them (kChoice); none
-  // where it would be too large or costly, or its rules nest too deep to inline.
+  // A new automaton's tree shares no subtree with the last one's.
+  void forget_inlined() {
+    for (const uint32_t rule : inlined_rules_) inlined_[rule] = kNone;
+    inlined_rules_.clear();
+  }
+
+  // One automaton for `exprs` (each inlinable()) one after another (kSequence) or any one of
+  // them (kChoice); none where it would be too large or costly.
   std::optional<uint32_t> automaton_of(const std::vector<uint32_t>& exprs, EbnfKind kind) {
+    // Sized before it is built: a part past the bounds costs nothing to refuse, and each
+    // attempt's building is charged to the grammar's budget, so attempts cannot add up.
+    uint64_t size = 0;
+    for (const uint32_t index : exprs) size += expr_size(index);
+    if (size > kMaxNfaStates || budget_.steps < kLeafReserve + size) return std::nullopt;
+    budget_.steps -= size;
     RegexTree tree;
-    inlined_.assign(source_.rules.size(), kNone);
-    try {
-      std::vector<uint32_t> roots;
-      for (const uint32_t index : exprs) roots.push_back(regex_of(index, tree, 0));
-      tree.root =
-          list(tree, kind == EbnfKind::kSequence ? RegexKind::kConcat : RegexKind::kAlternate,
-               std::move(roots));
-    } catch (const InlineTooDeep&) {
-      return std::nullopt;
-    }
-    CompileBudget attempt{std::min(budget_.steps, kAttemptSteps)};
+    forget_inlined();
+    std::vector<uint32_t> roots;
+    for (const uint32_t index : exprs) roots.push_back(regex_of(index, tree));
+    tree.root = list(tree, kind == EbnfKind::kSequence ? RegexKind::kConcat : RegexKind::kAlternate,
+                     std::move(roots));
+    CompileBudget attempt{std::min(budget_.steps - kLeafReserve, kAttemptSteps)};
     const size_t before = attempt.steps;
     try {
       ByteDfa dfa = build_byte_dfa(tree, false, field_, attempt);
@@ -230,8 +323,8 @@ class EbnfCompiler {
   // A single class or character string, which must compile: only a spent budget stops it.
   uint32_t leaf_automaton(uint32_t index) {
     RegexTree tree;
-    inlined_.assign(source_.rules.size(), kNone);
-    tree.root = regex_of(index, tree, 0);
+    forget_inlined();
+    tree.root = regex_of(index, tree);
     return automaton_node(build_byte_dfa(tree, false, rule_field(current_rule_), budget_));
   }
 
@@ -260,9 +353,9 @@ class EbnfCompiler {
     return static_cast<uint32_t>(tree.nodes.size() - 1);
   }
 
-  // The regular expression tree of a regular part; a rule used twice is one shared subtree.
-  uint32_t regex_of(uint32_t index, RegexTree& tree, int depth) {
-    if (depth > kMaxInlineDepth) throw InlineTooDeep{};
+  // The regular expression tree of an inlinable part (at most kMaxInlineDepth deep: bounded
+  // recursion); a rule used twice is one shared subtree.
+  uint32_t regex_of(uint32_t index, RegexTree& tree) {
     const EbnfExpr& e = expr(index);
     std::vector<uint32_t> children;
     switch (e.kind) {
@@ -277,20 +370,21 @@ class EbnfCompiler {
       }
       case EbnfKind::kRule:
         if (inlined_[e.rule] == kNone) {
-          inlined_[e.rule] = regex_of(source_.rules[e.rule].body, tree, depth + 1);
+          const uint32_t subtree = regex_of(source_.rules[e.rule].body, tree);
+          inlined_[e.rule] = subtree;
+          inlined_rules_.push_back(e.rule);
         }
         return inlined_[e.rule];
       case EbnfKind::kSequence:
       case EbnfKind::kChoice:
-        for (const uint32_t child : e.children)
-          children.push_back(regex_of(child, tree, depth + 1));
+        for (const uint32_t child : e.children) children.push_back(regex_of(child, tree));
         return list(tree,
                     e.kind == EbnfKind::kSequence ? RegexKind::kConcat : RegexKind::kAlternate,
                     std::move(children));
       case EbnfKind::kRepeat: {
         RegexNode node;
         node.kind = RegexKind::kRepeat;
-        node.children = {regex_of(e.children[0], tree, depth + 1)};
+        node.children = {regex_of(e.children[0], tree)};
         node.min = e.min;
         node.max = e.max;
         tree.nodes.push_back(std::move(node));
@@ -496,11 +590,14 @@ class EbnfCompiler {
   const EbnfGrammar& source_;
   const std::string& field_;
   Grammar grammar_;
-  std::vector<uint8_t> rule_regular_;
+  static constexpr uint32_t kNotInlinable = UINT32_MAX;
+  std::vector<uint32_t> rule_depth_;  // each rule's inlined depth, or kNotInlinable
+  std::vector<uint32_t> rule_size_;   // each rule's expr_size() (kSizeCap until known)
   std::vector<uint32_t> rule_node_;
   std::vector<uint32_t> pending_;
-  std::vector<uint32_t> owner_;    // the rule each node was made for
-  std::vector<uint32_t> inlined_;  // per automaton: each rule's subtree in it
+  std::vector<uint32_t> owner_;          // the rule each node was made for
+  std::vector<uint32_t> inlined_;        // per automaton: each rule's subtree in it
+  std::vector<uint32_t> inlined_rules_;  // the rules inlined_ holds a subtree for
   uint32_t current_rule_ = 0;
   size_t pattern_cells_ = 0;
   CompileBudget budget_{2 * kMaxSubsetWork};  // all the grammar's automata together

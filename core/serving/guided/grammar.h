@@ -25,10 +25,13 @@ namespace headway::serving::guided {
 inline constexpr uint32_t kUnbounded = UINT32_MAX;
 
 // Limits that keep a hostile schema from costing the engine thread without bound: how many anyOf
-// choices may be open before a byte decides them (the matcher's recursion), how many parse stacks
+// choices may be open before a byte decides them (what one byte may fork), how many parse stacks
 // a place may have, and how big a grammar, an object or a list of literals may be.
 inline constexpr int kMaxChoiceDepth = 64;
 inline constexpr size_t kMaxStacks = 256;
+// The pieces of work (a stack fed a step, a fork) one byte may take in the matcher, over all its
+// stacks: past it the rest are dropped. The compilers' bounds keep real grammars far below it.
+inline constexpr size_t kMaxForkWork = 65536;
 inline constexpr size_t kMaxNodes = 65536;
 inline constexpr size_t kMaxProperties = 1024;
 inline constexpr size_t kMaxLiterals = 16384;

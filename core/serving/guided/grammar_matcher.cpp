@@ -12,9 +12,6 @@ namespace {
 
 static_assert(sizeof(MatchFrame) == 16, "MatchFrame is compared and hashed as bytes");
 
-// Deeper anyOf nesting than this, decided by one byte, is dropped; the compiler refuses schemas
-// that nest them deeper (grammar.h), so only the bound on the recursion's stack use is left here.
-constexpr int kMaxForkDepth = kMaxChoiceDepth;
 // A string frame's node for keys of objects with free keys: no length limits.
 constexpr uint32_t kNoNode = UINT32_MAX;
 
@@ -107,8 +104,7 @@ void MatchState::append_key(std::string& key) const {
   if (end_bytes > 0) std::memcpy(key.data() + at + frame_bytes, ends.data(), end_bytes);
 }
 
-GrammarMatcher::GrammarMatcher(const Grammar& grammar)
-    : grammar_(grammar), fork_scratch_(kMaxForkDepth + 1) {}
+GrammarMatcher::GrammarMatcher(const Grammar& grammar) : grammar_(grammar) {}
 
 void GrammarMatcher::start(MatchState& out, uint32_t leading_whitespace) const {
   out.frames.assign(1, frame(kValue, grammar_.root));
@@ -125,14 +121,22 @@ void GrammarMatcher::start(MatchState& out, uint32_t leading_whitespace) const {
 bool GrammarMatcher::advance(const MatchState& in, uint8_t byte, MatchState& out) const {
   out.frames.clear();
   out.ends.clear();
-  uint32_t from = 0;
-  for (const uint32_t end : in.ends) {
-    const size_t begin = out.frames.size();
-    out.frames.insert(out.frames.end(), in.frames.begin() + from, in.frames.begin() + end);
-    feed(out, begin, byte, 0);
-    from = end;
+  // The stacks to feed, last first: the input's, then the forks' as feed() makes them. A work
+  // list, not recursion: a chain of forks and closes as deep as the stack costs no call depth.
+  pending_frames_.clear();
+  pending_ends_.clear();
+  for (size_t i = in.ends.size(); i-- > 0;) {
+    wait(in.frames, i == 0 ? 0 : in.ends[i - 1], in.ends[i]);
   }
-  if (out.ends.size() > 1) dedupe(out);
+  size_t work = 0;
+  while (!pending_ends_.empty()) {
+    pending_ends_.pop_back();
+    const uint32_t from = pending_ends_.empty() ? 0 : pending_ends_.back();
+    const size_t begin = out.frames.size();
+    out.frames.insert(out.frames.end(), pending_frames_.begin() + from, pending_frames_.end());
+    pending_frames_.resize(from);
+    feed(out, begin, byte, work);
+  }
   return !out.dead();
 }
 
@@ -217,46 +221,37 @@ void GrammarMatcher::parent_place(const MatchState& state, MatchState& out) {
   out.ends.assign(1, static_cast<uint32_t>(out.frames.size()));
 }
 
-void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, int depth) const {
+void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, size_t& work) const {
   for (;;) {
+    // A byte whose forks pass the bound (grammar.h) drops the rest; no real grammar comes near.
+    if (++work > kMaxForkWork) {
+      out.frames.resize(begin);
+      return;
+    }
     // A stack that closed its last construct reads no more bytes.
     if (out.frames.size() == begin) return;
     const MatchFrame top = out.frames.back();
     if (top.kind == kValue && grammar_.nodes[top.node].kind == NodeKind::kAnyOf) {
-      if (depth >= kMaxForkDepth) {
-        out.frames.resize(begin);
-        return;
+      // The other branches wait their turn (advance() feeds them); the first goes on here.
+      const std::vector<uint32_t>& branches = grammar_.nodes[top.node].branches;
+      for (size_t i = branches.size(); i-- > 1;) {
+        wait(out.frames, begin, out.frames.size());
+        pending_frames_.back().node = branches[i];
       }
-      std::vector<MatchFrame>& stack = fork_scratch_[depth];
-      stack.assign(out.frames.begin() + static_cast<std::ptrdiff_t>(begin), out.frames.end());
-      out.frames.resize(begin);
-      for (const uint32_t branch : grammar_.nodes[top.node].branches) {
-        const size_t start = out.frames.size();
-        out.frames.insert(out.frames.end(), stack.begin(), stack.end());
-        out.frames.back().node = branch;
-        feed(out, start, byte, depth + 1);
-      }
-      return;
+      out.frames.back().node = branches.front();
+      continue;
     }
     if (may_close_or_go_on(out.frames, begin, byte)) {
-      if (depth >= kMaxForkDepth) {
-        out.frames.resize(begin);
-        return;
-      }
-      // The stack goes on with the byte here, and a copy without the top frame is fed on in
-      // this loop: a chain of frames that close one after another costs no recursion.
-      std::vector<MatchFrame>& stack = fork_scratch_[depth];
-      stack.assign(out.frames.begin() + static_cast<std::ptrdiff_t>(begin), out.frames.end() - 1);
+      // The stack without its top frame (the parent reading the byte) waits its turn; the
+      // stack goes on with the byte here.
+      wait(out.frames, begin, out.frames.size() - 1);
       MatchFrame& going = out.frames.back();
       if (going.kind == kRegexText) {
         going.a = pattern_of(going.node).next(going.a, byte);
         keep(out, begin);
-      } else {  // kRepeatAt: one more item
-        begin_item(out.frames);
-        feed(out, begin, byte, depth + 1);
+        return;
       }
-      begin = out.frames.size();
-      out.frames.insert(out.frames.end(), stack.begin(), stack.end());
+      begin_item(out.frames);  // kRepeatAt: one more item
       continue;
     }
     switch (step(out.frames, begin, byte)) {
@@ -272,9 +267,26 @@ void GrammarMatcher::feed(MatchState& out, size_t begin, uint8_t byte, int depth
   }
 }
 
+void GrammarMatcher::wait(const std::vector<MatchFrame>& frames, size_t begin, size_t end) const {
+  pending_frames_.insert(pending_frames_.end(), frames.begin() + static_cast<std::ptrdiff_t>(begin),
+                         frames.begin() + static_cast<std::ptrdiff_t>(end));
+  pending_ends_.push_back(static_cast<uint32_t>(pending_frames_.size()));
+}
+
 void GrammarMatcher::keep(MatchState& out, size_t begin) {
+  const size_t size = out.frames.size() - begin;
+  // An equal stack is the same parse: one is kept, so the bound counts different parses.
+  uint32_t from = 0;
+  bool seen = false;
+  for (size_t i = 0; i < out.ends.size() && !seen; ++i) {
+    const uint32_t end = out.ends[i];
+    seen =
+        end - from == size && std::equal(out.frames.begin() + from, out.frames.begin() + end,
+                                         out.frames.begin() + static_cast<std::ptrdiff_t>(begin));
+    from = end;
+  }
   // Past these, ambiguity or nesting no real schema or grammar reaches (grammar.h).
-  if (out.ends.size() >= kMaxStacks || out.frames.size() - begin > kMaxStackFrames) {
+  if (seen || out.ends.size() >= kMaxStacks || size > kMaxStackFrames) {
     out.frames.resize(begin);
     return;
   }
@@ -907,34 +919,6 @@ GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frame
   if (matched.size() != read) return Step::kRejected;
   frames.pop_back();  // a whole literal: the parent reads the byte
   return Step::kRetry;
-}
-
-void GrammarMatcher::dedupe(MatchState& state) {
-  size_t kept_stacks = 0;
-  uint32_t kept_end = 0;
-  uint32_t from = 0;
-  for (size_t i = 0; i < state.ends.size(); ++i) {
-    const uint32_t end = state.ends[i];
-    const uint32_t size = end - from;
-    bool seen = false;
-    uint32_t other_from = 0;
-    for (size_t k = 0; k < kept_stacks && !seen; ++k) {
-      const uint32_t other_end = state.ends[k];
-      seen = other_end - other_from == size &&
-             std::equal(state.frames.begin() + other_from, state.frames.begin() + other_end,
-                        state.frames.begin() + from);
-      other_from = other_end;
-    }
-    if (!seen) {
-      std::copy(state.frames.begin() + from, state.frames.begin() + end,
-                state.frames.begin() + kept_end);
-      kept_end += size;
-      state.ends[kept_stacks++] = kept_end;
-    }
-    from = end;
-  }
-  state.frames.resize(kept_end);
-  state.ends.resize(kept_stacks);
 }
 
 }  // namespace headway::serving::guided

@@ -70,10 +70,14 @@ class GrammarMatcher {
 
  private:
   enum class Step { kConsumed, kRejected, kRetry };
-  // Feeds `byte` to the stack that starts at out.frames[begin] (the last one there); appends the
-  // resulting stacks' ends to out.ends, or removes the stack.
-  void feed(MatchState& out, size_t begin, uint8_t byte, int depth) const;
-  // Appends the stack that ends out.frames (from `begin`) to out.ends, or drops it past the limits.
+  // Feeds `byte` to the stack that starts at out.frames[begin] (the last one there): appends its
+  // end to out.ends (keep()), or removes the stack; a fork's other ways wait in the work list.
+  // `work`: the pieces this byte has taken so far (kMaxForkWork).
+  void feed(MatchState& out, size_t begin, uint8_t byte, size_t& work) const;
+  // Puts frames[begin, end) on the work list as a stack of its own.
+  void wait(const std::vector<MatchFrame>& frames, size_t begin, size_t end) const;
+  // Appends the stack that ends out.frames (from `begin`) to out.ends; drops it where an equal
+  // one is there already, or past the limits.
   static void keep(MatchState& out, size_t begin);
   // Whether the stack's top frame may both close (its parent reading the byte) and go on with
   // it: a repeat between its counts, raw text inside a grammar at a match.
@@ -99,10 +103,11 @@ class GrammarMatcher {
   // Of an object's properties from `from` on, one past the last that may come next (all before
   // it optional).
   uint32_t key_window_end(const GrammarNode& object, uint32_t from) const;
-  static void dedupe(MatchState& state);
 
   const Grammar& grammar_;
-  mutable std::vector<std::vector<MatchFrame>> fork_scratch_;  // one per anyOf nesting depth
+  // advance()'s work list: stacks waiting to be fed, one after another (the scratch it keeps).
+  mutable std::vector<MatchFrame> pending_frames_;
+  mutable std::vector<uint32_t> pending_ends_;
 };
 
 }  // namespace headway::serving::guided

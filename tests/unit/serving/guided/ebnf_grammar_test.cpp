@@ -292,6 +292,64 @@ TEST(EbnfGrammar, RightRecursionKeepsAFlatStackAndNestingIsBounded) {
   EXPECT_EQ(walk(nested, std::string(kMaxStackFrames + 1, '(')), "dead");
 }
 
+// A chain of rules each using the next is regular: short, it is inlined into one automaton;
+// past the inlining depth it is matched as nodes, compiled without recursion either way.
+TEST(EbnfGrammar, LongChainsOfRulesAreMatchedAsNodesPastTheInliningDepth) {
+  const auto chain = [](int rules) {
+    std::string text = "root ::= r0\n";
+    for (int i = 0; i < rules; ++i) {
+      text += "r" + std::to_string(i) + " ::= \"a\" r" + std::to_string(i + 1) + " | \"b\"\n";
+    }
+    return text + "r" + std::to_string(rules) + " ::= \"c\"\n";
+  };
+  const Grammar short_chain = compiled(chain(10));
+  EXPECT_EQ(short_chain.nodes[short_chain.root].kind, NodeKind::kRegex);
+  EXPECT_EQ(walk(short_chain, std::string(10, 'a') + "c"), "complete");
+  EXPECT_EQ(walk(short_chain, std::string(11, 'a')), "dead");
+
+  const Grammar long_chain = compiled(chain(2000));
+  EXPECT_NE(long_chain.nodes[long_chain.root].kind, NodeKind::kRegex);
+  EXPECT_EQ(walk(long_chain, std::string(1999, 'a') + "b"), "complete");
+  EXPECT_EQ(walk(long_chain, std::string(2000, 'a') + "c"), "complete");
+  EXPECT_EQ(walk(long_chain, std::string(2000, 'a') + "b"), "dead");
+  EXPECT_EQ(walk(long_chain, std::string(1000, 'a')), "open");
+}
+
+// Found by review: a byte that closes many nested frames, each opening a choice, was cut off at
+// the matcher's old recursion bound (64); and equal parse stacks counted against the bound on
+// different ones before they were merged.
+TEST(EbnfGrammar, LongChainsOfClosesAndManyEqualParsesAreFollowed) {
+  const Grammar closes = compiled(R"g(root ::= inner "y"
+                                      inner ::= "x" inner a | ""
+                                      a ::= "q" inner | "")g");
+  EXPECT_EQ(walk(closes, std::string(64, 'x') + "y"), "complete");
+  EXPECT_EQ(walk(closes, std::string(300, 'x') + "y"), "complete");
+  EXPECT_EQ(walk(closes, std::string(300, 'x') + "qxy"), "complete");
+
+  const Grammar equal = compiled(R"g(root ::= s "c" | "a"* "e"
+                                     s ::= "a" s s | "")g");
+  EXPECT_EQ(walk(equal, std::string(40, 'a') + "e"), "complete");
+  EXPECT_EQ(walk(equal, std::string(40, 'a') + "c"), "complete");
+}
+
+// Found by review: a rule that doubles its size at each level (`d0 ::= d1 d1`, ... 21 levels:
+// 2^20 "b"s) was built as an automaton before it was found too large, once per use: minutes of
+// compiling. Parts are sized first now, and nothing past the bounds is built.
+TEST(EbnfGrammar, PartsTooLargeForAnAutomatonAreSizedNotBuilt) {
+  std::string text = "root ::= x0";
+  for (int j = 1; j < 100; ++j) text += " | x" + std::to_string(j);
+  text += "\n";
+  for (int j = 0; j < 100; ++j) text += "x" + std::to_string(j) + " ::= d0 \"c\"\n";
+  for (int i = 0; i < 20; ++i) {
+    text += "d" + std::to_string(i) + " ::= d" + std::to_string(i + 1) + " d" +
+            std::to_string(i + 1) + "\n";
+  }
+  text += "d20 ::= \"b\"\n";
+  const Grammar g = compiled(text);
+  EXPECT_EQ(walk(g, std::string(4096, 'b')), "open");
+  EXPECT_EQ(walk(g, "bc"), "dead");
+}
+
 TEST(EbnfGrammar, NotationCommentsEscapesAndLines) {
   // Alternatives over several lines, comments, escapes, '.', negated classes, counts.
   const Grammar g = compiled(

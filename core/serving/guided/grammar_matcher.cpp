@@ -121,21 +121,24 @@ void GrammarMatcher::start(MatchState& out, uint32_t leading_whitespace) const {
 bool GrammarMatcher::advance(const MatchState& in, uint8_t byte, MatchState& out) const {
   out.frames.clear();
   out.ends.clear();
-  // The stacks to feed, last first: the input's, then the forks' as feed() makes them. A work
-  // list, not recursion: a chain of forks and closes as deep as the stack costs no call depth.
   pending_frames_.clear();
   pending_ends_.clear();
-  for (size_t i = in.ends.size(); i-- > 0;) {
-    wait(in.frames, i == 0 ? 0 : in.ends[i - 1], in.ends[i]);
-  }
   size_t work = 0;
-  while (!pending_ends_.empty()) {
-    pending_ends_.pop_back();
-    const uint32_t from = pending_ends_.empty() ? 0 : pending_ends_.back();
-    const size_t begin = out.frames.size();
-    out.frames.insert(out.frames.end(), pending_frames_.begin() + from, pending_frames_.end());
-    pending_frames_.resize(from);
-    feed(out, begin, byte, work);
+  uint32_t from = 0;
+  for (const uint32_t end : in.ends) {
+    out.frames.insert(out.frames.end(), in.frames.begin() + from, in.frames.begin() + end);
+    feed(out, out.frames.size() - (end - from), byte, work);
+    // The stacks its forks left waiting, last first. A work list, not recursion: a chain of
+    // forks and closes as deep as the stack costs no call depth.
+    while (!pending_ends_.empty()) {
+      pending_ends_.pop_back();
+      const uint32_t waiting = pending_ends_.empty() ? 0 : pending_ends_.back();
+      const size_t begin = out.frames.size();
+      out.frames.insert(out.frames.end(), pending_frames_.begin() + waiting, pending_frames_.end());
+      pending_frames_.resize(waiting);
+      feed(out, begin, byte, work);
+    }
+    from = end;
   }
   return !out.dead();
 }

@@ -161,6 +161,7 @@ bool GrammarMatcher::nullable(uint32_t node) const {
 }
 
 bool GrammarMatcher::closes_now(const MatchFrame& frame) const {
+  // A free key's string frame has no node (kNoNode); it never closes without its quote.
   const GrammarNode& node = grammar_.nodes[frame.node < grammar_.nodes.size() ? frame.node : 0];
   switch (frame.kind) {
     case kValue:

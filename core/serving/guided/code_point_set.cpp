@@ -72,9 +72,11 @@ void split_same_length(uint32_t low, uint32_t high, std::vector<Utf8Sequence>& o
 
 }  // namespace
 
-CodePointSet CodePointSet::all() {
+CodePointSet CodePointSet::all() { return range(0, kMaxCodePoint); }
+
+CodePointSet CodePointSet::range(uint32_t low, uint32_t high) {
   CodePointSet set;
-  set.add(0, kMaxCodePoint);
+  set.add(low, high);
   return set;
 }
 

@@ -23,6 +23,8 @@ class CodePointSet {
   CodePointSet() = default;
   // Any scalar value.
   static CodePointSet all();
+  // The scalar values from low to high (high >= low, high <= kMaxCodePoint).
+  static CodePointSet range(uint32_t low, uint32_t high);
 
   void add(uint32_t low, uint32_t high);  // high >= low, high <= kMaxCodePoint
   void add(const CodePointSet& other);

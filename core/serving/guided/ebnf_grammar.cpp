@@ -89,6 +89,8 @@ class EbnfCompiler {
   // list rather than recursion: a long chain of rules costs no stack.
   void find_inlinable_rules() {
     const size_t count = source_.rules.size();
+    expr_size_.assign(source_.exprs.size(), kUnknown);
+    inline_depth_.assign(source_.exprs.size(), kUnknown);
     rule_depth_.assign(count, kNotInlinable);
     rule_size_.assign(count, kSizeCap);
     std::vector<std::vector<std::pair<uint32_t, uint32_t>>> uses(count);  // (rule, depth in body)
@@ -115,7 +117,8 @@ class EbnfCompiler {
       rule_size_[rule] = expr_size(source_.rules[rule].body);
       const bool too_big = depth > kMaxInlineDepth || rule_size_[rule] > kMaxNfaStates;
       rule_depth_[rule] = too_big ? kNotInlinable : depth;
-      // A rule that uses one too deep is not inlined either; it still resolves its users.
+      // A rule that uses one too deep or too big is not inlined either; it still resolves its
+      // users.
       for (const uint32_t user : used_by[rule]) {
         if (--unresolved[user] == 0) ready.push_back(user);
       }
@@ -124,7 +127,14 @@ class EbnfCompiler {
   }
 
   // The automaton states building `index` would take (its rules' sizes known), saturating.
-  uint32_t expr_size(uint32_t index) const {
+  // Remembered: every level of a nested part asks for its subtree's.
+  uint32_t expr_size(uint32_t index) {
+    if (expr_size_[index] != kUnknown) return expr_size_[index];
+    const uint32_t size = measure_size(index);
+    expr_size_[index] = size;
+    return size;
+  }
+  uint32_t measure_size(uint32_t index) {
     const EbnfExpr& e = expr(index);
     const auto add = [](uint64_t a, uint64_t b) {
       return static_cast<uint32_t>(std::min<uint64_t>(a + b, kSizeCap));
@@ -169,8 +179,15 @@ class EbnfCompiler {
 
   // Whether `index` may be one automaton: every rule it uses may be inlined, and the whole is
   // at most kMaxInlineDepth deep.
-  bool inlinable(uint32_t index) const { return inline_depth(index) <= kMaxInlineDepth; }
-  uint32_t inline_depth(uint32_t index) const {
+  bool inlinable(uint32_t index) { return inline_depth(index) <= kMaxInlineDepth; }
+  // Remembered, as expr_size().
+  uint32_t inline_depth(uint32_t index) {
+    if (inline_depth_[index] != kUnknown) return inline_depth_[index];
+    const uint32_t depth = measure_depth(index);
+    inline_depth_[index] = depth;
+    return depth;
+  }
+  uint32_t measure_depth(uint32_t index) {
     const EbnfExpr& e = expr(index);
     if (e.kind == EbnfKind::kRule) {
       return rule_depth_[e.rule] == kNotInlinable ? kNotInlinable : rule_depth_[e.rule] + 1;
@@ -593,6 +610,9 @@ class EbnfCompiler {
   static constexpr uint32_t kNotInlinable = UINT32_MAX;
   std::vector<uint32_t> rule_depth_;  // each rule's inlined depth, or kNotInlinable
   std::vector<uint32_t> rule_size_;   // each rule's expr_size() (kSizeCap until known)
+  static constexpr uint32_t kUnknown = UINT32_MAX - 1;  // below kNotInlinable
+  std::vector<uint32_t> expr_size_;     // expr_size() of each expression, once asked
+  std::vector<uint32_t> inline_depth_;  // inline_depth() of each expression, once asked
   std::vector<uint32_t> rule_node_;
   std::vector<uint32_t> pending_;
   std::vector<uint32_t> owner_;          // the rule each node was made for

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 
@@ -102,17 +103,12 @@ class Parser : TextReader {
 
   [[noreturn]] void fail(const std::string& what) const { fail_at(at_, what); }
   [[noreturn]] void fail_at(size_t at, const std::string& what) const {
-    size_t line = 1;
-    size_t line_start = 0;
-    for (size_t i = 0; i < at && i < text_.size(); ++i) {
-      if (text_[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
+    const size_t line_end = text_.rfind('\n', at == 0 ? 0 : at - 1);
+    const size_t line_start = at == 0 || line_end == std::string_view::npos ? 0 : line_end + 1;
     throw ServiceError(
         ErrorCode::kInvalidArgument,
-        fmt::format("{}: line {}, column {}: {}", field_, line, at - line_start + 1, what), field_);
+        fmt::format("{}: line {}, column {}: {}", field_, line_of(at), at - line_start + 1, what),
+        field_);
   }
 
   // Spaces, tabs, line ends and comments.
@@ -186,8 +182,7 @@ class Parser : TextReader {
     skip_blanks();
     at_ += lark_ ? 1 : 3;
     const uint32_t index = add_rule(name, start);
-    if (!defined_any_) first_rule_ = index;
-    defined_any_ = true;
+    if (!first_rule_) first_rule_ = index;
     skip_blanks();
     const uint32_t body = alternation(0);
     grammar_.rules[index].body = body;
@@ -200,11 +195,13 @@ class Parser : TextReader {
   uint32_t add_rule(const std::string& name, size_t at) {
     if (const auto found = rule_index_.find(name); found != rule_index_.end()) {
       fail_at(at, fmt::format("the rule `{}` is defined again (first on line {})", name,
-                              grammar_.rules[found->second].line));
+                              line_of(grammar_.rules[found->second].at)));
     }
     const auto index = static_cast<uint32_t>(grammar_.rules.size());
     rule_index_.emplace(name, index);
-    grammar_.rules.push_back(EbnfRule{name, 0, line_of(at)});
+    // The line is counted only for a message: counting it for every rule costs the text's
+    // length per rule.
+    grammar_.rules.push_back(EbnfRule{name, 0, at});
     return index;
   }
 
@@ -313,9 +310,8 @@ class Parser : TextReader {
   }
 
   uint32_t line_of(size_t at) const {
-    uint32_t line = 1;
-    for (size_t i = 0; i < at; ++i) line += text_[i] == '\n' ? 1 : 0;
-    return line;
+    const std::string_view before = text_.substr(0, at);
+    return 1 + static_cast<uint32_t>(std::count(before.begin(), before.end(), '\n'));
   }
 
   uint32_t alternation(int depth) {
@@ -471,7 +467,7 @@ class Parser : TextReader {
         (text_[at_ + 2] == '"' || text_[at_ + 2] == '\'')) {
       const size_t dash = at_;
       at_ += 2;
-      const uint32_t high_start = static_cast<uint32_t>(at_);
+      const size_t high_start = at_;
       const char high_quote = text_[at_++];
       if (!more()) fail_at(high_start, fmt::format("an unclosed '{}'", high_quote));
       const uint32_t high = character(high_start);
@@ -479,16 +475,14 @@ class Parser : TextReader {
         fail_at(start, "a range \"a\"..\"z\" whose ends are not one character each");
       }
       if (high < characters[0]) fail_at(dash, "a range whose end comes before its start");
-      CodePointSet range;
-      range.add(characters[0], high);
-      return add_chars(std::move(range));
+      return add_chars(CodePointSet::range(characters[0], high));
     }
     const bool any_case = lark_ && more() && peek() == 'i' &&
                           (at_ + 1 == text_.size() || !is_name_char(text_[at_ + 1]));
     if (any_case) ++at_;
     std::vector<uint32_t> items;
     for (const uint32_t c : characters) {
-      CodePointSet set = single(c);
+      CodePointSet set = CodePointSet::range(c, c);
       if (any_case && c < 0x80 && std::isalpha(static_cast<int>(c)) != 0) {
         set.add(static_cast<uint32_t>(std::tolower(static_cast<int>(c))),
                 static_cast<uint32_t>(std::tolower(static_cast<int>(c))));
@@ -540,12 +534,6 @@ class Parser : TextReader {
     if (negated) set = set.complement();
     if (set.empty()) fail_at(start, "a class that matches no character");
     return add_chars(std::move(set));
-  }
-
-  static CodePointSet single(uint32_t value) {
-    CodePointSet set;
-    set.add(value, value);
-    return set;
   }
 
   // One character of a literal or class: UTF-8 or an escape. Raw line ends are refused, as in
@@ -613,8 +601,8 @@ class Parser : TextReader {
     }
     if (lark_) {  // Lark's `start`, or the first rule (as vLLM's conversion reads it)
       const auto start = rule_index_.find("start");
-      if (!defined_any_) fail_at(0, "no rules, only imports");
-      grammar_.root = start != rule_index_.end() ? start->second : first_rule_;
+      if (!first_rule_) fail_at(0, "no rules, only imports");
+      grammar_.root = start != rule_index_.end() ? start->second : *first_rule_;
       return;
     }
     const auto root = rule_index_.find("root");
@@ -627,8 +615,7 @@ class Parser : TextReader {
 
   const std::string& field_;
   const bool lark_;
-  uint32_t first_rule_ = 0;
-  bool defined_any_ = false;  // a rule written in the text (not an import) was read
+  std::optional<uint32_t> first_rule_;  // the first rule written in the text (not an import)
   EbnfGrammar grammar_;
   std::unordered_map<std::string, uint32_t> rule_index_;
   std::vector<Reference> references_;

@@ -54,7 +54,7 @@ struct EbnfExpr {
 struct EbnfRule {
   std::string name;
   uint32_t body = 0;  // an index into EbnfGrammar::exprs
-  uint32_t line = 0;  // where it is defined, for messages
+  size_t at = 0;      // where it is defined (a byte offset in the text), for messages
 };
 
 struct EbnfGrammar {

@@ -14,18 +14,12 @@ namespace {
 
 constexpr int kMaxNesting = 128;  // groups inside groups: the parser's recursion
 
-CodePointSet range_set(uint32_t low, uint32_t high) {
-  CodePointSet set;
-  set.add(low, high);
-  return set;
-}
-
 // What the class escapes match. A guided answer must satisfy the pattern in Python (vLLM's
 // guided_regex) and in JavaScript (JSON Schema's pattern), which read \d \w \s and '.' alike on
 // ASCII but not beyond, so each escape and its complement match only what both engines agree on:
 // \d \w \s are ASCII, \D and \W are the ASCII characters outside them, \S is every character
 // that is white space in neither engine, and '.' leaves out every line terminator of either.
-CodePointSet digits() { return range_set('0', '9'); }
+CodePointSet digits() { return CodePointSet::range('0', '9'); }
 
 // The ASCII characters not in `set`.
 CodePointSet ascii_outside(const CodePointSet& set) {
@@ -35,7 +29,7 @@ CodePointSet ascii_outside(const CodePointSet& set) {
 }
 
 CodePointSet line_terminators() {
-  CodePointSet set = range_set('\n', '\n');
+  CodePointSet set = CodePointSet::range('\n', '\n');
   set.add('\r', '\r');
   set.add(0x2028, 0x2029);
   return set;
@@ -43,7 +37,7 @@ CodePointSet line_terminators() {
 
 // White space to Python or to JavaScript.
 CodePointSet any_engines_space() {
-  CodePointSet set = range_set('\t', '\r');
+  CodePointSet set = CodePointSet::range('\t', '\r');
   set.add(0x1C, 0x20);
   for (const uint32_t c :
        {0x85u, 0xA0u, 0x1680u, 0x2028u, 0x2029u, 0x202Fu, 0x205Fu, 0x3000u, 0xFEFFu}) {
@@ -54,7 +48,7 @@ CodePointSet any_engines_space() {
 }
 
 CodePointSet word_chars() {
-  CodePointSet set = range_set('a', 'z');
+  CodePointSet set = CodePointSet::range('a', 'z');
   set.add('A', 'Z');
   set.add('0', '9');
   set.add('_', '_');
@@ -62,7 +56,7 @@ CodePointSet word_chars() {
 }
 
 CodePointSet space_chars() {
-  CodePointSet set = range_set('\t', '\r');  // \t \n \v \f \r
+  CodePointSet set = CodePointSet::range('\t', '\r');  // \t \n \v \f \r
   set.add(' ', ' ');
   return set;
 }
@@ -249,7 +243,7 @@ class Parser : TextReader {
     if (c == '*' || c == '+' || c == '?') fail("nothing to repeat");
     if (counted_quantifier_here()) fail("nothing to repeat");
     const uint32_t c_value = character();
-    return add_chars(range_set(c_value, c_value));
+    return add_chars(CodePointSet::range(c_value, c_value));
   }
 
   uint32_t group(int depth) {
@@ -296,7 +290,7 @@ class Parser : TextReader {
     const char c = peek();
     ++at_;
     const auto single = [&](uint32_t value) {
-      set = range_set(value, value);
+      set = CodePointSet::range(value, value);
       return false;
     };
     switch (c) {

@@ -174,6 +174,7 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.in_use = true;
   r.prefill_only = false;
   r.outputs_before = 0;
+  r.prompt_logprobs_next = 1;
   if (r.record != nullptr) {
     r.record->id = r.id;
     r.record->class_index = r.class_index;
@@ -420,7 +421,8 @@ bool Engine::step() {
         r.id, s.start, s.tokens, model_needs_ids_ ? r.tokens.data() + s.start : nullptr,
         r.blocks.data(), static_cast<uint32_t>(r.blocks.size()), sample ? 1 : 0,
         r.sampling.temperature, r.sampling.top_p, r.sampling.seed,
-        r.outputs_before + r.output_tokens, r.sampling.top_k, r.sampling.min_p, 0});
+        r.outputs_before + r.output_tokens, r.sampling.top_k, r.sampling.min_p,
+        r.reports_prompt_in(s.start, s.tokens) ? 1u : 0u});
     slice_slots_.push_back(slot);
     detail_.slices.push_back(s);
     detail_.slice_is_decode.push_back(is_decode ? 1 : 0);
@@ -437,7 +439,9 @@ bool Engine::step() {
   const hw_model_info& info = model_->info();
   uint32_t logit_rows = 0;
   if (info.returns_logits) {
-    for (const hw_model_slice& m : model_slices_) logit_rows += m.sample ? 1 : 0;
+    for (const hw_model_slice& m : model_slices_) {
+      logit_rows += m.all_logits != 0 ? m.tokens : static_cast<uint32_t>(m.sample != 0);
+    }
     const size_t needed = static_cast<size_t>(logit_rows) * info.vocab;
     if (logits_.size() < needed) logits_.resize(needed);
     output.logits = logits_.data();
@@ -451,13 +455,34 @@ bool Engine::step() {
       throw Error(fmt::format("{}: step {}: {}", config_.name, step_index_, e.what()), e.code());
     }
   }
+  prompt_begin_.assign(model_slices_.size() + 1, 0);
   if (logit_rows > 0) {
     // Sampling in the core, shared by every model that returns logits.
     uint32_t row = 0;
     uint32_t top_used = 0;
+    // Room for every prompt figure's top tokens first, so that their spans stay valid.
+    size_t prompt_top_needed = 0;
+    for (size_t i = 0; i < model_slices_.size(); ++i) {
+      if (model_slices_[i].all_logits == 0) continue;
+      const int32_t asked = requests_[slice_slots_[i]].sampling.prompt_logprobs;
+      prompt_top_needed += size_t{model_slices_[i].tokens} *
+                           std::min<uint32_t>(static_cast<uint32_t>(asked), info.vocab);
+    }
+    if (prompt_top_.size() < prompt_top_needed) prompt_top_.resize(prompt_top_needed);
+    size_t prompt_top_used = 0;
+    prompt_figures_.clear();
     if (slice_logprobs_.size() < model_slices_.size()) slice_logprobs_.resize(model_slices_.size());
     for (size_t i = 0; i < model_slices_.size(); ++i) {
-      if (!model_slices_[i].sample) continue;
+      const hw_model_slice& m = model_slices_[i];
+      if (m.all_logits != 0) {
+        read_prompt_figures(requests_[slice_slots_[i]], m, row, prompt_top_used);
+        row += m.tokens - 1;  // the last row is the one to sample from, if any
+      }
+      prompt_begin_[i + 1] = static_cast<uint32_t>(prompt_figures_.size());
+      if (!m.sample) {
+        if (m.all_logits != 0) ++row;
+        continue;
+      }
       const Request& r = requests_[slice_slots_[i]];
       std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * info.vocab, info.vocab);
       const uint32_t generated = r.outputs_before + r.output_tokens;
@@ -501,6 +526,11 @@ bool Engine::step() {
     Request& r = requests_[slot];
     r.computed_tokens += model_slices_[i].tokens;
     if (prefix_cache_ != nullptr) record_full_blocks(r);
+    if (listener_ != nullptr && prompt_begin_[i + 1] > prompt_begin_[i]) {
+      listener_->on_prompt_logprobs(
+          r.id, std::span(prompt_figures_)
+                    .subspan(prompt_begin_[i], prompt_begin_[i + 1] - prompt_begin_[i]));
+    }
     if (!model_slices_[i].sample) {
       r.state = HW_REQUEST_PREFILLING;
       continue;
@@ -606,8 +636,11 @@ void Engine::match_cached_prefixes() {
     if (!r.blocks.empty()) continue;  // its KV was moved here and is held already
     // The last token is always computed: its logits give the next token. A simulated model's
     // request knows the ids of its prompt only.
-    const uint32_t most =
-        static_cast<uint32_t>(std::min<size_t>(r.total() - 1, r.tokens.size()) / block_size);
+    // A position whose next token's figures are still to be reported must be computed.
+    const size_t must_compute_from =
+        r.reports_prompt_in(0, r.total()) ? r.prompt_logprobs_next - 1 : r.total() - 1;
+    const uint32_t most = static_cast<uint32_t>(
+        std::min({size_t{r.total() - 1}, r.tokens.size(), must_compute_from}) / block_size);
     // The match of the steps before stands up to its first block evicted since (a block's
     // generation changes with each eviction) or, without sharing, not to be taken now: checking
     // costs a comparison per block, where finding it again hashes and compares its ids; and
@@ -675,6 +708,27 @@ void Engine::record_full_blocks(Request& r) {
   }
 }
 
+void Engine::read_prompt_figures(Request& r, const hw_model_slice& slice, uint32_t first_row,
+                                 size_t& top_used) {
+  const hw_model_info& info = model_->info();
+  const uint32_t count =
+      std::min<uint32_t>(static_cast<uint32_t>(r.sampling.prompt_logprobs), info.vocab);
+  // Row t gives the distribution of the token at position start + t + 1.
+  const uint32_t from = std::max(slice.start + 1, r.prompt_logprobs_next);
+  const uint32_t to = std::min(slice.start + slice.tokens + 1, r.own_prompt());
+  for (uint32_t position = from; position < to; ++position) {
+    const std::span<const float> logits(
+        logits_.data() + (size_t{first_row} + position - 1 - slice.start) * info.vocab, info.vocab);
+    const int32_t token = r.tokens[position];
+    const std::span<TokenLogprob> top = std::span(prompt_top_).subspan(top_used, count);
+    top_used += count;
+    const float logprob = logprob_calculator_.compute(logits, token, top);
+    prompt_figures_.push_back(
+        PromptTokenLogprobs{position, token, logprob, rank_of(logits, token), top});
+  }
+  r.prompt_logprobs_next = std::max(r.prompt_logprobs_next, to);
+}
+
 void Engine::check_sampling(const std::string& who, const SamplingParams& sampling) const {
   if (!sampling.uses_host_processing()) return;
   // The service refuses these for such a model already; an engine never ignores them silently.
@@ -682,6 +736,13 @@ void Engine::check_sampling(const std::string& who, const SamplingParams& sampli
     throw Error(
         fmt::format("{}: penalties, min_tokens, logit_bias, logprobs and guided output need a "
                     "model that returns logits; model '{}' samples on its device",
+                    who, model_->name()));
+  }
+  if (sampling.prompt_logprobs >= 0 &&
+      (model_->info().returns_prompt_logits == 0 || !model_needs_ids_)) {
+    throw Error(
+        fmt::format("{}: prompt_logprobs need a model that returns a logits row for every "
+                    "prompt position and reads token ids; model '{}' does not",
                     who, model_->name()));
   }
   if (sampling.uses_penalties() && !model_needs_ids_) {
@@ -746,6 +807,8 @@ void Engine::release_transferred(uint64_t id) {
 bool Engine::reserve_incoming(IncomingTransfer in) {
   const std::string who = fmt::format("{}: incoming request {}", config_.name, in.id);
   if (id_to_slot_.count(in.id) != 0) throw Error(who + ": duplicate request id");
+  // Its prompt was computed, and its figures reported, where it was prefilled.
+  in.sampling.prompt_logprobs = -1;
   check_sampling(who, in.sampling);
   if (!can_continue(in.prompt_tokens, in.output_tokens)) {
     throw Error(fmt::format("{}: {} tokens leave no room within max_model_len {}", who,

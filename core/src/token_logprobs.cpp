@@ -59,4 +59,13 @@ float LogprobCalculator::compute(std::span<const float> logits, int32_t chosen,
                                                                     : kMinLogprob;
 }
 
+uint32_t rank_of(std::span<const float> logits, int32_t token) {
+  if (token < 0 || static_cast<size_t>(token) >= logits.size()) return 0;
+  const float own = logits[static_cast<size_t>(token)];
+  if (std::isnan(own)) return static_cast<uint32_t>(logits.size());
+  uint32_t at_least = 0;
+  for (const float l : logits) at_least += l >= own ? 1u : 0u;  // NaN compares false
+  return at_least;
+}
+
 }  // namespace headway::core

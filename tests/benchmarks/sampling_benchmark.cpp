@@ -5,6 +5,8 @@
 // - BM_SamplePenalised: repetition, frequency and presence penalties over a history of N tokens
 //   (prompt + outputs): linear in N, nothing per vocabulary entry beyond the argmax.
 // - BM_SampleWithLogprobs: the engine's copy of the raw row and log-softmax + top-20.
+// - BM_PromptTokenFigures: what the engine does per prompt position for prompt_logprobs: the
+//   log-softmax and top-N of the position's row and the prompt token's rank (N = 0, 5, 20).
 // See docs/performance.md, "Logits processing".
 #include <benchmark/benchmark.h>
 #include <headway/core/sampler.h>
@@ -90,9 +92,23 @@ void BM_SampleWithLogprobs(benchmark::State& state) {
 
 }  // namespace
 
+void BM_PromptTokenFigures(benchmark::State& state) {
+  const std::vector<float> logits = random_logits();
+  const std::vector<int32_t> tokens = random_tokens(64);
+  std::vector<headway::core::TokenLogprob> top(static_cast<size_t>(state.range(0)));
+  headway::core::LogprobCalculator calculator;
+  size_t position = 0;
+  for (auto _ : state) {
+    const int32_t token = tokens[position++ % tokens.size()];
+    benchmark::DoNotOptimize(calculator.compute(logits, token, top));
+    benchmark::DoNotOptimize(headway::core::rank_of(logits, token));
+  }
+}
+
 BENCHMARK(BM_SampleGreedy)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleTemperature)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleTopP)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SamplePenalised)->Arg(1024)->Arg(32768)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleWithLogprobs)->Arg(0)->Arg(20)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PromptTokenFigures)->Arg(0)->Arg(5)->Arg(20)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

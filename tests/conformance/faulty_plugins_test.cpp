@@ -190,6 +190,19 @@ TEST(FaultyPlugins, BatchDependentModelFailsBatchInvariance) {
   expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
 }
 
+// Declaring returns_prompt_logits declares the feature: rows that are not each position's own
+// cost the verdict, though chunking and batching cannot see them.
+TEST(FaultyPlugins, PromptRowsModelFailsPromptLogits) {
+  const auto r = run_faulty("faulty_prompt_rows_model.so");
+  EXPECT_FALSE(r.conformant()) << headway::test::describe(r);
+  expect_outcome(r, "model.prompt_logits", Outcome::kFail);
+  expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
+  expect_outcome(r, "model.batch_invariance", Outcome::kPass);
+  // A model that does not declare it is not asked.
+  expect_outcome(run_faulty("faulty_batch_dependent_model.so"), "model.prompt_logits",
+                 Outcome::kNotSupported);
+}
+
 // A router that claims a feature it does not have: least_loaded never splits a request over a
 // prefill and a decode engine, so declaring 'disaggregation' for it must cost the verdict.
 TEST(FaultyPlugins, AFeatureDeclaredButFailedBreaksConformance) {

@@ -41,6 +41,8 @@ TEST_F(ModelReferenceTest, CpuModelIsConformant) {
                                           options());
   EXPECT_TRUE(r.conformant()) << headway::test::describe(r);
   EXPECT_EQ(headway::test::find_test(r, "model.reference_logits")->outcome, Outcome::kPass);
+  EXPECT_EQ(headway::test::find_test(r, "model.prompt_logits")->outcome, Outcome::kPass)
+      << headway::test::describe(r);
 }
 
 TEST_F(ModelReferenceTest, WrongRopeFailsOnlyReferenceLogits) {

@@ -1,6 +1,7 @@
-// A valid scheduler whose descriptor declares the ABI minor before the host's (HW_ABI_MINOR - 1),
-// as a plugin built against an older SDK would. With the host at minor 0 there is no older minor:
-// the descriptor then says 0 and the test that loads it skips.
+// A valid scheduler whose descriptor declares ABI 1.2, an older minor than the host's, as a plugin
+// built against an older SDK would: the conformance suite loads it (abi_minor_test.cpp), and it
+// predates hw_request_view.blocks_shared (1.3), so the engine shares no cached blocks with it
+// (engine_prefix_caching_test.cpp).
 #include <headway/plugin.hpp>
 
 namespace {
@@ -42,18 +43,20 @@ class OlderMinorScheduler final : public headway::sdk::StepScheduler {
 
 using Adapter = headway::sdk::SchedulerAdapter<OlderMinorScheduler>;
 
-const hw_plugin_descriptor kDescriptor = {
-    sizeof(hw_plugin_descriptor),
-    HW_ABI_MAJOR,
-    HW_ABI_MINOR > 0 ? HW_ABI_MINOR - 1 : 0,
-    HW_KIND_STEP_SCHEDULER,
-    headway::sdk::make_str("org.headway.test.older_minor"),
-    headway::sdk::make_str("test_older_minor"),
-    headway::sdk::make_str("0.0.1"),
-    headway::sdk::make_str("Built against the previous ABI minor"),
-    nullptr,
-    0,
-    &Adapter::table};
+constexpr uint32_t kOlderMinor = 2;
+static_assert(HW_ABI_MAJOR == 1 && kOlderMinor < HW_ABI_MINOR);
+
+const hw_plugin_descriptor kDescriptor = {sizeof(hw_plugin_descriptor),
+                                          HW_ABI_MAJOR,
+                                          kOlderMinor,
+                                          HW_KIND_STEP_SCHEDULER,
+                                          headway::sdk::make_str("org.headway.test.older_minor"),
+                                          headway::sdk::make_str("test_older_minor"),
+                                          headway::sdk::make_str("0.0.1"),
+                                          headway::sdk::make_str("Built against ABI 1.2"),
+                                          nullptr,
+                                          0,
+                                          &Adapter::table};
 
 }  // namespace
 

@@ -830,6 +830,41 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
       EXPECT_EQ(routed["top_logprobs"][i].size(), reference["top_logprobs"][i].size()) << i;
     }
   }
+  // prompt_logprobs and echo with logprobs come back through the router from the prefill process
+  // (the decode process is not asked again), as one process gives them.
+  const auto prompt_figures_of = [](int port) {
+    httplib::Client http("127.0.0.1", port);
+    http.set_read_timeout(std::chrono::seconds(120));
+    std::string body = completion("The quick brown fox", 4, false);
+    body.insert(body.size() - 1,
+                ", \"temperature\": 0, \"prompt_logprobs\": 3, \"echo\": true, \"logprobs\": 1");
+    const auto response = http.Post("/v1/completions", body, "application/json");
+    if (!response || response->status != 200) {
+      return nlohmann::json(response ? response->body : std::string("no response"));
+    }
+    return nlohmann::json::parse(response->body)["choices"][0];
+  };
+  const nlohmann::json want = prompt_figures_of(cluster.reference_port());
+  const nlohmann::json got = prompt_figures_of(cluster.router_port());
+  ASSERT_TRUE(want.is_object()) << want;
+  ASSERT_TRUE(got.is_object()) << got;
+  EXPECT_TRUE(got["text"].get<std::string>().starts_with("The quick brown fox")) << got["text"];
+  EXPECT_EQ(got["text"], want["text"]);
+  EXPECT_EQ(got["logprobs"]["tokens"], want["logprobs"]["tokens"]);
+  const nlohmann::json& want_prompt = want["prompt_logprobs"];
+  const nlohmann::json& got_prompt = got["prompt_logprobs"];
+  ASSERT_EQ(got_prompt.size(), want_prompt.size()) << got_prompt;
+  ASSERT_GT(want_prompt.size(), 10u);
+  EXPECT_TRUE(got_prompt[0].is_null());
+  for (size_t p = 1; p < want_prompt.size(); ++p) {
+    EXPECT_EQ(got_prompt[p].size(), want_prompt[p].size()) << p;
+    for (const auto& [id, entry] : want_prompt[p].items()) {
+      ASSERT_TRUE(got_prompt[p].contains(id)) << p << " " << id;
+      EXPECT_NEAR(got_prompt[p][id]["logprob"].get<double>(), entry["logprob"].get<double>(), 1e-4)
+          << p << " " << id;
+      EXPECT_EQ(got_prompt[p][id]["rank"], entry["rank"]) << p << " " << id;
+    }
+  }
   cluster.stop_all();
 }
 

@@ -168,6 +168,39 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
         }
         if (!wrote_table) t.fail("no byte of the request's blocks changed: KV not written there");
       });
+  guarded(TestRecorder("model.prompt_logits",
+                       "a slice that asks for all its logits (prompt log-probabilities) gets, "
+                       "for each position, the last row of a prefill ending there"),
+          [&](TestRecorder& t) {
+            if (!info.returns_logits || !info.returns_prompt_logits) {
+              t.not_supported("returns_prompt_logits = 0: the host asks for no such rows");
+              return;
+            }
+            // Declared in get_info(), which the host acts on: a failure counts against
+            // conformance as a declared feature's does.
+            t.for_declared_feature();
+            // Sequence 1 in two chunks, beside sequence 2's whole prefill in the first.
+            ModelRunner runner(choice, dir);
+            std::map<uint64_t, std::vector<SampleOutput>> rows;
+            const auto out = runner.run(
+                seqs, {{{0, 0, 24, false, true}, {1, 0, 23, true}}, {{0, 24, 16, true, true}}},
+                nullptr, &rows);
+            compare(t, "sequence 2 beside them vs alone", out.at(2),
+                    ModelRunner(choice, dir).run(seqs, {whole({1}, seqs)}).at(2), tolerance);
+            if (rows[1].size() != 40) {
+              t.fail(fmt::format("{} rows for 40 positions", rows[1].size()));
+              return;
+            }
+            for (const uint32_t end : {1u, 6u, 16u, 17u, 24u, 25u, 33u, 40u}) {
+              Sequence prefix = seqs[0];
+              prefix.id = 100 + end;
+              prefix.tokens.resize(end);
+              const std::vector<Sequence> alone = {prefix};
+              const auto want = ModelRunner(choice, dir).run(alone, {whole({0}, alone)});
+              compare(t, fmt::format("position {} vs a prefill of {} tokens", end - 1, end),
+                      rows[1][end - 1], want.at(prefix.id), tolerance);
+            }
+          });
   guarded(TestRecorder("model.reports_cost",
                        "a model on the virtual clock reports a positive, finite step duration"),
           [&](TestRecorder& t) {

@@ -14,7 +14,7 @@ ModelRunner::ModelRunner(const core::PluginChoice& choice, const std::string& co
 
 std::map<uint64_t, SampleOutput> ModelRunner::run(
     const std::vector<Sequence>& sequences, const std::vector<std::vector<SliceSpec>>& batches,
-    std::vector<double>* seconds) {
+    std::vector<double>* seconds, std::map<uint64_t, std::vector<SampleOutput>>* position_rows) {
   const hw_model_info& info = model_->info();
   std::map<uint64_t, SampleOutput> outputs;
   for (const std::vector<SliceSpec>& batch : batches) {
@@ -32,8 +32,9 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
       slice.sample = s.sample ? 1 : 0;
       slice.top_p = 1.0f;  // greedy: temperature 0
       slice.seed = q.id;
+      slice.all_logits = s.all_logits ? 1 : 0;
       slices.push_back(slice);
-      rows += s.sample;
+      rows += s.all_logits ? s.tokens : static_cast<uint32_t>(s.sample);
     }
     std::vector<int32_t> sampled(slices.size(), -1);
     std::vector<float> logits(info.returns_logits ? size_t{rows} * info.vocab : 0);
@@ -48,9 +49,23 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
     model_->forward(b, out);
     if (seconds != nullptr) seconds->push_back(out.seconds);
     uint32_t row = 0;
+    const auto row_at = [&](uint32_t r) {
+      return SampleOutput(logits.begin() + size_t{r} * info.vocab,
+                          logits.begin() + size_t{r + 1} * info.vocab);
+    };
     for (size_t i = 0; i < batch.size(); ++i) {
-      if (!batch[i].sample) continue;
       const uint64_t id = sequences[batch[i].sequence].id;
+      if (batch[i].all_logits && info.returns_logits) {
+        for (uint32_t t = 0; t < batch[i].tokens; ++t) {
+          if (position_rows != nullptr) (*position_rows)[id].push_back(row_at(row + t));
+        }
+        row += batch[i].tokens - 1;  // the last row is the sampled one, if any
+        if (!batch[i].sample) {
+          ++row;
+          continue;
+        }
+      }
+      if (!batch[i].sample) continue;
       if (info.returns_logits) {
         outputs[id].assign(logits.begin() + size_t{row} * info.vocab,
                            logits.begin() + size_t{row + 1} * info.vocab);

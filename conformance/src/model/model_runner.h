@@ -27,6 +27,7 @@ struct SliceSpec {
   uint32_t start = 0;
   uint32_t tokens = 0;
   bool sample = false;
+  bool all_logits = false;  // a logits row per position (hw_model_slice.all_logits)
 };
 
 // What a sampling slice produced: the logits row, or the sampled id as a one-element row.
@@ -43,10 +44,12 @@ class ModelRunner {
   core::ModelInstance& model() { return *model_; }
 
   // Runs each batch in turn; returns, per sequence id, the output of its last sampling slice.
-  // `seconds` gets each batch's reported duration.
-  std::map<uint64_t, SampleOutput> run(const std::vector<Sequence>& sequences,
-                                       const std::vector<std::vector<SliceSpec>>& batches,
-                                       std::vector<double>* seconds = nullptr);
+  // `seconds` gets each batch's reported duration; `position_rows`, per sequence id, the rows of
+  // its all_logits slices in position order.
+  std::map<uint64_t, SampleOutput> run(
+      const std::vector<Sequence>& sequences, const std::vector<std::vector<SliceSpec>>& batches,
+      std::vector<double>* seconds = nullptr,
+      std::map<uint64_t, std::vector<SampleOutput>>* position_rows = nullptr);
 
  private:
   core::VirtualClock clock_;

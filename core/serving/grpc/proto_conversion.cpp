@@ -28,6 +28,10 @@ void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
       sampling.has_logprobs()
           ? static_cast<int32_t>(std::min<uint32_t>(sampling.logprobs(), INT32_MAX))
           : -1;
+  out.sampling.prompt_logprobs =
+      sampling.has_prompt_logprobs()
+          ? static_cast<int32_t>(std::min<uint32_t>(sampling.prompt_logprobs(), INT32_MAX))
+          : -1;
   // Unset keeps GenerateInput's default; an explicit 0 goes to the service, which refuses it.
   if (sampling.has_max_tokens()) out.max_tokens = sampling.max_tokens();
   out.stop.assign(sampling.stop().begin(), sampling.stop().end());
@@ -165,6 +169,21 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
       entry.add_top_logprobs(candidate.logprob);
     }
   }
+  for (const PromptLogprobs& position : chunk.prompt_logprobs) {
+    v1::PromptTokenLogprobs& entry = *out.add_prompt_logprobs();
+    entry.set_position(position.position);
+    entry.set_token_id(position.token.token);
+    if (!position.has_figures) {
+      entry.set_no_figures(true);
+      continue;
+    }
+    entry.set_logprob(position.token.logprob);
+    entry.set_rank(position.rank);
+    for (const TokenCandidate& candidate : position.top) {
+      entry.add_top_token_ids(candidate.token);
+      entry.add_top_logprobs(candidate.logprob);
+    }
+  }
   if (chunk.finish == Finish::kNone) return;
   out.set_finish_reason(finish_name(chunk.finish));
   out.mutable_usage()->set_prompt_tokens(chunk.usage.prompt_tokens);
@@ -194,6 +213,7 @@ void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& ou
   out.set_tokenizer(model.tokenizer);
   out.set_samples_on_device(!model.samples_on_host);
   out.set_ignores_token_ids(!model.reads_token_ids);
+  out.set_reports_prompt_logprobs(model.reports_prompt_logprobs);
 }
 
 void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out) {

@@ -44,6 +44,9 @@ std::vector<Completion> collect_completions(GenerationService& service, ChoiceRe
     completion.logprobs.insert(completion.logprobs.end(),
                                std::make_move_iterator(chunk.logprobs.begin()),
                                std::make_move_iterator(chunk.logprobs.end()));
+    completion.prompt_logprobs.insert(completion.prompt_logprobs.end(),
+                                      std::make_move_iterator(chunk.prompt_logprobs.begin()),
+                                      std::make_move_iterator(chunk.prompt_logprobs.end()));
     if (chunk.finish == Finish::kNone) continue;
     if (chunk.finish == Finish::kAbort || chunk.finish == Finish::kError) {
       abort_running(service, choices);

@@ -22,9 +22,10 @@ namespace headway::serving::http {
 
 struct Completion {
   std::string text;
-  std::vector<int32_t> token_ids;           // every generated token, in order
-  std::vector<GeneratedLogprobs> logprobs;  // one per token, when the request asked for them
-  Finish finish = Finish::kNone;            // kLength or kStop
+  std::vector<int32_t> token_ids;               // every generated token, in order
+  std::vector<GeneratedLogprobs> logprobs;      // one per token, when the request asked for them
+  std::vector<PromptLogprobs> prompt_logprobs;  // one per prompt token, when asked for
+  Finish finish = Finish::kNone;                // kLength or kStop
   StopReason stop_reason;  // kStop: the stop string or stop token id, when one ended it
   Usage usage;
 };

@@ -29,10 +29,29 @@ constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's def
 void refuse_unsupported(const FieldReader& fields) {
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
-  for (const char* field :
-       {"bad_words", "allowed_token_ids", "logits_processors", "prompt_logprobs"}) {
+  for (const char* field : {"bad_words", "allowed_token_ids", "logits_processors"}) {
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }
+}
+
+// vLLM's prompt_logprobs, as vLLM takes it: an integer, -1 for the whole vocabulary (more than
+// this server lists: refused as vLLM refuses it past its max_logprobs), never with a stream.
+void parse_prompt_logprobs(const FieldReader& fields, OpenAiRequest& out) {
+  const std::optional<int64_t> asked = fields.integer("prompt_logprobs", -1, core::kMaxLogprobs);
+  if (!asked) return;
+  if (*asked < 0) {
+    throw invalid_field("prompt_logprobs",
+                        fmt::format("prompt_logprobs -1 (the whole vocabulary) is more than this "
+                                    "server lists: at most {} most likely tokens per position",
+                                    core::kMaxLogprobs));
+  }
+  if (out.stream) {
+    // vLLM refuses it above 0 and drops it silently at 0; a stream has no place for it.
+    throw invalid_field("prompt_logprobs",
+                        "prompt_logprobs are not available when \"stream\" is true");
+  }
+  out.prompt_logprobs = static_cast<int32_t>(*asked);
+  out.input.sampling.prompt_logprobs = out.prompt_logprobs;
 }
 
 std::vector<std::string> parse_stop(const FieldReader& fields) {
@@ -403,15 +422,32 @@ OpenAiRequest parse_completion_request(std::string_view body) {
                                          "limit of {} per request",
                                          out.n, out.more_prompts.size() + 1, choices, kMaxChoices));
   }
-  out.input.max_tokens = static_cast<uint32_t>(
-      fields.integer("max_tokens", 1, kMaxTokensLimit).value_or(kCompletionDefaultMaxTokens));
+  out.echo = fields.boolean("echo").value_or(false);
+  if (out.echo && out.input.truncate_prompt_tokens) {
+    // The text echoed would be the prompt as sent, not the tokens kept.
+    throw not_supported("echo", "echo with truncate_prompt_tokens");
+  }
+  // max_tokens 0 asks for the prompt alone, which only echo gives.
+  out.input.max_tokens =
+      static_cast<uint32_t>(fields.integer("max_tokens", out.echo ? 0 : 1, kMaxTokensLimit)
+                                .value_or(kCompletionDefaultMaxTokens));
+  if (out.input.max_tokens == 0) {
+    out.echo_only = true;
+    out.input.max_tokens = 1;
+  }
 
   // An integer: the most likely tokens to list beside each generated one (OpenAI allows 5, vLLM
   // its max_logprobs, 20 by default).
   if (auto logprobs = fields.integer("logprobs", 0, core::kMaxLogprobs)) {
     out.input.sampling.logprobs = static_cast<int32_t>(*logprobs);
   }
-  if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
+  parse_prompt_logprobs(fields, out);
+  // Echoed logprobs list the prompt's tokens as the generated ones (vLLM: prompt_logprobs are
+  // logprobs unless set).
+  if (out.echo && out.input.sampling.logprobs >= 0) {
+    out.input.sampling.prompt_logprobs =
+        std::max(out.input.sampling.prompt_logprobs, out.input.sampling.logprobs);
+  }
   if (auto best_of = fields.integer("best_of", 0, kMaxTokensLimit); best_of && *best_of != 1) {
     throw not_supported("best_of", "best_of");
   }
@@ -466,6 +502,7 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     throw invalid_field("top_logprobs", "top_logprobs needs \"logprobs\": true");
   }
   if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
+  parse_prompt_logprobs(fields, out);
   if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
   return out;
 }

@@ -46,6 +46,15 @@ struct OpenAiRequest {
   std::string forced_function;
   // vLLM's include_reasoning: with a reasoning parser, false drops the thinking from the answer.
   bool include_reasoning = true;
+  // vLLM's prompt_logprobs (-1: not asked): the most likely tokens listed beside each prompt
+  // token in "prompt_logprobs" (each completions choice carries it; a chat answer, once).
+  // input.sampling.prompt_logprobs is at least this (echo may ask for more).
+  int32_t prompt_logprobs = -1;
+  // Completions' echo: each choice's text, and its logprobs when asked, start with its prompt's.
+  bool echo = false;
+  // echo with max_tokens 0 (OpenAI's way to score a prompt): the choice is the prompt alone; one
+  // token is generated (input.max_tokens is 1) and left out of the answer and its usage.
+  bool echo_only = false;
 };
 
 // Throw ApiError 400 naming the field at fault. `model` supplies the chat default for max_tokens.

@@ -101,11 +101,18 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
     choice["logprobs"] = output.logprobs;
     choice["finish_reason"] = finish_reason_json(output.finish, !output.tool_calls.empty());
     choice["stop_reason"] = stop_reason_json(output.stop_reason);
+    if (header.prompt_logprobs && header.endpoint == Endpoint::kCompletions) {
+      choice["prompt_logprobs"] = output.prompt_logprobs;
+    }
     list.push_back(std::move(choice));
   }
   nlohmann::ordered_json body = envelope(header, false);
   body["choices"] = std::move(list);
   body["usage"] = usage_json(usage);
+  // vLLM's chat answer carries them once, beside the choices (every choice has the same prompt).
+  if (header.prompt_logprobs && header.endpoint == Endpoint::kChatCompletions) {
+    body["prompt_logprobs"] = choices.empty() ? nullptr : choices[0].prompt_logprobs;
+  }
   return body;
 }
 

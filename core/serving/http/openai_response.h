@@ -37,6 +37,9 @@ struct ResponseHeader {
   // The client asked for logprobs (SamplingParams::logprobs >= 0): a stream then sends a chunk
   // for tokens that have no text yet, so that every token's logprobs go out.
   bool logprobs = false;
+  // vLLM's prompt_logprobs were asked for: each completions choice carries "prompt_logprobs", a
+  // chat answer carries its first choice's.
+  bool prompt_logprobs = false;
   // OpenAI's n: choice i answers prompt i / n of a completions batch (usage counts each prompt
   // once).
   uint32_t choices_per_prompt = 1;
@@ -57,7 +60,8 @@ struct ChoiceOutput {
   std::vector<int32_t> token_ids;
   Finish finish = Finish::kNone;
   StopReason stop_reason;
-  nlohmann::ordered_json logprobs;  // LogprobsJson's value: null when not asked for
+  nlohmann::ordered_json logprobs;         // LogprobsJson's value: null when not asked for
+  nlohmann::ordered_json prompt_logprobs;  // prompt_logprobs_json(), with header.prompt_logprobs
   // Chat with tool calls parsed: `text` is the content outside the calls (null in the message
   // when empty), and the finish_reason is "tool_calls".
   std::vector<ToolCall> tool_calls;

@@ -241,6 +241,15 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     throw;
   }
   const ModelSummary model = service_.model_info();
+  if (parsed.echo && parsed.input.sampling.logprobs >= 0 && parsed.prompt_logprobs < 0 &&
+      !model.reports_prompt_logprobs) {
+    // Said in the client's terms: it asked for echo, not for prompt_logprobs.
+    service_.count_refused_request();
+    throw invalid_field("echo",
+                        "echo with logprobs lists the prompt's log-probabilities, which this "
+                        "deployment's model does not report (it writes no logits row per prompt "
+                        "position); send echo without logprobs");
+  }
   ResponseHeader header;
   header.endpoint = endpoint;
   header.created = unix_now();
@@ -251,6 +260,20 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.logprobs = parsed.input.sampling.logprobs >= 0;
   header.choices_per_prompt = parsed.n;
   const int32_t top_logprobs = parsed.input.sampling.logprobs;
+  header.prompt_logprobs = parsed.prompt_logprobs >= 0;
+  const int32_t prompt_logprobs = parsed.prompt_logprobs;
+  const bool echo = parsed.echo;
+  const bool echo_only = parsed.echo_only;
+  // Each prompt's text, for echo: as the client wrote it, or its ids' text (no special tokens).
+  std::vector<std::string> echo_texts;
+  if (echo) {
+    for (size_t p = 0; p <= parsed.more_prompts.size(); ++p) {
+      const GenerateInput& prompt = p == 0 ? parsed.input : parsed.more_prompts[p - 1];
+      echo_texts.push_back(prompt.prompt_kind == GenerateInput::PromptKind::kTokenIds
+                               ? service_.detokenize(parsed.input.model, prompt.prompt_ids)
+                               : prompt.prompt_text);
+    }
+  }
 
   // Each choice parses its answer with a copy of this one.
   std::optional<AnswerParser> answer_parser;
@@ -303,7 +326,17 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
           usage.prompt_tokens += completion.usage.prompt_tokens;
           usage.cached_prompt_tokens += completion.usage.cached_prompt_tokens;
         }
-        usage.completion_tokens += completion.usage.completion_tokens;
+        if (echo_only) {
+          // The prompt alone: the one token generated to run it is not part of the answer.
+          completion.text.clear();
+          completion.token_ids.clear();
+          completion.logprobs.clear();
+          completion.finish = Finish::kLength;
+          completion.stop_reason = StopReason();
+        } else {
+          usage.completion_tokens += completion.usage.completion_tokens;
+        }
+        if (echo) completion.text.insert(0, echo_texts[i / header.choices_per_prompt]);
         std::vector<ToolCall> calls;
         std::optional<std::string> reasoning;
         if (answer_parser) {
@@ -315,10 +348,16 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
           calls = std::move(pieces.calls);
           if (parser.gives_reasoning()) reasoning = std::move(pieces.reasoning);
         }
-        choices.push_back(ChoiceOutput{
-            std::move(completion.text), std::move(completion.token_ids), completion.finish,
-            completion.stop_reason, LogprobsJson(endpoint, top_logprobs).value(completion.logprobs),
-            std::move(calls), std::move(reasoning)});
+        LogprobsJson logprobs(endpoint, top_logprobs);
+        choices.push_back(
+            ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
+                         completion.finish, completion.stop_reason,
+                         echo ? logprobs.echoed(completion.prompt_logprobs, completion.logprobs)
+                              : logprobs.value(completion.logprobs),
+                         header.prompt_logprobs
+                             ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
+                             : nlohmann::ordered_json(nullptr),
+                         std::move(calls), std::move(reasoning)});
       }
     } catch (...) {
       abort_all();
@@ -369,7 +408,8 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   };
   auto state = std::make_shared<StreamState>(
       StreamState{SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
-                               in_flight_.stopping(), answer_parser),
+                               in_flight_.stopping(), answer_parser,
+                               StreamEcho{std::move(echo_texts), echo_only}),
                   std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back

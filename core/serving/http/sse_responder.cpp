@@ -10,15 +10,19 @@ SseResponder::SseResponder(GenerationService& service,
                            std::vector<std::shared_ptr<RequestStream>> streams,
                            ResponseHeader header, int32_t top_logprobs,
                            const std::atomic<bool>& stopping,
-                           const std::optional<AnswerParser>& answer_parser)
+                           const std::optional<AnswerParser>& answer_parser, StreamEcho echo)
     : service_(service),
       header_(std::move(header)),
       reader_(std::move(streams)),
       stopping_(stopping),
-      last_write_(std::chrono::steady_clock::now()) {
+      last_write_(std::chrono::steady_clock::now()),
+      echo_(std::move(echo)) {
   for (size_t i = 0; i < reader_.size(); ++i) {
     choices_.push_back(Choice{LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1),
                               0, answer_parser});
+    if (!echo_.prompt_texts.empty()) {
+      choices_.back().echo_text = echo_.prompt_texts.at(i / header_.choices_per_prompt);
+    }
   }
 }
 
@@ -71,7 +75,26 @@ bool SseResponder::provide(httplib::DataSink& sink) {
     return true;
   }
   Choice& choice = choices_[index];
-  choice.completion_tokens = chunk_.usage.completion_tokens;
+  choice.completion_tokens = echo_.prompt_only ? 0 : chunk_.usage.completion_tokens;
+  const bool failed = chunk_.finish == Finish::kAbort || chunk_.finish == Finish::kError;
+  if (choice.echo_text && !failed) {
+    // The prompt's figures all come before its first token: the echo waits for that, or the end.
+    choice.echo_figures.insert(choice.echo_figures.end(),
+                               std::make_move_iterator(chunk_.prompt_logprobs.begin()),
+                               std::make_move_iterator(chunk_.prompt_logprobs.end()));
+    if (chunk_.token_ids.empty() && chunk_.finish == Finish::kNone) return true;
+    if (!write(sink, echo_event(index))) return false;
+  }
+  if (echo_.prompt_only && !failed) {
+    // The prompt alone: what was generated to run it is not part of the answer.
+    chunk_.token_ids.clear();
+    chunk_.logprobs.clear();
+    chunk_.text.clear();
+    if (chunk_.finish != Finish::kNone) {
+      chunk_.finish = Finish::kLength;
+      chunk_.stop_reason = StopReason();
+    }
+  }
   if (chunk_.finish != Finish::kNone) return finish(sink, index, chunk_);
   // Tokens whose text is still held back (a partial UTF-8 sequence, a possible stop string) or
   // that have none make no event of their own, unless the client asked for the token ids or
@@ -104,6 +127,16 @@ std::string SseResponder::delta_event(size_t index, const std::string& content,
   return sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), content, chunk.token_ids,
                                     finish, stop_reason, usage(),
                                     choice.logprobs.value(chunk.logprobs), parsed));
+}
+
+std::string SseResponder::echo_event(size_t index) {
+  Choice& choice = choices_[index];
+  const std::string text = std::move(*choice.echo_text);
+  choice.echo_text.reset();
+  nlohmann::ordered_json logprobs = choice.logprobs.echoed(choice.echo_figures, {});
+  choice.echo_figures.clear();
+  return sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), text, {}, Finish::kNone,
+                                    {}, usage(), std::move(logprobs)));
 }
 
 bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChunk& last) {

@@ -36,6 +36,16 @@ namespace headway::serving::http {
 inline constexpr std::chrono::milliseconds kStreamPoll{100};
 inline constexpr std::chrono::milliseconds kKeepAliveAfter{1000};
 
+// Completions' echo in a stream: each choice's first event is its prompt's text and, with
+// logprobs, the prompt's tokens (vLLM puts them in the event of the first token; an event of their
+// own reads the same to a client that joins texts and lists). `prompt_texts`: one per prompt,
+// choice i answering prompt i / n. `prompt_only` (max_tokens 0): the choice is the prompt alone;
+// its one generated token is left out of the events and the usage, and it ends with "length".
+struct StreamEcho {
+  std::vector<std::string> prompt_texts;  // empty: no echo
+  bool prompt_only = false;
+};
+
 class SseResponder {
  public:
   // `streams`: one per choice, in index order (at least one). `top_logprobs`: the request's
@@ -44,7 +54,8 @@ class SseResponder {
   // copy.
   SseResponder(GenerationService& service, std::vector<std::shared_ptr<RequestStream>> streams,
                ResponseHeader header, int32_t top_logprobs, const std::atomic<bool>& stopping,
-               const std::optional<AnswerParser>& answer_parser = std::nullopt);
+               const std::optional<AnswerParser>& answer_parser = std::nullopt,
+               StreamEcho echo = {});
 
   // Waits up to kStreamPoll for output and writes what arrived. Returns false when a write failed
   // (the client is gone); calls sink.done() after the last event.
@@ -60,6 +71,9 @@ class SseResponder {
     uint32_t completion_tokens = 0;  // generated so far (usage)
     std::optional<AnswerParser> parser;
     uint32_t calls_sent = 0;  // the index of its next tool call
+    // Echo: the prompt's text until the first event carries it, and its figures gathered till then.
+    std::optional<std::string> echo_text;
+    std::vector<PromptLogprobs> echo_figures;
   };
 
   // The usage so far: each prompt once, every choice's tokens.
@@ -76,6 +90,9 @@ class SseResponder {
   // calls.
   std::string delta_event(size_t index, const std::string& content, const StreamChunk& chunk,
                           Finish finish, const StopReason& stop_reason);
+  // The echo's event of choice `index`, once its first token (or its end) came: the prompt's text
+  // and, with logprobs, its tokens' (whose text offsets the choice's later tokens continue).
+  std::string echo_event(size_t index);
   // Ends the response with an error event; aborts the choices that have not ended.
   bool fail(httplib::DataSink& sink, int status, const std::string& message);
   void abort_running();
@@ -90,6 +107,7 @@ class SseResponder {
   std::chrono::steady_clock::time_point last_write_;
   StreamChunk chunk_;    // reused between calls
   AnswerPieces pieces_;  // content_of's, reused
+  StreamEcho echo_;
 };
 
 }  // namespace headway::serving::http

@@ -54,9 +54,13 @@ bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
     return false;
   }
   std::lock_guard lock(mutex_);
-  model_ = ModelSummary{
-      response.name(),      response.max_model_len(),      response.vocab(),
-      response.tokenizer(), !response.samples_on_device(), !response.ignores_token_ids()};
+  model_ = ModelSummary{response.name(),
+                        response.max_model_len(),
+                        response.vocab(),
+                        response.tokenizer(),
+                        !response.samples_on_device(),
+                        !response.ignores_token_ids(),
+                        response.reports_prompt_logprobs()};
   return true;
 }
 

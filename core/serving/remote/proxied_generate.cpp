@@ -108,6 +108,30 @@ std::span<const core::SampledLogprobs> ProxiedGenerate::logprobs_of(
   return logprobs_;
 }
 
+void ProxiedGenerate::push_prompt_logprobs(const v1::GenerateResponse& response) {
+  prompt_top_.clear();
+  prompt_figures_.clear();
+  for (const v1::PromptTokenLogprobs& entry : response.prompt_logprobs()) {
+    // Position 0 has none: this process's stream adds its entry itself (it knows the prompt).
+    if (entry.no_figures()) continue;
+    const int count = std::min(entry.top_token_ids_size(), entry.top_logprobs_size());
+    for (int k = 0; k < count; ++k) {
+      prompt_top_.push_back(core::TokenLogprob{entry.top_token_ids(k), entry.top_logprobs(k)});
+    }
+  }
+  size_t at = 0;
+  for (const v1::PromptTokenLogprobs& entry : response.prompt_logprobs()) {
+    if (entry.no_figures()) continue;
+    const auto count =
+        static_cast<size_t>(std::min(entry.top_token_ids_size(), entry.top_logprobs_size()));
+    prompt_figures_.push_back(core::PromptTokenLogprobs{entry.position(), entry.token_id(),
+                                                        entry.logprob(), entry.rank(),
+                                                        std::span(prompt_top_).subspan(at, count)});
+    at += count;
+  }
+  stream_->push_prompt_logprobs(prompt_figures_);
+}
+
 void ProxiedGenerate::OnReadDone(bool ok) {
   if (!ok) return;  // the stream ended: OnDone follows
   if (!any_response_) {
@@ -133,6 +157,7 @@ void ProxiedGenerate::OnReadDone(bool ok) {
   if (response_.has_usage() && response_.usage().cached_prompt_tokens() > 0 && !finished_) {
     stream_->note_cached_prompt_tokens(response_.usage().cached_prompt_tokens());
   }
+  if (response_.prompt_logprobs_size() > 0 && !finished_) push_prompt_logprobs(response_);
   if (count > 0 && !finished_) {
     const double now = since_arrival();
     if (first_token_seconds_ < 0.0) {

@@ -81,6 +81,9 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   if (input.sampling.logprobs >= 0) {
     sampling.set_logprobs(static_cast<uint32_t>(input.sampling.logprobs));
   }
+  if (input.sampling.prompt_logprobs >= 0) {
+    sampling.set_prompt_logprobs(static_cast<uint32_t>(input.sampling.prompt_logprobs));
+  }
   request.set_priority(input.priority);
   request.set_request_class(admitted.request_class);
   if (input.guided.kind != GuidedOutput::Kind::kNone) {
@@ -215,6 +218,8 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
       served.max_model_len = std::min(served.max_model_len, model->max_model_len);
       served.samples_on_host = served.samples_on_host && model->samples_on_host;
       served.reads_token_ids = served.reads_token_ids && model->reads_token_ids;
+      served.reports_prompt_logprobs =
+          served.reports_prompt_logprobs && model->reports_prompt_logprobs;
     }
   }
   admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
@@ -489,6 +494,9 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     // queue), and an HTTP frontend holds the stream's 200 so that the refusal gets its status.
     auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                   std::move(on_stop_string), /*admitted=*/false);
+    if (input.sampling.prompt_logprobs >= 0 && !admitted.prompt.empty()) {
+      stream->expect_prompt_logprobs(admitted.prompt.front());
+    }
     *stream_holder = stream.get();
     v1::GenerateRequest upstream = upstream_request(id, admitted, input);
     upstream.set_prefill_only(disaggregated);
@@ -625,6 +633,8 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
     EngineProcess& engine = *engines_[d];
     v1::GenerateRequest upstream = prefilled.upstream();
     upstream.set_prefill_only(false);
+    // Its prompt's figures came with the prefill.
+    upstream.mutable_sampling()->clear_prompt_logprobs();
     grpc_frontend::to_proto(stage, *upstream.mutable_kv_source());
     // Where a decode process on another host fetches it (kv_stage_socket.h).
     upstream.mutable_kv_source()->set_source_address(prefilled.engine_address());

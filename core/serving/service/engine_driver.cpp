@@ -993,6 +993,13 @@ void EngineDriver::on_token(uint64_t request_id, int32_t token, double time,
       logprobs != nullptr ? std::span(logprobs, 1) : std::span<const core::SampledLogprobs>());
 }
 
+void EngineDriver::on_prompt_logprobs(uint64_t request_id,
+                                      std::span<const core::PromptTokenLogprobs> entries) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  it->second->stream->push_prompt_logprobs(entries);
+}
+
 void EngineDriver::on_finished(uint64_t request_id, core::FinishReason reason, double time) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return;

@@ -166,6 +166,8 @@ class EngineDriver final : private core::EngineListener {
   // EngineListener, on the driver's thread.
   void on_token(uint64_t request_id, int32_t token, double time,
                 const core::SampledLogprobs* logprobs) override;
+  void on_prompt_logprobs(uint64_t request_id,
+                          std::span<const core::PromptTokenLogprobs> entries) override;
   void on_finished(uint64_t request_id, core::FinishReason reason, double time) override;
 
   core::Engine& engine_;

@@ -147,6 +147,8 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
     served.max_model_len = std::min(served.max_model_len, cluster_->engine(e).max_model_len());
     served.samples_on_host = served.samples_on_host && info.returns_logits != 0;
     served.reads_token_ids = served.reads_token_ids && info.needs_token_ids != 0;
+    served.reports_prompt_logprobs = served.reports_prompt_logprobs &&
+                                     info.returns_prompt_logits != 0 && info.needs_token_ids != 0;
   }
   admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
 
@@ -363,6 +365,9 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   request.arrival = clock_.now();
   auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                 std::move(on_stop_string));
+  if (request.sampling.prompt_logprobs >= 0 && !request.prompt.empty() && !input.kv_source) {
+    stream->expect_prompt_logprobs(request.prompt.front());
+  }
   auto state = std::make_unique<InFlightRequest>(
       InFlightRequest{id, request.id, stream, core::RequestRecord{},
                       metrics_.request(e, config.pool, request_class), 0.0, AbortCause::kNone,

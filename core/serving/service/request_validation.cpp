@@ -118,6 +118,21 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
                         core::kMaxLogprobs, s.logprobs),
             "logprobs");
   }
+  if (s.prompt_logprobs < -1 || s.prompt_logprobs > core::kMaxLogprobs) {
+    invalid(fmt::format("prompt_logprobs must be from 0 to {} (the most likely tokens reported "
+                        "beside each prompt token), got {}",
+                        core::kMaxLogprobs, s.prompt_logprobs),
+            "prompt_logprobs");
+  }
+  if (s.prompt_logprobs >= 0 && !model.reports_prompt_logprobs) {
+    invalid(model.samples_on_host
+                ? "prompt_logprobs is not supported by this deployment: its model does not return "
+                  "a logits row for every prompt position (hw_model_info.returns_prompt_logits), "
+                  "or requests reach it through a router"
+                : "prompt_logprobs is not supported by this deployment: its model samples on its "
+                  "device",
+            "prompt_logprobs");
+  }
   const char* penalty = s.presence_penalty != 0.0f     ? "presence_penalty"
                         : s.frequency_penalty != 0.0f  ? "frequency_penalty"
                         : s.repetition_penalty != 1.0f ? "repetition_penalty"

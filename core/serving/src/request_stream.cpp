@@ -55,6 +55,27 @@ void RequestStream::push_tokens(std::span<const int32_t> ids,
   ready_.notify_one();
 }
 
+void RequestStream::expect_prompt_logprobs(int32_t first_token) {
+  std::lock_guard lock(mutex_);
+  first_prompt_token_ = first_token;
+}
+
+void RequestStream::push_prompt_logprobs(std::span<const core::PromptTokenLogprobs> entries) {
+  {
+    std::lock_guard lock(mutex_);
+    if (finish_ != Finish::kNone || completion_tokens_ > 0) return;
+    for (const core::PromptTokenLogprobs& entry : entries) {
+      if (entry.position < next_prompt_position_) continue;
+      PromptFigures& kept = pending_prompt_.emplace_back();
+      kept.figures = entry;
+      kept.figures.top = {};
+      kept.top.assign(entry.top.begin(), entry.top.end());
+      next_prompt_position_ = entry.position + 1;
+    }
+  }
+  ready_.notify_one();
+}
+
 void RequestStream::finish(Finish reason, Timings timings, std::string error,
                            std::optional<KvStage> kv_stage) {
   {
@@ -101,8 +122,7 @@ void RequestStream::admit() {
 
 bool RequestStream::wait_admitted(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
-  return ready_.wait_for(
-      lock, timeout, [&] { return admitted_ || !pending_.empty() || finish_ != Finish::kNone; });
+  return ready_.wait_for(lock, timeout, [&] { return admitted_ || has_news(); });
 }
 
 std::optional<ServiceError> RequestStream::refusal() const {
@@ -118,6 +138,7 @@ bool RequestStream::done() const {
 bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   out.token_ids.clear();
   out.logprobs.clear();
+  out.prompt_logprobs.clear();
   out.text.clear();
   out.finish = Finish::kNone;
   out.stop_reason = StopReason();
@@ -125,11 +146,12 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   out.refusal.reset();
   out.kv_stage.reset();
   Finish finish = Finish::kNone;
+  std::optional<int32_t> first_prompt_token;
   {
     std::unique_lock lock(mutex_);
     if (delivered_finish_) return false;
-    ready_.wait_for(lock, timeout, [&] { return !pending_.empty() || finish_ != Finish::kNone; });
-    if (pending_.empty() && finish_ == Finish::kNone) return false;
+    ready_.wait_for(lock, timeout, [&] { return has_news(); });
+    if (!has_news()) return false;
     taken_.swap(pending_);
     pending_.clear();
     taken_logprobs_.swap(pending_logprobs_);
@@ -138,6 +160,9 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
     pending_top_counts_.clear();
     taken_top_.swap(pending_top_);
     pending_top_.clear();
+    taken_prompt_.swap(pending_prompt_);
+    pending_prompt_.clear();
+    first_prompt_token = std::exchange(first_prompt_token_, std::nullopt);
     finish = finish_;
     out.usage = {prompt_tokens_, completion_tokens_, cached_prompt_tokens_};
     out.timings = timings_;
@@ -146,6 +171,7 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   out.token_ids.assign(taken_.begin(), taken_.end());
   taken_.clear();
   take_logprobs(out);
+  take_prompt_logprobs(out, first_prompt_token);
 
   if (decoder_ != nullptr) {
     out.text = decoder_->append(out.token_ids);
@@ -195,6 +221,29 @@ void RequestStream::take_logprobs(StreamChunk& out) {
   taken_logprobs_.clear();
   taken_top_counts_.clear();
   taken_top_.clear();
+}
+
+void RequestStream::take_prompt_logprobs(StreamChunk& out,
+                                         std::optional<int32_t> first_prompt_token) {
+  const auto candidate = [&](int32_t id, float logprob) {
+    return TokenCandidate{id, logprob, decoder_ != nullptr ? decoder_->token_bytes(id) : ""};
+  };
+  if (first_prompt_token) {
+    PromptLogprobs& first = out.prompt_logprobs.emplace_back();
+    first.position = 0;
+    first.has_figures = false;
+    first.token = candidate(*first_prompt_token, 0.0f);
+  }
+  for (const PromptFigures& taken : taken_prompt_) {
+    PromptLogprobs& entry = out.prompt_logprobs.emplace_back();
+    entry.position = taken.figures.position;
+    entry.token = candidate(taken.figures.token, taken.figures.logprob);
+    entry.rank = taken.figures.rank;
+    for (const core::TokenLogprob& top : taken.top) {
+      entry.top.push_back(candidate(top.token, top.logprob));
+    }
+  }
+  taken_prompt_.clear();
 }
 
 }  // namespace headway::serving

@@ -126,6 +126,7 @@ class CpuModel final : public sdk::Model {
     info.needs_token_ids = 1;
     info.reports_duration = 0;
     info.returns_logits = 1;
+    info.returns_prompt_logits = 1;
     return info;
   }
 

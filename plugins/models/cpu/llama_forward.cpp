@@ -34,7 +34,10 @@ LlamaForward::LlamaForward(const LlamaConfig& config, const LlamaWeights& weight
 
 uint32_t LlamaForward::sampling_rows(const hw_model_batch& batch) {
   uint32_t rows = 0;
-  for (uint32_t i = 0; i < batch.slice_count; ++i) rows += batch.slices[i].sample != 0;
+  for (uint32_t i = 0; i < batch.slice_count; ++i) {
+    const hw_model_slice& s = batch.slices[i];
+    rows += s.all_logits != 0 ? s.tokens : static_cast<uint32_t>(s.sample != 0);
+  }
   return rows;
 }
 
@@ -118,7 +121,7 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
   reserve(total, sample_count);
   if (sample_count > 0 && logits == nullptr) {
     throw sdk::Error(HW_INVALID_ARGUMENT,
-                     "cpu model: output.logits is NULL but the batch has sampling slices");
+                     "cpu model: output.logits is NULL but the batch asks for logits");
   }
 
   // Token-major layout of the step: slice after slice, position order inside a slice.
@@ -131,7 +134,11 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
     std::memcpy(ids_.data() + row, s.token_ids, s.tokens * sizeof(int32_t));
     for (uint32_t t = 0; t < s.tokens; ++t) pos_.data()[row + t] = s.start + t;
     row += s.tokens;
-    if (s.sample) sample_rows_.push_back(row - 1);
+    if (s.all_logits != 0) {
+      for (uint32_t t = row - s.tokens; t < row; ++t) sample_rows_.push_back(t);
+    } else if (s.sample) {
+      sample_rows_.push_back(row - 1);
+    }
   }
 
   const uint32_t hidden = config_.hidden_size;

@@ -4,7 +4,8 @@
 //   attention over each request's cached prefix + itself -> O (+ residual) -> RMSNorm ->
 //   gate, up -> SwiGLU -> down (+ residual)] -> final RMSNorm -> logits
 // Every projection takes all of the step's tokens as one matrix multiply; the final norm and the
-// LM head only run on the last token of each slice that samples.
+// LM head only run on the last token of each slice that samples, and on every token of a slice
+// that asks for all its logits (a prompt's log-probabilities).
 //
 // Ownership: borrows the config and weights (which outlive it); owns the KV cache memory and the
 // activation buffers, which grow to the largest step seen and are then reused, so that a steady

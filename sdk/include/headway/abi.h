@@ -32,9 +32,11 @@ extern "C" {
  * changes or removes anything. The host accepts a plugin with equal major and minor <= host minor.
  * History: 1.0 first release; 1.1 added hw_engine_facts.engine_role; 1.2 added the KV transport's
  * peer links (hw_kv_transport_table.peer_*); 1.3 named hw_request_view's last field (reserved,
- * always 0 before) blocks_shared, for KV blocks shared through the prefix cache. */
+ * always 0 before) blocks_shared, for KV blocks shared through the prefix cache; 1.4 added
+ * hw_model_info.returns_prompt_logits and named hw_model_slice's last field (reserved, always 0
+ * before) all_logits, for the log-probabilities of a prompt's tokens. */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 3
+#define HW_ABI_MINOR 4
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -487,6 +489,10 @@ typedef struct hw_model_info {
   /* Non-zero when forward() writes logits for the host to sample from (hw_model_output.logits);
    * zero when the model samples itself (on its device) and writes hw_model_output.sampled. */
   int32_t returns_logits;
+  /* Since 1.4 (zero from a plugin built against an earlier ABI): non-zero when, with
+   * returns_logits, forward() honours hw_model_slice.all_logits. Only then does the host ask for
+   * the log-probabilities of prompt tokens. */
+  int32_t returns_prompt_logits;
 } hw_model_info;
 
 /* One slice of a forward pass. */
@@ -504,7 +510,11 @@ typedef struct hw_model_slice {
   uint32_t output_index; /* index of the token to sample among the request's outputs */
   uint32_t top_k;        /* 0 = off */
   float min_p;           /* 0 = off */
-  uint32_t reserved;
+  /* Since 1.4, set only for a model whose info has returns_prompt_logits (always 0 otherwise):
+   * non-zero asks for a logits row for every position of the slice, not only the last (the
+   * log-probabilities of a prompt's tokens: row i gives the distribution of the token at
+   * start + i + 1). */
+  uint32_t all_logits;
 } hw_model_slice;
 
 typedef struct hw_model_batch {
@@ -520,8 +530,9 @@ typedef struct hw_model_output {
   /* slice_count entries; written where sample != 0 when the model samples itself. */
   int32_t* sampled;
   double seconds; /* the step's duration when info.reports_duration */
-  /* When info.returns_logits: one row of `vocab` floats per slice with sample != 0, in slice
-   * order (row r belongs to the r-th sampling slice); logits_rows is that count. */
+  /* When info.returns_logits: in slice order, `tokens` rows of `vocab` floats for a slice with
+   * all_logits != 0 (one per position; its last row is the one sampled from when sample != 0),
+   * one row for any other slice with sample != 0, none for the rest; logits_rows is the count. */
   float* logits;
   uint32_t logits_rows;
   uint32_t vocab;

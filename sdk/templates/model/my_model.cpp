@@ -35,6 +35,9 @@ class MyModel final : public headway::sdk::Model {
     i.needs_token_ids = 0;
     i.reports_duration = 1;
     i.returns_logits = 0;
+    // With returns_logits, 1 promises a logits row for every position of a slice that sets
+    // all_logits (prompt log-probabilities); the conformance suite's model.prompt_logits checks it.
+    i.returns_prompt_logits = 0;
     return i;
   }
 

@@ -91,6 +91,57 @@ TEST(RequestStream, LogprobsFollowTheirTokens) {
   EXPECT_TRUE(chunk.logprobs.empty());
 }
 
+// Prompt figures: position 0's entry (no figures) comes first, with the first chunk; a position
+// handed over before is dropped when it comes again (a recomputed prompt); figures after the first
+// token are ignored; each candidate has its token's bytes.
+TEST(RequestStream, PromptLogprobsComeOnceEachInPositionOrderBeforeTheTokens) {
+  RequestStream stream("r1", 4, std::make_unique<LetterDecoder>(""), nullptr);
+  stream.expect_prompt_logprobs(7);
+  const core::TokenLogprob top[] = {{3, -0.2f}, {1, -0.9f}};
+  const core::PromptTokenLogprobs first[] = {{1, 1, -0.9f, 2, top}, {2, 4, -3.0f, 5, {}}};
+  stream.push_prompt_logprobs(first);
+  StreamChunk chunk;
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_TRUE(chunk.token_ids.empty());
+  ASSERT_EQ(chunk.prompt_logprobs.size(), 3u);
+  EXPECT_EQ(chunk.prompt_logprobs[0].position, 0u);
+  EXPECT_FALSE(chunk.prompt_logprobs[0].has_figures);
+  EXPECT_EQ(chunk.prompt_logprobs[0].token.token, 7);
+  EXPECT_EQ(chunk.prompt_logprobs[0].token.bytes, "h");
+  const PromptLogprobs& one = chunk.prompt_logprobs[1];
+  EXPECT_TRUE(one.has_figures);
+  EXPECT_EQ(one.position, 1u);
+  EXPECT_EQ(one.token.token, 1);
+  EXPECT_EQ(one.token.logprob, -0.9f);
+  EXPECT_EQ(one.token.bytes, "b");
+  EXPECT_EQ(one.rank, 2u);
+  ASSERT_EQ(one.top.size(), 2u);
+  EXPECT_EQ(one.top[0].token, 3);
+  EXPECT_EQ(one.top[0].bytes, "d");
+  EXPECT_EQ(chunk.prompt_logprobs[2].rank, 5u);
+  EXPECT_TRUE(chunk.prompt_logprobs[2].top.empty());
+
+  // Computed again from the start: positions 1 and 2 are dropped, 3 is new.
+  const core::PromptTokenLogprobs again[] = {
+      {1, 1, -0.9f, 2, top}, {2, 4, -3.0f, 5, {}}, {3, 2, -0.5f, 1, {}}};
+  stream.push_prompt_logprobs(again);
+  const int32_t token[] = {0};
+  stream.push_tokens(token);
+  const core::PromptTokenLogprobs late[] = {{4, 0, -0.1f, 1, {}}};
+  stream.push_prompt_logprobs(late);
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  ASSERT_EQ(chunk.prompt_logprobs.size(), 1u);
+  EXPECT_EQ(chunk.prompt_logprobs[0].position, 3u);
+  EXPECT_EQ(chunk.token_ids, std::vector<int32_t>{0});
+  EXPECT_FALSE(stream.next(chunk, 0ms));
+
+  // Not asked for: none, not even position 0's.
+  RequestStream plain("r2", 4, std::make_unique<LetterDecoder>(""), nullptr);
+  plain.push_tokens(token);
+  ASSERT_TRUE(plain.next(chunk, 0ms));
+  EXPECT_TRUE(chunk.prompt_logprobs.empty());
+}
+
 TEST(RequestStream, PushesAfterTheFinishAreIgnored) {
   RequestStream stream("r", 1, nullptr, nullptr);
   stream.finish(Finish::kAbort, {});

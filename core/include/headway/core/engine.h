@@ -86,6 +86,16 @@ class EngineListener {
   virtual void on_token(uint64_t request_id, int32_t token, double time,
                         const SampledLogprobs* logprobs) = 0;
   virtual void on_finished(uint64_t request_id, FinishReason reason, double time) = 0;
+  // The figures of prompt tokens, in position order, for a request that asked for them
+  // (SamplingParams::prompt_logprobs): called as the steps that compute its prompt end, before its
+  // first token's on_token. Valid for the call only. A request computed again (preempted and
+  // recomputed) does not report a position twice on one engine. Listeners that never ask for them
+  // need not override this.
+  virtual void on_prompt_logprobs(uint64_t request_id,
+                                  std::span<const PromptTokenLogprobs> entries) {
+    (void)request_id;
+    (void)entries;
+  }
 };
 
 // What a step did, for traces and drivers. Valid until the next step.
@@ -205,6 +215,17 @@ class Engine {
     bool in_use = false;
     bool prefill_only = false;
     uint32_t outputs_before = 0;  // NewRequest::outputs_before: added to the sampling index
+    // With SamplingParams::prompt_logprobs: the next prompt position whose figures are to be
+    // reported (from 1; the prompt's length once all were).
+    uint32_t prompt_logprobs_next = 0;
+    // Prompt tokens proper: prompt_tokens less the outputs an earlier engine generated.
+    uint32_t own_prompt() const { return prompt_tokens - outputs_before; }
+    // Whether a slice from `start` over `tokens` positions holds one whose next token's figures
+    // are still to be reported.
+    bool reports_prompt_in(uint32_t start, uint32_t tokens) const {
+      return sampling.prompt_logprobs >= 0 && prompt_logprobs_next < own_prompt() &&
+             start + tokens >= prompt_logprobs_next && start + 1 < own_prompt();
+    }
     // Prefix caching. While waiting: the cached blocks that hold its first tokens, each as it was
     // when found (its view shows them as computed); kept from step to step while their
     // generations hold. While holding KV: how many of its leading blocks are recorded in the
@@ -246,6 +267,11 @@ class Engine {
   void take_cached_prefix(Request& r);
   // Records the request's blocks that its computed tokens filled since the last call.
   void record_full_blocks(Request& r);
+  // Reads the figures of the prompt positions the slice reports (its rows start at `first_row` of
+  // logits_) into prompt_figures_, their top tokens into prompt_top_ from `top_used` on (which it
+  // advances); moves the request's prompt_logprobs_next past them.
+  void read_prompt_figures(Request& r, const hw_model_slice& slice, uint32_t first_row,
+                           size_t& top_used);
   // Throws when the model cannot honour the request's logits processing (SamplingParams).
   void check_sampling(const std::string& who, const SamplingParams& sampling) const;
 
@@ -290,7 +316,9 @@ class Engine {
   std::vector<hw_model_slice> model_slices_;
   std::vector<uint32_t> slice_slots_;
   std::vector<int32_t> sampled_;
-  std::vector<float> logits_;  // one row per sampling slice, for models that return logits
+  // For models that return logits: one row per sampling slice, and one per position of a slice
+  // that reports prompt figures (hw_model_slice.all_logits).
+  std::vector<float> logits_;
   Sampler sampler_;
   // Log-probabilities of this step's sampling slices that asked for them: slice_logprobs_[i]
   // for model_slices_[i], its top tokens at logprob_top_[top_begin, top_begin + top_count).
@@ -303,6 +331,12 @@ class Engine {
   std::vector<float> raw_logits_;  // a row as the model wrote it, before the sampler changes it
   std::vector<SliceLogprobs> slice_logprobs_;
   std::vector<TokenLogprob> logprob_top_;
+  // The step's prompt-token figures (SamplingParams::prompt_logprobs), for slices whose rows
+  // hold all their positions: slice i's at prompt_figures_[prompt_begin_[i], prompt_begin_[i + 1])
+  // and their top tokens in prompt_top_.
+  std::vector<PromptTokenLogprobs> prompt_figures_;
+  std::vector<uint32_t> prompt_begin_;
+  std::vector<TokenLogprob> prompt_top_;
   std::vector<uint64_t> prefilled_;              // prefill_only requests ready to move
   std::vector<uint64_t> prefill_only_finished_;  // prefill_only requests done with no move
   hw_memory_desc kv_memory_{};

@@ -39,6 +39,12 @@ struct SamplingParams {
   // -1: off. Otherwise report each generated token's log-probability and those of the `logprobs`
   // most likely tokens (0 to kMaxLogprobs), from the model's raw logits (token_logprobs.h).
   int32_t logprobs = -1;
+  // -1: off. Otherwise report, for each prompt token after the first, its log-probability given
+  // the tokens before it, its rank, and the `prompt_logprobs` most likely tokens there (0 to
+  // kMaxLogprobs): vLLM's prompt_logprobs. The engine then computes the whole prompt (no prefix
+  // cache hit covers a position still to report) and needs a model that returns a logits row per
+  // prompt position (hw_model_info.returns_prompt_logits).
+  int32_t prompt_logprobs = -1;
   // Guided decoding: tokens the guide does not allow are masked before everything above (the
   // service builds one per request from its grammar; token_guide.h). Null: free text.
   std::shared_ptr<TokenGuide> guide;
@@ -50,8 +56,10 @@ struct SamplingParams {
   // Whether the core sampler changes the logits before the warpers.
   bool changes_logits() const { return uses_penalties() || min_tokens > 0 || !logit_bias.empty(); }
   // Whether the request needs what only the core sampler and the engine on the host do: the
-  // processing above, logprobs, or a guide.
-  bool uses_host_processing() const { return changes_logits() || logprobs >= 0 || guide; }
+  // processing above, logprobs of either kind, or a guide.
+  bool uses_host_processing() const {
+    return changes_logits() || logprobs >= 0 || prompt_logprobs >= 0 || guide;
+  }
 };
 
 }  // namespace headway::core

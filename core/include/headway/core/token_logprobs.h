@@ -27,6 +27,21 @@ struct SampledLogprobs {
   std::span<const TokenLogprob> top;  // the most likely tokens, most likely first
 };
 
+// A prompt token's figures (SamplingParams::prompt_logprobs), as the engine hands them to its
+// listener: how likely the model found the token after the ones before it.
+struct PromptTokenLogprobs {
+  uint32_t position = 0;  // in the prompt; from 1, since the first token has nothing before it
+  int32_t token = 0;
+  float logprob = 0.0f;
+  uint32_t rank = 0;                  // rank_of(): 1 for the most likely token
+  std::span<const TokenLogprob> top;  // the most likely tokens there, most likely first
+};
+
+// The token's rank under `logits`: how many tokens are at least as likely, itself included (1 for
+// the single most likely token; ties count against it, as vLLM counts). NaN logits are
+// impossible: they are never counted, and a NaN token ranks after every other.
+uint32_t rank_of(std::span<const float> logits, int32_t token);
+
 class LogprobCalculator {
  public:
   // The log-probability of `chosen` under softmax(`logits`), and the `top_count` most likely

@@ -63,6 +63,24 @@ void push_ids(RequestStream& stream, const std::vector<int32_t>& ids, int32_t lo
   stream.push_tokens(ids, entries);
 }
 
+// Pushes the made-up prompt figures the header describes.
+void push_prompt_figures(RequestStream& stream, int32_t top_count) {
+  stream.expect_prompt_logprobs(0);
+  std::vector<std::vector<core::TokenLogprob>> tops;
+  for (uint32_t p = 1; p < FakeGenerationService::kPromptTokens; ++p) {
+    tops.emplace_back();
+    for (int32_t k = 0; k < top_count; ++k) {
+      tops.back().push_back({static_cast<int32_t>(p) + 1 + k, -0.25f - 0.25f * k});
+    }
+  }
+  std::vector<core::PromptTokenLogprobs> figures;
+  for (uint32_t p = 1; p < FakeGenerationService::kPromptTokens; ++p) {
+    figures.push_back(
+        {p, static_cast<int32_t>(p), -1.0f - 0.1f * static_cast<float>(p), 2, tops[p - 1]});
+  }
+  stream.push_prompt_logprobs(figures);
+}
+
 }  // namespace
 
 void FakeGenerationService::set_finish(Finish finish, std::string error) {
@@ -211,6 +229,7 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
       input.request_id.empty() ? "fake-" + std::to_string(next_request_++) : input.request_id;
   const uint32_t max_tokens = input.max_tokens;
   const int32_t logprobs = input.sampling.logprobs;
+  const int32_t prompt_logprobs = input.sampling.prompt_logprobs;
   std::vector<int32_t> stop_token_ids = input.sampling.stop_token_ids;
   submitted_.push_back(std::move(input));
   changed_.notify_all();
@@ -226,6 +245,7 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   // Immediate mode: the whole answer is there before the frontend first looks.
   const int count = finish_ == Finish::kLength ? static_cast<int>(max_tokens)
                                                : static_cast<int>(max_tokens > 3 ? 3 : max_tokens);
+  if (prompt_logprobs >= 0) push_prompt_figures(*stream, prompt_logprobs);
   push_ids(*stream, ids_from(0, count), logprobs);
   stream->finish(finish_, Timings{}, finish_error_);
   return stream;
@@ -243,7 +263,15 @@ bool FakeGenerationService::abort(const std::string& request_id) {
 }
 
 ModelSummary FakeGenerationService::model_info() const {
-  return ModelSummary{kModelName, kMaxModelLen, 256, "byte"};
+  std::lock_guard lock(mutex_);
+  ModelSummary model{kModelName, kMaxModelLen, 256, "byte"};
+  model.reports_prompt_logprobs = reports_prompt_logprobs_;
+  return model;
+}
+
+void FakeGenerationService::set_reports_prompt_logprobs(bool reports) {
+  std::lock_guard lock(mutex_);
+  reports_prompt_logprobs_ = reports;
 }
 
 ClusterSummary FakeGenerationService::cluster_info() const { return {}; }

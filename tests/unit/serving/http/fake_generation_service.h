@@ -7,7 +7,9 @@
 // that a request for as many tokens as the script has bytes answers with the script.
 // Ids from kTextlessIds on decode to no text (a model's ids outside its tokenizer). A request that
 // asks for logprobs gets, for each token, logprob -0.5 and as its top tokens itself and the ids
-// after it, at -0.5, -0.75, -1.0, ...
+// after it, at -0.5, -0.75, -1.0, ... One that asks for prompt_logprobs has a prompt of ids 0 to
+// kPromptTokens - 1 (immediate mode): prompt token p has logprob -1 - p / 10 and rank 2, and as its
+// top tokens ids p + 1, p + 2, ... at -0.25, -0.5, ...
 // In held mode, submit() only opens the stream; the test then pushes tokens and finishes it
 // through push()/finish(), and can see the frontend's abort().
 //
@@ -43,6 +45,8 @@ class FakeGenerationService : public GenerationService {
   void fail_submits_with(std::optional<ServiceError> error);
   void set_serving(bool serving);
   void set_metrics(std::string text);
+  // What model_info() says of prompt_logprobs (the fake pushes them whatever it says).
+  void set_reports_prompt_logprobs(bool reports);
 
   // Held streams: push `count` more letters, or `count` ids without text (kTextlessIds, ...), or
   // finish.
@@ -92,6 +96,7 @@ class FakeGenerationService : public GenerationService {
   Finish finish_ = Finish::kLength;
   std::string finish_error_;
   std::string script_;
+  bool reports_prompt_logprobs_ = true;
   bool hold_ = false;
   bool admission_pending_ = false;
   std::optional<ServiceError> submit_error_;

@@ -68,8 +68,8 @@ TEST_F(HttpFrontendTest, WrongFieldTypeNamesTheField) {
 }
 
 TEST_F(HttpFrontendTest, UnsupportedFieldsAreRefused) {
-  for (const char* body : {R"({"prompt": "x", "echo": true})", R"({"prompt": "x", "best_of": 2})",
-                           R"({"prompt": "x", "suffix": "s"})"}) {
+  for (const char* body :
+       {R"({"prompt": "x", "best_of": 2})", R"({"prompt": "x", "suffix": "s"})"}) {
     auto result = post_json("/v1/completions", body);
     ASSERT_TRUE(result);
     EXPECT_EQ(result->status, 400) << body;

@@ -122,6 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": [1, -4]})", "prompt[1]", "not a valid token id"},
         Refused{R"({"prompt": "x", "max_tokens": "5"})", "max_tokens", "must be an integer"},
         Refused{R"({"prompt": "x", "max_tokens": 0})", "max_tokens", "between 1 and"},
+        Refused{R"({"prompt": "x", "echo": true, "truncate_prompt_tokens": 4})", "echo",
+                "not supported"},
         Refused{R"({"prompt": "x", "max_tokens": 2.5})", "max_tokens", "not a number"},
         Refused{R"({"prompt": "x", "temperature": "hot"})", "temperature", "must be a number"},
         Refused{R"({"prompt": "x", "top_p": 1e300})", "top_p",
@@ -143,7 +145,13 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "n": 129})", "n", "between 1 and 128"},
         Refused{R"({"prompt": "x", "logprobs": 21})", "logprobs", "between 0 and 20"},
         Refused{R"({"prompt": "x", "logprobs": true})", "logprobs", "must be an integer"},
-        Refused{R"({"prompt": "x", "echo": true})", "echo", "not supported"},
+        Refused{R"({"prompt": "x", "max_tokens": 0})", "max_tokens", "between 1 and"},
+        Refused{R"({"prompt": "x", "prompt_logprobs": -1})", "prompt_logprobs", "whole vocabulary"},
+        Refused{R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs", "between -1"},
+        Refused{R"({"prompt": "x", "prompt_logprobs": "2"})", "prompt_logprobs",
+                "must be an integer"},
+        Refused{R"({"prompt": "x", "stream": true, "prompt_logprobs": 0})", "prompt_logprobs",
+                "not available"},
         Refused{R"({"prompt": "x", "best_of": 3})", "best_of", "not supported"},
         Refused{R"({"prompt": "x", "suffix": "tail"})", "suffix", "not supported"},
         Refused{R"({"prompt": "x", "frequency_penalty": "high"})", "frequency_penalty",
@@ -529,6 +537,30 @@ TEST(CompletionRequest, LogprobsBecomeTheCountOfTopTokens) {
   EXPECT_EQ(chat(R"(, "logprobs": false, "top_logprobs": 0)"), -1);
   EXPECT_EQ(chat(R"(, "logprobs": true)"), 0);
   EXPECT_EQ(chat(R"(, "logprobs": true, "top_logprobs": 20)"), 20);
+}
+
+// prompt_logprobs is asked of the service as sent; echo with logprobs asks for the prompt's too
+// (as many as the larger count), max_tokens 0 with echo runs one token for the prompt alone.
+TEST(CompletionRequest, PromptLogprobsAndEchoBecomeWhatTheServiceComputes) {
+  OpenAiRequest r = parse_completion_request(R"({"prompt": "x", "prompt_logprobs": 3})");
+  EXPECT_EQ(r.prompt_logprobs, 3);
+  EXPECT_EQ(r.input.sampling.prompt_logprobs, 3);
+  EXPECT_FALSE(r.echo);
+  r = parse_completion_request(R"({"prompt": "x", "prompt_logprobs": null, "echo": true})");
+  EXPECT_EQ(r.prompt_logprobs, -1);
+  EXPECT_EQ(r.input.sampling.prompt_logprobs, -1);
+  EXPECT_TRUE(r.echo);
+  EXPECT_FALSE(r.echo_only);
+  EXPECT_EQ(r.input.max_tokens, 16u);
+  r = parse_completion_request(
+      R"({"prompt": "x", "echo": true, "logprobs": 4, "prompt_logprobs": 1, "max_tokens": 0})");
+  EXPECT_EQ(r.prompt_logprobs, 1);
+  EXPECT_EQ(r.input.sampling.prompt_logprobs, 4);
+  EXPECT_TRUE(r.echo_only);
+  EXPECT_EQ(r.input.max_tokens, 1u);
+  r = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 0})");
+  EXPECT_EQ(r.input.sampling.prompt_logprobs, 0);
 }
 
 // Those extensions at their defaults (what clients that always send them send) are accepted.

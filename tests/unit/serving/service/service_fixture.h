@@ -47,8 +47,9 @@ struct Collected {
   std::string error;
   Usage usage;
   Timings timings;
-  std::optional<KvStage> kv_stage;          // kHandoff (prefill_only): where the KV waits
-  std::vector<GeneratedLogprobs> logprobs;  // when the request asked for them
+  std::optional<KvStage> kv_stage;              // kHandoff (prefill_only): where the KV waits
+  std::vector<GeneratedLogprobs> logprobs;      // when the request asked for them
+  std::vector<PromptLogprobs> prompt_logprobs;  // when the request asked for them
 };
 
 // Reads a stream until its finishing chunk. The bound only keeps a broken service from hanging
@@ -61,6 +62,8 @@ inline Collected collect(RequestStream& stream) {
     if (!stream.next(chunk, std::chrono::milliseconds(100))) continue;
     c.ids.insert(c.ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
     c.logprobs.insert(c.logprobs.end(), chunk.logprobs.begin(), chunk.logprobs.end());
+    c.prompt_logprobs.insert(c.prompt_logprobs.end(), chunk.prompt_logprobs.begin(),
+                             chunk.prompt_logprobs.end());
     c.text += chunk.text;
     if (chunk.finish != Finish::kNone) {
       c.finish = chunk.finish;

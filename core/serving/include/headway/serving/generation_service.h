@@ -118,6 +118,10 @@ struct ModelSummary {
   // frequency and repetition penalties count. False: the penalties are refused (a model that
   // only needs lengths leaves the engine without the ids to count).
   bool reads_token_ids = true;
+  // The service can report prompt tokens' log-probabilities (SamplingParams::prompt_logprobs): its
+  // model returns a logits row per prompt position (hw_model_info.returns_prompt_logits) and reads
+  // token ids. False: prompt_logprobs (and echo with logprobs) are refused.
+  bool reports_prompt_logprobs = true;
 };
 
 // EngineSummary::role for an hw_engine_role.

@@ -94,13 +94,28 @@ struct GeneratedLogprobs {
   std::vector<TokenCandidate> top;
 };
 
+// A prompt token's log-probabilities, when the request asked for them (SamplingParams::
+// prompt_logprobs): how likely the model found it after the tokens before it, its rank there
+// (1: the most likely), and the most likely tokens there, most likely first. The first prompt
+// token has nothing before it: its entry has `has_figures` false and only `token` set.
+struct PromptLogprobs {
+  uint32_t position = 0;
+  bool has_figures = true;
+  TokenCandidate token;
+  uint32_t rank = 0;
+  std::vector<TokenCandidate> top;
+};
+
 struct StreamChunk {
   std::vector<int32_t> token_ids;           // tokens since the previous chunk
   std::vector<GeneratedLogprobs> logprobs;  // one per token_ids entry, when they were asked for
-  std::string text;                         // text that became final since the previous chunk
-  Finish finish = Finish::kNone;            // set on the last chunk only
-  StopReason stop_reason;  // kStop: the stop string or stop token id, when one ended it
-  std::string error;       // kError: what failed, for the client
+  // Prompt tokens' figures since the previous chunk, in position order (position 0 first), when
+  // they were asked for (expect_prompt_logprobs()); all of them come before the first token.
+  std::vector<PromptLogprobs> prompt_logprobs;
+  std::string text;               // text that became final since the previous chunk
+  Finish finish = Finish::kNone;  // set on the last chunk only
+  StopReason stop_reason;         // kStop: the stop string or stop token id, when one ended it
+  std::string error;              // kError: what failed, for the client
   // kError: set when the service that was to run the request refused it (an engine process's
   // full queue, a request it finds invalid): frontends answer the refusal's code, not a 500.
   std::optional<ServiceError> refusal;
@@ -132,6 +147,14 @@ class RequestStream {
   // pushes all its tokens with them or all without.
   void push_tokens(std::span<const int32_t> ids,
                    std::span<const core::SampledLogprobs> logprobs = {});
+  // The request asked for its prompt's log-probabilities and its prompt starts with
+  // `first_token`: the consumer gets position 0's entry (which has no figures) with the first
+  // chunk, even when the prompt has no other token. Call before the producer starts.
+  void expect_prompt_logprobs(int32_t first_token);
+  // Prompt tokens' figures, in position order; copied. A position handed over before is dropped
+  // (a request computed again after a preemption, or on another engine, reports its prompt
+  // again), and pushes after the first token are ignored.
+  void push_prompt_logprobs(std::span<const core::PromptTokenLogprobs> entries);
   // The last call for a request; later pushes are ignored. Timings are filled by the producer.
   void finish(Finish reason, Timings timings, std::string error = {},
               std::optional<KvStage> kv_stage = std::nullopt);
@@ -164,6 +187,12 @@ class RequestStream {
  private:
   // Moves the taken log-probabilities into `out` (after its token_ids), with each token's bytes.
   void take_logprobs(StreamChunk& out);
+  // The same for the taken prompt figures, after position 0's entry when `first_prompt_token`.
+  void take_prompt_logprobs(StreamChunk& out, std::optional<int32_t> first_prompt_token);
+  // Whether the producer left something for the consumer (under mutex_).
+  bool has_news() const {
+    return !pending_.empty() || !pending_prompt_.empty() || finish_ != Finish::kNone;
+  }
 
   const std::string id_;
   const uint32_t prompt_tokens_;
@@ -178,6 +207,17 @@ class RequestStream {
   std::vector<float> pending_logprobs_;
   std::vector<uint32_t> pending_top_counts_;
   std::vector<core::TokenLogprob> pending_top_;
+  // Prompt figures pushed, not yet handed out; their top tokens owned, since the engine's are
+  // valid for the call only.
+  struct PromptFigures {
+    core::PromptTokenLogprobs figures;  // .top is empty: the tokens are in `top`
+    std::vector<core::TokenLogprob> top;
+  };
+  std::vector<PromptFigures> pending_prompt_;
+  std::vector<PromptFigures> taken_prompt_;
+  uint32_t next_prompt_position_ = 1;  // positions below were handed over
+  // expect_prompt_logprobs(): the first prompt token, until its entry is handed out.
+  std::optional<int32_t> first_prompt_token_;
   Finish finish_ = Finish::kNone;
   Timings timings_;
   std::string error_;

@@ -82,9 +82,11 @@ class ModelHarness {
     uint64_t request;
     std::vector<int32_t> tokens;  // the slice's tokens, appended to the request's history
     bool sample = true;
+    bool all_logits = false;  // a row for each of its positions (hw_model_slice.all_logits)
   };
 
-  // Runs one step; returns one logits row per sampling slice, in slice order.
+  // Runs one step; returns, in slice order, a logits row per position of an all_logits slice and
+  // one per other sampling slice.
   std::vector<std::vector<float>> step(const std::vector<Slice>& slices) {
     std::vector<hw_model_slice> model_slices;
     uint32_t rows = 0;
@@ -98,10 +100,11 @@ class ModelHarness {
         // contiguous memory.
         r.blocks.push_back((next_block_++ * 37u) % blocks_);
       }
-      rows += s.sample ? 1 : 0;
-      model_slices.push_back(hw_model_slice{
-          s.request, start, static_cast<uint32_t>(s.tokens.size()), nullptr, r.blocks.data(),
-          static_cast<uint32_t>(r.blocks.size()), s.sample ? 1 : 0, 0.0f, 1.0f, 0, 0, 0, 0.0f, 0});
+      rows += s.all_logits ? static_cast<uint32_t>(s.tokens.size()) : s.sample ? 1 : 0;
+      model_slices.push_back(
+          hw_model_slice{s.request, start, static_cast<uint32_t>(s.tokens.size()), nullptr,
+                         r.blocks.data(), static_cast<uint32_t>(r.blocks.size()), s.sample ? 1 : 0,
+                         0.0f, 1.0f, 0, 0, 0, 0.0f, s.all_logits ? 1u : 0u});
     }
     // token_ids point into the histories, which no longer reallocate during this step.
     for (size_t i = 0; i < slices.size(); ++i) {

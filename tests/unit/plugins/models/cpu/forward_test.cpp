@@ -156,6 +156,26 @@ TEST_F(InvarianceTest, LogitsDoNotDependOnTheRestOfTheStep) {
   EXPECT_LT(relative_error(rows.at(0), alone_decode), 1e-5);
 }
 
+// A slice that asks for all its logits (prompt log-probabilities) gets, for each position, the row
+// a prefill ending there samples from; beside other slices in the step, and over a cached prefix.
+TEST_F(InvarianceTest, EveryPositionsRowIsTheLastRowOfThePrefixEndingThere) {
+  ModelHarness model(dir_.path());
+  const uint32_t vocab = model.info().vocab;
+  const auto prompt = random_tokens(21, vocab, 12);
+  // Positions 0..8 first, without rows; then 9..20 with one each, between two other slices.
+  model.step({{0, std::vector<int32_t>(prompt.begin(), prompt.begin() + 9), false}});
+  const auto rows =
+      model.step({{1, random_tokens(5, vocab, 13), true},
+                  {0, std::vector<int32_t>(prompt.begin() + 9, prompt.end()), false, true},
+                  {2, random_tokens(3, vocab, 14), false, true}});
+  ASSERT_EQ(rows.size(), 1u + 12u + 3u);
+  for (uint32_t end = 10; end <= 21; ++end) {
+    const std::vector<int32_t> prefix(prompt.begin(), prompt.begin() + end);
+    const std::vector<float> alone = model.prefill(100 + end, prefix, {end});
+    EXPECT_LT(relative_error(rows.at(1 + end - 10), alone), 1e-5) << "position " << end - 1;
+  }
+}
+
 TEST_F(InvarianceTest, DecodeAfterPrefillEqualsFullRecomputation) {
   ModelHarness model(dir_.path());
   const uint32_t vocab = model.info().vocab;

@@ -1,0 +1,59 @@
+// Faulty on purpose: a tiny logits model that declares returns_prompt_logits (ABI 1.4) and, for a
+// slice that asks for all its logits, writes its last position's row for every position (as a
+// model that runs its LM head on the last token only and copies the result would). It writes the
+// right number of rows, and each request's sampled row is right, so chunking and batching cannot
+// see it. The suite must report model.prompt_logits as FAIL, and the model as not conformant.
+#include <cmath>
+#include <headway/plugin.hpp>
+
+namespace {
+
+constexpr uint32_t kVocab = 64;
+
+class PromptRowsModel final : public headway::sdk::Model {
+ public:
+  PromptRowsModel(const headway::sdk::Host&, const headway::sdk::Options&, const std::string&) {}
+  hw_model_info info() const override {
+    hw_model_info i{};
+    i.struct_size = sizeof(hw_model_info);
+    i.layers = 1;
+    i.hidden = 8;
+    i.heads = 1;
+    i.kv_heads = 1;
+    i.head_dim = 8;
+    i.vocab = kVocab;
+    i.max_model_len = 4096;
+    i.eos_token = UINT32_MAX;
+    i.kv_bytes_per_token = 32;
+    i.kv_capacity_tokens = 1 << 16;
+    i.needs_token_ids = 1;
+    i.reports_duration = 1;
+    i.returns_logits = 1;
+    i.returns_prompt_logits = 1;
+    return i;
+  }
+  void init_kv(uint32_t, uint32_t) override {}
+  void forward(const hw_model_batch& batch, hw_model_output& out) override {
+    uint32_t row = 0;
+    for (uint32_t i = 0; i < batch.slice_count; ++i) {
+      const hw_model_slice& s = batch.slices[i];
+      const uint32_t rows = s.all_logits != 0 ? s.tokens : static_cast<uint32_t>(s.sample != 0);
+      // The bug: every row is the last position's (a correct model uses position start + r).
+      const float last = static_cast<float>(s.token_ids[s.tokens - 1]);
+      const float position = static_cast<float>(s.start + s.tokens - 1);
+      for (uint32_t r = 0; r < rows; ++r, ++row) {
+        for (uint32_t v = 0; v < kVocab; ++v) {
+          out.logits[row * kVocab + v] = std::sin(0.1f * last + 0.7f * v + 0.01f * position);
+        }
+      }
+    }
+    out.logits_rows = row;
+    out.seconds = 1e-3;
+  }
+};
+
+}  // namespace
+
+HEADWAY_EXPORT_MODEL(PromptRowsModel, "org.headway.faulty.prompt_rows_model", "faulty_prompt_rows",
+                     "0.0.1", "Faulty on purpose: every prompt row is the last position's",
+                     headway::sdk::no_options)

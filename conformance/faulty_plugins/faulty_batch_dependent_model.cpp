@@ -4,31 +4,18 @@
 #include <cmath>
 #include <headway/plugin.hpp>
 
+#include "tiny_logits_model.h"
+
 namespace {
 
-constexpr uint32_t kVocab = 64;
+using headway::conformance::faulty::kTinyVocab;
 
 class BatchDependentModel final : public headway::sdk::Model {
  public:
   BatchDependentModel(const headway::sdk::Host&, const headway::sdk::Options&, const std::string&) {
   }
   hw_model_info info() const override {
-    hw_model_info i{};
-    i.struct_size = sizeof(hw_model_info);
-    i.layers = 1;
-    i.hidden = 8;
-    i.heads = 1;
-    i.kv_heads = 1;
-    i.head_dim = 8;
-    i.vocab = kVocab;
-    i.max_model_len = 4096;
-    i.eos_token = UINT32_MAX;
-    i.kv_bytes_per_token = 32;
-    i.kv_capacity_tokens = 1 << 16;
-    i.needs_token_ids = 1;
-    i.reports_duration = 1;
-    i.returns_logits = 1;
-    return i;
+    return headway::conformance::faulty::tiny_logits_model_info();
   }
   void init_kv(uint32_t, uint32_t) override {}
   void forward(const hw_model_batch& batch, hw_model_output& out) override {
@@ -38,9 +25,9 @@ class BatchDependentModel final : public headway::sdk::Model {
       if (!s.sample) continue;
       const float last = static_cast<float>(s.token_ids[s.tokens - 1]);
       const float position = static_cast<float>(s.start + s.tokens - 1);
-      for (uint32_t v = 0; v < kVocab; ++v) {
+      for (uint32_t v = 0; v < kTinyVocab; ++v) {
         // The bug: the batch size leaks into every logit.
-        out.logits[row * kVocab + v] =
+        out.logits[row * kTinyVocab + v] =
             std::sin(0.1f * last + 0.7f * v + 0.01f * position) + 0.05f * batch.slice_count;
       }
       ++row;

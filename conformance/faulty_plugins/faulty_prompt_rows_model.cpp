@@ -6,29 +6,17 @@
 #include <cmath>
 #include <headway/plugin.hpp>
 
+#include "tiny_logits_model.h"
+
 namespace {
 
-constexpr uint32_t kVocab = 64;
+using headway::conformance::faulty::kTinyVocab;
 
 class PromptRowsModel final : public headway::sdk::Model {
  public:
   PromptRowsModel(const headway::sdk::Host&, const headway::sdk::Options&, const std::string&) {}
   hw_model_info info() const override {
-    hw_model_info i{};
-    i.struct_size = sizeof(hw_model_info);
-    i.layers = 1;
-    i.hidden = 8;
-    i.heads = 1;
-    i.kv_heads = 1;
-    i.head_dim = 8;
-    i.vocab = kVocab;
-    i.max_model_len = 4096;
-    i.eos_token = UINT32_MAX;
-    i.kv_bytes_per_token = 32;
-    i.kv_capacity_tokens = 1 << 16;
-    i.needs_token_ids = 1;
-    i.reports_duration = 1;
-    i.returns_logits = 1;
+    hw_model_info i = headway::conformance::faulty::tiny_logits_model_info();
     i.returns_prompt_logits = 1;
     return i;
   }
@@ -42,8 +30,8 @@ class PromptRowsModel final : public headway::sdk::Model {
       const float last = static_cast<float>(s.token_ids[s.tokens - 1]);
       const float position = static_cast<float>(s.start + s.tokens - 1);
       for (uint32_t r = 0; r < rows; ++r, ++row) {
-        for (uint32_t v = 0; v < kVocab; ++v) {
-          out.logits[row * kVocab + v] = std::sin(0.1f * last + 0.7f * v + 0.01f * position);
+        for (uint32_t v = 0; v < kTinyVocab; ++v) {
+          out.logits[row * kTinyVocab + v] = std::sin(0.1f * last + 0.7f * v + 0.01f * position);
         }
       }
     }

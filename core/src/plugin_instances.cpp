@@ -115,6 +115,9 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
     call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
     check_status(code, status, choice.where + ": model '" + name_ + "' get_info");
   }
+  // returns_prompt_logits sits where a 1.3 struct had tail padding (the size is the same), which
+  // a plugin built before 1.4 may have left unset: only a 1.4 plugin can mean it.
+  if (choice.plugin->descriptor->abi_minor < 4) info_.returns_prompt_logits = 0;
 }
 
 ModelInstance::~ModelInstance() {

@@ -264,16 +264,20 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   const int32_t prompt_logprobs = parsed.prompt_logprobs;
   const bool echo = parsed.echo;
   const bool echo_only = parsed.echo_only;
-  // Each prompt's text, for echo: as the client wrote it, or its ids' text (no special tokens).
+  // Each prompt's text, for echo: as the client wrote it, or its ids' text (no special tokens),
+  // which is written once the service took the prompts (so that a bad id is its refusal).
   std::vector<std::string> echo_texts;
+  std::vector<std::pair<size_t, std::vector<int32_t>>> echo_ids;  // prompt index, its ids
   if (echo) {
     for (size_t p = 0; p <= parsed.more_prompts.size(); ++p) {
       const GenerateInput& prompt = p == 0 ? parsed.input : parsed.more_prompts[p - 1];
-      echo_texts.push_back(prompt.prompt_kind == GenerateInput::PromptKind::kTokenIds
-                               ? service_.detokenize(parsed.input.model, prompt.prompt_ids)
-                               : prompt.prompt_text);
+      echo_texts.push_back(prompt.prompt_text);
+      if (prompt.prompt_kind == GenerateInput::PromptKind::kTokenIds) {
+        echo_ids.emplace_back(p, prompt.prompt_ids);
+      }
     }
   }
+  const std::string model_name = parsed.input.model;
 
   // Each choice parses its answer with a copy of this one.
   std::optional<AnswerParser> answer_parser;
@@ -308,6 +312,16 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   const auto abort_all = [&] {
     for (const auto& stream : streams) service_.abort(stream->id());  // no-op once finished
   };
+  for (const auto& [p, ids] : echo_ids) {
+    try {
+      echo_texts[p] = service_.detokenize(model_name, ids);
+    } catch (const ServiceError& e) {
+      abort_all();
+      throw invalid_field("echo", std::string("echo writes each prompt's text, and the text of "
+                                              "token ids cannot be had here: ") +
+                                      e.what());
+    }
+  }
 
   if (!streamed) {
     std::vector<ChoiceOutput> choices;

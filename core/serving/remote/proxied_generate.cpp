@@ -151,6 +151,18 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     context_.TryCancel();
     return;
   }
+  if (response_.prompt_logprobs_size() > 0) prompt_figures_seen_ = true;
+  if (count > 0 && !finished_ && upstream_.sampling().has_prompt_logprobs() &&
+      upstream_.generated_ids().empty() && !prompt_figures_seen_) {
+    // Every process that serves them sends position 0's entry before the first token: one that
+    // sends none ignored the field (an older build), and the client would miss them silently.
+    finish(Finish::kError,
+           fmt::format("engine{} at {} sent tokens without the prompt_logprobs the request asked "
+                       "for (does it run an older Headway?)",
+                       engine_.index(), engine_.address()));
+    context_.TryCancel();
+    return;
+  }
   // The engine process that prefilled the request says what its prefix cache held, in the usage
   // of its last message (a decode process continuing it later says 0: its KV was moved, not
   // found), so a usage before the finish says 0 through a router.

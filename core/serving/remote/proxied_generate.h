@@ -143,6 +143,7 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   // One entry per token of `response`, or none when it carries none (or not one per token: the
   // read then ends the request, when it asked for them).
   std::span<const core::SampledLogprobs> logprobs_of(const v1::GenerateResponse& response);
+  bool prompt_figures_seen_ = false;  // a message of this call carried prompt figures
   // Hands the message's prompt figures to the stream.
   void push_prompt_logprobs(const v1::GenerateResponse& response);
   std::vector<core::PromptTokenLogprobs> prompt_figures_;

@@ -367,6 +367,12 @@ void RemoteGenerationService::Impl::poll_once() {
         refused =
             "reads no token ids, and this router admits the penalties (set when it started from "
             "the processes that answered)";
+      } else if (admission_ && admission_->model().reports_prompt_logprobs &&
+                 !model.reports_prompt_logprobs) {
+        refused =
+            "does not report prompt log-probabilities (its model writes no logits row per prompt "
+            "position, or it predates them), and this router admits prompt_logprobs (set when it "
+            "started from the processes that answered)";
       }
       return refused;
     });

@@ -642,6 +642,9 @@ void EngineDriver::prefill_here(Handoff& handoff) {
   request.priority = handoff.request.priority;
   request.arrival = handoff.request.arrival;
   request.sampling = std::move(handoff.request.sampling);
+  // Its prompt's figures were reported where it was prefilled (or, continued from another
+  // process's stage, by that process): computing them again would only cost.
+  request.sampling.prompt_logprobs = -1;
   // Seeded sampling goes on where the prefill engine left it, not from output 0 again.
   request.outputs_before = handoff.request.output_tokens;
   request.record = &handoff.state->record;

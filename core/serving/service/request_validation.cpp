@@ -127,8 +127,8 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
   if (s.prompt_logprobs >= 0 && !model.reports_prompt_logprobs) {
     invalid(model.samples_on_host
                 ? "prompt_logprobs is not supported by this deployment: its model does not return "
-                  "a logits row for every prompt position (hw_model_info.returns_prompt_logits), "
-                  "or requests reach it through a router"
+                  "a logits row for every prompt position (hw_model_info.returns_prompt_logits) "
+                  "or reads no token ids"
                 : "prompt_logprobs is not supported by this deployment: its model samples on its "
                   "device",
             "prompt_logprobs");

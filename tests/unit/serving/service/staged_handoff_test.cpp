@@ -85,7 +85,8 @@ TEST_P(StagedHandoffTest, GreedyTokensEqualThoseOfOneMixedEngine) {
 }
 
 // A stage that is gone before the decode process reads it: the request is prefilled there, with
-// the same tokens.
+// the same tokens. Its prompt's log-probabilities were the prefill process's to report: the
+// decode process reports none, whether it moves the KV or computes the prompt again.
 TEST_P(StagedHandoffTest, AStageThatIsGoneIsPrefilledInstead) {
   LocalGenerationService prefill(engine_process(GetParam()));
   LocalGenerationService decode(engine_process(GetParam()));
@@ -95,8 +96,14 @@ TEST_P(StagedHandoffTest, AStageThatIsGoneIsPrefilledInstead) {
   const test::Collected again = prefill_only(prefill, prompt, 8);
   ASSERT_EQ(again.finish, Finish::kHandoff) << again.error;
   ::shm_unlink(first.kv_stage->shm_name.c_str());
-  const test::Collected prefilled_here = collect(*decode.submit(continuation(prompt, 8, first)));
-  const test::Collected moved = collect(*decode.submit(continuation(prompt, 8, again)));
+  GenerateInput gone = continuation(prompt, 8, first);
+  GenerateInput there = continuation(prompt, 8, again);
+  gone.sampling.prompt_logprobs = 2;
+  there.sampling.prompt_logprobs = 2;
+  const test::Collected prefilled_here = collect(*decode.submit(gone));
+  const test::Collected moved = collect(*decode.submit(there));
+  EXPECT_TRUE(prefilled_here.prompt_logprobs.empty());
+  EXPECT_TRUE(moved.prompt_logprobs.empty());
   EXPECT_EQ(prefilled_here.finish, Finish::kLength) << prefilled_here.error;
   EXPECT_EQ(prefilled_here.timings.kv_transfer_seconds, 0.0);
   EXPECT_GT(moved.timings.kv_transfer_seconds, 0.0);

@@ -38,10 +38,30 @@ void Sampler::process(std::span<float> logits, const SamplingParams& p, uint32_t
   const size_t vocab = logits.size();
   const auto in_vocab = [vocab](int32_t t) { return t >= 0 && static_cast<size_t>(t) < vocab; };
   constexpr float kNever = -std::numeric_limits<float>::infinity();
+  if (!p.allowed_token_ids.empty()) {
+    // The allowed logits are put aside, every logit masked, and theirs put back: one pass over
+    // the vocabulary and two over the list.
+    allowed_kept_.clear();
+    for (const int32_t t : p.allowed_token_ids)
+      allowed_kept_.push_back(in_vocab(t) ? logits[t] : kNever);
+    std::fill(logits.begin(), logits.end(), kNever);
+    for (size_t i = 0; i < p.allowed_token_ids.size(); ++i) {
+      if (in_vocab(p.allowed_token_ids[i])) logits[p.allowed_token_ids[i]] = allowed_kept_[i];
+    }
+  }
   if (output_index < p.min_tokens) {
     if (!p.ignore_eos && history.eos_token < vocab) logits[history.eos_token] = kNever;
     for (const int32_t t : p.stop_token_ids) {
       if (in_vocab(t)) logits[t] = kNever;
+    }
+    // An allowed list of end tokens only would leave nothing to choose: the list wins, and such
+    // a token does not end the request before min_tokens (the engine's stop check).
+    const bool none_left =
+        !p.allowed_token_ids.empty() &&
+        std::none_of(p.allowed_token_ids.begin(), p.allowed_token_ids.end(),
+                     [&](int32_t t) { return in_vocab(t) && logits[t] > kNever; });
+    for (size_t i = 0; none_left && i < p.allowed_token_ids.size(); ++i) {
+      if (in_vocab(p.allowed_token_ids[i])) logits[p.allowed_token_ids[i]] = allowed_kept_[i];
     }
   }
   for (const auto& [t, bias] : p.logit_bias) {

@@ -23,6 +23,8 @@ void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
       sampling.has_repetition_penalty() ? sampling.repetition_penalty() : 1.0f;
   out.sampling.min_tokens = sampling.min_tokens();
   out.sampling.logit_bias.assign(sampling.logit_bias().begin(), sampling.logit_bias().end());
+  out.sampling.allowed_token_ids.assign(sampling.allowed_token_ids().begin(),
+                                        sampling.allowed_token_ids().end());
   // The service checks the range (a value past int32 stays past it).
   out.sampling.logprobs =
       sampling.has_logprobs()

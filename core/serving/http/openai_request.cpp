@@ -29,7 +29,7 @@ constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's def
 void refuse_unsupported(const FieldReader& fields) {
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
-  for (const char* field : {"bad_words", "allowed_token_ids", "logits_processors"}) {
+  for (const char* field : {"bad_words", "logits_processors"}) {
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }
 }
@@ -152,13 +152,15 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   sampling.min_tokens =
       static_cast<uint32_t>(fields.integer("min_tokens", 0, kMaxTokensLimit).value_or(0));
   sampling.logit_bias = parse_logit_bias(fields);
-  if (const nlohmann::json* ids = fields.find("stop_token_ids")) {
+  for (const auto& [name, into] : {std::pair{"stop_token_ids", &sampling.stop_token_ids},
+                                   std::pair{"allowed_token_ids", &sampling.allowed_token_ids}}) {
+    const nlohmann::json* ids = fields.find(name);
+    if (ids == nullptr) continue;
     if (!ids->is_array()) {
       throw invalid_field(
-          "stop_token_ids",
-          std::string("stop_token_ids must be an array of token ids, not ") + json_kind(*ids));
+          name, std::string(name) + " must be an array of token ids, not " + json_kind(*ids));
     }
-    sampling.stop_token_ids = parse_token_ids(*ids, "stop_token_ids");
+    *into = parse_token_ids(*ids, name);
   }
   input.stop = parse_stop(fields);
   input.include_stop_str_in_output = fields.boolean("include_stop_str_in_output").value_or(false);

@@ -78,6 +78,8 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   for (const auto& [id, bias] : input.sampling.logit_bias) {
     (*sampling.mutable_logit_bias())[id] = bias;
   }
+  sampling.mutable_allowed_token_ids()->Add(input.sampling.allowed_token_ids.begin(),
+                                            input.sampling.allowed_token_ids.end());
   if (input.sampling.logprobs >= 0) {
     sampling.set_logprobs(static_cast<uint32_t>(input.sampling.logprobs));
   }

@@ -188,6 +188,11 @@ void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_
                ": the output ends where the guided answer is complete, however short",
            "min_tokens");
   }
+  if (!input.sampling.allowed_token_ids.empty()) {
+    refuse("allowed_token_ids cannot be combined with " + field +
+               ": the two may have no token in common, which would leave nothing to choose",
+           "allowed_token_ids");
+  }
   if (!input.guided.starts_after.empty() &&
       prompt_ends_reasoning(*tokenizer_, prompt, input.guided.starts_after)) {
     input.guided.starts_after.clear();  // no reasoning comes: the shape applies from the start

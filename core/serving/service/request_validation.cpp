@@ -112,6 +112,10 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
               param);
     }
   }
+  validate_token_ids(s.allowed_token_ids, vocab, "allowed_token_ids");
+  std::sort(s.allowed_token_ids.begin(), s.allowed_token_ids.end());
+  s.allowed_token_ids.erase(std::unique(s.allowed_token_ids.begin(), s.allowed_token_ids.end()),
+                            s.allowed_token_ids.end());
   if (s.logprobs < -1 || s.logprobs > core::kMaxLogprobs) {
     invalid(fmt::format("logprobs must be from 0 to {} (the most likely tokens reported beside "
                         "each generated one), got {}",
@@ -124,7 +128,7 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
                         core::kMaxLogprobs, s.prompt_logprobs),
             "prompt_logprobs");
   }
-  if (s.prompt_logprobs >= 0 && !model.reports_prompt_logprobs) {
+  if (s.prompt_logprobs >= 0 && (!model.reports_prompt_logprobs || !model.samples_on_host)) {
     invalid(model.samples_on_host
                 ? "prompt_logprobs is not supported by this deployment: its model does not return "
                   "a logits row for every prompt position (hw_model_info.returns_prompt_logits) "
@@ -145,13 +149,14 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
             penalty);
   }
   if (!s.uses_host_processing()) return;
-  const char* field = penalty != nullptr      ? penalty
-                      : s.min_tokens > 0      ? "min_tokens"
-                      : !s.logit_bias.empty() ? "logit_bias"
-                                              : "logprobs";
+  const char* field = penalty != nullptr             ? penalty
+                      : s.min_tokens > 0             ? "min_tokens"
+                      : !s.logit_bias.empty()        ? "logit_bias"
+                      : !s.allowed_token_ids.empty() ? "allowed_token_ids"
+                                                     : "logprobs";
   invalid(fmt::format("{} is not supported by this deployment: its model samples on its device, "
                       "and only models that return logits to the host apply penalties, "
-                      "min_tokens and logit_bias, or report logprobs",
+                      "min_tokens, logit_bias and allowed_token_ids, or report logprobs",
                       field),
           field);
 }

@@ -1,7 +1,8 @@
 // Token sampling from logits, in the core and shared by every model that returns logits
-// (hw_model_info.returns_logits). Order, as vLLM applies it: min_tokens masks the end tokens,
-// logit_bias is added, the repetition, frequency and presence penalties are applied; then the
-// warpers in the order of Hugging Face's (temperature, top-k, top-p, min-p) and the draw.
+// (hw_model_info.returns_logits). Order, as vLLM applies it: allowed_token_ids masks every other
+// token, min_tokens masks the end tokens, logit_bias is added, the repetition, frequency and
+// presence penalties are applied; then the warpers in the order of Hugging Face's (temperature,
+// top-k, top-p, min-p) and the draw.
 //
 // Determinism: the random draw depends only on (params.seed, output_index), through a counter-based
 // generator (splitmix64), never on call order. A request therefore gets the same tokens for the
@@ -50,6 +51,7 @@ class Sampler {
 
   std::vector<int32_t> candidates_;
   std::vector<uint8_t> seen_;  // per token id: which penalties it had (all zero between calls)
+  std::vector<float> allowed_kept_;  // the allowed tokens' logits while the row is masked
 };
 
 }  // namespace headway::core

@@ -36,6 +36,9 @@ struct SamplingParams {
   uint32_t min_tokens = 0;
   // (token id, bias) pairs added to the logits; ids unique, biases in [-100, 100].
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's allowed_token_ids: only these can be chosen (every other logit becomes -inf first).
+  // Empty: any token. Sorted and unique (the service makes them so).
+  std::vector<int32_t> allowed_token_ids;
   // -1: off. Otherwise report each generated token's log-probability and those of the `logprobs`
   // most likely tokens (0 to kMaxLogprobs), from the model's raw logits (token_logprobs.h).
   int32_t logprobs = -1;
@@ -54,7 +57,9 @@ struct SamplingParams {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }
   // Whether the core sampler changes the logits before the warpers.
-  bool changes_logits() const { return uses_penalties() || min_tokens > 0 || !logit_bias.empty(); }
+  bool changes_logits() const {
+    return uses_penalties() || min_tokens > 0 || !logit_bias.empty() || !allowed_token_ids.empty();
+  }
   // Whether the request needs what only the core sampler and the engine on the host do: the
   // processing above, logprobs of either kind, or a guide.
   bool uses_host_processing() const {

@@ -122,6 +122,9 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": [1, -4]})", "prompt[1]", "not a valid token id"},
         Refused{R"({"prompt": "x", "max_tokens": "5"})", "max_tokens", "must be an integer"},
         Refused{R"({"prompt": "x", "max_tokens": 0})", "max_tokens", "between 1 and"},
+        Refused{R"({"prompt": "x", "allowed_token_ids": 5})", "allowed_token_ids",
+                "must be an array"},
+        Refused{R"({"prompt": "x", "allowed_token_ids": [5, "a"]})", "allowed_token_ids[1]", ""},
         Refused{R"({"prompt": "x", "echo": true, "truncate_prompt_tokens": 4})", "echo",
                 "not supported"},
         Refused{R"({"prompt": "x", "max_tokens": 2.5})", "max_tokens", "not a number"},
@@ -490,8 +493,9 @@ TEST(CompletionRequest, LogitsProcessingFieldsPassThrough) {
       parse_completion_request(R"({"prompt": "x", "presence_penalty": 0.5,
                                    "frequency_penalty": -1.25, "repetition_penalty": 1.1,
                                    "min_tokens": 3, "logit_bias": {"7": -100, "12": 2.5,
-                                   "9": null}})")
+                                   "9": null}, "allowed_token_ids": [9, 4, 9]})")
           .input.sampling;
+  EXPECT_EQ(set.allowed_token_ids, (std::vector<int32_t>{9, 4, 9}));  // the service sorts them
   EXPECT_EQ(set.presence_penalty, 0.5f);
   EXPECT_EQ(set.frequency_penalty, -1.25f);
   EXPECT_EQ(set.repetition_penalty, 1.1f);
@@ -502,7 +506,7 @@ TEST(CompletionRequest, LogitsProcessingFieldsPassThrough) {
   const core::SamplingParams unset =
       parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
                              "presence_penalty": null, "repetition_penalty": null,
-                             "logit_bias": null, "min_tokens": null})")
+                             "logit_bias": null, "min_tokens": null, "allowed_token_ids": []})")
           .input.sampling;
   EXPECT_FALSE(unset.uses_host_processing());
   EXPECT_EQ(unset.repetition_penalty, 1.0f);

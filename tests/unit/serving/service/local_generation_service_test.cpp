@@ -676,6 +676,43 @@ TEST_F(ServiceTest, LogprobsAreThoseOfTheRawLogits) {
   EXPECT_TRUE(collect(*service.submit(text_request("logprobs", 2))).logprobs.empty());
 }
 
+// allowed_token_ids: sampled freely, every token is one of them (the byte tokenizer: 'x', 'y',
+// 'z'); an id outside the vocabulary and guided output beside them are refused naming the field.
+TEST_F(ServiceTest, OnlyAllowedTokensAreGenerated) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput input = text_request("allowed", 24);
+  input.sampling.temperature = 1.0f;
+  input.sampling.seed = 5;
+  const std::vector<int32_t> free_ids = collect(*service.submit(input)).ids;
+  ASSERT_FALSE(std::all_of(free_ids.begin(), free_ids.end(), [](int32_t id) {
+    return id >= 'x' && id <= 'z';
+  })) << "the free run stays within the allowed set: the test would show nothing";
+  input.sampling.allowed_token_ids = {'z', 'x', 'y', 'x'};
+  const test::Collected allowed = collect(*service.submit(input));
+  ASSERT_EQ(allowed.ids.size(), 24u) << allowed.error;
+  for (const int32_t id : allowed.ids) EXPECT_TRUE(id >= 'x' && id <= 'z') << id;
+
+  for (const bool guided : {false, true}) {
+    GenerateInput refused = input;
+    if (guided) {
+      refused.sampling.ignore_eos = false;  // which guided output refuses too
+      refused.guided.kind = GuidedOutput::Kind::kRegex;
+      refused.guided.regex = "x+";
+      refused.guided.field = "guided_regex";
+    } else {
+      refused.sampling.allowed_token_ids = {'x', 1 << 20};
+    }
+    try {
+      service.submit(refused);
+      ADD_FAILURE() << (guided ? "guided output with allowed_token_ids"
+                               : "an id past the vocabulary")
+                    << " was taken";
+    } catch (const ServiceError& e) {
+      EXPECT_EQ(e.param(), guided ? "allowed_token_ids" : "allowed_token_ids[1]") << e.what();
+    }
+  }
+}
+
 // Requests batched in one step, each with its own count of top tokens (or none), get the figures
 // they get alone: the engine keeps each sampling slice's top tokens apart.
 TEST_F(ServiceTest, BatchedRequestsKeepTheirOwnLogprobs) {
@@ -766,6 +803,8 @@ TEST(LogitsProcessing, IsRefusedWhereTheModelSamplesOnItsDevice) {
        [](core::SamplingParams& s) {
          s.logit_bias = {{1, 1.0f}};
        }},
+      {"allowed_token_ids", [](core::SamplingParams& s) { s.allowed_token_ids = {3}; }},
+      {"prompt_logprobs", [](core::SamplingParams& s) { s.prompt_logprobs = 0; }},
   };
   ModelSummary on_host;
   on_host.vocab = 256;

@@ -275,6 +275,37 @@ TEST(Sampler, LogitBiasIsAddedBeforeTheChoice) {
   EXPECT_EQ(greedy(l, p, 0), 2);
 }
 
+// allowed_token_ids: greedy takes the likeliest of them, and no seed draws another, even with a
+// bias that would make another the likeliest; an id outside the vocabulary allows nothing.
+TEST(Sampler, OnlyAllowedTokensAreChosen) {
+  const std::vector<float> l = {1.0f, 3.0f, 2.0f, 0.5f, 2.5f};
+  SamplingParams p;
+  p.allowed_token_ids = {0, 3, 9};
+  EXPECT_EQ(greedy(l, p, 0), 0);
+  p.allowed_token_ids = {2, 3};
+  p.logit_bias = {{1, 50.0f}};
+  EXPECT_EQ(greedy(l, p, 0), 2);
+  p.temperature = 1.0f;
+  std::set<int32_t> drawn;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    p.seed = seed;
+    std::vector<float> scratch = l;
+    Sampler s;
+    drawn.insert(s.sample(scratch, p, 0));
+  }
+  EXPECT_EQ(drawn, (std::set<int32_t>{2, 3}));
+  // min_tokens masks the end tokens: another allowed one is taken, unless only end tokens are
+  // allowed, when the list wins.
+  p.temperature = 0.0f;
+  p.logit_bias.clear();
+  p.allowed_token_ids = {1, 4};
+  p.min_tokens = 2;
+  p.stop_token_ids = {1};
+  EXPECT_EQ(greedy(l, p, 0), 4);
+  p.allowed_token_ids = {1};
+  EXPECT_EQ(greedy(l, p, 0), 1);
+}
+
 TEST(Sampler, RepetitionPenaltyDividesPositiveLogitsAndMultipliesNegativeOnesOnce) {
   SamplingParams p;
   p.repetition_penalty = 2.0f;

@@ -25,7 +25,7 @@ class PromptRowsModel final : public headway::sdk::Model {
     uint32_t row = 0;
     for (uint32_t i = 0; i < batch.slice_count; ++i) {
       const hw_model_slice& s = batch.slices[i];
-      const uint32_t rows = s.all_logits != 0 ? s.tokens : static_cast<uint32_t>(s.sample != 0);
+      const uint32_t rows = headway::sdk::logits_rows(s);
       // The bug: every row is the last position's (a correct model uses position start + r).
       const float last = static_cast<float>(s.token_ids[s.tokens - 1]);
       const float position = static_cast<float>(s.start + s.tokens - 1);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <headway/sdk/model.hpp>
 #include <new>
 
 namespace headway::core {
@@ -439,9 +440,18 @@ bool Engine::step() {
   const hw_model_info& info = model_->info();
   uint32_t logit_rows = 0;
   if (info.returns_logits) {
-    for (const hw_model_slice& m : model_slices_) {
-      logit_rows += m.all_logits != 0 ? m.tokens : static_cast<uint32_t>(m.sample != 0);
+    // Room for the rows, and for the top tokens of every prompt figure first, so that the
+    // figures' spans into prompt_top_ stay valid.
+    size_t prompt_top_needed = 0;
+    for (size_t i = 0; i < model_slices_.size(); ++i) {
+      const hw_model_slice& m = model_slices_[i];
+      logit_rows += sdk::logits_rows(m);
+      if (m.all_logits == 0) continue;
+      const int32_t asked = requests_[slice_slots_[i]].sampling.prompt_logprobs;
+      prompt_top_needed +=
+          size_t{m.tokens} * std::min<uint32_t>(static_cast<uint32_t>(asked), info.vocab);
     }
+    if (prompt_top_.size() < prompt_top_needed) prompt_top_.resize(prompt_top_needed);
     const size_t needed = static_cast<size_t>(logit_rows) * info.vocab;
     if (logits_.size() < needed) logits_.resize(needed);
     output.logits = logits_.data();
@@ -458,33 +468,22 @@ bool Engine::step() {
   prompt_begin_.assign(model_slices_.size() + 1, 0);
   if (logit_rows > 0) {
     // Sampling in the core, shared by every model that returns logits.
-    uint32_t row = 0;
+    uint32_t row = 0;  // the slice's first row
     uint32_t top_used = 0;
-    // Room for every prompt figure's top tokens first, so that their spans stay valid.
-    size_t prompt_top_needed = 0;
-    for (size_t i = 0; i < model_slices_.size(); ++i) {
-      if (model_slices_[i].all_logits == 0) continue;
-      const int32_t asked = requests_[slice_slots_[i]].sampling.prompt_logprobs;
-      prompt_top_needed += size_t{model_slices_[i].tokens} *
-                           std::min<uint32_t>(static_cast<uint32_t>(asked), info.vocab);
-    }
-    if (prompt_top_.size() < prompt_top_needed) prompt_top_.resize(prompt_top_needed);
     size_t prompt_top_used = 0;
     prompt_figures_.clear();
     if (slice_logprobs_.size() < model_slices_.size()) slice_logprobs_.resize(model_slices_.size());
     for (size_t i = 0; i < model_slices_.size(); ++i) {
       const hw_model_slice& m = model_slices_[i];
-      if (m.all_logits != 0) {
+      if (m.all_logits != 0)
         read_prompt_figures(requests_[slice_slots_[i]], m, row, prompt_top_used);
-        row += m.tokens - 1;  // the last row is the one to sample from, if any
-      }
       prompt_begin_[i + 1] = static_cast<uint32_t>(prompt_figures_.size());
-      if (!m.sample) {
-        if (m.all_logits != 0) ++row;
-        continue;
-      }
+      row += sdk::logits_rows(m);
+      if (!m.sample) continue;
       const Request& r = requests_[slice_slots_[i]];
-      std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * info.vocab, info.vocab);
+      // The slice's last row is the one to sample from.
+      std::span<float> logits(logits_.data() + static_cast<size_t>(row - 1) * info.vocab,
+                              info.vocab);
       const uint32_t generated = r.outputs_before + r.output_tokens;
       SamplingHistory history;
       history.eos_token = info.eos_token;
@@ -638,7 +637,7 @@ void Engine::match_cached_prefixes() {
     // request knows the ids of its prompt only.
     // A position whose next token's figures are still to be reported must be computed.
     const size_t must_compute_from =
-        r.reports_prompt_in(0, r.total()) ? r.prompt_logprobs_next - 1 : r.total() - 1;
+        r.reports_prompt() ? r.prompt_logprobs_next - 1 : r.total() - 1;
     const uint32_t most = static_cast<uint32_t>(
         std::min({size_t{r.total() - 1}, r.tokens.size(), must_compute_from}) / block_size);
     // The match of the steps before stands up to its first block evicted since (a block's

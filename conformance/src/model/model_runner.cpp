@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <headway/sdk/model.hpp>
 #include <limits>
 
 namespace headway::conformance {
@@ -34,7 +35,7 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
       slice.seed = q.id;
       slice.all_logits = s.all_logits ? 1 : 0;
       slices.push_back(slice);
-      rows += s.all_logits ? s.tokens : static_cast<uint32_t>(s.sample);
+      rows += sdk::logits_rows(slice);
     }
     std::vector<int32_t> sampled(slices.size(), -1);
     std::vector<float> logits(info.returns_logits ? size_t{rows} * info.vocab : 0);
@@ -55,24 +56,16 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
     };
     for (size_t i = 0; i < batch.size(); ++i) {
       const uint64_t id = sequences[batch[i].sequence].id;
-      if (batch[i].all_logits && info.returns_logits) {
-        for (uint32_t t = 0; t < batch[i].tokens; ++t) {
-          if (position_rows != nullptr) (*position_rows)[id].push_back(row_at(row + t));
-        }
-        row += batch[i].tokens - 1;  // the last row is the sampled one, if any
-        if (!batch[i].sample) {
-          ++row;
-          continue;
-        }
+      const uint32_t rows_of_slice = info.returns_logits ? sdk::logits_rows(slices[i]) : 0;
+      if (batch[i].all_logits && position_rows != nullptr) {
+        for (uint32_t t = 0; t < rows_of_slice; ++t)
+          (*position_rows)[id].push_back(row_at(row + t));
       }
+      row += rows_of_slice;
       if (!batch[i].sample) continue;
-      if (info.returns_logits) {
-        outputs[id].assign(logits.begin() + size_t{row} * info.vocab,
-                           logits.begin() + size_t{row + 1} * info.vocab);
-      } else {
-        outputs[id] = {static_cast<float>(sampled[i])};
-      }
-      ++row;
+      // The slice's last row is the sampled one.
+      outputs[id] =
+          info.returns_logits ? row_at(row - 1) : SampleOutput{static_cast<float>(sampled[i])};
     }
   }
   return outputs;

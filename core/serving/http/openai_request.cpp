@@ -188,6 +188,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
     out.continuous_usage =
         out.include_usage && stream_options.boolean("continuous_usage_stats").value_or(false);
   }
+  parse_prompt_logprobs(fields, out);
 }
 
 // One prompt of a batch (prompt[i]): a string or a non-empty array of token ids.
@@ -443,7 +444,6 @@ OpenAiRequest parse_completion_request(std::string_view body) {
   if (auto logprobs = fields.integer("logprobs", 0, core::kMaxLogprobs)) {
     out.input.sampling.logprobs = static_cast<int32_t>(*logprobs);
   }
-  parse_prompt_logprobs(fields, out);
   // Echoed logprobs list the prompt's tokens as the generated ones (vLLM: prompt_logprobs are
   // logprobs unless set).
   if (out.echo && out.input.sampling.logprobs >= 0) {
@@ -504,7 +504,6 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     throw invalid_field("top_logprobs", "top_logprobs needs \"logprobs\": true");
   }
   if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
-  parse_prompt_logprobs(fields, out);
   if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
   return out;
 }

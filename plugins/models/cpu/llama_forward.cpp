@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <headway/sdk/model.hpp>
 #include <headway/sdk/status.hpp>
 #include <string>
 
@@ -34,10 +35,7 @@ LlamaForward::LlamaForward(const LlamaConfig& config, const LlamaWeights& weight
 
 uint32_t LlamaForward::sampling_rows(const hw_model_batch& batch) {
   uint32_t rows = 0;
-  for (uint32_t i = 0; i < batch.slice_count; ++i) {
-    const hw_model_slice& s = batch.slices[i];
-    rows += s.all_logits != 0 ? s.tokens : static_cast<uint32_t>(s.sample != 0);
-  }
+  for (uint32_t i = 0; i < batch.slice_count; ++i) rows += sdk::logits_rows(batch.slices[i]);
   return rows;
 }
 
@@ -134,11 +132,8 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
     std::memcpy(ids_.data() + row, s.token_ids, s.tokens * sizeof(int32_t));
     for (uint32_t t = 0; t < s.tokens; ++t) pos_.data()[row + t] = s.start + t;
     row += s.tokens;
-    if (s.all_logits != 0) {
-      for (uint32_t t = row - s.tokens; t < row; ++t) sample_rows_.push_back(t);
-    } else if (s.sample) {
-      sample_rows_.push_back(row - 1);
-    }
+    // The slice's last positions: all of them, its last alone, or none.
+    for (uint32_t t = row - sdk::logits_rows(s); t < row; ++t) sample_rows_.push_back(t);
   }
 
   const uint32_t hidden = config_.hidden_size;

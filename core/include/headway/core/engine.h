@@ -220,11 +220,14 @@ class Engine {
     uint32_t prompt_logprobs_next = 0;
     // Prompt tokens proper: prompt_tokens less the outputs an earlier engine generated.
     uint32_t own_prompt() const { return prompt_tokens - outputs_before; }
-    // Whether a slice from `start` over `tokens` positions holds one whose next token's figures
-    // are still to be reported.
+    // Whether prompt positions' figures are still to be reported.
+    bool reports_prompt() const {
+      return sampling.prompt_logprobs >= 0 && prompt_logprobs_next < own_prompt();
+    }
+    // Whether a slice from `start` over `tokens` positions holds a position whose figures are
+    // still to be reported (position p's come from the row of p - 1).
     bool reports_prompt_in(uint32_t start, uint32_t tokens) const {
-      return sampling.prompt_logprobs >= 0 && prompt_logprobs_next < own_prompt() &&
-             start + tokens >= prompt_logprobs_next && start + 1 < own_prompt();
+      return reports_prompt() && start + tokens >= prompt_logprobs_next && start + 1 < own_prompt();
     }
     // Prefix caching. While waiting: the cached blocks that hold its first tokens, each as it was
     // when found (its view shows them as computed); kept from step to step while their

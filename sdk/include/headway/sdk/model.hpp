@@ -25,6 +25,13 @@ class Model {
   virtual void forward(const hw_model_batch& batch, hw_model_output& output) = 0;
 };
 
+// The logits rows forward() writes for `slice` when the model returns logits (hw_model_output):
+// one per position when it asks for all of them (ABI 1.4), else one when it samples, else none.
+constexpr uint32_t logits_rows(const hw_model_slice& slice) {
+  if (slice.all_logits != 0) return slice.tokens;
+  return slice.sample != 0 ? 1u : 0u;
+}
+
 // T is constructible from (const Host&, const Options&, const std::string& config_dir).
 template <class T>
 struct ModelAdapter {

@@ -434,18 +434,33 @@ bool Engine::step() {
   // The forward pass: no lock is held and nothing is allocated around it (buffers grow only when
   // a step is larger than any before).
   if (sampled_.size() < model_slices_.size()) sampled_.resize(model_slices_.size());
-  hw_model_batch batch{sizeof(hw_model_batch), model_slices_.data(),
-                       static_cast<uint32_t>(model_slices_.size()), config_.block_size};
-  hw_model_output output{sizeof(hw_model_output), sampled_.data(), 0.0, nullptr, 0, 0};
   const hw_model_info& info = model_->info();
+  // Which sampling slices the host samples from a row: all of them when the model returns logits;
+  // on a model that returns them on request, those of requests that need the host's processing
+  // (check_sampling() admitted no such request on a model that does neither).
+  const bool rows_on_request = info.returns_logits == 0 && info.returns_logits_on_request != 0;
+  bool any_on_request = false;
+  host_samples_.assign(model_slices_.size(), 0);
+  for (size_t i = 0; i < model_slices_.size(); ++i) {
+    if (model_slices_[i].sample == 0) continue;
+    const bool host =
+        info.returns_logits != 0 ||
+        (rows_on_request && requests_[slice_slots_[i]].sampling.uses_host_processing());
+    host_samples_[i] = host ? 1 : 0;
+    any_on_request = any_on_request || (host && rows_on_request);
+  }
+  hw_model_batch batch{sizeof(hw_model_batch), model_slices_.data(),
+                       static_cast<uint32_t>(model_slices_.size()), config_.block_size,
+                       any_on_request ? host_samples_.data() : nullptr};
+  hw_model_output output{sizeof(hw_model_output), sampled_.data(), 0.0, nullptr, 0, 0};
   uint32_t logit_rows = 0;
-  if (info.returns_logits) {
+  if (info.returns_logits != 0 || rows_on_request) {
     // Room for the rows, and for the top tokens of every prompt figure first, so that the
     // figures' spans into prompt_top_ stay valid.
     size_t prompt_top_needed = 0;
     for (size_t i = 0; i < model_slices_.size(); ++i) {
       const hw_model_slice& m = model_slices_[i];
-      logit_rows += sdk::logits_rows(m);
+      logit_rows += sdk::logits_rows(m, host_samples_[i] != 0);
       if (m.all_logits == 0) continue;
       const int32_t asked = requests_[slice_slots_[i]].sampling.prompt_logprobs;
       prompt_top_needed +=
@@ -464,6 +479,14 @@ bool Engine::step() {
     } catch (const Error& e) {  // as for the scheduler: the engine and the step say where
       throw Error(fmt::format("{}: step {}: {}", config_.name, step_index_, e.what()), e.code());
     }
+    // Fewer rows than the batch asks for would leave the sampler reading the previous step's.
+    if (output.logits_rows != logit_rows) {
+      throw Error(
+          fmt::format("{}: step {}: model '{}' wrote {} logits rows where the batch asks "
+                      "for {} (hw_model_output.logits_rows, headway::sdk::logits_rows)",
+                      config_.name, step_index_, model_->name(), output.logits_rows, logit_rows),
+          HW_INTERNAL);
+    }
   }
   prompt_begin_.assign(model_slices_.size() + 1, 0);
   if (logit_rows > 0) {
@@ -478,8 +501,8 @@ bool Engine::step() {
       if (m.all_logits != 0)
         read_prompt_figures(requests_[slice_slots_[i]], m, row, prompt_top_used);
       prompt_begin_[i + 1] = static_cast<uint32_t>(prompt_figures_.size());
-      row += sdk::logits_rows(m);
-      if (!m.sample) continue;
+      row += sdk::logits_rows(m, host_samples_[i] != 0);
+      if (host_samples_[i] == 0) continue;  // not sampled, or sampled on the device
       const Request& r = requests_[slice_slots_[i]];
       // The slice's last row is the one to sample from.
       std::span<float> logits(logits_.data() + static_cast<size_t>(row - 1) * info.vocab,
@@ -547,7 +570,7 @@ bool Engine::step() {
       r.record->output_tokens = r.output_tokens;
     }
     if (listener_ != nullptr) {
-      if (r.sampling.logprobs >= 0 && info.returns_logits) {
+      if (r.sampling.logprobs >= 0 && host_samples_[i] != 0) {
         const SliceLogprobs& figures = slice_logprobs_[i];
         const SampledLogprobs logprobs{
             figures.logprob, std::span(logprob_top_).subspan(figures.top_begin, figures.top_count)};
@@ -731,10 +754,11 @@ void Engine::read_prompt_figures(Request& r, const hw_model_slice& slice, uint32
 void Engine::check_sampling(const std::string& who, const SamplingParams& sampling) const {
   if (!sampling.uses_host_processing()) return;
   // The service refuses these for such a model already; an engine never ignores them silently.
-  if (!model_->info().returns_logits) {
+  const hw_model_info& info = model_->info();
+  if (info.returns_logits == 0 && info.returns_logits_on_request == 0) {
     throw Error(
         fmt::format("{}: penalties, min_tokens, logit_bias, logprobs and guided output need a "
-                    "model that returns logits; model '{}' samples on its device",
+                    "model that returns logits; model '{}' samples on its device only",
                     who, model_->name()));
   }
   if (sampling.prompt_logprobs >= 0 &&

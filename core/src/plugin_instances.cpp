@@ -118,6 +118,11 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
   // returns_prompt_logits sits where a 1.3 struct had tail padding (the size is the same), which
   // a plugin built before 1.4 may have left unset: only a 1.4 plugin can mean it.
   if (choice.plugin->descriptor->abi_minor < 4) info_.returns_prompt_logits = 0;
+  // returns_logits_on_request lies past a 1.4 plugin's struct; a plugin that returns logits for
+  // every row has nothing to return on request.
+  if (choice.plugin->descriptor->abi_minor < 5 || info_.returns_logits != 0) {
+    info_.returns_logits_on_request = 0;
+  }
 }
 
 ModelInstance::~ModelInstance() {

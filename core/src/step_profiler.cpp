@@ -248,12 +248,15 @@ std::vector<ProfileMeasurement> profile_model(ModelInstance& model,
       block_at += count;
     }
     const hw_model_batch batch{sizeof(hw_model_batch), slices.data(),
-                               static_cast<uint32_t>(shape.slices.size()), bs};
+                               static_cast<uint32_t>(shape.slices.size()), bs, nullptr};
+    const uint32_t sampled_rows = static_cast<uint32_t>(std::count_if(
+        shape.slices.begin(), shape.slices.end(), [](const auto& s) { return s.sample; }));
     const auto run_once = [&] {
       hw_model_output output{};
       output.struct_size = sizeof(hw_model_output);
       output.sampled = sampled.data();
       output.logits = logits.empty() ? nullptr : logits.data();
+      output.logits_rows = logits.empty() ? 0 : sampled_rows;
       output.vocab = info.returns_logits ? info.vocab : 0;
       const auto t0 = std::chrono::steady_clock::now();
       model.forward(batch, output);

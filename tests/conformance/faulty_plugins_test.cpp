@@ -203,6 +203,34 @@ TEST(FaultyPlugins, PromptRowsModelFailsPromptLogits) {
                  Outcome::kNotSupported);
 }
 
+// Declaring returns_logits_on_request declares the feature: a model that writes the row of every
+// sampling slice, asked for or not, is caught as soon as the host leaves one out.
+TEST(FaultyPlugins, UnaskedRowsModelFailsLogitsOnRequest) {
+  const auto r = run_faulty("faulty_unasked_rows_model.so");
+  EXPECT_FALSE(r.conformant()) << headway::test::describe(r);
+  expect_outcome(r, "model.logits_on_request", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "model.logits_on_request")->message.find("wrote past"),
+            std::string::npos)
+      << headway::test::describe(r);
+  expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
+  expect_outcome(r, "model.batch_invariance", Outcome::kPass);
+  // A model that does not declare it is not asked.
+  expect_outcome(run_faulty("faulty_batch_dependent_model.so"), "model.logits_on_request",
+                 Outcome::kNotSupported);
+}
+
+// A model that returns rows on request and honours the contract (the test plugin the service's
+// tests use) passes it, and the tests that compare rows run on the rows it returns.
+TEST(ConformingModels, RowsOnRequestModelIsConformant) {
+  const auto r = headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                                          "/test_rows_on_request_model.so");
+  EXPECT_TRUE(r.conformant()) << headway::test::describe(r);
+  expect_outcome(r, "model.logits_on_request", Outcome::kPass);
+  expect_outcome(r, "model.prompt_logits", Outcome::kPass);
+  expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
+  expect_outcome(r, "model.batch_invariance", Outcome::kPass);
+}
+
 // A router that claims a feature it does not have: least_loaded never splits a request over a
 // prefill and a decode engine, so declaring 'disaggregation' for it must cost the verdict.
 TEST(FaultyPlugins, AFeatureDeclaredButFailedBreaksConformance) {

@@ -331,6 +331,57 @@ TEST_F(CudaModel, DeviceSamplingReturnsTheGreedyTokenAndSeededDraws) {
   EXPECT_NE(s1, s3);
 }
 
+// With device sampling the rows of the slices that ask come back beside every sampled id, equal
+// to host sampling's rows; a slice that asks for all its logits (prompt log-probabilities) gets,
+// per position, the last row of a prefill ending there, in both modes.
+TEST_F(CudaModel, RowsOnRequestAndPromptRowsMatchHostSampling) {
+  HW_SKIP_WITHOUT_CUDA();
+  const std::string options = path() + ", kv_cache_gb = 0.5, deterministic = true";
+  ModelHarness host("cuda", options + ", sampling = \"host\"", dir());
+  ModelHarness device("cuda", options, dir());
+  ASSERT_EQ(device.info().returns_logits, 0);
+  ASSERT_EQ(device.info().returns_logits_on_request, 1);
+  ASSERT_EQ(host.info().returns_logits_on_request, 0);
+  ASSERT_EQ(host.info().returns_prompt_logits, 1);
+  const uint32_t vocab = host.info().vocab;
+  const auto p1 = random_tokens(30, vocab, 21);
+  const auto p2 = random_tokens(20, vocab, 22);
+  const auto p3 = random_tokens(12, vocab, 23);
+  const auto h = host.step({{1, p1}, {2, p2}, {3, p3}});
+  ASSERT_EQ(h.logits.size(), 3u);
+  const auto d = device.step({{1, p1, true, 0.0f, 0, true}, {2, p2}, {3, p3, true, 0.0f, 0, true}});
+  ASSERT_EQ(d.logits.size(), 2u);
+  EXPECT_LT(rel(d.logits[0], h.logits[0]), 2e-3);
+  EXPECT_LT(rel(d.logits[1], h.logits[2]), 2e-3);
+  for (size_t i = 0; i < 3; ++i) {
+    std::vector<float> sorted = h.logits[i];
+    std::sort(sorted.rbegin(), sorted.rend());
+    if (sorted[0] - sorted[1] > 1e-2f * std::abs(sorted[0])) {
+      EXPECT_EQ(d.sampled[i], argmax(h.logits[i])) << "slice " << i;
+    }
+  }
+  // Prompt rows: request 4's 30 positions in chunks of 17 (not sampled) and 13, beside request 5;
+  // each position's row against the last row of a prefill ending there.
+  const std::vector<uint32_t> ends = {1, 9, 17, 18, 30};
+  std::vector<std::vector<float>> wants;
+  for (const uint32_t end : ends) {
+    wants.push_back(host.prefill(100 + end, {p1.begin(), p1.begin() + end}, {end}));
+  }
+  for (ModelHarness* m : {&host, &device}) {
+    const auto first = m->step({{4, {p1.begin(), p1.begin() + 17}, false, 0.0f, 0, false, true},
+                                {5, p2, true, 0.0f, 0, true}});
+    const auto second = m->step({{4, {p1.begin() + 17, p1.end()}, true, 0.0f, 0, true, true}});
+    ASSERT_EQ(first.logits.size(), 18u);  // 17 positions, then request 5's sampled row
+    ASSERT_EQ(second.logits.size(), 13u);
+    EXPECT_LT(rel(first.logits[17], h.logits[1]), 2e-3);
+    for (size_t k = 0; k < ends.size(); ++k) {
+      const uint32_t end = ends[k];
+      const auto& got = end <= 17 ? first.logits[end - 1] : second.logits[end - 18];
+      EXPECT_LT(rel(got, wants[k]), 2e-3) << "position " << end - 1;
+    }
+  }
+}
+
 TEST_F(CudaModel, BadInputsAreErrorsNamingTheSlice) {
   HW_SKIP_WITHOUT_CUDA();
   ModelHarness gpu("cuda", path() + ", kv_cache_gb = 0.5", dir());

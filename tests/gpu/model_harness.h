@@ -9,7 +9,9 @@
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <headway/sdk/model.hpp>
 #include <map>
 #include <memory>
 #include <random>
@@ -43,14 +45,22 @@ class ModelHarness {
     bool sample = true;
     float temperature = 0.0f;
     uint64_t seed = 0;
+    // A model that samples itself: ask for the sampled row too (hw_model_batch.logits_wanted).
+    bool row_wanted = false;
+    bool all_logits = false;  // a row per position (hw_model_slice.all_logits)
   };
   struct Result {
-    std::vector<std::vector<float>> logits;  // per sampling slice (models returning logits)
-    std::vector<int32_t> sampled;            // per slice (models sampling themselves)
+    // The rows in the ABI's order (sdk::logits_rows): one per sampling slice of a model that
+    // returns logits, or per slice that asked for it; one per position of an all_logits slice.
+    std::vector<std::vector<float>> logits;
+    std::vector<int32_t> sampled;  // per slice (models sampling themselves)
   };
 
   Result step(const std::vector<Slice>& slices) {
+    const bool returns_logits = info().returns_logits != 0;
+    const bool on_request = !returns_logits && info().returns_logits_on_request != 0;
     std::vector<hw_model_slice> ms;
+    std::vector<uint8_t> wanted;
     uint32_t rows = 0;
     for (const Slice& s : slices) {
       Request& r = requests_[s.request];
@@ -60,25 +70,29 @@ class ModelHarness {
         if (next_block_ >= blocks_) throw std::runtime_error("harness: out of KV blocks");
         r.blocks.push_back((next_block_++ * 37u) % blocks_);
       }
-      rows += s.sample ? 1 : 0;
       ms.push_back(hw_model_slice{s.request, start, static_cast<uint32_t>(s.tokens.size()), nullptr,
                                   r.blocks.data(), static_cast<uint32_t>(r.blocks.size()),
                                   s.sample ? 1 : 0, s.temperature, 1.0f, s.seed, r.outputs, 0, 0.0f,
-                                  0});
+                                  s.all_logits ? 1u : 0u});
+      wanted.push_back(on_request && s.sample && s.row_wanted ? 1 : 0);
+      if (returns_logits || on_request) {
+        rows += sdk::logits_rows(ms.back(), returns_logits || wanted.back() != 0);
+      }
       if (s.sample) ++r.outputs;
     }
     for (size_t i = 0; i < slices.size(); ++i) {
       ms[i].token_ids = requests_[slices[i].request].tokens.data() + ms[i].start;
     }
-    const bool logits = info().returns_logits != 0;
+    const bool logits = rows > 0;
     const uint32_t vocab = info().vocab;
-    std::vector<float> buffer(logits ? size_t{rows} * vocab : 0);
+    std::vector<float> buffer(size_t{rows} * vocab);
     Result out;
     out.sampled.assign(slices.size(), -1);
+    const bool any_wanted = std::find(wanted.begin(), wanted.end(), 1) != wanted.end();
     hw_model_batch batch{sizeof(hw_model_batch), ms.data(), static_cast<uint32_t>(ms.size()),
-                         block_size_};
+                         block_size_, any_wanted ? wanted.data() : nullptr};
     hw_model_output output{
-        sizeof(hw_model_output), out.sampled.data(), 0.0, logits ? buffer.data() : nullptr, 0,
+        sizeof(hw_model_output), out.sampled.data(), 0.0, logits ? buffer.data() : nullptr, rows,
         logits ? vocab : 0};
     model_->forward(batch, output);
     if (logits) {

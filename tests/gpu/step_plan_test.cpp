@@ -240,5 +240,97 @@ TEST_F(GraphSteps, PrefillsAndLargeStepsRunLaunchByLaunch) {
   EXPECT_EQ(plan({{10}, {20}, {30}}).tokens(), 3u);
 }
 
+// Logits rows for the host (StepPlan::logits_copies): which head rows go to which output rows.
+class LogitsRows : public ::testing::Test {
+ protected:
+  kernels::KvLayout layout{2, 2, 16, 4};
+  StepLimits limits{100, 4096, 1024, 2, true, true, kernels::kAttentionTileRows, 8};
+
+  struct Slice {
+    uint32_t context;
+    uint32_t tokens = 1;
+    bool sample = true;
+    bool all_logits = false;
+    bool wanted = false;  // hw_model_batch.logits_wanted
+  };
+
+  const StepPlan& plan(const std::vector<Slice>& spec) {
+    slices_.clear();
+    ids_.clear();
+    tables_.clear();
+    wanted_.clear();
+    ids_.reserve(spec.size());
+    tables_.reserve(spec.size());
+    bool any_wanted = false;
+    for (size_t i = 0; i < spec.size(); ++i) {
+      const Slice& r = spec[i];
+      ids_.emplace_back(r.tokens, 7);
+      tables_.emplace_back((r.context + r.tokens + 3) / 4, static_cast<uint32_t>(i));
+      slices_.push_back(
+          hw_model_slice{100 + i, r.context, r.tokens, ids_.back().data(), tables_.back().data(),
+                         static_cast<uint32_t>(tables_.back().size()), r.sample ? 1 : 0, 0.0f, 1.0f,
+                         0, 0, 0, 0.0f, r.all_logits ? 1u : 0u});
+      wanted_.push_back(r.wanted ? 1 : 0);
+      any_wanted = any_wanted || r.wanted;
+    }
+    const hw_model_batch batch{sizeof(hw_model_batch), slices_.data(),
+                               static_cast<uint32_t>(slices_.size()), 4,
+                               any_wanted ? wanted_.data() : nullptr};
+    plan_.layout(batch, layout, limits);
+    return plan_;
+  }
+
+ private:
+  std::vector<hw_model_slice> slices_;
+  std::vector<std::vector<int32_t>> ids_;
+  std::vector<std::vector<uint32_t>> tables_;
+  std::vector<uint8_t> wanted_;
+  StepPlan plan_;
+};
+
+using Copies = std::vector<LogitsCopy>;
+
+TEST_F(LogitsRows, HostSamplingCopiesEverySampledRowInOneRun) {
+  limits.sample_on_device = false;
+  const StepPlan& p = plan({{0, 5}, {10}, {0, 4, false}});
+  EXPECT_EQ(p.logits_rows(), 2u);
+  EXPECT_EQ(p.logits_copies(), (Copies{{0, 0, 2}}));
+  EXPECT_EQ(p.head_row_indices(), (std::vector<int32_t>{4, 5}));
+}
+
+TEST_F(LogitsRows, DeviceSamplingCopiesOnlyTheRowsAskedFor) {
+  EXPECT_TRUE(plan({{10}, {20}, {30}}).logits_copies().empty());
+  EXPECT_EQ(plan({{10}, {20}, {30}}).logits_rows(), 0u);
+  // A graph step (padded to 4 rows) still copies the one asked for.
+  const StepPlan& p = plan({{10}, {20, 1, true, false, true}, {30}});
+  EXPECT_NE(p.graph_key(), 0u);
+  EXPECT_EQ(p.head_rows(), 4u);
+  EXPECT_EQ(p.logits_rows(), 1u);
+  EXPECT_EQ(p.logits_copies(), (Copies{{1, 0, 1}}));
+  // Rows that are not adjacent are copied one by one, in slice order.
+  const StepPlan& q = plan({{10, 1, true, false, true}, {20}, {30, 1, true, false, true}});
+  EXPECT_EQ(q.logits_copies(), (Copies{{0, 0, 1}, {2, 1, 1}}));
+  // A slice that does not sample has no row to ask for.
+  EXPECT_TRUE(plan({{0, 4, false, false, true}, {20}}).logits_copies().empty());
+}
+
+TEST_F(LogitsRows, PromptPositionsBecomeHeadRowsAfterTheSampledOnes) {
+  // A: 4 prompt tokens, sampling, all logits (rows 0-3); B: a decode nobody asked about (row 4);
+  // C: a prompt chunk of 3 that does not sample, all logits (rows 5-7).
+  const StepPlan& p = plan({{0, 4, true, true, true}, {10}, {8, 3, false, true}});
+  EXPECT_EQ(p.sample_count(), 2u);
+  EXPECT_EQ(p.head_row_indices(), (std::vector<int32_t>{3, 4, 0, 1, 2, 5, 6, 7}));
+  // Output order: A's positions 0-2, A's sampled row, C's three positions.
+  EXPECT_EQ(p.logits_copies(), (Copies{{2, 0, 3}, {0, 3, 1}, {5, 4, 3}}));
+  EXPECT_EQ(p.logits_rows(), 7u);
+}
+
+TEST_F(LogitsRows, AStepWithPromptRowsIsNotAGraphStep) {
+  const StepPlan& p = plan({{10}, {3, 1, true, true, true}});
+  EXPECT_EQ(p.graph_key(), 0u);
+  EXPECT_EQ(p.head_rows(), 2u);
+  EXPECT_EQ(p.logits_copies(), (Copies{{1, 0, 1}}));
+}
+
 }  // namespace
 }  // namespace headway::models::cuda

@@ -83,10 +83,16 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
                                info.max_model_len, info.kv_bytes_per_token));
   }
   info_test.note(fmt::format("vocab {}, max_model_len {}, {} {}", info.vocab, info.max_model_len,
-                             info.returns_logits ? "returns logits" : "samples itself",
+                             info.returns_logits              ? "returns logits"
+                             : info.returns_logits_on_request ? "samples itself, returns logits "
+                                                                "on request"
+                                                              : "samples itself",
                              info.reports_duration ? "on a virtual clock" : "on the wall clock"));
   results.push_back(info_test.finish());
-  const double tolerance = info.returns_logits ? kInvarianceTolerance : 0.0;
+  // A model that returns logits on request is asked for every sampled row (ModelRunner), so that
+  // the tests compare rows there too.
+  const bool rows = first->returns_rows();
+  const double tolerance = rows ? kInvarianceTolerance : 0.0;
 
   // Sequences: A (40 tokens) on blocks 0-2, B and C on other blocks; A2 is A on scattered blocks.
   std::vector<Sequence> seqs;
@@ -172,7 +178,7 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
                        "a slice that asks for all its logits (prompt log-probabilities) gets, "
                        "for each position, the last row of a prefill ending there"),
           [&](TestRecorder& t) {
-            if (!info.returns_logits || !info.returns_prompt_logits) {
+            if (!rows || !info.returns_prompt_logits) {
               t.not_supported("returns_prompt_logits = 0: the host asks for no such rows");
               return;
             }
@@ -201,6 +207,46 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
                       rows[1][end - 1], want.at(prefix.id), tolerance);
             }
           });
+  guarded(TestRecorder("model.logits_on_request",
+                       "a model that samples itself writes the rows the host asks for and no "
+                       "others, each the distribution its own greedy choice comes from"),
+          [&](TestRecorder& t) {
+            if (info.returns_logits || !info.returns_logits_on_request) {
+              t.not_supported("returns_logits_on_request = 0: the host asks for no rows");
+              return;
+            }
+            t.for_declared_feature();
+            // Sequences 1 and 3 ask for their rows, sequence 2 between them does not; then all
+            // three again, each asking.
+            std::vector<std::vector<SliceSpec>> some = {whole({0, 1, 2}, seqs)};
+            some[0][1].row_wanted = false;
+            std::map<uint64_t, int32_t> ids, ids_all;
+            const auto out = ModelRunner(choice, dir).run(seqs, some, nullptr, nullptr, &ids);
+            const auto all = ModelRunner(choice, dir)
+                                 .run(seqs, {whole({0, 1, 2}, seqs)}, nullptr, nullptr, &ids_all);
+            compare(t, "sequence 1's row beside an unasked one vs alone", out.at(1), alone,
+                    tolerance);
+            compare(t, "sequence 3's row beside an unasked one vs all asked", out.at(3), all.at(3),
+                    tolerance);
+            if (out.at(2).size() != 1 || static_cast<int32_t>(out.at(2)[0]) != ids_all.at(2)) {
+              t.fail(fmt::format("sequence 2 sampled {} without its row and {} with it (greedy)",
+                                 ids.at(2), ids_all.at(2)));
+            }
+            for (const uint64_t id : {1u, 2u, 3u}) {
+              // Greedy sampling on the device picks the row's most likely token (or one as
+              // likely).
+              const SampleOutput& row = all.at(id);
+              const size_t best = std::max_element(row.begin(), row.end()) - row.begin();
+              const int32_t chosen = ids_all.at(id);
+              if (chosen < 0 || static_cast<size_t>(chosen) >= row.size() ||
+                  row[static_cast<size_t>(chosen)] < row[best]) {
+                t.fail(fmt::format(
+                    "sequence {}: the model sampled token {} greedily, its row's most likely is "
+                    "{} (logit {})",
+                    id, chosen, best, row[best]));
+              }
+            }
+          });
   guarded(TestRecorder("model.reports_cost",
                        "a model on the virtual clock reports a positive, finite step duration"),
           [&](TestRecorder& t) {
@@ -218,52 +264,54 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
               t.note(fmt::format("{:.3g} ms for a step of 120 tokens", seconds[0] * 1e3));
             }
           });
-  guarded(
-      TestRecorder("model.reference_logits",
-                   fmt::format("logits match the CPU reference model on the same checkpoint "
-                               "(relative tolerance {:.3g})",
-                               kReferenceTolerance)),
-      [&](TestRecorder& t) {
-        if (!info.returns_logits) {
-          t.not_supported("the model samples itself (returns_logits = 0): no logits to compare");
-          return;
-        }
-        if (!context.plugin.has_option("path", HW_OPTION_STRING)) {
-          t.not_supported(
-              "the model has no `path` option naming a checkpoint to share with "
-              "the reference");
-          return;
-        }
-        // The reference is the CPU model found in the search directories, never the plugin under
-        // test itself unless it is that file (a faulty copy may carry the same name).
-        core::PluginChoice reference;
-        for (const core::LoadedPlugin* candidate : context.plugin.registry->discover()) {
-          if (candidate->kind() != HW_KIND_MODEL || candidate->name() != kReferenceModel) continue;
-          if (reference.plugin == nullptr || candidate != context.plugin.plugin) {
-            reference.plugin = candidate;
-          }
-        }
-        if (reference.plugin == nullptr) {
-          t.skip(std::string("the CPU reference model (") + kReferenceModel +
-                 ", headway_model_cpu.so) is not installed in the plugin search path");
-          return;
-        }
-        std::string path;
-        for (const hw_option_value& v : context.plugin.options->values()) {
-          if (sdk::view(v.key) == "path") path = std::string(sdk::view(v.string_value));
-        }
-        reference.where = "reference model";
-        reference.options =
-            parse_options(*reference.plugin->descriptor, "path = " + nlohmann::json(path).dump());
-        ModelRunner ref(reference, dir);
-        const auto out = ref.run(seqs, {whole({0, 1, 2}, seqs)});
-        ModelRunner mine(choice, dir);
-        const auto got = mine.run(seqs, {whole({0, 1, 2}, seqs)});
-        for (uint64_t id : {1, 2, 3}) {
-          compare(t, fmt::format("request {} vs reference", id), got.at(id), out.at(id),
-                  kReferenceTolerance);
-        }
-      });
+  guarded(TestRecorder("model.reference_logits",
+                       fmt::format("logits match the CPU reference model on the same checkpoint "
+                                   "(relative tolerance {:.3g})",
+                                   kReferenceTolerance)),
+          [&](TestRecorder& t) {
+            if (!rows) {
+              t.not_supported(
+                  "the model samples itself and returns no logits (returns_logits and "
+                  "returns_logits_on_request = 0): no logits to compare");
+              return;
+            }
+            if (!context.plugin.has_option("path", HW_OPTION_STRING)) {
+              t.not_supported(
+                  "the model has no `path` option naming a checkpoint to share with "
+                  "the reference");
+              return;
+            }
+            // The reference is the CPU model found in the search directories, never the plugin
+            // under test itself unless it is that file (a faulty copy may carry the same name).
+            core::PluginChoice reference;
+            for (const core::LoadedPlugin* candidate : context.plugin.registry->discover()) {
+              if (candidate->kind() != HW_KIND_MODEL || candidate->name() != kReferenceModel)
+                continue;
+              if (reference.plugin == nullptr || candidate != context.plugin.plugin) {
+                reference.plugin = candidate;
+              }
+            }
+            if (reference.plugin == nullptr) {
+              t.skip(std::string("the CPU reference model (") + kReferenceModel +
+                     ", headway_model_cpu.so) is not installed in the plugin search path");
+              return;
+            }
+            std::string path;
+            for (const hw_option_value& v : context.plugin.options->values()) {
+              if (sdk::view(v.key) == "path") path = std::string(sdk::view(v.string_value));
+            }
+            reference.where = "reference model";
+            reference.options = parse_options(*reference.plugin->descriptor,
+                                              "path = " + nlohmann::json(path).dump());
+            ModelRunner ref(reference, dir);
+            const auto out = ref.run(seqs, {whole({0, 1, 2}, seqs)});
+            ModelRunner mine(choice, dir);
+            const auto got = mine.run(seqs, {whole({0, 1, 2}, seqs)});
+            for (uint64_t id : {1, 2, 3}) {
+              compare(t, fmt::format("request {} vs reference", id), got.at(id), out.at(id),
+                      kReferenceTolerance);
+            }
+          });
   return results;
 }
 

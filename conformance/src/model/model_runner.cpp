@@ -4,6 +4,7 @@
 #include <cmath>
 #include <headway/sdk/model.hpp>
 #include <limits>
+#include <string>
 
 namespace headway::conformance {
 
@@ -15,11 +16,15 @@ ModelRunner::ModelRunner(const core::PluginChoice& choice, const std::string& co
 
 std::map<uint64_t, SampleOutput> ModelRunner::run(
     const std::vector<Sequence>& sequences, const std::vector<std::vector<SliceSpec>>& batches,
-    std::vector<double>* seconds, std::map<uint64_t, std::vector<SampleOutput>>* position_rows) {
+    std::vector<double>* seconds, std::map<uint64_t, std::vector<SampleOutput>>* position_rows,
+    std::map<uint64_t, int32_t>* sampled_ids) {
   const hw_model_info& info = model_->info();
+  const bool on_request = info.returns_logits == 0 && info.returns_logits_on_request != 0;
   std::map<uint64_t, SampleOutput> outputs;
   for (const std::vector<SliceSpec>& batch : batches) {
     std::vector<hw_model_slice> slices;
+    std::vector<uint8_t> wanted;
+    std::vector<uint8_t> row_of_slice;  // whether the host samples slice i from a row
     uint32_t rows = 0;
     for (const SliceSpec& s : batch) {
       const Sequence& q = sequences[s.sequence];
@@ -35,19 +40,31 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
       slice.seed = q.id;
       slice.all_logits = s.all_logits ? 1 : 0;
       slices.push_back(slice);
-      rows += sdk::logits_rows(slice);
+      const bool host_row = info.returns_logits != 0 || (on_request && s.sample && s.row_wanted);
+      wanted.push_back(on_request && s.sample && s.row_wanted ? 1 : 0);
+      row_of_slice.push_back(host_row ? 1 : 0);
+      if (returns_rows()) rows += sdk::logits_rows(slice, host_row);
     }
     std::vector<int32_t> sampled(slices.size(), -1);
-    std::vector<float> logits(info.returns_logits ? size_t{rows} * info.vocab : 0);
+    // One guard row past those asked for, filled with a value no model writes by chance.
+    constexpr float kGuard = -1.2345e-30f;
+    std::vector<float> logits(returns_rows() ? size_t{rows + 1} * info.vocab : 0, kGuard);
     hw_model_output out{sizeof(hw_model_output),
                         sampled.data(),
                         0.0,
-                        logits.empty() ? nullptr : logits.data(),
+                        rows == 0 ? nullptr : logits.data(),
                         rows,
                         info.vocab};
+    const bool any_wanted = std::find(wanted.begin(), wanted.end(), 1) != wanted.end();
     hw_model_batch b{sizeof(hw_model_batch), slices.data(), static_cast<uint32_t>(slices.size()),
-                     kBlockSize};
+                     kBlockSize, any_wanted ? wanted.data() : nullptr};
     model_->forward(b, out);
+    if (!logits.empty() &&
+        std::any_of(logits.end() - info.vocab, logits.end(), [](float v) { return v != kGuard; })) {
+      throw core::Error(
+          "forward() wrote past the " + std::to_string(rows) +
+          " logits rows the host asked for (hw_model_output.logits_rows, sdk::logits_rows)");
+    }
     if (seconds != nullptr) seconds->push_back(out.seconds);
     uint32_t row = 0;
     const auto row_at = [&](uint32_t r) {
@@ -56,16 +73,18 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
     };
     for (size_t i = 0; i < batch.size(); ++i) {
       const uint64_t id = sequences[batch[i].sequence].id;
-      const uint32_t rows_of_slice = info.returns_logits ? sdk::logits_rows(slices[i]) : 0;
+      const uint32_t rows_of_slice =
+          returns_rows() ? sdk::logits_rows(slices[i], row_of_slice[i] != 0) : 0;
       if (batch[i].all_logits && position_rows != nullptr) {
         for (uint32_t t = 0; t < rows_of_slice; ++t)
           (*position_rows)[id].push_back(row_at(row + t));
       }
       row += rows_of_slice;
       if (!batch[i].sample) continue;
+      if (sampled_ids != nullptr && info.returns_logits == 0) (*sampled_ids)[id] = sampled[i];
       // The slice's last row is the sampled one.
       outputs[id] =
-          info.returns_logits ? row_at(row - 1) : SampleOutput{static_cast<float>(sampled[i])};
+          row_of_slice[i] != 0 ? row_at(row - 1) : SampleOutput{static_cast<float>(sampled[i])};
     }
   }
   return outputs;

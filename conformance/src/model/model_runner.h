@@ -28,6 +28,9 @@ struct SliceSpec {
   uint32_t tokens = 0;
   bool sample = false;
   bool all_logits = false;  // a logits row per position (hw_model_slice.all_logits)
+  // With a model that returns logits on request (ABI 1.5): ask for the sampled row
+  // (hw_model_batch.logits_wanted); without it the slice's output is the model's sampled id.
+  bool row_wanted = true;
 };
 
 // What a sampling slice produced: the logits row, or the sampled id as a one-element row.
@@ -41,15 +44,22 @@ class ModelRunner {
   // Creates the model and its KV cache. Throws core::Error.
   ModelRunner(const core::PluginChoice& choice, const std::string& config_dir);
   const hw_model_info& info() const { return model_->info(); }
+  // Whether the model hands logits rows to the host (for every sampling slice, or on request).
+  bool returns_rows() const {
+    return info().returns_logits != 0 || info().returns_logits_on_request != 0;
+  }
   core::ModelInstance& model() { return *model_; }
 
   // Runs each batch in turn; returns, per sequence id, the output of its last sampling slice.
   // `seconds` gets each batch's reported duration; `position_rows`, per sequence id, the rows of
-  // its all_logits slices in position order.
+  // its all_logits slices in position order; `sampled_ids`, per sequence id, the id the model
+  // sampled itself at its last sampling slice (models that sample themselves). Throws
+  // core::Error when the model writes past the logits rows the host asked for.
   std::map<uint64_t, SampleOutput> run(
       const std::vector<Sequence>& sequences, const std::vector<std::vector<SliceSpec>>& batches,
       std::vector<double>* seconds = nullptr,
-      std::map<uint64_t, std::vector<SampleOutput>>* position_rows = nullptr);
+      std::map<uint64_t, std::vector<SampleOutput>>* position_rows = nullptr,
+      std::map<uint64_t, int32_t>* sampled_ids = nullptr);
 
  private:
   core::VirtualClock clock_;

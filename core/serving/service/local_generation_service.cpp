@@ -145,7 +145,8 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   for (size_t e = 0; e < cluster_->size(); ++e) {
     const hw_model_info& info = cluster_->engine(e).model_info();
     served.max_model_len = std::min(served.max_model_len, cluster_->engine(e).max_model_len());
-    served.samples_on_host = served.samples_on_host && info.returns_logits != 0;
+    served.samples_on_host =
+        served.samples_on_host && (info.returns_logits != 0 || info.returns_logits_on_request != 0);
     served.reads_token_ids = served.reads_token_ids && info.needs_token_ids != 0;
     served.reports_prompt_logprobs = served.reports_prompt_logprobs &&
                                      info.returns_prompt_logits != 0 && info.needs_token_ids != 0;

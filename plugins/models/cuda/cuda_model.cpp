@@ -228,6 +228,10 @@ class CudaModel final : public sdk::Model {
     info.needs_token_ids = 1;
     info.reports_duration = 0;
     info.returns_logits = options_.sample_on_device ? 0 : 1;
+    // With device sampling, the rows of the requests the host samples itself (logprobs, penalties,
+    // guided output, ...) come back too; every other request's token is sampled here.
+    info.returns_logits_on_request = options_.sample_on_device ? 1 : 0;
+    info.returns_prompt_logits = 1;
     return info;
   }
 
@@ -267,15 +271,17 @@ class CudaModel final : public sdk::Model {
     limits.graph_max_batch = options_.cuda_graph_max_batch;  // 0 under tensor parallelism
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
-    if (options_.sample_on_device) {
-      if (rows > 0 && output.sampled == nullptr) {
+    const uint32_t logits_rows = plan_.logits_rows();
+    if (options_.sample_on_device && rows > 0 && output.sampled == nullptr) {
+      throw sdk::Error(HW_INVALID_ARGUMENT,
+                       "cuda model: output.sampled is NULL but the batch has sampling slices");
+    }
+    if (logits_rows > 0) {
+      if (output.logits == nullptr || output.logits_rows < logits_rows) {
         throw sdk::Error(HW_INVALID_ARGUMENT,
-                         "cuda model: output.sampled is NULL but the batch has sampling slices");
-      }
-    } else {
-      if (rows > 0 && output.logits == nullptr) {
-        throw sdk::Error(HW_INVALID_ARGUMENT,
-                         "cuda model: output.logits is NULL but the batch has sampling slices");
+                         "cuda model: the batch asks for " + std::to_string(logits_rows) +
+                             " logits rows but output.logits holds " +
+                             std::to_string(output.logits == nullptr ? 0 : output.logits_rows));
       }
       if (output.vocab != 0 && output.vocab != config_.vocab_size) {
         throw sdk::Error(HW_INVALID_ARGUMENT,
@@ -303,18 +309,21 @@ class CudaModel final : public sdk::Model {
         enqueue_step();
       }
 
-      // The step's only synchronisation: the sampled ids (or logits) come back to the host.
+      // The step's only synchronisation: the sampled ids and the logits rows the host asked for
+      // come back to the host (one copy per run of adjacent rows; with host sampling and no
+      // prompt rows, one in all).
       HW_CUDA_CHECK(cudaSetDevice(lead.device()));
-      if (rows > 0) {
-        if (options_.sample_on_device) {
-          ids_.reserve(rows);
-          HW_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), lead.sampled(), rows * sizeof(int32_t),
-                                        cudaMemcpyDeviceToHost, lead.stream()));
-        } else {
-          HW_CUDA_CHECK(cudaMemcpyAsync(output.logits, lead.logits(),
-                                        size_t{rows} * config_.vocab_size * sizeof(float),
-                                        cudaMemcpyDeviceToHost, lead.stream()));
-        }
+      if (rows > 0 && options_.sample_on_device) {
+        ids_.reserve(rows);
+        HW_CUDA_CHECK(cudaMemcpyAsync(ids_.data(), lead.sampled(), rows * sizeof(int32_t),
+                                      cudaMemcpyDeviceToHost, lead.stream()));
+      }
+      const size_t row_bytes = size_t{config_.vocab_size} * sizeof(float);
+      for (const LogitsCopy& copy : plan_.logits_copies()) {
+        HW_CUDA_CHECK(cudaMemcpyAsync(output.logits + size_t{copy.out_row} * config_.vocab_size,
+                                      lead.logits() + size_t{copy.head_row} * config_.vocab_size,
+                                      copy.rows * row_bytes, cudaMemcpyDeviceToHost,
+                                      lead.stream()));
       }
       for (auto& s : shards_) {
         HW_CUDA_CHECK(cudaSetDevice(s->device()));
@@ -329,8 +338,9 @@ class CudaModel final : public sdk::Model {
     if (options_.sample_on_device) {
       const std::vector<uint32_t>& slices = plan_.sample_slices();
       for (uint32_t i = 0; i < rows; ++i) output.sampled[slices[i]] = ids_.data()[i];
-    } else {
-      output.logits_rows = rows;
+    }
+    if (logits_rows > 0 || !options_.sample_on_device) {
+      output.logits_rows = logits_rows;
       output.vocab = config_.vocab_size;
     }
   }

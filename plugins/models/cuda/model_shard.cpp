@@ -278,8 +278,11 @@ void ModelShard::head(const StepPlan& plan, bool sample_on_device) {
   gemm_->run(last_.data(), weights_->lm_head(), logits_.data(), GemmOut::kF32, S,
              config_.vocab_size, config_.hidden_size, stream_);
   timer_.mark(Phase::kLmHead, stream_);
-  if (sample_on_device) {
-    HW_CUDA_CHECK(kernels::sample_tokens(logits_.data(), S, config_.vocab_size,
+  // A graph step samples every head row (its shape is fixed; nobody reads the padding rows' ids);
+  // otherwise only the sampled rows, not the extra rows of prompt positions.
+  const uint32_t sampled = plan.graph_key() != 0 ? S : plan.sample_count();
+  if (sample_on_device && sampled > 0) {
+    HW_CUDA_CHECK(kernels::sample_tokens(logits_.data(), sampled, config_.vocab_size,
                                          staged<kernels::SampleParams>(o.sample_params),
                                          sampled_.data(), stream_));
     timer_.mark(Phase::kSample, stream_);

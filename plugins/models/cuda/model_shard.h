@@ -11,8 +11,9 @@
 //   mlp(l)                       add attention output + RMSNorm, gate|up GEMM, SwiGLU, down GEMM
 //                                -> partial()
 //   head(sample_on_device)       add last mlp output + final RMSNorm on the head rows (the sampled
-//                                ones, all rows in a graph step), LM head GEMM (float logits),
-//                                device sampling when asked
+//                                ones, then every position of a slice that asks for all its
+//                                logits, or all rows in a graph step), LM head GEMM (float
+//                                logits), device sampling of the sampled rows when asked
 // partial() is the layer output to add to the residual; under tensor parallelism it is this rank's
 // share, summed over ranks by the caller's all-reduce between phases.
 //

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <headway/sdk/model.hpp>
 #include <headway/sdk/status.hpp>
 #include <string>
 
@@ -75,6 +76,8 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
   max_splits_ = 0;
   graph_key_ = 0;
   graph_splits_ = 0;
+  sample_index_.assign(batch.slice_count, -1);
+  any_all_logits_ = false;
 
   const uint32_t bs = kv.block_size;
   const uint32_t group = limits.group;
@@ -120,7 +123,9 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
       slot_offsets_.push_back(static_cast<int64_t>(s.block_table[pos / bs] * block_elems +
                                                    uint64_t{pos % bs} * kv.head_dim));
     }
+    any_all_logits_ = any_all_logits_ || s.all_logits != 0;
     if (s.sample) {
+      sample_index_[i] = static_cast<int32_t>(sample_rows_.size());
       if (limits.sample_on_device) {
         if (!(s.temperature >= 0.0f) || !std::isfinite(s.temperature)) {
           bad_slice(i, s, "temperature must be >= 0, got " + std::to_string(s.temperature));
@@ -173,11 +178,53 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
       }
     }
   }
-  if (prefill_.empty()) {
+  plan_logits_rows(batch, !limits.sample_on_device);
+  if (prefill_.empty() && !any_all_logits_) {
     const uint32_t rows = graph_batch_bucket(tokens(), limits.graph_max_batch);
     if (rows > 0) pad_for_graph(rows, split_level_for(max_splits_));
   }
   place_arrays();
+}
+
+void StepPlan::plan_logits_rows(const hw_model_batch& batch, bool every_sampled_row) {
+  logits_copies_.clear();
+  logits_rows_ = 0;
+  const uint8_t* wanted = sdk::logits_wanted(batch);
+  int32_t first_row = 0;  // the slice's first row in the step
+  for (uint32_t i = 0; i < batch.slice_count; ++i) {
+    const hw_model_slice& s = batch.slices[i];
+    const bool sampled_row_wanted =
+        s.sample != 0 && (every_sampled_row || (wanted != nullptr && wanted[i] != 0));
+    if (s.all_logits != 0) {
+      // Its positions before the sampled one (all of them when it does not sample) are head rows
+      // of their own, greedy like graph padding rows, whose ids nobody reads.
+      const uint32_t others = s.tokens - (s.sample != 0 ? 1u : 0u);
+      if (others > 0) {
+        add_copy(static_cast<uint32_t>(sample_rows_.size()), others);
+        for (uint32_t t = 0; t < others; ++t) {
+          sample_rows_.push_back(first_row + static_cast<int32_t>(t));
+          sample_params_.push_back(kernels::SampleParams{0.0f, 1.0f, 0.0f, 0, 0, 0, 0});
+        }
+      }
+      if (s.sample != 0) add_copy(static_cast<uint32_t>(sample_index_[i]), 1);
+    } else if (sampled_row_wanted) {
+      add_copy(static_cast<uint32_t>(sample_index_[i]), 1);
+    }
+    first_row += static_cast<int32_t>(s.tokens);
+  }
+}
+
+void StepPlan::add_copy(uint32_t head_row, uint32_t rows) {
+  if (!logits_copies_.empty()) {
+    LogitsCopy& last = logits_copies_.back();
+    if (last.head_row + last.rows == head_row) {
+      last.rows += rows;
+      logits_rows_ += rows;
+      return;
+    }
+  }
+  logits_copies_.push_back(LogitsCopy{head_row, logits_rows_, rows});
+  logits_rows_ += rows;
 }
 
 void StepPlan::pad_for_graph(uint32_t rows, uint32_t splits) {

@@ -16,6 +16,13 @@
 // size fixed by the key, and the block tables come last, so each array's offset depends on the key
 // alone. A real row's attention is the same arithmetic as unpadded (an empty range adds nothing).
 //
+// Logits for the host: the sampled rows of the slices the host samples itself (all of them with
+// sampling = "host"; with device sampling those hw_model_batch.logits_wanted marks) and every
+// position of a slice with all_logits (prompt log-probabilities). A slice's positions other than
+// its sampled one become extra head rows after the sampled ones; logits_copies() then says which
+// head rows go to which rows of hw_model_output.logits, in the ABI's order (headway::sdk::
+// logits_rows). A step with all_logits slices is never a graph step.
+//
 // Ownership: owns its host vectors and the pinned staging buffer; they grow to the largest step
 // seen and are reused (no allocation in steady state). The batch is borrowed during build().
 // Threading: one thread at a time (the engine's).
@@ -54,6 +61,15 @@ struct StepLimits {
 // `max`; 0 when tokens is 0 or above max.
 uint32_t graph_batch_bucket(uint32_t tokens, uint32_t max);
 
+// head_rows consecutive head rows [head_row, head_row + rows) of the logits buffer go to the
+// host's rows [out_row, out_row + rows).
+struct LogitsCopy {
+  uint32_t head_row = 0;
+  uint32_t out_row = 0;
+  uint32_t rows = 0;
+  bool operator==(const LogitsCopy&) const = default;
+};
+
 // Where each array starts in the staging area (bytes), identical on the device copy.
 struct StepOffsets {
   size_t token_ids = 0, positions = 0, slot_offsets = 0, block_tables = 0, sample_rows = 0,
@@ -76,7 +92,8 @@ class StepPlan {
   uint32_t tokens() const { return static_cast<uint32_t>(token_ids_.size()); }
   // Sampled rows: the first sample_count() head rows, in slice order.
   uint32_t sample_count() const { return static_cast<uint32_t>(sample_slices_.size()); }
-  // Rows the LM head runs on: the sampled ones, and in a graph step every other row as well.
+  // Rows the LM head runs on: the sampled ones, then the other positions of all_logits slices, or
+  // in a graph step every other row.
   uint32_t head_rows() const { return static_cast<uint32_t>(sample_rows_.size()); }
   // 0 for a step run launch by launch; otherwise the shape of a graph step (rows and split level),
   // the same for every step whose device arrays sit at the same offsets with the same sizes.
@@ -92,6 +109,10 @@ class StepPlan {
   uint32_t partial_records() const { return partial_records_; }
   // Slice index of each sampled row, in order.
   const std::vector<uint32_t>& sample_slices() const { return sample_slices_; }
+  // The logits rows the host gets (hw_model_output.logits_rows) and where each comes from, in
+  // output order, adjacent runs merged.
+  uint32_t logits_rows() const { return logits_rows_; }
+  const std::vector<LogitsCopy>& logits_copies() const { return logits_copies_; }
 
   const StepOffsets& offsets() const { return offsets_; }
   const std::byte* staging() const { return staging_.data(); }
@@ -105,6 +126,9 @@ class StepPlan {
  private:
   // Pads a decode-only plan to `rows` rows of `splits` units each (see "Graph steps" above).
   void pad_for_graph(uint32_t rows, uint32_t splits);
+  // Adds the all_logits slices' other positions as head rows and lays out logits_copies_.
+  void plan_logits_rows(const hw_model_batch& batch, bool every_sampled_row);
+  void add_copy(uint32_t head_row, uint32_t rows);
   void place_arrays();
   void stage();
 
@@ -127,6 +151,11 @@ class StepPlan {
   // pad_for_graph()'s scratch, kept to reuse its capacity.
   std::vector<kernels::AttentionUnit> padded_units_;
   std::vector<uint8_t> is_head_row_;
+  // Per slice: its index among the sampled rows, or -1.
+  std::vector<int32_t> sample_index_;
+  std::vector<LogitsCopy> logits_copies_;
+  uint32_t logits_rows_ = 0;
+  bool any_all_logits_ = false;
   StepOffsets offsets_;
   PinnedBuffer<std::byte> staging_;
 };

@@ -34,9 +34,11 @@ extern "C" {
  * peer links (hw_kv_transport_table.peer_*); 1.3 named hw_request_view's last field (reserved,
  * always 0 before) blocks_shared, for KV blocks shared through the prefix cache; 1.4 added
  * hw_model_info.returns_prompt_logits and named hw_model_slice's last field (reserved, always 0
- * before) all_logits, for the log-probabilities of a prompt's tokens. */
+ * before) all_logits, for the log-probabilities of a prompt's tokens; 1.5 added
+ * hw_model_info.returns_logits_on_request and hw_model_batch.logits_wanted, so that a model that
+ * samples on its device hands the host the rows of the requests the host must sample itself. */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 4
+#define HW_ABI_MINOR 5
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -490,9 +492,15 @@ typedef struct hw_model_info {
    * zero when the model samples itself (on its device) and writes hw_model_output.sampled. */
   int32_t returns_logits;
   /* Since 1.4 (zero from a plugin built against an earlier ABI): non-zero when, with
-   * returns_logits, forward() honours hw_model_slice.all_logits. Only then does the host ask for
-   * the log-probabilities of prompt tokens. */
+   * returns_logits or returns_logits_on_request, forward() honours hw_model_slice.all_logits.
+   * Only then does the host ask for the log-probabilities of prompt tokens. */
   int32_t returns_prompt_logits;
+  /* Since 1.5 (zero from a plugin built against an earlier ABI): non-zero when the model samples
+   * itself (returns_logits == 0) and also writes the logits row of each sampling slice that
+   * hw_model_batch.logits_wanted marks. The host then samples those slices itself (logprobs,
+   * penalties, logit bias, guided output, ...) while the device samples all the others, and only
+   * the requests that ask pay for a row's copy. */
+  int32_t returns_logits_on_request;
 } hw_model_info;
 
 /* One slice of a forward pass. */
@@ -522,6 +530,11 @@ typedef struct hw_model_batch {
   const hw_model_slice* slices;
   uint32_t slice_count;
   uint32_t block_size;
+  /* Since 1.5 (read it only where struct_size covers it), for a model whose info has
+   * returns_logits_on_request, NULL otherwise and when no slice asks: slice_count entries,
+   * non-zero where the host wants the logits row of a slice that samples. The model still writes
+   * hw_model_output.sampled for that slice; the host samples from the row and ignores the id. */
+  const uint8_t* logits_wanted;
 } hw_model_batch;
 
 /* Buffers owned by the engine, valid for the forward() call. */
@@ -532,7 +545,10 @@ typedef struct hw_model_output {
   double seconds; /* the step's duration when info.reports_duration */
   /* When info.returns_logits: in slice order, `tokens` rows of `vocab` floats for a slice with
    * all_logits != 0 (one per position; its last row is the one sampled from when sample != 0),
-   * one row for any other slice with sample != 0, none for the rest; logits_rows is the count. */
+   * one row for any other slice with sample != 0, none for the rest. The host sets logits_rows to
+   * the rows its buffer holds, which is that count; the model leaves it or sets the count it wrote.
+   * When info.returns_logits_on_request, the same, except that a slice without all_logits has its
+   * row only where batch.logits_wanted marks it (headway::sdk::logits_rows states the rule). */
   float* logits;
   uint32_t logits_rows;
   uint32_t vocab;

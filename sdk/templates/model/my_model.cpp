@@ -38,6 +38,9 @@ class MyModel final : public headway::sdk::Model {
     // With returns_logits, 1 promises a logits row for every position of a slice that sets
     // all_logits (prompt log-probabilities); the conformance suite's model.prompt_logits checks it.
     i.returns_prompt_logits = 0;
+    // Without returns_logits, 1 promises the logits row of each sampling slice the host marks in
+    // batch.logits_wanted (ABI 1.5), beside the sampled id; model.logits_on_request checks it.
+    i.returns_logits_on_request = 0;
     return i;
   }
 

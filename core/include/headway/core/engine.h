@@ -319,7 +319,11 @@ class Engine {
   std::vector<hw_model_slice> model_slices_;
   std::vector<uint32_t> slice_slots_;
   std::vector<int32_t> sampled_;
-  // For models that return logits: one row per sampling slice, and one per position of a slice
+  // Per slice: 1 where the host samples it from a logits row (every sampling slice of a model that
+  // returns logits; those of requests that use host processing on a model that returns logits on
+  // request, for which it is hw_model_batch.logits_wanted).
+  std::vector<uint8_t> host_samples_;
+  // The rows the model wrote: one per slice the host samples, and one per position of a slice
   // that reports prompt figures (hw_model_slice.all_logits).
   std::vector<float> logits_;
   Sampler sampler_;

@@ -6,6 +6,7 @@
 
 #include <headway/abi.h>
 
+#include <cstddef>
 #include <headway/sdk/host.hpp>
 #include <headway/sdk/options.hpp>
 #include <headway/sdk/status.hpp>
@@ -25,11 +26,26 @@ class Model {
   virtual void forward(const hw_model_batch& batch, hw_model_output& output) = 0;
 };
 
-// The logits rows forward() writes for `slice` when the model returns logits (hw_model_output):
-// one per position when it asks for all of them (ABI 1.4), else one when it samples, else none.
-constexpr uint32_t logits_rows(const hw_model_slice& slice) {
+// hw_model_batch.logits_wanted (ABI 1.5): NULL where the batch predates the field or marks nothing.
+inline const uint8_t* logits_wanted(const hw_model_batch& batch) {
+  constexpr size_t kEnd = offsetof(hw_model_batch, logits_wanted) + sizeof(batch.logits_wanted);
+  return batch.struct_size >= kEnd ? batch.logits_wanted : nullptr;
+}
+
+// Whether the host wants the sampled row of slice i: always from a model that returns logits,
+// where logits_wanted marks it from one that returns them on request (ABI 1.5), else never.
+inline bool sample_row_wanted(const hw_model_batch& batch, uint32_t i, const hw_model_info& info) {
+  if (info.returns_logits != 0) return true;
+  const uint8_t* wanted = logits_wanted(batch);
+  return info.returns_logits_on_request != 0 && wanted != nullptr && wanted[i] != 0;
+}
+
+// The logits rows forward() writes for `slice` (hw_model_output): one per position when it asks
+// for all of them (ABI 1.4), else one when it samples and its row is wanted (above; always, the
+// default, for a model that returns logits), else none.
+constexpr uint32_t logits_rows(const hw_model_slice& slice, bool sample_row_wanted = true) {
   if (slice.all_logits != 0) return slice.tokens;
-  return slice.sample != 0 ? 1u : 0u;
+  return slice.sample != 0 && sample_row_wanted ? 1u : 0u;
 }
 
 // T is constructible from (const Host&, const Options&, const std::string& config_dir).

@@ -18,6 +18,7 @@
 
 #include "owning_decoder.h"
 #include "request_validation.h"
+#include "rows_on_request_rule.h"
 #include "service_fixture.h"
 
 namespace headway::serving {
@@ -877,6 +878,105 @@ TEST(LogitsProcessing, PenaltiesAreRefusedWhereTheModelReadsNoTokenIds) {
     EXPECT_EQ(ran.finish, Finish::kLength) << name << ": " << ran.error;
     EXPECT_EQ(ran.ids.size(), 4u) << name;
     if (name == "logit_bias") EXPECT_EQ(ran.ids, std::vector<int32_t>(4, 7));
+  }
+}
+
+// Tokens a request of test_rows_on_request_model at temperature 1 gets: the rows' favourites when
+// the host samples it, the model's own picks otherwise.
+std::vector<int32_t> predicted_tokens(std::vector<int32_t> tokens, uint32_t count, bool by_host) {
+  namespace rule = ::headway::test::rows_on_request;
+  std::vector<int32_t> out;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t position = static_cast<uint32_t>(tokens.size() - 1);
+    const int32_t next = by_host ? rule::favourite(tokens.back(), position)
+                                 : rule::device_pick(tokens.back(), position, 1.0f);
+    out.push_back(next);
+    tokens.push_back(next);
+  }
+  return out;
+}
+
+// A model that samples on its device and returns logits rows on request (ABI 1.5) serves the
+// processing only the host does, for the requests that ask, while it samples the rest itself;
+// the model checks that the engine sized the rows by the same rule.
+TEST(LogitsOnRequest, TheHostSamplesTheRequestsThatNeedItAndTheModelTheRest) {
+  namespace rule = ::headway::test::rows_on_request;
+  const std::string plugin =
+      std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_rows_on_request_model.so";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "headway-on-request";
+  LocalGenerationService service(core::parse_deployment(
+      "name = \"on-request\"\n[model]\nplugin = \"" + plugin + "\"\n[[engines]]\n",
+      dir / "deploy.toml", headway::test::built_plugins()));
+  EXPECT_TRUE(service.model_info().samples_on_host);
+  EXPECT_TRUE(service.model_info().reports_prompt_logprobs);
+  const auto request = [](std::vector<int32_t> prompt, uint32_t max_tokens) {
+    GenerateInput input;
+    input.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+    input.prompt_ids = std::move(prompt);
+    input.max_tokens = max_tokens;
+    input.sampling.temperature = 1.0f;
+    input.sampling.seed = 11;
+    return input;
+  };
+  // Submitted together, so that they are likely to share steps (nothing depends on it: every
+  // step's rows must match the slices that asked).
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  GenerateInput with_logprobs = request(prompt, 60);
+  with_logprobs.sampling.logprobs = 2;
+  GenerateInput biased = request({4, 5}, 20);
+  biased.sampling.logit_bias = {{7, 100.0f}};
+  GenerateInput with_prompt_figures = request({9, 8, 7, 6}, 20);
+  with_prompt_figures.sampling.prompt_logprobs = 1;
+  const auto device_stream = service.submit(request(prompt, 60));
+  const auto logprobs_stream = service.submit(with_logprobs);
+  const auto biased_stream = service.submit(biased);
+  const auto prompt_stream = service.submit(with_prompt_figures);
+  const test::Collected device = collect(*device_stream);
+  const test::Collected logprobs = collect(*logprobs_stream);
+  const test::Collected bias = collect(*biased_stream);
+  const test::Collected prompt_figures = collect(*prompt_stream);
+
+  EXPECT_EQ(device.finish, Finish::kLength) << device.error;
+  EXPECT_EQ(device.ids, predicted_tokens(prompt, 60, false));
+  EXPECT_TRUE(device.logprobs.empty());
+
+  EXPECT_EQ(logprobs.finish, Finish::kLength) << logprobs.error;
+  EXPECT_EQ(logprobs.ids, predicted_tokens(prompt, 60, true));
+  // log softmax of the favourite's logit against 63 zeros (about -1.3e-7), and of a zero.
+  const double favourite_logprob =
+      rule::kFavouriteLogit -
+      std::log(std::exp(double{rule::kFavouriteLogit}) + (rule::kVocab - 1));
+  const double other_logprob =
+      -std::log(std::exp(double{rule::kFavouriteLogit}) + (rule::kVocab - 1));
+  ASSERT_EQ(logprobs.logprobs.size(), 60u);
+  for (size_t i = 0; i < logprobs.logprobs.size(); ++i) {
+    const GeneratedLogprobs& figures = logprobs.logprobs[i];
+    EXPECT_EQ(figures.chosen.token, logprobs.ids[i]);
+    EXPECT_NEAR(figures.chosen.logprob, favourite_logprob, 1e-4) << i;
+    ASSERT_EQ(figures.top.size(), 2u);
+    EXPECT_EQ(figures.top[0].token, logprobs.ids[i]);
+    EXPECT_NEAR(figures.top[1].logprob, other_logprob, 1e-3) << i;
+  }
+
+  EXPECT_EQ(bias.finish, Finish::kLength) << bias.error;
+  EXPECT_EQ(bias.ids, std::vector<int32_t>(20, 7));
+
+  EXPECT_EQ(prompt_figures.finish, Finish::kLength) << prompt_figures.error;
+  EXPECT_EQ(prompt_figures.ids, predicted_tokens({9, 8, 7, 6}, 20, true));
+  ASSERT_EQ(prompt_figures.prompt_logprobs.size(), 4u);
+  EXPECT_FALSE(prompt_figures.prompt_logprobs[0].has_figures);
+  const std::vector<int32_t> prompt_ids = {9, 8, 7, 6};
+  for (uint32_t p = 1; p < 4; ++p) {
+    const PromptLogprobs& figures = prompt_figures.prompt_logprobs[p];
+    EXPECT_EQ(figures.position, p);
+    EXPECT_EQ(figures.token.token, prompt_ids[p]);
+    ASSERT_EQ(figures.top.size(), 1u) << p;
+    EXPECT_EQ(figures.top[0].token, rule::favourite(prompt_ids[p - 1], p - 1)) << p;
+    EXPECT_NEAR(figures.top[0].logprob, favourite_logprob, 1e-4) << p;
+    // A prompt token that is not the favourite has a zero logit.
+    if (figures.token.token != figures.top[0].token) {
+      EXPECT_NEAR(figures.token.logprob, other_logprob, 1e-3) << p;
+    }
   }
 }
 

@@ -111,8 +111,10 @@ struct ModelSummary {
   uint32_t max_model_len = 0;
   uint32_t vocab = 0;
   std::string tokenizer;  // tokenizer kind ("byte", "bpe", ...)
-  // The model returns logits and the host samples: penalties, min_tokens and logit_bias are
-  // served. False when it samples on its device (they are refused).
+  // The host can sample a request itself: the model returns logits for every token, or for the
+  // requests that ask (hw_model_info.returns_logits_on_request), so penalties, min_tokens,
+  // logit_bias, logprobs and guided output are served. False when the model only samples on its
+  // device (they are refused).
   bool samples_on_host = true;
   // The model reads the request's token ids (hw_model_info.needs_token_ids), which the presence,
   // frequency and repetition penalties count. False: the penalties are refused (a model that

@@ -510,7 +510,7 @@ bool Engine::step() {
       const uint32_t generated = r.outputs_before + r.output_tokens;
       SamplingHistory history;
       history.eos_token = info.eos_token;
-      if (r.sampling.uses_penalties() && r.tokens.size() >= generated) {
+      if (r.sampling.reads_outputs() && r.tokens.size() >= generated) {
         // tokens is the prompt, then every output (those of an earlier engine included).
         const std::span<const int32_t> all(r.tokens);
         history.prompt = all.first(all.size() - generated);
@@ -768,9 +768,11 @@ void Engine::check_sampling(const std::string& who, const SamplingParams& sampli
                     "prompt position and reads token ids; model '{}' does not",
                     who, model_->name()));
   }
-  if (sampling.uses_penalties() && !model_needs_ids_) {
-    throw Error(fmt::format("{}: penalties need the tokens of the request; model '{}' reads none",
-                            who, model_->name()));
+  if (sampling.reads_outputs() && !model_needs_ids_) {
+    throw Error(
+        fmt::format("{}: penalties and bad words need the tokens of the request; model "
+                    "'{}' reads none",
+                    who, model_->name()));
   }
 }
 

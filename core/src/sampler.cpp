@@ -49,6 +49,15 @@ void Sampler::process(std::span<float> logits, const SamplingParams& p, uint32_t
       if (in_vocab(p.allowed_token_ids[i])) logits[p.allowed_token_ids[i]] = allowed_kept_[i];
     }
   }
+  // A bad word's last token, where the outputs end with the rest of the word (vLLM's rule).
+  for (const std::vector<int32_t>& word : p.bad_words_ids) {
+    if (word.empty() || !in_vocab(word.back())) continue;
+    const size_t rest = word.size() - 1;
+    if (rest > history.outputs.size()) continue;
+    if (std::equal(word.begin(), word.end() - 1, history.outputs.end() - rest)) {
+      logits[word.back()] = kNever;
+    }
+  }
   if (output_index < p.min_tokens) {
     if (!p.ignore_eos && history.eos_token < vocab) logits[history.eos_token] = kNever;
     for (const int32_t t : p.stop_token_ids) {

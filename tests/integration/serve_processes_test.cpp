@@ -759,13 +759,14 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
   TempDir dir("serve_processes_disaggregated");
   DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16);
   expect_tokens_of_one_process(cluster);
-  // Penalties, min_tokens, logit_bias and allowed_token_ids reach both engine processes through
-  // the router: the decode process counts the prefill process's token among the outputs they
-  // penalise.
+  // Penalties, min_tokens, logit_bias, allowed_token_ids and bad_words reach both engine processes
+  // through the router: the decode process counts the prefill process's token among the outputs
+  // they penalise and match.
   const std::string processing =
       ", \"frequency_penalty\": 1.5, \"presence_penalty\": 0.5, \"repetition_penalty\": 1.3, "
       "\"min_tokens\": 12, \"logit_bias\": {\"101\": 3, \"32\": -100}, "
-      "\"allowed_token_ids\": [32, 97, 101, 104, 111, 114, 115, 116]";
+      "\"allowed_token_ids\": [32, 97, 101, 104, 111, 114, 115, 116], \"bad_words\": [\"e\", "
+      "\"th\"]";
   for (const std::string& prompt : disaggregation_prompts()) {
     SCOPED_TRACE(prompt.substr(0, 20));
     const std::string reference = seeded_ids(cluster.reference_port(), prompt, processing);

@@ -29,7 +29,7 @@ constexpr uint32_t kCompletionDefaultMaxTokens = 16;  // OpenAI's and vLLM's def
 void refuse_unsupported(const FieldReader& fields) {
   // vLLM extensions that constrain or reshape the output: a client that sends them relies on
   // them, and ignoring them (as unknown fields are) would hand it unconstrained text.
-  for (const char* field : {"bad_words", "logits_processors"}) {
+  for (const char* field : {"logits_processors"}) {
     if (is_set(fields.find(field))) throw not_supported(field, field);
   }
 }
@@ -52,6 +52,26 @@ void parse_prompt_logprobs(const FieldReader& fields, OpenAiRequest& out) {
   }
   out.prompt_logprobs = static_cast<int32_t>(*asked);
   out.input.sampling.prompt_logprobs = out.prompt_logprobs;
+}
+
+// vLLM's bad_words: an array of strings (the service encodes them with the model's tokenizer).
+std::vector<std::string> parse_bad_words(const FieldReader& fields) {
+  const nlohmann::json* words = fields.find("bad_words");
+  if (words == nullptr || words->is_null()) return {};
+  if (!words->is_array()) {
+    throw invalid_field("bad_words", std::string("bad_words must be an array of strings, not ") +
+                                         json_kind(*words));
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < words->size(); ++i) {
+    const nlohmann::json& word = (*words)[i];
+    if (!word.is_string()) {
+      throw invalid_field(
+          "bad_words", fmt::format("bad_words[{}] must be a string, not {}", i, json_kind(word)));
+    }
+    out.push_back(word.get<std::string>());
+  }
+  return out;
 }
 
 std::vector<std::string> parse_stop(const FieldReader& fields) {
@@ -162,6 +182,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
     }
     *into = parse_token_ids(*ids, name);
   }
+  input.bad_words = parse_bad_words(fields);
   input.stop = parse_stop(fields);
   input.include_stop_str_in_output = fields.boolean("include_stop_str_in_output").value_or(false);
   input.priority =

@@ -80,6 +80,9 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   }
   sampling.mutable_allowed_token_ids()->Add(input.sampling.allowed_token_ids.begin(),
                                             input.sampling.allowed_token_ids.end());
+  for (const std::vector<int32_t>& word : input.sampling.bad_words_ids) {
+    sampling.add_bad_words_ids()->mutable_ids()->Add(word.begin(), word.end());
+  }
   if (input.sampling.logprobs >= 0) {
     sampling.set_logprobs(static_cast<uint32_t>(input.sampling.logprobs));
   }

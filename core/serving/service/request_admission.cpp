@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "bad_words.h"
 #include "guided_output.h"
 #include "owning_decoder.h"
 #include "prompt_encoder.h"
@@ -114,6 +115,16 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   check_model(input.model);
   validate_request_id(input.request_id);
   validate_prompt_form(input);
+  if (!input.bad_words.empty()) {
+    if (tokenizer_ == nullptr) {
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         "bad_words need a tokenizer, and this model has none", "bad_words");
+    }
+    for (auto& ids : bad_words_token_ids(*tokenizer_, input.bad_words)) {
+      input.sampling.bad_words_ids.push_back(std::move(ids));
+    }
+    input.bad_words.clear();  // encoded once, even if the request is admitted again
+  }
   validate_sampling(input, model_.vocab);
   validate_logits_processing(input.sampling, model_);
   dedupe_stop_token_ids(input.sampling.stop_token_ids);
@@ -192,6 +203,11 @@ void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_
     refuse("allowed_token_ids cannot be combined with " + field +
                ": the two may have no token in common, which would leave nothing to choose",
            "allowed_token_ids");
+  }
+  if (!input.sampling.bad_words_ids.empty()) {
+    refuse("bad_words cannot be combined with " + field +
+               ": a banned token may be the only one the answer's shape allows next",
+           "bad_words");
   }
   if (!input.guided.starts_after.empty() &&
       prompt_ends_reasoning(*tokenizer_, prompt, input.guided.starts_after)) {

@@ -113,6 +113,12 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
     }
   }
   validate_token_ids(s.allowed_token_ids, vocab, "allowed_token_ids");
+  for (size_t i = 0; i < s.bad_words_ids.size(); ++i) {
+    if (s.bad_words_ids[i].empty()) {
+      invalid(fmt::format("bad_words[{}] has no token", i), "bad_words");
+    }
+    validate_token_ids(s.bad_words_ids[i], vocab, "bad_words");
+  }
   std::sort(s.allowed_token_ids.begin(), s.allowed_token_ids.end());
   s.allowed_token_ids.erase(std::unique(s.allowed_token_ids.begin(), s.allowed_token_ids.end()),
                             s.allowed_token_ids.end());
@@ -142,21 +148,27 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
                         : s.repetition_penalty != 1.0f ? "repetition_penalty"
                                                        : nullptr;
   if (model.samples_on_host) {
-    if (penalty == nullptr || model.reads_token_ids) return;
-    invalid(fmt::format("{} is not supported by this deployment: penalties count the tokens of "
-                        "the request, and its model reads only their number, not their ids",
-                        penalty),
-            penalty);
+    if ((penalty == nullptr && s.bad_words_ids.empty()) || model.reads_token_ids) return;
+    const char* field = penalty != nullptr ? penalty : "bad_words";
+    invalid(fmt::format("{} is not supported by this deployment: {} the tokens the request "
+                        "generated, and its model reads only their number, not their ids",
+                        field,
+                        penalty != nullptr ? "penalties count"
+                                           : "bad words are matched "
+                                             "against"),
+            field);
   }
   if (!s.uses_host_processing()) return;
   const char* field = penalty != nullptr             ? penalty
                       : s.min_tokens > 0             ? "min_tokens"
                       : !s.logit_bias.empty()        ? "logit_bias"
                       : !s.allowed_token_ids.empty() ? "allowed_token_ids"
+                      : !s.bad_words_ids.empty()     ? "bad_words"
                                                      : "logprobs";
   invalid(fmt::format("{} is not supported by this deployment: its model samples on its device, "
                       "and only models that return logits to the host apply penalties, "
-                      "min_tokens, logit_bias and allowed_token_ids, or report logprobs",
+                      "min_tokens, logit_bias, allowed_token_ids and bad_words, or report "
+                      "logprobs",
                       field),
           field);
 }

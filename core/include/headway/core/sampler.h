@@ -1,8 +1,8 @@
 // Token sampling from logits, in the core and shared by every model that returns logits
 // (hw_model_info.returns_logits). Order, as vLLM applies it: allowed_token_ids masks every other
-// token, min_tokens masks the end tokens, logit_bias is added, the repetition, frequency and
-// presence penalties are applied; then the warpers in the order of Hugging Face's (temperature,
-// top-k, top-p, min-p) and the draw.
+// token, bad_words masks the tokens that would complete one, min_tokens masks the end tokens,
+// logit_bias is added, the repetition, frequency and presence penalties are applied; then the
+// warpers in the order of Hugging Face's (temperature, top-k, top-p, min-p) and the draw.
 //
 // Determinism: the random draw depends only on (params.seed, output_index), through a counter-based
 // generator (splitmix64), never on call order. A request therefore gets the same tokens for the
@@ -26,7 +26,7 @@ namespace headway::core {
 // What a request generated and read so far, for the logits processing that depends on it.
 struct SamplingHistory {
   std::span<const int32_t> prompt;   // repetition_penalty counts these
-  std::span<const int32_t> outputs;  // every penalty counts these
+  std::span<const int32_t> outputs;  // every penalty counts these; bad words match their end
   uint32_t eos_token = UINT32_MAX;   // masked with stop_token_ids under min_tokens
 };
 

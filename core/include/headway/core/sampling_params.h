@@ -39,6 +39,10 @@ struct SamplingParams {
   // vLLM's allowed_token_ids: only these can be chosen (every other logit becomes -inf first).
   // Empty: any token. Sorted and unique (the service makes them so).
   std::vector<int32_t> allowed_token_ids;
+  // vLLM's bad_words as token sequences (the service encodes the words: bad_words.h): a sequence's
+  // last token cannot be chosen right after the rest of the sequence was generated; a one-token
+  // sequence, never. Only generated tokens count, not the prompt's. Empty: none.
+  std::vector<std::vector<int32_t>> bad_words_ids;
   // -1: off. Otherwise report each generated token's log-probability and those of the `logprobs`
   // most likely tokens (0 to kMaxLogprobs), from the model's raw logits (token_logprobs.h).
   int32_t logprobs = -1;
@@ -56,9 +60,12 @@ struct SamplingParams {
   bool uses_penalties() const {
     return presence_penalty != 0.0f || frequency_penalty != 0.0f || repetition_penalty != 1.0f;
   }
+  // Whether the sampler reads the tokens generated so far (penalties, bad words).
+  bool reads_outputs() const { return uses_penalties() || !bad_words_ids.empty(); }
   // Whether the core sampler changes the logits before the warpers.
   bool changes_logits() const {
-    return uses_penalties() || min_tokens > 0 || !logit_bias.empty() || !allowed_token_ids.empty();
+    return uses_penalties() || min_tokens > 0 || !logit_bias.empty() ||
+           !allowed_token_ids.empty() || !bad_words_ids.empty();
   }
   // Whether the request needs what only the core sampler and the engine on the host do: the
   // processing above, logprobs of either kind, or a guide.

@@ -112,6 +112,10 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   sampling.set_min_tokens(3);
   sampling.set_logprobs(4);
   (*sampling.mutable_logit_bias())[17] = -4.5f;
+  v1::TokenSequence* word = sampling.add_bad_words_ids();
+  word->add_ids(4);
+  word->add_ids(5);
+  sampling.add_bad_words_ids()->add_ids(6);
   ASSERT_TRUE(generate(request).status.ok());
 
   const GenerateInput input = fake_.wait_for_submitted(1).at(0);
@@ -137,6 +141,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   EXPECT_EQ(input.sampling.min_tokens, 3u);
   EXPECT_EQ(input.sampling.logprobs, 4);
   EXPECT_EQ(input.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{17, -4.5f}}));
+  EXPECT_EQ(input.sampling.bad_words_ids, (std::vector<std::vector<int32_t>>{{4, 5}, {6}}));
 }
 
 // An unset repetition_penalty is "off" (1), not proto3's 0, which the service would refuse.

@@ -125,6 +125,10 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "allowed_token_ids": 5})", "allowed_token_ids",
                 "must be an array"},
         Refused{R"({"prompt": "x", "allowed_token_ids": [5, "a"]})", "allowed_token_ids[1]", ""},
+        Refused{R"({"prompt": "x", "bad_words": "no"})", "bad_words",
+                "must be an array of strings"},
+        Refused{R"({"prompt": "x", "bad_words": ["no", 3]})", "bad_words",
+                "bad_words[1] must be a string"},
         Refused{R"({"prompt": "x", "echo": true, "truncate_prompt_tokens": 4})", "echo",
                 "not supported"},
         Refused{R"({"prompt": "x", "max_tokens": 2.5})", "max_tokens", "not a number"},
@@ -493,9 +497,16 @@ TEST(CompletionRequest, LogitsProcessingFieldsPassThrough) {
       parse_completion_request(R"({"prompt": "x", "presence_penalty": 0.5,
                                    "frequency_penalty": -1.25, "repetition_penalty": 1.1,
                                    "min_tokens": 3, "logit_bias": {"7": -100, "12": 2.5,
-                                   "9": null}, "allowed_token_ids": [9, 4, 9]})")
+                                   "9": null}, "allowed_token_ids": [9, 4, 9],
+                                   "bad_words": ["no", " never"]})")
           .input.sampling;
   EXPECT_EQ(set.allowed_token_ids, (std::vector<int32_t>{9, 4, 9}));  // the service sorts them
+  // The words, as written: the service encodes them with the model's tokenizer.
+  EXPECT_EQ(
+      parse_completion_request(R"({"prompt": "x", "bad_words": ["no", " never"]})").input.bad_words,
+      (std::vector<std::string>{"no", " never"}));
+  EXPECT_TRUE(
+      parse_completion_request(R"({"prompt": "x", "bad_words": null})").input.bad_words.empty());
   EXPECT_EQ(set.presence_penalty, 0.5f);
   EXPECT_EQ(set.frequency_penalty, -1.25f);
   EXPECT_EQ(set.repetition_penalty, 1.1f);

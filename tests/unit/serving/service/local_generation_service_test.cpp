@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <thread>
 #include <utility>
@@ -711,6 +712,59 @@ TEST_F(ServiceTest, OnlyAllowedTokensAreGenerated) {
     } catch (const ServiceError& e) {
       EXPECT_EQ(e.param(), guided ? "allowed_token_ids" : "allowed_token_ids[1]") << e.what();
     }
+  }
+}
+
+// bad_words (the byte tokenizer: a token per character): a one-character word never comes out, a
+// two-character word's second character never right after its first; refused beside guided
+// output, naming the field.
+TEST_F(ServiceTest, BadWordsAreNotGenerated) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput input = text_request("bad words", 24);
+  input.sampling.temperature = 0.0f;
+  const std::vector<int32_t> free_ids = collect(*service.submit(input)).ids;
+  // A byte that is a word of its own (leading whitespace is dropped from bad words).
+  const auto printable = [](int32_t id) {
+    return id >= 0 && id < 256 && id != ' ' && !(id >= '\t' && id <= '\r');
+  };
+  std::map<int32_t, int> counts;
+  for (const int32_t id : free_ids) {
+    if (printable(id)) ++counts[id];
+  }
+  ASSERT_FALSE(counts.empty()) << "the free run has no byte to ban";
+  const int32_t banned =
+      std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      })->first;
+  GenerateInput one = input;
+  one.bad_words = {std::string(1, static_cast<char>(banned))};
+  const test::Collected without = collect(*service.submit(one));
+  ASSERT_EQ(without.ids.size(), 24u) << without.error;
+  EXPECT_EQ(std::count(without.ids.begin(), without.ids.end(), banned), 0);
+
+  size_t at = 1;
+  while (at < free_ids.size() && !(printable(free_ids[at - 1]) && printable(free_ids[at]))) ++at;
+  ASSERT_LT(at, free_ids.size()) << "no two bytes in a row in the free run";
+  const int32_t first = free_ids[at - 1], second = free_ids[at];
+  GenerateInput two = input;
+  two.bad_words = {std::string{static_cast<char>(first), static_cast<char>(second)}};
+  const test::Collected pair_run = collect(*service.submit(two));
+  ASSERT_EQ(pair_run.ids.size(), 24u) << pair_run.error;
+  EXPECT_NE(pair_run.ids, free_ids);
+  for (size_t k = 1; k < pair_run.ids.size(); ++k) {
+    EXPECT_FALSE(pair_run.ids[k - 1] == first && pair_run.ids[k] == second) << k;
+  }
+
+  GenerateInput guided = two;
+  guided.sampling.ignore_eos = false;  // which guided output refuses too
+  guided.guided.kind = GuidedOutput::Kind::kRegex;
+  guided.guided.regex = "x+";
+  guided.guided.field = "guided_regex";
+  try {
+    service.submit(guided);
+    ADD_FAILURE() << "guided output with bad_words was taken";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.param(), "bad_words") << e.what();
   }
 }
 

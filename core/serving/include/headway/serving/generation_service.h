@@ -86,6 +86,9 @@ struct GenerateInput {
   // The client set no limit (OpenAI chat without max_tokens): generate until max_model_len, i.e.
   // max_tokens becomes max_model_len - prompt tokens (refused when the prompt leaves no room).
   bool max_tokens_to_context_end = false;
+  // vLLM's bad_words: admission encodes them (with the model's tokenizer) into
+  // sampling.bad_words_ids and clears this. Empty: none.
+  std::vector<std::string> bad_words;
   std::vector<std::string> stop;  // stop strings; the matched text is not returned, unless:
   bool include_stop_str_in_output = false;  // vLLM's: the matched stop string's text is returned
   // vLLM's truncate_prompt_tokens: keep only the encoded prompt's last N tokens (a BOS it starts

@@ -306,6 +306,24 @@ TEST(Sampler, OnlyAllowedTokensAreChosen) {
   EXPECT_EQ(greedy(l, p, 0), 1);
 }
 
+// bad_words: a one-token word is never chosen; a longer word's last token only right after the
+// rest of it was generated (the outputs, not the prompt).
+TEST(Sampler, BadWordsBanTheTokenThatWouldCompleteOne) {
+  const std::vector<float> l = {1.0f, 3.0f, 2.0f, 0.5f, 2.5f};
+  SamplingParams p;
+  p.bad_words_ids = {{1}};
+  EXPECT_EQ(greedy(l, p, 0), 4);
+  p.bad_words_ids = {{2, 3, 1}, {0, 4}};
+  EXPECT_EQ(greedy(l, p, 2, {}, {2, 3}), 4);     // outputs end with 2 3: 1 is banned
+  EXPECT_EQ(greedy(l, p, 2, {}, {3, 2}), 1);     // they do not
+  EXPECT_EQ(greedy(l, p, 1, {2}, {3}), 1);       // 2 is in the prompt, not the outputs
+  EXPECT_EQ(greedy(l, p, 3, {}, {2, 3, 0}), 1);  // ends with 0: 4 is banned, 1 is not
+  p.bad_words_ids = {{2, 3, 1}, {3, 4}, {3, 1}};
+  EXPECT_EQ(greedy(l, p, 2, {}, {2, 3}), 2);  // both ways of completing are banned
+  p.bad_words_ids = {{9}, {1, 7}};            // ids outside the vocabulary ban nothing
+  EXPECT_EQ(greedy(l, p, 1, {}, {1}), 1);
+}
+
 TEST(Sampler, RepetitionPenaltyDividesPositiveLogitsAndMultipliesNegativeOnesOnce) {
   SamplingParams p;
   p.repetition_penalty = 2.0f;

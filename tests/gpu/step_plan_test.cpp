@@ -122,14 +122,18 @@ class GraphSteps : public ::testing::Test {
     uint32_t context;
     uint32_t tokens = 1;
     bool sample = true;
+    bool all_logits = false;  // hw_model_slice.all_logits
+    bool wanted = false;      // hw_model_batch.logits_wanted
   };
 
   const StepPlan& plan(const std::vector<Request>& requests) {
     slices_.clear();
     ids_.clear();
     tables_.clear();
+    wanted_.clear();
     ids_.reserve(requests.size());
     tables_.reserve(requests.size());
+    bool any_wanted = false;
     for (size_t i = 0; i < requests.size(); ++i) {
       const Request& r = requests[i];
       ids_.emplace_back(r.tokens, 7);
@@ -138,13 +142,16 @@ class GraphSteps : public ::testing::Test {
       for (size_t b = 0; b < table.size(); ++b)
         table[b] = static_cast<uint32_t>(i * 100 + b) % 1024;
       tables_.push_back(std::move(table));
-      slices_.push_back(hw_model_slice{100 + i, r.context, r.tokens, ids_.back().data(),
-                                       tables_.back().data(),
-                                       static_cast<uint32_t>(tables_.back().size()),
-                                       r.sample ? 1 : 0, 0.0f, 1.0f, 0, 0, 0, 0.0f, 0});
+      slices_.push_back(
+          hw_model_slice{100 + i, r.context, r.tokens, ids_.back().data(), tables_.back().data(),
+                         static_cast<uint32_t>(tables_.back().size()), r.sample ? 1 : 0, 0.0f, 1.0f,
+                         0, 0, 0, 0.0f, r.all_logits ? 1u : 0u});
+      wanted_.push_back(r.wanted ? 1 : 0);
+      any_wanted = any_wanted || r.wanted;
     }
     const hw_model_batch batch{sizeof(hw_model_batch), slices_.data(),
-                               static_cast<uint32_t>(slices_.size()), 4};
+                               static_cast<uint32_t>(slices_.size()), 4,
+                               any_wanted ? wanted_.data() : nullptr};
     plan_.layout(batch, layout, limits);
     return plan_;
   }
@@ -153,6 +160,7 @@ class GraphSteps : public ::testing::Test {
   std::vector<hw_model_slice> slices_;
   std::vector<std::vector<int32_t>> ids_;
   std::vector<std::vector<uint32_t>> tables_;
+  std::vector<uint8_t> wanted_;
   StepPlan plan_;
 };
 
@@ -241,52 +249,7 @@ TEST_F(GraphSteps, PrefillsAndLargeStepsRunLaunchByLaunch) {
 }
 
 // Logits rows for the host (StepPlan::logits_copies): which head rows go to which output rows.
-class LogitsRows : public ::testing::Test {
- protected:
-  kernels::KvLayout layout{2, 2, 16, 4};
-  StepLimits limits{100, 4096, 1024, 2, true, true, kernels::kAttentionTileRows, 8};
-
-  struct Slice {
-    uint32_t context;
-    uint32_t tokens = 1;
-    bool sample = true;
-    bool all_logits = false;
-    bool wanted = false;  // hw_model_batch.logits_wanted
-  };
-
-  const StepPlan& plan(const std::vector<Slice>& spec) {
-    slices_.clear();
-    ids_.clear();
-    tables_.clear();
-    wanted_.clear();
-    ids_.reserve(spec.size());
-    tables_.reserve(spec.size());
-    bool any_wanted = false;
-    for (size_t i = 0; i < spec.size(); ++i) {
-      const Slice& r = spec[i];
-      ids_.emplace_back(r.tokens, 7);
-      tables_.emplace_back((r.context + r.tokens + 3) / 4, static_cast<uint32_t>(i));
-      slices_.push_back(
-          hw_model_slice{100 + i, r.context, r.tokens, ids_.back().data(), tables_.back().data(),
-                         static_cast<uint32_t>(tables_.back().size()), r.sample ? 1 : 0, 0.0f, 1.0f,
-                         0, 0, 0, 0.0f, r.all_logits ? 1u : 0u});
-      wanted_.push_back(r.wanted ? 1 : 0);
-      any_wanted = any_wanted || r.wanted;
-    }
-    const hw_model_batch batch{sizeof(hw_model_batch), slices_.data(),
-                               static_cast<uint32_t>(slices_.size()), 4,
-                               any_wanted ? wanted_.data() : nullptr};
-    plan_.layout(batch, layout, limits);
-    return plan_;
-  }
-
- private:
-  std::vector<hw_model_slice> slices_;
-  std::vector<std::vector<int32_t>> ids_;
-  std::vector<std::vector<uint32_t>> tables_;
-  std::vector<uint8_t> wanted_;
-  StepPlan plan_;
-};
+class LogitsRows : public GraphSteps {};
 
 using Copies = std::vector<LogitsCopy>;
 

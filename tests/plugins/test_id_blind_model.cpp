@@ -3,6 +3,8 @@
 // refuse the penalties while it serves logit_bias, min_tokens and logprobs.
 #include <headway/plugin.hpp>
 
+#include "toy_model_info.h"
+
 namespace {
 
 constexpr uint32_t kVocab = 256;
@@ -12,20 +14,8 @@ class IdBlindModel final : public headway::sdk::Model {
   IdBlindModel(const headway::sdk::Host&, const headway::sdk::Options&, const std::string&) {}
 
   hw_model_info info() const override {
-    hw_model_info i{};
-    i.struct_size = sizeof(hw_model_info);
-    i.layers = 1;
-    i.hidden = 8;
-    i.heads = 1;
-    i.kv_heads = 1;
-    i.head_dim = 8;
-    i.vocab = kVocab;
-    i.max_model_len = 1024;
-    i.eos_token = UINT32_MAX;  // outputs run to max_tokens
-    i.kv_bytes_per_token = 32;
-    i.kv_capacity_tokens = 1 << 14;
+    hw_model_info i = headway::test::toy_model_info(kVocab);
     i.needs_token_ids = 0;
-    i.reports_duration = 0;
     i.returns_logits = 1;
     return i;
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "rows_on_request_rule.h"
+#include "toy_model_info.h"
 
 namespace {
 
@@ -19,21 +20,8 @@ class RowsOnRequestModel final : public headway::sdk::Model {
   RowsOnRequestModel(const headway::sdk::Host&, const headway::sdk::Options&, const std::string&) {}
 
   hw_model_info info() const override {
-    hw_model_info i{};
-    i.struct_size = sizeof(hw_model_info);
-    i.layers = 1;
-    i.hidden = 8;
-    i.heads = 1;
-    i.kv_heads = 1;
-    i.head_dim = 8;
-    i.vocab = rule::kVocab;
-    i.max_model_len = 1024;
-    i.eos_token = UINT32_MAX;  // outputs run to max_tokens
-    i.kv_bytes_per_token = 32;
-    i.kv_capacity_tokens = 1 << 14;
+    hw_model_info i = headway::test::toy_model_info(rule::kVocab);
     i.needs_token_ids = 1;
-    i.reports_duration = 0;
-    i.returns_logits = 0;
     i.returns_prompt_logits = 1;
     i.returns_logits_on_request = 1;
     return i;

@@ -757,8 +757,9 @@ void Engine::check_sampling(const std::string& who, const SamplingParams& sampli
   const hw_model_info& info = model_->info();
   if (info.returns_logits == 0 && info.returns_logits_on_request == 0) {
     throw Error(
-        fmt::format("{}: penalties, min_tokens, logit_bias, logprobs and guided output need a "
-                    "model that returns logits; model '{}' samples on its device only",
+        fmt::format("{}: penalties, min_tokens, logit_bias, allowed_token_ids, bad_words, "
+                    "logprobs and guided output need a model that returns logits; model '{}' "
+                    "samples on its device only",
                     who, model_->name()));
   }
   if (sampling.prompt_logprobs >= 0 &&

@@ -50,12 +50,14 @@ void Sampler::process(std::span<float> logits, const SamplingParams& p, uint32_t
     }
   }
   // A bad word's last token, where the outputs end with the rest of the word (vLLM's rule).
+  banned_.clear();
   for (const std::vector<int32_t>& word : p.bad_words_ids) {
     if (word.empty() || !in_vocab(word.back())) continue;
     const size_t rest = word.size() - 1;
     if (rest > history.outputs.size()) continue;
     if (std::equal(word.begin(), word.end() - 1, history.outputs.end() - rest)) {
       logits[word.back()] = kNever;
+      banned_.push_back(word.back());
     }
   }
   if (output_index < p.min_tokens) {
@@ -69,8 +71,12 @@ void Sampler::process(std::span<float> logits, const SamplingParams& p, uint32_t
         !p.allowed_token_ids.empty() &&
         std::none_of(p.allowed_token_ids.begin(), p.allowed_token_ids.end(),
                      [&](int32_t t) { return in_vocab(t) && logits[t] > kNever; });
+    // (Not a token a bad word bans: the service refuses a list they ban whole.)
     for (size_t i = 0; none_left && i < p.allowed_token_ids.size(); ++i) {
-      if (in_vocab(p.allowed_token_ids[i])) logits[p.allowed_token_ids[i]] = allowed_kept_[i];
+      const int32_t t = p.allowed_token_ids[i];
+      if (in_vocab(t) && std::find(banned_.begin(), banned_.end(), t) == banned_.end()) {
+        logits[t] = allowed_kept_[i];
+      }
     }
   }
   for (const auto& [t, bias] : p.logit_bias) {

@@ -770,6 +770,9 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
   for (const std::string& prompt : disaggregation_prompts()) {
     SCOPED_TRACE(prompt.substr(0, 20));
     const std::string reference = seeded_ids(cluster.reference_port(), prompt, processing);
+    ASSERT_FALSE(reference.starts_with("<")) << reference;
+    EXPECT_EQ(("," + reference + ",").find(",101,"), std::string::npos)  // "e" is a bad word
+        << reference;
     EXPECT_NE(reference, seeded_ids(cluster.reference_port(), prompt));
     EXPECT_EQ(seeded_ids(cluster.router_port(), prompt, processing), reference);
   }

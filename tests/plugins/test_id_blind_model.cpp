@@ -1,6 +1,6 @@
 // A wall-clock model that returns logits but reads only the number of a request's tokens, never
 // their ids (needs_token_ids = 0): the engine then holds no ids to count, so the service must
-// refuse the penalties while it serves logit_bias, min_tokens and logprobs.
+// refuse the penalties and bad words while it serves logit_bias, min_tokens and logprobs.
 #include <headway/plugin.hpp>
 
 #include "toy_model_info.h"

@@ -25,7 +25,7 @@ void to_sampling(const v1::SamplingParams& sampling, GenerateInput& out) {
   out.sampling.logit_bias.assign(sampling.logit_bias().begin(), sampling.logit_bias().end());
   out.sampling.allowed_token_ids.assign(sampling.allowed_token_ids().begin(),
                                         sampling.allowed_token_ids().end());
-  for (const v1::TokenSequence& word : sampling.bad_words_ids()) {
+  for (const v1::TokenIds& word : sampling.bad_words_ids()) {
     out.sampling.bad_words_ids.emplace_back(word.ids().begin(), word.ids().end());
   }
   // The service checks the range (a value past int32 stays past it).

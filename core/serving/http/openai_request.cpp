@@ -66,8 +66,8 @@ std::vector<std::string> parse_bad_words(const FieldReader& fields) {
   for (size_t i = 0; i < words->size(); ++i) {
     const nlohmann::json& word = (*words)[i];
     if (!word.is_string()) {
-      throw invalid_field(
-          "bad_words", fmt::format("bad_words[{}] must be a string, not {}", i, json_kind(word)));
+      const std::string name = "bad_words[" + std::to_string(i) + "]";
+      throw invalid_field(name, name + " must be a string, not " + json_kind(word));
     }
     out.push_back(word.get<std::string>());
   }

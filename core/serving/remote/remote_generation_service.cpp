@@ -370,8 +370,8 @@ void RemoteGenerationService::Impl::poll_once() {
             "(set when it started from the processes that answered)";
       } else if (admission_ && admission_->model().reads_token_ids && !model.reads_token_ids) {
         refused =
-            "reads no token ids, and this router admits the penalties (set when it started from "
-            "the processes that answered)";
+            "reads no token ids, and this router admits the penalties and bad_words (set when it "
+            "started from the processes that answered)";
       } else if (admission_ && admission_->model().reports_prompt_logprobs &&
                  !model.reports_prompt_logprobs) {
         refused =

@@ -83,6 +83,38 @@ void validate_sampling(const GenerateInput& input, uint32_t vocab) {
   validate_token_ids(s.stop_token_ids, vocab, "stop_token_ids");
 }
 
+namespace {
+
+// Each step matches every sequence against the outputs, so their number and length are bounded,
+// as stop_token_ids are: one request must not slow the steps of those batched with it. The names
+// are gRPC's (bad_words_ids); HTTP's words are encoded into them and cannot fail these checks.
+void validate_bad_words(const core::SamplingParams& s, uint32_t vocab) {
+  size_t total = 0;
+  for (const auto& word : s.bad_words_ids) total += word.size();
+  if (s.bad_words_ids.size() > kMaxBadWordSequences || total > kMaxBadWordTokens) {
+    invalid(fmt::format("bad_words give {} token sequences of {} tokens in all; at most {} "
+                        "sequences of {} tokens in all are taken",
+                        s.bad_words_ids.size(), total, kMaxBadWordSequences, kMaxBadWordTokens),
+            "bad_words");
+  }
+  for (size_t i = 0; i < s.bad_words_ids.size(); ++i) {
+    const std::string field = fmt::format("bad_words_ids[{}]", i);
+    if (s.bad_words_ids[i].empty()) invalid(field + " has no token", field);
+    validate_token_ids(s.bad_words_ids[i], vocab, field.c_str());
+  }
+  // Every allowed token banned outright would leave nothing to choose.
+  if (!s.allowed_token_ids.empty() &&
+      std::all_of(s.allowed_token_ids.begin(), s.allowed_token_ids.end(), [&](int32_t id) {
+        return std::any_of(s.bad_words_ids.begin(), s.bad_words_ids.end(),
+                           [&](const auto& word) { return word.size() == 1 && word[0] == id; });
+      })) {
+    invalid("bad_words ban every token of allowed_token_ids: nothing would be left to choose",
+            "bad_words");
+  }
+}
+
+}  // namespace
+
 void validate_logits_processing(core::SamplingParams& s, const ModelSummary& model) {
   const uint32_t vocab = model.vocab;
   for (const auto& [name, value] : {std::pair{"presence_penalty", s.presence_penalty},
@@ -113,12 +145,7 @@ void validate_logits_processing(core::SamplingParams& s, const ModelSummary& mod
     }
   }
   validate_token_ids(s.allowed_token_ids, vocab, "allowed_token_ids");
-  for (size_t i = 0; i < s.bad_words_ids.size(); ++i) {
-    if (s.bad_words_ids[i].empty()) {
-      invalid(fmt::format("bad_words[{}] has no token", i), "bad_words");
-    }
-    validate_token_ids(s.bad_words_ids[i], vocab, "bad_words");
-  }
+  validate_bad_words(s, vocab);
   std::sort(s.allowed_token_ids.begin(), s.allowed_token_ids.end());
   s.allowed_token_ids.erase(std::unique(s.allowed_token_ids.begin(), s.allowed_token_ids.end()),
                             s.allowed_token_ids.end());

@@ -19,6 +19,10 @@ inline constexpr size_t kMaxStopStrings = 4;
 // The engine compares every generated token with each stop token id: a bound keeps one request
 // from slowing the steps of every request batched with it.
 inline constexpr size_t kMaxStopTokenIds = 1024;
+// bad_words after encoding (each word gives one or two sequences): at most this many sequences,
+// of at most this many tokens in all.
+inline constexpr size_t kMaxBadWordSequences = 256;
+inline constexpr size_t kMaxBadWordTokens = 4096;
 inline constexpr size_t kMaxRequestClassLength = 32;
 // A client's request id is repeated in every response message and in logs; a router sends it on
 // to its engine processes with a suffix of its own, shortening the id to stay within this limit.
@@ -35,8 +39,10 @@ void validate_sampling(const GenerateInput& input, uint32_t vocab);
 // frequency_penalty in [-2, 2], repetition_penalty finite and > 0, logit_bias ids inside the
 // vocabulary and named once, biases in [-100, 100] (OpenAI's range); logprobs -1 (off) or 0 to
 // kMaxLogprobs; sorts logit_bias by id. When the model samples on its device
-// (`model.samples_on_host` false) any of them, min_tokens or logprobs is refused naming the field;
-// when it does not read token ids (`model.reads_token_ids` false), the three penalties are.
+// (`model.samples_on_host` false) any of them, min_tokens, bad_words or logprobs is refused naming
+// the field; when it does not read token ids (`model.reads_token_ids` false), the three penalties
+// and bad_words are. bad_words_ids: bounded (kMaxBadWordSequences, kMaxBadWordTokens), each
+// sequence non-empty and in the vocabulary, not banning every allowed token.
 // min_tokens against max_tokens: validate_min_tokens.
 void validate_logits_processing(core::SamplingParams& sampling, const ModelSummary& model);
 

@@ -52,6 +52,7 @@ class Sampler {
   std::vector<int32_t> candidates_;
   std::vector<uint8_t> seen_;  // per token id: which penalties it had (all zero between calls)
   std::vector<float> allowed_kept_;  // the allowed tokens' logits while the row is masked
+  std::vector<int32_t> banned_;      // tokens a bad word banned in this call
 };
 
 }  // namespace headway::core

@@ -112,7 +112,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   sampling.set_min_tokens(3);
   sampling.set_logprobs(4);
   (*sampling.mutable_logit_bias())[17] = -4.5f;
-  v1::TokenSequence* word = sampling.add_bad_words_ids();
+  v1::TokenIds* word = sampling.add_bad_words_ids();
   word->add_ids(4);
   word->add_ids(5);
   sampling.add_bad_words_ids()->add_ids(6);

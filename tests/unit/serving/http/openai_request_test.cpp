@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"prompt": "x", "allowed_token_ids": [5, "a"]})", "allowed_token_ids[1]", ""},
         Refused{R"({"prompt": "x", "bad_words": "no"})", "bad_words",
                 "must be an array of strings"},
-        Refused{R"({"prompt": "x", "bad_words": ["no", 3]})", "bad_words",
+        Refused{R"({"prompt": "x", "bad_words": ["no", 3]})", "bad_words[1]",
                 "bad_words[1] must be a string"},
         Refused{R"({"prompt": "x", "echo": true, "truncate_prompt_tokens": 4})", "echo",
                 "not supported"},

@@ -768,6 +768,33 @@ TEST_F(ServiceTest, BadWordsAreNotGenerated) {
   }
 }
 
+// bad_words_ids as gRPC sends them: bounded, each sequence named by its index, and not banning
+// every allowed token.
+TEST(LogitsProcessing, BadWordSequencesAreBoundedAndNamed) {
+  ModelSummary model;
+  model.vocab = 256;
+  const auto param_of = [&](std::vector<std::vector<int32_t>> words,
+                            std::vector<int32_t> allowed = {}) {
+    core::SamplingParams s;
+    s.bad_words_ids = std::move(words);
+    s.allowed_token_ids = std::move(allowed);
+    try {
+      validate_logits_processing(s, model);
+      return std::string("accepted");
+    } catch (const ServiceError& e) {
+      return e.param();
+    }
+  };
+  EXPECT_EQ(param_of({{1, 2}, {3}}), "accepted");
+  EXPECT_EQ(param_of({{1}, {}}), "bad_words_ids[1]");
+  EXPECT_EQ(param_of({{1}, {2, 300}}), "bad_words_ids[1][1]");
+  EXPECT_EQ(param_of(std::vector<std::vector<int32_t>>(kMaxBadWordSequences + 1, {1})),
+            "bad_words");
+  EXPECT_EQ(param_of({std::vector<int32_t>(kMaxBadWordTokens + 1, 1)}), "bad_words");
+  EXPECT_EQ(param_of({{4}, {5}}, {4, 5}), "bad_words");  // nothing left to choose
+  EXPECT_EQ(param_of({{4}, {6, 5}}, {4, 5}), "accepted");
+}
+
 // Requests batched in one step, each with its own count of top tokens (or none), get the figures
 // they get alone: the engine keeps each sampling slice's top tokens apart.
 TEST_F(ServiceTest, BatchedRequestsKeepTheirOwnLogprobs) {
@@ -859,6 +886,10 @@ TEST(LogitsProcessing, IsRefusedWhereTheModelSamplesOnItsDevice) {
          s.logit_bias = {{1, 1.0f}};
        }},
       {"allowed_token_ids", [](core::SamplingParams& s) { s.allowed_token_ids = {3}; }},
+      {"bad_words",
+       [](core::SamplingParams& s) {
+         s.bad_words_ids = {{3}, {4, 5}};
+       }},
       {"prompt_logprobs", [](core::SamplingParams& s) { s.prompt_logprobs = 0; }},
   };
   ModelSummary on_host;
@@ -906,6 +937,7 @@ TEST(LogitsProcessing, PenaltiesAreRefusedWhereTheModelReadsNoTokenIds) {
       {"presence_penalty", [](core::SamplingParams& s) { s.presence_penalty = 0.5f; }},
       {"frequency_penalty", [](core::SamplingParams& s) { s.frequency_penalty = -1.0f; }},
       {"repetition_penalty", [](core::SamplingParams& s) { s.repetition_penalty = 1.2f; }},
+      {"bad_words", [](core::SamplingParams& s) { s.bad_words_ids = {{3}}; }},
   };
   for (const auto& [name, change] : penalties) {
     try {

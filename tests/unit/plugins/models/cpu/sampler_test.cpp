@@ -322,6 +322,13 @@ TEST(Sampler, BadWordsBanTheTokenThatWouldCompleteOne) {
   EXPECT_EQ(greedy(l, p, 2, {}, {2, 3}), 2);  // both ways of completing are banned
   p.bad_words_ids = {{9}, {1, 7}};            // ids outside the vocabulary ban nothing
   EXPECT_EQ(greedy(l, p, 1, {}, {1}), 1);
+  // min_tokens' fallback to the allowed list (all of it end tokens but the banned one) does not
+  // bring a banned token back.
+  p.bad_words_ids = {{1}};
+  p.allowed_token_ids = {1, 2};
+  p.stop_token_ids = {2};
+  p.min_tokens = 3;
+  EXPECT_EQ(greedy(l, p, 0), 2);
 }
 
 TEST(Sampler, RepetitionPenaltyDividesPositiveLogitsAndMultipliesNegativeOnesOnce) {

@@ -24,8 +24,6 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
   for (const std::vector<SliceSpec>& batch : batches) {
     std::vector<hw_model_slice> slices;
     std::vector<uint8_t> wanted;
-    std::vector<uint8_t> row_of_slice;  // whether the host samples slice i from a row
-    uint32_t rows = 0;
     for (const SliceSpec& s : batch) {
       const Sequence& q = sequences[s.sequence];
       hw_model_slice slice{};
@@ -40,11 +38,17 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
       slice.seed = q.id;
       slice.all_logits = s.all_logits ? 1 : 0;
       slices.push_back(slice);
-      const bool host_row = info.returns_logits != 0 || (on_request && s.sample && s.row_wanted);
       wanted.push_back(on_request && s.sample && s.row_wanted ? 1 : 0);
-      row_of_slice.push_back(host_row ? 1 : 0);
-      if (returns_rows()) rows += sdk::logits_rows(slice, host_row);
     }
+    const bool any_wanted = std::find(wanted.begin(), wanted.end(), 1) != wanted.end();
+    hw_model_batch b{sizeof(hw_model_batch), slices.data(), static_cast<uint32_t>(slices.size()),
+                     kBlockSize, any_wanted ? wanted.data() : nullptr};
+    // The rows of slice i, as the host sizes them (sdk::sample_row_wanted reads `wanted`).
+    const auto rows_of = [&](uint32_t i) {
+      return returns_rows() ? sdk::logits_rows(slices[i], sdk::sample_row_wanted(b, i, info)) : 0u;
+    };
+    uint32_t rows = 0;
+    for (uint32_t i = 0; i < slices.size(); ++i) rows += rows_of(i);
     std::vector<int32_t> sampled(slices.size(), -1);
     // One guard row past those asked for, filled with a value no model writes by chance.
     constexpr float kGuard = -1.2345e-30f;
@@ -55,9 +59,6 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
                         rows == 0 ? nullptr : logits.data(),
                         rows,
                         info.vocab};
-    const bool any_wanted = std::find(wanted.begin(), wanted.end(), 1) != wanted.end();
-    hw_model_batch b{sizeof(hw_model_batch), slices.data(), static_cast<uint32_t>(slices.size()),
-                     kBlockSize, any_wanted ? wanted.data() : nullptr};
     model_->forward(b, out);
     if (!logits.empty() &&
         std::any_of(logits.end() - info.vocab, logits.end(), [](float v) { return v != kGuard; })) {
@@ -73,8 +74,7 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
     };
     for (size_t i = 0; i < batch.size(); ++i) {
       const uint64_t id = sequences[batch[i].sequence].id;
-      const uint32_t rows_of_slice =
-          returns_rows() ? sdk::logits_rows(slices[i], row_of_slice[i] != 0) : 0;
+      const uint32_t rows_of_slice = rows_of(static_cast<uint32_t>(i));
       if (batch[i].all_logits && position_rows != nullptr) {
         for (uint32_t t = 0; t < rows_of_slice; ++t)
           (*position_rows)[id].push_back(row_at(row + t));
@@ -83,8 +83,9 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
       if (!batch[i].sample) continue;
       if (sampled_ids != nullptr && info.returns_logits == 0) (*sampled_ids)[id] = sampled[i];
       // The slice's last row is the sampled one.
-      outputs[id] =
-          row_of_slice[i] != 0 ? row_at(row - 1) : SampleOutput{static_cast<float>(sampled[i])};
+      outputs[id] = sdk::sample_row_wanted(b, static_cast<uint32_t>(i), info)
+                        ? row_at(row - 1)
+                        : SampleOutput{static_cast<float>(sampled[i])};
     }
   }
   return outputs;

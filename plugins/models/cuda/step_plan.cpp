@@ -77,7 +77,7 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
   graph_key_ = 0;
   graph_splits_ = 0;
   sample_index_.assign(batch.slice_count, -1);
-  any_all_logits_ = false;
+  bool any_all_logits = false;
 
   const uint32_t bs = kv.block_size;
   const uint32_t group = limits.group;
@@ -123,7 +123,7 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
       slot_offsets_.push_back(static_cast<int64_t>(s.block_table[pos / bs] * block_elems +
                                                    uint64_t{pos % bs} * kv.head_dim));
     }
-    any_all_logits_ = any_all_logits_ || s.all_logits != 0;
+    any_all_logits = any_all_logits || s.all_logits != 0;
     if (s.sample) {
       sample_index_[i] = static_cast<int32_t>(sample_rows_.size());
       if (limits.sample_on_device) {
@@ -179,7 +179,7 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
     }
   }
   plan_logits_rows(batch, !limits.sample_on_device);
-  if (prefill_.empty() && !any_all_logits_) {
+  if (prefill_.empty() && !any_all_logits) {
     const uint32_t rows = graph_batch_bucket(tokens(), limits.graph_max_batch);
     if (rows > 0) pad_for_graph(rows, split_level_for(max_splits_));
   }

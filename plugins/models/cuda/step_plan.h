@@ -155,7 +155,6 @@ class StepPlan {
   std::vector<int32_t> sample_index_;
   std::vector<LogitsCopy> logits_copies_;
   uint32_t logits_rows_ = 0;
-  bool any_all_logits_ = false;
   StepOffsets offsets_;
   PinnedBuffer<std::byte> staging_;
 };

@@ -109,6 +109,16 @@ std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
   return text;
 }
 
+std::string BpeTokenizer::decode_with_special_tokens(std::span<const int32_t> ids) const {
+  const Tables& t = *tables_;
+  std::string text;
+  for (int32_t id : ids) {
+    // An added token's bytes are its content, special or not.
+    if (id >= 0 && static_cast<size_t>(id) < t.bytes_of.size()) text += t.bytes_of[id];
+  }
+  return text;
+}
+
 int32_t BpeTokenizer::bos() const { return tables_->bos; }
 int32_t BpeTokenizer::eos() const { return tables_->eos; }
 uint32_t BpeTokenizer::vocab_size() const { return tables_->vocab_size; }

@@ -5,11 +5,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 namespace headway::core {
 
-ByteTokenizer::ByteTokenizer(int32_t byte_offset, int32_t bos, int32_t eos, uint32_t vocab_size)
-    : byte_offset_(byte_offset), bos_(bos), eos_(eos), vocab_size_(vocab_size) {}
+ByteTokenizer::ByteTokenizer(int32_t byte_offset, int32_t bos, int32_t eos, uint32_t vocab_size,
+                             std::map<int32_t, std::string> special_text)
+    : byte_offset_(byte_offset),
+      bos_(bos),
+      eos_(eos),
+      vocab_size_(vocab_size),
+      special_text_(std::move(special_text)) {}
 
 std::unique_ptr<ByteTokenizer> ByteTokenizer::from_json_file(const std::filesystem::path& file) {
   const std::string where = file.string();
@@ -33,6 +39,7 @@ std::unique_ptr<ByteTokenizer> ByteTokenizer::from_json_file(const std::filesyst
     }
     const int32_t offset = model.value("byte_offset", 0);
     std::map<std::string, int32_t> specials;
+    std::map<int32_t, std::string> special_text;
     int32_t highest = offset + 255;
     for (const auto& t : j.value("added_tokens", nlohmann::json::array())) {
       const int32_t id = t.at("id").get<int32_t>();
@@ -40,6 +47,7 @@ std::unique_ptr<ByteTokenizer> ByteTokenizer::from_json_file(const std::filesyst
         throw Error(where + ": added token " + std::to_string(id) + " collides with the bytes");
       }
       specials[t.at("content").get<std::string>()] = id;
+      special_text[id] = t.at("content").get<std::string>();
       highest = std::max(highest, id);
     }
     const auto special = [&](const char* key) {
@@ -57,7 +65,7 @@ std::unique_ptr<ByteTokenizer> ByteTokenizer::from_json_file(const std::filesyst
                   std::to_string(highest));
     }
     return std::make_unique<ByteTokenizer>(offset, special("bos_token"), special("eos_token"),
-                                           vocab);
+                                           vocab, std::move(special_text));
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + ": malformed tokenizer: " + e.what());
   }
@@ -77,6 +85,19 @@ std::string ByteTokenizer::decode(std::span<const int32_t> ids) const {
   for (int32_t id : ids) {
     const int32_t b = id - byte_offset_;
     if (b >= 0 && b < 256) text.push_back(static_cast<char>(b));
+  }
+  return text;
+}
+
+std::string ByteTokenizer::decode_with_special_tokens(std::span<const int32_t> ids) const {
+  std::string text;
+  for (int32_t id : ids) {
+    const int32_t b = id - byte_offset_;
+    if (b >= 0 && b < 256) {
+      text.push_back(static_cast<char>(b));
+    } else if (const auto it = special_text_.find(id); it != special_text_.end()) {
+      text += it->second;
+    }
   }
   return text;
 }

@@ -231,12 +231,13 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   server.tool_call_parser = get_string(table, "tool_call_parser", where, "");
   if (const toml::node* node = table.get("tool_call_parser")) {
     if (server.tool_call_parser != "hermes" && server.tool_call_parser != "llama3_json" &&
-        server.tool_call_parser != "pythonic") {
+        server.tool_call_parser != "pythonic" && server.tool_call_parser != "mistral") {
       throw Error(
           fmt::format("{}.tool_call_parser{}: unknown parser \"{}\" (allowed: hermes "
                       "(<tool_call>{{...}}</tool_call>, Hermes and Qwen models), llama3_json "
                       "(Llama 3.1 and later: the answer is {{\"name\": ..., \"parameters\": "
-                      "...}}), pythonic (Llama 3.2 and 4: the answer is [f(x=1), g()]))",
+                      "...}}), pythonic (Llama 3.2 and 4: the answer is [f(x=1), g()]), mistral "
+                      "(Mistral models: [TOOL_CALLS] then the calls))",
                       where, line_of(*node), server.tool_call_parser));
     }
   }

@@ -32,9 +32,36 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
     if (id >= 0 && id < size) valid.push_back(id);
   }
   std::string text;
-  const auto status = processor_->Decode(valid, &text);
-  if (!status.ok()) throw Error("sentencepiece: decode failed: " + status.ToString());
+  decode_pieces(valid, text);
   return text;
+}
+
+std::string SentencePieceTokenizer::decode_with_special_tokens(std::span<const int32_t> ids) const {
+  // Control pieces (BOS, EOS, Mistral's [INST] and [TOOL_CALLS]) are written as their piece; the
+  // runs between them decode as decode() does.
+  std::string text;
+  std::vector<int> run;
+  const int size = processor_->GetPieceSize();
+  for (int32_t id : ids) {
+    if (id < 0 || id >= size) continue;
+    if (!processor_->IsControl(id)) {
+      run.push_back(id);
+      continue;
+    }
+    decode_pieces(run, text);
+    run.clear();
+    text += processor_->IdToPiece(id);
+  }
+  decode_pieces(run, text);
+  return text;
+}
+
+void SentencePieceTokenizer::decode_pieces(const std::vector<int>& ids, std::string& text) const {
+  if (ids.empty()) return;
+  std::string piece_text;
+  const auto status = processor_->Decode(ids, &piece_text);
+  if (!status.ok()) throw Error("sentencepiece: decode failed: " + status.ToString());
+  text += piece_text;
 }
 
 int32_t SentencePieceTokenizer::bos() const { return processor_->bos_id(); }

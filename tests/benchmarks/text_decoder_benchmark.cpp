@@ -23,7 +23,7 @@ void BM_DecodeStreamedIds(benchmark::State& state) {
     ids[i + 1] = 0xA9;
   }
   for (auto _ : state) {
-    auto decoder = headway::serving::make_incremental_decoder(bytes, {"STOP"});
+    auto decoder = headway::serving::make_incremental_decoder(bytes, {.stop_strings = {"STOP"}});
     size_t text = 0;
     for (size_t at = 0; at < ids.size(); at += per_read) {
       text +=

@@ -185,6 +185,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   input.bad_words = parse_bad_words(fields);
   input.stop = parse_stop(fields);
   input.include_stop_str_in_output = fields.boolean("include_stop_str_in_output").value_or(false);
+  input.skip_special_tokens = fields.boolean("skip_special_tokens").value_or(true);
   input.priority =
       static_cast<int32_t>(fields.integer("priority", kInt32Min, kInt32Max).value_or(0));
   input.request_class = fields.string("request_class").value_or("");

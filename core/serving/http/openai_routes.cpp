@@ -123,7 +123,7 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
       reasoning_format_(reasoning_format_named(options.reasoning_parser)) {
   if (!options.tool_call_parser.empty() && !tool_call_format_) {
     throw std::invalid_argument("unknown tool call parser \"" + options.tool_call_parser +
-                                "\" (allowed: hermes, llama3_json, pythonic)");
+                                "\" (allowed: hermes, llama3_json, pythonic, mistral)");
   }
   if (!options.reasoning_parser.empty() && !reasoning_format_) {
     throw std::invalid_argument("unknown reasoning parser \"" + options.reasoning_parser +
@@ -235,6 +235,12 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
                           "call parser, and this server has none ([server] tool_call_parser); "
                           "send tool_choice \"none\" to have the tools in the prompt and the "
                           "answer as text");
+    }
+    if (parsed.parse_tool_calls && !parsed.forced_tool_format &&
+        tool_call_format_ == ToolCallFormat::kMistral) {
+      // Mistral's calls follow its [TOOL_CALLS] special token, which the parser must see. vLLM
+      // turns skip_special_tokens off for such requests too, whatever the client sent.
+      parsed.input.skip_special_tokens = false;
     }
   } catch (const ApiError&) {
     service_.count_refused_request();  // refused here, not by submit(): counted all the same

@@ -19,6 +19,10 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 // Llama 4's token before a pythonic call list.
 constexpr std::string_view kPythonStart = "<|python_start|>";
 constexpr std::string_view kWhitespace = " \t\r\n";
+// Mistral's special token before its calls, and (v11 tokenizers) between a call's name and its
+// arguments.
+constexpr std::string_view kToolCallsTag = "[TOOL_CALLS]";
+constexpr std::string_view kArgsTag = "[ARGS]";
 
 bool only_whitespace(std::string_view text) {
   return text.find_first_not_of(kWhitespace) == std::string_view::npos;
@@ -94,6 +98,66 @@ std::optional<std::vector<ToolCall>> llama3_calls(std::string_view text) {
   return calls;
 }
 
+// Mistral's tool call ids: 9 letters and digits (its chat templates refuse any other form).
+std::string mistral_call_id() {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  uint64_t bits = random_u64();  // 62^9 < 2^54: one draw gives all nine
+  std::string id;
+  for (int i = 0; i < 9; ++i) {
+    id += kAlphabet[bits % kAlphabet.size()];
+    bits /= kAlphabet.size();
+  }
+  return id;
+}
+
+// Where the calls that follow a "[TOOL_CALLS]" end in `text` (what came after the tag): past the
+// JSON array (tokenizers before v11) or past the arguments object after the name (v11 and later);
+// at the next "[TOOL_CALLS]" when one comes before an object opens (not a call). npos while it may
+// still go on.
+size_t mistral_calls_end(std::string_view text) {
+  const size_t at = text.find_first_not_of(kWhitespace);
+  if (at == std::string_view::npos) return std::string_view::npos;
+  if (text[at] == '[' && !text.substr(at).starts_with(kArgsTag)) {
+    return json_container_end(text, at);
+  }
+  const size_t next_tag = text.find(kToolCallsTag, at);
+  const size_t brace = text.find('{', at);
+  if (brace == std::string_view::npos || brace > next_tag) return next_tag;
+  return json_container_end(text, brace);
+}
+
+// The calls of one "[TOOL_CALLS]": a JSON array of {"name", "arguments"} objects, or `name{...}`
+// with an optional "[ARGS]" after the name; nullopt when it is neither (then it is content).
+std::optional<std::vector<ToolCall>> mistral_calls(std::string_view text) {
+  const size_t at = text.find_first_not_of(kWhitespace);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::vector<ToolCall> calls;
+  if (text[at] == '[') {
+    const nlohmann::ordered_json list = parse_json_keeping_order(text.substr(at));
+    if (!list.is_array() || list.empty()) return std::nullopt;
+    for (const auto& item : list) {
+      std::optional<ToolCall> call = item.is_object() ? call_of(item.dump()) : std::nullopt;
+      if (!call) return std::nullopt;
+      calls.push_back(std::move(*call));
+    }
+  } else {
+    const size_t brace = text.find('{', at);
+    if (brace == std::string_view::npos) return std::nullopt;
+    std::string_view name = text.substr(at, brace - at);
+    if (name.ends_with(kArgsTag)) name.remove_suffix(kArgsTag.size());
+    name = name.substr(0, name.find_last_not_of(kWhitespace) + 1);
+    const nlohmann::ordered_json arguments = parse_json_keeping_order(text.substr(brace));
+    if (name.empty() || name.find_first_of(kWhitespace) != std::string_view::npos ||
+        !arguments.is_object()) {
+      return std::nullopt;
+    }
+    calls.push_back(ToolCall{{}, std::string(name), arguments.dump()});
+  }
+  for (ToolCall& call : calls) call.id = mistral_call_id();
+  return calls;
+}
+
 // A pythonic answer's calls, with ids.
 std::optional<std::vector<ToolCall>> pythonic_tool_calls(std::string_view text) {
   std::optional<std::vector<PythonicCall>> parsed = parse_pythonic_calls(text);
@@ -112,6 +176,7 @@ std::optional<ToolCallFormat> tool_call_format_named(std::string_view name) {
   if (name == "hermes") return ToolCallFormat::kHermes;
   if (name == "llama3_json") return ToolCallFormat::kLlama3Json;
   if (name == "pythonic") return ToolCallFormat::kPythonic;
+  if (name == "mistral") return ToolCallFormat::kMistral;
   return std::nullopt;
 }
 
@@ -144,6 +209,8 @@ void ToolCallParser::feed(std::string_view text, std::string& content,
     state_ = State::kHeld;  // guided decoding shapes the whole answer: read at the end
   } else if (format_ == ToolCallFormat::kHermes) {
     feed_hermes(content, calls);
+  } else if (format_ == ToolCallFormat::kMistral) {
+    feed_mistral(content, calls, false);
   } else {
     feed_whole_answer(content);
   }
@@ -185,6 +252,46 @@ void ToolCallParser::feed_hermes(std::string& content, std::vector<ToolCall>& ca
   }
 }
 
+void ToolCallParser::feed_mistral(std::string& content, std::vector<ToolCall>& calls, bool final) {
+  for (;;) {
+    if (state_ == State::kText) {
+      const size_t open = pending_.find(kToolCallsTag);
+      const size_t text_end =
+          open != std::string::npos
+              ? open
+              : pending_.size() - (final ? 0 : partial_tag_at_end(pending_, kToolCallsTag));
+      emit_text(std::string_view(pending_).substr(0, text_end), content);
+      if (open == std::string::npos) {
+        pending_.erase(0, text_end);
+        return;
+      }
+      pending_.erase(0, open + kToolCallsTag.size());
+      state_ = State::kInCall;
+      call_scanned_ = 0;
+      continue;
+    }
+    // The calls can only have ended where a bracket closed (or a tag began) in the new text, so
+    // a long call arriving in many pieces is not searched again for each.
+    const size_t news = call_scanned_ - std::min(call_scanned_, kToolCallsTag.size() - 1);
+    const bool may_end = pending_.find_first_of("]}", news) != std::string::npos ||
+                         pending_.find(kToolCallsTag, news) != std::string::npos;
+    call_scanned_ = pending_.size();
+    size_t end = may_end ? mistral_calls_end(pending_) : std::string::npos;
+    if (end == std::string::npos) {
+      if (!final) return;
+      end = pending_.size();  // the answer ended inside: what was written is content
+    }
+    const std::string_view written = std::string_view(pending_).substr(0, end);
+    if (std::optional<std::vector<ToolCall>> found = mistral_calls(written)) {
+      for (ToolCall& call : *found) add_call(std::move(call), calls);
+    } else {
+      emit_text(std::string(kToolCallsTag) + std::string(written), content);
+    }
+    pending_.erase(0, end);
+    state_ = State::kText;
+  }
+}
+
 void ToolCallParser::feed_whole_answer(std::string& content) {
   if (state_ == State::kUndecided) {
     const size_t start = pending_.find_first_not_of(kWhitespace);
@@ -221,6 +328,8 @@ void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) 
     } else {
       emit_text(pending_, content);
     }
+  } else if (format_ == ToolCallFormat::kMistral) {
+    feed_mistral(content, calls, true);
   } else if (state_ == State::kHeld) {
     std::optional<std::vector<ToolCall>> found =
         format_ == ToolCallFormat::kPythonic         ? pythonic_tool_calls(pending_)
@@ -239,7 +348,7 @@ void ToolCallParser::finish(std::string& content, std::vector<ToolCall>& calls) 
   whitespace_.clear();
   after_call_ = false;
   call_scanned_ = 0;
-  state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
+  state_ = initial_state();
 }
 
 }  // namespace headway::serving::http

@@ -12,6 +12,12 @@
 // - pythonic (Llama 3.2, Llama 4): the whole answer is a Python list of calls with keyword
 //   arguments, `[get_weather(city="Paris")]`, optionally between "<|python_start|>" and
 //   "<|python_end|>" (pythonic_calls.h); an answer that does not start with "[" is text.
+// - mistral (Mistral 7B Instruct v0.3, Mistral Small, Ministral, Devstral): text, then the
+//   special token "[TOOL_CALLS]" and either a JSON array of {"name": ..., "arguments": {...}}
+//   (tokenizers before v11) or one call written `name{...}` or `name[ARGS]{...}` (v11 and later,
+//   each call after a "[TOOL_CALLS]" of its own). The marker is a special token, so the service
+//   must keep special tokens in the text (GenerateInput::skip_special_tokens = false). Each call's
+//   id is 9 letters and digits, the only form Mistral's chat templates take back.
 // - Forced calls (tool_choice "required" or naming a function), whose answers guided decoding
 //   shapes, whatever the server's parser: named_arguments, the whole answer is the named
 //   function's arguments object; call_list, the whole answer is a JSON array of {"name": ...,
@@ -19,7 +25,8 @@
 //
 // Streams: feed() takes the text as it comes and gives back the content that can go out now and
 // every call that has ended. Text that may still turn out to be part of a call is held back (a
-// partial "<tool_call>" tag; for llama3_json and pythonic, the whole answer once it starts like
+// partial "<tool_call>" or "[TOOL_CALLS]" tag, a mistral call until its JSON closes; for
+// llama3_json and pythonic, the whole answer once it starts like
 // calls, "{" or "["). The same
 // text gives the same content and calls however it is cut into pieces.
 //
@@ -39,13 +46,15 @@
 
 namespace headway::serving::http {
 
-enum class ToolCallFormat { kHermes, kLlama3Json, kPythonic, kNamedArguments, kCallList };
+enum class ToolCallFormat { kHermes, kLlama3Json, kPythonic, kMistral, kNamedArguments, kCallList };
 
-// "hermes", "llama3_json" or "pythonic" (the formats an operator names); nullopt for any other.
+// "hermes", "llama3_json", "pythonic" or "mistral" (the formats an operator names); nullopt for
+// any other.
 std::optional<ToolCallFormat> tool_call_format_named(std::string_view name);
 
 struct ToolCall {
-  std::string id;         // "chatcmpl-tool-" and 32 random hex digits, as vLLM's
+  std::string id;         // "chatcmpl-tool-" and 32 random hex digits, as vLLM's (mistral: 9
+                          // random letters and digits)
   std::string name;       // the function's, as the model wrote it
   std::string arguments;  // JSON text of the arguments (an object, as the model wrote it)
 };
@@ -69,6 +78,8 @@ class ToolCallParser {
 
  private:
   void feed_hermes(std::string& content, std::vector<ToolCall>& calls);
+  // `final`: the answer ended; a call it ended inside is given back as content.
+  void feed_mistral(std::string& content, std::vector<ToolCall>& calls, bool final);
   // llama3_json and pythonic: the answer is calls or text as a whole.
   void feed_whole_answer(std::string& content);
   // Content outside calls: after the first call, whitespace waits until something else follows.
@@ -76,17 +87,24 @@ class ToolCallParser {
   void add_call(ToolCall call, std::vector<ToolCall>& calls);
 
   enum class State {
-    kText,       // hermes: outside a call. llama3_json: the answer is text
-    kInCall,     // hermes: after "<tool_call>", waiting for "</tool_call>"
+    kText,       // hermes, mistral: outside a call. llama3_json: the answer is text
+    kInCall,     // hermes: after "<tool_call>", waiting for "</tool_call>". mistral: after
+                 // "[TOOL_CALLS]", waiting for the end of its JSON
     kUndecided,  // llama3_json, pythonic: only whitespace (or part of the leading tag) so far
     kHeld,       // llama3_json, pythonic: the answer started like calls: held to the end
   };
+  // hermes and mistral read calls among text; the others decide on the whole answer.
+  State initial_state() const {
+    return format_ == ToolCallFormat::kHermes || format_ == ToolCallFormat::kMistral
+               ? State::kText
+               : State::kUndecided;
+  }
   ToolCallFormat format_;
   bool single_call_;
   std::string function_;
-  State state_ = format_ == ToolCallFormat::kHermes ? State::kText : State::kUndecided;
+  State state_ = initial_state();
   std::string pending_;      // text not yet given out
-  size_t call_scanned_ = 0;  // kInCall: bytes of pending_ searched for the closing tag
+  size_t call_scanned_ = 0;  // kInCall: bytes of pending_ searched for the call's end
   std::string whitespace_;   // right after a call: whitespace that goes out only before more text
   bool after_call_ = false;  // no text but whitespace since the last call
   bool called_ = false;

@@ -434,8 +434,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     throw rejected(Rejection::kInvalid, e);
   }
   std::unique_ptr<IncrementalDecoder> decoder =
-      admission_->decoder(std::move(input.stop), input.sampling.stop_token_ids,
-                          input.include_stop_str_in_output, input.sampling.min_tokens);
+      admission_->decoder(input, input.sampling.min_tokens);
   const uint32_t prompt_tokens = static_cast<uint32_t>(admitted.prompt.size());
 
   std::shared_ptr<ProxiedGenerate> call;

@@ -9,13 +9,9 @@ namespace {
 
 class OwningDecoder final : public IncrementalDecoder {
  public:
-  OwningDecoder(std::shared_ptr<const core::Tokenizer> tokenizer,
-                std::vector<std::string> stop_strings, std::vector<int32_t> stop_token_ids,
-                bool keep_stop_string, uint32_t min_tokens)
+  OwningDecoder(std::shared_ptr<const core::Tokenizer> tokenizer, DecodeOptions options)
       : tokenizer_(std::move(tokenizer)),
-        decoder_(make_incremental_decoder(*tokenizer_, std::move(stop_strings),
-                                          std::move(stop_token_ids), keep_stop_string,
-                                          min_tokens)) {}
+        decoder_(make_incremental_decoder(*tokenizer_, std::move(options))) {}
   std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
   StopReason stop_reason() const override { return decoder_->stop_reason(); }
   std::string flush() override { return decoder_->flush(); }
@@ -28,8 +24,10 @@ class OwningDecoder final : public IncrementalDecoder {
 
 class TokenIdDecoder final : public IncrementalDecoder {
  public:
-  TokenIdDecoder(std::vector<int32_t> stop_token_ids, uint32_t min_tokens)
-      : stop_token_ids_(std::move(stop_token_ids)), min_tokens_(min_tokens) {}
+  explicit TokenIdDecoder(DecodeOptions options)
+      : stop_token_ids_(std::move(options.stop_token_ids)),
+        min_tokens_(options.min_tokens),
+        end_of_sequence_(options.end_of_sequence) {}
   std::string append(std::span<const int32_t> ids) override {
     if (const std::optional<int32_t> stop =
             trailing_stop_token(ids, stop_token_ids_, appended_, min_tokens_)) {
@@ -38,32 +36,27 @@ class TokenIdDecoder final : public IncrementalDecoder {
     appended_ += ids.size();
     return {};
   }
-  StopReason stop_reason() const override {
-    return stop_token_ ? StopReason(*stop_token_) : StopReason();
-  }
+  StopReason stop_reason() const override { return stop_reason_of(stop_token_, end_of_sequence_); }
   std::string flush() override { return {}; }
   std::string token_bytes(int32_t) const override { return {}; }
 
  private:
   const std::vector<int32_t> stop_token_ids_;
   const uint32_t min_tokens_;
+  const int32_t end_of_sequence_;
   size_t appended_ = 0;
   std::optional<int32_t> stop_token_;
 };
 
 }  // namespace
 
-std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids,
-                                                          uint32_t min_tokens) {
-  return std::make_unique<TokenIdDecoder>(std::move(stop_token_ids), min_tokens);
+std::unique_ptr<IncrementalDecoder> make_token_id_decoder(DecodeOptions options) {
+  return std::make_unique<TokenIdDecoder>(std::move(options));
 }
 
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
-                                                 std::vector<std::string> stop_strings,
-                                                 std::vector<int32_t> stop_token_ids,
-                                                 bool keep_stop_string, uint32_t min_tokens) {
-  return std::make_unique<OwningDecoder>(std::move(tokenizer), std::move(stop_strings),
-                                         std::move(stop_token_ids), keep_stop_string, min_tokens);
+                                                 DecodeOptions options) {
+  return std::make_unique<OwningDecoder>(std::move(tokenizer), std::move(options));
 }
 
 }  // namespace headway::serving

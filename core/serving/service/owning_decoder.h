@@ -14,15 +14,12 @@
 
 namespace headway::serving {
 
-// `keep_stop_string`, `min_tokens`: as make_incremental_decoder's.
+// A decoder of `tokenizer`'s ids with these options, sharing the tokenizer.
 std::unique_ptr<IncrementalDecoder> make_decoder(std::shared_ptr<const core::Tokenizer> tokenizer,
-                                                 std::vector<std::string> stop_strings,
-                                                 std::vector<int32_t> stop_token_ids,
-                                                 bool keep_stop_string, uint32_t min_tokens);
+                                                 DecodeOptions options);
 
 // For a model without a tokenizer (token ids in, token ids out): no text, but the stop token id
-// that ended a request is still reported (stop_reason); none counts among the first `min_tokens`.
-std::unique_ptr<IncrementalDecoder> make_token_id_decoder(std::vector<int32_t> stop_token_ids,
-                                                          uint32_t min_tokens);
+// that ended a request is still reported (stop_reason), as `options` say.
+std::unique_ptr<IncrementalDecoder> make_token_id_decoder(DecodeOptions options);
 
 }  // namespace headway::serving

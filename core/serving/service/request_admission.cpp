@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "bad_words.h"
+#include "end_tokens.h"
 #include "guided_output.h"
 #include "owning_decoder.h"
 #include "prompt_encoder.h"
@@ -68,6 +69,7 @@ RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, Mod
                       deployment.file.string(), dir.string(), tokenizer_->vocab_size(), vocab));
     }
   }
+  end_tokens_ = checkpoint_end_tokens(dir, tokenizer_ ? tokenizer_->eos() : -1, vocab);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_, dir);
   if (model_.name.empty()) model_.name = dir.empty() ? deployment.name : dir.filename().string();
   model_.tokenizer = tokenizer_ ? std::string(tokenizer_->kind()) : std::string("none");
@@ -127,7 +129,11 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   }
   validate_sampling(input, model_.vocab);
   validate_logits_processing(input.sampling, model_);
-  dedupe_stop_token_ids(input.sampling.stop_token_ids);
+  if (!input.sampling.ignore_eos) {
+    std::vector<int32_t>& stop_ids = input.sampling.stop_token_ids;
+    stop_ids.insert(stop_ids.end(), end_tokens_.begin(), end_tokens_.end());
+  }
+  dedupe_stop_token_ids(input.sampling.stop_token_ids, end_tokens_);
   AdmittedRequest admitted;
   if (!input.request_class.empty()) {
     validate_request_class(input.request_class);
@@ -230,13 +236,19 @@ void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_
   input.sampling.guide = std::move(guide);
 }
 
-std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(std::vector<std::string> stop,
-                                                              std::vector<int32_t> stop_token_ids,
-                                                              bool keep_stop_string,
+std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(GenerateInput& input,
                                                               uint32_t min_tokens) const {
-  if (tokenizer_ == nullptr) return make_token_id_decoder(std::move(stop_token_ids), min_tokens);
-  return make_decoder(tokenizer_, std::move(stop), std::move(stop_token_ids), keep_stop_string,
-                      min_tokens);
+  DecodeOptions options;
+  options.stop_strings = std::move(input.stop);
+  options.stop_token_ids = input.sampling.stop_token_ids;
+  options.keep_stop_string = input.include_stop_str_in_output;
+  options.min_tokens = min_tokens;
+  options.skip_special_tokens = input.skip_special_tokens;
+  if (tokenizer_ != nullptr && !input.sampling.ignore_eos) {
+    options.end_of_sequence = tokenizer_->eos();
+  }
+  if (tokenizer_ == nullptr) return make_token_id_decoder(std::move(options));
+  return make_decoder(tokenizer_, std::move(options));
 }
 
 }  // namespace headway::serving

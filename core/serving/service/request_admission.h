@@ -57,6 +57,7 @@ class RequestAdmission {
 
   // Checks the model name, the prompt form, sampling values, the class label, token ids and the
   // context length; encodes the prompt; resolves max_tokens_to_context_end into input.max_tokens;
+  // adds the checkpoint's end tokens to input.sampling.stop_token_ids (unless ignore_eos);
   // compiles input.guided into input.sampling.guide (moved past input.generated_ids).
   // Throws ServiceError (the message says what is wrong, param names the field).
   AdmittedRequest admit(GenerateInput& input) const;
@@ -67,13 +68,11 @@ class RequestAdmission {
   // GenerationService::detokenize.
   std::string detokenize(const std::string& model, std::span<const int32_t> ids) const;
 
-  // The decoder for a stream with these stop strings (their matched text output too when
-  // `keep_stop_string`; no stop counts in the first `min_tokens` outputs the stream carries);
-  // without a tokenizer, one that gives no text but still reports the stop token id that ended a
-  // request.
-  std::unique_ptr<IncrementalDecoder> decoder(std::vector<std::string> stop,
-                                              std::vector<int32_t> stop_token_ids,
-                                              bool keep_stop_string, uint32_t min_tokens) const;
+  // The decoder of `input`'s stream: its stop strings (moved out of input.stop), stop token ids
+  // and detokenization fields, and the tokenizer's end-of-sequence token (no stop_reason); no stop
+  // counts in the first `min_tokens` outputs the stream carries. Without a tokenizer, one that
+  // gives no text but still reports the stop token id that ended a request.
+  std::unique_ptr<IncrementalDecoder> decoder(GenerateInput& input, uint32_t min_tokens) const;
 
  private:
   void check_model(const std::string& requested) const;
@@ -84,6 +83,9 @@ class RequestAdmission {
   void attach_guide(GenerateInput& input, std::span<const int32_t> prompt) const;
 
   std::shared_ptr<const core::Tokenizer> tokenizer_;
+  // The checkpoint's end tokens (end_tokens.h), added to every request's stop_token_ids unless it
+  // ignores EOS.
+  std::vector<int32_t> end_tokens_;
   std::unique_ptr<PromptEncoder> encoder_;
   ModelSummary model_;
   // Guided decoding's vocabulary and grammars, built at the first guided request.

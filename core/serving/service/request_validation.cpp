@@ -239,12 +239,16 @@ void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_m
   }
 }
 
-void dedupe_stop_token_ids(std::vector<int32_t>& ids) {
+void dedupe_stop_token_ids(std::vector<int32_t>& ids, std::span<const int32_t> not_counted) {
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  if (ids.size() > kMaxStopTokenIds) {
+  size_t counted = ids.size();
+  for (const int32_t id : not_counted) {
+    if (std::binary_search(ids.begin(), ids.end(), id)) --counted;
+  }
+  if (counted > kMaxStopTokenIds) {
     invalid(fmt::format("at most {} distinct stop token ids are allowed, got {}", kMaxStopTokenIds,
-                        ids.size()),
+                        counted),
             "stop_token_ids");
   }
 }

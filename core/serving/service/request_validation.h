@@ -70,8 +70,9 @@ void refuse_handoff_fields(const GenerateInput& input);
 void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t vocab);
 
 // Sorts stop_token_ids and drops repeats (they mean nothing, and each cost a comparison per
-// generated token); more than kMaxStopTokenIds distinct ids is kInvalidArgument.
-void dedupe_stop_token_ids(std::vector<int32_t>& ids);
+// generated token); more than kMaxStopTokenIds distinct ids is kInvalidArgument, not counting
+// `not_counted` (distinct ids: the checkpoint's end tokens, which the admission adds).
+void dedupe_stop_token_ids(std::vector<int32_t>& ids, std::span<const int32_t> not_counted = {});
 
 // The number of prompt tokens truncate_prompt_tokens keeps: `requested` itself, or max_model_len
 // for -1. 0, below -1 or above max_model_len is kInvalidArgument naming the field.

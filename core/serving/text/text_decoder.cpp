@@ -21,16 +21,17 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 class TextDecoder final : public IncrementalDecoder {
  public:
-  TextDecoder(const core::Tokenizer& tokenizer, std::vector<std::string> stops,
-              std::vector<int32_t> stop_token_ids, bool keep_stop_string, uint32_t min_tokens)
+  TextDecoder(const core::Tokenizer& tokenizer, DecodeOptions options)
       : tokenizer_(tokenizer),
-        stop_token_ids_(std::move(stop_token_ids)),
-        keep_stop_string_(keep_stop_string),
-        min_tokens_(min_tokens),
+        stop_token_ids_(std::move(options.stop_token_ids)),
+        keep_stop_string_(options.keep_stop_string),
+        min_tokens_(options.min_tokens),
+        skip_special_tokens_(options.skip_special_tokens),
+        end_of_sequence_(options.end_of_sequence),
         // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
         // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
         replacement_means_incomplete_(tokenizer.kind() == "sentencepiece") {
-    for (std::string& s : stops) {
+    for (std::string& s : options.stop_strings) {
       if (!s.empty()) stops_.push_back(std::move(s));
     }
   }
@@ -64,8 +65,7 @@ class TextDecoder final : public IncrementalDecoder {
 
   StopReason stop_reason() const override {
     if (stopped_) return matched_;
-    if (stop_token_) return *stop_token_;
-    return {};
+    return stop_reason_of(stop_token_, end_of_sequence_);
   }
 
   std::string flush() override {
@@ -95,8 +95,8 @@ class TextDecoder final : public IncrementalDecoder {
     // SentencePiece: hold the ids of an incomplete character undecoded (its text would be U+FFFD).
     const bool wait_more = !final && tail_age_ + added < kMaxHeldTokens;
     if (read_ < window_.size()) {
-      const std::string before = tokenizer_.decode(std::span(window_).first(read_));
-      const std::string all = tokenizer_.decode(window_);
+      const std::string before = decode(std::span(window_).first(read_));
+      const std::string all = decode(window_);
       const std::string_view fresh =
           all.size() > before.size() ? std::string_view(all).substr(before.size()) : "";
       if (replacement_means_incomplete_ && wait_more && fresh.ends_with(kReplacement)) {
@@ -125,6 +125,11 @@ class TextDecoder final : public IncrementalDecoder {
       tail_age_ = 0;
     }
     return text;
+  }
+
+  std::string decode(std::span<const int32_t> ids) const {
+    return skip_special_tokens_ ? tokenizer_.decode(ids)
+                                : tokenizer_.decode_with_special_tokens(ids);
   }
 
   // Adds `text` to what is held back and returns what is now final: everything before a stop
@@ -175,7 +180,9 @@ class TextDecoder final : public IncrementalDecoder {
   const std::vector<int32_t> stop_token_ids_;
   const bool keep_stop_string_;  // the matched stop string's text is output too
   const uint32_t min_tokens_;    // ids whose text is not searched for stop strings
-  size_t appended_ = 0;          // ids given to append() so far (a trailing stop id not counted)
+  const bool skip_special_tokens_;
+  const int32_t end_of_sequence_;  // a stop token that is not a stop_reason
+  size_t appended_ = 0;            // ids given to append() so far (a trailing stop id not counted)
   const bool replacement_means_incomplete_;
   std::vector<std::string> stops_;
   std::vector<int32_t> window_;  // recent ids: [0, read_) already text, [read_, end) not yet
@@ -191,12 +198,8 @@ class TextDecoder final : public IncrementalDecoder {
 }  // namespace
 
 std::unique_ptr<IncrementalDecoder> make_incremental_decoder(const core::Tokenizer& tokenizer,
-                                                             std::vector<std::string> stop_strings,
-                                                             std::vector<int32_t> stop_token_ids,
-                                                             bool keep_stop_string,
-                                                             uint32_t min_tokens) {
-  return std::make_unique<TextDecoder>(tokenizer, std::move(stop_strings),
-                                       std::move(stop_token_ids), keep_stop_string, min_tokens);
+                                                             DecodeOptions options) {
+  return std::make_unique<TextDecoder>(tokenizer, std::move(options));
 }
 
 }  // namespace headway::serving

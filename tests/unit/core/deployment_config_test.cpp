@@ -522,9 +522,12 @@ engine_connect_timeout_s = 5
   EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\ntool_call_parser = \"pythonic\"\n")
                 .server.tool_call_parser,
             "pythonic");
-  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\ntool_call_parser = \"mistral\"\n"),
-              AllOf(HasSubstr("server.tool_call_parser (line"), HasSubstr("\"mistral\""),
-                    HasSubstr("allowed: hermes")));
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\ntool_call_parser = \"mistral\"\n")
+                .server.tool_call_parser,
+            "mistral");
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\ntool_call_parser = \"granite\"\n"),
+              AllOf(HasSubstr("server.tool_call_parser (line"), HasSubstr("\"granite\""),
+                    HasSubstr("allowed: hermes"), HasSubstr("mistral")));
   EXPECT_THAT(error_of(std::string(kSimEngine) +
                        "[server]\nrole = \"engine\"\ntool_call_parser = \"hermes\"\n"),
               HasSubstr("router's file"));

@@ -3,7 +3,7 @@
 // - model: vocab, merges ("a b" strings or ["a", "b"] pairs), ignore_merges; no dropout, no
 //   byte_fallback, no subword prefix/suffix;
 // - added_tokens: matched in the text before pre-tokenization (longest first), special ones
-//   decode to nothing;
+//   decode to nothing (decode_with_special_tokens writes their content);
 // - normalizer: none;
 // - pre_tokenizer: Split (Regex or String pattern, behavior "Isolated") and ByteLevel (with its
 //   GPT-2 pattern when use_regex, add_prefix_space), alone or in a Sequence ending in ByteLevel;
@@ -35,6 +35,7 @@ class BpeTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(std::span<const int32_t> ids) const override;
+  std::string decode_with_special_tokens(std::span<const int32_t> ids) const override;
   int32_t bos() const override;
   int32_t eos() const override;
   uint32_t vocab_size() const override;

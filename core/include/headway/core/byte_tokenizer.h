@@ -18,7 +18,9 @@ namespace headway::core {
 class ByteTokenizer final : public Tokenizer {
  public:
   // bos/eos may be -1 (none). vocab_size covers the bytes and the special tokens.
-  ByteTokenizer(int32_t byte_offset, int32_t bos, int32_t eos, uint32_t vocab_size);
+  // `special_text`: each added token's content, which decode_with_special_tokens writes.
+  ByteTokenizer(int32_t byte_offset, int32_t bos, int32_t eos, uint32_t vocab_size,
+                std::map<int32_t, std::string> special_text = {});
 
   // Reads a tokenizer.json as above. Throws Error naming the file on bad JSON, another type, or
   // ids that collide with the byte range or exceed vocab_size.
@@ -26,6 +28,7 @@ class ByteTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(std::span<const int32_t> ids) const override;
+  std::string decode_with_special_tokens(std::span<const int32_t> ids) const override;
   int32_t bos() const override { return bos_; }
   int32_t eos() const override { return eos_; }
   uint32_t vocab_size() const override { return vocab_size_; }
@@ -36,6 +39,7 @@ class ByteTokenizer final : public Tokenizer {
   int32_t bos_;
   int32_t eos_;
   uint32_t vocab_size_;
+  std::map<int32_t, std::string> special_text_;
 };
 
 }  // namespace headway::core

@@ -41,8 +41,9 @@
 //   load_report_interval_s = 0.05      # router: how often it polls each engine's health and load
 //   engine_connect_timeout_s = 30.0    # router: how long start-up waits for the engine processes
 //   log_stats_interval_s = 10.0        # a stats line on stderr this often while busy; 0: none
-//   tool_call_parser = "hermes"        # tool calls in chat answers: hermes, llama3_json, pythonic
-//   reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or qwen3
+//   tool_call_parser = "hermes"        # tool calls in chat answers: hermes, llama3_json, pythonic,
+//   mistral reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or
+//   qwen3
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.

@@ -7,6 +7,7 @@
 #include <headway/core/tokenizer.h>
 
 #include <memory>
+#include <vector>
 
 namespace sentencepiece {
 class SentencePieceProcessor;
@@ -22,12 +23,15 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(std::span<const int32_t> ids) const override;
+  std::string decode_with_special_tokens(std::span<const int32_t> ids) const override;
   int32_t bos() const override;
   int32_t eos() const override;
   uint32_t vocab_size() const override;
   std::string_view kind() const override { return "sentencepiece"; }
 
  private:
+  // Appends the text of in-range ids (control pieces give none).
+  void decode_pieces(const std::vector<int>& ids, std::string& text) const;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
 };
 

@@ -95,6 +95,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   request.set_request_class("short");
   request.set_truncate_prompt_tokens(-1);
   request.set_include_stop_str_in_output(true);
+  request.set_skip_special_tokens(false);
   v1::SamplingParams& sampling = *request.mutable_sampling();
   sampling.set_temperature(0.75f);
   sampling.set_top_p(0.5f);
@@ -126,6 +127,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   EXPECT_EQ(input.request_class, "short");
   EXPECT_EQ(input.truncate_prompt_tokens, -1);
   EXPECT_TRUE(input.include_stop_str_in_output);
+  EXPECT_FALSE(input.skip_special_tokens);
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.75f);
   EXPECT_FLOAT_EQ(input.sampling.top_p, 0.5f);
   EXPECT_EQ(input.sampling.top_k, 40u);
@@ -254,6 +256,7 @@ TEST_F(GenerateTest, UnsetSamplingFieldsTakeTheServiceDefaultsNotProtoZeros) {
   EXPECT_FLOAT_EQ(input.sampling.top_p, 1.0f);              // proto3 would say 0, which is invalid
   EXPECT_EQ(input.max_tokens, GenerateInput{}.max_tokens);  // 16, not 0
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.0f);
+  EXPECT_TRUE(input.skip_special_tokens);  // vLLM's default, not proto3's false
 }
 
 // As over HTTP: requests without a seed must sample differently, so each gets its own random one;

@@ -1,6 +1,8 @@
 // Tool calls through the HTTP frontend: what a chat request with tools hands the service (the tools
 // and the calls and results of earlier turns, for the template), and how an answer that calls
 // tools comes back, whole and streamed, with the server's tool call parser.
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "http_test_support.h"
@@ -183,6 +185,38 @@ TEST_F(HttpToolCallsTest, AGuidedAnswerOfAReasoningModelThinksFirst) {
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200) << result->body;
   EXPECT_TRUE(service_.submitted().back().guided.starts_after.empty());
+}
+
+// mistral: the calls follow the [TOOL_CALLS] special token, so the request asks the service to
+// keep special tokens in the text (as vLLM does), whatever the client sent; the ids are Mistral's.
+TEST_F(HttpToolCallsTest, MistralAnswersKeepSpecialTokensAndGiveMistralIds) {
+  use_parser("mistral");
+  const std::string answer =
+      "Checking.[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}]";
+  auto result =
+      post_json("/v1/chat/completions", request(answer, R"(, "skip_special_tokens": true)"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json choice = json::parse(result->body)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Checking.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(call["function"]["arguments"].get<std::string>()),
+            json({{"city", "Paris"}}));
+  const std::string id = call["id"];
+  EXPECT_EQ(id.size(), 9u) << id;
+  EXPECT_TRUE(std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(c) != 0; }));
+  // tool_choice "none": the answer is text, and special tokens are skipped as the client asks.
+  result = post_json("/v1/chat/completions", request("It is sunny.", R"(, "tool_choice": "none")"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 2u);
+  EXPECT_FALSE(submitted[0].skip_special_tokens);
+  EXPECT_TRUE(submitted[1].skip_special_tokens);
 }
 
 TEST_F(HttpToolCallsTest, AnAnswerWithoutCallsIsPlainContent) {

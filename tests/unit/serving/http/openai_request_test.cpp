@@ -210,6 +210,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "guided_grammar", "only one of"},
         Refused{R"({"prompt": "x", "include_stop_str_in_output": 1})", "include_stop_str_in_output",
                 "must be a boolean"},
+        Refused{R"({"prompt": "x", "skip_special_tokens": "no"})", "skip_special_tokens",
+                "must be a boolean"},
         Refused{R"({"prompt": "x", "truncate_prompt_tokens": "8"})", "truncate_prompt_tokens",
                 "must be an integer"},
         Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"},
@@ -475,6 +477,13 @@ TEST(CompletionRequest, IncludeStopStrInOutputPassesThrough) {
   EXPECT_TRUE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
                                      "include_stop_str_in_output": true})")
                   .input.include_stop_str_in_output);
+}
+
+TEST(CompletionRequest, SkipSpecialTokensPassesThroughAndIsOnByDefault) {
+  EXPECT_TRUE(parse_completion_request(R"({"prompt": "x"})").input.skip_special_tokens);
+  EXPECT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                      "skip_special_tokens": false})")
+                   .input.skip_special_tokens);
 }
 
 TEST(CompletionRequest, TruncatePromptTokensPassesThrough) {

@@ -1,10 +1,12 @@
-// ToolCallParser: the calls and content it finds in hermes and llama3_json answers, whole and cut
-// into every possible pair of pieces and into random pieces (a stream gives what a whole answer
-// gives), and that nothing the model wrote is lost when a call is malformed.
+// ToolCallParser: the calls and content it finds in hermes, llama3_json and mistral answers, whole
+// and cut into every possible pair of pieces and into random pieces (a stream gives what a whole
+// answer gives), and that nothing the model wrote is lost when a call is malformed.
 #include "tool_call_parser.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -70,7 +72,8 @@ TEST(ToolCallParser, FormatsAreNamedAsVllmNamesThem) {
   EXPECT_EQ(tool_call_format_named("hermes"), ToolCallFormat::kHermes);
   EXPECT_EQ(tool_call_format_named("llama3_json"), ToolCallFormat::kLlama3Json);
   EXPECT_EQ(tool_call_format_named("pythonic"), ToolCallFormat::kPythonic);
-  EXPECT_EQ(tool_call_format_named("mistral"), std::nullopt);
+  EXPECT_EQ(tool_call_format_named("mistral"), ToolCallFormat::kMistral);
+  EXPECT_EQ(tool_call_format_named("mistral_v11"), std::nullopt);
   EXPECT_EQ(tool_call_format_named(""), std::nullopt);
 }
 
@@ -90,6 +93,113 @@ TEST(ToolCallParser, HermesCallsAndTheTextBeforeThem) {
   EXPECT_EQ(parsed.calls[0].id.size(), std::string("chatcmpl-tool-").size() + 32);
   EXPECT_NE(parsed.calls[0].id, parsed.calls[1].id);
   expect_cut_invariant(ToolCallFormat::kHermes, text);
+}
+
+// Mistral's ids: exactly 9 letters and digits, which its chat templates check.
+bool is_mistral_id(const std::string& id) {
+  return id.size() == 9 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(c) != 0; });
+}
+
+TEST(ToolCallParser, MistralCallsBeforeV11AreAJsonArray) {
+  const std::string text =
+      "Let me look.[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"unit\": \"C\"}}, {\"name\": \"get_time\", \"arguments\": {}}]";
+  const Parsed parsed = parse_whole(ToolCallFormat::kMistral, text);
+  EXPECT_EQ(parsed.content, "Let me look.");
+  ASSERT_EQ(parsed.calls.size(), 2u);
+  EXPECT_EQ(calls_of(parsed)[0],
+            std::make_pair(std::string("get_weather"), json({{"city", "Paris"}, {"unit", "C"}})));
+  EXPECT_EQ(calls_of(parsed)[1], std::make_pair(std::string("get_time"), json::object()));
+  // The arguments keep the order the model wrote them in.
+  EXPECT_EQ(parsed.calls[0].arguments, R"({"city":"Paris","unit":"C"})");
+  for (const ToolCall& call : parsed.calls) EXPECT_TRUE(is_mistral_id(call.id)) << call.id;
+  EXPECT_NE(parsed.calls[0].id, parsed.calls[1].id);
+  expect_cut_invariant(ToolCallFormat::kMistral, text);
+}
+
+TEST(ToolCallParser, MistralV11CallsFollowEachTag) {
+  // v11 tokenizers: name, then the arguments; Hugging Face's tokenizer.json writes "[ARGS]".
+  const std::string text =
+      "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time{}";
+  const Parsed parsed = parse_whole(ToolCallFormat::kMistral, text);
+  EXPECT_EQ(parsed.content, "");
+  ASSERT_EQ(parsed.calls.size(), 2u);
+  EXPECT_EQ(calls_of(parsed)[0],
+            std::make_pair(std::string("get_weather"), json({{"city", "Paris"}})));
+  EXPECT_EQ(calls_of(parsed)[1], std::make_pair(std::string("get_time"), json::object()));
+  EXPECT_TRUE(is_mistral_id(parsed.calls[0].id)) << parsed.calls[0].id;
+  expect_cut_invariant(ToolCallFormat::kMistral, text);
+}
+
+TEST(ToolCallParser, MistralSendsEachCallWhenItsJsonCloses) {
+  ToolCallParser parser(ToolCallFormat::kMistral);
+  std::string content;
+  std::vector<ToolCall> calls;
+  parser.feed("Checking [TOOL", content, calls);
+  EXPECT_EQ(content, "Checking ");  // "[TOOL" may still become "[TOOL_CALLS]"
+  parser.feed("_CALLS]f{\"a\": {\"b\": 1}", content, calls);
+  EXPECT_TRUE(calls.empty());  // the arguments are still open
+  parser.feed("}[TOOL_CALLS]g", content, calls);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "f");
+  EXPECT_EQ(calls[0].arguments, R"({"a":{"b":1}})");
+  parser.feed("{}", content, calls);
+  ASSERT_EQ(calls.size(), 2u);
+  parser.finish(content, calls);
+  EXPECT_EQ(content, "Checking ");
+  EXPECT_TRUE(parser.called());
+}
+
+TEST(ToolCallParser, MistralWithoutTheTagIsAllContent) {
+  // A JSON array without the special token (skip_special_tokens left on) is text, as in vLLM.
+  const std::string text = R"([{"name": "f", "arguments": {}}] and [TOOL or [TOOL_CALL)";
+  const Parsed parsed = parse_whole(ToolCallFormat::kMistral, text);
+  EXPECT_EQ(parsed.content, text);
+  EXPECT_TRUE(parsed.calls.empty());
+  expect_cut_invariant(ToolCallFormat::kMistral, text);
+}
+
+TEST(ToolCallParser, MistralMalformedOrCutCallsStayContentAsWritten) {
+  // Not JSON, not calls, no name, a name with spaces: each as the model wrote it.
+  for (const std::string text : {
+           std::string("[TOOL_CALLS][{\"name\": f}]"),
+           std::string("[TOOL_CALLS][{\"arguments\": {}}]"),
+           std::string("[TOOL_CALLS]{\"a\": 1}"),
+           std::string("[TOOL_CALLS]two words{}"),
+           std::string("[TOOL_CALLS]f[1, 2]"),
+           std::string("[TOOL_CALLS]no arguments[TOOL_CALLS]f{}"),
+       }) {
+    const Parsed parsed = parse_whole(ToolCallFormat::kMistral, text);
+    if (text.ends_with("[TOOL_CALLS]f{}")) {
+      // The first tag has no call; the second has one.
+      EXPECT_EQ(parsed.content, "[TOOL_CALLS]no arguments");
+      ASSERT_EQ(parsed.calls.size(), 1u);
+      EXPECT_EQ(parsed.calls[0].name, "f");
+    } else {
+      EXPECT_EQ(parsed.content, text);
+      EXPECT_TRUE(parsed.calls.empty()) << text;
+    }
+    expect_cut_invariant(ToolCallFormat::kMistral, text);
+  }
+  // max_tokens ended the answer inside the arguments: the text, as written.
+  const std::string cut = "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Par";
+  const Parsed parsed = parse_whole(ToolCallFormat::kMistral, cut);
+  EXPECT_EQ(parsed.content, cut);
+  EXPECT_TRUE(parsed.calls.empty());
+}
+
+TEST(ToolCallParser, MistralTextAfterTheCallsIsContent) {
+  const std::string text = "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}]\n Done.";
+  const Parsed parsed = parse_whole(ToolCallFormat::kMistral, text);
+  ASSERT_EQ(parsed.calls.size(), 1u);
+  EXPECT_EQ(parsed.content, "\n Done.");
+  const Parsed single =
+      parse_whole(ToolCallFormat::kMistral, "[TOOL_CALLS]f{}[TOOL_CALLS]g{}", /*single_call=*/true);
+  ASSERT_EQ(single.calls.size(), 1u);
+  EXPECT_EQ(single.calls[0].name, "f");
+  EXPECT_EQ(single.content, "");
+  expect_cut_invariant(ToolCallFormat::kMistral, text);
 }
 
 TEST(ToolCallParser, HermesWithoutCallsIsAllContent) {

@@ -20,6 +20,7 @@ class TableTokenizer final : public core::Tokenizer {
     return it == table_.end() ? std::vector<int32_t>{} : it->second;
   }
   std::string decode(std::span<const int32_t>) const override { return {}; }
+  std::string decode_with_special_tokens(std::span<const int32_t>) const override { return {}; }
   int32_t bos() const override { return -1; }
   int32_t eos() const override { return -1; }
   uint32_t vocab_size() const override { return 100; }

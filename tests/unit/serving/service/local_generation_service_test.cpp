@@ -566,6 +566,9 @@ TEST(StopTokenIds, RepeatsAreDroppedAndTooManyRefused) {
   for (size_t i = 0; i < most.size(); ++i) most[i] = static_cast<int32_t>(i);
   EXPECT_NO_THROW(dedupe_stop_token_ids(most));
   most.push_back(static_cast<int32_t>(kMaxStopTokenIds));
+  // The checkpoint's end tokens, which the admission adds, do not count against the client.
+  const std::vector<int32_t> end_tokens = {static_cast<int32_t>(kMaxStopTokenIds), 1 << 20};
+  EXPECT_NO_THROW(dedupe_stop_token_ids(most, end_tokens));
   try {
     dedupe_stop_token_ids(most);
     ADD_FAILURE() << "accepted " << most.size() << " distinct stop token ids";
@@ -1141,7 +1144,7 @@ TEST_F(ServiceTest, DestroyingTheServiceFinishesOpenStreams) {
 // A model without a tokenizer streams ids without text, and a stop token id still names what
 // stopped the request (vLLM's stop_reason).
 TEST(TokenIdDecoder, GivesNoTextButTheStopToken) {
-  auto decoder = make_token_id_decoder({7, 9}, 0);
+  auto decoder = make_token_id_decoder({.stop_token_ids = {7, 9}});
   const std::vector<int32_t> ids = {1, 2, 3};
   EXPECT_EQ(decoder->append(ids), "");
   EXPECT_EQ(decoder->stop_reason(), StopReason());

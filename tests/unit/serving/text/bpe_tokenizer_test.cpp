@@ -205,6 +205,10 @@ TEST(BpeTokenizer, AddedTokensAreMatchedBeforePreTokenization) {
       "hi");
   EXPECT_EQ(tok->special_token_text(testing::kBeginOfText), "<|begin_of_text|>");
   EXPECT_EQ(tok->special_token_text('a'), "");
+  // Kept, they are their text (skip_special_tokens: false); ids outside the vocabulary are not.
+  EXPECT_EQ(tok->decode_with_special_tokens(
+                std::vector<int32_t>{testing::kBeginOfText, 256, testing::kEotId, 5000, -1}),
+            "<|begin_of_text|>hi<|eot_id|>");
 }
 
 TEST(BpeTokenizer, RoundTripsAnyBytes) {

@@ -70,14 +70,14 @@ bool valid_utf8(std::string_view s) {
 }
 
 TEST(TextDecoder, HoldsMultiByteCharactersUntilComplete) {
-  auto d = make_incremental_decoder(kBytes, {});
+  auto d = make_incremental_decoder(kBytes);
   // "é" (C3 A9), "€" (E2 82 AC), "🙂" (F0 9F 99 82), one byte per token.
   EXPECT_THAT(feed(*d, "aé€🙂z"),
               ElementsAre("a", "", "é", "", "", "€", "", "", "", "🙂", "z", ""));
 }
 
 TEST(TextDecoder, SeveralTokensAtOnceAndSpecialTokens) {
-  auto d = make_incremental_decoder(kBytes, {});
+  auto d = make_incremental_decoder(kBytes);
   std::vector<int32_t> ids = {kBos, 'h', 'i', 0xE2, 0x82};
   EXPECT_EQ(d->append(ids), "hi");
   ids = {0xAC, kEos};
@@ -89,22 +89,44 @@ TEST(TextDecoder, SeveralTokensAtOnceAndSpecialTokens) {
 // A stop token id ends the request: its id is the last one and gives no text (vLLM leaves it out
 // too). The same id elsewhere, for a decoder without it as a stop, is text as usual.
 TEST(TextDecoder, AStopTokenIdGivesNoText) {
-  auto d = make_incremental_decoder(kBytes, {}, {'Q', 'Z'});
+  auto d = make_incremental_decoder(kBytes, {.stop_token_ids = {'Q', 'Z'}});
   std::vector<int32_t> ids = {'a', 'b'};
   EXPECT_EQ(d->append(ids), "ab");
   ids = {'c', 'Q'};
   EXPECT_EQ(d->append(ids), "c");
   EXPECT_EQ(d->flush(), "");
-  auto alone = make_incremental_decoder(kBytes, {}, {'Z'});
+  auto alone = make_incremental_decoder(kBytes, {.stop_token_ids = {'Z'}});
   ids = {'Z'};
   EXPECT_EQ(alone->append(ids), "");
-  auto plain = make_incremental_decoder(kBytes, {});
+  auto plain = make_incremental_decoder(kBytes);
   ids = {'c', 'Q'};
   EXPECT_EQ(plain->append(ids), "cQ");
 }
 
+// skip_special_tokens: false writes special tokens as their text, except the stop token the
+// request ends on; the end-of-sequence token ends it without a stop_reason (vLLM reports none).
+TEST(TextDecoder, SpecialTokensAreWrittenWhenKeptButNotTheEndOfSequence) {
+  const core::ByteTokenizer named(0, kBos, kEos, 300,
+                                  {{kBos, "<s>"}, {kEos, "</s>"}, {258, "<x>"}});
+  const std::vector<int32_t> ids = {kBos, 'h', 'i', 258, kEos};
+  auto skipped = make_incremental_decoder(named, {.stop_token_ids = {kEos}});
+  EXPECT_EQ(skipped->append(ids) + skipped->flush(), "hi");
+  EXPECT_EQ(skipped->stop_reason(), StopReason(kEos));
+  auto kept = make_incremental_decoder(
+      named,
+      {.stop_token_ids = {kEos, 'Z'}, .skip_special_tokens = false, .end_of_sequence = kEos});
+  EXPECT_EQ(kept->append(ids) + kept->flush(), "<s>hi<x>");
+  EXPECT_EQ(kept->stop_reason(), StopReason());
+  auto other = make_incremental_decoder(
+      named,
+      {.stop_token_ids = {kEos, 'Z'}, .skip_special_tokens = false, .end_of_sequence = kEos});
+  const std::vector<int32_t> ends_on_z = {kEos, 'Z'};  // an EOS that did not end the request
+  EXPECT_EQ(other->append(ends_on_z), "</s>");
+  EXPECT_EQ(other->stop_reason(), StopReason(int32_t{'Z'}));
+}
+
 TEST(TextDecoder, InvalidBytesBecomeReplacementCharacters) {
-  auto d = make_incremental_decoder(kBytes, {});
+  auto d = make_incremental_decoder(kBytes);
   std::vector<int32_t> ids = {0xFF, 'a'};
   EXPECT_EQ(d->append(ids), kReplacement + "a");
   ids = {0xC3};  // a lead byte, then ASCII: it can never complete
@@ -117,7 +139,7 @@ TEST(TextDecoder, InvalidBytesBecomeReplacementCharacters) {
 }
 
 TEST(TextDecoder, AStreamThatNeverCompletesIsNotHeldForever) {
-  auto d = make_incremental_decoder(kBytes, {});
+  auto d = make_incremental_decoder(kBytes);
   std::vector<int32_t> lead = {0xF0};
   std::string out = d->append(lead);
   std::vector<int32_t> special = {kEos};
@@ -133,7 +155,7 @@ TEST(TextDecoder, RandomByteStreamsYieldValidUtf8AndValidTextVerbatim) {
     std::string text;
     for (int i = 0; i < 30; ++i) text += alphabet[rng() % std::size(alphabet)];
     std::vector<int32_t> ids = ids_of(text);
-    auto d = make_incremental_decoder(kBytes, {});
+    auto d = make_incremental_decoder(kBytes);
     std::string out;
     for (size_t at = 0; at < ids.size();) {
       const size_t n = std::min<size_t>(1 + rng() % 5, ids.size() - at);
@@ -148,7 +170,7 @@ TEST(TextDecoder, RandomByteStreamsYieldValidUtf8AndValidTextVerbatim) {
     // Random bytes: whatever comes out is valid UTF-8.
     std::vector<int32_t> noise(40);
     for (int32_t& b : noise) b = static_cast<int32_t>(rng() % 256);
-    auto n = make_incremental_decoder(kBytes, {});
+    auto n = make_incremental_decoder(kBytes);
     std::string garbage;
     for (int32_t b : noise) garbage += n->append(std::span(&b, 1));
     garbage += n->flush();
@@ -163,9 +185,9 @@ TEST(TextDecoder, ATruncatedCharacterIsOneReplacementWhateverTheReads) {
   // Python: b"\xf3\xa2\xcay\xe5\x97\xc4\xe0\x80\xaf".decode("utf-8", "replace")
   const std::string expected = kReplacement + kReplacement + "y" + kReplacement + kReplacement +
                                kReplacement + kReplacement + kReplacement;
-  auto whole = make_incremental_decoder(kBytes, {});
+  auto whole = make_incremental_decoder(kBytes);
   EXPECT_EQ(whole->append(ids) + whole->flush(), expected);
-  auto single = make_incremental_decoder(kBytes, {});
+  auto single = make_incremental_decoder(kBytes);
   std::string out;
   for (int32_t id : ids) out += single->append(std::span(&id, 1));
   EXPECT_EQ(out + single->flush(), expected);
@@ -185,12 +207,12 @@ TEST(TextDecoder, RandomBytesGiveTheSameTextWhateverTheReads) {
            : r < 7 ? static_cast<int32_t>(0xC0 + rng() % 64)  // lead bytes, some invalid
                    : static_cast<int32_t>(rng() % 256);
     }
-    auto single = make_incremental_decoder(kBytes, {});
+    auto single = make_incremental_decoder(kBytes);
     std::string one_at_a_time;
     for (int32_t id : ids) one_at_a_time += single->append(std::span(&id, 1));
     one_at_a_time += single->flush();
     ASSERT_TRUE(valid_utf8(one_at_a_time)) << round;
-    auto chunked = make_incremental_decoder(kBytes, {});
+    auto chunked = make_incremental_decoder(kBytes);
     std::string in_reads;
     for (size_t at = 0; at < ids.size();) {
       const size_t n = std::min<size_t>(1 + rng() % 6, ids.size() - at);
@@ -203,35 +225,36 @@ TEST(TextDecoder, RandomBytesGiveTheSameTextWhateverTheReads) {
 }
 
 TEST(TextDecoder, StopStringSpanningTokensEndsTheText) {
-  auto d = make_incremental_decoder(kBytes, {"STOP"});
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}});
   EXPECT_THAT(feed(*d, "abSTOPcd"), ElementsAre("a", "b", "", "", "", "", "", "", ""));
   EXPECT_TRUE(d->stopped());
 }
 
 // vLLM's include_stop_str_in_output: the stop string's text ends the output, nothing after it.
 TEST(TextDecoder, AKeptStopStringEndsTheTextWithIt) {
-  auto d = make_incremental_decoder(kBytes, {"STOP"}, {}, /*keep_stop_string=*/true);
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .keep_stop_string = true});
   EXPECT_THAT(feed(*d, "abSTOPcd"), ElementsAre("a", "b", "", "", "", "STOP", "", "", ""));
   EXPECT_TRUE(d->stopped());
   EXPECT_EQ(d->stop_reason(), StopReason(std::string("STOP")));
-  auto same_chunk = make_incremental_decoder(kBytes, {"\n\nUser:"}, {}, true);
+  auto same_chunk =
+      make_incremental_decoder(kBytes, {.stop_strings = {"\n\nUser:"}, .keep_stop_string = true});
   std::vector<int32_t> ids = ids_of("Sure.\n\nUser: more");
   EXPECT_EQ(same_chunk->append(ids), "Sure.\n\nUser:");
 }
 
 TEST(TextDecoder, HeldPrefixIsReleasedWhenItDoesNotBecomeAStop) {
-  auto d = make_incremental_decoder(kBytes, {"STOP"});
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}});
   EXPECT_THAT(feed(*d, "xSTAR"), ElementsAre("x", "", "", "STA", "R", ""));
   EXPECT_FALSE(d->stopped());
   // At the end of the stream the held tail is given out.
-  auto e = make_incremental_decoder(kBytes, {"STOP"});
+  auto e = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}});
   std::vector<int32_t> ids = ids_of("abST");
   EXPECT_EQ(e->append(ids), "ab");
   EXPECT_EQ(e->flush(), "ST");
 }
 
 TEST(TextDecoder, TextAfterTheStopInTheSameChunkIsDropped) {
-  auto d = make_incremental_decoder(kBytes, {"\n\nUser:"});
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"\n\nUser:"}});
   std::vector<int32_t> ids = ids_of("Sure.\n\nUser: more");
   EXPECT_EQ(d->append(ids), "Sure.");
   EXPECT_TRUE(d->stopped());
@@ -241,7 +264,8 @@ TEST(TextDecoder, TextAfterTheStopInTheSameChunkIsDropped) {
 }
 
 TEST(TextDecoder, EarliestOfSeveralStopStringsWins) {
-  auto d = make_incremental_decoder(kBytes, {"cd", "bc", ""});  // the empty one is ignored
+  auto d = make_incremental_decoder(
+      kBytes, {.stop_strings = {"cd", "bc", ""}});  // the empty one is ignored
   std::vector<int32_t> ids = ids_of("abcd");
   EXPECT_EQ(d->append(ids), "a");
   EXPECT_TRUE(d->stopped());
@@ -253,10 +277,12 @@ TEST(TextDecoder, EarliestOfSeveralStopStringsWins) {
 // tokens came one read at a time or all in one.
 TEST(TextDecoder, TheStopThatEndsFirstWinsWhateverTheChunks) {
   for (const bool kept : {false, true}) {
-    auto at_once = make_incremental_decoder(kBytes, {"abcd", "bc"}, {}, kept);
+    auto at_once = make_incremental_decoder(
+        kBytes, {.stop_strings = {"abcd", "bc"}, .keep_stop_string = kept});
     std::vector<int32_t> ids = ids_of("xabcdy");
     const std::string whole = at_once->append(ids) + at_once->flush();
-    auto one_by_one = make_incremental_decoder(kBytes, {"abcd", "bc"}, {}, kept);
+    auto one_by_one = make_incremental_decoder(
+        kBytes, {.stop_strings = {"abcd", "bc"}, .keep_stop_string = kept});
     std::string streamed;
     for (const std::string& piece : feed(*one_by_one, "xabcdy")) streamed += piece;
     EXPECT_EQ(whole, kept ? "xabc" : "xa");
@@ -267,7 +293,7 @@ TEST(TextDecoder, TheStopThatEndsFirstWinsWhateverTheChunks) {
 }
 
 TEST(TextDecoder, StopReasonNamesTheStopTokenIdOrNothing) {
-  auto d = make_incremental_decoder(kBytes, {"zz"}, {7, 9});
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"zz"}, .stop_token_ids = {7, 9}});
   std::vector<int32_t> ids = ids_of("ab");
   EXPECT_EQ(d->append(ids), "ab");
   EXPECT_EQ(d->stop_reason(), StopReason());  // still running
@@ -276,7 +302,7 @@ TEST(TextDecoder, StopReasonNamesTheStopTokenIdOrNothing) {
   EXPECT_EQ(d->stop_reason(), StopReason(int32_t{9}));
   EXPECT_FALSE(d->stopped());  // a stop token ends the request upstream already
   // Ended by length (or EOS): no stop reason.
-  auto e = make_incremental_decoder(kBytes, {"zz"}, {7});
+  auto e = make_incremental_decoder(kBytes, {.stop_strings = {"zz"}, .stop_token_ids = {7}});
   ids = ids_of("abc");
   e->append(ids);
   e->flush();
@@ -286,16 +312,16 @@ TEST(TextDecoder, StopReasonNamesTheStopTokenIdOrNothing) {
 // vLLM's min_tokens: no stop counts in the text of the first min_tokens ids; a stop string must lie
 // wholly after it, whether the ids come one at a time or in one chunk.
 TEST(TextDecoder, StopsDoNotCountWithinMinTokens) {
-  auto d = make_incremental_decoder(kBytes, {"STOP"}, {}, false, /*min_tokens=*/5);
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .min_tokens = 5});
   EXPECT_THAT(feed(*d, "abSTOPcdSTOPe"),
               ElementsAre("a", "b", "S", "T", "O", "P", "c", "d", "", "", "", "", "", ""));
   EXPECT_EQ(d->stop_reason(), StopReason(std::string("STOP")));
-  auto chunk = make_incremental_decoder(kBytes, {"STOP"}, {}, false, 5);
+  auto chunk = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .min_tokens = 5});
   std::vector<int32_t> ids = ids_of("abSTOPcdSTOPe");
   EXPECT_EQ(chunk->append(ids), "abSTOPcd");
   EXPECT_TRUE(chunk->stopped());
   // A stop token id among the first min_tokens ids is text like any other and ends nothing.
-  auto by_id = make_incremental_decoder(kBytes, {}, {'x'}, false, 3);
+  auto by_id = make_incremental_decoder(kBytes, {.stop_token_ids = {'x'}, .min_tokens = 3});
   ids = ids_of("axb");
   EXPECT_EQ(by_id->append(ids), "axb");
   EXPECT_EQ(by_id->stop_reason(), StopReason());
@@ -305,13 +331,14 @@ TEST(TextDecoder, StopsDoNotCountWithinMinTokens) {
 }
 
 TEST(TextDecoder, StopStringWithMultiByteCharacters) {
-  auto d = make_incremental_decoder(kBytes, {"é!"});
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"é!"}});
   EXPECT_THAT(feed(*d, "caé!x"), ElementsAre("c", "a", "", "", "", "", ""));
   EXPECT_TRUE(d->stopped());
 }
 
 TEST(TextDecoder, StopMatchedOnlyAtFlushIsStillCut) {
-  auto d = make_incremental_decoder(kBytes, {"\xE2\x82\xAC"});  // "€", whose last byte is missing
+  auto d = make_incremental_decoder(
+      kBytes, {.stop_strings = {"\xE2\x82\xAC"}});  // "€", whose last byte is missing
   std::vector<int32_t> ids = {'a', 0xE2, 0x82};
   EXPECT_EQ(d->append(ids), "a");
   EXPECT_EQ(d->flush(), kReplacement);
@@ -327,6 +354,10 @@ class CountingTokenizer final : public core::Tokenizer {
     decoded_ += ids.size();
     return inner_.decode(ids);
   }
+  std::string decode_with_special_tokens(std::span<const int32_t> ids) const override {
+    decoded_ += ids.size();
+    return inner_.decode_with_special_tokens(ids);
+  }
   int32_t bos() const override { return inner_.bos(); }
   int32_t eos() const override { return inner_.eos(); }
   uint32_t vocab_size() const override { return inner_.vocab_size(); }
@@ -339,7 +370,7 @@ class CountingTokenizer final : public core::Tokenizer {
 
 TEST(TextDecoder, DecodesABoundedWindowPerToken) {
   const CountingTokenizer counting(kBytes);
-  auto d = make_incremental_decoder(counting, {"never appears"});
+  auto d = make_incremental_decoder(counting, {.stop_strings = {"never appears"}});
   std::string text;
   for (int i = 0; i < 5000; ++i) text += i % 7 == 0 ? "é" : "x";
   std::string out;
@@ -357,7 +388,7 @@ TEST(TextDecoder, WorksOverByteLevelBpe) {
   const auto tok = core::Tokenizer::load(dir.path());
   const std::string text = "<|begin_of_text|>café, cœur 🙂 STOP here";
   const auto ids = tok->encode(text);
-  auto d = make_incremental_decoder(*tok, {" STOP"});
+  auto d = make_incremental_decoder(*tok, {.stop_strings = {" STOP"}});
   std::string out;
   for (int32_t id : ids) out += d->append(std::span(&id, 1));
   out += d->flush();

@@ -91,6 +91,9 @@ struct GenerateInput {
   std::vector<std::string> bad_words;
   std::vector<std::string> stop;  // stop strings; the matched text is not returned, unless:
   bool include_stop_str_in_output = false;  // vLLM's: the matched stop string's text is returned
+  // vLLM's skip_special_tokens: false writes special tokens ("<|eot_id|>", "[TOOL_CALLS]") into
+  // the text; a stop token that ends the request never is.
+  bool skip_special_tokens = true;
   // vLLM's truncate_prompt_tokens: keep only the encoded prompt's last N tokens (a BOS it starts
   // with stays, counted in N); -1: N is max_model_len. Unset: the whole prompt. 0, below -1 or
   // above max_model_len is kInvalidArgument.

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace headway::serving {
 
@@ -19,6 +20,25 @@ namespace headway::serving {
 // entry of stop_token_ids the request ended on; monostate for anything else (EOS, max_tokens, not
 // ended yet).
 using StopReason = std::variant<std::monostate, std::string, int32_t>;
+
+// What a request's decoder ends on, holds back and leaves out (vLLM's detokenization parameters).
+struct DecodeOptions {
+  // Text that ends the request. Its matched text is left out unless keep_stop_string (vLLM's
+  // include_stop_str_in_output). Empty strings are ignored.
+  std::vector<std::string> stop_strings;
+  // Token ids that end the request: the one it ends on gives no text, and is its stop_reason.
+  std::vector<int32_t> stop_token_ids;
+  bool keep_stop_string = false;
+  // Neither stop strings nor stop token ids count in the text of the first min_tokens outputs
+  // (vLLM's min_tokens): a stop string must lie wholly in the text of later ids.
+  uint32_t min_tokens = 0;
+  // vLLM's skip_special_tokens: false writes special tokens as their text
+  // (Tokenizer::decode_with_special_tokens).
+  bool skip_special_tokens = true;
+  // The end-of-sequence token, when it is among stop_token_ids: a request that ends on it has no
+  // stop_reason, as vLLM reports none for EOS. -1: none.
+  int32_t end_of_sequence = -1;
+};
 
 // The stop token id that `ids` ends on, if any. A stop token ends the request, so only the last id
 // of a request's output can be one; every decoder checks the same way. `before`: outputs that came
@@ -32,6 +52,13 @@ inline std::optional<int32_t> trailing_stop_token(std::span<const int32_t> ids,
     return std::nullopt;
   }
   return ids.back();
+}
+
+// The stop_reason of a request whose last id was `stop_token` (a stop token id, or none): that id,
+// except the end-of-sequence token, which ends a request without one.
+inline StopReason stop_reason_of(std::optional<int32_t> stop_token, int32_t end_of_sequence) {
+  if (!stop_token || *stop_token == end_of_sequence) return {};
+  return *stop_token;
 }
 
 class IncrementalDecoder {

@@ -24,13 +24,8 @@
 
 namespace headway::serving {
 
-// Empty stop strings are ignored. A matched stop string's text is left out of the output unless
-// `keep_stop_string` (vLLM's include_stop_str_in_output). Neither stop strings nor stop token ids
-// count in the text of the first `min_tokens` ids (vLLM's min_tokens): a stop string must lie
-// wholly in the text of later ids.
-std::unique_ptr<IncrementalDecoder> make_incremental_decoder(
-    const core::Tokenizer& tokenizer, std::vector<std::string> stop_strings,
-    std::vector<int32_t> stop_token_ids = {}, bool keep_stop_string = false,
-    uint32_t min_tokens = 0);
+// A decoder of `tokenizer`'s ids with these options.
+std::unique_ptr<IncrementalDecoder> make_incremental_decoder(const core::Tokenizer& tokenizer,
+                                                             DecodeOptions options = {});
 
 }  // namespace headway::serving

@@ -40,6 +40,17 @@ TEST(ByteTokenizer, LoadsWhatMakeTinyWritesAndRoundTrips) {
   EXPECT_EQ(tok->decode(with_specials), "hi");
 }
 
+TEST(ByteTokenizer, WritesSpecialTokensOnlyWhenAskedTo) {
+  TempDir dir("tok_byte_special");
+  std::ofstream(dir.path() / "tokenizer.json")
+      << R"({"model": {"type": "HeadwayByte"}, "added_tokens": [{"id": 256, "content": "<s>"},)"
+      << R"( {"id": 257, "content": "</s>"}], "bos_token": "<s>", "eos_token": "</s>"})";
+  const auto tok = Tokenizer::load(dir.path());
+  const std::vector<int32_t> ids = {256, 'h', 'i', 257, 999};
+  EXPECT_EQ(tok->decode(ids), "hi");
+  EXPECT_EQ(tok->decode_with_special_tokens(ids), "<s>hi</s>");
+}
+
 TEST(ByteTokenizer, RejectsForeignOrMalformedFiles) {
   TempDir dir("tok_bad");
   std::ofstream(dir.path() / "tokenizer.json") << R"({"model": {"type": "WordPiece"}})";
@@ -79,7 +90,8 @@ TEST(SentencePieceTokenizer, TrainsLoadsAndRoundTrips) {
   }
   const auto status = sentencepiece::SentencePieceTrainer::Train(
       "--input=" + corpus.string() + " --model_prefix=" + (dir.path() / "tokenizer").string() +
-      " --vocab_size=60 --model_type=bpe --minloglevel=2 --bos_id=1 --eos_id=2 --unk_id=0");
+      " --vocab_size=60 --model_type=bpe --minloglevel=2 --bos_id=1 --eos_id=2 --unk_id=0"
+      " --control_symbols=[TOOL_CALLS]");
   ASSERT_TRUE(status.ok()) << status.ToString();
   const auto tok = Tokenizer::load(dir.path());
   EXPECT_EQ(tok->kind(), "sentencepiece");
@@ -95,6 +107,20 @@ TEST(SentencePieceTokenizer, TrainsLoadsAndRoundTrips) {
   with_specials.push_back(tok->eos());
   with_specials.push_back(100000);
   EXPECT_EQ(tok->decode(with_specials), text);
+  // Kept, control pieces are written as they are named, between the text around them.
+  EXPECT_EQ(tok->decode_with_special_tokens(with_specials), "<s>" + text + "</s>");
+  int32_t tool_calls = -1;
+  for (int32_t id = 0; id < 60; ++id) {
+    const std::vector<int32_t> one = {id};
+    if (tok->decode_with_special_tokens(one) == "[TOOL_CALLS]") tool_calls = id;
+  }
+  ASSERT_GE(tool_calls, 0) << "the control symbol is not in the model";
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{tool_calls}), "");
+  std::vector<int32_t> call = {tool_calls};
+  const std::vector<int32_t> lazy = tok->encode("lazy");
+  call.insert(call.end(), lazy.begin(), lazy.end());
+  EXPECT_EQ(tok->decode(call), "lazy");
+  EXPECT_EQ(tok->decode_with_special_tokens(call), "[TOOL_CALLS]lazy");
 }
 
 TEST(SentencePieceTokenizer, CorruptModelIsAnErrorNamingTheFile) {

@@ -7,7 +7,7 @@ packages=(
   libtomlplusplus-dev libboost-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev libsentencepiece-dev
-  libcpp-httplib-dev libpcre2-dev libssl-dev prometheus curl
+  libcpp-httplib-dev libpcre2-dev libutf8proc-dev libssl-dev prometheus curl
   python3 python3-numpy clang-format clang-tidy gnuplot-nox
 )
 missing=()

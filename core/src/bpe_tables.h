@@ -37,6 +37,7 @@ struct BpeTokenizer::Tables {
   std::array<std::vector<AddedToken>, 256> added_by_first_byte;
   std::unordered_map<int32_t, std::string> added_text;  // id -> content
 
+  bool nfc = false;  // normalizer NFC: each stretch between added tokens is composed first
   std::vector<std::unique_ptr<RegexSplitter>> splitters;  // applied in order
   bool add_prefix_space = false;
 

@@ -8,6 +8,7 @@
 
 #include "bpe_tables.h"
 #include "byte_level_alphabet.h"
+#include "unicode_nfc.h"
 
 namespace headway::core {
 namespace {
@@ -41,6 +42,11 @@ void encode_word(const BpeTokenizer::Tables& t, std::string_view piece, std::vec
 void encode_segment(const BpeTokenizer::Tables& t, std::string_view segment,
                     std::vector<int32_t>& ids) {
   if (segment.empty()) return;
+  std::string normalized;
+  if (t.nfc) {
+    normalized = to_nfc(segment);
+    segment = normalized;
+  }
   std::string prefixed;
   if (t.add_prefix_space && !segment.empty() && segment.front() != ' ') {
     prefixed = " " + std::string(segment);

@@ -267,8 +267,13 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
   if (!root.is_object()) throw Error(file.string() + ": not a JSON object");
 
   if (root.contains("normalizer") && !root["normalizer"].is_null()) {
-    f.fail("normalizer", "of type " + root["normalizer"].value("type", json("?")).dump() +
-                             " is not supported (byte-level BPE has no normalizer)");
+    const json& normalizer = root["normalizer"];
+    const json type = normalizer.is_object() ? normalizer.value("type", json("?")) : json("?");
+    if (type != "NFC") {
+      f.fail("normalizer", "of type " + type.dump() +
+                               " is not supported (only NFC, which the Qwen 2 family uses)");
+    }
+    t->nfc = true;
   }
   read_model(f, f.at(root, "model", "model"), *t);
   std::vector<AddedToken> added;

@@ -38,9 +38,22 @@ std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {
 
 std::string SentencePieceTokenizer::decode_with_special_tokens(std::span<const int32_t> ids) const {
   // Control pieces (BOS, EOS, Mistral's [INST] and [TOOL_CALLS]) are written as their piece; the
-  // runs between them decode as decode() does.
+  // runs between them decode as decode() does, except that a run after a control piece keeps the
+  // space its first piece starts with ("<s> Hello"), which SentencePiece drops at the start of
+  // what it decodes and Hugging Face's fast tokenizers (vLLM's) keep after a special token.
   std::string text;
   std::vector<int> run;
+  bool after_control = false;
+  const auto flush_run = [&] {
+    const size_t start = text.size();
+    decode_pieces(run, text);
+    if (after_control && !run.empty() &&
+        processor_->IdToPiece(run.front()).starts_with("\xE2\x96\x81") &&  // U+2581, a space
+        (text.size() == start || text[start] != ' ')) {
+      text.insert(start, 1, ' ');
+    }
+    run.clear();
+  };
   const int size = processor_->GetPieceSize();
   for (int32_t id : ids) {
     if (id < 0 || id >= size) continue;
@@ -48,11 +61,11 @@ std::string SentencePieceTokenizer::decode_with_special_tokens(std::span<const i
       run.push_back(id);
       continue;
     }
-    decode_pieces(run, text);
-    run.clear();
+    flush_run();
     text += processor_->IdToPiece(id);
+    after_control = true;
   }
-  decode_pieces(run, text);
+  flush_run();
   return text;
 }
 

@@ -115,12 +115,18 @@ std::string mistral_call_id() {
 // JSON array (tokenizers before v11) or past the arguments object after the name (v11 and later);
 // at the next "[TOOL_CALLS]" when one comes before an object opens (not a call). npos while it may
 // still go on.
+// Whether the calls after a "[TOOL_CALLS]" are a JSON array (before v11): "[" then "{" (or nothing
+// yet), not a marker such as another "[TOOL_CALLS]". `at`: the first character after whitespace.
+bool is_call_array(std::string_view text, size_t at) {
+  if (text[at] != '[') return false;
+  const size_t next = text.find_first_not_of(kWhitespace, at + 1);
+  return next == std::string_view::npos || text[next] == '{';
+}
+
 size_t mistral_calls_end(std::string_view text) {
   const size_t at = text.find_first_not_of(kWhitespace);
   if (at == std::string_view::npos) return std::string_view::npos;
-  if (text[at] == '[' && !text.substr(at).starts_with(kArgsTag)) {
-    return json_container_end(text, at);
-  }
+  if (is_call_array(text, at)) return json_container_end(text, at);
   const size_t next_tag = text.find(kToolCallsTag, at);
   const size_t brace = text.find('{', at);
   if (brace == std::string_view::npos || brace > next_tag) return next_tag;
@@ -128,12 +134,13 @@ size_t mistral_calls_end(std::string_view text) {
 }
 
 // The calls of one "[TOOL_CALLS]": a JSON array of {"name", "arguments"} objects, or `name{...}`
-// with an optional "[ARGS]" after the name; nullopt when it is neither (then it is content).
+// with markers between the name and its arguments that end in "[ARGS]" ("[ARGS]", or
+// "[CALL_ID]...[ARGS]"); nullopt when it is neither (then it is content).
 std::optional<std::vector<ToolCall>> mistral_calls(std::string_view text) {
   const size_t at = text.find_first_not_of(kWhitespace);
   if (at == std::string_view::npos) return std::nullopt;
   std::vector<ToolCall> calls;
-  if (text[at] == '[') {
+  if (is_call_array(text, at)) {
     const nlohmann::ordered_json list = parse_json_keeping_order(text.substr(at));
     if (!list.is_array() || list.empty()) return std::nullopt;
     for (const auto& item : list) {
@@ -144,12 +151,15 @@ std::optional<std::vector<ToolCall>> mistral_calls(std::string_view text) {
   } else {
     const size_t brace = text.find('{', at);
     if (brace == std::string_view::npos) return std::nullopt;
-    std::string_view name = text.substr(at, brace - at);
-    if (name.ends_with(kArgsTag)) name.remove_suffix(kArgsTag.size());
+    const std::string_view before_arguments = text.substr(at, brace - at);
+    const size_t markers_at = std::min(before_arguments.find('['), before_arguments.size());
+    std::string_view name = before_arguments.substr(0, markers_at);
     name = name.substr(0, name.find_last_not_of(kWhitespace) + 1);
+    std::string_view markers = before_arguments.substr(markers_at);
+    markers = markers.substr(0, markers.find_last_not_of(kWhitespace) + 1);
     const nlohmann::ordered_json arguments = parse_json_keeping_order(text.substr(brace));
     if (name.empty() || name.find_first_of(kWhitespace) != std::string_view::npos ||
-        !arguments.is_object()) {
+        !(markers.empty() || markers.ends_with(kArgsTag)) || !arguments.is_object()) {
       return std::nullopt;
     }
     calls.push_back(ToolCall{{}, std::string(name), arguments.dump()});

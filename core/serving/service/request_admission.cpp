@@ -129,11 +129,15 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   }
   validate_sampling(input, model_.vocab);
   validate_logits_processing(input.sampling, model_);
+  // The checkpoint's end tokens stop the request too, unless it ignores EOS; they do not count
+  // against the client's limit.
+  std::span<const int32_t> end_tokens;
   if (!input.sampling.ignore_eos) {
+    end_tokens = end_tokens_;
     std::vector<int32_t>& stop_ids = input.sampling.stop_token_ids;
     stop_ids.insert(stop_ids.end(), end_tokens_.begin(), end_tokens_.end());
   }
-  dedupe_stop_token_ids(input.sampling.stop_token_ids, end_tokens_);
+  dedupe_stop_token_ids(input.sampling.stop_token_ids, end_tokens);
   AdmittedRequest admitted;
   if (!input.request_class.empty()) {
     validate_request_class(input.request_class);

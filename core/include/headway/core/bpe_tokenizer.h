@@ -4,7 +4,7 @@
 //   byte_fallback, no subword prefix/suffix;
 // - added_tokens: matched in the text before pre-tokenization (longest first), special ones
 //   decode to nothing (decode_with_special_tokens writes their content);
-// - normalizer: none;
+// - normalizer: none, or NFC (Qwen 2 family; each stretch between added tokens is composed);
 // - pre_tokenizer: Split (Regex or String pattern, behavior "Isolated") and ByteLevel (with its
 //   GPT-2 pattern when use_regex, add_prefix_space), alone or in a Sequence ending in ByteLevel;
 // - decoder: ByteLevel. post_processor is ignored: encode() never adds BOS (Tokenizer's contract).

@@ -41,9 +41,9 @@
 //   load_report_interval_s = 0.05      # router: how often it polls each engine's health and load
 //   engine_connect_timeout_s = 30.0    # router: how long start-up waits for the engine processes
 //   log_stats_interval_s = 10.0        # a stats line on stderr this often while busy; 0: none
-//   tool_call_parser = "hermes"        # tool calls in chat answers: hermes, llama3_json, pythonic,
-//   mistral reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or
-//   qwen3
+//   tool_call_parser = "hermes"        # tool calls in chat answers: hermes, llama3_json,
+//                                      # pythonic, mistral
+//   reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or qwen3
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
@@ -108,9 +108,9 @@ struct ServerConfig {
   std::string kv_handoff = "stage";
   // kv_handoff = "link": seconds held KV waits for its pull before its blocks are freed.
   double kv_link_hold_s = 30.0;
-  // How the model writes tool calls (vLLM's --tool-call-parser): "hermes", "llama3_json" or
-  // "pythonic"; the HTTP frontend then answers chat requests with tools with OpenAI tool calls.
-  // Empty: none.
+  // How the model writes tool calls (vLLM's --tool-call-parser): "hermes", "llama3_json",
+  // "pythonic" or "mistral"; the HTTP frontend then answers chat requests with tools with OpenAI
+  // tool calls. Empty: none.
   std::string tool_call_parser;
   // How a reasoning model marks its thinking (vLLM's --reasoning-parser): "deepseek_r1" or
   // "qwen3"; chat answers then carry it apart, as "reasoning". Empty: none.

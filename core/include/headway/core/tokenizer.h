@@ -40,8 +40,8 @@ class Tokenizer {
   // comes back in pieces (IncrementalDecoder reassembles them).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   // As decode(), but each special token gives its text ("<|eot_id|>", "[TOOL_CALLS]"), as Hugging
-  // Face's decode(skip_special_tokens=False) does (vLLM's skip_special_tokens: false). Ids outside
-  // the vocabulary still decode to nothing.
+  // Face's fast tokenizers' decode(skip_special_tokens=False) does (vLLM's skip_special_tokens:
+  // false). Ids outside the vocabulary still decode to nothing.
   virtual std::string decode_with_special_tokens(std::span<const int32_t> ids) const = 0;
   virtual int32_t bos() const = 0;  // -1 when there is none
   virtual int32_t eos() const = 0;  // -1 when there is none

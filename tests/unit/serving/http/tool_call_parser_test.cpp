@@ -30,8 +30,9 @@ Parsed parse_whole(ToolCallFormat format, const std::string& text, bool single_c
   return out;
 }
 
-Parsed parse_pieces(ToolCallFormat format, const std::vector<std::string>& pieces) {
-  ToolCallParser parser(format);
+Parsed parse_pieces(ToolCallFormat format, const std::vector<std::string>& pieces,
+                    bool single_call = false) {
+  ToolCallParser parser(format, single_call);
   Parsed out;
   for (const std::string& piece : pieces) parser.feed(piece, out.content, out.calls);
   parser.finish(out.content, out.calls);
@@ -47,10 +48,12 @@ std::vector<std::pair<std::string, json>> calls_of(const Parsed& parsed) {
 }
 
 // The whole answer, every cut into two pieces and random cuts all give the same content and calls.
-void expect_cut_invariant(ToolCallFormat format, const std::string& text) {
-  const Parsed whole = parse_whole(format, text);
+void expect_cut_invariant(ToolCallFormat format, const std::string& text,
+                          bool single_call = false) {
+  const Parsed whole = parse_whole(format, text, single_call);
   for (size_t cut = 0; cut <= text.size(); ++cut) {
-    const Parsed pieces = parse_pieces(format, {text.substr(0, cut), text.substr(cut)});
+    const Parsed pieces =
+        parse_pieces(format, {text.substr(0, cut), text.substr(cut)}, single_call);
     EXPECT_EQ(pieces.content, whole.content) << "cut at " << cut;
     EXPECT_EQ(calls_of(pieces), calls_of(whole)) << "cut at " << cut;
   }
@@ -62,7 +65,7 @@ void expect_cut_invariant(ToolCallFormat format, const std::string& text) {
       pieces.push_back(text.substr(at, length));
       at += length;
     }
-    const Parsed parsed = parse_pieces(format, pieces);
+    const Parsed parsed = parse_pieces(format, pieces, single_call);
     EXPECT_EQ(parsed.content, whole.content) << "trial " << trial;
     EXPECT_EQ(calls_of(parsed), calls_of(whole)) << "trial " << trial;
   }
@@ -130,6 +133,16 @@ TEST(ToolCallParser, MistralV11CallsFollowEachTag) {
   EXPECT_EQ(calls_of(parsed)[1], std::make_pair(std::string("get_time"), json::object()));
   EXPECT_TRUE(is_mistral_id(parsed.calls[0].id)) << parsed.calls[0].id;
   expect_cut_invariant(ToolCallFormat::kMistral, text);
+  // Whitespace before the arguments, a call id between markers, a tag with nothing after it.
+  const std::string spaced =
+      "[TOOL_CALLS][TOOL_CALLS]get_weather[ARGS] {\"city\": \"Paris\"}"
+      "[TOOL_CALLS]get_time[CALL_ID]a1b2c3d4e[ARGS]{}";
+  const Parsed more = parse_whole(ToolCallFormat::kMistral, spaced);
+  ASSERT_EQ(more.calls.size(), 2u);
+  EXPECT_EQ(more.calls[0].name, "get_weather");
+  EXPECT_EQ(more.calls[1].name, "get_time");
+  EXPECT_EQ(more.content, "[TOOL_CALLS]");  // the empty one, as written
+  expect_cut_invariant(ToolCallFormat::kMistral, spaced);
 }
 
 TEST(ToolCallParser, MistralSendsEachCallWhenItsJsonCloses) {
@@ -168,6 +181,7 @@ TEST(ToolCallParser, MistralMalformedOrCutCallsStayContentAsWritten) {
            std::string("[TOOL_CALLS]{\"a\": 1}"),
            std::string("[TOOL_CALLS]two words{}"),
            std::string("[TOOL_CALLS]f[1, 2]"),
+           std::string("[TOOL_CALLS]f[1, 2]{}"),
            std::string("[TOOL_CALLS]no arguments[TOOL_CALLS]f{}"),
        }) {
     const Parsed parsed = parse_whole(ToolCallFormat::kMistral, text);
@@ -200,6 +214,8 @@ TEST(ToolCallParser, MistralTextAfterTheCallsIsContent) {
   EXPECT_EQ(single.calls[0].name, "f");
   EXPECT_EQ(single.content, "");
   expect_cut_invariant(ToolCallFormat::kMistral, text);
+  expect_cut_invariant(ToolCallFormat::kMistral, "[TOOL_CALLS]f{}\n[TOOL_CALLS]g{} x",
+                       /*single_call=*/true);
 }
 
 TEST(ToolCallParser, HermesWithoutCallsIsAllContent) {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,38 @@ TEST(EndTokens, AGenerationConfigEndTokenEndsTheRequest) {
   GenerateInput ignoring = input;
   ignoring.sampling.ignore_eos = true;
   EXPECT_EQ(collect(*service.submit(ignoring)).ids, free_ids);
+}
+
+// Llama 3.1 Instruct's shape: the tokenizer's eos_token (here <pad>) is not the model plugin's
+// (config.json's first id, </s>). Both end a request; only the plugin's is a stop_reason, as vLLM
+// reports the ids of generation_config.json other than the tokenizer's EOS; neither gives text.
+TEST(EndTokens, TheTokenizersEosEndsARequestWithoutAStopReason) {
+  ScratchDir dir("headway_end_tokens_eos");
+  models::cpu::TinyModelSpec spec = headway::test::tiny_test_spec();
+  spec.max_position_embeddings = 4096;
+  models::cpu::write_tiny_checkpoint(spec, dir.path() / "tiny");
+  const fs::path tokenizer_file = dir.path() / "tiny" / "tokenizer.json";
+  nlohmann::json tokenizer = nlohmann::json::parse(std::ifstream(tokenizer_file));
+  tokenizer["eos_token"] = "<pad>";
+  write(tokenizer_file, tokenizer.dump());
+  LocalGenerationService service(core::parse_deployment(
+      "name = \"eos\"\n[model]\nplugin = \"cpu\"\noptions = { path = \"tiny\", threads = 1, "
+      "kv_cache_gb = 0.02, max_model_len = 1024 }\n" +
+          kOneEngine,
+      dir.path() / "deploy.toml", headway::test::built_plugins()));
+  for (const int32_t end : {models::cpu::kTinyEosToken, models::cpu::kTinyPadToken}) {
+    GenerateInput input = text_request("eos", 4);
+    input.sampling.temperature = 0.0f;
+    input.sampling.ignore_eos = false;
+    input.sampling.logit_bias = {{end, 100.0f}};
+    input.skip_special_tokens = false;
+    const test::Collected ended = collect(*service.submit(input));
+    EXPECT_EQ(ended.ids, std::vector<int32_t>{end}) << end;
+    EXPECT_EQ(ended.finish, Finish::kStop) << end;
+    EXPECT_EQ(ended.text, "") << end;
+    EXPECT_EQ(ended.stop_reason, end == models::cpu::kTinyPadToken ? StopReason() : StopReason(end))
+        << end;
+  }
 }
 
 // skip_special_tokens: false writes the tiny tokenizer's <pad> as "<pad>"; the EOS a request

@@ -297,13 +297,32 @@ TEST(BpeTokenizer, UnknownSpecialTokenInTokenizerConfigIsRefused) {
   EXPECT_THAT(load_error(dir), HasSubstr("tokenizer_config.json: invalid JSON"));
 }
 
+// The Qwen 2 family's normalizer: a prompt is composed (NFC) before it is pre-tokenized, so a
+// decomposed "é" encodes as the composed one; added tokens are matched in the text as written.
+TEST(BpeTokenizer, AnNfcNormalizerComposesThePromptFirst) {
+  TempDir dir("bpe_nfc");
+  nlohmann::json j = testing::tiny_bpe_json({});
+  const std::string decomposed = "e\xCC\x81<|eot_id|>A\xCC\x8A";
+  write_text(dir.path() / "tokenizer.json", j.dump());
+  EXPECT_THAT(Tokenizer::load(dir.path())->encode(decomposed),
+              ElementsAre('e', 0xCC, 0x81, testing::kEotId, 'A', 0xCC, 0x8A));
+  j["normalizer"] = {{"type", "NFC"}};
+  write_text(dir.path() / "tokenizer.json", j.dump());
+  const auto tok = Tokenizer::load(dir.path());
+  EXPECT_THAT(tok->encode(decomposed), ElementsAre(0xC3, 0xA9, testing::kEotId, 0xC3, 0x85));
+  EXPECT_EQ(tok->decode(tok->encode("caf\xC3\xA9")), "caf\xC3\xA9");
+}
+
 TEST(BpeTokenizer, RefusesWhatItDoesNotImplementNamingTheField) {
   using nlohmann::json;
   EXPECT_THAT(refusal("r_norm",
                       [](json& j) {
-                        j["normalizer"] = {{"type", "NFC"}};
+                        j["normalizer"] = {{"type", "NFKC"}};
                       }),
-              AllOf(HasSubstr("tokenizer.json: field 'normalizer'"), HasSubstr("NFC")));
+              AllOf(HasSubstr("tokenizer.json: field 'normalizer'"), HasSubstr("NFKC"),
+                    HasSubstr("only NFC")));
+  EXPECT_THAT(refusal("r_norm_shape", [](json& j) { j["normalizer"] = "NFC"; }),
+              HasSubstr("tokenizer.json: field 'normalizer'"));
   EXPECT_THAT(refusal("r_type", [](json& j) { j["model"]["type"] = "WordPiece"; }),
               AllOf(HasSubstr("tokenizer.json: model.type 'WordPiece' is not supported")));
   EXPECT_THAT(refusal("r_fallback", [](json& j) { j["model"]["byte_fallback"] = true; }),

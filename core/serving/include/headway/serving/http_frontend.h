@@ -52,8 +52,8 @@ struct HttpOptions {
   // holds one of the pool's workers while it sends (cpp-httplib has no deadline of its own).
   double header_timeout_seconds = 10.0;
   uint64_t header_max_bytes = uint64_t{64} * 1024;
-  // How the model writes tool calls, vLLM's --tool-call-parser: "hermes", "llama3_json" or
-  // "pythonic".
+  // How the model writes tool calls, vLLM's --tool-call-parser: "hermes", "llama3_json",
+  // "pythonic" or "mistral".
   // Chat requests with tools and tool_choice "auto" get the calls parsed out of the answer;
   // empty: no parser, and such requests are refused (400). HttpFrontend's constructor throws
   // std::invalid_argument for another name.

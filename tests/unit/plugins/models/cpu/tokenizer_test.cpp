@@ -107,8 +107,9 @@ TEST(SentencePieceTokenizer, TrainsLoadsAndRoundTrips) {
   with_specials.push_back(tok->eos());
   with_specials.push_back(100000);
   EXPECT_EQ(tok->decode(with_specials), text);
-  // Kept, control pieces are written as they are named, between the text around them.
-  EXPECT_EQ(tok->decode_with_special_tokens(with_specials), "<s>" + text + "</s>");
+  // Kept, control pieces are written as they are named, and the text after one keeps its leading
+  // space, as Hugging Face's fast tokenizers decode it.
+  EXPECT_EQ(tok->decode_with_special_tokens(with_specials), "<s> " + text + "</s>");
   int32_t tool_calls = -1;
   for (int32_t id = 0; id < 60; ++id) {
     const std::vector<int32_t> one = {id};
@@ -120,7 +121,8 @@ TEST(SentencePieceTokenizer, TrainsLoadsAndRoundTrips) {
   const std::vector<int32_t> lazy = tok->encode("lazy");
   call.insert(call.end(), lazy.begin(), lazy.end());
   EXPECT_EQ(tok->decode(call), "lazy");
-  EXPECT_EQ(tok->decode_with_special_tokens(call), "[TOOL_CALLS]lazy");
+  EXPECT_EQ(tok->decode_with_special_tokens(call), "[TOOL_CALLS] lazy");
+  EXPECT_EQ(tok->decode_with_special_tokens(lazy), "lazy");  // nothing before: no space
 }
 
 TEST(SentencePieceTokenizer, CorruptModelIsAnErrorNamingTheFile) {

@@ -1,10 +1,9 @@
 #include "headway/core/bpe_tokenizer.h"
 
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "bpe_tables.h"
 #include "byte_level_alphabet.h"
@@ -69,15 +68,7 @@ BpeTokenizer::~BpeTokenizer() = default;
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::filesystem::path& checkpoint_dir) {
   const std::filesystem::path file = checkpoint_dir / "tokenizer.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file.string() + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  try {
-    return load(checkpoint_dir, nlohmann::json::parse(text.str()));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(file.string() + ": invalid JSON: " + e.what());
-  }
+  return load(checkpoint_dir, read_json_file(file));
 }
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::filesystem::path& checkpoint_dir,

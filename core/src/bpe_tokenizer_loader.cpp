@@ -2,6 +2,7 @@
 // feature it does not implement by naming the file and the field: a silently different
 // tokenization would be a wrong prompt, which is worse than no prompt.
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 
 #include <algorithm>
 #include <fstream>
@@ -20,18 +21,6 @@ using nlohmann::json;
 // use_regex is true.
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-json read_json(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file.string() + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  try {
-    return json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    throw Error(file.string() + ": invalid JSON: " + e.what());
-  }
-}
 
 // Field access that names the file and the field path in every error.
 class Fields {
@@ -325,7 +314,7 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
   // config.json's ids are the fallback.
   int32_t bos = -2, eos = -2;
   if (const auto config = dir / "tokenizer_config.json"; std::filesystem::exists(config)) {
-    const json j = read_json(config);
+    const json j = read_json_file(config);
     if (!j.is_object()) throw Error(config.string() + ": not a JSON object");
     bos = config_token(config, j, "bos_token", *t);
     eos = config_token(config, j, "eos_token", *t);
@@ -333,7 +322,7 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
   if (bos == -2 || eos == -2) {
     json j;
     const auto config = dir / "config.json";
-    if (std::filesystem::exists(config)) j = read_json(config);
+    if (std::filesystem::exists(config)) j = read_json_file(config);
     if (!j.is_object()) j = json::object();
     if (bos == -2) bos = config_id(config, j, "bos_token_id", t->vocab_size);
     if (eos == -2) eos = config_id(config, j, "eos_token_id", t->vocab_size);

@@ -1,10 +1,9 @@
 #include "headway/core/byte_tokenizer.h"
 
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 
 namespace headway::core {
@@ -19,16 +18,7 @@ ByteTokenizer::ByteTokenizer(int32_t byte_offset, int32_t bos, int32_t eos, uint
 
 std::unique_ptr<ByteTokenizer> ByteTokenizer::from_json_file(const std::filesystem::path& file) {
   const std::string where = file.string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(where + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(where + ": invalid JSON: " + e.what());
-  }
+  const nlohmann::json j = read_json_file(file);
   try {
     const nlohmann::json& model = j.at("model");
     const std::string type = model.at("type").get<std::string>();

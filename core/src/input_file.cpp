@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string_view>
 #include <system_error>
 
@@ -40,6 +42,28 @@ std::string read_api_key_file(const std::filesystem::path& file) {
     throw Error(fmt::format("--api-key-file {}: the first line holds no key", file.string()));
   }
   return std::string(key);
+}
+
+std::string read_text_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const int open_errno = errno;
+  // A directory opens as a stream and fails only at the first read.
+  if (!in || std::filesystem::is_directory(file)) {
+    throw Error(fmt::format("{}: cannot open: {}", file.string(),
+                            unreadable_reason(file, in ? 0 : open_errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::move(text).str();
+}
+
+nlohmann::json read_json_file(const std::filesystem::path& file) {
+  const std::string text = read_text_file(file);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(fmt::format("{}: invalid JSON: {}", file.string(), e.what()));
+  }
 }
 
 }  // namespace headway::core

@@ -5,10 +5,9 @@
 #include <headway/core/bpe_tokenizer.h>
 #include <headway/core/byte_tokenizer.h>
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace headway::core {
 namespace {
@@ -16,18 +15,6 @@ namespace {
 Tokenizer::FileLoader& sentencepiece_loader() {
   static Tokenizer::FileLoader loader;  // function-local: safe from static initialisation order
   return loader;
-}
-
-nlohmann::json read_json(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(file.string() + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(file.string() + ": invalid JSON: " + e.what());
-  }
 }
 
 // The model type of a parsed tokenizer.json ("HeadwayByte", "BPE", ...).
@@ -55,7 +42,7 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
   if (has_spm && sentencepiece_loader()) return sentencepiece_loader()(spm);
   const std::filesystem::path json = dir / "tokenizer.json";
   if (std::filesystem::exists(json)) {
-    const nlohmann::json parsed = read_json(json);
+    const nlohmann::json parsed = read_json_file(json);
     const std::string type = model_type(json, parsed);
     if (type == "HeadwayByte") return ByteTokenizer::from_json_file(json);
     if (type == "BPE") return BpeTokenizer::load(dir, parsed);

@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace headway::serving {
 namespace {
@@ -15,16 +14,7 @@ namespace {
 void add_eos_ids(const std::filesystem::path& file, uint32_t vocab, std::vector<int32_t>& ids) {
   std::error_code ignored;
   if (!std::filesystem::is_regular_file(file, ignored)) return;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw core::Error(file.string() + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw core::Error(fmt::format("{}: invalid JSON: {}", file.string(), e.what()));
-  }
+  const nlohmann::json j = core::read_json_file(file);
   if (!j.is_object()) return;
   const auto field = j.find("eos_token_id");
   if (field == j.end() || field->is_null()) return;

@@ -1,12 +1,11 @@
 #include "headway/serving/chat_template.h"
 
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 #include <headway/serving/json_text.h>
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "jinja_evaluator.h"
 #include "jinja_lexer.h"
@@ -23,26 +22,13 @@ struct ChatTemplate::Parsed {
 
 namespace {
 
-std::string read_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw core::Error(file.string() + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 std::string special_text(const core::Tokenizer& tokenizer, int32_t id) {
   return id >= 0 ? tokenizer.special_token_text(id) : std::string();
 }
 
 // tokenizer_config.json's chat_template, or nullopt when it has none.
 std::optional<std::string> config_template(const std::filesystem::path& file) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(file));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw core::Error(file.string() + ": invalid JSON: " + e.what());
-  }
+  const nlohmann::json j = core::read_json_file(file);
   if (!j.is_object() || !j.contains("chat_template") || j["chat_template"].is_null()) {
     return std::nullopt;
   }
@@ -136,7 +122,7 @@ std::unique_ptr<ChatTemplate> ChatTemplate::from_string(const std::string& sourc
 
 std::unique_ptr<ChatTemplate> ChatTemplate::from_file(const std::filesystem::path& jinja_file,
                                                       const core::Tokenizer& tokenizer) {
-  return from_string(read_file(jinja_file), jinja_file.string(), tokenizer);
+  return from_string(core::read_text_file(jinja_file), jinja_file.string(), tokenizer);
 }
 
 std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::filesystem::path& checkpoint_dir,

@@ -1,10 +1,11 @@
-// Reading input files (a deployment, a workload, a trace, an API key) with errors that say why one
-// cannot be read, for the one-line error that
-// names it: "no such file", "a directory, not a file", or the system's reason.
+// Reading input files (a deployment, a workload, a trace, an API key, a checkpoint's JSON files)
+// with errors that name the file and say why it cannot be read: "no such file", "a directory, not
+// a file", or the system's reason.
 // Stateless; thread-safe.
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace headway::core {
@@ -17,5 +18,14 @@ std::string unreadable_reason(const std::filesystem::path& path, int open_errno 
 // and tabs around it. Throws Error naming the flag and the file when it cannot be read (with
 // unreadable_reason()) or holds no key.
 std::string read_api_key_file(const std::filesystem::path& file);
+
+// The whole of `file` as bytes. Throws Error "<file>: cannot open: <reason>" when it cannot be
+// read (a missing file, a directory, no permission).
+std::string read_text_file(const std::filesystem::path& file);
+
+// `file` parsed as JSON (a checkpoint's tokenizer.json, config.json, generation_config.json,
+// tokenizer_config.json). Throws Error naming the file: "cannot open: <reason>" as
+// read_text_file(), or "invalid JSON: <parser's message>" with the byte where parsing stopped.
+nlohmann::json read_json_file(const std::filesystem::path& file);
 
 }  // namespace headway::core

@@ -1,0 +1,75 @@
+// Reading input files: an API key file for `serve` and `bench --api-key-file`, and a checkpoint's
+// JSON files.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/error.h>
+#include <headway/core/input_file.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace headway::core {
+namespace {
+
+TEST(ApiKeyFile, GivesItsFirstLineTrimmed) {
+  const auto file = std::filesystem::temp_directory_path() / "headway_api_key_test";
+  { std::ofstream(file) << "  sk-123 \nsecond line\n"; }
+  EXPECT_EQ(read_api_key_file(file), "sk-123");
+  { std::ofstream(file) << "\n"; }
+  EXPECT_THROW(read_api_key_file(file), Error);
+  std::filesystem::remove(file);
+  try {
+    read_api_key_file(file);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos) << e.what();
+  }
+}
+
+// A directory opens as a stream and failed only at the first read: `serve` said "internal error:
+// basic_filebuf::underflow", `bench` that the first line held no key.
+TEST(ApiKeyFile, ADirectoryIsNamedAsOne) {
+  try {
+    read_api_key_file(std::filesystem::temp_directory_path());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read the file: a directory, not a file"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+std::string json_file_error(const std::filesystem::path& file) {
+  try {
+    read_json_file(file);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(JsonFile, GivesTheParsedDocument) {
+  const auto file = std::filesystem::temp_directory_path() / "headway_json_file_test.json";
+  { std::ofstream(file) << R"({"eos_token_id": [1, 2], "name": "x"})"; }
+  const nlohmann::json j = read_json_file(file);
+  EXPECT_EQ(j.at("eos_token_id"), nlohmann::json::array({1, 2}));
+  EXPECT_EQ(j.at("name"), "x");
+  std::filesystem::remove(file);
+}
+
+TEST(JsonFile, EachFailureNamesTheFileAndWhy) {
+  using ::testing::HasSubstr;
+  const auto file = std::filesystem::temp_directory_path() / "headway_json_file_test.json";
+  std::filesystem::remove(file);
+  EXPECT_THAT(json_file_error(file), HasSubstr(file.string() + ": cannot open: no such file"));
+  EXPECT_THAT(json_file_error(std::filesystem::temp_directory_path()),
+              HasSubstr(": cannot open: a directory, not a file"));
+  { std::ofstream(file) << R"({"eos_token_id": [1, 2)"; }
+  EXPECT_THAT(json_file_error(file), HasSubstr(file.string() + ": invalid JSON: "));
+  std::filesystem::remove(file);
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -1,5 +1,7 @@
 #include "byte_level_alphabet.h"
 
+#include <headway/core/utf8.h>
+
 #include <unordered_map>
 
 namespace headway::core::byte_level {
@@ -20,15 +22,9 @@ struct Alphabet {
     }
   }
 
-  // Every code point here is below U+0800, so one or two UTF-8 bytes.
   static std::string utf8(char32_t cp) {
     std::string out;
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    core::utf8::append_code_point(cp, out);
     return out;
   }
 };

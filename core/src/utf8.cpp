@@ -89,6 +89,33 @@ size_t complete_length(std::string_view bytes) {
   return complete ? n : 0;
 }
 
+char32_t first_code_point(std::string_view bytes) {
+  const auto byte = [&](size_t i) { return static_cast<char32_t>(static_cast<uint8_t>(bytes[i])); };
+  const size_t length = sequence_length(static_cast<uint8_t>(bytes[0]));
+  if (length == 1) return byte(0);
+  char32_t c = byte(0) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07);
+  for (size_t i = 1; i < length; ++i) c = (c << 6) | (byte(i) & 0x3F);
+  return c;
+}
+
+void append_code_point(char32_t c, std::string& out) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
 bool is_valid(std::string_view bytes) {
   size_t i = 0;
   while (i < bytes.size()) {

@@ -31,6 +31,7 @@ struct Expr {
     kFilter,     // args[0] | name(args[1...], kwargs)
     kTest,       // args[0] is [not] name(args[1...])
     kCall,       // name(args, kwargs): a global function (raise_exception, namespace, range, ...)
+    kMacroCall,  // name(args, kwargs): a {% macro %} of the template
     kMethod,     // args[0].name(args[1...], kwargs)
   };
   Kind kind = Kind::kLiteral;
@@ -48,13 +49,22 @@ struct Node {
     kOutput,  // {{ expr }}
     kIf,      // {% if conditions[0] %} bodies[0] {% elif conditions[1] %} ... {% else %} else_body
     kFor,     // {% for targets in expr [if condition] %} body {% else %} else_body {% endfor %}
-    kSet,     // {% set targets[0][.targets[1]] = expr %}
+    kSet,     // {% set targets[0][.targets[1]] = expr %}, or with no expr the rendered body
+              // ({% set x %}body{% endset %})
+    kMacro,   // {% macro text(targets[i] [= defaults[i]], ...) %} body {% endmacro %}
+    kBreak,   // {% break %}, only inside a for loop's body
+    kContinue,     // {% continue %}, likewise
+    kGeneration,   // {% generation %} body {% endgeneration %}: the body, as written (Hugging Face
+                   // marks the assistant's part of the prompt with it for training masks)
+    kFilterBlock,  // {% filter expr.name(expr.args, expr.kwargs) %} body {% endfilter %}: the
+                   // filter applied to the rendered body
   };
   Kind kind = Kind::kText;
   int line = 0;
   std::string text;
   ExprPtr expr;
   std::vector<std::string> targets;
+  std::vector<ExprPtr> defaults;  // kMacro: one per parameter, null where it has none
   ExprPtr condition;
   std::vector<ExprPtr> conditions;
   std::vector<std::vector<Node>> bodies;

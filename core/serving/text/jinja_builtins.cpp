@@ -1,10 +1,13 @@
 #include "jinja_builtins.h"
 
+#include <headway/core/utf8.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
@@ -17,7 +20,8 @@ const std::set<std::string, std::less<>> kFilters = {
     "trim",       "length",     "count",  "upper",   "lower",  "capitalize", "default",
     "d",          "join",       "tojson", "items",   "first",  "last",       "list",
     "string",     "int",        "float",  "replace", "safe",   "select",     "reject",
-    "selectattr", "rejectattr", "map",    "abs",     "unique", "wordcount"};
+    "selectattr", "rejectattr", "map",    "abs",     "unique", "wordcount",  "reverse",
+    "sort",       "dictsort",   "indent", "min",     "max"};
 const std::set<std::string, std::less<>> kTests = {
     "defined", "undefined",   "none",     "string",   "number", "integer", "float",
     "boolean", "mapping",     "iterable", "sequence", "true",   "false",   "odd",
@@ -26,9 +30,42 @@ const std::set<std::string, std::less<>> kFunctions = {"raise_exception", "names
                                                        "strftime_now"};
 const std::set<std::string, std::less<>> kMethods = {
     "strip",   "lstrip",     "rstrip", "upper", "lower", "startswith", "endswith", "split",
-    "replace", "capitalize", "title",  "items", "keys",  "values",     "get"};
+    "replace", "capitalize", "title",  "items", "keys",  "values",     "get",      "format"};
 
-constexpr std::string_view kWhitespace = " \t\n\r\f\v";
+// What str.isspace() calls whitespace in ASCII; split() and strip() also take the non-ASCII
+// spaces (python_space_length).
+constexpr std::string_view kWhitespace = " \t\n\r\f\v\x1c\x1d\x1e\x1f";
+
+// The byte length of the character at the start of `bytes` (1 for a byte that starts none).
+size_t character_length(std::string_view bytes) {
+  const size_t n = core::utf8::complete_length(bytes);
+  return n == 0 ? 1 : n;
+}
+
+// The byte length of the whitespace character (Python's str.isspace()) at the start of `bytes`;
+// 0 when it starts with something else.
+size_t python_space_length(std::string_view bytes) {
+  if (bytes.empty()) return 0;
+  if (static_cast<unsigned char>(bytes[0]) < 0x80) {
+    return kWhitespace.find(bytes[0]) != std::string_view::npos ? 1 : 0;
+  }
+  const size_t n = core::utf8::complete_length(bytes);
+  if (n == 0) return 0;
+  const char32_t c = core::utf8::first_code_point(bytes);
+  const bool space = c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+                     c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return space ? n : 0;
+}
+
+// The same for the character that ends `bytes`.
+size_t python_space_length_before(std::string_view bytes) {
+  for (size_t n = 1; n <= std::min<size_t>(4, bytes.size()); ++n) {
+    const std::string_view last = bytes.substr(bytes.size() - n);
+    if ((static_cast<unsigned char>(last[0]) & 0xC0) == 0x80) continue;  // inside a character
+    return python_space_length(last) == n ? n : 0;
+  }
+  return 0;
+}
 
 void expect_count(const std::string& what, const Arguments& args, size_t min, size_t max) {
   if (args.size() < min || args.size() > max) {
@@ -62,15 +99,64 @@ void no_keywords(const std::string& what, const KeywordArguments& kwargs,
   }
 }
 
-std::string strip(const std::string& s, std::string_view chars, bool left, bool right) {
-  size_t begin = 0, end = s.size();
+// Python's str.strip/lstrip/rstrip: whitespace when `chars` is null, else any of its characters.
+std::string strip(const std::string& s, const std::string* chars, bool left, bool right) {
+  std::vector<std::string> set;
+  if (chars) {
+    for (size_t i = 0; i < chars->size();) {
+      const size_t n = character_length(std::string_view(*chars).substr(i));
+      set.push_back(chars->substr(i, n));
+      i += n;
+    }
+  }
+  // The length of the stripped character at the start (or, `from_end`, the end) of `text`.
+  const auto strippable = [&](std::string_view text, bool from_end) -> size_t {
+    if (!chars) return from_end ? python_space_length_before(text) : python_space_length(text);
+    for (const std::string& c : set) {
+      if (from_end ? text.ends_with(c) : text.starts_with(c)) return c.size();
+    }
+    return 0;
+  };
+  std::string_view view(s);
   if (left) {
-    while (begin < end && chars.find(s[begin]) != std::string_view::npos) ++begin;
+    while (const size_t n = strippable(view, false)) view.remove_prefix(n);
   }
   if (right) {
-    while (end > begin && chars.find(s[end - 1]) != std::string_view::npos) --end;
+    while (const size_t n = strippable(view, true)) view.remove_suffix(n);
   }
-  return s.substr(begin, end - begin);
+  return std::string(view);
+}
+
+// Python's str.split(sep, maxsplit); a negative maxsplit is no limit.
+List split(const std::string& s, const std::string* separator, int64_t maxsplit) {
+  List out;
+  if (separator) {
+    if (separator->empty()) throw runtime_error("split: empty separator");
+    size_t pos = 0;
+    for (size_t hit; (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) &&
+                     (hit = s.find(*separator, pos)) != std::string::npos;
+         pos = hit + separator->size()) {
+      out.push_back(Value::string(s.substr(pos, hit - pos)));
+    }
+    out.push_back(Value::string(s.substr(pos)));
+    return out;
+  }
+  // Runs of whitespace separate words; the text after the last split keeps its trailing spaces.
+  std::string_view rest(s);
+  for (;;) {
+    while (const size_t n = python_space_length(rest)) rest.remove_prefix(n);
+    if (rest.empty()) return out;
+    if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
+      out.push_back(Value::string(std::string(rest)));
+      return out;
+    }
+    size_t end = 0;
+    while (end < rest.size() && python_space_length(rest.substr(end)) == 0) {
+      end += character_length(rest.substr(end));
+    }
+    out.push_back(Value::string(std::string(rest.substr(0, end))));
+    rest.remove_prefix(end);
+  }
 }
 
 std::string ascii_case(std::string s, bool upper) {
@@ -118,6 +204,7 @@ List iterate(const std::string& what, const Value& v) {
 }
 
 Value items(const Value& v) {
+  if (v.is_undefined()) return Value::list();  // Jinja 3.1's items filter
   if (!v.is_dict()) throw runtime_error("items needs a dict, got " + std::string(v.type_name()));
   List out;
   for (const auto& [key, value] : v.as_dict())
@@ -171,6 +258,266 @@ Value select(const std::string& name, const Value& target, const Arguments& args
   return Value::list(std::move(out));
 }
 
+// tojson's arguments as Hugging Face's tojson takes them: (ensure_ascii=False, indent=None,
+// separators=None, sort_keys=False), positionally or by name.
+JsonFormat json_format(const std::string& what, const Arguments& args,
+                       const KeywordArguments& kwargs) {
+  no_keywords(what, kwargs, {"ensure_ascii", "indent", "separators", "sort_keys"});
+  expect_count(what, args, 0, 4);
+  const auto argument = [&](size_t position, std::string_view name) {
+    return position < args.size() ? args[position] : keyword(kwargs, name);
+  };
+  JsonFormat format;
+  format.ensure_ascii = argument(0, "ensure_ascii").truthy();
+  const Value indent = argument(1, "indent");
+  if (indent.kind() == Value::Kind::kInt) {
+    format.indent = static_cast<int>(std::clamp<int64_t>(indent.as_int(), -1, 64));
+    format.item_separator = ",";
+  } else if (indent.is_string()) {
+    throw runtime_error(what + ": an indent given as a string is not supported; give a number");
+  } else if (!indent.is_undefined() && !indent.is_none()) {
+    throw runtime_error(what + ": indent must be an integer");
+  }
+  const Value separators = argument(2, "separators");
+  if (!separators.is_undefined() && !separators.is_none()) {
+    if (!separators.is_list() || separators.as_list().size() != 2 ||
+        !separators.as_list()[0].is_string() || !separators.as_list()[1].is_string()) {
+      throw runtime_error(what + ": separators must be a pair of strings, such as (',', ':')");
+    }
+    format.item_separator = separators.as_list()[0].as_string();
+    format.key_separator = separators.as_list()[1].as_string();
+  }
+  format.sort_keys = argument(3, "sort_keys").truthy();
+  return format;
+}
+
+// Python's < on the values sort and dictsort compare (numbers, strings, and lists of them);
+// strings compare lower-cased unless `case_sensitive`, as Jinja's sort filters do.
+bool less(const Value& a, const Value& b, bool case_sensitive) {
+  if (a.is_number() && b.is_number()) return a.as_number() < b.as_number();
+  if (a.kind() == Value::Kind::kBool && b.kind() == Value::Kind::kBool) {
+    return a.as_bool() < b.as_bool();
+  }
+  if (a.is_string() && b.is_string()) {
+    return case_sensitive ? a.as_string() < b.as_string()
+                          : ascii_case(a.as_string(), false) < ascii_case(b.as_string(), false);
+  }
+  if (a.is_list() && b.is_list()) {
+    const List& x = a.as_list();
+    const List& y = b.as_list();
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+      if (less(x[i], y[i], case_sensitive)) return true;
+      if (less(y[i], x[i], case_sensitive)) return false;
+    }
+    return x.size() < y.size();
+  }
+  throw runtime_error("cannot compare a " + std::string(a.type_name()) + " with a " +
+                      b.type_name() + " to sort them");
+}
+
+// The value at a dotted attribute path ("a.b", an integer part indexes a list), as Jinja's
+// attribute= arguments read it.
+Value attribute_at(const Value& item, const std::string& path) {
+  Value v = item;
+  size_t pos = 0;
+  for (;;) {
+    const size_t dot = path.find('.', pos);
+    const std::string part = path.substr(pos, dot == std::string::npos ? dot : dot - pos);
+    if (v.is_list() && !part.empty() &&
+        std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const size_t i = std::stoul(part);
+      v = i < v.as_list().size() ? v.as_list()[i] : Value();
+    } else {
+      v = v.get(part);
+    }
+    if (dot == std::string::npos) return v;
+    pos = dot + 1;
+  }
+}
+
+// sort(reverse=False, case_sensitive=False, attribute=None): a list (attribute may name several
+// keys, "a,b"); dictsort(case_sensitive=False, by='key', reverse=False): a dict's [key, value]
+// pairs. Both stable, as Python's sorted().
+Value sort(const std::string& what, const std::string& name, const Value& target,
+           const Arguments& args, const KeywordArguments& kwargs) {
+  const bool dictsort = name == "dictsort";
+  const std::vector<std::string_view> order =
+      dictsort ? std::vector<std::string_view>{"case_sensitive", "by", "reverse"}
+               : std::vector<std::string_view>{"reverse", "case_sensitive", "attribute"};
+  for (const auto& [key, value] : kwargs) {
+    if (std::find(order.begin(), order.end(), key) == order.end()) {
+      throw runtime_error(what + " has no argument '" + key + "'");
+    }
+  }
+  expect_count(what, args, 0, order.size());
+  const auto argument = [&](std::string_view key) {
+    const auto at = static_cast<size_t>(std::find(order.begin(), order.end(), key) - order.begin());
+    return at < args.size() ? args[at] : keyword(kwargs, key);
+  };
+  const bool reverse = argument("reverse").truthy();
+  const bool case_sensitive = argument("case_sensitive").truthy();
+  List all;
+  std::function<Value(const Value&)> key_of = [](const Value& item) { return item; };
+  if (dictsort) {
+    if (!target.is_dict()) throw runtime_error(what + " needs a dict, got " + target.type_name());
+    all = items(target).as_list();
+    const Value by = argument("by");
+    const std::string by_text = by.is_undefined() ? "key" : by.str();
+    if (by_text != "key" && by_text != "value") {
+      throw runtime_error(what + ": by must be 'key' or 'value'");
+    }
+    const size_t part = by_text == "key" ? 0 : 1;
+    key_of = [part](const Value& pair) { return pair.as_list()[part]; };
+  } else {
+    all = iterate(what, target);
+    const Value attribute = argument("attribute");
+    if (!attribute.is_undefined() && !attribute.is_none()) {
+      std::vector<std::string> paths;
+      const std::string& text = expect_string(what, attribute);
+      for (size_t pos = 0;;) {
+        const size_t comma = text.find(',', pos);
+        paths.push_back(text.substr(pos, comma == std::string::npos ? comma : comma - pos));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+      }
+      key_of = [paths](const Value& item) {
+        if (paths.size() == 1) return attribute_at(item, paths[0]);
+        List keys;
+        for (const std::string& path : paths) keys.push_back(attribute_at(item, path));
+        return Value::list(std::move(keys));
+      };
+    }
+  }
+  std::vector<std::pair<Value, Value>> keyed;  // (key, item)
+  keyed.reserve(all.size());
+  for (const Value& item : all) keyed.emplace_back(key_of(item), item);
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    return reverse ? less(b.first, a.first, case_sensitive)
+                   : less(a.first, b.first, case_sensitive);
+  });
+  List out;
+  out.reserve(keyed.size());
+  for (auto& [key, item] : keyed) out.push_back(std::move(item));
+  return Value::list(std::move(out));
+}
+
+// min/max(case_sensitive=False, attribute=None): the first smallest (largest) item, by `attribute`
+// when given; undefined for an empty sequence.
+Value extreme(const std::string& what, bool largest, const Value& target, const Arguments& args,
+              const KeywordArguments& kwargs) {
+  no_keywords(what, kwargs, {"case_sensitive", "attribute"});
+  expect_count(what, args, 0, 2);
+  const bool case_sensitive = (args.empty() ? keyword(kwargs, "case_sensitive") : args[0]).truthy();
+  const Value attribute = args.size() > 1 ? args[1] : keyword(kwargs, "attribute");
+  const bool by_attribute = !attribute.is_undefined() && !attribute.is_none();
+  const std::string path = by_attribute ? expect_string(what, attribute) : std::string();
+  Value best;
+  Value best_key;
+  for (const Value& item : iterate(what, target)) {
+    const Value key = by_attribute ? attribute_at(item, path) : item;
+    if (best.is_undefined() ||
+        (largest ? less(best_key, key, case_sensitive) : less(key, best_key, case_sensitive))) {
+      best = item;
+      best_key = key;
+    }
+  }
+  return best;
+}
+
+// Python's str.format: {} and {0} take positional arguments, {name} keyword ones, {{ and }} are
+// braces. Format specs and conversions ({:>4}, {!r}) are refused, naming the field.
+std::string python_format(const std::string& what, const std::string& pattern,
+                          const Arguments& args, const KeywordArguments& kwargs) {
+  std::string out;
+  size_t next_automatic = 0;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '}') {
+      if (i + 1 < pattern.size() && pattern[i + 1] == '}') ++i;
+      out += '}';
+      continue;
+    }
+    if (c != '{') {
+      out += c;
+      continue;
+    }
+    if (i + 1 < pattern.size() && pattern[i + 1] == '{') {
+      out += '{';
+      ++i;
+      continue;
+    }
+    const size_t close = pattern.find('}', i);
+    if (close == std::string::npos) throw runtime_error(what + ": a '{' is never closed");
+    const std::string field = pattern.substr(i + 1, close - i - 1);
+    if (field.find_first_of(":!.[") != std::string::npos) {
+      throw runtime_error(what + ": field {" + field +
+                          "} uses a format spec, a conversion or an "
+                          "attribute, which are not supported");
+    }
+    if (field.empty() ||
+        std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+      const size_t index = field.empty() ? next_automatic++ : std::stoul(field);
+      if (index >= args.size()) {
+        throw runtime_error(what + ": no positional argument for field {" + field + "}");
+      }
+      out += args[index].str();
+    } else {
+      const Value named = keyword(kwargs, field);
+      if (named.is_undefined()) throw runtime_error(what + ": no argument named '" + field + "'");
+      out += named.str();
+    }
+    i = close;
+  }
+  return out;
+}
+
+// indent(width=4, first=False, blank=False): spaces (or the given text) before each line but the
+// first (and the first too with first=True); blank lines stay empty unless blank=True.
+Value indent(const std::string& what, const Value& target, const Arguments& args,
+             const KeywordArguments& kwargs) {
+  no_keywords(what, kwargs, {"width", "first", "blank"});
+  expect_count(what, args, 0, 3);
+  const auto argument = [&](size_t position, std::string_view name) {
+    return position < args.size() ? args[position] : keyword(kwargs, name);
+  };
+  const Value width = argument(0, "width");
+  std::string prefix;
+  if (width.is_undefined()) {
+    prefix = "    ";
+  } else if (width.kind() == Value::Kind::kInt) {
+    prefix.assign(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 1024)), ' ');
+  } else if (width.is_string()) {
+    prefix = width.as_string();
+  } else {
+    throw runtime_error(what + ": width must be an integer or a string");
+  }
+  const bool first = argument(1, "first").truthy();
+  const bool blank = argument(2, "blank").truthy();
+  // Python's splitlines() on the text plus "\n", as Jinja does, so that a final newline stays.
+  const std::string text = target.str() + "\n";
+  std::vector<std::string_view> lines;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    size_t end = 0;
+    while (end < rest.size() &&
+           std::string_view("\n\r\v\f\x1c\x1d\x1e").find(rest[end]) == std::string_view::npos) {
+      ++end;
+    }
+    lines.push_back(rest.substr(0, end));
+    size_t breaker = end < rest.size() ? 1 : 0;
+    if (rest.substr(end).starts_with("\r\n")) breaker = 2;
+    rest.remove_prefix(end + breaker);
+  }
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += '\n';
+    const bool indented = (i > 0 || first) && (blank || !lines[i].empty() || (i == 0 && first));
+    if (indented) out += prefix;
+    out += lines[i];
+  }
+  return Value::string(std::move(out));
+}
+
 }  // namespace
 
 std::vector<Value> characters(const std::string& text) {
@@ -213,29 +560,25 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
     const bool boolean = args.size() > 1 ? args[1].truthy() : keyword(kwargs, "boolean").truthy();
     return (target.is_undefined() || (boolean && !target.truthy())) ? fallback : target;
   }
-  if (target.is_undefined() && name != "string" && name != "length" && name != "count" &&
-      name != "list" && name != "safe") {
+  // An undefined value reaches the other filters as Jinja's Undefined does: text filters read it as
+  // "", the others iterate it as empty (a tool parameter without a description, `| trim`, renders
+  // as nothing). Those that need a value refuse it, as Jinja does.
+  if (target.is_undefined() && (name == "int" || name == "float" || name == "abs")) {
     throw runtime_error(what + " applied to an undefined value");
   }
-  if (name == "tojson") {
-    no_keywords(what, kwargs, {"indent", "ensure_ascii", "sort_keys"});
-    expect_count(what, args, 0, 1);
-    const Value indent = args.empty() ? keyword(kwargs, "indent") : args[0];
-    if (keyword(kwargs, "sort_keys").truthy()) throw runtime_error(what + ": sort_keys");
-    if (!indent.is_undefined() && !indent.is_none() && indent.kind() != Value::Kind::kInt) {
-      throw runtime_error(what + ": indent must be an integer");
-    }
-    return Value::string(target.to_json(indent.kind() == Value::Kind::kInt
-                                            ? std::optional<int>(static_cast<int>(indent.as_int()))
-                                            : std::nullopt));
-  }
+  if (name == "tojson") return Value::string(target.to_json(json_format(what, args, kwargs)));
   if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
     no_keywords(what, kwargs);
+    // Jinja's filters that pick items give nothing for a false sequence, none included
+    // (functionary's template filters `tools` when no tools were given).
+    if (target.is_none()) return Value::list();
     return select(name, target, args);
   }
+  if (name == "min" || name == "max") return extreme(what, name == "max", target, args, kwargs);
   if (name == "map") {
     // map(attribute='x') or map('filter', args...)
     List out;
+    if (target.is_none()) return Value::list();  // as select
     const Value attribute = keyword(kwargs, "attribute");
     if (!attribute.is_undefined()) {
       no_keywords(what, kwargs, {"attribute", "default"});
@@ -278,11 +621,14 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
     return Value::string(
         replace_all(target.str(), expect_string(what, args[0]), expect_string(what, args[1])));
   }
+  if (name == "sort" || name == "dictsort") return sort(what, name, target, args, kwargs);
+  if (name == "indent") return indent(what, target, args, kwargs);
   no_keywords(what, kwargs);
   if (name == "trim") {
     expect_count(what, args, 0, 1);
+    const bool all_space = args.empty() || args[0].is_none();
     return Value::string(
-        strip(target.str(), args.empty() ? kWhitespace : expect_string(what, args[0]), true, true));
+        strip(target.str(), all_space ? nullptr : &expect_string(what, args[0]), true, true));
   }
   expect_count(what, args, 0, 0);
   if (name == "length" || name == "count") {
@@ -317,6 +663,14 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
   }
   if (name == "items") return items(target);
   if (name == "list") return Value::list(iterate(what, target));
+  if (name == "reverse") {
+    List all = iterate(what, target);
+    std::reverse(all.begin(), all.end());
+    if (!target.is_string()) return Value::list(std::move(all));
+    std::string text;
+    for (const Value& c : all) text += c.as_string();
+    return Value::string(std::move(text));
+  }
   if (name == "wordcount") {
     int64_t words = 0;
     bool in_word = false;
@@ -430,6 +784,22 @@ Value call_function(const std::string& name, const Arguments& args,
 Value call_method(const std::string& name, const Value& target, const Arguments& args,
                   const KeywordArguments& kwargs) {
   const std::string what = "method '" + name + "'";
+  if (name == "format" && target.is_string()) {
+    return Value::string(python_format(what, target.as_string(), args, kwargs));
+  }
+  if (name == "split" && target.is_string()) {
+    no_keywords(what, kwargs, {"sep", "maxsplit"});
+    expect_count(what, args, 0, 2);
+    const Value separator = !args.empty() ? args[0] : keyword(kwargs, "sep");
+    const Value maxsplit = args.size() > 1 ? args[1] : keyword(kwargs, "maxsplit");
+    if (!maxsplit.is_undefined() && maxsplit.kind() != Value::Kind::kInt) {
+      throw runtime_error(what + ": maxsplit must be an integer");
+    }
+    const bool whitespace = separator.is_undefined() || separator.is_none();
+    return Value::list(split(target.as_string(),
+                             whitespace ? nullptr : &expect_string(what, separator),
+                             maxsplit.is_undefined() ? -1 : maxsplit.as_int()));
+  }
   no_keywords(what, kwargs);
   if (target.is_dict()) {
     if (name == "items") {
@@ -454,9 +824,9 @@ Value call_method(const std::string& name, const Value& target, const Arguments&
     const std::string& s = target.as_string();
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
       expect_count(what, args, 0, 1);
-      const std::string_view chars =
-          args.empty() || args[0].is_none() ? kWhitespace : expect_string(what, args[0]);
-      return Value::string(strip(s, chars, name != "rstrip", name != "lstrip"));
+      const bool all_space = args.empty() || args[0].is_none();
+      return Value::string(strip(s, all_space ? nullptr : &expect_string(what, args[0]),
+                                 name != "rstrip", name != "lstrip"));
     }
     if (name == "upper" || name == "lower") {
       expect_count(what, args, 0, 0);
@@ -479,29 +849,6 @@ Value call_method(const std::string& name, const Value& target, const Arguments&
       expect_count(what, args, 2, 2);
       return Value::string(
           replace_all(s, expect_string(what, args[0]), expect_string(what, args[1])));
-    }
-    if (name == "split") {
-      expect_count(what, args, 0, 1);
-      List out;
-      if (args.empty() || args[0].is_none()) {
-        size_t i = 0;
-        while (i < s.size()) {
-          while (i < s.size() && kWhitespace.find(s[i]) != std::string_view::npos) ++i;
-          const size_t begin = i;
-          while (i < s.size() && kWhitespace.find(s[i]) == std::string_view::npos) ++i;
-          if (i > begin) out.push_back(Value::string(s.substr(begin, i - begin)));
-        }
-      } else {
-        const std::string& separator = expect_string(what, args[0]);
-        if (separator.empty()) throw runtime_error(what + ": empty separator");
-        size_t pos = 0;
-        for (size_t hit; (hit = s.find(separator, pos)) != std::string::npos;
-             pos = hit + separator.size()) {
-          out.push_back(Value::string(s.substr(pos, hit - pos)));
-        }
-        out.push_back(Value::string(s.substr(pos)));
-      }
-      return Value::list(std::move(out));
     }
   }
   throw runtime_error("a " + std::string(target.type_name()) + " has no " + what);

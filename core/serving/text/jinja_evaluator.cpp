@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <unordered_map>
+#include <utility>
 
 #include "jinja_builtins.h"
 
@@ -12,6 +13,9 @@ namespace {
 
 // A rendered prompt is bounded by the model's context; this bound only stops a runaway template.
 constexpr size_t kMaxOutputBytes = 64u << 20;
+// Macros may call themselves (a template rendering a nested JSON schema); this bounds the nesting
+// well above any schema's depth and well below what the C++ stack holds.
+constexpr int kMaxMacroDepth = 100;
 
 class Evaluator {
  public:
@@ -39,18 +43,44 @@ class Evaluator {
     out_ += text;
   }
 
+  // A name in the scopes of the running macro (or of the template outside macros), then in the
+  // template's top scope: a macro sees the template's globals and top-level variables as they are
+  // when it is called, as Jinja's do, but not the loop variables around the call.
   Value lookup(const std::string& name) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      const auto found = it->find(name);
-      if (found != it->end()) return found->second;
+    for (size_t i = scopes_.size(); i-- > frame_base_;) {
+      const auto found = scopes_[i].find(name);
+      if (found != scopes_[i].end()) return found->second;
+    }
+    if (frame_base_ > 0) {
+      const auto found = scopes_.front().find(name);
+      if (found != scopes_.front().end()) return found->second;
     }
     return {};
   }
 
+  // What `body` writes, rendered apart from the output (a macro's value, a block set's).
+  std::string capture(const std::vector<Node>& body) {
+    std::string outer = std::move(out_);
+    out_.clear();
+    try {
+      execute(body);
+    } catch (...) {
+      out_ = std::move(outer);
+      throw;
+    }
+    std::string captured = std::move(out_);
+    out_ = std::move(outer);
+    return captured;
+  }
+
   // ---- statements ----
 
+  // Runs `nodes` until one of them breaks or continues the loop around them.
   void execute(const std::vector<Node>& nodes) {
-    for (const Node& node : nodes) execute(node);
+    for (const Node& node : nodes) {
+      execute(node);
+      if (flow_ != Flow::kNext) return;
+    }
   }
 
   void execute(const Node& node) {
@@ -74,7 +104,7 @@ class Evaluator {
         execute_for(node);
         return;
       case Node::Kind::kSet: {
-        Value value = eval(*node.expr);
+        Value value = node.expr ? eval(*node.expr) : Value::string(capture(node.body));
         if (node.targets.size() == 2) {
           const Value target = lookup(node.targets[0]);
           if (!target.is_namespace()) {
@@ -84,6 +114,33 @@ class Evaluator {
           target.set(node.targets[1], std::move(value));
         } else {
           scopes_.back()[node.targets[0]] = std::move(value);
+        }
+        return;
+      }
+      case Node::Kind::kMacro:
+        macros_[node.text] = &node;
+        return;
+      case Node::Kind::kBreak:
+        flow_ = Flow::kBreak;
+        return;
+      case Node::Kind::kContinue:
+        flow_ = Flow::kContinue;
+        return;
+      case Node::Kind::kGeneration:
+        execute(node.body);
+        return;
+      case Node::Kind::kFilterBlock: {
+        const Value text = Value::string(capture(node.body));
+        Arguments args;
+        for (const ExprPtr& a : node.expr->args) args.push_back(eval(*a));
+        KeywordArguments kwargs;
+        for (const auto& [name, value] : node.expr->kwargs) kwargs.emplace_back(name, eval(*value));
+        try {
+          emit(node.line, apply_filter(node.expr->name, text, args, kwargs).str());
+        } catch (const RenderError&) {
+          throw;
+        } catch (const std::runtime_error& error) {
+          fail(node.line, error.what());
         }
         return;
       }
@@ -135,6 +192,8 @@ class Evaluator {
         throw;
       }
       scopes_.pop_back();
+      const Flow flow = std::exchange(flow_, Flow::kNext);
+      if (flow == Flow::kBreak) return;
     }
   }
 
@@ -197,8 +256,67 @@ class Evaluator {
       case Expr::Kind::kMethod:
       case Expr::Kind::kCall:
         return call(e);
+      case Expr::Kind::kMacroCall:
+        return call_macro(e);
     }
     return {};
+  }
+
+  // A macro's output for the arguments of `e`, as a string. Parameters the call leaves out take
+  // their defaults (evaluated after the parameters before them are bound, as Jinja does) or are
+  // undefined.
+  Value call_macro(const Expr& e) {
+    const auto found = macros_.find(e.name);
+    if (found == macros_.end()) {
+      fail(e.line, "macro '" + e.name + "' is called before its {% macro %} statement has run");
+    }
+    const Node& macro = *found->second;
+    const std::vector<std::string>& parameters = macro.targets;
+    if (e.args.size() > parameters.size()) {
+      fail(e.line, "macro '" + e.name + "' takes " + std::to_string(parameters.size()) +
+                       " argument(s), got " + std::to_string(e.args.size()));
+    }
+    if (macro_depth_ == kMaxMacroDepth) {
+      fail(e.line,
+           "macro calls nest more than 100 deep (a macro that never stops calling itself?)");
+    }
+    Scope arguments;
+    std::vector<bool> bound(parameters.size(), false);
+    for (size_t i = 0; i < e.args.size(); ++i) {
+      arguments[parameters[i]] = eval(*e.args[i]);
+      bound[i] = true;
+    }
+    for (const auto& [name, value] : e.kwargs) {
+      const auto at = std::find(parameters.begin(), parameters.end(), name);
+      if (at == parameters.end()) {
+        fail(e.line, "macro '" + e.name + "' has no parameter '" + name + "'");
+      }
+      const auto i = static_cast<size_t>(at - parameters.begin());
+      if (bound[i]) fail(e.line, "macro '" + e.name + "' got parameter '" + name + "' twice");
+      arguments[name] = eval(*value);
+      bound[i] = true;
+    }
+    const size_t outer_base = std::exchange(frame_base_, scopes_.size());
+    const size_t outer_scopes = scopes_.size();
+    scopes_.push_back(std::move(arguments));
+    ++macro_depth_;
+    std::string text;
+    try {
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        if (!bound[i] && macro.defaults[i])
+          scopes_.back()[parameters[i]] = eval(*macro.defaults[i]);
+      }
+      text = capture(macro.body);
+    } catch (...) {
+      --macro_depth_;
+      scopes_.resize(outer_scopes);
+      frame_base_ = outer_base;
+      throw;
+    }
+    --macro_depth_;
+    scopes_.resize(outer_scopes);
+    frame_base_ = outer_base;
+    return Value::string(std::move(text));
   }
 
   // What an expression was, for "'x' is undefined" messages.
@@ -299,6 +417,7 @@ class Evaluator {
     if (op == "==") return Value::boolean(equal(a, b));
     if (op == "!=") return Value::boolean(!equal(a, b));
     if (op == "in" || op == "not in") {
+      if (b.is_undefined()) return Value::boolean(op == "not in");  // Jinja: nothing is in it
       if (!b.is_string() && !b.is_list() && !b.is_dict()) {
         fail(e.line,
              "'in' needs a string, list or dict on its right, got " + std::string(b.type_name()));
@@ -391,6 +510,13 @@ class Evaluator {
         case Expr::Kind::kFilter:
           return apply_filter(e.name, target, args, kwargs);
         case Expr::Kind::kTest:
+          // Global functions and macros are defined names (Llama 3.2's template asks whether
+          // strftime_now is), though they are not values here.
+          if ((e.name == "defined" || e.name == "undefined") && target.is_undefined() &&
+              e.args[0]->kind == Expr::Kind::kName &&
+              (is_function(e.args[0]->name) || macros_.contains(e.args[0]->name))) {
+            return Value::boolean((e.name == "defined") != e.negated);
+          }
           return Value::boolean(apply_test(e.name, target, args) != e.negated);
         case Expr::Kind::kMethod:
           if (target.is_undefined()) {
@@ -407,7 +533,13 @@ class Evaluator {
     }
   }
 
+  enum class Flow { kNext, kBreak, kContinue };
+
   std::vector<Scope> scopes_;
+  size_t frame_base_ = 0;  // the first scope of the running macro; 0 outside macros
+  std::unordered_map<std::string, const Node*> macros_;  // defined so far; nodes of the tree
+  int macro_depth_ = 0;
+  Flow flow_ = Flow::kNext;  // set by break/continue until their loop takes it
   std::string out_;
 };
 

@@ -1,7 +1,11 @@
 #include "jinja_lexer.h"
 
+#include <headway/core/utf8.h>
+
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cstdint>
 
 namespace headway::serving::jinja {
 namespace {
@@ -100,6 +104,7 @@ class Lexer {
     tokens_.push_back({expression ? Token::Kind::kExpressionOpen : Token::Kind::kStatementOpen,
                        expression ? "{{" : "{%", open_line});
     const std::string_view closer = expression ? "}}" : "%}";
+    open_brackets_ = 0;
     for (;;) {
       while (pos_ < src_.size() && is_space(src_[pos_])) advance_to(pos_ + 1);
       if (pos_ >= src_.size()) {
@@ -107,6 +112,12 @@ class Lexer {
                                          " is never closed with " + std::string(closer));
       }
       const std::string_view rest = src_.substr(pos_);
+      // Inside brackets "}}" closes two dicts, not the tag ({{ f({'a': {'b': 1}}) }}), as
+      // Jinja's lexer balances them.
+      if (open_brackets_ > 0) {
+        lex_inner();
+        continue;
+      }
       if ((rest.starts_with('-') || rest.starts_with('+')) && rest.substr(1).starts_with(closer)) {
         strip_next_ = rest.front() == '-';
         trim_next_newline_ = !expression && options_.trim_blocks && rest.front() != '+';
@@ -145,12 +156,23 @@ class Lexer {
     if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t end = pos_;
       while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
+      const auto digit_at = [&](size_t i) {
+        return i < src_.size() && std::isdigit(static_cast<unsigned char>(src_[i]));
+      };
       bool is_float = false;
-      if (end + 1 < src_.size() && src_[end] == '.' &&
-          std::isdigit(static_cast<unsigned char>(src_[end + 1]))) {
+      if (src_[end] == '.' && digit_at(end + 1)) {
         is_float = true;
         ++end;
-        while (end < src_.size() && std::isdigit(static_cast<unsigned char>(src_[end]))) ++end;
+        while (digit_at(end)) ++end;
+      }
+      // An exponent (1e16, 2.5E-3) makes a float too.
+      if (end < src_.size() && (src_[end] == 'e' || src_[end] == 'E')) {
+        const size_t sign = end + 1 < src_.size() && (src_[end + 1] == '+' || src_[end + 1] == '-');
+        if (digit_at(end + 1 + sign)) {
+          is_float = true;
+          end += 1 + sign;
+          while (digit_at(end)) ++end;
+        }
       }
       tokens_.push_back({is_float ? Token::Kind::kFloat : Token::Kind::kInteger,
                          std::string(src_.substr(pos_, end - pos_)), line_});
@@ -170,6 +192,8 @@ class Lexer {
       }
     }
     if (std::string_view("+-*/%~<>()[]{},.:|=").find(c) != std::string_view::npos) {
+      if (c == '(' || c == '[' || c == '{') ++open_brackets_;
+      if ((c == ')' || c == ']' || c == '}') && open_brackets_ > 0) --open_brackets_;
       tokens_.push_back({Token::Kind::kOperator, std::string(1, c), line_});
       advance_to(pos_ + 1);
       return;
@@ -205,6 +229,23 @@ class Lexer {
         case '"':
           value += src_[i];
           break;
+        case 'x':
+        case 'u':
+        case 'U': {  // Python's \xXX, \uXXXX and \UXXXXXXXX: a code point, written as UTF-8
+          const size_t digits = src_[i] == 'x' ? 2 : src_[i] == 'u' ? 4 : 8;
+          uint32_t code = 0;
+          const std::string_view hex = src_.substr(i + 1, digits);
+          const auto parsed = std::from_chars(hex.data(), hex.data() + hex.size(), code, 16);
+          if (hex.size() != digits || parsed.ptr != hex.data() + hex.size() || code > 0x10FFFF ||
+              (code >= 0xD800 && code <= 0xDFFF)) {
+            throw SyntaxError(line, std::string("escape sequence '\\") + src_[i] + "' needs " +
+                                        std::to_string(digits) +
+                                        " hex digits of a code point in a string literal");
+          }
+          core::utf8::append_code_point(code, value);
+          i += digits;
+          break;
+        }
         case '\n':  // a backslash-newline continues the line, as in Python
           break;
         default:
@@ -222,6 +263,7 @@ class Lexer {
   size_t pos_ = 0;
   int line_ = 1;
   bool strip_next_ = false;         // the previous tag ended with '-'
+  int open_brackets_ = 0;           // ( [ { opened and not yet closed in the current tag
   bool trim_next_newline_ = false;  // the previous tag was a block or comment (trim_blocks)
   std::vector<Token> tokens_;
 };

@@ -1,5 +1,6 @@
 #include "jinja_parser.h"
 
+#include <algorithm>
 #include <charconv>
 #include <initializer_list>
 #include <set>
@@ -13,13 +14,16 @@ using Kind = Token::Kind;
 
 // Names that are syntax, never variables.
 const std::set<std::string, std::less<>> kKeywords = {
-    "and",    "or",  "not",    "in",   "is",    "if",   "else", "elif",  "endif", "for",
-    "endfor", "set", "endset", "true", "false", "none", "True", "False", "None",  "recursive"};
+    "and",   "or",    "not",    "in",        "is",     "if",      "else",  "elif",
+    "endif", "for",   "endfor", "set",       "endset", "true",    "false", "none",
+    "True",  "False", "None",   "recursive", "macro",  "endmacro"};
 
 // Statements Jinja has that this interpreter does not; named in the error.
 const std::set<std::string, std::less<>> kUnsupportedStatements = {
-    "macro", "call", "filter",     "block", "extends", "include",  "import",     "from",
-    "raw",   "with", "autoescape", "do",    "break",   "continue", "generation", "endgeneration"};
+    "call", "block", "extends", "include", "import", "from", "raw", "with", "autoescape", "do"};
+
+// Bounds a macro's parameter list; the macros of chat templates take two or three.
+constexpr size_t kMaxMacroParameters = 64;
 
 // A statement node of `kind` at `line`, every other field empty.
 Node node(Node::Kind kind, int line) {
@@ -34,6 +38,7 @@ class Parser {
   explicit Parser(const std::vector<Token>& tokens) : tokens_(tokens) {}
 
   std::vector<Node> parse_template() {
+    collect_macro_names();
     std::vector<Node> nodes = parse_nodes({});
     if (!at(Kind::kEnd)) {
       throw SyntaxError(peek().line, "unexpected '{% " + stopped_at_ + " %}'");
@@ -92,6 +97,17 @@ class Parser {
 
   // ---- statements ----
 
+  // Every {% macro NAME %} of the template, so that a call to NAME parses wherever it is written:
+  // Jinja defines a macro when its statement runs, so a macro may call one defined after it.
+  void collect_macro_names() {
+    for (size_t i = 0; i + 2 < tokens_.size(); ++i) {
+      if (tokens_[i].kind == Kind::kStatementOpen && tokens_[i + 1].kind == Kind::kName &&
+          tokens_[i + 1].text == "macro" && tokens_[i + 2].kind == Kind::kName) {
+        macro_names_.insert(tokens_[i + 2].text);
+      }
+    }
+  }
+
   // Parses nodes until a statement whose keyword is in `stops` (left unconsumed after "{%"; its
   // keyword is in stopped_at_) or the end.
   std::vector<Node> parse_nodes(std::initializer_list<std::string_view> stops) {
@@ -138,6 +154,33 @@ class Parser {
     if (keyword.text == "if") return parse_if(keyword.line);
     if (keyword.text == "for") return parse_for(keyword.line);
     if (keyword.text == "set") return parse_set(keyword.line);
+    if (keyword.text == "macro") return parse_macro(keyword.line);
+    if (keyword.text == "break" || keyword.text == "continue") {
+      return parse_loop_control(keyword.text, keyword.line);
+    }
+    if (keyword.text == "filter") {
+      // {% filter name(args) %}: a filter call with the body as its target, filled in at render.
+      Node n = node(Node::Kind::kFilterBlock, keyword.line);
+      const Token& name = peek();
+      if (name.kind != Kind::kName) fail("a filter name");
+      next();
+      if (!is_filter(name.text)) throw SyntaxError(name.line, "unknown filter '" + name.text + "'");
+      n.expr = make(Expr::Kind::kFilter, name.line, name.text);
+      if (at_op("(")) parse_arguments(*n.expr);
+      expect(Kind::kStatementClose, "'%}'");
+      n.body = parse_nodes({"endfilter"});
+      if (stopped_at_ != "endfilter") unclosed("filter", keyword.line);
+      expect(Kind::kStatementClose, "'%}'");
+      return n;
+    }
+    if (keyword.text == "generation") {
+      Node n = node(Node::Kind::kGeneration, keyword.line);
+      expect(Kind::kStatementClose, "'%}'");
+      n.body = parse_nodes({"endgeneration"});
+      if (stopped_at_ != "endgeneration") unclosed("generation", keyword.line);
+      expect(Kind::kStatementClose, "'%}'");
+      return n;
+    }
     if (kUnsupportedStatements.contains(keyword.text)) {
       throw SyntaxError(keyword.line, "'{% " + keyword.text +
                                           " %}' is not supported by Headway's chat "
@@ -188,7 +231,9 @@ class Parser {
       throw SyntaxError(peek().line, "recursive for loops are not supported");
     }
     expect(Kind::kStatementClose, "'%}'");
+    ++loop_depth_;
     n.body = parse_nodes({"else", "endfor"});
+    --loop_depth_;
     if (stopped_at_ == "else") {
       expect(Kind::kStatementClose, "'%}'");
       n.else_body = parse_nodes({"endfor"});
@@ -205,14 +250,64 @@ class Parser {
       next();
       n.targets.push_back(identifier("an attribute name"));
     }
-    if (at(Kind::kStatementClose)) {
-      throw SyntaxError(line, "block assignments ({% set x %}...{% endset %}) are not supported");
+    if (at(Kind::kStatementClose)) {  // {% set x %}body{% endset %}
+      next();
+      n.body = parse_nodes({"endset"});
+      if (stopped_at_ != "endset") unclosed("set", line);
+      expect(Kind::kStatementClose, "'%}'");
+      return n;
     }
     if (at_op(",")) throw SyntaxError(line, "assigning several variables in one set");
     expect_op("=");
     n.expr = parse_expression();
     expect(Kind::kStatementClose, "'%}'");
     return n;
+  }
+
+  // {% macro name(a, b=default, ...) %} body {% endmacro %}
+  Node parse_macro(int line) {
+    Node n = node(Node::Kind::kMacro, line);
+    n.text = identifier("a macro name");
+    expect_op("(");
+    while (!at_op(")")) {
+      std::string parameter = identifier("a parameter name");
+      if (std::find(n.targets.begin(), n.targets.end(), parameter) != n.targets.end()) {
+        throw SyntaxError(line, "macro '" + n.text + "' names parameter '" + parameter + "' twice");
+      }
+      n.targets.push_back(std::move(parameter));
+      if (at_op("=")) {
+        next();
+        n.defaults.push_back(parse_expression());
+      } else {
+        if (!n.defaults.empty() && n.defaults.back()) {
+          fail("a default value (parameters after one with a default need one too)");
+        }
+        n.defaults.push_back(nullptr);
+      }
+      if (!at_op(",")) break;
+      next();
+    }
+    expect_op(")");
+    if (n.targets.size() > kMaxMacroParameters) {
+      throw SyntaxError(line, "macro '" + n.text + "' has more than 64 parameters");
+    }
+    expect(Kind::kStatementClose, "'%}'");
+    // A loop around the macro's statement is not a loop around its body.
+    const int enclosing_loops = loop_depth_;
+    loop_depth_ = 0;
+    n.body = parse_nodes({"endmacro"});
+    loop_depth_ = enclosing_loops;
+    if (stopped_at_ != "endmacro") unclosed("macro", line);
+    expect(Kind::kStatementClose, "'%}'");
+    return n;
+  }
+
+  Node parse_loop_control(const std::string& keyword, int line) {
+    if (loop_depth_ == 0) {
+      throw SyntaxError(line, "'{% " + keyword + " %}' outside a for loop");
+    }
+    expect(Kind::kStatementClose, "'%}'");
+    return node(keyword == "break" ? Node::Kind::kBreak : Node::Kind::kContinue, line);
   }
 
   [[noreturn]] void unclosed(const std::string& what, int line) const {
@@ -402,10 +497,12 @@ class Parser {
         if (kKeywords.contains(t.text)) fail("an expression");
         next();
         if (at_op("(")) {
-          if (!is_function(t.text)) {
+          // The template's own macros come first, as its names shadow Jinja's globals.
+          const bool macro = macro_names_.contains(t.text);
+          if (!macro && !is_function(t.text)) {
             throw SyntaxError(t.line, "unknown function '" + t.text + "'");
           }
-          auto e = make(Expr::Kind::kCall, t.line, t.text);
+          auto e = make(macro ? Expr::Kind::kMacroCall : Expr::Kind::kCall, t.line, t.text);
           parse_arguments(*e);
           return e;
         }
@@ -581,6 +678,8 @@ class Parser {
   const std::vector<Token>& tokens_;
   size_t pos_ = 0;
   std::string stopped_at_;
+  std::set<std::string, std::less<>> macro_names_;
+  int loop_depth_ = 0;  // for loops around the statement being parsed, within its macro
 };
 
 }  // namespace

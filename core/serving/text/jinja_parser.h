@@ -1,7 +1,7 @@
 // The second stage of the chat-template interpreter: tokens -> syntax tree. Everything the
 // evaluator cannot do is refused here, at load time, with the line and the construct: statements
-// other than if/for/set, unknown filters, tests, functions and methods, block sets, macros. A
-// template that parses renders without "unsupported" surprises.
+// other than if/for/set/macro/break/continue/filter/generation, unknown filters, tests, functions
+// and methods. A template that parses renders without "unsupported" surprises.
 //
 // Threading: pure function.
 #pragma once

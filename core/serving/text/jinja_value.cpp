@@ -1,25 +1,102 @@
 #include "jinja_value.h"
 
+#include <headway/core/utf8.h>
+
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 namespace headway::serving::jinja {
 namespace {
 
+// Python's repr() of a float, which str(), json.dumps and so Jinja's output and tojson all use:
+// the shortest digits that read back as the same double, written positionally when the decimal
+// exponent is in [-4, 16) (100000.0, 0.0001) and as 1e+16 or 1.5e-05 otherwise.
 std::string float_text(double f) {
   if (std::isnan(f)) return "nan";
   if (std::isinf(f)) return f > 0 ? "inf" : "-inf";
   char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), f);
-  std::string s(buffer, result.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof(buffer), f, std::chars_format::scientific);
+  const std::string_view scientific(buffer, static_cast<size_t>(result.ptr - buffer));
+  // "-d.ddde+XX" -> sign, digits "dddd", exponent XX.
+  const size_t e = scientific.find('e');
+  std::string_view mantissa = scientific.substr(0, e);
+  std::string out;
+  if (mantissa.front() == '-') {
+    out += '-';
+    mantissa.remove_prefix(1);
+  }
+  std::string digits;
+  for (char c : mantissa) {
+    if (c != '.') digits += c;
+  }
+  int exponent = 0;
+  std::string_view exponent_text = scientific.substr(e + 1);
+  if (exponent_text.front() == '+') exponent_text.remove_prefix(1);
+  std::from_chars(exponent_text.data(), exponent_text.data() + exponent_text.size(), exponent);
+  if (exponent >= -4 && exponent < 16) {
+    if (exponent < 0) {
+      out += "0.";
+      out.append(static_cast<size_t>(-exponent - 1), '0');
+      out += digits;
+    } else {
+      const auto whole = static_cast<size_t>(exponent) + 1;
+      if (digits.size() < whole) digits.append(whole - digits.size(), '0');
+      out += digits.substr(0, whole);
+      out += '.';
+      out += digits.size() > whole ? digits.substr(whole) : "0";
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  out += exponent < 0 ? "e-" : "e+";
+  const std::string magnitude = std::to_string(std::abs(exponent));
+  if (magnitude.size() < 2) out += '0';
+  return out + magnitude;
 }
 
-std::string json_string(const std::string& s) {
+void append_u_escape(uint32_t unit, std::string& out) {
+  char buffer[8];
+  std::snprintf(buffer, sizeof(buffer), "\\u%04x", static_cast<unsigned>(unit));
+  out += buffer;
+}
+
+// A non-ASCII character (or an invalid byte, as U+FFFD) at the start of `bytes` as json.dumps's
+// ensure_ascii writes it; returns the bytes it used.
+size_t append_ascii_escape(std::string_view bytes, std::string& out) {
+  const size_t n = core::utf8::complete_length(bytes);
+  if (n == 0) {
+    append_u_escape(0xFFFD, out);
+    return 1;
+  }
+  uint32_t code = core::utf8::first_code_point(bytes);
+  if (code >= 0x10000) {
+    code -= 0x10000;
+    append_u_escape(0xD800 + (code >> 10), out);
+    append_u_escape(0xDC00 + (code & 0x3FF), out);
+  } else {
+    append_u_escape(code, out);
+  }
+  return n;
+}
+
+std::string json_string(const std::string& s, bool ensure_ascii) {
   std::string out = "\"";
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (ensure_ascii && static_cast<unsigned char>(c) >= 0x7F) {
+      if (c == 0x7F) {
+        append_u_escape(0x7F, out);
+      } else {
+        i += append_ascii_escape(std::string_view(s).substr(i), out) - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -44,9 +121,7 @@ std::string json_string(const std::string& s) {
         break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
-          char buffer[8];
-          std::snprintf(buffer, sizeof(buffer), "\\u%04x", static_cast<unsigned char>(c));
-          out += buffer;
+          append_u_escape(static_cast<unsigned char>(c), out);
         } else {
           out += c;
         }
@@ -77,13 +152,13 @@ std::string python_quote(const std::string& s) {
   return out + q;
 }
 
-void json_into(const Value& v, std::optional<int> indent, int depth, std::string& out) {
+void json_into(const Value& v, const JsonFormat& format, int depth, std::string& out) {
   const auto newline = [&](int level) {
-    if (!indent) return;
+    if (!format.indent) return;
     out += '\n';
-    out.append(static_cast<size_t>(*indent) * static_cast<size_t>(level), ' ');
+    out.append(static_cast<size_t>(std::max(*format.indent, 0)) * static_cast<size_t>(level), ' ');
   };
-  const char* item_separator = indent ? "," : ", ";
+  const std::string& item_separator = format.item_separator;
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       throw std::runtime_error("tojson: the value is undefined");
@@ -97,10 +172,17 @@ void json_into(const Value& v, std::optional<int> indent, int depth, std::string
       out += std::to_string(v.as_int());
       return;
     case Value::Kind::kFloat:
-      out += float_text(v.as_number());
+      // json.dumps writes the values JSON has no number for as JavaScript names them.
+      if (std::isnan(v.as_number())) {
+        out += "NaN";
+      } else if (std::isinf(v.as_number())) {
+        out += v.as_number() > 0 ? "Infinity" : "-Infinity";
+      } else {
+        out += float_text(v.as_number());
+      }
       return;
     case Value::Kind::kString:
-      out += json_string(v.as_string());
+      out += json_string(v.as_string(), format.ensure_ascii);
       return;
     case Value::Kind::kList: {
       if (v.as_list().empty()) {
@@ -113,7 +195,7 @@ void json_into(const Value& v, std::optional<int> indent, int depth, std::string
         if (!first) out += item_separator;
         first = false;
         newline(depth + 1);
-        json_into(item, indent, depth + 1, out);
+        json_into(item, format, depth + 1, out);
       }
       newline(depth);
       out += ']';
@@ -125,13 +207,22 @@ void json_into(const Value& v, std::optional<int> indent, int depth, std::string
         return;
       }
       out += '{';
+      std::vector<const std::pair<std::string, Value>*> entries;
+      entries.reserve(v.as_dict().size());
+      for (const auto& entry : v.as_dict()) entries.push_back(&entry);
+      if (format.sort_keys) {
+        // UTF-8 byte order is code point order, Python's order of str keys.
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto* a, const auto* b) { return a->first < b->first; });
+      }
       bool first = true;
-      for (const auto& [key, item] : v.as_dict()) {
+      for (const auto* entry : entries) {
         if (!first) out += item_separator;
         first = false;
         newline(depth + 1);
-        out += json_string(key) + ": ";
-        json_into(item, indent, depth + 1, out);
+        out += json_string(entry->first, format.ensure_ascii);
+        out += format.key_separator;
+        json_into(entry->second, format, depth + 1, out);
       }
       newline(depth);
       out += '}';
@@ -249,9 +340,9 @@ std::string Value::repr() const {
   return "";
 }
 
-std::string Value::to_json(std::optional<int> indent) const {
+std::string Value::to_json(const JsonFormat& format) const {
   std::string out;
-  json_into(*this, indent, 0, out);
+  json_into(*this, format, 0, out);
   return out;
 }
 

@@ -32,6 +32,16 @@ struct TemplateException : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How tojson writes a value: Python's json.dumps with the arguments Hugging Face's tojson passes
+// on (its default ensure_ascii is False, where json.dumps's is True).
+struct JsonFormat {
+  std::optional<int> indent;          // none: one line; n: a newline and n spaces per level
+  std::string item_separator = ", ";  // json.dumps: ", " without an indent, "," with one
+  std::string key_separator = ": ";
+  bool sort_keys = false;
+  bool ensure_ascii = false;  // non-ASCII characters as \uXXXX (surrogate pairs above U+FFFF)
+};
+
 class Value {
  public:
   enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict };
@@ -67,9 +77,8 @@ class Value {
   std::string str() const;
   // Python's repr() (strings quoted), used inside lists and dicts.
   std::string repr() const;
-  // JSON text (Python json.dumps: ", " and ": " separators, or "," and ": " with an indent;
-  // non-ASCII kept). Undefined is an error.
-  std::string to_json(std::optional<int> indent) const;
+  // JSON text as json.dumps writes it with `format`. Undefined is an error.
+  std::string to_json(const JsonFormat& format) const;
 
   // Dict lookup; undefined when absent.
   Value get(const std::string& key) const;

@@ -27,4 +27,11 @@ bool is_valid(std::string_view bytes);
 // start with one (an invalid byte, or a character cut short).
 size_t complete_length(std::string_view bytes);
 
+// The code point of the character `bytes` starts with. Precondition: complete_length(bytes) > 0.
+char32_t first_code_point(std::string_view bytes);
+
+// Appends code point `c` as UTF-8. Precondition: `c` is a Unicode scalar value (at most
+// U+10FFFF and not a surrogate).
+void append_code_point(char32_t c, std::string& out);
+
 }  // namespace headway::core::utf8

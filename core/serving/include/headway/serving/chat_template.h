@@ -2,9 +2,11 @@
 //
 // Hugging Face checkpoints ship their template as Jinja (tokenizer_config.json "chat_template", or
 // chat_template.jinja beside it). Headway runs it with its own small interpreter of the Jinja
-// subset such templates use (Llama 3 / 3.1, Mistral, ChatML, Zephyr): output, if/elif/else, for
-// with loop.*, set and namespace(), the usual operators, filters (trim, length, tojson, join, ...),
-// tests (defined, none, ...), string and dict methods, raise_exception. The template is parsed at
+// subset such templates use (Llama 3.x, Qwen 2.5/3/3-Coder, Mistral, DeepSeek, Gemma, gpt-oss,
+// Hermes, ...): output, if/elif/else, for with loop.*, break/continue, set (also as a block) and
+// namespace(), macros, filter blocks, the usual operators, filters (trim, length, tojson, join,
+// sort, ...), tests (defined, none, ...), string and dict methods, raise_exception, strftime_now.
+// docs/serving_text.md lists it all and how it was compared with Jinja2. The template is parsed at
 // load time, and anything the interpreter cannot run is an error then (naming the file, the line
 // and the construct), never a silently wrong prompt. Rendering follows Hugging Face's
 // apply_chat_template: trim_blocks and lstrip_blocks on; variables messages (each with role and

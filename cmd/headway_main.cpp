@@ -15,6 +15,9 @@
 
 #include "bench_command.h"
 #include "builtin_defaults.h"
+#ifdef HEADWAY_SERVE_HTTP
+#include "chat_template_command.h"
+#endif
 #include "model_command.h"
 #include "plan_command.h"
 #include "plugin_command.h"
@@ -74,6 +77,10 @@ int run_cli(int argc, char** argv) {
   CLI::App* serve = headway::cmd::add_serve_command(app, serve_args);
   headway::cmd::PlanArgs plan_args;
   CLI::App* plan = headway::cmd::add_plan_command(app, plan_args);
+#ifdef HEADWAY_SERVE_HTTP
+  headway::cmd::ChatTemplateArgs chat_template_args;
+  CLI::App* chat_template = headway::cmd::add_chat_template_command(app, chat_template_args);
+#endif
 
   try {
     app.parse(argc, argv);
@@ -99,6 +106,9 @@ int run_cli(int argc, char** argv) {
     if (*profile) return headway::cmd::run_profile(profile_args);
     if (*serve) return headway::cmd::run_serve(serve_args);
     if (*plan) return headway::cmd::run_plan(plan_args);
+#ifdef HEADWAY_SERVE_HTTP
+    if (*chat_template) return headway::cmd::run_chat_template(chat_template_args);
+#endif
   } catch (const headway::core::Error& e) {
     std::fprintf(stderr, "headway: error: %s\n", e.what());
     return 1;

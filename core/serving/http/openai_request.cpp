@@ -1,6 +1,7 @@
 #include "openai_request.h"
 
 #include <fmt/format.h>
+#include <headway/core/error.h>
 
 #include <charconv>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "api_error.h"
+#include "headway/serving/chat_request.h"
 #include "headway/serving/echoed_input.h"
 #include "headway/serving/json_text.h"
 #include "headway/serving/random_bits.h"
@@ -385,6 +387,20 @@ ToolRequest parse_chat_prompt(const nlohmann::json& json, std::string_view body,
 }
 
 }  // namespace
+
+GenerateInput parse_chat_request_prompt(std::string_view body) {
+  try {
+    const nlohmann::json json = parse_body(body);
+    const FieldReader fields(json, "");
+    if (fields.find("messages") == nullptr) throw invalid_field("messages", "messages is required");
+    GenerateInput input;
+    input.model = fields.string("model").value_or("");
+    parse_chat_prompt(json, body, input);
+    return input;
+  } catch (const ApiError& e) {
+    throw core::Error(e.what());
+  }
+}
 
 GenerateInput parse_tokenize_request(std::string_view body) {
   const nlohmann::json json = parse_body(body);

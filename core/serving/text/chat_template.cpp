@@ -75,7 +75,7 @@ jinja::Value value_of(const nlohmann::ordered_json& json) {
       return jinja::Value::list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
-      jinja::Dict items;
+      jinja::Names items;
       items.reserve(json.size());
       for (const auto& [key, item] : json.items()) items.emplace_back(key, value_of(item));
       return jinja::Value::dict(std::move(items));
@@ -147,8 +147,8 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
   list.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    jinja::Dict message = {{"role", jinja::Value::string(m.role)},
-                           {"content", jinja::Value::string(m.content)}};
+    jinja::Names message = {{"role", jinja::Value::string(m.role)},
+                            {"content", jinja::Value::string(m.content)}};
     if (!m.fields_json.empty()) {
       const std::string field = "messages[" + std::to_string(i) + "].fields_json";
       const nlohmann::ordered_json fields =
@@ -164,7 +164,7 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
   if (!tools_json.empty()) {
     tools = value_of(parse_field(tools_json, "tools", "array", &nlohmann::ordered_json::is_array));
   }
-  jinja::Dict globals = {
+  jinja::Names globals = {
       {"messages", jinja::Value::list(std::move(list))},
       {"add_generation_prompt", jinja::Value::boolean(add_generation_prompt)},
       {"bos_token", jinja::Value::string(parsed_->bos_token)},

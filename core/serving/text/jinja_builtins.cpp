@@ -207,8 +207,7 @@ Value items(const Value& v) {
   if (v.is_undefined()) return Value::list();  // Jinja 3.1's items filter
   if (!v.is_dict()) throw runtime_error("items needs a dict, got " + std::string(v.type_name()));
   List out;
-  for (const auto& [key, value] : v.as_dict())
-    out.push_back(Value::list({Value::string(key), value}));
+  for (const auto& [key, value] : v.as_dict()) out.push_back(Value::list({key, value}));
   return Value::list(std::move(out));
 }
 
@@ -535,7 +534,7 @@ const List& elements(const std::string& what, const Value& v, List& scratch) {
   if (v.is_list()) return v.as_list();
   scratch.clear();
   if (v.is_dict()) {
-    for (const auto& [key, value] : v.as_dict()) scratch.push_back(Value::string(key));
+    for (const auto& [key, value] : v.as_dict()) scratch.push_back(key);
   } else if (v.is_string()) {
     scratch = characters(v.as_string());
   } else if (!v.is_undefined()) {
@@ -552,6 +551,7 @@ bool is_method(std::string_view name) { return kMethods.contains(name); }
 Value apply_filter(const std::string& name, const Value& target, const Arguments& args,
                    const KeywordArguments& kwargs) {
   const std::string what = "filter '" + name + "'";
+  if (!is_filter(name)) throw runtime_error("unknown " + what);
   if (name == "default" || name == "d") {
     no_keywords(what, kwargs, {"default_value", "boolean"});
     expect_count(what, args, 0, 2);
@@ -701,6 +701,7 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
 
 bool apply_test(const std::string& name, const Value& target, const Arguments& args) {
   const std::string what = "test '" + name + "'";
+  if (!is_test(name)) throw runtime_error("unknown " + what);
   const bool binary =
       name == "divisibleby" || name == "equalto" || name == "eq" || name == "ne" || name == "in";
   expect_count(what, args, binary ? 1 : 0, binary ? 1 : 0);
@@ -743,9 +744,10 @@ bool apply_test(const std::string& name, const Value& target, const Arguments& a
 Value call_function(const std::string& name, const Arguments& args,
                     const KeywordArguments& kwargs) {
   const std::string what = "function '" + name + "'";
+  if (!is_function(name)) throw runtime_error("unknown " + what);
   if (name == "namespace") {
     expect_count(what, args, 0, 0);
-    Dict fields;
+    Names fields;
     for (const auto& [key, value] : kwargs) fields.emplace_back(key, value);
     return Value::dict(std::move(fields), true);
   }
@@ -784,6 +786,9 @@ Value call_function(const std::string& name, const Arguments& args,
 Value call_method(const std::string& name, const Value& target, const Arguments& args,
                   const KeywordArguments& kwargs) {
   const std::string what = "method '" + name + "'";
+  if (!is_method(name)) {
+    throw runtime_error("a " + std::string(target.type_name()) + " has no " + what);
+  }
   if (name == "format" && target.is_string()) {
     return Value::string(python_format(what, target.as_string(), args, kwargs));
   }
@@ -810,13 +815,13 @@ Value call_method(const std::string& name, const Value& target, const Arguments&
       expect_count(what, args, 0, 0);
       List out;
       for (const auto& [key, value] : target.as_dict()) {
-        out.push_back(name == "keys" ? Value::string(key) : value);
+        out.push_back(name == "keys" ? key : value);
       }
       return Value::list(std::move(out));
     }
     if (name == "get") {
       expect_count(what, args, 1, 2);
-      const Value v = target.get(expect_string(what, args[0]));
+      const Value v = target.get(args[0]);
       return v.is_undefined() ? (args.size() > 1 ? args[1] : Value::none()) : v;
     }
   }

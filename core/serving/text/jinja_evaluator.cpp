@@ -19,7 +19,7 @@ constexpr int kMaxMacroDepth = 100;
 
 class Evaluator {
  public:
-  explicit Evaluator(const Dict& globals) {
+  explicit Evaluator(const Names& globals) {
     scopes_.emplace_back();
     for (const auto& [name, value] : globals) scopes_.front()[name] = value;
   }
@@ -228,8 +228,13 @@ class Evaluator {
         Value dict = Value::dict();
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           const Value key = eval(*e.args[i]);
-          if (!key.is_string()) fail(e.line, "dict keys must be strings");
-          dict.set(key.as_string(), eval(*e.args[i + 1]));
+          try {
+            dict.set(key, eval(*e.args[i + 1]));
+          } catch (const RenderError&) {
+            throw;
+          } catch (const std::runtime_error& error) {
+            fail(e.line, error.what());
+          }
         }
         return dict;
       }
@@ -338,7 +343,7 @@ class Evaluator {
     if (target.is_undefined()) {
       fail(e.line, "'" + describe(*e.args[0]) + "' is undefined (reading [" + key.repr() + "])");
     }
-    if (target.is_dict()) return key.is_string() ? target.get(key.as_string()) : Value();
+    if (target.is_dict()) return target.get(key);
     if ((target.is_list() || target.is_string()) && key.kind() == Value::Kind::kInt) {
       // A list is read where it is (elements()): copying it made `messages[i]` in a loop over the
       // messages quadratic (100,000 took 82.7 s in request_parsing_benchmark).
@@ -545,7 +550,7 @@ class Evaluator {
 
 }  // namespace
 
-std::string render(const std::vector<Node>& nodes, const Dict& globals) {
+std::string render(const std::vector<Node>& nodes, const Names& globals) {
   return Evaluator(globals).run(nodes);
 }
 

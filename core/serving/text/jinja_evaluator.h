@@ -15,6 +15,6 @@ namespace headway::serving::jinja {
 
 // Throws TemplateException when the template calls raise_exception(message), RenderError (with the
 // line) when an operation fails (arithmetic on undefined, wrong types, output over 64 MiB).
-std::string render(const std::vector<Node>& nodes, const Dict& globals);
+std::string render(const std::vector<Node>& nodes, const Names& globals);
 
 }  // namespace headway::serving::jinja

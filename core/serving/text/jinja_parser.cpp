@@ -164,7 +164,6 @@ class Parser {
       const Token& name = peek();
       if (name.kind != Kind::kName) fail("a filter name");
       next();
-      if (!is_filter(name.text)) throw SyntaxError(name.line, "unknown filter '" + name.text + "'");
       n.expr = make(Expr::Kind::kFilter, name.line, name.text);
       if (at_op("(")) parse_arguments(*n.expr);
       expect(Kind::kStatementClose, "'%}'");
@@ -497,11 +496,9 @@ class Parser {
         if (kKeywords.contains(t.text)) fail("an expression");
         next();
         if (at_op("(")) {
-          // The template's own macros come first, as its names shadow Jinja's globals.
+          // The template's own macros come first, as its names shadow Jinja's globals. Another
+          // name fails when called, as an undefined one does in Jinja.
           const bool macro = macro_names_.contains(t.text);
-          if (!macro && !is_function(t.text)) {
-            throw SyntaxError(t.line, "unknown function '" + t.text + "'");
-          }
           auto e = make(macro ? Expr::Kind::kMacroCall : Expr::Kind::kCall, t.line, t.text);
           parse_arguments(*e);
           return e;
@@ -564,9 +561,8 @@ class Parser {
         if (name.kind != Kind::kName) fail("an attribute name");
         next();
         if (at_op("(")) {
-          if (!is_method(name.text)) {
-            throw SyntaxError(name.line, "unknown method '" + name.text + "'");
-          }
+          // An unknown method fails when called, as Jinja looks methods up then: Kimi K2's
+          // template calls list.append() only for tool calls.
           auto call = make(Expr::Kind::kMethod, name.line, name.text);
           call->args.push_back(std::move(value));
           parse_arguments(*call);
@@ -642,8 +638,6 @@ class Parser {
         const Token& name = peek();
         if (name.kind != Kind::kName) fail("a filter name");
         next();
-        if (!is_filter(name.text))
-          throw SyntaxError(name.line, "unknown filter '" + name.text + "'");
         auto f = make(Expr::Kind::kFilter, name.line, name.text);
         f->args.push_back(std::move(value));
         if (at_op("(")) parse_arguments(*f);
@@ -658,7 +652,6 @@ class Parser {
         const Token& name = peek();
         if (name.kind != Kind::kName) fail("a test name");
         next();
-        if (!is_test(name.text)) throw SyntaxError(name.line, "unknown test '" + name.text + "'");
         auto t = make(Expr::Kind::kTest, name.line, name.text);
         t->negated = negated;
         t->args.push_back(std::move(value));
@@ -682,10 +675,50 @@ class Parser {
   int loop_depth_ = 0;  // for loops around the statement being parsed, within its macro
 };
 
+// Jinja refuses an unknown filter or test when it compiles the template, unless it is in an if
+// statement (its test or its bodies) or a conditional expression, where it fails only when it
+// runs: DeepSeek V3.2's template applies a filter Jinja lacks to arguments only when they are a
+// string. A for loop's body or a macro's is a new scope, conditional no longer.
+void refuse_unknown_filters(const Expr& e, bool conditional) {
+  if (!conditional) {
+    if (e.kind == Expr::Kind::kFilter && !is_filter(e.name)) {
+      throw SyntaxError(e.line, "unknown filter '" + e.name + "'");
+    }
+    if (e.kind == Expr::Kind::kTest && !is_test(e.name)) {
+      throw SyntaxError(e.line, "unknown test '" + e.name + "'");
+    }
+  }
+  const bool inner = conditional || e.kind == Expr::Kind::kCondition;
+  for (const ExprPtr& a : e.args) {
+    if (a) refuse_unknown_filters(*a, inner);
+  }
+  for (const auto& [name, value] : e.kwargs) refuse_unknown_filters(*value, inner);
+}
+
+void refuse_unknown_filters(const std::vector<Node>& nodes, bool conditional) {
+  for (const Node& n : nodes) {
+    const bool branch = conditional || n.kind == Node::Kind::kIf;
+    const bool new_scope = n.kind == Node::Kind::kFor || n.kind == Node::Kind::kMacro ||
+                           n.kind == Node::Kind::kGeneration;  // Jinja's call block
+    const bool body = new_scope ? false : branch;
+    if (n.expr) refuse_unknown_filters(*n.expr, conditional);
+    if (n.condition) refuse_unknown_filters(*n.condition, false);  // a for loop's filter
+    for (const ExprPtr& c : n.conditions) refuse_unknown_filters(*c, branch);
+    for (const ExprPtr& d : n.defaults) {
+      if (d) refuse_unknown_filters(*d, false);
+    }
+    for (const std::vector<Node>& b : n.bodies) refuse_unknown_filters(b, branch);
+    refuse_unknown_filters(n.body, body);
+    refuse_unknown_filters(n.else_body, n.kind == Node::Kind::kFor ? conditional : branch);
+  }
+}
+
 }  // namespace
 
 std::vector<Node> parse(const std::vector<Token>& tokens) {
-  return Parser(tokens).parse_template();
+  std::vector<Node> nodes = Parser(tokens).parse_template();
+  refuse_unknown_filters(nodes, /*conditional=*/false);
+  return nodes;
 }
 
 }  // namespace headway::serving::jinja

@@ -152,6 +152,21 @@ std::string python_quote(const std::string& s) {
   return out + q;
 }
 
+// A dict key as json.dumps writes it: JSON keys are strings, so 1 is "1", True is "true" and
+// None is "null".
+std::string json_key(const Value& key) {
+  switch (key.kind()) {
+    case Value::Kind::kString:
+      return key.as_string();
+    case Value::Kind::kBool:
+      return key.as_bool() ? "true" : "false";
+    case Value::Kind::kNone:
+      return "null";
+    default:
+      return key.repr();
+  }
+}
+
 void json_into(const Value& v, const JsonFormat& format, int depth, std::string& out) {
   const auto newline = [&](int level) {
     if (!format.indent) return;
@@ -207,20 +222,25 @@ void json_into(const Value& v, const JsonFormat& format, int depth, std::string&
         return;
       }
       out += '{';
-      std::vector<const std::pair<std::string, Value>*> entries;
+      std::vector<const std::pair<Value, Value>*> entries;
       entries.reserve(v.as_dict().size());
       for (const auto& entry : v.as_dict()) entries.push_back(&entry);
       if (format.sort_keys) {
-        // UTF-8 byte order is code point order, Python's order of str keys.
-        std::stable_sort(entries.begin(), entries.end(),
-                         [](const auto* a, const auto* b) { return a->first < b->first; });
+        // Numbers by value; other keys by their text, where UTF-8 byte order is code point order,
+        // Python's order of str keys.
+        std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) {
+          if (a->first.is_number() && b->first.is_number()) {
+            return a->first.as_number() < b->first.as_number();
+          }
+          return json_key(a->first) < json_key(b->first);
+        });
       }
       bool first = true;
       for (const auto* entry : entries) {
         if (!first) out += item_separator;
         first = false;
         newline(depth + 1);
-        out += json_string(entry->first, format.ensure_ascii);
+        out += json_string(json_key(entry->first), format.ensure_ascii);
         out += format.key_separator;
         json_into(entry->second, format, depth + 1, out);
       }
@@ -268,11 +288,16 @@ Value Value::list(List items) {
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
-Value Value::dict(Dict items, bool is_namespace) {
+Value Value::dict(Names items, bool is_namespace) {
   Value v;
   v.kind_ = Kind::kDict;
   v.namespace_ = is_namespace;
-  v.dict_ = std::make_shared<Dict>(std::move(items));
+  auto entries = std::make_shared<Dict>();
+  entries->reserve(items.size());
+  for (auto& entry : items) {
+    entries->emplace_back(Value::string(std::move(entry.first)), std::move(entry.second));
+  }
+  v.dict_ = std::move(entries);
   return v;
 }
 
@@ -331,7 +356,7 @@ std::string Value::repr() const {
       std::string out = namespace_ ? "<Namespace {" : "{";
       bool first = true;
       for (const auto& [key, value] : *dict_) {
-        out += (first ? "" : ", ") + python_quote(key) + ": " + value.repr();
+        out += (first ? "" : ", ") + key.repr() + ": " + value.repr();
         first = false;
       }
       return out + (namespace_ ? "}>" : "}");
@@ -349,14 +374,29 @@ std::string Value::to_json(const JsonFormat& format) const {
 Value Value::get(const std::string& key) const {
   if (kind_ != Kind::kDict) return {};
   for (const auto& [k, v] : *dict_) {
-    if (k == key) return v;
+    if (k.is_string() && k.as_string() == key) return v;
+  }
+  return {};
+}
+
+Value Value::get(const Value& key) const {
+  if (kind_ != Kind::kDict) return {};
+  for (const auto& [k, v] : *dict_) {
+    if (equal(k, key)) return v;
   }
   return {};
 }
 
 void Value::set(const std::string& key, Value value) const {
+  set(Value::string(key), std::move(value));
+}
+
+void Value::set(const Value& key, Value value) const {
+  if (key.is_undefined() || key.is_list() || key.is_dict()) {
+    throw std::runtime_error(std::string("a ") + key.type_name() + " cannot be a dict key");
+  }
   for (auto& [k, v] : *dict_) {
-    if (k == key) {
+    if (equal(k, key)) {
       v = std::move(value);
       return;
     }
@@ -393,7 +433,16 @@ bool equal(const Value& a, const Value& b) {
     }
     return a.as_number() == b.as_number();
   }
-  // Python: True == 1; keep it simple and exact for the kinds templates compare.
+  // Python: True == 1 and False == 0.0 (so {1: 'a', true: 'b'} is one entry).
+  const auto numeric = [](const Value& v) {
+    return v.is_number() || v.kind() == Value::Kind::kBool;
+  };
+  if (numeric(a) && numeric(b) && a.kind() != b.kind()) {
+    const auto number = [](const Value& v) {
+      return v.kind() == Value::Kind::kBool ? (v.as_bool() ? 1.0 : 0.0) : v.as_number();
+    };
+    return number(a) == number(b);
+  }
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:

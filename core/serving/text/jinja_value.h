@@ -19,7 +19,11 @@ namespace headway::serving::jinja {
 
 class Value;
 using List = std::vector<Value>;
-using Dict = std::vector<std::pair<std::string, Value>>;  // in insertion order, as Python's dict
+// A dict's entries in insertion order, as Python's dict. Keys are strings, numbers, booleans or
+// none (Seed-OSS's template maps token budgets: {0: 0, 512: 128, ...}).
+using Dict = std::vector<std::pair<Value, Value>>;
+// Values by name: a template's global variables, or a dict whose keys are all strings.
+using Names = std::vector<std::pair<std::string, Value>>;
 
 // A failure while rendering; `line` is the template line of the expression or statement.
 struct RenderError : std::runtime_error {
@@ -53,7 +57,7 @@ class Value {
   static Value floating(double f);
   static Value string(std::string s);
   static Value list(List items = {});
-  static Value dict(Dict items = {}, bool is_namespace = false);
+  static Value dict(Names items = {}, bool is_namespace = false);
 
   Kind kind() const { return kind_; }
   bool is_undefined() const { return kind_ == Kind::kUndefined; }
@@ -80,10 +84,13 @@ class Value {
   // JSON text as json.dumps writes it with `format`. Undefined is an error.
   std::string to_json(const JsonFormat& format) const;
 
-  // Dict lookup; undefined when absent.
+  // Dict lookup (by a string key, or a key of any kind); undefined when absent or not a dict.
   Value get(const std::string& key) const;
-  // Sets a dict entry (replacing an existing one).
+  Value get(const Value& key) const;
+  // Sets a dict entry (replacing an existing one). A key that is not a string, number, boolean or
+  // none throws std::runtime_error (Python's "unhashable type").
   void set(const std::string& key, Value value) const;
+  void set(const Value& key, Value value) const;
 
   // A name for error messages ("string", "list", "undefined", ...).
   const char* type_name() const;

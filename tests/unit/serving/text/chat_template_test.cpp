@@ -353,8 +353,9 @@ TEST_F(ChatTemplateTest, LoadPrefersTheCheckpointsTemplate) {
 }
 
 TEST_F(ChatTemplateTest, MalformedTemplatesAreRefusedAtLoadNamingFileAndLine) {
-  testing::write_tiny_bpe(dir_.path(),
-                          {.chat_template = "{% for m in messages %}\n{{ m.content | shout }}"});
+  testing::write_tiny_bpe(
+      dir_.path(),
+      {.chat_template = "{% for m in messages %}\n{{ m.content | shout }}{% endfor %}"});
   try {
     ChatTemplate::load(dir_.path(), *tokenizer_);
     FAIL() << "no error";

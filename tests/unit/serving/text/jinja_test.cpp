@@ -14,7 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string render_text(const std::string& source, Dict globals = {}) {
+std::string render_text(const std::string& source, Names globals = {}) {
   return render(parse(tokenize(source)), globals);
 }
 
@@ -28,7 +28,7 @@ std::string syntax_error(const std::string& source) {
   return "(parsed)";
 }
 
-std::string render_error(const std::string& source, Dict globals = {}) {
+std::string render_error(const std::string& source, Names globals = {}) {
   try {
     render_text(source, std::move(globals));
   } catch (const RenderError& e) {
@@ -88,8 +88,8 @@ TEST(JinjaEvaluator, OperatorsAndPrecedence) {
 }
 
 TEST(JinjaEvaluator, SubscriptsSlicesAndAttributes) {
-  Dict globals = {{"m", Value::dict({{"role", Value::string("user")}})},
-                  {"xs", Value::list({Value::integer(1), Value::integer(2), Value::integer(3)})}};
+  Names globals = {{"m", Value::dict({{"role", Value::string("user")}})},
+                   {"xs", Value::list({Value::integer(1), Value::integer(2), Value::integer(3)})}};
   EXPECT_EQ(render_text("{{ m['role'] }} {{ m.role }} {{ m.missing }}|{{ xs[-1] }} {{ xs[9] }}|",
                         globals),
             "user user |3 |");
@@ -256,8 +256,8 @@ TEST(JinjaEvaluator, FloatsPrintAsPythonWritesThem) {
       "0.3333333333333333 1.1805916207174113e+21 1.2345678901234568e+16 1.234e-05");
   EXPECT_EQ(render_text("{{ [100000.0, 1e-7] | tojson }} {{ {'x': 2.5} }}"),
             "[100000.0, 1e-07] {'x': 2.5}");
-  const Dict special = {{"nan", Value::floating(std::nan(""))},
-                        {"inf", Value::floating(-HUGE_VAL)}};
+  const Names special = {{"nan", Value::floating(std::nan(""))},
+                         {"inf", Value::floating(-HUGE_VAL)}};
   EXPECT_EQ(render_text("{{ nan }} {{ inf }} {{ [nan, inf] | tojson }}", special),
             "nan -inf [NaN, -Infinity]");
 }
@@ -352,18 +352,57 @@ TEST(JinjaEvaluator, UndefinedAndNoneReachFiltersAsInJinja) {
   EXPECT_EQ(render_text("{% macro m() %}{% endmacro %}{{ m is defined }}"), "True");
 }
 
+// Seed-OSS's template maps thinking budgets with integer keys.
+TEST(JinjaEvaluator, DictKeysMayBeNumbersBooleansOrNone) {
+  EXPECT_EQ(
+      render_text("{% set gears = {0: 0, 512: 128, 1024: 256} %}{% set ns = namespace(v=none) %}"
+                  "{% for k, v in gears | dictsort %}{% if ns.v is none and 600 <= k %}"
+                  "{% set ns.v = v %}{% endif %}{% endfor %}{{ ns.v }} {{ gears[512] }} "
+                  "{{ gears }} {{ gears | tojson }} {{ 0 in gears }} [{{ gears['0'] }}]"),
+      R"(256 128 {0: 0, 512: 128, 1024: 256} {"0": 0, "512": 128, "1024": 256} True [])");
+  // true is 1, as in Python; JSON writes every key as a string.
+  EXPECT_EQ(
+      render_text("{{ {1: 'a', 'b': 2, none: 3, true: 4, 2.5: 5} }} "
+                  "{{ {1: 'a', 'b': 2, none: 3, true: 4, 2.5: 5} | tojson }} "
+                  "{{ {10: 1, 2: 2} | tojson(sort_keys=true) }}"),
+      R"({1: 4, 'b': 2, None: 3, 2.5: 5} {"1": 4, "b": 2, "null": 3, "2.5": 5} {"2": 2, "10": 1})");
+  EXPECT_THAT(render_error("\n{{ {[1]: 2} }}"), HasSubstr("line 2: a list cannot be a dict key"));
+}
+
 TEST(JinjaParser, RefusesUnsupportedConstructsNamingTheLine) {
   EXPECT_EQ(syntax_error("a\n{% call m() %}x{% endcall %}"),
             "line 2: '{% call %}' is not supported by Headway's chat template interpreter");
   EXPECT_EQ(syntax_error("{{ x | frobnicate }}"), "line 1: unknown filter 'frobnicate'");
   EXPECT_EQ(syntax_error("\n\n{{ x is frobnicated }}"), "line 3: unknown test 'frobnicated'");
-  EXPECT_EQ(syntax_error("{{ lookup('x') }}"), "line 1: unknown function 'lookup'");
-  EXPECT_EQ(syntax_error("{{ x.pop() }}"), "line 1: unknown method 'pop'");
   EXPECT_EQ(syntax_error("{{ 1 < x < 3 }}"),
             "line 1: chained comparisons (a < b < c) are not supported");
   EXPECT_EQ(syntax_error("{% include 'other.jinja' %}"),
             "line 1: '{% include %}' is not supported by Headway's chat template interpreter");
   EXPECT_EQ(syntax_error("{{ 2 ** 3 }}"), "line 1: the ** operator is not supported");
+}
+
+// Jinja2 refuses an unknown filter or test at compile time unless it is inside an if statement or
+// a conditional expression; methods and functions it looks up when they are called.
+TEST(JinjaParser, UnknownNamesFailWhereJinjaFailsThem) {
+  EXPECT_EQ(syntax_error("{% for x in y %}{% if x %}{% for z in x %}{{ z | nope }}{% endfor %}"
+                         "{% endif %}{% endfor %}"),
+            "line 1: unknown filter 'nope'");
+  EXPECT_EQ(syntax_error("{% if x %}{% macro m() %}{{ 1 is nope }}{% endmacro %}{% endif %}"),
+            "line 1: unknown test 'nope'");
+  EXPECT_EQ(syntax_error("{% for x in y if x | nope %}{% endfor %}"),
+            "line 1: unknown filter 'nope'");
+  // Not reached: rendered as Jinja2 renders them.
+  EXPECT_EQ(render_text("{% if false %}{{ x | from_json }}{% elif false %}{{ 1 is nope }}"
+                        "{% else %}a{% set y = 2 | nope if false else 3 %}{{ y }}{% endif %}"
+                        "{% if false %}{{ [].append(1) }}{{ lookup('x') }}{% endif %}"),
+            "a3");
+  // Reached: the line and the name.
+  EXPECT_EQ(render_error("{% if true %}\n{{ '{}' | from_json }}{% endif %}"),
+            "line 2: unknown filter 'from_json'");
+  EXPECT_EQ(render_error("{{ [].append(1) }}"), "line 1: a list has no method 'append'");
+  EXPECT_EQ(render_error("{{ lookup('x') }}"), "line 1: unknown function 'lookup'");
+  EXPECT_EQ(render_error("{% if true %}{% filter nope %}x{% endfilter %}{% endif %}"),
+            "line 1: unknown filter 'nope'");
 }
 
 TEST(JinjaParser, RefusesMalformedTemplatesNamingTheLine) {

@@ -3,8 +3,10 @@
 #include <headway/core/utf8.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <functional>
@@ -16,21 +18,43 @@ namespace {
 
 using std::runtime_error;
 
+Value attribute_at(const Value& item, const std::string& path);
+bool less(const Value& a, const Value& b, bool case_sensitive);
+
 const std::set<std::string, std::less<>> kFilters = {
-    "trim",       "length",     "count",  "upper",   "lower",  "capitalize", "default",
-    "d",          "join",       "tojson", "items",   "first",  "last",       "list",
-    "string",     "int",        "float",  "replace", "safe",   "select",     "reject",
-    "selectattr", "rejectattr", "map",    "abs",     "unique", "wordcount",  "reverse",
-    "sort",       "dictsort",   "indent", "min",     "max"};
+    "trim",  "length",  "count",     "upper",   "lower",  "capitalize", "default",    "d",
+    "join",  "tojson",  "items",     "first",   "last",   "list",       "string",     "int",
+    "float", "replace", "safe",      "select",  "reject", "selectattr", "rejectattr", "map",
+    "abs",   "unique",  "wordcount", "reverse", "sort",   "dictsort",   "indent",     "min",
+    "max",   "title",   "round",     "sum"};
 const std::set<std::string, std::less<>> kTests = {
-    "defined", "undefined",   "none",     "string",   "number", "integer", "float",
-    "boolean", "mapping",     "iterable", "sequence", "true",   "false",   "odd",
-    "even",    "divisibleby", "equalto",  "eq",       "ne",     "in"};
+    "defined", "undefined",   "none",     "string",   "number",      "integer", "float",
+    "boolean", "mapping",     "iterable", "sequence", "true",        "false",   "odd",
+    "even",    "divisibleby", "equalto",  "eq",       "ne",          "in",      "lt",
+    "le",      "gt",          "ge",       "lessthan", "greaterthan", "lower",   "upper"};
 const std::set<std::string, std::less<>> kFunctions = {"raise_exception", "namespace", "range",
-                                                       "strftime_now"};
+                                                       "strftime_now", "dict"};
 const std::set<std::string, std::less<>> kMethods = {
-    "strip",   "lstrip",     "rstrip", "upper", "lower", "startswith", "endswith", "split",
-    "replace", "capitalize", "title",  "items", "keys",  "values",     "get",      "format"};
+    "strip",        "lstrip",       "rstrip",     "upper",   "lower",   "startswith", "endswith",
+    "split",        "replace",      "capitalize", "title",   "items",   "keys",       "values",
+    "get",          "format",       "splitlines", "count",   "join",    "find",       "rfind",
+    "removeprefix", "removesuffix", "isdigit",    "isspace", "islower", "isupper"};
+
+// Jinja2's own filters, tests and globals, and the methods of Python's str, dict and list, that
+// Headway lacks: a template naming one is refused when it loads (Jinja2 would run it), where a name
+// that Jinja2 does not know either fails only where Jinja2 fails it.
+const std::set<std::string, std::less<>> kJinjaOnlyFilters = {
+    "attr",        "batch",    "center",    "e",      "escape",   "filesizeformat",
+    "forceescape", "format",   "groupby",   "pprint", "random",   "slice",
+    "striptags",   "truncate", "urlencode", "urlize", "wordwrap", "xmlattr"};
+const std::set<std::string, std::less<>> kJinjaOnlyTests = {"callable", "escaped", "filter",
+                                                            "sameas", "test"};
+const std::set<std::string, std::less<>> kJinjaOnlyGlobals = {"lipsum", "cycler", "joiner"};
+const std::set<std::string, std::less<>> kPythonOnlyMethods = {
+    "casefold", "center",    "encode",    "expandtabs",   "format_map", "index",       "isalnum",
+    "isalpha",  "isascii",   "isdecimal", "isidentifier", "isnumeric",  "isprintable", "istitle",
+    "ljust",    "maketrans", "partition", "rindex",       "rjust",      "rpartition",  "rsplit",
+    "swapcase", "translate", "zfill",     "copy",         "fromkeys"};
 
 // What str.isspace() calls whitespace in ASCII; split() and strip() also take the non-ASCII
 // spaces (python_space_length).
@@ -219,14 +243,27 @@ int64_t to_int(const Value& v) {
       return static_cast<int64_t>(v.as_number());
     case Value::Kind::kBool:
       return v.as_bool() ? 1 : 0;
-    case Value::Kind::kString:
-      try {
-        size_t used = 0;
-        const int64_t i = std::stoll(v.as_string(), &used);
-        return used == v.as_string().size() ? i : 0;
-      } catch (const std::exception&) {
-        return 0;  // Jinja's int filter falls back to its default, 0
+    case Value::Kind::kString: {
+      // Jinja's int filter: int() of the text without its spaces, else int(float()) of it, else 0.
+      std::string_view text(v.as_string());
+      while (!text.empty() && kWhitespace.find(text.front()) != std::string_view::npos) {
+        text.remove_prefix(1);
       }
+      while (!text.empty() && kWhitespace.find(text.back()) != std::string_view::npos) {
+        text.remove_suffix(1);
+      }
+      if (text.starts_with('+')) text.remove_prefix(1);
+      int64_t i = 0;
+      const auto whole = std::from_chars(text.data(), text.data() + text.size(), i);
+      if (whole.ec == std::errc() && whole.ptr == text.data() + text.size()) return i;
+      double f = 0.0;
+      const auto real = std::from_chars(text.data(), text.data() + text.size(), f);
+      if (real.ec == std::errc() && real.ptr == text.data() + text.size() && std::isfinite(f) &&
+          std::abs(f) < 9.2e18) {
+        return static_cast<int64_t>(f);
+      }
+      return 0;
+    }
     default:
       return 0;
   }
@@ -250,11 +287,127 @@ Value select(const std::string& name, const Value& target, const Arguments& args
   }
   List out;
   for (const Value& item : iterate(name, target)) {
-    const Value subject = by_attribute ? item.get(attribute) : item;
+    const Value subject = by_attribute ? attribute_at(item, attribute) : item;
     const bool match = test.empty() ? subject.truthy() : apply_test(test, subject, rest);
     if (match == keep_matches) out.push_back(item);
   }
   return Value::list(std::move(out));
+}
+
+// Refuses a string that has grown past kMaxTextBytes (indent of a long text with a wide prefix).
+void check_size(const std::string& what, const std::string& text) {
+  if (text.size() > kMaxTextBytes) throw runtime_error(what + ": the text exceeds 64 MiB");
+}
+
+// The byte length of the line break (Python's str.splitlines()) at the start of `bytes`; 0 when
+// it starts with something else.
+size_t line_break_length(std::string_view bytes) {
+  if (bytes.starts_with("\r\n")) return 2;
+  if (!bytes.empty() &&
+      std::string_view("\n\r\v\f\x1c\x1d\x1e").find(bytes[0]) != std::string_view::npos) {
+    return 1;
+  }
+  if (bytes.starts_with("\xC2\x85")) return 2;                                           // U+0085
+  if (bytes.starts_with("\xE2\x80\xA8") || bytes.starts_with("\xE2\x80\xA9")) return 3;  // U+2028/9
+  return 0;
+}
+
+// Python's str.splitlines(): the lines without their breaks; a final break ends the last line.
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    if (const size_t n = line_break_length(text.substr(i))) {
+      lines.push_back(text.substr(start, i - start));
+      i += n;
+      start = i;
+    } else {
+      ++i;
+    }
+  }
+  if (start < text.size()) lines.push_back(text.substr(start));
+  return lines;
+}
+
+// Jinja's title filter: each word (after spaces, '-', '(', '{', '[' or '<') starts upper case and
+// goes on lower case.
+std::string jinja_title(const std::string& s) {
+  std::string out;
+  bool word_start = true;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    const bool separator = python_space_length(std::string_view(s).substr(i)) > 0 ||
+                           std::string_view("-({[<").find(c) != std::string_view::npos;
+    if (separator) {
+      out += c;
+      word_start = true;
+      continue;
+    }
+    out += ascii_case(std::string(1, c), word_start)[0];
+    word_start = false;
+  }
+  return out;
+}
+
+// The character index (Python's str index) of byte offset `at` in `s`.
+int64_t character_index(const std::string& s, size_t at) {
+  int64_t index = 0;
+  for (size_t i = 0; i < at; i += character_length(std::string_view(s).substr(i))) ++index;
+  return index;
+}
+
+// Jinja's round(precision=0, method='common'|'ceil'|'floor'); common is Python's round(), which
+// rounds half to even on the exact binary value, as printf does.
+Value round_number(const std::string& what, const Value& target, const Arguments& args,
+                   const KeywordArguments& kwargs) {
+  no_keywords(what, kwargs, {"precision", "method"});
+  expect_count(what, args, 0, 2);
+  const Value precision = !args.empty() ? args[0] : keyword(kwargs, "precision");
+  const Value method = args.size() > 1 ? args[1] : keyword(kwargs, "method");
+  const int64_t digits = precision.is_undefined()                ? 0
+                         : precision.kind() == Value::Kind::kInt ? precision.as_int()
+                                                                 : -1;
+  if (digits < 0 || digits > 17) throw runtime_error(what + ": precision must be 0 to 17");
+  const std::string how = method.is_undefined() ? "common" : expect_string(what, method);
+  if (how != "common" && how != "ceil" && how != "floor") {
+    throw runtime_error(what + ": method must be 'common', 'ceil' or 'floor'");
+  }
+  if (!target.is_number()) throw runtime_error(what + " needs a number");
+  if (how == "common") {
+    if (target.kind() == Value::Kind::kInt) return target;  // Python's round of an int
+    char text[400];
+    std::snprintf(text, sizeof(text), "%.*f", static_cast<int>(digits), target.as_number());
+    return Value::floating(std::strtod(text, nullptr));
+  }
+  const double scale = std::pow(10.0, static_cast<double>(digits));
+  const double scaled = target.as_number() * scale;
+  return Value::floating((how == "ceil" ? std::ceil(scaled) : std::floor(scaled)) / scale);
+}
+
+// Jinja's sum(attribute=None, start=0), of numbers.
+Value sum_numbers(const std::string& what, const Value& target, const Arguments& args,
+                  const KeywordArguments& kwargs) {
+  no_keywords(what, kwargs, {"attribute", "start"});
+  expect_count(what, args, 0, 2);
+  const Value attribute = !args.empty() ? args[0] : keyword(kwargs, "attribute");
+  Value total = args.size() > 1 ? args[1] : keyword(kwargs, "start");
+  if (total.is_undefined()) total = Value::integer(0);
+  const bool by_attribute = !attribute.is_undefined() && !attribute.is_none();
+  const std::string path = by_attribute ? expect_string(what, attribute) : std::string();
+  for (const Value& item : iterate(what, target)) {
+    const Value v = by_attribute ? attribute_at(item, path) : item;
+    if (!v.is_number() || !total.is_number()) {
+      throw runtime_error(what + " adds numbers, not a " + std::string(v.type_name()));
+    }
+    int64_t sum = 0;
+    if (v.kind() == Value::Kind::kInt && total.kind() == Value::Kind::kInt &&
+        !__builtin_add_overflow(total.as_int(), v.as_int(), &sum)) {
+      total = Value::integer(sum);
+    } else {
+      total = Value::floating(total.as_number() + v.as_number());
+    }
+  }
+  return total;
 }
 
 // tojson's arguments as Hugging Face's tojson takes them: (ensure_ascii=False, indent=None,
@@ -270,7 +423,8 @@ JsonFormat json_format(const std::string& what, const Arguments& args,
   format.ensure_ascii = argument(0, "ensure_ascii").truthy();
   const Value indent = argument(1, "indent");
   if (indent.kind() == Value::Kind::kInt) {
-    format.indent = static_cast<int>(std::clamp<int64_t>(indent.as_int(), -1, 64));
+    if (indent.as_int() > (1 << 20)) throw runtime_error(what + ": indent is over 1 MiB");
+    format.indent = static_cast<int>(std::max<int64_t>(indent.as_int(), 0));
     format.item_separator = ",";
   } else if (indent.is_string()) {
     throw runtime_error(what + ": an indent given as a string is not supported; give a number");
@@ -293,9 +447,17 @@ JsonFormat json_format(const std::string& what, const Arguments& args,
 // Python's < on the values sort and dictsort compare (numbers, strings, and lists of them);
 // strings compare lower-cased unless `case_sensitive`, as Jinja's sort filters do.
 bool less(const Value& a, const Value& b, bool case_sensitive) {
-  if (a.is_number() && b.is_number()) return a.as_number() < b.as_number();
-  if (a.kind() == Value::Kind::kBool && b.kind() == Value::Kind::kBool) {
-    return a.as_bool() < b.as_bool();
+  // Python orders booleans as the numbers 0 and 1.
+  const auto numeric = [](const Value& v) {
+    return v.is_number() || v.kind() == Value::Kind::kBool;
+  };
+  const auto number = [](const Value& v) {
+    return v.kind() == Value::Kind::kBool ? (v.as_bool() ? 1.0 : 0.0) : v.as_number();
+  };
+  if (numeric(a) && numeric(b)) {
+    if (a.kind() == Value::Kind::kInt && b.kind() == Value::Kind::kInt)
+      return a.as_int() < b.as_int();
+    return number(a) < number(b);
   }
   if (a.is_string() && b.is_string()) {
     return case_sensitive ? a.as_string() < b.as_string()
@@ -322,10 +484,15 @@ Value attribute_at(const Value& item, const std::string& path) {
   for (;;) {
     const size_t dot = path.find('.', pos);
     const std::string part = path.substr(pos, dot == std::string::npos ? dot : dot - pos);
-    if (v.is_list() && !part.empty() &&
-        std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      const size_t i = std::stoul(part);
+    size_t i = 0;
+    const auto parsed = std::from_chars(part.data(), part.data() + part.size(), i);
+    const bool index = !part.empty() && parsed.ec == std::errc() &&
+                       parsed.ptr == part.data() + part.size() && part.front() != '-';
+    if (v.is_list() && index) {
       v = i < v.as_list().size() ? v.as_list()[i] : Value();
+    } else if (v.is_dict() && index &&
+               !v.get(Value::integer(static_cast<int64_t>(i))).is_undefined()) {
+      v = v.get(Value::integer(static_cast<int64_t>(i)));  // Jinja reads a digit part as an int
     } else {
       v = v.get(part);
     }
@@ -429,10 +596,15 @@ std::string python_format(const std::string& what, const std::string& pattern,
                           const Arguments& args, const KeywordArguments& kwargs) {
   std::string out;
   size_t next_automatic = 0;
+  bool automatic = false;
+  bool numbered = false;
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char c = pattern[i];
     if (c == '}') {
-      if (i + 1 < pattern.size() && pattern[i + 1] == '}') ++i;
+      if (i + 1 >= pattern.size() || pattern[i + 1] != '}') {
+        throw runtime_error(what + ": a single '}' (write '}}' for a brace)");
+      }
+      ++i;
       out += '}';
       continue;
     }
@@ -455,7 +627,18 @@ std::string python_format(const std::string& what, const std::string& pattern,
     }
     if (field.empty() ||
         std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-      const size_t index = field.empty() ? next_automatic++ : std::stoul(field);
+      // Python refuses to mix {} with {0}.
+      if (field.empty() ? numbered : automatic) {
+        throw runtime_error(what + ": cannot mix automatic ({}) and numbered ({0}) fields");
+      }
+      (field.empty() ? automatic : numbered) = true;
+      size_t index = next_automatic;
+      if (field.empty()) {
+        ++next_automatic;
+      } else if (std::from_chars(field.data(), field.data() + field.size(), index).ec !=
+                 std::errc()) {
+        index = args.size();  // too large to be any argument's
+      }
       if (index >= args.size()) {
         throw runtime_error(what + ": no positional argument for field {" + field + "}");
       }
@@ -484,7 +667,8 @@ Value indent(const std::string& what, const Value& target, const Arguments& args
   if (width.is_undefined()) {
     prefix = "    ";
   } else if (width.kind() == Value::Kind::kInt) {
-    prefix.assign(static_cast<size_t>(std::clamp<int64_t>(width.as_int(), 0, 1024)), ' ');
+    if (width.as_int() > (1 << 20)) throw runtime_error(what + ": width is over 1 MiB");
+    prefix.assign(static_cast<size_t>(std::max<int64_t>(width.as_int(), 0)), ' ');
   } else if (width.is_string()) {
     prefix = width.as_string();
   } else {
@@ -494,25 +678,14 @@ Value indent(const std::string& what, const Value& target, const Arguments& args
   const bool blank = argument(2, "blank").truthy();
   // Python's splitlines() on the text plus "\n", as Jinja does, so that a final newline stays.
   const std::string text = target.str() + "\n";
-  std::vector<std::string_view> lines;
-  std::string_view rest(text);
-  while (!rest.empty()) {
-    size_t end = 0;
-    while (end < rest.size() &&
-           std::string_view("\n\r\v\f\x1c\x1d\x1e").find(rest[end]) == std::string_view::npos) {
-      ++end;
-    }
-    lines.push_back(rest.substr(0, end));
-    size_t breaker = end < rest.size() ? 1 : 0;
-    if (rest.substr(end).starts_with("\r\n")) breaker = 2;
-    rest.remove_prefix(end + breaker);
-  }
+  const std::vector<std::string_view> lines = split_lines(text);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += '\n';
     const bool indented = (i > 0 || first) && (blank || !lines[i].empty() || (i == 0 && first));
     if (indented) out += prefix;
     out += lines[i];
+    check_size(what, out);
   }
   return Value::string(std::move(out));
 }
@@ -547,6 +720,10 @@ bool is_filter(std::string_view name) { return kFilters.contains(name); }
 bool is_test(std::string_view name) { return kTests.contains(name); }
 bool is_function(std::string_view name) { return kFunctions.contains(name); }
 bool is_method(std::string_view name) { return kMethods.contains(name); }
+bool lacks_jinja_filter(std::string_view name) { return kJinjaOnlyFilters.contains(name); }
+bool lacks_jinja_test(std::string_view name) { return kJinjaOnlyTests.contains(name); }
+bool lacks_jinja_global(std::string_view name) { return kJinjaOnlyGlobals.contains(name); }
+bool lacks_python_method(std::string_view name) { return kPythonOnlyMethods.contains(name); }
 
 Value apply_filter(const std::string& name, const Value& target, const Arguments& args,
                    const KeywordArguments& kwargs) {
@@ -575,6 +752,8 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
     return select(name, target, args);
   }
   if (name == "min" || name == "max") return extreme(what, name == "max", target, args, kwargs);
+  if (name == "round") return round_number(what, target, args, kwargs);
+  if (name == "sum") return sum_numbers(what, target, args, kwargs);
   if (name == "map") {
     // map(attribute='x') or map('filter', args...)
     List out;
@@ -586,7 +765,7 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
       const Value fallback = keyword(kwargs, "default");
       const std::string& key = expect_string(what, attribute);
       for (const Value& item : iterate(what, target)) {
-        const Value v = item.get(key);
+        const Value v = attribute_at(item, key);
         out.push_back(v.is_undefined() ? fallback : v);
       }
       return Value::list(std::move(out));
@@ -611,7 +790,7 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
     for (const Value& item : iterate(what, target)) {
       if (!first) out += separator;
       first = false;
-      out += attribute.is_undefined() ? item.str() : item.get(attribute.str()).str();
+      out += attribute.is_undefined() ? item.str() : attribute_at(item, attribute.str()).str();
     }
     return Value::string(std::move(out));
   }
@@ -642,6 +821,7 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
   if (name == "upper") return Value::string(ascii_case(target.str(), true));
   if (name == "lower") return Value::string(ascii_case(target.str(), false));
   if (name == "capitalize") return Value::string(capitalize(target.str()));
+  if (name == "title") return Value::string(jinja_title(target.str()));
   if (name == "string") return Value::string(target.str());
   if (name == "safe") return target;
   if (name == "int") return Value::integer(to_int(target));
@@ -702,11 +882,32 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
 bool apply_test(const std::string& name, const Value& target, const Arguments& args) {
   const std::string what = "test '" + name + "'";
   if (!is_test(name)) throw runtime_error("unknown " + what);
-  const bool binary =
-      name == "divisibleby" || name == "equalto" || name == "eq" || name == "ne" || name == "in";
+  const bool ordering = name == "lt" || name == "le" || name == "gt" || name == "ge" ||
+                        name == "lessthan" || name == "greaterthan";
+  const bool binary = ordering || name == "divisibleby" || name == "equalto" || name == "eq" ||
+                      name == "ne" || name == "in";
   expect_count(what, args, binary ? 1 : 0, binary ? 1 : 0);
   if (name == "defined") return !target.is_undefined();
   if (name == "undefined") return target.is_undefined();
+  if (ordering) {
+    const bool below = less(target, args[0], /*case_sensitive=*/true);
+    const bool above = less(args[0], target, /*case_sensitive=*/true);
+    if (name == "lt" || name == "lessthan") return below;
+    if (name == "le") return !above;
+    if (name == "gt" || name == "greaterthan") return above;
+    return !below;
+  }
+  if (name == "lower" || name == "upper") {  // str(value).islower() / isupper()
+    const std::string text = target.str();
+    bool cased = false;
+    for (char c : text) {
+      const bool lower = c >= 'a' && c <= 'z';
+      const bool upper = c >= 'A' && c <= 'Z';
+      if ((name == "lower" && upper) || (name == "upper" && lower)) return false;
+      cased = cased || lower || upper;
+    }
+    return cased;
+  }
   if (name == "none") return target.is_none();
   if (name == "string") return target.is_string();
   if (name == "number") return target.is_number();
@@ -750,6 +951,18 @@ Value call_function(const std::string& name, const Arguments& args,
     Names fields;
     for (const auto& [key, value] : kwargs) fields.emplace_back(key, value);
     return Value::dict(std::move(fields), true);
+  }
+  if (name == "dict") {  // dict(mapping) and dict(key=value, ...)
+    expect_count(what, args, 0, 1);
+    if (!args.empty() && !args[0].is_dict()) {
+      throw runtime_error(what + " takes a dict, not a " + std::string(args[0].type_name()));
+    }
+    Value out = Value::dict();
+    if (!args.empty()) {
+      for (const auto& [key, value] : args[0].as_dict()) out.set(key, value);
+    }
+    for (const auto& [key, value] : kwargs) out.set(key, value);
+    return out;
   }
   no_keywords(what, kwargs);
   if (name == "range") {
@@ -844,6 +1057,63 @@ Value call_method(const std::string& name, const Value& target, const Arguments&
     if (name == "title") {
       expect_count(what, args, 0, 0);
       return Value::string(title(s));
+    }
+    if (name == "splitlines") {
+      expect_count(what, args, 0, 0);
+      List out;
+      for (std::string_view line : split_lines(s)) out.push_back(Value::string(std::string(line)));
+      return Value::list(std::move(out));
+    }
+    if (name == "count") {
+      expect_count(what, args, 1, 1);
+      const std::string& part = expect_string(what, args[0]);
+      if (part.empty()) return Value::integer(static_cast<int64_t>(characters(s).size()) + 1);
+      int64_t n = 0;
+      for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + part.size()))
+        ++n;
+      return Value::integer(n);
+    }
+    if (name == "find" || name == "rfind") {
+      expect_count(what, args, 1, 1);
+      const std::string& part = expect_string(what, args[0]);
+      const size_t at = name == "find" ? s.find(part) : s.rfind(part);
+      return Value::integer(at == std::string::npos ? -1 : character_index(s, at));
+    }
+    if (name == "join") {
+      expect_count(what, args, 1, 1);
+      std::string out;
+      bool first = true;
+      for (const Value& item : iterate(what, args[0])) {
+        if (!item.is_string()) {
+          throw runtime_error(what + " joins strings, not a " + std::string(item.type_name()));
+        }
+        if (!first) out += s;
+        first = false;
+        out += item.as_string();
+        check_size(what, out);
+      }
+      return Value::string(std::move(out));
+    }
+    if (name == "removeprefix" || name == "removesuffix") {
+      expect_count(what, args, 1, 1);
+      const std::string& affix = expect_string(what, args[0]);
+      if (name == "removeprefix")
+        return Value::string(s.starts_with(affix) ? s.substr(affix.size()) : s);
+      return Value::string(s.ends_with(affix) ? s.substr(0, s.size() - affix.size()) : s);
+    }
+    if (name == "isdigit" || name == "isspace" || name == "islower" || name == "isupper") {
+      expect_count(what, args, 0, 0);
+      if (name == "isdigit") {
+        return Value::boolean(!s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        }));
+      }
+      if (name == "isspace") {
+        std::string_view rest(s);
+        while (const size_t n = python_space_length(rest)) rest.remove_prefix(n);
+        return Value::boolean(!s.empty() && rest.empty());
+      }
+      return Value::boolean(apply_test(name == "islower" ? "lower" : "upper", target, {}));
     }
     if (name == "startswith" || name == "endswith") {
       expect_count(what, args, 1, 1);

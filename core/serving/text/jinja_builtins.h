@@ -21,6 +21,13 @@ bool is_filter(std::string_view name);
 bool is_test(std::string_view name);
 bool is_function(std::string_view name);  // raise_exception is handled by the evaluator
 bool is_method(std::string_view name);
+// Names Jinja2 (or Python, for methods) has and Headway does not: templates that use one are
+// refused at load. List and dict methods that change their object (append, update, ...) are not
+// among them: Hugging Face's sandbox refuses those when they are called, and so does Headway.
+bool lacks_jinja_filter(std::string_view name);
+bool lacks_jinja_test(std::string_view name);
+bool lacks_jinja_global(std::string_view name);
+bool lacks_python_method(std::string_view name);
 
 Value apply_filter(const std::string& name, const Value& target, const Arguments& args,
                    const KeywordArguments& kwargs);

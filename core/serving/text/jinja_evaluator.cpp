@@ -11,8 +11,6 @@
 namespace headway::serving::jinja {
 namespace {
 
-// A rendered prompt is bounded by the model's context; this bound only stops a runaway template.
-constexpr size_t kMaxOutputBytes = 64u << 20;
 // Macros may call themselves (a template rendering a nested JSON schema); this bounds the nesting
 // well above any schema's depth and well below what the C++ stack holds.
 constexpr int kMaxMacroDepth = 100;
@@ -37,7 +35,7 @@ class Evaluator {
   }
 
   void emit(int line, std::string_view text) {
-    if (out_.size() + text.size() > kMaxOutputBytes) {
+    if (out_.size() + text.size() > kMaxTextBytes) {
       fail(line, "the rendered prompt exceeds 64 MiB");
     }
     out_ += text;
@@ -105,6 +103,7 @@ class Evaluator {
         return;
       case Node::Kind::kSet: {
         Value value = node.expr ? eval(*node.expr) : Value::string(capture(node.body));
+        if (flow_ != Flow::kNext) return;  // a break in the block: Jinja assigns nothing
         if (node.targets.size() == 2) {
           const Value target = lookup(node.targets[0]);
           if (!target.is_namespace()) {
@@ -131,6 +130,7 @@ class Evaluator {
         return;
       case Node::Kind::kFilterBlock: {
         const Value text = Value::string(capture(node.body));
+        if (flow_ != Flow::kNext) return;  // a break in the block: Jinja writes nothing
         Arguments args;
         for (const ExprPtr& a : node.expr->args) args.push_back(eval(*a));
         KeywordArguments kwargs;
@@ -166,10 +166,9 @@ class Evaluator {
       }
       items.swap(kept);
     }
-    if (items.empty()) {
-      execute(node.else_body);
-      return;
-    }
+    // Jinja runs the else block unless an iteration reached the end of the body: after no
+    // iteration, and also when each one broke or continued.
+    bool body_completed = false;
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
       scopes_.emplace_back();
@@ -193,8 +192,10 @@ class Evaluator {
       }
       scopes_.pop_back();
       const Flow flow = std::exchange(flow_, Flow::kNext);
-      if (flow == Flow::kBreak) return;
+      if (flow == Flow::kBreak) break;
+      body_completed = body_completed || flow == Flow::kNext;
     }
+    if (!body_completed) execute(node.else_body);
   }
 
   void bind_targets(const Node& node, const Value& item) {
@@ -447,7 +448,7 @@ class Evaluator {
       std::string out;
       for (int64_t i = 0; i < b.as_int(); ++i) {
         out += a.as_string();
-        if (out.size() > kMaxOutputBytes) fail(e.line, "string repetition exceeds 64 MiB");
+        if (out.size() > kMaxTextBytes) fail(e.line, "string repetition exceeds 64 MiB");
       }
       return Value::string(std::move(out));
     }

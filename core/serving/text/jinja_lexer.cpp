@@ -160,7 +160,7 @@ class Lexer {
         return i < src_.size() && std::isdigit(static_cast<unsigned char>(src_[i]));
       };
       bool is_float = false;
-      if (src_[end] == '.' && digit_at(end + 1)) {
+      if (end < src_.size() && src_[end] == '.' && digit_at(end + 1)) {
         is_float = true;
         ++end;
         while (digit_at(end)) ++end;
@@ -248,10 +248,34 @@ class Lexer {
         }
         case '\n':  // a backslash-newline continues the line, as in Python
           break;
+        case 'a':
+          value += '\a';
+          break;
+        case 'b':
+          value += '\b';
+          break;
+        case 'f':
+          value += '\f';
+          break;
+        case 'v':
+          value += '\v';
+          break;
         default:
-          throw SyntaxError(
-              line_ + static_cast<int>(std::count(src_.begin() + pos_, src_.begin() + i, '\n')),
-              std::string("unsupported escape sequence '\\") + src_[i] + "' in a string literal");
+          if (src_[i] >= '0' && src_[i] <= '7') {  // Python's octal escape, up to three digits
+            uint32_t code = 0;
+            size_t digits = 0;
+            while (digits < 3 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7') {
+              code = code * 8 + static_cast<uint32_t>(src_[i] - '0');
+              ++i;
+              ++digits;
+            }
+            --i;
+            core::utf8::append_code_point(code, value);
+          } else {
+            // Python keeps an unknown escape as written ('\d' is a backslash and a d).
+            value += '\\';
+            value += src_[i];
+          }
       }
     }
     tokens_.push_back({Token::Kind::kString, std::move(value), line});

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "jinja_builtins.h"
 
@@ -24,6 +25,7 @@ const std::set<std::string, std::less<>> kUnsupportedStatements = {
 
 // Bounds a macro's parameter list; the macros of chat templates take two or three.
 constexpr size_t kMaxMacroParameters = 64;
+constexpr int kMaxNesting = 300;
 
 // A statement node of `kind` at `line`, every other field empty.
 Node node(Node::Kind kind, int line) {
@@ -110,7 +112,21 @@ class Parser {
 
   // Parses nodes until a statement whose keyword is in `stops` (left unconsumed after "{%"; its
   // keyword is in stopped_at_) or the end.
+  // Bounds the recursion of the parser, and of the evaluator over what it builds, well within the
+  // stack: real templates nest a few levels.
+  struct NestingGuard {
+    explicit NestingGuard(Parser& p) : parser(p) {
+      if (++parser.nesting_ > kMaxNesting) {
+        throw SyntaxError(parser.peek().line,
+                          "the template nests more than 300 levels of statements and expressions");
+      }
+    }
+    ~NestingGuard() { --parser.nesting_; }
+    Parser& parser;
+  };
+
   std::vector<Node> parse_nodes(std::initializer_list<std::string_view> stops) {
+    const NestingGuard guard(*this);
     std::vector<Node> nodes;
     while (!at(Kind::kEnd)) {
       const Token& t = peek();
@@ -175,7 +191,10 @@ class Parser {
     if (keyword.text == "generation") {
       Node n = node(Node::Kind::kGeneration, keyword.line);
       expect(Kind::kStatementClose, "'%}'");
+      // Jinja renders the body as a call block: a loop around it is not a loop in it.
+      const int enclosing_loops = std::exchange(loop_depth_, 0);
       n.body = parse_nodes({"endgeneration"});
+      loop_depth_ = enclosing_loops;
       if (stopped_at_ != "endgeneration") unclosed("generation", keyword.line);
       expect(Kind::kStatementClose, "'%}'");
       return n;
@@ -231,7 +250,9 @@ class Parser {
     }
     expect(Kind::kStatementClose, "'%}'");
     ++loop_depth_;
+    ++scope_depth_;
     n.body = parse_nodes({"else", "endfor"});
+    --scope_depth_;
     --loop_depth_;
     if (stopped_at_ == "else") {
       expect(Kind::kStatementClose, "'%}'");
@@ -265,6 +286,13 @@ class Parser {
 
   // {% macro name(a, b=default, ...) %} body {% endmacro %}
   Node parse_macro(int line) {
+    // Headway's macros see the template's top-level variables, not those of a loop or macro
+    // around their statement, which Jinja's do: refused rather than rendered differently.
+    if (scope_depth_ > 0) {
+      throw SyntaxError(line,
+                        "a {% macro %} inside a for loop or another macro is not supported; "
+                        "define it at the top level");
+    }
     Node n = node(Node::Kind::kMacro, line);
     n.text = identifier("a macro name");
     expect_op("(");
@@ -292,9 +320,10 @@ class Parser {
     }
     expect(Kind::kStatementClose, "'%}'");
     // A loop around the macro's statement is not a loop around its body.
-    const int enclosing_loops = loop_depth_;
-    loop_depth_ = 0;
+    const int enclosing_loops = std::exchange(loop_depth_, 0);
+    ++scope_depth_;
     n.body = parse_nodes({"endmacro"});
+    --scope_depth_;
     loop_depth_ = enclosing_loops;
     if (stopped_at_ != "endmacro") unclosed("macro", line);
     expect(Kind::kStatementClose, "'%}'");
@@ -330,6 +359,7 @@ class Parser {
   }
 
   ExprPtr parse_expression() {
+    const NestingGuard guard(*this);
     ExprPtr value = parse_or();
     while (at_name("if")) {
       const int line = next().line;
@@ -366,6 +396,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    const NestingGuard guard(*this);
     if (at_name("not")) {
       const int line = next().line;
       auto e = make(Expr::Kind::kUnary, line, "not");
@@ -440,6 +471,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filters) {
+    const NestingGuard guard(*this);
     ExprPtr value;
     if (at_op("-") || at_op("+")) {
       const Token& op = next();
@@ -672,44 +704,60 @@ class Parser {
   size_t pos_ = 0;
   std::string stopped_at_;
   std::set<std::string, std::less<>> macro_names_;
-  int loop_depth_ = 0;  // for loops around the statement being parsed, within its macro
+  int loop_depth_ = 0;   // for loops around the statement being parsed, within its macro
+  int scope_depth_ = 0;  // for loops and macros around it
+  int nesting_ = 0;      // statements and expressions being parsed inside one another
 };
 
-// Jinja refuses an unknown filter or test when it compiles the template, unless it is in an if
-// statement (its test or its bodies) or a conditional expression, where it fails only when it
-// runs: DeepSeek V3.2's template applies a filter Jinja lacks to arguments only when they are a
-// string. A for loop's body or a macro's is a new scope, conditional no longer.
-void refuse_unknown_filters(const Expr& e, bool conditional) {
-  if (!conditional) {
-    if (e.kind == Expr::Kind::kFilter && !is_filter(e.name)) {
-      throw SyntaxError(e.line, "unknown filter '" + e.name + "'");
-    }
-    if (e.kind == Expr::Kind::kTest && !is_test(e.name)) {
-      throw SyntaxError(e.line, "unknown test '" + e.name + "'");
-    }
+// What Jinja2 would refuse when it compiles the template, and what it has and Headway lacks, is
+// refused at load; other unknown names fail only where Jinja2 fails them:
+// - a filter or test Jinja2 does not know is refused unless it is in an if statement (its tests
+//   and bodies) or a conditional expression, where Jinja2 defers the error to when it runs
+//   (DeepSeek V3.2's template applies one to tool arguments only when they are a string). A for
+//   loop's body and else, a macro's body, a block set, a filter block and {% generation %} are
+//   scopes of their own there, conditional no longer;
+// - methods and global functions are looked up when called, so only those that Python or Jinja2
+//   has and Headway lacks are refused at load.
+void check_names(const Expr& e, bool conditional) {
+  const auto refuse = [&](const std::string& what) {
+    throw SyntaxError(
+        e.line, what + " '" + e.name + "' is not supported by Headway's chat template interpreter");
+  };
+  if (e.kind == Expr::Kind::kFilter && !is_filter(e.name)) {
+    if (lacks_jinja_filter(e.name)) refuse("filter");
+    if (!conditional) throw SyntaxError(e.line, "unknown filter '" + e.name + "'");
+  }
+  if (e.kind == Expr::Kind::kTest && !is_test(e.name)) {
+    if (lacks_jinja_test(e.name)) refuse("test");
+    if (!conditional) throw SyntaxError(e.line, "unknown test '" + e.name + "'");
+  }
+  if (e.kind == Expr::Kind::kMethod && !is_method(e.name) && lacks_python_method(e.name)) {
+    refuse("method");
+  }
+  if (e.kind == Expr::Kind::kCall && !is_function(e.name) && lacks_jinja_global(e.name)) {
+    refuse("function");
   }
   const bool inner = conditional || e.kind == Expr::Kind::kCondition;
   for (const ExprPtr& a : e.args) {
-    if (a) refuse_unknown_filters(*a, inner);
+    if (a) check_names(*a, inner);
   }
-  for (const auto& [name, value] : e.kwargs) refuse_unknown_filters(*value, inner);
+  for (const auto& [name, value] : e.kwargs) check_names(*value, inner);
 }
 
-void refuse_unknown_filters(const std::vector<Node>& nodes, bool conditional) {
+void check_names(const std::vector<Node>& nodes, bool conditional) {
   for (const Node& n : nodes) {
-    const bool branch = conditional || n.kind == Node::Kind::kIf;
-    const bool new_scope = n.kind == Node::Kind::kFor || n.kind == Node::Kind::kMacro ||
-                           n.kind == Node::Kind::kGeneration;  // Jinja's call block
-    const bool body = new_scope ? false : branch;
-    if (n.expr) refuse_unknown_filters(*n.expr, conditional);
-    if (n.condition) refuse_unknown_filters(*n.condition, false);  // a for loop's filter
-    for (const ExprPtr& c : n.conditions) refuse_unknown_filters(*c, branch);
+    const bool own_scope = n.kind == Node::Kind::kFor || n.kind == Node::Kind::kMacro ||
+                           n.kind == Node::Kind::kGeneration ||
+                           n.kind == Node::Kind::kFilterBlock || n.kind == Node::Kind::kSet;
+    if (n.expr) check_names(*n.expr, n.kind == Node::Kind::kFilterBlock ? false : conditional);
+    if (n.condition) check_names(*n.condition, false);            // a for loop's filter
+    for (const ExprPtr& c : n.conditions) check_names(*c, true);  // an if's tests
     for (const ExprPtr& d : n.defaults) {
-      if (d) refuse_unknown_filters(*d, false);
+      if (d) check_names(*d, false);
     }
-    for (const std::vector<Node>& b : n.bodies) refuse_unknown_filters(b, branch);
-    refuse_unknown_filters(n.body, body);
-    refuse_unknown_filters(n.else_body, n.kind == Node::Kind::kFor ? conditional : branch);
+    for (const std::vector<Node>& b : n.bodies) check_names(b, true);  // an if's branches
+    check_names(n.body, own_scope ? false : conditional);
+    check_names(n.else_body, n.kind == Node::Kind::kIf);
   }
 }
 
@@ -717,7 +765,7 @@ void refuse_unknown_filters(const std::vector<Node>& nodes, bool conditional) {
 
 std::vector<Node> parse(const std::vector<Token>& tokens) {
   std::vector<Node> nodes = Parser(tokens).parse_template();
-  refuse_unknown_filters(nodes, /*conditional=*/false);
+  check_names(nodes, /*conditional=*/false);
   return nodes;
 }
 

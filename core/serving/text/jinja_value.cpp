@@ -172,6 +172,7 @@ void json_into(const Value& v, const JsonFormat& format, int depth, std::string&
     if (!format.indent) return;
     out += '\n';
     out.append(static_cast<size_t>(std::max(*format.indent, 0)) * static_cast<size_t>(level), ' ');
+    if (out.size() > kMaxTextBytes) throw std::runtime_error("tojson: the text exceeds 64 MiB");
   };
   const std::string& item_separator = format.item_separator;
   switch (v.kind()) {

@@ -17,6 +17,10 @@
 
 namespace headway::serving::jinja {
 
+// A rendered prompt is bounded by the model's context; this bound on the prompt and on any text a
+// template builds only stops a runaway template.
+constexpr size_t kMaxTextBytes = 64u << 20;
+
 class Value;
 using List = std::vector<Value>;
 // A dict's entries in insertion order, as Python's dict. Keys are strings, numbers, booleans or

@@ -240,9 +240,21 @@ TEST(JinjaEvaluator, BreakContinueBlockSetAndGeneration) {
       "[a2b] 3");
   EXPECT_EQ(render_text("{% generation %}x{{ 1 }}{% endgeneration %}y"), "x1y");
   EXPECT_EQ(syntax_error("\n{% break %}"), "line 2: '{% break %}' outside a for loop");
-  // A loop around a macro's statement is not a loop around its body.
-  EXPECT_EQ(syntax_error("{% for x in y %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}"),
-            "line 1: '{% continue %}' outside a for loop");
+  // Jinja renders {% generation %} as a call block: a loop around it is not a loop in it.
+  EXPECT_EQ(
+      syntax_error("{% for x in y %}{% generation %}{% break %}{% endgeneration %}{% endfor %}"),
+      "line 1: '{% break %}' outside a for loop");
+  // Jinja runs a for loop's else unless an iteration reached the end of the body.
+  EXPECT_EQ(render_text("{% for i in [1] %}{% break %}{% else %}else{% endfor %}|"
+                        "{% for i in [1, 2] %}{% continue %}{% else %}E{% endfor %}|"
+                        "{% for i in [1, 2] %}{{ i }}{% if i == 2 %}{% break %}{% endif %}"
+                        "{% else %}no{% endfor %}|{% for i in [] %}{% else %}empty{% endfor %}"),
+            "else|E|12|empty");
+  // A break inside a filter block or a block set leaves the block unwritten and unassigned.
+  EXPECT_EQ(render_text("{% for i in [1, 2] %}{% filter upper %}x{% break %}y{% endfilter %}"
+                        "{% endfor %}|{% set ns = namespace(b=none) %}{% for i in [1] %}"
+                        "{% set ns.b %}x{% break %}{% endset %}{% endfor %}{{ ns.b }}"),
+            "|None");
   EXPECT_EQ(syntax_error("{% for x in y %}{% else %}{% break %}{% endfor %}"),
             "line 1: '{% break %}' outside a for loop");
 }
@@ -401,8 +413,69 @@ TEST(JinjaParser, UnknownNamesFailWhereJinjaFailsThem) {
             "line 2: unknown filter 'from_json'");
   EXPECT_EQ(render_error("{{ [].append(1) }}"), "line 1: a list has no method 'append'");
   EXPECT_EQ(render_error("{{ lookup('x') }}"), "line 1: unknown function 'lookup'");
-  EXPECT_EQ(render_error("{% if true %}{% filter nope %}x{% endfilter %}{% endif %}"),
+  // Block sets, filter blocks and a for loop's else are scopes of their own to Jinja's compiler:
+  // inside an if, an unknown filter there is still refused.
+  EXPECT_EQ(syntax_error("{% if false %}{% set b %}{{ 1 | nope }}{% endset %}{% endif %}"),
             "line 1: unknown filter 'nope'");
+  EXPECT_EQ(syntax_error("{% if false %}{% for i in [] %}{% else %}{{ 1 | nope }}{% endfor %}"
+                         "{% endif %}"),
+            "line 1: unknown filter 'nope'");
+  EXPECT_EQ(syntax_error("{% if false %}{% filter nope %}a{% endfilter %}{% endif %}"),
+            "line 1: unknown filter 'nope'");
+  // What Jinja2 or Python has and Headway lacks is refused at load, even where it would not run.
+  EXPECT_EQ(syntax_error("{% if false %}{{ 'x' | center(9) }}{% endif %}"),
+            "line 1: filter 'center' is not supported by Headway's chat template interpreter");
+  EXPECT_EQ(syntax_error("{% if false %}{{ 'x'.zfill(3) }}{% endif %}"),
+            "line 1: method 'zfill' is not supported by Headway's chat template interpreter");
+  EXPECT_EQ(syntax_error("{{ cycler(1, 2) }}"),
+            "line 1: function 'cycler' is not supported by Headway's chat template interpreter");
+  EXPECT_EQ(syntax_error("{% if x is sameas y %}{% endif %}"),
+            "line 1: test 'sameas' is not supported by Headway's chat template interpreter");
+}
+
+TEST(JinjaEvaluator, MoreOfJinjasFiltersTestsAndPythonsMethods) {
+  EXPECT_EQ(render_text("{{ 'hello wORLD-foo (bar' | title }} {{ 2.675 | round(2) }} "
+                        "{{ 2.5 | round }} {{ 3 | round }} {{ 2.1 | round(method='ceil') }} "
+                        "{{ -2.5 | round(0, 'floor') }} {{ [1, 2.5, 3] | sum }} "
+                        "{{ [{'n': 2}, {'n': 3}] | sum(attribute='n', start=10) }}"),
+            "Hello World-Foo (Bar 2.67 2.0 3 3.0 -3.0 6.5 15");
+  EXPECT_EQ(render_text("{{ 3 is gt 2 }} {{ 3 is lt 2 }} {{ 2 is ge 2 }} {{ 'a' is lessthan 'b' }} "
+                        "{{ 'abc' is lower }} {{ 'aBc' is lower }} {{ 'ABC' is upper }} "
+                        "{{ '12' is upper }}"),
+            "True False True True True False True False");
+  EXPECT_EQ(render_text("{{ 'a\nb\r\nc\n'.splitlines() }} {{ 'abca'.count('a') }} "
+                        "{{ 'aaa'.count('') }} {{ ', '.join(['x', 'y']) }} {{ 'héllo'.find('l') }} "
+                        "{{ 'héllo'.rfind('l') }} {{ 'x'.find('z') }} "
+                        "{{ 'prefix-x'.removeprefix('prefix-') }} {{ '123'.isdigit() }} "
+                        "{{ ' \t'.isspace() }} {{ 'ab'.islower() }} {{ dict(a=1, b='x') }} "
+                        "{{ dict({'k': 1}, z=2) }}"),
+            "['a', 'b', 'c'] 2 4 x, y 2 3 -1 x True True True {'a': 1, 'b': 'x'} {'k': 1, 'z': 2}");
+  EXPECT_EQ(render_text("{{ [true, 0, 2] | sort }} {{ ' 12 ' | int }} {{ '3.7' | int }} "
+                        "{{ 'x' | int }} {{ '\\d\\a\\0\\101' | length }} "
+                        "{{ [[1, 2]] | map(attribute='1') | list }} "
+                        "{{ [{0: 'zero'}] | map(attribute='0') | list }}"),
+            "[0, True, 2] 12 3 0 5 [2] ['zero']");
+  EXPECT_THAT(render_error("{{ '{}{0}'.format(1) }}"), HasSubstr("cannot mix automatic"));
+  EXPECT_THAT(render_error("{{ 'a}b'.format() }}"), HasSubstr("a single '}'"));
+}
+
+// What a template could do to the process: each is a clear error naming the line.
+TEST(JinjaEvaluator, RunawayTemplatesAreStoppedWithAnError) {
+  EXPECT_THAT(render_error("{{ [[1]] | sort(attribute='99999999999999999999') }}|"
+                           "{{ '{99999999999999999999}'.format(1) }}"),
+              HasSubstr("no positional argument for field {99999999999999999999}"));
+  EXPECT_THAT(render_error("{% set s = '\\n' * 1000000 %}{{ s | indent(1000, blank=true) }}"),
+              HasSubstr("the text exceeds 64 MiB"));
+  EXPECT_THAT(render_error("{{ " + std::string(20, '[') + "1" + std::string(20, ']') +
+                           " | tojson(indent=1000000) }}"),
+              HasSubstr("the text exceeds 64 MiB"));
+  EXPECT_EQ(syntax_error("{{ " + std::string(400, '(') + "1" + std::string(400, ')') + " }}"),
+            "line 1: the template nests more than 300 levels of statements and expressions");
+  EXPECT_EQ(syntax_error("{{ " + std::string(2000, '-') + "1 }}"),
+            "line 1: the template nests more than 300 levels of statements and expressions");
+  EXPECT_EQ(render_text("{{ 1"
+                        " }}"),
+            "1");
 }
 
 TEST(JinjaParser, RefusesMalformedTemplatesNamingTheLine) {

@@ -7,8 +7,9 @@
 // namespace(), macros, filter blocks, the usual operators, filters (trim, length, tojson, join,
 // sort, ...), tests (defined, none, ...), string and dict methods, raise_exception, strftime_now.
 // docs/serving_text.md lists it all and how it was compared with Jinja2. The template is parsed at
-// load time, and anything the interpreter cannot run is an error then (naming the file, the line
-// and the construct), never a silently wrong prompt. Rendering follows Hugging Face's
+// load time, and what Jinja2 would refuse to compile, or has and the interpreter lacks, is an error
+// then (naming the file, the line and the construct), never a silently wrong prompt; names neither
+// knows fail where Jinja2 fails them, when the line runs. Rendering follows Hugging Face's
 // apply_chat_template: trim_blocks and lstrip_blocks on; variables messages (each with role and
 // content, and the fields of ChatMessage::fields_json), bos_token, eos_token (the tokenizer's
 // special_token_text), add_generation_prompt, tools (GenerateInput::tools_json, or none),

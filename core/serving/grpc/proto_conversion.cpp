@@ -65,6 +65,9 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
       }
       out.tools_json = request.chat().tools_json();
       out.template_kwargs_json = request.chat().template_kwargs_json();
+      out.add_generation_prompt =
+          !request.chat().has_add_generation_prompt() || request.chat().add_generation_prompt();
+      out.continue_final_message = request.chat().continue_final_message();
       break;
     case v1::GenerateRequest::PROMPT_NOT_SET:
       throw ServiceError(ErrorCode::kInvalidArgument,

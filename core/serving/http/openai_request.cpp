@@ -351,14 +351,15 @@ bool has_template_json(const nlohmann::json& body) {
 }
 
 // vLLM's options for rendering chat messages, at anything but their defaults.
-void refuse_template_options(const FieldReader& fields) {
+void parse_template_options(const FieldReader& fields, GenerateInput& input) {
   // A client that sends its own template relies on it: the prompt would silently be another.
   if (is_set(fields.find("chat_template"))) throw not_supported("chat_template", "chat_template");
-  if (!fields.boolean("add_generation_prompt").value_or(true)) {
-    throw not_supported("add_generation_prompt", "add_generation_prompt = false");
-  }
-  if (fields.boolean("continue_final_message").value_or(false)) {
-    throw not_supported("continue_final_message", "continue_final_message");
+  input.add_generation_prompt = fields.boolean("add_generation_prompt").value_or(true);
+  input.continue_final_message = fields.boolean("continue_final_message").value_or(false);
+  if (input.add_generation_prompt && input.continue_final_message) {
+    // vLLM's rule: a client continuing the final message says so with both fields.
+    throw invalid_field("continue_final_message",
+                        "continue_final_message needs add_generation_prompt set to false");
   }
 }
 
@@ -370,7 +371,7 @@ ToolRequest parse_chat_prompt(const nlohmann::json& json, std::string_view body,
       has_template_json(json) ? parse_json_keeping_order(body) : nlohmann::ordered_json();
   input.prompt_kind = GenerateInput::PromptKind::kChat;
   input.messages = parse_messages(fields, ordered);
-  refuse_template_options(fields);
+  parse_template_options(fields, input);
   ToolRequest tools = parse_tool_request(fields, ordered);
   input.tools_json = tools.tools_json;
   // vLLM's extra template variables (Qwen3's enable_thinking): the service refuses one that

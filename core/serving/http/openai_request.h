@@ -62,7 +62,8 @@ OpenAiRequest parse_completion_request(std::string_view body);
 OpenAiRequest parse_chat_request(std::string_view body);
 
 // vLLM's POST /tokenize: one completions prompt (text or token ids; add_special_tokens true only)
-// or chat messages (add_special_tokens false only, the template options at their defaults). Only
+// or chat messages (add_special_tokens false only; add_generation_prompt, continue_final_message
+// and chat_template_kwargs as for a chat request). Only
 // the model and prompt fields of the result are set.
 GenerateInput parse_tokenize_request(std::string_view body);
 // vLLM's POST /detokenize: {"tokens": [ids]}, and the optional model (into `model`).

@@ -32,6 +32,19 @@ void validate_prompt_form(const GenerateInput& input) {
     invalid("chat_template_kwargs are for the chat template: they need chat messages",
             "chat_template_kwargs");
   }
+  if (input.prompt_kind != Kind::kChat &&
+      (!input.add_generation_prompt || input.continue_final_message)) {
+    invalid(
+        "add_generation_prompt and continue_final_message are for the chat template: they "
+        "need chat messages",
+        input.continue_final_message ? "continue_final_message" : "add_generation_prompt");
+  }
+  if (input.add_generation_prompt && input.continue_final_message) {
+    invalid(
+        "continue_final_message needs add_generation_prompt false: the prompt either ends "
+        "with a new assistant turn or inside the final message, not both",
+        "continue_final_message");
+  }
   switch (input.prompt_kind) {
     case Kind::kText:
       if (ids || chat) invalid("prompt_kind is text but another prompt form is set", "prompt");

@@ -140,6 +140,27 @@ std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::filesystem::path& ch
 
 const std::string& ChatTemplate::origin() const { return parsed_->origin; }
 
+std::string ChatTemplate::cut_after_final_message(std::string_view rendered,
+                                                  std::string_view final_content) {
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  std::string_view stripped = final_content;
+  stripped.remove_prefix(std::min(stripped.find_first_not_of(kSpace), stripped.size()));
+  const std::string_view left_stripped = stripped;
+  const size_t last = stripped.find_last_not_of(kSpace);
+  stripped = last == std::string_view::npos ? std::string_view() : stripped.substr(0, last + 1);
+  const size_t at = rendered.rfind(stripped);
+  if (at == std::string_view::npos) {
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       "continue_final_message: the chat template does not write the final "
+                       "message's content, so the prompt cannot end inside it",
+                       "messages");
+  }
+  // As Hugging Face does: the content's trailing whitespace stays when the template wrote it.
+  const bool kept_as_sent = rendered.substr(at, left_stripped.size()) == final_content;
+  return std::string(
+      rendered.substr(0, at + (kept_as_sent ? left_stripped.size() : stripped.size())));
+}
+
 std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                  std::string_view tools_json,
                                  std::string_view template_kwargs_json) const {

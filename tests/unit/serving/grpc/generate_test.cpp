@@ -177,6 +177,9 @@ TEST_F(GenerateTest, PassesChatMessages) {
   EXPECT_EQ(input.messages[1].content, "Hi?");
   EXPECT_TRUE(input.messages[1].fields_json.empty());
   EXPECT_TRUE(input.tools_json.empty());
+  // Unset, add_generation_prompt is true, as vLLM's default.
+  EXPECT_TRUE(input.add_generation_prompt);
+  EXPECT_FALSE(input.continue_final_message);
 }
 
 // Tool calling over gRPC: the tools and a message's other fields travel as JSON text, for the
@@ -186,6 +189,8 @@ TEST_F(GenerateTest, PassesToolsAndMessageFields) {
   auto* messages = request.mutable_chat();
   messages->set_tools_json(R"([{"type": "function", "function": {"name": "f"}}])");
   messages->set_template_kwargs_json(R"({"enable_thinking": false})");
+  messages->set_add_generation_prompt(false);
+  messages->set_continue_final_message(true);
   auto* result = messages->add_messages();
   result->set_role("tool");
   result->set_content("21");
@@ -195,6 +200,8 @@ TEST_F(GenerateTest, PassesToolsAndMessageFields) {
   const GenerateInput input = fake_.wait_for_submitted(1).at(0);
   EXPECT_EQ(input.tools_json, R"([{"type": "function", "function": {"name": "f"}}])");
   EXPECT_EQ(input.template_kwargs_json, R"({"enable_thinking": false})");
+  EXPECT_FALSE(input.add_generation_prompt);
+  EXPECT_TRUE(input.continue_final_message);
   ASSERT_EQ(input.messages.size(), 1u);
   EXPECT_EQ(input.messages[0].role, "tool");
   EXPECT_EQ(input.messages[0].fields_json, R"({"tool_call_id": "c1"})");

@@ -271,6 +271,20 @@ TEST(ChatRequest, MaxCompletionTokensWinsOverMaxTokens) {
       9u);
 }
 
+// vLLM's template options: the generation prompt left out, or the final message continued.
+TEST(ChatRequest, TemplateOptions) {
+  const GenerateInput defaults =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})").input;
+  EXPECT_TRUE(defaults.add_generation_prompt);
+  EXPECT_FALSE(defaults.continue_final_message);
+  const GenerateInput continued = parse_chat_request(R"({"messages": [
+      {"role": "user", "content": "x"}, {"role": "assistant", "content": "The answer is"}],
+      "add_generation_prompt": false, "continue_final_message": true})")
+                                      .input;
+  EXPECT_FALSE(continued.add_generation_prompt);
+  EXPECT_TRUE(continued.continue_final_message);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Chat, RefusedRequest,
     ::testing::Values(
@@ -353,12 +367,9 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"messages": [{"role": "user", "content": "x", "tool_calls": [{"id": "c1",
                     "function": {"name": "f", "arguments": "{}"}}]}]})",
                 "messages[0].tool_calls", "only for assistant messages", true},
-        Refused{R"({"messages": [{"role": "user", "content": "x"}],
-                    "add_generation_prompt": false})",
-                "add_generation_prompt", "not supported", true},
-        Refused{R"({"messages": [{"role": "user", "content": "x"}],
+        Refused{R"({"messages": [{"role": "assistant", "content": "x"}],
                     "continue_final_message": true})",
-                "continue_final_message", "not supported", true},
+                "continue_final_message", "needs add_generation_prompt set to false", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo",
                 "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",

@@ -85,6 +85,24 @@ TEST_F(ServiceTest, TokenizeGivesThePromptSubmitRunsAndDetokenizeItsText) {
   EXPECT_EQ(std::count(rendered.begin(), rendered.end(), 256), 1);
   EXPECT_EQ(rendered.front(), 256);
 
+  // Without the generation prompt the prompt ends with the last turn; continuing the final message
+  // ends it inside that message (the built-in Llama 3 template, byte tokenizer: text in, text out).
+  chat.messages = {{"user", "hi"}, {"assistant", "The answer is "}};
+  chat.add_generation_prompt = false;
+  const std::string ended = service.detokenize("", service.tokenize(chat));
+  EXPECT_TRUE(ended.ends_with("The answer is<|eot_id|>")) << ended;
+  chat.continue_final_message = true;
+  const std::string continued = service.detokenize("", service.tokenize(chat));
+  EXPECT_TRUE(continued.ends_with("<|start_header_id|>assistant<|end_header_id|>\n\nThe answer is"))
+      << continued;
+  chat.add_generation_prompt = true;  // both: refused, naming the field
+  try {
+    service.tokenize(chat);
+    ADD_FAILURE() << "no refusal";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.param(), "continue_final_message");
+  }
+
   // Longer than the context: counted all the same (that is what a client asks it for).
   EXPECT_EQ(service.tokenize(text_request(std::string(2000, 'x'), 1)).size(), 2001u);
 }

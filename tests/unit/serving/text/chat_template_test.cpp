@@ -400,3 +400,32 @@ TEST(ChatTemplate, ByteTokenizerHasNoSpecialTokenText) {
 
 }  // namespace
 }  // namespace headway::serving
+
+namespace headway::serving {
+namespace {
+
+// Hugging Face's continue_final_message cut, which vLLM's follows (expected texts from
+// transformers' apply_chat_template logic).
+TEST(ContinueFinalMessage, CutsRightAfterTheLastCopyOfTheFinalContent) {
+  // The template kept the trailing space: it stays.
+  EXPECT_EQ(ChatTemplate::cut_after_final_message("U: x\nA: x The answer is \n", "The answer is "),
+            "U: x\nA: x The answer is ");
+  // The template trimmed it (Llama 3's `| trim`): cut after the text.
+  EXPECT_EQ(ChatTemplate::cut_after_final_message("A: The answer is<|eot_id|>", "The answer is "),
+            "A: The answer is");
+  // Leading whitespace: cut after the stripped content.
+  EXPECT_EQ(ChatTemplate::cut_after_final_message("A: lead\n", "  lead"), "A: lead");
+  // The last copy, not an earlier one.
+  EXPECT_EQ(ChatTemplate::cut_after_final_message("U: ok\nA: ok!", "ok"), "U: ok\nA: ok");
+  try {
+    ChatTemplate::cut_after_final_message("A: rewritten", "original");
+    FAIL() << "no refusal";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), "messages");
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("does not write the final message's content"));
+  }
+}
+
+}  // namespace
+}  // namespace headway::serving

@@ -64,6 +64,14 @@ class ChatTemplate {
                      std::string_view tools_json = {},
                      std::string_view template_kwargs_json = {}) const;
 
+  // Hugging Face's continue_final_message, which vLLM's follows: `rendered`, the conversation
+  // rendered without a generation prompt, cut right after the final message's content (its
+  // trailing whitespace kept when the template kept it), so that the model goes on writing that
+  // message. Throws ServiceError(kInvalidArgument, param "messages") when the rendered text does
+  // not contain that content (a template that rewrites it).
+  static std::string cut_after_final_message(std::string_view rendered,
+                                             std::string_view final_content);
+
   // Where the template came from ("<dir>/tokenizer_config.json (chat_template)", a file, or
   // "built-in Llama 3 template"), for logs and errors.
   const std::string& origin() const;

@@ -75,6 +75,11 @@ struct GenerateInput {
   // kChat: vLLM's chat_template_kwargs, more variables for the template (e.g. Qwen3's
   // enable_thinking), a JSON object. Empty: none.
   std::string template_kwargs_json;
+  // kChat: vLLM's add_generation_prompt (the template writes the assistant's header after the
+  // conversation) and continue_final_message (the prompt ends inside the final message, which the
+  // model goes on writing; needs add_generation_prompt false).
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
 
   core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
   // The service compiles it and sets sampling.guide (a guide set by the caller is replaced).

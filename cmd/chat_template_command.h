@@ -2,8 +2,8 @@
 // chat request makes, as `headway serve` renders it before tokenizing: the checkpoint's chat
 // template (or the given .jinja file) applied to the request's messages, tools and
 // chat_template_kwargs, add_generation_prompt and continue_final_message. For checking a template
-// before serving it, and
-// for comparing Headway's renderer with Jinja2 (scripts/chat_template_sweep.py).
+// before serving it, and for comparing Headway's renderer with Jinja2
+// (scripts/chat_template_sweep.py).
 #pragma once
 
 #include <CLI/CLI.hpp>

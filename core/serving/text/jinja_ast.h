@@ -20,7 +20,7 @@ struct Expr {
   enum class Kind {
     kLiteral,    // literal
     kName,       // name
-    kList,       // args: the items ((a, b) tuples are lists too)
+    kList,       // args: the items; name "tuple" for (a, b), a list that prints as a tuple
     kDict,       // args: key, value, key, value, ...
     kAttribute,  // args[0].name
     kItem,       // args[0][args[1]]

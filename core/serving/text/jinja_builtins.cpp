@@ -231,7 +231,7 @@ Value items(const Value& v) {
   if (v.is_undefined()) return Value::list();  // Jinja 3.1's items filter
   if (!v.is_dict()) throw runtime_error("items needs a dict, got " + std::string(v.type_name()));
   List out;
-  for (const auto& [key, value] : v.as_dict()) out.push_back(Value::list({key, value}));
+  for (const auto& [key, value] : v.as_dict()) out.push_back(Value::tuple({key, value}));
   return Value::list(std::move(out));
 }
 

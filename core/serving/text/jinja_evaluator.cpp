@@ -223,7 +223,7 @@ class Evaluator {
       case Expr::Kind::kList: {
         List items;
         for (const ExprPtr& a : e.args) items.push_back(eval(*a));
-        return Value::list(std::move(items));
+        return e.name == "tuple" ? Value::tuple(std::move(items)) : Value::list(std::move(items));
       }
       case Expr::Kind::kDict: {
         Value dict = Value::dict();

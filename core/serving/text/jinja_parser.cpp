@@ -541,8 +541,8 @@ class Parser {
         if (t.text == "(") {
           next();
           ExprPtr first = parse_expression();
-          if (at_op(",")) {  // a tuple: a list to the evaluator
-            auto list = make(Expr::Kind::kList, t.line);
+          if (at_op(",")) {  // a tuple: a list that prints as a tuple
+            auto list = make(Expr::Kind::kList, t.line, "tuple");
             list->args.push_back(std::move(first));
             while (at_op(",")) {
               next();

@@ -289,6 +289,11 @@ Value Value::list(List items) {
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
 }
+Value Value::tuple(List items) {
+  Value v = list(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
 Value Value::dict(Names items, bool is_namespace) {
   Value v;
   v.kind_ = Kind::kDict;
@@ -349,9 +354,10 @@ std::string Value::repr() const {
     case Kind::kString:
       return python_quote(*string_);
     case Kind::kList: {
-      std::string out = "[";
+      std::string out = tuple_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
-      return out + "]";
+      if (tuple_ && list_->size() == 1) out += ',';  // Python's (1,)
+      return out + (tuple_ ? ")" : "]");
     }
     case Kind::kDict: {
       std::string out = namespace_ ? "<Namespace {" : "{";

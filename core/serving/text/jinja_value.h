@@ -61,6 +61,8 @@ class Value {
   static Value floating(double f);
   static Value string(std::string s);
   static Value list(List items = {});
+  // A list that prints as Python's tuple ("(1, 'a')"): a (a, b) literal, an items() pair.
+  static Value tuple(List items);
   static Value dict(Names items = {}, bool is_namespace = false);
 
   Kind kind() const { return kind_; }
@@ -71,6 +73,7 @@ class Value {
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kDict && namespace_; }
+  bool is_tuple() const { return kind_ == Kind::kList && tuple_; }
 
   bool as_bool() const { return bool_; }
   int64_t as_int() const { return int_; }
@@ -103,6 +106,7 @@ class Value {
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
   bool namespace_ = false;
+  bool tuple_ = false;
   int64_t int_ = 0;
   double float_ = 0.0;
   std::shared_ptr<const std::string> string_;

@@ -102,7 +102,7 @@ TEST(JinjaEvaluator, SubscriptsSlicesAndAttributes) {
                         globals),
             "11 éo 13 ho |True False []");
   EXPECT_EQ(render_text("{{ {'a': [1, 'b'], 'c': none} }} {{ (1, 2) }}"),
-            "{'a': [1, 'b'], 'c': None} [1, 2]");
+            "{'a': [1, 'b'], 'c': None} (1, 2)");
 }
 
 TEST(JinjaEvaluator, LoopVariablesAndScoping) {
@@ -362,6 +362,15 @@ TEST(JinjaEvaluator, UndefinedAndNoneReachFiltersAsInJinja) {
                         "{{ range is undefined }} {{ nonesuch is defined }}"),
             "True True False False");
   EXPECT_EQ(render_text("{% macro m() %}{% endmacro %}{{ m is defined }}"), "True");
+}
+
+// Pairs from items() and dictsort, and (a, b) literals, print as Python's tuples.
+TEST(JinjaEvaluator, TuplesPrintAsTuples) {
+  EXPECT_EQ(render_text("{{ {'b': 1, 'A': 3} | dictsort }} {{ {'k': 'v'} | items | list }} "
+                        "{{ {'k': 'v'}.items() | list }} {{ (1, 'a') }} {{ (1,) }} "
+                        "{{ [(1, 2)] | tojson }} {{ (1, 2) | list }} "
+                        "{% for k, v in {'x': 1}.items() %}{{ k }}{{ v }}{% endfor %}"),
+            "[('A', 3), ('b', 1)] [('k', 'v')] [('k', 'v')] (1, 'a') (1,) [[1, 2]] [1, 2] x1");
 }
 
 // Seed-OSS's template maps thinking budgets with integer keys.

@@ -5,9 +5,9 @@
 
 Without --templates, the chat templates that llama.cpp collects from model checkpoints (about 70,
 in models/templates/ of the llama-cpp-python source package) are fetched from PyPI once into
-~/.cache/headway-chat-templates. Each template renders five conversations (one turn; a system turn
+~/.cache/headway-chat-templates. Each template renders six conversations (one turn; a system turn
 and history; tools with a call and its result; reasoning and non-ASCII text; two calls with nested
-arguments) through `headway chat-template` and through Jinja2 set up as Hugging Face's
+arguments; history with chat_template_kwargs) through `headway chat-template` and through Jinja2 set up as Hugging Face's
 apply_chat_template sets it up (the renderer vLLM uses): trim_blocks, lstrip_blocks, loop controls,
 {% generation %}, its tojson, raise_exception and strftime_now, tools=None when there are none.
 
@@ -78,8 +78,9 @@ def call(call_id, name, arguments):
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
-# (messages, tools): tool call arguments are objects, as serving hands them to templates.
-CONVERSATIONS = [
+# (messages, tools, chat_template_kwargs): tool call arguments are objects, as serving hands them
+# to templates.
+_TURNS = [
     ([{"role": "user", "content": "Hello there"}], None),
     (
         [
@@ -130,6 +131,11 @@ CONVERSATIONS = [
     ),
 ]
 
+CONVERSATIONS = [(messages, tools, None) for messages, tools in _TURNS] + [
+    # Qwen3's switch, and a reasoning effort for gpt-oss's.
+    (_TURNS[1][0], None, {"enable_thinking": False, "reasoning_effort": "low"}),
+]
+
 
 class Generation(Extension):
     """Hugging Face's {% generation %}: renders its body (it marks it for training masks)."""
@@ -178,11 +184,11 @@ def fetch_templates():
     return target
 
 
-def jinja_render(env, source, messages, tools):
+def jinja_render(env, source, messages, tools, kwargs):
     try:
         return True, env.from_string(source).render(
             messages=messages, tools=tools, documents=None, add_generation_prompt=True,
-            bos_token="", eos_token="")
+            bos_token="", eos_token="", **(kwargs or {}))
     except Exception as error:  # a template refusing a conversation, or failing on it
         return False, f"{type(error).__name__}: {error}"
 
@@ -216,18 +222,20 @@ def main():
     agree = 0
     with tempfile.TemporaryDirectory() as scratch:
         requests = []
-        for i, (messages, tools) in enumerate(CONVERSATIONS):
+        for i, (messages, tools, kwargs) in enumerate(CONVERSATIONS):
             request = pathlib.Path(scratch) / f"request{i}.json"
             body = {"messages": messages}
             if tools:
                 body["tools"] = tools
+            if kwargs:
+                body["chat_template_kwargs"] = kwargs
             request.write_text(json.dumps(body))
             requests.append(request)
         for template in templates:
             source = template.read_text()
             verdicts = []
-            for (messages, tools), request in zip(CONVERSATIONS, requests):
-                jinja_ok, jinja_text = jinja_render(env, source, messages, tools)
+            for (messages, tools, kwargs), request in zip(CONVERSATIONS, requests):
+                jinja_ok, jinja_text = jinja_render(env, source, messages, tools, kwargs)
                 headway_ok, headway_text = headway_render(args.headway, template, request)
                 if jinja_ok and headway_ok:
                     verdicts.append("same" if jinja_text == headway_text else

@@ -55,13 +55,7 @@ int run_chat_template(const ChatTemplateArgs& args) {
       args.template_file.empty() ? serving::ChatTemplate::load(args.model, *tokenizer)
                                  : serving::ChatTemplate::from_file(args.template_file, *tokenizer);
   try {
-    std::string prompt = chat_template->render(input.messages, input.add_generation_prompt,
-                                               input.tools_json, input.template_kwargs_json);
-    if (input.continue_final_message) {
-      prompt =
-          serving::ChatTemplate::cut_after_final_message(prompt, input.messages.back().content);
-    }
-    std::cout << prompt;
+    std::cout << chat_template->render(input);
   } catch (const serving::ServiceError& e) {
     // A failure names the template and its line; a refusal is the template's own message.
     throw core::Error(e.what());

@@ -40,11 +40,7 @@ std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {
   }
   std::string rendered;
   try {
-    rendered = chat_template_->render(input.messages, input.add_generation_prompt, input.tools_json,
-                                      input.template_kwargs_json);
-    if (input.continue_final_message && !input.messages.empty()) {
-      rendered = ChatTemplate::cut_after_final_message(rendered, input.messages.back().content);
-    }
+    rendered = chat_template_->render(input);
   } catch (const core::Error& e) {
     throw ServiceError(ErrorCode::kInvalidArgument,
                        std::string("the chat template failed on these messages: ") + e.what(),

@@ -140,6 +140,13 @@ std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::filesystem::path& ch
 
 const std::string& ChatTemplate::origin() const { return parsed_->origin; }
 
+std::string ChatTemplate::render(const GenerateInput& input) const {
+  std::string rendered = render(input.messages, input.add_generation_prompt, input.tools_json,
+                                input.template_kwargs_json);
+  if (!input.continue_final_message || input.messages.empty()) return rendered;
+  return cut_after_final_message(rendered, input.messages.back().content);
+}
+
 std::string ChatTemplate::cut_after_final_message(std::string_view rendered,
                                                   std::string_view final_content) {
   constexpr std::string_view kSpace = " \t\n\r\f\v";

@@ -283,8 +283,8 @@ class Evaluator {
                        " argument(s), got " + std::to_string(e.args.size()));
     }
     if (macro_depth_ == kMaxMacroDepth) {
-      fail(e.line,
-           "macro calls nest more than 100 deep (a macro that never stops calling itself?)");
+      fail(e.line, "macro calls nest more than " + std::to_string(kMaxMacroDepth) +
+                       " deep (a macro that never stops calling itself?)");
     }
     Scope arguments;
     std::vector<bool> bound(parameters.size(), false);

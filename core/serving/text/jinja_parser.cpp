@@ -117,8 +117,9 @@ class Parser {
   struct NestingGuard {
     explicit NestingGuard(Parser& p) : parser(p) {
       if (++parser.nesting_ > kMaxNesting) {
-        throw SyntaxError(parser.peek().line,
-                          "the template nests more than 300 levels of statements and expressions");
+        throw SyntaxError(parser.peek().line, "the template nests more than " +
+                                                  std::to_string(kMaxNesting) +
+                                                  " levels of statements and expressions");
       }
     }
     ~NestingGuard() { --parser.nesting_; }
@@ -316,7 +317,8 @@ class Parser {
     }
     expect_op(")");
     if (n.targets.size() > kMaxMacroParameters) {
-      throw SyntaxError(line, "macro '" + n.text + "' has more than 64 parameters");
+      throw SyntaxError(line, "macro '" + n.text + "' has more than " +
+                                  std::to_string(kMaxMacroParameters) + " parameters");
     }
     expect(Kind::kStatementClose, "'%}'");
     // A loop around the macro's statement is not a loop around its body.

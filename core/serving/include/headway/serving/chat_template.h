@@ -64,6 +64,12 @@ class ChatTemplate {
                      std::string_view tools_json = {},
                      std::string_view template_kwargs_json = {}) const;
 
+  // The prompt of a chat request (GenerateInput::PromptKind::kChat): its messages, tools and
+  // chat_template_kwargs rendered with its add_generation_prompt, then, with
+  // continue_final_message, cut after the final message. Throws as render() and
+  // cut_after_final_message().
+  std::string render(const GenerateInput& input) const;
+
   // Hugging Face's continue_final_message, which vLLM's follows: `rendered`, the conversation
   // rendered without a generation prompt, cut right after the final message's content (its
   // trailing whitespace kept when the template kept it), so that the model goes on writing that

@@ -543,7 +543,11 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     throw invalid_field("top_logprobs", "top_logprobs needs \"logprobs\": true");
   }
   if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
-  if (fields.boolean("echo").value_or(false)) throw not_supported("echo", "echo");
+  // As vLLM: only a final message in the answer's role is echoed; after any other, echo does
+  // nothing.
+  if (fields.boolean("echo").value_or(false) && out.input.messages.back().role == "assistant") {
+    out.chat_echo = out.input.messages.back().content;
+  }
   return out;
 }
 

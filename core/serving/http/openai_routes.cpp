@@ -270,6 +270,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   const int32_t prompt_logprobs = parsed.prompt_logprobs;
   const bool echo = parsed.echo;
   const bool echo_only = parsed.echo_only;
+  std::string chat_echo = parsed.chat_echo;
   // Each prompt's text, for echo: as the client wrote it, or its ids' text (no special tokens),
   // which is written once the service took the prompts (so that a bad id is its refusal).
   std::vector<std::string> echo_texts;
@@ -368,6 +369,8 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
           calls = std::move(pieces.calls);
           if (parser.gives_reasoning()) reasoning = std::move(pieces.reasoning);
         }
+        // After the parser, as vLLM adds it: the echoed message is content, whatever it reads like.
+        completion.text.insert(0, chat_echo);
         LogprobsJson logprobs(endpoint, top_logprobs);
         choices.push_back(
             ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
@@ -429,7 +432,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   auto state = std::make_shared<StreamState>(
       StreamState{SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
                                in_flight_.stopping(), answer_parser,
-                               StreamEcho{std::move(echo_texts), echo_only}),
+                               StreamEcho{std::move(echo_texts), echo_only, std::move(chat_echo)}),
                   std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back

@@ -57,6 +57,13 @@ bool SseResponder::provide(httplib::DataSink& sink) {
           return false;
         }
       }
+      for (size_t i = 0; i < choices_.size() && !echo_.chat_message.empty(); ++i) {
+        if (!write(sink,
+                   sse_event(delta_chunk_json(header_, static_cast<uint32_t>(i), echo_.chat_message,
+                                              {}, Finish::kNone, {}, usage())))) {
+          return false;
+        }
+      }
       return true;
     }
   }

@@ -44,6 +44,9 @@ inline constexpr std::chrono::milliseconds kKeepAliveAfter{1000};
 struct StreamEcho {
   std::vector<std::string> prompt_texts;  // empty: no echo
   bool prompt_only = false;
+  // Chat's echo (OpenAiRequest::chat_echo): sent as each choice's first content, once every role
+  // chunk is out and before any token, as vLLM sends it. Empty: none.
+  std::string chat_message;
 };
 
 class SseResponder {

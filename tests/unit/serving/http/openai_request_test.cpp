@@ -370,8 +370,6 @@ INSTANTIATE_TEST_SUITE_P(
         Refused{R"({"messages": [{"role": "assistant", "content": "x"}],
                     "continue_final_message": true})",
                 "continue_final_message", "needs add_generation_prompt set to false", true},
-        Refused{R"({"messages": [{"role": "user", "content": "x"}], "echo": true})", "echo",
-                "not supported", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
                 "tool_choice", "needs tools", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
@@ -596,6 +594,22 @@ TEST(CompletionRequest, PromptLogprobsAndEchoBecomeWhatTheServiceComputes) {
   r = parse_chat_request(
       R"({"messages": [{"role": "user", "content": "x"}], "prompt_logprobs": 0})");
   EXPECT_EQ(r.input.sampling.prompt_logprobs, 0);
+}
+
+// vLLM's chat echo takes the final message's text when it is the assistant's, and nothing else;
+// it is not the completions' echo (no prompt text, no prompt logprobs).
+TEST(ChatRequest, EchoTakesTheFinalAssistantMessage) {
+  OpenAiRequest r = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "The answer is"}], "echo": true, "logprobs": true})");
+  EXPECT_EQ(r.chat_echo, "The answer is");
+  EXPECT_FALSE(r.echo);
+  EXPECT_EQ(r.input.sampling.prompt_logprobs, -1);
+  r = parse_chat_request(R"({"messages": [{"role": "assistant", "content": "a"},
+      {"role": "user", "content": "q"}], "echo": true})");
+  EXPECT_EQ(r.chat_echo, "");
+  r = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "a"}], "echo": false})");
+  EXPECT_EQ(r.chat_echo, "");
 }
 
 // Those extensions at their defaults (what clients that always send them send) are accepted.

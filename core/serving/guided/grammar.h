@@ -58,6 +58,9 @@ struct GrammarProperty {
   std::string key;  // the key as written between its quotes (JSON-escaped)
   uint32_t value = 0;
   bool required = false;
+  // How many of the properties after this one are required: what an object that writes this one
+  // must still write, for min_properties and max_properties.
+  uint32_t required_after = 0;
 };
 
 struct GrammarNode {
@@ -67,6 +70,10 @@ struct GrammarNode {
   std::vector<GrammarProperty> properties;
   bool free_keys = false;
   uint32_t free_value = 0;
+  // kObject: how many properties it has, declared or free (JSON Schema's minProperties and
+  // maxProperties). With declared properties the compiler keeps these within what they allow.
+  uint32_t min_properties = 0;
+  uint32_t max_properties = kUnbounded;
   // kArray: element k a `prefix_items[k]` (a tuple's positions), the rest `items`; between
   // min_items and max_items of them. kRepeat: `items` between min_items and max_items times.
   std::vector<uint32_t> prefix_items;

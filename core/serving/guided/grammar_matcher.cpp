@@ -16,8 +16,11 @@ static_assert(sizeof(MatchFrame) == 16, "MatchFrame is compared and hashed as by
 constexpr uint32_t kNoNode = UINT32_MAX;
 
 enum FrameKind : uint8_t {
-  kValue = 1,   // a value of `node` not begun yet
-  kObject,      // a: next declared property, b: the property whose value is being read
+  kValue = 1,  // a value of `node` not begun yet
+  // a: next declared property (free keys: the properties written), b: the property whose value
+  // is being read, pending: declared properties written. Written properties are counted (as
+  // kArray counts) only where min_properties or max_properties read the count.
+  kObject,
   kKey,         // a declared key being read. node: the object, a: candidate property, b: bytes read
   kArray,       // a: items begun (saturating, counted only where limits need it)
   kString,      // phase: escape state, pending: UTF-8 bytes due, a: characters (as kArray counts)
@@ -89,6 +92,11 @@ constexpr int kDigitsShift = 6;  // 10 bits: at most NumberRange::max_fraction_d
 bool number_is_complete(uint8_t phase) {
   return phase == kNumberZero || phase == kNumberInt || phase == kNumberFraction ||
          phase == kNumberExpDigits;
+}
+
+// The properties an object frame has written (what min_properties and max_properties count).
+uint32_t properties_written(const GrammarNode& object, const MatchFrame& frame) {
+  return object.free_keys ? frame.a : frame.pending;
 }
 
 }  // namespace
@@ -432,22 +440,41 @@ uint32_t GrammarMatcher::key_window_end(const GrammarNode& object, uint32_t from
   return count;
 }
 
+bool GrammarMatcher::property_fits(const GrammarNode& object, uint32_t written, uint32_t j) {
+  // The rest can reach min_properties (all of them written) and stay within max_properties (the
+  // required ones alone); both hold for some choice of the rest, as min <= max.
+  const auto after = static_cast<uint32_t>(object.properties.size()) - j - 1;
+  return written + 1 + object.properties[j].required_after <= object.max_properties &&
+         written + 1 + after >= object.min_properties;
+}
+
+bool GrammarMatcher::may_add_property(const GrammarNode& object, const MatchFrame& frame) const {
+  const uint32_t written = properties_written(object, frame);
+  if (object.free_keys) return written < object.max_properties;
+  const uint32_t end = key_window_end(object, frame.a);
+  for (uint32_t j = frame.a; j < end; ++j) {
+    if (property_fits(object, written, j)) return true;
+  }
+  return false;
+}
+
 GrammarMatcher::Step GrammarMatcher::step_object(std::vector<MatchFrame>& frames,
                                                  uint8_t byte) const {
   MatchFrame& top = frames.back();
   const GrammarNode& object = grammar_.nodes[top.node];
-  const auto props = static_cast<uint32_t>(object.properties.size());
-  // '}' may come once no required property is left.
+  // '}' may come once no required property is left and min_properties are written.
   const uint32_t window_end = key_window_end(object, top.a);
   const bool may_close =
-      object.free_keys || window_end == top.a || !object.properties[window_end - 1].required;
+      (object.free_keys || window_end == top.a || !object.properties[window_end - 1].required) &&
+      properties_written(object, top) >= object.min_properties;
   const auto begin_key = [&]() {
+    if (!may_add_property(object, top)) return Step::kRejected;
     if (object.free_keys) {
+      top.a = count_one(top.a, object.min_properties, object.max_properties);
       top.phase = kObjectKeyDone;
       frames.push_back(frame(kString, kNoNode, kStringPlain));
       return Step::kConsumed;
     }
-    if (top.a >= props) return Step::kRejected;
     top.phase = kObjectKeyDone;
     MatchFrame key = frame(kKey, top.node);
     key.a = top.a;  // every property in the window matches the empty prefix
@@ -481,7 +508,7 @@ GrammarMatcher::Step GrammarMatcher::step_object(std::vector<MatchFrame>& frames
     case kObjectColonSpace:
       return begin_value();
     case kObjectValueDone:
-      if (byte == ',' && (object.free_keys || top.a < props)) {
+      if (byte == ',' && may_add_property(object, top)) {
         top.phase = kObjectComma;
         return Step::kConsumed;
       }
@@ -511,8 +538,11 @@ GrammarMatcher::Step GrammarMatcher::step_key(std::vector<MatchFrame>& frames, s
   const GrammarNode& object = grammar_.nodes[key.node];
   const std::string& matched = object.properties[key.a].key;
   const uint32_t end = key_window_end(object, owner.a);
-  // The properties that match the bytes read are those whose key starts like the candidate's.
+  const uint32_t written = properties_written(object, owner);
+  // The properties that match the bytes read are those whose key starts like the candidate's,
+  // among those that fit.
   for (uint32_t j = key.a; j < end; ++j) {
+    if (!property_fits(object, written, j)) continue;
     const std::string& candidate = object.properties[j].key;
     if (candidate.size() < key.b || candidate.compare(0, key.b, matched, 0, key.b) != 0) continue;
     if (candidate.size() > key.b && static_cast<uint8_t>(candidate[key.b]) == byte) {
@@ -523,6 +553,8 @@ GrammarMatcher::Step GrammarMatcher::step_key(std::vector<MatchFrame>& frames, s
     if (byte == '"' && candidate.size() == key.b) {
       owner.b = j;
       owner.a = j + 1;
+      owner.pending = static_cast<uint16_t>(
+          count_one(owner.pending, object.min_properties, object.max_properties));
       frames.pop_back();
       return Step::kConsumed;
     }

@@ -58,7 +58,9 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "maximum",
                                                       "exclusiveMinimum",
                                                       "exclusiveMaximum",
-                                                      "multipleOf"};
+                                                      "multipleOf",
+                                                      "minProperties",
+                                                      "maxProperties"};
   return keywords;
 }
 
@@ -178,18 +180,19 @@ class SchemaCompiler {
     if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
     for (const auto& [keyword, value] : schema.items()) {
       if (handled_keywords().count(keyword) != 0) continue;
+      if (keyword == "uniqueItems" && value.is_boolean() && !value.get<bool>()) continue;  // none
       if (std::find(kAnnotations.begin(), kAnnotations.end(), keyword) != kAnnotations.end()) {
         continue;
       }
-      refuse(
-          path + "." + keyword,
-          fmt::format(
-              "the keyword '{}' is not supported by guided decoding (supported: type, "
-              "properties, required, additionalProperties, items, prefixItems, minItems, maxItems, "
-              "minLength, maxLength, pattern, format, minimum, maximum, exclusiveMinimum, "
-              "exclusiveMaximum, multipleOf (integers), enum, const, anyOf, oneOf, allOf of one "
-              "schema, $ref)",
-              keyword));
+      refuse(path + "." + keyword,
+             fmt::format(
+                 "the keyword '{}' is not supported by guided decoding (supported: type, "
+                 "properties, required, additionalProperties, minProperties, maxProperties, items, "
+                 "prefixItems, minItems, maxItems, minLength, maxLength, pattern, format, minimum, "
+                 "maximum, exclusiveMinimum, "
+                 "exclusiveMaximum, multipleOf (integers), enum, const, anyOf, oneOf, allOf of one "
+                 "schema, $ref)",
+                 keyword));
     }
     refuse_siblings(schema, path);
     if (const auto ref = schema.find("$ref"); ref != schema.end()) {
@@ -332,9 +335,9 @@ class SchemaCompiler {
       }
     }
     if (bound != nullptr) {
-      for (const char* other :
-           {"properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
-            "maxItems", "minLength", "maxLength", "pattern", "format"}) {
+      for (const char* other : {"properties", "required", "additionalProperties", "minProperties",
+                                "maxProperties", "items", "prefixItems", "minItems", "maxItems",
+                                "minLength", "maxLength", "pattern", "format"}) {
         if (schema.contains(other)) {
           refuse(path + "." + bound,
                  fmt::format("'{}' beside '{}' without a \"type\": give the type (or a list "
@@ -345,7 +348,8 @@ class SchemaCompiler {
       return compile_typed(schema, "number", path, depth);
     }
     if (schema.contains("properties") || schema.contains("required") ||
-        schema.contains("additionalProperties")) {
+        schema.contains("additionalProperties") || schema.contains("minProperties") ||
+        schema.contains("maxProperties")) {
       return compile_typed(schema, "object", path, depth);
     }
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems") ||
@@ -456,7 +460,47 @@ class SchemaCompiler {
                 : compile_schema(*additional, path + ".additionalProperties", depth + 1);
       }
     }
+    property_counts(schema, path, node);
     return add(std::move(node));
+  }
+
+  // minProperties and maxProperties. Only declared keys are written where there are any, so
+  // those must be able to meet the limits: an object the limits refuse would be a wrong answer,
+  // and one no output can finish a stuck one.
+  static void property_counts(const Json& schema, const std::string& path, GrammarNode& node) {
+    node.min_properties = count_of(schema, "minProperties", path, 0);
+    node.max_properties = count_of(schema, "maxProperties", path, kUnbounded);
+    if (node.min_properties > node.max_properties) {
+      refuse(path + ".minProperties", "is above maxProperties: no object matches");
+    }
+    uint32_t required = 0;
+    for (size_t i = node.properties.size(); i-- > 0;) {
+      node.properties[i].required_after = required;
+      if (node.properties[i].required) ++required;
+    }
+    if (node.free_keys) {
+      // Free keys are not kept apart: {"a":1,"a":2} would count two where a parser keeps one.
+      // (Too many is never the result: a repeated key only makes fewer.)
+      if (node.min_properties > 1) {
+        refuse(path + ".minProperties",
+               "above 1 is enforced only on declared properties (guided decoding does not keep "
+               "free keys apart, so a repeated key could make up the count): declare them in "
+               "properties");
+      }
+      return;
+    }
+    if (node.min_properties > node.properties.size()) {
+      refuse(path + ".minProperties",
+             fmt::format("asks for {} properties, and guided decoding writes only the {} the "
+                         "schema declares (properties and required): declare the ones the answer "
+                         "should have",
+                         node.min_properties, node.properties.size()));
+    }
+    if (node.max_properties < required) {
+      refuse(path + ".maxProperties",
+             fmt::format("allows {} properties, fewer than the {} required: no object matches",
+                         node.max_properties, required));
+    }
   }
 
   // An array: `items` for every element, or a tuple (prefixItems, or draft 4 to 7's items as an

@@ -1,5 +1,6 @@
 // JSON schemas compiled to grammars, and the byte matcher that walks them: what it lets through,
 // what it refuses, and the refusals that name the part of a schema at fault.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <headway/serving/service_error.h>
 
@@ -483,6 +484,15 @@ TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
                  "no integer lies between");
   expect_refused(R"({"type": "array", "uniqueItems": true})", "guided_json.uniqueItems",
                  "not supported");
+  expect_refused(R"({"type": "object", "minProperties": 3, "maxProperties": 2})",
+                 "guided_json.minProperties", "above maxProperties");
+  expect_refused(R"({"type": "object", "properties": {"a": {}}, "minProperties": 2})",
+                 "guided_json.minProperties", "writes only the 1 the schema declares");
+  expect_refused(R"({"properties": {"a": {}, "b": {}}, "required": ["a", "b"],
+                     "maxProperties": 1})",
+                 "guided_json.maxProperties", "fewer than the 2 required");
+  expect_refused(R"({"type": "object", "maxProperties": -1})", "guided_json.maxProperties",
+                 "non-negative integer");
   expect_refused(R"({"type": "string", "format": "iri-reference"})", "guided_json.format",
                  "enforces the formats date, time");
   expect_refused(R"({"type": "strng"})", "guided_json.type", "unknown type 'strng'");
@@ -552,6 +562,10 @@ TEST(JsonSchemaGrammar, AnnotationsChangeNothing) {
       "type": "object", "properties": {"a": {"type": "integer", "default": 3, "examples": [1]}},
       "required": ["a"]})");
   EXPECT_EQ(walk(g, R"({"a":3})"), "complete");
+  // uniqueItems false asks for nothing (true is refused).
+  const Grammar list = schema(R"({"type": "array", "items": {"type": "integer"},
+      "uniqueItems": false})");
+  EXPECT_EQ(walk(list, "[1,1]"), "complete");
 }
 
 // Random walks through the grammar (each step one of the bytes it allows, chosen at random)
@@ -617,6 +631,73 @@ TEST(JsonSchemaGrammar, RandomWalksGiveJsonTheSchemaAccepts) {
     }
   }
   EXPECT_GT(completed, 100);
+}
+
+// minProperties and maxProperties over declared properties: every choice of properties (in
+// order) is taken exactly when it has the required ones and a count within the limits, so no
+// answer is left unable to finish and none outside them gets through.
+TEST(JsonSchemaGrammar, PropertyCountsTakeExactlyTheObjectsWithinThem) {
+  const char* kProperties = R"("properties": {"p0": {"type": "integer"},
+      "p1": {"type": "integer"}, "p2": {"type": "integer"}, "p3": {"type": "integer"},
+      "p4": {"type": "integer"}}, "required": ["p1", "p3"])";
+  for (uint32_t min = 0; min <= 5; ++min) {
+    for (uint32_t max = std::max(min, 2u); max <= 6; ++max) {
+      const Grammar g = schema(fmt::format(R"({{"type": "object", {}, "minProperties": {},
+          "maxProperties": {}}})",
+                                           kProperties, min, max));
+      for (uint32_t subset = 0; subset < 32; ++subset) {
+        std::string text = "{";
+        uint32_t count = 0;
+        for (uint32_t i = 0; i < 5; ++i) {
+          if ((subset & (1u << i)) == 0) continue;
+          text += fmt::format("{}\"p{}\":{}", count++ == 0 ? "" : ",", i, i);
+        }
+        text += "}";
+        const bool required = (subset & 0b01010) == 0b01010;
+        const bool fits = required && count >= min && count <= max;
+        EXPECT_EQ(walk(g, text), fits ? "complete" : "dead")
+            << text << " with minProperties " << min << ", maxProperties " << max;
+      }
+    }
+  }
+  // Random walks never get stuck where the limits leave one way on.
+  const Grammar g = schema(fmt::format(
+      R"({{"type": "object", {}, "minProperties": 3, "maxProperties": 3}})", kProperties));
+  GrammarMatcher matcher(g);
+  std::mt19937 random(11);
+  int completed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = random_output(matcher, random);
+    if (text.empty()) continue;
+    ++completed;
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << text;
+    EXPECT_EQ(value.size(), 3u) << text;
+    EXPECT_TRUE(value.contains("p1") && value.contains("p3")) << text;
+  }
+  EXPECT_GT(completed, 100);
+}
+
+// Free keys: maxProperties holds; minProperties up to 1 (a repeated free key could make up a
+// larger count, so above 1 it needs declared properties).
+TEST(JsonSchemaGrammar, PropertyCountsOnFreeKeys) {
+  const Grammar most_two = schema(R"({"type": "object", "maxProperties": 2})");
+  EXPECT_EQ(walk(most_two, "{}"), "complete");
+  EXPECT_EQ(walk(most_two, R"({"a":1,"b":{"c":[2]}})"), "complete");
+  EXPECT_EQ(walk(most_two, R"({"a":1,"b":2,)"), "dead");
+  const Grammar at_least_one =
+      schema(R"({"minProperties": 1, "additionalProperties": {"type": "string"}})");
+  EXPECT_EQ(walk(at_least_one, "{}"), "dead");
+  EXPECT_EQ(walk(at_least_one, R"({"k":"v"})"), "complete");
+  EXPECT_EQ(walk(at_least_one, R"({"k":1)"), "dead");
+  expect_refused(R"({"type": "object", "minProperties": 2})", "guided_json.minProperties",
+                 "declare them in properties");
+  // A nested object's count is its own.
+  const Grammar nested = schema(R"({"type": "object", "properties": {"a": {"type": "object",
+      "maxProperties": 1}, "b": {"type": "null"}}, "minProperties": 2})");
+  EXPECT_EQ(walk(nested, R"({"a":{"x":1},"b":null})"), "complete");
+  EXPECT_EQ(walk(nested, R"({"a":{"x":1,)"), "dead");
+  EXPECT_EQ(walk(nested, R"({"a":{}})"), "dead");
 }
 
 // "pattern" (searched, as JSON Schema says, unless anchored) and "format" shape a string's

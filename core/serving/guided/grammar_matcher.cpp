@@ -99,6 +99,16 @@ uint32_t properties_written(const GrammarNode& object, const MatchFrame& frame) 
   return object.free_keys ? frame.a : frame.pending;
 }
 
+// Whether declared property `j` may be the next one an object writes after `written` others: the
+// rest can still reach min_properties (all of them written) and stay within max_properties (the
+// required ones alone); both hold for some choice of the rest, as min <= max. Here, in the key
+// walk's inner loop, so that it inlines.
+bool property_fits(const GrammarNode& object, uint32_t written, uint32_t j) {
+  const auto after = static_cast<uint32_t>(object.properties.size()) - j - 1;
+  return written + 1 + object.properties[j].required_after <= object.max_properties &&
+         written + 1 + after >= object.min_properties;
+}
+
 }  // namespace
 
 void MatchState::append_key(std::string& key) const {
@@ -438,14 +448,6 @@ uint32_t GrammarMatcher::key_window_end(const GrammarNode& object, uint32_t from
     if (object.properties[j].required) return j + 1;
   }
   return count;
-}
-
-bool GrammarMatcher::property_fits(const GrammarNode& object, uint32_t written, uint32_t j) {
-  // The rest can reach min_properties (all of them written) and stay within max_properties (the
-  // required ones alone); both hold for some choice of the rest, as min <= max.
-  const auto after = static_cast<uint32_t>(object.properties.size()) - j - 1;
-  return written + 1 + object.properties[j].required_after <= object.max_properties &&
-         written + 1 + after >= object.min_properties;
 }
 
 bool GrammarMatcher::may_add_property(const GrammarNode& object, const MatchFrame& frame) const {

@@ -103,9 +103,6 @@ class GrammarMatcher {
   // Of an object's properties from `from` on, one past the last that may come next (all before
   // it optional).
   uint32_t key_window_end(const GrammarNode& object, uint32_t from) const;
-  // Whether property `j` may be the next one an object writes after `written` others: an object
-  // within its min_properties and max_properties can still be finished after it.
-  static bool property_fits(const GrammarNode& object, uint32_t written, uint32_t j);
   // Whether the object in `frame` may begin another property (one of those its window offers
   // that fits, or a free key within max_properties).
   bool may_add_property(const GrammarNode& object, const MatchFrame& frame) const;

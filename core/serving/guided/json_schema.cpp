@@ -445,6 +445,12 @@ class SchemaCompiler {
         node.properties.push_back(std::move(entry));
       }
     }
+    if (node.properties.size() > kMaxProperties) {  // required names add to the declared ones
+      refuse(path + ".required",
+             fmt::format("names {} properties with those of properties; guided decoding takes at "
+                         "most {}",
+                         node.properties.size(), kMaxProperties));
+    }
     const auto additional = schema.find("additionalProperties");
     if (additional != schema.end() && !additional->is_boolean() && !additional->is_object()) {
       refuse(path + ".additionalProperties", "must be a boolean or a schema");
@@ -501,6 +507,10 @@ class SchemaCompiler {
              fmt::format("allows {} properties, fewer than the {} required: no object matches",
                          node.max_properties, required));
     }
+    // Limits every object of these properties meets are dropped: the matcher then counts nothing,
+    // and places that differ only in a count nobody reads stay one (and share their masks).
+    if (node.min_properties <= required) node.min_properties = 0;
+    if (node.max_properties >= node.properties.size()) node.max_properties = kUnbounded;
   }
 
   // An array: `items` for every element, or a tuple (prefixItems, or draft 4 to 7's items as an

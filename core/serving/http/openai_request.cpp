@@ -543,10 +543,12 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     throw invalid_field("top_logprobs", "top_logprobs needs \"logprobs\": true");
   }
   if (logprobs) out.input.sampling.logprobs = static_cast<int32_t>(top_logprobs.value_or(0));
-  // As vLLM: only a final message in the answer's role is echoed; after any other, echo does
-  // nothing.
-  if (fields.boolean("echo").value_or(false) && out.input.messages.back().role == "assistant") {
-    out.chat_echo = out.input.messages.back().content;
+  // As vLLM: only a final message in the answer's role is echoed. vLLM answers in the final
+  // message's role when add_generation_prompt is false (and echoes that message); Headway always
+  // answers as the assistant, the one role OpenAI's response schema has.
+  if (fields.boolean("echo").value_or(false)) {
+    const ChatMessage& last = out.input.messages.back();
+    out.chat_echo = last.role == "assistant" ? last.content : std::string();
   }
   return out;
 }

@@ -56,9 +56,9 @@ struct OpenAiRequest {
   // token is generated (input.max_tokens is 1) and left out of the answer and its usage.
   bool echo_only = false;
   // Chat's echo (vLLM): the final message's text when that message is the assistant's (the role
-  // of every answer), which each choice's content then starts with, so that a continued message
-  // (continue_final_message) comes back whole. Empty: nothing echoed.
-  std::string chat_echo;
+  // of every answer; "" after another), which each choice's content then starts with, so that a
+  // continued message (continue_final_message) comes back whole. nullopt: echo not asked.
+  std::optional<std::string> chat_echo;
 };
 
 // Throw ApiError 400 naming the field at fault. `model` supplies the chat default for max_tokens.

@@ -82,8 +82,9 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
       // OpenAI's and vLLM's shape: no text beside calls, or from a parsed reasoning answer, is a
       // null content.
       const bool parts = !output.tool_calls.empty() || output.reasoning.has_value();
-      message["content"] = output.text.empty() && parts ? nlohmann::ordered_json(nullptr)
-                                                        : nlohmann::ordered_json(output.text);
+      message["content"] = output.text.empty() && parts && !output.echoed
+                               ? nlohmann::ordered_json(nullptr)
+                               : nlohmann::ordered_json(output.text);
       if (output.reasoning) {
         // vLLM's current name and the older one (DeepSeek's), which many clients still read.
         const nlohmann::ordered_json reasoning = output.reasoning->empty()

@@ -68,6 +68,8 @@ struct ChoiceOutput {
   // Chat with reasoning parsed: the thinking ("reasoning" and "reasoning_content", null when
   // empty); `text` is the rest (null when empty). nullopt: not parsed, no such field.
   std::optional<std::string> reasoning;
+  // Chat's echo was asked: the content is a string even when empty, as vLLM writes it then.
+  bool echoed = false;
 };
 
 // The non-streamed answer: choices indexed in order (OpenAI's n), `usage` over all of them.

@@ -270,7 +270,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   const int32_t prompt_logprobs = parsed.prompt_logprobs;
   const bool echo = parsed.echo;
   const bool echo_only = parsed.echo_only;
-  std::string chat_echo = parsed.chat_echo;
+  std::optional<std::string> chat_echo = parsed.chat_echo;
   // Each prompt's text, for echo: as the client wrote it, or its ids' text (no special tokens),
   // which is written once the service took the prompts (so that a bad id is its refusal).
   std::vector<std::string> echo_texts;
@@ -370,7 +370,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
           if (parser.gives_reasoning()) reasoning = std::move(pieces.reasoning);
         }
         // After the parser, as vLLM adds it: the echoed message is content, whatever it reads like.
-        completion.text.insert(0, chat_echo);
+        if (chat_echo) completion.text.insert(0, *chat_echo);
         LogprobsJson logprobs(endpoint, top_logprobs);
         choices.push_back(
             ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
@@ -380,7 +380,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
                          header.prompt_logprobs
                              ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
                              : nlohmann::ordered_json(nullptr),
-                         std::move(calls), std::move(reasoning)});
+                         std::move(calls), std::move(reasoning), chat_echo.has_value()});
       }
     } catch (...) {
       abort_all();
@@ -429,11 +429,11 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     SseResponder responder;
     InFlightRequests::Ticket ticket;
   };
-  auto state = std::make_shared<StreamState>(
-      StreamState{SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
-                               in_flight_.stopping(), answer_parser,
-                               StreamEcho{std::move(echo_texts), echo_only, std::move(chat_echo)}),
-                  std::move(*ticket)});
+  auto state = std::make_shared<StreamState>(StreamState{
+      SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
+                   in_flight_.stopping(), answer_parser,
+                   StreamEcho{std::move(echo_texts), echo_only, chat_echo.value_or("")}),
+      std::move(*ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back
   // cpp-httplib calls these outside any try block (the releaser from a destructor): an exception

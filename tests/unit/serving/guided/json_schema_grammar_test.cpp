@@ -692,6 +692,30 @@ TEST(JsonSchemaGrammar, PropertyCountsOnFreeKeys) {
   EXPECT_EQ(walk(at_least_one, R"({"k":1)"), "dead");
   expect_refused(R"({"type": "object", "minProperties": 2})", "guided_json.minProperties",
                  "declare them in properties");
+  // Required names count with the declared ones against the limit on properties.
+  std::string many = R"({"type": "object", "required": [)";
+  for (int i = 0; i <= 1024; ++i) many += fmt::format("{}\"k{}\"", i == 0 ? "" : ",", i);
+  expect_refused(many + "]}", "guided_json.required", "names 1025 properties");
+  // Limits every object meets count nothing: the places are those of the schema without them.
+  const char* kTwo = R"("properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+      "required": ["a"])";
+  const Grammar plain = schema(fmt::format(R"({{"type": "object", {}}})", kTwo));
+  const Grammar loose = schema(
+      fmt::format(R"({{"type": "object", {}, "minProperties": 1, "maxProperties": 2}})", kTwo));
+  GrammarMatcher plain_matcher(plain);
+  GrammarMatcher loose_matcher(loose);
+  MatchState plain_state;
+  MatchState loose_state;
+  MatchState next;
+  plain_matcher.start(plain_state);
+  loose_matcher.start(loose_state);
+  for (const char byte : std::string(R"({"a":1,"b")")) {
+    ASSERT_TRUE(plain_matcher.advance(plain_state, static_cast<uint8_t>(byte), next));
+    std::swap(plain_state, next);
+    ASSERT_TRUE(loose_matcher.advance(loose_state, static_cast<uint8_t>(byte), next));
+    std::swap(loose_state, next);
+    EXPECT_EQ(plain_state.frames, loose_state.frames) << "at " << byte;
+  }
   // A nested object's count is its own.
   const Grammar nested = schema(R"({"type": "object", "properties": {"a": {"type": "object",
       "maxProperties": 1}, "b": {"type": "null"}}, "minProperties": 2})");

@@ -122,6 +122,16 @@ TEST_F(HttpChatEchoReasoningTest, TheEchoIsContentBeforeTheAnswersContent) {
   const json message = message_of(result);
   EXPECT_EQ(message["content"], "<think>done");
   EXPECT_EQ(message["reasoning"], "short");
+
+  // An answer of thinking alone has a null content, but an empty one when echo was asked (vLLM
+  // adds the echo, maybe "", to every answer's content).
+  const std::string thinking = "<think>short</think>";
+  service_.set_script(thinking);
+  const std::string body = R"({"messages": [{"role": "user", "content": "q"}], "max_tokens": )" +
+                           std::to_string(thinking.size());
+  EXPECT_TRUE(message_of(post_json("/v1/chat/completions", body + "}"))["content"].is_null());
+  EXPECT_EQ(message_of(post_json("/v1/chat/completions", body + R"(, "echo": true})"))["content"],
+            "");
 }
 
 }  // namespace

@@ -606,10 +606,10 @@ TEST(ChatRequest, EchoTakesTheFinalAssistantMessage) {
   EXPECT_EQ(r.input.sampling.prompt_logprobs, -1);
   r = parse_chat_request(R"({"messages": [{"role": "assistant", "content": "a"},
       {"role": "user", "content": "q"}], "echo": true})");
-  EXPECT_EQ(r.chat_echo, "");
+  EXPECT_EQ(r.chat_echo, "");  // asked, nothing to echo
   r = parse_chat_request(R"({"messages": [{"role": "user", "content": "q"},
       {"role": "assistant", "content": "a"}], "echo": false})");
-  EXPECT_EQ(r.chat_echo, "");
+  EXPECT_FALSE(r.chat_echo.has_value());
 }
 
 // Those extensions at their defaults (what clients that always send them send) are accepted.

@@ -35,6 +35,8 @@ inline constexpr size_t kMaxForkWork = 65536;
 inline constexpr size_t kMaxNodes = 65536;
 inline constexpr size_t kMaxProperties = 1024;
 inline constexpr size_t kMaxLiterals = 16384;
+// The most values an array of unique items may choose from (each is a bit of its frame).
+inline constexpr size_t kMaxUniqueLiterals = 32;
 // The frames one parse stack may hold: how deep a recursive grammar (parentheses inside
 // parentheses) may nest before the guide refuses to go deeper.
 inline constexpr size_t kMaxStackFrames = 1024;
@@ -80,6 +82,10 @@ struct GrammarNode {
   uint32_t items = 0;
   uint32_t min_items = 0;
   uint32_t max_items = kUnbounded;
+  // kArray: no two items alike (JSON Schema's uniqueItems). Only where `items` is a kLiterals
+  // node of at most kMaxUniqueLiterals values, no two of them equal as JSON, and there are no
+  // prefix_items: each value is refused once written, and max_items is at most their number.
+  bool unique_items = false;
   // kInteger: the values allowed (unbounded: any).
   IntegerRange range;
   // kNumber: the values allowed (unbounded: any); a bounded number has no exponent.

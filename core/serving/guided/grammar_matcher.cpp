@@ -21,8 +21,10 @@ enum FrameKind : uint8_t {
   // is being read, pending: declared properties written. Written properties are counted (as
   // kArray counts) only where min_properties or max_properties read the count.
   kObject,
-  kKey,         // a declared key being read. node: the object, a: candidate property, b: bytes read
-  kArray,       // a: items begun (saturating, counted only where limits need it)
+  kKey,  // a declared key being read. node: the object, a: candidate property, b: bytes read
+  // a: items begun (saturating, counted only where limits need it), b: with unique_items, the
+  // values written (bit i: literal i of the items' node)
+  kArray,
   kString,      // phase: escape state, pending: UTF-8 bytes due, a: characters (as kArray counts)
   kNumber,      // phase: where in the number
   kLiteral,     // a: lowest literal that matches the bytes read, b: bytes read
@@ -346,7 +348,7 @@ GrammarMatcher::Step GrammarMatcher::step(std::vector<MatchFrame>& frames, size_
     case kNumber:
       return step_number(frames, byte);
     case kLiteral:
-      return step_literal(frames, byte);
+      return step_literal(frames, begin, byte);
     case kPatterned:
     case kRegexText:
       return step_pattern(frames, byte);
@@ -933,8 +935,15 @@ bool GrammarMatcher::bounded_number_in_range(const MatchFrame& frame) const {
                                  frame.pending >> kDigitsShift);
 }
 
-GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frames,
+GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frames, size_t begin,
                                                   uint8_t byte) const {
+  // An item of an array of unique items: the values the array has written are skipped.
+  MatchFrame* unique_array = nullptr;
+  if (frames.size() - begin >= 2) {
+    MatchFrame& parent = frames[frames.size() - 2];
+    if (parent.kind == kArray && grammar_.nodes[parent.node].unique_items) unique_array = &parent;
+  }
+  const uint32_t written = unique_array != nullptr ? unique_array->b : 0;
   MatchFrame& top = frames.back();
   const std::vector<std::string>& literals = grammar_.nodes[top.node].literals;
   const std::string& matched = literals[top.a];
@@ -946,15 +955,25 @@ GrammarMatcher::Step GrammarMatcher::step_literal(std::vector<MatchFrame>& frame
     if (order != 0) return order < 0;
     return literal.size() <= read || static_cast<uint8_t>(literal[read]) < next;
   };
-  const auto found = std::lower_bound(literals.begin() + top.a, literals.end(), byte, below);
-  if (found != literals.end() && found->size() > read &&
-      found->compare(0, read, matched, 0, read) == 0 &&
-      static_cast<uint8_t>((*found)[read]) == byte) {
+  const auto continues = [&](std::vector<std::string>::const_iterator literal) {
+    return literal != literals.end() && literal->size() > read &&
+           literal->compare(0, read, matched, 0, read) == 0 &&
+           static_cast<uint8_t>((*literal)[read]) == byte;
+  };
+  auto found = std::lower_bound(literals.begin() + top.a, literals.end(), byte, below);
+  // The literals that go on with the byte are next to each other: the first one not written.
+  // (Only under unique items, whose values are at most 32: the shift stays in range.)
+  while (unique_array != nullptr && continues(found) &&
+         ((written >> (found - literals.begin())) & 1u) != 0) {
+    ++found;
+  }
+  if (continues(found)) {
     top.a = static_cast<uint32_t>(found - literals.begin());
     ++top.b;
     return Step::kConsumed;
   }
   if (matched.size() != read) return Step::kRejected;
+  if (unique_array != nullptr) unique_array->b |= 1u << top.a;
   frames.pop_back();  // a whole literal: the parent reads the byte
   return Step::kRetry;
 }

@@ -97,7 +97,7 @@ class GrammarMatcher {
   Step step_bounded_integer(MatchFrame& top, uint8_t byte) const;
   Step step_bounded_number(MatchFrame& top, uint8_t byte) const;
   bool bounded_number_in_range(const MatchFrame& frame) const;
-  Step step_literal(std::vector<MatchFrame>& frames, uint8_t byte) const;
+  Step step_literal(std::vector<MatchFrame>& frames, size_t begin, uint8_t byte) const;
   Step step_pattern(std::vector<MatchFrame>& frames, uint8_t byte) const;
   const ByteDfa& pattern_of(uint32_t node) const;
   // Of an object's properties from `from` on, one past the last that may come next (all before

@@ -60,7 +60,8 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "exclusiveMaximum",
                                                       "multipleOf",
                                                       "minProperties",
-                                                      "maxProperties"};
+                                                      "maxProperties",
+                                                      "uniqueItems"};
   return keywords;
 }
 
@@ -180,7 +181,6 @@ class SchemaCompiler {
     if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
     for (const auto& [keyword, value] : schema.items()) {
       if (handled_keywords().count(keyword) != 0) continue;
-      if (keyword == "uniqueItems" && value.is_boolean() && !value.get<bool>()) continue;  // none
       if (std::find(kAnnotations.begin(), kAnnotations.end(), keyword) != kAnnotations.end()) {
         continue;
       }
@@ -188,7 +188,8 @@ class SchemaCompiler {
              fmt::format(
                  "the keyword '{}' is not supported by guided decoding (supported: type, "
                  "properties, required, additionalProperties, minProperties, maxProperties, items, "
-                 "prefixItems, minItems, maxItems, minLength, maxLength, pattern, format, minimum, "
+                 "prefixItems, minItems, maxItems, uniqueItems (of enum values), minLength, "
+                 "maxLength, pattern, format, minimum, "
                  "maximum, exclusiveMinimum, "
                  "exclusiveMaximum, multipleOf (integers), enum, const, anyOf, oneOf, allOf of one "
                  "schema, $ref)",
@@ -337,7 +338,7 @@ class SchemaCompiler {
     if (bound != nullptr) {
       for (const char* other : {"properties", "required", "additionalProperties", "minProperties",
                                 "maxProperties", "items", "prefixItems", "minItems", "maxItems",
-                                "minLength", "maxLength", "pattern", "format"}) {
+                                "uniqueItems", "minLength", "maxLength", "pattern", "format"}) {
         if (schema.contains(other)) {
           refuse(path + "." + bound,
                  fmt::format("'{}' beside '{}' without a \"type\": give the type (or a list "
@@ -353,7 +354,7 @@ class SchemaCompiler {
       return compile_typed(schema, "object", path, depth);
     }
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems") ||
-        schema.contains("prefixItems")) {
+        schema.contains("prefixItems") || schema.value("uniqueItems", Json(false)) == Json(true)) {
       return compile_typed(schema, "array", path, depth);
     }
     if (schema.contains("minLength") || schema.contains("maxLength") ||
@@ -564,7 +565,60 @@ class SchemaCompiler {
                        ? any_value()
                        : compile_schema(*rest, path + "." + rest_keyword, depth + 1);
     }
+    unique_items(schema, path, node);
     return add(std::move(node));
+  }
+
+  // uniqueItems true, on an array whose items are enum, const or boolean values: the matcher
+  // remembers which it wrote. Elsewhere it is refused: keeping whole values apart as they are
+  // written is not something the matcher does, and an answer that only looked unique would be a
+  // silent wrong answer.
+  void unique_items(const Json& schema, const std::string& path, GrammarNode& node) const {
+    const auto unique = schema.find("uniqueItems");
+    if (unique == schema.end()) return;
+    if (!unique->is_boolean()) refuse(path + ".uniqueItems", "must be a boolean");
+    if (!unique->get<bool>()) return;
+    if (!node.prefix_items.empty()) {
+      refuse(path + ".uniqueItems", "is enforced only on arrays without a tuple (prefixItems)");
+    }
+    uint32_t item = node.items;  // through $ref's one-branch choices to what they stand for
+    while (grammar_.nodes[item].kind == NodeKind::kAnyOf &&
+           grammar_.nodes[item].branches.size() == 1) {
+      item = grammar_.nodes[item].branches.front();
+    }
+    const GrammarNode& values = grammar_.nodes[item];
+    // (A node still being built, a schema that holds itself, is empty: refused here too.)
+    if (values.kind != NodeKind::kLiterals || values.literals.empty()) {
+      refuse(path + ".uniqueItems",
+             "is enforced only on arrays whose items are enum, const or boolean values");
+    }
+    if (values.literals.size() > kMaxUniqueLiterals) {
+      refuse(path + ".uniqueItems",
+             fmt::format("is enforced on arrays of at most {} values to choose from; the items "
+                         "have {}",
+                         kMaxUniqueLiterals, values.literals.size()));
+    }
+    // Unordered objects: {"a":1,"b":2} and {"b":2,"a":1} are one value.
+    std::vector<nlohmann::json> parsed;
+    for (const std::string& text : values.literals) parsed.push_back(nlohmann::json::parse(text));
+    for (size_t i = 0; i < parsed.size(); ++i) {
+      for (size_t j = i + 1; j < parsed.size(); ++j) {
+        if (parsed[i] == parsed[j]) {  // 1 and 1.0: written apart, equal as JSON
+          refuse(path + ".uniqueItems",
+                 fmt::format("the items' values {} and {} are equal as JSON, and guided decoding "
+                             "keeps written values apart by their text",
+                             values.literals[i], values.literals[j]));
+        }
+      }
+    }
+    const auto count = static_cast<uint32_t>(values.literals.size());
+    if (node.min_items > count) {
+      refuse(path + ".minItems",
+             fmt::format("asks for {} unique items, and the items have only {} values",
+                         node.min_items, count));
+    }
+    node.max_items = std::min(node.max_items, count);
+    node.unique_items = true;
   }
 
   // "#", "#/$defs/Name", "#/definitions/Name" (any local JSON pointer). Compiled once; a schema

@@ -4,15 +4,16 @@
 //
 //   type (one or a list), properties, required, additionalProperties, minProperties (above 1
 //   on declared properties only), maxProperties, items, prefixItems (and items as an array with
-//   additionalItems, drafts 4 to 7), minItems, maxItems,
+//   additionalItems, drafts 4 to 7), minItems, maxItems, uniqueItems (on items that are enum,
+//   const or boolean values, at most 32 of them),
 //   minLength, maxLength, pattern, format (string_formats.h), minimum, maximum,
 //   exclusiveMinimum, exclusiveMaximum (integers and numbers), multipleOf (integers), enum,
 //   const, anyOf, oneOf (as anyOf: exclusivity is not checked), allOf of one schema, $ref to
 //   "#", "#/$defs/..." or "#/definitions/..." (recursion allowed),
 //   and the annotations title, description, default, examples, $schema, $id, $comment,
-//   deprecated, readOnly, writeOnly, which change nothing, as uniqueItems false does.
+//   deprecated, readOnly, writeOnly, which change nothing.
 //
-// Any other keyword (uniqueItems true, contains, patternProperties, ...) is refused, naming where
+// Any other keyword (contains, patternProperties, ...) is refused, naming where
 // it is: output that only looked constrained would be a silent wrong answer. An object with
 // declared properties gets exactly those, in their order (additionalProperties is then not used:
 // the output stays valid for the schema); one without gets any keys, with additionalProperties'

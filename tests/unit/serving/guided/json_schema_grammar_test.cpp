@@ -483,7 +483,7 @@ TEST(JsonSchemaGrammar, RefusalsNameThePartOfTheSchemaAtFault) {
   expect_refused(R"({"type": "integer", "minimum": 5, "maximum": 4.5})", "guided_json.minimum",
                  "no integer lies between");
   expect_refused(R"({"type": "array", "uniqueItems": true})", "guided_json.uniqueItems",
-                 "not supported");
+                 "items are enum, const or boolean values");
   expect_refused(R"({"type": "object", "minProperties": 3, "maxProperties": 2})",
                  "guided_json.minProperties", "above maxProperties");
   expect_refused(R"({"type": "object", "properties": {"a": {}}, "minProperties": 2})",
@@ -562,7 +562,7 @@ TEST(JsonSchemaGrammar, AnnotationsChangeNothing) {
       "type": "object", "properties": {"a": {"type": "integer", "default": 3, "examples": [1]}},
       "required": ["a"]})");
   EXPECT_EQ(walk(g, R"({"a":3})"), "complete");
-  // uniqueItems false asks for nothing (true is refused).
+  // uniqueItems false asks for nothing.
   const Grammar list = schema(R"({"type": "array", "items": {"type": "integer"},
       "uniqueItems": false})");
   EXPECT_EQ(walk(list, "[1,1]"), "complete");
@@ -722,6 +722,69 @@ TEST(JsonSchemaGrammar, PropertyCountsOnFreeKeys) {
   EXPECT_EQ(walk(nested, R"({"a":{"x":1},"b":null})"), "complete");
   EXPECT_EQ(walk(nested, R"({"a":{"x":1,)"), "dead");
   EXPECT_EQ(walk(nested, R"({"a":{}})"), "dead");
+}
+
+// uniqueItems on items that are enum values (pydantic's set[SomeEnum]): a value is refused at
+// its first byte that no value not yet written shares, and the array ends once all are written.
+TEST(JsonSchemaGrammar, UniqueItemsOfEnumValuesAreEachWrittenOnce) {
+  const Grammar colours = schema(R"({"type": "array", "items": {"$ref": "#/$defs/Colour"},
+      "uniqueItems": true, "$defs": {"Colour": {"enum": ["red", "green", "blue"],
+      "type": "string"}}})");
+  EXPECT_EQ(walk(colours, R"(["red", "blue"])"), "complete");
+  EXPECT_EQ(walk(colours, R"(["blue","green","red"])"), "complete");
+  EXPECT_EQ(walk(colours, "[]"), "complete");
+  EXPECT_EQ(walk(colours, R"(["red","r)"), "dead");               // no value left begins so
+  EXPECT_EQ(walk(colours, R"(["red","green","blue",)"), "dead");  // none left at all
+  // Values that begin alike: each is refused only where it parts from those not written.
+  const Grammar numbers = schema(R"({"type": "array", "items": {"enum": [1, 12, "a", "ab"]},
+      "uniqueItems": true, "minItems": 2})");
+  EXPECT_EQ(walk(numbers, "[12,1]"), "complete");
+  EXPECT_EQ(walk(numbers, "[1,12]"), "complete");
+  EXPECT_EQ(walk(numbers, "[1,1]"), "dead");
+  EXPECT_EQ(walk(numbers, "[12,12"), "dead");
+  EXPECT_EQ(walk(numbers, R"(["a","ab","a")"), "dead");
+  EXPECT_EQ(walk(numbers, R"(["ab","a"])"), "complete");
+  EXPECT_EQ(walk(numbers, "[1]"), "dead");  // minItems
+  const Grammar flags = schema(R"({"items": {"type": "boolean"}, "uniqueItems": true})");
+  EXPECT_EQ(walk(flags, "[true,false]"), "complete");
+  EXPECT_EQ(walk(flags, "[true,t"), "dead");
+  // Arrays apart keep apart: each has its own written values.
+  const Grammar nested = schema(R"({"type": "array", "items": {"type": "array",
+      "items": {"enum": ["x", "y"]}, "uniqueItems": true}})");
+  EXPECT_EQ(walk(nested, R"([["x","y"],["x"],["y","x"]])"), "complete");
+  EXPECT_EQ(walk(nested, R"([["x"],["y","y")"), "dead");
+
+  // Random walks are never stuck and never repeat a value.
+  GrammarMatcher matcher(numbers);
+  std::mt19937 random(5);
+  int completed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = random_output(matcher, random);
+    if (text.empty()) continue;
+    ++completed;
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(value.is_array()) << text;
+    EXPECT_GE(value.size(), 2u) << text;
+    std::set<std::string> seen;
+    for (const auto& item : value) EXPECT_TRUE(seen.insert(item.dump()).second) << text;
+  }
+  EXPECT_GT(completed, 100);
+
+  expect_refused(R"({"type": "array", "items": {"enum": [1, 1.0]}, "uniqueItems": true})",
+                 "guided_json.uniqueItems", "1 and 1.0 are equal as JSON");
+  expect_refused(R"({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": true,
+                     "minItems": 3})",
+                 "guided_json.minItems", "only 2 values");
+  expect_refused(R"({"type": "array", "prefixItems": [{"const": 1}], "items": {"const": 2},
+                     "uniqueItems": true})",
+                 "guided_json.uniqueItems", "without a tuple");
+  expect_refused(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})",
+                 "guided_json.uniqueItems", "enum, const or boolean");
+  expect_refused(R"({"type": "array", "uniqueItems": "yes"})", "guided_json.uniqueItems",
+                 "must be a boolean");
+  std::string many = R"({"type": "array", "uniqueItems": true, "items": {"enum": [)";
+  for (int i = 0; i <= 32; ++i) many += fmt::format("{}{}", i == 0 ? "" : ",", i);
+  expect_refused(many + "]}}", "guided_json.uniqueItems", "at most 32 values");
 }
 
 // "pattern" (searched, as JSON Schema says, unless anchored) and "format" shape a string's

@@ -255,9 +255,9 @@ TEST_F(GuidedServiceTest, RefusalsNameTheField) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   GenerateInput input = guided_request(1);
   input.guided.schema_json =
-      R"({"type": "object", "properties": {"n": {"type": "array", "uniqueItems": true}}})";
-  expect_refused(service, input, "response_format.json_schema.schema.properties.n.uniqueItems",
-                 "'uniqueItems' is not supported");
+      R"({"type": "object", "properties": {"n": {"type": "array", "contains": {"const": 1}}}})";
+  expect_refused(service, input, "response_format.json_schema.schema.properties.n.contains",
+                 "'contains' is not supported");
   input = guided_request(1);
   input.sampling.ignore_eos = true;
   expect_refused(service, input, "ignore_eos", "response_format.json_schema.schema");

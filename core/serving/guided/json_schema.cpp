@@ -60,9 +60,13 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "exclusiveMaximum",
                                                       "multipleOf",
                                                       "minProperties",
-                                                      "maxProperties",
-                                                      "uniqueItems"};
+                                                      "maxProperties"};
   return keywords;
+}
+
+// uniqueItems constrains only when true (false, the default, asks for nothing, wherever it is).
+bool asks_unique_items(const Json& schema) {
+  return schema.value("uniqueItems", Json(false)) == Json(true);
 }
 
 [[noreturn]] void refuse(const std::string& path, const std::string& message) {
@@ -163,7 +167,9 @@ class SchemaCompiler {
     if (lead == kAlone.end()) return;
     const bool literal = *lead == "const" || *lead == "enum";
     for (const auto& [keyword, value] : schema.items()) {
-      if (keyword == *lead || handled_keywords().count(keyword) == 0) continue;
+      const bool constrains = handled_keywords().count(keyword) != 0 ||
+                              (keyword == "uniqueItems" && asks_unique_items(schema));
+      if (keyword == *lead || !constrains) continue;
       if (literal && (keyword == "type" || keyword == "enum")) continue;  // pydantic writes these
       refuse(path + "." + keyword,
              fmt::format("'{}' cannot be combined with '{}' in one schema: guided decoding reads "
@@ -181,6 +187,10 @@ class SchemaCompiler {
     if (!schema.is_object()) refuse(path, "a schema must be an object or a boolean");
     for (const auto& [keyword, value] : schema.items()) {
       if (handled_keywords().count(keyword) != 0) continue;
+      if (keyword == "uniqueItems") {  // read by arrays (compile_array); on others it is moot
+        if (!value.is_boolean()) refuse(path + "." + keyword, "must be a boolean");
+        continue;
+      }
       if (std::find(kAnnotations.begin(), kAnnotations.end(), keyword) != kAnnotations.end()) {
         continue;
       }
@@ -339,7 +349,8 @@ class SchemaCompiler {
       for (const char* other : {"properties", "required", "additionalProperties", "minProperties",
                                 "maxProperties", "items", "prefixItems", "minItems", "maxItems",
                                 "uniqueItems", "minLength", "maxLength", "pattern", "format"}) {
-        if (schema.contains(other)) {
+        if (other == std::string_view("uniqueItems") ? asks_unique_items(schema)
+                                                     : schema.contains(other)) {
           refuse(path + "." + bound,
                  fmt::format("'{}' beside '{}' without a \"type\": give the type (or a list "
                              "of types) the value may have",
@@ -354,7 +365,7 @@ class SchemaCompiler {
       return compile_typed(schema, "object", path, depth);
     }
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems") ||
-        schema.contains("prefixItems") || schema.value("uniqueItems", Json(false)) == Json(true)) {
+        schema.contains("prefixItems") || asks_unique_items(schema)) {
       return compile_typed(schema, "array", path, depth);
     }
     if (schema.contains("minLength") || schema.contains("maxLength") ||

@@ -562,10 +562,18 @@ TEST(JsonSchemaGrammar, AnnotationsChangeNothing) {
       "type": "object", "properties": {"a": {"type": "integer", "default": 3, "examples": [1]}},
       "required": ["a"]})");
   EXPECT_EQ(walk(g, R"({"a":3})"), "complete");
-  // uniqueItems false asks for nothing.
+  // uniqueItems false asks for nothing, wherever it is; true asks nothing of a value that is not
+  // an array.
   const Grammar list = schema(R"({"type": "array", "items": {"type": "integer"},
       "uniqueItems": false})");
   EXPECT_EQ(walk(list, "[1,1]"), "complete");
+  EXPECT_EQ(walk(schema(R"({"$ref": "#/$defs/C", "uniqueItems": false, "$defs": {"C":
+      {"enum": ["a"]}}})"),
+                 R"("a")"),
+            "complete");
+  EXPECT_EQ(walk(schema(R"({"enum": ["a", "b"], "uniqueItems": false})"), R"("b")"), "complete");
+  EXPECT_EQ(walk(schema(R"({"minimum": 0, "uniqueItems": false})"), "3"), "complete");
+  EXPECT_EQ(walk(schema(R"({"type": "string", "uniqueItems": true})"), R"("x")"), "complete");
 }
 
 // Random walks through the grammar (each step one of the bytes it allows, chosen at random)
@@ -782,6 +790,14 @@ TEST(JsonSchemaGrammar, UniqueItemsOfEnumValuesAreEachWrittenOnce) {
                  "guided_json.uniqueItems", "enum, const or boolean");
   expect_refused(R"({"type": "array", "uniqueItems": "yes"})", "guided_json.uniqueItems",
                  "must be a boolean");
+  expect_refused(R"({"type": "string", "uniqueItems": 1})", "guided_json.uniqueItems",
+                 "must be a boolean");
+  // Beside a choice it would be dropped: refused, as any constraint there.
+  expect_refused(R"({"$ref": "#/$defs/L", "uniqueItems": true, "$defs": {"L": {"type": "array",
+                     "items": {"enum": [1, 2]}}}})",
+                 "guided_json.uniqueItems", "cannot be combined with '$ref'");
+  expect_refused(R"({"minimum": 0, "uniqueItems": true})", "guided_json.minimum",
+                 "beside 'uniqueItems' without a \"type\"");
   std::string many = R"({"type": "array", "uniqueItems": true, "items": {"enum": [)";
   for (int i = 0; i <= 32; ++i) many += fmt::format("{}{}", i == 0 ? "" : ",", i);
   expect_refused(many + "]}}", "guided_json.uniqueItems", "at most 32 values");

@@ -55,6 +55,7 @@ enum class NodeKind : uint8_t {
 };
 
 inline constexpr uint32_t kNoPattern = UINT32_MAX;
+inline constexpr uint32_t kAnyKey = UINT32_MAX;
 
 struct GrammarProperty {
   std::string key;  // the key as written between its quotes (JSON-escaped)
@@ -72,6 +73,9 @@ struct GrammarNode {
   std::vector<GrammarProperty> properties;
   bool free_keys = false;
   uint32_t free_value = 0;
+  // kObject with free keys: the node each key is a value of, quotes and all (JSON Schema's
+  // propertyNames; its values are all strings); kAnyKey: any string.
+  uint32_t free_key = kAnyKey;
   // kObject: how many properties it has, declared or free (JSON Schema's minProperties and
   // maxProperties). With declared properties the compiler keeps these within what they allow.
   uint32_t min_properties = 0;

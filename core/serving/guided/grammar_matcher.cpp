@@ -476,6 +476,10 @@ GrammarMatcher::Step GrammarMatcher::step_object(std::vector<MatchFrame>& frames
     if (object.free_keys) {
       top.a = count_one(top.a, object.min_properties, object.max_properties);
       top.phase = kObjectKeyDone;
+      if (object.free_key != kAnyKey) {  // the key's own schema reads it, its '"' first
+        frames.push_back(frame(kValue, object.free_key));
+        return Step::kRetry;
+      }
       frames.push_back(frame(kString, kNoNode, kStringPlain));
       return Step::kConsumed;
     }

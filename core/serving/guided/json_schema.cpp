@@ -60,7 +60,8 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "exclusiveMaximum",
                                                       "multipleOf",
                                                       "minProperties",
-                                                      "maxProperties"};
+                                                      "maxProperties",
+                                                      "propertyNames"};
   return keywords;
 }
 
@@ -197,11 +198,11 @@ class SchemaCompiler {
       refuse(path + "." + keyword,
              fmt::format(
                  "the keyword '{}' is not supported by guided decoding (supported: type, "
-                 "properties, required, additionalProperties, minProperties, maxProperties, items, "
-                 "prefixItems, minItems, maxItems, uniqueItems (of enum values), minLength, "
-                 "maxLength, pattern, format, minimum, "
-                 "maximum, exclusiveMinimum, "
-                 "exclusiveMaximum, multipleOf (integers), enum, const, anyOf, oneOf, allOf of one "
+                 "properties, required, additionalProperties, minProperties, maxProperties, "
+                 "propertyNames, items, prefixItems, minItems, maxItems, uniqueItems (of enum "
+                 "values), minLength, maxLength, pattern, format, minimum, maximum, "
+                 "exclusiveMinimum, exclusiveMaximum, multipleOf (integers), enum, const, anyOf, "
+                 "oneOf, allOf of one "
                  "schema, $ref)",
                  keyword));
     }
@@ -346,9 +347,10 @@ class SchemaCompiler {
       }
     }
     if (bound != nullptr) {
-      for (const char* other : {"properties", "required", "additionalProperties", "minProperties",
-                                "maxProperties", "items", "prefixItems", "minItems", "maxItems",
-                                "uniqueItems", "minLength", "maxLength", "pattern", "format"}) {
+      for (const char* other :
+           {"properties", "required", "additionalProperties", "minProperties", "maxProperties",
+            "propertyNames", "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
+            "minLength", "maxLength", "pattern", "format"}) {
         if (other == std::string_view("uniqueItems") ? asks_unique_items(schema)
                                                      : schema.contains(other)) {
           refuse(path + "." + bound,
@@ -361,7 +363,7 @@ class SchemaCompiler {
     }
     if (schema.contains("properties") || schema.contains("required") ||
         schema.contains("additionalProperties") || schema.contains("minProperties") ||
-        schema.contains("maxProperties")) {
+        schema.contains("maxProperties") || schema.contains("propertyNames")) {
       return compile_typed(schema, "object", path, depth);
     }
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems") ||
@@ -478,8 +480,52 @@ class SchemaCompiler {
                 : compile_schema(*additional, path + ".additionalProperties", depth + 1);
       }
     }
+    property_names(schema, path, depth, node);
     property_counts(schema, path, node);
     return add(std::move(node));
+  }
+
+  // propertyNames, the schema every key follows (pydantic writes it for dict[SomeEnum, ...] and
+  // dict[Literal[...], ...]): on free keys, whose key then is a value of that schema. Beside
+  // declared properties it is refused: only those keys are written, and each would have to be
+  // checked against it.
+  void property_names(const Json& schema, const std::string& path, int depth, GrammarNode& node) {
+    const auto names = schema.find("propertyNames");
+    if (names == schema.end() || (names->is_boolean() && names->get<bool>())) return;
+    const std::string at = path + ".propertyNames";
+    if (!node.properties.empty()) {
+      refuse(at,
+             "is enforced only on objects without declared properties (properties, "
+             "required): a dict's keys, as pydantic writes them");
+    }
+    const uint32_t keys = compile_schema(*names, at, depth + 1);
+    if (!node.free_keys) return;  // additionalProperties false: {} alone, no key to check
+    if (!only_strings(keys, 0)) {
+      refuse(at,
+             "must describe strings, as keys are (a type \"string\" with its lengths, "
+             "pattern or format, or an enum or const of strings)");
+    }
+    node.free_key = keys;
+  }
+
+  // Whether every value of `node` is a JSON string (choices through $ref's included).
+  bool only_strings(uint32_t node, int level) const {
+    const GrammarNode& value = grammar_.nodes[node];
+    switch (value.kind) {
+      case NodeKind::kString:
+        return true;
+      case NodeKind::kLiterals:
+        return !value.literals.empty() &&
+               std::all_of(value.literals.begin(), value.literals.end(),
+                           [](const std::string& text) { return text.front() == '"'; });
+      case NodeKind::kAnyOf:
+        // (Empty: a $ref still being built, a schema that holds itself.)
+        return level < kMaxChoiceDepth && !value.branches.empty() &&
+               std::all_of(value.branches.begin(), value.branches.end(),
+                           [&](uint32_t branch) { return only_strings(branch, level + 1); });
+      default:
+        return false;
+    }
   }
 
   // minProperties and maxProperties. Only declared keys are written where there are any, so

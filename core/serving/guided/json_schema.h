@@ -3,7 +3,8 @@
 // helpers, pydantic, zod) emit for plain data:
 //
 //   type (one or a list), properties, required, additionalProperties, minProperties (above 1
-//   on declared properties only), maxProperties, items, prefixItems (and items as an array with
+//   on declared properties only), maxProperties, propertyNames (of strings, on objects without
+//   declared properties), items, prefixItems (and items as an array with
 //   additionalItems, drafts 4 to 7), minItems, maxItems, uniqueItems (on items that are enum,
 //   const or boolean values, at most 32 of them),
 //   minLength, maxLength, pattern, format (string_formats.h), minimum, maximum,

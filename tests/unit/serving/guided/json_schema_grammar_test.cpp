@@ -803,6 +803,61 @@ TEST(JsonSchemaGrammar, UniqueItemsOfEnumValuesAreEachWrittenOnce) {
   expect_refused(many + "]}}", "guided_json.uniqueItems", "at most 32 values");
 }
 
+// propertyNames on free keys (pydantic's dict[SomeEnum, float], dict[constr(pattern=...), int]):
+// each key is a value of its schema, refused at its first byte that none begins with.
+TEST(JsonSchemaGrammar, PropertyNamesShapeFreeKeys) {
+  const Grammar scores = schema(R"({"type": "object", "additionalProperties": {"type": "number",
+      "minimum": 0, "maximum": 20},
+      "propertyNames": {"$ref": "#/$defs/Subject"}, "$defs": {"Subject": {"enum": ["maths",
+      "music"], "type": "string"}}})");
+  EXPECT_EQ(walk(scores, R"({"maths": 1.5, "music":2})"), "complete");
+  EXPECT_EQ(walk(scores, "{}"), "complete");
+  EXPECT_EQ(walk(scores, R"({"mat)"), "open");
+  EXPECT_EQ(walk(scores, R"({"mad)"), "dead");
+  EXPECT_EQ(walk(scores, R"({"art")"), "dead");
+  const Grammar codes = schema(R"({"additionalProperties": {"type": "integer"},
+      "propertyNames": {"pattern": "^[A-Z]{2}$"}, "maxProperties": 2})");
+  EXPECT_EQ(walk(codes, R"({"FR":1,"DE":2})"), "complete");
+  EXPECT_EQ(walk(codes, R"({"Fr")"), "dead");
+  EXPECT_EQ(walk(codes, R"({"FRA")"), "dead");
+  EXPECT_EQ(walk(codes, R"({"FR":1,"DE":2,)"), "dead");
+  const Grammar short_keys = schema(R"({"type": "object", "propertyNames": {"maxLength": 2}})");
+  EXPECT_EQ(walk(short_keys, R"({"ab":[1],"":null})"), "complete");
+  EXPECT_EQ(walk(short_keys, R"({"abc")"), "dead");
+  // true, and on an object that takes no key, it asks for nothing.
+  EXPECT_EQ(walk(schema(R"({"type": "object", "propertyNames": true})"), R"({"k":1})"), "complete");
+  EXPECT_EQ(walk(schema(R"({"type": "object", "additionalProperties": false,
+      "propertyNames": {"enum": ["a"]}})"),
+                 "{}"),
+            "complete");
+
+  // Random walks give keys of the schema only.
+  GrammarMatcher matcher(scores);
+  std::mt19937 random(3);
+  int completed = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string text = random_output(matcher, random);
+    if (text.empty()) continue;
+    ++completed;
+    const nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(value.is_object()) << text;
+    for (const auto& [key, number] : value.items()) {
+      EXPECT_TRUE(key == "maths" || key == "music") << text;
+      EXPECT_TRUE(number.is_number()) << text;
+    }
+  }
+  EXPECT_GT(completed, 100);
+
+  expect_refused(R"({"type": "object", "propertyNames": {"type": "integer"}})",
+                 "guided_json.propertyNames", "must describe strings");
+  expect_refused(R"({"type": "object", "propertyNames": {"enum": ["a", 1]}})",
+                 "guided_json.propertyNames", "must describe strings");
+  expect_refused(R"({"type": "object", "properties": {"a": {}}, "propertyNames": {"enum": ["a"]}})",
+                 "guided_json.propertyNames", "without declared properties");
+  expect_refused(R"({"type": "object", "propertyNames": {"pattern": "("}})",
+                 "guided_json.propertyNames.pattern", "");
+}
+
 // "pattern" (searched, as JSON Schema says, unless anchored) and "format" shape a string's
 // characters; lengths still hold beside them.
 TEST(JsonSchemaGrammar, PatternsAndFormatsShapeStrings) {

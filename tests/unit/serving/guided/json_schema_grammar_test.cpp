@@ -803,7 +803,7 @@ TEST(JsonSchemaGrammar, UniqueItemsOfEnumValuesAreEachWrittenOnce) {
   expect_refused(many + "]}}", "guided_json.uniqueItems", "at most 32 values");
 }
 
-// propertyNames on free keys (pydantic's dict[SomeEnum, float], dict[constr(pattern=...), int]):
+// propertyNames on free keys (pydantic's dict[SomeEnum, float] and dict[Literal[...], int]):
 // each key is a value of its schema, refused at its first byte that none begins with.
 TEST(JsonSchemaGrammar, PropertyNamesShapeFreeKeys) {
   const Grammar scores = schema(R"({"type": "object", "additionalProperties": {"type": "number",
@@ -856,6 +856,28 @@ TEST(JsonSchemaGrammar, PropertyNamesShapeFreeKeys) {
                  "guided_json.propertyNames", "without declared properties");
   expect_refused(R"({"type": "object", "propertyNames": {"pattern": "("}})",
                  "guided_json.propertyNames.pattern", "");
+}
+
+// What pydantic 2.13 writes for sets and dicts (model_json_schema() of a model with set[Tag],
+// dict[Tag, float], dict[Literal["x", "y"], int] and dict[str, int] with min and max lengths).
+TEST(JsonSchemaGrammar, PydanticSetsAndDictsAreTaken) {
+  const Grammar g = schema(R"({"$defs": {"Tag": {"enum": ["a", "b"], "title": "Tag",
+      "type": "string"}}, "properties": {"tags": {"items": {"$ref": "#/$defs/Tag"},
+      "title": "Tags", "type": "array", "uniqueItems": true}, "scores": {"additionalProperties":
+      {"type": "number"}, "propertyNames": {"$ref": "#/$defs/Tag"}, "title": "Scores",
+      "type": "object"}, "lit": {"additionalProperties": {"type": "integer"}, "propertyNames":
+      {"enum": ["x", "y"]}, "title": "Lit", "type": "object"}, "d": {"additionalProperties":
+      {"type": "integer"}, "maxProperties": 3, "minProperties": 1, "title": "D",
+      "type": "object"}}, "required": ["tags", "scores", "lit", "d"], "title": "M",
+      "type": "object"})");
+  EXPECT_EQ(
+      walk(g, R"({"tags": ["b", "a"], "scores": {"a": 0.5}, "lit": {"y": 2}, "d": {"k": 1}})"),
+      "complete");
+  EXPECT_EQ(walk(g, R"({"tags": ["b", "b")"), "dead");
+  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {"c")"), "dead");
+  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {"z")"), "dead");
+  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {}, "d": {}})"), "dead");
+  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {}, "d": {"a":1,"b":2,"c":3,)"), "dead");
 }
 
 // "pattern" (searched, as JSON Schema says, unless anchored) and "format" shape a string's

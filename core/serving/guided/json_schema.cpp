@@ -61,7 +61,8 @@ const std::set<std::string_view>& handled_keywords() {
                                                       "multipleOf",
                                                       "minProperties",
                                                       "maxProperties",
-                                                      "propertyNames"};
+                                                      "propertyNames",
+                                                      "patternProperties"};
   return keywords;
 }
 
@@ -349,8 +350,8 @@ class SchemaCompiler {
     if (bound != nullptr) {
       for (const char* other :
            {"properties", "required", "additionalProperties", "minProperties", "maxProperties",
-            "propertyNames", "items", "prefixItems", "minItems", "maxItems", "uniqueItems",
-            "minLength", "maxLength", "pattern", "format"}) {
+            "propertyNames", "patternProperties", "items", "prefixItems", "minItems", "maxItems",
+            "uniqueItems", "minLength", "maxLength", "pattern", "format"}) {
         if (other == std::string_view("uniqueItems") ? asks_unique_items(schema)
                                                      : schema.contains(other)) {
           refuse(path + "." + bound,
@@ -363,7 +364,8 @@ class SchemaCompiler {
     }
     if (schema.contains("properties") || schema.contains("required") ||
         schema.contains("additionalProperties") || schema.contains("minProperties") ||
-        schema.contains("maxProperties") || schema.contains("propertyNames")) {
+        schema.contains("maxProperties") || schema.contains("propertyNames") ||
+        schema.contains("patternProperties")) {
       return compile_typed(schema, "object", path, depth);
     }
     if (schema.contains("items") || schema.contains("minItems") || schema.contains("maxItems") ||
@@ -469,7 +471,8 @@ class SchemaCompiler {
     if (additional != schema.end() && !additional->is_boolean() && !additional->is_object()) {
       refuse(path + ".additionalProperties", "must be a boolean or a schema");
     }
-    if (node.properties.empty()) {
+    const bool patterned = pattern_properties(schema, path, depth, node);
+    if (node.properties.empty() && !patterned) {
       const bool closed =
           additional != schema.end() && additional->is_boolean() && !additional->get<bool>();
       if (!closed) {
@@ -485,6 +488,46 @@ class SchemaCompiler {
     return add(std::move(node));
   }
 
+  // patternProperties of one pattern (pydantic writes it for dict[constr(pattern=...), ...]), on
+  // an object without declared properties: every key is a string the pattern matches (searched,
+  // as "pattern" is) and every value follows the pattern's schema. Keys the pattern does not
+  // match are not written even where additionalProperties allows them, as undeclared keys are
+  // not beside declared ones: the answer is still valid. Returns whether it shaped the keys.
+  bool pattern_properties(const Json& schema, const std::string& path, int depth,
+                          GrammarNode& node) {
+    const auto patterns = schema.find("patternProperties");
+    if (patterns == schema.end()) return false;
+    const std::string at = path + ".patternProperties";
+    if (!patterns->is_object()) refuse(at, "must be an object");
+    if (patterns->empty()) return false;
+    if (!node.properties.empty()) {
+      refuse(at,
+             "is enforced only on objects without declared properties (properties, "
+             "required): a dict's keys, as pydantic writes them");
+    }
+    if (patterns->size() > 1) {
+      refuse(at, fmt::format("has {} patterns; guided decoding takes one (a key matching several "
+                             "would have to meet each one's schema)",
+                             patterns->size()));
+    }
+    if (const auto names = schema.find("propertyNames");
+        names != schema.end() && !(names->is_boolean() && names->get<bool>())) {
+      refuse(at,
+             "cannot be combined with propertyNames: guided decoding shapes keys by one of "
+             "them");
+    }
+    const std::string pattern = patterns->begin().key();
+    const Json& value = patterns->begin().value();
+    const std::string place = at + "." + pattern;
+    GrammarNode key;
+    key.kind = NodeKind::kString;
+    key.pattern = string_pattern(Json{{"pattern", pattern}}, place, 0, kUnbounded, place);
+    node.free_keys = true;
+    node.free_key = add(std::move(key));
+    node.free_value = compile_schema(value, place, depth + 1);
+    return true;
+  }
+
   // propertyNames, the schema every key follows (pydantic writes it for dict[SomeEnum, ...] and
   // dict[Literal[...], ...]): on free keys, whose key then is a value of that schema. Beside
   // declared properties it is refused: only those keys are written, and each would have to be
@@ -498,9 +541,14 @@ class SchemaCompiler {
              "is enforced only on objects without declared properties (properties, "
              "required): a dict's keys, as pydantic writes them");
     }
+    if (names->is_boolean()) {  // false: no key at all, so {} alone
+      if (node.free_keys) node.max_properties = 0;
+      return;
+    }
     const uint32_t keys = compile_schema(*names, at, depth + 1);
-    if (!node.free_keys) return;  // additionalProperties false: {} alone, no key to check
-    if (!only_strings(keys, 0)) {
+    if (!node.free_keys) return;      // additionalProperties false: {} alone, no key to check
+    if (keys == any_value()) return;  // {}: any key
+    if (!only_strings(keys)) {
       refuse(at,
              "must describe strings, as keys are (a type \"string\" with its lengths, "
              "pattern or format, or an enum or const of strings)");
@@ -508,24 +556,37 @@ class SchemaCompiler {
     node.free_key = keys;
   }
 
-  // Whether every value of `node` is a JSON string (choices through $ref's included).
-  bool only_strings(uint32_t node, int level) const {
-    const GrammarNode& value = grammar_.nodes[node];
-    switch (value.kind) {
-      case NodeKind::kString:
-        return true;
-      case NodeKind::kLiterals:
-        return !value.literals.empty() &&
-               std::all_of(value.literals.begin(), value.literals.end(),
-                           [](const std::string& text) { return text.front() == '"'; });
-      case NodeKind::kAnyOf:
-        // (Empty: a $ref still being built, a schema that holds itself.)
-        return level < kMaxChoiceDepth && !value.branches.empty() &&
-               std::all_of(value.branches.begin(), value.branches.end(),
-                           [&](uint32_t branch) { return only_strings(branch, level + 1); });
-      default:
-        return false;
+  // Whether every value of `node` is a JSON string (choices through $ref's included). Each node
+  // is looked at once: choices that share branches (a $ref used by many) cost no more.
+  bool only_strings(uint32_t root) const {
+    std::vector<bool> seen(grammar_.nodes.size(), false);
+    std::vector<uint32_t> work = {root};
+    while (!work.empty()) {
+      const uint32_t node = work.back();
+      work.pop_back();
+      if (seen[node]) continue;
+      seen[node] = true;
+      const GrammarNode& value = grammar_.nodes[node];
+      switch (value.kind) {
+        case NodeKind::kString:
+          break;
+        case NodeKind::kLiterals:
+          if (value.literals.empty() ||
+              !std::all_of(value.literals.begin(), value.literals.end(),
+                           [](const std::string& text) { return text.front() == '"'; })) {
+            return false;
+          }
+          break;
+        case NodeKind::kAnyOf:
+          // (Empty: a $ref still being built, a schema that holds itself.)
+          if (value.branches.empty()) return false;
+          work.insert(work.end(), value.branches.begin(), value.branches.end());
+          break;
+        default:
+          return false;
+      }
     }
+    return true;
   }
 
   // minProperties and maxProperties. Only declared keys are written where there are any, so
@@ -533,7 +594,9 @@ class SchemaCompiler {
   // and one no output can finish a stuck one.
   static void property_counts(const Json& schema, const std::string& path, GrammarNode& node) {
     node.min_properties = count_of(schema, "minProperties", path, 0);
-    node.max_properties = count_of(schema, "maxProperties", path, kUnbounded);
+    // (propertyNames false has already made it 0.)
+    node.max_properties =
+        std::min(node.max_properties, count_of(schema, "maxProperties", path, kUnbounded));
     if (node.min_properties > node.max_properties) {
       refuse(path + ".minProperties", "is above maxProperties: no object matches");
     }
@@ -773,8 +836,10 @@ class SchemaCompiler {
   std::map<const Json*, uint32_t> compiled_;
   // A string's pattern and format, with its length limits folded in, as one automaton; strings
   // with the same ones share it.
+  // `pattern_at`: where refusals of the pattern point (default: the schema's "pattern").
   uint32_t string_pattern(const Json& schema, const std::string& path, uint32_t min_length,
-                          uint32_t max_length) {
+                          uint32_t max_length, const std::string& pattern_at = {}) {
+    const std::string at_pattern = pattern_at.empty() ? path + ".pattern" : pattern_at;
     const auto text_of = [&](const char* keyword) -> std::optional<std::string> {
       const auto it = schema.find(keyword);
       if (it == schema.end()) return std::nullopt;
@@ -804,8 +869,7 @@ class SchemaCompiler {
       dfa = dfa ? intersect(*dfa, next, at) : std::move(next);
     };
     if (pattern) {
-      meet(compile_regex(*pattern, RegexMatch::kSearch, true, path + ".pattern", budget_),
-           path + ".pattern");
+      meet(compile_regex(*pattern, RegexMatch::kSearch, true, at_pattern, budget_), at_pattern);
     }
     if (format) {
       meet(compile_regex(format_pattern(*format), RegexMatch::kWhole, true, path + ".format",
@@ -818,7 +882,7 @@ class SchemaCompiler {
     }
     pattern_cells_ += dfa->cells();
     if (pattern_cells_ > kMaxPatternCells) {
-      refuse(path + (pattern ? ".pattern" : ".format"),
+      refuse(pattern ? at_pattern : path + ".format",
              fmt::format("the schema's patterns need more than {} automaton cells in all; "
                          "guided decoding takes smaller ones",
                          kMaxPatternCells));

@@ -3,9 +3,9 @@
 // helpers, pydantic, zod) emit for plain data:
 //
 //   type (one or a list), properties, required, additionalProperties, minProperties (above 1
-//   on declared properties only), maxProperties, propertyNames (of strings, on objects without
-//   declared properties), items, prefixItems (and items as an array with
-//   additionalItems, drafts 4 to 7), minItems, maxItems, uniqueItems (on items that are enum,
+//   on declared properties only), maxProperties, propertyNames (of strings) and patternProperties
+//   (one pattern) on objects without declared properties, items, prefixItems (and items as an array
+//   with additionalItems, drafts 4 to 7), minItems, maxItems, uniqueItems (on items that are enum,
 //   const or boolean values, at most 32 of them),
 //   minLength, maxLength, pattern, format (string_formats.h), minimum, maximum,
 //   exclusiveMinimum, exclusiveMaximum (integers and numbers), multipleOf (integers), enum,
@@ -14,7 +14,7 @@
 //   and the annotations title, description, default, examples, $schema, $id, $comment,
 //   deprecated, readOnly, writeOnly, which change nothing.
 //
-// Any other keyword (contains, patternProperties, ...) is refused, naming where
+// Any other keyword (contains, dependentRequired, ...) is refused, naming where
 // it is: output that only looked constrained would be a silent wrong answer. An object with
 // declared properties gets exactly those, in their order (additionalProperties is then not used:
 // the output stays valid for the schema); one without gets any keys, with additionalProperties'

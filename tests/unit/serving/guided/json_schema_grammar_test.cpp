@@ -824,6 +824,25 @@ TEST(JsonSchemaGrammar, PropertyNamesShapeFreeKeys) {
   const Grammar short_keys = schema(R"({"type": "object", "propertyNames": {"maxLength": 2}})");
   EXPECT_EQ(walk(short_keys, R"({"ab":[1],"":null})"), "complete");
   EXPECT_EQ(walk(short_keys, R"({"abc")"), "dead");
+  // false takes no key; {} any.
+  const Grammar none = schema(R"({"type": "object", "propertyNames": false})");
+  EXPECT_EQ(walk(none, "{}"), "complete");
+  EXPECT_EQ(walk(none, R"({")"), "dead");
+  expect_refused(R"({"type": "object", "propertyNames": false, "minProperties": 1})",
+                 "guided_json.minProperties", "above maxProperties");
+  EXPECT_EQ(walk(schema(R"({"type": "object", "propertyNames": {}})"), R"({"k":1})"), "complete");
+  // Choices that share their branches are looked through once each: 8 branches over 10 levels
+  // (8^10 paths) compile at once.
+  std::string levels = R"({"type": "object", "propertyNames": {"$ref": "#/$defs/L0"}, "$defs": {)";
+  for (int level = 0; level < 10; ++level) {
+    levels += fmt::format(R"("L{}": {{"anyOf": [)", level);
+    for (int branch = 0; branch < 8; ++branch) {
+      levels += fmt::format(R"({}{{"$ref": "#/$defs/L{}"}})", branch == 0 ? "" : ",", level + 1);
+    }
+    levels += "]},";
+  }
+  levels += R"("L10": {"type": "string", "maxLength": 3}}})";
+  EXPECT_EQ(walk(schema(levels), R"({"abc":1})"), "complete");
   // true, and on an object that takes no key, it asks for nothing.
   EXPECT_EQ(walk(schema(R"({"type": "object", "propertyNames": true})"), R"({"k":1})"), "complete");
   EXPECT_EQ(walk(schema(R"({"type": "object", "additionalProperties": false,
@@ -858,26 +877,58 @@ TEST(JsonSchemaGrammar, PropertyNamesShapeFreeKeys) {
                  "guided_json.propertyNames.pattern", "");
 }
 
+// patternProperties of one pattern (pydantic's dict[constr(pattern=...), int]): keys the pattern
+// matches, values of its schema; other keys are not written, as undeclared ones are not.
+TEST(JsonSchemaGrammar, PatternPropertiesShapeKeysAndValues) {
+  const Grammar codes =
+      schema(R"({"patternProperties": {"^[A-Z]{2}$": {"type": "integer"}}, "type": "object"})");
+  EXPECT_EQ(walk(codes, R"({"FR": 1, "DE": 2})"), "complete");
+  EXPECT_EQ(walk(codes, "{}"), "complete");
+  EXPECT_EQ(walk(codes, R"({"Fr)"), "dead");
+  EXPECT_EQ(walk(codes, R"({"FR":"x)"), "dead");
+  // Searched, as "pattern" is: unanchored, the key holds a digit somewhere.
+  const Grammar digit = schema(R"({"type": "object", "patternProperties": {"[0-9]": {}},
+      "additionalProperties": false, "maxProperties": 1})");
+  EXPECT_EQ(walk(digit, R"({"a1b":null})"), "complete");
+  EXPECT_EQ(walk(digit, R"({"ab")"), "dead");
+  EXPECT_EQ(walk(digit, R"({"1":1,)"), "dead");
+  expect_refused(R"({"type": "object", "patternProperties": {"a": {}, "b": {}}})",
+                 "guided_json.patternProperties", "takes one");
+  expect_refused(R"({"type": "object", "properties": {"a": {}}, "patternProperties": {"a": {}}})",
+                 "guided_json.patternProperties", "without declared properties");
+  expect_refused(R"({"type": "object", "patternProperties": {"a": {}}, "propertyNames":
+                     {"maxLength": 3}})",
+                 "guided_json.patternProperties", "cannot be combined with propertyNames");
+  expect_refused(R"({"type": "object", "patternProperties": {"(a)\\1": {}}})",
+                 "guided_json.patternProperties.(a)\\1", "backreference");
+  expect_refused(R"({"type": "object", "patternProperties": {"a": {"type": "strng"}}})",
+                 "guided_json.patternProperties.a.type", "unknown type");
+}
+
 // What pydantic 2.13 writes for sets and dicts (model_json_schema() of a model with set[Tag],
-// dict[Tag, float], dict[Literal["x", "y"], int] and dict[str, int] with min and max lengths).
+// dict[Tag, float], dict[Literal["x", "y"], int], dict[constr(pattern=...), int] and
+// dict[str, int] with min and max lengths).
 TEST(JsonSchemaGrammar, PydanticSetsAndDictsAreTaken) {
   const Grammar g = schema(R"({"$defs": {"Tag": {"enum": ["a", "b"], "title": "Tag",
       "type": "string"}}, "properties": {"tags": {"items": {"$ref": "#/$defs/Tag"},
       "title": "Tags", "type": "array", "uniqueItems": true}, "scores": {"additionalProperties":
       {"type": "number"}, "propertyNames": {"$ref": "#/$defs/Tag"}, "title": "Scores",
       "type": "object"}, "lit": {"additionalProperties": {"type": "integer"}, "propertyNames":
-      {"enum": ["x", "y"]}, "title": "Lit", "type": "object"}, "d": {"additionalProperties":
-      {"type": "integer"}, "maxProperties": 3, "minProperties": 1, "title": "D",
-      "type": "object"}}, "required": ["tags", "scores", "lit", "d"], "title": "M",
-      "type": "object"})");
-  EXPECT_EQ(
-      walk(g, R"({"tags": ["b", "a"], "scores": {"a": 0.5}, "lit": {"y": 2}, "d": {"k": 1}})"),
-      "complete");
+      {"enum": ["x", "y"]}, "title": "Lit", "type": "object"}, "pat": {"patternProperties":
+      {"^[A-Z]{2}$": {"type": "integer"}}, "title": "Pat", "type": "object"}, "d":
+      {"additionalProperties": {"type": "integer"}, "maxProperties": 3, "minProperties": 1,
+      "title": "D", "type": "object"}}, "required": ["tags", "scores", "lit", "pat", "d"],
+      "title": "M", "type": "object"})");
+  EXPECT_EQ(walk(g, R"({"tags": ["b", "a"], "scores": {"a": 0.5}, "lit": {"y": 2}, )"
+                    R"("pat": {"FR": 3}, "d": {"k": 1}})"),
+            "complete");
   EXPECT_EQ(walk(g, R"({"tags": ["b", "b")"), "dead");
   EXPECT_EQ(walk(g, R"({"tags": [], "scores": {"c")"), "dead");
   EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {"z")"), "dead");
-  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {}, "d": {}})"), "dead");
-  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {}, "d": {"a":1,"b":2,"c":3,)"), "dead");
+  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {}, "pat": {"F1")"), "dead");
+  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {}, "pat": {}, "d": {}})"), "dead");
+  EXPECT_EQ(walk(g, R"({"tags": [], "scores": {}, "lit": {}, "pat": {}, "d": {"a":1,"b":2,"c":3,)"),
+            "dead");
 }
 
 // "pattern" (searched, as JSON Schema says, unless anchored) and "format" shape a string's

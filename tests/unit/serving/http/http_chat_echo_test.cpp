@@ -60,10 +60,7 @@ TEST_F(HttpFrontendTest, StreamedChatEchoFollowsTheRoleChunks) {
       "stream": true, "stream_options": {"include_usage": true}, "logprobs": true})");
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200) << result->body;
-  std::vector<json> events;
-  for (const std::string& data : sse_data(result->body)) {
-    if (data != "[DONE]") events.push_back(json::parse(data));
-  }
+  const std::vector<json> events = json_events(sse_data(result->body));
   ASSERT_GE(events.size(), 5u) << result->body;
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(events[i]["choices"][0]["index"], i);
@@ -93,9 +90,8 @@ TEST_F(HttpFrontendTest, StreamedChatEchoFollowsTheRoleChunks) {
       "content": "x"}], "max_tokens": 3, "echo": true, "stream": true})");
   ASSERT_TRUE(plain);
   std::string content;
-  for (const std::string& data : sse_data(plain->body)) {
-    if (data == "[DONE]") continue;
-    const json delta = json::parse(data)["choices"][0]["delta"];
+  for (const json& event : json_events(sse_data(plain->body))) {
+    const json& delta = event["choices"][0]["delta"];
     if (delta.contains("content")) content += delta["content"].get<std::string>();
   }
   EXPECT_EQ(content, "abc");

@@ -96,10 +96,7 @@ TEST_F(HttpFrontendTest, StreamedEchoSendsThePromptFirst) {
       "logprobs": 1, "stream": true})");
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200) << result->body;
-  std::vector<json> events;
-  for (const std::string& data : sse_data(result->body)) {
-    if (data != "[DONE]") events.push_back(json::parse(data));
-  }
+  const std::vector<json> events = json_events(sse_data(result->body));
   ASSERT_GE(events.size(), 2u) << result->body;
   const json& first = events[0]["choices"][0];
   EXPECT_EQ(first["text"], "hello");

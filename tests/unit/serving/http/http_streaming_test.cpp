@@ -51,14 +51,6 @@ void finish_with_length(FakeGenerationService& service, RawConnection& connectio
   EXPECT_NE(all.find("data: [DONE]"), std::string::npos) << all;
 }
 
-std::vector<json> json_events(const std::vector<std::string>& data) {
-  std::vector<json> events;
-  for (const auto& payload : data) {
-    if (payload != "[DONE]") events.push_back(json::parse(payload));
-  }
-  return events;
-}
-
 TEST_F(HttpFrontendTest, CompletionStreamSendsDeltasFinishUsageAndDone) {
   auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 4, "stream": true,
                                                  "stream_options": {"include_usage": true}})");

@@ -54,6 +54,14 @@ httplib::Result HttpFrontendTest::post_json(const std::string& path, const std::
   return client().Post(path.c_str(), headers, body, "application/json");
 }
 
+std::vector<nlohmann::json> json_events(const std::vector<std::string>& data) {
+  std::vector<nlohmann::json> events;
+  for (const auto& payload : data) {
+    if (payload != "[DONE]") events.push_back(nlohmann::json::parse(payload));
+  }
+  return events;
+}
+
 std::vector<std::string> sse_data(const std::string& body) {
   std::vector<std::string> events;
   size_t at = 0;

@@ -40,6 +40,8 @@ class HttpFrontendTest : public ::testing::Test {
 
 // The payloads of a stream's "data: ..." events, in order; SSE comments are skipped.
 std::vector<std::string> sse_data(const std::string& body);
+// Those payloads parsed, but the closing [DONE].
+std::vector<nlohmann::json> json_events(const std::vector<std::string>& data);
 
 // The "error" object of an error body; fails the test when the shape is not OpenAI's.
 nlohmann::json error_of(const std::string& body);

@@ -200,11 +200,10 @@ class SchemaCompiler {
              fmt::format(
                  "the keyword '{}' is not supported by guided decoding (supported: type, "
                  "properties, required, additionalProperties, minProperties, maxProperties, "
-                 "propertyNames, items, prefixItems, minItems, maxItems, uniqueItems (of enum "
-                 "values), minLength, maxLength, pattern, format, minimum, maximum, "
-                 "exclusiveMinimum, exclusiveMaximum, multipleOf (integers), enum, const, anyOf, "
-                 "oneOf, allOf of one "
-                 "schema, $ref)",
+                 "propertyNames, patternProperties (one pattern), items, prefixItems, minItems, "
+                 "maxItems, uniqueItems (of enum values), minLength, maxLength, pattern, format, "
+                 "minimum, maximum, exclusiveMinimum, exclusiveMaximum, multipleOf (integers), "
+                 "enum, const, anyOf, oneOf, allOf of one schema, $ref)",
                  keyword));
     }
     refuse_siblings(schema, path);

@@ -697,6 +697,7 @@ class SchemaCompiler {
     if (unique == schema.end()) return;
     if (!unique->is_boolean()) refuse(path + ".uniqueItems", "must be a boolean");
     if (!unique->get<bool>()) return;
+    if (node.max_items <= 1) return;  // one item at most: nothing to repeat
     if (!node.prefix_items.empty()) {
       refuse(path + ".uniqueItems", "is enforced only on arrays without a tuple (prefixItems)");
     }

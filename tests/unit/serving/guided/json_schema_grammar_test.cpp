@@ -780,6 +780,11 @@ TEST(JsonSchemaGrammar, UniqueItemsOfEnumValuesAreEachWrittenOnce) {
                  "guided_json.uniqueItems", "without a tuple");
   expect_refused(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})",
                  "guided_json.uniqueItems", "enum, const or boolean");
+  // Where at most one item may come there is nothing to repeat: any items are taken.
+  EXPECT_EQ(walk(schema(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true,
+      "maxItems": 1})"),
+                 R"(["x"])"),
+            "complete");
   expect_refused(R"({"type": "array", "uniqueItems": "yes"})", "guided_json.uniqueItems",
                  "must be a boolean");
   expect_refused(R"({"type": "string", "uniqueItems": 1})", "guided_json.uniqueItems",

@@ -545,8 +545,8 @@ class SchemaCompiler {
       return;
     }
     const uint32_t keys = compile_schema(*names, at, depth + 1);
-    if (!node.free_keys) return;      // additionalProperties false: {} alone, no key to check
-    if (keys == any_value()) return;  // {}: any key
+    if (!node.free_keys) return;        // additionalProperties false: {} alone, no key to check
+    if (any_ && keys == *any_) return;  // {}: any key (compiling it made any_)
     if (!only_strings(keys)) {
       refuse(at,
              "must describe strings, as keys are (a type \"string\" with its lengths, "

@@ -270,7 +270,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   const int32_t prompt_logprobs = parsed.prompt_logprobs;
   const bool echo = parsed.echo;
   const bool echo_only = parsed.echo_only;
-  std::optional<std::string> chat_echo = parsed.chat_echo;
+  std::optional<std::string> chat_echo = std::move(parsed.chat_echo);
   // Each prompt's text, for echo: as the client wrote it, or its ids' text (no special tokens),
   // which is written once the service took the prompts (so that a bad id is its refusal).
   std::vector<std::string> echo_texts;

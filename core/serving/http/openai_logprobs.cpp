@@ -33,7 +33,15 @@ nlohmann::ordered_json chat_candidate(const TokenCandidate& candidate) {
 
 nlohmann::ordered_json LogprobsJson::value(std::span<const GeneratedLogprobs> tokens) {
   if (!asked()) return nullptr;
-  return endpoint_ == Endpoint::kCompletions ? completions(tokens) : chat(tokens);
+  switch (endpoint_) {
+    case Endpoint::kCompletions:
+      return completions(tokens);
+    case Endpoint::kChatCompletions:
+      return chat(tokens);
+    case Endpoint::kResponses:
+      return std::move(chat(tokens)["content"]);
+  }
+  return nullptr;
 }
 
 nlohmann::ordered_json prompt_logprobs_json(std::span<const PromptLogprobs> prompt, int32_t top) {

@@ -3,7 +3,8 @@
 //   "text_offset": [...]}; each top_logprobs object holds the `top` most likely tokens and the
 //   generated one (up to top + 1 entries, as OpenAI documents), keyed by their text;
 // - chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
-//   "bytes"}]}]}, with `top` entries in each top_logprobs.
+//   "bytes"}]}]}, with `top` entries in each top_logprobs;
+// - responses: the list chat has under "content" (an output_text's "logprobs").
 // A token's text is its own decoding with invalid UTF-8 replaced by U+FFFD (a byte of a
 // character split across tokens shows as U+FFFD); chat's "bytes" keeps the raw bytes.
 //

@@ -20,7 +20,9 @@
 
 namespace headway::serving::http {
 
-enum class Endpoint { kCompletions, kChatCompletions };
+// kResponses: OpenAI's Responses API, which runs a chat request and answers in its own shapes
+// (responses_json.h).
+enum class Endpoint { kCompletions, kChatCompletions, kResponses };
 
 // What every body of one response repeats.
 struct ResponseHeader {

@@ -21,10 +21,13 @@
 
 #include "api_error.h"
 #include "choice_reader.h"
+#include "chunk_stream_format.h"
 #include "client_connection_watch.h"
 #include "completion_collector.h"
 #include "openai_logprobs.h"
 #include "openai_request.h"
+#include "responses_request.h"
+#include "responses_stream_format.h"
 #include "sse_responder.h"
 
 namespace headway::serving::http {
@@ -63,6 +66,15 @@ Handler guarded(Handler handler) {
       };
 }
 
+void refuse_multipart(const httplib::Request& request) {
+  if (request.is_multipart_form_data()) {
+    // cpp-httplib takes a multipart body apart into form fields, leaving no JSON to read.
+    throw ApiError(400,
+                   "a multipart/form-data body (curl -F) is not accepted: send the request as "
+                   "JSON with Content-Type: application/json");
+  }
+}
+
 struct Route {
   const char* path;
   const char* method;
@@ -92,9 +104,15 @@ std::string library_error_message(const httplib::Request& request, int status) {
       }
       return "malformed HTTP request";
     case 404:
+      if (request.path.starts_with("/v1/responses/")) {
+        return "no route " + request.method + " " + request.path +
+               ": this server keeps no responses to fetch, cancel or delete (a response is "
+               "answered once, as it is created: POST /v1/responses)";
+      }
       return "no route " + request.method + " " + request.path +
-             "; the routes are POST /v1/completions, POST /v1/chat/completions, GET /v1/models, "
-             "POST /tokenize, POST /detokenize, GET /health and GET /metrics";
+             "; the routes are POST /v1/completions, POST /v1/chat/completions, POST "
+             "/v1/responses, GET /v1/models, POST /tokenize, POST /detokenize, GET /health and "
+             "GET /metrics";
     case 413:
       // cpp-httplib (Debian's build) caps a form-encoded body at 8,192 bytes, whatever the
       // server's own limit: curl -d sends that type unless told otherwise.
@@ -137,6 +155,7 @@ void OpenAiRoutes::install(httplib::Server& server) {
        [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kCompletions); }},
       {"/v1/chat/completions", "POST",
        [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kChatCompletions); }},
+      {"/v1/responses", "POST", [this](const auto& rq, auto& rs) { respond(rq, rs); }},
       {"/v1/models", "GET", [this](const auto& rq, auto& rs) { models(rq, rs); }},
       {"/tokenize", "POST", [this](const auto& rq, auto& rs) { tokenize(rq, rs); }},
       {"/detokenize", "POST", [this](const auto& rq, auto& rs) { detokenize(rq, rs); }},
@@ -220,28 +239,10 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
 
   OpenAiRequest parsed;
   try {
-    if (request.is_multipart_form_data()) {
-      // cpp-httplib takes a multipart body apart into form fields, leaving no JSON to read.
-      throw ApiError(400,
-                     "a multipart/form-data body (curl -F) is not accepted: send the request as "
-                     "JSON with Content-Type: application/json");
-    }
+    refuse_multipart(request);
     parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
                                                 : parse_chat_request(request.body);
-    if (parsed.parse_tool_calls && !parsed.forced_tool_format && !tool_call_format_) {
-      // vLLM's refusal too: without a parser the calls would reach the client as plain text.
-      throw invalid_field("tool_choice",
-                          "tool_choice \"auto\" (the default with tools) needs the server's tool "
-                          "call parser, and this server has none ([server] tool_call_parser); "
-                          "send tool_choice \"none\" to have the tools in the prompt and the "
-                          "answer as text");
-    }
-    if (parsed.parse_tool_calls && !parsed.forced_tool_format &&
-        tool_call_format_ == ToolCallFormat::kMistral) {
-      // Mistral's calls follow its [TOOL_CALLS] special token, which the parser must see. vLLM
-      // turns skip_special_tokens off for such requests too, whatever the client sent.
-      parsed.input.skip_special_tokens = false;
-    }
+    prepare_tool_parsing(parsed);
   } catch (const ApiError&) {
     service_.count_refused_request();  // refused here, not by submit(): counted all the same
     throw;
@@ -287,28 +288,8 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   const std::string model_name = parsed.input.model;
 
   // Each choice parses its answer with a copy of this one.
-  std::optional<AnswerParser> answer_parser;
-  // A guided chat answer from a reasoning model: the model thinks first, and the shape applies
-  // after its "</think>" (which also keeps deepseek_r1's parser, which takes an answer without
-  // one for all reasoning, from swallowing the answer). The service starts the shape at once
-  // where the prompt already ended the reasoning.
-  const bool guided = parsed.input.guided.kind != GuidedOutput::Kind::kNone;
-  if (guided && reasoning_format_ && endpoint == Endpoint::kChatCompletions) {
-    parsed.input.guided.starts_after = std::string(kReasoningEnd);
-  }
-  const bool split_reasoning = reasoning_format_.has_value();
-  if (endpoint == Endpoint::kChatCompletions && (parsed.parse_tool_calls || split_reasoning)) {
-    std::optional<ReasoningParser> reasoning;
-    if (split_reasoning) reasoning.emplace(*reasoning_format_);
-    std::optional<ToolCallParser> tools;
-    if (parsed.forced_tool_format) {
-      tools.emplace(*parsed.forced_tool_format, !parsed.parallel_tool_calls,
-                    parsed.forced_function);
-    } else if (parsed.parse_tool_calls) {
-      tools.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
-    }
-    answer_parser.emplace(std::move(reasoning), std::move(tools), parsed.include_reasoning);
-  }
+  const std::optional<AnswerParser> answer_parser =
+      endpoint == Endpoint::kChatCompletions ? chat_answer_parser(parsed) : std::nullopt;
 
   const std::string base_id = parsed.input.request_id;
   const bool streamed = parsed.stream;
@@ -396,6 +377,60 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // error event in a 200 stream. A local service admits at submit, and this returns at once.
   // Nothing is written during the wait, so a client that leaves is found by looking (an engine
   // process that does not say it accepted, an older one, admits only at the first token).
+  wait_admitted(request, streams);
+  auto format = std::make_unique<ChunkStreamFormat>(header);
+  send_events(request, response,
+              std::make_unique<SseResponder>(
+                  service_, std::move(streams), std::move(header), top_logprobs,
+                  in_flight_.stopping(), std::move(format), answer_parser,
+                  StreamEcho{std::move(echo_texts), echo_only, chat_echo.value_or("")}),
+              std::move(*ticket));
+}
+
+void OpenAiRoutes::prepare_tool_parsing(OpenAiRequest& parsed) const {
+  if (parsed.parse_tool_calls && !parsed.forced_tool_format && !tool_call_format_) {
+    // vLLM's refusal too: without a parser the calls would reach the client as plain text.
+    throw invalid_field("tool_choice",
+                        "tool_choice \"auto\" (the default with tools) needs the server's tool "
+                        "call parser, and this server has none ([server] tool_call_parser); "
+                        "send tool_choice \"none\" to have the tools in the prompt and the "
+                        "answer as text");
+  }
+  if (parsed.parse_tool_calls && !parsed.forced_tool_format &&
+      tool_call_format_ == ToolCallFormat::kMistral) {
+    // Mistral's calls follow its [TOOL_CALLS] special token, which the parser must see. vLLM
+    // turns skip_special_tokens off for such requests too, whatever the client sent.
+    parsed.input.skip_special_tokens = false;
+  }
+}
+
+std::optional<AnswerParser> OpenAiRoutes::chat_answer_parser(OpenAiRequest& parsed) const {
+  // A guided chat answer from a reasoning model: the model thinks first, and the shape applies
+  // after its "</think>" (which also keeps deepseek_r1's parser, which takes an answer without
+  // one for all reasoning, from swallowing the answer). The service starts the shape at once
+  // where the prompt already ended the reasoning.
+  const bool guided = parsed.input.guided.kind != GuidedOutput::Kind::kNone;
+  if (guided && reasoning_format_) {
+    parsed.input.guided.starts_after = std::string(kReasoningEnd);
+  }
+  const bool split_reasoning = reasoning_format_.has_value();
+  if (!parsed.parse_tool_calls && !split_reasoning) return std::nullopt;
+  std::optional<ReasoningParser> reasoning;
+  if (split_reasoning) reasoning.emplace(*reasoning_format_);
+  std::optional<ToolCallParser> tools;
+  if (parsed.forced_tool_format) {
+    tools.emplace(*parsed.forced_tool_format, !parsed.parallel_tool_calls, parsed.forced_function);
+  } else if (parsed.parse_tool_calls) {
+    tools.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
+  }
+  return AnswerParser(std::move(reasoning), std::move(tools), parsed.include_reasoning);
+}
+
+void OpenAiRoutes::wait_admitted(const httplib::Request& request,
+                                 const std::vector<std::shared_ptr<RequestStream>>& streams) {
+  const auto abort_all = [&] {
+    for (const auto& stream : streams) service_.abort(stream->id());  // no-op once finished
+  };
   ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                request.remote_port);
   // With several choices each is looked at in turn, so that a refusal of any is answered at once.
@@ -422,32 +457,32 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     }
     if (waiting > 1) std::this_thread::sleep_for(kChoicePoll);
   }
+}
 
+void OpenAiRoutes::send_events(const httplib::Request& request, httplib::Response& response,
+                               std::unique_ptr<SseResponder> responder,
+                               InFlightRequests::Ticket ticket) {
   // The ticket travels with the responder: the request stays in flight until cpp-httplib has
   // released the stream.
   struct StreamState {
-    SseResponder responder;
+    std::unique_ptr<SseResponder> responder;
     InFlightRequests::Ticket ticket;
   };
-  auto state = std::make_shared<StreamState>(StreamState{
-      SseResponder(service_, std::move(streams), std::move(header), top_logprobs,
-                   in_flight_.stopping(), answer_parser,
-                   StreamEcho{std::move(echo_texts), echo_only, chat_echo.value_or("")}),
-      std::move(*ticket)});
+  auto state = std::make_shared<StreamState>(StreamState{std::move(responder), std::move(ticket)});
   response.set_header("Cache-Control", "no-cache");
   response.set_header("X-Accel-Buffering", "no");  // proxies must not hold events back
   // cpp-httplib calls these outside any try block (the releaser from a destructor): an exception
   // escaping would terminate the process.
   auto provide = [state](size_t /*offset*/, httplib::DataSink& sink) {
     try {
-      return state->responder.provide(sink);
+      return state->responder->provide(sink);
     } catch (...) {
       return false;  // cancels the response; the releaser then aborts the request
     }
   };
   auto release = [state](bool success) noexcept {
     try {
-      state->responder.release(success);
+      state->responder->release(success);
     } catch (...) {
       // The service could not abort: the request ends on its own at max_tokens.
     }
@@ -478,6 +513,90 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     response.set_chunked_content_provider("text/event-stream", std::move(provide),
                                           std::move(release));
   }
+}
+
+void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  auto ticket = in_flight_.enter();
+  if (!ticket) throw ApiError(503, "the server is shutting down");
+
+  ResponsesRequest parsed;
+  try {
+    refuse_multipart(request);
+    parsed = parse_responses_request(request.body);
+    try {
+      prepare_tool_parsing(parsed.chat);
+    } catch (const ApiError& error) {
+      throw parsed.renames.apply(error);
+    }
+  } catch (const ApiError&) {
+    service_.count_refused_request();
+    throw;
+  }
+  ResponseHead head;
+  head.created_at = unix_now();
+  head.model =
+      parsed.chat.input.model.empty() ? service_.model_info().name : parsed.chat.input.model;
+  head.echo = std::move(parsed.echo);
+  ResponseHeader header;
+  header.endpoint = Endpoint::kResponses;
+  header.logprobs = parsed.chat.input.sampling.logprobs >= 0;
+  const int32_t top_logprobs = parsed.chat.input.sampling.logprobs;
+  const std::optional<AnswerParser> answer_parser = chat_answer_parser(parsed.chat);
+  const bool streamed = parsed.chat.stream;
+  const std::string model_name = parsed.chat.input.model;
+
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  try {
+    streams = submit_choices(std::move(parsed.chat));
+  } catch (const ServiceError& error) {
+    throw parsed.renames.apply(api_error_of(error));
+  }
+  head.id = streams[0]->id();  // the "resp_..." id asked for, unless the service assigned another
+  header.id = head.id;
+  auto format = std::make_unique<ResponsesStreamFormat>(
+      std::move(head), [this, model = model_name](std::span<const int32_t> ids) {
+        return service_.detokenize(model, ids);
+      });
+  if (streamed) {
+    try {
+      wait_admitted(request, streams);
+    } catch (const ApiError& error) {
+      throw parsed.renames.apply(error);
+    }
+    send_events(request, response,
+                std::make_unique<SseResponder>(service_, std::move(streams), std::move(header),
+                                               top_logprobs, in_flight_.stopping(),
+                                               std::move(format), answer_parser),
+                std::move(*ticket));
+    return;
+  }
+
+  // Not streamed: the same events are built and dropped, and the answer is the response they end
+  // with, so that both ways give one output.
+  const ResponsesStreamFormat& result = *format;
+  SseResponder responder(service_, std::move(streams), std::move(header), top_logprobs,
+                         in_flight_.stopping(), std::move(format), answer_parser);
+  ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
+                               request.remote_port);
+  bool ended = false;
+  httplib::DataSink sink;
+  sink.write = [](const char*, size_t) { return true; };
+  sink.is_writable = [] { return true; };
+  sink.done = [&] { ended = true; };
+  while (!ended) {
+    // Whether tokens arrive or not: a long answer's client may give up while it is written.
+    if (client.gone()) {
+      responder.release(false);
+      throw ApiError(499, "the client closed the connection; the request was aborted");
+    }
+    responder.provide(sink);
+  }
+  responder.release(true);
+  if (result.failed_status() != 0) {
+    throw parsed.renames.apply(ApiError(result.failed_status(), result.failure_message()));
+  }
+  send_json(response, 200, result.response());
 }
 
 std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiRequest parsed) {

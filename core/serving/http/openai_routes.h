@@ -16,6 +16,7 @@
 #include "in_flight_requests.h"
 #include "openai_request.h"
 #include "openai_response.h"
+#include "sse_responder.h"
 
 namespace httplib {
 class Server;
@@ -38,6 +39,23 @@ class OpenAiRoutes {
  private:
   bool authorized(const httplib::Request& request, httplib::Response& response) const;
   void generate(const httplib::Request& request, httplib::Response& response, Endpoint endpoint);
+  // POST /v1/responses: a chat request written in the Responses API's shapes, answered in them.
+  void respond(const httplib::Request& request, httplib::Response& response);
+  // Chat's tool calls need the server's parser unless guided decoding forces them (400 naming
+  // tool_choice otherwise); Mistral's are read with special tokens kept.
+  void prepare_tool_parsing(OpenAiRequest& parsed) const;
+  // The parser a chat answer's text goes through (reasoning, tool calls), when it needs one; a
+  // guided answer of a reasoning model is shaped after its thinking.
+  std::optional<AnswerParser> chat_answer_parser(OpenAiRequest& parsed) const;
+  // Waits until the service admitted every stream (behind a router, the engine process may still
+  // refuse a request): throws the refusal's ApiError, 503 when stopping, 499 when the client left,
+  // having aborted every stream.
+  void wait_admitted(const httplib::Request& request,
+                     const std::vector<std::shared_ptr<RequestStream>>& streams);
+  // Streams the responder's events to the client (chunked; HTTP/1.0 as its version allows). The
+  // ticket is held until cpp-httplib releases the stream.
+  void send_events(const httplib::Request& request, httplib::Response& response,
+                   std::unique_ptr<SseResponder> responder, InFlightRequests::Ticket ticket);
   // Submits the request, or one per choice (n > 1); a refused choice aborts those submitted.
   std::vector<std::shared_ptr<RequestStream>> submit_choices(OpenAiRequest parsed);
   void models(const httplib::Request& request, httplib::Response& response);

@@ -9,10 +9,11 @@ namespace headway::serving::http {
 SseResponder::SseResponder(GenerationService& service,
                            std::vector<std::shared_ptr<RequestStream>> streams,
                            ResponseHeader header, int32_t top_logprobs,
-                           const std::atomic<bool>& stopping,
+                           const std::atomic<bool>& stopping, std::unique_ptr<StreamFormat> format,
                            const std::optional<AnswerParser>& answer_parser, StreamEcho echo)
     : service_(service),
       header_(std::move(header)),
+      format_(std::move(format)),
       reader_(std::move(streams)),
       stopping_(stopping),
       last_write_(std::chrono::steady_clock::now()),
@@ -27,6 +28,8 @@ SseResponder::SseResponder(GenerationService& service,
 }
 
 bool SseResponder::write(httplib::DataSink& sink, const std::string& data) {
+  // A format may have nothing to send for a step, and an empty chunk would end a chunked body.
+  if (data.empty()) return true;
   if (!sink.write(data.data(), data.size())) return false;
   last_write_ = std::chrono::steady_clock::now();
   return true;
@@ -50,22 +53,13 @@ bool SseResponder::provide(httplib::DataSink& sink) {
   if (ended_) return true;
   if (!opened_) {
     opened_ = true;
-    // The chat role chunks go out at once, so clients see the stream open before the first token.
-    if (header_.endpoint == Endpoint::kChatCompletions) {
-      for (size_t i = 0; i < choices_.size(); ++i) {
-        if (!write(sink, sse_event(role_chunk_json(header_, static_cast<uint32_t>(i), usage())))) {
-          return false;
-        }
-      }
-      for (size_t i = 0; i < choices_.size() && !echo_.chat_message.empty(); ++i) {
-        if (!write(sink,
-                   sse_event(delta_chunk_json(header_, static_cast<uint32_t>(i), echo_.chat_message,
-                                              {}, Finish::kNone, {}, usage())))) {
-          return false;
-        }
-      }
-      return true;
+    // The opening events go out at once, so clients see the stream open before the first token.
+    const std::string opening = format_->opening(static_cast<uint32_t>(choices_.size()), usage());
+    if (!opening.empty() && !write(sink, opening)) return false;
+    for (size_t i = 0; i < choices_.size() && !echo_.chat_message.empty(); ++i) {
+      if (!write(sink, text_event(i, echo_.chat_message, nullptr))) return false;
     }
+    if (!opening.empty()) return true;
   }
   const bool stopping = stopping_.load();
   size_t index = 0;
@@ -83,6 +77,7 @@ bool SseResponder::provide(httplib::DataSink& sink) {
   }
   Choice& choice = choices_[index];
   choice.completion_tokens = echo_.prompt_only ? 0 : chunk_.usage.completion_tokens;
+  format_->generated(static_cast<uint32_t>(index), chunk_.token_ids);
   const bool failed = chunk_.finish == Finish::kAbort || chunk_.finish == Finish::kError;
   if (choice.echo_text && !failed) {
     // The prompt's figures all come before its first token: the echo waits for that, or the end.
@@ -99,7 +94,7 @@ bool SseResponder::provide(httplib::DataSink& sink) {
     chunk_.text.clear();
     if (chunk_.finish != Finish::kNone) {
       chunk_.finish = Finish::kLength;
-      chunk_.stop_reason = StopReason();
+      chunk_.stop_reason.emplace<std::monostate>();
     }
   }
   if (chunk_.finish != Finish::kNone) return finish(sink, index, chunk_);
@@ -128,12 +123,28 @@ std::string SseResponder::delta_event(size_t index, const std::string& content,
                                       const StreamChunk& chunk, Finish finish,
                                       const StopReason& stop_reason) {
   Choice& choice = choices_[index];
-  const ParsedDelta parsed{pieces_.reasoning, pieces_.calls, choice.calls_sent,
-                           choice.parser && choice.parser->called_tools()};
+  nlohmann::ordered_json logprobs = choice.logprobs.value(chunk.logprobs);
+  StreamDelta delta{static_cast<uint32_t>(index),
+                    content,
+                    chunk.token_ids,
+                    finish,
+                    &stop_reason,
+                    usage(),
+                    &logprobs,
+                    {pieces_.reasoning, pieces_.calls, choice.calls_sent,
+                     choice.parser && choice.parser->called_tools()}};
   choice.calls_sent += static_cast<uint32_t>(pieces_.calls.size());
-  return sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), content, chunk.token_ids,
-                                    finish, stop_reason, usage(),
-                                    choice.logprobs.value(chunk.logprobs), parsed));
+  return format_->delta(delta);
+}
+
+std::string SseResponder::text_event(size_t index, std::string_view text,
+                                     nlohmann::ordered_json logprobs) {
+  StreamDelta delta;
+  delta.index = static_cast<uint32_t>(index);
+  delta.content = text;
+  delta.usage = usage();
+  delta.logprobs = &logprobs;
+  return format_->delta(delta);
 }
 
 std::string SseResponder::echo_event(size_t index) {
@@ -142,8 +153,7 @@ std::string SseResponder::echo_event(size_t index) {
   choice.echo_text.reset();
   nlohmann::ordered_json logprobs = choice.logprobs.echoed(choice.echo_figures, {});
   choice.echo_figures.clear();
-  return sse_event(delta_chunk_json(header_, static_cast<uint32_t>(index), text, {}, Finish::kNone,
-                                    {}, usage(), std::move(logprobs)));
+  return text_event(index, text, std::move(logprobs));
 }
 
 bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChunk& last) {
@@ -168,11 +178,8 @@ bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChu
     return false;
   }
   if (!reader_.all_ended()) return true;
-  if (header_.include_usage && !write(sink, sse_event(usage_chunk_json(header_, usage())))) {
-    return false;
-  }
   ended_ = true;
-  if (!write(sink, kSseDone)) return false;
+  if (!write(sink, format_->closing(usage()))) return false;
   sink.done();
   return true;
 }
@@ -186,8 +193,7 @@ void SseResponder::abort_running() {
 bool SseResponder::fail(httplib::DataSink& sink, int status, const std::string& message) {
   ended_ = true;  // the requests are over in the service either way
   abort_running();
-  if (!write(sink, sse_event(error_json(status, message)))) return false;
-  if (!write(sink, kSseDone)) return false;
+  if (!write(sink, format_->failure(status, message))) return false;
   sink.done();
   return true;
 }

@@ -1,7 +1,8 @@
 // Sends one request's streams (one per choice: OpenAI's n) to its client as Server-Sent Events,
 // from inside cpp-httplib's chunked content provider: provide() is called over and over on the
 // connection's worker thread until every stream ended, and release() once afterwards. Choices
-// interleave as their tokens come; each chunk names its choice's index.
+// interleave as their tokens come; each event names its choice's index. What the events look like
+// is the StreamFormat's (the chat and completions chunks, or the Responses API's events).
 //
 // A client that goes away is noticed on the next write: a token's event, or the SSE comment sent
 // after kKeepAliveAfter without one (so a stalled prefill cannot hide a disconnect). The write
@@ -26,6 +27,7 @@
 #include "choice_reader.h"
 #include "openai_logprobs.h"
 #include "openai_response.h"
+#include "stream_format.h"
 
 namespace httplib {
 class DataSink;
@@ -54,9 +56,10 @@ class SseResponder {
   // `streams`: one per choice, in index order (at least one). `top_logprobs`: the request's
   // SamplingParams::logprobs (used when header.logprobs).
   // `answer_parser`: chat with reasoning or tool calls parsed; each choice runs its text through a
-  // copy.
+  // copy. `format`: writes the events (not null).
   SseResponder(GenerationService& service, std::vector<std::shared_ptr<RequestStream>> streams,
                ResponseHeader header, int32_t top_logprobs, const std::atomic<bool>& stopping,
+               std::unique_ptr<StreamFormat> format,
                const std::optional<AnswerParser>& answer_parser = std::nullopt,
                StreamEcho echo = {});
 
@@ -93,6 +96,8 @@ class SseResponder {
   // calls.
   std::string delta_event(size_t index, const std::string& content, const StreamChunk& chunk,
                           Finish finish, const StopReason& stop_reason);
+  // An event of text alone (an echo), with `logprobs`.
+  std::string text_event(size_t index, std::string_view text, nlohmann::ordered_json logprobs);
   // The echo's event of choice `index`, once its first token (or its end) came: the prompt's text
   // and, with logprobs, its tokens' (whose text offsets the choice's later tokens continue).
   std::string echo_event(size_t index);
@@ -102,6 +107,7 @@ class SseResponder {
 
   GenerationService& service_;
   const ResponseHeader header_;
+  std::unique_ptr<StreamFormat> format_;
   ChoiceReader reader_;
   std::vector<Choice> choices_;
   const std::atomic<bool>& stopping_;

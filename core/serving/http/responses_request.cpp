@@ -1,0 +1,571 @@
+#include "responses_request.h"
+
+#include <fmt/format.h>
+#include <headway/core/sampling_params.h>
+
+#include <optional>
+
+#include "headway/serving/echoed_input.h"
+#include "headway/serving/json_text.h"
+#include "headway/serving/random_bits.h"
+#include "json_fields.h"
+
+namespace headway::serving::http {
+namespace {
+
+// What include asks for to have each output_text's logprobs.
+constexpr std::string_view kLogprobsInclude = "message.output_text.logprobs";
+
+// Fields that mean the same in both APIs (OpenAI's and vLLM's extensions): they go to the chat
+// request as written, and the chat parser checks them under their own names.
+constexpr const char* kSharedFields[] = {"model",
+                                         "temperature",
+                                         "top_p",
+                                         "top_k",
+                                         "min_p",
+                                         "seed",
+                                         "stop",
+                                         "presence_penalty",
+                                         "frequency_penalty",
+                                         "repetition_penalty",
+                                         "logit_bias",
+                                         "min_tokens",
+                                         "ignore_eos",
+                                         "stop_token_ids",
+                                         "allowed_token_ids",
+                                         "bad_words",
+                                         "include_stop_str_in_output",
+                                         "skip_special_tokens",
+                                         "priority",
+                                         "request_class",
+                                         "truncate_prompt_tokens",
+                                         "chat_template",
+                                         "chat_template_kwargs",
+                                         "logits_processors",
+                                         "parallel_tool_calls",
+                                         "stream",
+                                         "structured_outputs"};
+
+std::string indexed(std::string_view name, size_t index) {
+  return fmt::format("{}[{}]", name, index);
+}
+
+ApiError missing(const std::string& name) { return invalid_field(name, name + " is required"); }
+
+// A string field that must be there.
+std::string required_string(const FieldReader& fields, std::string_view key) {
+  std::optional<std::string> value = fields.string(key);
+  if (!value) throw missing(fields.name(key));
+  return std::move(*value);
+}
+
+// Builds the chat messages from the input items, recording where each came from.
+class InputMessages {
+ public:
+  explicit InputMessages(FieldRenames& renames) : renames_(renames) {}
+
+  void add_instructions(const std::string& text) {
+    add({{"role", "system"}, {"content", text}}, "instructions");
+  }
+
+  // input as one string: a user message.
+  void add_text(const std::string& text) { add({{"role", "user"}, {"content", text}}, "input"); }
+
+  // input[index]: a message, a function call, its output or an earlier answer's reasoning.
+  void add_item(const nlohmann::json& item, const nlohmann::ordered_json& ordered, size_t index) {
+    const std::string path = indexed("input", index);
+    if (!item.is_object()) {
+      throw invalid_field(path, path + " must be an object, not " + json_kind(item));
+    }
+    const FieldReader fields(item, path);
+    // An item without a type is a message (EasyInputMessage: role and content).
+    const std::string type = fields.string("type").value_or("message");
+    if (type == "message") {
+      add_message(fields, ordered, path);
+    } else if (type == "function_call") {
+      add_call(fields, path);
+    } else if (type == "function_call_output") {
+      add_call_output(fields, path);
+    } else if (type == "reasoning") {
+      take_reasoning(item, path);
+    } else if (type == "item_reference") {
+      throw not_supported(fields.name("type"),
+                          "input item type \"item_reference\" (this server keeps no responses "
+                          "or items to refer to; send the item itself)");
+    } else {
+      throw not_supported(fields.name("type"),
+                          "input item type " + quote_input(type) +
+                              " (only message, function_call, function_call_output and "
+                              "reasoning)");
+    }
+  }
+
+  nlohmann::ordered_json take() { return std::move(messages_); }
+  // The last item is an assistant message still being written (status in_progress or
+  // incomplete): the answer continues it, as vLLM does.
+  bool continues_final_message() const { return continues_final_; }
+
+ private:
+  void add(nlohmann::ordered_json message, const std::string& path) {
+    continues_final_ = false;
+    renames_.add(indexed("messages", messages_.size()), path);
+    messages_.push_back(std::move(message));
+  }
+
+  void add_message(const FieldReader& fields, const nlohmann::ordered_json& ordered,
+                   const std::string& path) {
+    const std::string role = required_string(fields, "role");
+    if (role != "user" && role != "system" && role != "developer" && role != "assistant") {
+      throw invalid_field(fields.name("role"),
+                          fields.name("role") + " " + quote_input(role) +
+                              " is not supported; use user, system, developer or assistant (a "
+                              "tool's result is a function_call_output item)");
+    }
+    nlohmann::ordered_json message = {{"role", role}, {"content", content_parts(fields, ordered)}};
+    if (role == "assistant") {
+      take_pending_reasoning(message);
+      add(std::move(message), path);
+      calls_join_last_ = true;
+      const std::string status = fields.string("status").value_or("completed");
+      continues_final_ = status == "in_progress" || status == "incomplete";
+      return;
+    }
+    pending_reasoning_.reset();
+    add(std::move(message), path);
+    calls_join_last_ = false;
+  }
+
+  // A message's content as chat content parts (which the chat parser joins as it joins its own).
+  nlohmann::ordered_json content_parts(const FieldReader& fields,
+                                       const nlohmann::ordered_json& ordered) {
+    const nlohmann::json* content = fields.find("content");
+    const std::string name = fields.name("content");
+    if (content == nullptr) throw missing(name);
+    if (content->is_string()) return ordered.at("content");
+    if (!content->is_array()) {
+      throw invalid_field(name, name + " must be a string or an array of content parts, not " +
+                                    json_kind(*content));
+    }
+    nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+    for (size_t j = 0; j < content->size(); ++j) {
+      const nlohmann::json& part = (*content)[j];
+      const std::string part_name = indexed(name, j);
+      if (!part.is_object()) {
+        throw invalid_field(part_name, part_name + " must be an object, not " + json_kind(part));
+      }
+      const FieldReader part_fields(part, part_name);
+      const std::string type = required_string(part_fields, "type");
+      // An earlier answer's refusal is its text, as the model wrote it.
+      const char* text_key = type == "refusal" ? "refusal" : "text";
+      if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal") {
+        throw not_supported(part_fields.name("type"),
+                            "content part type " + quote_input(type) +
+                                " (only input_text, output_text, text and refusal: the models "
+                                "this server runs read text)");
+      }
+      parts.push_back({{"type", "text"}, {"text", required_string(part_fields, text_key)}});
+    }
+    return parts;
+  }
+
+  void add_call(const FieldReader& fields, const std::string& path) {
+    nlohmann::ordered_json call = {{"id", required_string(fields, "call_id")},
+                                   {"type", "function"},
+                                   {"function",
+                                    {{"name", required_string(fields, "name")},
+                                     {"arguments", required_string(fields, "arguments")}}}};
+    // Calls made together (and the text before them) are one assistant turn, as in a chat
+    // request.
+    if (!calls_join_last_) {
+      nlohmann::ordered_json message = {{"role", "assistant"}, {"content", nullptr}};
+      take_pending_reasoning(message);
+      add(std::move(message), path);
+      calls_join_last_ = true;
+    }
+    nlohmann::ordered_json& message = messages_.back();
+    if (!message.contains("tool_calls")) message["tool_calls"] = nlohmann::ordered_json::array();
+    const std::string chat_call = fmt::format("messages[{}].tool_calls[{}]", messages_.size() - 1,
+                                              message["tool_calls"].size());
+    renames_.add(chat_call, path);
+    renames_.add(chat_call + ".id", path + ".call_id");
+    renames_.add(chat_call + ".function", path);
+    message["tool_calls"].push_back(std::move(call));
+    continues_final_ = false;
+  }
+
+  void add_call_output(const FieldReader& fields, const std::string& path) {
+    const std::string call_id = required_string(fields, "call_id");
+    const nlohmann::json* output = fields.find("output");
+    if (output == nullptr) throw missing(fields.name("output"));
+    std::string text;
+    if (output->is_string()) {
+      text = output->get<std::string>();
+    } else if (output->is_array()) {
+      // A list of input_text parts, joined as a message's are.
+      for (size_t j = 0; j < output->size(); ++j) {
+        const std::string part_name = indexed(fields.name("output"), j);
+        const nlohmann::json& part = (*output)[j];
+        if (!part.is_object()) {
+          throw invalid_field(part_name, part_name + " must be an object, not " + json_kind(part));
+        }
+        const FieldReader part_fields(part, part_name);
+        const std::string type = required_string(part_fields, "type");
+        if (type != "input_text") {
+          throw not_supported(
+              part_fields.name("type"),
+              "function_call_output part type " + quote_input(type) + " (only input_text)");
+        }
+        if (j > 0) text += '\n';
+        text += required_string(part_fields, "text");
+      }
+    } else {
+      throw invalid_field(fields.name("output"), fields.name("output") +
+                                                     " must be a string or an array of input_text "
+                                                     "parts, not " +
+                                                     json_kind(*output));
+    }
+    const std::string chat_path = indexed("messages", messages_.size());
+    renames_.add(chat_path + ".tool_call_id", path + ".call_id");
+    renames_.add(chat_path + ".content", path + ".output");
+    pending_reasoning_.reset();
+    add({{"role", "tool"}, {"tool_call_id", call_id}, {"content", std::move(text)}}, path);
+    calls_join_last_ = false;
+  }
+
+  // An earlier answer's thinking: its text goes with the assistant turn that follows it (the
+  // template may render it, as Qwen3's does for the current turn); otherwise it is dropped, as a
+  // chat request has no place for it.
+  void take_reasoning(const nlohmann::json& item, const std::string& path) {
+    std::string text;
+    for (const char* key : {"content", "summary"}) {
+      const auto parts = item.find(key);
+      if (parts == item.end() || parts->is_null()) continue;
+      if (!parts->is_array()) {
+        const std::string name = path + "." + key;
+        throw invalid_field(name, name + " must be an array, not " + json_kind(*parts));
+      }
+      for (size_t j = 0; j < parts->size(); ++j) {
+        const nlohmann::json& part = (*parts)[j];
+        const std::string part_name = indexed(path + "." + key, j);
+        if (!part.is_object()) {
+          throw invalid_field(part_name, part_name + " must be an object, not " + json_kind(part));
+        }
+        const std::string piece = required_string(FieldReader(part, part_name), "text");
+        if (!text.empty()) text += '\n';
+        text += piece;
+      }
+      if (!text.empty()) break;  // the reasoning itself when given, else its summary
+    }
+    pending_reasoning_ = std::move(text);
+    calls_join_last_ = false;
+    continues_final_ = false;
+  }
+
+  void take_pending_reasoning(nlohmann::ordered_json& message) {
+    if (pending_reasoning_ && !pending_reasoning_->empty()) {
+      message["reasoning"] = std::move(*pending_reasoning_);
+    }
+    pending_reasoning_.reset();
+  }
+
+  FieldRenames& renames_;
+  nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();
+  std::optional<std::string> pending_reasoning_;
+  bool calls_join_last_ = false;  // the last message is an assistant turn a call joins
+  bool continues_final_ = false;
+};
+
+// Responses' flat function tools ({"type": "function", "name", "parameters", ...}) as the chat
+// API's ({"type": "function", "function": {...}}).
+nlohmann::ordered_json chat_tools(const nlohmann::json& tools,
+                                  const nlohmann::ordered_json& ordered, FieldRenames& renames) {
+  if (!tools.is_array()) {
+    throw invalid_field("tools", std::string("tools must be an array, not ") + json_kind(tools));
+  }
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string path = indexed("tools", i);
+    if (!tools[i].is_object()) {
+      throw invalid_field(path, path + " must be an object, not " + json_kind(tools[i]));
+    }
+    const FieldReader fields(tools[i], path);
+    const std::string type = required_string(fields, "type");
+    if (type != "function") {
+      throw not_supported(fields.name("type"),
+                          "tool type " + quote_input(type) +
+                              " (only function tools: this server runs no built-in tools)");
+    }
+    nlohmann::ordered_json function = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : ordered.at(i).items()) {
+      if (key != "type") function[key] = value;
+    }
+    renames.add(path + ".function", path);
+    out.push_back({{"type", "function"}, {"function", std::move(function)}});
+  }
+  return out;
+}
+
+// "none", "auto", "required", or {"type": "function", "name": ...} as the chat API's.
+nlohmann::ordered_json chat_tool_choice(const nlohmann::json& choice, FieldRenames& renames) {
+  if (choice.is_string()) return choice.get<std::string>();
+  if (!choice.is_object()) {
+    throw invalid_field("tool_choice", std::string("tool_choice must be a string or an object, "
+                                                   "not ") +
+                                           json_kind(choice));
+  }
+  const FieldReader fields(choice, "tool_choice");
+  const std::string type = required_string(fields, "type");
+  if (type != "function") {
+    throw not_supported("tool_choice.type",
+                        "tool_choice type " + quote_input(type) +
+                            " (only \"function\", or the strings none, auto and required)");
+  }
+  renames.add("tool_choice.function", "tool_choice");
+  return {{"type", "function"}, {"function", {{"name", required_string(fields, "name")}}}};
+}
+
+// text.format as the chat API's response_format; null for plain text.
+nlohmann::ordered_json chat_response_format(const nlohmann::json& text,
+                                            const nlohmann::ordered_json& ordered,
+                                            FieldRenames& renames) {
+  if (!text.is_object()) {
+    throw invalid_field("text", std::string("text must be an object, not ") + json_kind(text));
+  }
+  const FieldReader fields(text, "text");
+  const nlohmann::json* format = fields.find("format");
+  if (format == nullptr) return nullptr;
+  if (!format->is_object()) {
+    throw invalid_field("text.format",
+                        std::string("text.format must be an object, not ") + json_kind(*format));
+  }
+  const FieldReader format_fields(*format, "text.format");
+  const std::string type = required_string(format_fields, "type");
+  if (type == "text") return nullptr;
+  renames.add("response_format.json_schema", "text.format");
+  renames.add("response_format", "text.format");
+  if (type == "json_object") return {{"type", "json_object"}};
+  if (type != "json_schema") {
+    throw invalid_field("text.format.type", "text.format.type " + quote_input(type) +
+                                                " is not one of text, json_object, json_schema");
+  }
+  nlohmann::ordered_json schema = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : ordered.at("format").items()) {
+    if (key != "type") schema[key] = value;
+  }
+  return {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
+}
+
+// Fields of OpenAI's that need what Headway does not keep or run: refused by name while set.
+void refuse_unkept(const FieldReader& fields) {
+  if (is_set(fields.find("previous_response_id"))) {
+    throw not_supported("previous_response_id",
+                        "previous_response_id (this server keeps no responses: send the whole "
+                        "conversation in input)");
+  }
+  if (is_set(fields.find("conversation"))) {
+    throw not_supported("conversation",
+                        "conversation (this server keeps no conversations: send the whole "
+                        "conversation in input)");
+  }
+  if (fields.boolean("background").value_or(false)) {
+    throw not_supported("background",
+                        "background (responses are not kept to be fetched later; stream the "
+                        "response instead)");
+  }
+  if (is_set(fields.find("prompt"))) {
+    throw not_supported("prompt", "prompt (stored prompt templates)");
+  }
+  if (is_set(fields.find("max_tool_calls"))) {
+    throw not_supported("max_tool_calls",
+                        "max_tool_calls (it bounds built-in tools, which this "
+                        "server does not run)");
+  }
+  if (const auto truncation = fields.string("truncation")) {
+    if (*truncation == "auto") {
+      throw not_supported("truncation",
+                          "truncation \"auto\" (dropping input items to fit the context; "
+                          "truncate_prompt_tokens keeps the last tokens of the prompt)");
+    }
+    if (*truncation != "disabled") {
+      throw invalid_field(
+          "truncation", "truncation " + quote_input(*truncation) + " is not one of disabled, auto");
+    }
+  }
+  (void)fields.boolean("store");  // its type is checked; nothing is stored either way
+}
+
+// include: an array of strings; whether it asks for the output text's logprobs. The others ask
+// for the outputs of built-in tools and for encrypted reasoning, which this server has none of.
+bool includes_logprobs(const FieldReader& fields) {
+  const nlohmann::json* include = fields.find("include");
+  if (include == nullptr) return false;
+  if (!include->is_array()) {
+    throw invalid_field(
+        "include", std::string("include must be an array of strings, not ") + json_kind(*include));
+  }
+  bool logprobs = false;
+  for (size_t i = 0; i < include->size(); ++i) {
+    const nlohmann::json& item = (*include)[i];
+    if (!item.is_string()) {
+      const std::string name = indexed("include", i);
+      throw invalid_field(name, name + " must be a string, not " + json_kind(item));
+    }
+    logprobs = logprobs || item.get<std::string>() == kLogprobsInclude;
+  }
+  return logprobs;
+}
+
+// The request fields the response repeats, checked where only the response reads them.
+ResponsesEcho echo_of(const FieldReader& fields, const nlohmann::ordered_json& ordered) {
+  ResponsesEcho echo;
+  const auto copied = [&](const char* key, nlohmann::ordered_json& into) {
+    if (is_set(fields.find(key))) into = ordered.at(key);
+  };
+  if (const auto instructions = fields.string("instructions")) echo.instructions = *instructions;
+  copied("max_output_tokens", echo.max_output_tokens);
+  if (const nlohmann::json* metadata = fields.find("metadata")) {
+    if (!metadata->is_object()) {
+      throw invalid_field("metadata",
+                          std::string("metadata must be an object, not ") + json_kind(*metadata));
+    }
+    echo.metadata = ordered.at("metadata");
+  }
+  echo.parallel_tool_calls = fields.boolean("parallel_tool_calls").value_or(true);
+  if (const nlohmann::json* reasoning = fields.find("reasoning")) {
+    if (!reasoning->is_object()) {
+      throw invalid_field("reasoning",
+                          std::string("reasoning must be an object, not ") + json_kind(*reasoning));
+    }
+    for (const auto& [key, value] : ordered.at("reasoning").items()) echo.reasoning[key] = value;
+  }
+  copied("temperature", echo.temperature);
+  copied("text", echo.text);
+  copied("tool_choice", echo.tool_choice);
+  copied("tools", echo.tools);
+  echo.top_logprobs =
+      static_cast<int32_t>(fields.integer("top_logprobs", 0, core::kMaxLogprobs).value_or(0));
+  copied("top_p", echo.top_p);
+  if (const auto user = fields.string("user")) echo.user = *user;
+  return echo;
+}
+
+}  // namespace
+
+void FieldRenames::add(std::string chat_path, std::string responses_path) {
+  renames_.emplace_back(std::move(chat_path), std::move(responses_path));
+}
+
+std::string FieldRenames::rename(const std::string& path) const {
+  const std::pair<std::string, std::string>* best = nullptr;
+  for (const auto& entry : renames_) {
+    const std::string& from = entry.first;
+    // A whole path step: "messages[1]" does not rename "messages[10]" (its bracket differs), and
+    // "tools" does not rename "tools_x".
+    if (!path.starts_with(from)) continue;
+    const bool step_ends =
+        path.size() == from.size() || path[from.size()] == '.' || path[from.size()] == '[';
+    if (step_ends && (best == nullptr || from.size() > best->first.size())) best = &entry;
+  }
+  if (best == nullptr) return path;
+  return best->second + path.substr(best->first.size());
+}
+
+ApiError FieldRenames::apply(const ApiError& error) const {
+  const std::string param = rename(error.param());
+  std::string message = error.what();
+  // Messages name the field as their param does, at their start or after a space.
+  if (!error.param().empty() && param != error.param()) {
+    for (size_t at = message.find(error.param()); at != std::string::npos;
+         at = message.find(error.param(), at + param.size())) {
+      message.replace(at, error.param().size(), param);
+    }
+  }
+  return ApiError(error.status(), message, param);
+}
+
+ResponsesRequest parse_responses_request(std::string_view body) {
+  const nlohmann::json json = parse_body(body);
+  const nlohmann::ordered_json ordered = parse_json_keeping_order(body);
+  const FieldReader fields(json, "");
+  refuse_unkept(fields);
+
+  ResponsesRequest out;
+  out.echo = echo_of(fields, ordered);
+  out.logprobs = includes_logprobs(fields);
+  FieldRenames& renames = out.renames;
+
+  nlohmann::ordered_json chat = nlohmann::ordered_json::object();
+  for (const char* key : kSharedFields) {
+    if (ordered.contains(key)) chat[key] = ordered.at(key);
+  }
+
+  InputMessages messages(renames);
+  if (const auto instructions = fields.string("instructions");
+      instructions && !instructions->empty()) {
+    messages.add_instructions(*instructions);
+  }
+  const nlohmann::json* input = fields.find("input");
+  if (input == nullptr) throw missing("input");
+  if (input->is_string()) {
+    messages.add_text(input->get<std::string>());
+  } else if (input->is_array()) {
+    if (input->empty()) throw invalid_field("input", "input must not be an empty array");
+    for (size_t i = 0; i < input->size(); ++i) {
+      messages.add_item((*input)[i], ordered.at("input").at(i), i);
+    }
+  } else {
+    throw invalid_field("input", std::string("input must be a string or an array of items, not ") +
+                                     json_kind(*input));
+  }
+  if (messages.continues_final_message()) {
+    chat["add_generation_prompt"] = false;
+    chat["continue_final_message"] = true;
+  }
+  chat["messages"] = messages.take();
+  if (chat["messages"].empty()) {
+    throw invalid_field("input", "input has no message to answer (only reasoning items)");
+  }
+
+  if (const nlohmann::json* tools = fields.find("tools")) {
+    chat["tools"] = chat_tools(*tools, ordered.at("tools"), renames);
+  }
+  if (const nlohmann::json* choice = fields.find("tool_choice")) {
+    chat["tool_choice"] = chat_tool_choice(*choice, renames);
+  }
+  if (const nlohmann::json* text = fields.find("text")) {
+    nlohmann::ordered_json format = chat_response_format(*text, ordered.at("text"), renames);
+    if (!format.is_null()) chat["response_format"] = std::move(format);
+  }
+  if (ordered.contains("max_output_tokens")) {
+    chat["max_completion_tokens"] = ordered.at("max_output_tokens");
+    renames.add("max_completion_tokens", "max_output_tokens");
+  }
+  // As vLLM gives it: reasoning.effort is the template's reasoning_effort (gpt-oss reads it; other
+  // templates ignore it), unless chat_template_kwargs names it.
+  if (const nlohmann::json* reasoning = fields.find("reasoning"); reasoning != nullptr) {
+    if (const auto effort = FieldReader(*reasoning, "reasoning").string("effort")) {
+      nlohmann::ordered_json& kwargs = chat["chat_template_kwargs"];
+      if (kwargs.is_null()) kwargs = nlohmann::ordered_json::object();
+      if (kwargs.is_object() && !kwargs.contains("reasoning_effort")) {
+        kwargs["reasoning_effort"] = *effort;
+      }
+    }
+  }
+  if (out.logprobs) {
+    chat["logprobs"] = true;
+    chat["top_logprobs"] = out.echo.top_logprobs;
+  }
+
+  try {
+    out.chat = parse_chat_request(chat.dump());
+  } catch (const ApiError& error) {
+    throw renames.apply(error);
+  }
+  out.chat.input.request_id = random_request_id("resp_");
+  if (out.chat.input.max_tokens_field == "max_completion_tokens") {
+    out.chat.input.max_tokens_field = "max_output_tokens";
+  }
+  return out;
+}
+
+}  // namespace headway::serving::http

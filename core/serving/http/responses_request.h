@@ -1,0 +1,68 @@
+// Turns the JSON body of POST /v1/responses (OpenAI's Responses API) into the chat request that
+// runs it. A Responses request is a chat request written differently: its input items become chat
+// messages (instructions a system message first, a function_call an assistant turn's tool call, a
+// function_call_output a tool message), its flat function tools and text.format become the chat
+// API's tools and response_format. The chat request then goes through parse_chat_request, so that
+// both APIs check sampling fields, tools, schemas and templates alike; a refusal names the
+// Responses field the client wrote (FieldRenames), not the chat field it became.
+// docs/serving_http.md lists every field.
+//
+// Threading: pure functions, safe from any thread.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api_error.h"
+#include "openai_request.h"
+
+namespace headway::serving::http {
+
+// Chat field paths and the Responses paths they came from ("messages[2].content" from
+// "input[1].content"), so that an error found on the chat request names what the client sent.
+class FieldRenames {
+ public:
+  void add(std::string chat_path, std::string responses_path);
+  // `error` with its param and message naming Responses fields.
+  ApiError apply(const ApiError& error) const;
+
+ private:
+  // The responses path for `path`, which starts with one of the chat paths (the longest wins).
+  std::string rename(const std::string& path) const;
+  std::vector<std::pair<std::string, std::string>> renames_;
+};
+
+// The request fields a response object repeats (OpenAI's Response), as the client set them or at
+// their defaults.
+struct ResponsesEcho {
+  nlohmann::ordered_json instructions = nullptr;
+  nlohmann::ordered_json max_output_tokens = nullptr;
+  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+  bool parallel_tool_calls = true;
+  nlohmann::ordered_json reasoning = {{"effort", nullptr}, {"summary", nullptr}};
+  nlohmann::ordered_json temperature = 1.0;
+  nlohmann::ordered_json text = {{"format", {{"type", "text"}}}};
+  nlohmann::ordered_json tool_choice = "auto";
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  int32_t top_logprobs = 0;
+  nlohmann::ordered_json top_p = 1.0;
+  nlohmann::ordered_json user = nullptr;
+};
+
+struct ResponsesRequest {
+  OpenAiRequest chat;  // what runs: input.request_id is a fresh "resp_..." id
+  ResponsesEcho echo;
+  // include "message.output_text.logprobs": each output_text carries its tokens' logprobs
+  // (chat.input.sampling.logprobs is top_logprobs).
+  bool logprobs = false;
+  FieldRenames renames;
+};
+
+// Throws ApiError 400 naming the Responses field at fault, including for what Headway does not
+// keep (previous_response_id, conversation, background) and tools other than functions.
+ResponsesRequest parse_responses_request(std::string_view body);
+
+}  // namespace headway::serving::http

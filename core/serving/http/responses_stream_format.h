@@ -1,0 +1,82 @@
+// The Responses API's stream: typed events ("event: <type>" and its JSON, each with a
+// sequence_number), as OpenAI sends them: response.created and response.in_progress; for each
+// output item, response.output_item.added, its deltas (reasoning_text, output_text with its
+// content_part, function_call_arguments) and their done events, and response.output_item.done;
+// then response.completed, whose response's status is "incomplete" when max_output_tokens ended it
+// (as vLLM sends it; OpenAI sends response.incomplete then). A failure is an "error" event, then
+// response.failed. No "data: [DONE]": the last response event ends the stream.
+//
+// The response it built stays readable afterwards (response()), so that a request that was not
+// streamed is answered by the same code: its events are written and dropped, and its body is the
+// final response. Output items come in the order the answer gives them: the reasoning, then the
+// text, each call as it completes; text after a call starts another message item.
+//
+// Threading: as StreamFormat.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "responses_json.h"
+#include "stream_format.h"
+
+namespace headway::serving::http {
+
+class ResponsesStreamFormat : public StreamFormat {
+ public:
+  // The text of generated token ids (the service's detokenize), for counting the reasoning's.
+  using Detokenize = std::function<std::string(std::span<const int32_t>)>;
+
+  ResponsesStreamFormat(ResponseHead head, Detokenize detokenize)
+      : head_(std::move(head)), detokenize_(std::move(detokenize)) {}
+
+  std::string opening(uint32_t choices, const Usage& usage) override;
+  void generated(uint32_t index, std::span<const int32_t> token_ids) override;
+  std::string delta(const StreamDelta& delta) override;
+  std::string closing(const Usage& usage) override;
+  std::string failure(int status, const std::string& message) override;
+
+  // The response as it ended: completed or incomplete after closing(), failed after failure().
+  const nlohmann::ordered_json& response() const { return response_; }
+  // After failure(): its HTTP status and message (status 0: none).
+  int failed_status() const { return failed_status_; }
+  const std::string& failure_message() const { return failure_message_; }
+
+ private:
+  enum class OpenItem { kNone, kReasoning, kMessage };
+
+  // One SSE event of `type`; `body` gets its type first and its sequence number last.
+  std::string event(const char* type, nlohmann::ordered_json body);
+  void open(OpenItem item, std::string& events);
+  // Ends the item in progress (with `status` for a message) and adds it to the output.
+  void close_item(std::string& events, ResponseStatus status = ResponseStatus::kCompleted);
+  void add_call(const ToolCall& call, std::string& events);
+  nlohmann::ordered_json item_event_fields() const;
+  // output_tokens_details.reasoning_tokens: the tokens up to the one that ends the thinking
+  // ("</think>"), all of them when it never ended. A chunk of a stream may hold many tokens, so
+  // the count comes from the text of the tokens, not from the chunks the reasoning came in.
+  uint32_t reasoning_tokens() const;
+
+  const ResponseHead head_;
+  Detokenize detokenize_;
+  std::vector<int32_t> token_ids_;  // every token generated, while the answer may reason
+  bool reasoned_ = false;           // a reasoning item was written
+  uint64_t sequence_ = 0;
+  nlohmann::ordered_json output_ = nlohmann::ordered_json::array();  // the items that ended
+  OpenItem open_ = OpenItem::kNone;
+  std::string item_id_;
+  std::string item_text_;
+  nlohmann::ordered_json item_logprobs_ = nlohmann::ordered_json::array();
+  // Logprobs of tokens whose text has not come out yet: they go with the next text.
+  nlohmann::ordered_json pending_logprobs_ = nlohmann::ordered_json::array();
+  Finish finish_ = Finish::kNone;
+  nlohmann::ordered_json response_;
+  int failed_status_ = 0;
+  std::string failure_message_;
+};
+
+}  // namespace headway::serving::http

@@ -1,0 +1,253 @@
+// OpenAI's Responses API through the HTTP frontend: POST /v1/responses answered whole and
+// streamed (typed events), with the reasoning, text and calls of an answer as output items, and
+// failures ended as the API ends them.
+#include <string>
+#include <vector>
+
+#include "http_test_support.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using nlohmann::json;
+
+class HttpResponsesTest : public HttpFrontendTest {
+ protected:
+  void SetUp() override {
+    HttpOptions options;
+    options.reasoning_parser = "qwen3";
+    options.tool_call_parser = "hermes";
+    start_frontend(options);
+  }
+  // A request answered with `answer`: max_output_tokens is its length (one token per byte), which
+  // ends it (the fake answers a stop in 3 tokens), so the response is "incomplete".
+  std::string request(const std::string& answer, const std::string& extra = "") {
+    service_.set_script(answer);
+    return R"({"input": "Weather?", "max_output_tokens": )" + std::to_string(answer.size()) +
+           extra + "}";
+  }
+  json response_of(const std::string& body) {
+    auto result = post_json("/v1/responses", body);
+    EXPECT_TRUE(result);
+    if (!result) return json();
+    EXPECT_EQ(result->status, 200) << result->body;
+    return json::parse(result->body);
+  }
+  // The stream's events, each checked to carry its type in both places and the next number.
+  std::vector<json> events_of(const std::string& body) {
+    auto result = post_json("/v1/responses", body);
+    EXPECT_TRUE(result);
+    if (!result) return {};
+    EXPECT_EQ(result->status, 200) << result->body;
+    EXPECT_EQ(result->body.find("[DONE]"), std::string::npos);
+    std::vector<json> events;
+    size_t at = 0;
+    while (at < result->body.size()) {
+      size_t end = result->body.find("\n\n", at);
+      if (end == std::string::npos) end = result->body.size();
+      const std::string block = result->body.substr(at, end - at);
+      at = end + 2;
+      if (block.starts_with(":")) continue;  // a keep-alive comment
+      const size_t newline = block.find('\n');
+      EXPECT_TRUE(block.starts_with("event: ") && newline != std::string::npos) << block;
+      if (newline == std::string::npos) continue;
+      json event = json::parse(block.substr(newline + 1 + std::string_view("data: ").size()));
+      EXPECT_EQ(block.substr(7, newline - 7), event["type"]) << block;
+      EXPECT_EQ(event["sequence_number"], events.size()) << block;
+      events.push_back(std::move(event));
+    }
+    return events;
+  }
+};
+
+const std::string kCall =
+    R"(<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>)";
+const std::string kTools = R"(, "tools": [{"type": "function", "name": "weather"}])";
+
+TEST_F(HttpResponsesTest, AWholeAnswerIsAResponseOfItems) {
+  const json response =
+      response_of(request("<think>Look it up.</think>\n\nChecking." + kCall, kTools));
+  EXPECT_TRUE(response["id"].get<std::string>().starts_with("resp_")) << response;
+  EXPECT_EQ(response["object"], "response");
+  EXPECT_EQ(response["status"], "incomplete");
+  EXPECT_EQ(response["model"], FakeGenerationService::kModelName);
+  EXPECT_EQ(response["store"], false);
+  EXPECT_EQ(response["tools"][0]["name"], "weather");
+  const json& output = response["output"];
+  ASSERT_EQ(output.size(), 3u) << output;
+  EXPECT_EQ(output[0]["type"], "reasoning");
+  EXPECT_TRUE(output[0]["id"].get<std::string>().starts_with("rs_"));
+  EXPECT_EQ(output[0]["content"][0]["text"], "Look it up.");
+  EXPECT_EQ(output[1]["type"], "message");
+  EXPECT_EQ(output[1]["role"], "assistant");
+  EXPECT_EQ(output[1]["status"], "completed");
+  EXPECT_EQ(output[1]["content"][0]["type"], "output_text");
+  EXPECT_EQ(output[1]["content"][0]["text"], "\n\nChecking.");
+  EXPECT_EQ(output[2]["type"], "function_call");
+  EXPECT_EQ(output[2]["name"], "weather");
+  EXPECT_EQ(json::parse(output[2]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_FALSE(output[2]["call_id"].get<std::string>().empty());
+  const json& usage = response["usage"];
+  EXPECT_EQ(usage["input_tokens"], FakeGenerationService::kPromptTokens);
+  EXPECT_EQ(usage["input_tokens_details"]["cached_tokens"],
+            FakeGenerationService::kCachedPromptTokens);
+  const size_t generated = ("<think>Look it up.</think>\n\nChecking." + kCall).size();
+  EXPECT_EQ(usage["output_tokens"], generated);
+  EXPECT_EQ(usage["total_tokens"], generated + FakeGenerationService::kPromptTokens);
+  // One token per byte: the thinking ends with the last byte of "</think>".
+  EXPECT_EQ(usage["output_tokens_details"]["reasoning_tokens"],
+            std::string("<think>Look it up.</think>").size());
+
+  // What ran: a chat request of the input.
+  const std::vector<GenerateInput> submitted = service_.submitted();
+  ASSERT_EQ(submitted.back().messages.size(), 1u);
+  EXPECT_EQ(submitted.back().messages[0].content, "Weather?");
+}
+
+TEST_F(HttpResponsesTest, AnAnswerCutShortIsIncomplete) {
+  service_.set_script("abcdef");
+  service_.set_finish(Finish::kLength);
+  const json response = response_of(R"({"input": "x", "max_output_tokens": 3})");
+  EXPECT_EQ(response["status"], "incomplete");
+  EXPECT_EQ(response["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(response["output"][0]["status"], "incomplete");
+  EXPECT_EQ(response["output"][0]["content"][0]["text"], "abc");
+  EXPECT_EQ(response["max_output_tokens"], 3);
+}
+
+TEST_F(HttpResponsesTest, TheStreamBuildsTheSameResponse) {
+  const std::string answer = "<think>Look it up.</think>\n\nChecking." + kCall;
+  const std::vector<json> events = events_of(request(answer, kTools + R"(, "stream": true)"));
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[0]["type"], "response.created");
+  EXPECT_EQ(events[0]["response"]["status"], "in_progress");
+  EXPECT_TRUE(events[0]["response"]["output"].empty());
+  EXPECT_EQ(events[1]["type"], "response.in_progress");
+  const json& last = events.back();
+  ASSERT_EQ(last["type"], "response.completed");
+  const json& response = last["response"];
+  EXPECT_EQ(response["status"], "incomplete");
+  EXPECT_EQ(response["id"], events[0]["response"]["id"]);
+
+  // Each item is announced, filled by deltas and closed with what the final response holds.
+  std::string reasoning;
+  std::string text;
+  std::vector<json> done_items;
+  std::vector<std::string> types;
+  for (const json& event : events) {
+    const std::string type = event["type"];
+    types.push_back(type);
+    if (type == "response.reasoning_text.delta") reasoning += event["delta"].get<std::string>();
+    if (type == "response.output_text.delta") text += event["delta"].get<std::string>();
+    if (type == "response.output_text.delta" || type == "response.reasoning_text.delta") {
+      EXPECT_EQ(event["output_index"], done_items.size()) << event;
+    }
+    if (type == "response.output_item.done") {
+      EXPECT_EQ(event["output_index"], done_items.size());
+      done_items.push_back(event["item"]);
+    }
+  }
+  EXPECT_EQ(reasoning, "Look it up.");
+  EXPECT_EQ(text, "\n\nChecking.");
+  ASSERT_EQ(done_items.size(), 3u);
+  EXPECT_EQ(json(done_items), response["output"]);
+  EXPECT_EQ(response["output"][2]["type"], "function_call");
+  EXPECT_EQ(response["usage"]["output_tokens"], answer.size());
+  EXPECT_EQ(response["usage"]["output_tokens_details"]["reasoning_tokens"],
+            std::string("<think>Look it up.</think>").size());
+  // The order of a message's events, as OpenAI sends them.
+  const std::vector<std::string> message_events = {
+      "response.output_item.added", "response.content_part.added", "response.output_text.delta"};
+  auto at = std::search(types.begin(), types.end(), message_events.begin(), message_events.end());
+  EXPECT_NE(at, types.end());
+  const std::vector<std::string> call_events = {
+      "response.output_item.added", "response.function_call_arguments.delta",
+      "response.function_call_arguments.done", "response.output_item.done"};
+  EXPECT_NE(std::search(types.begin(), types.end(), call_events.begin(), call_events.end()),
+            types.end());
+  // Whole and streamed give the same items.
+  const json whole = response_of(request(answer, kTools));
+  ASSERT_EQ(whole["output"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    json whole_item = whole["output"][i];
+    json streamed_item = response["output"][i];
+    for (json* item : {&whole_item, &streamed_item}) {
+      item->erase("id");  // fresh in each response, as are call ids
+      item->erase("call_id");
+    }
+    EXPECT_EQ(whole_item, streamed_item);
+  }
+}
+
+TEST_F(HttpResponsesTest, LogprobsGoWithTheirText) {
+  service_.set_script("abc");
+  service_.set_finish(Finish::kStop);
+  const std::string body =
+      R"({"input": "x", "max_output_tokens": 3, "include": ["message.output_text.logprobs"],
+          "top_logprobs": 2)";
+  const json whole = response_of(body + "}");
+  EXPECT_EQ(whole["status"], "completed");
+  EXPECT_TRUE(whole["incomplete_details"].is_null());
+  const json& logprobs = whole["output"][0]["content"][0]["logprobs"];
+  ASSERT_EQ(logprobs.size(), 3u) << whole;
+  EXPECT_EQ(logprobs[0]["token"], "a");
+  EXPECT_DOUBLE_EQ(logprobs[0]["logprob"].get<double>(), -0.5);
+  EXPECT_EQ(logprobs[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(whole["top_logprobs"], 2);
+
+  size_t streamed = 0;
+  for (const json& event : events_of(body + R"(, "stream": true})")) {
+    if (event["type"] == "response.output_text.delta") streamed += event["logprobs"].size();
+    if (event["type"] == "response.completed") {
+      EXPECT_EQ(event["response"]["output"][0]["content"][0]["logprobs"], logprobs);
+    }
+  }
+  EXPECT_EQ(streamed, 3u);
+}
+
+TEST_F(HttpResponsesTest, AFailureEndsTheStreamAsFailed) {
+  service_.set_finish(Finish::kError, "engine 1 lost");
+  const std::vector<json> events =
+      events_of(R"({"input": "x", "max_output_tokens": 3, "stream": true})");
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[events.size() - 2]["type"], "error");
+  EXPECT_NE(events[events.size() - 2]["message"].get<std::string>().find("engine 1 lost"),
+            std::string::npos);
+  EXPECT_EQ(events.back()["type"], "response.failed");
+  EXPECT_EQ(events.back()["response"]["status"], "failed");
+  EXPECT_EQ(events.back()["response"]["error"]["code"], "server_error");
+
+  // Not streamed: the failure's own status.
+  auto result = post_json("/v1/responses", R"({"input": "x", "max_output_tokens": 3})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 500);
+  EXPECT_NE(error_of(result->body)["message"].get<std::string>().find("engine 1 lost"),
+            std::string::npos);
+}
+
+TEST_F(HttpResponsesTest, RefusalsNameTheResponsesField) {
+  auto result = post_json("/v1/responses", R"({"input": "x", "max_output_tokens": 0})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  EXPECT_EQ(error_of(result->body)["param"], "max_output_tokens");
+  EXPECT_GE(service_.refused_by_frontend(), 1u);
+
+  // The service's refusal, renamed too.
+  service_.fail_submits_with(
+      ServiceError(ErrorCode::kInvalidArgument, "messages: too long", "messages[0].content"));
+  result = post_json("/v1/responses", R"({"input": [{"role": "user", "content": "x"}]})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400);
+  EXPECT_EQ(error_of(result->body)["param"], "input[0].content");
+  service_.fail_submits_with(std::nullopt);
+
+  // Nothing is kept to fetch.
+  result = client().Get("/v1/responses/resp_123");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 404);
+  EXPECT_NE(error_of(result->body)["message"].get<std::string>().find("keeps no responses"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

@@ -9,8 +9,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kPatienceSeconds = 30.0;
-
 bool have(const std::string& program) {
   return run_command("command -v " + program + " >/dev/null 2>&1 && echo yes").output == "yes\n";
 }

@@ -33,6 +33,17 @@ class HttpResponsesTest : public HttpFrontendTest {
     EXPECT_EQ(result->status, 200) << result->body;
     return json::parse(result->body);
   }
+  // The response of the response.completed event that ends the stream on `connection`.
+  static json completed_response(RawConnection& connection) {
+    const std::string all = connection.read_until("\r\n0\r\n\r\n");  // the last chunk
+    const size_t event = all.find("event: response.completed\ndata: ");
+    if (event == std::string::npos) {
+      ADD_FAILURE() << "no response.completed in " << all;
+      return json();
+    }
+    const size_t data = all.find("data: ", event) + 6;
+    return json::parse(all.substr(data, all.find("\n\n", data) - data))["response"];
+  }
   // The stream's events, each checked to carry its type in both places and the next number.
   std::vector<json> events_of(const std::string& body) {
     auto result = post_json("/v1/responses", body);
@@ -203,6 +214,46 @@ TEST_F(HttpResponsesTest, LogprobsGoWithTheirText) {
     }
   }
   EXPECT_EQ(streamed, 3u);
+}
+
+// A token without text (here an id outside the tokenizer; also the first byte of a character
+// split across tokens) makes a step with logprobs and nothing to send: the stream stays open
+// (an empty write would end the chunked body), and its figures come with the next text.
+TEST_F(HttpResponsesTest, ATokenWithoutTextKeepsTheStreamOpenAndItsLogprobs) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/responses",
+                  R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"]})");
+  ASSERT_FALSE(id.empty());
+  service_.push_textless(id, 1);
+  // Written after a second without output: the step without text was taken on its own.
+  connection.read_until(": keep-alive");
+  service_.push(id, 1);
+  service_.finish(id, Finish::kStop);
+  const std::string all = connection.read_until("\r\n0\r\n\r\n");  // the chunked body's end
+  EXPECT_LT(all.find("event: response.completed"), all.find("\r\n0\r\n\r\n")) << all;
+  const json response = completed_response(connection);
+  EXPECT_EQ(response["status"], "completed");
+  const json& part = response["output"][0]["content"][0];
+  EXPECT_EQ(part["text"], "a");
+  EXPECT_EQ(part["logprobs"].size(), 2u) << part;
+  EXPECT_TRUE(service_.aborted().empty());
+}
+
+TEST_F(HttpResponsesTest, AnEmptyAnswerIsAnEmptyMessage) {
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/responses", R"({"input": "x", "stream": true})");
+  ASSERT_FALSE(id.empty());
+  service_.push_textless(id, 1);
+  service_.finish(id, Finish::kStop);
+  const json response = completed_response(connection);
+  EXPECT_EQ(response["usage"]["output_tokens"], 1);
+  ASSERT_EQ(response["output"].size(), 1u) << response;
+  EXPECT_EQ(response["output"][0]["type"], "message");
+  EXPECT_EQ(response["output"][0]["content"][0]["text"], "");
 }
 
 TEST_F(HttpResponsesTest, AFailureEndsTheStreamAsFailed) {

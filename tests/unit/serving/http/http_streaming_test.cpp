@@ -12,25 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-// Liveness bound for waiting on the frontend's threads: far above what a passing run needs.
-constexpr double kPatienceSeconds = 30.0;
-
-// The bytes of a POST of `body` to `path`, as a RawConnection sends them.
-std::string post_request(const std::string& path, const std::string& body) {
-  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n\r\n" + body;
-}
-
-// Sends a streamed request on `connection` and waits until the service holds it; returns its
-// request id, or "" when it never arrived (the caller asserts).
-std::string open_stream(FakeGenerationService& service, RawConnection& connection,
-                        const std::string& path, const std::string& body) {
-  const size_t before = service.submitted().size();
-  connection.send(post_request(path, body));
-  if (!service.wait_for_submits(before + 1, kPatienceSeconds)) return "";
-  return service.submitted()[before].request_id;
-}
-
 // Opens a streamed completion with n = 2 on `connection`; the ids of its two requests, or empty
 // ones when they never arrived (the caller asserts).
 std::pair<std::string, std::string> open_two_choices(FakeGenerationService& service,

@@ -184,4 +184,17 @@ TempFile::~TempFile() {
   std::filesystem::remove(path_, ignored);
 }
 
+std::string post_request(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+std::string open_stream(FakeGenerationService& service, RawConnection& connection,
+                        const std::string& path, const std::string& body) {
+  const size_t before = service.submitted().size();
+  connection.send(post_request(path, body));
+  if (!service.wait_for_submits(before + 1, kPatienceSeconds)) return "";
+  return service.submitted()[before].request_id;
+}
+
 }  // namespace headway::serving::testing

@@ -68,6 +68,17 @@ class RawConnection {
   std::string received_;
 };
 
+// Liveness bound for waiting on the frontend's threads: far above what a passing run needs.
+inline constexpr double kPatienceSeconds = 30.0;
+
+// The bytes of a POST of `body` to `path`, as a RawConnection sends them.
+std::string post_request(const std::string& path, const std::string& body);
+
+// Sends a streamed request on `connection` and waits until the service holds it; returns its
+// request id, or "" when it never arrived (the caller asserts).
+std::string open_stream(FakeGenerationService& service, RawConnection& connection,
+                        const std::string& path, const std::string& body);
+
 // A whole HTTP exchange over a fresh connection; returns the raw response.
 std::string raw_exchange(uint16_t port, const std::string& request);
 

@@ -15,7 +15,7 @@ std::string ChunkStreamFormat::opening(uint32_t choices, const Usage& usage) {
 std::string ChunkStreamFormat::delta(const StreamDelta& delta) {
   static const StopReason kNoStopReason;
   return sse_event(delta_chunk_json(
-      header_, delta.index, std::string(delta.content), delta.token_ids, delta.finish,
+      header_, delta.index, delta.content, delta.token_ids, delta.finish,
       delta.stop_reason != nullptr ? *delta.stop_reason : kNoStopReason, delta.usage,
       delta.logprobs != nullptr ? std::move(*delta.logprobs) : nlohmann::ordered_json(nullptr),
       delta.parsed));
@@ -27,8 +27,8 @@ std::string ChunkStreamFormat::closing(const Usage& usage) {
   return events + kSseDone;
 }
 
-std::string ChunkStreamFormat::failure(int status, const std::string& message) {
-  return sse_event(error_json(status, message)) + kSseDone;
+std::string ChunkStreamFormat::failure(const ApiError& error) {
+  return sse_event(error_json(error)) + kSseDone;
 }
 
 }  // namespace headway::serving::http

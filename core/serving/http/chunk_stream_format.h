@@ -18,7 +18,7 @@ class ChunkStreamFormat : public StreamFormat {
   std::string opening(uint32_t choices, const Usage& usage) override;
   std::string delta(const StreamDelta& delta) override;
   std::string closing(const Usage& usage) override;
-  std::string failure(int status, const std::string& message) override;
+  std::string failure(const ApiError& error) override;
 
  private:
   const ResponseHeader header_;

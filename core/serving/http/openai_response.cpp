@@ -129,7 +129,7 @@ nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t in
 }
 
 nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
-                                        const std::string& text, std::span<const int32_t> token_ids,
+                                        std::string_view text, std::span<const int32_t> token_ids,
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage, nlohmann::ordered_json logprobs,
                                         const ParsedDelta& parsed) {

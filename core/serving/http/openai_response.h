@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "answer_parser.h"
@@ -94,7 +95,7 @@ struct ParsedDelta {
   bool called_tools = false;
 };
 nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
-                                        const std::string& text, std::span<const int32_t> token_ids,
+                                        std::string_view text, std::span<const int32_t> token_ids,
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage,
                                         nlohmann::ordered_json logprobs = nullptr,

@@ -555,9 +555,11 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   head.id = streams[0]->id();  // the "resp_..." id asked for, unless the service assigned another
   header.id = head.id;
   auto format = std::make_unique<ResponsesStreamFormat>(
-      std::move(head), [this, model = model_name](std::span<const int32_t> ids) {
+      std::move(head),
+      [this, model = model_name](std::span<const int32_t> ids) {
         return service_.detokenize(model, ids);
-      });
+      },
+      parsed.renames);
   if (streamed) {
     try {
       wait_admitted(request, streams);
@@ -584,18 +586,20 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   sink.write = [](const char*, size_t) { return true; };
   sink.is_writable = [] { return true; };
   sink.done = [&] { ended = true; };
-  while (!ended) {
-    // Whether tokens arrive or not: a long answer's client may give up while it is written.
-    if (client.gone()) {
-      responder.release(false);
-      throw ApiError(499, "the client closed the connection; the request was aborted");
+  try {
+    while (!ended) {
+      // Whether tokens arrive or not: a long answer's client may give up while it is written.
+      if (client.gone()) {
+        throw ApiError(499, "the client closed the connection; the request was aborted");
+      }
+      responder.provide(sink);
     }
-    responder.provide(sink);
+  } catch (...) {
+    responder.release(false);  // aborts the request: nobody will read it
+    throw;
   }
   responder.release(true);
-  if (result.failed_status() != 0) {
-    throw parsed.renames.apply(ApiError(result.failed_status(), result.failure_message()));
-  }
+  if (result.failed()) throw *result.failed();
   send_json(response, 200, result.response());
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <headway/core/sampling_params.h>
 
+#include <cctype>
 #include <optional>
 
 #include "headway/serving/echoed_input.h"
@@ -65,6 +66,7 @@ class InputMessages {
   explicit InputMessages(FieldRenames& renames) : renames_(renames) {}
 
   void add_instructions(const std::string& text) {
+    renames_.add(indexed("messages", messages_.size()) + ".content", "instructions");
     add({{"role", "system"}, {"content", text}}, "instructions");
   }
 
@@ -455,32 +457,41 @@ void FieldRenames::add(std::string chat_path, std::string responses_path) {
   renames_.emplace_back(std::move(chat_path), std::move(responses_path));
 }
 
-std::string FieldRenames::rename(const std::string& path) const {
+const std::pair<std::string, std::string>* FieldRenames::longest_at(std::string_view text,
+                                                                    size_t at) const {
+  const auto name_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  };
+  // A path starts a word ("messages[1]" in "x.messages[1]" is not one).
+  if (at > 0 && (name_char(text[at - 1]) || text[at - 1] == '.')) return nullptr;
   const std::pair<std::string, std::string>* best = nullptr;
   for (const auto& entry : renames_) {
     const std::string& from = entry.first;
-    // A whole path step: "messages[1]" does not rename "messages[10]" (its bracket differs), and
-    // "tools" does not rename "tools_x".
-    if (!path.starts_with(from)) continue;
-    const bool step_ends =
-        path.size() == from.size() || path[from.size()] == '.' || path[from.size()] == '[';
-    if (step_ends && (best == nullptr || from.size() > best->first.size())) best = &entry;
+    if (text.substr(at, from.size()) != from) continue;
+    // ...and ends a step: "tools" is not the start of "tools_x" (while "messages[1]" never
+    // matches "messages[10]", its bracket differing).
+    const size_t end = at + from.size();
+    if (end < text.size() && name_char(text[end])) continue;
+    if (best == nullptr || from.size() > best->first.size()) best = &entry;
   }
-  if (best == nullptr) return path;
-  return best->second + path.substr(best->first.size());
+  return best;
+}
+
+std::string FieldRenames::rename_all(std::string_view text) const {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    if (const auto* entry = longest_at(text, at)) {
+      out += entry->second;
+      at += entry->first.size();
+    } else {
+      out += text[at++];
+    }
+  }
+  return out;
 }
 
 ApiError FieldRenames::apply(const ApiError& error) const {
-  const std::string param = rename(error.param());
-  std::string message = error.what();
-  // Messages name the field as their param does, at their start or after a space.
-  if (!error.param().empty() && param != error.param()) {
-    for (size_t at = message.find(error.param()); at != std::string::npos;
-         at = message.find(error.param(), at + param.size())) {
-      message.replace(at, error.param().size(), param);
-    }
-  }
-  return ApiError(error.status(), message, param);
+  return ApiError(error.status(), rename_all(error.what()), rename_all(error.param()));
 }
 
 ResponsesRequest parse_responses_request(std::string_view body) {
@@ -499,6 +510,7 @@ ResponsesRequest parse_responses_request(std::string_view body) {
     if (ordered.contains(key)) chat[key] = ordered.at(key);
   }
 
+  renames.add("messages", "input");  // the conversation as a whole (the chat template's errors)
   InputMessages messages(renames);
   if (const auto instructions = fields.string("instructions");
       instructions && !instructions->empty()) {
@@ -548,10 +560,12 @@ ResponsesRequest parse_responses_request(std::string_view body) {
       if (kwargs.is_null()) kwargs = nlohmann::ordered_json::object();
       if (kwargs.is_object() && !kwargs.contains("reasoning_effort")) {
         kwargs["reasoning_effort"] = *effort;
+        renames.add("chat_template_kwargs.reasoning_effort", "reasoning.effort");
       }
     }
   }
   if (out.logprobs) {
+    renames.add("logprobs", "include");
     chat["logprobs"] = true;
     chat["top_logprobs"] = out.echo.top_logprobs;
   }

@@ -26,12 +26,14 @@ namespace headway::serving::http {
 class FieldRenames {
  public:
   void add(std::string chat_path, std::string responses_path);
-  // `error` with its param and message naming Responses fields.
+  // `error` with its param and every field its message names as the client wrote them.
   ApiError apply(const ApiError& error) const;
 
  private:
-  // The responses path for `path`, which starts with one of the chat paths (the longest wins).
-  std::string rename(const std::string& path) const;
+  // The rename whose chat path is at text[at] as a whole path (the longest), or null.
+  const std::pair<std::string, std::string>* longest_at(std::string_view text, size_t at) const;
+  // `text` with every chat path in it renamed.
+  std::string rename_all(std::string_view text) const;
   std::vector<std::pair<std::string, std::string>> renames_;
 };
 

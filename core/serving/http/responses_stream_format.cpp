@@ -69,6 +69,8 @@ void ResponsesStreamFormat::open(OpenItem item, std::string& events) {
 
 void ResponsesStreamFormat::close_item(std::string& events, ResponseStatus status) {
   if (open_ == OpenItem::kNone) return;
+  // Tokens that made no text of this item are not its.
+  pending_logprobs_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json item;
   nlohmann::ordered_json part;
   nlohmann::ordered_json done = item_event_fields();
@@ -76,10 +78,8 @@ void ResponsesStreamFormat::close_item(std::string& events, ResponseStatus statu
   if (open_ == OpenItem::kReasoning) {
     events += event("response.reasoning_text.done", std::move(done));
     part = reasoning_text_json(item_text_);
-    item = reasoning_item_json(item_id_, item_text_, ResponseStatus::kCompleted);
+    item = reasoning_item_json(item_id_, item_text_, status);
   } else {
-    append(item_logprobs_, &pending_logprobs_);
-    pending_logprobs_ = nlohmann::ordered_json::array();
     part = output_text_json(item_text_, item_logprobs_);
     done["logprobs"] = item_logprobs_;
     events += event("response.output_text.done", std::move(done));
@@ -132,10 +132,13 @@ std::string ResponsesStreamFormat::delta(const StreamDelta& delta) {
     fields["logprobs"] = std::move(pending_logprobs_);
     pending_logprobs_ = nlohmann::ordered_json::array();
     events += event("response.output_text.delta", std::move(fields));
-  } else if (delta.parsed.reasoning.empty() && open_ != OpenItem::kReasoning) {
+  } else if (delta.parsed.reasoning.empty() && delta.parsed.calls.empty()) {
     // Tokens whose text is held back (part of a character, a possible stop string or tag):
-    // their figures go out with the text they make. Those of the thinking are not listed.
+    // their figures go out with the text they make.
     append(pending_logprobs_, delta.logprobs);
+  } else {
+    // Thinking or a call's markup: not output text, and neither are the tokens held before it.
+    pending_logprobs_ = nlohmann::ordered_json::array();
   }
   for (const ToolCall& call : delta.parsed.calls) add_call(call, events);
   if (delta.finish != Finish::kNone) finish_ = delta.finish;
@@ -143,8 +146,9 @@ std::string ResponsesStreamFormat::delta(const StreamDelta& delta) {
 }
 
 void ResponsesStreamFormat::generated(uint32_t /*index*/, std::span<const int32_t> token_ids) {
-  // Once text came after the thinking, no later token is the thinking's.
-  if (open_ == OpenItem::kReasoning || output_.empty()) {
+  // Kept until the answer's text starts (the step that ends the thinking arrives while its item
+  // is still open): no later token is the thinking's.
+  if (open_ == OpenItem::kReasoning || (open_ == OpenItem::kNone && output_.empty())) {
     token_ids_.insert(token_ids_.end(), token_ids.begin(), token_ids.end());
   }
 }
@@ -188,13 +192,19 @@ std::string ResponsesStreamFormat::closing(const Usage& usage) {
   return events + event("response.completed", {{"response", response_}});
 }
 
-std::string ResponsesStreamFormat::failure(int status, const std::string& message) {
-  failed_status_ = status;
-  failure_message_ = message;
+std::string ResponsesStreamFormat::failure(const ApiError& error) {
+  failed_ = renames_.apply(error);
+  const char* code = failure_code(failed_->status());
+  const std::string message = failed_->what();
+  // The item the failure cut short ends too, as written so far.
+  std::string events;
+  close_item(events, ResponseStatus::kIncomplete);
   response_ = response_json(head_, ResponseStatus::kFailed, output_, nullptr,
-                            {{"code", failure_code(status)}, {"message", message}});
-  std::string events =
-      event("error", {{"code", failure_code(status)}, {"message", message}, {"param", nullptr}});
+                            {{"code", code}, {"message", message}});
+  const nlohmann::ordered_json param = failed_->param().empty()
+                                           ? nlohmann::ordered_json(nullptr)
+                                           : nlohmann::ordered_json(failed_->param());
+  events += event("error", {{"code", code}, {"message", message}, {"param", param}});
   return events + event("response.failed", {{"response", response_}});
 }
 

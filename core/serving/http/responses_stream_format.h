@@ -9,7 +9,10 @@
 // The response it built stays readable afterwards (response()), so that a request that was not
 // streamed is answered by the same code: its events are written and dropped, and its body is the
 // final response. Output items come in the order the answer gives them: the reasoning, then the
-// text, each call as it completes; text after a call starts another message item.
+// text, each call as it completes. Text after a call starts another message item; text and a call
+// that come in one step of the stream (several tokens read at once) go out text first.
+// Logprobs go with the text their step made; a step that made only thinking or calls is not
+// listed (its tokens are no output text), and one that made both lists all its tokens.
 //
 // Threading: as StreamFormat.
 #pragma once
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,20 +35,20 @@ class ResponsesStreamFormat : public StreamFormat {
   // The text of generated token ids (the service's detokenize), for counting the reasoning's.
   using Detokenize = std::function<std::string(std::span<const int32_t>)>;
 
-  ResponsesStreamFormat(ResponseHead head, Detokenize detokenize)
-      : head_(std::move(head)), detokenize_(std::move(detokenize)) {}
+  // `renames`: the request's (a failure names the Responses field).
+  ResponsesStreamFormat(ResponseHead head, Detokenize detokenize, FieldRenames renames)
+      : head_(std::move(head)), detokenize_(std::move(detokenize)), renames_(std::move(renames)) {}
 
   std::string opening(uint32_t choices, const Usage& usage) override;
   void generated(uint32_t index, std::span<const int32_t> token_ids) override;
   std::string delta(const StreamDelta& delta) override;
   std::string closing(const Usage& usage) override;
-  std::string failure(int status, const std::string& message) override;
+  std::string failure(const ApiError& error) override;
 
   // The response as it ended: completed or incomplete after closing(), failed after failure().
   const nlohmann::ordered_json& response() const { return response_; }
-  // After failure(): its HTTP status and message (status 0: none).
-  int failed_status() const { return failed_status_; }
-  const std::string& failure_message() const { return failure_message_; }
+  // After failure(): the error, its field renamed as the client wrote it.
+  const std::optional<ApiError>& failed() const { return failed_; }
 
  private:
   enum class OpenItem { kNone, kReasoning, kMessage };
@@ -63,6 +67,7 @@ class ResponsesStreamFormat : public StreamFormat {
 
   const ResponseHead head_;
   Detokenize detokenize_;
+  const FieldRenames renames_;
   std::vector<int32_t> token_ids_;  // every token generated, while the answer may reason
   bool reasoned_ = false;           // a reasoning item was written
   uint64_t sequence_ = 0;
@@ -71,12 +76,12 @@ class ResponsesStreamFormat : public StreamFormat {
   std::string item_id_;
   std::string item_text_;
   nlohmann::ordered_json item_logprobs_ = nlohmann::ordered_json::array();
-  // Logprobs of tokens whose text has not come out yet: they go with the next text.
+  // Logprobs of tokens that made no text yet: they go with the next text, or are dropped when
+  // what came of them was thinking or a call.
   nlohmann::ordered_json pending_logprobs_ = nlohmann::ordered_json::array();
   Finish finish_ = Finish::kNone;
   nlohmann::ordered_json response_;
-  int failed_status_ = 0;
-  std::string failure_message_;
+  std::optional<ApiError> failed_;
 };
 
 }  // namespace headway::serving::http

@@ -67,7 +67,7 @@ bool SseResponder::provide(httplib::DataSink& sink) {
   // Stopping, the streams are read once more: a drain that ended a request a moment ago (the
   // service forgets a request just before its stream finishes) left a finish that says why.
   if (stopping && !(got && chunk_.finish != Finish::kNone)) {
-    return fail(sink, 503, "the server is shutting down; the request was aborted");
+    return fail(sink, ApiError(503, "the server is shutting down; the request was aborted"));
   }
   if (!got) {
     if (std::chrono::steady_clock::now() - last_write_ >= kKeepAliveAfter) {
@@ -166,12 +166,12 @@ bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChu
       return false;
     }
     if (last.finish == Finish::kAbort) {
-      return fail(sink, 503,
-                  "the request was aborted" + (last.error.empty() ? "" : ": " + last.error));
+      return fail(sink, ApiError(503, "the request was aborted" +
+                                          (last.error.empty() ? "" : ": " + last.error)));
     }
-    if (last.refusal) return fail(sink, http_status_of(last.refusal->code()), last.refusal->what());
-    return fail(sink, 500,
-                "generation failed: " + (last.error.empty() ? "unknown error" : last.error));
+    if (last.refusal) return fail(sink, api_error_of(*last.refusal));
+    return fail(sink, ApiError(500, "generation failed: " +
+                                        (last.error.empty() ? "unknown error" : last.error)));
   }
   const std::string& content = content_of(choice, last, /*last=*/true);
   if (!write(sink, delta_event(index, content, last, last.finish, last.stop_reason))) {
@@ -190,10 +190,10 @@ void SseResponder::abort_running() {
   }
 }
 
-bool SseResponder::fail(httplib::DataSink& sink, int status, const std::string& message) {
+bool SseResponder::fail(httplib::DataSink& sink, const ApiError& error) {
   ended_ = true;  // the requests are over in the service either way
   abort_running();
-  if (!write(sink, format_->failure(status, message))) return false;
+  if (!write(sink, format_->failure(error))) return false;
   sink.done();
   return true;
 }

@@ -102,7 +102,7 @@ class SseResponder {
   // and, with logprobs, its tokens' (whose text offsets the choice's later tokens continue).
   std::string echo_event(size_t index);
   // Ends the response with an error event; aborts the choices that have not ended.
-  bool fail(httplib::DataSink& sink, int status, const std::string& message);
+  bool fail(httplib::DataSink& sink, const ApiError& error);
   void abort_running();
 
   GenerationService& service_;

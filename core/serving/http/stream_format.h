@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "api_error.h"
 #include "openai_response.h"
 
 namespace headway::serving::http {
@@ -41,8 +42,8 @@ class StreamFormat {
   virtual std::string delta(const StreamDelta& delta) = 0;
   // After the last choice's last delta: what ends a stream that succeeded.
   virtual std::string closing(const Usage& usage) = 0;
-  // What ends a stream that failed (`status`: the HTTP status the failure would have had).
-  virtual std::string failure(int status, const std::string& message) = 0;
+  // What ends a stream that failed: `error` as it would have been answered before the stream.
+  virtual std::string failure(const ApiError& error) = 0;
 };
 
 }  // namespace headway::serving::http

@@ -1,6 +1,7 @@
 // OpenAI's Responses API through the HTTP frontend: POST /v1/responses answered whole and
 // streamed (typed events), with the reasoning, text and calls of an answer as output items, and
 // failures ended as the API ends them.
+#include <future>
 #include <string>
 #include <vector>
 
@@ -239,6 +240,49 @@ TEST_F(HttpResponsesTest, ATokenWithoutTextKeepsTheStreamOpenAndItsLogprobs) {
   EXPECT_EQ(part["text"], "a");
   EXPECT_EQ(part["logprobs"].size(), 2u) << part;
   EXPECT_TRUE(service_.aborted().empty());
+}
+
+// The markup of a call is not output text: its tokens' logprobs are not the message's, in the
+// deltas or in the response.
+TEST_F(HttpResponsesTest, LogprobsOfACallAreNotTheMessages) {
+  service_.set_script("Hi" + kCall);
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/responses",
+                  R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"])" +
+                      kTools + "}");
+  ASSERT_FALSE(id.empty());
+  service_.push(id, 2);
+  connection.read_until("\"delta\":\"Hi\"");
+  service_.push(id, static_cast<int>(kCall.size()));
+  service_.finish(id, Finish::kStop);
+  const json response = completed_response(connection);
+  ASSERT_EQ(response["output"].size(), 2u) << response;
+  EXPECT_EQ(response["output"][0]["content"][0]["logprobs"].size(), 2u) << response;
+  EXPECT_EQ(response["output"][1]["type"], "function_call");
+}
+
+// A refusal that comes after the request was submitted (behind a router, the engine's) names the
+// Responses field too.
+TEST_F(HttpResponsesTest, ALateRefusalNamesTheResponsesField) {
+  service_.set_hold(true);
+  service_.set_admission_pending(true);
+  auto answer = std::async(std::launch::async, [&] {
+    return post_json("/v1/responses", R"({"input": "x", "text": {"format": {"type": "json_schema",
+        "name": "n", "schema": {"type": "object"}}}})");
+  });
+  ASSERT_TRUE(service_.wait_for_submits(1, kPatienceSeconds));
+  const std::string id = service_.submitted()[0].request_id;
+  service_.refuse(id, ServiceError(ErrorCode::kInvalidArgument,
+                                   "response_format.json_schema.schema: not for this engine",
+                                   "response_format.json_schema.schema"));
+  auto result = answer.get();
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400) << result->body;
+  const json error = error_of(result->body);
+  EXPECT_EQ(error["param"], "text.format.schema");
+  EXPECT_EQ(error["message"], "text.format.schema: not for this engine");
 }
 
 TEST_F(HttpResponsesTest, AnEmptyAnswerIsAnEmptyMessage) {

@@ -220,6 +220,12 @@ TEST(ResponsesRequest, RefusalsFoundOnTheChatRequestNameTheResponsesField) {
   EXPECT_EQ(refusal(R"({"input": "x", "temperature": "hot"})").param(), "temperature");
   error = refusal(R"({"input": "x", "text": {"format": {"type": "json_schema", "schema": 3}}})");
   EXPECT_TRUE(error.param().starts_with("text.format")) << error.param();
+  // Fields the message names besides its param are the client's too.
+  error = refusal(R"({"input": "x", "text": {"format": {"type": "json_object"}},
+                      "tools": [{"type": "function", "name": "f"}], "tool_choice": "required"})");
+  EXPECT_EQ(error.param(), "tool_choice");
+  EXPECT_NE(std::string(error.what()).find("text.format"), std::string::npos) << error.what();
+  EXPECT_EQ(std::string(error.what()).find("response_format"), std::string::npos) << error.what();
 }
 
 TEST(FieldRenames, TheLongestWholeStepWins) {
@@ -236,6 +242,14 @@ TEST(FieldRenames, TheLongestWholeStepWins) {
             "messages[10].content");
   EXPECT_EQ(renames.apply(ApiError(400, "m", "messages[1].content")).param(), "input[0].content");
   EXPECT_EQ(renames.apply(ApiError(429, "busy")).status(), 429);
+  // In a message: whole paths only, each renamed.
+  renames.add("tools", "functions");
+  EXPECT_STREQ(renames
+                   .apply(ApiError(400,
+                                   "messages[1].content and tools, not tools_x or "
+                                   "x.tools or messages[10]"))
+                   .what(),
+               "input[0].content and functions, not tools_x or x.tools or messages[10]");
 }
 
 }  // namespace

@@ -533,6 +533,8 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
     service_.count_refused_request();
     throw;
   }
+  // Shared with the format, which names a failure's field as the client wrote it.
+  const auto renames = std::make_shared<const FieldRenames>(std::move(parsed.renames));
   ResponseHead head;
   head.created_at = unix_now();
   head.model =
@@ -550,35 +552,46 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   try {
     streams = submit_choices(std::move(parsed.chat));
   } catch (const ServiceError& error) {
-    throw parsed.renames.apply(api_error_of(error));
+    throw renames->apply(api_error_of(error));
   }
-  head.id = streams[0]->id();  // the "resp_..." id asked for, unless the service assigned another
-  header.id = head.id;
-  auto format = std::make_unique<ResponsesStreamFormat>(
-      std::move(head),
-      [this, model = model_name](std::span<const int32_t> ids) {
-        return service_.detokenize(model, ids);
-      },
-      parsed.renames);
-  if (streamed) {
-    try {
-      wait_admitted(request, streams);
-    } catch (const ApiError& error) {
-      throw parsed.renames.apply(error);
+  // Until a responder owns it, nothing thrown may leave the request running for nobody.
+  const std::string id = streams[0]->id();  // the "resp_..." asked for, unless the service chose
+  try {
+    head.id = id;
+    header.id = id;
+    auto format = std::make_unique<ResponsesStreamFormat>(
+        std::move(head),
+        [this, model = model_name](std::span<const int32_t> ids) {
+          return service_.detokenize(model, ids);
+        },
+        renames);
+    const ResponsesStreamFormat& result = *format;
+    if (streamed) {
+      try {
+        wait_admitted(request, streams);
+      } catch (const ApiError& error) {
+        throw renames->apply(error);
+      }
     }
-    send_events(request, response,
-                std::make_unique<SseResponder>(service_, std::move(streams), std::move(header),
-                                               top_logprobs, in_flight_.stopping(),
-                                               std::move(format), answer_parser),
-                std::move(*ticket));
-    return;
+    auto responder = std::make_unique<SseResponder>(service_, std::move(streams), std::move(header),
+                                                    top_logprobs, in_flight_.stopping(),
+                                                    std::move(format), answer_parser);
+    if (streamed) {
+      send_events(request, response, std::move(responder), std::move(*ticket));
+      return;
+    }
+    // Not streamed: the same events are built and dropped, and the answer is the response they
+    // end with.
+    collect_events(request, *responder);
+    if (result.failed()) throw *result.failed();
+    send_json(response, 200, result.response());
+  } catch (...) {
+    service_.abort(id);  // a no-op once it ended
+    throw;
   }
+}
 
-  // Not streamed: the same events are built and dropped, and the answer is the response they end
-  // with, so that both ways give one output.
-  const ResponsesStreamFormat& result = *format;
-  SseResponder responder(service_, std::move(streams), std::move(header), top_logprobs,
-                         in_flight_.stopping(), std::move(format), answer_parser);
+void OpenAiRoutes::collect_events(const httplib::Request& request, SseResponder& responder) {
   ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                request.remote_port);
   bool ended = false;
@@ -599,8 +612,6 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
     throw;
   }
   responder.release(true);
-  if (result.failed()) throw *result.failed();
-  send_json(response, 200, result.response());
 }
 
 std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiRequest parsed) {

@@ -52,6 +52,9 @@ class OpenAiRoutes {
   // having aborted every stream.
   void wait_admitted(const httplib::Request& request,
                      const std::vector<std::shared_ptr<RequestStream>>& streams);
+  // Runs a non-streamed request through `responder`, its events dropped, to the end; throws 499
+  // when the client left, having aborted the request (as any exception thrown while it runs).
+  void collect_events(const httplib::Request& request, SseResponder& responder);
   // Streams the responder's events to the client (chunked; HTTP/1.0 as its version allows). The
   // ticket is held until cpp-httplib releases the stream.
   void send_events(const httplib::Request& request, httplib::Response& response,

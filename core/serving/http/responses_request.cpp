@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <headway/core/sampling_params.h>
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
@@ -71,7 +72,10 @@ class InputMessages {
   }
 
   // input as one string: a user message.
-  void add_text(const std::string& text) { add({{"role", "user"}, {"content", text}}, "input"); }
+  void add_text(const std::string& text) {
+    renames_.add(indexed("messages", messages_.size()) + ".content", "input");
+    add({{"role", "user"}, {"content", text}}, "input");
+  }
 
   // input[index]: a message, a function call, its output or an earlier answer's reasoning.
   void add_item(const nlohmann::json& item, const nlohmann::ordered_json& ordered, size_t index) {
@@ -453,45 +457,65 @@ ResponsesEcho echo_of(const FieldReader& fields, const nlohmann::ordered_json& o
 
 }  // namespace
 
-void FieldRenames::add(std::string chat_path, std::string responses_path) {
-  renames_.emplace_back(std::move(chat_path), std::move(responses_path));
+namespace {
+
+bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// The name that starts at text[at] (its letters, digits and underscores).
+std::string_view name_at(std::string_view text, size_t at) {
+  size_t end = at;
+  while (end < text.size() && name_char(text[end])) ++end;
+  return text.substr(at, end - at);
 }
 
-const std::pair<std::string, std::string>* FieldRenames::longest_at(std::string_view text,
-                                                                    size_t at) const {
-  const auto name_char = [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-  };
+}  // namespace
+
+void FieldRenames::add(std::string chat_path, std::string responses_path) {
+  std::string name(name_at(chat_path, 0));
+  by_name_[std::move(name)].push_back({std::move(chat_path), std::move(responses_path)});
+}
+
+const FieldRenames::Rename* FieldRenames::longest_at(std::string_view text, size_t at,
+                                                     bool in_message) const {
   // A path starts a word ("messages[1]" in "x.messages[1]" is not one).
   if (at > 0 && (name_char(text[at - 1]) || text[at - 1] == '.')) return nullptr;
-  const std::pair<std::string, std::string>* best = nullptr;
-  for (const auto& entry : renames_) {
-    const std::string& from = entry.first;
-    if (text.substr(at, from.size()) != from) continue;
+  const auto bucket = by_name_.find(std::string(name_at(text, at)));
+  if (bucket == by_name_.end()) return nullptr;
+  const Rename* best = nullptr;
+  for (const Rename& rename : bucket->second) {
+    if (text.substr(at, rename.from.size()) != rename.from) continue;
     // ...and ends a step: "tools" is not the start of "tools_x" (while "messages[1]" never
     // matches "messages[10]", its bracket differing).
-    const size_t end = at + from.size();
+    const size_t end = at + rename.from.size();
     if (end < text.size() && name_char(text[end])) continue;
-    if (best == nullptr || from.size() > best->first.size()) best = &entry;
+    if (in_message && name_at(rename.from, 0).size() == rename.from.size() &&
+        rename.from.find('_') == std::string::npos) {
+      continue;  // a plain word
+    }
+    if (best == nullptr || rename.from.size() > best->from.size()) best = &rename;
   }
   return best;
 }
 
-std::string FieldRenames::rename_all(std::string_view text) const {
+std::string FieldRenames::rename_all(std::string_view text, bool in_message) const {
   std::string out;
   for (size_t at = 0; at < text.size();) {
-    if (const auto* entry = longest_at(text, at)) {
-      out += entry->second;
-      at += entry->first.size();
-    } else {
-      out += text[at++];
+    if (const Rename* rename = longest_at(text, at, in_message)) {
+      out += rename->to;
+      at += rename->from.size();
+      continue;
     }
+    // Past the whole name: no path starts inside it.
+    const size_t length = std::max<size_t>(1, name_at(text, at).size());
+    out += text.substr(at, length);
+    at += length;
   }
   return out;
 }
 
 ApiError FieldRenames::apply(const ApiError& error) const {
-  return ApiError(error.status(), rename_all(error.what()), rename_all(error.param()));
+  return ApiError(error.status(), rename_all(error.what(), /*in_message=*/true),
+                  rename_all(error.param(), /*in_message=*/false));
 }
 
 ResponsesRequest parse_responses_request(std::string_view body) {

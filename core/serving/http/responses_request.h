@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -26,15 +27,23 @@ namespace headway::serving::http {
 class FieldRenames {
  public:
   void add(std::string chat_path, std::string responses_path);
-  // `error` with its param and every field its message names as the client wrote them.
+  // `error` with its param and every field path its message names as the client wrote them. A
+  // path that is a plain word ("messages", "logprobs") is renamed in the param only: in a message
+  // it may be English, or a client's own string.
   ApiError apply(const ApiError& error) const;
 
  private:
-  // The rename whose chat path is at text[at] as a whole path (the longest), or null.
-  const std::pair<std::string, std::string>* longest_at(std::string_view text, size_t at) const;
-  // `text` with every chat path in it renamed.
-  std::string rename_all(std::string_view text) const;
-  std::vector<std::pair<std::string, std::string>> renames_;
+  struct Rename {
+    std::string from;  // the chat path
+    std::string to;
+  };
+  // The rename of the longest whole chat path at text[at], or null (`in_message`: not a plain
+  // word).
+  const Rename* longest_at(std::string_view text, size_t at, bool in_message) const;
+  std::string rename_all(std::string_view text, bool in_message) const;
+  // By the path's first name ("messages" of "messages[2].content"): a message is read once,
+  // looking only at the renames of the names it holds.
+  std::unordered_map<std::string, std::vector<Rename>> by_name_;
 };
 
 // The request fields a response object repeats (OpenAI's Response), as the client set them or at

@@ -69,8 +69,9 @@ void ResponsesStreamFormat::open(OpenItem item, std::string& events) {
 
 void ResponsesStreamFormat::close_item(std::string& events, ResponseStatus status) {
   if (open_ == OpenItem::kNone) return;
-  // Tokens that made no text of this item are not its.
-  pending_logprobs_ = nlohmann::ordered_json::array();
+  // Tokens held back at a message's end made none of its text. Those held while thinking (the
+  // end tag, a character split after it) go with the text that follows.
+  if (open_ == OpenItem::kMessage) pending_logprobs_ = nlohmann::ordered_json::array();
   nlohmann::ordered_json item;
   nlohmann::ordered_json part;
   nlohmann::ordered_json done = item_event_fields();
@@ -193,7 +194,7 @@ std::string ResponsesStreamFormat::closing(const Usage& usage) {
 }
 
 std::string ResponsesStreamFormat::failure(const ApiError& error) {
-  failed_ = renames_.apply(error);
+  failed_ = renames_->apply(error);
   const char* code = failure_code(failed_->status());
   const std::string message = failed_->what();
   // The item the failure cut short ends too, as written so far.

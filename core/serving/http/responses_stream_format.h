@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -36,7 +37,8 @@ class ResponsesStreamFormat : public StreamFormat {
   using Detokenize = std::function<std::string(std::span<const int32_t>)>;
 
   // `renames`: the request's (a failure names the Responses field).
-  ResponsesStreamFormat(ResponseHead head, Detokenize detokenize, FieldRenames renames)
+  ResponsesStreamFormat(ResponseHead head, Detokenize detokenize,
+                        std::shared_ptr<const FieldRenames> renames)
       : head_(std::move(head)), detokenize_(std::move(detokenize)), renames_(std::move(renames)) {}
 
   std::string opening(uint32_t choices, const Usage& usage) override;
@@ -67,7 +69,7 @@ class ResponsesStreamFormat : public StreamFormat {
 
   const ResponseHead head_;
   Detokenize detokenize_;
-  const FieldRenames renames_;
+  const std::shared_ptr<const FieldRenames> renames_;
   std::vector<int32_t> token_ids_;  // every token generated, while the answer may reason
   bool reasoned_ = false;           // a reasoning item was written
   uint64_t sequence_ = 0;

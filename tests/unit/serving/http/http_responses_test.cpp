@@ -34,6 +34,16 @@ class HttpResponsesTest : public HttpFrontendTest {
     EXPECT_EQ(result->status, 200) << result->body;
     return json::parse(result->body);
   }
+  // The events of `type` in a raw stream (each event is written whole, within one chunk).
+  static std::vector<json> raw_events(const std::string& raw, const std::string& type) {
+    std::vector<json> events;
+    const std::string head = "event: " + type + "\ndata: ";
+    for (size_t at = raw.find(head); at != std::string::npos; at = raw.find(head, at + 1)) {
+      const size_t data = at + head.size();
+      events.push_back(json::parse(raw.substr(data, raw.find("\n\n", data) - data)));
+    }
+    return events;
+  }
   // The response of the response.completed event that ends the stream on `connection`.
   static json completed_response(RawConnection& connection) {
     const std::string all = connection.read_until("\r\n0\r\n\r\n");  // the last chunk
@@ -229,7 +239,7 @@ TEST_F(HttpResponsesTest, ATokenWithoutTextKeepsTheStreamOpenAndItsLogprobs) {
   ASSERT_FALSE(id.empty());
   service_.push_textless(id, 1);
   // Written after a second without output: the step without text was taken on its own.
-  connection.read_until(": keep-alive");
+  ASSERT_NE(connection.read_until(": keep-alive").find(": keep-alive"), std::string::npos);
   service_.push(id, 1);
   service_.finish(id, Finish::kStop);
   const std::string all = connection.read_until("\r\n0\r\n\r\n");  // the chunked body's end
@@ -254,13 +264,51 @@ TEST_F(HttpResponsesTest, LogprobsOfACallAreNotTheMessages) {
                       kTools + "}");
   ASSERT_FALSE(id.empty());
   service_.push(id, 2);
-  connection.read_until("\"delta\":\"Hi\"");
+  ASSERT_NE(connection.read_until("\"delta\":\"Hi\"").find("\"delta\":\"Hi\""), std::string::npos);
   service_.push(id, static_cast<int>(kCall.size()));
   service_.finish(id, Finish::kStop);
   const json response = completed_response(connection);
   ASSERT_EQ(response["output"].size(), 2u) << response;
   EXPECT_EQ(response["output"][0]["content"][0]["logprobs"].size(), 2u) << response;
   EXPECT_EQ(response["output"][1]["type"], "function_call");
+  size_t streamed = 0;
+  for (const json& delta : raw_events(connection.read_until(""), "response.output_text.delta")) {
+    streamed += delta["logprobs"].size();
+  }
+  EXPECT_EQ(streamed, 2u);
+}
+
+// The thinking's tokens are not listed; the tokens of its end tag, read before the text, go with
+// the text, in the deltas and in the response.
+TEST_F(HttpResponsesTest, LogprobsOfTheThinkingAreNotTheMessages) {
+  service_.set_script("<think>ab</think>cd");
+  service_.set_hold(true);
+  RawConnection connection(port());
+  const std::string id =
+      open_stream(service_, connection, "/v1/responses",
+                  R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"]})");
+  ASSERT_FALSE(id.empty());
+  service_.push(id, 9);  // "<think>ab"
+  ASSERT_NE(connection.read_until("\"delta\":\"ab\"").find("\"delta\":\"ab\""), std::string::npos);
+  service_.push(id, 8);  // "</think>": no text of its own
+  // Written after a second without output: the tag was read on its own.
+  ASSERT_NE(connection.read_until(": keep-alive").find(": keep-alive"), std::string::npos);
+  service_.push(id, 2);  // "cd"
+  service_.finish(id, Finish::kStop);
+  const json response = completed_response(connection);
+  ASSERT_EQ(response["output"].size(), 2u) << response;
+  EXPECT_EQ(response["output"][0]["type"], "reasoning");
+  const json& part = response["output"][1]["content"][0];
+  EXPECT_EQ(part["text"], "cd");
+  std::string listed;
+  for (const json& entry : part["logprobs"]) listed += entry["token"].get<std::string>();
+  EXPECT_EQ(listed, "</think>cd");
+  std::string streamed;
+  for (const json& delta : raw_events(connection.read_until(""), "response.output_text.delta")) {
+    for (const json& entry : delta["logprobs"]) streamed += entry["token"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, listed);
+  EXPECT_EQ(response["usage"]["output_tokens_details"]["reasoning_tokens"], 17);
 }
 
 // A refusal that comes after the request was submitted (behind a router, the engine's) names the
@@ -280,9 +328,25 @@ TEST_F(HttpResponsesTest, ALateRefusalNamesTheResponsesField) {
   auto result = answer.get();
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 400) << result->body;
-  const json error = error_of(result->body);
+  json error = error_of(result->body);
   EXPECT_EQ(error["param"], "text.format.schema");
   EXPECT_EQ(error["message"], "text.format.schema: not for this engine");
+
+  // Streamed, the 200 waits for the engine's yes: the refusal is the same answer.
+  auto streamed = std::async(std::launch::async, [&] {
+    return post_json("/v1/responses", R"({"input": "x", "stream": true, "text": {"format":
+        {"type": "json_schema", "name": "n", "schema": {"type": "object"}}}})");
+  });
+  ASSERT_TRUE(service_.wait_for_submits(2, kPatienceSeconds));
+  service_.refuse(service_.submitted()[1].request_id,
+                  ServiceError(ErrorCode::kInvalidArgument,
+                               "response_format.json_schema.schema: not for this engine",
+                               "response_format.json_schema.schema"));
+  result = streamed.get();
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400) << result->body;
+  error = error_of(result->body);
+  EXPECT_EQ(error["param"], "text.format.schema");
 }
 
 TEST_F(HttpResponsesTest, AnEmptyAnswerIsAnEmptyMessage) {
@@ -308,9 +372,17 @@ TEST_F(HttpResponsesTest, AFailureEndsTheStreamAsFailed) {
   EXPECT_EQ(events[events.size() - 2]["type"], "error");
   EXPECT_NE(events[events.size() - 2]["message"].get<std::string>().find("engine 1 lost"),
             std::string::npos);
+  EXPECT_TRUE(events[events.size() - 2]["param"].is_null());
   EXPECT_EQ(events.back()["type"], "response.failed");
   EXPECT_EQ(events.back()["response"]["status"], "failed");
   EXPECT_EQ(events.back()["response"]["error"]["code"], "server_error");
+  // The message the failure cut short ended first, as far as it went.
+  ASSERT_GE(events.size(), 3u);
+  const json& item_done = events[events.size() - 3];
+  EXPECT_EQ(item_done["type"], "response.output_item.done");
+  EXPECT_EQ(item_done["item"]["status"], "incomplete");
+  EXPECT_EQ(item_done["item"]["content"][0]["text"], "abc");
+  EXPECT_EQ(events.back()["response"]["output"], json::array({item_done["item"]}));
 
   // Not streamed: the failure's own status.
   auto result = post_json("/v1/responses", R"({"input": "x", "max_output_tokens": 3})");
@@ -334,6 +406,9 @@ TEST_F(HttpResponsesTest, RefusalsNameTheResponsesField) {
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 400);
   EXPECT_EQ(error_of(result->body)["param"], "input[0].content");
+  result = post_json("/v1/responses", R"({"input": "x"})");  // the text is the message's content
+  ASSERT_TRUE(result);
+  EXPECT_EQ(error_of(result->body)["param"], "input");
   service_.fail_submits_with(std::nullopt);
 
   // Nothing is kept to fetch.

@@ -243,13 +243,20 @@ TEST(FieldRenames, TheLongestWholeStepWins) {
   EXPECT_EQ(renames.apply(ApiError(400, "m", "messages[1].content")).param(), "input[0].content");
   EXPECT_EQ(renames.apply(ApiError(429, "busy")).status(), 429);
   // In a message: whole paths only, each renamed.
-  renames.add("tools", "functions");
+  renames.add("response_format", "text.format");
+  renames.add("messages", "input");
   EXPECT_STREQ(renames
                    .apply(ApiError(400,
-                                   "messages[1].content and tools, not tools_x or "
-                                   "x.tools or messages[10]"))
+                                   "messages[1].content and response_format, not response_format_x "
+                                   "or x.response_format or messages[10]"))
                    .what(),
-               "input[0].content and functions, not tools_x or x.tools or messages[10]");
+               "input[0].content and text.format, not response_format_x or x.response_format or "
+               "messages[10]");
+  // A plain word is renamed as the param, not in the message (English, or the client's string).
+  const ApiError plain =
+      renames.apply(ApiError(400, "the template failed on these messages", "messages"));
+  EXPECT_EQ(plain.param(), "input");
+  EXPECT_STREQ(plain.what(), "the template failed on these messages");
 }
 
 }  // namespace

@@ -34,6 +34,15 @@ class HttpResponsesTest : public HttpFrontendTest {
     EXPECT_EQ(result->status, 200) << result->body;
     return json::parse(result->body);
   }
+  // Holds the service's streams and opens a streamed request asking for logprobs (and `more`
+  // fields) on `connection`; its request id, or "" when it never arrived (the caller asserts).
+  std::string open_held_stream(RawConnection& connection, const std::string& more = "") {
+    service_.set_hold(true);
+    return open_stream(
+        service_, connection, "/v1/responses",
+        R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"])" + more +
+            "}");
+  }
   // The events of `type` in a raw stream (each event is written whole, within one chunk).
   static std::vector<json> raw_events(const std::string& raw, const std::string& type) {
     std::vector<json> events;
@@ -231,11 +240,8 @@ TEST_F(HttpResponsesTest, LogprobsGoWithTheirText) {
 // split across tokens) makes a step with logprobs and nothing to send: the stream stays open
 // (an empty write would end the chunked body), and its figures come with the next text.
 TEST_F(HttpResponsesTest, ATokenWithoutTextKeepsTheStreamOpenAndItsLogprobs) {
-  service_.set_hold(true);
   RawConnection connection(port());
-  const std::string id =
-      open_stream(service_, connection, "/v1/responses",
-                  R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"]})");
+  const std::string id = open_held_stream(connection);
   ASSERT_FALSE(id.empty());
   service_.push_textless(id, 1);
   // Written after a second without output: the step without text was taken on its own.
@@ -256,12 +262,8 @@ TEST_F(HttpResponsesTest, ATokenWithoutTextKeepsTheStreamOpenAndItsLogprobs) {
 // deltas or in the response.
 TEST_F(HttpResponsesTest, LogprobsOfACallAreNotTheMessages) {
   service_.set_script("Hi" + kCall);
-  service_.set_hold(true);
   RawConnection connection(port());
-  const std::string id =
-      open_stream(service_, connection, "/v1/responses",
-                  R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"])" +
-                      kTools + "}");
+  const std::string id = open_held_stream(connection, kTools);
   ASSERT_FALSE(id.empty());
   service_.push(id, 2);
   ASSERT_NE(connection.read_until("\"delta\":\"Hi\"").find("\"delta\":\"Hi\""), std::string::npos);
@@ -282,11 +284,8 @@ TEST_F(HttpResponsesTest, LogprobsOfACallAreNotTheMessages) {
 // the text, in the deltas and in the response.
 TEST_F(HttpResponsesTest, LogprobsOfTheThinkingAreNotTheMessages) {
   service_.set_script("<think>ab</think>cd");
-  service_.set_hold(true);
   RawConnection connection(port());
-  const std::string id =
-      open_stream(service_, connection, "/v1/responses",
-                  R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"]})");
+  const std::string id = open_held_stream(connection);
   ASSERT_FALSE(id.empty());
   service_.push(id, 9);  // "<think>ab"
   ASSERT_NE(connection.read_until("\"delta\":\"ab\"").find("\"delta\":\"ab\""), std::string::npos);

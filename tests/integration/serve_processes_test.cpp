@@ -196,6 +196,46 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   EXPECT_NE(chat->body.find("data: [DONE]"), std::string::npos) << chat->body;
   EXPECT_NE(chat->body.find("\"completion_tokens\":4"), std::string::npos) << chat->body;
 
+  // OpenAI's Responses API through the router: text.format shapes the answer in the engine
+  // process; a forced function streams back as a function_call item.
+  const std::string schema =
+      R"({"type": "object", "properties": {"c": {"enum": ["alpha", "beta"]}}, "required": ["c"],
+          "additionalProperties": false})";
+  const auto response =
+      http.Post("/v1/responses",
+                R"({"model": "tiny", "input": "pick", "max_output_tokens": 64, "seed": 5,
+          "text": {"format": {"type": "json_schema", "name": "pick", "schema": )" +
+                    schema + "}}}",
+                "application/json");
+  ASSERT_TRUE(response) << httplib::to_string(response.error());
+  ASSERT_EQ(response->status, 200) << response->body;
+  const nlohmann::json answer = nlohmann::json::parse(response->body);
+  EXPECT_EQ(answer["status"], "completed") << response->body;
+  ASSERT_EQ(answer["output"].size(), 1u) << response->body;
+  const nlohmann::json picked =
+      nlohmann::json::parse(answer["output"][0]["content"][0]["text"].get<std::string>())["c"];
+  EXPECT_TRUE(picked == "alpha" || picked == "beta") << response->body;
+  EXPECT_GT(answer["usage"]["output_tokens"].get<int>(), 0) << response->body;
+  const auto called = http.Post(
+      "/v1/responses",
+      R"({"model": "tiny", "input": "call", "max_output_tokens": 64, "seed": 5, "stream": true,
+          "tools": [{"type": "function", "name": "pick", "parameters": )" +
+          schema + R"(}], "tool_choice": {"type": "function", "name": "pick"}})",
+      "application/json");
+  ASSERT_TRUE(called) << httplib::to_string(called.error());
+  ASSERT_EQ(called->status, 200) << called->body;
+  const size_t completed = called->body.rfind("event: response.completed\ndata: ");
+  ASSERT_NE(completed, std::string::npos) << called->body;
+  const nlohmann::json streamed =
+      nlohmann::json::parse(called->body.substr(called->body.find("{", completed)))["response"];
+  ASSERT_EQ(streamed["output"].size(), 1u) << called->body;
+  EXPECT_EQ(streamed["output"][0]["type"], "function_call") << called->body;
+  EXPECT_EQ(streamed["output"][0]["name"], "pick") << called->body;
+  // Both went to the long pool (the chat template's headers are over 100 tokens), and ended on
+  // the end token the shape forces: decode steps, one per token after the first.
+  const int responses_decodes = answer["usage"]["output_tokens"].get<int>() - 1 +
+                                streamed["usage"]["output_tokens"].get<int>() - 1;
+
   // Guided output through the router: the engine process that serves it gets the grammar too.
   const auto guided = http.Post("/v1/completions",
                                 R"({"model": "tiny", "prompt": "Answer: ", "max_tokens": 16,
@@ -241,9 +281,9 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   }
   // Each engine process traced its own steps, its model line first: the short one decoded the
   // short completion's 5 tokens (4 decode steps after its prefill) and the guided one's, the
-  // long one the other three requests' 7 + 7 + 4.
+  // long one the other three requests' 7 + 7 + 4, and the two Responses requests'.
   for (const auto& [pool, decodes] :
-       {std::pair{"short", 4 + guided_decodes}, {"long", 6 + 6 + 3}}) {
+       {std::pair{"short", 4 + guided_decodes}, {"long", 6 + 6 + 3 + responses_decodes}}) {
     std::ifstream trace(dir.path / (std::string("steps_") + pool + ".jsonl"));
     ASSERT_TRUE(trace) << pool;
     std::string line;

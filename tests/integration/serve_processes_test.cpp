@@ -228,6 +228,7 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   ASSERT_NE(completed, std::string::npos) << called->body;
   const nlohmann::json streamed =
       nlohmann::json::parse(called->body.substr(called->body.find("{", completed)))["response"];
+  EXPECT_EQ(streamed["status"], "completed") << called->body;
   ASSERT_EQ(streamed["output"].size(), 1u) << called->body;
   EXPECT_EQ(streamed["output"][0]["type"], "function_call") << called->body;
   EXPECT_EQ(streamed["output"][0]["name"], "pick") << called->body;

@@ -108,12 +108,14 @@ class InputMessages {
 
   nlohmann::ordered_json take() { return std::move(messages_); }
   // The last item is an assistant message still being written (status in_progress or
-  // incomplete): the answer continues it, as vLLM does.
+  // incomplete): the answer continues it, as vLLM does. Its status's path.
   bool continues_final_message() const { return continues_final_; }
+  const std::string& last_item_path() const { return last_item_path_; }
 
  private:
   void add(nlohmann::ordered_json message, const std::string& path) {
     continues_final_ = false;
+    last_item_path_ = path;
     renames_.add(indexed("messages", messages_.size()), path);
     messages_.push_back(std::move(message));
   }
@@ -279,6 +281,7 @@ class InputMessages {
   std::optional<std::string> pending_reasoning_;
   bool calls_join_last_ = false;  // the last message is an assistant turn a call joins
   bool continues_final_ = false;
+  std::string last_item_path_;  // of the last message added
 };
 
 // Responses' flat function tools ({"type": "function", "name", "parameters", ...}) as the chat
@@ -472,6 +475,7 @@ std::string_view name_at(std::string_view text, size_t at) {
 
 void FieldRenames::add(std::string chat_path, std::string responses_path) {
   std::string name(name_at(chat_path, 0));
+  if (name.empty()) return;  // not a path (and it would never advance the renaming)
   by_name_[std::move(name)].push_back({std::move(chat_path), std::move(responses_path)});
 }
 
@@ -556,6 +560,7 @@ ResponsesRequest parse_responses_request(std::string_view body) {
   if (messages.continues_final_message()) {
     chat["add_generation_prompt"] = false;
     chat["continue_final_message"] = true;
+    renames.add("continue_final_message", messages.last_item_path() + ".status");
   }
   chat["messages"] = messages.take();
   if (chat["messages"].empty()) {
@@ -600,9 +605,8 @@ ResponsesRequest parse_responses_request(std::string_view body) {
     throw renames.apply(error);
   }
   out.chat.input.request_id = random_request_id("resp_");
-  if (out.chat.input.max_tokens_field == "max_completion_tokens") {
-    out.chat.input.max_tokens_field = "max_output_tokens";
-  }
+  // Whether it was given or not: a refusal about the length names the Responses field.
+  out.chat.input.max_tokens_field = "max_output_tokens";
   return out;
 }
 

@@ -116,6 +116,8 @@ void ResponsesStreamFormat::add_call(const ToolCall& call, std::string& events) 
 std::string ResponsesStreamFormat::delta(const StreamDelta& delta) {
   std::string events;
   if (!delta.parsed.reasoning.empty()) {
+    // Tokens held before a read that still thinks were the thinking's.
+    pending_logprobs_ = nlohmann::ordered_json::array();
     open(OpenItem::kReasoning, events);
     item_text_ += delta.parsed.reasoning;
     nlohmann::ordered_json fields = item_event_fields();

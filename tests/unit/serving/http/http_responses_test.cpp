@@ -43,6 +43,12 @@ class HttpResponsesTest : public HttpFrontendTest {
         R"({"input": "x", "stream": true, "include": ["message.output_text.logprobs"])" + more +
             "}");
   }
+  // Whether a keep-alive comment arrived after byte `from` of what `connection` read: the
+  // responder went a second without output, so whatever was pushed before was read on its own.
+  static bool keep_alive_after(RawConnection& connection, size_t from) {
+    return connection.read_until(": keep-alive", from).find(": keep-alive", from) !=
+           std::string::npos;
+  }
   // The events of `type` in a raw stream (each event is written whole, within one chunk).
   static std::vector<json> raw_events(const std::string& raw, const std::string& type) {
     std::vector<json> events;
@@ -243,9 +249,10 @@ TEST_F(HttpResponsesTest, ATokenWithoutTextKeepsTheStreamOpenAndItsLogprobs) {
   RawConnection connection(port());
   const std::string id = open_held_stream(connection);
   ASSERT_FALSE(id.empty());
+  const size_t read_so_far = connection.read_until("").size();
   service_.push_textless(id, 1);
   // Written after a second without output: the step without text was taken on its own.
-  ASSERT_NE(connection.read_until(": keep-alive").find(": keep-alive"), std::string::npos);
+  ASSERT_TRUE(keep_alive_after(connection, read_so_far));
   service_.push(id, 1);
   service_.finish(id, Finish::kStop);
   const std::string all = connection.read_until("\r\n0\r\n\r\n");  // the chunked body's end
@@ -289,9 +296,10 @@ TEST_F(HttpResponsesTest, LogprobsOfTheThinkingAreNotTheMessages) {
   ASSERT_FALSE(id.empty());
   service_.push(id, 9);  // "<think>ab"
   ASSERT_NE(connection.read_until("\"delta\":\"ab\"").find("\"delta\":\"ab\""), std::string::npos);
+  const size_t read_so_far = connection.read_until("").size();
   service_.push(id, 8);  // "</think>": no text of its own
   // Written after a second without output: the tag was read on its own.
-  ASSERT_NE(connection.read_until(": keep-alive").find(": keep-alive"), std::string::npos);
+  ASSERT_TRUE(keep_alive_after(connection, read_so_far));
   service_.push(id, 2);  // "cd"
   service_.finish(id, Finish::kStop);
   const json response = completed_response(connection);
@@ -346,6 +354,21 @@ TEST_F(HttpResponsesTest, ALateRefusalNamesTheResponsesField) {
   EXPECT_EQ(result->status, 400) << result->body;
   error = error_of(result->body);
   EXPECT_EQ(error["param"], "text.format.schema");
+}
+
+// A client that leaves a non-streamed request has it aborted, not generated for nobody.
+TEST_F(HttpResponsesTest, AClientThatLeavesAWholeAnswerAbortsIt) {
+  service_.set_hold(true);
+  std::string id;
+  {
+    RawConnection connection(port());
+    const size_t before = service_.submitted().size();
+    connection.send(post_request("/v1/responses", R"({"input": "x"})"));
+    ASSERT_TRUE(service_.wait_for_submits(before + 1, kPatienceSeconds));
+    id = service_.submitted()[before].request_id;
+    service_.push(id, 1);
+  }  // closed, as a client that times out closes it
+  EXPECT_TRUE(service_.wait_for_abort(id, kPatienceSeconds));
 }
 
 TEST_F(HttpResponsesTest, AnEmptyAnswerIsAnEmptyMessage) {

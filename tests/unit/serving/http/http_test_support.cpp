@@ -128,9 +128,9 @@ bool RawConnection::send_unless_closed(const std::string& bytes) {
   return true;
 }
 
-std::string RawConnection::read_until(const std::string& needle) {
+std::string RawConnection::read_until(const std::string& needle, size_t from) {
   std::array<char, 4096> buffer;
-  while (received_.find(needle) == std::string::npos) {
+  while (received_.find(needle, from) == std::string::npos) {
     pollfd ready{fd_, POLLIN, 0};
     if (::poll(&ready, 1, kReadTimeoutMs) <= 0) break;
     const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);

@@ -58,8 +58,9 @@ class RawConnection {
   // Sends `bytes`; false when the server has closed the connection (its end of stream or a reset
   // arrived, or the send failed).
   bool send_unless_closed(const std::string& bytes);
-  // Reads until `needle` has arrived or the peer closed; returns everything read so far.
-  std::string read_until(const std::string& needle);
+  // Reads until `needle` has arrived (at or after byte `from` of what was read) or the peer
+  // closed; returns everything read so far.
+  std::string read_until(const std::string& needle, size_t from = 0);
   // Closes the socket, resetting the connection (the way a killed client's kernel does).
   void reset();
 

@@ -40,6 +40,8 @@ TEST(ResponsesRequest, TextInputIsOneUserMessageAfterTheInstructions) {
   EXPECT_EQ(input.messages[1].content, "Hello");
   EXPECT_EQ(input.max_tokens, 9u);
   EXPECT_EQ(input.max_tokens_field, "max_output_tokens");
+  EXPECT_EQ(parse_responses_request(R"({"input": "x"})").chat.input.max_tokens_field,
+            "max_output_tokens");
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.5f);
   EXPECT_EQ(input.sampling.logprobs, -1);
   EXPECT_FALSE(request.chat.stream);
@@ -101,6 +103,9 @@ TEST(ResponsesRequest, AnUnfinishedAssistantMessageIsContinued) {
       {"role": "assistant", "status": "incomplete", "content": "1, 2,"}]})");
   EXPECT_FALSE(request.chat.input.add_generation_prompt);
   EXPECT_TRUE(request.chat.input.continue_final_message);
+  // A refusal of the continuation names the status that asked for it.
+  EXPECT_EQ(request.renames.apply(ApiError(400, "m", "continue_final_message")).param(),
+            "input[1].status");
   // A finished one is answered after.
   EXPECT_TRUE(parse_responses_request(R"({"input": [{"role": "assistant", "content": "Hi."}]})")
                   .chat.input.add_generation_prompt);

@@ -11,8 +11,10 @@
 // final response. Output items come in the order the answer gives them: the reasoning, then the
 // text, each call as it completes. Text after a call starts another message item; text and a call
 // that come in one step of the stream (several tokens read at once) go out text first.
-// Logprobs go with the text their step made; a step that made only thinking or calls is not
-// listed (its tokens are no output text), and one that made both lists all its tokens.
+// Logprobs go with the text their step made, with those of the tokens held back before it (part
+// of a character, a possible tag or stop string). A step that made only thinking or calls is not
+// listed (its tokens are no output text), nor are the tokens held before a step that still
+// thinks; a step that made both thinking and text lists all its tokens.
 //
 // Threading: as StreamFormat.
 #pragma once

@@ -487,6 +487,11 @@ class SchemaCompiler {
     return add(std::move(node));
   }
 
+  // Why propertyNames and patternProperties are refused beside declared properties.
+  static constexpr const char* kOnlyWithoutDeclaredProperties =
+      "is enforced only on objects without declared properties (properties, required): a dict's "
+      "keys, as pydantic writes them";
+
   // patternProperties of one pattern (pydantic writes it for dict[constr(pattern=...), ...]), on
   // an object without declared properties: every key is a string the pattern matches (searched,
   // as "pattern" is) and every value follows the pattern's schema. Keys the pattern does not
@@ -500,9 +505,7 @@ class SchemaCompiler {
     if (!patterns->is_object()) refuse(at, "must be an object");
     if (patterns->empty()) return false;
     if (!node.properties.empty()) {
-      refuse(at,
-             "is enforced only on objects without declared properties (properties, "
-             "required): a dict's keys, as pydantic writes them");
+      refuse(at, kOnlyWithoutDeclaredProperties);
     }
     if (patterns->size() > 1) {
       refuse(at, fmt::format("has {} patterns; guided decoding takes one (a key matching several "
@@ -536,9 +539,7 @@ class SchemaCompiler {
     if (names == schema.end() || (names->is_boolean() && names->get<bool>())) return;
     const std::string at = path + ".propertyNames";
     if (!node.properties.empty()) {
-      refuse(at,
-             "is enforced only on objects without declared properties (properties, "
-             "required): a dict's keys, as pydantic writes them");
+      refuse(at, kOnlyWithoutDeclaredProperties);
     }
     if (names->is_boolean()) {  // false: no key at all, so {} alone
       if (node.free_keys) node.max_properties = 0;

@@ -75,6 +75,17 @@ void refuse_multipart(const httplib::Request& request) {
   }
 }
 
+// Makes `sink` one for running a responder to its end inside the handler: each write goes to
+// `events` (when given), and done() sets `ended`. (A DataSink cannot be moved or copied.)
+void make_collecting(httplib::DataSink& sink, std::string* events, bool& ended) {
+  sink.write = [events](const char* data, size_t size) {
+    if (events != nullptr) events->append(data, size);
+    return true;
+  };
+  sink.is_writable = [] { return true; };
+  sink.done = [&ended] { ended = true; };
+}
+
 struct Route {
   const char* path;
   const char* method;
@@ -494,12 +505,7 @@ void OpenAiRoutes::send_events(const httplib::Request& request, httplib::Respons
     std::string events;
     bool ended = false;
     httplib::DataSink sink;
-    sink.write = [&](const char* data, size_t size) {
-      events.append(data, size);
-      return true;
-    };
-    sink.is_writable = [] { return true; };
-    sink.done = [&] { ended = true; };
+    make_collecting(sink, &events, ended);
     while (!ended && provide(0, sink)) {
     }
     release(ended);
@@ -558,7 +564,6 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   const std::string id = streams[0]->id();  // the "resp_..." asked for, unless the service chose
   try {
     head.id = id;
-    header.id = id;
     auto format = std::make_unique<ResponsesStreamFormat>(
         std::move(head),
         [this, model = model_name](std::span<const int32_t> ids) {
@@ -596,9 +601,7 @@ void OpenAiRoutes::collect_events(const httplib::Request& request, SseResponder&
                                request.remote_port);
   bool ended = false;
   httplib::DataSink sink;
-  sink.write = [](const char*, size_t) { return true; };
-  sink.is_writable = [] { return true; };
-  sink.done = [&] { ended = true; };
+  make_collecting(sink, nullptr, ended);  // the events are dropped
   try {
     while (!ended) {
       // Whether tokens arrive or not: a long answer's client may give up while it is written.

@@ -61,6 +61,50 @@ std::string required_string(const FieldReader& fields, std::string_view key) {
   return std::move(*value);
 }
 
+// The texts of `parts` (an array of typed parts at `name`), joined by newlines as the chat API
+// joins a message's parts. `text_key(type)`: the field that holds a part's text, or null for a
+// type that is refused, as "<kind> <type> (<taken>)".
+std::string joined_parts(const nlohmann::json& parts, const std::string& name,
+                         const char* (*text_key)(std::string_view type), std::string_view kind,
+                         std::string_view taken) {
+  std::string text;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const nlohmann::json& part = parts[j];
+    const std::string part_name = indexed(name, j);
+    if (!part.is_object()) {
+      throw invalid_field(part_name, part_name + " must be an object, not " + json_kind(part));
+    }
+    const FieldReader part_fields(part, part_name);
+    const std::string type = required_string(part_fields, "type");
+    const char* key = text_key(type);
+    if (key == nullptr) {
+      throw not_supported(part_fields.name("type"),
+                          fmt::format("{} {} ({})", kind, quote_input(type), taken));
+    }
+    if (j > 0) text += '\n';
+    text += required_string(part_fields, key);
+  }
+  return text;
+}
+
+// The object without its "type" (a flat tool or text.format, nested the chat API's way).
+nlohmann::ordered_json all_but_type(const nlohmann::ordered_json& object) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : object.items()) {
+    if (key != "type") out[key] = value;
+  }
+  return out;
+}
+
+bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// The name that starts at text[at] (its letters, digits and underscores).
+std::string_view name_at(std::string_view text, size_t at) {
+  size_t end = at;
+  while (end < text.size() && name_char(text[end])) ++end;
+  return text.substr(at, end - at);
+}
+
 // Builds the chat messages from the input items, recording where each came from.
 class InputMessages {
  public:
@@ -129,7 +173,7 @@ class InputMessages {
                               " is not supported; use user, system, developer or assistant (a "
                               "tool's result is a function_call_output item)");
     }
-    nlohmann::ordered_json message = {{"role", role}, {"content", content_parts(fields, ordered)}};
+    nlohmann::ordered_json message = {{"role", role}, {"content", content_text(fields, ordered)}};
     if (role == "assistant") {
       take_pending_reasoning(message);
       add(std::move(message), path);
@@ -143,9 +187,9 @@ class InputMessages {
     calls_join_last_ = false;
   }
 
-  // A message's content as chat content parts (which the chat parser joins as it joins its own).
-  nlohmann::ordered_json content_parts(const FieldReader& fields,
-                                       const nlohmann::ordered_json& ordered) {
+  // A message's content: its text, or its parts' joined as the chat parser joins its own.
+  static nlohmann::ordered_json content_text(const FieldReader& fields,
+                                             const nlohmann::ordered_json& ordered) {
     const nlohmann::json* content = fields.find("content");
     const std::string name = fields.name("content");
     if (content == nullptr) throw missing(name);
@@ -154,26 +198,14 @@ class InputMessages {
       throw invalid_field(name, name + " must be a string or an array of content parts, not " +
                                     json_kind(*content));
     }
-    nlohmann::ordered_json parts = nlohmann::ordered_json::array();
-    for (size_t j = 0; j < content->size(); ++j) {
-      const nlohmann::json& part = (*content)[j];
-      const std::string part_name = indexed(name, j);
-      if (!part.is_object()) {
-        throw invalid_field(part_name, part_name + " must be an object, not " + json_kind(part));
-      }
-      const FieldReader part_fields(part, part_name);
-      const std::string type = required_string(part_fields, "type");
+    const auto text_key = [](std::string_view type) -> const char* {
+      if (type == "input_text" || type == "output_text" || type == "text") return "text";
       // An earlier answer's refusal is its text, as the model wrote it.
-      const char* text_key = type == "refusal" ? "refusal" : "text";
-      if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal") {
-        throw not_supported(part_fields.name("type"),
-                            "content part type " + quote_input(type) +
-                                " (only input_text, output_text, text and refusal: the models "
-                                "this server runs read text)");
-      }
-      parts.push_back({{"type", "text"}, {"text", required_string(part_fields, text_key)}});
-    }
-    return parts;
+      return type == "refusal" ? "refusal" : nullptr;
+    };
+    return joined_parts(*content, name, text_key, "content part type",
+                        "only input_text, output_text, text and refusal: the models this server "
+                        "runs read text");
   }
 
   void add_call(const FieldReader& fields, const std::string& path) {
@@ -210,22 +242,11 @@ class InputMessages {
       text = output->get<std::string>();
     } else if (output->is_array()) {
       // A list of input_text parts, joined as a message's are.
-      for (size_t j = 0; j < output->size(); ++j) {
-        const std::string part_name = indexed(fields.name("output"), j);
-        const nlohmann::json& part = (*output)[j];
-        if (!part.is_object()) {
-          throw invalid_field(part_name, part_name + " must be an object, not " + json_kind(part));
-        }
-        const FieldReader part_fields(part, part_name);
-        const std::string type = required_string(part_fields, "type");
-        if (type != "input_text") {
-          throw not_supported(
-              part_fields.name("type"),
-              "function_call_output part type " + quote_input(type) + " (only input_text)");
-        }
-        if (j > 0) text += '\n';
-        text += required_string(part_fields, "text");
-      }
+      const auto text_key = [](std::string_view type) -> const char* {
+        return type == "input_text" ? "text" : nullptr;
+      };
+      text = joined_parts(*output, fields.name("output"), text_key,
+                          "function_call_output part type", "only input_text");
     } else {
       throw invalid_field(fields.name("output"), fields.name("output") +
                                                      " must be a string or an array of input_text "
@@ -304,12 +325,8 @@ nlohmann::ordered_json chat_tools(const nlohmann::json& tools,
                           "tool type " + quote_input(type) +
                               " (only function tools: this server runs no built-in tools)");
     }
-    nlohmann::ordered_json function = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : ordered.at(i).items()) {
-      if (key != "type") function[key] = value;
-    }
     renames.add(path + ".function", path);
-    out.push_back({{"type", "function"}, {"function", std::move(function)}});
+    out.push_back({{"type", "function"}, {"function", all_but_type(ordered.at(i))}});
   }
   return out;
 }
@@ -357,11 +374,7 @@ nlohmann::ordered_json chat_response_format(const nlohmann::json& text,
     throw invalid_field("text.format.type", "text.format.type " + quote_input(type) +
                                                 " is not one of text, json_object, json_schema");
   }
-  nlohmann::ordered_json schema = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : ordered.at("format").items()) {
-    if (key != "type") schema[key] = value;
-  }
-  return {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
+  return {{"type", "json_schema"}, {"json_schema", all_but_type(ordered.at("format"))}};
 }
 
 // Fields of OpenAI's that need what Headway does not keep or run: refused by name while set.
@@ -456,19 +469,6 @@ ResponsesEcho echo_of(const FieldReader& fields, const nlohmann::ordered_json& o
   copied("top_p", echo.top_p);
   if (const auto user = fields.string("user")) echo.user = *user;
   return echo;
-}
-
-}  // namespace
-
-namespace {
-
-bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
-
-// The name that starts at text[at] (its letters, digits and underscores).
-std::string_view name_at(std::string_view text, size_t at) {
-  size_t end = at;
-  while (end < text.size() && name_char(text[end])) ++end;
-  return text.substr(at, end - at);
 }
 
 }  // namespace

@@ -47,23 +47,17 @@ void ResponsesStreamFormat::open(OpenItem item, std::string& events) {
   open_ = item;
   item_text_.clear();
   item_logprobs_ = nlohmann::ordered_json::array();
+  const bool reasoning = item == OpenItem::kReasoning;
+  item_id_ = random_request_id(reasoning ? "rs_" : "msg_");
+  events +=
+      event("response.output_item.added",
+            {{"output_index", output_.size()},
+             {"item", reasoning ? reasoning_item_json(item_id_, "", ResponseStatus::kInProgress)
+                                : message_item_json(item_id_, ResponseStatus::kInProgress,
+                                                    nlohmann::ordered_json::array())}});
   nlohmann::ordered_json part_added = item_event_fields();
-  if (item == OpenItem::kReasoning) {
-    item_id_ = random_request_id("rs_");
-    events += event("response.output_item.added",
-                    {{"output_index", output_.size()},
-                     {"item", reasoning_item_json(item_id_, "", ResponseStatus::kInProgress)}});
-    part_added["item_id"] = item_id_;
-    part_added["part"] = reasoning_text_json("");
-  } else {
-    item_id_ = random_request_id("msg_");
-    events += event("response.output_item.added",
-                    {{"output_index", output_.size()},
-                     {"item", message_item_json(item_id_, ResponseStatus::kInProgress,
-                                                nlohmann::ordered_json::array())}});
-    part_added["item_id"] = item_id_;
-    part_added["part"] = output_text_json("", nlohmann::ordered_json::array());
-  }
+  part_added["part"] =
+      reasoning ? reasoning_text_json("") : output_text_json("", nlohmann::ordered_json::array());
   events += event("response.content_part.added", std::move(part_added));
 }
 

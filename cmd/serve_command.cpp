@@ -161,6 +161,7 @@ int run_serve(const ServeArgs& args) {
     http_options.api_key = api_key;
     http_options.tool_call_parser = server.tool_call_parser;
     http_options.reasoning_parser = server.reasoning_parser;
+    http_options.responses_store_bytes = size_t{server.responses_store_mb} << 20;
     http.emplace(service, std::move(http_options));
     http->start();
     std::fprintf(stderr, "headway serve: HTTP listening on http://%s\n",

@@ -161,7 +161,7 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
              {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
               "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
               "kv_stage_checksums", "kv_handoff", "kv_link_hold_s", "log_stats_interval_s",
-              "tool_call_parser", "reasoning_parser"},
+              "tool_call_parser", "reasoning_parser", "responses_store_mb"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -250,7 +250,9 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
                       where, line_of(*node), server.reasoning_parser));
     }
   }
-  for (const char* key : {"tool_call_parser", "reasoning_parser"}) {
+  server.responses_store_mb =
+      get_uint(table, "responses_store_mb", where, server.responses_store_mb, 0, 1u << 20);
+  for (const char* key : {"tool_call_parser", "reasoning_parser", "responses_store_mb"}) {
     const toml::node* node = table.get(key);
     if (node != nullptr && server.role == "engine") {
       throw Error(fmt::format(

@@ -232,10 +232,33 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   ASSERT_EQ(streamed["output"].size(), 1u) << called->body;
   EXPECT_EQ(streamed["output"][0]["type"], "function_call") << called->body;
   EXPECT_EQ(streamed["output"][0]["name"], "pick") << called->body;
-  // Both went to the long pool (the chat template's headers are over 100 tokens), and ended on
-  // the end token the shape forces: decode steps, one per token after the first.
+  // The router process kept the streamed response: its call's output continues it, the
+  // conversation (the question and the call) coming with previous_response_id.
+  const auto continued = http.Post(
+      "/v1/responses",
+      R"({"model": "tiny", "previous_response_id": ")" + streamed["id"].get<std::string>() +
+          R"(", "input": [{"type": "function_call_output", "call_id": ")" +
+          streamed["output"][0]["call_id"].get<std::string>() +
+          R"(", "output": "alpha"}], "max_output_tokens": 64, "seed": 5, "tool_choice": "none",
+          "tools": [{"type": "function", "name": "pick", "parameters": )" +
+          schema + R"(}], "text": {"format": {"type": "json_schema", "name": "pick", "schema": )" +
+          schema + "}}}",
+      "application/json");
+  ASSERT_TRUE(continued) << httplib::to_string(continued.error());
+  ASSERT_EQ(continued->status, 200) << continued->body;
+  const nlohmann::json next = nlohmann::json::parse(continued->body);
+  EXPECT_EQ(next["status"], "completed") << continued->body;
+  EXPECT_EQ(next["previous_response_id"], streamed["id"]) << continued->body;
+  EXPECT_GT(next["usage"]["input_tokens"].get<int>(), streamed["usage"]["input_tokens"].get<int>())
+      << continued->body;
+  const auto kept = http.Get("/v1/responses/" + next["id"].get<std::string>() + "/input_items");
+  ASSERT_TRUE(kept) << httplib::to_string(kept.error());
+  EXPECT_EQ(nlohmann::json::parse(kept->body)["data"].size(), 3u) << kept->body;
+  // All three went to the long pool (the chat template's headers are over 100 tokens), and ended
+  // on the end token the shape forces: decode steps, one per token after the first.
   const int responses_decodes = answer["usage"]["output_tokens"].get<int>() - 1 +
-                                streamed["usage"]["output_tokens"].get<int>() - 1;
+                                streamed["usage"]["output_tokens"].get<int>() - 1 +
+                                next["usage"]["output_tokens"].get<int>() - 1;
 
   // Guided output through the router: the engine process that serves it gets the grammar too.
   const auto guided = http.Post("/v1/completions",

@@ -1,10 +1,13 @@
 #include "openai_routes.h"
 
+#include <fmt/format.h>
 #include <headway/serving/bearer_key.h>
+#include <headway/serving/echoed_input.h>
 #include <httplib.h>
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -87,10 +90,46 @@ void make_collecting(httplib::DataSink& sink, std::string* events, bool& ended) 
 }
 
 struct Route {
-  const char* path;
+  const char* path;  // a regular expression: a kept response's id is its first group
   const char* method;
   Handler handler;
 };
+
+// A kept response's routes: its id is any one path step.
+constexpr std::string_view kPathStep = "([^/]+)";
+constexpr const char* kKeptResponse = R"(/v1/responses/([^/]+))";
+constexpr const char* kKeptInputItems = R"(/v1/responses/([^/]+)/input_items)";
+constexpr const char* kKeptCancel = R"(/v1/responses/([^/]+)/cancel)";
+
+// Whether `path` is one of a route's: its pattern is a plain path, or one with a kPathStep.
+// (cpp-httplib matches its routes itself; this is for its error handler, which is told no route.)
+bool route_matches(std::string_view pattern, std::string_view path) {
+  const size_t step = pattern.find(kPathStep);
+  if (step == std::string_view::npos) return pattern == path;
+  const std::string_view before = pattern.substr(0, step);
+  const std::string_view after = pattern.substr(step + kPathStep.size());
+  if (path.size() <= before.size() + after.size() || !path.starts_with(before) ||
+      !path.ends_with(after)) {
+    return false;
+  }
+  const std::string_view id =
+      path.substr(before.size(), path.size() - before.size() - after.size());
+  return id.find('/') == std::string_view::npos;
+}
+
+// The request's query parameter `name` as a whole number in [min, max]; 400 naming it otherwise.
+int64_t query_integer(const httplib::Request& request, const char* name, int64_t fallback,
+                      int64_t min, int64_t max) {
+  if (!request.has_param(name)) return fallback;
+  const std::string text = request.get_param_value(name);
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    throw invalid_field(name, fmt::format("{} must be a whole number from {} to {}, not {}", name,
+                                          min, max, quote_input(text)));
+  }
+  return value;
+}
 
 // An HTTP/1.0 request that asks to keep its connection ("Connection: keep-alive", any case).
 bool asks_keep_alive(const httplib::Request& request) {
@@ -115,15 +154,11 @@ std::string library_error_message(const httplib::Request& request, int status) {
       }
       return "malformed HTTP request";
     case 404:
-      if (request.path.starts_with("/v1/responses/")) {
-        return "no route " + request.method + " " + request.path +
-               ": this server keeps no responses to fetch, cancel or delete (a response is "
-               "answered once, as it is created: POST /v1/responses)";
-      }
       return "no route " + request.method + " " + request.path +
              "; the routes are POST /v1/completions, POST /v1/chat/completions, POST "
-             "/v1/responses, GET /v1/models, POST /tokenize, POST /detokenize, GET /health and "
-             "GET /metrics";
+             "/v1/responses, GET and DELETE /v1/responses/{id}, GET "
+             "/v1/responses/{id}/input_items, POST /v1/responses/{id}/cancel, GET /v1/models, "
+             "POST /tokenize, POST /detokenize, GET /health and GET /metrics";
     case 413:
       // cpp-httplib (Debian's build) caps a form-encoded body at 8,192 bytes, whatever the
       // server's own limit: curl -d sends that type unless told otherwise.
@@ -149,7 +184,8 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
     : service_(service),
       options_(options),
       tool_call_format_(tool_call_format_named(options.tool_call_parser)),
-      reasoning_format_(reasoning_format_named(options.reasoning_parser)) {
+      reasoning_format_(reasoning_format_named(options.reasoning_parser)),
+      responses_(options.responses_store_bytes) {
   if (!options.tool_call_parser.empty() && !tool_call_format_) {
     throw std::invalid_argument("unknown tool call parser \"" + options.tool_call_parser +
                                 "\" (allowed: hermes, llama3_json, pythonic, mistral)");
@@ -167,6 +203,10 @@ void OpenAiRoutes::install(httplib::Server& server) {
       {"/v1/chat/completions", "POST",
        [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kChatCompletions); }},
       {"/v1/responses", "POST", [this](const auto& rq, auto& rs) { respond(rq, rs); }},
+      {kKeptResponse, "GET", [this](const auto& rq, auto& rs) { get_response(rq, rs); }},
+      {kKeptResponse, "DELETE", [this](const auto& rq, auto& rs) { delete_response(rq, rs); }},
+      {kKeptInputItems, "GET", [this](const auto& rq, auto& rs) { list_input_items(rq, rs); }},
+      {kKeptCancel, "POST", [this](const auto& rq, auto& rs) { cancel_response(rq, rs); }},
       {"/v1/models", "GET", [this](const auto& rq, auto& rs) { models(rq, rs); }},
       {"/tokenize", "POST", [this](const auto& rq, auto& rs) { tokenize(rq, rs); }},
       {"/detokenize", "POST", [this](const auto& rq, auto& rs) { detokenize(rq, rs); }},
@@ -188,19 +228,26 @@ void OpenAiRoutes::install(httplib::Server& server) {
     send_error(response, ApiError(405, "method " + request.method + " is not allowed on " +
                                            request.path + "; use " + allowed));
   };
-  std::map<std::string, std::string> allowed_methods;  // path -> its one method
+  std::map<std::string, std::string> allowed_methods;  // path -> its methods ("GET, DELETE")
   for (const Route& route : routes) {
-    allowed_methods[route.path] = route.method;
+    std::string& allowed = allowed_methods[route.path];
+    allowed += (allowed.empty() ? "" : ", ") + std::string(route.method);
+  }
+  for (const auto& path_methods : allowed_methods) {
+    const std::string& path = path_methods.first;
     for (const auto& [method, registrar] : methods) {
-      if (method == route.method) {
-        (server.*registrar)(route.path, guarded(route.handler));
+      const auto own =
+          std::find_if(routes.begin(), routes.end(), [&, &name = method](const Route& route) {
+            return route.path == path && route.method == name;
+          });
+      if (own != routes.end()) {
+        (server.*registrar)(path, guarded(own->handler));
         continue;
       }
-      (server.*registrar)(route.path,
-                          [wrong_method, allowed = route.method](const httplib::Request& request,
-                                                                 httplib::Response& response) {
-                            wrong_method(request, response, allowed);
-                          });
+      (server.*registrar)(path, [wrong_method, allowed = path_methods.second](
+                                    const httplib::Request& request, httplib::Response& response) {
+        wrong_method(request, response, allowed);
+      });
     }
   }
 
@@ -214,11 +261,12 @@ void OpenAiRoutes::install(httplib::Server& server) {
         }
         // A POST to a GET route without a body fails in cpp-httplib before routing (it wants a
         // length): still the wrong method, not a malformed request.
-        if (auto route = allowed_methods.find(request.path); response.status == 400 &&
-                                                             route != allowed_methods.end() &&
-                                                             route->second != request.method) {
-          wrong_method(request, response, route->second);
-          return httplib::Server::HandlerResponse::Handled;
+        for (const auto& [pattern, allowed] : allowed_methods) {
+          if (response.status == 400 && route_matches(pattern, request.path) &&
+              allowed.find(request.method) == std::string::npos) {
+            wrong_method(request, response, allowed);
+            return httplib::Server::HandlerResponse::Handled;
+          }
         }
         send_error(response,
                    ApiError(response.status, library_error_message(request, response.status)));
@@ -529,7 +577,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   ResponsesRequest parsed;
   try {
     refuse_multipart(request);
-    parsed = parse_responses_request(request.body);
+    parsed = parse_responses_request(request.body, &responses_);
     try {
       prepare_tool_parsing(parsed.chat);
     } catch (const ApiError& error) {
@@ -552,6 +600,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   const int32_t top_logprobs = parsed.chat.input.sampling.logprobs;
   const std::optional<AnswerParser> answer_parser = chat_answer_parser(parsed.chat);
   const bool streamed = parsed.chat.stream;
+  const bool store = head.echo.store;
   const std::string model_name = parsed.chat.input.model;
 
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -564,12 +613,19 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   const std::string id = streams[0]->id();  // the "resp_..." asked for, unless the service chose
   try {
     head.id = id;
+    ResponsesStreamFormat::Keep keep;
+    if (store) {
+      keep = [this, id,
+              items = std::move(parsed.input_items)](const nlohmann::ordered_json& ended) mutable {
+        return responses_.put(id, StoredResponse{ended, std::move(items)});
+      };
+    }
     auto format = std::make_unique<ResponsesStreamFormat>(
         std::move(head),
         [this, model = model_name](std::span<const int32_t> ids) {
           return service_.detokenize(model, ids);
         },
-        renames);
+        renames, std::move(keep));
     const ResponsesStreamFormat& result = *format;
     if (streamed) {
       try {
@@ -615,6 +671,82 @@ void OpenAiRoutes::collect_events(const httplib::Request& request, SseResponder&
     throw;
   }
   responder.release(true);
+}
+
+std::shared_ptr<const StoredResponse> OpenAiRoutes::kept_response(
+    const httplib::Request& request) const {
+  const std::string id = request.matches[1];
+  std::shared_ptr<const StoredResponse> kept = responses_.find(id);
+  if (kept == nullptr) {
+    throw ApiError(
+        404,
+        "no response " + quote_input(id) + " is kept here (" + responses_.why_not_found() + ")",
+        "response_id");
+  }
+  return kept;
+}
+
+void OpenAiRoutes::get_response(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  if (request.get_param_value("stream") == "true") {
+    throw not_supported("stream",
+                        "stream (replaying a response's events: only a background response can "
+                        "be replayed, and this server runs none in the background)");
+  }
+  send_json(response, 200, kept_response(request)->response);
+}
+
+void OpenAiRoutes::delete_response(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  const std::string id = request.matches[1];
+  if (!responses_.erase(id)) kept_response(request);  // throws its 404
+  send_json(response, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+}
+
+void OpenAiRoutes::list_input_items(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  const std::shared_ptr<const StoredResponse> kept = kept_response(request);
+  // OpenAI's list: newest first unless order is asc, `limit` at a time, after the item `after`.
+  const auto limit = static_cast<size_t>(query_integer(request, "limit", 20, 1, 100));
+  const std::string order = request.has_param("order") ? request.get_param_value("order") : "desc";
+  if (order != "asc" && order != "desc") {
+    throw invalid_field("order", "order " + quote_input(order) + " is not one of asc, desc");
+  }
+  const nlohmann::ordered_json& items = kept->input_items;
+  const auto item_at = [&](size_t i) -> const nlohmann::ordered_json& {
+    return order == "asc" ? items[i] : items[items.size() - 1 - i];
+  };
+  size_t first = 0;
+  if (request.has_param("after")) {
+    const std::string after = request.get_param_value("after");
+    while (first < items.size() && item_at(first).value("id", "") != after) ++first;
+    if (first == items.size()) {
+      throw invalid_field("after", "after: no item " + quote_input(after) +
+                                       " among the input items of response " +
+                                       quote_input(std::string(request.matches[1])));
+    }
+    ++first;
+  }
+  nlohmann::ordered_json data = nlohmann::ordered_json::array();
+  for (size_t i = first; i < items.size() && data.size() < limit; ++i) data.push_back(item_at(i));
+  const bool more = first + data.size() < items.size();
+  const nlohmann::ordered_json none = nullptr;
+  send_json(response, 200,
+            {{"object", "list"},
+             {"data", data},
+             {"first_id", data.empty() ? none : data.front().at("id")},
+             {"last_id", data.empty() ? none : data.back().at("id")},
+             {"has_more", more}});
+}
+
+void OpenAiRoutes::cancel_response(const httplib::Request& request, httplib::Response& response) {
+  if (!authorized(request, response)) return;
+  kept_response(request);  // 404 for one not kept
+  throw ApiError(400,
+                 "response " + quote_input(std::string(request.matches[1])) +
+                     " cannot be cancelled: only a background response can, and this server "
+                     "runs none in the background (this one ended as it was answered)",
+                 "response_id");
 }
 
 std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiRequest parsed) {

@@ -5,7 +5,7 @@
 //
 // Ownership: borrows the service and the options, which outlive it (HttpFrontend owns all three).
 // Threading: handlers run concurrently on cpp-httplib's worker threads; the routes keep no state
-// but the in-flight count.
+// but the in-flight count and the kept responses (each safe from any thread).
 #pragma once
 
 #include <headway/serving/http_frontend.h>
@@ -16,6 +16,7 @@
 #include "in_flight_requests.h"
 #include "openai_request.h"
 #include "openai_response.h"
+#include "response_store.h"
 #include "sse_responder.h"
 
 namespace httplib {
@@ -41,6 +42,13 @@ class OpenAiRoutes {
   void generate(const httplib::Request& request, httplib::Response& response, Endpoint endpoint);
   // POST /v1/responses: a chat request written in the Responses API's shapes, answered in them.
   void respond(const httplib::Request& request, httplib::Response& response);
+  // The kept responses (store true): GET and DELETE /v1/responses/{id}, GET its input_items, and
+  // POST its cancel (refused: none runs in the background). 404 for one not kept.
+  void get_response(const httplib::Request& request, httplib::Response& response);
+  void delete_response(const httplib::Request& request, httplib::Response& response);
+  void list_input_items(const httplib::Request& request, httplib::Response& response);
+  void cancel_response(const httplib::Request& request, httplib::Response& response);
+  std::shared_ptr<const StoredResponse> kept_response(const httplib::Request& request) const;
   // Chat's tool calls need the server's parser unless guided decoding forces them (400 naming
   // tool_choice otherwise); Mistral's are read with special tokens kept.
   void prepare_tool_parsing(OpenAiRequest& parsed) const;
@@ -75,6 +83,7 @@ class OpenAiRoutes {
   std::optional<ToolCallFormat> tool_call_format_;   // options_.tool_call_parser's
   std::optional<ReasoningFormat> reasoning_format_;  // options_.reasoning_parser's
   InFlightRequests in_flight_;
+  ResponseStore responses_;
 };
 
 }  // namespace headway::serving::http

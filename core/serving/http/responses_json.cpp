@@ -73,8 +73,7 @@ nlohmann::ordered_json response_json(const ResponseHead& head, ResponseStatus st
   const ResponsesEcho& echo = head.echo;
   nlohmann::ordered_json incomplete = nullptr;
   if (status == ResponseStatus::kIncomplete) incomplete = {{"reason", "max_output_tokens"}};
-  // OpenAI's Response, in its order. Nothing is kept (store false), nothing runs in the
-  // background, and no input is truncated.
+  // OpenAI's Response, in its order. Nothing runs in the background, and no input is truncated.
   return {{"id", head.id},
           {"object", "response"},
           {"created_at", head.created_at},
@@ -88,10 +87,10 @@ nlohmann::ordered_json response_json(const ResponseHead& head, ResponseStatus st
           {"model", head.model},
           {"output", std::move(output)},
           {"parallel_tool_calls", echo.parallel_tool_calls},
-          {"previous_response_id", nullptr},
+          {"previous_response_id", echo.previous_response_id},
           {"reasoning", echo.reasoning},
           {"service_tier", "auto"},
-          {"store", false},
+          {"store", echo.store},
           {"temperature", echo.temperature},
           {"text", echo.text},
           {"tool_choice", echo.tool_choice},

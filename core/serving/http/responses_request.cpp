@@ -121,9 +121,10 @@ class InputMessages {
     add({{"role", "user"}, {"content", text}}, "input");
   }
 
-  // input[index]: a message, a function call, its output or an earlier answer's reasoning.
-  void add_item(const nlohmann::json& item, const nlohmann::ordered_json& ordered, size_t index) {
-    const std::string path = indexed("input", index);
+  // The item at `path` (input[i], or an item of the conversation previous_response_id
+  // continues): a message, a function call, its output or an earlier answer's reasoning.
+  void add_item(const nlohmann::json& item, const nlohmann::ordered_json& ordered,
+                const std::string& path) {
     if (!item.is_object()) {
       throw invalid_field(path, path + " must be an object, not " + json_kind(item));
     }
@@ -140,8 +141,9 @@ class InputMessages {
       take_reasoning(item, path);
     } else if (type == "item_reference") {
       throw not_supported(fields.name("type"),
-                          "input item type \"item_reference\" (this server keeps no responses "
-                          "or items to refer to; send the item itself)");
+                          "input item type \"item_reference\" (items are not looked up by id; "
+                          "send the item itself, or continue a kept response with "
+                          "previous_response_id)");
     } else {
       throw not_supported(fields.name("type"),
                           "input item type " + quote_input(type) +
@@ -379,11 +381,6 @@ nlohmann::ordered_json chat_response_format(const nlohmann::json& text,
 
 // Fields of OpenAI's that need what Headway does not keep or run: refused by name while set.
 void refuse_unkept(const FieldReader& fields) {
-  if (is_set(fields.find("previous_response_id"))) {
-    throw not_supported("previous_response_id",
-                        "previous_response_id (this server keeps no responses: send the whole "
-                        "conversation in input)");
-  }
   if (is_set(fields.find("conversation"))) {
     throw not_supported("conversation",
                         "conversation (this server keeps no conversations: send the whole "
@@ -413,7 +410,53 @@ void refuse_unkept(const FieldReader& fields) {
           "truncation", "truncation " + quote_input(*truncation) + " is not one of disabled, auto");
     }
   }
-  (void)fields.boolean("store");  // its type is checked; nothing is stored either way
+}
+
+// The id prefix of an input item kept without one, as OpenAI's ids start.
+std::string_view kept_id_prefix(std::string_view type) {
+  if (type == "function_call") return "fc_";
+  if (type == "function_call_output") return "fco_";
+  if (type == "reasoning") return "rs_";
+  return "msg_";
+}
+
+// An input item (checked) as a kept response lists it: its type first, an id, and a message's
+// text as a part, as the output items are written.
+nlohmann::ordered_json kept_item(const nlohmann::ordered_json& item) {
+  const std::string type = item.value("type", "message");
+  nlohmann::ordered_json kept = {{"type", type}};
+  const auto id = item.find("id");
+  kept["id"] = id != item.end() && id->is_string() ? id->get<std::string>()
+                                                   : random_request_id(kept_id_prefix(type));
+  for (const auto& [key, value] : item.items()) {
+    if (key != "type" && key != "id") kept[key] = value;
+  }
+  if (type == "message" && kept["content"].is_string()) {
+    const bool assistant = kept.value("role", "") == "assistant";
+    nlohmann::ordered_json part = {{"type", assistant ? "output_text" : "input_text"},
+                                   {"text", kept["content"]}};
+    if (assistant) part["annotations"] = nlohmann::ordered_json::array();
+    kept["content"] = nlohmann::ordered_json::array({std::move(part)});
+  }
+  return kept;
+}
+
+// The conversation previous_response_id continues, from `store`; 400 when the server keeps no
+// responses, 404 when this one is not kept.
+nlohmann::ordered_json previous_conversation(const std::string& id, const ResponseStore* store) {
+  if (store == nullptr || !store->keeps_responses()) {
+    throw not_supported("previous_response_id",
+                        "previous_response_id (this server keeps no responses: [server] "
+                        "responses_store_mb = 0; send the whole conversation in input)");
+  }
+  const std::shared_ptr<const StoredResponse> previous = store->find(id);
+  if (previous == nullptr) {
+    throw ApiError(404,
+                   "previous_response_id: no response " + quote_input(id) + " is kept here (" +
+                       store->why_not_found() + "); send the whole conversation in input",
+                   "previous_response_id");
+  }
+  return previous->conversation();
 }
 
 // include: an array of strings; whether it asks for the output text's logprobs. The others ask
@@ -468,6 +511,10 @@ ResponsesEcho echo_of(const FieldReader& fields, const nlohmann::ordered_json& o
       static_cast<int32_t>(fields.integer("top_logprobs", 0, core::kMaxLogprobs).value_or(0));
   copied("top_p", echo.top_p);
   if (const auto user = fields.string("user")) echo.user = *user;
+  if (const auto previous = fields.string("previous_response_id")) {
+    echo.previous_response_id = *previous;
+  }
+  echo.store = fields.boolean("store").value_or(true);  // then false when the server keeps none
   return echo;
 }
 
@@ -522,7 +569,7 @@ ApiError FieldRenames::apply(const ApiError& error) const {
                   rename_all(error.param(), /*in_message=*/false));
 }
 
-ResponsesRequest parse_responses_request(std::string_view body) {
+ResponsesRequest parse_responses_request(std::string_view body, const ResponseStore* store) {
   const nlohmann::json json = parse_body(body);
   const nlohmann::ordered_json ordered = parse_json_keeping_order(body);
   const FieldReader fields(json, "");
@@ -530,6 +577,7 @@ ResponsesRequest parse_responses_request(std::string_view body) {
 
   ResponsesRequest out;
   out.echo = echo_of(fields, ordered);
+  out.echo.store = out.echo.store && store != nullptr && store->keeps_responses();
   out.logprobs = includes_logprobs(fields);
   FieldRenames& renames = out.renames;
 
@@ -544,6 +592,16 @@ ResponsesRequest parse_responses_request(std::string_view body) {
       instructions && !instructions->empty()) {
     messages.add_instructions(*instructions);
   }
+  // The conversation continued: its items are named previous_response_id[i] (the i-th of its
+  // input items, then of its output).
+  nlohmann::ordered_json previous = nlohmann::ordered_json::array();
+  if (out.echo.previous_response_id.is_string()) {
+    previous = previous_conversation(out.echo.previous_response_id.get<std::string>(), store);
+    for (size_t i = 0; i < previous.size(); ++i) {
+      messages.add_item(nlohmann::json::parse(previous[i].dump()), previous[i],
+                        indexed("previous_response_id", i));
+    }
+  }
   const nlohmann::json* input = fields.find("input");
   if (input == nullptr) throw missing("input");
   if (input->is_string()) {
@@ -551,11 +609,19 @@ ResponsesRequest parse_responses_request(std::string_view body) {
   } else if (input->is_array()) {
     if (input->empty()) throw invalid_field("input", "input must not be an empty array");
     for (size_t i = 0; i < input->size(); ++i) {
-      messages.add_item((*input)[i], ordered.at("input").at(i), i);
+      messages.add_item((*input)[i], ordered.at("input").at(i), indexed("input", i));
     }
   } else {
     throw invalid_field("input", std::string("input must be a string or an array of items, not ") +
                                      json_kind(*input));
+  }
+  if (out.echo.store) {
+    out.input_items = std::move(previous);
+    if (input->is_string()) {
+      out.input_items.push_back(kept_item({{"role", "user"}, {"content", ordered.at("input")}}));
+    } else {
+      for (const auto& item : ordered.at("input")) out.input_items.push_back(kept_item(item));
+    }
   }
   if (messages.continues_final_message()) {
     chat["add_generation_prompt"] = false;

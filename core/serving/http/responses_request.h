@@ -19,6 +19,7 @@
 
 #include "api_error.h"
 #include "openai_request.h"
+#include "response_store.h"
 
 namespace headway::serving::http {
 
@@ -53,7 +54,10 @@ struct ResponsesEcho {
   nlohmann::ordered_json max_output_tokens = nullptr;
   nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
   bool parallel_tool_calls = true;
+  nlohmann::ordered_json previous_response_id = nullptr;
   nlohmann::ordered_json reasoning = {{"effort", nullptr}, {"summary", nullptr}};
+  // Whether the response is kept (as asked, true by default, when the server keeps responses).
+  bool store = false;
   nlohmann::ordered_json temperature = 1.0;
   nlohmann::ordered_json text = {{"format", {{"type", "text"}}}};
   nlohmann::ordered_json tool_choice = "auto";
@@ -70,10 +74,16 @@ struct ResponsesRequest {
   // (chat.input.sampling.logprobs is top_logprobs).
   bool logprobs = false;
   FieldRenames renames;
+  // With echo.store: what the response is kept with (StoredResponse::input_items): the
+  // conversation of previous_response_id, then this request's input items, each with an id.
+  nlohmann::ordered_json input_items = nlohmann::ordered_json::array();
 };
 
 // Throws ApiError 400 naming the Responses field at fault, including for what Headway does not
-// keep (previous_response_id, conversation, background) and tools other than functions.
-ResponsesRequest parse_responses_request(std::string_view body);
+// keep (conversation, background) and tools other than functions. `store`: the responses kept,
+// which previous_response_id continues (404 naming it when not kept there); null or keeping none:
+// previous_response_id is refused and nothing is stored.
+ResponsesRequest parse_responses_request(std::string_view body,
+                                         const ResponseStore* store = nullptr);
 
 }  // namespace headway::serving::http

@@ -183,6 +183,7 @@ std::string ResponsesStreamFormat::closing(const Usage& usage) {
   close_item(events, status);
   response_ =
       response_json(head_, status, output_, responses_usage_json(usage, reasoning_tokens()));
+  if (keep_ && !keep_(response_)) response_["store"] = false;
   // response.completed whatever the status, as vLLM sends it: OpenAI ends an incomplete response
   // with response.incomplete, which the OpenAI SDK's stream helper (get_final_response) does not
   // take as an end.

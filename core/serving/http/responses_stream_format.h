@@ -37,11 +37,19 @@ class ResponsesStreamFormat : public StreamFormat {
  public:
   // The text of generated token ids (the service's detokenize), for counting the reasoning's.
   using Detokenize = std::function<std::string(std::span<const int32_t>)>;
+  // Keeps the response that ended (completed or incomplete; a failed one is not kept); false when
+  // it could not, and the response then says store false. Called before the last event is
+  // written, so that a client that read it can continue the response at once.
+  using Keep = std::function<bool(const nlohmann::ordered_json& response)>;
 
-  // `renames`: the request's (a failure names the Responses field).
+  // `renames`: the request's (a failure names the Responses field). `keep`: empty when the
+  // response is not kept (store false).
   ResponsesStreamFormat(ResponseHead head, Detokenize detokenize,
-                        std::shared_ptr<const FieldRenames> renames)
-      : head_(std::move(head)), detokenize_(std::move(detokenize)), renames_(std::move(renames)) {}
+                        std::shared_ptr<const FieldRenames> renames, Keep keep = {})
+      : head_(std::move(head)),
+        detokenize_(std::move(detokenize)),
+        renames_(std::move(renames)),
+        keep_(std::move(keep)) {}
 
   std::string opening(uint32_t choices, const Usage& usage) override;
   void generated(uint32_t index, std::span<const int32_t> token_ids) override;
@@ -72,6 +80,7 @@ class ResponsesStreamFormat : public StreamFormat {
   const ResponseHead head_;
   Detokenize detokenize_;
   const std::shared_ptr<const FieldRenames> renames_;
+  Keep keep_;
   std::vector<int32_t> token_ids_;  // every token generated, while the answer may reason
   bool reasoned_ = false;           // a reasoning item was written
   uint64_t sequence_ = 0;

@@ -540,6 +540,15 @@ engine_connect_timeout_s = 5
   EXPECT_THAT(error_of(std::string(kSimEngine) +
                        "[server]\nrole = \"engine\"\nreasoning_parser = \"qwen3\"\n"),
               AllOf(HasSubstr("reasoning_parser"), HasSubstr("router's file")));
+  EXPECT_EQ(c.server.responses_store_mb, 256u);
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\nresponses_store_mb = 0\n")
+                .server.responses_store_mb,
+            0u);
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nresponses_store_mb = -1\n"),
+              HasSubstr("server.responses_store_mb: expected an integer in [0, 1048576]"));
+  EXPECT_THAT(
+      error_of(std::string(kSimEngine) + "[server]\nrole = \"engine\"\nresponses_store_mb = 8\n"),
+      AllOf(HasSubstr("responses_store_mb"), HasSubstr("router's file")));
 }
 
 TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {

@@ -44,6 +44,7 @@
 //   tool_call_parser = "hermes"        # tool calls in chat answers: hermes, llama3_json,
 //                                      # pythonic, mistral
 //   reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or qwen3
+//   responses_store_mb = 256           # Responses API: MiB of the newest responses kept; 0: none
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
@@ -115,6 +116,9 @@ struct ServerConfig {
   // How a reasoning model marks its thinking (vLLM's --reasoning-parser): "deepseek_r1" or
   // "qwen3"; chat answers then carry it apart, as "reasoning". Empty: none.
   std::string reasoning_parser;
+  // The Responses API's store: MiB of JSON of the newest responses kept (store true) for GET
+  // /v1/responses/{id} and previous_response_id; 0: none is kept.
+  uint32_t responses_store_mb = 256;
 };
 
 struct DeploymentConfig {

@@ -204,6 +204,111 @@ TEST(ResponsesRequest, WhatIsNotKeptOrRunIsRefusedByName) {
       parse_responses_request(R"({"input": "x", "store": true, "previous_response_id": null})"));
 }
 
+// A store holding "resp_p": the user asked, the model thought and called a function.
+void keep_previous(ResponseStore& store) {
+  StoredResponse previous;
+  previous.input_items = nlohmann::ordered_json::parse(R"([
+      {"type": "message", "id": "msg_1", "role": "user",
+       "content": [{"type": "input_text", "text": "Weather?"}]}])");
+  previous.response = nlohmann::ordered_json::parse(R"({"id": "resp_p", "output": [
+      {"type": "reasoning", "id": "rs_1", "summary": [],
+       "content": [{"type": "reasoning_text", "text": "Look it up."}]},
+      {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
+       "arguments": "{}", "status": "completed"}]})");
+  ASSERT_TRUE(store.put("resp_p", std::move(previous)));
+}
+
+TEST(ResponsesRequest, APreviousResponseIsContinued) {
+  ResponseStore store(1 << 20);
+  keep_previous(store);
+  const ResponsesRequest request = parse_responses_request(
+      R"({"instructions": "Be brief.", "previous_response_id": "resp_p",
+          "input": [{"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}]})",
+      &store);
+  // This request's instructions, the kept conversation with its output, then the new input.
+  const std::vector<ChatMessage>& messages = request.chat.input.messages;
+  ASSERT_EQ(messages.size(), 4u);
+  EXPECT_EQ(messages[0].role, "system");
+  EXPECT_EQ(messages[0].content, "Be brief.");
+  EXPECT_EQ(messages[1].role, "user");
+  EXPECT_EQ(messages[1].content, "Weather?");
+  EXPECT_EQ(messages[2].role, "assistant");
+  const json turn = json::parse(messages[2].fields_json);
+  EXPECT_EQ(turn["reasoning"], "Look it up.");
+  EXPECT_EQ(turn["tool_calls"][0]["id"], "call_1");
+  EXPECT_EQ(messages[3].role, "tool");
+  EXPECT_EQ(messages[3].content, "Sunny");
+  EXPECT_EQ(request.echo.previous_response_id, "resp_p");
+  EXPECT_TRUE(request.echo.store);
+  // Kept with the whole conversation (not the instructions), the new item given an id.
+  const nlohmann::ordered_json& items = request.input_items;
+  ASSERT_EQ(items.size(), 4u) << items;
+  EXPECT_EQ(items[0]["id"], "msg_1");
+  EXPECT_EQ(items[1]["id"], "rs_1");
+  EXPECT_EQ(items[2]["id"], "fc_1");
+  EXPECT_EQ(items[3]["type"], "function_call_output");
+  EXPECT_TRUE(items[3]["id"].get<std::string>().starts_with("fco_")) << items[3];
+  EXPECT_EQ(items[3]["output"], "Sunny");
+  // A refusal about an item that came from the kept conversation names where it came from.
+  EXPECT_EQ(request.renames.apply(ApiError(400, "m", "messages[1].content")).param(),
+            "previous_response_id[0].content");
+}
+
+TEST(ResponsesRequest, InputIsKeptAsItemsWithIds) {
+  ResponseStore store(1 << 20);
+  const ResponsesRequest text = parse_responses_request(R"({"input": "Hello"})", &store);
+  EXPECT_TRUE(text.echo.store);
+  EXPECT_EQ(text.echo.previous_response_id, nullptr);
+  ASSERT_EQ(text.input_items.size(), 1u);
+  const nlohmann::ordered_json& item = text.input_items[0];
+  EXPECT_EQ(item["type"], "message");
+  EXPECT_TRUE(item["id"].get<std::string>().starts_with("msg_")) << item;
+  EXPECT_EQ(item["role"], "user");
+  EXPECT_EQ(item["content"],
+            nlohmann::ordered_json::parse(R"([{"type": "input_text", "text": "Hello"}])"));
+  const ResponsesRequest items = parse_responses_request(
+      R"({"input": [{"role": "assistant", "content": "Hi."},
+                    {"type": "message", "id": "msg_mine", "role": "user", "content": "x"}]})",
+      &store);
+  ASSERT_EQ(items.input_items.size(), 2u);
+  EXPECT_EQ(items.input_items[0]["content"][0]["type"], "output_text");
+  EXPECT_EQ(items.input_items[0]["content"][0]["text"], "Hi.");
+  EXPECT_EQ(items.input_items[1]["id"], "msg_mine");
+  // store false, or a server that keeps nothing: nothing to keep.
+  const ResponsesRequest unkept =
+      parse_responses_request(R"({"input": "Hello", "store": false})", &store);
+  EXPECT_FALSE(unkept.echo.store);
+  EXPECT_TRUE(unkept.input_items.empty());
+  ResponseStore none(0);
+  EXPECT_FALSE(parse_responses_request(R"({"input": "Hello"})", &none).echo.store);
+  EXPECT_FALSE(parse_responses_request(R"({"input": "Hello"})").echo.store);
+}
+
+TEST(ResponsesRequest, AResponseNotKeptCannotBeContinued) {
+  ResponseStore store(1 << 20);
+  keep_previous(store);
+  try {
+    parse_responses_request(R"({"input": "x", "previous_response_id": "resp_gone"})", &store);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.status(), 404);
+    EXPECT_EQ(error.param(), "previous_response_id");
+    EXPECT_NE(std::string(error.what()).find("\"resp_gone\""), std::string::npos) << error.what();
+  }
+  ResponseStore none(0);
+  try {
+    parse_responses_request(R"({"input": "x", "previous_response_id": "resp_p"})", &none);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.status(), 400);
+    EXPECT_EQ(error.param(), "previous_response_id");
+    EXPECT_NE(std::string(error.what()).find("responses_store_mb = 0"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(refusal(R"({"input": "x", "previous_response_id": 3})").param(),
+            "previous_response_id");
+}
+
 TEST(ResponsesRequest, RefusalsFoundOnTheChatRequestNameTheResponsesField) {
   ApiError error = refusal(
       R"({"input": [{"role": "user", "content": "x"},

@@ -1,5 +1,6 @@
-// The OpenAI-compatible HTTP frontend: POST /v1/completions and /v1/chat/completions (JSON or SSE
-// streams), GET /v1/models, /health and Prometheus /metrics, in front of a GenerationService.
+// The OpenAI-compatible HTTP frontend: POST /v1/completions, /v1/chat/completions and
+// /v1/responses (JSON or SSE streams; the responses kept for GET, DELETE and previous_response_id),
+// GET /v1/models, /health and Prometheus /metrics, in front of a GenerationService.
 // It parses and validates the wire format only; tokenization, sampling checks and stop strings are
 // the service's. The endpoints, the fields accepted or refused and the error mapping are in
 // docs/serving_http.md.
@@ -62,6 +63,10 @@ struct HttpOptions {
   // "qwen3". Chat answers then carry the thinking apart ("reasoning"). Empty: none. Another name:
   // std::invalid_argument from HttpFrontend's constructor.
   std::string reasoning_parser;
+  // The Responses API's store: the newest responses made with store true (its default), kept in
+  // memory up to this many bytes of JSON, for GET /v1/responses/{id} and previous_response_id.
+  // 0: none is kept (store is answered false, previous_response_id refused).
+  size_t responses_store_bytes = size_t{256} << 20;
 };
 
 class HttpFrontend {

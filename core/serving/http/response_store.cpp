@@ -1,0 +1,82 @@
+#include "response_store.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace headway::serving::http {
+
+nlohmann::ordered_json StoredResponse::conversation() const {
+  nlohmann::ordered_json items = input_items;
+  if (const auto output = response.find("output"); output != response.end()) {
+    for (const auto& item : *output) items.push_back(item);
+  }
+  return items;
+}
+
+bool ResponseStore::put(const std::string& id, StoredResponse stored) {
+  if (max_bytes_ == 0) return false;
+  // Measured before the lock: the JSON is written once, as GET would write it.
+  const size_t bytes = stored.response.dump().size() + stored.input_items.dump().size();
+  if (bytes > max_bytes_) return false;
+  auto shared = std::make_shared<const StoredResponse>(std::move(stored));
+  std::vector<std::shared_ptr<const StoredResponse>> released;  // freed after the lock
+  std::lock_guard lock(mutex_);
+  if (auto same = by_id_.find(id); same != by_id_.end()) {
+    released.push_back(std::move(same->second.stored));
+    bytes_ -= same->second.bytes;
+    oldest_first_.erase(same->second.age);
+    by_id_.erase(same);
+  }
+  while (bytes_ + bytes > max_bytes_ && !oldest_first_.empty()) {
+    const auto oldest = by_id_.find(oldest_first_.front());
+    released.push_back(std::move(oldest->second.stored));
+    bytes_ -= oldest->second.bytes;
+    by_id_.erase(oldest);
+    oldest_first_.pop_front();
+  }
+  oldest_first_.push_back(id);
+  by_id_.emplace(id, Entry{std::move(shared), bytes, std::prev(oldest_first_.end())});
+  bytes_ += bytes;
+  return true;
+}
+
+std::shared_ptr<const StoredResponse> ResponseStore::find(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  const auto found = by_id_.find(id);
+  return found == by_id_.end() ? nullptr : found->second.stored;
+}
+
+bool ResponseStore::erase(const std::string& id) {
+  std::shared_ptr<const StoredResponse> erased;  // freed after the lock
+  std::lock_guard lock(mutex_);
+  const auto found = by_id_.find(id);
+  if (found == by_id_.end()) return false;
+  erased = std::move(found->second.stored);
+  bytes_ -= found->second.bytes;
+  oldest_first_.erase(found->second.age);
+  by_id_.erase(found);
+  return true;
+}
+
+std::string ResponseStore::why_not_found() const {
+  if (max_bytes_ == 0) return "this server keeps no responses: [server] responses_store_mb = 0";
+  const std::string size = max_bytes_ % (size_t{1} << 20) == 0
+                               ? std::to_string(max_bytes_ >> 20) + " MiB"
+                               : std::to_string(max_bytes_) + " bytes";
+  return "it was made with store false, deleted, or pushed out by newer ones: the server keeps "
+         "the newest responses, up to " +
+         size + " of JSON ([server] responses_store_mb)";
+}
+
+size_t ResponseStore::size() const {
+  std::lock_guard lock(mutex_);
+  return by_id_.size();
+}
+
+size_t ResponseStore::bytes() const {
+  std::lock_guard lock(mutex_);
+  return bytes_;
+}
+
+}  // namespace headway::serving::http

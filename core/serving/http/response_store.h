@@ -1,0 +1,72 @@
+// The responses the server keeps (OpenAI's Responses API with store true): each for GET
+// /v1/responses/{id} and its input_items, and for a later request that continues the conversation
+// with previous_response_id. They are kept in memory, in this process, up to a size: the oldest
+// go first when a new one would pass it, as a cache would, since a client can always send the
+// whole conversation again. Nothing survives a restart.
+//
+// Ownership: the store owns what it keeps; find() hands out shared references, so that a response
+// deleted or pushed out while a request reads it stays whole for that reader.
+// Threading: every method is safe from any thread (one mutex, held for map updates only: no JSON
+// is copied, measured or written under it).
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+namespace headway::serving::http {
+
+struct StoredResponse {
+  nlohmann::ordered_json response;  // the response object as it ended (completed or incomplete)
+  // The conversation it answered, oldest first, each item with an id: the items of the responses
+  // it continued, their outputs, then its own input. Its instructions are not among them: they
+  // are not carried into a continuation (as OpenAI does it).
+  nlohmann::ordered_json input_items = nlohmann::ordered_json::array();
+
+  // What a continuation starts from: the input items, then the response's output.
+  nlohmann::ordered_json conversation() const;
+};
+
+class ResponseStore {
+ public:
+  // `max_bytes`: the size of the JSON of every response and its items together; 0 keeps none.
+  explicit ResponseStore(size_t max_bytes) : max_bytes_(max_bytes) {}
+  ResponseStore(const ResponseStore&) = delete;
+  ResponseStore& operator=(const ResponseStore&) = delete;
+
+  bool keeps_responses() const { return max_bytes_ > 0; }
+  size_t max_bytes() const { return max_bytes_; }
+
+  // Keeps `stored` as `id` (the response's id), pushing out the oldest responses while the total
+  // would pass max_bytes. One that alone is larger than max_bytes is not kept: false.
+  bool put(const std::string& id, StoredResponse stored);
+  // The response kept as `id`, or null (never kept, deleted or pushed out).
+  std::shared_ptr<const StoredResponse> find(const std::string& id) const;
+  // Forgets `id`; false when it was not kept.
+  bool erase(const std::string& id);
+
+  size_t size() const;   // responses kept
+  size_t bytes() const;  // their size, as max_bytes counts it
+
+  // Why a response asked for by id may not be found, for the client's message.
+  std::string why_not_found() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const StoredResponse> stored;
+    size_t bytes = 0;
+    std::list<std::string>::iterator age;  // its place in oldest_first_
+  };
+
+  const size_t max_bytes_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, Entry> by_id_;
+  std::list<std::string> oldest_first_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace headway::serving::http

@@ -1,0 +1,108 @@
+// The store of kept responses: what it hands back, how it forgets (deleted, or the oldest pushed
+// out past its size), and the conversation a continuation starts from.
+#include "response_store.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace headway::serving::http {
+namespace {
+
+using nlohmann::ordered_json;
+
+// A response whose JSON is about `text_bytes` long, with one output message.
+StoredResponse response_of(const std::string& id, size_t text_bytes = 10) {
+  StoredResponse stored;
+  stored.response = {
+      {"id", id},
+      {"output", ordered_json::array({{{"type", "message"},
+                                       {"role", "assistant"},
+                                       {"content", std::string(text_bytes, 'a')}}})}};
+  stored.input_items = ordered_json::array({{{"type", "message"}, {"role", "user"}}});
+  return stored;
+}
+
+size_t size_of(const StoredResponse& stored) {
+  return stored.response.dump().size() + stored.input_items.dump().size();
+}
+
+TEST(ResponseStore, KeepsFindsAndForgets) {
+  ResponseStore store(1 << 20);
+  EXPECT_TRUE(store.keeps_responses());
+  EXPECT_TRUE(store.put("resp_a", response_of("resp_a")));
+  const auto found = store.find("resp_a");
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->response["id"], "resp_a");
+  EXPECT_EQ(store.bytes(), size_of(response_of("resp_a")));
+  EXPECT_EQ(store.find("resp_b"), nullptr);
+  EXPECT_TRUE(store.erase("resp_a"));
+  EXPECT_FALSE(store.erase("resp_a"));
+  EXPECT_EQ(store.find("resp_a"), nullptr);
+  EXPECT_EQ(store.size(), 0u);
+  EXPECT_EQ(store.bytes(), 0u);
+  // What a reader holds stays whole after the store forgot it.
+  EXPECT_EQ(found->response["output"][0]["role"], "assistant");
+}
+
+TEST(ResponseStore, TheOldestGoFirstPastItsSize) {
+  const size_t one = size_of(response_of("resp_0"));
+  ResponseStore store(3 * one);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(store.put("resp_" + std::to_string(i), response_of("resp_" + std::to_string(i))));
+  EXPECT_EQ(store.size(), 3u);
+  EXPECT_TRUE(store.put("resp_3", response_of("resp_3")));
+  EXPECT_EQ(store.size(), 3u);
+  EXPECT_EQ(store.find("resp_0"), nullptr);
+  EXPECT_NE(store.find("resp_1"), nullptr);
+  EXPECT_NE(store.find("resp_3"), nullptr);
+  // A deleted one leaves room: nothing more is pushed out.
+  EXPECT_TRUE(store.erase("resp_2"));
+  EXPECT_TRUE(store.put("resp_4", response_of("resp_4")));
+  EXPECT_NE(store.find("resp_1"), nullptr);
+  // One that needs the room of two pushes out two.
+  EXPECT_TRUE(store.put("resp_big", response_of("resp_big", one)));
+  EXPECT_EQ(store.find("resp_1"), nullptr);
+  EXPECT_EQ(store.find("resp_3"), nullptr);
+  EXPECT_NE(store.find("resp_4"), nullptr);
+  EXPECT_LE(store.bytes(), store.max_bytes());
+}
+
+TEST(ResponseStore, OneLargerThanAllIsNotKept) {
+  const size_t one = size_of(response_of("resp_0"));
+  ResponseStore store(2 * one);
+  EXPECT_TRUE(store.put("resp_0", response_of("resp_0")));
+  EXPECT_FALSE(store.put("resp_huge", response_of("resp_huge", 3 * one)));
+  EXPECT_EQ(store.find("resp_huge"), nullptr);
+  EXPECT_NE(store.find("resp_0"), nullptr);  // and nothing was pushed out for it
+}
+
+TEST(ResponseStore, TheSameIdIsReplaced) {
+  ResponseStore store(1 << 20);
+  EXPECT_TRUE(store.put("resp_a", response_of("resp_a", 10)));
+  EXPECT_TRUE(store.put("resp_a", response_of("resp_a", 20)));
+  EXPECT_EQ(store.size(), 1u);
+  EXPECT_EQ(store.bytes(), size_of(response_of("resp_a", 20)));
+}
+
+TEST(ResponseStore, ASizeOfZeroKeepsNothing) {
+  ResponseStore store(0);
+  EXPECT_FALSE(store.keeps_responses());
+  EXPECT_FALSE(store.put("resp_a", response_of("resp_a")));
+  EXPECT_EQ(store.find("resp_a"), nullptr);
+  EXPECT_NE(store.why_not_found().find("responses_store_mb = 0"), std::string::npos);
+}
+
+TEST(ResponseStore, AConversationIsTheInputThenTheOutput) {
+  StoredResponse stored = response_of("resp_a");
+  stored.input_items.push_back({{"type", "function_call_output"}, {"call_id", "c"}});
+  const ordered_json conversation = stored.conversation();
+  ASSERT_EQ(conversation.size(), 3u);
+  EXPECT_EQ(conversation[0]["role"], "user");
+  EXPECT_EQ(conversation[1]["type"], "function_call_output");
+  EXPECT_EQ(conversation[2]["role"], "assistant");
+}
+
+}  // namespace
+}  // namespace headway::serving::http

@@ -37,14 +37,14 @@ const char* error_type_of(int status) {
   }
 }
 
-nlohmann::ordered_json error_json(int status, const std::string& message,
-                                  const std::string& param) {
+nlohmann::ordered_json error_json(int status, const std::string& message, const std::string& param,
+                                  const std::string& code) {
   return {
       {"error",
        {{"message", message},
         {"type", error_type_of(status)},
         {"param", param.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(param)},
-        {"code", status}}}};
+        {"code", code.empty() ? nlohmann::ordered_json(status) : nlohmann::ordered_json(code)}}}};
 }
 
 }  // namespace headway::serving::http

@@ -20,10 +20,18 @@ class ApiError : public std::runtime_error {
       : std::runtime_error(message), status_(status), param_(std::move(param)) {}
   int status() const noexcept { return status_; }
   const std::string& param() const noexcept { return param_; }
+  // OpenAI's code string for an error a client acts on ("previous_response_not_found"); empty:
+  // the body's code is the HTTP status, as vLLM writes it.
+  const std::string& code() const noexcept { return code_; }
+  ApiError& with_code(std::string code) {
+    code_ = std::move(code);
+    return *this;
+  }
 
  private:
   int status_;
   std::string param_;
+  std::string code_;
 };
 
 // 400 naming the field; the usual failure of request parsing.
@@ -45,11 +53,11 @@ ApiError api_error_of(const ServiceError& error);
 // "service_unavailable_error" or "server_error".
 const char* error_type_of(int status);
 
-// {"error": {...}}; `code` is the HTTP status, as vLLM sends it.
+// {"error": {...}}; its code is `code`, or the HTTP status when empty, as vLLM sends it.
 nlohmann::ordered_json error_json(int status, const std::string& message,
-                                  const std::string& param = {});
+                                  const std::string& param = {}, const std::string& code = {});
 inline nlohmann::ordered_json error_json(const ApiError& error) {
-  return error_json(error.status(), error.what(), error.param());
+  return error_json(error.status(), error.what(), error.param(), error.code());
 }
 
 }  // namespace headway::serving::http

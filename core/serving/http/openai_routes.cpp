@@ -117,6 +117,13 @@ bool route_matches(std::string_view pattern, std::string_view path) {
   return id.find('/') == std::string_view::npos;
 }
 
+// 404 for a response id the store does not have.
+ApiError not_kept(const std::string& id, const ResponseStore& store) {
+  return ApiError(
+      404, "no response " + quote_input(id) + " is kept here (" + store.why_not_found() + ")",
+      "response_id");
+}
+
 // The request's query parameter `name` as a whole number in [min, max]; 400 naming it otherwise.
 int64_t query_integer(const httplib::Request& request, const char* name, int64_t fallback,
                       int64_t min, int64_t max) {
@@ -185,7 +192,20 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
       options_(options),
       tool_call_format_(tool_call_format_named(options.tool_call_parser)),
       reasoning_format_(reasoning_format_named(options.reasoning_parser)),
-      responses_(options.responses_store_bytes) {
+      responses_(options.responses_store_bytes),
+      responses_kept_(metrics_
+                          .gauge("headway_responses_kept",
+                                 "Responses API responses this HTTP frontend keeps (store true)")
+                          .with({})),
+      responses_kept_bytes_(
+          metrics_
+              .gauge("headway_responses_kept_bytes",
+                     "Size of their JSON; the oldest go past [server] responses_store_mb")
+              .with({})),
+      responses_pushed_out_(metrics_
+                                .counter("headway_responses_pushed_out_total",
+                                         "Kept responses forgotten to make room for newer ones")
+                                .with({})) {
   if (!options.tool_call_parser.empty() && !tool_call_format_) {
     throw std::invalid_argument("unknown tool call parser \"" + options.tool_call_parser +
                                 "\" (allowed: hermes, llama3_json, pythonic, mistral)");
@@ -677,12 +697,7 @@ std::shared_ptr<const StoredResponse> OpenAiRoutes::kept_response(
     const httplib::Request& request) const {
   const std::string id = request.matches[1];
   std::shared_ptr<const StoredResponse> kept = responses_.find(id);
-  if (kept == nullptr) {
-    throw ApiError(
-        404,
-        "no response " + quote_input(id) + " is kept here (" + responses_.why_not_found() + ")",
-        "response_id");
-  }
+  if (kept == nullptr) throw not_kept(id, responses_);
   return kept;
 }
 
@@ -699,7 +714,7 @@ void OpenAiRoutes::get_response(const httplib::Request& request, httplib::Respon
 void OpenAiRoutes::delete_response(const httplib::Request& request, httplib::Response& response) {
   if (!authorized(request, response)) return;
   const std::string id = request.matches[1];
-  if (!responses_.erase(id)) kept_response(request);  // throws its 404
+  if (!responses_.erase(id)) throw not_kept(id, responses_);
   send_json(response, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
 }
 
@@ -708,6 +723,9 @@ void OpenAiRoutes::list_input_items(const httplib::Request& request, httplib::Re
   const std::shared_ptr<const StoredResponse> kept = kept_response(request);
   // OpenAI's list: newest first unless order is asc, `limit` at a time, after the item `after`.
   const auto limit = static_cast<size_t>(query_integer(request, "limit", 20, 1, 100));
+  if (request.has_param("before")) {
+    throw not_supported("before", "before (pages go forward: after names the last item seen)");
+  }
   const std::string order = request.has_param("order") ? request.get_param_value("order") : "desc";
   if (order != "asc" && order != "desc") {
     throw invalid_field("order", "order " + quote_input(order) + " is not one of asc, desc");
@@ -839,7 +857,16 @@ void OpenAiRoutes::version(const httplib::Request& request, httplib::Response& r
 
 void OpenAiRoutes::metrics(const httplib::Request& request, httplib::Response& response) {
   if (!authorized(request, response)) return;
-  response.set_content(service_.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
+  std::string text = service_.metrics_text();
+  {
+    std::lock_guard lock(scrape_mutex_);
+    responses_kept_.set(static_cast<double>(responses_.size()));
+    responses_kept_bytes_.set(static_cast<double>(responses_.bytes()));
+    responses_pushed_out_.add(static_cast<double>(responses_.pushed_out()) -
+                              responses_pushed_out_.value());
+    text += metrics_.render();
+  }
+  response.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 }  // namespace headway::serving::http

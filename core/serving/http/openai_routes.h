@@ -9,7 +9,9 @@
 #pragma once
 
 #include <headway/serving/http_frontend.h>
+#include <headway/serving/metrics_registry.h>
 
+#include <mutex>
 #include <optional>
 
 #include "answer_parser.h"
@@ -84,6 +86,12 @@ class OpenAiRoutes {
   std::optional<ReasoningFormat> reasoning_format_;  // options_.reasoning_parser's
   InFlightRequests in_flight_;
   ResponseStore responses_;
+  // The frontend's own metrics, after the service's in /metrics: the kept responses.
+  MetricsRegistry metrics_;
+  Gauge& responses_kept_;
+  Gauge& responses_kept_bytes_;
+  Counter& responses_pushed_out_;  // brought up to the store's count at each scrape
+  std::mutex scrape_mutex_;        // so that two scrapes do not both add the same push-outs
 };
 
 }  // namespace headway::serving::http

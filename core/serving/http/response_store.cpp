@@ -16,8 +16,12 @@ nlohmann::ordered_json StoredResponse::conversation() const {
 
 bool ResponseStore::put(const std::string& id, StoredResponse stored) {
   if (max_bytes_ == 0) return false;
-  // Measured before the lock: the JSON is written once, as GET would write it.
-  const size_t bytes = stored.response.dump().size() + stored.input_items.dump().size();
+  // Measured before the lock: the JSON is written once, as GET would write it (invalid UTF-8
+  // replaced, as the frontend writes every body).
+  const auto json_size = [](const nlohmann::ordered_json& json) {
+    return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size();
+  };
+  const size_t bytes = json_size(stored.response) + json_size(stored.input_items);
   if (bytes > max_bytes_) return false;
   auto shared = std::make_shared<const StoredResponse>(std::move(stored));
   std::vector<std::shared_ptr<const StoredResponse>> released;  // freed after the lock
@@ -34,9 +38,15 @@ bool ResponseStore::put(const std::string& id, StoredResponse stored) {
     bytes_ -= oldest->second.bytes;
     by_id_.erase(oldest);
     oldest_first_.pop_front();
+    ++pushed_out_;
   }
   oldest_first_.push_back(id);
-  by_id_.emplace(id, Entry{std::move(shared), bytes, std::prev(oldest_first_.end())});
+  try {
+    by_id_.emplace(id, Entry{std::move(shared), bytes, std::prev(oldest_first_.end())});
+  } catch (...) {
+    oldest_first_.pop_back();  // no id in the list without its entry
+    throw;
+  }
   bytes_ += bytes;
   return true;
 }
@@ -61,12 +71,15 @@ bool ResponseStore::erase(const std::string& id) {
 
 std::string ResponseStore::why_not_found() const {
   if (max_bytes_ == 0) return "this server keeps no responses: [server] responses_store_mb = 0";
+  // A response is kept once it ended, in the memory of the process that answered it.
   const std::string size = max_bytes_ % (size_t{1} << 20) == 0
                                ? std::to_string(max_bytes_ >> 20) + " MiB"
                                : std::to_string(max_bytes_) + " bytes";
-  return "it was made with store false, deleted, or pushed out by newer ones: the server keeps "
-         "the newest responses, up to " +
-         size + " of JSON ([server] responses_store_mb)";
+  return "it is still being written, failed, was made with store false, was deleted, was pushed "
+         "out by newer ones (the server keeps the newest responses, up to " +
+         size +
+         " of JSON: [server] responses_store_mb), or was answered before a restart or by "
+         "another server";
 }
 
 size_t ResponseStore::size() const {
@@ -77,6 +90,11 @@ size_t ResponseStore::size() const {
 size_t ResponseStore::bytes() const {
   std::lock_guard lock(mutex_);
   return bytes_;
+}
+
+uint64_t ResponseStore::pushed_out() const {
+  std::lock_guard lock(mutex_);
+  return pushed_out_;
 }
 
 }  // namespace headway::serving::http

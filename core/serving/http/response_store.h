@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -49,8 +50,9 @@ class ResponseStore {
   // Forgets `id`; false when it was not kept.
   bool erase(const std::string& id);
 
-  size_t size() const;   // responses kept
-  size_t bytes() const;  // their size, as max_bytes counts it
+  size_t size() const;          // responses kept
+  size_t bytes() const;         // their size, as max_bytes counts it
+  uint64_t pushed_out() const;  // responses forgotten to make room for newer ones, in all
 
   // Why a response asked for by id may not be found, for the client's message.
   std::string why_not_found() const;
@@ -67,6 +69,7 @@ class ResponseStore {
   std::unordered_map<std::string, Entry> by_id_;
   std::list<std::string> oldest_first_;
   size_t bytes_ = 0;
+  uint64_t pushed_out_ = 0;
 };
 
 }  // namespace headway::serving::http

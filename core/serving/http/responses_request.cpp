@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <unordered_set>
 
 #include "headway/serving/echoed_input.h"
 #include "headway/serving/json_text.h"
@@ -441,6 +442,29 @@ nlohmann::ordered_json kept_item(const nlohmann::ordered_json& item) {
   return kept;
 }
 
+// An item given twice (by id), in the input or in the conversation it continues, as OpenAI refuses
+// it: the model would read it twice (a client that continues a response and sends its output
+// again), and a kept conversation's items must each be found by their id.
+void refuse_repeated_items(const nlohmann::json& input, const nlohmann::ordered_json& previous) {
+  std::unordered_set<std::string> ids;
+  for (const auto& item : previous) {
+    if (const auto id = item.find("id"); id != item.end() && id->is_string()) {
+      ids.insert(id->get<std::string>());
+    }
+  }
+  for (size_t i = 0; i < input.size(); ++i) {
+    const auto id = input[i].find("id");
+    if (id == input[i].end() || !id->is_string() || ids.insert(id->get<std::string>()).second) {
+      continue;
+    }
+    const std::string name = indexed("input", i) + ".id";
+    throw invalid_field(name, name + " " + quote_input(id->get<std::string>()) +
+                                  " is an item the conversation already has (an earlier input "
+                                  "item, or one of previous_response_id's): send each item once, "
+                                  "and with previous_response_id only the new ones");
+  }
+}
+
 // The conversation previous_response_id continues, from `store`; 400 when the server keeps no
 // responses, 404 when this one is not kept.
 nlohmann::ordered_json previous_conversation(const std::string& id, const ResponseStore* store) {
@@ -451,10 +475,12 @@ nlohmann::ordered_json previous_conversation(const std::string& id, const Respon
   }
   const std::shared_ptr<const StoredResponse> previous = store->find(id);
   if (previous == nullptr) {
-    throw ApiError(404,
-                   "previous_response_id: no response " + quote_input(id) + " is kept here (" +
+    // OpenAI's answer, which clients act on (they send the whole conversation again).
+    throw ApiError(400,
+                   "previous response with id " + quote_input(id) + " not found (" +
                        store->why_not_found() + "); send the whole conversation in input",
-                   "previous_response_id");
+                   "previous_response_id")
+        .with_code("previous_response_not_found");
   }
   return previous->conversation();
 }
@@ -611,6 +637,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
     for (size_t i = 0; i < input->size(); ++i) {
       messages.add_item((*input)[i], ordered.at("input").at(i), indexed("input", i));
     }
+    refuse_repeated_items(*input, previous);
   } else {
     throw invalid_field("input", std::string("input must be a string or an array of items, not ") +
                                      json_kind(*input));

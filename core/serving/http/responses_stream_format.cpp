@@ -183,7 +183,15 @@ std::string ResponsesStreamFormat::closing(const Usage& usage) {
   close_item(events, status);
   response_ =
       response_json(head_, status, output_, responses_usage_json(usage, reasoning_tokens()));
-  if (keep_ && !keep_(response_)) response_["store"] = false;
+  if (keep_) {
+    bool kept = false;
+    try {
+      kept = keep_(response_);
+    } catch (const std::exception&) {
+      // Not kept (no memory for it): the answer still goes out, and says so.
+    }
+    if (!kept) response_["store"] = false;
+  }
   // response.completed whatever the status, as vLLM sends it: OpenAI ends an incomplete response
   // with response.incomplete, which the OpenAI SDK's stream helper (get_final_response) does not
   // take as an end.
@@ -199,6 +207,7 @@ std::string ResponsesStreamFormat::failure(const ApiError& error) {
   close_item(events, ResponseStatus::kIncomplete);
   response_ = response_json(head_, ResponseStatus::kFailed, output_, nullptr,
                             {{"code", code}, {"message", message}});
+  response_["store"] = false;  // a failed response is not kept
   const nlohmann::ordered_json param = failed_->param().empty()
                                            ? nlohmann::ordered_json(nullptr)
                                            : nlohmann::ordered_json(failed_->param());

@@ -308,7 +308,11 @@ TEST_F(HttpFrontendTest, MetricsServesTheServiceText) {
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 200);
   EXPECT_EQ(result->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
-  EXPECT_EQ(result->body, "# TYPE x gauge\nx 42\n");
+  // The service's, then the frontend's own: its kept responses.
+  EXPECT_TRUE(result->body.starts_with("# TYPE x gauge\nx 42\n")) << result->body;
+  EXPECT_NE(result->body.find("\nheadway_responses_kept 0\n"), std::string::npos) << result->body;
+  EXPECT_NE(result->body.find("\nheadway_responses_pushed_out_total 0\n"), std::string::npos)
+      << result->body;
 }
 
 TEST_F(HttpFrontendTest, ApiKeyIsRequiredEverywhereButHealth) {

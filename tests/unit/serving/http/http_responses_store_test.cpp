@@ -118,8 +118,9 @@ TEST_F(HttpResponsesStoreTest, AConversationGoesOnFromTheResponseBefore) {
   auto refused = post_json("/v1/responses",
                            R"({"previous_response_id": ")" + first_id + R"(", "input": "x"})");
   ASSERT_TRUE(refused);
-  EXPECT_EQ(refused->status, 404);
+  EXPECT_EQ(refused->status, 400);
   EXPECT_EQ(error_of(refused->body)["param"], "previous_response_id");
+  EXPECT_EQ(error_of(refused->body)["code"], "previous_response_not_found");
 }
 
 TEST_F(HttpResponsesStoreTest, AStreamedResponseIsKeptAsItsStreamEndedIt) {
@@ -173,7 +174,8 @@ TEST_F(HttpResponsesStoreTest, InputItemsComePageByPage) {
                                                         {"?limit=101", "limit"},
                                                         {"?limit=2x", "limit"},
                                                         {"?order=newest", "order"},
-                                                        {"?after=msg_nope", "after"}}) {
+                                                        {"?after=msg_nope", "after"},
+                                                        {"?before=msg_mine", "before"}}) {
     const auto [refused_status, refused] = get(path + query);
     EXPECT_EQ(refused_status, 400) << query;
     EXPECT_EQ(refused["error"]["param"], param) << query << refused;
@@ -194,6 +196,38 @@ TEST_F(HttpResponsesStoreTest, WhatIsNotKept) {
   ASSERT_NE(at, std::string::npos) << failed->body;
   const std::string id = failed->body.substr(at + 6, failed->body.find('"', at + 6) - at - 6);
   EXPECT_EQ(get("/v1/responses/" + id).first, 404) << id;
+  const size_t failed_event = failed->body.find("event: response.failed\ndata: ");
+  ASSERT_NE(failed_event, std::string::npos) << failed->body;
+  EXPECT_EQ(
+      json::parse(failed->body.substr(failed->body.find('{', failed_event)))["response"]["store"],
+      false);
+  service_.set_finish(Finish::kLength);
+
+  // One larger than the whole store: answered, and said not kept.
+  HttpOptions options;
+  options.responses_store_bytes = 1000;
+  start_frontend(options);
+  const json large = create(std::string(1000, 'a'), R"({"input": "x", "max_output_tokens": 1000})");
+  EXPECT_EQ(large["output"][0]["content"][0]["text"], std::string(1000, 'a'));
+  EXPECT_EQ(large["store"], false);
+  EXPECT_EQ(get("/v1/responses/" + large["id"].get<std::string>()).first, 404);
+}
+
+TEST_F(HttpResponsesStoreTest, AListHasTwentyItemsAPageUnlessAsked) {
+  json input = json::array();
+  for (int i = 0; i < 25; ++i) input.push_back({{"role", "user"}, {"content", std::to_string(i)}});
+  const json created = create("ok", json({{"input", input}, {"max_output_tokens", 2}}).dump());
+  const auto [status, page] =
+      get("/v1/responses/" + created["id"].get<std::string>() + "/input_items");
+  ASSERT_EQ(status, 200) << page;
+  ASSERT_EQ(page["data"].size(), 20u);
+  EXPECT_EQ(page["data"][0]["content"][0]["text"], "24");  // newest first
+  EXPECT_EQ(page["has_more"], true);
+  const auto [rest_status, rest] = get("/v1/responses/" + created["id"].get<std::string>() +
+                                       "/input_items?after=" + page["last_id"].get<std::string>());
+  ASSERT_EQ(rest["data"].size(), 5u) << rest;
+  EXPECT_EQ(rest["data"][4]["content"][0]["text"], "0");
+  EXPECT_EQ(rest["has_more"], false);
 }
 
 TEST_F(HttpResponsesStoreTest, AServerThatKeepsNoneSaysSo) {
@@ -248,6 +282,34 @@ TEST_F(HttpResponsesStoreTest, EachPathNamesItsMethods) {
   EXPECT_NE(unknown["error"]["message"].get<std::string>().find("/v1/responses/{id}"),
             std::string::npos)
       << unknown;
+}
+
+TEST_F(HttpResponsesStoreTest, TheMetricsCountWhatIsKept) {
+  const auto metric = [this](const std::string& name) {
+    auto result = client().Get("/metrics");
+    EXPECT_TRUE(result);
+    if (!result) return -1.0;
+    const size_t at = result->body.find("\n" + name + " ");
+    if (at == std::string::npos) return -1.0;
+    return std::stod(result->body.substr(at + name.size() + 2));
+  };
+  create("ok", R"({"input": "x", "max_output_tokens": 2})");
+  EXPECT_EQ(metric("headway_responses_kept"), 1.0);
+  const double one = metric("headway_responses_kept_bytes");
+  EXPECT_GT(one, 100.0);
+  EXPECT_EQ(metric("headway_responses_pushed_out_total"), 0.0);
+
+  // Room for one and a half: each new one pushes the one before out.
+  HttpOptions options;
+  options.responses_store_bytes = static_cast<size_t>(one * 1.5);
+  start_frontend(options);
+  const json first = create("ok", R"({"input": "x", "max_output_tokens": 2})");
+  const json second = create("ok", R"({"input": "x", "max_output_tokens": 2})");
+  EXPECT_EQ(get("/v1/responses/" + first["id"].get<std::string>()).first, 404);
+  EXPECT_EQ(get("/v1/responses/" + second["id"].get<std::string>()).first, 200);
+  EXPECT_EQ(metric("headway_responses_kept"), 1.0);
+  EXPECT_EQ(metric("headway_responses_pushed_out_total"), 1.0);
+  EXPECT_EQ(metric("headway_responses_pushed_out_total"), 1.0);  // a second scrape adds nothing
 }
 
 TEST_F(HttpResponsesStoreTest, TheKeptResponsesWantTheKey) {

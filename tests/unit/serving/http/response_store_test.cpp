@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace headway::serving::http {
 namespace {
@@ -67,6 +69,7 @@ TEST(ResponseStore, TheOldestGoFirstPastItsSize) {
   EXPECT_EQ(store.find("resp_3"), nullptr);
   EXPECT_NE(store.find("resp_4"), nullptr);
   EXPECT_LE(store.bytes(), store.max_bytes());
+  EXPECT_EQ(store.pushed_out(), 3u);  // resp_0, resp_1 and resp_3; a deletion is not counted
 }
 
 TEST(ResponseStore, OneLargerThanAllIsNotKept) {
@@ -92,6 +95,39 @@ TEST(ResponseStore, ASizeOfZeroKeepsNothing) {
   EXPECT_FALSE(store.put("resp_a", response_of("resp_a")));
   EXPECT_EQ(store.find("resp_a"), nullptr);
   EXPECT_NE(store.why_not_found().find("responses_store_mb = 0"), std::string::npos);
+}
+
+TEST(ResponseStore, ThreadsKeepReadAndForgetTogether) {
+  // Handlers keep, read and delete from cpp-httplib's worker threads at once: the accounting
+  // stays whole, and what a reader holds stays readable (run under ASan, and TSan in
+  // scripts/tsan.sh).
+  const size_t one = size_of(response_of("resp_0_0"));
+  ResponseStore store(8 * one);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&store, t] {
+      for (int i = 0; i < 200; ++i) {
+        const std::string id = "resp_" + std::to_string(t) + "_" + std::to_string(i % 10);
+        store.put(id, response_of(id));
+        if (const auto found = store.find(id)) EXPECT_EQ(found->response["id"], id);
+        if (i % 3 == 0) store.erase(id);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_LE(store.bytes(), store.max_bytes());
+  size_t kept_bytes = 0;
+  size_t kept = 0;
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 10; ++i) {
+      if (const auto found = store.find("resp_" + std::to_string(t) + "_" + std::to_string(i))) {
+        kept_bytes += size_of(*found);
+        ++kept;
+      }
+    }
+  }
+  EXPECT_EQ(store.size(), kept);
+  EXPECT_EQ(store.bytes(), kept_bytes);
 }
 
 TEST(ResponseStore, AConversationIsTheInputThenTheOutput) {

@@ -291,8 +291,10 @@ TEST(ResponsesRequest, AResponseNotKeptCannotBeContinued) {
     parse_responses_request(R"({"input": "x", "previous_response_id": "resp_gone"})", &store);
     ADD_FAILURE() << "accepted";
   } catch (const ApiError& error) {
-    EXPECT_EQ(error.status(), 404);
+    // OpenAI's answer, which clients act on by sending the whole conversation again.
+    EXPECT_EQ(error.status(), 400);
     EXPECT_EQ(error.param(), "previous_response_id");
+    EXPECT_EQ(error.code(), "previous_response_not_found");
     EXPECT_NE(std::string(error.what()).find("\"resp_gone\""), std::string::npos) << error.what();
   }
   ResponseStore none(0);
@@ -307,6 +309,33 @@ TEST(ResponsesRequest, AResponseNotKeptCannotBeContinued) {
   }
   EXPECT_EQ(refusal(R"({"input": "x", "previous_response_id": 3})").param(),
             "previous_response_id");
+}
+
+TEST(ResponsesRequest, AnItemIsGivenOnce) {
+  ResponseStore store(1 << 20);
+  keep_previous(store);
+  // The previous response's call sent again with its conversation.
+  try {
+    parse_responses_request(
+        R"({"previous_response_id": "resp_p", "input": [
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
+             "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}]})",
+        &store);
+    ADD_FAILURE() << "accepted";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.param(), "input[0].id");
+    EXPECT_NE(std::string(error.what()).find("\"fc_1\""), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(refusal(R"({"input": [{"role": "user", "content": "a", "id": "msg_1"},
+                                  {"role": "user", "content": "b", "id": "msg_1"}]})")
+                .param(),
+            "input[1].id");
+  // Items without ids, or with ids of their own, are each their own.
+  EXPECT_NO_THROW(parse_responses_request(
+      R"({"previous_response_id": "resp_p", "input": [{"role": "user", "content": "a"},
+          {"role": "user", "content": "a"}, {"role": "user", "content": "b", "id": "msg_2"}]})",
+      &store));
 }
 
 TEST(ResponsesRequest, RefusalsFoundOnTheChatRequestNameTheResponsesField) {

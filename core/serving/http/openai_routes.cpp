@@ -197,11 +197,11 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
                           .gauge("headway_responses_kept",
                                  "Responses API responses this HTTP frontend keeps (store true)")
                           .with({})),
-      responses_kept_bytes_(
-          metrics_
-              .gauge("headway_responses_kept_bytes",
-                     "Size of their JSON; the oldest go past [server] responses_store_mb")
-              .with({})),
+      responses_kept_bytes_(metrics_
+                                .gauge("headway_responses_kept_bytes",
+                                       "Bytes of JSON of the kept Responses API responses (bounded "
+                                       "by [server] responses_store_mb)")
+                                .with({})),
       responses_pushed_out_(metrics_
                                 .counter("headway_responses_pushed_out_total",
                                          "Kept responses forgotten to make room for newer ones")

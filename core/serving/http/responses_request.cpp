@@ -422,13 +422,18 @@ std::string_view kept_id_prefix(std::string_view type) {
 }
 
 // An input item (checked) as a kept response lists it: its type first, an id, and a message's
-// text as a part, as the output items are written.
-nlohmann::ordered_json kept_item(const nlohmann::ordered_json& item) {
+// text as a part, as the output items are written. `ids`: those the kept conversation has so far;
+// an item without an id, or with one already there (a client's placeholder, as the Agents SDK's
+// "__fake_id__"), gets a fresh one, so that each kept item is found by its id.
+nlohmann::ordered_json kept_item(const nlohmann::ordered_json& item,
+                                 std::unordered_set<std::string>& ids) {
   const std::string type = item.value("type", "message");
   nlohmann::ordered_json kept = {{"type", type}};
   const auto id = item.find("id");
-  kept["id"] = id != item.end() && id->is_string() ? id->get<std::string>()
-                                                   : random_request_id(kept_id_prefix(type));
+  std::string kept_id = id != item.end() && id->is_string() ? id->get<std::string>() : "";
+  if (kept_id.empty() || ids.contains(kept_id)) kept_id = random_request_id(kept_id_prefix(type));
+  ids.insert(kept_id);
+  kept["id"] = std::move(kept_id);
   for (const auto& [key, value] : item.items()) {
     if (key != "type" && key != "id") kept[key] = value;
   }
@@ -442,31 +447,37 @@ nlohmann::ordered_json kept_item(const nlohmann::ordered_json& item) {
   return kept;
 }
 
-// An item given twice (by id), in the input or in the conversation it continues, as OpenAI refuses
-// it: the model would read it twice (a client that continues a response and sends its output
-// again), and a kept conversation's items must each be found by their id.
-void refuse_repeated_items(const nlohmann::json& input, const nlohmann::ordered_json& previous) {
+// The ids of a conversation's items.
+std::unordered_set<std::string> item_ids(const nlohmann::ordered_json& items) {
   std::unordered_set<std::string> ids;
-  for (const auto& item : previous) {
+  for (const auto& item : items) {
     if (const auto id = item.find("id"); id != item.end() && id->is_string()) {
       ids.insert(id->get<std::string>());
     }
   }
+  return ids;
+}
+
+// An input item that previous_response_id's conversation already has (by id), as OpenAI refuses
+// it: a client that continues a response and sends its output again would have the model read it
+// twice. (Ids repeated within the input alone are placeholders of some clients: kept_item gives
+// them fresh ones.)
+void refuse_repeated_items(const nlohmann::json& input, const nlohmann::ordered_json& previous) {
+  const std::unordered_set<std::string> ids = item_ids(previous);
   for (size_t i = 0; i < input.size(); ++i) {
     const auto id = input[i].find("id");
-    if (id == input[i].end() || !id->is_string() || ids.insert(id->get<std::string>()).second) {
+    if (id == input[i].end() || !id->is_string() || !ids.contains(id->get<std::string>())) {
       continue;
     }
     const std::string name = indexed("input", i) + ".id";
     throw invalid_field(name, name + " " + quote_input(id->get<std::string>()) +
-                                  " is an item the conversation already has (an earlier input "
-                                  "item, or one of previous_response_id's): send each item once, "
-                                  "and with previous_response_id only the new ones");
+                                  " is an item of the conversation previous_response_id "
+                                  "continues: send only the new items");
   }
 }
 
 // The conversation previous_response_id continues, from `store`; 400 when the server keeps no
-// responses, 404 when this one is not kept.
+// responses, or does not keep this one (previous_response_not_found).
 nlohmann::ordered_json previous_conversation(const std::string& id, const ResponseStore* store) {
   if (store == nullptr || !store->keeps_responses()) {
     throw not_supported("previous_response_id",
@@ -592,7 +603,8 @@ std::string FieldRenames::rename_all(std::string_view text, bool in_message) con
 
 ApiError FieldRenames::apply(const ApiError& error) const {
   return ApiError(error.status(), rename_all(error.what(), /*in_message=*/true),
-                  rename_all(error.param(), /*in_message=*/false));
+                  rename_all(error.param(), /*in_message=*/false))
+      .with_code(error.code());
 }
 
 ResponsesRequest parse_responses_request(std::string_view body, const ResponseStore* store) {
@@ -643,11 +655,13 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
                                      json_kind(*input));
   }
   if (out.echo.store) {
+    std::unordered_set<std::string> ids = item_ids(previous);
     out.input_items = std::move(previous);
     if (input->is_string()) {
-      out.input_items.push_back(kept_item({{"role", "user"}, {"content", ordered.at("input")}}));
+      out.input_items.push_back(
+          kept_item({{"role", "user"}, {"content", ordered.at("input")}}, ids));
     } else {
-      for (const auto& item : ordered.at("input")) out.input_items.push_back(kept_item(item));
+      for (const auto& item : ordered.at("input")) out.input_items.push_back(kept_item(item, ids));
     }
   }
   if (messages.continues_final_message()) {

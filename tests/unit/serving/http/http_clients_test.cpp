@@ -83,7 +83,10 @@ TEST_F(CurlTest, BadJsonAndMissingKey) {
 
 TEST_F(CurlTest, MetricsAndHealth) {
   const CommandResult metrics = run_command("curl -sS --max-time 30 " + base_url() + "/metrics");
-  EXPECT_EQ(metrics.output, "# TYPE headway_requests_total counter\nheadway_requests_total 3\n");
+  // The service's metrics first, then the frontend's own.
+  EXPECT_TRUE(metrics.output.starts_with(
+      "# TYPE headway_requests_total counter\nheadway_requests_total 3\n"))
+      << metrics.output;
   const CommandResult health = run_command(
       "curl -sS --max-time 30 -o /dev/null -w '%{http_code}' " + base_url() + "/health");
   EXPECT_EQ(health.output, "200");

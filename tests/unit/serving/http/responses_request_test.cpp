@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "api_error.h"
@@ -327,15 +328,21 @@ TEST(ResponsesRequest, AnItemIsGivenOnce) {
     EXPECT_EQ(error.param(), "input[0].id");
     EXPECT_NE(std::string(error.what()).find("\"fc_1\""), std::string::npos) << error.what();
   }
-  EXPECT_EQ(refusal(R"({"input": [{"role": "user", "content": "a", "id": "msg_1"},
-                                  {"role": "user", "content": "b", "id": "msg_1"}]})")
-                .param(),
-            "input[1].id");
-  // Items without ids, or with ids of their own, are each their own.
-  EXPECT_NO_THROW(parse_responses_request(
-      R"({"previous_response_id": "resp_p", "input": [{"role": "user", "content": "a"},
-          {"role": "user", "content": "a"}, {"role": "user", "content": "b", "id": "msg_2"}]})",
-      &store));
+  // Ids repeated within the input are a client's placeholders (the Agents SDK's "__fake_id__"):
+  // accepted, and kept under fresh ids, each found by its own.
+  const ResponsesRequest placeholders = parse_responses_request(
+      R"({"previous_response_id": "resp_p", "input": [
+          {"role": "user", "content": "a", "id": "__fake_id__"},
+          {"role": "user", "content": "b", "id": "__fake_id__"},
+          {"role": "user", "content": "c", "id": ""}]})",
+      &store);
+  const nlohmann::ordered_json& items = placeholders.input_items;
+  ASSERT_EQ(items.size(), 6u) << items;
+  EXPECT_EQ(items[3]["id"], "__fake_id__");
+  std::set<std::string> ids;
+  for (const auto& item : items) ids.insert(item["id"].get<std::string>());
+  EXPECT_EQ(ids.size(), items.size()) << items;
+  EXPECT_FALSE(ids.contains(""));
 }
 
 TEST(ResponsesRequest, RefusalsFoundOnTheChatRequestNameTheResponsesField) {
@@ -381,6 +388,8 @@ TEST(FieldRenames, TheLongestWholeStepWins) {
             "messages[10].content");
   EXPECT_EQ(renames.apply(ApiError(400, "m", "messages[1].content")).param(), "input[0].content");
   EXPECT_EQ(renames.apply(ApiError(429, "busy")).status(), 429);
+  EXPECT_EQ(renames.apply(ApiError(400, "m").with_code("previous_response_not_found")).code(),
+            "previous_response_not_found");
   // In a message: whole paths only, each renamed.
   renames.add("response_format", "text.format");
   renames.add("messages", "input");

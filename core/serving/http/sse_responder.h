@@ -78,8 +78,8 @@ class SseResponder {
     std::optional<AnswerParser> parser;
     uint32_t calls_sent = 0;  // the index of its next tool call
     // Echo: the prompt's text until the first event carries it, and its figures gathered till then.
-    std::optional<std::string> echo_text;
-    std::vector<PromptLogprobs> echo_figures;
+    std::optional<std::string> echo_text = std::nullopt;
+    std::vector<PromptLogprobs> echo_figures = {};
   };
 
   // The usage so far: each prompt once, every choice's tokens.

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "openai_response.h"
+
 namespace headway::serving::http {
 
 nlohmann::ordered_json StoredResponse::conversation() const {
@@ -16,28 +18,15 @@ nlohmann::ordered_json StoredResponse::conversation() const {
 
 bool ResponseStore::put(const std::string& id, StoredResponse stored) {
   if (max_bytes_ == 0) return false;
-  // Measured before the lock: the JSON is written once, as GET would write it (invalid UTF-8
-  // replaced, as the frontend writes every body).
-  const auto json_size = [](const nlohmann::ordered_json& json) {
-    return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).size();
-  };
-  const size_t bytes = json_size(stored.response) + json_size(stored.input_items);
+  // Measured before the lock: the JSON as GET writes it.
+  const size_t bytes = dump_json(stored.response).size() + dump_json(stored.input_items).size();
   if (bytes > max_bytes_) return false;
   auto shared = std::make_shared<const StoredResponse>(std::move(stored));
   std::vector<std::shared_ptr<const StoredResponse>> released;  // freed after the lock
   std::lock_guard lock(mutex_);
-  if (auto same = by_id_.find(id); same != by_id_.end()) {
-    released.push_back(std::move(same->second.stored));
-    bytes_ -= same->second.bytes;
-    oldest_first_.erase(same->second.age);
-    by_id_.erase(same);
-  }
+  if (auto same = by_id_.find(id); same != by_id_.end()) released.push_back(remove(same));
   while (bytes_ + bytes > max_bytes_ && !oldest_first_.empty()) {
-    const auto oldest = by_id_.find(oldest_first_.front());
-    released.push_back(std::move(oldest->second.stored));
-    bytes_ -= oldest->second.bytes;
-    by_id_.erase(oldest);
-    oldest_first_.pop_front();
+    released.push_back(remove(by_id_.find(oldest_first_.front())));
     ++pushed_out_;
   }
   oldest_first_.push_back(id);
@@ -62,11 +51,17 @@ bool ResponseStore::erase(const std::string& id) {
   std::lock_guard lock(mutex_);
   const auto found = by_id_.find(id);
   if (found == by_id_.end()) return false;
-  erased = std::move(found->second.stored);
-  bytes_ -= found->second.bytes;
-  oldest_first_.erase(found->second.age);
-  by_id_.erase(found);
+  erased = remove(found);
   return true;
+}
+
+std::shared_ptr<const StoredResponse> ResponseStore::remove(
+    std::unordered_map<std::string, Entry>::iterator entry) {
+  std::shared_ptr<const StoredResponse> stored = std::move(entry->second.stored);
+  bytes_ -= entry->second.bytes;
+  oldest_first_.erase(entry->second.age);
+  by_id_.erase(entry);
+  return stored;
 }
 
 std::string ResponseStore::why_not_found() const {

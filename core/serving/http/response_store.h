@@ -64,6 +64,11 @@ class ResponseStore {
     std::list<std::string>::iterator age;  // its place in oldest_first_
   };
 
+  // Takes `entry` out of the map, the age list and the byte count; its response, for the caller
+  // to free after the lock. Caller holds mutex_.
+  std::shared_ptr<const StoredResponse> remove(
+      std::unordered_map<std::string, Entry>::iterator entry);
+
   const size_t max_bytes_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Entry> by_id_;

@@ -636,7 +636,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
   if (out.echo.previous_response_id.is_string()) {
     previous = previous_conversation(out.echo.previous_response_id.get<std::string>(), store);
     for (size_t i = 0; i < previous.size(); ++i) {
-      messages.add_item(nlohmann::json::parse(previous[i].dump()), previous[i],
+      messages.add_item(nlohmann::json(previous[i]), previous[i],
                         indexed("previous_response_id", i));
     }
   }

@@ -82,8 +82,7 @@ struct ResponsesRequest {
 // Throws ApiError 400 naming the Responses field at fault, including for what Headway does not
 // keep (conversation, background) and tools other than functions. `store`: the responses kept,
 // which previous_response_id continues (400 previous_response_not_found when not kept there);
-// null or keeping none:
-// previous_response_id is refused and nothing is stored.
+// null or keeping none: previous_response_id is refused and nothing is stored.
 ResponsesRequest parse_responses_request(std::string_view body,
                                          const ResponseStore* store = nullptr);
 

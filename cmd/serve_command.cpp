@@ -162,6 +162,8 @@ int run_serve(const ServeArgs& args) {
     http_options.tool_call_parser = server.tool_call_parser;
     http_options.reasoning_parser = server.reasoning_parser;
     http_options.responses_store_bytes = size_t{server.responses_store_mb} << 20;
+    http_options.cors_allowed_origins = server.cors_allowed_origins;
+    http_options.cors_allow_credentials = server.cors_allow_credentials;
     http.emplace(service, std::move(http_options));
     http->start();
     std::fprintf(stderr, "headway serve: HTTP listening on http://%s\n",

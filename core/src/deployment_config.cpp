@@ -2,6 +2,7 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/input_file.h>
+#include <headway/core/web_origin.h>
 #include <toml++/toml.h>
 
 #include <cerrno>
@@ -161,7 +162,8 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
              {"host", "http_port", "grpc_port", "api_key_env", "drain_timeout_s", "role",
               "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
               "kv_stage_checksums", "kv_handoff", "kv_link_hold_s", "log_stats_interval_s",
-              "tool_call_parser", "reasoning_parser", "responses_store_mb"},
+              "tool_call_parser", "reasoning_parser", "responses_store_mb", "cors_allowed_origins",
+              "cors_allow_credentials"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -252,13 +254,46 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   }
   server.responses_store_mb =
       get_uint(table, "responses_store_mb", where, server.responses_store_mb, 0, 1u << 20);
-  for (const char* key : {"tool_call_parser", "reasoning_parser", "responses_store_mb"}) {
+  for (const char* key : {"tool_call_parser", "reasoning_parser", "responses_store_mb",
+                          "cors_allowed_origins", "cors_allow_credentials"}) {
     const toml::node* node = table.get(key);
     if (node != nullptr && server.role == "engine") {
       throw Error(fmt::format(
           "{}.{}{}: an engine process (role = \"engine\") has no HTTP frontend; set it in the "
           "router's file",
           where, key, line_of(*node)));
+    }
+  }
+  // Browser clients of the HTTP frontend (docs/serving_http.md, "Browser clients").
+  if (const toml::node* node = table.get("cors_allowed_origins")) {
+    const toml::array* list = node->as_array();
+    if (list == nullptr) {
+      throw Error(
+          fmt::format("{}.cors_allowed_origins{}: expected an array of origins, e.g. "
+                      "[\"https://chat.example.com\"] (or [\"*\"] for every origin)",
+                      where, line_of(*node)));
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      const toml::node& entry = *list->get(i);
+      if (!entry.is_string()) {
+        throw Error(fmt::format("{}.cors_allowed_origins[{}]{}: expected a string", where, i,
+                                line_of(entry)));
+      }
+      const std::string& origin = entry.as_string()->get();
+      const std::string why = why_not_web_origin(origin);
+      if (!why.empty()) {
+        throw Error(
+            fmt::format("{}.cors_allowed_origins[{}]{}: {}", where, i, line_of(entry), why));
+      }
+      server.cors_allowed_origins.push_back(origin);
+    }
+  }
+  server.cors_allow_credentials = get_bool(table, "cors_allow_credentials", where, false);
+  if (server.cors_allow_credentials) {
+    const std::string why = why_no_credentials_with(server.cors_allowed_origins);
+    if (!why.empty()) {
+      throw Error(fmt::format("{}.cors_allow_credentials{}: {}", where,
+                              line_of(*table.get("cors_allow_credentials")), why));
     }
   }
   return server;

@@ -192,6 +192,7 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
       options_(options),
       tool_call_format_(tool_call_format_named(options.tool_call_parser)),
       reasoning_format_(reasoning_format_named(options.reasoning_parser)),
+      cors_(options.cors_allowed_origins, options.cors_allow_credentials),
       responses_(options.responses_store_bytes),
       responses_kept_(metrics_
                           .gauge("headway_responses_kept",
@@ -264,10 +265,16 @@ void OpenAiRoutes::install(httplib::Server& server) {
         (server.*registrar)(path, guarded(own->handler));
         continue;
       }
-      (server.*registrar)(path, [wrong_method, allowed = path_methods.second](
-                                    const httplib::Request& request, httplib::Response& response) {
-        wrong_method(request, response, allowed);
-      });
+      // A browser's preflight asks before it sends a request of one of the path's methods.
+      (server.*registrar)(
+          path, guarded([this, wrong_method, allowed = path_methods.second](
+                            const httplib::Request& request, httplib::Response& response) {
+            if (cors_.is_preflight(request)) {
+              cors_.answer_preflight(request, response, allowed);
+            } else {
+              wrong_method(request, response, allowed);
+            }
+          }));
     }
   }
 
@@ -292,6 +299,11 @@ void OpenAiRoutes::install(httplib::Server& server) {
                    ApiError(response.status, library_error_message(request, response.status)));
         return httplib::Server::HandlerResponse::Handled;
       }));
+  // After every handler and error handler, errors included (a 401 a browser's script must read).
+  server.set_post_routing_handler(
+      [this](const httplib::Request& request, httplib::Response& response) {
+        cors_.add_response_headers(request, response);
+      });
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& response, const std::exception_ptr&) {
         send_error(response, ApiError(500, "internal error"));
@@ -413,7 +425,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
           completion.token_ids.clear();
           completion.logprobs.clear();
           completion.finish = Finish::kLength;
-          completion.stop_reason = StopReason();
+          completion.stop_reason.emplace<std::monostate>();
         } else {
           usage.completion_tokens += completion.usage.completion_tokens;
         }

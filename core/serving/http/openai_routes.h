@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "answer_parser.h"
+#include "cors_policy.h"
 #include "in_flight_requests.h"
 #include "openai_request.h"
 #include "openai_response.h"
@@ -85,6 +86,7 @@ class OpenAiRoutes {
   std::optional<ToolCallFormat> tool_call_format_;   // options_.tool_call_parser's
   std::optional<ReasoningFormat> reasoning_format_;  // options_.reasoning_parser's
   InFlightRequests in_flight_;
+  const CorsPolicy cors_;  // from options_.cors_allowed_origins and cors_allow_credentials
   ResponseStore responses_;
   // The frontend's own metrics, after the service's in /metrics: the kept responses.
   MetricsRegistry metrics_;

@@ -551,6 +551,39 @@ engine_connect_timeout_s = 5
       AllOf(HasSubstr("responses_store_mb"), HasSubstr("router's file")));
 }
 
+TEST_F(DeploymentConfigTest, CorsOriginsAreReadAndCheckedWithTheirLine) {
+  const std::string server = std::string(kSimEngine) + "[server]\n";
+  const DeploymentConfig none = parse(kSimEngine);
+  EXPECT_TRUE(none.server.cors_allowed_origins.empty());
+  EXPECT_FALSE(none.server.cors_allow_credentials);
+  const DeploymentConfig listed =
+      parse(server +
+            "cors_allowed_origins = ['https://chat.example.com', 'http://localhost:3000']\n"
+            "cors_allow_credentials = true\n");
+  EXPECT_EQ(listed.server.cors_allowed_origins,
+            (std::vector<std::string>{"https://chat.example.com", "http://localhost:3000"}));
+  EXPECT_TRUE(listed.server.cors_allow_credentials);
+  EXPECT_EQ(parse(server + "cors_allowed_origins = ['*']\n").server.cors_allowed_origins,
+            std::vector<std::string>{"*"});
+
+  EXPECT_THAT(error_of(server + "cors_allowed_origins = 'https://a.example'\n"),
+              AllOf(HasSubstr("server.cors_allowed_origins (line"),
+                    HasSubstr("expected an array of origins")));
+  EXPECT_THAT(error_of(server + "cors_allowed_origins = ['https://a.example', 3]\n"),
+              HasSubstr("server.cors_allowed_origins[1] (line 6): expected a string"));
+  EXPECT_THAT(error_of(server + "cors_allowed_origins = ['https://a.example/']\n"),
+              AllOf(HasSubstr("server.cors_allowed_origins[0] (line 6)"),
+                    HasSubstr("trailing slash"), HasSubstr("write \"https://a.example\"")));
+  EXPECT_THAT(error_of(server + "cors_allow_credentials = true\ncors_allowed_origins = ['*']\n"),
+              AllOf(HasSubstr("server.cors_allow_credentials (line 6)"), HasSubstr("list the")));
+  EXPECT_THAT(error_of(server + "cors_allow_credentials = true\n"),
+              AllOf(HasSubstr("cors_allow_credentials"), HasSubstr("no origin listed")));
+  EXPECT_THAT(error_of(server + "cors_allow_credentials = 1\n"),
+              HasSubstr("server.cors_allow_credentials: expected true or false"));
+  EXPECT_THAT(error_of(server + "role = 'engine'\ncors_allowed_origins = ['*']\n"),
+              AllOf(HasSubstr("cors_allowed_origins (line 7)"), HasSubstr("router's file")));
+}
+
 TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {
   const std::string model = "[model]\nplugin = 'sim'\n";
   const std::string router = "[server]\nrole = 'router'\n";

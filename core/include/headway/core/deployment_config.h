@@ -45,6 +45,9 @@
 //                                      # pythonic, mistral
 //   reasoning_parser = "qwen3"         # thinking apart in chat answers: deepseek_r1 or qwen3
 //   responses_store_mb = 256           # Responses API: MiB of the newest responses kept; 0: none
+//   cors_allowed_origins = ["https://chat.example.com"]  # browser pages that may call the HTTP
+//                                      # frontend ("*": every page); default none
+//   cors_allow_credentials = false     # browsers may also send cookies / HTTP auth (not with "*")
 //
 // Ownership: a DeploymentConfig owns its option values; plugin pointers are owned by the registry
 // (which outlives it). Threading: immutable after load.
@@ -119,6 +122,10 @@ struct ServerConfig {
   // The Responses API's store: MiB of JSON of the newest responses kept (store true) for GET
   // /v1/responses/{id} and previous_response_id; 0: none is kept.
   uint32_t responses_store_mb = 256;
+  // Browser clients (CORS): the origins whose pages' scripts may call the HTTP frontend, or "*";
+  // empty: none. Credentials: the browser's cookies and HTTP authentication too (not with "*").
+  std::vector<std::string> cors_allowed_origins;
+  bool cors_allow_credentials = false;
 };
 
 struct DeploymentConfig {

@@ -31,6 +31,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace headway::serving::http {
 class ListeningServer;
@@ -67,6 +68,13 @@ struct HttpOptions {
   // memory up to this many bytes of JSON, for GET /v1/responses/{id} and previous_response_id.
   // 0: none is kept (store is answered false, previous_response_id refused).
   size_t responses_store_bytes = size_t{256} << 20;
+  // Browser clients (CORS): the origins whose pages' scripts may call the frontend and read its
+  // answers ("https://chat.example.com"), or "*" for every origin; empty: none (no CORS headers,
+  // OPTIONS is 405). Preflights are answered without the API key. allow_credentials also lets them
+  // send the browser's cookies and HTTP credentials (not with "*"). A bad origin:
+  // std::invalid_argument from HttpFrontend's constructor. docs/serving_http.md, "Browser clients".
+  std::vector<std::string> cors_allowed_origins;
+  bool cors_allow_credentials = false;
 };
 
 class HttpFrontend {

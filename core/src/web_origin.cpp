@@ -53,6 +53,11 @@ std::string why_not_web_origin(std::string_view origin) {
                   : std::string("a path, query or fragment")) +
              ", which browsers never send in Origin: write \"" + std::string(bare) + "\"";
     }
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      return quoted +
+             " has a host that is not ASCII; browsers send an international name in "
+             "its punycode form (\"xn--...\"): write that";
+    }
     if (c == '@' || c == '*' || std::isspace(static_cast<unsigned char>(c)) != 0 ||
         std::iscntrl(static_cast<unsigned char>(c)) != 0) {
       return quoted + " is not an origin: its host may not hold '" +
@@ -78,16 +83,25 @@ std::string why_not_web_origin(std::string_view origin) {
     if (!digits || std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535) {
       return quoted + " has an invalid port \"" + std::string(port) + "\" (1 to 65535)";
     }
-    if ((scheme == "https" && port == "443") || (scheme == "http" && port == "80")) {
+    const unsigned long number = std::stoul(std::string(port));
+    if ((scheme == "https" && number == 443) || (scheme == "http" && number == 80)) {
       return quoted +
              " names its scheme's default port, which browsers leave out of Origin: write \"" +
              std::string(origin.substr(0, separator + 3 + host_end)) + "\"";
     }
+    if (port[0] == '0') {
+      return quoted + " has a port with a leading zero, which browsers never write: write \"" +
+             std::string(origin.substr(0, separator + 3 + host_end + 1)) + std::to_string(number) +
+             "\"";
+    }
   }
-  if (has_upper_case(origin)) {
-    return quoted +
-           " has upper-case letters; browsers write an origin's scheme and host in lower "
-           "case";
+  // Browsers lower-case every scheme, and the host of the web's own schemes; another scheme's host
+  // (a browser extension's id) is sent as it is.
+  const bool special =
+      scheme == "http" || scheme == "https" || scheme == "ws" || scheme == "wss" || scheme == "ftp";
+  if (has_upper_case(scheme) || (special && has_upper_case(authority))) {
+    return quoted + " has upper-case letters; browsers write " +
+           (has_upper_case(scheme) ? "a scheme" : "an http(s) origin's host") + " in lower case";
   }
   return "";
 }

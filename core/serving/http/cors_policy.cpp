@@ -66,7 +66,9 @@ void CorsPolicy::answer_preflight(const httplib::Request& request, httplib::Resp
     throw ApiError(400, "CORS preflight refused: " + request.path + " does not take method \"" +
                             method + "\"; it takes " + route_methods);
   }
-  response.status = 204;
+  // 200, as Starlette answers: cpp-httplib writes Content-Length: 0 on an empty body, which a 204
+  // must not carry.
+  response.status = 200;
   response.set_header("Access-Control-Allow-Methods", route_methods);
   // Every request header is allowed, as vLLM's default "*" does: the OpenAI SDKs send headers of
   // their own (x-stainless-*), and the literal "*" would not cover Authorization.
@@ -75,11 +77,26 @@ void CorsPolicy::answer_preflight(const httplib::Request& request, httplib::Resp
   response.set_header("Access-Control-Max-Age", std::to_string(kPreflightMaxAgeSeconds));
 }
 
+void CorsPolicy::check_origin(const httplib::Request& request) const {
+  if (!allow_credentials_ || !request.has_header("Origin")) return;
+  const std::string origin = request.get_header_value("Origin");
+  if (allow_origin_value(origin).empty()) {
+    throw ApiError(403, "origin \"" + origin + "\" is not in " + kOriginsKey +
+                            ": with cors_allow_credentials, requests from other pages are refused, "
+                            "since they would carry the browser's credentials");
+  }
+}
+
 void CorsPolicy::add_response_headers(const httplib::Request& request,
                                       httplib::Response& response) const {
-  if (!enabled() || !request.has_header("Origin")) return;
-  // The answer depends on Origin unless every origin gets the same "*": caches must key on it.
-  if (!allow_all_) response.set_header("Vary", "Origin");
+  if (!enabled()) return;
+  // Every answer says how it depends on Origin, also one to a request without it, which a cache
+  // could otherwise hand to a page: the same "*" for all, or Vary.
+  if (allow_all_) {
+    response.set_header("Access-Control-Allow-Origin", "*");
+    return;
+  }
+  response.set_header("Vary", "Origin");
   const std::string allowed = allow_origin_value(request.get_header_value("Origin"));
   if (allowed.empty()) return;
   response.set_header("Access-Control-Allow-Origin", allowed);

@@ -37,16 +37,24 @@ class CorsPolicy {
   // Access-Control-Request-Method, while CORS is on.
   bool is_preflight(const httplib::Request& request) const;
 
-  // Answers a preflight for a route whose methods are `route_methods` ("GET, DELETE"): 204 with
+  // Answers a preflight for a route whose methods are `route_methods` ("GET, DELETE"): 200 with
   // the methods, the headers asked for and how long the browser may cache the answer. Throws a 400
   // ApiError naming what is not allowed (the origin, or a method the route does not have).
   // add_response_headers() adds the origin afterwards, as to every answer.
   void answer_preflight(const httplib::Request& request, httplib::Response& response,
                         const std::string& route_methods) const;
 
-  // Adds Access-Control-Allow-Origin (and -Credentials, Vary) to the answer to a request from an
-  // allowed origin; nothing for a request without Origin or from another origin. Called for every
-  // answer, errors included, just before its headers are written.
+  // With credentials allowed: throws a 403 ApiError for a request from an origin not listed. A page
+  // can send a form-like POST (text/plain, no preflight) with the browser's cookies, and the answer
+  // kept from it would not undo what the request did. Without credentials, a page has nothing to
+  // authenticate with (the API key is never sent by the browser on its own). Called by every route
+  // that checks the API key, before it.
+  void check_origin(const httplib::Request& request) const;
+
+  // Adds the CORS headers every answer carries while CORS is on: with "*", Access-Control-Allow-
+  // Origin: *; otherwise Vary: Origin, and for a request from a listed origin that origin (and
+  // Access-Control-Allow-Credentials). Called for every answer, errors included, just before its
+  // headers are written.
   void add_response_headers(const httplib::Request& request, httplib::Response& response) const;
 
   // How long a browser may reuse a preflight's answer (Access-Control-Max-Age), Starlette's and so

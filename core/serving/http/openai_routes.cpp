@@ -311,6 +311,7 @@ void OpenAiRoutes::install(httplib::Server& server) {
 }
 
 bool OpenAiRoutes::authorized(const httplib::Request& request, httplib::Response& response) const {
+  cors_.check_origin(request);
   if (options_.api_key.empty()) return true;
   const std::string header = request.get_header_value("Authorization");
   if (check_bearer(header, options_.api_key) == BearerCheck::kMatches) return true;

@@ -47,6 +47,16 @@ TEST(WebOrigin, NearMissesSayHowToWriteTheOrigin) {
   EXPECT_THAT(why_not_web_origin("http://[::1"), HasSubstr("unclosed '['"));
   EXPECT_THAT(why_not_web_origin("http://[::1]x"), HasSubstr("after its host's ']'"));
   EXPECT_THAT(why_not_web_origin("1http://a.example"), HasSubstr("its scheme \"1http\""));
+  EXPECT_THAT(why_not_web_origin("http://localhost:03000"),
+              AllOf(HasSubstr("leading zero"), HasSubstr("write \"http://localhost:3000\"")));
+  EXPECT_THAT(why_not_web_origin("https://b\xc3\xbc"
+                                 "cher.de"),
+              HasSubstr("punycode"));
+  EXPECT_EQ(why_not_web_origin("https://xn--bcher-kva.de"), "");
+  EXPECT_THAT(why_not_web_origin("HTTPS://chat.example.com"), HasSubstr("a scheme in lower case"));
+  EXPECT_THAT(why_not_web_origin("wss://Chat.example.com"), HasSubstr("host in lower case"));
+  // Another scheme's host is sent as it is (a browser extension's id may be upper case).
+  EXPECT_EQ(why_not_web_origin("safari-web-extension://6C8E1A2B-0000-4000-8000-00000000ABCD"), "");
 }
 
 TEST(WebOrigin, CredentialsNeedListedOrigins) {

@@ -13,9 +13,9 @@ namespace headway::core {
 
 // Empty when `origin` is "*" (every origin) or an origin as a browser writes it: a scheme, "://",
 // a host (a name, an IPv4 address or an [IPv6] one) and an optional port, nothing after. Otherwise
-// why it is not, in words that tell how to write it: a trailing slash, a path, a default port or a
-// case a browser never sends would never match, and "null" (sandboxed pages, file://) would let
-// every page in.
+// why it is not, in words that tell how to write it: a trailing slash, a path, a default port, a
+// port's leading zero, a host that is not ASCII (browsers send punycode) or a case a browser never
+// sends would never match, and "null" (sandboxed pages, file://) would let every page in.
 std::string why_not_web_origin(std::string_view origin);
 
 // Empty when browsers may send their cookies and HTTP credentials to pages of `allowed_origins`

@@ -57,9 +57,11 @@ TEST(CorsPolicy, AListedOriginIsEchoedAndOthersGetNothing) {
     EXPECT_FALSE(response.has_header("Access-Control-Allow-Origin")) << near;
   }
 
+  // Without Origin too: a cache must not hand this answer to a page.
   httplib::Response no_origin;
   policy.add_response_headers(request_from(""), no_origin);
-  EXPECT_TRUE(no_origin.headers.empty());
+  EXPECT_EQ(no_origin.get_header_value("Vary"), "Origin");
+  EXPECT_FALSE(no_origin.has_header("Access-Control-Allow-Origin"));
 }
 
 TEST(CorsPolicy, EveryOriginGetsTheWildcardWithoutVary) {
@@ -68,6 +70,9 @@ TEST(CorsPolicy, EveryOriginGetsTheWildcardWithoutVary) {
   policy.add_response_headers(request_from("https://anywhere.example"), response);
   EXPECT_EQ(response.get_header_value("Access-Control-Allow-Origin"), "*");
   EXPECT_FALSE(response.has_header("Vary"));
+  httplib::Response no_origin;  // the same static answer for every request
+  policy.add_response_headers(request_from(""), no_origin);
+  EXPECT_EQ(no_origin.get_header_value("Access-Control-Allow-Origin"), "*");
 }
 
 TEST(CorsPolicy, CredentialsAreAllowedToListedOriginsOnly) {
@@ -84,11 +89,31 @@ TEST(CorsPolicy, CredentialsAreAllowedToListedOriginsOnly) {
   EXPECT_THROW(CorsPolicy({}, true), std::invalid_argument);
 }
 
+// With credentials, another page's request would carry the browser's cookies: refused before it
+// runs (a form-like POST needs no preflight, and hiding its answer would not undo it).
+TEST(CorsPolicy, WithCredentialsRequestsFromOtherOriginsAreRefused) {
+  const CorsPolicy policy(kListed, true);
+  EXPECT_NO_THROW(policy.check_origin(request_from("https://chat.example.com")));
+  EXPECT_NO_THROW(policy.check_origin(request_from("")));  // not a page's request
+  try {
+    policy.check_origin(request_from("https://evil.example"));
+    FAIL() << "another origin with credentials";
+  } catch (const ApiError& error) {
+    EXPECT_EQ(error.status(), 403);
+    EXPECT_THAT(error.what(),
+                AllOf(HasSubstr("\"https://evil.example\""), HasSubstr("cors_allow_credentials")));
+  }
+  // Without credentials a page has nothing to authenticate with: served, its answer kept from it.
+  EXPECT_NO_THROW(CorsPolicy(kListed, false).check_origin(request_from("https://evil.example")));
+  EXPECT_NO_THROW(CorsPolicy({}, false).check_origin(request_from("https://evil.example")));
+}
+
 TEST(CorsPolicy, NoOriginsMeansNoHeadersAndNoPreflights) {
   const CorsPolicy policy({}, false);
   EXPECT_FALSE(policy.enabled());
   httplib::Response response;
   policy.add_response_headers(request_from("https://chat.example.com"), response);
+  policy.add_response_headers(request_from(""), response);
   EXPECT_TRUE(response.headers.empty());
   EXPECT_FALSE(policy.is_preflight(preflight("https://chat.example.com", "POST")));
 }
@@ -122,7 +147,7 @@ TEST(CorsPolicy, APreflightIsAnsweredWithTheRoutesMethodsAndTheHeadersAsked) {
   policy.answer_preflight(
       preflight("https://chat.example.com", "POST", "authorization,content-type,x-stainless-os"),
       response, "POST");
-  EXPECT_EQ(response.status, 204);
+  EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.get_header_value("Access-Control-Allow-Methods"), "POST");
   EXPECT_EQ(response.get_header_value("Access-Control-Allow-Headers"),
             "authorization,content-type,x-stainless-os");
@@ -132,7 +157,7 @@ TEST(CorsPolicy, APreflightIsAnsweredWithTheRoutesMethodsAndTheHeadersAsked) {
   httplib::Response delete_response;
   policy.answer_preflight(preflight("http://localhost:3000", "DELETE"), delete_response,
                           "GET, DELETE");
-  EXPECT_EQ(delete_response.status, 204);
+  EXPECT_EQ(delete_response.status, 200);
   EXPECT_EQ(delete_response.get_header_value("Access-Control-Allow-Methods"), "GET, DELETE");
   EXPECT_FALSE(delete_response.has_header("Access-Control-Allow-Headers"));
 }

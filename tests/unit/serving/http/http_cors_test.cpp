@@ -37,7 +37,7 @@ TEST_F(HttpCorsTest, APreflightIsAnsweredWithoutTheApiKey) {
   auto result = preflight("/v1/chat/completions", kPage, "POST",
                           "authorization,content-type,x-stainless-lang");
   ASSERT_TRUE(result);
-  EXPECT_EQ(result->status, 204) << result->body;
+  EXPECT_EQ(result->status, 200) << result->body;
   EXPECT_EQ(result->get_header_value("Access-Control-Allow-Origin"), kPage);
   EXPECT_EQ(result->get_header_value("Access-Control-Allow-Methods"), "POST");
   EXPECT_EQ(result->get_header_value("Access-Control-Allow-Headers"),
@@ -50,9 +50,16 @@ TEST_F(HttpCorsTest, APreflightIsAnsweredWithoutTheApiKey) {
   // A path with several methods: the kept responses are fetched and deleted from a page too.
   auto kept = preflight("/v1/responses/resp_0123", "https://chat.example.com", "DELETE");
   ASSERT_TRUE(kept);
-  EXPECT_EQ(kept->status, 204) << kept->body;
+  EXPECT_EQ(kept->status, 200) << kept->body;
   EXPECT_EQ(kept->get_header_value("Access-Control-Allow-Methods"), "GET, DELETE");
   EXPECT_EQ(kept->get_header_value("Access-Control-Allow-Origin"), "https://chat.example.com");
+
+  // An unknown route has no methods to allow: 404, whose origin header lets the page read why.
+  auto unknown = preflight("/v1/embeddings", kPage, "POST");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(unknown->get_header_value("Access-Control-Allow-Origin"), kPage);
+  EXPECT_FALSE(unknown->has_header("Access-Control-Allow-Methods"));
 }
 
 TEST_F(HttpCorsTest, AnswersToAListedOriginAllowItErrorsAndStreamsIncluded) {
@@ -125,15 +132,27 @@ TEST_F(HttpCorsTest, CredentialsAreAllowedWhenConfigured) {
   options.cors_allowed_origins = {kPage};
   options.cors_allow_credentials = true;
   start_frontend(options);
-  auto result = preflight("/v1/models", kPage, "GET");
+  auto result = preflight("/v1/models", kPage, "GET", "authorization");
   ASSERT_TRUE(result);
-  EXPECT_EQ(result->status, 204);
+  EXPECT_EQ(result->status, 200);
   EXPECT_EQ(result->get_header_value("Access-Control-Allow-Credentials"), "true");
+  EXPECT_EQ(result->get_header_value("Access-Control-Allow-Headers"), "authorization");
   auto models = client().Get("/v1/models", from(kPage, false));
   ASSERT_TRUE(models);
   EXPECT_EQ(models->status, 200);
   EXPECT_EQ(models->get_header_value("Access-Control-Allow-Credentials"), "true");
   EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), kPage);
+
+  // Another page's request would carry the browser's credentials: refused before it runs, even
+  // as a form-like POST (text/plain) that needs no preflight.
+  auto other = client().Post("/v1/completions", from("https://evil.example", false),
+                             R"({"prompt": "hello", "max_tokens": 2})", "text/plain");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 403);
+  EXPECT_TRUE(service_.submitted().empty());
+  auto no_page = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 2})");
+  ASSERT_TRUE(no_page);
+  EXPECT_EQ(no_page->status, 200);
 
   options.cors_allowed_origins = {"*"};
   EXPECT_THROW((HttpFrontend{service_, options}), std::invalid_argument);
@@ -147,6 +166,12 @@ TEST_F(HttpCorsTest, EveryOriginGetsTheWildcard) {
   ASSERT_TRUE(result);
   EXPECT_EQ(result->get_header_value("Access-Control-Allow-Origin"), "*");
   EXPECT_FALSE(result->has_header("Vary"));
+  auto asked = preflight("/v1/chat/completions", "https://anywhere.example", "POST",
+                         "authorization,content-type");
+  ASSERT_TRUE(asked);
+  EXPECT_EQ(asked->status, 200);
+  EXPECT_EQ(asked->get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(asked->get_header_value("Access-Control-Allow-Headers"), "authorization,content-type");
 }
 
 TEST_F(HttpFrontendTest, WithoutCorsOriginsNoAnswerAllowsAPage) {

@@ -16,8 +16,8 @@ CLI::App* add_model_command(CLI::App& app, ModelArgs& args) {
   model->require_subcommand(1);
   args.make_tiny = model->add_subcommand(
       "make-tiny",
-      "Write a deterministic random-weight Llama checkpoint (config.json, model.safetensors, "
-      "byte-level tokenizer.json) that the cpu model serves");
+      "Write a deterministic random-weight Llama (or Qwen 2/3) checkpoint (config.json, "
+      "model.safetensors, byte-level tokenizer.json) that the cpu model serves");
   CLI::App* c = args.make_tiny;
   c->add_option("--out", args.out, "Checkpoint directory to write (created if missing)")
       ->required();
@@ -32,6 +32,9 @@ CLI::App* add_model_command(CLI::App& app, ModelArgs& args) {
   c->add_option("--dtype", args.dtype, "Stored weight dtype")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   c->add_flag("--tie-embeddings", args.tie_embeddings, "Share the embedding table as LM head");
+  c->add_option("--architecture", args.architecture,
+                "llama (default), qwen2 (biases on q, k, v) or qwen3 (per-head q/k norms)")
+      ->check(CLI::IsMember({"llama", "qwen2", "qwen3"}));
   c->add_flag("--quiet", args.quiet, "Print nothing on success");
   return model;
 }
@@ -46,6 +49,7 @@ int run_model(const ModelArgs& args) {
   if (args.vocab) spec.vocab = args.vocab;
   spec.seed = args.seed;
   spec.tie_word_embeddings = args.tie_embeddings;
+  spec.architecture = args.architecture;
   spec.dtype = args.dtype == "f32"    ? models::cpu::DType::kF32
                : args.dtype == "bf16" ? models::cpu::DType::kBF16
                                       : models::cpu::DType::kF16;
@@ -56,10 +60,10 @@ int run_model(const ModelArgs& args) {
   }
   if (!args.quiet) {
     std::cout << fmt::format(
-        "wrote {}: {} layers, hidden {}, {}/{} heads, ffn {}, vocab {}, {} weights, {:.1f}M "
+        "wrote {}: {} {} layers, hidden {}, {}/{} heads, ffn {}, vocab {}, {} weights, {:.1f}M "
         "parameters\n",
-        args.out, spec.layers, spec.hidden, spec.heads, spec.kv_heads, spec.ffn, spec.vocab,
-        args.dtype, models::cpu::parameter_count(spec) / 1e6);
+        args.out, spec.architecture, spec.layers, spec.hidden, spec.heads, spec.kv_heads, spec.ffn,
+        spec.vocab, args.dtype, models::cpu::parameter_count(spec) / 1e6);
   }
   return 0;
 }

@@ -19,6 +19,7 @@ struct ModelArgs {
   uint32_t vocab = 0;
   uint64_t seed = 0;
   std::string dtype = "f16";
+  std::string architecture = "llama";
   bool tie_embeddings = false;
   bool quiet = false;
   CLI::App* make_tiny = nullptr;

@@ -89,6 +89,27 @@ TEST_F(CudaModel, IllegalTensorParallelismIsRejectedBeforeTouchingADevice) {
   }
 }
 
+// The device kernels have neither Qwen 2's attention biases nor Qwen 3's per-head q/k norms: such a
+// checkpoint is refused naming its model_type, not served with wrong answers.
+TEST_F(CudaModel, QwenCheckpointsAreRefusedBeforeTouchingADevice) {
+  for (const char* architecture : {"qwen2", "qwen3"}) {
+    TempDir qwen;
+    models::cpu::TinyModelSpec qwen_spec = spec();
+    qwen_spec.architecture = architecture;
+    models::cpu::write_tiny_checkpoint(qwen_spec, qwen.path());
+    try {
+      ModelHarness m("cuda", "path = \"" + qwen.path().string() + "\"", qwen.path());
+      ADD_FAILURE() << architecture << " should be refused";
+    } catch (const core::Error& e) {
+      EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string("model_type ") + architecture),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("the cpu model serves"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // `options`: more cuda model options.
 void expect_the_cpu_models_logits(const std::string& path, const std::filesystem::path& dir,
                                   const std::string& options) {

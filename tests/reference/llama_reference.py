@@ -5,7 +5,8 @@ is tested against (tests/unit/plugins/models/cpu/reference_test.cpp).
 It shares no code with Headway: it parses config.json and the safetensors files itself and runs
 the textbook computation in float64 over whole sequences (no KV cache, no paging, no chunking):
 embeddings, RMSNorm, rotary embeddings (Hugging Face rotate_half convention, llama3 frequency
-scaling), grouped-query causal attention, SwiGLU MLP, final norm, LM head.
+scaling), grouped-query causal attention, SwiGLU MLP, final norm, LM head; and the Qwen variants:
+Qwen 2's biases on q, k and v, Qwen 3's per-head RMSNorm of q and k before the rotation.
 
 Usage:
   llama_reference.py --checkpoint DIR --requests requests.json --out logits.bin
@@ -101,6 +102,13 @@ def rotate(x, cos, sin):
     return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
 
 
+def projection(w, name, x):
+    """x @ W^T, plus the bias when the checkpoint has one (Qwen 2's q, k and v; attention_bias)."""
+    y = x @ w[name + ".weight"].T
+    bias = w.get(name + ".bias")
+    return y if bias is None else y + bias
+
+
 def forward(config, w, tokens):
     hidden = config["hidden_size"]
     heads = config["num_attention_heads"]
@@ -117,9 +125,15 @@ def forward(config, w, tokens):
     for layer in range(config["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = (h @ w[p + "self_attn.q_proj.weight"].T).reshape(n, heads, head_dim)
-        k = (h @ w[p + "self_attn.k_proj.weight"].T).reshape(n, kv_heads, head_dim)
-        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(n, kv_heads, head_dim)
+        q, k, v = (projection(w, p + "self_attn." + name, h)
+                   for name in ("q_proj", "k_proj", "v_proj"))
+        q = q.reshape(n, heads, head_dim)
+        k = k.reshape(n, kv_heads, head_dim)
+        v = v.reshape(n, kv_heads, head_dim)
+        if config.get("model_type") == "qwen3":
+            # Qwen 3: each head of q and k is RMS-normalized (over head_dim) before RoPE.
+            q = rms_norm(q, w[p + "self_attn.q_norm.weight"], eps)
+            k = rms_norm(k, w[p + "self_attn.k_norm.weight"], eps)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         group = heads // kv_heads
         out = np.empty((n, heads, head_dim))
@@ -129,7 +143,7 @@ def forward(config, w, tokens):
             scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
             scores /= scores.sum(axis=-1, keepdims=True)
             out[:, head, :] = scores @ vh
-        x = x + out.reshape(n, heads * head_dim) @ w[p + "self_attn.o_proj.weight"].T
+        x = x + projection(w, p + "self_attn.o_proj", out.reshape(n, heads * head_dim))
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         gate = h @ w[p + "mlp.gate_proj.weight"].T
         up = h @ w[p + "mlp.up_proj.weight"].T

@@ -102,9 +102,8 @@ class CpuModel final : public sdk::Model {
         weights_(checkpoint_, config_, resolve_dtype(options.get_string("dtype"), checkpoint_),
                  options.get_bool("mmap")),
         threads_(resolve_threads(options.get_int("threads"))),
-        max_model_len_(options.get_int("max_model_len") > 0
-                           ? static_cast<uint32_t>(options.get_int("max_model_len"))
-                           : config_.max_position_embeddings),
+        max_model_len_(
+            resolve_max_model_len(config_, options.get_int("max_model_len"), "cpu model")),
         kv_cache_bytes_(options.get_double("kv_cache_gb") * 1e9),
         forward_(config_, weights_, threads_, max_model_len_) {
     char line[512];

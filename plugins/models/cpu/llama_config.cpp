@@ -1,5 +1,6 @@
 #include "llama_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <headway/sdk/status.hpp>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,13 @@ double get_number(const json& j, const std::string& file, const char* key, doubl
   return it->get<double>();
 }
 
+bool get_flag(const json& j, const std::string& file, const char* key, bool fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) fail(file, std::string("key '") + key + "' must be a boolean");
+  return it->get<bool>();
+}
+
 // bos/eos may be an integer, a list of integers (Llama 3.1 lists several eos ids) or null.
 int64_t get_token(const json& j, const std::string& file, const char* key) {
   auto it = j.find(key);
@@ -56,14 +64,37 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
   }
   if (!j.is_object()) fail(file, "expected a JSON object");
 
+  LlamaConfig c;
   if (auto it = j.find("model_type"); it != j.end() && it->is_string()) {
-    const std::string type = it->get<std::string>();
-    if (type != "llama" && type != "mistral") {
-      fail(file, "model_type '" + type + "' is not a Llama-architecture model");
+    c.model_type = it->get<std::string>();
+    if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
+        c.model_type != "qwen3") {
+      fail(file, "model_type '" + c.model_type +
+                     "' is not supported (supported: llama, mistral, qwen2, qwen3: decoders of the "
+                     "Llama architecture)");
     }
   }
-
-  LlamaConfig c;
+  // Qwen 2 always has biases on q, k and v (not o); the others have them, o included, only where
+  // attention_bias says so. Qwen 3 normalizes each head of q and k before RoPE.
+  if (c.model_type == "qwen2") {
+    c.qkv_bias = true;
+  } else {
+    c.qkv_bias = c.o_bias = get_flag(j, file, "attention_bias", false);
+  }
+  c.qk_norm = c.model_type == "qwen3";
+  if (get_flag(j, file, "mlp_bias", false)) {
+    fail(file, "mlp_bias = true (biases on the MLP's projections) is not supported");
+  }
+  // Qwen says whether its sliding window is used; Mistral uses one whenever it names it. A window
+  // on every layer is exact up to its length, so the context is bounded by it; Qwen's windows on
+  // some layers only are not supported.
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
+  if (qwen && get_flag(j, file, "use_sliding_window", false)) {
+    fail(file,
+         "use_sliding_window = true (sliding-window attention on some layers) is not "
+         "supported");
+  }
+  if (!qwen) c.sliding_window = get_dim(j, file, "sliding_window", false, 0);
   c.hidden_size = get_dim(j, file, "hidden_size", true);
   c.intermediate_size = get_dim(j, file, "intermediate_size", true);
   c.num_hidden_layers = get_dim(j, file, "num_hidden_layers", true);
@@ -137,6 +168,24 @@ LlamaConfig load_llama_config(const std::filesystem::path& dir) {
   std::ostringstream text;
   text << in.rdbuf();
   return parse_llama_config(text.str(), path.string());
+}
+
+uint32_t resolve_max_model_len(const LlamaConfig& config, int64_t asked, const std::string& who) {
+  const uint32_t window = config.sliding_window;
+  if (asked <= 0) {
+    return window > 0 ? std::min(window, config.max_position_embeddings)
+                      : config.max_position_embeddings;
+  }
+  if (window > 0 && asked > window) {
+    throw sdk::Error(
+        HW_INVALID_ARGUMENT,
+        who + ": max_model_len " + std::to_string(asked) +
+            " exceeds the checkpoint's sliding_window " + std::to_string(window) +
+            ", beyond which its attention would differ from the model's (sliding-window "
+            "attention is not supported); use at most " +
+            std::to_string(window));
+  }
+  return static_cast<uint32_t>(asked);
 }
 
 hw_model_info model_info_of(const LlamaConfig& config, uint32_t max_model_len) {

@@ -1,4 +1,5 @@
-// The architecture of a Hugging Face Llama checkpoint, read from its config.json.
+// The architecture of a Hugging Face Llama-family checkpoint (Llama, Mistral, Qwen 2, Qwen 3), read
+// from its config.json.
 //
 // Threading: plain data; load_llama_config is reentrant.
 #pragma once
@@ -37,6 +38,12 @@ struct LlamaConfig {
   int64_t bos_token_id = -1;  // -1: none
   int64_t eos_token_id = -1;  // -1: none; the first one when config.json lists several
   std::string torch_dtype;    // "float32", "float16", "bfloat16" or empty
+  std::string model_type;     // "llama", "mistral", "qwen2", "qwen3" or empty (taken as llama)
+  bool qkv_bias = false;      // q_proj, k_proj and v_proj have biases (Qwen 2; attention_bias)
+  bool o_bias = false;        // o_proj has a bias too (attention_bias)
+  bool qk_norm = false;       // q and k are RMS-normalized per head before RoPE (Qwen 3)
+  uint32_t sliding_window =
+      0;  // Mistral's window on every layer, which bounds the context; 0: none
 };
 
 // Reads and checks <dir>/config.json. Throws sdk::Error(HW_INVALID_ARGUMENT) naming the file and
@@ -46,6 +53,12 @@ LlamaConfig load_llama_config(const std::filesystem::path& dir);
 
 // Same, from JSON text; `file` is used for messages.
 LlamaConfig parse_llama_config(const std::string& text, const std::string& file);
+
+// The context a model plugin serves: `asked` (its max_model_len option) when positive, else the
+// checkpoint's max_position_embeddings, bounded by a sliding window (within which full attention is
+// exact). Throws sdk::Error(HW_INVALID_ARGUMENT), prefixed with `who`, for a length past the
+// window.
+uint32_t resolve_max_model_len(const LlamaConfig& config, int64_t asked, const std::string& who);
 
 // The part of a model plugin's info() that the config determines (struct_size, shape, vocab,
 // max_model_len, eos_token); every model of this architecture (CPU, CUDA) fills the rest: KV

@@ -160,20 +160,31 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
     rms_norm(x, total, hidden, w.input_norm, eps, h, threads_);
     linear_.run_fused(h, total, {{&w.q, q, qw}, {&w.k, k, kvw}, {&w.v, v, kvw}});
 
-    // RoPE on q and k, and K/V into the cache at each token's (block, slot).
+    // Biases and norms of q and k where the architecture has them, RoPE on q and k, and K/V into
+    // the cache at each token's (block, slot).
     for (const SliceSpan& span : spans_) {
 #pragma omp parallel for num_threads(threads_) schedule(static) if (span.tokens > 16)
       for (uint32_t t = 0; t < span.tokens; ++t) {
         const uint32_t r = span.first_row + t;
         const float* c = cos_.data() + static_cast<size_t>(r) * half;
         const float* sn = sin_.data() + static_cast<size_t>(r) * half;
-        Rope::apply(q + static_cast<size_t>(r) * qw, heads, hd, c, sn);
+        float* qr = q + static_cast<size_t>(r) * qw;
         float* kr = k + static_cast<size_t>(r) * kvw;
+        float* vr = v + static_cast<size_t>(r) * kvw;
+        if (w.q_bias != nullptr) {  // Qwen 2's biases, added to this token's row here, once
+          add_bias(qr, 1, qw, w.q_bias, 1);
+          add_bias(kr, 1, kvw, w.k_bias, 1);
+          add_bias(vr, 1, kvw, w.v_bias, 1);
+        }
+        if (w.q_norm != nullptr) {  // Qwen 3: each head of q and k normalized before RoPE
+          rms_norm(qr, heads, hd, w.q_norm, eps, qr, 1);
+          rms_norm(kr, kv_heads, hd, w.k_norm, eps, kr, 1);
+        }
+        Rope::apply(qr, heads, hd, c, sn);
         Rope::apply(kr, kv_heads, hd, c, sn);
         const uint32_t pos = span.start + t;
         const uint32_t block = span.block_table[pos / bs];
         const uint32_t slot = pos % bs;
-        const float* vr = v + static_cast<size_t>(r) * kvw;
         for (uint32_t g = 0; g < kv_heads; ++g) {
           float* kc = kv_.keys(block, l, g);
           const float* kg = kr + static_cast<size_t>(g) * hd;
@@ -186,6 +197,7 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
 
     attention_.run(kv_, l, spans_, q, attn_.data());
     linear_.run(attn_.data(), total, w.o, x, hidden, true);
+    if (w.o_bias != nullptr) add_bias(x, total, hidden, w.o_bias, threads_);
 
     rms_norm(x, total, hidden, w.post_attention_norm, eps, h, threads_);
     linear_.run_fused(h, total, {{&w.gate, gate_.data(), ffn}, {&w.up, up_.data(), ffn}});

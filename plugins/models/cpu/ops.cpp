@@ -23,6 +23,15 @@ void rms_norm(const float* x, uint32_t rows, uint32_t width, const float* weight
   }
 }
 
+void add_bias(float* x, uint32_t rows, uint32_t width, const float* bias, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static) if (rows > 16)
+  for (uint32_t r = 0; r < rows; ++r) {
+    float* xr = x + static_cast<size_t>(r) * width;
+#pragma omp simd
+    for (uint32_t i = 0; i < width; ++i) xr[i] += bias[i];
+  }
+}
+
 void swiglu(float* gate, const float* up, uint32_t rows, uint32_t width, int threads) {
   const size_t n = static_cast<size_t>(rows) * width;
 #pragma omp parallel for simd num_threads(threads) schedule(static) if (n > 65536)

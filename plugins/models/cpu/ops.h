@@ -13,6 +13,9 @@ namespace headway::models::cpu {
 void rms_norm(const float* x, uint32_t rows, uint32_t width, const float* weight, float eps,
               float* out, int threads);
 
+// x[r] += bias, for `rows` rows of `width` floats (a projection's bias).
+void add_bias(float* x, uint32_t rows, uint32_t width, const float* bias, int threads);
+
 // gate[r] = silu(gate[r]) * up[r] in place (SwiGLU), for rows x width floats.
 void swiglu(float* gate, const float* up, uint32_t rows, uint32_t width, int threads);
 

@@ -82,6 +82,8 @@ void validate(const TinyModelSpec& s) {
   need(s.vocab >= kTinyMinVocab && s.vocab <= 1u << 22,
        "--vocab must be in [259, 4194304] (at least 256 bytes + <s>, </s>, <pad>)");
   need(s.max_position_embeddings >= 16, "max_position_embeddings must be at least 16");
+  need(s.architecture == "llama" || s.architecture == "qwen2" || s.architecture == "qwen3",
+       "--architecture must be llama, qwen2 or qwen3");
   // Each size may be in range while their product is not: the weights are built in memory (as
   // F32, then written as F16), so a shape past this would exhaust memory rather than fail here.
   constexpr uint64_t kMaxParameters = uint64_t{1} << 30;
@@ -97,7 +99,10 @@ uint64_t parameter_count(const TinyModelSpec& s) {
   const uint64_t attn =
       uint64_t{s.hidden} * s.heads * head_dim * 2 + uint64_t{s.hidden} * s.kv_heads * head_dim * 2;
   const uint64_t mlp = uint64_t{3} * s.hidden * s.ffn;
-  const uint64_t per_layer = attn + mlp + 2 * uint64_t{s.hidden};
+  const uint64_t extras = s.architecture == "qwen2" ? uint64_t{s.heads + 2 * s.kv_heads} * head_dim
+                          : s.architecture == "qwen3" ? 2 * head_dim
+                                                      : 0;
+  const uint64_t per_layer = attn + mlp + 2 * uint64_t{s.hidden} + extras;
   const uint64_t embed = uint64_t{s.vocab} * s.hidden;
   return s.layers * per_layer + embed * (s.tie_word_embeddings ? 1 : 2) + s.hidden;
 }
@@ -109,8 +114,12 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
   if (ec) throw sdk::Error(HW_INTERNAL, dir.string() + ": cannot create: " + ec.message());
 
   const uint32_t head_dim = s.hidden / s.heads;
-  ordered_json config = {{"architectures", {"LlamaForCausalLM"}},
-                         {"model_type", "llama"},
+  const bool qwen = s.architecture != "llama";
+  const std::string class_name = s.architecture == "qwen2"   ? "Qwen2ForCausalLM"
+                                 : s.architecture == "qwen3" ? "Qwen3ForCausalLM"
+                                                             : "LlamaForCausalLM";
+  ordered_json config = {{"architectures", {class_name}},
+                         {"model_type", s.architecture},
                          {"hidden_size", s.hidden},
                          {"intermediate_size", s.ffn},
                          {"num_hidden_layers", s.layers},
@@ -127,7 +136,12 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
                          {"eos_token_id", kTinyEosToken},
                          {"torch_dtype", torch_dtype(s.dtype)},
                          {"headway_seed", s.seed}};
-  if (s.llama3_rope_scaling) {
+  if (qwen) {
+    // As Qwen's own configs say it: a window named but not used, which must not bound the context.
+    config["use_sliding_window"] = false;
+    config["sliding_window"] = s.max_position_embeddings / 2;
+    config["rope_scaling"] = nullptr;
+  } else if (s.llama3_rope_scaling) {
     // Llama 3.1's scaling, so the reference test exercises the llama3 frequency bands.
     config["rope_scaling"] = {{"rope_type", "llama3"},
                               {"factor", 8.0},
@@ -161,6 +175,20 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
                                     next(), fan_in(s.hidden)));
     tensors.push_back(random_tensor(p + "self_attn.o_proj.weight", {s.hidden, q_out}, s.dtype,
                                     next(), fan_in(static_cast<uint32_t>(q_out))));
+    if (s.architecture == "qwen2") {
+      // Biases as large as a projection's typical output, so that leaving one out shows.
+      for (const auto& [name, size] :
+           {std::pair{"q_proj", q_out}, std::pair{"k_proj", kv_out}, std::pair{"v_proj", kv_out}}) {
+        tensors.push_back(
+            random_tensor(p + "self_attn." + name + ".bias", {size}, s.dtype, next(), 1.0f));
+      }
+    }
+    if (s.architecture == "qwen3") {
+      for (const char* name : {"q_norm", "k_norm"}) {
+        tensors.push_back(random_tensor(p + "self_attn." + name + ".weight", {head_dim}, s.dtype,
+                                        next(), 0.5f, 1.0f));
+      }
+    }
     tensors.push_back(random_tensor(p + "post_attention_layernorm.weight", {s.hidden}, s.dtype,
                                     next(), 0.1f, 1.0f));
     tensors.push_back(random_tensor(p + "mlp.gate_proj.weight", {s.ffn, s.hidden}, s.dtype, next(),

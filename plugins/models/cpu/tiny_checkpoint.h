@@ -30,7 +30,10 @@ struct TinyModelSpec {
   uint64_t seed = 0;
   DType dtype = DType::kF16;
   bool tie_word_embeddings = false;
-  bool llama3_rope_scaling = true;
+  bool llama3_rope_scaling = true;  // llama only: Qwen checkpoints have no rope_scaling
+  // The config.json and tensors of: "llama"; "qwen2" (biases on q, k and v); "qwen3" (q and k
+  // RMS-normalized per head).
+  std::string architecture = "llama";
 };
 
 // Byte-level tokenizer ids written by make-tiny (see core/include/headway/core/byte_tokenizer.h).

@@ -57,6 +57,16 @@ LlamaWeights::LlamaWeights(const Checkpoint& checkpoint, const LlamaConfig& c, D
     w.k = matrix(checkpoint, p + "self_attn.k_proj.weight", kv_out, c.hidden_size);
     w.v = matrix(checkpoint, p + "self_attn.v_proj.weight", kv_out, c.hidden_size);
     w.o = matrix(checkpoint, p + "self_attn.o_proj.weight", c.hidden_size, q_out);
+    if (c.qkv_bias) {
+      w.q_bias = vector(checkpoint, p + "self_attn.q_proj.bias", q_out);
+      w.k_bias = vector(checkpoint, p + "self_attn.k_proj.bias", kv_out);
+      w.v_bias = vector(checkpoint, p + "self_attn.v_proj.bias", kv_out);
+    }
+    if (c.o_bias) w.o_bias = vector(checkpoint, p + "self_attn.o_proj.bias", c.hidden_size);
+    if (c.qk_norm) {
+      w.q_norm = vector(checkpoint, p + "self_attn.q_norm.weight", c.head_dim);
+      w.k_norm = vector(checkpoint, p + "self_attn.k_norm.weight", c.head_dim);
+    }
     w.post_attention_norm =
         vector(checkpoint, p + "post_attention_layernorm.weight", c.hidden_size);
     w.gate = matrix(checkpoint, p + "mlp.gate_proj.weight", c.intermediate_size, c.hidden_size);

@@ -1,7 +1,7 @@
-// The weights of a Llama model in the dtype the forward pass computes with. Matrices whose stored
-// dtype is the compute dtype are views into the checkpoint's memory mapping (no copy); the others
-// are converted once at load. Norm weights are always converted to float (they are tiny and read
-// for every token).
+// The weights of a Llama-family model in the dtype the forward pass computes with. Matrices whose
+// stored dtype is the compute dtype are views into the checkpoint's memory mapping (no copy); the
+// others are converted once at load. Norm weights and biases are always converted to float (they
+// are tiny and read for every token).
 //
 // Ownership: LlamaWeights borrows the Checkpoint (which must outlive it) and owns converted copies.
 // Threading: immutable after construction; read concurrently by the forward pass's threads.
@@ -30,6 +30,14 @@ struct LayerWeights {
   const float* input_norm = nullptr;
   const float* post_attention_norm = nullptr;
   Matrix q, k, v, o, gate, up, down;
+  // Biases of the projections (LlamaConfig::qkv_bias, o_bias) and Qwen 3's per-head norms of q and
+  // k ([head_dim], LlamaConfig::qk_norm); null where the architecture has none.
+  const float* q_bias = nullptr;
+  const float* k_bias = nullptr;
+  const float* v_bias = nullptr;
+  const float* o_bias = nullptr;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
 };
 
 class LlamaWeights {

@@ -111,8 +111,7 @@ class CudaModel final : public sdk::Model {
         config_(resolve_architecture(options_)),
         tp_(plan_tensor_parallel(config_, options_.tensor_parallel)) {
     check_kernel_limits(config_);
-    max_model_len_ =
-        options_.max_model_len > 0 ? options_.max_model_len : config_.max_position_embeddings;
+    max_model_len_ = cpu::resolve_max_model_len(config_, options_.max_model_len, "cuda model");
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {

@@ -46,6 +46,7 @@ struct ReferenceCase {
   bool odd_widths = false;
   // Extra model options, e.g. ", mmap = false" (weights copied into huge pages).
   const char* options = "";
+  const char* architecture = "llama";  // TinyModelSpec::architecture
 };
 
 class ReferenceTest : public ::testing::TestWithParam<ReferenceCase> {};
@@ -56,6 +57,7 @@ TEST_P(ReferenceTest, MatchesNumpyForPrefillAndDecode) {
   TempDir dir(GetParam().name);
   TinyModelSpec spec = small_spec(GetParam().dtype);
   spec.tie_word_embeddings = GetParam().tied;
+  spec.architecture = GetParam().architecture;
   if (GetParam().odd_widths) {
     spec.hidden = 72;  // 4 heads of 18
     spec.ffn = 100;
@@ -96,15 +98,18 @@ TEST_P(ReferenceTest, MatchesNumpyForPrefillAndDecode) {
               ours.size(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, ReferenceTest,
-                         ::testing::Values(ReferenceCase{"f32", DType::kF32, false},
-                                           ReferenceCase{"f16", DType::kF16, false},
-                                           ReferenceCase{"bf16_tied", DType::kBF16, true},
-                                           ReferenceCase{"f16_odd_widths_copied", DType::kF16,
-                                                         false, true, ", mmap = false"},
-                                           ReferenceCase{"bf16_odd_widths", DType::kBF16, false,
-                                                         true}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    Dtypes, ReferenceTest,
+    ::testing::Values(ReferenceCase{"f32", DType::kF32, false},
+                      ReferenceCase{"f16", DType::kF16, false},
+                      ReferenceCase{"bf16_tied", DType::kBF16, true},
+                      ReferenceCase{"f16_odd_widths_copied", DType::kF16, false, true,
+                                    ", mmap = false"},
+                      ReferenceCase{"bf16_odd_widths", DType::kBF16, false, true},
+                      ReferenceCase{"qwen2_bf16_tied", DType::kBF16, true, false, "", "qwen2"},
+                      ReferenceCase{"qwen3_f16", DType::kF16, false, false, "", "qwen3"},
+                      ReferenceCase{"qwen2_f32_odd_widths", DType::kF32, false, true, "", "qwen2"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 class InvarianceTest : public ::testing::Test {
  protected:

@@ -317,5 +317,113 @@ TEST(LlamaConfig, ReadsLlama31StyleFields) {
                sdk::Error);
 }
 
+// The message parse_llama_config throws for `text`, or "" when it parses.
+std::string config_error(const std::string& text) {
+  try {
+    parse_llama_config(text, "config.json");
+  } catch (const sdk::Error& e) {
+    EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+// The fields of Qwen's own configs (Qwen2.5-0.5B-Instruct's, Qwen3-0.6B's) decide the variant.
+TEST(LlamaConfig, ReadsTheQwenVariants) {
+  const LlamaConfig qwen2 = parse_llama_config(
+      R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+          "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+          "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 32768,
+          "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+          "use_sliding_window": false, "max_window_layers": 21, "tie_word_embeddings": true,
+          "bos_token_id": 151643, "eos_token_id": 151645, "torch_dtype": "bfloat16"})",
+      "config.json");
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.o_bias);
+  EXPECT_FALSE(qwen2.qk_norm);
+  EXPECT_EQ(qwen2.head_dim, 64u);
+  EXPECT_EQ(qwen2.sliding_window, 0u);  // named, but not used
+  EXPECT_EQ(resolve_max_model_len(qwen2, 0, "cpu model"), 32768u);
+
+  const LlamaConfig qwen3 = parse_llama_config(
+      R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024,
+          "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16,
+          "num_key_value_heads": 8, "head_dim": 128, "attention_bias": false,
+          "vocab_size": 151936, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06,
+          "rope_theta": 1000000, "rope_scaling": null, "sliding_window": null,
+          "use_sliding_window": false, "tie_word_embeddings": true, "eos_token_id": 151645})",
+      "config.json");
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_FALSE(qwen3.qkv_bias);
+  EXPECT_EQ(qwen3.head_dim, 128u);  // not hidden_size / heads (64)
+
+  const std::string shape = R"("hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300)";
+  const LlamaConfig biased =
+      parse_llama_config("{" + shape + R"(, "attention_bias": true})", "config.json");
+  EXPECT_TRUE(biased.qkv_bias);
+  EXPECT_TRUE(biased.o_bias);  // Llama's attention_bias covers o_proj too
+
+  EXPECT_THAT(config_error("{" + shape + R"(, "model_type": "gemma2"})"),
+              AllOf(HasSubstr("config.json"), HasSubstr("model_type 'gemma2' is not supported"),
+                    HasSubstr("qwen2")));
+  EXPECT_THAT(config_error("{" + shape + R"(, "mlp_bias": true})"), HasSubstr("mlp_bias"));
+  EXPECT_THAT(config_error("{" + shape + R"(, "attention_bias": "yes"})"),
+              HasSubstr("'attention_bias' must be a boolean"));
+  EXPECT_THAT(config_error("{" + shape + R"(, "model_type": "qwen2", "use_sliding_window": true})"),
+              HasSubstr("use_sliding_window"));
+}
+
+// Mistral 7B v0.1 attends within 4096 positions on every layer: exact up to the window, so the
+// context is bounded by it rather than computed wrongly past it.
+TEST(LlamaConfig, AMistralSlidingWindowBoundsTheContext) {
+  const LlamaConfig c = parse_llama_config(
+      R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300,
+          "max_position_embeddings": 32768, "sliding_window": 4096})",
+      "config.json");
+  EXPECT_EQ(c.sliding_window, 4096u);
+  EXPECT_EQ(resolve_max_model_len(c, 0, "cpu model"), 4096u);
+  EXPECT_EQ(resolve_max_model_len(c, 2048, "cpu model"), 2048u);
+  try {
+    resolve_max_model_len(c, 8192, "cpu model");
+    FAIL() << "a context past the window";
+  } catch (const sdk::Error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("cpu model: max_model_len 8192"),
+                                HasSubstr("sliding_window 4096"), HasSubstr("at most 4096")));
+  }
+  const LlamaConfig no_window = parse_llama_config(
+      R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300,
+          "max_position_embeddings": 32768, "sliding_window": null})",
+      "config.json");
+  EXPECT_EQ(resolve_max_model_len(no_window, 0, "cpu model"), 32768u);
+  EXPECT_EQ(resolve_max_model_len(no_window, 65536, "cpu model"), 65536u);
+}
+
+// A Qwen checkpoint without its biases or norms is refused naming the tensor, as any other.
+TEST(TinyCheckpoint, AQwenCheckpointMissingItsExtraTensorsIsRefused) {
+  for (const char* architecture : {"qwen2", "qwen3"}) {
+    TempDir dir(architecture);
+    TinyModelSpec spec = small_spec();
+    spec.architecture = architecture;
+    write_tiny_checkpoint(spec, dir.path());
+    EXPECT_NO_THROW(ModelHarness model(dir.path()));
+    const std::string tensor = std::string(architecture) == "qwen2"
+                                   ? "model.layers.1.self_attn.v_proj.bias"
+                                   : "model.layers.1.self_attn.k_norm.weight";
+    RawFile raw = RawFile::read(dir.path() / "model.safetensors");
+    ASSERT_TRUE(raw.header.contains(tensor));
+    raw.header.erase(tensor);
+    raw.write(dir.path() / "model.safetensors");
+    try {
+      ModelHarness model(dir.path());
+      ADD_FAILURE() << architecture << ": loaded without " << tensor;
+    } catch (const core::Error& e) {
+      EXPECT_THAT(e.what(), AllOf(HasSubstr(tensor), HasSubstr("not found")));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace headway::models::cpu::testing

@@ -90,5 +90,31 @@ TEST(CudaModelConfig, KernelLimitsAreChecked) {
   EXPECT_THROW(check_kernel_limits(c), sdk::Error);
 }
 
+// What the device kernels do not compute is refused, naming it, rather than served wrongly.
+TEST(CudaModelConfig, AttentionBiasesAndQkNormsAreRefused) {
+  const auto message = [](const LlamaConfig& c) {
+    try {
+      check_kernel_limits(c);
+    } catch (const sdk::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  LlamaConfig llama = named_shape("llama-3.1-8b");
+  llama.qkv_bias = llama.o_bias = true;  // a Llama config.json without model_type
+  EXPECT_NE(message(llama).find("model_type llama with attention_bias"), std::string::npos)
+      << message(llama);
+  LlamaConfig qwen2 = named_shape("llama-3.1-8b");
+  qwen2.model_type = "qwen2";
+  qwen2.qkv_bias = true;
+  EXPECT_NE(message(qwen2).find("attention biases (model_type qwen2)"), std::string::npos)
+      << message(qwen2);
+  LlamaConfig qwen3 = named_shape("llama-3.1-8b");
+  qwen3.model_type = "qwen3";
+  qwen3.qk_norm = true;
+  EXPECT_NE(message(qwen3).find("q/k norm of model_type qwen3"), std::string::npos)
+      << message(qwen3);
+}
+
 }  // namespace
 }  // namespace headway::models::cuda

@@ -9,6 +9,9 @@
 namespace headway::models::cpu {
 namespace {
 
+// Hugging Face's MistralConfig's sliding_window when config.json does not say (Mistral 7B v0.1's).
+constexpr uint32_t kMistralDefaultSlidingWindow = 4096;
+
 using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& file, const std::string& message) {
@@ -74,27 +77,37 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
                      "Llama architecture)");
     }
   }
-  // Qwen 2 always has biases on q, k and v (not o); the others have them, o included, only where
-  // attention_bias says so. Qwen 3 normalizes each head of q and k before RoPE.
+  // As Hugging Face builds each: Qwen 2 always has biases on q, k and v (not o); Mistral never has
+  // any; Llama and Qwen 3 have them, o included, where attention_bias says so. Qwen 3 normalizes
+  // each head of q and k before RoPE.
   if (c.model_type == "qwen2") {
     c.qkv_bias = true;
-  } else {
+  } else if (c.model_type != "mistral") {
     c.qkv_bias = c.o_bias = get_flag(j, file, "attention_bias", false);
   }
   c.qk_norm = c.model_type == "qwen3";
   if (get_flag(j, file, "mlp_bias", false)) {
     fail(file, "mlp_bias = true (biases on the MLP's projections) is not supported");
   }
-  // Qwen says whether its sliding window is used; Mistral uses one whenever it names it. A window
-  // on every layer is exact up to its length, so the context is bounded by it; Qwen's windows on
-  // some layers only are not supported.
+  // Qwen says whether its sliding window is used; Mistral uses one unless it says null (Hugging
+  // Face's MistralConfig takes 4096 when the key is absent). A window on every layer is exact up to
+  // its length, so the context is bounded by it; Qwen's windows on some layers only are not
+  // supported, nor is Qwen 2.5-1M's dual chunk attention past the trained length.
   const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
   if (qwen && get_flag(j, file, "use_sliding_window", false)) {
     fail(file,
          "use_sliding_window = true (sliding-window attention on some layers) is not "
          "supported");
   }
-  if (!qwen) c.sliding_window = get_dim(j, file, "sliding_window", false, 0);
+  if (auto it = j.find("dual_chunk_attention_config"); it != j.end() && !it->is_null()) {
+    fail(file,
+         "dual_chunk_attention_config (Qwen 2.5-1M's long-context attention) is not "
+         "supported");
+  }
+  if (c.model_type == "mistral") {
+    c.sliding_window = j.contains("sliding_window") ? get_dim(j, file, "sliding_window", false, 0)
+                                                    : kMistralDefaultSlidingWindow;
+  }
   c.hidden_size = get_dim(j, file, "hidden_size", true);
   c.intermediate_size = get_dim(j, file, "intermediate_size", true);
   c.num_hidden_layers = get_dim(j, file, "num_hidden_layers", true);
@@ -102,7 +115,8 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
   c.num_key_value_heads = get_dim(j, file, "num_key_value_heads", false, c.num_attention_heads);
   c.vocab_size = get_dim(j, file, "vocab_size", true);
   c.max_position_embeddings = get_dim(j, file, "max_position_embeddings", false, 2048);
-  c.head_dim = get_dim(j, file, "head_dim", false, 0);
+  // Qwen 3's head_dim is not hidden_size / heads: Hugging Face's Qwen3Config takes 128 when absent.
+  c.head_dim = get_dim(j, file, "head_dim", false, c.model_type == "qwen3" ? 128 : 0);
   if (c.head_dim == 0) {
     if (c.hidden_size % c.num_attention_heads != 0) {
       fail(file, "hidden_size " + std::to_string(c.hidden_size) +
@@ -119,7 +133,18 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
   }
   c.rms_norm_eps = get_number(j, file, "rms_norm_eps", 1e-5);
   if (!(c.rms_norm_eps > 0)) fail(file, "key 'rms_norm_eps' must be > 0");
+  // Transformers 5 writes rope_theta and the scaling together as rope_parameters, in place of
+  // rope_theta and rope_scaling.
+  const char* scaling_key = j.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  const auto scaling_it = j.find(scaling_key);
+  const bool has_scaling = scaling_it != j.end() && !scaling_it->is_null();
+  if (has_scaling && !scaling_it->is_object()) {
+    fail(file, std::string("key '") + scaling_key + "' must be an object or null");
+  }
   c.rope_theta = get_number(j, file, "rope_theta", 10000.0);
+  if (has_scaling && scaling_it->contains("rope_theta")) {
+    c.rope_theta = get_number(*scaling_it, file, "rope_theta", c.rope_theta);
+  }
   if (!(c.rope_theta > 1)) fail(file, "key 'rope_theta' must be > 1");
   if (auto it = j.find("tie_word_embeddings"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) fail(file, "key 'tie_word_embeddings' must be a boolean");
@@ -131,11 +156,11 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
     c.torch_dtype = it->get<std::string>();
   }
 
-  if (auto it = j.find("rope_scaling"); it != j.end() && !it->is_null()) {
-    if (!it->is_object()) fail(file, "key 'rope_scaling' must be an object or null");
+  if (has_scaling) {
+    const json& scaling = *scaling_it;
     std::string type;
     for (const char* key : {"rope_type", "type"}) {
-      if (auto t = it->find(key); t != it->end() && t->is_string()) {
+      if (auto t = scaling.find(key); t != scaling.end() && t->is_string()) {
         type = t->get<std::string>();
         break;
       }
@@ -143,19 +168,20 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
     if (type == "llama3") {
       RopeScaling& s = c.rope_scaling;
       s.llama3 = true;
-      s.factor = get_number(*it, file, "factor", 8.0);
-      s.low_freq_factor = get_number(*it, file, "low_freq_factor", 1.0);
-      s.high_freq_factor = get_number(*it, file, "high_freq_factor", 4.0);
+      s.factor = get_number(scaling, file, "factor", 8.0);
+      s.low_freq_factor = get_number(scaling, file, "low_freq_factor", 1.0);
+      s.high_freq_factor = get_number(scaling, file, "high_freq_factor", 4.0);
       s.original_max_position_embeddings =
-          get_number(*it, file, "original_max_position_embeddings", 8192.0);
+          get_number(scaling, file, "original_max_position_embeddings", 8192.0);
       if (!(s.factor > 0) || !(s.high_freq_factor > s.low_freq_factor) ||
           !(s.original_max_position_embeddings > 0)) {
-        fail(file,
-             "rope_scaling (llama3): need factor > 0, high_freq_factor > low_freq_factor "
-             "and original_max_position_embeddings > 0");
+        fail(file, std::string(scaling_key) +
+                       " (llama3): need factor > 0, high_freq_factor > low_freq_factor "
+                       "and original_max_position_embeddings > 0");
       }
     } else if (type != "default" && !type.empty()) {
-      fail(file, "rope_scaling type '" + type + "' is not supported (supported: llama3, default)");
+      fail(file, std::string(scaling_key) + " type '" + type +
+                     "' is not supported (supported: llama3, default)");
     }
   }
   return c;

@@ -171,14 +171,21 @@ void LlamaForward::run(const hw_model_batch& batch, float* logits) {
         float* qr = q + static_cast<size_t>(r) * qw;
         float* kr = k + static_cast<size_t>(r) * kvw;
         float* vr = v + static_cast<size_t>(r) * kvw;
-        if (w.q_bias != nullptr) {  // Qwen 2's biases, added to this token's row here, once
-          add_bias(qr, 1, qw, w.q_bias, 1);
-          add_bias(kr, 1, kvw, w.k_bias, 1);
-          add_bias(vr, 1, kvw, w.v_bias, 1);
+        // Serial helpers: this loop is the parallel one.
+        if (w.q_bias != nullptr) {  // Qwen 2's biases (attention_bias), on this token's row
+          add_bias_row(qr, qw, w.q_bias);
+          add_bias_row(kr, kvw, w.k_bias);
+          add_bias_row(vr, kvw, w.v_bias);
         }
         if (w.q_norm != nullptr) {  // Qwen 3: each head of q and k normalized before RoPE
-          rms_norm(qr, heads, hd, w.q_norm, eps, qr, 1);
-          rms_norm(kr, kv_heads, hd, w.k_norm, eps, kr, 1);
+          for (uint32_t head = 0; head < heads; ++head) {
+            float* qh = qr + static_cast<size_t>(head) * hd;
+            rms_norm_row(qh, hd, w.q_norm, eps, qh);
+          }
+          for (uint32_t g = 0; g < kv_heads; ++g) {
+            float* kh = kr + static_cast<size_t>(g) * hd;
+            rms_norm_row(kh, hd, w.k_norm, eps, kh);
+          }
         }
         Rope::apply(qr, heads, hd, c, sn);
         Rope::apply(kr, kv_heads, hd, c, sn);

@@ -8,28 +8,32 @@
 
 namespace headway::models::cpu {
 
+void rms_norm_row(const float* x, uint32_t width, const float* weight, float eps, float* out) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (uint32_t i = 0; i < width; ++i) sum += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(width) + eps);
+#pragma omp simd
+  for (uint32_t i = 0; i < width; ++i) out[i] = x[i] * inv * weight[i];
+}
+
 void rms_norm(const float* x, uint32_t rows, uint32_t width, const float* weight, float eps,
               float* out, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (rows > 16)
   for (uint32_t r = 0; r < rows; ++r) {
-    const float* xr = x + static_cast<size_t>(r) * width;
-    float* o = out + static_cast<size_t>(r) * width;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (uint32_t i = 0; i < width; ++i) sum += xr[i] * xr[i];
-    const float inv = 1.0f / std::sqrt(sum / static_cast<float>(width) + eps);
-#pragma omp simd
-    for (uint32_t i = 0; i < width; ++i) o[i] = xr[i] * inv * weight[i];
+    rms_norm_row(x + static_cast<size_t>(r) * width, width, weight, eps,
+                 out + static_cast<size_t>(r) * width);
   }
+}
+
+void add_bias_row(float* x, uint32_t width, const float* bias) {
+#pragma omp simd
+  for (uint32_t i = 0; i < width; ++i) x[i] += bias[i];
 }
 
 void add_bias(float* x, uint32_t rows, uint32_t width, const float* bias, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (rows > 16)
-  for (uint32_t r = 0; r < rows; ++r) {
-    float* xr = x + static_cast<size_t>(r) * width;
-#pragma omp simd
-    for (uint32_t i = 0; i < width; ++i) xr[i] += bias[i];
-  }
+  for (uint32_t r = 0; r < rows; ++r) add_bias_row(x + static_cast<size_t>(r) * width, width, bias);
 }
 
 void swiglu(float* gate, const float* up, uint32_t rows, uint32_t width, int threads) {

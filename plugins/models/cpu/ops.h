@@ -13,8 +13,13 @@ namespace headway::models::cpu {
 void rms_norm(const float* x, uint32_t rows, uint32_t width, const float* weight, float eps,
               float* out, int threads);
 
+// The same for one row, on the calling thread (inside a loop that is parallel already).
+void rms_norm_row(const float* x, uint32_t width, const float* weight, float eps, float* out);
+
 // x[r] += bias, for `rows` rows of `width` floats (a projection's bias).
 void add_bias(float* x, uint32_t rows, uint32_t width, const float* bias, int threads);
+// The same for one row, on the calling thread.
+void add_bias_row(float* x, uint32_t width, const float* bias);
 
 // gate[r] = silu(gate[r]) * up[r] in place (SwiGLU), for rows x width floats.
 void swiglu(float* gate, const float* up, uint32_t rows, uint32_t width, int threads);

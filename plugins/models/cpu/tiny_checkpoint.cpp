@@ -1,5 +1,6 @@
 #include "tiny_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -67,6 +68,10 @@ const char* torch_dtype(DType dtype) {
   return "float32";
 }
 
+uint32_t head_dim_of(const TinyModelSpec& s) {
+  return s.head_dim != 0 ? s.head_dim : s.hidden / std::max(s.heads, 1u);
+}
+
 }  // namespace
 
 void validate(const TinyModelSpec& s) {
@@ -75,8 +80,12 @@ void validate(const TinyModelSpec& s) {
   };
   need(s.layers >= 1 && s.layers <= 1024, "--layers must be in [1, 1024]");
   need(s.hidden >= 2 && s.hidden <= 65536, "--hidden must be in [2, 65536]");
-  need(s.heads >= 1 && s.hidden % s.heads == 0, "--hidden must be a multiple of --heads");
-  need((s.hidden / s.heads) % 2 == 0, "head dimension (--hidden / --heads) must be even");
+  need(s.heads >= 1 && (s.head_dim != 0 || s.hidden % s.heads == 0),
+       "--hidden must be a multiple of --heads");
+  need(head_dim_of(s) % 2 == 0 && head_dim_of(s) <= 1024,
+       "head dimension (--hidden / --heads) must be even, at most 1024");
+  need(!s.attention_bias || s.architecture != "qwen2",
+       "attention_bias is for llama and qwen3 (qwen2 has its own biases)");
   need(s.kv_heads >= 1 && s.heads % s.kv_heads == 0, "--heads must be a multiple of --kv-heads");
   need(s.ffn >= 1 && s.ffn <= 1u << 20, "--ffn must be in [1, 1048576]");
   need(s.vocab >= kTinyMinVocab && s.vocab <= 1u << 22,
@@ -95,13 +104,15 @@ void validate(const TinyModelSpec& s) {
 }
 
 uint64_t parameter_count(const TinyModelSpec& s) {
-  const uint64_t head_dim = s.hidden / s.heads;
+  const uint64_t head_dim = head_dim_of(s);
   const uint64_t attn =
       uint64_t{s.hidden} * s.heads * head_dim * 2 + uint64_t{s.hidden} * s.kv_heads * head_dim * 2;
   const uint64_t mlp = uint64_t{3} * s.hidden * s.ffn;
-  const uint64_t extras = s.architecture == "qwen2" ? uint64_t{s.heads + 2 * s.kv_heads} * head_dim
-                          : s.architecture == "qwen3" ? 2 * head_dim
-                                                      : 0;
+  const uint64_t biases = s.architecture == "qwen2" || s.attention_bias
+                              ? uint64_t{s.heads + 2 * s.kv_heads} * head_dim
+                              : 0;
+  const uint64_t extras =
+      biases + (s.attention_bias ? s.hidden : 0) + (s.architecture == "qwen3" ? 2 * head_dim : 0);
   const uint64_t per_layer = attn + mlp + 2 * uint64_t{s.hidden} + extras;
   const uint64_t embed = uint64_t{s.vocab} * s.hidden;
   return s.layers * per_layer + embed * (s.tie_word_embeddings ? 1 : 2) + s.hidden;
@@ -113,7 +124,7 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
   std::filesystem::create_directories(dir, ec);
   if (ec) throw sdk::Error(HW_INTERNAL, dir.string() + ": cannot create: " + ec.message());
 
-  const uint32_t head_dim = s.hidden / s.heads;
+  const uint32_t head_dim = head_dim_of(s);
   const bool qwen = s.architecture != "llama";
   const std::string class_name = s.architecture == "qwen2"   ? "Qwen2ForCausalLM"
                                  : s.architecture == "qwen3" ? "Qwen3ForCausalLM"
@@ -136,6 +147,7 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
                          {"eos_token_id", kTinyEosToken},
                          {"torch_dtype", torch_dtype(s.dtype)},
                          {"headway_seed", s.seed}};
+  if (s.attention_bias) config["attention_bias"] = true;
   if (qwen) {
     // As Qwen's own configs say it: a window named but not used, which must not bound the context.
     config["use_sliding_window"] = false;
@@ -175,13 +187,17 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
                                     next(), fan_in(s.hidden)));
     tensors.push_back(random_tensor(p + "self_attn.o_proj.weight", {s.hidden, q_out}, s.dtype,
                                     next(), fan_in(static_cast<uint32_t>(q_out))));
-    if (s.architecture == "qwen2") {
+    if (s.architecture == "qwen2" || s.attention_bias) {
       // Biases as large as a projection's typical output, so that leaving one out shows.
       for (const auto& [name, size] :
            {std::pair{"q_proj", q_out}, std::pair{"k_proj", kv_out}, std::pair{"v_proj", kv_out}}) {
         tensors.push_back(
             random_tensor(p + "self_attn." + name + ".bias", {size}, s.dtype, next(), 1.0f));
       }
+    }
+    if (s.attention_bias) {
+      tensors.push_back(
+          random_tensor(p + "self_attn.o_proj.bias", {s.hidden}, s.dtype, next(), 1.0f));
     }
     if (s.architecture == "qwen3") {
       for (const char* name : {"q_norm", "k_norm"}) {

@@ -34,6 +34,11 @@ struct TinyModelSpec {
   // The config.json and tensors of: "llama"; "qwen2" (biases on q, k and v); "qwen3" (q and k
   // RMS-normalized per head).
   std::string architecture = "llama";
+  // Biases on q, k, v and o (config attention_bias; llama and qwen3), as some Llama derivatives.
+  bool attention_bias = false;
+  // The heads' width when it is not hidden / heads (Qwen 3: 16 heads of 128 over a hidden 1024);
+  // 0: hidden / heads.
+  uint32_t head_dim = 0;
 };
 
 // Byte-level tokenizer ids written by make-tiny (see core/include/headway/core/byte_tokenizer.h).

@@ -110,7 +110,8 @@ void check_kernel_limits(const LlamaConfig& c) {
   // The device kernels have no bias adds and no per-head q/k norm yet: such a checkpoint would run
   // and answer wrongly.
   if (c.qkv_bias || c.o_bias) {
-    invalid("attention biases (model_type " + c.model_type +
+    invalid("attention biases (model_type " + (c.model_type.empty() ? "llama" : c.model_type) +
+            (c.model_type == "qwen2" ? "" : " with attention_bias") +
             ") are not supported by the cuda model yet; the cpu model serves them");
   }
   if (c.qk_norm) {

@@ -47,6 +47,8 @@ struct ReferenceCase {
   // Extra model options, e.g. ", mmap = false" (weights copied into huge pages).
   const char* options = "";
   const char* architecture = "llama";  // TinyModelSpec::architecture
+  bool attention_bias = false;         // TinyModelSpec::attention_bias (o_proj's bias too)
+  uint32_t head_dim = 0;               // TinyModelSpec::head_dim
 };
 
 class ReferenceTest : public ::testing::TestWithParam<ReferenceCase> {};
@@ -58,6 +60,8 @@ TEST_P(ReferenceTest, MatchesNumpyForPrefillAndDecode) {
   TinyModelSpec spec = small_spec(GetParam().dtype);
   spec.tie_word_embeddings = GetParam().tied;
   spec.architecture = GetParam().architecture;
+  spec.attention_bias = GetParam().attention_bias;
+  spec.head_dim = GetParam().head_dim;
   if (GetParam().odd_widths) {
     spec.hidden = 72;  // 4 heads of 18
     spec.ffn = 100;
@@ -100,15 +104,17 @@ TEST_P(ReferenceTest, MatchesNumpyForPrefillAndDecode) {
 
 INSTANTIATE_TEST_SUITE_P(
     Dtypes, ReferenceTest,
-    ::testing::Values(ReferenceCase{"f32", DType::kF32, false},
-                      ReferenceCase{"f16", DType::kF16, false},
-                      ReferenceCase{"bf16_tied", DType::kBF16, true},
-                      ReferenceCase{"f16_odd_widths_copied", DType::kF16, false, true,
-                                    ", mmap = false"},
-                      ReferenceCase{"bf16_odd_widths", DType::kBF16, false, true},
-                      ReferenceCase{"qwen2_bf16_tied", DType::kBF16, true, false, "", "qwen2"},
-                      ReferenceCase{"qwen3_f16", DType::kF16, false, false, "", "qwen3"},
-                      ReferenceCase{"qwen2_f32_odd_widths", DType::kF32, false, true, "", "qwen2"}),
+    ::testing::Values(
+        ReferenceCase{"f32", DType::kF32, false}, ReferenceCase{"f16", DType::kF16, false},
+        ReferenceCase{"bf16_tied", DType::kBF16, true},
+        ReferenceCase{"f16_odd_widths_copied", DType::kF16, false, true, ", mmap = false"},
+        ReferenceCase{"bf16_odd_widths", DType::kBF16, false, true},
+        ReferenceCase{"qwen2_bf16_tied", DType::kBF16, true, false, "", "qwen2"},
+        ReferenceCase{"qwen3_f16", DType::kF16, false, false, "", "qwen3"},
+        ReferenceCase{"qwen2_f32_odd_widths", DType::kF32, false, true, "", "qwen2"},
+        ReferenceCase{"llama_attention_bias_f32", DType::kF32, false, false, "", "llama", true},
+        // Qwen 3's shape: heads wider than hidden / heads.
+        ReferenceCase{"qwen3_wide_heads_bf16", DType::kBF16, true, false, "", "qwen3", false, 32}),
     [](const auto& info) { return std::string(info.param.name); });
 
 class InvarianceTest : public ::testing::Test {

@@ -356,6 +356,17 @@ TEST(LlamaConfig, ReadsTheQwenVariants) {
   EXPECT_TRUE(qwen3.qk_norm);
   EXPECT_FALSE(qwen3.qkv_bias);
   EXPECT_EQ(qwen3.head_dim, 128u);  // not hidden_size / heads (64)
+  // Qwen3Config's own default when config.json leaves head_dim out.
+  EXPECT_EQ(parse_llama_config(R"({"model_type": "qwen3", "hidden_size": 1024,
+                "intermediate_size": 3072, "num_hidden_layers": 2, "num_attention_heads": 16,
+                "num_key_value_heads": 8, "vocab_size": 300})",
+                               "config.json")
+                .head_dim,
+            128u);
+  EXPECT_THAT(config_error(R"({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 96,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300,
+                "dual_chunk_attention_config": {"chunk_size": 262144}})"),
+              HasSubstr("dual_chunk_attention_config"));
 
   const std::string shape = R"("hidden_size": 64, "intermediate_size": 96,
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300)";
@@ -385,6 +396,8 @@ TEST(LlamaConfig, AMistralSlidingWindowBoundsTheContext) {
   EXPECT_EQ(c.sliding_window, 4096u);
   EXPECT_EQ(resolve_max_model_len(c, 0, "cpu model"), 4096u);
   EXPECT_EQ(resolve_max_model_len(c, 2048, "cpu model"), 2048u);
+  EXPECT_EQ(resolve_max_model_len(c, 4096, "cpu model"), 4096u);  // i - j < window: all exact
+  EXPECT_THROW(resolve_max_model_len(c, 4097, "cpu model"), sdk::Error);
   try {
     resolve_max_model_len(c, 8192, "cpu model");
     FAIL() << "a context past the window";
@@ -399,6 +412,44 @@ TEST(LlamaConfig, AMistralSlidingWindowBoundsTheContext) {
       "config.json");
   EXPECT_EQ(resolve_max_model_len(no_window, 0, "cpu model"), 32768u);
   EXPECT_EQ(resolve_max_model_len(no_window, 65536, "cpu model"), 65536u);
+  // Absent is not null: Hugging Face's MistralConfig then takes 4096. Llama has no window.
+  const std::string shape = R"("hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300,
+      "max_position_embeddings": 32768)";
+  EXPECT_EQ(parse_llama_config(R"({"model_type": "mistral", )" + shape + "}", "config.json")
+                .sliding_window,
+            4096u);
+  EXPECT_EQ(parse_llama_config(R"({"model_type": "llama", "sliding_window": 4096, )" + shape + "}",
+                               "config.json")
+                .sliding_window,
+            0u);
+  // Mistral's projections have no biases whatever attention_bias says (as Hugging Face builds it).
+  EXPECT_FALSE(
+      parse_llama_config(R"({"model_type": "mistral", "attention_bias": true, )" + shape + "}",
+                         "config.json")
+          .qkv_bias);
+}
+
+// Transformers 5 writes rope_theta and the scaling together, as rope_parameters.
+TEST(LlamaConfig, ReadsRopeParameters) {
+  const std::string shape = R"("hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300)";
+  const LlamaConfig c = parse_llama_config(
+      "{" + shape + R"(, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3",
+          "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192}})",
+      "config.json");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_TRUE(c.rope_scaling.llama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  const LlamaConfig plain = parse_llama_config(
+      "{" + shape + R"(, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"}})",
+      "config.json");
+  EXPECT_DOUBLE_EQ(plain.rope_theta, 1000000.0);
+  EXPECT_FALSE(plain.rope_scaling.llama3);
+  EXPECT_THAT(config_error("{" + shape +
+                           R"(, "rope_parameters": {"rope_theta": 1e6, "rope_type": "yarn"}})"),
+              HasSubstr("rope_parameters type 'yarn' is not supported"));
 }
 
 // A Qwen checkpoint without its biases or norms is refused naming the tensor, as any other.

@@ -92,14 +92,18 @@ void CorsPolicy::add_response_headers(const httplib::Request& request,
   if (!enabled()) return;
   // Every answer says how it depends on Origin, also one to a request without it, which a cache
   // could otherwise hand to a page: the same "*" for all, or Vary.
+  // X-Request-Id is the one header of Headway's own a page's script may want (docs/serving_http.md,
+  // "Request ids"); scripts read only the CORS-safelisted ones unless told.
   if (allow_all_) {
     response.set_header("Access-Control-Allow-Origin", "*");
+    response.set_header("Access-Control-Expose-Headers", "X-Request-Id");
     return;
   }
   response.set_header("Vary", "Origin");
   const std::string allowed = allow_origin_value(request.get_header_value("Origin"));
   if (allowed.empty()) return;
   response.set_header("Access-Control-Allow-Origin", allowed);
+  response.set_header("Access-Control-Expose-Headers", "X-Request-Id");
   if (allow_credentials_) response.set_header("Access-Control-Allow-Credentials", "true");
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api_error.h"
+#include "client_request_id.h"
 #include "headway/serving/chat_request.h"
 #include "headway/serving/echoed_input.h"
 #include "headway/serving/json_text.h"
@@ -153,6 +154,16 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const FieldReader& field
 }
 
 // Fields shared by both endpoints: model, sampling, stop, priority, class, streaming.
+// vLLM's request_id field: the answer's id is `prefix` and it (docs/serving_http.md, "Request
+// ids"); the X-Request-Id header, which the routes read, wins over it.
+void take_client_request_id(const FieldReader& fields, std::string_view prefix,
+                            GenerateInput& input) {
+  if (auto id = fields.string("request_id")) {
+    check_client_request_id(*id, "request_id");
+    input.request_id = std::string(prefix) + *id;
+  }
+}
+
 void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   refuse_unsupported(fields);
   GenerateInput& input = out.input;
@@ -457,6 +468,7 @@ OpenAiRequest parse_completion_request(std::string_view body) {
   OpenAiRequest out;
   out.input.request_id = random_request_id("cmpl-");
   parse_common(fields, out);
+  take_client_request_id(fields, "cmpl-", out.input);
   parse_prompt(fields, out);
   const size_t choices = out.n * (out.more_prompts.size() + 1);
   if (choices > kMaxChoices) {
@@ -505,6 +517,7 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   OpenAiRequest out;
   out.input.request_id = random_request_id("chatcmpl-");
   parse_common(fields, out);
+  take_client_request_id(fields, "chatcmpl-", out.input);
   out.input.guided = parse_guided_output(json, body);
   const ToolRequest tools = parse_chat_prompt(json, body, out.input);
   out.parse_tool_calls = tools.parse_calls;

@@ -26,6 +26,7 @@
 #include "choice_reader.h"
 #include "chunk_stream_format.h"
 #include "client_connection_watch.h"
+#include "client_request_id.h"
 #include "completion_collector.h"
 #include "openai_logprobs.h"
 #include "openai_request.h"
@@ -67,6 +68,16 @@ Handler guarded(Handler handler) {
           send_error(response, ApiError(500, "internal error"));
         }
       };
+}
+
+// The X-Request-Id header's id, as vLLM takes it: the answer's id is `prefix` and it, and the
+// header comes back with the answer (errors included), for the client's and proxies' logs.
+void take_header_request_id(const httplib::Request& request, httplib::Response& response,
+                            std::string_view prefix, GenerateInput& input) {
+  if (const std::optional<std::string> id = header_request_id(request)) {
+    input.request_id = std::string(prefix) + *id;
+    response.set_header("X-Request-Id", *id);
+  }
 }
 
 void refuse_multipart(const httplib::Request& request) {
@@ -334,6 +345,9 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     refuse_multipart(request);
     parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
                                                 : parse_chat_request(request.body);
+    take_header_request_id(request, response,
+                           endpoint == Endpoint::kCompletions ? "cmpl-" : "chatcmpl-",
+                           parsed.input);
     prepare_tool_parsing(parsed);
   } catch (const ApiError&) {
     service_.count_refused_request();  // refused here, not by submit(): counted all the same
@@ -611,6 +625,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   try {
     refuse_multipart(request);
     parsed = parse_responses_request(request.body, &responses_);
+    take_header_request_id(request, response, "resp_", parsed.chat.input);
     try {
       prepare_tool_parsing(parsed.chat);
     } catch (const ApiError& error) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_set>
 
+#include "client_request_id.h"
 #include "headway/serving/echoed_input.h"
 #include "headway/serving/json_text.h"
 #include "headway/serving/random_bits.h"
@@ -711,7 +712,12 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
   } catch (const ApiError& error) {
     throw renames.apply(error);
   }
+  // vLLM's request_id field is the response's id as it is (its default holds the prefix).
   out.chat.input.request_id = random_request_id("resp_");
+  if (auto id = fields.string("request_id")) {
+    check_client_request_id(*id, "request_id");
+    out.chat.input.request_id = *id;
+  }
   // Whether it was given or not: a refusal about the length names the Responses field.
   out.chat.input.max_tokens_field = "max_output_tokens";
   return out;

@@ -42,11 +42,13 @@ TEST(CorsPolicy, AListedOriginIsEchoedAndOthersGetNothing) {
   policy.add_response_headers(request_from("http://localhost:3000"), allowed);
   EXPECT_EQ(allowed.get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
   EXPECT_EQ(allowed.get_header_value("Vary"), "Origin");
+  EXPECT_EQ(allowed.get_header_value("Access-Control-Expose-Headers"), "X-Request-Id");
   EXPECT_FALSE(allowed.has_header("Access-Control-Allow-Credentials"));
 
   httplib::Response other;
   policy.add_response_headers(request_from("https://evil.example"), other);
   EXPECT_FALSE(other.has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(other.has_header("Access-Control-Expose-Headers"));
   EXPECT_EQ(other.get_header_value("Vary"), "Origin");  // a cache must not reuse it for listed ones
 
   // Origins compare exactly, as browsers write them: another port or scheme is another origin.

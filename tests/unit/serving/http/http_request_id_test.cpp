@@ -1,0 +1,120 @@
+// Request ids clients choose, as vLLM takes them: the X-Request-Id header (echoed back) or the
+// body's request_id, in the answer's id and the id the service runs the request under.
+#include <string>
+
+#include "http_test_support.h"
+
+namespace headway::serving::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kTrace = "0f6c2d1e-trace-7";
+
+TEST_F(HttpFrontendTest, XRequestIdNamesTheAnswerAndComesBack) {
+  auto completion = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 2})",
+                              {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(completion);
+  ASSERT_EQ(completion->status, 200) << completion->body;
+  EXPECT_EQ(json::parse(completion->body)["id"], std::string("cmpl-") + kTrace);
+  EXPECT_EQ(completion->get_header_value("X-Request-Id"), kTrace);
+
+  auto chat = post_json("/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                            "stream": true})",
+                        {{"X-Request-Id", "chat-1"}});
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200);
+  EXPECT_EQ(chat->get_header_value("X-Request-Id"), "chat-1");
+  for (const json& event : json_events(sse_data(chat->body))) {
+    EXPECT_EQ(event["id"], "chatcmpl-chat-1");
+  }
+
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 2u);
+  EXPECT_EQ(submitted[0].request_id, std::string("cmpl-") + kTrace);
+  EXPECT_EQ(submitted[1].request_id, "chatcmpl-chat-1");
+
+  // Without the header, nothing comes back and the id is Headway's own.
+  auto plain = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 2})");
+  ASSERT_TRUE(plain);
+  EXPECT_FALSE(plain->has_header("X-Request-Id"));
+  EXPECT_NE(json::parse(plain->body)["id"], std::string("cmpl-") + kTrace);
+}
+
+TEST_F(HttpFrontendTest, EachChoiceOfNRunsUnderTheClientsIdAndItsIndex) {
+  auto result = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 2, "n": 2})",
+                          {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(json::parse(result->body)["id"], std::string("cmpl-") + kTrace);
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 2u);
+  EXPECT_EQ(submitted[0].request_id, std::string("cmpl-") + kTrace + "-0");
+  EXPECT_EQ(submitted[1].request_id, std::string("cmpl-") + kTrace + "-1");
+}
+
+// vLLM's request_id field, which the header wins over.
+TEST_F(HttpFrontendTest, TheBodysRequestIdIsTakenUnlessTheHeaderSaysOtherwise) {
+  auto chat = post_json("/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                            "request_id": "from-body"})");
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  EXPECT_EQ(json::parse(chat->body)["id"], "chatcmpl-from-body");
+  EXPECT_FALSE(chat->has_header("X-Request-Id"));
+
+  auto both = post_json("/v1/completions",
+                        R"({"prompt": "hello", "max_tokens": 2, "request_id": "from-body"})",
+                        {{"X-Request-Id", "from-header"}});
+  ASSERT_TRUE(both);
+  EXPECT_EQ(json::parse(both->body)["id"], "cmpl-from-header");
+}
+
+TEST_F(HttpFrontendTest, AResponsesApiIdComesFromTheHeaderOrIsTheBodysAsItIs) {
+  auto with_header = post_json("/v1/responses", R"({"input": "hi", "max_output_tokens": 2})",
+                               {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(with_header);
+  ASSERT_EQ(with_header->status, 200) << with_header->body;
+  EXPECT_EQ(json::parse(with_header->body)["id"], std::string("resp_") + kTrace);
+  EXPECT_EQ(with_header->get_header_value("X-Request-Id"), kTrace);
+
+  auto with_body = post_json(
+      "/v1/responses", R"({"input": "hi", "max_output_tokens": 2, "request_id": "resp_mine"})");
+  ASSERT_TRUE(with_body);
+  ASSERT_EQ(with_body->status, 200) << with_body->body;
+  EXPECT_EQ(json::parse(with_body->body)["id"], "resp_mine");
+  auto kept = client().Get("/v1/responses/resp_mine");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->status, 200) << kept->body;
+}
+
+TEST_F(HttpFrontendTest, AClientIdThatCannotBeOneIsRefusedNamingWhereItCameFrom) {
+  auto too_long = post_json("/v1/completions", R"({"prompt": "hello"})",
+                            {{"X-Request-Id", std::string(201, 'a')}});
+  ASSERT_TRUE(too_long);
+  EXPECT_EQ(too_long->status, 400);
+  EXPECT_EQ(error_of(too_long->body)["param"], "X-Request-Id");
+  EXPECT_NE(error_of(too_long->body)["message"].get<std::string>().find("201 characters"),
+            std::string::npos);
+
+  auto control = post_json("/v1/completions", R"({"prompt": "hello"})", {{"X-Request-Id", "a\tb"}});
+  ASSERT_TRUE(control);
+  EXPECT_EQ(control->status, 400);
+  EXPECT_EQ(error_of(control->body)["param"], "X-Request-Id");
+
+  auto body = post_json("/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "hi"}], "request_id": ""})");
+  ASSERT_TRUE(body);
+  EXPECT_EQ(body->status, 400);
+  EXPECT_EQ(error_of(body->body)["param"], "request_id");
+
+  auto wrong_type = post_json("/v1/completions", R"({"prompt": "hello", "request_id": 7})");
+  ASSERT_TRUE(wrong_type);
+  EXPECT_EQ(wrong_type->status, 400);
+  EXPECT_EQ(error_of(wrong_type->body)["param"], "request_id");
+  EXPECT_TRUE(service_.submitted().empty());
+}
+
+}  // namespace
+}  // namespace headway::serving::testing

@@ -184,6 +184,21 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   ASSERT_TRUE(tokenized) << httplib::to_string(tokenized.error());
   ASSERT_EQ(tokenized->status, 200) << tokenized->body;
   EXPECT_EQ(nlohmann::json::parse(tokenized->body)["count"], 5) << tokenized->body;
+  // return_token_ids through the router: the prompt as the router ran it, which is what
+  // /tokenize says (the router tokenizes), under the id the client chose.
+  const auto with_ids = http.Post("/v1/completions", {{"X-Request-Id", "trace-through-the-router"}},
+                                  R"({"prompt": "dddd", "max_tokens": 2, "ignore_eos": true,
+                                      "return_token_ids": true})",
+                                  "application/json");
+  ASSERT_TRUE(with_ids) << httplib::to_string(with_ids.error());
+  ASSERT_EQ(with_ids->status, 200) << with_ids->body;
+  const nlohmann::json with_ids_body = nlohmann::json::parse(with_ids->body);
+  EXPECT_EQ(with_ids_body["choices"][0]["prompt_token_ids"],
+            nlohmann::json::parse(tokenized->body)["tokens"])
+      << with_ids->body;
+  EXPECT_EQ(with_ids_body["choices"][0]["token_ids"].size(), 2u) << with_ids->body;
+  EXPECT_EQ(with_ids_body["id"], "cmpl-trace-through-the-router");
+  EXPECT_EQ(with_ids->get_header_value("X-Request-Id"), "trace-through-the-router");
 
   // Streaming chat through the router: SSE chunks and the closing [DONE].
   const auto chat = http.Post(
@@ -286,7 +301,7 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
 
   const std::string metrics = metrics_of(http);
   const std::map<std::string, double> counts = finished(metrics);
-  EXPECT_EQ(counts.at("0/length"), 1.0);  // the short completion
+  EXPECT_EQ(counts.at("0/length"), 2.0);  // the short completion and the one with token ids
   // The long prompt twice, and the chat: the built-in Llama 3 template's headers alone are over
   // 100 byte-level tokens.
   EXPECT_EQ(counts.at("1/length"), 3.0);
@@ -304,10 +319,11 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
     EXPECT_EQ(cluster.engine(e).stop(SIGTERM), 0) << cluster.engine(e).log();
   }
   // Each engine process traced its own steps, its model line first: the short one decoded the
-  // short completion's 5 tokens (4 decode steps after its prefill) and the guided one's, the
-  // long one the other three requests' 7 + 7 + 4, and the two Responses requests'.
+  // short completion's 5 tokens (4 decode steps after its prefill), the one with token ids' 2 (1)
+  // and the guided one's, the long one the other three requests' 7 + 7 + 4, and the two Responses
+  // requests'.
   for (const auto& [pool, decodes] :
-       {std::pair{"short", 4 + guided_decodes}, {"long", 6 + 6 + 3 + responses_decodes}}) {
+       {std::pair{"short", 4 + 1 + guided_decodes}, {"long", 6 + 6 + 3 + responses_decodes}}) {
     std::ifstream trace(dir.path / (std::string("steps_") + pool + ".jsonl"));
     ASSERT_TRUE(trace) << pool;
     std::string line;

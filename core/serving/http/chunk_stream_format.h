@@ -6,6 +6,9 @@
 // Threading: as StreamFormat.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "openai_response.h"
 #include "stream_format.h"
 
@@ -13,7 +16,13 @@ namespace headway::serving::http {
 
 class ChunkStreamFormat : public StreamFormat {
  public:
-  explicit ChunkStreamFormat(ResponseHeader header) : header_(std::move(header)) {}
+  // `prompt_token_ids`: with header.return_token_ids, each choice's prompt as run (vLLM's): a chat
+  // stream's role chunks carry them, a completions choice's first chunk its own.
+  explicit ChunkStreamFormat(ResponseHeader header,
+                             std::vector<std::vector<int32_t>> prompt_token_ids = {})
+      : header_(std::move(header)),
+        prompt_token_ids_(std::move(prompt_token_ids)),
+        prompt_ids_sent_(prompt_token_ids_.size(), false) {}
 
   std::string opening(uint32_t choices, const Usage& usage) override;
   std::string delta(const StreamDelta& delta) override;
@@ -22,6 +31,8 @@ class ChunkStreamFormat : public StreamFormat {
 
  private:
   const ResponseHeader header_;
+  const std::vector<std::vector<int32_t>> prompt_token_ids_;
+  std::vector<bool> prompt_ids_sent_;  // completions: whether choice i's first chunk went out
 };
 
 }  // namespace headway::serving::http

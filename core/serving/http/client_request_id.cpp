@@ -1,5 +1,6 @@
 #include "client_request_id.h"
 
+#include <headway/serving/random_bits.h>
 #include <httplib.h>
 
 #include "api_error.h"
@@ -21,6 +22,21 @@ void check_client_request_id(std::string_view id, const std::string& where) {
                                      " (ids go into logs and headers as they are)");
     }
   }
+}
+
+void echo_request_id(const httplib::Request& request, httplib::Response& response) {
+  if (!request.has_header("X-Request-Id")) return;
+  const std::string id = request.get_header_value("X-Request-Id");
+  try {
+    check_client_request_id(id, "X-Request-Id");
+  } catch (const ApiError&) {
+    return;  // refused by header_request_id, and not sent back
+  }
+  response.set_header("X-Request-Id", id);
+}
+
+std::string service_request_id(const std::string& answer_id) {
+  return random_request_id(answer_id + "#");
 }
 
 std::optional<std::string> header_request_id(const httplib::Request& request) {

@@ -1,9 +1,9 @@
-// The request ids clients choose, as vLLM takes them: the X-Request-Id header on every generation
-// route, else vLLM's request_id body field. A completion's or chat answer's id is then the route's
-// prefix and the client's id ("chatcmpl-" + id), a Responses API response's the header's id after
-// "resp_", or its body request_id as it is (vLLM's default already holds the prefix). A proxy's
-// trace id so reaches the answer, the service's errors and logs, and the engine processes' ids.
-// docs/serving_http.md, "Request ids".
+// The request ids clients choose: the X-Request-Id header on every generation route, else vLLM's
+// request_id body field. A completion's or chat answer's id is then the route's prefix and the
+// client's id ("chatcmpl-" + id), as vLLM makes it; a Responses API response's is its body
+// request_id as it is (vLLM's), or the header's id after "resp_" (Headway's). A proxy's trace id
+// so reaches the answer and, with a random part after it, the ids the service and the engine
+// processes log. docs/serving_http.md, "Request ids".
 //
 // Threading: pure functions.
 #pragma once
@@ -15,6 +15,7 @@
 
 namespace httplib {
 struct Request;
+struct Response;
 }  // namespace httplib
 
 namespace headway::serving::http {
@@ -29,5 +30,16 @@ void check_client_request_id(std::string_view id, const std::string& where);
 
 // The X-Request-Id header's value, checked; nullopt when the request has none.
 std::optional<std::string> header_request_id(const httplib::Request& request);
+
+// Sets the X-Request-Id header of `response` to the request's, when it has one that passes the
+// check (a bad one is refused later, by header_request_id): the header comes back on every
+// answer, errors included, as vLLM's middleware sends it.
+void echo_request_id(const httplib::Request& request, httplib::Response& response);
+
+// The id the service runs a request under when its client chose the answer's id: that id, '#'
+// and 32 random hex digits. So a retry under the same id while the first attempt still runs is
+// taken (as vLLM now does: the client's id is the answer's, not the engine's), and no other client
+// can name the request to abort it. At most 9 + 200 + 33 + "-<index>" characters.
+std::string service_request_id(const std::string& answer_id);
 
 }  // namespace headway::serving::http

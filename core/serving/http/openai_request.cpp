@@ -157,10 +157,12 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const FieldReader& field
 // vLLM's request_id field: the answer's id is `prefix` and it (docs/serving_http.md, "Request
 // ids"); the X-Request-Id header, which the routes read, wins over it.
 void take_client_request_id(const FieldReader& fields, std::string_view prefix,
-                            GenerateInput& input) {
+                            OpenAiRequest& out) {
   if (auto id = fields.string("request_id")) {
     check_client_request_id(*id, "request_id");
-    input.request_id = std::string(prefix) + *id;
+    out.answer_id = std::string(prefix) + *id;
+    out.answer_id_field = "request_id";
+    out.input.request_id = service_request_id(out.answer_id);
   }
 }
 
@@ -210,6 +212,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   out.n = static_cast<uint32_t>(fields.integer("n", 1, kMaxChoices).value_or(1));
   out.stream = fields.boolean("stream").value_or(false);
   out.return_token_ids = fields.boolean("return_token_ids").value_or(false);
+  input.return_prompt_ids = out.return_token_ids;  // vLLM returns the prompt's ids with them
   if (const nlohmann::json* options = fields.find("stream_options")) {
     if (!options->is_object()) {
       throw invalid_field("stream_options", std::string("stream_options must be an object, not ") +
@@ -468,7 +471,7 @@ OpenAiRequest parse_completion_request(std::string_view body) {
   OpenAiRequest out;
   out.input.request_id = random_request_id("cmpl-");
   parse_common(fields, out);
-  take_client_request_id(fields, "cmpl-", out.input);
+  take_client_request_id(fields, "cmpl-", out);
   parse_prompt(fields, out);
   const size_t choices = out.n * (out.more_prompts.size() + 1);
   if (choices > kMaxChoices) {
@@ -517,7 +520,7 @@ OpenAiRequest parse_chat_request(std::string_view body) {
   OpenAiRequest out;
   out.input.request_id = random_request_id("chatcmpl-");
   parse_common(fields, out);
-  take_client_request_id(fields, "chatcmpl-", out.input);
+  take_client_request_id(fields, "chatcmpl-", out);
   out.input.guided = parse_guided_output(json, body);
   const ToolRequest tools = parse_chat_prompt(json, body, out.input);
   out.parse_tool_calls = tools.parse_calls;

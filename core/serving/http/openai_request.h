@@ -22,6 +22,11 @@ inline constexpr uint32_t kMaxChoices = 128;
 
 struct OpenAiRequest {
   GenerateInput input;  // request_id set to a fresh "cmpl-..." / "chatcmpl-..." id
+  // The answer's id when the client chose it (client_request_id.h): then input.request_id is it
+  // with a random part after. Empty: the answer's id is the service's. `answer_id_field` names
+  // where it came from ("request_id", "X-Request-Id") for refusals.
+  std::string answer_id;
+  std::string answer_id_field;
   // Choices to generate (OpenAI's n): each is a request of its own to the service, as in vLLM,
   // with seed + index as its seed.
   uint32_t n = 1;

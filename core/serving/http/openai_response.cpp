@@ -105,6 +105,9 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
     if (header.prompt_logprobs && header.endpoint == Endpoint::kCompletions) {
       choice["prompt_logprobs"] = output.prompt_logprobs;
     }
+    if (header.return_token_ids && header.endpoint == Endpoint::kCompletions) {
+      choice["prompt_token_ids"] = output.prompt_token_ids;
+    }
     list.push_back(std::move(choice));
   }
   nlohmann::ordered_json body = envelope(header, false);
@@ -114,25 +117,34 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
   if (header.prompt_logprobs && header.endpoint == Endpoint::kChatCompletions) {
     body["prompt_logprobs"] = choices.empty() ? nullptr : choices[0].prompt_logprobs;
   }
+  if (header.return_token_ids && header.endpoint == Endpoint::kChatCompletions) {
+    body["prompt_token_ids"] = choices.empty()
+                                   ? nlohmann::ordered_json::array()
+                                   : nlohmann::ordered_json(choices[0].prompt_token_ids);
+  }
   return body;
 }
 
 nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t index,
-                                       const Usage& usage) {
-  return chunk_envelope(header,
-                        {{"index", index},
-                         {"delta", {{"role", "assistant"}, {"content", ""}}},
-                         {"logprobs", nullptr},
-                         {"finish_reason", nullptr},
-                         {"stop_reason", nullptr}},
-                        usage);
+                                       const Usage& usage,
+                                       std::span<const int32_t> prompt_token_ids) {
+  nlohmann::ordered_json body = chunk_envelope(header,
+                                               {{"index", index},
+                                                {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                                {"logprobs", nullptr},
+                                                {"finish_reason", nullptr},
+                                                {"stop_reason", nullptr}},
+                                               usage);
+  if (header.return_token_ids) body["prompt_token_ids"] = prompt_token_ids;
+  return body;
 }
 
 nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t index,
                                         std::string_view text, std::span<const int32_t> token_ids,
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage, nlohmann::ordered_json logprobs,
-                                        const ParsedDelta& parsed) {
+                                        const ParsedDelta& parsed,
+                                        const std::vector<int32_t>* prompt_token_ids) {
   nlohmann::ordered_json choice = {{"index", index}};
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
@@ -153,6 +165,7 @@ nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t i
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason_json(finish, parsed.called_tools);
   choice["stop_reason"] = stop_reason_json(stop_reason);
+  if (prompt_token_ids != nullptr) choice["prompt_token_ids"] = *prompt_token_ids;
   return chunk_envelope(header, std::move(choice), usage);
 }
 

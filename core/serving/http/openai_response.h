@@ -73,6 +73,9 @@ struct ChoiceOutput {
   std::optional<std::string> reasoning;
   // Chat's echo was asked: the content is a string even when empty, as vLLM writes it then.
   bool echoed = false;
+  // With header.return_token_ids: the prompt's ids as run (a completions choice carries its
+  // prompt's, a chat answer its first choice's, beside the choices, as vLLM writes them).
+  std::vector<int32_t> prompt_token_ids;
 };
 
 // The non-streamed answer: choices indexed in order (OpenAI's n), `usage` over all of them.
@@ -83,8 +86,10 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
 // text deltas of its choices (each choice's last one with its finish), then with include_usage a
 // usage chunk, then the [DONE] event. `index`: the choice's. `usage`: the usage so far, which a
 // chunk carries under header.continuous_usage.
+// With header.return_token_ids, the chunk carries `prompt_token_ids` beside its choice (vLLM's).
 nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t index,
-                                       const Usage& usage);
+                                       const Usage& usage,
+                                       std::span<const int32_t> prompt_token_ids = {});
 // What a chat stream's chunk carries besides its content when the answer is parsed: reasoning
 // text, the tool calls this chunk completes (numbered from first_call_index within the choice),
 // and whether the choice called any (its finish_reason is then "tool_calls").
@@ -99,7 +104,8 @@ nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t i
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage,
                                         nlohmann::ordered_json logprobs = nullptr,
-                                        const ParsedDelta& parsed = {});
+                                        const ParsedDelta& parsed = {},
+                                        const std::vector<int32_t>* prompt_token_ids = nullptr);
 nlohmann::ordered_json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

@@ -70,13 +70,14 @@ Handler guarded(Handler handler) {
       };
 }
 
-// The X-Request-Id header's id, as vLLM takes it: the answer's id is `prefix` and it, and the
-// header comes back with the answer (errors included), for the client's and proxies' logs.
-void take_header_request_id(const httplib::Request& request, httplib::Response& response,
-                            std::string_view prefix, GenerateInput& input) {
+// The X-Request-Id header's id (client_request_id.h): the answer's id is `prefix` and it, over a
+// body's request_id.
+void take_header_request_id(const httplib::Request& request, std::string_view prefix,
+                            OpenAiRequest& parsed) {
   if (const std::optional<std::string> id = header_request_id(request)) {
-    input.request_id = std::string(prefix) + *id;
-    response.set_header("X-Request-Id", *id);
+    parsed.answer_id = std::string(prefix) + *id;
+    parsed.answer_id_field = "X-Request-Id";
+    parsed.input.request_id = service_request_id(parsed.answer_id);
   }
 }
 
@@ -336,6 +337,7 @@ bool OpenAiRoutes::authorized(const httplib::Request& request, httplib::Response
 
 void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& response,
                             Endpoint endpoint) {
+  echo_request_id(request, response);  // first: every answer carries it back
   if (!authorized(request, response)) return;
   auto ticket = in_flight_.enter();
   if (!ticket) throw ApiError(503, "the server is shutting down");
@@ -345,9 +347,8 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
     refuse_multipart(request);
     parsed = endpoint == Endpoint::kCompletions ? parse_completion_request(request.body)
                                                 : parse_chat_request(request.body);
-    take_header_request_id(request, response,
-                           endpoint == Endpoint::kCompletions ? "cmpl-" : "chatcmpl-",
-                           parsed.input);
+    take_header_request_id(request, endpoint == Endpoint::kCompletions ? "cmpl-" : "chatcmpl-",
+                           parsed);
     prepare_tool_parsing(parsed);
   } catch (const ApiError&) {
     service_.count_refused_request();  // refused here, not by submit(): counted all the same
@@ -398,11 +399,12 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
       endpoint == Endpoint::kChatCompletions ? chat_answer_parser(parsed) : std::nullopt;
 
   const std::string base_id = parsed.input.request_id;
+  const std::string answer_id = parsed.answer_id;
   const bool streamed = parsed.stream;
   std::vector<std::shared_ptr<RequestStream>> streams = submit_choices(std::move(parsed));
   // The id we asked for, unless the service had to assign another; with several choices, each
   // request has an id of its own and the response the one the client was given.
-  header.id = streams.size() == 1 ? streams[0]->id() : base_id;
+  header.id = !answer_id.empty() ? answer_id : streams.size() == 1 ? streams[0]->id() : base_id;
   const auto abort_all = [&] {
     for (const auto& stream : streams) service_.abort(stream->id());  // no-op once finished
   };
@@ -459,15 +461,16 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
         // After the parser, as vLLM adds it: the echoed message is content, whatever it reads like.
         if (chat_echo) completion.text.insert(0, *chat_echo);
         LogprobsJson logprobs(endpoint, top_logprobs);
-        choices.push_back(
-            ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
-                         completion.finish, completion.stop_reason,
-                         echo ? logprobs.echoed(completion.prompt_logprobs, completion.logprobs)
-                              : logprobs.value(completion.logprobs),
-                         header.prompt_logprobs
-                             ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
-                             : nlohmann::ordered_json(nullptr),
-                         std::move(calls), std::move(reasoning), chat_echo.has_value()});
+        choices.push_back(ChoiceOutput{
+            std::move(completion.text), std::move(completion.token_ids), completion.finish,
+            completion.stop_reason,
+            echo ? logprobs.echoed(completion.prompt_logprobs, completion.logprobs)
+                 : logprobs.value(completion.logprobs),
+            header.prompt_logprobs
+                ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
+                : nlohmann::ordered_json(nullptr),
+            std::move(calls), std::move(reasoning), chat_echo.has_value(),
+            header.return_token_ids ? streams[i]->prompt_ids() : std::vector<int32_t>()});
       }
     } catch (...) {
       abort_all();
@@ -484,7 +487,11 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // Nothing is written during the wait, so a client that leaves is found by looking (an engine
   // process that does not say it accepted, an older one, admits only at the first token).
   wait_admitted(request, streams);
-  auto format = std::make_unique<ChunkStreamFormat>(header);
+  std::vector<std::vector<int32_t>> prompt_token_ids;
+  if (header.return_token_ids) {
+    for (const auto& stream : streams) prompt_token_ids.push_back(stream->prompt_ids());
+  }
+  auto format = std::make_unique<ChunkStreamFormat>(header, std::move(prompt_token_ids));
   send_events(request, response,
               std::make_unique<SseResponder>(
                   service_, std::move(streams), std::move(header), top_logprobs,
@@ -617,6 +624,7 @@ void OpenAiRoutes::send_events(const httplib::Request& request, httplib::Respons
 }
 
 void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& response) {
+  echo_request_id(request, response);  // first: every answer carries it back
   if (!authorized(request, response)) return;
   auto ticket = in_flight_.enter();
   if (!ticket) throw ApiError(503, "the server is shutting down");
@@ -625,7 +633,13 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   try {
     refuse_multipart(request);
     parsed = parse_responses_request(request.body, &responses_);
-    take_header_request_id(request, response, "resp_", parsed.chat.input);
+    take_header_request_id(request, "resp_", parsed.chat);
+    // A kept response is never replaced by another client's choosing its id.
+    if (!parsed.chat.answer_id.empty() && responses_.find(parsed.chat.answer_id) != nullptr) {
+      throw invalid_field(parsed.chat.answer_id_field,
+                          "a kept response already has the id \"" + parsed.chat.answer_id +
+                              "\": choose another, or delete that one first");
+    }
     try {
       prepare_tool_parsing(parsed.chat);
     } catch (const ApiError& error) {
@@ -651,6 +665,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   const bool store = head.echo.store;
   const std::string model_name = parsed.chat.input.model;
 
+  const std::string answer_id = parsed.chat.answer_id;
   std::vector<std::shared_ptr<RequestStream>> streams;
   try {
     streams = submit_choices(std::move(parsed.chat));
@@ -658,7 +673,8 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
     throw renames->apply(api_error_of(error));
   }
   // Until a responder owns it, nothing thrown may leave the request running for nobody.
-  const std::string id = streams[0]->id();  // the "resp_..." asked for, unless the service chose
+  // The client's id, or the "resp_..." asked for, unless the service chose another.
+  const std::string id = !answer_id.empty() ? answer_id : streams[0]->id();
   try {
     head.id = id;
     ResponsesStreamFormat::Keep keep;

@@ -504,6 +504,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     // queue), and an HTTP frontend holds the stream's 200 so that the refusal gets its status.
     auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                   std::move(on_stop_string), /*admitted=*/false);
+    if (input.return_prompt_ids) stream->set_prompt_ids(admitted.prompt);
     if (input.sampling.prompt_logprobs >= 0 && !admitted.prompt.empty()) {
       stream->expect_prompt_logprobs(admitted.prompt.front());
     }

@@ -71,6 +71,7 @@ TEST(CorsPolicy, EveryOriginGetsTheWildcardWithoutVary) {
   httplib::Response response;
   policy.add_response_headers(request_from("https://anywhere.example"), response);
   EXPECT_EQ(response.get_header_value("Access-Control-Allow-Origin"), "*");
+  EXPECT_EQ(response.get_header_value("Access-Control-Expose-Headers"), "X-Request-Id");
   EXPECT_FALSE(response.has_header("Vary"));
   httplib::Response no_origin;  // the same static answer for every request
   policy.add_response_headers(request_from(""), no_origin);

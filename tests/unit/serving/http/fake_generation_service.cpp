@@ -8,6 +8,21 @@
 namespace headway::serving::testing {
 namespace {
 
+// The fake's tokenizer: a text prompt's bytes, token ids as given, a message's index per message.
+std::vector<int32_t> fake_prompt_ids(const GenerateInput& input) {
+  switch (input.prompt_kind) {
+    case GenerateInput::PromptKind::kText:
+      return std::vector<int32_t>(input.prompt_text.begin(), input.prompt_text.end());
+    case GenerateInput::PromptKind::kTokenIds:
+      return input.prompt_ids;
+    default: {
+      std::vector<int32_t> ids(input.messages.size());
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+      return ids;
+    }
+  }
+}
+
 // Letters, with none held back: the frontend's tests do not exercise stop strings (the service's
 // job), only that they are passed through. A stop token id is noted, for the stop_reason field.
 class LetterDecoder : public IncrementalDecoder {
@@ -168,17 +183,7 @@ std::vector<GenerateInput> FakeGenerationService::tokenized() const {
 std::vector<int32_t> FakeGenerationService::tokenize(const GenerateInput& input) const {
   std::lock_guard lock(mutex_);
   tokenized_.push_back(input);
-  switch (input.prompt_kind) {
-    case GenerateInput::PromptKind::kText:
-      return std::vector<int32_t>(input.prompt_text.begin(), input.prompt_text.end());
-    case GenerateInput::PromptKind::kTokenIds:
-      return input.prompt_ids;
-    default: {
-      std::vector<int32_t> ids(input.messages.size());
-      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-      return ids;
-    }
-  }
+  return fake_prompt_ids(input);
 }
 
 std::string FakeGenerationService::detokenize(const std::string& /*model*/,
@@ -231,6 +236,8 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   const int32_t logprobs = input.sampling.logprobs;
   const int32_t prompt_logprobs = input.sampling.prompt_logprobs;
   std::vector<int32_t> stop_token_ids = input.sampling.stop_token_ids;
+  std::vector<int32_t> prompt_ids =
+      input.return_prompt_ids ? fake_prompt_ids(input) : std::vector<int32_t>();
   submitted_.push_back(std::move(input));
   changed_.notify_all();
 
@@ -238,6 +245,7 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
       id, kPromptTokens, std::make_unique<LetterDecoder>(std::move(stop_token_ids), script_),
       nullptr, !(hold_ && admission_pending_));
   stream->note_cached_prompt_tokens(kCachedPromptTokens);
+  stream->set_prompt_ids(std::move(prompt_ids));
   if (hold_) {
     held_[id] = Held{stream, 0, logprobs};
     return stream;

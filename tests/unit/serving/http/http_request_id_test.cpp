@@ -1,5 +1,6 @@
-// Request ids clients choose, as vLLM takes them: the X-Request-Id header (echoed back) or the
-// body's request_id, in the answer's id and the id the service runs the request under.
+// Request ids clients choose: the X-Request-Id header (echoed back on every answer) or the body's
+// request_id, in the answer's id and, with a random part after it, the id the service runs the
+// request under.
 #include <string>
 
 #include "http_test_support.h"
@@ -26,14 +27,23 @@ TEST_F(HttpFrontendTest, XRequestIdNamesTheAnswerAndComesBack) {
   ASSERT_TRUE(chat);
   ASSERT_EQ(chat->status, 200);
   EXPECT_EQ(chat->get_header_value("X-Request-Id"), "chat-1");
-  for (const json& event : json_events(sse_data(chat->body))) {
-    EXPECT_EQ(event["id"], "chatcmpl-chat-1");
-  }
+  const std::vector<json> events = json_events(sse_data(chat->body));
+  ASSERT_FALSE(events.empty());
+  for (const json& event : events) EXPECT_EQ(event["id"], "chatcmpl-chat-1");
 
+  // The service runs each under the answer's id, '#' and a random part: a retry under the same id
+  // while the first attempt runs is taken, and no other client can name it to abort it.
   const auto submitted = service_.submitted();
   ASSERT_EQ(submitted.size(), 2u);
-  EXPECT_EQ(submitted[0].request_id, std::string("cmpl-") + kTrace);
-  EXPECT_EQ(submitted[1].request_id, "chatcmpl-chat-1");
+  EXPECT_TRUE(submitted[0].request_id.starts_with(std::string("cmpl-") + kTrace + "#"))
+      << submitted[0].request_id;
+  EXPECT_EQ(submitted[0].request_id.size(), std::string("cmpl-").size() + 16 + 1 + 32);
+  EXPECT_TRUE(submitted[1].request_id.starts_with("chatcmpl-chat-1#")) << submitted[1].request_id;
+  auto again = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 2})",
+                         {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(again);
+  EXPECT_EQ(json::parse(again->body)["id"], std::string("cmpl-") + kTrace);
+  EXPECT_NE(service_.submitted().back().request_id, submitted[0].request_id);
 
   // Without the header, nothing comes back and the id is Headway's own.
   auto plain = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 2})");
@@ -50,8 +60,39 @@ TEST_F(HttpFrontendTest, EachChoiceOfNRunsUnderTheClientsIdAndItsIndex) {
   EXPECT_EQ(json::parse(result->body)["id"], std::string("cmpl-") + kTrace);
   const auto submitted = service_.submitted();
   ASSERT_EQ(submitted.size(), 2u);
-  EXPECT_EQ(submitted[0].request_id, std::string("cmpl-") + kTrace + "-0");
-  EXPECT_EQ(submitted[1].request_id, std::string("cmpl-") + kTrace + "-1");
+  const std::string base = submitted[0].request_id.substr(0, submitted[0].request_id.size() - 2);
+  EXPECT_TRUE(base.starts_with(std::string("cmpl-") + kTrace + "#")) << base;
+  EXPECT_EQ(submitted[0].request_id, base + "-0");
+  EXPECT_EQ(submitted[1].request_id, base + "-1");
+}
+
+// The longest id taken, on the longest prefix, with the most choices: every id the service gets
+// stays within its 256 characters.
+TEST_F(HttpFrontendTest, TheLongestClientIdFitsTheServicesLimitWithEveryChoice) {
+  const std::string longest(200, 'z');
+  auto result = post_json("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "u"}], "max_tokens": 1,
+                              "n": 128})",
+                          {{"X-Request-Id", longest}});
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body.substr(0, 300);
+  EXPECT_EQ(json::parse(result->body)["id"], "chatcmpl-" + longest);
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 128u);
+  for (const GenerateInput& input : submitted) EXPECT_LE(input.request_id.size(), 256u);
+}
+
+// Every answer carries the header back, refusals included.
+TEST_F(HttpFrontendTest, TheRequestIdComesBackOnErrorsToo) {
+  auto malformed = post_json("/v1/completions", R"({"prompt": )", {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(malformed);
+  EXPECT_EQ(malformed->status, 400);
+  EXPECT_EQ(malformed->get_header_value("X-Request-Id"), kTrace);
+  start_frontend("secret");
+  auto unauthorized = post_json("/v1/responses", R"({"input": "hi"})", {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(unauthorized);
+  EXPECT_EQ(unauthorized->status, 401);
+  EXPECT_EQ(unauthorized->get_header_value("X-Request-Id"), kTrace);
 }
 
 // vLLM's request_id field, which the header wins over.
@@ -87,6 +128,28 @@ TEST_F(HttpFrontendTest, AResponsesApiIdComesFromTheHeaderOrIsTheBodysAsItIs) {
   auto kept = client().Get("/v1/responses/resp_mine");
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->status, 200) << kept->body;
+
+  // A kept response is not replaced by another request choosing its id.
+  auto reused = post_json(
+      "/v1/responses", R"({"input": "other", "max_output_tokens": 2, "request_id": "resp_mine"})");
+  ASSERT_TRUE(reused);
+  EXPECT_EQ(reused->status, 400);
+  EXPECT_EQ(error_of(reused->body)["param"], "request_id");
+  auto reused_header = post_json("/v1/responses", R"({"input": "other", "max_output_tokens": 2})",
+                                 {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(reused_header);
+  EXPECT_EQ(reused_header->status, 400);
+  EXPECT_EQ(error_of(reused_header->body)["param"], "X-Request-Id");
+  auto still = client().Get("/v1/responses/resp_mine");
+  ASSERT_TRUE(still);
+  EXPECT_EQ(json::parse(still->body)["output"], json::parse(kept->body)["output"]);
+
+  // The header wins over the body here too.
+  auto both = post_json("/v1/responses",
+                        R"({"input": "hi", "max_output_tokens": 2, "request_id": "resp_body"})",
+                        {{"X-Request-Id", "header"}});
+  ASSERT_TRUE(both);
+  EXPECT_EQ(json::parse(both->body)["id"], "resp_header");
 }
 
 TEST_F(HttpFrontendTest, AClientIdThatCannotBeOneIsRefusedNamingWhereItCameFrom) {

@@ -398,6 +398,71 @@ TEST_F(HttpFrontendTest, ReturnTokenIdsInAWholeCompletion) {
   EXPECT_EQ(body["choices"][0]["token_ids"], json({0, 1, 2, 3}));
 }
 
+// vLLM's return_token_ids also gives the prompt as run: on each completions choice (its prompt's),
+// beside a chat answer's choices; the fake tokenizes a text by its bytes.
+TEST_F(HttpFrontendTest, ReturnTokenIdsGivesEachPromptsIdsAsRun) {
+  auto batch = post_json("/v1/completions", R"({"prompt": ["ab", [5, 6]], "max_tokens": 2,
+      "n": 2, "return_token_ids": true})");
+  ASSERT_TRUE(batch);
+  ASSERT_EQ(batch->status, 200) << batch->body;
+  const json choices = json::parse(batch->body)["choices"];
+  ASSERT_EQ(choices.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(choices[i]["prompt_token_ids"], i < 2 ? json({97, 98}) : json({5, 6})) << i;
+  }
+  EXPECT_FALSE(json::parse(batch->body).contains("prompt_token_ids"));
+  for (const GenerateInput& input : service_.submitted()) EXPECT_TRUE(input.return_prompt_ids);
+
+  auto chat = post_json("/v1/chat/completions",
+                        R"({"messages": [{"role": "system", "content": "s"},
+                                         {"role": "user", "content": "u"}],
+                            "max_tokens": 2, "return_token_ids": true})");
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  const json answer = json::parse(chat->body);
+  EXPECT_EQ(answer["prompt_token_ids"], json({0, 1}));
+  EXPECT_FALSE(answer["choices"][0].contains("prompt_token_ids"));
+
+  auto plain = post_json("/v1/completions", R"({"prompt": "ab", "max_tokens": 2})");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->body.find("prompt_token_ids"), std::string::npos) << plain->body;
+  EXPECT_FALSE(service_.submitted().back().return_prompt_ids);
+}
+
+TEST_F(HttpFrontendTest, AStreamGivesThePromptsIdsOnceEachChoice) {
+  auto completion = post_json("/v1/completions", R"({"prompt": "ab", "max_tokens": 3, "n": 2,
+      "stream": true, "return_token_ids": true})");
+  ASSERT_TRUE(completion);
+  ASSERT_EQ(completion->status, 200) << completion->body;
+  std::map<int, int> carried;  // choice index -> chunks carrying the prompt's ids
+  std::map<int, bool> first_seen;
+  for (const json& event : json_events(sse_data(completion->body))) {
+    for (const json& choice : event["choices"]) {
+      const int index = choice["index"];
+      if (choice.contains("prompt_token_ids")) {
+        EXPECT_FALSE(first_seen[index]) << "not on the choice's first chunk: " << event;
+        EXPECT_EQ(choice["prompt_token_ids"], json({97, 98}));
+        ++carried[index];
+      }
+      first_seen[index] = true;
+    }
+  }
+  EXPECT_EQ(carried, (std::map<int, int>{{0, 1}, {1, 1}}));
+
+  auto chat = post_json("/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "u"}], "max_tokens": 2,
+                            "stream": true, "return_token_ids": true})");
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  const std::vector<json> events = json_events(sse_data(chat->body));
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(events[0]["prompt_token_ids"], json({0}));
+  for (size_t i = 1; i < events.size(); ++i) {
+    EXPECT_FALSE(events[i].contains("prompt_token_ids")) << events[i];
+  }
+}
+
 TEST_F(HttpFrontendTest, ClientThatDisconnectsMidStreamAbortsTheRequest) {
   service_.set_hold(true);
   std::string id;

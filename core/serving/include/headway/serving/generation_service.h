@@ -103,6 +103,9 @@ struct GenerateInput {
   // with stays, counted in N); -1: N is max_model_len. Unset: the whole prompt. 0, below -1 or
   // above max_model_len is kInvalidArgument.
   std::optional<int32_t> truncate_prompt_tokens;
+  // The stream keeps the prompt's token ids as the request runs them (after the chat template,
+  // the BOS and truncation): RequestStream::prompt_ids(), for vLLM's return_token_ids.
+  bool return_prompt_ids = false;
   int32_t priority = 0;       // lower is more urgent
   std::string request_class;  // label for metrics; empty: the service derives one
 

@@ -138,6 +138,10 @@ class RequestStream {
 
   const std::string& id() const { return id_; }
   uint32_t prompt_tokens() const { return prompt_tokens_; }
+  // The prompt's ids as run, when the request asked for them (GenerateInput::return_prompt_ids);
+  // empty otherwise. Set by the service before it hands the stream out, constant afterwards.
+  const std::vector<int32_t>& prompt_ids() const { return prompt_ids_; }
+  void set_prompt_ids(std::vector<int32_t> ids) { prompt_ids_ = std::move(ids); }
   // The producer's note_cached_prompt_tokens(), 0 before it.
   uint32_t cached_prompt_tokens() const;
 
@@ -196,6 +200,7 @@ class RequestStream {
 
   const std::string id_;
   const uint32_t prompt_tokens_;
+  std::vector<int32_t> prompt_ids_;
   std::unique_ptr<IncrementalDecoder> decoder_;  // consumer thread only
   std::function<void(const std::string&)> on_stop_string_;
 

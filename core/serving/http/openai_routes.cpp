@@ -675,13 +675,16 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   // Until a responder owns it, nothing thrown may leave the request running for nobody.
   // The client's id, or the "resp_..." asked for, unless the service chose another.
   const std::string id = !answer_id.empty() ? answer_id : streams[0]->id();
+  const std::string service_id = streams[0]->id();  // what the service runs it under
   try {
     head.id = id;
     ResponsesStreamFormat::Keep keep;
     if (store) {
-      keep = [this, id,
+      // A client's id is kept only if no other response took it meanwhile (two requests under one
+      // id at once: the first to end keeps it, the other answers store false).
+      keep = [this, id, replace = answer_id.empty(),
               items = std::move(parsed.input_items)](const nlohmann::ordered_json& ended) mutable {
-        return responses_.put(id, StoredResponse{ended, std::move(items)});
+        return responses_.put(id, StoredResponse{ended, std::move(items)}, replace);
       };
     }
     auto format = std::make_unique<ResponsesStreamFormat>(
@@ -711,7 +714,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
     if (result.failed()) throw *result.failed();
     send_json(response, 200, result.response());
   } catch (...) {
-    service_.abort(id);  // a no-op once it ended
+    service_.abort(service_id);  // a no-op once it ended
     throw;
   }
 }

@@ -16,7 +16,7 @@ nlohmann::ordered_json StoredResponse::conversation() const {
   return items;
 }
 
-bool ResponseStore::put(const std::string& id, StoredResponse stored) {
+bool ResponseStore::put(const std::string& id, StoredResponse stored, bool replace) {
   if (max_bytes_ == 0) return false;
   // Measured before the lock: the JSON as GET writes it.
   const size_t bytes = dump_json(stored.response).size() + dump_json(stored.input_items).size();
@@ -24,7 +24,10 @@ bool ResponseStore::put(const std::string& id, StoredResponse stored) {
   auto shared = std::make_shared<const StoredResponse>(std::move(stored));
   std::vector<std::shared_ptr<const StoredResponse>> released;  // freed after the lock
   std::lock_guard lock(mutex_);
-  if (auto same = by_id_.find(id); same != by_id_.end()) released.push_back(remove(same));
+  if (auto same = by_id_.find(id); same != by_id_.end()) {
+    if (!replace) return false;
+    released.push_back(remove(same));
+  }
   while (bytes_ + bytes > max_bytes_ && !oldest_first_.empty()) {
     released.push_back(remove(by_id_.find(oldest_first_.front())));
     ++pushed_out_;

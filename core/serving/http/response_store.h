@@ -43,8 +43,10 @@ class ResponseStore {
   size_t max_bytes() const { return max_bytes_; }
 
   // Keeps `stored` as `id` (the response's id), pushing out the oldest responses while the total
-  // would pass max_bytes. One that alone is larger than max_bytes is not kept: false.
-  bool put(const std::string& id, StoredResponse stored);
+  // would pass max_bytes. One that alone is larger than max_bytes is not kept: false. A response
+  // already kept as `id` is replaced, unless `replace` is false (an id a client chose, which
+  // another request may hold): then `stored` is not kept, false.
+  bool put(const std::string& id, StoredResponse stored, bool replace = true);
   // The response kept as `id`, or null (never kept, deleted or pushed out).
   std::shared_ptr<const StoredResponse> find(const std::string& id) const;
   // Forgets `id`; false when it was not kept.

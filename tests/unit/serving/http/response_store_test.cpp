@@ -87,6 +87,11 @@ TEST(ResponseStore, TheSameIdIsReplaced) {
   EXPECT_TRUE(store.put("resp_a", response_of("resp_a", 20)));
   EXPECT_EQ(store.size(), 1u);
   EXPECT_EQ(store.bytes(), size_of(response_of("resp_a", 20)));
+  // An id a client chose is not taken from the response that holds it.
+  EXPECT_FALSE(store.put("resp_a", response_of("resp_a", 30), /*replace=*/false));
+  EXPECT_EQ(store.bytes(), size_of(response_of("resp_a", 20)));
+  EXPECT_TRUE(store.put("resp_b", response_of("resp_b", 30), /*replace=*/false));
+  EXPECT_EQ(store.size(), 2u);
 }
 
 TEST(ResponseStore, ASizeOfZeroKeepsNothing) {

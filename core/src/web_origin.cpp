@@ -80,10 +80,10 @@ std::string why_not_web_origin(std::string_view origin) {
     const std::string_view port = authority.substr(host_end + 1);
     bool digits = !port.empty() && port.size() <= 5;
     for (char c : port) digits = digits && c >= '0' && c <= '9';
-    if (!digits || std::stoul(std::string(port)) == 0 || std::stoul(std::string(port)) > 65535) {
+    const unsigned long number = digits ? std::stoul(std::string(port)) : 0;
+    if (number == 0 || number > 65535) {
       return quoted + " has an invalid port \"" + std::string(port) + "\" (1 to 65535)";
     }
-    const unsigned long number = std::stoul(std::string(port));
     if ((scheme == "https" && number == 443) || (scheme == "http" && number == 80)) {
       return quoted +
              " names its scheme's default port, which browsers leave out of Origin: write \"" +
@@ -101,7 +101,7 @@ std::string why_not_web_origin(std::string_view origin) {
       scheme == "http" || scheme == "https" || scheme == "ws" || scheme == "wss" || scheme == "ftp";
   if (has_upper_case(scheme) || (special && has_upper_case(authority))) {
     return quoted + " has upper-case letters; browsers write " +
-           (has_upper_case(scheme) ? "a scheme" : "an http(s) origin's host") + " in lower case";
+           (has_upper_case(scheme) ? "a scheme" : "a web origin's host") + " in lower case";
   }
   return "";
 }

@@ -24,8 +24,10 @@ namespace headway::serving::http {
 // of a choice of n, so that every id built from it stays within that limit.
 inline constexpr size_t kMaxClientRequestIdLength = 200;
 
-// Throws a 400 ApiError naming `where` ("X-Request-Id", "request_id") unless `id` is 1 to
-// kMaxClientRequestIdLength characters of printable ASCII (space included).
+// Empty when `id` is 1 to kMaxClientRequestIdLength characters of printable ASCII (space
+// included); otherwise why not, naming `where` ("X-Request-Id", "request_id").
+std::string why_not_client_request_id(std::string_view id, const std::string& where);
+// Throws a 400 ApiError naming `where` with why_not_client_request_id's reason, when it has one.
 void check_client_request_id(std::string_view id, const std::string& where);
 
 // The X-Request-Id header's value, checked; nullopt when the request has none.

@@ -91,9 +91,9 @@ void CorsPolicy::add_response_headers(const httplib::Request& request,
                                       httplib::Response& response) const {
   if (!enabled()) return;
   // Every answer says how it depends on Origin, also one to a request without it, which a cache
-  // could otherwise hand to a page: the same "*" for all, or Vary.
-  // X-Request-Id is the one header of Headway's own a page's script may want (docs/serving_http.md,
-  // "Request ids"); scripts read only the CORS-safelisted ones unless told.
+  // could otherwise hand to a page: the same "*" for all, or Vary. With it goes the one header of
+  // Headway's own a page's script may want to read, X-Request-Id (docs/serving_http.md, "Request
+  // ids"): scripts read only the CORS-safelisted ones unless told.
   if (allow_all_) {
     response.set_header("Access-Control-Allow-Origin", "*");
     response.set_header("Access-Control-Expose-Headers", "X-Request-Id");

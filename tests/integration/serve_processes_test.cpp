@@ -95,8 +95,10 @@ bool wait_for_alive(httplib::Client& http, int alive) {
 // reached the client (or the stream ended without one).
 class StreamingCompletion {
  public:
-  StreamingCompletion(int port, std::string body)
-      : thread_([this, port, body = std::move(body)] { run(port, body); }) {}
+  StreamingCompletion(int port, std::string body, httplib::Headers headers = {})
+      : thread_([this, port, body = std::move(body), headers = std::move(headers)] {
+          run(port, body, headers);
+        }) {}
   ~StreamingCompletion() {
     if (thread_.joinable()) thread_.join();
   }
@@ -117,13 +119,14 @@ class StreamingCompletion {
   }
 
  private:
-  void run(int port, const std::string& body) {
+  void run(int port, const std::string& body, const httplib::Headers& headers) {
     httplib::Client http("127.0.0.1", port);
     http.set_read_timeout(std::chrono::seconds(120));
     httplib::Request request;
     request.method = "POST";
     request.path = "/v1/completions";
     request.body = body;
+    request.headers = headers;
     request.set_header("Content-Type", "application/json");
     request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
       std::lock_guard lock(mutex_);
@@ -481,6 +484,34 @@ TEST(ServeProcesses, APromptCountsOnceItsEngineProcessTakesIt) {
   EXPECT_NE(ahead.finish().find("data: [DONE]"), std::string::npos);
   EXPECT_NE(queued.finish().find("data: [DONE]"), std::string::npos);
   EXPECT_EQ(prompt_tokens_of(metrics_of(http), 1), 2 * one_prompt);
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
+// A proxy that retries under the same X-Request-Id while the first attempt still runs (Envoy keeps
+// the header across retries) has its retry taken: each runs under the answer's id and a random
+// part, and both answer under the client's id.
+TEST(ServeProcesses, ARetryUnderTheSameRequestIdWhileTheFirstRunsIsTaken) {
+  TempDir dir("serve_processes_same_id");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
+  const httplib::Headers same_id = {{"X-Request-Id", "retried-by-a-proxy"}};
+  StreamingCompletion first(cluster.http_port(), completion(std::string(120, 'g'), 300, true),
+                            same_id);
+  first.wait_for_first_token();
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  const auto retry =
+      http.Post("/v1/completions", same_id, completion("a retry", 2, false), "application/json");
+  ASSERT_TRUE(retry) << httplib::to_string(retry.error());
+  EXPECT_EQ(retry->status, 200) << retry->body;
+  EXPECT_EQ(nlohmann::json::parse(retry->body)["id"], "cmpl-retried-by-a-proxy") << retry->body;
+  EXPECT_EQ(retry->get_header_value("X-Request-Id"), "retried-by-a-proxy");
+  EXPECT_FALSE(first.ended()) << "the first attempt ended before the retry came: nothing shown";
+  const std::string streamed = first.finish();
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed.substr(0, 300);
+  EXPECT_NE(streamed.find("\"id\":\"cmpl-retried-by-a-proxy\""), std::string::npos)
+      << streamed.substr(0, 300);
   EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
   EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();

@@ -461,16 +461,19 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
         // After the parser, as vLLM adds it: the echoed message is content, whatever it reads like.
         if (chat_echo) completion.text.insert(0, *chat_echo);
         LogprobsJson logprobs(endpoint, top_logprobs);
-        choices.push_back(ChoiceOutput{
-            std::move(completion.text), std::move(completion.token_ids), completion.finish,
-            completion.stop_reason,
-            echo ? logprobs.echoed(completion.prompt_logprobs, completion.logprobs)
-                 : logprobs.value(completion.logprobs),
-            header.prompt_logprobs
-                ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
-                : nlohmann::ordered_json(nullptr),
-            std::move(calls), std::move(reasoning), chat_echo.has_value(),
-            header.return_token_ids ? streams[i]->prompt_ids() : std::vector<int32_t>()});
+        choices.push_back(
+            ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
+                         completion.finish, completion.stop_reason,
+                         echo ? logprobs.echoed(completion.prompt_logprobs, completion.logprobs)
+                              : logprobs.value(completion.logprobs),
+                         header.prompt_logprobs
+                             ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
+                             : nlohmann::ordered_json(nullptr),
+                         std::move(calls), std::move(reasoning), chat_echo.has_value(),
+                         // A chat answer carries its first choice's only.
+                         header.return_token_ids && (endpoint == Endpoint::kCompletions || i == 0)
+                             ? streams[i]->prompt_ids()
+                             : std::vector<int32_t>()});
       }
     } catch (...) {
       abort_all();

@@ -12,6 +12,8 @@
 #   DEVICE_CHECK_STEPS=benchmarks,serve bash scripts/device-check.sh --prebuilt .device
 #
 # Steps (DEVICE_CHECK_STEPS, comma-separated; default all): tests, benchmarks, profile, serve.
+# DEVICE_CHECK_KERNEL_BENCHMARKS and DEVICE_CHECK_MODEL_BENCHMARKS narrow the two benchmark runs
+# (Google Benchmark filters; default every kernel benchmark, every BM_Model* one) for a short run.
 #
 # The lent GPU machines have CUDA, CMake and Python but not the Debian packages Headway links
 # (gRPC, Boost, toml++, ...), and nothing can be installed there: --bundle builds the CUDA
@@ -358,9 +360,9 @@ run_benchmarks() {  # name filter limit
   fi
 }
 if want benchmarks; then
-  run_benchmarks kernels '^BM_[^M]' 150  # every benchmark but BM_Model*
+  run_benchmarks kernels "${DEVICE_CHECK_KERNEL_BENCHMARKS:-^BM_[^M]}" 150  # all but BM_Model*
   save
-  run_benchmarks model '^BM_Model' 200
+  run_benchmarks model "${DEVICE_CHECK_MODEL_BENCHMARKS:-^BM_Model}" 200
   save
 fi
 
@@ -437,11 +439,11 @@ analyse_served_steps() {  # name
   [[ -s "$steps" ]] || { log "no step trace of the served $name run"; return; }
   # `timeout 0` would mean no limit at all.
   (($(budget 30) >= 5)) || { log "deadline: the served $name steps not analysed"; return; }
-  if timeout -k 5 "$(budget 30)" "$build/bin/headway" profile --from-step-trace "$steps" \
+  if timeout -k 5 "$(budget 30)" env "${run_env[@]}" "$build/bin/headway" profile --from-step-trace "$steps" \
       --out "$served_cost" >"$work/trace_fit_$name.log" 2>&1; then
     sed "s|cost_file = \"h200_llama8b_cost.toml\"|cost_file = \"$served_cost\"|" \
       "configs/gpu/llama8b_h200_${name}_sim.toml" >"$work/trace_twin_$name.toml"
-    timeout -k 5 "$(budget 30)" "$build/bin/headway" simulate --config "$work/trace_twin_$name.toml" \
+    timeout -k 5 "$(budget 30)" env "${run_env[@]}" "$build/bin/headway" simulate --config "$work/trace_twin_$name.toml" \
       --no-baseline --quiet --workload configs/workloads/h200_hol_mixed.toml --duration 20 \
       --out "$work/trace_twin_$name.json" >>"$work/trace_fit_$name.log" 2>&1 ||
       log "the served $name fit's twin did not simulate"
@@ -450,7 +452,7 @@ analyse_served_steps() {  # name
     tail -5 "$work/trace_fit_$name.log" 2>/dev/null || true
   fi
   if [[ -f "$work/twin_$name.toml" ]]; then
-    timeout -k 5 "$(budget 30)" "$build/bin/headway" profile --from-step-trace "$steps" \
+    timeout -k 5 "$(budget 30)" env "${run_env[@]}" "$build/bin/headway" profile --from-step-trace "$steps" \
       --check "$work/twin_$name.toml" >"$work/trace_check_$name.log" 2>&1 ||
       log "the grid's twin could not replay the served $name steps"
   fi

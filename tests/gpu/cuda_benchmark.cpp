@@ -157,7 +157,8 @@ struct AttentionSetup {
   k::AttentionArgs args;
 
   AttentionSetup(uint32_t batch, uint32_t tokens, uint32_t context,
-                 k::MmaTiling tiling = k::MmaTiling::k64x32) {
+                 k::MmaTiling tiling = k::MmaTiling::k64x32,
+                 uint32_t decode_blocks_per_sm = models::cuda::kDecodeBlocksPerSm) {
     const uint32_t per = (context + layout.block_size - 1) / layout.block_size;
     const uint32_t blocks = batch * per;
     std::vector<std::vector<uint32_t>> tables(batch);
@@ -173,6 +174,9 @@ struct AttentionSetup {
     models::cuda::StepLimits limits{kVocab, 1u << 20, blocks, kHeads / kKvHeads, false};
     limits.prefill_tile_rows =
         k::attention_prefill_tile_rows(kHeadDim, false, tiling);  // as the model
+    int sms = 0;
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
+    limits.decode_blocks_wanted = decode_blocks_per_sm * static_cast<uint32_t>(sms);
     plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
     qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
@@ -218,24 +222,25 @@ struct AttentionSetup {
   }
 };
 
+// Args: batch, context, and decode blocks wanted per SM (StepLimits::decode_blocks_wanted / SMs;
+// the model's is kDecodeBlocksPerSm; 0 = split by context alone).
 HW_GUARDED_BENCHMARK(BM_AttentionDecode) {
   if (skip(state)) return;
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
-  AttentionSetup s(batch, 1, context);
+  AttentionSetup s(batch, 1, context, k::MmaTiling::k64x32, static_cast<uint32_t>(state.range(2)));
   const double kv_bytes = static_cast<double>(batch) * context * kKvHeads * kHeadDim * 2 * 2;
   const double flops = static_cast<double>(batch) * kHeads * context * kHeadDim * 4;
   timed(state, kv_bytes, flops, [&] { s.run(); });
 }
 BENCHMARK(BM_AttentionDecode)
-    ->Args({1, 4096})
-    ->Args({8, 4096})
-    ->Args({64, 4096})
-    ->Args({1, 32768})
+    ->ArgsProduct({{1, 8, 64}, {1024, 4096}, {models::cuda::kDecodeBlocksPerSm}})
+    ->ArgsProduct({{1, 8}, {1024}, {0}})
+    ->Args({1, 32768, models::cuda::kDecodeBlocksPerSm})
     ->UseManualTime();
 
 // Arguments: tokens, context, and the tiling of the prefill blocks (index into k::kMmaTilings:
-// 0 = 64x32, the model's default; 1..3 the candidates, docs/cuda_model.md).
+// 0 = 64x32, the kernels' default; 3 = 128x64, the model's; docs/cuda_model.md).
 HW_GUARDED_BENCHMARK(BM_AttentionPrefill) {
   if (skip(state)) return;
   const uint32_t tokens = static_cast<uint32_t>(state.range(0));
@@ -304,7 +309,7 @@ HW_GUARDED_BENCHMARK(BM_Gemm) {
   cudaFree(x), cudaFree(w), cudaFree(out);
 }
 void gemm_args(benchmark::internal::Benchmark* b) {
-  for (int64_t m : {1, 8, 64, 2048}) {
+  for (int64_t m : {1, 2, 4, 8, 64, 2048}) {
     for (int64_t gemv : {0, 1}) {
       if (gemv == 1 && m > 8) continue;
       b->Args({m, kQkv, kHidden, gemv});
@@ -375,7 +380,7 @@ std::unique_ptr<ModelHarness>& model_instance() {
   return m;
 }
 ModelHarness& model(bool decode_gemv = false, bool phase_timing = false,
-                    k::MmaTiling tiling = k::MmaTiling::k64x32, bool cuda_graphs = false) {
+                    k::MmaTiling tiling = k::MmaTiling::k128x64, bool cuda_graphs = false) {
   std::unique_ptr<ModelHarness>& m = model_instance();
   static std::string made_with;
   const std::string options =
@@ -402,7 +407,8 @@ constexpr double kWeightBytes =
            2.0 * kVocab * kHidden);
 constexpr double kFlopsPerToken = kWeightBytes - 2.0 * kVocab * kHidden;  // 2 flops per weight
 
-// Args: tokens, and the attention tiling (index into k::kMmaTilings; 0 = the default, 64x32).
+// Args: tokens, and the attention tiling (index into k::kMmaTilings; 3 = the model's default,
+// 128x64).
 HW_GUARDED_BENCHMARK(BM_ModelPrefill) {
   if (skip(state)) return;
   const k::MmaTiling tiling = k::kMmaTilings[state.range(1)];
@@ -422,11 +428,13 @@ HW_GUARDED_BENCHMARK(BM_ModelPrefill) {
       benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ModelPrefill)
-    ->Args({512, 0})
     ->Args({2048, 0})
     ->Args({2048, 1})
     ->Args({2048, 2})
+    ->Args({512, 3})
     ->Args({2048, 3})
+    ->Args({4096, 3})
+    ->Args({8192, 3})
     ->Iterations(5)
     ->UseRealTime()  // wall time: the host waits for the GPU, however it waits
     ->Unit(benchmark::kMillisecond);
@@ -439,7 +447,7 @@ BENCHMARK(BM_ModelPrefill)
 HW_GUARDED_BENCHMARK(BM_ModelDecode) {
   if (skip(state)) return;
   ModelHarness& m =
-      model(state.range(2) != 0, state.range(3) != 0, k::MmaTiling::k64x32, state.range(4) != 0);
+      model(state.range(2) != 0, state.range(3) != 0, k::MmaTiling::k128x64, state.range(4) != 0);
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const uint64_t first = next_request;
@@ -466,19 +474,24 @@ HW_GUARDED_BENCHMARK(BM_ModelDecode) {
       benchmark::Counter(batch * kFlopsPerToken, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ModelDecode)
-    ->Args({1, 1024, 0, 0, 0})
-    ->Args({8, 1024, 0, 0, 0})
-    ->Args({64, 1024, 0, 0, 0})
+    // Grouped by options: each group is one model instance.
     ->Args({1, 1024, 1, 0, 0})
+    ->Args({2, 1024, 1, 0, 0})
     ->Args({8, 1024, 1, 0, 0})
-    ->Args({1, 1024, 0, 0, 1})
-    ->Args({8, 1024, 0, 0, 1})
-    ->Args({64, 1024, 0, 0, 1})
+    ->Args({16, 1024, 1, 0, 0})
+    ->Args({32, 1024, 1, 0, 0})
+    ->Args({64, 1024, 1, 0, 0})
     ->Args({1, 1024, 1, 0, 1})
+    ->Args({2, 1024, 1, 0, 1})
     ->Args({8, 1024, 1, 0, 1})
-    ->Args({1, 1024, 0, 1, 0})
-    ->Args({8, 1024, 0, 1, 0})
-    ->Args({64, 1024, 0, 1, 0})
+    ->Args({16, 1024, 1, 0, 1})
+    ->Args({32, 1024, 1, 0, 1})
+    ->Args({64, 1024, 1, 0, 1})
+    ->Args({1, 1024, 0, 0, 0})
+    ->Args({2, 1024, 0, 0, 0})
+    ->Args({1, 1024, 1, 1, 0})
+    ->Args({8, 1024, 1, 1, 0})
+    ->Args({64, 1024, 1, 1, 0})
     ->Iterations(20)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -143,17 +143,30 @@ void expect_the_cpu_models_logits(const std::string& path, const std::filesystem
     }
     step = {{1, {argmax(a.logits[0])}}, {2, {argmax(a.logits[1])}}, {3, {argmax(a.logits[2])}}};
   }
+  // Then request 2 alone: one-row decode steps (the GEMV's, with decode_gemv; a graph's bucket
+  // of 1, with graphs).
+  std::vector<ModelHarness::Slice> alone = {step[1]};
+  for (int s = 0; s < 3; ++s) {
+    a = cpu.step(alone);
+    b = gpu.step(alone);
+    ASSERT_EQ(a.logits.size(), 1u);
+    ASSERT_EQ(b.logits.size(), 1u);
+    EXPECT_LT(rel(b.logits[0], a.logits[0]), 0.05) << "one-row decode step " << s;
+    alone = {{2, {argmax(a.logits[0])}}};
+  }
 }
 
+// With the defaults: the one-row decode steps through kernels/gemv.h, decode steps of up to
+// kAutoCudaGraphMaxBatch rows replayed as CUDA graphs.
 TEST_F(CudaModel, MatchesTheCpuModelOnMixedBatches) {
   HW_SKIP_WITHOUT_CUDA();
   expect_the_cpu_models_logits(path(), dir(), "");
 }
 
-// The decode steps (3 rows) go through kernels/gemv.h.
-TEST_F(CudaModel, WithDecodeGemvMatchesTheCpuModelOnMixedBatches) {
+// Every projection through cuBLASLt, every step launch by launch.
+TEST_F(CudaModel, WithoutTheGemvAndGraphsMatchesTheCpuModelOnMixedBatches) {
   HW_SKIP_WITHOUT_CUDA();
-  expect_the_cpu_models_logits(path(), dir(), ", decode_gemv = true");
+  expect_the_cpu_models_logits(path(), dir(), ", decode_gemv = false, cuda_graph_max_batch = 0");
 }
 
 // Decode steps (3 rows, one of them split three ways) padded to 4 rows at split level 4: the
@@ -189,12 +202,13 @@ TEST_F(CudaModel, CudaGraphOptionsThatCannotWorkAreRefusedBeforeTouchingADevice)
 TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   HW_SKIP_WITHOUT_CUDA();
   const std::string base = path() + ", kv_cache_gb = 0.5, max_batch_tokens = 16";
-  ModelHarness eager("cuda", base + ", sampling = \"host\"", dir(), 16, 2048);
+  const std::string eager_base = base + ", cuda_graph_max_batch = 0";
+  ModelHarness eager("cuda", eager_base + ", sampling = \"host\"", dir(), 16, 2048);
   ModelHarness graphs("cuda", base + ", sampling = \"host\", cuda_graph_max_batch = 16", dir(), 16,
                       2048);
-  ModelHarness eager_ids("cuda", base, dir(), 16, 2048);
+  ModelHarness eager_ids("cuda", eager_base, dir(), 16, 2048);
   ModelHarness graph_ids("cuda", base + ", cuda_graph_max_batch = 16", dir(), 16, 2048);
-  ModelHarness eager_draws("cuda", base, dir(), 16, 2048);
+  ModelHarness eager_draws("cuda", eager_base, dir(), 16, 2048);
   ModelHarness graph_draws("cuda", base + ", cuda_graph_max_batch = 16", dir(), 16, 2048);
   const uint32_t vocab = eager.info().vocab;
   std::vector<ModelHarness::Slice> prompts;

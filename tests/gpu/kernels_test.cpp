@@ -97,11 +97,15 @@ void check_rms_norm(uint32_t hidden, bool with_rows) {
   }
 }
 
+// Rows of a multiple of 4 take the vectorised kernel (one piece per thread at 320 and 4,096, four
+// at 16,384); 322 takes the element loop.
 TEST(CudaKernels, AddRmsNormMatchesReference) {
   HW_SKIP_WITHOUT_CUDA();
   check_rms_norm(320, false);
+  check_rms_norm(322, false);
   check_rms_norm(4096, false);
   check_rms_norm(4096, true);
+  check_rms_norm(16384, true);
 }
 
 TEST(CudaKernels, SwigluMatchesReference) {
@@ -122,8 +126,8 @@ TEST(CudaKernels, SwigluMatchesReference) {
   }
 }
 
-TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
-  HW_SKIP_WITHOUT_CUDA();
+// `positions`: one token each; the last is a graph step's padding row (rotated, no KV slot).
+void check_rope_kv(const std::vector<int32_t>& positions) {
   models::cpu::LlamaConfig c;
   c.head_dim = 64;
   c.rope_theta = 500000.0;
@@ -132,10 +136,8 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
   const models::cpu::Rope rope(c);
   const uint32_t heads = 4, kv_heads = 2, hd = 64, half = 32;
   k::KvLayout layout{1, kv_heads, hd, 16};
-  const uint32_t blocks = 8;
-  // The last token is a graph step's padding row: rotated, but no KV slot (-1).
-  const std::vector<int32_t> positions = {0, 1, 17, 8191, 100000, 0};
   const uint32_t T = static_cast<uint32_t>(positions.size());
+  const uint32_t blocks = 3 * T;
   const uint32_t width = (heads + 2 * kv_heads) * hd;
   const auto qkv = random_bf16(size_t{T} * width, 1.0f, 6);
   std::vector<int64_t> slots(T);
@@ -144,6 +146,10 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
                                     (positions[t] % layout.block_size) * hd);
   }
   slots[T - 1] = -1;
+  std::vector<int64_t> sorted_slots(slots.begin(), slots.end() - 1);
+  std::sort(sorted_slots.begin(), sorted_slots.end());
+  ASSERT_EQ(std::adjacent_find(sorted_slots.begin(), sorted_slots.end()), sorted_slots.end())
+      << "each token needs a slot of its own";
   Dev<__nv_bfloat16> d_qkv(qkv);
   Dev<int32_t> d_pos(positions);
   Dev<int64_t> d_slots(slots);
@@ -189,6 +195,15 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
   size_t written = 0;
   for (const __nv_bfloat16& v : cache) written += std::isnan(bf(v)) ? 0 : 1;
   EXPECT_EQ(written, size_t{T - 1} * 2 * kv_heads * hd);
+}
+
+// A few tokens spread each token's heads over several blocks; a long step runs a block per token.
+TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
+  HW_SKIP_WITHOUT_CUDA();
+  check_rope_kv({0, 1, 17, 8191, 100000, 0});
+  std::vector<int32_t> many(300);
+  for (size_t t = 0; t < many.size(); ++t) many[t] = static_cast<int32_t>(t * 331 % 50000);
+  check_rope_kv(many);
 }
 
 struct AttentionCase {
@@ -572,15 +587,16 @@ TEST(CudaKernels, GemvRefusesWhatItDoesNotTake) {
   EXPECT_EQ(k::gemv(buffer, buffer, buffer + 1, true, 1, 4, 16, nullptr), cudaErrorInvalidValue);
 }
 
-// Gemm with small_m_gemv sends m <= 8 to the GEMV and larger m to cuBLASLt: only m = 130 is
-// planned.
+// Gemm with small_m_gemv sends m <= kGemvRoutedRows to the GEMV and larger m to cuBLASLt: only
+// m = 3 and m = 130 are planned.
 TEST(CudaKernels, GemmSendsSmallProductsToTheGemvWhenAsked) {
   HW_SKIP_WITHOUT_CUDA();
   const uint32_t n = 96, kk = 320;
   Gemm gemm(/*deterministic=*/false, /*small_m_gemv=*/true);
   const auto w = random_bf16(size_t{n} * kk, 0.1f, 31);
   Dev<__nv_bfloat16> d_w(w);
-  for (uint32_t m : {1u, 7u, 130u}) {
+  static_assert(models::cuda::kGemvRoutedRows == 2, "the rows below straddle the routing bound");
+  for (uint32_t m : {1u, 2u, 3u, 130u}) {
     const auto x = random_bf16(size_t{m} * kk, 1.0f, 32 + m);
     Dev<__nv_bfloat16> d_x(x);
     Dev<float> d_f(size_t{m} * n);
@@ -588,7 +604,7 @@ TEST(CudaKernels, GemmSendsSmallProductsToTheGemvWhenAsked) {
     const auto f = d_f.download();
     expect_product(x, w, f, nullptr, m, n, kk);
   }
-  EXPECT_EQ(gemm.cached_plans(), 1u);
+  EXPECT_EQ(gemm.cached_plans(), 2u);
   Gemm deterministic(/*deterministic=*/true, /*small_m_gemv=*/true);
   const auto x = random_bf16(kk, 1.0f, 40);
   Dev<__nv_bfloat16> d_x(x);

@@ -237,6 +237,32 @@ TEST_F(GraphSteps, RowsThatAreNotSampledAreHeadRowsAfterTheSampledOnes) {
   EXPECT_EQ(p.head_row_indices(), (std::vector<int32_t>{0, 2, 1, 3}));
 }
 
+TEST_F(GraphSteps, SmallBatchesSplitDecodesFurtherToFillTheGpu) {
+  limits.graph_max_batch = 0;
+  limits.decode_blocks_wanted = 32;  // blocks: units x 2 kv heads
+  // One decode of 701 keys: 32 blocks / 2 kv heads = 16 splits wanted; by context it takes 3;
+  // ranges of at least 64 keys allow 11: 11 ranges of 2 chunks (64 keys), the last of 61.
+  const StepPlan& one = plan({{700}});
+  ASSERT_EQ(one.decode_units().size(), 11u);
+  EXPECT_EQ(one.decode_units()[0].key_end, 64);
+  EXPECT_EQ(one.decode_units()[10].key_begin, 640);
+  EXPECT_EQ(one.decode_units()[10].key_end, 701);
+  ASSERT_EQ(one.reduce_units().size(), 1u);
+  EXPECT_EQ(one.reduce_units()[0].splits, 11);
+  // Two decodes and a prefill: 32 / (2 x 2) = 8 splits each at most; the short one is one unit
+  // (6 keys: finer than 64 keys a range is never cut); the prefill is not counted.
+  const StepPlan& two = plan({{700}, {5}, {0, 4}});
+  EXPECT_EQ(two.reduce_units().size(), 1u);
+  EXPECT_EQ(two.reduce_units()[0].splits, 8);  // 22 chunks in 8 ranges of 3: 8 units
+  EXPECT_EQ(two.decode_units().size(), 9u);
+  // A batch that fills the GPU as it is splits by context alone (256 keys a range).
+  const StepPlan& many = plan(std::vector<Request>(16, Request{700}));
+  EXPECT_EQ(many.decode_units().size(), 16u * 3);
+  // Deterministic mode splits nothing.
+  limits.split_decode = false;
+  EXPECT_EQ(plan({{700}}).decode_units().size(), 1u);
+}
+
 TEST_F(GraphSteps, PrefillsAndLargeStepsRunLaunchByLaunch) {
   EXPECT_EQ(plan({{10}, {0, 4}}).graph_key(), 0u);  // a prefill slice
   std::vector<Request> nine(9, Request{10});

@@ -83,19 +83,21 @@ constexpr hw_option_spec kOptions[] = {
                 "Diagnostic: time every phase of every step on the GPU with CUDA events (about "
                 "13 per layer, which cost some host time) and log the time per step of each phase "
                 "by step size when the model is unloaded."),
-    bool_option("decode_gemv", false,
-                "Projections of steps with at most 8 rows (decode batches up to 8) through "
-                "Headway's GEMV kernel instead of cuBLASLt; off by default until measured on a "
-                "GPU against cuBLASLt (docs/cuda_model.md); ignored with deterministic."),
-    enum_option("attention_tiling", "64x32", kAttentionTilings,
+    bool_option("decode_gemv", true,
+                "Projections of steps with at most 2 rows (decode batches of 1 or 2) through "
+                "Headway's GEMV kernel instead of cuBLASLt, which it beat there on an H200 "
+                "(docs/cuda_model.md); ignored with deterministic."),
+    enum_option("attention_tiling", "128x64", kAttentionTilings,
                 "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
-                "x keys per tile. 64x32 is the measured default; the others are candidates timed "
-                "beside it by cuda_benchmark (docs/cuda_model.md)."),
-    int_option("cuda_graph_max_batch", 0, 0, 1024,
+                "x keys per tile. 128x64 was the fastest on an H200 at every prompt length "
+                "measured (docs/cuda_model.md); the others stay for other GPUs and shapes."),
+    int_option("cuda_graph_max_batch", -1, -1, 1024,
                "Decode steps (every slice one token) of up to this many tokens are padded to a "
                "batch size bucket and replayed as a captured CUDA graph, one per bucket and "
-               "split-K level; 0 = off, the default until measured on a GPU "
-               "(docs/cuda_model.md). Needs tensor_parallel = 1 and phase_timing = false."),
+               "split-K level; 0 = off. -1 (default): the batch sizes where graphs were "
+               "measured faster on an H200 (docs/cuda_model.md), on one GPU without "
+               "phase_timing, else off. A value above 0 needs tensor_parallel = 1 and "
+               "phase_timing = false."),
 };
 
 void check_nccl(ncclResult_t r, const char* what) {
@@ -134,6 +136,11 @@ class CudaModel final : public sdk::Model {
     for (uint32_t r = 0; r < tp_.tp; ++r) {
       const int device = options_.device + static_cast<int>(r);
       HW_CUDA_CHECK(cudaSetDevice(device));
+      if (r == 0) {
+        int sms = 0;
+        HW_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        decode_blocks_wanted_ = kDecodeBlocksPerSm * static_cast<uint32_t>(sms);
+      }
       auto weights = checkpoint ? std::make_unique<DeviceWeights>(*checkpoint, config_, tp_, r)
                                 : std::make_unique<DeviceWeights>(config_, tp_, r, options_.seed);
       shards_.push_back(std::make_unique<ModelShard>(
@@ -268,6 +275,7 @@ class CudaModel final : public sdk::Model {
     limits.prefill_tile_rows = kernels::attention_prefill_tile_rows(
         config_.head_dim, options_.deterministic, options_.attention_tiling);
     limits.graph_max_batch = options_.cuda_graph_max_batch;  // 0 under tensor parallelism
+    limits.decode_blocks_wanted = decode_blocks_wanted_;
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
     const uint32_t logits_rows = plan_.logits_rows();
@@ -404,6 +412,7 @@ class CudaModel final : public sdk::Model {
   StepGraphs graphs_;              // declared after the shards: destroyed before them
   uint64_t logged_capture_failures_ = 0;
   StepPlan plan_;
+  uint32_t decode_blocks_wanted_ = 0;  // StepLimits::decode_blocks_wanted, from the lead GPU
   PinnedBuffer<int32_t> ids_;
 };
 

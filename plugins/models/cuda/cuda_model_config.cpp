@@ -74,16 +74,22 @@ CudaModelOptions parse_options(const sdk::Options& o, const std::string& config_
   for (const kernels::MmaTiling t : kernels::kMmaTilings) {
     if (tiling == kernels::mma_tiling_name(t)) r.attention_tiling = t;
   }
-  r.cuda_graph_max_batch = static_cast<uint32_t>(o.get_int("cuda_graph_max_batch"));
-  if (r.cuda_graph_max_batch > 0 && r.tensor_parallel > 1) {
-    invalid("cuda_graph_max_batch = " + std::to_string(r.cuda_graph_max_batch) +
-            " needs tensor_parallel = 1 (graphs around NCCL all-reduces are not supported yet); "
-            "set cuda_graph_max_batch = 0");
-  }
-  if (r.cuda_graph_max_batch > 0 && r.phase_timing) {
-    invalid("cuda_graph_max_batch = " + std::to_string(r.cuda_graph_max_batch) +
-            " and phase_timing = true exclude each other (phase timing records events between "
-            "launches, a graph replays them as one); set one of them off");
+  // -1 (auto) takes graphs where they work; a number set by the operator is checked.
+  const int64_t graphs = o.get_int("cuda_graph_max_batch");
+  if (graphs < 0) {
+    r.cuda_graph_max_batch = r.tensor_parallel == 1 && !r.phase_timing ? kAutoCudaGraphMaxBatch : 0;
+  } else {
+    r.cuda_graph_max_batch = static_cast<uint32_t>(graphs);
+    if (r.cuda_graph_max_batch > 0 && r.tensor_parallel > 1) {
+      invalid("cuda_graph_max_batch = " + std::to_string(r.cuda_graph_max_batch) +
+              " needs tensor_parallel = 1 (graphs around NCCL all-reduces are not supported "
+              "yet); set cuda_graph_max_batch = 0");
+    }
+    if (r.cuda_graph_max_batch > 0 && r.phase_timing) {
+      invalid("cuda_graph_max_batch = " + std::to_string(r.cuda_graph_max_batch) +
+              " and phase_timing = true exclude each other (phase timing records events between "
+              "launches, a graph replays them as one); set one of them off");
+    }
   }
   if (r.shape == "config") {
     if (r.path.empty()) {

@@ -35,17 +35,22 @@ struct CudaModelOptions {
   bool sample_on_device = true;      // false: return logits and let the core sample
   uint32_t max_batch_tokens = 8192;  // activation workspace preallocated at load
   bool deterministic = false;        // batch/chunking-invariant arithmetic (no split-K anywhere)
-  bool decode_gemv = false;          // projections of <= 8 rows by kernels/gemv.h, not cuBLASLt
+  bool decode_gemv = true;           // projections of <= kGemvRoutedRows rows by kernels/gemv.h
   bool phase_timing = false;         // diagnostic: per-phase GPU time of every step (phase_timer.h)
-  kernels::MmaTiling attention_tiling = kernels::MmaTiling::k64x32;  // prefill attention blocks
+  kernels::MmaTiling attention_tiling = kernels::MmaTiling::k128x64;  // prefill attention blocks
   // Decode steps of at most this many tokens replay a captured CUDA graph (step_graphs.h); 0 = off.
+  // The option's -1 (auto) resolves to kAutoCudaGraphMaxBatch or 0 in parse_options.
   uint32_t cuda_graph_max_batch = 0;
 };
 
+// cuda_graph_max_batch when the operator leaves it at auto (one GPU, no phase timing): the batch
+// sizes at which replaying a graph was faster than launching on an H200 (docs/cuda_model.md).
+inline constexpr uint32_t kAutoCudaGraphMaxBatch = 16;
+
 // Reads the validated option values (see kCudaModelOptions in cuda_model.cpp). Throws
 // sdk::Error(HW_INVALID_ARGUMENT) naming the option when a combination is wrong (no path and no
-// named shape, a named shape without random_weights, CUDA graphs with tensor parallelism or with
-// phase timing).
+// named shape, a named shape without random_weights, CUDA graphs asked for with tensor
+// parallelism or with phase timing).
 CudaModelOptions parse_options(const sdk::Options& options, const std::string& config_dir);
 
 // Names accepted by the `shape` option besides "config".

@@ -154,7 +154,7 @@ const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_typ
 void Gemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type,
                uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream) {
   if (m == 0) return;
-  if (small_m_gemv_ && kernels::gemv_applies(m, k, x, w, out)) {
+  if (small_m_gemv_ && m <= kGemvRoutedRows && kernels::gemv_applies(m, k, x, w, out)) {
     HW_CUDA_CHECK(kernels::gemv(x, w, out, out_type == GemmOut::kF32, m, n, k, stream));
     return;
   }

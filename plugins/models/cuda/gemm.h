@@ -13,8 +13,8 @@
 // batch and chunking invariance, at the cost of parallelism for small m (decode).
 //
 // With `small_m_gemv` (the cuda model's `decode_gemv` option), products of at most
-// kernels::kGemvMaxRows rows go to Headway's GEMV kernel (kernels/gemv.h) instead, where its
-// alignment rules hold; ignored in deterministic mode.
+// kGemvRoutedRows rows go to Headway's GEMV kernel (kernels/gemv.h) instead, where its alignment
+// rules hold; ignored in deterministic mode.
 //
 // Ownership: owns the cuBLASLt handle, the workspace and the plan cache; operands are borrowed for
 // the call. Threading: one thread at a time (a model shard's); runs on the caller's stream and on
@@ -32,6 +32,11 @@
 #include "device_buffer.h"
 
 namespace headway::models::cuda {
+
+// Rows up to which small_m_gemv takes the GEMV: on an H200 (Llama-3.1-8B's projections,
+// docs/performance.md) it beat cuBLASLt on every projection at m = 1 and 2, tied or lost at m = 4
+// and lost at m = 8.
+inline constexpr uint32_t kGemvRoutedRows = 2;
 
 enum class GemmOut { kBF16, kF32 };
 

@@ -84,6 +84,15 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
   heads_ = group * kv.kv_heads;
   const uint32_t tile = group >= limits.prefill_tile_rows ? 1 : limits.prefill_tile_rows / group;
   const uint64_t block_elems = kv.block_elems();
+  // Splits each decode token may take to reach limits.decode_blocks_wanted blocks (1: none).
+  uint32_t decode_tokens = 0;
+  for (uint32_t i = 0; i < batch.slice_count; ++i) decode_tokens += batch.slices[i].tokens == 1;
+  const uint64_t decode_blocks = uint64_t{decode_tokens} * kv.kv_heads;
+  const uint32_t splits_to_fill =
+      decode_blocks == 0
+          ? 1
+          : static_cast<uint32_t>(std::max<uint64_t>(
+                1, (limits.decode_blocks_wanted + decode_blocks - 1) / decode_blocks));
   for (uint32_t i = 0; i < batch.slice_count; ++i) {
     const hw_model_slice& s = batch.slices[i];
     if (s.tokens == 0) bad_slice(i, s, "has no tokens");
@@ -147,9 +156,13 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
       // Decode: split long contexts so that a small batch still fills the GPU.
       const uint32_t keys = s.start + 1;
       const uint32_t chunks = (keys + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
-      uint32_t splits = limits.split_decode
-                            ? std::min(kMaxSplits, (keys + kKeysPerSplit - 1) / kKeysPerSplit)
-                            : 1;
+      uint32_t splits = 1;
+      if (limits.split_decode) {
+        const uint32_t by_context = (keys + kKeysPerSplit - 1) / kKeysPerSplit;
+        const uint32_t finest = (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
+        splits =
+            std::min(kMaxSplits, std::max(by_context, std::min<uint32_t>(splits_to_fill, finest)));
+      }
       const uint32_t per_split = (chunks + splits - 1) / splits;  // chunks per split
       splits = (chunks + per_split - 1) / per_split;
       max_splits_ = std::max(max_splits_, splits);

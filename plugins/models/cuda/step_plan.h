@@ -5,7 +5,9 @@
 //
 // Attention work: slices of more than one token are cut into prefill tiles of
 // prefill_tile_rows / group tokens; a decode token (a 1-token slice) whose context exceeds
-// kKeysPerSplit keys is split into up to kMaxSplits key ranges, merged by attention_reduce.
+// kKeysPerSplit keys is split into up to kMaxSplits key ranges, merged by attention_reduce; when
+// the step has too few decode tokens to give StepLimits::decode_blocks_wanted blocks (tokens x kv
+// heads) that way, each is split further, down to kMinKeysPerSplit keys a range.
 //
 // Graph steps: when StepLimits::graph_max_batch > 0 and every slice is one token (a decode step)
 // of at most that many tokens, the plan is padded to a fixed shape, graph_key(), that a captured
@@ -55,7 +57,17 @@ struct StepLimits {
   uint32_t prefill_tile_rows = kernels::kAttentionTileRows;
   // Decode steps of at most this many tokens are padded for a CUDA graph (above); 0 = never.
   uint32_t graph_max_batch = 0;
+  // Decode attention blocks (units x kv heads) below which a step's decodes are split further, so
+  // that a small batch still occupies the GPU: a batch-1 decode at context 1,024 is otherwise 4
+  // units x 8 kv heads = 32 blocks on 132 SMs, each streaming 256 keys in turn. The model sets
+  // kDecodeBlocksPerSm per SM; 0 = split by context alone.
+  uint32_t decode_blocks_wanted = 0;
 };
+
+// StepLimits::decode_blocks_wanted per SM. On an H200 (decode attention of Llama-3.1-8B's shape,
+// docs/performance.md) 2 per SM cut a batch-1 step's attention at context 1,024 from 27 to 22 us
+// against splitting by context alone and left batch 8 as it was, where 4 per SM was 19% slower.
+inline constexpr uint32_t kDecodeBlocksPerSm = 2;
 
 // Rows a graph step of `tokens` tokens is padded to: 1, 2, 4, then multiples of 8, never above
 // `max`; 0 when tokens is 0 or above max.
@@ -79,6 +91,7 @@ struct StepOffsets {
 class StepPlan {
  public:
   static constexpr uint32_t kKeysPerSplit = 256;
+  static constexpr uint32_t kMinKeysPerSplit = 64;  // one tile of the decode kernel
   static constexpr uint32_t kMaxSplits = 16;
 
   // Checks the batch and builds the plan: layout(), then the copy into pinned staging memory.

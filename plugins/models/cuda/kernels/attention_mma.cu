@@ -2,16 +2,19 @@
 // head dims 32, 64, 128 and 256; attention.cu keeps the FP32 CUDA-core kernel for the exact mode
 // and other head dims. Same work units, same outputs (final rows or split partials).
 //
-// A block runs one unit for one kv head: the unit's rows (tokens x GQA group) are 16 per warp,
-// four or eight warps for prefill tiles (AttentionArgs::mma_tiling: 64 or 128 rows) and two for
-// decode (a GQA group of at most kAttentionMaxGroup), so each K/V tile gathered from the paged
-// cache into shared memory serves every query head of the group. Tiles of 32 keys (decode, and
-// the 64x32 and 128x32 tilings) or 64 keys are copied with cp.async into two buffers: the next
-// tile's copy runs while the warps compute on the current one. Per tile a warp computes
-// S = Q K^T (Q kept in registers as A fragments, K fragments by ldmatrix), masks causally by each
-// row's position, updates the online softmax in FP32, rounds P to BF16 and adds P V (V fragments
-// by ldmatrix.trans) to its FP32 output fragments. The row sums use the rounded P, so the weights
+// A block runs one unit for one kv head, so each K/V tile gathered from the paged cache into
+// shared memory serves every query head of the GQA group. Prefill (mma_attention_kernel): the
+// unit's rows (tokens x group) are 16 per warp, four or eight warps (AttentionArgs::mma_tiling: 64
+// or 128 rows). Decode of groups up to 16 (mma_decode_kernel): the token's rows fit one fragment,
+// so the block's four warps split each tile's keys instead and merge at the end; larger groups run
+// the prefill kernel's scheme with two warps. Tiles of 32 keys (the 64x32 and 128x32 tilings,
+// wide decode groups) or 64 keys are copied with cp.async into two buffers: the next tile's copy
+// runs while the warps compute on the current one. Per tile a warp computes S = Q K^T (Q kept in
+// registers as A fragments, K fragments by ldmatrix), masks causally by each row's position,
+// updates the online softmax in FP32, rounds P to BF16 and adds P V (V fragments by
+// ldmatrix.trans) to its FP32 output fragments. The row sums use the rounded P, so the weights
 // that multiply V sum to exactly the normaliser.
+#include <algorithm>
 #include <cmath>
 
 #include "attention_mma.h"
@@ -20,9 +23,13 @@
 namespace headway::models::cuda::kernels {
 namespace {
 
-constexpr int kDecodeWarps = 2;      // 32 rows: kAttentionMaxGroup
-constexpr int kDecodeTileKeys = 32;  // keys per shared-memory tile of a decode block
-static_assert(16u * kDecodeWarps >= kAttentionMaxGroup);
+// Decode blocks of GQA groups above 16: two warps of 16 rows each over tiles of 32 keys.
+constexpr int kWideDecodeWarps = 2;      // 32 rows: kAttentionMaxGroup
+constexpr int kWideDecodeTileKeys = 32;  // keys per shared-memory tile of such a block
+static_assert(16u * kWideDecodeWarps >= kAttentionMaxGroup);
+// Decode blocks of groups up to 16 (one m16 fragment of rows): kKeySplitWarps warps, each taking
+// its own 16 keys of every tile (mma_decode_kernel).
+constexpr int kKeySplitWarps = 4;
 static_assert(mma_tiling_rows(MmaTiling::k64x32) == kAttentionMmaTileRows);
 
 // Two BF16 values in one register, the lower index in the low half (the fragments' order).
@@ -84,6 +91,174 @@ constexpr size_t kTileBytes = size_t{KEYS} * kStride<HD> * 2;  // one K or V til
 template <int HD, int KEYS>
 constexpr size_t kSmemBytes = 4 * kTileBytes<HD, KEYS>;  // K and V, two buffers each
 
+// Starts the copy of the tile of keys [c, c + KEYS) of unit `u`, kv head `kvh`, into k_dst and
+// v_dst (rows of kStride<HD> elements), as one cp.async commit group; keys at or past the unit's
+// key_end are zero-filled. Every one of the block's THREADS threads calls it.
+template <int HD, int KEYS, int THREADS>
+__device__ __forceinline__ void copy_kv_tile(const AttentionArgs& a, const AttentionUnit& u,
+                                             int kvh, int c, __nv_bfloat16* k_dst,
+                                             __nv_bfloat16* v_dst) {
+  constexpr int S = kStride<HD>;
+  constexpr int kVecsPerKey = HD / 8;  // 16-byte pieces of one key's row
+  constexpr int kVecs = KEYS * kVecsPerKey;
+  // Every thread copies the same number of pieces but the last round may be partial (head_dim 32
+  // with 8 warps: 128 pieces for 256 threads).
+  constexpr int kVecsPerThread = (kVecs + THREADS - 1) / THREADS;
+  constexpr bool kPartialRound = kVecs % THREADS != 0;
+  const int32_t* table = a.block_tables + u.table;
+  const int bs = static_cast<int>(a.block_size);
+  const __nv_bfloat16* kbase = a.layer_cache + static_cast<uint64_t>(kvh) * a.head_elems;
+  const uint64_t v_offset = static_cast<uint64_t>(a.kv_heads) * a.head_elems;
+  // Block ids first, all of them, so their loads overlap instead of each waiting in turn.
+  int32_t block_of[kVecsPerThread];
+#pragma unroll
+  for (int i = 0; i < kVecsPerThread; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * THREADS;
+    const int key = c + e / kVecsPerKey;
+    // Past the unit (maybe no table there) or past the tile: nothing to copy.
+    block_of[i] = key < u.key_end && (!kPartialRound || e < kVecs) ? table[key / bs] : -1;
+  }
+#pragma unroll
+  for (int i = 0; i < kVecsPerThread; ++i) {
+    const int e = static_cast<int>(threadIdx.x) + i * THREADS;
+    if (kPartialRound && e >= kVecs) continue;
+    const int j = e / kVecsPerKey;
+    const int d = (e % kVecsPerKey) * 8;
+    const int key = c + j;
+    const bool copy = block_of[i] >= 0;
+    const __nv_bfloat16* src = copy ? kbase + static_cast<uint64_t>(block_of[i]) * a.block_elems +
+                                          static_cast<uint64_t>(key % bs) * HD + d
+                                    : kbase;
+    cp_async_16(k_dst + j * S + d, src, copy);
+    cp_async_16(v_dst + j * S + d, copy ? src + v_offset : kbase, copy);
+  }
+  cp_async_commit();
+}
+
+// The A fragments of Q for the 16 rows row0.. of unit `u`, kv head `kvh`, one per 16 dims
+// (g = lane / 4, t = lane % 4); rows at or past `rows` are zero.
+template <int HD>
+__device__ __forceinline__ void load_q_fragments(const AttentionArgs& a, const AttentionUnit& u,
+                                                 int kvh, int group, int rows, int row0, int g,
+                                                 int t, uint32_t (&qf)[HD / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      const int r = row0 + g + (reg % 2) * 8;
+      const int d = kk * 16 + 2 * t + (reg / 2) * 8;
+      uint32_t v = 0;
+      if (r < rows) {
+        const int head = kvh * group + r % group;
+        v = *reinterpret_cast<const uint32_t*>(
+            a.qkv + static_cast<uint64_t>(u.q_row + r / group) * a.q_stride +
+            static_cast<uint64_t>(head) * HD + d);
+      }
+      qf[kk][reg] = v;
+    }
+  }
+}
+
+// One warp's share of a K/V tile: adds the keys [c, c + KEYS) (rows ks[0..KEYS) and
+// vs[0..KEYS) of shared memory, kStride<HD> elements apart) to the online softmax of its 16 query
+// rows. Per fragment row i of this thread (g and g + 8), keys after last[i] are masked; m, l and
+// o are the row's running max, sum and unnormalised output.
+template <int HD, int KEYS>
+__device__ __forceinline__ void attend_tile(const __nv_bfloat16* ks, const __nv_bfloat16* vs,
+                                            const uint32_t (&qf)[HD / 16][4], int c,
+                                            const int (&last)[2], float scale, int lane,
+                                            float (&m)[2], float (&l)[2], float (&o)[HD / 8][4]) {
+  static_assert(KEYS % 16 == 0, "whole k16 steps of P V");
+  constexpr int kKeyBlocks = KEYS / 8;  // n8 column blocks of S
+  constexpr int kKeySteps = KEYS / 16;  // k16 steps of P V
+  constexpr int S = kStride<HD>;
+  const int t = lane % 4;
+  // ldmatrix row addresses: lane i names row i % 8 of matrix i / 8.
+  const int mat = lane / 8;
+  const int mat_row = lane % 8;
+
+  // S = Q K^T: for key block n, matrices (dims +0, +8) of two 16-dim steps per ldmatrix.
+  float s[kKeyBlocks][4];
+#pragma unroll
+  for (int n = 0; n < kKeyBlocks; ++n) {
+    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    const __nv_bfloat16* krow = ks + (n * 8 + mat_row) * S + (mat / 2) * 16 + (mat % 2) * 8;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk += 2) {
+      uint32_t kf[4];
+      ldmatrix_x4(kf, krow + kk * 16);
+      mma(s[n], qf[kk], kf[0], kf[1]);
+      mma(s[n], qf[kk + 1], kf[2], kf[3]);
+    }
+  }
+
+  // Scale, mask (a row sees the keys up to last[i]), and update each row's running max; the four
+  // threads of a row hold its keys.
+  float correction[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float chunk_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = c + n * 8 + 2 * t + e;
+        float& v = s[n][2 * i + e];
+        v = key <= last[i] ? v * scale : -INFINITY;
+        chunk_max = fmaxf(chunk_max, v);
+      }
+    }
+    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 1));
+    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 2));
+    const float new_max = fmaxf(m[i], chunk_max);
+    correction[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - new_max);
+    m[i] = new_max;
+  }
+
+  // P = exp(S - max) rounded to BF16, as A fragments of P V (one per 16 keys).
+  uint32_t pf[kKeySteps][4];
+  float row_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float v0 = s[n][2 * i], v1 = s[n][2 * i + 1];
+      const __nv_bfloat16 p0 = __float2bfloat16_rn(v0 == -INFINITY ? 0.0f : expf(v0 - m[i]));
+      const __nv_bfloat16 p1 = __float2bfloat16_rn(v1 == -INFINITY ? 0.0f : expf(v1 - m[i]));
+      row_sum[i] += __bfloat162float(p0) + __bfloat162float(p1);
+      // Key block n = 2 * step + half: half 0 gives registers 0 (row g) and 1 (row g + 8),
+      // half 1 gives registers 2 and 3.
+      pf[n / 2][(n % 2) * 2 + i] = pack_bf16(p0, p1);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 1);
+    row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 2);
+    l[i] = l[i] * correction[i] + row_sum[i];
+  }
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) {
+    o[n][0] *= correction[0];
+    o[n][1] *= correction[0];
+    o[n][2] *= correction[1];
+    o[n][3] *= correction[1];
+  }
+
+  // O += P V: for 16 keys, matrices (keys +0, +8) of two 8-dim blocks per ldmatrix.trans.
+#pragma unroll
+  for (int step = 0; step < kKeySteps; ++step) {
+    const __nv_bfloat16* vrow = vs + (step * 16 + (mat % 2) * 8 + mat_row) * S + (mat / 2) * 8;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n += 2) {
+      uint32_t vf[4];
+      ldmatrix_x4_trans(vf, vrow + n * 8);
+      mma(o[n], pf[step], vf[0], vf[1]);
+      mma(o[n + 1], pf[step], vf[2], vf[3]);
+    }
+  }
+}
+
 // WARPS x 16 query rows against tiles of KEYS keys (a multiple of 16: whole k16 steps of P V).
 template <int HD, int WARPS, int KEYS>
 __global__ void __launch_bounds__(32 * WARPS)
@@ -91,16 +266,8 @@ __global__ void __launch_bounds__(32 * WARPS)
   static_assert(HD % 32 == 0, "ldmatrix.x4 takes 32 dims of K per load");
   static_assert(KEYS % 16 == 0);
   constexpr int kTileKeys = KEYS;
-  constexpr int kKeyBlocks = KEYS / 8;  // n8 column blocks of S
-  constexpr int kKeySteps = KEYS / 16;  // k16 steps of P V
   constexpr int kThreads = 32 * WARPS;
   constexpr int S = kStride<HD>;
-  constexpr int kVecsPerKey = HD / 8;  // 16-byte pieces of one key's row
-  constexpr int kVecs = kTileKeys * kVecsPerKey;
-  // Every thread copies the same number of pieces but the last round may be partial (head_dim 32
-  // with 8 warps: 128 pieces for 256 threads).
-  constexpr int kVecsPerThread = (kVecs + kThreads - 1) / kThreads;
-  constexpr bool kPartialRound = kVecs % kThreads != 0;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __nv_bfloat16* const tiles = reinterpret_cast<__nv_bfloat16*>(smem_raw);
   // Buffer b: K at tiles + (2b) * tile elements, V right after it.
@@ -120,44 +287,17 @@ __global__ void __launch_bounds__(32 * WARPS)
   const int warp_last_pos = row0 < rows ? u.first_pos + (min(row0 + 15, rows - 1)) / group : -1;
 
   // Starts the copy of the tile of keys [c, c + kTileKeys) into buffer b (one commit group).
-  const int32_t* table = a.block_tables + u.table;
-  const int bs = static_cast<int>(a.block_size);
-  const __nv_bfloat16* kbase = a.layer_cache + static_cast<uint64_t>(kvh) * a.head_elems;
-  const uint64_t v_offset = static_cast<uint64_t>(a.kv_heads) * a.head_elems;
   const auto issue_tile = [&](int c, int b) {
-    // Block ids first, all of them, so their loads overlap instead of each waiting in turn.
-    int32_t block_of[kVecsPerThread];
-#pragma unroll
-    for (int i = 0; i < kVecsPerThread; ++i) {
-      const int e = threadIdx.x + i * kThreads;
-      const int key = c + e / kVecsPerKey;
-      // Past the unit (maybe no table there) or past the tile: nothing to copy.
-      block_of[i] = key < u.key_end && (!kPartialRound || e < kVecs) ? table[key / bs] : -1;
-    }
-#pragma unroll
-    for (int i = 0; i < kVecsPerThread; ++i) {
-      const int e = threadIdx.x + i * kThreads;
-      if (kPartialRound && e >= kVecs) continue;
-      const int j = e / kVecsPerKey;
-      const int d = (e % kVecsPerKey) * 8;
-      const int key = c + j;
-      const bool copy = block_of[i] >= 0;
-      const __nv_bfloat16* src = copy ? kbase + static_cast<uint64_t>(block_of[i]) * a.block_elems +
-                                            static_cast<uint64_t>(key % bs) * HD + d
-                                      : kbase;
-      cp_async_16(k_tile(b) + j * S + d, src, copy);
-      cp_async_16(v_tile(b) + j * S + d, copy ? src + v_offset : kbase, copy);
-    }
-    cp_async_commit();
+    copy_kv_tile<HD, kTileKeys, kThreads>(a, u, kvh, c, k_tile(b), v_tile(b));
   };
 
-  // This thread's two rows of every fragment: row0 + g and row0 + g + 8 (-1: no row, sees
-  // nothing, never written).
-  int pos[2];
+  // The last key each of this thread's two fragment rows sees, row0 + g and row0 + g + 8: its
+  // position, or the unit's last key (-1: no row, sees nothing, never written).
+  int last[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int r = row0 + g + 8 * i;
-    pos[i] = r < rows ? u.first_pos + r / group : -1;
+    last[i] = r < rows ? min(u.first_pos + r / group, u.key_end - 1) : -1;
   }
 
   const int tiles_total = (u.key_end - u.key_begin + kTileKeys - 1) / kTileKeys;
@@ -165,32 +305,13 @@ __global__ void __launch_bounds__(32 * WARPS)
 
   // Q as A fragments, one per 16 dims (loaded while the first tile is in flight).
   uint32_t qf[HD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-#pragma unroll
-    for (int reg = 0; reg < 4; ++reg) {
-      const int r = row0 + g + (reg % 2) * 8;
-      const int d = kk * 16 + 2 * t + (reg / 2) * 8;
-      uint32_t v = 0;
-      if (r < rows) {
-        const int head = kvh * group + r % group;
-        v = *reinterpret_cast<const uint32_t*>(
-            a.qkv + static_cast<uint64_t>(u.q_row + r / group) * a.q_stride +
-            static_cast<uint64_t>(head) * HD + d);
-      }
-      qf[kk][reg] = v;
-    }
-  }
+  load_q_fragments<HD>(a, u, kvh, group, rows, row0, g, t, qf);
 
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
-
-  // ldmatrix row addresses: lane i names row i % 8 of matrix i / 8.
-  const int mat = lane / 8;
-  const int mat_row = lane % 8;
 
   for (int it = 0; it < tiles_total; ++it) {
     const int c = u.key_begin + it * kTileKeys;
@@ -203,89 +324,7 @@ __global__ void __launch_bounds__(32 * WARPS)
     }
     __syncthreads();           // ... and every thread's
     if (warp_last_pos >= c) {  // else every row of the warp is before this tile
-      const __nv_bfloat16* ks = k_tile(b);
-      const __nv_bfloat16* vs = v_tile(b);
-
-      // S = Q K^T: for key block n, matrices (dims +0, +8) of two 16-dim steps per ldmatrix.
-      float s[kKeyBlocks][4];
-#pragma unroll
-      for (int n = 0; n < kKeyBlocks; ++n) {
-        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-        const __nv_bfloat16* krow = ks + (n * 8 + mat_row) * S + (mat / 2) * 16 + (mat % 2) * 8;
-#pragma unroll
-        for (int kk = 0; kk < HD / 16; kk += 2) {
-          uint32_t kf[4];
-          ldmatrix_x4(kf, krow + kk * 16);
-          mma(s[n], qf[kk], kf[0], kf[1]);
-          mma(s[n], qf[kk + 1], kf[2], kf[3]);
-        }
-      }
-
-      // Scale, mask (a key is visible to a row at or after its position, inside the unit's
-      // range), and update each row's running max; the four threads of a row hold its keys.
-      float correction[2];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        float chunk_max = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < kKeyBlocks; ++n) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = c + n * 8 + 2 * t + e;
-            float& v = s[n][2 * i + e];
-            v = (key <= pos[i] && key < u.key_end) ? v * a.scale : -INFINITY;
-            chunk_max = fmaxf(chunk_max, v);
-          }
-        }
-        chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 1));
-        chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 2));
-        const float new_max = fmaxf(m[i], chunk_max);
-        correction[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - new_max);
-        m[i] = new_max;
-      }
-
-      // P = exp(S - max) rounded to BF16, as A fragments of P V (one per 16 keys).
-      uint32_t pf[kKeySteps][4];
-      float row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int n = 0; n < kKeyBlocks; ++n) {
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const float v0 = s[n][2 * i], v1 = s[n][2 * i + 1];
-          const __nv_bfloat16 p0 = __float2bfloat16_rn(v0 == -INFINITY ? 0.0f : expf(v0 - m[i]));
-          const __nv_bfloat16 p1 = __float2bfloat16_rn(v1 == -INFINITY ? 0.0f : expf(v1 - m[i]));
-          row_sum[i] += __bfloat162float(p0) + __bfloat162float(p1);
-          // Key block n = 2 * step + half: half 0 gives registers 0 (row g) and 1 (row g + 8),
-          // half 1 gives registers 2 and 3.
-          pf[n / 2][(n % 2) * 2 + i] = pack_bf16(p0, p1);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 1);
-        row_sum[i] += __shfl_xor_sync(detail::kFullMask, row_sum[i], 2);
-        l[i] = l[i] * correction[i] + row_sum[i];
-      }
-#pragma unroll
-      for (int n = 0; n < HD / 8; ++n) {
-        o[n][0] *= correction[0];
-        o[n][1] *= correction[0];
-        o[n][2] *= correction[1];
-        o[n][3] *= correction[1];
-      }
-
-      // O += P V: for 16 keys, matrices (keys +0, +8) of two 8-dim blocks per ldmatrix.trans.
-#pragma unroll
-      for (int step = 0; step < kKeySteps; ++step) {
-        const __nv_bfloat16* vrow = vs + (step * 16 + (mat % 2) * 8 + mat_row) * S + (mat / 2) * 8;
-#pragma unroll
-        for (int n = 0; n < HD / 8; n += 2) {
-          uint32_t vf[4];
-          ldmatrix_x4_trans(vf, vrow + n * 8);
-          mma(o[n], pf[step], vf[0], vf[1]);
-          mma(o[n + 1], pf[step], vf[2], vf[3]);
-        }
-      }
+      attend_tile<HD, kTileKeys>(k_tile(b), v_tile(b), qf, c, last, a.scale, lane, m, l, o);
     }
     __syncthreads();  // buffer b is read; the next iteration's copy may overwrite it
   }
@@ -322,6 +361,139 @@ __global__ void __launch_bounds__(32 * WARPS)
   }
 }
 
+// Decode of GQA groups up to 16: the unit's one token gives `group` query rows, one m16 fragment,
+// so instead of giving warps rows (mma_attention_kernel, where a decode block's first warp did all
+// the work and 12 of its 16 rows were padding at group 4) each of the WARPS warps takes its own 16
+// keys of every 16 x WARPS-key tile, with its own online softmax over them, and the block merges
+// the warps' (max, sum, output) at the end through shared memory. Two tile buffers, the next
+// tile's copy issued before waiting for the current one. (Deeper pipelines, three buffers of four
+// warps or four and six of two, were 0-50% slower on an H200: they hold fewer blocks per SM.)
+//
+// Three blocks of four warps fit an SM's shared memory at head_dim 128 (70 KB each); the bound
+// below keeps them fitting its registers too (170 a thread). An early version needed 178, which
+// left room for two: 27% slower on an H200 (609 against 478 us for batch 64 at context 4,096).
+// At head_dim 256 one block fills the shared memory, and the bound would only cost spills.
+template <int HD, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS, HD <= 128 ? 3 : 1)
+    mma_decode_kernel(AttentionArgs a, const AttentionUnit* units) {
+  static_assert(HD % 32 == 0, "ldmatrix.x4 takes 32 dims of K per load");
+  constexpr int kTileKeys = 16 * WARPS;
+  constexpr int kThreads = 32 * WARPS;
+  constexpr int S = kStride<HD>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* const tiles = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  const auto k_tile = [&](int b) { return tiles + size_t{2} * b * kTileKeys * S; };
+  const auto v_tile = [&](int b) { return tiles + (size_t{2} * b + 1) * kTileKeys * S; };
+
+  const AttentionUnit u = units[blockIdx.x];
+  const int kvh = blockIdx.y;
+  const int group = static_cast<int>(a.heads / a.kv_heads);  // <= 16: launch_kind checks
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  // One token: every row sees the keys up to its position, within the unit's range. Rows past the
+  // group hold zero queries; their results are never read.
+  const int last_key = min(u.first_pos, u.key_end - 1);
+  const int last[2] = {last_key, last_key};
+
+  const int tiles_total = (u.key_end - u.key_begin + kTileKeys - 1) / kTileKeys;
+  if (tiles_total == 0 && u.partial >= 0) {
+    // An empty split (a graph step pads every row to its split level): attention_reduce skips a
+    // record whose max is -inf without reading its output, so only (max, sum) are written.
+    for (int r = threadIdx.x; r < group; r += kThreads) {
+      const uint64_t rec = static_cast<uint64_t>(u.partial) + kvh * group + r;
+      a.partial_ml[2 * rec] = -INFINITY;
+      a.partial_ml[2 * rec + 1] = 0.0f;
+    }
+    return;
+  }
+  if (tiles_total > 0) {
+    copy_kv_tile<HD, kTileKeys, kThreads>(a, u, kvh, u.key_begin, k_tile(0), v_tile(0));
+  }
+  uint32_t qf[HD / 16][4];
+  load_q_fragments<HD>(a, u, kvh, group, group, 0, g, t, qf);
+
+  float o[HD / 8][4];
+#pragma unroll
+  for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.0f, 0.0f};
+
+  for (int it = 0; it < tiles_total; ++it) {
+    const int c = u.key_begin + it * kTileKeys;
+    const int b = it % 2;
+    if (it + 1 < tiles_total) {
+      copy_kv_tile<HD, kTileKeys, kThreads>(a, u, kvh, c + kTileKeys, k_tile((it + 1) % 2),
+                                            v_tile((it + 1) % 2));
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int first = c + 16 * warp;  // this warp's keys: [first, first + 16)
+    if (first <= last_key) {
+      attend_tile<HD, 16>(k_tile(b) + 16 * warp * S, v_tile(b) + 16 * warp * S, qf, first, last,
+                          a.scale, lane, m, l, o);
+    }
+    __syncthreads();  // buffer b is read (after the last tile: every buffer is free)
+  }
+
+  // Each warp's state of rows g and g + 8 into shared memory: outputs [warp][row][HD], then
+  // (max, sum) [warp][row][2].
+  float* const merge_o = reinterpret_cast<float*>(smem_raw);
+  float* const merge_ml = merge_o + WARPS * 16 * HD;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = g + 8 * i;
+    float* row = merge_o + (warp * 16 + r) * HD + 2 * t;
+#pragma unroll
+    for (int n = 0; n < HD / 8; ++n) {
+      row[n * 8] = o[n][2 * i];
+      row[n * 8 + 1] = o[n][2 * i + 1];
+    }
+    if (t == 0) {
+      merge_ml[2 * (warp * 16 + r)] = m[i];
+      merge_ml[2 * (warp * 16 + r) + 1] = l[i];
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < group * HD; e += kThreads) {
+    const int r = e / HD;
+    const int d = e % HD;
+    float best = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) best = fmaxf(best, merge_ml[2 * (w * 16 + r)]);
+    float sum = 0.0f;
+    float acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) {
+      const float mw = merge_ml[2 * (w * 16 + r)];
+      if (mw == -INFINITY) continue;  // the warp saw no key of this row
+      const float f = expf(mw - best);
+      sum += merge_ml[2 * (w * 16 + r) + 1] * f;
+      acc += merge_o[(w * 16 + r) * HD + d] * f;
+    }
+    const int head = kvh * group + r;
+    if (u.partial < 0) {
+      a.out[static_cast<uint64_t>(u.q_row) * a.heads * HD + static_cast<uint64_t>(head) * HD + d] =
+          detail::to_bf16(sum > 0.0f ? acc / sum : 0.0f);
+    } else {
+      const uint64_t rec = static_cast<uint64_t>(u.partial) + head;
+      a.partial_acc[rec * HD + d] = acc;
+      if (d == 0) {
+        a.partial_ml[2 * rec] = best;
+        a.partial_ml[2 * rec + 1] = sum;
+      }
+    }
+  }
+}
+
+// Shared memory of a mma_decode_kernel block: its tile buffers, which the merge reuses.
+template <int HD, int WARPS>
+constexpr size_t kDecodeSmemBytes = std::max(kSmemBytes<HD, 16 * WARPS>,
+                                             sizeof(float) * WARPS * 16 * (HD + 2));
+
 template <int HD, int WARPS, int KEYS>
 cudaError_t launch(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
                    cudaStream_t stream) {
@@ -338,10 +510,24 @@ cudaError_t launch(const AttentionArgs& a, const AttentionUnit* units, uint32_t 
 }
 
 template <int HD>
+cudaError_t launch_decode(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
+                          cudaStream_t stream) {
+  constexpr size_t smem = kDecodeSmemBytes<HD, kKeySplitWarps>;
+  cudaError_t err =
+      cudaFuncSetAttribute(mma_decode_kernel<HD, kKeySplitWarps>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err != cudaSuccess) return err;
+  mma_decode_kernel<HD, kKeySplitWarps>
+      <<<dim3(count, a.kv_heads), 32 * kKeySplitWarps, smem, stream>>>(a, units);
+  return cudaGetLastError();
+}
+
+template <int HD>
 cudaError_t launch_kind(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
                         AttentionKind kind, cudaStream_t stream) {
   if (kind == AttentionKind::kDecode) {
-    return launch<HD, kDecodeWarps, kDecodeTileKeys>(a, units, count, stream);
+    if (a.heads / a.kv_heads <= 16) return launch_decode<HD>(a, units, count, stream);
+    return launch<HD, kWideDecodeWarps, kWideDecodeTileKeys>(a, units, count, stream);
   }
   if constexpr (HD != 64 && HD != 128) {  // effective_mma_tiling(): the default only
     return launch<HD, 4, 32>(a, units, count, stream);

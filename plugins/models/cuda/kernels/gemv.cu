@@ -29,36 +29,61 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc)
   return acc;
 }
 
-// One warp per output row n: lane l sums the 16-byte pieces l, l + 32, ... of the row against the
-// same pieces of each of the M activation rows, then the warp adds the lanes' sums.
-template <int M, bool OutF32>
+// Output rows per warp for M activation rows: each activation piece a lane loads from L1 then
+// serves R weight rows, so L1 carries M / R times the weights' bytes, and each lane keeps R weight
+// loads in flight. With one row per warp, M = 8 ran at half of cuBLASLt's speed on an H200
+// (docs/performance.md), where eight activation loads per weight load make L1 the likely bound.
+constexpr int rows_per_warp(int m) { return m == 1 ? 1 : (m == 2 ? 2 : 4); }
+
+// Each warp takes R consecutive output rows n: lane l sums the 16-byte pieces l, l + 32, ... of
+// those rows against the same pieces of each of the M activation rows, then the warp adds the
+// lanes' sums. The order of a row's sum depends on k alone.
+template <int M, int R, bool OutF32>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                 void* __restrict__ out, uint32_t n, uint32_t k) {
   const uint32_t lane = threadIdx.x % 32;
-  const uint32_t row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-  if (row >= n) return;
+  const uint32_t row0 = (blockIdx.x * kWarpsPerBlock + threadIdx.x / 32) * R;
+  if (row0 >= n) return;
   const uint32_t pieces = k / 8;
-  const auto* w_row = reinterpret_cast<const uint4*>(w + static_cast<uint64_t>(row) * k);
   const auto* x_rows = reinterpret_cast<const uint4*>(x);
-  float acc[M];
+  const uint4* w_rows[R];
 #pragma unroll
-  for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+  for (int j = 0; j < R; ++j) {
+    // Rows past n read row n - 1 again (never written): no branch in the loop.
+    const uint32_t row = min(row0 + j, n - 1);
+    w_rows[j] = reinterpret_cast<const uint4*>(w + static_cast<uint64_t>(row) * k);
+  }
+  float acc[M][R];
+#pragma unroll
+  for (int r = 0; r < M; ++r) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) acc[r][j] = 0.0f;
+  }
 #pragma unroll 4
   for (uint32_t p = lane; p < pieces; p += 32) {
-    const uint4 wv = load_streaming(w_row + p);
+    uint4 wv[R];
 #pragma unroll
-    for (int r = 0; r < M; ++r) acc[r] = dot8(wv, __ldg(x_rows + r * pieces + p), acc[r]);
+    for (int j = 0; j < R; ++j) wv[j] = load_streaming(w_rows[j] + p);
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+      const uint4 xv = __ldg(x_rows + r * pieces + p);
+#pragma unroll
+      for (int j = 0; j < R; ++j) acc[r][j] = dot8(wv[j], xv, acc[r][j]);
+    }
   }
 #pragma unroll
   for (int r = 0; r < M; ++r) {
-    const float sum = detail::warp_sum(acc[r]);
-    if (lane == 0) {
-      const uint64_t at = static_cast<uint64_t>(r) * n + row;
-      if constexpr (OutF32) {
-        static_cast<float*>(out)[at] = sum;
-      } else {
-        static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(sum);
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const float sum = detail::warp_sum(acc[r][j]);
+      if (lane == 0 && row0 + j < n) {
+        const uint64_t at = static_cast<uint64_t>(r) * n + row0 + j;
+        if constexpr (OutF32) {
+          static_cast<float*>(out)[at] = sum;
+        } else {
+          static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(sum);
+        }
       }
     }
   }
@@ -67,12 +92,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 template <int M>
 cudaError_t launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
                    uint32_t n, uint32_t k, cudaStream_t stream) {
-  const dim3 grid((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  constexpr int R = rows_per_warp(M);
+  const uint32_t rows_per_block = kWarpsPerBlock * R;
+  const dim3 grid((n + rows_per_block - 1) / rows_per_block);
   const dim3 block(kWarpsPerBlock * 32);
   if (out_f32) {
-    gemv_kernel<M, true><<<grid, block, 0, stream>>>(x, w, out, n, k);
+    gemv_kernel<M, R, true><<<grid, block, 0, stream>>>(x, w, out, n, k);
   } else {
-    gemv_kernel<M, false><<<grid, block, 0, stream>>>(x, w, out, n, k);
+    gemv_kernel<M, R, false><<<grid, block, 0, stream>>>(x, w, out, n, k);
   }
   return cudaGetLastError();
 }

@@ -2,8 +2,9 @@
 // up to kGemvMaxRows): out[m][n] = x[m][k] * w[n][k]^T, BF16 in, FP32 accumulation, BF16 or FP32
 // out, the same contract as Gemm (gemm.h). At such m the product only streams the weights, and
 // cuBLASLt's kernels read the narrower projections (4,096 or 6,144 rows of 4,096) at 41-44% of an
-// H200's bandwidth (docs/performance.md); this kernel gives each output row to one warp, which
-// reads it in 16-byte pieces that bypass L1, so every SM keeps many loads in flight.
+// H200's bandwidth (docs/performance.md); this kernel gives a few output rows (one at m = 1) to
+// each warp, which reads them in 16-byte pieces that bypass L1, so every SM keeps many loads in
+// flight.
 //
 // A row's sum runs in an order fixed by k alone: its result does not depend on m, on n or on the
 // other rows (but it differs from cuBLASLt's in the last bits, so deterministic mode, which must

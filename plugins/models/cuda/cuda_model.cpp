@@ -83,10 +83,11 @@ constexpr hw_option_spec kOptions[] = {
                 "Diagnostic: time every phase of every step on the GPU with CUDA events (about "
                 "13 per layer, which cost some host time) and log the time per step of each phase "
                 "by step size when the model is unloaded."),
-    bool_option("decode_gemv", true,
-                "Projections of steps with at most 2 rows (decode batches of 1 or 2) through "
-                "Headway's GEMV kernel instead of cuBLASLt, which it beat there on an H200 "
-                "(docs/cuda_model.md); ignored with deterministic."),
+    bool_option(
+        "decode_gemv", true,
+        "Projections of steps with at most 2 rows (decode batches of 1 or 2) through "
+        "Headway's GEMV kernel instead of cuBLASLt, which it matched or beat there on an H200 "
+        "(docs/cuda_model.md); ignored with deterministic."),
     enum_option("attention_tiling", "128x64", kAttentionTilings,
                 "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
                 "x keys per tile. 128x64 was the fastest on an H200 at every prompt length "

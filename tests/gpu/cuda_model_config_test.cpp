@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <headway/sdk/options.hpp>
 #include <headway/sdk/status.hpp>
 #include <string>
+#include <vector>
 
 namespace headway::models::cuda {
 namespace {
@@ -114,6 +116,65 @@ TEST(CudaModelConfig, AttentionBiasesAndQkNormsAreRefused) {
   qwen3.qk_norm = true;
   EXPECT_NE(message(qwen3).find("q/k norm of model_type qwen3"), std::string::npos)
       << message(qwen3);
+}
+
+// The values the host hands create() for an 8B named shape with these settings (the schema's
+// defaults for the rest), read by parse_options.
+CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bool phase_timing) {
+  const auto str = [](const char* key, const char* value, int32_t type) {
+    return hw_option_value{{key, std::char_traits<char>::length(key)},
+                           type,
+                           0,
+                           0.0,
+                           {value, std::char_traits<char>::length(value)}};
+  };
+  const auto num = [](const char* key, int64_t value, int32_t type) {
+    return hw_option_value{{key, std::char_traits<char>::length(key)}, type, value, 0.0, {"", 0}};
+  };
+  const auto real = [](const char* key, double value) {
+    return hw_option_value{
+        {key, std::char_traits<char>::length(key)}, HW_OPTION_DOUBLE, 0, value, {"", 0}};
+  };
+  const std::vector<hw_option_value> values = {
+      str("path", "", HW_OPTION_STRING),
+      str("shape", "llama-3.1-8b", HW_OPTION_ENUM),
+      num("random_weights", 1, HW_OPTION_BOOL),
+      num("seed", 0, HW_OPTION_INT),
+      num("device", 0, HW_OPTION_INT),
+      num("tensor_parallel", tensor_parallel, HW_OPTION_INT),
+      num("max_model_len", 0, HW_OPTION_INT),
+      real("kv_cache_gb", 0.0),
+      real("gpu_memory_fraction", 0.9),
+      str("sampling", "device", HW_OPTION_ENUM),
+      num("max_batch_tokens", 8192, HW_OPTION_INT),
+      num("deterministic", 0, HW_OPTION_BOOL),
+      num("decode_gemv", 1, HW_OPTION_BOOL),
+      num("phase_timing", phase_timing ? 1 : 0, HW_OPTION_BOOL),
+      str("attention_tiling", "128x64", HW_OPTION_ENUM),
+      num("cuda_graph_max_batch", cuda_graph_max_batch, HW_OPTION_INT)};
+  const hw_options options{values.data(), static_cast<uint32_t>(values.size())};
+  return parse_options(sdk::Options(&options), "");
+}
+
+// cuda_graph_max_batch = -1 (the default) takes graphs up to kAutoCudaGraphMaxBatch rows where
+// they work and leaves them off, without an error, where they do not; a number is taken as set.
+TEST(CudaModelConfig, CudaGraphsAreOnByDefaultOnlyWhereTheyWork) {
+  EXPECT_EQ(parse(-1, 1, false).cuda_graph_max_batch, kAutoCudaGraphMaxBatch);
+  EXPECT_EQ(parse(-1, 2, false).cuda_graph_max_batch, 0u);
+  EXPECT_EQ(parse(-1, 1, true).cuda_graph_max_batch, 0u);
+  EXPECT_EQ(parse(0, 1, false).cuda_graph_max_batch, 0u);
+  EXPECT_EQ(parse(64, 1, false).cuda_graph_max_batch, 64u);
+  EXPECT_EQ(parse(0, 2, true).cuda_graph_max_batch, 0u);
+  try {
+    parse(8, 2, false);
+    ADD_FAILURE() << "graphs asked for with tensor parallelism should be refused";
+  } catch (const sdk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs tensor_parallel = 1"), std::string::npos)
+        << e.what();
+  }
+  const CudaModelOptions defaults = parse(-1, 1, false);
+  EXPECT_TRUE(defaults.decode_gemv);
+  EXPECT_EQ(defaults.attention_tiling, kernels::MmaTiling::k128x64);
 }
 
 }  // namespace

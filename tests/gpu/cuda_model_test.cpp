@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -110,9 +111,11 @@ TEST_F(CudaModel, QwenCheckpointsAreRefusedBeforeTouchingADevice) {
   }
 }
 
-// `options`: more cuda model options.
+// `options`: more cuda model options. `counters`, when given, receives the counters the cuda
+// model reports at unload.
 void expect_the_cpu_models_logits(const std::string& path, const std::filesystem::path& dir,
-                                  const std::string& options) {
+                                  const std::string& options,
+                                  std::map<std::string, double>* counters = nullptr) {
   ModelHarness cpu("cpu", path + ", dtype = \"bf16\", threads = 2", dir);
   ModelHarness gpu("cuda", path + ", sampling = \"host\", kv_cache_gb = 0.5" + options, dir);
   ASSERT_EQ(gpu.info().returns_logits, 1);
@@ -154,23 +157,30 @@ void expect_the_cpu_models_logits(const std::string& path, const std::filesystem
     EXPECT_LT(rel(b.logits[0], a.logits[0]), 0.05) << "one-row decode step " << s;
     alone = {{2, {argmax(a.logits[0])}}};
   }
+  if (counters != nullptr) *counters = gpu.unload();
 }
 
 // With the defaults: the one-row decode steps through kernels/gemv.h, decode steps of up to
 // kAutoCudaGraphMaxBatch rows replayed as CUDA graphs.
 TEST_F(CudaModel, MatchesTheCpuModelOnMixedBatches) {
   HW_SKIP_WITHOUT_CUDA();
-  expect_the_cpu_models_logits(path(), dir(), "");
+  std::map<std::string, double> counters;
+  expect_the_cpu_models_logits(path(), dir(), "", &counters);
+  EXPECT_GT(counters["cuda_graph_replays"], 0.0) << "graphs are on by default on one GPU";
 }
 
 // Every projection through cuBLASLt, every step launch by launch.
 TEST_F(CudaModel, WithoutTheGemvAndGraphsMatchesTheCpuModelOnMixedBatches) {
   HW_SKIP_WITHOUT_CUDA();
-  expect_the_cpu_models_logits(path(), dir(), ", decode_gemv = false, cuda_graph_max_batch = 0");
+  std::map<std::string, double> counters;
+  expect_the_cpu_models_logits(path(), dir(), ", decode_gemv = false, cuda_graph_max_batch = 0",
+                               &counters);
+  EXPECT_EQ(counters["cuda_graph_replays"], 0.0);
 }
 
-// Decode steps (3 rows, one of them split three ways) padded to 4 rows at split level 4: the
-// first runs launch by launch, the second is captured, the rest are replays.
+// Decode steps (3 rows, the long one split: a small batch splits further, so the level depends on
+// the GPU's SM count) padded to 4 rows, then one-row steps: each shape's first step runs launch
+// by launch, its second is captured, the rest are replays.
 TEST_F(CudaModel, WithCudaGraphsMatchesTheCpuModelOnMixedBatches) {
   HW_SKIP_WITHOUT_CUDA();
   expect_the_cpu_models_logits(path(), dir(), ", cuda_graph_max_batch = 8");
@@ -194,8 +204,9 @@ TEST_F(CudaModel, CudaGraphOptionsThatCannotWorkAreRefusedBeforeTouchingADevice)
 }
 
 // Graph steps against the same steps launch by launch, over batch sizes of several buckets (2, 4,
-// 8 and 16 rows with a one-token prompt chunk that samples nothing and a context split three ways;
-// 1 and 4 rows of short contexts, unsplit), and a prefill that grows the workspace after the
+// 8 and 16 rows with a one-token prompt chunk that samples nothing and a long context, split; 1
+// and 4 rows of shorter contexts, which small batches split too; 4 rows of three contexts under 64
+// keys, never split: level 1 with a padding row), and a prefill that grows the workspace after the
 // graphs were captured (they must be captured again, not replayed on freed buffers); logits,
 // greedy device-sampled ids, and seeded temperature-1 draws (whose seed, temperature and output
 // index a replay must read from this step's inputs, not keep from the capture).
@@ -214,9 +225,12 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   std::vector<ModelHarness::Slice> prompts;
   for (uint64_t r = 0; r < 9; ++r)
     prompts.push_back({r, random_tokens(20 + 70 * r, vocab, 40 + r)});
+  // Requests 300-302: contexts of 8-20 keys, under the 64 keys a split range holds at least.
+  for (uint64_t r = 300; r < 303; ++r)
+    prompts.push_back({r, random_tokens(8 + 4 * (r - 300), vocab, 50 + r)});
   const auto unsampled = random_tokens(64, vocab, 60);  // request 100, fed one token per step
   size_t fed = 0;
-  std::vector<int32_t> next(9);
+  std::vector<int32_t> next(303);
   int checked_ids = 0;
   int draws = 0, differing_draws = 0;
   const auto step_all = [&](const std::vector<ModelHarness::Slice>& step, const char* what) {
@@ -248,12 +262,13 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
         EXPECT_EQ(graph_sampled[i], ids[i]) << "slice " << i;
         ++checked_ids;
       }
-      if (step[i].request < 9) next[step[i].request] = argmax(a.logits[row]);
+      if (step[i].request < next.size()) next[step[i].request] = argmax(a.logits[row]);
       ++row;
     }
   };
   step_all({prompts.begin(), prompts.begin() + 5}, "prefill 0-4");
-  step_all({prompts.begin() + 5, prompts.end()}, "prefill 5-8");  // 8 has 580 tokens: split-K
+  step_all({prompts.begin() + 5, prompts.begin() + 9}, "prefill 5-8");  // 8: 580 tokens, split-K
+  step_all({prompts.begin() + 9, prompts.end()}, "prefill 300-302");
   for (int round = 0; round < 4; ++round) {
     if (round == 2) {
       // 2,500 tokens: more than any step before (1,900), so the workspace moves.
@@ -262,14 +277,18 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
     const std::string round_name = "round " + std::to_string(round);
     for (const uint32_t batch : {1u, 3u, 5u, 9u}) {
       // The unsampled row first, so that the head rows (the sampled ones first) are not in row
-      // order; request 8 (split three ways: level 4) in every step.
+      // order; request 8 (split, 3 ways or more) in every step.
       std::vector<ModelHarness::Slice> step = {{100, {unsampled.at(fed++)}, false}};
       for (uint32_t r = 0; r < batch; ++r) step.push_back({8 - r, {next[8 - r]}});
       step_all(step, (round_name + ", " + std::to_string(batch + 1) + " rows, split").c_str());
     }
-    // Short contexts only (level 1: no reduce), one row and three.
+    // Shorter contexts, one row and three (split when the GPU has many SMs to fill); then three
+    // contexts under 64 keys (level 1: no reduce; the padding row's empty unit writes its
+    // output).
     step_all({{0, {next[0]}}}, (round_name + ", 1 row").c_str());
     step_all({{0, {next[0]}}, {1, {next[1]}}, {2, {next[2]}}}, (round_name + ", 3 rows").c_str());
+    step_all({{300, {next[300]}}, {301, {next[301]}}, {302, {next[302]}}},
+             (round_name + ", 3 short rows").c_str());
   }
   EXPECT_GT(checked_ids, 20);
   // The same draw on the same probabilities gives the same token; the logits of the two paths
@@ -283,18 +302,19 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   for (ModelHarness* m : {&graphs, &graph_ids, &graph_draws}) {
     auto counters = m->unload();
     EXPECT_GT(counters["cuda_graph_replays"], 10.0);
-    // Six step shapes (graph keys), each captured once before the workspace grew and once after:
-    // six alone would mean graphs were replayed on the freed workspace.
+    // At least six step shapes (graph keys; the split levels depend on the GPU's SM count), each
+    // captured once before the workspace grew and once after: only six or so would mean graphs
+    // were replayed on the freed workspace.
     EXPECT_GE(counters["cuda_graph_captures"], 12.0);
     EXPECT_EQ(counters["cuda_graph_capture_failures"], 0.0);
   }
 }
 
-// The candidate prefill tilings of the tensor-core attention (head_dim 64 here): the plan is cut
-// for the tiling the model runs, and the logits stay the cpu model's.
+// The prefill tilings of the tensor-core attention other than the default, 128x64 (head_dim 64
+// here): the plan is cut for the tiling the model runs, and the logits stay the cpu model's.
 TEST_F(CudaModel, WithEachAttentionTilingMatchesTheCpuModel) {
   HW_SKIP_WITHOUT_CUDA();
-  for (const char* tiling : {"64x64", "128x32", "128x64"}) {
+  for (const char* tiling : {"64x32", "64x64", "128x32"}) {
     SCOPED_TRACE(tiling);
     expect_the_cpu_models_logits(path(), dir(),
                                  std::string(", attention_tiling = \"") + tiling + "\"");

@@ -127,14 +127,14 @@ TEST(CudaKernels, SwigluMatchesReference) {
 }
 
 // `positions`: one token each; the last is a graph step's padding row (rotated, no KV slot).
-void check_rope_kv(const std::vector<int32_t>& positions) {
+void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32_t kv_heads) {
   models::cpu::LlamaConfig c;
   c.head_dim = 64;
   c.rope_theta = 500000.0;
   c.rope_scaling.llama3 = true;
   c.rope_scaling.factor = 8.0;
   const models::cpu::Rope rope(c);
-  const uint32_t heads = 4, kv_heads = 2, hd = 64, half = 32;
+  const uint32_t hd = 64, half = 32;
   k::KvLayout layout{1, kv_heads, hd, 16};
   const uint32_t T = static_cast<uint32_t>(positions.size());
   const uint32_t blocks = 3 * T;
@@ -197,13 +197,16 @@ void check_rope_kv(const std::vector<int32_t>& positions) {
   EXPECT_EQ(written, size_t{T - 1} * 2 * kv_heads * hd);
 }
 
-// A few tokens spread each token's heads over several blocks; a long step runs a block per token.
+// A few tokens spread each token's heads over several blocks (four heads a block at head_dim 64);
+// a long step runs a block per token. With 4 kv heads and 8 rotated heads (2 blocks a token),
+// each block also copies the v of a second kv head.
 TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
   HW_SKIP_WITHOUT_CUDA();
-  check_rope_kv({0, 1, 17, 8191, 100000, 0});
+  check_rope_kv({0, 1, 17, 8191, 100000, 0}, 4, 2);
+  check_rope_kv({5, 900, 3, 0}, 4, 4);
   std::vector<int32_t> many(300);
   for (size_t t = 0; t < many.size(); ++t) many[t] = static_cast<int32_t>(t * 331 % 50000);
-  check_rope_kv(many);
+  check_rope_kv(many, 4, 2);
 }
 
 struct AttentionCase {
@@ -301,17 +304,24 @@ TEST_P(CudaAttention, MatchesReference) {
   Dev<__nv_bfloat16> d_out(size_t{T} * p.heads * p.head_dim);
   // Both kernels, each with the prefill tiles it takes: the exact FP32 one, and tensor cores (the
   // default where the head dim allows) in every tiling of its prefill blocks.
+  // And once more on tensor cores with the decodes split as a small batch makes the model split
+  // them (StepLimits::decode_blocks_wanted): 16 ranges of 96 and of 192 keys, where ranges of 256
+  // give 6 and 12, so that ranges start in the middle of the decode kernel's 64-key tiles.
   struct Kernel {
     bool exact;
     k::MmaTiling tiling;
+    bool fine_splits = false;
   };
   std::vector<Kernel> kernels = {{true, k::MmaTiling::k64x32}};
   for (const k::MmaTiling t : k::kMmaTilings) kernels.push_back({false, t});
+  kernels.push_back({false, k::MmaTiling::k64x32, true});
   for (const Kernel& kernel : kernels) {
     const bool exact = kernel.exact;
     SCOPED_TRACE(exact ? std::string("FP32 kernel")
-                       : std::string("tensor cores, tiling ") + k::mma_tiling_name(kernel.tiling));
+                       : std::string("tensor cores, tiling ") + k::mma_tiling_name(kernel.tiling) +
+                             (kernel.fine_splits ? ", fine splits" : ""));
     StepLimits limits{100, 1u << 20, blocks, group, false};
+    limits.decode_blocks_wanted = kernel.fine_splits ? 1024 : 0;
     limits.prefill_tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);
     StepPlan plan;
     plan.build(batch, layout, limits);
@@ -415,97 +425,105 @@ TEST(CudaKernels, PrefillTilesCutForAnotherKernelAreRefused) {
 // A decode-only step laid out for a CUDA graph (StepLimits::graph_max_batch: rows padded to a
 // bucket, every row given the split level of the longest context, empty key ranges) computes the
 // real rows bit for bit as the plan without padding, on both kernels; the padding rows come out
-// finite (zero).
+// finite (zero). Two steps of three rows padded to four: contexts of 3,001 keys (12 splits: level
+// 16), 8 (one unit) and 700 (3 splits); and contexts of 8, 41 and 151 keys (level 1: no reduce,
+// the padding row's empty unit writes its output directly).
 TEST_P(CudaAttention, GraphPaddedDecodesEqualTheUnpaddedPlan) {
   HW_SKIP_WITHOUT_CUDA();
   const AttentionCase p = GetParam();
   const uint32_t group = p.heads / p.kv_heads;
   k::KvLayout layout{1, p.kv_heads, p.head_dim, p.block_size};
-  // Contexts of 3,001 keys (12 splits: level 16), 8 (one unit) and 700 (3 splits): 3 rows -> 4.
-  const std::vector<uint32_t> starts = {3000, 7, 699};
-  std::vector<std::vector<uint32_t>> tables;
-  std::vector<std::vector<int32_t>> ids;
-  std::vector<hw_model_slice> slices;
-  uint32_t blocks = 0;
-  for (const uint32_t start : starts) {
-    const uint32_t n = (start + 1 + p.block_size - 1) / p.block_size;
-    std::vector<uint32_t> table(n);
-    std::iota(table.begin(), table.end(), blocks);
-    std::shuffle(table.begin(), table.end(), std::mt19937(start));
-    blocks += n;
-    tables.push_back(std::move(table));
-    ids.emplace_back(1, 1);
-  }
-  for (size_t i = 0; i < starts.size(); ++i) {
-    slices.push_back(hw_model_slice{i, starts[i], 1, ids[i].data(), tables[i].data(),
-                                    static_cast<uint32_t>(tables[i].size()), 1, 0.0f, 1.0f, 0, 0, 0,
-                                    0.0f, 0});
-  }
-  const hw_model_batch batch{sizeof(hw_model_batch), slices.data(),
-                             static_cast<uint32_t>(slices.size()), p.block_size};
   const uint32_t width = (p.heads + 2 * p.kv_heads) * p.head_dim;
   const uint32_t padded_rows = 4;
-  const auto cache = random_bf16(layout.block_elems() * blocks, 1.0f, 20);
-  const auto qkv = random_bf16(size_t{padded_rows} * width, 1.0f, 21);
-  Dev<__nv_bfloat16> d_cache(cache);
-  Dev<__nv_bfloat16> d_qkv(qkv);
   const size_t out_elems = size_t{padded_rows} * p.heads * p.head_dim;
-
-  // Runs the plan's decode and reduce units; returns the output rows.
-  const auto run = [&](const StepPlan& plan, bool exact) {
-    const DevicePlan d(plan, p.head_dim);
-    Dev<__nv_bfloat16> d_out(out_elems);
-    check(cudaMemset(d_out.get(), 0xff, out_elems * 2), "poison");  // NaN
-    const k::AttentionArgs a =
-        attention_args(p, layout, d_qkv.get(), d_out.get(), d_cache.get(), plan, d, exact);
-    EXPECT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().decode_units),
-                                 plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
-              cudaSuccess);
-    EXPECT_EQ(k::attention_reduce(a, d.at<k::AttentionReduceUnit>(plan.offsets().reduce_units),
-                                  plan.reduce_unit_count(), nullptr),
-              cudaSuccess);
-    return d_out.download();
+  const auto qkv = random_bf16(size_t{padded_rows} * width, 1.0f, 21);
+  Dev<__nv_bfloat16> d_qkv(qkv);
+  const auto check_step = [&](const std::vector<uint32_t>& starts, uint32_t level) {
+    SCOPED_TRACE("split level " + std::to_string(level));
+    std::vector<std::vector<uint32_t>> tables;
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<hw_model_slice> slices;
+    uint32_t blocks = 0;
+    for (const uint32_t start : starts) {
+      const uint32_t n = (start + 1 + p.block_size - 1) / p.block_size;
+      std::vector<uint32_t> table(n);
+      std::iota(table.begin(), table.end(), blocks);
+      std::shuffle(table.begin(), table.end(), std::mt19937(start));
+      blocks += n;
+      tables.push_back(std::move(table));
+      ids.emplace_back(1, 1);
+    }
+    for (size_t i = 0; i < starts.size(); ++i) {
+      slices.push_back(hw_model_slice{i, starts[i], 1, ids[i].data(), tables[i].data(),
+                                      static_cast<uint32_t>(tables[i].size()), 1, 0.0f, 1.0f, 0, 0,
+                                      0, 0.0f, 0});
+    }
+    const hw_model_batch batch{sizeof(hw_model_batch), slices.data(),
+                               static_cast<uint32_t>(slices.size()), p.block_size};
+    const auto cache = random_bf16(layout.block_elems() * blocks, 1.0f, 20);
+    Dev<__nv_bfloat16> d_cache(cache);
+    // Runs the plan's decode and reduce units; returns the output rows.
+    const auto run = [&](const StepPlan& plan, bool exact) {
+      const DevicePlan d(plan, p.head_dim);
+      Dev<__nv_bfloat16> d_out(out_elems);
+      check(cudaMemset(d_out.get(), 0xff, out_elems * 2), "poison");  // NaN
+      const k::AttentionArgs a =
+          attention_args(p, layout, d_qkv.get(), d_out.get(), d_cache.get(), plan, d, exact);
+      EXPECT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().decode_units),
+                                   plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
+                cudaSuccess);
+      EXPECT_EQ(k::attention_reduce(a, d.at<k::AttentionReduceUnit>(plan.offsets().reduce_units),
+                                    plan.reduce_unit_count(), nullptr),
+                cudaSuccess);
+      return d_out.download();
+    };
+    for (const bool exact : {true, false}) {
+      SCOPED_TRACE(exact ? "FP32 kernel" : "tensor cores");
+      StepLimits limits{100, 1u << 20, blocks, group, true};
+      StepPlan plain;
+      plain.build(batch, layout, limits);
+      limits.graph_max_batch = 8;
+      StepPlan padded;
+      padded.build(batch, layout, limits);
+      ASSERT_EQ(padded.tokens(), padded_rows);
+      ASSERT_EQ(padded.graph_split_level(), level);
+      ASSERT_EQ(padded.decode_unit_count(), padded_rows * level);
+      ASSERT_EQ(padded.reduce_unit_count(), level > 1 ? padded_rows : 0u);
+      const auto want = run(plain, exact);
+      const auto got = run(padded, exact);
+      const size_t row_elems = size_t{p.heads} * p.head_dim;
+      for (size_t e = 0; e < starts.size() * row_elems; ++e) {
+        ASSERT_EQ(bf(got[e]), bf(want[e]))
+            << "row " << e / row_elems << " element " << e % row_elems;
+      }
+      for (size_t e = starts.size() * row_elems; e < out_elems; ++e) {
+        ASSERT_EQ(bf(got[e]), 0.0f) << "padding row, element " << e % row_elems;
+      }
+    }
   };
-  for (const bool exact : {true, false}) {
-    SCOPED_TRACE(exact ? "FP32 kernel" : "tensor cores");
-    StepLimits limits{100, 1u << 20, blocks, group, true};
-    StepPlan plain;
-    plain.build(batch, layout, limits);
-    limits.graph_max_batch = 8;
-    StepPlan padded;
-    padded.build(batch, layout, limits);
-    ASSERT_EQ(padded.tokens(), padded_rows);
-    ASSERT_EQ(padded.graph_split_level(), 16u);
-    ASSERT_EQ(padded.decode_unit_count(), padded_rows * 16);
-    const auto want = run(plain, exact);
-    const auto got = run(padded, exact);
-    const size_t row_elems = size_t{p.heads} * p.head_dim;
-    for (size_t e = 0; e < starts.size() * row_elems; ++e) {
-      ASSERT_EQ(bf(got[e]), bf(want[e])) << "row " << e / row_elems << " element " << e % row_elems;
-    }
-    for (size_t e = starts.size() * row_elems; e < out_elems; ++e) {
-      ASSERT_EQ(bf(got[e]), 0.0f) << "padding row, element " << e % row_elems;
-    }
-  }
+  check_step({3000, 7, 699}, 16);
+  check_step({7, 40, 150}, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
-                         ::testing::Values(AttentionCase{8, 2, 64, 16}, AttentionCase{4, 4, 16, 4},
-                                           AttentionCase{32, 8, 128, 16},
-                                           AttentionCase{64, 2, 256, 32},
-                                           AttentionCase{28, 4, 32, 8},
-                                           // Added without a GPU: group 1 on tensor cores, a
-                                           // group of 7 in 128-row tiles, a group of 32 (both
-                                           // decode warps) at head_dim 64.
-                                           AttentionCase{8, 8, 64, 16},
-                                           AttentionCase{28, 4, 128, 16},
-                                           AttentionCase{32, 1, 64, 16}),
-                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
-                           const AttentionCase& c = info.param;
-                           return "heads" + std::to_string(c.heads) + "_kv" +
-                                  std::to_string(c.kv_heads) + "_dim" + std::to_string(c.head_dim) +
-                                  "_block" + std::to_string(c.block_size);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAttention,
+    ::testing::Values(AttentionCase{8, 2, 64, 16}, AttentionCase{4, 4, 16, 4},
+                      AttentionCase{32, 8, 128, 16}, AttentionCase{64, 2, 256, 32},
+                      AttentionCase{28, 4, 32, 8},
+                      // Added without a GPU: group 1 on tensor cores, a
+                      // group of 7 in 128-row tiles, a group of 32 (both
+                      // decode warps) at head_dim 64.
+                      AttentionCase{8, 8, 64, 16}, AttentionCase{28, 4, 128, 16},
+                      AttentionCase{32, 1, 64, 16},
+                      // Added after the 2026-12-04 runs, not run yet: a
+                      // group of 16 (a whole fragment of rows) on the
+                      // key-split decode kernel at head_dim 256 and 128.
+                      AttentionCase{32, 2, 256, 16}, AttentionCase{16, 1, 128, 16}),
+    [](const ::testing::TestParamInfo<AttentionCase>& info) {
+      const AttentionCase& c = info.param;
+      return "heads" + std::to_string(c.heads) + "_kv" + std::to_string(c.kv_heads) + "_dim" +
+             std::to_string(c.head_dim) + "_block" + std::to_string(c.block_size);
+    });
 
 // Checks out = x * w^T ([m][k] by [n][k]) against the double reference: the FP32 output `f`
 // within 1e-4 relative, the BF16 output `b` (when given) within BF16 rounding.
@@ -551,7 +569,8 @@ TEST(CudaKernels, GemmMatchesReference) {
 // output types; a row's result is the same bits whatever the other rows (m = 1 vs m = 8).
 TEST(CudaKernels, GemvMatchesReferenceAndIgnoresTheOtherRows) {
   HW_SKIP_WITHOUT_CUDA();
-  // n = 101: not a multiple of the 4 rows a block takes (the last block's idle warps); k = 16 and
+  // n = 101: not a multiple of the 4, 8 or 16 rows a block takes at m = 1, 2 or more (the last
+  // block's idle warps, and warps whose last rows are past n); k = 16 and
   // 200 leave most lanes without a piece, 328 ends in a partial round, 4104 takes many rounds.
   const uint32_t n = 101;
   for (const uint32_t kk : {16u, 200u, 328u, 4104u}) {

@@ -258,6 +258,17 @@ TEST_F(GraphSteps, SmallBatchesSplitDecodesFurtherToFillTheGpu) {
   // A batch that fills the GPU as it is splits by context alone (256 keys a range).
   const StepPlan& many = plan(std::vector<Request>(16, Request{700}));
   EXPECT_EQ(many.decode_units().size(), 16u * 3);
+  // A graph step: its padding row does not count as a decode (3 decodes: 32 / 6 = 6 splits
+  // wanted, not 32 / 8 = 4), and every row takes the level of the most split one.
+  limits.graph_max_batch = 8;
+  const StepPlan& graph = plan({{700}, {5}, {30}});
+  EXPECT_EQ(graph.tokens(), 4u);
+  EXPECT_EQ(graph.graph_split_level(), 8u);  // 22 chunks in 6 ranges of 4: level 8
+  EXPECT_EQ(graph.decode_units().size(), 4u * 8);
+  EXPECT_EQ(graph.decode_units()[5].key_begin, 640);  // row 0's 6th range, its last
+  EXPECT_EQ(graph.decode_units()[5].key_end, 701);
+  EXPECT_EQ(graph.decode_units()[6].key_begin, graph.decode_units()[6].key_end);  // then empty
+  limits.graph_max_batch = 0;
   // Deterministic mode splits nothing.
   limits.split_decode = false;
   EXPECT_EQ(plan({{700}}).decode_units().size(), 1u);

@@ -66,7 +66,8 @@ struct StepLimits {
 
 // StepLimits::decode_blocks_wanted per SM. On an H200 (decode attention of Llama-3.1-8B's shape,
 // docs/performance.md) 2 per SM cut a batch-1 step's attention at context 1,024 from 27 to 22 us
-// against splitting by context alone and left batch 8 as it was, where 4 per SM was 19% slower.
+// against splitting by context alone and cost batch 8 1-2 us (30-31 against 32 us), where 4 per
+// SM was 19% slower.
 inline constexpr uint32_t kDecodeBlocksPerSm = 2;
 
 // Rows a graph step of `tokens` tokens is padded to: 1, 2, 4, then multiples of 8, never above

@@ -371,9 +371,10 @@ __global__ void __launch_bounds__(32 * WARPS)
 // and so fitted fewer blocks an SM; deeper pipelines at three blocks an SM were not tried.)
 //
 // Three blocks of four warps fit an SM's shared memory at head_dim 128 (70 KB each); the bound
-// below keeps them fitting its registers too (170 a thread). An early version needed 178, which
-// left room for two: 27% slower on an H200 (609 against 478 us for batch 64 at context 4,096).
-// At head_dim 256 one block fills the shared memory, and the bound would only cost spills.
+// below keeps them fitting its registers too (168 a thread, as ptxas allocates them). An early
+// version needed 178, which left room for two: 27% slower on an H200 (609 against 478 us for batch
+// 64 at context 4,096). At head_dim 256 one block fills the shared memory, and the bound would only
+// cost spills.
 template <int HD, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS, HD <= 128 ? 3 : 1)
     mma_decode_kernel(AttentionArgs a, const AttentionUnit* units) {
@@ -517,6 +518,12 @@ cudaError_t launch_decode(const AttentionArgs& a, const AttentionUnit* units, ui
   cudaError_t err =
       cudaFuncSetAttribute(mma_decode_kernel<HD, kKeySplitWarps>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (err == cudaErrorInvalidValue) {
+    // More shared memory than this GPU gives a block (132 KB at head_dim 256: an H100 or H200
+    // has 227, an sm_86 or sm_89 GPU 99): the wide kernel's 32-key tiles take half.
+    (void)cudaGetLastError();
+    return launch<HD, kWideDecodeWarps, kWideDecodeTileKeys>(a, units, count, stream);
+  }
   if (err != cudaSuccess) return err;
   mma_decode_kernel<HD, kKeySplitWarps>
       <<<dim3(count, a.kv_heads), 32 * kKeySplitWarps, smem, stream>>>(a, units);

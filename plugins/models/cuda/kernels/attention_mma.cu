@@ -259,20 +259,49 @@ __device__ __forceinline__ void attend_tile(const __nv_bfloat16* ks, const __nv_
   }
 }
 
+// Streams the unit's keys [key_begin, key_end) through two K/V tile buffers at `tiles` (kSmemBytes
+// of shared memory): tile i + 1's copy is issued before waiting for tile i, so it lands while the
+// warps work on tile i. `prologue()` runs while the first tile is in flight; `attend(c, ks, vs)`
+// runs for the tile of keys [c, c + KEYS), its K and V rows at ks and vs, between two barriers.
+// Every thread of the block calls it.
+template <int HD, int KEYS, int THREADS, class Prologue, class Attend>
+__device__ __forceinline__ void stream_kv_tiles(const AttentionArgs& a, const AttentionUnit& u,
+                                                int kvh, __nv_bfloat16* tiles, Prologue&& prologue,
+                                                Attend&& attend) {
+  constexpr int S = kStride<HD>;
+  // Buffer b: K at tiles + (2b) * tile elements, V right after it.
+  const auto k_tile = [&](int b) { return tiles + size_t{2} * b * KEYS * S; };
+  const auto v_tile = [&](int b) { return tiles + (size_t{2} * b + 1) * KEYS * S; };
+  const int tiles_total = (u.key_end - u.key_begin + KEYS - 1) / KEYS;
+  if (tiles_total > 0) {
+    copy_kv_tile<HD, KEYS, THREADS>(a, u, kvh, u.key_begin, k_tile(0), v_tile(0));
+  }
+  prologue();
+  for (int it = 0; it < tiles_total; ++it) {
+    const int c = u.key_begin + it * KEYS;
+    const int b = it % 2;
+    if (it + 1 < tiles_total) {
+      // Its buffer was released by the last barrier.
+      copy_kv_tile<HD, KEYS, THREADS>(a, u, kvh, c + KEYS, k_tile((it + 1) % 2),
+                                      v_tile((it + 1) % 2));
+      cp_async_wait<1>();  // this tile's group has landed (this thread's)
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // ... and every thread's
+    attend(c, k_tile(b), v_tile(b));
+    __syncthreads();  // buffer b is read (after the last tile: every buffer is free)
+  }
+}
+
 // WARPS x 16 query rows against tiles of KEYS keys (a multiple of 16: whole k16 steps of P V).
 template <int HD, int WARPS, int KEYS>
 __global__ void __launch_bounds__(32 * WARPS)
     mma_attention_kernel(AttentionArgs a, const AttentionUnit* units) {
   static_assert(HD % 32 == 0, "ldmatrix.x4 takes 32 dims of K per load");
   static_assert(KEYS % 16 == 0);
-  constexpr int kTileKeys = KEYS;
   constexpr int kThreads = 32 * WARPS;
-  constexpr int S = kStride<HD>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __nv_bfloat16* const tiles = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  // Buffer b: K at tiles + (2b) * tile elements, V right after it.
-  const auto k_tile = [&](int b) { return tiles + size_t{2} * b * kTileKeys * S; };
-  const auto v_tile = [&](int b) { return tiles + (size_t{2} * b + 1) * kTileKeys * S; };
 
   const AttentionUnit u = units[blockIdx.x];
   const int kvh = blockIdx.y;
@@ -286,11 +315,6 @@ __global__ void __launch_bounds__(32 * WARPS)
   // Rows are token-major, so the warp's last row has its largest position (uniform per warp).
   const int warp_last_pos = row0 < rows ? u.first_pos + (min(row0 + 15, rows - 1)) / group : -1;
 
-  // Starts the copy of the tile of keys [c, c + kTileKeys) into buffer b (one commit group).
-  const auto issue_tile = [&](int c, int b) {
-    copy_kv_tile<HD, kTileKeys, kThreads>(a, u, kvh, c, k_tile(b), v_tile(b));
-  };
-
   // The last key each of this thread's two fragment rows sees, row0 + g and row0 + g + 8: its
   // position, or the unit's last key (-1: no row, sees nothing, never written).
   int last[2];
@@ -300,34 +324,20 @@ __global__ void __launch_bounds__(32 * WARPS)
     last[i] = r < rows ? min(u.first_pos + r / group, u.key_end - 1) : -1;
   }
 
-  const int tiles_total = (u.key_end - u.key_begin + kTileKeys - 1) / kTileKeys;
-  if (tiles_total > 0) issue_tile(u.key_begin, 0);
-
-  // Q as A fragments, one per 16 dims (loaded while the first tile is in flight).
-  uint32_t qf[HD / 16][4];
-  load_q_fragments<HD>(a, u, kvh, group, rows, row0, g, t, qf);
-
+  uint32_t qf[HD / 16][4];  // Q as A fragments, one per 16 dims
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
-
-  for (int it = 0; it < tiles_total; ++it) {
-    const int c = u.key_begin + it * kTileKeys;
-    const int b = it % 2;
-    if (it + 1 < tiles_total) {
-      issue_tile(c + kTileKeys, (it + 1) % 2);  // its buffer was released by the last barrier
-      cp_async_wait<1>();                       // this tile's group has landed (this thread's)
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();           // ... and every thread's
-    if (warp_last_pos >= c) {  // else every row of the warp is before this tile
-      attend_tile<HD, kTileKeys>(k_tile(b), v_tile(b), qf, c, last, a.scale, lane, m, l, o);
-    }
-    __syncthreads();  // buffer b is read; the next iteration's copy may overwrite it
-  }
+  stream_kv_tiles<HD, KEYS, kThreads>(
+      a, u, kvh, reinterpret_cast<__nv_bfloat16*>(smem_raw),
+      [&] { load_q_fragments<HD>(a, u, kvh, group, rows, row0, g, t, qf); },
+      [&](int c, const __nv_bfloat16* ks, const __nv_bfloat16* vs) {
+        if (warp_last_pos >= c) {  // else every row of the warp is before this tile
+          attend_tile<HD, KEYS>(ks, vs, qf, c, last, a.scale, lane, m, l, o);
+        }
+      });
 
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -383,9 +393,6 @@ __global__ void __launch_bounds__(32 * WARPS, HD <= 128 ? 3 : 1)
   constexpr int kThreads = 32 * WARPS;
   constexpr int S = kStride<HD>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __nv_bfloat16* const tiles = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  const auto k_tile = [&](int b) { return tiles + size_t{2} * b * kTileKeys * S; };
-  const auto v_tile = [&](int b) { return tiles + (size_t{2} * b + 1) * kTileKeys * S; };
 
   const AttentionUnit u = units[blockIdx.x];
   const int kvh = blockIdx.y;
@@ -410,36 +417,22 @@ __global__ void __launch_bounds__(32 * WARPS, HD <= 128 ? 3 : 1)
     }
     return;
   }
-  if (tiles_total > 0) {
-    copy_kv_tile<HD, kTileKeys, kThreads>(a, u, kvh, u.key_begin, k_tile(0), v_tile(0));
-  }
   uint32_t qf[HD / 16][4];
-  load_q_fragments<HD>(a, u, kvh, group, group, 0, g, t, qf);
-
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY};
   float l[2] = {0.0f, 0.0f};
-
-  for (int it = 0; it < tiles_total; ++it) {
-    const int c = u.key_begin + it * kTileKeys;
-    const int b = it % 2;
-    if (it + 1 < tiles_total) {
-      copy_kv_tile<HD, kTileKeys, kThreads>(a, u, kvh, c + kTileKeys, k_tile((it + 1) % 2),
-                                            v_tile((it + 1) % 2));
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const int first = c + 16 * warp;  // this warp's keys: [first, first + 16)
-    if (first <= last_key) {
-      attend_tile<HD, 16>(k_tile(b) + 16 * warp * S, v_tile(b) + 16 * warp * S, qf, first, last,
-                          a.scale, lane, m, l, o);
-    }
-    __syncthreads();  // buffer b is read (after the last tile: every buffer is free)
-  }
+  stream_kv_tiles<HD, kTileKeys, kThreads>(
+      a, u, kvh, reinterpret_cast<__nv_bfloat16*>(smem_raw),
+      [&] { load_q_fragments<HD>(a, u, kvh, group, group, 0, g, t, qf); },
+      [&](int c, const __nv_bfloat16* ks, const __nv_bfloat16* vs) {
+        const int first = c + 16 * warp;  // this warp's keys: [first, first + 16)
+        if (first <= last_key) {
+          attend_tile<HD, 16>(ks + 16 * warp * S, vs + 16 * warp * S, qf, first, last, a.scale,
+                              lane, m, l, o);
+        }
+      });
 
   // Each warp's state of rows g and g + 8 into shared memory: outputs [warp][row][HD], then
   // (max, sum) [warp][row][2].

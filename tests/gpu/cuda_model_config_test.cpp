@@ -151,6 +151,7 @@ CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bo
       num("decode_gemv", 1, HW_OPTION_BOOL),
       num("phase_timing", phase_timing ? 1 : 0, HW_OPTION_BOOL),
       str("attention_tiling", "128x64", HW_OPTION_ENUM),
+      num("split_prefill_attention", 0, HW_OPTION_BOOL),
       num("cuda_graph_max_batch", cuda_graph_max_batch, HW_OPTION_INT)};
   const hw_options options{values.data(), static_cast<uint32_t>(values.size())};
   return parse_options(sdk::Options(&options), "");

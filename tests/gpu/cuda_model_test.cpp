@@ -310,6 +310,14 @@ TEST_F(CudaModel, CudaGraphStepsMatchTheStepsLaunchByLaunch) {
   }
 }
 
+// Prefill chunks split over key ranges (split_prefill_attention): the second chunk of the
+// 700-token prompt, 400 tokens at 300, is a few tiles, far too few blocks for an SM each, so its
+// tiles of 512 keys or more are split in two.
+TEST_F(CudaModel, WithSplitPrefillAttentionMatchesTheCpuModel) {
+  HW_SKIP_WITHOUT_CUDA();
+  expect_the_cpu_models_logits(path(), dir(), ", split_prefill_attention = true");
+}
+
 // The prefill tilings of the tensor-core attention other than the default, 128x64 (head_dim 64
 // here): the plan is cut for the tiling the model runs, and the logits stay the cpu model's.
 TEST_F(CudaModel, WithEachAttentionTilingMatchesTheCpuModel) {

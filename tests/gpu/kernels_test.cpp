@@ -307,26 +307,37 @@ TEST_P(CudaAttention, MatchesReference) {
   // And once more on tensor cores with the decodes split as a small batch makes the model split
   // them (StepLimits::decode_blocks_wanted): 16 ranges of 96 and of 192 keys, where ranges of 256
   // give 6 and 12, so that ranges start in the middle of the decode kernel's 64-key tiles.
+  // Then with the prefill tiles split too (StepLimits::prefill_split_min_keys of 64: the tiles of
+  // the 37-token chunk at 200 in three ranges), in the default tiling and in 128x64.
   struct Kernel {
     bool exact;
     k::MmaTiling tiling;
     bool fine_splits = false;
+    bool split_prefills = false;
   };
   std::vector<Kernel> kernels = {{true, k::MmaTiling::k64x32}};
   for (const k::MmaTiling t : k::kMmaTilings) kernels.push_back({false, t});
   kernels.push_back({false, k::MmaTiling::k64x32, true});
+  kernels.push_back({false, k::MmaTiling::k64x32, true, true});
+  kernels.push_back({false, k::MmaTiling::k128x64, true, true});
   for (const Kernel& kernel : kernels) {
     const bool exact = kernel.exact;
     SCOPED_TRACE(exact ? std::string("FP32 kernel")
                        : std::string("tensor cores, tiling ") + k::mma_tiling_name(kernel.tiling) +
-                             (kernel.fine_splits ? ", fine splits" : ""));
+                             (kernel.fine_splits ? ", fine splits" : "") +
+                             (kernel.split_prefills ? ", split prefills" : ""));
     StepLimits limits{100, 1u << 20, blocks, group, false};
     limits.decode_blocks_wanted = kernel.fine_splits ? 1024 : 0;
+    limits.prefill_split_min_keys = kernel.split_prefills ? 64 : 0;
     limits.prefill_tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);
     StepPlan plan;
     plan.build(batch, layout, limits);
     ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";
     ASSERT_GT(plan.prefill_unit_count(), 0u);
+    const bool prefill_split =
+        std::any_of(plan.reduce_units().begin(), plan.reduce_units().end(),
+                    [](const k::AttentionReduceUnit& r) { return r.tokens > 1; });
+    ASSERT_EQ(prefill_split, kernel.split_prefills);
     // The 37-token prefills are cut into the tiles of the kernel that runs them (whole tiles, or
     // all 37 tokens in one when a tile holds more).
     const uint32_t tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);

@@ -274,6 +274,42 @@ TEST_F(GraphSteps, SmallBatchesSplitDecodesFurtherToFillTheGpu) {
   EXPECT_EQ(plan({{700}}).decode_units().size(), 1u);
 }
 
+// Prefill tiles that give few blocks split their keys (StepLimits::prefill_split_min_keys), into
+// ranges of whole 32-key chunks whose records attention_reduce merges per token.
+TEST_F(GraphSteps, PrefillTilesDeepInAContextSplitTheirKeysWhenAsked) {
+  limits.graph_max_batch = 0;
+  limits.decode_blocks_wanted = 32;  // the fixture's tiles: 32 rows / group 2 = 16 tokens
+  // Off (0): a 20-token chunk at 2,000 is two tiles, unsplit.
+  EXPECT_TRUE(plan({{2000, 20}}).reduce_units().empty());
+  limits.prefill_split_min_keys = 256;
+  // 2 tiles x 2 kv heads = 4 blocks: 8 splits wanted; 2,016 and 2,020 keys allow 7. The first
+  // tile (16 tokens, 2,016 keys = 63 chunks): 7 ranges of 9 chunks.
+  const StepPlan& deep = plan({{2000, 20}});
+  ASSERT_EQ(deep.prefill_units().size(), 14u);
+  ASSERT_EQ(deep.reduce_units().size(), 2u);
+  const auto& u = deep.prefill_units();
+  EXPECT_EQ(u[0].tokens, 16);
+  EXPECT_EQ(u[0].key_begin, 0);
+  EXPECT_EQ(u[0].key_end, 288);
+  EXPECT_EQ(u[6].key_begin, 1728);
+  EXPECT_EQ(u[6].key_end, 2016);
+  EXPECT_EQ(u[1].partial, u[0].partial + 16 * 4);  // 16 tokens x 4 heads a split
+  EXPECT_EQ(u[7].q_row, 16);                       // the second tile: 4 tokens
+  EXPECT_EQ(u[7].tokens, 4);
+  EXPECT_EQ(u[13].key_end, 2020);
+  EXPECT_EQ(deep.reduce_units()[0].tokens, 16);
+  EXPECT_EQ(deep.reduce_units()[0].splits, 7);
+  EXPECT_EQ(deep.reduce_units()[1].q_row, 16);
+  EXPECT_EQ(deep.reduce_units()[1].partial, 7 * 16 * 4);
+  EXPECT_EQ(deep.partial_records(), 7u * 16 * 4 + 7u * 4 * 4);
+  // Too shallow to split (300 keys: under twice 256), or enough tiles already (16 tiles x 2 kv
+  // heads = 32 blocks), or deterministic mode: one unit a tile.
+  EXPECT_TRUE(plan({{280, 20}}).reduce_units().empty());
+  EXPECT_TRUE(plan({{2000, 256}}).reduce_units().empty());
+  limits.split_decode = false;
+  EXPECT_TRUE(plan({{2000, 20}}).reduce_units().empty());
+}
+
 TEST_F(GraphSteps, PrefillsAndLargeStepsRunLaunchByLaunch) {
   EXPECT_EQ(plan({{10}, {0, 4}}).graph_key(), 0u);  // a prefill slice
   std::vector<Request> nine(9, Request{10});

@@ -92,6 +92,11 @@ constexpr hw_option_spec kOptions[] = {
                 "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
                 "x keys per tile. 128x64 was the fastest on an H200 at every prompt length "
                 "measured (docs/cuda_model.md); the others stay for other GPUs and shapes."),
+    bool_option("split_prefill_attention", false,
+                "Prefill chunks that give the attention few thread blocks (a short chunk deep in "
+                "a long context) split it over key ranges, as long decodes do; off by default: "
+                "written after the H200 runs and not yet run on a GPU (docs/cuda_model.md). "
+                "Ignored with deterministic."),
     int_option("cuda_graph_max_batch", -1, -1, 1024,
                "Decode steps (every slice one token) of up to this many tokens are padded to a "
                "batch size bucket and replayed as a captured CUDA graph, one per bucket and "
@@ -277,6 +282,7 @@ class CudaModel final : public sdk::Model {
         config_.head_dim, options_.deterministic, options_.attention_tiling);
     limits.graph_max_batch = options_.cuda_graph_max_batch;  // 0 under tensor parallelism
     limits.decode_blocks_wanted = decode_blocks_wanted_;
+    limits.prefill_split_min_keys = options_.split_prefill_attention ? kPrefillSplitMinKeys : 0;
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
     const uint32_t logits_rows = plan_.logits_rows();

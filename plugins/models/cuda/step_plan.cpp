@@ -93,6 +93,17 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
           ? 1
           : static_cast<uint32_t>(std::max<uint64_t>(
                 1, (limits.decode_blocks_wanted + decode_blocks - 1) / decode_blocks));
+  // Splits each prefill tile may take to reach the same number of blocks (1: none).
+  uint64_t prefill_tiles = 0;
+  for (uint32_t i = 0; i < batch.slice_count; ++i) {
+    if (batch.slices[i].tokens > 1) prefill_tiles += (batch.slices[i].tokens + tile - 1) / tile;
+  }
+  const uint64_t prefill_blocks = prefill_tiles * kv.kv_heads;
+  const uint32_t prefill_splits_to_fill =
+      !limits.split_decode || limits.prefill_split_min_keys == 0 || prefill_blocks == 0
+          ? 1
+          : static_cast<uint32_t>(std::max<uint64_t>(
+                1, (limits.decode_blocks_wanted + prefill_blocks - 1) / prefill_blocks));
   for (uint32_t i = 0; i < batch.slice_count; ++i) {
     const hw_model_slice& s = batch.slices[i];
     if (s.tokens == 0) bad_slice(i, s, "has no tokens");
@@ -185,9 +196,34 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
       for (uint32_t t0 = 0; t0 < s.tokens; t0 += tile) {
         const uint32_t n = std::min(tile, s.tokens - t0);
         max_prefill_rows_ = std::max(max_prefill_rows_, n * group);
-        prefill_.push_back({first_row + static_cast<int32_t>(t0),
-                            static_cast<int32_t>(s.start + t0), static_cast<int32_t>(n), table, 0,
-                            static_cast<int32_t>(s.start + t0 + n), -1, 0});
+        const int32_t row = first_row + static_cast<int32_t>(t0);
+        const int32_t pos = static_cast<int32_t>(s.start + t0);
+        const uint32_t keys = s.start + t0 + n;  // the tile's last row sees them all
+        uint32_t splits = 1;
+        if (prefill_splits_to_fill > 1) {
+          splits =
+              std::min({kMaxSplits, prefill_splits_to_fill, keys / limits.prefill_split_min_keys});
+        }
+        if (splits <= 1) {
+          prefill_.push_back(
+              {row, pos, static_cast<int32_t>(n), table, 0, static_cast<int32_t>(keys), -1, 0});
+          continue;
+        }
+        // Ranges of whole chunks; split p's records are n tokens x heads from partial + p * n *
+        // heads, as attention_reduce reads them.
+        const uint32_t chunks = (keys + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
+        const uint32_t per_split = (chunks + splits - 1) / splits;
+        splits = (chunks + per_split - 1) / per_split;
+        const int32_t partial = static_cast<int32_t>(partial_records_);
+        for (uint32_t p = 0; p < splits; ++p) {
+          const uint32_t begin = p * per_split * kernels::kAttentionChunk;
+          const uint32_t stop = std::min(keys, (p + 1) * per_split * kernels::kAttentionChunk);
+          prefill_.push_back({row, pos, static_cast<int32_t>(n), table, static_cast<int32_t>(begin),
+                              static_cast<int32_t>(stop), static_cast<int32_t>(partial_records_),
+                              0});
+          partial_records_ += n * heads_;
+        }
+        reduce_.push_back({row, static_cast<int32_t>(n), partial, static_cast<int32_t>(splits)});
       }
     }
   }

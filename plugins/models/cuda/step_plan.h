@@ -7,7 +7,8 @@
 // prefill_tile_rows / group tokens; a decode token (a 1-token slice) whose context exceeds
 // kKeysPerSplit keys is split into up to kMaxSplits key ranges, merged by attention_reduce; when
 // the step has too few decode tokens to give StepLimits::decode_blocks_wanted blocks (tokens x kv
-// heads) that way, each is split further, down to kMinKeysPerSplit keys a range.
+// heads) that way, each is split further, down to kMinKeysPerSplit keys a range. Prefill tiles
+// deep in a long context may be split the same way (StepLimits::prefill_split_min_keys).
 //
 // Graph steps: when StepLimits::graph_max_batch > 0 and every slice is one token (a decode step)
 // of at most that many tokens, the plan is padded to a fixed shape, graph_key(), that a captured
@@ -62,7 +63,17 @@ struct StepLimits {
   // units x 8 kv heads = 32 blocks on 132 SMs, each streaming 256 keys in turn. The model sets
   // kDecodeBlocksPerSm per SM; 0 = split by context alone.
   uint32_t decode_blocks_wanted = 0;
+  // Prefill tiles too: when a step's prefill tiles give fewer than decode_blocks_wanted blocks
+  // (tiles x kv heads), each tile of at least twice this many keys is split into key ranges of at
+  // least this many, merged by attention_reduce like split decodes. A 32-token chunk at context
+  // 16,384 is otherwise one tile per kv head, 8 blocks streaming every key in turn (43.9 ms on an
+  // H200 against 9.2 ms predicted by the cost model's linear fit, docs/performance.md). 0 = off
+  // (the cuda model's split_prefill_attention option; off until measured on a GPU).
+  uint32_t prefill_split_min_keys = 0;
 };
+
+// StepLimits::prefill_split_min_keys when the cuda model's split_prefill_attention is on.
+inline constexpr uint32_t kPrefillSplitMinKeys = 256;
 
 // StepLimits::decode_blocks_wanted per SM. On an H200 (decode attention of Llama-3.1-8B's shape,
 // docs/performance.md) 2 per SM cut a batch-1 step's attention at context 1,024 from 27 to 22 us
@@ -135,6 +146,7 @@ class StepPlan {
   const std::vector<int64_t>& slot_offsets() const { return slot_offsets_; }
   const std::vector<int32_t>& head_row_indices() const { return sample_rows_; }
   const std::vector<kernels::AttentionUnit>& decode_units() const { return decode_; }
+  const std::vector<kernels::AttentionUnit>& prefill_units() const { return prefill_; }
   const std::vector<kernels::AttentionReduceUnit>& reduce_units() const { return reduce_; }
 
  private:

@@ -120,7 +120,8 @@ TEST(CudaModelConfig, AttentionBiasesAndQkNormsAreRefused) {
 
 // The values the host hands create() for an 8B named shape with these settings (the schema's
 // defaults for the rest), read by parse_options.
-CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bool phase_timing) {
+CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bool phase_timing,
+                       bool split_prefill_attention = false) {
   const auto str = [](const char* key, const char* value, int32_t type) {
     return hw_option_value{{key, std::char_traits<char>::length(key)},
                            type,
@@ -151,7 +152,7 @@ CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bo
       num("decode_gemv", 1, HW_OPTION_BOOL),
       num("phase_timing", phase_timing ? 1 : 0, HW_OPTION_BOOL),
       str("attention_tiling", "128x64", HW_OPTION_ENUM),
-      num("split_prefill_attention", 0, HW_OPTION_BOOL),
+      num("split_prefill_attention", split_prefill_attention ? 1 : 0, HW_OPTION_BOOL),
       num("cuda_graph_max_batch", cuda_graph_max_batch, HW_OPTION_INT)};
   const hw_options options{values.data(), static_cast<uint32_t>(values.size())};
   return parse_options(sdk::Options(&options), "");
@@ -176,6 +177,8 @@ TEST(CudaModelConfig, CudaGraphsAreOnByDefaultOnlyWhereTheyWork) {
   const CudaModelOptions defaults = parse(-1, 1, false);
   EXPECT_TRUE(defaults.decode_gemv);
   EXPECT_EQ(defaults.attention_tiling, kernels::MmaTiling::k128x64);
+  EXPECT_FALSE(defaults.split_prefill_attention);
+  EXPECT_TRUE(parse(-1, 1, false, true).split_prefill_attention);
 }
 
 }  // namespace

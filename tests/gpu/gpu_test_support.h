@@ -75,6 +75,7 @@ class Dev {
     return host;
   }
   T* get() const { return static_cast<T*>(ptr_); }
+  size_t size() const { return count_; }
 
  private:
   void* ptr_ = nullptr;

@@ -223,6 +223,10 @@ struct DevicePlan {
         ml(std::max<size_t>(1, size_t{plan.partial_records()} * 2)) {
     check(cudaMemcpy(bytes.get(), plan.staging(), plan.offsets().total, cudaMemcpyHostToDevice),
           "plan upload");
+    // NaN in every record, so that one a unit fails to write poisons its row: memory a previous
+    // plan left there, or zeros (which merge as "no key"), could hide it.
+    check(cudaMemset(acc.get(), 0xff, acc.size() * sizeof(float)), "poison acc");
+    check(cudaMemset(ml.get(), 0xff, ml.size() * sizeof(float)), "poison ml");
   }
   template <class T>
   const T* at(size_t offset) const {
@@ -270,8 +274,11 @@ TEST_P(CudaAttention, MatchesReference) {
   struct Req {
     uint32_t start, tokens;
   };
-  // {200, 37}: keys up to 237, so 64-key tiles reuse their double buffers (4 tiles).
-  const std::vector<Req> reqs = {{40, 37}, {1500, 1}, {7, 1}, {0, 5}, {3000, 1}, {200, 37}};
+  // {200, 37}: keys up to 237, so 64-key tiles reuse their double buffers (4 tiles). {955, 6}: with
+  // prefill tiles split (below), its last key range is [960, 961), which its first rows, at
+  // 955-959, do not reach.
+  const std::vector<Req> reqs = {{40, 37},  {1500, 1}, {7, 1},  {0, 5},
+                                 {3000, 1}, {200, 37}, {955, 6}};
   uint32_t blocks_needed = 0;
   for (const Req& r : reqs) blocks_needed += (r.start + r.tokens + p.block_size - 1) / p.block_size;
   const uint32_t blocks = blocks_needed + 3;

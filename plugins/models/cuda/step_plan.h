@@ -64,8 +64,9 @@ struct StepLimits {
   // kDecodeBlocksPerSm per SM; 0 = split by context alone.
   uint32_t decode_blocks_wanted = 0;
   // Prefill tiles too: when a step's prefill tiles give fewer than decode_blocks_wanted blocks
-  // (tiles x kv heads), each tile of at least twice this many keys is split into key ranges of at
-  // least this many, merged by attention_reduce like split decodes. A 32-token chunk at context
+  // (tiles x kv heads), each tile of at least twice this many keys is split into key ranges, at
+  // most one per this many keys (whole 32-key chunks, the last range what is left), merged by
+  // attention_reduce like split decodes. A 32-token chunk at context
   // 16,384 is otherwise one tile per kv head, 8 blocks streaming every key in turn (43.9 ms on an
   // H200 against 9.2 ms predicted by the cost model's linear fit, docs/performance.md). 0 = off
   // (the cuda model's split_prefill_attention option; off until measured on a GPU).

@@ -10,9 +10,11 @@
 // depend on how its prompt was chunked into steps (the deterministic mode relies on it).
 //
 // Prefill: tiles of up to attention_prefill_tile_rows() query rows (tokens x group: 32 on the FP32
-// kernel, 64 on tensor cores), all keys in one unit. Decode: one token
-// per unit, and long contexts split into several units (split-K) whose partial results (max, sum,
-// unnormalised output) attention_reduce merges. On the FP32 kernel a warp takes 4 prefill rows or
+// kernel, 64 or 128 on tensor cores), all keys in one unit, or, when the plan splits prefill tiles
+// (StepLimits::prefill_split_min_keys), in several. Decode: one token per unit, and long contexts
+// split into several units (split-K). Split units write partial results (max, sum, unnormalised
+// output) per token and head, which attention_reduce merges; a row before a unit's first key
+// writes max -inf, which the merge skips. On the FP32 kernel a warp takes 4 prefill rows or
 // one decode head; on the tensor-core kernel (attention_mma.h) a warp takes 16 rows.
 //
 // Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.

@@ -34,8 +34,8 @@
 namespace headway::models::cuda {
 
 // Rows up to which small_m_gemv takes the GEMV: on an H200 (Llama-3.1-8B's projections,
-// docs/performance.md) it matched or beat cuBLASLt on every projection at m = 1 and 2, tied or
-// lost at m = 4 and lost at m = 8.
+// docs/performance.md) it matched or beat cuBLASLt on every projection at m = 1 and 2; at m = 4 it
+// won on q/k/v and o but lost more on gate/up and down; at m = 8 it lost on all.
 inline constexpr uint32_t kGemvRoutedRows = 2;
 
 enum class GemmOut { kBF16, kF32 };

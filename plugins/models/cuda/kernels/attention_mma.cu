@@ -376,9 +376,9 @@ __global__ void __launch_bounds__(32 * WARPS)
 // the work and 12 of its 16 rows were padding at group 4) each of the WARPS warps takes its own 16
 // keys of every 16 x WARPS-key tile, with its own online softmax over them, and the block merges
 // the warps' (max, sum, output) at the end through shared memory. Two tile buffers, the next
-// tile's copy issued before waiting for the current one. (On an H200, three buffers of four
-// warps, or four and six of two, were 21-76% slower at batch 64, but each needed more registers
-// and so fitted fewer blocks an SM; deeper pipelines at three blocks an SM were not tried.)
+// tile's copy issued before waiting for the current one. (On an H200, with registers for two
+// blocks an SM, three buffers of four warps ran as fast as two, and two warps with four or six
+// buffers 11-49% slower; deeper pipelines at three blocks an SM were not tried.)
 //
 // Three blocks of four warps fit an SM's shared memory at head_dim 128 (70 KB each); the bound
 // below keeps them fitting its registers too (168 a thread, as ptxas allocates them). An early

@@ -33,7 +33,7 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc)
 // serves R weight rows, so L1 carries M / R times the weights' bytes, and each lane keeps R weight
 // loads in flight. With one row per warp, M = 8 took 1.5-2.1 times cuBLASLt's time on an H200
 // (docs/performance.md), where eight activation loads per weight load make L1 the likely bound;
-// with four, 1.2-1.6 times.
+// with four, 1.0-1.7 times.
 constexpr int rows_per_warp(int m) { return m == 1 ? 1 : (m == 2 ? 2 : 4); }
 
 // Each warp takes R consecutive output rows n: lane l sums the 16-byte pieces l, l + 32, ... of

@@ -9,7 +9,7 @@ namespace headway::models::cuda::kernels {
 
 // Shapes of the tensor-core kernel's prefill blocks: query rows (16 per warp) x keys per shared-
 // memory tile. More rows share each K/V tile loaded, more keys per tile halve the barriers and
-// copies per key: 128x64, the cuda model's default, was the fastest on an H200 (18-22% less time
+// copies per key: 128x64, the cuda model's default, was the fastest on an H200 (16-22% less time
 // than 64x32 at 512-8,192 keys, docs/performance.md); 64x32 stays the kernels' own default and
 // the only shape of head dims other than 64 and 128. Selected with the cuda model's
 // `attention_tiling` option, checked by the attention test and timed by cuda_benchmark.

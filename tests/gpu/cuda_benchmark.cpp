@@ -158,7 +158,8 @@ struct AttentionSetup {
 
   AttentionSetup(uint32_t batch, uint32_t tokens, uint32_t context,
                  k::MmaTiling tiling = k::MmaTiling::k64x32,
-                 uint32_t decode_blocks_per_sm = models::cuda::kDecodeBlocksPerSm) {
+                 uint32_t decode_blocks_per_sm = models::cuda::kDecodeBlocksPerSm,
+                 uint32_t prefill_split_min_keys = 0) {
     const uint32_t per = (context + layout.block_size - 1) / layout.block_size;
     const uint32_t blocks = batch * per;
     std::vector<std::vector<uint32_t>> tables(batch);
@@ -177,6 +178,7 @@ struct AttentionSetup {
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
     limits.decode_blocks_wanted = decode_blocks_per_sm * static_cast<uint32_t>(sms);
+    limits.prefill_split_min_keys = prefill_split_min_keys;
     plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
     qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
@@ -239,24 +241,29 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({1, 32768, models::cuda::kDecodeBlocksPerSm})
     ->UseManualTime();
 
-// Arguments: tokens, context, and the tiling of the prefill blocks (index into k::kMmaTilings:
-// 0 = 64x32, the kernels' default; 3 = 128x64, the model's; docs/cuda_model.md).
+// Arguments: tokens, context, the tiling of the prefill blocks (index into k::kMmaTilings:
+// 0 = 64x32, the kernels' default; 3 = 128x64, the model's; docs/cuda_model.md), and 1 to split
+// the tiles over key ranges as split_prefill_attention does (the reduce included in the time): a
+// short chunk deep in a context is a few tiles, too few blocks for the GPU without it.
 HW_GUARDED_BENCHMARK(BM_AttentionPrefill) {
   if (skip(state)) return;
   const uint32_t tokens = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const k::MmaTiling tiling = k::kMmaTilings[state.range(2)];
-  state.SetLabel(k::mma_tiling_name(tiling));
-  AttentionSetup s(1, tokens, context, tiling);
+  const bool split = state.range(3) != 0;
+  state.SetLabel(std::string(k::mma_tiling_name(tiling)) + (split ? ", split" : ""));
+  AttentionSetup s(1, tokens, context, tiling, models::cuda::kDecodeBlocksPerSm,
+                   split ? models::cuda::kPrefillSplitMinKeys : 0);
   const double pairs = static_cast<double>(tokens) * (context - tokens) +
                        static_cast<double>(tokens) * (tokens + 1) / 2;
   const double kv_bytes = static_cast<double>(context) * kKvHeads * kHeadDim * 2 * 2;
   timed(state, kv_bytes, pairs * kHeads * kHeadDim * 4, [&] { s.run(); });
 }
 BENCHMARK(BM_AttentionPrefill)
-    ->ArgsProduct({{512}, {512}, {0, 1, 2, 3}})
-    ->ArgsProduct({{2048}, {2048}, {0, 1, 2, 3}})
-    ->ArgsProduct({{512}, {8192}, {0, 1, 2, 3}})
+    ->ArgsProduct({{512}, {512}, {0, 1, 2, 3}, {0}})
+    ->ArgsProduct({{2048}, {2048}, {0, 1, 2, 3}, {0}})
+    ->ArgsProduct({{512}, {8192}, {0, 1, 2, 3}, {0}})
+    ->ArgsProduct({{32, 256}, {4096, 16384}, {3}, {0, 1}})
     ->UseManualTime();
 
 HW_GUARDED_BENCHMARK(BM_RopeKv) {

@@ -75,10 +75,9 @@ TEST(FaultyPlugins, SleepingSchedulerFailsTheWaitTest) {
   // Calls 25, 50, ... of the instance: 40 of the 1,000 timed ones (after 10 warm-up calls). The
   // suite takes each wait less the time the thread then stood ready for a CPU, which on a busy
   // machine (CI's two cores running tests side by side) can bring a 2 ms sleep under 1 ms: once
-  // in a CI run, 39 of the 40 were counted. Most of them, and one of over 1 ms, must be.
+  // in a CI run, 39 of the 40 were counted. Most of them must be, and no call that did not sleep.
   EXPECT_GE(waits->metrics.at("calls_waiting_over_1ms").get<uint32_t>(), 30u) << waits->message;
   EXPECT_LE(waits->metrics.at("calls_waiting_over_1ms").get<uint32_t>(), 40u) << waits->message;
-  EXPECT_GE(waits->metrics.at("waited_max_us").get<double>(), 1000.0) << waits->message;
 }
 
 // Plans every waiting request's tokens as if nothing were computed: right for new and preempted

@@ -1,5 +1,7 @@
 #include "chunk_stream_format.h"
 
+#include <utility>
+
 #include "api_error.h"
 
 namespace headway::serving::http {
@@ -9,21 +11,18 @@ std::string ChunkStreamFormat::opening(uint32_t choices, const Usage& usage) {
   // The chat role chunks go out at once, so clients see the stream open before the first token.
   if (header_.endpoint != Endpoint::kChatCompletions) return events;
   for (uint32_t i = 0; i < choices; ++i) {
-    events += sse_event(role_chunk_json(header_, i, usage,
-                                        i < prompt_token_ids_.size()
-                                            ? std::span<const int32_t>(prompt_token_ids_[i])
-                                            : std::span<const int32_t>()));
+    events += sse_event(role_chunk_json(
+        header_, i, usage,
+        i < prompt_token_ids_.size() ? prompt_token_ids_[i] : std::span<const int32_t>()));
   }
   return events;
 }
 
 std::string ChunkStreamFormat::delta(const StreamDelta& delta) {
   static const StopReason kNoStopReason;
-  const std::vector<int32_t>* prompt_ids = nullptr;
-  if (header_.endpoint == Endpoint::kCompletions && delta.index < prompt_ids_sent_.size() &&
-      !prompt_ids_sent_[delta.index]) {
-    prompt_ids = &prompt_token_ids_[delta.index];
-    prompt_ids_sent_[delta.index] = true;
+  std::span<const int32_t> prompt_ids;
+  if (header_.endpoint == Endpoint::kCompletions && delta.index < prompt_token_ids_.size()) {
+    prompt_ids = std::exchange(prompt_token_ids_[delta.index], {});
   }
   return sse_event(delta_chunk_json(
       header_, delta.index, delta.content, delta.token_ids, delta.finish,

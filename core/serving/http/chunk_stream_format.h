@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "openai_response.h"
@@ -16,13 +17,13 @@ namespace headway::serving::http {
 
 class ChunkStreamFormat : public StreamFormat {
  public:
-  // `prompt_token_ids`: with header.return_token_ids, each choice's prompt as run (vLLM's): a chat
-  // stream's role chunks carry them, a completions choice's first chunk its own.
+  // `prompt_token_ids`: with header.return_token_ids, each choice's prompt as run (vLLM's),
+  // borrowed from the choices' streams (RequestStream::prompt_ids(), constant once handed out),
+  // which must outlive this format: a chat stream's role chunks carry them, a completions
+  // choice's first chunk its own.
   explicit ChunkStreamFormat(ResponseHeader header,
-                             std::vector<std::vector<int32_t>> prompt_token_ids = {})
-      : header_(std::move(header)),
-        prompt_token_ids_(std::move(prompt_token_ids)),
-        prompt_ids_sent_(prompt_token_ids_.size(), false) {}
+                             std::vector<std::span<const int32_t>> prompt_token_ids = {})
+      : header_(std::move(header)), prompt_token_ids_(std::move(prompt_token_ids)) {}
 
   std::string opening(uint32_t choices, const Usage& usage) override;
   std::string delta(const StreamDelta& delta) override;
@@ -31,8 +32,8 @@ class ChunkStreamFormat : public StreamFormat {
 
  private:
   const ResponseHeader header_;
-  const std::vector<std::vector<int32_t>> prompt_token_ids_;
-  std::vector<bool> prompt_ids_sent_;  // completions: whether choice i's first chunk went out
+  // Completions: emptied once the choice's first chunk carried them.
+  std::vector<std::span<const int32_t>> prompt_token_ids_;
 };
 
 }  // namespace headway::serving::http

@@ -8,6 +8,8 @@
 // Threading: pure functions.
 #pragma once
 
+#include <headway/serving/generation_service.h>
+
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -20,9 +22,11 @@ struct Response;
 
 namespace headway::serving::http {
 
-// Longest client id taken: the service's limit (256) less the longest prefix and the "-<index>"
-// of a choice of n, so that every id built from it stays within that limit.
+// Longest client id taken: the service's limit less the longest prefix and the "-<index>" of a
+// choice of n, so that every id built from it stays within that limit.
 inline constexpr size_t kMaxClientRequestIdLength = 200;
+// "chatcmpl-" + the id + service_request_id's '#' and 32 hex digits + a choice's "-127".
+static_assert(9 + kMaxClientRequestIdLength + 33 + 4 <= kMaxRequestIdLength);
 
 // Empty when `id` is 1 to kMaxClientRequestIdLength characters of printable ASCII (space
 // included); otherwise why not, naming `where` ("X-Request-Id", "request_id").

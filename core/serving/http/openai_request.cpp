@@ -153,19 +153,17 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const FieldReader& field
   return out;
 }
 
-// Fields shared by both endpoints: model, sampling, stop, priority, class, streaming.
 // vLLM's request_id field: the answer's id is `prefix` and it (docs/serving_http.md, "Request
 // ids"); the X-Request-Id header, which the routes read, wins over it.
 void take_client_request_id(const FieldReader& fields, std::string_view prefix,
                             OpenAiRequest& out) {
   if (auto id = fields.string("request_id")) {
     check_client_request_id(*id, "request_id");
-    out.answer_id = std::string(prefix) + *id;
-    out.answer_id_field = "request_id";
-    out.input.request_id = service_request_id(out.answer_id);
+    out.name_answer(std::string(prefix) + *id, "request_id");
   }
 }
 
+// Fields shared by both endpoints: model, sampling, stop, priority, class, streaming.
 void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   refuse_unsupported(fields);
   GenerateInput& input = out.input;
@@ -567,6 +565,12 @@ OpenAiRequest parse_chat_request(std::string_view body) {
     out.chat_echo = last.role == "assistant" ? last.content : std::string();
   }
   return out;
+}
+
+void OpenAiRequest::name_answer(std::string id, std::string field) {
+  input.request_id = service_request_id(id);
+  answer_id = std::move(id);
+  answer_id_field = std::move(field);
 }
 
 }  // namespace headway::serving::http

@@ -27,6 +27,9 @@ struct OpenAiRequest {
   // where it came from ("request_id", "X-Request-Id") for refusals.
   std::string answer_id;
   std::string answer_id_field;
+  // Names the answer `id`, which the client chose in `field`: answer_id, answer_id_field, and
+  // input.request_id, the id the service then runs it under (service_request_id).
+  void name_answer(std::string id, std::string field);
   // Choices to generate (OpenAI's n): each is a request of its own to the service, as in vLLM,
   // with seed + index as its seed.
   uint32_t n = 1;

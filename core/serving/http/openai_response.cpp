@@ -144,7 +144,7 @@ nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t i
                                         Finish finish, const StopReason& stop_reason,
                                         const Usage& usage, nlohmann::ordered_json logprobs,
                                         const ParsedDelta& parsed,
-                                        const std::vector<int32_t>* prompt_token_ids) {
+                                        std::span<const int32_t> prompt_token_ids) {
   nlohmann::ordered_json choice = {{"index", index}};
   if (header.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
@@ -165,7 +165,7 @@ nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t i
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason_json(finish, parsed.called_tools);
   choice["stop_reason"] = stop_reason_json(stop_reason);
-  if (prompt_token_ids != nullptr) choice["prompt_token_ids"] = *prompt_token_ids;
+  if (!prompt_token_ids.empty()) choice["prompt_token_ids"] = prompt_token_ids;
   return chunk_envelope(header, std::move(choice), usage);
 }
 

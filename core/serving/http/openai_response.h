@@ -74,8 +74,9 @@ struct ChoiceOutput {
   // Chat's echo was asked: the content is a string even when empty, as vLLM writes it then.
   bool echoed = false;
   // With header.return_token_ids: the prompt's ids as run (a completions choice carries its
-  // prompt's, a chat answer its first choice's, beside the choices, as vLLM writes them).
-  std::vector<int32_t> prompt_token_ids;
+  // prompt's, a chat answer its first choice's, beside the choices, as vLLM writes them),
+  // borrowed from the choice's stream until the answer is written.
+  std::span<const int32_t> prompt_token_ids;
 };
 
 // The non-streamed answer: choices indexed in order (OpenAI's n), `usage` over all of them.
@@ -86,7 +87,8 @@ nlohmann::ordered_json completion_json(const ResponseHeader& header,
 // text deltas of its choices (each choice's last one with its finish), then with include_usage a
 // usage chunk, then the [DONE] event. `index`: the choice's. `usage`: the usage so far, which a
 // chunk carries under header.continuous_usage.
-// With header.return_token_ids, the chunk carries `prompt_token_ids` beside its choice (vLLM's).
+// With header.return_token_ids, the chunk carries `prompt_token_ids` beside its choice (vLLM's):
+// role_chunk_json always, delta_chunk_json when they are not empty (a completions choice's first).
 nlohmann::ordered_json role_chunk_json(const ResponseHeader& header, uint32_t index,
                                        const Usage& usage,
                                        std::span<const int32_t> prompt_token_ids = {});
@@ -105,7 +107,7 @@ nlohmann::ordered_json delta_chunk_json(const ResponseHeader& header, uint32_t i
                                         const Usage& usage,
                                         nlohmann::ordered_json logprobs = nullptr,
                                         const ParsedDelta& parsed = {},
-                                        const std::vector<int32_t>* prompt_token_ids = nullptr);
+                                        std::span<const int32_t> prompt_token_ids = {});
 nlohmann::ordered_json usage_chunk_json(const ResponseHeader& header, const Usage& usage);
 
 // "data: <json>\n\n". Invalid UTF-8 in generated text is replaced (U+FFFD), never thrown.

@@ -75,9 +75,7 @@ Handler guarded(Handler handler) {
 void take_header_request_id(const httplib::Request& request, std::string_view prefix,
                             OpenAiRequest& parsed) {
   if (const std::optional<std::string> id = header_request_id(request)) {
-    parsed.answer_id = std::string(prefix) + *id;
-    parsed.answer_id_field = "X-Request-Id";
-    parsed.input.request_id = service_request_id(parsed.answer_id);
+    parsed.name_answer(std::string(prefix) + *id, "X-Request-Id");
   }
 }
 
@@ -311,10 +309,15 @@ void OpenAiRoutes::install(httplib::Server& server) {
                    ApiError(response.status, library_error_message(request, response.status)));
         return httplib::Server::HandlerResponse::Handled;
       }));
-  // After every handler and error handler, errors included (a 401 a browser's script must read).
+  // After every handler and error handler, errors included (a 401 a browser's script must read;
+  // a 405 or a preflight on a generation route still carries its client's id back).
   server.set_post_routing_handler(
       [this](const httplib::Request& request, httplib::Response& response) {
         cors_.add_response_headers(request, response);
+        if (request.path == "/v1/completions" || request.path == "/v1/chat/completions" ||
+            request.path == "/v1/responses") {
+          echo_request_id(request, response);
+        }
       });
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& response, const std::exception_ptr&) {
@@ -337,7 +340,6 @@ bool OpenAiRoutes::authorized(const httplib::Request& request, httplib::Response
 
 void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& response,
                             Endpoint endpoint) {
-  echo_request_id(request, response);  // first: every answer carries it back
   if (!authorized(request, response)) return;
   auto ticket = in_flight_.enter();
   if (!ticket) throw ApiError(503, "the server is shutting down");
@@ -461,19 +463,17 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
         // After the parser, as vLLM adds it: the echoed message is content, whatever it reads like.
         if (chat_echo) completion.text.insert(0, *chat_echo);
         LogprobsJson logprobs(endpoint, top_logprobs);
-        choices.push_back(
-            ChoiceOutput{std::move(completion.text), std::move(completion.token_ids),
-                         completion.finish, completion.stop_reason,
-                         echo ? logprobs.echoed(completion.prompt_logprobs, completion.logprobs)
-                              : logprobs.value(completion.logprobs),
-                         header.prompt_logprobs
-                             ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
-                             : nlohmann::ordered_json(nullptr),
-                         std::move(calls), std::move(reasoning), chat_echo.has_value(),
-                         // A chat answer carries its first choice's only.
-                         header.return_token_ids && (endpoint == Endpoint::kCompletions || i == 0)
-                             ? streams[i]->prompt_ids()
-                             : std::vector<int32_t>()});
+        choices.push_back(ChoiceOutput{
+            std::move(completion.text), std::move(completion.token_ids), completion.finish,
+            completion.stop_reason,
+            echo ? logprobs.echoed(completion.prompt_logprobs, completion.logprobs)
+                 : logprobs.value(completion.logprobs),
+            header.prompt_logprobs
+                ? prompt_logprobs_json(completion.prompt_logprobs, prompt_logprobs)
+                : nlohmann::ordered_json(nullptr),
+            std::move(calls), std::move(reasoning), chat_echo.has_value(),
+            header.return_token_ids ? std::span<const int32_t>(streams[i]->prompt_ids())
+                                    : std::span<const int32_t>()});
       }
     } catch (...) {
       abort_all();
@@ -490,9 +490,10 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // Nothing is written during the wait, so a client that leaves is found by looking (an engine
   // process that does not say it accepted, an older one, admits only at the first token).
   wait_admitted(request, streams);
-  std::vector<std::vector<int32_t>> prompt_token_ids;
+  // Borrowed: the responder keeps the streams as long as the format.
+  std::vector<std::span<const int32_t>> prompt_token_ids;
   if (header.return_token_ids) {
-    for (const auto& stream : streams) prompt_token_ids.push_back(stream->prompt_ids());
+    for (const auto& stream : streams) prompt_token_ids.emplace_back(stream->prompt_ids());
   }
   auto format = std::make_unique<ChunkStreamFormat>(header, std::move(prompt_token_ids));
   send_events(request, response,
@@ -627,7 +628,6 @@ void OpenAiRoutes::send_events(const httplib::Request& request, httplib::Respons
 }
 
 void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& response) {
-  echo_request_id(request, response);  // first: every answer carries it back
   if (!authorized(request, response)) return;
   auto ticket = in_flight_.enter();
   if (!ticket) throw ApiError(503, "the server is shutting down");

@@ -716,9 +716,7 @@ ResponsesRequest parse_responses_request(std::string_view body, const ResponseSt
   out.chat.input.request_id = random_request_id("resp_");
   if (auto id = fields.string("request_id")) {
     check_client_request_id(*id, "request_id");
-    out.chat.answer_id = *id;
-    out.chat.answer_id_field = "request_id";
-    out.chat.input.request_id = service_request_id(*id);
+    out.chat.name_answer(*id, "request_id");
   }
   // Whether it was given or not: a refusal about the length names the Responses field.
   out.chat.input.max_tokens_field = "max_output_tokens";

@@ -24,9 +24,7 @@ inline constexpr size_t kMaxStopTokenIds = 1024;
 inline constexpr size_t kMaxBadWordSequences = 256;
 inline constexpr size_t kMaxBadWordTokens = 4096;
 inline constexpr size_t kMaxRequestClassLength = 32;
-// A client's request id is repeated in every response message and in logs; a router sends it on
-// to its engine processes with a suffix of its own, shortening the id to stay within this limit.
-inline constexpr size_t kMaxRequestIdLength = 256;
+// kMaxRequestIdLength: generation_service.h, beside GenerateInput::request_id.
 
 // Exactly one prompt form is filled (the one prompt_kind names) and it is not empty.
 void validate_prompt_form(const GenerateInput& input);

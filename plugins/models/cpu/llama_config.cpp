@@ -142,9 +142,7 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
     fail(file, std::string("key '") + scaling_key + "' must be an object or null");
   }
   c.rope_theta = get_number(j, file, "rope_theta", 10000.0);
-  if (has_scaling && scaling_it->contains("rope_theta")) {
-    c.rope_theta = get_number(*scaling_it, file, "rope_theta", c.rope_theta);
-  }
+  if (has_scaling) c.rope_theta = get_number(*scaling_it, file, "rope_theta", c.rope_theta);
   if (!(c.rope_theta > 1)) fail(file, "key 'rope_theta' must be > 1");
   if (auto it = j.find("tie_word_embeddings"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) fail(file, "key 'tie_word_embeddings' must be a boolean");

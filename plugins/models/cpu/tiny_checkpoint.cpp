@@ -72,6 +72,11 @@ uint32_t head_dim_of(const TinyModelSpec& s) {
   return s.head_dim != 0 ? s.head_dim : s.hidden / std::max(s.heads, 1u);
 }
 
+// The tensors the spec's config.json asks for, as the loader reads it (LlamaConfig's qkv_bias,
+// o_bias and qk_norm).
+bool has_qkv_bias(const TinyModelSpec& s) { return s.architecture == "qwen2" || s.attention_bias; }
+bool has_qk_norm(const TinyModelSpec& s) { return s.architecture == "qwen3"; }
+
 }  // namespace
 
 void validate(const TinyModelSpec& s) {
@@ -108,11 +113,9 @@ uint64_t parameter_count(const TinyModelSpec& s) {
   const uint64_t attn =
       uint64_t{s.hidden} * s.heads * head_dim * 2 + uint64_t{s.hidden} * s.kv_heads * head_dim * 2;
   const uint64_t mlp = uint64_t{3} * s.hidden * s.ffn;
-  const uint64_t biases = s.architecture == "qwen2" || s.attention_bias
-                              ? uint64_t{s.heads + 2 * s.kv_heads} * head_dim
-                              : 0;
+  const uint64_t biases = has_qkv_bias(s) ? uint64_t{s.heads + 2 * s.kv_heads} * head_dim : 0;
   const uint64_t extras =
-      biases + (s.attention_bias ? s.hidden : 0) + (s.architecture == "qwen3" ? 2 * head_dim : 0);
+      biases + (s.attention_bias ? s.hidden : 0) + (has_qk_norm(s) ? 2 * head_dim : 0);
   const uint64_t per_layer = attn + mlp + 2 * uint64_t{s.hidden} + extras;
   const uint64_t embed = uint64_t{s.vocab} * s.hidden;
   return s.layers * per_layer + embed * (s.tie_word_embeddings ? 1 : 2) + s.hidden;
@@ -187,7 +190,7 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
                                     next(), fan_in(s.hidden)));
     tensors.push_back(random_tensor(p + "self_attn.o_proj.weight", {s.hidden, q_out}, s.dtype,
                                     next(), fan_in(static_cast<uint32_t>(q_out))));
-    if (s.architecture == "qwen2" || s.attention_bias) {
+    if (has_qkv_bias(s)) {
       // Biases as large as a projection's typical output, so that leaving one out shows.
       for (const auto& [name, size] :
            {std::pair{"q_proj", q_out}, std::pair{"k_proj", kv_out}, std::pair{"v_proj", kv_out}}) {
@@ -199,7 +202,7 @@ void write_tiny_checkpoint(const TinyModelSpec& s, const std::filesystem::path& 
       tensors.push_back(
           random_tensor(p + "self_attn.o_proj.bias", {s.hidden}, s.dtype, next(), 1.0f));
     }
-    if (s.architecture == "qwen3") {
+    if (has_qk_norm(s)) {
       for (const char* name : {"q_norm", "k_norm"}) {
         tensors.push_back(random_tensor(p + "self_attn." + name + ".weight", {head_dim}, s.dtype,
                                         next(), 0.5f, 1.0f));

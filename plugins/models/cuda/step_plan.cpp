@@ -34,6 +34,14 @@ uint32_t split_level_for(uint32_t splits) {
   return level;
 }
 
+// Splits each of `units` attention units may take so that units x kv heads blocks reach `wanted`
+// (1: they do already, or nothing is wanted).
+uint32_t splits_to_fill(uint64_t units, uint32_t kv_heads, uint32_t wanted) {
+  const uint64_t blocks = units * kv_heads;
+  return blocks == 0 ? 1
+                     : static_cast<uint32_t>(std::max<uint64_t>(1, (wanted + blocks - 1) / blocks));
+}
+
 }  // namespace
 
 uint32_t graph_batch_bucket(uint32_t tokens, uint32_t max) {
@@ -84,26 +92,21 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
   heads_ = group * kv.kv_heads;
   const uint32_t tile = group >= limits.prefill_tile_rows ? 1 : limits.prefill_tile_rows / group;
   const uint64_t block_elems = kv.block_elems();
-  // Splits each decode token may take to reach limits.decode_blocks_wanted blocks (1: none).
-  uint32_t decode_tokens = 0;
-  for (uint32_t i = 0; i < batch.slice_count; ++i) decode_tokens += batch.slices[i].tokens == 1;
-  const uint64_t decode_blocks = uint64_t{decode_tokens} * kv.kv_heads;
-  const uint32_t splits_to_fill =
-      decode_blocks == 0
-          ? 1
-          : static_cast<uint32_t>(std::max<uint64_t>(
-                1, (limits.decode_blocks_wanted + decode_blocks - 1) / decode_blocks));
-  // Splits each prefill tile may take to reach the same number of blocks (1: none).
+  // Splits each decode token, and each prefill tile, may take to reach
+  // limits.decode_blocks_wanted blocks (1: none). The two kinds run as separate launches.
+  uint64_t decode_tokens = 0;
   uint64_t prefill_tiles = 0;
   for (uint32_t i = 0; i < batch.slice_count; ++i) {
-    if (batch.slices[i].tokens > 1) prefill_tiles += (batch.slices[i].tokens + tile - 1) / tile;
+    const uint32_t tokens = batch.slices[i].tokens;
+    if (tokens == 1) ++decode_tokens;
+    if (tokens > 1) prefill_tiles += (tokens + tile - 1) / tile;
   }
-  const uint64_t prefill_blocks = prefill_tiles * kv.kv_heads;
+  const uint32_t decode_splits_to_fill =
+      splits_to_fill(decode_tokens, kv.kv_heads, limits.decode_blocks_wanted);
   const uint32_t prefill_splits_to_fill =
-      !limits.split_decode || limits.prefill_split_min_keys == 0 || prefill_blocks == 0
-          ? 1
-          : static_cast<uint32_t>(std::max<uint64_t>(
-                1, (limits.decode_blocks_wanted + prefill_blocks - 1) / prefill_blocks));
+      limits.split_decode && limits.prefill_split_min_keys > 0
+          ? splits_to_fill(prefill_tiles, kv.kv_heads, limits.decode_blocks_wanted)
+          : 1;
   for (uint32_t i = 0; i < batch.slice_count; ++i) {
     const hw_model_slice& s = batch.slices[i];
     if (s.tokens == 0) bad_slice(i, s, "has no tokens");
@@ -166,64 +169,28 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
     if (s.tokens == 1) {
       // Decode: split long contexts so that a small batch still fills the GPU.
       const uint32_t keys = s.start + 1;
-      const uint32_t chunks = (keys + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
       uint32_t splits = 1;
       if (limits.split_decode) {
         const uint32_t by_context = (keys + kKeysPerSplit - 1) / kKeysPerSplit;
         const uint32_t finest = (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
-        splits =
-            std::min(kMaxSplits, std::max(by_context, std::min<uint32_t>(splits_to_fill, finest)));
+        splits = std::min(kMaxSplits,
+                          std::max(by_context, std::min<uint32_t>(decode_splits_to_fill, finest)));
       }
-      const uint32_t per_split = (chunks + splits - 1) / splits;  // chunks per split
-      splits = (chunks + per_split - 1) / per_split;
-      max_splits_ = std::max(max_splits_, splits);
-      if (splits == 1) {
-        decode_.push_back({first_row, static_cast<int32_t>(s.start), 1, table, 0,
-                           static_cast<int32_t>(keys), -1, 0});
-      } else {
-        const int32_t partial = static_cast<int32_t>(partial_records_);
-        for (uint32_t p = 0; p < splits; ++p) {
-          const uint32_t begin = p * per_split * kernels::kAttentionChunk;
-          const uint32_t stop = std::min(keys, (p + 1) * per_split * kernels::kAttentionChunk);
-          decode_.push_back({first_row, static_cast<int32_t>(s.start), 1, table,
-                             static_cast<int32_t>(begin), static_cast<int32_t>(stop),
-                             static_cast<int32_t>(partial_records_), 0});
-          partial_records_ += heads_;
-        }
-        reduce_.push_back({first_row, 1, partial, static_cast<int32_t>(splits)});
-      }
+      const uint32_t made =
+          add_units(decode_, first_row, static_cast<int32_t>(s.start), 1, table, keys, splits);
+      max_splits_ = std::max(max_splits_, made);
     } else {
       for (uint32_t t0 = 0; t0 < s.tokens; t0 += tile) {
         const uint32_t n = std::min(tile, s.tokens - t0);
         max_prefill_rows_ = std::max(max_prefill_rows_, n * group);
-        const int32_t row = first_row + static_cast<int32_t>(t0);
-        const int32_t pos = static_cast<int32_t>(s.start + t0);
         const uint32_t keys = s.start + t0 + n;  // the tile's last row sees them all
         uint32_t splits = 1;
         if (prefill_splits_to_fill > 1) {
           splits =
               std::min({kMaxSplits, prefill_splits_to_fill, keys / limits.prefill_split_min_keys});
         }
-        if (splits <= 1) {
-          prefill_.push_back(
-              {row, pos, static_cast<int32_t>(n), table, 0, static_cast<int32_t>(keys), -1, 0});
-          continue;
-        }
-        // Ranges of whole chunks; split p's records are n tokens x heads from partial + p * n *
-        // heads, as attention_reduce reads them.
-        const uint32_t chunks = (keys + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
-        const uint32_t per_split = (chunks + splits - 1) / splits;
-        splits = (chunks + per_split - 1) / per_split;
-        const int32_t partial = static_cast<int32_t>(partial_records_);
-        for (uint32_t p = 0; p < splits; ++p) {
-          const uint32_t begin = p * per_split * kernels::kAttentionChunk;
-          const uint32_t stop = std::min(keys, (p + 1) * per_split * kernels::kAttentionChunk);
-          prefill_.push_back({row, pos, static_cast<int32_t>(n), table, static_cast<int32_t>(begin),
-                              static_cast<int32_t>(stop), static_cast<int32_t>(partial_records_),
-                              0});
-          partial_records_ += n * heads_;
-        }
-        reduce_.push_back({row, static_cast<int32_t>(n), partial, static_cast<int32_t>(splits)});
+        add_units(prefill_, first_row + static_cast<int32_t>(t0),
+                  static_cast<int32_t>(s.start + t0), n, table, keys, std::max(1u, splits));
       }
     }
   }
@@ -274,6 +241,30 @@ void StepPlan::add_copy(uint32_t head_row, uint32_t rows) {
   }
   logits_copies_.push_back(LogitsCopy{head_row, logits_rows_, rows});
   logits_rows_ += rows;
+}
+
+uint32_t StepPlan::add_units(std::vector<kernels::AttentionUnit>& units, int32_t row, int32_t pos,
+                             uint32_t tokens, int32_t table, uint32_t keys, uint32_t splits) {
+  const uint32_t chunks = (keys + kernels::kAttentionChunk - 1) / kernels::kAttentionChunk;
+  const uint32_t per_split = (chunks + splits - 1) / splits;  // chunks per range
+  splits = (chunks + per_split - 1) / per_split;
+  const auto t = static_cast<int32_t>(tokens);
+  if (splits == 1) {
+    units.push_back({row, pos, t, table, 0, static_cast<int32_t>(keys), -1, 0});
+    return 1;
+  }
+  // Range p's records: tokens x heads from partial + p * tokens * heads, as attention_reduce
+  // reads them.
+  const int32_t partial = static_cast<int32_t>(partial_records_);
+  for (uint32_t p = 0; p < splits; ++p) {
+    const uint32_t begin = p * per_split * kernels::kAttentionChunk;
+    const uint32_t stop = std::min(keys, (p + 1) * per_split * kernels::kAttentionChunk);
+    units.push_back({row, pos, t, table, static_cast<int32_t>(begin), static_cast<int32_t>(stop),
+                     static_cast<int32_t>(partial_records_), 0});
+    partial_records_ += tokens * heads_;
+  }
+  reduce_.push_back({row, t, partial, static_cast<int32_t>(splits)});
+  return splits;
 }
 
 void StepPlan::pad_for_graph(uint32_t rows, uint32_t splits) {

@@ -66,10 +66,10 @@ struct StepLimits {
   // Prefill tiles too: when a step's prefill tiles give fewer than decode_blocks_wanted blocks
   // (tiles x kv heads), each tile of at least twice this many keys is split into key ranges, at
   // most one per this many keys (whole 32-key chunks, the last range what is left), merged by
-  // attention_reduce like split decodes. A 32-token chunk at context
-  // 16,384 is otherwise one tile per kv head, 8 blocks streaming every key in turn (43.9 ms on an
-  // H200 against 9.2 ms predicted by the cost model's linear fit, docs/performance.md). 0 = off
-  // (the cuda model's split_prefill_attention option; off until measured on a GPU).
+  // attention_reduce like split decodes. A 32-token chunk at context 16,384 is otherwise one tile
+  // per kv head, 8 blocks streaming every key in turn (43.9 ms on an H200 against 9.2 ms predicted
+  // by the cost model's linear fit, docs/performance.md). 0 = off (the cuda model's
+  // split_prefill_attention option; off until measured on a GPU).
   uint32_t prefill_split_min_keys = 0;
 };
 
@@ -153,6 +153,12 @@ class StepPlan {
  private:
   // Pads a decode-only plan to `rows` rows of `splits` units each (see "Graph steps" above).
   void pad_for_graph(uint32_t rows, uint32_t splits);
+  // Appends the attention units of `tokens` rows from `row` (the first at position `pos`) over
+  // keys [0, keys): one unit writing the output, or, when `splits` (at least 1) is more, the keys
+  // cut into about that many ranges of whole chunks, each writing partial records, and a reduce
+  // unit that merges them. Returns the number of ranges made.
+  uint32_t add_units(std::vector<kernels::AttentionUnit>& units, int32_t row, int32_t pos,
+                     uint32_t tokens, int32_t table, uint32_t keys, uint32_t splits);
   // Adds the all_logits slices' other positions as head rows and lays out logits_copies_.
   void plan_logits_rows(const hw_model_batch& batch, bool every_sampled_row);
   void add_copy(uint32_t head_row, uint32_t rows);

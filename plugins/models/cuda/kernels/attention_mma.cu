@@ -406,8 +406,7 @@ __global__ void __launch_bounds__(32 * WARPS, HD <= 128 ? 3 : 1)
   const int last_key = min(u.first_pos, u.key_end - 1);
   const int last[2] = {last_key, last_key};
 
-  const int tiles_total = (u.key_end - u.key_begin + kTileKeys - 1) / kTileKeys;
-  if (tiles_total == 0 && u.partial >= 0) {
+  if (u.key_end <= u.key_begin && u.partial >= 0) {
     // An empty split (a graph step pads every row to its split level): attention_reduce skips a
     // record whose max is -inf without reading its output, so only (max, sum) are written.
     for (int r = threadIdx.x; r < group; r += kThreads) {

@@ -82,7 +82,7 @@ TEST_F(HttpFrontendTest, TheLongestClientIdFitsTheServicesLimitWithEveryChoice) 
   for (const GenerateInput& input : submitted) EXPECT_LE(input.request_id.size(), 256u);
 }
 
-// Every answer carries the header back, refusals included.
+// Every answer of a generation route carries the header back, refusals included.
 TEST_F(HttpFrontendTest, TheRequestIdComesBackOnErrorsToo) {
   auto malformed = post_json("/v1/completions", R"({"prompt": )", {{"X-Request-Id", kTrace}});
   ASSERT_TRUE(malformed);
@@ -93,6 +93,21 @@ TEST_F(HttpFrontendTest, TheRequestIdComesBackOnErrorsToo) {
   ASSERT_TRUE(unauthorized);
   EXPECT_EQ(unauthorized->status, 401);
   EXPECT_EQ(unauthorized->get_header_value("X-Request-Id"), kTrace);
+  // Refused by the routing itself: a route's wrong method.
+  auto wrong_method = client().Get("/v1/chat/completions", {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->status, 405);
+  EXPECT_EQ(wrong_method->get_header_value("X-Request-Id"), kTrace);
+  // Refused once the headers were read: a body too large.
+  auto too_large = post_json("/v1/completions", std::string(kHttpMaxBodyBytes + 1, ' '),
+                             {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(too_large);
+  EXPECT_EQ(too_large->status, 413);
+  EXPECT_EQ(too_large->get_header_value("X-Request-Id"), kTrace);
+  // Not a generation route: no id to carry.
+  auto models = client().Get("/v1/models", {{"X-Request-Id", kTrace}});
+  ASSERT_TRUE(models);
+  EXPECT_FALSE(models->has_header("X-Request-Id"));
 }
 
 // vLLM's request_id field, which the header wins over.

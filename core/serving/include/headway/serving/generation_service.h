@@ -27,6 +27,11 @@
 
 namespace headway::serving {
 
+// Longest GenerateInput::request_id a service takes. A client's request id is repeated in every
+// response message and in logs; a router sends it on to its engine processes with a suffix of its
+// own, shortening the id to stay within this limit.
+inline constexpr size_t kMaxRequestIdLength = 256;
+
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool"
   std::string content;

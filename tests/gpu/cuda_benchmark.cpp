@@ -110,7 +110,7 @@ HW_GUARDED_BENCHMARK(BM_RmsNorm) {
   auto* out = device_random<__nv_bfloat16>(size_t{T} * kHidden);
   timed(state, static_cast<double>(T) * kHidden * (4 + 4 + 2 + 2),
         static_cast<double>(T) * kHidden * 5, [&] {
-          check(k::add_rms_norm(x, add, w, nullptr, T, kHidden, 1e-5f, out, nullptr),
+          check(k::add_rms_norm(x, add, nullptr, w, nullptr, T, kHidden, 1e-5f, out, nullptr),
                 "add_rms_norm");
         });
   cudaFree(x), cudaFree(add), cudaFree(w), cudaFree(out);

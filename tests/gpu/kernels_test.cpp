@@ -58,22 +58,26 @@ TEST(CudaKernels, EmbeddingGatherCopiesRows) {
   }
 }
 
-void check_rms_norm(uint32_t hidden, bool with_rows) {
+// `with_bias`: the added rows are a projection's output with a bias (o_proj's, attention_bias).
+void check_rms_norm(uint32_t hidden, bool with_rows, bool with_bias = false) {
   const uint32_t T = 5;
   const float eps = 1e-5f;
   auto x = random_floats(size_t{T} * hidden, -2.0f, 2.0f, 2);
   const auto add = random_bf16(size_t{T} * hidden, 1.0f, 3);
   const auto w = random_floats(hidden, 0.5f, 1.5f, 4);
+  const auto bias = random_floats(hidden, -1.0f, 1.0f, 5);
   const std::vector<int32_t> rows = {3, 1};
   Dev<float> d_x(x);
   Dev<__nv_bfloat16> d_add(add);
   Dev<float> d_w(w);
+  Dev<float> d_bias(bias);
   Dev<int32_t> d_rows(rows);
   const uint32_t count = with_rows ? 2 : T;
   Dev<__nv_bfloat16> d_out(size_t{count} * hidden);
-  ASSERT_EQ(k::add_rms_norm(d_x.get(), d_add.get(), d_w.get(), with_rows ? d_rows.get() : nullptr,
-                            count, hidden, eps, d_out.get(), nullptr),
-            cudaSuccess);
+  ASSERT_EQ(
+      k::add_rms_norm(d_x.get(), d_add.get(), with_bias ? d_bias.get() : nullptr, d_w.get(),
+                      with_rows ? d_rows.get() : nullptr, count, hidden, eps, d_out.get(), nullptr),
+      cudaSuccess);
   const auto out = d_out.download();
   const auto x_after = d_x.download();
   for (uint32_t i = 0; i < count; ++i) {
@@ -81,8 +85,9 @@ void check_rms_norm(uint32_t hidden, bool with_rows) {
     double sum = 0.0;
     std::vector<double> row(hidden);
     for (uint32_t j = 0; j < hidden; ++j) {
-      row[j] =
-          static_cast<double>(static_cast<float>(x[src * hidden + j] + bf(add[src * hidden + j])));
+      float v = x[src * hidden + j] + bf(add[src * hidden + j]);
+      if (with_bias) v += bias[j];
+      row[j] = v;
       sum += row[j] * row[j];
       ASSERT_EQ(x_after[src * hidden + j], static_cast<float>(row[j])) << "residual row " << src;
     }
@@ -98,14 +103,17 @@ void check_rms_norm(uint32_t hidden, bool with_rows) {
 }
 
 // Rows of a multiple of 4 take the vectorised kernel (one piece per thread at 320 and 4,096, four
-// at 16,384); 322 takes the element loop.
+// at 16,384); 322 takes the element loop. Each with and without a bias on the added rows.
 TEST(CudaKernels, AddRmsNormMatchesReference) {
   HW_SKIP_WITHOUT_CUDA();
-  check_rms_norm(320, false);
-  check_rms_norm(322, false);
-  check_rms_norm(4096, false);
-  check_rms_norm(4096, true);
-  check_rms_norm(16384, true);
+  for (const bool with_bias : {false, true}) {
+    SCOPED_TRACE(with_bias ? "with a bias" : "without a bias");
+    check_rms_norm(320, false, with_bias);
+    check_rms_norm(322, false, with_bias);
+    check_rms_norm(4096, false, with_bias);
+    check_rms_norm(4096, true, with_bias);
+    check_rms_norm(16384, true, with_bias);
+  }
 }
 
 TEST(CudaKernels, SwigluMatchesReference) {
@@ -126,8 +134,16 @@ TEST(CudaKernels, SwigluMatchesReference) {
   }
 }
 
+// What an architecture does between the projection and RoPE: biases on q, k and v (Qwen 2), an
+// RMSNorm of each head of q and k (Qwen 3).
+struct BeforeRope {
+  bool bias = false;
+  bool norm = false;
+};
+
 // `positions`: one token each; the last is a graph step's padding row (rotated, no KV slot).
-void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32_t kv_heads) {
+void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32_t kv_heads,
+                   BeforeRope before = {}) {
   models::cpu::LlamaConfig c;
   c.head_dim = 64;
   c.rope_theta = 500000.0;
@@ -140,6 +156,10 @@ void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32
   const uint32_t blocks = 3 * T;
   const uint32_t width = (heads + 2 * kv_heads) * hd;
   const auto qkv = random_bf16(size_t{T} * width, 1.0f, 6);
+  const auto bias = random_floats(width, -1.0f, 1.0f, 7);
+  const auto q_norm = random_floats(hd, 0.5f, 1.5f, 8);
+  const auto k_norm = random_floats(hd, 0.5f, 1.5f, 9);
+  const float eps = 1e-6f;
   std::vector<int64_t> slots(T);
   for (uint32_t t = 0; t < T; ++t) {
     slots[t] = static_cast<int64_t>(((t * 3) % blocks) * layout.block_elems() +
@@ -156,6 +176,9 @@ void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32
   Dev<double> d_freq(rope.inverse_frequencies());
   Dev<__nv_bfloat16> d_cache(layout.block_elems() * blocks);
   check(cudaMemset(d_cache.get(), 0xff, layout.block_elems() * blocks * 2), "poison");  // NaN
+  Dev<float> d_bias(bias);
+  Dev<float> d_q_norm(q_norm);
+  Dev<float> d_k_norm(k_norm);
   k::RopeKvArgs a;
   a.qkv = d_qkv.get();
   a.tokens = T;
@@ -167,6 +190,12 @@ void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32
   a.inv_freq = d_freq.get();
   a.layer_cache = d_cache.get();
   a.head_elems = layout.head_elems();
+  if (before.bias) a.qkv_bias = d_bias.get();
+  if (before.norm) {
+    a.q_norm = d_q_norm.get();
+    a.k_norm = d_k_norm.get();
+    a.norm_eps = eps;
+  }
   ASSERT_EQ(k::rope_kv_write(a, nullptr), cudaSuccess);
   const auto out = d_qkv.download();
   const auto cache = d_cache.download();
@@ -174,11 +203,25 @@ void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32
     std::vector<float> cs(half), sn(half);
     const uint32_t p = static_cast<uint32_t>(positions[t]);
     rope.table(&p, 1, cs.data(), sn.data());
+    // Bias and norm as the cpu model does them.
     std::vector<float> row(width);
-    for (uint32_t i = 0; i < width; ++i) row[i] = bf(qkv[t * width + i]);
-    models::cpu::Rope::apply(row.data(), heads + kv_heads, hd, cs.data(), sn.data());
     for (uint32_t i = 0; i < width; ++i) {
-      ASSERT_NEAR(bf(out[t * width + i]), row[i], 1e-2) << "token " << t << " element " << i;
+      row[i] = bf(qkv[t * width + i]);
+      if (before.bias) row[i] += bias[i];
+    }
+    for (uint32_t h = 0; before.norm && h < heads + kv_heads; ++h) {
+      float* head = row.data() + size_t{h} * hd;
+      const float* w = h < heads ? q_norm.data() : k_norm.data();
+      double sum = 0.0;
+      for (uint32_t d = 0; d < hd; ++d) sum += double{head[d]} * head[d];
+      const double inv = 1.0 / std::sqrt(sum / hd + eps);
+      for (uint32_t d = 0; d < hd; ++d) head[d] = static_cast<float>(head[d] * inv * w[d]);
+    }
+    const std::vector<float> v_row(row.begin() + (heads + kv_heads) * hd, row.end());
+    models::cpu::Rope::apply(row.data(), heads + kv_heads, hd, cs.data(), sn.data());
+    for (uint32_t i = 0; i < (heads + kv_heads) * hd; ++i) {
+      ASSERT_NEAR(bf(out[t * width + i]), row[i], 1e-2 + 4e-3 * std::abs(row[i]))
+          << "token " << t << " element " << i;
     }
     if (slots[t] < 0) continue;
     for (uint32_t g = 0; g < kv_heads; ++g) {
@@ -186,8 +229,7 @@ void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32
         const size_t kpos = slots[t] + g * layout.head_elems() + d;
         const size_t vpos = slots[t] + (kv_heads + g) * layout.head_elems() + d;
         ASSERT_EQ(bf(cache[kpos]), bf(out[t * width + (heads + g) * hd + d])) << "k " << t;
-        ASSERT_EQ(bf(cache[vpos]), bf(qkv[t * width + (heads + kv_heads + g) * hd + d]))
-            << "v " << t;
+        ASSERT_EQ(bf(cache[vpos]), bf(to_bf(v_row[g * hd + d]))) << "v " << t;
       }
     }
   }
@@ -207,6 +249,30 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
   std::vector<int32_t> many(300);
   for (size_t t = 0; t < many.size(); ++t) many[t] = static_cast<int32_t>(t * 331 % 50000);
   check_rope_kv(many, 4, 2);
+}
+
+// The same layouts with Qwen 2's biases, Qwen 3's per-head norms, and both (Qwen 3 with
+// attention_bias). A block's norm prologue gives each warp a head: one each when spread (4 heads a
+// block), two for some warps at a block per token (6 heads, 4 warps).
+TEST(CudaKernels, RopeKvWriteAddsBiasesAndNormalizesHeads) {
+  HW_SKIP_WITHOUT_CUDA();
+  std::vector<int32_t> many(300);
+  for (size_t t = 0; t < many.size(); ++t) many[t] = static_cast<int32_t>(t * 331 % 50000);
+  for (const BeforeRope before :
+       {BeforeRope{true, false}, BeforeRope{false, true}, BeforeRope{true, true}}) {
+    SCOPED_TRACE(std::string(before.bias ? "bias " : "") + (before.norm ? "norm" : ""));
+    check_rope_kv({0, 1, 17, 8191, 100000, 0}, 4, 2, before);
+    check_rope_kv({5, 900, 3, 0}, 4, 4, before);
+    check_rope_kv(many, 4, 2, before);
+  }
+  // One of the two norms without the other is refused before the launch.
+  Dev<float> norm(std::vector<float>(64, 1.0f));
+  k::RopeKvArgs half_normed;
+  half_normed.tokens = 1;
+  half_normed.heads = half_normed.kv_heads = 1;
+  half_normed.head_dim = 64;
+  half_normed.q_norm = norm.get();
+  EXPECT_EQ(k::rope_kv_write(half_normed, nullptr), cudaErrorInvalidValue);
 }
 
 struct AttentionCase {

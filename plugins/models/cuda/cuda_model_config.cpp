@@ -114,17 +114,6 @@ LlamaConfig resolve_architecture(const CudaModelOptions& options) {
 }
 
 void check_kernel_limits(const LlamaConfig& c) {
-  // The device kernels have no bias adds and no per-head q/k norm yet: such a checkpoint would run
-  // and answer wrongly.
-  if (c.qkv_bias || c.o_bias) {
-    invalid("attention biases (model_type " + (c.model_type.empty() ? "llama" : c.model_type) +
-            (c.model_type == "qwen2" ? "" : " with attention_bias") +
-            ") are not supported by the cuda model yet; the cpu model serves them");
-  }
-  if (c.qk_norm) {
-    invalid("the per-head q/k norm of model_type " + c.model_type +
-            " is not supported by the cuda model yet; the cpu model serves it");
-  }
   if (c.head_dim == 0 || c.head_dim > 256 || c.head_dim % 2 != 0) {
     invalid("head_dim " + std::to_string(c.head_dim) +
             " is not supported (the attention kernels take even head_dim up to 256)");

@@ -52,11 +52,13 @@ class Uploader {
     }
     HW_CUDA_CHECK(cudaMemcpy(dst, staging_.data(), 2 * rows * cols, cudaMemcpyHostToDevice));
   }
-  void vector(const TensorView& t, uint64_t size, float* dst) {
+  // Elements [first, first + size) of a vector, as floats.
+  void vector(const TensorView& t, uint64_t first, uint64_t size, float* dst) {
     floats_.resize(size);
-    for (uint64_t i = 0; i < size; ++i) floats_[i] = element(t, i);
+    for (uint64_t i = 0; i < size; ++i) floats_[i] = element(t, first + i);
     HW_CUDA_CHECK(cudaMemcpy(dst, floats_.data(), 4 * size, cudaMemcpyHostToDevice));
   }
+  void vector(const TensorView& t, uint64_t size, float* dst) { vector(t, 0, size, dst); }
 
  private:
   std::vector<uint16_t> staging_;
@@ -89,6 +91,13 @@ void DeviceWeights::allocate(const LlamaConfig& c, const TensorParallelLayout& t
     l.gate_up.reserve(2 * ffn * hidden);
     l.down.reserve(hidden * ffn);
     bytes_ += 8 * hidden + 2 * ((q_w + 2 * kv_w) * hidden + hidden * q_w + 3 * ffn * hidden);
+    if (c.qkv_bias) l.qkv_bias.reserve(q_w + 2 * kv_w);
+    if (c.o_bias) l.o_bias.reserve(hidden);
+    if (c.qk_norm) {
+      l.q_norm.reserve(hd);
+      l.k_norm.reserve(hd);
+    }
+    bytes_ += l.qkv_bias.bytes() + l.o_bias.bytes() + l.q_norm.bytes() + l.k_norm.bytes();
   }
   bytes_ += 2 * (embed_.size() + lm_head_.size()) + 4 * hidden;
 }
@@ -139,6 +148,21 @@ DeviceWeights::DeviceWeights(const cpu::Checkpoint& ck, const LlamaConfig& c,
               l.gate_up.data() + ffn_l * hidden);
     up.matrix(ck.tensor(p + "mlp.down_proj.weight", {hidden, ffn}), ffn, 0, hidden, f0, ffn_l,
               l.down.data());
+    if (c.qkv_bias) {  // this rank's columns, in the fused [q|k|v] order
+      float* b = l.qkv_bias.data();
+      up.vector(ck.tensor(p + "self_attn.q_proj.bias", {q_out}), h0 * hd, heads_l * hd, b);
+      up.vector(ck.tensor(p + "self_attn.k_proj.bias", {kv_out}), g0 * hd, kv_l * hd,
+                b + heads_l * hd);
+      up.vector(ck.tensor(p + "self_attn.v_proj.bias", {kv_out}), g0 * hd, kv_l * hd,
+                b + (heads_l + kv_l) * hd);
+    }
+    if (c.o_bias) {
+      up.vector(ck.tensor(p + "self_attn.o_proj.bias", {hidden}), hidden, l.o_bias.data());
+    }
+    if (c.qk_norm) {
+      up.vector(ck.tensor(p + "self_attn.q_norm.weight", {hd}), hd, l.q_norm.data());
+      up.vector(ck.tensor(p + "self_attn.k_norm.weight", {hd}), hd, l.k_norm.data());
+    }
   }
 }
 
@@ -151,9 +175,10 @@ DeviceWeights::DeviceWeights(const LlamaConfig& c, const TensorParallelLayout& t
     HW_CUDA_CHECK(
         kernels::fill_uniform_bf16(b.data(), b.size(), scale, mix(seed, rank, tensor++), nullptr));
   };
-  const auto ones = [&](DeviceBuffer<float>& b) {
-    HW_CUDA_CHECK(kernels::fill_float(b.data(), b.size(), 1.0f, nullptr));
+  const auto set = [&](DeviceBuffer<float>& b, float value) {
+    HW_CUDA_CHECK(kernels::fill_float(b.data(), b.size(), value, nullptr));
   };
+  const auto ones = [&](DeviceBuffer<float>& b) { set(b, 1.0f); };
   fill(embed_, c.hidden_size);
   if (lm_head_.size() > 0) fill(lm_head_, c.hidden_size);
   ones(final_norm_);
@@ -164,6 +189,10 @@ DeviceWeights::DeviceWeights(const LlamaConfig& c, const TensorParallelLayout& t
     fill(l.o, uint64_t{c.num_attention_heads} * c.head_dim);
     fill(l.gate_up, c.hidden_size);
     fill(l.down, c.intermediate_size);
+    set(l.qkv_bias, 0.0f);
+    set(l.o_bias, 0.0f);
+    ones(l.q_norm);
+    ones(l.k_norm);
   }
   HW_CUDA_CHECK(cudaDeviceSynchronize());
 }

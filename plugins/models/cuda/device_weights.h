@@ -22,6 +22,8 @@
 
 namespace headway::models::cuda {
 
+// The buffers of what an architecture may lack (biases, q/k norms) stay empty, data() null, where
+// it has none.
 struct DeviceLayer {
   DeviceBuffer<float> input_norm;       // [hidden]
   DeviceBuffer<float> post_norm;        // [hidden]
@@ -29,6 +31,10 @@ struct DeviceLayer {
   DeviceBuffer<__nv_bfloat16> o;        // [hidden][heads_l * head_dim]
   DeviceBuffer<__nv_bfloat16> gate_up;  // [2 * ffn_l][hidden]
   DeviceBuffer<__nv_bfloat16> down;     // [hidden][ffn_l]
+  DeviceBuffer<float> qkv_bias;         // [(heads_l + 2 * kv_heads_l) * head_dim] (qkv_bias)
+  DeviceBuffer<float> o_bias;           // [hidden], whole on every rank (o_bias)
+  DeviceBuffer<float> q_norm;           // [head_dim] (qk_norm)
+  DeviceBuffer<float> k_norm;           // [head_dim] (qk_norm)
 };
 
 class DeviceWeights {
@@ -37,7 +43,8 @@ class DeviceWeights {
   // tensor, or a CUDA error naming the call.
   DeviceWeights(const cpu::Checkpoint& checkpoint, const LlamaConfig& config,
                 const TensorParallelLayout& tp, uint32_t rank);
-  // Random, uniform in +-1/sqrt(fan_in), seeded by (seed, rank, tensor).
+  // Random, uniform in +-1/sqrt(fan_in), seeded by (seed, rank, tensor); norms are ones and
+  // biases zeros.
   DeviceWeights(const LlamaConfig& config, const TensorParallelLayout& tp, uint32_t rank,
                 uint64_t seed);
 

@@ -190,7 +190,8 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   const uint32_t T = plan.tokens();
   const uint32_t hidden = config_.hidden_size;
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), pending_add_ ? out_.data() : nullptr,
+  // What is pending here is the previous layer's MLP output (no bias).
+  HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), pending_add_ ? out_.data() : nullptr, nullptr,
                                       w.input_norm.data(), nullptr, T, hidden, eps, h_.data(),
                                       stream_));
   timer_.mark(Phase::kAttentionNorm, stream_);
@@ -210,6 +211,10 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   rope.inv_freq = inv_freq_.data();
   rope.layer_cache = layer_cache;
   rope.head_elems = kv_.head_elems();
+  rope.qkv_bias = w.qkv_bias.data();  // null where the checkpoint has none
+  rope.q_norm = w.q_norm.data();
+  rope.k_norm = w.k_norm.data();
+  rope.norm_eps = eps;
   HW_CUDA_CHECK(kernels::rope_kv_write(rope, stream_));
   timer_.mark(Phase::kRopeKvWrite, stream_);
 
@@ -251,9 +256,10 @@ void ModelShard::mlp(const StepPlan& plan, uint32_t layer) {
   const uint32_t T = plan.tokens();
   const uint32_t hidden = config_.hidden_size;
   const uint32_t ffn = tp_.ffn_per_rank;
-  HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), out_.data(), w.post_norm.data(), nullptr, T,
-                                      hidden, static_cast<float>(config_.rms_norm_eps), h_.data(),
-                                      stream_));
+  // The attention's output, all-reduced under tensor parallelism, takes o_proj's bias here.
+  HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), out_.data(), w.o_bias.data(), w.post_norm.data(),
+                                      nullptr, T, hidden, static_cast<float>(config_.rms_norm_eps),
+                                      h_.data(), stream_));
   timer_.mark(Phase::kMlpNorm, stream_);
   gemm_->run(h_.data(), w.gate_up.data(), gate_up_.data(), GemmOut::kBF16, T, 2 * ffn, hidden,
              stream_);
@@ -272,7 +278,7 @@ void ModelShard::head(const StepPlan& plan, bool sample_on_device) {
   const StepOffsets& o = plan.offsets();
   // The last layer's output is added only on the head rows: nothing reads the others.
   HW_CUDA_CHECK(kernels::add_rms_norm(
-      x_.data(), out_.data(), weights_->final_norm(), staged<int32_t>(o.sample_rows), S,
+      x_.data(), out_.data(), nullptr, weights_->final_norm(), staged<int32_t>(o.sample_rows), S,
       config_.hidden_size, static_cast<float>(config_.rms_norm_eps), last_.data(), stream_));
   timer_.mark(Phase::kHeadNorm, stream_);
   gemm_->run(last_.data(), weights_->lm_head(), logits_.data(), GemmOut::kF32, S,

@@ -7,9 +7,9 @@
 namespace headway::models::cuda::kernels {
 namespace {
 
-__global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const float* weight,
-                                    const int32_t* rows, uint32_t hidden, float eps,
-                                    __nv_bfloat16* out) {
+__global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const float* add_bias,
+                                    const float* weight, const int32_t* rows, uint32_t hidden,
+                                    float eps, __nv_bfloat16* out) {
   __shared__ float scratch[32];
   const uint64_t src = rows != nullptr ? static_cast<uint64_t>(rows[blockIdx.x]) : blockIdx.x;
   float* xr = x + src * hidden;
@@ -18,6 +18,7 @@ __global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const fl
     float v = xr[i];
     if (add != nullptr) {
       v += detail::to_float(add[src * hidden + i]);
+      if (add_bias != nullptr) v += add_bias[i];
       xr[i] = v;
     }
     sum += v * v;
@@ -38,9 +39,9 @@ __global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const fl
 // H200 with the loop above, at 1 and at 64 rows alike).
 constexpr uint32_t kMaxPieces = 4;
 
-__global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, const float* weight,
-                                         const int32_t* rows, uint32_t hidden, float eps,
-                                         __nv_bfloat16* out) {
+__global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, const float* add_bias,
+                                         const float* weight, const int32_t* rows, uint32_t hidden,
+                                         float eps, __nv_bfloat16* out) {
   __shared__ float scratch[32];
   const uint64_t src = rows != nullptr ? static_cast<uint64_t>(rows[blockIdx.x]) : blockIdx.x;
   const uint32_t pieces = hidden / 4;
@@ -48,6 +49,7 @@ __global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, con
   const auto* add_row =
       add != nullptr ? reinterpret_cast<const uint2*>(add + src * hidden) : nullptr;
   const auto* w4 = reinterpret_cast<const float4*>(weight);
+  const auto* b4 = reinterpret_cast<const float4*>(add_bias);
   float4 v[kMaxPieces];
   float4 w[kMaxPieces];
   float sum = 0.0f;
@@ -65,6 +67,13 @@ __global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, con
       v[j].y += a01.y;
       v[j].z += a23.x;
       v[j].w += a23.y;
+      if (b4 != nullptr) {
+        const float4 b = __ldg(b4 + p);
+        v[j].x += b.x;
+        v[j].y += b.y;
+        v[j].z += b.z;
+        v[j].w += b.w;
+      }
       xr[p] = v[j];
     }
     sum += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
@@ -89,20 +98,22 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 
 }  // namespace
 
-cudaError_t add_rms_norm(float* x, const __nv_bfloat16* add, const float* weight,
-                         const int32_t* rows, uint32_t count, uint32_t hidden, float eps,
-                         __nv_bfloat16* out, cudaStream_t stream) {
+cudaError_t add_rms_norm(float* x, const __nv_bfloat16* add, const float* add_bias,
+                         const float* weight, const int32_t* rows, uint32_t count, uint32_t hidden,
+                         float eps, __nv_bfloat16* out, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   const uint32_t pieces = hidden / 4;
   if (hidden % 4 == 0 && pieces <= kMaxPieces * 1024 && aligned(x, 16) && aligned(weight, 16) &&
-      aligned(add, 8) && aligned(out, 8) && hidden > 0) {
+      aligned(add, 8) && aligned(add_bias, 16) && aligned(out, 8) && hidden > 0) {
     // A piece per thread, in whole warps, up to 1,024 threads (then up to kMaxPieces each).
     const uint32_t threads = std::min(1024u, (pieces + 31) / 32 * 32);
-    add_rms_norm_vec4_kernel<<<count, threads, 0, stream>>>(x, add, weight, rows, hidden, eps, out);
+    add_rms_norm_vec4_kernel<<<count, threads, 0, stream>>>(x, add, add_bias, weight, rows, hidden,
+                                                            eps, out);
     return cudaGetLastError();
   }
   const int threads = hidden >= 4096 ? 1024 : hidden >= 1024 ? 512 : 128;
-  add_rms_norm_kernel<<<count, threads, 0, stream>>>(x, add, weight, rows, hidden, eps, out);
+  add_rms_norm_kernel<<<count, threads, 0, stream>>>(x, add, add_bias, weight, rows, hidden, eps,
+                                                     out);
   return cudaGetLastError();
 }
 

@@ -13,11 +13,13 @@
 namespace headway::models::cuda::kernels {
 
 // For each output row i < count, with source row s = rows ? rows[i] : i:
-//   if add: x[s][:] += float(add[s][:])   (x is updated in place)
+//   if add: x[s][:] += float(add[s][:]), then += add_bias[:] if add_bias   (x updated in place)
 //   out[i][:] = bf16(x[s][:] / sqrt(mean(x[s]^2) + eps) * weight[:])
-// `rows` lets the final norm run only on the rows that are sampled.
-cudaError_t add_rms_norm(float* x, const __nv_bfloat16* add, const float* weight,
-                         const int32_t* rows, uint32_t count, uint32_t hidden, float eps,
-                         __nv_bfloat16* out, cudaStream_t stream);
+// `rows` lets the final norm run only on the rows that are sampled. `add_bias` ([hidden], or
+// null) is the bias of the projection that produced `add` (o_proj with attention_bias): added
+// here, once, it is also right under tensor parallelism, where `add` is the all-reduced sum.
+cudaError_t add_rms_norm(float* x, const __nv_bfloat16* add, const float* add_bias,
+                         const float* weight, const int32_t* rows, uint32_t count, uint32_t hidden,
+                         float eps, __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace headway::models::cuda::kernels

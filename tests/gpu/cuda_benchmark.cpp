@@ -266,9 +266,12 @@ BENCHMARK(BM_AttentionPrefill)
     ->ArgsProduct({{32, 256}, {4096, 16384}, {3}, {0, 1}})
     ->UseManualTime();
 
+// Args: tokens, and 1 for what Qwen checkpoints add before RoPE (biases on q, k, v and a norm of
+// each q and k head: the norms' prologue reads each head twice).
 HW_GUARDED_BENCHMARK(BM_RopeKv) {
   if (skip(state)) return;
   const uint32_t T = static_cast<uint32_t>(state.range(0));
+  const bool bias_and_norm = state.range(1) != 0;
   AttentionSetup s(1, T, T);  // for its plan (positions, slots) and cache
   k::RopeKvArgs a;
   a.qkv = s.qkv;
@@ -283,13 +286,20 @@ HW_GUARDED_BENCHMARK(BM_RopeKv) {
   a.inv_freq = d_freq.get();
   a.layer_cache = s.cache;
   a.head_elems = s.layout.head_elems();
+  Dev<float> bias(std::vector<float>((kHeads + 2 * kKvHeads) * kHeadDim, 0.01f));
+  Dev<float> norm(std::vector<float>(kHeadDim, 1.0f));
+  if (bias_and_norm) {
+    a.qkv_bias = bias.get();
+    a.q_norm = a.k_norm = norm.get();
+    a.norm_eps = 1e-6f;
+  }
   timed(state,
         static_cast<double>(T) * (kHeads + kKvHeads) * kHeadDim * 4 +
             static_cast<double>(T) * 2 * kKvHeads * kHeadDim * 2 * 2,
         static_cast<double>(T) * (kHeads + kKvHeads) * kHeadDim * 3,
         [&] { check(k::rope_kv_write(a, nullptr), "rope_kv_write"); });
 }
-BENCHMARK(BM_RopeKv)->Arg(1)->Arg(64)->Arg(2048)->UseManualTime();
+BENCHMARK(BM_RopeKv)->ArgsProduct({{1, 64, 2048}, {0, 1}})->UseManualTime();
 
 // The model's projections: (n, k) = qkv, o, gate|up, down, LM head; args m, n, k and 1 for
 // Headway's GEMV (kernels/gemv.h, the model's decode_gemv) instead of cuBLASLt.

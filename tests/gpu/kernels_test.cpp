@@ -143,14 +143,14 @@ struct BeforeRope {
 
 // `positions`: one token each; the last is a graph step's padding row (rotated, no KV slot).
 void check_rope_kv(const std::vector<int32_t>& positions, uint32_t heads, uint32_t kv_heads,
-                   BeforeRope before = {}) {
+                   BeforeRope before = {}, uint32_t hd = 64) {
   models::cpu::LlamaConfig c;
-  c.head_dim = 64;
+  c.head_dim = hd;
   c.rope_theta = 500000.0;
   c.rope_scaling.llama3 = true;
   c.rope_scaling.factor = 8.0;
   const models::cpu::Rope rope(c);
-  const uint32_t hd = 64, half = 32;
+  const uint32_t half = hd / 2;
   k::KvLayout layout{1, kv_heads, hd, 16};
   const uint32_t T = static_cast<uint32_t>(positions.size());
   const uint32_t blocks = 3 * T;
@@ -253,7 +253,7 @@ TEST(CudaKernels, RopeKvWriteRotatesAndFillsTheCache) {
 
 // The same layouts with Qwen 2's biases, Qwen 3's per-head norms, and both (Qwen 3 with
 // attention_bias). A block's norm prologue gives each warp a head: one each when spread (4 heads a
-// block), two for some warps at a block per token (6 heads, 4 warps).
+// block at head_dim 64), two for some warps at a block per token (6 heads, 4 warps).
 TEST(CudaKernels, RopeKvWriteAddsBiasesAndNormalizesHeads) {
   HW_SKIP_WITHOUT_CUDA();
   std::vector<int32_t> many(300);
@@ -264,6 +264,13 @@ TEST(CudaKernels, RopeKvWriteAddsBiasesAndNormalizesHeads) {
     check_rope_kv({0, 1, 17, 8191, 100000, 0}, 4, 2, before);
     check_rope_kv({5, 900, 3, 0}, 4, 4, before);
     check_rope_kv(many, 4, 2, before);
+  }
+  // Other head widths with both: 16 (a block of 16 heads spread, half of each warp idle in the
+  // prologue), 128 (Qwen 3's: 2 heads a block, 4 elements a lane) and 256 (a head a block).
+  for (const uint32_t hd : {16u, 128u, 256u}) {
+    SCOPED_TRACE("head_dim " + std::to_string(hd));
+    check_rope_kv({0, 1, 17, 8191, 100000, 0}, 8, 2, {true, true}, hd);
+    check_rope_kv(many, 8, 2, {true, true}, hd);
   }
   // One of the two norms without the other is refused before the launch.
   Dev<float> norm(std::vector<float>(64, 1.0f));

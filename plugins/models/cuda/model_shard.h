@@ -6,10 +6,11 @@
 // Phases of a step, all enqueued on the shard's stream, no host synchronisation inside:
 //   upload(plan)                 the step's plan, one host-to-device copy
 //   embed()                      token ids -> float residual stream x
-//   attention(l)                 [add previous mlp output +] RMSNorm, QKV GEMM, RoPE + KV write,
-//                                paged attention (+ split-K reduce), O GEMM -> partial()
-//   mlp(l)                       add attention output + RMSNorm, gate|up GEMM, SwiGLU, down GEMM
-//                                -> partial()
+//   attention(l)                 [add previous mlp output +] RMSNorm, QKV GEMM, [q/k/v biases,
+//                                q/k head norms +] RoPE + KV write, paged attention (+ split-K
+//                                reduce), O GEMM -> partial()
+//   mlp(l)                       add attention output [+ o's bias] + RMSNorm, gate|up GEMM,
+//                                SwiGLU, down GEMM -> partial()
 //   head(sample_on_device)       add last mlp output + final RMSNorm on the head rows (the sampled
 //                                ones, then every position of a slice that asks for all its
 //                                logits, or all rows in a graph step), LM head GEMM (float

@@ -32,7 +32,8 @@ struct RopeKvArgs {
   // anything else; null: none.
   const float* qkv_bias = nullptr;
   // [head_dim] each: every head of q (k) is RMS-normalized with these weights and `norm_eps`
-  // after the bias and before RoPE; both null (none) or both set.
+  // (the checkpoint's rms_norm_eps; 0 would turn an all-zero head into NaN) after the bias and
+  // before RoPE; both null (none) or both set.
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
   float norm_eps = 0.0f;

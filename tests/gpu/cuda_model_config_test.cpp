@@ -33,6 +33,22 @@ TEST(CudaModelConfig, NamedShapesAreTheReleasedModels) {
   EXPECT_EQ(c.vocab_size, 128256u);
   EXPECT_TRUE(c.rope_scaling.llama3);
   EXPECT_EQ(named_shape("llama-3.3-70b").num_hidden_layers, 80u);
+  const LlamaConfig qwen2 = named_shape("qwen2.5-7b");
+  EXPECT_EQ(qwen2.hidden_size, 3584u);
+  EXPECT_EQ(qwen2.num_attention_heads / qwen2.num_key_value_heads, 7u);  // a GQA group of 7
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.o_bias);
+  EXPECT_FALSE(qwen2.qk_norm);
+  const LlamaConfig qwen3 = named_shape("qwen3-8b");
+  EXPECT_EQ(qwen3.num_hidden_layers, 36u);
+  EXPECT_EQ(qwen3.head_dim, 128u);
+  EXPECT_EQ(qwen3.vocab_size, 151936u);
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_FALSE(qwen3.qkv_bias);
+  EXPECT_FALSE(qwen3.rope_scaling.llama3);
+  for (const std::string& name : named_shapes()) {
+    EXPECT_NO_THROW(check_kernel_limits(named_shape(name))) << name;
+  }
   try {
     named_shape("gpt-5");
     FAIL() << "expected an error";

@@ -128,6 +128,17 @@ TEST_F(CudaModel, BiasedAndQkNormedCheckpointsPassTheChecksBeforeTheDevice) {
           << e.what();
     }
   }
+  // So do the Qwen named shapes on random weights.
+  for (const char* shape : {"qwen2.5-7b", "qwen3-8b"}) {
+    SCOPED_TRACE(shape);
+    try {
+      ModelHarness m("cuda", std::string("shape = \"") + shape + "\", random_weights = true",
+                     dir());
+      ADD_FAILURE() << "creating the cuda model without a device should fail";
+    } catch (const core::Error& e) {
+      EXPECT_EQ(e.code(), HW_UNAVAILABLE) << e.what();
+    }
+  }
 }
 
 // `options`: more cuda model options. `counters`, when given, receives the counters the cuda
@@ -509,6 +520,34 @@ TEST_F(CudaModel, RandomWeightLlama31_8B) {
   for (int32_t id : r.sampled) {
     EXPECT_GE(id, 0);
     EXPECT_LT(id, 128256);
+  }
+}
+
+// The Qwen named shapes at their real sizes: Qwen 2.5-7B's GQA group of 7 with (zero) q/k/v biases,
+// Qwen 3-8B's (unit) q/k norms over 36 layers and a vocabulary of 151,936.
+TEST_F(CudaModel, RandomWeightQwenShapes) {
+  HW_SKIP_WITHOUT_CUDA();
+  struct Shape {
+    const char* name;
+    uint32_t layers, vocab, kv_heads;
+  };
+  for (const Shape& shape :
+       {Shape{"qwen2.5-7b", 28, 152064, 4}, Shape{"qwen3-8b", 36, 151936, 8}}) {
+    SCOPED_TRACE(shape.name);
+    ModelHarness gpu("cuda",
+                     std::string("shape = \"") + shape.name +
+                         "\", random_weights = true, max_model_len = 4096, kv_cache_gb = 1.0",
+                     dir(), 16, 1024);
+    EXPECT_EQ(gpu.info().layers, shape.layers);
+    EXPECT_EQ(gpu.info().vocab, shape.vocab);
+    EXPECT_EQ(gpu.info().kv_bytes_per_token, shape.layers * 2 * shape.kv_heads * 128 * 2);
+    const auto r =
+        gpu.step({{1, random_tokens(100, shape.vocab, 6)}, {2, random_tokens(3, shape.vocab, 7)}});
+    ASSERT_EQ(r.sampled.size(), 2u);
+    for (int32_t id : r.sampled) {
+      EXPECT_GE(id, 0);
+      EXPECT_LT(id, static_cast<int32_t>(shape.vocab));
+    }
   }
 }
 

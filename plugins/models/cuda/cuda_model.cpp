@@ -41,8 +41,10 @@ using sdk::int_option;
 using sdk::make_str;
 using sdk::string_option;
 
+// "config" and named_shapes(), in its order.
 constexpr hw_str kShapes[] = {make_str("config"), make_str("llama-3.1-8b"),
-                              make_str("llama-3.3-70b")};
+                              make_str("llama-3.3-70b"), make_str("qwen2.5-7b"),
+                              make_str("qwen3-8b")};
 constexpr hw_str kSampling[] = {make_str("device"), make_str("host")};
 // kernels::MmaTiling's names, the default first.
 constexpr hw_str kAttentionTilings[] = {make_str("64x32"), make_str("64x64"), make_str("128x32"),

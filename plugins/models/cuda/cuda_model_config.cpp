@@ -34,16 +34,44 @@ LlamaConfig llama31(uint32_t hidden, uint32_t ffn, uint32_t layers, uint32_t hea
   return c;
 }
 
+// Qwen's released shapes: head_dim 128, no rope scaling, rms_norm_eps 1e-6, rope_theta 1e6; the
+// Instruct models' end token. Qwen 2 adds biases on q, k and v, Qwen 3 a norm of each q and k head
+// (random weights: zero biases, norms of ones).
+LlamaConfig qwen(const char* model_type, uint32_t hidden, uint32_t ffn, uint32_t layers,
+                 uint32_t heads, uint32_t kv_heads, uint32_t vocab, uint32_t max_positions) {
+  LlamaConfig c;
+  c.model_type = model_type;
+  c.hidden_size = hidden;
+  c.intermediate_size = ffn;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.num_key_value_heads = kv_heads;
+  c.head_dim = 128;
+  c.vocab_size = vocab;
+  c.max_position_embeddings = max_positions;
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.bos_token_id = 151643;
+  c.eos_token_id = 151645;
+  c.torch_dtype = "bfloat16";
+  c.qkv_bias = c.model_type == "qwen2";
+  c.qk_norm = c.model_type == "qwen3";
+  return c;
+}
+
 }  // namespace
 
 const std::vector<std::string>& named_shapes() {
-  static const std::vector<std::string> names = {"llama-3.1-8b", "llama-3.3-70b"};
+  static const std::vector<std::string> names = {"llama-3.1-8b", "llama-3.3-70b", "qwen2.5-7b",
+                                                 "qwen3-8b"};
   return names;
 }
 
 LlamaConfig named_shape(std::string_view name) {
   if (name == "llama-3.1-8b") return llama31(4096, 14336, 32, 32);
   if (name == "llama-3.3-70b") return llama31(8192, 28672, 80, 64);
+  if (name == "qwen2.5-7b") return qwen("qwen2", 3584, 18944, 28, 28, 4, 152064, 32768);
+  if (name == "qwen3-8b") return qwen("qwen3", 4096, 12288, 36, 32, 8, 151936, 40960);
   std::string known;
   for (const std::string& n : named_shapes()) known += (known.empty() ? "" : ", ") + n;
   invalid("unknown shape '" + std::string(name) + "' (known: config, " + known + ")");

@@ -42,6 +42,24 @@ constexpr ModelPreset kModels[] = {
                                .intermediate = 28672,
                                .vocab = 32000,
                                .max_model_len = 4096}},
+    // Qwen 2.5-7B(-Instruct): a GQA group of 7 (its q/k/v biases add no measurable cost).
+    {"qwen2.5-7b", ModelShape{.layers = 28,
+                              .hidden = 3584,
+                              .heads = 28,
+                              .kv_heads = 4,
+                              .head_dim = 128,
+                              .intermediate = 18944,
+                              .vocab = 152064,
+                              .max_model_len = 32768}},
+    // Qwen 3-8B: heads of 128 (q/k norms per head, also negligible in cost).
+    {"qwen3-8b", ModelShape{.layers = 36,
+                            .hidden = 4096,
+                            .heads = 32,
+                            .kv_heads = 8,
+                            .head_dim = 128,
+                            .intermediate = 12288,
+                            .vocab = 151936,
+                            .max_model_len = 40960}},
 };
 
 }  // namespace

@@ -31,7 +31,8 @@ using sdk::string_option;
 
 constexpr hw_str kGpuNames[] = {make_str("h100"), make_str("h200"), make_str("custom")};
 constexpr hw_str kModelNames[] = {make_str("llama-3.1-8b"), make_str("llama-3.3-70b"),
-                                  make_str("llama-2-70b"), make_str("custom")};
+                                  make_str("llama-2-70b"),  make_str("qwen2.5-7b"),
+                                  make_str("qwen3-8b"),     make_str("custom")};
 constexpr hw_str kDtypeNames[] = {make_str("bf16"), make_str("fp8")};
 constexpr hw_str kKvDtypeNames[] = {make_str("auto"), make_str("bf16"), make_str("fp8")};
 constexpr CostConfig kDefaults{};

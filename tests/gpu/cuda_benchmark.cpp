@@ -159,7 +159,8 @@ struct AttentionSetup {
   AttentionSetup(uint32_t batch, uint32_t tokens, uint32_t context,
                  k::MmaTiling tiling = k::MmaTiling::k64x32,
                  uint32_t decode_blocks_per_sm = models::cuda::kDecodeBlocksPerSm,
-                 uint32_t prefill_split_min_keys = 0) {
+                 uint32_t prefill_split_min_keys = 0,
+                 uint32_t decode_keys_per_split = models::cuda::kDecodeKeysPerSplit) {
     const uint32_t per = (context + layout.block_size - 1) / layout.block_size;
     const uint32_t blocks = batch * per;
     std::vector<std::vector<uint32_t>> tables(batch);
@@ -179,6 +180,7 @@ struct AttentionSetup {
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "SM count");
     limits.decode_blocks_wanted = decode_blocks_per_sm * static_cast<uint32_t>(sms);
     limits.prefill_split_min_keys = prefill_split_min_keys;
+    limits.decode_keys_per_split = decode_keys_per_split;
     plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
     qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
@@ -224,21 +226,29 @@ struct AttentionSetup {
   }
 };
 
-// Args: batch, context, and decode blocks wanted per SM (StepLimits::decode_blocks_wanted / SMs;
-// the model's is kDecodeBlocksPerSm; 0 = split by context alone).
+// Args: batch, context, decode blocks wanted per SM (StepLimits::decode_blocks_wanted / SMs; the
+// model's is kDecodeBlocksPerSm; 0 = split by context alone), and keys per split range
+// (StepLimits::decode_keys_per_split; the model's is kDecodeKeysPerSplit). Batch 64 has 512 blocks
+// unsplit, enough for the GPU: coarser ranges (4,096 = none at these contexts) measure what its
+// 4 or 16 ranges of 256 keys and their reduce cost.
 HW_GUARDED_BENCHMARK(BM_AttentionDecode) {
   if (skip(state)) return;
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
-  AttentionSetup s(batch, 1, context, k::MmaTiling::k64x32, static_cast<uint32_t>(state.range(2)));
+  AttentionSetup s(batch, 1, context, k::MmaTiling::k64x32, static_cast<uint32_t>(state.range(2)),
+                   0, static_cast<uint32_t>(state.range(3)));
   const double kv_bytes = static_cast<double>(batch) * context * kKvHeads * kHeadDim * 2 * 2;
   const double flops = static_cast<double>(batch) * kHeads * context * kHeadDim * 4;
   timed(state, kv_bytes, flops, [&] { s.run(); });
 }
 BENCHMARK(BM_AttentionDecode)
-    ->ArgsProduct({{1, 8, 64}, {1024, 4096}, {models::cuda::kDecodeBlocksPerSm}})
-    ->ArgsProduct({{1, 8}, {1024}, {0}})
-    ->Args({1, 32768, models::cuda::kDecodeBlocksPerSm})
+    ->ArgsProduct({{1, 8, 64},
+                   {1024, 4096},
+                   {models::cuda::kDecodeBlocksPerSm},
+                   {models::cuda::kDecodeKeysPerSplit}})
+    ->ArgsProduct({{1, 8}, {1024}, {0}, {models::cuda::kDecodeKeysPerSplit}})
+    ->Args({1, 32768, models::cuda::kDecodeBlocksPerSm, models::cuda::kDecodeKeysPerSplit})
+    ->ArgsProduct({{64}, {1024, 4096}, {models::cuda::kDecodeBlocksPerSm}, {1024, 4096}})
     ->UseManualTime();
 
 // Arguments: tokens, context, the tiling of the prefill blocks (index into k::kMmaTilings:

@@ -274,6 +274,23 @@ TEST_F(GraphSteps, SmallBatchesSplitDecodesFurtherToFillTheGpu) {
   EXPECT_EQ(plan({{700}}).decode_units().size(), 1u);
 }
 
+// Coarser ranges (StepLimits::decode_keys_per_split) for a batch that fills the GPU unsplit.
+TEST_F(GraphSteps, DecodeKeysPerSplitSetsTheRangesOfAFullBatch) {
+  limits.graph_max_batch = 0;
+  limits.decode_blocks_wanted = 32;
+  const std::vector<Request> batch(16, Request{2047});    // 2,048 keys each, 32 blocks unsplit
+  EXPECT_EQ(plan(batch).decode_units().size(), 16u * 8);  // 256 keys a range
+  limits.decode_keys_per_split = 1024;
+  const StepPlan& coarse = plan(batch);
+  ASSERT_EQ(coarse.decode_units().size(), 16u * 2);
+  EXPECT_EQ(coarse.decode_units()[0].key_end, 1024);
+  EXPECT_EQ(coarse.decode_units()[1].key_begin, 1024);
+  EXPECT_EQ(coarse.reduce_units().size(), 16u);
+  limits.decode_keys_per_split = 4096;  // no split: each decode writes its output itself
+  EXPECT_EQ(plan(batch).decode_units().size(), 16u);
+  EXPECT_TRUE(plan(batch).reduce_units().empty());
+}
+
 // Prefill tiles that give few blocks split their keys (StepLimits::prefill_split_min_keys), into
 // ranges of whole 32-key chunks whose records attention_reduce merges per token.
 TEST_F(GraphSteps, PrefillTilesDeepInAContextSplitTheirKeysWhenAsked) {

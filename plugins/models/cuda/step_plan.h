@@ -5,10 +5,11 @@
 //
 // Attention work: slices of more than one token are cut into prefill tiles of
 // prefill_tile_rows / group tokens; a decode token (a 1-token slice) whose context exceeds
-// kKeysPerSplit keys is split into up to kMaxSplits key ranges, merged by attention_reduce; when
-// the step has too few decode tokens to give StepLimits::decode_blocks_wanted blocks (tokens x kv
-// heads) that way, each is split further, down to kMinKeysPerSplit keys a range. Prefill tiles
-// deep in a long context may be split the same way (StepLimits::prefill_split_min_keys).
+// StepLimits::decode_keys_per_split keys is split into up to kMaxSplits key ranges, merged by
+// attention_reduce; when the step has too few decode tokens to give
+// StepLimits::decode_blocks_wanted blocks (tokens x kv heads) that way, each is split further, down
+// to kMinKeysPerSplit keys a range. Prefill tiles deep in a long context may be split the same way
+// (StepLimits::prefill_split_min_keys).
 //
 // Graph steps: when StepLimits::graph_max_batch > 0 and every slice is one token (a decode step)
 // of at most that many tokens, the plan is padded to a fixed shape, graph_key(), that a captured
@@ -44,6 +45,9 @@
 
 namespace headway::models::cuda {
 
+// StepLimits::decode_keys_per_split by default.
+inline constexpr uint32_t kDecodeKeysPerSplit = 256;
+
 struct StepLimits {
   uint32_t vocab = 0;
   uint32_t max_model_len = 0;
@@ -71,6 +75,10 @@ struct StepLimits {
   // by the cost model's linear fit, docs/performance.md). 0 = off (the cuda model's
   // split_prefill_attention option; off until measured on a GPU).
   uint32_t prefill_split_min_keys = 0;
+  // A decode's keys are split into ranges of about this many (at most kMaxSplits of them) whatever
+  // the batch. The model keeps the default; cuda_benchmark varies it to measure coarser ranges for
+  // large batches, whose blocks fill the GPU unsplit (batch 64 x 8 kv heads = 512 blocks).
+  uint32_t decode_keys_per_split = kDecodeKeysPerSplit;
 };
 
 // StepLimits::prefill_split_min_keys when the cuda model's split_prefill_attention is on.
@@ -103,7 +111,6 @@ struct StepOffsets {
 
 class StepPlan {
  public:
-  static constexpr uint32_t kKeysPerSplit = 256;
   static constexpr uint32_t kMinKeysPerSplit = 64;  // one tile of the decode kernel
   static constexpr uint32_t kMaxSplits = 16;
 

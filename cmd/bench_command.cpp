@@ -293,7 +293,7 @@ int run_bench(const BenchArgs& args) {
     if (prediction)
       runs.push_back({"predicted: " + prediction->deployment.name, &prediction->run.records});
     write_plot(png, workload, runs);
-    std::cout << fmt::format("plot written to {}\n", png.string());
+    std::cerr << fmt::format("plot written to {}\n", png.string());
   }
 
   if (!args.out.empty()) {

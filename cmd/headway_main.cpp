@@ -62,6 +62,9 @@ int run_cli(int argc, char** argv) {
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  // Subcommands inherit this: an option a subcommand does not know is tried on the app, so
+  // `headway simulate --log-level debug` works as `headway --log-level debug simulate` does.
+  app.fallthrough();
 
   headway::cmd::BenchArgs bench_args;
   CLI::App* bench = headway::cmd::add_bench_command(app, bench_args);

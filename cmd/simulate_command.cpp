@@ -235,7 +235,7 @@ DeploymentRun simulate_deployment(core::DeploymentConfig deployment, const core:
     std::error_code error;
     const uintmax_t bytes = std::filesystem::file_size(step_trace_path, error);
     if (!error) {
-      std::cout << fmt::format("step trace written to {} ({} steps, {:.1f} MB)\n", step_trace_path,
+      std::cerr << fmt::format("step trace written to {} ({} steps, {:.1f} MB)\n", step_trace_path,
                                d.run.steps, static_cast<double>(bytes) / 1e6);
     }
   }
@@ -433,7 +433,7 @@ int run_simulate(const SimulateArgs& args) {
                                workload.requests.size(), workload.seed);
       core::print_report(std::cout, d.report);
       if (with_baseline) {
-        std::cout << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
+        std::cerr << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
                                  d.baseline_wall_seconds);
       }
     } else {
@@ -473,7 +473,7 @@ int run_simulate(const SimulateArgs& args) {
     std::vector<PlotRun> plot_runs;
     for (const DeploymentRun& d : runs) plot_runs.push_back({d.deployment.name, &d.run.records});
     write_plot(args.plot, workload, plot_runs);
-    std::cout << fmt::format("plot written to {}\n", args.plot);
+    std::cerr << fmt::format("plot written to {}\n", args.plot);
   }
 
   if (!args.out.empty()) {

@@ -28,7 +28,11 @@ std::string type_name(int32_t type) {
 }
 
 std::string format_number(double v) {
-  if (std::floor(v) == v && std::fabs(v) < 1e15) return fmt::format("{}", static_cast<int64_t>(v));
+  // Whole numbers in int64's range print as integers: an integer option's bound of 2^62 as
+  // 4611686018427387904, not 4.611686018427388e+18.
+  if (std::floor(v) == v && std::fabs(v) < 9.2e18) {
+    return fmt::format("{}", static_cast<int64_t>(v));
+  }
   return fmt::format("{}", v);
 }
 

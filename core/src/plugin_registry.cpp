@@ -471,9 +471,15 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
   for (const fs::path& d : directories_) dirs += (dirs.empty() ? "" : ", ") + d.string();
   std::string names;
   for (const std::string& n : available) names += (names.empty() ? "" : ", ") + n;
-  throw Error(fmt::format("unknown {}plugin '{}' (available: {}; searched: {})",
+  // Headway's GPU plugins are named in its docs and configs but built only where CMake found nvcc:
+  // their absence is a build matter, not a typo.
+  const bool gpu_plugin = name_or_path == "cuda" || name_or_path == "nccl";
+  throw Error(fmt::format("unknown {}plugin '{}' (available: {}; searched: {}){}",
                           kind == 0 ? std::string() : std::string(kind_name(kind)) + " ",
-                          name_or_path, names.empty() ? "none" : names, dirs),
+                          name_or_path, names.empty() ? "none" : names, dirs,
+                          gpu_plugin ? "; Headway's cuda model and nccl transport are built only "
+                                       "where CMake finds nvcc 12 or later (docs/cuda_model.md)"
+                                     : ""),
               HW_NOT_FOUND);
 }
 

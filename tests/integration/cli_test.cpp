@@ -37,9 +37,10 @@ TEST(Cli, SimulatePrintsAReportAndWritesJson) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("document"), std::string::npos) << r.out;
-  // Its size is said: a long run's step trace is hundreds of MB.
-  EXPECT_NE(r.out.find("step trace written to " + steps.string() + " ("), std::string::npos)
-      << r.out;
+  // Its size is said (a long run's step trace is hundreds of MB), on stderr: stdout is the report.
+  EXPECT_NE(r.err.find("step trace written to " + steps.string() + " ("), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("written to"), std::string::npos) << r.out;
   std::ifstream in(out);
   nlohmann::json report = nlohmann::json::parse(in);
   EXPECT_EQ(report["deployment"], "two-engines");
@@ -112,6 +113,18 @@ TEST(Cli, BuiltInDefaultRunsWithNoArguments) {
   CliRun r = run("simulate");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("HOL factor"), std::string::npos) << r.out;
+}
+
+// --log-level belongs to the app, and is taken after a subcommand too.
+TEST(Cli, LogLevelIsTakenBeforeOrAfterTheSubcommand) {
+  for (const char* args : {"--log-level info simulate", "simulate --log-level info"}) {
+    CliRun r = run(args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("info: "), std::string::npos) << args << "\n" << r.err;
+  }
+  CliRun bad = run("simulate --log-level loud");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--log-level"), std::string::npos) << bad.err;
 }
 
 // A command line the parser refuses exits 2 (a usage error) and names the flag and the reason:

@@ -206,6 +206,10 @@ TEST(PluginOptions, DescribeAllowed) {
   hw_option_spec half_open = d.options[0];
   half_open.has_max = 0;
   EXPECT_EQ(describe_allowed(half_open), "integer in [1, inf]");
+  hw_option_spec seed = d.options[0];
+  seed.min_value = 0;
+  seed.max_value = static_cast<double>(int64_t{1} << 62);  // the sim and cuda models' seeds
+  EXPECT_EQ(describe_allowed(seed), "integer in [0, 4611686018427387904]");
 }
 
 TEST(OptionsTemplate, ContainsEveryKeyItsDocAndItsDefault) {

@@ -395,6 +395,26 @@ TEST(PluginRegistry, UnknownNameListsAvailablePluginsAndSearchedDirectories) {
   EXPECT_THAT(message, HasSubstr("searched: /nonexistent/plugins, " + kTestPlugins.string()));
 }
 
+// Headway's GPU plugins: where the build has them (nvcc found) they are found by their short
+// names; where it has not, the error says they are built only with nvcc. (CI's build has them; the
+// CPU-only builds, e.g. scripts/tsan.sh's, take the second branch.)
+TEST(PluginRegistry, AMissingGpuPluginSaysItIsBuiltOnlyWithNvcc) {
+  PluginRegistry registry;
+  registry.add_search_directory(kTestPlugins);
+  const std::pair<const char*, const char*> gpu_plugins[] = {
+      {"cuda", "org.headway.model.cuda"}, {"nccl", "org.headway.kv_transport.nccl"}};
+  for (const auto& [name, full_name] : gpu_plugins) {
+    try {
+      EXPECT_EQ(registry.find(name, 0).name(), full_name);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), HW_NOT_FOUND) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr("built only where CMake finds nvcc")) << name;
+    }
+  }
+  Error other = expect_error([&] { registry.find("no_such_model", HW_KIND_MODEL); });
+  EXPECT_THAT(other.what(), Not(HasSubstr("nvcc")));
+}
+
 TEST(PluginRegistry, RefusedPluginsCannotBeFoundByName) {
   PluginRegistry registry;
   registry.add_search_directory(kTestPlugins);

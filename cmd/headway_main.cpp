@@ -60,8 +60,10 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("headway ") + headway::cmd::kVersion);
   std::string log_level = "warn";
+  // The last one given wins: a wrapper's default before the subcommand, the user's after it.
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   // Subcommands inherit this: an option a subcommand does not know is tried on the app, so
   // `headway simulate --log-level debug` works as `headway --log-level debug simulate` does.
   app.fallthrough();

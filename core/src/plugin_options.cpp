@@ -95,6 +95,17 @@ std::string default_text(const hw_option_spec& spec) {
 
 }  // namespace
 
+std::vector<std::string> enum_values(const hw_plugin_descriptor& descriptor, std::string_view key) {
+  std::vector<std::string> values;
+  for (uint32_t i = 0; i < descriptor.option_count; ++i) {
+    const hw_option_spec& spec = descriptor.options[i];
+    if (spec.type != HW_OPTION_ENUM || str(spec.key) != key) continue;
+    for (uint32_t v = 0; v < spec.allowed_count; ++v)
+      values.emplace_back(str(spec.allowed_values[v]));
+  }
+  return values;
+}
+
 std::string describe_allowed(const hw_option_spec& spec) {
   if (spec.type == HW_OPTION_ENUM) {
     std::string values;

@@ -472,13 +472,15 @@ const LoadedPlugin& PluginRegistry::find(std::string_view name_or_path, int32_t 
   std::string names;
   for (const std::string& n : available) names += (names.empty() ? "" : ", ") + n;
   // Headway's GPU plugins are named in its docs and configs but built only where CMake found nvcc:
-  // their absence is a build matter, not a typo.
+  // their absence is a build matter (or a library they could not load), not a typo.
   const bool gpu_plugin = name_or_path == "cuda" || name_or_path == "nccl";
   throw Error(fmt::format("unknown {}plugin '{}' (available: {}; searched: {}){}",
                           kind == 0 ? std::string() : std::string(kind_name(kind)) + " ",
                           name_or_path, names.empty() ? "none" : names, dirs,
                           gpu_plugin ? "; Headway's cuda model and nccl transport are built only "
-                                       "where CMake finds nvcc 12 or later (docs/cuda_model.md)"
+                                       "where CMake finds nvcc 12 or later (docs/cuda_model.md); "
+                                       "where they were built, a warning above says why they "
+                                       "did not load"
                                      : ""),
               HW_NOT_FOUND);
 }

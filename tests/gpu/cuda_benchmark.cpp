@@ -229,8 +229,8 @@ struct AttentionSetup {
 // Args: batch, context, decode blocks wanted per SM (StepLimits::decode_blocks_wanted / SMs; the
 // model's is kDecodeBlocksPerSm; 0 = split by context alone), and keys per split range
 // (StepLimits::decode_keys_per_split; the model's is kDecodeKeysPerSplit). Batch 64 has 512 blocks
-// unsplit, enough for the GPU: coarser ranges (4,096 = none at these contexts) measure what its
-// 4 or 16 ranges of 256 keys and their reduce cost.
+// unsplit, enough for the GPU: coarser ranges (at 1,024: 512 keys and none; at 4,096: 1,024 and
+// none) measure what its 4 or 16 ranges of 256 keys and their reduce cost.
 HW_GUARDED_BENCHMARK(BM_AttentionDecode) {
   if (skip(state)) return;
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
@@ -248,7 +248,10 @@ BENCHMARK(BM_AttentionDecode)
                    {models::cuda::kDecodeKeysPerSplit}})
     ->ArgsProduct({{1, 8}, {1024}, {0}, {models::cuda::kDecodeKeysPerSplit}})
     ->Args({1, 32768, models::cuda::kDecodeBlocksPerSm, models::cuda::kDecodeKeysPerSplit})
-    ->ArgsProduct({{64}, {1024, 4096}, {models::cuda::kDecodeBlocksPerSm}, {1024, 4096}})
+    ->Args({64, 1024, models::cuda::kDecodeBlocksPerSm, 512})
+    ->Args({64, 1024, models::cuda::kDecodeBlocksPerSm, 1024})
+    ->Args({64, 4096, models::cuda::kDecodeBlocksPerSm, 1024})
+    ->Args({64, 4096, models::cuda::kDecodeBlocksPerSm, 4096})
     ->UseManualTime();
 
 // Arguments: tokens, context, the tiling of the prefill blocks (index into k::kMmaTilings:

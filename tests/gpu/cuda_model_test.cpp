@@ -1,10 +1,12 @@
 // The cuda model plugin end to end, through the registry and the C ABI: against the cpu reference
-// model on the same tiny checkpoint (written by the `headway model make-tiny` code) within BF16
-// tolerances, chunking invariance, device sampling, input errors, and a random-weight
-// Llama-3.1-8B. GPU tests skip where no CUDA device is visible; the no-device error is checked
-// there instead.
+// model on the same tiny checkpoint (written by the `headway model make-tiny` code, Llama and the
+// Qwen variants) within BF16 tolerances, chunking invariance, device sampling, input errors, and
+// random-weight Llama-3.1-8B, Qwen 2.5-7B and Qwen 3-8B. GPU tests skip where no CUDA device is
+// visible; the no-device error is checked there instead.
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
+#include <headway/core/plugin_options.h>
+#include <headway/core/plugin_registry.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include <string>
 #include <utility>
 
+#include "cuda_model_config.h"
 #include "gpu_test_support.h"
 #include "model_harness.h"
 #include "tiny_bf16_spec.h"
@@ -76,6 +79,16 @@ TEST_F(CudaModel, WithoutADeviceCreationFailsClearly) {
     EXPECT_EQ(e.code(), HW_UNAVAILABLE) << e.what();
     EXPECT_NE(std::string(e.what()).find("no CUDA device visible"), std::string::npos) << e.what();
   }
+}
+
+// The plugin's `shape` option offers "config" and exactly the named shapes, in their order: a name
+// in one list only would be refused by the option, or accepted with no shape behind it.
+TEST_F(CudaModel, TheShapeOptionOffersConfigAndEveryNamedShape) {
+  core::PluginRegistry registry;
+  registry.add_search_directory(HEADWAY_PLUGIN_DIR);
+  std::vector<std::string> shapes = {"config"};
+  for (const std::string& name : models::cuda::named_shapes()) shapes.push_back(name);
+  EXPECT_EQ(core::enum_values(*registry.find("cuda", HW_KIND_MODEL).descriptor, "shape"), shapes);
 }
 
 TEST_F(CudaModel, IllegalTensorParallelismIsRejectedBeforeTouchingADevice) {

@@ -289,6 +289,11 @@ TEST_F(GraphSteps, DecodeKeysPerSplitSetsTheRangesOfAFullBatch) {
   limits.decode_keys_per_split = 4096;  // no split: each decode writes its output itself
   EXPECT_EQ(plan(batch).decode_units().size(), 16u);
   EXPECT_TRUE(plan(batch).reduce_units().empty());
+  limits.decode_keys_per_split = 0;  // not by context: the same here
+  EXPECT_EQ(plan(batch).decode_units().size(), 16u);
+  // ... while a batch too small for the GPU is still split to fill it (32 blocks / 2 kv heads).
+  const StepPlan& one = plan({{2047}});
+  EXPECT_EQ(one.decode_units().size(), 16u);
 }
 
 // Prefill tiles that give few blocks split their keys (StepLimits::prefill_split_min_keys), into

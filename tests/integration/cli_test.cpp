@@ -122,6 +122,9 @@ TEST(Cli, LogLevelIsTakenBeforeOrAfterTheSubcommand) {
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("info: "), std::string::npos) << args << "\n" << r.err;
   }
+  CliRun both = run("--log-level info simulate --log-level warn");  // the last one wins
+  ASSERT_EQ(both.exit_code, 0) << both.err;
+  EXPECT_EQ(both.err.find("info: "), std::string::npos) << both.err;
   CliRun bad = run("simulate --log-level loud");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--log-level"), std::string::npos) << bad.err;

@@ -171,8 +171,8 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
       const uint32_t keys = s.start + 1;
       uint32_t splits = 1;
       if (limits.split_decode) {
-        const uint32_t per_split = std::max(1u, limits.decode_keys_per_split);
-        const uint32_t by_context = (keys + per_split - 1) / per_split;
+        const uint32_t per_split = limits.decode_keys_per_split;
+        const uint32_t by_context = per_split == 0 ? 1 : (keys + per_split - 1) / per_split;
         const uint32_t finest = (keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit;
         splits = std::min(kMaxSplits,
                           std::max(by_context, std::min<uint32_t>(decode_splits_to_fill, finest)));

@@ -76,8 +76,9 @@ struct StepLimits {
   // split_prefill_attention option; off until measured on a GPU).
   uint32_t prefill_split_min_keys = 0;
   // A decode's keys are split into ranges of about this many (at most kMaxSplits of them) whatever
-  // the batch. The model keeps the default; cuda_benchmark varies it to measure coarser ranges for
-  // large batches, whose blocks fill the GPU unsplit (batch 64 x 8 kv heads = 512 blocks).
+  // the batch; 0 = not by context (decode_blocks_wanted may still split a small batch). The model
+  // keeps the default; cuda_benchmark varies it to measure coarser ranges for large batches, whose
+  // blocks fill the GPU unsplit (batch 64 x 8 kv heads = 512 blocks).
   uint32_t decode_keys_per_split = kDecodeKeysPerSplit;
 };
 

@@ -212,6 +212,13 @@ TEST(PluginOptions, DescribeAllowed) {
   EXPECT_EQ(describe_allowed(seed), "integer in [0, 4611686018427387904]");
 }
 
+TEST(PluginOptions, EnumValues) {
+  const hw_plugin_descriptor& d = good();
+  EXPECT_EQ(enum_values(d, "policy"), (std::vector<std::string>{"fcfs", "priority", "lifo"}));
+  EXPECT_TRUE(enum_values(d, "max_num_seqs").empty());  // an integer option
+  EXPECT_TRUE(enum_values(d, "no_such_option").empty());
+}
+
 TEST(OptionsTemplate, ContainsEveryKeyItsDocAndItsDefault) {
   const std::string t = options_template(good(), "engines.scheduler.options");
   EXPECT_THAT(t, HasSubstr("[engines.scheduler.options]\n"));

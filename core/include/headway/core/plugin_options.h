@@ -9,6 +9,7 @@
 
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace toml {
@@ -48,6 +49,10 @@ toml::table parse_inline_table_body(const std::string& text, const std::string& 
 
 // "int in [1, 65536]", "one of fcfs, priority", … for messages and templates.
 std::string describe_allowed(const hw_option_spec& spec);
+
+// The allowed values of the descriptor's enum option `key`, in its order; empty when it has no
+// enum option of that name.
+std::vector<std::string> enum_values(const hw_plugin_descriptor& descriptor, std::string_view key);
 
 // A commented TOML template of every option with its default, for `headway plugin describe`.
 std::string options_template(const hw_plugin_descriptor& descriptor, const std::string& table_path);

@@ -164,9 +164,11 @@ std::optional<uint64_t> FieldReader::bits64(std::string_view key) const {
     // while one just below it rounds to exactly -2^63 as a double.
     const double whole = value->get<double>();
     if (whole <= -0x1p63 || whole >= 0x1p64) {
+      // The parser kept only a double: printed whole (18446744073709551616 for 2^64, not
+      // 1.8446744073709552e+19) while it has few enough digits to read as the number sent.
       throw invalid_field(
-          name(key),
-          name(key) + " must fit in 64 bits (from -2^63 to 2^64 - 1), not " + value->dump());
+          name(key), name(key) + " must fit in 64 bits (from -2^63 to 2^64 - 1), not " +
+                         (std::fabs(whole) < 1e21 ? fmt::format("{:.0f}", whole) : value->dump()));
     }
     return whole < 0 ? static_cast<uint64_t>(static_cast<int64_t>(whole))
                      : static_cast<uint64_t>(whole);

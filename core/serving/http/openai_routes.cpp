@@ -842,11 +842,18 @@ std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiR
         try {
           streams.push_back(service_.submit(std::move(input)));
         } catch (const ServiceError& e) {
-          // In a batch, a refusal about the prompt names which one ("prompt[2]: ...").
+          // In a batch, a refusal about the prompt names which one: "prompt[2]: ...", and a
+          // message that starts with its field ("prompt[0]: token id ...", the id's place) names
+          // it within that prompt ("prompt[2][0]: token id ...").
           if (parsed.more_prompts.empty() || !e.param().starts_with("prompt")) throw;
           const std::string which = "prompt[" + std::to_string(p) + "]";
-          throw ServiceError(e.code(), which + ": " + e.what(),
-                             which + e.param().substr(std::string_view("prompt").size()));
+          const std::string param = which + e.param().substr(std::string_view("prompt").size());
+          const std::string_view what = e.what();
+          throw ServiceError(e.code(),
+                             what.starts_with(e.param())
+                                 ? param + std::string(what.substr(e.param().size()))
+                                 : which + ": " + std::string(what),
+                             param);
         }
       }
     }

@@ -22,33 +22,15 @@ constexpr std::string_view kLogprobsInclude = "message.output_text.logprobs";
 
 // Fields that mean the same in both APIs (OpenAI's and vLLM's extensions): they go to the chat
 // request as written, and the chat parser checks them under their own names.
-constexpr const char* kSharedFields[] = {"model",
-                                         "temperature",
-                                         "top_p",
-                                         "top_k",
-                                         "min_p",
-                                         "seed",
-                                         "stop",
-                                         "presence_penalty",
-                                         "frequency_penalty",
-                                         "repetition_penalty",
-                                         "logit_bias",
-                                         "min_tokens",
-                                         "ignore_eos",
-                                         "stop_token_ids",
-                                         "allowed_token_ids",
-                                         "bad_words",
-                                         "include_stop_str_in_output",
-                                         "skip_special_tokens",
-                                         "priority",
-                                         "request_class",
-                                         "truncate_prompt_tokens",
-                                         "chat_template",
-                                         "chat_template_kwargs",
-                                         "logits_processors",
-                                         "parallel_tool_calls",
-                                         "stream",
-                                         "structured_outputs"};
+constexpr const char* kSharedFields[] = {
+    "model", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "presence_penalty",
+    "frequency_penalty", "repetition_penalty", "logit_bias", "min_tokens", "ignore_eos",
+    "stop_token_ids", "allowed_token_ids", "bad_words", "include_stop_str_in_output",
+    "skip_special_tokens", "priority", "request_class", "truncate_prompt_tokens", "chat_template",
+    "chat_template_kwargs", "logits_processors", "parallel_tool_calls", "stream",
+    "structured_outputs",
+    // vLLM's older names for it, which a chat request takes
+    "guided_json", "guided_choice", "guided_regex", "guided_grammar"};
 
 std::string indexed(std::string_view name, size_t index) {
   return fmt::format("{}[{}]", name, index);

@@ -108,6 +108,15 @@ TEST_F(HttpFrontendTest, ARefusedPromptOfABatchIsNamedByItsIndex) {
   result = post_json("/v1/completions", R"({"prompt": "one"})");
   ASSERT_TRUE(result);
   EXPECT_EQ(error_of(result->body)["param"], "prompt");
+  // A refusal that names a place within the prompt keeps it, within that prompt.
+  service_.fail_submits_with(
+      ServiceError(ErrorCode::kInvalidArgument,
+                   "prompt[0]: token id 999 is outside the vocabulary [0, 320)", "prompt[0]"));
+  result = post_json("/v1/completions", R"({"prompt": ["one", "two"]})");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(error_of(result->body)["param"], "prompt[0][0]");
+  EXPECT_EQ(error_of(result->body)["message"],
+            "prompt[0][0]: token id 999 is outside the vocabulary [0, 320)");
 }
 
 // A choice that fails fails the answer, and the choices still running are aborted.

@@ -218,6 +218,9 @@ INSTANTIATE_TEST_SUITE_P(
         // An integer beyond 64 bits reaches the parser as a float: the message says why it is
         // refused, not that it is no integer.
         Refused{R"({"prompt": "x", "seed": 18446744073709551621})", "seed", "must fit in 64 bits"},
+        // ... and prints it whole, not as 1.8446744073709552e+19.
+        Refused{R"({"prompt": "x", "seed": 18446744073709551616})", "seed",
+                "not 18446744073709551616"},
         // One below -2^63 rounds to exactly -2^63 as a double: still refused.
         Refused{R"({"prompt": "x", "seed": -9223372036854775809})", "seed", "must fit in 64 bits"},
         Refused{R"({"prompt": "x", "max_tokens": 10.5})", "max_tokens", "must be an integer"},

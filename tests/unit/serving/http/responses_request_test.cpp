@@ -153,6 +153,13 @@ TEST(ResponsesRequest, TextFormatShapesTheAnswer) {
   EXPECT_EQ(parse_responses_request(R"({"input": "x", "text": {"format": {"type": "text"}}})")
                 .chat.input.guided.kind,
             GuidedOutput::Kind::kNone);
+  // vLLM's guided_* fields, as a chat request takes them, not ignored.
+  EXPECT_EQ(
+      parse_responses_request(R"({"input": "x", "guided_regex": "[ab]+"})").chat.input.guided.kind,
+      GuidedOutput::Kind::kRegex);
+  EXPECT_EQ(parse_responses_request(R"({"input": "x", "guided_choice": ["a", "b"]})")
+                .chat.input.guided.kind,
+            GuidedOutput::Kind::kChoice);
 }
 
 TEST(ResponsesRequest, LogprobsAreAskedThroughInclude) {

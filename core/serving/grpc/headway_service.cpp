@@ -11,6 +11,7 @@
 #include "api_key_check.h"
 #include "kv_stage_file.h"
 #include "proto_conversion.h"
+#include "request_validation.h"
 #include "status_mapping.h"
 
 namespace headway::serving::grpc_frontend {
@@ -20,7 +21,8 @@ namespace {
 // Trailing metadata with the request field a refusal is about, for clients that want it without
 // parsing the message.
 
-grpc::Status refused(grpc::ServerContext& context, const ServiceError& error) {
+grpc::Status refused(grpc::ServerContext& context, const ServiceError& service_error) {
+  const ServiceError error = with_proto_field_names(service_error);
   if (!error.param().empty()) context.AddTrailingMetadata(kErrorParamMetadata, error.param());
   return to_grpc_status(error);
 }
@@ -164,6 +166,7 @@ grpc::Status HeadwayService::Abort(grpc::ServerContext* context, const v1::Abort
                                           "request_id"));
   }
   return guarded(*context, "Abort", [&] {
+    validate_request_id(request->request_id());  // as Generate checks it
     response->set_found(service_.abort(request->request_id()));
     return grpc::Status::OK;
   });

@@ -1,5 +1,9 @@
 #include "proto_conversion.h"
 
+#include <string>
+#include <string_view>
+#include <utility>
+
 #include "headway/serving/random_bits.h"
 
 namespace headway::serving::grpc_frontend {
@@ -113,9 +117,34 @@ GuidedOutput from_proto(const v1::GuidedOutput& guided) {
       out.grammar = guided.grammar();
       break;
     case v1::GuidedOutput::KIND_NOT_SET:
-      break;
+      throw ServiceError(ErrorCode::kInvalidArgument,
+                         "none of json_schema, json_object, choice, regex or grammar is set",
+                         "guided");
   }
   return out;
+}
+
+ServiceError with_proto_field_names(const ServiceError& error) {
+  static constexpr std::pair<std::string_view, std::string_view> kRenames[] = {
+      {"tools", "tools_json"}, {"chat_template_kwargs", "template_kwargs_json"}};
+  // `name` itself or a path into it ("chat_template_kwargs.messages"), not a longer name.
+  const auto names = [](std::string_view text, std::string_view name) {
+    return text.starts_with(name) &&
+           (text.size() == name.size() || text[name.size()] == '.' || text[name.size()] == ' ' ||
+            text[name.size()] == ':' || text[name.size()] == '[');
+  };
+  for (const auto& [service_name, proto_name] : kRenames) {
+    const std::string& param = error.param();
+    if (!names(param, service_name)) continue;
+    const std::string_view what = error.what();
+    const std::string message =
+        names(what, service_name)
+            ? std::string(proto_name) + std::string(what.substr(service_name.size()))
+            : std::string(what);
+    return ServiceError(error.code(), message,
+                        std::string(proto_name) + param.substr(service_name.size()));
+  }
+  return error;
 }
 
 void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out) {

@@ -21,11 +21,18 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
                           v1::GenerateResponse& out);
 
 // Guided output both ways (a router process forwards what its clients asked for).
+// Throws ServiceError(kInvalidArgument) naming `guided` when none of its kinds is set: a message
+// the client sent is not ignored.
 GuidedOutput from_proto(const v1::GuidedOutput& guided);
 void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out);
 // KvStage both ways (a router process sends and receives it too).
 KvStage from_proto(const v1::KvStage& stage);
 void to_proto(const KvStage& stage, v1::KvStage& out);
+
+// The service names a chat's JSON texts as the HTTP API does (`tools`, `chat_template_kwargs`); a
+// gRPC client sent them as ChatMessages.tools_json and .template_kwargs_json. The same error with
+// the proto's names, in its param and at the start of its message; any other error as it is.
+ServiceError with_proto_field_names(const ServiceError& error);
 
 void to_health_response(const HealthSummary& health, v1::HealthResponse& out);
 void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& out);

@@ -58,6 +58,15 @@ TEST_F(AbortTest, AbortWithoutARequestIdIsAnInvalidArgumentNamingIt) {
   ASSERT_NE(param, context.GetServerTrailingMetadata().end());
   EXPECT_EQ(std::string(param->second.data(), param->second.size()), "request_id");
   EXPECT_TRUE(fake_.aborted().empty());
+  // An id no request can have (longer than Generate takes) is refused as Generate refuses it.
+  grpc::ClientContext long_context;
+  v1::AbortRequest too_long;
+  too_long.set_request_id(std::string(300, 'x'));
+  const grpc::Status refused = stub_->Abort(&long_context, too_long, &aborted);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error_message().find("at most 256 characters"), std::string::npos)
+      << refused.error_message();
+  EXPECT_TRUE(fake_.aborted().empty());
 }
 
 TEST_F(AbortTest, AClientThatCancelsAStreamingRequestAbortsIt) {

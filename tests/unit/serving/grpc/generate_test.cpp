@@ -244,6 +244,8 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   EXPECT_EQ(inputs[5].guided.kind, GuidedOutput::Kind::kGrammar);
   EXPECT_EQ(inputs[5].guided.grammar, "root ::= [0-9]+");
   for (const GenerateInput& input : inputs) {
+    // No guided output is not sent at all (a router sets the message only for one).
+    if (input.guided.kind == GuidedOutput::Kind::kNone) continue;
     v1::GuidedOutput wire;
     grpc_frontend::to_proto(input.guided, wire);
     const GuidedOutput back = grpc_frontend::from_proto(wire);
@@ -360,6 +362,45 @@ INSTANTIATE_TEST_SUITE_P(
                                  grpc::StatusCode::RESOURCE_EXHAUSTED},
                       StatusCase{ErrorCode::kUnavailable, grpc::StatusCode::UNAVAILABLE},
                       StatusCase{ErrorCode::kInternal, grpc::StatusCode::INTERNAL}));
+
+// A guided message with none of its kinds set is refused, not run unguided.
+TEST_F(GenerateTest, AGuidedMessageWithoutAKindIsAnInvalidArgumentNamingIt) {
+  v1::GenerateRequest request = token_request({1});
+  request.mutable_guided()->set_field("x");
+  const GenerateResult result = generate(request);
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(result.status.error_message().rfind("guided: none of", 0), 0u)
+      << result.status.error_message();
+  EXPECT_TRUE(fake_.wait_for_submitted(0).empty());
+}
+
+// The service names a chat's JSON texts by their HTTP names; a gRPC client reads its own.
+TEST_F(GenerateTest, RefusalsOfTheChatsJsonTextsNameTheProtoFields) {
+  const struct {
+    ServiceError error;
+    std::string message, param;
+  } cases[] = {
+      {ServiceError(ErrorCode::kInvalidArgument,
+                    "tools must be a JSON array nested at most 128 levels deep", "tools"),
+       "tools_json must be a JSON array nested at most 128 levels deep", "tools_json"},
+      {ServiceError(ErrorCode::kInvalidArgument,
+                    "chat_template_kwargs.messages is set by the request itself",
+                    "chat_template_kwargs.messages"),
+       "template_kwargs_json.messages is set by the request itself",
+       "template_kwargs_json.messages"},
+      // Another name that starts with one of them is left alone.
+      {ServiceError(ErrorCode::kInvalidArgument, "must be auto", "tools_choice"),
+       "tools_choice: must be auto", "tools_choice"},
+  };
+  for (const auto& c : cases) {
+    fake_.fail_next_submit(c.error);
+    const GenerateResult result = generate(token_request({1}));
+    EXPECT_EQ(result.status.error_message(), c.message);
+    const auto param = result.trailing_metadata.find("headway-error-param");
+    ASSERT_NE(param, result.trailing_metadata.end());
+    EXPECT_EQ(param->second, c.param);
+  }
+}
 
 TEST_F(GenerateTest, AMessageThatAlreadyNamesTheFieldIsNotPrefixedAgain) {
   fake_.fail_next_submit(

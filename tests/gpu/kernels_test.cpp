@@ -29,6 +29,7 @@ namespace k = models::cuda::kernels;
 using models::cuda::Gemm;
 using models::cuda::GemmOut;
 using models::cuda::StepLimits;
+using models::cuda::StepOffsets;
 using models::cuda::StepPlan;
 
 TEST(CudaKernels, SamplingUniformMatchesTheCoreSampler) {
@@ -310,6 +311,24 @@ struct DevicePlan {
   Dev<float> ml;
 };
 
+// Launches every attention unit of `plan` (uploaded as `d`) in the model's order: prefill tiles,
+// decodes, then the reduce of split ones. The first error, or cudaSuccess.
+cudaError_t run_attention(const k::AttentionArgs& a, const StepPlan& plan, const DevicePlan& d) {
+  const StepOffsets& o = plan.offsets();
+  cudaError_t err =
+      k::paged_attention(a, d.at<k::AttentionUnit>(o.prefill_units), plan.prefill_unit_count(),
+                         k::AttentionKind::kPrefill, nullptr);
+  if (err == cudaSuccess) {
+    err = k::paged_attention(a, d.at<k::AttentionUnit>(o.decode_units), plan.decode_unit_count(),
+                             k::AttentionKind::kDecode, nullptr);
+  }
+  if (err == cudaSuccess) {
+    err = k::attention_reduce(a, d.at<k::AttentionReduceUnit>(o.reduce_units),
+                              plan.reduce_unit_count(), nullptr);
+  }
+  return err;
+}
+
 // The arguments of one layer's attention over `plan` (uploaded as `d`).
 k::AttentionArgs attention_args(const AttentionCase& p, const k::KvLayout& layout,
                                 const __nv_bfloat16* qkv, __nv_bfloat16* out,
@@ -430,15 +449,7 @@ TEST_P(CudaAttention, MatchesReference) {
                        d_cache.get() + layer * layout.layer_elems(), plan, d, exact);
     a.mma_tiling = kernel.tiling;
     check(cudaMemset(d_out.get(), 0xff, size_t{T} * p.heads * p.head_dim * 2), "poison");  // NaN
-    ASSERT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().prefill_units),
-                                 plan.prefill_unit_count(), k::AttentionKind::kPrefill, nullptr),
-              cudaSuccess);
-    ASSERT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().decode_units),
-                                 plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
-              cudaSuccess);
-    ASSERT_EQ(k::attention_reduce(a, d.at<k::AttentionReduceUnit>(plan.offsets().reduce_units),
-                                  plan.reduce_unit_count(), nullptr),
-              cudaSuccess);
+    ASSERT_EQ(run_attention(a, plan, d), cudaSuccess);
     const auto out = d_out.download();
 
     uint32_t row = 0;
@@ -560,12 +571,7 @@ TEST_P(CudaAttention, GraphPaddedDecodesEqualTheUnpaddedPlan) {
       check(cudaMemset(d_out.get(), 0xff, out_elems * 2), "poison");  // NaN
       const k::AttentionArgs a =
           attention_args(p, layout, d_qkv.get(), d_out.get(), d_cache.get(), plan, d, exact);
-      EXPECT_EQ(k::paged_attention(a, d.at<k::AttentionUnit>(plan.offsets().decode_units),
-                                   plan.decode_unit_count(), k::AttentionKind::kDecode, nullptr),
-                cudaSuccess);
-      EXPECT_EQ(k::attention_reduce(a, d.at<k::AttentionReduceUnit>(plan.offsets().reduce_units),
-                                    plan.reduce_unit_count(), nullptr),
-                cudaSuccess);
+      EXPECT_EQ(run_attention(a, plan, d), cudaSuccess);
       return d_out.download();
     };
     for (const bool exact : {true, false}) {

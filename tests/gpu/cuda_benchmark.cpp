@@ -160,7 +160,8 @@ struct AttentionSetup {
                  k::MmaTiling tiling = k::MmaTiling::k64x32,
                  uint32_t decode_blocks_per_sm = models::cuda::kDecodeBlocksPerSm,
                  uint32_t prefill_split_min_keys = 0,
-                 uint32_t decode_keys_per_split = models::cuda::kDecodeKeysPerSplit) {
+                 uint32_t decode_keys_per_split = models::cuda::kDecodeKeysPerSplit,
+                 bool prefill_in_position_order = false) {
     const uint32_t per = (context + layout.block_size - 1) / layout.block_size;
     const uint32_t blocks = batch * per;
     std::vector<std::vector<uint32_t>> tables(batch);
@@ -181,6 +182,7 @@ struct AttentionSetup {
     limits.decode_blocks_wanted = decode_blocks_per_sm * static_cast<uint32_t>(sms);
     limits.prefill_split_min_keys = prefill_split_min_keys;
     limits.decode_keys_per_split = decode_keys_per_split;
+    limits.prefill_longest_first = k::mma_tiling_is_lean(tiling) && !prefill_in_position_order;
     plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
     qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
@@ -255,28 +257,35 @@ BENCHMARK(BM_AttentionDecode)
     ->UseManualTime();
 
 // Arguments: tokens, context, the tiling of the prefill blocks (index into k::kMmaTilings:
-// 0 = 64x32, the kernels' default; 3 = 128x64, the model's; docs/cuda_model.md), and 1 to split
+// 0 = 64x32, the kernels' default; 3 = 128x64, the model's; 4-7 the lean ones, not yet run;
+// docs/cuda_model.md), 1 to split
 // the tiles over key ranges as split_prefill_attention does (the reduce included in the time): a
-// short chunk deep in a context is a few tiles, too few blocks for the GPU without it.
+// short chunk deep in a context is a few tiles, too few blocks for the GPU without it; and 1 to
+// keep the units in position order where the model orders a lean tiling's longest first
+// (StepLimits::prefill_longest_first), which tells the order's share of a lean tiling's time.
 HW_GUARDED_BENCHMARK(BM_AttentionPrefill) {
   if (skip(state)) return;
   const uint32_t tokens = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const k::MmaTiling tiling = k::kMmaTilings[state.range(2)];
   const bool split = state.range(3) != 0;
-  state.SetLabel(std::string(k::mma_tiling_name(tiling)) + (split ? ", split" : ""));
+  const bool position_order = state.range(4) != 0;
+  state.SetLabel(std::string(k::mma_tiling_name(tiling)) + (split ? ", split" : "") +
+                 (position_order ? ", position order" : ""));
   AttentionSetup s(1, tokens, context, tiling, models::cuda::kDecodeBlocksPerSm,
-                   split ? models::cuda::kPrefillSplitMinKeys : 0);
+                   split ? models::cuda::kPrefillSplitMinKeys : 0,
+                   models::cuda::kDecodeKeysPerSplit, position_order);
   const double pairs = static_cast<double>(tokens) * (context - tokens) +
                        static_cast<double>(tokens) * (tokens + 1) / 2;
   const double kv_bytes = static_cast<double>(context) * kKvHeads * kHeadDim * 2 * 2;
   timed(state, kv_bytes, pairs * kHeads * kHeadDim * 4, [&] { s.run(); });
 }
 BENCHMARK(BM_AttentionPrefill)
-    ->ArgsProduct({{512}, {512}, {0, 1, 2, 3}, {0}})
-    ->ArgsProduct({{2048}, {2048}, {0, 1, 2, 3}, {0}})
-    ->ArgsProduct({{512}, {8192}, {0, 1, 2, 3}, {0}})
-    ->ArgsProduct({{32, 256}, {4096, 16384}, {3}, {0, 1}})
+    ->ArgsProduct({{512}, {512}, {0, 1, 2, 3, 4, 5, 6, 7}, {0}, {0}})
+    ->ArgsProduct({{2048}, {2048}, {0, 1, 2, 3, 4, 5, 6, 7}, {0}, {0}})
+    ->ArgsProduct({{2048}, {2048}, {4, 7}, {0}, {1}})
+    ->ArgsProduct({{512}, {8192}, {0, 1, 2, 3, 4, 5, 6, 7}, {0}, {0}})
+    ->ArgsProduct({{32, 256}, {4096, 16384}, {3}, {0, 1}, {0}})
     ->UseManualTime();
 
 // Args: tokens, and 1 for what Qwen checkpoints add before RoPE (biases on q, k, v and a norm of
@@ -438,7 +447,7 @@ constexpr double kWeightBytes =
 constexpr double kFlopsPerToken = kWeightBytes - 2.0 * kVocab * kHidden;  // 2 flops per weight
 
 // Args: tokens, and the attention tiling (index into k::kMmaTilings; 3 = the model's default,
-// 128x64).
+// 128x64; 4-7 the lean ones).
 HW_GUARDED_BENCHMARK(BM_ModelPrefill) {
   if (skip(state)) return;
   const k::MmaTiling tiling = k::kMmaTilings[state.range(1)];
@@ -461,6 +470,10 @@ BENCHMARK(BM_ModelPrefill)
     ->Args({2048, 0})
     ->Args({2048, 1})
     ->Args({2048, 2})
+    ->Args({2048, 4})
+    ->Args({2048, 5})
+    ->Args({2048, 6})
+    ->Args({2048, 7})
     ->Args({512, 3})
     ->Args({2048, 3})
     ->Args({4096, 3})

@@ -126,7 +126,8 @@ TEST(CudaModelConfig, AttentionBiasesAndQkNormsAreWithinTheKernelLimits) {
 // The values the host hands create() for an 8B named shape with these settings (the schema's
 // defaults for the rest), read by parse_options.
 CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bool phase_timing,
-                       bool split_prefill_attention = false) {
+                       bool split_prefill_attention = false,
+                       const char* attention_tiling = "128x64") {
   const auto str = [](const char* key, const char* value, int32_t type) {
     return hw_option_value{{key, std::char_traits<char>::length(key)},
                            type,
@@ -156,7 +157,7 @@ CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bo
       num("deterministic", 0, HW_OPTION_BOOL),
       num("decode_gemv", 1, HW_OPTION_BOOL),
       num("phase_timing", phase_timing ? 1 : 0, HW_OPTION_BOOL),
-      str("attention_tiling", "128x64", HW_OPTION_ENUM),
+      str("attention_tiling", attention_tiling, HW_OPTION_ENUM),
       num("split_prefill_attention", split_prefill_attention ? 1 : 0, HW_OPTION_BOOL),
       num("cuda_graph_max_batch", cuda_graph_max_batch, HW_OPTION_INT)};
   const hw_options options{values.data(), static_cast<uint32_t>(values.size())};
@@ -184,6 +185,17 @@ TEST(CudaModelConfig, CudaGraphsAreOnByDefaultOnlyWhereTheyWork) {
   EXPECT_EQ(defaults.attention_tiling, kernels::MmaTiling::k128x64);
   EXPECT_FALSE(defaults.split_prefill_attention);
   EXPECT_TRUE(parse(-1, 1, false, true).split_prefill_attention);
+}
+
+// Every tiling is read back from its name, the lean candidates included.
+TEST(CudaModelConfig, EachAttentionTilingIsReadByItsName) {
+  for (const kernels::MmaTiling t : kernels::kMmaTilings) {
+    EXPECT_EQ(parse(-1, 1, false, false, kernels::mma_tiling_name(t)).attention_tiling, t)
+        << kernels::mma_tiling_name(t);
+  }
+  EXPECT_TRUE(
+      kernels::mma_tiling_is_lean(parse(-1, 1, false, false, "lean-64x32").attention_tiling));
+  EXPECT_FALSE(kernels::mma_tiling_is_lean(parse(-1, 1, false, false, "64x32").attention_tiling));
 }
 
 }  // namespace

@@ -25,6 +25,8 @@
 namespace headway::gpu_test {
 namespace {
 
+namespace kernels = models::cuda::kernels;
+
 class TempDir {
  public:
   TempDir() {
@@ -377,14 +379,29 @@ TEST_F(CudaModel, WithSplitPrefillAttentionMatchesTheCpuModel) {
 }
 
 // The prefill tilings of the tensor-core attention other than the default, 128x64 (head_dim 64
-// here): the plan is cut for the tiling the model runs, and the logits stay the cpu model's.
+// here), the lean ones included: the plan is cut for the tiling the model runs, and the logits
+// stay the cpu model's.
 TEST_F(CudaModel, WithEachAttentionTilingMatchesTheCpuModel) {
   HW_SKIP_WITHOUT_CUDA();
-  for (const char* tiling : {"64x32", "64x64", "128x32"}) {
-    SCOPED_TRACE(tiling);
-    expect_the_cpu_models_logits(path(), dir(),
-                                 std::string(", attention_tiling = \"") + tiling + "\"");
+  for (const kernels::MmaTiling tiling : kernels::kMmaTilings) {
+    if (tiling == models::cuda::CudaModelOptions{}.attention_tiling) continue;  // every test's
+    SCOPED_TRACE(kernels::mma_tiling_name(tiling));
+    expect_the_cpu_models_logits(
+        path(), dir(),
+        std::string(", attention_tiling = \"") + kernels::mma_tiling_name(tiling) + "\"");
   }
+}
+
+// The option offers every tiling the kernels build, by the kernels' names for them (the option's
+// list is written out in cuda_model.cpp; the config parser looks the name up in kMmaTilings).
+TEST_F(CudaModel, TheAttentionTilingOptionOffersEveryTiling) {
+  core::PluginRegistry registry;
+  registry.add_search_directory(HEADWAY_PLUGIN_DIR);
+  std::vector<std::string> tilings;
+  for (const kernels::MmaTiling t : kernels::kMmaTilings)
+    tilings.push_back(kernels::mma_tiling_name(t));
+  EXPECT_EQ(core::enum_values(*registry.find("cuda", HW_KIND_MODEL).descriptor, "attention_tiling"),
+            tilings);
 }
 
 TEST_F(CudaModel, ChunkedPrefillMatchesWholePrefill) {

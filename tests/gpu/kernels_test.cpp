@@ -407,7 +407,8 @@ TEST_P(CudaAttention, MatchesReference) {
   // them (StepLimits::decode_blocks_wanted): 16 ranges of 96 and of 192 keys, where ranges of 256
   // give 6 and 12, so that ranges start in the middle of the decode kernel's 64-key tiles.
   // Then with the prefill tiles split too (StepLimits::prefill_split_min_keys of 64: the tiles of
-  // the 37-token chunk at 200 in three ranges), in the default tiling and in 128x64.
+  // the 37-token chunk at 200 in three ranges), in the default tiling, in 128x64, and in two lean
+  // tilings (whose split records convert their base-2 maxima for the reduce).
   struct Kernel {
     bool exact;
     k::MmaTiling tiling;
@@ -419,6 +420,8 @@ TEST_P(CudaAttention, MatchesReference) {
   kernels.push_back({false, k::MmaTiling::k64x32, true});
   kernels.push_back({false, k::MmaTiling::k64x32, true, true});
   kernels.push_back({false, k::MmaTiling::k128x64, true, true});
+  kernels.push_back({false, k::MmaTiling::kLean64x32, true, true});
+  kernels.push_back({false, k::MmaTiling::kLean128x64, true, true});
   for (const Kernel& kernel : kernels) {
     const bool exact = kernel.exact;
     SCOPED_TRACE(exact ? std::string("FP32 kernel")
@@ -429,6 +432,9 @@ TEST_P(CudaAttention, MatchesReference) {
     limits.decode_blocks_wanted = kernel.fine_splits ? 1024 : 0;
     limits.prefill_split_min_keys = kernel.split_prefills ? 64 : 0;
     limits.prefill_tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);
+    // As the model orders them for the lean tilings.
+    limits.prefill_longest_first =
+        !exact && k::mma_tiling_is_lean(k::effective_mma_tiling(p.head_dim, kernel.tiling));
     StepPlan plan;
     plan.build(batch, layout, limits);
     ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";

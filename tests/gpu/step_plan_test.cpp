@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <headway/sdk/status.hpp>
 #include <string>
 #include <vector>
@@ -330,6 +332,37 @@ TEST_F(GraphSteps, PrefillTilesDeepInAContextSplitTheirKeysWhenAsked) {
   EXPECT_TRUE(plan({{2000, 256}}).reduce_units().empty());
   limits.split_decode = false;
   EXPECT_TRUE(plan({{2000, 20}}).reduce_units().empty());
+}
+
+// StepLimits::prefill_longest_first: the same prefill units, the ones with the most keys first (a
+// deep chunk's tiles before a fresh prompt's, a prompt's last tile before its first); decodes
+// and reduce units as without it.
+TEST_F(GraphSteps, PrefillUnitsCanBeOrderedLongestFirst) {
+  limits.graph_max_batch = 0;
+  const std::vector<Request> step = {{0, 40}, {500}, {1000, 20}};
+  const auto keys = [](const kernels::AttentionUnit& u) { return u.key_end - u.key_begin; };
+  const auto by_row = [](const kernels::AttentionUnit& a, const kernels::AttentionUnit& b) {
+    return a.q_row < b.q_row;
+  };
+  // The fixture's tiles: 32 rows / group 2 = 16 tokens. In slice order: keys 16, 32, 40, then
+  // 1,016 and 1,020.
+  std::vector<kernels::AttentionUnit> in_order = plan(step).prefill_units();
+  const auto decodes = plan(step).decode_units().size();
+  ASSERT_EQ(in_order.size(), 5u);
+  EXPECT_EQ(keys(in_order[0]), 16);
+  EXPECT_EQ(keys(in_order[4]), 1020);
+  limits.prefill_longest_first = true;
+  std::vector<kernels::AttentionUnit> sorted = plan(step).prefill_units();
+  ASSERT_EQ(sorted.size(), 5u);
+  std::vector<int32_t> sorted_keys;
+  for (const auto& u : sorted) sorted_keys.push_back(keys(u));
+  EXPECT_EQ(sorted_keys, (std::vector<int32_t>{1020, 1016, 40, 32, 16}));
+  EXPECT_EQ(plan(step).decode_units().size(), decodes);
+  std::sort(in_order.begin(), in_order.end(), by_row);
+  std::sort(sorted.begin(), sorted.end(), by_row);
+  for (size_t i = 0; i < in_order.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&in_order[i], &sorted[i], sizeof(kernels::AttentionUnit)), 0) << i;
+  }
 }
 
 TEST_F(GraphSteps, PrefillsAndLargeStepsRunLaunchByLaunch) {

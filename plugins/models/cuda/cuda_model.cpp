@@ -47,8 +47,10 @@ constexpr hw_str kShapes[] = {make_str("config"), make_str("llama-3.1-8b"),
                               make_str("qwen3-8b")};
 constexpr hw_str kSampling[] = {make_str("device"), make_str("host")};
 // kernels::MmaTiling's names, the default first.
-constexpr hw_str kAttentionTilings[] = {make_str("64x32"), make_str("64x64"), make_str("128x32"),
-                                        make_str("128x64")};
+constexpr hw_str kAttentionTilings[] = {make_str("64x32"),       make_str("64x64"),
+                                        make_str("128x32"),      make_str("128x64"),
+                                        make_str("lean-64x32"),  make_str("lean-64x64"),
+                                        make_str("lean-128x32"), make_str("lean-128x64")};
 
 constexpr hw_option_spec kOptions[] = {
     string_option("path", "",
@@ -93,7 +95,9 @@ constexpr hw_option_spec kOptions[] = {
     enum_option("attention_tiling", "128x64", kAttentionTilings,
                 "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
                 "x keys per tile. 128x64 was the fastest on an H200 at every prompt length "
-                "measured (docs/cuda_model.md); the others stay for other GPUs and shapes."),
+                "measured (docs/cuda_model.md); the others stay for other GPUs and shapes. The "
+                "lean-* tilings (base-2 softmax, masks on diagonal tiles only, three 64-row blocks "
+                "an SM) are candidates not yet run on a GPU."),
     bool_option("split_prefill_attention", false,
                 "Prefill chunks that give the attention few thread blocks (a short chunk deep in "
                 "a long context) split it over key ranges, as long decodes do; off by default: "
@@ -294,6 +298,10 @@ class CudaModel final : public sdk::Model {
     limits.graph_max_batch = options_.cuda_graph_max_batch;  // 0 under tensor parallelism
     limits.decode_blocks_wanted = decode_blocks_wanted_;
     limits.prefill_split_min_keys = options_.split_prefill_attention ? kPrefillSplitMinKeys : 0;
+    limits.prefill_longest_first =
+        !options_.deterministic &&  // the FP32 kernel's grid starts kv head by kv head
+        kernels::mma_tiling_is_lean(
+            kernels::effective_mma_tiling(config_.head_dim, options_.attention_tiling));
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
     const uint32_t logits_rows = plan_.logits_rows();

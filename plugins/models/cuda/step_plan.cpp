@@ -195,6 +195,14 @@ void StepPlan::layout(const hw_model_batch& batch, const kernels::KvLayout& kv,
       }
     }
   }
+  if (limits.prefill_longest_first) {
+    // In place: std::sort takes no memory (std::stable_sort may); the units are independent, so
+    // the order of equal ones does not matter.
+    std::sort(prefill_.begin(), prefill_.end(),
+              [](const kernels::AttentionUnit& a, const kernels::AttentionUnit& b) {
+                return a.key_end - a.key_begin > b.key_end - b.key_begin;
+              });
+  }
   plan_logits_rows(batch, !limits.sample_on_device);
   if (prefill_.empty() && !any_all_logits) {
     const uint32_t rows = graph_batch_bucket(tokens(), limits.graph_max_batch);

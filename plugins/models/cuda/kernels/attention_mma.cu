@@ -46,6 +46,14 @@ __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// 2^x on the special function unit (ex2.approx.ftz: about 2 ulp, 2^-inf = +0): the lean softmax's
+// exponential, one instruction where expf() adds a range reduction around it.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // 16 bytes global -> shared without registers; zero-filled when !copy (src is then not read).
 __device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool copy) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
@@ -163,7 +171,12 @@ __device__ __forceinline__ void load_q_fragments(const AttentionArgs& a, const A
 // vs[0..KEYS) of shared memory, kStride<HD> elements apart) to the online softmax of its 16 query
 // rows. Per fragment row i of this thread (g and g + 8), keys after last[i] are masked; m, l and
 // o are the row's running max, sum and unnormalised output.
-template <int HD, int KEYS>
+//
+// LEAN (the lean prefill tilings, mma_tiling.h): `scale` is 1 / sqrt(head_dim) times log2(e), m
+// is kept in that base-2 domain, and P = 2^(S scale - m) is one FFMA and one ex2.approx per score
+// instead of a multiply, a compare and expf(); MASK false skips the causal mask (the caller knows
+// every row of the warp sees every key of the tile). Not LEAN: MASK must be true.
+template <int HD, int KEYS, bool LEAN = false, bool MASK = true>
 __device__ __forceinline__ void attend_tile(const __nv_bfloat16* ks, const __nv_bfloat16* vs,
                                             const uint32_t (&qf)[HD / 16][4], int c,
                                             const int (&last)[2], float scale, int lane,
@@ -192,43 +205,81 @@ __device__ __forceinline__ void attend_tile(const __nv_bfloat16* ks, const __nv_
     }
   }
 
-  // Scale, mask (a row sees the keys up to last[i]), and update each row's running max; the four
-  // threads of a row hold its keys.
+  static_assert(LEAN || MASK, "the exp softmax always masks");
   float correction[2];
+  uint32_t pf[kKeySteps][4];
+  float row_sum[2] = {0.0f, 0.0f};
+  if constexpr (LEAN) {
+    float bias[2];  // -m of each row (0 while it has seen no key: its masked scores give 2^-inf)
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float chunk_max = -INFINITY;
+    for (int i = 0; i < 2; ++i) {
+      float chunk_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = s[n][2 * i + e];
+          if constexpr (MASK) {
+            if (c + n * 8 + 2 * t + e > last[i]) v = -INFINITY;
+          }
+          chunk_max = fmaxf(chunk_max, v);
+        }
+      }
+      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 1));
+      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 2));
+      // scale > 0, so the largest scaled score is the largest score scaled.
+      const float new_max = fmaxf(m[i], chunk_max * scale);
+      correction[i] = m[i] == -INFINITY ? 0.0f : fast_exp2(m[i] - new_max);
+      m[i] = new_max;
+      bias[i] = new_max == -INFINITY ? 0.0f : -new_max;
+    }
 #pragma unroll
     for (int n = 0; n < kKeyBlocks; ++n) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = c + n * 8 + 2 * t + e;
-        float& v = s[n][2 * i + e];
-        v = key <= last[i] ? v * scale : -INFINITY;
-        chunk_max = fmaxf(chunk_max, v);
+      for (int i = 0; i < 2; ++i) {
+        const __nv_bfloat16 p0 = __float2bfloat16_rn(fast_exp2(fmaf(s[n][2 * i], scale, bias[i])));
+        const __nv_bfloat16 p1 =
+            __float2bfloat16_rn(fast_exp2(fmaf(s[n][2 * i + 1], scale, bias[i])));
+        row_sum[i] += __bfloat162float(p0) + __bfloat162float(p1);
+        pf[n / 2][(n % 2) * 2 + i] = pack_bf16(p0, p1);
       }
     }
-    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 1));
-    chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 2));
-    const float new_max = fmaxf(m[i], chunk_max);
-    correction[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - new_max);
-    m[i] = new_max;
-  }
-
-  // P = exp(S - max) rounded to BF16, as A fragments of P V (one per 16 keys).
-  uint32_t pf[kKeySteps][4];
-  float row_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int n = 0; n < kKeyBlocks; ++n) {
+  } else {
+    // Scale, mask (a row sees the keys up to last[i]), and update each row's running max; the four
+    // threads of a row hold its keys.
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const float v0 = s[n][2 * i], v1 = s[n][2 * i + 1];
-      const __nv_bfloat16 p0 = __float2bfloat16_rn(v0 == -INFINITY ? 0.0f : expf(v0 - m[i]));
-      const __nv_bfloat16 p1 = __float2bfloat16_rn(v1 == -INFINITY ? 0.0f : expf(v1 - m[i]));
-      row_sum[i] += __bfloat162float(p0) + __bfloat162float(p1);
-      // Key block n = 2 * step + half: half 0 gives registers 0 (row g) and 1 (row g + 8),
-      // half 1 gives registers 2 and 3.
-      pf[n / 2][(n % 2) * 2 + i] = pack_bf16(p0, p1);
+      float chunk_max = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = c + n * 8 + 2 * t + e;
+          float& v = s[n][2 * i + e];
+          v = key <= last[i] ? v * scale : -INFINITY;
+          chunk_max = fmaxf(chunk_max, v);
+        }
+      }
+      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 1));
+      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(detail::kFullMask, chunk_max, 2));
+      const float new_max = fmaxf(m[i], chunk_max);
+      correction[i] = m[i] == -INFINITY ? 0.0f : expf(m[i] - new_max);
+      m[i] = new_max;
+    }
+
+    // P = exp(S - max) rounded to BF16, as A fragments of P V (one per 16 keys).
+#pragma unroll
+    for (int n = 0; n < kKeyBlocks; ++n) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float v0 = s[n][2 * i], v1 = s[n][2 * i + 1];
+        const __nv_bfloat16 p0 = __float2bfloat16_rn(v0 == -INFINITY ? 0.0f : expf(v0 - m[i]));
+        const __nv_bfloat16 p1 = __float2bfloat16_rn(v1 == -INFINITY ? 0.0f : expf(v1 - m[i]));
+        row_sum[i] += __bfloat162float(p0) + __bfloat162float(p1);
+        // Key block n = 2 * step + half: half 0 gives registers 0 (row g) and 1 (row g + 8),
+        // half 1 gives registers 2 and 3.
+        pf[n / 2][(n % 2) * 2 + i] = pack_bf16(p0, p1);
+      }
     }
   }
 #pragma unroll
@@ -294,17 +345,26 @@ __device__ __forceinline__ void stream_kv_tiles(const AttentionArgs& a, const At
   }
 }
 
+// Blocks an SM that a lean prefill kernel's registers are bounded for: three of four warps (168
+// registers a thread, as the decode kernel) where head_dim 128 leaves the shared memory for them
+// (64x64: 70 KB a block); none for eight warps, which would need 128 registers a thread.
+constexpr int lean_min_blocks(int hd, int warps) { return warps == 4 && hd <= 128 ? 3 : 1; }
+
 // WARPS x 16 query rows against tiles of KEYS keys (a multiple of 16: whole k16 steps of P V).
-template <int HD, int WARPS, int KEYS>
-__global__ void __launch_bounds__(32 * WARPS)
+// LEAN: the lean softmax (attend_tile), masked only on the tiles where some row of a warp stops,
+// and lean_min_blocks() blocks an SM.
+template <int HD, int WARPS, int KEYS, bool LEAN>
+__global__ void __launch_bounds__(32 * WARPS, LEAN ? lean_min_blocks(HD, WARPS) : 0)
     mma_attention_kernel(AttentionArgs a, const AttentionUnit* units) {
   static_assert(HD % 32 == 0, "ldmatrix.x4 takes 32 dims of K per load");
   static_assert(KEYS % 16 == 0);
   constexpr int kThreads = 32 * WARPS;
   extern __shared__ __align__(16) unsigned char smem_raw[];
 
-  const AttentionUnit u = units[blockIdx.x];
-  const int kvh = blockIdx.y;
+  // Lean: a one-dimensional grid, kv heads fastest, so that the blocks of a unit start together and
+  // a plan ordered longest first (StepLimits::prefill_longest_first) starts its longest first.
+  const AttentionUnit u = units[LEAN ? blockIdx.x / a.kv_heads : blockIdx.x];
+  const int kvh = LEAN ? blockIdx.x % a.kv_heads : blockIdx.y;
   const int group = static_cast<int>(a.heads / a.kv_heads);
   const int rows = u.tokens * group;
   const int lane = threadIdx.x % 32;
@@ -323,6 +383,11 @@ __global__ void __launch_bounds__(32 * WARPS)
     const int r = row0 + g + 8 * i;
     last[i] = r < rows ? min(u.first_pos + r / group, u.key_end - 1) : -1;
   }
+  // The last key the warp's first row sees: tiles up to it need no mask for any row of the warp
+  // (rows past the unit's have zero queries and are never written).
+  const int warp_first_last = row0 < rows ? min(u.first_pos + row0 / group, u.key_end - 1) : -1;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale = LEAN ? a.scale * kLog2e : a.scale;
 
   uint32_t qf[HD / 16][4];  // Q as A fragments, one per 16 dims
   float o[HD / 8][4];
@@ -334,7 +399,14 @@ __global__ void __launch_bounds__(32 * WARPS)
       a, u, kvh, reinterpret_cast<__nv_bfloat16*>(smem_raw),
       [&] { load_q_fragments<HD>(a, u, kvh, group, rows, row0, g, t, qf); },
       [&](int c, const __nv_bfloat16* ks, const __nv_bfloat16* vs) {
-        if (warp_last_pos >= c) {  // else every row of the warp is before this tile
+        if constexpr (LEAN) {
+          if (warp_last_pos < c) return;  // every row of the warp is before this tile
+          if (c + KEYS - 1 <= warp_first_last) {
+            attend_tile<HD, KEYS, true, false>(ks, vs, qf, c, last, scale, lane, m, l, o);
+          } else {
+            attend_tile<HD, KEYS, true, true>(ks, vs, qf, c, last, scale, lane, m, l, o);
+          }
+        } else if (warp_last_pos >= c) {  // else every row of the warp is before this tile
           attend_tile<HD, KEYS>(ks, vs, qf, c, last, a.scale, lane, m, l, o);
         }
       });
@@ -364,7 +436,9 @@ __global__ void __launch_bounds__(32 * WARPS)
         acc[n * 8 + 1] = o[n][2 * i + 1];
       }
       if (t == 0) {
-        a.partial_ml[2 * rec] = m[i];
+        // attention_reduce merges maxima of natural-log scores: a lean m is in base 2.
+        constexpr float kLn2 = 0.6931471805599453f;
+        a.partial_ml[2 * rec] = LEAN ? m[i] * kLn2 : m[i];
         a.partial_ml[2 * rec + 1] = l[i];
       }
     }
@@ -488,18 +562,18 @@ template <int HD, int WARPS>
 constexpr size_t kDecodeSmemBytes = std::max(kSmemBytes<HD, 16 * WARPS>,
                                              sizeof(float) * WARPS * 16 * (HD + 2));
 
-template <int HD, int WARPS, int KEYS>
+template <int HD, int WARPS, int KEYS, bool LEAN = false>
 cudaError_t launch(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
                    cudaStream_t stream) {
   constexpr size_t smem = kSmemBytes<HD, KEYS>;
   // Per launch rather than once: the attribute belongs to the current device's context, and
   // tensor-parallel shards launch on several devices.
   cudaError_t err =
-      cudaFuncSetAttribute(mma_attention_kernel<HD, WARPS, KEYS>,
+      cudaFuncSetAttribute(mma_attention_kernel<HD, WARPS, KEYS, LEAN>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
-  mma_attention_kernel<HD, WARPS, KEYS>
-      <<<dim3(count, a.kv_heads), 32 * WARPS, smem, stream>>>(a, units);
+  const dim3 grid = LEAN ? dim3(count * a.kv_heads) : dim3(count, a.kv_heads);
+  mma_attention_kernel<HD, WARPS, KEYS, LEAN><<<grid, 32 * WARPS, smem, stream>>>(a, units);
   return cudaGetLastError();
 }
 
@@ -541,6 +615,14 @@ cudaError_t launch_kind(const AttentionArgs& a, const AttentionUnit* units, uint
         return launch<HD, 8, 32>(a, units, count, stream);
       case MmaTiling::k128x64:
         return launch<HD, 8, 64>(a, units, count, stream);
+      case MmaTiling::kLean64x32:
+        return launch<HD, 4, 32, true>(a, units, count, stream);
+      case MmaTiling::kLean64x64:
+        return launch<HD, 4, 64, true>(a, units, count, stream);
+      case MmaTiling::kLean128x32:
+        return launch<HD, 8, 32, true>(a, units, count, stream);
+      case MmaTiling::kLean128x64:
+        return launch<HD, 8, 64, true>(a, units, count, stream);
     }
     return cudaErrorInvalidValue;
   }

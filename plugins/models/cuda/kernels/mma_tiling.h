@@ -13,16 +13,40 @@ namespace headway::models::cuda::kernels {
 // than 64x32 at 512-8,192 keys, docs/performance.md); 64x32 stays the kernels' own default and
 // the only shape of head dims other than 64 and 128. Selected with the cuda model's
 // `attention_tiling` option, checked by the attention test and timed by cuda_benchmark.
-enum class MmaTiling : uint8_t { k64x32, k64x64, k128x32, k128x64 };
-inline constexpr MmaTiling kMmaTilings[] = {MmaTiling::k64x32, MmaTiling::k64x64,
-                                            MmaTiling::k128x32, MmaTiling::k128x64};
+//
+// The lean tilings are the same shapes with a shorter softmax, candidates for the prefill goal
+// (the attention ran at 8% of the BF16 peak where the GEMMs ran at 64-70%): scores scaled by
+// log2(e) / sqrt(head_dim) and exponentiated base 2 (one FFMA and one ex2.approx a score, against
+// a multiply, a compare and expf()), the causal mask applied only on the tiles where a warp's rows
+// stop, and the four-warp blocks bounded to three an SM (168 registers a thread; two fitted
+// before). Not yet run on a GPU: the next device check times them against the others.
+enum class MmaTiling : uint8_t {
+  k64x32,
+  k64x64,
+  k128x32,
+  k128x64,
+  kLean64x32,
+  kLean64x64,
+  kLean128x32,
+  kLean128x64
+};
+inline constexpr MmaTiling kMmaTilings[] = {
+    MmaTiling::k64x32,     MmaTiling::k64x64,     MmaTiling::k128x32,     MmaTiling::k128x64,
+    MmaTiling::kLean64x32, MmaTiling::kLean64x64, MmaTiling::kLean128x32, MmaTiling::kLean128x64};
 constexpr uint32_t mma_tiling_rows(MmaTiling t) {
-  return t == MmaTiling::k128x32 || t == MmaTiling::k128x64 ? 128 : 64;
+  return t == MmaTiling::k128x32 || t == MmaTiling::k128x64 || t == MmaTiling::kLean128x32 ||
+                 t == MmaTiling::kLean128x64
+             ? 128
+             : 64;
 }
 // The tiling a launch uses: the candidates are built for head dims 64 and 128 (the common model
 // shapes) only, other head dims always run 64x32.
 constexpr MmaTiling effective_mma_tiling(uint32_t head_dim, MmaTiling t) {
   return head_dim == 64 || head_dim == 128 ? t : MmaTiling::k64x32;
+}
+constexpr bool mma_tiling_is_lean(MmaTiling t) {
+  return t == MmaTiling::kLean64x32 || t == MmaTiling::kLean64x64 || t == MmaTiling::kLean128x32 ||
+         t == MmaTiling::kLean128x64;
 }
 constexpr const char* mma_tiling_name(MmaTiling t) {
   switch (t) {
@@ -34,6 +58,14 @@ constexpr const char* mma_tiling_name(MmaTiling t) {
       return "128x32";
     case MmaTiling::k128x64:
       return "128x64";
+    case MmaTiling::kLean64x32:
+      return "lean-64x32";
+    case MmaTiling::kLean64x64:
+      return "lean-64x64";
+    case MmaTiling::kLean128x32:
+      return "lean-128x32";
+    case MmaTiling::kLean128x64:
+      return "lean-128x64";
   }
   return "?";
 }

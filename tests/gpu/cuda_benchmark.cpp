@@ -145,6 +145,10 @@ BENCHMARK(BM_Embedding)->Arg(64)->Arg(2048)->UseManualTime();
 
 // A step of `batch` slices of `tokens` tokens at context `context` (positions context-tokens ..
 // context-1), as the model would plan it.
+// The order of a step's prefill units: the model's for the tiling (longest first for the lean
+// ones, StepLimits::prefill_longest_first), or either order whatever the tiling.
+enum class PrefillOrder { kModels, kPosition, kLongestFirst };
+
 struct AttentionSetup {
   k::KvLayout layout{1, kKvHeads, kHeadDim, 16};
   models::cuda::StepPlan plan;
@@ -161,7 +165,7 @@ struct AttentionSetup {
                  uint32_t decode_blocks_per_sm = models::cuda::kDecodeBlocksPerSm,
                  uint32_t prefill_split_min_keys = 0,
                  uint32_t decode_keys_per_split = models::cuda::kDecodeKeysPerSplit,
-                 bool prefill_in_position_order = false) {
+                 PrefillOrder prefill_order = PrefillOrder::kModels) {
     const uint32_t per = (context + layout.block_size - 1) / layout.block_size;
     const uint32_t blocks = batch * per;
     std::vector<std::vector<uint32_t>> tables(batch);
@@ -182,7 +186,9 @@ struct AttentionSetup {
     limits.decode_blocks_wanted = decode_blocks_per_sm * static_cast<uint32_t>(sms);
     limits.prefill_split_min_keys = prefill_split_min_keys;
     limits.decode_keys_per_split = decode_keys_per_split;
-    limits.prefill_longest_first = k::mma_tiling_is_lean(tiling) && !prefill_in_position_order;
+    limits.prefill_longest_first = prefill_order == PrefillOrder::kModels
+                                       ? k::mma_tiling_is_lean(tiling)
+                                       : prefill_order == PrefillOrder::kLongestFirst;
     plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);
     qkv = device_random<__nv_bfloat16>(size_t{batch} * tokens * kQkv);
@@ -260,21 +266,24 @@ BENCHMARK(BM_AttentionDecode)
 // 0 = 64x32, the kernels' default; 3 = 128x64, the model's; 4-7 the lean ones, not yet run;
 // docs/cuda_model.md), 1 to split
 // the tiles over key ranges as split_prefill_attention does (the reduce included in the time): a
-// short chunk deep in a context is a few tiles, too few blocks for the GPU without it; and 1 to
-// keep the units in position order where the model orders a lean tiling's longest first
-// (StepLimits::prefill_longest_first), which tells the order's share of a lean tiling's time.
+// short chunk deep in a context is a few tiles, too few blocks for the GPU without it; and the
+// units' order (PrefillOrder: 0 the model's, 1 position order, 2 longest first): a lean tiling in
+// position order tells the order's share of its time, 128x64 longest first what the order alone
+// gains on the default kernel's grid (kv head by kv head).
 HW_GUARDED_BENCHMARK(BM_AttentionPrefill) {
   if (skip(state)) return;
   const uint32_t tokens = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const k::MmaTiling tiling = k::kMmaTilings[state.range(2)];
   const bool split = state.range(3) != 0;
-  const bool position_order = state.range(4) != 0;
+  const auto order = static_cast<PrefillOrder>(state.range(4));
   state.SetLabel(std::string(k::mma_tiling_name(tiling)) + (split ? ", split" : "") +
-                 (position_order ? ", position order" : ""));
+                 (order == PrefillOrder::kPosition       ? ", position order"
+                  : order == PrefillOrder::kLongestFirst ? ", longest first"
+                                                         : ""));
   AttentionSetup s(1, tokens, context, tiling, models::cuda::kDecodeBlocksPerSm,
                    split ? models::cuda::kPrefillSplitMinKeys : 0,
-                   models::cuda::kDecodeKeysPerSplit, position_order);
+                   models::cuda::kDecodeKeysPerSplit, order);
   const double pairs = static_cast<double>(tokens) * (context - tokens) +
                        static_cast<double>(tokens) * (tokens + 1) / 2;
   const double kv_bytes = static_cast<double>(context) * kKvHeads * kHeadDim * 2 * 2;
@@ -284,6 +293,7 @@ BENCHMARK(BM_AttentionPrefill)
     ->ArgsProduct({{512}, {512}, {0, 1, 2, 3, 4, 5, 6, 7}, {0}, {0}})
     ->ArgsProduct({{2048}, {2048}, {0, 1, 2, 3, 4, 5, 6, 7}, {0}, {0}})
     ->ArgsProduct({{2048}, {2048}, {4, 7}, {0}, {1}})
+    ->Args({2048, 2048, 3, 0, 2})
     ->ArgsProduct({{512}, {8192}, {0, 1, 2, 3, 4, 5, 6, 7}, {0}, {0}})
     ->ArgsProduct({{32, 256}, {4096, 16384}, {3}, {0, 1}, {0}})
     ->UseManualTime();

@@ -49,7 +49,7 @@ std::string create_instance(const core::PluginChoice& choice, const std::string&
     case HW_KIND_STEP_SCHEDULER: {
       const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 4096, 8192, HW_ENGINE_ROLE_MIXED};
       const core::SchedulerInstance scheduler(choice, facts, host);
-      return fmt::format("created an instance (limits: {} tokens and {} requests per step)",
+      return fmt::format("created an instance (limits: {} tokens a step, {} requests running)",
                          scheduler.limits().max_num_batched_tokens,
                          scheduler.limits().max_num_seqs);
     }

@@ -196,10 +196,13 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
                            : run_wall(cluster, workload, options, result, rejection_example);
 
   if (cluster.transfers_waiting() > 0 || cluster.transfers_in_flight() > 0) {
+    // In flight at the end: the transport's poll() still answered PENDING when nothing else was
+    // left to run (a simulated transfer reports its modelled duration when it starts).
     throw Error(fmt::format("{}: {} KV transfers never found room on their decode engine and {} "
-                            "never completed",
+                            "never completed (KV transport '{}': poll() still answered PENDING "
+                            "when nothing else was left to run)",
                             deployment.file.string(), cluster.transfers_waiting(),
-                            cluster.transfers_in_flight()),
+                            cluster.transfers_in_flight(), cluster.transport()->name()),
                 HW_INTERNAL);
   }
   for (size_t e = 0; e < cluster.size(); ++e) {

@@ -139,6 +139,20 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
       << kept->message;
 }
 
+// A router none of whose decisions the host accepts (decode engine 999): no shape is supported, and
+// each shape's line says why, with the first refusal, instead of only that nothing was placed.
+TEST(FaultyPlugins, RouterThatPlacesNothingSaysWhyOnEachShape) {
+  const auto r = run_faulty("faulty_unplaceable_router.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "router.create", Outcome::kFail);
+  const auto* single = headway::test::find_test(r, "router.shape.single");
+  ASSERT_NE(single, nullptr) << headway::test::describe(r);
+  EXPECT_NE(single->message.find("no request was placed; the first refused, request 1: "),
+            std::string::npos)
+      << single->message;
+  EXPECT_NE(single->message.find("999"), std::string::npos) << single->message;
+}
+
 // A hand-written C plugin's error message with no NUL and bytes that are not UTF-8: the host reads
 // it within the status buffer (it used to read on into its own stack, and `serve` sent those bytes
 // to clients) and replaces the bad bytes, so the failure is reported and the JSON report written

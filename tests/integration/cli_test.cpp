@@ -284,7 +284,7 @@ TEST(Cli, PluginValidateCreatesAnInstanceWithTheOptions) {
   CliRun ok = run("plugin validate chunked --options 'max_num_seqs = 8'");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_NE(ok.out.find("ok: org.headway.scheduler.chunked"), std::string::npos) << ok.out;
-  EXPECT_NE(ok.out.find("8 requests per step"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("8 requests running"), std::string::npos) << ok.out;
 
   const struct {
     std::string args;

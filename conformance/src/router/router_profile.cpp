@@ -231,6 +231,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     }
     std::mt19937_64 rng(context.options.seed * 7919 + shape.engines.size());
     uint64_t placed = 0, split_count = 0, split_possible = 0;
+    std::string first_refusal;  // why the first request not placed was not (names the rule)
     // Violations count only if the shape turns out supported (the router placed something).
     std::vector<std::pair<TestRecorder*, std::string>> pending;
     const HeapWatch heap_watch;
@@ -257,6 +258,9 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
                                                 shape.name, request.id, pa.error));
       }
       placed += pa.placed;
+      if (!pa.placed && first_refusal.empty()) {
+        first_refusal = fmt::format("request {}: {}", request.id, pa.error);
+      }
       if (pa.placed && pa.decision.prefill_engine != pa.decision.decode_engine) ++split_count;
       bool prefill_alive = false;
       for (const hw_engine_load& e : loads) {
@@ -265,11 +269,12 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       split_possible += pa.placed && prefill_alive;
     }
     if (placed == 0) {
+      const std::string why =
+          "create() accepted it but no request was placed; the first refused, " + first_refusal;
       if (declared(shape)) {
-        t.fail("create() accepted it but no request was placed (feature '" + shape.feature +
-               "' is declared)");
+        t.fail(why + " (feature '" + shape.feature + "' is declared)");
       } else {
-        t.not_supported("create() accepted it but no request was placed");
+        t.not_supported(why);
       }
       if (shape.feature == "pools") fallback.not_supported("the pools shape is not supported");
       if (shape.feature == "disaggregation") {

@@ -63,6 +63,7 @@ struct PdSpec {
   uint32_t decode_max_model_len = 16384;
   uint32_t budget = 2048;
   uint32_t max_num_seqs = 64;
+  std::string kv_transport = "plugin = \"host_copy\"\noptions = { link = \"pcie5\" }\n";
 };
 
 // Engine 0: prefill; engine 1: decode.
@@ -90,9 +91,8 @@ std::string pd_toml(const PdSpec& s) {
          "options = { local_prefill_max_tokens = " +
          std::to_string(s.local_prefill_max_tokens) +
          " }\n"
-         "[kv_transport]\n"
-         "plugin = \"host_copy\"\n"
-         "options = { link = \"pcie5\" }\n";
+         "[kv_transport]\n" +
+         s.kv_transport;
 }
 
 DeploymentConfig pd_deployment(const PdSpec& spec) {
@@ -304,6 +304,33 @@ TEST(Disaggregation, AThresholdAboveEveryPromptMovesNothing) {
   for (const RequestRecord& r : result.records) {
     EXPECT_EQ(r.engine, 1u) << "request " << r.id;
     EXPECT_EQ(r.kv_transfer_seconds, 0.0) << "request " << r.id;
+  }
+}
+
+// A transport whose transfers fail, or never end, stops a simulation with an error that names it
+// and what its poll() answered (a simulated link does not fail; under serve the decode engine
+// prefills such a request itself, tests/unit/serving/service/disaggregated_service_test.cpp).
+TEST(Disaggregation, ATransportThatFailsOrNeverEndsIsNamed) {
+  PdSpec spec;
+  spec.local_prefill_max_tokens = 512;
+  const Workload workload = workload_of(mixed_requests());
+  const std::string failing =
+      "plugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_failing_transport.so\"\n";
+  spec.kv_transport = failing;
+  try {
+    simulate(pd_deployment(spec), workload);
+    FAIL() << "a failed transfer should stop the simulation";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("KV transport 'test_failing': poll() answered FAILED for the "
+                                    "transfer of request "));
+  }
+  spec.kv_transport = failing + "options = { pending_s = 3600.0 }\n";
+  try {
+    simulate(pd_deployment(spec), workload);
+    FAIL() << "transfers that never end should stop the simulation";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("never completed (KV transport 'test_failing': poll() still "
+                                    "answered PENDING when nothing else was left to run)"));
   }
 }
 

@@ -65,5 +65,35 @@ TEST(SdkAdapters, MakeStrOfNullIsTheEmptyString) {
   EXPECT_EQ(spec.default_string.size, 0u);
 }
 
+// The host passes every declared option with its declared type, so reading a key the schema
+// lacks, or reading one with another getter, is the plugin's bug: HW_INTERNAL naming the key and
+// the types, which headway-conformance reports as a failure instead of asking for --options.
+TEST(SdkOptions, KeysOutsideTheSchemaAndWrongGettersAreThePluginsBug) {
+  const hw_option_value values[] = {
+      {make_str("max_num_seqs"), HW_OPTION_INT, 64, 0.0, make_str("")},
+      {make_str("policy"), HW_OPTION_ENUM, 0, 0.0, make_str("fcfs")}};
+  const hw_options options{values, 2};
+  const Options o(&options);
+  EXPECT_EQ(o.get_int("max_num_seqs"), 64);
+  EXPECT_EQ(o.get_string("policy"), "fcfs");
+  const auto refusal = [&](auto&& read) {
+    try {
+      read();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), HW_INTERNAL);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no error";
+    return std::string();
+  };
+  EXPECT_EQ(refusal([&] { (void)o.get_int("max_num_seq"); }),
+            "option 'max_num_seq' is not in the plugin's schema (its descriptor's options); the "
+            "plugin reads a key it does not declare");
+  EXPECT_EQ(refusal([&] { (void)o.get_bool("max_num_seqs"); }),
+            "option 'max_num_seqs' is declared as an integer but the plugin reads it as a boolean");
+  EXPECT_EQ(refusal([&] { (void)o.get_string("max_num_seqs"); }),
+            "option 'max_num_seqs' is declared as an integer but the plugin reads it as a string");
+}
+
 }  // namespace
 }  // namespace headway::sdk

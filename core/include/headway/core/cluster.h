@@ -10,6 +10,7 @@
 #include <headway/core/clock.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/engine.h>
+#include <headway/core/error.h>
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 
@@ -76,6 +77,9 @@ class Cluster {
   const std::string& router_name() const { return router_->name(); }
 
  private:
+  // The error a transfer the transport reported FAILED stops a simulation with.
+  Error transfer_failed(uint64_t id, uint32_t source, size_t destination) const;
+
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<bool> alive_;
   std::vector<hw_engine_load> loads_;

@@ -100,7 +100,8 @@ class Options {
   std::string get_string(std::string_view key) const {
     const hw_option_value& v = find(key, -1);
     if (v.type != HW_OPTION_STRING && v.type != HW_OPTION_ENUM) {
-      throw Error(HW_INVALID_ARGUMENT, "option '" + std::string(key) + "' is not a string");
+      throw Error(HW_INTERNAL, "option '" + std::string(key) + "' is declared as " +
+                                   type_name(v.type) + " but the plugin reads it as a string");
     }
     return std::string(view(v.string_value));
   }
@@ -116,15 +117,38 @@ class Options {
     }
     return nullptr;
   }
+  // The host passes every option the schema declares, with its declared type, so a key missing
+  // or read with another getter is the plugin's bug, not the operator's: HW_INTERNAL, which
+  // headway-conformance reports as a failure rather than as options to give.
   const hw_option_value& find(std::string_view key, int32_t type) const {
     const hw_option_value* v = lookup(key);
     if (v == nullptr) {
-      throw Error(HW_INVALID_ARGUMENT, "option '" + std::string(key) + "' was not provided");
+      throw Error(HW_INTERNAL, "option '" + std::string(key) +
+                                   "' is not in the plugin's schema (its descriptor's options); "
+                                   "the plugin reads a key it does not declare");
     }
     if (type >= 0 && v->type != type) {
-      throw Error(HW_INVALID_ARGUMENT, "option '" + std::string(key) + "' has another type");
+      throw Error(HW_INTERNAL, "option '" + std::string(key) + "' is declared as " +
+                                   type_name(v->type) + " but the plugin reads it as " +
+                                   type_name(type));
     }
     return *v;
+  }
+  static std::string type_name(int32_t type) {
+    switch (type) {
+      case HW_OPTION_INT:
+        return "an integer";
+      case HW_OPTION_DOUBLE:
+        return "a number";
+      case HW_OPTION_BOOL:
+        return "a boolean";
+      case HW_OPTION_STRING:
+        return "a string";
+      case HW_OPTION_ENUM:
+        return "an enum";
+      default:
+        return "type " + std::to_string(type);
+    }
   }
   const hw_options* options_;
 };

@@ -376,6 +376,9 @@ TEST_F(CudaModel, BiasedAndQkNormedCheckpointsMatchTheCpuModel) {
 TEST_F(CudaModel, WithSplitPrefillAttentionMatchesTheCpuModel) {
   HW_SKIP_WITHOUT_CUDA();
   expect_the_cpu_models_logits(path(), dir(), ", split_prefill_attention = true");
+  // And on a lean tiling, whose split records keep base-2 maxima until they are written.
+  expect_the_cpu_models_logits(
+      path(), dir(), ", split_prefill_attention = true, attention_tiling = \"lean-128x64\"");
 }
 
 // The prefill tilings of the tensor-core attention other than the default, 128x64 (head_dim 64

@@ -407,8 +407,8 @@ TEST_P(CudaAttention, MatchesReference) {
   // them (StepLimits::decode_blocks_wanted): 16 ranges of 96 and of 192 keys, where ranges of 256
   // give 6 and 12, so that ranges start in the middle of the decode kernel's 64-key tiles.
   // Then with the prefill tiles split too (StepLimits::prefill_split_min_keys of 64: the tiles of
-  // the 37-token chunk at 200 in three ranges), in the default tiling, in 128x64, and in two lean
-  // tilings (whose split records convert their base-2 maxima for the reduce).
+  // the 37-token chunk at 200 in three ranges), in the default tiling, in 128x64, and in every lean
+  // tiling (whose split records convert their base-2 maxima for the reduce).
   struct Kernel {
     bool exact;
     k::MmaTiling tiling;
@@ -420,8 +420,9 @@ TEST_P(CudaAttention, MatchesReference) {
   kernels.push_back({false, k::MmaTiling::k64x32, true});
   kernels.push_back({false, k::MmaTiling::k64x32, true, true});
   kernels.push_back({false, k::MmaTiling::k128x64, true, true});
-  kernels.push_back({false, k::MmaTiling::kLean64x32, true, true});
-  kernels.push_back({false, k::MmaTiling::kLean128x64, true, true});
+  for (const k::MmaTiling t : k::kMmaTilings) {
+    if (k::mma_tiling_is_lean(t)) kernels.push_back({false, t, true, true});
+  }
   for (const Kernel& kernel : kernels) {
     const bool exact = kernel.exact;
     SCOPED_TRACE(exact ? std::string("FP32 kernel")

@@ -2,12 +2,13 @@
 // header; kernels in attention.cu (FP32 on CUDA cores) and attention_mma.cu (tensor cores).
 //
 // The host cuts the step into work units. A unit is a tile of consecutive tokens of one slice
-// (prefill) or one decode token, and a range of keys [key_begin, key_end) of its request; grid.y
-// runs over kv heads, so one block loads each K/V chunk once for all the query heads that share it
-// (GQA). A token at position p sees keys [0, p]: the cached prefix and the keys its own slice has
-// just written (rope_kv_write runs first). Keys are visited in chunks of 32 with an online softmax;
-// on the FP32 kernel the chunks are aligned to absolute positions, so a row's arithmetic does not
-// depend on how its prompt was chunked into steps (the deterministic mode relies on it).
+// (prefill) or one decode token, and a range of keys [key_begin, key_end) of its request; a block
+// runs one unit for one kv head (grid.y, or for the lean tilings a 1-D grid with kv heads fastest),
+// so it loads each K/V chunk once for all the query heads that share it (GQA). A token at position
+// p sees keys [0, p]: the cached prefix and the keys its own slice has just written (rope_kv_write
+// runs first). Keys are visited in chunks of 32 with an online softmax; on the FP32 kernel the
+// chunks are aligned to absolute positions, so a row's arithmetic does not depend on how its prompt
+// was chunked into steps (the deterministic mode relies on it).
 //
 // Prefill: tiles of up to attention_prefill_tile_rows() query rows (tokens x group: 32 on the FP32
 // kernel, 64 or 128 on tensor cores), all keys in one unit, or, when the plan splits prefill tiles

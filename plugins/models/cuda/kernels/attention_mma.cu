@@ -347,8 +347,9 @@ __device__ __forceinline__ void stream_kv_tiles(const AttentionArgs& a, const At
 
 // Blocks an SM that a lean prefill kernel's registers are bounded for: three of four warps (168
 // registers a thread, as the decode kernel) where head_dim 128 leaves the shared memory for them
-// (64x64: 70 KB a block); none for eight warps, which would need 128 registers a thread.
-constexpr int lean_min_blocks(int hd, int warps) { return warps == 4 && hd <= 128 ? 3 : 1; }
+// (64x64: 69,632 bytes a block); 0, no bound, for eight warps, which would need 128 registers a
+// thread. (A bound of 1 is not the same as none: ptxas then allocates differently.)
+constexpr int lean_min_blocks(int hd, int warps) { return warps == 4 && hd <= 128 ? 3 : 0; }
 
 // WARPS x 16 query rows against tiles of KEYS keys (a multiple of 16: whole k16 steps of P V).
 // LEAN: the lean softmax (attend_tile), masked only on the tiles where some row of a warp stops,

@@ -5,6 +5,7 @@
 #include <headway/core/web_origin.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -307,11 +308,31 @@ int32_t parse_role(const std::string& role, const std::string& where) {
       fmt::format("{}.role: unknown role \"{}\" (allowed: mixed, prefill, decode)", where, role));
 }
 
+// host:port with a port of 1-65535 (gRPC's "unix:" paths aside): without a port gRPC dials port
+// 0, and the router would find out only when its connect timeout ran out.
+void check_engine_address(const std::string& address, const std::string& where) {
+  if (address.starts_with("unix:")) return;
+  const size_t colon = address.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  const bool bracketed_v6_without_port = address.starts_with('[') && address.ends_with(']');
+  const bool digits =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (colon == std::string::npos || colon == 0 || bracketed_v6_without_port || !digits ||
+      std::stoul(port) == 0 || std::stoul(port) > 65535) {
+    throw Error(
+        fmt::format("{}.address: \"{}\" is not host:port with a port of 1-65535 (e.g. "
+                    "\"127.0.0.1:50061\", \"[::1]:50061\")",
+                    where, address));
+  }
+}
+
 // An [[engines]] table with `address` names an engine process a router process fronts: that
 // process's own file chooses its scheduler and sizes, so those keys here would be silently unused.
 void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint32_t count,
                          const std::string& where) {
   if (engine.address.empty()) throw Error(where + ".address: must not be empty (host:port)");
+  check_engine_address(engine.address, where);
   if (count != 1) {
     throw Error(
         fmt::format("{}.count: {} engines at one address; write one [[engines]] table per "
@@ -334,7 +355,17 @@ void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint3
 void check_process_shape(const DeploymentConfig& config) {
   const std::string name = config.file.string();
   const bool router = config.server.role == "router";
-  for (const EngineConfig& engine : config.engines) {
+  for (size_t i = 0; i < config.engines.size(); ++i) {
+    const EngineConfig& engine = config.engines[i];
+    for (size_t j = 0; j < i && router; ++j) {
+      if (config.engines[j].address == engine.address) {
+        // Its load would be counted twice and its requests routed as if to two processes.
+        throw Error(
+            fmt::format("{}: {} and {} have the same address {}: each [[engines]] table "
+                        "names one engine process",
+                        name, config.engines[j].name, engine.name, engine.address));
+      }
+    }
     if (router && engine.address.empty()) {
       throw Error(
           fmt::format("{}: {}: a router process ([server] role = \"router\") needs the "

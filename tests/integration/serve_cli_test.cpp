@@ -276,5 +276,65 @@ TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {
   EXPECT_NE(serve.log().find("engine1 at 127.0.0.1:2"), std::string::npos) << serve.log();
 }
 
+// An engine process serving its own checkpoint `name` (the tiny shape with `vocab` tokens) on an
+// ephemeral gRPC port; returns the process and sets `address`.
+std::unique_ptr<ServeProcess> engine_process_of(const fs::path& dir, const std::string& name,
+                                                uint32_t vocab, std::string& address) {
+  models::cpu::TinyModelSpec spec = tiny_test_spec();
+  spec.vocab = vocab;
+  models::cpu::write_tiny_checkpoint(spec, dir / name);
+  const fs::path config = dir / (name + ".toml");
+  std::ofstream(config) << "name = \"engine-" << name << "\"\n[model]\nplugin = \"cpu\"\n"
+                        << "options = { path = \"" << name
+                        << "\", threads = 1, kv_cache_gb = 0.02, max_model_len = 512 }\n"
+                        << "[[engines]]\n[server]\nrole = \"engine\"\ngrpc_port = 0\n";
+  auto engine = std::make_unique<ServeProcess>(config);
+  const std::optional<std::string> port =
+      engine->wait_for_line(std::regex(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))"));
+  if (!port) throw std::runtime_error("engine process did not start:\n" + engine->log());
+  engine->keep_reading();
+  address = "127.0.0.1:" + *port;
+  return engine;
+}
+
+// A router checks its engine processes against its own checkpoint ([model] path), not against
+// whichever process answered first: one whose model has another vocabulary is refused, naming
+// both. One of the same vocabulary under another name (another checkpoint directory: two
+// fine-tunes of one base share vocabulary and tokenizer) is served, with a warning.
+TEST(ServeCli, ARouterChecksItsEngineProcessesAgainstItsOwnCheckpoint) {
+  TempDir dir;
+  const uint32_t vocab = tiny_test_spec().vocab;
+  const auto router_config = [&](const std::string& address) {
+    return write_tiny_deployment(dir.path, "router",
+                                 "[[engines]]\naddress = \"" + address +
+                                     "\"\n[server]\nrole = \"router\"\nhttp_port = 0\n"
+                                     "grpc_port = 0\nengine_connect_timeout_s = 30\n");
+  };
+  {
+    std::string address;
+    auto wider = engine_process_of(dir.path, "wider", vocab + 64, address);
+    ServeProcess router(router_config(address));
+    EXPECT_FALSE(router.wait_for_line(std::regex("(HTTP listening)")).has_value());
+    EXPECT_EQ(router.stop(SIGTERM), 1) << router.log();
+    EXPECT_NE(router.log().find("engine0 at " + address + " serves a model with a vocabulary of " +
+                                std::to_string(vocab + 64) +
+                                ", and the router's checkpoint ([model] path) one of " +
+                                std::to_string(vocab)),
+              std::string::npos)
+        << router.log();
+    EXPECT_EQ(wider->stop(SIGTERM), 0) << wider->log();
+  }
+  std::string address;
+  auto renamed = engine_process_of(dir.path, "tuned", vocab, address);
+  ServeProcess router(router_config(address));
+  EXPECT_TRUE(router.wait_for_line(std::regex("(HTTP listening)")).has_value()) << router.log();
+  EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();
+  EXPECT_NE(
+      router.log().find("engine0 at " + address + " serves model 'tuned' and this router 'tiny'"),
+      std::string::npos)
+      << router.log();
+  EXPECT_EQ(renamed->stop(SIGTERM), 0) << renamed->log();
+}
+
 }  // namespace
 }  // namespace headway::test

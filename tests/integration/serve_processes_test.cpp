@@ -398,6 +398,41 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// An engine process told to stop (SIGTERM, as a rolling restart does) drains: the router sends it
+// no new request but keeps its streams, which end as they would have. The router used to count a
+// draining process as down and give up its calls 2 s later, cutting every stream the drain would
+// have finished. The stream (380 tokens of the slow model) outlasts those 2 s on the machines the
+// suite runs on; the 30 s drain covers it.
+TEST(ServeProcesses, AnEngineProcessDrainingOnSigtermFinishesItsStreamThroughTheRouter) {
+  TempDir dir("serve_processes_engine_drain");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
+  const std::string address = "127.0.0.1:" + std::to_string(cluster.engine_port(1));
+  StreamingCompletion client(cluster.http_port(), completion(std::string(120, 'e'), 380, true));
+  client.wait_for_first_token();
+  cluster.engine(1).signal(SIGTERM);
+  // No new request goes there: /health counts one process, and a long prompt takes the short pool.
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
+  const auto rerouted =
+      http.Post("/v1/completions", completion(std::string(300, 'f'), 3, false), "application/json");
+  ASSERT_TRUE(rerouted);
+  EXPECT_EQ(rerouted->status, 200) << rerouted->body;
+  const std::string streamed = client.finish();
+  EXPECT_EQ(streamed.find("error"), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("\"finish_reason\":\"length\""), std::string::npos) << streamed;
+  EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
+  EXPECT_NE(cluster.router().log().find("engine1 at " + address + " is draining"),
+            std::string::npos)
+      << cluster.router().log();
+  EXPECT_EQ(cluster.engine(1).stop(0), 0) << cluster.engine(1).log();  // exits once drained
+  const std::map<std::string, double> counts = finished(metrics_of(http));
+  EXPECT_EQ(counts.at("1/length"), 1.0);
+  EXPECT_EQ(counts.at("1/error"), 0.0);
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+}
+
 // A router whose drain is cut short (two signals at once: the second ends the drain) cancels the
 // streams still running, and each says the server is shutting down: the router tells why, since
 // the engine process knows only that its call was cancelled. The stream (300 tokens of the slow

@@ -242,6 +242,7 @@ void to_health_response(const HealthSummary& health, v1::HealthResponse& out) {
   out.set_engines_alive(health.engines_alive);
   out.set_engines_total(health.engines_total);
   out.set_reason(health.reason);
+  out.set_draining(health.draining);
 }
 
 void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& out) {

@@ -93,6 +93,10 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
                   ? fmt::format("not serving ({} of {} engines alive, or draining)",
                                 health.engines_alive(), health.engines_total())
                   : "not serving: " + health.reason());
+    if (health.draining()) {
+      std::lock_guard lock(mutex_);
+      draining_ = true;
+    }
     return false;
   }
   v1::ClusterInfoResponse cluster;
@@ -136,6 +140,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   std::lock_guard lock(mutex_);
   report_ = std::move(report);
   up_ = true;
+  draining_ = false;
   late_polls_ = 0;
   down_reason_.clear();
   sent_requests_ -= std::min(sent_requests_, counted_requests);
@@ -152,6 +157,7 @@ bool EngineProcess::poll_failed(std::string why, const grpc::Status& status) {
     return true;
   }
   up_ = false;
+  draining_ = false;
   down_reason_ = std::move(why);
   return false;
 }
@@ -176,6 +182,11 @@ hw_engine_load EngineProcess::load() const {
 bool EngineProcess::up() const {
   std::lock_guard lock(mutex_);
   return up_;
+}
+
+bool EngineProcess::draining() const {
+  std::lock_guard lock(mutex_);
+  return draining_;
 }
 
 std::string EngineProcess::down_reason() const {
@@ -205,6 +216,7 @@ void EngineProcess::sent(uint32_t prompt_tokens, uint32_t max_tokens) {
 void EngineProcess::mark_down(std::string why) {
   std::lock_guard lock(mutex_);
   up_ = false;
+  draining_ = false;
   down_reason_ = std::move(why);
 }
 

@@ -4,7 +4,9 @@
 //
 // An engine process is "up" once it answered Health (serving) and ClusterInfo within the poll
 // deadline, "down" from the first failed poll (the second late one in a row: a busy process may
-// miss one deadline) or failed call until a poll succeeds again. The
+// miss one deadline) or failed call until a poll succeeds again. A process that answers Health as
+// draining (a SIGTERM) is down for new requests but "draining": its streams go on, and the router
+// does not give up its calls while it answers so. The
 // process may run several engines of its own; the router sees their sum as one engine.
 //
 // Ownership: owns its channel and stub. Threading: poll() runs on the service's poller thread
@@ -54,6 +56,8 @@ class EngineProcess {
   // while the process is down. `pool` points into this object.
   hw_engine_load load() const;
   bool up() const;
+  // Not up, but answered its last poll as draining: its calls in flight are still being served.
+  bool draining() const;
   int32_t role() const { return role_; }  // hw_engine_role
   // Why the process is down (empty while it is up).
   std::string down_reason() const;
@@ -83,6 +87,7 @@ class EngineProcess {
 
   mutable std::mutex mutex_;  // guards what follows
   bool up_ = false;
+  bool draining_ = false;
   std::string down_reason_ = "not polled yet";
   uint32_t late_polls_ = 0;  // consecutive polls that missed their deadline
   std::optional<ModelSummary> model_;

@@ -163,6 +163,14 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::vector<std::unique_ptr<EngineProcess>> engines_;
   mutable std::vector<EngineSeries> engine_series_;
   ModelSummary reference_model_;  // what every engine process must serve
+  // The router's own checkpoint ([model] path): its vocab_size, which the engine processes' model
+  // must have when it is known, and the name it serves under, which theirs should have.
+  std::optional<uint32_t> own_vocab_;
+  std::string own_name_;
+  bool own_checkpoint_ = false;
+  // Warns once per engine process that serves under another name than the router.
+  void warn_if_named_otherwise(const EngineProcess& engine, const ModelSummary& model);
+  std::vector<std::string> warned_name_;  // per engine process: the name last warned about
   std::unique_ptr<RequestAdmission> admission_;
   std::unique_ptr<core::HostServices> router_host_;
   std::unique_ptr<core::RouterInstance> router_;
@@ -190,6 +198,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
 
   // Poller thread only: since when each process has failed every poll.
   std::vector<std::optional<Clock::time_point>> failing_since_;
+  std::vector<bool> was_draining_;  // per engine process, as of the last poll (for the log)
 
   std::mutex poller_mutex_;
   std::condition_variable poller_wake_;
@@ -212,6 +221,11 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
                                                        engine.address, options.api_key));
     engine_series_.push_back(metrics_.engine(engine.index, engine.pool));
   }
+  const std::filesystem::path own_dir = checkpoint_dir_of(deployment);
+  own_checkpoint_ = !own_dir.empty();
+  own_vocab_ = checkpoint_vocab_size(own_dir);
+  own_name_ = options.model_name.empty() ? default_model_name(deployment) : options.model_name;
+  warned_name_.assign(engines_.size(), std::string());
   connect(where, options.connect_timeout_s);
 
   ModelSummary served;
@@ -237,6 +251,7 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
 
   loads_.resize(engines_.size());
   failing_since_.resize(engines_.size());
+  was_draining_.assign(engines_.size(), false);
   for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
   router_host_ = std::make_unique<core::HostServices>("router", &clock_);
   router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_);
@@ -245,6 +260,20 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
     link_->service = this;
   }
   poller_ = std::thread([this] { poll_loop(); });
+}
+
+void RemoteGenerationService::Impl::warn_if_named_otherwise(const EngineProcess& engine,
+                                                            const ModelSummary& model) {
+  // Names alone do not refuse a process: a router may read a copy of the checkpoint's tokenizer
+  // under another directory name. But two fine-tunes of one base share vocabulary and tokenizer,
+  // and their directory names are what tells them apart.
+  std::string& warned = warned_name_[engine.index()];
+  if (!own_checkpoint_ || model.name == own_name_ || model.name == warned) return;
+  warned = model.name;
+  spdlog::warn(
+      "engine{} at {} serves model '{}' and this router '{}' (each is named after its checkpoint "
+      "directory unless named otherwise): check that they read the same checkpoint",
+      engine.index(), engine.address(), model.name, own_name_);
 }
 
 void RemoteGenerationService::Impl::connect(const std::string& where, double timeout_s) {
@@ -263,6 +292,14 @@ void RemoteGenerationService::Impl::connect(const std::string& where, double tim
   for (auto& engine : engines_) {
     const std::optional<ModelSummary> model = engine->model();
     if (engine->up() && model) {
+      // The router's checkpoint decides, where it says: not whichever process answered first.
+      if (own_vocab_ && model->vocab != *own_vocab_) {
+        throw core::Error(fmt::format(
+            "{}: engine{} at {} serves a model with a vocabulary of {}, and the router's "
+            "checkpoint ([model] path) one of {}: point them at the same checkpoint",
+            where, engine->index(), engine->address(), model->vocab, *own_vocab_));
+      }
+      warn_if_named_otherwise(*engine, *model);
       if (reference == nullptr) {
         reference = engine.get();
         reference_model_ = *model;
@@ -355,6 +392,7 @@ void RemoteGenerationService::Impl::poll_once() {
     // A process that answers but cannot serve what the router admits stays out.
     std::string refused;
     const bool up = engine.poll(deadline, [&](const ModelSummary& model) {
+      warn_if_named_otherwise(engine, model);
       if (!same_model(model, reference_model_)) {
         refused = fmt::format(
             "serves a different model (vocabulary {}, {} tokenizer) than the others ({}, {})",
@@ -386,19 +424,25 @@ void RemoteGenerationService::Impl::poll_once() {
       spdlog::warn("engine{} at {} answers again but stays out: it {}", engine.index(),
                    engine.address(), refused);
     }
-    if (up != was_up) {
+    const bool draining = !up && engine.draining();
+    if (up != was_up || draining != was_draining_[e]) {
       if (up) {
         spdlog::info("engine{} at {} is up", engine.index(), engine.address());
+      } else if (draining) {
+        spdlog::info("engine{} at {} is draining: it gets no new request and finishes its own",
+                     engine.index(), engine.address());
       } else {
         spdlog::warn("engine{} at {} is down: {}", engine.index(), engine.address(),
                      engine.down_reason());
       }
     }
+    was_draining_[e] = draining;
     // Its calls are given up only once it has failed every poll for kGiveUpAfter: a busy process
     // that misses one deadline stops getting new requests but keeps its streams. From then on at
     // every poll, so that a call sent to it since (a hand-off sent there anyway) cannot wait on it
-    // forever either.
-    if (up) {
+    // forever either. A draining process answers its polls: its streams are not given up (it ends
+    // them itself when its drain does).
+    if (up || draining) {
       failing_since_[e].reset();
     } else if (!failing_since_[e]) {
       failing_since_[e] = Clock::now();

@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 #include <headway/serving/echoed_input.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "bad_words.h"
 #include "end_tokens.h"
@@ -41,6 +43,25 @@ std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment
   return {};
 }
 
+std::string default_model_name(const core::DeploymentConfig& deployment) {
+  const std::filesystem::path dir = checkpoint_dir_of(deployment);
+  return dir.empty() ? deployment.name : dir.filename().string();
+}
+
+std::optional<uint32_t> checkpoint_vocab_size(const std::filesystem::path& dir) {
+  std::error_code ignored;
+  if (dir.empty() || !std::filesystem::is_regular_file(dir / "config.json", ignored)) {
+    return std::nullopt;
+  }
+  const nlohmann::json config = core::read_json_file(dir / "config.json");
+  const auto field = config.is_object() ? config.find("vocab_size") : config.end();
+  if (field == config.end() || !field->is_number_unsigned() ||
+      field->get<uint64_t>() > UINT32_MAX) {
+    return std::nullopt;
+  }
+  return field->get<uint32_t>();
+}
+
 ErrorCode error_code_of(hw_status_code code) {
   switch (code) {
     case HW_INVALID_ARGUMENT:
@@ -71,7 +92,7 @@ RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, Mod
   }
   end_tokens_ = checkpoint_end_tokens(dir, tokenizer_ ? tokenizer_->eos() : -1, vocab);
   encoder_ = std::make_unique<PromptEncoder>(tokenizer_, dir);
-  if (model_.name.empty()) model_.name = dir.empty() ? deployment.name : dir.filename().string();
+  if (model_.name.empty()) model_.name = default_model_name(deployment);
   model_.tokenizer = tokenizer_ ? std::string(tokenizer_->kind()) : std::string("none");
 }
 

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,14 @@ class GuideFactory;
 // The checkpoint directory the deployment's model reads (its `path` option), resolved like the
 // model plugin does: relative to the deployment file. Empty when the model has none.
 std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment);
+
+// The model's name as clients give it when no option names it: the checkpoint directory's name, or
+// the deployment's name when the model reads no checkpoint.
+std::string default_model_name(const core::DeploymentConfig& deployment);
+
+// The `vocab_size` of the checkpoint's config.json; nullopt without a checkpoint, a config.json, or
+// an integer vocab_size in it. A router process checks its engine processes against it.
+std::optional<uint32_t> checkpoint_vocab_size(const std::filesystem::path& dir);
 
 // The ServiceError code for a core::Error's status (a router refusing a request, ...).
 ErrorCode error_code_of(hw_status_code code);

@@ -13,6 +13,7 @@ HealthSummary summarize_health(bool admitting, const std::vector<EngineHealth>& 
   }
   health.serving = admitting && can_finish > 0;
   if (!admitting) {
+    health.draining = true;
     health.reason = "draining: no new requests are admitted";
   } else if (health.engines_alive == 0) {
     health.reason = fmt::format("no engine is alive (0 of {})", health.engines_total);

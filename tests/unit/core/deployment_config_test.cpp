@@ -597,6 +597,23 @@ TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {
               AllOf(HasSubstr("engines[0].scheduler"), HasSubstr("own deployment file")));
   EXPECT_THAT(error_of(model + "[[engines]]\naddress = ''\n" + router),
               HasSubstr("engines[0].address: must not be empty"));
+  // Without a port gRPC would dial port 0 and the router find out at its connect timeout.
+  for (const char* address : {"127.0.0.1", "h:", "h:0", "h:65536", "h:80x", "[::1]", ":50061"}) {
+    EXPECT_THAT(
+        error_of(model + "[[engines]]\naddress = '" + address + "'\n" + router),
+        AllOf(HasSubstr(std::string("engines[0].address: \"") + address + "\" is not host:port"),
+              HasSubstr("1-65535")))
+        << address;
+  }
+  for (const char* address : {"h:1", "127.0.0.1:65535", "[::1]:50061", "unix:/tmp/engine.sock"}) {
+    EXPECT_EQ(
+        parse(model + "[[engines]]\naddress = '" + address + "'\n" + router).engines[0].address,
+        address);
+  }
+  // One process named twice: its load would count twice.
+  EXPECT_THAT(error_of(model + "[[engines]]\naddress = 'h:1'\n[[engines]]\naddress = 'h:2'\n" +
+                       "[[engines]]\naddress = 'h:1'\n" + router),
+              HasSubstr("engine0 and engine2 have the same address h:1"));
   EXPECT_THAT(
       error_of(model + "[[engines]]\naddress = 'h:1'\n[kv_transport]\nplugin = 'host_copy'\n" +
                router),

@@ -194,7 +194,8 @@ struct HealthSummary {
   bool serving = false;  // false while draining or when no engine can finish a request
   uint32_t engines_alive = 0;
   uint32_t engines_total = 0;
-  std::string reason;  // why not serving ("draining", ...); empty while serving
+  std::string reason;     // why not serving ("draining", ...); empty while serving
+  bool draining = false;  // not admitting: finishing what it has (a router keeps its calls)
 };
 
 struct EngineHealth {

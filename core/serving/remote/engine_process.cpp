@@ -27,9 +27,15 @@ EngineProcess::EngineProcess(uint32_t index, std::string pool, int32_t role, std
       api_key_(std::move(api_key)) {
   grpc::ChannelArguments arguments;
   // A process that went away should be retried soon after it comes back, not after gRPC's
-  // default back-off of up to two minutes.
+  // default back-off of up to two minutes. The minimum is gRPC's connect timeout, which also
+  // spaces attempts (connection-backoff.md), 20 s by default; and a channel whose connections
+  // failed asks its resolver again, at most every 30 s by default, even for an IP address. With
+  // both defaults a router started beside its engine processes served about 5-15 s after they
+  // listened; with these, within a second (docs/serving.md, "Several processes").
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  arguments.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 200);
   channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), arguments);
   stub_ = v1::Headway::NewStub(channel_);
   report_.index = index_;

@@ -279,12 +279,21 @@ bool kv_stage_is_here(const std::string& name) {
 
 size_t sweep_expired_kv_stages(double max_age_s) {
   const std::string own = own_kv_stage_prefix().substr(1);  // file names lack the '/'
+  const std::string any = std::string(kKvStagePrefix).substr(1);
   const auto now = std::filesystem::file_time_type::clock::now();
   size_t removed = 0;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
     const std::string file = entry.path().filename().string();
-    if (file.rfind(own, 0) != 0) continue;
+    if (file.rfind(own, 0) != 0) {
+      // Another process's: expired only when that process has exited too (a prefill process
+      // that crashed, and was not restarted to sweep its own at start: gigabytes of a 70B
+      // model's KV would stay in host memory).
+      if (file.rfind(any, 0) != 0) continue;
+      const std::optional<sdk::ShmOwner> owner =
+          sdk::parse_shm_owner(std::string_view(file).substr(any.size()));
+      if (!owner || !sdk::shm_owner_exited(*owner)) continue;
+    }
     std::error_code gone;  // (removed meanwhile)
     const auto changed = std::filesystem::last_write_time(entry.path(), gone);
     if (gone || std::chrono::duration<double>(now - changed).count() < max_age_s) continue;

@@ -148,8 +148,9 @@ bool is_own_kv_stage_name(const std::string& name);
 // them); objects of processes in another pid namespace are left alone (their pids mean nothing
 // here). Returns how many. Called when an engine process starts.
 size_t sweep_orphaned_kv_stages();
-// Removes this process's staged objects that nobody read within `max_age_s` of being written
-// (the request was given up, or its decode process died before reading it). Returns how many.
+// Removes the staged objects that nobody read within `max_age_s` of being written: this
+// process's (the request was given up, or its decode process died before reading it), and those
+// of writers that have exited (as sweep_orphaned_kv_stages() judges them). Returns how many.
 size_t sweep_expired_kv_stages(double max_age_s);
 
 }  // namespace headway::serving

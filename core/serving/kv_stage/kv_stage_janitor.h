@@ -1,7 +1,8 @@
-// Removes the staged KV objects of this process that nobody read in time: the router gave the
-// request up before a decode process asked for it, or the decode process died first. Without it
-// such an object would stay in /dev/shm (host memory) until this process exits (and the next
-// engine process's sweep_orphaned_kv_stages() ran).
+// Removes the staged KV objects that nobody read in time: this process's (the router gave the
+// request up before a decode process asked for it, or the decode process died first), and those of
+// engine processes that have exited (a prefill process that crashed). Without it such an object
+// would stay in /dev/shm (host memory) until its writer exits and another engine process starts
+// (sweep_orphaned_kv_stages()).
 //
 // Ownership: owns one thread, stopped and joined by the destructor. Threading: the constructor and
 // destructor on one thread; the sweep runs on its own.

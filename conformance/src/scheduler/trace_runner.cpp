@@ -103,7 +103,10 @@ class TraceRun {
       try {
         planned = engine_.step();
       } catch (const core::Error& e) {
-        out_.invalid_plan = fmt::format("trace {} step {}: {}", trace_.name, step, e.what());
+        // The trace's step counts idle gaps between arrivals; the engine's (in its message) does
+        // not.
+        out_.invalid_plan =
+            fmt::format("trace {} (at trace step {}): {}", trace_.name, step, e.what());
         return;
       }
       ++step;

@@ -83,9 +83,10 @@ struct StepLimits {
   // Prefill units ordered by their number of keys, most first, instead of slice by slice in
   // position order. A GPU starts blocks in grid order, so in position order a long prompt's
   // deepest tiles, the longest blocks, start last and run on while other SMs idle: a 2,048-token
-  // prefill's attention by a list-scheduling model of 132 SMs takes 1.31 times its even share in
-  // position order and 1.02 longest first. Only the lean tilings' grid (kv heads fastest) starts
-  // every kv head of a unit together; the model sets this for them (mma_tiling_is_lean()).
+  // prefill's attention by a list-scheduling model of 132 SMs (scripts/prefill_block_order.py)
+  // takes 1.31 times its even share in position order and 1.02 longest first. Only the lean
+  // tilings' grid (kv heads fastest) starts every kv head of a unit together; the model sets this
+  // for them (mma_tiling_is_lean()).
   bool prefill_longest_first = false;
 };
 

@@ -311,10 +311,20 @@ int32_t parse_role(const std::string& role, const std::string& where) {
 // host:port with a port of 1-65535 (gRPC's "unix:" paths aside): without a port gRPC dials port
 // 0, and the router would find out only when its connect timeout ran out.
 void check_engine_address(const std::string& address, const std::string& where) {
-  if (address.starts_with("unix:")) return;
+  if (address.starts_with("unix:") || address.starts_with("unix-abstract:")) return;
   const size_t colon = address.rfind(':');
   const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
   const bool bracketed_v6_without_port = address.starts_with('[') && address.ends_with(']');
+  // "::1:50061" or "::1": gRPC reads an unbracketed IPv6 address as a host without a port.
+  const std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  const bool scheme = address.find("://") != std::string::npos || address.starts_with("dns:") ||
+                      address.starts_with("ipv4:") || address.starts_with("ipv6:");
+  if (!scheme && !host.starts_with('[') && host.find(':') != std::string::npos) {
+    throw Error(
+        fmt::format("{}.address: \"{}\" is an IPv6 address without brackets: write "
+                    "\"[host]:port\" (e.g. \"[::1]:50061\")",
+                    where, address));
+  }
   const bool digits =
       !port.empty() && port.size() <= 5 &&
       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });

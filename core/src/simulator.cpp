@@ -198,11 +198,17 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
   if (cluster.transfers_waiting() > 0 || cluster.transfers_in_flight() > 0) {
     // In flight at the end: the transport's poll() still answered PENDING when nothing else was
     // left to run (a simulated transfer reports its modelled duration when it starts).
+    const std::string pending =
+        cluster.transfers_in_flight() == 0
+            ? std::string()
+            : fmt::format(
+                  " (KV transport '{}': poll() still answered PENDING when nothing else "
+                  "was left to run)",
+                  cluster.transport()->name());
     throw Error(fmt::format("{}: {} KV transfers never found room on their decode engine and {} "
-                            "never completed (KV transport '{}': poll() still answered PENDING "
-                            "when nothing else was left to run)",
+                            "never completed{}",
                             deployment.file.string(), cluster.transfers_waiting(),
-                            cluster.transfers_in_flight(), cluster.transport()->name()),
+                            cluster.transfers_in_flight(), pending),
                 HW_INTERNAL);
   }
   for (size_t e = 0; e < cluster.size(); ++e) {

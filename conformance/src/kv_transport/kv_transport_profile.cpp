@@ -62,6 +62,9 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
   core::VirtualClock clock;
   core::HostServices host("kv_transport", &clock);
   std::vector<TestResult> results;
+  // Regions of transfers given up on: a transport that is only slow may still write them, so they
+  // outlive it (declared before it, destroyed after).
+  std::vector<std::unique_ptr<Region>> abandoned;
   std::unique_ptr<core::KvTransportInstance> transport;
   try {
     transport = std::make_unique<core::KvTransportInstance>(context.plugin.choice(), host);
@@ -125,7 +128,8 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
         std::vector<std::thread> threads;
         for (uint32_t k = 0; k < 4; ++k) {
           threads.emplace_back([&, k] {
-            Region src(64, 8192, 8192), dst(64, 8192, 8192);
+            auto src = std::make_unique<Region>(64, 8192, 8192);
+            auto dst = std::make_unique<Region>(64, 8192, 8192);
             std::mt19937_64 local(context.options.seed + k);
             for (uint32_t i = 0; i < 16; ++i) {
               std::vector<uint32_t> from(64), to(64);
@@ -136,12 +140,14 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
               from.resize(1 + i * 3);
               to.resize(1 + i * 3);
               const std::string e =
-                  round_trip(*transport, src, dst, from, to, 100 * k + i, kTimeoutSeconds);
+                  round_trip(*transport, *src, *dst, from, to, 100 * k + i, kTimeoutSeconds);
               if (!e.empty()) {
                 std::lock_guard lock(mutex);
                 t.fail(fmt::format("thread {} transfer {}: {}", k, i, e));
                 // Its first failure says it: a transport that never ends its transfers would
                 // otherwise hold the thread for 16 timeouts (160 s) and the suite for 4 minutes.
+                abandoned.push_back(std::move(src));
+                abandoned.push_back(std::move(dst));
                 return;
               }
             }

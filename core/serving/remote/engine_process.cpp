@@ -99,7 +99,9 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
                   ? fmt::format("not serving ({} of {} engines alive, or draining)",
                                 health.engines_alive(), health.engines_total())
                   : "not serving: " + health.reason());
-    if (health.draining()) {
+    // Builds before the draining field said so in the reason alone (health.cpp): a rolling
+    // upgrade drains exactly those.
+    if (health.draining() || health.reason().starts_with("draining")) {
       std::lock_guard lock(mutex_);
       draining_ = true;
     }

@@ -223,7 +223,15 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   }
   const std::filesystem::path own_dir = checkpoint_dir_of(deployment);
   own_checkpoint_ = !own_dir.empty();
-  own_vocab_ = checkpoint_vocab_size(own_dir);
+  // A named shape (the cuda model's `shape`, random weights) is not its path's config.json: the
+  // path may be there for the tokenizer alone.
+  bool named_shape = false;
+  for (const hw_option_value& v : deployment.model.options->values()) {
+    named_shape =
+        named_shape || (std::string_view(v.key.data, v.key.size) == "shape" &&
+                        std::string_view(v.string_value.data, v.string_value.size) != "config");
+  }
+  if (!named_shape) own_vocab_ = checkpoint_vocab_size(own_dir);
   own_name_ = options.model_name.empty() ? default_model_name(deployment) : options.model_name;
   warned_name_.assign(engines_.size(), std::string());
   connect(where, options.connect_timeout_s);

@@ -115,7 +115,17 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::unordered_map<std::string, uint64_t> client_ids_;
   std::vector<hw_engine_load> loads_;  // routing scratch
   uint64_t next_numeric_id_ = 1;
-  std::atomic<bool> admitting_{true};
+  // kAdmitting, then kDraining (a drain began: only continuations are taken), then kClosed (the
+  // drain ended, or the drivers stop: nothing is taken). Changed to kClosed under mutex_.
+  enum Admission : int { kAdmitting, kDraining, kClosed };
+  std::atomic<int> admission_state_{kAdmitting};
+  // Whether `input` may be taken now: anything while admitting; while draining only the
+  // continuation of a request a router admitted before the drain (its KV staged by a prefill
+  // process), which the drain then finishes instead of failing it after its first token.
+  bool takes(const GenerateInput& input) const {
+    const int state = admission_state_.load();
+    return state == kAdmitting || (state == kDraining && accepts_handoffs_ && input.kv_source);
+  }
   bool drain_cut_short_ = false;  // end_drain_now() ran (guarded)
 };
 
@@ -240,12 +250,12 @@ LocalGenerationService::Impl::~Impl() {
 
 void LocalGenerationService::Impl::stop_drivers() {
   {
-    // Under the mutex: a submit() that saw admitting_ true holds it until its request is in a
-    // driver's inbox, so every admitted request is in an inbox before its driver's last swap (set
-    // without the lock, a submit racing this could enqueue into a driver whose thread had exited,
-    // and its stream would never finish).
+    // Under the mutex: a submit() that was taken holds it until its request is in a driver's
+    // inbox, so every admitted request is in an inbox before its driver's last swap (set without
+    // the lock, a submit racing this could enqueue into a driver whose thread had exited, and its
+    // stream would never finish).
     std::lock_guard lock(mutex_);
-    admitting_ = false;
+    admission_state_ = kClosed;
   }
   // Each driver aborts what it still serves (the streams finish kAbort) before its thread ends.
   for (auto& driver : drivers_) driver->stop();
@@ -257,7 +267,7 @@ ServiceError LocalGenerationService::Impl::rejected(Rejection why, ServiceError 
 }
 
 std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInput input) {
-  if (!admitting_) {
+  if (!takes(input)) {
     throw rejected(
         Rejection::kUnavailable,
         ServiceError(ErrorCode::kUnavailable, "the server is draining and admits no new requests"));
@@ -287,7 +297,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   request.prompt = std::move(prompt);
 
   std::lock_guard lock(mutex_);
-  if (!admitting_) {
+  if (!takes(input)) {
     throw rejected(
         Rejection::kUnavailable,
         ServiceError(ErrorCode::kUnavailable, "the server is draining and admits no new requests"));
@@ -456,16 +466,18 @@ HealthSummary LocalGenerationService::Impl::health() const {
   for (size_t e = 0; e < drivers_.size(); ++e) {
     engines.push_back({cluster_->engine(e).config().role, drivers_[e]->alive()});
   }
-  return summarize_health(admitting_, engines);
+  return summarize_health(admission_state_ == kAdmitting, engines);
 }
 
 size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
-  admitting_ = false;
+  int admitting = kAdmitting;
+  admission_state_.compare_exchange_strong(admitting, kDraining);
   std::unique_lock lock(mutex_);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(std::max(0.0, timeout_seconds)));
   emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
+  admission_state_ = kClosed;  // under the lock: no continuation slips in after the decision
   const size_t left = requests_.size();
   for (const auto& [numeric_id, placement] : requests_) {
     send_abort(placement, AbortCause::kShutdown);

@@ -605,7 +605,15 @@ TEST_F(DeploymentConfigTest, ProcessShapeMistakesAreRefusedNamingTheEngine) {
               HasSubstr("1-65535")))
         << address;
   }
-  for (const char* address : {"h:1", "127.0.0.1:65535", "[::1]:50061", "unix:/tmp/engine.sock"}) {
+  for (const char* address : {"::1", "::1:50061", "fe80::1:50061"}) {
+    EXPECT_THAT(error_of(model + "[[engines]]\naddress = '" + address + "'\n" + router),
+                HasSubstr("is an IPv6 address without brackets"))
+        << address;
+  }
+  for (const char* address :
+       {"h:1", "localhost:50061", "127.0.0.1:65535", "[::1]:50061", "unix:/tmp/engine.sock",
+        "unix-abstract:engine", "dns:///localhost:50061", "ipv4:127.0.0.1:50061",
+        "ipv6:[::1]:50061"}) {
     EXPECT_EQ(
         parse(model + "[[engines]]\naddress = '" + address + "'\n" + router).engines[0].address,
         address);

@@ -37,6 +37,23 @@ KvStage stage_one_block(const std::string& name, std::vector<unsigned char>& cac
   return write_kv_stage(name, memory, blocks, 4, 16);
 }
 
+// Forks a child that creates one staged-KV-named object under its own pid (read in the child:
+// kv_stage_name() caches the parent's) and exits without removing it; returns the child's pid.
+pid_t exited_writer_of_one_object(uint64_t request) {
+  const pid_t writer = ::fork();
+  if (writer == 0) {
+    const std::string name = std::string(kKvStagePrefix) + sdk::own_shm_owner_tag() +
+                             "0000000000000000-0-" + std::to_string(request);
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    ::_exit(fd >= 0 ? 0 : 3);
+  }
+  int status = 0;
+  if (::waitpid(writer, &status, 0) != writer || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    ADD_FAILURE() << "the writer could not create its object";
+  }
+  return writer;
+}
+
 TEST(KvStageName, OnlyNamesWithThePrefixAndNoFurtherSlash) {
   EXPECT_TRUE(is_kv_stage_name(kv_stage_name(0, 1)));
   EXPECT_FALSE(is_kv_stage_name("/headway-kv-"));
@@ -68,14 +85,7 @@ TEST(SweepExpiredKvStages, RemovesOnlyThisProcesssObjectsOlderThanTheLifetime) {
 }
 
 TEST(SweepOrphanedKvStages, RemovesTheObjectsOfAnExitedProcessInThisPidNamespaceOnly) {
-  const pid_t writer = ::fork();  // stages one object and exits without removing it
-  if (writer == 0) {
-    std::vector<unsigned char> cache(256, 4);
-    stage_one_block(kv_stage_name(0, 1), cache);
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  const pid_t writer = exited_writer_of_one_object(1);
   const std::string owner =
       std::to_string(sdk::own_pid_namespace()) + "-" + std::to_string(writer) + "-";
   // The same dead pid in another pid namespace (a container sharing /dev/shm): not known dead.
@@ -101,14 +111,7 @@ TEST(SweepOrphanedKvStages, RemovesTheObjectsOfAnExitedProcessInThisPidNamespace
 // of any engine process (a crashed prefill process that is not restarted would otherwise leave its
 // staged KV in host memory); one of a running process is never touched (the test above).
 TEST(SweepExpiredKvStages, AlsoRemovesExpiredObjectsOfExitedWriters) {
-  const pid_t writer = ::fork();  // stages one object and exits without removing it
-  if (writer == 0) {
-    std::vector<unsigned char> cache(256, 6);
-    stage_one_block(kv_stage_name(0, 2), cache);
-    ::_exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  const pid_t writer = exited_writer_of_one_object(2);
   const std::string owner =
       "headway-kv-" + std::to_string(sdk::own_pid_namespace()) + "-" + std::to_string(writer) + "-";
   const auto left = [&] {

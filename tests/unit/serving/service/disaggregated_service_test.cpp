@@ -268,5 +268,47 @@ TEST_F(DisaggregatedServiceTest, HandOffFieldsAreRefusedOutsideAnEngineProcessAn
   EXPECT_EQ(got.ids.size(), 3u);  // max_tokens 4, one generated before
 }
 
+// An engine process that drains (SIGTERM) takes no new request but still takes the continuation of
+// one a router admitted before the drain (its KV staged by a prefill process): refusing it would
+// fail the request after its first token reached the client. Health says draining meanwhile, so
+// the router sends it nothing new.
+TEST_F(DisaggregatedServiceTest, ADrainingEngineProcessStillTakesContinuations) {
+  LocalGenerationService engine(
+      tiny_deployment(checkpoint(), kMixed, "[server]\nrole = \"engine\"\n"));
+  GenerateInput running = text_request("still running", 1000);
+  running.request_id = "running";
+  const std::shared_ptr<RequestStream> stream = engine.submit(running);
+  std::thread drainer([&] { engine.drain(600.0); });  // waits for "running"
+  for (int i = 0; i < 10000 && engine.health().serving; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const HealthSummary health = engine.health();
+  EXPECT_FALSE(health.serving);
+  EXPECT_TRUE(health.draining) << health.reason;
+  try {
+    engine.submit(text_request("new", 4));
+    ADD_FAILURE() << "a new request was taken while draining";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.what();
+  }
+  // A well-formed stage that is gone: the engine prefills the prompt and the generated token.
+  GenerateInput continuation = text_request("hello", 4);
+  continuation.kv_source = KvStage{"/headway-kv-0-none-0-2", 6, 1, 1024, 16};
+  continuation.generated_ids = {65};
+  const test::Collected continued = collect(*engine.submit(continuation));
+  EXPECT_EQ(continued.finish, Finish::kLength) << continued.error;
+  EXPECT_EQ(continued.ids.size(), 3u);
+  EXPECT_TRUE(engine.abort("running"));
+  drainer.join();
+  EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
+  // Once the drain is over nothing is taken, continuations included.
+  try {
+    engine.submit(continuation);
+    ADD_FAILURE() << "a continuation was taken after the drain";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace headway::serving

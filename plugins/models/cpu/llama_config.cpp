@@ -68,13 +68,40 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
   if (!j.is_object()) fail(file, "expected a JSON object");
 
   LlamaConfig c;
-  if (auto it = j.find("model_type"); it != j.end() && it->is_string()) {
-    c.model_type = it->get<std::string>();
-    if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
-        c.model_type != "qwen3") {
-      fail(file, "model_type '" + c.model_type +
-                     "' is not supported (supported: llama, mistral, qwen2, qwen3: decoders of the "
-                     "Llama architecture)");
+  // Required, as Hugging Face's AutoConfig requires it: without it a Phi-3 or any other decoder
+  // with Llama-like keys would load as a Llama and compute something else.
+  const auto model_type = j.find("model_type");
+  if (model_type == j.end() || !model_type->is_string()) {
+    fail(file,
+         "missing key 'model_type' (a string; supported: llama, mistral, qwen2, qwen3: decoders "
+         "of the Llama architecture)");
+  }
+  c.model_type = model_type->get<std::string>();
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
+      c.model_type != "qwen3") {
+    fail(file, "model_type '" + c.model_type +
+                   "' is not supported (supported: llama, mistral, qwen2, qwen3: decoders of the "
+                   "Llama architecture)");
+  }
+  // A head other than the language-model head (LlamaForSequenceClassification's `score`) is not
+  // this model: with tied embeddings it would even load, the embedding taken for the LM head.
+  if (auto it = j.find("architectures"); it != j.end() && !it->is_null()) {
+    bool causal_lm = false;
+    if (it->is_array()) {
+      for (const json& a : *it) {
+        causal_lm = causal_lm || (a.is_string() && a.get<std::string>().ends_with("ForCausalLM"));
+      }
+    }
+    if (!causal_lm) {
+      fail(file, "architectures " + it->dump() +
+                     " names no causal language model (…ForCausalLM): Headway serves those only");
+    }
+  }
+  // The MLP is SwiGLU: SiLU of the gate times the up projection ("swish" is SiLU's other name).
+  if (auto it = j.find("hidden_act"); it != j.end() && !it->is_null()) {
+    if (!it->is_string() || (*it != "silu" && *it != "swish")) {
+      fail(file, "hidden_act " + it->dump() +
+                     " is not supported: the MLP computes SiLU (hidden_act \"silu\")");
     }
   }
   // As Hugging Face builds each: Qwen 2 always has biases on q, k and v (not o); Mistral never has

@@ -38,7 +38,7 @@ struct LlamaConfig {
   int64_t bos_token_id = -1;  // -1: none
   int64_t eos_token_id = -1;  // -1: none; the first one when config.json lists several
   std::string torch_dtype;    // "float32", "float16", "bfloat16" or empty
-  std::string model_type;     // "llama", "mistral", "qwen2", "qwen3" or empty (taken as llama)
+  std::string model_type;     // "llama", "mistral", "qwen2" or "qwen3" (required in config.json)
   bool qkv_bias = false;      // q_proj, k_proj and v_proj have biases (Qwen 2; attention_bias)
   bool o_bias = false;        // o_proj has a bias too (attention_bias)
   bool qk_norm = false;       // q and k are RMS-normalized per head before RoPE (Qwen 3)

@@ -175,10 +175,11 @@ TEST_F(LoaderTest, MissingConfig) {
 TEST_F(LoaderTest, BadConfig) {
   std::ofstream(dir_.path() / "config.json") << "{\"hidden_size\": 64,";
   EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("invalid JSON")));
-  std::ofstream(dir_.path() / "config.json") << R"({"hidden_size": 64, "num_hidden_layers": 2})";
+  std::ofstream(dir_.path() / "config.json")
+      << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2})";
   EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("intermediate_size")));
   std::ofstream(dir_.path() / "config.json")
-      << R"({"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+      << R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
              "num_attention_heads": 4, "num_key_value_heads": 3, "vocab_size": 300})";
   EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("num_key_value_heads")));
 }
@@ -310,11 +311,12 @@ TEST(LlamaConfig, ReadsLlama31StyleFields) {
   EXPECT_EQ(c.eos_token_id, 128001);
   EXPECT_TRUE(c.rope_scaling.llama3);
   EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
-  EXPECT_THROW(parse_llama_config(R"({"hidden_size": 64, "intermediate_size": 96,
+  EXPECT_THROW(
+      parse_llama_config(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300,
       "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})",
-                                  "config.json"),
-               sdk::Error);
+                         "config.json"),
+      sdk::Error);
 }
 
 // The message parse_llama_config throws for `text`, or "" when it parses.
@@ -370,19 +372,34 @@ TEST(LlamaConfig, ReadsTheQwenVariants) {
 
   const std::string shape = R"("hidden_size": 64, "intermediate_size": 96,
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300)";
+  const std::string llama = R"("model_type": "llama", )" + shape;
   const LlamaConfig biased =
-      parse_llama_config("{" + shape + R"(, "attention_bias": true})", "config.json");
+      parse_llama_config("{" + llama + R"(, "attention_bias": true})", "config.json");
   EXPECT_TRUE(biased.qkv_bias);
   EXPECT_TRUE(biased.o_bias);  // Llama's attention_bias covers o_proj too
 
   EXPECT_THAT(config_error("{" + shape + R"(, "model_type": "gemma2"})"),
               AllOf(HasSubstr("config.json"), HasSubstr("model_type 'gemma2' is not supported"),
                     HasSubstr("qwen2")));
-  EXPECT_THAT(config_error("{" + shape + R"(, "mlp_bias": true})"), HasSubstr("mlp_bias"));
-  EXPECT_THAT(config_error("{" + shape + R"(, "attention_bias": "yes"})"),
+  EXPECT_THAT(config_error("{" + llama + R"(, "mlp_bias": true})"), HasSubstr("mlp_bias"));
+  EXPECT_THAT(config_error("{" + llama + R"(, "attention_bias": "yes"})"),
               HasSubstr("'attention_bias' must be a boolean"));
   EXPECT_THAT(config_error("{" + shape + R"(, "model_type": "qwen2", "use_sliding_window": true})"),
               HasSubstr("use_sliding_window"));
+  // What transformers would compute otherwise: no model_type (a Phi-3 with Llama-like keys), a
+  // head other than the LM head, an activation other than SiLU.
+  EXPECT_THAT(config_error("{" + shape + R"(, "architectures": ["Phi3ForCausalLM"]})"),
+              AllOf(HasSubstr("config.json"), HasSubstr("missing key 'model_type'")));
+  EXPECT_THAT(config_error("{" + shape + R"(, "model_type": 3})"),
+              HasSubstr("missing key 'model_type' (a string"));
+  EXPECT_THAT(
+      config_error("{" + llama + R"(, "architectures": ["LlamaForSequenceClassification"]})"),
+      AllOf(HasSubstr(R"(architectures ["LlamaForSequenceClassification"])"),
+            HasSubstr("no causal language model")));
+  EXPECT_EQ(config_error("{" + llama + R"(, "architectures": ["LlamaForCausalLM"]})"), "");
+  EXPECT_THAT(config_error("{" + llama + R"(, "hidden_act": "gelu"})"),
+              AllOf(HasSubstr(R"(hidden_act "gelu" is not supported)"), HasSubstr("SiLU")));
+  EXPECT_EQ(config_error("{" + llama + R"(, "hidden_act": "silu"})"), "");
 }
 
 // Mistral 7B v0.1 attends within 4096 positions on every layer: exact up to the window, so the
@@ -432,7 +449,7 @@ TEST(LlamaConfig, AMistralSlidingWindowBoundsTheContext) {
 
 // Transformers 5 writes rope_theta and the scaling together, as rope_parameters.
 TEST(LlamaConfig, ReadsRopeParameters) {
-  const std::string shape = R"("hidden_size": 64, "intermediate_size": 96,
+  const std::string shape = R"("model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
       "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300)";
   const LlamaConfig c = parse_llama_config(
       "{" + shape + R"(, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3",

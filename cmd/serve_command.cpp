@@ -6,6 +6,7 @@
 #include <headway/core/input_file.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/core/step_trace.h>
+#include <headway/serving/listen_failure.h>
 #include <headway/serving/local_generation_service.h>
 #include <headway/serving/remote_generation_service.h>
 #include <signal.h>
@@ -66,6 +67,19 @@ std::string address(const std::string& host, uint16_t port) {
                                              : fmt::format("{}:{}", host, port);
 }
 
+// Refuses a port another process listens on before the service starts, which loads the model or
+// waits for engine processes (minutes for a large checkpoint): the frontend would find out only
+// then. vLLM binds its API socket before starting its engine for the same reason. (A check, not a
+// reservation: the frontend's own bind later still reports a port taken in between.)
+void refuse_busy_port(const char* frontend, const std::string& host, uint16_t port) {
+  if (port == 0) return;  // any free port
+  if (const std::string why = serving::why_cannot_listen(host, port); !why.empty()) {
+    throw core::Error(
+        fmt::format("{} frontend cannot listen on {}: {}", frontend, address(host, port), why),
+        HW_UNAVAILABLE);
+  }
+}
+
 }  // namespace
 
 CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
@@ -120,6 +134,12 @@ int run_serve(const ServeArgs& args) {
   // role "all": engines and frontends here; "engine": the engines behind the gRPC worker API only
   // (a router process fronts the clients); "router": the frontends before engine processes.
   const bool engine_role = server.role == "engine";
+#if HEADWAY_SERVE_HTTP
+  if (!engine_role) refuse_busy_port("HTTP", host, http_port);
+#endif
+#if HEADWAY_SERVE_GRPC
+  refuse_busy_port("gRPC", host, grpc_port);
+#endif
   std::unique_ptr<serving::GenerationService> owned;
   if (server.role == "router") {
     if (!args.step_trace.empty()) {

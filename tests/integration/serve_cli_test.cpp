@@ -1,9 +1,12 @@
 // `headway serve` as an operator runs it: a subprocess on ephemeral ports with the CPU tiny model,
 // probed with curl (/health, /v1/completions, /v1/models, /metrics checked by promtool), then
 // stopped with SIGTERM, which must drain and exit 0. The test starts and stops everything it uses.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <tiny_checkpoint.h>
 #include <unistd.h>
@@ -274,6 +277,35 @@ TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {
       << serve.log();
   EXPECT_NE(serve.log().find("engine0 at 127.0.0.1:1"), std::string::npos) << serve.log();
   EXPECT_NE(serve.log().find("engine1 at 127.0.0.1:2"), std::string::npos) << serve.log();
+}
+
+// A port another process listens on is refused before the service starts (which loads the model,
+// or, for a router, waits up to engine_connect_timeout_s for its engine processes): here the router
+// would otherwise wait 30 s for an engine that never answers and only then report that.
+TEST(ServeCli, ABusyPortIsRefusedBeforeTheServiceStarts) {
+  TempDir dir;
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string busy = std::to_string(ntohs(address.sin_port));
+  const fs::path config = write_tiny_deployment(
+      dir.path, "router",
+      "[[engines]]\naddress = \"127.0.0.1:1\"\n[server]\nrole = \"router\"\nhttp_port = " + busy +
+          "\ngrpc_port = 0\nengine_connect_timeout_s = 30\n");
+  ServeProcess serve(config);
+  EXPECT_EQ(serve.stop(0), 1) << serve.log();  // signal 0: waits for its exit
+  EXPECT_NE(
+      serve.log().find("HTTP frontend cannot listen on 127.0.0.1:" + busy + ": the port is in use"),
+      std::string::npos)
+      << serve.log();
+  EXPECT_EQ(serve.log().find("no engine process answered"), std::string::npos) << serve.log();
+  ::close(holder);
 }
 
 // An engine process serving its own checkpoint `name` (the tiny shape with `vocab` tokens) on an

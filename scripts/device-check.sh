@@ -258,6 +258,9 @@ for part in ("kernels", "model"):
         bench += json.load(open(os.path.join(work, f"bench_{part}.json")))["benchmarks"]
     except Exception as e:
         print(f"\nNo {part} benchmark results: {e}")
+def named(b):
+    # The label says what the arguments' indices mean (the attention tiling, "split", ...).
+    return b["name"] + (f" ({b['label']})" if b.get("label") else "")
 def ms(b):
     scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b.get("time_unit", "ns")]
     return b["real_time"] * scale
@@ -268,7 +271,7 @@ if bench:
         if b["name"].startswith("BM_Model") or b.get("error_occurred"):
             continue
         bw, fl = b.get("bytes_per_second", 0.0), b.get("flop_per_second", 0.0)
-        print(f"| {b['name']} | {ms(b):.4f} | {bw/1e9:.1f} | {100*bw/HBM:.1f} | {fl/1e12:.2f} | {100*fl/PEAK:.2f} |")
+        print(f"| {named(b)} | {ms(b):.4f} | {bw/1e9:.1f} | {100*bw/HBM:.1f} | {fl/1e12:.2f} | {100*fl/PEAK:.2f} |")
     print("\n## Model (random Llama-3.1-8B weights, BF16, one GPU)\n")
     print("| benchmark | step (ms) | tokens/s | % of HBM (weights + KV read) | % of BF16 peak |\n|---|---|---|---|---|")
     for b in bench:
@@ -276,7 +279,7 @@ if bench:
             continue
         bw, fl = b.get("bytes_per_second", 0.0), b.get("flop_per_second", 0.0)
         hbm = f"{100*bw/HBM:.1f}" if bw else "-"
-        print(f"| {b['name']} | {ms(b):.2f} | {b.get('tokens_per_second', 0):.0f} | {hbm} | {100*fl/PEAK:.2f} |")
+        print(f"| {named(b)} | {ms(b):.2f} | {b.get('tokens_per_second', 0):.0f} | {hbm} | {100*fl/PEAK:.2f} |")
     errors = {}
     for b in bench:
         if b.get("error_occurred"):

@@ -93,7 +93,7 @@ void Cluster::collect_prefilled(size_t e, double now) {
   for (uint64_t id : prefilled_scratch_) start_transfers(decode_engine_of_[id], now);
 }
 
-Error Cluster::transfer_failed(uint64_t id, uint32_t source, size_t destination) const {
+Error Cluster::transfer_failure(uint64_t id, uint32_t source, size_t destination) const {
   // A simulated deployment's transport models links that do not fail, so a failure is the
   // plugin's: the run stops and says so. (A served deployment prefills the request again on its
   // decode engine instead, docs/serving.md.)
@@ -141,7 +141,7 @@ void Cluster::start_transfers(size_t d, double now) {
                             record};
     // Simulated transfers report their modelled duration at once; real ones finish later.
     KvTransportInstance::Progress progress = transport_->poll(flight.handle);
-    if (progress.state == HW_TRANSFER_FAILED) throw transfer_failed(p.id, p.source, d);
+    if (progress.state == HW_TRANSFER_FAILED) throw transfer_failure(p.id, p.source, d);
     if (progress.state == HW_TRANSFER_DONE) {
       flight.finished = true;
       flight.done = flight.start + progress.seconds;
@@ -167,7 +167,7 @@ size_t Cluster::complete_transfers(double t) {
     if (!f.finished) {
       KvTransportInstance::Progress progress = transport_->poll(f.handle);
       if (progress.state == HW_TRANSFER_FAILED) {
-        throw transfer_failed(f.id, f.source, f.destination);
+        throw transfer_failure(f.id, f.source, f.destination);
       }
       if (progress.state == HW_TRANSFER_DONE) {
         f.finished = true;

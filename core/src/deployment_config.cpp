@@ -308,13 +308,14 @@ int32_t parse_role(const std::string& role, const std::string& where) {
       fmt::format("{}.role: unknown role \"{}\" (allowed: mixed, prefill, decode)", where, role));
 }
 
-// host:port with a port of 1-65535 (gRPC's "unix:" paths aside): without a port gRPC dials port
-// 0, and the router would find out only when its connect timeout ran out.
+// host:port with a port of 1-65535, "[v6]:port", or a gRPC target ("dns:///host:port",
+// "ipv4:", "ipv6:", whose port is checked too; "unix:" and "unix-abstract:" paths, which have
+// none): without a port gRPC dials port 0 (or 443), and the router would find out only when its
+// connect timeout ran out.
 void check_engine_address(const std::string& address, const std::string& where) {
   if (address.starts_with("unix:") || address.starts_with("unix-abstract:")) return;
   const size_t colon = address.rfind(':');
   const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
-  const bool bracketed_v6_without_port = address.starts_with('[') && address.ends_with(']');
   // "::1:50061" or "::1": gRPC reads an unbracketed IPv6 address as a host without a port.
   const std::string host = colon == std::string::npos ? address : address.substr(0, colon);
   const bool scheme = address.find("://") != std::string::npos || address.starts_with("dns:") ||
@@ -328,8 +329,8 @@ void check_engine_address(const std::string& address, const std::string& where) 
   const bool digits =
       !port.empty() && port.size() <= 5 &&
       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (colon == std::string::npos || colon == 0 || bracketed_v6_without_port || !digits ||
-      std::stoul(port) == 0 || std::stoul(port) > 65535) {
+  if (colon == std::string::npos || colon == 0 || !digits || std::stoul(port) == 0 ||
+      std::stoul(port) > 65535) {
     throw Error(
         fmt::format("{}.address: \"{}\" is not host:port with a port of 1-65535 (e.g. "
                     "\"127.0.0.1:50061\", \"[::1]:50061\")",

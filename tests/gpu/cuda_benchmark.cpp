@@ -143,12 +143,12 @@ HW_GUARDED_BENCHMARK(BM_Embedding) {
 }
 BENCHMARK(BM_Embedding)->Arg(64)->Arg(2048)->UseManualTime();
 
-// A step of `batch` slices of `tokens` tokens at context `context` (positions context-tokens ..
-// context-1), as the model would plan it.
 // The order of a step's prefill units: the model's for the tiling (longest first for the lean
 // ones, StepLimits::prefill_longest_first), or either order whatever the tiling.
 enum class PrefillOrder { kModels, kPosition, kLongestFirst };
 
+// A step of `batch` slices of `tokens` tokens at context `context` (positions context-tokens ..
+// context-1), as the model would plan it.
 struct AttentionSetup {
   k::KvLayout layout{1, kKvHeads, kHeadDim, 16};
   models::cuda::StepPlan plan;
@@ -187,7 +187,7 @@ struct AttentionSetup {
     limits.prefill_split_min_keys = prefill_split_min_keys;
     limits.decode_keys_per_split = decode_keys_per_split;
     limits.prefill_longest_first = prefill_order == PrefillOrder::kModels
-                                       ? k::mma_tiling_is_lean(tiling)
+                                       ? k::attention_prefill_longest_first(kHeadDim, false, tiling)
                                        : prefill_order == PrefillOrder::kLongestFirst;
     plan.build(hb, layout, limits);
     cache = device_random<__nv_bfloat16>(layout.block_elems() * blocks);

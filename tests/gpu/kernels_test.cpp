@@ -435,7 +435,7 @@ TEST_P(CudaAttention, MatchesReference) {
     limits.prefill_tile_rows = k::attention_prefill_tile_rows(p.head_dim, exact, kernel.tiling);
     // As the model orders them for the lean tilings.
     limits.prefill_longest_first =
-        !exact && k::mma_tiling_is_lean(k::effective_mma_tiling(p.head_dim, kernel.tiling));
+        k::attention_prefill_longest_first(p.head_dim, exact, kernel.tiling);
     StepPlan plan;
     plan.build(batch, layout, limits);
     ASSERT_GT(plan.reduce_unit_count(), 0u) << "the long decodes should be split";

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
@@ -286,6 +287,8 @@ TEST(ServeCli, ABusyPortIsRefusedBeforeTheServiceStarts) {
   TempDir dir;
   const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(holder, 0);
+  const std::unique_ptr<const int, void (*)(const int*)> close_holder(
+      &holder, [](const int* fd) { ::close(*fd); });
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -305,7 +308,6 @@ TEST(ServeCli, ABusyPortIsRefusedBeforeTheServiceStarts) {
       std::string::npos)
       << serve.log();
   EXPECT_EQ(serve.log().find("no engine process answered"), std::string::npos) << serve.log();
-  ::close(holder);
 }
 
 // An engine process serving its own checkpoint `name` (the tiny shape with `vocab` tokens) on an

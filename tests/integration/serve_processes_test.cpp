@@ -402,7 +402,7 @@ TEST(ServeProcesses, AFrozenEngineProcessesStreamEndsWithAnErrorNamingIt) {
 // no new request but keeps its streams, which end as they would have. The router used to count a
 // draining process as down and give up its calls 2 s later, cutting every stream the drain would
 // have finished. The stream (380 tokens of the slow model) outlasts those 2 s on the machines the
-// suite runs on; the 30 s drain covers it.
+// suite runs on (the test says it could not tell when it did not); the 30 s drain covers it.
 TEST(ServeProcesses, AnEngineProcessDrainingOnSigtermFinishesItsStreamThroughTheRouter) {
   TempDir dir("serve_processes_engine_drain");
   RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
@@ -410,6 +410,7 @@ TEST(ServeProcesses, AnEngineProcessDrainingOnSigtermFinishesItsStreamThroughThe
   StreamingCompletion client(cluster.http_port(), completion(std::string(120, 'e'), 380, true));
   client.wait_for_first_token();
   cluster.engine(1).signal(SIGTERM);
+  const auto signalled = std::chrono::steady_clock::now();
   // No new request goes there: /health counts one process, and a long prompt takes the short pool.
   httplib::Client http("127.0.0.1", cluster.http_port());
   http.set_read_timeout(std::chrono::seconds(120));
@@ -419,6 +420,8 @@ TEST(ServeProcesses, AnEngineProcessDrainingOnSigtermFinishesItsStreamThroughThe
   ASSERT_TRUE(rerouted);
   EXPECT_EQ(rerouted->status, 200) << rerouted->body;
   const std::string streamed = client.finish();
+  const double streamed_after_signal =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
   EXPECT_EQ(streamed.find("error"), std::string::npos) << streamed;
   EXPECT_NE(streamed.find("\"finish_reason\":\"length\""), std::string::npos) << streamed;
   EXPECT_NE(streamed.find("data: [DONE]"), std::string::npos) << streamed;
@@ -431,6 +434,11 @@ TEST(ServeProcesses, AnEngineProcessDrainingOnSigtermFinishesItsStreamThroughThe
   EXPECT_NE(cluster.router().log().find("engine1 at " + address + " is draining"),
             std::string::npos)
       << cluster.router().log();
+  if (streamed_after_signal < 2.5) {
+    GTEST_SKIP() << "the stream ended " << streamed_after_signal
+                 << " s after the SIGTERM, within the router's 2 s give-up horizon: this run "
+                    "could not tell whether the router keeps a draining process's streams";
+  }
   EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
 }
 

@@ -94,7 +94,7 @@ void GrpcFrontend::start() {
     impl.server.reset();
     impl.headway.reset();
     const std::string why = why_cannot_listen(impl.options.host, impl.options.port);
-    throw core::Error("gRPC frontend: cannot listen on " + address + ": " +
+    throw core::Error("gRPC frontend cannot listen on " + address + ": " +
                           (why.empty() ? "gRPC could not bind it" : why),
                       HW_UNAVAILABLE);
   }

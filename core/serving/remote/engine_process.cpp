@@ -94,17 +94,15 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     }
   }
   if (!health.serving()) {
-    // A process of an older build gives no reason.
-    mark_down(health.reason().empty()
-                  ? fmt::format("not serving ({} of {} engines alive, or draining)",
-                                health.engines_alive(), health.engines_total())
-                  : "not serving: " + health.reason());
-    // Builds before the draining field said so in the reason alone (health.cpp): a rolling
-    // upgrade drains exactly those.
-    if (health.draining() || health.reason().starts_with("draining")) {
-      std::lock_guard lock(mutex_);
-      draining_ = true;
-    }
+    // A process of an older build gives no reason. Builds before the draining field said so in
+    // the reason alone (health.cpp): a rolling upgrade drains exactly those.
+    std::lock_guard lock(mutex_);
+    up_ = false;
+    draining_ = health.draining() || health.reason().starts_with("draining");
+    down_reason_ = health.reason().empty()
+                       ? fmt::format("not serving ({} of {} engines alive, or draining)",
+                                     health.engines_alive(), health.engines_total())
+                       : "not serving: " + health.reason();
     return false;
   }
   v1::ClusterInfoResponse cluster;

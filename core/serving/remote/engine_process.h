@@ -6,8 +6,8 @@
 // deadline, "down" from the first failed poll (the second late one in a row: a busy process may
 // miss one deadline) or failed call until a poll succeeds again. A process that answers Health as
 // draining (a SIGTERM) is down for new requests but "draining": its streams go on, and the router
-// does not give up its calls while it answers so. The
-// process may run several engines of its own; the router sees their sum as one engine.
+// does not give up its calls while it answers so. The process may run several engines of its own;
+// the router sees their sum as one engine.
 //
 // Ownership: owns its channel and stub. Threading: poll() runs on the service's poller thread
 // only; every other method is safe from any thread (one mutex guards the report).

@@ -149,6 +149,8 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   void poll_loop();
   void poll_once();
   void give_up_calls_to(uint32_t engine);
+  // Warns once per engine process (and name) that serves under another name than the router.
+  void warn_if_named_otherwise(const EngineProcess& engine, const ModelSummary& model);
   ServiceError rejected(Rejection why, ServiceError error) {
     metrics_.rejected(why);
     return error;
@@ -168,8 +170,6 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::optional<uint32_t> own_vocab_;
   std::string own_name_;
   bool own_checkpoint_ = false;
-  // Warns once per engine process that serves under another name than the router.
-  void warn_if_named_otherwise(const EngineProcess& engine, const ModelSummary& model);
   std::vector<std::string> warned_name_;  // per engine process: the name last warned about
   std::unique_ptr<RequestAdmission> admission_;
   std::unique_ptr<core::HostServices> router_host_;
@@ -221,17 +221,8 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
                                                        engine.address, options.api_key));
     engine_series_.push_back(metrics_.engine(engine.index, engine.pool));
   }
-  const std::filesystem::path own_dir = checkpoint_dir_of(deployment);
-  own_checkpoint_ = !own_dir.empty();
-  // A named shape (the cuda model's `shape`, random weights) is not its path's config.json: the
-  // path may be there for the tokenizer alone.
-  bool named_shape = false;
-  for (const hw_option_value& v : deployment.model.options->values()) {
-    named_shape =
-        named_shape || (std::string_view(v.key.data, v.key.size) == "shape" &&
-                        std::string_view(v.string_value.data, v.string_value.size) != "config");
-  }
-  if (!named_shape) own_vocab_ = checkpoint_vocab_size(own_dir);
+  own_checkpoint_ = !checkpoint_dir_of(deployment).empty();
+  own_vocab_ = checkpoint_vocab_size(deployment);
   own_name_ = options.model_name.empty() ? default_model_name(deployment) : options.model_name;
   warned_name_.assign(engines_.size(), std::string());
   connect(where, options.connect_timeout_s);

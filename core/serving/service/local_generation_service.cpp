@@ -28,6 +28,14 @@
 #include "request_validation.h"
 
 namespace headway::serving {
+namespace {
+
+// How long a draining engine process that accepts hand-offs keeps taking continuations even when
+// it has nothing in flight: a router's next poll (every 50 ms by default) sees it draining, and a
+// prefill finishing meanwhile has its continuation sent here before that.
+constexpr std::chrono::seconds kContinuationGrace{1};
+
+}  // namespace
 
 class LocalGenerationService::Impl final : public FinishedSink {
  public:
@@ -117,14 +125,15 @@ class LocalGenerationService::Impl final : public FinishedSink {
   uint64_t next_numeric_id_ = 1;
   // kAdmitting, then kDraining (a drain began: only continuations are taken), then kClosed (the
   // drain ended, or the drivers stop: nothing is taken). Changed to kClosed under mutex_.
-  enum Admission : int { kAdmitting, kDraining, kClosed };
-  std::atomic<int> admission_state_{kAdmitting};
+  enum class Admission { kAdmitting, kDraining, kClosed };
+  std::atomic<Admission> admission_state_{Admission::kAdmitting};
   // Whether `input` may be taken now: anything while admitting; while draining only the
   // continuation of a request a router admitted before the drain (its KV staged by a prefill
   // process), which the drain then finishes instead of failing it after its first token.
-  bool takes(const GenerateInput& input) const {
-    const int state = admission_state_.load();
-    return state == kAdmitting || (state == kDraining && accepts_handoffs_ && input.kv_source);
+  bool accepts(const GenerateInput& input) const {
+    const Admission state = admission_state_.load();
+    return state == Admission::kAdmitting ||
+           (state == Admission::kDraining && accepts_handoffs_ && input.kv_source);
   }
   bool drain_cut_short_ = false;  // end_drain_now() ran (guarded)
 };
@@ -255,7 +264,7 @@ void LocalGenerationService::Impl::stop_drivers() {
     // the lock, a submit racing this could enqueue into a driver whose thread had exited, and its
     // stream would never finish).
     std::lock_guard lock(mutex_);
-    admission_state_ = kClosed;
+    admission_state_ = Admission::kClosed;
   }
   // Each driver aborts what it still serves (the streams finish kAbort) before its thread ends.
   for (auto& driver : drivers_) driver->stop();
@@ -267,7 +276,7 @@ ServiceError LocalGenerationService::Impl::rejected(Rejection why, ServiceError 
 }
 
 std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInput input) {
-  if (!takes(input)) {
+  if (!accepts(input)) {
     throw rejected(
         Rejection::kUnavailable,
         ServiceError(ErrorCode::kUnavailable, "the server is draining and admits no new requests"));
@@ -297,7 +306,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   request.prompt = std::move(prompt);
 
   std::lock_guard lock(mutex_);
-  if (!takes(input)) {
+  if (!accepts(input)) {
     throw rejected(
         Rejection::kUnavailable,
         ServiceError(ErrorCode::kUnavailable, "the server is draining and admits no new requests"));
@@ -466,18 +475,26 @@ HealthSummary LocalGenerationService::Impl::health() const {
   for (size_t e = 0; e < drivers_.size(); ++e) {
     engines.push_back({cluster_->engine(e).config().role, drivers_[e]->alive()});
   }
-  return summarize_health(admission_state_ == kAdmitting, engines);
+  return summarize_health(admission_state_ == Admission::kAdmitting, engines);
 }
 
 size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
-  int admitting = kAdmitting;
-  admission_state_.compare_exchange_strong(admitting, kDraining);
+  Admission admitting = Admission::kAdmitting;
+  admission_state_.compare_exchange_strong(admitting, Admission::kDraining);
   std::unique_lock lock(mutex_);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(std::max(0.0, timeout_seconds)));
+  const auto now = std::chrono::steady_clock::now();
+  const auto deadline = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(std::max(0.0, timeout_seconds)));
+  if (accepts_handoffs_) {
+    // An engine process idle at its SIGTERM still takes, for a moment, the continuations of
+    // requests a router admitted before: one whose prefill is finishing on a prefill process right
+    // now, sent before the router's next poll sees this process draining.
+    emptied_.wait_until(lock, std::min(deadline, now + kContinuationGrace),
+                        [&] { return drain_cut_short_; });
+  }
   emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
-  admission_state_ = kClosed;  // under the lock: no continuation slips in after the decision
+  admission_state_ =
+      Admission::kClosed;  // under the lock: no continuation slips in after the decision
   const size_t left = requests_.size();
   for (const auto& [numeric_id, placement] : requests_) {
     send_abort(placement, AbortCause::kShutdown);

@@ -48,7 +48,14 @@ std::string default_model_name(const core::DeploymentConfig& deployment) {
   return dir.empty() ? deployment.name : dir.filename().string();
 }
 
-std::optional<uint32_t> checkpoint_vocab_size(const std::filesystem::path& dir) {
+std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& deployment) {
+  for (const hw_option_value& v : deployment.model.options->values()) {
+    if (std::string_view(v.key.data, v.key.size) == "shape" && v.type == HW_OPTION_ENUM &&
+        std::string_view(v.string_value.data, v.string_value.size) != "config") {
+      return std::nullopt;
+    }
+  }
+  const std::filesystem::path dir = checkpoint_dir_of(deployment);
   std::error_code ignored;
   if (dir.empty() || !std::filesystem::is_regular_file(dir / "config.json", ignored)) {
     return std::nullopt;

@@ -36,9 +36,11 @@ std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment
 // the deployment's name when the model reads no checkpoint.
 std::string default_model_name(const core::DeploymentConfig& deployment);
 
-// The `vocab_size` of the checkpoint's config.json; nullopt without a checkpoint, a config.json, or
-// an integer vocab_size in it. A router process checks its engine processes against it.
-std::optional<uint32_t> checkpoint_vocab_size(const std::filesystem::path& dir);
+// The `vocab_size` of the config.json of the deployment's checkpoint; nullopt without a checkpoint,
+// a config.json or an integer vocab_size in it, and when the model builds a named shape instead
+// (an enum option `shape` other than "config", as the cuda model's with random weights: its path
+// may be there for the tokenizer alone). A router process checks its engine processes against it.
+std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& deployment);
 
 // The ServiceError code for a core::Error's status (a router refusing a request, ...).
 ErrorCode error_code_of(hw_status_code code);

@@ -298,10 +298,8 @@ class CudaModel final : public sdk::Model {
     limits.graph_max_batch = options_.cuda_graph_max_batch;  // 0 under tensor parallelism
     limits.decode_blocks_wanted = decode_blocks_wanted_;
     limits.prefill_split_min_keys = options_.split_prefill_attention ? kPrefillSplitMinKeys : 0;
-    limits.prefill_longest_first =
-        !options_.deterministic &&  // the FP32 kernel's grid starts kv head by kv head
-        kernels::mma_tiling_is_lean(
-            kernels::effective_mma_tiling(config_.head_dim, options_.attention_tiling));
+    limits.prefill_longest_first = kernels::attention_prefill_longest_first(
+        config_.head_dim, options_.deterministic, options_.attention_tiling);
     plan_.build(batch, lead.kv_layout(), limits);
     const uint32_t rows = plan_.sample_count();
     const uint32_t logits_rows = plan_.logits_rows();

@@ -86,7 +86,7 @@ struct StepLimits {
   // prefill's attention by a list-scheduling model of 132 SMs (scripts/prefill_block_order.py)
   // takes 1.31 times its even share in position order and 1.02 longest first. Only the lean
   // tilings' grid (kv heads fastest) starts every kv head of a unit together; the model sets this
-  // for them (mma_tiling_is_lean()).
+  // for them (kernels::attention_prefill_longest_first(): not in deterministic mode).
   bool prefill_longest_first = false;
 };
 

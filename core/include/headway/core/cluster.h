@@ -78,7 +78,7 @@ class Cluster {
 
  private:
   // The error a transfer the transport reported FAILED stops a simulation with.
-  Error transfer_failed(uint64_t id, uint32_t source, size_t destination) const;
+  Error transfer_failure(uint64_t id, uint32_t source, size_t destination) const;
 
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<bool> alive_;

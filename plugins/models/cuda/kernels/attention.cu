@@ -229,6 +229,11 @@ uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32, MmaTili
              : kAttentionTileRows;
 }
 
+bool attention_prefill_longest_first(uint32_t head_dim, bool exact_fp32, MmaTiling tiling) {
+  return attention_uses_tensor_cores(head_dim, exact_fp32) &&
+         mma_tiling_is_lean(effective_mma_tiling(head_dim, tiling));
+}
+
 cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, uint32_t unit_count,
                             AttentionKind kind, cudaStream_t stream) {
   if (unit_count == 0) return cudaSuccess;

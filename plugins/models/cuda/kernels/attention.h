@@ -101,6 +101,11 @@ bool attention_uses_tensor_cores(uint32_t head_dim, bool exact_fp32);
 uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32,
                                      MmaTiling tiling = MmaTiling::k64x32);
 
+// Whether a plan for these arguments should order its prefill units longest first
+// (StepLimits::prefill_longest_first): for the lean tilings, whose grid starts every kv head of a
+// unit together; not on the FP32 kernel.
+bool attention_prefill_longest_first(uint32_t head_dim, bool exact_fp32, MmaTiling tiling);
+
 // Runs `unit_count` units (device array). For kPrefill every unit has at most
 // attention_prefill_tile_rows() / group tokens (at least 1); for kDecode exactly 1.
 cudaError_t paged_attention(const AttentionArgs& args, const AttentionUnit* units,

@@ -345,11 +345,13 @@ __device__ __forceinline__ void stream_kv_tiles(const AttentionArgs& a, const At
   }
 }
 
-// Blocks an SM that a lean prefill kernel's registers are bounded for: three of four warps (168
-// registers a thread, as the decode kernel) where head_dim 128 leaves the shared memory for them
-// (64x64: 69,632 bytes a block); one for eight warps, which would need 128 registers a thread for
-// two. (One is not the same as no bound: without it ptxas took 128 registers and spilled in the
-// eight-warp 64-key kernel at head_dim 64; with it, 168 and no spills; sm_90a, CUDA 13.0.)
+// Blocks an SM that a lean prefill kernel's registers are bounded for: three blocks of four warps
+// (168 registers a thread, as the decode kernel; at head_dim 128 ptxas then spills 12 bytes in
+// 64x32 and 56 in 64x64), which the shared memory allows (64x64: 69,632 bytes a block); one for
+// eight warps, which would need 128 registers a thread for two. (Lean kernels exist for head
+// dims 64 and 128 only: `hd` is for the day another is built.) (One is not the same as no bound:
+// without it ptxas took 128 registers and spilled in the eight-warp 64-key kernel at head_dim 64;
+// with it, 168 and no spills; sm_90a, CUDA 13.0.)
 constexpr int lean_min_blocks(int hd, int warps) { return warps == 4 && hd <= 128 ? 3 : 1; }
 
 // WARPS x 16 query rows against tiles of KEYS keys (a multiple of 16: whole k16 steps of P V).

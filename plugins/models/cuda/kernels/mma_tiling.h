@@ -18,8 +18,9 @@ namespace headway::models::cuda::kernels {
 // (the attention ran at 8% of the BF16 peak where the GEMMs ran at 64-70%): scores scaled by
 // log2(e) / sqrt(head_dim) and exponentiated base 2 (one FFMA and one ex2.approx a score, against
 // a multiply, a compare and expf()), the causal mask applied only on the tiles where a warp's rows
-// stop, and the four-warp blocks bounded to three an SM (168 registers a thread; two fitted
-// before). Not yet run on a GPU: the next device check times them against the others.
+// stop, and the four-warp blocks bounded to three an SM (168 registers a thread, with 12-56 bytes
+// of spills at head_dim 128; two fitted before). Not yet run on a GPU: the next device check times
+// them against the others.
 enum class MmaTiling : uint8_t {
   k64x32,
   k64x64,

@@ -271,11 +271,12 @@ TEST_F(DisaggregatedServiceTest, HandOffFieldsAreRefusedOutsideAnEngineProcessAn
 // An engine process that drains (SIGTERM) takes no new request but still takes the continuation of
 // one a router admitted before the drain (its KV staged by a prefill process): refusing it would
 // fail the request after its first token reached the client. Health says draining meanwhile, so
-// the router sends it nothing new.
+// the router sends it nothing new. (The drain keeps going while "running" runs, and for its first
+// second whatever runs.)
 TEST_F(DisaggregatedServiceTest, ADrainingEngineProcessStillTakesContinuations) {
   LocalGenerationService engine(
-      tiny_deployment(checkpoint(), kMixed, "[server]\nrole = \"engine\"\n"));
-  GenerateInput running = text_request("still running", 1000);
+      tiny_deployment(checkpoint(), kMixed, "[server]\nrole = \"engine\"\n", 4096));
+  GenerateInput running = text_request("still running", 4000);
   running.request_id = "running";
   const std::shared_ptr<RequestStream> stream = engine.submit(running);
   std::thread drainer([&] { engine.drain(600.0); });  // waits for "running"
@@ -298,9 +299,10 @@ TEST_F(DisaggregatedServiceTest, ADrainingEngineProcessStillTakesContinuations) 
   const test::Collected continued = collect(*engine.submit(continuation));
   EXPECT_EQ(continued.finish, Finish::kLength) << continued.error;
   EXPECT_EQ(continued.ids.size(), 3u);
-  EXPECT_TRUE(engine.abort("running"));
+  engine.abort("running");  // (it may have finished on a machine much faster than this one)
   drainer.join();
-  EXPECT_EQ(collect(*stream).finish, Finish::kAbort);
+  const Finish running_finish = collect(*stream).finish;
+  EXPECT_TRUE(running_finish == Finish::kAbort || running_finish == Finish::kLength);
   // Once the drain is over nothing is taken, continuations included.
   try {
     engine.submit(continuation);

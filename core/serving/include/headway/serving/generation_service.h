@@ -247,8 +247,10 @@ class GenerationService {
   // sees every refused request and not only those submit() refused. Default: not counted.
   virtual void count_refused_request() {}
 
-  // Stops admitting (submit throws kUnavailable) and returns once nothing is in flight or
-  // `timeout_seconds` passed; what is still running then is aborted. Returns the number aborted.
+  // Stops admitting (submit throws kUnavailable; an engine process behind a router still takes
+  // the continuations of requests admitted before, for at least a second) and returns once nothing
+  // is in flight or `timeout_seconds` passed; what is still running then is aborted. Returns the
+  // number aborted.
   virtual size_t drain(double timeout_seconds) = 0;
   // Makes a drain in progress (on another thread) stop waiting and abort what is in flight now,
   // as its timeout would: an operator's second SIGTERM/SIGINT. Harmless when no drain runs (a

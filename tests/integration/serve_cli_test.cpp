@@ -1,12 +1,9 @@
 // `headway serve` as an operator runs it: a subprocess on ephemeral ports with the CPU tiny model,
 // probed with curl (/health, /v1/completions, /v1/models, /metrics checked by promtool), then
 // stopped with SIGTERM, which must drain and exit 0. The test starts and stops everything it uses.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <tiny_checkpoint.h>
 #include <unistd.h>
@@ -25,6 +22,7 @@
 #include <thread>
 
 #include "../unit/serving/metrics/promtool_check.h"
+#include "../unit/test_support/listening_socket.h"
 #include "serve_process.h"
 
 namespace headway::test {
@@ -285,18 +283,8 @@ TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {
 // would otherwise wait 30 s for an engine that never answers and only then report that.
 TEST(ServeCli, ABusyPortIsRefusedBeforeTheServiceStarts) {
   TempDir dir;
-  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(holder, 0);
-  const std::unique_ptr<const int, void (*)(const int*)> close_holder(
-      &holder, [](const int* fd) { ::close(*fd); });
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(holder, 1), 0);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const std::string busy = std::to_string(ntohs(address.sin_port));
+  const ListeningSocket taken;
+  const std::string busy = std::to_string(taken.port());
   const fs::path config = write_tiny_deployment(
       dir.path, "router",
       "[[engines]]\naddress = \"127.0.0.1:1\"\n[server]\nrole = \"router\"\nhttp_port = " + busy +

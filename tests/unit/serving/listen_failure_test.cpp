@@ -1,9 +1,8 @@
 // Why a frontend cannot listen, from a bind tried again.
 #include <gtest/gtest.h>
 #include <headway/serving/listen_failure.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+
+#include "../test_support/listening_socket.h"
 
 namespace {
 
@@ -15,17 +14,8 @@ TEST(ListenFailure, AnAddressThatIsNotThisMachinesIsNamedAsSuch) {
 }
 
 TEST(ListenFailure, APortAnotherSocketListensOnIsInUse) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t size = sizeof address;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size), 0);
-  EXPECT_EQ(why_cannot_listen("127.0.0.1", ntohs(address.sin_port)), "the port is in use");
-  ::close(fd);
+  const headway::test::ListeningSocket taken;
+  EXPECT_EQ(why_cannot_listen("127.0.0.1", taken.port()), "the port is in use");
 }
 
 }  // namespace

@@ -74,9 +74,8 @@ std::string address(const std::string& host, uint16_t port) {
 void refuse_busy_port(const char* frontend, const std::string& host, uint16_t port) {
   if (port == 0) return;  // any free port
   if (const std::string why = serving::why_cannot_listen(host, port); !why.empty()) {
-    throw core::Error(
-        fmt::format("{} frontend cannot listen on {}: {}", frontend, address(host, port), why),
-        HW_UNAVAILABLE);
+    throw core::Error(serving::cannot_listen_message(frontend, address(host, port), why),
+                      HW_UNAVAILABLE);
   }
 }
 

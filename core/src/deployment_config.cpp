@@ -329,8 +329,8 @@ void check_engine_address(const std::string& address, const std::string& where) 
   const bool digits =
       !port.empty() && port.size() <= 5 &&
       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
-  if (colon == std::string::npos || colon == 0 || !digits || std::stoul(port) == 0 ||
-      std::stoul(port) > 65535) {
+  const unsigned long number = digits ? std::stoul(port) : 0;  // at most 5 digits: no throw
+  if (colon == std::string::npos || colon == 0 || number == 0 || number > 65535) {
     throw Error(
         fmt::format("{}.address: \"{}\" is not host:port with a port of 1-65535 (e.g. "
                     "\"127.0.0.1:50061\", \"[::1]:50061\")",

@@ -94,8 +94,7 @@ void GrpcFrontend::start() {
     impl.server.reset();
     impl.headway.reset();
     const std::string why = why_cannot_listen(impl.options.host, impl.options.port);
-    throw core::Error("gRPC frontend cannot listen on " + address + ": " +
-                          (why.empty() ? "gRPC could not bind it" : why),
+    throw core::Error(cannot_listen_message("gRPC", address, why, "gRPC could not bind it"),
                       HW_UNAVAILABLE);
   }
   impl.port = static_cast<uint16_t>(bound_port);

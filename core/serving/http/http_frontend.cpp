@@ -50,8 +50,7 @@ void HttpFrontend::start() {
                                                                           : -1;
   if (bound <= 0) {
     const std::string why = why_cannot_listen(options_.host, options_.port);
-    throw core::Error("HTTP frontend cannot listen on " + where + ": " +
-                          (why.empty() ? "cpp-httplib could not bind it" : why),
+    throw core::Error(cannot_listen_message("HTTP", where, why, "cpp-httplib could not bind it"),
                       HW_UNAVAILABLE);
   }
   if (!server_->raise_backlog(SOMAXCONN)) {

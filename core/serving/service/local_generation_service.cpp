@@ -493,8 +493,8 @@ size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
                         [&] { return drain_cut_short_; });
   }
   emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
-  admission_state_ =
-      Admission::kClosed;  // under the lock: no continuation slips in after the decision
+  // Under the lock: no continuation slips in after the decision.
+  admission_state_ = Admission::kClosed;
   const size_t left = requests_.size();
   for (const auto& [numeric_id, placement] : requests_) {
     send_abort(placement, AbortCause::kShutdown);

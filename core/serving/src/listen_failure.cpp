@@ -8,6 +8,11 @@
 
 namespace headway::serving {
 
+std::string cannot_listen_message(const std::string& frontend, const std::string& where,
+                                  const std::string& why, const std::string& fallback) {
+  return frontend + " frontend cannot listen on " + where + ": " + (why.empty() ? fallback : why);
+}
+
 std::string why_cannot_listen(const std::string& host, uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -94,7 +94,7 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
     }
     if (!causal_lm) {
       fail(file, "architectures " + it->dump() +
-                     " names no causal language model (…ForCausalLM): Headway serves those only");
+                     " names no causal language model (...ForCausalLM): Headway serves those only");
     }
   }
   // The MLP is SwiGLU: SiLU of the gate times the up projection ("swish" is SiLU's other name).

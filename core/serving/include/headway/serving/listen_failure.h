@@ -14,4 +14,9 @@ namespace headway::serving {
 // the bind succeeds now (the server failed for another reason, or the port was freed since).
 std::string why_cannot_listen(const std::string& host, uint16_t port);
 
+// The one message for it: "<frontend> frontend cannot listen on <where>: <why>", `fallback` as the
+// reason when the bind tried again succeeds (`why` empty).
+std::string cannot_listen_message(const std::string& frontend, const std::string& where,
+                                  const std::string& why, const std::string& fallback = "");
+
 }  // namespace headway::serving

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # The one prepared check for a machine with an NVIDIA H200 (sm_90a): runs the GPU tests, the
-# kernel and model benchmarks, profiles the model for the simulator and serves it under the
-# head-of-line workload with two schedulers, in under 8 minutes, and writes a summary (per-kernel
-# times with achieved bandwidth and FLOP/s, prefill tokens/s, decode step time at batch 1/8/64 as
-# fractions of the H200's 4.8 TB/s HBM bandwidth and 989 TFLOP/s BF16 dense peak, the fitted cost
-# file, TTFT and inter-token latency per scheduler).
+# kernel and model benchmarks, profiles five kernels with Nsight Compute where it can, profiles the
+# model for the simulator and serves it under the head-of-line workload with two schedulers, in
+# under 8 minutes, and writes a summary (per-kernel times with achieved bandwidth and FLOP/s, what
+# ncu's counters say of the five, prefill tokens/s, decode step time at batch 1/8/64 as fractions
+# of the H200's 4.8 TB/s HBM bandwidth and 989 TFLOP/s BF16 dense peak, the fitted cost file, TTFT
+# and inter-token latency per scheduler).
 #
 #   bash scripts/device-check.sh                       # configure + build here, then check
 #   bash scripts/device-check.sh --bundle .device      # (on the build machine) build and pack
 #   bash scripts/device-check.sh --prebuilt .device    # (on the GPU machine) check the pack
 #   DEVICE_CHECK_STEPS=benchmarks,serve bash scripts/device-check.sh --prebuilt .device
 #
-# Steps (DEVICE_CHECK_STEPS, comma-separated; default all): tests, benchmarks, profile, serve.
+# Steps (DEVICE_CHECK_STEPS, comma-separated; default all): tests, benchmarks, ncu, profile, serve.
 # DEVICE_CHECK_KERNEL_BENCHMARKS and DEVICE_CHECK_MODEL_BENCHMARKS narrow the two benchmark runs
 # (Google Benchmark filters; default every kernel benchmark, every BM_Model* one) for a short run.
+# The ncu step (Nsight Compute on five kernels, at most 60 s) finds ncu in PATH, /usr/local/cuda/bin
+# or /opt/nvidia/nsight-compute, or runs DEVICE_CHECK_NCU; without one it says so and moves on.
 #
 # The lent GPU machines have CUDA, CMake and Python but not the Debian packages Headway links
 # (gRPC, Boost, toml++, ...), and nothing can be installed there: --bundle builds the CUDA
@@ -124,12 +127,12 @@ if [[ $mode == bundle ]]; then
   exit 0
 fi
 
-steps=",${DEVICE_CHECK_STEPS:-tests,benchmarks,profile,serve},"
+steps=",${DEVICE_CHECK_STEPS:-tests,benchmarks,ncu,profile,serve},"
 for step in ${steps//,/ }; do
   case "$step" in
-    tests | benchmarks | profile | serve) ;;
+    tests | benchmarks | ncu | profile | serve) ;;
     *) echo "device-check: unknown step '$step' in DEVICE_CHECK_STEPS (tests, benchmarks," \
-         "profile, serve)" >&2; exit 2 ;;
+         "ncu, profile, serve)" >&2; exit 2 ;;
   esac
 done
 want() { [[ $steps == *",$1,"* ]]; }
@@ -302,6 +305,106 @@ if bench:
         print("\n## CUDA graphs (cuda_graph_max_batch = 64 runs)\n")
         for line in graph_lines:
             print(f"- {line}")
+# Nsight Compute: why the five kernels take their time (the ncu step). Metric names differ across
+# ncu versions, so the details are matched by name loosely and a missing one prints "?".
+import csv, re
+def ncu_rows(path):  # CSV rows from the header ("ID", ...) on: ncu may print notes before it
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return []
+    start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
+    return [] if start is None else list(csv.reader(lines[start:]))
+def num(s):
+    try:
+        return float(str(s).replace(",", ""))
+    except ValueError:
+        return None
+def ncu_metric(details, names, unit=None):  # the first row named like one of names -> (value, unit)
+    for loose in (False, True):
+        for n in names:
+            for r in details:
+                m = r.get("Metric Name", "").strip().lower()
+                if (m.startswith(n.lower()) if loose else m == n.lower()) and \
+                        (unit is None or r.get("Metric Unit", "").strip() == unit):
+                    return num(r.get("Metric Value", "")), r.get("Metric Unit", "").strip()
+    return None, ""
+def fmt(v, digits=1):
+    return "?" if v is None else f"{v:.{digits}f}"
+def ncu_stalls(name, details):  # the top 3 stall reasons, cycles per issued instruction
+    rows = ncu_rows(os.path.join(work, "ncu", f"{name}_raw.csv"))
+    data = [r for r in rows[1:] if r and r[0].strip().isdigit()]
+    stalls = {}
+    if rows and data:
+        pattern = re.compile(r"smsp__average_warps?(?:_latency)?_issue_stalled_(\w+?)(_per_issue_active)?\.ratio$")
+        for metric, value in zip(rows[0], data[0]):
+            m = pattern.match(metric)
+            v = num(value)
+            if not m or v is None or m.group(1) == "selected" or m.group(1).endswith("_not_issued"):
+                continue
+            # The per-issued-instruction family when there is one (what ncu's chart shows).
+            key = (m.group(2) is not None, m.group(1))
+            stalls[key] = v
+        best = any(k[0] for k in stalls)
+        stalls = {k[1]: v for k, v in stalls.items() if k[0] == best}
+    else:  # no raw page: the Warp State section's own rows
+        stalls = {r["Metric Name"]: num(r.get("Metric Value", "")) for r in details
+                  if "warp state" in r.get("Section Name", "").lower()
+                  and num(r.get("Metric Value", "")) is not None}
+    top = sorted(stalls.items(), key=lambda kv: -kv[1])[:3]
+    return ", ".join(f"{k} {v:.1f}" for k, v in top) or "?"
+def ncu_summary():
+    step = read("ncu/step.txt").strip()
+    if step.startswith("(missing"):
+        step = "not run (the run ended before this step did)"
+    print("\n## Nsight Compute (ncu step: one launch each after the warm-up, --clock-control none)\n")
+    cases = [line.split("\t") for line in read("ncu/cases.tsv").splitlines() if line.count("\t") == 2]
+    if not step.startswith("ran"):
+        print(f"ncu: {step}")
+        if len({c[2] for c in cases}) > 1:  # kernels that failed each their own way
+            print("\n" + "\n".join(f"- {c[0]}: {c[2]}" for c in cases))
+        return
+    version = read("ncu/version.txt").strip().splitlines()
+    print(f"{version[-1] if version else 'ncu'}; CSVs, logs and .ncu-rep reports under ncu/ in "
+          "results.tgz. Stalls: cycles per issued instruction.\n")
+    print("| case (benchmark) | kernel | time (us) | DRAM % of peak | SM % of peak | occupancy "
+          "achieved / theoretical % | regs/thread | blocks x threads | top 3 stall reasons | "
+          "top ncu rule (est. speedup %) |\n|---|---|---|---|---|---|---|---|---|---|")
+    failed = []
+    for name, bench, result in cases:
+        if result != "ok":
+            failed.append(f"{name}: {result}")
+            continue
+        with_header = ncu_rows(os.path.join(work, "ncu", f"{name}.csv"))
+        details = [dict(zip(with_header[0], r)) for r in with_header[1:]] if with_header else []
+        if not details:
+            failed.append(f"{name}: the report has no details page (ncu/{name}.log)")
+            continue
+        # "void ns::(anonymous namespace)::name<...>(...)" (or already the bare name) -> name.
+        kernel = re.sub(r"^void\s+|\(anonymous namespace\)::", "", details[0].get("Kernel Name", "?"))
+        kernel = re.split(r"[<(]", kernel)[0].split("::")[-1][:48] or "?"
+        dur, unit = ncu_metric(details, ["Duration", "gpu__time_duration.sum"])
+        scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1, "usecond": 1, "ms": 1e3, "msecond": 1e3,
+                 "s": 1e6, "second": 1e6}.get(unit)
+        dur = dur * scale if dur is not None and scale else None
+        dram, _ = ncu_metric(details, ["DRAM Throughput"], "%")
+        sm, _ = ncu_metric(details, ["Compute (SM) Throughput", "Compute (SM) [%]", "SM [%]"])
+        achieved, _ = ncu_metric(details, ["Achieved Occupancy"])
+        theoretical, _ = ncu_metric(details, ["Theoretical Occupancy"])
+        regs, _ = ncu_metric(details, ["Registers Per Thread"])
+        grid, _ = ncu_metric(details, ["Grid Size"])
+        block, _ = ncu_metric(details, ["Block Size"])
+        rules = [(num(r.get("Estimated Speedup", "")), r.get("Rule Name", "")) for r in details
+                 if r.get("Rule Name") and num(r.get("Estimated Speedup", "")) is not None]
+        rule = max(rules)[1] + f" ({max(rules)[0]:.0f})" if rules else "-"
+        print(f"| {name} (`{bench.strip('^$').replace('/manual_time', '')}`) | {kernel} | {fmt(dur, 2)} | {fmt(dram)} | {fmt(sm)} | "
+              f"{fmt(achieved)} / {fmt(theoretical)} | {fmt(regs, 0)} | {fmt(grid, 0)} x {fmt(block, 0)} | "
+              f"{ncu_stalls(name, details)} | {rule} |")
+    if failed:
+        print("\nNot profiled:\n")
+        for f in failed:
+            print(f"- {f}")
+ncu_summary()
 print("\n## Cost file (headway profile)\n\n```")
 print(read("h200_llama8b_cost.toml").strip()[:3000])
 print("```")
@@ -368,6 +471,126 @@ if want benchmarks; then
   run_benchmarks model "${DEVICE_CHECK_MODEL_BENCHMARKS:-^BM_Model}" 200
   save
 fi
+
+# ---- 2b. why five kernels take the time they do: Nsight Compute, one launch each ---------------
+# The benchmarks time the kernels; ncu's counters say why they take that long (DRAM or SM bound,
+# occupancy, registers, what the warps stall on). One launch of each, picked by its kernel name
+# after its benchmark's warm-up launch, in a cuda_benchmark run of that one case. It is optional and
+# bounded: at most 60 s in all, and never a failure of the check: where ncu is missing or cannot
+# read the counters (it can under Firecracker, not under gVisor: "Failed to initialize the
+# profiler: LibraryNotLoaded") it says why in one line and the check goes on.
+# Each case: name, the Google Benchmark filter of exactly one case, ncu's kernel filter. The decode
+# cases' 2/256 are kDecodeBlocksPerSm and kDecodeKeysPerSplit (step_plan.h, the model's); prefill
+# tiling 3 is 128x64, the cuda model's default; the GEMMs are gate|up (28,672 x 4,096).
+ncu_cases=(
+  "decode_b64 ^BM_AttentionDecode/64/1024/2/256/manual_time$ regex:mma_decode_kernel"
+  "decode_b1 ^BM_AttentionDecode/1/1024/2/256/manual_time$ regex:mma_decode_kernel"
+  "prefill_2048 ^BM_AttentionPrefill/2048/2048/3/0/0/manual_time$ regex:mma_attention_kernel"
+  "gemv_m1_gate_up ^BM_Gemm/1/28672/4096/1/manual_time$ regex:gemv_kernel"
+  # cuBLASLt's kernel names change with its version (sm90_xmma_*, nvjet_*, cutlass*): anything but
+  # the fills that set the benchmark's operands up, which are its only other launches.
+  "cublaslt_m8_gate_up ^BM_Gemm/8/28672/4096/0/manual_time$ regex:^(?!.*fill_(uniform|float)_kernel)"
+)
+ncu_sections=(SpeedOfLight Occupancy LaunchStats WarpStateStats MemoryWorkloadAnalysis SchedulerStats)
+find_ncu() {  # -> the ncu to run; fails when there is none
+  local c
+  if [[ -n "${DEVICE_CHECK_NCU:-}" ]]; then [[ -x "$DEVICE_CHECK_NCU" ]] && echo "$DEVICE_CHECK_NCU"; return; fi
+  # PATH's, then the toolkit's, then the newest of the other installs.
+  for c in "$(command -v ncu || true)" /usr/local/cuda/bin/ncu \
+      $(printf '%s\n' /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda-*/bin/ncu | sort -rV); do
+    [[ -n "$c" && -x "$c" ]] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+ncu_not_run() {  # why: the step's one line, in the log and in the summary
+  echo "not run ($1)" >"$work/ncu/step.txt"
+  log "ncu: not run ($1)"
+}
+ncu_why() {  # log exit-status benchmark kernel-filter limit -> one line: why no report came out
+  local line
+  line=$(grep -m1 '==ERROR==' "$1" || true)
+  if [[ -n "$line" ]]; then echo "${line#*==ERROR== }" | cut -c1-200; return; fi
+  if (($2 == 124 || $2 == 137)); then echo "timed out after $5 s"; return; fi
+  if grep -q 'Failed to match any benchmarks' "$1"; then echo "cuda_benchmark has no benchmark $3"; return; fi
+  line=$(grep -m1 'ERROR OCCURRED' "$1" || true)
+  if [[ -n "$line" ]]; then echo "the benchmark failed: ${line#*ERROR OCCURRED: }" | cut -c1-200; return; fi
+  if grep -q 'No kernels were profiled' "$1"; then echo "no launch of $4 after the warm-up"; return; fi
+  echo "ncu exited with status $2 and wrote no report"
+}
+run_ncu() {
+  mkdir -p "$work/ncu"
+  : >"$work/ncu/cases.tsv"
+  local ncu cap step_end
+  if ! ncu=$(find_ncu); then
+    ncu_not_run "no ncu: not in PATH, /usr/local/cuda/bin, /opt/nvidia/nsight-compute or DEVICE_CHECK_NCU"
+    return
+  fi
+  cap=$(budget 60)
+  if ((cap < 15)); then ncu_not_run "deadline: ${cap} s left for it"; return; fi
+  step_end=$(($(date +%s) + cap))
+  timeout -k 2 10 "$ncu" --version >"$work/ncu/version.txt" 2>&1 || true
+  log "ncu: $(tail -1 "$work/ncu/version.txt") ($ncu): ${#ncu_cases[@]} kernels in ${cap} s at most"
+  local section_args=() s
+  for s in "${ncu_sections[@]}"; do section_args+=(--section "$s"); done
+  local case_line name bench kernel left rc limit why="" first_why="" profiled=0 stop=""
+  for case_line in "${ncu_cases[@]}"; do
+    read -r name bench kernel <<<"$case_line"
+    left=$((step_end - $(date +%s)))
+    if [[ -n "$stop" ]]; then
+      printf '%s\t%s\tnot run (%s)\n' "$name" "$bench" "$stop" >>"$work/ncu/cases.tsv"
+      continue
+    fi
+    if ((left < 8)); then
+      printf '%s\t%s\tnot run (the %s s of the step were spent)\n' "$name" "$bench" "$cap" \
+        >>"$work/ncu/cases.tsv"
+      continue
+    fi
+    # Not `timeout --foreground`: ncu's target is its child, and only a signal to timeout's own
+    # process group stops both (a SIGTERM to this script waits for this case, at most 25 s).
+    # --clock-control none: the GPU at the clocks the benchmarks ran at, not ncu's base clocks.
+    # --target-processes all: ncu follows `env` into cuda_benchmark; `env` keeps the pack's
+    # LD_LIBRARY_PATH away from ncu itself.
+    rc=0 limit=$((left < 25 ? left : 25))
+    timeout -k 5 "$limit" "$ncu" --clock-control none --target-processes all \
+      "${section_args[@]}" --kernel-name "$kernel" --launch-skip 1 --launch-count 1 \
+      --force-overwrite --export "$work/ncu/$name" \
+      env "${run_env[@]}" "$build/bin/cuda_benchmark" --benchmark_filter="$bench" \
+      --benchmark_min_time=0.05 >"$work/ncu/$name.log" 2>&1 || rc=$?
+    if [[ -s "$work/ncu/$name.ncu-rep" ]] &&
+        timeout -k 2 20 "$ncu" --import "$work/ncu/$name.ncu-rep" --csv --page details \
+          >"$work/ncu/$name.csv" 2>>"$work/ncu/$name.log"; then
+      # The stall reasons are raw metrics of WarpStateStats, not rows of its details page.
+      timeout -k 2 20 "$ncu" --import "$work/ncu/$name.ncu-rep" --csv --page raw \
+        >"$work/ncu/${name}_raw.csv" 2>>"$work/ncu/$name.log" || true
+      printf '%s\t%s\tok\n' "$name" "$bench" >>"$work/ncu/cases.tsv"
+      profiled=$((profiled + 1))
+    else
+      why=$(ncu_why "$work/ncu/$name.log" "$rc" "$bench" "$kernel" "$limit")
+      [[ -n "$first_why" ]] || first_why=$why
+      printf '%s\t%s\t%s\n' "$name" "$bench" "$why" >>"$work/ncu/cases.tsv"
+      # A profiler that cannot start fails the same way on every kernel: not four more tries (the
+      # step's not-run line says why).
+      if [[ "$why" =~ initiali[sz]e|LibraryNotLoaded|ERR_NVGPUCTRPERM|[Nn]ot\ supported|[Pp]ermission ]]; then
+        stop="ncu failed on $name"
+      fi
+      [[ -n "$stop" && $profiled == 0 ]] || log "ncu: $name: $why"
+    fi
+    save
+  done
+  if ((profiled == 0)); then
+    ncu_not_run "${first_why:-no kernel profiled}"
+  else
+    echo "ran: $profiled of ${#ncu_cases[@]} kernels profiled" >"$work/ncu/step.txt"
+    log "ncu: $profiled of ${#ncu_cases[@]} kernels profiled"
+  fi
+}
+if want ncu; then
+  run_ncu
+else
+  mkdir -p "$work/ncu"
+  echo "not run (not in DEVICE_CHECK_STEPS)" >"$work/ncu/step.txt"
+fi
+save
 
 # ---- 3. the simulator's cost file, fitted to this GPU ------------------------------------------
 want profile && log "profile configs/gpu/llama8b_h200_chunked.toml"

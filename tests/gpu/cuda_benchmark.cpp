@@ -429,7 +429,8 @@ std::unique_ptr<ModelHarness>& model_instance() {
   return m;
 }
 ModelHarness& model(bool decode_gemv = false, bool phase_timing = false,
-                    k::MmaTiling tiling = k::MmaTiling::k128x64, bool cuda_graphs = false) {
+                    k::MmaTiling tiling = k::MmaTiling::k128x64, bool cuda_graphs = false,
+                    bool programmatic_dependent_launch = false) {
   std::unique_ptr<ModelHarness>& m = model_instance();
   static std::string made_with;
   const std::string options =
@@ -438,7 +439,8 @@ ModelHarness& model(bool decode_gemv = false, bool phase_timing = false,
           "max_batch_tokens = 8192, decode_gemv = ") +
       (decode_gemv ? "true" : "false") + ", phase_timing = " + (phase_timing ? "true" : "false") +
       ", attention_tiling = \"" + k::mma_tiling_name(tiling) +
-      "\", cuda_graph_max_batch = " + (cuda_graphs ? "64" : "0");
+      "\", cuda_graph_max_batch = " + (cuda_graphs ? "64" : "0") +
+      ", programmatic_dependent_launch = " + (programmatic_dependent_launch ? "true" : "false");
   if (m == nullptr || made_with != options) {
     m.reset();
     m = std::make_unique<ModelHarness>("cuda", options, std::filesystem::temp_directory_path(), 16,
@@ -494,13 +496,13 @@ BENCHMARK(BM_ModelPrefill)
 
 // Args: batch, context, 1 for the decode_gemv option, 1 for phase_timing (whose per-phase times
 // the model logs when main() releases it: the setup's prefill steps of 8,192 tokens and the
-// decode steps, each by its token count), 1 for CUDA graphs (cuda_graph_max_batch = 64). Two
-// untimed decode steps first: a graph shape's first step runs launch by launch, its second is
-// captured.
+// decode steps, each by its token count), 1 for CUDA graphs (cuda_graph_max_batch = 64), 1 for
+// programmatic_dependent_launch. Two untimed decode steps first: a graph shape's first step runs
+// launch by launch, its second is captured.
 HW_GUARDED_BENCHMARK(BM_ModelDecode) {
   if (skip(state)) return;
-  ModelHarness& m =
-      model(state.range(2) != 0, state.range(3) != 0, k::MmaTiling::k128x64, state.range(4) != 0);
+  ModelHarness& m = model(state.range(2) != 0, state.range(3) != 0, k::MmaTiling::k128x64,
+                          state.range(4) != 0, state.range(5) != 0);
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const uint64_t first = next_request;
@@ -528,23 +530,32 @@ HW_GUARDED_BENCHMARK(BM_ModelDecode) {
 }
 BENCHMARK(BM_ModelDecode)
     // Grouped by options: each group is one model instance.
-    ->Args({1, 1024, 1, 0, 0})
-    ->Args({2, 1024, 1, 0, 0})
-    ->Args({8, 1024, 1, 0, 0})
-    ->Args({16, 1024, 1, 0, 0})
-    ->Args({32, 1024, 1, 0, 0})
-    ->Args({64, 1024, 1, 0, 0})
-    ->Args({1, 1024, 1, 0, 1})
-    ->Args({2, 1024, 1, 0, 1})
-    ->Args({8, 1024, 1, 0, 1})
-    ->Args({16, 1024, 1, 0, 1})
-    ->Args({32, 1024, 1, 0, 1})
-    ->Args({64, 1024, 1, 0, 1})
-    ->Args({1, 1024, 0, 0, 0})
-    ->Args({2, 1024, 0, 0, 0})
-    ->Args({1, 1024, 1, 1, 0})
-    ->Args({8, 1024, 1, 1, 0})
-    ->Args({64, 1024, 1, 1, 0})
+    ->Args({1, 1024, 1, 0, 0, 0})
+    ->Args({2, 1024, 1, 0, 0, 0})
+    ->Args({8, 1024, 1, 0, 0, 0})
+    ->Args({16, 1024, 1, 0, 0, 0})
+    ->Args({32, 1024, 1, 0, 0, 0})
+    ->Args({64, 1024, 1, 0, 0, 0})
+    ->Args({1, 1024, 1, 0, 1, 0})
+    ->Args({2, 1024, 1, 0, 1, 0})
+    ->Args({8, 1024, 1, 0, 1, 0})
+    ->Args({16, 1024, 1, 0, 1, 0})
+    ->Args({32, 1024, 1, 0, 1, 0})
+    ->Args({64, 1024, 1, 0, 1, 0})
+    ->Args({1, 1024, 0, 0, 0, 0})
+    ->Args({2, 1024, 0, 0, 0, 0})
+    ->Args({1, 1024, 1, 1, 0, 0})
+    ->Args({8, 1024, 1, 1, 0, 0})
+    ->Args({64, 1024, 1, 1, 0, 0})
+    // Overlapped launches, with graphs (the defaults' way up to 16 rows) and without.
+    ->Args({1, 1024, 1, 0, 1, 1})
+    ->Args({2, 1024, 1, 0, 1, 1})
+    ->Args({8, 1024, 1, 0, 1, 1})
+    ->Args({16, 1024, 1, 0, 1, 1})
+    ->Args({64, 1024, 1, 0, 1, 1})
+    ->Args({1, 1024, 1, 0, 0, 1})
+    ->Args({8, 1024, 1, 0, 0, 1})
+    ->Args({64, 1024, 1, 0, 0, 1})
     ->Iterations(20)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -127,7 +127,8 @@ TEST(CudaModelConfig, AttentionBiasesAndQkNormsAreWithinTheKernelLimits) {
 // defaults for the rest), read by parse_options.
 CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bool phase_timing,
                        bool split_prefill_attention = false,
-                       const char* attention_tiling = "128x64") {
+                       const char* attention_tiling = "128x64",
+                       bool programmatic_dependent_launch = false) {
   const auto str = [](const char* key, const char* value, int32_t type) {
     return hw_option_value{{key, std::char_traits<char>::length(key)},
                            type,
@@ -159,6 +160,7 @@ CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bo
       num("phase_timing", phase_timing ? 1 : 0, HW_OPTION_BOOL),
       str("attention_tiling", attention_tiling, HW_OPTION_ENUM),
       num("split_prefill_attention", split_prefill_attention ? 1 : 0, HW_OPTION_BOOL),
+      num("programmatic_dependent_launch", programmatic_dependent_launch ? 1 : 0, HW_OPTION_BOOL),
       num("cuda_graph_max_batch", cuda_graph_max_batch, HW_OPTION_INT)};
   const hw_options options{values.data(), static_cast<uint32_t>(values.size())};
   return parse_options(sdk::Options(&options), "");
@@ -185,6 +187,8 @@ TEST(CudaModelConfig, CudaGraphsAreOnByDefaultOnlyWhereTheyWork) {
   EXPECT_EQ(defaults.attention_tiling, kernels::MmaTiling::k128x64);
   EXPECT_FALSE(defaults.split_prefill_attention);
   EXPECT_TRUE(parse(-1, 1, false, true).split_prefill_attention);
+  EXPECT_FALSE(defaults.programmatic_dependent_launch);
+  EXPECT_TRUE(parse(-1, 1, false, false, "128x64", true).programmatic_dependent_launch);
 }
 
 // Every tiling is read back from its name, the lean candidates included.

@@ -231,6 +231,21 @@ TEST_F(CudaModel, WithCudaGraphsMatchesTheCpuModelOnMixedBatches) {
   expect_the_cpu_models_logits(path(), dir(), ", cuda_graph_max_batch = 8");
 }
 
+// Overlapped kernel launches (programmatic dependent launch, kernels/launch.h): with the defaults
+// (one-row decodes through the GEMV, decode steps replayed as CUDA graphs, which must capture the
+// overlapped launches without failing: a failure only warns and runs the step launch by launch),
+// and launch by launch through cuBLASLt, whose kernels come between overlapped ones.
+TEST_F(CudaModel, WithProgrammaticDependentLaunchMatchesTheCpuModel) {
+  HW_SKIP_WITHOUT_CUDA();
+  std::map<std::string, double> counters;
+  expect_the_cpu_models_logits(path(), dir(), ", programmatic_dependent_launch = true", &counters);
+  EXPECT_GT(counters["cuda_graph_replays"], 0.0);
+  EXPECT_EQ(counters["cuda_graph_capture_failures"], 0.0);
+  expect_the_cpu_models_logits(
+      path(), dir(),
+      ", programmatic_dependent_launch = true, decode_gemv = false, cuda_graph_max_batch = 0");
+}
+
 TEST_F(CudaModel, CudaGraphOptionsThatCannotWorkAreRefusedBeforeTouchingADevice) {
   const std::pair<const char*, const char*> cases[] = {
       {", tensor_parallel = 2", "needs tensor_parallel = 1"},

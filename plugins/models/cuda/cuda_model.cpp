@@ -103,6 +103,12 @@ constexpr hw_option_spec kOptions[] = {
                 "a long context) split it over key ranges, as long decodes do; off by default: "
                 "written after the H200 runs and not yet run on a GPU (docs/cuda_model.md). "
                 "Ignored with deterministic."),
+    bool_option(
+        "programmatic_dependent_launch", false,
+        "Headway's kernels in a step (RMSNorm, GEMV, RoPE + KV write, decode attention and its "
+        "reduce, SwiGLU) start while the kernel before them finishes and wait on the GPU for its "
+        "results; the GEMV loads its first weights meanwhile (Hopper; results unchanged). Off by "
+        "default: not yet run on a GPU (docs/cuda_model.md)."),
     int_option("cuda_graph_max_batch", -1, -1, 1024,
                "Decode steps (every slice one token) of up to this many tokens are padded to a "
                "batch size bucket and replayed as a captured CUDA graph, one per bucket and "
@@ -155,10 +161,8 @@ class CudaModel final : public sdk::Model {
       }
       auto weights = checkpoint ? std::make_unique<DeviceWeights>(*checkpoint, config_, tp_, r)
                                 : std::make_unique<DeviceWeights>(config_, tp_, r, options_.seed);
-      shards_.push_back(std::make_unique<ModelShard>(
-          device, config_, tp_, std::move(weights), inv_freq.data(), options_.max_batch_tokens,
-          options_.deterministic, options_.decode_gemv, options_.phase_timing,
-          options_.attention_tiling));
+      shards_.push_back(std::make_unique<ModelShard>(device, config_, tp_, std::move(weights),
+                                                     inv_freq.data(), options_));
     }
     if (tp_.tp > 1) {
       std::vector<int> devices(tp_.tp);

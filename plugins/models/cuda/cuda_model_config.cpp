@@ -103,6 +103,7 @@ CudaModelOptions parse_options(const sdk::Options& o, const std::string& config_
     if (tiling == kernels::mma_tiling_name(t)) r.attention_tiling = t;
   }
   r.split_prefill_attention = o.get_bool("split_prefill_attention");
+  r.programmatic_dependent_launch = o.get_bool("programmatic_dependent_launch");
   // -1 (auto) takes graphs where they work; a number set by the operator is checked.
   const int64_t graphs = o.get_int("cuda_graph_max_batch");
   if (graphs < 0) {

@@ -39,6 +39,8 @@ struct CudaModelOptions {
   bool phase_timing = false;         // diagnostic: per-phase GPU time of every step (phase_timer.h)
   kernels::MmaTiling attention_tiling = kernels::MmaTiling::k128x64;  // prefill attention blocks
   bool split_prefill_attention = false;  // StepLimits::prefill_split_min_keys (step_plan.h)
+  // The step's kernels start while the previous one finishes, where they can (kernels/launch.h).
+  bool programmatic_dependent_launch = false;
   // Decode steps of at most this many tokens replay a captured CUDA graph (step_graphs.h); 0 = off.
   // The option's -1 (auto) resolves to kAutoCudaGraphMaxBatch or 0 in parse_options.
   uint32_t cuda_graph_max_batch = 0;

@@ -152,10 +152,10 @@ const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_typ
 }
 
 void Gemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type,
-               uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream) {
+               uint32_t m, uint32_t n, uint32_t k, const kernels::Launch& on) {
   if (m == 0) return;
   if (small_m_gemv_ && m <= kGemvRoutedRows && kernels::gemv_applies(m, k, x, w, out)) {
-    HW_CUDA_CHECK(kernels::gemv(x, w, out, out_type == GemmOut::kF32, m, n, k, stream));
+    HW_CUDA_CHECK(kernels::gemv(x, w, out, out_type == GemmOut::kF32, m, n, k, on));
     return;
   }
   const Plan& p = plan(m, n, k, out_type);
@@ -163,7 +163,7 @@ void Gemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOu
   const float beta = 0.0f;
   const cublasStatus_t status =
       cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d, &p.algo,
-                     workspace_.data(), workspace_.bytes(), stream);
+                     workspace_.data(), workspace_.bytes(), on.stream);
   if (status != CUBLAS_STATUS_SUCCESS) check_blas(status, "cublasLtMatmul" + shape(m, n, k));
 }
 

@@ -30,6 +30,7 @@
 #include <tuple>
 
 #include "device_buffer.h"
+#include "launch.h"
 
 namespace headway::models::cuda {
 
@@ -49,8 +50,9 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // Throws sdk::Error naming cublasLtMatmul and the shape on failure (or when no algorithm fits).
+  // on.overlap (kernels/launch.h) applies to the GEMV; cuBLASLt's kernels are launched as usual.
   void run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type, uint32_t m,
-           uint32_t n, uint32_t k, cudaStream_t stream);
+           uint32_t n, uint32_t k, const kernels::Launch& on);
 
   size_t cached_plans() const { return plans_.size(); }
 

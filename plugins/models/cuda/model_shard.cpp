@@ -15,19 +15,19 @@ namespace headway::models::cuda {
 
 ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
                        std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
-                       uint32_t max_batch_tokens, bool deterministic, bool decode_gemv,
-                       bool phase_timing, kernels::MmaTiling attention_tiling)
+                       const CudaModelOptions& options)
     : device_(device),
       config_(config),
       tp_(tp),
       weights_(std::move(weights)),
-      exact_attention_(deterministic),
-      attention_tiling_(attention_tiling),
-      timer_(phase_timing) {
+      overlap_launches_(options.programmatic_dependent_launch),
+      exact_attention_(options.deterministic),
+      attention_tiling_(options.attention_tiling),
+      timer_(options.phase_timing) {
   select();
   HW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   try {
-    gemm_ = std::make_unique<Gemm>(deterministic, decode_gemv);
+    gemm_ = std::make_unique<Gemm>(options.deterministic, options.decode_gemv);
     kv_.layers = config.num_hidden_layers;
     kv_.kv_heads = tp.kv_heads_per_rank;
     kv_.head_dim = config.head_dim;
@@ -37,7 +37,7 @@ ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParall
     inv_freq_.reserve(half);
     HW_CUDA_CHECK(
         cudaMemcpy(inv_freq_.data(), inv_freq, half * sizeof(double), cudaMemcpyHostToDevice));
-    reserve(max_batch_tokens, 256, 0);
+    reserve(options.max_batch_tokens, 256, 0);
   } catch (...) {
     // The destructor does not run for a half-built shard (out of memory for a large
     // max_batch_tokens): the stream would leak.
@@ -193,9 +193,9 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   // What is pending here is the previous layer's MLP output (no bias).
   HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), pending_add_ ? out_.data() : nullptr, nullptr,
                                       w.input_norm.data(), nullptr, T, hidden, eps, h_.data(),
-                                      stream_));
+                                      launch()));
   timer_.mark(Phase::kAttentionNorm, stream_);
-  gemm_->run(h_.data(), w.qkv.data(), qkv_.data(), GemmOut::kBF16, T, qkv_width_, hidden, stream_);
+  gemm_->run(h_.data(), w.qkv.data(), qkv_.data(), GemmOut::kBF16, T, qkv_width_, hidden, launch());
   timer_.mark(Phase::kQkvGemm, stream_);
 
   const StepOffsets& o = plan.offsets();
@@ -215,7 +215,7 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   rope.q_norm = w.q_norm.data();
   rope.k_norm = w.k_norm.data();
   rope.norm_eps = eps;
-  HW_CUDA_CHECK(kernels::rope_kv_write(rope, stream_));
+  HW_CUDA_CHECK(kernels::rope_kv_write(rope, launch()));
   timer_.mark(Phase::kRopeKvWrite, stream_);
 
   kernels::AttentionArgs a;
@@ -238,14 +238,14 @@ void ModelShard::attention(const StepPlan& plan, uint32_t layer) {
   a.max_prefill_rows = plan.max_prefill_rows();
   HW_CUDA_CHECK(kernels::paged_attention(a, staged<kernels::AttentionUnit>(o.prefill_units),
                                          plan.prefill_unit_count(),
-                                         kernels::AttentionKind::kPrefill, stream_));
+                                         kernels::AttentionKind::kPrefill, launch()));
   HW_CUDA_CHECK(kernels::paged_attention(a, staged<kernels::AttentionUnit>(o.decode_units),
                                          plan.decode_unit_count(), kernels::AttentionKind::kDecode,
-                                         stream_));
+                                         launch()));
   HW_CUDA_CHECK(kernels::attention_reduce(a, staged<kernels::AttentionReduceUnit>(o.reduce_units),
-                                          plan.reduce_unit_count(), stream_));
+                                          plan.reduce_unit_count(), launch()));
   timer_.mark(Phase::kAttention, stream_);
-  gemm_->run(attn_.data(), w.o.data(), out_.data(), GemmOut::kBF16, T, hidden, q_width_, stream_);
+  gemm_->run(attn_.data(), w.o.data(), out_.data(), GemmOut::kBF16, T, hidden, q_width_, launch());
   timer_.mark(Phase::kOGemm, stream_);
   pending_add_ = true;
 }
@@ -259,14 +259,14 @@ void ModelShard::mlp(const StepPlan& plan, uint32_t layer) {
   // The attention's output, all-reduced under tensor parallelism, takes o_proj's bias here.
   HW_CUDA_CHECK(kernels::add_rms_norm(x_.data(), out_.data(), w.o_bias.data(), w.post_norm.data(),
                                       nullptr, T, hidden, static_cast<float>(config_.rms_norm_eps),
-                                      h_.data(), stream_));
+                                      h_.data(), launch()));
   timer_.mark(Phase::kMlpNorm, stream_);
   gemm_->run(h_.data(), w.gate_up.data(), gate_up_.data(), GemmOut::kBF16, T, 2 * ffn, hidden,
-             stream_);
+             launch());
   timer_.mark(Phase::kGateUpGemm, stream_);
-  HW_CUDA_CHECK(kernels::swiglu(gate_up_.data(), T, ffn, act_.data(), stream_));
+  HW_CUDA_CHECK(kernels::swiglu(gate_up_.data(), T, ffn, act_.data(), launch()));
   timer_.mark(Phase::kSwiglu, stream_);
-  gemm_->run(act_.data(), w.down.data(), out_.data(), GemmOut::kBF16, T, hidden, ffn, stream_);
+  gemm_->run(act_.data(), w.down.data(), out_.data(), GemmOut::kBF16, T, hidden, ffn, launch());
   timer_.mark(Phase::kDownGemm, stream_);
   pending_add_ = true;
 }
@@ -279,10 +279,10 @@ void ModelShard::head(const StepPlan& plan, bool sample_on_device) {
   // The last layer's output is added only on the head rows: nothing reads the others.
   HW_CUDA_CHECK(kernels::add_rms_norm(
       x_.data(), out_.data(), nullptr, weights_->final_norm(), staged<int32_t>(o.sample_rows), S,
-      config_.hidden_size, static_cast<float>(config_.rms_norm_eps), last_.data(), stream_));
+      config_.hidden_size, static_cast<float>(config_.rms_norm_eps), last_.data(), launch()));
   timer_.mark(Phase::kHeadNorm, stream_);
   gemm_->run(last_.data(), weights_->lm_head(), logits_.data(), GemmOut::kF32, S,
-             config_.vocab_size, config_.hidden_size, stream_);
+             config_.vocab_size, config_.hidden_size, launch());
   timer_.mark(Phase::kLmHead, stream_);
   // A graph step samples every head row (its shape is fixed; nobody reads the padding rows' ids);
   // otherwise only the sampled rows, not the extra rows of prompt positions.

@@ -41,14 +41,14 @@ namespace headway::models::cuda {
 class ModelShard {
  public:
   // Makes `device` current, creates the stream and cuBLASLt, preallocates the workspace for
-  // `max_batch_tokens` tokens and takes ownership of `weights` (built with the device current).
-  // `deterministic` and `decode_gemv`: the options of the same names (Gemm's modes, gemm.h);
-  // `phase_timing`: time the phases of every step (phase_timer.h); `attention_tiling`: the
-  // prefill blocks of the tensor-core attention (the plan's tiles must be cut for it).
+  // options.max_batch_tokens tokens and takes ownership of `weights` (built with the device
+  // current). Of `options` it reads: deterministic and decode_gemv (Gemm's modes, gemm.h),
+  // phase_timing (phase_timer.h), attention_tiling (the prefill blocks of the tensor-core
+  // attention; the plan's tiles must be cut for it) and programmatic_dependent_launch (the
+  // kernels' overlapped launches, kernels/launch.h).
   ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
              std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
-             uint32_t max_batch_tokens, bool deterministic, bool decode_gemv, bool phase_timing,
-             kernels::MmaTiling attention_tiling);
+             const CudaModelOptions& options);
   ~ModelShard();
   ModelShard(const ModelShard&) = delete;
   ModelShard& operator=(const ModelShard&) = delete;
@@ -101,6 +101,10 @@ class ModelShard {
   TensorParallelLayout tp_;
   std::unique_ptr<DeviceWeights> weights_;
   cudaStream_t stream_ = nullptr;
+  // How the step's kernels go on stream_: overlapped where their launchers allow (the
+  // programmatic_dependent_launch option), except the step's first (embed) and the phase timer's.
+  kernels::Launch launch() const { return {stream_, overlap_launches_}; }
+  bool overlap_launches_;
   std::unique_ptr<Gemm> gemm_;
   // Deterministic mode: the FP32 attention kernel for every unit (a row's arithmetic is the same
   // in prefill and decode); otherwise tensor cores where the head dim allows.

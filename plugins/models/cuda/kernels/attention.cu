@@ -3,6 +3,7 @@
 #include "attention.h"
 #include "attention_mma.h"
 #include "common.cuh"
+#include "launch.cuh"
 
 namespace headway::models::cuda::kernels {
 namespace {
@@ -153,7 +154,9 @@ __global__ void __launch_bounds__(max_attention_threads(RPW))
   }
 }
 
+template <bool kOverlap>
 __global__ void attention_reduce_kernel(AttentionArgs a, const AttentionReduceUnit* units) {
+  detail::wait_for_previous_kernel<kOverlap>();
   const AttentionReduceUnit u = units[blockIdx.x];
   const uint32_t head = blockIdx.y;
   const int hd = static_cast<int>(a.head_dim);
@@ -235,7 +238,7 @@ bool attention_prefill_longest_first(uint32_t head_dim, bool exact_fp32, MmaTili
 }
 
 cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, uint32_t unit_count,
-                            AttentionKind kind, cudaStream_t stream) {
+                            AttentionKind kind, const Launch& on) {
   if (unit_count == 0) return cudaSuccess;
   if (a.kv_heads == 0 || a.heads % a.kv_heads != 0 || a.head_dim == 0 ||
       a.head_dim > kAttentionMaxHeadDim || a.heads / a.kv_heads > kAttentionMaxGroup) {
@@ -247,18 +250,19 @@ cudaError_t paged_attention(const AttentionArgs& a, const AttentionUnit* units, 
     return cudaErrorInvalidValue;
   }
   if (attention_uses_tensor_cores(a.head_dim, a.exact_fp32)) {
-    return mma_paged_attention(a, units, unit_count, kind, stream);
+    return mma_paged_attention(a, units, unit_count, kind, on);
   }
+  // The FP32 kernel (deterministic mode, other head dims) is launched as usual.
   const uint32_t rows = max_rows(a.heads / a.kv_heads, kind);
-  if (kind == AttentionKind::kDecode) return dispatch_dpl<1>(a, units, unit_count, rows, stream);
-  return dispatch_dpl<4>(a, units, unit_count, rows, stream);
+  if (kind == AttentionKind::kDecode) return dispatch_dpl<1>(a, units, unit_count, rows, on.stream);
+  return dispatch_dpl<4>(a, units, unit_count, rows, on.stream);
 }
 
 cudaError_t attention_reduce(const AttentionArgs& a, const AttentionReduceUnit* units,
-                             uint32_t unit_count, cudaStream_t stream) {
+                             uint32_t unit_count, const Launch& on) {
   if (unit_count == 0) return cudaSuccess;
-  attention_reduce_kernel<<<dim3(unit_count, a.heads), 64, 0, stream>>>(a, units);
-  return cudaGetLastError();
+  return detail::launch_kernel(attention_reduce_kernel<false>, attention_reduce_kernel<true>,
+                               dim3(unit_count, a.heads), 64, 0, on, a, units);
 }
 
 }  // namespace headway::models::cuda::kernels

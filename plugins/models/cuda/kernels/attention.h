@@ -18,7 +18,7 @@
 // writes max -inf, which the merge skips. On the FP32 kernel a warp takes 4 prefill rows or
 // one decode head; on the tensor-core kernel (attention_mma.h) a warp takes 16 rows.
 //
-// Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
+// Ownership: device pointers borrowed for the launch. Threading: enqueues on `on.stream`.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,6 +26,7 @@
 
 #include <cstdint>
 
+#include "launch.h"
 #include "mma_tiling.h"
 
 namespace headway::models::cuda::kernels {
@@ -107,13 +108,15 @@ uint32_t attention_prefill_tile_rows(uint32_t head_dim, bool exact_fp32,
 bool attention_prefill_longest_first(uint32_t head_dim, bool exact_fp32, MmaTiling tiling);
 
 // Runs `unit_count` units (device array). For kPrefill every unit has at most
-// attention_prefill_tile_rows() / group tokens (at least 1); for kDecode exactly 1.
+// attention_prefill_tile_rows() / group tokens (at least 1); for kDecode exactly 1. on.overlap
+// (launch.h) is honoured by the tensor-core decode kernel of groups up to 16; the others are
+// launched as usual.
 cudaError_t paged_attention(const AttentionArgs& args, const AttentionUnit* units,
-                            uint32_t unit_count, AttentionKind kind, cudaStream_t stream);
+                            uint32_t unit_count, AttentionKind kind, const Launch& on);
 
-// Writes out for every split token from its partial records.
+// Writes out for every split token from its partial records. on.overlap: an overlapped launch.
 cudaError_t attention_reduce(const AttentionArgs& args, const AttentionReduceUnit* units,
-                             uint32_t unit_count, cudaStream_t stream);
+                             uint32_t unit_count, const Launch& on);
 
 // Dynamic shared memory one block of `kind` needs for this head_dim and group (for tests and
 // benchmarks; paged_attention sets the attribute itself).

@@ -19,6 +19,7 @@
 
 #include "attention_mma.h"
 #include "common.cuh"
+#include "launch.cuh"
 
 namespace headway::models::cuda::kernels {
 namespace {
@@ -462,10 +463,11 @@ __global__ void __launch_bounds__(32 * WARPS, LEAN ? lean_min_blocks(HD, WARPS) 
 // below keeps them fitting its registers too (168 a thread, as ptxas allocates them). An early
 // version needed 178, which left room for two: 27% slower on an H200 (609 against 478 us for batch
 // 64 at context 4,096). At head_dim 256 one block fills the shared memory, and the bound would only
-// cost spills.
-template <int HD, int WARPS>
+// cost spills. kOverlap: the instantiation for overlapped launches (launch.h).
+template <int HD, int WARPS, bool kOverlap>
 __global__ void __launch_bounds__(32 * WARPS, HD <= 128 ? 3 : 1)
     mma_decode_kernel(AttentionArgs a, const AttentionUnit* units) {
+  detail::wait_for_previous_kernel<kOverlap>();
   static_assert(HD % 32 == 0, "ldmatrix.x4 takes 32 dims of K per load");
   constexpr int kTileKeys = 16 * WARPS;
   constexpr int kThreads = 32 * WARPS;
@@ -581,30 +583,34 @@ cudaError_t launch(const AttentionArgs& a, const AttentionUnit* units, uint32_t 
   return cudaGetLastError();
 }
 
+// on.overlap: an overlapped launch (launch.h) of mma_decode_kernel; the wide kernel it falls back
+// on is launched as usual.
 template <int HD>
 cudaError_t launch_decode(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
-                          cudaStream_t stream) {
+                          const Launch& on) {
   constexpr size_t smem = kDecodeSmemBytes<HD, kKeySplitWarps>;
+  const auto plain = mma_decode_kernel<HD, kKeySplitWarps, false>;
+  const auto overlapping = mma_decode_kernel<HD, kKeySplitWarps, true>;
   cudaError_t err =
-      cudaFuncSetAttribute(mma_decode_kernel<HD, kKeySplitWarps>,
+      cudaFuncSetAttribute(on.overlap ? overlapping : plain,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err == cudaErrorInvalidValue) {
     // More shared memory than this GPU gives a block (132 KB at head_dim 256: an H100 or H200
     // has 227, an sm_86 or sm_89 GPU 99): the wide kernel's 32-key tiles take half.
     (void)cudaGetLastError();
-    return launch<HD, kWideDecodeWarps, kWideDecodeTileKeys>(a, units, count, stream);
+    return launch<HD, kWideDecodeWarps, kWideDecodeTileKeys>(a, units, count, on.stream);
   }
   if (err != cudaSuccess) return err;
-  mma_decode_kernel<HD, kKeySplitWarps>
-      <<<dim3(count, a.kv_heads), 32 * kKeySplitWarps, smem, stream>>>(a, units);
-  return cudaGetLastError();
+  return detail::launch_kernel(plain, overlapping, dim3(count, a.kv_heads), 32 * kKeySplitWarps,
+                               smem, on, a, units);
 }
 
 template <int HD>
 cudaError_t launch_kind(const AttentionArgs& a, const AttentionUnit* units, uint32_t count,
-                        AttentionKind kind, cudaStream_t stream) {
+                        AttentionKind kind, const Launch& on) {
+  const cudaStream_t stream = on.stream;
   if (kind == AttentionKind::kDecode) {
-    if (a.heads / a.kv_heads <= 16) return launch_decode<HD>(a, units, count, stream);
+    if (a.heads / a.kv_heads <= 16) return launch_decode<HD>(a, units, count, on);
     return launch<HD, kWideDecodeWarps, kWideDecodeTileKeys>(a, units, count, stream);
   }
   if constexpr (HD != 64 && HD != 128) {  // effective_mma_tiling(): the default only
@@ -639,16 +645,16 @@ bool mma_attention_supports(uint32_t head_dim) {
 }
 
 cudaError_t mma_paged_attention(const AttentionArgs& a, const AttentionUnit* units,
-                                uint32_t unit_count, AttentionKind kind, cudaStream_t stream) {
+                                uint32_t unit_count, AttentionKind kind, const Launch& on) {
   switch (a.head_dim) {
     case 32:
-      return launch_kind<32>(a, units, unit_count, kind, stream);
+      return launch_kind<32>(a, units, unit_count, kind, on);
     case 64:
-      return launch_kind<64>(a, units, unit_count, kind, stream);
+      return launch_kind<64>(a, units, unit_count, kind, on);
     case 128:
-      return launch_kind<128>(a, units, unit_count, kind, stream);
+      return launch_kind<128>(a, units, unit_count, kind, on);
     case 256:
-      return launch_kind<256>(a, units, unit_count, kind, stream);
+      return launch_kind<256>(a, units, unit_count, kind, on);
     default:
       return cudaErrorInvalidValue;
   }

@@ -1,5 +1,6 @@
 #include "common.cuh"
 #include "gemv.h"
+#include "launch.cuh"
 
 namespace headway::models::cuda::kernels {
 namespace {
@@ -36,16 +37,29 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc)
 // with four, 1.0-1.7 times.
 constexpr int rows_per_warp(int m) { return m == 1 ? 1 : (m == 2 ? 2 : 4); }
 
+// Pieces of each of its rows a lane prefetches into L2 before waiting for the previous kernel, in
+// an overlapped launch (launch.h): the weights are written by no kernel, so their first reads can
+// be in flight while the previous kernel finishes. One unrolled round of the loop below. Into L2
+// rather than registers: loads held across the wait took the one-row kernel from 34 to 56
+// registers a thread (ptxas, sm_90a), which would cost it resident warps.
+constexpr int kEarlyPieces = 4;
+
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 // Each warp takes R consecutive output rows n: lane l sums the 16-byte pieces l, l + 32, ... of
 // those rows against the same pieces of each of the M activation rows, then the warp adds the
 // lanes' sums. The order of a row's sum depends on k alone.
-template <int M, int R, bool OutF32>
+template <int M, int R, bool OutF32, bool kOverlap>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                 void* __restrict__ out, uint32_t n, uint32_t k) {
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t row0 = (blockIdx.x * kWarpsPerBlock + threadIdx.x / 32) * R;
-  if (row0 >= n) return;
+  if constexpr (!kOverlap) {
+    if (row0 >= n) return;
+  }
   const uint32_t pieces = k / 8;
   const auto* x_rows = reinterpret_cast<const uint4*>(x);
   const uint4* w_rows[R];
@@ -60,6 +74,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   for (int r = 0; r < M; ++r) {
 #pragma unroll
     for (int j = 0; j < R; ++j) acc[r][j] = 0.0f;
+  }
+  if constexpr (kOverlap) {
+#pragma unroll
+    for (int e = 0; e < kEarlyPieces; ++e) {
+      const uint32_t p = lane + 32 * e;
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        if (row0 < n && p < pieces) prefetch_l2(w_rows[j] + p);
+      }
+    }
+    // Every warp waits, also one past n: none returns before it (launch.cuh).
+    detail::wait_for_previous_kernel<true>();
+    if (row0 >= n) return;
   }
 #pragma unroll 4
   for (uint32_t p = lane; p < pieces; p += 32) {
@@ -92,17 +119,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 template <int M>
 cudaError_t launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
-                   uint32_t n, uint32_t k, cudaStream_t stream) {
+                   uint32_t n, uint32_t k, const Launch& on) {
   constexpr int R = rows_per_warp(M);
   const uint32_t rows_per_block = kWarpsPerBlock * R;
   const dim3 grid((n + rows_per_block - 1) / rows_per_block);
   const dim3 block(kWarpsPerBlock * 32);
   if (out_f32) {
-    gemv_kernel<M, R, true><<<grid, block, 0, stream>>>(x, w, out, n, k);
-  } else {
-    gemv_kernel<M, R, false><<<grid, block, 0, stream>>>(x, w, out, n, k);
+    return detail::launch_kernel(gemv_kernel<M, R, true, false>, gemv_kernel<M, R, true, true>,
+                                 grid, block, 0, on, x, w, out, n, k);
   }
-  return cudaGetLastError();
+  return detail::launch_kernel(gemv_kernel<M, R, false, false>, gemv_kernel<M, R, false, true>,
+                               grid, block, 0, on, x, w, out, n, k);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -115,26 +142,26 @@ bool gemv_applies(uint32_t m, uint32_t k, const void* x, const void* w, const vo
 }
 
 cudaError_t gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
-                 uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream) {
+                 uint32_t m, uint32_t n, uint32_t k, const Launch& on) {
   if (!gemv_applies(m, k, x, w, out)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   switch (m) {
     case 1:
-      return launch<1>(x, w, out, out_f32, n, k, stream);
+      return launch<1>(x, w, out, out_f32, n, k, on);
     case 2:
-      return launch<2>(x, w, out, out_f32, n, k, stream);
+      return launch<2>(x, w, out, out_f32, n, k, on);
     case 3:
-      return launch<3>(x, w, out, out_f32, n, k, stream);
+      return launch<3>(x, w, out, out_f32, n, k, on);
     case 4:
-      return launch<4>(x, w, out, out_f32, n, k, stream);
+      return launch<4>(x, w, out, out_f32, n, k, on);
     case 5:
-      return launch<5>(x, w, out, out_f32, n, k, stream);
+      return launch<5>(x, w, out, out_f32, n, k, on);
     case 6:
-      return launch<6>(x, w, out, out_f32, n, k, stream);
+      return launch<6>(x, w, out, out_f32, n, k, on);
     case 7:
-      return launch<7>(x, w, out, out_f32, n, k, stream);
+      return launch<7>(x, w, out, out_f32, n, k, on);
     default:
-      return launch<8>(x, w, out, out_f32, n, k, stream);
+      return launch<8>(x, w, out, out_f32, n, k, on);
   }
 }
 

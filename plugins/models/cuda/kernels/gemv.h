@@ -10,13 +10,15 @@
 // other rows (but it differs from cuBLASLt's in the last bits, so deterministic mode, which must
 // agree with the m > kGemvMaxRows steps, does not use it). Plain C++ header; kernel in gemv.cu.
 //
-// Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
+// Ownership: device pointers borrowed for the launch. Threading: enqueues on `on.stream`.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "launch.h"
 
 namespace headway::models::cuda::kernels {
 
@@ -26,8 +28,9 @@ inline constexpr uint32_t kGemvMaxRows = 8;
 // 16-byte aligned (rows are read in 16-byte pieces).
 bool gemv_applies(uint32_t m, uint32_t k, const void* x, const void* w, const void* out);
 
-// cudaErrorInvalidValue when gemv_applies() is false.
+// cudaErrorInvalidValue when gemv_applies() is false. With on.overlap the launch may start while
+// the previous kernel finishes, and loads its first weights meanwhile (launch.h).
 cudaError_t gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
-                 uint32_t m, uint32_t n, uint32_t k, cudaStream_t stream);
+                 uint32_t m, uint32_t n, uint32_t k, const Launch& on);
 
 }  // namespace headway::models::cuda::kernels

@@ -2,15 +2,18 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "launch.cuh"
 #include "rms_norm.h"
 
 namespace headway::models::cuda::kernels {
 namespace {
 
+template <bool kOverlap>
 __global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const float* add_bias,
                                     const float* weight, const int32_t* rows, uint32_t hidden,
                                     float eps, __nv_bfloat16* out) {
   __shared__ float scratch[32];
+  detail::wait_for_previous_kernel<kOverlap>();
   const uint64_t src = rows != nullptr ? static_cast<uint64_t>(rows[blockIdx.x]) : blockIdx.x;
   float* xr = x + src * hidden;
   float sum = 0.0f;
@@ -36,9 +39,11 @@ __global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const fl
 // pieces of 4 in registers from the sum to the scaling, and loads its weights before the sum, so
 // a row costs one round trip to memory instead of three (x and add; the weights; x again). Decode
 // steps have a row or a few, where that latency is the kernel's time (8.3 us per launch on an
-// H200 with the loop above, at 1 and at 64 rows alike).
+// H200 with the loop above, at 1 and at 64 rows alike). In an overlapped launch (launch.h) the
+// weights, which no kernel writes, are loaded before the wait for the previous kernel.
 constexpr uint32_t kMaxPieces = 4;
 
+template <bool kOverlap>
 __global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, const float* add_bias,
                                          const float* weight, const int32_t* rows, uint32_t hidden,
                                          float eps, __nv_bfloat16* out) {
@@ -53,11 +58,19 @@ __global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, con
   float4 v[kMaxPieces];
   float4 w[kMaxPieces];
   float sum = 0.0f;
+  if constexpr (kOverlap) {
+#pragma unroll
+    for (uint32_t j = 0; j < kMaxPieces; ++j) {
+      const uint32_t p = threadIdx.x + j * blockDim.x;
+      if (p < pieces) w[j] = __ldg(w4 + p);
+    }
+    detail::wait_for_previous_kernel<true>();
+  }
 #pragma unroll
   for (uint32_t j = 0; j < kMaxPieces; ++j) {
     const uint32_t p = threadIdx.x + j * blockDim.x;
     if (p >= pieces) continue;
-    w[j] = __ldg(w4 + p);
+    if constexpr (!kOverlap) w[j] = __ldg(w4 + p);
     v[j] = xr[p];
     if (add_row != nullptr) {
       const uint2 a = add_row[p];
@@ -100,21 +113,20 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 
 cudaError_t add_rms_norm(float* x, const __nv_bfloat16* add, const float* add_bias,
                          const float* weight, const int32_t* rows, uint32_t count, uint32_t hidden,
-                         float eps, __nv_bfloat16* out, cudaStream_t stream) {
+                         float eps, __nv_bfloat16* out, const Launch& on) {
   if (count == 0) return cudaSuccess;
   const uint32_t pieces = hidden / 4;
   if (hidden % 4 == 0 && pieces <= kMaxPieces * 1024 && aligned(x, 16) && aligned(weight, 16) &&
       aligned(add, 8) && aligned(add_bias, 16) && aligned(out, 8) && hidden > 0) {
     // A piece per thread, in whole warps, up to 1,024 threads (then up to kMaxPieces each).
     const uint32_t threads = std::min(1024u, (pieces + 31) / 32 * 32);
-    add_rms_norm_vec4_kernel<<<count, threads, 0, stream>>>(x, add, add_bias, weight, rows, hidden,
-                                                            eps, out);
-    return cudaGetLastError();
+    return detail::launch_kernel(add_rms_norm_vec4_kernel<false>, add_rms_norm_vec4_kernel<true>,
+                                 count, threads, 0, on, x, add, add_bias, weight, rows, hidden, eps,
+                                 out);
   }
   const int threads = hidden >= 4096 ? 1024 : hidden >= 1024 ? 512 : 128;
-  add_rms_norm_kernel<<<count, threads, 0, stream>>>(x, add, add_bias, weight, rows, hidden, eps,
-                                                     out);
-  return cudaGetLastError();
+  return detail::launch_kernel(add_rms_norm_kernel<false>, add_rms_norm_kernel<true>, count,
+                               threads, 0, on, x, add, add_bias, weight, rows, hidden, eps, out);
 }
 
 }  // namespace headway::models::cuda::kernels

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "common.cuh"
+#include "launch.cuh"
 #include "rope_kv.h"
 
 namespace headway::models::cuda::kernels {
@@ -33,7 +34,9 @@ __device__ __forceinline__ float projected(const __nv_bfloat16* row, const float
 // With q/k norms, a prologue gives each of the block's heads its inverse RMS (a warp per head,
 // into `inv_rms`, dynamic shared memory of heads_per_block floats); the rotation then scales the
 // pair it holds.
+template <bool kOverlap>
 __global__ void rope_kv_kernel(RopeKvArgs a, uint32_t heads_per_block) {
+  detail::wait_for_previous_kernel<kOverlap>();
   __shared__ float cos_s[kMaxHalf];
   __shared__ float sin_s[kMaxHalf];
   extern __shared__ float inv_rms[];
@@ -103,7 +106,7 @@ __global__ void rope_kv_kernel(RopeKvArgs a, uint32_t heads_per_block) {
 
 }  // namespace
 
-cudaError_t rope_kv_write(const RopeKvArgs& args, cudaStream_t stream) {
+cudaError_t rope_kv_write(const RopeKvArgs& args, const Launch& on) {
   if (args.tokens == 0) return cudaSuccess;
   if (args.head_dim == 0 || args.head_dim / 2 > kMaxHalf || args.head_dim % 2 != 0 ||
       (args.q_norm == nullptr) != (args.k_norm == nullptr)) {
@@ -114,8 +117,8 @@ cudaError_t rope_kv_write(const RopeKvArgs& args, cudaStream_t stream) {
       args.tokens >= kSpreadBelowTokens ? rotated : heads_per_block(args.head_dim);
   const dim3 grid(args.tokens, (rotated + per_block - 1) / per_block);
   const size_t norm_bytes = args.q_norm != nullptr ? per_block * sizeof(float) : 0;
-  rope_kv_kernel<<<grid, kThreads, norm_bytes, stream>>>(args, per_block);
-  return cudaGetLastError();
+  return detail::launch_kernel(rope_kv_kernel<false>, rope_kv_kernel<true>, grid, kThreads,
+                               norm_bytes, on, args, per_block);
 }
 
 }  // namespace headway::models::cuda::kernels

@@ -5,13 +5,15 @@
 // with attention_bias), and Qwen 3's RMSNorm of each head of q and k. Plain C++ header; kernel in
 // rope_kv.cu.
 //
-// Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
+// Ownership: device pointers borrowed for the launch. Threading: enqueues on `on.stream`.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "launch.h"
 
 namespace headway::models::cuda::kernels {
 
@@ -42,7 +44,7 @@ struct RopeKvArgs {
 // Angles are position * inv_freq in double (sin/cos of angles up to ~1e5 radians keep full float
 // accuracy only that way; H100/H200 have the FP64 rate for it), bias, norm and rotation in float.
 // Returns cudaErrorInvalidValue for a head_dim the kernel does not take or one of the two norms
-// without the other.
-cudaError_t rope_kv_write(const RopeKvArgs& args, cudaStream_t stream);
+// without the other. on.overlap: an overlapped launch (launch.h).
+cudaError_t rope_kv_write(const RopeKvArgs& args, const Launch& on);
 
 }  // namespace headway::models::cuda::kernels

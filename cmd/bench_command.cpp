@@ -214,7 +214,7 @@ size_t too_long_requests(const core::Workload& workload, std::optional<uint32_t>
 
 int run_bench(const BenchArgs& args) {
   // Everything that can be checked without the server first, then the server, then the run.
-  const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
+  const core::Slo slo = args.slo ? core::parse_slo(*args.slo) : core::default_slo();
   if (!args.plot.empty()) {
     require_gnuplot();
     check_output_path(plot_file(args.plot).string(), "--plot", ".png");

@@ -21,9 +21,9 @@ struct BenchArgs {
   std::string workload;  // workload TOML
   std::string model;     // empty: the first model GET /v1/models lists
   std::string api_key_file;
-  std::string out;   // report JSON
-  std::string plot;  // PNG file, or a directory to write bench.png into
-  std::string slo;   // empty: core::default_slo()
+  std::string out;                 // report JSON
+  std::string plot;                // PNG file, or a directory to write bench.png into
+  std::optional<std::string> slo;  // unset: core::default_slo(); set but empty is refused
   std::string predict_config;
   std::vector<std::string> plugin_dirs;
   size_t max_concurrency = 256;

@@ -24,6 +24,13 @@ inline void check_output_path(const std::string& path, std::string_view flag,
                               std::string_view extension = {}) {
   namespace fs = std::filesystem;
   const fs::path file(path);
+  if (path == "-") {
+    // Not standard output: the command's own report goes there, and the two would interleave.
+    throw core::Error(fmt::format(
+        "{} -: writes a file, not standard output (the command prints its report there); give a "
+        "file name, or /dev/stdout with the printed report sent elsewhere",
+        flag));
+  }
   if (!extension.empty() && file.extension() != extension) {
     throw core::Error(fmt::format("{} {}: writes a {} file; give a name ending in {}", flag, path,
                                   extension.substr(1), extension));

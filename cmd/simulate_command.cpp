@@ -114,8 +114,19 @@ std::string summary_line(const DeploymentRun& d) {
       r.stall_factor ? fmt::format("{:.2f}", *r.stall_factor) : "-", d.run.wall_seconds);
 }
 
-void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& slo, size_t requests,
-                      bool limited, bool short_only) {
+// The most requests of `workload` that arrive at one instant (scaling the rate cannot spread them).
+size_t largest_burst(const core::Workload& workload) {
+  size_t best = workload.requests.empty() ? 0 : 1, run = 1;
+  for (size_t i = 1; i < workload.requests.size(); ++i) {
+    run = workload.requests[i].arrival == workload.requests[i - 1].arrival ? run + 1 : 1;
+    best = std::max(best, run);
+  }
+  return best;
+}
+
+void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& slo,
+                      const core::Workload& probed, bool limited, bool short_only) {
+  const size_t requests = probed.requests.size();
   size_t width = std::string_view("deployment").size();
   for (const DeploymentRun& d : runs) width = std::max(width, d.deployment.name.size());
   width += 2;
@@ -135,21 +146,36 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
     for (const core::CapacityProbe& p : c.probes) {
       if (p.factor == shown) at = &p;
     }
+    // ">=": the SLO held at every factor probed, so the capacity is at least that.
+    const char* at_least = c.lower_bound() ? ">=" : "";
     std::cout << fmt::format(
-        "{:<{}}{:>10.2f}{:>9}{:>10}{:>8}{:>11}{:>11}\n", d.deployment.name, width, c.requests_per_s,
-        c.factor > 0 ? fmt::format("{:.3f}", c.factor) : "none",
+        "{:<{}}{:>10}{:>9}{:>10}{:>8}{:>11}{:>11}\n", d.deployment.name, width,
+        fmt::format("{}{:.2f}", at_least, c.requests_per_s),
+        c.factor > 0 ? fmt::format("{}{:.3f}", at_least, c.factor) : "none",
         std::isfinite(c.failing_factor) ? fmt::format("{:.3f}", c.failing_factor) : "-",
         c.probes.size(), core::duration_text(at ? at->p99.ttft : NAN),
         core::duration_text(at ? at->p99.tpot : NAN));
   }
+  const size_t burst = largest_burst(probed);
   for (const DeploymentRun& d : runs) {
     const core::Capacity& c = *d.capacity;
+    if (c.lower_bound()) {
+      std::cout << fmt::format(
+          "{}: the SLO held at every rate probed, up to {:.3g}x the workload's: the capacity is at "
+          "least {:.2f} req/s\n",
+          d.deployment.name, c.factor, c.requests_per_s);
+    }
     if (c.factor > 0) continue;
-    // Even a trickle fails: the load is not the problem, the requests themselves are.
+    // Even a trickle fails: the load is not the problem, the requests themselves are (or requests
+    // that arrive together, which a slower rate does not spread).
     std::cout << fmt::format(
         "{}: the SLO fails even at {:.3g}x the workload's rate (p99 figures above are that "
-        "probe's): single requests miss it{}\n",
+        "probe's): {}{}\n",
         d.deployment.name, c.failing_factor,
+        burst > 1 ? fmt::format("single requests miss it, or the {} that arrive at one instant "
+                                "(a slower rate does not spread them)",
+                                burst)
+                  : "single requests miss it",
         short_only ? ""
                    : "; if long prompts are what misses it, --capacity-scope short judges the "
                      "short classes alone");
@@ -378,7 +404,7 @@ int run_simulate(const SimulateArgs& args) {
     }
   }
   // Cheap checks first, so that a typo does not cost the simulations.
-  const core::Slo slo = args.slo.empty() ? core::default_slo() : core::parse_slo(args.slo);
+  const core::Slo slo = args.slo ? core::parse_slo(*args.slo) : core::default_slo();
   if (!args.plot.empty()) {
     require_gnuplot();
     check_output_path(args.plot, "--plot", ".png");
@@ -464,7 +490,7 @@ int run_simulate(const SimulateArgs& args) {
       d.capacity = core::find_capacity(d.deployment, probe_workload, slo, options);
     }
     std::cout << "\n";
-    print_capacities(runs, slo, probe_workload.requests.size(),
+    print_capacities(runs, slo, probe_workload,
                      probe_workload.requests.size() < workload.requests.size(),
                      options.short_classes_only);
   }

@@ -25,8 +25,9 @@ struct SimulateArgs {
   std::string step_trace;            // JSONL, one line per step
   std::vector<std::string> plugin_dirs;
   bool no_baseline = false;  // skip the run without long classes (no HOL/stall factors)
-  std::string slo;           // "ttft=2s,tpot=100ms"; empty: core::default_slo()
-  std::string plot;          // PNG path; empty: no plot
+  // "ttft=2s,tpot=100ms"; unset: core::default_slo(); set but empty is refused (parse_slo).
+  std::optional<std::string> slo;
+  std::string plot;  // PNG path; empty: no plot
   bool find_capacity = false;
   size_t capacity_limit = 0;           // requests per capacity probe; 0: the whole workload
   std::string capacity_scope = "all";  // all | short: whose p99 the capacity SLO judges

@@ -67,6 +67,14 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
 Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workload, const Slo& slo,
                        const CapacityOptions& options) {
   if (slo.empty()) throw Error("capacity search: the SLO names no term");
+  if (offered_rate(workload) <= 0) {
+    throw Error(fmt::format(
+        "capacity search: {} scales the arrival rate, but the {} request(s) of {} arrive at one "
+        "instant, so every probe would replay the same load; use arrivals spread over time "
+        "(process = \"poisson\", fixed times that differ, or a trace){}",
+        "--find-capacity", workload.requests.size(), workload.source,
+        workload.requests.size() < 2 ? "" : ", or simulate the burst itself without it"));
+  }
   Capacity out = search_capacity(
       [&](double factor) {
         SimulationResult run = simulate(deployment, with_rate_factor(workload, factor));
@@ -102,6 +110,7 @@ nlohmann::json capacity_to_json(const Capacity& c) {
                           "count as infinitely late"
                         : "p99 over all requests; unfinished requests count as infinitely late"},
       {"factor", c.factor > 0 ? nlohmann::json(c.factor) : nlohmann::json(nullptr)},
+      {"lower_bound", c.lower_bound()},
       {"failing_factor", number_or_null(c.failing_factor)},
       {"requests_per_s", c.requests_per_s},
       {"base_requests_per_s", c.base_rate},

@@ -240,6 +240,43 @@ TEST(Cli, AnAbsurdlySmallGpuFigureIsRefused) {
   fs::remove(config);
 }
 
+// "-" is not standard output for --out (the report text goes there), and an --slo given empty is
+// not the default SLO: both are refused before anything runs.
+TEST(Cli, OutDashAndAnEmptySloAreRefused) {
+  CliRun r = run("simulate --quiet --no-baseline --out - --workload " +
+                 (kData / "small_mixed.toml").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--out -: writes a file, not standard output"), std::string::npos) << r.err;
+  r = run("simulate --quiet --no-baseline --slo '' --workload " +
+          (kData / "small_mixed.toml").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--slo: empty"), std::string::npos) << r.err;
+}
+
+// Tensor parallelism past one 8-GPU node on a GPU preset is refused: the preset's link is NVLink
+// inside a node, and pricing 16 GPUs as one node made a 70B decode look 2 ms faster than 8 do.
+// A custom GPU, whose link the operator gives, may span nodes.
+TEST(Cli, TensorParallelismPastOneNodeNeedsACustomGpu) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_tp16.toml";
+  const auto write = [&](const std::string& options) {
+    std::ofstream(config) << "name = \"tp16\"\n[model]\nplugin = \"sim\"\noptions = { " << options
+                          << " }\n[[engines]]\nscheduler = \"chunked\"\n";
+  };
+  write("model = \"llama-3.3-70b\", tensor_parallel = 16");
+  CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+                 (kData / "small_mixed.toml").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("tensor_parallel = 16 spans more than one 8-GPU node"), std::string::npos)
+      << r.err;
+  write(
+      "model = \"llama-3.3-70b\", tensor_parallel = 16, gpu = \"custom\", peak_tflops = 989, "
+      "hbm_tb_per_s = 3.35, hbm_gb = 80, link_gb_per_s = 100");
+  r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+          (kData / "small_mixed.toml").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  fs::remove(config);
+}
+
 // make-tiny refuses a shape whose sizes are each in range but whose weights would not fit in
 // memory, before it creates anything (it used to run out of memory with config.json written).
 TEST(Cli, MakeTinyRefusesAShapeTooLargeToBuild) {

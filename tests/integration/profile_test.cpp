@@ -116,10 +116,18 @@ TEST(Profile, TinyCpuModelToFittedSimulation) {
   // A loose sanity bound: the grid is timed on a shared machine.
   EXPECT_LT(*file["fit"]["median_relative_error"].value<double>(), 0.5);
 
-  // The gpu and model presets are ignored when cost_file is set: a 70B model on one H100 would be
-  // refused by the roofline mode (its weights do not fit).
-  expect_simulation_finishes(
-      dir.path, "cost_file = \"cost.toml\", gpu = \"h100\", model = \"llama-3.3-70b\"");
+  expect_simulation_finishes(dir.path, "cost_file = \"cost.toml\"");
+  // Beside cost_file, options it replaces are refused, each named: they would be ignored, and the
+  // report would be of another deployment than the one written.
+  write(dir.path / "sim.toml",
+        sim_deployment("cost_file = \"cost.toml\", model = \"llama-3.3-70b\", "
+                       "tensor_parallel = 8"));
+  const CliRun refused = run("simulate --no-baseline --config " + (dir.path / "sim.toml").string() +
+                                 " --workload " + (kData / "profile_small.toml").string(),
+                             dir.path);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("model, tensor_parallel are not used"), std::string::npos)
+      << refused.err;
 }
 
 TEST(Profile, ErrorsNameTheFileAndTheKey) {

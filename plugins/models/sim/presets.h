@@ -22,6 +22,11 @@ struct GpuPreset {
   double link_gb_per_s;    // NVLink per GPU, both directions together, GB/s
 };
 
+// GPUs of one HGX H100 or H200 node, all on NVSwitch: the presets' link_gb_per_s is NVLink inside
+// such a node. Tensor parallelism past it runs over the network between nodes, which they do not
+// describe.
+inline constexpr uint32_t kGpusPerNode = 8;
+
 struct ModelPreset {
   std::string_view name;
   ModelShape shape;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "cost_model.h"
 #include "fitted_cost.h"
@@ -45,14 +46,17 @@ constexpr hw_option_spec kOptions[] = {
                   "Cost file written by `headway profile` (path relative to the deployment "
                   "file's directory): step times from its fitted coefficients, shape, "
                   "max_model_len and KV capacity from the file. Every other option except seed is "
-                  "then ignored. \"\" = the roofline model of the gpu and model presets."),
+                  "then replaced, and refused when set away from its default. \"\" = the "
+                  "roofline model of the gpu and model presets."),
     enum_option("gpu", "h100", kGpuNames,
                 "GPU preset: h100 / h200 (SXM), or custom (set peak_tflops, hbm_tb_per_s, hbm_gb, "
                 "and link_gb_per_s when tensor_parallel > 1)."),
     enum_option("model", "llama-3.1-8b", kModelNames,
                 "Model preset, or custom (set layers, hidden, heads, kv_heads, head_dim, "
                 "intermediate, vocab and max_model_len)."),
-    int_option("tensor_parallel", 1, 1, 64, "GPUs the model is split over (Megatron-style)."),
+    int_option("tensor_parallel", 1, 1, 64,
+               "GPUs the model is split over (Megatron-style); at most 8 (one node) with the gpu "
+               "presets, whose link is NVLink."),
     enum_option("dtype", "bf16", kDtypeNames,
                 "Weights of the linear layers: bf16, or fp8 (1 byte, run on fp8 tensor cores at "
                 "peak_fp8_tflops * fp8_gemm_efficiency). Embedding and LM head stay bf16."),
@@ -154,6 +158,15 @@ CostConfig resolve_config(const sdk::Options& options) {
     if (preset == nullptr) throw std::invalid_argument("unknown gpu '" + gpu_name + "'");
     preset_gpu = to_gpu_spec(*preset);
   }
+  if (!custom_gpu && config.tensor_parallel > kGpusPerNode) {
+    throw std::invalid_argument("tensor_parallel = " + std::to_string(config.tensor_parallel) +
+                                " spans more than one " + std::to_string(kGpusPerNode) +
+                                "-GPU node: the preset's link is NVLink inside a node, and "
+                                "the network between nodes is not modelled; use at most " +
+                                std::to_string(kGpusPerNode) +
+                                " (and more replicas), or gpu = \"custom\" with the "
+                                "network's link_gb_per_s and allreduce_latency_us");
+  }
   const bool needs_link = config.tensor_parallel > 1;
   // Floors: 1 GFLOP/s, 100 MB/s of HBM, 1 MB of HBM, 1 MB/s of link.
   config.gpu.peak_flops =
@@ -209,10 +222,50 @@ CostModel build_cost_model(const sdk::Options& options) {
   }
 }
 
+// The options set away from their defaults that a cost file replaces (all but cost_file and seed).
+// The host hands every option, defaults filled in, so one set to its default cannot be told apart.
+std::vector<std::string> options_the_cost_file_replaces(const sdk::Options& options) {
+  std::vector<std::string> set;
+  for (const hw_option_spec& spec : kOptions) {
+    const std::string_view key = sdk::view(spec.key);
+    if (key == "cost_file" || key == "seed") continue;
+    bool differs = false;
+    switch (spec.type) {
+      case HW_OPTION_BOOL:
+        differs = options.get_bool(key) != (spec.default_int != 0);
+        break;
+      case HW_OPTION_INT:
+        differs = options.get_int(key) != spec.default_int;
+        break;
+      case HW_OPTION_DOUBLE:
+        differs = options.get_double(key) != spec.default_double;
+        break;
+      default:  // string and enum
+        differs = options.get_string(key) != sdk::view(spec.default_string);
+        break;
+    }
+    if (differs) set.emplace_back(key);
+  }
+  return set;
+}
+
 std::optional<FittedCost> load_cost_file(const sdk::Options& options,
                                          const std::string& config_dir) {
   const std::string name = options.get_string("cost_file");
   if (name.empty()) return std::nullopt;
+  if (const std::vector<std::string> set = options_the_cost_file_replaces(options); !set.empty()) {
+    // Silently ignoring them would report a deployment other than the one the operator wrote.
+    std::string keys;
+    for (const std::string& key : set) keys += (keys.empty() ? "" : ", ") + key;
+    throw sdk::Error(
+        HW_INVALID_ARGUMENT,
+        "sim model: cost_file = \"" + name +
+            "\" gives the shape, the step times and "
+            "the KV capacity of the machine it was profiled on, so " +
+            keys + (set.size() == 1 ? " is" : " are") + " not used: remove " +
+            (set.size() == 1 ? "it" : "them") +
+            ", or profile the deployment you want (headway profile) and use that file");
+  }
   std::filesystem::path path(name);
   if (path.is_relative() && !config_dir.empty()) path = std::filesystem::path(config_dir) / path;
   try {

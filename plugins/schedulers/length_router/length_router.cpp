@@ -50,7 +50,16 @@ std::vector<Pool> parse_pools(const std::string& text) {
                   "min_prompt_tokens (in \"" +
                       text + "\")");
     }
-    pools.push_back(Pool{item.substr(0, colon), min});
+    const std::string name = item.substr(0, colon);
+    // A name twice would send two length ranges to the same engines, which is one pool written
+    // wrongly (the engines' `pool` names one of them only).
+    for (const Pool& pool : pools) {
+      if (pool.name == name) {
+        throw Error(HW_INVALID_ARGUMENT,
+                    "router 'length': pool '" + name + "' is named twice (in \"" + text + "\")");
+      }
+    }
+    pools.push_back(Pool{name, min});
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }

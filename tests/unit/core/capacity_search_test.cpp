@@ -57,6 +57,11 @@ TEST(CapacitySearch, NeverHoldingAndNeverFailingAreReported) {
   const Capacity all = search_capacity(threshold_probe(1e9, &calls), default_slo(), small);
   EXPECT_EQ(all.factor, 8.0);
   EXPECT_TRUE(std::isinf(all.failing_factor));
+  // Held up to the ceiling: a lower bound, which the report marks (">=", "lower_bound").
+  EXPECT_TRUE(all.lower_bound());
+  EXPECT_EQ(capacity_to_json(all)["lower_bound"], true);
+  EXPECT_FALSE(none.lower_bound());
+  EXPECT_FALSE(search_capacity(threshold_probe(3.3, &calls), default_slo()).lower_bound());
 
   CapacityOptions one_run;
   one_run.max_runs = 1;
@@ -110,6 +115,19 @@ TEST(CapacitySearch, SimulatedDeploymentHoldsAtCapacityAndFailsAboveIt) {
   };
   EXPECT_TRUE(holds(c.factor));
   EXPECT_FALSE(holds(c.failing_factor));
+
+  // A workload whose requests arrive at one instant has no rate to scale: every probe would replay
+  // the same burst. Refused, naming why, for one request and for many.
+  for (const size_t n : {size_t{1}, size_t{5}}) {
+    Workload burst = first_requests(workload, n);
+    for (WorkloadRequest& r : burst.requests) r.arrival = 0.0;
+    try {
+      find_capacity(deployment, burst, slo);
+      ADD_FAILURE() << n << " simultaneous requests should be refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("arrive at one instant"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -75,6 +75,19 @@ TEST(SeedSweep, MedianAndRangeOfEachFigure) {
   EXPECT_EQ(other.short_ttft_p99_vs.compared, 3u);
 }
 
+// Within 1% of the baseline is a tie, not a win: two deployments that met the same requests differ
+// in goodput by the last finish's milliseconds (3.52199 against 3.52179 req/s, seen in a walk).
+TEST(SeedSweep, ADifferenceWithinOnePercentIsATie) {
+  const std::vector<Comparison> per_seed = {
+      seed(row("base", 1.000, 3.0, 3.52179), row("other", 0.995, 3.0, 3.52199)),
+      seed(row("base", 1.000, 3.0, 3.52179), row("other", 0.980, 3.0, 3.60000))};
+  const SeedSweep sweep = summarize_seeds({1, 2}, per_seed);
+  const SeedSweepRow& other = sweep.rows[1];
+  EXPECT_EQ(other.goodput_vs.compared, 2u);
+  EXPECT_EQ(other.goodput_vs.better, 1u);         // 3.60 is 2.2% higher; 3.52199 ties
+  EXPECT_EQ(other.short_ttft_p99_vs.better, 1u);  // 0.98 is 2% lower; 0.995 ties
+}
+
 // A baseline that met the SLO for nobody (goodput 0) has no ratio, but beating it still counts.
 TEST(SeedSweep, BeatingABaselineGoodputOfZeroCounts) {
   std::vector<Comparison> per_seed = three_seeds();

@@ -54,6 +54,11 @@ struct Capacity {
   size_t requests = 0;                // requests per probe (after --capacity-limit)
   bool short_classes_only = false;    // as in the options it ran with
   std::vector<CapacityProbe> probes;  // in the order they ran
+
+  // The SLO held at every factor probed (up to max_factor, or until the run budget ended): the
+  // capacity is at least `factor`, not at it.
+  bool lower_bound() const { return factor > 0 && !(failing_factor < kNoFailure); }
+  static constexpr double kNoFailure = std::numeric_limits<double>::infinity();
 };
 
 // The search on any probe: `probe(f)` runs the workload at rate factor f and judges it. Throws
@@ -62,6 +67,8 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
                          const CapacityOptions& options = {});
 
 // The search on simulations of `deployment` over `workload` (already limited by the caller).
+// Throws Error when the workload has no rate to scale: fewer than two requests, or every arrival at
+// one instant (scaling arrival times leaves such a workload as it is).
 Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workload, const Slo& slo,
                        const CapacityOptions& options = {});
 

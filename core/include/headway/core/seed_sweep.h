@@ -35,7 +35,7 @@ struct SeedSpread {
 // This deployment against the baseline, seed by seed.
 struct SeedRatio {
   SeedSpread ratio;     // of this / baseline, over the seeds where the baseline's figure is > 0
-  size_t better = 0;    // seeds in which this deployment did better than the baseline
+  size_t better = 0;    // seeds in which it did better than the baseline by more than 1%
   size_t compared = 0;  // seeds in which both have the figure (a baseline goodput of 0 included)
 };
 

@@ -414,6 +414,7 @@ TEST(LengthRouter, RefusesBadPoolsWithMessages) {
       {"long:8192,short:0", "ascending order"},
       {"short:0,long:0", "ascending order"},
       {"short:0,mid:9000,long:8192", "ascending order"},
+      {"short:0,long:16384,long:20000", "pool 'long' is named twice"},
       {"short0,long:8192", "'short0' is not name:min_prompt_tokens"},
       {"short:0,long8192", "'long8192' is not name:min_prompt_tokens"},
       {"short:0,:8192", "':8192' is not name:min_prompt_tokens"},

@@ -4,6 +4,7 @@
 #include <headway/core/capacity_search.h>
 #include <headway/core/comparison_table.h>
 #include <headway/core/deployment_config.h>
+#include <headway/core/engine_usage.h>
 #include <headway/core/error.h>
 #include <headway/core/file_output.h>
 #include <headway/core/record_memory.h>
@@ -458,6 +459,8 @@ int run_simulate(const SimulateArgs& args) {
                                d.deployment.name, d.deployment.engines.size(), workload.source,
                                workload.requests.size(), workload.seed);
       core::print_report(std::cout, d.report);
+      std::cout << "\nper engine (busy: share of the run's simulated time spent in steps):\n";
+      core::print_engine_usage(std::cout, core::engine_usage(d.deployment, d.run));
       if (with_baseline) {
         std::cerr << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
                                  d.baseline_wall_seconds);
@@ -511,6 +514,7 @@ int run_simulate(const SimulateArgs& args) {
       j["workload_seed"] = workload.seed;
       j["plugins"] = plugins_json(d.deployment);
       j["rejected"] = d.run.rejected;
+      j["engines"] = core::engine_usage_to_json(core::engine_usage(d.deployment, d.run));
       j["capacity"] = d.capacity ? core::capacity_to_json(*d.capacity) : nlohmann::json(nullptr);
       reports.push_back(std::move(j));
     }

@@ -3,6 +3,7 @@
 headway_add_test(slo_test SOURCES slo_test.cpp)
 headway_add_test(comparison_table_test SOURCES comparison_table_test.cpp)
 headway_add_test(seed_sweep_test SOURCES seed_sweep_test.cpp)
+headway_add_test(engine_usage_test SOURCES engine_usage_test.cpp)
 headway_add_test(capacity_search_test SOURCES capacity_search_test.cpp)
 # The simulated capacity search loads the real sim model, chunked scheduler and single router.
 add_dependencies(capacity_search_test headway_model_sim headway_scheduler_chunked

@@ -1,0 +1,44 @@
+// What each engine of a simulated deployment did: how busy it was, its steps, the prompt and output
+// tokens it computed, the requests whose output it produced, its preemptions. A deployment's
+// figures pool every engine, so they cannot show one engine idle beside another overloaded (a
+// conditional disaggregation that kept every prompt on its decode engine left the prefill engine
+// idle, and only its goodput said something was off).
+//
+// Threading: pure functions of their arguments.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "headway/core/deployment_config.h"
+#include "headway/core/simulator.h"
+
+namespace headway::core {
+
+struct EngineUsage {
+  std::string name;  // EngineConfig::name
+  std::string role;  // "mixed", "prefill" or "decode"
+  std::string pool;  // the length router's pool; "" without one
+  // busy_seconds over the run's simulated seconds (first arrival to last event); 0 for a run of
+  // no time.
+  double busy_fraction = 0;
+  uint64_t steps = 0;
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_tokens = 0;
+  uint64_t requests = 0;  // requests whose output tokens this engine produced
+  uint64_t preemptions = 0;
+};
+
+// One entry per engine of `deployment`, in its order. Throws Error when `run` does not hold one
+// counter set per engine (a result of another deployment).
+std::vector<EngineUsage> engine_usage(const DeploymentConfig& deployment,
+                                      const SimulationResult& run);
+
+// A table, one line per engine, with a header line.
+void print_engine_usage(std::ostream& out, const std::vector<EngineUsage>& engines);
+
+nlohmann::json engine_usage_to_json(const std::vector<EngineUsage>& engines);
+
+}  // namespace headway::core

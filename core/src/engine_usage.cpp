@@ -1,0 +1,86 @@
+#include "headway/core/engine_usage.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "headway/core/error.h"
+
+namespace headway::core {
+
+namespace {
+
+const char* role_name(int32_t role) {
+  switch (role) {
+    case HW_ENGINE_ROLE_PREFILL:
+      return "prefill";
+    case HW_ENGINE_ROLE_DECODE:
+      return "decode";
+    default:
+      return "mixed";
+  }
+}
+
+}  // namespace
+
+std::vector<EngineUsage> engine_usage(const DeploymentConfig& deployment,
+                                      const SimulationResult& run) {
+  if (run.engines.size() != deployment.engines.size()) {
+    throw Error(
+        fmt::format("engine usage: the run has counters for {} engines, the deployment {} "
+                    "has {}",
+                    run.engines.size(), deployment.name, deployment.engines.size()));
+  }
+  std::vector<EngineUsage> out;
+  out.reserve(run.engines.size());
+  for (size_t e = 0; e < run.engines.size(); ++e) {
+    const EngineConfig& config = deployment.engines[e];
+    const EngineCounters& c = run.engines[e];
+    EngineUsage u;
+    u.name = config.name;
+    u.role = role_name(config.role);
+    u.pool = config.pool;
+    u.busy_fraction = run.simulated_seconds > 0 ? c.busy_seconds / run.simulated_seconds : 0.0;
+    u.steps = c.steps;
+    u.prefill_tokens = c.prefill_tokens;
+    u.decode_tokens = c.decode_tokens;
+    u.preemptions = c.preemptions;
+    out.push_back(std::move(u));
+  }
+  for (const RequestRecord& r : run.records) {
+    if (r.output_tokens > 0 && r.engine < out.size()) ++out[r.engine].requests;
+  }
+  return out;
+}
+
+void print_engine_usage(std::ostream& out, const std::vector<EngineUsage>& engines) {
+  size_t width = std::string_view("engine").size();
+  for (const EngineUsage& u : engines) width = std::max(width, u.name.size());
+  width += 2;
+  out << fmt::format("{:<{}}{:<9}{:<10}{:>7}{:>10}{:>15}{:>14}{:>10}{:>10}\n", "engine", width,
+                     "role", "pool", "busy", "steps", "prompt tokens", "output tokens", "requests",
+                     "preempts");
+  for (const EngineUsage& u : engines) {
+    out << fmt::format("{:<{}}{:<9}{:<10}{:>6.1f}%{:>10}{:>15}{:>14}{:>10}{:>10}\n", u.name, width,
+                       u.role, u.pool.empty() ? "-" : u.pool, 100.0 * u.busy_fraction, u.steps,
+                       u.prefill_tokens, u.decode_tokens, u.requests, u.preemptions);
+  }
+}
+
+nlohmann::json engine_usage_to_json(const std::vector<EngineUsage>& engines) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const EngineUsage& u : engines) {
+    out.push_back({{"name", u.name},
+                   {"role", u.role},
+                   {"pool", u.pool},
+                   {"busy_fraction", u.busy_fraction},
+                   {"steps", u.steps},
+                   {"prefill_tokens", u.prefill_tokens},
+                   {"decode_tokens", u.decode_tokens},
+                   {"requests", u.requests},
+                   {"preemptions", u.preemptions}});
+  }
+  return out;
+}
+
+}  // namespace headway::core

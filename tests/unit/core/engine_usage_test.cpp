@@ -1,0 +1,69 @@
+// Per-engine usage of a run, from hand-made counters and records: busy share of the simulated
+// time, tokens, the requests each engine produced output for, role and pool names, and a run of
+// another deployment refused.
+#include "headway/core/engine_usage.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "headway/core/error.h"
+
+namespace headway::core {
+namespace {
+
+TEST(EngineUsage, ShowsAnIdleEngineBesideABusyOne) {
+  DeploymentConfig deployment;
+  deployment.name = "pd";
+  deployment.engines.resize(2);
+  deployment.engines[0].name = "prefill0";
+  deployment.engines[0].role = HW_ENGINE_ROLE_PREFILL;
+  deployment.engines[1].name = "decode0";
+  deployment.engines[1].role = HW_ENGINE_ROLE_DECODE;
+  deployment.engines[1].pool = "short";
+
+  SimulationResult run;
+  run.simulated_seconds = 10.0;
+  run.engines.resize(2);
+  run.engines[0].busy_seconds = 0.0;  // every prompt stayed on the decode engine
+  run.engines[1].busy_seconds = 7.5;
+  run.engines[1].steps = 300;
+  run.engines[1].prefill_tokens = 5000;
+  run.engines[1].decode_tokens = 900;
+  run.engines[1].preemptions = 2;
+  for (int i = 0; i < 3; ++i) {
+    RequestRecord r;
+    r.engine = 1;
+    r.output_tokens = i == 2 ? 0 : 10;  // the third produced nothing (refused or cut short)
+    run.records.push_back(r);
+  }
+
+  const std::vector<EngineUsage> usage = engine_usage(deployment, run);
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[0].name, "prefill0");
+  EXPECT_EQ(usage[0].role, "prefill");
+  EXPECT_DOUBLE_EQ(usage[0].busy_fraction, 0.0);
+  EXPECT_EQ(usage[0].requests, 0u);
+  EXPECT_EQ(usage[1].role, "decode");
+  EXPECT_EQ(usage[1].pool, "short");
+  EXPECT_DOUBLE_EQ(usage[1].busy_fraction, 0.75);
+  EXPECT_EQ(usage[1].requests, 2u);
+  EXPECT_EQ(usage[1].prefill_tokens, 5000u);
+  EXPECT_EQ(usage[1].preemptions, 2u);
+
+  std::ostringstream text;
+  print_engine_usage(text, usage);
+  EXPECT_NE(text.str().find("prefill0"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("0.0%"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("75.0%"), std::string::npos) << text.str();
+  const nlohmann::json j = engine_usage_to_json(usage);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[1]["requests"], 2);
+  EXPECT_DOUBLE_EQ(j[1]["busy_fraction"].get<double>(), 0.75);
+
+  run.engines.resize(1);
+  EXPECT_THROW(engine_usage(deployment, run), Error);
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -25,6 +25,7 @@
 #include "cuda_model_config.h"
 #include "device_buffer.h"
 #include "device_weights.h"
+#include "launch.h"
 #include "model_shard.h"
 #include "rope.h"
 #include "safetensors.h"
@@ -148,6 +149,18 @@ class CudaModel final : public sdk::Model {
     }
     const cpu::Rope rope(config_);
     const std::vector<double>& inv_freq = rope.inverse_frequencies();
+
+    // Before the weights load: an overlapped launch of kernels that do not wait would race.
+    if (options_.programmatic_dependent_launch) {
+      for (uint32_t r = 0; r < tp_.tp; ++r) {
+        const std::string problem =
+            kernels::overlapped_launch_problem(options_.device + static_cast<int>(r));
+        if (!problem.empty()) {
+          throw sdk::Error(HW_INVALID_ARGUMENT,
+                           "cuda model: programmatic_dependent_launch = true: " + problem);
+        }
+      }
+    }
 
     std::unique_ptr<cpu::Checkpoint> checkpoint;
     if (!options_.random_weights) checkpoint = std::make_unique<cpu::Checkpoint>(options_.path);

@@ -102,7 +102,7 @@ class ModelShard {
   std::unique_ptr<DeviceWeights> weights_;
   cudaStream_t stream_ = nullptr;
   // How the step's kernels go on stream_: overlapped where their launchers allow (the
-  // programmatic_dependent_launch option), except the step's first (embed) and the phase timer's.
+  // programmatic_dependent_launch option); the embedding and the sampling are launched plainly.
   kernels::Launch launch() const { return {stream_, overlap_launches_}; }
   bool overlap_launches_;
   std::unique_ptr<Gemm> gemm_;

@@ -10,6 +10,7 @@
 #include <headway/core/simulator.h>
 #include <headway/core/slo.h>
 #include <headway/core/workload.h>
+#include <headway/core/workload_scaling.h>
 #include <headway/serving/bench/bench_runner.h>
 #include <headway/serving/bench/bench_summary.h>
 #include <headway/serving/bench/prediction_comparison.h>
@@ -68,6 +69,11 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
                   "Draw the workload with this seed instead of its file's (as `headway simulate "
                   "--seed`, so that a draw a seed sweep singled out can be measured)")
       ->check(kNonNegativeInteger);
+  cmd->add_option("--rate-scale", args.rate_scale,
+                  "Arrival rate times F: every arrival time divided by F (2 = twice the load, 0.5 "
+                  "= half), before --num-requests and --duration; as --find-capacity's factor, and "
+                  "the inverse of a workload's time_scale")
+      ->check(kPositive);
   cmd->add_option("--vocab", args.vocab,
                   "Vocabulary size of the served model (prompt token ids are drawn below it); "
                   "default: what GET /v1/models says, else ids 32-127")
@@ -228,7 +234,8 @@ int run_bench(const BenchArgs& args) {
   }
   check_distinct(args.out, "--out", {{"--plot", &plot}});
   const core::Workload workload = bench::limit_workload(
-      core::load_workload(args.workload, args.seed), args.num_requests, args.duration);
+      core::with_rate_factor(core::load_workload(args.workload, args.seed), args.rate_scale),
+      args.num_requests, args.duration);
   for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
   std::optional<core::DeploymentConfig> deployment;
   if (!args.predict_config.empty()) {
@@ -254,9 +261,10 @@ int run_bench(const BenchArgs& args) {
   }
 
   std::cout << fmt::format(
-      "== bench {} (model {}): workload {}: {} requests, prompt token ids {}-{}, at most {} in "
+      "== bench {} (model {}): workload {}{}: {} requests, prompt token ids {}-{}, at most {} in "
       "flight\n",
       args.url, target.model.empty() ? "-" : target.model, workload.source,
+      args.rate_scale != 1 ? fmt::format(" at {}x its rate", args.rate_scale) : "",
       workload.requests.size(), target.token_ids.first, target.token_ids.end - 1,
       args.max_concurrency);
   const bench::BenchRun run = measure(workload, target, args);
@@ -302,6 +310,7 @@ int run_bench(const BenchArgs& args) {
     doc["bench"]["url"] = args.url;
     doc["bench"]["model"] = target.model;
     doc["bench"]["workload"] = workload.source;
+    doc["bench"]["rate_scale"] = args.rate_scale;
     doc["bench"]["hol_baseline"] = with_baseline;
     if (prediction) {
       nlohmann::json predicted = core::report_to_json(prediction->report);

@@ -30,6 +30,7 @@ struct BenchArgs {
   size_t num_requests = 0;       // 0: all
   double duration = 0;           // seconds; 0: all
   std::optional<uint64_t> seed;  // replaces the workload file's seed (as `simulate --seed`)
+  double rate_scale = 1;         // arrival rate times this (core::with_rate_factor)
   uint32_t vocab = 0;            // 0: from GET /v1/models, else a range every tokenizer has
   double timeout = 600;          // seconds of silence before a stream fails
   bool hol_baseline = false;

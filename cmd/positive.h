@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -17,6 +18,7 @@ inline const CLI::Validator kPositive(
       const double value = std::strtod(text.c_str(), &end);
       if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
       if (!(value > 0.0)) return "must be greater than 0, got " + text;
+      if (!std::isfinite(value)) return "must be a finite number, got " + text;
       return {};
     },
     "> 0", "POSITIVE");

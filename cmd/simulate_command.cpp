@@ -79,6 +79,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
                   "Draw the workload with this seed instead of its file's `seed` (arrivals and "
                   "lengths drawn at random change; a trace's own rows do not)")
       ->check(kNonNegativeInteger);
+  cmd->add_option("--rate-scale", args.rate_scale,
+                  "Arrival rate times F: every arrival time divided by F (2 = twice the load, 0.5 "
+                  "= half), before --num-requests and --duration; as --find-capacity's factor, and "
+                  "the inverse of a workload's time_scale")
+      ->check(kPositive);
   cmd->add_option("--seeds", args.seeds,
                   "Run every deployment over N draws of the workload (seeds S..S+N-1, S = --seed "
                   "or the file's seed) and report each figure's median and range, and in how many "
@@ -209,11 +214,12 @@ core::Workload drawn_workload(const SimulateArgs& args, std::optional<uint64_t> 
                                : core::load_workload(args.workload, seed);
 }
 
-// The workload to simulate: drawn with `seed` when given, cut to the same prefix as `headway bench`
-// sends with --num-requests / --duration.
+// The workload to simulate: drawn with `seed` when given, its arrival rate times --rate-scale, cut
+// to the same prefix as `headway bench` sends with --num-requests / --duration.
 core::Workload workload_for(const SimulateArgs& args, std::optional<uint64_t> seed) {
-  return serving::bench::limit_workload(drawn_workload(args, seed), args.num_requests,
-                                        args.duration);
+  return serving::bench::limit_workload(
+      core::with_rate_factor(drawn_workload(args, seed), args.rate_scale), args.num_requests,
+      args.duration);
 }
 
 // Why drawing the workload with another seed would simulate the same requests (for --seeds's
@@ -455,9 +461,11 @@ int run_simulate(const SimulateArgs& args) {
         simulate_deployment(load_deployment_or_default(file, registry), workload,
                             with_baseline ? &without_long : nullptr, slo, args.step_trace));
     if (full_reports) {
-      std::cout << fmt::format("== {}  ({} engine(s), workload {}: {} requests, seed {})\n",
-                               d.deployment.name, d.deployment.engines.size(), workload.source,
-                               workload.requests.size(), workload.seed);
+      std::cout << fmt::format(
+          "== {}  ({} engine(s), workload {}{}: {} requests, seed {})\n", d.deployment.name,
+          d.deployment.engines.size(), workload.source,
+          args.rate_scale != 1 ? fmt::format(" at {}x its rate", args.rate_scale) : "",
+          workload.requests.size(), workload.seed);
       core::print_report(std::cout, d.report);
       std::cout << "\nper engine (busy: share of the run's simulated time spent in steps):\n";
       core::print_engine_usage(std::cout, core::engine_usage(d.deployment, d.run));
@@ -512,6 +520,7 @@ int run_simulate(const SimulateArgs& args) {
       j["deployment"] = d.deployment.name;
       j["deployment_file"] = d.deployment.file.string();
       j["workload_seed"] = workload.seed;
+      j["rate_scale"] = args.rate_scale;
       j["plugins"] = plugins_json(d.deployment);
       j["rejected"] = d.run.rejected;
       j["engines"] = core::engine_usage_to_json(core::engine_usage(d.deployment, d.run));
@@ -523,6 +532,7 @@ int run_simulate(const SimulateArgs& args) {
         reports.size() == 1 ? reports[0]
                             : nlohmann::json{{"workload", workload.source},
                                              {"workload_seed", workload.seed},
+                                             {"rate_scale", args.rate_scale},
                                              {"slo", slo.text()},
                                              {"deployments", std::move(reports)},
                                              {"comparison", core::comparison_to_json(*comparison)}};

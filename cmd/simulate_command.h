@@ -36,6 +36,7 @@ struct SimulateArgs {
   size_t num_requests = 0;       // 0: all (as `headway bench --num-requests`)
   double duration = 0;           // seconds of arrivals; 0: all (as `headway bench --duration`)
   std::optional<uint64_t> seed;  // replaces the workload file's seed
+  double rate_scale = 1;         // arrival rate times this (core::with_rate_factor)
   size_t seeds = 0;              // > 0: a seed sweep of that many draws (seed_sweep.h)
 };
 

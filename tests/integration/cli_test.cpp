@@ -253,6 +253,35 @@ TEST(Cli, OutDashAndAnEmptySloAreRefused) {
   EXPECT_NE(r.err.find("--slo: empty"), std::string::npos) << r.err;
 }
 
+// --rate-scale F divides every arrival by F: twice the rate sends the same requests in about half
+// the simulated time (the last arrival moves to half its time), and the report says so.
+TEST(Cli, RateScaleSpeedsTheArrivalsUp) {
+  const fs::path dir = fs::temp_directory_path() / "headway_cli_rate_scale";
+  fs::create_directories(dir);
+  const auto simulated = [&](const std::string& extra, const fs::path& out) {
+    const CliRun r =
+        run("simulate --quiet --no-baseline --num-requests 40 --workload " +
+            (kData / "small_mixed.toml").string() + " --out " + out.string() + " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::ifstream in(out);
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json plain = simulated("", dir / "plain.json");
+  const nlohmann::json fast = simulated("--rate-scale 2", dir / "fast.json");
+  EXPECT_EQ(plain["rate_scale"], 1.0);
+  EXPECT_EQ(fast["rate_scale"], 2.0);
+  EXPECT_EQ(fast["overall"]["requests"], plain["overall"]["requests"]);
+  EXPECT_NEAR(fast["overall"]["requests_per_s"].get<double>(),
+              2 * plain["overall"]["requests_per_s"].get<double>(),
+              0.5 * plain["overall"]["requests_per_s"].get<double>());
+  EXPECT_LT(fast["simulated_seconds"].get<double>(), plain["simulated_seconds"].get<double>());
+  const CliRun bad =
+      run("simulate --quiet --rate-scale inf --workload " + (kData / "small_mixed.toml").string());
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("must be a finite number"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
 // Tensor parallelism past one 8-GPU node on a GPU preset is refused: the preset's link is NVLink
 // inside a node, and pricing 16 GPUs as one node made a 70B decode look 2 ms faster than 8 do.
 // A custom GPU, whose link the operator gives, may span nodes.

@@ -406,7 +406,24 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
-    throw Error(name_ + ": " + path + ": " + msg);
+    throw Error(name_ + ": " + path + line_at(path) + ": " + msg);
+  }
+
+  // " (line N)" of the node at `path` ("classes[2].prompt"), or of the nearest table above it that
+  // exists (an unknown or a missing key), as deployment files' errors say; "" without one.
+  std::string line_at(const std::string& path) const {
+    if (root_ == nullptr || path.empty()) return {};
+    try {
+      for (toml::path p(path); !p.empty(); p = p.parent()) {
+        if (const toml::node* node = toml::at_path(*root_, p).node(); node != nullptr) {
+          const auto& begin = node->source().begin;
+          return begin.line > 0 ? " (line " + std::to_string(begin.line) + ")" : std::string();
+        }
+      }
+    } catch (const std::exception&) {
+      // A path toml++ does not parse: the message stands without its line.
+    }
+    return {};
   }
 
   void check_keys(const toml::table& t, const std::string& path,
@@ -511,6 +528,7 @@ class Parser {
 
   std::filesystem::path file_;
   std::string name_;
+  const toml::table* root_ = nullptr;      // the document being parsed, during run()
   std::optional<uint64_t> seed_override_;  // replaces the file's `seed` when set
   // The rows kept are replayed sorted, from the earliest timestamp: merged logs are often a little
   // out of order, but one early outlier shifts every arrival, and the operator should know.
@@ -703,6 +721,7 @@ Workload Parser::run(std::optional<std::string_view> text) {
                                           : "router") +
                 "'), not a workload: give it with --config, and the workload with --workload");
   }
+  root_ = &root;
   check_keys(root, "", {"seed", "count", "duration", "time_scale", "arrival", "classes", "trace"});
 
   Workload w;

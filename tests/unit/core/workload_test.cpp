@@ -478,11 +478,14 @@ output = { dist = "fixed", value = 4 }
                 "unknown distribution \"gauss\" (allowed: fixed, uniform, lognormal, trace)"});
 }
 
+// Each names the key by its path and its line in the file, as deployment files' errors do.
 TEST_F(WorkloadTest, ErrorUnknownKeys) {
   std::string text = with_seed(1);
-  expect_error("cuont = 3\n" + text, {"workload.toml", "cuont", "unknown key", "count"});
+  expect_error("cuont = 3\n" + text, {"workload.toml", "cuont (line 1)", "unknown key", "count"});
   text.replace(text.find("share = 3"), 9, "shares = 3");
-  expect_error(text, {"workload.toml", "classes[0].shares", "unknown key", "share"});
+  const auto line = std::count(text.begin(), text.begin() + text.find("shares = 3"), '\n') + 1;
+  expect_error(text, {"workload.toml", "classes[0].shares (line " + std::to_string(line) + ")",
+                      "unknown key", "share"});
   text = with_seed(1);
   text.replace(text.find("max = 8 }"), 9, "max = 8, mean = 3 }");
   expect_error(text, {"classes[0].prompt.mean", "unknown key", "dist, min, max"});
@@ -597,12 +600,13 @@ TEST_F(WorkloadTest, ErrorBadTraceRowNamesFileAndLine) {
 TEST_F(WorkloadTest, ErrorArrivalsSpanningBeyondWhatCanBeTimed) {
   std::string text = with_seed(1);
   text.replace(text.find("rate = 10"), 9, "rate = 1e-300");
-  expect_error(text, {"workload.toml", "arrival:", "the arrivals span", "beyond the 1e9 s"});
+  expect_error(text,
+               {"workload.toml", "arrival (line 4):", "the arrivals span", "beyond the 1e9 s"});
   text = with_seed(1);
   text = "time_scale = 1e308\n" + text;
-  expect_error(text, {"time_scale:", "the arrivals span inf s"});
+  expect_error(text, {"time_scale (line 1):", "the arrivals span inf s"});
   write("TIMESTAMP,ContextTokens,GeneratedTokens\n0,2,3\n1e17,2,3\n", "span.csv");
-  expect_error("[trace]\nfile = \"span.csv\"\n", {"trace:", "the arrivals span 1e+17 s"});
+  expect_error("[trace]\nfile = \"span.csv\"\n", {"trace (line 1):", "the arrivals span 1e+17 s"});
 }
 
 TEST_F(WorkloadTest, ParseFromTextMatchesLoadFromFile) {

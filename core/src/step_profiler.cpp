@@ -357,7 +357,10 @@ void write_cost_file(const std::filesystem::path& file, const CostFit& fit,
       "source = {}\n"
       "model_plugin = {}\n\n",
       quoted(about.date), quoted(about.source), quoted(about.model_name));
-  if (!about.from_step_trace) {
+  if (info.reports_duration != 0) {
+    // A simulated model's step times are its own arithmetic, the same on any machine.
+    text += "# fitted from the step times a simulated model reports: no machine ran the steps\n\n";
+  } else if (!about.from_step_trace) {
     text += fmt::format("[machine]\ncpu = {}\nthreads = {}\ncores = {}\n\n", quoted(about.cpu),
                         about.threads, about.cores);
   }

@@ -252,6 +252,24 @@ TEST(Profile, FitRecoversKnownCoefficients) {
   }
 }
 
+// A cost file profiled from a simulated model names no machine: its step times are the model's own
+// arithmetic, and it used to carry the CPU of the laptop that ran the profile.
+TEST(Profile, ACostFileOfASimulatedModelNamesNoMachine) {
+  TempDir dir;
+  write(dir.path / "known.toml", kKnownCost);
+  write(dir.path / "sim.toml", sim_deployment("cost_file = \"known.toml\""));
+  const fs::path refit = dir.path / "refit.toml";
+  const CliRun r = run(
+      "profile --quick --config " + (dir.path / "sim.toml").string() + " --out " + refit.string(),
+      dir.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const toml::table file = toml::parse_file(refit.string());
+  EXPECT_FALSE(file.contains("machine"));
+  std::ifstream in(refit);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("a simulated model reports"), std::string::npos) << text;
+}
+
 // The same from a step trace: a simulated run of that model, traced, then `profile
 // --from-step-trace`. The trace gives durations to the nanosecond, so the fit is exact to about
 // 1e-6 of a 2 ms step; the model's shape and limits come from the trace's model line.

@@ -273,7 +273,12 @@ DeploymentRun simulate_deployment(core::DeploymentConfig deployment, const core:
     }
   }
   core::SimulationResult baseline;
-  if (without_long != nullptr) baseline = core::simulate(d.deployment, *without_long);
+  if (without_long != nullptr) {
+    core::SimulationOptions baseline_options;
+    baseline_options.run_label =
+        " (the run without the long classes, for the HOL and stall factors)";
+    baseline = core::simulate(d.deployment, *without_long, baseline_options);
+  }
 
   d.report =
       core::build_report(workload, d.run.records, d.run.steps, d.run.simulated_seconds,

@@ -227,8 +227,9 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
   }
   result.kv_transfers = cluster.transfers_started();
   if (result.rejected > 0) {
-    spdlog::warn("{} of {} requests were refused by the deployment, e.g.: {}", result.rejected,
-                 workload.requests.size(), rejection_example);
+    spdlog::warn("{}{}: {} of {} requests were refused by the deployment, e.g.: {}",
+                 deployment.name, options.run_label, result.rejected, workload.requests.size(),
+                 rejection_example);
   }
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

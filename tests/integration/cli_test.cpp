@@ -282,6 +282,20 @@ TEST(Cli, RateScaleSpeedsTheArrivalsUp) {
   fs::remove_all(dir);
 }
 
+// Refusals are warned once per run, each naming the deployment and, for the second run without
+// the long classes, that run: two bare "N of M requests were refused" lines read as one run's.
+TEST(Cli, RefusalsNameTheRunTheyHappenedIn) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_tight.toml";
+  std::ofstream(config) << "name = \"tight\"\n[model]\nplugin = \"sim\"\n"
+                           "[[engines]]\nscheduler = \"chunked\"\nmax_waiting = 1\n";
+  const CliRun r = run("simulate --quiet --config " + config.string() + " --workload " +
+                       (kData / "small_mixed.toml").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("tight: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tight (the run without the long classes"), std::string::npos) << r.err;
+  fs::remove(config);
+}
+
 // Tensor parallelism past one 8-GPU node on a GPU preset is refused: the preset's link is NVLink
 // inside a node, and pricing 16 GPUs as one node made a 70B decode look 2 ms faster than 8 do.
 // A custom GPU, whose link the operator gives, may span nodes.

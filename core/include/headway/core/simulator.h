@@ -12,6 +12,7 @@
 #include <headway/core/step_trace.h>
 #include <headway/core/workload.h>
 
+#include <string>
 #include <vector>
 
 namespace headway::core {
@@ -31,6 +32,9 @@ struct SimulationResult {
 
 struct SimulationOptions {
   StepTraceWriter* step_trace = nullptr;  // borrowed; may be null
+  // Which run this is, when a command makes several of one deployment (" (the run without the
+  // long classes)"): appended to the deployment's name in the run's warnings.
+  std::string run_label;
 };
 
 // With a model that reports step durations this runs on the virtual clock as fast as the steps can

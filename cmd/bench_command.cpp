@@ -17,8 +17,11 @@
 #include <headway/serving/bench/progress_reporter.h>
 #include <headway/serving/bench/server_endpoint.h>
 #include <headway/serving/bench/workload_limits.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -152,9 +155,43 @@ Target find_target(const BenchArgs& args) {
 }
 
 // The run of one workload, with progress on stderr unless quiet.
+// Set by the first SIGINT or SIGTERM during a run: it stops sending, closes its streams and reports
+// what it measured. The handler is installed with SA_RESETHAND, so a second signal ends the
+// process at once (the default action), as an impatient operator expects.
+std::atomic<bool> g_stop{false};
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+  g_stop.store(true);
+}
+
+// Installs on_stop_signal for SIGINT and SIGTERM for its lifetime.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~StopOnSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
 bench::BenchRun measure(const core::Workload& workload, const Target& target,
                         const BenchArgs& args) {
   bench::BenchOptions options;
+  options.stop = &g_stop;
   options.endpoint = target.endpoint;
   options.model = target.model;
   options.token_ids = target.token_ids;
@@ -221,6 +258,12 @@ size_t too_long_requests(const core::Workload& workload, std::optional<uint32_t>
 int run_bench(const BenchArgs& args) {
   // Everything that can be checked without the server first, then the server, then the run.
   const core::Slo slo = args.slo ? core::parse_slo(*args.slo) : core::default_slo();
+  if (!args.plot.empty() && !args.out.empty() &&
+      std::filesystem::path(args.plot).lexically_normal() ==
+          std::filesystem::path(args.out).lexically_normal()) {
+    // Before plot_file(), which makes a directory of a --plot without .png.
+    throw core::Error(fmt::format("--out and --plot name the same path, {}", args.out));
+  }
   if (!args.plot.empty()) {
     require_gnuplot();
     check_output_path(plot_file(args.plot).string(), "--plot", ".png");
@@ -267,32 +310,68 @@ int run_bench(const BenchArgs& args) {
       args.rate_scale != 1 ? fmt::format(" at {}x its rate", args.rate_scale) : "",
       workload.requests.size(), target.token_ids.first, target.token_ids.end - 1,
       args.max_concurrency);
-  const bench::BenchRun run = measure(workload, target, args);
+  const StopOnSignals stop_on_signals;
+  bench::BenchRun run = measure(workload, target, args);
+  // Interrupted: the report covers the requests sent (a prefix of the workload, in arrival order);
+  // those cut in flight count as failed ("interrupted"), and nothing more is run.
+  const bool interrupted = run.interrupted;
+  const core::Workload sent_part =
+      interrupted ? core::first_requests(workload, run.requests_sent) : core::Workload{};
+  const core::Workload& measured = interrupted ? sent_part : workload;
+  if (interrupted) {
+    const char* name = g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
+    if (run.requests_sent == 0) {
+      std::cerr << fmt::format("headway bench: {}: stopped before any request was sent\n", name);
+      return 128 + static_cast<int>(g_stop_signal);
+    }
+    run.records.resize(run.requests_sent);
+    run.results.resize(run.requests_sent);
+    run.lateness.resize(run.requests_sent);
+    std::cerr << fmt::format(
+        "headway bench: {}: stopped after sending {} of {} requests; the report below covers "
+        "those, the streams cut counted as failed (interrupted); no baseline or prediction run\n",
+        name, run.requests_sent, workload.requests.size());
+  }
   std::optional<bench::BenchRun> baseline;
-  const bool with_baseline = args.hol_baseline && workload.has_long_requests();
+  const bool with_baseline = !interrupted && args.hol_baseline && workload.has_long_requests();
   if (with_baseline) {
     if (!args.quiet) std::cerr << "bench: baseline run without the long classes\n";
     baseline = measure(workload.without_long_classes(), target, args);
+    if (baseline->interrupted) {
+      baseline.reset();
+      std::cerr << "headway bench: the baseline run was interrupted: no HOL or stall factor\n";
+    }
   }
 
-  core::Report report = core::build_report(workload, run.records, 0, 0, run.wall_seconds,
+  core::Report report = core::build_report(measured, run.records, 0, 0, run.wall_seconds,
                                            baseline ? &baseline->records : nullptr);
   report.measured = true;
   // A server says what it found cached in each usage's prompt_tokens_details (Headway does).
   report.cached_prompt_tokens_known = run.cached_tokens_reported;
   core::add_goodput(report, slo, run.records);
   core::print_report(std::cout, report);
-  const bench::BenchSummary summary = bench::summarize_bench(workload, run, args.max_concurrency);
+  const bench::BenchSummary summary = bench::summarize_bench(measured, run, args.max_concurrency);
   std::cout << "\n";
   bench::print_bench_summary(std::cout, summary);
 
   std::optional<Prediction> prediction;
   std::vector<bench::PredictionRow> rows;
-  if (deployment) {
+  if (deployment && !interrupted && !g_stop.load()) {
     prediction = predict(std::move(*deployment), workload, slo);
     rows = bench::compare_prediction(report, prediction->report);
     std::cout << "\n";
     bench::print_prediction(std::cout, prediction->deployment.name, rows);
+    // The measured latencies start at each send, the prediction's at the arrival: sends that a
+    // full --max-concurrency held back make the two disagree by that wait, which is no error of
+    // the prediction (a walk saw +880% on a burst of 12 at --max-concurrency 2).
+    if (summary.lateness.count > 0 && summary.lateness.p90 > 0.05) {
+      std::cout << fmt::format(
+          "note: sends were late by p50 {} / p90 {} (at most {} in flight, --max-concurrency): "
+          "the measured TTFT starts at the send, the predicted one at the arrival, so the "
+          "prediction includes a wait the measurement leaves out\n",
+          core::duration_text(summary.lateness.p50), core::duration_text(summary.lateness.p90),
+          args.max_concurrency);
+    }
   }
 
   if (!args.plot.empty()) {
@@ -300,7 +379,7 @@ int run_bench(const BenchArgs& args) {
     std::vector<PlotRun> runs{{"measured", &run.records}};
     if (prediction)
       runs.push_back({"predicted: " + prediction->deployment.name, &prediction->run.records});
-    write_plot(png, workload, runs);
+    write_plot(png, measured, runs);
     std::cerr << fmt::format("plot written to {}\n", png.string());
   }
 
@@ -311,7 +390,9 @@ int run_bench(const BenchArgs& args) {
     doc["bench"]["model"] = target.model;
     doc["bench"]["workload"] = workload.source;
     doc["bench"]["rate_scale"] = args.rate_scale;
-    doc["bench"]["hol_baseline"] = with_baseline;
+    doc["bench"]["hol_baseline"] = baseline.has_value();
+    doc["bench"]["interrupted"] = interrupted;
+    doc["bench"]["requests_in_workload"] = workload.requests.size();
     if (prediction) {
       nlohmann::json predicted = core::report_to_json(prediction->report);
       predicted["deployment"] = prediction->deployment.name;
@@ -323,6 +404,7 @@ int run_bench(const BenchArgs& args) {
     core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }
 
+  if (interrupted) return 128 + static_cast<int>(g_stop_signal);
   if (summary.overall.succeeded == 0 && summary.overall.sent > 0) {
     throw core::Error(fmt::format("no request succeeded ({} failed); first failure: {}",
                                   summary.overall.failed, summary.overall.first_failure),

@@ -188,8 +188,12 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
     all.add(r);
     (workload.classes[r.class_index].is_long ? long_samples : short_samples).add(r);
     report.preemptions += r.preemptions;
-    report.prompt_tokens += r.prompt_tokens;
-    report.cached_prompt_tokens += r.cached_tokens;
+    // Only prompts that were served: a refused one was never looked up in a cache, and its
+    // tokens made the share cached look smaller (16,380 of 16,540 tokens in a walk).
+    if (!std::isnan(r.first_token)) {
+      report.prompt_tokens += r.prompt_tokens;
+      report.cached_prompt_tokens += r.cached_tokens;
+    }
     if (!std::isnan(r.arrival)) first_arrival = std::min(first_arrival, r.arrival);
     if (!std::isnan(r.finish)) last_event = std::max(last_event, r.finish);
     if (!r.token_times.empty()) last_event = std::max(last_event, r.token_times.back());

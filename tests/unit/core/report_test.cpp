@@ -156,6 +156,26 @@ TEST(Report, HandWorkedLatencies) {
   EXPECT_FALSE(r.short_p99_ttft_without_long);
 }
 
+// The share of prompt tokens found cached counts served prompts only: a refused request (no first
+// token) was never looked up, and its long prompt made the share look small.
+TEST(Report, CachedPromptTokensCountServedPromptsOnly) {
+  const Workload w = hand_workload();
+  std::vector<RequestRecord> records = hand_records();
+  for (RequestRecord& r : records) {
+    r.prompt_tokens = 100;
+    r.cached_tokens = 50;
+  }
+  RequestRecord refused;
+  refused.id = 1;
+  refused.class_index = 1;
+  refused.arrival = 0.5;
+  refused.prompt_tokens = 30000;
+  records[1] = refused;
+  const Report r = build_report(w, records, 1, 6, 1);
+  EXPECT_EQ(r.prompt_tokens, 300u);
+  EXPECT_EQ(r.cached_prompt_tokens, 150u);
+}
+
 TEST(Report, HolAndStallFactorsFromBaseline) {
   const Workload w = hand_workload();
   const auto records = hand_records();

@@ -93,8 +93,8 @@ struct Report {
   // about the slowest one or two, and the text report says the factors are noisy.
   size_t factor_samples = 0;
   uint64_t preemptions = 0;  // sum over records
-  // Prompt tokens of the records, and of those the tokens a prefix cache held when the request
-  // was first scheduled.
+  // Prompt tokens of the records served (with a first token), and of those the tokens a prefix
+  // cache held when the request was first scheduled.
   uint64_t prompt_tokens = 0;
   uint64_t cached_prompt_tokens = 0;
   // False where nothing said what was cached (a server whose usage has no cached tokens).

@@ -1,6 +1,12 @@
 #include "headway/serving/bench/bench_runner.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "headway/serving/bench/completion_client.h"
 #include "headway/serving/bench/open_loop_dispatcher.h"
@@ -10,14 +16,43 @@ namespace headway::serving::bench {
 
 namespace {
 
+// The senders' clients, so that a stop can shut their connections down from the watcher thread:
+// a stream of a server that sends nothing would otherwise hold the run until --timeout.
+class ClientRegistry {
+ public:
+  void add(CompletionClient* client) {
+    std::lock_guard lock(mutex_);
+    clients_.push_back(client);
+  }
+  void remove(CompletionClient* client) {
+    std::lock_guard lock(mutex_);
+    std::erase(clients_, client);
+  }
+  void abort_all() {
+    std::lock_guard lock(mutex_);
+    for (CompletionClient* client : clients_) client->abort();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<CompletionClient*> clients_;
+};
+
 class StreamingSender final : public RequestSender {
  public:
   StreamingSender(const core::Workload& workload, const BenchOptions& options,
-                  const RunClock& clock, std::vector<StreamResult>& results)
+                  const RunClock& clock, std::vector<StreamResult>& results,
+                  ClientRegistry& registry)
       : workload_(workload),
         options_(options),
         client_(options.endpoint, clock),
-        results_(results) {}
+        results_(results),
+        registry_(registry) {
+    registry_.add(&client_);
+  }
+  ~StreamingSender() override { registry_.remove(&client_); }
+  StreamingSender(const StreamingSender&) = delete;
+  StreamingSender& operator=(const StreamingSender&) = delete;
 
   void send(size_t index) override {
     const core::WorkloadRequest& request = workload_.requests[index];
@@ -27,7 +62,7 @@ class StreamingSender final : public RequestSender {
                         core::synthetic_prompt(workload_.seed, request, options_.token_ids));
     if (options_.progress) ++options_.progress->sent;
     // Each index is written by exactly one sender; run_bench reads them after the join.
-    results_[index] = client_.stream(body);
+    results_[index] = client_.stream(body, request.output_tokens, options_.stop);
     if (options_.progress) {
       if (!results_[index].ok()) ++options_.progress->failed;
       ++options_.progress->finished;
@@ -39,6 +74,7 @@ class StreamingSender final : public RequestSender {
   const BenchOptions& options_;
   CompletionClient client_;
   std::vector<StreamResult>& results_;
+  ClientRegistry& registry_;
 };
 
 }  // namespace
@@ -66,10 +102,36 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   for (const core::WorkloadRequest& r : workload.requests) arrivals.push_back(r.arrival);
 
   const RunClock clock;
-  DispatchResult dispatched = dispatch_open_loop(
-      arrivals, options.max_concurrency, clock, [&]() -> std::unique_ptr<RequestSender> {
-        return std::make_unique<StreamingSender>(workload, options, clock, run.results);
-      });
+  ClientRegistry registry;
+  // Once stopped, shut every connection down, again every 50 ms until the run is over (a sender
+  // may have picked its request just before the stop).
+  std::atomic<bool> over{false};
+  std::thread watcher;
+  if (options.stop != nullptr) {
+    watcher = std::thread([&] {
+      while (!over.load()) {
+        if (options.stop->load()) registry.abort_all();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+  }
+  DispatchResult dispatched;
+  try {
+    dispatched = dispatch_open_loop(
+        arrivals, options.max_concurrency, clock,
+        [&]() -> std::unique_ptr<RequestSender> {
+          return std::make_unique<StreamingSender>(workload, options, clock, run.results, registry);
+        },
+        {}, options.stop);
+  } catch (...) {
+    over = true;
+    if (watcher.joinable()) watcher.join();
+    throw;
+  }
+  over = true;
+  if (watcher.joinable()) watcher.join();
+  run.requests_sent = dispatched.sent;
+  run.interrupted = options.stop != nullptr && options.stop->load();
   run.wall_seconds = clock.now();
   run.lateness = std::move(dispatched.lateness);
   run.sender_threads = dispatched.sender_threads;

@@ -28,7 +28,10 @@ CompletionClient::CompletionClient(const ServerEndpoint& endpoint, const RunCloc
 
 CompletionClient::~CompletionClient() = default;
 
-StreamResult CompletionClient::stream(const std::string& body) {
+void CompletionClient::abort() { client_->stop(); }
+
+StreamResult CompletionClient::stream(const std::string& body, uint32_t max_tokens,
+                                      const std::atomic<bool>* stop) {
   httplib::Request request;
   request.method = "POST";
   request.path = path_;
@@ -42,7 +45,8 @@ StreamResult CompletionClient::stream(const std::string& body) {
   SseParser parser;
   std::vector<SseEvent> events;
   size_t event_count = 0;
-  StreamMeasurement measurement(clock_.now());
+  StreamMeasurement measurement(clock_.now(), max_tokens);
+  bool interrupted = false;
   double last_bytes = clock_.now();
   request.response_handler = [&](const httplib::Response& response) {
     status = response.status;
@@ -55,6 +59,10 @@ StreamResult CompletionClient::stream(const std::string& body) {
   request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
     const double now = clock_.now();  // before parsing: the bytes' arrival time
     last_bytes = now;
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+      interrupted = true;
+      return false;  // httplib closes the connection: the server sees the client go
+    }
     if (status != 200 || !event_stream) {
       error_body.append(data,
                         std::min(size, kMaxErrorBody - std::min(kMaxErrorBody, error_body.size())));
@@ -71,7 +79,14 @@ StreamResult CompletionClient::stream(const std::string& body) {
   httplib::Error error = httplib::Error::Success;
   const bool sent = client_->send(request, response, error);
   const double now = clock_.now();
-  if (status != 0 && status != 200) {
+  // Stopped: closed here at the next bytes, or shut down by abort() while the server sent none.
+  interrupted |= stop != nullptr && stop->load() && (!sent || error != httplib::Error::Success);
+  if (interrupted) {
+    measurement.fail(FailureKind::kInterrupted,
+                     fmt::format("bench was interrupted after {} event{} of the stream",
+                                 event_count, event_count == 1 ? "" : "s"),
+                     now);
+  } else if (status != 0 && status != 200) {
     measurement.fail(FailureKind::kHttpStatus, http_error_text(status, error_body), now, status);
   } else if (status == 200 && !event_stream) {
     measurement.fail(

@@ -2,6 +2,8 @@
 
 #include <headway/core/error.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -26,11 +28,16 @@ class SenderPool {
 
   ~SenderPool() { join_all(); }
 
-  // Blocks while `max_threads` requests are in flight, then hands request `index` to a sender.
-  void submit(size_t index, double scheduled) {
+  // Blocks while `max_threads` requests are in flight, then hands request `index` to a sender;
+  // false when a sender failed or `stop` turned true meanwhile (nothing handed over).
+  bool submit(size_t index, double scheduled, const std::atomic<bool>* stop) {
     std::unique_lock lock(mutex_);
-    slot_free_.wait(lock, [&] { return in_flight_ < max_threads_ || error_; });
-    if (error_) return;
+    const auto stopped = [stop] { return stop != nullptr && stop->load(); };
+    // Woken by finishing requests; the timeout notices a stop while every stream still runs.
+    while (!slot_free_.wait_for(lock, std::chrono::milliseconds(50),
+                                [&] { return in_flight_ < max_threads_ || error_ || stopped(); })) {
+    }
+    if (error_ || stopped()) return false;
     ++in_flight_;
     peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
     queue_.push_back({index, scheduled});
@@ -38,6 +45,7 @@ class SenderPool {
       threads_.emplace_back([this] { run_sender(); });
     }
     work_.notify_one();
+    return true;
   }
 
   // Waits for every request, joins the threads, rethrows a sender's exception.
@@ -127,15 +135,22 @@ class SenderPool {
 DispatchResult dispatch_open_loop(
     std::span<const double> arrivals, size_t max_concurrency, const RunClock& clock,
     const std::function<std::unique_ptr<RequestSender>()>& make_sender,
-    const std::function<void(size_t)>& on_finished) {
+    const std::function<void(size_t)>& on_finished, const std::atomic<bool>* stop) {
+  const auto stopped = [stop] { return stop != nullptr && stop->load(); };
   if (max_concurrency == 0) throw core::Error("--max-concurrency must be at least 1");
   DispatchResult result;
   result.lateness.assign(arrivals.size(), 0.0);
   SenderPool pool(max_concurrency, clock, make_sender, on_finished, result.lateness);
   for (size_t i = 0; i < arrivals.size(); ++i) {
-    std::this_thread::sleep_until(clock.at(arrivals[i]));
-    if (pool.failed()) break;  // a sender threw: stop sending, stop() rethrows it
-    pool.submit(i, arrivals[i]);
+    // In slices, so that a stop is seen while a sparse workload's next arrival is minutes away.
+    const auto due = clock.at(arrivals[i]);
+    while (!stopped() && std::chrono::steady_clock::now() < due) {
+      std::this_thread::sleep_until(
+          std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+    }
+    if (stopped() || pool.failed()) break;  // a sender threw: stop sending, stop() rethrows it
+    if (!pool.submit(i, arrivals[i], stop)) break;
+    result.sent = i + 1;
   }
   pool.stop();
   result.sender_threads = pool.threads_started();

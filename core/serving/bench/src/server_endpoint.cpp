@@ -4,7 +4,9 @@
 #include <headway/core/error.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -65,8 +67,20 @@ ServerEndpoint parse_server_url(std::string_view url) {
 std::vector<ServedModel> list_models(const ServerEndpoint& endpoint) {
   httplib::Client client(endpoint.origin);
   configure_client(client, endpoint);
+  // A model list is one small answer, not a stream that may rightly stay silent for minutes: a
+  // server that accepted the connection and says nothing is named after kModelListTimeoutS,
+  // not after --timeout's 600 s of no output at all.
+  const double wait_s = std::min(endpoint.read_timeout_s, kModelListTimeoutS);
+  client.set_read_timeout(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(wait_s)));
   const std::string url = endpoint.origin + endpoint.base_path + "/v1/models";
   httplib::Result result = client.Get(endpoint.base_path + "/v1/models");
+  if (!result && result.error() == httplib::Error::Read) {
+    throw core::Error(fmt::format("GET {}: the server accepted the connection but sent no answer "
+                                  "in {:g} s",
+                                  url, wait_s),
+                      HW_UNAVAILABLE);
+  }
   if (!result) {
     throw core::Error(fmt::format("GET {}: {}", url, transport_failure(result.error(), endpoint)),
                       HW_UNAVAILABLE);

@@ -1,7 +1,10 @@
 #include "headway/serving/bench/stream_measurement.h"
 
+#include <fmt/format.h>
 #include <headway/core/error.h>
 #include <headway/core/request_record.h>
+
+#include <algorithm>
 
 #include "headway/serving/bench/completion_chunk.h"
 
@@ -23,6 +26,10 @@ std::string_view failure_name(FailureKind kind) {
       return "cut_short";
     case FailureKind::kNoTokens:
       return "no_tokens";
+    case FailureKind::kTooManyTokens:
+      return "too_many_tokens";
+    case FailureKind::kInterrupted:
+      return "interrupted";
   }
   return "unknown";
 }
@@ -107,6 +114,17 @@ StreamResult StreamMeasurement::finish(double now) const {
   for (const Chunk& c : chunks_) {
     counts.push_back(c.tokens);
     counted += c.tokens;
+  }
+  const uint64_t claimed = std::max<uint64_t>(counted, r.usage_completion_tokens.value_or(0));
+  if (max_tokens_ > 0 && claimed > max_tokens_) {
+    // Checked before the token times are spread: a usage of a million tokens would be a million.
+    if (r.failure == FailureKind::kNone || r.failure == FailureKind::kCutShort) {
+      r.failure = FailureKind::kTooManyTokens;
+      r.message = fmt::format("the server counted {} completion tokens for max_tokens {}", claimed,
+                              max_tokens_);
+    }
+    r.output_tokens = 0;
+    return r;
   }
   if (r.usage_completion_tokens && *r.usage_completion_tokens > counted && !counts.empty()) {
     const uint64_t missing = *r.usage_completion_tokens - counted;

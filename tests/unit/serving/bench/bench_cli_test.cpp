@@ -1,6 +1,7 @@
 // `headway bench` run as a user runs it, against the fake OpenAI server of this directory.
 #include <gtest/gtest.h>
 #include <headway/core/workload.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -72,6 +74,38 @@ TEST_F(BenchCli, MeasuresTheWorkloadAndWritesTheReport) {
   EXPECT_EQ(report["bench"]["overall"]["sent"], 24);
   EXPECT_EQ(report["bench"]["overall"]["failed"], 0);
   EXPECT_FALSE(report.contains("prediction"));
+}
+
+// Ctrl-C during a run: the report of what was sent is printed and written (it was lost before),
+// marked interrupted, and the exit status is 130. The server holds every stream without a byte, so
+// the streams are shut down rather than waited for.
+TEST_F(BenchCli, AnInterruptedRunReportsWhatItMeasured) {
+  for (const char* c : {"chat", "document"}) server.set_behaviour(c, FakeBehaviour::kHold);
+  const fs::path pid_file =
+      fs::temp_directory_path() / ("headway_bench_cli_pid_" + std::to_string(::getpid()));
+  CliRun r;
+  std::thread run([&] {
+    r = headway::test::run_program(
+        "sh", "-c '" + std::string(HEADWAY_CLI) + " bench --quiet --max-concurrency 4 --url " +
+                  server.url() + " --workload " + kWorkload.string() + " --out " + out.string() +
+                  " & echo $! > " + pid_file.string() + "; wait $!'");
+  });
+  ASSERT_TRUE(server.wait_until_held(4));
+  pid_t pid = 0;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_GT(pid, 0);
+  ::kill(pid, SIGINT);
+  run.join();
+  server.release_held();
+  fs::remove(pid_file);
+  EXPECT_EQ(r.exit_code, 130) << r.err << r.out;
+  EXPECT_NE(r.err.find("SIGINT: stopped after sending 4 of 24 requests"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
+  const nlohmann::json report = read_json();
+  EXPECT_EQ(report["bench"]["interrupted"], true);
+  EXPECT_EQ(report["bench"]["overall"]["sent"], 4);
+  EXPECT_EQ(report["bench"]["overall"]["failures"]["interrupted"], 4) << report["bench"].dump(2);
 }
 
 TEST_F(BenchCli, FailuresAreCountedPerClassWithoutStoppingTheRun) {
@@ -179,6 +213,17 @@ TEST_F(BenchCli, ASeedDrawsTheWorkloadAsSimulateDoes) {
   std::sort(sent.begin(), sent.end());
   EXPECT_EQ(sent, drawn(12));
   EXPECT_NE(sent, drawn(std::nullopt));  // the file's seed, 11, draws other lengths
+}
+
+// The same path for the report and the plot is refused before --plot makes a directory of it.
+TEST_F(BenchCli, OutAndPlotOnOnePathAreRefusedLeavingNothing) {
+  const fs::path same = fs::temp_directory_path() /
+                        ("headway_bench_cli_same_" + std::to_string(::getpid()) + ".json");
+  const CliRun r = bench("--out " + same.string() + " --plot " + same.string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--out and --plot name the same path"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(same));
+  EXPECT_TRUE(server.received().empty());
 }
 
 TEST_F(BenchCli, BadInputIsOneLineNamingIt) {

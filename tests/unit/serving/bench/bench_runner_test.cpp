@@ -9,6 +9,7 @@
 #include <headway/serving/bench/server_endpoint.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -45,6 +46,32 @@ TEST(ModelList, AnErrorAnswerIsQuotedByItsMessage) {
   server.stop();
   listener.join();
   EXPECT_NE(error.find("HTTP 404: " + message), std::string::npos) << error;
+}
+
+// A server that accepts the connection and answers nothing is named after the model list's wait
+// (here --timeout's 0.5 s, shorter than kModelListTimeoutS), not after 600 s of silence.
+TEST(ModelList, AServerThatSaysNothingIsNamedSoon) {
+  httplib::Server server;
+  server.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    res.set_content("{}", "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread listener([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ServerEndpoint endpoint = parse_server_url("http://127.0.0.1:" + std::to_string(port));
+  endpoint.read_timeout_s = 0.5;
+  std::string error;
+  try {
+    list_models(endpoint);
+  } catch (const core::Error& e) {
+    error = e.what();
+  }
+  server.stop();
+  listener.join();
+  EXPECT_NE(error.find("accepted the connection but sent no answer in 0.5 s"), std::string::npos)
+      << error;
 }
 
 const std::filesystem::path kWorkload =
@@ -156,6 +183,29 @@ TEST_F(BenchRunnerTest, ASlowServerDoesNotHoldBackTheArrivals) {
   bench.join();
   EXPECT_EQ(run.peak_in_flight, workload.requests.size());
   for (const StreamResult& r : run.results) EXPECT_TRUE(r.ok()) << r.message;
+}
+
+// A stop (Ctrl-C, SIGTERM) ends the run without waiting for the server: no request is sent after
+// it, and the streams in flight, which this server holds without a byte, are shut down and fail as
+// interrupted (they would otherwise hold the run until --timeout).
+TEST_F(BenchRunnerTest, AStopEndsTheRunAndCutsItsStreams) {
+  for (const char* c : {"chat", "document"}) server.set_behaviour(c, FakeBehaviour::kHold);
+  std::atomic<bool> stop{false};
+  BenchOptions o = options(4);  // four in flight, the fifth waits for a free sender
+  o.stop = &stop;
+  BenchRun run;
+  std::thread bench([&] { run = run_bench(workload, o); });
+  ASSERT_TRUE(server.wait_until_held(4));
+  stop = true;
+  bench.join();
+  server.release_held();  // its handlers now write to closed connections
+  EXPECT_TRUE(run.interrupted);
+  EXPECT_EQ(run.requests_sent, 4u);
+  ASSERT_EQ(run.results.size(), workload.requests.size());
+  for (size_t i = 0; i < run.requests_sent; ++i) {
+    EXPECT_EQ(run.results[i].failure, FailureKind::kInterrupted)
+        << i << ": " << run.results[i].message;
+  }
 }
 
 TEST_F(BenchRunnerTest, HttpErrorsAreCountedPerClassAndTheRunGoesOn) {

@@ -193,10 +193,37 @@ TEST(StreamMeasurement, TheFirstFailureWinsAndNoneCountsAfterDone) {
   EXPECT_TRUE(done.finish(1.1).ok());
 }
 
+// A server that counts more completion tokens than the request's max_tokens is not measured: its
+// count is refused (a usage of a million tokens became a million token times, 6.6M tokens/s in the
+// report, and could exhaust memory), and the request fails as too_many_tokens.
+TEST(StreamMeasurement, MoreTokensThanMaxTokensIsAFailure) {
+  StreamMeasurement m(0.0, 12);
+  m.on_event(data(text_chunk("a")), 1.0);
+  m.on_event(data(text_chunk("b")), 2.0);
+  m.on_event(data(usage_chunk(1000000)), 2.0);
+  m.on_event(data("[DONE]"), 2.0);
+  StreamResult r = m.finish(2.0);
+  EXPECT_EQ(r.failure, FailureKind::kTooManyTokens);
+  EXPECT_NE(r.message.find("1000000 completion tokens for max_tokens 12"), std::string::npos)
+      << r.message;
+  EXPECT_EQ(r.output_tokens, 0u);
+  EXPECT_TRUE(r.token_times.empty());
+  // Twelve is within the bound, and without a bound nothing is refused.
+  StreamMeasurement at_bound(0.0, 12);
+  at_bound.on_event(data(text_chunk("a")), 1.0);
+  at_bound.on_event(data(usage_chunk(12)), 1.0);
+  at_bound.on_event(data("[DONE]"), 1.0);
+  r = at_bound.finish(1.0);
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.output_tokens, 12u);
+}
+
 TEST(StreamMeasurement, FailureNamesAreTheReportKeys) {
   EXPECT_EQ(failure_name(FailureKind::kHttpStatus), "http_status");
   EXPECT_EQ(failure_name(FailureKind::kCutShort), "cut_short");
   EXPECT_EQ(failure_name(FailureKind::kTransport), "transport");
+  EXPECT_EQ(failure_name(FailureKind::kTooManyTokens), "too_many_tokens");
+  EXPECT_EQ(failure_name(FailureKind::kInterrupted), "interrupted");
 }
 
 }  // namespace

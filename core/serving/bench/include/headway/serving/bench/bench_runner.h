@@ -15,6 +15,7 @@
 #include <headway/core/request_record.h>
 #include <headway/core/workload.h>
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct BenchOptions {
   TokenIdRange token_ids;
   size_t max_concurrency = 256;
   ProgressCounters* progress = nullptr;  // borrowed; updated as requests go and finish when set
+  // Borrowed; may be null. Once true (a signal handler sets it), no further request is sent and
+  // the streams in flight are closed at their next bytes (kInterrupted); run_bench then returns
+  // what it has.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct BenchRun {
@@ -42,6 +47,10 @@ struct BenchRun {
   std::vector<double> lateness;  // send time - scheduled arrival, seconds
   size_t sender_threads = 0, peak_in_flight = 0;
   double wall_seconds = 0;  // start of the run to the end of its last stream
+  // Requests sent: all of them, or fewer when `stop` ended the run early (then the first
+  // `requests_sent`, and the records of the rest have no send).
+  size_t requests_sent = 0;
+  bool interrupted = false;
   // Some stream's usage said how many of its prompt tokens the server found cached (the records'
   // cached_tokens are 0 where none said).
   bool cached_tokens_reported = false;

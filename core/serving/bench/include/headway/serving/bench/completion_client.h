@@ -2,9 +2,12 @@
 // keep-alive connection, so a sender thread that reuses its client does not pay a TCP handshake
 // per request.
 //
-// Ownership: owns its connection. Threading: not thread-safe; one client per sender thread.
+// Ownership: owns its connection. Threading: not thread-safe, but for abort(); one client per
+// sender thread.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -26,10 +29,17 @@ class CompletionClient {
   CompletionClient(const CompletionClient&) = delete;
   CompletionClient& operator=(const CompletionClient&) = delete;
 
-  // POSTs `body` (completion_request.h) and blocks until the stream ends. Times start at the
-  // moment of the send. Never throws for what the server or the network does: that becomes the
-  // result's failure.
-  StreamResult stream(const std::string& body);
+  // POSTs `body` (completion_request.h, asking for `max_tokens`) and blocks until the stream
+  // ends. Times start at the moment of the send. Never throws for what the server or the network
+  // does: that becomes the result's failure. When `stop` (borrowed; may be null) turns true the
+  // stream is closed at its next bytes and fails as kInterrupted.
+  StreamResult stream(const std::string& body, uint32_t max_tokens = 0,
+                      const std::atomic<bool>* stop = nullptr);
+
+  // Shuts the connection down under a stream() running on another thread, which then returns
+  // (as kInterrupted when its `stop` is true): for a server that sends nothing, where stream()
+  // would otherwise wait for --timeout. The one call that may come from another thread.
+  void abort();
 
  private:
   std::string path_;

@@ -14,6 +14,7 @@
 // `make_sender` and each sender only from that sender's own thread.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -35,16 +36,19 @@ class RequestSender {
 
 struct DispatchResult {
   std::vector<double> lateness;  // per request, seconds between its scheduled time and its send
+  size_t sent = 0;               // requests handed to a sender (the first `sent`)
   size_t sender_threads = 0;     // threads the pool grew to
   size_t peak_in_flight = 0;
 };
 
 // Sends request i at clock.at(arrivals[i]); `arrivals` must be ascending (a workload's order).
 // `max_concurrency` >= 1 (throws core::Error otherwise). `on_finished`, when set, is called on the
-// sender thread after each request; it must be thread-safe.
+// sender thread after each request; it must be thread-safe. `stop` (borrowed; may be null), once
+// true, ends the sending within about 50 ms (the senders' streams are theirs to end); the
+// requests sent so far still finish before dispatch returns.
 DispatchResult dispatch_open_loop(
     std::span<const double> arrivals, size_t max_concurrency, const RunClock& clock,
     const std::function<std::unique_ptr<RequestSender>()>& make_sender,
-    const std::function<void(size_t)>& on_finished = {});
+    const std::function<void(size_t)>& on_finished = {}, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace headway::serving::bench

@@ -33,8 +33,12 @@ struct ServedModel {
   std::optional<uint32_t> max_model_len;  // vLLM's and Headway's "max_model_len"
 };
 
+// Seconds list_models waits for the answer (or read_timeout_s when shorter).
+inline constexpr double kModelListTimeoutS = 30;
+
 // GET /v1/models. Throws core::Error naming the URL when the server cannot be reached, answers
-// with another status than 200, or with something that is not an OpenAI model list.
+// with another status than 200, sends nothing for kModelListTimeoutS, or answers with something
+// that is not an OpenAI model list.
 std::vector<ServedModel> list_models(const ServerEndpoint& endpoint);
 
 }  // namespace headway::serving::bench

@@ -34,8 +34,13 @@ enum class FailureKind : uint8_t {
   kBadChunk,     // a payload that is not a completion chunk
   kCutShort,     // the stream ended before "data: [DONE]"
   kNoTokens,     // "[DONE]" came without any token
+  // The server counted more completion tokens (its usage, or its chunks) than the request's
+  // max_tokens: its figures cannot be trusted, and a count in the millions must not become as many
+  // token times.
+  kTooManyTokens,
+  kInterrupted,  // bench was interrupted (SIGINT, SIGTERM) while the stream ran
 };
-inline constexpr size_t kFailureKinds = 7;
+inline constexpr size_t kFailureKinds = 9;
 
 // "transport", "http_status", ... (the JSON keys of the report).
 std::string_view failure_name(FailureKind kind);
@@ -57,7 +62,9 @@ struct StreamResult {
 
 class StreamMeasurement {
  public:
-  explicit StreamMeasurement(double sent) : sent_(sent) {}
+  // `max_tokens`: the request's; more tokens than that is a failure (kTooManyTokens); 0: no bound.
+  explicit StreamMeasurement(double sent, uint32_t max_tokens = 0)
+      : sent_(sent), max_tokens_(max_tokens) {}
 
   // One event received at `now`. Events after "[DONE]" or a failure are ignored.
   void on_event(const SseEvent& event, double now);
@@ -77,6 +84,7 @@ class StreamMeasurement {
   };
 
   double sent_;
+  uint32_t max_tokens_;
   std::vector<Chunk> chunks_;
   std::optional<uint32_t> running_usage_;  // last usage.completion_tokens seen on a content chunk
   std::optional<uint32_t> final_usage_;

@@ -428,7 +428,8 @@ std::unique_ptr<ModelHarness>& model_instance() {
   static std::unique_ptr<ModelHarness> m;
   return m;
 }
-ModelHarness& model(bool decode_gemv = false, bool phase_timing = false,
+// decode_gemv_rows: the decode_gemv_max_rows option, 0 = decode_gemv off.
+ModelHarness& model(uint32_t decode_gemv_rows = 0, bool phase_timing = false,
                     k::MmaTiling tiling = k::MmaTiling::k128x64, bool cuda_graphs = false,
                     bool programmatic_dependent_launch = false) {
   std::unique_ptr<ModelHarness>& m = model_instance();
@@ -437,9 +438,10 @@ ModelHarness& model(bool decode_gemv = false, bool phase_timing = false,
       std::string(
           "shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 32768, "
           "max_batch_tokens = 8192, decode_gemv = ") +
-      (decode_gemv ? "true" : "false") + ", phase_timing = " + (phase_timing ? "true" : "false") +
-      ", attention_tiling = \"" + k::mma_tiling_name(tiling) +
-      "\", cuda_graph_max_batch = " + (cuda_graphs ? "64" : "0") +
+      (decode_gemv_rows > 0 ? "true, decode_gemv_max_rows = " + std::to_string(decode_gemv_rows)
+                            : std::string("false")) +
+      ", phase_timing = " + (phase_timing ? "true" : "false") + ", attention_tiling = \"" +
+      k::mma_tiling_name(tiling) + "\", cuda_graph_max_batch = " + (cuda_graphs ? "64" : "0") +
       ", programmatic_dependent_launch = " + (programmatic_dependent_launch ? "true" : "false");
   if (m == nullptr || made_with != options) {
     m.reset();
@@ -464,7 +466,7 @@ HW_GUARDED_BENCHMARK(BM_ModelPrefill) {
   if (skip(state)) return;
   const k::MmaTiling tiling = k::kMmaTilings[state.range(1)];
   state.SetLabel(k::mma_tiling_name(tiling));
-  ModelHarness& m = model(false, false, tiling);
+  ModelHarness& m = model(0, false, tiling);
   const uint32_t tokens = static_cast<uint32_t>(state.range(0));
   const auto prompt = random_tokens(tokens, kVocab, 1);
   // Untimed: the first step of a new instance or row count loads modules and plans cuBLASLt.
@@ -494,15 +496,15 @@ BENCHMARK(BM_ModelPrefill)
     ->UseRealTime()  // wall time: the host waits for the GPU, however it waits
     ->Unit(benchmark::kMillisecond);
 
-// Args: batch, context, 1 for the decode_gemv option, 1 for phase_timing (whose per-phase times
-// the model logs when main() releases it: the setup's prefill steps of 8,192 tokens and the
-// decode steps, each by its token count), 1 for CUDA graphs (cuda_graph_max_batch = 64), 1 for
-// programmatic_dependent_launch. Two untimed decode steps first: a graph shape's first step runs
-// launch by launch, its second is captured.
+// Args: batch, context, the decode_gemv_max_rows option (0: decode_gemv off), 1 for phase_timing
+// (whose per-phase times the model logs when main() releases it: the setup's prefill steps of 8,192
+// tokens and the decode steps, each by its token count), 1 for CUDA graphs (cuda_graph_max_batch =
+// 64), 1 for programmatic_dependent_launch. Two untimed decode steps first: a graph shape's first
+// step runs launch by launch, its second is captured.
 HW_GUARDED_BENCHMARK(BM_ModelDecode) {
   if (skip(state)) return;
-  ModelHarness& m = model(state.range(2) != 0, state.range(3) != 0, k::MmaTiling::k128x64,
-                          state.range(4) != 0, state.range(5) != 0);
+  ModelHarness& m = model(static_cast<uint32_t>(state.range(2)), state.range(3) != 0,
+                          k::MmaTiling::k128x64, state.range(4) != 0, state.range(5) != 0);
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const uint64_t first = next_request;
@@ -530,32 +532,37 @@ HW_GUARDED_BENCHMARK(BM_ModelDecode) {
 }
 BENCHMARK(BM_ModelDecode)
     // Grouped by options: each group is one model instance.
-    ->Args({1, 1024, 1, 0, 0, 0})
-    ->Args({2, 1024, 1, 0, 0, 0})
-    ->Args({8, 1024, 1, 0, 0, 0})
-    ->Args({16, 1024, 1, 0, 0, 0})
-    ->Args({32, 1024, 1, 0, 0, 0})
-    ->Args({64, 1024, 1, 0, 0, 0})
-    ->Args({1, 1024, 1, 0, 1, 0})
-    ->Args({2, 1024, 1, 0, 1, 0})
-    ->Args({8, 1024, 1, 0, 1, 0})
-    ->Args({16, 1024, 1, 0, 1, 0})
-    ->Args({32, 1024, 1, 0, 1, 0})
-    ->Args({64, 1024, 1, 0, 1, 0})
+    ->Args({1, 1024, 2, 0, 0, 0})
+    ->Args({2, 1024, 2, 0, 0, 0})
+    ->Args({8, 1024, 2, 0, 0, 0})
+    ->Args({16, 1024, 2, 0, 0, 0})
+    ->Args({32, 1024, 2, 0, 0, 0})
+    ->Args({64, 1024, 2, 0, 0, 0})
+    ->Args({1, 1024, 2, 0, 1, 0})
+    ->Args({2, 1024, 2, 0, 1, 0})
+    ->Args({8, 1024, 2, 0, 1, 0})
+    ->Args({16, 1024, 2, 0, 1, 0})
+    ->Args({32, 1024, 2, 0, 1, 0})
+    ->Args({64, 1024, 2, 0, 1, 0})
     ->Args({1, 1024, 0, 0, 0, 0})
     ->Args({2, 1024, 0, 0, 0, 0})
-    ->Args({1, 1024, 1, 1, 0, 0})
-    ->Args({8, 1024, 1, 1, 0, 0})
-    ->Args({64, 1024, 1, 1, 0, 0})
+    ->Args({1, 1024, 2, 1, 0, 0})
+    ->Args({8, 1024, 2, 1, 0, 0})
+    ->Args({64, 1024, 2, 1, 0, 0})
     // Overlapped launches, with graphs (the defaults' way up to 16 rows) and without.
-    ->Args({1, 1024, 1, 0, 1, 1})
-    ->Args({2, 1024, 1, 0, 1, 1})
-    ->Args({8, 1024, 1, 0, 1, 1})
-    ->Args({16, 1024, 1, 0, 1, 1})
-    ->Args({64, 1024, 1, 0, 1, 1})
-    ->Args({1, 1024, 1, 0, 0, 1})
-    ->Args({8, 1024, 1, 0, 0, 1})
-    ->Args({64, 1024, 1, 0, 0, 1})
+    ->Args({1, 1024, 2, 0, 1, 1})
+    ->Args({2, 1024, 2, 0, 1, 1})
+    ->Args({8, 1024, 2, 0, 1, 1})
+    ->Args({16, 1024, 2, 0, 1, 1})
+    ->Args({64, 1024, 2, 0, 1, 1})
+    ->Args({1, 1024, 2, 0, 0, 1})
+    ->Args({8, 1024, 2, 0, 0, 1})
+    ->Args({64, 1024, 2, 0, 0, 1})
+    // The GEMV up to 8 rows (from 3 on tensor cores), with graphs, and with overlapped launches.
+    ->Args({4, 1024, 8, 0, 1, 0})
+    ->Args({8, 1024, 8, 0, 1, 0})
+    ->Args({4, 1024, 8, 0, 1, 1})
+    ->Args({8, 1024, 8, 0, 1, 1})
     ->Iterations(20)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -231,6 +231,16 @@ TEST_F(CudaModel, WithCudaGraphsMatchesTheCpuModelOnMixedBatches) {
   expect_the_cpu_models_logits(path(), dir(), ", cuda_graph_max_batch = 8");
 }
 
+// Projections of up to 8 rows through the GEMV, from 3 rows on tensor cores (the mixed batches'
+// three-row decode steps; hidden 256 and the MLP's k are multiples of 32), launched by launch and
+// in graphs.
+TEST_F(CudaModel, WithTheGemvUpToEightRowsMatchesTheCpuModel) {
+  HW_SKIP_WITHOUT_CUDA();
+  expect_the_cpu_models_logits(path(), dir(),
+                               ", decode_gemv_max_rows = 8, cuda_graph_max_batch = 0");
+  expect_the_cpu_models_logits(path(), dir(), ", decode_gemv_max_rows = 8");
+}
+
 // Overlapped kernel launches (programmatic dependent launch, kernels/launch.h): with the defaults
 // (one-row decodes through the GEMV, decode steps replayed as CUDA graphs, which must capture the
 // overlapped launches without failing: a failure only warns and runs the step launch by launch),

@@ -25,6 +25,7 @@
 #include "cuda_model_config.h"
 #include "device_buffer.h"
 #include "device_weights.h"
+#include "gemv.h"
 #include "launch.h"
 #include "model_shard.h"
 #include "rope.h"
@@ -93,6 +94,10 @@ constexpr hw_option_spec kOptions[] = {
         "Projections of steps with at most 2 rows (decode batches of 1 or 2) through "
         "Headway's GEMV kernel instead of cuBLASLt, which it matched or beat there on an H200 "
         "(docs/cuda_model.md); ignored with deterministic."),
+    int_option("decode_gemv_max_rows", kGemvRoutedRows, 1, kernels::kGemvMaxRows,
+               "With decode_gemv: the most rows a projection may have to go through the GEMV. 2 "
+               "was the fastest with its dot-product kernel on an H200; from 3 rows it now runs "
+               "on tensor cores, not yet run on a GPU (docs/cuda_model.md)."),
     enum_option("attention_tiling", "128x64", kAttentionTilings,
                 "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
                 "x keys per tile. 128x64 was the fastest on an H200 at every prompt length "

@@ -97,6 +97,7 @@ CudaModelOptions parse_options(const sdk::Options& o, const std::string& config_
   r.max_batch_tokens = static_cast<uint32_t>(o.get_int("max_batch_tokens"));
   r.deterministic = o.get_bool("deterministic");
   r.decode_gemv = o.get_bool("decode_gemv");
+  r.decode_gemv_max_rows = static_cast<uint32_t>(o.get_int("decode_gemv_max_rows"));
   r.phase_timing = o.get_bool("phase_timing");
   const std::string tiling = o.get_string("attention_tiling");
   for (const kernels::MmaTiling t : kernels::kMmaTilings) {

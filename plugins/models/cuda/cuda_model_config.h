@@ -35,8 +35,9 @@ struct CudaModelOptions {
   bool sample_on_device = true;      // false: return logits and let the core sample
   uint32_t max_batch_tokens = 8192;  // activation workspace preallocated at load
   bool deterministic = false;        // batch/chunking-invariant arithmetic (no split-K anywhere)
-  bool decode_gemv = true;           // projections of <= kGemvRoutedRows rows by kernels/gemv.h
-  bool phase_timing = false;         // diagnostic: per-phase GPU time of every step (phase_timer.h)
+  bool decode_gemv = true;  // projections of <= decode_gemv_max_rows rows by kernels/gemv.h
+  uint32_t decode_gemv_max_rows = 2;  // kGemvRoutedRows (gemm.h) unless the operator sets it
+  bool phase_timing = false;  // diagnostic: per-phase GPU time of every step (phase_timer.h)
   kernels::MmaTiling attention_tiling = kernels::MmaTiling::k128x64;  // prefill attention blocks
   bool split_prefill_attention = false;  // StepLimits::prefill_split_min_keys (step_plan.h)
   // The step's kernels start while the previous one finishes, where they can (kernels/launch.h).

@@ -1,5 +1,6 @@
 #include "gemm.h"
 
+#include <algorithm>
 #include <string>
 
 #include "cuda_check.h"
@@ -21,9 +22,10 @@ std::string shape(uint32_t m, uint32_t n, uint32_t k) {
 
 }  // namespace
 
-Gemm::Gemm(bool deterministic, bool small_m_gemv, size_t workspace_bytes)
+Gemm::Gemm(bool deterministic, bool small_m_gemv, uint32_t gemv_max_rows, size_t workspace_bytes)
     : deterministic_(deterministic),
       small_m_gemv_(small_m_gemv && !deterministic),
+      gemv_max_rows_(std::min(gemv_max_rows, kernels::kGemvMaxRows)),
       workspace_(workspace_bytes) {
   check_blas(cublasLtCreate(&handle_), "cublasLtCreate");
 }
@@ -154,7 +156,7 @@ const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_typ
 void Gemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type,
                uint32_t m, uint32_t n, uint32_t k, const kernels::Launch& on) {
   if (m == 0) return;
-  if (small_m_gemv_ && m <= kGemvRoutedRows && kernels::gemv_applies(m, k, x, w, out)) {
+  if (small_m_gemv_ && m <= gemv_max_rows_ && kernels::gemv_applies(m, k, x, w, out)) {
     HW_CUDA_CHECK(kernels::gemv(x, w, out, out_type == GemmOut::kF32, m, n, k, on));
     return;
   }

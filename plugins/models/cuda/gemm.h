@@ -13,8 +13,9 @@
 // batch and chunking invariance, at the cost of parallelism for small m (decode).
 //
 // With `small_m_gemv` (the cuda model's `decode_gemv` option), products of at most
-// kGemvRoutedRows rows go to Headway's GEMV kernel (kernels/gemv.h) instead, where its alignment
-// rules hold; ignored in deterministic mode.
+// `gemv_max_rows` rows (its `decode_gemv_max_rows`, kGemvRoutedRows by default) go to Headway's
+// GEMV kernel (kernels/gemv.h) instead, where its alignment rules hold; ignored in deterministic
+// mode.
 //
 // Ownership: owns the cuBLASLt handle, the workspace and the plan cache; operands are borrowed for
 // the call. Threading: one thread at a time (a model shard's); runs on the caller's stream and on
@@ -44,6 +45,7 @@ enum class GemmOut { kBF16, kF32 };
 class Gemm {
  public:
   explicit Gemm(bool deterministic = false, bool small_m_gemv = false,
+                uint32_t gemv_max_rows = kGemvRoutedRows,
                 size_t workspace_bytes = size_t{32} << 20);
   ~Gemm();
   Gemm(const Gemm&) = delete;
@@ -78,6 +80,7 @@ class Gemm {
 
   bool deterministic_;
   bool small_m_gemv_;
+  uint32_t gemv_max_rows_;
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer<std::byte> workspace_;
   std::map<Key, Plan> plans_;

@@ -27,7 +27,8 @@ ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParall
   select();
   HW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   try {
-    gemm_ = std::make_unique<Gemm>(options.deterministic, options.decode_gemv);
+    gemm_ = std::make_unique<Gemm>(options.deterministic, options.decode_gemv,
+                                   options.decode_gemv_max_rows);
     kv_.layers = config.num_hidden_layers;
     kv_.kv_heads = tp.kv_heads_per_rank;
     kv_.head_dim = config.head_dim;

@@ -80,18 +80,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                : "r"(shared_address(row)));
 }
 
-// c += a * b for one 16x8x16 tile. Fragment layouts (g = lane / 4, t = lane % 4):
-// a[0] = A[g][2t..2t+1], a[1] = A[g+8][2t..], a[2] = A[g][2t+8..], a[3] = A[g+8][2t+8..];
-// b0 = B[2t..2t+1][g], b1 = B[2t+8..2t+9][g]; c = C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1].
-__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                    uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Rows of a tile padded by 8 elements: the 8 rows an ldmatrix phase reads hit 32 different banks.
 template <int HD>
 constexpr int kStride = HD + 8;
@@ -201,8 +189,8 @@ __device__ __forceinline__ void attend_tile(const __nv_bfloat16* ks, const __nv_
     for (int kk = 0; kk < HD / 16; kk += 2) {
       uint32_t kf[4];
       ldmatrix_x4(kf, krow + kk * 16);
-      mma(s[n], qf[kk], kf[0], kf[1]);
-      mma(s[n], qf[kk + 1], kf[2], kf[3]);
+      detail::mma(s[n], qf[kk], kf[0], kf[1]);
+      detail::mma(s[n], qf[kk + 1], kf[2], kf[3]);
     }
   }
 
@@ -305,8 +293,8 @@ __device__ __forceinline__ void attend_tile(const __nv_bfloat16* ks, const __nv_
     for (int n = 0; n < HD / 8; n += 2) {
       uint32_t vf[4];
       ldmatrix_x4_trans(vf, vrow + n * 8);
-      mma(o[n], pf[step], vf[0], vf[1]);
-      mma(o[n + 1], pf[step], vf[2], vf[3]);
+      detail::mma(o[n], pf[step], vf[0], vf[1]);
+      detail::mma(o[n + 1], pf[step], vf[2], vf[3]);
     }
   }
 }

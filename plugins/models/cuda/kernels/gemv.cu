@@ -132,6 +132,111 @@ cudaError_t launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bo
                                grid, block, 0, on, x, w, out, n, k);
 }
 
+// ---- Three to eight rows: on tensor cores ---------------------------------------------------
+//
+// With one dot product per output and row (above), eight activation rows cost eight L1 loads per
+// weight load, and on an H200 the kernel took 1.5-2.1 times cuBLASLt's time at m = 8 (four rows a
+// warp: 1.0-1.7). Here the weights are the A operand of mma.sync m16n8k16 and the activation rows
+// the B operand's eight columns (rows past m are zeros), so a warp streams 16 weight rows and each
+// 16-byte weight load is matched by half an activation load, however many rows up to eight.
+//
+// A lane reads 16 bytes (8 k) of rows g and g + 8 of its warp's 16 and of activation row g, per
+// chunk of 32 k. The mma's fragments want, per lane t, k = 2t, 2t + 1, 2t + 8, 2t + 9 of a k16
+// step; since a sum over k does not depend on which k a slot holds, as long as A and B put the
+// same k in the same slot, lane t gives its slots k 8t .. 8t + 3 for the first step and
+// 8t + 4 .. 8t + 7 for the second, straight from its 16-byte loads: a[0] / b0 = k 8t, 8t + 1,
+// a[2] / b1 = k 8t + 2, 8t + 3 (registers x and y of the loads; z and w for the second step).
+//
+// The block's WARPS warps take the same 16 rows and split k, chunk c to warp c % WARPS (adjacent
+// chunks on adjacent warps, so a block reads each row in 64 x WARPS-byte runs), and add their
+// accumulators in a fixed order through shared memory: a row's result depends on k and WARPS
+// alone, not on m or on the other rows. Eight warps where the rows are few (n <= 8,192: the o and
+// down projections of the 8B shape, 256 blocks), four elsewhere.
+constexpr uint32_t kMmaRows = 16;   // weight rows a block computes (the mma's M)
+constexpr uint32_t kMmaChunk = 32;  // k a warp takes per step (two k16 mma steps)
+constexpr uint32_t kMmaFewRows = 8192;
+
+template <int WARPS, bool OutF32, bool kOverlap>
+__global__ void __launch_bounds__(WARPS * 32)
+    gemv_mma_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                    void* __restrict__ out, uint32_t m, uint32_t n, uint32_t k) {
+  __shared__ float partial[WARPS - 1][32][4];  // warps 1.. hand their accumulators to warp 0
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t warp = threadIdx.x / 32;
+  const uint32_t g = lane / 4;
+  const uint32_t t = lane % 4;
+  const uint32_t row0 = blockIdx.x * kMmaRows;
+  // Rows past n read row n - 1 again (never written): no branch in the loop.
+  const auto* w_lo = reinterpret_cast<const uint4*>(w + uint64_t{min(row0 + g, n - 1)} * k);
+  const auto* w_hi = reinterpret_cast<const uint4*>(w + uint64_t{min(row0 + g + 8, n - 1)} * k);
+  const bool has_x = g < m;  // activation rows past m are the zero columns of B
+  const auto* x_row = reinterpret_cast<const uint4*>(x + uint64_t{has_x ? g : 0} * k);
+  const uint32_t chunks = k / kMmaChunk;
+  if constexpr (kOverlap) {
+    // As the one-row kernel: the first weights into L2 while the previous kernel finishes.
+#pragma unroll
+    for (uint32_t i = 0; i < 4; ++i) {
+      const uint32_t c = warp + i * WARPS;
+      if (c < chunks) {
+        prefetch_l2(w_lo + c * 4 + t);
+        prefetch_l2(w_hi + c * 4 + t);
+      }
+    }
+    detail::wait_for_previous_kernel<true>();
+  }
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 4
+  for (uint32_t c = warp; c < chunks; c += WARPS) {
+    const uint32_t piece = c * 4 + t;
+    const uint4 lo = load_streaming(w_lo + piece);
+    const uint4 hi = load_streaming(w_hi + piece);
+    const uint4 xv = has_x ? __ldg(x_row + piece) : make_uint4(0, 0, 0, 0);
+    const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
+    detail::mma(acc, a0, xv.x, xv.y);
+    const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
+    detail::mma(acc, a1, xv.z, xv.w);
+  }
+  if (warp > 0) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial[warp - 1][lane][i] = acc[i];
+  }
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int p = 0; p < WARPS - 1; ++p) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] += partial[p][lane][i];
+  }
+  // acc[i]: weight row row0 + g (+ 8 for i >= 2), activation row 2t + i % 2.
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t row = row0 + g + (i / 2) * 8;
+    const uint32_t col = 2 * t + i % 2;
+    if (row >= n || col >= m) continue;
+    const uint64_t at = uint64_t{col} * n + row;
+    if constexpr (OutF32) {
+      static_cast<float*>(out)[at] = acc[i];
+    } else {
+      static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(acc[i]);
+    }
+  }
+}
+
+template <int WARPS>
+cudaError_t launch_mma(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
+                       uint32_t m, uint32_t n, uint32_t k, const Launch& on) {
+  const dim3 grid((n + kMmaRows - 1) / kMmaRows);
+  const dim3 block(WARPS * 32);
+  if (out_f32) {
+    return detail::launch_kernel(gemv_mma_kernel<WARPS, true, false>,
+                                 gemv_mma_kernel<WARPS, true, true>, grid, block, 0, on, x, w, out,
+                                 m, n, k);
+  }
+  return detail::launch_kernel(gemv_mma_kernel<WARPS, false, false>,
+                               gemv_mma_kernel<WARPS, false, true>, grid, block, 0, on, x, w, out,
+                               m, n, k);
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
@@ -145,6 +250,10 @@ cudaError_t gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool
                  uint32_t m, uint32_t n, uint32_t k, const Launch& on) {
   if (!gemv_applies(m, k, x, w, out)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
+  if (m >= kGemvMmaFromRows && k % kMmaChunk == 0) {
+    return n <= kMmaFewRows ? launch_mma<8>(x, w, out, out_f32, m, n, k, on)
+                            : launch_mma<4>(x, w, out, out_f32, m, n, k, on);
+  }
   switch (m) {
     case 1:
       return launch<1>(x, w, out, out_f32, n, k, on);

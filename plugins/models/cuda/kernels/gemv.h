@@ -4,11 +4,14 @@
 // cuBLASLt's kernels read the narrower projections (4,096 or 6,144 rows of 4,096) at 41-44% of an
 // H200's bandwidth (docs/performance.md); this kernel gives a few output rows (one at m = 1) to
 // each warp, which reads them in 16-byte pieces that bypass L1, so every SM keeps many loads in
-// flight.
+// flight. From kGemvMmaFromRows rows it runs on tensor cores instead (16 weight rows per mma, the
+// activation rows as its 8 columns), where one dot product per row and output cost more L1 loads
+// than weight loads.
 //
-// A row's sum runs in an order fixed by k alone: its result does not depend on m, on n or on the
-// other rows (but it differs from cuBLASLt's in the last bits, so deterministic mode, which must
-// agree with the m > kGemvMaxRows steps, does not use it). Plain C++ header; kernel in gemv.cu.
+// A row's sum runs in an order fixed by k and by the kernel (kGemvMmaFromRows) alone: its result
+// does not depend on n or on the other rows, nor on m on either side of that bound (but it differs
+// from cuBLASLt's in the last bits, so deterministic mode, which must agree with the
+// m > kGemvMaxRows steps, does not use it). Plain C++ header; kernels in gemv.cu.
 //
 // Ownership: device pointers borrowed for the launch. Threading: enqueues on `on.stream`.
 #pragma once
@@ -23,6 +26,10 @@
 namespace headway::models::cuda::kernels {
 
 inline constexpr uint32_t kGemvMaxRows = 8;
+// From this many rows (and k a multiple of 32) gemv() runs on tensor cores (gemv.cu); below it, and
+// for other k, a warp's lanes sum dot products. The two sum a row in different orders, so a row's
+// result depends on which side of this bound m is, and on nothing else.
+inline constexpr uint32_t kGemvMmaFromRows = 3;
 
 // Whether gemv() takes this product: 1 <= m <= kGemvMaxRows, k a multiple of 8 and x, w and out
 // 16-byte aligned (rows are read in 16-byte pieces).

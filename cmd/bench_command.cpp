@@ -156,13 +156,20 @@ Target find_target(const BenchArgs& args) {
 
 // The run of one workload, with progress on stderr unless quiet.
 // Set by the first SIGINT or SIGTERM during a run: it stops sending, closes its streams and reports
-// what it measured. The handler is installed with SA_RESETHAND, so a second signal ends the
-// process at once (the default action), as an impatient operator expects.
+// what it measured. The handler then gives both signals their default action back, so a second
+// one of either ends the process at once, as an impatient operator (or `timeout`, escalating from
+// SIGINT to SIGTERM) expects. It replaces an inherited SIG_IGN too: a bench started in the
+// background of a script can still be stopped with SIGINT.
 std::atomic<bool> g_stop{false};
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int signal) {
   g_stop_signal = signal;
   g_stop.store(true);
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  sigaction(SIGINT, &fallback, nullptr);  // async-signal-safe
+  sigaction(SIGTERM, &fallback, nullptr);
 }
 
 // Installs on_stop_signal for SIGINT and SIGTERM for its lifetime.
@@ -172,7 +179,7 @@ class StopOnSignals {
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND;
+    action.sa_flags = 0;
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
   }
@@ -258,9 +265,10 @@ size_t too_long_requests(const core::Workload& workload, std::optional<uint32_t>
 int run_bench(const BenchArgs& args) {
   // Everything that can be checked without the server first, then the server, then the run.
   const core::Slo slo = args.slo ? core::parse_slo(*args.slo) : core::default_slo();
+  std::error_code ec;
   if (!args.plot.empty() && !args.out.empty() &&
-      std::filesystem::path(args.plot).lexically_normal() ==
-          std::filesystem::path(args.out).lexically_normal()) {
+      std::filesystem::weakly_canonical(std::filesystem::absolute(args.plot), ec) ==
+          std::filesystem::weakly_canonical(std::filesystem::absolute(args.out), ec)) {
     // Before plot_file(), which makes a directory of a --plot without .png.
     throw core::Error(fmt::format("--out and --plot name the same path, {}", args.out));
   }
@@ -391,7 +399,7 @@ int run_bench(const BenchArgs& args) {
     doc["bench"]["workload"] = workload.source;
     doc["bench"]["rate_scale"] = args.rate_scale;
     doc["bench"]["hol_baseline"] = baseline.has_value();
-    doc["bench"]["interrupted"] = interrupted;
+    doc["bench"]["interrupted"] = g_stop.load();
     doc["bench"]["requests_in_workload"] = workload.requests.size();
     if (prediction) {
       nlohmann::json predicted = core::report_to_json(prediction->report);
@@ -404,7 +412,8 @@ int run_bench(const BenchArgs& args) {
     core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }
 
-  if (interrupted) return 128 + static_cast<int>(g_stop_signal);
+  // A signal during the baseline run or the prediction also ends with its status.
+  if (g_stop.load()) return 128 + static_cast<int>(g_stop_signal);
   if (summary.overall.succeeded == 0 && summary.overall.sent > 0) {
     throw core::Error(fmt::format("no request succeeded ({} failed); first failure: {}",
                                   summary.overall.failed, summary.overall.first_failure),

@@ -706,11 +706,12 @@ TEST(CudaKernels, GemvMatchesReferenceAndIgnoresTheOtherRows) {
   }
 }
 
-// The kernels of a decode layer's MLP at one and two rows (add_rms_norm, the GEMV, SwiGLU, the
-// GEMV), each reading what the one before wrote, 16 rounds on one stream: launched overlapped
-// (programmatic dependent launch, kernels/launch.h) they give the same bits as launched one after
-// the other. A kernel that read its input before the previous kernel had written it would see the
-// last round's values, and one that wrote before the previous kernel had read would change them.
+// The kernels of a decode layer's MLP at one, two, three and eight rows (add_rms_norm, the GEMV,
+// SwiGLU, the GEMV), each reading what the one before wrote, 16 rounds on one stream: launched
+// overlapped (programmatic dependent launch, kernels/launch.h) they give the same bits as launched
+// one after the other. A kernel that read its input before the previous kernel had written it would
+// see the last round's values, and one that wrote before the previous kernel had read would change
+// them.
 TEST(CudaKernels, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
   HW_SKIP_WITHOUT_CUDA();
   // The kernels are built for sm_90a, and the check device runs on Hopper: overlap is real here.
@@ -722,7 +723,8 @@ TEST(CudaKernels, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
   Dev<float> d_norm(norm);
   Dev<__nv_bfloat16> d_gate_up(gate_up);
   Dev<__nv_bfloat16> d_down(down);
-  for (const uint32_t m : {1u, 2u}) {
+  // 3 and 8 rows: the GEMV on tensor cores (hidden and ffn are multiples of 32).
+  for (const uint32_t m : {1u, 2u, 3u, 8u}) {
     SCOPED_TRACE("m = " + std::to_string(m));
     const auto x0 = random_floats(size_t{m} * hidden, -1.0f, 1.0f, 74);
     const auto out0 = random_bf16(size_t{m} * hidden, 1.0f, 75);
@@ -764,6 +766,22 @@ TEST(CudaKernels, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
     EXPECT_TRUE(same_bits(plain.out, overlapped.out)) << "down projection";
     // The rounds did move the residual (the comparison is not of untouched buffers).
     EXPECT_FALSE(same_bits(plain.x, x0));
+  }
+}
+
+// More than 8,192 weight rows: the tensor-core GEMV's four-warp blocks (eight below), at m = 3 and
+// 8 against the double reference.
+TEST(CudaKernels, GemvOnTensorCoresWithManyRowsMatchesReference) {
+  HW_SKIP_WITHOUT_CUDA();
+  const uint32_t n = 8200, kk = 4096;
+  const auto w = random_bf16(size_t{n} * kk, 0.1f, 23);
+  Dev<__nv_bfloat16> d_w(w);
+  const auto x = random_bf16(size_t{k::kGemvMaxRows} * kk, 1.0f, 24);
+  Dev<__nv_bfloat16> d_x(x);
+  for (const uint32_t m : {3u, 8u}) {
+    Dev<float> d_f(size_t{m} * n);
+    check(k::gemv(d_x.get(), d_w.get(), d_f.get(), true, m, n, kk, nullptr), "gemv f32");
+    expect_product(x, w, d_f.download(), nullptr, m, n, kk);
   }
 }
 

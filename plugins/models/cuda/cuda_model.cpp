@@ -91,7 +91,8 @@ constexpr hw_option_spec kOptions[] = {
                 "by step size when the model is unloaded."),
     bool_option(
         "decode_gemv", true,
-        "Projections of steps with at most 2 rows (decode batches of 1 or 2) through "
+        "Projections of steps with at most decode_gemv_max_rows rows (2 by default: decode "
+        "batches of 1 or 2) through "
         "Headway's GEMV kernel instead of cuBLASLt, which it matched or beat there on an H200 "
         "(docs/cuda_model.md); ignored with deterministic."),
     int_option("decode_gemv_max_rows", kGemvRoutedRows, 1, kernels::kGemvMaxRows,

@@ -45,6 +45,7 @@ class StreamingSender final : public RequestSender {
                   ClientRegistry& registry)
       : workload_(workload),
         options_(options),
+        clock_(clock),
         client_(options.endpoint, clock),
         results_(results),
         registry_(registry) {
@@ -56,6 +57,14 @@ class StreamingSender final : public RequestSender {
 
   void send(size_t index) override {
     const core::WorkloadRequest& request = workload_.requests[index];
+    if (options_.stop != nullptr && options_.stop->load()) {
+      // Handed over just before the stop: not sent, and said so.
+      const double now = clock_.now();
+      StreamMeasurement not_sent(now);
+      not_sent.fail(FailureKind::kInterrupted, "bench was interrupted before it was sent", now);
+      results_[index] = not_sent.finish(now);
+      return;
+    }
     // Built here rather than up front: a long trace's prompts would not fit in memory at once.
     const std::string body =
         completion_body(request, workload_.classes[request.class_index].name, options_.model,
@@ -72,6 +81,7 @@ class StreamingSender final : public RequestSender {
  private:
   const core::Workload& workload_;
   const BenchOptions& options_;
+  const RunClock& clock_;
   CompletionClient client_;
   std::vector<StreamResult>& results_;
   ClientRegistry& registry_;

@@ -74,8 +74,12 @@ std::vector<ServedModel> list_models(const ServerEndpoint& endpoint) {
   client.set_read_timeout(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(wait_s)));
   const std::string url = endpoint.origin + endpoint.base_path + "/v1/models";
+  const auto asked = std::chrono::steady_clock::now();
   httplib::Result result = client.Get(endpoint.base_path + "/v1/models");
-  if (!result && result.error() == httplib::Error::Read) {
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  // A read that failed at once is a closed connection (another protocol on that port), not silence.
+  if (!result && result.error() == httplib::Error::Read && waited >= 0.99 * wait_s) {
     throw core::Error(fmt::format("GET {}: the server accepted the connection but sent no answer "
                                   "in {:g} s",
                                   url, wait_s),

@@ -115,8 +115,12 @@ StreamResult StreamMeasurement::finish(double now) const {
     counts.push_back(c.tokens);
     counted += c.tokens;
   }
-  const uint64_t claimed = std::max<uint64_t>(counted, r.usage_completion_tokens.value_or(0));
-  if (max_tokens_ > 0 && claimed > max_tokens_) {
+  // The server's own count when it gave one, else the chunks'. A little over max_tokens is left
+  // alone (a server may count a stop token, or flush one chunk more); what is refused is a count no
+  // stream of max_tokens could explain.
+  const uint64_t claimed = r.usage_completion_tokens.value_or(counted);
+  if (max_tokens_ > 0 &&
+      claimed > kTooManyTokensFactor * uint64_t{max_tokens_} + kTooManyTokensSlack) {
     // Checked before the token times are spread: a usage of a million tokens would be a million.
     if (r.failure == FailureKind::kNone || r.failure == FailureKind::kCutShort) {
       r.failure = FailureKind::kTooManyTokens;

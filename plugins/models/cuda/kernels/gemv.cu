@@ -190,7 +190,10 @@ __global__ void __launch_bounds__(WARPS * 32)
     const uint32_t piece = c * 4 + t;
     const uint4 lo = load_streaming(w_lo + piece);
     const uint4 hi = load_streaming(w_hi + piece);
-    const uint4 xv = has_x ? __ldg(x_row + piece) : make_uint4(0, 0, 0, 0);
+    // Loaded by every lane (x_row is row 0 past m) and zeroed after: no divergence before the
+    // warp-wide mma.
+    uint4 xv = __ldg(x_row + piece);
+    if (!has_x) xv = make_uint4(0, 0, 0, 0);
     const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
     detail::mma(acc, a0, xv.x, xv.y);
     const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};

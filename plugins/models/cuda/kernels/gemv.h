@@ -8,10 +8,11 @@
 // activation rows as its 8 columns), where one dot product per row and output cost more L1 loads
 // than weight loads.
 //
-// A row's sum runs in an order fixed by k and by the kernel (kGemvMmaFromRows) alone: its result
-// does not depend on n or on the other rows, nor on m on either side of that bound (but it differs
-// from cuBLASLt's in the last bits, so deterministic mode, which must agree with the
-// m > kGemvMaxRows steps, does not use it). Plain C++ header; kernels in gemv.cu.
+// A row's sum runs in an order fixed by k and by the kernel alone (kGemvMmaFromRows; on tensor
+// cores also n, which sets how many warps split k): its result does not depend on the other rows,
+// nor on m on either side of that bound (but it differs from cuBLASLt's in the last bits, so
+// deterministic mode, which must agree with the m > kGemvMaxRows steps, does not use it). Plain C++
+// header; kernels in gemv.cu.
 //
 // Ownership: device pointers borrowed for the launch. Threading: enqueues on `on.stream`.
 #pragma once

@@ -193,9 +193,9 @@ TEST(StreamMeasurement, TheFirstFailureWinsAndNoneCountsAfterDone) {
   EXPECT_TRUE(done.finish(1.1).ok());
 }
 
-// A server that counts more completion tokens than the request's max_tokens is not measured: its
-// count is refused (a usage of a million tokens became a million token times, 6.6M tokens/s in the
-// report, and could exhaust memory), and the request fails as too_many_tokens.
+// A server that counts far more completion tokens than the request's max_tokens is not measured:
+// its count is refused (a usage of a million tokens became a million token times, 6.6M tokens/s in
+// the report, and could exhaust memory), and the request fails as too_many_tokens.
 TEST(StreamMeasurement, MoreTokensThanMaxTokensIsAFailure) {
   StreamMeasurement m(0.0, 12);
   m.on_event(data(text_chunk("a")), 1.0);
@@ -208,14 +208,21 @@ TEST(StreamMeasurement, MoreTokensThanMaxTokensIsAFailure) {
       << r.message;
   EXPECT_EQ(r.output_tokens, 0u);
   EXPECT_TRUE(r.token_times.empty());
-  // Twelve is within the bound, and without a bound nothing is refused.
-  StreamMeasurement at_bound(0.0, 12);
-  at_bound.on_event(data(text_chunk("a")), 1.0);
-  at_bound.on_event(data(usage_chunk(12)), 1.0);
-  at_bound.on_event(data("[DONE]"), 1.0);
-  r = at_bound.finish(1.0);
-  EXPECT_TRUE(r.ok()) << r.message;
-  EXPECT_EQ(r.output_tokens, 12u);
+  // A server one token over (counting its stop token) is measured as it says, and the bound is
+  // 2 x 12 + 16 = 40: 40 is taken, 41 refused.
+  for (const uint32_t usage : {13u, 40u, 41u}) {
+    StreamMeasurement near(0.0, 12);
+    near.on_event(data(text_chunk("a")), 1.0);
+    near.on_event(data(usage_chunk(usage)), 1.0);
+    near.on_event(data("[DONE]"), 1.0);
+    r = near.finish(1.0);
+    if (usage <= 40) {
+      EXPECT_TRUE(r.ok()) << usage << ": " << r.message;
+      EXPECT_EQ(r.output_tokens, usage);
+    } else {
+      EXPECT_EQ(r.failure, FailureKind::kTooManyTokens) << usage;
+    }
+  }
 }
 
 TEST(StreamMeasurement, FailureNamesAreTheReportKeys) {

@@ -34,13 +34,15 @@ enum class FailureKind : uint8_t {
   kBadChunk,     // a payload that is not a completion chunk
   kCutShort,     // the stream ended before "data: [DONE]"
   kNoTokens,     // "[DONE]" came without any token
-  // The server counted more completion tokens (its usage, or its chunks) than the request's
-  // max_tokens: its figures cannot be trusted, and a count in the millions must not become as many
-  // token times.
+  // The server counted far more completion tokens (its usage, or its chunks) than the request's
+  // max_tokens (over kTooManyTokensFactor times it plus kTooManyTokensSlack): its figures cannot be
+  // trusted, and a count in the millions must not become as many token times.
   kTooManyTokens,
   kInterrupted,  // bench was interrupted (SIGINT, SIGTERM) while the stream ran
 };
 inline constexpr size_t kFailureKinds = 9;
+inline constexpr uint64_t kTooManyTokensFactor = 2;
+inline constexpr uint64_t kTooManyTokensSlack = 16;
 
 // "transport", "http_status", ... (the JSON keys of the report).
 std::string_view failure_name(FailureKind kind);
@@ -62,7 +64,8 @@ struct StreamResult {
 
 class StreamMeasurement {
  public:
-  // `max_tokens`: the request's; more tokens than that is a failure (kTooManyTokens); 0: no bound.
+  // `max_tokens`: the request's; far more tokens than that is a failure (kTooManyTokens); 0: no
+  // bound.
   explicit StreamMeasurement(double sent, uint32_t max_tokens = 0)
       : sent_(sent), max_tokens_(max_tokens) {}
 

@@ -180,7 +180,7 @@ int run_profile(const ProfileArgs& args) {
   core::HostServices host("profile", &clock);
   const std::string config_dir =
       deployment.file.has_parent_path() ? deployment.file.parent_path().string() : std::string(".");
-  core::ModelInstance model(deployment.model, config_dir, host);
+  core::ModelInstance model(core::model_of(deployment, engine), config_dir, host);
   const hw_model_info info = model.info();
   const uint32_t max_model_len = engine.max_model_len ? engine.max_model_len : info.max_model_len;
   const uint64_t kv_tokens = engine.kv_blocks
@@ -206,7 +206,7 @@ int run_profile(const ProfileArgs& args) {
   about.source = args.config;
   about.model_name = model.name();
   about.cpu = core::cpu_model_name();
-  about.threads = model_threads(deployment.model);
+  about.threads = model_threads(core::model_of(deployment, engine));
   about.cores = std::thread::hardware_concurrency();
   about.date = core::utc_now_iso8601();
   about.quick = args.quick;

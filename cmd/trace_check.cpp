@@ -58,7 +58,8 @@ void check_trace_against(const std::string& trace, std::optional<uint32_t> engin
       "deployment's twin)";
   std::optional<core::ModelInstance> loaded;
   try {
-    loaded.emplace(deployment.model, config_dir, host);
+    // The first engine's, as `profile` profiles it.
+    loaded.emplace(core::model_of(deployment, deployment.engines.front()), config_dir, host);
   } catch (const core::Error& e) {  // e.g. a real GPU model where no GPU is visible
     throw core::Error(fmt::format("{} ({})", e.what(), needs_sim), e.code());
   }

@@ -7,10 +7,36 @@
 
 namespace headway::core {
 
+namespace {
+
+// Engines with model_options may run the model differently (tensor parallelism, memory), never
+// another model: requests move between engines, and a KV cache moved to an engine of another shape
+// would be garbage. Every engine's model is held to the first's architecture.
+void check_same_model(const DeploymentConfig& config, const EngineConfig& engine,
+                      const Engine& first, const Engine& made) {
+  const hw_model_info& a = first.model_info();
+  const hw_model_info& b = made.model_info();
+  const std::pair<const char*, std::pair<uint32_t, uint32_t>> fields[] = {
+      {"layers", {a.layers, b.layers}},       {"hidden", {a.hidden, b.hidden}},
+      {"heads", {a.heads, b.heads}},          {"kv_heads", {a.kv_heads, b.kv_heads}},
+      {"head_dim", {a.head_dim, b.head_dim}}, {"vocab", {a.vocab, b.vocab}}};
+  for (const auto& [field, values] : fields) {
+    if (values.first == values.second) continue;
+    throw Error(fmt::format(
+        "{}: {}'s model has {} {}, {}'s {}: model_options may change how the model runs "
+        "(tensor parallelism, memory), not which model it is",
+        model_of(config, engine).where, engine.name, values.second, field,
+        config.engines.front().name, values.first));
+  }
+}
+
+}  // namespace
+
 Cluster::Cluster(const DeploymentConfig& config,
                  std::chrono::steady_clock::time_point wall_origin) {
   for (const EngineConfig& engine : config.engines) {
     engines_.push_back(std::make_unique<Engine>(engine, config, wall_origin));
+    check_same_model(config, engine, *engines_.front(), *engines_.back());
   }
   alive_.assign(engines_.size(), true);
   if (engines_.front()->clock().is_virtual()) {

@@ -350,8 +350,8 @@ void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint3
                     "engine process",
                     where, count));
   }
-  for (const char* key :
-       {"block_size", "kv_blocks", "max_model_len", "max_waiting", "prefix_caching", "scheduler"}) {
+  for (const char* key : {"block_size", "kv_blocks", "max_model_len", "max_waiting",
+                          "prefix_caching", "scheduler", "model_options"}) {
     if (t.get(key) != nullptr) {
       throw Error(
           fmt::format("{}.{}: not allowed beside address: the engine process at {} sets it "
@@ -481,7 +481,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     const std::string where = fmt::format("{}: engines[{}]", name, g);
     check_keys(t,
                {"count", "pool", "role", "block_size", "kv_blocks", "max_model_len", "max_waiting",
-                "prefix_caching", "scheduler", "address"},
+                "prefix_caching", "scheduler", "model_options", "address"},
                where);
     uint32_t count = get_uint(t, "count", where, 1, 1, 4096);
     EngineConfig engine;
@@ -497,6 +497,17 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     engine.scheduler =
         read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where + ".scheduler", registry,
                              base_dir, std::string("chunked"));
+    if (const toml::table* overrides = get_table(t, "model_options", where)) {
+      // The [model]'s options with these laid over them, checked against the same schema.
+      toml::table merged;
+      if (const toml::table* base = get_table(*model, "options", name + ": model")) merged = *base;
+      for (const auto& [key, value] : *overrides) merged.insert_or_assign(key, value);
+      PluginChoice own = config.model;
+      own.where = where + ".model_options";
+      own.options = std::make_shared<const PluginOptions>(
+          PluginOptions::from_toml(*own.plugin->descriptor, &merged, own.where));
+      engine.model = std::move(own);
+    }
     for (uint32_t c = 0; c < count; ++c) {
       EngineConfig copy = engine;
       copy.index = index;

@@ -24,7 +24,7 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
       kv_(0) {
   const std::string config_dir =
       deployment.file.has_parent_path() ? deployment.file.parent_path().string() : std::string(".");
-  model_ = std::make_unique<ModelInstance>(deployment.model, config_dir, host_);
+  model_ = std::make_unique<ModelInstance>(model_of(deployment, config), config_dir, host_);
   const hw_model_info& info = model_->info();
   // A real model runs on the wall clock; replace the provisional virtual clock before anything
   // has read it (the host services read through clock_ on every call).

@@ -296,6 +296,34 @@ TEST(Cli, RefusalsNameTheRunTheyHappenedIn) {
   fs::remove(config);
 }
 
+// An engine group's model_options may change how the model runs, not which model it is: a decode
+// engine of another model (8B beside a 70B prefill engine) is refused naming the difference, and
+// a TP8 prefill engine beside TP4 decode runs.
+TEST(Cli, ModelOptionsMayNotChangeTheModel) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_model_options.toml";
+  const auto write = [&](const std::string& decode_options) {
+    std::ofstream(config)
+        << "name = \"pd\"\n[model]\nplugin = \"sim\"\n"
+           "options = { gpu = \"h100\", model = \"llama-3.3-70b\", tensor_parallel = 4 }\n"
+           "[[engines]]\nrole = \"prefill\"\nmodel_options = { tensor_parallel = 8 }\n"
+           "[[engines]]\nrole = \"decode\"\nmodel_options = { "
+        << decode_options
+        << " }\n[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n";
+  };
+  write("model = \"llama-3.1-8b\"");
+  CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+                 (kData / "small_mixed.toml").string());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("engines[1].model_options: engine1's model has 32 layers, engine0's 80"),
+            std::string::npos)
+      << r.err;
+  write("tensor_parallel = 4");
+  r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+          (kData / "small_mixed.toml").string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  fs::remove(config);
+}
+
 // Tensor parallelism past one 8-GPU node on a GPU preset is refused: the preset's link is NVLink
 // inside a node, and pricing 16 GPUs as one node made a 70B decode look 2 ms faster than 8 do.
 // A custom GPU, whose link the operator gives, may span nodes.

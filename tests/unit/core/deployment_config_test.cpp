@@ -287,6 +287,44 @@ scheduler = { plugin = "chunked", options = { max_num_seqs = 0 } }
   EXPECT_THAT(m, HasSubstr("got 0"));
 }
 
+// model_options lay an engine group's own options over [model]'s (a prefill pool at tensor_parallel
+// 8 beside decode engines at 4): the same plugin, the other options kept; engines without it run
+// the deployment's model; a bad key names the engine's table.
+TEST_F(DeploymentConfigTest, ModelOptionsOverrideTheModelForOneEngineGroup) {
+  const DeploymentConfig d = parse(R"(
+[model]
+plugin = "sim"
+options = { gpu = "h100", model = "llama-3.3-70b", tensor_parallel = 4 }
+[[engines]]
+role = "prefill"
+model_options = { tensor_parallel = 8 }
+[[engines]]
+role = "decode"
+[router]
+plugin = "disaggregated"
+[kv_transport]
+plugin = "host_copy"
+)");
+  ASSERT_EQ(d.engines.size(), 2u);
+  ASSERT_TRUE(d.engines[0].model.has_value());
+  EXPECT_FALSE(d.engines[1].model.has_value());
+  const PluginChoice& prefill = model_of(d, d.engines[0]);
+  EXPECT_EQ(prefill.plugin, d.model.plugin);
+  EXPECT_EQ(option(prefill, "tensor_parallel")->int_value, 8);
+  EXPECT_EQ(sv(option(prefill, "model")->string_value), "llama-3.3-70b");
+  EXPECT_EQ(sv(option(prefill, "gpu")->string_value), "h100");
+  EXPECT_EQ(option(model_of(d, d.engines[1]), "tensor_parallel")->int_value, 4);
+
+  const std::string m = error_of(R"(
+[model]
+plugin = "sim"
+[[engines]]
+model_options = { tensor_paralel = 8 }
+)");
+  EXPECT_THAT(m, HasSubstr("engines[0].model_options"));
+  EXPECT_THAT(m, HasSubstr("tensor_paralel"));
+}
+
 TEST_F(DeploymentConfigTest, SecondGroupIsNamedInMessages) {
   std::string m = error_of(R"(
 [model]

@@ -21,6 +21,9 @@
 //   prefix_caching = true              # reuse the KV of prompt beginnings computed before
 //                                      # (requests with token ids; docs/serving.md)
 //   scheduler = { plugin = "chunked", options = { max_num_batched_tokens = 8192 } }
+//   model_options = { tensor_parallel = 8 }  # over [model]'s options, for these engines only (a
+//                                      # prefill pool sized apart from the decode engines); the
+//                                      # model itself must stay the same (checked by the cluster)
 //   address = "10.0.0.7:50061"         # router processes only: the engine process's gRPC address
 //
 //   [router]                           # optional; default "single" for one engine,
@@ -82,6 +85,9 @@ struct EngineConfig {
   uint32_t max_waiting = 0;
   bool prefix_caching = true;
   PluginChoice scheduler;
+  // The deployment's [model] with this engine group's model_options laid over its options; unset:
+  // the deployment's model as written. model_of() picks.
+  std::optional<PluginChoice> model;
   std::string address;  // a router process's engine: host:port of its gRPC worker API
 };
 
@@ -145,5 +151,11 @@ DeploymentConfig load_deployment(const std::filesystem::path& file, PluginRegist
 // Same, from TOML text (file is used for messages and relative paths).
 DeploymentConfig parse_deployment(std::string_view text, const std::filesystem::path& file,
                                   PluginRegistry& registry);
+
+// The model an engine runs: its own (model_options) or the deployment's.
+inline const PluginChoice& model_of(const DeploymentConfig& deployment,
+                                    const EngineConfig& engine) {
+  return engine.model ? *engine.model : deployment.model;
+}
 
 }  // namespace headway::core

@@ -498,6 +498,14 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
         read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where + ".scheduler", registry,
                              base_dir, std::string("chunked"));
     if (const toml::table* overrides = get_table(t, "model_options", where)) {
+      if (const toml::node* path = overrides->get("path")) {
+        // Same architecture, other weights would pass the cluster's check and be served under
+        // [model]'s tokenizer and name.
+        throw Error(
+            fmt::format("{}.model_options.path{}: every engine runs [model]'s checkpoint; "
+                        "a deployment serves one model",
+                        where, line_of(*path)));
+      }
       // The [model]'s options with these laid over them, checked against the same schema.
       toml::table merged;
       if (const toml::table* base = get_table(*model, "options", name + ": model")) merged = *base;

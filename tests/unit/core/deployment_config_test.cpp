@@ -323,6 +323,14 @@ model_options = { tensor_paralel = 8 }
 )");
   EXPECT_THAT(m, HasSubstr("engines[0].model_options"));
   EXPECT_THAT(m, HasSubstr("tensor_paralel"));
+  EXPECT_THAT(error_of(R"(
+[model]
+plugin = "sim"
+[[engines]]
+model_options = { path = "other" }
+)"),
+              HasSubstr("engines[0].model_options.path (line 5): every engine runs [model]'s "
+                        "checkpoint"));
 }
 
 TEST_F(DeploymentConfigTest, SecondGroupIsNamedInMessages) {

@@ -228,10 +228,15 @@ Prediction predict(core::DeploymentConfig deployment, const core::Workload& work
                    const core::Slo& slo) {
   Prediction p;
   p.deployment = std::move(deployment);
-  p.run = core::simulate(p.deployment, workload);
+  core::SimulationOptions options;
+  options.run_label = " (the prediction)";
+  p.run = core::simulate(p.deployment, workload, options);
   const bool with_baseline = workload.has_long_requests();
   core::SimulationResult baseline;
-  if (with_baseline) baseline = core::simulate(p.deployment, workload.without_long_classes());
+  if (with_baseline) {
+    options.run_label = " (the prediction without the long classes)";
+    baseline = core::simulate(p.deployment, workload.without_long_classes(), options);
+  }
   p.report = core::build_report(workload, p.run.records, p.run.steps, p.run.simulated_seconds,
                                 p.run.wall_seconds, with_baseline ? &baseline.records : nullptr);
   p.report.preemptions = p.run.preemptions;
@@ -272,6 +277,7 @@ int run_bench(const BenchArgs& args) {
     // Before plot_file(), which makes a directory of a --plot without .png.
     throw core::Error(fmt::format("--out and --plot name the same path, {}", args.out));
   }
+  if (args.plot == "-") check_output_path(args.plot, "--plot");  // refuses "-" before plot_file()
   if (!args.plot.empty()) {
     require_gnuplot();
     check_output_path(plot_file(args.plot).string(), "--plot", ".png");
@@ -284,9 +290,9 @@ int run_bench(const BenchArgs& args) {
                    {{"--workload", &args.workload}, {"--predict-config", &args.predict_config}});
   }
   check_distinct(args.out, "--out", {{"--plot", &plot}});
-  const core::Workload workload = bench::limit_workload(
-      core::with_rate_factor(core::load_workload(args.workload, args.seed), args.rate_scale),
-      args.num_requests, args.duration);
+  const core::Workload workload =
+      bench::limit_workload(core::load_workload(args.workload, args.seed), args.num_requests,
+                            args.duration, args.rate_scale);
   for (const std::string& warning : workload.warnings) spdlog::warn("{}", warning);
   std::optional<core::DeploymentConfig> deployment;
   if (!args.predict_config.empty()) {

@@ -25,10 +25,10 @@ inline void check_output_path(const std::string& path, std::string_view flag,
   namespace fs = std::filesystem;
   const fs::path file(path);
   if (path == "-") {
-    // Not standard output: the command's own report goes there, and the two would interleave.
+    // Not standard output: the command's own text goes there, and the two would interleave.
     throw core::Error(fmt::format(
-        "{} -: writes a file, not standard output (the command prints its report there); give a "
-        "file name, or /dev/stdout with the printed report sent elsewhere",
+        "{} -: writes a file, not standard output (the command prints its own text there); give "
+        "a file name",
         flag));
   }
   if (!extension.empty() && file.extension() != extension) {

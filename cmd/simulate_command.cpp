@@ -87,7 +87,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
   cmd->add_option("--seeds", args.seeds,
                   "Run every deployment over N draws of the workload (seeds S..S+N-1, S = --seed "
                   "or the file's seed) and report each figure's median and range, and in how many "
-                  "seeds each deployment beat the first: one draw can mislead")
+                  "seeds each deployment beat the first by more than 1%: one draw can mislead")
       ->check(CLI::Range(size_t{2}, size_t{10000}));
   cmd->add_flag("--quiet", args.quiet,
                 "One summary line per deployment instead of its report (with --seeds: no line per "
@@ -167,7 +167,7 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
     const core::Capacity& c = *d.capacity;
     if (c.lower_bound()) {
       std::cout << fmt::format(
-          "{}: the SLO held at every rate probed, up to {:.3g}x the workload's: the capacity is at "
+          "{}: the SLO held at every rate probed, up to {:g}x the workload's: the capacity is at "
           "least {:.2f} req/s\n",
           d.deployment.name, c.factor, c.requests_per_s);
     }
@@ -217,9 +217,8 @@ core::Workload drawn_workload(const SimulateArgs& args, std::optional<uint64_t> 
 // The workload to simulate: drawn with `seed` when given, its arrival rate times --rate-scale, cut
 // to the same prefix as `headway bench` sends with --num-requests / --duration.
 core::Workload workload_for(const SimulateArgs& args, std::optional<uint64_t> seed) {
-  return serving::bench::limit_workload(
-      core::with_rate_factor(drawn_workload(args, seed), args.rate_scale), args.num_requests,
-      args.duration);
+  return serving::bench::limit_workload(drawn_workload(args, seed), args.num_requests,
+                                        args.duration, args.rate_scale);
 }
 
 // Why drawing the workload with another seed would simulate the same requests (for --seeds's
@@ -386,7 +385,8 @@ int run_seed_sweep(const SimulateArgs& args, const core::Slo& slo, core::PluginR
                       {"rejected", std::move(rejected_per_seed[i])},
                       {"comparison", core::comparison_to_json(per_seed[i])}});
     }
-    const nlohmann::json doc = {{"per_seed", std::move(runs)},
+    const nlohmann::json doc = {{"rate_scale", args.rate_scale},
+                                {"per_seed", std::move(runs)},
                                 {"sweep", core::seed_sweep_to_json(sweep)}};
     core::write_output_file(args.out, doc.dump(2) + "\n", "the report");
   }

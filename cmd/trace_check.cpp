@@ -5,6 +5,7 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/host_services.h>
+#include <headway/core/model_architecture.h>
 #include <headway/core/percentiles.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/core/plugin_registry.h>
@@ -75,8 +76,7 @@ void check_trace_against(const std::string& trace, std::optional<uint32_t> engin
                                 ? std::min(twin_engine.max_model_len, info.max_model_len)
                                 : info.max_model_len;
   const hw_model_info& ran = traced.model.info;
-  if (ran.layers != info.layers || ran.hidden != info.hidden || ran.heads != info.heads ||
-      ran.kv_heads != info.kv_heads || ran.head_dim != info.head_dim || ran.vocab != info.vocab) {
+  if (core::architecture_difference(ran, info)) {
     std::cout << fmt::format(
         "note: the twin's model ({} layers, hidden {}, {}/{} heads of {}, vocab {}) is not the "
         "traced one ({} layers, hidden {}, {}/{} heads of {}, vocab {})\n",

@@ -33,7 +33,7 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
   check_options(options);
   Capacity out;
   out.slo = slo.text();
-  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr double kInf = Capacity::kNoFailure;
   double held = 0, failed = kInf;  // invariant: the SLO held at `held` and failed at `failed`
   auto run = [&](double f) {
     CapacityProbe p{f, probe(f)};
@@ -68,16 +68,21 @@ Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workl
                        const CapacityOptions& options) {
   if (slo.empty()) throw Error("capacity search: the SLO names no term");
   if (offered_rate(workload) <= 0) {
+    const size_t n = workload.requests.size();
     throw Error(fmt::format(
-        "capacity search: {} scales the arrival rate, but the {} request(s) of {} arrive at one "
-        "instant, so every probe would replay the same load; use arrivals spread over time "
-        "(process = \"poisson\", fixed times that differ, or a trace){}",
-        "--find-capacity", workload.requests.size(), workload.source,
-        workload.requests.size() < 2 ? "" : ", or simulate the burst itself without it"));
+        "capacity search: it scales the arrival rate, but {}, so every probe would replay the same "
+        "load; use arrivals spread over time (process = \"poisson\", fixed times that differ, or "
+        "a trace){}",
+        n < 2 ? fmt::format("{} has {} request{}", workload.source, n, n == 1 ? "" : "s")
+              : fmt::format("the {} requests of {} arrive at one instant", n, workload.source),
+        n < 2 ? "" : ", or simulate the burst itself without it"));
   }
   Capacity out = search_capacity(
       [&](double factor) {
-        SimulationResult run = simulate(deployment, with_rate_factor(workload, factor));
+        SimulationOptions run_options;
+        run_options.run_label = fmt::format(" (capacity probe at {:g}x)", factor);
+        SimulationResult run =
+            simulate(deployment, with_rate_factor(workload, factor), run_options);
         if (options.short_classes_only) {
           std::erase_if(run.records, [&](const RequestRecord& r) {
             return r.class_index < workload.classes.size() &&

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
+#include <headway/core/model_architecture.h>
 
 #include <algorithm>
 #include <limits>
@@ -11,23 +12,26 @@ namespace {
 
 // Engines with model_options may run the model differently (tensor parallelism, memory), never
 // another model: requests move between engines, and a KV cache moved to an engine of another shape
-// would be garbage. Every engine's model is held to the first's architecture.
+// (or element size: kv_bytes_per_token, which the sim model reports for the whole model) would be
+// garbage. Every engine's model is held to the first's; the message names the tables that gave
+// each ("[model]" for an engine without model_options).
 void check_same_model(const DeploymentConfig& config, const EngineConfig& engine,
                       const Engine& first, const Engine& made) {
   const hw_model_info& a = first.model_info();
   const hw_model_info& b = made.model_info();
-  const std::pair<const char*, std::pair<uint32_t, uint32_t>> fields[] = {
-      {"layers", {a.layers, b.layers}},       {"hidden", {a.hidden, b.hidden}},
-      {"heads", {a.heads, b.heads}},          {"kv_heads", {a.kv_heads, b.kv_heads}},
-      {"head_dim", {a.head_dim, b.head_dim}}, {"vocab", {a.vocab, b.vocab}}};
-  for (const auto& [field, values] : fields) {
-    if (values.first == values.second) continue;
-    throw Error(fmt::format(
-        "{}: {}'s model has {} {}, {}'s {}: model_options may change how the model runs "
-        "(tensor parallelism, memory), not which model it is",
-        model_of(config, engine).where, engine.name, values.second, field,
-        config.engines.front().name, values.first));
+  std::optional<ArchitectureDifference> d = architecture_difference(a, b);
+  if (!d && a.kv_bytes_per_token != b.kv_bytes_per_token) {
+    d = ArchitectureDifference{"KV bytes per token", a.kv_bytes_per_token, b.kv_bytes_per_token};
   }
+  if (!d) return;
+  const auto table = [&](const EngineConfig& e) {
+    return e.model ? e.model->where : config.model.where;
+  };
+  throw Error(fmt::format(
+      "{} ({}) and {} ({}) give models of different {} ({} and {}): model_options may change how "
+      "the model runs (tensor parallelism, memory), not which model it is",
+      table(config.engines.front()), config.engines.front().name, table(engine), engine.name,
+      d->field, d->a, d->b));
 }
 
 }  // namespace

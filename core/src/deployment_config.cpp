@@ -498,15 +498,20 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
         read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where + ".scheduler", registry,
                              base_dir, std::string("chunked"));
     if (const toml::table* overrides = get_table(t, "model_options", where)) {
-      if (const toml::node* path = overrides->get("path")) {
-        // Same architecture, other weights would pass the cluster's check and be served under
-        // [model]'s tokenizer and name.
-        throw Error(
-            fmt::format("{}.model_options.path{}: every engine runs [model]'s checkpoint; "
-                        "a deployment serves one model",
-                        where, line_of(*path)));
+      // Keys that choose the weights: the same architecture with other weights would pass the
+      // cluster's check and be served under [model]'s tokenizer and name.
+      for (const char* key : {"path", "random_weights", "seed"}) {
+        if (const toml::node* node = overrides->get(key)) {
+          throw Error(
+              fmt::format("{}.model_options.{}{}: every engine runs [model]'s weights; a "
+                          "deployment serves one model",
+                          where, key, line_of(*node)));
+        }
       }
-      // The [model]'s options with these laid over them, checked against the same schema.
+      // Checked alone first, where the nodes still carry their lines (copies do not), then laid
+      // over the [model]'s options and checked again as the whole the engine gets.
+      PluginOptions::from_toml(*config.model.plugin->descriptor, overrides,
+                               where + ".model_options");
       toml::table merged;
       if (const toml::table* base = get_table(*model, "options", name + ": model")) merged = *base;
       for (const auto& [key, value] : *overrides) merged.insert_or_assign(key, value);
@@ -537,6 +542,17 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
   }
   check_process_shape(config);
   return config;
+}
+
+const char* engine_role_name(int32_t role) {
+  switch (role) {
+    case HW_ENGINE_ROLE_PREFILL:
+      return "prefill";
+    case HW_ENGINE_ROLE_DECODE:
+      return "decode";
+    default:
+      return "mixed";
+  }
 }
 
 DeploymentConfig load_deployment(const fs::path& file, PluginRegistry& registry) {

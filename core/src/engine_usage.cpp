@@ -8,21 +8,6 @@
 
 namespace headway::core {
 
-namespace {
-
-const char* role_name(int32_t role) {
-  switch (role) {
-    case HW_ENGINE_ROLE_PREFILL:
-      return "prefill";
-    case HW_ENGINE_ROLE_DECODE:
-      return "decode";
-    default:
-      return "mixed";
-  }
-}
-
-}  // namespace
-
 std::vector<EngineUsage> engine_usage(const DeploymentConfig& deployment,
                                       const SimulationResult& run) {
   if (run.engines.size() != deployment.engines.size()) {
@@ -38,7 +23,7 @@ std::vector<EngineUsage> engine_usage(const DeploymentConfig& deployment,
     const EngineCounters& c = run.engines[e];
     EngineUsage u;
     u.name = config.name;
-    u.role = role_name(config.role);
+    u.role = engine_role_name(config.role);
     u.pool = config.pool;
     u.busy_fraction = run.simulated_seconds > 0 ? c.busy_seconds / run.simulated_seconds : 0.0;
     u.steps = c.steps;

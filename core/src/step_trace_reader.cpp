@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/core/model_architecture.h>
 #include <headway/core/step_trace_reader.h>
 
 #include <algorithm>
@@ -84,10 +85,8 @@ TracedModel read_model(const nlohmann::json& model, const Where& where) {
 // of these cannot share one cost file. Limits (max_model_len, KV capacity) may differ, e.g. KV
 // sized from a GPU's free memory run to run; the fit takes the smallest.
 bool same_shape(const TracedModel& a, const TracedModel& b) {
-  const hw_model_info &x = a.info, &y = b.info;
-  return a.plugin == b.plugin && x.layers == y.layers && x.hidden == y.hidden &&
-         x.heads == y.heads && x.kv_heads == y.kv_heads && x.head_dim == y.head_dim &&
-         x.vocab == y.vocab && x.kv_bytes_per_token == y.kv_bytes_per_token;
+  return a.plugin == b.plugin && !architecture_difference(a.info, b.info) &&
+         a.info.kv_bytes_per_token == b.info.kv_bytes_per_token;
 }
 
 std::string describe(const TracedModel& m) {

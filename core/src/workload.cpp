@@ -722,6 +722,11 @@ Workload Parser::run(std::optional<std::string_view> text) {
                 "'), not a workload: give it with --config, and the workload with --workload");
   }
   root_ = &root;
+  // `root` is this call's: fail() may look into it only while run() lasts.
+  struct Forget {
+    const toml::table*& root;
+    ~Forget() { root = nullptr; }
+  } forget{root_};
   check_keys(root, "", {"seed", "count", "duration", "time_scale", "arrival", "classes", "trace"});
 
   Workload w;

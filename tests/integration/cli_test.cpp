@@ -314,7 +314,9 @@ TEST(Cli, ModelOptionsMayNotChangeTheModel) {
   CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
                  (kData / "small_mixed.toml").string());
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("engines[1].model_options: engine1's model has 32 layers, engine0's 80"),
+  EXPECT_NE(r.err.find("engines[0].model_options (engine0) and " + config.string() +
+                       ": engines[1].model_options (engine1) give models of different layers (80 "
+                       "and 32)"),
             std::string::npos)
       << r.err;
   write("tensor_parallel = 4");

@@ -330,7 +330,15 @@ plugin = "sim"
 model_options = { path = "other" }
 )"),
               HasSubstr("engines[0].model_options.path (line 5): every engine runs [model]'s "
-                        "checkpoint"));
+                        "weights"));
+  // A value out of range names its line, as everywhere else in the file.
+  EXPECT_THAT(error_of(R"(
+[model]
+plugin = "sim"
+[[engines]]
+model_options = { tensor_parallel = 100 }
+)"),
+              HasSubstr("(line 5)"));
 }
 
 TEST_F(DeploymentConfigTest, SecondGroupIsNamedInMessages) {

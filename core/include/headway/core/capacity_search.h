@@ -46,14 +46,14 @@ struct CapacityProbe {
 };
 
 struct Capacity {
-  std::string slo;    // Slo::text()
-  double factor = 0;  // highest probed factor where the SLO held; 0 when none held
-  double failing_factor = std::numeric_limits<double>::infinity();  // lowest that failed above it
-  double requests_per_s = 0;          // offered rate at `factor` (0 when none held)
-  double base_rate = 0;               // offered rate of the unscaled workload
-  size_t requests = 0;                // requests per probe (after --capacity-limit)
-  bool short_classes_only = false;    // as in the options it ran with
-  std::vector<CapacityProbe> probes;  // in the order they ran
+  std::string slo;                     // Slo::text()
+  double factor = 0;                   // highest probed factor where the SLO held; 0 when none held
+  double failing_factor = kNoFailure;  // lowest that failed above it
+  double requests_per_s = 0;           // offered rate at `factor` (0 when none held)
+  double base_rate = 0;                // offered rate of the unscaled workload
+  size_t requests = 0;                 // requests per probe (after --capacity-limit)
+  bool short_classes_only = false;     // as in the options it ran with
+  std::vector<CapacityProbe> probes;   // in the order they ran
 
   // The SLO held at every factor probed (up to max_factor, or until the run budget ended): the
   // capacity is at least `factor`, not at it.

@@ -115,8 +115,8 @@ struct CostFileInfo {
   std::string date;        // ISO 8601, UTC
   bool quick = false;
   // Fitted from a step trace's steps rather than a timed grid: the machine the trace was recorded
-  // on is not known, so the file has no [machine] table. Nor has a file fitted from a model that
-  // reports its own step times (hw_model_info::reports_duration, the sim model).
+  // on is not known, so the file has no [machine] table. (write_cost_file leaves it out as well for
+  // a model that reports its own step times, hw_model_info::reports_duration, from `info`.)
   bool from_step_trace = false;
   std::string coverage;  // the range of shapes fitted, written as a comment ("" for none)
 };

@@ -7,8 +7,9 @@
 namespace headway::serving::bench {
 
 core::Workload limit_workload(const core::Workload& workload, size_t num_requests,
-                              double duration_s) {
-  core::Workload limited = workload;
+                              double duration_s, double rate_scale) {
+  core::Workload limited =
+      rate_scale == 1 ? workload : core::with_rate_factor(workload, rate_scale);
   if (duration_s > 0) {
     std::erase_if(limited.requests,
                   [&](const core::WorkloadRequest& r) { return r.arrival >= duration_s; });

@@ -26,17 +26,18 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
       "profile",
       "Fit the sim model's cost file: time the deployment's model on a grid of step shapes, or "
       "fit the steps of a recorded run");
-  CLI::Option* config = cmd->add_option("--config", args.config,
-                                        "Deployment TOML whose first engine's model is timed");
+  CLI::Option* config =
+      cmd->add_option("--config", args.config,
+                      "Deployment TOML whose first engine's model (or --engine's) is timed");
   CLI::Option* trace = cmd->add_option(
       "--from-step-trace", args.from_step_trace,
       "Fit the steps of this trace (serve or simulate --step-trace) instead of timing a grid; "
       "no model is loaded, so a trace recorded on a GPU machine can be fitted anywhere");
   config->excludes(trace);
   cmd->add_option("--engine", args.engine,
-                  "With --from-step-trace: fit only this engine's steps (default: every engine's, "
-                  "which must have run the same model)")
-      ->needs(trace);
+                  "With --config: time this engine's model (its group's model_options over "
+                  "[model]'s; default: the first engine's). With --from-step-trace: fit only this "
+                  "engine's steps (default: every engine's, which must have run the same model)");
   CLI::Option* out =
       cmd->add_option("--out", args.out, "Cost file to write (TOML); required unless --check");
   cmd->add_option("--check", args.check_config,
@@ -173,7 +174,14 @@ int run_profile(const ProfileArgs& args) {
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
   const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
   if (deployment.engines.empty()) throw core::Error(args.config + ": the deployment has no engine");
-  const core::EngineConfig& engine = deployment.engines.front();
+  const uint32_t engine_index = args.engine.value_or(0);
+  if (engine_index >= deployment.engines.size()) {
+    throw core::Error(fmt::format("--engine {}: {} has {} engine{} (engine0 to engine{})",
+                                  engine_index, args.config, deployment.engines.size(),
+                                  deployment.engines.size() == 1 ? "" : "s",
+                                  deployment.engines.size() - 1));
+  }
+  const core::EngineConfig& engine = deployment.engines[engine_index];
 
   // The model instance exactly as the engine builds it: same options, same config_dir.
   core::WallClock clock;

@@ -16,8 +16,10 @@ namespace headway::cmd {
 
 struct ProfileArgs {
   std::string config;
-  std::string from_step_trace;     // fit this trace's steps instead of timing a grid
-  std::optional<uint32_t> engine;  // with from_step_trace: only this engine's steps
+  std::string from_step_trace;  // fit this trace's steps instead of timing a grid
+  // With config: this engine's model is timed (default the first); with from_step_trace: only
+  // this engine's steps are fitted.
+  std::optional<uint32_t> engine;
   std::string check_config;  // with from_step_trace: replay the steps on this deployment's model
   std::string out;
   bool quick = false;

@@ -252,6 +252,34 @@ TEST(Profile, FitRecoversKnownCoefficients) {
   }
 }
 
+// --engine with --config times that engine's model: a group at tensor_parallel 2 (model_options)
+// beside one at 1 reads half the KV per GPU, so its fitted cost per KV position halves; an engine
+// that is not there is named.
+TEST(Profile, AnEnginesOwnModelOptionsAreProfiledWithEngine) {
+  TempDir dir;
+  write(dir.path / "pd.toml",
+        "[model]\nplugin = \"sim\"\noptions = { gpu = \"h100\", model = \"llama-3.1-8b\" }\n"
+        "[[engines]]\n[[engines]]\nmodel_options = { tensor_parallel = 2 }\n");
+  const auto per_kv_token = [&](const std::string& engine) {
+    const fs::path out = dir.path / ("cost" + engine + ".toml");
+    const CliRun r = run("profile --quick --config " + (dir.path / "pd.toml").string() +
+                             " --engine " + engine + " --out " + out.string(),
+                         dir.path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return toml::parse_file(out.string())["coefficients"]["per_kv_token_s"].value_or(0.0);
+  };
+  const double one_gpu = per_kv_token("0");
+  const double two_gpus = per_kv_token("1");
+  EXPECT_GT(one_gpu, 0.0);
+  EXPECT_LT(two_gpus, 0.6 * one_gpu);
+  const CliRun r = run("profile --quick --config " + (dir.path / "pd.toml").string() +
+                           " --engine 2 --out " + (dir.path / "x.toml").string(),
+                       dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--engine 2: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("has 2 engines (engine0 to engine1)"), std::string::npos) << r.err;
+}
+
 // A cost file profiled from a simulated model names no machine: its step times are the model's own
 // arithmetic, and it used to carry the CPU of the laptop that ran the profile.
 TEST(Profile, ACostFileOfASimulatedModelNamesNoMachine) {

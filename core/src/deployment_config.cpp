@@ -13,6 +13,8 @@
 #include <sstream>
 #include <system_error>
 
+#include "toml_line.h"
+
 namespace headway::core {
 namespace fs = std::filesystem;
 namespace {
@@ -30,11 +32,6 @@ std::string value_text(const toml::node& node) {
   std::ostringstream out;
   node.visit([&out](const auto& value) { out << value; });
   return out.str();
-}
-
-std::string line_of(const toml::node& node) {
-  const auto& begin = node.source().begin;
-  return begin.line > 0 ? fmt::format(" (line {})", begin.line) : std::string();
 }
 
 // Rejects keys of `table` that are not in `allowed`: typos must never be silently ignored.

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "toml_line.h"
+
 namespace headway::core {
 namespace {
 
@@ -34,11 +36,6 @@ std::string format_number(double v) {
     return fmt::format("{}", static_cast<int64_t>(v));
   }
   return fmt::format("{}", v);
-}
-
-std::string line_of(const toml::node& node) {
-  const auto& begin = node.source().begin;
-  return begin.line > 0 ? fmt::format(" (line {})", begin.line) : std::string();
 }
 
 // A TOML basic string: quotes, backslashes and control characters escaped.

@@ -18,6 +18,7 @@
 
 #include "headway/core/error.h"
 #include "headway/core/input_file.h"
+#include "toml_line.h"
 
 namespace headway::core {
 
@@ -416,8 +417,7 @@ class Parser {
     try {
       for (toml::path p(path); !p.empty(); p = p.parent()) {
         if (const toml::node* node = toml::at_path(*root_, p).node(); node != nullptr) {
-          const auto& begin = node->source().begin;
-          return begin.line > 0 ? " (line " + std::to_string(begin.line) + ")" : std::string();
+          return line_of(*node);
         }
       }
     } catch (const std::exception&) {

@@ -112,7 +112,10 @@ TEST_F(BenchCli, FailuresAreCountedPerClassWithoutStoppingTheRun) {
   server.set_behaviour("document", FakeBehaviour::kHttp503);
   const CliRun r = bench("--quiet --num-requests 12 --out " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(r.err.empty()) << r.err;  // --quiet
+  // --quiet: no progress lines; the one line on stderr is the warning that some requests failed.
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("headway bench: warning: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" of 12 requests failed"), std::string::npos) << r.err;
   EXPECT_EQ(server.received().size(), 12u);
   EXPECT_NE(r.out.find("http_status"), std::string::npos) << r.out;
   const nlohmann::json report = read_json();

@@ -154,7 +154,6 @@ Target find_target(const BenchArgs& args) {
   return target;
 }
 
-// The run of one workload, with progress on stderr unless quiet.
 // Set by the first SIGINT or SIGTERM during a run: it stops sending, closes its streams and reports
 // what it measured. The handler then gives both signals their default action back, so a second
 // one of either ends the process at once, as an impatient operator (or `timeout`, escalating from
@@ -195,6 +194,7 @@ class StopOnSignals {
   struct sigaction old_term_ {};
 };
 
+// The run of one workload, with progress on stderr unless quiet.
 bench::BenchRun measure(const core::Workload& workload, const Target& target,
                         const BenchArgs& args) {
   bench::BenchOptions options;

@@ -105,6 +105,7 @@ struct DeploymentRun {
   core::SimulationResult run;
   double baseline_wall_seconds = 0;  // of the run without the long classes, when there was one
   core::Report report;
+  std::vector<core::EngineUsage> engines;  // for the report's per-engine lines and --out
   std::optional<core::Capacity> capacity;
 };
 
@@ -284,6 +285,7 @@ DeploymentRun simulate_deployment(core::DeploymentConfig deployment, const core:
                          d.run.wall_seconds, without_long != nullptr ? &baseline.records : nullptr);
   d.report.preemptions = d.run.preemptions;
   d.report.step_summary = core::summarize_steps(d.run.step_records, d.run.kv_blocks_total);
+  d.engines = core::engine_usage(d.deployment, d.run);
   core::add_goodput(d.report, slo, d.run.records);
   d.run.step_records = {};
   d.baseline_wall_seconds = baseline.wall_seconds;
@@ -473,7 +475,7 @@ int run_simulate(const SimulateArgs& args) {
           workload.requests.size(), workload.seed);
       core::print_report(std::cout, d.report);
       std::cout << "\nper engine (busy: share of the run's simulated time spent in steps):\n";
-      core::print_engine_usage(std::cout, core::engine_usage(d.deployment, d.run));
+      core::print_engine_usage(std::cout, d.engines);
       if (with_baseline) {
         std::cerr << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
                                  d.baseline_wall_seconds);
@@ -528,7 +530,7 @@ int run_simulate(const SimulateArgs& args) {
       j["rate_scale"] = args.rate_scale;
       j["plugins"] = plugins_json(d.deployment);
       j["rejected"] = d.run.rejected;
-      j["engines"] = core::engine_usage_to_json(core::engine_usage(d.deployment, d.run));
+      j["engines"] = core::engine_usage_to_json(d.engines);
       j["capacity"] = d.capacity ? core::capacity_to_json(*d.capacity) : nlohmann::json(nullptr);
       reports.push_back(std::move(j));
     }

@@ -335,6 +335,37 @@ void check_engine_address(const std::string& address, const std::string& where) 
   }
 }
 
+// An [[engines]] group's `model_options` (none: nullopt): `model`'s plugin with the [model] table's
+// options and these laid over them, checked against the plugin's schema.
+std::optional<PluginChoice> read_model_options(const toml::table& engine_table,
+                                               const toml::table& model_table,
+                                               const PluginChoice& model, const std::string& name,
+                                               const std::string& where) {
+  const toml::table* overrides = get_table(engine_table, "model_options", where);
+  if (overrides == nullptr) return std::nullopt;
+  // Keys that choose the weights: the same architecture with other weights would pass the
+  // cluster's check and be served under [model]'s tokenizer and name.
+  for (const char* key : {"path", "random_weights", "seed"}) {
+    if (const toml::node* node = overrides->get(key)) {
+      throw Error(
+          fmt::format("{}.model_options.{}{}: every engine runs [model]'s weights; a "
+                      "deployment serves one model",
+                      where, key, line_of(*node)));
+    }
+  }
+  // Checked alone first, where the nodes still carry their lines (copies do not), then laid over
+  // the [model]'s options and checked again as the whole the engine gets.
+  PluginOptions::from_toml(*model.plugin->descriptor, overrides, where + ".model_options");
+  toml::table merged;
+  if (const toml::table* base = get_table(model_table, "options", name + ": model")) merged = *base;
+  for (const auto& [key, value] : *overrides) merged.insert_or_assign(key, value);
+  PluginChoice own = model;
+  own.where = where + ".model_options";
+  own.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*own.plugin->descriptor, &merged, own.where));
+  return own;
+}
+
 // An [[engines]] table with `address` names an engine process a router process fronts: that
 // process's own file chooses its scheduler and sizes, so those keys here would be silently unused.
 void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint32_t count,
@@ -494,30 +525,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     engine.scheduler =
         read_inline_or_table(t, "scheduler", HW_KIND_STEP_SCHEDULER, where + ".scheduler", registry,
                              base_dir, std::string("chunked"));
-    if (const toml::table* overrides = get_table(t, "model_options", where)) {
-      // Keys that choose the weights: the same architecture with other weights would pass the
-      // cluster's check and be served under [model]'s tokenizer and name.
-      for (const char* key : {"path", "random_weights", "seed"}) {
-        if (const toml::node* node = overrides->get(key)) {
-          throw Error(
-              fmt::format("{}.model_options.{}{}: every engine runs [model]'s weights; a "
-                          "deployment serves one model",
-                          where, key, line_of(*node)));
-        }
-      }
-      // Checked alone first, where the nodes still carry their lines (copies do not), then laid
-      // over the [model]'s options and checked again as the whole the engine gets.
-      PluginOptions::from_toml(*config.model.plugin->descriptor, overrides,
-                               where + ".model_options");
-      toml::table merged;
-      if (const toml::table* base = get_table(*model, "options", name + ": model")) merged = *base;
-      for (const auto& [key, value] : *overrides) merged.insert_or_assign(key, value);
-      PluginChoice own = config.model;
-      own.where = where + ".model_options";
-      own.options = std::make_shared<const PluginOptions>(
-          PluginOptions::from_toml(*own.plugin->descriptor, &merged, own.where));
-      engine.model = std::move(own);
-    }
+    engine.model = read_model_options(t, *model, config.model, name, where);
     for (uint32_t c = 0; c < count; ++c) {
       EngineConfig copy = engine;
       copy.index = index;
@@ -539,17 +547,6 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
   }
   check_process_shape(config);
   return config;
-}
-
-const char* engine_role_name(int32_t role) {
-  switch (role) {
-    case HW_ENGINE_ROLE_PREFILL:
-      return "prefill";
-    case HW_ENGINE_ROLE_DECODE:
-      return "decode";
-    default:
-      return "mixed";
-  }
 }
 
 DeploymentConfig load_deployment(const fs::path& file, PluginRegistry& registry) {

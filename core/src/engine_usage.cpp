@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "headway/core/engine_role.h"
 #include "headway/core/error.h"
 
 namespace headway::core {

@@ -152,9 +152,6 @@ DeploymentConfig load_deployment(const std::filesystem::path& file, PluginRegist
 DeploymentConfig parse_deployment(std::string_view text, const std::filesystem::path& file,
                                   PluginRegistry& registry);
 
-// An engine role as a deployment file writes it: "mixed", "prefill" or "decode".
-const char* engine_role_name(int32_t role);
-
 // The model an engine runs: its own (model_options) or the deployment's.
 inline const PluginChoice& model_of(const DeploymentConfig& deployment,
                                     const EngineConfig& engine) {

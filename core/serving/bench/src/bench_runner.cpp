@@ -57,7 +57,7 @@ class StreamingSender final : public RequestSender {
 
   void send(size_t index) override {
     const core::WorkloadRequest& request = workload_.requests[index];
-    if (options_.stop != nullptr && options_.stop->load()) {
+    if (stop_requested(options_.stop)) {
       // Handed over just before the stop: not sent, and said so.
       const double now = clock_.now();
       StreamMeasurement not_sent(now);
@@ -120,7 +120,7 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   if (options.stop != nullptr) {
     watcher = std::thread([&] {
       while (!over.load()) {
-        if (options.stop->load()) registry.abort_all();
+        if (stop_requested(options.stop)) registry.abort_all();
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
@@ -141,7 +141,7 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   over = true;
   if (watcher.joinable()) watcher.join();
   run.requests_sent = dispatched.sent;
-  run.interrupted = options.stop != nullptr && options.stop->load();
+  run.interrupted = stop_requested(options.stop);
   run.wall_seconds = clock.now();
   run.lateness = std::move(dispatched.lateness);
   run.sender_threads = dispatched.sender_threads;

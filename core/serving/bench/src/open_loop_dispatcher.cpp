@@ -32,12 +32,12 @@ class SenderPool {
   // false when a sender failed or `stop` turned true meanwhile (nothing handed over).
   bool submit(size_t index, double scheduled, const std::atomic<bool>* stop) {
     std::unique_lock lock(mutex_);
-    const auto stopped = [stop] { return stop != nullptr && stop->load(); };
     // Woken by finishing requests; the timeout notices a stop while every stream still runs.
-    while (!slot_free_.wait_for(lock, std::chrono::milliseconds(50),
-                                [&] { return in_flight_ < max_threads_ || error_ || stopped(); })) {
+    while (!slot_free_.wait_for(lock, std::chrono::milliseconds(50), [&] {
+      return in_flight_ < max_threads_ || error_ || stop_requested(stop);
+    })) {
     }
-    if (error_ || stopped()) return false;
+    if (error_ || stop_requested(stop)) return false;
     ++in_flight_;
     peak_in_flight_ = std::max(peak_in_flight_, in_flight_);
     queue_.push_back({index, scheduled});
@@ -136,7 +136,6 @@ DispatchResult dispatch_open_loop(
     std::span<const double> arrivals, size_t max_concurrency, const RunClock& clock,
     const std::function<std::unique_ptr<RequestSender>()>& make_sender,
     const std::function<void(size_t)>& on_finished, const std::atomic<bool>* stop) {
-  const auto stopped = [stop] { return stop != nullptr && stop->load(); };
   if (max_concurrency == 0) throw core::Error("--max-concurrency must be at least 1");
   DispatchResult result;
   result.lateness.assign(arrivals.size(), 0.0);
@@ -144,11 +143,12 @@ DispatchResult dispatch_open_loop(
   for (size_t i = 0; i < arrivals.size(); ++i) {
     // In slices, so that a stop is seen while a sparse workload's next arrival is minutes away.
     const auto due = clock.at(arrivals[i]);
-    while (!stopped() && std::chrono::steady_clock::now() < due) {
+    while (!stop_requested(stop) && std::chrono::steady_clock::now() < due) {
       std::this_thread::sleep_until(
           std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
     }
-    if (stopped() || pool.failed()) break;  // a sender threw: stop sending, stop() rethrows it
+    // Stopped, or a sender threw (stop() below rethrows it): send no more.
+    if (stop_requested(stop) || pool.failed()) break;
     if (!pool.submit(i, arrivals[i], stop)) break;
     result.sent = i + 1;
   }

@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   if constexpr (kOverlap) {
     // As the one-row kernel: the first weights into L2 while the previous kernel finishes.
 #pragma unroll
-    for (uint32_t i = 0; i < 4; ++i) {
+    for (uint32_t i = 0; i < kEarlyPieces; ++i) {
       const uint32_t c = warp + i * WARPS;
       if (c < chunks) {
         prefetch_l2(w_lo + c * 4 + t);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <headway/abi.h>
+#include <headway/core/engine_role.h>
 #include <headway/core/sampling_params.h>
 #include <headway/serving/request_stream.h>
 #include <headway/serving/service_error.h>
@@ -145,16 +146,10 @@ struct ModelSummary {
   bool reports_prompt_logprobs = true;
 };
 
-// EngineSummary::role for an hw_engine_role.
+// EngineSummary::role for an hw_engine_role: the deployment file's name, but "both" for a mixed
+// engine (what the engine summaries have always said).
 inline const char* engine_role_label(int32_t role) {
-  switch (role) {
-    case HW_ENGINE_ROLE_PREFILL:
-      return "prefill";
-    case HW_ENGINE_ROLE_DECODE:
-      return "decode";
-    default:
-      return "both";
-  }
+  return role == HW_ENGINE_ROLE_MIXED ? "both" : core::engine_role_name(role);
 }
 
 struct EngineSummary {

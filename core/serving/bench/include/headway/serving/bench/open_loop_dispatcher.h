@@ -34,6 +34,11 @@ class RequestSender {
   virtual void send(size_t index) = 0;
 };
 
+// Whether a run's stop flag (borrowed; may be null: no stop) has been set.
+inline bool stop_requested(const std::atomic<bool>* stop) {
+  return stop != nullptr && stop->load();
+}
+
 struct DispatchResult {
   std::vector<double> lateness;  // per request, seconds between its scheduled time and its send
   size_t sent = 0;               // requests handed to a sender (the first `sent`)

@@ -19,6 +19,7 @@
 
 #include "attention_mma.h"
 #include "common.cuh"
+#include "kv_tile_pieces.h"
 #include "launch.cuh"
 
 namespace headway::models::cuda::kernels {
@@ -95,37 +96,35 @@ template <int HD, int KEYS, int THREADS>
 __device__ __forceinline__ void copy_kv_tile(const AttentionArgs& a, const AttentionUnit& u,
                                              int kvh, int c, __nv_bfloat16* k_dst,
                                              __nv_bfloat16* v_dst) {
+  using Pieces = KvTilePieces<HD, KEYS, THREADS>;
   constexpr int S = kStride<HD>;
-  constexpr int kVecsPerKey = HD / 8;  // 16-byte pieces of one key's row
-  constexpr int kVecs = KEYS * kVecsPerKey;
-  // Every thread copies the same number of pieces but the last round may be partial (head_dim 32
-  // with 8 warps: 128 pieces for 256 threads).
-  constexpr int kVecsPerThread = (kVecs + THREADS - 1) / THREADS;
-  constexpr bool kPartialRound = kVecs % THREADS != 0;
+  const int thread = static_cast<int>(threadIdx.x);
+  const int first = Pieces::first_key(thread);
+  const int d = Pieces::column(thread);
   const int32_t* table = a.block_tables + u.table;
-  const int bs = static_cast<int>(a.block_size);
-  const __nv_bfloat16* kbase = a.layer_cache + static_cast<uint64_t>(kvh) * a.head_elems;
+  const __nv_bfloat16* kbase = a.layer_cache + static_cast<uint64_t>(kvh) * a.head_elems + d;
   const uint64_t v_offset = static_cast<uint64_t>(a.kv_heads) * a.head_elems;
-  // Block ids first, all of them, so their loads overlap instead of each waiting in turn.
-  int32_t block_of[kVecsPerThread];
+  // Block ids first, all of them, so their loads overlap instead of each waiting in turn; the
+  // slots on the way (kv_tile_pieces.h: additions, not a division a piece).
+  const KeySlot step = KeySlot::of(Pieces::kKeyStep, a.block_size);
+  KeySlot at = KeySlot::of(static_cast<uint32_t>(c + first), a.block_size);
+  int32_t block_of[Pieces::kPerThread];
+  uint32_t slot_of[Pieces::kPerThread];
 #pragma unroll
-  for (int i = 0; i < kVecsPerThread; ++i) {
-    const int e = static_cast<int>(threadIdx.x) + i * THREADS;
-    const int key = c + e / kVecsPerKey;
+  for (int i = 0; i < Pieces::kPerThread; ++i) {
+    if (i > 0) at.advance(step, a.block_size);
+    const int key = c + first + i * Pieces::kKeyStep;
     // Past the unit (maybe no table there) or past the tile: nothing to copy.
-    block_of[i] = key < u.key_end && (!kPartialRound || e < kVecs) ? table[key / bs] : -1;
+    block_of[i] = key < u.key_end && Pieces::has_piece(thread, i) ? table[at.entry] : -1;
+    slot_of[i] = at.slot;
   }
 #pragma unroll
-  for (int i = 0; i < kVecsPerThread; ++i) {
-    const int e = static_cast<int>(threadIdx.x) + i * THREADS;
-    if (kPartialRound && e >= kVecs) continue;
-    const int j = e / kVecsPerKey;
-    const int d = (e % kVecsPerKey) * 8;
-    const int key = c + j;
+  for (int i = 0; i < Pieces::kPerThread; ++i) {
+    if (!Pieces::has_piece(thread, i)) continue;
+    const int j = first + i * Pieces::kKeyStep;
     const bool copy = block_of[i] >= 0;
-    const __nv_bfloat16* src = copy ? kbase + static_cast<uint64_t>(block_of[i]) * a.block_elems +
-                                          static_cast<uint64_t>(key % bs) * HD + d
-                                    : kbase;
+    const __nv_bfloat16* src =
+        copy ? kbase + static_cast<uint64_t>(block_of[i]) * a.block_elems + slot_of[i] * HD : kbase;
     cp_async_16(k_dst + j * S + d, src, copy);
     cp_async_16(v_dst + j * S + d, copy ? src + v_offset : kbase, copy);
   }

@@ -19,15 +19,16 @@
 //    this phase. When KV blocks run out, the last request of that order (fcfs) or the
 //    lowest-priority one not yet served (priority: highest priority value, then latest arrival) is
 //    preempted, possibly the request itself.
-// 3. No preemption this step: waiting requests in queue order (priority: by priority, then
-//    arrival). A long one is deferred, keeping its place, while L long prefills are in progress
-//    (counting the ones admitted this step); others are admitted with min(remaining, budget left,
-//    share[, C when long]). Admission stops at the budget, at max_num_seqs, or at a request whose
-//    chunk does not fit in the free KV blocks (nobody overtakes it). With P > 1, as in V0 (which
-//    allocated a prompt's blocks at admission), a prompt is admitted only when blocks for all of it
-//    fit in what the prefills in progress will not claim; otherwise concurrent prefills run the
-//    cache dry mid-prompt and long prompts are preempted and recomputed over and over (measured on
-//    the configs/hol comparison: 2,214 preemptions without this rule, none with it).
+// 3. No preemption this step: waiting requests in queue order (priority: those holding moved KV
+//    first, then by priority, then arrival). A long one is deferred, keeping its place, while L
+//    long prefills are in progress (counting the ones admitted this step); others are admitted with
+//    min(remaining, budget left, share[, C when long]). Admission stops at the budget, at
+//    max_num_seqs, or at a request whose chunk does not fit in the free KV blocks (nobody overtakes
+//    it). With P > 1, as in V0 (which allocated a prompt's blocks at admission), a prompt is
+//    admitted only when blocks for all of it fit in what the prefills in progress will not claim;
+//    otherwise concurrent prefills run the cache dry mid-prompt and long prompts are preempted and
+//    recomputed over and over (measured on the configs/hol comparison: 2,214 preemptions without
+//    this rule, none with it).
 //
 // P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1), so that
 // a deployment switching schedulers without setting P sees no change. Two points differ from V0
@@ -348,15 +349,28 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     return true;
   }
 
-  // Priority policy: the waiting queue by (priority, arrival, queue position). Steps walk only the
-  // head of it, so the order is built lazily. Usually one pass finds a few priorities whose
+  // Priority policy: the waiting queue by (holds moved KV, priority, arrival, queue position).
+  // A waiting request that holds KV blocks (blocks_held > 0: its KV was moved here, and
+  // Engine::reserve_incoming gave it blocks for all it will compute) goes before every other,
+  // whatever its priority: otherwise a more urgent prompt that waits for free blocks holds it back
+  // (nobody overtakes a head that does not fit) while it holds the very blocks that prompt waits
+  // for, and with nothing running the engine stalls (conformance's moved_kv traces found it). The
+  // engine queues such requests at the head, so fcfs serves them first anyway. Steps walk only the
+  // head of the order, so it is built lazily. Usually one pass finds a few priorities whose
   // members stand in arrival order in the queue: then the order is each group's members in queue
   // order, lowest priority value first, and waiting_at() scans for them as far as a step reaches.
   // Otherwise waiting_order_ holds every position and each extension selects and sorts only the
   // next smallest ones (waiting_sorted_ entries are final).
+  static bool holds_kv(const hw_request_view& w) { return w.blocks_held > 0; }
+  // The waiting request's group: requests holding KV before all others, then by priority.
+  static int64_t waiting_key(const hw_request_view& w) {
+    return QueueGroups::priority_key(w.priority, !holds_kv(w));
+  }
+
   bool waiting_before(const hw_scheduler_snapshot& s, uint32_t a, uint32_t b) const {
     const hw_request_view& x = s.waiting[a];
     const hw_request_view& y = s.waiting[b];
+    if (holds_kv(x) != holds_kv(y)) return holds_kv(x);
     if (x.priority != y.priority) return x.priority < y.priority;
     if (x.arrival_time != y.arrival_time) return x.arrival_time < y.arrival_time;
     return a < b;
@@ -376,7 +390,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
         s.waiting_count,
         [&](uint32_t k) {
           const hw_request_view& w = s.waiting[k];
-          return QueueGroups::Member{QueueGroups::priority_key(w.priority), w.arrival_time, 0};
+          return QueueGroups::Member{waiting_key(w), w.arrival_time, 0};
         },
         [](uint32_t, uint8_t) {});
     if (grouped && waiting_groups_.all_in_order()) {
@@ -395,7 +409,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   void extend_waiting_by_groups(const hw_scheduler_snapshot& s, uint32_t k) {
     while (waiting_order_.size() <= k) {
       const QueueGroups::Group& group = waiting_groups_.ranked(group_rank_);
-      while (QueueGroups::priority_key(s.waiting[group_scan_].priority) != group.key) ++group_scan_;
+      while (waiting_key(s.waiting[group_scan_]) != group.key) ++group_scan_;
       waiting_order_.push_back(group_scan_++);
       if (++group_taken_ == group.count && ++group_rank_ < waiting_groups_.size()) {
         group_taken_ = 0;

@@ -53,6 +53,17 @@ hw_request_view with_priority(hw_request_view r, int32_t priority, double arriva
   return r;
 }
 
+// A waiting request whose KV was moved here from a prefill engine: its prompt computed, its first
+// token sampled there, and blocks held for all it will compute (Engine::reserve_incoming).
+hw_request_view moved_request(uint64_t id, uint32_t prompt, uint32_t max_output = 16) {
+  hw_request_view r = waiting_request(id, prompt, max_output);
+  r.output_tokens = 1;
+  r.total_tokens = prompt + 1;
+  r.computed_tokens = prompt;
+  r.blocks_held = blocks_for(prompt + max_output, kBlock);
+  return r;
+}
+
 TEST(PartialPrefillScheduler, LimitsComeFromTheOptions) {
   SchedulerHarness h(kPartial, "max_num_batched_tokens = 512\nmax_num_seqs = 3");
   EXPECT_EQ(h.limits().max_num_batched_tokens, 512u);
@@ -438,15 +449,39 @@ TEST(PartialPrefillScheduler, PriorityPolicyOrdersWaitingAndRunning) {
   EXPECT_EQ(p.slices, (Slices{{11, 20, 1}, {10, 20, 1}, {13, 100, 125}, {12, 100, 123}}));
 }
 
+// A more urgent prompt that waits for free KV blocks does not hold back a less urgent request
+// whose KV was moved here: that one holds blocks for all it will compute (and frees them when it
+// finishes), so it goes first. Holding it back stalled a decode engine with nothing running
+// (conformance's moved_kv traces: "plans nothing with 0 running and 10 waiting").
+TEST(PartialPrefillScheduler, PriorityServesRequestsHoldingMovedKvFirst) {
+  for (uint32_t max_partial : {1u, 4u}) {
+    SchedulerHarness h(kPartial, "policy = \"priority\"\nmax_num_partial_prefills = " +
+                                     std::to_string(max_partial));
+    SCOPED_TRACE("P " + std::to_string(max_partial));
+    // 10 blocks free; the urgent prompt's first chunk is all of its 1,000 tokens (the budget is
+    // 8,192), 63 blocks. The moved requests need no new block for their next token.
+    const std::vector<hw_request_view> waiting = {
+        with_priority(waiting_request(1, 1000), 0, 0.0),
+        with_priority(moved_request(2, 300), 5, 1.0),
+        with_priority(moved_request(3, 40), 9, 2.0),
+    };
+    Plan p = plan_step(h, {}, waiting, 10);
+    EXPECT_EQ(p.slices, (Slices{{2, 300, 1}, {3, 40, 1}}));
+    // With blocks for it, the urgent prompt comes right after them.
+    p = plan_step(h, {}, waiting, 100);
+    EXPECT_EQ(p.slices, (Slices{{2, 300, 1}, {3, 40, 1}, {1, 0, 1000}}));
+  }
+}
+
 // The priority policy orders both queues without a comparison sort when it can (a counting sort
 // over the few distinct priorities, queue_groups.h) and falls back to one when it cannot. Checked
-// here against a plain sort of the documented keys, on queues built to reach every path: one
-// priority in order, several priorities whose members are each in arrival order, arrivals out of
-// order (ties included), running requests not in admission order, priorities that share a home
-// slot of the 64-slot table (0, 64, -64), a wide range of them, and more distinct ones than the
-// table holds. Budget, KV and the long threshold are
-// out of the way, so that every running request gets a slice and every waiting one is admitted: the
-// plan lists them in serving order.
+// here against a plain sort of the documented keys (waiting: holds moved KV, priority, arrival), on
+// queues built to reach every path: one priority in order, several priorities whose members are
+// each in arrival order, arrivals out of order (ties included), running requests not in admission
+// order, priorities that share a home slot of the 64-slot table (0, 64, -64), a wide range of
+// them, and more distinct ones than the table holds. Budget, KV and the long threshold are out of
+// the way, so that every running request gets a slice and every waiting one is admitted: the plan
+// lists them in serving order.
 TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
   enum class Priorities { kOne, kFew, kSharingASlot, kWide, kMoreThanTheTable };
   std::mt19937 rng(7);
@@ -497,8 +532,10 @@ TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
         for (size_t k = 0; k < running.size(); ++k) running[k].admission_order = admissions[k];
       }
       clock = 0;
+      // One waiting request in six holds KV moved here, which puts it before the others.
       for (uint32_t k = 0, n = more + pick(80); k < n; ++k, ++id) {
-        waiting.push_back(with_priority(waiting_request(id, 10), priority(), arrival()));
+        const hw_request_view w = pick(6) == 0 ? moved_request(id, 10) : waiting_request(id, 10);
+        waiting.push_back(with_priority(w, priority(), arrival()));
       }
       SCOPED_TRACE("P " + std::to_string(max_partial) + ", trial " + std::to_string(trial));
 
@@ -512,10 +549,12 @@ TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
       };
       std::sort(run_order.begin(), run_order.end(),
                 [&](uint32_t a, uint32_t b) { return run_key(a) < run_key(b); });
-      std::stable_sort(wait_order.begin(), wait_order.end(), [&](uint32_t a, uint32_t b) {
-        return std::tie(waiting[a].priority, waiting[a].arrival_time) <
-               std::tie(waiting[b].priority, waiting[b].arrival_time);
-      });
+      auto wait_key = [&](uint32_t i) {
+        const hw_request_view& w = waiting[i];
+        return std::make_tuple(w.blocks_held == 0, w.priority, w.arrival_time);
+      };
+      std::stable_sort(wait_order.begin(), wait_order.end(),
+                       [&](uint32_t a, uint32_t b) { return wait_key(a) < wait_key(b); });
       Ids expected;
       for (uint32_t i : run_order) expected.push_back(running[i].id);
       for (uint32_t i : wait_order) expected.push_back(waiting[i].id);

@@ -61,7 +61,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchArgs& args) {
   cmd->add_option("--max-concurrency", args.max_concurrency,
                   "Most requests in flight at once; a request due beyond it waits (its lateness "
                   "is reported)")
-      ->check(CLI::Range(size_t{1}, size_t{4096}));
+      ->check(CLI::Range(size_t{1}, size_t{4096}))
+      ->capture_default_str();
   cmd->add_option("--num-requests", args.num_requests,
                   "Send only the first N requests of the workload")
       ->check(kPositive);

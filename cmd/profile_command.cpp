@@ -44,7 +44,8 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
                   "With --from-step-trace: instead of fitting, replay every traced step on this "
                   "deployment's simulated model (its twin) and print the per-step errors")
       ->needs(trace)
-      ->excludes(out);
+      ->excludes(out)
+      ->check(CLI::ExistingFile);  // before a trace of hundreds of MB is read
   cmd->add_flag("--quick", args.quick, "A reduced grid (seconds on a small model), for tests")
       ->excludes(trace);
   cmd->add_option("--max-context", args.max_context,
@@ -57,7 +58,7 @@ CLI::App* add_profile_command(CLI::App& app, ProfileArgs& args) {
       ->excludes(trace);
   cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)")
       ->check(CLI::ExistingDirectory);
-  cmd->add_flag("--quiet", args.quiet, "Print only the fitted coefficients");
+  cmd->add_flag("--quiet", args.quiet, "Print only the fitted coefficients and the file written");
   return cmd;
 }
 

@@ -470,6 +470,11 @@ TEST(Profile, CheckReplaysTheTracedStepsOnATwin) {
   r = run("profile --from-step-trace " + trace.string(), dir.path);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--out is required"), std::string::npos) << r.err;
+  // A twin that is not there is named before the trace is read (a real one can be hundreds of MB).
+  r = run("profile --from-step-trace " + trace.string() + " --check no_such_twin.toml", dir.path);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--check"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no_such_twin.toml"), std::string::npos) << r.err;
 }
 
 // A wall-clock run of the tiny CPU model, traced, fitted, and simulated with the fit: the path an

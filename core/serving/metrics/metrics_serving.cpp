@@ -24,6 +24,8 @@ const std::vector<double> kTransferBuckets = {0.0001, 0.0005, 0.001, 0.005, 0.01
 
 const std::vector<std::string> kEngineLabels = {"engine", "pool"};
 const std::vector<std::string> kRequestLabels = {"engine", "pool", "request_class"};
+// The reason label of headway_request_rejected_total, by Rejection.
+constexpr const char* kRejectionNames[] = {"invalid", "queue_full", "unavailable"};
 
 }  // namespace
 
@@ -106,7 +108,11 @@ ServingMetrics::ServingMetrics()
           "headway_prefix_cache_hits_total",
           "Of headway_prefix_cache_queries_total, tokens whose KV was found in the prefix cache "
           "and not computed.",
-          kEngineLabels)) {}
+          kEngineLabels)) {
+  // Every reason at 0 from the start, so that a rate() over the series has a point before the
+  // first refusal (Prometheus's advice for labelled counters whose label values are known).
+  for (const char* reason : kRejectionNames) rejected_.with({reason});
+}
 
 EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
   const std::vector<std::string> labels = {std::to_string(index), pool};
@@ -161,8 +167,7 @@ ServiceTotals ServingMetrics::totals() const {
 }
 
 void ServingMetrics::rejected(Rejection why) {
-  static constexpr const char* kNames[] = {"invalid", "queue_full", "unavailable"};
-  rejected_.with({kNames[static_cast<int>(why)]}).add();
+  rejected_.with({kRejectionNames[static_cast<int>(why)]}).add();
 }
 
 }  // namespace headway::serving

@@ -311,6 +311,8 @@ void RemoteGenerationService::Impl::connect(const std::string& where, double tim
             reference->index(), reference->address(), reference_model_.vocab,
             reference_model_.tokenizer));
       }
+      // The poller logs transitions from here on; a process up at the start is one too.
+      spdlog::info("engine{} at {} is up", engine->index(), engine->address());
     } else {
       reasons += fmt::format("\n  engine{} at {}: {}", engine->index(), engine->address(),
                              engine->down_reason());

@@ -150,6 +150,20 @@ TEST(MetricsRegistry, ConcurrentRecordingLosesNothing) {
   }
 }
 
+// Every refusal reason is exported at 0 before the first refusal: a rate() over a series that
+// appears only at its first increment misses that increment.
+TEST(ServingMetrics, RefusalReasonsStartAtZero) {
+  ServingMetrics metrics;
+  const std::string text = metrics.render();
+  for (const char* reason : {"invalid", "queue_full", "unavailable"}) {
+    EXPECT_NE(
+        text.find("headway_request_rejected_total{reason=\"" + std::string(reason) + "\"} 0\n"),
+        std::string::npos)
+        << reason << "\n"
+        << text;
+  }
+}
+
 TEST(ServingMetrics, EverySeriesPassesPromtool) {
   ServingMetrics metrics;
   EngineSeries e = metrics.engine(0, "short");

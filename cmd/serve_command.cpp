@@ -12,8 +12,10 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -211,20 +213,46 @@ int run_serve(const ServeArgs& args) {
   std::fprintf(stderr, "headway serve: %s: draining (up to %.1f s)\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", server.drain_timeout_s);
   std::fflush(stderr);
-  // A second SIGTERM/SIGINT while draining ends the wait: what is in flight is aborted now.
+  // A second SIGTERM/SIGINT while draining ends the wait: what is in flight is aborted now. An
+  // aborted request ends at its engine's next step, but one whose KV transfer never ends cannot
+  // (the host cannot take back blocks a transport may still write, docs/sdk.md), and the drain
+  // would wait for it for ever: kAbortGraceS after the aborts, or at a third signal, the process
+  // exits without the orderly teardown, which would wait for the same transfers.
+  constexpr double kAbortGraceS = 10.0;
   std::atomic<bool> drained{false};
   std::atomic<bool> cut_short{false};
   std::thread hurry([&] {
     const timespec slice{0, 100'000'000};
+    using Clock = std::chrono::steady_clock;
+    auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(server.drain_timeout_s + kAbortGraceS));
     while (!drained.load()) {
-      const int second = sigtimedwait(&stop_signals, nullptr, &slice);
-      if (second != SIGTERM && second != SIGINT) continue;  // timed out (or EINTR): look again
-      std::fprintf(stderr, "headway serve: %s again: aborting what is in flight now\n",
-                   second == SIGTERM ? "SIGTERM" : "SIGINT");
-      std::fflush(stderr);
-      cut_short.store(true);
-      service.end_drain_now();
-      return;
+      const int next = sigtimedwait(&stop_signals, nullptr, &slice);
+      if (next == SIGTERM || next == SIGINT) {
+        const char* name = next == SIGTERM ? "SIGTERM" : "SIGINT";
+        if (cut_short.exchange(true)) {
+          std::fprintf(stderr, "headway serve: %s a third time: exiting now\n", name);
+          std::fflush(stderr);
+          std::_Exit(128 + next);
+        }
+        std::fprintf(stderr, "headway serve: %s again: aborting what is in flight now\n", name);
+        std::fflush(stderr);
+        service.end_drain_now();
+        deadline =
+            std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(kAbortGraceS)));
+        continue;
+      }
+      if (Clock::now() >= deadline && !drained.load()) {
+        std::fprintf(stderr,
+                     "headway serve: requests still in flight %.0f s after they were aborted "
+                     "(a KV transfer whose poll() never ends holds them: see the warnings "
+                     "above); exiting without waiting for them\n",
+                     kAbortGraceS);
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
     }
   });
   // Stop admitting first (new requests get 503 / UNAVAILABLE, /health reports not serving) while

@@ -4,11 +4,17 @@
 #include <headway/core/model_architecture.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 namespace headway::core {
 
 namespace {
+
+// Wall seconds a simulated KV transfer may take to answer with its modelled duration: microseconds
+// for a transport that computes it on its own thread, so far more than enough.
+constexpr double kSimulatedAnswerS = 2.0;
 
 // Engines with model_options may run the model differently (tensor parallelism, memory), never
 // another model: requests move between engines, and a KV cache moved to an engine of another shape
@@ -169,8 +175,27 @@ void Cluster::start_transfers(size_t d, double now) {
                             0.0,
                             false,
                             record};
-    // Simulated transfers report their modelled duration at once; real ones finish later.
+    // Real transfers finish later. A simulated one (no bytes behind the regions) answers with its
+    // modelled duration, which the virtual clock needs now to place its completion: a transport
+    // may compute it on a thread of its own, so its answer is awaited, within kSimulatedAnswerS of
+    // wall time (helper-120's walk: an asynchronous transport's transfers were never polled
+    // again and the run ended with them PENDING).
     KvTransportInstance::Progress progress = transport_->poll(flight.handle);
+    if (transfer.source.kind == HW_MEMORY_NONE && progress.state == HW_TRANSFER_PENDING) {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::duration<double>(kSimulatedAnswerS);
+      while (progress.state == HW_TRANSFER_PENDING && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        progress = transport_->poll(flight.handle);
+      }
+      if (progress.state == HW_TRANSFER_PENDING) {
+        throw Error(fmt::format("KV transport '{}': a simulated transfer (request {}) still "
+                                "answered PENDING {:.0f} s after it started; a simulated transfer "
+                                "answers DONE with its modelled duration (abi.h, poll())",
+                                transport_->name(), p.id, kSimulatedAnswerS),
+                    HW_INTERNAL);
+      }
+    }
     if (progress.state == HW_TRANSFER_FAILED) throw transfer_failure(p.id, p.source, d);
     if (progress.state == HW_TRANSFER_DONE) {
       flight.finished = true;

@@ -230,6 +230,13 @@ KvTransportInstance::Progress KvTransportInstance::poll(uint64_t handle) {
     return table_->poll(handle_, handle, &progress.state, &progress.seconds, &status);
   });
   if (code != HW_OK) check_status(code, status, "KV transport '" + name_ + "' poll");
+  if (progress.state != HW_TRANSFER_PENDING && progress.state != HW_TRANSFER_DONE &&
+      progress.state != HW_TRANSFER_FAILED) {
+    throw PluginContractError("KV transport '" + name_ + "' poll: answered state " +
+                                  std::to_string(progress.state) +
+                                  ", which is none of PENDING (0), DONE (1) and FAILED (2)",
+                              HW_INTERNAL);
+  }
   return progress;
 }
 

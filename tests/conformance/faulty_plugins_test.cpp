@@ -2,14 +2,18 @@
 #include <gtest/gtest.h>
 #include <headway/conformance/report.h>
 
+#include <string>
+#include <utility>
+
 #include "suite_runner.h"
 
 namespace {
 
 using headway::conformance::Outcome;
 
-headway::conformance::ProfileResult run_faulty(const std::string& file) {
-  return headway::test::run_suite(std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/" + file);
+headway::conformance::ProfileResult run_faulty(const std::string& file,
+                                               const std::string& options = "") {
+  return headway::test::run_suite(std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/" + file, options);
 }
 
 void expect_outcome(const headway::conformance::ProfileResult& r, const std::string& id,
@@ -198,6 +202,32 @@ TEST(FaultyPlugins, CorruptingTransportFailsRoundTrips) {
     expect_outcome(r, id, Outcome::kFail);
   }
   expect_outcome(r, "kv.failure_reported", Outcome::kPass);
+}
+
+// A block outside its region must be refused or reported FAILED on either side, and in the terms
+// abi.h defines: a transport that reads past its source and says DONE, or answers a state or a
+// status code abi.h does not define, fails kv.failure_reported, naming what it did; its round trips
+// of blocks inside their regions pass.
+TEST(FaultyPlugins, MisreportingTransportFailsTheFailureReport) {
+  const std::pair<const char*, const char*> faults[] = {
+      {"unchecked_source", "reported DONE for a transfer from block 9 of a 4-block source region"},
+      {"undefined_state", "answered state 3, which is none of PENDING (0), DONE (1) and FAILED"},
+      {"undefined_code", "status code 15, which abi.h does not define"},
+  };
+  for (const auto& [fault, message] : faults) {
+    SCOPED_TRACE(fault);
+    const auto r =
+        run_faulty("faulty_misreporting_transport.so", std::string("fault = \"") + fault + "\"");
+    EXPECT_FALSE(r.conformant());
+    expect_outcome(r, "kv.failure_reported", Outcome::kFail);
+    EXPECT_NE(headway::test::find_test(r, "kv.failure_reported")->message.find(message),
+              std::string::npos)
+        << headway::test::describe(r);
+    for (const char* id :
+         {"kv.one_block", "kv.many_blocks", "kv.non_contiguous", "kv.concurrent"}) {
+      expect_outcome(r, id, Outcome::kPass);
+    }
+  }
 }
 
 TEST(FaultyPlugins, BatchDependentModelFailsBatchInvariance) {

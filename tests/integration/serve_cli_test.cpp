@@ -261,6 +261,61 @@ TEST(ServeCli, ASecondSignalEndsTheDrainAtOnce) {
       << streamed;
 }
 
+// A KV transport whose transfer never ends holds its request: the host cannot take back blocks the
+// transport may still write, and an aborted request waits for it. The drain (here 1 s) aborts it,
+// and 10 s later the process exits, saying why, instead of waiting for ever (only SIGKILL ended
+// it before: helper-120's walk).
+TEST(ServeCli, AKvTransferThatNeverEndsDoesNotHoldTheProcessAtShutdown) {
+  TempDir dir;
+  const std::string transport = std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_failing_transport.so";
+  const fs::path config =
+      write_tiny_deployment(dir.path, "stuck",
+                            "[[engines]]\nrole = \"prefill\"\nscheduler = \"chunked\"\n"
+                            "[[engines]]\nrole = \"decode\"\nscheduler = \"chunked\"\n"
+                            "[router]\nplugin = \"disaggregated\"\n"
+                            "[kv_transport]\nplugin = \"" +
+                                transport +
+                                "\"\noptions = { pending_s = 3600.0 }\n"
+                                "[server]\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 1\n");
+  ServeProcess serve(config);
+  const std::string base = http_base(serve);
+  ASSERT_FALSE(base.empty()) << "headway serve did not report an HTTP address:\n" << serve.log();
+  if (!have_curl()) {
+    serve.signal(SIGKILL);
+    GTEST_SKIP() << "curl is not installed";
+  }
+  std::thread client([&] {
+    curl(
+        "-m 60 -H 'Content-Type: application/json' -d '{\"model\": \"tiny\", \"prompt\": "
+        "\"hello\", \"max_tokens\": 4}' " +
+        base + "/v1/completions");
+  });
+  // Until the prefill engine has computed the prompt (its transfer starts right after).
+  const std::regex prefilled(R"(headway_iteration_prefill_tokens_count\{engine="0"[^}]*\} [1-9])");
+  bool handed_off = false;
+  for (int i = 0; i < 1200 && !handed_off; ++i) {
+    handed_off = std::regex_search(curl(base + "/metrics").body, prefilled);
+    if (!handed_off) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(handed_off) << serve.log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  serve.signal(SIGTERM);
+  // Bounded, so that a server that still waits for ever fails the test instead of hanging it.
+  for (int i = 0; i < 600 && serve.alive(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const bool exited = !serve.alive();
+  if (!exited) serve.signal(SIGKILL);
+  EXPECT_TRUE(exited) << "still running 60 s after SIGTERM";
+  EXPECT_EQ(serve.stop(0), exited ? 1 : 128 + SIGKILL) << serve.log();
+  client.join();
+  EXPECT_NE(serve.log().find("requests still in flight 10 s after they were aborted (a KV "
+                             "transfer whose poll() never ends holds them"),
+            std::string::npos)
+      << serve.log();
+}
+
 TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {
   TempDir dir;
   // Port 1 on loopback: nothing listens there (connection refused at once).

@@ -156,22 +156,36 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
         for (std::thread& th : threads) th.join();
       });
   run(TestRecorder("kv.failure_reported",
-                   "a block outside the destination region gives an error or FAILED, within a "
-                   "bounded wait"),
+                   "a block outside the source or the destination region gives an error or "
+                   "FAILED, within a bounded wait"),
       [&](TestRecorder& t) {
-        Region src(4, 4096, 4096), dst(4, 4096, 4096);
-        src.fill(51);
-        dst.fill(52);
-        const TransferResult r = transfer(*transport, src, dst, {0, 1}, {1, 9}, kTimeoutSeconds);
-        if (r.refused) {
-          t.note("start() refused it: " + r.error);
-        } else if (r.state == HW_TRANSFER_PENDING) {
-          t.fail(fmt::format("still PENDING after {:.0f} s (a hang)", kTimeoutSeconds));
-        } else if (r.state == HW_TRANSFER_DONE) {
-          t.fail("reported DONE for a transfer to block 9 of a 4-block region");
-        } else {
-          t.note(fmt::format("FAILED after {:.3f} s", r.wall_seconds));
+        // Block 9 of a 4-block region, on each side: a transport that checks only the blocks it
+        // writes reads past the source (another request's KV, or unmapped memory).
+        std::string notes;  // what each side answered, shown on PASS
+        for (const bool bad_source : {false, true}) {
+          const char* side = bad_source ? "source" : "destination";
+          Region src(4, 4096, 4096), dst(4, 4096, 4096);
+          src.fill(51);
+          dst.fill(52);
+          const TransferResult r =
+              bad_source ? transfer(*transport, src, dst, {0, 9}, {0, 1}, kTimeoutSeconds)
+                         : transfer(*transport, src, dst, {0, 1}, {1, 9}, kTimeoutSeconds);
+          if (r.contract_broken) {
+            t.fail(std::string(side) + ": " + r.error);
+          } else if (r.refused) {
+            notes += fmt::format("{}{}: start() refused it: {}", notes.empty() ? "" : "; ", side,
+                                 r.error);
+          } else if (r.state == HW_TRANSFER_PENDING) {
+            t.fail(fmt::format("{}: still PENDING after {:.0f} s (a hang)", side, kTimeoutSeconds));
+          } else if (r.state == HW_TRANSFER_DONE) {
+            t.fail(fmt::format("reported DONE for a transfer {} block 9 of a 4-block {} region",
+                               bad_source ? "from" : "to", side));
+          } else {
+            notes += fmt::format("{}{}: FAILED after {:.3f} s", notes.empty() ? "" : "; ", side,
+                                 r.wall_seconds);
+          }
         }
+        t.note(notes);
       });
   run(TestRecorder("kv.bandwidth",
                    fmt::format("host-to-host bandwidth of the large transfer (floor {:.0f} GB/s)",

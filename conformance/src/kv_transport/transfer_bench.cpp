@@ -82,6 +82,7 @@ TransferResult transfer(core::KvTransportInstance& transport, Region& source, Re
   try {
     handle = transport.start(t);
   } catch (const core::Error& e) {
+    result.contract_broken = dynamic_cast<const core::PluginContractError*>(&e) != nullptr;
     result.refused = true;
     result.state = HW_TRANSFER_FAILED;
     result.error = e.what();
@@ -97,6 +98,7 @@ TransferResult transfer(core::KvTransportInstance& transport, Region& source, Re
         break;
       }
     } catch (const core::Error& e) {
+      result.contract_broken = dynamic_cast<const core::PluginContractError*>(&e) != nullptr;
       result.state = HW_TRANSFER_FAILED;
       result.error = e.what();
       break;

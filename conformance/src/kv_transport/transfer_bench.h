@@ -40,6 +40,9 @@ class Region {
 struct TransferResult {
   int32_t state = HW_TRANSFER_PENDING;  // DONE, FAILED, or PENDING when the wait ran out
   bool refused = false;                 // start() returned an error
+  // start() or poll() answered what abi.h does not define (core::PluginContractError): `error`
+  // says what. The transfer counts as FAILED, and a test fails on it whatever it expected.
+  bool contract_broken = false;
   std::string error;
   double wall_seconds = 0.0;  // start() to the poll that saw it end
   double reported_seconds = 0.0;

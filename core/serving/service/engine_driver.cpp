@@ -805,6 +805,7 @@ void EngineDriver::finish_arrivals() {
   for (size_t i = 0; i < arriving_.size();) {
     const core::KvTransportInstance::Progress progress = progress_of(arriving_[i]);
     if (progress.state != HW_TRANSFER_DONE && progress.state != HW_TRANSFER_FAILED) {
+      warn_if_overdue(arriving_[i], progress.state);
       ++i;
       continue;
     }
@@ -842,6 +843,24 @@ void EngineDriver::finish_arrivals() {
     engine_.complete_transfer(id);
     if (done.aborted) engine_.abort(id);  // on_finished() ends the stream
   }
+}
+
+void EngineDriver::warn_if_overdue(Arriving& arriving, int32_t state) {
+  // The host cannot take back blocks a transport may still write (docs/sdk.md), so a transfer that
+  // never ends holds its request for good; saying so once lets an operator see which and why.
+  if (arriving.overdue_warned) return;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - arriving.since).count();
+  if (seconds < kOverdueTransferSeconds) return;
+  arriving.overdue_warned = true;
+  spdlog::warn(
+      "engine{}: the KV transfer ({}) of request \"{}\" from {} has not ended after {:.0f} s "
+      "(poll() answers {}); the request waits for it, with its {} KV blocks here, for as long as "
+      "the transport keeps it",
+      engine_.config().index, handoff_->transport_name(), arriving.handoff.state->id,
+      source_of(arriving.handoff), seconds,
+      state == HW_TRANSFER_PENDING ? std::string("PENDING") : fmt::format("state {}", state),
+      arriving.blocks.size());
 }
 
 void EngineDriver::step_once() {

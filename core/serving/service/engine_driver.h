@@ -99,6 +99,9 @@ class EngineDriver final : private core::EngineListener {
     std::shared_ptr<KvPull> pull;
     uint64_t transfer = 0;
     bool aborted = false;  // why: handoff.state->abort_cause
+    // When it was set up here, and whether a warning already said it has not ended since.
+    std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    bool overdue_warned = false;
   };
   // Across processes: a prefill_only request whose KV the transport is copying into a stage.
   struct Staging {
@@ -123,6 +126,9 @@ class EngineDriver final : private core::EngineListener {
   void start_arrivals();
   // Destination side: continues (or ends) the requests whose copy finished.
   void finish_arrivals();
+  // Warns once when an arriving transfer has not ended after kOverdueTransferSeconds.
+  void warn_if_overdue(Arriving& arriving, int32_t state);
+  static constexpr double kOverdueTransferSeconds = 30.0;
   // Across processes: stages a prefill_only request's KV in shared memory and ends it kHandoff
   // (through the KV transport when the process has one: finish_staging() ends it).
   void stage_out(uint64_t id);

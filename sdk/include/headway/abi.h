@@ -393,12 +393,14 @@ typedef struct hw_memory_desc {
   uint64_t block_stride;
 } hw_memory_desc;
 
+/* Everything a transfer names (both block lists, and the memory of both regions) stays valid until
+ * poll() reports it DONE or FAILED or fails: the host then frees or reuses it. */
 typedef struct hw_kv_transfer {
   uint32_t struct_size;
   uint64_t request_id;
   hw_memory_desc source;
   hw_memory_desc destination;
-  const uint32_t* source_blocks; /* borrowed until the transfer completes */
+  const uint32_t* source_blocks; /* borrowed until the transfer ends (above) */
   const uint32_t* destination_blocks;
   uint32_t block_count;
   uint32_t source_engine;
@@ -415,12 +417,16 @@ typedef struct hw_kv_transport_table {
   uint32_t struct_size;
   int32_t (*create)(const hw_host_services* host, const hw_options* options, hw_kv_transport** out,
                     hw_status* status);
+  /* Called once every transfer the host started has ended; the transport joins its threads here. */
   void (*destroy)(hw_kv_transport* transport);
   /* Starts a transfer; *handle identifies it until poll() reports DONE or FAILED. */
   int32_t (*start)(hw_kv_transport* transport, const hw_kv_transfer* transfer, uint64_t* handle,
                    hw_status* status);
   /* Non-blocking. *state is hw_transfer_state; *seconds is the transfer's duration once done (on
-   * the engines' clock: modelled under simulation, measured otherwise). */
+   * the engines' clock: modelled under simulation, measured otherwise). A simulated transfer
+   * (HW_MEMORY_NONE) answers DONE with its modelled duration within 10 s of wall time of its start:
+   * the virtual clock waits for it. A failure is FAILED or an error status, never a state or a
+   * status code this header does not define. */
   int32_t (*poll)(hw_kv_transport* transport, uint64_t handle, int32_t* state, double* seconds,
                   hw_status* status);
 

@@ -57,6 +57,21 @@ TEST(SdkAdapters, AHostKeptByReferenceStaysValidForTheInstancesLife) {
   Adapter::table.destroy(scheduler);
 }
 
+// The exception firewall: an sdk::Error keeps its code, except HW_OK, which would return success
+// from a call that failed (a transport's start() with no handle set) and so becomes HW_INTERNAL.
+TEST(SdkAdapters, TheFirewallNeverReturnsSuccessForAThrownError) {
+  hw_status status{};
+  EXPECT_EQ(headway::sdk::guarded(
+                &status, [] { throw headway::sdk::Error(HW_NOT_FOUND, "no such handle"); }),
+            HW_NOT_FOUND);
+  EXPECT_STREQ(status.message, "no such handle");
+  EXPECT_EQ(headway::sdk::guarded(&status, [] { throw headway::sdk::Error(HW_OK, "oops"); }),
+            HW_INTERNAL);
+  EXPECT_EQ(status.code, HW_INTERNAL);
+  EXPECT_STREQ(status.message, "sdk::Error thrown with HW_OK: oops");
+  EXPECT_EQ(headway::sdk::guarded(&status, [] {}), HW_OK);
+}
+
 TEST(SdkAdapters, MakeStrOfNullIsTheEmptyString) {
   const hw_str s = make_str(nullptr);
   EXPECT_EQ(s.size, 0u);

@@ -52,6 +52,12 @@ int32_t guarded(hw_status* status, Body&& body) noexcept {
     body();
     return HW_OK;
   } catch (const Error& e) {
+    // An Error thrown with HW_OK would return success with no result set (a transport's start()
+    // with no handle): the call failed, so it fails as the plugin's bug.
+    if (e.code() == HW_OK) {
+      return set_status(status, HW_INTERNAL,
+                        std::string("sdk::Error thrown with HW_OK: ") + e.what());
+    }
     return set_status(status, e.code(), e.what());
   } catch (const std::exception& e) {
     return set_status(status, HW_INTERNAL, e.what());

@@ -3,6 +3,7 @@
 // wrong, and a non-zero exit code: 2 for a command line the parser refuses or an internal error
 // (an exception that is not a core::Error: a bug), 1 for everything else.
 #include <headway/core/error.h>
+#include <headway/core/plugin_instances.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "bench_command.h"
 #include "builtin_defaults.h"
@@ -53,6 +55,31 @@ void refuse_an_exit_during_the_command() {
       "it uses); the command's results are missing\n";
   (void)!::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
   std::_Exit(70);  // EX_SOFTWARE
+}
+
+// std::terminate on a thread inside a plugin call (a std::thread it never joined, an exception out
+// of its noexcept destructor) printed only "terminate called without an active exception": this
+// names the call, and the exception when there is one, before aborting as the default does.
+[[noreturn]] void say_which_plugin_call_terminated() {
+  const std::string call = headway::core::current_plugin_call();
+  std::string why;
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      why = std::string(": ") + x.what();
+    } catch (...) {
+      why = ": an exception of an unknown type";
+    }
+  }
+  if (call.empty()) {
+    std::fprintf(stderr, "headway: terminated%s\n", why.c_str());
+  } else {
+    std::fprintf(stderr, "headway: terminated during %s (the plugin's code ended the process)%s\n",
+                 call.c_str(), why.c_str());
+  }
+  std::fflush(stderr);
+  std::abort();
 }
 
 int run_cli(int argc, char** argv) {
@@ -128,6 +155,7 @@ int run_cli(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   prefer_short_openmp_spins();
+  std::set_terminate(say_which_plugin_call_terminated);
   int code = 2;
   try {
     code = run_cli(argc, argv);

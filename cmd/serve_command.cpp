@@ -34,6 +34,7 @@
 #endif
 
 #include "output_path.h"
+#include "shutdown_watch.h"
 #include "stats_logger.h"
 
 namespace headway::cmd {
@@ -116,6 +117,8 @@ int run_serve(const ServeArgs& args) {
   if (pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
     throw core::Error("serve: cannot block SIGTERM/SIGINT", HW_INTERNAL);
   }
+  // Declared before the service and the frontends, so that it outlives their teardown.
+  ShutdownWatch watch(stop_signals);
 
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
@@ -213,53 +216,12 @@ int run_serve(const ServeArgs& args) {
   std::fprintf(stderr, "headway serve: %s: draining (up to %.1f s)\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", server.drain_timeout_s);
   std::fflush(stderr);
-  // A second SIGTERM/SIGINT while draining ends the wait: what is in flight is aborted now. An
-  // aborted request ends at its engine's next step, but one whose KV transfer never ends cannot
-  // (the host cannot take back blocks a transport may still write, docs/sdk.md), and the drain
-  // would wait for it for ever: kAbortGraceS after the aborts, or at a third signal, the process
-  // exits without the orderly teardown, which would wait for the same transfers.
-  constexpr double kAbortGraceS = 10.0;
-  std::atomic<bool> drained{false};
-  std::atomic<bool> cut_short{false};
-  std::thread hurry([&] {
-    const timespec slice{0, 100'000'000};
-    using Clock = std::chrono::steady_clock;
-    auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(server.drain_timeout_s + kAbortGraceS));
-    while (!drained.load()) {
-      const int next = sigtimedwait(&stop_signals, nullptr, &slice);
-      if (next == SIGTERM || next == SIGINT) {
-        const char* name = next == SIGTERM ? "SIGTERM" : "SIGINT";
-        if (cut_short.exchange(true)) {
-          std::fprintf(stderr, "headway serve: %s a third time: exiting now\n", name);
-          std::fflush(stderr);
-          std::_Exit(128 + next);
-        }
-        std::fprintf(stderr, "headway serve: %s again: aborting what is in flight now\n", name);
-        std::fflush(stderr);
-        service.end_drain_now();
-        deadline =
-            std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(kAbortGraceS)));
-        continue;
-      }
-      if (Clock::now() >= deadline && !drained.load()) {
-        std::fprintf(stderr,
-                     "headway serve: requests still in flight %.0f s after they were aborted "
-                     "(a KV transfer whose poll() never ends holds them: see the warnings "
-                     "above); exiting without waiting for them\n",
-                     kAbortGraceS);
-        std::fflush(stderr);
-        std::_Exit(1);
-      }
-    }
-  });
+  // Later signals, and a shutdown that cannot end by itself: shutdown_watch.h.
+  watch.start_drain(server.drain_timeout_s, [&service] { service.end_drain_now(); });
   // Stop admitting first (new requests get 503 / UNAVAILABLE, /health reports not serving) while
   // the frontends keep streaming what is in flight; then close the frontends.
   const size_t aborted = service.drain(server.drain_timeout_s);
-  drained.store(true);
-  hurry.join();
+  watch.start_teardown();  // the frontends, then (at return) the service, its engines and plugins
 #if HEADWAY_SERVE_GRPC
   grpc.stop();
 #endif
@@ -267,7 +229,7 @@ int run_serve(const ServeArgs& args) {
   if (http) http->stop();
 #endif
   std::fprintf(stderr, "headway serve: stopped (%zu requests aborted %s)\n", aborted,
-               cut_short.load() ? "when the drain was cut short" : "at the drain timeout");
+               watch.cut_short() ? "when the drain was cut short" : "at the drain timeout");
   return 0;
 }
 

@@ -10,12 +10,37 @@
 namespace headway::core {
 namespace {
 
+// The plugin call running on this thread (current_plugin_call()); pointers into the caller's
+// arguments, valid for the call.
+struct PluginCall {
+  const char* kind = nullptr;
+  const std::string* name = nullptr;
+  const char* function = nullptr;
+};
+thread_local PluginCall running_call;
+
+// Marks the call for its duration; calls do not nest, but a restored value costs nothing.
+class PluginCallMark {
+ public:
+  PluginCallMark(const char* kind, const std::string& name, const char* function)
+      : before_(running_call) {
+    running_call = PluginCall{kind, &name, function};
+  }
+  ~PluginCallMark() { running_call = before_; }
+  PluginCallMark(const PluginCallMark&) = delete;
+  PluginCallMark& operator=(const PluginCallMark&) = delete;
+
+ private:
+  PluginCall before_;
+};
+
 // Runs one call into a plugin's C table. The SDK's adapters never let an exception out, but a
 // hand-written table can, and one that crosses the C ABI would surface far from its cause (or end
 // the process): it becomes an Error naming the plugin and the function. Costs nothing unless
 // something is thrown, so the per-step calls go through it too.
 template <class Call>
 int32_t call_plugin(const char* kind, const std::string& name, const char* function, Call&& call) {
+  const PluginCallMark mark(kind, name, function);
   try {
     return call();
   } catch (const std::exception& e) {
@@ -36,6 +61,7 @@ int32_t call_plugin(const char* kind, const std::string& name, const char* funct
 template <class Call>
 void call_plugin_quietly(const char* kind, const std::string& name, const char* function,
                          Call&& call) {
+  const PluginCallMark mark(kind, name, function);
   try {
     call();
   } catch (const std::exception& e) {
@@ -52,6 +78,12 @@ constexpr const char* kRouter = "router";
 constexpr const char* kTransport = "KV transport";
 
 }  // namespace
+
+std::string current_plugin_call() {
+  const PluginCall call = running_call;
+  if (call.kind == nullptr) return {};
+  return fmt::format("{} '{}' {}()", call.kind, *call.name, call.function);
+}
 
 SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine_facts& facts,
                                      const HostServices& host)

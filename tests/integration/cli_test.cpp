@@ -1,6 +1,7 @@
 // Runs the `headway` binary as a user would: successful runs produce a report; every bad
 // invocation exits non-zero with one clear line on stderr.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,6 +224,19 @@ TEST(Cli, APluginThatCallsExitFailsTheCommand) {
   EXPECT_NE(r.err.find("exit() was called before the command finished"), std::string::npos)
       << r.err;
   fs::remove(config);
+}
+
+// A plugin whose code ends the process with std::terminate (here a std::thread it never joined,
+// destroyed at destroy()) printed only "terminate called without an active exception": the host's
+// handler names the plugin call that was running.
+TEST(Cli, AProcessEndedInAPluginCallNamesTheCall) {
+  CliRun r = run("plugin validate " + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                 "/test_unjoined_thread_scheduler.so");
+  EXPECT_EQ(r.exit_code, 128 + SIGABRT) << r.err;
+  EXPECT_NE(r.err.find("headway: terminated during scheduler 'test_unjoined_thread' destroy() (the "
+                       "plugin's code ended the process)"),
+            std::string::npos)
+      << r.err;
 }
 
 // A GPU figure that is positive but absurdly small is refused by name; it used to pass and print

@@ -417,16 +417,17 @@ typedef struct hw_kv_transport_table {
   uint32_t struct_size;
   int32_t (*create)(const hw_host_services* host, const hw_options* options, hw_kv_transport** out,
                     hw_status* status);
-  /* Called once every transfer the host started has ended; the transport joins its threads here. */
+  /* The transport joins its threads here. Normally every transfer the host started has ended;
+   * when a run stops on an error (simulate), some may still be pending: abandon them. */
   void (*destroy)(hw_kv_transport* transport);
   /* Starts a transfer; *handle identifies it until poll() reports DONE or FAILED. */
   int32_t (*start)(hw_kv_transport* transport, const hw_kv_transfer* transfer, uint64_t* handle,
                    hw_status* status);
   /* Non-blocking. *state is hw_transfer_state; *seconds is the transfer's duration once done (on
    * the engines' clock: modelled under simulation, measured otherwise). A simulated transfer
-   * (HW_MEMORY_NONE) answers DONE with its modelled duration within 10 s of wall time of its start:
-   * the virtual clock waits for it. A failure is FAILED or an error status, never a state or a
-   * status code this header does not define. */
+   * (source region HW_MEMORY_NONE) answers DONE with its modelled duration within 2 s of wall time
+   * of its start: the virtual clock waits for it. A failure is FAILED or an error status, never a
+   * state or a status code this header does not define. */
   int32_t (*poll)(hw_kv_transport* transport, uint64_t handle, int32_t* state, double* seconds,
                   hw_status* status);
 

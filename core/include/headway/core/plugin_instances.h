@@ -17,6 +17,12 @@
 
 namespace headway::core {
 
+// The plugin call running on this thread, as "scheduler 'chunked' schedule()", or empty when none
+// is: for a std::terminate handler, which has only the thread to go by when a plugin's code ends
+// the process (a thread it never joined, an exception out of a noexcept function). Every call the
+// instances below make through a plugin's table sets it.
+std::string current_plugin_call();
+
 class SchedulerInstance {
  public:
   SchedulerInstance(const PluginChoice& choice, const hw_engine_facts& facts,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../test_support/built_plugins.h"
+#include "../test_support/tiny_checkpoint_dir.h"
 #include "headway/core/deployment_config.h"
 #include "headway/core/engine.h"
 #include "headway/core/request_record.h"
@@ -147,20 +148,15 @@ TEST(EngineAllocation, DecodeStepsUnderPartialPrefillsAllocateNothing) {
   EXPECT_EQ(allocations_in_steady_decode({kSimModel, "{ plugin = \"partial_prefill\" }"}), 0u);
 }
 
-// Headway's own forward pass of the cpu model, on two OpenMP threads (whose allocations count as
-// well): F16 weights and fewer rows than
-// models::cpu::Linear::kGemmRows (16), so that every projection runs Headway's GEMV. With more
-// rows the projections go through oneDNN's sgemm, which allocates its packing buffers inside the
-// library (docs/cpu_model.md).
+// Headway's own forward pass of the cpu model (the tests' tiny shape), on two OpenMP threads (whose
+// allocations count as well): F16 weights and fewer rows than models::cpu::Linear::kGemmRows (16),
+// so that every projection runs Headway's GEMV. With more rows, or F32 weights, the projections go
+// through oneDNN's sgemm, which allocates its packing buffers inside the library
+// (docs/cpu_model.md).
 TEST(EngineAllocation, DecodeStepsOfTheCpuModelAllocateNothing) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("headway_allocation_" + std::to_string(::getpid()));
-  models::cpu::TinyModelSpec spec;
-  spec.layers = 2;
-  spec.hidden = 64;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.ffn = 128;
+  models::cpu::TinyModelSpec spec = test::tiny_test_spec();
   spec.max_position_embeddings = 4096;
   spec.dtype = models::cpu::DType::kF16;
   models::cpu::write_tiny_checkpoint(spec, dir);

@@ -12,10 +12,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -24,7 +21,6 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #if HEADWAY_SERVE_HTTP
 #include <headway/serving/http_frontend.h>

@@ -853,14 +853,18 @@ void EngineDriver::warn_if_overdue(Arriving& arriving, int32_t state) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - arriving.since).count();
   if (seconds < kOverdueTransferSeconds) return;
   arriving.overdue_warned = true;
+  // A pull over a peer link is polled only once the holder has posted its send.
+  const bool posted = !arriving.pull || arriving.pull->state == KvPull::State::kPosted;
+  const std::string answer = !posted ? std::string("the holder has not posted its send yet")
+                             : state == HW_TRANSFER_PENDING
+                                 ? std::string("poll() answers PENDING")
+                                 : fmt::format("poll() answers state {}", state);
   spdlog::warn(
       "engine{}: the KV transfer ({}) of request \"{}\" from {} has not ended after {:.0f} s "
-      "(poll() answers {}); the request waits for it, with its {} KV blocks here, for as long as "
-      "the transport keeps it",
+      "({}); the request waits for it, with its {} KV blocks here, for as long as the transport "
+      "keeps it",
       engine_.config().index, handoff_->transport_name(), arriving.handoff.state->id,
-      source_of(arriving.handoff), seconds,
-      state == HW_TRANSFER_PENDING ? std::string("PENDING") : fmt::format("state {}", state),
-      arriving.blocks.size());
+      source_of(arriving.handoff), seconds, answer, arriving.blocks.size());
 }
 
 void EngineDriver::step_once() {

@@ -36,8 +36,8 @@ class PluginCallMark {
 
 // Runs one call into a plugin's C table. The SDK's adapters never let an exception out, but a
 // hand-written table can, and one that crosses the C ABI would surface far from its cause (or end
-// the process): it becomes an Error naming the plugin and the function. Costs nothing unless
-// something is thrown, so the per-step calls go through it too.
+// the process): it becomes an Error naming the plugin and the function. Costs two thread-local
+// stores (the call's mark) unless something is thrown, so the per-step calls go through it too.
 template <class Call>
 int32_t call_plugin(const char* kind, const std::string& name, const char* function, Call&& call) {
   const PluginCallMark mark(kind, name, function);

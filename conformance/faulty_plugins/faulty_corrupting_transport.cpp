@@ -2,8 +2,8 @@
 // The suite's byte-exact round trips must report it (kv.one_block, kv.many_blocks, …).
 #include <cstring>
 #include <headway/plugin.hpp>
-#include <mutex>
-#include <unordered_map>
+
+#include "finished_transfers.h"
 
 namespace {
 
@@ -30,22 +30,15 @@ class CorruptingTransport final : public headway::sdk::KvTransport {
         dst[t.destination_blocks[0] * t.destination.block_stride + t.source.block_bytes / 2] ^= 1;
       }
     }
-    std::lock_guard lock(mutex_);
-    results_[next_] = ok;
-    return next_++;
+    return finished_.add(ok);
   }
 
   headway::sdk::TransferProgress poll(uint64_t handle) override {
-    std::lock_guard lock(mutex_);
-    const bool ok = results_.at(handle);
-    results_.erase(handle);
-    return {ok ? HW_TRANSFER_DONE : HW_TRANSFER_FAILED, 1e-3};
+    return {finished_.take(handle) ? HW_TRANSFER_DONE : HW_TRANSFER_FAILED, 1e-3};
   }
 
  private:
-  std::mutex mutex_;
-  std::unordered_map<uint64_t, bool> results_;
-  uint64_t next_ = 1;
+  FinishedTransfers finished_;
 };
 
 }  // namespace

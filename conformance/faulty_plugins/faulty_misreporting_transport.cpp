@@ -9,9 +9,9 @@
 // kv.failure_reported must fail each; every round trip of blocks inside their regions passes.
 #include <cstring>
 #include <headway/plugin.hpp>
-#include <mutex>
 #include <string>
-#include <unordered_map>
+
+#include "finished_transfers.h"
 
 namespace {
 
@@ -45,19 +45,11 @@ class MisreportingTransport final : public headway::sdk::KvTransport {
         if (source_inside) std::memcpy(dst + to, src + from, t.source.block_bytes);
       }
     }
-    std::lock_guard lock(mutex_);
-    results_[next_] = ok;
-    return next_++;
+    return finished_.add(ok);
   }
 
   headway::sdk::TransferProgress poll(uint64_t handle) override {
-    bool ok = false;
-    {
-      std::lock_guard lock(mutex_);
-      ok = results_.at(handle);
-      results_.erase(handle);
-    }
-    if (ok) return {HW_TRANSFER_DONE, 1e-3};
+    if (finished_.take(handle)) return {HW_TRANSFER_DONE, 1e-3};
     if (fault_ == "undefined_code") {
       throw headway::sdk::Error(static_cast<hw_status_code>(15), "a block is outside its region");
     }
@@ -67,9 +59,7 @@ class MisreportingTransport final : public headway::sdk::KvTransport {
 
  private:
   std::string fault_;
-  std::mutex mutex_;
-  std::unordered_map<uint64_t, bool> results_;
-  uint64_t next_ = 1;
+  FinishedTransfers finished_;
 };
 
 }  // namespace

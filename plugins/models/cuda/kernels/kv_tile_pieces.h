@@ -6,9 +6,9 @@
 // pieces share one column and their keys are kKeyStep apart. Their blocks and slots then follow
 // from the first by additions (KeySlot::advance), and a tile costs a thread two divisions by the
 // block size (its first key and the step) instead of one per piece. In the SASS of the head_dim-128
-// decode kernel (sm_90a, CUDA 13.1), the per-piece divisions (a reciprocal on the SFU and some
-// thirty dependent integer instructions each) made about 720 of the 1,120 instructions a thread ran
-// per tile.
+// decode kernel (sm_90a, CUDA 13.1), the copy with its per-piece divisions (a reciprocal on the SFU
+// and some thirty dependent integer instructions each) made 751 of the 1,125 instructions a thread
+// ran per tile (431 of 802 with the walk; docs/performance.md).
 //
 // Plain C++ (host and device), so that the walk is tested against the division on a machine
 // without a GPU (tests/gpu/kv_tile_pieces_test.cpp). Threading: pure functions.

@@ -334,22 +334,24 @@ HW_GUARDED_BENCHMARK(BM_RopeKv) {
 BENCHMARK(BM_RopeKv)->ArgsProduct({{1, 64, 2048}, {0, 1}})->UseManualTime();
 
 // The model's projections: (n, k) = qkv, o, gate|up, down, LM head; args m, n, k and 1 for
-// Headway's GEMV (kernels/gemv.h, the model's decode_gemv) instead of cuBLASLt.
+// Headway's GEMV (kernels/gemv.h, the model's decode_gemv) instead of cuBLASLt, 2 (gate|up only)
+// for the GEMV with SwiGLU fused (gemv_swiglu, the model's fuse_swiglu: n / 2 outputs written).
 HW_GUARDED_BENCHMARK(BM_Gemm) {
   if (skip(state)) return;
   const uint32_t m = static_cast<uint32_t>(state.range(0));
   const uint32_t n = static_cast<uint32_t>(state.range(1));
   const uint32_t kk = static_cast<uint32_t>(state.range(2));
-  const bool gemv = state.range(3) != 0;
+  const int64_t mode = state.range(3);
   models::cuda::Gemm gemm;
   auto* x = device_random<__nv_bfloat16>(size_t{m} * kk);
   auto* w = device_random<__nv_bfloat16>(size_t{n} * kk);
   auto* out = device_random<__nv_bfloat16>(size_t{m} * n);
-  timed(state,
-        2.0 * (static_cast<double>(n) * kk + static_cast<double>(m) * kk +
-               static_cast<double>(m) * n),
+  const double written = static_cast<double>(m) * (mode == 2 ? n / 2 : n);
+  timed(state, 2.0 * (static_cast<double>(n) * kk + static_cast<double>(m) * kk + written),
         2.0 * m * n * kk, [&] {
-          if (gemv) {
+          if (mode == 2) {
+            check(k::gemv_swiglu(x, w, out, m, n / 2, kk, nullptr), "gemv_swiglu");
+          } else if (mode == 1) {
             check(k::gemv(x, w, out, false, m, n, kk, nullptr), "gemv");
           } else {
             gemm.run(x, w, out, models::cuda::GemmOut::kBF16, m, n, kk, nullptr);
@@ -366,6 +368,7 @@ void gemm_args(benchmark::internal::Benchmark* b) {
       b->Args({m, 2 * kFfn, kHidden, gemv});
       b->Args({m, kHidden, kFfn, gemv});
     }
+    if (m <= 8) b->Args({m, 2 * kFfn, kHidden, 2});
   }
   b->Args({1, kVocab, kHidden, 0})->Args({1, kVocab, kHidden, 1})->Args({64, kVocab, kHidden, 0});
 }
@@ -431,7 +434,7 @@ std::unique_ptr<ModelHarness>& model_instance() {
 // decode_gemv_rows: the decode_gemv_max_rows option, 0 = decode_gemv off.
 ModelHarness& model(uint32_t decode_gemv_rows = 0, bool phase_timing = false,
                     k::MmaTiling tiling = k::MmaTiling::k128x64, bool cuda_graphs = false,
-                    bool programmatic_dependent_launch = false) {
+                    bool programmatic_dependent_launch = false, bool fuse_swiglu = true) {
   std::unique_ptr<ModelHarness>& m = model_instance();
   static std::string made_with;
   const std::string options =
@@ -442,7 +445,8 @@ ModelHarness& model(uint32_t decode_gemv_rows = 0, bool phase_timing = false,
                             : std::string("false")) +
       ", phase_timing = " + (phase_timing ? "true" : "false") + ", attention_tiling = \"" +
       k::mma_tiling_name(tiling) + "\", cuda_graph_max_batch = " + (cuda_graphs ? "64" : "0") +
-      ", programmatic_dependent_launch = " + (programmatic_dependent_launch ? "true" : "false");
+      ", programmatic_dependent_launch = " + (programmatic_dependent_launch ? "true" : "false") +
+      ", fuse_swiglu = " + (fuse_swiglu ? "true" : "false");
   if (m == nullptr || made_with != options) {
     m.reset();
     m = std::make_unique<ModelHarness>("cuda", options, std::filesystem::temp_directory_path(), 16,
@@ -499,12 +503,13 @@ BENCHMARK(BM_ModelPrefill)
 // Args: batch, context, the decode_gemv_max_rows option (0: decode_gemv off), 1 for phase_timing
 // (whose per-phase times the model logs when main() releases it: the setup's prefill steps of 8,192
 // tokens and the decode steps, each by its token count), 1 for CUDA graphs (cuda_graph_max_batch =
-// 64), 1 for programmatic_dependent_launch. Two untimed decode steps first: a graph shape's first
-// step runs launch by launch, its second is captured.
+// 64), 1 for programmatic_dependent_launch, 1 for fuse_swiglu (the model's default). Two untimed
+// decode steps first: a graph shape's first step runs launch by launch, its second is captured.
 HW_GUARDED_BENCHMARK(BM_ModelDecode) {
   if (skip(state)) return;
-  ModelHarness& m = model(static_cast<uint32_t>(state.range(2)), state.range(3) != 0,
-                          k::MmaTiling::k128x64, state.range(4) != 0, state.range(5) != 0);
+  ModelHarness& m =
+      model(static_cast<uint32_t>(state.range(2)), state.range(3) != 0, k::MmaTiling::k128x64,
+            state.range(4) != 0, state.range(5) != 0, state.range(6) != 0);
   const uint32_t batch = static_cast<uint32_t>(state.range(0));
   const uint32_t context = static_cast<uint32_t>(state.range(1));
   const uint64_t first = next_request;
@@ -532,37 +537,43 @@ HW_GUARDED_BENCHMARK(BM_ModelDecode) {
 }
 BENCHMARK(BM_ModelDecode)
     // Grouped by options: each group is one model instance.
-    ->Args({1, 1024, 2, 0, 0, 0})
-    ->Args({2, 1024, 2, 0, 0, 0})
-    ->Args({8, 1024, 2, 0, 0, 0})
-    ->Args({16, 1024, 2, 0, 0, 0})
-    ->Args({32, 1024, 2, 0, 0, 0})
-    ->Args({64, 1024, 2, 0, 0, 0})
-    ->Args({1, 1024, 2, 0, 1, 0})
-    ->Args({2, 1024, 2, 0, 1, 0})
-    ->Args({8, 1024, 2, 0, 1, 0})
-    ->Args({16, 1024, 2, 0, 1, 0})
-    ->Args({32, 1024, 2, 0, 1, 0})
-    ->Args({64, 1024, 2, 0, 1, 0})
-    ->Args({1, 1024, 0, 0, 0, 0})
-    ->Args({2, 1024, 0, 0, 0, 0})
-    ->Args({1, 1024, 2, 1, 0, 0})
-    ->Args({8, 1024, 2, 1, 0, 0})
-    ->Args({64, 1024, 2, 1, 0, 0})
+    ->Args({1, 1024, 2, 0, 0, 0, 1})
+    ->Args({2, 1024, 2, 0, 0, 0, 1})
+    ->Args({8, 1024, 2, 0, 0, 0, 1})
+    ->Args({16, 1024, 2, 0, 0, 0, 1})
+    ->Args({32, 1024, 2, 0, 0, 0, 1})
+    ->Args({64, 1024, 2, 0, 0, 0, 1})
+    ->Args({1, 1024, 2, 0, 1, 0, 1})
+    ->Args({2, 1024, 2, 0, 1, 0, 1})
+    ->Args({8, 1024, 2, 0, 1, 0, 1})
+    ->Args({16, 1024, 2, 0, 1, 0, 1})
+    ->Args({32, 1024, 2, 0, 1, 0, 1})
+    ->Args({64, 1024, 2, 0, 1, 0, 1})
+    ->Args({1, 1024, 0, 0, 0, 0, 1})
+    ->Args({2, 1024, 0, 0, 0, 0, 1})
+    ->Args({1, 1024, 2, 1, 0, 0, 1})
+    ->Args({8, 1024, 2, 1, 0, 0, 1})
+    ->Args({64, 1024, 2, 1, 0, 0, 1})
     // Overlapped launches, with graphs (the defaults' way up to 16 rows) and without.
-    ->Args({1, 1024, 2, 0, 1, 1})
-    ->Args({2, 1024, 2, 0, 1, 1})
-    ->Args({8, 1024, 2, 0, 1, 1})
-    ->Args({16, 1024, 2, 0, 1, 1})
-    ->Args({64, 1024, 2, 0, 1, 1})
-    ->Args({1, 1024, 2, 0, 0, 1})
-    ->Args({8, 1024, 2, 0, 0, 1})
-    ->Args({64, 1024, 2, 0, 0, 1})
+    ->Args({1, 1024, 2, 0, 1, 1, 1})
+    ->Args({2, 1024, 2, 0, 1, 1, 1})
+    ->Args({8, 1024, 2, 0, 1, 1, 1})
+    ->Args({16, 1024, 2, 0, 1, 1, 1})
+    ->Args({64, 1024, 2, 0, 1, 1, 1})
+    ->Args({1, 1024, 2, 0, 0, 1, 1})
+    ->Args({8, 1024, 2, 0, 0, 1, 1})
+    ->Args({64, 1024, 2, 0, 0, 1, 1})
     // The GEMV up to 8 rows (from 3 on tensor cores), with graphs, and with overlapped launches.
-    ->Args({4, 1024, 8, 0, 1, 0})
-    ->Args({8, 1024, 8, 0, 1, 0})
-    ->Args({4, 1024, 8, 0, 1, 1})
-    ->Args({8, 1024, 8, 0, 1, 1})
+    ->Args({4, 1024, 8, 0, 1, 0, 1})
+    ->Args({8, 1024, 8, 0, 1, 0, 1})
+    ->Args({4, 1024, 8, 0, 1, 1, 1})
+    ->Args({8, 1024, 8, 0, 1, 1, 1})
+    // Without SwiGLU fused into the GEMV (fuse_swiglu = false), with graphs: against the rows
+    // above at batch 1 and 2 (GEMV up to 2 rows) and 4 and 8 (up to 8).
+    ->Args({1, 1024, 8, 0, 1, 0, 0})
+    ->Args({2, 1024, 8, 0, 1, 0, 0})
+    ->Args({4, 1024, 8, 0, 1, 0, 0})
+    ->Args({8, 1024, 8, 0, 1, 0, 0})
     ->Iterations(20)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

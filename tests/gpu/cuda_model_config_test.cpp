@@ -158,6 +158,7 @@ CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bo
       num("deterministic", 0, HW_OPTION_BOOL),
       num("decode_gemv", 1, HW_OPTION_BOOL),
       num("decode_gemv_max_rows", 2, HW_OPTION_INT),
+      num("fuse_swiglu", 1, HW_OPTION_BOOL),
       num("phase_timing", phase_timing ? 1 : 0, HW_OPTION_BOOL),
       str("attention_tiling", attention_tiling, HW_OPTION_ENUM),
       num("split_prefill_attention", split_prefill_attention ? 1 : 0, HW_OPTION_BOOL),
@@ -190,6 +191,7 @@ TEST(CudaModelConfig, CudaGraphsAreOnByDefaultOnlyWhereTheyWork) {
   EXPECT_TRUE(parse(-1, 1, false, true).split_prefill_attention);
   EXPECT_FALSE(defaults.programmatic_dependent_launch);
   EXPECT_EQ(defaults.decode_gemv_max_rows, 2u);  // kGemvRoutedRows, gemm.h
+  EXPECT_TRUE(defaults.fuse_swiglu);
   EXPECT_TRUE(parse(-1, 1, false, false, "128x64", true).programmatic_dependent_launch);
 }
 

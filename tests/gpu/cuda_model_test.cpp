@@ -241,6 +241,33 @@ TEST_F(CudaModel, WithTheGemvUpToEightRowsMatchesTheCpuModel) {
   expect_the_cpu_models_logits(path(), dir(), ", decode_gemv_max_rows = 8");
 }
 
+// fuse_swiglu (on by default) changes no bit of any logit: the same steps with and without it, a
+// prefill, then decode steps of three rows (through the GEMV on tensor cores with
+// decode_gemv_max_rows = 8, fused there) and of one row (the dot-product GEMV, fused), launched
+// and in graphs.
+TEST_F(CudaModel, FusingSwigluIntoTheGemvChangesNoLogit) {
+  HW_SKIP_WITHOUT_CUDA();
+  for (const char* graphs : {", cuda_graph_max_batch = 0", ""}) {
+    SCOPED_TRACE(graphs);
+    const std::string options =
+        path() + ", sampling = \"host\", kv_cache_gb = 0.5, decode_gemv_max_rows = 8" + graphs;
+    ModelHarness fused("cuda", options, dir());
+    ModelHarness apart("cuda", options + ", fuse_swiglu = false", dir());
+    const uint32_t vocab = fused.info().vocab;
+    std::vector<ModelHarness::Slice> step = {{1, random_tokens(50, vocab, 1)},
+                                             {2, random_tokens(30, vocab, 2)},
+                                             {3, random_tokens(9, vocab, 3)}};
+    for (int s = 0; s < 8; ++s) {
+      const auto a = fused.step(step);
+      const auto b = apart.step(step);
+      ASSERT_EQ(a.logits.size(), step.size());
+      ASSERT_EQ(a.logits, b.logits) << "step " << s;
+      if (s == 4) step.resize(1);  // then one-row decode steps
+      for (size_t i = 0; i < step.size(); ++i) step[i] = {step[i].request, {argmax(a.logits[i])}};
+    }
+  }
+}
+
 // Overlapped kernel launches (programmatic dependent launch, kernels/launch.h): with the defaults
 // (one-row decodes through the GEMV, decode steps replayed as CUDA graphs, which must capture the
 // overlapped launches without failing: a failure only warns and runs the step launch by launch),

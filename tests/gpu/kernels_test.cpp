@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <utility>
 
 #include "attention.h"
 #include "embedding.h"
@@ -119,22 +120,43 @@ TEST(CudaKernels, AddRmsNormMatchesReference) {
   }
 }
 
+// Against the double reference: ffn 1,000 (a multiple of 8: the 16-byte kernel, its last block of
+// pieces partly past the row), 1,001 (the one-element kernel), and 8 with 70,000 tokens, more than
+// the 16-byte kernel's grid has rows (65,535). Both kernels give every element the same bits.
 TEST(CudaKernels, SwigluMatchesReference) {
   HW_SKIP_WITHOUT_CUDA();
-  const uint32_t T = 3, ffn = 1000;
-  const auto gu = random_bf16(size_t{T} * 2 * ffn, 4.0f, 5);
-  Dev<__nv_bfloat16> d_gu(gu);
-  Dev<__nv_bfloat16> d_act(size_t{T} * ffn);
-  ASSERT_EQ(k::swiglu(d_gu.get(), T, ffn, d_act.get(), nullptr), cudaSuccess);
-  const auto act = d_act.download();
-  for (uint32_t t = 0; t < T; ++t) {
-    for (uint32_t i = 0; i < ffn; ++i) {
-      const double g = bf(gu[t * 2 * ffn + i]);
-      const double u = bf(gu[t * 2 * ffn + ffn + i]);
-      const double ref = g / (1.0 + std::exp(-g)) * u;
-      ASSERT_NEAR(bf(act[t * ffn + i]), ref, 8e-3 * std::abs(ref) + 1e-4) << t << " " << i;
+  for (const auto& [T, ffn] : {std::pair{3u, 1000u}, {3u, 1001u}, {70000u, 8u}}) {
+    SCOPED_TRACE("tokens " + std::to_string(T) + ", ffn " + std::to_string(ffn));
+    const auto gu = random_bf16(size_t{T} * 2 * ffn, 4.0f, 5);
+    Dev<__nv_bfloat16> d_gu(gu);
+    Dev<__nv_bfloat16> d_act(size_t{T} * ffn);
+    ASSERT_EQ(k::swiglu(d_gu.get(), T, ffn, d_act.get(), nullptr), cudaSuccess);
+    const auto act = d_act.download();
+    for (uint32_t t = 0; t < T; ++t) {
+      for (uint32_t i = 0; i < ffn; ++i) {
+        const double g = bf(gu[size_t{t} * 2 * ffn + i]);
+        const double u = bf(gu[size_t{t} * 2 * ffn + ffn + i]);
+        const double ref = g / (1.0 + std::exp(-g)) * u;
+        ASSERT_NEAR(bf(act[size_t{t} * ffn + i]), ref, 8e-3 * std::abs(ref) + 1e-4)
+            << t << " " << i;
+      }
     }
   }
+  // The same values through both kernels: 1,000 elements of a row read as 125 rows of 8 (16-byte
+  // kernel) and as 1,000 rows of 1 (one-element kernel) give the same bits.
+  const auto gu = random_bf16(2000, 4.0f, 6);
+  std::vector<__nv_bfloat16> one_wide(2000);
+  for (uint32_t i = 0; i < 1000; ++i) {
+    one_wide[2 * i] = gu[(i / 8) * 16 + i % 8];          // gate of row i / 8, element i % 8
+    one_wide[2 * i + 1] = gu[(i / 8) * 16 + 8 + i % 8];  // its up value
+  }
+  Dev<__nv_bfloat16> d_wide(gu), d_narrow(one_wide);
+  Dev<__nv_bfloat16> d_a(1000), d_b(1000);
+  ASSERT_EQ(k::swiglu(d_wide.get(), 125, 8, d_a.get(), nullptr), cudaSuccess);
+  ASSERT_EQ(k::swiglu(d_narrow.get(), 1000, 1, d_b.get(), nullptr), cudaSuccess);
+  const auto a = d_a.download();
+  const auto b = d_b.download();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])), 0);
 }
 
 // What an architecture does between the projection and RoPE: biases on q, k and v (Qwen 2), an
@@ -711,7 +733,8 @@ TEST(CudaKernels, GemvMatchesReferenceAndIgnoresTheOtherRows) {
 // overlapped (programmatic dependent launch, kernels/launch.h) they give the same bits as launched
 // one after the other. A kernel that read its input before the previous kernel had written it would
 // see the last round's values, and one that wrote before the previous kernel had read would change
-// them.
+// them. With gate|up and SwiGLU fused (gemv_swiglu, the model's fuse_swiglu), plain and overlapped,
+// the same bits again.
 TEST(CudaKernels, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
   HW_SKIP_WITHOUT_CUDA();
   // The kernels are built for sm_90a, and the check device runs on Hopper: overlap is real here.
@@ -732,7 +755,7 @@ TEST(CudaKernels, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
       std::vector<float> x;
       std::vector<__nv_bfloat16> h, out;
     };
-    const auto run = [&](bool overlap) {
+    const auto run = [&](bool overlap, bool fused) {
       Dev<float> x(x0);
       Dev<__nv_bfloat16> out(out0);
       Dev<__nv_bfloat16> h(size_t{m} * hidden);
@@ -747,26 +770,81 @@ TEST(CudaKernels, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
         check(k::add_rms_norm(x.get(), out.get(), nullptr, d_norm.get(), nullptr, m, hidden, 1e-5f,
                               h.get(), on),
               "add_rms_norm");
-        check(k::gemv(h.get(), d_gate_up.get(), gu.get(), false, m, 2 * ffn, hidden, on),
-              "gemv gate_up");
-        check(k::swiglu(gu.get(), m, ffn, act.get(), on), "swiglu");
+        if (fused) {
+          check(k::gemv_swiglu(h.get(), d_gate_up.get(), act.get(), m, ffn, hidden, on),
+                "gemv_swiglu");
+        } else {
+          check(k::gemv(h.get(), d_gate_up.get(), gu.get(), false, m, 2 * ffn, hidden, on),
+                "gemv gate_up");
+          check(k::swiglu(gu.get(), m, ffn, act.get(), on), "swiglu");
+        }
         check(k::gemv(act.get(), d_down.get(), out.get(), false, m, hidden, ffn, on), "gemv down");
       }
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
       cudaStreamDestroy(stream);
       return Result{x.download(), h.download(), out.download()};
     };
-    const Result plain = run(false);
-    const Result overlapped = run(true);
+    const Result plain = run(false, false);
     const auto same_bits = [](const auto& a, const auto& b) {
       return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
     };
-    EXPECT_TRUE(same_bits(plain.x, overlapped.x)) << "residual";
-    EXPECT_TRUE(same_bits(plain.h, overlapped.h)) << "normed rows";
-    EXPECT_TRUE(same_bits(plain.out, overlapped.out)) << "down projection";
+    for (const auto& [overlap, fused] : {std::pair{true, false}, {false, true}, {true, true}}) {
+      SCOPED_TRACE(std::string(overlap ? "overlapped" : "plain") + (fused ? ", fused" : ""));
+      const Result other = run(overlap, fused);
+      EXPECT_TRUE(same_bits(plain.x, other.x)) << "residual";
+      EXPECT_TRUE(same_bits(plain.h, other.h)) << "normed rows";
+      EXPECT_TRUE(same_bits(plain.out, other.out)) << "down projection";
+    }
     // The rounds did move the residual (the comparison is not of untouched buffers).
     EXPECT_FALSE(same_bits(plain.x, x0));
   }
+}
+
+// gemv_swiglu gives the bits of the GEMV into BF16 followed by swiglu, at every m it takes: ffn =
+// 101 is no multiple of the outputs a block takes (4 or 8 with one warp's two weight rows at m = 1
+// and 2, 8 on tensor cores); 4,100 puts 8,200 weight rows past kMmaFewRows, where the tensor-core
+// kernel splits k over four warps instead of eight; k = 200 keeps every m on the dot-product
+// kernel, 352 sends m >= 3 to tensor cores.
+TEST(CudaKernels, GemvSwigluGivesTheBitsOfTheGemvThenSwiglu) {
+  HW_SKIP_WITHOUT_CUDA();
+  for (const uint32_t ffn : {101u, 4100u}) {
+    for (const uint32_t kk : {200u, 352u}) {
+      SCOPED_TRACE("ffn = " + std::to_string(ffn) + ", k = " + std::to_string(kk));
+      const auto w = random_bf16(size_t{2} * ffn * kk, 0.1f, 25);
+      Dev<__nv_bfloat16> d_w(w);
+      const auto x = random_bf16(size_t{k::kGemvMaxRows} * kk, 1.0f, 26);
+      Dev<__nv_bfloat16> d_x(x);
+      for (uint32_t m = 1; m <= k::kGemvMaxRows; ++m) {
+        SCOPED_TRACE("m = " + std::to_string(m));
+        Dev<__nv_bfloat16> d_gu(size_t{m} * 2 * ffn);
+        Dev<__nv_bfloat16> d_two(size_t{m} * ffn);
+        Dev<__nv_bfloat16> d_one(size_t{m} * ffn);
+        check(k::gemv(d_x.get(), d_w.get(), d_gu.get(), false, m, 2 * ffn, kk, nullptr), "gemv");
+        check(k::swiglu(d_gu.get(), m, ffn, d_two.get(), nullptr), "swiglu");
+        check(k::gemv_swiglu(d_x.get(), d_w.get(), d_one.get(), m, ffn, kk, nullptr),
+              "gemv_swiglu");
+        const auto two = d_two.download();
+        const auto one = d_one.download();
+        ASSERT_EQ(std::memcmp(two.data(), one.data(), two.size() * sizeof(two[0])), 0);
+        // And both are SwiGLU of the product (the comparison is not of two untouched buffers).
+        for (uint32_t r = 0; r < m; ++r) {
+          for (const uint32_t i : {0u, ffn / 2, ffn - 1}) {
+            double g = 0.0, u = 0.0;
+            for (uint32_t q = 0; q < kk; ++q) {
+              g += static_cast<double>(bf(x[r * kk + q])) * bf(w[size_t{i} * kk + q]);
+              u += static_cast<double>(bf(x[r * kk + q])) * bf(w[(size_t{ffn} + i) * kk + q]);
+            }
+            const double ref = g / (1.0 + std::exp(-g)) * u;
+            ASSERT_NEAR(bf(one[size_t{r} * ffn + i]), ref, 2e-2 * std::abs(ref) + 3e-3)
+                << r << " " << i;
+          }
+        }
+      }
+    }
+  }
+  alignas(16) static __nv_bfloat16 buffer[64];
+  EXPECT_EQ(k::gemv_swiglu(buffer, buffer, buffer, 9, 4, 16, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(k::gemv_swiglu(buffer, buffer, buffer + 1, 1, 4, 16, nullptr), cudaErrorInvalidValue);
 }
 
 // More than 8,192 weight rows: the tensor-core GEMV's four-warp blocks (eight below), at m = 3 and
@@ -813,6 +891,8 @@ TEST(CudaKernels, GemmSendsSmallProductsToTheGemvWhenAsked) {
     gemm.run(d_x.get(), d_w.get(), d_f.get(), GemmOut::kF32, m, n, kk, nullptr);
     const auto f = d_f.download();
     expect_product(x, w, f, nullptr, m, n, kk);
+    // What the model asks before it fuses SwiGLU into the GEMV (fuse_swiglu).
+    EXPECT_EQ(gemm.takes_gemv(m, kk, d_x.get(), d_w.get(), d_f.get()), m <= 2) << m;
   }
   EXPECT_EQ(gemm.cached_plans(), 2u);
   Gemm deterministic(/*deterministic=*/true, /*small_m_gemv=*/true);

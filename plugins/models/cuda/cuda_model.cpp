@@ -99,6 +99,10 @@ constexpr hw_option_spec kOptions[] = {
                "With decode_gemv: the most rows a projection may have to go through the GEMV. 2 "
                "was the fastest with its dot-product kernel on an H200; from 3 rows it now runs "
                "on tensor cores, not yet run on a GPU (docs/cuda_model.md)."),
+    bool_option("fuse_swiglu", true,
+                "With decode_gemv: where the GEMV takes a step's gate|up projection, it also "
+                "computes SwiGLU, one kernel fewer per layer with the same results; false for "
+                "comparison (docs/cuda_model.md)."),
     enum_option("attention_tiling", "128x64", kAttentionTilings,
                 "Prefill blocks of the tensor-core attention (head dims 64 and 128): query rows "
                 "x keys per tile. 128x64 was the fastest on an H200 at every prompt length "

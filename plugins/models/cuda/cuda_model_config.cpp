@@ -98,6 +98,7 @@ CudaModelOptions parse_options(const sdk::Options& o, const std::string& config_
   r.deterministic = o.get_bool("deterministic");
   r.decode_gemv = o.get_bool("decode_gemv");
   r.decode_gemv_max_rows = static_cast<uint32_t>(o.get_int("decode_gemv_max_rows"));
+  r.fuse_swiglu = o.get_bool("fuse_swiglu");
   r.phase_timing = o.get_bool("phase_timing");
   const std::string tiling = o.get_string("attention_tiling");
   for (const kernels::MmaTiling t : kernels::kMmaTilings) {

@@ -37,6 +37,7 @@ struct CudaModelOptions {
   bool deterministic = false;        // batch/chunking-invariant arithmetic (no split-K anywhere)
   bool decode_gemv = true;  // projections of <= decode_gemv_max_rows rows by kernels/gemv.h
   uint32_t decode_gemv_max_rows = 2;  // kGemvRoutedRows (gemm.h) unless the operator sets it
+  bool fuse_swiglu = true;    // with the GEMV: gate|up and SwiGLU in one kernel (gemv_swiglu)
   bool phase_timing = false;  // diagnostic: per-phase GPU time of every step (phase_timer.h)
   kernels::MmaTiling attention_tiling = kernels::MmaTiling::k128x64;  // prefill attention blocks
   bool split_prefill_attention = false;  // StepLimits::prefill_split_min_keys (step_plan.h)

@@ -156,7 +156,7 @@ const Gemm::Plan& Gemm::plan(uint32_t m, uint32_t n, uint32_t k, GemmOut out_typ
 void Gemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type,
                uint32_t m, uint32_t n, uint32_t k, const kernels::Launch& on) {
   if (m == 0) return;
-  if (small_m_gemv_ && m <= gemv_max_rows_ && kernels::gemv_applies(m, k, x, w, out)) {
+  if (takes_gemv(m, k, x, w, out)) {
     HW_CUDA_CHECK(kernels::gemv(x, w, out, out_type == GemmOut::kF32, m, n, k, on));
     return;
   }

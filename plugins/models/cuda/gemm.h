@@ -31,6 +31,7 @@
 #include <tuple>
 
 #include "device_buffer.h"
+#include "gemv.h"
 #include "launch.h"
 
 namespace headway::models::cuda {
@@ -55,6 +56,11 @@ class Gemm {
   // on.overlap (kernels/launch.h) applies to the GEMV; cuBLASLt's kernels are launched as usual.
   void run(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, GemmOut out_type, uint32_t m,
            uint32_t n, uint32_t k, const kernels::Launch& on);
+  // Whether run() sends this product to the GEMV (small_m_gemv, m <= gemv_max_rows and the GEMV's
+  // rules, kernels/gemv.h) rather than to cuBLASLt.
+  bool takes_gemv(uint32_t m, uint32_t k, const void* x, const void* w, const void* out) const {
+    return small_m_gemv_ && m <= gemv_max_rows_ && kernels::gemv_applies(m, k, x, w, out);
+  }
 
   size_t cached_plans() const { return plans_.size(); }
 

@@ -21,6 +21,7 @@ ModelShard::ModelShard(int device, const LlamaConfig& config, const TensorParall
       tp_(tp),
       weights_(std::move(weights)),
       overlap_launches_(options.programmatic_dependent_launch),
+      fuse_swiglu_(options.fuse_swiglu),
       exact_attention_(options.deterministic),
       attention_tiling_(options.attention_tiling),
       timer_(options.phase_timing) {
@@ -262,11 +263,18 @@ void ModelShard::mlp(const StepPlan& plan, uint32_t layer) {
                                       nullptr, T, hidden, static_cast<float>(config_.rms_norm_eps),
                                       h_.data(), launch()));
   timer_.mark(Phase::kMlpNorm, stream_);
-  gemm_->run(h_.data(), w.gate_up.data(), gate_up_.data(), GemmOut::kBF16, T, 2 * ffn, hidden,
-             launch());
-  timer_.mark(Phase::kGateUpGemm, stream_);
-  HW_CUDA_CHECK(kernels::swiglu(gate_up_.data(), T, ffn, act_.data(), launch()));
-  timer_.mark(Phase::kSwiglu, stream_);
+  if (fuse_swiglu_ && gemm_->takes_gemv(T, hidden, h_.data(), w.gate_up.data(), act_.data())) {
+    // The same bits as the two kernels below, in one (kernels/gemv.h); the SwiGLU phase is empty.
+    HW_CUDA_CHECK(
+        kernels::gemv_swiglu(h_.data(), w.gate_up.data(), act_.data(), T, ffn, hidden, launch()));
+    timer_.mark(Phase::kGateUpGemm, stream_);
+  } else {
+    gemm_->run(h_.data(), w.gate_up.data(), gate_up_.data(), GemmOut::kBF16, T, 2 * ffn, hidden,
+               launch());
+    timer_.mark(Phase::kGateUpGemm, stream_);
+    HW_CUDA_CHECK(kernels::swiglu(gate_up_.data(), T, ffn, act_.data(), launch()));
+    timer_.mark(Phase::kSwiglu, stream_);
+  }
   gemm_->run(act_.data(), w.down.data(), out_.data(), GemmOut::kBF16, T, hidden, ffn, launch());
   timer_.mark(Phase::kDownGemm, stream_);
   pending_add_ = true;

@@ -43,9 +43,9 @@ class ModelShard {
   // Makes `device` current, creates the stream and cuBLASLt, preallocates the workspace for
   // options.max_batch_tokens tokens and takes ownership of `weights` (built with the device
   // current). Of `options` it reads: deterministic and decode_gemv (Gemm's modes, gemm.h),
-  // phase_timing (phase_timer.h), attention_tiling (the prefill blocks of the tensor-core
-  // attention; the plan's tiles must be cut for it) and programmatic_dependent_launch (the
-  // kernels' overlapped launches, kernels/launch.h).
+  // fuse_swiglu (the GEMV's gate|up with SwiGLU, kernels/gemv.h), phase_timing (phase_timer.h),
+  // attention_tiling (the prefill blocks of the tensor-core attention; the plan's tiles must be cut
+  // for it) and programmatic_dependent_launch (the kernels' overlapped launches, kernels/launch.h).
   ModelShard(int device, const LlamaConfig& config, const TensorParallelLayout& tp,
              std::unique_ptr<DeviceWeights> weights, const double* inv_freq,
              const CudaModelOptions& options);
@@ -108,6 +108,7 @@ class ModelShard {
   std::unique_ptr<Gemm> gemm_;
   // Deterministic mode: the FP32 attention kernel for every unit (a row's arithmetic is the same
   // in prefill and decode); otherwise tensor cores where the head dim allows.
+  bool fuse_swiglu_;  // gate|up + SwiGLU in one kernel where the GEMV takes gate|up
   bool exact_attention_;
   kernels::MmaTiling attention_tiling_;
   kernels::KvLayout kv_;

@@ -68,4 +68,12 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ __nv_bfloat16 to_bf16(float v) { return __float2bfloat16_rn(v); }
 
+// SwiGLU of one element from the gate and up values as BF16 holds them: silu(gate) * up, in float.
+// swiglu() and the GEMV's fused SwiGLU (gemv_swiglu()) both call this, so that they give the same
+// bits.
+__device__ __forceinline__ __nv_bfloat16 silu_times(__nv_bfloat16 gate, __nv_bfloat16 up) {
+  const float g = to_float(gate);
+  return to_bf16(g / (1.0f + expf(-g)) * to_float(up));
+}
+
 }  // namespace headway::models::cuda::kernels::detail

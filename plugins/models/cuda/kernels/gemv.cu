@@ -7,6 +7,11 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
+// What a kernel writes for its n output rows: out[m][n] in BF16 or in FP32, or, with w a gate|up
+// projection of 2n weight rows (gate first), act[m][n] = SwiGLU of each output's gate and up sums,
+// each rounded to BF16 first as gemv() into BF16 would store them (gemv_swiglu()).
+enum class Out { kBF16, kF32, kSwiglu };
+
 // 16 bytes of weights, read once: not kept in L1 (the activations x are, for every warp).
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
   uint4 v;
@@ -36,6 +41,12 @@ __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc)
 // (docs/performance.md), where eight activation loads per weight load make L1 the likely bound;
 // with four, 1.0-1.7 times.
 constexpr int rows_per_warp(int m) { return m == 1 ? 1 : (m == 2 ? 2 : 4); }
+// With the SwiGLU, a warp's weight rows are its output rows' gate rows, then their up rows: as many
+// weight rows as without it (two at m = 1).
+constexpr int weight_rows_per_warp(int m, Out out) {
+  return out == Out::kSwiglu ? 2 * (rows_per_warp(m) > 1 ? rows_per_warp(m) / 2 : 1)
+                             : rows_per_warp(m);
+}
 
 // Pieces of each of its rows a lane prefetches into L2 before waiting for the previous kernel, in
 // an overlapped launch (launch.h): the weights are written by no kernel, so their first reads can
@@ -48,15 +59,17 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
-// Each warp takes R consecutive output rows n: lane l sums the 16-byte pieces l, l + 32, ... of
-// those rows against the same pieces of each of the M activation rows, then the warp adds the
-// lanes' sums. The order of a row's sum depends on k alone.
-template <int M, int R, bool OutF32, bool kOverlap>
+// Each warp takes R consecutive output rows n (R / 2 with the SwiGLU, each with its gate and up
+// weight rows): lane l sums the 16-byte pieces l, l + 32, ... of its R weight rows against the
+// same pieces of each of the M activation rows, then the warp adds the lanes' sums. The order of a
+// row's sum depends on k alone.
+template <int M, int R, Out kOut, bool kOverlap>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                 void* __restrict__ out, uint32_t n, uint32_t k) {
+  constexpr int kOutRows = kOut == Out::kSwiglu ? R / 2 : R;  // output rows per warp
   const uint32_t lane = threadIdx.x % 32;
-  const uint32_t row0 = (blockIdx.x * kWarpsPerBlock + threadIdx.x / 32) * R;
+  const uint32_t row0 = (blockIdx.x * kWarpsPerBlock + threadIdx.x / 32) * kOutRows;
   if constexpr (!kOverlap) {
     if (row0 >= n) return;
   }
@@ -65,9 +78,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const uint4* w_rows[R];
 #pragma unroll
   for (int j = 0; j < R; ++j) {
-    // Rows past n read row n - 1 again (never written): no branch in the loop.
-    const uint32_t row = min(row0 + j, n - 1);
-    w_rows[j] = reinterpret_cast<const uint4*>(w + static_cast<uint64_t>(row) * k);
+    // Rows past n read row n - 1 again (never written): no branch in the loop. Weight rows
+    // j >= kOutRows are the up rows, n further on (only with the SwiGLU).
+    const uint64_t row = min(row0 + j % kOutRows, n - 1) + static_cast<uint64_t>(j / kOutRows) * n;
+    w_rows[j] = reinterpret_cast<const uint4*>(w + row * k);
   }
   float acc[M][R];
 #pragma unroll
@@ -102,34 +116,35 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 #pragma unroll
   for (int r = 0; r < M; ++r) {
+    float sum[R];
 #pragma unroll
-    for (int j = 0; j < R; ++j) {
-      const float sum = detail::warp_sum(acc[r][j]);
-      if (lane == 0 && row0 + j < n) {
-        const uint64_t at = static_cast<uint64_t>(r) * n + row0 + j;
-        if constexpr (OutF32) {
-          static_cast<float*>(out)[at] = sum;
-        } else {
-          static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(sum);
-        }
+    for (int j = 0; j < R; ++j) sum[j] = detail::warp_sum(acc[r][j]);
+    if (lane != 0) continue;
+#pragma unroll
+    for (int j = 0; j < kOutRows; ++j) {
+      if (row0 + j >= n) continue;
+      const uint64_t at = static_cast<uint64_t>(r) * n + row0 + j;
+      if constexpr (kOut == Out::kSwiglu) {
+        static_cast<__nv_bfloat16*>(out)[at] =
+            detail::silu_times(detail::to_bf16(sum[j]), detail::to_bf16(sum[j + kOutRows]));
+      } else if constexpr (kOut == Out::kF32) {
+        static_cast<float*>(out)[at] = sum[j];
+      } else {
+        static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(sum[j]);
       }
     }
   }
 }
 
-template <int M>
-cudaError_t launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
-                   uint32_t n, uint32_t k, const Launch& on) {
-  constexpr int R = rows_per_warp(M);
-  const uint32_t rows_per_block = kWarpsPerBlock * R;
+template <int M, Out kOut>
+cudaError_t launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, uint32_t n,
+                   uint32_t k, const Launch& on) {
+  constexpr int R = weight_rows_per_warp(M, kOut);
+  const uint32_t rows_per_block = kWarpsPerBlock * (kOut == Out::kSwiglu ? R / 2 : R);
   const dim3 grid((n + rows_per_block - 1) / rows_per_block);
   const dim3 block(kWarpsPerBlock * 32);
-  if (out_f32) {
-    return detail::launch_kernel(gemv_kernel<M, R, true, false>, gemv_kernel<M, R, true, true>,
-                                 grid, block, 0, on, x, w, out, n, k);
-  }
-  return detail::launch_kernel(gemv_kernel<M, R, false, false>, gemv_kernel<M, R, false, true>,
-                               grid, block, 0, on, x, w, out, n, k);
+  return detail::launch_kernel(gemv_kernel<M, R, kOut, false>, gemv_kernel<M, R, kOut, true>, grid,
+                               block, 0, on, x, w, out, n, k);
 }
 
 // ---- Three to eight rows: on tensor cores ---------------------------------------------------
@@ -152,23 +167,31 @@ cudaError_t launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bo
 // accumulators in a fixed order through shared memory: a row's result depends on k and WARPS
 // alone, not on m or on the other rows. Eight warps where the rows are few (n <= 8,192: the o and
 // down projections of the 8B shape, 256 blocks), four elsewhere.
+//
+// With the SwiGLU, a block's 16 weight rows are the gate rows of 8 output rows (the mma's rows g)
+// and their up rows (g + 8), so that each lane holds both sums of its outputs (acc[i], acc[i + 2]);
+// the warps are chosen by the 2n weight rows, as gemv() into gate|up would choose them, and each
+// row's sum is the same.
 constexpr uint32_t kMmaRows = 16;   // weight rows a block computes (the mma's M)
 constexpr uint32_t kMmaChunk = 32;  // k a warp takes per step (two k16 mma steps)
 constexpr uint32_t kMmaFewRows = 8192;
 
-template <int WARPS, bool OutF32, bool kOverlap>
+template <int WARPS, Out kOut, bool kOverlap>
 __global__ void __launch_bounds__(WARPS * 32)
     gemv_mma_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                     void* __restrict__ out, uint32_t m, uint32_t n, uint32_t k) {
+  constexpr bool kSwiglu = kOut == Out::kSwiglu;
   __shared__ float partial[WARPS - 1][32][4];  // warps 1.. hand their accumulators to warp 0
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t warp = threadIdx.x / 32;
   const uint32_t g = lane / 4;
   const uint32_t t = lane % 4;
-  const uint32_t row0 = blockIdx.x * kMmaRows;
+  const uint32_t row0 = blockIdx.x * (kSwiglu ? kMmaRows / 2 : kMmaRows);
   // Rows past n read row n - 1 again (never written): no branch in the loop.
-  const auto* w_lo = reinterpret_cast<const uint4*>(w + uint64_t{min(row0 + g, n - 1)} * k);
-  const auto* w_hi = reinterpret_cast<const uint4*>(w + uint64_t{min(row0 + g + 8, n - 1)} * k);
+  const uint64_t lo_row = min(row0 + g, n - 1);
+  const uint64_t hi_row = kSwiglu ? lo_row + n : min(row0 + g + 8, n - 1);
+  const auto* w_lo = reinterpret_cast<const uint4*>(w + lo_row * k);
+  const auto* w_hi = reinterpret_cast<const uint4*>(w + hi_row * k);
   const bool has_x = g < m;  // activation rows past m are the zero columns of B
   const auto* x_row = reinterpret_cast<const uint4*>(x + uint64_t{has_x ? g : 0} * k);
   const uint32_t chunks = k / kMmaChunk;
@@ -210,34 +233,71 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[i] += partial[p][lane][i];
   }
-  // acc[i]: weight row row0 + g (+ 8 for i >= 2), activation row 2t + i % 2.
+  // acc[i]: weight row lo (hi for i >= 2), activation row 2t + i % 2.
+  if constexpr (kSwiglu) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t row = row0 + g + (i / 2) * 8;
-    const uint32_t col = 2 * t + i % 2;
-    if (row >= n || col >= m) continue;
-    const uint64_t at = uint64_t{col} * n + row;
-    if constexpr (OutF32) {
-      static_cast<float*>(out)[at] = acc[i];
-    } else {
-      static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(acc[i]);
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t row = row0 + g;
+      const uint32_t col = 2 * t + i;
+      if (row >= n || col >= m) continue;
+      static_cast<__nv_bfloat16*>(out)[uint64_t{col} * n + row] =
+          detail::silu_times(detail::to_bf16(acc[i]), detail::to_bf16(acc[i + 2]));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t row = row0 + g + (i / 2) * 8;
+      const uint32_t col = 2 * t + i % 2;
+      if (row >= n || col >= m) continue;
+      const uint64_t at = uint64_t{col} * n + row;
+      if constexpr (kOut == Out::kF32) {
+        static_cast<float*>(out)[at] = acc[i];
+      } else {
+        static_cast<__nv_bfloat16*>(out)[at] = detail::to_bf16(acc[i]);
+      }
     }
   }
 }
 
-template <int WARPS>
-cudaError_t launch_mma(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
-                       uint32_t m, uint32_t n, uint32_t k, const Launch& on) {
-  const dim3 grid((n + kMmaRows - 1) / kMmaRows);
+template <int WARPS, Out kOut>
+cudaError_t launch_mma(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, uint32_t m,
+                       uint32_t n, uint32_t k, const Launch& on) {
+  const uint32_t rows_per_block = kOut == Out::kSwiglu ? kMmaRows / 2 : kMmaRows;
+  const dim3 grid((n + rows_per_block - 1) / rows_per_block);
   const dim3 block(WARPS * 32);
-  if (out_f32) {
-    return detail::launch_kernel(gemv_mma_kernel<WARPS, true, false>,
-                                 gemv_mma_kernel<WARPS, true, true>, grid, block, 0, on, x, w, out,
-                                 m, n, k);
+  return detail::launch_kernel(gemv_mma_kernel<WARPS, kOut, false>,
+                               gemv_mma_kernel<WARPS, kOut, true>, grid, block, 0, on, x, w, out, m,
+                               n, k);
+}
+
+// gemv()'s choice of kernel for every output: the same for n output rows (2n weight rows with the
+// SwiGLU) as for n weight rows written out, so that each row's sum is the same.
+template <Out kOut>
+cudaError_t dispatch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, uint32_t m,
+                     uint32_t n, uint32_t k, const Launch& on) {
+  const uint64_t weight_rows = kOut == Out::kSwiglu ? uint64_t{2} * n : n;
+  if (m >= kGemvMmaFromRows && k % kMmaChunk == 0) {
+    return weight_rows <= kMmaFewRows ? launch_mma<8, kOut>(x, w, out, m, n, k, on)
+                                      : launch_mma<4, kOut>(x, w, out, m, n, k, on);
   }
-  return detail::launch_kernel(gemv_mma_kernel<WARPS, false, false>,
-                               gemv_mma_kernel<WARPS, false, true>, grid, block, 0, on, x, w, out,
-                               m, n, k);
+  switch (m) {
+    case 1:
+      return launch<1, kOut>(x, w, out, n, k, on);
+    case 2:
+      return launch<2, kOut>(x, w, out, n, k, on);
+    case 3:
+      return launch<3, kOut>(x, w, out, n, k, on);
+    case 4:
+      return launch<4, kOut>(x, w, out, n, k, on);
+    case 5:
+      return launch<5, kOut>(x, w, out, n, k, on);
+    case 6:
+      return launch<6, kOut>(x, w, out, n, k, on);
+    case 7:
+      return launch<7, kOut>(x, w, out, n, k, on);
+    default:
+      return launch<8, kOut>(x, w, out, n, k, on);
+  }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -253,28 +313,15 @@ cudaError_t gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool
                  uint32_t m, uint32_t n, uint32_t k, const Launch& on) {
   if (!gemv_applies(m, k, x, w, out)) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  if (m >= kGemvMmaFromRows && k % kMmaChunk == 0) {
-    return n <= kMmaFewRows ? launch_mma<8>(x, w, out, out_f32, m, n, k, on)
-                            : launch_mma<4>(x, w, out, out_f32, m, n, k, on);
-  }
-  switch (m) {
-    case 1:
-      return launch<1>(x, w, out, out_f32, n, k, on);
-    case 2:
-      return launch<2>(x, w, out, out_f32, n, k, on);
-    case 3:
-      return launch<3>(x, w, out, out_f32, n, k, on);
-    case 4:
-      return launch<4>(x, w, out, out_f32, n, k, on);
-    case 5:
-      return launch<5>(x, w, out, out_f32, n, k, on);
-    case 6:
-      return launch<6>(x, w, out, out_f32, n, k, on);
-    case 7:
-      return launch<7>(x, w, out, out_f32, n, k, on);
-    default:
-      return launch<8>(x, w, out, out_f32, n, k, on);
-  }
+  return out_f32 ? dispatch<Out::kF32>(x, w, out, m, n, k, on)
+                 : dispatch<Out::kBF16>(x, w, out, m, n, k, on);
+}
+
+cudaError_t gemv_swiglu(const __nv_bfloat16* x, const __nv_bfloat16* gate_up, __nv_bfloat16* act,
+                        uint32_t m, uint32_t ffn, uint32_t k, const Launch& on) {
+  if (!gemv_applies(m, k, x, gate_up, act)) return cudaErrorInvalidValue;
+  if (ffn == 0) return cudaSuccess;
+  return dispatch<Out::kSwiglu>(x, gate_up, act, m, ffn, k, on);
 }
 
 }  // namespace headway::models::cuda::kernels

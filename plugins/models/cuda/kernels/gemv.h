@@ -41,4 +41,13 @@ bool gemv_applies(uint32_t m, uint32_t k, const void* x, const void* w, const vo
 cudaError_t gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* out, bool out_f32,
                  uint32_t m, uint32_t n, uint32_t k, const Launch& on);
 
+// The gate|up projection and SwiGLU in one kernel: act[m][ffn] = silu(g) * u, where g and u are
+// gemv()'s BF16 results for gate_up's row i and row ffn + i ([2 * ffn][k], gate rows first, the
+// model's fused layout). The same bits as gemv() into a BF16 [m][2 * ffn] buffer followed by
+// swiglu() (swiglu.h): each sum runs in the order gemv() gives it for 2 * ffn rows, and both round
+// g and u to BF16 and share the element's formula. Saves a kernel and the gate|up buffer's round
+// trip per layer. cudaErrorInvalidValue when gemv_applies(m, k, x, gate_up, act) is false.
+cudaError_t gemv_swiglu(const __nv_bfloat16* x, const __nv_bfloat16* gate_up, __nv_bfloat16* act,
+                        uint32_t m, uint32_t ffn, uint32_t k, const Launch& on);
+
 }  // namespace headway::models::cuda::kernels

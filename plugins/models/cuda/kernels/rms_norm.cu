@@ -41,6 +41,12 @@ __global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const fl
 // steps have a row or a few, where that latency is the kernel's time (8.3 us per launch on an
 // H200 with the loop above, at 1 and at 64 rows alike). In an overlapped launch (launch.h) the
 // weights, which no kernel writes, are loaded before the wait for the previous kernel.
+//
+// A thread takes up to kMaxPieces pieces (256 threads at hidden 4,096): with a piece each, 1,024
+// threads of 53 registers (ptxas, sm_90a) left one block an SM, which waits for its row's loads,
+// then its barriers, then its stores, with no other block to fill the gaps; 2,048 rows took 42.4
+// us on an H200 (2.4 TB/s; docs/performance.md). Four blocks of 256 fit an SM and each thread
+// keeps four loads in flight.
 constexpr uint32_t kMaxPieces = 4;
 
 template <bool kOverlap>
@@ -118,8 +124,9 @@ cudaError_t add_rms_norm(float* x, const __nv_bfloat16* add, const float* add_bi
   const uint32_t pieces = hidden / 4;
   if (hidden % 4 == 0 && pieces <= kMaxPieces * 1024 && aligned(x, 16) && aligned(weight, 16) &&
       aligned(add, 8) && aligned(add_bias, 16) && aligned(out, 8) && hidden > 0) {
-    // A piece per thread, in whole warps, up to 1,024 threads (then up to kMaxPieces each).
-    const uint32_t threads = std::min(1024u, (pieces + 31) / 32 * 32);
+    // kMaxPieces pieces a thread (fewer in the last ones), in whole warps.
+    const uint32_t threads =
+        std::min(1024u, (pieces + kMaxPieces * 32 - 1) / (kMaxPieces * 32) * 32);
     return detail::launch_kernel(add_rms_norm_vec4_kernel<false>, add_rms_norm_vec4_kernel<true>,
                                  count, threads, 0, on, x, add, add_bias, weight, rows, hidden, eps,
                                  out);

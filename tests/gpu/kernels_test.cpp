@@ -425,6 +425,46 @@ TEST_P(CudaAttention, MatchesReference) {
   Dev<__nv_bfloat16> d_cache(cache);
   Dev<__nv_bfloat16> d_qkv(qkv);
   Dev<__nv_bfloat16> d_out(size_t{T} * p.heads * p.head_dim);
+  // The reference, in double, once for every kernel below: row by row, each head attends to keys
+  // 0 .. its position.
+  std::vector<double> expected(size_t{T} * p.heads * p.head_dim);
+  {
+    uint32_t row = 0;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      for (uint32_t t = 0; t < reqs[i].tokens; ++t, ++row) {
+        const uint32_t pos = reqs[i].start + t;
+        for (uint32_t h = 0; h < p.heads; ++h) {
+          const uint32_t g = h / group;
+          const auto key = [&](uint32_t kpos, bool value, uint32_t d) {
+            const uint64_t off = tables[i][kpos / p.block_size] * layout.block_elems() +
+                                 layer * layout.layer_elems() +
+                                 (value ? p.kv_heads + g : g) * layout.head_elems() +
+                                 (kpos % p.block_size) * p.head_dim + d;
+            return static_cast<double>(bf(cache[off]));
+          };
+          std::vector<double> s(pos + 1);
+          double best = -1e300;
+          for (uint32_t kp = 0; kp <= pos; ++kp) {
+            double dot = 0.0;
+            for (uint32_t d = 0; d < p.head_dim; ++d) {
+              dot += static_cast<double>(bf(qkv[size_t{row} * width + h * p.head_dim + d])) *
+                     key(kp, false, d);
+            }
+            s[kp] = dot * scale;
+            best = std::max(best, s[kp]);
+          }
+          double sum = 0.0;
+          for (double& v : s) sum += (v = std::exp(v - best));
+          for (uint32_t d = 0; d < p.head_dim; ++d) {
+            double ref = 0.0;
+            for (uint32_t kp = 0; kp <= pos; ++kp) ref += s[kp] / sum * key(kp, true, d);
+            expected[(size_t{row} * p.heads + h) * p.head_dim + d] = ref;
+          }
+        }
+      }
+    }
+  }
   // Both kernels, each with the prefill tiles it takes: the exact FP32 one, and tensor cores (the
   // default where the head dim allows) in every tiling of its prefill blocks.
   // And once more on tensor cores with the decodes split as a small batch makes the model split
@@ -483,42 +523,11 @@ TEST_P(CudaAttention, MatchesReference) {
     ASSERT_EQ(run_attention(a, plan, d), cudaSuccess);
     const auto out = d_out.download();
 
-    uint32_t row = 0;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      for (uint32_t t = 0; t < reqs[i].tokens; ++t, ++row) {
-        const uint32_t pos = reqs[i].start + t;
-        for (uint32_t h = 0; h < p.heads; ++h) {
-          const uint32_t g = h / group;
-          const auto key = [&](uint32_t kpos, bool value, uint32_t d) {
-            const uint64_t off = tables[i][kpos / p.block_size] * layout.block_elems() +
-                                 layer * layout.layer_elems() +
-                                 (value ? p.kv_heads + g : g) * layout.head_elems() +
-                                 (kpos % p.block_size) * p.head_dim + d;
-            return static_cast<double>(bf(cache[off]));
-          };
-          std::vector<double> s(pos + 1);
-          double best = -1e300;
-          for (uint32_t kp = 0; kp <= pos; ++kp) {
-            double dot = 0.0;
-            for (uint32_t d = 0; d < p.head_dim; ++d) {
-              dot += static_cast<double>(bf(qkv[size_t{row} * width + h * p.head_dim + d])) *
-                     key(kp, false, d);
-            }
-            s[kp] = dot * scale;
-            best = std::max(best, s[kp]);
-          }
-          double sum = 0.0;
-          for (double& v : s) sum += (v = std::exp(v - best));
-          for (uint32_t d = 0; d < p.head_dim; ++d) {
-            double ref = 0.0;
-            for (uint32_t kp = 0; kp <= pos; ++kp) ref += s[kp] / sum * key(kp, true, d);
-            const double got = bf(out[(size_t{row} * p.heads + h) * p.head_dim + d]);
-            ASSERT_NEAR(got, ref, 1e-2 * std::abs(ref) + 2e-3)
-                << "request " << i << " token " << t << " head " << h << " dim " << d;
-          }
-        }
-      }
+    for (size_t e = 0; e < expected.size(); ++e) {
+      const size_t row = e / (size_t{p.heads} * p.head_dim);
+      ASSERT_NEAR(bf(out[e]), expected[e], 1e-2 * std::abs(expected[e]) + 2e-3)
+          << "step row " << row << " head " << e / p.head_dim % p.heads << " dim "
+          << e % p.head_dim;
     }
   }
 }

@@ -55,9 +55,7 @@ constexpr int weight_rows_per_warp(int m, Out out) {
 // registers a thread (ptxas, sm_90a), which would cost it resident warps.
 constexpr int kEarlyPieces = 4;
 
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
+using detail::prefetch_l2;
 
 // Each warp takes R consecutive output rows n (R / 2 with the SwiGLU, each with its gate and up
 // weight rows): lane l sums the 16-byte pieces l, l + 32, ... of its R weight rows against the

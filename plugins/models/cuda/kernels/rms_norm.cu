@@ -40,7 +40,7 @@ __global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const fl
 // a row costs one round trip to memory instead of three (x and add; the weights; x again). Decode
 // steps have a row or a few, where that latency is the kernel's time (8.3 us per launch on an
 // H200 with the loop above, at 1 and at 64 rows alike). In an overlapped launch (launch.h) the
-// weights, which no kernel writes, are loaded before the wait for the previous kernel.
+// weights, which no kernel writes, are asked into L2 before the wait for the previous kernel.
 //
 // A thread takes up to kMaxPieces pieces (256 threads at hidden 4,096): with a piece each, 1,024
 // threads of 53 registers (ptxas, sm_90a) left one block an SM, which waits for its row's loads,
@@ -65,10 +65,11 @@ __global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, con
   float4 w[kMaxPieces];
   float sum = 0.0f;
   if constexpr (kOverlap) {
+    // Into L2 while the previous kernel finishes (loads into w[] here were moved past the wait).
 #pragma unroll
     for (uint32_t j = 0; j < kMaxPieces; ++j) {
       const uint32_t p = threadIdx.x + j * blockDim.x;
-      if (p < pieces) w[j] = __ldg(w4 + p);
+      if (p < pieces) detail::prefetch_l2(w4 + p);
     }
     detail::wait_for_previous_kernel<true>();
   }
@@ -76,7 +77,7 @@ __global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, con
   for (uint32_t j = 0; j < kMaxPieces; ++j) {
     const uint32_t p = threadIdx.x + j * blockDim.x;
     if (p >= pieces) continue;
-    if constexpr (!kOverlap) w[j] = __ldg(w4 + p);
+    w[j] = __ldg(w4 + p);
     v[j] = xr[p];
     if (add_row != nullptr) {
       const uint2 a = add_row[p];

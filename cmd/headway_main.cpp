@@ -23,6 +23,7 @@
 #include "model_command.h"
 #include "plan_command.h"
 #include "plugin_command.h"
+#include "plugin_crash_report.h"
 #include "profile_command.h"
 #include "serve_command.h"
 #include "simulate_command.h"
@@ -55,31 +56,6 @@ void refuse_an_exit_during_the_command() {
       "it uses); the command's results are missing\n";
   (void)!::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
   std::_Exit(70);  // EX_SOFTWARE
-}
-
-// std::terminate on a thread inside a plugin call (a std::thread it never joined, an exception out
-// of its noexcept destructor) printed only "terminate called without an active exception": this
-// names the call, and the exception when there is one, before aborting as the default does.
-[[noreturn]] void say_which_plugin_call_terminated() {
-  const std::string call = headway::core::current_plugin_call();
-  std::string why;
-  if (const std::exception_ptr e = std::current_exception()) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      why = std::string(": ") + x.what();
-    } catch (...) {
-      why = ": an exception of an unknown type";
-    }
-  }
-  if (call.empty()) {
-    std::fprintf(stderr, "headway: terminated%s\n", why.c_str());
-  } else {
-    std::fprintf(stderr, "headway: terminated during %s (the plugin's code ended the process)%s\n",
-                 call.c_str(), why.c_str());
-  }
-  std::fflush(stderr);
-  std::abort();
 }
 
 int run_cli(int argc, char** argv) {
@@ -155,7 +131,7 @@ int run_cli(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   prefer_short_openmp_spins();
-  std::set_terminate(say_which_plugin_call_terminated);
+  headway::cmd::install_plugin_crash_reports();
   int code = 2;
   try {
     code = run_cli(argc, argv);

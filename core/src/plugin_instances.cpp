@@ -79,6 +79,16 @@ constexpr const char* kTransport = "KV transport";
 
 }  // namespace
 
+bool current_plugin_call_parts(const char*& kind, std::string_view& name,
+                               const char*& function) noexcept {
+  const PluginCall call = running_call;
+  if (call.kind == nullptr) return false;
+  kind = call.kind;
+  name = *call.name;
+  function = call.function;
+  return true;
+}
+
 std::string current_plugin_call() {
   const PluginCall call = running_call;
   if (call.kind == nullptr) return {};
@@ -213,7 +223,16 @@ hw_route_decision RouterInstance::route(const hw_route_request& request,
     return table_->route(handle_, &request, engines.data(), static_cast<uint32_t>(engines.size()),
                          &decision, &status);
   });
-  if (code != HW_OK) check_status(code, status, "router '" + name_ + "'");
+  if (code == HW_UNAVAILABLE || code < HW_OK || code > HW_DEADLINE_EXCEEDED) {
+    check_status(code, status, "router '" + name_ + "'");
+  }
+  if (code != HW_OK) {
+    // A router refuses with HW_UNAVAILABLE alone (router.places_on_live_engines); its other codes
+    // are failures, which must not reach the client as its own error (400, 404, 429).
+    throw Error(fmt::format("router '{}' route() failed with status code {}: {}", name_, code,
+                            plugin_message(status)),
+                HW_INTERNAL);
+  }
   if (decision.prefill_engine >= engines.size() || decision.decode_engine >= engines.size()) {
     throw Error(
         fmt::format("router '{}' chose prefill engine {} and decode engine {}, but the "

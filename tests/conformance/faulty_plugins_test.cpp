@@ -143,6 +143,35 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
       << kept->message;
 }
 
+// A router that sleeps 2 ms in every 25th route() call: router.never_waits (extended: reported, not
+// in v1's verdict) fails, and its other rules pass (the sleep is the only fault).
+TEST(FaultyPlugins, SleepingRouterFailsNeverWaits) {
+  const auto r = run_faulty("faulty_sleeping_router.so");
+  expect_outcome(r, "router.never_waits", Outcome::kFail);
+  expect_outcome(r, "router.places_on_live_engines", Outcome::kPass);
+  const auto* waits = headway::test::find_test(r, "router.never_waits");
+  ASSERT_NE(waits, nullptr) << headway::test::describe(r);
+  // 120 of each shape's 3,000 calls sleep; a busy machine can bring some under 1 ms (as for the
+  // sleeping scheduler), most must count.
+  EXPECT_GE(waits->metrics.at("calls_waiting_over_1ms").get<uint32_t>(), 200u) << waits->message;
+}
+
+// A router whose create() throws (a bug) on some shapes: those fail rather than count as refused
+// (NOT_SUPPORTED), while a shape it serves passes.
+TEST(FaultyPlugins, ARouterWhoseCreateThrowsFailsTheShapeInsteadOfRefusingIt) {
+  const auto r = headway::test::run_suite(
+      std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_failing_router.so", "create_throws_above = 1");
+  expect_outcome(r, "router.create", Outcome::kPass);
+  expect_outcome(r, "router.shape.single", Outcome::kPass);
+  expect_outcome(r, "router.shape.mixed", Outcome::kFail);
+  const auto* mixed = headway::test::find_test(r, "router.shape.mixed");
+  EXPECT_NE(mixed->message.find("create() failed rather than refusing the shape"),
+            std::string::npos)
+      << mixed->message;
+  EXPECT_NE(mixed->message.find("a bug on purpose in create()"), std::string::npos)
+      << mixed->message;
+}
+
 // A router none of whose decisions the host accepts (decode engine 999): no shape is supported, and
 // each shape's line says why, with the first refusal, instead of only that nothing was placed.
 TEST(FaultyPlugins, RouterThatPlacesNothingSaysWhyOnEachShape) {

@@ -239,6 +239,24 @@ TEST(Cli, AProcessEndedInAPluginCallNamesTheCall) {
       << r.err;
 }
 
+// A plugin that dies of SIGSEGV in schedule(): the process still dies of it (by the signal, or
+// through AddressSanitizer's report in a sanitizer build), but first says which plugin call
+// crashed; it used to end with nothing on stderr.
+TEST(Cli, ACrashInAPluginCallNamesTheCall) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_crashing.toml";
+  std::ofstream(config) << "name = \"crashing\"\n[model]\nplugin = \"sim\"\n"
+                           "[[engines]]\nscheduler = \""
+                        << HEADWAY_TEST_PLUGIN_DIR << "/test_signalling_scheduler.so\"\n";
+  CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+                 (kData / "small_mixed.toml").string());
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("headway: SIGSEGV during scheduler 'test_signalling' schedule() (the "
+                       "plugin's code crashed the process)"),
+            std::string::npos)
+      << r.err;
+  fs::remove(config);
+}
+
 // A GPU figure that is positive but absurdly small is refused by name; it used to pass and print
 // TTFTs with 300 digits.
 TEST(Cli, AnAbsurdlySmallGpuFigureIsRefused) {

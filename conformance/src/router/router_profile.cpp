@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "../call_waits.h"
 #include "../heap_growth.h"
 #include "router_shapes.h"
 
@@ -206,6 +207,10 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   const auto declared = [&](const RouterShape& shape) {
     return !shape.feature.empty() && context.has_feature(shape.feature);
   };
+  // route() of instance a on every shape: the server routes under its lock, so a call that waits
+  // holds back every request arriving meanwhile.
+  CallWaits waits;
+  std::string first_refusal_of_create;  // create()'s first error, for router.create's message
   for (const RouterShape& shape : shapes) {
     TestRecorder t(
         "router.shape." + shape.name,
@@ -216,11 +221,20 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       a = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
       b = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
     } catch (const core::Error& e) {
-      const std::string why = std::string("create() refused it: ") + e.what();
-      if (declared(shape)) {
-        t.fail(why + " (feature '" + shape.feature + "' is declared)");
+      if (first_refusal_of_create.empty()) {
+        first_refusal_of_create = fmt::format("shape {}: {}", shape.name, e.what());
+      }
+      if (e.code() == HW_INTERNAL) {
+        // What an exception that escaped the plugin's code becomes (the SDK's firewall), or a
+        // status code abi.h does not define: a bug, not a refusal.
+        t.fail(std::string("create() failed rather than refusing the shape (a router refuses a "
+                           "shape it cannot serve with HW_INVALID_ARGUMENT): ") +
+               e.what());
+      } else if (declared(shape)) {
+        t.fail(std::string("create() refused it: ") + e.what() + " (feature '" + shape.feature +
+               "' is declared)");
       } else {
-        t.not_supported(why);
+        t.not_supported(std::string("create() refused it: ") + e.what());
       }
       if (shape.feature == "pools") fallback.not_supported("the pools shape is not supported");
       if (shape.feature == "disaggregation") {
@@ -238,7 +252,9 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
       const std::vector<hw_engine_load> loads = random_loads(shape, rng);
       const hw_route_request request = random_request(i + 1, rng);
+      waits.restart();
       const Placement pa = place(*a, request, loads);
+      waits.call_ended();
       const Placement pb = place(*b, request, loads);
       ++routes;
       if (!(pa == pb)) {
@@ -322,7 +338,10 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     shape_tests.push_back(std::move(t));
   }
   if (supported == 0) {
-    create.fail("the router accepted none of the shapes (single, mixed, pools, disaggregated)");
+    create.fail("the router accepted none of the shapes (single, mixed, pools, disaggregated)" +
+                (first_refusal_of_create.empty()
+                     ? std::string()
+                     : "; create() answered " + first_refusal_of_create));
     for (TestRecorder* t : {&live, &roles, &same, &dead}) t->skip("no supported shape");
   } else {
     create.note(fmt::format("{} of {} shapes supported", supported, shapes.size()));
@@ -357,8 +376,32 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       kept.fail(std::string("create() failed on a shape it accepted before: ") + e.what());
     }
   }
+  TestRecorder never_waits(
+      "router.never_waits",
+      "at most 1% of route() calls wait over 1 ms off the CPU (sleep, blocking I/O, a contended "
+      "lock): the server routes under its lock");
+  if (supported == 0) {
+    never_waits.skip("no supported shape");
+  } else {
+    never_waits.metrics() = {{"voluntary_switches", waits.voluntary_switches()},
+                             {"calls_waiting_over_1ms", waits.calls_waiting_over_1ms()},
+                             {"waited_max_us", waits.waited_max_seconds() * 1e6},
+                             {"calls", routes}};
+    const std::string text = fmt::format(
+        "{} of {} calls waited over 1 ms (longest {:.1f} us); the thread gave up the CPU {} times",
+        waits.calls_waiting_over_1ms(), routes, waits.waited_max_seconds() * 1e6,
+        waits.voluntary_switches());
+    if (uint64_t{waits.calls_waiting_over_1ms()} * 100 > routes) {
+      never_waits.fail(text);
+    } else if (waits.calls_waiting_over_1ms() > 0) {
+      never_waits.warn(text + " (a router should compute, not wait)");
+    } else {
+      never_waits.note(text);
+    }
+  }
   std::vector<TestResult> results;
-  for (TestRecorder* t : {&create, &live, &roles, &same, &dead, &steady_heap, &kept}) {
+  for (TestRecorder* t :
+       {&create, &live, &roles, &same, &dead, &never_waits, &steady_heap, &kept}) {
     results.push_back(t->finish());
   }
   for (TestRecorder& t : shape_tests) results.push_back(t.finish());

@@ -4,61 +4,17 @@
 #include <headway/core/error.h>
 #include <headway/core/percentiles.h>
 #include <headway/core/plan_validator.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../call_waits.h"
 #include "measured_scheduler.h"
 
 namespace headway::conformance {
-
-namespace {
-
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-double wall_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-// Nanoseconds the calling thread has spent ready to run but waiting for a CPU (the second field of
-// /proc/thread-self/schedstat); 0 where the kernel does not say.
-uint64_t run_queue_wait_ns() {
-  std::FILE* file = std::fopen("/proc/thread-self/schedstat", "r");
-  if (file == nullptr) return 0;
-  unsigned long long on_cpu = 0, waiting = 0;
-  const int read = std::fscanf(file, "%llu %llu", &on_cpu, &waiting);
-  std::fclose(file);
-  return read == 2 ? waiting : 0;
-}
-
-// Times the calling thread left the CPU: by its own doing (sleep, a blocking read, a contended
-// lock: ru_nvcsw) and preempted by other work on the machine (ru_nivcsw), which is not the
-// plugin's doing, so a busy machine does not make a scheduler look blocking.
-struct ContextSwitches {
-  uint64_t voluntary = 0;
-  uint64_t involuntary = 0;
-  bool operator==(const ContextSwitches&) const = default;
-};
-
-ContextSwitches context_switches() {
-  rusage usage{};
-  getrusage(RUSAGE_THREAD, &usage);
-  return {static_cast<uint64_t>(usage.ru_nvcsw), static_cast<uint64_t>(usage.ru_nivcsw)};
-}
-
-}  // namespace
 
 StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t calls) {
   StepCost cost;
@@ -117,42 +73,14 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
     std::vector<double> cpu_seconds(std::max(calls, 1u));
     const HeapWatch heap;
     const auto begin = std::chrono::steady_clock::now();
-    double cpu_before = thread_cpu_seconds();
-    double wall_before = wall_seconds();
-    ContextSwitches switches_before = context_switches();
-    // Read only around calls that left the CPU (a file read per call would weigh on the mean).
-    // Time ready for a CPU accrues only after the thread left it, so re-reading after every
-    // such call, preempted or not, charges each call with its own delay and no earlier one's.
-    uint64_t run_queue_before = run_queue_wait_ns();
+    CallWaits waits;
     for (uint32_t i = 0; i < calls; ++i) {
       call(kWarmUpCalls + i);
-      const double cpu_after = thread_cpu_seconds();
-      const double wall_after = wall_seconds();
-      const ContextSwitches switches_after = context_switches();
-      cpu_seconds[i] = cpu_after - cpu_before;
-      if (!(switches_after == switches_before)) {
-        const uint64_t run_queue_after = run_queue_wait_ns();
-        const double ready = 1e-9 * static_cast<double>(run_queue_after - run_queue_before);
-        run_queue_before = run_queue_after;
-        if (switches_after.voluntary != switches_before.voluntary) {
-          // Off the CPU by its own doing: the time not spent computing was spent waiting, less
-          // the time spent ready for a CPU again (a busy machine's delay, not the plugin's).
-          const double waited = (wall_after - wall_before) - cpu_seconds[i] - ready;
-          cost.voluntary_switches += switches_after.voluntary - switches_before.voluntary;
-          cost.waited_max_seconds = std::max(cost.waited_max_seconds, waited);
-          if (waited > 1e-3) ++cost.calls_waiting_over_1ms;
-        }
-      }
-      if (switches_after == switches_before) {
-        cpu_before = cpu_after;
-        wall_before = wall_after;
-        switches_before = switches_after;
-      } else {  // taken after the file read, so that the next call is not charged with it
-        cpu_before = thread_cpu_seconds();
-        wall_before = wall_seconds();
-        switches_before = context_switches();
-      }
+      cpu_seconds[i] = waits.call_ended();
     }
+    cost.voluntary_switches = waits.voluntary_switches();
+    cost.waited_max_seconds = waits.waited_max_seconds();
+    cost.calls_waiting_over_1ms = waits.calls_waiting_over_1ms();
     cost.mean_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / calls;
     cost.heap = heap.stop(calls);

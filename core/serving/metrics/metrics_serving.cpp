@@ -25,7 +25,7 @@ const std::vector<double> kTransferBuckets = {0.0001, 0.0005, 0.001, 0.005, 0.01
 const std::vector<std::string> kEngineLabels = {"engine", "pool"};
 const std::vector<std::string> kRequestLabels = {"engine", "pool", "request_class"};
 // The reason label of headway_request_rejected_total, by Rejection.
-constexpr const char* kRejectionNames[] = {"invalid", "queue_full", "unavailable"};
+constexpr const char* kRejectionNames[] = {"invalid", "queue_full", "unavailable", "internal"};
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "proxied_generate.h"
 #include "request_admission.h"
 #include "request_validation.h"
+#include "router_watch.h"
 
 namespace headway::serving {
 namespace {
@@ -186,6 +188,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   mutable std::mutex mutex_;  // guards what follows, and serialises routing
   std::condition_variable emptied_;
   std::unordered_map<std::string, std::shared_ptr<ProxiedGenerate>> calls_;
+  RouterWatch router_watch_;
   // Calls a client aborted: their ids are free again (GenerationService::abort()), and no retry
   // or continuation takes their place (those look their call up in calls_). They end by
   // themselves, cancelled.
@@ -504,17 +507,18 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     }
     const uint64_t numeric_id = next_numeric_id_++;
     hw_route_decision decision{};
+    const auto routing = std::chrono::steady_clock::now();
     try {
       decision = route_now(numeric_id, prompt_tokens, input.max_tokens, input.priority,
                            admitted.request_class);
     } catch (const core::Error& e) {
-      throw rejected(
-          Rejection::kUnavailable,
-          ServiceError(error_code_of(e.code()),
-                       fmt::format("no engine process can take request \"{}\": {}", id, e.what())));
+      router_watch_.routed(std::chrono::steady_clock::now() - routing, id, router_->name());
+      auto [why, error] = router_watch_.failed(e, id, "engine process");
+      throw rejected(why, std::move(error));
     }
+    router_watch_.routed(std::chrono::steady_clock::now() - routing, id, router_->name());
     if (decision.prefill_engine >= engines_.size() || decision.decode_engine >= engines_.size()) {
-      throw rejected(Rejection::kUnavailable,
+      throw rejected(Rejection::kInternal,
                      ServiceError(ErrorCode::kInternal,
                                   fmt::format("router '{}' chose engine{} / engine{} of {}",
                                               router_->name(), decision.prefill_engine,
@@ -724,6 +728,7 @@ void RemoteGenerationService::Impl::discard_stage(const KvStage& stage) {
 void RemoteGenerationService::Impl::call_refused(const ProxiedGenerate& /*call*/, ErrorCode code) {
   metrics_.rejected(code == ErrorCode::kResourceExhausted ? Rejection::kQueueFull
                     : code == ErrorCode::kUnavailable     ? Rejection::kUnavailable
+                    : code == ErrorCode::kInternal        ? Rejection::kInternal
                                                           : Rejection::kInvalid);
 }
 

@@ -26,6 +26,7 @@
 #include "kv_stage_janitor.h"
 #include "request_admission.h"
 #include "request_validation.h"
+#include "router_watch.h"
 
 namespace headway::serving {
 namespace {
@@ -122,6 +123,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   // may reuse it while the engine is still letting go of the aborted request.
   std::unordered_map<std::string, uint64_t> client_ids_;
   std::vector<hw_engine_load> loads_;  // routing scratch
+  RouterWatch router_watch_;
   uint64_t next_numeric_id_ = 1;
   // kAdmitting, then kDraining (a drain began: only continuations are taken), then kClosed (the
   // drain ended, or the drivers stop: nothing is taken). Changed to kClosed under mutex_.
@@ -338,26 +340,26 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   const hw_route_request route{request.id, prompt_tokens, request.max_output_tokens,
                                request.priority,
                                hw_str{request_class.data(), request_class.size()}};
+  const auto routing = std::chrono::steady_clock::now();
   try {
     decision = cluster_->route(route, loads_);
   } catch (const core::Error& e) {
-    throw rejected(
-        Rejection::kUnavailable,
-        ServiceError(error_code_of(e.code()), fmt::format("no engine can take request \"{}\": "
-                                                          "{}",
-                                                          id, e.what())));
+    router_watch_.routed(std::chrono::steady_clock::now() - routing, id, cluster_->router_name());
+    auto [why, error] = router_watch_.failed(e, id, "engine");
+    throw rejected(why, std::move(error));
   }
+  router_watch_.routed(std::chrono::steady_clock::now() - routing, id, cluster_->router_name());
   const uint32_t e = decision.prefill_engine;
   const uint32_t d = decision.decode_engine;
   if (e >= drivers_.size() || d >= drivers_.size()) {
-    throw rejected(Rejection::kUnavailable,
+    throw rejected(Rejection::kInternal,
                    ServiceError(ErrorCode::kInternal,
                                 fmt::format("router '{}' chose engine{} / engine{} of {} engines",
                                             cluster_->router_name(), e, d, drivers_.size())));
   }
   const bool disaggregated = d != e;
   if (disaggregated && handoff_ == nullptr) {
-    throw rejected(Rejection::kUnavailable,
+    throw rejected(Rejection::kInternal,
                    ServiceError(ErrorCode::kInternal,
                                 fmt::format("router '{}' placed request \"{}\" on engine{} for "
                                             "prefill and engine{} for decode, but the deployment "

@@ -69,21 +69,6 @@ std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& depl
   return field->get<uint32_t>();
 }
 
-ErrorCode error_code_of(hw_status_code code) {
-  switch (code) {
-    case HW_INVALID_ARGUMENT:
-      return ErrorCode::kInvalidArgument;
-    case HW_NOT_FOUND:
-      return ErrorCode::kNotFound;
-    case HW_RESOURCE_EXHAUSTED:
-      return ErrorCode::kResourceExhausted;
-    case HW_UNAVAILABLE:
-      return ErrorCode::kUnavailable;
-    default:
-      return ErrorCode::kInternal;
-  }
-}
-
 RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, ModelSummary served)
     : model_(std::move(served)) {
   const std::filesystem::path dir = checkpoint_dir_of(deployment);

@@ -42,9 +42,6 @@ std::string default_model_name(const core::DeploymentConfig& deployment);
 // may be there for the tokenizer alone). A router process checks its engine processes against it.
 std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& deployment);
 
-// The ServiceError code for a core::Error's status (a router refusing a request, ...).
-ErrorCode error_code_of(hw_status_code code);
-
 // A request that passed admission: its prompt as token ids and its class (for metrics).
 struct AdmittedRequest {
   std::vector<int32_t> prompt;

@@ -312,7 +312,11 @@ typedef struct hw_scheduler_table {
 
 /* ------------------------------------------------------------------------------------------------
  * Router
- * Threading: route() of one instance is called from one thread at a time (the cluster's).
+ * Threading: route() of one instance is called from one thread at a time, not always the same one
+ * (under `headway serve`, the request threads take turns under the service's lock): keep no
+ * thread_local state. route() runs under that lock, so it must not block (no I/O, sleeping or
+ * waiting for another thread): every request arriving meanwhile waits for it, and the server logs
+ * a route() call of 100 ms or more.
  * --------------------------------------------------------------------------------------------- */
 
 typedef struct hw_router hw_router;
@@ -364,7 +368,9 @@ typedef struct hw_router_table {
                     const hw_engine_load* engines, uint32_t engine_count, hw_router** out,
                     hw_status* status);
   void (*destroy)(hw_router* router);
-  /* Picks engines for one request. HW_UNAVAILABLE when no engine can take it. */
+  /* Picks engines for one request. HW_UNAVAILABLE when no engine can take it: the request is
+   * refused (HTTP 503). Any other failure (another code, a thrown exception) is the router's own:
+   * the request fails as the server's error (HTTP 500), never the client's. Must not block. */
   int32_t (*route)(hw_router* router, const hw_route_request* request,
                    const hw_engine_load* engines, uint32_t engine_count,
                    hw_route_decision* decision, hw_status* status);

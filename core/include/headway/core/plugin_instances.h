@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace headway::core {
@@ -22,6 +23,11 @@ namespace headway::core {
 // the process (a thread it never joined, an exception out of a noexcept function). Every call the
 // instances below make through a plugin's table sets it.
 std::string current_plugin_call();
+// The same without allocating, for a signal handler (async-signal-safe: reads this thread's mark):
+// false when no plugin call runs on this thread; else the kind ("scheduler", ...), the plugin's
+// name and the function, valid while the call runs.
+bool current_plugin_call_parts(const char*& kind, std::string_view& name,
+                               const char*& function) noexcept;
 
 class SchedulerInstance {
  public:
@@ -72,7 +78,10 @@ class RouterInstance {
   RouterInstance(const RouterInstance&) = delete;
   RouterInstance& operator=(const RouterInstance&) = delete;
 
-  // Throws Error (code HW_UNAVAILABLE when no engine can take the request).
+  // Throws Error: code HW_UNAVAILABLE when the router refused the request (no engine can take it);
+  // HW_INTERNAL when it failed (any other status code, an exception, a decision out of range),
+  // which is the plugin's fault, never the client's (PluginContractError for a status code abi.h
+  // does not define).
   hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> engines);
   const std::string& name() const { return name_; }
 

@@ -2,12 +2,18 @@
 // counters add up to exactly what was sent and generated.
 #include <gtest/gtest.h>
 #include <headway/serving/local_generation_service.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <map>
+#include <memory>
 #include <regex>
 #include <sstream>
+#include <string>
 
 #include "../metrics/promtool_check.h"
+#include "router_watch.h"
 #include "service_fixture.h"
 
 namespace headway::serving {
@@ -97,6 +103,93 @@ TEST(ServiceMetrics, RequestClassLabelsAreBounded) {
   EXPECT_EQ(sum_of(text, "headway_request_success_total", "request_class=\"class15\""), 1);
   EXPECT_EQ(sum_of(text, "headway_request_success_total", "request_class=\"class16\""), 0);
   EXPECT_EQ(sum_of(text, "headway_request_success_total", "request_class=\"other\""), 4);
+}
+
+// A router that fails (any status but HW_UNAVAILABLE, or an exception) fails the request as the
+// server's error, 500, counted as "internal" and logged; its HW_UNAVAILABLE is a refusal (503,
+// "unavailable"), not logged. Neither reaches the client as the client's own error (400, 429), and
+// the other requests are served. Requests of 3 prompt tokens (BOS + "xy") fail.
+TEST(ServiceMetrics, ARoutersFailureIsTheServersErrorNotTheClients) {
+  test::TinyCheckpoint checkpoint;
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  struct Case {
+    int code;
+    ErrorCode expected;
+    const char* reason;
+  };
+  for (const Case c : {Case{HW_INVALID_ARGUMENT, ErrorCode::kInternal, "internal"},
+                       Case{HW_RESOURCE_EXHAUSTED, ErrorCode::kInternal, "internal"},
+                       Case{0, ErrorCode::kInternal, "internal"},
+                       Case{HW_UNAVAILABLE, ErrorCode::kUnavailable, "unavailable"}}) {
+    SCOPED_TRACE("code " + std::to_string(c.code));
+    log.str("");
+    LocalGenerationService service(test::tiny_deployment(
+        checkpoint, "[[engines]]\n",
+        "[router]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+            "/test_failing_router.so\"\noptions = { fail_at = 3, code = " + std::to_string(c.code) +
+            " }\n"));
+    for (int i = 0; i < 2; ++i) {
+      try {
+        service.submit(test::text_request("xy", 2));
+        ADD_FAILURE() << "the router failed this request";
+      } catch (const ServiceError& e) {
+        EXPECT_EQ(e.code(), c.expected) << e.what();
+        EXPECT_NE(std::string(e.what()).find("router 'test_failing_router'"), std::string::npos)
+            << e.what();
+      }
+    }
+    EXPECT_EQ(test::collect(*service.submit(test::text_request("xyz", 2))).finish, Finish::kLength);
+    test::wait_idle(service);
+    const std::string text = service.metrics_text();
+    EXPECT_EQ(sum_of(text, "headway_request_rejected_total", std::string("reason=\"") + c.reason),
+              2)
+        << text;
+    EXPECT_EQ(sum_of(text, "headway_request_rejected_total"), 2) << text;
+    // Logged once: the second failure falls within RouterWatch::kLogEvery of the first.
+    const std::string logged = log.str();
+    const size_t first = logged.find("failed in the router");
+    if (c.expected == ErrorCode::kInternal) {
+      EXPECT_NE(first, std::string::npos) << logged;
+      EXPECT_EQ(logged.find("failed in the router", first + 1), std::string::npos) << logged;
+    } else {
+      EXPECT_EQ(first, std::string::npos) << logged;
+    }
+  }
+  spdlog::set_default_logger(previous);
+}
+
+// A route() call that blocks holds every admission back: the operator is told, once for two such
+// calls within RouterWatch::kLogEvery, and the requests are still served.
+TEST(ServiceMetrics, ARouterThatBlocksIsLogged) {
+  test::TinyCheckpoint checkpoint;
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  {
+    static_assert(RouterWatch::kSlowRoute < std::chrono::milliseconds(150));
+    LocalGenerationService service(test::tiny_deployment(
+        checkpoint, "[[engines]]\n",
+        "[router]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+            "/test_failing_router.so\"\noptions = { fail_at = 3, block_ms = 150 }\n"));
+    EXPECT_EQ(test::collect(*service.submit(test::text_request("xyz", 2))).finish, Finish::kLength);
+    EXPECT_EQ(log.str().find("to route request"), std::string::npos) << log.str();
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(test::collect(*service.submit(test::text_request("xy", 2))).finish,
+                Finish::kLength);
+    }
+    test::wait_idle(service);
+  }
+  spdlog::set_default_logger(previous);
+  const std::string logged = log.str();
+  const size_t first = logged.find("router 'test_failing_router' took ");
+  EXPECT_NE(first, std::string::npos) << logged;
+  EXPECT_NE(logged.find("route() must not block"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find("router 'test_failing_router' took ", first + 1), std::string::npos)
+      << logged;
 }
 
 }  // namespace

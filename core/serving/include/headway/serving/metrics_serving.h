@@ -51,8 +51,9 @@ struct RequestSeries {
   Counter& finished_with(Finish reason) const;
 };
 
-// Why the service refused a request before it reached an engine.
-enum class Rejection { kInvalid, kQueueFull, kUnavailable };
+// Why the service refused a request before it reached an engine: a bad request, a full queue, no
+// engine to take it, or a part of the server failing on it (a router plugin's error).
+enum class Rejection { kInvalid, kQueueFull, kUnavailable, kInternal };
 
 class ServingMetrics {
  public:

@@ -1,0 +1,53 @@
+// What a service makes of its router's answers at admission, and what it tells the operator.
+//
+// - A core::Error from routing (RouterInstance::route): a refusal when the router answered
+//   HW_UNAVAILABLE (no engine can take the request: 503, counted as "unavailable"), the router's
+//   failure for anything else (an exception, another status code, a decision out of range: 500,
+//   counted as "internal"). A failure is the plugin's fault, not the client's, and is logged.
+// - A route() call that took kSlowRoute or more: logged as a warning. The service routes under its
+//   lock, so every request admitted meanwhile waited for it (abi.h: route() must not block).
+//
+// Each kind is logged the first time, then at most once every kLogEvery with the number since, so
+// that a router failing or blocking on every request does not flood the log.
+//
+// Ownership: a value. Threading: one thread at a time (the service calls it under its mutex).
+#pragma once
+
+#include <headway/core/error.h>
+#include <headway/serving/metrics_serving.h>
+#include <headway/serving/service_error.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+#include <utility>
+
+namespace headway::serving {
+
+class RouterWatch {
+ public:
+  static constexpr std::chrono::seconds kLogEvery{10};
+  static constexpr std::chrono::milliseconds kSlowRoute{100};
+
+  // The rejection reason and the client's error for `e`, raised while routing request `id` to
+  // `targets` ("engine", "engine process").
+  std::pair<Rejection, ServiceError> failed(const core::Error& e, std::string_view id,
+                                            std::string_view targets);
+  // Routing request `id` took `took` in router `router` (whether it placed the request or not).
+  void routed(std::chrono::steady_clock::duration took, std::string_view id,
+              std::string_view router);
+
+ private:
+  // The first time, then at most once every kLogEvery; counts what it does not log.
+  struct Throttle {
+    std::chrono::steady_clock::time_point last{};
+    bool logged = false;
+    uint64_t unlogged = 0;
+    // Whether to log now; `since` gets the number of events not logged since the last line.
+    bool due(uint64_t& since);
+  };
+  Throttle failures_;
+  Throttle slow_;
+};
+
+}  // namespace headway::serving

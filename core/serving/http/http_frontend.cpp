@@ -65,9 +65,15 @@ void HttpFrontend::start() {
           options_.header_max_bytes});
   // A request counts from its parsed headers (before its body is read) to its written response.
   server_->set_pre_routing_handler(
-      [reaper = reaper_.get()](const httplib::Request& request, httplib::Response&) {
+      [reaper = reaper_.get(), routes = routes_.get()](const httplib::Request& request,
+                                                       httplib::Response& response) {
         reaper->request_began(
             {request.local_addr, request.local_port, request.remote_addr, request.remote_port});
+        if (routes->refused_before_body(request, response)) {
+          reaper->stop_reading_after_answer(
+              {request.local_addr, request.local_port, request.remote_addr, request.remote_port});
+          return httplib::Server::HandlerResponse::Handled;
+        }
         // cpp-httplib would cut every answer to a Range header (a completion's JSON truncated to
         // 21 bytes, a stream answered 206): generated answers have no byte ranges. The request is
         // cpp-httplib's own non-const object, lent here as const.

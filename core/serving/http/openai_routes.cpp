@@ -325,6 +325,18 @@ void OpenAiRoutes::install(httplib::Server& server) {
       });
 }
 
+bool OpenAiRoutes::refused_before_body(const httplib::Request& request,
+                                       httplib::Response& response) const {
+  const std::string encoding = request.get_header_value("Transfer-Encoding");
+  if (encoding.empty() || encoding == "identity") return false;
+  send_error(response, ApiError(411, "a request body sent with Transfer-Encoding: " + encoding +
+                                         " is not accepted: send it with a Content-Length (at "
+                                         "most " +
+                                         std::to_string(kHttpMaxBodyBytes) + " bytes)"));
+  response.set_header("Connection", "close");
+  return true;
+}
+
 bool OpenAiRoutes::authorized(const httplib::Request& request, httplib::Response& response) const {
   cors_.check_origin(request);
   if (options_.api_key.empty()) return true;

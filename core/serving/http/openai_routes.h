@@ -40,6 +40,13 @@ class OpenAiRoutes {
   // Ends every generation request in progress (aborted, its client told) and waits for them.
   void stop_requests() { in_flight_.stop_and_wait(); }
 
+  // Called with a request's headers, before cpp-httplib reads its body (the server's pre-routing
+  // handler): answers, and returns true, when the body must not be read at all: a chunked body gets
+  // 411, since cpp-httplib (0.11) applies the 32 MiB limit only to a body with a Content-Length
+  // and would read one of any size (before the handler could even check the API key). The caller
+  // closes the connection: the unread body must not be read as the next request.
+  bool refused_before_body(const httplib::Request& request, httplib::Response& response) const;
+
  private:
   bool authorized(const httplib::Request& request, httplib::Response& response) const;
   void generate(const httplib::Request& request, httplib::Response& response, Endpoint endpoint);

@@ -100,11 +100,21 @@ void SlowClientReaper::request_began(const Connection4& connection) {
 }
 
 void SlowClientReaper::request_ended(const Connection4& connection) {
-  std::lock_guard lock(mutex_);
-  auto it = connections_.find(connection);
-  // A request refused before routing (a malformed request line) began nowhere.
-  if (it == connections_.end() || it->second.in_requests == 0) return;
-  if (--it->second.in_requests == 0) it->second.baseline_scans = 2;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = connections_.find(connection);
+    // A request refused before routing (a malformed request line) began nowhere.
+    if (it == connections_.end() || it->second.in_requests == 0) return;
+    if (--it->second.in_requests == 0) it->second.baseline_scans = 2;
+    if (!it->second.stop_reading_after_answer) return;
+    it->second.stop_reading_after_answer = false;
+  }
+  // Outside the lock: other workers' requests do not wait for the walk.
+  Sockets sockets;
+  find_server_sockets(port_, sockets);
+  for (const ServerSocket& socket : sockets.list) {
+    if (socket.key == connection) ::shutdown(socket.fd, SHUT_RD);
+  }
 }
 
 void SlowClientReaper::shut_down_all() {
@@ -117,6 +127,11 @@ void SlowClientReaper::shut_down_all() {
   Sockets sockets;
   find_server_sockets(port_, sockets);
   for (const ServerSocket& socket : sockets.list) ::shutdown(socket.fd, SHUT_RD);
+}
+
+void SlowClientReaper::stop_reading_after_answer(const Connection4& connection) {
+  std::lock_guard lock(mutex_);
+  connections_[connection].stop_reading_after_answer = true;
 }
 
 void SlowClientReaper::run() {

@@ -60,6 +60,11 @@ class SlowClientReaper {
   // Stops scanning, then shuts down the reading side of every connection of the server: reads in
   // progress end at once, answers still being written (a stream's last event) go out. For stop().
   void shut_down_all();
+  // Once the answer to the request in progress on `connection` is written (request_ended()), shuts
+  // down the connection's reading side, so that cpp-httplib reads its end and closes it: for a
+  // request whose body must not be read (it would be read as the next request). Shutting down
+  // before the answer lost the answer. Walks the process's descriptors then: not for every request.
+  void stop_reading_after_answer(const Connection4& connection);
 
  private:
   struct Connection {
@@ -73,6 +78,7 @@ class SlowClientReaper {
     bool reading = false;          // bytes read since, outside a request
     std::chrono::steady_clock::time_point reading_since{};
     bool reaped = false;
+    bool stop_reading_after_answer = false;
     uint64_t seen_in_scan = 0;  // 0: not found by a scan yet
   };
 

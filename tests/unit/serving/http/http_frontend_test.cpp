@@ -361,6 +361,31 @@ TEST_F(HttpFrontendTest, ApiKeyIsRequiredEverywhereButHealth) {
   EXPECT_EQ(health->status, 200);
 }
 
+// A chunked body, which cpp-httplib 0.11 would read without the 32 MiB limit (and before the
+// handler checks the API key: a 1.5 GB one took the server to 2.9 GB), is refused from its headers
+// with 411, and the connection closes once the answer is out: a client streaming on gets reset
+// instead of being read.
+TEST_F(HttpFrontendTest, AChunkedBodyIsRefusedFromItsHeaders) {
+  start_frontend("s3cret");
+  RawConnection chunked(port());
+  chunked.send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n");
+  const std::string answer = chunked.read_until("\"code\":411}}");
+  EXPECT_TRUE(answer.starts_with("HTTP/1.1 411")) << answer;
+  EXPECT_NE(answer.find("send it with a Content-Length"), std::string::npos) << answer;
+  bool closed = false;
+  for (int mb = 0; mb < 256 && !closed; ++mb) {
+    closed = !chunked.send_unless_closed(std::string(1 << 20, 'a'));
+  }
+  EXPECT_TRUE(closed) << "the server read 256 MB of a refused body";
+  EXPECT_TRUE(service_.submitted().empty());
+  auto right =
+      post_json("/v1/completions", R"({"prompt": "x"})", {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+}
+
 // cpp-httplib applied a Range header to generated answers: a completion cut to 21 bytes of JSON.
 TEST_F(HttpFrontendTest, ARangeHeaderDoesNotCutAnAnswer) {
   auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 2})",

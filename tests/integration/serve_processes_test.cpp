@@ -697,6 +697,10 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
   RoutedEngineProcesses cluster(dir.path, kLongFrom, 1.0);
   httplib::Client http("127.0.0.1", cluster.http_port());
   http.set_read_timeout(std::chrono::seconds(120));
+  // Every engine's retry series is there from the start, at 0.
+  EXPECT_NE(metrics_of(http).find("headway_request_retries_total{engine=\"1\",pool=\"long\"} 0"),
+            std::string::npos)
+      << metrics_of(http);
 
   // Freeze the long pool's process, send it a long prompt, then kill it: the call is in flight
   // there (accepted by its socket, never answered) when it dies, so nothing reached the client
@@ -729,6 +733,10 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
             std::string::npos)
       << metrics_of(http);
   ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
+  // The process that died is logged as down (by the call that found it, or by the poller when it
+  // missed its polls first: this test does not tell which).
+  EXPECT_TRUE(std::regex_search(cluster.router().log(), std::regex("engine1 at \\S+ is down: ")))
+      << cluster.router().log();
   std::map<std::string, double> counts = finished(metrics_of(http));
   EXPECT_EQ(counts.at("0/length"), 1.0);
 

@@ -219,11 +219,13 @@ void EngineProcess::sent(uint32_t prompt_tokens, uint32_t max_tokens) {
   sent_output_tokens_ += max_tokens;
 }
 
-void EngineProcess::mark_down(std::string why) {
+bool EngineProcess::mark_down(std::string why) {
   std::lock_guard lock(mutex_);
+  const bool was_up = up_;
   up_ = false;
   draining_ = false;
   down_reason_ = std::move(why);
+  return was_up;
 }
 
 }  // namespace headway::serving

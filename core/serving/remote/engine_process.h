@@ -69,7 +69,9 @@ class EngineProcess {
   // A request was sent to the process.
   void sent(uint32_t prompt_tokens, uint32_t max_tokens);
   // A call to the process failed as if it were gone (UNAVAILABLE): down until a poll succeeds.
-  void mark_down(std::string why);
+  // Returns whether it was up: the caller that took it down logs the transition (the poller then
+  // finds it down already and logs nothing).
+  bool mark_down(std::string why);
 
  private:
   bool fetch_model(std::chrono::milliseconds deadline);

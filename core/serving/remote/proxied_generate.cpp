@@ -1,6 +1,7 @@
 #include "proxied_generate.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "proto_conversion.h"
 #include "status_mapping.h"
@@ -233,7 +234,10 @@ void ProxiedGenerate::OnDone(const grpc::Status& status) {
       // A full queue there: another process may have room; this one is not down for it.
       const bool busy = code == grpc::StatusCode::RESOURCE_EXHAUSTED;
       if (unreachable && !given_up_) {
-        engine_.mark_down(fmt::format("Generate failed: {}", status.error_message()));
+        const std::string why = fmt::format("Generate failed: {}", status.error_message());
+        if (engine_.mark_down(why)) {
+          spdlog::warn("engine{} at {} is down: {}", engine_.index(), engine_.address(), why);
+        }
       }
       if ((unreachable || busy) && !any_response_ && owner_.retry_elsewhere(*this, busy)) {
         owner_.call_done(*this);

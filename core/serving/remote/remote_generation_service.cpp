@@ -150,6 +150,9 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   void connect(const std::string& where, double timeout_s);
   void poll_loop();
   void poll_once();
+  // Engine e's series from its last report: alive, and running, waiting and KV usage (0 while it
+  // is down).
+  void set_engine_gauges(size_t e) const;
   void give_up_calls_to(uint32_t engine);
   // Warns once per engine process (and name) that serves under another name than the router.
   void warn_if_named_otherwise(const EngineProcess& engine, const ModelSummary& model);
@@ -223,6 +226,9 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
     engines_.push_back(std::make_unique<EngineProcess>(engine.index, engine.pool, engine.role,
                                                        engine.address, options.api_key));
     engine_series_.push_back(metrics_.engine(engine.index, engine.pool));
+    // Exported from 0, as the refusals are: a rate() over a series that appears only at its first
+    // increment misses that increment.
+    retries_.with({std::to_string(engine.index), engine.pool});
   }
   own_checkpoint_ = !checkpoint_dir_of(deployment).empty();
   own_vocab_ = checkpoint_vocab_size(deployment);
@@ -453,16 +459,24 @@ void RemoteGenerationService::Impl::poll_once() {
     } else if (Clock::now() - *failing_since_[e] >= kGiveUpAfter) {
       give_up_calls_to(engine.index());
     }
-    const EngineSummary summary = engine.summary();
-    EngineSeries& series = engine_series_[e];
-    series.alive.set(up ? 1.0 : 0.0);
-    series.running.set(summary.running);
-    series.waiting.set(summary.waiting);
-    series.kv_usage.set(summary.kv_blocks_total == 0
-                            ? 0.0
-                            : 1.0 - static_cast<double>(summary.kv_blocks_free) /
-                                        static_cast<double>(summary.kv_blocks_total));
+    set_engine_gauges(e);
   }
+}
+
+void RemoteGenerationService::Impl::set_engine_gauges(size_t e) const {
+  const EngineProcess& engine = *engines_[e];
+  EngineSeries& series = engine_series_[e];
+  series.alive.set(engine.up() ? 1.0 : 0.0);
+  // A process that is down (not draining) reports nothing: its last figures would add load that
+  // no process carries to a dashboard's sums.
+  const EngineSummary summary =
+      engine.up() || engine.draining() ? engine.summary() : EngineSummary{};
+  series.running.set(summary.running);
+  series.waiting.set(summary.waiting);
+  series.kv_usage.set(summary.kv_blocks_total == 0
+                          ? 0.0
+                          : 1.0 - static_cast<double>(summary.kv_blocks_free) /
+                                      static_cast<double>(summary.kv_blocks_total));
 }
 
 std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInput input) {
@@ -745,9 +759,7 @@ void RemoteGenerationService::Impl::call_done(const ProxiedGenerate& call) {
 
 std::string RemoteGenerationService::Impl::metrics_text() const {
   // A process marked down by a failed call shows as such at once, not at the next poll.
-  for (size_t e = 0; e < engines_.size(); ++e) {
-    engine_series_[e].alive.set(engines_[e]->up() ? 1.0 : 0.0);
-  }
+  for (size_t e = 0; e < engines_.size(); ++e) set_engine_gauges(e);
   return metrics_.render();
 }
 

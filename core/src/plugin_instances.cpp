@@ -233,6 +233,17 @@ hw_route_decision RouterInstance::route(const hw_route_request& request,
                             plugin_message(status)),
                 HW_INTERNAL);
   }
+  // The decision's engines must lie inside what the plugin says it wrote: one that returned OK
+  // without filling it (struct_size 0) would otherwise send everything to engine 0, silently.
+  constexpr uint32_t kDecisionEngines =
+      offsetof(hw_route_decision, decode_engine) + sizeof(decision.decode_engine);
+  if (decision.struct_size < kDecisionEngines) {
+    throw PluginContractError(
+        fmt::format("router '{}' route() returned HW_OK with a decision of struct_size {}, too "
+                    "small to hold its engines ({} bytes): it must fill hw_route_decision",
+                    name_, decision.struct_size, kDecisionEngines),
+        HW_INTERNAL);
+  }
   if (decision.prefill_engine >= engines.size() || decision.decode_engine >= engines.size()) {
     throw Error(
         fmt::format("router '{}' chose prefill engine {} and decode engine {}, but the "

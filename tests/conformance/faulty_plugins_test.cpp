@@ -172,6 +172,19 @@ TEST(FaultyPlugins, ARouterWhoseCreateThrowsFailsTheShapeInsteadOfRefusingIt) {
       << mixed->message;
 }
 
+// A hand-written C router that returns HW_OK without filling its decision (struct_size 0, engines
+// 0): a contract error on every call, where the zeroes used to place everything on engine 0.
+TEST(FaultyPlugins, ARouterDecisionNeverFilledIsAContractError) {
+  const auto r = headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                                          "/test_raw_unfilled_router.so");
+  EXPECT_FALSE(r.conformant());
+  const auto* single = headway::test::find_test(r, "router.shape.single");
+  ASSERT_NE(single, nullptr) << headway::test::describe(r);
+  EXPECT_NE(single->message.find("returned HW_OK with a decision of struct_size 0"),
+            std::string::npos)
+      << single->message;
+}
+
 // A router none of whose decisions the host accepts (decode engine 999): no shape is supported, and
 // each shape's line says why, with the first refusal, instead of only that nothing was placed.
 TEST(FaultyPlugins, RouterThatPlacesNothingSaysWhyOnEachShape) {

@@ -45,6 +45,9 @@ void send_json(httplib::Response& response, int status, const nlohmann::ordered_
 }
 
 void send_error(httplib::Response& response, const ApiError& error) {
+  // A full waiting queue (429) frees up within a few steps: a retry after a second is reasonable,
+  // and the OpenAI SDKs wait for what Retry-After says instead of their own backoff.
+  if (error.status() == 429) response.set_header("Retry-After", "1");
   send_json(response, error.status(), error_json(error));
 }
 

@@ -118,6 +118,8 @@ TEST_P(ServiceErrorMapping, MapsToTheHttpStatus) {
     EXPECT_EQ(error["param"], "max_tokens");
     EXPECT_EQ(error["type"], failure.type);
     EXPECT_EQ(error["code"], failure.status);
+    // A full queue says when to retry (the OpenAI SDKs read it); no other refusal does.
+    EXPECT_EQ(result->get_header_value("Retry-After"), failure.status == 429 ? "1" : "");
   }
   service_.fail_submits_with(std::nullopt);
   auto good = post_json("/v1/completions", R"({"prompt": "x"})");

@@ -3,7 +3,6 @@
 // wrong, and a non-zero exit code: 2 for a command line the parser refuses or an internal error
 // (an exception that is not a core::Error: a bug), 1 for everything else.
 #include <headway/core/error.h>
-#include <headway/core/plugin_instances.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>

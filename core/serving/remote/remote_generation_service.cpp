@@ -531,13 +531,8 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
       throw rejected(why, std::move(error));
     }
     router_watch_.routed(std::chrono::steady_clock::now() - routing, id, router_->name());
-    if (decision.prefill_engine >= engines_.size() || decision.decode_engine >= engines_.size()) {
-      throw rejected(Rejection::kInternal,
-                     ServiceError(ErrorCode::kInternal,
-                                  fmt::format("router '{}' chose engine{} / engine{} of {}",
-                                              router_->name(), decision.prefill_engine,
-                                              decision.decode_engine, engines_.size())));
-    }
+    // Inside the deployment: RouterInstance::route() refuses a decision naming an engine it has
+    // not.
     // Disaggregated: the prefill process stages the KV, the decode process continues from it.
     const bool disaggregated = decision.decode_engine != decision.prefill_engine;
     EngineProcess& engine = *engines_[decision.prefill_engine];

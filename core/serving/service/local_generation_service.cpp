@@ -349,14 +349,9 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
     throw rejected(why, std::move(error));
   }
   router_watch_.routed(std::chrono::steady_clock::now() - routing, id, cluster_->router_name());
+  // Inside the deployment: RouterInstance::route() refuses a decision naming an engine it has not.
   const uint32_t e = decision.prefill_engine;
   const uint32_t d = decision.decode_engine;
-  if (e >= drivers_.size() || d >= drivers_.size()) {
-    throw rejected(Rejection::kInternal,
-                   ServiceError(ErrorCode::kInternal,
-                                fmt::format("router '{}' chose engine{} / engine{} of {} engines",
-                                            cluster_->router_name(), e, d, drivers_.size())));
-  }
   const bool disaggregated = d != e;
   if (disaggregated && handoff_ == nullptr) {
     throw rejected(Rejection::kInternal,

@@ -50,10 +50,16 @@ std::atomic<bool> command_finished{false};
 // calls exit(). Registered with atexit(); async-signal-safe calls only.
 void refuse_an_exit_during_the_command() {
   if (command_finished.load()) return;
-  static constexpr char kMessage[] =
-      "headway: error: exit() was called before the command finished (by a plugin or a library "
-      "it uses); the command's results are missing\n";
-  (void)!::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  // atexit handlers run on the thread that called exit(): its plugin call mark names the plugin.
+  if (!headway::cmd::write_running_plugin_call(
+          "headway: error: exit() was called during ",
+          " (the plugin, or a library it uses, ended the process); the command's results are "
+          "missing\n")) {
+    static constexpr char kMessage[] =
+        "headway: error: exit() was called before the command finished (by a plugin or a "
+        "library it uses); the command's results are missing\n";
+    (void)!::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  }
   std::_Exit(70);  // EX_SOFTWARE
 }
 

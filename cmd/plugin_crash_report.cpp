@@ -44,19 +44,14 @@ void write_all(std::string_view text) {
 
 // Async-signal-safe: reads this thread's mark and writes with write(2).
 void say_which_plugin_call_crashed(int sig, siginfo_t* info, void* context) {
-  const char* kind = nullptr;
-  std::string_view name;
-  const char* function = nullptr;
-  if (!reported.exchange(true) && core::current_plugin_call_parts(kind, name, function)) {
-    write_all("headway: ");
-    write_all(signal_name(sig));
-    write_all(" during ");
-    write_all(kind);
-    write_all(" '");
-    write_all(name);
-    write_all("' ");
-    write_all(function);
-    write_all("() (the plugin's code crashed the process)\n");
+  if (!reported.exchange(true)) {
+    // "headway: SIGSEGV during ": the signal's name is one of a few fixed strings.
+    char before[32] = "headway: ";
+    size_t n = 9;
+    for (const char* c = signal_name(sig); *c != '\0' && n < 20; ++c) before[n++] = *c;
+    for (const char* c = " during "; *c != '\0'; ++c) before[n++] = *c;
+    before[n] = '\0';
+    write_running_plugin_call(before, " (the plugin's code crashed the process)\n");
   }
   size_t i = 0;
   while (kFatalSignals[i] != sig) ++i;
@@ -99,6 +94,22 @@ void say_which_plugin_call_crashed(int sig, siginfo_t* info, void* context) {
 }
 
 }  // namespace
+
+bool write_running_plugin_call(const char* before, const char* after) {
+  const char* kind = nullptr;
+  std::string_view name;
+  const char* function = nullptr;
+  if (!core::current_plugin_call_parts(kind, name, function)) return false;
+  write_all(before);
+  write_all(kind);
+  write_all(" '");
+  write_all(name);
+  write_all("' ");
+  write_all(function);
+  write_all("()");
+  write_all(after);
+  return true;
+}
 
 void install_plugin_crash_reports() {
   std::set_terminate(say_which_plugin_call_terminated);

@@ -15,4 +15,9 @@ namespace headway::cmd {
 // process still ends by the signal (and dumps core where it would have).
 void install_plugin_crash_reports();
 
+// Writes `before`, the plugin call running on this thread ("scheduler 'x' schedule()") and
+// `after` to stderr when one runs, and returns whether it did. Async-signal-safe (an atexit
+// handler or a signal handler may call it).
+bool write_running_plugin_call(const char* before, const char* after);
+
 }  // namespace headway::cmd

@@ -106,8 +106,9 @@ class ShutdownWatch {
       } else {
         std::fprintf(stderr,
                      "headway serve: requests still in flight %.0f s after they were aborted (a "
-                     "KV transfer whose poll() never ends holds them: see the warnings above); "
-                     "exiting without waiting for them\n",
+                     "KV transfer whose poll() never ends, or an engine step whose model or "
+                     "scheduler call does not return, holds them: see the warnings and the stats "
+                     "lines above); exiting without waiting for them\n",
                      kAbortGraceS);
       }
       std::fflush(stderr);

@@ -155,7 +155,7 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
   }
   ProfileResult crashed;
   crashed.profile = profile;
-  crashed.mustpass = mustpass_name(profile);
+  crashed.mustpass = mustpass_for(context.options, profile);
   crashed.missing_core = mustpass_tests(crashed.mustpass);
   crashed.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TestResult& t = crashed.tests.emplace_back();

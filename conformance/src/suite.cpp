@@ -38,7 +38,30 @@ std::vector<std::string> profile_names() {
   return names;
 }
 
-std::string mustpass_name(const std::string& profile) { return profile + "-v1"; }
+std::string mustpass_name(const std::string& profile) {
+  // The newest list of the profile: a new version adds core tests, the older ones stay as they
+  // were (a plugin conformant to model-core-v1 still is, and says so against v1).
+  std::string newest = profile + "-v1";
+  for (int version = 2; !mustpass_tests(profile + "-v" + std::to_string(version)).empty();
+       ++version) {
+    newest = profile + "-v" + std::to_string(version);
+  }
+  return newest;
+}
+
+std::string mustpass_for(const SuiteOptions& options, const std::string& profile) {
+  if (options.mustpass.empty()) return mustpass_name(profile);
+  std::vector<std::string> lists;
+  for (int version = 1; !mustpass_tests(profile + "-v" + std::to_string(version)).empty();
+       ++version) {
+    lists.push_back(profile + "-v" + std::to_string(version));
+  }
+  if (std::find(lists.begin(), lists.end(), options.mustpass) == lists.end()) {
+    throw core::Error(fmt::format("--mustpass: '{}' is not a list of profile {} (there are: {})",
+                                  options.mustpass, profile, fmt::join(lists, ", ")));
+  }
+  return options.mustpass;
+}
 
 std::vector<std::string> known_features(int32_t kind) {
   if (kind == HW_KIND_ROUTER) return {"pools", "disaggregation"};
@@ -88,7 +111,7 @@ void throw_if_options_refused(const PluginUnderTest& p, const core::Error& e) {
   throw core::Error(fmt::format(
       "'{}' refused the options given ({}) when the suite set it up: {}; give the options it "
       "needs with --options 'key = value, ...' (`headway plugin describe {}` lists them)",
-      p.plugin->short_name(), given, e.what(), p.plugin->short_name()));
+      p.plugin->short_name(), given, e.what(), p.plugin->path.string()));
 }
 
 ProfileResult run_profile(const SuiteContext& context, const std::string& profile) {
@@ -96,7 +119,7 @@ ProfileResult run_profile(const SuiteContext& context, const std::string& profil
       find_profile(profile, context.plugin.plugin->kind(), context.plugin.plugin->name());
   ProfileResult result;
   result.profile = profile;
-  result.mustpass = mustpass_name(profile);
+  result.mustpass = mustpass_for(context.options, profile);
   const auto start = std::chrono::steady_clock::now();
   result.tests = entry.run(context);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -40,6 +40,30 @@ void check_same_model(const DeploymentConfig& config, const EngineConfig& engine
       d->field, d->a, d->b));
 }
 
+// A prefill or decode engine on the wall clock whose model describes no KV memory (the cuda model
+// under tensor parallelism: a block lives on several GPUs) has nothing a transport could copy: a
+// transfer would "complete" leaving the decode engine's blocks as they were, read as the request's
+// KV. Refused here, where the deployment is read, rather than per request.
+void check_kv_can_move(const DeploymentConfig& config,
+                       const std::vector<std::unique_ptr<Engine>>& engines) {
+  for (size_t i = 0; i < engines.size(); ++i) {
+    const Engine& e = *engines[i];
+    const int32_t role = config.engines[i].role;
+    if (role == HW_ENGINE_ROLE_MIXED || e.model_info().reports_duration != 0 ||
+        e.kv_memory().kind != HW_MEMORY_NONE) {
+      continue;
+    }
+    throw Error(fmt::format(
+        "{}: engines ({}): model '{}' describes no KV memory a transport could copy (the cuda "
+        "model under tensor_parallel > 1 has none: a block lives on several GPUs), so its KV "
+        "cannot move to or from a {} engine through [kv_transport] '{}'; run prefill and "
+        "decode engines with tensor_parallel = 1, or serve the model on mixed engines",
+        config.file.string(), config.engines[i].name, e.model_name(),
+        role == HW_ENGINE_ROLE_PREFILL ? "decode" : "prefill",
+        config.kv_transport->plugin->short_name()));
+  }
+}
+
 }  // namespace
 
 Cluster::Cluster(const DeploymentConfig& config,
@@ -54,12 +78,15 @@ Cluster::Cluster(const DeploymentConfig& config,
   } else {
     clock_ = std::make_unique<WallClock>(wall_origin);
   }
-  router_host_ = std::make_unique<HostServices>("router", clock_.get());
+  router_host_ =
+      std::make_unique<HostServices>("router " + config.router.plugin->short_name(), clock_.get());
   loads_.resize(engines_.size());
   for (size_t i = 0; i < engines_.size(); ++i) loads_[i] = engines_[i]->load();
   router_ = std::make_unique<RouterInstance>(config.router, loads_, *router_host_);
   if (config.kv_transport) {
-    transport_host_ = std::make_unique<HostServices>("kv_transport", clock_.get());
+    check_kv_can_move(config, engines_);
+    transport_host_ = std::make_unique<HostServices>(
+        "kv_transport " + config.kv_transport->plugin->short_name(), clock_.get());
     transport_ = std::make_unique<KvTransportInstance>(*config.kv_transport, *transport_host_);
   }
   pending_.resize(engines_.size());

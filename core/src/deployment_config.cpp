@@ -95,8 +95,13 @@ bool get_bool(const toml::table& t, std::string_view key, const std::string& whe
 // `plugin = "…"` plus an optional `options` table, inside `table`.
 PluginChoice read_choice(const toml::table& table, int32_t kind, const std::string& where,
                          PluginRegistry& registry, const fs::path& base_dir,
-                         const std::optional<std::string>& default_plugin = std::nullopt) {
-  check_keys(table, {"plugin", "options"}, where);
+                         const std::optional<std::string>& default_plugin = std::nullopt,
+                         bool model_table = false) {
+  if (model_table) {
+    check_keys(table, {"plugin", "options", "tokenizer"}, where);
+  } else {
+    check_keys(table, {"plugin", "options"}, where);
+  }
   std::string name = get_string(table, "plugin", where, default_plugin);
   // A relative path to a library is relative to the deployment file, like every path in it.
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
@@ -492,7 +497,18 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
 
   const toml::table* model = get_table(root, "model", name);
   if (model == nullptr) throw Error(name + ": missing table [model]");
-  config.model = read_choice(*model, HW_KIND_MODEL, name + ": model", registry, base_dir);
+  config.model =
+      read_choice(*model, HW_KIND_MODEL, name + ": model", registry, base_dir, std::nullopt, true);
+  if (model->contains("tokenizer")) {
+    const fs::path tokenizer(get_string(*model, "tokenizer", name + ": model", std::nullopt));
+    if (tokenizer.empty()) {
+      throw Error(name +
+                  ": model.tokenizer: empty (name a directory holding tokenizer.json, or "
+                  "leave the key out to read the model's `path`)");
+    }
+    config.tokenizer =
+        (tokenizer.is_relative() ? base_dir / tokenizer : tokenizer).lexically_normal();
+  }
 
   const toml::node* engines = root.get("engines");
   if (engines != nullptr && engines->is_table()) {

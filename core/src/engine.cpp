@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <headway/core/engine.h>
 #include <headway/core/error.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,10 @@
 
 namespace headway::core {
 namespace {
+
+// 16.8 million blocks (268 million tokens in blocks of 16): far past any GPU node's KV, and about
+// 500 MB of block tables on the host.
+constexpr uint64_t kMaxKvBlocks = uint64_t{1} << 24;
 
 uint32_t blocks_for(uint64_t tokens, uint32_t block_size) {
   return static_cast<uint32_t>((tokens + block_size - 1) / block_size);
@@ -20,17 +25,21 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
                std::chrono::steady_clock::time_point wall_origin)
     : config_(config),
       clock_(std::make_unique<VirtualClock>()),
-      host_(config.name, clock_.get()),
+      model_host_(config.name + " model " + model_of(deployment, config).plugin->short_name(),
+                  clock_.get()),
+      scheduler_host_(config.name + " scheduler " + config.scheduler.plugin->short_name(),
+                      clock_.get()),
       kv_(0) {
   const std::string config_dir =
       deployment.file.has_parent_path() ? deployment.file.parent_path().string() : std::string(".");
-  model_ = std::make_unique<ModelInstance>(model_of(deployment, config), config_dir, host_);
+  model_ = std::make_unique<ModelInstance>(model_of(deployment, config), config_dir, model_host_);
   const hw_model_info& info = model_->info();
   // A real model runs on the wall clock; replace the provisional virtual clock before anything
   // has read it (the host services read through clock_ on every call).
   if (!info.reports_duration) {
     clock_ = std::make_unique<WallClock>(wall_origin);
-    host_.set_clock(clock_.get());
+    model_host_.set_clock(clock_.get());
+    scheduler_host_.set_clock(clock_.get());
   }
   model_needs_ids_ = info.needs_token_ids != 0;
 
@@ -58,6 +67,21 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
         where, blocks, capacity_blocks, config_.block_size, info.kv_capacity_tokens));
   }
   if (blocks == 0) blocks = capacity_blocks;
+  if (blocks > kMaxKvBlocks) {
+    // The block tables cost about 30 bytes a block on the host: UINT32_MAX blocks would take the
+    // process down with no word (a capacity given in bytes rather than tokens, say).
+    throw Error(fmt::format(
+        "{}: {} KV blocks of {} tokens ({}), more than the {} an engine manages: {}", where, blocks,
+        config_.block_size,
+        config_.kv_blocks != 0
+            ? "kv_blocks"
+            : fmt::format("model '{}' reports room for {} tokens (kv_capacity_tokens)",
+                          model_->name(), info.kv_capacity_tokens),
+        kMaxKvBlocks,
+        config_.kv_blocks != 0 ? "lower kv_blocks"
+                               : "set kv_blocks, or check that the model reports its capacity "
+                                 "in tokens, not bytes"));
+  }
   if (blocks == 0) {
     throw Error(
         fmt::format("{}: the model leaves no memory for the KV cache ({} tokens); set "
@@ -83,6 +107,10 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
         fmt::format("{}: cannot allocate a KV cache of {} blocks of {} tokens: lower "
                     "kv_blocks",
                     where, blocks, config_.block_size));
+  } catch (const Error& e) {  // the model's init_kv refused: say which engine asked for what
+    throw Error(fmt::format("{}: KV cache of {} blocks of {} tokens: {}", where, blocks,
+                            config_.block_size, e.what()),
+                e.code());
   }
   // Prefix caching's index is made when the first request with token ids comes (the ids name what
   // a cached block holds): a simulated model's requests have none unless their workload shares
@@ -97,9 +125,26 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
 
   hw_engine_facts facts{sizeof(hw_engine_facts), config_.block_size, kv_.total(), max_model_len_,
                         config_.role};
-  scheduler_ = std::make_unique<SchedulerInstance>(config_.scheduler, facts, host_);
+  scheduler_ = std::make_unique<SchedulerInstance>(config_.scheduler, facts, scheduler_host_);
   running_.reserve(scheduler_->limits().max_num_seqs);
   running_views_.reserve(scheduler_->limits().max_num_seqs);
+}
+
+void Engine::warn_of_rows_without_finite_logits() {
+  const uint64_t rows = sampler_.rows_without_finite_best();
+  if (rows == rows_without_finite_warned_) return;
+  // The first, then at most one line a minute: a broken model gives such rows every step.
+  const auto now = std::chrono::steady_clock::now();
+  if (rows_without_finite_warned_ != 0 && now - last_finite_warning_ < std::chrono::minutes(1)) {
+    return;
+  }
+  spdlog::warn(
+      "{}: model '{}' gave {} logits row{} whose best logit is not finite (NaN, +inf, or -inf "
+      "throughout) by step {}: those tokens mean nothing (token 0 where every logit is NaN); the "
+      "model is broken, or a guided request's grammar allowed no token",
+      config_.name, model_->name(), rows, rows == 1 ? "" : "s", step_index_);
+  rows_without_finite_warned_ = rows;
+  last_finite_warning_ = now;
 }
 
 Engine::~Engine() {
@@ -477,15 +522,8 @@ bool Engine::step() {
     try {
       model_->forward(batch, output);
     } catch (const Error& e) {  // as for the scheduler: the engine and the step say where
+      // (ModelInstance::forward() also checks the rows written against those asked for.)
       throw Error(fmt::format("{}: step {}: {}", config_.name, step_index_, e.what()), e.code());
-    }
-    // Fewer rows than the batch asks for would leave the sampler reading the previous step's.
-    if (output.logits_rows != logit_rows) {
-      throw Error(
-          fmt::format("{}: step {}: model '{}' wrote {} logits rows where the batch asks "
-                      "for {} (hw_model_output.logits_rows, headway::sdk::logits_rows)",
-                      config_.name, step_index_, model_->name(), output.logits_rows, logit_rows),
-          HW_INTERNAL);
     }
   }
   prompt_begin_.assign(model_slices_.size() + 1, 0);
@@ -532,10 +570,14 @@ bool Engine::step() {
       }
     }
   }
-  if (clock_->is_virtual()) {
-    if (!std::isfinite(output.seconds) || output.seconds < 0.0) {
-      throw Error(fmt::format("{}: model '{}' reported an invalid step duration {}", config_.name,
-                              model_->name(), output.seconds),
+  warn_of_rows_without_finite_logits();
+  // A plan that only preempts runs no forward pass: nothing to time.
+  if (clock_->is_virtual() && !model_slices_.empty()) {
+    // A step of 0 s would make every latency 0 and the throughput infinite: a cost model's bug.
+    if (!std::isfinite(output.seconds) || output.seconds <= 0.0) {
+      throw Error(fmt::format("{}: model '{}' reported an invalid step duration {} (a step on the "
+                              "virtual clock takes a finite time above 0 s)",
+                              config_.name, model_->name(), output.seconds),
                   HW_INTERNAL);
     }
     clock_->advance(output.seconds);

@@ -1,6 +1,7 @@
 #include <headway/core/host_services.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string_view>
 
@@ -36,16 +37,50 @@ double HostServices::now(void* context) {
   return self->clock_ != nullptr ? self->clock_->now() : 0.0;
 }
 
+HostServices::Metric& HostServices::metric(Metrics& metrics, hw_str name, bool counter) {
+  const std::string_view key(name.data, name.size);
+  auto it = metrics.find(key);
+  if (it == metrics.end()) {
+    it = metrics.emplace(std::string(key), Metric{}).first;
+    if (sink_ != nullptr)
+      it->second.exported = counter ? sink_->counter(it->first) : sink_->gauge(it->first);
+  }
+  return it->second;
+}
+
 void HostServices::counter_add(void* context, hw_str name, double delta) {
   auto* self = static_cast<HostServices*>(context);
   std::lock_guard lock(self->mutex_);
-  self->counters_[std::string(name.data, name.size)] += delta;
+  Metric& m = self->metric(self->counters_, name, true);
+  m.value += delta;
+  // A counter only goes up, by finite steps: what a scrape has seen never goes back, and one +inf
+  // would pin the series there (NaN fails the test too).
+  if (std::isfinite(delta) && delta > 0.0) {
+    m.exported_total += delta;
+    if (m.exported != nullptr) m.exported->record(delta);
+  }
 }
 
 void HostServices::gauge_set(void* context, hw_str name, double value) {
   auto* self = static_cast<HostServices*>(context);
   std::lock_guard lock(self->mutex_);
-  self->gauges_[std::string(name.data, name.size)] = value;
+  Metric& m = self->metric(self->gauges_, name, false);
+  m.value = value;
+  if (m.exported != nullptr) m.exported->record(value);
+}
+
+void HostServices::export_metrics(PluginMetricsSink* sink) {
+  std::lock_guard lock(mutex_);
+  sink_ = sink;
+  for (auto& [name, m] : counters_) {
+    m.exported = sink != nullptr ? sink->counter(name) : nullptr;
+    // What live export would have sent: the finite increments above 0.
+    if (m.exported != nullptr && m.exported_total > 0.0) m.exported->record(m.exported_total);
+  }
+  for (auto& [name, m] : gauges_) {
+    m.exported = sink != nullptr ? sink->gauge(name) : nullptr;
+    if (m.exported != nullptr) m.exported->record(m.value);
+  }
 }
 
 void* HostServices::allocate(void*, uint64_t bytes, uint64_t alignment) {
@@ -56,14 +91,20 @@ void* HostServices::allocate(void*, uint64_t bytes, uint64_t alignment) {
 
 void HostServices::free_bytes(void*, void* pointer) { std::free(pointer); }
 
+std::map<std::string, double> HostServices::values_of(const Metrics& metrics) {
+  std::map<std::string, double> values;
+  for (const auto& [name, m] : metrics) values.emplace(name, m.value);
+  return values;
+}
+
 std::map<std::string, double> HostServices::counters() const {
   std::lock_guard lock(mutex_);
-  return counters_;
+  return values_of(counters_);
 }
 
 std::map<std::string, double> HostServices::gauges() const {
   std::lock_guard lock(mutex_);
-  return gauges_;
+  return values_of(gauges_);
 }
 
 }  // namespace headway::core

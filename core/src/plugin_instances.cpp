@@ -157,6 +157,20 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
     call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
     check_status(code, status, choice.where + ": model '" + name_ + "' get_info");
   }
+  // The host reads the struct by the size the plugin declares (abi.h): a hand-written table that
+  // left it 0 filled nothing the host may read.
+  constexpr size_t kInfo10 = offsetof(hw_model_info, returns_logits) + sizeof(int32_t);
+  if (info_.struct_size < kInfo10) {
+    call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
+    handle_ = nullptr;
+    throw PluginContractError(choice.where + ": model '" + name_ + "' get_info: struct_size " +
+                              std::to_string(info_.struct_size) + " is smaller than ABI 1.0's " +
+                              std::to_string(kInfo10) + "-byte hw_model_info (set it to " +
+                              "sizeof(hw_model_info))");
+  }
+  if (info_.struct_size < offsetof(hw_model_info, returns_logits_on_request) + sizeof(int32_t)) {
+    info_.returns_logits_on_request = 0;
+  }
   // returns_prompt_logits sits where a 1.3 struct had tail padding (the size is the same), which
   // a plugin built before 1.4 may have left unset: only a 1.4 plugin can mean it.
   if (choice.plugin->descriptor->abi_minor < 4) info_.returns_prompt_logits = 0;
@@ -165,6 +179,26 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
   if (choice.plugin->descriptor->abi_minor < 5 || info_.returns_logits != 0) {
     info_.returns_logits_on_request = 0;
   }
+  const std::string problem = model_info_problem(info_);
+  if (!problem.empty()) {
+    call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
+    handle_ = nullptr;
+    throw PluginContractError(choice.where + ": model '" + name_ + "' get_info: " + problem);
+  }
+}
+
+std::string model_info_problem(const hw_model_info& info) {
+  std::string problem;
+  const auto add = [&](const std::string& what) {
+    problem += (problem.empty() ? "" : "; ") + what;
+  };
+  // Sampled ids and logits rows are indexed by it; 0 leaves the host a logits buffer of nothing.
+  if (info.vocab == 0) add("vocab 0 (the vocabulary size must be at least 1)");
+  // Transfers and the simulated KV size blocks by it.
+  if (info.kv_bytes_per_token == 0) {
+    add("kv_bytes_per_token 0 (a token's KV takes bytes, on every GPU together)");
+  }
+  return problem;
 }
 
 ModelInstance::~ModelInstance() {
@@ -191,9 +225,18 @@ hw_memory_desc ModelInstance::kv_memory() {
 
 void ModelInstance::forward(const hw_model_batch& batch, hw_model_output& output) {
   hw_status status{};
+  const uint32_t asked = output.logits_rows;  // the host sets it to the rows the batch asks for
   const int32_t code = call_plugin(
       kModel, name_, "forward", [&] { return table_->forward(handle_, &batch, &output, &status); });
   if (code != HW_OK) check_status(code, status, "model '" + name_ + "' forward");
+  // Fewer rows than asked would leave the sampler reading the previous step's; more would name
+  // rows past the buffer.
+  if (output.logits_rows != asked) {
+    throw PluginContractError("model '" + name_ + "' wrote " + std::to_string(output.logits_rows) +
+                                  " logits rows where the batch asks for " + std::to_string(asked) +
+                                  " (hw_model_output.logits_rows, headway::sdk::logits_rows)",
+                              HW_INTERNAL);
+  }
 }
 
 RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_engine_load> engines,

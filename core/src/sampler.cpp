@@ -132,6 +132,7 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
   }
   if (p.changes_logits()) process(logits, p, output_index, history);
   const int32_t best = argmax(logits);
+  if (!std::isfinite(logits[best])) ++rows_without_finite_best_;
   if (p.temperature == 0.0f || p.top_k == 1) return best;
 
   // Weights relative to the best token: w = exp((l - max) / T), so the best has weight 1 and

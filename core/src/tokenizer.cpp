@@ -57,6 +57,13 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
                 "gRPC: Debian's libsentencepiece carries its own protobuf and crashes such a "
                 "process; use a checkpoint with tokenizer.json");
   }
+  std::error_code ignored;
+  if (!std::filesystem::is_directory(dir, ignored)) {
+    throw Error(dir.string() + (std::filesystem::exists(dir, ignored)
+                                    ? ": not a directory (a tokenizer is read from a directory "
+                                      "holding tokenizer.json or tokenizer.model)"
+                                    : ": no such directory"));
+  }
   throw Error(dir.string() +
               ": no tokenizer.json (byte-level BPE or Headway byte-level) or tokenizer.model "
               "(SentencePiece) in the checkpoint directory");

@@ -110,7 +110,11 @@ class StepRunner {
   void run() {
     hw_model_batch batch{sizeof(hw_model_batch), slices_.data(),
                          static_cast<uint32_t>(slices_.size()), block_size_};
-    hw_model_output out{sizeof(hw_model_output), sampled_.data(), 0.0, logits_.data(), 0,
+    hw_model_output out{sizeof(hw_model_output),
+                        sampled_.data(),
+                        0.0,
+                        logits_.data(),
+                        static_cast<uint32_t>(slices_.size()),
                         m_.info().vocab};
     m_.model().forward(batch, out);
   }

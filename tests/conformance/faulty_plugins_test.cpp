@@ -1,6 +1,7 @@
 // Each deliberately faulty plugin is reported non-conformant, on the test that targets its fault.
 #include <gtest/gtest.h>
 #include <headway/conformance/report.h>
+#include <headway/core/error.h>
 
 #include <string>
 #include <utility>
@@ -277,6 +278,35 @@ TEST(FaultyPlugins, BatchDependentModelFailsBatchInvariance) {
   EXPECT_FALSE(r.conformant());
   expect_outcome(r, "model.batch_invariance", Outcome::kFail);
   expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
+}
+
+// A model that keeps KV per request id passes every chunking and batching, and fails where prefix
+// caching starts a request past another request's blocks: model.shared_prefix, core in
+// model-core-v2, so the model is not conformant to it.
+TEST(FaultyPlugins, PerRequestCacheModelFailsSharedPrefix) {
+  const auto r = run_faulty("faulty_per_request_cache_model.so");
+  EXPECT_FALSE(r.conformant()) << headway::test::describe(r);
+  expect_outcome(r, "model.shared_prefix", Outcome::kFail);
+  expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
+  expect_outcome(r, "model.batch_invariance", Outcome::kPass);
+  expect_outcome(r, "model.kv_layout", Outcome::kPass);
+  EXPECT_EQ(r.mustpass, "model-core-v2");
+  // Judged against the list it may have been certified to, it still is conformant to it: the
+  // test runs, outside the core.
+  const std::string path =
+      std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_per_request_cache_model.so";
+  const auto v1 = headway::test::run_suite(path, "", {}, "model-core-v1");
+  EXPECT_EQ(v1.mustpass, "model-core-v1");
+  EXPECT_TRUE(v1.conformant()) << headway::test::describe(v1);
+  EXPECT_FALSE(headway::test::find_test(v1, "model.shared_prefix")->core);
+  try {
+    headway::test::run_suite(path, "", {}, "model-core-v9");
+    ADD_FAILURE() << "a list the profile does not have was taken";
+  } catch (const headway::core::Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "--mustpass: 'model-core-v9' is not a list of profile model-core (there are: "
+                 "model-core-v1, model-core-v2)");
+  }
 }
 
 // Declaring returns_prompt_logits declares the feature: rows that are not each position's own

@@ -21,11 +21,13 @@ inline core::PluginRegistry& conformance_registry() {
 
 inline conformance::ProfileResult run_suite(const std::string& path,
                                             const std::string& options = "",
-                                            std::set<std::string> features = {}) {
+                                            std::set<std::string> features = {},
+                                            const std::string& mustpass = "") {
   conformance::SuiteContext context;
   context.options.plugin = path;
   context.options.options = options;
   context.options.features = std::move(features);
+  context.options.mustpass = mustpass;
   context.plugin.registry = &conformance_registry();
   context.plugin.plugin = &context.plugin.registry->load_path(path);
   context.plugin.options_text = options;

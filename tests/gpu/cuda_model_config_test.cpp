@@ -128,7 +128,7 @@ TEST(CudaModelConfig, AttentionBiasesAndQkNormsAreWithinTheKernelLimits) {
 CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bool phase_timing,
                        bool split_prefill_attention = false,
                        const char* attention_tiling = "128x64",
-                       bool programmatic_dependent_launch = false) {
+                       bool programmatic_dependent_launch = false, bool deterministic = false) {
   const auto str = [](const char* key, const char* value, int32_t type) {
     return hw_option_value{{key, std::char_traits<char>::length(key)},
                            type,
@@ -155,7 +155,7 @@ CudaModelOptions parse(int64_t cuda_graph_max_batch, int64_t tensor_parallel, bo
       real("gpu_memory_fraction", 0.9),
       str("sampling", "device", HW_OPTION_ENUM),
       num("max_batch_tokens", 8192, HW_OPTION_INT),
-      num("deterministic", 0, HW_OPTION_BOOL),
+      num("deterministic", deterministic ? 1 : 0, HW_OPTION_BOOL),
       num("decode_gemv", 1, HW_OPTION_BOOL),
       num("decode_gemv_max_rows", 2, HW_OPTION_INT),
       num("fuse_swiglu", 1, HW_OPTION_BOOL),
@@ -193,6 +193,20 @@ TEST(CudaModelConfig, CudaGraphsAreOnByDefaultOnlyWhereTheyWork) {
   EXPECT_EQ(defaults.decode_gemv_max_rows, 2u);  // kGemvRoutedRows, gemm.h
   EXPECT_TRUE(defaults.fuse_swiglu);
   EXPECT_TRUE(parse(-1, 1, false, false, "128x64", true).programmatic_dependent_launch);
+}
+
+// NCCL's all-reduce adds the ranks' outputs in an order that follows the step's size: deterministic
+// arithmetic is refused under tensor parallelism, naming both options.
+TEST(CudaModelConfig, DeterministicNeedsOneGpu) {
+  EXPECT_TRUE(parse(0, 1, false, false, "128x64", false, true).deterministic);
+  try {
+    parse(0, 2, false, false, "128x64", false, true);
+    ADD_FAILURE() << "deterministic with tensor_parallel = 2 should be refused";
+  } catch (const sdk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deterministic = true needs tensor_parallel = 1"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // Every tiling is read back from its name, the lean candidates included.

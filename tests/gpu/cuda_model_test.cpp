@@ -3,6 +3,7 @@
 // Qwen variants) within BF16 tolerances, chunking invariance, device sampling, input errors, and
 // random-weight Llama-3.1-8B, Qwen 2.5-7B and Qwen 3-8B. GPU tests skip where no CUDA device is
 // visible; the no-device error is checked there instead.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
 #include <headway/core/plugin_options.h>
@@ -436,6 +437,54 @@ TEST_F(CudaModel, WithSplitPrefillAttentionMatchesTheCpuModel) {
   // And on a lean tiling, whose split records keep base-2 maxima until they are written.
   expect_the_cpu_models_logits(
       path(), dir(), ", split_prefill_attention = true, attention_tiling = \"lean-128x64\"");
+}
+
+// Tensor parallelism (NCCL all-reduces between the row-parallel projections) against the cpu
+// model: over 2 GPUs (one kv head each) and, where 4 are visible, 4 (each kv head on two GPUs);
+// the Qwen and biased variants over 2 (their q/k/v biases split with the heads, o's bias added
+// once after the all-reduce). The ranks' BF16 partial sums add roundings one GPU does not have,
+// well inside the 5% the other comparisons allow.
+TEST_F(CudaModel, TensorParallelMatchesTheCpuModel) {
+  HW_SKIP_WITHOUT_CUDA();
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {
+    GTEST_SKIP() << "tensor parallelism needs 2 CUDA devices, " << count << " visible";
+  }
+  for (const int tp : {2, 4}) {
+    if (tp > count) break;
+    SCOPED_TRACE("tensor_parallel = " + std::to_string(tp));
+    expect_the_cpu_models_logits(path(), dir(), ", tensor_parallel = " + std::to_string(tp));
+    expect_the_cpu_models_logits(
+        path(), dir(), ", tensor_parallel = " + std::to_string(tp) + ", decode_gemv = false");
+  }
+  for (const Variant& v : kBiasAndNormVariants) {
+    SCOPED_TRACE(variant_name(v));
+    TempDir d;
+    write_variant(v, d.path());
+    expect_the_cpu_models_logits("path = \"" + d.path().string() + "\"", d.path(),
+                                 ", tensor_parallel = 2");
+  }
+}
+
+// Random weights over 2 GPUs: what every rank holds (embeddings, LM head) is drawn equal on each,
+// so the ranks' residual streams agree and rank 0's greedy tokens come from a coherent model; the
+// step runs and samples valid ids with device sampling.
+TEST_F(CudaModel, RandomWeightsTensorParallel) {
+  HW_SKIP_WITHOUT_CUDA();
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 2) {
+    GTEST_SKIP() << "tensor parallelism needs 2 CUDA devices, " << count << " visible";
+  }
+  ModelHarness gpu("cuda",
+                   "shape = \"llama-3.1-8b\", random_weights = true, max_model_len = 4096, "
+                   "kv_cache_gb = 1.0, tensor_parallel = 2",
+                   dir(), 16, 1024);
+  const auto r = gpu.step({{1, random_tokens(100, 128256, 6)}, {2, random_tokens(3, 128256, 7)}});
+  ASSERT_EQ(r.sampled.size(), 2u);
+  for (int32_t id : r.sampled) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 128256);
+  }
 }
 
 // The prefill tilings of the tensor-core attention other than the default, 128x64 (head_dim 64

@@ -66,6 +66,26 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
           "forward() wrote past the " + std::to_string(rows) +
           " logits rows the host asked for (hw_model_output.logits_rows, sdk::logits_rows)");
     }
+    for (uint32_t r = 0; r < rows; ++r) {
+      const auto first = logits.begin() + size_t{r} * info.vocab;
+      const auto last = first + info.vocab;
+      if (std::all_of(first, last, [](float v) { return v == kGuard; })) {
+        throw core::Error("forward() wrote nothing to logits row " + std::to_string(r) +
+                          " of the " + std::to_string(rows) +
+                          " the batch asks for (still the suite's guard)");
+      }
+      // -inf is a masked token (a vocabulary's padding); NaN, +inf or a row of -inf only leave
+      // the sampler nothing to draw from.
+      const auto bad = std::find_if(
+          first, last, [](float v) { return std::isnan(v) || (v > 0 && std::isinf(v)); });
+      if (bad != last || std::all_of(first, last, [](float v) { return std::isinf(v); })) {
+        throw core::Error("forward() wrote a non-finite logit in row " + std::to_string(r) +
+                          (bad != last ? " (" + std::string(std::isnan(*bad) ? "NaN" : "+inf") +
+                                             " for token " + std::to_string(bad - first) + ")"
+                                       : " (every token -inf)") +
+                          ": the sampler has nothing to draw from");
+      }
+    }
     if (seconds != nullptr) seconds->push_back(out.seconds);
     uint32_t row = 0;
     const auto row_at = [&](uint32_t r) {
@@ -95,6 +115,7 @@ double relative_difference(const SampleOutput& a, const SampleOutput& b) {
   if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
   double diff = 0.0, scale = 1.0;
   for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;  // equal, -inf (a masked token) included
     if (!std::isfinite(a[i]) || !std::isfinite(b[i]))
       return std::numeric_limits<double>::infinity();
     diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));

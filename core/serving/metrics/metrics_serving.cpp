@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "plugin_metrics_export.h"
+
 namespace headway::serving {
 namespace {
 
@@ -24,6 +26,7 @@ const std::vector<double> kTransferBuckets = {0.0001, 0.0005, 0.001, 0.005, 0.01
 
 const std::vector<std::string> kEngineLabels = {"engine", "pool"};
 const std::vector<std::string> kRequestLabels = {"engine", "pool", "request_class"};
+const std::vector<std::string> kPluginLabels = {"engine", "pool", "kind", "plugin", "metric"};
 // The reason label of headway_request_rejected_total, by Rejection.
 constexpr const char* kRejectionNames[] = {"invalid", "queue_full", "unavailable", "internal"};
 
@@ -68,7 +71,7 @@ ServingMetrics::ServingMetrics()
                             {"engine", "pool", "request_class", "finished_reason"})),
       rejected_(registry_.counter("headway_request_rejected_total",
                                   "Requests refused before reaching an engine, by reason "
-                                  "(invalid, queue_full, unavailable).",
+                                  "(invalid, queue_full, unavailable, internal).",
                                   {"reason"})),
       running_(registry_.gauge("headway_num_requests_running",
                                "Requests in the engine's running batch.", kEngineLabels)),
@@ -108,7 +111,16 @@ ServingMetrics::ServingMetrics()
           "headway_prefix_cache_hits_total",
           "Of headway_prefix_cache_queries_total, tokens whose KV was found in the prefix cache "
           "and not computed.",
-          kEngineLabels)) {
+          kEngineLabels)),
+      plugin_counters_(registry_.counter(
+          "headway_plugin_total",
+          "Counters a plugin keeps through the host services (counter_add), by plugin instance "
+          "and the plugin's name for the counter.",
+          kPluginLabels)),
+      plugin_gauges_(registry_.gauge("headway_plugin_value",
+                                     "Gauges a plugin sets through the host services (gauge_set), "
+                                     "by plugin instance and the plugin's name for the gauge.",
+                                     kPluginLabels)) {
   // Every reason at 0 from the start, so that a rate() over the series has a point before the
   // first refusal (Prometheus's advice for labelled counters whose label values are known).
   for (const char* reason : kRejectionNames) rejected_.with({reason});
@@ -128,6 +140,14 @@ EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
                       kv_network_bytes_.with(labels),
                       prefix_cache_queries_.with(labels),
                       prefix_cache_hits_.with(labels)};
+}
+
+core::PluginMetricsSink& ServingMetrics::plugin(const std::string& engine, const std::string& pool,
+                                                const std::string& kind,
+                                                const std::string& plugin) {
+  std::lock_guard lock(plugins_mutex_);
+  return *plugins_.emplace_back(std::make_unique<PluginMetricsExport>(
+      plugin_counters_, plugin_gauges_, std::vector<std::string>{engine, pool, kind, plugin}));
 }
 
 const std::string& ServingMetrics::class_label(const std::string& request_class) {

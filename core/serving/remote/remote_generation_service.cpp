@@ -177,9 +177,10 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   bool own_checkpoint_ = false;
   std::vector<std::string> warned_name_;  // per engine process: the name last warned about
   std::unique_ptr<RequestAdmission> admission_;
+  // Before the router: its host services send its metrics here until it is gone.
+  mutable ServingMetrics metrics_;
   std::unique_ptr<core::HostServices> router_host_;
   std::unique_ptr<core::RouterInstance> router_;
-  mutable ServingMetrics metrics_;
   // Requests re-sent to another engine process, by the process that failed before answering.
   CounterFamily& retries_ = metrics_.registry().counter(
       "headway_request_retries_total",
@@ -261,7 +262,10 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   failing_since_.resize(engines_.size());
   was_draining_.assign(engines_.size(), false);
   for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
-  router_host_ = std::make_unique<core::HostServices>("router", &clock_);
+  router_host_ = std::make_unique<core::HostServices>(
+      "router " + deployment.router.plugin->short_name(), &clock_);
+  router_host_->export_metrics(
+      &metrics_.plugin("", "", "router", deployment.router.plugin->short_name()));
   router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_);
   {
     std::lock_guard lock(link_->mutex);

@@ -16,6 +16,12 @@
 namespace headway::serving {
 namespace {
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // What a hand-off adds to an engine's outstanding tokens: those it has left to generate (its KV
 // comes computed).
 uint64_t tokens_left(const Handoff& handoff) {
@@ -185,6 +191,12 @@ uint32_t EngineDriver::waiting_including_inbox() const {
 bool EngineDriver::alive() const {
   std::lock_guard lock(mutex_);
   return alive_;
+}
+
+double EngineDriver::step_seconds() const {
+  const int64_t began = step_began_ns_.load();
+  if (began == 0) return 0.0;
+  return std::max<double>(0.0, static_cast<double>(steady_ns() - began) * 1e-9);
 }
 
 void EngineDriver::run() {
@@ -872,8 +884,11 @@ void EngineDriver::step_once() {
   if (!engine_ok_ || !engine_.has_work()) return;
   try {
     // No lock is held here: frontends keep queueing into the inbox during the forward pass.
+    step_began_ns_.store(steady_ns());
     runnable_ = engine_.step();
+    step_began_ns_.store(0);
   } catch (const std::exception& e) {
+    step_began_ns_.store(0);
     fail(e.what());
     return;
   }

@@ -13,6 +13,7 @@
 #include <headway/core/step_trace.h>
 #include <headway/serving/metrics_serving.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -75,6 +76,9 @@ class EngineDriver final : private core::EngineListener {
   // room or their KV copy): what max_waiting bounds.
   uint32_t waiting_including_inbox() const;
   bool alive() const;
+  // How long the engine's step now running has run (0 between steps): a model or scheduler call
+  // that does not return shows here, and in /health past kStuckStepSeconds.
+  double step_seconds() const;
 
   // Aborts everything in flight (streams finish kAbort), then the thread exits. Idempotent.
   void stop();
@@ -183,6 +187,8 @@ class EngineDriver final : private core::EngineListener {
   std::shared_ptr<core::StepTraceWriter> step_trace_;  // null once a write failed
   std::thread thread_;
 
+  // When the step now running began (steady clock, ns since its epoch); 0 between steps.
+  std::atomic<int64_t> step_began_ns_{0};
   mutable std::mutex mutex_;  // guards the members up to `thread state`
   std::condition_variable wake_;
   std::vector<Command> inbox_;

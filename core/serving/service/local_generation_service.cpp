@@ -96,19 +96,22 @@ class LocalGenerationService::Impl final : public FinishedSink {
   ServiceError rejected(Rejection why, ServiceError error);
   void track(Placement placement);  // mutex_ held
   void stop_drivers();
+  // Every plugin instance's counters and gauges to /metrics.
+  void export_plugin_metrics();
   // Engine processes whose [kv_transport] has peer links: KV between processes over them.
   void set_up_links(const core::DeploymentConfig& deployment, std::shared_ptr<KvLinkPeers> peers);
 
   const std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
   const core::WallClock clock_{origin_};
   std::string deployment_name_;
+  // Before the cluster: its plugins' host services send their metrics here until they are gone.
+  ServingMetrics metrics_;
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<RequestAdmission> admission_;
   // An engine process ([server] role = "engine") takes prefill_only / kv_source requests from its
   // router; a process that faces clients refuses them (they name shared-memory objects).
   bool accepts_handoffs_ = false;
   std::optional<KvStageJanitor> stage_janitor_;  // engine processes: staged KV nobody read
-  ServingMetrics metrics_;
   std::unique_ptr<KvHandoff> handoff_;  // disaggregated deployments only; outlives the drivers
   std::unique_ptr<KvLinks> links_;      // engine processes with peer links; outlives the drivers
   std::unique_ptr<HeldKv> held_;        // kv_handoff = "link"; outlives the drivers
@@ -145,6 +148,7 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
     : deployment_name_(deployment.name), accepts_handoffs_(deployment.server.role == "engine") {
   const std::string where = deployment.file.string();
   cluster_ = std::make_unique<core::Cluster>(deployment, origin_);
+  export_plugin_metrics();
   if (accepts_handoffs_) {
     // Objects a crashed engine process staged and nobody read.
     if (const size_t removed = sweep_orphaned_kv_stages()) {
@@ -193,6 +197,22 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   }
   if (handoff_) handoff_->set_drivers(std::move(drivers));
   for (auto& driver : drivers_) driver->start();
+}
+
+void LocalGenerationService::Impl::export_plugin_metrics() {
+  for (size_t e = 0; e < cluster_->size(); ++e) {
+    core::Engine& engine = cluster_->engine(e);
+    const std::string index = std::to_string(engine.config().index);
+    const std::string& pool = engine.config().pool;
+    engine.model_host().export_metrics(&metrics_.plugin(index, pool, "model", engine.model_name()));
+    engine.scheduler_host().export_metrics(
+        &metrics_.plugin(index, pool, "scheduler", engine.scheduler_name()));
+  }
+  cluster_->router_host().export_metrics(
+      &metrics_.plugin("", "", "router", cluster_->router_name()));
+  if (core::HostServices* host = cluster_->transport_host()) {
+    host->export_metrics(&metrics_.plugin("", "", "kv_transport", cluster_->transport()->name()));
+  }
 }
 
 void LocalGenerationService::Impl::set_up_links(const core::DeploymentConfig& deployment,
@@ -462,7 +482,7 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
     summary.engines.push_back(EngineSummary{
         config.index, config.pool, engine_role_label(config.role), load.alive != 0, load.running,
         load.waiting, load.outstanding_tokens, load.kv_blocks_free, load.kv_blocks_total,
-        load.queued_prefill_tokens, load.block_size, std::string()});
+        load.queued_prefill_tokens, load.block_size, std::string(), drivers_[e]->step_seconds()});
   }
   return summary;
 }
@@ -470,7 +490,8 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
 HealthSummary LocalGenerationService::Impl::health() const {
   std::vector<EngineHealth> engines;
   for (size_t e = 0; e < drivers_.size(); ++e) {
-    engines.push_back({cluster_->engine(e).config().role, drivers_[e]->alive()});
+    engines.push_back(
+        {cluster_->engine(e).config().role, drivers_[e]->alive(), drivers_[e]->step_seconds()});
   }
   return summarize_health(admission_state_ == Admission::kAdmitting, engines);
 }

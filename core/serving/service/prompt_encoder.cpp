@@ -31,8 +31,10 @@ std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {
   using Kind = GenerateInput::PromptKind;
   if (input.prompt_kind == Kind::kTokenIds) return input.prompt_ids;
   if (tokenizer_ == nullptr) {
+    // A chat's fault is its messages; a text prompt's, the prompt.
     throw ServiceError(ErrorCode::kInvalidArgument,
-                       "this model has no tokenizer: send prompt token ids", "prompt");
+                       "this model has no tokenizer: send prompt token ids",
+                       input.prompt_kind == Kind::kText ? "prompt" : "messages");
   }
   if (input.prompt_kind == Kind::kText) return with_bos(tokenizer_->encode(input.prompt_text));
   if (chat_template_ == nullptr) {

@@ -43,6 +43,10 @@ std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment
   return {};
 }
 
+std::filesystem::path tokenizer_dir_of(const core::DeploymentConfig& deployment) {
+  return deployment.tokenizer.empty() ? checkpoint_dir_of(deployment) : deployment.tokenizer;
+}
+
 std::string default_model_name(const core::DeploymentConfig& deployment) {
   const std::filesystem::path dir = checkpoint_dir_of(deployment);
   return dir.empty() ? deployment.name : dir.filename().string();
@@ -71,10 +75,23 @@ std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& depl
 
 RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, ModelSummary served)
     : model_(std::move(served)) {
-  const std::filesystem::path dir = checkpoint_dir_of(deployment);
+  const std::filesystem::path dir = tokenizer_dir_of(deployment);
   const uint32_t vocab = model_.vocab;
   if (!dir.empty()) {
-    tokenizer_ = core::Tokenizer::load(dir);
+    std::error_code ignored;
+    if (deployment.tokenizer.empty() && std::filesystem::is_regular_file(dir, ignored)) {
+      throw core::Error(fmt::format(
+          "{}: model.options.path names a file ({}), where serve reads the tokenizer from a "
+          "directory: set [model] tokenizer to the directory holding the model's tokenizer.json "
+          "(and tokenizer_config.json)",
+          deployment.file.string(), dir.string()));
+    }
+    try {
+      tokenizer_ = core::Tokenizer::load(dir);
+    } catch (const core::Error& e) {
+      if (deployment.tokenizer.empty()) throw;
+      throw core::Error(fmt::format("{}: model.tokenizer: {}", deployment.file.string(), e.what()));
+    }
     if (tokenizer_->vocab_size() > vocab) {
       throw core::Error(
           fmt::format("{}: the tokenizer of {} has {} tokens, more than the model's "

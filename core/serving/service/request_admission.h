@@ -32,6 +32,10 @@ class GuideFactory;
 // model plugin does: relative to the deployment file. Empty when the model has none.
 std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment);
 
+// Where the tokenizer, the chat template and the end tokens are read: [model] tokenizer when the
+// file sets it, else the checkpoint directory. Empty when neither is given.
+std::filesystem::path tokenizer_dir_of(const core::DeploymentConfig& deployment);
+
 // The model's name as clients give it when no option names it: the checkpoint directory's name, or
 // the deployment's name when the model reads no checkpoint.
 std::string default_model_name(const core::DeploymentConfig& deployment);

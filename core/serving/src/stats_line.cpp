@@ -12,6 +12,10 @@ StatsSample take_stats_sample(const GenerationService& service, double seconds) 
   for (const EngineSummary& engine : service.cluster_info().engines) {
     ++sample.engines_total;
     if (!engine.alive) continue;
+    if (engine.step_seconds > sample.longest_step_seconds) {
+      sample.longest_step_seconds = engine.step_seconds;
+      sample.longest_step_engine = engine.index;
+    }
     ++sample.engines_alive;
     sample.running += engine.running;
     sample.waiting += engine.waiting;
@@ -54,6 +58,12 @@ std::string stats_line(const StatsSample& before, const StatsSample& now) {
   if (preemptions > 0.0) line += fmt::format(", {:.0f} preemptions", preemptions);
   if (now.engines_alive < now.engines_total) {
     line += fmt::format(", engines {} of {} alive", now.engines_alive, now.engines_total);
+  }
+  if (now.longest_step_seconds >= kSlowStepSeconds) {
+    line += fmt::format(
+        ", engine {} in one step for {:.0f} s (a model or scheduler call that "
+        "has not returned?)",
+        now.longest_step_engine, now.longest_step_seconds);
   }
   return line;
 }

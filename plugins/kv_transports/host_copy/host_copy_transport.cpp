@@ -7,9 +7,10 @@
 //   steps; the duration reported is the measured copy time. Host to host with memcpy; when either
 //   side is GPU memory (builds with CUDA only, device_copy.h) with cudaMemcpyAsync on dedicated
 //   streams, through a pinned host buffer between two GPUs;
-// - simulated (either side NONE, as with the sim model): nothing is copied and the duration comes
+// - simulated (both sides NONE, as with the sim model): nothing is copied and the duration comes
 //   from a bandwidth + latency model of the link the deployment names (presets below), which the
-//   simulator adds to the virtual clock.
+//   simulator adds to the virtual clock. One side NONE and the other real is refused: there would
+//   be nothing to copy from or to.
 // Threading: every entry point may be called from any thread; one mutex guards the job, link and
 // posted-transfer tables and is never held while bytes are copied (the links copy on threads of
 // their own).
@@ -126,7 +127,16 @@ class HostCopyTransport final : public headway::sdk::KvTransport, public headway
   }
 
   uint64_t start(const hw_kv_transfer& t) override {
-    const bool simulated = t.source.kind == HW_MEMORY_NONE || t.destination.kind == HW_MEMORY_NONE;
+    const bool simulated = t.source.kind == HW_MEMORY_NONE && t.destination.kind == HW_MEMORY_NONE;
+    if (!simulated && (t.source.kind == HW_MEMORY_NONE || t.destination.kind == HW_MEMORY_NONE)) {
+      // Modelling it would answer DONE with the destination's blocks untouched, which its engine
+      // then reads as the request's KV: garbage, silently.
+      throw Error(HW_INVALID_ARGUMENT,
+                  std::string("host_copy: the ") +
+                      (t.source.kind == HW_MEMORY_NONE ? "source" : "destination") +
+                      " region is simulated (HW_MEMORY_NONE: no bytes behind it) and the other "
+                      "is not: there is nothing to copy from or to");
+    }
     if (!simulated) {
       check_memory(t.source, "source");
       check_memory(t.destination, "destination");

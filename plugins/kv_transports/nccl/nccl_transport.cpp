@@ -46,6 +46,7 @@
 #include <cstddef>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <headway/plugin.hpp>
 #include <map>
 #include <mutex>
@@ -186,6 +187,7 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
     const bool same = t.source.device_id == t.destination.device_id;
     cudaStream_t dst_stream = same ? link.streams[0] : link.streams[1];
     create_events(job);
+    bool enqueued = false;  // NCCL's kernels are on the link's streams
     try {
       check_cuda(cudaEventRecord(job.begin, dst_stream), "cudaEventRecord");
       const auto* src = static_cast<const std::byte*>(t.source.base);
@@ -210,14 +212,20 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
                          ncclUint8, 0, link.comms[1], link.streams[1]);
           }
         }
+        // Every call accepted: ncclGroupEnd may launch some of them even when it fails. (A
+        // refused call makes it launch none.)
+        enqueued = r == ncclSuccess;
         const ncclResult_t end = ncclGroupEnd();
         check_nccl(r, "ncclSend/ncclRecv");
         check_nccl(end, "ncclGroupEnd");
       }
       check_cuda(cudaSetDevice(job.device), "cudaSetDevice");
       check_cuda(cudaEventRecord(job.end, dst_stream), "cudaEventRecord");
-    } catch (...) {
+    } catch (const std::exception& e) {
       release(job);
+      // Refused, yet the receives may still write the destination's blocks, which the engine
+      // takes back: abort them. The link then stays refused, as after a timeout.
+      if (enqueued) break_link(link, std::string("after the transfer was enqueued: ") + e.what());
       throw;
     }
     job.started = Clock::now();

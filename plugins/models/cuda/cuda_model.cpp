@@ -32,6 +32,7 @@
 #include "safetensors.h"
 #include "step_graphs.h"
 #include "step_plan.h"
+#include "tensor_parallel_group.h"
 
 namespace headway::models::cuda {
 namespace {
@@ -129,11 +130,6 @@ constexpr hw_option_spec kOptions[] = {
                "phase_timing = false."),
 };
 
-void check_nccl(ncclResult_t r, const char* what) {
-  if (r == ncclSuccess) return;
-  throw sdk::Error(HW_INTERNAL, std::string("cuda model: ") + what + ": " + ncclGetErrorString(r));
-}
-
 class CudaModel final : public sdk::Model {
  public:
   CudaModel(const sdk::Host& host, const sdk::Options& options, const std::string& config_dir)
@@ -188,11 +184,9 @@ class CudaModel final : public sdk::Model {
                                                      inv_freq.data(), options_));
     }
     if (tp_.tp > 1) {
-      std::vector<int> devices(tp_.tp);
-      for (uint32_t r = 0; r < tp_.tp; ++r) devices[r] = options_.device + static_cast<int>(r);
-      comms_.resize(tp_.tp);
-      check_nccl(ncclCommInitAll(comms_.data(), static_cast<int>(tp_.tp), devices.data()),
-                 "ncclCommInitAll");
+      tp_group_ = std::make_unique<TensorParallelGroup>(shards_);
+      // Before the KV cache is sized: NCCL allocates an algorithm's buffers at its first use.
+      tp_group_->warm_up(shards_, options_.max_batch_tokens, config_.hidden_size);
     }
 
     // A graph step makes every row a head row (logits for the whole vocabulary each) and may split
@@ -266,9 +260,6 @@ class CudaModel final : public sdk::Model {
         host_.log(HW_LOG_INFO, "cuda model: GPU " + std::to_string(shards_[r]->device()) +
                                    " phase times (ms per step), " + summary);
       }
-    }
-    for (ncclComm_t c : comms_) {
-      if (c != nullptr) ncclCommDestroy(c);
     }
     // The graphs belong to the first GPU's context (graphs are never used with more than one).
     if (!shards_.empty() && cudaSetDevice(shards_[0]->device()) == cudaSuccess) graphs_.clear();
@@ -383,12 +374,22 @@ class CudaModel final : public sdk::Model {
                                       copy.rows * row_bytes, cudaMemcpyDeviceToHost,
                                       lead.stream()));
       }
-      for (auto& s : shards_) {
-        HW_CUDA_CHECK(cudaSetDevice(s->device()));
-        HW_CUDA_CHECK(cudaStreamSynchronize(s->stream()));
+      if (tp_group_) {
+        tp_group_->wait(shards_);  // never hangs on a GPU that failed (tensor_parallel_group.h)
+      } else {
+        HW_CUDA_CHECK(cudaStreamSynchronize(lead.stream()));
       }
       for (auto& s : shards_) s->end_step_timing(true);
     } catch (...) {
+      // Under tensor parallelism a failed GPU is often first reported by a launch or a copy:
+      // the other ranks' all-reduces then wait for it, and only the group's wait (which aborts
+      // the communicators at the error) lets their streams drain.
+      if (tp_group_ && tp_group_->broken().empty()) {
+        try {
+          tp_group_->wait(shards_);
+        } catch (...) {  // the step's own error is the one to report
+        }
+      }
       drain_streams();
       for (auto& s : shards_) s->end_step_timing(false);
       throw;
@@ -436,19 +437,8 @@ class CudaModel final : public sdk::Model {
 
   // Sums every shard's partial() over the ranks (row-parallel projections). No-op on one GPU.
   void all_reduce() {
-    if (comms_.empty()) return;
-    const size_t count = size_t{plan_.tokens()} * config_.hidden_size;
-    check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (size_t r = 0; r < shards_.size(); ++r) {
-      ModelShard& s = *shards_[r];
-      const ncclResult_t res = ncclAllReduce(s.partial(), s.partial(), count, ncclBfloat16, ncclSum,
-                                             comms_[r], s.stream());
-      if (res != ncclSuccess) {
-        ncclGroupEnd();
-        check_nccl(res, "ncclAllReduce");
-      }
-    }
-    check_nccl(ncclGroupEnd(), "ncclGroupEnd (all-reduce)");
+    if (!tp_group_) return;
+    tp_group_->all_reduce(shards_, plan_.tokens(), config_.hidden_size);
     for (auto& s : shards_) s->mark(Phase::kAllReduce);
   }
 
@@ -459,8 +449,8 @@ class CudaModel final : public sdk::Model {
   uint32_t max_model_len_ = 0;
   uint64_t kv_capacity_tokens_ = 0;
   std::vector<std::unique_ptr<ModelShard>> shards_;
-  std::vector<ncclComm_t> comms_;  // destroyed (in ~CudaModel) before the shards
-  StepGraphs graphs_;              // declared after the shards: destroyed before them
+  std::unique_ptr<TensorParallelGroup> tp_group_;  // tp > 1; declared after the shards: goes first
+  StepGraphs graphs_;  // declared after the shards: destroyed before them
   uint64_t logged_capture_failures_ = 0;
   StepPlan plan_;
   uint32_t decode_blocks_wanted_ = 0;  // StepLimits::decode_blocks_wanted, from the lead GPU

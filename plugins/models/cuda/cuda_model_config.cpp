@@ -106,6 +106,14 @@ CudaModelOptions parse_options(const sdk::Options& o, const std::string& config_
   }
   r.split_prefill_attention = o.get_bool("split_prefill_attention");
   r.programmatic_dependent_launch = o.get_bool("programmatic_dependent_launch");
+  // NCCL picks the all-reduce's algorithm (ring, tree, NVLS) and how it cuts the buffer by the
+  // step's size: the order and place of the ranks' additions, so the rounding, follow the batch.
+  if (r.deterministic && r.tensor_parallel > 1) {
+    invalid("deterministic = true needs tensor_parallel = 1 (NCCL's all-reduce over " +
+            std::to_string(r.tensor_parallel) +
+            " GPUs adds the ranks' outputs in an order and on a path that depend on the step's "
+            "size, so results would depend on the batch); set one of them otherwise");
+  }
   // -1 (auto) takes graphs where they work; a number set by the operator is checked.
   const int64_t graphs = o.get_int("cuda_graph_max_batch");
   if (graphs < 0) {

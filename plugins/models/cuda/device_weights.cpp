@@ -169,23 +169,45 @@ DeviceWeights::DeviceWeights(const cpu::Checkpoint& ck, const LlamaConfig& c,
 DeviceWeights::DeviceWeights(const LlamaConfig& c, const TensorParallelLayout& tp, uint32_t rank,
                              uint64_t seed) {
   allocate(c, tp, c.tie_word_embeddings);
+  // Each tensor's fill is seeded by (seed, a rank, the tensor's number), the same sequence of
+  // numbers on every rank. What every rank holds (embeddings, LM head; a kv head replicated on
+  // several ranks) takes the seed of the first rank holding it, so that the copies are equal:
+  // ranks whose embeddings differed would add all-reduced outputs to different residual streams.
   uint64_t tensor = 0;
-  const auto fill = [&](DeviceBuffer<__nv_bfloat16>& b, uint64_t fan_in) {
+  const auto fill_part = [&](__nv_bfloat16* first_element, uint64_t count, uint64_t first,
+                             uint64_t fan_in, uint32_t seed_rank) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(fan_in));
-    HW_CUDA_CHECK(
-        kernels::fill_uniform_bf16(b.data(), b.size(), scale, mix(seed, rank, tensor++), nullptr));
+    HW_CUDA_CHECK(kernels::fill_uniform_bf16(first_element, count, scale,
+                                             mix(seed, seed_rank, tensor), nullptr, first));
+  };
+  const auto fill_as = [&](DeviceBuffer<__nv_bfloat16>& b, uint64_t fan_in, uint32_t seed_rank) {
+    fill_part(b.data(), b.size(), 0, fan_in, seed_rank);
+    ++tensor;
+  };
+  const auto fill = [&](DeviceBuffer<__nv_bfloat16>& b, uint64_t fan_in) {
+    fill_as(b, fan_in, rank);
+  };
+  // [q|k|v]: q is this rank's; k and v are the kv head's first holder's (with tp > kv_heads a kv
+  // head lives on kv_replication ranks). On one GPU this is one fill of the whole buffer.
+  const uint32_t kv_holder =
+      tp.kv_replication > 1 ? tp.first_kv_head(rank) * tp.kv_replication : rank;
+  const uint64_t q_elems = uint64_t{tp.heads_per_rank} * c.head_dim * c.hidden_size;
+  const auto fill_qkv = [&](DeviceBuffer<__nv_bfloat16>& b) {
+    fill_part(b.data(), q_elems, 0, c.hidden_size, rank);
+    fill_part(b.data() + q_elems, b.size() - q_elems, q_elems, c.hidden_size, kv_holder);
+    ++tensor;
   };
   const auto set = [&](DeviceBuffer<float>& b, float value) {
     HW_CUDA_CHECK(kernels::fill_float(b.data(), b.size(), value, nullptr));
   };
   const auto ones = [&](DeviceBuffer<float>& b) { set(b, 1.0f); };
-  fill(embed_, c.hidden_size);
-  if (lm_head_.size() > 0) fill(lm_head_, c.hidden_size);
+  fill_as(embed_, c.hidden_size, 0);
+  if (lm_head_.size() > 0) fill_as(lm_head_, c.hidden_size, 0);
   ones(final_norm_);
   for (DeviceLayer& l : layers_) {
     ones(l.input_norm);
     ones(l.post_norm);
-    fill(l.qkv, c.hidden_size);
+    fill_qkv(l.qkv);
     fill(l.o, uint64_t{c.num_attention_heads} * c.head_dim);
     fill(l.gate_up, c.hidden_size);
     fill(l.down, c.intermediate_size);

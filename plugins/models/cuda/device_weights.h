@@ -43,8 +43,8 @@ class DeviceWeights {
   // tensor, or a CUDA error naming the call.
   DeviceWeights(const cpu::Checkpoint& checkpoint, const LlamaConfig& config,
                 const TensorParallelLayout& tp, uint32_t rank);
-  // Random, uniform in +-1/sqrt(fan_in), seeded by (seed, rank, tensor); norms are ones and
-  // biases zeros.
+  // Random, uniform in +-1/sqrt(fan_in), seeded by (seed, rank, tensor); what several ranks hold
+  // (embeddings, LM head, a replicated kv head) is equal on each. Norms are ones, biases zeros.
   DeviceWeights(const LlamaConfig& config, const TensorParallelLayout& tp, uint32_t rank,
                 uint64_t seed);
 

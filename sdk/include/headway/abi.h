@@ -143,9 +143,13 @@ typedef struct hw_host_services {
   /* Seconds on the clock of the engine (or cluster) that owns the instance: virtual under
    * simulation, monotonic wall time otherwise. A plugin cannot and need not tell which. */
   double (*now)(void* context);
-  /* Adds delta to a counter named by the plugin (created on first use). */
+  /* Adds delta to a counter named by the plugin (created on first use). `headway serve` exports
+   * it as headway_plugin_total{..., metric="<name>"}: a delta that is not above 0 is
+   * kept but not exported (a Prometheus counter only goes up). Names: UTF-8, 1 to 128 bytes, at
+   * most 64 per instance (counters and gauges together) exported; others are kept only. Fixed
+   * names: one made per request would take the 64 at once. */
   void (*counter_add)(void* context, hw_str name, double delta);
-  /* Sets a gauge named by the plugin. */
+  /* Sets a gauge named by the plugin; exported as headway_plugin_value, names as above. */
   void (*gauge_set)(void* context, hw_str name, double value);
   /* Aligned allocation from the host; free with free_bytes. alignment is a power of two. */
   void* (*allocate)(void* context, uint64_t bytes, uint64_t alignment);
@@ -477,7 +481,15 @@ typedef enum hw_peer_direction { HW_PEER_SEND = 0, HW_PEER_RECEIVE = 1 } hw_peer
 
 /* ------------------------------------------------------------------------------------------------
  * Model
- * Threading: one engine thread calls an instance; forward() may use its own worker threads.
+ * Threading: one thread at a time calls an instance, not always the same one: `headway serve`
+ * calls create(), get_info() and init_kv() on the thread that loads the deployment and forward()
+ * on the engine's thread. State a runtime keeps per thread (a current CUDA device, a context) is
+ * set again in each call. forward() may use its own worker threads.
+ * KV: a request's KV lives in the blocks of its block_table and nowhere else the model keeps
+ * between calls: with prefix caching (on by default) a request's first slice may start at
+ * start > 0 on blocks another request's tokens filled, and a block may serve several requests.
+ * A model keyed on request_id (a cache per sequence) gives wrong answers there; conformance's
+ * model.shared_prefix checks it.
  * --------------------------------------------------------------------------------------------- */
 
 typedef struct hw_model hw_model;

@@ -19,8 +19,12 @@ class MyTransport final : public headway::sdk::KvTransport {
   uint64_t start(const hw_kv_transfer& t) override {
     headway::sdk::TransferProgress result{HW_TRANSFER_DONE, 0.0};
     const double bytes = static_cast<double>(t.block_count) * t.source.block_bytes;
-    if (t.source.kind == HW_MEMORY_NONE || t.destination.kind == HW_MEMORY_NONE) {
+    if (t.source.kind == HW_MEMORY_NONE && t.destination.kind == HW_MEMORY_NONE) {
       result.seconds = 1e-5 + bytes / kModelledBytesPerSecond;
+    } else if (t.source.kind == HW_MEMORY_NONE || t.destination.kind == HW_MEMORY_NONE) {
+      // One side has bytes, the other none: answering DONE would leave the destination's blocks
+      // as they were while its engine reads them as this request's KV.
+      throw headway::sdk::Error(HW_INVALID_ARGUMENT, "my_transport: one region is simulated");
     } else if (t.source.kind == HW_MEMORY_HOST && t.destination.kind == HW_MEMORY_HOST) {
       const auto begin = std::chrono::steady_clock::now();
       result.state = copy(t) ? HW_TRANSFER_DONE : HW_TRANSFER_FAILED;

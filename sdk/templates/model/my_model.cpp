@@ -10,6 +10,7 @@ namespace {
 constexpr hw_option_spec kOptions[] = {
     headway::sdk::double_option("seconds_per_token", 1e-5, 0.0, 1.0,
                                 "Modelled cost of one token in a step."),
+    // With both at 0 a step would take 0 s, which the engine refuses on the virtual clock.
     headway::sdk::double_option("seconds_per_step", 5e-3, 0.0, 10.0, "Fixed cost of a step."),
 };
 
@@ -46,6 +47,9 @@ class MyModel final : public headway::sdk::Model {
 
   void init_kv(uint32_t, uint32_t) override {}  // no memory behind the blocks
 
+  // A real forward pass keeps each request's KV in the blocks of its slice's block_table and
+  // nowhere else: with prefix caching a request may start at start > 0 on blocks another request
+  // wrote (conformance's model.shared_prefix).
   void forward(const hw_model_batch& batch, hw_model_output& out) override {
     uint64_t tokens = 0;
     for (uint32_t i = 0; i < batch.slice_count; ++i) {

@@ -157,6 +157,25 @@ TEST_F(DeploymentConfigTest, DefaultsForOneEngine) {
   EXPECT_EQ(sv(option(c.model, "gpu")->string_value), "h100");
 }
 
+// [model] tokenizer: a directory relative to the file, as every path in it; empty is refused, and
+// no other table takes the key.
+TEST_F(DeploymentConfigTest, TheModelsTokenizerIsADirectoryBesideTheFile) {
+  EXPECT_TRUE(parse("[model]\nplugin = 'sim'\n[[engines]]\n").tokenizer.empty());
+  EXPECT_EQ(
+      parse("[model]\nplugin = 'sim'\ntokenizer = '../tok/llama'\n[[engines]]\n", "configs/a.toml")
+          .tokenizer,
+      fs::path("tok/llama"));
+  EXPECT_EQ(parse("[model]\nplugin = 'sim'\ntokenizer = '/opt/tok'\n[[engines]]\n").tokenizer,
+            fs::path("/opt/tok"));
+  EXPECT_NE(error_of("[model]\nplugin = 'sim'\ntokenizer = ''\n[[engines]]\n")
+                .find("deploy.toml: model.tokenizer: empty"),
+            std::string::npos);
+  EXPECT_NE(error_of("[model]\nplugin = 'sim'\n[router]\nplugin = 'single'\ntokenizer = 'x'\n"
+                     "[[engines]]\n")
+                .find("unknown key 'tokenizer'"),
+            std::string::npos);
+}
+
 TEST_F(DeploymentConfigTest, DefaultRouterForTwoEnginesIsLeastLoaded) {
   DeploymentConfig c = parse("[model]\nplugin = 'sim'\n[[engines]]\ncount = 2\n");
   EXPECT_EQ(c.router.plugin->short_name(), "least_loaded");

@@ -608,6 +608,31 @@ TEST(DisaggregationCluster, ARequestThatCanNeverFitOnTheDecodeEngineIsAnError) {
       Error);
 }
 
+// A wall-clock model that describes no KV memory (as the cuda model under tensor parallelism) has
+// nothing a transport could copy: its prefill and decode engines are refused at load, naming the
+// engine, instead of each transfer "completing" with the decode engine's blocks left as they were.
+TEST(DisaggregationCluster, AWallClockModelWithoutKvMemoryCannotHandKvOver) {
+  const std::string toml =
+      "[model]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+      "/test_id_blind_model.so\"\n"
+      "[[engines]]\nrole = \"prefill\"\nkv_blocks = 64\n"
+      "[[engines]]\nrole = \"decode\"\nkv_blocks = 64\n"
+      "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n";
+  try {
+    Cluster cluster(parse_deployment(toml, "pd_blind.toml", registry()));
+    ADD_FAILURE() << "a model without KV memory was given prefill and decode engines";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("pd_blind.toml: engines (engine0): model 'test_id_blind_model' "
+                                    "describes no KV memory a transport could copy"));
+    EXPECT_THAT(e.what(), HasSubstr("through [kv_transport] 'host_copy'"));
+  }
+  // The same model on mixed engines moves nothing and is served.
+  const std::string mixed = "[model]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                            "/test_id_blind_model.so\"\n[[engines]]\nkv_blocks = 64\n"
+                            "[kv_transport]\nplugin = \"host_copy\"\n";
+  EXPECT_NO_THROW(Cluster(parse_deployment(mixed, "mixed_blind.toml", registry())));
+}
+
 // -------------------------------------------------------------------------------------------------
 // Length routing end to end
 // -------------------------------------------------------------------------------------------------

@@ -580,6 +580,30 @@ TEST(Engine, RandomLoadWithAbortsKeepsTheBooksBalanced) {
   }
 }
 
+// A plan that only preempts runs no forward pass: the step takes no time on the virtual clock
+// (the model reports none), and every request still finishes with all its tokens.
+TEST(Engine, AStepThatOnlyPreemptsRunsNoForwardPass) {
+  EngineSpec spec;
+  spec.scheduler = HEADWAY_TEST_PLUGIN_DIR "/test_preempt_only_scheduler.so";
+  TestEngine e(spec);
+  std::vector<RequestRecord> records(3);
+  for (int i = 0; i < 3; ++i) e->add_request(request(i, 40, 6, &records[i]));
+  int preempt_only = 0;
+  for (int steps = 0; e->has_work(); ++steps) {
+    ASSERT_LT(steps, 1000);
+    const double before = e->clock().now();
+    ASSERT_TRUE(e->step());
+    if (e->last_step().slices.empty()) {
+      ++preempt_only;
+      EXPECT_FALSE(e->last_step().preempted.empty());
+      EXPECT_EQ(e->clock().now(), before);
+    }
+  }
+  EXPECT_GT(preempt_only, 0);
+  for (const RequestRecord& r : records) EXPECT_EQ(r.output_tokens, 6u);
+  EXPECT_EQ(e->kv().free(), e->kv().total());
+}
+
 TEST(Engine, AnInvalidPlanIsRejectedAndNothingOfItExecuted) {
   // Declares a budget of 8 tokens, then plans every request's whole remaining work.
   EngineSpec spec;

@@ -5,6 +5,7 @@
 namespace {
 
 using headway::serving::EngineHealth;
+using headway::serving::kStuckStepSeconds;
 using headway::serving::summarize_health;
 
 TEST(Health, ALiveMixedEngineServes) {
@@ -32,6 +33,24 @@ TEST(Health, ALiveDecodeEngineServesWithoutPrefillEngines) {
   const auto h =
       summarize_health(true, {{HW_ENGINE_ROLE_PREFILL, false}, {HW_ENGINE_ROLE_DECODE, true}});
   EXPECT_TRUE(h.serving);
+}
+
+// A step that has not returned for kStuckStepSeconds (a hung forward()) takes its engine out of
+// what serves, naming it; a long step below that does not.
+TEST(Health, AnEngineStuckInOneStepDoesNotServe) {
+  const auto stuck =
+      summarize_health(true, {{HW_ENGINE_ROLE_MIXED, true, kStuckStepSeconds + 10.0}});
+  EXPECT_FALSE(stuck.serving);
+  EXPECT_EQ(stuck.engines_alive, 0u);
+  EXPECT_EQ(stuck.reason,
+            "no engine can finish a request: engine 0 (in one step for 130 s) stuck, a model or "
+            "scheduler call that has not returned for over 120 s");
+  const auto other = summarize_health(
+      true, {{HW_ENGINE_ROLE_MIXED, true, kStuckStepSeconds}, {HW_ENGINE_ROLE_MIXED, true, 5.0}});
+  EXPECT_TRUE(other.serving);
+  EXPECT_EQ(other.engines_alive, 1u);
+  EXPECT_TRUE(
+      summarize_health(true, {{HW_ENGINE_ROLE_MIXED, true, kStuckStepSeconds - 1.0}}).serving);
 }
 
 TEST(Health, NoEngineAliveAndDrainingSayWhy) {

@@ -53,6 +53,21 @@ TEST(StatsLine, ARouterCountsThePromptsItAdmittedAndNamesEnginesThatAreDown) {
             "alive");
 }
 
+// A step running for kSlowStepSeconds or more is named: the rates alone read as an idle server.
+TEST(StatsLine, NamesAnEngineInOneStepForLong) {
+  const StatsSample before = busy_start();
+  StatsSample now = before;
+  now.seconds = 110.0;
+  now.running = 4;
+  now.longest_step_seconds = kSlowStepSeconds - 1.0;
+  now.longest_step_engine = 1;
+  EXPECT_EQ(stats_line(before, now).find("in one step"), std::string::npos);
+  now.longest_step_seconds = 75.4;
+  EXPECT_EQ(stats_line(before, now),
+            "prompt 0.0 tokens/s, generation 0.0 tokens/s, running 4, waiting 0, engine 1 in one "
+            "step for 75 s (a model or scheduler call that has not returned?)");
+}
+
 TEST(StatsLine, AnIdleServerSaysNothing) {
   const StatsSample before = busy_start();
   StatsSample now = before;

@@ -27,6 +27,7 @@ struct SuiteOptions {
   std::string options;             // the plugin's options as a TOML inline-table body
   uint64_t seed = 1;
   std::filesystem::path config_dir = ".";  // where a model resolves relative option paths
+  std::string mustpass;                    // the list judged against; empty: the profile's newest
 };
 
 struct PluginUnderTest {
@@ -87,6 +88,9 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context);
 // The core test ids of a versioned mustpass list ("step-scheduler-core-v1"), compiled in from
 // conformance/mustpass/. Empty when unknown.
 std::vector<std::string> mustpass_tests(const std::string& list_name);
-std::string mustpass_name(const std::string& profile);  // "<profile>-v1"
+std::string mustpass_name(const std::string& profile);  // the newest: "<profile>-v2"
+// The list `options` asks for (checked to be one of `profile`'s, else core::Error naming those
+// there are), or the newest.
+std::string mustpass_for(const SuiteOptions& options, const std::string& profile);
 
 }  // namespace headway::conformance

@@ -75,6 +75,9 @@ class Cluster {
   // between engine threads itself (rather than through the calls above) uses it directly.
   KvTransportInstance* transport() { return transport_.get(); }
   const std::string& router_name() const { return router_->name(); }
+  // The host services of the router and of the KV transport (null without [kv_transport]).
+  HostServices& router_host() { return *router_host_; }
+  HostServices* transport_host() { return transport_host_.get(); }
 
  private:
   // The error a transfer the transport reported FAILED stops a simulation with.

@@ -138,6 +138,10 @@ struct DeploymentConfig {
   std::filesystem::path file;
   std::string name;
   PluginChoice model;
+  // [model] tokenizer: the directory `serve` reads the tokenizer, chat template and end tokens
+  // from (as vLLM's --tokenizer), relative paths resolved against the file's directory; empty:
+  // the model's `path` option.
+  std::filesystem::path tokenizer;
   std::vector<EngineConfig> engines;
   PluginChoice router;
   std::optional<PluginChoice> kv_transport;

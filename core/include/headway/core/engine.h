@@ -188,6 +188,10 @@ class Engine {
   // take part).
   bool prefix_caching() const { return config_.prefix_caching; }
   Clock& clock() { return *clock_; }
+  // The host services of the model and of the scheduler instance (their counters and gauges).
+  HostServices& model_host() { return model_host_; }
+  HostServices& scheduler_host() { return scheduler_host_; }
+  const std::string& scheduler_name() const { return scheduler_->name(); }
   const EngineConfig& config() const { return config_; }
   uint32_t max_model_len() const { return max_model_len_; }
   size_t running_size() const { return running_.size(); }
@@ -275,12 +279,16 @@ class Engine {
   // advances); moves the request's prompt_logprobs_next past them.
   void read_prompt_figures(Request& r, const hw_model_slice& slice, uint32_t first_row,
                            size_t& top_used);
+  // Logs (throttled) rows the sampler found without a finite best logit since the last warning.
+  void warn_of_rows_without_finite_logits();
   // Throws when the model cannot honour the request's logits processing (SamplingParams).
   void check_sampling(const std::string& who, const SamplingParams& sampling) const;
 
   EngineConfig config_;
   std::unique_ptr<Clock> clock_;
-  HostServices host_;
+  // One per plugin instance: their log lines and metrics name them.
+  HostServices model_host_;
+  HostServices scheduler_host_;
   std::unique_ptr<ModelInstance> model_;
   std::unique_ptr<SchedulerInstance> scheduler_;
   KvBlockManager kv_;
@@ -327,6 +335,8 @@ class Engine {
   // that reports prompt figures (hw_model_slice.all_logits).
   std::vector<float> logits_;
   Sampler sampler_;
+  uint64_t rows_without_finite_warned_ = 0;  // sampler_'s count at the last warning
+  std::chrono::steady_clock::time_point last_finite_warning_;
   // Log-probabilities of this step's sampling slices that asked for them: slice_logprobs_[i]
   // for model_slices_[i], its top tokens at logprob_top_[top_begin, top_begin + top_count).
   struct SliceLogprobs {

@@ -1,4 +1,5 @@
-// The services table (log, clock, metrics, allocation) the host hands to each plugin instance.
+// The services table (log, clock, metrics, allocation) the host hands to a plugin instance: one
+// HostServices per instance, so that its log lines and metrics say whose they are.
 //
 // Ownership: a HostServices outlives every plugin instance created with it (the owner, an engine or
 // a cluster, destroys its plugin instances first). Threading: every service is thread-safe.
@@ -6,7 +7,9 @@
 
 #include <headway/abi.h>
 #include <headway/core/clock.h>
+#include <headway/core/plugin_metrics_sink.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -15,7 +18,8 @@ namespace headway::core {
 
 class HostServices {
  public:
-  // `owner` prefixes log lines ("engine0/chunked"); `clock` is borrowed and must outlive this.
+  // `owner` prefixes log lines ("engine0 scheduler chunked", "router length"); `clock` is borrowed
+  // and must outlive this.
   HostServices(std::string owner, const Clock* clock);
   HostServices(const HostServices&) = delete;
   HostServices& operator=(const HostServices&) = delete;
@@ -29,6 +33,11 @@ class HostServices {
   std::map<std::string, double> counters() const;
   std::map<std::string, double> gauges() const;
 
+  // Sends this instance's counters and gauges to `sink` too from now on (null: stops), starting
+  // with what they hold already (a counter's total, a gauge's value). `sink` is borrowed: it
+  // outlives this HostServices, or is detached first.
+  void export_metrics(PluginMetricsSink* sink);
+
  private:
   static void log(void* context, int32_t level, hw_str message);
   static double now(void* context);
@@ -40,9 +49,21 @@ class HostServices {
   std::string owner_;
   const Clock* clock_;
   hw_host_services table_;
+  struct Metric {
+    double value = 0.0;
+    double exported_total = 0.0;  // a counter's finite increments above 0: what export sends
+    PluginMetricRecorder* exported = nullptr;  // null when not exported
+  };
+  // std::less<>: a plugin's call looks its name up without making a std::string of it.
+  using Metrics = std::map<std::string, Metric, std::less<>>;
+  static std::map<std::string, double> values_of(const Metrics& metrics);
+  // The entry of `name`, new ones asked of the sink for a recorder. mutex_ held.
+  Metric& metric(Metrics& metrics, hw_str name, bool counter);
+
   mutable std::mutex mutex_;
-  std::map<std::string, double> counters_;
-  std::map<std::string, double> gauges_;
+  Metrics counters_;
+  Metrics gauges_;
+  PluginMetricsSink* sink_ = nullptr;
 };
 
 }  // namespace headway::core

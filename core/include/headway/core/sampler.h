@@ -44,6 +44,10 @@ class Sampler {
   // The uniform draw in [0, 1) used for (seed, output_index); exposed for tests.
   static double uniform(uint64_t seed, uint32_t output_index);
 
+  // Rows sampled so far whose best logit was not finite (every logit NaN or -inf, or a +inf):
+  // a broken model's, whose tokens mean nothing (the engine warns of them).
+  uint64_t rows_without_finite_best() const { return rows_without_finite_best_; }
+
  private:
   // min_tokens, logit_bias and the penalties, in place.
   void process(std::span<float> logits, const SamplingParams& params, uint32_t output_index,
@@ -53,6 +57,7 @@ class Sampler {
   std::vector<uint8_t> seen_;  // per token id: which penalties it had (all zero between calls)
   std::vector<float> allowed_kept_;  // the allowed tokens' logits while the row is masked
   std::vector<int32_t> banned_;      // tokens a bad word banned in this call
+  uint64_t rows_without_finite_best_ = 0;
 };
 
 }  // namespace headway::core

@@ -11,12 +11,12 @@ __device__ uint64_t hash64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__global__ void fill_uniform_kernel(__nv_bfloat16* out, uint64_t count, float scale,
-                                    uint64_t seed) {
+__global__ void fill_uniform_kernel(__nv_bfloat16* out, uint64_t count, float scale, uint64_t seed,
+                                    uint64_t first) {
   const uint64_t key = hash64(seed);
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const uint64_t bits = hash64(key ^ i);
+    const uint64_t bits = hash64(key ^ (first + i));
     const float u = static_cast<float>(bits >> 40) * 0x1.0p-24f;  // [0, 1)
     out[i] = detail::to_bf16((2.0f * u - 1.0f) * scale);
   }
@@ -37,9 +37,9 @@ unsigned grid_for(uint64_t count) {
 }  // namespace
 
 cudaError_t fill_uniform_bf16(__nv_bfloat16* out, uint64_t count, float scale, uint64_t seed,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, uint64_t first) {
   if (count == 0) return cudaSuccess;
-  fill_uniform_kernel<<<grid_for(count), 256, 0, stream>>>(out, count, scale, seed);
+  fill_uniform_kernel<<<grid_for(count), 256, 0, stream>>>(out, count, scale, seed, first);
   return cudaGetLastError();
 }
 

@@ -1,7 +1,9 @@
 // Writing a model as a C++ class. Header-only; plugin side.
 // Lifetimes: the Host may be kept, by reference or by copy (it lives as long as the instance); the
 // Options are valid only during the constructor: read every option there.
-// Threading: one engine thread calls an instance; forward() may fan out to its own threads.
+// Threading: one thread at a time calls an instance, not always the same one (serve creates it on
+// the loading thread and calls forward() on the engine's; abi.h); forward() may fan out to its
+// own threads.
 #pragma once
 
 #include <headway/abi.h>

@@ -132,17 +132,20 @@ TEST(HostCopySimulated, CostScalesWithBlocksAndBlockSize) {
   EXPECT_NEAR(simulated_seconds(t, 1000, 10000), 10 * kUs + 1000 * kUs, 1e-12);
 }
 
-TEST(HostCopySimulated, OneSimulatedSideIsEnoughAndNothingIsCopied) {
+// One side with bytes and the other without is not a simulation: answering DONE would leave the
+// destination's blocks as they were, read by its engine as the request's KV.
+TEST(HostCopySimulated, OneSimulatedSideIsRefused) {
   TransportHarness t;
-  // A real source and a simulated destination (no bytes behind it): modelled, nothing touched.
-  std::vector<unsigned char> source(4 * 64, 0xAB);
-  const hw_memory_desc host{source.data(), source.size(), HW_MEMORY_HOST, -1, 64, 64};
+  std::vector<unsigned char> bytes(4 * 64, 0xAB);
+  const hw_memory_desc host{bytes.data(), bytes.size(), HW_MEMORY_HOST, -1, 64, 64};
   const std::vector<uint32_t> blocks = {0, 1, 2, 3};
-  const uint64_t handle = t->start(transfer_of(host, simulated(64), blocks, blocks));
-  KvTransportInstance::Progress p = t->poll(handle);
-  EXPECT_EQ(p.state, HW_TRANSFER_DONE);
-  EXPECT_NEAR(p.seconds, 10 * kUs + 256 / 51.2e9, 1e-15);
-  EXPECT_EQ(source, std::vector<unsigned char>(4 * 64, 0xAB));
+  Error e = error_of([&] { t->start(transfer_of(host, simulated(64), blocks, blocks)); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("the destination region is simulated"));
+  e = error_of([&] { t->start(transfer_of(simulated(64), host, blocks, blocks)); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("the source region is simulated"));
+  EXPECT_EQ(bytes, std::vector<unsigned char>(4 * 64, 0xAB));
 }
 
 TEST(HostCopySimulated, ACompletedTransferIsReportedOnceThenForgotten) {

@@ -6,11 +6,13 @@
 #include <headway/core/tokenizer.h>
 #include <headway/serving/chat_template.h>
 #include <headway/serving/local_generation_service.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
@@ -931,6 +933,46 @@ TEST(LogitsProcessing, IsRefusedWhereTheModelSamplesOnItsDevice) {
   }
   core::SamplingParams defaults;
   EXPECT_NO_THROW(validate_logits_processing(defaults, on_device));
+}
+
+// [model] tokenizer gives serve a tokenizer the model's options do not name (a backend whose
+// checkpoint is not a directory, or whose option has another name): text prompts are encoded with
+// it, and a tokenizer that cannot be read is an error naming the key.
+TEST(ModelTokenizer, TheTokenizerKeyServesTextToAModelWithoutAPath) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("headway-tokenizer-key-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "tok");
+  {
+    // A byte tokenizer of 256 tokens and no specials: it fits the id-blind model's vocabulary.
+    std::ofstream json(dir / "tok" / "tokenizer.json");
+    json << R"({"model": {"type": "HeadwayByte", "byte_offset": 0}, "vocab_size": 256})";
+  }
+  const std::string plugin = std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_id_blind_model.so";
+  const std::string head = "[model]\nplugin = \"" + plugin + "\"\n";
+  {
+    LocalGenerationService without(core::parse_deployment(
+        head + "[[engines]]\n", dir / "deploy.toml", headway::test::built_plugins()));
+    EXPECT_EQ(without.model_info().tokenizer, "none");
+  }
+  LocalGenerationService service(core::parse_deployment(head + "tokenizer = \"tok\"\n[[engines]]\n",
+                                                        dir / "deploy.toml",
+                                                        headway::test::built_plugins()));
+  EXPECT_NE(service.model_info().tokenizer, "none");
+  const test::Collected out = test::collect(*service.submit(test::text_request("abc", 2)));
+  EXPECT_EQ(out.finish, Finish::kLength);
+  EXPECT_EQ(out.usage.prompt_tokens, 3u);  // a, b and c: one byte each, no BOS
+  try {
+    LocalGenerationService missing(
+        core::parse_deployment(head + "tokenizer = \"nowhere\"\n[[engines]]\n", dir / "deploy.toml",
+                               headway::test::built_plugins()));
+    ADD_FAILURE() << "a tokenizer directory that does not exist was taken";
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deploy.toml: model.tokenizer: "), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("nowhere: no such directory"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // A model that returns logits but reads no token ids leaves the engine nothing to count: the

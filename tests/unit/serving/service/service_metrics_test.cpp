@@ -192,5 +192,57 @@ TEST(ServiceMetrics, ARouterThatBlocksIsLogged) {
       << logged;
 }
 
+// A plugin's counters and gauges (host services) reach /metrics under its instance's labels: what
+// it counted in create() too, a counter's negative increments never (a counter only goes up), at
+// most 64 names an instance and only UTF-8 ones, each refusal reason warned about once.
+TEST(ServiceMetrics, APluginsCountersAndGaugesAreExported) {
+  test::TinyCheckpoint checkpoint;
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  std::string text;
+  {
+    LocalGenerationService service(test::tiny_deployment(
+        checkpoint, "[[engines]]\n",
+        "[router]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+            "/test_metrics_router.so\"\noptions = { distinct_names = true }\n"));
+    constexpr int kRequests = 70;
+    for (int i = 1; i <= kRequests; ++i) {  // prompts of i + 1 tokens (BOS): 70 lengths
+      ASSERT_EQ(test::collect(*service.submit(test::text_request(std::string(i, 'p'), 1))).finish,
+                Finish::kLength);
+    }
+    test::wait_idle(service);
+    text = service.metrics_text();
+  }
+  spdlog::set_default_logger(previous);
+  const std::string instance =
+      "engine=\"\",pool=\"\",kind=\"router\",plugin=\"test_metrics_router\"";
+  EXPECT_EQ(sum_of(text, "headway_plugin_total", instance + ",metric=\"created\""), 1) << text;
+  EXPECT_EQ(sum_of(text, "headway_plugin_total", instance + ",metric=\"routes\""), 70);
+  EXPECT_EQ(sum_of(text, "headway_plugin_value", instance + ",metric=\"last_prompt_tokens\""), 71);
+  // Exported at 0: it only ever went down.
+  EXPECT_NE(text.find(instance + ",metric=\"shrinking\"} 0\n"), std::string::npos) << text;
+  // created, routes, last_prompt_tokens and shrinking, then the first 60 prompt lengths (2-61).
+  EXPECT_EQ(sum_of(text, "headway_plugin_total", "metric=\"prompt_tokens_"), 60);
+  EXPECT_EQ(sum_of(text, "headway_plugin_total", "metric=\"prompt_tokens_61\""), 1);
+  EXPECT_EQ(text.find("prompt_tokens_62"), std::string::npos) << text;
+  EXPECT_EQ(text.find("not UTF-8"), std::string::npos) << text;
+  const std::string logged = log.str();
+  for (const char* reason : {"(it is not valid UTF-8)", "(the instance has 64 exported names"}) {
+    const size_t first = logged.find(reason);
+    EXPECT_NE(first, std::string::npos) << reason << "\n" << logged;
+    EXPECT_EQ(logged.find(reason, first + 1), std::string::npos) << reason << "\n" << logged;
+  }
+  EXPECT_NE(logged.find("router plugin 'test_metrics_router': metric 'prompt_tokens_62' is kept "
+                        "but not exported to /metrics"),
+            std::string::npos)
+      << logged;
+
+  auto check = headway::test::promtool_check_metrics(text);
+  if (!check) GTEST_SKIP() << "promtool is not installed (Debian package 'prometheus')";
+  EXPECT_EQ(check->exit_code, 0) << check->output << "\n" << text;
+}
+
 }  // namespace
 }  // namespace headway::serving

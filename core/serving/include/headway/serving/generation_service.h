@@ -165,6 +165,9 @@ struct EngineSummary {
   uint64_t queued_prefill_tokens = 0;
   uint32_t block_size = 0;
   std::string address;  // a router process's engine: where its engine process listens
+  // How long the engine's step now running has run, 0 between steps (and for a router process's
+  // engines, which do not report it).
+  double step_seconds = 0.0;
 };
 
 struct ClusterSummary {
@@ -196,7 +199,15 @@ struct HealthSummary {
 struct EngineHealth {
   int32_t role = HW_ENGINE_ROLE_MIXED;  // hw_engine_role
   bool alive = false;
+  double step_seconds = 0.0;  // EngineSummary::step_seconds
 };
+
+// A step running this long means a model or scheduler call that does not return (the longest
+// real steps, a long prompt's chunk on the CPU model, take seconds): the engine counts as not
+// alive in /health, which names it, while the step goes on. The stats line names an engine
+// from kSlowStepSeconds on.
+inline constexpr double kStuckStepSeconds = 120.0;
+inline constexpr double kSlowStepSeconds = 30.0;
 
 // A deployment serves while it admits requests and some live engine can finish a request: a mixed
 // or decode engine. Live prefill engines alone cannot (they only hand their KV on), so /health must

@@ -10,12 +10,15 @@
 // must not outlive it. Threading: every method is safe to call from any thread.
 #pragma once
 
+#include <headway/core/plugin_metrics_sink.h>
 #include <headway/serving/generation_service.h>
 #include <headway/serving/metrics_registry.h>
 #include <headway/serving/request_stream.h>
 
 #include <array>
 #include <cstddef>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -69,6 +72,13 @@ class ServingMetrics {
   EngineSeries engine(uint32_t index, const std::string& pool);
   RequestSeries request(uint32_t engine, const std::string& pool, const std::string& request_class);
   void rejected(Rejection why);
+  // Where one plugin instance's counters and gauges go (core::HostServices::export_metrics):
+  // headway_plugin_total and headway_plugin_value, labelled by engine (empty for a
+  // router or a KV transport), pool, kind ("model", "scheduler", "router", "kv_transport"),
+  // plugin (its short name) and metric (the plugin's name for it). Owned here: it lives as long as
+  // these metrics.
+  core::PluginMetricsSink& plugin(const std::string& engine, const std::string& pool,
+                                  const std::string& kind, const std::string& plugin);
 
   // The exposition text of every metric.
   std::string render() const { return registry_.render(); }
@@ -102,6 +112,10 @@ class ServingMetrics {
   CounterFamily& kv_network_bytes_;
   CounterFamily& prefix_cache_queries_;
   CounterFamily& prefix_cache_hits_;
+  CounterFamily& plugin_counters_;
+  GaugeFamily& plugin_gauges_;
+  std::mutex plugins_mutex_;
+  std::deque<std::unique_ptr<core::PluginMetricsSink>> plugins_;  // guarded by plugins_mutex_
 };
 
 }  // namespace headway::serving

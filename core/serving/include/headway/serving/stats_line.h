@@ -21,6 +21,8 @@ struct StatsSample {
   uint64_t kv_blocks_total = 0;
   uint32_t engines_alive = 0;
   uint32_t engines_total = 0;
+  double longest_step_seconds = 0.0;  // of the steps running now
+  uint32_t longest_step_engine = 0;
 };
 
 // Reads `service` now (`seconds`: the caller's monotonic time).

@@ -116,7 +116,9 @@ class ModelHarness {
     std::vector<int32_t> sampled(slices.size());
     hw_model_batch batch{sizeof(hw_model_batch), model_slices.data(),
                          static_cast<uint32_t>(model_slices.size()), block_size_};
-    hw_model_output output{sizeof(hw_model_output), sampled.data(), 0.0, logits.data(), 0, vocab};
+    // The host sets logits_rows to the rows its buffer holds (abi.h), which the host checks.
+    hw_model_output output{sizeof(hw_model_output), sampled.data(), 0.0,
+                           logits.data(),           rows,           vocab};
     model_->forward(batch, output);
     if (output.logits_rows != rows) throw std::runtime_error("test harness: logits_rows");
     std::vector<std::vector<float>> out(rows);

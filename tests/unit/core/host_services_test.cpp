@@ -1,0 +1,107 @@
+// The host services' metrics: kept per instance, and sent to an export sink from the moment one is
+// attached (what was recorded before included), until it is detached.
+#include <gtest/gtest.h>
+#include <headway/core/clock.h>
+#include <headway/core/host_services.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace headway::core {
+namespace {
+
+// Records what the host sends, per name; refuses the names listed in `refused`.
+class RecordingSink final : public PluginMetricsSink {
+ public:
+  struct Recorder final : PluginMetricRecorder {
+    std::vector<double> values;
+    void record(double value) override { values.push_back(value); }
+  };
+  std::map<std::string, std::unique_ptr<Recorder>> counters;
+  std::map<std::string, std::unique_ptr<Recorder>> gauges;
+  std::vector<std::string> refused;
+
+  PluginMetricRecorder* counter(const std::string& name) override { return make(counters, name); }
+  PluginMetricRecorder* gauge(const std::string& name) override { return make(gauges, name); }
+
+ private:
+  PluginMetricRecorder* make(std::map<std::string, std::unique_ptr<Recorder>>& map,
+                             const std::string& name) {
+    for (const std::string& r : refused) {
+      if (r == name) return nullptr;
+    }
+    EXPECT_EQ(map.count(name), 0u) << "asked twice for " << name;
+    return (map[name] = std::make_unique<Recorder>()).get();
+  }
+};
+
+void add(const HostServices& host, const std::string& name, double delta) {
+  host.table()->counter_add(host.table()->context, hw_str{name.data(), name.size()}, delta);
+}
+
+void set(const HostServices& host, const std::string& name, double value) {
+  host.table()->gauge_set(host.table()->context, hw_str{name.data(), name.size()}, value);
+}
+
+TEST(HostServices, MetricsGoToTheSinkFromWhenItIsAttachedUntilItIsDetached) {
+  VirtualClock clock;
+  HostServices host("engine0 scheduler test", &clock);
+  add(host, "early", 2.0);
+  add(host, "early", 3.0);
+  add(host, "gone_down", -1.0);
+  add(host, "mixed", -4.0);
+  add(host, "mixed", 1.0);
+  set(host, "level", 7.0);
+
+  RecordingSink sink;
+  host.export_metrics(&sink);
+  // What was recorded before: a counter's total, a gauge's value; a total not above 0 is not sent.
+  ASSERT_EQ(sink.counters.count("early"), 1u);
+  EXPECT_EQ(sink.counters["early"]->values, std::vector<double>({5.0}));
+  ASSERT_EQ(sink.counters.count("gone_down"), 1u);
+  EXPECT_TRUE(sink.counters["gone_down"]->values.empty());
+  // The increments above 0 (what live export sends), not the net -3.
+  EXPECT_EQ(sink.counters["mixed"]->values, std::vector<double>({1.0}));
+  EXPECT_EQ(sink.gauges["level"]->values, std::vector<double>({7.0}));
+
+  add(host, "early", 1.0);
+  add(host, "early", -4.0);  // kept by the host, never sent: a counter only goes up
+  add(host, "late", 1.5);
+  add(host, "late", std::numeric_limits<double>::infinity());  // would pin the series at +Inf
+  set(host, "level", -3.0);                                    // a gauge may go anywhere
+  EXPECT_EQ(sink.counters["early"]->values, std::vector<double>({5.0, 1.0}));
+  EXPECT_EQ(sink.counters["late"]->values, std::vector<double>({1.5}));
+  EXPECT_EQ(sink.gauges["level"]->values, std::vector<double>({7.0, -3.0}));
+  EXPECT_EQ(host.counters().at("early"), 2.0);
+  EXPECT_TRUE(std::isinf(host.counters().at("late")));  // the host keeps what it was given
+  EXPECT_EQ(host.gauges().at("level"), -3.0);
+
+  host.export_metrics(nullptr);
+  add(host, "early", 10.0);
+  add(host, "after", 1.0);
+  EXPECT_EQ(sink.counters["early"]->values.size(), 2u);
+  EXPECT_EQ(sink.counters.count("after"), 0u);
+  EXPECT_EQ(host.counters().at("early"), 12.0);
+  EXPECT_EQ(host.counters().at("after"), 1.0);
+}
+
+TEST(HostServices, ANameTheSinkRefusesIsKeptByTheHostOnly) {
+  VirtualClock clock;
+  HostServices host("router test", &clock);
+  RecordingSink sink;
+  sink.refused = {"secret"};
+  host.export_metrics(&sink);
+  add(host, "secret", 1.0);
+  add(host, "secret", 1.0);
+  add(host, "public", 1.0);
+  EXPECT_EQ(sink.counters.count("secret"), 0u);
+  EXPECT_EQ(sink.counters["public"]->values, std::vector<double>({1.0}));
+  EXPECT_EQ(host.counters().at("secret"), 2.0);
+}
+
+}  // namespace
+}  // namespace headway::core

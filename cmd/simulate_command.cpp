@@ -476,6 +476,7 @@ int run_simulate(const SimulateArgs& args) {
       core::print_report(std::cout, d.report);
       std::cout << "\nper engine (busy: share of the run's simulated time spent in steps):\n";
       core::print_engine_usage(std::cout, d.engines);
+      core::print_plugin_metrics(std::cout, d.run.plugin_metrics);
       if (with_baseline) {
         std::cerr << fmt::format("baseline without long requests took {:.3f} s of wall time\n",
                                  d.baseline_wall_seconds);
@@ -531,6 +532,7 @@ int run_simulate(const SimulateArgs& args) {
       j["plugins"] = plugins_json(d.deployment);
       j["rejected"] = d.run.rejected;
       j["engines"] = core::engine_usage_to_json(d.engines);
+      j["plugin_metrics"] = core::plugin_metrics_to_json(d.run.plugin_metrics);
       j["capacity"] = d.capacity ? core::capacity_to_json(*d.capacity) : nlohmann::json(nullptr);
       reports.push_back(std::move(j));
     }

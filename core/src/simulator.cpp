@@ -229,6 +229,7 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     result.preemptions += engine.counters().preemptions;
   }
   result.kv_transfers = cluster.transfers_started();
+  result.plugin_metrics = collect_plugin_metrics(cluster);
   if (result.rejected > 0) {
     spdlog::warn("{}{}: {} of {} requests were refused by the deployment, e.g.: {}",
                  deployment.name, options.run_label, result.rejected, workload.requests.size(),

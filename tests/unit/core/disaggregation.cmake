@@ -5,4 +5,5 @@ headway_add_test(disaggregation_test SOURCES disaggregation_test.cpp
                  LIBRARIES nlohmann_json::nlohmann_json)
 add_dependencies(disaggregation_test headway_model_sim headway_scheduler_chunked
                  headway_router_disaggregated headway_router_length headway_router_least_loaded
-                 headway_kv_transport_host_copy test_failing_transport test_id_blind_model)
+                 headway_kv_transport_host_copy test_failing_transport test_id_blind_model
+                 test_metrics_router)

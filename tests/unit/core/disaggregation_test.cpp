@@ -633,6 +633,38 @@ TEST(DisaggregationCluster, AWallClockModelWithoutKvMemoryCannotHandKvOver) {
   EXPECT_NO_THROW(Cluster(parse_deployment(mixed, "mixed_blind.toml", registry())));
 }
 
+// What the plugins counted through the host services comes back with the run (simulate's report
+// prints it): here the test router's count of its route() calls, one per request, and its gauge.
+TEST(SimulatedPluginMetrics, TheRunCarriesWhatThePluginsCounted) {
+  const std::string toml =
+      "[model]\nplugin = \"sim\"\noptions = { gpu = \"h100\", model = \"llama-3.1-8b\" }\n"
+      "[[engines]]\ncount = 2\n[router]\nplugin = \"" +
+      std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_metrics_router.so\"\n";
+  const SimulationResult result =
+      simulate(parse_deployment(toml, "metrics.toml", registry()),
+               workload_of({{0.0, 100, 4}, {0.1, 300, 4}, {0.2, 50, 4}}));
+  const auto find = [&](const std::string& metric) -> const PluginMetricReading* {
+    for (const PluginMetricReading& r : result.plugin_metrics) {
+      if (r.instance == "router test_metrics_router" && r.metric == metric) return &r;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(find("routes"), nullptr);
+  EXPECT_TRUE(find("routes")->counter);
+  EXPECT_EQ(find("routes")->value, 3.0);
+  ASSERT_NE(find("last_prompt_tokens"), nullptr);
+  EXPECT_FALSE(find("last_prompt_tokens")->counter);
+  EXPECT_EQ(find("last_prompt_tokens")->value, 50.0);
+  const nlohmann::json json = plugin_metrics_to_json(result.plugin_metrics);
+  EXPECT_NE(std::find(json.begin(), json.end(),
+                      nlohmann::json{{"instance", "router test_metrics_router"},
+                                     {"metric", "routes"},
+                                     {"type", "counter"},
+                                     {"value", 3.0}}),
+            json.end())
+      << json.dump();
+}
+
 // -------------------------------------------------------------------------------------------------
 // Length routing end to end
 // -------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 
 #include <headway/core/deployment_config.h>
 #include <headway/core/engine.h>
+#include <headway/core/plugin_metrics_report.h>
 #include <headway/core/request_record.h>
 #include <headway/core/step_trace.h>
 #include <headway/core/workload.h>
@@ -24,8 +25,9 @@ struct SimulationResult {
   std::vector<StepRecord> step_records;   // every step of every engine, in simulation order
   uint64_t steps = 0;
   uint64_t preemptions = 0;
-  uint64_t rejected = 0;           // requests an engine refused (reason in the log)
-  uint64_t kv_transfers = 0;       // disaggregated requests whose KV moved between engines
+  uint64_t rejected = 0;      // requests an engine refused (reason in the log)
+  uint64_t kv_transfers = 0;  // disaggregated requests whose KV moved between engines
+  std::vector<PluginMetricReading> plugin_metrics;  // what the plugins counted (host services)
   double simulated_seconds = 0.0;  // first arrival to last event, on the run's clock
   double wall_seconds = 0.0;
 };

@@ -580,6 +580,31 @@ TEST(Engine, RandomLoadWithAbortsKeepsTheBooksBalanced) {
   }
 }
 
+// A model reporting room for more blocks than an engine's tables manage (here 100 TB of HBM; in
+// the walk that found it, a capacity given in bytes) is refused naming the figure, instead of
+// allocating block tables until the process is killed.
+TEST(Engine, MoreKvBlocksThanAnEngineManagesAreRefusedNamingTheCapacity) {
+  const DeploymentConfig config = parse_deployment(
+      "[model]\nplugin = \"sim\"\noptions = { gpu = \"h100\", model = \"llama-3.1-8b\", "
+      "hbm_gb = 100000 }\n[[engines]]\n",
+      "big.toml", registry());
+  try {
+    Engine engine(config.engines[0], config);
+    ADD_FAILURE() << "an engine of " << engine.kv().total() << " blocks was made";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("big.toml: engines (engine0): "));
+    EXPECT_THAT(e.what(), HasSubstr("model 'sim' reports room for "));
+    EXPECT_THAT(e.what(), HasSubstr("more than the 16777216 an engine manages: set kv_blocks, or "
+                                    "check that the model reports its capacity in tokens"));
+  }
+  // kv_blocks within the bound takes a part of that memory.
+  const DeploymentConfig bounded = parse_deployment(
+      "[model]\nplugin = \"sim\"\noptions = { gpu = \"h100\", model = \"llama-3.1-8b\", "
+      "hbm_gb = 100000 }\n[[engines]]\nkv_blocks = 16384\n",
+      "big.toml", registry());
+  EXPECT_EQ(Engine(bounded.engines[0], bounded).kv().total(), 16384u);
+}
+
 // A plan that only preempts runs no forward pass: the step takes no time on the virtual clock
 // (the model reports none), and every request still finishes with all its tokens.
 TEST(Engine, AStepThatOnlyPreemptsRunsNoForwardPass) {

@@ -38,24 +38,26 @@ std::vector<std::string> profile_names() {
   return names;
 }
 
-std::string mustpass_name(const std::string& profile) {
-  // The newest list of the profile: a new version adds core tests, the older ones stay as they
-  // were (a plugin conformant to model-core-v1 still is, and says so against v1).
-  std::string newest = profile + "-v1";
-  for (int version = 2; !mustpass_tests(profile + "-v" + std::to_string(version)).empty();
-       ++version) {
-    newest = profile + "-v" + std::to_string(version);
-  }
-  return newest;
-}
+namespace {
 
-std::string mustpass_for(const SuiteOptions& options, const std::string& profile) {
-  if (options.mustpass.empty()) return mustpass_name(profile);
-  std::vector<std::string> lists;
-  for (int version = 1; !mustpass_tests(profile + "-v" + std::to_string(version)).empty();
+// The profile's lists in version order: a new version adds core tests, the older ones stay as
+// they were (a plugin conformant to model-core-v1 still is, and says so against v1).
+std::vector<std::string> mustpass_lists(const std::string& profile) {
+  std::vector<std::string> lists = {profile + "-v1"};
+  for (int version = 2; !mustpass_tests(profile + "-v" + std::to_string(version)).empty();
        ++version) {
     lists.push_back(profile + "-v" + std::to_string(version));
   }
+  return lists;
+}
+
+}  // namespace
+
+std::string mustpass_name(const std::string& profile) { return mustpass_lists(profile).back(); }
+
+std::string mustpass_for(const SuiteOptions& options, const std::string& profile) {
+  if (options.mustpass.empty()) return mustpass_name(profile);
+  const std::vector<std::string> lists = mustpass_lists(profile);
   if (std::find(lists.begin(), lists.end(), options.mustpass) == lists.end()) {
     throw core::Error(fmt::format("--mustpass: '{}' is not a list of profile {} (there are: {})",
                                   options.mustpass, profile, fmt::join(lists, ", ")));

@@ -1,5 +1,6 @@
 #include "plugin_metrics_export.h"
 
+#include <fmt/format.h>
 #include <headway/core/utf8.h>
 #include <spdlog/spdlog.h>
 
@@ -15,18 +16,18 @@ std::vector<std::string> PluginMetricsExport::labels_of(const std::string& name)
   // One warning per reason and instance: a plugin making names per request must not flood the log.
   enum Reason : unsigned { kLength = 1, kEncoding = 2, kTooMany = 4 };
   Reason reason{};
-  const char* why = nullptr;
+  std::string why;
   if (name.empty() || name.size() > kMaxNameBytes) {
     reason = kLength;
-    why = "names of 1 to 128 bytes are exported";
+    why = fmt::format("names of 1 to {} bytes are exported", kMaxNameBytes);
   } else if (!core::utf8::is_valid(name)) {
     reason = kEncoding;
     why = "it is not valid UTF-8";
   } else if (names_ >= kMaxNames) {
     reason = kTooMany;
-    why = "the instance has 64 exported names already";
+    why = fmt::format("the instance has {} exported names already", kMaxNames);
   }
-  if (why != nullptr) {
+  if (!why.empty()) {
     if ((warned_ & reason) == 0) {
       warned_ |= reason;
       std::string shown;

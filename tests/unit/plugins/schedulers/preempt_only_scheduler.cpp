@@ -1,15 +1,17 @@
 // A test-only step scheduler whose every third step preempts the last running request and plans
 // nothing else (as the chunked scheduler does when a lone running request cannot grow); the other
 // steps run every request's next token, or its whole prompt. The engine must take a step with no
-// forward pass: its clock does not move, and no model duration is read.
+// forward pass: its clock does not move, and no model duration is read. It counts those steps
+// through the host services ("preempt_only_steps"), which serve exports under the engine's labels.
 #include <headway/plugin.hpp>
 
 namespace {
 
 class PreemptOnlyScheduler final : public headway::sdk::StepScheduler {
  public:
-  PreemptOnlyScheduler(const headway::sdk::Host&, const headway::sdk::Options&,
-                       const hw_engine_facts&) {}
+  PreemptOnlyScheduler(const headway::sdk::Host& host, const headway::sdk::Options&,
+                       const hw_engine_facts&)
+      : host_(host) {}
 
   hw_scheduler_limits limits() const override {
     return hw_scheduler_limits{sizeof(hw_scheduler_limits), 4096, 16};
@@ -18,6 +20,7 @@ class PreemptOnlyScheduler final : public headway::sdk::StepScheduler {
   void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
     if (++calls_ % 3 == 0 && s.running_count > 0) {
       plan.preempt(s.running[s.running_count - 1].id);
+      host_.counter_add("preempt_only_steps", 1.0);
       return;
     }
     for (uint32_t i = 0; i < s.running_count; ++i) {
@@ -29,6 +32,7 @@ class PreemptOnlyScheduler final : public headway::sdk::StepScheduler {
   }
 
  private:
+  headway::sdk::Host host_;
   uint64_t calls_ = 0;
 };
 

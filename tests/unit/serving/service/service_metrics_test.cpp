@@ -244,5 +244,27 @@ TEST(ServiceMetrics, APluginsCountersAndGaugesAreExported) {
   EXPECT_EQ(check->exit_code, 0) << check->output << "\n" << text;
 }
 
+// An engine's scheduler and model each export under the engine's labels and their own kind: here
+// the test scheduler's count of its steps that only preempted, on engine 1 of pool "main".
+TEST(ServiceMetrics, AnEnginesSchedulerExportsUnderTheEnginesLabels) {
+  test::TinyCheckpoint checkpoint;
+  LocalGenerationService service(
+      test::tiny_deployment(checkpoint, "[[engines]]\ncount = 2\npool = \"main\"\nscheduler = \"" +
+                                            std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                                            "/test_preempt_only_scheduler.so\"\n"));
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(test::collect(*service.submit(test::text_request("preempt me", 4))).finish,
+              Finish::kLength);
+  }
+  test::wait_idle(service);
+  const std::string text = service.metrics_text();
+  const std::string labels =
+      "kind=\"scheduler\",plugin=\"test_preempt_only\",metric=\"preempt_only_steps\"";
+  EXPECT_GT(sum_of(text, "headway_plugin_total", "engine=\"0\",pool=\"main\"," + labels), 0)
+      << text;
+  EXPECT_GT(sum_of(text, "headway_plugin_total", "engine=\"1\",pool=\"main\"," + labels), 0)
+      << text;
+}
+
 }  // namespace
 }  // namespace headway::serving

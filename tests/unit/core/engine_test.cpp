@@ -5,11 +5,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -603,6 +606,35 @@ TEST(Engine, MoreKvBlocksThanAnEngineManagesAreRefusedNamingTheCapacity) {
       "hbm_gb = 100000 }\n[[engines]]\nkv_blocks = 16384\n",
       "big.toml", registry());
   EXPECT_EQ(Engine(bounded.engines[0], bounded).kv().total(), 16384u);
+}
+
+// Rows whose best logit is not finite (here every logit NaN) give token 0: the engine says so,
+// naming the model, once for the first such row and then at most once a minute, not per token.
+TEST(Engine, LogitsWithoutAFiniteValueAreLoggedOnceAMinute) {
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  {
+    const DeploymentConfig config =
+        parse_deployment("[model]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                             "/test_nan_logits_model.so\"\n[[engines]]\nkv_blocks = 64\n",
+                         "nan.toml", registry());
+    Engine engine(config.engines[0], config);
+    RequestRecord record;
+    engine.add_request(request(1, 10, 5, &record));
+    while (engine.has_work()) engine.step();
+    EXPECT_EQ(record.output_tokens, 5u);
+  }
+  spdlog::set_default_logger(previous);
+  const std::string logged = log.str();
+  const std::string line =
+      "engine0: model 'test_nan_logits' gave 1 logits row whose best logit is "
+      "not finite";
+  const size_t first = logged.find(line);
+  EXPECT_NE(first, std::string::npos) << logged;
+  EXPECT_EQ(logged.find("whose best logit is not finite", first + line.size()), std::string::npos)
+      << logged;
 }
 
 // A plan that only preempts runs no forward pass: the step takes no time on the virtual clock

@@ -52,7 +52,7 @@ void refuse_an_exit_during_the_command() {
   if (command_finished.load()) return;
   // atexit handlers run on the thread that called exit(): its plugin call mark names the plugin.
   if (!headway::cmd::write_running_plugin_call(
-          "headway: error: exit() was called during ",
+          {"headway: error: exit() was called during "},
           " (the plugin, or a library it uses, ended the process); the command's results are "
           "missing\n")) {
     static constexpr char kMessage[] =

@@ -45,13 +45,8 @@ void write_all(std::string_view text) {
 // Async-signal-safe: reads this thread's mark and writes with write(2).
 void say_which_plugin_call_crashed(int sig, siginfo_t* info, void* context) {
   if (!reported.exchange(true)) {
-    // "headway: SIGSEGV during ": the signal's name is one of a few fixed strings.
-    char before[32] = "headway: ";
-    size_t n = 9;
-    for (const char* c = signal_name(sig); *c != '\0' && n < 20; ++c) before[n++] = *c;
-    for (const char* c = " during "; *c != '\0'; ++c) before[n++] = *c;
-    before[n] = '\0';
-    write_running_plugin_call(before, " (the plugin's code crashed the process)\n");
+    write_running_plugin_call({"headway: ", signal_name(sig), " during "},
+                              " (the plugin's code crashed the process)\n");
   }
   size_t i = 0;
   while (kFatalSignals[i] != sig) ++i;
@@ -95,12 +90,13 @@ void say_which_plugin_call_crashed(int sig, siginfo_t* info, void* context) {
 
 }  // namespace
 
-bool write_running_plugin_call(const char* before, const char* after) {
+bool write_running_plugin_call(std::initializer_list<std::string_view> before,
+                               std::string_view after) {
   const char* kind = nullptr;
   std::string_view name;
   const char* function = nullptr;
   if (!core::current_plugin_call_parts(kind, name, function)) return false;
-  write_all(before);
+  for (const std::string_view piece : before) write_all(piece);
   write_all(kind);
   write_all(" '");
   write_all(name);

@@ -7,6 +7,9 @@
 // Threading: install once, from main(), before any other thread starts.
 #pragma once
 
+#include <initializer_list>
+#include <string_view>
+
 namespace headway::cmd {
 
 // Sets the terminate handler, and handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT that
@@ -15,9 +18,10 @@ namespace headway::cmd {
 // process still ends by the signal (and dumps core where it would have).
 void install_plugin_crash_reports();
 
-// Writes `before`, the plugin call running on this thread ("scheduler 'x' schedule()") and
-// `after` to stderr when one runs, and returns whether it did. Async-signal-safe (an atexit
-// handler or a signal handler may call it).
-bool write_running_plugin_call(const char* before, const char* after);
+// Writes the pieces of `before`, the plugin call running on this thread ("scheduler 'x'
+// schedule()") and `after` to stderr when one runs, and returns whether it did.
+// Async-signal-safe (an atexit handler or a signal handler may call it).
+bool write_running_plugin_call(std::initializer_list<std::string_view> before,
+                               std::string_view after);
 
 }  // namespace headway::cmd

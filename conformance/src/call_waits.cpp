@@ -1,5 +1,6 @@
 #include "call_waits.h"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -82,6 +83,25 @@ double CallWaits::call_ended() {
   }
   restart();  // after the file read, so that the next call is not charged with it
   return cpu;
+}
+
+void judge_waits(TestRecorder& t, const std::string& who, uint64_t calls,
+                 uint64_t voluntary_switches, uint32_t calls_waiting_over_1ms,
+                 double waited_max_seconds) {
+  t.metrics() = {{"voluntary_switches", voluntary_switches},
+                 {"calls_waiting_over_1ms", calls_waiting_over_1ms},
+                 {"waited_max_us", waited_max_seconds * 1e6},
+                 {"calls", calls}};
+  const std::string text = fmt::format(
+      "{} of {} calls waited over 1 ms (longest {:.1f} us); the thread gave up the CPU {} times",
+      calls_waiting_over_1ms, calls, waited_max_seconds * 1e6, voluntary_switches);
+  if (uint64_t{calls_waiting_over_1ms} * 100 > calls) {
+    t.fail(text);
+  } else if (calls_waiting_over_1ms > 0) {
+    t.warn(text + " (a " + who + " should compute, not wait)");
+  } else {
+    t.note(text);
+  }
 }
 
 }  // namespace headway::conformance

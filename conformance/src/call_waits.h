@@ -8,7 +8,10 @@
 // Threading: the calling thread's own counters; one thread.
 #pragma once
 
+#include <headway/conformance/test_recorder.h>
+
 #include <cstdint>
+#include <string>
 
 namespace headway::conformance {
 
@@ -36,5 +39,12 @@ class CallWaits {
   uint32_t calls_waiting_over_1ms_ = 0;
   double waited_max_seconds_ = 0.0;
 };
+
+// What scheduler.never_waits and router.never_waits make of the waits of `calls` calls of a
+// `who` ("scheduler", "router"): FAIL when more than 1% waited over 1 ms, QUALITY_WARNING when
+// any did, a note otherwise; the figures as the test's metrics.
+void judge_waits(TestRecorder& t, const std::string& who, uint64_t calls,
+                 uint64_t voluntary_switches, uint32_t calls_waiting_over_1ms,
+                 double waited_max_seconds);
 
 }  // namespace headway::conformance

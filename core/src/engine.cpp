@@ -132,19 +132,14 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
 
 void Engine::warn_of_rows_without_finite_logits() {
   const uint64_t rows = sampler_.rows_without_finite_best();
-  if (rows == rows_without_finite_warned_) return;
-  // The first, then at most one line a minute: a broken model gives such rows every step.
-  const auto now = std::chrono::steady_clock::now();
-  if (rows_without_finite_warned_ != 0 && now - last_finite_warning_ < std::chrono::minutes(1)) {
-    return;
-  }
+  uint64_t skipped = 0;  // steps with such rows since the last line: the count below covers them
+  if (rows == rows_without_finite_warned_ || !finite_warnings_.due(skipped)) return;
   spdlog::warn(
       "{}: model '{}' gave {} logits row{} whose best logit is not finite (NaN, +inf, or -inf "
       "throughout) by step {}: those tokens mean nothing (token 0 where every logit is NaN); the "
       "model is broken, or a guided request's grammar allowed no token",
       config_.name, model_->name(), rows, rows == 1 ? "" : "s", step_index_);
   rows_without_finite_warned_ = rows;
-  last_finite_warning_ = now;
 }
 
 Engine::~Engine() {

@@ -77,6 +77,28 @@ constexpr const char* kModel = "model";
 constexpr const char* kRouter = "router";
 constexpr const char* kTransport = "KV transport";
 
+// What makes a model's get_info() unusable by an engine, or empty: a struct_size that does not
+// cover ABI 1.0's fields (the host reads the struct by the size the plugin declares: a
+// hand-written table that left it 0 filled nothing), vocab 0, kv_bytes_per_token 0.
+std::string model_info_problem(const hw_model_info& info) {
+  constexpr size_t kInfo10 = offsetof(hw_model_info, returns_logits) + sizeof(int32_t);
+  if (info.struct_size < kInfo10) {
+    return "struct_size " + std::to_string(info.struct_size) + " is smaller than ABI 1.0's " +
+           std::to_string(kInfo10) + "-byte hw_model_info (set it to sizeof(hw_model_info))";
+  }
+  std::string problem;
+  const auto add = [&](const std::string& what) {
+    problem += (problem.empty() ? "" : "; ") + what;
+  };
+  // Sampled ids and logits rows are indexed by it; 0 leaves the host a logits buffer of nothing.
+  if (info.vocab == 0) add("vocab 0 (the vocabulary size must be at least 1)");
+  // Transfers and the simulated KV size blocks by it.
+  if (info.kv_bytes_per_token == 0) {
+    add("kv_bytes_per_token 0 (a token's KV takes bytes, on every GPU together)");
+  }
+  return problem;
+}
+
 }  // namespace
 
 bool current_plugin_call_parts(const char*& kind, std::string_view& name,
@@ -157,16 +179,11 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
     call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
     check_status(code, status, choice.where + ": model '" + name_ + "' get_info");
   }
-  // The host reads the struct by the size the plugin declares (abi.h): a hand-written table that
-  // left it 0 filled nothing the host may read.
-  constexpr size_t kInfo10 = offsetof(hw_model_info, returns_logits) + sizeof(int32_t);
-  if (info_.struct_size < kInfo10) {
+  const std::string problem = model_info_problem(info_);
+  if (!problem.empty()) {
     call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
     handle_ = nullptr;
-    throw PluginContractError(choice.where + ": model '" + name_ + "' get_info: struct_size " +
-                              std::to_string(info_.struct_size) + " is smaller than ABI 1.0's " +
-                              std::to_string(kInfo10) + "-byte hw_model_info (set it to " +
-                              "sizeof(hw_model_info))");
+    throw PluginContractError(choice.where + ": model '" + name_ + "' get_info: " + problem);
   }
   if (info_.struct_size < offsetof(hw_model_info, returns_logits_on_request) + sizeof(int32_t)) {
     info_.returns_logits_on_request = 0;
@@ -179,26 +196,6 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
   if (choice.plugin->descriptor->abi_minor < 5 || info_.returns_logits != 0) {
     info_.returns_logits_on_request = 0;
   }
-  const std::string problem = model_info_problem(info_);
-  if (!problem.empty()) {
-    call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
-    handle_ = nullptr;
-    throw PluginContractError(choice.where + ": model '" + name_ + "' get_info: " + problem);
-  }
-}
-
-std::string model_info_problem(const hw_model_info& info) {
-  std::string problem;
-  const auto add = [&](const std::string& what) {
-    problem += (problem.empty() ? "" : "; ") + what;
-  };
-  // Sampled ids and logits rows are indexed by it; 0 leaves the host a logits buffer of nothing.
-  if (info.vocab == 0) add("vocab 0 (the vocabulary size must be at least 1)");
-  // Transfers and the simulated KV size blocks by it.
-  if (info.kv_bytes_per_token == 0) {
-    add("kv_bytes_per_token 0 (a token's KV takes bytes, on every GPU together)");
-  }
-  return problem;
 }
 
 ModelInstance::~ModelInstance() {

@@ -81,7 +81,7 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
   }
   const hw_model_info info = first->info();
   // vocab 0 or kv_bytes_per_token 0 failed above: the host refuses them at create
-  // (core::model_info_problem). The suite's sequences (up to 57 tokens, more with prefixes) need
+  // (core::ModelInstance). The suite's sequences (up to 57 tokens, more with prefixes) need
   // room.
   if (info.max_model_len < 64) {
     info_test.fail(

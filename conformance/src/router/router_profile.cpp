@@ -383,21 +383,8 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   if (supported == 0) {
     never_waits.skip("no supported shape");
   } else {
-    never_waits.metrics() = {{"voluntary_switches", waits.voluntary_switches()},
-                             {"calls_waiting_over_1ms", waits.calls_waiting_over_1ms()},
-                             {"waited_max_us", waits.waited_max_seconds() * 1e6},
-                             {"calls", routes}};
-    const std::string text = fmt::format(
-        "{} of {} calls waited over 1 ms (longest {:.1f} us); the thread gave up the CPU {} times",
-        waits.calls_waiting_over_1ms(), routes, waits.waited_max_seconds() * 1e6,
-        waits.voluntary_switches());
-    if (uint64_t{waits.calls_waiting_over_1ms()} * 100 > routes) {
-      never_waits.fail(text);
-    } else if (waits.calls_waiting_over_1ms() > 0) {
-      never_waits.warn(text + " (a router should compute, not wait)");
-    } else {
-      never_waits.note(text);
-    }
+    judge_waits(never_waits, "router", routes, waits.voluntary_switches(),
+                waits.calls_waiting_over_1ms(), waits.waited_max_seconds());
   }
   std::vector<TestResult> results;
   for (TestRecorder* t :

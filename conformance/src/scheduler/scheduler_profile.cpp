@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "../call_waits.h"
 #include "request_churn.h"
 #include "step_cost.h"
 #include "trace.h"
@@ -271,23 +272,9 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   if (!measured.error.empty()) {
     waits.skip("the scheduler could not be measured (scheduler.step_cost says why)");
   } else {
-    waits.metrics() = {{"voluntary_switches", measured.voluntary_switches},
-                       {"calls_waiting_over_1ms", measured.calls_waiting_over_1ms},
-                       {"waited_max_us", measured.waited_max_seconds * 1e6},
-                       {"calls", measured.calls}};
-    const std::string text = fmt::format(
-        "{} of {} calls waited over {:.0f} ms (longest {:.1f} us); the thread gave up the CPU "
-        "{} times",
-        measured.calls_waiting_over_1ms, measured.calls, kCostFailSeconds * 1e3,
-        measured.waited_max_seconds * 1e6, measured.voluntary_switches);
-    if (measured.calls_waiting_over_1ms * 100 > measured.calls) {
-      // Every stream of the engine waits with the scheduler: the engine's thread runs the steps.
-      waits.fail(text);
-    } else if (measured.calls_waiting_over_1ms > 0) {
-      waits.warn(text + " (a scheduler should compute, not wait)");
-    } else {
-      waits.note(text);
-    }
+    // Every stream of the engine waits with the scheduler: the engine's thread runs the steps.
+    judge_waits(waits, "scheduler", measured.calls, measured.voluntary_switches,
+                measured.calls_waiting_over_1ms, measured.waited_max_seconds);
   }
   TestRecorder heap("scheduler.steady_state_heap",
                     "replanning one snapshot keeps no heap memory from call to call");

@@ -15,19 +15,6 @@ std::string more_since(uint64_t since, const char* what) {
 
 }  // namespace
 
-bool RouterWatch::Throttle::due(uint64_t& since) {
-  const auto now = std::chrono::steady_clock::now();
-  if (logged && now - last < kLogEvery) {
-    ++unlogged;
-    return false;
-  }
-  since = unlogged;
-  logged = true;
-  last = now;
-  unlogged = 0;
-  return true;
-}
-
 std::pair<Rejection, ServiceError> RouterWatch::failed(const core::Error& e, std::string_view id,
                                                        std::string_view targets) {
   if (e.code() == HW_UNAVAILABLE) {

@@ -7,13 +7,15 @@
 // - A route() call that took kSlowRoute or more: logged as a warning. The service routes under its
 //   lock, so every request admitted meanwhile waited for it (abi.h: route() must not block).
 //
-// Each kind is logged the first time, then at most once every kLogEvery with the number since, so
-// that a router failing or blocking on every request does not flood the log.
+// Each kind is logged the first time, then at most once every kLogEvery with the number since
+// (core::LogThrottle), so that a router failing or blocking on every request does not flood the
+// log.
 //
 // Ownership: a value. Threading: one thread at a time (the service calls it under its mutex).
 #pragma once
 
 #include <headway/core/error.h>
+#include <headway/core/log_throttle.h>
 #include <headway/serving/metrics_serving.h>
 #include <headway/serving/service_error.h>
 
@@ -38,16 +40,8 @@ class RouterWatch {
               std::string_view router);
 
  private:
-  // The first time, then at most once every kLogEvery; counts what it does not log.
-  struct Throttle {
-    std::chrono::steady_clock::time_point last{};
-    bool logged = false;
-    uint64_t unlogged = 0;
-    // Whether to log now; `since` gets the number of events not logged since the last line.
-    bool due(uint64_t& since);
-  };
-  Throttle failures_;
-  Throttle slow_;
+  core::LogThrottle failures_{kLogEvery};
+  core::LogThrottle slow_{kLogEvery};
 };
 
 }  // namespace headway::serving

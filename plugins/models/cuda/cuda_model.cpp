@@ -8,7 +8,6 @@
 // Threading: as for every model, one engine thread calls an instance at a time. CUDA's current
 // device is per host thread, so every entry point makes the shard's device current itself.
 #include <cuda_runtime.h>
-#include <nccl.h>
 
 #include <algorithm>
 #include <cstdio>

@@ -33,10 +33,7 @@ TensorParallelGroup::~TensorParallelGroup() {
 
 void TensorParallelGroup::all_reduce(const std::vector<std::unique_ptr<ModelShard>>& shards,
                                      size_t tokens, size_t hidden) {
-  if (!broken_.empty()) {
-    throw sdk::Error(HW_UNAVAILABLE, "cuda model: tensor parallelism is broken since " + broken_ +
-                                         "; load the model again");
-  }
+  throw_if_broken();
   const size_t count = tokens * hidden;
   check_nccl(ncclGroupStart(), "ncclGroupStart");
   for (size_t r = 0; r < shards.size(); ++r) {
@@ -60,28 +57,21 @@ void TensorParallelGroup::warm_up(const std::vector<std::unique_ptr<ModelShard>>
 }
 
 void TensorParallelGroup::wait(const std::vector<std::unique_ptr<ModelShard>>& shards) {
-  // Aborted communicators end their kernels: the streams drain by themselves.
-  if (!broken_.empty()) {
-    throw sdk::Error(HW_UNAVAILABLE, "cuda model: tensor parallelism is broken since " + broken_ +
-                                         "; load the model again");
-  }
-  std::vector<bool> done(shards.size(), false);
-  size_t remaining = shards.size();
-  while (remaining > 0) {
+  throw_if_broken();
+  // Every stream is queried each round (a finished one answers at once): a GPU that faulted shows
+  // its error there while the others' all-reduces wait for it. No allocation: a step's wait.
+  for (;;) {
+    bool all_done = true;
     for (size_t r = 0; r < shards.size(); ++r) {
-      if (done[r]) continue;
       const int device = shards[r]->device();
       const cudaError_t set = cudaSetDevice(device);
       const cudaError_t q = set != cudaSuccess ? set : cudaStreamQuery(shards[r]->stream());
-      if (q == cudaSuccess) {
-        done[r] = true;
-        --remaining;
-        continue;
-      }
+      if (q == cudaSuccess) continue;
       if (q != cudaErrorNotReady) {
         fail("GPU " + std::to_string(device) + " failed in a step (" + cudaGetErrorName(q) + ": " +
              cudaGetErrorString(q) + ")");
       }
+      all_done = false;
       ncclResult_t async = ncclSuccess;
       if (ncclCommGetAsyncError(comms_[r], &async) == ncclSuccess && async != ncclSuccess &&
           async != ncclInProgress) {
@@ -89,9 +79,17 @@ void TensorParallelGroup::wait(const std::vector<std::unique_ptr<ModelShard>>& s
              ncclGetErrorString(async) + ")");
       }
     }
+    if (all_done) return;
     // A step takes milliseconds; yielding keeps the wait's latency at a scheduler quantum at most.
-    if (remaining > 0) std::this_thread::yield();
+    std::this_thread::yield();
   }
+}
+
+void TensorParallelGroup::throw_if_broken() const {
+  // Aborted communicators ended their kernels: the streams drain by themselves.
+  if (broken_.empty()) return;
+  throw sdk::Error(HW_UNAVAILABLE, "cuda model: tensor parallelism is broken since " + broken_ +
+                                       "; load the model again");
 }
 
 void TensorParallelGroup::fail(const std::string& why) {

@@ -49,6 +49,8 @@ class TensorParallelGroup {
 
  private:
   [[noreturn]] void fail(const std::string& why);
+  // HW_UNAVAILABLE once the group broke: a later step is refused.
+  void throw_if_broken() const;
 
   std::vector<ncclComm_t> comms_;
   std::string broken_;

@@ -5,18 +5,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "../test_support/built_plugins.h"
+#include "../test_support/captured_log.h"
 #include "headway/core/deployment_config.h"
 #include "headway/core/error.h"
 #include "headway/core/plugin_registry.h"
@@ -611,10 +609,7 @@ TEST(Engine, MoreKvBlocksThanAnEngineManagesAreRefusedNamingTheCapacity) {
 // Rows whose best logit is not finite (here every logit NaN) give token 0: the engine says so,
 // naming the model, once for the first such row and then at most once a minute, not per token.
 TEST(Engine, LogitsWithoutAFiniteValueAreLoggedOnceAMinute) {
-  std::ostringstream log;
-  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  test::CapturedLog log;
   {
     const DeploymentConfig config =
         parse_deployment("[model]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
@@ -626,8 +621,7 @@ TEST(Engine, LogitsWithoutAFiniteValueAreLoggedOnceAMinute) {
     while (engine.has_work()) engine.step();
     EXPECT_EQ(record.output_tokens, 5u);
   }
-  spdlog::set_default_logger(previous);
-  const std::string logged = log.str();
+  const std::string logged = log.text();
   const std::string line =
       "engine0: model 'test_nan_logits' gave 1 logits row whose best logit is "
       "not finite";

@@ -17,6 +17,7 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/host_services.h>
 #include <headway/core/kv_block_manager.h>
+#include <headway/core/log_throttle.h>
 #include <headway/core/plan_validator.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/core/prefix_cache.h>
@@ -336,7 +337,8 @@ class Engine {
   std::vector<float> logits_;
   Sampler sampler_;
   uint64_t rows_without_finite_warned_ = 0;  // sampler_'s count at the last warning
-  std::chrono::steady_clock::time_point last_finite_warning_;
+  // The first, then at most one line a minute: a broken model gives such rows every step.
+  LogThrottle finite_warnings_{std::chrono::minutes(1)};
   // Log-probabilities of this step's sampling slices that asked for them: slice_logprobs_[i]
   // for model_slices_[i], its top tokens at logprob_top_[top_begin, top_begin + top_count).
   struct SliceLogprobs {

@@ -49,10 +49,6 @@ class SchedulerInstance {
   std::string name_;
 };
 
-// What makes a model's get_info() unusable by an engine (vocab 0, kv_bytes_per_token 0), or empty.
-// The host refuses such a model at load; conformance's model.info reports the same.
-std::string model_info_problem(const hw_model_info& info);
-
 class ModelInstance {
  public:
   ModelInstance(const PluginChoice& choice, const std::string& config_dir,

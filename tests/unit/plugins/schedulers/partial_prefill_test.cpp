@@ -3,8 +3,6 @@
 // the rules in partial_prefill_scheduler.cpp's header comment (the comments show the arithmetic);
 // every plan is also checked by core::PlanValidator.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
@@ -12,11 +10,11 @@
 #include <memory>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "../../test_support/captured_log.h"
 #include "../../test_support/scheduler_harness.h"
 
 namespace headway::test {
@@ -261,10 +259,7 @@ TEST(PartialPrefillScheduler, LongPrefillChunkWithOnePartialPrefillIsRejected) {
 // A C of the whole budget or more never caps a chunk: accepted (it is harmless), with a warning
 // that names both options; a C below the budget is not warned about.
 TEST(PartialPrefillScheduler, LongPrefillChunkAtOrAboveTheBudgetIsWarnedAbout) {
-  std::ostringstream log;
-  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  test::CapturedLog log;
   const auto harness = [](uint32_t chunk) {
     SchedulerHarness(kPartial,
                      "max_num_partial_prefills = 2\nmax_num_batched_tokens = 512\n"
@@ -272,14 +267,13 @@ TEST(PartialPrefillScheduler, LongPrefillChunkAtOrAboveTheBudgetIsWarnedAbout) {
                          std::to_string(chunk));
   };
   harness(511);
-  const std::string below = log.str();
+  const std::string below = log.text();
   harness(512);
-  spdlog::set_default_logger(previous);
   EXPECT_EQ(below.find("never caps"), std::string::npos) << below;
-  EXPECT_NE(log.str().find("max_long_prefill_chunk (512) >= max_num_batched_tokens (512): it "
-                           "never caps a chunk"),
+  EXPECT_NE(log.text().find("max_long_prefill_chunk (512) >= max_num_batched_tokens (512): it "
+                            "never caps a chunk"),
             std::string::npos)
-      << log.str();
+      << log.text();
 }
 
 // L = 2 admits two long prompts side by side; a third long one waits.

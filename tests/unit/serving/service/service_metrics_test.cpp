@@ -2,8 +2,6 @@
 // counters add up to exactly what was sent and generated.
 #include <gtest/gtest.h>
 #include <headway/serving/local_generation_service.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <map>
@@ -12,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "../../test_support/captured_log.h"
 #include "../metrics/promtool_check.h"
 #include "router_watch.h"
 #include "service_fixture.h"
@@ -111,10 +110,7 @@ TEST(ServiceMetrics, RequestClassLabelsAreBounded) {
 // the other requests are served. Requests of 3 prompt tokens (BOS + "xy") fail.
 TEST(ServiceMetrics, ARoutersFailureIsTheServersErrorNotTheClients) {
   test::TinyCheckpoint checkpoint;
-  std::ostringstream log;
-  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  headway::test::CapturedLog log;
   struct Case {
     int code;
     ErrorCode expected;
@@ -125,7 +121,7 @@ TEST(ServiceMetrics, ARoutersFailureIsTheServersErrorNotTheClients) {
                        Case{0, ErrorCode::kInternal, "internal"},
                        Case{HW_UNAVAILABLE, ErrorCode::kUnavailable, "unavailable"}}) {
     SCOPED_TRACE("code " + std::to_string(c.code));
-    log.str("");
+    log.clear();
     LocalGenerationService service(test::tiny_deployment(
         checkpoint, "[[engines]]\n",
         "[router]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
@@ -149,7 +145,7 @@ TEST(ServiceMetrics, ARoutersFailureIsTheServersErrorNotTheClients) {
         << text;
     EXPECT_EQ(sum_of(text, "headway_request_rejected_total"), 2) << text;
     // Logged once: the second failure falls within RouterWatch::kLogEvery of the first.
-    const std::string logged = log.str();
+    const std::string logged = log.text();
     const size_t first = logged.find("failed in the router");
     if (c.expected == ErrorCode::kInternal) {
       EXPECT_NE(first, std::string::npos) << logged;
@@ -158,17 +154,13 @@ TEST(ServiceMetrics, ARoutersFailureIsTheServersErrorNotTheClients) {
       EXPECT_EQ(first, std::string::npos) << logged;
     }
   }
-  spdlog::set_default_logger(previous);
 }
 
 // A route() call that blocks holds every admission back: the operator is told, once for two such
 // calls within RouterWatch::kLogEvery, and the requests are still served.
 TEST(ServiceMetrics, ARouterThatBlocksIsLogged) {
   test::TinyCheckpoint checkpoint;
-  std::ostringstream log;
-  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  headway::test::CapturedLog log;
   {
     static_assert(RouterWatch::kSlowRoute < std::chrono::milliseconds(150));
     LocalGenerationService service(test::tiny_deployment(
@@ -176,15 +168,14 @@ TEST(ServiceMetrics, ARouterThatBlocksIsLogged) {
         "[router]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
             "/test_failing_router.so\"\noptions = { fail_at = 3, block_ms = 150 }\n"));
     EXPECT_EQ(test::collect(*service.submit(test::text_request("xyz", 2))).finish, Finish::kLength);
-    EXPECT_EQ(log.str().find("to route request"), std::string::npos) << log.str();
+    EXPECT_EQ(log.text().find("to route request"), std::string::npos) << log.text();
     for (int i = 0; i < 2; ++i) {
       EXPECT_EQ(test::collect(*service.submit(test::text_request("xy", 2))).finish,
                 Finish::kLength);
     }
     test::wait_idle(service);
   }
-  spdlog::set_default_logger(previous);
-  const std::string logged = log.str();
+  const std::string logged = log.text();
   const size_t first = logged.find("router 'test_failing_router' took ");
   EXPECT_NE(first, std::string::npos) << logged;
   EXPECT_NE(logged.find("route() must not block"), std::string::npos) << logged;
@@ -197,10 +188,7 @@ TEST(ServiceMetrics, ARouterThatBlocksIsLogged) {
 // most 64 names an instance and only UTF-8 ones, each refusal reason warned about once.
 TEST(ServiceMetrics, APluginsCountersAndGaugesAreExported) {
   test::TinyCheckpoint checkpoint;
-  std::ostringstream log;
-  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  headway::test::CapturedLog log;
   std::string text;
   {
     LocalGenerationService service(test::tiny_deployment(
@@ -215,7 +203,6 @@ TEST(ServiceMetrics, APluginsCountersAndGaugesAreExported) {
     test::wait_idle(service);
     text = service.metrics_text();
   }
-  spdlog::set_default_logger(previous);
   const std::string instance =
       "engine=\"\",pool=\"\",kind=\"router\",plugin=\"test_metrics_router\"";
   EXPECT_EQ(sum_of(text, "headway_plugin_total", instance + ",metric=\"created\""), 1) << text;
@@ -228,7 +215,7 @@ TEST(ServiceMetrics, APluginsCountersAndGaugesAreExported) {
   EXPECT_EQ(sum_of(text, "headway_plugin_total", "metric=\"prompt_tokens_61\""), 1);
   EXPECT_EQ(text.find("prompt_tokens_62"), std::string::npos) << text;
   EXPECT_EQ(text.find("not UTF-8"), std::string::npos) << text;
-  const std::string logged = log.str();
+  const std::string logged = log.text();
   for (const char* reason : {"(it is not valid UTF-8)", "(the instance has 64 exported names"}) {
     const size_t first = logged.find(reason);
     EXPECT_NE(first, std::string::npos) << reason << "\n" << logged;

@@ -17,7 +17,6 @@
 
 #include <array>
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -115,7 +114,7 @@ class ServingMetrics {
   CounterFamily& plugin_counters_;
   GaugeFamily& plugin_gauges_;
   std::mutex plugins_mutex_;
-  std::deque<std::unique_ptr<core::PluginMetricsSink>> plugins_;  // guarded by plugins_mutex_
+  std::vector<std::unique_ptr<core::PluginMetricsSink>> plugins_;  // guarded by plugins_mutex_
 };
 
 }  // namespace headway::serving

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
+#include <headway/core/long_call_watch.h>
 #include <headway/core/simulator.h>
 #include <headway/core/synthetic_prompt.h>
 #include <spdlog/spdlog.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <thread>
 
 namespace headway::core {
@@ -22,7 +24,7 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // Returns the engine it went to, or -1.
 int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest& w,
                RequestRecord& record, double at, SimulationResult& result,
-               std::string& rejection_example) {
+               std::string& rejection_example, LongCallWatch* watch) {
   record.id = w.id;
   record.class_index = w.class_index;
   record.prompt_tokens = w.prompt_tokens;
@@ -50,6 +52,7 @@ int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest
   request.sampling.ignore_eos = true;
   request.record = &record;
   try {
+    const WatchedCall routing(watch, LongCallWatch::Call::kRoute);
     return cluster.submit(std::move(request), route);
   } catch (const Error& e) {
     ++result.rejected;
@@ -73,20 +76,21 @@ StepRecord step_record(size_t engine, const StepDetail& step) {
 
 // After a step of engine e: trace it, and move the KV of prefills that finished there.
 void after_step(Cluster& cluster, size_t e, const SimulationOptions& options,
-                SimulationResult& result) {
+                SimulationResult& result, LongCallWatch* watch) {
   Engine& engine = cluster.engine(e);
   const StepDetail& step = engine.last_step();
   if (options.step_trace != nullptr) options.step_trace->write(static_cast<uint32_t>(e), step);
   result.step_records.push_back(step_record(e, step));
   const double now = engine.clock().now();
   // Prefills that finished here start moving; blocks freed here may let waiting transfers in.
+  const WatchedCall starting(watch, LongCallWatch::Call::kTransport);
   cluster.collect_prefilled(e, now);
   cluster.start_transfers(e, now);
 }
 
 // The discrete-event loop of the virtual clock. Returns the span from the first arrival.
 double run_virtual(Cluster& cluster, const Workload& workload, const SimulationOptions& options,
-                   SimulationResult& result, std::string& rejection_example) {
+                   SimulationResult& result, std::string& rejection_example, LongCallWatch* watch) {
   const size_t engines = cluster.size();
   std::vector<bool> stalled(engines, false);
   size_t next = 0;
@@ -116,25 +120,33 @@ double run_virtual(Cluster& cluster, const Workload& workload, const SimulationO
         if (!cluster.engine(e).has_work()) cluster.engine(e).clock().advance_to(w.arrival);
       }
       // Records follow the workload's order, not its ids (a filtered workload keeps its ids).
-      const int64_t engine =
-          submit(cluster, workload, w, result.records[next], w.arrival, result, rejection_example);
+      const int64_t engine = submit(cluster, workload, w, result.records[next], w.arrival, result,
+                                    rejection_example, watch);
       if (engine >= 0) stalled[static_cast<size_t>(engine)] = false;
       ++next;
       last_event = std::max(last_event, w.arrival);
       continue;
     }
     if (transfer_time < kInfinity && transfer_time <= best_time) {
-      cluster.complete_transfers(transfer_time);
+      {
+        const WatchedCall polling(watch, LongCallWatch::Call::kTransport);
+        cluster.complete_transfers(transfer_time);
+      }
       for (size_t e = 0; e < engines; ++e) stalled[e] = false;
       last_event = std::max(last_event, transfer_time);
       continue;
     }
     if (best == engines) break;
-    if (!cluster.engine(best).step()) {
+    bool stepped = false;
+    {
+      const WatchedCall stepping(watch, LongCallWatch::Call::kStep, static_cast<uint32_t>(best));
+      stepped = cluster.engine(best).step();
+    }
+    if (!stepped) {
       stalled[best] = true;
       continue;
     }
-    after_step(cluster, best, options, result);
+    after_step(cluster, best, options, result, watch);
     last_event = std::max(last_event, cluster.engine(best).clock().now());
   }
   return last_event - first;
@@ -143,7 +155,7 @@ double run_virtual(Cluster& cluster, const Workload& workload, const SimulationO
 // The same workload against a real model: arrivals are released on the wall clock and the engines
 // are stepped in turn on this thread (a serving process gives each engine a thread of its own).
 double run_wall(Cluster& cluster, const Workload& workload, const SimulationOptions& options,
-                SimulationResult& result, std::string& rejection_example) {
+                SimulationResult& result, std::string& rejection_example, LongCallWatch* watch) {
   const size_t engines = cluster.size();
   const double origin = cluster.clock().now();
   const double first = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
@@ -154,19 +166,29 @@ double run_wall(Cluster& cluster, const Workload& workload, const SimulationOpti
            workload.requests[next].arrival - first + origin <= now) {
       const WorkloadRequest& w = workload.requests[next];
       submit(cluster, workload, w, result.records[next], w.arrival - first + origin, result,
-             rejection_example);
+             rejection_example, watch);
       ++next;
     }
     bool ran = false;
     for (size_t e = 0; e < engines; ++e) {
-      if (cluster.engine(e).has_work() && cluster.engine(e).step()) {
-        after_step(cluster, e, options, result);
+      if (!cluster.engine(e).has_work()) continue;
+      bool stepped = false;
+      {
+        const WatchedCall stepping(watch, LongCallWatch::Call::kStep, static_cast<uint32_t>(e));
+        stepped = cluster.engine(e).step();
+      }
+      if (stepped) {
+        after_step(cluster, e, options, result, watch);
         ran = true;
       }
     }
     // A transfer completed just now gives its decode engine work that no engine has run yet: one
     // more pass (an engine with work whose step() plans nothing still ends the run, as a stall).
-    const size_t completed = cluster.complete_transfers(cluster.clock().now());
+    size_t completed = 0;
+    {
+      const WatchedCall polling(watch, LongCallWatch::Call::kTransport);
+      completed = cluster.complete_transfers(cluster.clock().now());
+    }
     if (ran || completed > 0) continue;
     const bool transfers = cluster.transfers_in_flight() > 0 || cluster.transfers_waiting() > 0;
     if (next >= workload.requests.size() && !transfers) break;
@@ -188,14 +210,20 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
   SimulationResult result;
   result.records.resize(workload.requests.size());
   std::string rejection_example;
+  std::optional<LongCallWatch> watch;
+  if (options.long_call_warning_seconds > 0) {
+    watch.emplace(deployment.name + options.run_label, options.long_call_warning_seconds);
+  }
+  LongCallWatch* const watching = watch ? &*watch : nullptr;
   if (options.step_trace != nullptr) {
     for (size_t e = 0; e < cluster.size(); ++e) {
       options.step_trace->describe_engine(static_cast<uint32_t>(e), cluster.engine(e));
     }
   }
   result.simulated_seconds =
-      cluster.is_virtual() ? run_virtual(cluster, workload, options, result, rejection_example)
-                           : run_wall(cluster, workload, options, result, rejection_example);
+      cluster.is_virtual()
+          ? run_virtual(cluster, workload, options, result, rejection_example, watching)
+          : run_wall(cluster, workload, options, result, rejection_example, watching);
 
   if (cluster.transfers_waiting() > 0 || cluster.transfers_in_flight() > 0) {
     // In flight at the end: the transport's poll() still answered PENDING when nothing else was

@@ -37,6 +37,10 @@ struct SimulationOptions {
   // Which run this is, when a command makes several of one deployment (" (the run without the
   // long classes)"): appended to the deployment's name in the run's warnings.
   std::string run_label;
+  // A plugin call of the run (an engine's step, the router's route(), a KV transport's start or
+  // poll) that has not returned after this many seconds of wall time is logged, and again each
+  // time its age doubles (as serve's stats line names a long step). 0: not watched.
+  double long_call_warning_seconds = 30.0;
 };
 
 // With a model that reports step durations this runs on the virtual clock as fast as the steps can

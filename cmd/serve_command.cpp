@@ -78,6 +78,39 @@ void refuse_busy_port(const char* frontend, const std::string& host, uint16_t po
   }
 }
 
+// The service of this process's role: "all" (engines and frontends here), "engine" (the engines
+// behind the gRPC worker API only; a router process fronts the clients) or "router" (the frontends
+// before engine processes). Loads the model or waits for the engine processes: the long part of
+// start-up, which `stop` (set by a signal) may end early with an error.
+std::unique_ptr<serving::GenerationService> start_service(const ServeArgs& args,
+                                                          const core::DeploymentConfig& deployment,
+                                                          const std::string& api_key,
+                                                          const std::atomic<bool>& stop) {
+  if (deployment.server.role == "router") {
+    if (!args.step_trace.empty()) {
+      throw core::Error(args.config +
+                        ": --step-trace records the steps of this process's engines, and a "
+                        "[server] role = \"router\" process has none: give it to the engine "
+                        "processes");
+    }
+    serving::RemoteServiceOptions options;
+    options.api_key = api_key;
+    options.connect_timeout_s = deployment.server.engine_connect_timeout_s;
+    options.stop_connecting = &stop;
+    return std::make_unique<serving::RemoteGenerationService>(deployment, options);
+  }
+  serving::LocalServiceOptions options;
+  if (!args.step_trace.empty()) {
+    options.step_trace = std::make_shared<core::StepTraceWriter>(args.step_trace);
+  }
+#if HEADWAY_SERVE_GRPC
+  // Engine processes pull KV that other engine processes hold for peer links over gRPC.
+  if (deployment.server.role == "engine")
+    options.kv_link_peers = serving::make_grpc_kv_link_peers(api_key);
+#endif
+  return std::make_unique<serving::LocalGenerationService>(deployment, std::move(options));
+}
+
 }  // namespace
 
 CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
@@ -104,7 +137,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
 }
 
 int run_serve(const ServeArgs& args) {
-  // Signals are taken by sigwait() on this thread, never by a handler: blocked here, before any
+  // Signals are taken by the shutdown watch's thread, never by a handler: blocked here, before any
   // thread starts, so that every thread inherits the mask and none is interrupted.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -113,7 +146,8 @@ int run_serve(const ServeArgs& args) {
   if (pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
     throw core::Error("serve: cannot block SIGTERM/SIGINT", HW_INTERNAL);
   }
-  // Declared before the service and the frontends, so that it outlives their teardown.
+  // Declared before the service and the frontends, so that it outlives their teardown; it takes
+  // the signals from here on, start-up included.
   ShutdownWatch watch(stop_signals);
 
   core::PluginRegistry& registry = core::PluginRegistry::global();
@@ -141,27 +175,19 @@ int run_serve(const ServeArgs& args) {
   refuse_busy_port("gRPC", host, grpc_port);
 #endif
   std::unique_ptr<serving::GenerationService> owned;
-  if (server.role == "router") {
-    if (!args.step_trace.empty()) {
-      throw core::Error(args.config +
-                        ": --step-trace records the steps of this process's engines, and a "
-                        "[server] role = \"router\" process has none: give it to the engine "
-                        "processes");
-    }
-    serving::RemoteServiceOptions options;
-    options.api_key = api_key;
-    options.connect_timeout_s = server.engine_connect_timeout_s;
-    owned = std::make_unique<serving::RemoteGenerationService>(deployment, options);
-  } else {
-    serving::LocalServiceOptions options;
-    if (!args.step_trace.empty()) {
-      options.step_trace = std::make_shared<core::StepTraceWriter>(args.step_trace);
-    }
-#if HEADWAY_SERVE_GRPC
-    // Engine processes pull KV that other engine processes hold for peer links over gRPC.
-    if (engine_role) options.kv_link_peers = serving::make_grpc_kv_link_peers(api_key);
-#endif
-    owned = std::make_unique<serving::LocalGenerationService>(deployment, std::move(options));
+  try {
+    owned = start_service(args, deployment, api_key, watch.stop_requested());
+  } catch (const core::Error& e) {
+    // A wait that a signal ended (a router's for its engine processes) ends in an error.
+    if (!watch.stop_requested().load()) throw;
+    std::fprintf(stderr, "headway serve: start-up stopped: %s\n", e.what());
+    watch.start_teardown();
+    return watch.stop_status();
+  }
+  if (!watch.begin_serving()) {
+    std::fprintf(stderr, "headway serve: stopped during start-up, before serving\n");
+    watch.start_teardown();  // the service, its engines and plugins go at return
+    return watch.stop_status();
   }
   serving::GenerationService& service = *owned;
   const serving::ModelSummary model = service.model_info();
@@ -206,9 +232,7 @@ int run_serve(const ServeArgs& args) {
   std::optional<StatsLogger> stats;
   if (server.log_stats_interval_s > 0.0) stats.emplace(service, server.log_stats_interval_s);
 
-  int signal_number = 0;
-  while (sigwait(&stop_signals, &signal_number) != 0) {
-  }
+  const int signal_number = watch.wait_for_stop();
   std::fprintf(stderr, "headway serve: %s: draining (up to %.1f s)\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", server.drain_timeout_s);
   std::fflush(stderr);

@@ -333,6 +333,83 @@ TEST(ServeCli, ARouterWhoseEngineProcessesNeverAnswerExitsNamingEach) {
   EXPECT_NE(serve.log().find("engine1 at 127.0.0.1:2"), std::string::npos) << serve.log();
 }
 
+// A deployment of the test model whose create() takes `load_s` (it logs when its load begins).
+fs::path slow_loading_deployment(const fs::path& dir, double load_s) {
+  const fs::path config = dir / "slow.toml";
+  std::ofstream(config) << "name = \"slow\"\n[model]\nplugin = \"" << HEADWAY_TEST_PLUGIN_DIR
+                        << "/test_slow_model.so\"\noptions = { load_s = " << load_s
+                        << ", first_forward_s = 0.0 }\n[[engines]]\nkv_blocks = 64\n"
+                        << "[server]\nhttp_port = 0\ngrpc_port = 0\n";
+  return config;
+}
+
+// Waits (bounded, so that a process that does not exit fails the test instead of hanging it) for
+// the process to exit; kills it when it does not.
+bool exits_within_a_minute(ServeProcess& serve) {
+  for (int i = 0; i < 600 && serve.alive(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (serve.alive()) {
+    serve.signal(SIGKILL);
+    return false;
+  }
+  return true;
+}
+
+// SIGTERM while the model loads: nothing is in flight, so serve stops once the load returns,
+// without binding its ports (an orchestrator's SIGTERM or a Ctrl-C was not taken until the
+// frontends had started: helper-130's walk).
+TEST(ServeCli, ASignalDuringTheModelsLoadStopsServeBeforeItServes) {
+  TempDir dir;
+  ServeProcess serve(slow_loading_deployment(dir.path, 2.0));
+  ASSERT_TRUE(serve.wait_for_line(std::regex("(test_slow: loading)")).has_value()) << serve.log();
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.stop(0), 128 + SIGTERM) << serve.log();
+  EXPECT_NE(serve.log().find("SIGTERM during start-up: stopping without serving once what is "
+                             "loading returns"),
+            std::string::npos)
+      << serve.log();
+  EXPECT_NE(serve.log().find("stopped during start-up, before serving"), std::string::npos)
+      << serve.log();
+  EXPECT_EQ(serve.log().find("listening"), std::string::npos) << serve.log();
+}
+
+// A second signal during start-up does not wait for the load (here ten minutes).
+TEST(ServeCli, ASecondSignalDuringStartUpExitsAtOnce) {
+  TempDir dir;
+  ServeProcess serve(slow_loading_deployment(dir.path, 600.0));
+  ASSERT_TRUE(serve.wait_for_line(std::regex("(test_slow: loading)")).has_value()) << serve.log();
+  serve.signal(SIGTERM);
+  ASSERT_TRUE(serve.wait_for_line(std::regex("(SIGTERM during start-up)")).has_value())
+      << serve.log();
+  serve.signal(SIGINT);
+  EXPECT_TRUE(exits_within_a_minute(serve)) << "still loading a minute after the second signal";
+  EXPECT_EQ(serve.stop(0), 128 + SIGINT) << serve.log();
+  EXPECT_NE(serve.log().find("SIGINT again during start-up: exiting now"), std::string::npos)
+      << serve.log();
+}
+
+// A router waiting for engine processes that are not there (here up to ten minutes) stops waiting
+// at the first signal.
+TEST(ServeCli, ASignalEndsARoutersWaitForItsEngineProcesses) {
+  TempDir dir;
+  const fs::path config = write_tiny_deployment(
+      dir.path, "router",
+      "[[engines]]\naddress = \"127.0.0.1:1\"\n[server]\nrole = \"router\"\nhttp_port = 0\n"
+      "grpc_port = 0\nengine_connect_timeout_s = 600\n");
+  ServeProcess serve(config);
+  ASSERT_TRUE(
+      serve.wait_for_line(std::regex("(waiting up to 600 s for 1 engine process)")).has_value())
+      << serve.log();
+  serve.signal(SIGTERM);
+  EXPECT_TRUE(exits_within_a_minute(serve)) << "still waiting a minute after SIGTERM";
+  EXPECT_EQ(serve.stop(0), 128 + SIGTERM) << serve.log();
+  EXPECT_NE(serve.log().find("start-up stopped: " + config.string() +
+                             ": asked to stop while waiting for the engine processes"),
+            std::string::npos)
+      << serve.log();
+}
+
 // A port another process listens on is refused before the service starts (which loads the model,
 // or, for a router, waits up to engine_connect_timeout_s for its engine processes): here the router
 // would otherwise wait 30 s for an engine that never answers and only then report that.

@@ -43,7 +43,11 @@ void HttpFrontend::start() {
     int yes = 1;
     ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  routes_->install(*server_);
+  // The reaper exists before the server listens, which is before any handler runs.
+  routes_->install(*server_, [this](const httplib::Request& request) {
+    reaper_->body_received(
+        {request.local_addr, request.local_port, request.remote_addr, request.remote_port});
+  });
 
   const int bound = options_.port == 0 ? server_->bind_to_any_port(options_.host)
                     : server_->bind_to_port(options_.host, options_.port) ? options_.port
@@ -62,8 +66,10 @@ void HttpFrontend::start() {
       static_cast<uint16_t>(bound),
       http::SlowClientLimits{
           std::chrono::milliseconds(static_cast<int64_t>(options_.header_timeout_seconds * 1000.0)),
-          options_.header_max_bytes});
-  // A request counts from its parsed headers (before its body is read) to its written response.
+          options_.header_max_bytes,
+          std::chrono::milliseconds(static_cast<int64_t>(options_.body_timeout_seconds * 1000.0))});
+  // A request counts from its parsed headers (before its body is read) to its written response;
+  // its body, from its headers to its handler (body_received(), above).
   server_->set_pre_routing_handler(
       [reaper = reaper_.get(), routes = routes_.get()](const httplib::Request& request,
                                                        httplib::Response& response) {

@@ -82,6 +82,7 @@ GuidedOutput from_guided_choice(const nlohmann::json& choices, const std::string
   if (!choices.is_array()) {
     throw invalid_field(field, field + " must be an array of strings, not " + json_kind(choices));
   }
+  if (choices.empty()) throw invalid_field(field, field + " needs at least one choice");
   GuidedOutput out;
   out.kind = GuidedOutput::Kind::kChoice;
   out.field = field;
@@ -202,10 +203,12 @@ GuidedOutput parse_guided_output(const nlohmann::json& json, std::string_view bo
   if (const nlohmann::json* schema = fields.find("guided_json")) {
     asked.push_back(from_guided_json(*schema, body));
   }
-  if (const nlohmann::json* choices = fields.find("guided_choice"); is_set(choices)) {
+  // Any value but null asks for these: an empty list, pattern or object is refused, not ignored
+  // (an empty guided_choice served unconstrained text: helper-130's walk).
+  if (const nlohmann::json* choices = fields.find("guided_choice");
+      choices && !choices->is_null()) {
     asked.push_back(from_guided_choice(*choices, "guided_choice"));
   }
-  // Any value but null asks for these: an empty pattern or object is refused, not ignored.
   if (const nlohmann::json* regex = fields.find("guided_regex"); regex && !regex->is_null()) {
     asked.push_back(from_guided_regex(*regex, "guided_regex"));
   }

@@ -56,21 +56,23 @@ int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
 // Every failure inside a handler becomes the OpenAI error shape; nothing escapes to cpp-httplib.
-Handler guarded(Handler handler) {
-  return
-      [handler = std::move(handler)](const httplib::Request& request, httplib::Response& response) {
-        try {
-          handler(request, response);
-        } catch (const ApiError& error) {
-          send_error(response, error);
-        } catch (const ServiceError& error) {
-          send_error(response, api_error_of(error));
-        } catch (const std::exception& error) {
-          send_error(response, ApiError(500, std::string("internal error: ") + error.what()));
-        } catch (...) {
-          send_error(response, ApiError(500, "internal error"));
-        }
-      };
+// `body_read` (may be empty) comes first: the request's body is read by then.
+Handler guarded(Handler handler, const std::function<void(const httplib::Request&)>& body_read) {
+  return [handler = std::move(handler), body_read](const httplib::Request& request,
+                                                   httplib::Response& response) {
+    if (body_read) body_read(request);
+    try {
+      handler(request, response);
+    } catch (const ApiError& error) {
+      send_error(response, error);
+    } catch (const ServiceError& error) {
+      send_error(response, api_error_of(error));
+    } catch (const std::exception& error) {
+      send_error(response, ApiError(500, std::string("internal error: ") + error.what()));
+    } catch (...) {
+      send_error(response, ApiError(500, "internal error"));
+    }
+  };
 }
 
 // The X-Request-Id header's id (client_request_id.h): the answer's id is `prefix` and it, over a
@@ -168,11 +170,13 @@ std::string library_error_message(const httplib::Request& request, int status) {
           (request.version == "HTTP/1.1" || request.version == "HTTP/1.0") &&
           !request.path.empty() && !request.has_header("Content-Length") &&
           !request.has_header("Transfer-Encoding")) {
+        // cpp-httplib also stops reading headers at a line over 8 KiB (a huge Authorization
+        // header), so the Content-Length after it goes unseen: say so (helper-130's walk).
         return "a " + request.method +
                " needs a body with a Content-Length (or chunked Transfer-Encoding): send the "
-               "request as JSON";
+               "request as JSON (header lines over 8192 bytes are not read)";
       }
-      return "malformed HTTP request";
+      return "malformed HTTP request (or a header line over 8192 bytes)";
     case 404:
       return "no route " + request.method + " " + request.path +
              "; the routes are POST /v1/completions, POST /v1/chat/completions, POST "
@@ -230,7 +234,8 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
   }
 }
 
-void OpenAiRoutes::install(httplib::Server& server) {
+void OpenAiRoutes::install(httplib::Server& server,
+                           const std::function<void(const httplib::Request&)>& body_read) {
   const std::vector<Route> routes = {
       {"/v1/completions", "POST",
        [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kCompletions); }},
@@ -275,19 +280,21 @@ void OpenAiRoutes::install(httplib::Server& server) {
             return route.path == path && route.method == name;
           });
       if (own != routes.end()) {
-        (server.*registrar)(path, guarded(own->handler));
+        (server.*registrar)(path, guarded(own->handler, body_read));
         continue;
       }
       // A browser's preflight asks before it sends a request of one of the path's methods.
-      (server.*registrar)(
-          path, guarded([this, wrong_method, allowed = path_methods.second](
-                            const httplib::Request& request, httplib::Response& response) {
-            if (cors_.is_preflight(request)) {
-              cors_.answer_preflight(request, response, allowed);
-            } else {
-              wrong_method(request, response, allowed);
-            }
-          }));
+      (server.*registrar)(path,
+                          guarded(
+                              [this, wrong_method, allowed = path_methods.second](
+                                  const httplib::Request& request, httplib::Response& response) {
+                                if (cors_.is_preflight(request)) {
+                                  cors_.answer_preflight(request, response, allowed);
+                                } else {
+                                  wrong_method(request, response, allowed);
+                                }
+                              },
+                              body_read));
     }
   }
 
@@ -330,6 +337,15 @@ void OpenAiRoutes::install(httplib::Server& server) {
 
 bool OpenAiRoutes::refused_before_body(const httplib::Request& request,
                                        httplib::Response& response) const {
+  // Two lengths frame the body two ways; cpp-httplib took the first, a proxy in front may take
+  // the other and see another request in the rest (request smuggling). RFC 9112 6.3: refuse.
+  const std::string length = request.get_header_value("Content-Length");
+  if (request.get_header_value_count("Content-Length") > 1 ||
+      length.find(',') != std::string::npos) {
+    send_error(response, ApiError(400, "a request with more than one Content-Length is refused"));
+    response.set_header("Connection", "close");
+    return true;
+  }
   const std::string encoding = request.get_header_value("Transfer-Encoding");
   if (encoding.empty() || encoding == "identity") return false;
   send_error(response, ApiError(411, "a request body sent with Transfer-Encoding: " + encoding +

@@ -11,6 +11,7 @@
 #include <headway/serving/http_frontend.h>
 #include <headway/serving/metrics_registry.h>
 
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -35,7 +36,10 @@ class OpenAiRoutes {
   OpenAiRoutes(GenerationService& service, const HttpOptions& options);
 
   // Registers every route and the error handlers on `server`; call once, before it listens.
-  void install(httplib::Server& server);
+  // `body_read` is called on the worker's thread once a request's body has been read, before its
+  // route's handler runs (the slow-client reaper's end of a body's deadline).
+  void install(httplib::Server& server,
+               const std::function<void(const httplib::Request&)>& body_read = nullptr);
 
   // Ends every generation request in progress (aborted, its client told) and waits for them.
   void stop_requests() { in_flight_.stop_and_wait(); }
@@ -43,8 +47,9 @@ class OpenAiRoutes {
   // Called with a request's headers, before cpp-httplib reads its body (the server's pre-routing
   // handler): answers, and returns true, when the body must not be read at all: a chunked body gets
   // 411, since cpp-httplib (0.11) applies the 32 MiB limit only to a body with a Content-Length
-  // and would read one of any size (before the handler could even check the API key). The caller
-  // closes the connection: the unread body must not be read as the next request.
+  // and would read one of any size (before the handler could even check the API key); more than
+  // one Content-Length gets 400. The caller closes the connection: the unread body must not be
+  // read as the next request.
   bool refused_before_body(const httplib::Request& request, httplib::Response& response) const;
 
  private:

@@ -97,6 +97,15 @@ void SlowClientReaper::request_began(const Connection4& connection) {
   if (added) c.created_in_scan = scans_;
   ++c.in_requests;
   c.reading = false;
+  c.awaiting_body = true;
+  c.body_since = std::chrono::steady_clock::now();
+}
+
+void SlowClientReaper::body_received(const Connection4& connection) {
+  std::lock_guard lock(mutex_);
+  if (auto it = connections_.find(connection); it != connections_.end()) {
+    it->second.awaiting_body = false;
+  }
 }
 
 void SlowClientReaper::request_ended(const Connection4& connection) {
@@ -105,6 +114,7 @@ void SlowClientReaper::request_ended(const Connection4& connection) {
     auto it = connections_.find(connection);
     // A request refused before routing (a malformed request line) began nowhere.
     if (it == connections_.end() || it->second.in_requests == 0) return;
+    it->second.awaiting_body = false;  // a body that could not be read ends here
     if (--it->second.in_requests == 0) it->second.baseline_scans = 2;
     if (!it->second.stop_reading_after_answer) return;
     it->second.stop_reading_after_answer = false;
@@ -164,7 +174,14 @@ void SlowClientReaper::scan() {
       c.inode = socket.inode;
     }
     c.seen_in_scan = scan;
-    if (c.in_requests > 0 || c.reaped) continue;
+    if (c.reaped) continue;
+    if (c.in_requests > 0) {
+      if (c.awaiting_body && now - c.body_since > limits_.body_time) {
+        c.reaped = true;
+        to_reap.push_back(&socket);
+      }
+      continue;
+    }
     if (c.baseline_scans > 0) {
       --c.baseline_scans;
       c.read_at_idle = socket.bytes_read;

@@ -13,8 +13,11 @@
 // for longer than `header_seconds`, and the connection is shut down, so that cpp-httplib's read
 // fails and it closes the connection. A request counts from the moment its headers are parsed
 // (request_began(), from the pre-routing handler) to the moment its response is written
-// (request_ended(), from the logger): a streaming response and a slow body are never cut, and a
-// connection waiting in the pool's queue has had nothing read and is left alone.
+// (request_ended(), from the logger): a streaming response is never cut, and a connection waiting
+// in the pool's queue has had nothing read and is left alone. A body is another matter: cpp-httplib
+// reads it before the handler, with the same restarting timeout, so a request whose handler has
+// not begun `body_time` after its headers (body_received()) is cut too (helper-130's walk: 330
+// connections sending one body byte every 3 s held every worker, unauthenticated).
 //
 // Ownership: owns its thread. Threading: request_began()/request_ended() from the server's worker
 // threads, everything else from the owning thread.
@@ -38,6 +41,9 @@ struct SlowClientLimits {
   // Bytes read from a connection outside any request (a request line and its headers, and up to
   // cpp-httplib's 4 KiB of read-ahead into the body) beyond which it is closed.
   uint64_t header_bytes = uint64_t{64} * 1024;
+  // From a request's parsed headers (request_began()) to the start of its handler
+  // (body_received()), beyond which a connection is closed.
+  std::chrono::milliseconds body_time{std::chrono::seconds(60)};
   std::chrono::milliseconds scan_interval{500};
 };
 
@@ -53,8 +59,10 @@ class SlowClientReaper {
   // client may use one port towards two addresses of a server listening on 0.0.0.0).
   using Connection4 = std::tuple<std::string, int, std::string, int>;
 
-  // A request's headers were parsed / its response was written, on this connection.
+  // A request's headers were parsed / its body was read (its handler begins) / its response was
+  // written, on this connection.
   void request_began(const Connection4& connection);
+  void body_received(const Connection4& connection);
   void request_ended(const Connection4& connection);
 
   // Stops scanning, then shuts down the reading side of every connection of the server: reads in
@@ -79,6 +87,8 @@ class SlowClientReaper {
     std::chrono::steady_clock::time_point reading_since{};
     bool reaped = false;
     bool stop_reading_after_answer = false;
+    bool awaiting_body = false;  // between request_began() and body_received()
+    std::chrono::steady_clock::time_point body_since{};
     uint64_t seen_in_scan = 0;  // 0: not found by a scan yet
   };
 

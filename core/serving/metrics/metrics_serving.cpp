@@ -166,12 +166,12 @@ RequestSeries ServingMetrics::request(uint32_t engine, const std::string& pool,
   auto reason = [&](const char* name) {
     return &success_.with({labels[0], labels[1], labels[2], name});
   };
-  return RequestSeries{ttft_.with(labels),
-                       itl_.with(labels),
-                       e2e_.with(labels),
-                       queue_.with(labels),
-                       prompt_tokens_.with(labels),
-                       generation_tokens_.with(labels),
+  return RequestSeries{&ttft_.with(labels),
+                       &itl_.with(labels),
+                       &e2e_.with(labels),
+                       &queue_.with(labels),
+                       &prompt_tokens_.with(labels),
+                       &generation_tokens_.with(labels),
                        {reason("length"), reason("stop"), reason("abort"), reason("error")}};
 }
 

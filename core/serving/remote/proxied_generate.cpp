@@ -80,7 +80,7 @@ void ProxiedGenerate::OnReadInitialMetadataDone(bool ok) {
 void ProxiedGenerate::accepted() {
   stream_->admit();
   // Not before: a call refused or retried elsewhere counts on the process that took it.
-  if (!counted_prompt_.exchange(true)) series_.prompt_tokens.add(stream_->prompt_tokens());
+  if (!counted_prompt_.exchange(true)) series_.prompt_tokens->add(stream_->prompt_tokens());
 }
 
 std::span<const core::SampledLogprobs> ProxiedGenerate::logprobs_of(
@@ -175,14 +175,14 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     const double now = since_arrival();
     if (first_token_seconds_ < 0.0) {
       first_token_seconds_ = now;
-      series_.time_to_first_token.observe(now);
+      series_.time_to_first_token->observe(now);
     } else {
       // Tokens that arrive together share the gap since the previous message.
       const double gap = (now - last_token_seconds_) / count;
-      for (int i = 0; i < count; ++i) series_.inter_token_latency.observe(gap);
+      for (int i = 0; i < count; ++i) series_.inter_token_latency->observe(gap);
     }
     last_token_seconds_ = now;
-    series_.generation_tokens.add(count);
+    series_.generation_tokens->add(count);
     generated_.insert(generated_.end(), response_.token_ids().begin(), response_.token_ids().end());
     stream_->push_tokens(std::span<const int32_t>(response_.token_ids().data(), count), logprobs);
   }
@@ -317,8 +317,8 @@ void ProxiedGenerate::finish(Finish reason, std::string error, const v1::Timings
     engine_series_.kv_network_bytes.add(static_cast<double>(timings.kv_network_bytes));
   }
   series_.finished_with(reason).add();
-  series_.e2e_latency.observe(timings.e2e_seconds);
-  series_.queue_time.observe(timings.queue_seconds);
+  series_.e2e_latency->observe(timings.e2e_seconds);
+  series_.queue_time->observe(timings.queue_seconds);
   stream_->finish(reason, timings, std::move(error));
 }
 

@@ -147,7 +147,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   void discard_stage(const KvStage& stage) override;
 
  private:
-  void connect(const std::string& where, double timeout_s);
+  void connect(const std::string& where, const RemoteServiceOptions& options);
   void poll_loop();
   void poll_once();
   // Engine e's series from its last report: alive, and running, waiting and KV usage (0 while it
@@ -235,7 +235,7 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   own_vocab_ = checkpoint_vocab_size(deployment);
   own_name_ = options.model_name.empty() ? default_model_name(deployment) : options.model_name;
   warned_name_.assign(engines_.size(), std::string());
-  connect(where, options.connect_timeout_s);
+  connect(where, options);
 
   ModelSummary served;
   served.name = options.model_name;
@@ -288,16 +288,27 @@ void RemoteGenerationService::Impl::warn_if_named_otherwise(const EngineProcess&
       engine.index(), engine.address(), model.name, own_name_);
 }
 
-void RemoteGenerationService::Impl::connect(const std::string& where, double timeout_s) {
+void RemoteGenerationService::Impl::connect(const std::string& where,
+                                            const RemoteServiceOptions& options) {
+  const double timeout_s = options.connect_timeout_s;
   const Clock::time_point deadline = Clock::now() + milliseconds(timeout_s);
   const std::chrono::milliseconds call_deadline = poll_deadline(interval_s_);
+  const auto stopping = [&] {
+    return options.stop_connecting != nullptr && options.stop_connecting->load();
+  };
+  spdlog::info("waiting up to {} s for {} engine process{} to answer", timeout_s, engines_.size(),
+               engines_.size() == 1 ? "" : "es");
   for (;;) {
     bool all_up = true;
     for (auto& engine : engines_) {
       if (!engine->up()) all_up = engine->poll(call_deadline) && all_up;
     }
-    if (all_up || Clock::now() >= deadline) break;
+    if (all_up || Clock::now() >= deadline || stopping()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (stopping()) {
+    throw core::Error(
+        fmt::format("{}: asked to stop while waiting for the engine processes", where));
   }
   std::string reasons;
   const EngineProcess* reference = nullptr;  // the first process that answered

@@ -405,7 +405,7 @@ void EngineDriver::apply(Command& command) {
     return;
   }
   (void)inserted;
-  slot->second->series.prompt_tokens.add(slot->second->stream->prompt_tokens());
+  slot->second->series.prompt_tokens->add(slot->second->stream->prompt_tokens());
 }
 
 void EngineDriver::apply_abort(const Command& command) {
@@ -662,7 +662,7 @@ void EngineDriver::prefill_here(Handoff& handoff) {
   request.record = &handoff.state->record;
   auto [slot, inserted] = requests_.emplace(id, std::move(handoff.state));
   (void)inserted;
-  slot->second->series.prompt_tokens.add(static_cast<double>(request.prompt_tokens));
+  // Its prompt was counted where it was admitted (the prefill here is in the step figures).
   try {
     engine_.add_request(std::move(request));
   } catch (const std::exception& e) {
@@ -702,6 +702,9 @@ void EngineDriver::hand_off_prefilled() {
     handoff.source_engine = engine_.config().index;
     handoff.state = std::move(it->second);
     handoff.request.record = &handoff.state->record;
+    // What happens to it from here (its tokens, inter-token latencies, finish) is the decode
+    // engine's, as a router process counts a continuation; its prompt and first token stay here.
+    if (handoff.state->decode_series) handoff.state->series = *handoff.state->decode_series;
     const uint32_t destination = handoff.state->decode_engine;
     requests_.erase(it);
     handed_off_.emplace(id, destination);
@@ -1000,9 +1003,9 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   }
   if (reason != Finish::kHandoff) {  // a hand-off is not an end: the request goes on elsewhere
     request.series.finished_with(counted).add();
-    request.series.e2e_latency.observe(timings.e2e_seconds);
+    request.series.e2e_latency->observe(timings.e2e_seconds);
   }
-  request.series.queue_time.observe(timings.queue_seconds);
+  request.series.queue_time->observe(timings.queue_seconds);
   if (r.kv_transfer_seconds > 0.0) {
     metrics_.kv_transfers.add();
     metrics_.kv_transfer_seconds.observe(r.kv_transfer_seconds);
@@ -1020,15 +1023,15 @@ void EngineDriver::on_token(uint64_t request_id, int32_t token, double time,
   InFlightRequest& request = *it->second;
   if (request.record.output_tokens <= 1 && !request.continued) {
     // The engine counts the token in the record before calling back.
-    request.series.time_to_first_token.observe(time - request.record.arrival);
+    request.series.time_to_first_token->observe(time - request.record.arrival);
     if (request.record.cached_tokens > 0) {
       request.stream->note_cached_prompt_tokens(request.record.cached_tokens);
     }
   } else {
-    request.series.inter_token_latency.observe(time - request.last_token_time);
+    request.series.inter_token_latency->observe(time - request.last_token_time);
   }
   request.last_token_time = time;
-  request.series.generation_tokens.add();
+  request.series.generation_tokens->add();
   request.stream->push_tokens(
       std::span<const int32_t>(&token, 1),
       logprobs != nullptr ? std::span(logprobs, 1) : std::span<const core::SampledLogprobs>());

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "abort_cause.h"
@@ -30,6 +31,8 @@ struct InFlightRequest {
   AbortCause abort_cause = AbortCause::kNone;  // set by an abort, see combined()
   // Disaggregated: the engine that decodes it after the prefill engine's driver handed it over.
   uint32_t decode_engine = std::numeric_limits<uint32_t>::max();
+  // Disaggregated: the decode engine's series, which `series` becomes at the hand-off.
+  std::optional<RequestSeries> decode_series;
   // A router's prefill_only request: after its prefill, stage its KV for another process.
   bool stage_kv = false;
   // Continued from another process's prefill: its first token was timed there, not here.

@@ -405,10 +405,18 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   if (request.sampling.prompt_logprobs >= 0 && !request.prompt.empty() && !input.kv_source) {
     stream->expect_prompt_logprobs(request.prompt.front());
   }
-  auto state = std::make_unique<InFlightRequest>(
-      InFlightRequest{id, request.id, stream, core::RequestRecord{},
-                      metrics_.request(e, config.pool, request_class), 0.0, AbortCause::kNone,
-                      disaggregated ? d : kNoEngine, false, false});
+  // A continuation of another process's prefill goes straight to its decode engine.
+  const uint32_t admitting = input.kv_source && disaggregated ? d : e;
+  auto state = std::make_unique<InFlightRequest>(InFlightRequest{
+      .id = id,
+      .numeric_id = request.id,
+      .stream = stream,
+      .series =
+          metrics_.request(admitting, cluster_->engine(admitting).config().pool, request_class),
+      .decode_engine = disaggregated ? d : kNoEngine});
+  if (disaggregated && !input.kv_source) {
+    state->decode_series = metrics_.request(d, cluster_->engine(d).config().pool, request_class);
+  }
   if (input.kv_source) {
     // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage),
     // on the decode engine when this process is disaggregated itself.

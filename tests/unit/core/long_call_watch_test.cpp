@@ -85,7 +85,7 @@ TEST(LongCallWatch, SimulateNamesTheEngineOfALongStep) {
   {
     const DeploymentConfig deployment =
         parse_deployment("[model]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
-                             "/test_slow_step_model.so\"\n[[engines]]\nkv_blocks = 64\n",
+                             "/test_slow_model.so\"\n[[engines]]\nkv_blocks = 64\n",
                          "slow.toml", test::built_plugins());
     Workload workload;
     workload.source = "in-test";

@@ -386,6 +386,25 @@ TEST_F(HttpFrontendTest, AChunkedBodyIsRefusedFromItsHeaders) {
   EXPECT_EQ(right->status, 200);
 }
 
+// Two Content-Length values frame the body two ways (cpp-httplib read the first, a proxy may read
+// the other: helper-130's walk got 200 for "29" then "5"): refused with 400, connection closed.
+TEST_F(HttpFrontendTest, ConflictingContentLengthsAreRefused) {
+  const std::string body = R"({"prompt": "x"})";
+  for (const std::string lengths :
+       {"Content-Length: 15\r\nContent-Length: 5\r\n", "Content-Length: 15, 5\r\n",
+        "Content-Length: 15\r\nContent-Length: 15\r\n"}) {
+    SCOPED_TRACE(lengths);
+    RawConnection connection(port());
+    connection.send(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + lengths +
+        "\r\n" + body);
+    const std::string answer = connection.read_until("\"code\":400}}");
+    EXPECT_TRUE(answer.starts_with("HTTP/1.1 400")) << answer;
+    EXPECT_NE(answer.find("more than one Content-Length"), std::string::npos) << answer;
+  }
+  EXPECT_TRUE(service_.submitted().empty());
+}
+
 // cpp-httplib applied a Range header to generated answers: a completion cut to 21 bytes of JSON.
 TEST_F(HttpFrontendTest, ARangeHeaderDoesNotCutAnAnswer) {
   auto result = post_json("/v1/completions", R"({"prompt": "x", "max_tokens": 2})",

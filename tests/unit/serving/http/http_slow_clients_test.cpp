@@ -54,11 +54,12 @@ TEST_F(HttpFrontendTest, HeadersWithoutEndAreCutAtTheByteLimit) {
   EXPECT_TRUE(closed);
 }
 
-// A stream holds its connection far past the header deadline, and a connection that sends a
-// request after an idle while keeps it: only reading a request counts.
+// A stream holds its connection far past the header and body deadlines, and a connection that
+// sends a request after an idle while keeps it: only reading a request counts.
 TEST_F(HttpFrontendTest, StreamsAndKeptAliveConnectionsOutliveTheHeaderDeadline) {
   HttpOptions options;
   options.header_timeout_seconds = 1.0;
+  options.body_timeout_seconds = 1.0;
   start_frontend(options);
   service_.set_hold(true);
   RawConnection stream(port());
@@ -104,6 +105,23 @@ TEST_F(HttpFrontendTest, ASlowBodyIsNotCutByTheHeaderDeadline) {
     ASSERT_TRUE(connection.send_unless_closed(body.substr(at, 200))) << "cut at byte " << at;
   }
   EXPECT_NE(connection.read_until("}}").find("HTTP/1.1 200"), std::string::npos);
+}
+
+// A body sent a byte now and then held a worker for as long as the client liked (cpp-httplib's read
+// timeout restarts at every byte), before the API key was checked: helper-130's walk held all 320
+// workers with 330 such connections. It is cut at the body deadline.
+TEST_F(HttpFrontendTest, ABodyDribbledPastTheBodyDeadlineIsCut) {
+  HttpOptions options;
+  options.body_timeout_seconds = 1.0;
+  options.api_key = "secret";
+  start_frontend(options);
+  RawConnection connection(port());
+  EXPECT_TRUE(dribble(connection,
+                      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{",
+                      std::string(1200, ' ')));
+  auto health = client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
 }
 
 // One client sending a header byte now and then kept stop() (and so a SIGTERM) waiting for as long

@@ -179,6 +179,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "must be an array of strings"},
         Refused{R"({"prompt": "x", "guided_choice": ["a", 2]})", "guided_choice[1]",
                 "must be a string"},
+        // An empty list asks for an answer that cannot exist: it served unconstrained text.
+        Refused{R"({"prompt": "x", "guided_choice": []})", "guided_choice",
+                "needs at least one choice"},
+        Refused{R"({"prompt": "x", "structured_outputs": {"choice": []}})",
+                "structured_outputs.choice", "needs at least one choice"},
         Refused{R"({"prompt": "x", "guided_json": 5})", "guided_json", "must be a JSON schema"},
         Refused{R"({"prompt": "x", "guided_json": {}, "guided_choice": ["a"]})", "guided_choice",
                 "only one of"},

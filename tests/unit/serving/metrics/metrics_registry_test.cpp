@@ -171,7 +171,7 @@ TEST(ServingMetrics, EverySeriesPassesPromtool) {
   e.running.set(2);
   e.kv_usage.set(0.25);
   e.prefill_tokens_per_step.observe(128);
-  r.time_to_first_token.observe(0.02);
+  r.time_to_first_token->observe(0.02);
   r.finished_with(Finish::kStop).add();
   r.finished_with(Finish::kError).add();
   metrics.rejected(Rejection::kQueueFull);

@@ -19,6 +19,7 @@ namespace {
 
 using test::collect;
 using test::handoff_prompts;
+using test::sum_of;
 using test::text_request;
 using test::tiny_deployment;
 using test::TinyCheckpoint;
@@ -73,6 +74,19 @@ TEST_F(DisaggregatedServiceTest, GreedyTokensEqualThoseOfOneMixedEngine) {
   const std::string metrics = service.metrics_text();
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 4"), std::string::npos)
       << metrics;
+  // Each request's prompt and first token are the prefill engine's, its other 11 tokens and its
+  // finish the decode engine's (helper-130's walk: all of it was the prefill engine's).
+  const double prompt_tokens = sum_of(metrics, "headway_prompt_tokens_total");
+  EXPECT_GT(prompt_tokens, 0.0);
+  EXPECT_EQ(sum_of(metrics, "headway_prompt_tokens_total", "engine=\"0\""), prompt_tokens);
+  EXPECT_EQ(sum_of(metrics, "headway_time_to_first_token_seconds_count", "engine=\"0\""), 4);
+  EXPECT_EQ(sum_of(metrics, "headway_generation_tokens_total", "engine=\"0\""), 4);
+  EXPECT_EQ(sum_of(metrics, "headway_generation_tokens_total", "engine=\"1\""), 44);
+  EXPECT_EQ(sum_of(metrics, "headway_inter_token_latency_seconds_count", "engine=\"1\""), 44);
+  EXPECT_EQ(sum_of(metrics, "headway_inter_token_latency_seconds_count", "engine=\"0\""), 0);
+  EXPECT_EQ(sum_of(metrics, "headway_request_success_total", "engine=\"1\""), 4);
+  EXPECT_EQ(sum_of(metrics, "headway_request_success_total", "engine=\"0\""), 0);
+  EXPECT_EQ(sum_of(metrics, "headway_e2e_request_latency_seconds_count", "engine=\"1\""), 4);
 }
 
 TEST_F(DisaggregatedServiceTest, ConcurrentRequestsAllFinishAndLeaveNoBlockBehind) {
@@ -195,16 +209,20 @@ TEST_F(DisaggregatedServiceTest, AFailedKvTransferIsPrefilledOnTheDecodeEngineIn
   LocalGenerationService service(tiny_deployment(
       checkpoint(), kDisaggregated,
       "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"" + failing + "\"\n"));
+  double prompt_tokens = 0;
   for (size_t i = 0; i < handoff_prompts().size(); ++i) {
     SCOPED_TRACE(i);
     const test::Collected got = collect(*service.submit(text_request(handoff_prompts()[i], 12)));
     EXPECT_EQ(got.finish, Finish::kLength) << got.error;
     EXPECT_EQ(got.ids, expected[i]);
     EXPECT_EQ(got.timings.kv_transfer_seconds, 0.0);
+    prompt_tokens += got.usage.prompt_tokens;
   }
   for (const EngineSummary& engine : engines_once_free(service)) {
     EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
   }
+  // Each prompt counts once, where it was admitted, though the decode engine prefilled it again.
+  EXPECT_EQ(sum_of(service.metrics_text(), "headway_prompt_tokens_total"), prompt_tokens);
 }
 
 // prefill_only and kv_source name shared-memory objects: only an engine process behind a router

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,23 @@ inline GenerateInput text_request(std::string prompt, uint32_t max_tokens) {
 }
 
 // Waits until the service has forgotten every request (drivers publish loads before forgetting).
+// Sum of every sample of `metric` (exact name, any labels) in exposition `text` whose labels
+// contain `filter`.
+inline double sum_of(const std::string& text, const std::string& metric,
+                     const std::string& filter = "") {
+  double sum = 0.0;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t name_end = line.find_first_of("{ ");
+    if (line.substr(0, name_end) != metric) continue;
+    if (!filter.empty() && line.find(filter) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
 inline void wait_idle(const LocalGenerationService& service) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
   while (service.in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {

@@ -18,20 +18,7 @@
 namespace headway::serving {
 namespace {
 
-// Sum of every sample of `metric` (exact name, any labels) whose labels contain `filter`.
-double sum_of(const std::string& text, const std::string& metric, const std::string& filter = "") {
-  double sum = 0.0;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t name_end = line.find_first_of("{ ");
-    if (line.substr(0, name_end) != metric) continue;
-    if (!filter.empty() && line.find(filter) == std::string::npos) continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
-}
+using test::sum_of;
 
 TEST(ServiceMetrics, CountersMatchTheTrafficAndPromtoolAcceptsTheText) {
   test::TinyCheckpoint checkpoint;

@@ -12,9 +12,9 @@
 // for a free worker.
 //
 // Slow clients: a connection that takes longer than header_timeout_seconds (or more than
-// header_max_bytes) to send a request's headers is closed, so that clients sending a byte now and
-// then cannot hold every worker; stop() shuts every connection's reading side, so that it never
-// waits on a client that is still sending.
+// header_max_bytes) to send a request's headers, or longer than body_timeout_seconds to send its
+// body, is closed, so that clients sending a byte now and then cannot hold every worker; stop()
+// shuts every connection's reading side, so that it never waits on a client that is still sending.
 //
 // Disconnects: a streaming response notices a client that went away on its next write (a token, or
 // an SSE comment sent after a second of silence) and aborts the request in the service.
@@ -54,6 +54,11 @@ struct HttpOptions {
   // holds one of the pool's workers while it sends (cpp-httplib has no deadline of its own).
   double header_timeout_seconds = 10.0;
   uint64_t header_max_bytes = uint64_t{64} * 1024;
+  // A connection still sending a request's body this long after its headers is closed (a body of
+  // the 32 MiB allowed then needs 4.5 Mbit/s; a long prompt's JSON is well under 1 MiB):
+  // cpp-httplib reads a body with a timeout that restarts at every byte, so a client sending a byte
+  // every few seconds held a worker for as long as it liked, before its API key was checked.
+  double body_timeout_seconds = 60.0;
   // How the model writes tool calls, vLLM's --tool-call-parser: "hermes", "llama3_json",
   // "pythonic" or "mistral".
   // Chat requests with tools and tool_choice "auto" get the calls parsed out of the answer;

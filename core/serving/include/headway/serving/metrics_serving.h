@@ -40,14 +40,16 @@ struct EngineSeries {
   Counter& prefix_cache_hits;     // of those, tokens found cached
 };
 
-// The per-request series of one (engine, request class).
+// The per-request series of one (engine, request class). Pointers, not references, so that a
+// request handed to another engine (disaggregated serving) can take that engine's series.
+// Not owned: the series live as long as the ServingMetrics that made them.
 struct RequestSeries {
-  Histogram& time_to_first_token;
-  Histogram& inter_token_latency;
-  Histogram& e2e_latency;
-  Histogram& queue_time;
-  Counter& prompt_tokens;
-  Counter& generation_tokens;
+  Histogram* time_to_first_token;
+  Histogram* inter_token_latency;
+  Histogram* e2e_latency;
+  Histogram* queue_time;
+  Counter* prompt_tokens;
+  Counter* generation_tokens;
   std::array<Counter*, 4> finished;  // by Finish: kLength, kStop, kAbort, kError
 
   Counter& finished_with(Finish reason) const;

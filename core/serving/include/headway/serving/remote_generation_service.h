@@ -21,6 +21,7 @@
 #include <headway/core/deployment_config.h>
 #include <headway/serving/generation_service.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -31,6 +32,9 @@ struct RemoteServiceOptions {
   std::string api_key;     // sent to the engine processes (they share the deployment's key)
   // How long the constructor waits for at least one engine process to answer.
   double connect_timeout_s = 30.0;
+  // Borrowed, may be null: once another thread sets it (serve, on a signal during start-up), the
+  // constructor stops waiting for the engine processes and throws core::Error.
+  const std::atomic<bool>* stop_connecting = nullptr;
 };
 
 class RemoteGenerationService final : public GenerationService {

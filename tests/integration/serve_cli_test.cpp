@@ -37,6 +37,19 @@ std::string http_base(ServeProcess& serve) {
 
 bool have_curl() { return std::system("command -v curl >/dev/null 2>&1") == 0; }
 
+// Waits (bounded, so that a process that does not exit fails the test instead of hanging it) for
+// the process to exit; kills it when it does not.
+bool exits_within_a_minute(ServeProcess& serve) {
+  for (int i = 0; i < 600 && serve.alive(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (serve.alive()) {
+    serve.signal(SIGKILL);
+    return false;
+  }
+  return true;
+}
+
 TEST(ServeCli, ServesOverHttpAndDrainsOnSigterm) {
   TempDir dir;
   const fs::path config =
@@ -301,12 +314,7 @@ TEST(ServeCli, AKvTransferThatNeverEndsDoesNotHoldTheProcessAtShutdown) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
 
   serve.signal(SIGTERM);
-  // Bounded, so that a server that still waits for ever fails the test instead of hanging it.
-  for (int i = 0; i < 600 && serve.alive(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  const bool exited = !serve.alive();
-  if (!exited) serve.signal(SIGKILL);
+  const bool exited = exits_within_a_minute(serve);
   EXPECT_TRUE(exited) << "still running 60 s after SIGTERM";
   EXPECT_EQ(serve.stop(0), exited ? 1 : 128 + SIGKILL) << serve.log();
   client.join();
@@ -341,19 +349,6 @@ fs::path slow_loading_deployment(const fs::path& dir, double load_s) {
                         << ", first_forward_s = 0.0 }\n[[engines]]\nkv_blocks = 64\n"
                         << "[server]\nhttp_port = 0\ngrpc_port = 0\n";
   return config;
-}
-
-// Waits (bounded, so that a process that does not exit fails the test instead of hanging it) for
-// the process to exit; kills it when it does not.
-bool exits_within_a_minute(ServeProcess& serve) {
-  for (int i = 0; i < 600 && serve.alive(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  if (serve.alive()) {
-    serve.signal(SIGKILL);
-    return false;
-  }
-  return true;
 }
 
 // SIGTERM while the model loads: nothing is in flight, so serve stops once the load returns,

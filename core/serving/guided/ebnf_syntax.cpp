@@ -335,11 +335,17 @@ class Parser : TextReader {
       }
       uint32_t item = primary(depth);
       skip_blanks();
-      // A '?' that opens the next Lark definition (`?rule:`) is not a quantifier.
+      // A '?' that opens the next Lark definition (`?rule:`) is not a quantifier. Each quantifier
+      // nests the item once more, for the compiler's recursion as a group does: `"a"` and 12,000
+      // `*` (a client's 12 KB) overflowed its stack (helper-129's fuzzing).
+      int nested = depth;
       while (more() &&
              (peek() == '*' || peek() == '+' || peek() == '?' || peek() == '{' ||
               (lark_ && peek() == '~')) &&
              !at_definition()) {
+        if (++nested > kMaxNesting) {
+          fail(fmt::format("groups and quantifiers nested deeper than {}", kMaxNesting));
+        }
         item = quantified(item);
         skip_blanks();
       }

@@ -56,7 +56,12 @@ class Reader {
         return false;
       }
     }
-    arguments = object.dump();
+    try {
+      arguments = object.dump();
+    } catch (const nlohmann::json::type_error&) {
+      return false;  // a string that is not UTF-8 is no call (the model's text decoder makes
+                     // its text valid UTF-8: only a direct caller meets this; helper-129)
+    }
     return true;
   }
 

@@ -692,11 +692,37 @@ Value indent(const std::string& what, const Value& target, const Arguments& args
 
 }  // namespace
 
+namespace {
+
+bool continues_character(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
+
+}  // namespace
+
+size_t character_count(std::string_view text) {
+  size_t n = 0;
+  for (const char byte : text) n += continues_character(byte) ? 0 : 1;
+  return n;
+}
+
+size_t character_offset(std::string_view text, size_t index) {
+  size_t seen = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (continues_character(text[i])) continue;
+    if (seen++ == index) return i;
+  }
+  return text.size();
+}
+
 std::vector<Value> characters(const std::string& text) {
+  if (const size_t n = character_count(text); n > kMaxIteratedCharacters) {
+    throw std::runtime_error("iterating a string of " + std::to_string(n) +
+                             " characters (more than " + std::to_string(kMaxIteratedCharacters) +
+                             ")");
+  }
   std::vector<Value> out;
   for (size_t i = 0; i < text.size();) {
     size_t n = 1;
-    while (i + n < text.size() && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80) ++n;
+    while (i + n < text.size() && continues_character(text[i + n])) ++n;
     out.push_back(Value::string(text.substr(i, n)));
     i += n;
   }
@@ -811,8 +837,9 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
   }
   expect_count(what, args, 0, 0);
   if (name == "length" || name == "count") {
-    if (target.is_string())
-      return Value::integer(static_cast<int64_t>(characters(target.as_string()).size()));
+    if (target.is_string()) {
+      return Value::integer(static_cast<int64_t>(character_count(target.as_string())));
+    }
     if (target.is_list()) return Value::integer(static_cast<int64_t>(target.as_list().size()));
     if (target.is_dict()) return Value::integer(static_cast<int64_t>(target.as_dict().size()));
     if (target.is_undefined()) return Value::integer(0);
@@ -869,6 +896,13 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
       }
     }
     return Value::list(std::move(out));
+  }
+  if ((name == "first" || name == "last") && target.is_string()) {
+    const std::string& s = target.as_string();
+    const size_t n = character_count(s);
+    if (n == 0) return {};
+    const size_t at = character_offset(s, name == "first" ? 0 : n - 1);
+    return Value::string(s.substr(at, character_offset(s, name == "first" ? 1 : n) - at));
   }
   if (name == "first" || name == "last") {
     List scratch;
@@ -1067,7 +1101,7 @@ Value call_method(const std::string& name, const Value& target, const Arguments&
     if (name == "count") {
       expect_count(what, args, 1, 1);
       const std::string& part = expect_string(what, args[0]);
-      if (part.empty()) return Value::integer(static_cast<int64_t>(characters(s).size()) + 1);
+      if (part.empty()) return Value::integer(static_cast<int64_t>(character_count(s)) + 1);
       int64_t n = 0;
       for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + part.size()))
         ++n;

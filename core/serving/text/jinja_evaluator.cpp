@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
+#include <new>
+#include <string>
 #include <unordered_map>
 #include <utility>
 
@@ -14,6 +17,11 @@ namespace {
 // Macros may call themselves (a template rendering a nested JSON schema); this bounds the nesting
 // well above any schema's depth and well below what the C++ stack holds.
 constexpr int kMaxMacroDepth = 100;
+// Loop iterations of one render, all loops together: a chat template iterates messages, tools and
+// their fields, far fewer; two nested range(1000000) loops ran for ever on every request.
+constexpr uint64_t kMaxLoopIterations = 1'000'000;
+// Items of a list built with +: as range()'s bound.
+constexpr size_t kMaxListItems = 1'000'000;
 
 class Evaluator {
  public:
@@ -21,6 +29,14 @@ class Evaluator {
     scopes_.emplace_back();
     for (const auto& [name, value] : globals) scopes_.front()[name] = value;
   }
+  // A namespace may hold itself (`{% set ns.a = ns %}`, or a list holding it): the shared
+  // pointers of such a cycle would never be freed. Emptying every namespace of the render breaks
+  // them; nothing of the render outlives it but its text.
+  ~Evaluator() {
+    for (const Value& ns : namespaces_) ns.as_dict().clear();
+  }
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   std::string run(const std::vector<Node>& nodes) {
     execute(nodes);
@@ -81,7 +97,24 @@ class Evaluator {
     }
   }
 
+  // One statement, its failures named by its line: a value's own limits (a value nested too deep,
+  // text past 64 MiB) and running out of memory refuse the conversation instead of failing the
+  // server (std::bad_alloc was an HTTP 500, helper-129's fuzzing).
   void execute(const Node& node) {
+    try {
+      execute_statement(node);
+    } catch (const RenderError&) {
+      throw;
+    } catch (const TemplateException&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      fail(node.line, "the template ran out of memory");
+    } catch (const std::runtime_error& error) {
+      fail(node.line, error.what());
+    }
+  }
+
+  void execute_statement(const Node& node) {
     switch (node.kind) {
       case Node::Kind::kText:
         emit(node.line, node.text);
@@ -147,6 +180,13 @@ class Evaluator {
     }
   }
 
+  void count_iteration(int line) {
+    if (++iterations_ > kMaxLoopIterations) {
+      fail(line, "the template's loops ran more than " + std::to_string(kMaxLoopIterations) +
+                     " iterations");
+    }
+  }
+
   void execute_for(const Node& node) {
     const Value iterable = eval(*node.expr);
     List items;
@@ -159,6 +199,7 @@ class Evaluator {
     if (node.condition) {  // {% for x in xs if cond %}: filtered before loop.* is computed
       List kept;
       for (const Value& item : items) {
+        count_iteration(node.line);
         scopes_.emplace_back();
         bind_targets(node, item);
         if (eval(*node.condition).truthy()) kept.push_back(item);
@@ -171,6 +212,7 @@ class Evaluator {
     bool body_completed = false;
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      count_iteration(node.line);
       scopes_.emplace_back();
       bind_targets(node, items[i]);
       scopes_.back()["loop"] = Value::dict({
@@ -345,7 +387,17 @@ class Evaluator {
       fail(e.line, "'" + describe(*e.args[0]) + "' is undefined (reading [" + key.repr() + "])");
     }
     if (target.is_dict()) return target.get(key);
-    if ((target.is_list() || target.is_string()) && key.kind() == Value::Kind::kInt) {
+    if (target.is_string() && key.kind() == Value::Kind::kInt) {
+      // Found where it is: a value per character of a client's 30 MB message took 4 GB.
+      const std::string& s = target.as_string();
+      const auto n = static_cast<int64_t>(character_count(s));
+      int64_t i = key.as_int();
+      if (i < 0) i += n;
+      if (i < 0 || i >= n) return {};
+      const size_t at = character_offset(s, static_cast<size_t>(i));
+      return Value::string(s.substr(at, character_offset(s, static_cast<size_t>(i) + 1) - at));
+    }
+    if (target.is_list() && key.kind() == Value::Kind::kInt) {
       // A list is read where it is (elements()): copying it made `messages[i]` in a loop over the
       // messages quadratic (100,000 took 82.7 s in request_parsing_benchmark).
       List scratch;
@@ -373,10 +425,24 @@ class Evaluator {
     if (!target.is_list() && !target.is_string()) {
       fail(e.line, "cannot slice a " + std::string(target.type_name()));
     }
+    const int64_t step = bounds[2];
+    if (step == 1 && target.is_string()) {  // s[a:b], without a value per character
+      const std::string& s = target.as_string();
+      const auto n = static_cast<int64_t>(character_count(s));
+      const auto at = [&](int64_t i, bool present, int64_t fallback) {
+        if (!present) return static_cast<size_t>(fallback);
+        if (i < 0) i += n;
+        return static_cast<size_t>(std::clamp<int64_t>(i, 0, n));
+      };
+      const size_t start = at(bounds[0], given[0], 0);
+      const size_t stop = at(bounds[1], given[1], n);
+      if (start >= stop) return Value::string("");
+      const size_t from = character_offset(s, start);
+      return Value::string(s.substr(from, character_offset(s, stop) - from));
+    }
     List scratch;
     const List& all = elements("a slice", target, scratch);
     const auto n = static_cast<int64_t>(all.size());
-    const int64_t step = bounds[2];
     if (step == 0) fail(e.line, "slice step cannot be zero");
     // Python's slice.indices().
     const auto clamp = [&](int64_t i, bool present, int64_t fallback) {
@@ -410,6 +476,12 @@ class Evaluator {
                                          : Value::floating(-v.as_number());
   }
 
+  // a ~ b, a + b: bounded as string repetition is (doubling a string 40 times took 12.9 GB).
+  static std::string joined_text(int line, const std::string& a, const std::string& b) {
+    if (a.size() + b.size() > kMaxTextBytes) fail(line, "a string exceeds 64 MiB");
+    return a + b;
+  }
+
   Value binary(const Expr& e) {
     const std::string& op = e.name;
     if (op == "and" || op == "or") {  // Python: returns the deciding operand
@@ -419,7 +491,7 @@ class Evaluator {
     }
     const Value a = eval(*e.args[0]);
     const Value b = eval(*e.args[1]);
-    if (op == "~") return Value::string(a.str() + b.str());
+    if (op == "~") return Value::string(joined_text(e.line, a.str(), b.str()));
     if (op == "==") return Value::boolean(equal(a, b));
     if (op == "!=") return Value::boolean(!equal(a, b));
     if (op == "in" || op == "not in") {
@@ -437,8 +509,13 @@ class Evaluator {
     }
     if (op == "<" || op == "<=" || op == ">" || op == ">=") return compare(e, a, b);
     if (op == "+") {
-      if (a.is_string() && b.is_string()) return Value::string(a.as_string() + b.as_string());
+      if (a.is_string() && b.is_string()) {
+        return Value::string(joined_text(e.line, a.as_string(), b.as_string()));
+      }
       if (a.is_list() && b.is_list()) {
+        if (a.as_list().size() + b.as_list().size() > kMaxListItems) {
+          fail(e.line, "a list of more than " + std::to_string(kMaxListItems) + " items");
+        }
         List joined = a.as_list();
         joined.insert(joined.end(), b.as_list().begin(), b.as_list().end());
         return Value::list(std::move(joined));
@@ -529,8 +606,11 @@ class Evaluator {
             fail(e.line, "'" + describe(*e.args[0]) + "' is undefined (calling ." + e.name + ")");
           }
           return call_method(e.name, target, args, kwargs);
-        default:
-          return call_function(e.name, args, kwargs);
+        default: {
+          Value made = call_function(e.name, args, kwargs);
+          if (made.is_namespace()) namespaces_.push_back(made);
+          return made;
+        }
       }
     } catch (const RenderError&) {
       throw;
@@ -545,7 +625,9 @@ class Evaluator {
   size_t frame_base_ = 0;  // the first scope of the running macro; 0 outside macros
   std::unordered_map<std::string, const Node*> macros_;  // defined so far; nodes of the tree
   int macro_depth_ = 0;
-  Flow flow_ = Flow::kNext;  // set by break/continue until their loop takes it
+  uint64_t iterations_ = 0;        // of every loop so far (count_iteration)
+  std::vector<Value> namespaces_;  // made by this render, emptied at its end
+  Flow flow_ = Flow::kNext;        // set by break/continue until their loop takes it
   std::string out_;
 };
 

@@ -26,6 +26,11 @@ const std::set<std::string, std::less<>> kUnsupportedStatements = {
 // Bounds a macro's parameter list; the macros of chat templates take two or three.
 constexpr size_t kMaxMacroParameters = 64;
 constexpr int kMaxNesting = 300;
+// Links of the operator, attribute and filter chains in one statement's expressions (a + b + c
+// is two). A chain is parsed by a loop, not by recursion, but builds a tree as deep as it is long,
+// which the evaluator and the tree's destructor walk recursively: 20,000 `+ 1` overflowed the
+// stack at load (helper-129's fuzzing). With kMaxNesting this bounds every expression's depth.
+constexpr int kMaxChainLinks = 2000;
 
 // A statement node of `kind` at `line`, every other field empty.
 Node node(Node::Kind kind, int line) {
@@ -129,7 +134,10 @@ class Parser {
   std::vector<Node> parse_nodes(std::initializer_list<std::string_view> stops) {
     const NestingGuard guard(*this);
     std::vector<Node> nodes;
+    // Each node's expressions count their chain links apart; a statement's resume after its body.
+    const int links_before = chain_links_;
     while (!at(Kind::kEnd)) {
+      chain_links_ = 0;
       const Token& t = peek();
       if (t.kind == Kind::kText) {
         Node n = node(Node::Kind::kText, t.line);
@@ -153,6 +161,7 @@ class Parser {
             next();
             next();
             stopped_at_ = keyword.text;
+            chain_links_ = links_before;
             return nodes;
           }
         }
@@ -163,7 +172,17 @@ class Parser {
       }
     }
     stopped_at_.clear();
+    chain_links_ = links_before;
     return nodes;
+  }
+
+  // One more link of a chain (see kMaxChainLinks).
+  void link() {
+    if (++chain_links_ > kMaxChainLinks) {
+      throw SyntaxError(peek().line, "a statement chains more than " +
+                                         std::to_string(kMaxChainLinks) +
+                                         " operators, attribute reads and filters");
+    }
   }
 
   Node parse_statement() {
@@ -382,6 +401,7 @@ class Parser {
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
     while (at_name("or")) {
+      link();
       next();
       left = binary("or", std::move(left), parse_and());
     }
@@ -391,6 +411,7 @@ class Parser {
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
     while (at_name("and")) {
+      link();
       next();
       left = binary("and", std::move(left), parse_not());
     }
@@ -442,6 +463,7 @@ class Parser {
   ExprPtr parse_add() {
     ExprPtr left = parse_concat();
     while (at_op("+") || at_op("-")) {
+      link();
       std::string op = next().text;
       left = binary(op, std::move(left), parse_concat());
     }
@@ -451,6 +473,7 @@ class Parser {
   ExprPtr parse_concat() {
     ExprPtr left = parse_multiply();
     while (at_op("~")) {
+      link();
       next();
       left = binary("~", std::move(left), parse_multiply());
     }
@@ -460,6 +483,7 @@ class Parser {
   ExprPtr parse_multiply() {
     ExprPtr left = parse_power();
     while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
+      link();
       std::string op = next().text;
       left = binary(op, std::move(left), parse_power());
     }
@@ -589,6 +613,7 @@ class Parser {
   // Attribute access, subscripts, slices and method calls.
   ExprPtr parse_postfix(ExprPtr value) {
     for (;;) {
+      if (at_op(".") || at_op("[")) link();
       if (at_op(".")) {
         next();
         const Token& name = peek();
@@ -667,6 +692,7 @@ class Parser {
   // Filters (x | f(args)) and tests (x is [not] t(args)), which bind tighter than arithmetic.
   ExprPtr parse_filters(ExprPtr value) {
     for (;;) {
+      if (at_op("|") || at_name("is")) link();
       if (at_op("|")) {
         next();
         const Token& name = peek();
@@ -709,6 +735,7 @@ class Parser {
   int loop_depth_ = 0;   // for loops around the statement being parsed, within its macro
   int scope_depth_ = 0;  // for loops and macros around it
   int nesting_ = 0;      // statements and expressions being parsed inside one another
+  int chain_links_ = 0;  // of the node being parsed (link())
 };
 
 // What Jinja2 would refuse when it compiles the template, and what it has and Headway lacks, is

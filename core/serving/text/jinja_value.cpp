@@ -152,6 +152,35 @@ std::string python_quote(const std::string& s) {
   return out + q;
 }
 
+// How deep repr(), equal() and tojson follow lists and dicts into each other. A namespace can be
+// made to hold itself (`{% set ns.a = ns %}`): following it for ever overflowed the stack
+// (helper-129's fuzzing); no data a template is given nests a tenth as deep.
+constexpr int kMaxValueDepth = 500;
+
+// Counts one level of that walk on this thread while it lives.
+class ValueDepth {
+ public:
+  ValueDepth() {
+    if (++depth_ > kMaxValueDepth) {
+      --depth_;
+      throw std::runtime_error("a value nested deeper than " + std::to_string(kMaxValueDepth) +
+                               " levels (a namespace or list that holds itself?)");
+    }
+  }
+  ~ValueDepth() { --depth_; }
+  ValueDepth(const ValueDepth&) = delete;
+  ValueDepth& operator=(const ValueDepth&) = delete;
+
+ private:
+  static thread_local int depth_;
+};
+thread_local int ValueDepth::depth_ = 0;
+
+// Text a walk builds past kMaxTextBytes (a dict holding one dict twice, forty times over, printed).
+void check_text_size(const std::string& text, const char* what) {
+  if (text.size() > kMaxTextBytes) throw std::runtime_error(std::string(what) + " exceeds 64 MiB");
+}
+
 // A dict key as json.dumps writes it: JSON keys are strings, so 1 is "1", True is "true" and
 // None is "null".
 std::string json_key(const Value& key) {
@@ -168,6 +197,8 @@ std::string json_key(const Value& key) {
 }
 
 void json_into(const Value& v, const JsonFormat& format, int depth, std::string& out) {
+  const ValueDepth level;
+  check_text_size(out, "tojson: the text");
   const auto newline = [&](int level) {
     if (!format.indent) return;
     out += '\n';
@@ -340,36 +371,60 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  std::string out;
+  repr_into(out);
+  return out;
+}
+
+// Into one buffer, checked as it grows: a dict holding one dict twice at each of 40 levels took
+// 17 s to refuse when each level built its own text.
+void Value::repr_into(std::string& out) const {
   switch (kind_) {
     case Kind::kUndefined:
-      return "";
+      return;
     case Kind::kNone:
-      return "None";
+      out += "None";
+      return;
     case Kind::kBool:
-      return bool_ ? "True" : "False";
+      out += bool_ ? "True" : "False";
+      return;
     case Kind::kInt:
-      return std::to_string(int_);
+      out += std::to_string(int_);
+      return;
     case Kind::kFloat:
-      return float_text(float_);
+      out += float_text(float_);
+      return;
     case Kind::kString:
-      return python_quote(*string_);
+      out += python_quote(*string_);
+      return;
     case Kind::kList: {
-      std::string out = tuple_ ? "(" : "[";
-      for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
+      const ValueDepth level;
+      out += tuple_ ? "(" : "[";
+      for (size_t i = 0; i < list_->size(); ++i) {
+        if (i > 0) out += ", ";
+        (*list_)[i].repr_into(out);
+        check_text_size(out, "printing a list");
+      }
       if (tuple_ && list_->size() == 1) out += ',';  // Python's (1,)
-      return out + (tuple_ ? ")" : "]");
+      out += tuple_ ? ")" : "]";
+      return;
     }
     case Kind::kDict: {
-      std::string out = namespace_ ? "<Namespace {" : "{";
+      const ValueDepth level;
+      out += namespace_ ? "<Namespace {" : "{";
       bool first = true;
       for (const auto& [key, value] : *dict_) {
-        out += (first ? "" : ", ") + key.repr() + ": " + value.repr();
+        if (!first) out += ", ";
+        key.repr_into(out);
+        out += ": ";
+        value.repr_into(out);
+        check_text_size(out, "printing a dict");
         first = false;
       }
-      return out + (namespace_ ? "}>" : "}");
+      out += namespace_ ? "}>" : "}";
+      return;
     }
   }
-  return "";
 }
 
 std::string Value::to_json(const JsonFormat& format) const {
@@ -451,6 +506,7 @@ bool equal(const Value& a, const Value& b) {
     return number(a) == number(b);
   }
   if (a.kind() != b.kind()) return false;
+  const ValueDepth level;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
     case Value::Kind::kNone:

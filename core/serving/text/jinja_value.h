@@ -86,8 +86,9 @@ class Value {
   bool truthy() const;
   // Python's str(): None, True, 1.5, "text", ['a', 1], {'k': 'v'}; undefined is "".
   std::string str() const;
-  // Python's repr() (strings quoted), used inside lists and dicts.
+  // Python's repr() (strings quoted), used inside lists and dicts; repr_into appends it.
   std::string repr() const;
+  void repr_into(std::string& out) const;
   // JSON text as json.dumps writes it with `format`. Undefined is an error.
   std::string to_json(const JsonFormat& format) const;
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "pythonic_calls.h"
+
 namespace headway::serving::http {
 namespace {
 
@@ -384,6 +386,9 @@ TEST(ToolCallParser, PythonicThatIsNotCallsIsContentAsWritten) {
   }
   const std::string deep = "[f(x=" + std::string(1000, '[') + std::string(1000, ']') + ")]";
   EXPECT_TRUE(parse_whole(ToolCallFormat::kPythonic, deep).calls.empty());
+  // A string argument that is not UTF-8 (only a caller past the text decoder can pass one) is no
+  // call; it threw nlohmann's type_error (helper-129's fuzzing).
+  EXPECT_FALSE(parse_pythonic_calls("[f(a=\"\xb8\")]").has_value());
 }
 
 TEST(ToolCallParser, Llama3JsonThatIsNotCallsIsContentAsWritten) {

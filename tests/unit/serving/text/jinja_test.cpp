@@ -482,9 +482,80 @@ TEST(JinjaEvaluator, RunawayTemplatesAreStoppedWithAnError) {
             "line 1: the template nests more than 300 levels of statements and expressions");
   EXPECT_EQ(syntax_error("{{ " + std::string(2000, '-') + "1 }}"),
             "line 1: the template nests more than 300 levels of statements and expressions");
+  // From helper-129's fuzzing: each of these crashed the process, or took gigabytes or for ever.
+  // Chains are loops in the parser but trees as deep as they are long (20,000 `+ 1`: SIGSEGV).
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 20000; ++i) chain += " + 1";
+  EXPECT_EQ(syntax_error(chain + " }}"),
+            "line 1: a statement chains more than 2000 operators, attribute reads and filters");
+  EXPECT_EQ(syntax_error("{{ messages" +
+                         [] {
+                           std::string a;
+                           for (int i = 0; i < 30000; ++i) a += ".a";
+                           return a;
+                         }() +
+                         " }}"),
+            "line 1: a statement chains more than 2000 operators, attribute reads and filters");
+  std::string long_enough = "{{ 1";
+  for (int i = 0; i < 1000; ++i) long_enough += " + 1";
+  EXPECT_EQ(render_text(long_enough + " }}{{ 1" + long_enough.substr(4) + " }}"), "10011001");
+  // A namespace holding itself: printed, compared or written as JSON it was followed for ever.
+  for (const char* use : {"{{ ns }}", "{{ ns | tojson }}", "{{ ns == ns.a }}"}) {
+    EXPECT_THAT(render_error(std::string("{% set ns = namespace(a=1) %}{% set ns.a = ns %}") + use),
+                HasSubstr("line 1: a value nested deeper than 500 levels"))
+        << use;
+  }
+  EXPECT_THAT(render_error("{% set ns = namespace(l=[]) %}{% set ns.l = [ns] %}{{ ns.l }}"),
+              HasSubstr("a value nested deeper than 500 levels"));
+  // Doubling a string or a list, or printing a dict that holds one dict twice at each of 40
+  // levels, took 8-13 GB.
+  EXPECT_THAT(render_error("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+                           "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+              HasSubstr("a string exceeds 64 MiB"));
+  EXPECT_THAT(render_error("{% set ns = namespace(s='ab') %}{% for i in range(40) %}"
+                           "{% set ns.s = ns.s + ns.s %}{% endfor %}"),
+              HasSubstr("a string exceeds 64 MiB"));
+  EXPECT_THAT(render_error("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}"
+                           "{% set ns.l = ns.l + ns.l %}{% endfor %}"),
+              HasSubstr("a list of more than 1000000 items"));
+  for (const char* print : {"{{ ns.d | tojson }}", "{{ ns.d }}"}) {
+    EXPECT_THAT(render_error(std::string("{% set ns = namespace(d={}) %}{% for i in range(40) %}"
+                                         "{% set ns.d = {'a': ns.d, 'b': ns.d} %}{% endfor %}") +
+                             print),
+                HasSubstr("exceeds 64 MiB"))
+        << print;
+  }
+  // Nested loops of a million each ran for ever, on every request.
+  EXPECT_THAT(render_error("{% for i in range(1000000) %}{% for j in range(1000000) %}"
+                           "{% endfor %}{% endfor %}"),
+              HasSubstr("the template's loops ran more than 1000000 iterations"));
   // A template that ends inside a number: the lexer stops at the end of the text.
   EXPECT_EQ(syntax_error("{{ 12"), "line 1: {{ is never closed with }}");
   EXPECT_EQ(syntax_error("{{ 1.5e"), "line 1: {{ is never closed with }}");
+}
+
+// A client's message is a string the template may index, slice or measure: that is done in
+// place, not with a value per character (a 30 MB message and `m['content'][-1]` took 7 s and
+// 4 GB). Iterating characters, which a value each needs, is bounded.
+TEST(JinjaEvaluator, LongStringsAreIndexedSlicedAndMeasuredInPlace) {
+  const std::string text = "h\u00e9llo w\u00f6rld?";  // 12 characters, 14 bytes
+  const Names globals = {{"s", Value::string(text)}};
+  EXPECT_EQ(render_text("{{ s[0] }}|{{ s[1] }}|{{ s[-1] }}|{{ s[11] }}|{{ s[12] }}|{{ s[-13] }}",
+                        globals),
+            "h|\u00e9|?|?||");
+  EXPECT_EQ(render_text("{{ s[1:4] }}|{{ s[:2] }}|{{ s[7:] }}|{{ s[-6:-1] }}|{{ s[5:2] }}|"
+                        "{{ s[::2] }}|{{ s[::-1] }}",
+                        globals),
+            "\u00e9ll|h\u00e9|\u00f6rld?|w\u00f6rld||hlowrd|?dlr\u00f6w oll\u00e9h");
+  EXPECT_EQ(render_text("{{ s | length }} {{ s | count }} {{ s | first }} {{ s | last }} "
+                        "{{ s.count('') }} {{ '' | first }}|",
+                        globals),
+            "12 12 h ? 13 |");
+  const Names big = {{"s", Value::string(std::string(30u << 20, 'x') + "?")}};
+  EXPECT_EQ(render_text("{{ s[-1] }} {{ s | length }} {{ s[-3:] }} {{ s | last }}", big),
+            "? 31457281 xx? ?");
+  EXPECT_THAT(render_error("{% for c in s %}{% endfor %}", big),
+              HasSubstr("iterating a string of 31457281 characters (more than 1048576)"));
 }
 
 TEST(JinjaParser, RefusesMalformedTemplatesNamingTheLine) {

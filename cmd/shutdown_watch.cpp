@@ -28,6 +28,7 @@ bool ShutdownWatch::begin_serving() {
   std::lock_guard lock(mutex_);
   if (stop_requested_.load()) return false;
   phase_ = Phase::kServing;
+  served_ = true;
   return true;
 }
 
@@ -100,6 +101,11 @@ void ShutdownWatch::on_signal(int signal) {
                                                   std::chrono::duration<double>(kAbortGraceS))));
       return;
     case Phase::kTearingDown:
+      // Stopping after start-up: nothing was in flight, and "a second exits at once" holds.
+      if (!served_) {
+        exit_now(fmt::format("{} again while stopping after start-up: exiting now", name).c_str(),
+                 128 + signal);
+      }
       return;  // the drain is over; the teardown deadline stands
   }
 }
@@ -114,9 +120,20 @@ void ShutdownWatch::watch() {
     }
     if (Clock::now() < deadline_.load() || finished_.load()) continue;
     bool tearing_down = false;
+    bool served = false;
     {
+      // Again under the lock: start_teardown() may just have set a later deadline.
       std::lock_guard lock(mutex_);
+      if (Clock::now() < deadline_.load()) continue;
       tearing_down = phase_ == Phase::kTearingDown;
+      served = served_;
+    }
+    if (tearing_down && !served) {
+      exit_now(fmt::format("stopping after start-up did not end within {:.0f} s (a plugin that "
+                           "does not return holds it); exiting without waiting for it",
+                           kTeardownS)
+                   .c_str(),
+               1);
     }
     if (tearing_down) {
       exit_now(fmt::format("the shutdown did not end {:.0f} s after the drain (a KV transfer "

@@ -80,6 +80,7 @@ class ShutdownWatch {
   Phase phase_ = Phase::kStartingUp;  // guarded by mutex_
   std::function<void()> cut_short_;   // guarded by mutex_
   bool cut_pending_ = false;          // a second signal before start_drain(); mutex_
+  bool served_ = false;               // begin_serving() said yes; mutex_
   std::atomic<Clock::time_point> deadline_{Clock::time_point::max()};
   std::atomic<bool> stop_requested_{false};
   std::atomic<int> first_signal_{0};

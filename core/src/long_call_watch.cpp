@@ -8,11 +8,9 @@ namespace headway::core {
 
 namespace {
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+constexpr int kCallShift = 32;
+constexpr uint64_t kRunning = uint64_t{1} << 40;
+constexpr int kCountShift = 41;
 
 }  // namespace
 
@@ -31,42 +29,38 @@ LongCallWatch::~LongCallWatch() {
 }
 
 void LongCallWatch::began(Call call, uint32_t engine) {
-  sequence_.fetch_add(1);
-  call_.store(call);
-  engine_.store(engine);
-  began_ns_.store(steady_ns());
-  sequence_.fetch_add(1);
+  const uint64_t count = (last_ >> kCountShift) + 1;
+  last_ = (count << kCountShift) | kRunning |
+          (static_cast<uint64_t>(static_cast<uint8_t>(call)) << kCallShift) | engine;
+  state_.store(last_, std::memory_order_relaxed);
 }
 
 void LongCallWatch::ended() {
-  sequence_.fetch_add(1);
-  began_ns_.store(0);
-  sequence_.fetch_add(1);
+  last_ &= ~kRunning;
+  state_.store(last_, std::memory_order_relaxed);
 }
 
 void LongCallWatch::watch() {
   // Often enough that the first warning comes within a quarter of its time late.
   const std::chrono::duration<double> period(std::min(1.0, first_warning_ / 4));
-  uint64_t seen = 0;
-  double next_warning = first_warning_;
+  Seen seen;
   std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, period, [this] { return stopping_; })) check(seen, next_warning);
+  while (!wake_.wait_for(lock, period, [this] { return stopping_; })) check(seen);
 }
 
-void LongCallWatch::check(uint64_t& seen, double& next_warning) const {
-  const uint64_t sequence = sequence_.load();
-  if (sequence % 2 == 1) return;
-  const int64_t began = began_ns_.load();
-  const Call call = call_.load();
-  const uint32_t engine = engine_.load();
-  if (sequence_.load() != sequence || began == 0) return;
-  if (sequence != seen) {
-    seen = sequence;
-    next_warning = first_warning_;
+void LongCallWatch::check(Seen& seen) const {
+  const uint64_t state = state_.load(std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now();
+  if ((state & kRunning) == 0) return;
+  if (state != seen.state) {  // another call than the last one seen running
+    seen = Seen{state, now, first_warning_};
+    return;
   }
-  const double age = static_cast<double>(steady_ns() - began) * 1e-9;
-  if (age < next_warning) return;
-  while (next_warning <= age) next_warning *= 2;
+  const double age = std::chrono::duration<double>(now - seen.since).count();
+  if (age < seen.next_warning) return;
+  while (seen.next_warning <= age) seen.next_warning *= 2;
+  const auto call = static_cast<Call>(static_cast<uint8_t>(state >> kCallShift));
+  const auto engine = static_cast<uint32_t>(state);
   spdlog::warn("{}: {} for {:.{}f} s; simulate waits for it (Ctrl-C ends the run)", run_name_,
                describe(call, engine), age, age < 10 ? 1 : 0);
 }

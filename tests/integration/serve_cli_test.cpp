@@ -356,7 +356,8 @@ fs::path slow_loading_deployment(const fs::path& dir, double load_s) {
 // frontends had started: helper-130's walk).
 TEST(ServeCli, ASignalDuringTheModelsLoadStopsServeBeforeItServes) {
   TempDir dir;
-  ServeProcess serve(slow_loading_deployment(dir.path, 2.0));
+  // A load long enough that the signal surely comes before it ends, on a loaded machine too.
+  ServeProcess serve(slow_loading_deployment(dir.path, 10.0));
   ASSERT_TRUE(serve.wait_for_line(std::regex("(test_slow: loading)")).has_value()) << serve.log();
   serve.signal(SIGTERM);
   EXPECT_EQ(serve.stop(0), 128 + SIGTERM) << serve.log();

@@ -698,8 +698,11 @@ bool continues_character(char byte) { return (static_cast<unsigned char>(byte) &
 
 }  // namespace
 
+// A character begins at every byte that does not continue one, and at the first byte whatever it
+// is (text that is not UTF-8 starting with stray continuation bytes: one character, as
+// characters() makes it).
 size_t character_count(std::string_view text) {
-  size_t n = 0;
+  size_t n = !text.empty() && continues_character(text[0]) ? 1 : 0;
   for (const char byte : text) n += continues_character(byte) ? 0 : 1;
   return n;
 }
@@ -707,7 +710,7 @@ size_t character_count(std::string_view text) {
 size_t character_offset(std::string_view text, size_t index) {
   size_t seen = 0;
   for (size_t i = 0; i < text.size(); ++i) {
-    if (continues_character(text[i])) continue;
+    if (i > 0 && continues_character(text[i])) continue;
     if (seen++ == index) return i;
   }
   return text.size();

@@ -20,6 +20,10 @@ constexpr int kMaxMacroDepth = 100;
 // Loop iterations of one render, all loops together: a chat template iterates messages, tools and
 // their fields, far fewer; two nested range(1000000) loops ran for ever on every request.
 constexpr uint64_t kMaxLoopIterations = 1'000'000;
+// Expressions being evaluated inside one another (EvalDepth): far past any template's, within the
+// stack of a server's worker thread (8 MiB) also in the sanitizer build, whose eval() and binary()
+// take 8 KB a level (gdb), where an optimised build takes some 600 bytes.
+constexpr int kMaxEvalDepth = 800;
 // Items of a list built with +: as range()'s bound.
 constexpr size_t kMaxListItems = 1'000'000;
 
@@ -256,7 +260,25 @@ class Evaluator {
 
   // ---- expressions ----
 
+  // Counts the expressions being evaluated inside one another, across macro calls: the parser
+  // bounds one statement's depth, but a macro calling itself multiplies it (7 levels of a
+  // 1,990-link chain overflowed the stack: helper-131).
+  struct EvalDepth {
+    explicit EvalDepth(Evaluator& evaluator, int line) : depth(evaluator.eval_depth_) {
+      if (++depth > kMaxEvalDepth) {
+        --depth;
+        fail(line, "expressions evaluated more than " + std::to_string(kMaxEvalDepth) +
+                       " deep (macros calling themselves?)");
+      }
+    }
+    ~EvalDepth() { --depth; }
+    EvalDepth(const EvalDepth&) = delete;
+    EvalDepth& operator=(const EvalDepth&) = delete;
+    int& depth;
+  };
+
   Value eval(const Expr& e) {
+    const EvalDepth level(*this, e.line);
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.literal;
@@ -522,6 +544,8 @@ class Evaluator {
       }
     }
     if (op == "*" && a.is_string() && b.kind() == Value::Kind::kInt) {
+      // An empty string never reaches the bound below: '' * 10**11 looped for ever (helper-131).
+      if (a.as_string().empty() || b.as_int() <= 0) return Value::string("");
       std::string out;
       for (int64_t i = 0; i < b.as_int(); ++i) {
         out += a.as_string();
@@ -625,6 +649,7 @@ class Evaluator {
   size_t frame_base_ = 0;  // the first scope of the running macro; 0 outside macros
   std::unordered_map<std::string, const Node*> macros_;  // defined so far; nodes of the tree
   int macro_depth_ = 0;
+  int eval_depth_ = 0;             // EvalDepth
   uint64_t iterations_ = 0;        // of every loop so far (count_iteration)
   std::vector<Value> namespaces_;  // made by this render, emptied at its end
   Flow flow_ = Flow::kNext;        // set by break/continue until their loop takes it

@@ -29,8 +29,9 @@ constexpr int kMaxNesting = 300;
 // Links of the operator, attribute and filter chains in one statement's expressions (a + b + c
 // is two). A chain is parsed by a loop, not by recursion, but builds a tree as deep as it is long,
 // which the evaluator and the tree's destructor walk recursively: 20,000 `+ 1` overflowed the
-// stack at load (helper-129's fuzzing). With kMaxNesting this bounds every expression's depth.
-constexpr int kMaxChainLinks = 2000;
+// stack at load (helper-129's fuzzing). With kMaxNesting this bounds one statement's depth; the
+// evaluator bounds its own depth across macro calls (kMaxEvalDepth).
+constexpr int kMaxChainLinks = 500;
 
 // A statement node of `kind` at `line`, every other field empty.
 Node node(Node::Kind kind, int line) {

@@ -5,13 +5,17 @@
 // stats line and /health for this.
 //
 // The first warning comes after `first_warning` seconds, then one each time the call's age doubles.
+// The age is the watcher's: from the first time it saw the call running (at most a quarter of the
+// first warning's time, or 1 s, after it began), so that the loop reads no clock.
 //
 // Ownership: owns the watching thread; destroying the watch stops and joins it.
-// Threading: began() and ended() come from one thread, the one making the calls (atomic stores,
-// no lock, no allocation: they sit in the step loop); the watching thread only reads them.
+// Threading: began() and ended() come from one thread, the one making the calls (one relaxed
+// atomic store each, no lock, no allocation: they sit in the step loop); the watching thread only
+// reads that atomic.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -36,21 +40,24 @@ class LongCallWatch {
 
  private:
   void watch();
-  // Logs when the running call has passed its next warning; `seen` and `next_warning` are the
-  // watching thread's memory of the call it last looked at.
-  void check(uint64_t& seen, double& next_warning) const;
+  // What the watching thread remembers of the call it last saw running.
+  struct Seen {
+    uint64_t state = 0;  // state_ then (its sequence names the call)
+    std::chrono::steady_clock::time_point since{};
+    double next_warning = 0;
+  };
+  // Logs when the running call has passed its next warning.
+  void check(Seen& seen) const;
   // What runs ("engine3 has been in one step", ...), for the warning.
   std::string describe(Call call, uint32_t engine) const;
 
   const std::string run_name_;
   const double first_warning_;
-  // The running call, written as a sequence lock: began() and ended() make `sequence_` odd while
-  // they write and even after, so that the watcher skips a round whose fields it read half-written.
-  // `began_ns_` is 0 while no call runs; an even `sequence_` names the call that began with it.
-  std::atomic<uint64_t> sequence_{0};
-  std::atomic<int64_t> began_ns_{0};
-  std::atomic<uint32_t> engine_{0};
-  std::atomic<Call> call_{Call::kStep};
+  // The call of the moment in one word, so that the watcher never reads half of it: bits 0-31 the
+  // engine, 32-39 the Call, bit 40 set while it runs, 41-63 a count of began() that tells one call
+  // from the next. Written by began() and ended() only; `last_` is their copy of it.
+  std::atomic<uint64_t> state_{0};
+  uint64_t last_ = 0;
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -99,7 +99,6 @@ inline GenerateInput text_request(std::string prompt, uint32_t max_tokens) {
   return input;
 }
 
-// Waits until the service has forgotten every request (drivers publish loads before forgetting).
 // Sum of every sample of `metric` (exact name, any labels) in exposition `text` whose labels
 // contain `filter`.
 inline double sum_of(const std::string& text, const std::string& metric,
@@ -117,6 +116,7 @@ inline double sum_of(const std::string& text, const std::string& metric,
   return sum;
 }
 
+// Waits until the service has forgotten every request (drivers publish loads before forgetting).
 inline void wait_idle(const LocalGenerationService& service) {
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
   while (service.in_flight() > 0 && std::chrono::steady_clock::now() < give_up) {

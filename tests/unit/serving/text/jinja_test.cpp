@@ -487,7 +487,7 @@ TEST(JinjaEvaluator, RunawayTemplatesAreStoppedWithAnError) {
   std::string chain = "{{ 1";
   for (int i = 0; i < 20000; ++i) chain += " + 1";
   EXPECT_EQ(syntax_error(chain + " }}"),
-            "line 1: a statement chains more than 2000 operators, attribute reads and filters");
+            "line 1: a statement chains more than 500 operators, attribute reads and filters");
   EXPECT_EQ(syntax_error("{{ messages" +
                          [] {
                            std::string a;
@@ -495,10 +495,10 @@ TEST(JinjaEvaluator, RunawayTemplatesAreStoppedWithAnError) {
                            return a;
                          }() +
                          " }}"),
-            "line 1: a statement chains more than 2000 operators, attribute reads and filters");
+            "line 1: a statement chains more than 500 operators, attribute reads and filters");
   std::string long_enough = "{{ 1";
-  for (int i = 0; i < 1000; ++i) long_enough += " + 1";
-  EXPECT_EQ(render_text(long_enough + " }}{{ 1" + long_enough.substr(4) + " }}"), "10011001");
+  for (int i = 0; i < 400; ++i) long_enough += " + 1";
+  EXPECT_EQ(render_text(long_enough + " }}{{ 1" + long_enough.substr(4) + " }}"), "401401");
   // A namespace holding itself: printed, compared or written as JSON it was followed for ever.
   for (const char* use : {"{{ ns }}", "{{ ns | tojson }}", "{{ ns == ns.a }}"}) {
     EXPECT_THAT(render_error(std::string("{% set ns = namespace(a=1) %}{% set ns.a = ns %}") + use),
@@ -525,6 +525,14 @@ TEST(JinjaEvaluator, RunawayTemplatesAreStoppedWithAnError) {
                 HasSubstr("exceeds 64 MiB"))
         << print;
   }
+  // A macro calling itself multiplies a statement's depth: bounded while evaluating.
+  std::string links;
+  for (int i = 0; i < 450; ++i) links += " ~ 1";
+  EXPECT_THAT(render_error("{% macro m(n) %}{% if n > 0 %}{{ m(n - 1)" + links +
+                           " }}{% endif %}{% endmacro %}{{ m(7) }}"),
+              HasSubstr("expressions evaluated more than 800 deep"));
+  // An empty string repeated never reached the size bound and looped for ever.
+  EXPECT_EQ(render_text("{{ '' * 100000000000 }}|{{ 'ab' * -3 }}|{{ 'ab' * 2 }}"), "||abab");
   // Nested loops of a million each ran for ever, on every request.
   EXPECT_THAT(render_error("{% for i in range(1000000) %}{% for j in range(1000000) %}"
                            "{% endfor %}{% endfor %}"),
@@ -556,6 +564,14 @@ TEST(JinjaEvaluator, LongStringsAreIndexedSlicedAndMeasuredInPlace) {
             "? 31457281 xx? ?");
   EXPECT_THAT(render_error("{% for c in s %}{% endfor %}", big),
               HasSubstr("iterating a string of 31457281 characters (more than 1048576)"));
+  // Text that is not UTF-8 starting with stray continuation bytes: one character, counted,
+  // indexed and iterated alike.
+  const Names stray = {{"s", Value::string("\x80\x80"
+                                           "ab")}};
+  EXPECT_EQ(render_text("{{ s | length }} {{ s[1] }} {{ s[1:] }} {{ s | list | length }} "
+                        "{{ s[0] == s | first }} {{ (s | list)[0] == s[0] }}",
+                        stray),
+            "3 a ab 3 True True");
 }
 
 TEST(JinjaParser, RefusesMalformedTemplatesNamingTheLine) {

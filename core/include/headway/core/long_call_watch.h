@@ -55,7 +55,8 @@ class LongCallWatch {
   const double first_warning_;
   // The call of the moment in one word, so that the watcher never reads half of it: bits 0-31 the
   // engine, 32-39 the Call, bit 40 set while it runs, 41-63 a count of began() that tells one call
-  // from the next. Written by began() and ended() only; `last_` is their copy of it.
+  // from the next (it wraps after 2^23 calls, which no watcher's second sees). Written by began()
+  // and ended() only; `last_` is their copy of it.
   std::atomic<uint64_t> state_{0};
   uint64_t last_ = 0;
 

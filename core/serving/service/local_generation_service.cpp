@@ -407,13 +407,13 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   }
   // A continuation of another process's prefill goes straight to its decode engine.
   const uint32_t admitting = input.kv_source && disaggregated ? d : e;
-  auto state = std::make_unique<InFlightRequest>(InFlightRequest{
-      .id = id,
-      .numeric_id = request.id,
-      .stream = stream,
-      .series =
-          metrics_.request(admitting, cluster_->engine(admitting).config().pool, request_class),
-      .decode_engine = disaggregated ? d : kNoEngine});
+  auto state = std::make_unique<InFlightRequest>();
+  state->id = id;
+  state->numeric_id = request.id;
+  state->stream = stream;
+  state->series =
+      metrics_.request(admitting, cluster_->engine(admitting).config().pool, request_class);
+  state->decode_engine = disaggregated ? d : kNoEngine;
   if (disaggregated && !input.kv_source) {
     state->decode_series = metrics_.request(d, cluster_->engine(d).config().pool, request_class);
   }

@@ -44,13 +44,13 @@ struct EngineSeries {
 // request handed to another engine (disaggregated serving) can take that engine's series.
 // Not owned: the series live as long as the ServingMetrics that made them.
 struct RequestSeries {
-  Histogram* time_to_first_token;
-  Histogram* inter_token_latency;
-  Histogram* e2e_latency;
-  Histogram* queue_time;
-  Counter* prompt_tokens;
-  Counter* generation_tokens;
-  std::array<Counter*, 4> finished;  // by Finish: kLength, kStop, kAbort, kError
+  Histogram* time_to_first_token = nullptr;
+  Histogram* inter_token_latency = nullptr;
+  Histogram* e2e_latency = nullptr;
+  Histogram* queue_time = nullptr;
+  Counter* prompt_tokens = nullptr;
+  Counter* generation_tokens = nullptr;
+  std::array<Counter*, 4> finished{};  // by Finish: kLength, kStop, kAbort, kError
 
   Counter& finished_with(Finish reason) const;
 };

@@ -67,7 +67,9 @@ grpc::Status guarded(grpc::ServerContext& context, const char* method, Body&& bo
 
 grpc::Status HeadwayService::admit(grpc::ServerContext& context, const CallGate::Pass& pass) const {
   if (!pass) return {grpc::StatusCode::UNAVAILABLE, "the server is shutting down"};
-  return check_api_key(context, api_key_);
+  grpc::Status key = check_api_key(context, api_key_);
+  if (!key.ok()) service_.count_unauthorized_request();
+  return key;
 }
 
 void HeadwayService::stop_calls(std::chrono::steady_clock::time_point deadline) {

@@ -361,6 +361,7 @@ bool OpenAiRoutes::authorized(const httplib::Request& request, httplib::Response
   if (options_.api_key.empty()) return true;
   const std::string header = request.get_header_value("Authorization");
   if (check_bearer(header, options_.api_key) == BearerCheck::kMatches) return true;
+  service_.count_unauthorized_request();
   response.set_header("WWW-Authenticate", "Bearer");
   send_error(response,
              ApiError(401, header.empty()

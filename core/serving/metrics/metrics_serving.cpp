@@ -28,7 +28,8 @@ const std::vector<std::string> kEngineLabels = {"engine", "pool"};
 const std::vector<std::string> kRequestLabels = {"engine", "pool", "request_class"};
 const std::vector<std::string> kPluginLabels = {"engine", "pool", "kind", "plugin", "metric"};
 // The reason label of headway_request_rejected_total, by Rejection.
-constexpr const char* kRejectionNames[] = {"invalid", "queue_full", "unavailable", "internal"};
+constexpr const char* kRejectionNames[] = {"invalid", "queue_full", "unavailable", "internal",
+                                           "unauthorized"};
 
 }  // namespace
 

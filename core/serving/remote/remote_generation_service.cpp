@@ -125,6 +125,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::string metrics_text() const;
   ServiceTotals totals() const { return metrics_.totals(); }
   void count_refused_request() { metrics_.rejected(Rejection::kInvalid); }
+  void count_unauthorized_request() { metrics_.rejected(Rejection::kUnauthorized); }
   size_t drain(double timeout_seconds);
   void end_drain_now() {
     {
@@ -827,6 +828,7 @@ HealthSummary RemoteGenerationService::health() const { return impl_->health(); 
 std::string RemoteGenerationService::metrics_text() const { return impl_->metrics_text(); }
 ServiceTotals RemoteGenerationService::totals() const { return impl_->totals(); }
 void RemoteGenerationService::count_refused_request() { impl_->count_refused_request(); }
+void RemoteGenerationService::count_unauthorized_request() { impl_->count_unauthorized_request(); }
 void RemoteGenerationService::end_drain_now() { impl_->end_drain_now(); }
 size_t RemoteGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);

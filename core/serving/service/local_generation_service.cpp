@@ -60,6 +60,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::string metrics_text() const { return metrics_.render(); }
   ServiceTotals totals() const { return metrics_.totals(); }
   void count_refused_request() { metrics_.rejected(Rejection::kInvalid); }
+  void count_unauthorized_request() { metrics_.rejected(Rejection::kUnauthorized); }
   size_t drain(double timeout_seconds);
   void end_drain_now() {
     {
@@ -560,6 +561,7 @@ HealthSummary LocalGenerationService::health() const { return impl_->health(); }
 std::string LocalGenerationService::metrics_text() const { return impl_->metrics_text(); }
 ServiceTotals LocalGenerationService::totals() const { return impl_->totals(); }
 void LocalGenerationService::count_refused_request() { impl_->count_refused_request(); }
+void LocalGenerationService::count_unauthorized_request() { impl_->count_unauthorized_request(); }
 size_t LocalGenerationService::drain(double timeout_seconds) {
   return impl_->drain(timeout_seconds);
 }

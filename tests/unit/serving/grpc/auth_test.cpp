@@ -70,6 +70,8 @@ TEST_F(AuthTest, EveryMethodRefusesACallWithoutTheKey) {
   v1::ClusterInfoResponse cluster;
   EXPECT_EQ(stub_->ClusterInfo(&context, {}, &cluster).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
+  // Each counts as headway_request_rejected_total{reason="unauthorized"}.
+  EXPECT_EQ(fake_.unauthorized(), 5u);
 }
 
 TEST_F(AuthTest, AWrongKeyIsRefused) {

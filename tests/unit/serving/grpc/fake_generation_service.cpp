@@ -114,6 +114,16 @@ void FakeGenerationService::count_refused_request() {
   ++refused_by_frontend_;
 }
 
+size_t FakeGenerationService::unauthorized() const {
+  std::lock_guard lock(mutex_);
+  return unauthorized_;
+}
+
+void FakeGenerationService::count_unauthorized_request() {
+  std::lock_guard lock(mutex_);
+  ++unauthorized_;
+}
+
 std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input) {
   std::lock_guard lock(mutex_);
   if (submit_error_) {

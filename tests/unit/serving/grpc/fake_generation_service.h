@@ -58,6 +58,8 @@ class FakeGenerationService final : public GenerationService {
   std::vector<std::string> aborted() const;
   // How often the frontend reported a request it refused itself (count_refused_request()).
   size_t refused_by_frontend() const;
+  // How often it reported a missing or wrong API key (count_unauthorized_request()).
+  size_t unauthorized() const;
 
   // --- GenerationService ---
   std::shared_ptr<RequestStream> submit(GenerateInput input) override;
@@ -70,6 +72,7 @@ class FakeGenerationService final : public GenerationService {
   size_t drain(double) override { return 0; }
   void end_drain_now() override {}
   void count_refused_request() override;
+  void count_unauthorized_request() override;
 
  private:
   void throw_if_info_fails() const;  // mutex_ held
@@ -87,6 +90,7 @@ class FakeGenerationService final : public GenerationService {
   std::map<std::string, std::shared_ptr<RequestStream>> running_;
   uint64_t next_id_ = 1;
   size_t refused_by_frontend_ = 0;
+  size_t unauthorized_ = 0;
 };
 
 }  // namespace headway::serving::testing

@@ -207,6 +207,16 @@ void FakeGenerationService::count_refused_request() {
   ++refused_by_frontend_;
 }
 
+size_t FakeGenerationService::unauthorized() const {
+  std::lock_guard lock(mutex_);
+  return unauthorized_;
+}
+
+void FakeGenerationService::count_unauthorized_request() {
+  std::lock_guard lock(mutex_);
+  ++unauthorized_;
+}
+
 bool FakeGenerationService::wait_for_submits(size_t n, double seconds) const {
   std::unique_lock lock(mutex_);
   return changed_.wait_for(lock, std::chrono::duration<double>(seconds),

@@ -62,6 +62,8 @@ class FakeGenerationService : public GenerationService {
   std::vector<std::string> aborted() const;
   // How often the frontend reported a request it refused itself (count_refused_request()).
   size_t refused_by_frontend() const;
+  // How often it reported a missing or wrong API key (count_unauthorized_request()).
+  size_t unauthorized() const;
   // Waits (up to `seconds`, generous: a liveness bound, not a timing check) for the n-th submit /
   // for an abort of `id`; returns whether it happened.
   bool wait_for_submits(size_t n, double seconds) const;
@@ -83,6 +85,7 @@ class FakeGenerationService : public GenerationService {
   size_t drain(double timeout_seconds) override;
   void end_drain_now() override {}
   void count_refused_request() override;
+  void count_unauthorized_request() override;
 
  private:
   struct Held {
@@ -106,6 +109,7 @@ class FakeGenerationService : public GenerationService {
   mutable std::vector<GenerateInput> tokenized_;
   std::vector<std::string> aborted_;
   size_t refused_by_frontend_ = 0;
+  size_t unauthorized_ = 0;
   std::map<std::string, Held> held_;
   uint64_t next_request_ = 0;
 };

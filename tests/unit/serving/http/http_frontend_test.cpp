@@ -348,6 +348,8 @@ TEST_F(HttpFrontendTest, ApiKeyIsRequiredEverywhereButHealth) {
   ASSERT_TRUE(version);
   EXPECT_EQ(version->status, 401);
   EXPECT_TRUE(service_.submitted().empty());
+  // Each counts as headway_request_rejected_total{reason="unauthorized"} (none did: helper-130).
+  EXPECT_EQ(service_.unauthorized(), 5u);
 
   auto right =
       post_json("/v1/completions", R"({"prompt": "x"})", {{"Authorization", "Bearer s3cret"}});
@@ -359,6 +361,7 @@ TEST_F(HttpFrontendTest, ApiKeyIsRequiredEverywhereButHealth) {
   auto health = client().Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(service_.unauthorized(), 5u);
 }
 
 // A chunked body, which cpp-httplib 0.11 would read without the 32 MiB limit (and before the

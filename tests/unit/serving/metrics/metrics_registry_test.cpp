@@ -155,7 +155,7 @@ TEST(MetricsRegistry, ConcurrentRecordingLosesNothing) {
 TEST(ServingMetrics, RefusalReasonsStartAtZero) {
   ServingMetrics metrics;
   const std::string text = metrics.render();
-  for (const char* reason : {"invalid", "queue_full", "unavailable", "internal"}) {
+  for (const char* reason : {"invalid", "queue_full", "unavailable", "internal", "unauthorized"}) {
     EXPECT_NE(
         text.find("headway_request_rejected_total{reason=\"" + std::string(reason) + "\"} 0\n"),
         std::string::npos)

@@ -252,6 +252,10 @@ class GenerationService {
   // frontend does not accept, no prompt), so that headway_request_rejected_total{reason="invalid"}
   // sees every refused request and not only those submit() refused. Default: not counted.
   virtual void count_refused_request() {}
+  // Counts a call a frontend refused for a missing or wrong API key (HTTP 401, gRPC
+  // UNAUTHENTICATED), as headway_request_rejected_total{reason="unauthorized"}: an operator's
+  // alert on failed authentication had nothing to read. Default: not counted.
+  virtual void count_unauthorized_request() {}
 
   // Stops admitting (submit throws kUnavailable; an engine process behind a router still takes
   // the continuations of requests admitted before, for at least a second) and returns once nothing

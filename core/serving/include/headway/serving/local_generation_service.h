@@ -70,6 +70,7 @@ class LocalGenerationService final : public GenerationService {
   ServiceTotals totals() const override;
   std::string metrics_text() const override;
   void count_refused_request() override;
+  void count_unauthorized_request() override;
   size_t drain(double timeout_seconds) override;
   void end_drain_now() override;
   void open_kv_link(const std::string& link_name, const std::vector<uint8_t>& rendezvous) override;

@@ -57,7 +57,7 @@ struct RequestSeries {
 
 // Why the service refused a request before it reached an engine: a bad request, a full queue, no
 // engine to take it, or a part of the server failing on it (a router plugin's error).
-enum class Rejection { kInvalid, kQueueFull, kUnavailable, kInternal };
+enum class Rejection { kInvalid, kQueueFull, kUnavailable, kInternal, kUnauthorized };
 
 class ServingMetrics {
  public:

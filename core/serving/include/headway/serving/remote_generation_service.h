@@ -60,6 +60,7 @@ class RemoteGenerationService final : public GenerationService {
   ServiceTotals totals() const override;
   std::string metrics_text() const override;
   void count_refused_request() override;
+  void count_unauthorized_request() override;
   size_t drain(double timeout_seconds) override;
   void end_drain_now() override;
 

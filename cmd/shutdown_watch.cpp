@@ -53,10 +53,12 @@ void ShutdownWatch::start_teardown() {
   set_deadline(kTeardownS);
 }
 
-void ShutdownWatch::set_deadline(double seconds) {
-  deadline_.store(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(seconds)));
+ShutdownWatch::Clock::time_point ShutdownWatch::from_now(double seconds) {
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
+
+void ShutdownWatch::set_deadline(double seconds) { deadline_.store(from_now(seconds)); }
 
 void ShutdownWatch::exit_now(const char* why, int status) const {
   std::fprintf(stderr, "headway serve: %s\n", why);
@@ -96,9 +98,7 @@ void ShutdownWatch::on_signal(int signal) {
         return;
       }
       cut_short_();
-      deadline_.store(std::min(deadline_.load(),
-                               Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(kAbortGraceS))));
+      deadline_.store(std::min(deadline_.load(), from_now(kAbortGraceS)));
       return;
     case Phase::kTearingDown:
       // Stopping after start-up: nothing was in flight, and "a second exits at once" holds.

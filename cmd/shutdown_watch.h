@@ -69,6 +69,7 @@ class ShutdownWatch {
   using Clock = std::chrono::steady_clock;
   enum class Phase { kStartingUp, kServing, kDraining, kTearingDown };
 
+  static Clock::time_point from_now(double seconds);
   void set_deadline(double seconds);
   void watch();
   void on_signal(int signal);

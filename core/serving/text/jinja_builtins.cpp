@@ -294,11 +294,6 @@ Value select(const std::string& name, const Value& target, const Arguments& args
   return Value::list(std::move(out));
 }
 
-// Refuses a string that has grown past kMaxTextBytes (indent of a long text with a wide prefix).
-void check_size(const std::string& what, const std::string& text) {
-  if (text.size() > kMaxTextBytes) throw runtime_error(what + ": the text exceeds 64 MiB");
-}
-
 // The byte length of the line break (Python's str.splitlines()) at the start of `bytes`; 0 when
 // it starts with something else.
 size_t line_break_length(std::string_view bytes) {
@@ -685,7 +680,7 @@ Value indent(const std::string& what, const Value& target, const Arguments& args
     const bool indented = (i > 0 || first) && (blank || !lines[i].empty() || (i == 0 && first));
     if (indented) out += prefix;
     out += lines[i];
-    check_size(what, out);
+    check_text_size(out.size(), what + ": the text");
   }
   return Value::string(std::move(out));
 }
@@ -1127,7 +1122,7 @@ Value call_method(const std::string& name, const Value& target, const Arguments&
         if (!first) out += s;
         first = false;
         out += item.as_string();
-        check_size(what, out);
+        check_text_size(out.size(), what + ": the text");
       }
       return Value::string(std::move(out));
     }

@@ -499,8 +499,8 @@ class Evaluator {
   }
 
   // a ~ b, a + b: bounded as string repetition is (doubling a string 40 times took 12.9 GB).
-  static std::string joined_text(int line, const std::string& a, const std::string& b) {
-    if (a.size() + b.size() > kMaxTextBytes) fail(line, "a string exceeds 64 MiB");
+  static std::string joined_text(const std::string& a, const std::string& b) {
+    check_text_size(a.size() + b.size(), "a string");
     return a + b;
   }
 
@@ -513,7 +513,7 @@ class Evaluator {
     }
     const Value a = eval(*e.args[0]);
     const Value b = eval(*e.args[1]);
-    if (op == "~") return Value::string(joined_text(e.line, a.str(), b.str()));
+    if (op == "~") return Value::string(joined_text(a.str(), b.str()));
     if (op == "==") return Value::boolean(equal(a, b));
     if (op == "!=") return Value::boolean(!equal(a, b));
     if (op == "in" || op == "not in") {
@@ -532,7 +532,7 @@ class Evaluator {
     if (op == "<" || op == "<=" || op == ">" || op == ">=") return compare(e, a, b);
     if (op == "+") {
       if (a.is_string() && b.is_string()) {
-        return Value::string(joined_text(e.line, a.as_string(), b.as_string()));
+        return Value::string(joined_text(a.as_string(), b.as_string()));
       }
       if (a.is_list() && b.is_list()) {
         if (a.as_list().size() + b.as_list().size() > kMaxListItems) {
@@ -549,7 +549,7 @@ class Evaluator {
       std::string out;
       for (int64_t i = 0; i < b.as_int(); ++i) {
         out += a.as_string();
-        if (out.size() > kMaxTextBytes) fail(e.line, "string repetition exceeds 64 MiB");
+        check_text_size(out.size(), "string repetition");
       }
       return Value::string(std::move(out));
     }

@@ -176,11 +176,6 @@ class ValueDepth {
 };
 thread_local int ValueDepth::depth_ = 0;
 
-// Text a walk builds past kMaxTextBytes (a dict holding one dict twice, forty times over, printed).
-void check_text_size(const std::string& text, const char* what) {
-  if (text.size() > kMaxTextBytes) throw std::runtime_error(std::string(what) + " exceeds 64 MiB");
-}
-
 // A dict key as json.dumps writes it: JSON keys are strings, so 1 is "1", True is "true" and
 // None is "null".
 std::string json_key(const Value& key) {
@@ -198,12 +193,12 @@ std::string json_key(const Value& key) {
 
 void json_into(const Value& v, const JsonFormat& format, int depth, std::string& out) {
   const ValueDepth level;
-  check_text_size(out, "tojson: the text");
+  check_text_size(out.size(), "tojson: the text");
   const auto newline = [&](int level) {
     if (!format.indent) return;
     out += '\n';
     out.append(static_cast<size_t>(std::max(*format.indent, 0)) * static_cast<size_t>(level), ' ');
-    if (out.size() > kMaxTextBytes) throw std::runtime_error("tojson: the text exceeds 64 MiB");
+    check_text_size(out.size(), "tojson: the text");
   };
   const std::string& item_separator = format.item_separator;
   switch (v.kind()) {
@@ -370,6 +365,10 @@ std::string Value::str() const {
   }
 }
 
+void check_text_size(size_t bytes, const std::string& what) {
+  if (bytes > kMaxTextBytes) throw std::runtime_error(what + " exceeds 64 MiB");
+}
+
 std::string Value::repr() const {
   std::string out;
   repr_into(out);
@@ -403,7 +402,7 @@ void Value::repr_into(std::string& out) const {
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i > 0) out += ", ";
         (*list_)[i].repr_into(out);
-        check_text_size(out, "printing a list");
+        check_text_size(out.size(), "printing a list");
       }
       if (tuple_ && list_->size() == 1) out += ',';  // Python's (1,)
       out += tuple_ ? ")" : "]";
@@ -418,7 +417,7 @@ void Value::repr_into(std::string& out) const {
         key.repr_into(out);
         out += ": ";
         value.repr_into(out);
-        check_text_size(out, "printing a dict");
+        check_text_size(out.size(), "printing a dict");
         first = false;
       }
       out += namespace_ ? "}>" : "}";

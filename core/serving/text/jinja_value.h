@@ -20,6 +20,9 @@ namespace headway::serving::jinja {
 // A rendered prompt is bounded by the model's context; this bound on the prompt and on any text a
 // template builds only stops a runaway template.
 constexpr size_t kMaxTextBytes = 64u << 20;
+// Refuses text of `bytes` past kMaxTextBytes: std::runtime_error "<what> exceeds 64 MiB", which
+// the evaluator reports with the statement's line.
+void check_text_size(size_t bytes, const std::string& what);
 
 class Value;
 using List = std::vector<Value>;

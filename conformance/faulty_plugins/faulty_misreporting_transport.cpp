@@ -7,6 +7,9 @@
 // - "undefined_code": poll() fails with status code 15, which abi.h does not define (inside the
 //   enum's range of values, so that the conversion itself is defined).
 // kv.failure_reported must fail each; every round trip of blocks inside their regions passes.
+// - "negative_duration": every transfer is right but poll() reports it DONE in -1 ms (a duration
+//   taken as end minus start the wrong way round): the host refuses the answer, so every round
+//   trip fails.
 #include <cstring>
 #include <headway/plugin.hpp>
 #include <string>
@@ -15,9 +18,9 @@
 
 namespace {
 
-constexpr hw_str kFaults[] = {headway::sdk::make_str("unchecked_source"),
-                              headway::sdk::make_str("undefined_state"),
-                              headway::sdk::make_str("undefined_code")};
+constexpr hw_str kFaults[] = {
+    headway::sdk::make_str("unchecked_source"), headway::sdk::make_str("undefined_state"),
+    headway::sdk::make_str("undefined_code"), headway::sdk::make_str("negative_duration")};
 constexpr hw_option_spec kOptions[] = {
     headway::sdk::enum_option("fault", "unchecked_source", kFaults,
                               "How a block outside its region is mishandled"),
@@ -49,7 +52,8 @@ class MisreportingTransport final : public headway::sdk::KvTransport {
   }
 
   headway::sdk::TransferProgress poll(uint64_t handle) override {
-    if (finished_.take(handle)) return {HW_TRANSFER_DONE, 1e-3};
+    if (finished_.take(handle))
+      return {HW_TRANSFER_DONE, fault_ == "negative_duration" ? -1e-3 : 1e-3};
     if (fault_ == "undefined_code") {
       throw headway::sdk::Error(static_cast<hw_status_code>(15), "a block is outside its region");
     }

@@ -46,4 +46,10 @@ inline void plan_template_fcfs(
   }
 }
 
+// The options of the faulty schedulers that take the operator's limits, as the template's do.
+inline constexpr hw_option_spec kLimitOptions[] = {
+    sdk::int_option("max_num_batched_tokens", 4096, 1, 1 << 24, "Tokens per step."),
+    sdk::int_option("max_num_seqs", 128, 1, 1 << 16, "Requests running at once."),
+};
+
 }  // namespace headway::faulty

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <exception>
 
@@ -94,7 +95,7 @@ std::string model_info_problem(const hw_model_info& info) {
   if (info.vocab == 0) add("vocab 0 (the vocabulary size must be at least 1)");
   // Transfers and the simulated KV size blocks by it.
   if (info.kv_bytes_per_token == 0) {
-    add("kv_bytes_per_token 0 (a token's KV takes bytes, on every GPU together)");
+    add("kv_bytes_per_token 0 (a token's KV takes bytes: the model's, all layers, K and V)");
   }
   return problem;
 }
@@ -337,6 +338,15 @@ KvTransportInstance::Progress KvTransportInstance::poll(uint64_t handle) {
     throw PluginContractError("KV transport '" + name_ + "' poll: answered state " +
                                   std::to_string(progress.state) +
                                   ", which is none of PENDING (0), DONE (1) and FAILED (2)",
+                              HW_INTERNAL);
+  }
+  // The engines' clock adds it (a simulated transfer's) or reports it (a measured one's): a
+  // negative or non-finite duration would move a virtual clock backwards or poison every mean.
+  if (progress.state == HW_TRANSFER_DONE &&
+      !(std::isfinite(progress.seconds) && progress.seconds >= 0.0)) {
+    throw PluginContractError(fmt::format("KV transport '{}' poll: answered DONE with a duration "
+                                          "of {} s (a duration is finite and at least 0)",
+                                          name_, progress.seconds),
                               HW_INTERNAL);
   }
   return progress;

@@ -108,6 +108,7 @@ TEST(FaultyPlugins, SchedulerThatSortsTheWaitingQueueItWasLentFailsReadOnly) {
   EXPECT_NE(message.find("changed the snapshot it borrowed read-only: step 0: waiting["),
             std::string::npos)
       << message;
+  EXPECT_FALSE(r.conformant());  // core from step-scheduler-core-v2
 }
 
 // Keeps an entry for every request it has ever seen. Replanning one snapshot adds no entry, so
@@ -142,6 +143,21 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
   const auto* kept = headway::test::find_test(r, "router.per_request_heap");
   EXPECT_NE(kept->message.find("a leak (more than 8 bytes kept per request)"), std::string::npos)
       << kept->message;
+}
+
+// Right for requests without a class, all the v1 tests send; a served request carries one.
+TEST(FaultyPlugins, ClassRouterFailsRequestClasses) {
+  const auto r = run_faulty("faulty_class_router.so");
+  EXPECT_FALSE(r.conformant());
+  EXPECT_EQ(r.mustpass, "router-core-v2");
+  expect_outcome(r, "router.request_classes", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "router.request_classes")->message.find("of class \""),
+            std::string::npos)
+      << headway::test::describe(r);
+  for (const char* id : {"router.create", "router.places_on_live_engines", "router.honours_roles",
+                         "router.deterministic", "router.unavailable_when_all_dead"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
 }
 
 // A router that sleeps 2 ms in every 25th route() call: router.never_waits (extended: reported, not
@@ -233,9 +249,69 @@ TEST(FaultyPlugins, InstancesThatShareStateFailIndependence) {
   expect_outcome(r, "scheduler.plans_valid", Outcome::kPass);
   expect_outcome(r, "scheduler.all_finish", Outcome::kPass);
   EXPECT_NE(headway::test::find_test(r, "scheduler.independent_instances")
-                ->message.find("beside another instance planning at once"),
+                ->message.find("beside another instance planning trace"),
             std::string::npos)
       << headway::test::describe(r);
+  // Core from step-scheduler-core-v2; extended in v1, so conformant to it.
+  EXPECT_EQ(r.mustpass, "step-scheduler-core-v2");
+  EXPECT_FALSE(r.conformant());
+  const auto v1 = headway::test::run_suite(
+      std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_shared_state_scheduler.so", "", {},
+      "step-scheduler-core-v1");
+  EXPECT_TRUE(v1.conformant()) << headway::test::describe(v1);
+}
+
+// Right alone and beside an instance with the same options; the traces paired from v2 on have
+// different budgets, so one instance plans with the other's.
+TEST(FaultyPlugins, StaticBudgetSchedulerFailsIndependence) {
+  const auto r = run_faulty("faulty_static_budget_scheduler.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "scheduler.independent_instances", Outcome::kFail);
+  for (const char* id : {"scheduler.plans_valid", "scheduler.all_finish", "scheduler.deterministic",
+                         "scheduler.honours_options", "scheduler.deep_queue"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+}
+
+// Its plans fit the limits it declares, all the engine checks; not the options it was given.
+TEST(FaultyPlugins, OptionsIgnoringSchedulerFailsHonoursOptions) {
+  const auto r = run_faulty("faulty_options_ignoring_scheduler.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "scheduler.honours_options", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "scheduler.honours_options")
+                ->message.find("and the instance declares a limit of 8192"),
+            std::string::npos)
+      << headway::test::describe(r);
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kPass);
+}
+
+// Valid plans, everything finishes, the waiting queue's head is admitted: only a running request's
+// progress shows it.
+TEST(FaultyPlugins, RunningStarverFailsRunningProgress) {
+  const auto r = run_faulty("faulty_running_starver_scheduler.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "scheduler.running_progress", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "scheduler.running_progress")
+                ->message.find("steps that had room for its next token since it was last planned"),
+            std::string::npos)
+      << headway::test::describe(r);
+  for (const char* id :
+       {"scheduler.plans_valid", "scheduler.all_finish", "scheduler.no_starvation"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+}
+
+// Every v1 trace's queue is short enough; a burst of 4,000 waiting requests is not.
+TEST(FaultyPlugins, ShortQueueSchedulerFailsDeepQueue) {
+  const auto r = run_faulty("faulty_short_queue_scheduler.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "scheduler.deep_queue", Outcome::kFail);
+  for (const char* id : {"scheduler.plans_valid", "scheduler.all_finish", "scheduler.deterministic",
+                         "scheduler.independent_instances"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+  // Without the two options it has limits of its own: nothing to hold them to.
+  expect_outcome(r, "scheduler.honours_options", Outcome::kNotSupported);
 }
 
 TEST(FaultyPlugins, CorruptingTransportFailsRoundTrips) {
@@ -273,6 +349,34 @@ TEST(FaultyPlugins, MisreportingTransportFailsTheFailureReport) {
   }
 }
 
+// A duration below 0 would move the virtual clock backwards, or poison every mean of the measured
+// ones: the host refuses the answer (KvTransportInstance::poll), so no round trip completes.
+TEST(FaultyPlugins, ATransportReportingANegativeDurationFailsItsRoundTrips) {
+  const auto r = run_faulty("faulty_misreporting_transport.so", "fault = \"negative_duration\"");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "kv.one_block", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "kv.one_block")
+                ->message.find("answered DONE with a duration of -0.001 s (a duration is finite "
+                               "and at least 0)"),
+            std::string::npos)
+      << headway::test::describe(r);
+}
+
+// Blocks of up to 1 MiB, all the v1 suite moves, arrive whole; a real model's do not.
+TEST(FaultyPlugins, BounceTransportFailsLargeBlocks) {
+  const auto r = run_faulty("faulty_bounce_transport.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "kv.large_blocks", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "kv.large_blocks")->message.find("does not hold source"),
+            std::string::npos)
+      << headway::test::describe(r);
+  for (const char* id : {"kv.one_block", "kv.many_blocks", "kv.non_contiguous", "kv.large_transfer",
+                         "kv.concurrent", "kv.failure_reported"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+  EXPECT_EQ(r.mustpass, "kv-transport-core-v2");
+}
+
 TEST(FaultyPlugins, BatchDependentModelFailsBatchInvariance) {
   const auto r = run_faulty("faulty_batch_dependent_model.so");
   EXPECT_FALSE(r.conformant());
@@ -290,7 +394,7 @@ TEST(FaultyPlugins, PerRequestCacheModelFailsSharedPrefix) {
   expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
   expect_outcome(r, "model.batch_invariance", Outcome::kPass);
   expect_outcome(r, "model.kv_layout", Outcome::kPass);
-  EXPECT_EQ(r.mustpass, "model-core-v2");
+  EXPECT_EQ(r.mustpass, "model-core-v3");
   // Judged against the list it may have been certified to, it still is conformant to it: the
   // test runs, outside the core.
   const std::string path =
@@ -305,7 +409,35 @@ TEST(FaultyPlugins, PerRequestCacheModelFailsSharedPrefix) {
   } catch (const headway::core::Error& e) {
     EXPECT_STREQ(e.what(),
                  "--mustpass: 'model-core-v9' is not a list of profile model-core (there are: "
-                 "model-core-v1, model-core-v2)");
+                 "model-core-v1, model-core-v2, model-core-v3)");
+  }
+}
+
+// Right at block size 16, the only one the suite ran before model-core-v3: under a deployment's
+// block_size of 8 or 32 it reads and writes blocks the table does not give it.
+TEST(FaultyPlugins, Block16ModelFailsBlockSizes) {
+  const auto r = run_faulty("faulty_block16_model.so");
+  EXPECT_FALSE(r.conformant()) << headway::test::describe(r);
+  expect_outcome(r, "model.block_sizes", Outcome::kFail);
+  for (const char* id : {"model.chunking_invariance", "model.batch_invariance", "model.kv_layout",
+                         "model.shared_prefix", "model.neighbour_blocks"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+  // Conformant to model-core-v2, which never ran another block size.
+  const auto v2 = headway::test::run_suite(
+      std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_block16_model.so", "", {}, "model-core-v2");
+  EXPECT_TRUE(v2.conformant()) << headway::test::describe(v2);
+}
+
+// Writes the first slot of the block after its table when a slice ends on a block boundary: the
+// neighbour's KV. No kv_memory(), so only the neighbour's output shows it.
+TEST(FaultyPlugins, SpillingModelFailsNeighbourBlocks) {
+  const auto r = run_faulty("faulty_spilling_model.so");
+  EXPECT_FALSE(r.conformant()) << headway::test::describe(r);
+  expect_outcome(r, "model.neighbour_blocks", Outcome::kFail);
+  for (const char* id : {"model.chunking_invariance", "model.batch_invariance", "model.kv_layout",
+                         "model.shared_prefix", "model.block_sizes"}) {
+    expect_outcome(r, id, Outcome::kPass);
   }
 }
 

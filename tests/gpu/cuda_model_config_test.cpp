@@ -76,6 +76,12 @@ TEST(CudaModelConfig, TensorParallelSplitsHeadsAndFeedForward) {
   for (uint32_t r = 0; r < 16; ++r) {
     EXPECT_EQ(l16.first_kv_head(r), l16.first_head(r) / (64 / 8)) << "rank " << r;
   }
+  // A token's KV for the model counts each of the 8 kv heads once: a rank's is 1 head at tp 16,
+  // 2 at tp 4, 8 at tp 1; all three give the same model figure.
+  const uint64_t head_bytes = 80ull * 2 * 128 * 2;
+  EXPECT_EQ(l16.model_kv_bytes(head_bytes), 8 * head_bytes);
+  EXPECT_EQ(l4.model_kv_bytes(2 * head_bytes), 8 * head_bytes);
+  EXPECT_EQ(plan_tensor_parallel(c, 1).model_kv_bytes(8 * head_bytes), 8 * head_bytes);
 }
 
 TEST(CudaModelConfig, TensorParallelLegalityIsCheckedWithAClearError) {

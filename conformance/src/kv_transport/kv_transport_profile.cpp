@@ -1,7 +1,7 @@
 // kv-transport-core: byte-exact round trips in host memory (one block, many, scattered with gaps,
-// 256 MiB), concurrent transfers from several threads, a bad block giving FAILED within a bounded
-// wait, the bandwidth measured, and peer links where the transport has them (peer_link_checks.h).
-// See docs/conformance.md.
+// 256 MiB, blocks of 16 MiB), concurrent transfers from several threads, a bad block giving FAILED
+// within a bounded wait, the bandwidth measured, and peer links where the transport has them
+// (peer_link_checks.h). See docs/conformance.md.
 #include <fmt/format.h>
 #include <headway/conformance/suite.h>
 #include <headway/conformance/test_recorder.h>
@@ -70,8 +70,9 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
     transport = std::make_unique<core::KvTransportInstance>(context.plugin.choice(), host);
   } catch (const core::Error& e) {
     throw_if_options_refused(context.plugin, e);
-    for (const char* id : {"kv.one_block", "kv.many_blocks", "kv.non_contiguous",
-                           "kv.large_transfer", "kv.concurrent", "kv.failure_reported"}) {
+    for (const char* id :
+         {"kv.one_block", "kv.many_blocks", "kv.non_contiguous", "kv.large_transfer",
+          "kv.large_blocks", "kv.concurrent", "kv.failure_reported"}) {
       TestRecorder t(id, "");
       t.fail(std::string("create() failed: ") + e.what());
       results.push_back(t.finish());
@@ -119,6 +120,18 @@ std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context) {
         std::iota(ids.begin(), ids.end(), 0u);
         const std::string e =
             round_trip(*transport, src, dst, ids, ids, 41, kLargeTimeoutSeconds, &large);
+        if (!e.empty()) t.fail(e);
+      });
+  run(TestRecorder("kv.large_blocks",
+                   "16 blocks of 16 MiB in one transfer (a 70B model's 16-token block at tp 1 is "
+                   "5 MiB)"),
+      [&](TestRecorder& t) {
+        Region src(16, 16 << 20, 16 << 20), dst(16, 16 << 20, 16 << 20);
+        std::vector<uint32_t> from(16), to(16);
+        std::iota(from.begin(), from.end(), 0u);
+        std::iota(to.begin(), to.end(), 0u);
+        std::shuffle(to.begin(), to.end(), rng);
+        const std::string e = round_trip(*transport, src, dst, from, to, 45, kLargeTimeoutSeconds);
         if (!e.empty()) t.fail(e);
       });
   run(TestRecorder("kv.concurrent",

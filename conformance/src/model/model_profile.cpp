@@ -1,7 +1,8 @@
 // model-core: what a model must do whatever its weights: chunked prefill equals whole prefill,
-// a request's output does not depend on its batch, the KV block table is honoured (and nothing
-// outside it written), and a simulated model reports a duration. Against the CPU reference model
-// on the same checkpoint when it is installed. See docs/conformance.md for the tolerances.
+// a request's output does not depend on its batch, the KV block table is honoured at any block
+// size (and nothing outside it written), and a simulated model reports a duration. Against the CPU
+// reference model on the same checkpoint when it is installed. See docs/conformance.md for the
+// tolerances.
 #include <fmt/format.h>
 #include <headway/conformance/suite.h>
 #include <headway/conformance/test_recorder.h>
@@ -202,6 +203,66 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
         }
         if (!wrote_table) t.fail("no byte of the request's blocks changed: KV not written there");
       });
+  guarded(TestRecorder("model.block_sizes",
+                       "block sizes 8 and 32 (a deployment's block_size) give block 16's output, "
+                       "whole and in chunks that cross blocks"),
+          [&](TestRecorder& t) {
+            // Sequence 1 (40 tokens) on scattered blocks of each size; a model that addresses
+            // KV with a block size of its own reads and writes other blocks than the table's.
+            const std::vector<std::pair<uint32_t, std::vector<uint32_t>>> shapes = {
+                {8, {30, 3, 17, 9, 24}}, {32, {7, 2}}};
+            uint32_t refused = 0;
+            for (const auto& [block_size, blocks] : shapes) {
+              // A model may refuse a block size at init_kv (the deployment then fails at load,
+              // naming it): safe, and said in a note.
+              std::unique_ptr<ModelRunner> runner;
+              try {
+                runner = std::make_unique<ModelRunner>(choice, dir, block_size);
+              } catch (const core::Error& e) {
+                t.note(fmt::format("block size {} refused at init_kv: {}", block_size, e.what()));
+                ++refused;
+                continue;
+              }
+              Sequence a = seqs[0];
+              a.blocks = blocks;
+              const std::vector<Sequence> one = {a};
+              const auto whole_out = runner->run(one, {whole({0}, one)});
+              compare(t, fmt::format("block size {}, whole prefill vs block size 16", block_size),
+                      whole_out.at(1), alone, tolerance);
+              const auto chunked =
+                  ModelRunner(choice, dir, block_size)
+                      .run(one, {{{0, 0, 12, false}}, {{0, 12, 20, false}}, {{0, 32, 8, true}}});
+              compare(
+                  t,
+                  fmt::format("block size {}, chunks of 12, 20 and 8 vs block size 16", block_size),
+                  chunked.at(1), alone, tolerance);
+            }
+            if (refused == shapes.size()) {
+              t.not_supported("block sizes 8 and 32 both refused at init_kv: only 16 checked");
+            }
+          });
+  guarded(TestRecorder("model.neighbour_blocks",
+                       "a slice that ends on a block boundary, at the end of its block table, "
+                       "leaves the next block (another request's) as it was"),
+          [&](TestRecorder& t) {
+            // B (24 tokens) prefills 23 on blocks 5 and 6; A (32 tokens) fills blocks 3 and 4
+            // exactly, in two chunks that end on block boundaries, the last at the end of its
+            // table: the block after it is B's first. B's last token must then see the KV it
+            // would have seen alone. Needs no kv_memory(): checked through B's output.
+            Sequence b = make_sequence(6, 24, info, {5, 6}, rng);
+            Sequence a = make_sequence(7, 32, info, {3, 4}, rng);
+            const std::vector<Sequence> pair = {b, a};
+            const auto beside = ModelRunner(choice, dir)
+                                    .run(pair, {{{0, 0, 23, false}},
+                                                {{1, 0, 16, false}},
+                                                {{1, 16, 16, true}},
+                                                {{0, 23, 1, true}}});
+            const std::vector<Sequence> only_b = {b};
+            const auto by_itself =
+                ModelRunner(choice, dir).run(only_b, {{{0, 0, 23, false}}, {{0, 23, 1, true}}});
+            compare(t, "after a neighbour filled the blocks before its own vs alone", beside.at(6),
+                    by_itself.at(6), tolerance);
+          });
   guarded(TestRecorder("model.prompt_logits",
                        "a slice that asks for all its logits (prompt log-probabilities) gets, "
                        "for each position, the last row of a prefill ending there"),

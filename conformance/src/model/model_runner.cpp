@@ -8,10 +8,12 @@
 
 namespace headway::conformance {
 
-ModelRunner::ModelRunner(const core::PluginChoice& choice, const std::string& config_dir)
-    : host_("model", &clock_),
+ModelRunner::ModelRunner(const core::PluginChoice& choice, const std::string& config_dir,
+                         uint32_t block_size)
+    : block_size_(block_size),
+      host_("model", &clock_),
       model_(std::make_unique<core::ModelInstance>(choice, config_dir, host_)) {
-  model_->init_kv(kBlocks, kBlockSize);
+  model_->init_kv(kBlocks, block_size_);
 }
 
 std::map<uint64_t, SampleOutput> ModelRunner::run(
@@ -42,7 +44,7 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
     }
     const bool any_wanted = std::find(wanted.begin(), wanted.end(), 1) != wanted.end();
     hw_model_batch b{sizeof(hw_model_batch), slices.data(), static_cast<uint32_t>(slices.size()),
-                     kBlockSize, any_wanted ? wanted.data() : nullptr};
+                     block_size_, any_wanted ? wanted.data() : nullptr};
     // The rows of slice i, as the host sizes them (sdk::sample_row_wanted reads `wanted`).
     const auto rows_of = [&](uint32_t i) {
       return returns_rows() ? sdk::logits_rows(slices[i], sdk::sample_row_wanted(b, i, info)) : 0u;

@@ -41,8 +41,10 @@ class ModelRunner {
   static constexpr uint32_t kBlockSize = 16;
   static constexpr uint32_t kBlocks = 32;
 
-  // Creates the model and its KV cache. Throws core::Error.
-  ModelRunner(const core::PluginChoice& choice, const std::string& config_dir);
+  // Creates the model and its KV cache of kBlocks blocks of `block_size` tokens (the deployment's
+  // block_size, 16 unless a test asks for another). Throws core::Error.
+  ModelRunner(const core::PluginChoice& choice, const std::string& config_dir,
+              uint32_t block_size = kBlockSize);
   const hw_model_info& info() const { return model_->info(); }
   // Whether the model hands logits rows to the host (for every sampling slice, or on request).
   bool returns_rows() const {
@@ -62,6 +64,7 @@ class ModelRunner {
       std::map<uint64_t, int32_t>* sampled_ids = nullptr);
 
  private:
+  uint32_t block_size_;
   core::VirtualClock clock_;
   core::HostServices host_;
   std::unique_ptr<core::ModelInstance> model_;

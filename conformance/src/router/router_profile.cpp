@@ -8,10 +8,14 @@
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 
+#include <algorithm>
 #include <headway/sdk/status.hpp>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "../call_waits.h"
 #include "../heap_growth.h"
@@ -125,6 +129,54 @@ std::optional<Violation> check(const RouterShape& shape, const std::vector<hw_en
 
 // A probe instance with every engine alive gives each request's home pool; a second instance, fed
 // the same requests with that pool down, must place elsewhere and flag the fallback.
+// Requests carry a class in production (the HTTP and gRPC `request_class`, a workload's class
+// names), never in the other tests. Each class string lives in a buffer of its own, overwritten
+// and freed as route() returns (abi.h lends it for the call): a router that keeps the pointer reads
+// garbage, or a freed buffer under AddressSanitizer.
+void check_request_classes(const PluginUnderTest& p, const std::vector<const RouterShape*>& shapes,
+                           core::HostServices& host, uint64_t seed, TestRecorder& t) {
+  static const char* const kClasses[] = {"chat", "batch", "tenant-7",
+                                         "a-long-class-name-of-one-tenant-and-its-requests"};
+  constexpr uint32_t kRoutes = 400;
+  uint64_t placed = 0;
+  for (const RouterShape* shape : shapes) {
+    std::unique_ptr<core::RouterInstance> router;
+    try {
+      router = std::make_unique<core::RouterInstance>(p.choice(), shape->engines, host);
+    } catch (const core::Error& e) {
+      t.fail(fmt::format("shape {}: create() failed on a shape it accepted before: {}", shape->name,
+                         e.what()));
+      return;
+    }
+    std::mt19937_64 rng(seed * 104729 + shape->engines.size());
+    for (uint32_t i = 0; i < kRoutes; ++i) {
+      const std::vector<hw_engine_load> loads = random_loads(*shape, rng);
+      hw_route_request request = random_request(i + 1, rng);
+      const std::string name = kClasses[i % std::size(kClasses)];
+      Placement placement;
+      {
+        std::vector<char> lent(name.begin(), name.end());
+        request.request_class = hw_str{lent.data(), lent.size()};
+        placement = place(*router, request, loads);
+        std::fill(lent.begin(), lent.end(), '\x5a');
+      }
+      bool missing = false;
+      std::optional<Violation> broken = check(*shape, loads, placement, missing);
+      if (!broken && missing) {
+        broken = Violation{false, fmt::format("refused ({}) although a live engine could take it",
+                                              placement.error)};
+      }
+      if (broken) {
+        t.fail(fmt::format("shape {}: request {} of class \"{}\": {}", shape->name, request.id,
+                           name, broken->message));
+        return;  // the first says it
+      }
+      placed += placement.placed;
+    }
+  }
+  t.note(fmt::format("{} of {} requests with a class placed", placed, kRoutes * shapes.size()));
+}
+
 void check_pool_fallback(const PluginUnderTest& p, const RouterShape& shape,
                          core::HostServices& host, std::mt19937_64& rng, TestRecorder& t) {
   core::RouterInstance probe(p.choice(), shape.engines, host);
@@ -211,6 +263,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   // holds back every request arriving meanwhile.
   CallWaits waits;
   std::string first_refusal_of_create;  // create()'s first error, for router.create's message
+  std::vector<const RouterShape*> supported_shapes;
   for (const RouterShape& shape : shapes) {
     TestRecorder t(
         "router.shape." + shape.name,
@@ -300,6 +353,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       continue;
     }
     ++supported;
+    supported_shapes.push_back(&shape);
     // The first supported shape without violations: their messages are the suite's own heap.
     if (!heap.known && pending.empty()) {
       heap = heap_watch.stop(uint64_t{2} *
@@ -347,6 +401,14 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     create.note(fmt::format("{} of {} shapes supported", supported, shapes.size()));
     live.metrics() = {{"routes", routes}};
   }
+  TestRecorder classes("router.request_classes",
+                       "requests with a request_class (a string lent for the call) are placed on "
+                       "live engines as those without");
+  if (supported == 0) {
+    classes.skip("no supported shape");
+  } else {
+    check_request_classes(p, supported_shapes, host, context.options.seed, classes);
+  }
   TestRecorder steady_heap("router.steady_state_heap",
                            "routing keeps no heap memory from request to request");
   if (supported == 0) {
@@ -388,7 +450,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   }
   std::vector<TestResult> results;
   for (TestRecorder* t :
-       {&create, &live, &roles, &same, &dead, &never_waits, &steady_heap, &kept}) {
+       {&create, &live, &roles, &same, &dead, &classes, &never_waits, &steady_heap, &kept}) {
     results.push_back(t->finish());
   }
   for (TestRecorder& t : shape_tests) results.push_back(t.finish());

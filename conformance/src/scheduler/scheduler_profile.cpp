@@ -27,6 +27,8 @@ namespace {
 constexpr uint32_t kTraces = 40;             // five of each kind
 constexpr uint32_t kDeterminismTraces = 12;  // the first ones, replayed
 constexpr uint32_t kIndependenceTraces = 4;  // of those, each run again on two threads at once
+// scheduler.deep_queue: a burst far past the engine's room (64 requests run at once).
+constexpr uint32_t kDeepQueueRequests = 4000;
 constexpr uint32_t kCostRunning = 1000;
 constexpr uint32_t kCostCalls = 1000;        // timed, and watched for heap kept (steady_state_heap)
 constexpr double kCostFailSeconds = 1e-3;    // far beyond any reasonable scheduler
@@ -47,11 +49,19 @@ size_t first_difference(const std::vector<uint64_t>& a, const std::vector<uint64
   return k;
 }
 
-// Runs `trace` on two engines, each with its own instance of the scheduler, on two threads at once
-// (as the engines of one deployment do). Empty when both planned step for step as `alone` did,
-// else what differed.
+// A trace one instance planned the same way twice, and those plans.
+struct PlannedTrace {
+  const TraceSpec* trace = nullptr;
+  std::vector<uint64_t> hashes;
+};
+
+// Runs two traces on two engines, each with its own instance of the scheduler, on two threads at
+// once (as the engines of one deployment do, each with its own options: a prefill pool's budget
+// beside a decode pool's). Empty when each planned step for step as it did alone, else what
+// differed.
 std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoice& model,
-                               const TraceSpec& trace, const std::vector<uint64_t>& alone) {
+                               const PlannedTrace& first, const PlannedTrace& second) {
+  const PlannedTrace* runs[2] = {&first, &second};
   TraceOutcome outcomes[2];
   std::string errors[2];
   // In lockstep: both instances plan step k after the barrier of step k, so their calls overlap on
@@ -63,7 +73,7 @@ std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoic
   const std::function<void()> in_step = [&lockstep] { lockstep.arrive_and_wait(); };
   const auto run = [&](int which) {
     try {
-      outcomes[which] = run_trace(p, model, trace, in_step);
+      outcomes[which] = run_trace(p, model, *runs[which]->trace, in_step);
     } catch (const std::exception& e) {
       errors[which] = e.what();
     } catch (...) {
@@ -76,6 +86,8 @@ std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoic
   other.join();
   for (int which = 0; which < 2; ++which) {
     const TraceOutcome& out = outcomes[which];
+    const TraceSpec& trace = *runs[which]->trace;
+    const std::vector<uint64_t>& alone = runs[which]->hashes;
     if (!errors[which].empty()) return fmt::format("trace {}: {}", trace.name, errors[which]);
     if (!out.created) {
       return fmt::format("trace {}: beside another instance, an engine could not start: {}",
@@ -83,9 +95,9 @@ std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoic
     }
     if (!out.invalid_plan.empty() || out.step_hashes != alone) {
       return fmt::format(
-          "trace {}: beside another instance planning at once, an instance planned differently "
+          "trace {}: beside another instance planning trace {} at once, it planned differently "
           "from step {} on (state shared between instances?){}",
-          trace.name, first_difference(out.step_hashes, alone),
+          trace.name, runs[1 - which]->trace->name, first_difference(out.step_hashes, alone),
           out.invalid_plan.empty() ? "" : ": " + out.invalid_plan);
     }
   }
@@ -97,7 +109,8 @@ std::vector<TestResult> all_skipped(const std::string& reason) {
   for (const char* id :
        {"scheduler.create", "scheduler.plans_valid", "scheduler.all_finish",
         "scheduler.no_starvation", "scheduler.deterministic", "scheduler.survives_aborts",
-        "scheduler.survives_preemptions", "scheduler.independent_instances"}) {
+        "scheduler.survives_preemptions", "scheduler.independent_instances",
+        "scheduler.honours_options", "scheduler.deep_queue", "scheduler.running_progress"}) {
     TestRecorder t(id, "");
     t.skip(reason);
     results.push_back(t.finish());
@@ -139,14 +152,23 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
                       fmt::format("the waiting queue's head is admitted within {} steps that "
                                   "have room for all of it",
                                   kStarvationBound));
+  TestRecorder progress("scheduler.running_progress",
+                        fmt::format("no running request is left out of more than {} plans that "
+                                    "had room for its next token since it was last planned",
+                                    kStarvationBound));
   TestRecorder same("scheduler.deterministic", "the same trace gives the same plans, step by step");
   TestRecorder aborts("scheduler.survives_aborts",
                       "aborts of requests mid-prefill and waiting leave the engine consistent");
   TestRecorder preempt("scheduler.survives_preemptions",
                        "traces with KV pressure drain, with preemptions and recomputation");
   TestRecorder apart("scheduler.independent_instances",
-                     "two instances planning at once on two threads plan as one alone does");
-  std::vector<std::pair<size_t, std::vector<uint64_t>>> alone;  // trace index, its plans' hashes
+                     "two instances planning different traces at once on two threads plan as "
+                     "each does alone");
+  TestRecorder honours("scheduler.honours_options",
+                       "declared limits stay within the max_num_batched_tokens and max_num_seqs "
+                       "options the instance was given");
+  std::vector<PlannedTrace> alone;  // traces planned the same way twice
+  bool limits_checked = false;
 
   const std::vector<TraceSpec> traces = generate_traces(context.options.seed, kTraces);
   uint64_t steps = 0, preemptions = 0, aborted_mid_prefill = 0, completed = 0;
@@ -159,6 +181,8 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
       create.fail(out.create_error);
       continue;
     }
+    limits_checked |= out.limits_checked;
+    if (!out.limits_beyond_options.empty()) honours.fail(out.limits_beyond_options);
     steps += out.steps;
     preemptions += out.preemptions;
     aborted_mid_prefill += out.aborted_mid_prefill;
@@ -179,29 +203,50 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
     }
     if (!out.abort_error.empty()) aborts.fail(out.abort_error);
     if (!out.starvation.empty()) starve.fail(out.starvation);
+    if (!out.running_starvation.empty()) progress.fail(out.running_starvation);
     if (i < kDeterminismTraces) {
       TraceOutcome again = run_trace(p, model, trace);
       if (again.step_hashes != out.step_hashes) {
         same.fail(fmt::format("trace {}: the replay planned differently from step {} on",
                               trace.name, first_difference(out.step_hashes, again.step_hashes)));
       } else if (alone.size() < kIndependenceTraces) {
-        alone.emplace_back(i, std::move(out.step_hashes));
+        alone.push_back(PlannedTrace{&trace, std::move(out.step_hashes)});
       }
     }
   }
   // Only traces one instance plans the same way twice: a scheduler that is not deterministic
-  // alone fails scheduler.deterministic, not this.
-  for (const auto& [index, hashes] : alone) {
-    if (std::string problem = run_beside_another(p, model, traces[index], hashes);
-        !problem.empty()) {
+  // alone fails scheduler.deterministic, not this. Each beside the next (of another kind, so with
+  // other options: a budget kept in a static shows).
+  for (size_t k = 0; k < alone.size(); ++k) {
+    const PlannedTrace& other = alone[(k + 1) % alone.size()];
+    if (std::string problem = run_beside_another(p, model, alone[k], other); !problem.empty()) {
       apart.fail(problem);
     }
+  }
+  if (!limits_checked && !honours.failed()) {
+    honours.not_supported(
+        "no integer option max_num_batched_tokens or max_num_seqs: limits of its own");
+  }
+
+  TestRecorder deep(
+      "scheduler.deep_queue",
+      fmt::format("{} requests waiting at once: valid plans, all finish", kDeepQueueRequests));
+  const TraceOutcome queued =
+      run_trace(p, model, deep_queue_trace(context.options.seed, kDeepQueueRequests));
+  if (!queued.created) {
+    deep.fail(queued.create_error);
+  } else if (!queued.invalid_plan.empty()) {
+    deep.fail(queued.invalid_plan);
+  } else if (!queued.unfinished.empty()) {
+    deep.fail(queued.unfinished);
+  } else {
+    deep.note(fmt::format("{} steps", queued.steps));
   }
   apart.metrics() = {{"traces", alone.size()}};
   if (alone.empty() && !apart.failed()) {
     apart.skip("no trace ran to its end the same way twice");
   }
-  for (TestRecorder* t : {&valid, &finish, &starve, &same, &aborts, &preempt}) {
+  for (TestRecorder* t : {&valid, &finish, &starve, &progress, &same, &aborts, &preempt}) {
     if (completed == 0 && !t->failed()) t->skip("no trace ran to its end");
   }
   valid.metrics() = {{"traces", traces.size()},
@@ -307,8 +352,9 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
     read_only.note(fmt::format("nothing written in {} calls", checked));
   }
   std::vector<TestResult> results;
-  for (TestRecorder* t : {&create, &valid, &finish, &starve, &same, &aborts, &preempt, &apart,
-                          &cost, &tail, &waits, &heap, &kept, &read_only}) {
+  for (TestRecorder* t :
+       {&create, &valid, &finish, &starve, &progress, &same, &aborts, &preempt, &apart, &honours,
+        &deep, &cost, &tail, &waits, &heap, &kept, &read_only}) {
     results.push_back(t->finish());
   }
   return results;

@@ -118,4 +118,22 @@ std::vector<TraceSpec> generate_traces(uint64_t seed, uint32_t count) {
   return traces;
 }
 
+TraceSpec deep_queue_trace(uint64_t seed, uint32_t requests) {
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 0xdeeb);
+  TraceSpec spec;
+  spec.name = "deep_queue";
+  spec.block_size = 16;
+  spec.max_model_len = 512;
+  spec.kv_blocks = 64 * 4;  // 64 requests of up to 64 tokens
+  spec.budget = 2048;
+  for (uint32_t i = 0; i < requests; ++i) {
+    TraceRequest r;
+    r.id = i + 1;
+    r.prompt_tokens = uniform(rng, 1, 56);
+    r.max_output_tokens = uniform(rng, 1, 8);
+    spec.requests.push_back(std::move(r));
+  }
+  return spec;
+}
+
 }  // namespace headway::conformance

@@ -42,4 +42,9 @@ struct TraceSpec {
 // aborts, shared_prefix and moved_kv.
 std::vector<TraceSpec> generate_traces(uint64_t seed, uint32_t count);
 
+// `requests` short requests arriving at step 0 on an engine whose KV pool runs 64 of them at a
+// time: the waiting queue holds thousands, as a server's does in a burst past its capacity (a
+// snapshot of the other kinds holds at most a few hundred).
+TraceSpec deep_queue_trace(uint64_t seed, uint32_t requests);
+
 }  // namespace headway::conformance

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <headway/core/engine.h>
 #include <headway/core/error.h>
+#include <headway/core/plugin_options.h>
 
 #include <algorithm>
 #include <deque>
+#include <headway/sdk/status.hpp>
+#include <string_view>
 #include <unordered_map>
 
 namespace headway::conformance {
@@ -29,6 +32,7 @@ struct Mirror {
   bool running = false;
   bool done = false;
   uint32_t free_waits = 0;  // steps at the queue head with room for it, not admitted
+  uint32_t left_out = 0;    // plans with room for it that left it out since it was last planned
   uint32_t total() const { return prompt + outputs; }
 };
 
@@ -60,6 +64,32 @@ std::string scheduler_defaults(const PluginUnderTest& p, const TraceSpec& trace)
   add("max_num_batched_tokens", trace.budget);
   add("max_num_seqs", trace.max_seqs);
   return text;
+}
+
+// The limits an instance declares against the options it was given (defaults included): an
+// operator sizes max_num_batched_tokens for activation memory or inter-token latency, and the
+// engine holds plans only to the declared limits.
+void check_limits_against_options(const core::PluginOptions& options,
+                                  const hw_scheduler_limits& limits, const TraceSpec& trace,
+                                  TraceOutcome& out) {
+  for (const hw_option_value& v : options.values()) {
+    if (v.type != HW_OPTION_INT) continue;
+    const std::string_view key = sdk::view(v.key);
+    uint32_t declared = 0;
+    if (key == "max_num_batched_tokens") {
+      declared = limits.max_num_batched_tokens;
+    } else if (key == "max_num_seqs") {
+      declared = limits.max_num_seqs;
+    } else {
+      continue;
+    }
+    out.limits_checked = true;
+    if (declared > v.int_value && out.limits_beyond_options.empty()) {
+      out.limits_beyond_options =
+          fmt::format("trace {}: option {} = {}, and the instance declares a limit of {}",
+                      trace.name, key, v.int_value, declared);
+    }
+  }
 }
 
 class TraceRun {
@@ -244,6 +274,8 @@ class TraceRun {
     out_.step_hashes.push_back(h);
     const uint32_t available = free_before + released;
     check_starvation(&d, allocated < available ? available - allocated : 0);
+    if (d.preempted.empty())
+      check_running_progress(d, allocated < available ? available - allocated : 0);
     for (const hw_slice& s : d.slices) {
       Mirror& m = requests_[s.request_id];
       if (m.done) m.running = false;
@@ -254,6 +286,44 @@ class TraceRun {
                                     return m.running || m.done;
                                   }),
                    waiting_.end());
+  }
+
+  // A running request (it holds KV, and has a token to compute) left out of the plan although the
+  // step left room for its next token: budget, and KV blocks beyond what the running prefills will
+  // still claim. Counted per request since it was last planned (steps without room, or that
+  // preempt, neither count nor start the count again).
+  void check_running_progress(const core::StepDetail& d, uint32_t kv_free_after_plan) {
+    const hw_scheduler_limits& limits = engine_.scheduler_limits();
+    uint64_t used = 0;
+    for (const hw_slice& s : d.slices) {
+      used += s.tokens;
+      requests_[s.request_id].left_out = 0;
+    }
+    if (used + 1 > limits.max_num_batched_tokens) return;
+    uint64_t reserved = 0;
+    for (const auto& [id, m] : requests_) {
+      if (m.running && !m.done && m.computed < m.total()) {
+        reserved +=
+            blocks_for(m.total(), trace_.block_size) - blocks_for(m.computed, trace_.block_size);
+      }
+    }
+    for (auto& [id, m] : requests_) {
+      if (!m.running || m.done || m.computed >= m.total()) continue;
+      bool planned = false;
+      for (const hw_slice& s : d.slices) planned |= s.request_id == id;
+      if (planned) continue;
+      const uint32_t need =
+          blocks_for(m.computed + 1, trace_.block_size) - blocks_for(m.computed, trace_.block_size);
+      if (uint64_t{kv_free_after_plan} < reserved + need) continue;
+      if (++m.left_out > kStarvationBound && out_.running_starvation.empty()) {
+        out_.running_starvation = fmt::format(
+            "trace {}: running request {} ({} of {} tokens computed) was left out of {} steps "
+            "that had room for its next token since it was last planned (the last: budget {} of "
+            "{} used, {} KV blocks free)",
+            trace_.name, id, m.computed, m.total(), m.left_out, used, limits.max_num_batched_tokens,
+            kv_free_after_plan);
+      }
+    }
   }
 
   // The head of the waiting queue (as the step saw it) was not admitted although the step left room
@@ -337,6 +407,7 @@ TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoic
     return out;
   }
   out.created = true;
+  check_limits_against_options(*config.scheduler.options, engine->scheduler_limits(), trace, out);
   TraceRun(trace, *engine, out, before_step).run();
   return out;
 }

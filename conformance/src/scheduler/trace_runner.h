@@ -32,7 +32,14 @@ struct TraceOutcome {
   std::string invalid_plan;  // first engine error (invalid plan or scheduler failure), if any
   std::string unfinished;    // why not every request finished, if so
   std::string starvation;    // first starvation beyond the bound, if any
-  std::string abort_error;   // an abort the engine did not accept, if any
+  // First running request left out of more than kStarvationBound plans in a row that had room for
+  // its next token, if any.
+  std::string running_starvation;
+  std::string abort_error;  // an abort the engine did not accept, if any
+  // Declared limits above the max_num_batched_tokens or max_num_seqs option the instance was
+  // given, if so; `limits_checked` when it has either option.
+  std::string limits_beyond_options;
+  bool limits_checked = false;
   uint64_t steps = 0;
   uint64_t preemptions = 0;
   uint64_t aborted_mid_prefill = 0;

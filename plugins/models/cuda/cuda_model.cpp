@@ -266,8 +266,8 @@ class CudaModel final : public sdk::Model {
 
   hw_model_info info() const override {
     hw_model_info info = cpu::model_info_of(config_, max_model_len_);
-    // One token's KV on all GPUs together (replicated kv heads count once per copy).
-    info.kv_bytes_per_token = shards_[0]->kv_layout().bytes_per_token() * tp_.tp;
+    // The model's KV per token: a kv head replicated on several GPUs counts once (abi.h).
+    info.kv_bytes_per_token = tp_.model_kv_bytes(shards_[0]->kv_layout().bytes_per_token());
     info.kv_capacity_tokens = kv_capacity_tokens_;
     info.needs_token_ids = 1;
     info.reports_duration = 0;

@@ -87,6 +87,12 @@ struct TensorParallelLayout {
     return kv_replication > 1 ? rank / kv_replication : rank * kv_heads_per_rank;
   }
   uint32_t first_ffn(uint32_t rank) const { return rank * ffn_per_rank; }
+  // The model's KV bytes of one token from one rank's: each kv head counted once, however many
+  // ranks hold a copy, so that engines of one model under different tp agree (the cluster holds
+  // every engine's kv_bytes_per_token to the first's before KV may move between them).
+  uint64_t model_kv_bytes(uint64_t rank_kv_bytes) const {
+    return rank_kv_bytes * tp / kv_replication;
+  }
 };
 
 // Legality: tp >= 1, heads % tp == 0, and kv_heads % tp == 0 (or, when tp > kv_heads,

@@ -434,7 +434,8 @@ typedef struct hw_kv_transport_table {
   int32_t (*start)(hw_kv_transport* transport, const hw_kv_transfer* transfer, uint64_t* handle,
                    hw_status* status);
   /* Non-blocking. *state is hw_transfer_state; *seconds is the transfer's duration once done (on
-   * the engines' clock: modelled under simulation, measured otherwise). A simulated transfer
+   * the engines' clock: modelled under simulation, measured otherwise; finite and >= 0, else the
+   * host takes the answer as a broken contract). A simulated transfer
    * (source region HW_MEMORY_NONE) answers DONE with its modelled duration within 2 s of wall time
    * of its start: the virtual clock waits for it. A failure is FAILED or an error status, never a
    * state or a status code this header does not define. */
@@ -503,8 +504,11 @@ typedef struct hw_model_info {
   uint32_t head_dim;
   uint32_t vocab;
   uint32_t max_model_len;
-  uint32_t eos_token;          /* UINT32_MAX when the model never stops by itself */
-  uint64_t kv_bytes_per_token; /* across all layers, K and V */
+  uint32_t eos_token; /* UINT32_MAX when the model never stops by itself */
+  /* One token's KV across all layers, K and V: the model's, each kv head counted once however many
+   * GPUs hold a copy (tensor parallelism past the kv head count), so that engines of one model
+   * agree on it whatever their parallelism. */
+  uint64_t kv_bytes_per_token;
   /* KV tokens the model can hold (memory after weights); the engine sizes its block pool from it
    * unless the deployment overrides it. */
   uint64_t kv_capacity_tokens;

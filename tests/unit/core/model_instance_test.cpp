@@ -93,8 +93,8 @@ TEST_F(ModelInstanceTest, AnInfoWithoutVocabularyOrKvSizeIsRefusedAtLoad) {
   g_info.kv_bytes_per_token = 0;
   EXPECT_EQ(refusal(),
             "deploy.toml: model: model 'hand_model' get_info: vocab 0 (the vocabulary size must "
-            "be at least 1); kv_bytes_per_token 0 (a token's KV takes bytes, on every GPU "
-            "together)");
+            "be at least 1); kv_bytes_per_token 0 (a token's KV takes bytes: the model's, all "
+            "layers, K and V)");
 }
 
 TEST_F(ModelInstanceTest, AnInfoWhoseStructSizeCoversNothingIsRefused) {

@@ -6,7 +6,6 @@
 // Threading: one instance is called from one thread at a time (abi.h).
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <headway/plugin.hpp>
 #include <vector>
@@ -56,12 +55,8 @@ class BlockKvModel : public headway::sdk::Model {
   virtual uint32_t kv_block_size(uint32_t host_block_size) const { return host_block_size; }
   // Runs after a slice's KV is written (a faulty model writes more there).
   virtual void after_slice(const hw_model_slice&, uint32_t) {}
-  // A right model's table covers every position; a faulty one's addresses past it are kept on its
-  // last block, so that the suite (in process, under AddressSanitizer in CI) sees wrong outputs
-  // rather than a read past the table.
   float& slot(const hw_model_slice& s, uint32_t position, uint32_t block_size) {
-    const uint32_t index = std::min(position / block_size, s.block_count - 1);
-    return kv_[size_t{s.block_table[index]} * block_size + position % block_size];
+    return kv_[size_t{s.block_table[position / block_size]} * block_size + position % block_size];
   }
   std::vector<float> kv_;
 };

@@ -1,7 +1,8 @@
 // Faulty on purpose: addresses KV with a block size of 16 whatever init_kv() and the batch say.
-// Under a deployment's block_size = 32 a position past 16 × the table's length is looked up past
-// the end of the block table (kept on its last block here, BlockKvModel::slot); under 8 it reads
-// and writes other requests' blocks. The suite must
+// Alone it is consistent with itself. Under a deployment's block_size = 32 a position past 16 ×
+// the table's length is looked up past the end of the block table (the suite's tables carry guard
+// entries there, naming another sequence's block); under 8 a block shared with another request (a
+// prefix) has that request's tokens written over its own. The suite must
 // report model.block_sizes as FAIL (block 16 alone, every other test passes).
 #include "block_kv_model.h"
 

@@ -3,12 +3,10 @@
 // block is bigger (Llama-3.1-8B's 16-token block is 2 MiB, a 70B model's at tp 1 is 5 MiB), and
 // its tail would reach the decode engine as whatever those bytes held before. The suite must report
 // kv.large_blocks as FAIL.
-#include <algorithm>
-#include <cstring>
 #include <headway/plugin.hpp>
-#include <vector>
 
 #include "finished_transfers.h"
+#include "host_block_copy.h"
 
 namespace {
 
@@ -17,26 +15,8 @@ class BounceTransport final : public headway::sdk::KvTransport {
   BounceTransport(const headway::sdk::Host&, const headway::sdk::Options&) {}
 
   uint64_t start(const hw_kv_transfer& t) override {
-    bool ok = true;
-    if (t.source.kind == HW_MEMORY_HOST && t.destination.kind == HW_MEMORY_HOST) {
-      const auto* src = static_cast<const unsigned char*>(t.source.base);
-      auto* dst = static_cast<unsigned char*>(t.destination.base);
-      std::vector<unsigned char> staging(1 << 20);  // per call: start() may run on many threads
-      for (uint32_t i = 0; i < t.block_count; ++i) {
-        const uint64_t from = t.source_blocks[i] * t.source.block_stride;
-        const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
-        if (from + t.source.block_bytes > t.source.bytes ||
-            to + t.source.block_bytes > t.destination.bytes) {
-          ok = false;
-          break;
-        }
-        // The fault: a block larger than the staging buffer loses its tail.
-        const size_t bytes = std::min<size_t>(t.source.block_bytes, staging.size());
-        std::memcpy(staging.data(), src + from, bytes);
-        std::memcpy(dst + to, staging.data(), bytes);
-      }
-    }
-    return finished_.add(ok);
+    // The fault: a block larger than the 1 MiB staging buffer it was copied through loses its tail.
+    return finished_.add(headway::faulty::copy_host_blocks(t, uint64_t{1} << 20));
   }
 
   headway::sdk::TransferProgress poll(uint64_t handle) override {

@@ -1,9 +1,9 @@
 // Faulty on purpose: copies blocks synchronously, then flips one byte of the first block it wrote.
 // The suite's byte-exact round trips must report it (kv.one_block, kv.many_blocks, …).
-#include <cstring>
 #include <headway/plugin.hpp>
 
 #include "finished_transfers.h"
+#include "host_block_copy.h"
 
 namespace {
 
@@ -12,23 +12,10 @@ class CorruptingTransport final : public headway::sdk::KvTransport {
   CorruptingTransport(const headway::sdk::Host&, const headway::sdk::Options&) {}
 
   uint64_t start(const hw_kv_transfer& t) override {
-    bool ok = true;
-    if (t.source.kind == HW_MEMORY_HOST && t.destination.kind == HW_MEMORY_HOST) {
-      const auto* src = static_cast<const unsigned char*>(t.source.base);
+    const bool ok = headway::faulty::copy_host_blocks(t);
+    if (ok && t.block_count > 0 && t.destination.kind == HW_MEMORY_HOST) {
       auto* dst = static_cast<unsigned char*>(t.destination.base);
-      for (uint32_t i = 0; i < t.block_count; ++i) {
-        const uint64_t from = t.source_blocks[i] * t.source.block_stride;
-        const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
-        if (from + t.source.block_bytes > t.source.bytes ||
-            to + t.source.block_bytes > t.destination.bytes) {
-          ok = false;
-          break;
-        }
-        std::memcpy(dst + to, src + from, t.source.block_bytes);
-      }
-      if (ok && t.block_count > 0) {
-        dst[t.destination_blocks[0] * t.destination.block_stride + t.source.block_bytes / 2] ^= 1;
-      }
+      dst[t.destination_blocks[0] * t.destination.block_stride + t.source.block_bytes / 2] ^= 1;
     }
     return finished_.add(ok);
   }

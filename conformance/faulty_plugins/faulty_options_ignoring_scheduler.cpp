@@ -10,24 +10,14 @@
 
 namespace {
 
-class OptionsIgnoringScheduler final : public headway::sdk::StepScheduler {
+class OptionsIgnoringScheduler final : public headway::faulty::TemplateScheduler {
  public:
   OptionsIgnoringScheduler(const headway::sdk::Host&, const headway::sdk::Options& options,
                            const hw_engine_facts&)
-      : budget_(std::max<uint32_t>(static_cast<uint32_t>(options.get_int("max_num_batched_tokens")),
-                                   8192)),  // the fault
-        max_seqs_(std::max<uint32_t>(static_cast<uint32_t>(options.get_int("max_num_seqs")), 256)) {
+      : TemplateScheduler(options) {
+    budget_ = std::max<uint32_t>(budget_, 8192);  // the fault
+    max_seqs_ = std::max<uint32_t>(max_seqs_, 256);
   }
-  hw_scheduler_limits limits() const override {
-    return {sizeof(hw_scheduler_limits), budget_, max_seqs_};
-  }
-  void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
-    headway::faulty::plan_template_fcfs(s, plan, budget_, max_seqs_);
-  }
-
- private:
-  uint32_t budget_;
-  uint32_t max_seqs_;
 };
 
 }  // namespace

@@ -11,15 +11,11 @@
 
 namespace {
 
-class RunningStarverScheduler final : public headway::sdk::StepScheduler {
+class RunningStarverScheduler final : public headway::faulty::TemplateScheduler {
  public:
   RunningStarverScheduler(const headway::sdk::Host&, const headway::sdk::Options& options,
                           const hw_engine_facts&)
-      : budget_(static_cast<uint32_t>(options.get_int("max_num_batched_tokens"))),
-        max_seqs_(static_cast<uint32_t>(options.get_int("max_num_seqs"))) {}
-  hw_scheduler_limits limits() const override {
-    return {sizeof(hw_scheduler_limits), budget_, max_seqs_};
-  }
+      : TemplateScheduler(options) {}
   void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
     if (s.running_count >= 2 && others_fit(s)) {
       // The fault: plan as if the oldest (running[0], admission order) were not running; its slot
@@ -44,9 +40,6 @@ class RunningStarverScheduler final : public headway::sdk::StepScheduler {
     }
     return tokens <= budget_ && blocks <= s.kv_blocks_free;
   }
-
-  uint32_t budget_;
-  uint32_t max_seqs_;
 };
 
 }  // namespace

@@ -14,24 +14,16 @@ namespace {
 
 std::atomic<uint32_t> budget_of_the_last_instance{0};  // the fault
 
-class StaticBudgetScheduler final : public headway::sdk::StepScheduler {
+class StaticBudgetScheduler final : public headway::faulty::TemplateScheduler {
  public:
   StaticBudgetScheduler(const headway::sdk::Host&, const headway::sdk::Options& options,
                         const hw_engine_facts&)
-      : budget_(static_cast<uint32_t>(options.get_int("max_num_batched_tokens"))),
-        max_seqs_(static_cast<uint32_t>(options.get_int("max_num_seqs"))) {
+      : TemplateScheduler(options) {
     budget_of_the_last_instance = budget_;
   }
-  hw_scheduler_limits limits() const override {
-    return {sizeof(hw_scheduler_limits), budget_, max_seqs_};
-  }
-  void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
-    headway::faulty::plan_template_fcfs(s, plan, budget_of_the_last_instance, max_seqs_);
-  }
 
- private:
-  uint32_t budget_;
-  uint32_t max_seqs_;
+ protected:
+  uint32_t step_budget() const override { return budget_of_the_last_instance; }
 };
 
 }  // namespace

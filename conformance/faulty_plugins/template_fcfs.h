@@ -52,4 +52,25 @@ inline constexpr hw_option_spec kLimitOptions[] = {
     sdk::int_option("max_num_seqs", 128, 1, 1 << 16, "Requests running at once."),
 };
 
+// The template's scheduler with kLimitOptions, declaring them as its limits; a faulty one changes
+// the limits it keeps, the budget a step plans with, or the plan. Threading: abi.h's (one thread
+// at a time per instance).
+class TemplateScheduler : public sdk::StepScheduler {
+ public:
+  explicit TemplateScheduler(const sdk::Options& options)
+      : budget_(static_cast<uint32_t>(options.get_int("max_num_batched_tokens"))),
+        max_seqs_(static_cast<uint32_t>(options.get_int("max_num_seqs"))) {}
+  hw_scheduler_limits limits() const override {
+    return {sizeof(hw_scheduler_limits), budget_, max_seqs_};
+  }
+  void schedule(const hw_scheduler_snapshot& s, sdk::PlanWriter& plan) override {
+    plan_template_fcfs(s, plan, step_budget(), max_seqs_);
+  }
+
+ protected:
+  virtual uint32_t step_budget() const { return budget_; }
+  uint32_t budget_;
+  uint32_t max_seqs_;
+};
+
 }  // namespace headway::faulty

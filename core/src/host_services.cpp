@@ -1,4 +1,5 @@
 #include <headway/core/host_services.h>
+#include <headway/core/utf8.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -41,6 +42,20 @@ HostServices::Metric& HostServices::metric(Metrics& metrics, hw_str name, bool c
   const std::string_view key(name.data, name.size);
   auto it = metrics.find(key);
   if (it == metrics.end()) {
+    if (metrics.size() >= kMaxMetricNames) {
+      bool& warned = counter ? warned_of_counters_ : warned_of_gauges_;
+      if (!warned) {
+        warned = true;
+        std::string shown;  // the name as the plugin wrote it, cut and made valid text
+        utf8::append_valid(key.substr(0, 64), shown);
+        spdlog::warn(
+            "[{}] the plugin's {} '{}' is dropped, as is every new name from now on: "
+            "{} names are kept already (a name per request or per id grows without end)",
+            owner_, counter ? "counter" : "gauge", shown, kMaxMetricNames);
+      }
+      dropped_ = Metric{};
+      return dropped_;
+    }
     it = metrics.emplace(std::string(key), Metric{}).first;
     if (sink_ != nullptr)
       it->second.exported = counter ? sink_->counter(it->first) : sink_->gauge(it->first);

@@ -143,6 +143,12 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
   const auto* kept = headway::test::find_test(r, "router.per_request_heap");
   EXPECT_NE(kept->message.find("a leak (more than 8 bytes kept per request)"), std::string::npos)
       << kept->message;
+  // It takes the first live engine, loaded or not: a quality warning, not a failure.
+  expect_outcome(r, "router.uses_load", Outcome::kQualityWarning);
+  EXPECT_NE(headway::test::find_test(r, "router.uses_load")
+                ->message.find("50 of 50 requests went to the one loaded engine (engine 0"),
+            std::string::npos)
+      << headway::test::describe(r);
 }
 
 // Right for requests without a class, all the v1 tests send; a served request carries one.
@@ -292,7 +298,7 @@ TEST(FaultyPlugins, RunningStarverFailsRunningProgress) {
   EXPECT_FALSE(r.conformant());
   expect_outcome(r, "scheduler.running_progress", Outcome::kFail);
   EXPECT_NE(headway::test::find_test(r, "scheduler.running_progress")
-                ->message.find("steps that had room for its next token since it was last planned"),
+                ->message.find("each time by a plan that decoded a request admitted after it"),
             std::string::npos)
       << headway::test::describe(r);
   for (const char* id :
@@ -350,16 +356,22 @@ TEST(FaultyPlugins, MisreportingTransportFailsTheFailureReport) {
 }
 
 // A duration below 0 would move the virtual clock backwards, or poison every mean of the measured
-// ones: the host refuses the answer (KvTransportInstance::poll), so no round trip completes.
+// ones: the host refuses the answer (KvTransportInstance::poll), so no round trip completes, under
+// every list (a host check, not a test of a list).
 TEST(FaultyPlugins, ATransportReportingANegativeDurationFailsItsRoundTrips) {
   const auto r = run_faulty("faulty_misreporting_transport.so", "fault = \"negative_duration\"");
   EXPECT_FALSE(r.conformant());
   expect_outcome(r, "kv.one_block", Outcome::kFail);
   EXPECT_NE(headway::test::find_test(r, "kv.one_block")
-                ->message.find("answered DONE with a duration of -0.001 s (a duration is finite "
-                               "and at least 0)"),
+                ->message.find("poll() broke abi.h's contract for a valid transfer: KV transport "
+                               "'faulty_misreporting' poll: answered DONE with a duration of "
+                               "-0.001 s (a duration is finite and at least 0)"),
             std::string::npos)
       << headway::test::describe(r);
+  const auto v1 = headway::test::run_suite(
+      std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_misreporting_transport.so",
+      "fault = \"negative_duration\"", {}, "kv-transport-core-v1");
+  EXPECT_FALSE(v1.conformant());
 }
 
 // Blocks of up to 1 MiB, all the v1 suite moves, arrive whole; a real model's do not.

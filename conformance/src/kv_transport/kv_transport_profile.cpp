@@ -37,6 +37,7 @@ std::string round_trip(core::KvTransportInstance& transport, Region& source, Reg
   const TransferResult r = transfer(transport, source, destination, from, to, timeout);
   if (out != nullptr) *out = r;
   if (r.refused) return "start() refused a valid transfer: " + r.error;
+  if (r.contract_broken) return "poll() broke abi.h's contract for a valid transfer: " + r.error;
   if (r.state == HW_TRANSFER_PENDING) {
     return fmt::format("still pending after {:.0f} s", timeout);
   }

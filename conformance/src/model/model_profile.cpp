@@ -203,14 +203,17 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
         }
         if (!wrote_table) t.fail("no byte of the request's blocks changed: KV not written there");
       });
-  guarded(TestRecorder("model.block_sizes",
-                       "block sizes 8 and 32 (a deployment's block_size) give block 16's output, "
-                       "whole and in chunks that cross blocks"),
+  guarded(TestRecorder(
+              "model.block_sizes",
+              "block sizes 8 and 32 (a deployment's block_size) give block 16's output, whole "
+              "and in chunks that cross blocks, and keep each sequence's KV in its own blocks"),
           [&](TestRecorder& t) {
-            // Sequence 1 (40 tokens) on scattered blocks of each size; a model that addresses
-            // KV with a block size of its own reads and writes other blocks than the table's.
+            // Sequence 1 (40 tokens) on scattered blocks of each size, its table followed by guard
+            // entries naming block 5. A model that addresses KV with a block size of its own keeps
+            // itself consistent alone; beside another sequence it reaches that one's KV: at size 8
+            // through a shared first block (a prefix), at size 32 past its table, in block 5.
             const std::vector<std::pair<uint32_t, std::vector<uint32_t>>> shapes = {
-                {8, {30, 3, 17, 9, 24}}, {32, {7, 2}}};
+                {8, {30, 3, 17, 9, 24, 14}}, {32, {7, 2}}};
             uint32_t refused = 0;
             for (const auto& [block_size, blocks] : shapes) {
               // A model may refuse a block size at init_kv (the deployment then fails at load,
@@ -225,6 +228,9 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
               }
               Sequence a = seqs[0];
               a.blocks = blocks;
+              a.table_blocks = (40 + block_size - 1) / block_size;
+              a.blocks.resize(a.table_blocks);
+              a.blocks.insert(a.blocks.end(), 3, 5u);
               const std::vector<Sequence> one = {a};
               const auto whole_out = runner->run(one, {whole({0}, one)});
               compare(t, fmt::format("block size {}, whole prefill vs block size 16", block_size),
@@ -236,6 +242,38 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
                   t,
                   fmt::format("block size {}, chunks of 12, 20 and 8 vs block size 16", block_size),
                   chunked.at(1), alone, tolerance);
+              if (block_size == 8) {
+                // A 41st token for sequence 1 after another sequence, sharing its first block (8
+                // tokens), prefilled its own 16 tokens on blocks 12 and 19.
+                Sequence longer = a;
+                longer.id = 11;
+                longer.tokens.push_back(make_sequence(0, 1, info, {}, rng).tokens[0]);
+                longer.blocks = blocks;  // six blocks of 8 for its 41 tokens
+                longer.table_blocks = 0;
+                Sequence other = make_sequence(12, 24, info, {30, 12, 19}, rng);
+                std::copy(a.tokens.begin(), a.tokens.begin() + 8, other.tokens.begin());
+                const std::vector<Sequence> both = {longer, other};
+                const auto beside =
+                    ModelRunner(choice, dir, block_size)
+                        .run(both, {{{0, 0, 40, false}}, {{1, 8, 16, true}}, {{0, 40, 1, true}}});
+                const auto by_itself = ModelRunner(choice, dir, block_size)
+                                           .run(both, {{{0, 0, 40, false}}, {{0, 40, 1, true}}});
+                compare(t, "block size 8, after another sequence shared its first block vs alone",
+                        beside.at(11), by_itself.at(11), tolerance);
+              } else {
+                // Another sequence's 24th token after sequence 1's prefill, its 23 before in block
+                // 5 (its table of one block followed by guards naming block 6).
+                Sequence other = make_sequence(13, 24, info, {5, 6, 6}, rng);
+                other.table_blocks = 1;
+                const std::vector<Sequence> both = {other, a};
+                const auto beside =
+                    ModelRunner(choice, dir, block_size)
+                        .run(both, {{{0, 0, 23, false}}, {{1, 0, 40, false}}, {{0, 23, 1, true}}});
+                const auto by_itself = ModelRunner(choice, dir, block_size)
+                                           .run(both, {{{0, 0, 23, false}}, {{0, 23, 1, true}}});
+                compare(t, "block size 32, after a sequence in other blocks vs alone",
+                        beside.at(13), by_itself.at(13), tolerance);
+              }
             }
             if (refused == shapes.size()) {
               t.not_supported("block sizes 8 and 32 both refused at init_kv: only 16 checked");

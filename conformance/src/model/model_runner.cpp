@@ -34,7 +34,8 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
       slice.tokens = s.tokens;
       slice.token_ids = info.needs_token_ids ? q.tokens.data() + s.start : nullptr;
       slice.block_table = q.blocks.data();
-      slice.block_count = static_cast<uint32_t>(q.blocks.size());
+      slice.block_count =
+          q.table_blocks != 0 ? q.table_blocks : static_cast<uint32_t>(q.blocks.size());
       slice.sample = s.sample ? 1 : 0;
       slice.top_p = 1.0f;  // greedy: temperature 0
       slice.seed = q.id;

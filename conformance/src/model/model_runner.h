@@ -20,6 +20,10 @@ struct Sequence {
   uint64_t id = 0;
   std::vector<int32_t> tokens;
   std::vector<uint32_t> blocks;  // block table covering all tokens
+  // The table's length as the model is told it (block_count); 0: all of `blocks`. Entries past it
+  // are guards: a model that reads past its table finds a block id there, not memory past the
+  // array.
+  uint32_t table_blocks = 0;
 };
 
 struct SliceSpec {

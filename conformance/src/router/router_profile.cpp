@@ -129,14 +129,61 @@ std::optional<Violation> check(const RouterShape& shape, const std::vector<hw_en
 
 // A probe instance with every engine alive gives each request's home pool; a second instance, fed
 // the same requests with that pool down, must place elsewhere and flag the fallback.
+// On the mixed shape (every engine alive), one engine at a time is loaded far past the others
+// (a deep queue, a full KV pool) and 50 requests are routed: a router that sends more than 90% of
+// them to it ignores load (it always picks the first engine, say), which is not unsafe but gives
+// the worst TTFT it could; a QUALITY_WARNING.
+void check_uses_load(const PluginUnderTest& p, const RouterShape& shape, core::HostServices& host,
+                     uint64_t seed, TestRecorder& t) {
+  constexpr uint32_t kRoutes = 50;
+  std::mt19937_64 rng(seed * 15485863 + 5);
+  uint32_t worst = 0, worst_engine = 0;
+  for (uint32_t loaded = 0; loaded < shape.engines.size(); ++loaded) {
+    std::unique_ptr<core::RouterInstance> router;
+    try {
+      router = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
+    } catch (const core::Error& e) {
+      t.fail(std::string("create() failed on a shape it accepted before: ") + e.what());
+      return;
+    }
+    std::vector<hw_engine_load> loads = shape.engines;
+    hw_engine_load& busy = loads[loaded];
+    busy.running = 256;
+    busy.waiting = 512;
+    busy.queued_prefill_tokens = 2'000'000;
+    busy.outstanding_tokens = 2'100'000;
+    busy.kv_blocks_free = 0;
+    uint32_t on_busy = 0;
+    for (uint32_t i = 0; i < kRoutes; ++i) {
+      const Placement placement = place(*router, random_request(i + 1, rng), loads);
+      on_busy += placement.placed && placement.decision.decode_engine == loaded;
+    }
+    if (on_busy > worst) {
+      worst = on_busy;
+      worst_engine = loaded;
+    }
+  }
+  t.metrics() = {{"most_on_the_loaded_engine", worst}, {"routes", kRoutes}};
+  const std::string text = fmt::format(
+      "at most {} of {} requests went to the one loaded engine (engine {}: 512 waiting, no KV "
+      "free) while {} idle engines could take them",
+      worst, kRoutes, worst_engine, shape.engines.size() - 1);
+  if (worst * 10 > kRoutes * 9) {
+    t.warn(text + ": the router ignores load");
+  } else {
+    t.note(text);
+  }
+}
+
 // Requests carry a class in production (the HTTP and gRPC `request_class`, a workload's class
 // names), never in the other tests. Each class string lives in a buffer of its own, overwritten
 // and freed as route() returns (abi.h lends it for the call): a router that keeps the pointer reads
 // garbage, or a freed buffer under AddressSanitizer.
 void check_request_classes(const PluginUnderTest& p, const std::vector<const RouterShape*>& shapes,
                            core::HostServices& host, uint64_t seed, TestRecorder& t) {
+  // The HTTP and gRPC frontends take classes of up to 32 characters.
   static const char* const kClasses[] = {"chat", "batch", "tenant-7",
-                                         "a-long-class-name-of-one-tenant-and-its-requests"};
+                                         "a-class-name-of-32-characters-xy"};
   constexpr uint32_t kRoutes = 400;
   uint64_t placed = 0;
   for (const RouterShape* shape : shapes) {
@@ -401,6 +448,15 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     create.note(fmt::format("{} of {} shapes supported", supported, shapes.size()));
     live.metrics() = {{"routes", routes}};
   }
+  TestRecorder uses_load("router.uses_load",
+                         "with one engine loaded far past the others, most requests go elsewhere");
+  const auto mixed = std::find_if(supported_shapes.begin(), supported_shapes.end(),
+                                  [](const RouterShape* s) { return s->name == "mixed"; });
+  if (mixed == supported_shapes.end()) {
+    uses_load.not_supported("the mixed shape is not supported");
+  } else {
+    check_uses_load(p, **mixed, host, context.options.seed, uses_load);
+  }
   TestRecorder classes("router.request_classes",
                        "requests with a request_class (a string lent for the call) are placed on "
                        "live engines as those without");
@@ -449,8 +505,8 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
                 waits.calls_waiting_over_1ms(), waits.waited_max_seconds());
   }
   std::vector<TestResult> results;
-  for (TestRecorder* t :
-       {&create, &live, &roles, &same, &dead, &classes, &never_waits, &steady_heap, &kept}) {
+  for (TestRecorder* t : {&create, &live, &roles, &same, &dead, &classes, &uses_load, &never_waits,
+                          &steady_heap, &kept}) {
     results.push_back(t->finish());
   }
   for (TestRecorder& t : shape_tests) results.push_back(t.finish());

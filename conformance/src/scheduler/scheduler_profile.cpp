@@ -225,7 +225,8 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   }
   if (!limits_checked && !honours.failed()) {
     honours.not_supported(
-        "no integer option max_num_batched_tokens or max_num_seqs: limits of its own");
+        "no integer option max_num_batched_tokens or max_num_seqs given (the suite sets them "
+        "where the plugin declares them): limits of its own");
   }
 
   TestRecorder deep(

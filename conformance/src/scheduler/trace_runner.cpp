@@ -32,7 +32,8 @@ struct Mirror {
   bool running = false;
   bool done = false;
   uint32_t free_waits = 0;  // steps at the queue head with room for it, not admitted
-  uint32_t left_out = 0;    // plans with room for it that left it out since it was last planned
+  uint32_t left_out = 0;    // plans that passed it over (check_running_progress) since its last
+  uint64_t admitted = 0;    // when it last became running: a later admission is younger
   uint32_t total() const { return prompt + outputs; }
 };
 
@@ -66,23 +67,29 @@ std::string scheduler_defaults(const PluginUnderTest& p, const TraceSpec& trace)
   return text;
 }
 
-// The limits an instance declares against the options it was given (defaults included): an
-// operator sizes max_num_batched_tokens for activation memory or inter-token latency, and the
-// engine holds plans only to the declared limits.
-void check_limits_against_options(const core::PluginOptions& options,
+// The limits an instance declares against the max_num_batched_tokens and max_num_seqs it was
+// given by the suite (scheduler_defaults) or --options: an operator sizes them for activation
+// memory or inter-token latency, and the engine holds plans only to the declared limits. A
+// default the plugin filled in is not held to (nobody asked for it), nor 0 (by a common
+// convention, "no cap" or "pick one").
+void check_limits_against_options(const PluginUnderTest& p, const core::PluginOptions& options,
                                   const hw_scheduler_limits& limits, const TraceSpec& trace,
                                   TraceOutcome& out) {
   for (const hw_option_value& v : options.values()) {
-    if (v.type != HW_OPTION_INT) continue;
+    if (v.type != HW_OPTION_INT || v.int_value == 0) continue;
     const std::string_view key = sdk::view(v.key);
     uint32_t declared = 0;
+    bool given = p.user_set(key);
     if (key == "max_num_batched_tokens") {
       declared = limits.max_num_batched_tokens;
+      given = given || trace.budget != 0;
     } else if (key == "max_num_seqs") {
       declared = limits.max_num_seqs;
+      given = given || trace.max_seqs != 0;
     } else {
       continue;
     }
+    if (!given) continue;
     out.limits_checked = true;
     if (declared > v.int_value && out.limits_beyond_options.empty()) {
       out.limits_beyond_options =
@@ -268,6 +275,7 @@ class TraceRun {
       // requests; counted as taken from the free ones, so the free count is never overstated.
       if (s.start > m.computed) allocated += blocks_for(s.start, trace_.block_size);
       m.computed = s.start + s.tokens;
+      if (!m.running) m.admitted = ++admissions_;  // as the engine's running list is ordered
       m.running = true;
       h = mix(mix(mix(h, s.request_id), s.start), s.tokens);
     }
@@ -288,40 +296,52 @@ class TraceRun {
                    waiting_.end());
   }
 
-  // A running request (it holds KV, and has a token to compute) left out of the plan although the
-  // step left room for its next token: budget, and KV blocks beyond what the running prefills will
-  // still claim. Counted per request since it was last planned (steps without room, or that
-  // preempt, neither count nor start the count again).
+  // A running request (it holds KV, and has a token to compute) passed over: the plan decoded a
+  // request admitted after it, and the step left room for its next token too (budget, and KV
+  // blocks beyond what the running requests will still claim). Counted per request since it was
+  // last planned (other steps neither count nor start the count again), and judged against the
+  // number running: a fair rotation under a cap on decodes a step passes each request over fewer
+  // times than there are requests; one that never serves its oldest while others run does not.
+  // Prefill-only steps (a prefill-first policy) do not count.
   void check_running_progress(const core::StepDetail& d, uint32_t kv_free_after_plan) {
     const hw_scheduler_limits& limits = engine_.scheduler_limits();
     uint64_t used = 0;
+    uint64_t youngest_decoded = 0;
     for (const hw_slice& s : d.slices) {
       used += s.tokens;
-      requests_[s.request_id].left_out = 0;
+      Mirror& m = requests_[s.request_id];
+      m.left_out = 0;
+      if (s.start >= m.prompt) youngest_decoded = std::max(youngest_decoded, m.admitted);
     }
-    if (used + 1 > limits.max_num_batched_tokens) return;
+    if (youngest_decoded == 0 || used + 1 > limits.max_num_batched_tokens) return;
     uint64_t reserved = 0;
+    uint32_t running = 0;
     for (const auto& [id, m] : requests_) {
       if (m.running && !m.done && m.computed < m.total()) {
+        ++running;
         reserved +=
             blocks_for(m.total(), trace_.block_size) - blocks_for(m.computed, trace_.block_size);
       }
     }
+    const uint32_t bound = std::max(kStarvationBound, running);
     for (auto& [id, m] : requests_) {
-      if (!m.running || m.done || m.computed >= m.total()) continue;
+      if (!m.running || m.done || m.computed >= m.total() || m.admitted >= youngest_decoded) {
+        continue;
+      }
       bool planned = false;
       for (const hw_slice& s : d.slices) planned |= s.request_id == id;
       if (planned) continue;
       const uint32_t need =
           blocks_for(m.computed + 1, trace_.block_size) - blocks_for(m.computed, trace_.block_size);
       if (uint64_t{kv_free_after_plan} < reserved + need) continue;
-      if (++m.left_out > kStarvationBound && out_.running_starvation.empty()) {
+      if (++m.left_out > bound && out_.running_starvation.empty()) {
         out_.running_starvation = fmt::format(
-            "trace {}: running request {} ({} of {} tokens computed) was left out of {} steps "
-            "that had room for its next token since it was last planned (the last: budget {} of "
-            "{} used, {} KV blocks free)",
-            trace_.name, id, m.computed, m.total(), m.left_out, used, limits.max_num_batched_tokens,
-            kv_free_after_plan);
+            "trace {}: running request {} ({} of {} tokens computed) was passed over {} times "
+            "since it was last planned ({} running), each time by a plan that decoded a request "
+            "admitted after it and left room for its next token (the last: budget {} of {} "
+            "used, {} KV blocks free)",
+            trace_.name, id, m.computed, m.total(), m.left_out, running, used,
+            limits.max_num_batched_tokens, kv_free_after_plan);
       }
     }
   }
@@ -381,6 +401,7 @@ class TraceRun {
   std::deque<const TraceRequest*> moves_waiting_;  // moved requests waiting for KV room
   std::vector<uint64_t> transferring_;             // reserved; they join the queue next loop
   Listener listener_;
+  uint64_t admissions_ = 0;  // requests that became running, counted
 };
 
 }  // namespace
@@ -407,7 +428,8 @@ TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoic
     return out;
   }
   out.created = true;
-  check_limits_against_options(*config.scheduler.options, engine->scheduler_limits(), trace, out);
+  check_limits_against_options(scheduler, *config.scheduler.options, engine->scheduler_limits(),
+                               trace, out);
   TraceRun(trace, *engine, out, before_step).run();
   return out;
 }

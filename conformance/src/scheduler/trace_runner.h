@@ -36,8 +36,8 @@ struct TraceOutcome {
   // its next token, if any.
   std::string running_starvation;
   std::string abort_error;  // an abort the engine did not accept, if any
-  // Declared limits above the max_num_batched_tokens or max_num_seqs option the instance was
-  // given, if so; `limits_checked` when it has either option.
+  // Declared limits above a max_num_batched_tokens or max_num_seqs option the suite or --options
+  // gave the instance, if so; `limits_checked` when it was given either.
   std::string limits_beyond_options;
   bool limits_checked = false;
   uint64_t steps = 0;

@@ -28,6 +28,7 @@
 #include "client_connection_watch.h"
 #include "client_request_id.h"
 #include "completion_collector.h"
+#include "freed_memory.h"
 #include "openai_logprobs.h"
 #include "openai_request.h"
 #include "responses_request.h"
@@ -56,7 +57,8 @@ int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
 using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
 // Every failure inside a handler becomes the OpenAI error shape; nothing escapes to cpp-httplib.
-// `body_read` (may be empty) comes first: the request's body is read by then.
+// `body_read` (may be empty) comes first: the request's body is read by then. After a large body,
+// the memory its parse freed goes back to the system (freed_memory.h).
 Handler guarded(Handler handler, const std::function<void(const httplib::Request&)>& body_read) {
   return [handler = std::move(handler), body_read](const httplib::Request& request,
                                                    httplib::Response& response) {
@@ -72,6 +74,7 @@ Handler guarded(Handler handler, const std::function<void(const httplib::Request
     } catch (...) {
       send_error(response, ApiError(500, "internal error"));
     }
+    return_freed_memory_after_body(request.body.size());
   };
 }
 

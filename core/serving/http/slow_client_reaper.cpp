@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "freed_memory.h"
 #include "process_sockets.h"
 
 namespace headway::serving::http {
@@ -149,6 +150,8 @@ void SlowClientReaper::run() {
   while (!wake_.wait_for(lock, limits_.scan_interval, [&] { return stopping_; })) {
     lock.unlock();
     scan();
+    // The frontend's one periodic thread also runs the trim a burst of large bodies left pending.
+    return_freed_memory_if_pending();
     lock.lock();
   }
 }

@@ -69,13 +69,21 @@ class ChunkedScheduler final : public headway::sdk::StepScheduler {
     }
     if (preempted_any) return;
 
+    // FCFS: nobody overtakes a request that does not fit, except one that takes no free block
+    // (its KV moved here with blocks for all of it): it cannot delay the other, and the blocks it
+    // holds may be what the other waits for (with nothing running, the engine would stall).
     uint32_t running_after = running_end;
+    bool blocked = false;
     for (uint32_t i = 0; i < s.waiting_count && budget > 0; ++i) {
       if (running_after >= max_num_seqs_) break;
       const hw_request_view& w = s.waiting[i];
       uint32_t tokens = std::min(cap(remaining_tokens(w)), budget);
       uint32_t need = extra_blocks(w, tokens, s.block_size);
-      if (need > free_blocks) break;  // FCFS: nobody overtakes a head that does not fit
+      if (blocked && need > 0) continue;
+      if (need > free_blocks) {
+        blocked = true;
+        continue;
+      }
       plan.add_slice(w, tokens);
       budget -= tokens;
       free_blocks -= need;

@@ -218,8 +218,12 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       reserved -= std::min<uint64_t>(reserved, prefill_blocks_now);
     }
 
-    // 3. Waiting requests.
+    // 3. Waiting requests. Nobody overtakes a request that does not fit, except one that takes
+    // no free block now or later (its KV moved here with the blocks of its whole length): it
+    // cannot delay the other's admission, and the blocks it holds may be what the other waits
+    // for (with nothing running, a head waiting on them stalled the engine for ever).
     uint32_t running_after = s.running_count;
+    bool blocked = false;
     for (uint32_t k = 0; k < s.waiting_count && budget > 0; ++k) {
       if (running_after >= max_num_seqs_) break;
       const hw_request_view& w = waiting_at(s, k);
@@ -227,13 +231,14 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       if (partial && is_long && long_prefills >= max_long_) continue;  // deferred, keeps its place
       const uint32_t tokens = std::min(cap(w, partial, share), budget);
       const uint32_t need = extra_blocks(w, tokens, s.block_size);
-      if (need > free_blocks) break;  // nobody overtakes a head that does not fit
-      if (partial) {
-        // `whole` includes this chunk's `need`; what stays reserved is the rest of the prompt.
-        const uint64_t whole = whole_prompt_blocks(w, s.block_size);
-        if (whole + reserved > free_blocks) break;
-        reserved += whole - need;
+      // `whole` includes this chunk's `need`; what stays reserved is the rest of the prompt.
+      const uint64_t whole = partial ? whole_prompt_blocks(w, s.block_size) : need;
+      if (blocked && (need > 0 || whole > 0)) continue;
+      if (need > free_blocks || whole + reserved > free_blocks) {
+        blocked = true;
+        continue;
       }
+      reserved += whole - need;
       plan.add_slice(w, tokens);
       budget -= tokens;
       free_blocks -= need;

@@ -89,6 +89,28 @@ TEST(HostServices, MetricsGoToTheSinkFromWhenItIsAttachedUntilItIsDetached) {
   EXPECT_EQ(host.counters().at("after"), 1.0);
 }
 
+// A name per request would grow the host's maps for the process's life: past the bound, new names
+// are dropped (and never reach the sink); the names kept go on counting.
+TEST(HostServices, NamesPastTheBoundAreDropped) {
+  HostServices host("engine0 scheduler x", nullptr);
+  RecordingSink sink;
+  host.export_metrics(&sink);
+  for (size_t i = 0; i < HostServices::kMaxMetricNames + 10; ++i) {
+    add(host, "request_" + std::to_string(i), 1.0);
+    set(host, "gauge_" + std::to_string(i), 2.0);
+  }
+  add(host, "request_0", 1.0);
+  add(host, "request_" + std::to_string(HostServices::kMaxMetricNames), 5.0);
+  const auto counters = host.counters();
+  EXPECT_EQ(counters.size(), HostServices::kMaxMetricNames);
+  EXPECT_EQ(counters.at("request_0"), 2.0);
+  EXPECT_EQ(counters.count("request_" + std::to_string(HostServices::kMaxMetricNames)), 0u);
+  EXPECT_EQ(host.gauges().size(), HostServices::kMaxMetricNames);
+  EXPECT_EQ(sink.counters.size(), HostServices::kMaxMetricNames);
+  EXPECT_EQ(sink.gauges.size(), HostServices::kMaxMetricNames);
+  host.export_metrics(nullptr);
+}
+
 TEST(HostServices, ANameTheSinkRefusesIsKeptByTheHostOnly) {
   VirtualClock clock;
   HostServices host("router test", &clock);

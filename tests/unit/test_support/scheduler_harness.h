@@ -91,6 +91,18 @@ inline hw_request_view decoding_request(uint64_t id, uint32_t prompt, uint32_t o
   return r;
 }
 
+// A waiting request whose KV was moved here from a prefill engine: its prompt computed, its first
+// token sampled there, and blocks held for all it will compute (Engine::reserve_incoming).
+inline hw_request_view moved_request(uint64_t id, uint32_t prompt, uint32_t block_size,
+                                     uint32_t max_output = 16) {
+  hw_request_view r = waiting_request(id, prompt, max_output);
+  r.output_tokens = 1;
+  r.total_tokens = prompt + 1;
+  r.computed_tokens = prompt;
+  r.blocks_held = blocks_for(prompt + max_output, block_size);
+  return r;
+}
+
 // A plain-data copy of one plan.
 struct Plan {
   std::vector<hw_slice> slices;

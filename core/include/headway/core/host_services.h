@@ -29,6 +29,11 @@ class HostServices {
   // Rebinds the clock before any instance reads it (an engine learns its clock from its model).
   void set_clock(const Clock* clock) { clock_ = clock; }
 
+  // Names kept per kind (counters, gauges). A plugin that puts a request id in a name would grow
+  // the maps for the process's life (helper-132): past this many, new names are dropped, with one
+  // warning per kind; /metrics exports fewer still (plugin_metrics_export.h).
+  static constexpr size_t kMaxMetricNames = 256;
+
   // Plugin-defined metrics, by name.
   std::map<std::string, double> counters() const;
   std::map<std::string, double> gauges() const;
@@ -57,12 +62,16 @@ class HostServices {
   // std::less<>: a plugin's call looks its name up without making a std::string of it.
   using Metrics = std::map<std::string, Metric, std::less<>>;
   static std::map<std::string, double> values_of(const Metrics& metrics);
-  // The entry of `name`, new ones asked of the sink for a recorder. mutex_ held.
+  // The entry of `name`, new ones asked of the sink for a recorder; past kMaxMetricNames names,
+  // `dropped_` (kept nowhere). mutex_ held.
   Metric& metric(Metrics& metrics, hw_str name, bool counter);
 
   mutable std::mutex mutex_;
   Metrics counters_;
   Metrics gauges_;
+  Metric dropped_;                   // what names past the bound write to
+  bool warned_of_counters_ = false;  // each kind's drop is logged once
+  bool warned_of_gauges_ = false;
   PluginMetricsSink* sink_ = nullptr;
 };
 

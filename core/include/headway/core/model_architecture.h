@@ -19,7 +19,8 @@ struct ArchitectureDifference {
 };
 
 // The first of layers, hidden, heads, kv_heads, head_dim and vocab that differs; none when all
-// agree. (kv_bytes_per_token is not among them: a model may report it per device.)
+// agree. (kv_bytes_per_token is not among them: it follows the KV's element type too, which the
+// architecture does not say; callers that move or price KV compare it themselves.)
 inline std::optional<ArchitectureDifference> architecture_difference(const hw_model_info& a,
                                                                      const hw_model_info& b) {
   const ArchitectureDifference fields[] = {

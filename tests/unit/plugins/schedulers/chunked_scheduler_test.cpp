@@ -178,6 +178,14 @@ TEST(ChunkedScheduler, FcfsWaitingHeadThatDoesNotFitInKvStopsAdmission) {
   SchedulerHarness small(kChunked, "max_num_batched_tokens = 64");
   p = plan_step(small, running, waiting, 5);
   EXPECT_EQ(p.slices, (Slices{{1, 32, 1}, {2, 0, 63}}));
+
+  // A request whose KV moved here holds the blocks of all it will compute and takes no free one:
+  // it passes the head (whose blocks it may be holding: with nothing running the engine stalled),
+  // the prompt behind it still does not.
+  const std::vector<hw_request_view> with_moved = {
+      waiting_request(2, 200), moved_request(4, 300, kBlock), waiting_request(3, 10)};
+  p = plan_step(h, {}, with_moved, 5);
+  EXPECT_EQ(p.slices, (Slices{{4, 300, 1}}));
 }
 
 TEST(ChunkedScheduler, PreemptsTheMostRecentlyAdmittedWhenKvRunsOut) {

@@ -51,15 +51,9 @@ hw_request_view with_priority(hw_request_view r, int32_t priority, double arriva
   return r;
 }
 
-// A waiting request whose KV was moved here from a prefill engine: its prompt computed, its first
-// token sampled there, and blocks held for all it will compute (Engine::reserve_incoming).
-hw_request_view moved_request(uint64_t id, uint32_t prompt, uint32_t max_output = 16) {
-  hw_request_view r = waiting_request(id, prompt, max_output);
-  r.output_tokens = 1;
-  r.total_tokens = prompt + 1;
-  r.computed_tokens = prompt;
-  r.blocks_held = blocks_for(prompt + max_output, kBlock);
-  return r;
+// A request whose KV moved here (scheduler_harness.h), in blocks of kBlock.
+hw_request_view moved_request(uint64_t id, uint32_t prompt) {
+  return headway::test::moved_request(id, prompt, kBlock);
 }
 
 TEST(PartialPrefillScheduler, LimitsComeFromTheOptions) {
@@ -464,6 +458,25 @@ TEST(PartialPrefillScheduler, PriorityServesRequestsHoldingMovedKvFirst) {
     // With blocks for it, the urgent prompt comes right after them.
     p = plan_step(h, {}, waiting, 100);
     EXPECT_EQ(p.slices, (Slices{{2, 300, 1}, {3, 40, 1}, {1, 0, 1000}}));
+  }
+}
+
+// First come, first served: a head that does not fit stops the prompts behind it, not the requests
+// whose KV moved here with blocks for all of it. They take no free block, and the blocks they hold
+// may be what the head waits for: with nothing running, the engine stalled for ever (helper-134,
+// conformance's moved_kv traces with max_num_partial_prefills = 2, max_long_partial_prefills = 1,
+// max_long_prefill_chunk = 16).
+TEST(PartialPrefillScheduler, RequestsHoldingMovedKvPassAHeadThatDoesNotFit) {
+  for (uint32_t max_partial : {1u, 4u}) {
+    SchedulerHarness h(kPartial, "max_num_partial_prefills = " + std::to_string(max_partial));
+    SCOPED_TRACE("P " + std::to_string(max_partial));
+    // The head's 1,000 tokens take 63 blocks; the prompt behind the moved requests takes 2.
+    const std::vector<hw_request_view> waiting = {waiting_request(1, 1000), moved_request(2, 300),
+                                                  moved_request(3, 40), waiting_request(4, 20)};
+    Plan p = plan_step(h, {}, waiting, 10);
+    EXPECT_EQ(p.slices, (Slices{{2, 300, 1}, {3, 40, 1}}));
+    p = plan_step(h, {}, waiting, 100);
+    EXPECT_EQ(p.slices, (Slices{{1, 0, 1000}, {2, 300, 1}, {3, 40, 1}, {4, 0, 20}}));
   }
 }
 

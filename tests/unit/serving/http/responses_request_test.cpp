@@ -212,6 +212,36 @@ TEST(ResponsesRequest, WhatIsNotKeptOrRunIsRefusedByName) {
       parse_responses_request(R"({"input": "x", "store": true, "previous_response_id": null})"));
 }
 
+// OpenAI's bounds: 16 pairs, keys of 64 characters, string values of 512. A field nobody reads is
+// copied into the response and each of its events: a 0.9 MB object took 85 MB to serve.
+TEST(ResponsesRequest, MetadataIsHeldToOpenAisBounds) {
+  const auto with = [](const nlohmann::json& metadata) {
+    return nlohmann::json{{"input", "x"}, {"metadata", metadata}}.dump();
+  };
+  nlohmann::json full = nlohmann::json::object();
+  for (int i = 0; i < 16; ++i) full["key" + std::to_string(i)] = std::string(512, 'v');
+  full[std::string(64, 'k')] = "";
+  full.erase("key0");
+  EXPECT_EQ(parse_responses_request(with(full)).echo.metadata.size(), 16u);
+  // Characters, not bytes: 512 of them in two bytes each.
+  std::string wide;
+  for (int i = 0; i < 512; ++i) wide += "\xc3\xa9";
+  EXPECT_NO_THROW(parse_responses_request(with({{"k", wide}})));
+
+  nlohmann::json seventeen = full;
+  seventeen["key0"] = "v";
+  const ApiError many = refusal(with(seventeen));
+  EXPECT_EQ(many.param(), "metadata");
+  EXPECT_STREQ(many.what(), "metadata has 17 keys; at most 16 are accepted");
+  EXPECT_STREQ(refusal(with({{std::string(65, 'k'), "v"}})).what(),
+               "a metadata key is 65 characters long; at most 64");
+  EXPECT_STREQ(refusal(with({{"k", std::string(513, 'v')}})).what(),
+               "metadata[\"k\"] is 513 characters long; at most 512");
+  EXPECT_STREQ(refusal(with({{"a\n", nlohmann::json::array({1})}})).what(),
+               "metadata[\"a\\x0a\"] must be a string, not an array");
+  EXPECT_STREQ(refusal(with(3)).what(), "metadata must be an object, not an integer");
+}
+
 // A store holding "resp_p": the user asked, the model thought and called a function.
 void keep_previous(ResponseStore& store) {
   StoredResponse previous;

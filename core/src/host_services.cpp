@@ -48,10 +48,11 @@ HostServices::Metric& HostServices::metric(Metrics& metrics, hw_str name, bool c
         warned = true;
         std::string shown;  // the name as the plugin wrote it, cut and made valid text
         utf8::append_valid(key.substr(0, 64), shown);
+        const char* kind = counter ? "counter" : "gauge";
         spdlog::warn(
-            "[{}] the plugin's {} '{}' is dropped, as is every new name from now on: "
-            "{} names are kept already (a name per request or per id grows without end)",
-            owner_, counter ? "counter" : "gauge", shown, kMaxMetricNames);
+            "[{}] the plugin's {} '{}' is dropped, as is every new {} name from now on: {} {} "
+            "names are kept already (a name per request or per id grows without end)",
+            owner_, kind, shown, kind, kMaxMetricNames, kind);
       }
       dropped_ = Metric{};
       return dropped_;

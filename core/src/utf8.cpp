@@ -116,6 +116,12 @@ void append_code_point(char32_t c, std::string& out) {
   }
 }
 
+size_t code_points(std::string_view bytes) {
+  size_t n = 0;
+  for (const char byte : bytes) n += (static_cast<uint8_t>(byte) & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
 bool is_valid(std::string_view bytes) {
   size_t i = 0;
   while (i < bytes.size()) {

@@ -14,13 +14,6 @@ std::string text_of(const std::string& bytes) {
   return text;
 }
 
-// Characters (code points) of valid UTF-8: what a client's string length counts in Python.
-size_t characters(const std::string& text) {
-  size_t count = 0;
-  for (const char c : text) count += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
-  return count;
-}
-
 nlohmann::ordered_json chat_candidate(const TokenCandidate& candidate) {
   nlohmann::ordered_json bytes = nlohmann::ordered_json::array();
   for (const char c : candidate.bytes) bytes.push_back(static_cast<unsigned char>(c));
@@ -81,7 +74,7 @@ void LogprobsJson::add(CompletionsArrays& arrays, const TokenCandidate& token,
                        std::span<const TokenCandidate> top, bool has_figures) {
   const std::string text = text_of(token.bytes);
   arrays.offsets.push_back(text_offset_);
-  text_offset_ += characters(text);
+  text_offset_ += core::utf8::code_points(text);  // Python's len() of the text
   arrays.texts.push_back(text);
   if (!has_figures) {
     arrays.logprobs.push_back(nullptr);

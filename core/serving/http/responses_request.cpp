@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <headway/core/sampling_params.h>
+#include <headway/core/utf8.h>
 
 #include <algorithm>
 #include <cctype>
@@ -500,19 +501,13 @@ bool includes_logprobs(const FieldReader& fields) {
   return logprobs;
 }
 
-// OpenAI's bounds on `metadata`: at most 16 pairs, keys of at most 64 characters, string values of
-// at most 512. Beyond them a field nobody reads was copied into the response, each stream event
-// and the kept response: a 0.9 MB object took 85 MB to serve (helper-132).
+// OpenAI's bounds on `metadata`: at most 16 pairs, keys of at most 64 characters (code points of
+// the valid UTF-8 the JSON parser read), string values of at most 512. Beyond them a field nobody
+// reads was copied into the response, each stream event and the kept response: a 0.9 MB object took
+// 85 MB to serve (helper-132).
 constexpr size_t kMaxMetadataPairs = 16;
 constexpr size_t kMaxMetadataKeyCharacters = 64;
 constexpr size_t kMaxMetadataValueCharacters = 512;
-
-// Characters of a string the JSON parser read (valid UTF-8): the bytes that begin one.
-size_t characters(const std::string& text) {
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char byte) {
-    return (static_cast<unsigned char>(byte) & 0xC0) != 0x80;
-  }));
-}
 
 void check_metadata(const nlohmann::json& metadata) {
   if (!metadata.is_object()) {
@@ -524,20 +519,20 @@ void check_metadata(const nlohmann::json& metadata) {
                                                 metadata.size(), kMaxMetadataPairs));
   }
   for (const auto& [key, value] : metadata.items()) {
-    if (characters(key) > kMaxMetadataKeyCharacters) {
+    if (const size_t n = core::utf8::code_points(key); n > kMaxMetadataKeyCharacters) {
       throw invalid_field("metadata",
-                          fmt::format("a metadata key is {} characters long; at most {}",
-                                      characters(key), kMaxMetadataKeyCharacters));
+                          fmt::format("a metadata key is {} characters long; at most {}", n,
+                                      kMaxMetadataKeyCharacters));
     }
     if (!value.is_string()) {
       throw invalid_field("metadata", fmt::format("metadata[{}] must be a string, not {}",
                                                   quote_input(key), json_kind(value)));
     }
-    if (characters(value.get_ref<const std::string&>()) > kMaxMetadataValueCharacters) {
-      throw invalid_field(
-          "metadata", fmt::format("metadata[{}] is {} characters long; at most {}",
-                                  quote_input(key), characters(value.get_ref<const std::string&>()),
-                                  kMaxMetadataValueCharacters));
+    if (const size_t n = core::utf8::code_points(value.get_ref<const std::string&>());
+        n > kMaxMetadataValueCharacters) {
+      throw invalid_field("metadata",
+                          fmt::format("metadata[{}] is {} characters long; at most {}",
+                                      quote_input(key), n, kMaxMetadataValueCharacters));
     }
   }
 }

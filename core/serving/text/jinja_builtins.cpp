@@ -685,10 +685,6 @@ Value indent(const std::string& what, const Value& target, const Arguments& args
   return Value::string(std::move(out));
 }
 
-}  // namespace
-
-namespace {
-
 bool continues_character(char byte) { return (static_cast<unsigned char>(byte) & 0xC0) == 0x80; }
 
 }  // namespace
@@ -697,9 +693,7 @@ bool continues_character(char byte) { return (static_cast<unsigned char>(byte) &
 // is (text that is not UTF-8 starting with stray continuation bytes: one character, as
 // characters() makes it).
 size_t character_count(std::string_view text) {
-  size_t n = !text.empty() && continues_character(text[0]) ? 1 : 0;
-  for (const char byte : text) n += continues_character(byte) ? 0 : 1;
-  return n;
+  return core::utf8::code_points(text) + (!text.empty() && continues_character(text[0]) ? 1 : 0);
 }
 
 size_t character_offset(std::string_view text, size_t index) {

@@ -84,5 +84,12 @@ TEST(Utf8, IncompleteTailIsTheBeginningOfACharacterStillOpen) {
   EXPECT_EQ(complete_length("\x80"), 0u);
 }
 
+TEST(Utf8, CodePointsCountTheBytesThatBeginACharacter) {
+  EXPECT_EQ(code_points(""), 0u);
+  EXPECT_EQ(code_points("abc"), 3u);
+  EXPECT_EQ(code_points("\xC3\xA9t\xC3\xA9"), 3u);             // "été"
+  EXPECT_EQ(code_points("\xE2\x82\xAC\xF0\x9F\x98\x80"), 2u);  // "€😀"
+}
+
 }  // namespace
 }  // namespace headway::core::utf8

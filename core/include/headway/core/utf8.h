@@ -23,6 +23,10 @@ void append_valid(std::string_view bytes, std::string& out);
 // True when `bytes` is entirely valid UTF-8.
 bool is_valid(std::string_view bytes);
 
+// The bytes of `bytes` that begin a character (every byte but continuation bytes): for valid
+// UTF-8, its code points, what Python's len() of a str counts.
+size_t code_points(std::string_view bytes);
+
 // The length of the complete, valid character `bytes` starts with (1 to 4), or 0 when it does not
 // start with one (an invalid byte, or a character cut short).
 size_t complete_length(std::string_view bytes);

@@ -54,7 +54,7 @@ esac
 build=${HEADWAY_DEVICE_BUILD_DIR:-build-device}
 jobs=${JOBS:-$(nproc)}
 tests=(cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test
-       nccl_transport_test host_copy_device_test cuda_staged_handoff_test cuda_radix_cut_test
+       nccl_transport_test host_copy_device_test cuda_staged_handoff_test
        cuda_device_weights_test)
 targets=(headway headway_model_cuda headway_model_cpu headway_model_sim headway_scheduler_chunked
          headway_scheduler_partial_prefill headway_router_single headway_kv_transport_nccl

@@ -164,4 +164,28 @@ double exp_weights(std::span<float> logits, float shift, float scale) {
   return sum;
 }
 
+double drop_below(std::span<float> weights, float cut) {
+  constexpr size_t kBlock = 256;  // as exp_weights: 64 terms a lane before they go into the double
+  const Floats bar = splat(cut);
+  double sum = 0.0;
+  size_t i = 0;
+  const size_t whole = weights.size() - weights.size() % kLanes;
+  while (i < whole) {
+    Floats lanes{};
+    const size_t end = std::min(whole, i + kBlock);
+    for (; i < end; i += kLanes) {
+      Floats w = load(weights.data() + i);
+      w = reinterpret_cast<Floats>(reinterpret_cast<Ints>(w) & (w >= bar));
+      std::memcpy(weights.data() + i, &w, sizeof w);
+      lanes += w;
+    }
+    for (size_t k = 0; k < kLanes; ++k) sum += lanes[k];
+  }
+  for (; i < weights.size(); ++i) {
+    if (!(weights[i] >= cut)) weights[i] = 0.0f;
+    sum += weights[i];
+  }
+  return sum;
+}
+
 }  // namespace headway::core

@@ -37,4 +37,8 @@ double sum_exp_below(std::span<const float> logits, float shift);
 // drawn; elsewhere it is within 1e-7 relative of exp.
 double exp_weights(std::span<float> logits, float shift, float scale);
 
+// Sets every weight below `cut` to 0 in place and returns the sum of those left, summed as
+// exp_weights sums (4 lanes, into a double every 256 terms).
+double drop_below(std::span<float> weights, float cut);
+
 }  // namespace headway::core

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <headway/sdk/sampling_cut.hpp>
 #include <limits>
-#include <numeric>
 #include <string>
 
 #include "logits_scan.h"
@@ -172,50 +172,14 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
   const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.top_p < 1.0f || p.min_p > 0.0f;
   if (!filtered) return draw([](size_t i) { return i; }, vocab, weight_sum);
 
-  const auto heavier = [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  };
-  // Candidates, in token order unless a filter had to rank them.
-  if (candidates_.size() < vocab) candidates_.resize(vocab);  // grows once per vocabulary size
-  std::iota(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(vocab), 0);
-  auto first = candidates_.begin();
-  size_t count = vocab;
-
-  if (p.top_k > 0 && p.top_k < count) {
-    std::nth_element(first, first + p.top_k, first + static_cast<ptrdiff_t>(count), heavier);
-    count = p.top_k;
-  }
-  if (p.top_p < 1.0f) {
-    double total = 0.0;
-    for (size_t i = 0; i < count; ++i) total += logits[first[i]];
-    const double target = static_cast<double>(p.top_p) * total;
-    // The nucleus is the shortest prefix of the ranked candidates whose mass reaches top_p. Rank
-    // only as much as needed: sort the heaviest `ranked`, doubling until the prefix is found.
-    size_t ranked = std::min<size_t>(count, 64);
-    for (;;) {
-      std::partial_sort(first, first + static_cast<ptrdiff_t>(ranked),
-                        first + static_cast<ptrdiff_t>(count), heavier);
-      double mass = 0.0;
-      size_t keep = 0;
-      while (keep < ranked && mass < target) mass += logits[first[keep++]];
-      if (mass >= target || ranked == count) {
-        count = std::max<size_t>(keep, 1);
-        break;
-      }
-      ranked = std::min(count, ranked * 2);
-    }
-  }
-  if (p.min_p > 0.0f) {
-    // Relative to the best token's probability, which is weight 1 here. remove_if keeps the
-    // order and, unlike stable_partition, never allocates.
-    const auto end = std::remove_if(first, first + static_cast<ptrdiff_t>(count),
-                                    [&](int32_t t) { return logits[t] < p.min_p; });
-    count = std::max<size_t>(static_cast<size_t>(end - first), 1);
-  }
-
-  double total = 0.0;
-  for (size_t i = 0; i < count; ++i) total += logits[first[i]];
-  return draw([&](size_t i) { return static_cast<size_t>(first[i]); }, count, total);
+  // The filters are one threshold on the weights, found without ranking the vocabulary
+  // (sampling_cut.hpp: a few passes over the row, where sorting a flat row's nucleus took
+  // milliseconds). Weights below it become 0, which the draw never picks, so the draw walks the
+  // kept tokens in token order, as a device sampling with the same header does.
+  if (cut_scratch_.size() < vocab) cut_scratch_.resize(vocab);  // grows once per vocabulary size
+  const float cut = sdk::sampling::keep_threshold(logits.data(), vocab, p.top_k, p.top_p, p.min_p,
+                                                  cut_scratch_.data());
+  return draw([](size_t i) { return i; }, vocab, drop_below(logits, cut));
 }
 
 }  // namespace headway::core

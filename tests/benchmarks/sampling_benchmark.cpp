@@ -1,7 +1,7 @@
 // What the core sampler's logits processing and the log-probabilities cost per sampled row, at a
 // Llama-3 vocabulary (128,256): the engine pays it on its thread once per request and step.
-// - BM_SampleGreedy / BM_SampleTemperature / BM_SampleTopP: the baseline of a request that asks
-//   for none of it.
+// - BM_SampleGreedy / BM_SampleTemperature / BM_SampleTopP / BM_SampleTopKTopP / BM_SampleMinP:
+//   the baseline of a request that asks for none of it, and the filters.
 // - BM_SamplePenalised: repetition, frequency and presence penalties over a history of N tokens
 //   (prompt + outputs): linear in N, nothing per vocabulary entry beyond the argmax.
 // - BM_SampleWithLogprobs: the engine's copy of the raw row and log-softmax + top-20.
@@ -62,6 +62,22 @@ void BM_SampleTopP(benchmark::State& state) {
   run(state, params, {});
 }
 
+// top-k 50 and top-p 0.9: a common pair (and the device sampler's benchmark figure).
+void BM_SampleTopKTopP(benchmark::State& state) {
+  headway::core::SamplingParams params;
+  params.temperature = 0.8f;
+  params.top_k = 50;
+  params.top_p = 0.9f;
+  run(state, params, {});
+}
+
+void BM_SampleMinP(benchmark::State& state) {
+  headway::core::SamplingParams params;
+  params.temperature = 0.8f;
+  params.min_p = 0.05f;
+  run(state, params, {});
+}
+
 void BM_SamplePenalised(benchmark::State& state) {
   const std::vector<int32_t> tokens = random_tokens(static_cast<size_t>(state.range(0)));
   const std::span<const int32_t> all(tokens);
@@ -108,6 +124,8 @@ void BM_PromptTokenFigures(benchmark::State& state) {
 BENCHMARK(BM_SampleGreedy)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleTemperature)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleTopP)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SampleTopKTopP)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SampleMinP)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SamplePenalised)->Arg(1024)->Arg(32768)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleWithLogprobs)->Arg(0)->Arg(20)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PromptTokenFigures)->Arg(0)->Arg(5)->Arg(20)->Unit(benchmark::kMicrosecond);

@@ -7,7 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <new>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace headway::serving::jinja {
 namespace {
@@ -152,30 +156,6 @@ std::string python_quote(const std::string& s) {
   return out + q;
 }
 
-// How deep repr(), equal() and tojson follow lists and dicts into each other. A namespace can be
-// made to hold itself (`{% set ns.a = ns %}`): following it for ever overflowed the stack
-// (helper-129's fuzzing); no data a template is given nests a tenth as deep.
-constexpr int kMaxValueDepth = 500;
-
-// Counts one level of that walk on this thread while it lives.
-class ValueDepth {
- public:
-  ValueDepth() {
-    if (++depth_ > kMaxValueDepth) {
-      --depth_;
-      throw std::runtime_error("a value nested deeper than " + std::to_string(kMaxValueDepth) +
-                               " levels (a namespace or list that holds itself?)");
-    }
-  }
-  ~ValueDepth() { --depth_; }
-  ValueDepth(const ValueDepth&) = delete;
-  ValueDepth& operator=(const ValueDepth&) = delete;
-
- private:
-  static thread_local int depth_;
-};
-thread_local int ValueDepth::depth_ = 0;
-
 // A dict key as json.dumps writes it: JSON keys are strings, so 1 is "1", True is "true" and
 // None is "null".
 std::string json_key(const Value& key) {
@@ -278,7 +258,78 @@ void json_into(const Value& v, const JsonFormat& format, int depth, std::string&
   }
 }
 
+// Lists and dicts whose last reference went while another container was being freed. Freeing a
+// list frees its items, and an item's own list frees its items in turn, one call deeper a level:
+// a template that nests a value 200,000 deep in a loop ({% set ns.x = [ns.x] %}) overflowed the
+// stack when it was freed. So the outermost destructor that frees a container sets `parking` to
+// a list of its own, every container whose last reference goes meanwhile is parked there instead
+// of freed, and the outermost one frees the parked ones one at a time: the stack stays two
+// destructors deep whatever the nesting. A raw pointer per thread (a value belongs to the thread
+// that renders with it): nothing to destroy at thread exit.
+struct Parked {
+  std::vector<std::shared_ptr<List>> lists;
+  std::vector<std::shared_ptr<Dict>> dicts;
+};
+thread_local Parked* parking = nullptr;
+
 }  // namespace
+
+thread_local int ValueDepth::depth_ = 0;
+
+ValueDepth::ValueDepth() {
+  if (++depth_ > kMaxValueDepth) {
+    --depth_;
+    throw std::runtime_error("a value nested deeper than " + std::to_string(kMaxValueDepth) +
+                             " levels (a namespace or list that holds itself?)");
+  }
+}
+
+Value::~Value() {
+  const bool last_list = list_ != nullptr && list_.use_count() == 1;
+  const bool last_dict = dict_ != nullptr && dict_.use_count() == 1;
+  if (!last_list && !last_dict) return;  // scalars, strings, shared containers: nothing deep
+  if (parking != nullptr) {
+    try {
+      if (last_list) parking->lists.push_back(std::move(list_));
+      if (last_dict) parking->dicts.push_back(std::move(dict_));
+    } catch (const std::bad_alloc&) {
+      // No room to park it: the member's destructor frees it here, recursively.
+    }
+    return;
+  }
+  Parked parked;  // allocates only if this container holds containers
+  parking = &parked;
+  list_.reset();
+  dict_.reset();
+  while (!parked.lists.empty() || !parked.dicts.empty()) {
+    if (!parked.lists.empty()) {
+      const std::shared_ptr<List> next = std::move(parked.lists.back());
+      parked.lists.pop_back();
+      // `next` is freed here, after the pop: its items park their containers in the vector.
+    } else {
+      const std::shared_ptr<Dict> next = std::move(parked.dicts.back());
+      parked.dicts.pop_back();
+    }
+  }
+  parking = nullptr;
+}
+
+void Value::swap(Value& other) noexcept {
+  std::swap(kind_, other.kind_);
+  std::swap(bool_, other.bool_);
+  std::swap(namespace_, other.namespace_);
+  std::swap(tuple_, other.tuple_);
+  std::swap(int_, other.int_);
+  std::swap(float_, other.float_);
+  string_.swap(other.string_);
+  list_.swap(other.list_);
+  dict_.swap(other.dict_);
+}
+
+Value& Value::operator=(Value other) noexcept {
+  swap(other);
+  return *this;  // `other` now holds the value replaced, and its destructor frees it
+}
 
 Value Value::none() {
   Value v;

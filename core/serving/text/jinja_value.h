@@ -24,6 +24,25 @@ constexpr size_t kMaxTextBytes = 64u << 20;
 // the evaluator reports with the statement's line.
 void check_text_size(size_t bytes, const std::string& what);
 
+// How deep the walks over values (repr, equal, tojson, the comparisons of sort) follow lists
+// and dicts into each other. A namespace can be made to hold itself (`{% set ns.a = ns %}`), and
+// a loop can nest a value 200,000 deep: following either overflowed the stack (helper-129's
+// fuzzing, helper-135); no data a template is given nests a tenth as deep.
+constexpr int kMaxValueDepth = 500;
+
+// Counts one level of such a walk on this thread while it lives; constructing the one past
+// kMaxValueDepth throws std::runtime_error "a value nested deeper than 500 levels ...".
+class ValueDepth {
+ public:
+  ValueDepth();
+  ~ValueDepth() { --depth_; }
+  ValueDepth(const ValueDepth&) = delete;
+  ValueDepth& operator=(const ValueDepth&) = delete;
+
+ private:
+  static thread_local int depth_;
+};
+
 class Value;
 using List = std::vector<Value>;
 // A dict's entries in insertion order, as Python's dict. Keys are strings, numbers, booleans or
@@ -58,6 +77,14 @@ class Value {
   enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict };
 
   Value() = default;  // undefined
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  // One assignment for copies and moves: the value replaced is freed as the destructor frees.
+  Value& operator=(Value other) noexcept;
+  // Frees a list or dict whose last reference this is without recursing into its items (a value
+  // nested 200,000 deep would exhaust the stack): see jinja_value.cpp.
+  ~Value();
+
   static Value none();
   static Value boolean(bool b);
   static Value integer(int64_t i);
@@ -107,6 +134,8 @@ class Value {
   const char* type_name() const;
 
  private:
+  void swap(Value& other) noexcept;
+
   Kind kind_ = Kind::kUndefined;
   bool bool_ = false;
   bool namespace_ = false;

@@ -145,5 +145,25 @@ TEST(LogitsScan, SamplingWeightsAreExpOrExactlyZero) {
   }
 }
 
+TEST(LogitsScan, DroppingWeightsBelowACutZeroesExactlyThoseAndSumsTheRest) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (const size_t size : {1u, 3u, 4u, 5u, 17u, 1000u, 32003u}) {
+    for (const float cut : {0.0f, 0.25f, 0.5f, 1.0f}) {
+      std::vector<float> weights(size);
+      for (float& w : weights) w = rng() % 8 == 0 ? 0.5f : unit(rng);  // ties at a cut of 0.5
+      std::vector<float> dropped = weights;
+      const double sum = drop_below(dropped, cut);
+      double kept = 0.0;
+      for (size_t t = 0; t < size; ++t) {
+        ASSERT_EQ(dropped[t], weights[t] >= cut ? weights[t] : 0.0f)
+            << "size " << size << " token " << t << " cut " << cut;
+        kept += dropped[t];
+      }
+      EXPECT_NEAR(sum, kept, 1e-6 * kept + 1e-30) << size;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace headway::core

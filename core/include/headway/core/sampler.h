@@ -4,10 +4,18 @@
 // logit_bias is added, the repetition, frequency and presence penalties are applied; then the
 // warpers in the order of Hugging Face's (temperature, top-k, top-p, min-p) and the draw.
 //
+// The warpers: weights w = exp((logit - max) / temperature); top-k, top-p and min-p are each a
+// threshold on the weights, and a token is kept when its weight is at or above all of them, so
+// tokens tied at a cut are all kept (headway/sdk/sampling_cut.hpp defines the thresholds, and
+// finds them in a few passes over the row, without ranking the vocabulary). The draw walks the
+// kept tokens in token order: the first at which the cumulative kept weight passes u times the
+// total, u = uniform(seed, output_index). A model sampling on its device with the same header
+// picks the same tokens, up to rounding (its exp, its sums: see the cuda model's sampling.h).
+//
 // Determinism: the random draw depends only on (params.seed, output_index), through a counter-based
 // generator (splitmix64), never on call order. A request therefore gets the same tokens for the
-// same seed however it is batched, preempted or interleaved with others. Ties between equal
-// logits resolve to the lower token id.
+// same seed however it is batched, preempted or interleaved with others. Greedy ties between
+// equal logits resolve to the lower token id.
 //
 // Ownership: a Sampler owns scratch buffers sized to the largest vocabulary it has seen, so that
 // after the first call it does not allocate. `logits` is borrowed and used as scratch (its
@@ -53,8 +61,8 @@ class Sampler {
   void process(std::span<float> logits, const SamplingParams& params, uint32_t output_index,
                const SamplingHistory& history);
 
-  std::vector<int32_t> candidates_;
-  std::vector<uint8_t> seen_;  // per token id: which penalties it had (all zero between calls)
+  std::vector<float> cut_scratch_;  // the weights near a top-k or top-p cut, while it is sought
+  std::vector<uint8_t> seen_;       // per token id: which penalties it had (all zero between calls)
   std::vector<float> allowed_kept_;  // the allowed tokens' logits while the row is masked
   std::vector<int32_t> banned_;      // tokens a bad word banned in this call
   uint64_t rows_without_finite_best_ = 0;

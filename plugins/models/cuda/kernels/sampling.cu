@@ -1,11 +1,19 @@
 #include <cstring>
+#include <headway/sdk/sampling_cut.hpp>
 
 #include "common.cuh"
-#include "radix_cut.h"
 #include "sampling.h"
 
 namespace headway::models::cuda::kernels {
 namespace {
+
+using sdk::sampling::fixed_mass;
+using sdk::sampling::kRadixBins;
+using sdk::sampling::kRadixPasses;
+using sdk::sampling::radix_digit;
+using sdk::sampling::radix_matches;
+using sdk::sampling::radix_step;
+using sdk::sampling::top_p_need;
 
 constexpr int kThreads = 1024;
 
@@ -34,7 +42,7 @@ struct Row {
 };
 
 // The largest threshold t such that the row's weights >= t (among those `admit` lets in) amount
-// to at least `need`, by radix_cut.h's search: 4 passes, each histogramming `amount(w)` by the
+// to at least `need`, by sampling_cut.hpp's search: 4 passes, each histogramming `amount(w)` by the
 // weight's next 8 bits into `bins` (shared memory) and letting every thread pick the same digit.
 template <class Amount, class AmountOf, class Admit>
 __device__ float radix_cut(const Row& row, Amount need, Amount* bins, AmountOf amount,
@@ -131,16 +139,14 @@ __global__ void __launch_bounds__(kThreads)
         [](float) { return true; });
   }
   if (p.top_p < 1.0f) {
-    // Masses in fixed point (radix_cut.h): integer sums, the same whatever the threads' order.
+    // Masses in fixed point (sampling_cut.hpp): integer sums, the same whatever the threads' order.
     unsigned long long total = 0;
     for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
       const float w = row.weight(i);
       if (w >= cut) total += fixed_mass(w);
     }
     total = detail::block_sum(total, mass_scratch);
-    const double wanted = ceil(static_cast<double>(p.top_p) * static_cast<double>(total));
-    const unsigned long long need =
-        wanted >= static_cast<double>(total) ? total : static_cast<unsigned long long>(wanted);
+    const unsigned long long need = top_p_need(p.top_p, total);
     const float top_k_cut = cut;
     cut = radix_cut(
         row, need, mass_bins,

@@ -1,20 +1,18 @@
 // Token sampling on the device: greedy, temperature, top-k, top-p and min-p, with the semantics
 // and the random draw of the core's Sampler (core/include/headway/core/sampler.h), so that the
-// same seed gives the same kind of stream whichever side samples:
+// same seed gives the same token whichever side samples:
 // - weights w = exp((logit - max) / temperature) (the best token has weight 1; NaN weighs 0);
-// - top-k keeps the k heaviest, top-p the shortest heaviest prefix reaching top_p of the kept mass,
-//   min-p the weights >= min_p, applied in that order;
+// - top-k, top-p and min-p are thresholds on the weights, found as the SDK's sampling_cut.hpp
+//   defines them (ties at a cut all kept), by the same radix search on the weight's bit pattern
+//   (4 passes over the row each, histograms in shared memory; top-p masses summed in fixed point,
+//   so the cut is the same run to run) rather than by sorting, so no scratch memory is needed;
 // - the draw u = uniform(seed, output_index) * kept mass picks the first token, in token order,
 //   at which the cumulative kept mass exceeds u.
-// Differences from the core, documented because they can change a token: ties at a top-k or top-p
-// cut are all kept (the core keeps the lower ids), and the core walks the candidates in the order
-// its partial sort left them when top-k or top-p ranked them, the device always in token order.
-// With temperature and min-p alone both pick the same token for the same logits.
-//
-// One block per row; cuts are found by a radix search on the weight's bit pattern (radix_cut.h: 4
-// passes over the row each, histograms in shared memory; top-p masses summed in fixed point, so
-// the cut is the same run to run) rather than by sorting, so no scratch memory is needed. Only the
-// sampled ids go back to the host. Plain C++ header; kernel in sampling.cu.
+// What differs from the core is rounding: the device's expf against the core's polynomial exp
+// (last bits of a weight), weights below exp(-87) (denormals here, 0 in the core), and the draw's
+// total summed in double here and in float lanes there. Each changes a token only when a weight
+// or the draw's target lies within that rounding of a cut or a boundary. One block per row; only
+// the sampled ids go back to the host. Plain C++ header; kernel in sampling.cu.
 //
 // Ownership: device pointers borrowed for the launch. Threading: enqueues on `stream`.
 #pragma once

@@ -537,6 +537,23 @@ TEST(JinjaEvaluator, RunawayTemplatesAreStoppedWithAnError) {
   EXPECT_THAT(render_error("{% for i in range(1000000) %}{% for j in range(1000000) %}"
                            "{% endfor %}{% endfor %}"),
               HasSubstr("the template's loops ran more than 1000000 iterations"));
+  // A value nested 200,000 deep in a loop overflowed the stack when it was freed: at the render's
+  // end, or when replaced. Lists and dicts, and a dict's item holding a list.
+  const auto nested = [](const char* nest, int levels) {
+    return "{% set ns = namespace(x=[]) %}{% for i in range(" + std::to_string(levels) + ") %}" +
+           nest + "{% endfor %}";
+  };
+  EXPECT_EQ(render_text(nested("{% set ns.x = [ns.x] %}", 200000) + "done"), "done");
+  EXPECT_EQ(render_text(nested("{% set ns.x = {'k': [ns.x, 1]} %}", 200000) +
+                        "{% set ns.x = none %}done"),
+            "done");
+  // Sorting such values compared them recursively (a crash), and twice a level (two lists nested
+  // 60 deep took 2^60 comparisons, for ever).
+  EXPECT_THAT(render_error(nested("{% set ns.x = [ns.x] %}", 200000) + "{{ [ns.x, ns.x] | sort }}"),
+              HasSubstr("a value nested deeper than 500 levels"));
+  EXPECT_EQ(render_text(nested("{% set ns.x = [ns.x] %}", 60) +
+                        "{{ ([ns.x, ns.x] | sort) | length }} {{ [[1, 'b'], [1, 'A']] | sort }}"),
+            "2 [[1, 'A'], [1, 'b']]");
   // A template that ends inside a number: the lexer stops at the end of the text.
   EXPECT_EQ(syntax_error("{{ 12"), "line 1: {{ is never closed with }}");
   EXPECT_EQ(syntax_error("{{ 1.5e"), "line 1: {{ is never closed with }}");

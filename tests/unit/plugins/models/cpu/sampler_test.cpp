@@ -184,14 +184,65 @@ TEST(Sampler, TopPKeepsTheSmallestNucleus) {
   EXPECT_NEAR(counts.at(4) / 4000.0, 0.15 / 0.85, 0.03);
 }
 
-TEST(Sampler, TopPOverALargeVocabularyRanksBeyondTheFirstBatch) {
-  // 1000 equally likely tokens: the nucleus of 0.5 has 500, more than the first ranking pass.
+TEST(Sampler, TokensTiedAtACutAreAllKept) {
+  // 1000 equally likely tokens: a nucleus of 0.5 cuts at their one weight, so all 1000 stay, as
+  // do all of them under a top-k of 10 (the device sampler keeps the same).
   SamplingParams p;
   p.temperature = 1.0f;
   p.top_p = 0.5f;
-  const auto counts = histogram(std::vector<float>(1000, 0.0f), p, 20000);
-  for (const auto& [token, n] : counts) EXPECT_LT(token, 500);  // ties rank by lower id
-  EXPECT_GT(counts.size(), 450u);
+  EXPECT_GT(histogram(std::vector<float>(1000, 0.0f), p, 20000).size(), 990u);
+  p.top_p = 1.0f;
+  p.top_k = 10;
+  EXPECT_GT(histogram(std::vector<float>(1000, 0.0f), p, 20000).size(), 990u);
+}
+
+TEST(Sampler, TopPOverALargeFlatVocabularyKeepsTheHeaviestPart) {
+  // 100,000 tokens whose weights fall linearly from 1 to 0: the nucleus of 0.5 is the heaviest
+  // 1 - sqrt(0.5) = 29.3% of them (tokens below 29,290).
+  std::vector<float> logits(100000);
+  for (size_t t = 0; t < logits.size(); ++t) {
+    logits[t] = std::log(1.0f - static_cast<float>(t) / static_cast<float>(logits.size()));
+  }
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.5f;
+  const auto counts = histogram(logits, p, 4000);
+  EXPECT_LT(counts.rbegin()->first, 29300);
+  EXPECT_GT(counts.rbegin()->first, 28000) << "the nucleus reaches its lightest tokens";
+}
+
+TEST(Sampler, TheDrawWalksTheKeptTokensInTokenOrder) {
+  // Heaviest first the tokens are 4, 2, 1, 0, 3. Top-p 0.8 and top-k 3 both keep 4 (0.4), 2 (0.3)
+  // and 1 (0.15). For each seed the token is the first, in token order, at which the kept weight
+  // so far passes u * 0.85, as on the device (a walk heaviest first would pick 4 for small u).
+  const std::vector<double> weights = {0.1, 0.15, 0.3, 0.05, 0.4};
+  const std::vector<std::pair<int32_t, double>> kept = {{1, 0.15}, {2, 0.3}, {4, 0.4}};
+  Sampler sampler;
+  for (const bool by_top_k : {false, true}) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    if (by_top_k) {
+      p.top_k = 3;
+    } else {
+      p.top_p = 0.8f;
+    }
+    for (uint64_t seed = 0; seed < 200; ++seed) {
+      p.seed = seed;
+      const double target = Sampler::uniform(seed, 0) * 0.85;
+      double cumulative = 0.0;
+      int32_t expected = -1;
+      for (const auto& [token, weight] : kept) {
+        cumulative += weight;
+        if (target < cumulative) {
+          expected = token;
+          break;
+        }
+      }
+      std::vector<float> scratch = logits_of(weights);
+      EXPECT_EQ(sampler.sample(scratch, p, 0), expected)
+          << (by_top_k ? "top-k" : "top-p") << ", seed " << seed;
+    }
+  }
 }
 
 TEST(Sampler, MinPDropsTokensBelowAFractionOfTheBest) {

@@ -1,21 +1,21 @@
-// The device sampler's top-k and top-p search (plugins/models/cuda/kernels/radix_cut.h), run on
-// the host: for rows of weights with ties, zeros, a weight of 1 and long tails, the 4-pass radix
-// search must find exactly the threshold that the bisection on the weight's bits (what the kernel
-// did before, about 30 passes) finds, for counts (top-k) and fixed-point masses (top-p, among the
-// weights a top-k cut kept). Needs no GPU; the histograms the kernel builds in shared memory are
-// built here with the same digit functions.
+// The SDK's sampling cuts (sdk/include/headway/sdk/sampling_cut.hpp), which the core's sampler
+// and the cuda model's device sampler both make: for rows of weights with ties, zeros, a weight
+// of 1 and long tails, the 4-pass radix search must find exactly the threshold that a bisection on
+// the weight's bits finds (what the device kernel did before, about 30 passes), for counts
+// (top-k) and fixed-point masses (top-p, among the weights a top-k cut kept); keep_threshold()
+// must keep what ranking the whole row would keep.
 #include <gtest/gtest.h>
-#include <radix_cut.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <headway/sdk/sampling_cut.hpp>
 #include <random>
 #include <vector>
 
-namespace headway::models::cuda::kernels {
+namespace headway::sdk::sampling {
 namespace {
 
 uint32_t bits_of(float v) {
@@ -60,20 +60,11 @@ float bisection_cut(const std::vector<float>& row, uint64_t need, const AmountOf
   return float_of(lo);
 }
 
-// The kernel's passes, histograms built on the host.
-float radix_cut_on_host(const std::vector<float>& row, uint64_t need, const AmountOf& amount,
-                        const Admit& admit) {
-  uint32_t prefix = 0;
-  uint64_t above = 0;
-  for (int pass = 0; pass < kRadixPasses; ++pass) {
-    std::vector<uint64_t> bins(kRadixBins, 0);
-    for (float w : row) {
-      const uint32_t bits = bits_of(w);
-      if (admit(w) && radix_matches(bits, prefix, pass)) bins[radix_digit(bits, pass)] += amount(w);
-    }
-    radix_step(bins.data(), pass, need, above, prefix);
-  }
-  return float_of(prefix);
+float radix_cut_of(const std::vector<float>& row, uint64_t need, const AmountOf& amount,
+                   const Admit& admit) {
+  std::vector<float> scratch(row.size());
+  return radix_cut<uint64_t>(
+      row.data(), row.size(), [need](uint64_t) { return need; }, amount, admit, scratch.data());
 }
 
 // Rows of several shapes: softmax-like tails, ties, zeros, the best token at exactly 1.
@@ -118,7 +109,7 @@ TEST(RadixCut, TopKFindsTheKthLargestWeightAsBisectionDoes) {
     for (const uint64_t k : {uint64_t{1}, uint64_t{2}, uint64_t{40}, uint64_t{row.size() / 2},
                              uint64_t{row.size() - 1}}) {
       SCOPED_TRACE("n " + std::to_string(row.size()) + ", k " + std::to_string(k));
-      const float radix = radix_cut_on_host(row, k, one, all);
+      const float radix = radix_cut_of(row, k, one, all);
       EXPECT_EQ(bits_of(radix), bits_of(bisection_cut(row, k, one, all)));
       std::vector<float> sorted = row;
       std::sort(sorted.begin(), sorted.end(), std::greater<>());
@@ -133,7 +124,7 @@ TEST(RadixCut, TopPFindsTheBisectionCutAmongTheWeightsTopKKept) {
     for (const uint64_t k : {uint64_t{0}, uint64_t{50}}) {
       float top_k_cut = 0.0f;
       if (k > 0)
-        top_k_cut = radix_cut_on_host(
+        top_k_cut = radix_cut_of(
             row, k, [](float) { return uint64_t{1}; }, [](float) { return true; });
       const Admit kept = [top_k_cut](float w) { return w >= top_k_cut; };
       const uint64_t total = amount_at_or_above(row, 0.0f, mass, kept);
@@ -142,7 +133,7 @@ TEST(RadixCut, TopPFindsTheBisectionCutAmongTheWeightsTopKKept) {
                      std::to_string(p));
         const uint64_t need = std::min<uint64_t>(
             total, static_cast<uint64_t>(std::ceil(p * static_cast<double>(total))));
-        const float radix = radix_cut_on_host(row, need, mass, kept);
+        const float radix = radix_cut_of(row, need, mass, kept);
         EXPECT_EQ(bits_of(radix), bits_of(bisection_cut(row, need, mass, kept)));
         EXPECT_GE(amount_at_or_above(row, radix, mass, kept), need) << "the kept mass reaches p";
       }
@@ -155,7 +146,7 @@ TEST(RadixCut, ANeedNoDigitReachesKeepsEverything) {
   const std::vector<float> row = {0.5f, 0.25f, 1.0f};
   const AmountOf one = [](float) { return uint64_t{1}; };
   const Admit all = [](float) { return true; };
-  EXPECT_EQ(radix_cut_on_host(row, 4, one, all), 0.0f);
+  EXPECT_EQ(radix_cut_of(row, 4, one, all), 0.0f);
   EXPECT_EQ(bisection_cut(row, 4, one, all), 0.0f);
 }
 
@@ -167,5 +158,70 @@ TEST(RadixCut, FixedMassesOfAFullRowFitAndOrderLikeTheWeights) {
   EXPECT_LT(static_cast<double>(fixed_mass(1.0f)) * 131072.0, 0x1.0p64);
 }
 
+float keep_threshold_of(const std::vector<float>& row, uint32_t top_k, float top_p, float min_p) {
+  std::vector<float> scratch(row.size());
+  return keep_threshold(row.data(), row.size(), top_k, top_p, min_p, scratch.data());
+}
+
+// What ranking the whole row keeps: top-k's cut is the k-th largest weight; top-p then walks the
+// weights top-k kept from the heaviest, a group of equal weights at a time, until their fixed-point
+// mass reaches ceil(top_p * total); min-p's cut is min_p. A token is kept at or above all three.
+float ranked_threshold(std::vector<float> row, uint32_t top_k, float top_p, float min_p) {
+  std::sort(row.begin(), row.end(), std::greater<>());
+  float cut = 0.0f;
+  if (top_k > 0 && top_k < row.size()) cut = row[top_k - 1];
+  if (top_p < 1.0f) {
+    uint64_t total = 0;
+    for (float w : row) total += w >= cut ? fixed_mass(w) : 0;
+    const auto need = std::min<uint64_t>(
+        total, static_cast<uint64_t>(std::ceil(static_cast<double>(top_p) * total)));
+    uint64_t mass = 0;
+    for (size_t i = 0; i < row.size() && row[i] >= cut;) {
+      const float w = row[i];
+      for (; i < row.size() && row[i] == w; ++i) mass += fixed_mass(w);
+      if (mass >= need) {
+        cut = w;
+        break;
+      }
+    }
+  }
+  return std::max(cut, min_p);
+}
+
+TEST(KeepThreshold, KeepsWhatRankingTheRowKeeps) {
+  for (const std::vector<float>& row : rows()) {
+    const auto n = static_cast<uint32_t>(row.size());
+    for (const uint32_t k : {0u, 1u, 50u, n / 2, n}) {
+      for (const float p : {1.0f, 0.05f, 0.5f, 0.9f, 0.999f}) {
+        for (const float min_p : {0.0f, 0.3f}) {
+          SCOPED_TRACE("n " + std::to_string(n) + ", k " + std::to_string(k) + ", p " +
+                       std::to_string(p) + ", min_p " + std::to_string(min_p));
+          EXPECT_EQ(bits_of(keep_threshold_of(row, k, p, min_p)),
+                    bits_of(ranked_threshold(row, k, p, min_p)));
+        }
+      }
+    }
+  }
+}
+
+TEST(KeepThreshold, TokensTiedAtACutAreAllKept) {
+  const std::vector<float> row = {0.5f, 1.0f, 0.5f, 0.1f, 0.5f};
+  // Top-k 2 cuts at the second largest weight, 0.5, which three tokens have.
+  EXPECT_EQ(keep_threshold_of(row, 2, 1.0f, 0.0f), 0.5f);
+  // Top-p 0.5 of 2.6: the best token alone has 1 < 1.3, the tied group reaches it.
+  EXPECT_EQ(keep_threshold_of(row, 0, 0.5f, 0.0f), 0.5f);
+  // Top-p 0.3: the best token alone reaches 0.78.
+  EXPECT_EQ(keep_threshold_of(row, 0, 0.3f, 0.0f), 1.0f);
+}
+
+TEST(KeepThreshold, NoFilterKeepsEveryTokenAndARowWithoutMassIsNotCut) {
+  const std::vector<float> row = {0.5f, 1.0f, 0.0f};
+  EXPECT_EQ(keep_threshold_of(row, 0, 1.0f, 0.0f), 0.0f);
+  EXPECT_EQ(keep_threshold_of(row, 3, 1.0f, 0.0f), 0.0f) << "top-k = vocabulary";
+  // Every weight 0 (a row of NaN logits): top-p has nothing to weigh and leaves the cut alone.
+  const std::vector<float> empty = {0.0f, 0.0f};
+  EXPECT_EQ(keep_threshold_of(empty, 0, 0.9f, 0.0f), 0.0f);
+}
+
 }  // namespace
-}  // namespace headway::models::cuda::kernels
+}  // namespace headway::sdk::sampling

@@ -56,9 +56,9 @@ jobs=${JOBS:-$(nproc)}
 tests=(cuda_model_config_test cuda_step_plan_test cuda_kernels_test cuda_model_test
        nccl_transport_test host_copy_device_test cuda_staged_handoff_test
        cuda_device_weights_test)
-targets=(headway headway_model_cuda headway_model_cpu headway_model_sim headway_scheduler_chunked
-         headway_scheduler_partial_prefill headway_router_single headway_kv_transport_nccl
-         headway_kv_transport_host_copy cuda_benchmark "${tests[@]}")
+targets=(headway headway-conformance headway_model_cuda headway_model_cpu headway_model_sim
+         headway_scheduler_chunked headway_scheduler_partial_prefill headway_router_single
+         headway_kv_transport_nccl headway_kv_transport_host_copy cuda_benchmark "${tests[@]}")
 
 build_targets() {
   export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
@@ -98,7 +98,7 @@ if [[ $mode == bundle ]]; then
   plugins_rel=lib/headway/plugins
   mkdir -p "$stage/pack/build/bin" "$stage/pack/build/$plugins_rel" "$stage/pack/lib"
   files=()
-  for t in headway cuda_benchmark "${tests[@]}"; do
+  for t in headway headway-conformance cuda_benchmark "${tests[@]}"; do
     strip --strip-unneeded -o "$stage/pack/build/bin/$t" "$build/bin/$t"
     files+=("$build/bin/$t")
   done
@@ -256,6 +256,11 @@ for t in tests:
         print(f"| {t} | {j['tests']} | {j['failures']} | {skipped} |")
     except Exception as e:
         print(f"| {t} | (no report: {e}) | | |")
+print("\n## Conformance (headway_model_cuda, tiny checkpoint)\n")
+for line in read("conformance.log").splitlines():
+    if line.startswith(("PASS", "FAIL", "SKIP", "NOT_SUPPORTED", "QUALITY_WARNING")) or ": CONFORMANT" in line \
+            or "NOT CONFORMANT" in line or line.startswith("(missing"):
+        print(f"- {line.strip()}")
 bench = []
 for part in ("kernels", "model"):
     try:
@@ -446,6 +451,30 @@ for t in "${tests[@]}"; do
   fi
   save
 done
+
+# ---- 1b. the conformance suite's model profile on the cuda model --------------------------------
+# On a tiny checkpoint, against the cpu model as its reference: chunking, batching and block-size
+# invariance, the KV addressing, rows on request, and whether its device sampler picks the core's
+# tokens (model.device_sampling).
+if want tests; then
+  cap=$(budget 150)
+  if ((cap < 20)); then
+    log "deadline: conformance not run"
+    status=1
+  else
+    log "conformance: headway_model_cuda on a tiny checkpoint"
+    if ! { env "${run_env[@]}" "$build/bin/headway" model make-tiny --out "$work/tiny" --layers 2 \
+             --hidden 128 --heads 4 --kv-heads 2 --ffn 256 &&
+           timeout --foreground -k 5 "$cap" env "${run_env[@]}" "$build/bin/headway-conformance" \
+             --plugin "$build/lib/headway/plugins/headway_model_cuda.so" \
+             --options "path = \"$work/tiny\"" --report "$work/conformance.json"; } \
+        >"$work/conformance.log" 2>&1; then
+      status=1
+      tail -40 "$work/conformance.log"
+    fi
+  fi
+  save
+fi
 
 # ---- 2. kernel and model benchmarks ------------------------------------------------------------
 # Two runs, so that a crash or a timeout in one keeps the other's JSON (Google Benchmark writes

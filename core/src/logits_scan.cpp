@@ -133,57 +133,101 @@ double sum_exp_below(std::span<const float> logits, float shift) {
   return sum;
 }
 
-double exp_weights(std::span<float> logits, float shift, float scale) {
-  constexpr size_t kBlock = 256;  // terms per block: 64 per lane before they go into the double
+namespace {
+
+// Where exp_weights() and drop_below() keep the sums of their kSumBlock-entry blocks; nowhere
+// when `sums` is empty.
+class BlockSums {
+ public:
+  explicit BlockSums(std::span<double> sums) : sums_(sums) {}
+  // The block that starts at `first` summed to `value` (first a multiple of kSumBlock).
+  void block(size_t first, double value) {
+    if (!sums_.empty()) sums_[first / kSumBlock] = value;
+  }
+  // The row's last entries, after every whole vector, summed to `value`: part of the block that
+  // holds `first`, which the vectors may have begun.
+  void tail(size_t first, double value) {
+    if (sums_.empty()) return;
+    double& sum = sums_[first / kSumBlock];
+    sum = first % kSumBlock == 0 ? value : sum + value;
+  }
+
+ private:
+  std::span<double> sums_;
+};
+
+}  // namespace
+
+double exp_weights(std::span<float> logits, float shift, float scale,
+                   std::span<double> block_sums) {
   const Floats low = splat(-87.0f);
   const auto weight = [&](Floats v) {
     const Floats x = (v - shift) * scale;
     const Ints kept = x >= low;  // false below -87, at -inf and for NaN
     return reinterpret_cast<Floats>(reinterpret_cast<Ints>(exp_nonpositive(kept ? x : low)) & kept);
   };
+  BlockSums blocks(block_sums);
   double sum = 0.0;
   size_t i = 0;
-  while (i + kLanes <= logits.size()) {
+  const size_t whole = logits.size() - logits.size() % kLanes;
+  while (i < whole) {
+    // A block's terms go 64 a lane into floats, then into the double.
     Floats lanes{};
-    const size_t end = std::min(logits.size() - logits.size() % kLanes, i + kBlock);
+    const size_t first = i;
+    const size_t end = std::min(whole, i + kSumBlock);
     for (; i < end; i += kLanes) {
       const Floats w = weight(load(logits.data() + i));
       std::memcpy(logits.data() + i, &w, sizeof w);
       lanes += w;
     }
-    for (size_t k = 0; k < kLanes; ++k) sum += lanes[k];
+    double block = 0.0;
+    for (size_t k = 0; k < kLanes; ++k) block += lanes[k];
+    blocks.block(first, block);
+    sum += block;
   }
   if (i < logits.size()) {
     const size_t n = logits.size() - i;
     const Floats w = weight(load_tail(logits.data() + i, n, std::nanf("")));  // NaN weighs 0
+    double tail = 0.0;
     for (size_t k = 0; k < n; ++k) {
       logits[i + k] = w[k];
-      sum += w[k];
+      tail += w[k];
     }
+    blocks.tail(i, tail);
+    sum += tail;
   }
   return sum;
 }
 
-double drop_below(std::span<float> weights, float cut) {
-  constexpr size_t kBlock = 256;  // as exp_weights: 64 terms a lane before they go into the double
+double drop_below(std::span<float> weights, float cut, std::span<double> block_sums) {
   const Floats bar = splat(cut);
+  BlockSums blocks(block_sums);
   double sum = 0.0;
   size_t i = 0;
   const size_t whole = weights.size() - weights.size() % kLanes;
   while (i < whole) {
     Floats lanes{};
-    const size_t end = std::min(whole, i + kBlock);
+    const size_t first = i;
+    const size_t end = std::min(whole, i + kSumBlock);
     for (; i < end; i += kLanes) {
       Floats w = load(weights.data() + i);
       w = reinterpret_cast<Floats>(reinterpret_cast<Ints>(w) & (w >= bar));
       std::memcpy(weights.data() + i, &w, sizeof w);
       lanes += w;
     }
-    for (size_t k = 0; k < kLanes; ++k) sum += lanes[k];
+    double block = 0.0;
+    for (size_t k = 0; k < kLanes; ++k) block += lanes[k];
+    blocks.block(first, block);
+    sum += block;
   }
-  for (; i < weights.size(); ++i) {
-    if (!(weights[i] >= cut)) weights[i] = 0.0f;
-    sum += weights[i];
+  if (i < weights.size()) {
+    double tail = 0.0;
+    for (size_t k = i; k < weights.size(); ++k) {
+      if (!(weights[k] >= cut)) weights[k] = 0.0f;
+      tail += weights[k];
+    }
+    blocks.tail(i, tail);
+    sum += tail;
   }
   return sum;
 }

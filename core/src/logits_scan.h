@@ -8,6 +8,7 @@
 // NaN logits count as absent everywhere. Threading: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -30,15 +31,22 @@ size_t first_above(std::span<const float> logits, size_t from, float threshold);
 // terms are summed in float by 4 lanes and carried into a double every 256 terms.
 double sum_exp_below(std::span<const float> logits, float shift);
 
+// The weight passes below sum a row in blocks of this many entries (64 a lane, in float, then
+// into a double), and can hand the blocks' sums out: a draw then skips whole blocks.
+inline constexpr size_t kSumBlock = 256;
+inline constexpr size_t sum_blocks(size_t entries) { return (entries + kSumBlock - 1) / kSumBlock; }
+
 // Turns each logit l into the sampling weight exp((l - shift) * scale) in place, for a `shift` at
 // least as large as every logit (their max) and a `scale` > 0 (1 / temperature), and returns the
 // weights' sum. A weight is exactly 0 where the exponent is below -87 (exp would give less than
 // 1.6e-38), -inf or NaN, so that a token kept out by -inf (or by nothing but rounding) can never be
-// drawn; elsewhere it is within 1e-7 relative of exp.
-double exp_weights(std::span<float> logits, float shift, float scale);
+// drawn; elsewhere it is within 1e-7 relative of exp. `block_sums`, when not empty, holds
+// sum_blocks(logits.size()) entries and gets the sum of each block.
+double exp_weights(std::span<float> logits, float shift, float scale,
+                   std::span<double> block_sums = {});
 
 // Sets every weight below `cut` to 0 in place and returns the sum of those left, summed as
-// exp_weights sums (4 lanes, into a double every 256 terms).
-double drop_below(std::span<float> weights, float cut);
+// exp_weights sums; `block_sums` likewise.
+double drop_below(std::span<float> weights, float cut, std::span<double> block_sums = {});
 
 }  // namespace headway::core

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <headway/sdk/sampling_cut.hpp>
+#include <headway/sdk/sampling.hpp>
 #include <limits>
 #include <string>
 
@@ -13,24 +13,57 @@
 namespace headway::core {
 namespace {
 
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // The first token with the largest logit, NaN skipped; 0 when every logit is NaN.
 int32_t argmax(std::span<const float> logits) {
   return std::max(first_index_of(logits, max_logit(logits)), 0);
 }
 
+// The draw: the first token, in token order, at which the weights summed so far pass u * total.
+// Whole blocks that leave the sum at or below the target are passed over by their sums
+// (`block_sums`, kSumBlock weights each, taken as the weights were written), so a draw adds a few
+// hundred sums and at most a block's weights, not the row's (a serial walk of 128k weights took
+// about 0.1 ms). No weight to draw from (a +inf logit: inf - inf is NaN; a row of NaN; a
+// temperature so small that 1 / T overflows): the greedy token, the only sensible answer.
+int32_t draw(std::span<const float> weights, std::span<const double> block_sums, double total,
+             double u, int32_t best) {
+  if (!(total > 0.0)) return best;
+  const size_t n = weights.size();
+  // The token at which the sum passes `target`, or n with `walked` the whole row's sum as walked.
+  const auto walk = [&](double target, double& walked) -> size_t {
+    size_t block = 0;
+    double cumulative = 0.0;
+    while (block + 1 < block_sums.size() && cumulative + block_sums[block] <= target) {
+      cumulative += block_sums[block++];
+    }
+    for (size_t i = block * kSumBlock; i < n; ++i) {
+      cumulative += weights[i];
+      if (target < cumulative) return i;
+    }
+    walked = cumulative;
+    return n;
+  };
+  double walked = 0.0;
+  size_t token = walk(u * total, walked);
+  // `total` was summed in another order and came out above the walk's own sum: draw again against
+  // the walk's sum, so that the target cannot fall past the end (where the fallback below would
+  // give the last token of any weight, however unlikely).
+  if (token == n && walked > 0.0 && walked < total) {
+    double again = 0.0;
+    token = walk(u * walked, again);
+  }
+  if (token < n) return static_cast<int32_t>(token);
+  // Rounding left the target past the end: the last token with weight (total > 0 says there is
+  // one), never one the filters kept at weight 0.
+  for (size_t i = n; i-- > 0;) {
+    if (weights[i] > 0.0f) return static_cast<int32_t>(i);
+  }
+  return best;
+}
+
 }  // namespace
 
 double Sampler::uniform(uint64_t seed, uint32_t output_index) {
-  // Two rounds: the first decorrelates nearby seeds, the second nearby output indices.
-  const uint64_t bits = mix64(mix64(seed) ^ (0xd1b54a32d192ed03ULL * (uint64_t{output_index} + 1)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+  return sdk::sampling::uniform(seed, output_index);
 }
 
 void Sampler::process(std::span<float> logits, const SamplingParams& p, uint32_t output_index,
@@ -137,49 +170,22 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
 
   // Weights relative to the best token: w = exp((l - max) / T), so the best has weight 1 and
   // nothing overflows. NaN, and anything below exp(-87), becomes weight 0 (logits_scan.h).
-  const double weight_sum = exp_weights(logits, logits[best], 1.0f / p.temperature);
   const size_t vocab = logits.size();
+  if (block_sums_.size() < sum_blocks(vocab)) block_sums_.resize(sum_blocks(vocab));  // grows once
+  const std::span<double> sums(block_sums_.data(), sum_blocks(vocab));
+  const double weight_sum = exp_weights(logits, logits[best], 1.0f / p.temperature, sums);
   const double u = uniform(p.seed, output_index);
-  // The draw: the first candidate whose cumulative weight passes u * total, in the candidates'
-  // order. No weight left to draw from (a +inf logit: inf - inf is NaN; a row of NaN; a
-  // temperature so small that 1 / T overflows): the greedy token is the only sensible answer.
-  const auto draw = [&](auto&& token_at, size_t count, double total) -> int32_t {
-    if (!(total > 0.0)) return best;
-    double target = u * total;
-    double cumulative = 0.0;
-    for (size_t i = 0; i < count; ++i) {
-      cumulative += logits[token_at(i)];
-      if (target < cumulative) return static_cast<int32_t>(token_at(i));
-    }
-    // `total` was summed in another order (logits_scan.h's lanes) and came out above the walk's
-    // own sum: draw again against the walk's sum, so that the target cannot fall past the end
-    // (where the fallback below would give the last token of any weight, however unlikely).
-    if (cumulative > 0.0 && cumulative < total) {
-      target = u * cumulative;
-      double again = 0.0;
-      for (size_t i = 0; i < count; ++i) {
-        again += logits[token_at(i)];
-        if (target < again) return static_cast<int32_t>(token_at(i));
-      }
-    }
-    // Rounding left the target past the end: the last candidate with weight (total > 0 says
-    // there is one), never one the filters kept at weight 0.
-    for (size_t i = count; i-- > 0;) {
-      if (logits[token_at(i)] > 0.0f) return static_cast<int32_t>(token_at(i));
-    }
-    return best;
-  };
   const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.top_p < 1.0f || p.min_p > 0.0f;
-  if (!filtered) return draw([](size_t i) { return i; }, vocab, weight_sum);
+  if (!filtered) return draw(logits, sums, weight_sum, u, best);
 
   // The filters are one threshold on the weights, found without ranking the vocabulary
-  // (sampling_cut.hpp: a few passes over the row, where sorting a flat row's nucleus took
+  // (sampling.hpp: a few passes over the row, where sorting a flat row's nucleus took
   // milliseconds). Weights below it become 0, which the draw never picks, so the draw walks the
   // kept tokens in token order, as a device sampling with the same header does.
   if (cut_scratch_.size() < vocab) cut_scratch_.resize(vocab);  // grows once per vocabulary size
   const float cut = sdk::sampling::keep_threshold(logits.data(), vocab, p.top_k, p.top_p, p.min_p,
                                                   cut_scratch_.data());
-  return draw([](size_t i) { return i; }, vocab, drop_below(logits, cut));
+  return draw(logits, sums, drop_below(logits, cut, sums), u, best);
 }
 
 }  // namespace headway::core

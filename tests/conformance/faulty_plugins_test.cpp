@@ -492,6 +492,26 @@ TEST(ConformingModels, RowsOnRequestModelIsConformant) {
   expect_outcome(r, "model.prompt_logits", Outcome::kPass);
   expect_outcome(r, "model.chunking_invariance", Outcome::kPass);
   expect_outcome(r, "model.batch_invariance", Outcome::kPass);
+  // Its own sampler picks the token after the row's favourite on purpose (so that the service's
+  // tests tell its tokens from the host's): one the core's top_p 0.8 keeps out. Extended, so
+  // the model stays conformant.
+  expect_outcome(r, "model.device_sampling", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "model.device_sampling")->message.find("keep out"),
+            std::string::npos)
+      << headway::test::describe(r);
+}
+
+// A model that samples itself from the SDK's draw and cuts picks the core's token every time.
+TEST(ConformingModels, DeviceSamplingModelSamplesAsTheCoreDoes) {
+  const auto r = headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                                          "/test_device_sampling_model.so");
+  EXPECT_TRUE(r.conformant()) << headway::test::describe(r);
+  expect_outcome(r, "model.device_sampling", Outcome::kPass);
+  const auto* t = headway::test::find_test(r, "model.device_sampling");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->metrics.value("draws", 0), 120);
+  EXPECT_EQ(t->metrics.value("differing", -1), 0) << t->message;
+  expect_outcome(r, "model.logits_on_request", Outcome::kPass);
 }
 
 // A router that claims a feature it does not have: least_loaded never splits a request over a

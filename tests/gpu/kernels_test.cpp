@@ -35,15 +35,6 @@ using models::cuda::StepLimits;
 using models::cuda::StepOffsets;
 using models::cuda::StepPlan;
 
-TEST(CudaKernels, SamplingUniformMatchesTheCoreSampler) {
-  // Host-side function: runs without a device.
-  for (uint64_t seed : {0ull, 1ull, 42ull, 0xdeadbeefcafeull}) {
-    for (uint32_t i : {0u, 1u, 7u, 1000000u}) {
-      EXPECT_EQ(k::sample_uniform(seed, i), core::Sampler::uniform(seed, i)) << seed << " " << i;
-    }
-  }
-}
-
 TEST(CudaKernels, EmbeddingGatherCopiesRows) {
   HW_SKIP_WITHOUT_CUDA();
   const uint32_t vocab = 50, hidden = 96;
@@ -1026,7 +1017,7 @@ TEST_P(CudaSampling, FollowsTheCoreSemantics) {
       continue;
     }
     ASSERT_TRUE(kept(row, p)[out[r]]) << "row " << r << " sampled a token outside the kept set";
-    // The same cuts (sampling_cut.hpp) and the same draw in token order, for every filter.
+    // The same cuts (sampling.hpp) and the same draw in token order, for every filter.
     std::vector<float> copy = row;
     core::SamplingParams sp;
     sp.temperature = p.temperature;

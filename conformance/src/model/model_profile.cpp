@@ -7,11 +7,15 @@
 #include <headway/conformance/suite.h>
 #include <headway/conformance/test_recorder.h>
 #include <headway/core/error.h>
+#include <headway/core/sampler.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <headway/sdk/sampling.hpp>
 #include <headway/sdk/status.hpp>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -59,6 +63,112 @@ void compare(TestRecorder& t, const std::string& what, const SampleOutput& a, co
                        tolerance));
   } else {
     t.note(fmt::format("relative difference {:.3g} (tolerance {:.3g})", d, tolerance));
+  }
+}
+
+// model.device_sampling. The engine samples a request on the host whenever it asks for what only
+// the host does (logprobs, penalties, guided output) and leaves the others to a model that
+// samples itself: unless the two pick the same token from the same row, a request's tokens for
+// a seed change with whether it asks for log-probabilities. Each draw is compared with the
+// core's sampler on the row the model returned for it.
+void check_device_sampling(TestRecorder& t, const hw_model_info& info,
+                           const core::PluginChoice& choice, const std::string& dir,
+                           const std::vector<Sequence>& seqs) {
+  if (info.returns_logits != 0 || info.returns_logits_on_request == 0) {
+    t.not_supported(info.returns_logits != 0
+                        ? "the host samples every request (returns_logits)"
+                        : "returns_logits_on_request = 0: no rows to compare its tokens with");
+    return;
+  }
+  struct Setting {
+    const char* name;
+    float temperature, top_p;
+    uint32_t top_k;
+    float min_p;
+  };
+  constexpr Setting kSettings[] = {{"temperature 1", 1.0f, 1.0f, 0, 0.0f},
+                                   {"temperature 0.7, top_k 5", 0.7f, 1.0f, 5, 0.0f},
+                                   {"top_p 0.8", 1.0f, 0.8f, 0, 0.0f},
+                                   {"temperature 1.3, min_p 0.1", 1.3f, 1.0f, 0, 0.1f},
+                                   {"top_k 20, top_p 0.9, min_p 0.02", 1.0f, 0.9f, 20, 0.02f}};
+  constexpr uint64_t kSeedsPerSetting = 8;
+  // A weight this close below a cut may be above it by the model's own rounding of exp.
+  constexpr double kCutSlack = 1e-4;
+  ModelRunner runner(choice, dir);
+  core::Sampler sampler;
+  uint32_t draws = 0, differing = 0;
+  std::string first_differing;
+  std::vector<float> weights, scratch;
+  for (const Setting& setting : kSettings) {
+    for (uint64_t k = 0; k < kSeedsPerSetting; ++k) {
+      std::vector<SliceSpec> batch = whole({0, 1, 2}, seqs);
+      for (SliceSpec& s : batch) {
+        s.temperature = setting.temperature;
+        s.top_p = setting.top_p;
+        s.top_k = setting.top_k;
+        s.min_p = setting.min_p;
+        s.seed = 7919 * k + s.sequence + 1;
+        s.output_index = static_cast<uint32_t>(3 * k + s.sequence);
+      }
+      std::map<uint64_t, int32_t> ids;
+      const auto rows = runner.run(seqs, {batch}, nullptr, nullptr, &ids);
+      for (const SliceSpec& s : batch) {
+        const uint64_t id = seqs[s.sequence].id;
+        const SampleOutput& row = rows.at(id);
+        const int32_t chosen = ids.at(id);
+        ++draws;
+        core::SamplingParams p;
+        p.temperature = setting.temperature;
+        p.top_p = setting.top_p;
+        p.top_k = setting.top_k;
+        p.min_p = setting.min_p;
+        p.seed = *s.seed;
+        std::vector<float> copy = row;
+        const int32_t expected = sampler.sample(copy, p, s.output_index);
+        // The core's kept set on this row: weights exp((l - max) / T), its cuts.
+        const float best = *std::max_element(row.begin(), row.end());
+        weights.resize(row.size());
+        scratch.resize(row.size());
+        for (size_t v = 0; v < row.size(); ++v) {
+          const double w = std::exp((static_cast<double>(row[v]) - best) / p.temperature);
+          weights[v] = std::isnan(w) ? 0.0f : static_cast<float>(w);
+        }
+        const float cut = sdk::sampling::keep_threshold(weights.data(), weights.size(), p.top_k,
+                                                        p.top_p, p.min_p, scratch.data());
+        const std::string where = fmt::format("{}, seed {}, output index {} (sequence {})",
+                                              setting.name, p.seed, s.output_index, id);
+        if (chosen < 0 || static_cast<size_t>(chosen) >= row.size()) {
+          t.fail(fmt::format("{}: the model sampled token {}, outside a vocabulary of {}", where,
+                             chosen, row.size()));
+          continue;
+        }
+        const double w = weights[static_cast<size_t>(chosen)];
+        if (!(w > 0.0) || w < cut * (1.0 - kCutSlack)) {
+          t.fail(
+              fmt::format("{}: the model sampled token {} (weight {:.3g}), which the filters "
+                          "keep out (they keep weights from {:.3g}); the core sampled {}",
+                          where, chosen, w, cut, expected));
+          continue;
+        }
+        if (chosen != expected && differing++ == 0) {
+          first_differing =
+              fmt::format("{}: the model sampled {}, the core {}", where, chosen, expected);
+        }
+      }
+    }
+  }
+  t.metrics()["draws"] = draws;
+  t.metrics()["differing"] = differing;
+  // Rounding (the model's exp, its sums) moves a token only when the draw lands that close to a
+  // boundary: one in a few hundred at most on rows this size.
+  if (differing * 20 > draws) {
+    t.warn(fmt::format(
+        "{} of {} draws picked another token than the core's sampler on the same row (first: {}): "
+        "a request's tokens for a seed then change with whether it asks for log-probabilities "
+        "(the host samples it then); headway/sdk/sampling.hpp has the core's draw and cuts",
+        differing, draws, first_differing));
+  } else {
+    t.note(fmt::format("{} of {} draws equal to the core's sampler", draws - differing, draws));
   }
 }
 
@@ -374,6 +484,11 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
               }
             }
           });
+  guarded(TestRecorder("model.device_sampling",
+                       "a model that samples itself picks, at a temperature and with top-k, top-p "
+                       "and min-p, the token the core's sampler picks from the row it returns "
+                       "(headway/sdk/sampling.hpp)"),
+          [&](TestRecorder& t) { check_device_sampling(t, info, choice, dir, seqs); });
   guarded(TestRecorder("model.reports_cost",
                        "a model on the virtual clock reports a positive, finite step duration"),
           [&](TestRecorder& t) {

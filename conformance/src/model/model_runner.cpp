@@ -37,8 +37,12 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
       slice.block_count =
           q.table_blocks != 0 ? q.table_blocks : static_cast<uint32_t>(q.blocks.size());
       slice.sample = s.sample ? 1 : 0;
-      slice.top_p = 1.0f;  // greedy: temperature 0
-      slice.seed = q.id;
+      slice.temperature = s.temperature;
+      slice.top_p = s.top_p;
+      slice.top_k = s.top_k;
+      slice.min_p = s.min_p;
+      slice.seed = s.seed.value_or(q.id);
+      slice.output_index = s.output_index;
       slice.all_logits = s.all_logits ? 1 : 0;
       slices.push_back(slice);
       wanted.push_back(on_request && s.sample && s.row_wanted ? 1 : 0);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace headway::conformance {
@@ -35,6 +36,13 @@ struct SliceSpec {
   // With a model that returns logits on request (ABI 1.5): ask for the sampled row
   // (hw_model_batch.logits_wanted); without it the slice's output is the model's sampled id.
   bool row_wanted = true;
+  // How a sampling slice samples (hw_model_slice's fields); greedy unless a test says otherwise.
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  uint32_t top_k = 0;
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed = std::nullopt;  // the sequence's id when not given
+  uint32_t output_index = 0;
 };
 
 // What a sampling slice produced: the logits row, or the sampled id as a one-element row.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -55,6 +56,22 @@ std::vector<float> random_row(std::mt19937& rng, size_t size) {
     }
   }
   return row;
+}
+
+// Each block's sum is its weights' sum (to float-lane rounding), and the row's sum is the blocks'
+// summed in order: a draw that skips blocks by their sums lands where one walking them would.
+void expect_block_sums(const std::vector<float>& weights, const std::vector<double>& blocks,
+                       double sum) {
+  double in_order = 0.0;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    double block = 0.0;
+    for (size_t t = b * kSumBlock; t < std::min(weights.size(), (b + 1) * kSumBlock); ++t) {
+      block += weights[t];
+    }
+    EXPECT_NEAR(blocks[b], block, 1e-6 * block + 1e-30) << "block " << b << " of " << blocks.size();
+    in_order += blocks[b];
+  }
+  EXPECT_EQ(in_order, sum) << weights.size() << " weights";
 }
 
 TEST(LogitsScan, MaxAndFirstIndexAgreeWithThePlainLoopAtEveryLength) {
@@ -127,7 +144,9 @@ TEST(LogitsScan, SamplingWeightsAreExpOrExactlyZero) {
       const float max = max_logit(row);
       if (!std::isfinite(max)) continue;
       std::vector<float> weights = row;
-      const double sum = exp_weights(weights, max, scale);
+      std::vector<double> blocks(sum_blocks(size), -1.0);
+      const double sum = exp_weights(weights, max, scale, blocks);
+      expect_block_sums(weights, blocks, sum);
       double written = 0.0;
       for (size_t t = 0; t < size; ++t) {
         const float x = (row[t] - max) * scale;
@@ -153,7 +172,9 @@ TEST(LogitsScan, DroppingWeightsBelowACutZeroesExactlyThoseAndSumsTheRest) {
       std::vector<float> weights(size);
       for (float& w : weights) w = rng() % 8 == 0 ? 0.5f : unit(rng);  // ties at a cut of 0.5
       std::vector<float> dropped = weights;
-      const double sum = drop_below(dropped, cut);
+      std::vector<double> blocks(sum_blocks(size), -1.0);
+      const double sum = drop_below(dropped, cut, blocks);
+      expect_block_sums(dropped, blocks, sum);
       double kept = 0.0;
       for (size_t t = 0; t < size; ++t) {
         ASSERT_EQ(dropped[t], weights[t] >= cut ? weights[t] : 0.0f)

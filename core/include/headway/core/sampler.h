@@ -6,7 +6,7 @@
 //
 // The warpers: weights w = exp((logit - max) / temperature); top-k, top-p and min-p are each a
 // threshold on the weights, and a token is kept when its weight is at or above all of them, so
-// tokens tied at a cut are all kept (headway/sdk/sampling_cut.hpp defines the thresholds, and
+// tokens tied at a cut are all kept (headway/sdk/sampling.hpp defines the thresholds, and
 // finds them in a few passes over the row, without ranking the vocabulary). The draw walks the
 // kept tokens in token order: the first at which the cumulative kept weight passes u times the
 // total, u = uniform(seed, output_index). A model sampling on its device with the same header
@@ -62,6 +62,7 @@ class Sampler {
                const SamplingHistory& history);
 
   std::vector<float> cut_scratch_;  // the weights near a top-k or top-p cut, while it is sought
+  std::vector<double> block_sums_;  // the weights' sums by block, for the draw
   std::vector<uint8_t> seen_;       // per token id: which penalties it had (all zero between calls)
   std::vector<float> allowed_kept_;  // the allowed tokens' logits while the row is masked
   std::vector<int32_t> banned_;      // tokens a bad word banned in this call

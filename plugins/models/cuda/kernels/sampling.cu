@@ -1,5 +1,5 @@
 #include <cstring>
-#include <headway/sdk/sampling_cut.hpp>
+#include <headway/sdk/sampling.hpp>
 
 #include "common.cuh"
 #include "sampling.h"
@@ -14,21 +14,9 @@ using sdk::sampling::radix_digit;
 using sdk::sampling::radix_matches;
 using sdk::sampling::radix_step;
 using sdk::sampling::top_p_need;
+using sdk::sampling::uniform;
 
 constexpr int kThreads = 1024;
-
-__host__ __device__ uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-__host__ __device__ double uniform(uint64_t seed, uint32_t output_index) {
-  const uint64_t bits =
-      mix64(mix64(seed) ^ (0xd1b54a32d192ed03ULL * (static_cast<uint64_t>(output_index) + 1)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
 
 struct Row {
   const float* logits;
@@ -42,7 +30,7 @@ struct Row {
 };
 
 // The largest threshold t such that the row's weights >= t (among those `admit` lets in) amount
-// to at least `need`, by sampling_cut.hpp's search: 4 passes, each histogramming `amount(w)` by the
+// to at least `need`, by sampling.hpp's search: 4 passes, each histogramming `amount(w)` by the
 // weight's next 8 bits into `bins` (shared memory) and letting every thread pick the same digit.
 template <class Amount, class AmountOf, class Admit>
 __device__ float radix_cut(const Row& row, Amount need, Amount* bins, AmountOf amount,
@@ -139,7 +127,7 @@ __global__ void __launch_bounds__(kThreads)
         [](float) { return true; });
   }
   if (p.top_p < 1.0f) {
-    // Masses in fixed point (sampling_cut.hpp): integer sums, the same whatever the threads' order.
+    // Masses in fixed point (sampling.hpp): integer sums, the same whatever the threads' order.
     unsigned long long total = 0;
     for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x) {
       const float w = row.weight(i);
@@ -216,8 +204,6 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 }  // namespace
-
-double sample_uniform(uint64_t seed, uint32_t output_index) { return uniform(seed, output_index); }
 
 cudaError_t sample_tokens(const float* logits, uint32_t rows, uint32_t vocab,
                           const SampleParams* params, int32_t* out, cudaStream_t stream) {

@@ -1,9 +1,9 @@
-// The SDK's sampling cuts (sdk/include/headway/sdk/sampling_cut.hpp), which the core's sampler
-// and the cuda model's device sampler both make: for rows of weights with ties, zeros, a weight
-// of 1 and long tails, the 4-pass radix search must find exactly the threshold that a bisection on
-// the weight's bits finds (what the device kernel did before, about 30 passes), for counts
-// (top-k) and fixed-point masses (top-p, among the weights a top-k cut kept); keep_threshold()
-// must keep what ranking the whole row would keep.
+// The SDK's sampling (sdk/include/headway/sdk/sampling.hpp), which the core's sampler and the
+// cuda model's device sampler both use: the draw's uniform numbers are splitmix64's; for rows of
+// weights with ties, zeros, a weight of 1 and long tails, the 4-pass radix search finds exactly
+// the threshold a bisection on the weight's bits finds (what the device kernel did before, about
+// 30 passes), for counts (top-k) and fixed-point masses (top-p, among the weights a top-k cut
+// kept); keep_threshold() keeps what ranking the whole row would keep.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <headway/sdk/sampling_cut.hpp>
+#include <headway/sdk/sampling.hpp>
 #include <random>
 #include <vector>
 
@@ -221,6 +221,15 @@ TEST(KeepThreshold, NoFilterKeepsEveryTokenAndARowWithoutMassIsNotCut) {
   // Every weight 0 (a row of NaN logits): top-p has nothing to weigh and leaves the cut alone.
   const std::vector<float> empty = {0.0f, 0.0f};
   EXPECT_EQ(keep_threshold_of(empty, 0, 0.9f, 0.0f), 0.0f);
+}
+
+TEST(Draw, IsSplitmix64OfTheSeedAndTheOutputIndex) {
+  // Values from an independent Python implementation: a plugin that writes the formula out
+  // itself, in any language, draws the same numbers.
+  EXPECT_EQ(uniform(0, 0), 8492793375000289 * 0x1.0p-53);
+  EXPECT_EQ(uniform(1, 0), 1254537779894954 * 0x1.0p-53);
+  EXPECT_EQ(uniform(42, 7), 2693444827377324 * 0x1.0p-53);
+  EXPECT_EQ(uniform(0xdeadbeefcafe, 1000000), 7758431568821475 * 0x1.0p-53);
 }
 
 }  // namespace

@@ -1,9 +1,17 @@
-// The cuts of top-k, top-p and min-p sampling exactly as the core's sampler makes them
-// (core/include/headway/core/sampler.h), for a model plugin that samples on its own device
-// (hw_model_info.returns_logits = 0) and should pick the tokens the core would pick. Header-only;
-// the digit functions compile for CUDA devices too (__host__ __device__ under nvcc).
+// Sampling exactly as the core's sampler does it (core/include/headway/core/sampler.h): the
+// random draw and the cuts of top-k, top-p and min-p, for a model plugin that samples on its own
+// device (hw_model_info.returns_logits = 0) and should pick the tokens the core would pick. The
+// engine samples a request on the host instead whenever it asks for what only the host does
+// (logprobs, penalties, guided output: docs/sdk.md), so a model that samples otherwise gives a
+// request other tokens for the same seed depending on whether it asks for log-probabilities
+// (the conformance suite's model.device_sampling compares). Header-only; the draw and the digit
+// functions compile for CUDA devices too (__host__ __device__ under nvcc).
 //
-// The semantics. Weights are w = exp((logit - max) / temperature), in [0, 1] (the best token has
+// The draw. u = uniform(seed, output_index) depends on the request's seed and the index of the
+// token among its outputs only, never on batching or order; the token is the first, in token
+// order, at which the kept weights summed so far pass u times their total.
+//
+// The cuts. Weights are w = exp((logit - max) / temperature), in [0, 1] (the best token has
 // weight 1; NaN weighs 0). Each filter is a threshold, and a token is kept when its weight is at
 // or above every threshold, so tokens tied at a cut are all kept:
 // - top-k: the k-th largest weight;
@@ -39,6 +47,22 @@
 #endif
 
 namespace headway::sdk::sampling {
+
+// splitmix64's finaliser.
+HEADWAY_SAMPLING_HD inline uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The draw's uniform number in [0, 1): two rounds, the first decorrelating nearby seeds, the
+// second nearby output indices; the top 53 bits.
+HEADWAY_SAMPLING_HD inline double uniform(uint64_t seed, uint32_t output_index) {
+  const uint64_t bits =
+      mix64(mix64(seed) ^ (0xd1b54a32d192ed03ULL * (static_cast<uint64_t>(output_index) + 1)));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
 
 inline constexpr int kRadixBins = 256;
 inline constexpr int kRadixPasses = 4;

@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hf_config.h"
 #include "planner.h"
@@ -34,13 +37,15 @@ std::string preset_names_of_models() {
 // existing file).
 struct ResolvedModel {
   std::string label;
-  sim::ModelShape shape;
-  std::string max_len_source;  // where max_model_len came from, for the context check's message
+  sim::HfModel model;
 };
 
 ResolvedModel resolve_model(const std::string& model) {
   if (const sim::ModelPreset* preset = sim::find_model_preset(model)) {
-    return {std::string(preset->name), preset->shape, "the preset's max_model_len"};
+    sim::HfModel m;
+    m.shape = preset->shape;
+    m.max_len_source = "the preset's max_model_len";
+    return {std::string(preset->name), std::move(m)};
   }
   const std::filesystem::path path(model);
   const bool looks_like_path = model.find('/') != std::string::npos ||
@@ -50,8 +55,7 @@ ResolvedModel resolve_model(const std::string& model) {
                       preset_names_of_models() + "; or give the path of a config.json)");
   }
   try {
-    return {path.string(), sim::load_hf_config(path),
-            path.string() + ": key \"max_position_embeddings\""};
+    return {path.string(), sim::load_hf_config(path)};
   } catch (const std::invalid_argument& e) {
     throw core::Error(std::string("--model: ") + e.what());
   }
@@ -126,7 +130,18 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
 int run_plan(const PlanArgs& args) {
   const sim::GpuPreset* gpu = sim::find_gpu_preset(args.gpu);
   if (gpu == nullptr) throw core::Error("--gpu: unknown GPU preset '" + args.gpu + "'");
-  const ResolvedModel model = resolve_model(args.model);
+  if (!std::isfinite(args.gpu_memory_utilization)) {
+    throw core::Error("--gpu-memory-utilization must be a number in [0.05, 1]");
+  }
+  if (args.max_num_batched_tokens < args.max_num_seqs) {
+    // vLLM refuses the same: a step must have room for a token of every sequence it runs.
+    throw core::Error(fmt::format(
+        "--max-num-batched-tokens {} is below --max-num-seqs {}: a step could not give each of "
+        "its sequences a token",
+        args.max_num_batched_tokens, args.max_num_seqs));
+  }
+  const ResolvedModel resolved = resolve_model(args.model);
+  const sim::HfModel& model = resolved.model;
   if (model.shape.max_model_len > 0 && args.context > model.shape.max_model_len) {
     throw core::Error(fmt::format("--context {} exceeds the model's maximum of {} tokens ({})",
                                   args.context, model.shape.max_model_len, model.max_len_source));
@@ -153,10 +168,25 @@ int run_plan(const PlanArgs& args) {
   std::printf(
       "%s: %.2fB parameters, weights %s, KV cache %s, on %s (%s GB per GPU, %s usable at "
       "gpu_memory_utilization %.2f)\n",
-      model.label.c_str(), parameters / 1e9, args.dtype.c_str(), in.kv_bytes == 1 ? "fp8" : "bf16",
-      args.gpu.c_str(), gb(in.hbm_bytes).c_str(), gb(sim::usable_bytes(in)).c_str(),
-      in.gpu_memory_utilization);
-  std::printf("context %u tokens x concurrency %u\n\n", in.context, in.concurrency);
+      resolved.label.c_str(), parameters / 1e9, args.dtype.c_str(),
+      in.kv_bytes == 1 ? "fp8" : "bf16", args.gpu.c_str(), gb(in.hbm_bytes).c_str(),
+      gb(sim::usable_bytes(in)).c_str(), in.gpu_memory_utilization);
+  std::printf("context %u tokens x concurrency %u\n", in.context, in.concurrency);
+  std::vector<std::string> notes = model.notes;
+  if (model.sliding_window > 0 && in.context > model.sliding_window) {
+    notes.push_back(fmt::format(
+        "sliding_window = {}: the KV cache is counted for full attention on every layer; layers "
+        "that attend to a window keep about that many tokens (vLLM), so the KV figures are high "
+        "and a smaller degree may fit",
+        model.sliding_window));
+  }
+  if (args.kv_dtype == "auto" && args.dtype == "fp8") {
+    notes.push_back(
+        "KV cache fp8 because --kv-dtype auto follows --dtype here; vLLM's --kv-cache-dtype auto "
+        "keeps an FP8 checkpoint's cache in BF16 (pass --kv-dtype bf16 for that)");
+  }
+  for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
+  std::printf("\n");
 
   if (plan.chosen < 0) {
     std::printf("no tensor-parallel degree up to 8 fits:\n");
@@ -165,7 +195,7 @@ int run_plan(const PlanArgs& args) {
     }
     std::fprintf(stderr,
                  "headway plan: %s does not fit on up to 8 x %s at context %u x concurrency %u\n",
-                 model.label.c_str(), args.gpu.c_str(), in.context, in.concurrency);
+                 resolved.label.c_str(), args.gpu.c_str(), in.context, in.concurrency);
     return 1;
   }
   const sim::DegreeVerdict& chosen = plan.degrees[static_cast<size_t>(plan.chosen)];

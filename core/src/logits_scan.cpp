@@ -135,26 +135,38 @@ double sum_exp_below(std::span<const float> logits, float shift) {
 
 namespace {
 
-// Where exp_weights() and drop_below() keep the sums of their kSumBlock-entry blocks; nowhere
-// when `sums` is empty.
-class BlockSums {
- public:
-  explicit BlockSums(std::span<double> sums) : sums_(sums) {}
-  // The block that starts at `first` summed to `value` (first a multiple of kSumBlock).
-  void block(size_t first, double value) {
-    if (!sums_.empty()) sums_[first / kSumBlock] = value;
+// Rewrites a row in place, each entry v into f(v) on 4-float vectors (the last entries padded with
+// `pad` to a vector), and returns the sum of what it wrote: each block of kSumBlock entries summed
+// 64 a lane in float, the lanes into a double, the blocks in order into the result; `block_sums`,
+// when not empty, gets each block's sum, so that adding them in order gives the result exactly.
+template <class F>
+double rewrite_and_sum(std::span<float> row, F f, float pad, std::span<double> block_sums) {
+  double sum = 0.0;
+  const size_t whole = row.size() - row.size() % kLanes;
+  for (size_t first = 0; first < row.size(); first += kSumBlock) {
+    Floats lanes{};
+    const size_t end = std::min(whole, first + kSumBlock);
+    for (size_t i = first; i < end; i += kLanes) {
+      const Floats w = f(load(row.data() + i));
+      std::memcpy(row.data() + i, &w, sizeof w);
+      lanes += w;
+    }
+    double block = 0.0;
+    for (size_t k = 0; k < kLanes; ++k) block += lanes[k];
+    if (end == whole && whole < row.size() && whole < first + kSumBlock) {
+      // The row's last entries, fewer than a vector: the end of this block.
+      const size_t n = row.size() - whole;
+      const Floats w = f(load_tail(row.data() + whole, n, pad));
+      for (size_t k = 0; k < n; ++k) {
+        row[whole + k] = w[k];
+        block += w[k];
+      }
+    }
+    if (!block_sums.empty()) block_sums[first / kSumBlock] = block;
+    sum += block;
   }
-  // The row's last entries, after every whole vector, summed to `value`: part of the block that
-  // holds `first`, which the vectors may have begun.
-  void tail(size_t first, double value) {
-    if (sums_.empty()) return;
-    double& sum = sums_[first / kSumBlock];
-    sum = first % kSumBlock == 0 ? value : sum + value;
-  }
-
- private:
-  std::span<double> sums_;
-};
+  return sum;
+}
 
 }  // namespace
 
@@ -166,70 +178,15 @@ double exp_weights(std::span<float> logits, float shift, float scale,
     const Ints kept = x >= low;  // false below -87, at -inf and for NaN
     return reinterpret_cast<Floats>(reinterpret_cast<Ints>(exp_nonpositive(kept ? x : low)) & kept);
   };
-  BlockSums blocks(block_sums);
-  double sum = 0.0;
-  size_t i = 0;
-  const size_t whole = logits.size() - logits.size() % kLanes;
-  while (i < whole) {
-    // A block's terms go 64 a lane into floats, then into the double.
-    Floats lanes{};
-    const size_t first = i;
-    const size_t end = std::min(whole, i + kSumBlock);
-    for (; i < end; i += kLanes) {
-      const Floats w = weight(load(logits.data() + i));
-      std::memcpy(logits.data() + i, &w, sizeof w);
-      lanes += w;
-    }
-    double block = 0.0;
-    for (size_t k = 0; k < kLanes; ++k) block += lanes[k];
-    blocks.block(first, block);
-    sum += block;
-  }
-  if (i < logits.size()) {
-    const size_t n = logits.size() - i;
-    const Floats w = weight(load_tail(logits.data() + i, n, std::nanf("")));  // NaN weighs 0
-    double tail = 0.0;
-    for (size_t k = 0; k < n; ++k) {
-      logits[i + k] = w[k];
-      tail += w[k];
-    }
-    blocks.tail(i, tail);
-    sum += tail;
-  }
-  return sum;
+  return rewrite_and_sum(logits, weight, std::nanf(""), block_sums);  // NaN pads weigh 0
 }
 
 double drop_below(std::span<float> weights, float cut, std::span<double> block_sums) {
   const Floats bar = splat(cut);
-  BlockSums blocks(block_sums);
-  double sum = 0.0;
-  size_t i = 0;
-  const size_t whole = weights.size() - weights.size() % kLanes;
-  while (i < whole) {
-    Floats lanes{};
-    const size_t first = i;
-    const size_t end = std::min(whole, i + kSumBlock);
-    for (; i < end; i += kLanes) {
-      Floats w = load(weights.data() + i);
-      w = reinterpret_cast<Floats>(reinterpret_cast<Ints>(w) & (w >= bar));
-      std::memcpy(weights.data() + i, &w, sizeof w);
-      lanes += w;
-    }
-    double block = 0.0;
-    for (size_t k = 0; k < kLanes; ++k) block += lanes[k];
-    blocks.block(first, block);
-    sum += block;
-  }
-  if (i < weights.size()) {
-    double tail = 0.0;
-    for (size_t k = i; k < weights.size(); ++k) {
-      if (!(weights[k] >= cut)) weights[k] = 0.0f;
-      tail += weights[k];
-    }
-    blocks.tail(i, tail);
-    sum += tail;
-  }
-  return sum;
+  const auto kept = [&](Floats w) {
+    return reinterpret_cast<Floats>(reinterpret_cast<Ints>(w) & (w >= bar));
+  };
+  return rewrite_and_sum(weights, kept, 0.0f, block_sums);
 }
 
 }  // namespace headway::core

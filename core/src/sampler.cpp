@@ -44,9 +44,10 @@ int32_t draw(std::span<const float> weights, std::span<const double> block_sums,
   };
   double walked = 0.0;
   size_t token = walk(u * total, walked);
-  // `total` was summed in another order and came out above the walk's own sum: draw again against
-  // the walk's sum, so that the target cannot fall past the end (where the fallback below would
-  // give the last token of any weight, however unlikely).
+  // `total` added the walked blocks' float-lane sums where the walk added their weights one by one
+  // in double, and came out above the walk's sum: draw again against the walk's sum, so that the
+  // target cannot fall past the end (where the fallback below would give the last token of any
+  // weight, however unlikely).
   if (token == n && walked > 0.0 && walked < total) {
     double again = 0.0;
     token = walk(u * walked, again);

@@ -509,7 +509,7 @@ TEST(ConformingModels, DeviceSamplingModelSamplesAsTheCoreDoes) {
   expect_outcome(r, "model.device_sampling", Outcome::kPass);
   const auto* t = headway::test::find_test(r, "model.device_sampling");
   ASSERT_NE(t, nullptr);
-  EXPECT_EQ(t->metrics.value("draws", 0), 120);
+  EXPECT_EQ(t->metrics.value("draws", 0), 144);
   EXPECT_EQ(t->metrics.value("differing", -1), 0) << t->message;
   expect_outcome(r, "model.logits_on_request", Outcome::kPass);
 }

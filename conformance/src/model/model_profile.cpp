@@ -87,6 +87,7 @@ void check_device_sampling(TestRecorder& t, const hw_model_info& info,
     float min_p;
   };
   constexpr Setting kSettings[] = {{"temperature 1", 1.0f, 1.0f, 0, 0.0f},
+                                   {"temperature 0.5", 0.5f, 1.0f, 0, 0.0f},
                                    {"temperature 0.7, top_k 5", 0.7f, 1.0f, 5, 0.0f},
                                    {"top_p 0.8", 1.0f, 0.8f, 0, 0.0f},
                                    {"temperature 1.3, min_p 0.1", 1.3f, 1.0f, 0, 0.1f},

@@ -1,5 +1,6 @@
 #include "hf_config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -7,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -26,9 +26,16 @@ using nlohmann::json;
 // the memory model within 64 bits.
 uint32_t positive(const json& config, const std::filesystem::path& file, const char* key,
                   uint64_t most) {
-  const json& value = config.at(key);
+  json value = config.at(key);
+  // transformers and vLLM take 4096.0 for 4096.
+  if (value.is_number_float() && std::isfinite(value.get<double>()) &&
+      value.get<double>() == std::floor(value.get<double>()) && value.get<double>() >= 0 &&
+      value.get<double>() <= static_cast<double>(most)) {
+    value = static_cast<uint64_t>(value.get<double>());
+  }
   if (!value.is_number_integer()) {
-    fail(file, std::string("key \"") + key + "\" must be an integer (got " + value.dump() + ")");
+    fail(file,
+         std::string("key \"") + key + "\" must be an integer (got " + config.at(key).dump() + ")");
   }
   const bool in_range =
       value.is_number_unsigned()
@@ -50,12 +57,6 @@ constexpr uint64_t kMostPositions = UINT32_MAX;
 uint32_t required(const json& config, const std::filesystem::path& file, const char* key,
                   uint64_t most) {
   if (!config.contains(key)) {
-    if (config.contains("text_config") && config.at("text_config").is_object()) {
-      fail(file, std::string("missing required key \"") + key +
-                     "\": the model's shape is under \"text_config\" (a multimodal model's "
-                     "config), which the planner does not read; its vision tower and any "
-                     "mixture of experts would not be counted either");
-    }
     fail(file, std::string("missing required key \"") + key + "\"");
   }
   return positive(config, file, key, most);
@@ -77,9 +78,9 @@ struct Family {
   const char* model_type;
   bool ties_embeddings;
 };
-constexpr Family kFamilies[] = {{"llama", false}, {"mistral", false}, {"qwen2", false},
-                                {"qwen3", false}, {"phi3", false},    {"gemma", true},
-                                {"gemma2", true}};
+constexpr Family kFamilies[] = {{"llama", false}, {"mistral", false},   {"qwen2", false},
+                                {"qwen3", false}, {"phi3", false},      {"gemma", true},
+                                {"gemma2", true}, {"gemma3_text", true}};
 
 std::string family_names() {
   std::string names;
@@ -136,9 +137,9 @@ void apply_rope_scaling(const json& config, const std::filesystem::path& file, H
   const std::string type = scaling.at(type_key).get<std::string>();
   if (type != "yarn" && type != "linear" && type != "dynamic") return;
   const json& factor = scaling.contains("factor") ? scaling.at("factor") : json();
-  if (!factor.is_number() || !(factor.get<double>() >= 1.0) ||
+  if (!factor.is_number() || !(factor.get<double>() > 0.0) ||
       !std::isfinite(factor.get<double>())) {
-    fail(file, "key \"rope_scaling\": a " + type + " scaling needs a \"factor\" >= 1 (got " +
+    fail(file, "key \"rope_scaling\": a " + type + " scaling needs a \"factor\" > 0 (got " +
                    factor.dump() + ")");
   }
   uint64_t base = model.shape.max_model_len;
@@ -147,20 +148,24 @@ void apply_rope_scaling(const json& config, const std::filesystem::path& file, H
     base = positive(scaling, file, "original_max_position_embeddings", kMostPositions);
     base_key = "original_max_position_embeddings";
   }
+  // A factor below 1 shrinks it, as vLLM's does.
   const double scaled = std::floor(static_cast<double>(base) * factor.get<double>());
-  model.shape.max_model_len = static_cast<uint32_t>(std::min(scaled, double{UINT32_MAX}));
+  model.shape.max_model_len =
+      static_cast<uint32_t>(std::clamp(scaled, 1.0, static_cast<double>(UINT32_MAX)));
   model.max_len_source = file.string() + ": key \"rope_scaling\" (" + type + ", factor " +
                          factor.dump() + " over " + base_key + " " + std::to_string(base) + ")";
 }
 
-void note_what_the_plan_ignores(const json& config, const std::filesystem::path& file,
-                                HfModel& model) {
+void note_what_the_plan_ignores(const json& config, HfModel& model) {
   // Qwen2-style configs name a window they do not use (use_sliding_window: false).
   const bool slides = !config.contains("use_sliding_window") ||
                       !config.at("use_sliding_window").is_boolean() ||
                       config.at("use_sliding_window").get<bool>();
-  if (slides && present(config, "sliding_window")) {
-    model.sliding_window = positive(config, file, "sliding_window", kMostPositions);
+  // Only a note depends on it: a value that is not a positive integer is left out.
+  const json window = present(config, "sliding_window") ? config.at("sliding_window") : json();
+  if (slides && window.is_number_integer() && window.get<int64_t>() > 0 &&
+      window.get<uint64_t>() <= kMostPositions) {
+    model.sliding_window = window.get<uint32_t>();
   }
   if (present(config, "quantization_config")) {
     const json& q = config.at("quantization_config");
@@ -191,6 +196,13 @@ HfModel parse_hf_config(std::string_view json_text, const std::filesystem::path&
     fail(file, std::string("not valid JSON: ") + e.what());
   }
   if (!config.is_object()) fail(file, "expected a JSON object at the top level");
+  if (config.contains("text_config") && config.at("text_config").is_object() &&
+      !config.contains("num_hidden_layers")) {
+    fail(file,
+         "the model's shape is under \"text_config\" (a multimodal model's config), which the "
+         "planner does not read; its vision tower and any mixture of experts would not be counted "
+         "either");
+  }
   refuse_other_architectures(config, file);
   const bool ties_by_default = family_ties_embeddings(config, file);
 
@@ -202,7 +214,7 @@ HfModel parse_hf_config(std::string_view json_text, const std::filesystem::path&
   shape.intermediate = required(config, file, "intermediate_size", kMostWidth);
   shape.vocab = required(config, file, "vocab_size", kMostVocab);
   shape.kv_heads = optional(config, file, "num_key_value_heads", kMostHeads, shape.heads);
-  if (!config.contains("head_dim") && shape.hidden % shape.heads != 0) {
+  if (!present(config, "head_dim") && shape.hidden % shape.heads != 0) {
     fail(file, "no key \"head_dim\", and hidden_size=" + std::to_string(shape.hidden) +
                    " is not a multiple of num_attention_heads=" + std::to_string(shape.heads));
   }
@@ -222,7 +234,7 @@ HfModel parse_hf_config(std::string_view json_text, const std::filesystem::path&
     shape.tied_embeddings = tied.get<bool>();
   }
   apply_rope_scaling(config, file, model);
-  note_what_the_plan_ignores(config, file, model);
+  note_what_the_plan_ignores(config, model);
   return model;
 }
 
@@ -251,10 +263,16 @@ HfModel load_hf_config(const std::filesystem::path& file) {
     fail(file, std::string("cannot open the file: ") + std::strerror(errno) +
                    " (a Hugging Face config.json was expected)");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // At most one byte past the bound: /proc files and growing ones report no size or the wrong one.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (in.bad()) fail(file, "read error");
-  return parse_hf_config(text.str(), file);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    fail(file, "holds more than " + std::to_string(kMaxConfigBytes) +
+                   " bytes; a config.json holds a few KB");
+  }
+  return parse_hf_config(text, file);
 }
 
 }  // namespace headway::models::sim

@@ -4,16 +4,18 @@
 // Keys read (as transformers names them): num_hidden_layers, hidden_size, num_attention_heads,
 // intermediate_size, vocab_size (required); num_key_value_heads (default num_attention_heads),
 // head_dim (default hidden_size / num_attention_heads), max_position_embeddings (default 0 =
-// unknown) and rope_scaling (yarn, linear and dynamic scaling raise the maximum as vLLM does),
+// unknown) and rope_scaling (yarn, linear and dynamic scaling scale the maximum by their factor
+// as vLLM does; where vLLM refuses — no type, yarn without original_max_position_embeddings — it
+// is taken as no scaling and as scaling max_position_embeddings),
 // tie_word_embeddings (default: the model type's, true for Gemma), model_type.
 //
 // A silently wrong plan is worse than a refusal, so whatever the memory model does not describe is
 // refused by name: a model_type other than the gated-MLP Llama-style families it does describe
-// (llama, mistral, qwen2, qwen3, phi3, gemma, gemma2; a config without model_type is taken as
-// one), mixture-of-experts keys, multi-head latent attention (its compressed KV), a multimodal
-// config whose text model sits under text_config. What it counts pessimistically or ignores comes
-// back as notes: a sliding window (KV counted for full attention), a quantization_config (weights
-// counted as --dtype).
+// (llama, mistral, qwen2, qwen3, phi3, gemma, gemma2, gemma3_text; a config without model_type is
+// taken as one), mixture-of-experts keys, multi-head latent attention (its compressed KV), a
+// multimodal config whose text model sits under text_config. What it counts pessimistically or
+// ignores comes back as notes: a sliding window (KV counted for full attention), a
+// quantization_config (weights counted as --dtype).
 //
 // Threading: pure functions of the file; safe from any thread.
 #pragma once

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -132,27 +133,55 @@ TEST(Sampler, ALongRowFollowsTheDistributionAndNeverDrawsTheImpossible) {
 // last token that has any weight (here one at logit -80, probability about 1e-35). The row and the
 // seed are one such case (helper-72's).
 TEST(Sampler, ADrawThatTheSumsDisagreeOnStillFollowsTheWeights) {
-  std::mt19937 rng(2);
-  std::vector<float> row;
-  for (;;) {
-    row.assign(128256, 0.0f);
-    std::normal_distribution<float> normal(-15.0f, 2.0f);
-    for (float& l : row) l = std::min(normal(rng), -0.5f);
-    for (int k = 0; k < 8; ++k) row[rng() % (row.size() - 1)] = -0.1f * static_cast<float>(k);
-    row.back() = -80.0f;
-    std::vector<float> weights = row;
-    double walked = 0.0;
-    const double lanes = exp_weights(weights, 0.0f, 1.0f);
-    for (const float w : weights) walked += w;
-    if (lanes > walked * (1 + 5e-8)) break;
-  }
+  // One block of 256 weights: 1 at tokens 0-3 (the first of each float lane) and about 9e-8
+  // elsewhere, each of which rounds every lane's float sum up by a third of an ulp. The total
+  // (the lanes' sums) then exceeds the walk's double sum by about 7e-6 of 4, and a draw whose u
+  // lies in that last sliver has its target past the walk's end. Token 255 weighs e^-80: the
+  // fallback to "the last token of any weight" would pick it; drawing again against the walk's sum
+  // does not.
+  std::vector<float> row(256, std::log(9e-8f));
+  for (int t = 0; t < 4; ++t) row[static_cast<size_t>(t)] = 0.0f;
+  row.back() = -80.0f;
+  std::vector<float> weights = row;
+  const double lanes = exp_weights(weights, 0.0f, 1.0f);
+  double walked = 0.0;
+  for (const float w : weights) walked += w;
+  ASSERT_GT(lanes, walked * (1 + 1e-6)) << "the lanes no longer round up";
+  uint64_t seed = 0;
+  while (Sampler::uniform(seed, 0) * lanes < walked) ++seed;  // about one seed in 550,000
   SamplingParams p;
   p.temperature = 1.0f;
-  p.seed = 4459594;
+  p.seed = seed;
   Sampler sampler;
   std::vector<float> scratch = row;
   const int32_t token = sampler.sample(scratch, p, 0);
-  EXPECT_GT(row[token], -30.0f) << "token " << token;
+  EXPECT_GT(row[static_cast<size_t>(token)], -30.0f) << "token " << token << ", seed " << seed;
+}
+
+TEST(Sampler, TheDrawIsExactWhereTheWeightsAreOneOrZero) {
+  // Kept tokens of weight exactly 1 (logit 0) and others of weight 0 (-inf): every sum is exact,
+  // so the draw must be the kept token at floor(u * kept), whichever blocks it skips on the way.
+  // Vocabularies below, at and past a block of 256 and of 4 floats, and Llama 3's.
+  std::mt19937 rng(21);
+  Sampler sampler;
+  for (const size_t vocab : {1u, 3u, 255u, 256u, 257u, 300u, 513u, 1003u, 4096u, 128256u}) {
+    std::vector<float> row(vocab);
+    std::vector<int32_t> kept;
+    for (size_t t = 0; t < vocab; ++t) {
+      const bool keep = t == 0 || rng() % 3 != 0;
+      row[t] = keep ? 0.0f : -std::numeric_limits<float>::infinity();
+      if (keep) kept.push_back(static_cast<int32_t>(t));
+    }
+    for (uint64_t seed = 0; seed < 300; ++seed) {
+      SamplingParams p;
+      p.temperature = 1.0f;
+      p.seed = seed;
+      const auto expected = kept[static_cast<size_t>(
+          std::floor(Sampler::uniform(seed, 3) * static_cast<double>(kept.size())))];
+      std::vector<float> scratch = row;
+      ASSERT_EQ(sampler.sample(scratch, p, 3), expected) << "vocab " << vocab << ", seed " << seed;
+    }
+  }
 }
 
 TEST(Sampler, LowTemperatureSharpensHighTemperatureFlattens) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "presets.h"
 
@@ -146,11 +147,13 @@ TEST(HfConfig, ModelsTheMemoryModelDoesNotDescribeAreRefused) {
       << e;
   EXPECT_NE(e.find("llama, mistral, qwen2, qwen3, phi3, gemma, gemma2"), std::string::npos) << e;
   // A multimodal config keeps its text model under text_config.
-  e = expect_error(R"({"model_type": "gemma2", "text_config": {"num_hidden_layers": 62}})");
-  EXPECT_NE(e.find("missing required key \"num_hidden_layers\": the model's shape is under "
-                   "\"text_config\""),
-            std::string::npos)
-      << e;
+  e = expect_error(R"({"model_type": "gemma3", "text_config": {"num_hidden_layers": 62}})");
+  EXPECT_NE(e.find("the model's shape is under \"text_config\""), std::string::npos) << e;
+  // A null head_dim is no head_dim: hidden / heads must divide.
+  e = expect_error("{" + dense.substr(0, dense.find("\"hidden_size\"")) +
+                   R"("hidden_size": 8200, "num_attention_heads": 64, "intermediate_size": 1,
+                      "vocab_size": 1, "head_dim": null})");
+  EXPECT_NE(e.find("no key \"head_dim\", and hidden_size=8200"), std::string::npos) << e;
 }
 
 TEST(HfConfig, FamilyDefaultsRopeScalingAndNotes) {
@@ -180,6 +183,26 @@ TEST(HfConfig, FamilyDefaultsRopeScalingAndNotes) {
                       "c.json")
           .sliding_window,
       0u);
+  // Linear and dynamic scaling multiply max_position_embeddings, a factor below 1 shrinks it.
+  for (const auto& [type, factor, expected] :
+       {std::tuple{"linear", "4.0", 65536u}, std::tuple{"dynamic", "2", 32768u},
+        std::tuple{"linear", "0.5", 8192u}}) {
+    const HfModel scaled = parse_hf_config(
+        "{" + shape + R"(, "max_position_embeddings": 16384, "rope_scaling": {"type": ")" + type +
+            R"(", "factor": )" + factor + "}}",
+        "c.json");
+    EXPECT_EQ(scaled.shape.max_model_len, expected) << type << " " << factor;
+  }
+  // Gemma 3's text model is one of the families; transformers' integral floats are integers; a
+  // window that is not a positive integer feeds no note and refuses nothing.
+  const HfModel gemma3 = parse_hf_config(
+      R"({"model_type": "gemma3_text", "num_hidden_layers": 26.0, "hidden_size": 1152,
+          "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+          "intermediate_size": 6912, "vocab_size": 262144, "sliding_window": 0})",
+      "c.json");
+  EXPECT_EQ(gemma3.shape.layers, 26u);
+  EXPECT_TRUE(gemma3.shape.tied_embeddings);
+  EXPECT_EQ(gemma3.sliding_window, 0u);
   const HfModel awq = parse_hf_config(
       "{" + shape + R"(, "quantization_config": {"quant_method": "awq", "bits": 4}})", "c.json");
   ASSERT_EQ(awq.notes.size(), 1u);

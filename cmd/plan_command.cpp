@@ -180,6 +180,12 @@ int run_plan(const PlanArgs& args) {
         "and a smaller degree may fit",
         model.sliding_window));
   }
+  if (in.concurrency > in.max_num_seqs) {
+    notes.push_back(fmt::format(
+        "--concurrency {} is above --max-num-seqs {}: a server runs (and holds KV for) at most "
+        "max_num_seqs requests at once, the others wait without KV; the plan sizes KV for all {}",
+        in.concurrency, in.max_num_seqs, in.concurrency));
+  }
   if (args.kv_dtype == "auto" && args.dtype == "fp8") {
     notes.push_back(
         "KV cache fp8 because --kv-dtype auto follows --dtype here; vLLM's --kv-cache-dtype auto "

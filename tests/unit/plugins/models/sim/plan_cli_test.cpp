@@ -130,6 +130,37 @@ TEST(PlanCli, BadInputsAreOneClearLine) {
   }
 }
 
+// What the plan does not count is said on a note: line, and contradictory flags are refused.
+TEST(PlanCli, NotesSayWhatThePlanDoesNotCount) {
+  // Mistral-7B-v0.1: a 4,096-token window, counted as full attention at 32k.
+  const TempConfig mistral(R"({"model_type": "mistral", "num_hidden_layers": 32,
+      "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "intermediate_size": 14336, "vocab_size": 32000, "max_position_embeddings": 32768,
+      "sliding_window": 4096})");
+  CliRun r = run("--model " + mistral.path().string() + " --gpu h100 --context 32k");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out,
+                       "note: sliding_window = 4096: the KV cache is counted for full "
+                       "attention"))
+      << r.out;
+  // At a context inside the window there is nothing to say.
+  r = run("--model " + mistral.path().string() + " --gpu h100 --context 4k");
+  EXPECT_FALSE(contains(r.out, "note:")) << r.out;
+
+  r = run("--model llama-3.1-8b --gpu h100 --context 4k --dtype fp8 --concurrency 512");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "note: KV cache fp8 because --kv-dtype auto follows --dtype"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "note: --concurrency 512 is above --max-num-seqs 256")) << r.out;
+
+  r = run("--model llama-3.1-8b --gpu h100 --context 4k --gpu-memory-utilization nan");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "--gpu-memory-utilization must be a number in [0.05, 1]")) << r.err;
+  r = run("--model llama-3.1-8b --gpu h100 --context 4k --max-num-batched-tokens 16");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "--max-num-batched-tokens 16 is below --max-num-seqs 256")) << r.err;
+}
+
 // Context lengths as they are spoken of: 8k is 8,192 tokens, 128K 131,072.
 TEST(PlanCli, ContextTakesAKSuffix) {
   CliRun r = run("--model llama-3.3-70b --gpu h100 --context 64k");

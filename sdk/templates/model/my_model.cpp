@@ -1,7 +1,9 @@
 // A model template: no weights; it samples deterministic token ids itself and reports each step's
 // duration from a simple cost model, so the engine runs it on the virtual clock. Copy this folder,
 // rename, and replace forward() with a real forward pass (then return logits or sample on your
-// device, and set reports_duration = 0 so the engine measures wall time).
+// device, and set reports_duration = 0 so the engine measures wall time). A model that samples
+// itself should draw as the core does, with headway/sdk/sampling.hpp's draw and cuts, so that a
+// request gets the same tokens whichever side samples it (conformance's model.device_sampling).
 // Check it with: headway-conformance --plugin build/my_model.so
 #include <headway/plugin.hpp>
 

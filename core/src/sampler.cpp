@@ -174,9 +174,11 @@ int32_t Sampler::sample(std::span<float> logits, const SamplingParams& p, uint32
   const size_t vocab = logits.size();
   if (block_sums_.size() < sum_blocks(vocab)) block_sums_.resize(sum_blocks(vocab));  // grows once
   const std::span<double> sums(block_sums_.data(), sum_blocks(vocab));
-  const double weight_sum = exp_weights(logits, logits[best], 1.0f / p.temperature, sums);
   const double u = uniform(p.seed, output_index);
   const bool filtered = (p.top_k > 0 && p.top_k < vocab) || p.top_p < 1.0f || p.min_p > 0.0f;
+  // With a filter, the draw takes its block sums from the pass that drops the weights below it.
+  const double weight_sum = exp_weights(logits, logits[best], 1.0f / p.temperature,
+                                        filtered ? std::span<double>() : sums);
   if (!filtered) return draw(logits, sums, weight_sum, u, best);
 
   // The filters are one threshold on the weights, found without ranking the vocabulary

@@ -127,8 +127,6 @@ std::optional<Violation> check(const RouterShape& shape, const std::vector<hw_en
   return std::nullopt;
 }
 
-// A probe instance with every engine alive gives each request's home pool; a second instance, fed
-// the same requests with that pool down, must place elsewhere and flag the fallback.
 // On the mixed shape (every engine alive), one engine at a time is loaded far past the others
 // (a deep queue, a full KV pool) and 50 requests are routed: a router that sends more than 90% of
 // them to it ignores load (it always picks the first engine, say), which is not unsafe but gives
@@ -224,6 +222,8 @@ void check_request_classes(const PluginUnderTest& p, const std::vector<const Rou
   t.note(fmt::format("{} of {} requests with a class placed", placed, kRoutes * shapes.size()));
 }
 
+// A probe instance with every engine alive gives each request's home pool; a second instance, fed
+// the same requests with that pool down, must place elsewhere and flag the fallback.
 void check_pool_fallback(const PluginUnderTest& p, const RouterShape& shape,
                          core::HostServices& host, std::mt19937_64& rng, TestRecorder& t) {
   core::RouterInstance probe(p.choice(), shape.engines, host);

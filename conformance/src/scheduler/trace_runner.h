@@ -32,8 +32,8 @@ struct TraceOutcome {
   std::string invalid_plan;  // first engine error (invalid plan or scheduler failure), if any
   std::string unfinished;    // why not every request finished, if so
   std::string starvation;    // first starvation beyond the bound, if any
-  // First running request left out of more than kStarvationBound plans in a row that had room for
-  // its next token, if any.
+  // First running request passed over by more than max(kStarvationBound, running) plans since it
+  // was last planned, each decoding a request admitted after it with room for its next token.
   std::string running_starvation;
   std::string abort_error;  // an abort the engine did not accept, if any
   // Declared limits above a max_num_batched_tokens or max_num_seqs option the suite or --options

@@ -233,7 +233,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       const uint32_t need = extra_blocks(w, tokens, s.block_size);
       // `whole` includes this chunk's `need`; what stays reserved is the rest of the prompt.
       const uint64_t whole = partial ? whole_prompt_blocks(w, s.block_size) : need;
-      if (blocked && (need > 0 || whole > 0)) continue;
+      if (blocked && whole > 0) continue;  // whole >= need: it takes free blocks now or later
       if (need > free_blocks || whole + reserved > free_blocks) {
         blocked = true;
         continue;

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -66,6 +67,10 @@ int run(int argc, char** argv) {
   app.add_option("--config-dir", options.config_dir,
                  "Directory a model resolves relative option paths against")
       ->default_val(".");
+  // For the suite itself: a test runs this program again, as another process, to compute what it
+  // compares (conformance::replay()); the JSON goes to stdout, nothing else.
+  std::string replay;
+  app.add_option("--replay", replay)->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -79,12 +84,18 @@ int run(int argc, char** argv) {
 
   conformance::SuiteContext context;
   context.options = options;
+  std::error_code no_self;
+  context.suite_executable = std::filesystem::read_symlink("/proc/self/exe", no_self);
   context.plugin.registry = &core::PluginRegistry::global();
   context.plugin.plugin = &context.plugin.registry->load_path(options.plugin);
   context.plugin.options_text = options.options;
   context.plugin.options =
       conformance::parse_options(*context.plugin.plugin->descriptor, options.options);
   const core::LoadedPlugin& plugin = *context.plugin.plugin;
+  if (!replay.empty()) {
+    std::cout << conformance::replay(context, replay).dump() << "\n";
+    return 0;
+  }
   conformance::check_features(plugin.kind(), options.features);
   const std::string profile =
       options.profile.empty() ? conformance::default_profile(plugin.kind()) : options.profile;

@@ -1,7 +1,6 @@
 #include <fmt/format.h>
 #include <headway/conformance/isolated_run.h>
 #include <headway/core/error.h>
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "child_process.h"
+
 namespace headway::conformance {
 namespace {
 
@@ -21,47 +22,6 @@ Outcome outcome_of(std::string_view name) {
     if (outcome_name(o) == name) return o;
   }
   throw core::Error(fmt::format("conformance: unknown test outcome '{}'", name));
-}
-
-// Writes all of `text`; false when the reader went away.
-bool write_all(int fd, std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    text.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-// Reads until the writer closes its end, or until `timeout_s` has passed (false then).
-bool read_all(int fd, double timeout_s, std::string& text) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  char buffer[65536];
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          deadline - std::chrono::steady_clock::now())
-                          .count();
-    if (left <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (ready < 0 && errno != EINTR) return true;  // cannot wait: take what there is
-    if (ready <= 0) continue;
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return true;
-    text.append(buffer, static_cast<size_t>(n));
-  }
-}
-
-// How the child ended, for the FAIL message.
-std::string ending_of(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return fmt::format("was killed by signal {} ({})", sig, strsignal(sig));
-  }
-  if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
-  return "ended";
 }
 
 }  // namespace

@@ -137,4 +137,16 @@ ProfileResult run_profile(const SuiteContext& context, const std::string& profil
   return result;
 }
 
+nlohmann::json replay(const SuiteContext& context, const std::string& what) {
+  if (what == "scheduler-plans") {
+    if (context.plugin.plugin->kind() != HW_KIND_STEP_SCHEDULER) {
+      throw core::Error(fmt::format("--replay {}: '{}' is a {}, not a step scheduler", what,
+                                    context.plugin.plugin->name(),
+                                    core::kind_name(context.plugin.plugin->kind())));
+    }
+    return scheduler_plan_hashes(context);
+  }
+  throw core::Error(fmt::format("--replay: unknown '{}' (known: scheduler-plans)", what));
+}
+
 }  // namespace headway::conformance

@@ -259,12 +259,35 @@ TEST(FaultyPlugins, InstancesThatShareStateFailIndependence) {
             std::string::npos)
       << headway::test::describe(r);
   // Core from step-scheduler-core-v2; extended in v1, so conformant to it.
-  EXPECT_EQ(r.mustpass, "step-scheduler-core-v2");
+  EXPECT_EQ(r.mustpass, "step-scheduler-core-v3");
   EXPECT_FALSE(r.conformant());
   const auto v1 = headway::test::run_suite(
       std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_shared_state_scheduler.so", "", {},
       "step-scheduler-core-v1");
   EXPECT_TRUE(v1.conformant()) << headway::test::describe(v1);
+}
+
+// Plans every trace the same way within one process, with a budget drawn per process: only the
+// suite run again as another process (headway-conformance --replay) sees it.
+TEST(FaultyPlugins, SchedulerSeededPerProcessFailsSameAcrossProcesses) {
+  const auto r = run_faulty("faulty_process_seeded_scheduler.so");
+  expect_outcome(r, "scheduler.same_across_processes", Outcome::kFail);
+  expect_outcome(r, "scheduler.deterministic", Outcome::kPass);
+  expect_outcome(r, "scheduler.independent_instances", Outcome::kPass);
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kPass);
+  const std::string& message =
+      headway::test::find_test(r, "scheduler.same_across_processes")->message;
+  EXPECT_NE(message.find("another process (this suite run again, with the same plugin, options "
+                         "and seed) planned differently from step "),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(r.mustpass, "step-scheduler-core-v3");
+  EXPECT_FALSE(r.conformant());
+  // Core from step-scheduler-core-v3; extended in v2, so conformant to it.
+  const auto v2 = headway::test::run_suite(
+      std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_process_seeded_scheduler.so", "", {},
+      "step-scheduler-core-v2");
+  EXPECT_TRUE(v2.conformant()) << headway::test::describe(v2);
 }
 
 // Right alone and beside an instance with the same options; the traces paired from v2 on have

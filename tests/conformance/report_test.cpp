@@ -28,7 +28,7 @@ TEST(ConformanceReport, JsonNamesPluginHostAndMachine) {
   EXPECT_GT(j["machine"]["cpus"].get<unsigned>(), 0u);
   EXPECT_FALSE(j["machine"]["system"].get<std::string>().empty());
   EXPECT_FALSE(j["conformant"].get<bool>());
-  EXPECT_EQ(j["mustpass"], "step-scheduler-core-v2");
+  EXPECT_EQ(j["mustpass"], "step-scheduler-core-v3");
 }
 
 TEST(ConformanceReport, JunitHasOneFailurePerFailedTest) {

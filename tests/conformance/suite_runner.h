@@ -28,6 +28,10 @@ inline conformance::ProfileResult run_suite(const std::string& path,
   context.options.options = options;
   context.options.features = std::move(features);
   context.options.mustpass = mustpass;
+#ifdef HEADWAY_CONFORMANCE_CLI
+  // What headway-conformance sets to itself: scheduler.same_across_processes runs it again.
+  context.suite_executable = HEADWAY_CONFORMANCE_CLI;
+#endif
   context.plugin.registry = &conformance_registry();
   context.plugin.plugin = &context.plugin.registry->load_path(path);
   context.plugin.options_text = options;

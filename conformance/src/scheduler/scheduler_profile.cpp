@@ -8,6 +8,7 @@
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 
+#include <algorithm>
 #include <barrier>
 #include <functional>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "../call_waits.h"
+#include "../child_process.h"
 #include "request_churn.h"
 #include "step_cost.h"
 #include "trace.h"
@@ -27,6 +29,9 @@ namespace {
 constexpr uint32_t kTraces = 40;             // five of each kind
 constexpr uint32_t kDeterminismTraces = 12;  // the first ones, replayed
 constexpr uint32_t kIndependenceTraces = 4;  // of those, each run again on two threads at once
+// scheduler.same_across_processes: how long headway-conformance, run again to plan those traces in
+// another process, may take (they take well under a second in-process).
+constexpr double kOtherProcessSeconds = 300;
 // scheduler.deep_queue: a burst far past the engine's room (64 requests run at once).
 constexpr uint32_t kDeepQueueRequests = 4000;
 constexpr uint32_t kCostRunning = 1000;
@@ -104,13 +109,44 @@ std::string run_beside_another(const PluginUnderTest& p, const core::PluginChoic
   return {};
 }
 
+// Compares the step hashes `json` (what `--replay scheduler-plans` printed) with `planned`, those
+// of this process for the traces that planned the same way twice here (empty for the others): empty
+// when all agree, else the first trace that differs and where.
+std::string compare_with_other_process(const nlohmann::json& json,
+                                       const std::vector<TraceSpec>& traces,
+                                       const std::vector<std::vector<uint64_t>>& planned) try {
+  const nlohmann::json& runs = json.at("traces");
+  for (size_t i = 0; i < planned.size(); ++i) {
+    if (planned[i].empty()) continue;
+    if (i >= runs.size() || runs[i].at("name") != traces[i].name) {
+      return fmt::format("the other process did not plan trace {} (a suite of another version?)",
+                         traces[i].name);
+    }
+    const auto other = runs[i].at("hashes").get<std::vector<uint64_t>>();
+    if (other != planned[i]) {
+      return fmt::format(
+          "trace {}: another process (this suite run again, with the same plugin, options and "
+          "seed) planned differently from step {} on, where this one plans the same way each "
+          "time: a plan that depends on the process (a seed from std::random_device, the clock "
+          "or the pid, or an address) makes simulations of one deployment differ run to run",
+          traces[i].name, first_difference(planned[i], other));
+    }
+  }
+  return {};
+} catch (const nlohmann::json::exception& e) {
+  return fmt::format(
+      "the other process printed plans of another shape (a suite of another version?): {}",
+      e.what());
+}
+
 std::vector<TestResult> all_skipped(const std::string& reason) {
   std::vector<TestResult> results;
   for (const char* id :
        {"scheduler.create", "scheduler.plans_valid", "scheduler.all_finish",
-        "scheduler.no_starvation", "scheduler.deterministic", "scheduler.survives_aborts",
-        "scheduler.survives_preemptions", "scheduler.independent_instances",
-        "scheduler.honours_options", "scheduler.deep_queue", "scheduler.running_progress"}) {
+        "scheduler.no_starvation", "scheduler.deterministic", "scheduler.same_across_processes",
+        "scheduler.survives_aborts", "scheduler.survives_preemptions",
+        "scheduler.independent_instances", "scheduler.honours_options", "scheduler.deep_queue",
+        "scheduler.running_progress"}) {
     TestRecorder t(id, "");
     t.skip(reason);
     results.push_back(t.finish());
@@ -118,15 +154,33 @@ std::vector<TestResult> all_skipped(const std::string& reason) {
   return results;
 }
 
+// The simulated model the traces run on. Throws core::Error when it cannot be found.
+core::PluginChoice simulated_model(const PluginUnderTest& p) {
+  core::PluginChoice model;
+  model.plugin = &p.registry->find("sim", HW_KIND_MODEL);
+  model.where = "conformance model (sim)";
+  model.options = parse_options(*model.plugin->descriptor, "");
+  return model;
+}
+
 }  // namespace
+
+nlohmann::json scheduler_plan_hashes(const SuiteContext& context) {
+  const core::PluginChoice model = simulated_model(context.plugin);
+  const std::vector<TraceSpec> traces = generate_traces(context.options.seed, kTraces);
+  nlohmann::json runs = nlohmann::json::array();
+  for (uint32_t i = 0; i < kDeterminismTraces; ++i) {
+    const TraceOutcome out = run_trace(context.plugin, model, traces[i]);
+    runs.push_back({{"name", traces[i].name}, {"hashes", out.step_hashes}});
+  }
+  return {{"traces", std::move(runs)}};
+}
 
 std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) {
   const PluginUnderTest& p = context.plugin;
   core::PluginChoice model;
   try {
-    model.plugin = &p.registry->find("sim", HW_KIND_MODEL);
-    model.where = "conformance model (sim)";
-    model.options = parse_options(*model.plugin->descriptor, "");
+    model = simulated_model(p);
   } catch (const core::Error& e) {
     return all_skipped(std::string("the simulated model plugin is needed to drive an engine: ") +
                        e.what());
@@ -164,10 +218,16 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   TestRecorder apart("scheduler.independent_instances",
                      "two instances planning different traces at once on two threads plan as "
                      "each does alone");
+  TestRecorder across("scheduler.same_across_processes",
+                      fmt::format("another process plans the first {} traces as this one does",
+                                  kDeterminismTraces));
   TestRecorder honours("scheduler.honours_options",
                        "declared limits stay within the max_num_batched_tokens and max_num_seqs "
                        "options the instance was given");
   std::vector<PlannedTrace> alone;  // traces planned the same way twice
+  // The first kDeterminismTraces traces' plans where they ran to their end the same way twice,
+  // for scheduler.same_across_processes; empty for the others.
+  std::vector<std::vector<uint64_t>> planned_twice(kDeterminismTraces);
   bool limits_checked = false;
 
   const std::vector<TraceSpec> traces = generate_traces(context.options.seed, kTraces);
@@ -209,10 +269,35 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
       if (again.step_hashes != out.step_hashes) {
         same.fail(fmt::format("trace {}: the replay planned differently from step {} on",
                               trace.name, first_difference(out.step_hashes, again.step_hashes)));
-      } else if (alone.size() < kIndependenceTraces) {
-        alone.push_back(PlannedTrace{&trace, std::move(out.step_hashes)});
+      } else {
+        planned_twice[i] = out.step_hashes;
+        if (alone.size() < kIndependenceTraces) {
+          alone.push_back(PlannedTrace{&trace, std::move(out.step_hashes)});
+        }
       }
     }
+  }
+  const size_t compared = static_cast<size_t>(std::count_if(
+      planned_twice.begin(), planned_twice.end(), [](const auto& h) { return !h.empty(); }));
+  if (context.suite_executable.empty()) {
+    across.skip("no suite executable to run again (the suite runs inside another program)");
+  } else if (compared == 0) {
+    across.skip("no trace ran to its end the same way twice");
+  } else {
+    const OtherProcessOutput other =
+        run_suite_again(context, "scheduler-plans", kOtherProcessSeconds);
+    if (!other.error.empty()) {
+      across.fail(
+          fmt::format("this suite, run again to plan the traces in another process ({}), {}",
+                      context.suite_executable.string(), other.error));
+    } else if (std::string problem = compare_with_other_process(nlohmann::json::parse(other.json),
+                                                                traces, planned_twice);
+               !problem.empty()) {
+      across.fail(problem);
+    } else {
+      across.note(fmt::format("{} traces planned alike", compared));
+    }
+    across.metrics() = {{"traces", compared}};
   }
   // Only traces one instance plans the same way twice: a scheduler that is not deterministic
   // alone fails scheduler.deterministic, not this. Each beside the next (of another kind, so with
@@ -354,8 +439,8 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   }
   std::vector<TestResult> results;
   for (TestRecorder* t :
-       {&create, &valid, &finish, &starve, &progress, &same, &aborts, &preempt, &apart, &honours,
-        &deep, &cost, &tail, &waits, &heap, &kept, &read_only}) {
+       {&create, &valid, &finish, &starve, &progress, &same, &across, &aborts, &preempt, &apart,
+        &honours, &deep, &cost, &tail, &waits, &heap, &kept, &read_only}) {
     results.push_back(t->finish());
   }
   return results;

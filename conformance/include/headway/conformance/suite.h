@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -64,6 +65,9 @@ void check_features(int32_t kind, const std::set<std::string>& declared);
 struct SuiteContext {
   PluginUnderTest plugin;
   SuiteOptions options;
+  // headway-conformance's own file, which a test runs again as another process to compare what it
+  // computes there (replay()); empty: those comparisons are skipped, saying so.
+  std::filesystem::path suite_executable;
   bool has_feature(const std::string& name) const { return options.features.count(name) != 0; }
 };
 
@@ -72,6 +76,12 @@ struct SuiteContext {
 // when the plugin refused the options it was given (throw_if_options_refused()).
 ProfileResult run_profile(const SuiteContext& context, const std::string& profile);
 void check_profile(const std::string& profile, const core::LoadedPlugin& plugin);
+
+// What `headway-conformance --replay WHAT` computes and prints, in the process that runs it:
+// "scheduler-plans", the step hashes of the scheduler profile's replayed traces
+// (scheduler.same_across_processes compares them with its own). Throws core::Error for another
+// WHAT, or one that does not fit the plugin's kind.
+nlohmann::json replay(const SuiteContext& context, const std::string& what);
 
 // For a profile's first create() of the plugin: a failure with HW_INVALID_ARGUMENT means the
 // plugin refused the options it was given (a model without its checkpoint path), so the run could
@@ -84,6 +94,9 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context);
 std::vector<TestResult> run_router_profile(const SuiteContext& context);
 std::vector<TestResult> run_kv_transport_profile(const SuiteContext& context);
 std::vector<TestResult> run_model_profile(const SuiteContext& context);
+// For replay("scheduler-plans"): {"traces": [{"name", "hashes": [one per step]}]} of the traces
+// scheduler.deterministic replays, each planned once.
+nlohmann::json scheduler_plan_hashes(const SuiteContext& context);
 
 // The core test ids of a versioned mustpass list ("step-scheduler-core-v1"), compiled in from
 // conformance/mustpass/. Empty when unknown.

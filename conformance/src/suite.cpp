@@ -138,15 +138,27 @@ ProfileResult run_profile(const SuiteContext& context, const std::string& profil
 }
 
 nlohmann::json replay(const SuiteContext& context, const std::string& what) {
-  if (what == "scheduler-plans") {
-    if (context.plugin.plugin->kind() != HW_KIND_STEP_SCHEDULER) {
-      throw core::Error(fmt::format("--replay {}: '{}' is a {}, not a step scheduler", what,
-                                    context.plugin.plugin->name(),
-                                    core::kind_name(context.plugin.plugin->kind())));
+  struct Replay {
+    const char* name;
+    int32_t kind;
+    nlohmann::json (*compute)(const SuiteContext&);
+  };
+  static constexpr Replay kReplays[] = {
+      {"scheduler-plans", HW_KIND_STEP_SCHEDULER, scheduler_plan_hashes},
+      {"router-placements", HW_KIND_ROUTER, router_placement_keys},
+  };
+  for (const Replay& r : kReplays) {
+    if (what != r.name) continue;
+    const int32_t kind = context.plugin.plugin->kind();
+    if (kind != r.kind) {
+      throw core::Error(fmt::format("--replay {}: '{}' is a {}, not a {}", what,
+                                    context.plugin.plugin->name(), core::kind_name(kind),
+                                    core::kind_name(r.kind)));
     }
-    return scheduler_plan_hashes(context);
+    return r.compute(context);
   }
-  throw core::Error(fmt::format("--replay: unknown '{}' (known: scheduler-plans)", what));
+  throw core::Error(
+      fmt::format("--replay: unknown '{}' (known: scheduler-plans, router-placements)", what));
 }
 
 }  // namespace headway::conformance

@@ -155,7 +155,7 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
 TEST(FaultyPlugins, ClassRouterFailsRequestClasses) {
   const auto r = run_faulty("faulty_class_router.so");
   EXPECT_FALSE(r.conformant());
-  EXPECT_EQ(r.mustpass, "router-core-v2");
+  EXPECT_EQ(r.mustpass, "router-core-v3");
   expect_outcome(r, "router.request_classes", Outcome::kFail);
   EXPECT_NE(headway::test::find_test(r, "router.request_classes")->message.find("of class \""),
             std::string::npos)
@@ -177,6 +177,24 @@ TEST(FaultyPlugins, SleepingRouterFailsNeverWaits) {
   // 120 of each shape's 3,000 calls sleep; a busy machine can bring some under 1 ms (as for the
   // sleeping scheduler), most must count.
   EXPECT_GE(waits->metrics.at("calls_waiting_over_1ms").get<uint32_t>(), 200u) << waits->message;
+}
+
+// Two instances in one process place alike; ties between engines go by a salt drawn per process,
+// which only the suite run again as another process sees.
+TEST(FaultyPlugins, RouterSeededPerProcessFailsSameAcrossProcesses) {
+  const auto r = run_faulty("faulty_process_seeded_router.so");
+  expect_outcome(r, "router.same_across_processes", Outcome::kFail);
+  expect_outcome(r, "router.deterministic", Outcome::kPass);
+  expect_outcome(r, "router.places_on_live_engines", Outcome::kPass);
+  const std::string& message = headway::test::find_test(r, "router.same_across_processes")->message;
+  EXPECT_NE(message.find("was placed otherwise by another process"), std::string::npos) << message;
+  EXPECT_EQ(r.mustpass, "router-core-v3");
+  EXPECT_FALSE(r.conformant());
+  // Core from router-core-v3; extended in v2, so conformant to it.
+  const auto v2 = headway::test::run_suite(
+      std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_process_seeded_router.so", "", {},
+      "router-core-v2");
+  EXPECT_TRUE(v2.conformant()) << headway::test::describe(v2);
 }
 
 // A router whose create() throws (a bug) on some shapes: those fail rather than count as refused

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../call_waits.h"
+#include "../child_process.h"
 #include "../heap_growth.h"
 #include "router_shapes.h"
 
@@ -25,6 +26,9 @@ namespace headway::conformance {
 namespace {
 
 constexpr uint32_t kRoutesPerShape = 3000;
+// router.same_across_processes: how long headway-conformance, run again to route in another
+// process, may take (the routes take well under a second in-process).
+constexpr double kOtherProcessSeconds = 300;
 // router.per_request_heap: requests routed before the heap is watched, then while it is.
 constexpr uint32_t kPerRequestWarmUp = 8000;
 constexpr uint32_t kPerRequestRoutes = 8000;
@@ -78,6 +82,53 @@ Placement place(core::RouterInstance& router, const hw_route_request& request,
     p.error = e.what();
   }
   return p;
+}
+
+// One number per placement, equal for equal placements (operator==), for comparing them with
+// another process's: the engines and the fallback flag, or the refusal's code.
+uint64_t placement_key(const Placement& p) {
+  if (!p.placed) return (uint64_t{1} << 63) | static_cast<uint32_t>(p.code);
+  return (uint64_t{p.decision.prefill_engine & 0x3fffffffu} << 33) |
+         (uint64_t{p.decision.decode_engine} << 1) | (p.decision.fallback != 0 ? 1u : 0u);
+}
+
+// The placements of one shape's kRoutesPerShape requests by its first instance.
+struct ShapePlacements {
+  std::string shape;
+  std::vector<uint64_t> keys;
+};
+
+// Compares `json` (what `--replay router-placements` printed) with `here`, the shapes on which
+// the two instances of this process placed every request alike: empty when the other process
+// placed each request the same way, else the first that differs.
+std::string compare_with_other_process(const nlohmann::json& json,
+                                       const std::vector<ShapePlacements>& here) try {
+  for (const ShapePlacements& mine : here) {
+    const nlohmann::json* theirs = nullptr;
+    for (const nlohmann::json& shape : json.at("shapes")) {
+      if (shape.at("name") == mine.shape) theirs = &shape;
+    }
+    if (theirs == nullptr || theirs->at("keys").is_null()) {
+      return fmt::format("shape {}: the other process's router did not accept it", mine.shape);
+    }
+    const auto keys = theirs->at("keys").get<std::vector<uint64_t>>();
+    size_t k = 0;
+    while (k < keys.size() && k < mine.keys.size() && keys[k] == mine.keys[k]) ++k;
+    if (k < keys.size() || k < mine.keys.size()) {
+      return fmt::format(
+          "shape {}: request {} was placed otherwise by another process (this suite run again, "
+          "with the same plugin, options, seed, requests and loads), where two instances here "
+          "place every request alike: a placement that depends on the process (a seed from "
+          "std::random_device, the clock or the pid, or an address) makes simulations of one "
+          "deployment differ run to run",
+          mine.shape, k + 1);
+    }
+  }
+  return {};
+} catch (const nlohmann::json::exception& e) {
+  return fmt::format(
+      "the other process printed placements of another shape (a suite of another version?): {}",
+      e.what());
 }
 
 struct Violation {
@@ -273,7 +324,61 @@ HeapGrowth per_request_growth(const PluginUnderTest& p, const RouterShape& shape
   return watch.stop(kPerRequestRoutes);
 }
 
+// router.same_across_processes: routes the requests of every shape again in another process.
+void check_other_process(const SuiteContext& context, const std::vector<ShapePlacements>& here,
+                         TestRecorder& across) {
+  if (context.suite_executable.empty()) {
+    across.skip("no suite executable to run again (the suite runs inside another program)");
+    return;
+  }
+  if (here.empty()) {
+    across.skip("no shape on which two instances placed every request alike");
+    return;
+  }
+  const OtherProcessOutput other =
+      run_suite_again(context, "router-placements", kOtherProcessSeconds);
+  if (!other.error.empty()) {
+    across.fail(fmt::format("this suite, run again to route in another process ({}), {}",
+                            context.suite_executable.string(), other.error));
+  } else if (std::string problem =
+                 compare_with_other_process(nlohmann::json::parse(other.json), here);
+             !problem.empty()) {
+    across.fail(problem);
+  } else {
+    across.note(fmt::format("{} shapes placed alike", here.size()));
+  }
+  across.metrics() = {{"shapes", here.size()}};
+}
+
 }  // namespace
+
+nlohmann::json router_placement_keys(const SuiteContext& context) {
+  const PluginUnderTest& p = context.plugin;
+  core::VirtualClock clock;
+  core::HostServices host("router", &clock);
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const RouterShape& shape : router_shapes(pool_names(p))) {
+    // As the profile does: two instances, each request to both, the first's placements kept.
+    std::unique_ptr<core::RouterInstance> a, b;
+    try {
+      a = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
+      b = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
+    } catch (const core::Error&) {
+      shapes.push_back({{"name", shape.name}, {"keys", nullptr}});
+      continue;
+    }
+    std::mt19937_64 rng(context.options.seed * 7919 + shape.engines.size());
+    std::vector<uint64_t> keys;
+    for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
+      const std::vector<hw_engine_load> loads = random_loads(shape, rng);
+      const hw_route_request request = random_request(i + 1, rng);
+      keys.push_back(placement_key(place(*a, request, loads)));
+      (void)place(*b, request, loads);
+    }
+    shapes.push_back({{"name", shape.name}, {"keys", std::move(keys)}});
+  }
+  return {{"shapes", std::move(shapes)}};
+}
 
 std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   const PluginUnderTest& p = context.plugin;
@@ -284,6 +389,10 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
                      "single placements on mixed engines (or local on a decode engine when "
                      "disaggregated), split ones on a prefill and a decode engine");
   TestRecorder same("router.deterministic", "the same requests and loads give the same placements");
+  TestRecorder across(
+      "router.same_across_processes",
+      "another process places the same requests under the same loads as this one does");
+  std::vector<ShapePlacements> placed_alike;  // shapes where `a` and `b` agreed on every request
   TestRecorder dead("router.unavailable_when_all_dead",
                     "with every engine down, route() answers HW_UNAVAILABLE");
   std::vector<TestRecorder> shape_tests;
@@ -348,6 +457,8 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     std::string first_refusal;  // why the first request not placed was not (names the rule)
     // Violations count only if the shape turns out supported (the router placed something).
     std::vector<std::pair<TestRecorder*, std::string>> pending;
+    ShapePlacements keys{shape.name, {}};
+    keys.keys.reserve(kRoutesPerShape);  // before the heap is watched: the suite's own memory
     const HeapWatch heap_watch;
     for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
       const std::vector<hw_engine_load> loads = random_loads(shape, rng);
@@ -357,6 +468,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       waits.call_ended();
       const Placement pb = place(*b, request, loads);
       ++routes;
+      keys.keys.push_back(placement_key(pa));
       if (!(pa == pb)) {
         pending.emplace_back(&same, fmt::format("shape {}: request {} placed differently by two "
                                                 "instances fed the same sequence",
@@ -407,6 +519,9 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
                              kRoutesPerShape);  // two instances, one route each per request
       heap_shape = &shape;
     }
+    const bool alike = std::none_of(pending.begin(), pending.end(),
+                                    [&](const auto& entry) { return entry.first == &same; });
+    if (alike) placed_alike.push_back(std::move(keys));
     for (auto& [recorder, message] : pending) recorder->fail(message);
     t.note(fmt::format("{} of {} requests placed", placed, kRoutesPerShape));
     // All engines down: the one answer is HW_UNAVAILABLE.
@@ -443,10 +558,11 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
                 (first_refusal_of_create.empty()
                      ? std::string()
                      : "; create() answered " + first_refusal_of_create));
-    for (TestRecorder* t : {&live, &roles, &same, &dead}) t->skip("no supported shape");
+    for (TestRecorder* t : {&live, &roles, &same, &across, &dead}) t->skip("no supported shape");
   } else {
     create.note(fmt::format("{} of {} shapes supported", supported, shapes.size()));
     live.metrics() = {{"routes", routes}};
+    check_other_process(context, placed_alike, across);
   }
   TestRecorder uses_load("router.uses_load",
                          "with one engine loaded far past the others, most requests go elsewhere");
@@ -505,8 +621,8 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
                 waits.calls_waiting_over_1ms(), waits.waited_max_seconds());
   }
   std::vector<TestResult> results;
-  for (TestRecorder* t : {&create, &live, &roles, &same, &dead, &classes, &uses_load, &never_waits,
-                          &steady_heap, &kept}) {
+  for (TestRecorder* t : {&create, &live, &roles, &same, &across, &dead, &classes, &uses_load,
+                          &never_waits, &steady_heap, &kept}) {
     results.push_back(t->finish());
   }
   for (TestRecorder& t : shape_tests) results.push_back(t.finish());

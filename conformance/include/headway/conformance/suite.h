@@ -78,9 +78,10 @@ ProfileResult run_profile(const SuiteContext& context, const std::string& profil
 void check_profile(const std::string& profile, const core::LoadedPlugin& plugin);
 
 // What `headway-conformance --replay WHAT` computes and prints, in the process that runs it:
-// "scheduler-plans", the step hashes of the scheduler profile's replayed traces
-// (scheduler.same_across_processes compares them with its own). Throws core::Error for another
-// WHAT, or one that does not fit the plugin's kind.
+// "scheduler-plans", the step hashes of the scheduler profile's replayed traces, and
+// "router-placements", the router profile's placements (each kind's same_across_processes test
+// compares them with its own). Throws core::Error for another WHAT, or one that does not fit the
+// plugin's kind.
 nlohmann::json replay(const SuiteContext& context, const std::string& what);
 
 // For a profile's first create() of the plugin: a failure with HW_INVALID_ARGUMENT means the
@@ -97,6 +98,10 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context);
 // For replay("scheduler-plans"): {"traces": [{"name", "hashes": [one per step]}]} of the traces
 // scheduler.deterministic replays, each planned once.
 nlohmann::json scheduler_plan_hashes(const SuiteContext& context);
+// For replay("router-placements"): {"shapes": [{"name", "keys": [one per request] or null where
+// create() refused the shape}]} of router.deterministic's requests, as its first instance placed
+// them.
+nlohmann::json router_placement_keys(const SuiteContext& context);
 
 // The core test ids of a versioned mustpass list ("step-scheduler-core-v1"), compiled in from
 // conformance/mustpass/. Empty when unknown.

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -16,9 +17,20 @@
 namespace headway::core {
 
 struct AddedToken {
-  std::string content;
+  std::string content;  // as matched: composed (NFC) when `normalized` and the normalizer is NFC
   int32_t id = -1;
   bool special = false;
+  // Matched in the normalized text, after the tokens that are not (Hugging Face's two passes);
+  // tokenizer.json's `normalized`, by default not `special`.
+  bool normalized = false;
+};
+
+// Added tokens, longest first, indexed by their first byte for the scan in encode().
+struct AddedTokenIndex {
+  std::array<std::vector<AddedToken>, 256> by_first_byte;
+  bool empty = true;
+  // The added token that starts at text[pos], the longest when several do; nullptr when none.
+  const AddedToken* at(std::string_view text, size_t pos) const;
 };
 
 struct BpeTokenizer::Tables {
@@ -33,13 +45,18 @@ struct BpeTokenizer::Tables {
   std::vector<std::string> bytes_of;
   std::vector<bool> special;
 
-  // Added tokens, longest first, indexed by their first byte for the scan in encode().
-  std::array<std::vector<AddedToken>, 256> added_by_first_byte;
-  std::unordered_map<int32_t, std::string> added_text;  // id -> content
+  // Added tokens matched in the text as given, then those matched in each stretch between them
+  // once it is normalized (`normalized` ones).
+  AddedTokenIndex raw_added;
+  AddedTokenIndex normalized_added;
+  std::unordered_map<int32_t, std::string> added_text;  // id -> content, as tokenizer.json has it
 
   bool nfc = false;  // normalizer NFC: each stretch between added tokens is composed first
   std::vector<std::unique_ptr<RegexSplitter>> splitters;  // applied in order
+  // ByteLevel's add_prefix_space: a space before each piece that the splitters before ByteLevel's
+  // own (the first `prefix_after_splitters`) made and that does not start with one.
   bool add_prefix_space = false;
+  size_t prefix_after_splitters = 0;
 
   int32_t bos = -1;
   int32_t eos = -1;

@@ -12,15 +12,34 @@
 namespace headway::core {
 namespace {
 
-// The added token that starts at text[pos], the longest when several do; nullptr when none.
-const AddedToken* added_token_at(const BpeTokenizer::Tables& t, std::string_view text, size_t pos) {
-  for (const AddedToken& token : t.added_by_first_byte[static_cast<uint8_t>(text[pos])]) {
-    if (token.content.size() <= text.size() - pos &&
-        std::memcmp(text.data() + pos, token.content.data(), token.content.size()) == 0) {
-      return &token;
+// Calls on_stretch(text) for each stretch of `text` between the added tokens of `index` (leftmost
+// first, the longest where several start at one place) and appends each token's id to `ids`.
+template <class OnStretch>
+void split_at_added_tokens(const AddedTokenIndex& index, std::string_view text,
+                           std::vector<int32_t>& ids, OnStretch on_stretch) {
+  size_t stretch_start = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    if (const AddedToken* token = index.at(text, pos)) {
+      on_stretch(text.substr(stretch_start, pos - stretch_start));
+      ids.push_back(token->id);
+      pos += token->content.size();
+      stretch_start = pos;
+    } else {
+      ++pos;
     }
   }
-  return nullptr;
+  on_stretch(text.substr(stretch_start));
+}
+
+// Applies splitters [first, last) to every piece of `pieces`, in place.
+void apply_splitters(const BpeTokenizer::Tables& t, size_t first, size_t last,
+                     std::vector<std::string_view>& pieces) {
+  std::vector<std::string_view> next;
+  for (size_t k = first; k < last; ++k) {
+    next.clear();
+    for (std::string_view piece : pieces) t.splitters[k]->split(piece, next);
+    pieces.swap(next);
+  }
 }
 
 void encode_word(const BpeTokenizer::Tables& t, std::string_view piece, std::vector<int32_t>& ids) {
@@ -37,28 +56,48 @@ void encode_word(const BpeTokenizer::Tables& t, std::string_view piece, std::vec
   ids.insert(ids.end(), merged.begin(), merged.end());
 }
 
-// Pre-tokenizes one stretch of text without added tokens and appends its ids.
-void encode_segment(const BpeTokenizer::Tables& t, std::string_view segment,
+// Pre-tokenizes one normalized stretch of text without added tokens and appends its ids.
+void encode_stretch(const BpeTokenizer::Tables& t, std::string_view stretch,
                     std::vector<int32_t>& ids) {
-  if (segment.empty()) return;
+  if (stretch.empty()) return;
+  std::vector<std::string_view> pieces{stretch};
+  if (!t.add_prefix_space) {
+    apply_splitters(t, 0, t.splitters.size(), pieces);
+    for (std::string_view word : pieces) encode_word(t, word, ids);
+    return;
+  }
+  apply_splitters(t, 0, t.prefix_after_splitters, pieces);
+  std::string prefixed;
+  std::vector<std::string_view> words;
+  for (std::string_view piece : pieces) {
+    // As ByteLevel does to every piece the steps before it made (the whole stretch when it is the
+    // only step).
+    if (t.add_prefix_space && !piece.empty() && piece.front() != ' ') {
+      prefixed.assign(1, ' ').append(piece);
+      piece = prefixed;
+    }
+    words.assign(1, piece);
+    apply_splitters(t, t.prefix_after_splitters, t.splitters.size(), words);
+    for (std::string_view word : words) encode_word(t, word, ids);
+  }
+}
+
+// One stretch of the text as given, between added tokens that are matched before normalization:
+// normalized, then split at the added tokens matched after it.
+void encode_unnormalized_stretch(const BpeTokenizer::Tables& t, std::string_view stretch,
+                                 std::vector<int32_t>& ids) {
+  if (stretch.empty()) return;
   std::string normalized;
   if (t.nfc) {
-    normalized = to_nfc(segment);
-    segment = normalized;
+    normalized = to_nfc(stretch);
+    stretch = normalized;
   }
-  std::string prefixed;
-  if (t.add_prefix_space && !segment.empty() && segment.front() != ' ') {
-    prefixed = " " + std::string(segment);
-    segment = prefixed;
+  if (t.normalized_added.empty) {  // the usual case: every added token is matched before
+    encode_stretch(t, stretch, ids);
+    return;
   }
-  std::vector<std::string_view> pieces{segment};
-  std::vector<std::string_view> next;
-  for (const auto& splitter : t.splitters) {
-    next.clear();
-    for (std::string_view piece : pieces) splitter->split(piece, next);
-    pieces.swap(next);
-  }
-  for (std::string_view piece : pieces) encode_word(t, piece, ids);
+  split_at_added_tokens(t.normalized_added, stretch, ids,
+                        [&](std::string_view s) { encode_stretch(t, s, ids); });
 }
 
 }  // namespace
@@ -77,22 +116,22 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::filesystem::path& ch
       new BpeTokenizer(load_bpe_tables(checkpoint_dir, tokenizer_json)));
 }
 
+const AddedToken* AddedTokenIndex::at(std::string_view text, size_t pos) const {
+  for (const AddedToken& token : by_first_byte[static_cast<uint8_t>(text[pos])]) {
+    if (token.content.size() <= text.size() - pos &&
+        std::memcmp(text.data() + pos, token.content.data(), token.content.size()) == 0) {
+      return &token;
+    }
+  }
+  return nullptr;
+}
+
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
   const Tables& t = *tables_;
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
-  size_t segment_start = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    if (const AddedToken* token = added_token_at(t, text, pos)) {
-      encode_segment(t, text.substr(segment_start, pos - segment_start), ids);
-      ids.push_back(token->id);
-      pos += token->content.size();
-      segment_start = pos;
-    } else {
-      ++pos;
-    }
-  }
-  encode_segment(t, text.substr(segment_start), ids);
+  split_at_added_tokens(t.raw_added, text, ids,
+                        [&](std::string_view s) { encode_unnormalized_stretch(t, s, ids); });
   return ids;
 }
 
@@ -110,7 +149,7 @@ std::string BpeTokenizer::decode_with_special_tokens(std::span<const int32_t> id
   const Tables& t = *tables_;
   std::string text;
   for (int32_t id : ids) {
-    // An added token's bytes are its content, special or not.
+    // An added token's bytes are those its content decodes to (bytes_of), special or not.
     if (id >= 0 && static_cast<size_t>(id) < t.bytes_of.size()) text += t.bytes_of[id];
   }
   return text;

@@ -11,6 +11,7 @@
 
 #include "bpe_tables.h"
 #include "byte_level_alphabet.h"
+#include "unicode_nfc.h"
 
 namespace headway::core {
 namespace {
@@ -139,6 +140,7 @@ void read_added_tokens(const Fields& f, const json& root, BpeTokenizer::Tables& 
     token.content = f.string(f.at(list[i], "content", field + ".content"), field + ".content");
     if (token.content.empty()) f.fail(field + ".content", "is empty");
     token.special = f.flag(list[i], "special", false, field + ".special");
+    token.normalized = f.flag(list[i], "normalized", !token.special, field + ".normalized");
     for (const char* option : {"lstrip", "rstrip", "single_word"}) {
       f.must_be_unset(list[i], option, json(false), field + "." + option,
                       "added tokens that absorb whitespace or match whole words only are not "
@@ -159,6 +161,7 @@ void read_pre_tokenizer_step(const Fields& f, const json& step, const std::strin
   if (type == "ByteLevel") {
     saw_byte_level = true;
     t.add_prefix_space = f.flag(step, "add_prefix_space", false, field + ".add_prefix_space");
+    t.prefix_after_splitters = t.splitters.size();
     if (f.flag(step, "use_regex", true, field + ".use_regex")) {
       t.splitters.push_back(
           std::make_unique<RegexSplitter>(kGpt2Pattern, false, f.file() + ": " + field));
@@ -299,15 +302,24 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
     t->bytes_of[id] = std::move(*bytes);
   }
   for (AddedToken& a : added) {
-    t->bytes_of[a.id] = a.content;
+    // A token matched after normalization is found in normalized text: normalize it too (Hugging
+    // Face keeps it so: its id_to_token gives the Angstrom sign's token as "Å", U+00C5).
+    if (a.normalized && t->nfc) a.content = to_nfc(a.content);
+    // As Hugging Face's ByteLevel decoder treats every token: content written in the byte-level
+    // alphabet stands for the bytes its symbols do ("ĠĠ" for two spaces, as the vocabulary entry
+    // of that id would), other content for itself ("<|eot_id|>" is both).
+    t->bytes_of[a.id] = byte_level::decode(a.content).value_or(a.content);
     t->special[a.id] = a.special;
-    auto& bucket = t->added_by_first_byte[static_cast<uint8_t>(a.content[0])];
-    bucket.push_back(std::move(a));
+    AddedTokenIndex& index = a.normalized ? t->normalized_added : t->raw_added;
+    index.by_first_byte[static_cast<uint8_t>(a.content[0])].push_back(std::move(a));
+    index.empty = false;
   }
-  for (auto& bucket : t->added_by_first_byte) {
-    std::stable_sort(bucket.begin(), bucket.end(), [](const AddedToken& a, const AddedToken& b) {
-      return a.content.size() > b.content.size();
-    });
+  for (AddedTokenIndex* index : {&t->raw_added, &t->normalized_added}) {
+    for (auto& bucket : index->by_first_byte) {
+      std::stable_sort(bucket.begin(), bucket.end(), [](const AddedToken& a, const AddedToken& b) {
+        return a.content.size() > b.content.size();
+      });
+    }
   }
 
   // BOS/EOS: tokenizer_config.json names them (what chat templates see as bos_token/eos_token);

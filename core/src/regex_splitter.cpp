@@ -4,6 +4,8 @@
 #include <headway/core/error.h>
 #include <pcre2.h>
 
+#include <string_view>
+
 namespace headway::core {
 namespace {
 
@@ -39,6 +41,63 @@ struct MatchScratch {
   MatchScratch& operator=(const MatchScratch&) = delete;
 };
 
+// Unicode's White_Space characters, which `\s` means in Oniguruma, the engine Hugging Face's
+// tokenizers run these patterns on. PCRE2's `\s` under UCP also takes U+180E (Mongolian vowel
+// separator, White_Space until Unicode 6.3, still in PCRE2's horizontal space list), which would
+// split Mongolian words where the model's tokenizer never did.
+constexpr std::string_view kWhiteSpaceRanges =
+    R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+
+// `pattern` with every `\s` written as kWhiteSpaceRanges (in a class or as one) and every `\S`
+// outside a class as its complement. A `\S` inside a class is left to PCRE2 (no real tokenizer's
+// pattern has one; it differs from Oniguruma's at U+180E alone). Escapes are copied whole, so a
+// `\\s` stays a backslash and an `s`; \Q...\E is copied as it is.
+std::string with_unicode_white_space(std::string_view pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 64);
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[++i];
+      if (next == 's') {
+        out +=
+            in_class ? std::string(kWhiteSpaceRanges) : "[" + std::string(kWhiteSpaceRanges) + "]";
+      } else if (next == 'S' && !in_class) {
+        out += "[^" + std::string(kWhiteSpaceRanges) + "]";
+      } else if (next == 'Q') {
+        const size_t end = pattern.find("\\E", i + 1);
+        const size_t stop = end == std::string_view::npos ? pattern.size() : end + 2;
+        out.append(pattern.substr(i - 1, stop - (i - 1)));
+        i = stop - 1;
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out += c;
+      // A ']' first in a class (after an optional '^') is a literal, not its end.
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
+      const size_t end = pattern.find(":]", i + 2);  // a POSIX class, [:alpha:]
+      if (end != std::string_view::npos) {
+        out.append(pattern.substr(i, end + 2 - i));
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 struct RegexSplitter::Compiled {
@@ -54,11 +113,27 @@ RegexSplitter::RegexSplitter(const std::string& pattern, bool literal, const std
       PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                  options, &error, &offset, nullptr);
-  if (compiled_->code == nullptr) {
-    throw Error(where + ": the pattern does not compile at offset " + std::to_string(offset) +
-                ": " + pcre2_message(error));
+  {
+    // Compiled first as written, so that an error's offset is one into the pattern the user has.
+    pcre2_code* as_written = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()),
+                                           pattern.size(), options, &error, &offset, nullptr);
+    if (as_written == nullptr) {
+      throw Error(where + ": the pattern does not compile at offset " + std::to_string(offset) +
+                  ": " + pcre2_message(error));
+    }
+    if (literal) {
+      compiled_->code = as_written;
+    } else {
+      pcre2_code_free(as_written);
+      const std::string rewritten = with_unicode_white_space(pattern);
+      compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()),
+                                      rewritten.size(), options, &error, &offset, nullptr);
+      if (compiled_->code == nullptr) {
+        throw Error(where +
+                    ": the pattern does not compile once its \\s is Unicode's White_Space: " +
+                    pcre2_message(error));
+      }
+    }
   }
   // Without JIT support (some platforms) the interpreter gives the same matches, only slower.
   compiled_->jit = pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE) == 0;

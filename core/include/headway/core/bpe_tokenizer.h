@@ -2,11 +2,16 @@
 // family and GPT-2 style models ship them. Supported, and checked at load:
 // - model: vocab, merges ("a b" strings or ["a", "b"] pairs), ignore_merges; no dropout, no
 //   byte_fallback, no subword prefix/suffix;
-// - added_tokens: matched in the text before pre-tokenization (longest first), special ones
-//   decode to nothing (decode_with_special_tokens writes their content);
+// - added_tokens: matched in the text before pre-tokenization (longest first), those with
+//   `normalized: false` in the text as given, then the others in each stretch between those once
+//   it is normalized (Hugging Face's two passes); special ones decode to nothing
+//   (decode_with_special_tokens writes them). A token decodes as the ByteLevel decoder has it: the
+//   bytes its content's symbols stand for when every character is one of the byte-level
+//   alphabet's, else its content;
 // - normalizer: none, or NFC (Qwen 2 family; each stretch between added tokens is composed);
 // - pre_tokenizer: Split (Regex or String pattern, behavior "Isolated") and ByteLevel (with its
-//   GPT-2 pattern when use_regex, add_prefix_space), alone or in a Sequence ending in ByteLevel;
+//   GPT-2 pattern when use_regex; add_prefix_space puts a space before each piece the steps
+//   before it made), alone or in a Sequence ending in ByteLevel;
 // - decoder: ByteLevel. post_processor is ignored: encode() never adds BOS (Tokenizer's contract).
 // BOS/EOS come from tokenizer_config.json (bos_token/eos_token, a string or {"content": ...}) and
 // otherwise from config.json (bos_token_id/eos_token_id; the first of a list).

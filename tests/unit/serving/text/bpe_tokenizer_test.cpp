@@ -313,6 +313,104 @@ TEST(BpeTokenizer, AnNfcNormalizerComposesThePromptFirst) {
   EXPECT_EQ(tok->decode(tok->encode("caf\xC3\xA9")), "caf\xC3\xA9");
 }
 
+// Loads the tiny tokenizer.json edited by `edit` from a fresh directory `name`.
+template <typename Edit>
+std::unique_ptr<Tokenizer> load_edited(const TempDir& dir, Edit edit) {
+  nlohmann::json j = testing::tiny_bpe_json({});
+  edit(j);
+  write_text(dir.path() / "tokenizer.json", j.dump());
+  return Tokenizer::load(dir.path());
+}
+
+nlohmann::json added_token(int32_t id, const std::string& content, bool special, bool normalized) {
+  return {{"id", id},        {"content", content},       {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", normalized}, {"special", special}};
+}
+
+// ByteLevel's add_prefix_space after a Split: Hugging Face puts the space before every piece the
+// Split made that does not start with one, not once before the whole text ("a1" is " a", " 1").
+TEST(BpeTokenizer, AByteLevelPrefixSpaceGoesBeforeEveryPieceASplitMade) {
+  TempDir dir("bpe_split_prefix");
+  TinyBpe spec{.merges = {{kSpace, "a"}, {kSpace, "1"}}};  // 256 Ġa, 257 Ġ1
+  nlohmann::json llama3 = testing::tiny_bpe_json(spec)["pre_tokenizer"];
+  llama3["pretokenizers"][1]["add_prefix_space"] = true;
+  spec.pre_tokenizer = llama3;
+  const auto tok = load(dir, spec);
+  EXPECT_THAT(tok->encode("a1"), ElementsAre(256, 257));
+  EXPECT_THAT(tok->encode(" a1"), ElementsAre(256, 257));
+  EXPECT_THAT(tok->encode("a\n"), ElementsAre(256, ' ', '\n'));  // " \n": no merge for it
+}
+
+// `\s` in a pattern is Unicode's White_Space, as in Oniguruma (Hugging Face's engine): U+180E, the
+// Mongolian vowel separator, is not (PCRE2's `\s` takes it), so "\u180E!" is one piece of
+// Llama 3's ` ?[^\s\p{L}\p{N}]+`, and the merge of its last byte with "!" applies.
+TEST(BpeTokenizer, TheMongolianVowelSeparatorIsNotWhiteSpace) {
+  TempDir dir("bpe_u180e");
+  const auto tok = load(dir, {.merges = {{core::byte_level::symbol_of(0x8E), "!"}}});  // 256
+  EXPECT_THAT(tok->encode("\xE1\xA0\x8E!"), ElementsAre(0xE1, 0xA0, 256));
+  // A real white-space character still ends the piece: U+3000, the ideographic space.
+  EXPECT_THAT(tok->encode("\xE3\x80\x80!"), ElementsAre(0xE3, 0x80, 0x80, '!'));
+}
+
+// Added tokens with `normalized: false` (the special ones, as tokenizer.json writes them) are
+// found in the text first; the others only in what is left. In "abc" the special "bc" wins over
+// the plain "ab" that starts before it, as in Hugging Face's tokenizers.
+TEST(BpeTokenizer, AddedTokensThatAreNotNormalizedAreMatchedFirst) {
+  TempDir dir("bpe_added_passes");
+  const auto tok = load_edited(dir, [](nlohmann::json& j) {
+    j["added_tokens"].push_back(added_token(1010, "ab", false, true));
+    j["added_tokens"].push_back(added_token(1011, "bc", true, false));
+  });
+  EXPECT_THAT(tok->encode("abc"), ElementsAre('a', 1011));
+  EXPECT_THAT(tok->encode("abxab"), ElementsAre(1010, 'x', 1010));
+}
+
+// With an NFC normalizer, a `normalized` added token is matched in the composed text: ">" and a
+// combining solidus compose to "≯" (no "<t>" left to match), and the Ohm sign U+2126 composes to
+// the "Ω" U+03A9 of an added token.
+TEST(BpeTokenizer, NormalizedAddedTokensAreMatchedInTheComposedText) {
+  TempDir dir("bpe_added_nfc");
+  const auto tok = load_edited(dir, [](nlohmann::json& j) {
+    j["normalizer"] = {{"type", "NFC"}};
+    j["added_tokens"].push_back(added_token(1010, "<t>", false, true));
+    j["added_tokens"].push_back(added_token(1011, "\xCE\xA9", false, true));
+  });
+  EXPECT_THAT(tok->encode("<t>\xCC\xB8"), ElementsAre('<', 't', 0xE2, 0x89, 0xAF));
+  EXPECT_THAT(tok->encode("<t>"), ElementsAre(1010));
+  EXPECT_THAT(tok->encode("\xE2\x84\xA6"), ElementsAre(1011));
+}
+
+// A `normalized` added token is kept composed, as Hugging Face keeps it, and decodes so: the
+// Angstrom sign U+212B composes to "Å" U+00C5, a character of the byte-level alphabet that stands
+// for the byte 0xC5.
+TEST(BpeTokenizer, ANormalizedAddedTokenDecodesFromItsComposedContent) {
+  TempDir dir("bpe_added_nfc_decode");
+  const auto tok = load_edited(dir, [](nlohmann::json& j) {
+    j["normalizer"] = {{"type", "NFC"}};
+    j["added_tokens"].push_back(added_token(1010, "\xE2\x84\xAB", false, true));
+  });
+  EXPECT_THAT(tok->encode("\xC3\x85"), ElementsAre(1010));
+  EXPECT_THAT(tok->encode("\xE2\x84\xAB"), ElementsAre(1010));
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{1010}), "\xC5");
+}
+
+// An added token decodes as Hugging Face's ByteLevel decoder has it: content written in the
+// byte-level alphabet stands for the bytes of its symbols ("ĠĠ" two spaces, "ï" the byte 0xEF), any
+// other content for itself.
+TEST(BpeTokenizer, AnAddedTokenDecodesAsTheByteLevelDecoderHasIt) {
+  TempDir dir("bpe_added_decode");
+  const auto tok = load_edited(dir, [](nlohmann::json& j) {
+    j["added_tokens"].push_back(added_token(1010, kSpace + kSpace, false, true));
+    j["added_tokens"].push_back(added_token(1011, "na\xC3\xAFve", false, true));
+    j["added_tokens"].push_back(added_token(1012, "<|a b|>", true, false));
+  });
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{1010}), "  ");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{1011}), "na\xEFve");
+  EXPECT_EQ(tok->decode_with_special_tokens(std::vector<int32_t>{1012, testing::kEotId}),
+            "<|a b|><|eot_id|>");
+  EXPECT_EQ(tok->special_token_text(1012), "<|a b|>");
+}
+
 TEST(BpeTokenizer, RefusesWhatItDoesNotImplementNamingTheField) {
   using nlohmann::json;
   EXPECT_THAT(refusal("r_norm",

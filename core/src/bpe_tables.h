@@ -13,6 +13,7 @@
 
 #include "bpe_merges.h"
 #include "regex_splitter.h"
+#include "text_steps.h"
 
 namespace headway::core {
 
@@ -36,14 +37,29 @@ struct AddedTokenIndex {
 struct BpeTokenizer::Tables {
   std::string where;  // tokenizer.json's path, for errors at encode time
 
-  std::unordered_map<std::string, int32_t> vocab;  // byte-level symbols -> id
+  // SentencePiece-style BPE (Llama 2, Mistral: no ByteLevel step): the symbols a word starts as
+  // are its characters, not its bytes, and decoding runs `decoder`.
+  bool characters = false;
+
+  std::unordered_map<std::string, int32_t> vocab;  // token -> id
   BpeMerges merges;
   bool ignore_merges = false;           // a word that is itself in the vocabulary is one token
-  std::array<int32_t, 256> byte_ids{};  // the id of each single byte's symbol
+  std::array<int32_t, 256> byte_ids{};  // byte-level: the id of each single byte's symbol
 
-  // By id: the raw bytes a token decodes to, and whether it is special (decodes to nothing).
-  std::vector<std::string> bytes_of;
+  // Characters: the id of each one-character token, and what a character without one becomes:
+  // its bytes' <0xXX> tokens (byte_fallback), else `unk` (one for a run of them with fuse_unk).
+  std::unordered_map<char32_t, int32_t> character_ids;
+  bool byte_fallback = false;
+  std::array<int32_t, 256> fallback_ids{};
+  int32_t unk = -1;
+  bool fuse_unk = false;
+
+  // By id: whether a token is special (decodes to nothing), and what it decodes from: byte-level,
+  // the raw bytes; characters, its vocabulary string (or added token's content) for `decoder`.
   std::vector<bool> special;
+  std::vector<std::string> bytes_of;
+  std::vector<std::string> text_of;
+  std::vector<DecoderStep> decoder;
 
   // Added tokens matched in the text as given, then those matched in each stretch between them
   // once it is normalized (`normalized` ones).
@@ -51,12 +67,16 @@ struct BpeTokenizer::Tables {
   AddedTokenIndex normalized_added;
   std::unordered_map<int32_t, std::string> added_text;  // id -> content, as tokenizer.json has it
 
-  bool nfc = false;  // normalizer NFC: each stretch between added tokens is composed first
+  // Applied to each stretch between the added tokens matched before normalization.
+  std::vector<NormalizerStep> normalizer;
   std::vector<std::unique_ptr<RegexSplitter>> splitters;  // applied in order
   // ByteLevel's add_prefix_space: a space before each piece that the splitters before ByteLevel's
   // own (the first `prefix_after_splitters`) made and that does not start with one.
   bool add_prefix_space = false;
   size_t prefix_after_splitters = 0;
+  // Characters: the Metaspace pre-tokenizer, when there is one (else a stretch is one word).
+  bool metaspace_words = false;
+  Metaspace metaspace;
 
   int32_t bos = -1;
   int32_t eos = -1;

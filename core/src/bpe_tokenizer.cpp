@@ -2,25 +2,27 @@
 
 #include <headway/core/error.h>
 #include <headway/core/input_file.h>
+#include <headway/core/utf8.h>
 
 #include <cstring>
 
 #include "bpe_tables.h"
 #include "byte_level_alphabet.h"
-#include "unicode_nfc.h"
+#include "text_steps.h"
 
 namespace headway::core {
 namespace {
 
-// Calls on_stretch(text) for each stretch of `text` between the added tokens of `index` (leftmost
-// first, the longest where several start at one place) and appends each token's id to `ids`.
+// Calls on_stretch(text, at_start) for each stretch of `text` between the added tokens of `index`
+// (leftmost first, the longest where several start at one place; `at_start`: the stretch begins
+// `text`) and appends each token's id to `ids`.
 template <class OnStretch>
 void split_at_added_tokens(const AddedTokenIndex& index, std::string_view text,
                            std::vector<int32_t>& ids, OnStretch on_stretch) {
   size_t stretch_start = 0;
   for (size_t pos = 0; pos < text.size();) {
     if (const AddedToken* token = index.at(text, pos)) {
-      on_stretch(text.substr(stretch_start, pos - stretch_start));
+      on_stretch(text.substr(stretch_start, pos - stretch_start), stretch_start == 0);
       ids.push_back(token->id);
       pos += token->content.size();
       stretch_start = pos;
@@ -28,7 +30,56 @@ void split_at_added_tokens(const AddedTokenIndex& index, std::string_view text,
       ++pos;
     }
   }
-  on_stretch(text.substr(stretch_start));
+  on_stretch(text.substr(stretch_start), stretch_start == 0);
+}
+
+// The length of the UTF-8 character that starts `text` (1 for a byte that does not start a valid
+// one: it falls back alone).
+size_t character_length(std::string_view text) {
+  const auto lead = static_cast<uint8_t>(text[0]);
+  const size_t n = lead < 0x80           ? 1
+                   : (lead >> 5) == 0x6  ? 2
+                   : (lead >> 4) == 0xE  ? 3
+                   : (lead >> 3) == 0x1E ? 4
+                                         : 1;
+  if (n > text.size() || !utf8::is_valid(text.substr(0, n))) return 1;
+  return n;
+}
+
+// SentencePiece-style BPE: the word's characters (or their <0xXX> tokens, or the unknown token),
+// merged.
+void encode_characters(const BpeTokenizer::Tables& t, std::string_view word,
+                       std::vector<int32_t>& ids) {
+  if (t.ignore_merges) {
+    if (const auto it = t.vocab.find(std::string(word)); it != t.vocab.end()) {
+      ids.push_back(it->second);
+      return;
+    }
+  }
+  std::vector<int32_t> symbols;
+  symbols.reserve(word.size());
+  bool after_unk = false;
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t n = character_length(word.substr(pos));
+    const std::string_view c = word.substr(pos, n);
+    pos += n;
+    // A byte that starts no valid character is no character of the vocabulary's.
+    const bool valid = n > 1 || static_cast<uint8_t>(c[0]) < 0x80;
+    if (const auto it =
+            valid ? t.character_ids.find(utf8::first_code_point(c)) : t.character_ids.end();
+        it != t.character_ids.end()) {
+      symbols.push_back(it->second);
+      after_unk = false;
+    } else if (t.byte_fallback) {
+      for (const char byte : c) symbols.push_back(t.fallback_ids[static_cast<uint8_t>(byte)]);
+      after_unk = false;
+    } else if (!(t.fuse_unk && after_unk)) {
+      symbols.push_back(t.unk);
+      after_unk = true;
+    }
+  }
+  const std::vector<int32_t> merged = t.merges.apply(symbols);
+  ids.insert(ids.end(), merged.begin(), merged.end());
 }
 
 // Applies splitters [first, last) to every piece of `pieces`, in place.
@@ -57,9 +108,21 @@ void encode_word(const BpeTokenizer::Tables& t, std::string_view piece, std::vec
 }
 
 // Pre-tokenizes one normalized stretch of text without added tokens and appends its ids.
-void encode_stretch(const BpeTokenizer::Tables& t, std::string_view stretch,
+// `at_start`: the stretch begins the text (Metaspace's "first" prepend scheme asks).
+void encode_stretch(const BpeTokenizer::Tables& t, std::string_view stretch, bool at_start,
                     std::vector<int32_t>& ids) {
   if (stretch.empty()) return;
+  if (t.characters) {
+    if (!t.metaspace_words) {
+      encode_characters(t, stretch, ids);
+      return;
+    }
+    std::string storage;
+    std::vector<std::string_view> words;
+    metaspace_words(t.metaspace, stretch, at_start, storage, words);
+    for (std::string_view word : words) encode_characters(t, word, ids);
+    return;
+  }
   std::vector<std::string_view> pieces{stretch};
   if (!t.add_prefix_space) {
     apply_splitters(t, 0, t.splitters.size(), pieces);
@@ -85,19 +148,34 @@ void encode_stretch(const BpeTokenizer::Tables& t, std::string_view stretch,
 // One stretch of the text as given, between added tokens that are matched before normalization:
 // normalized, then split at the added tokens matched after it.
 void encode_unnormalized_stretch(const BpeTokenizer::Tables& t, std::string_view stretch,
-                                 std::vector<int32_t>& ids) {
+                                 bool at_start, std::vector<int32_t>& ids) {
   if (stretch.empty()) return;
   std::string normalized;
-  if (t.nfc) {
-    normalized = to_nfc(stretch);
+  if (!t.normalizer.empty()) {
+    normalized = normalize(t.normalizer, stretch);
     stretch = normalized;
   }
   if (t.normalized_added.empty) {  // the usual case: every added token is matched before
-    encode_stretch(t, stretch, ids);
+    encode_stretch(t, stretch, at_start, ids);
     return;
   }
-  split_at_added_tokens(t.normalized_added, stretch, ids,
-                        [&](std::string_view s) { encode_stretch(t, s, ids); });
+  split_at_added_tokens(t.normalized_added, stretch, ids, [&](std::string_view s, bool first) {
+    encode_stretch(t, s, at_start && first, ids);
+  });
+}
+
+// Characters: the text of `ids` through the tokenizer's decoder, special tokens left out unless
+// `with_special`.
+std::string decode_characters(const BpeTokenizer::Tables& t, std::span<const int32_t> ids,
+                              bool with_special) {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (const int32_t id : ids) {
+    if (id < 0 || static_cast<size_t>(id) >= t.text_of.size()) continue;
+    if (t.special[id] && !with_special) continue;
+    tokens.push_back(t.text_of[id]);
+  }
+  return decode_tokens(t.decoder, std::move(tokens));
 }
 
 }  // namespace
@@ -130,13 +208,15 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
   const Tables& t = *tables_;
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 1);
-  split_at_added_tokens(t.raw_added, text, ids,
-                        [&](std::string_view s) { encode_unnormalized_stretch(t, s, ids); });
+  split_at_added_tokens(t.raw_added, text, ids, [&](std::string_view s, bool at_start) {
+    encode_unnormalized_stretch(t, s, at_start, ids);
+  });
   return ids;
 }
 
 std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
   const Tables& t = *tables_;
+  if (t.characters) return decode_characters(t, ids, false);
   std::string text;
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= t.bytes_of.size() || t.special[id]) continue;
@@ -147,6 +227,7 @@ std::string BpeTokenizer::decode(std::span<const int32_t> ids) const {
 
 std::string BpeTokenizer::decode_with_special_tokens(std::span<const int32_t> ids) const {
   const Tables& t = *tables_;
+  if (t.characters) return decode_characters(t, ids, true);
   std::string text;
   for (int32_t id : ids) {
     // An added token's bytes are those its content decodes to (bytes_of), special or not.
@@ -154,6 +235,8 @@ std::string BpeTokenizer::decode_with_special_tokens(std::span<const int32_t> id
   }
   return text;
 }
+
+bool BpeTokenizer::decodes_like_sentencepiece() const { return tables_->characters; }
 
 int32_t BpeTokenizer::bos() const { return tables_->bos; }
 int32_t BpeTokenizer::eos() const { return tables_->eos; }

@@ -3,15 +3,18 @@
 // tokenization would be a wrong prompt, which is worse than no prompt.
 #include <headway/core/error.h>
 #include <headway/core/input_file.h>
+#include <headway/core/utf8.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bpe_tables.h"
 #include "byte_level_alphabet.h"
-#include "unicode_nfc.h"
+#include "text_steps.h"
+#include "tokenizer_json_fields.h"
 
 namespace headway::core {
 namespace {
@@ -23,54 +26,49 @@ using nlohmann::json;
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-// Field access that names the file and the field path in every error.
-class Fields {
- public:
-  explicit Fields(std::string file) : file_(std::move(file)) {}
-  const std::string& file() const { return file_; }
-
-  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw Error(file_ + ": field '" + field + "' " + what);
-  }
-  const json& at(const json& object, const std::string& key, const std::string& field) const {
-    if (!object.is_object() || !object.contains(key)) fail(field, "is missing");
-    return object[key];
-  }
-  std::string string(const json& value, const std::string& field) const {
-    if (!value.is_string()) fail(field, "must be a string");
-    return value.get<std::string>();
-  }
-  bool flag(const json& object, const std::string& key, bool fallback,
-            const std::string& field) const {
-    if (!object.contains(key) || object[key].is_null()) return fallback;
-    if (!object[key].is_boolean()) fail(field, "must be true or false");
-    return object[key].get<bool>();
-  }
-  int32_t id(const json& value, const std::string& field) const {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-        value.get<int64_t>() > INT32_MAX) {
-      fail(field, "must be a non-negative token id");
-    }
-    return value.get<int32_t>();
-  }
-  // A field that must be absent, null, or equal to `allowed` (e.g. false, "").
-  void must_be_unset(const json& object, const std::string& key, const json& allowed,
-                     const std::string& field, const std::string& why) const {
-    if (object.contains(key) && !object[key].is_null() && object[key] != allowed) {
-      fail(field, "= " + object[key].dump() + " is not supported (" + why + ")");
+// SentencePiece-style BPE: the one-character tokens, the <0xXX> tokens of byte_fallback, and the
+// unknown token for a character that has neither.
+void read_character_symbols(const JsonFields& f, const json& model, BpeTokenizer::Tables& t) {
+  for (const auto& [token, id] : t.vocab) {
+    if (!token.empty() && utf8::code_points(token) == 1 && utf8::is_valid(token)) {
+      t.character_ids.emplace(utf8::first_code_point(token), id);
     }
   }
+  t.byte_fallback = f.flag(model, "byte_fallback", false, "model.byte_fallback");
+  if (t.byte_fallback) {
+    for (int b = 0; b < 256; ++b) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      const std::string token = name;
+      const auto it = t.vocab.find(token);
+      if (it == t.vocab.end()) {
+        f.fail("model.vocab", "has no token " + token + ": byte_fallback needs all 256");
+      }
+      t.fallback_ids[b] = it->second;
+    }
+  }
+  if (model.contains("unk_token") && !model["unk_token"].is_null()) {
+    const std::string unk = f.string(model["unk_token"], "model.unk_token");
+    const auto it = t.vocab.find(unk);
+    if (it == t.vocab.end()) f.fail("model.unk_token", "'" + unk + "' is not in model.vocab");
+    t.unk = it->second;
+  }
+  if (!t.byte_fallback && t.unk < 0) {
+    f.fail("model.unk_token",
+           "is needed: without byte_fallback a character outside the "
+           "vocabulary has no other token");
+  }
+  t.fuse_unk = f.flag(model, "fuse_unk", false, "model.fuse_unk");
+}
 
- private:
-  std::string file_;
-};
-
-void read_model(const Fields& f, const json& model, BpeTokenizer::Tables& t) {
+void read_model(const JsonFields& f, const json& model, BpeTokenizer::Tables& t) {
   const std::string type = f.string(f.at(model, "type", "model.type"), "model.type");
   if (type != "BPE") f.fail("model.type", "'" + type + "' is not supported (only \"BPE\")");
   f.must_be_unset(model, "dropout", json(0.0), "model.dropout", "BPE dropout is for training");
-  f.must_be_unset(model, "byte_fallback", json(false), "model.byte_fallback",
-                  "SentencePiece-style BPE; only byte-level BPE is supported");
+  if (!t.characters) {
+    f.must_be_unset(model, "byte_fallback", json(false), "model.byte_fallback",
+                    "a byte-level BPE has a token for every byte already");
+  }
   f.must_be_unset(model, "continuing_subword_prefix", json(""), "model.continuing_subword_prefix",
                   "only byte-level BPE without subword markers is supported");
   f.must_be_unset(model, "end_of_word_suffix", json(""), "model.end_of_word_suffix",
@@ -85,16 +83,20 @@ void read_model(const Fields& f, const json& model, BpeTokenizer::Tables& t) {
       f.fail("model.vocab[\"" + token + "\"]", "is listed twice");
     }
   }
-  for (int b = 0; b < 256; ++b) {
-    const auto it = t.vocab.find(byte_level::symbol_of(static_cast<uint8_t>(b)));
-    if (it == t.vocab.end()) {
-      std::ostringstream hex;
-      hex << std::hex << b;
-      f.fail("model.vocab", "has no token for byte 0x" + hex.str() + " ('" +
-                                byte_level::symbol_of(static_cast<uint8_t>(b)) +
-                                "'): a byte-level BPE vocabulary covers all 256 bytes");
+  if (t.characters) {
+    read_character_symbols(f, model, t);
+  } else {
+    for (int b = 0; b < 256; ++b) {
+      const auto it = t.vocab.find(byte_level::symbol_of(static_cast<uint8_t>(b)));
+      if (it == t.vocab.end()) {
+        std::ostringstream hex;
+        hex << std::hex << b;
+        f.fail("model.vocab", "has no token for byte 0x" + hex.str() + " ('" +
+                                  byte_level::symbol_of(static_cast<uint8_t>(b)) +
+                                  "'): a byte-level BPE vocabulary covers all 256 bytes");
+      }
+      t.byte_ids[b] = it->second;
     }
-    t.byte_ids[b] = it->second;
   }
 
   const json& merges = f.at(model, "merges", "model.merges");
@@ -128,7 +130,7 @@ void read_model(const Fields& f, const json& model, BpeTokenizer::Tables& t) {
   }
 }
 
-void read_added_tokens(const Fields& f, const json& root, BpeTokenizer::Tables& t,
+void read_added_tokens(const JsonFields& f, const json& root, BpeTokenizer::Tables& t,
                        std::vector<AddedToken>& added) {
   if (!root.contains("added_tokens") || root["added_tokens"].is_null()) return;
   const json& list = root["added_tokens"];
@@ -152,7 +154,7 @@ void read_added_tokens(const Fields& f, const json& root, BpeTokenizer::Tables& 
 }
 
 // One pre-tokenizer step; `field` is its path ("pre_tokenizer", "pre_tokenizer.pretokenizers[0]").
-void read_pre_tokenizer_step(const Fields& f, const json& step, const std::string& field,
+void read_pre_tokenizer_step(const JsonFields& f, const json& step, const std::string& field,
                              BpeTokenizer::Tables& t, bool& saw_byte_level) {
   const std::string type = f.string(f.at(step, "type", field + ".type"), field + ".type");
   if (saw_byte_level) {
@@ -192,10 +194,21 @@ void read_pre_tokenizer_step(const Fields& f, const json& step, const std::strin
   }
 }
 
-void read_pre_tokenizer(const Fields& f, const json& root, BpeTokenizer::Tables& t) {
+// SentencePiece-style BPE has no pre-tokenizer (Llama 2: its normalizer writes the spaces as
+// '▁') or a Metaspace one (Mistral v0.3); byte-level BPE has a ByteLevel step.
+bool is_sentencepiece_style(const json& root) {
   const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json();
-  if (pre.is_null()) {
-    f.fail("pre_tokenizer", "is missing: byte-level BPE needs a ByteLevel pre-tokenizer");
+  return pre.is_null() || (pre.is_object() && pre.value("type", json()) == "Metaspace");
+}
+
+void read_pre_tokenizer(const JsonFields& f, const json& root, BpeTokenizer::Tables& t) {
+  const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json();
+  if (t.characters) {
+    if (!pre.is_null()) {
+      t.metaspace_words = true;
+      t.metaspace = read_metaspace(f, pre, "pre_tokenizer");
+    }
+    return;
   }
   bool saw_byte_level = false;
   const std::string type = f.string(f.at(pre, "type", "pre_tokenizer.type"), "pre_tokenizer.type");
@@ -255,18 +268,11 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
   const std::filesystem::path file = dir / "tokenizer.json";
   auto t = std::make_unique<BpeTokenizer::Tables>();
   t->where = file.string();
-  const Fields f(file.string());
+  const JsonFields f(file.string());
   if (!root.is_object()) throw Error(file.string() + ": not a JSON object");
 
-  if (root.contains("normalizer") && !root["normalizer"].is_null()) {
-    const json& normalizer = root["normalizer"];
-    const json type = normalizer.is_object() ? normalizer.value("type", json("?")) : json("?");
-    if (type != "NFC") {
-      f.fail("normalizer", "of type " + type.dump() +
-                               " is not supported (only NFC, which the Qwen 2 family uses)");
-    }
-    t->nfc = true;
-  }
+  t->normalizer = read_normalizer(f, root);
+  t->characters = is_sentencepiece_style(root);
   read_model(f, f.at(root, "model", "model"), *t);
   std::vector<AddedToken> added;
   read_added_tokens(f, root, *t, added);
@@ -276,7 +282,9 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
       decoder.is_object() && decoder.contains("type") && decoder["type"].is_string()
           ? decoder["type"].get<std::string>()
           : std::string("none");
-  if (decoder_type != "ByteLevel") {
+  if (t->characters) {
+    t->decoder = read_sentencepiece_decoder(f, root);
+  } else if (decoder_type != "ByteLevel") {
     f.fail("decoder", "of type '" + decoder_type + "' is not supported (only ByteLevel)");
   }
 
@@ -291,9 +299,14 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
                 " is beyond the supported " + std::to_string(kMaxTokenId));
   }
   t->vocab_size = static_cast<uint32_t>(highest + 1);
-  t->bytes_of.assign(t->vocab_size, std::string());
+  std::vector<std::string>& decoded = t->characters ? t->text_of : t->bytes_of;
+  decoded.assign(t->vocab_size, std::string());
   t->special.assign(t->vocab_size, false);
   for (const auto& [token, id] : t->vocab) {
+    if (t->characters) {
+      t->text_of[id] = token;
+      continue;
+    }
     std::optional<std::string> bytes = byte_level::decode(token);
     if (!bytes) {
       f.fail("model.vocab[\"" + token + "\"]",
@@ -304,11 +317,16 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
   for (AddedToken& a : added) {
     // A token matched after normalization is found in normalized text: normalize it too (Hugging
     // Face keeps it so: its id_to_token gives the Angstrom sign's token as "Å", U+00C5).
-    if (a.normalized && t->nfc) a.content = to_nfc(a.content);
-    // As Hugging Face's ByteLevel decoder treats every token: content written in the byte-level
-    // alphabet stands for the bytes its symbols do ("ĠĠ" for two spaces, as the vocabulary entry
-    // of that id would), other content for itself ("<|eot_id|>" is both).
-    t->bytes_of[a.id] = byte_level::decode(a.content).value_or(a.content);
+    if (a.normalized && !t->normalizer.empty()) a.content = normalize(t->normalizer, a.content);
+    if (a.content.empty()) f.fail("added_tokens", "has a token that normalizes to nothing");
+    if (t->characters) {
+      t->text_of[a.id] = a.content;
+    } else {
+      // As Hugging Face's ByteLevel decoder treats every token: content written in the
+      // byte-level alphabet stands for the bytes its symbols do ("ĠĠ" for two spaces, as the
+      // vocabulary entry of that id would), other content for itself ("<|eot_id|>" is both).
+      t->bytes_of[a.id] = byte_level::decode(a.content).value_or(a.content);
+    }
     t->special[a.id] = a.special;
     AddedTokenIndex& index = a.normalized ? t->normalized_added : t->raw_added;
     index.by_first_byte[static_cast<uint8_t>(a.content[0])].push_back(std::move(a));

@@ -34,23 +34,29 @@ void Tokenizer::set_sentencepiece_loader(FileLoader loader) {
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
-  // With SentencePiece available, tokenizer.model wins as it always did: checkpoints that ship both
-  // (Mistral) have a SentencePiece-style tokenizer.json (normalizer, byte fallback) that the BPE
-  // reader refuses.
+  // tokenizer.json first, as vLLM reads it (Hugging Face's fast tokenizers), so that every process
+  // of a deployment tokenizes alike; a checkpoint that ships both (Llama 2, Mistral) has a
+  // SentencePiece-style one, which the BPE reader takes. Where tokenizer.json is refused and
+  // SentencePiece is linked, tokenizer.model is used instead.
   const std::filesystem::path spm = dir / "tokenizer.model";
   const bool has_spm = std::filesystem::exists(spm);
-  if (has_spm && sentencepiece_loader()) return sentencepiece_loader()(spm);
   const std::filesystem::path json = dir / "tokenizer.json";
   if (std::filesystem::exists(json)) {
-    const nlohmann::json parsed = read_json_file(json);
-    const std::string type = model_type(json, parsed);
-    if (type == "HeadwayByte") return ByteTokenizer::from_json_file(json);
-    if (type == "BPE") return BpeTokenizer::load(dir, parsed);
-    throw Error(
-        json.string() + ": model.type '" + type +
-        "' is not supported (Headway reads byte-level \"BPE\" tokenizer.json files, its own "
-        "\"HeadwayByte\" ones and SentencePiece tokenizer.model)");
+    try {
+      const nlohmann::json parsed = read_json_file(json);
+      const std::string type = model_type(json, parsed);
+      if (type == "HeadwayByte") return ByteTokenizer::from_json_file(json);
+      if (type == "BPE") return BpeTokenizer::load(dir, parsed);
+      throw Error(json.string() + ": model.type '" + type +
+                  "' is not supported (Headway reads \"BPE\" tokenizer.json files, byte-level "
+                  "or SentencePiece-style, its own \"HeadwayByte\" ones and SentencePiece "
+                  "tokenizer.model)");
+    } catch (const Error&) {
+      if (!has_spm || !sentencepiece_loader()) throw;
+      return sentencepiece_loader()(spm);
+    }
   }
+  if (has_spm && sentencepiece_loader()) return sentencepiece_loader()(spm);
   if (has_spm) {
     throw Error(spm.string() +
                 ": tokenizer.model (SentencePiece) cannot be loaded in a process that also serves "

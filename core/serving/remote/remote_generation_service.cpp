@@ -512,7 +512,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     throw rejected(Rejection::kInvalid, e);
   }
   std::unique_ptr<IncrementalDecoder> decoder =
-      admission_->decoder(input, input.sampling.min_tokens);
+      admission_->decoder(input, admitted.prompt, input.sampling.min_tokens);
   const uint32_t prompt_tokens = static_cast<uint32_t>(admitted.prompt.size());
 
   std::shared_ptr<ProxiedGenerate> call;

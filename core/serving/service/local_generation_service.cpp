@@ -316,7 +316,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   const uint32_t continued = static_cast<uint32_t>(
       std::min<size_t>(input.generated_ids.size(), input.sampling.min_tokens));
   std::unique_ptr<IncrementalDecoder> decoder =
-      admission_->decoder(input, input.sampling.min_tokens - continued);
+      admission_->decoder(input, admitted.prompt, input.sampling.min_tokens - continued);
   std::vector<int32_t>& prompt = admitted.prompt;
   const std::string& request_class = admitted.request_class;
 

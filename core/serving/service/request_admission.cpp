@@ -274,8 +274,17 @@ void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_
 }
 
 std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(GenerateInput& input,
+                                                              std::span<const int32_t> prompt,
                                                               uint32_t min_tokens) const {
   DecodeOptions options;
+  // The ids before the first output: a few more than the decoder keeps.
+  constexpr size_t kContext = 8;
+  const std::vector<int32_t>& generated = input.generated_ids;
+  const size_t from_generated = std::min(generated.size(), kContext);
+  const size_t from_prompt = std::min(prompt.size(), kContext - from_generated);
+  options.context.assign(prompt.end() - static_cast<ptrdiff_t>(from_prompt), prompt.end());
+  options.context.insert(options.context.end(),
+                         generated.end() - static_cast<ptrdiff_t>(from_generated), generated.end());
   options.stop_strings = std::move(input.stop);
   options.stop_token_ids = input.sampling.stop_token_ids;
   options.keep_stop_string = input.include_stop_str_in_output;

@@ -84,7 +84,10 @@ class RequestAdmission {
   // and detokenization fields, and the tokenizer's end-of-sequence token (no stop_reason); no stop
   // counts in the first `min_tokens` outputs the stream carries. Without a tokenizer, one that
   // gives no text but still reports the stop token id that ended a request.
-  std::unique_ptr<IncrementalDecoder> decoder(GenerateInput& input, uint32_t min_tokens) const;
+  // `prompt`: the admitted prompt's ids, whose last few (with any generated ids `input` brings)
+  // the decoder reads first (DecodeOptions::context).
+  std::unique_ptr<IncrementalDecoder> decoder(GenerateInput& input, std::span<const int32_t> prompt,
+                                              uint32_t min_tokens) const;
 
  private:
   void check_model(const std::string& requested) const;

@@ -30,10 +30,11 @@ class TextDecoder final : public IncrementalDecoder {
         end_of_sequence_(options.end_of_sequence),
         // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
         // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
-        replacement_means_incomplete_(tokenizer.kind() == "sentencepiece") {
+        replacement_means_incomplete_(tokenizer.decodes_like_sentencepiece()) {
     for (std::string& s : options.stop_strings) {
       if (!s.empty()) stops_.push_back(std::move(s));
     }
+    if (tokenizer.decodes_like_sentencepiece()) prime(options.context);
   }
 
   std::string append(std::span<const int32_t> ids) override {
@@ -74,6 +75,15 @@ class TextDecoder final : public IncrementalDecoder {
   }
 
  private:
+  // Starts the window with the last ids of `context`, read already, unless their text ends in an
+  // incomplete character (then the first output decodes without them, as when there are none).
+  void prime(std::span<const int32_t> context) {
+    context = context.last(std::min(context.size(), kContextTokens));
+    if (context.empty() || decode(context).ends_with(kReplacement)) return;
+    window_.assign(context.begin(), context.end());
+    read_ = window_.size();
+  }
+
   // Adds `ids` to the window one at a time, appending the text each makes final to `text`. One
   // at a time, because how long an incomplete character has waited is counted in ids: read
   // together, a character completed by a later id of the same read would otherwise come out where

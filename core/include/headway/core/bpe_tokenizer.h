@@ -1,5 +1,9 @@
-// Hugging Face byte-level BPE tokenizers (tokenizer.json with model.type "BPE"), as the Llama 3
-// family and GPT-2 style models ship them. Supported, and checked at load:
+// Hugging Face BPE tokenizers (tokenizer.json with model.type "BPE"): byte-level, as the Llama 3
+// family and GPT-2 style models ship them, and SentencePiece-style (no ByteLevel step: Llama 2,
+// Mistral, Mixtral), whose symbols are characters with <0xXX> tokens for bytes outside the
+// vocabulary (byte_fallback) or an unknown token (fuse_unk), a space written '▁' by a Prepend +
+// Replace normalizer or a Metaspace pre-tokenizer, and a decoder of Replace, ByteFallback, Fuse and
+// Strip steps or Metaspace (text_steps.h). Supported, and checked at load:
 // - model: vocab, merges ("a b" strings or ["a", "b"] pairs), ignore_merges; no dropout, no
 //   byte_fallback, no subword prefix/suffix;
 // - added_tokens: matched in the text before pre-tokenization (longest first), those with
@@ -45,6 +49,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t eos() const override;
   uint32_t vocab_size() const override;
   std::string_view kind() const override { return "bpe"; }
+  bool decodes_like_sentencepiece() const override;
   std::string special_token_text(int32_t id) const override;
 
   struct Tables;  // defined in bpe_tokenizer.cpp

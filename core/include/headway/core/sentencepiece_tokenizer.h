@@ -28,6 +28,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t eos() const override;
   uint32_t vocab_size() const override;
   std::string_view kind() const override { return "sentencepiece"; }
+  bool decodes_like_sentencepiece() const override { return true; }
 
  private:
   // Appends the text of in-range ids (control pieces give none).

@@ -47,6 +47,10 @@ class Tokenizer {
   virtual int32_t eos() const = 0;  // -1 when there is none
   virtual uint32_t vocab_size() const = 0;
   virtual std::string_view kind() const = 0;  // "sentencepiece", "byte", "bpe"
+  // True when decoding works as SentencePiece's does: the space that begins the first piece is
+  // dropped (so a token's text depends on the tokens before it), and the bytes of a character not
+  // yet complete decode as U+FFFD. SentencePiece, and SentencePiece-style BPE from tokenizer.json.
+  virtual bool decodes_like_sentencepiece() const { return false; }
 
   // The text a special token is written as in prompts and chat templates ("<|begin_of_text|>"),
   // empty when the tokenizer does not map that text back to the id (then templates render

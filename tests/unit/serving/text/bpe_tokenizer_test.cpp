@@ -6,6 +6,8 @@
 #include <headway/core/error.h>
 #include <headway/core/tokenizer.h>
 
+#include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "byte_level_alphabet.h"
@@ -322,11 +324,6 @@ std::unique_ptr<Tokenizer> load_edited(const TempDir& dir, Edit edit) {
   return Tokenizer::load(dir.path());
 }
 
-nlohmann::json added_token(int32_t id, const std::string& content, bool special, bool normalized) {
-  return {{"id", id},        {"content", content},       {"single_word", false}, {"lstrip", false},
-          {"rstrip", false}, {"normalized", normalized}, {"special", special}};
-}
-
 // ByteLevel's add_prefix_space after a Split: Hugging Face puts the space before every piece the
 // Split made that does not start with one, not once before the whole text ("a1" is " a", " 1").
 TEST(BpeTokenizer, AByteLevelPrefixSpaceGoesBeforeEveryPieceASplitMade) {
@@ -358,8 +355,8 @@ TEST(BpeTokenizer, TheMongolianVowelSeparatorIsNotWhiteSpace) {
 TEST(BpeTokenizer, AddedTokensThatAreNotNormalizedAreMatchedFirst) {
   TempDir dir("bpe_added_passes");
   const auto tok = load_edited(dir, [](nlohmann::json& j) {
-    j["added_tokens"].push_back(added_token(1010, "ab", false, true));
-    j["added_tokens"].push_back(added_token(1011, "bc", true, false));
+    j["added_tokens"].push_back(testing::added_token_json(1010, "ab", false, true));
+    j["added_tokens"].push_back(testing::added_token_json(1011, "bc", true, false));
   });
   EXPECT_THAT(tok->encode("abc"), ElementsAre('a', 1011));
   EXPECT_THAT(tok->encode("abxab"), ElementsAre(1010, 'x', 1010));
@@ -372,8 +369,8 @@ TEST(BpeTokenizer, NormalizedAddedTokensAreMatchedInTheComposedText) {
   TempDir dir("bpe_added_nfc");
   const auto tok = load_edited(dir, [](nlohmann::json& j) {
     j["normalizer"] = {{"type", "NFC"}};
-    j["added_tokens"].push_back(added_token(1010, "<t>", false, true));
-    j["added_tokens"].push_back(added_token(1011, "\xCE\xA9", false, true));
+    j["added_tokens"].push_back(testing::added_token_json(1010, "<t>", false, true));
+    j["added_tokens"].push_back(testing::added_token_json(1011, "\xCE\xA9", false, true));
   });
   EXPECT_THAT(tok->encode("<t>\xCC\xB8"), ElementsAre('<', 't', 0xE2, 0x89, 0xAF));
   EXPECT_THAT(tok->encode("<t>"), ElementsAre(1010));
@@ -387,7 +384,7 @@ TEST(BpeTokenizer, ANormalizedAddedTokenDecodesFromItsComposedContent) {
   TempDir dir("bpe_added_nfc_decode");
   const auto tok = load_edited(dir, [](nlohmann::json& j) {
     j["normalizer"] = {{"type", "NFC"}};
-    j["added_tokens"].push_back(added_token(1010, "\xE2\x84\xAB", false, true));
+    j["added_tokens"].push_back(testing::added_token_json(1010, "\xE2\x84\xAB", false, true));
   });
   EXPECT_THAT(tok->encode("\xC3\x85"), ElementsAre(1010));
   EXPECT_THAT(tok->encode("\xE2\x84\xAB"), ElementsAre(1010));
@@ -400,15 +397,111 @@ TEST(BpeTokenizer, ANormalizedAddedTokenDecodesFromItsComposedContent) {
 TEST(BpeTokenizer, AnAddedTokenDecodesAsTheByteLevelDecoderHasIt) {
   TempDir dir("bpe_added_decode");
   const auto tok = load_edited(dir, [](nlohmann::json& j) {
-    j["added_tokens"].push_back(added_token(1010, kSpace + kSpace, false, true));
-    j["added_tokens"].push_back(added_token(1011, "na\xC3\xAFve", false, true));
-    j["added_tokens"].push_back(added_token(1012, "<|a b|>", true, false));
+    j["added_tokens"].push_back(testing::added_token_json(1010, kSpace + kSpace, false, true));
+    j["added_tokens"].push_back(testing::added_token_json(1011, "na\xC3\xAFve", false, true));
+    j["added_tokens"].push_back(testing::added_token_json(1012, "<|a b|>", true, false));
   });
   EXPECT_EQ(tok->decode(std::vector<int32_t>{1010}), "  ");
   EXPECT_EQ(tok->decode(std::vector<int32_t>{1011}), "na\xEFve");
   EXPECT_EQ(tok->decode_with_special_tokens(std::vector<int32_t>{1012, testing::kEotId}),
             "<|a b|><|eot_id|>");
   EXPECT_EQ(tok->special_token_text(1012), "<|a b|>");
+}
+
+using testing::kMeta;
+using testing::tiny_sentencepiece_bpe_json;
+
+std::unique_ptr<Tokenizer> load_json(const TempDir& dir, const nlohmann::json& j) {
+  write_text(dir.path() / "tokenizer.json", j.dump());
+  return Tokenizer::load(dir.path());
+}
+
+TEST(SentencePieceBpe, EncodesCharactersWithByteFallbackAsLlama2Does) {
+  TempDir dir("spbpe_llama2");
+  const auto tok = load_json(dir, tiny_sentencepiece_bpe_json());
+  EXPECT_TRUE(tok->decodes_like_sentencepiece());
+  // "Hi Hi" is "▁Hi▁Hi" after the normalizer: one word, merged twice.
+  EXPECT_THAT(tok->encode("Hi Hi"), ElementsAre(266, 266));
+  // "é" is not in the vocabulary: its bytes' tokens, C3 and A9.
+  EXPECT_THAT(tok->encode("H\xC3\xA9"), ElementsAre(265, 3 + 0xC3, 3 + 0xA9));
+  // After a special token the Prepend normalizer starts the next stretch with '▁' again (Llama 2's
+  // tokenizer.json, legacy).
+  EXPECT_THAT(tok->encode("<s>Hi"), ElementsAre(1, 266));
+  EXPECT_THAT(tok->encode(""), ElementsAre());
+  // Decoding: '▁' is a space, bytes that make UTF-8 are text, the first space is stripped.
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{266, 266}), "Hi Hi");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{265, 3 + 0xC3, 3 + 0xA9}), "H\xC3\xA9");
+  // A run of byte tokens that is not UTF-8: one U+FFFD per token, as Hugging Face decodes it.
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{266, 3 + 0xC3, 3 + 0x41}),
+            "Hi\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{1, 266, 2}), "Hi");
+  EXPECT_EQ(tok->decode_with_special_tokens(std::vector<int32_t>{1, 266, 2}), "<s> Hi</s>");
+}
+
+// Without byte_fallback a character outside the vocabulary is <unk>, one for a run with fuse_unk.
+TEST(SentencePieceBpe, UnknownCharactersFuseIntoOneUnknownToken) {
+  TempDir dir("spbpe_unk");
+  nlohmann::json j = tiny_sentencepiece_bpe_json();
+  j["model"]["byte_fallback"] = false;
+  const auto tok = load_json(dir, j);
+  EXPECT_THAT(tok->encode("H\xC3\xA9\xC3\xA9i"), ElementsAre(265, 0, 261));
+  j["model"]["fuse_unk"] = false;
+  TempDir dir2("spbpe_unk_unfused");
+  EXPECT_THAT(load_json(dir2, j)->encode("H\xC3\xA9\xC3\xA9i"), ElementsAre(265, 0, 0, 261));
+}
+
+// Mistral v0.3's form: no normalizer, a Metaspace pre-tokenizer that prepends '▁' only to the
+// text's first stretch, and a Metaspace decoder (which drops the first token's '▁').
+TEST(SentencePieceBpe, AMetaspacePreTokenizerPrependsToTheFirstStretchOnly) {
+  TempDir dir("spbpe_metaspace");
+  nlohmann::json j = tiny_sentencepiece_bpe_json();
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "first"}, {"split", false}};
+  j["decoder"] = {
+      {"type", "Metaspace"}, {"replacement", kMeta}, {"prepend_scheme", "first"}, {"split", false}};
+  const auto tok = load_json(dir, j);
+  EXPECT_THAT(tok->encode("Hi Hi"), ElementsAre(266, 266));
+  EXPECT_THAT(tok->encode("</s>Hi"), ElementsAre(2, 260, 261));  // not the first stretch
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{266, 266}), "Hi Hi");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{260, 266}), "H Hi");
+}
+
+TEST(SentencePieceBpe, RefusesWhatItDoesNotImplementNamingTheField) {
+  using nlohmann::json;
+  const auto refused = [](const std::string& name, const std::function<void(json&)>& edit) {
+    TempDir dir(name);
+    json j = tiny_sentencepiece_bpe_json();
+    edit(j);
+    write_text(dir.path() / "tokenizer.json", j.dump());
+    return load_error(dir);
+  };
+  EXPECT_THAT(refused("sp_no_bytes", [](json& j) { j["model"]["vocab"].erase("<0x7F>"); }),
+              HasSubstr("field 'model.vocab' has no token <0x7F>: byte_fallback needs all 256"));
+  EXPECT_THAT(refused("sp_no_unk",
+                      [](json& j) {
+                        j["model"]["byte_fallback"] = false;
+                        j["model"]["unk_token"] = nullptr;
+                      }),
+              HasSubstr("field 'model.unk_token' is needed"));
+  EXPECT_THAT(refused("sp_decoder",
+                      [](json& j) {
+                        j["decoder"] = {{"type", "WordPiece"}};
+                      }),
+              HasSubstr("field 'decoder' of type 'WordPiece' is not supported"));
+  EXPECT_THAT(refused("sp_no_decoder", [](json& j) { j["decoder"] = nullptr; }),
+              HasSubstr("field 'decoder' is missing"));
+  EXPECT_THAT(refused("sp_regex",
+                      [](json& j) {
+                        j["normalizer"]["normalizers"][1]["pattern"] = {{"Regex", " +"}};
+                      }),
+              HasSubstr("field 'normalizer.normalizers[1].pattern' must be {\"String\": ...}"));
+  EXPECT_THAT(
+      refused("sp_scheme",
+              [](json& j) {
+                j["pre_tokenizer"] = {{"type", "Metaspace"}, {"prepend_scheme", "sometimes"}};
+              }),
+      HasSubstr("field 'pre_tokenizer.prepend_scheme' 'sometimes' is not always"));
 }
 
 TEST(BpeTokenizer, RefusesWhatItDoesNotImplementNamingTheField) {
@@ -418,9 +511,9 @@ TEST(BpeTokenizer, RefusesWhatItDoesNotImplementNamingTheField) {
                         j["normalizer"] = {{"type", "NFKC"}};
                       }),
               AllOf(HasSubstr("tokenizer.json: field 'normalizer'"), HasSubstr("NFKC"),
-                    HasSubstr("only NFC")));
+                    HasSubstr("implements NFC, Prepend, Replace")));
   EXPECT_THAT(refusal("r_norm_shape", [](json& j) { j["normalizer"] = "NFC"; }),
-              HasSubstr("tokenizer.json: field 'normalizer'"));
+              HasSubstr("tokenizer.json: field 'normalizer.type' is missing"));
   EXPECT_THAT(refusal("r_type", [](json& j) { j["model"]["type"] = "WordPiece"; }),
               AllOf(HasSubstr("tokenizer.json: model.type 'WordPiece' is not supported")));
   EXPECT_THAT(refusal("r_fallback", [](json& j) { j["model"]["byte_fallback"] = true; }),

@@ -396,5 +396,27 @@ TEST(TextDecoder, WorksOverByteLevelBpe) {
   EXPECT_TRUE(d->stopped());
 }
 
+// A tokenizer that decodes like SentencePiece drops the space that begins the first piece: primed
+// with the prompt's last ids, the first output's text is the " Hi" it adds after them (vLLM's
+// detokenizer primes its stream the same way); without them it is "Hi".
+TEST(TextDecoder, APromptsLastIdsGiveTheFirstOutputItsLeadingSpace) {
+  testing::TempDir dir("decoder_sentencepiece_bpe");
+  testing::write_text(dir.path() / "tokenizer.json", testing::tiny_sentencepiece_bpe_json().dump());
+  const auto tok = core::Tokenizer::load(dir.path());
+  ASSERT_TRUE(tok->decodes_like_sentencepiece());
+  const int32_t hi = 266;  // "▁Hi"
+  const auto run = [&](std::vector<int32_t> context) {
+    auto d = make_incremental_decoder(*tok, {.context = std::move(context)});
+    std::string out = d->append(std::span(&hi, 1));
+    out += d->append(std::span(&hi, 1));
+    return out + d->flush();
+  };
+  EXPECT_EQ(run({1, hi}), " Hi Hi");
+  EXPECT_EQ(run({1}), "Hi Hi");  // after <s> alone, as Hugging Face decodes <s> ▁Hi
+  EXPECT_EQ(run({}), "Hi Hi");
+  // A prompt that ends inside a character (a byte token of é's two) primes nothing.
+  EXPECT_EQ(run({hi, 3 + 0xC3}), "Hi Hi");
+}
+
 }  // namespace
 }  // namespace headway::serving

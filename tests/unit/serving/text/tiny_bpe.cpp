@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
 
@@ -132,6 +133,55 @@ TempDir::TempDir(const std::string& name) {
 TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
+}
+
+nlohmann::json added_token_json(int32_t id, const std::string& content, bool special,
+                                bool normalized) {
+  return {{"id", id},        {"content", content},       {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", normalized}, {"special", special}};
+}
+
+// A SentencePiece-style tokenizer.json as Llama 2 ships it: <unk>, <s>, </s>, the 256 byte tokens
+// <0x00>..<0xFF> (ids 3 to 258), then characters (▁ 259, H 260, i 261) and the merges ▁ H (265
+// "▁H") and ▁H i (266 "▁Hi"); a Prepend + Replace normalizer and the Replace, ByteFallback, Fuse,
+// Strip decoder.
+nlohmann::json tiny_sentencepiece_bpe_json() {
+  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  vocab[kMeta] = 259;
+  vocab["H"] = 260;
+  vocab["i"] = 261;
+  vocab[kMeta + "H"] = 265;
+  vocab[kMeta + "Hi"] = 266;
+  return {{"version", "1.0"},
+          {"added_tokens",
+           {added_token_json(0, "<unk>", true, false), added_token_json(1, "<s>", true, false),
+            added_token_json(2, "</s>", true, false)}},
+          {"normalizer",
+           {{"type", "Sequence"},
+            {"normalizers",
+             {{{"type", "Prepend"}, {"prepend", kMeta}},
+              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMeta}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"decoder",
+           {{"type", "Sequence"},
+            {"decoders",
+             {{{"type", "Replace"}, {"pattern", {{"String", kMeta}}}, {"content", " "}},
+              {{"type", "ByteFallback"}},
+              {{"type", "Fuse"}},
+              {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", "<unk>"},
+            {"byte_fallback", true},
+            {"fuse_unk", true},
+            {"vocab", vocab},
+            {"merges", {kMeta + " H", kMeta + "H i"}}}}};
 }
 
 }  // namespace headway::serving::testing

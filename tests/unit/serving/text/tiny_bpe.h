@@ -35,6 +35,16 @@ inline constexpr int32_t kEndHeader = 1003;
 inline constexpr int32_t kEotId = 1004;
 
 nlohmann::json tiny_bpe_json(const TinyBpe& spec);
+// One entry of tokenizer.json's added_tokens.
+nlohmann::json added_token_json(int32_t id, const std::string& content, bool special,
+                                bool normalized);
+
+// A SentencePiece-style tokenizer.json as Llama 2 ships it: <unk>, <s>, </s>, the 256 byte tokens
+// <0x00>..<0xFF> (ids 3 to 258), then characters ('▁' 259, H 260, i 261) and the merges ▁ H (265
+// "▁H") and ▁H i (266 "▁Hi"); a Prepend + Replace normalizer and the Replace, ByteFallback, Fuse,
+// Strip decoder.
+nlohmann::json tiny_sentencepiece_bpe_json();
+inline const std::string kMeta = "\xE2\x96\x81";  // '▁' U+2581
 // Writes tokenizer.json (and tokenizer_config.json) into `dir`.
 void write_tiny_bpe(const std::filesystem::path& dir, const TinyBpe& spec);
 void write_text(const std::filesystem::path& file, const std::string& text);

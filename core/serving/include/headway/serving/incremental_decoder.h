@@ -38,6 +38,12 @@ struct DecodeOptions {
   // The end-of-sequence token, when it is among stop_token_ids: a request that ends on it has no
   // stop_reason, as vLLM reports none for EOS. -1: none.
   int32_t end_of_sequence = -1;
+  // The ids before the first output (the prompt's last few, then any generated ids a continued
+  // request brings). A tokenizer that decodes like SentencePiece drops the space that begins the
+  // first piece it decodes; decoded after these, the first output's text is what it adds to them
+  // (" Paris" after "The capital of France is"), as vLLM's detokenizer primes its stream with the
+  // prompt. The other tokenizers decode by concatenation and ignore them.
+  std::vector<int32_t> context;
 };
 
 // The stop token id that `ids` ends on, if any. A stop token ends the request, so only the last id

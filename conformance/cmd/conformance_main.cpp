@@ -9,12 +9,14 @@
 #include <headway/core/error.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 
 namespace {
 
@@ -77,6 +79,15 @@ int run(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   options.features = split_features(features);
+  // In replay mode stdout carries the JSON alone: what the plugin prints goes to stderr.
+  int replay_out = -1;
+  if (!replay.empty()) {
+    replay_out = ::dup(STDOUT_FILENO);
+    if (replay_out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      std::cerr << "headway-conformance: --replay: cannot set stdout aside\n";
+      return 2;
+    }
+  }
   // Plugins log through the host; per-engine info lines would drown the results. To stderr:
   // stdout is the results (the tests that provoke failures make the host warn).
   spdlog::set_default_logger(spdlog::stderr_color_mt("conformance"));
@@ -84,8 +95,9 @@ int run(int argc, char** argv) {
 
   conformance::SuiteContext context;
   context.options = options;
-  std::error_code no_self;
-  context.suite_executable = std::filesystem::read_symlink("/proc/self/exe", no_self);
+  // Run again through /proc/self/exe, which names this process's file even after it was replaced
+  // on disk (a rebuild during a run).
+  context.suite_executable = "/proc/self/exe";
   context.plugin.registry = &core::PluginRegistry::global();
   context.plugin.plugin = &context.plugin.registry->load_path(options.plugin);
   context.plugin.options_text = options.options;
@@ -93,7 +105,14 @@ int run(int argc, char** argv) {
       conformance::parse_options(*context.plugin.plugin->descriptor, options.options);
   const core::LoadedPlugin& plugin = *context.plugin.plugin;
   if (!replay.empty()) {
-    std::cout << conformance::replay(context, replay).dump() << "\n";
+    const std::string json = conformance::replay(context, replay).dump() + "\n";
+    std::cout << std::flush;  // the plugin's output, on stderr
+    for (std::string_view rest = json; !rest.empty();) {
+      const ssize_t n = ::write(replay_out, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return 2;
+      rest.remove_prefix(static_cast<size_t>(n));
+    }
     return 0;
   }
   conformance::check_features(plugin.kind(), options.features);

@@ -6,11 +6,15 @@
 // must report router.same_across_processes as FAIL (core from router-core-v3).
 #include <cstdint>
 #include <headway/plugin.hpp>
+#include <headway/sdk/sampling.hpp>
 #include <random>
 
 namespace {
 
-const uint64_t kSaltOfThisProcess = std::random_device{}();  // the fault
+// The fault: 64 bits drawn per process, mixed into every tie (so that two processes agree on how
+// to break a tie only by a chance of one in many).
+const uint64_t kSaltOfThisProcess =
+    (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 
 class ProcessSeededRouter final : public headway::sdk::Router {
  public:
@@ -24,8 +28,11 @@ class ProcessSeededRouter final : public headway::sdk::Router {
     for (const hw_engine_load& e : engines) {
       if (!e.alive || e.role == HW_ENGINE_ROLE_PREFILL) continue;
       // The queue first; among equals, an order that the salt shuffles per process.
-      const uint64_t tie = (kSaltOfThisProcess ^ (request.id * 31 + e.engine_index)) % 1024;
-      const uint64_t rank = uint64_t{e.waiting} * 1024 + tie;
+      const uint64_t tie = headway::sdk::sampling::mix64(kSaltOfThisProcess ^
+                                                         headway::sdk::sampling::mix64(request.id) ^
+                                                         e.engine_index) >>
+                           32;
+      const uint64_t rank = (uint64_t{e.waiting} << 32) | tie;
       if (best == nullptr || rank < best_rank) {
         best = &e;
         best_rank = rank;

@@ -1,18 +1,20 @@
-// Faulty on purpose: the SDK template's FCFS scheduler, chunking prefills to a step budget drawn
-// once per process (a static seeded from std::random_device when the library loads, as a "jitter
-// to avoid lockstep" might be). Within one process every instance plans a trace the same way, so
-// scheduler.deterministic passes; another process plans it differently, and two runs of one
+// Faulty on purpose: the SDK template's FCFS scheduler, each step's budget jittered by a sequence
+// seeded once per process (a static seeded from std::random_device when the library loads, as a
+// "jitter to avoid lockstep" might be). Within one process every instance plans a trace the same
+// way, so scheduler.deterministic passes; another process plans it differently, and two runs of one
 // `headway simulate` report different latencies. The suite must report
 // scheduler.same_across_processes as FAIL (core from step-scheduler-core-v3).
 #include <headway/plugin.hpp>
+#include <headway/sdk/sampling.hpp>
 #include <random>
 
 #include "template_fcfs.h"
 
 namespace {
 
-// The fault: one of 4,000 budgets, drawn per process.
-const uint32_t kBudgetOfThisProcess = 64 + std::random_device{}() % 4000;
+// The fault: 64 bits drawn per process.
+const uint64_t kSaltOfThisProcess =
+    (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 
 class ProcessSeededScheduler final : public headway::faulty::TemplateScheduler {
  public:
@@ -21,7 +23,15 @@ class ProcessSeededScheduler final : public headway::faulty::TemplateScheduler {
       : TemplateScheduler(options) {}
 
  protected:
-  uint32_t step_budget() const override { return std::min(budget_, kBudgetOfThisProcess); }
+  // 64 to 319 tokens, a new draw each step: the same within a process for every instance (each
+  // counts its own steps from 0), another sequence in another process.
+  uint32_t step_budget() const override {
+    const uint64_t draw = headway::sdk::sampling::mix64(kSaltOfThisProcess + steps_++);
+    return std::min(budget_, static_cast<uint32_t>(64 + draw % 256));
+  }
+
+ private:
+  mutable uint64_t steps_ = 0;
 };
 
 }  // namespace

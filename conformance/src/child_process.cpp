@@ -39,7 +39,7 @@ bool read_all(int fd, double timeout_s, std::string& text) {
     if (left <= 0) return false;
     pollfd p{fd, POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1000)));
-    if (ready < 0 && errno != EINTR) return true;  // cannot wait: take what there is
+    if (ready < 0 && errno != EINTR) return false;  // cannot wait: the caller ends the child
     if (ready <= 0) continue;
     const ssize_t n = ::read(fd, buffer, sizeof(buffer));
     if (n < 0 && errno == EINTR) continue;
@@ -56,6 +56,66 @@ std::string ending_of(int status) {
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   return "ended";
 }
+
+namespace {
+
+// A file descriptor closed when it goes out of scope.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd = -1) : fd_(fd) {}
+  ~OwnedFd() { reset(); }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+};
+
+// The two ends of a pipe, closed on exec and on scope exit.
+int pipe_or_throw(int (&fds)[2]) {
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw core::Error(fmt::format("conformance: pipe: {}", std::strerror(errno)));
+  }
+  return fds[0];
+}
+struct Pipe {
+  int fds[2] = {-1, -1};
+  OwnedFd read{pipe_or_throw(fds)};
+  OwnedFd write{fds[1]};
+};
+
+// A child process that is killed and reaped when its owner leaves early (an exception).
+class Child {
+ public:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  ~Child() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      (void)wait();
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  void kill() const { ::kill(pid_, SIGKILL); }
+  // Reaps the child: its waitpid() status.
+  int wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return status;
+  }
+
+ private:
+  pid_t pid_;
+};
+
+}  // namespace
 
 OtherProcessOutput run_suite_again(const SuiteContext& context, const std::string& what,
                                    double timeout_s) {
@@ -77,42 +137,47 @@ OtherProcessOutput run_suite_again(const SuiteContext& context, const std::strin
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw core::Error(fmt::format("conformance: pipe: {}", std::strerror(errno)));
-  }
+  Pipe output;      // the child's stdout: the JSON
+  Pipe exec_error;  // the errno of a failed execv; closed unread when exec succeeds
   const pid_t parent = ::getpid();
-  const pid_t child = ::fork();
-  if (child < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw core::Error(fmt::format("conformance: fork: {}", std::strerror(errno)));
-  }
-  if (child == 0) {
+  const pid_t pid = ::fork();
+  if (pid < 0) throw core::Error(fmt::format("conformance: fork: {}", std::strerror(errno)));
+  if (pid == 0) {
     // Killed with the suite's process (run_profile_isolated() kills that one on its timeout).
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
-    if (::dup2(fds[1], STDOUT_FILENO) < 0) ::_exit(127);  // dup2 clears O_CLOEXEC on the copy
+    // dup2 clears O_CLOEXEC on the copy, but does nothing when the pipe already is fd 1.
+    if (output.write.get() == STDOUT_FILENO) {
+      ::fcntl(STDOUT_FILENO, F_SETFD, 0);
+    } else if (::dup2(output.write.get(), STDOUT_FILENO) < 0) {
+      ::_exit(127);
+    }
     ::execv(argv[0], argv.data());
+    const int error = errno;
+    (void)!::write(exec_error.write.get(), &error, sizeof(error));
     ::_exit(127);
   }
-  ::close(fds[1]);
+  Child child(pid);
+  output.write.reset();
+  exec_error.write.reset();
   std::string text;
-  const bool finished = read_all(fds[0], timeout_s, text);
-  ::close(fds[0]);
-  if (!finished) ::kill(child, SIGKILL);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  const bool finished = read_all(output.read.get(), timeout_s, text);
+  if (!finished) child.kill();
+  const int status = child.wait();
+  int exec_errno = 0;
+  const bool exec_failed =
+      ::read(exec_error.read.get(), &exec_errno, sizeof(exec_errno)) == sizeof(exec_errno);
   OtherProcessOutput out;
-  if (!finished) {
+  if (exec_failed) {
+    out.error =
+        fmt::format("could not be started from {}: {}", executable, std::strerror(exec_errno));
+  } else if (!finished) {
     out.error = fmt::format("was still running after {:g} s and was killed", timeout_s);
-  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-    out.error = fmt::format("could not be started from {}", executable);
   } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     out.error = ending_of(status) + " (its messages are on stderr above)";
   } else if (!nlohmann::json::accept(text)) {
-    out.error = "printed something that is not JSON";
+    out.error = fmt::format("printed something that is not JSON: '{}'",
+                            text.substr(0, std::min<size_t>(text.size(), 200)));
   } else {
     out.json = std::move(text);
   }

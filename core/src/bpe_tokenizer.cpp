@@ -236,7 +236,7 @@ std::string BpeTokenizer::decode_with_special_tokens(std::span<const int32_t> id
   return text;
 }
 
-bool BpeTokenizer::decodes_like_sentencepiece() const { return tables_->characters; }
+bool BpeTokenizer::drops_first_space() const { return tables_->characters; }
 
 int32_t BpeTokenizer::bos() const { return tables_->bos; }
 int32_t BpeTokenizer::eos() const { return tables_->eos; }

@@ -194,21 +194,52 @@ void read_pre_tokenizer_step(const JsonFields& f, const json& step, const std::s
   }
 }
 
-// SentencePiece-style BPE has no pre-tokenizer (Llama 2: its normalizer writes the spaces as
-// '▁') or a Metaspace one (Mistral v0.3); byte-level BPE has a ByteLevel step.
+// Byte-level BPE has a ByteLevel pre-tokenizer step and decoder; SentencePiece-style BPE no
+// pre-tokenizer (Llama 2: its normalizer writes the spaces as '▁') or a Metaspace one (Mistral
+// v0.3), and a decoder of its own.
 bool is_sentencepiece_style(const json& root) {
   const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json();
-  return pre.is_null() || (pre.is_object() && pre.value("type", json()) == "Metaspace");
+  const auto byte_level = [](const json& step) {
+    return step.is_object() && step.value("type", json()) == "ByteLevel";
+  };
+  if (byte_level(pre) || (root.contains("decoder") && byte_level(root["decoder"]))) return false;
+  if (pre.is_object() && pre.contains("pretokenizers") && pre["pretokenizers"].is_array()) {
+    for (const json& step : pre["pretokenizers"]) {
+      if (byte_level(step)) return false;
+    }
+  }
+  return true;
+}
+
+// SentencePiece-style BPE: no pre-tokenizer, or Metaspace (alone or as a Sequence of one).
+void read_sentencepiece_pre_tokenizer(const JsonFields& f, const json& pre,
+                                      BpeTokenizer::Tables& t) {
+  if (pre.is_null()) return;
+  const json* step = &pre;
+  std::string field = "pre_tokenizer";
+  if (pre.is_object() && pre.value("type", json()) == "Sequence" && pre.contains("pretokenizers") &&
+      pre["pretokenizers"].is_array() && pre["pretokenizers"].size() == 1) {
+    step = &pre["pretokenizers"][0];
+    field = "pre_tokenizer.pretokenizers[0]";
+  }
+  const std::string type = f.string(f.at(*step, "type", field + ".type"), field + ".type");
+  if (type != "Metaspace") {
+    f.fail(field, "of type '" + type +
+                      "' is not supported: a byte-level BPE ends its pre-tokenizer with ByteLevel, "
+                      "a SentencePiece-style one has none or Metaspace");
+  }
+  t.metaspace_words = true;
+  t.metaspace = read_metaspace(f, *step, field);
 }
 
 void read_pre_tokenizer(const JsonFields& f, const json& root, BpeTokenizer::Tables& t) {
   const json& pre = root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json();
   if (t.characters) {
-    if (!pre.is_null()) {
-      t.metaspace_words = true;
-      t.metaspace = read_metaspace(f, pre, "pre_tokenizer");
-    }
+    read_sentencepiece_pre_tokenizer(f, pre, t);
     return;
+  }
+  if (pre.is_null()) {
+    f.fail("pre_tokenizer", "is missing: byte-level BPE needs a ByteLevel pre-tokenizer");
   }
   bool saw_byte_level = false;
   const std::string type = f.string(f.at(pre, "type", "pre_tokenizer.type"), "pre_tokenizer.type");
@@ -223,7 +254,7 @@ void read_pre_tokenizer(const JsonFields& f, const json& root, BpeTokenizer::Tab
     read_pre_tokenizer_step(f, pre, "pre_tokenizer", t, saw_byte_level);
   }
   if (!saw_byte_level) {
-    f.fail("pre_tokenizer", "has no ByteLevel step: only byte-level BPE is supported");
+    f.fail("pre_tokenizer", "has no ByteLevel step, which a ByteLevel decoder needs");
   }
 }
 
@@ -273,10 +304,12 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
 
   t->normalizer = read_normalizer(f, root);
   t->characters = is_sentencepiece_style(root);
+  // The pre-tokenizer first: it says which of the two kinds of BPE this is, and so what the model
+  // must hold.
+  read_pre_tokenizer(f, root, *t);
   read_model(f, f.at(root, "model", "model"), *t);
   std::vector<AddedToken> added;
   read_added_tokens(f, root, *t, added);
-  read_pre_tokenizer(f, root, *t);
   const json& decoder = root.contains("decoder") ? root["decoder"] : json();
   const std::string decoder_type =
       decoder.is_object() && decoder.contains("type") && decoder["type"].is_string()
@@ -318,7 +351,10 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
     // A token matched after normalization is found in normalized text: normalize it too (Hugging
     // Face keeps it so: its id_to_token gives the Angstrom sign's token as "Å", U+00C5).
     if (a.normalized && !t->normalizer.empty()) a.content = normalize(t->normalizer, a.content);
-    if (a.content.empty()) f.fail("added_tokens", "has a token that normalizes to nothing");
+    if (a.content.empty()) {
+      f.fail("added_tokens", "has a token (id " + std::to_string(a.id) +
+                                 ") that the normalizer turns into nothing");
+    }
     if (t->characters) {
       t->text_of[a.id] = a.content;
     } else {

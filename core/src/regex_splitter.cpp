@@ -4,6 +4,7 @@
 #include <headway/core/error.h>
 #include <pcre2.h>
 
+#include <cctype>
 #include <string_view>
 
 namespace headway::core {
@@ -48,11 +49,52 @@ struct MatchScratch {
 constexpr std::string_view kWhiteSpaceRanges =
     R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
+// Constructs after which the scan below could mistake text for a class or an escape (a comment,
+// extended mode's comments, \c's control character, a POSIX class): a pattern with one is compiled
+// as written, which differs from Oniguruma's at U+180E alone. No tokenizer's pattern we know has
+// one.
+bool has_constructs_the_scan_skips(std::string_view pattern) {
+  for (const std::string_view risky : {"(?#", "\\c", "[:"}) {
+    if (pattern.find(risky) != std::string_view::npos) return true;
+  }
+  // An inline flag group that turns extended mode on: (?x), (?ix), (?^x:...
+  for (size_t at = pattern.find("(?"); at != std::string_view::npos;
+       at = pattern.find("(?", at + 2)) {
+    bool extended = false;
+    for (size_t k = at + 2; k < pattern.size() && pattern[k] != ')' && pattern[k] != ':'; ++k) {
+      const char c = pattern[k];
+      if (c == 'x') {
+        extended = true;
+      } else if (!std::isalpha(static_cast<unsigned char>(c)) && c != '^' && c != '-') {
+        extended = false;  // not a flag group: a look-around, a named group, ...
+        break;
+      }
+    }
+    if (extended) return true;
+  }
+  return false;
+}
+
+// Refuses escapes that mean one thing to Oniguruma and another to PCRE2: \h and \H are a
+// hexadecimal digit (and not one) there, horizontal space here.
+void refuse_ambiguous_escapes(std::string_view pattern, const std::string& where) {
+  for (size_t i = 0; i + 1 < pattern.size(); ++i) {
+    if (pattern[i] != '\\') continue;
+    if (pattern[i + 1] == 'h' || pattern[i + 1] == 'H') {
+      throw Error(where + ": \\" + std::string(1, pattern[i + 1]) +
+                  " means a hexadecimal digit to Oniguruma, the engine Hugging Face's tokenizers "
+                  "use, and horizontal space to PCRE2; Headway does not guess which was meant");
+    }
+    ++i;  // the escaped character is not an escape of its own
+  }
+}
+
 // `pattern` with every `\s` written as kWhiteSpaceRanges (in a class or as one) and every `\S`
 // outside a class as its complement. A `\S` inside a class is left to PCRE2 (no real tokenizer's
 // pattern has one; it differs from Oniguruma's at U+180E alone). Escapes are copied whole, so a
 // `\\s` stays a backslash and an `s`; \Q...\E is copied as it is.
 std::string with_unicode_white_space(std::string_view pattern) {
+  if (has_constructs_the_scan_skips(pattern)) return std::string(pattern);
   std::string out;
   out.reserve(pattern.size() + 64);
   bool in_class = false;
@@ -125,6 +167,7 @@ RegexSplitter::RegexSplitter(const std::string& pattern, bool literal, const std
       compiled_->code = as_written;
     } else {
       pcre2_code_free(as_written);
+      refuse_ambiguous_escapes(pattern, where);
       const std::string rewritten = with_unicode_white_space(pattern);
       compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()),
                                       rewritten.size(), options, &error, &offset, nullptr);

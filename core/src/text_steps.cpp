@@ -26,6 +26,15 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
   s = std::move(out);
 }
 
+// A string of exactly one character, as Hugging Face's Strip content and Metaspace replacement are.
+std::string one_character(const JsonFields& f, const json& value, const std::string& field) {
+  std::string text = f.string(value, field);
+  if (!utf8::is_valid(text) || utf8::code_points(text) != 1) {
+    f.fail(field, "must be one character, not '" + text + "'");
+  }
+  return text;
+}
+
 // A Replace step's String pattern and content (a Regex pattern is refused).
 std::pair<std::string, std::string> read_replace(const JsonFields& f, const json& step,
                                                  const std::string& field) {
@@ -90,7 +99,7 @@ void read_decoder_step(const JsonFields& f, const json& step, const std::string&
     d.kind = DecoderStep::Kind::kFuse;
   } else if (type == "Strip") {
     d.kind = DecoderStep::Kind::kStrip;
-    d.text = f.string(f.at(step, "content", field + ".content"), field + ".content");
+    d.text = one_character(f, f.at(step, "content", field + ".content"), field + ".content");
     for (auto [key, value] : {std::pair{"start", &d.start}, std::pair{"stop", &d.stop}}) {
       const json& n = f.at(step, key, field + "." + key);
       if (!n.is_number_unsigned() || n.get<uint64_t>() > 1024) {
@@ -132,34 +141,27 @@ int byte_of_token(std::string_view token) {
   return value;
 }
 
-// ByteFallback: each run of byte tokens becomes its text when it is valid UTF-8, else one U+FFFD
-// per token of the run.
+// ByteFallback: each run of byte tokens becomes its bytes, as they are. Hugging Face writes a run
+// that is not valid UTF-8 as one U+FFFD per token, which a run cut short by the end of the ids
+// (the next id completes the character) is too: a stream, decoding a window of ids at a time,
+// could then not tell text from an unfinished character, and one more id could turn text already
+// shown into U+FFFD. The bytes are what core::Tokenizer::decode promises; the text decoder and
+// the frontends make them valid UTF-8 (one U+FFFD per invalid sequence).
 std::vector<std::string> fall_back_to_bytes(std::vector<std::string> tokens) {
   std::vector<std::string> out;
   std::string run;
-  size_t run_tokens = 0;
-  const auto end_run = [&] {
-    if (run_tokens == 0) return;
-    if (utf8::is_valid(run)) {
-      out.push_back(std::move(run));
-    } else {
-      std::string replaced;
-      for (size_t i = 0; i < run_tokens; ++i) replaced += "\xEF\xBF\xBD";
-      out.push_back(std::move(replaced));
-    }
-    run.clear();
-    run_tokens = 0;
-  };
+  bool in_run = false;
   for (std::string& token : tokens) {
     if (const int byte = byte_of_token(token); byte >= 0) {
       run.push_back(static_cast<char>(byte));
-      ++run_tokens;
+      in_run = true;
       continue;
     }
-    end_run();
+    if (in_run) out.push_back(std::exchange(run, {}));
+    in_run = false;
     out.push_back(std::move(token));
   }
-  end_run();
+  if (in_run) out.push_back(std::move(run));
   return out;
 }
 
@@ -210,8 +212,7 @@ std::string normalize(const std::vector<NormalizerStep>& steps, std::string_view
 Metaspace read_metaspace(const JsonFields& f, const json& step, const std::string& field) {
   Metaspace m;
   if (step.contains("replacement") && !step["replacement"].is_null()) {
-    m.replacement = f.string(step["replacement"], field + ".replacement");
-    if (m.replacement.empty()) f.fail(field + ".replacement", "is empty");
+    m.replacement = one_character(f, step["replacement"], field + ".replacement");
   }
   m.prepend = read_prepend(f, step, field);
   m.split = f.flag(step, "split", true, field + ".split");

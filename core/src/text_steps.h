@@ -60,7 +60,7 @@ struct DecoderStep {
 std::vector<DecoderStep> read_sentencepiece_decoder(const JsonFields& f,
                                                     const nlohmann::json& root);
 // The text of `tokens` (their vocabulary strings) through the steps. Byte tokens (<0xXX>) become
-// their bytes where consecutive ones make valid UTF-8, else one U+FFFD each, as in Hugging Face.
+// their bytes, valid UTF-8 or not (Hugging Face writes an invalid run as one U+FFFD per token).
 std::string decode_tokens(const std::vector<DecoderStep>& steps, std::vector<std::string> tokens);
 
 }  // namespace headway::core

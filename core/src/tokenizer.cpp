@@ -6,6 +6,7 @@
 #include <headway/core/byte_tokenizer.h>
 #include <headway/core/error.h>
 #include <headway/core/input_file.h>
+#include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
 
@@ -51,9 +52,15 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
                   "' is not supported (Headway reads \"BPE\" tokenizer.json files, byte-level "
                   "or SentencePiece-style, its own \"HeadwayByte\" ones and SentencePiece "
                   "tokenizer.model)");
-    } catch (const Error&) {
+    } catch (const Error& refused) {
       if (!has_spm || !sentencepiece_loader()) throw;
-      return sentencepiece_loader()(spm);
+      // Said, not silent: a process without SentencePiece (serve) refuses this checkpoint.
+      spdlog::warn("{}; reading {} instead", refused.what(), spm.string());
+      try {
+        return sentencepiece_loader()(spm);
+      } catch (const Error& also) {
+        throw Error(std::string(refused.what()) + "; and " + also.what());
+      }
     }
   }
   if (has_spm && sentencepiece_loader()) return sentencepiece_loader()(spm);

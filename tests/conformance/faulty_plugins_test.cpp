@@ -197,6 +197,14 @@ TEST(FaultyPlugins, RouterSeededPerProcessFailsSameAcrossProcesses) {
   EXPECT_TRUE(v2.conformant()) << headway::test::describe(v2);
 }
 
+// A router that prints to stdout is compared across processes like any other: its lines go to the
+// replaying process's stderr, not into the placements it hands back.
+TEST(FaultyPlugins, ARouterThatWritesToStdoutIsComparedAcrossProcesses) {
+  const auto r =
+      headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_printing_router.so");
+  expect_outcome(r, "router.same_across_processes", Outcome::kPass);
+}
+
 // A router whose create() throws (a bug) on some shapes: those fail rather than count as refused
 // (NOT_SUPPORTED), while a shape it serves passes.
 TEST(FaultyPlugins, ARouterWhoseCreateThrowsFailsTheShapeInsteadOfRefusingIt) {

@@ -84,6 +84,23 @@ Placement place(core::RouterInstance& router, const hw_route_request& request,
   return p;
 }
 
+// The requests, and the loads they see, that router.deterministic routes on one shape (and that
+// --replay router-placements routes again): the same sequence in every process.
+struct ShapeRoutes {
+  ShapeRoutes(uint64_t seed, const RouterShape& s)
+      : rng(seed * 7919 + s.engines.size()), shape(s) {}
+  // Draws the next request (ids from 1) and its loads.
+  void next() {
+    loads = random_loads(shape, rng);
+    request = random_request(++count, rng);
+  }
+  std::mt19937_64 rng;
+  const RouterShape& shape;
+  std::vector<hw_engine_load> loads;
+  hw_route_request request{};
+  uint64_t count = 0;
+};
+
 // One number per placement, equal for equal placements (operator==), for comparing them with
 // another process's: the engines and the fallback flag, or the refusal's code.
 uint64_t placement_key(const Placement& p) {
@@ -345,7 +362,8 @@ void check_other_process(const SuiteContext& context, const std::vector<ShapePla
              !problem.empty()) {
     across.fail(problem);
   } else {
-    across.note(fmt::format("{} shapes placed alike", here.size()));
+    across.note(
+        fmt::format("{} {} placed alike", here.size(), here.size() == 1 ? "shape" : "shapes"));
   }
   across.metrics() = {{"shapes", here.size()}};
 }
@@ -367,13 +385,12 @@ nlohmann::json router_placement_keys(const SuiteContext& context) {
       shapes.push_back({{"name", shape.name}, {"keys", nullptr}});
       continue;
     }
-    std::mt19937_64 rng(context.options.seed * 7919 + shape.engines.size());
+    ShapeRoutes drawn(context.options.seed, shape);
     std::vector<uint64_t> keys;
     for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
-      const std::vector<hw_engine_load> loads = random_loads(shape, rng);
-      const hw_route_request request = random_request(i + 1, rng);
-      keys.push_back(placement_key(place(*a, request, loads)));
-      (void)place(*b, request, loads);
+      drawn.next();
+      keys.push_back(placement_key(place(*a, drawn.request, drawn.loads)));
+      (void)place(*b, drawn.request, drawn.loads);
     }
     shapes.push_back({{"name", shape.name}, {"keys", std::move(keys)}});
   }
@@ -452,7 +469,8 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       shape_tests.push_back(std::move(t));
       continue;
     }
-    std::mt19937_64 rng(context.options.seed * 7919 + shape.engines.size());
+    ShapeRoutes drawn(context.options.seed, shape);
+    std::mt19937_64& rng = drawn.rng;
     uint64_t placed = 0, split_count = 0, split_possible = 0;
     std::string first_refusal;  // why the first request not placed was not (names the rule)
     // Violations count only if the shape turns out supported (the router placed something).
@@ -461,8 +479,9 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     keys.keys.reserve(kRoutesPerShape);  // before the heap is watched: the suite's own memory
     const HeapWatch heap_watch;
     for (uint32_t i = 0; i < kRoutesPerShape; ++i) {
-      const std::vector<hw_engine_load> loads = random_loads(shape, rng);
-      const hw_route_request request = random_request(i + 1, rng);
+      drawn.next();
+      const std::vector<hw_engine_load>& loads = drawn.loads;
+      const hw_route_request& request = drawn.request;
       waits.restart();
       const Placement pa = place(*a, request, loads);
       waits.call_ended();

@@ -13,7 +13,7 @@ VocabularyIndex::VocabularyIndex(const core::Tokenizer& tokenizer) {
   // a token shows the bytes it really adds.
   std::vector<int32_t> anchor;
   std::string anchor_text;
-  if (tokenizer.decodes_like_sentencepiece()) {
+  if (tokenizer.drops_first_space()) {
     anchor = tokenizer.encode("a");
     if (anchor.size() == 1) anchor_text = tokenizer.decode(anchor);
     if (anchor_text.empty()) anchor.clear();

@@ -30,11 +30,11 @@ class TextDecoder final : public IncrementalDecoder {
         end_of_sequence_(options.end_of_sequence),
         // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
         // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
-        replacement_means_incomplete_(tokenizer.decodes_like_sentencepiece()) {
+        replacement_means_incomplete_(tokenizer.decodes_incomplete_characters_as_replacement()) {
     for (std::string& s : options.stop_strings) {
       if (!s.empty()) stops_.push_back(std::move(s));
     }
-    if (tokenizer.decodes_like_sentencepiece()) prime(options.context);
+    if (tokenizer.drops_first_space()) prime(options.context);
   }
 
   std::string append(std::span<const int32_t> ids) override {

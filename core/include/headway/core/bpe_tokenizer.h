@@ -3,20 +3,25 @@
 // Mistral, Mixtral), whose symbols are characters with <0xXX> tokens for bytes outside the
 // vocabulary (byte_fallback) or an unknown token (fuse_unk), a space written '▁' by a Prepend +
 // Replace normalizer or a Metaspace pre-tokenizer, and a decoder of Replace, ByteFallback, Fuse and
-// Strip steps or Metaspace (text_steps.h). Supported, and checked at load:
-// - model: vocab, merges ("a b" strings or ["a", "b"] pairs), ignore_merges; no dropout, no
-//   byte_fallback, no subword prefix/suffix;
+// Strip steps or Metaspace (text_steps.h; docs/serving_text.md lists what each reads). Supported,
+// and checked at load:
+// - model: vocab, merges ("a b" strings or ["a", "b"] pairs), ignore_merges; byte_fallback,
+//   unk_token and fuse_unk in SentencePiece-style BPE only; no dropout, no subword prefix/suffix;
 // - added_tokens: matched in the text before pre-tokenization (longest first), those with
 //   `normalized: false` in the text as given, then the others in each stretch between those once
 //   it is normalized (Hugging Face's two passes); special ones decode to nothing
 //   (decode_with_special_tokens writes them). A token decodes as the ByteLevel decoder has it: the
 //   bytes its content's symbols stand for when every character is one of the byte-level
 //   alphabet's, else its content;
-// - normalizer: none, or NFC (Qwen 2 family; each stretch between added tokens is composed);
+// - normalizer: none, NFC (Qwen 2 family), Prepend, Replace of a String, or a Sequence of them,
+//   applied to each stretch between the added tokens matched first;
 // - pre_tokenizer: Split (Regex or String pattern, behavior "Isolated") and ByteLevel (with its
 //   GPT-2 pattern when use_regex; add_prefix_space puts a space before each piece the steps
-//   before it made), alone or in a Sequence ending in ByteLevel;
-// - decoder: ByteLevel. post_processor is ignored: encode() never adds BOS (Tokenizer's contract).
+//   before it made), alone or in a Sequence ending in ByteLevel; SentencePiece-style: none or
+//   Metaspace;
+// - decoder: ByteLevel; SentencePiece-style: Metaspace, or a Sequence of Replace, ByteFallback
+//   (bytes as they are), Fuse and Strip. post_processor is ignored: encode() never adds BOS
+//   (Tokenizer's contract).
 // BOS/EOS come from tokenizer_config.json (bos_token/eos_token, a string or {"content": ...}) and
 // otherwise from config.json (bos_token_id/eos_token_id; the first of a list).
 // Anything else is refused with an Error naming the file and the field.
@@ -49,7 +54,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t eos() const override;
   uint32_t vocab_size() const override;
   std::string_view kind() const override { return "bpe"; }
-  bool decodes_like_sentencepiece() const override;
+  bool drops_first_space() const override;
   std::string special_token_text(int32_t id) const override;
 
   struct Tables;  // defined in bpe_tokenizer.cpp

@@ -28,7 +28,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   int32_t eos() const override;
   uint32_t vocab_size() const override;
   std::string_view kind() const override { return "sentencepiece"; }
-  bool decodes_like_sentencepiece() const override { return true; }
+  bool drops_first_space() const override { return true; }
+  bool decodes_incomplete_characters_as_replacement() const override { return true; }
 
  private:
   // Appends the text of in-range ids (control pieces give none).

@@ -47,10 +47,13 @@ class Tokenizer {
   virtual int32_t eos() const = 0;  // -1 when there is none
   virtual uint32_t vocab_size() const = 0;
   virtual std::string_view kind() const = 0;  // "sentencepiece", "byte", "bpe"
-  // True when decoding works as SentencePiece's does: the space that begins the first piece is
-  // dropped (so a token's text depends on the tokens before it), and the bytes of a character not
-  // yet complete decode as U+FFFD. SentencePiece, and SentencePiece-style BPE from tokenizer.json.
-  virtual bool decodes_like_sentencepiece() const { return false; }
+  // True when decoding drops the space that begins the first piece, so that a token's text depends
+  // on the tokens before it (SentencePiece, and SentencePiece-style BPE from tokenizer.json): a
+  // token's own text is read after a neighbour, a stream's first output after the prompt.
+  virtual bool drops_first_space() const { return false; }
+  // True when the bytes of a character not yet complete decode as U+FFFD rather than as themselves
+  // (SentencePiece's decoder), so that a trailing U+FFFD may mean "more ids to come".
+  virtual bool decodes_incomplete_characters_as_replacement() const { return false; }
 
   // The text a special token is written as in prompts and chat templates ("<|begin_of_text|>"),
   // empty when the tokenizer does not map that text back to the id (then templates render

@@ -349,6 +349,33 @@ TEST(BpeTokenizer, TheMongolianVowelSeparatorIsNotWhiteSpace) {
   EXPECT_THAT(tok->encode("\xE3\x80\x80!"), ElementsAre(0xE3, 0x80, 0x80, '!'));
 }
 
+// A pattern with a construct the \\s rewrite does not follow (a comment, extended mode) is compiled
+// as written, so the rewrite can never change what it means: here a '[' in a comment would have
+// made the scan take the \\s for one inside a class.
+TEST(BpeTokenizer, APatternTheWhiteSpaceRewriteCannotFollowKeepsItsMeaning) {
+  TempDir dir("bpe_regex_comment");
+  TinyBpe spec{.merges = {{"a", "b"}}};  // 256 ab
+  spec.pre_tokenizer = {
+      {"type", "Sequence"},
+      {"pretokenizers", nlohmann::json::array({{{"type", "Split"},
+                                                {"pattern", {{"Regex", "(?#[)\\s"}}},
+                                                {"behavior", "Isolated"},
+                                                {"invert", false}},
+                                               {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+  const auto tok = load(dir, spec);
+  // Split at the space: "ab" and "ab" merge on either side of it.
+  EXPECT_THAT(tok->encode("ab ab"), ElementsAre(256, ' ', 256));
+}
+
+TEST(BpeTokenizer, HexDigitEscapesAreRefusedAsAmbiguous) {
+  EXPECT_THAT(refusal("r_hex",
+                      [](nlohmann::json& j) {
+                        j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\h+";
+                      }),
+              AllOf(HasSubstr("pre_tokenizer.pretokenizers[0].pattern.Regex"),
+                    HasSubstr("means a hexadecimal digit to Oniguruma")));
+}
+
 // Added tokens with `normalized: false` (the special ones, as tokenizer.json writes them) are
 // found in the text first; the others only in what is left. In "abc" the special "bc" wins over
 // the plain "ab" that starts before it, as in Hugging Face's tokenizers.
@@ -419,7 +446,8 @@ std::unique_ptr<Tokenizer> load_json(const TempDir& dir, const nlohmann::json& j
 TEST(SentencePieceBpe, EncodesCharactersWithByteFallbackAsLlama2Does) {
   TempDir dir("spbpe_llama2");
   const auto tok = load_json(dir, tiny_sentencepiece_bpe_json());
-  EXPECT_TRUE(tok->decodes_like_sentencepiece());
+  EXPECT_TRUE(tok->drops_first_space());
+  EXPECT_FALSE(tok->decodes_incomplete_characters_as_replacement());
   // "Hi Hi" is "▁Hi▁Hi" after the normalizer: one word, merged twice.
   EXPECT_THAT(tok->encode("Hi Hi"), ElementsAre(266, 266));
   // "é" is not in the vocabulary: its bytes' tokens, C3 and A9.
@@ -431,9 +459,10 @@ TEST(SentencePieceBpe, EncodesCharactersWithByteFallbackAsLlama2Does) {
   // Decoding: '▁' is a space, bytes that make UTF-8 are text, the first space is stripped.
   EXPECT_EQ(tok->decode(std::vector<int32_t>{266, 266}), "Hi Hi");
   EXPECT_EQ(tok->decode(std::vector<int32_t>{265, 3 + 0xC3, 3 + 0xA9}), "H\xC3\xA9");
-  // A run of byte tokens that is not UTF-8: one U+FFFD per token, as Hugging Face decodes it.
-  EXPECT_EQ(tok->decode(std::vector<int32_t>{266, 3 + 0xC3, 3 + 0x41}),
-            "Hi\xEF\xBF\xBD\xEF\xBF\xBD");
+  // A run of byte tokens that is not UTF-8 stays bytes (Tokenizer::decode's contract), as does one
+  // cut short: the next id may complete it.
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{266, 3 + 0xC3, 3 + 0x41}), "Hi\xC3\x41");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{266, 3 + 0xC3}), "Hi\xC3");
   EXPECT_EQ(tok->decode(std::vector<int32_t>{1, 266, 2}), "Hi");
   EXPECT_EQ(tok->decode_with_special_tokens(std::vector<int32_t>{1, 266, 2}), "<s> Hi</s>");
 }
@@ -547,6 +576,17 @@ TEST(BpeTokenizer, RefusesWhatItDoesNotImplementNamingTheField) {
   EXPECT_THAT(refusal("r_no_bytelevel",
                       [](json& j) { j["pre_tokenizer"] = j["pre_tokenizer"]["pretokenizers"][0]; }),
               HasSubstr("field 'pre_tokenizer' has no ByteLevel step"));
+  // Without a ByteLevel decoder either, it would be SentencePiece-style BPE, whose pre-tokenizer
+  // is Metaspace or none.
+  EXPECT_THAT(refusal("r_no_bytelevel_at_all",
+                      [](json& j) {
+                        j["pre_tokenizer"] = j["pre_tokenizer"]["pretokenizers"][0];
+                        j["decoder"] = {{"type", "Fuse"}};
+                      }),
+              HasSubstr("field 'pre_tokenizer' of type 'Split' is not supported: a byte-level BPE "
+                        "ends its pre-tokenizer with ByteLevel"));
+  EXPECT_THAT(refusal("r_no_pre", [](json& j) { j["pre_tokenizer"] = nullptr; }),
+              HasSubstr("field 'pre_tokenizer' is missing: byte-level BPE needs a ByteLevel"));
   EXPECT_THAT(refusal("r_decoder",
                       [](json& j) {
                         j["decoder"] = {{"type", "Metaspace"}};

@@ -87,6 +87,30 @@ BENCHMARK(BM_EncodeChatTurns)
     ->Range(100, 10000)
     ->Unit(benchmark::kMillisecond);
 
+// SentencePiece-style BPE (Llama 2's form): with no pre-tokenizer a stretch between special tokens
+// is one word, so N turns without a special token between them are one word of N * 24
+// characters, each looked up, most falling back to their byte's token in the tests' tiny
+// vocabulary, then merged: the cost must stay linear-logarithmic in the word.
+void BM_EncodeSentencePieceTurns(benchmark::State& state) {
+  const headway::serving::testing::TempDir dir("encode_sentencepiece_benchmark");
+  headway::serving::testing::write_text(
+      dir.path() / "tokenizer.json",
+      headway::serving::testing::tiny_sentencepiece_bpe_json().dump());
+  const auto tokenizer = headway::core::Tokenizer::load(dir.path());
+  std::string text;
+  for (int64_t i = 0; i < state.range(0); ++i) text += "Hi there, how are you? ";
+  for (auto _ : state) {
+    auto ids = tokenizer->encode(text);
+    benchmark::DoNotOptimize(ids);
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));  // items: turns
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+}
+BENCHMARK(BM_EncodeSentencePieceTurns)
+    ->RangeMultiplier(10)
+    ->Range(100, 10000)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

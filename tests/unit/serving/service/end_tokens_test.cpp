@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "service_fixture.h"
+#include "tiny_bpe.h"
 
 namespace headway::serving {
 namespace {
@@ -167,6 +168,30 @@ TEST(EndTokens, TheTokenizersEosEndsARequestWithoutAStopReason) {
     EXPECT_EQ(ended.stop_reason, end == models::cpu::kTinyPadToken ? StopReason() : StopReason(end))
         << end;
   }
+}
+
+// A SentencePiece-style tokenizer (Llama 2's tokenizer.json) drops the space that begins the text
+// it decodes; the service primes each stream's decoder with the prompt, so the first output keeps
+// the space it adds after the prompt: "▁Hi" after "Hi" is " Hi", in the stream and in the text.
+TEST(SentencePieceText, TheFirstOutputKeepsTheSpaceItAddsAfterThePrompt) {
+  ScratchDir dir("headway_sentencepiece_text");
+  models::cpu::write_tiny_checkpoint(headway::test::tiny_test_spec(), dir.path() / "tiny");
+  write(dir.path() / "tiny" / "tokenizer.json",
+        serving::testing::tiny_sentencepiece_bpe_json().dump());
+  write(dir.path() / "tiny" / "tokenizer_config.json",
+        R"({"bos_token": "<s>", "eos_token": "</s>"})");
+  LocalGenerationService service(core::parse_deployment(
+      "name = \"sp\"\n[model]\nplugin = \"cpu\"\noptions = { path = \"tiny\", threads = 1, "
+      "kv_cache_gb = 0.02 }\n" +
+          kOneEngine,
+      dir.path() / "deploy.toml", headway::test::built_plugins()));
+  const int32_t hi = 266;  // "▁Hi"
+  GenerateInput input = text_request("Hi", 2);
+  input.sampling.temperature = 0.0f;
+  input.sampling.logit_bias = {{hi, 100.0f}};
+  const test::Collected out = collect(*service.submit(input));
+  EXPECT_EQ(out.ids, (std::vector<int32_t>{hi, hi}));
+  EXPECT_EQ(out.text, " Hi Hi");
 }
 
 // skip_special_tokens: false writes the tiny tokenizer's <pad> as "<pad>"; the EOS a request

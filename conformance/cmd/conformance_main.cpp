@@ -2,6 +2,7 @@
 // server, runs the conformance profile of its kind and reports. Exit status 0 only when the plugin
 // is conformant; 1 when it is not (a plugin that crashes the suite is not); 2 on a usage or loading
 // error.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <headway/conformance/isolated_run.h>
 #include <headway/conformance/report.h>
@@ -82,7 +83,8 @@ int run(int argc, char** argv) {
   // In replay mode stdout carries the JSON alone: what the plugin prints goes to stderr.
   int replay_out = -1;
   if (!replay.empty()) {
-    replay_out = ::dup(STDOUT_FILENO);
+    // Close-on-exec: a process the plugin starts must not hold the JSON's pipe open.
+    replay_out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
     if (replay_out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
       std::cerr << "headway-conformance: --replay: cannot set stdout aside\n";
       return 2;

@@ -54,8 +54,16 @@ constexpr std::string_view kWhiteSpaceRanges =
 // as written, which differs from Oniguruma's at U+180E alone. No tokenizer's pattern we know has
 // one.
 bool has_constructs_the_scan_skips(std::string_view pattern) {
-  for (const std::string_view risky : {"(?#", "\\c", "[:"}) {
+  for (const std::string_view risky : {"(?#", "\\c"}) {
     if (pattern.find(risky) != std::string_view::npos) return true;
+  }
+  // A POSIX class, [:alpha:] (not a class that merely starts with ':', as [:,]).
+  for (size_t at = pattern.find("[:"); at != std::string_view::npos;
+       at = pattern.find("[:", at + 2)) {
+    size_t k = at + 2;
+    if (k < pattern.size() && pattern[k] == '^') ++k;
+    while (k < pattern.size() && std::isalpha(static_cast<unsigned char>(pattern[k]))) ++k;
+    if (pattern.substr(k, 2) == ":]") return true;
   }
   // An inline flag group that turns extended mode on: (?x), (?ix), (?^x:...
   for (size_t at = pattern.find("(?"); at != std::string_view::npos;
@@ -75,17 +83,34 @@ bool has_constructs_the_scan_skips(std::string_view pattern) {
   return false;
 }
 
-// Refuses escapes that mean one thing to Oniguruma and another to PCRE2: \h and \H are a
-// hexadecimal digit (and not one) there, horizontal space here.
-void refuse_ambiguous_escapes(std::string_view pattern, const std::string& where) {
+// Refuses what means one thing to Oniguruma (Ruby syntax, the engine Hugging Face's tokenizers
+// use) and another to PCRE2: \h and \H (a hexadecimal digit there, horizontal space here), \v and
+// \V (the vertical tab alone there, any vertical space here) and the flag m in a group (a dot
+// that matches a newline there, ^ and $ at lines here, which Oniguruma does anyway: the pattern is
+// compiled with PCRE2_MULTILINE).
+void refuse_ambiguous_constructs(std::string_view pattern, const std::string& where) {
+  const auto refuse = [&](const std::string& what, const std::string& there,
+                          const std::string& here) {
+    throw Error(where + ": " + what + " means " + there +
+                " to Oniguruma, the engine Hugging Face's tokenizers use, and " + here +
+                " to PCRE2; Headway does not guess which was meant");
+  };
   for (size_t i = 0; i + 1 < pattern.size(); ++i) {
     if (pattern[i] != '\\') continue;
-    if (pattern[i + 1] == 'h' || pattern[i + 1] == 'H') {
-      throw Error(where + ": \\" + std::string(1, pattern[i + 1]) +
-                  " means a hexadecimal digit to Oniguruma, the engine Hugging Face's tokenizers "
-                  "use, and horizontal space to PCRE2; Headway does not guess which was meant");
-    }
+    const char c = pattern[i + 1];
+    if (c == 'h' || c == 'H')
+      refuse("\\" + std::string(1, c), "a hexadecimal digit", "horizontal space");
+    if (c == 'v' || c == 'V')
+      refuse("\\" + std::string(1, c), "the vertical tab", "vertical space");
     ++i;  // the escaped character is not an escape of its own
+  }
+  for (size_t at = pattern.find("(?"); at != std::string_view::npos;
+       at = pattern.find("(?", at + 2)) {
+    for (size_t k = at + 2; k < pattern.size() && pattern[k] != ')' && pattern[k] != ':'; ++k) {
+      const char c = pattern[k];
+      if (c == 'm') refuse("the flag m", "a dot that matches a newline", "^ and $ at each line");
+      if (!std::isalpha(static_cast<unsigned char>(c)) && c != '^' && c != '-') break;
+    }
   }
 }
 
@@ -150,9 +175,10 @@ struct RegexSplitter::Compiled {
 
 RegexSplitter::RegexSplitter(const std::string& pattern, bool literal, const std::string& where)
     : compiled_(std::make_unique<Compiled>()), where_(where) {
-  // PCRE2_LITERAL refuses PCRE2_UCP (a literal has no classes for it to affect).
+  // PCRE2_LITERAL refuses PCRE2_UCP (a literal has no classes for it to affect). MULTILINE: ^ and
+  // $ match at every line, as Oniguruma's always do.
   const uint32_t options =
-      PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
+      PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_MULTILINE);
   int error = 0;
   PCRE2_SIZE offset = 0;
   {
@@ -167,7 +193,7 @@ RegexSplitter::RegexSplitter(const std::string& pattern, bool literal, const std
       compiled_->code = as_written;
     } else {
       pcre2_code_free(as_written);
-      refuse_ambiguous_escapes(pattern, where);
+      refuse_ambiguous_constructs(pattern, where);
       const std::string rewritten = with_unicode_white_space(pattern);
       compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()),
                                       rewritten.size(), options, &error, &offset, nullptr);

@@ -2,7 +2,9 @@
 // with behavior "Isolated" does: every match is a piece and so is every stretch of text between
 // two matches. The pattern runs on PCRE2 (UTF + UCP, so \p{L}, \s and friends are Unicode-aware,
 // and JIT-compiled when the platform allows), the Perl-compatible engine these patterns were
-// written for; std::regex has neither Unicode classes nor look-ahead over code points.
+// written for; std::regex has neither Unicode classes nor look-ahead over code points. Hugging
+// Face runs them on Oniguruma (Ruby syntax): `\s` is rewritten to its White_Space, ^ and $ match
+// at lines as there, and what the two read differently (\h, \v, the flag m) is refused.
 //
 // Input that is not valid UTF-8 is accepted (PCRE2_MATCH_INVALID_UTF): invalid bytes never match,
 // so they end up in the pieces between matches and the tokenizer stays lossless.

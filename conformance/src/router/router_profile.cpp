@@ -392,6 +392,10 @@ nlohmann::json router_placement_keys(const SuiteContext& context) {
       keys.push_back(placement_key(place(*a, drawn.request, drawn.loads)));
       (void)place(*b, drawn.request, drawn.loads);
     }
+    // The profile's next call on the first instance: every engine down.
+    std::vector<hw_engine_load> down = shape.engines;
+    for (hw_engine_load& e : down) e.alive = 0;
+    (void)place(*a, random_request(kRoutesPerShape + 1, drawn.rng), down);
     shapes.push_back({{"name", shape.name}, {"keys", std::move(keys)}});
   }
   return {{"shapes", std::move(shapes)}};

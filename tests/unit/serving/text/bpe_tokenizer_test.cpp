@@ -367,13 +367,37 @@ TEST(BpeTokenizer, APatternTheWhiteSpaceRewriteCannotFollowKeepsItsMeaning) {
   EXPECT_THAT(tok->encode("ab ab"), ElementsAre(256, ' ', 256));
 }
 
-TEST(BpeTokenizer, HexDigitEscapesAreRefusedAsAmbiguous) {
-  EXPECT_THAT(refusal("r_hex",
-                      [](nlohmann::json& j) {
-                        j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\h+";
-                      }),
+// What Oniguruma (Hugging Face's engine) and PCRE2 read differently is refused, naming the field.
+TEST(BpeTokenizer, ConstructsTheTwoRegexEnginesReadDifferentlyAreRefused) {
+  const auto refused = [](const std::string& name, const std::string& regex) {
+    return refusal(name, [&](nlohmann::json& j) {
+      j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = regex;
+    });
+  };
+  EXPECT_THAT(refused("r_hex", "\\h+"),
               AllOf(HasSubstr("pre_tokenizer.pretokenizers[0].pattern.Regex"),
-                    HasSubstr("means a hexadecimal digit to Oniguruma")));
+                    HasSubstr("\\h means a hexadecimal digit to Oniguruma")));
+  EXPECT_THAT(refused("r_vtab", "[^\\v]+"), HasSubstr("\\v means the vertical tab to Oniguruma"));
+  EXPECT_THAT(refused("r_flag_m", "(?m:a.b)"), HasSubstr("the flag m means a dot that matches"));
+  EXPECT_THAT(refused("r_flag_m_alone", "(?im)a"), HasSubstr("the flag m"));
+  // An escaped backslash before the letter is not the escape.
+  EXPECT_EQ(refused("r_escaped", "\\\\h"), "(no error)");
+}
+
+// ^ and $ match at every line, as Oniguruma's do: "b$" matches before a newline too.
+TEST(BpeTokenizer, AnchorsMatchAtEveryLine) {
+  TempDir dir("bpe_regex_anchors");
+  TinyBpe spec{.merges = {{"a", "b"}, {"b", "\xC4\x8A"}}};  // 256 ab, 257 b\n (Ċ)
+  spec.pre_tokenizer = {
+      {"type", "Sequence"},
+      {"pretokenizers", nlohmann::json::array({{{"type", "Split"},
+                                                {"pattern", {{"Regex", "b$"}}},
+                                                {"behavior", "Isolated"},
+                                                {"invert", false}},
+                                               {{"type", "ByteLevel"}, {"use_regex", false}}})}};
+  const auto tok = load(dir, spec);
+  // "ab\nab": both b's end a line, so each is a piece: a | b | \n a | b.
+  EXPECT_THAT(tok->encode("ab\nab"), ElementsAre('a', 'b', '\n', 'a', 'b'));
 }
 
 // Added tokens with `normalized: false` (the special ones, as tokenizer.json writes them) are

@@ -135,7 +135,7 @@ void encode_stretch(const BpeTokenizer::Tables& t, std::string_view stretch, boo
   for (std::string_view piece : pieces) {
     // As ByteLevel does to every piece the steps before it made (the whole stretch when it is the
     // only step).
-    if (t.add_prefix_space && !piece.empty() && piece.front() != ' ') {
+    if (!piece.empty() && piece.front() != ' ') {
       prefixed.assign(1, ' ').append(piece);
       piece = prefixed;
     }

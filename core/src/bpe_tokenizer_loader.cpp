@@ -65,10 +65,6 @@ void read_model(const JsonFields& f, const json& model, BpeTokenizer::Tables& t)
   const std::string type = f.string(f.at(model, "type", "model.type"), "model.type");
   if (type != "BPE") f.fail("model.type", "'" + type + "' is not supported (only \"BPE\")");
   f.must_be_unset(model, "dropout", json(0.0), "model.dropout", "BPE dropout is for training");
-  if (!t.characters) {
-    f.must_be_unset(model, "byte_fallback", json(false), "model.byte_fallback",
-                    "a byte-level BPE has a token for every byte already");
-  }
   f.must_be_unset(model, "continuing_subword_prefix", json(""), "model.continuing_subword_prefix",
                   "only byte-level BPE without subword markers is supported");
   f.must_be_unset(model, "end_of_word_suffix", json(""), "model.end_of_word_suffix",
@@ -86,6 +82,8 @@ void read_model(const JsonFields& f, const json& model, BpeTokenizer::Tables& t)
   if (t.characters) {
     read_character_symbols(f, model, t);
   } else {
+    f.must_be_unset(model, "byte_fallback", json(false), "model.byte_fallback",
+                    "a byte-level BPE has a token for every byte already");
     for (int b = 0; b < 256; ++b) {
       const auto it = t.vocab.find(byte_level::symbol_of(static_cast<uint8_t>(b)));
       if (it == t.vocab.end()) {
@@ -106,7 +104,8 @@ void read_model(const JsonFields& f, const json& model, BpeTokenizer::Tables& t)
     const json& m = merges[i];
     std::string left, right;
     if (m.is_string()) {
-      // "a b": byte-level tokens never contain a plain space (it is written 'Ġ').
+      // "a b": tokens never contain a plain space (byte-level BPE writes it 'Ġ', SentencePiece
+      // '▁').
       const std::string s = m.get<std::string>();
       const size_t space = s.find(' ');
       if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {

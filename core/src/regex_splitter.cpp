@@ -115,8 +115,10 @@ void refuse_ambiguous_constructs(std::string_view pattern, const std::string& wh
 }
 
 // `pattern` with every `\s` written as kWhiteSpaceRanges (in a class or as one) and every `\S`
-// outside a class as its complement. A `\S` inside a class is left to PCRE2 (no real tokenizer's
-// pattern has one; it differs from Oniguruma's at U+180E alone). Escapes are copied whole, so a
+// outside a class as its complement (a '[' inside a class is a literal: a POSIX class would end
+// the class early, and patterns with one are left as written). A `\S` inside a class is left to
+// PCRE2 (no real tokenizer's pattern has one; it differs from Oniguruma's at U+180E alone). Escapes
+// are copied whole, so a
 // `\\s` stays a backslash and an `s`; \Q...\E is copied as it is.
 std::string with_unicode_white_space(std::string_view pattern) {
   if (has_constructs_the_scan_skips(pattern)) return std::string(pattern);
@@ -150,14 +152,6 @@ std::string with_unicode_white_space(std::string_view pattern) {
       if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
       if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
       continue;
-    }
-    if (in_class && c == '[' && i + 1 < pattern.size() && pattern[i + 1] == ':') {
-      const size_t end = pattern.find(":]", i + 2);  // a POSIX class, [:alpha:]
-      if (end != std::string_view::npos) {
-        out.append(pattern.substr(i, end + 2 - i));
-        i = end + 1;
-        continue;
-      }
     }
     if (in_class && c == ']') in_class = false;
     out += c;

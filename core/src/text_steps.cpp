@@ -47,8 +47,19 @@ std::pair<std::string, std::string> read_replace(const JsonFields& f, const json
   return {std::move(from), f.string(f.at(step, "content", field + ".content"), field + ".content")};
 }
 
+// Sequences within Sequences, as deep as a file may nest them (real ones nest none): a deeper
+// file is refused rather than read by a recursion as deep as the JSON.
+constexpr int kMaxSequenceDepth = 8;
+
+void refuse_deep_sequence(const JsonFields& f, int depth, const std::string& field) {
+  if (depth > kMaxSequenceDepth) {
+    f.fail(field, "nests Sequences more than " + std::to_string(kMaxSequenceDepth) + " deep");
+  }
+}
+
 void read_normalizer_step(const JsonFields& f, const json& step, const std::string& field,
-                          std::vector<NormalizerStep>& steps) {
+                          std::vector<NormalizerStep>& steps, int depth = 0) {
+  refuse_deep_sequence(f, depth, field);
   const std::string type = f.string(f.at(step, "type", field + ".type"), field + ".type");
   if (type == "NFC") {
     steps.push_back({NormalizerStep::Kind::kNfc, {}, {}});
@@ -63,7 +74,8 @@ void read_normalizer_step(const JsonFields& f, const json& step, const std::stri
     const json& list = f.at(step, "normalizers", field + ".normalizers");
     if (!list.is_array()) f.fail(field + ".normalizers", "must be an array");
     for (size_t i = 0; i < list.size(); ++i) {
-      read_normalizer_step(f, list[i], field + ".normalizers[" + std::to_string(i) + "]", steps);
+      read_normalizer_step(f, list[i], field + ".normalizers[" + std::to_string(i) + "]", steps,
+                           depth + 1);
     }
   } else {
     f.fail(field, "of type \"" + type +
@@ -87,7 +99,8 @@ Metaspace::Prepend read_prepend(const JsonFields& f, const json& step, const std
 }
 
 void read_decoder_step(const JsonFields& f, const json& step, const std::string& field,
-                       std::vector<DecoderStep>& steps) {
+                       std::vector<DecoderStep>& steps, int depth = 0) {
+  refuse_deep_sequence(f, depth, field);
   const std::string type = f.string(f.at(step, "type", field + ".type"), field + ".type");
   DecoderStep d;
   if (type == "Replace") {
@@ -115,7 +128,8 @@ void read_decoder_step(const JsonFields& f, const json& step, const std::string&
     const json& list = f.at(step, "decoders", field + ".decoders");
     if (!list.is_array()) f.fail(field + ".decoders", "must be an array");
     for (size_t i = 0; i < list.size(); ++i) {
-      read_decoder_step(f, list[i], field + ".decoders[" + std::to_string(i) + "]", steps);
+      read_decoder_step(f, list[i], field + ".decoders[" + std::to_string(i) + "]", steps,
+                        depth + 1);
     }
     return;
   } else {

@@ -544,6 +544,17 @@ TEST(SentencePieceBpe, RefusesWhatItDoesNotImplementNamingTheField) {
               HasSubstr("field 'decoder' of type 'WordPiece' is not supported"));
   EXPECT_THAT(refused("sp_no_decoder", [](json& j) { j["decoder"] = nullptr; }),
               HasSubstr("field 'decoder' is missing"));
+  // Sequences nested deeper than any real file: refused (a hostile file could nest them as deep
+  // as its JSON, and the reader recurses).
+  EXPECT_THAT(refused("sp_deep",
+                      [](json& j) {
+                        json decoder = {{"type", "Fuse"}};
+                        for (int i = 0; i < 50; ++i) {
+                          decoder = {{"type", "Sequence"}, {"decoders", json::array({decoder})}};
+                        }
+                        j["decoder"] = std::move(decoder);
+                      }),
+              HasSubstr("nests Sequences more than 8 deep"));
   EXPECT_THAT(refused("sp_regex",
                       [](json& j) {
                         j["normalizer"]["normalizers"][1]["pattern"] = {{"Regex", " +"}};

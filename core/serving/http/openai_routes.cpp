@@ -571,7 +571,8 @@ std::optional<AnswerParser> OpenAiRoutes::chat_answer_parser(OpenAiRequest& pars
   if (split_reasoning) reasoning.emplace(*reasoning_format_);
   std::optional<ToolCallParser> tools;
   if (parsed.forced_tool_format) {
-    tools.emplace(*parsed.forced_tool_format, !parsed.parallel_tool_calls, parsed.forced_function);
+    tools.emplace(*parsed.forced_tool_format, !parsed.parallel_tool_calls, parsed.forced_function,
+                  tool_call_format_ == ToolCallFormat::kMistral);
   } else if (parsed.parse_tool_calls) {
     tools.emplace(*tool_call_format_, !parsed.parallel_tool_calls);
   }

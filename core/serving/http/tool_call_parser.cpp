@@ -209,6 +209,7 @@ void ToolCallParser::add_call(ToolCall call, std::vector<ToolCall>& calls) {
   after_call_ = true;
   if (single_call_ && called_) return;
   called_ = true;
+  if (mistral_ids_) call.id = mistral_call_id();
   calls.push_back(std::move(call));
 }
 

@@ -62,10 +62,15 @@ struct ToolCall {
 class ToolCallParser {
  public:
   // `single_call`: OpenAI's parallel_tool_calls = false; calls after the first are dropped.
-  // `function`: kNamedArguments' function name.
+  // `function`: kNamedArguments' function name. `mistral_ids`: the server's parser is mistral, so
+  // forced calls (kNamedArguments, kCallList) get Mistral's ids too: its chat templates refuse any
+  // other id when the call comes back in the next turn.
   explicit ToolCallParser(ToolCallFormat format, bool single_call = false,
-                          std::string function = {})
-      : format_(format), single_call_(single_call), function_(std::move(function)) {}
+                          std::string function = {}, bool mistral_ids = false)
+      : format_(format),
+        single_call_(single_call),
+        mistral_ids_(mistral_ids),
+        function_(std::move(function)) {}
 
   // More generated text: content that may go out now is appended to `content`, and each call that
   // this text completed to `calls`.
@@ -101,6 +106,7 @@ class ToolCallParser {
   }
   ToolCallFormat format_;
   bool single_call_;
+  bool mistral_ids_;
   std::string function_;
   State state_ = initial_state();
   std::string pending_;      // text not yet given out

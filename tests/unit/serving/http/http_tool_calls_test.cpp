@@ -217,6 +217,22 @@ TEST_F(HttpToolCallsTest, MistralAnswersKeepSpecialTokensAndGiveMistralIds) {
   ASSERT_EQ(submitted.size(), 2u);
   EXPECT_FALSE(submitted[0].skip_special_tokens);
   EXPECT_TRUE(submitted[1].skip_special_tokens);
+  // A forced call gets Mistral's id too: the template refuses any other when it comes back.
+  for (const std::string choice :
+       {R"({"type": "function", "function": {"name": "get_weather"}})", R"("required")"}) {
+    const std::string forced = choice == R"("required")"
+                                   ? R"([{"name": "get_weather", "parameters": {"city": "Lyon"}}])"
+                                   : R"({"city": "Lyon"})";
+    result = post_json("/v1/chat/completions", request(forced, ", \"tool_choice\": " + choice));
+    ASSERT_TRUE(result);
+    ASSERT_EQ(result->status, 200) << result->body;
+    const std::string forced_id =
+        json::parse(result->body)["choices"][0]["message"]["tool_calls"][0]["id"];
+    EXPECT_EQ(forced_id.size(), 9u) << choice << ": " << forced_id;
+    EXPECT_TRUE(std::all_of(forced_id.begin(), forced_id.end(), [](char c) {
+      return std::isalnum(c) != 0;
+    })) << forced_id;
+  }
 }
 
 TEST_F(HttpToolCallsTest, AnAnswerWithoutCallsIsPlainContent) {

@@ -11,31 +11,11 @@ VocabularyIndex::VocabularyIndex(const core::Tokenizer& tokenizer) {
   const uint32_t count = tokenizer.vocab_size();
   // SentencePiece drops the space that begins a text's first piece; decoded after a neighbour,
   // a token shows the bytes it really adds.
-  std::vector<int32_t> anchor;
-  std::string anchor_text;
-  if (tokenizer.drops_first_space()) {
-    anchor = tokenizer.encode("a");
-    if (anchor.size() == 1) anchor_text = tokenizer.decode(anchor);
-    if (anchor_text.empty()) anchor.clear();
-  }
+  const std::optional<core::DecodeAnchor> anchor = core::decode_anchor(tokenizer);
   offsets_.reserve(count + 1);
   offsets_.push_back(0);
-  std::array<int32_t, 2> pair{};
   for (uint32_t id = 0; id < count; ++id) {
-    const auto token = static_cast<int32_t>(id);
-    std::string text;
-    if (!anchor.empty()) {
-      pair = {anchor[0], token};
-      text = tokenizer.decode(pair);
-      if (text.compare(0, anchor_text.size(), anchor_text) == 0) {
-        text.erase(0, anchor_text.size());
-      } else {
-        text = tokenizer.decode(std::span(&token, 1));
-      }
-    } else {
-      text = tokenizer.decode(std::span(&token, 1));
-    }
-    bytes_ += text;
+    bytes_ += core::token_bytes(tokenizer, anchor, static_cast<int32_t>(id));
     offsets_.push_back(static_cast<uint32_t>(bytes_.size()));
   }
   index(tokenizer.eos());

@@ -61,7 +61,9 @@ class TextDecoder final : public IncrementalDecoder {
   }
 
   std::string token_bytes(int32_t id) const override {
-    return tokenizer_.decode(std::span<const int32_t>(&id, 1));
+    // After an anchor where the tokenizer drops a first space: "▁with" names " with".
+    if (!anchor_) anchor_ = core::decode_anchor(tokenizer_);
+    return core::token_bytes(tokenizer_, *anchor_, id);
   }
 
   StopReason stop_reason() const override {
@@ -195,6 +197,8 @@ class TextDecoder final : public IncrementalDecoder {
   size_t appended_ = 0;            // ids given to append() so far (a trailing stop id not counted)
   const bool replacement_means_incomplete_;
   std::vector<std::string> stops_;
+  // token_bytes()' anchor, found at its first call (requests without logprobs never need it).
+  mutable std::optional<std::optional<core::DecodeAnchor>> anchor_;
   std::vector<int32_t> window_;  // recent ids: [0, read_) already text, [read_, end) not yet
   size_t read_ = 0;
   std::string bytes_;    // decoded bytes of an incomplete character (at most 3)

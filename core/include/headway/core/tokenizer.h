@@ -16,10 +16,12 @@
 // Threading: every const method is safe to call concurrently.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -70,5 +72,38 @@ class Tokenizer {
   using FileLoader = std::function<std::unique_ptr<Tokenizer>(const std::filesystem::path& file)>;
   static void set_sentencepiece_loader(FileLoader loader);
 };
+
+// A token to decode others after, for a tokenizer that drops the space that begins the text it
+// decodes (drops_first_space()): the last token of "a", and its text. nullopt for the other
+// tokenizers, or where that token has no text.
+struct DecodeAnchor {
+  int32_t id = -1;
+  std::string text;
+};
+// (Inline: the guided library uses them through the interface alone, without the tokenizers.)
+inline std::optional<DecodeAnchor> decode_anchor(const Tokenizer& tokenizer) {
+  if (!tokenizer.drops_first_space()) return std::nullopt;
+  // The last token of "a": "▁a" in a real vocabulary, the byte token of "a" in one without it.
+  const std::vector<int32_t> ids = tokenizer.encode("a");
+  if (ids.empty()) return std::nullopt;
+  DecodeAnchor anchor{ids.back(), tokenizer.decode(std::span(&ids.back(), 1))};
+  if (anchor.text.empty()) return std::nullopt;
+  return anchor;
+}
+
+// The bytes token `id` adds after any other token (logprobs' token text, guided decoding's
+// vocabulary): decode([id]), or, with an anchor, decode([anchor, id]) less the anchor's text, so
+// that "▁with" is " with" and not "with".
+inline std::string token_bytes(const Tokenizer& tokenizer,
+                               const std::optional<DecodeAnchor>& anchor, int32_t id) {
+  if (anchor) {
+    const std::array<int32_t, 2> pair = {anchor->id, id};
+    std::string text = tokenizer.decode(pair);
+    if (text.compare(0, anchor->text.size(), anchor->text) == 0) {
+      return text.erase(0, anchor->text.size());
+    }
+  }
+  return tokenizer.decode(std::span(&id, 1));
+}
 
 }  // namespace headway::core

@@ -417,6 +417,12 @@ TEST(TextDecoder, APromptsLastIdsGiveTheFirstOutputItsLeadingSpace) {
   // Byte tokens decode to their bytes, so a window that starts or ends inside a character (a
   // prompt of CJK text spelled in <0xXX> tokens) still primes: the space is kept.
   EXPECT_EQ(run({3 + 0xA9, 3 + 0xC3}), " Hi Hi");
+  // A token's own bytes (logprobs name tokens by them) keep its leading space too, a byte token
+  // its byte: "▁Hi" is " Hi", <0x20> a space.
+  const auto d = make_incremental_decoder(*tok, {});
+  EXPECT_EQ(d->token_bytes(hi), " Hi");
+  EXPECT_EQ(d->token_bytes(3 + 0x20), " ");
+  EXPECT_EQ(d->token_bytes(260), "H");
 }
 
 }  // namespace

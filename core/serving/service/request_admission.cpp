@@ -277,8 +277,8 @@ std::unique_ptr<IncrementalDecoder> RequestAdmission::decoder(GenerateInput& inp
                                                               std::span<const int32_t> prompt,
                                                               uint32_t min_tokens) const {
   DecodeOptions options;
-  // The ids before the first output: a few more than the decoder keeps.
-  constexpr size_t kContext = 8;
+  // The ids before the first output: more than the decoder keeps (5, more after ids without text).
+  constexpr size_t kContext = 16;
   const std::vector<int32_t>& generated = input.generated_ids;
   const size_t from_generated = std::min(generated.size(), kContext);
   const size_t from_prompt = std::min(prompt.size(), kContext - from_generated);

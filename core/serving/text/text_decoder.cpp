@@ -13,6 +13,10 @@ namespace {
 // the one before (SentencePiece drops the leading space of the first piece it decodes) decodes the
 // new ids in context. vLLM keeps 5 for the same reason.
 constexpr size_t kContextTokens = 5;
+// More are kept while the last kContextTokens have no text at all (special tokens skipped, ids
+// outside the vocabulary), up to this many: a tokenizer that drops a first space would otherwise
+// read the next id as the first of a text and drop its space.
+constexpr size_t kMaxContextTokens = 32;
 // Ids that may arrive without any text while a character is incomplete. UTF-8 needs at most 4
 // bytes per character, so a character still incomplete after this many ids never will be, and its
 // bytes are given out (as U+FFFD) rather than held forever.
@@ -30,11 +34,12 @@ class TextDecoder final : public IncrementalDecoder {
         end_of_sequence_(options.end_of_sequence),
         // SentencePiece decodes an incomplete byte sequence to U+FFFD instead of returning the
         // bytes; a trailing U+FFFD from it means "wait", as in vLLM.
-        replacement_means_incomplete_(tokenizer.decodes_incomplete_characters_as_replacement()) {
+        replacement_means_incomplete_(tokenizer.decodes_incomplete_characters_as_replacement()),
+        drops_first_space_(tokenizer.drops_first_space()) {
     for (std::string& s : options.stop_strings) {
       if (!s.empty()) stops_.push_back(std::move(s));
     }
-    if (tokenizer.drops_first_space()) prime(options.context);
+    if (drops_first_space_) prime(options.context);
   }
 
   std::string append(std::span<const int32_t> ids) override {
@@ -80,10 +85,20 @@ class TextDecoder final : public IncrementalDecoder {
   // Starts the window with the last ids of `context`, read already, unless their text ends in an
   // incomplete character (then the first output decodes without them, as when there are none).
   void prime(std::span<const int32_t> context) {
-    context = context.last(std::min(context.size(), kContextTokens));
+    context = context.last(context_to_keep(context));
     if (context.empty() || decode(context).ends_with(kReplacement)) return;
     window_.assign(context.begin(), context.end());
     read_ = window_.size();
+  }
+
+  // How many of the last of `ids` to keep as context: kContextTokens, or more (up to
+  // kMaxContextTokens) for a tokenizer that drops a first space while those have no text.
+  size_t context_to_keep(std::span<const int32_t> ids) const {
+    size_t keep = std::min(ids.size(), kContextTokens);
+    if (!drops_first_space_) return keep;
+    const size_t most = std::min(ids.size(), kMaxContextTokens);
+    while (keep < most && decode(ids.last(keep)).empty()) ++keep;
+    return keep;
   }
 
   // Adds `ids` to the window one at a time, appending the text each makes final to `text`. One
@@ -91,7 +106,8 @@ class TextDecoder final : public IncrementalDecoder {
   // together, a character completed by a later id of the same read would otherwise come out where
   // a reader of one id at a time gave it up as U+FFFD, and the text would depend on how many ids
   // a read brought. Each id costs two decodes of a window of kContextTokens + 1 ids (more only
-  // while a SentencePiece character waits for its ids).
+  // while a SentencePiece character waits for its ids, or after ids without text), and for a
+  // tokenizer that drops a first space one more of the kContextTokens it keeps.
   void take_text_of(std::span<const int32_t> ids, std::string& text) {
     for (const int32_t id : ids) {
       window_.push_back(id);
@@ -118,8 +134,9 @@ class TextDecoder final : public IncrementalDecoder {
       bytes_ += fresh;
       read_ = window_.size();
       if (read_ > kContextTokens) {
-        window_.erase(window_.begin(), window_.end() - kContextTokens);
-        read_ = kContextTokens;
+        const size_t keep = context_to_keep(window_);
+        window_.erase(window_.begin(), window_.end() - static_cast<ptrdiff_t>(keep));
+        read_ = keep;
       }
     }
     // Byte-level tokenizers decode a multi-byte character's bytes from separate tokens, and their
@@ -196,6 +213,7 @@ class TextDecoder final : public IncrementalDecoder {
   const int32_t end_of_sequence_;  // a stop token that is not a stop_reason
   size_t appended_ = 0;            // ids given to append() so far (a trailing stop id not counted)
   const bool replacement_means_incomplete_;
+  const bool drops_first_space_;
   std::vector<std::string> stops_;
   // token_bytes()' anchor, found at its first call (requests without logprobs never need it).
   mutable std::optional<std::optional<core::DecodeAnchor>> anchor_;

@@ -417,6 +417,15 @@ TEST(TextDecoder, APromptsLastIdsGiveTheFirstOutputItsLeadingSpace) {
   // Byte tokens decode to their bytes, so a window that starts or ends inside a character (a
   // prompt of CJK text spelled in <0xXX> tokens) still primes: the space is kept.
   EXPECT_EQ(run({3 + 0xA9, 3 + 0xC3}), " Hi Hi");
+  // Ids without text (special tokens skipped) beyond the usual 5 of context: the window reaches
+  // back to the last id with text, in a prompt and within the output.
+  EXPECT_EQ(run({hi, 1, 1, 1, 1, 1, 1}), " Hi Hi");
+  {
+    auto d = make_incremental_decoder(*tok, {});
+    std::string out;
+    for (const int32_t id : {hi, 1, 1, 1, 1, 1, 1, 1, hi}) out += d->append(std::span(&id, 1));
+    EXPECT_EQ(out + d->flush(), "Hi Hi");
+  }
   // A token's own bytes (logprobs name tokens by them) keep its leading space too, a byte token
   // its byte: "▁Hi" is " Hi", <0x20> a space.
   const auto d = make_incremental_decoder(*tok, {});

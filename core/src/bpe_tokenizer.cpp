@@ -4,6 +4,7 @@
 #include <headway/core/input_file.h>
 #include <headway/core/utf8.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "bpe_tables.h"
@@ -33,19 +34,6 @@ void split_at_added_tokens(const AddedTokenIndex& index, std::string_view text,
   on_stretch(text.substr(stretch_start), stretch_start == 0);
 }
 
-// The length of the UTF-8 character that starts `text` (1 for a byte that does not start a valid
-// one: it falls back alone).
-size_t character_length(std::string_view text) {
-  const auto lead = static_cast<uint8_t>(text[0]);
-  const size_t n = lead < 0x80           ? 1
-                   : (lead >> 5) == 0x6  ? 2
-                   : (lead >> 4) == 0xE  ? 3
-                   : (lead >> 3) == 0x1E ? 4
-                                         : 1;
-  if (n > text.size() || !utf8::is_valid(text.substr(0, n))) return 1;
-  return n;
-}
-
 // SentencePiece-style BPE: the word's characters (or their <0xXX> tokens, or the unknown token),
 // merged.
 void encode_characters(const BpeTokenizer::Tables& t, std::string_view word,
@@ -60,13 +48,13 @@ void encode_characters(const BpeTokenizer::Tables& t, std::string_view word,
   symbols.reserve(word.size());
   bool after_unk = false;
   for (size_t pos = 0; pos < word.size();) {
-    const size_t n = character_length(word.substr(pos));
-    const std::string_view c = word.substr(pos, n);
-    pos += n;
-    // A byte that starts no valid character is no character of the vocabulary's.
-    const bool valid = n > 1 || static_cast<uint8_t>(c[0]) < 0x80;
+    // A byte that starts no valid character is no character of the vocabulary's: it falls back
+    // alone.
+    const size_t length = utf8::complete_length(word.substr(pos));
+    const std::string_view c = word.substr(pos, std::max<size_t>(length, 1));
+    pos += c.size();
     if (const auto it =
-            valid ? t.character_ids.find(utf8::first_code_point(c)) : t.character_ids.end();
+            length > 0 ? t.character_ids.find(utf8::first_code_point(c)) : t.character_ids.end();
         it != t.character_ids.end()) {
       symbols.push_back(it->second);
       after_unk = false;

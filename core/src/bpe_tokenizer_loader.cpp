@@ -30,7 +30,7 @@ constexpr const char* kGpt2Pattern =
 // unknown token for a character that has neither.
 void read_character_symbols(const JsonFields& f, const json& model, BpeTokenizer::Tables& t) {
   for (const auto& [token, id] : t.vocab) {
-    if (!token.empty() && utf8::code_points(token) == 1 && utf8::is_valid(token)) {
+    if (!token.empty() && utf8::complete_length(token) == token.size()) {
       t.character_ids.emplace(utf8::first_code_point(token), id);
     }
   }

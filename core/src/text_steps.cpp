@@ -29,7 +29,7 @@ void replace_all(std::string& s, std::string_view from, std::string_view to) {
 // A string of exactly one character, as Hugging Face's Strip content and Metaspace replacement are.
 std::string one_character(const JsonFields& f, const json& value, const std::string& field) {
   std::string text = f.string(value, field);
-  if (!utf8::is_valid(text) || utf8::code_points(text) != 1) {
+  if (text.empty() || utf8::complete_length(text) != text.size()) {
     f.fail(field, "must be one character, not '" + text + "'");
   }
   return text;

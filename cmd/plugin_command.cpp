@@ -119,8 +119,9 @@ int run_plugin(const PluginArgs& args) {
   const LoadedPlugin& p = resolve(registry, args.target);
   if (*args.validate) {
     const toml::table table = core::parse_inline_table_body(args.options, "--options");
+    // `where` prefixes create()'s failures too, which are not all the options' fault.
     core::PluginChoice choice{
-        "--options", &p,
+        "plugin validate", &p,
         std::make_shared<const core::PluginOptions>(
             core::PluginOptions::from_toml(*p.descriptor, &table, "--options"))};
     const std::string created = create_instance(choice, args.config_dir);

@@ -168,6 +168,12 @@ int run_serve(const ServeArgs& args) {
   // role "all": engines and frontends here; "engine": the engines behind the gRPC worker API only
   // (a router process fronts the clients); "router": the frontends before engine processes.
   const bool engine_role = server.role == "engine";
+  if (engine_role && args.port >= 0) {
+    throw core::Error("serve: --port: an engine process ([server] role = \"engine\" in " +
+                      args.config +
+                      ") has no HTTP frontend; its clients reach it through the "
+                      "router process");
+  }
 #if HEADWAY_SERVE_HTTP
   if (!engine_role) refuse_busy_port("HTTP", host, http_port);
 #endif

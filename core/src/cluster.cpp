@@ -125,12 +125,21 @@ uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_reque
                     "for decode, but the deployment has no [kv_transport] to move its KV",
                     router_->name(), request.id, decision.prefill_engine, decision.decode_engine));
   }
+  // Refused before any prefill work is spent on it, as the prefill engine refuses what its own
+  // max_model_len cannot hold.
   if (disaggregated && !engines_[decision.decode_engine]->can_continue(request.prompt_tokens, 1)) {
-    // Refused before any prefill work is spent on it.
     throw Error(
         fmt::format("request {}: a {}-token prompt leaves no room for decoding within "
                     "max_model_len {} of engine{}",
                     request.id, request.prompt_tokens,
+                    engines_[decision.decode_engine]->max_model_len(), decision.decode_engine));
+  }
+  if (disaggregated &&
+      !engines_[decision.decode_engine]->fits(request.prompt_tokens, request.max_output_tokens)) {
+    throw Error(
+        fmt::format("request {}: {} prompt tokens and {} output tokens exceed "
+                    "max_model_len {} of engine{}, its decode engine",
+                    request.id, request.prompt_tokens, request.max_output_tokens,
                     engines_[decision.decode_engine]->max_model_len(), decision.decode_engine));
   }
   request.prefill_only = disaggregated;

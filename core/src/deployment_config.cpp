@@ -257,7 +257,8 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
   }
   server.responses_store_mb =
       get_uint(table, "responses_store_mb", where, server.responses_store_mb, 0, 1u << 20);
-  for (const char* key : {"tool_call_parser", "reasoning_parser", "responses_store_mb",
+  // http_port among them: it was ignored there without a word (an operator looked for /metrics).
+  for (const char* key : {"http_port", "tool_call_parser", "reasoning_parser", "responses_store_mb",
                           "cors_allowed_origins", "cors_allow_credentials"}) {
     const toml::node* node = table.get(key);
     if (node != nullptr && server.role == "engine") {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <headway/sdk/model.hpp>
 #include <new>
+#include <optional>
 
 namespace headway::core {
 namespace {
@@ -243,6 +244,13 @@ void Engine::add_request(NewRequest request) {
                     "max_model_len {}",
                     who, request.prompt_tokens, max_model_len_));
   }
+  // Refused, not cut short: `headway serve` refuses such a request before it reaches an engine
+  // (as vLLM does), so a simulated run that served it with fewer tokens would report outputs the
+  // workload did not ask for, and figures a served run would not see.
+  if (!fits(request.prompt_tokens, request.max_output_tokens)) {
+    throw Error(fmt::format("{}: {} prompt tokens and {} output tokens exceed max_model_len {}",
+                            who, request.prompt_tokens, request.max_output_tokens, max_model_len_));
+  }
   if (blocks_for(request.prompt_tokens + 1ull, config_.block_size) > kv_.total()) {
     throw Error(fmt::format("{}: prompt of {} tokens needs more KV blocks than the engine has ({})",
                             who, request.prompt_tokens, kv_.total()),
@@ -372,10 +380,6 @@ bool Engine::step() {
   if (prefix_cache_ != nullptr) match_cached_prefixes();
   const size_t waiting_count = waiting_size();
   const size_t capacity = running_.size() + waiting_count;
-  if (plan_slices_.size() < capacity) plan_slices_.resize(capacity);
-  if (plan_preempted_.size() < running_.size() || plan_preempted_.empty()) {
-    plan_preempted_.resize(std::max<size_t>(running_.size(), 1));
-  }
 
   hw_scheduler_snapshot snapshot{sizeof(hw_scheduler_snapshot),
                                  step_index_,
@@ -388,18 +392,20 @@ bool Engine::step() {
                                  kv_.total(),
                                  config_.block_size,
                                  max_model_len_};
-  hw_scheduler_plan plan{sizeof(hw_scheduler_plan),
-                         plan_slices_.data(),
-                         static_cast<uint32_t>(capacity),
-                         0,
-                         plan_preempted_.data(),
-                         static_cast<uint32_t>(running_.size()),
-                         0};
+  hw_scheduler_plan plan =
+      plan_arrays_.plan(static_cast<uint32_t>(capacity), static_cast<uint32_t>(running_.size()));
   try {
     scheduler_->schedule(snapshot, plan);
   } catch (const Error& e) {
     // The plugin's message names the scheduler; the engine and the step say where it happened.
     throw Error(fmt::format("{}: step {}: {}", config_.name, step_index_, e.what()), e.code());
+  }
+  if (const std::optional<std::string> past = plan_arrays_.overrun()) {
+    throw PluginContractError(
+        fmt::format("{}: scheduler '{}' wrote past the plan's {} at step {}: a plugin writes no "
+                    "entry past a capacity (abi.h)",
+                    config_.name, scheduler_->name(), *past, step_index_),
+        HW_INTERNAL);
   }
   if (auto broken = validator_.validate(snapshot, plan, limits)) {
     throw Error(fmt::format("{}: scheduler '{}' returned an invalid plan at step {} (not "
@@ -473,7 +479,7 @@ bool Engine::step() {
 
   // The forward pass: no lock is held and nothing is allocated around it (buffers grow only when
   // a step is larger than any before).
-  if (sampled_.size() < model_slices_.size()) sampled_.resize(model_slices_.size());
+  int32_t* const sampled = sampled_.prepare(model_slices_.size());
   const hw_model_info& info = model_->info();
   // Which sampling slices the host samples from a row: all of them when the model returns logits;
   // on a model that returns them on request, those of requests that need the host's processing
@@ -492,7 +498,7 @@ bool Engine::step() {
   hw_model_batch batch{sizeof(hw_model_batch), model_slices_.data(),
                        static_cast<uint32_t>(model_slices_.size()), config_.block_size,
                        any_on_request ? host_samples_.data() : nullptr};
-  hw_model_output output{sizeof(hw_model_output), sampled_.data(), 0.0, nullptr, 0, 0};
+  hw_model_output output{sizeof(hw_model_output), sampled, 0.0, nullptr, 0, 0};
   uint32_t logit_rows = 0;
   if (info.returns_logits != 0 || rows_on_request) {
     // Room for the rows, and for the top tokens of every prompt figure first, so that the
@@ -519,6 +525,13 @@ bool Engine::step() {
     } catch (const Error& e) {  // as for the scheduler: the engine and the step say where
       // (ModelInstance::forward() also checks the rows written against those asked for.)
       throw Error(fmt::format("{}: step {}: {}", config_.name, step_index_, e.what()), e.code());
+    }
+    if (!sampled_.guard_intact()) {
+      throw PluginContractError(
+          fmt::format("{}: step {}: model '{}' forward() wrote hw_model_output.sampled[{}], "
+                      "past the batch's slices (one id per slice, abi.h)",
+                      config_.name, step_index_, model_->name(), sampled_.capacity()),
+          HW_INTERNAL);
     }
   }
   prompt_begin_.assign(model_slices_.size() + 1, 0);
@@ -834,6 +847,10 @@ void Engine::take_prefilled(std::vector<uint64_t>& ready, std::vector<uint64_t>&
 
 bool Engine::can_continue(uint32_t prompt_tokens, uint32_t output_tokens) const {
   return prompt_tokens + output_tokens < max_model_len_;
+}
+
+bool Engine::fits(uint32_t prompt_tokens, uint32_t max_output_tokens) const {
+  return uint64_t{prompt_tokens} + max_output_tokens <= max_model_len_;
 }
 
 OutgoingTransfer Engine::outgoing(uint64_t id) const {

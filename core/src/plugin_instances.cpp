@@ -100,6 +100,17 @@ std::string model_info_problem(const hw_model_info& info) {
   return problem;
 }
 
+// create() returned HW_OK: every later call gets the handle it set. NULL is a plugin that forgot to
+// set *out, whose next call would crash far from the cause (a plugin without state returns the
+// address of a static object).
+void require_handle(const void* handle, const std::string& what) {
+  if (handle != nullptr) return;
+  throw PluginContractError(what +
+                                ": returned HW_OK but left the handle (*out) NULL; create() "
+                                "must set it to the instance every later call receives",
+                            HW_INTERNAL);
+}
+
 }  // namespace
 
 bool current_plugin_call_parts(const char*& kind, std::string_view& name,
@@ -128,7 +139,9 @@ SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine
                                                    &handle_, &status);
                            }),
                status, choice.where + ": scheduler '" + name_ + "' create");
+  require_handle(handle_, choice.where + ": scheduler '" + name_ + "' create");
   int32_t code = HW_INTERNAL;
+  status = hw_status{};  // zeroed before every call (abi.h), whatever create() left in it
   try {
     code = call_plugin(kScheduler, name_, "get_limits",
                        [&] { return table_->get_limits(handle_, &limits_, &status); });
@@ -136,9 +149,21 @@ SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine
     call_plugin_quietly(kScheduler, name_, "destroy", [&] { table_->destroy(handle_); });
     throw;
   }
-  if (code != HW_OK || limits_.max_num_batched_tokens == 0 || limits_.max_num_seqs == 0) {
+  // The host reads the limits by the size the plugin declares (abi.h): one that left struct_size
+  // 0 filled nothing the host may read, whatever its fields hold.
+  constexpr size_t kLimits10 = offsetof(hw_scheduler_limits, max_num_seqs) + sizeof(uint32_t);
+  if (code != HW_OK || limits_.struct_size < kLimits10 || limits_.max_num_batched_tokens == 0 ||
+      limits_.max_num_seqs == 0) {
     call_plugin_quietly(kScheduler, name_, "destroy", [&] { table_->destroy(handle_); });
     if (code != HW_OK) check_status(code, status, choice.where + ": scheduler get_limits");
+    if (limits_.struct_size < kLimits10) {
+      handle_ = nullptr;
+      throw PluginContractError(
+          fmt::format("{}: scheduler '{}' get_limits: struct_size {} is smaller than ABI 1.0's "
+                      "{}-byte hw_scheduler_limits (set it to sizeof(hw_scheduler_limits))",
+                      choice.where, name_, limits_.struct_size, kLimits10),
+          HW_INTERNAL);
+    }
     throw Error(choice.where + ": scheduler '" + name_ +
                 "' declares a zero token budget or max_num_seqs");
   }
@@ -168,7 +193,9 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
                                                    &handle_, &status);
                            }),
                status, choice.where + ": model '" + name_ + "' create");
+  require_handle(handle_, choice.where + ": model '" + name_ + "' create");
   int32_t code = HW_INTERNAL;
+  status = hw_status{};  // zeroed before every call (abi.h), whatever create() left in it
   try {
     code = call_plugin(kModel, name_, "get_info",
                        [&] { return table_->get_info(handle_, &info_, &status); });
@@ -184,7 +211,10 @@ ModelInstance::ModelInstance(const PluginChoice& choice, const std::string& conf
   if (!problem.empty()) {
     call_plugin_quietly(kModel, name_, "destroy", [&] { table_->destroy(handle_); });
     handle_ = nullptr;
-    throw PluginContractError(choice.where + ": model '" + name_ + "' get_info: " + problem);
+    // HW_INTERNAL: the plugin's fault, not the options' (conformance takes HW_INVALID_ARGUMENT
+    // from create or get_info for options the plugin refused).
+    throw PluginContractError(choice.where + ": model '" + name_ + "' get_info: " + problem,
+                              HW_INTERNAL);
   }
   if (info_.struct_size < offsetof(hw_model_info, returns_logits_on_request) + sizeof(int32_t)) {
     info_.returns_logits_on_request = 0;
@@ -249,6 +279,7 @@ RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_en
                   }),
       status,
       choice.where + ": router '" + name_ + "' (" + choice.plugin->path.string() + ") create");
+  require_handle(handle_, choice.where + ": router '" + name_ + "' create");
 }
 
 RouterInstance::~RouterInstance() {
@@ -303,6 +334,7 @@ KvTransportInstance::KvTransportInstance(const PluginChoice& choice, const HostS
           kTransport, name_, "create",
           [&] { return table_->create(host.table(), choice.options->view(), &handle_, &status); }),
       status, choice.where + ": KV transport '" + name_ + "' create");
+  require_handle(handle_, choice.where + ": KV transport '" + name_ + "' create");
   // Read only when the plugin's table is long enough to hold them (built for ABI 1.2 or later).
   has_peer_links_ = table_->struct_size >=
                         offsetof(hw_kv_transport_table, peer_close) + sizeof(table_->peer_close) &&

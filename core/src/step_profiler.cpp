@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
 #include <headway/core/file_output.h>
+#include <headway/core/guarded_buffer.h>
 #include <headway/core/step_profiler.h>
 
 #include <algorithm>
@@ -222,7 +223,8 @@ std::vector<ProfileMeasurement> profile_model(ModelInstance& model,
   std::vector<uint32_t> tables(blocks);
   for (uint32_t i = 0; i < blocks; ++i) tables[i] = i;
   std::vector<hw_model_slice> slices(max_slices);
-  std::vector<int32_t> sampled(max_slices);
+  GuardedBuffer<int32_t> sampled;  // a guard past the ids, as the engine's
+  sampled.prepare(max_slices);
   std::vector<float> logits(info.returns_logits ? max_slices * static_cast<size_t>(info.vocab) : 0);
 
   std::vector<ProfileMeasurement> out;
@@ -254,7 +256,7 @@ std::vector<ProfileMeasurement> profile_model(ModelInstance& model,
     const auto run_once = [&] {
       hw_model_output output{};
       output.struct_size = sizeof(hw_model_output);
-      output.sampled = sampled.data();
+      output.sampled = sampled.prepare(shape.slices.size());
       output.logits = logits.empty() ? nullptr : logits.data();
       output.logits_rows = logits.empty() ? 0 : sampled_rows;
       output.vocab = info.returns_logits ? info.vocab : 0;
@@ -262,6 +264,14 @@ std::vector<ProfileMeasurement> profile_model(ModelInstance& model,
       model.forward(batch, output);
       const double wall =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!sampled.guard_intact()) {
+        throw PluginContractError(
+            fmt::format("profile: shape '{}': model '{}' forward() wrote "
+                        "hw_model_output.sampled[{}], past the batch's slices (one id per slice, "
+                        "abi.h)",
+                        shape.label, model.name(), sampled.capacity()),
+            HW_INTERNAL);
+      }
       return info.reports_duration ? output.seconds : wall;
     };
     // The warm-up grows the model's activation buffers and faults in the KV pages it touches.

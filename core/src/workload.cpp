@@ -193,6 +193,14 @@ bool parse_digits(std::string_view s, size_t pos, size_t n, int64_t& out) {
   return true;
 }
 
+// Days in a month of the Gregorian calendar: 2023-02-30 is no date (days_from_civil would make it
+// March 2nd, moving the row's arrival without a word).
+int64_t days_in_month(int64_t year, int64_t month) {
+  static constexpr int64_t kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  return month == 2 && leap ? 29 : kDays[month - 1];
+}
+
 // `YYYY-MM-DD HH:MM:SS[.fraction]` (a 'T' separator is accepted too) or plain non-negative seconds.
 bool parse_timestamp(std::string_view s, int64_t& seconds, double& fraction) {
   int64_t y, mo, d, h, mi, sec;
@@ -202,7 +210,10 @@ bool parse_timestamp(std::string_view s, int64_t& seconds, double& fraction) {
         !parse_digits(s, 11, 2, h) || !parse_digits(s, 14, 2, mi) || !parse_digits(s, 17, 2, sec)) {
       return false;
     }
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return false;
+    // Second 60: a leap second, which is the next minute's second 0 in seconds since an epoch.
+    if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || sec > 60) {
+      return false;
+    }
     fraction = 0;
     if (s.size() > 19) {
       if (s[19] != '.' || s.size() == 20) return false;

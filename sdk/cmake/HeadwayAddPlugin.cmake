@@ -1,7 +1,8 @@
 # headway_add_plugin(<name> SOURCES <files...> [LIBRARIES <targets...>] [OUTPUT_DIRECTORY <dir>])
 #
-# Builds a Headway plugin: a shared library (MODULE) against HeadwaySDK::sdk with hidden symbols, so
-# the only exported symbol is headway_plugin_entry. Used in-tree and by out-of-tree plugins alike.
+# Builds a Headway plugin: a shared library (MODULE) against HeadwaySDK::sdk with hidden symbols, C
+# and C++ sources alike, so the only exported symbol is headway_plugin_entry. Used in-tree and by
+# out-of-tree plugins alike.
 include_guard(GLOBAL)
 
 function(headway_add_plugin name)
@@ -14,6 +15,7 @@ function(headway_add_plugin name)
   target_compile_features(${name} PRIVATE cxx_std_20)
   set_target_properties(${name} PROPERTIES
     PREFIX ""
+    C_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON
     POSITION_INDEPENDENT_CODE ON)

@@ -3,6 +3,7 @@
 #include <headway/conformance/report.h>
 #include <headway/core/error.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -22,6 +23,21 @@ void expect_outcome(const headway::conformance::ProfileResult& r, const std::str
   const auto* t = headway::test::find_test(r, id);
   ASSERT_NE(t, nullptr) << id << " did not run\n" << headway::test::describe(r);
   EXPECT_EQ(t->outcome, outcome) << id << "\n" << headway::test::describe(r);
+}
+
+// A C table that ends its slices with a terminator entry: when every request has a slice, the
+// entry lies past slice_capacity. The engine's guard entry takes the write (it used to land in the
+// engine's heap: a heap overflow under ASan, silent corruption in a release build).
+TEST(FaultyPlugins, SchedulerWritingPastItsPlanFailsPlanValidity) {
+  const auto r = run_faulty("faulty_terminated_plan_scheduler.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kFail);
+  const std::string& message = headway::test::find_test(r, "scheduler.plans_valid")->message;
+  EXPECT_NE(message.find("scheduler 'faulty_terminated_plan' wrote past the plan's slices (entry "),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("a plugin writes no entry past a capacity (abi.h)"), std::string::npos)
+      << message;
 }
 
 TEST(FaultyPlugins, OverBudgetSchedulerFailsPlanValidity) {
@@ -232,6 +248,18 @@ TEST(FaultyPlugins, ARouterDecisionNeverFilledIsAContractError) {
   EXPECT_NE(single->message.find("returned HW_OK with a decision of struct_size 0"),
             std::string::npos)
       << single->message;
+  // A failure on every request is the router's bug, whatever shapes it declares, and router.create
+  // names it rather than the disaggregated shape's refusal in create().
+  EXPECT_EQ(single->outcome, Outcome::kFail) << single->message;
+  const auto* create = headway::test::find_test(r, "router.create");
+  ASSERT_NE(create, nullptr);
+  EXPECT_EQ(
+      create->message.find("no request was placed, and route() failed rather than refusing "
+                           "(only HW_UNAVAILABLE refuses a request); the first failure, "
+                           "shape single: request 1: router 'test_raw_unfilled_router' route() "
+                           "returned HW_OK with a decision of struct_size 0"),
+      0u)
+      << create->message;
 }
 
 // A router none of whose decisions the host accepts (decode engine 999): no shape is supported, and
@@ -242,7 +270,8 @@ TEST(FaultyPlugins, RouterThatPlacesNothingSaysWhyOnEachShape) {
   expect_outcome(r, "router.create", Outcome::kFail);
   const auto* single = headway::test::find_test(r, "router.shape.single");
   ASSERT_NE(single, nullptr) << headway::test::describe(r);
-  EXPECT_NE(single->message.find("no request was placed; the first refused, request 1: "),
+  EXPECT_NE(single->message.find("no request was placed: route() failed rather than refusing "
+                                 "(only HW_UNAVAILABLE refuses a request); the first, request 1: "),
             std::string::npos)
       << single->message;
   EXPECT_NE(single->message.find("999"), std::string::npos) << single->message;
@@ -529,6 +558,20 @@ TEST(FaultyPlugins, UnaskedRowsModelFailsLogitsOnRequest) {
   // A model that does not declare it is not asked.
   expect_outcome(run_faulty("faulty_batch_dependent_model.so"), "model.logits_on_request",
                  Outcome::kNotSupported);
+}
+
+// A model that ends its sampled ids with a terminator writes one entry past the batch's slices:
+// the suite's guard entry takes it, and the first test that runs forward() fails naming it (it used
+// to pass, writing into the suite's heap).
+TEST(FaultyPlugins, ModelWritingPastItsSampledIdsFails) {
+  const auto r = run_faulty("faulty_terminated_ids_model.so");
+  EXPECT_FALSE(r.conformant()) << headway::test::describe(r);
+  const auto failed = std::find_if(r.tests.begin(), r.tests.end(), [](const auto& t) {
+    return t.outcome == Outcome::kFail &&
+           t.message.find("forward() wrote past hw_model_output.sampled (one id per slice, ") !=
+               std::string::npos;
+  });
+  EXPECT_NE(failed, r.tests.end()) << headway::test::describe(r);
 }
 
 // A model that returns rows on request and honours the contract (the test plugin the service's

@@ -228,6 +228,27 @@ TEST(Cli, APluginThatCallsExitFailsTheCommand) {
   fs::remove(config);
 }
 
+// A model that writes one sampled id past the batch's slices (a terminator, as C code might) hits
+// the engine's guard entry: the run fails naming the model, where the write used to land in the
+// engine's heap (a heap overflow under ASan, silent corruption in a release build).
+TEST(Cli, AModelWritingPastItsSampledIdsFailsTheRun) {
+  const fs::path config = fs::temp_directory_path() / "headway_cli_terminated_ids.toml";
+  std::ofstream(config) << "name = \"terminated\"\n[model]\nplugin = \""
+                        << HEADWAY_FAULTY_PLUGIN_DIR
+                        << "/faulty_terminated_ids_model.so\"\n"
+                           "[[engines]]\nscheduler = \"chunked\"\n";
+  CliRun r = run("simulate --quiet --no-baseline --config " + config.string() + " --workload " +
+                 (kData / "small_mixed.toml").string());
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(": step 0: model 'faulty_terminated_ids' forward() wrote "
+                       "hw_model_output.sampled["),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("], past the batch's slices (one id per slice, abi.h)"), std::string::npos)
+      << r.err;
+  fs::remove(config);
+}
+
 // A plugin whose code ends the process with std::terminate (here a std::thread it never joined,
 // destroyed at destroy()) printed only "terminate called without an active exception": the host's
 // handler names the plugin call that was running.

@@ -215,6 +215,21 @@ TEST(ServeCli, StepTraceOnARouterProcessIsRefused) {
   EXPECT_NE(serve.log().find("--step-trace"), std::string::npos) << serve.log();
 }
 
+// An engine process has no HTTP frontend: --port was ignored there without a word (an operator
+// then looked for /metrics on that port); now it is refused before the model loads.
+TEST(ServeCli, AnHttpPortForAnEngineProcessIsRefused) {
+  TempDir dir("serve_engine_port");
+  const fs::path config = write_tiny_deployment(dir.path, "serve-engine-port",
+                                                "[[engines]]\n[server]\nrole = \"engine\"\n"
+                                                "grpc_port = 0\n");
+  ServeProcess serve(config, {"--port", "0"});
+  EXPECT_EQ(serve.stop(0), 1) << serve.log();
+  EXPECT_NE(serve.log().find("serve: --port: an engine process ([server] role = \"engine\" in "),
+            std::string::npos)
+      << serve.log();
+  EXPECT_EQ(serve.log().find("gRPC listening"), std::string::npos) << serve.log();
+}
+
 // An operator who does not want to wait for the drain sends the signal again: what is in flight
 // is aborted at once. (The drain timeout is long enough to tell the two apart; a request of 4,000
 // tokens on the slow checkpoint runs far longer than the test waits.)

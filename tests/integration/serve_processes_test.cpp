@@ -53,9 +53,9 @@ std::map<std::string, double> finished(const std::string& metrics) {
   return counts;
 }
 
-// `headway_prompt_tokens_total` of the router for engine process `engine`, summed over its series.
-double prompt_tokens_of(const std::string& metrics, int engine) {
-  const std::regex line("^headway_prompt_tokens_total\\{engine=\"" + std::to_string(engine) +
+// Counter `name` of the router for engine process `engine`, summed over its series.
+double series_total(const std::string& metrics, const std::string& name, int engine) {
+  const std::regex line("^" + name + "\\{engine=\"" + std::to_string(engine) +
                         "\".*\\} ([0-9.e+]+)$");
   double total = 0.0;
   std::istringstream in(metrics);
@@ -65,6 +65,10 @@ double prompt_tokens_of(const std::string& metrics, int engine) {
     if (std::regex_match(text, match, line)) total += std::stod(match[1].str());
   }
   return total;
+}
+
+double prompt_tokens_of(const std::string& metrics, int engine) {
+  return series_total(metrics, "headway_prompt_tokens_total", engine);
 }
 
 std::string completion(const std::string& prompt, int max_tokens, bool stream) {
@@ -316,6 +320,20 @@ TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   if (auto check = promtool_check_metrics(metrics)) {
     EXPECT_EQ(check->exit_code, 0) << check->output << "\n" << metrics;
   }
+  // What the engine processes count themselves comes with their polls (it was exported as a
+  // constant 0): the long prompt's second run found 256 tokens or more in engine process 1's
+  // prefix cache. The per-step histograms, which a router cannot fill, are left out instead of
+  // exported as zeros.
+  double hits = 0.0;
+  for (const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       hits < 256.0 && std::chrono::steady_clock::now() < give_up;) {
+    hits = series_total(metrics_of(http), "headway_prefix_cache_hits_total", 1);
+    if (hits < 256.0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(hits, 256.0) << metrics_of(http);
+  EXPECT_GE(series_total(metrics_of(http), "headway_prefix_cache_queries_total", 1), hits);
+  EXPECT_EQ(metrics.find("headway_iteration_prefill_tokens"), std::string::npos) << metrics;
+  EXPECT_EQ(metrics.find("headway_iteration_decode_tokens"), std::string::npos) << metrics;
 
   EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
   for (size_t e = 0; e < 2; ++e) {

@@ -56,7 +56,10 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
     };
     uint32_t rows = 0;
     for (uint32_t i = 0; i < slices.size(); ++i) rows += rows_of(i);
-    std::vector<int32_t> sampled(slices.size(), -1);
+    // One id per slice, and a guard past them (a model writes no entry past them, abi.h).
+    constexpr int32_t kSampledGuard = -123456789;
+    std::vector<int32_t> sampled(slices.size() + 1, -1);
+    sampled.back() = kSampledGuard;
     // One guard row past those asked for, filled with a value no model writes by chance.
     constexpr float kGuard = -1.2345e-30f;
     std::vector<float> logits(returns_rows() ? size_t{rows + 1} * info.vocab : 0, kGuard);
@@ -67,6 +70,10 @@ std::map<uint64_t, SampleOutput> ModelRunner::run(
                         rows,
                         info.vocab};
     model_->forward(b, out);
+    if (sampled.back() != kSampledGuard) {
+      throw core::Error("forward() wrote past hw_model_output.sampled (one id per slice, " +
+                        std::to_string(slices.size()) + " slices)");
+    }
     if (!logits.empty() &&
         std::any_of(logits.end() - info.vocab, logits.end(), [](float v) { return v != kGuard; })) {
       throw core::Error(

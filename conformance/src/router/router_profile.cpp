@@ -440,6 +440,9 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   // holds back every request arriving meanwhile.
   CallWaits waits;
   std::string first_refusal_of_create;  // create()'s first error, for router.create's message
+  // route()'s first failure that is no refusal (a code other than HW_UNAVAILABLE, a broken
+  // decision), on a shape where nothing was placed: the router's bug, not a shape it declines.
+  std::string first_route_failure;
   std::vector<const RouterShape*> supported_shapes;
   for (const RouterShape& shape : shapes) {
     TestRecorder t(
@@ -477,6 +480,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     std::mt19937_64& rng = drawn.rng;
     uint64_t placed = 0, split_count = 0, split_possible = 0;
     std::string first_refusal;  // why the first request not placed was not (names the rule)
+    std::string first_failure;  // the first route() that failed rather than refused
     // Violations count only if the shape turns out supported (the router placed something).
     std::vector<std::pair<TestRecorder*, std::string>> pending;
     ShapePlacements keys{shape.name, {}};
@@ -512,6 +516,9 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
       if (!pa.placed && first_refusal.empty()) {
         first_refusal = fmt::format("request {}: {}", request.id, pa.error);
       }
+      if (!pa.placed && pa.code != HW_UNAVAILABLE && first_failure.empty()) {
+        first_failure = fmt::format("request {}: {}", request.id, pa.error);
+      }
       if (pa.placed && pa.decision.prefill_engine != pa.decision.decode_engine) ++split_count;
       bool prefill_alive = false;
       for (const hw_engine_load& e : loads) {
@@ -522,7 +529,17 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     if (placed == 0) {
       const std::string why =
           "create() accepted it but no request was placed; the first refused, " + first_refusal;
-      if (declared(shape)) {
+      if (!first_failure.empty()) {
+        // A router declines a shape in create() or refuses a request with HW_UNAVAILABLE; any
+        // other answer on every request is broken whether or not the shape is declared.
+        t.fail(
+            "no request was placed: route() failed rather than refusing (only HW_UNAVAILABLE "
+            "refuses a request); the first, " +
+            first_failure);
+        if (first_route_failure.empty()) {
+          first_route_failure = fmt::format("shape {}: {}", shape.name, first_failure);
+        }
+      } else if (declared(shape)) {
         t.fail(why + " (feature '" + shape.feature + "' is declared)");
       } else {
         t.not_supported(why);
@@ -577,10 +594,15 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
     shape_tests.push_back(std::move(t));
   }
   if (supported == 0) {
-    create.fail("the router accepted none of the shapes (single, mixed, pools, disaggregated)" +
-                (first_refusal_of_create.empty()
-                     ? std::string()
-                     : "; create() answered " + first_refusal_of_create));
+    create.fail(!first_route_failure.empty()
+                    ? "no request was placed, and route() failed rather than refusing (only "
+                      "HW_UNAVAILABLE refuses a request); the first failure, " +
+                          first_route_failure
+                    : "the router accepted none of the shapes (single, mixed, pools, "
+                      "disaggregated)" +
+                          (first_refusal_of_create.empty()
+                               ? std::string()
+                               : "; create() answered " + first_refusal_of_create));
     for (TestRecorder* t : {&live, &roles, &same, &across, &dead}) t->skip("no supported shape");
   } else {
     create.note(fmt::format("{} of {} shapes supported", supported, shapes.size()));

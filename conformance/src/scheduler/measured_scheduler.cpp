@@ -1,10 +1,12 @@
 #include "measured_scheduler.h"
 
 #include <fmt/format.h>
+#include <headway/core/error.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -14,8 +16,9 @@ namespace headway::conformance {
 MeasuredScheduler::MeasuredScheduler(const PluginUnderTest& p, uint32_t running, uint32_t waiting)
     : facts_{sizeof(hw_engine_facts), kBlockSize, 1u << 20, 8192, HW_ENGINE_ROLE_MIXED},
       host_("conformance", &clock_),
-      slices_(static_cast<size_t>(running) + waiting),
-      preempted_(std::max<uint32_t>(running, 1)) {
+      slice_room_(running + waiting),
+      preempted_room_(running) {
+  plan_arrays_.plan(slice_room_, preempted_room_);  // allocated now, not while heap is watched
   const std::string defaults = p.has_option("max_num_seqs", HW_OPTION_INT)
                                    ? fmt::format("max_num_seqs = {}", running + 24)
                                    : std::string();
@@ -96,12 +99,16 @@ MeasuredScheduler::Step MeasuredScheduler::plan(uint64_t step,
   }
   const hw_scheduler_snapshot expected = snapshot(step, running, waiting, blocks_used);
   Step s{expected,
-         hw_scheduler_plan{
-             sizeof(hw_scheduler_plan), slices_.data(),
-             static_cast<uint32_t>(std::min(slices_.size(), running.size() + waiting.size())), 0,
-             preempted_.data(), static_cast<uint32_t>(std::min(preempted_.size(), running.size())),
-             0}};
+         plan_arrays_.plan(
+             std::min(slice_room_, static_cast<uint32_t>(running.size() + waiting.size())),
+             std::min(preempted_room_, static_cast<uint32_t>(running.size())))};
   scheduler_->schedule(s.snapshot, s.plan);
+  if (const std::optional<std::string> past = plan_arrays_.overrun()) {
+    throw core::PluginContractError("schedule() wrote past the plan's " + *past +
+                                        ": a plugin writes no entry past a "
+                                        "capacity (abi.h)",
+                                    HW_INTERNAL);
+  }
   if (writes == nullptr) return s;
   const auto fields = [](const hw_scheduler_snapshot& x) {
     return std::tie(x.struct_size, x.step_index, x.now, x.running, x.running_count, x.waiting,

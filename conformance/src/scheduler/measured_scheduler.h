@@ -10,6 +10,7 @@
 #include <headway/conformance/suite.h>
 #include <headway/core/clock.h>
 #include <headway/core/host_services.h>
+#include <headway/core/plan_arrays.h>
 #include <headway/core/plugin_instances.h>
 
 #include <cstdint>
@@ -58,8 +59,9 @@ class MeasuredScheduler {
   core::VirtualClock clock_{1000.0};
   core::HostServices host_;
   std::unique_ptr<core::SchedulerInstance> scheduler_;
-  std::vector<hw_slice> slices_;
-  std::vector<uint64_t> preempted_;
+  core::PlanArrays plan_arrays_;
+  uint32_t slice_room_;  // the plan's capacities at most (allocated by the constructor)
+  uint32_t preempted_room_;
   std::vector<hw_request_view> running_before_, waiting_before_;  // for plan(..., writes)
 };
 

@@ -272,6 +272,9 @@ void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResp
     info.set_queued_prefill_tokens(engine.queued_prefill_tokens);
     info.set_block_size(engine.block_size);
     info.set_address(engine.address);
+    info.set_preemptions(engine.preemptions);
+    info.set_prefix_cache_queries(engine.prefix_cache_queries);
+    info.set_prefix_cache_hits(engine.prefix_cache_hits);
   }
 }
 

@@ -72,7 +72,7 @@ ServingMetrics::ServingMetrics()
                             {"engine", "pool", "request_class", "finished_reason"})),
       rejected_(registry_.counter("headway_request_rejected_total",
                                   "Requests refused before reaching an engine, by reason "
-                                  "(invalid, queue_full, unavailable, internal).",
+                                  "(invalid, queue_full, unavailable, internal, unauthorized).",
                                   {"reason"})),
       running_(registry_.gauge("headway_num_requests_running",
                                "Requests in the engine's running batch.", kEngineLabels)),
@@ -89,6 +89,10 @@ ServingMetrics::ServingMetrics()
       decode_per_step_(registry_.histogram("headway_iteration_decode_tokens",
                                            "Tokens decoded per engine step.", kEngineLabels,
                                            kTokensPerStepBuckets)),
+      remote_prefill_per_step_(unexported_.histogram("remote_prefill_tokens", "not exported",
+                                                     kEngineLabels, kTokensPerStepBuckets)),
+      remote_decode_per_step_(unexported_.histogram("remote_decode_tokens", "not exported",
+                                                    kEngineLabels, kTokensPerStepBuckets)),
       preemptions_(registry_.counter("headway_num_preemptions_total",
                                      "Requests preempted (KV freed, to be recomputed).",
                                      kEngineLabels)),
@@ -128,13 +132,23 @@ ServingMetrics::ServingMetrics()
 }
 
 EngineSeries ServingMetrics::engine(uint32_t index, const std::string& pool) {
+  return engine_series(index, pool, prefill_per_step_, decode_per_step_);
+}
+
+EngineSeries ServingMetrics::remote_engine(uint32_t index, const std::string& pool) {
+  return engine_series(index, pool, remote_prefill_per_step_, remote_decode_per_step_);
+}
+
+EngineSeries ServingMetrics::engine_series(uint32_t index, const std::string& pool,
+                                           HistogramFamily& prefill_per_step,
+                                           HistogramFamily& decode_per_step) {
   const std::vector<std::string> labels = {std::to_string(index), pool};
   return EngineSeries{running_.with(labels),
                       waiting_.with(labels),
                       kv_usage_.with(labels),
                       alive_.with(labels),
-                      prefill_per_step_.with(labels),
-                      decode_per_step_.with(labels),
+                      prefill_per_step.with(labels),
+                      decode_per_step.with(labels),
                       preemptions_.with(labels),
                       kv_transfers_.with(labels),
                       kv_transfer_seconds_.with(labels),

@@ -121,6 +121,10 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   report.role = engine_role_label(role_);
   report.address = address_;
   for (const v1::EngineInfo& engine : cluster.engines()) {
+    // Counted by failed engines too, before they failed.
+    report.preemptions += engine.preemptions();
+    report.prefix_cache_queries += engine.prefix_cache_queries();
+    report.prefix_cache_hits += engine.prefix_cache_hits();
     if (!engine.alive()) continue;
     report.alive = true;
     report.running += engine.running();

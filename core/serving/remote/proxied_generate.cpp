@@ -176,6 +176,10 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     if (first_token_seconds_ < 0.0) {
       first_token_seconds_ = now;
       series_.time_to_first_token->observe(now);
+      // The tokens that came with the first came at the same time: one gap of 0 each, so that
+      // every token after a request's first has its gap (as in one process), and the gaps add up
+      // to the time from the first token to the last.
+      for (int i = 1; i < count; ++i) series_.inter_token_latency->observe(0.0);
     } else {
       // Tokens that arrive together share the gap since the previous message.
       const double gap = (now - last_token_seconds_) / count;

@@ -154,6 +154,8 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   // Engine e's series from its last report: alive, and running, waiting and KV usage (0 while it
   // is down).
   void set_engine_gauges(size_t e) const;
+  // Adds what engine process e counted since its last poll to its counters here (poll thread).
+  void add_engine_counts(size_t e);
   void give_up_calls_to(uint32_t engine);
   // Warns once per engine process (and name) that serves under another name than the router.
   void warn_if_named_otherwise(const EngineProcess& engine, const ModelSummary& model);
@@ -170,7 +172,8 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   const double interval_s_;
   std::vector<std::unique_ptr<EngineProcess>> engines_;
   mutable std::vector<EngineSeries> engine_series_;
-  ModelSummary reference_model_;  // what every engine process must serve
+  std::vector<EngineSummary> counted_;  // per engine process: its counts when last added
+  ModelSummary reference_model_;        // what every engine process must serve
   // The router's own checkpoint ([model] path): its vocab_size, which the engine processes' model
   // must have when it is known, and the name it serves under, which theirs should have.
   std::optional<uint32_t> own_vocab_;
@@ -227,7 +230,7 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
     }
     engines_.push_back(std::make_unique<EngineProcess>(engine.index, engine.pool, engine.role,
                                                        engine.address, options.api_key));
-    engine_series_.push_back(metrics_.engine(engine.index, engine.pool));
+    engine_series_.push_back(metrics_.remote_engine(engine.index, engine.pool));
     // Exported from 0, as the refusals are: a rate() over a series that appears only at its first
     // increment misses that increment.
     retries_.with({std::to_string(engine.index), engine.pool});
@@ -262,6 +265,7 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   loads_.resize(engines_.size());
   failing_since_.resize(engines_.size());
   was_draining_.assign(engines_.size(), false);
+  counted_.resize(engines_.size());
   for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
   router_host_ = std::make_unique<core::HostServices>(
       "router " + deployment.router.plugin->short_name(), &clock_);
@@ -475,8 +479,26 @@ void RemoteGenerationService::Impl::poll_once() {
     } else if (Clock::now() - *failing_since_[e] >= kGiveUpAfter) {
       give_up_calls_to(engine.index());
     }
+    add_engine_counts(e);
     set_engine_gauges(e);
   }
+}
+
+void RemoteGenerationService::Impl::add_engine_counts(size_t e) {
+  const EngineProcess& engine = *engines_[e];
+  if (!engine.up() && !engine.draining()) return;  // its counts come with its next answer
+  const EngineSummary now = engine.summary();
+  EngineSummary& before = counted_[e];
+  EngineSeries& series = engine_series_[e];
+  // A process that restarted counts from 0 again: all of its new count is new.
+  const auto grow = [](Counter& counter, uint64_t now_count, uint64_t& before_count) {
+    counter.add(
+        static_cast<double>(now_count >= before_count ? now_count - before_count : now_count));
+    before_count = now_count;
+  };
+  grow(series.preemptions, now.preemptions, before.preemptions);
+  grow(series.prefix_cache_queries, now.prefix_cache_queries, before.prefix_cache_queries);
+  grow(series.prefix_cache_hits, now.prefix_cache_hits, before.prefix_cache_hits);
 }
 
 void RemoteGenerationService::Impl::set_engine_gauges(size_t e) const {

@@ -106,7 +106,8 @@ class LocalGenerationService::Impl final : public FinishedSink {
   const core::WallClock clock_{origin_};
   std::string deployment_name_;
   // Before the cluster: its plugins' host services send their metrics here until they are gone.
-  ServingMetrics metrics_;
+  // Mutable: cluster_info() reads the engines' counters through engine(), which looks series up.
+  mutable ServingMetrics metrics_;
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<RequestAdmission> admission_;
   // An engine process ([server] role = "engine") takes prefill_only / kv_source requests from its
@@ -492,6 +493,12 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
         config.index, config.pool, engine_role_label(config.role), load.alive != 0, load.running,
         load.waiting, load.outstanding_tokens, load.kv_blocks_free, load.kv_blocks_total,
         load.queued_prefill_tokens, load.block_size, std::string(), drivers_[e]->step_seconds()});
+    const EngineSeries series = metrics_.engine(config.index, config.pool);
+    summary.engines.back().preemptions = static_cast<uint64_t>(series.preemptions.value());
+    summary.engines.back().prefix_cache_queries =
+        static_cast<uint64_t>(series.prefix_cache_queries.value());
+    summary.engines.back().prefix_cache_hits =
+        static_cast<uint64_t>(series.prefix_cache_hits.value());
   }
   return summary;
 }

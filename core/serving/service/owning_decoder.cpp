@@ -14,6 +14,7 @@ class OwningDecoder final : public IncrementalDecoder {
         decoder_(make_incremental_decoder(*tokenizer_, std::move(options))) {}
   std::string append(std::span<const int32_t> ids) override { return decoder_->append(ids); }
   StopReason stop_reason() const override { return decoder_->stop_reason(); }
+  size_t ids_before_stop() const override { return decoder_->ids_before_stop(); }
   std::string flush() override { return decoder_->flush(); }
   std::string token_bytes(int32_t id) const override { return decoder_->token_bytes(id); }
 
@@ -37,6 +38,7 @@ class TokenIdDecoder final : public IncrementalDecoder {
     return {};
   }
   StopReason stop_reason() const override { return stop_reason_of(stop_token_, end_of_sequence_); }
+  size_t ids_before_stop() const override { return 0; }  // no text, so no stop string
   std::string flush() override { return {}; }
   std::string token_bytes(int32_t) const override { return {}; }
 

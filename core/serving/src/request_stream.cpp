@@ -170,23 +170,38 @@ bool RequestStream::next(StreamChunk& out, std::chrono::milliseconds timeout) {
   }
   out.token_ids.assign(taken_.begin(), taken_.end());
   taken_.clear();
+  delivered_tokens_ += static_cast<uint32_t>(out.token_ids.size());
   take_logprobs(out);
   take_prompt_logprobs(out, first_prompt_token);
 
   if (decoder_ != nullptr) {
     out.text = decoder_->append(out.token_ids);
     if (decoder_->stopped()) {
-      // The stop string ends the request here, whatever the producer does next.
+      // The stop string ends the request here, whatever the producer does next. The ids after the
+      // one that completed it (a read brings every id generated since the last, and the engine
+      // goes on until the abort reaches it) are not the answer's: neither its ids, its logprobs
+      // nor its usage, whatever the timing.
       if (on_stop_string_) on_stop_string_(id_);
+      const size_t answer = decoder_->ids_before_stop();
+      const size_t before = delivered_tokens_ - out.token_ids.size();  // by earlier reads
+      const size_t keep = std::min(out.token_ids.size(), answer > before ? answer - before : 0);
+      out.token_ids.resize(keep);
+      if (out.logprobs.size() > keep) out.logprobs.resize(keep);
+      delivered_tokens_ = static_cast<uint32_t>(before + keep);
       std::lock_guard lock(mutex_);
       delivered_finish_ = true;
       out.finish = Finish::kStop;
       out.error.clear();  // an abort that crossed the stop string's (a drain's) is not this end
       out.stop_reason = decoder_->stop_reason();
-      out.usage = {prompt_tokens_, completion_tokens_, cached_prompt_tokens_};
+      out.usage = {prompt_tokens_, delivered_tokens_, cached_prompt_tokens_};
       return true;
     }
-    if (finish != Finish::kNone) out.text += decoder_->flush();
+    if (finish != Finish::kNone) {
+      out.text += decoder_->flush();
+      // A stop string completed only by the held bytes given out at the end (an incomplete
+      // character's U+FFFD) ends the request as a stop, as its text says, when it ended normally.
+      if (decoder_->stopped() && finish == Finish::kLength) finish = Finish::kStop;
+    }
   }
   if (finish != Finish::kNone) {
     std::lock_guard lock(mutex_);

@@ -59,11 +59,22 @@ class TextDecoder final : public IncrementalDecoder {
       ids = ids.subspan(early);
       if (ids.empty()) return out;
     }
-    std::string text;
-    take_text_of(ids, text);
-    out += release(text, false);
+    if (stops_.empty()) {
+      std::string text;
+      take_text_of(ids, text);
+      out += release(text, false);
+      return out;
+    }
+    // With stop strings, one id at a time: a match then names the id whose text completed it.
+    for (size_t i = 0; i < ids.size() && !stopped_; ++i) {
+      std::string text;
+      take_text_of(ids.subspan(i, 1), text);
+      out += release(text, false);
+    }
     return out;
   }
+
+  size_t ids_before_stop() const override { return ids_before_stop_; }
 
   std::string token_bytes(int32_t id) const override {
     // After an anchor where the tokenizer drops a first space: "▁with" names " with".
@@ -182,6 +193,7 @@ class TextDecoder final : public IncrementalDecoder {
     }
     if (first != std::string::npos) {
       stopped_ = true;
+      ids_before_stop_ = appended_;  // append() gives one id at a time when there are stops
       held_.resize(keep_stop_string_ ? first + matched_.size() : first);
       window_.clear();
       read_ = 0;
@@ -212,6 +224,7 @@ class TextDecoder final : public IncrementalDecoder {
   const bool skip_special_tokens_;
   const int32_t end_of_sequence_;  // a stop token that is not a stop_reason
   size_t appended_ = 0;            // ids given to append() so far (a trailing stop id not counted)
+  size_t ids_before_stop_ = 0;     // appended_ when a stop string matched
   const bool replacement_means_incomplete_;
   const bool drops_first_space_;
   std::vector<std::string> stops_;

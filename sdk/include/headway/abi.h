@@ -11,10 +11,20 @@
  *   (names, option schemas, tables) must stay valid for as long as the library is loaded; the host
  *   never unloads a library while the process runs.
  * - Errors: fallible functions return an hw_status_code and, on failure, fill the caller-provided
- *   hw_status (code + NUL-terminated message, truncated to fit). HW_OK means the status is
- * untouched.
+ *   hw_status (code + NUL-terminated message, truncated to fit: at most
+ *   HW_STATUS_MESSAGE_CAPACITY bytes with the NUL, never past it). HW_OK means the status is
+ *   untouched. The returned value is the code the host acts on; the host zeroes the status before
+ *   every call.
  * - Versions: each struct that may grow begins with struct_size. A reader only touches the fields
  *   that fit inside struct_size; a NULL function pointer in a table is an absent optional function.
+ *   Whoever fills a struct sets its struct_size: the plugin in its descriptor, its tables and the
+ *   structs it writes for the host (hw_scheduler_limits, hw_route_decision, hw_model_info), to
+ *   sizeof as it was compiled; the host refuses one whose size covers less than ABI 1.0's fields.
+ *   Structs the host hands over for filling (hw_scheduler_plan, hw_model_output) carry the host's
+ *   size and capacities: a plugin writes no entry past a capacity.
+ * - Instances: a create() that returns HW_OK sets *out to a non-NULL handle, which every later
+ *   call receives (a plugin without state returns the address of a static object); the host
+ *   refuses NULL.
  * - Threading: stated per kind below. A plugin instance (handle) is only ever called from one
  * thread at a time unless its kind says otherwise; different instances may be called concurrently.
  */
@@ -58,6 +68,12 @@ typedef struct hw_str {
   const char* data;
   uint64_t size;
 } hw_str;
+
+/* An hw_str initializer for a string literal, usable in static descriptors and option schemas:
+ * static const hw_str name = HW_STR_LITERAL("fcfs"); ("" makes a pointer, whose sizeof is not
+ * the string's, a compile error) */
+#define HW_STR_LITERAL(literal) \
+  { ("" literal), sizeof("" literal) - 1 }
 
 typedef enum hw_status_code {
   HW_OK = 0,

@@ -734,6 +734,10 @@ TEST_F(DeploymentConfigTest, EngineProcessesChooseHowStagedKvReachesThem) {
   EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nkv_stage_transport = \"socket\"\n"),
               AllOf(HasSubstr("server.kv_stage_transport"), HasSubstr("only for engine processes"),
                     HasSubstr("role \"all\"")));
+  // An engine process has no HTTP frontend: http_port was ignored there without a word.
+  EXPECT_THAT(error_of(engine + "http_port = 8001\n"),
+              AllOf(HasSubstr("server.http_port (line"),
+                    HasSubstr("an engine process (role = \"engine\") has no HTTP frontend")));
 }
 
 TEST_F(DeploymentConfigTest, AnApiKeyWrittenInTheFileIsRefused) {

@@ -1,6 +1,7 @@
 // What the host checks of a model's answers before an engine relies on them (ModelInstance): an
 // info without a vocabulary or KV size, an info whose struct_size covers nothing, a forward() that
-// wrote another number of logits rows than asked. A hand-written table in the test, no library.
+// wrote another number of logits rows than asked, a create() that set no handle. A hand-written
+// table in the test, no library.
 #include <gtest/gtest.h>
 #include <headway/core/clock.h>
 #include <headway/core/error.h>
@@ -20,6 +21,7 @@ namespace {
 // What the table's functions answer: set by each test before it creates the instance.
 hw_model_info g_info{};
 uint32_t g_rows_written = 0;
+bool g_create_sets_handle = true;
 
 hw_model_info usable_info() {
   hw_model_info i = test::toy_model_info(8);
@@ -29,7 +31,7 @@ hw_model_info usable_info() {
 
 int32_t create(const hw_host_services*, const hw_options*, hw_str, hw_model** out, hw_status*) {
   static int handle = 0;
-  *out = reinterpret_cast<hw_model*>(&handle);
+  if (g_create_sets_handle) *out = reinterpret_cast<hw_model*>(&handle);
   return HW_OK;
 }
 void destroy(hw_model*) {}
@@ -66,6 +68,7 @@ class ModelInstanceTest : public ::testing::Test {
     choice_.options =
         std::make_shared<const PluginOptions>(PluginOptions::from_toml(kDescriptor, nullptr, "t"));
     g_info = usable_info();
+    g_create_sets_handle = true;
   }
   std::unique_ptr<ModelInstance> make() {
     return std::make_unique<ModelInstance>(choice_, ".", host_);
@@ -75,6 +78,8 @@ class ModelInstanceTest : public ::testing::Test {
     try {
       make();
     } catch (const PluginContractError& e) {
+      // The plugin's fault, not its options': conformance fails it instead of asking for options.
+      EXPECT_EQ(e.code(), HW_INTERNAL);
       return e.what();
     }
     ADD_FAILURE() << "the model was taken";
@@ -106,6 +111,13 @@ TEST_F(ModelInstanceTest, AnInfoWhoseStructSizeCoversNothingIsRefused) {
   g_info.returns_logits_on_request = 1;
   g_info.struct_size = offsetof(hw_model_info, returns_logits_on_request);
   EXPECT_EQ(make()->info().returns_logits_on_request, 0);
+}
+
+TEST_F(ModelInstanceTest, ACreateThatSetsNoHandleIsRefused) {
+  g_create_sets_handle = false;
+  EXPECT_EQ(refusal(),
+            "deploy.toml: model: model 'hand_model' create: returned HW_OK but left the handle "
+            "(*out) NULL; create() must set it to the instance every later call receives");
 }
 
 TEST_F(ModelInstanceTest, AForwardThatWritesAnotherNumberOfRowsIsAContractError) {

@@ -593,6 +593,23 @@ TEST_F(WorkloadTest, ErrorBadTraceRowNamesFileAndLine) {
   // Seconds beyond int64 are not a timestamp (converting them was undefined behaviour).
   write("TIMESTAMP,ContextTokens,GeneratedTokens\n0,2,3\n1e20,2,3\n", "far.csv");
   expect_error("[trace]\nfile = \"far.csv\"\n", {"far.csv:3:", "bad TIMESTAMP \"1e20\""});
+  // A day the month does not have is no date (it was read as a day of the next month).
+  write(
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-28 10:00:00,2,3\n2023-02-30 10:00:00,2,3\n",
+      "feb30.csv");
+  expect_error("[trace]\nfile = \"feb30.csv\"\n",
+               {"feb30.csv:3:", "bad TIMESTAMP \"2023-02-30 10:00:00\""});
+  write("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-04-31 00:00:00,2,3\n", "apr31.csv");
+  expect_error("[trace]\nfile = \"apr31.csv\"\n", {"apr31.csv:2:", "bad TIMESTAMP"});
+  // February 29th of a leap year is a date (and 1900 was not one, 2000 was).
+  for (const char* leap_day : {"2024-02-29", "2000-02-29"}) {
+    write("TIMESTAMP,ContextTokens,GeneratedTokens\n" + std::string(leap_day) + " 10:00:00,2,3\n",
+          "leap.csv");
+    EXPECT_EQ(load_workload(write("[trace]\nfile = \"leap.csv\"\n")).requests.size(), 1u)
+        << leap_day;
+  }
+  write("TIMESTAMP,ContextTokens,GeneratedTokens\n1900-02-29 10:00:00,2,3\n", "no_leap.csv");
+  expect_error("[trace]\nfile = \"no_leap.csv\"\n", {"no_leap.csv:2:", "bad TIMESTAMP"});
 }
 
 // Arrivals spread over more than 1e9 s would lose step times to rounding (or overflow to inf and

@@ -20,14 +20,20 @@ class LetterDecoder : public IncrementalDecoder {
     if (!stop_.empty()) {
       if (auto at = held_.find(stop_); at != std::string::npos) {
         stopped_ = true;
+        ids_before_stop_ = given_ + at + stop_.size();  // one character per id
         return held_.substr(0, at);
       }
     }
-    std::string out = std::move(held_);
-    held_.clear();
+    // Hold back the longest ending that may begin the stop string, as a real decoder does.
+    size_t keep = stop_.empty() ? 0 : std::min(held_.size(), stop_.size() - 1);
+    while (keep > 0 && held_.compare(held_.size() - keep, keep, stop_, 0, keep) != 0) --keep;
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, out.size());
+    given_ += out.size();
     return out;
   }
   StopReason stop_reason() const override { return stopped_ ? StopReason(stop_) : StopReason(); }
+  size_t ids_before_stop() const override { return ids_before_stop_; }
   std::string flush() override { return std::exchange(held_, {}); }
   std::string token_bytes(int32_t id) const override {
     return std::string(1, static_cast<char>('a' + id));
@@ -36,6 +42,8 @@ class LetterDecoder : public IncrementalDecoder {
  private:
   std::string stop_;
   std::string held_;
+  size_t given_ = 0;  // ids whose characters were returned (held_ holds the next ones)
+  size_t ids_before_stop_ = 0;
   bool stopped_ = false;
 };
 
@@ -170,6 +178,40 @@ TEST(RequestStream, AStopStringFinishesTheStreamAndAbortsUpstream) {
   EXPECT_EQ(chunk.finish, Finish::kStop);
   EXPECT_EQ(aborted, "r2");
   EXPECT_FALSE(stream.next(chunk, 0ms));
+}
+
+// A read brings every id pushed since the last; those after the one that completed the stop
+// string were generated before the abort reached the engine, and are not the answer's: not in its
+// ids, its logprobs or its usage, however the pushes and reads fell (helper-143 saw up to
+// max_tokens ids come back with finish "stop").
+TEST(RequestStream, IdsPastTheStopStringAreNotTheAnswers) {
+  for (const bool split : {false, true}) {
+    RequestStream stream("r4", 2, std::make_unique<LetterDecoder>("de"), nullptr);
+    const int32_t all[] = {0, 1, 2, 3, 4, 5, 6, 7};  // "abcdefgh": "de" ends at the 5th id
+    const core::SampledLogprobs logprobs[] = {{-0.1f, {}}, {-0.2f, {}}, {-0.3f, {}}, {-0.4f, {}},
+                                              {-0.5f, {}}, {-0.6f, {}}, {-0.7f, {}}, {-0.8f, {}}};
+    std::vector<int32_t> ids;
+    std::vector<float> chosen;
+    StreamChunk chunk;
+    const auto read = [&] {
+      ASSERT_TRUE(stream.next(chunk, 0ms));
+      ids.insert(ids.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+      for (const GeneratedLogprobs& l : chunk.logprobs) chosen.push_back(l.chosen.logprob);
+    };
+    if (split) {  // the stop string across two reads
+      stream.push_tokens(std::span(all).first(4), std::span(logprobs).first(4));
+      read();
+      stream.push_tokens(std::span(all).subspan(4), std::span(logprobs).subspan(4));
+    } else {
+      stream.push_tokens(all, logprobs);
+    }
+    read();
+    EXPECT_EQ(chunk.finish, Finish::kStop) << split;
+    EXPECT_EQ(ids, (std::vector<int32_t>{0, 1, 2, 3, 4})) << split;
+    EXPECT_EQ(chosen, (std::vector<float>{-0.1f, -0.2f, -0.3f, -0.4f, -0.5f})) << split;
+    EXPECT_EQ(chunk.usage.completion_tokens, 5u) << split;
+    EXPECT_EQ(chunk.usage.prompt_tokens, 2u);
+  }
 }
 
 TEST(RequestStream, TheConsumerWakesWhenTheProducerPushes) {

@@ -15,9 +15,11 @@
 #include <headway/abi.h>
 #include <headway/core/clock.h>
 #include <headway/core/deployment_config.h>
+#include <headway/core/guarded_buffer.h>
 #include <headway/core/host_services.h>
 #include <headway/core/kv_block_manager.h>
 #include <headway/core/log_throttle.h>
+#include <headway/core/plan_arrays.h>
 #include <headway/core/plan_validator.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/core/prefix_cache.h>
@@ -160,6 +162,9 @@ class Engine {
   void take_prefilled(std::vector<uint64_t>& ready, std::vector<uint64_t>& finished);
   // Whether a request with these tokens so far could go on decoding here (within max_model_len).
   bool can_continue(uint32_t prompt_tokens, uint32_t output_tokens) const;
+  // Whether a request may ask for this many output tokens after its prompt here: prompt + output
+  // within max_model_len (add_request refuses it otherwise).
+  bool fits(uint32_t prompt_tokens, uint32_t max_output_tokens) const;
   // The request and block list to send; throws Error when `id` is not TRANSFERRING here.
   OutgoingTransfer outgoing(uint64_t id) const;
   // Frees a transferred request's blocks and forgets it (not counted as finished here).
@@ -323,11 +328,11 @@ class Engine {
 
   // Per-step buffers, reused so that a step does not allocate in steady state.
   std::vector<hw_request_view> running_views_;
-  std::vector<hw_slice> plan_slices_;
-  std::vector<uint64_t> plan_preempted_;
+  // What the scheduler and the model fill, each with a guard past its capacity.
+  PlanArrays plan_arrays_;
   std::vector<hw_model_slice> model_slices_;
   std::vector<uint32_t> slice_slots_;
-  std::vector<int32_t> sampled_;
+  GuardedBuffer<int32_t> sampled_;
   // Per slice: 1 where the host samples it from a logits row (every sampling slice of a model that
   // returns logits; those of requests that use host processing on a model that returns logits on
   // request, for which it is hw_model_batch.logits_wanted).

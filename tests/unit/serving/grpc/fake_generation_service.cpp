@@ -16,6 +16,7 @@ class CharDecoder final : public IncrementalDecoder {
     return text;
   }
   StopReason stop_reason() const override { return {}; }
+  size_t ids_before_stop() const override { return 0; }
   std::string flush() override { return {}; }
   std::string token_bytes(int32_t id) const override {
     return std::string(1, static_cast<char>(id));

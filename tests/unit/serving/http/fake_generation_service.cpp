@@ -43,6 +43,7 @@ class LetterDecoder : public IncrementalDecoder {
   StopReason stop_reason() const override {
     return stop_token_ ? StopReason(*stop_token_) : StopReason();
   }
+  size_t ids_before_stop() const override { return 0; }  // no stop strings here
   std::string flush() override { return {}; }
   std::string token_bytes(int32_t id) const override {
     if (id >= FakeGenerationService::kTextlessIds) return {};

@@ -242,6 +242,34 @@ TEST(TextDecoder, AKeptStopStringEndsTheTextWithIt) {
   EXPECT_EQ(same_chunk->append(ids), "Sure.\n\nUser:");
 }
 
+// The ids that belong to the answer end with the one whose text completed the stop string, however
+// many came in the read: the request's ids, logprobs and usage are cut there (RequestStream).
+TEST(TextDecoder, NamesTheIdThatCompletedTheStopString) {
+  auto at_once = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}});
+  EXPECT_EQ(at_once->ids_before_stop(), 0u);
+  std::vector<int32_t> ids = ids_of("abSTOPcdSTOP");
+  EXPECT_EQ(at_once->append(ids), "ab");
+  EXPECT_EQ(at_once->ids_before_stop(), 6u);  // "abSTOP"
+  auto in_reads = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}});
+  ids = ids_of("abST");
+  EXPECT_EQ(in_reads->append(ids), "ab");
+  ids = ids_of("OPcd");
+  EXPECT_EQ(in_reads->append(ids), "");
+  EXPECT_EQ(in_reads->ids_before_stop(), 6u);
+  // Within min_tokens a stop does not count; the one after it does. A multi-byte character's last
+  // byte completes "é!" only with the "!" after it.
+  auto late = make_incremental_decoder(kBytes, {.stop_strings = {"STOP", "é!"}, .min_tokens = 5});
+  ids = ids_of("xSTOPcaé!zz");
+  EXPECT_EQ(late->append(ids), "xSTOPca");
+  EXPECT_EQ(late->ids_before_stop(), 10u);  // x S T O P c a \xC3 \xA9 !
+  // Matched only when the held bytes are flushed at the end: every id was read.
+  auto at_flush = make_incremental_decoder(kBytes, {.stop_strings = {"\xEF\xBF\xBD"}});
+  ids = {'a', 0xE2, 0x82};
+  EXPECT_EQ(at_flush->append(ids), "a");
+  EXPECT_EQ(at_flush->flush(), "");
+  EXPECT_EQ(at_flush->ids_before_stop(), 3u);
+}
+
 TEST(TextDecoder, HeldPrefixIsReleasedWhenItDoesNotBecomeAStop) {
   auto d = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}});
   EXPECT_THAT(feed(*d, "xSTAR"), ElementsAre("x", "", "", "STA", "R", ""));

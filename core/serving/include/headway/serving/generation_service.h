@@ -168,6 +168,12 @@ struct EngineSummary {
   // How long the engine's step now running has run, 0 between steps (and for a router process's
   // engines, which do not report it).
   double step_seconds = 0.0;
+  // Since the engine started (for a router process's engine, its engine process's engines
+  // together): requests preempted, and tokens looked up in and found in the prefix cache. A
+  // router process adds what its engine processes report to its own /metrics.
+  uint64_t preemptions = 0;
+  uint64_t prefix_cache_queries = 0;
+  uint64_t prefix_cache_hits = 0;
 };
 
 struct ClusterSummary {

@@ -77,6 +77,11 @@ class IncrementalDecoder {
   virtual StopReason stop_reason() const = 0;
   // True once a stop string matched (the request must then be ended upstream).
   bool stopped() const { return std::holds_alternative<std::string>(stop_reason()); }
+  // Once stopped(): how many ids, over every append(), belong to the answer, up to and including
+  // the one whose text completed the stop string. The ids after it, in the same append() or a
+  // later one, were generated before the stop reached the engine; they are not the answer's (as
+  // in vLLM, which checks stop strings token by token). 0 before a stop string matched.
+  virtual size_t ids_before_stop() const = 0;
   // At the end of the request: the text still held back (empty after a stop string matched).
   virtual std::string flush() = 0;
   // The bytes of one token's text decoded alone (logprobs name tokens by it); not necessarily

@@ -71,6 +71,10 @@ class ServingMetrics {
 
   // Series for one engine / one (engine, class); created on first use, the same on later calls.
   EngineSeries engine(uint32_t index, const std::string& pool);
+  // A router process's series for one engine process: as engine(), but its per-step histograms
+  // are kept out of the exposition (the process steps elsewhere, and the router cannot fill them:
+  // zeros would read as data).
+  EngineSeries remote_engine(uint32_t index, const std::string& pool);
   RequestSeries request(uint32_t engine, const std::string& pool, const std::string& request_class);
   void rejected(Rejection why);
   // Where one plugin instance's counters and gauges go (core::HostServices::export_metrics):
@@ -89,8 +93,11 @@ class ServingMetrics {
 
  private:
   const std::string& class_label(const std::string& request_class);
+  EngineSeries engine_series(uint32_t index, const std::string& pool,
+                             HistogramFamily& prefill_per_step, HistogramFamily& decode_per_step);
 
   MetricsRegistry registry_;
+  MetricsRegistry unexported_;  // never rendered: remote_engine()'s per-step histograms
   std::mutex class_labels_mutex_;
   std::set<std::string> class_labels_;  // guarded by class_labels_mutex_
   HistogramFamily& ttft_;
@@ -107,6 +114,8 @@ class ServingMetrics {
   GaugeFamily& alive_;
   HistogramFamily& prefill_per_step_;
   HistogramFamily& decode_per_step_;
+  HistogramFamily& remote_prefill_per_step_;  // in unexported_
+  HistogramFamily& remote_decode_per_step_;   // in unexported_
   CounterFamily& preemptions_;
   CounterFamily& kv_transfers_;
   HistogramFamily& kv_transfer_seconds_;

@@ -230,6 +230,7 @@ class RequestStream {
   std::optional<KvStage> kv_stage_;
   bool kv_stage_taken_ = false;     // handed to the consumer, which then owns removing it
   uint32_t completion_tokens_ = 0;  // every token pushed (usage)
+  uint32_t delivered_tokens_ = 0;   // consumer side: ids handed out by next()
   uint32_t cached_prompt_tokens_ = 0;
   bool admitted_;
   bool delivered_finish_ = false;

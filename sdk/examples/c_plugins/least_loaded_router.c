@@ -1,0 +1,81 @@
+/* A router in plain C11, against headway/abi.h alone: each request goes to the live mixed engine
+ * with the fewest outstanding tokens, ties broken round-robin. Refuses with HW_UNAVAILABLE (the
+ * request is refused, HTTP 503) when every engine is down. */
+#include <headway/abi.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hw_router {
+  uint32_t next; /* where the tie-breaking scan starts */
+};
+
+static int32_t fail(hw_status* status, int32_t code, const char* message) {
+  size_t size = strlen(message);
+  if (size > HW_STATUS_MESSAGE_CAPACITY - 1) size = HW_STATUS_MESSAGE_CAPACITY - 1;
+  status->code = code;
+  memcpy(status->message, message, size);
+  status->message[size] = '\0';
+  return code;
+}
+
+static int32_t least_create(const hw_host_services* host, const hw_options* options,
+                            const hw_engine_load* engines, uint32_t engine_count, hw_router** out,
+                            hw_status* status) {
+  hw_router* self;
+  uint32_t i, mixed = 0;
+  (void)host;
+  (void)options;
+  for (i = 0; i < engine_count; ++i) mixed += engines[i].role == HW_ENGINE_ROLE_MIXED;
+  /* HW_INVALID_ARGUMENT: the deployment does not suit this router (a prefill/decode one). */
+  if (mixed == 0) return fail(status, HW_INVALID_ARGUMENT, "c_least_loaded: needs mixed engines");
+  self = calloc(1, sizeof *self);
+  if (self == NULL) return fail(status, HW_RESOURCE_EXHAUSTED, "c_least_loaded: out of memory");
+  *out = self;
+  return HW_OK;
+}
+
+static void least_destroy(hw_router* self) { free(self); }
+
+static int32_t least_route(hw_router* self, const hw_route_request* request,
+                           const hw_engine_load* engines, uint32_t engine_count,
+                           hw_route_decision* decision, hw_status* status) {
+  uint32_t k, best = engine_count;
+  (void)request;
+  for (k = 0; k < engine_count; ++k) {
+    const uint32_t i = (self->next + k) % engine_count;
+    if (!engines[i].alive || engines[i].role != HW_ENGINE_ROLE_MIXED) continue;
+    if (best == engine_count || engines[i].outstanding_tokens < engines[best].outstanding_tokens) {
+      best = i;
+    }
+  }
+  if (best == engine_count) return fail(status, HW_UNAVAILABLE, "c_least_loaded: no engine is up");
+  self->next = (best + 1) % engine_count;
+  decision->struct_size = sizeof *decision; /* the writer of a struct sets its size */
+  decision->prefill_engine = engines[best].engine_index;
+  decision->decode_engine = engines[best].engine_index;
+  decision->fallback = 0;
+  return HW_OK;
+}
+
+static const hw_router_table kTable = {
+    .struct_size = sizeof(hw_router_table),
+    .create = least_create,
+    .destroy = least_destroy,
+    .route = least_route,
+};
+
+static const hw_plugin_descriptor kDescriptor = {
+    .struct_size = sizeof(hw_plugin_descriptor),
+    .abi_major = HW_ABI_MAJOR,
+    .abi_minor = HW_ABI_MINOR,
+    .kind = HW_KIND_ROUTER,
+    .name = HW_STR_LITERAL("com.example.c.router.least_loaded"),
+    .short_name = HW_STR_LITERAL("c_least_loaded"),
+    .version = HW_STR_LITERAL("0.1.0"),
+    .description = HW_STR_LITERAL("Fewest outstanding tokens among live engines, written in C"),
+    .options = NULL,
+    .option_count = 0,
+    .table = &kTable,
+};
+
+HW_EXPORT const hw_plugin_descriptor* headway_plugin_entry(void) { return &kDescriptor; }

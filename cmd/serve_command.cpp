@@ -120,7 +120,9 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
   cmd->add_option("--config", args.config, "Deployment TOML (with an optional [server] table)")
       ->required();
   cmd->add_option("--host", args.host, "Address to bind (default: [server] host, 127.0.0.1)");
-  cmd->add_option("--port", args.port, "HTTP port (0: ephemeral; default: [server] http_port)")
+  cmd->add_option(
+         "--port", args.port,
+         "HTTP port (0: ephemeral; default: [server] http_port; not for an engine process)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--grpc-port", args.grpc_port,
                   "gRPC port (0: ephemeral; default: [server] grpc_port)")

@@ -195,8 +195,9 @@ ServiceTotals ServingMetrics::totals() const {
   totals.prompt_tokens = prompt_tokens_.total();
   totals.prefill_tokens = prefill_per_step_.total_sum();
   totals.generation_tokens = generation_tokens_.total();
-  totals.prefix_cache_queries = prefix_cache_queries_.total();
+  // Hits before queries: an engine adds queries first, so the hit rate never passes 1.
   totals.prefix_cache_hits = prefix_cache_hits_.total();
+  totals.prefix_cache_queries = prefix_cache_queries_.total();
   totals.preemptions = preemptions_.total();
   return totals;
 }

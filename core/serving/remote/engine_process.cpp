@@ -70,6 +70,21 @@ bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
   return true;
 }
 
+namespace {
+
+// The process's counts since it started, its engines together (failed ones too, counted before
+// they failed: leaving them out would look like a fall, a restart).
+void take_counts(const v1::ClusterInfoResponse& cluster, EngineSummary& report) {
+  report.preemptions = report.prefix_cache_queries = report.prefix_cache_hits = 0;
+  for (const v1::EngineInfo& engine : cluster.engines()) {
+    report.preemptions += engine.preemptions();
+    report.prefix_cache_queries += engine.prefix_cache_queries();
+    report.prefix_cache_hits += engine.prefix_cache_hits();
+  }
+}
+
+}  // namespace
+
 bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& check) {
   // Read again whenever the process was down: what answers at the address now may be a restarted
   // process with another checkpoint or another max_model_len.
@@ -96,9 +111,23 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   if (!health.serving()) {
     // A process of an older build gives no reason. Builds before the draining field said so in
     // the reason alone (health.cpp): a rolling upgrade drains exactly those.
+    const bool draining = health.draining() || health.reason().starts_with("draining");
+    // A draining process goes on counting until its streams end: its counts still come, for the
+    // router's metrics (best effort: a failed call leaves the last ones).
+    std::optional<v1::ClusterInfoResponse> counts;
+    if (draining) {
+      grpc::ClientContext context;
+      prepare(context);
+      set_deadline(context, deadline);
+      v1::ClusterInfoResponse cluster;
+      if (stub_->ClusterInfo(&context, v1::ClusterInfoRequest(), &cluster).ok()) {
+        counts = std::move(cluster);
+      }
+    }
     std::lock_guard lock(mutex_);
+    if (counts) take_counts(*counts, report_);
     up_ = false;
-    draining_ = health.draining() || health.reason().starts_with("draining");
+    draining_ = draining;
     down_reason_ = health.reason().empty()
                        ? fmt::format("not serving ({} of {} engines alive, or draining)",
                                      health.engines_alive(), health.engines_total())
@@ -120,11 +149,8 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   report.pool = pool_;
   report.role = engine_role_label(role_);
   report.address = address_;
+  take_counts(cluster, report);
   for (const v1::EngineInfo& engine : cluster.engines()) {
-    // Counted by failed engines too, before they failed.
-    report.preemptions += engine.preemptions();
-    report.prefix_cache_queries += engine.prefix_cache_queries();
-    report.prefix_cache_hits += engine.prefix_cache_hits();
     if (!engine.alive()) continue;
     report.alive = true;
     report.running += engine.running();

@@ -173,6 +173,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::vector<std::unique_ptr<EngineProcess>> engines_;
   mutable std::vector<EngineSeries> engine_series_;
   std::vector<EngineSummary> counted_;  // per engine process: its counts when last added
+  std::vector<bool> counted_known_;     // per engine process: counted_ holds its counts
   ModelSummary reference_model_;        // what every engine process must serve
   // The router's own checkpoint ([model] path): its vocab_size, which the engine processes' model
   // must have when it is known, and the name it serves under, which theirs should have.
@@ -266,7 +267,16 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   failing_since_.resize(engines_.size());
   was_draining_.assign(engines_.size(), false);
   counted_.resize(engines_.size());
-  for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
+  counted_known_.assign(engines_.size(), false);
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    loads_[e] = engines_[e]->load();
+    // The counts each process made before this router started are not this router's: its
+    // counters start from 0, as its own series do (Prometheus takes a router's restart as a reset).
+    if (engines_[e]->up()) {
+      counted_[e] = engines_[e]->summary();
+      counted_known_[e] = true;
+    }
+  }
   router_host_ = std::make_unique<core::HostServices>(
       "router " + deployment.router.plugin->short_name(), &clock_);
   router_host_->export_metrics(
@@ -489,8 +499,15 @@ void RemoteGenerationService::Impl::add_engine_counts(size_t e) {
   if (!engine.up() && !engine.draining()) return;  // its counts come with its next answer
   const EngineSummary now = engine.summary();
   EngineSummary& before = counted_[e];
+  if (!counted_known_[e]) {  // first answer since the router started: counted before it
+    before = now;
+    counted_known_[e] = true;
+    return;
+  }
   EngineSeries& series = engine_series_[e];
-  // A process that restarted counts from 0 again: all of its new count is new.
+  // A process that restarted counts from 0 again: all of its new count is new. (Guessed from a
+  // count that fell: a restarted process that passed its old count before the next poll is
+  // undercounted by that count; the router sends nothing to a process it has seen down.)
   const auto grow = [](Counter& counter, uint64_t now_count, uint64_t& before_count) {
     counter.add(
         static_cast<double>(now_count >= before_count ? now_count - before_count : now_count));

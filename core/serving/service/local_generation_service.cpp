@@ -106,8 +106,8 @@ class LocalGenerationService::Impl final : public FinishedSink {
   const core::WallClock clock_{origin_};
   std::string deployment_name_;
   // Before the cluster: its plugins' host services send their metrics here until they are gone.
-  // Mutable: cluster_info() reads the engines' counters through engine(), which looks series up.
-  mutable ServingMetrics metrics_;
+  ServingMetrics metrics_;
+  std::vector<EngineSeries> engine_series_;  // per engine, as its driver records them
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<RequestAdmission> admission_;
   // An engine process ([server] role = "engine") takes prefill_only / kv_source requests from its
@@ -192,9 +192,9 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   std::vector<EngineDriver*> drivers;
   for (size_t e = 0; e < cluster_->size(); ++e) {
     core::Engine& engine = cluster_->engine(e);
-    drivers_.push_back(std::make_unique<EngineDriver>(
-        engine, metrics_.engine(engine.config().index, engine.config().pool), *this, handoff_.get(),
-        options.step_trace));
+    engine_series_.push_back(metrics_.engine(engine.config().index, engine.config().pool));
+    drivers_.push_back(std::make_unique<EngineDriver>(engine, engine_series_.back(), *this,
+                                                      handoff_.get(), options.step_trace));
     drivers.push_back(drivers_.back().get());
   }
   if (handoff_) handoff_->set_drivers(std::move(drivers));
@@ -493,12 +493,13 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
         config.index, config.pool, engine_role_label(config.role), load.alive != 0, load.running,
         load.waiting, load.outstanding_tokens, load.kv_blocks_free, load.kv_blocks_total,
         load.queued_prefill_tokens, load.block_size, std::string(), drivers_[e]->step_seconds()});
-    const EngineSeries series = metrics_.engine(config.index, config.pool);
-    summary.engines.back().preemptions = static_cast<uint64_t>(series.preemptions.value());
-    summary.engines.back().prefix_cache_queries =
-        static_cast<uint64_t>(series.prefix_cache_queries.value());
-    summary.engines.back().prefix_cache_hits =
-        static_cast<uint64_t>(series.prefix_cache_hits.value());
+    const EngineSeries& series = engine_series_[e];
+    EngineSummary& counts = summary.engines.back();
+    counts.preemptions = static_cast<uint64_t>(series.preemptions.value());
+    // Hits before queries: the engine thread adds queries first, so hits read first never exceed
+    // the queries read after them.
+    counts.prefix_cache_hits = static_cast<uint64_t>(series.prefix_cache_hits.value());
+    counts.prefix_cache_queries = static_cast<uint64_t>(series.prefix_cache_queries.value());
   }
   return summary;
 }

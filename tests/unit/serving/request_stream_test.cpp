@@ -214,6 +214,43 @@ TEST(RequestStream, IdsPastTheStopStringAreNotTheAnswers) {
   }
 }
 
+// Holds every id's text back, as a decoder holds an incomplete character's bytes; at the end the
+// held text completes the stop string (a stop on U+FFFD, which only the flush writes).
+class StopAtFlushDecoder final : public IncrementalDecoder {
+ public:
+  std::string append(std::span<const int32_t> ids) override {
+    appended_ += ids.size();
+    return {};
+  }
+  StopReason stop_reason() const override { return stopped_ ? StopReason("!") : StopReason(); }
+  size_t ids_before_stop() const override { return stopped_ ? appended_ : 0; }
+  std::string flush() override {
+    stopped_ = true;
+    return "x";
+  }
+  std::string token_bytes(int32_t) const override { return {}; }
+
+ private:
+  size_t appended_ = 0;
+  bool stopped_ = false;
+};
+
+// A stop string completed only when the held text is given out at the end ends the request as
+// `stop`, with its stop_reason, as the text says; it was reported as the producer's `length`.
+TEST(RequestStream, AStopStringCompletedAtTheEndIsAStop) {
+  RequestStream stream("r5", 1, std::make_unique<StopAtFlushDecoder>(), nullptr);
+  const int32_t ids[] = {1, 2};
+  stream.push_tokens(ids);
+  stream.finish(Finish::kLength, {});
+  StreamChunk chunk;
+  ASSERT_TRUE(stream.next(chunk, 0ms));
+  EXPECT_EQ(chunk.text, "x");
+  EXPECT_EQ(chunk.finish, Finish::kStop);
+  EXPECT_EQ(chunk.stop_reason, StopReason("!"));
+  EXPECT_EQ(chunk.token_ids.size(), 2u);
+  EXPECT_EQ(chunk.usage.completion_tokens, 2u);
+}
+
 TEST(RequestStream, TheConsumerWakesWhenTheProducerPushes) {
   RequestStream stream("r3", 1, nullptr, nullptr);
   std::thread producer([&] {

@@ -4,6 +4,7 @@
 // error.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <headway/conformance/child_process.h>
 #include <headway/conformance/isolated_run.h>
 #include <headway/conformance/report.h>
 #include <headway/conformance/suite.h>
@@ -13,11 +14,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
-#include <string_view>
 
 namespace {
 
@@ -109,13 +108,7 @@ int run(int argc, char** argv) {
   if (!replay.empty()) {
     const std::string json = conformance::replay(context, replay).dump() + "\n";
     std::cout << std::flush;  // the plugin's output, on stderr
-    for (std::string_view rest = json; !rest.empty();) {
-      const ssize_t n = ::write(replay_out, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return 2;
-      rest.remove_prefix(static_cast<size_t>(n));
-    }
-    return 0;
+    return conformance::write_all(replay_out, json) ? 0 : 2;
   }
   conformance::check_features(plugin.kind(), options.features);
   const std::string profile =

@@ -1,7 +1,6 @@
-#include "child_process.h"
-
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <headway/conformance/child_process.h>
 #include <headway/core/error.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -18,6 +17,13 @@
 #include <vector>
 
 namespace headway::conformance {
+namespace {
+
+// How long the suite, run again to replay what a test compares, may take (the replays take well
+// under a second in-process).
+constexpr double kOtherProcessSeconds = 300;
+
+}  // namespace
 
 bool write_all(int fd, std::string_view text) {
   while (!text.empty()) {
@@ -182,6 +188,24 @@ OtherProcessOutput run_suite_again(const SuiteContext& context, const std::strin
     out.json = std::move(text);
   }
   return out;
+}
+
+std::optional<nlohmann::json> replay_in_other_process(const SuiteContext& context,
+                                                      const std::string& what,
+                                                      const std::string& doing,
+                                                      nlohmann::json metrics, TestRecorder& t) {
+  if (context.suite_executable.empty()) {
+    t.skip("no suite executable to run again (the suite runs inside another program)");
+    return std::nullopt;
+  }
+  OtherProcessOutput other = run_suite_again(context, what, kOtherProcessSeconds);
+  t.metrics() = std::move(metrics);
+  if (!other.error.empty()) {
+    t.fail(fmt::format("this suite, run again to {} in another process ({}), {}", doing,
+                       context.suite_executable.string(), other.error));
+    return std::nullopt;
+  }
+  return nlohmann::json::parse(other.json);
 }
 
 }  // namespace headway::conformance

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <headway/conformance/child_process.h>
 #include <headway/conformance/isolated_run.h>
 #include <headway/core/error.h>
 #include <sys/wait.h>
@@ -10,8 +11,6 @@
 #include <csignal>
 #include <cstring>
 #include <string_view>
-
-#include "child_process.h"
 
 namespace headway::conformance {
 namespace {

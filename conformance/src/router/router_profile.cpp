@@ -1,6 +1,7 @@
 // router-core: random load vectors (some engines dead) over several deployment shapes; placements
 // checked for liveness and roles, replays for determinism. See docs/conformance.md.
 #include <fmt/format.h>
+#include <headway/conformance/child_process.h>
 #include <headway/conformance/suite.h>
 #include <headway/conformance/test_recorder.h>
 #include <headway/core/clock.h>
@@ -18,7 +19,6 @@
 #include <vector>
 
 #include "../call_waits.h"
-#include "../child_process.h"
 #include "../heap_growth.h"
 #include "router_shapes.h"
 
@@ -26,9 +26,6 @@ namespace headway::conformance {
 namespace {
 
 constexpr uint32_t kRoutesPerShape = 3000;
-// router.same_across_processes: how long headway-conformance, run again to route in another
-// process, may take (the routes take well under a second in-process).
-constexpr double kOtherProcessSeconds = 300;
 // router.per_request_heap: requests routed before the heap is watched, then while it is.
 constexpr uint32_t kPerRequestWarmUp = 8000;
 constexpr uint32_t kPerRequestRoutes = 8000;
@@ -344,28 +341,19 @@ HeapGrowth per_request_growth(const PluginUnderTest& p, const RouterShape& shape
 // router.same_across_processes: routes the requests of every shape again in another process.
 void check_other_process(const SuiteContext& context, const std::vector<ShapePlacements>& here,
                          TestRecorder& across) {
-  if (context.suite_executable.empty()) {
-    across.skip("no suite executable to run again (the suite runs inside another program)");
-    return;
-  }
-  if (here.empty()) {
+  if (here.empty() && !context.suite_executable.empty()) {
     across.skip("no shape on which two instances placed every request alike");
     return;
   }
-  const OtherProcessOutput other =
-      run_suite_again(context, "router-placements", kOtherProcessSeconds);
-  if (!other.error.empty()) {
-    across.fail(fmt::format("this suite, run again to route in another process ({}), {}",
-                            context.suite_executable.string(), other.error));
-  } else if (std::string problem =
-                 compare_with_other_process(nlohmann::json::parse(other.json), here);
-             !problem.empty()) {
+  const std::optional<nlohmann::json> other = replay_in_other_process(
+      context, "router-placements", "route", {{"shapes", here.size()}}, across);
+  if (!other) return;
+  if (std::string problem = compare_with_other_process(*other, here); !problem.empty()) {
     across.fail(problem);
   } else {
     across.note(
         fmt::format("{} {} placed alike", here.size(), here.size() == 1 ? "shape" : "shapes"));
   }
-  across.metrics() = {{"shapes", here.size()}};
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // step-scheduler-core: generated traces on a real engine over the simulated model, then a cost
 // measurement. See docs/conformance.md for each test's rule.
 #include <fmt/format.h>
+#include <headway/conformance/child_process.h>
 #include <headway/conformance/suite.h>
 #include <headway/conformance/test_recorder.h>
 #include <headway/core/clock.h>
@@ -11,13 +12,13 @@
 #include <algorithm>
 #include <barrier>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "../call_waits.h"
-#include "../child_process.h"
 #include "request_churn.h"
 #include "step_cost.h"
 #include "trace.h"
@@ -29,9 +30,6 @@ namespace {
 constexpr uint32_t kTraces = 40;             // five of each kind
 constexpr uint32_t kDeterminismTraces = 12;  // the first ones, replayed
 constexpr uint32_t kIndependenceTraces = 4;  // of those, each run again on two threads at once
-// scheduler.same_across_processes: how long headway-conformance, run again to plan those traces in
-// another process, may take (they take well under a second in-process).
-constexpr double kOtherProcessSeconds = 300;
 // scheduler.deep_queue: a burst far past the engine's room (64 requests run at once).
 constexpr uint32_t kDeepQueueRequests = 4000;
 constexpr uint32_t kCostRunning = 1000;
@@ -282,25 +280,16 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   }
   const size_t compared = static_cast<size_t>(std::count_if(
       planned_twice.begin(), planned_twice.end(), [](const auto& h) { return !h.empty(); }));
-  if (context.suite_executable.empty()) {
-    across.skip("no suite executable to run again (the suite runs inside another program)");
-  } else if (compared == 0) {
+  if (compared == 0 && !context.suite_executable.empty()) {
     across.skip("no trace ran to its end the same way twice");
-  } else {
-    const OtherProcessOutput other =
-        run_suite_again(context, "scheduler-plans", kOtherProcessSeconds);
-    if (!other.error.empty()) {
-      across.fail(
-          fmt::format("this suite, run again to plan the traces in another process ({}), {}",
-                      context.suite_executable.string(), other.error));
-    } else if (std::string problem = compare_with_other_process(nlohmann::json::parse(other.json),
-                                                                traces, planned_twice);
-               !problem.empty()) {
+  } else if (const std::optional<nlohmann::json> other = replay_in_other_process(
+                 context, "scheduler-plans", "plan the traces", {{"traces", compared}}, across)) {
+    if (std::string problem = compare_with_other_process(*other, traces, planned_twice);
+        !problem.empty()) {
       across.fail(problem);
     } else {
       across.note(fmt::format("{} {} planned alike", compared, compared == 1 ? "trace" : "traces"));
     }
-    across.metrics() = {{"traces", compared}};
   }
   // Only traces one instance plans the same way twice: a scheduler that is not deterministic
   // alone fails scheduler.deterministic, not this. Each beside the next (of another kind, so with

@@ -59,18 +59,18 @@ class TextDecoder final : public IncrementalDecoder {
       ids = ids.subspan(early);
       if (ids.empty()) return out;
     }
+    std::string text;
+    text_ends_.clear();
     if (stops_.empty()) {
-      std::string text;
       take_text_of(ids, text);
-      out += release(text, false);
-      return out;
+    } else {
+      // Where each id's text ends: a stop string's match then names the id that completed it.
+      for (size_t i = 0; i < ids.size(); ++i) {
+        take_text_of(ids.subspan(i, 1), text);
+        text_ends_.push_back(text.size());
+      }
     }
-    // With stop strings, one id at a time: a match then names the id whose text completed it.
-    for (size_t i = 0; i < ids.size() && !stopped_; ++i) {
-      std::string text;
-      take_text_of(ids.subspan(i, 1), text);
-      out += release(text, false);
-    }
+    out += release(text, false);
     return out;
   }
 
@@ -89,6 +89,7 @@ class TextDecoder final : public IncrementalDecoder {
 
   std::string flush() override {
     if (stopped_) return {};
+    text_ends_.clear();  // the held text is no one id's: a stop there takes every id
     return release(take_new_text(0, true), true);
   }
 
@@ -174,7 +175,9 @@ class TextDecoder final : public IncrementalDecoder {
 
   // Adds `text` to what is held back and returns what is now final: everything before a stop
   // string that matched, or everything except the tail that may still begin one.
+  // `text_ends_` says which of the last ids brought which part of `text` (empty: none does).
   std::string release(std::string_view text, bool final) {
+    const size_t held_before = held_.size();
     held_ += text;
     // The stop that a reader of one byte at a time would see complete first: the earliest end,
     // then the earliest start. So the match (and the text, when the stop string is kept) does not
@@ -193,7 +196,14 @@ class TextDecoder final : public IncrementalDecoder {
     }
     if (first != std::string::npos) {
       stopped_ = true;
-      ids_before_stop_ = appended_;  // append() gives one id at a time when there are stops
+      // The answer ends with the id whose text completed the stop (it was not complete before
+      // `text`, so it ends inside it); the ids after it are not the answer's.
+      ids_before_stop_ = appended_;
+      if (!text_ends_.empty()) {
+        const auto by =
+            std::lower_bound(text_ends_.begin(), text_ends_.end(), first_end - held_before);
+        ids_before_stop_ -= static_cast<size_t>(text_ends_.end() - by) - 1;
+      }
       held_.resize(keep_stop_string_ ? first + matched_.size() : first);
       window_.clear();
       read_ = 0;
@@ -224,7 +234,8 @@ class TextDecoder final : public IncrementalDecoder {
   const bool skip_special_tokens_;
   const int32_t end_of_sequence_;  // a stop token that is not a stop_reason
   size_t appended_ = 0;            // ids given to append() so far (a trailing stop id not counted)
-  size_t ids_before_stop_ = 0;     // appended_ when a stop string matched
+  size_t ids_before_stop_ = 0;     // ids up to the one that completed a stop string
+  std::vector<size_t> text_ends_;  // append(): each id's end in its text (reused, no allocation)
   const bool replacement_means_incomplete_;
   const bool drops_first_space_;
   std::vector<std::string> stops_;

@@ -1,11 +1,15 @@
 // The pipe and process plumbing the suite's child processes share: run_profile_isolated()'s forked
-// child, and the suite run again as another process (run_suite_again()).
+// child, the suite run again as another process (run_suite_again(), replay_in_other_process()),
+// and headway-conformance's --replay output.
 //
 // Threading: each call blocks only the calling thread.
 #pragma once
 
 #include <headway/conformance/suite.h>
+#include <headway/conformance/test_recorder.h>
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -37,5 +41,14 @@ struct OtherProcessOutput {
 // can be made.
 OtherProcessOutput run_suite_again(const SuiteContext& context, const std::string& what,
                                    double timeout_s);
+
+// For a same_across_processes test `t`: what the suite, run again with `--replay what` (for at
+// most 300 s), printed; nullopt when `t` was skipped (no suite executable to run) or failed (the
+// other process did not answer: the message says it was run to `doing`, "plan the traces").
+// `metrics` become `t`'s once the other process ran.
+std::optional<nlohmann::json> replay_in_other_process(const SuiteContext& context,
+                                                      const std::string& what,
+                                                      const std::string& doing,
+                                                      nlohmann::json metrics, TestRecorder& t);
 
 }  // namespace headway::conformance

@@ -27,8 +27,8 @@
 //    it). With P > 1, as in V0 (which allocated a prompt's blocks at admission), a prompt is
 //    admitted only when blocks for all of it fit in what the prefills in progress will not claim;
 //    otherwise concurrent prefills run the cache dry mid-prompt and long prompts are preempted and
-//    recomputed over and over (measured on the configs/hol comparison: 2,214 preemptions without
-//    this rule, none with it).
+//    recomputed over and over (measured on the configs/hol comparison when it was written: 2,214
+//    preemptions without this rule, none with it; 6 since later changes, docs/performance.md).
 //
 // P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1), so that
 // a deployment switching schedulers without setting P sees no change. Two points differ from V0
@@ -71,20 +71,22 @@ constexpr hw_option_spec kOptions[] = {
                              "Token budget of one step, all slices together."),
     headway::sdk::int_option("max_num_seqs", 256, 1, 1 << 16,
                              "Requests holding KV (running) at once."),
-    headway::sdk::int_option("max_num_partial_prefills", 1, 1, 1 << 16,
-                             "P: prefills the step budget is divided among (each takes at most "
-                             "budget / min(prefills counted, P) tokens). 1 = the baseline chunked "
-                             "scheduler, exactly."),
+    headway::sdk::int_option(
+        "max_num_partial_prefills", 1, 1, 1 << 16,
+        "P: prefills the step budget is divided among (each takes at most "
+        "budget / min(prefills counted, P) tokens), at most "
+        "max_num_batched_tokens. 1 = the baseline chunked scheduler, exactly."),
     headway::sdk::int_option("max_long_partial_prefills", 1, 1, 1 << 16,
                              "L: long prefills (more than T tokens left) in progress at once; "
                              "a long waiting prompt is deferred while L are. Must be <= "
                              "max_num_partial_prefills."),
-    headway::sdk::int_option("long_prefill_token_threshold", 0, 0, 1 << 24,
-                             "T: a prefill with more than T tokens left is long. With "
-                             "max_num_partial_prefills > 1, 0 means 4% of the engine's "
-                             "max_model_len. With max_num_partial_prefills = 1 it is, as in "
-                             "`chunked`, the most tokens one request may compute in one step "
-                             "(0 = no cap)."),
+    headway::sdk::int_option(
+        "long_prefill_token_threshold", 0, 0, 1 << 24,
+        "T: a prefill with more than T tokens left is long. With "
+        "max_num_partial_prefills > 1, at most the engine's max_model_len, and 0 "
+        "means 4% of it. With max_num_partial_prefills = 1 it is, as in "
+        "`chunked`, the most tokens one request may compute in one step "
+        "(0 = no cap)."),
     headway::sdk::int_option(
         "max_long_prefill_chunk", 0, 0, 1 << 24,
         "C: with max_num_partial_prefills > 1, the most tokens a long prefill "
@@ -132,6 +134,25 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
                                 std::to_string(long_chunk_) + ") >= max_num_batched_tokens (" +
                                 std::to_string(budget_) +
                                 "): it never caps a chunk; set it below the budget or to 0");
+    }
+    if (max_partial_ > budget_) {
+      // Each of P prefills sharing a step may take budget / P tokens: 0 here, and a prefill given
+      // 0 tokens can never progress.
+      throw headway::sdk::Error(
+          HW_INVALID_ARGUMENT,
+          "max_num_partial_prefills (" + std::to_string(max_partial_) +
+              ") must be <= max_num_batched_tokens (" + std::to_string(budget_) +
+              "): each of the prefills sharing a step takes budget / max_num_partial_prefills "
+              "tokens, which would be 0");
+    }
+    if (max_partial_ > 1 && facts.max_model_len > 0 && threshold_ > facts.max_model_len) {
+      // No prompt could ever be long, so max_long_partial_prefills would do nothing (vLLM refuses
+      // it too, in SchedulerConfig).
+      throw headway::sdk::Error(
+          HW_INVALID_ARGUMENT,
+          "long_prefill_token_threshold (" + std::to_string(threshold_) +
+              ") must be <= the engine's max_model_len (" + std::to_string(facts.max_model_len) +
+              ") with max_num_partial_prefills > 1: no prompt would ever count as long");
     }
     if (max_partial_ > 1 && threshold_ == 0) {
       threshold_ = static_cast<uint32_t>(static_cast<uint64_t>(facts.max_model_len) * 4 / 100);

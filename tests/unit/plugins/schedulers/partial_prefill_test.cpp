@@ -250,6 +250,46 @@ TEST(PartialPrefillScheduler, LongPrefillChunkWithOnePartialPrefillIsRejected) {
       SchedulerHarness(kPartial, "max_num_partial_prefills = 2\nmax_long_prefill_chunk = 512"));
 }
 
+// A budget smaller than P would give each of P prefills budget / P = 0 tokens: a prefill that never
+// progresses (the plan of the first step had a slice of 0 tokens). Refused at create, naming both.
+TEST(PartialPrefillScheduler, ABudgetBelowThePartialPrefillsIsRejected) {
+  try {
+    SchedulerHarness h(kPartial, "max_num_batched_tokens = 3\nmax_num_partial_prefills = 4");
+    FAIL() << "a budget of 3 tokens for 4 partial prefills was accepted";
+  } catch (const core::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("max_num_partial_prefills (4) must be <= max_num_batched_tokens (3)"),
+              std::string::npos)
+        << message;
+  }
+  // One token each is enough to progress.
+  SchedulerHarness h(kPartial, "max_num_batched_tokens = 4\nmax_num_partial_prefills = 4");
+  const auto p = plan_step(h, {}, {waiting_request(1, 50, 1), waiting_request(2, 50, 1)}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 2}, {2, 0, 2}}));
+}
+
+// With P > 1, a threshold above max_model_len makes no prompt long and L inert: refused, as vLLM's
+// SchedulerConfig does. With P = 1 it is a chunk cap, which may exceed any prompt.
+TEST(PartialPrefillScheduler, AThresholdAboveMaxModelLenIsRejectedWithPartialPrefills) {
+  const auto harness = [](uint32_t partial) {
+    SchedulerHarness(kPartial,
+                     "max_num_partial_prefills = " + std::to_string(partial) +
+                         "\nlong_prefill_token_threshold = 200000",
+                     /*block_size=*/16, /*kv_blocks_total=*/4096, /*max_model_len=*/131072);
+  };
+  try {
+    harness(4);
+    FAIL() << "a threshold past max_model_len was accepted with P = 4";
+  } catch (const core::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("long_prefill_token_threshold (200000) must be <= the engine's "
+                           "max_model_len (131072)"),
+              std::string::npos)
+        << message;
+  }
+  EXPECT_NO_THROW(harness(1));
+}
+
 // A C of the whole budget or more never caps a chunk: accepted (it is harmless), with a warning
 // that names both options; a C below the budget is not warned about.
 TEST(PartialPrefillScheduler, LongPrefillChunkAtOrAboveTheBudgetIsWarnedAbout) {
@@ -486,9 +526,9 @@ TEST(PartialPrefillScheduler, RequestsHoldingMovedKvPassAHeadThatDoesNotFit) {
 // queues built to reach every path: one priority in order, several priorities whose members are
 // each in arrival order, arrivals out of order (ties included), running requests not in admission
 // order, priorities that share a home slot of the 64-slot table (0, 64, -64), a wide range of
-// them, and more distinct ones than the table holds. Budget, KV and the long threshold are out of
-// the way, so that every running request gets a slice and every waiting one is admitted: the plan
-// lists them in serving order.
+// them, and more distinct ones than the table holds. Budget, KV and the long threshold (at the
+// harness's max_model_len, the most allowed) are out of the way, so that every running request
+// gets a slice and every waiting one is admitted: the plan lists them in serving order.
 TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
   enum class Priorities { kOne, kFew, kSharingASlot, kWide, kMoreThanTheTable };
   std::mt19937 rng(7);
@@ -496,7 +536,7 @@ TEST(PartialPrefillScheduler, PriorityOrderIsThatOfAFullSort) {
   for (uint32_t max_partial : {1u, 4u}) {
     SchedulerHarness h(kPartial,
                        "max_num_batched_tokens = 1000000\nmax_num_seqs = 65536\n"
-                       "long_prefill_token_threshold = 16777216\npolicy = \"priority\"\n"
+                       "long_prefill_token_threshold = 1048576\npolicy = \"priority\"\n"
                        "max_num_partial_prefills = " +
                            std::to_string(max_partial));
     for (int trial = 0; trial < 400; ++trial) {

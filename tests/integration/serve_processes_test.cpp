@@ -1103,12 +1103,32 @@ bool prefill_kv_freed(int router_port) {
   return false;
 }
 
+// The router's headway_plugin_total series of engine process `engine`'s KV transport
+// test_socket_peers, once it has counted a joined link (engine processes have no /metrics: the
+// router forwards them); 0 when none after 30 s (a hang guard, not a timing assertion).
+double socket_links_joined(httplib::Client& http, int engine) {
+  const std::regex series("headway_plugin_total\\{engine=\"" + std::to_string(engine) +
+                          "\",pool=\"\",kind=\"kv_transport\",plugin=\"test_socket_peers\","
+                          "metric=\"socket_links_joined\"\\} ([0-9.e+]+)");
+  for (int i = 0; i < 300; ++i) {
+    const std::string metrics = metrics_of(http);
+    std::smatch match;
+    if (std::regex_search(metrics, match, series) && std::stod(match[1].str()) > 0.0) {
+      return std::stod(match[1].str());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return 0.0;
+}
+
 // kv_handoff = "link": the prefill process keeps each request's KV in its engine and the decode
 // process pulls it over a peer link of their transports (OpenKvLink once, SendHeldKv per request,
 // over the real gRPC worker API), as NCCL between two processes' GPUs would. The same tokens, every
-// transfer counted, and at the end the prefill process holds no KV block.
-void expect_tokens_of_one_process_over_links(const std::string& name,
-                                             const std::string& transport) {
+// transfer counted, and at the end the prefill process holds no KV block. With
+// `counts_links`, each process's transport counted the link it joined (test_socket_peers), and the
+// router's /metrics has it.
+void expect_tokens_of_one_process_over_links(const std::string& name, const std::string& transport,
+                                             bool counts_links = false) {
   TempDir dir(name);
   DisaggregatedProcesses cluster(
       dir.path, /*decode_block_size=*/16,
@@ -1118,6 +1138,16 @@ void expect_tokens_of_one_process_over_links(const std::string& name,
   // a step or two after.
   httplib::Client http("127.0.0.1", cluster.router_port());
   EXPECT_TRUE(prefill_kv_freed(cluster.router_port())) << metrics_of(http);
+  if (counts_links) {
+    // One link between the two processes, joined once on each side.
+    EXPECT_EQ(socket_links_joined(http, 0), 1.0) << metrics_of(http);
+    EXPECT_EQ(socket_links_joined(http, 1), 1.0) << metrics_of(http);
+    EXPECT_NE(metrics_of(http).find("headway_plugin_value{engine=\"1\",pool=\"\",kind=\"kv_"
+                                    "transport\",plugin=\"test_socket_peers\",metric=\"socket_"
+                                    "links_open\"} 1"),
+              std::string::npos)
+        << metrics_of(http);
+  }
   const pid_t prefill = cluster.prefill().pid();
   const pid_t decode = cluster.decode().pid();
   cluster.stop_all();
@@ -1161,7 +1191,8 @@ TEST(ServeProcesses, HeldKvOfAHandOffTheRouterThrowsAwayIsFreedAtOnce) {
 // test_socket_peers carries the bytes over loopback TCP.
 TEST(ServeProcesses, DisaggregationOverPeerLinksGivesTheTokensOfOneProcess) {
   expect_tokens_of_one_process_over_links(
-      "serve_processes_link", std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_socket_peers.so");
+      "serve_processes_link", std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_socket_peers.so",
+      /*counts_links=*/true);
 }
 
 // host_copy's links: rings in shared memory between the two processes (pinned for KV on a GPU).

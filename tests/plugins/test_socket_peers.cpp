@@ -19,6 +19,8 @@
 // a sender thread (which first performs the join) and a receiver thread move the bytes, posts being
 // served in posting order per direction. They never hold the mutex across a socket call: they wait
 // in poll(2) on the socket and a self-pipe that peer_post, peer_close and a broken link write to.
+// Metrics (through the host services, so tests can follow them to a router's /metrics): the
+// counter socket_links_joined and the gauge socket_links_open.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -359,6 +361,8 @@ class SocketPeers final : public headway::sdk::KvTransport, public headway::sdk:
     }
     std::lock_guard lock(mutex_);
     links_.emplace(raw->handle, std::move(link));
+    host_.counter_add("socket_links_joined", 1.0);
+    host_.gauge_set("socket_links_open", static_cast<double>(links_.size()));
     return raw->handle;
   }
 
@@ -405,6 +409,7 @@ class SocketPeers final : public headway::sdk::KvTransport, public headway::sdk:
       if (it == links_.end()) return;
       link = std::move(it->second);
       links_.erase(it);
+      host_.gauge_set("socket_links_open", static_cast<double>(links_.size()));
     }
     stop_threads(*link);
     std::lock_guard lock(mutex_);

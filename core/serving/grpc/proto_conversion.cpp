@@ -276,6 +276,16 @@ void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResp
     info.set_prefix_cache_queries(engine.prefix_cache_queries);
     info.set_prefix_cache_hits(engine.prefix_cache_hits);
   }
+  for (const PluginMetricSample& sample : cluster.plugin_metrics) {
+    v1::PluginMetric& metric = *out.add_plugin_metrics();
+    metric.set_engine(sample.engine);
+    metric.set_pool(sample.pool);
+    metric.set_kind(sample.kind);
+    metric.set_plugin(sample.plugin);
+    metric.set_metric(sample.metric);
+    metric.set_gauge(!sample.counter);
+    metric.set_value(sample.value);
+  }
 }
 
 }  // namespace headway::serving::grpc_frontend

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <stdexcept>
 
 namespace headway::serving {
@@ -17,6 +18,16 @@ bool valid_name(const std::string& name, bool allow_colon) {
     if (!(letter || (digit && i > 0) || (allow_colon && c == ':'))) return false;
   }
   return true;
+}
+
+// Each series of a counter or gauge family with its value (the caller holds the family's mutex).
+template <typename Series>
+std::vector<SeriesReading> read_series(const std::vector<std::vector<std::string>>& labels,
+                                       const std::deque<Series>& series) {
+  std::vector<SeriesReading> out;
+  out.reserve(series.size());
+  for (size_t s = 0; s < series.size(); ++s) out.push_back({labels[s], series[s].value()});
+  return out;
 }
 
 }  // namespace
@@ -138,6 +149,11 @@ double CounterFamily::total() const {
   return sum;
 }
 
+std::vector<SeriesReading> CounterFamily::readings() const {
+  std::lock_guard lock(mutex_);
+  return read_series(label_values(), series_);
+}
+
 void CounterFamily::render_series(std::string& out, size_t index, const std::string& labels) const {
   out += fmt::format("{}{}{}{} {}\n", name(), labels.empty() ? "" : "{", labels,
                      labels.empty() ? "" : "}", format_sample_value(series_[index].value()));
@@ -149,6 +165,11 @@ GaugeFamily::GaugeFamily(std::string name, std::string help, std::vector<std::st
 Gauge& GaugeFamily::with(const std::vector<std::string>& values) {
   std::lock_guard lock(mutex_);
   return series_[series_index(values)];
+}
+
+std::vector<SeriesReading> GaugeFamily::readings() const {
+  std::lock_guard lock(mutex_);
+  return read_series(label_values(), series_);
 }
 
 void GaugeFamily::render_series(std::string& out, size_t index, const std::string& labels) const {

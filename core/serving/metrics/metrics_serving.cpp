@@ -165,6 +165,27 @@ core::PluginMetricsSink& ServingMetrics::plugin(const std::string& engine, const
       plugin_counters_, plugin_gauges_, std::vector<std::string>{engine, pool, kind, plugin}));
 }
 
+std::vector<PluginMetricSample> ServingMetrics::plugin_samples() const {
+  std::vector<PluginMetricSample> out;
+  const auto add = [&out](const std::vector<SeriesReading>& readings, bool counter) {
+    for (const SeriesReading& series : readings) {
+      const std::vector<std::string>& l = series.labels;  // kPluginLabels' order
+      out.push_back(PluginMetricSample{l[0], l[1], l[2], l[3], l[4], counter, series.value});
+    }
+  };
+  add(plugin_counters_.readings(), true);
+  add(plugin_gauges_.readings(), false);
+  return out;
+}
+
+Counter& ServingMetrics::forwarded_plugin_counter(const std::vector<std::string>& labels) {
+  return plugin_counters_.with(labels);
+}
+
+Gauge& ServingMetrics::forwarded_plugin_gauge(const std::vector<std::string>& labels) {
+  return plugin_gauges_.with(labels);
+}
+
 const std::string& ServingMetrics::class_label(const std::string& request_class) {
   static const std::string kOther = "other";
   std::lock_guard lock(class_labels_mutex_);

@@ -83,6 +83,17 @@ void take_counts(const v1::ClusterInfoResponse& cluster, EngineSummary& report) 
   }
 }
 
+std::vector<PluginMetricSample> take_plugin_metrics(const v1::ClusterInfoResponse& cluster) {
+  std::vector<PluginMetricSample> samples;
+  samples.reserve(static_cast<size_t>(cluster.plugin_metrics_size()));
+  for (const v1::PluginMetric& metric : cluster.plugin_metrics()) {
+    samples.push_back(PluginMetricSample{metric.engine(), metric.pool(), metric.kind(),
+                                         metric.plugin(), metric.metric(), !metric.gauge(),
+                                         metric.value()});
+  }
+  return samples;
+}
+
 }  // namespace
 
 bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& check) {
@@ -115,17 +126,22 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     // A draining process goes on counting until its streams end: its counts still come, for the
     // router's metrics (best effort: a failed call leaves the last ones).
     std::optional<v1::ClusterInfoResponse> counts;
+    std::vector<PluginMetricSample> plugin_metrics;
     if (draining) {
       grpc::ClientContext context;
       prepare(context);
       set_deadline(context, deadline);
       v1::ClusterInfoResponse cluster;
       if (stub_->ClusterInfo(&context, v1::ClusterInfoRequest(), &cluster).ok()) {
+        plugin_metrics = take_plugin_metrics(cluster);
         counts = std::move(cluster);
       }
     }
     std::lock_guard lock(mutex_);
-    if (counts) take_counts(*counts, report_);
+    if (counts) {
+      take_counts(*counts, report_);
+      plugin_metrics_ = std::move(plugin_metrics);
+    }
     up_ = false;
     draining_ = draining;
     down_reason_ = health.reason().empty()
@@ -150,6 +166,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   report.role = engine_role_label(role_);
   report.address = address_;
   take_counts(cluster, report);
+  std::vector<PluginMetricSample> plugin_metrics = take_plugin_metrics(cluster);
   for (const v1::EngineInfo& engine : cluster.engines()) {
     if (!engine.alive()) continue;
     report.alive = true;
@@ -175,6 +192,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   }
   std::lock_guard lock(mutex_);
   report_ = std::move(report);
+  plugin_metrics_ = std::move(plugin_metrics);
   up_ = true;
   draining_ = false;
   late_polls_ = 0;
@@ -240,6 +258,11 @@ EngineSummary EngineProcess::summary() const {
   EngineSummary summary = report_;
   summary.alive = up_;
   return summary;
+}
+
+std::vector<PluginMetricSample> EngineProcess::plugin_metrics() const {
+  std::lock_guard lock(mutex_);
+  return plugin_metrics_;
 }
 
 void EngineProcess::sent(uint32_t prompt_tokens, uint32_t max_tokens) {

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace headway::serving {
 
@@ -65,6 +66,8 @@ class EngineProcess {
   std::optional<ModelSummary> model() const;
   // The last report, for ClusterInfo.
   EngineSummary summary() const;
+  // Its plugins' metrics as of the last report (the process's own labels).
+  std::vector<PluginMetricSample> plugin_metrics() const;
 
   // A request was sent to the process.
   void sent(uint32_t prompt_tokens, uint32_t max_tokens);
@@ -94,6 +97,7 @@ class EngineProcess {
   uint32_t late_polls_ = 0;  // consecutive polls that missed their deadline
   std::optional<ModelSummary> model_;
   EngineSummary report_;
+  std::vector<PluginMetricSample> plugin_metrics_;
   // Sent since the report was asked for (a request sent while a poll is in flight may or may not
   // be in its answer; counting it until the next poll errs on the side of "busier").
   uint32_t sent_requests_ = 0;

@@ -4,6 +4,7 @@
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/serving/echoed_input.h>
+#include <headway/serving/forwarded_plugin_metrics.h>
 #include <headway/serving/metrics_serving.h>
 #include <headway/serving/random_bits.h>
 #include <headway/serving/remote_generation_service.h>
@@ -174,7 +175,9 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   mutable std::vector<EngineSeries> engine_series_;
   std::vector<EngineSummary> counted_;  // per engine process: its counts when last added
   std::vector<bool> counted_known_;     // per engine process: counted_ holds its counts
-  ModelSummary reference_model_;        // what every engine process must serve
+  // Per engine process: its plugins' metrics in this router's /metrics (poll thread).
+  std::vector<ForwardedPluginMetrics> forwarded_plugins_;
+  ModelSummary reference_model_;  // what every engine process must serve
   // The router's own checkpoint ([model] path): its vocab_size, which the engine processes' model
   // must have when it is known, and the name it serves under, which theirs should have.
   std::optional<uint32_t> own_vocab_;
@@ -269,11 +272,14 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   counted_.resize(engines_.size());
   counted_known_.assign(engines_.size(), false);
   for (size_t e = 0; e < engines_.size(); ++e) {
-    loads_[e] = engines_[e]->load();
+    const EngineProcess& engine = *engines_[e];
+    forwarded_plugins_.emplace_back(metrics_, engine.index(), engine.pool(), engine.address());
+    loads_[e] = engine.load();
     // The counts each process made before this router started are not this router's: its
     // counters start from 0, as its own series do (Prometheus takes a router's restart as a reset).
-    if (engines_[e]->up()) {
-      counted_[e] = engines_[e]->summary();
+    if (engine.up()) {
+      counted_[e] = engine.summary();
+      forwarded_plugins_[e].take(engine.plugin_metrics(), /*baseline=*/true);
       counted_known_[e] = true;
     }
   }
@@ -499,7 +505,9 @@ void RemoteGenerationService::Impl::add_engine_counts(size_t e) {
   if (!engine.up() && !engine.draining()) return;  // its counts come with its next answer
   const EngineSummary now = engine.summary();
   EngineSummary& before = counted_[e];
-  if (!counted_known_[e]) {  // first answer since the router started: counted before it
+  // On its first answer since the router started, what it reports was counted before the router.
+  forwarded_plugins_[e].take(engine.plugin_metrics(), /*baseline=*/!counted_known_[e]);
+  if (!counted_known_[e]) {
     before = now;
     counted_known_[e] = true;
     return;

@@ -501,6 +501,7 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
     counts.prefix_cache_hits = static_cast<uint64_t>(series.prefix_cache_hits.value());
     counts.prefix_cache_queries = static_cast<uint64_t>(series.prefix_cache_queries.value());
   }
+  summary.plugin_metrics = metrics_.plugin_samples();
   return summary;
 }
 

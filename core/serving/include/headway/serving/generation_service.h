@@ -176,10 +176,24 @@ struct EngineSummary {
   uint64_t prefix_cache_hits = 0;
 };
 
+// One series of a plugin's metric as the process exports it (headway_plugin_total for a counter,
+// headway_plugin_value for a gauge): a router process exports its engine processes' ones.
+struct PluginMetricSample {
+  std::string engine;  // the engine's index in its process; empty for a router or a KV transport
+  std::string pool;
+  std::string kind;  // "model", "scheduler", "router", "kv_transport"
+  std::string plugin;
+  std::string metric;   // the plugin's name for it
+  bool counter = true;  // else a gauge
+  double value = 0.0;   // a counter's total since the process started, a gauge's last value
+};
+
 struct ClusterSummary {
   std::string deployment;
   std::string router;
   std::vector<EngineSummary> engines;
+  // Of one process (a router process gives none: its router plugin's are in its own /metrics).
+  std::vector<PluginMetricSample> plugin_metrics;
 };
 
 // What a service has done since it started, summed over its engines: the counters behind

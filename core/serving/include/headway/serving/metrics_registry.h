@@ -69,6 +69,13 @@ class Histogram {
 
 enum class MetricType { kCounter, kGauge, kHistogram };
 
+// One series of a counter or gauge family as read at one moment: its label values (in the
+// family's label order) and its value.
+struct SeriesReading {
+  std::vector<std::string> labels;
+  double value = 0.0;
+};
+
 // The common part of a family: name, help, label names, and the label values of each series.
 class MetricFamily {
  public:
@@ -85,6 +92,8 @@ class MetricFamily {
   size_t series_index(const std::vector<std::string>& values);
   virtual void create_series() = 0;
   virtual void render_series(std::string& out, size_t index, const std::string& labels) const = 0;
+  // The label values of every series, in creation order. Caller holds mutex_.
+  const std::vector<std::vector<std::string>>& label_values() const { return label_values_; }
   mutable std::mutex mutex_;
 
  private:
@@ -103,6 +112,8 @@ class CounterFamily final : public MetricFamily {
   Counter& with(const std::vector<std::string>& values);
   // The sum over every series (what a PromQL sum() of the family would give).
   double total() const;
+  // Every series with its value now.
+  std::vector<SeriesReading> readings() const;
 
  private:
   void create_series() override { series_.emplace_back(); }
@@ -114,6 +125,8 @@ class GaugeFamily final : public MetricFamily {
  public:
   GaugeFamily(std::string name, std::string help, std::vector<std::string> label_names);
   Gauge& with(const std::vector<std::string>& values);
+  // Every series with its value now.
+  std::vector<SeriesReading> readings() const;
 
  private:
   void create_series() override { series_.emplace_back(); }

@@ -84,6 +84,13 @@ class ServingMetrics {
   // these metrics.
   core::PluginMetricsSink& plugin(const std::string& engine, const std::string& pool,
                                   const std::string& kind, const std::string& plugin);
+  // What plugin() sinks have exported so far, one sample per series (for ClusterInfo).
+  std::vector<PluginMetricSample> plugin_samples() const;
+  // A router process's series for a plugin metric of one of its engine processes, labelled as
+  // plugin()'s: engine (the engine process), pool, kind, plugin, metric. The caller bounds how
+  // many it makes.
+  Counter& forwarded_plugin_counter(const std::vector<std::string>& labels);
+  Gauge& forwarded_plugin_gauge(const std::vector<std::string>& labels);
 
   // The exposition text of every metric.
   std::string render() const { return registry_.render(); }

@@ -96,6 +96,7 @@ GuidedOutput from_proto(const v1::GuidedOutput& guided) {
   GuidedOutput out;
   out.field = guided.field();
   out.starts_after = guided.starts_after();
+  out.reasoning_opener = guided.reasoning_opener();
   switch (guided.kind_case()) {
     case v1::GuidedOutput::kJsonSchema:
       out.kind = GuidedOutput::Kind::kJsonSchema;
@@ -150,6 +151,7 @@ ServiceError with_proto_field_names(const ServiceError& error) {
 void to_proto(const GuidedOutput& guided, v1::GuidedOutput& out) {
   out.set_field(guided.field);
   out.set_starts_after(guided.starts_after);
+  out.set_reasoning_opener(guided.reasoning_opener);
   switch (guided.kind) {
     case GuidedOutput::Kind::kJsonSchema:
       out.set_json_schema(guided.schema_json);

@@ -23,7 +23,7 @@ GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
                            std::shared_ptr<const VocabularyIndex> vocabulary,
                            const std::vector<int32_t>& stop_token_ids,
                            std::shared_ptr<MaskStore> store, size_t worth_keeping,
-                           std::string starts_after)
+                           std::string starts_after, std::string reasoning_opener)
     : grammar_(std::move(grammar)),
       vocabulary_(std::move(vocabulary)),
       store_(store ? std::move(store) : std::make_shared<MaskStore>(kOwnStoreCapacity)),
@@ -40,7 +40,26 @@ GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
   }
   end_logits_.resize(end_tokens_.size());
   marker_ = std::move(starts_after);
+  if (!marker_.empty() && !reasoning_opener.empty()) {
+    opener_ = std::move(reasoning_opener);
+    for (uint32_t id = 0; id < vocabulary_->vocab_size(); ++id) {
+      if (opens_reasoning(static_cast<int32_t>(id))) {
+        opener_tokens_.push_back(static_cast<int32_t>(id));
+      }
+    }
+    opener_logits_.resize(opener_tokens_.size());
+  }
   matcher_.start(state_);
+}
+
+bool GrammarGuide::opens_reasoning(int32_t token) const {
+  if (is_end_token(token)) return false;
+  std::string_view bytes = vocabulary_->bytes_of(token);
+  while (!bytes.empty() && (bytes.front() == ' ' || bytes.front() == '\t' ||
+                            bytes.front() == '\n' || bytes.front() == '\r')) {
+    bytes.remove_prefix(1);
+  }
+  return bytes.starts_with(opener_);
 }
 
 std::optional<bool> GrammarGuide::completes_marker(std::string_view bytes) {
@@ -94,6 +113,11 @@ bool GrammarGuide::complete() const {
 
 bool GrammarGuide::accept(int32_t token) {
   if (ended_) return false;
+  if (!opener_.empty()) {
+    // The first token decides: the reasoning opens, or there is none and the answer starts here.
+    if (!opens_reasoning(token)) marker_.clear();
+    opener_.clear();
+  }
   if (!marker_.empty()) {
     if (is_end_token(token)) return false;
     const std::string_view bytes = vocabulary_->bytes_of(token);
@@ -133,7 +157,8 @@ bool GrammarGuide::allows(int32_t token) {
   if (ended_ || token < 0 || static_cast<uint32_t>(token) >= vocabulary_->vocab_size()) {
     return false;
   }
-  if (!marker_.empty()) {
+  if (!opener_.empty() && opens_reasoning(token)) return true;
+  if (!marker_.empty() && opener_.empty()) {
     if (is_end_token(token)) return false;
     return completes_marker(vocabulary_->bytes_of(token)).value_or(true);
   }
@@ -148,10 +173,31 @@ void GrammarGuide::mask(std::span<float> logits) {
     std::fill(logits.begin(), logits.end(), kBanned);
     return;
   }
+  if (!opener_.empty()) {
+    mask_opening(logits);
+    return;
+  }
   if (!marker_.empty()) {
     mask_free(logits);
     return;
   }
+  mask_grammar(logits);
+}
+
+void GrammarGuide::mask_opening(std::span<float> logits) {
+  for (size_t t = 0; t < opener_tokens_.size(); ++t) {
+    const auto id = static_cast<size_t>(opener_tokens_[t]);
+    opener_logits_[t] = id < logits.size() ? logits[id] : 0.0f;
+  }
+  mask_grammar(logits);
+  for (size_t t = 0; t < opener_tokens_.size(); ++t) {
+    const auto id = static_cast<size_t>(opener_tokens_[t]);
+    if (id < logits.size()) logits[id] = opener_logits_[t];
+  }
+}
+
+void GrammarGuide::mask_grammar(std::span<float> logits) {
+  constexpr float kBanned = -std::numeric_limits<float>::infinity();
   for (size_t e = 0; e < end_tokens_.size(); ++e) {
     const auto id = static_cast<size_t>(end_tokens_[e]);
     end_logits_[e] = id < logits.size() ? logits[id] : kBanned;

@@ -43,12 +43,17 @@ class GrammarGuide final : public core::TokenGuide {
   // output is complete. `store`: the grammar's (null: a store of this guide's own).
   // `worth_keeping`: kWorthKeeping but in tests (0 keeps every place's set). `starts_after`: the
   // grammar applies only after this text (a reasoning model's "</think>"); before it anything
-  // but an end token may come. Empty: from the first byte.
+  // but an end token may come. Empty: from the first byte. `reasoning_opener` (with
+  // starts_after): the reasoning is there only when the first token opens with this text, blanks
+  // before it allowed (Qwen3's "<think>", one token in its vocabulary); the first token is either
+  // such a token or one the grammar takes from its start, and in the second case the grammar
+  // applies from the first byte, as the Qwen3 reasoning parser takes an output that does not open
+  // with the tag for all answer.
   GrammarGuide(std::shared_ptr<const Grammar> grammar,
                std::shared_ptr<const VocabularyIndex> vocabulary,
                const std::vector<int32_t>& stop_token_ids,
                std::shared_ptr<MaskStore> store = nullptr, size_t worth_keeping = kWorthKeeping,
-               std::string starts_after = {});
+               std::string starts_after = {}, std::string reasoning_opener = {});
 
   void mask(std::span<float> logits) override;
   bool accept(int32_t token) override;
@@ -67,6 +72,12 @@ class GrammarGuide final : public core::TokenGuide {
   // Before starts_after: every token but the end tokens and those that complete it with bytes the
   // grammar refuses.
   void mask_free(std::span<float> logits);
+  // The grammar's set at the current place, end tokens where the output may end.
+  void mask_grammar(std::span<float> logits);
+  // First token with reasoning_opener: the grammar's set, and the tokens that open the reasoning.
+  void mask_opening(std::span<float> logits);
+  // Whether `token` opens the reasoning (reasoning_opener after blanks).
+  bool opens_reasoning(int32_t token) const;
   // The tokens other than end tokens whose bytes fit at the current place, one bit per id.
   const std::vector<uint64_t>& fitting();
   // Sets the bits of the tokens of `walk` whose bytes the grammar takes from `from`.
@@ -108,11 +119,14 @@ class GrammarGuide final : public core::TokenGuide {
   std::string rest_key_;
   bool ended_ = false;  // an end token was accepted
   std::string key_;
-  MaskStore::Mask held_;           // the kept set in use (shared with the store)
-  std::vector<uint64_t> walked_;   // a set just walked
-  std::vector<float> end_logits_;  // the end tokens' logits, while mask() writes the set
-  std::string marker_;             // starts_after, while it has not come yet
-  std::string marker_tail_;        // the output's last bytes that may begin it
+  MaskStore::Mask held_;                // the kept set in use (shared with the store)
+  std::vector<uint64_t> walked_;        // a set just walked
+  std::vector<float> end_logits_;       // the end tokens' logits, while mask() writes the set
+  std::string marker_;                  // starts_after, while it has not come yet
+  std::string opener_;                  // reasoning_opener, until the first token is taken
+  std::vector<int32_t> opener_tokens_;  // the tokens that open the reasoning (opens_reasoning)
+  std::vector<float> opener_logits_;    // scratch: their logits, while the grammar's mask is set
+  std::string marker_tail_;             // the output's last bytes that may begin it
   // The tokens that can complete marker_: those that hold it, and those that begin with what is
   // left of it after a part the output already ends with. Built at the first step.
   std::vector<int32_t> marker_ends_;

@@ -79,7 +79,7 @@ std::shared_ptr<core::TokenGuide> GuideFactory::make(const GuidedOutput& guided,
   Compiled shared = compiled(guided);
   return std::make_shared<GrammarGuide>(std::move(shared.grammar), vocabulary_, stop_token_ids,
                                         std::move(shared.store), GrammarGuide::kWorthKeeping,
-                                        guided.starts_after);
+                                        guided.starts_after, guided.reasoning_opener);
 }
 
 size_t GuideFactory::grammars() const {

@@ -560,10 +560,15 @@ std::optional<AnswerParser> OpenAiRoutes::chat_answer_parser(OpenAiRequest& pars
   // A guided chat answer from a reasoning model: the model thinks first, and the shape applies
   // after its "</think>" (which also keeps deepseek_r1's parser, which takes an answer without
   // one for all reasoning, from swallowing the answer). The service starts the shape at once
-  // where the prompt already ended the reasoning.
+  // where the prompt already ended the reasoning. Qwen3's parser takes an answer that does not
+  // open with "<think>" for all content (a model not thinking): so does the guide, which then
+  // shapes it from its first token (it let such an answer run free to max_tokens).
   const bool guided = parsed.input.guided.kind != GuidedOutput::Kind::kNone;
   if (guided && reasoning_format_) {
     parsed.input.guided.starts_after = std::string(kReasoningEnd);
+    if (*reasoning_format_ == ReasoningFormat::kQwen3) {
+      parsed.input.guided.reasoning_opener = std::string(kReasoningStart);
+    }
   }
   const bool split_reasoning = reasoning_format_.has_value();
   if (!parsed.parse_tool_calls && !split_reasoning) return std::nullopt;

@@ -5,7 +5,7 @@
 namespace headway::serving::http {
 namespace {
 
-constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkOpen = kReasoningStart;
 constexpr std::string_view kThinkClose = kReasoningEnd;
 constexpr std::string_view kWhitespace = " \t\r\n";
 

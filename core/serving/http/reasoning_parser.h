@@ -25,7 +25,8 @@ namespace headway::serving::http {
 
 enum class ReasoningFormat { kDeepSeekR1, kQwen3 };
 
-// What ends the thinking in both formats (guided output starts after it).
+// What opens the thinking in both formats, and what ends it (guided output starts after it).
+inline constexpr std::string_view kReasoningStart = "<think>";
 inline constexpr std::string_view kReasoningEnd = "</think>";
 
 // "deepseek_r1" or "qwen3"; nullopt for any other name.

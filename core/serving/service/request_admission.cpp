@@ -255,6 +255,7 @@ void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_
   if (!input.guided.starts_after.empty() &&
       prompt_ends_reasoning(*tokenizer_, prompt, input.guided.starts_after)) {
     input.guided.starts_after.clear();  // no reasoning comes: the shape applies from the start
+    input.guided.reasoning_opener.clear();
   }
   std::call_once(guides_built_, [&] {
     guides_ = std::make_unique<guided::GuideFactory>(

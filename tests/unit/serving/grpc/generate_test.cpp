@@ -214,6 +214,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   request.mutable_guided()->set_json_schema(R"({"type": "integer"})");
   request.mutable_guided()->set_field("guided_json");
   request.mutable_guided()->set_starts_after("</think>");
+  request.mutable_guided()->set_reasoning_opener("<think>");
   ASSERT_TRUE(generate(request).status.ok());
   request = token_request({1});
   request.mutable_guided()->mutable_choice()->add_choices("yes");
@@ -235,6 +236,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
   EXPECT_EQ(inputs[0].guided.schema_json, R"({"type": "integer"})");
   EXPECT_EQ(inputs[0].guided.field, "guided_json");
   EXPECT_EQ(inputs[0].guided.starts_after, "</think>");
+  EXPECT_EQ(inputs[0].guided.reasoning_opener, "<think>");
   EXPECT_EQ(inputs[1].guided.kind, GuidedOutput::Kind::kChoice);
   EXPECT_EQ(inputs[1].guided.choices, (std::vector<std::string>{"yes", "no"}));
   EXPECT_EQ(inputs[2].guided.kind, GuidedOutput::Kind::kJsonObject);
@@ -256,6 +258,7 @@ TEST_F(GenerateTest, PassesGuidedOutputBothWays) {
     EXPECT_EQ(back.grammar, input.guided.grammar);
     EXPECT_EQ(back.field, input.guided.field);
     EXPECT_EQ(back.starts_after, input.guided.starts_after);
+    EXPECT_EQ(back.reasoning_opener, input.guided.reasoning_opener);
   }
 }
 

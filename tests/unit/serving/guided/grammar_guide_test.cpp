@@ -360,6 +360,52 @@ TEST(GrammarGuide, AReasoningModelThinksBeforeTheShape) {
   EXPECT_TRUE(interrupted.allows(id("no")));
 }
 
+// reasoning_opener (Qwen3): the first token either opens the thinking ("<think>", blanks before
+// it allowed) or is the shape's own first token, and then the shape applies from there: an answer
+// that does not think is shaped, not let run free until a "</think>" that never comes.
+TEST(GrammarGuide, AnAnswerThatDoesNotOpenTheThinkingIsShapedFromItsFirstToken) {
+  auto grammar = std::make_shared<Grammar>(choice_grammar({"yes", "no"}, "guided_choice"));
+  const std::vector<std::string> tokens = {"",   "<think>", "\n<think>", "hm",         "yes",
+                                           "no", "<thi",    "</think>",  "</think>yes"};
+  auto vocabulary = std::make_shared<VocabularyIndex>(tokens, /*eos=*/0);
+  const auto id = [&](const std::string& text) {
+    return static_cast<int32_t>(std::find(tokens.begin(), tokens.end(), text) - tokens.begin());
+  };
+  const auto qwen3_guide = [&] {
+    return GrammarGuide(grammar, vocabulary, {}, nullptr, GrammarGuide::kWorthKeeping, "</think>",
+                        "<think>");
+  };
+  GrammarGuide guide = qwen3_guide();
+  std::vector<float> logits(tokens.size(), 1.0f);
+  guide.mask(logits);
+  EXPECT_EQ(logits[id("<think>")], 1.0f);    // opens the thinking
+  EXPECT_EQ(logits[id("\n<think>")], 1.0f);  // after a blank, as the parser takes it
+  EXPECT_EQ(logits[id("yes")], 1.0f);        // or the answer at once
+  EXPECT_EQ(logits[id("no")], 1.0f);
+  EXPECT_TRUE(std::isinf(logits[id("hm")]));    // neither: it would be unshaped content
+  EXPECT_TRUE(std::isinf(logits[id("<thi")]));  // a part of the tag is neither either
+  EXPECT_TRUE(std::isinf(logits[0]));           // no empty answer
+  EXPECT_TRUE(guide.allows(id("<think>")));
+  EXPECT_FALSE(guide.allows(id("hm")));
+  ASSERT_TRUE(guide.accept(id("no")));
+  EXPECT_TRUE(guide.complete());
+  EXPECT_FALSE(guide.allows(id("<think>")));  // the first token decided: no thinking now
+  EXPECT_TRUE(guide.accept(0));
+
+  GrammarGuide thinking = qwen3_guide();
+  ASSERT_TRUE(thinking.accept(id("\n<think>")));
+  EXPECT_TRUE(thinking.allows(id("hm")));  // thinking: any text
+  EXPECT_FALSE(thinking.allows(0));
+  ASSERT_TRUE(thinking.accept(id("hm")));
+  EXPECT_FALSE(thinking.complete());
+  ASSERT_TRUE(thinking.accept(id("</think>yes")));
+  EXPECT_TRUE(thinking.complete());
+
+  // Without the opener (DeepSeek-R1), the thinking is open from the start: any text comes first.
+  GrammarGuide r1(grammar, vocabulary, {}, nullptr, GrammarGuide::kWorthKeeping, "</think>");
+  EXPECT_TRUE(r1.allows(id("hm")));
+}
+
 TEST(GrammarGuide, WhereOnlyStopTokensFitTheEndIsLeft) {
   auto grammar = std::make_shared<Grammar>(choice_grammar({"a"}, "guided_choice"));
   auto vocabulary =

@@ -176,6 +176,21 @@ TEST_F(HttpToolCallsTest, AGuidedAnswerOfAReasoningModelThinksFirst) {
   EXPECT_EQ(json::parse(message["content"].get<std::string>()), json({{"a", 1}}));
   ASSERT_EQ(service_.submitted().size(), 1u);
   EXPECT_EQ(service_.submitted()[0].guided.starts_after, "</think>");
+  // R1's template opens the thinking in the prompt: no opening tag is looked for.
+  EXPECT_TRUE(service_.submitted()[0].guided.reasoning_opener.empty());
+  // Qwen3's parser takes an answer that does not open with "<think>" for all content: the guide
+  // is told so (it shapes such an answer from its first token).
+  options.reasoning_parser = "qwen3";
+  start_frontend(options);
+  service_.set_script(R"({"a": 1})");
+  result = post_json("/v1/chat/completions",
+                     R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
+                     R"("response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  EXPECT_EQ(service_.submitted().back().guided.starts_after, "</think>");
+  EXPECT_EQ(service_.submitted().back().guided.reasoning_opener, "<think>");
+  EXPECT_EQ(json::parse(result->body)["choices"][0]["message"]["content"], R"({"a": 1})");
   // Without a reasoning parser the shape applies from the first token.
   start_frontend(HttpOptions{});
   service_.set_script(R"({"a": 1})");

@@ -63,6 +63,10 @@ struct GuidedOutput {
   // Ignored when the prompt already ends the reasoning (it closes with this text after its last
   // opening tag, as Qwen3's template does with enable_thinking off). Empty: from the first byte.
   std::string starts_after;
+  // With starts_after: the output reasons only when its first token opens with this text (Qwen3's
+  // "<think>"); one that opens otherwise is all answer, the shape applying from its first byte.
+  // Empty: the reasoning is open from the start (DeepSeek-R1's template opens it in the prompt).
+  std::string reasoning_opener;
 };
 
 struct GenerateInput {

@@ -45,6 +45,13 @@ INSTANTIATE_TEST_SUITE_P(
                                "max_num_partial_prefills = 4, max_long_partial_prefills = 2, "
                                "max_long_prefill_chunk = 256",
                                {}},
+                    // configs/gpu/llama8b_h200_partial_prefill.toml's: T past the traces'
+                    // max_model_len (a warning, not a refusal).
+                    InTreeCase{"headway_scheduler_partial_prefill.so",
+                               "max_num_batched_tokens = 2048, max_num_seqs = 128, "
+                               "max_num_partial_prefills = 4, max_long_partial_prefills = 1, "
+                               "long_prefill_token_threshold = 4096, max_long_prefill_chunk = 512",
+                               {}},
                     InTreeCase{"headway_router_single.so", "", {}},
                     InTreeCase{"headway_router_least_loaded.so", "", {}},
                     InTreeCase{

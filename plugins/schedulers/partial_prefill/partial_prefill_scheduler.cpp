@@ -74,19 +74,18 @@ constexpr hw_option_spec kOptions[] = {
     headway::sdk::int_option(
         "max_num_partial_prefills", 1, 1, 1 << 16,
         "P: prefills the step budget is divided among (each takes at most "
-        "budget / min(prefills counted, P) tokens), at most "
-        "max_num_batched_tokens. 1 = the baseline chunked scheduler, exactly."),
+        "budget / min(prefills counted, P) tokens, at least 1). 1 = the baseline "
+        "chunked scheduler, exactly."),
     headway::sdk::int_option("max_long_partial_prefills", 1, 1, 1 << 16,
                              "L: long prefills (more than T tokens left) in progress at once; "
                              "a long waiting prompt is deferred while L are. Must be <= "
                              "max_num_partial_prefills."),
-    headway::sdk::int_option(
-        "long_prefill_token_threshold", 0, 0, 1 << 24,
-        "T: a prefill with more than T tokens left is long. With "
-        "max_num_partial_prefills > 1, at most the engine's max_model_len, and 0 "
-        "means 4% of it. With max_num_partial_prefills = 1 it is, as in "
-        "`chunked`, the most tokens one request may compute in one step "
-        "(0 = no cap)."),
+    headway::sdk::int_option("long_prefill_token_threshold", 0, 0, 1 << 24,
+                             "T: a prefill with more than T tokens left is long. With "
+                             "max_num_partial_prefills > 1, 0 means 4% of the engine's "
+                             "max_model_len. With max_num_partial_prefills = 1 it is, as in "
+                             "`chunked`, the most tokens one request may compute in one step "
+                             "(0 = no cap)."),
     headway::sdk::int_option(
         "max_long_prefill_chunk", 0, 0, 1 << 24,
         "C: with max_num_partial_prefills > 1, the most tokens a long prefill "
@@ -136,23 +135,23 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
                                 "): it never caps a chunk; set it below the budget or to 0");
     }
     if (max_partial_ > budget_) {
-      // Each of P prefills sharing a step may take budget / P tokens: 0 here, and a prefill given
-      // 0 tokens can never progress.
-      throw headway::sdk::Error(
-          HW_INVALID_ARGUMENT,
-          "max_num_partial_prefills (" + std::to_string(max_partial_) +
-              ") must be <= max_num_batched_tokens (" + std::to_string(budget_) +
-              "): each of the prefills sharing a step takes budget / max_num_partial_prefills "
-              "tokens, which would be 0");
+      // Each prefill's share, budget / P, is taken as at least 1 token (it was 0, and a prefill
+      // given 0 tokens never progresses): at most `budget` prefills progress in one step. Not
+      // refused: the conformance suite, and an operator shrinking the budget, meet it.
+      host.log(HW_LOG_WARN, "partial_prefill: max_num_partial_prefills (" +
+                                std::to_string(max_partial_) + ") > max_num_batched_tokens (" +
+                                std::to_string(budget_) +
+                                "): at most that many prefills progress in one step, one token "
+                                "each; set max_num_partial_prefills to the budget or less");
     }
     if (max_partial_ > 1 && facts.max_model_len > 0 && threshold_ > facts.max_model_len) {
-      // No prompt could ever be long, so max_long_partial_prefills would do nothing (vLLM refuses
-      // it too, in SchedulerConfig).
-      throw headway::sdk::Error(
-          HW_INVALID_ARGUMENT,
-          "long_prefill_token_threshold (" + std::to_string(threshold_) +
-              ") must be <= the engine's max_model_len (" + std::to_string(facts.max_model_len) +
-              ") with max_num_partial_prefills > 1: no prompt would ever count as long");
+      // No prompt can be long, so max_long_partial_prefills does nothing (vLLM's SchedulerConfig
+      // refuses it; warned about here, as the inert max_long_prefill_chunk above is).
+      host.log(HW_LOG_WARN, "partial_prefill: long_prefill_token_threshold (" +
+                                std::to_string(threshold_) + ") > the engine's max_model_len (" +
+                                std::to_string(facts.max_model_len) +
+                                "): no prompt counts as long, so max_long_partial_prefills "
+                                "limits nothing");
     }
     if (max_partial_ > 1 && threshold_ == 0) {
       threshold_ = static_cast<uint32_t>(static_cast<uint64_t>(facts.max_model_len) * 4 / 100);
@@ -190,7 +189,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
         ++prefills;
       }
       const uint32_t schedulable = std::min(prefills, max_partial_);
-      if (schedulable > 0) share = budget_ / schedulable;
+      if (schedulable > 0) share = std::max(1u, budget_ / schedulable);  // 0 would stall them
     }
 
     // 2. Running requests.

@@ -238,12 +238,23 @@ Value items(const Value& v) {
   return Value::list(std::move(out));
 }
 
-int64_t to_int(const Value& v) {
+// Python's int() of a float, as Jinja's int filter takes it: NaN is a ValueError, which the
+// filter turns into its default 0; an infinity is an OverflowError, and past 64 bits Python's int
+// is one Headway's cannot hold: both an error naming the value. A plain cast was undefined there
+// (1e300, -1e300 and nan all gave INT64_MIN; helper-151's fuzzer).
+int64_t float_to_int(const std::string& what, double f, std::string_view written) {
+  if (std::isnan(f)) return 0;
+  if (f >= -0x1p63 && f < 0x1p63) return static_cast<int64_t>(f);
+  throw runtime_error(what + ": " + std::string(written) +
+                      " is past the 64-bit integers Headway's templates compute with");
+}
+
+int64_t to_int(const std::string& what, const Value& v) {
   switch (v.kind()) {
     case Value::Kind::kInt:
       return v.as_int();
     case Value::Kind::kFloat:
-      return static_cast<int64_t>(v.as_number());
+      return float_to_int(what, v.as_number(), v.str());
     case Value::Kind::kBool:
       return v.as_bool() ? 1 : 0;
     case Value::Kind::kString: {
@@ -261,9 +272,8 @@ int64_t to_int(const Value& v) {
       if (whole.ec == std::errc() && whole.ptr == text.data() + text.size()) return i;
       double f = 0.0;
       const auto real = std::from_chars(text.data(), text.data() + text.size(), f);
-      if (real.ec == std::errc() && real.ptr == text.data() + text.size() && std::isfinite(f) &&
-          std::abs(f) < 9.2e18) {
-        return static_cast<int64_t>(f);
+      if (real.ec == std::errc() && real.ptr == text.data() + text.size()) {
+        return float_to_int(what, f, "'" + std::string(text) + "'");
       }
       return 0;
     }
@@ -851,7 +861,7 @@ Value apply_filter(const std::string& name, const Value& target, const Arguments
   if (name == "title") return Value::string(jinja_title(target.str()));
   if (name == "string") return Value::string(target.str());
   if (name == "safe") return target;
-  if (name == "int") return Value::integer(to_int(target));
+  if (name == "int") return Value::integer(to_int(what, target));
   if (name == "float") {
     if (target.is_number()) return Value::floating(target.as_number());
     try {

@@ -45,10 +45,16 @@ std::string read_api_key_file(const std::filesystem::path& file) {
 }
 
 std::string read_text_file(const std::filesystem::path& file) {
+  // Only a regular file is read, checked before opening: a FIFO blocks open() until a writer comes
+  // (for ever, helper-151's fuzzer), and a directory opens as a stream and fails only at the first
+  // read.
+  std::error_code ignored;
+  if (std::filesystem::exists(file, ignored) && !std::filesystem::is_regular_file(file, ignored)) {
+    throw Error(fmt::format("{}: cannot open: {}", file.string(), unreadable_reason(file)));
+  }
   std::ifstream in(file, std::ios::binary);
   const int open_errno = errno;
-  // A directory opens as a stream and fails only at the first read.
-  if (!in || std::filesystem::is_directory(file)) {
+  if (!in) {
     throw Error(fmt::format("{}: cannot open: {}", file.string(),
                             unreadable_reason(file, in ? 0 : open_errno)));
   }
@@ -61,7 +67,8 @@ nlohmann::json read_json_file(const std::filesystem::path& file) {
   const std::string text = read_text_file(file);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // Not only parse_error: a number past a double's range (1e400) is out_of_range.
     throw Error(fmt::format("{}: invalid JSON: {}", file.string(), e.what()));
   }
 }

@@ -1,12 +1,18 @@
 #include "headway/core/sentencepiece_tokenizer.h"
 
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 #include <sentencepiece_processor.h>
 
 namespace headway::core {
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& model_file)
     : processor_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
+  // The library opens whatever it is given: a FIFO blocked it for ever (helper-151's fuzzer).
+  std::error_code ignored;
+  if (!std::filesystem::is_regular_file(model_file, ignored)) {
+    throw Error(model_file.string() + ": cannot open: " + unreadable_reason(model_file));
+  }
   const auto status = processor_->Load(model_file.string());
   if (!status.ok()) {
     throw Error(model_file.string() + ": cannot load SentencePiece model: " + status.ToString());

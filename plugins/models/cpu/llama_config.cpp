@@ -1,16 +1,22 @@
 #include "llama_config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <headway/sdk/status.hpp>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <system_error>
+
+#include "safetensors.h"
 
 namespace headway::models::cpu {
 namespace {
 
 // Hugging Face's MistralConfig's sliding_window when config.json does not say (Mistral 7B v0.1's).
 constexpr uint32_t kMistralDefaultSlidingWindow = 4096;
+// Hugging Face's Llama-family models use head_dim 64 to 256 and at most 128 x 128 for the query
+// heads together (Llama 3.1 405B). Far past both, a config is corrupt: head_dim 2^30 x 4 heads
+// wrapped 32 bits, and RoPE's table alone took gigabytes (helper-151's fuzzer).
+constexpr uint32_t kMaxHeadDim = 1024;
+constexpr uint64_t kMaxQueryWidth = 1u << 20;
 
 using nlohmann::json;
 
@@ -45,15 +51,29 @@ bool get_flag(const json& j, const std::string& file, const char* key, bool fall
   return it->get<bool>();
 }
 
-// bos/eos may be an integer, a list of integers (Llama 3.1 lists several eos ids) or null.
-int64_t get_token(const json& j, const std::string& file, const char* key) {
+// bos/eos may be an integer, a list of integers (Llama 3.1 lists several eos ids) or null; the
+// first is the one used. Each must be a token of the vocabulary: 2^40 became token 0 in 32 bits.
+int64_t get_token(const json& j, const std::string& file, const char* key, uint32_t vocab_size) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return -1;
-  const json& v = it->is_array() && !it->empty() ? (*it)[0] : *it;
-  if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-    fail(file, std::string("key '") + key + "' must be a token id or a list of them");
+  const bool list = it->is_array();
+  if (list && it->empty()) fail(file, std::string("key '") + key + "' is an empty list");
+  const json single = json::array({*it});
+  for (const json& v : list ? *it : single) {
+    if (!v.is_number_integer()) {
+      fail(file, std::string("key '") + key + "' must be a token id or a list of them, got " +
+                     it->dump());
+    }
+    const bool inside = v.is_number_unsigned()
+                            ? v.get<uint64_t>() < vocab_size
+                            : v.get<int64_t>() >= 0 && v.get<int64_t>() < vocab_size;
+    if (!inside) {
+      fail(file, std::string("key '") + key + "': token id " + v.dump() +
+                     " is outside the vocabulary [0, " + std::to_string(vocab_size) +
+                     ") of vocab_size");
+    }
   }
-  return v.get<int64_t>();
+  return (list ? (*it)[0] : *it).get<int64_t>();
 }
 
 }  // namespace
@@ -62,7 +82,7 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // out_of_range too: a number past a double's (1e400)
     fail(file, std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) fail(file, "expected a JSON object");
@@ -71,10 +91,14 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
   // Required, as Hugging Face's AutoConfig requires it: without it a Phi-3 or any other decoder
   // with Llama-like keys would load as a Llama and compute something else.
   const auto model_type = j.find("model_type");
-  if (model_type == j.end() || !model_type->is_string()) {
+  if (model_type == j.end() || model_type->is_null()) {
     fail(file,
          "missing key 'model_type' (a string; supported: llama, mistral, qwen2, qwen3: decoders "
          "of the Llama architecture)");
+  }
+  if (!model_type->is_string()) {
+    fail(file, "key 'model_type' must be a string (supported: llama, mistral, qwen2, qwen3), got " +
+                   model_type->dump());
   }
   c.model_type = model_type->get<std::string>();
   if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
@@ -152,6 +176,18 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
     }
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
+  if (c.head_dim > kMaxHeadDim) {
+    fail(file,
+         "head_dim " + std::to_string(c.head_dim) +
+             (j.value("head_dim", json()).is_null() ? " (hidden_size / num_attention_heads)" : "") +
+             " exceeds " + std::to_string(kMaxHeadDim) +
+             ", past any Hugging Face model's (up to 256): the config is corrupt");
+  }
+  if (uint64_t{c.num_attention_heads} * c.head_dim > kMaxQueryWidth) {
+    fail(file, "num_attention_heads x head_dim (" + std::to_string(c.num_attention_heads) + " x " +
+                   std::to_string(c.head_dim) + ") exceeds " + std::to_string(kMaxQueryWidth) +
+                   ", past any Hugging Face model's (up to 128 x 128): the config is corrupt");
+  }
   if (c.head_dim % 2 != 0) fail(file, "head_dim must be even for rotary embeddings");
   if (c.num_attention_heads % c.num_key_value_heads != 0) {
     fail(file, "num_attention_heads " + std::to_string(c.num_attention_heads) +
@@ -175,8 +211,8 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
     if (!it->is_boolean()) fail(file, "key 'tie_word_embeddings' must be a boolean");
     c.tie_word_embeddings = it->get<bool>();
   }
-  c.bos_token_id = get_token(j, file, "bos_token_id");
-  c.eos_token_id = get_token(j, file, "eos_token_id");
+  c.bos_token_id = get_token(j, file, "bos_token_id", c.vocab_size);
+  c.eos_token_id = get_token(j, file, "eos_token_id", c.vocab_size);
   if (auto it = j.find("torch_dtype"); it != j.end() && it->is_string()) {
     c.torch_dtype = it->get<std::string>();
   }
@@ -185,7 +221,11 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
     const json& scaling = *scaling_it;
     std::string type;
     for (const char* key : {"rope_type", "type"}) {
-      if (auto t = scaling.find(key); t != scaling.end() && t->is_string()) {
+      if (auto t = scaling.find(key); t != scaling.end() && !t->is_null()) {
+        // Not taken for "no scaling", which would drop factor without a word.
+        if (!t->is_string()) {
+          fail(file, std::string(scaling_key) + "." + key + " must be a string, got " + t->dump());
+        }
         type = t->get<std::string>();
         break;
       }
@@ -196,13 +236,17 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
       s.factor = get_number(scaling, file, "factor", 8.0);
       s.low_freq_factor = get_number(scaling, file, "low_freq_factor", 1.0);
       s.high_freq_factor = get_number(scaling, file, "high_freq_factor", 4.0);
+      // A positive integer, as Hugging Face's _validate_llama3_parameters asks.
       s.original_max_position_embeddings =
-          get_number(scaling, file, "original_max_position_embeddings", 8192.0);
-      if (!(s.factor > 0) || !(s.high_freq_factor > s.low_freq_factor) ||
-          !(s.original_max_position_embeddings > 0)) {
+          get_dim(scaling, file, "original_max_position_embeddings", false, 8192);
+      // Hugging Face divides the original context by low_freq_factor.
+      if (!(s.low_freq_factor > 0)) {
+        fail(file, std::string(scaling_key) + " (llama3): low_freq_factor must be > 0, got " +
+                       scaling.at("low_freq_factor").dump());
+      }
+      if (!(s.factor > 0) || !(s.high_freq_factor > s.low_freq_factor)) {
         fail(file, std::string(scaling_key) +
-                       " (llama3): need factor > 0, high_freq_factor > low_freq_factor "
-                       "and original_max_position_embeddings > 0");
+                       " (llama3): need factor > 0 and high_freq_factor > low_freq_factor");
       }
     } else if (type != "default" && !type.empty()) {
       fail(file, std::string(scaling_key) + " type '" + type +
@@ -214,11 +258,12 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
 
 LlamaConfig load_llama_config(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "config.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), "cannot open (is this a Hugging Face checkpoint directory?)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_llama_config(text.str(), path.string());
+  std::error_code ignored;
+  if (!std::filesystem::exists(path, ignored)) {
+    fail(path.string(), "cannot open (is this a Hugging Face checkpoint directory?)");
+  }
+  // Refuses a directory (read as empty text, "invalid JSON") and a FIFO (open() blocked for ever).
+  return parse_llama_config(read_checkpoint_text(path), path.string());
 }
 
 uint32_t resolve_max_model_len(const LlamaConfig& config, int64_t asked, const std::string& who) {

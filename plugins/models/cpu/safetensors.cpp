@@ -38,15 +38,34 @@ uint64_t element_bytes(const std::string& dtype) {
   return it == sizes.end() ? 0 : it->second;
 }
 
-std::string read_text(const std::filesystem::path& path) {
+// The reason a file of mode `mode` is not read, or "" for a regular file.
+std::string irregular_file(mode_t mode) {
+  if (S_ISREG(mode)) return "";
+  return S_ISDIR(mode) ? "a directory, not a file" : "not a regular file";
+}
+
+}  // namespace
+
+std::string unreadable_checkpoint_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return errno == ENOENT ? "no such file" : std::strerror(errno);
+  }
+  return irregular_file(st.st_mode);
+}
+
+std::string read_checkpoint_text(const std::filesystem::path& path) {
+  // Checked before opening: a FIFO blocks open() until a writer comes, and a directory opens as a
+  // stream that reads as empty (then "invalid JSON: unexpected end of input").
+  if (const std::string why = unreadable_checkpoint_file(path); !why.empty()) {
+    fail(path.string() + ": cannot open: " + why);
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string() + ": cannot open");
+  if (!in) fail(path.string() + ": cannot open: " + std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
 }
-
-}  // namespace
 
 size_t dtype_size(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 
@@ -75,13 +94,19 @@ std::string TensorView::shape_string() const {
 }
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path.string()) {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO would block open() until a writer comes; it is refused below as any file
+  // that is not a regular one (a directory fails only at mmap, "No such device").
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(path_ + ": cannot open: " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     fail(path_ + ": cannot stat: " + std::strerror(err));
+  }
+  if (const std::string why = irregular_file(st.st_mode); !why.empty()) {
+    ::close(fd);
+    fail(path_ + ": cannot open: " + why);
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
@@ -113,7 +138,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     try {
       header = json::parse(reinterpret_cast<const char*>(bytes + 8),
                            reinterpret_cast<const char*>(bytes + 8 + header_len));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // out_of_range too: a number past a double's (1e400)
       fail(path_ + ": invalid JSON header: " + e.what());
     }
     if (!header.is_object()) fail(path_ + ": the header is not a JSON object");
@@ -127,8 +152,11 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
       auto dtype_it = entry.find("dtype");
       auto shape_it = entry.find("shape");
       auto offsets_it = entry.find("data_offsets");
-      if (dtype_it == entry.end() || !dtype_it->is_string()) fail(where + ": missing 'dtype'");
-      if (shape_it == entry.end() || !shape_it->is_array()) fail(where + ": missing 'shape'");
+      if (dtype_it == entry.end()) fail(where + ": missing 'dtype'");
+      if (!dtype_it->is_string())
+        fail(where + ": 'dtype' must be a string, got " + dtype_it->dump());
+      if (shape_it == entry.end()) fail(where + ": missing 'shape'");
+      if (!shape_it->is_array()) fail(where + ": 'shape' must be a list, got " + shape_it->dump());
       if (offsets_it == entry.end() || !offsets_it->is_array() || offsets_it->size() != 2 ||
           !(*offsets_it)[0].is_number_unsigned() || !(*offsets_it)[1].is_number_unsigned()) {
         fail(where + ": 'data_offsets' must be two non-negative integers");
@@ -212,8 +240,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     index_path_ = index.string();
     json j;
     try {
-      j = json::parse(read_text(index));
-    } catch (const json::parse_error& e) {
+      j = json::parse(read_checkpoint_text(index));
+    } catch (const json::exception& e) {  // out_of_range too: a number past a double's (1e400)
       fail(index_path_ + ": invalid JSON: " + e.what());
     }
     auto map_it = j.find("weight_map");
@@ -224,7 +252,9 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     for (auto& [name, shard] : map_it->items()) {
       if (!shard.is_string()) fail(index_path_ + ": tensor '" + name + "': shard is not a string");
       const std::string shard_name = shard.get<std::string>();
-      if (shard_name.find('/') != std::string::npos || shard_name == "..") {
+      // "", "." and ".." name the directory (or its parent), not a shard in it.
+      if (shard_name.find('/') != std::string::npos || shard_name.empty() || shard_name == "." ||
+          shard_name == "..") {
         fail(index_path_ + ": tensor '" + name + "': shard '" + shard_name +
              "' must be a file name in the checkpoint directory");
       }

@@ -64,6 +64,15 @@ class SafetensorsFile {
   std::map<std::string, TensorView, std::less<>> tensors_;
 };
 
+// Why `path` cannot be read as a checkpoint file, or "" when it is a regular file: "no such file",
+// "a directory, not a file", "not a regular file" (a FIFO would block open() for ever), or the
+// system's reason.
+std::string unreadable_checkpoint_file(const std::filesystem::path& path);
+
+// The whole of a checkpoint's text file (config.json, model.safetensors.index.json). Throws
+// sdk::Error "<path>: cannot open: <reason>" (unreadable_checkpoint_file's) when it cannot be read.
+std::string read_checkpoint_text(const std::filesystem::path& path);
+
 // A checkpoint directory: model.safetensors, or the shards listed by model.safetensors.index.json.
 class Checkpoint {
  public:
@@ -80,10 +89,11 @@ class Checkpoint {
   const std::filesystem::path& dir() const { return dir_; }
   // The dtype most weights are stored in (of the embedding table), for dtype = "auto".
   DType storage_dtype() const;
+  // The index json, or the single file: where a missing tensor was looked for, for messages.
+  std::string describe_files() const;
 
  private:
   const TensorView* lookup(std::string_view name) const;
-  std::string describe_files() const;
 
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

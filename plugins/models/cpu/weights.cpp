@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <headway/sdk/status.hpp>
+#include <string>
 
 #include "half.h"
 
@@ -45,8 +47,31 @@ void convert(const std::byte* src, DType from, std::byte* dst, DType to, uint64_
 LlamaWeights::LlamaWeights(const Checkpoint& checkpoint, const LlamaConfig& c, DType compute,
                            bool map_weights)
     : compute_(compute), map_weights_(map_weights) {
-  const uint32_t q_out = c.num_attention_heads * c.head_dim;
-  const uint32_t kv_out = c.num_key_value_heads * c.head_dim;
+  // In 64 bits: in 32, head_dim 2^30 x 4 heads wrapped to 0 and a checkpoint of that shape passed.
+  // parse_llama_config bounds heads x head_dim far below 2^32; a config built otherwise is checked.
+  const uint64_t q_out64 = uint64_t{c.num_attention_heads} * c.head_dim;
+  const uint64_t kv_out64 = uint64_t{c.num_key_value_heads} * c.head_dim;
+  if (q_out64 > UINT32_MAX || kv_out64 > UINT32_MAX) {
+    throw sdk::Error(HW_INVALID_ARGUMENT, "config.json: num_attention_heads x head_dim " +
+                                              std::to_string(q_out64) + " exceeds 2^32");
+  }
+  const auto q_out = static_cast<uint32_t>(q_out64);
+  const auto kv_out = static_cast<uint32_t>(kv_out64);
+  // Before sizing layers_ by config.json: a num_hidden_layers of 2^24 took 4.5 GB and 12 s before
+  // the first missing tensor was named, 2^27 ran out of memory (helper-151's fuzzer).
+  const std::string last = "model.layers." + std::to_string(c.num_hidden_layers - 1) + ".";
+  if (c.num_hidden_layers > 0 && !checkpoint.has(last + "input_layernorm.weight")) {
+    uint32_t present = 0;
+    while (present < c.num_hidden_layers &&
+           checkpoint.has("model.layers." + std::to_string(present) + ".input_layernorm.weight")) {
+      ++present;
+    }
+    throw sdk::Error(HW_INVALID_ARGUMENT, checkpoint.describe_files() +
+                                              ": config.json's num_hidden_layers is " +
+                                              std::to_string(c.num_hidden_layers) +
+                                              " but the checkpoint has " + std::to_string(present) +
+                                              " (no tensor '" + last + "input_layernorm.weight')");
+  }
   embed_ = matrix(checkpoint, "model.embed_tokens.weight", c.vocab_size, c.hidden_size);
   layers_.resize(c.num_hidden_layers);
   for (uint32_t l = 0; l < c.num_hidden_layers; ++l) {

@@ -192,7 +192,7 @@ HfModel parse_hf_config(std::string_view json_text, const std::filesystem::path&
   json config;
   try {
     config = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // out_of_range too: a number past a double's (1e400)
     fail(file, std::string("not valid JSON: ") + e.what());
   }
   if (!config.is_object()) fail(file, "expected a JSON object at the top level");

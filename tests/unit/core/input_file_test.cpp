@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
 #include <headway/core/input_file.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,24 @@ TEST(JsonFile, EachFailureNamesTheFileAndWhy) {
               HasSubstr(": cannot open: a directory, not a file"));
   { std::ofstream(file) << R"({"eos_token_id": [1, 2)"; }
   EXPECT_THAT(json_file_error(file), HasSubstr(file.string() + ": invalid JSON: "));
+  std::filesystem::remove(file);
+}
+
+// From helper-151's fuzzer: a number past a double's range is nlohmann's out_of_range, which
+// escaped as "headway: internal error: ..." (exit 2); a FIFO blocked open() for ever.
+TEST(JsonFile, ANumberPastADoubleOrAFifoIsNamed) {
+  using ::testing::AllOf;
+  using ::testing::HasSubstr;
+  const auto file = std::filesystem::temp_directory_path() / "headway_json_file_test.json";
+  { std::ofstream(file) << R"({"vocab_size": 1e400})"; }
+  EXPECT_THAT(json_file_error(file),
+              AllOf(HasSubstr(file.string() + ": invalid JSON: "), HasSubstr("number overflow")));
+  std::filesystem::remove(file);
+  ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+  EXPECT_THAT(json_file_error(file),
+              HasSubstr(file.string() + ": cannot open: not a regular file"));
+  EXPECT_THAT(json_file_error(file),
+              HasSubstr(file.string() + ": cannot open: not a regular file"));
   std::filesystem::remove(file);
 }
 

@@ -20,7 +20,8 @@ std::string unreadable_reason(const std::filesystem::path& path, int open_errno 
 std::string read_api_key_file(const std::filesystem::path& file);
 
 // The whole of `file` as bytes. Throws Error "<file>: cannot open: <reason>" when it cannot be
-// read (a missing file, a directory, no permission).
+// read (a missing file, a directory, anything else but a regular file, such as a FIFO that would
+// block, no permission).
 std::string read_text_file(const std::filesystem::path& file);
 
 // `file` parsed as JSON (a checkpoint's tokenizer.json, config.json, generation_config.json,

@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <headway/sdk/status.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -52,6 +54,13 @@ class LoaderTest : public ::testing::Test {
     raw_ = RawFile::read(file());
   }
   std::filesystem::path file() const { return dir_.path() / "model.safetensors"; }
+  std::filesystem::path config_file() const { return dir_.path() / "config.json"; }
+  void edit_config(const std::function<void(json&)>& edit) {
+    std::ifstream in(config_file());
+    json config = json::parse(in);
+    edit(config);
+    std::ofstream(config_file(), std::ios::trunc) << config.dump();
+  }
 
   // The message of the error creating the model, through the plugin ABI.
   std::string create_error() {
@@ -70,6 +79,8 @@ class LoaderTest : public ::testing::Test {
 };
 
 const char* const kTensor = "model.layers.1.self_attn.k_proj.weight";
+
+std::string config_error(const std::string& text);
 
 TEST_F(LoaderTest, ValidCheckpointLoads) { EXPECT_NO_THROW(ModelHarness model(dir_.path())); }
 
@@ -184,6 +195,56 @@ TEST_F(LoaderTest, BadConfig) {
   EXPECT_THAT(create_error(), AllOf(HasSubstr("config.json"), HasSubstr("num_key_value_heads")));
 }
 
+// From helper-151's fuzzer: layers_ was sized by config.json before any tensor was looked up, so
+// num_hidden_layers 2^24 took 4.5 GB and 12 s to say a tensor was missing, and 2^27 aborted.
+TEST_F(LoaderTest, MoreLayersInConfigThanInTheCheckpoint) {
+  for (const uint32_t layers : {3u, 1u << 24, 1u << 30}) {
+    edit_config([&](json& c) { c["num_hidden_layers"] = layers; });
+    EXPECT_THAT(create_error(),
+                AllOf(HasSubstr(file().string()),
+                      HasSubstr("config.json's num_hidden_layers is " + std::to_string(layers) +
+                                " but the checkpoint has 2"),
+                      HasSubstr("model.layers." + std::to_string(layers - 1) + ".")));
+  }
+}
+
+// A number past a double's range is nlohmann's out_of_range, not a parse_error: it escaped as
+// "model 'cpu' create: [json.exception.out_of_range.406] ..." without the file.
+TEST_F(LoaderTest, NumbersPastADoubleAreInvalidJson) {
+  std::string header = raw_.header.dump();
+  header.insert(1, R"("__metadata__": {"n": 1e400}, )");
+  raw_.write(file(), &header);
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string() + ": invalid JSON header"),
+                                    HasSubstr("number overflow")));
+  EXPECT_THAT(config_error(R"({"model_type": "llama", "rope_theta": 1e400})"),
+              AllOf(HasSubstr("config.json: invalid JSON"), HasSubstr("number overflow")));
+}
+
+// Each was "cannot mmap: No such device", "invalid JSON: ... unexpected end of input", or (a FIFO)
+// blocked in open() for ever.
+TEST_F(LoaderTest, AFileThatIsNotARegularOneIsNamedAsSuch) {
+  for (const std::filesystem::path& path : {file(), config_file()}) {
+    const std::filesystem::path saved = path.string() + ".saved";
+    std::filesystem::rename(path, saved);
+    std::filesystem::create_directory(path);
+    EXPECT_THAT(create_error(),
+                HasSubstr(path.string() + ": cannot open: a directory, not a file"));
+    std::filesystem::remove(path);
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    EXPECT_THAT(create_error(), HasSubstr(path.string() + ": cannot open: not a regular file"));
+    std::filesystem::remove(path);
+    std::filesystem::rename(saved, path);
+  }
+}
+
+// Each was read as if the key or field were absent.
+TEST_F(LoaderTest, AValueOfTheWrongTypeIsNamedAsSuch) {
+  raw_.header[kTensor]["dtype"] = 5;
+  raw_.write(file());
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string()), HasSubstr(kTensor),
+                                    HasSubstr("'dtype' must be a string, got 5")));
+}
+
 TEST_F(LoaderTest, MissingPathOption) {
   try {
     core::VirtualClock clock;
@@ -269,6 +330,25 @@ TEST_F(ShardedTest, MissingShardFile) {
   std::filesystem::remove(dir_.path() / "model-00002-of-00002.safetensors");
   EXPECT_THAT(create_error(),
               AllOf(HasSubstr("model-00002-of-00002.safetensors"), HasSubstr("cannot open")));
+}
+
+// From helper-151's fuzzer: "" and "." named the directory, "<dir>/: cannot mmap: No such device".
+TEST_F(ShardedTest, AShardNamingTheDirectoryIsRefusedNamingTheTensor) {
+  shard();
+  for (const char* bad : {"", "."}) {
+    json map = index_;
+    map[kTensor] = bad;
+    std::ofstream(dir_.path() / "model.safetensors.index.json", std::ios::trunc)
+        << json{{"weight_map", map}}.dump();
+    EXPECT_THAT(create_error(),
+                AllOf(HasSubstr("model.safetensors.index.json: tensor '" + std::string(kTensor) +
+                                "': shard '" + bad + "'"),
+                      HasSubstr("must be a file name in the checkpoint directory")));
+  }
+  std::ofstream(dir_.path() / "model.safetensors.index.json", std::ios::trunc)
+      << R"({"metadata": {"total_size": 1e400}, "weight_map": {}})";
+  EXPECT_THAT(create_error(), AllOf(HasSubstr("model.safetensors.index.json: invalid JSON"),
+                                    HasSubstr("number overflow")));
 }
 
 TEST(TinyCheckpoint, IsDeterministic) {
@@ -391,7 +471,8 @@ TEST(LlamaConfig, ReadsTheQwenVariants) {
   EXPECT_THAT(config_error("{" + shape + R"(, "architectures": ["Phi3ForCausalLM"]})"),
               AllOf(HasSubstr("config.json"), HasSubstr("missing key 'model_type'")));
   EXPECT_THAT(config_error("{" + shape + R"(, "model_type": 3})"),
-              HasSubstr("missing key 'model_type' (a string"));
+              HasSubstr("key 'model_type' must be a string (supported: llama, mistral, qwen2, "
+                        "qwen3), got 3"));
   EXPECT_THAT(
       config_error("{" + llama + R"(, "architectures": ["LlamaForSequenceClassification"]})"),
       AllOf(HasSubstr(R"(architectures ["LlamaForSequenceClassification"])"),
@@ -445,6 +526,66 @@ TEST(LlamaConfig, AMistralSlidingWindowBoundsTheContext) {
       parse_llama_config(R"({"model_type": "mistral", "attention_bias": true, )" + shape + "}",
                          "config.json")
           .qkv_bias);
+}
+
+// From helper-151's fuzzer: head_dim 2^30 x 4 heads wrapped 32 bits to a shape of [0, 64] that a
+// crafted checkpoint matched, and RoPE's table took gigabytes.
+TEST(LlamaConfig, RefusesHeadWidthsPastAnyModels) {
+  const std::string llama = R"("model_type": "llama", "intermediate_size": 96,
+      "num_hidden_layers": 2, "vocab_size": 300)";
+  EXPECT_THAT(
+      config_error("{" + llama +
+                   R"(, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 1073741824})"),
+      AllOf(HasSubstr("config.json: head_dim 1073741824"), HasSubstr("exceeds 1024"),
+            HasSubstr("up to 256")));
+  EXPECT_THAT(config_error("{" + llama + R"(, "hidden_size": 1048576, "num_attention_heads": 1})"),
+              HasSubstr("head_dim 1048576 (hidden_size / num_attention_heads) exceeds 1024"));
+  EXPECT_THAT(
+      config_error("{" + llama +
+                   R"(, "hidden_size": 64, "num_attention_heads": 2048, "head_dim": 1024})"),
+      HasSubstr("num_attention_heads x head_dim (2048 x 1024) exceeds 1048576"));
+  EXPECT_EQ(config_error("{" + llama +
+                         R"(, "hidden_size": 64, "num_attention_heads": 4, "head_dim": 1024})"),
+            "");
+}
+
+// From helper-151's fuzzer: each was accepted without a word.
+TEST(LlamaConfig, RefusesScalingAndTokenIdsItCannotUse) {
+  const std::string llama = R"("model_type": "llama", "hidden_size": 64, "intermediate_size": 96,
+      "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 300)";
+  // Taken for no scaling at all, factor dropped.
+  EXPECT_THAT(config_error("{" + llama + R"(, "rope_scaling": {"rope_type": 3, "factor": 8.0}})"),
+              HasSubstr("config.json: rope_scaling.rope_type must be a string, got 3"));
+  EXPECT_THAT(config_error("{" + llama + R"(, "rope_scaling": {"type": ["llama3"]}})"),
+              HasSubstr("rope_scaling.type must be a string"));
+  const auto llama3 = [&](const std::string& fields) {
+    return config_error("{" + llama + R"(, "rope_scaling": {"rope_type": "llama3", )" + fields +
+                        "}}");
+  };
+  EXPECT_EQ(llama3(R"("factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192)"),
+            "");
+  for (const char* low : {"0", "-1.0"}) {
+    EXPECT_THAT(
+        llama3(std::string(R"("low_freq_factor": )") + low),
+        HasSubstr("rope_scaling (llama3): low_freq_factor must be > 0, got " + std::string(low)));
+  }
+  for (const char* original : {"0.5", "8192.5", "0", "\"8192\""}) {
+    EXPECT_THAT(llama3(std::string(R"("original_max_position_embeddings": )") + original),
+                HasSubstr("key 'original_max_position_embeddings' must be a positive integer"))
+        << original;
+  }
+  // Ids outside the vocabulary: 2^40 was cast to token 0.
+  EXPECT_EQ(config_error("{" + llama + R"(, "bos_token_id": 0, "eos_token_id": [299, 1]})"), "");
+  EXPECT_THAT(config_error("{" + llama + R"(, "eos_token_id": 1099511627776})"),
+              HasSubstr("config.json: key 'eos_token_id': token id 1099511627776 is outside the "
+                        "vocabulary [0, 300) of vocab_size"));
+  EXPECT_THAT(config_error("{" + llama + R"(, "eos_token_id": [1, 300]})"),
+              HasSubstr("key 'eos_token_id': token id 300 is outside"));
+  EXPECT_THAT(config_error("{" + llama + R"(, "bos_token_id": -2})"),
+              HasSubstr("key 'bos_token_id': token id -2 is outside"));
+  EXPECT_THAT(config_error("{" + llama + R"(, "eos_token_id": [1, "2"]})"),
+              HasSubstr(R"(key 'eos_token_id' must be a token id or a list of them, got [1,"2"])"));
 }
 
 // Transformers 5 writes rope_theta and the scaling together, as rope_parameters.

@@ -9,6 +9,7 @@
 #include <headway/core/byte_tokenizer.h>
 #include <headway/core/error.h>
 #include <sentencepiece_trainer.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -78,6 +79,41 @@ TEST(ByteTokenizer, RejectsForeignOrMalformedFiles) {
   EXPECT_THROW(Tokenizer::load(dir.path()), Error);
 }
 
+// From helper-151's fuzzer: offsets and ids were narrowed to 32 bits without a word (vocab_size
+// 2^40 read as 0, an added id 2^32 + 5 as 5), overflowed (byte_offset 2147483600, id 2^31 - 1:
+// UBSan), or were taken negative.
+TEST(ByteTokenizer, RefusesIdsOutsideTheVocabularyNamingThem) {
+  TempDir dir("tok_byte_range");
+  const auto error = [&](const std::string& model, const std::string& rest) {
+    std::ofstream(dir.path() / "tokenizer.json", std::ios::trunc)
+        << R"({"model": {"type": "HeadwayByte")" << model << "}" << rest << "}";
+    try {
+      Tokenizer::load(dir.path());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  const std::string file = (dir.path() / "tokenizer.json").string();
+  for (const char* offset : {"2147483600", "4294967303", "-1", "\"7\""}) {
+    EXPECT_THAT(error(std::string(R"(, "byte_offset": )") + offset, ""),
+                HasSubstr(file + ": model.byte_offset " + offset +
+                          " is not an integer in [0, 2147483391]"));
+  }
+  for (const char* id : {"2147483647", "4294967301", "-7"}) {
+    EXPECT_THAT(
+        error("", std::string(R"(, "added_tokens": [{"id": )") + id + R"(, "content": "<s>"}])"),
+        HasSubstr(file + ": added token id " + id + " is not an integer in [0, 2147483646]"));
+  }
+  EXPECT_THAT(error("", R"(, "vocab_size": 1099511627776)"),
+              HasSubstr(file + ": vocab_size 1099511627776 is not an integer in [1, 2147483647]"));
+  EXPECT_THAT(error("", R"(, "vocab_size": 200)"),
+              HasSubstr(file + ": vocab_size 200 does not cover token 255"));
+  EXPECT_THAT(
+      error(R"(, "byte_offset": 2147483391)", R"(, "added_tokens": [{"id": 0, "content": "<s>"}])"),
+      "loaded");
+}
+
 TEST(SentencePieceTokenizer, TrainsLoadsAndRoundTrips) {
   TempDir dir("tok_spm");
   const auto corpus = dir.path() / "corpus.txt";
@@ -133,6 +169,22 @@ TEST(SentencePieceTokenizer, CorruptModelIsAnErrorNamingTheFile) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("tokenizer.model"));
+  }
+}
+
+// From helper-151's fuzzer: a FIFO blocked the loader in open() for ever; so did a tokenizer.json
+// one (read_json_file's).
+TEST(SentencePieceTokenizer, AFileThatIsNotARegularOneIsNamedAsSuch) {
+  TempDir dir("tok_fifo");
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    const std::filesystem::path file = dir.path() / name;
+    ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    try {
+      Tokenizer::load(dir.path());
+      FAIL() << name;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(file.string() + ": cannot open: not a regular file"));
+    }
   }
 }
 

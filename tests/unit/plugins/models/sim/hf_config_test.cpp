@@ -113,6 +113,13 @@ TEST(HfConfig, ErrorsNameTheFileAndTheKey) {
   e = expect_error(R"([1, 2])");
   EXPECT_NE(e.find("JSON object"), std::string::npos) << e;
 
+  // A number past a double's range is nlohmann's out_of_range, not a parse_error: it escaped
+  // without the file (helper-151's fuzzer).
+  e = expect_error(R"({"num_hidden_layers": 32, "rope_theta": 1e400})", "/models/x/config.json");
+  EXPECT_NE(e.find("/models/x/config.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+  EXPECT_NE(e.find("number overflow"), std::string::npos) << e;
+
   // A value past int64 was echoed as -1.
   e = expect_error(R"({"num_hidden_layers": 32, "hidden_size": 18446744073709551615})");
   EXPECT_NE(e.find("\"hidden_size\" must be in [1, 1048576] (got 18446744073709551615)"),

@@ -571,6 +571,13 @@ DeploymentConfig load_deployment(const fs::path& file, PluginRegistry& registry)
   if (fs::is_directory(file, error)) {
     throw Error(file.string() + ": is a directory, not a deployment file", HW_INVALID_ARGUMENT);
   }
+  // A FIFO blocked open() for ever and /dev/zero read until memory ran out (helper-150's fuzzer).
+  if (exists_but_not_regular(file)) {
+    throw Error(file.string() +
+                    ": is not a regular file (a device, a pipe or a socket?), not a "
+                    "deployment file",
+                HW_INVALID_ARGUMENT);
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     const int open_errno = errno;  // before any other call can change it

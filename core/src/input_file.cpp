@@ -24,6 +24,11 @@ std::string unreadable_reason(const std::filesystem::path& path, int open_errno)
   return open_errno != 0 ? std::strerror(open_errno) : "cannot be read";
 }
 
+bool exists_but_not_regular(const std::filesystem::path& file) {
+  std::error_code ignored;
+  return std::filesystem::exists(file, ignored) && !std::filesystem::is_regular_file(file, ignored);
+}
+
 std::string read_api_key_file(const std::filesystem::path& file) {
   std::ifstream in(file);
   const int open_errno = errno;
@@ -48,8 +53,7 @@ std::string read_text_file(const std::filesystem::path& file) {
   // Only a regular file is read, checked before opening: a FIFO blocks open() until a writer comes
   // (for ever, helper-151's fuzzer), and a directory opens as a stream and fails only at the first
   // read.
-  std::error_code ignored;
-  if (std::filesystem::exists(file, ignored) && !std::filesystem::is_regular_file(file, ignored)) {
+  if (exists_but_not_regular(file)) {
     throw Error(fmt::format("{}: cannot open: {}", file.string(), unreadable_reason(file)));
   }
   std::ifstream in(file, std::ios::binary);

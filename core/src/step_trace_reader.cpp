@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/core/input_file.h>
 #include <headway/core/model_architecture.h>
 #include <headway/core/step_trace_reader.h>
 
@@ -122,6 +123,10 @@ void read_slices(const nlohmann::json& slices, const Where& where, uint32_t max_
 
 TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uint32_t> engine,
                             bool keep_slices) {
+  // A FIFO blocked open() for ever and /dev/zero read until memory ran out (helper-150's fuzzer).
+  if (exists_but_not_regular(file)) {
+    throw Error(file.string() + ": cannot open the step trace (" + unreadable_reason(file) + ")");
+  }
   std::ifstream in(file);
   if (!in) throw Error(file.string() + ": cannot open the step trace");
   TracedSteps result;

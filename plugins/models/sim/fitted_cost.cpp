@@ -67,6 +67,14 @@ class Reader {
 };
 
 toml::table parse(const std::filesystem::path& file) {
+  // A FIFO blocked open() for ever and /dev/zero read until memory ran out (helper-150's fuzzer).
+  // (The plugin links nothing of the host's, so not core's exists_but_not_regular.)
+  std::error_code ignored;
+  if (std::filesystem::exists(file, ignored) && !std::filesystem::is_regular_file(file, ignored)) {
+    throw std::invalid_argument(file.string() +
+                                ": cannot open the cost file: not a regular file (a directory, "
+                                "a device or a pipe?)");
+  }
   std::ifstream in(file);
   if (!in) throw std::invalid_argument(file.string() + ": cannot open the cost file");
   std::stringstream text;

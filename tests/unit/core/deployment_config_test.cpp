@@ -3,6 +3,8 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/plugin_registry.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -490,6 +492,22 @@ TEST_F(DeploymentConfigTest, LoadDeploymentOfAMissingFile) {
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent/deploy.toml"));
     EXPECT_THAT(e.what(), HasSubstr("cannot open deployment file (no such file)"));
   }
+}
+
+// A FIFO blocked open() for ever and /dev/zero read until memory ran out (helper-150's fuzzer).
+TEST_F(DeploymentConfigTest, LoadDeploymentOfAFileThatIsNotARegularOne) {
+  const fs::path fifo = fs::temp_directory_path() / ("deploy_fifo_" + std::to_string(::getpid()));
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const fs::path& file : {fifo, fs::path("/dev/zero")}) {
+    try {
+      load_deployment(file, registry_);
+      ADD_FAILURE() << "no Error for " << file;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+      EXPECT_THAT(e.what(), HasSubstr(file.string() + ": is not a regular file"));
+    }
+  }
+  fs::remove(fifo);
 }
 
 // --- [server]: how `headway serve` exposes the deployment ---------------------------------

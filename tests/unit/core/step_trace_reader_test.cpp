@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
 #include <headway/core/step_trace_reader.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -226,6 +227,20 @@ TEST(StepTraceReader, TracesItCannotFitFromAreRefused) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent/steps.jsonl: cannot open the step trace"));
   }
+  // A FIFO blocked open() for ever, /dev/zero read until memory ran out: refused before opening.
+  const std::filesystem::path fifo =
+      std::filesystem::temp_directory_path() / ("steps_fifo_" + std::to_string(::getpid()));
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::filesystem::path& file : {fifo, std::filesystem::path("/dev/zero")}) {
+    try {
+      read_step_trace(file, std::nullopt);
+      ADD_FAILURE() << "no error for " << file;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(file.string() + ": cannot open the step trace (not a "
+                                                      "regular file)"));
+    }
+  }
+  std::filesystem::remove(fifo);
 }
 
 }  // namespace

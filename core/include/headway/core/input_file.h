@@ -14,6 +14,10 @@ namespace headway::core {
 // that exists but could not be opened (no permission).
 std::string unreadable_reason(const std::filesystem::path& path, int open_errno = 0);
 
+// Whether `file` exists and is not a regular file (a directory, a FIFO, a device): a reader checks
+// before opening, since opening a FIFO blocks until a writer comes and /dev/zero never ends.
+bool exists_but_not_regular(const std::filesystem::path& file);
+
 // The API key in `file` (`serve` and `bench --api-key-file`): its first line, without the spaces
 // and tabs around it. Throws Error naming the flag and the file when it cannot be read (with
 // unreadable_reason()) or holds no key.

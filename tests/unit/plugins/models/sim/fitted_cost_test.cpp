@@ -3,6 +3,7 @@
 #include "fitted_cost.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -121,6 +122,13 @@ TEST_F(FittedCostFile, IntegerCoefficientsAreNumbersToo) {
 }
 
 TEST_F(FittedCostFile, MissingFileIsRefused) { expect_refused(path_, "cannot open"); }
+
+// A FIFO blocked open() for ever (and /dev/zero read until memory ran out): refused before opening.
+TEST_F(FittedCostFile, AFileThatIsNotARegularOneIsRefused) {
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  expect_refused(path_, "cannot open the cost file: not a regular file");
+  expect_refused("/dev/zero", "cannot open the cost file: not a regular file");
+}
 
 TEST_F(FittedCostFile, SyntaxErrorNamesTheLine) {
   expect_refused(write_edited("hidden = 128", "hidden = = 128"), ":14:");

@@ -285,9 +285,10 @@ void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResp
     metric.set_kind(sample.kind);
     metric.set_plugin(sample.plugin);
     metric.set_metric(sample.metric);
-    metric.set_gauge(!sample.counter);
+    metric.set_type(sample.counter ? v1::PluginMetric::COUNTER : v1::PluginMetric::GAUGE);
     metric.set_value(sample.value);
   }
+  out.set_incarnation(cluster.incarnation);
 }
 
 }  // namespace headway::serving::grpc_frontend

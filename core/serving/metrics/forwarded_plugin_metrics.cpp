@@ -30,7 +30,15 @@ bool ForwardedPluginMetrics::room_for_another() {
   return false;
 }
 
-void ForwardedPluginMetrics::take(const std::vector<PluginMetricSample>& samples, bool baseline) {
+void ForwardedPluginMetrics::process_down() {
+  for (auto& [labels, gauge] : gauges_) gauge->set(0.0);
+}
+
+void ForwardedPluginMetrics::take(const std::vector<PluginMetricSample>& samples, bool baseline,
+                                  bool restarted) {
+  if (restarted) {
+    for (auto& [labels, counter] : counters_) counter.counted = 0.0;
+  }
   std::map<Labels, double> gauge_sums;
   for (const PluginMetricSample& sample : samples) {
     if (!sample.counter) {
@@ -62,6 +70,10 @@ void ForwardedPluginMetrics::take(const std::vector<PluginMetricSample>& samples
       it = gauges_.emplace(labels, &metrics_.forwarded_plugin_gauge(labels)).first;
     }
     it->second->set(sum);
+  }
+  // A gauge the report lacks (a process that restarted without the plugin, or an older build).
+  for (auto& [labels, gauge] : gauges_) {
+    if (gauge_sums.find(labels) == gauge_sums.end()) gauge->set(0.0);
   }
 }
 

@@ -76,6 +76,7 @@ namespace {
 // they failed: leaving them out would look like a fall, a restart).
 void take_counts(const v1::ClusterInfoResponse& cluster, EngineSummary& report) {
   report.preemptions = report.prefix_cache_queries = report.prefix_cache_hits = 0;
+  report.incarnation = cluster.incarnation();
   for (const v1::EngineInfo& engine : cluster.engines()) {
     report.preemptions += engine.preemptions();
     report.prefix_cache_queries += engine.prefix_cache_queries();
@@ -87,9 +88,12 @@ std::vector<PluginMetricSample> take_plugin_metrics(const v1::ClusterInfoRespons
   std::vector<PluginMetricSample> samples;
   samples.reserve(static_cast<size_t>(cluster.plugin_metrics_size()));
   for (const v1::PluginMetric& metric : cluster.plugin_metrics()) {
-    samples.push_back(PluginMetricSample{metric.engine(), metric.pool(), metric.kind(),
-                                         metric.plugin(), metric.metric(), !metric.gauge(),
-                                         metric.value()});
+    if (metric.type() != v1::PluginMetric::COUNTER && metric.type() != v1::PluginMetric::GAUGE) {
+      continue;  // a kind of metric a newer build exports: not this router's to read
+    }
+    samples.push_back(PluginMetricSample{
+        metric.engine(), metric.pool(), metric.kind(), metric.plugin(), metric.metric(),
+        metric.type() == v1::PluginMetric::COUNTER, metric.value()});
   }
   return samples;
 }

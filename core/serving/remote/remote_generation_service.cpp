@@ -502,20 +502,27 @@ void RemoteGenerationService::Impl::poll_once() {
 
 void RemoteGenerationService::Impl::add_engine_counts(size_t e) {
   const EngineProcess& engine = *engines_[e];
-  if (!engine.up() && !engine.draining()) return;  // its counts come with its next answer
+  if (!engine.up() && !engine.draining()) {  // its counts come with its next answer
+    forwarded_plugins_[e].process_down();
+    return;
+  }
   const EngineSummary now = engine.summary();
   EngineSummary& before = counted_[e];
+  // A process that restarted counts from 0 again: all of its new count is new. Known from its
+  // incarnation; from a build before it, guessed from a count that fell (a restarted process that
+  // passed its old count before the next poll is undercounted by that count).
+  const bool restarted =
+      counted_known_[e] && before.incarnation != 0 && now.incarnation != before.incarnation;
+  if (restarted) before.preemptions = before.prefix_cache_queries = before.prefix_cache_hits = 0;
   // On its first answer since the router started, what it reports was counted before the router.
-  forwarded_plugins_[e].take(engine.plugin_metrics(), /*baseline=*/!counted_known_[e]);
+  forwarded_plugins_[e].take(engine.plugin_metrics(), /*baseline=*/!counted_known_[e], restarted);
   if (!counted_known_[e]) {
     before = now;
     counted_known_[e] = true;
     return;
   }
+  before.incarnation = now.incarnation;
   EngineSeries& series = engine_series_[e];
-  // A process that restarted counts from 0 again: all of its new count is new. (Guessed from a
-  // count that fell: a restarted process that passed its old count before the next poll is
-  // undercounted by that count; the router sends nothing to a process it has seen down.)
   const auto grow = [](Counter& counter, uint64_t now_count, uint64_t& before_count) {
     counter.add(
         static_cast<double>(now_count >= before_count ? now_count - before_count : now_count));

@@ -105,6 +105,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   const std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
   const core::WallClock clock_{origin_};
   std::string deployment_name_;
+  const uint64_t incarnation_ = random_u64();  // ClusterSummary::incarnation
   // Before the cluster: its plugins' host services send their metrics here until they are gone.
   ServingMetrics metrics_;
   std::vector<EngineSeries> engine_series_;  // per engine, as its driver records them
@@ -502,6 +503,7 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
     counts.prefix_cache_queries = static_cast<uint64_t>(series.prefix_cache_queries.value());
   }
   summary.plugin_metrics = metrics_.plugin_samples();
+  summary.incarnation = incarnation_;
   return summary;
 }
 

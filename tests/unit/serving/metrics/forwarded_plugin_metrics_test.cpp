@@ -66,6 +66,32 @@ TEST(ForwardedPluginMetrics, ACountThatFellIsARestartedProcesssWholeCount) {
   EXPECT_EQ(counted(metrics, "steps"), 28) << metrics.render();
 }
 
+// A process known to have restarted (its incarnation changed) counts from 0 again, also when its
+// new count reached the old one by the next poll (a link joined again: 1 and 1).
+TEST(ForwardedPluginMetrics, ARestartedProcessCountsWholeEvenWhereItsCountDidNotFall) {
+  ServingMetrics metrics;
+  ForwardedPluginMetrics forwarded(metrics, 3, "long", "127.0.0.1:1");
+  forwarded.take({counter("0", "links", 0)}, /*baseline=*/true);
+  forwarded.take({counter("0", "links", 1)}, false);
+  forwarded.take({counter("0", "links", 1)}, false, /*restarted=*/true);
+  EXPECT_EQ(counted(metrics, "links"), 2) << metrics.render();
+}
+
+// What no running process holds is not added to a dashboard's sums: a down process's gauges, and a
+// gauge its later report lacks, read 0.
+TEST(ForwardedPluginMetrics, GaugesReadZeroWhileTheProcessIsDownOrOnceItsReportLacksThem) {
+  ServingMetrics metrics;
+  ForwardedPluginMetrics forwarded(metrics, 3, "long", "127.0.0.1:1");
+  forwarded.take({gauge("0", "open", 2), gauge("0", "depth", 5)}, /*baseline=*/true);
+  EXPECT_EQ(value_of(metrics, "headway_plugin_value", "open"), 2);
+  forwarded.process_down();
+  EXPECT_EQ(value_of(metrics, "headway_plugin_value", "open"), 0);
+  EXPECT_EQ(value_of(metrics, "headway_plugin_value", "depth"), 0);
+  forwarded.take({gauge("0", "open", 1)}, false);
+  EXPECT_EQ(value_of(metrics, "headway_plugin_value", "open"), 1);
+  EXPECT_EQ(value_of(metrics, "headway_plugin_value", "depth"), 0);
+}
+
 // The router sees a process of several engines as one: their series add up under its label.
 TEST(ForwardedPluginMetrics, SeveralEnginesOfOneProcessAddUp) {
   ServingMetrics metrics;

@@ -188,6 +188,13 @@ TEST_F(ServiceTest, ModelInfoNamesTheCheckpoint) {
   ASSERT_EQ(cluster.engines.size(), 1u);
   EXPECT_TRUE(cluster.engines[0].alive);
   EXPECT_GT(cluster.engines[0].kv_blocks_total, 0u);
+  // Drawn once per service (a router tells a restarted process by it): the same at every call, and
+  // another service's differs.
+  EXPECT_NE(cluster.incarnation, 0u);
+  EXPECT_EQ(service.cluster_info().incarnation, cluster.incarnation);
+  EXPECT_NE(
+      LocalGenerationService(tiny_deployment(checkpoint(), kOneEngine)).cluster_info().incarnation,
+      cluster.incarnation);
   const HealthSummary health = service.health();
   EXPECT_TRUE(health.serving);
   EXPECT_EQ(health.engines_alive, 1u);

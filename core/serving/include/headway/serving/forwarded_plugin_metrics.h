@@ -5,13 +5,16 @@
 //
 // Counters count from the router's start, as its other forwarded counters do: what the process
 // counted before the first report taken with `baseline` is left out, and a series whose count fell
-// (a restarted process) adds its whole new count. A process running several engines reports a
-// series per engine; their counts add up, and so do their gauges (the router sees such a process
-// as one engine whose load is their sum). A gauge keeps the last value reported, also while the
-// process is down.
+// or that the caller knows restarted (its incarnation changed), adds its whole new count. A process
+// running several engines reports a series per engine; their counts add up, and so do their
+// gauges (the router sees such a process as one engine whose load is their sum: a plugin whose
+// gauge is not a quantity, a ratio, reads their sum). A gauge reads 0 while the process is down and
+// once a report lacks it (what no running process holds is not added to a dashboard's sums, as
+// the router's running and waiting gauges).
 //
-// Ownership: references the ServingMetrics it was made with, which must outlive it. Threading: not
-// thread-safe; the router's poll thread alone calls take().
+// Ownership: references the ServingMetrics it was made with, and points into its series: their
+// values must not be touched once it is gone (the destructor touches neither). Threading: not
+// thread-safe; the router's poll thread calls it (and its constructor before that thread starts).
 #pragma once
 
 #include <headway/serving/generation_service.h>
@@ -36,8 +39,11 @@ class ForwardedPluginMetrics {
                          std::string address);
 
   // The process's series as of its latest report. With `baseline`, the counters' values are taken
-  // as already counted (the first report since the router started).
-  void take(const std::vector<PluginMetricSample>& samples, bool baseline);
+  // as already counted (the first report since the router started); with `restarted`, the process
+  // started again since the last report and every count is new.
+  void take(const std::vector<PluginMetricSample>& samples, bool baseline, bool restarted = false);
+  // The process is down: its gauges read 0 until it reports again.
+  void process_down();
 
  private:
   struct ForwardedCounter {

@@ -178,6 +178,8 @@ struct EngineSummary {
   uint64_t preemptions = 0;
   uint64_t prefix_cache_queries = 0;
   uint64_t prefix_cache_hits = 0;
+  // A router process's engine: its process's ClusterSummary::incarnation (0: not known).
+  uint64_t incarnation = 0;
 };
 
 // One series of a plugin's metric as the process exports it (headway_plugin_total for a counter,
@@ -198,6 +200,8 @@ struct ClusterSummary {
   std::vector<EngineSummary> engines;
   // Of one process (a router process gives none: its router plugin's are in its own /metrics).
   std::vector<PluginMetricSample> plugin_metrics;
+  // Drawn at random when the service started: a change tells a router the process restarted.
+  uint64_t incarnation = 0;
 };
 
 // What a service has done since it started, summed over its engines: the counters behind

@@ -115,26 +115,35 @@ bool GrammarGuide::accept(int32_t token) {
   if (ended_) return false;
   if (!opener_.empty()) {
     // The first token decides: the reasoning opens, or there is none and the answer starts here.
-    if (!opens_reasoning(token)) marker_.clear();
+    // A refused token changes nothing (TokenGuide's contract).
+    const bool opens = opens_reasoning(token);
+    if (!(opens ? accept_thinking(token) : accept_shaped(token))) return false;
     opener_.clear();
-  }
-  if (!marker_.empty()) {
-    if (is_end_token(token)) return false;
-    const std::string_view bytes = vocabulary_->bytes_of(token);
-    const std::optional<bool> fits = completes_marker(bytes);
-    if (fits) {
-      if (!*fits) return false;
-      std::swap(state_, marker_state_[0]);
-      marker_.clear();
-      return true;
-    }
-    marker_tail_ += bytes;
-    // Only the bytes that could still begin the marker are kept.
-    if (marker_tail_.size() >= marker_.size()) {
-      marker_tail_.erase(0, marker_tail_.size() - marker_.size() + 1);
-    }
+    if (!opens) marker_.clear();
     return true;
   }
+  return marker_.empty() ? accept_shaped(token) : accept_thinking(token);
+}
+
+bool GrammarGuide::accept_thinking(int32_t token) {
+  if (is_end_token(token)) return false;
+  const std::string_view bytes = vocabulary_->bytes_of(token);
+  const std::optional<bool> fits = completes_marker(bytes);
+  if (fits) {
+    if (!*fits) return false;
+    std::swap(state_, marker_state_[0]);
+    marker_.clear();
+    return true;
+  }
+  marker_tail_ += bytes;
+  // Only the bytes that could still begin the marker are kept.
+  if (marker_tail_.size() >= marker_.size()) {
+    marker_tail_.erase(0, marker_tail_.size() - marker_.size() + 1);
+  }
+  return true;
+}
+
+bool GrammarGuide::accept_shaped(int32_t token) {
   if (is_end_token(token)) {
     if (!matcher_.complete(state_)) return false;
     ended_ = true;
@@ -157,7 +166,9 @@ bool GrammarGuide::allows(int32_t token) {
   if (ended_ || token < 0 || static_cast<uint32_t>(token) >= vocabulary_->vocab_size()) {
     return false;
   }
-  if (!opener_.empty() && opens_reasoning(token)) return true;
+  if (!opener_.empty() && opens_reasoning(token)) {
+    return completes_marker(vocabulary_->bytes_of(token)).value_or(true);
+  }
   if (!marker_.empty() && opener_.empty()) {
     if (is_end_token(token)) return false;
     return completes_marker(vocabulary_->bytes_of(token)).value_or(true);
@@ -189,14 +200,18 @@ void GrammarGuide::mask_opening(std::span<float> logits) {
     const auto id = static_cast<size_t>(opener_tokens_[t]);
     opener_logits_[t] = id < logits.size() ? logits[id] : 0.0f;
   }
-  mask_grammar(logits);
+  mask_grammar(logits, /*others_may_come=*/!opener_tokens_.empty());
+  constexpr float kBanned = -std::numeric_limits<float>::infinity();
   for (size_t t = 0; t < opener_tokens_.size(); ++t) {
     const auto id = static_cast<size_t>(opener_tokens_[t]);
-    if (id < logits.size()) logits[id] = opener_logits_[t];
+    if (id >= logits.size()) continue;
+    // As in mask_free: one that would also close the thinking with bytes the shape refuses, not.
+    const bool fits = completes_marker(vocabulary_->bytes_of(opener_tokens_[t])).value_or(true);
+    logits[id] = fits ? opener_logits_[t] : kBanned;
   }
 }
 
-void GrammarGuide::mask_grammar(std::span<float> logits) {
+void GrammarGuide::mask_grammar(std::span<float> logits, bool others_may_come) {
   constexpr float kBanned = -std::numeric_limits<float>::infinity();
   for (size_t e = 0; e < end_tokens_.size(); ++e) {
     const auto id = static_cast<size_t>(end_tokens_[e]);
@@ -234,7 +249,8 @@ void GrammarGuide::mask_grammar(std::span<float> logits) {
   // No token continues the output (the vocabulary lacks the bytes it needs, or only stop ids
   // would): it ends here rather than with a token the grammar refuses.
   const int32_t eos = vocabulary_->eos();
-  if (fits == 0 && !complete && eos >= 0 && static_cast<size_t>(eos) < logits.size()) {
+  if (fits == 0 && !complete && !others_may_come && eos >= 0 &&
+      static_cast<size_t>(eos) < logits.size()) {
     logits[eos] = 0.0f;
   }
 }

@@ -72,8 +72,13 @@ class GrammarGuide final : public core::TokenGuide {
   // Before starts_after: every token but the end tokens and those that complete it with bytes the
   // grammar refuses.
   void mask_free(std::span<float> logits);
-  // The grammar's set at the current place, end tokens where the output may end.
-  void mask_grammar(std::span<float> logits);
+  // The grammar's set at the current place, end tokens where the output may end; where no token
+  // fits, the end-of-sequence token, unless `others_may_come` (tokens the caller allows besides).
+  void mask_grammar(std::span<float> logits, bool others_may_come = false);
+  // accept() while thinking (before starts_after) and in the shape; each changes nothing when it
+  // refuses the token.
+  bool accept_thinking(int32_t token);
+  bool accept_shaped(int32_t token);
   // First token with reasoning_opener: the grammar's set, and the tokens that open the reasoning.
   void mask_opening(std::span<float> logits);
   // Whether `token` opens the reasoning (reasoning_opener after blanks).

@@ -195,20 +195,26 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
 
 namespace {
 
-// Whether the prompt's end already closes the reasoning that `marker` ("</think>") closes: the
-// marker comes after the last opening tag ("<think>") in its last tokens.
-bool prompt_ends_reasoning(const core::Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                           const std::string& marker) {
+// Where the prompt's end leaves the reasoning that `marker` ("</think>") closes, from its last
+// tokens: closed (the marker after the last opening tag "<think>", or with none), open (an opening
+// tag after the last marker: Qwen3-Thinking-2507's and QwQ's templates end the prompt with
+// "<think>\n"), or neither.
+enum class PromptReasoning { kNone, kEnded, kOpen };
+
+PromptReasoning prompt_reasoning(const core::Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                                 const std::string& marker) {
   constexpr size_t kTailTokens = 32;
   const std::string tail = tokenizer.decode(prompt.last(std::min(prompt.size(), kTailTokens)));
   const size_t closed = tail.rfind(marker);
-  if (closed == std::string::npos) return false;
   // "</think>" opens with "<think>". (Built by appending: GCC 12 at -O3 warns, falsely, that
   // `"<" + marker.substr(2)` may copy overlapping memory, its bug 105329.)
   std::string opening;
   if (marker.starts_with("</")) opening.append("<").append(marker, 2);
   const size_t opened = opening.empty() ? std::string::npos : tail.rfind(opening);
-  return opened == std::string::npos || opened < closed;
+  if (opened != std::string::npos && (closed == std::string::npos || opened > closed)) {
+    return PromptReasoning::kOpen;
+  }
+  return closed == std::string::npos ? PromptReasoning::kNone : PromptReasoning::kEnded;
 }
 
 }  // namespace
@@ -252,10 +258,18 @@ void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_
                ": a banned token may be the only one the answer's shape allows next",
            "bad_words");
   }
-  if (!input.guided.starts_after.empty() &&
-      prompt_ends_reasoning(*tokenizer_, prompt, input.guided.starts_after)) {
-    input.guided.starts_after.clear();  // no reasoning comes: the shape applies from the start
-    input.guided.reasoning_opener.clear();
+  if (!input.guided.starts_after.empty()) {
+    switch (prompt_reasoning(*tokenizer_, prompt, input.guided.starts_after)) {
+      case PromptReasoning::kEnded:  // no reasoning comes: the shape applies from the start
+        input.guided.starts_after.clear();
+        input.guided.reasoning_opener.clear();
+        break;
+      case PromptReasoning::kOpen:  // the model thinks from its first token, no tag first
+        input.guided.reasoning_opener.clear();
+        break;
+      case PromptReasoning::kNone:
+        break;
+    }
   }
   std::call_once(guides_built_, [&] {
     guides_ = std::make_unique<guided::GuideFactory>(

@@ -365,8 +365,17 @@ TEST(GrammarGuide, AReasoningModelThinksBeforeTheShape) {
 // that does not think is shaped, not let run free until a "</think>" that never comes.
 TEST(GrammarGuide, AnAnswerThatDoesNotOpenTheThinkingIsShapedFromItsFirstToken) {
   auto grammar = std::make_shared<Grammar>(choice_grammar({"yes", "no"}, "guided_choice"));
-  const std::vector<std::string> tokens = {"",   "<think>", "\n<think>", "hm",         "yes",
-                                           "no", "<thi",    "</think>",  "</think>yes"};
+  const std::vector<std::string> tokens = {"",
+                                           "<think>",
+                                           "\n<think>",
+                                           "hm",
+                                           "yes",
+                                           "no",
+                                           "<thi",
+                                           "</think>",
+                                           "</think>yes",
+                                           "<think></think>x",
+                                           "<think></think>no"};
   auto vocabulary = std::make_shared<VocabularyIndex>(tokens, /*eos=*/0);
   const auto id = [&](const std::string& text) {
     return static_cast<int32_t>(std::find(tokens.begin(), tokens.end(), text) - tokens.begin());
@@ -385,8 +394,19 @@ TEST(GrammarGuide, AnAnswerThatDoesNotOpenTheThinkingIsShapedFromItsFirstToken) 
   EXPECT_TRUE(std::isinf(logits[id("hm")]));    // neither: it would be unshaped content
   EXPECT_TRUE(std::isinf(logits[id("<thi")]));  // a part of the tag is neither either
   EXPECT_TRUE(std::isinf(logits[0]));           // no empty answer
+  // One that opens and closes the thinking at once is held to the shape after it, as any token
+  // closing it.
+  EXPECT_EQ(logits[id("<think></think>no")], 1.0f);
+  EXPECT_TRUE(std::isinf(logits[id("<think></think>x")]));
+  EXPECT_FALSE(guide.allows(id("<think></think>x")));
   EXPECT_TRUE(guide.allows(id("<think>")));
   EXPECT_FALSE(guide.allows(id("hm")));
+  // A refused token leaves the guide where it was: the first token still decides.
+  EXPECT_FALSE(guide.accept(id("hm")));
+  EXPECT_FALSE(guide.accept(0));
+  EXPECT_FALSE(guide.accept(id("<think></think>x")));
+  EXPECT_TRUE(guide.allows(id("<think>")));
+  EXPECT_TRUE(guide.allows(id("yes")));
   ASSERT_TRUE(guide.accept(id("no")));
   EXPECT_TRUE(guide.complete());
   EXPECT_FALSE(guide.allows(id("<think>")));  // the first token decided: no thinking now

@@ -237,6 +237,25 @@ TEST_F(GuidedServiceTest, TheShapeWaitsForTheReasoningUnlessThePromptClosedIt) {
   EXPECT_EQ(free.finish, Finish::kLength) << free.text;
   EXPECT_EQ(free.text.find("</think>"), std::string::npos);
   EXPECT_FALSE(nlohmann::json::parse(free.text, nullptr, false).is_object()) << free.text;
+
+  // Qwen3's parser (reasoning_opener "<think>"): a prompt that opened the thinking (Qwen3-Thinking-
+  // 2507's and QwQ's templates) still thinks first, as above, though the output opens no tag...
+  GenerateInput opened = guided_request(5);
+  opened.prompt_text = "Describe it as JSON.\n<think>\n";
+  opened.max_tokens = 24;
+  opened.guided.starts_after = "</think>";
+  opened.guided.reasoning_opener = "<think>";
+  const test::Collected thought = collect(*service.submit(std::move(opened)));
+  EXPECT_EQ(thought.finish, Finish::kLength) << thought.text;
+  EXPECT_FALSE(nlohmann::json::parse(thought.text, nullptr, false).is_object()) << thought.text;
+  // ... while one that did not, answered without a tag first, is shaped from its first token.
+  GenerateInput plain = guided_request(5);
+  plain.prompt_text = "Describe it as JSON.\n";
+  plain.guided.starts_after = "</think>";
+  plain.guided.reasoning_opener = "<think>";
+  const test::Collected shaped = collect(*service.submit(std::move(plain)));
+  EXPECT_EQ(shaped.finish, Finish::kStop) << shaped.text;
+  EXPECT_TRUE(nlohmann::json::parse(shaped.text, nullptr, false).is_object()) << shaped.text;
 }
 
 void expect_refused(LocalGenerationService& service, GenerateInput input, const std::string& param,

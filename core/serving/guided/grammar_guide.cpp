@@ -166,10 +166,8 @@ bool GrammarGuide::allows(int32_t token) {
   if (ended_ || token < 0 || static_cast<uint32_t>(token) >= vocabulary_->vocab_size()) {
     return false;
   }
-  if (!opener_.empty() && opens_reasoning(token)) {
-    return completes_marker(vocabulary_->bytes_of(token)).value_or(true);
-  }
-  if (!marker_.empty() && opener_.empty()) {
+  // Thinking, or a first token that opens it: anything that does not close it wrongly.
+  if (!marker_.empty() && (opener_.empty() || opens_reasoning(token))) {
     if (is_end_token(token)) return false;
     return completes_marker(vocabulary_->bytes_of(token)).value_or(true);
   }

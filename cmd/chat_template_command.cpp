@@ -32,28 +32,49 @@ CLI::App* add_chat_template_command(CLI::App& app, ChatTemplateArgs& args) {
   return c;
 }
 
+namespace {
+
+// What `read` returns; its error prefixed with the flag whose value it read ("--model: 1: no such
+// directory"), since a bare path does not say which of three flags gave it (helper-150's fuzzer).
+template <typename Read>
+auto from_flag(const char* flag, Read read) {
+  try {
+    return read();
+  } catch (const core::Error& e) {
+    throw core::Error(std::string(flag) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 int run_chat_template(const ChatTemplateArgs& args) {
   if (args.model.empty() && args.template_file.empty()) {
     throw core::Error("chat-template needs --model, --template or both");
   }
-  const std::string body = args.request == "-"
-                               ? std::string(std::istreambuf_iterator<char>(std::cin), {})
+  const std::string body = from_flag("--request", [&] {
+    return args.request == "-" ? std::string(std::istreambuf_iterator<char>(std::cin), {})
                                : core::read_text_file(args.request);
+  });
   serving::GenerateInput input;
   try {
     input = serving::http::parse_chat_request_prompt(body);
   } catch (const core::Error& e) {
-    throw core::Error((args.request == "-" ? std::string("standard input") : args.request) + ": " +
+    throw core::Error("--request " +
+                      (args.request == "-" ? std::string("standard input") : args.request) + ": " +
                       e.what());
   }
   // Without a checkpoint, a byte tokenizer with no special tokens: the template's bos_token and
   // eos_token are empty, as they are for the built-in byte tokenizer when serving.
   const std::unique_ptr<core::Tokenizer> tokenizer =
       args.model.empty() ? std::make_unique<core::ByteTokenizer>(0, -1, -1, 256)
-                         : core::Tokenizer::load(args.model);
+                         : from_flag("--model", [&] { return core::Tokenizer::load(args.model); });
   const std::unique_ptr<serving::ChatTemplate> chat_template =
-      args.template_file.empty() ? serving::ChatTemplate::load(args.model, *tokenizer)
-                                 : serving::ChatTemplate::from_file(args.template_file, *tokenizer);
+      args.template_file.empty()
+          ? from_flag("--model",
+                      [&] { return serving::ChatTemplate::load(args.model, *tokenizer); })
+          : from_flag("--template", [&] {
+              return serving::ChatTemplate::from_file(args.template_file, *tokenizer);
+            });
   try {
     std::cout << chat_template->render(input);
   } catch (const serving::ServiceError& e) {

@@ -104,12 +104,22 @@ TEST(ChatTemplateCli, EachFailureIsOneLineNamingWhatIsWrong) {
   const std::string not_chat = scratch.write("bad.json", R"({"messages": [{"content": "x"}]})");
   r = run_cli("chat-template --template " + good + " --request " + not_chat);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "headway: error: " + not_chat + ": messages[0].role is required\n");
+  EXPECT_EQ(r.err, "headway: error: --request " + not_chat + ": messages[0].role is required\n");
 
   r = run_cli("chat-template --template " + good + " --request " + scratch.dir.string() +
               "/missing.json");
   EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("headway: error: --request: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("missing.json: cannot open: no such file"), std::string::npos) << r.err;
+
+  // Each path's error names the flag that gave it (a bare "1: no such directory" did not).
+  r = run_cli("chat-template --model " + scratch.dir.string() + "/nowhere --request " + request);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("headway: error: --model: "), std::string::npos) << r.err;
+  r = run_cli("chat-template --template " + scratch.dir.string() + "/none.jinja --request " +
+              request);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("headway: error: --template: "), std::string::npos) << r.err;
 
   const std::string broken = scratch.write("broken.jinja", "x\n{% if %}");
   r = run_cli("chat-template --template " + broken + " --request " + request);

@@ -155,14 +155,16 @@ class ServeProcess {
 // to engine1 (pool "long"), the rest to engine0 (pool "short"). Each process logs to its own pipe.
 // `slow_long_engine`: engine1 serves a bigger checkpoint with the same tokenizer and vocabulary
 // (8 layers, hidden 512: milliseconds per token instead of a fraction of one), so that a test can
-// act while one of its requests is still streaming.
+// act while one of its requests is still streaming. `router_server_keys`: more lines of the
+// router's [server] table ("reasoning_parser = \"qwen3\"\n").
 class RoutedEngineProcesses {
  public:
   RoutedEngineProcesses(const fs::path& dir, uint32_t long_from, double load_report_interval_s,
                         bool slow_long_engine = false,
                         const std::string& scheduler =
                             "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
-                            "max_num_seqs = 16 } }") {
+                            "max_num_seqs = 16 } }",
+                        const std::string& router_server_keys = "") {
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
     for (const char* pool : {"short", "long"}) {
       const fs::path config = write_tiny_deployment(
@@ -190,7 +192,7 @@ class RoutedEngineProcesses {
     tables += "[router]\nplugin = \"length\"\noptions = { pools = \"short:0,long:" +
               std::to_string(long_from) + "\" }\n[server]\nrole = \"router\"\nhttp_port = 0\n" +
               "grpc_port = 0\ndrain_timeout_s = 30\nload_report_interval_s = " +
-              std::to_string(load_report_interval_s) + "\n";
+              std::to_string(load_report_interval_s) + "\n" + router_server_keys;
     router_ =
         std::make_unique<ServeProcess>(write_tiny_deployment(dir, "router", tables, "router.toml"));
     const std::optional<std::string> http =

@@ -653,6 +653,46 @@ TEST(ServeProcesses, TheLongestRequestIdAClientMayChoosePassesThroughTheRouter) 
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// The router splits a chat answer's thinking as a single process does, from where the router's
+// prompt left it: an assistant message continued inside "<think>" (as Qwen3-Thinking-2507's
+// template ends every prompt) makes the tiny model's tagless random text reasoning, not content;
+// the same answer after a closed think block is content.
+TEST(ServeProcesses, TheRoutersReasoningParserReadsWhereThePromptLeftTheThinking) {
+  TempDir dir("serve_processes_reasoning");
+  RoutedEngineProcesses cluster(
+      dir.path, kLongFrom, 0.05, false,
+      "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, max_num_seqs = 16 } }",
+      "reasoning_parser = \"qwen3\"\n");
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  const auto answer_to = [&](const std::string& thinking) {
+    const nlohmann::json body = {{"model", "tiny"},
+                                 {"messages",
+                                  {{{"role", "user"}, {"content", "Capital?"}},
+                                   {{"role", "assistant"}, {"content", thinking}}}},
+                                 {"add_generation_prompt", false},
+                                 {"continue_final_message", true},
+                                 {"max_tokens", 6},
+                                 {"temperature", 0},
+                                 {"ignore_eos", true}};
+    const auto result = http.Post("/v1/chat/completions", body.dump(), "application/json");
+    if (!result) return nlohmann::json();
+    EXPECT_EQ(result->status, 200) << result->body;
+    return nlohmann::json::parse(result->body)["choices"][0]["message"];
+  };
+  const nlohmann::json opened = answer_to("<think>\n");
+  ASSERT_TRUE(opened.is_object());
+  EXPECT_TRUE(opened["reasoning"].is_string()) << opened;
+  EXPECT_TRUE(opened["content"].is_null()) << opened;
+  const nlohmann::json closed = answer_to("<think>\n\n</think>\n\n");
+  ASSERT_TRUE(closed.is_object());
+  EXPECT_TRUE(closed["reasoning"].is_null()) << closed;
+  EXPECT_TRUE(closed["content"].is_string()) << closed;
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 // An engine process whose waiting queue is full refuses a request with RESOURCE_EXHAUSTED: the
 // router's client gets 429 with the process's reason, as from a single process, and the router
 // counts a queue_full rejection (it used to answer 500 "generation failed" and count an error).

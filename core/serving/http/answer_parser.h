@@ -38,6 +38,11 @@ class AnswerParser {
         tools_(std::move(tools)),
         keep_reasoning_(keep_reasoning) {}
 
+  // Where the choice's prompt left the thinking (ReasoningParser::follow_prompt()); call before
+  // the first feed().
+  void follow_prompt(PromptReasoning where) {
+    if (reasoning_) reasoning_->follow_prompt(where);
+  }
   void feed(std::string_view text, AnswerPieces& out);
   void finish(AnswerPieces& out);
 

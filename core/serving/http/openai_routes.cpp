@@ -488,6 +488,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
         std::optional<std::string> reasoning;
         if (answer_parser) {
           AnswerParser parser = *answer_parser;
+          parser.follow_prompt(streams[i]->prompt_reasoning());
           AnswerPieces pieces;
           parser.feed(completion.text, pieces);
           parser.finish(pieces);
@@ -564,6 +565,9 @@ std::optional<AnswerParser> OpenAiRoutes::chat_answer_parser(OpenAiRequest& pars
   // open with "<think>" for all content (a model not thinking): so does the guide, which then
   // shapes it from its first token (it let such an answer run free to max_tokens).
   const bool guided = parsed.input.guided.kind != GuidedOutput::Kind::kNone;
+  // The service tells each choice where its prompt left the thinking (a template may open it, as
+  // Qwen3-Thinking-2507's does, or close it), which decides what a tagless answer is.
+  if (reasoning_format_) parsed.input.reasoning_end = std::string(kReasoningEnd);
   if (guided && reasoning_format_) {
     parsed.input.guided.starts_after = std::string(kReasoningEnd);
     if (*reasoning_format_ == ReasoningFormat::kQwen3) {

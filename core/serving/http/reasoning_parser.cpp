@@ -17,6 +17,11 @@ std::optional<ReasoningFormat> reasoning_format_named(std::string_view name) {
   return std::nullopt;
 }
 
+void ReasoningParser::follow_prompt(PromptReasoning where) {
+  tagless_reasoning_ = where == PromptReasoning::kOpen ||
+                       (where == PromptReasoning::kNone && format_ == ReasoningFormat::kDeepSeekR1);
+}
+
 void ReasoningParser::feed(std::string_view text, std::string& reasoning, std::string& content) {
   pending_ += text;
   if (state_ == State::kStart) {
@@ -28,8 +33,9 @@ void ReasoningParser::feed(std::string_view text, std::string& reasoning, std::s
     } else if (kThinkOpen.starts_with(rest)) {
       return;  // whitespace, or the tag cut short
     } else {
-      // No opening tag: R1's template opened it in the prompt; Qwen3 is not thinking.
-      state_ = format_ == ReasoningFormat::kDeepSeekR1 ? State::kReasoning : State::kContent;
+      // No opening tag: the prompt opened the thinking (R1's template, Qwen3-Thinking-2507's), or
+      // the model is not thinking (Qwen3's by default, any whose prompt closed it).
+      state_ = tagless_reasoning_ ? State::kReasoning : State::kContent;
     }
   }
   if (state_ == State::kReasoning) {
@@ -49,8 +55,8 @@ void ReasoningParser::feed(std::string_view text, std::string& reasoning, std::s
 }
 
 void ReasoningParser::finish(std::string& reasoning, std::string& content) {
-  const bool reasoning_left = state_ == State::kReasoning ||
-                              (state_ == State::kStart && format_ == ReasoningFormat::kDeepSeekR1);
+  const bool reasoning_left =
+      state_ == State::kReasoning || (state_ == State::kStart && tagless_reasoning_);
   (reasoning_left ? reasoning : content) += pending_;
   pending_.clear();
   state_ = State::kStart;

@@ -8,6 +8,10 @@
 //   that never closes it is all reasoning.
 // - qwen3 (Qwen3, QwQ): an answer that opens with "<think>" reasons up to "</think>"; one that does
 //   not (thinking turned off) is all content.
+// Where the prompt already opened the thinking (Qwen3-Thinking-2507's template ends it with
+// "<think>\n"), an answer without the opening tag reasons up to "</think>" in both formats; where
+// the prompt closed it (Qwen3's enable_thinking off), such an answer is all content in both
+// (follow_prompt()).
 // Whitespace before the opening tag is dropped; the tags never reach the client.
 //
 // Streams: feed() gives back the reasoning and content that can go out now, holding back only what
@@ -16,6 +20,8 @@
 //
 // Threading: one thread at a time (one parser per choice).
 #pragma once
+
+#include <headway/serving/request_stream.h>
 
 #include <optional>
 #include <string>
@@ -34,7 +40,12 @@ std::optional<ReasoningFormat> reasoning_format_named(std::string_view name);
 
 class ReasoningParser {
  public:
-  explicit ReasoningParser(ReasoningFormat format) : format_(format) {}
+  explicit ReasoningParser(ReasoningFormat format)
+      : format_(format), tagless_reasoning_(format == ReasoningFormat::kDeepSeekR1) {}
+
+  // Where the request's prompt left the thinking (RequestStream::prompt_reasoning()): decides
+  // what an answer that does not open with "<think>" is. Call before the first feed().
+  void follow_prompt(PromptReasoning where);
 
   // More generated text: what is now known to be reasoning or content is appended to them.
   void feed(std::string_view text, std::string& reasoning, std::string& content);
@@ -48,6 +59,8 @@ class ReasoningParser {
     kContent,    // after it (or an answer without thinking)
   };
   ReasoningFormat format_;
+  // An answer that does not open with "<think>" is reasoning (up to "</think>"), not content.
+  bool tagless_reasoning_;
   State state_ = State::kStart;
   std::string pending_;  // text not yet given out
 };

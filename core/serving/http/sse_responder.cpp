@@ -21,6 +21,7 @@ SseResponder::SseResponder(GenerationService& service,
   for (size_t i = 0; i < reader_.size(); ++i) {
     choices_.push_back(Choice{LogprobsJson(header_.endpoint, header_.logprobs ? top_logprobs : -1),
                               0, answer_parser});
+    if (answer_parser) choices_.back().parser->follow_prompt(reader_.stream(i).prompt_reasoning());
     if (!echo_.prompt_texts.empty()) {
       choices_.back().echo_text = echo_.prompt_texts.at(i / header_.choices_per_prompt);
     }

@@ -633,6 +633,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                   std::move(on_stop_string), /*admitted=*/false);
     if (input.return_prompt_ids) stream->set_prompt_ids(admitted.prompt);
+    stream->set_prompt_reasoning(admitted.prompt_reasoning);
     if (input.sampling.prompt_logprobs >= 0 && !admitted.prompt.empty()) {
       stream->expect_prompt_logprobs(admitted.prompt.front());
     }

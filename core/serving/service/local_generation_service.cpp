@@ -405,6 +405,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   auto stream = std::make_shared<RequestStream>(id, prompt_tokens, std::move(decoder),
                                                 std::move(on_stop_string));
   if (input.return_prompt_ids) stream->set_prompt_ids(request.prompt);
+  stream->set_prompt_reasoning(admitted.prompt_reasoning);
   if (request.sampling.prompt_logprobs >= 0 && !request.prompt.empty() && !input.kv_source) {
     stream->expect_prompt_logprobs(request.prompt.front());
   }

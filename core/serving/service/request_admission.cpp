@@ -143,6 +143,29 @@ std::string RequestAdmission::detokenize(const std::string& model,
   return tokenizer_->decode(ids);
 }
 
+namespace {
+
+// Where the prompt's end leaves the reasoning that `marker` ("</think>") closes, from its last
+// tokens: closed (the marker after the last opening tag "<think>", or with none), open (an opening
+// tag after the last marker), or neither.
+PromptReasoning prompt_reasoning(const core::Tokenizer& tokenizer, std::span<const int32_t> prompt,
+                                 const std::string& marker) {
+  constexpr size_t kTailTokens = 32;
+  const std::string tail = tokenizer.decode(prompt.last(std::min(prompt.size(), kTailTokens)));
+  const size_t closed = tail.rfind(marker);
+  // "</think>" opens with "<think>". (Built by appending: GCC 12 at -O3 warns, falsely, that
+  // `"<" + marker.substr(2)` may copy overlapping memory, its bug 105329.)
+  std::string opening;
+  if (marker.starts_with("</")) opening.append("<").append(marker, 2);
+  const size_t opened = opening.empty() ? std::string::npos : tail.rfind(opening);
+  if (opened != std::string::npos && (closed == std::string::npos || opened > closed)) {
+    return PromptReasoning::kOpen;
+  }
+  return closed == std::string::npos ? PromptReasoning::kNone : PromptReasoning::kEnded;
+}
+
+}  // namespace
+
 AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   check_model(input.model);
   validate_request_id(input.request_id);
@@ -189,35 +212,12 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
                   input.prompt_kind == GenerateInput::PromptKind::kChat ? "messages" : "prompt",
                   input.max_tokens_field);
   validate_min_tokens(input.sampling.min_tokens, input.max_tokens, input.max_tokens_field);
+  if (!input.reasoning_end.empty() && tokenizer_ != nullptr) {
+    admitted.prompt_reasoning = prompt_reasoning(*tokenizer_, admitted.prompt, input.reasoning_end);
+  }
   attach_guide(input, admitted.prompt);
   return admitted;
 }
-
-namespace {
-
-// Where the prompt's end leaves the reasoning that `marker` ("</think>") closes, from its last
-// tokens: closed (the marker after the last opening tag "<think>", or with none), open (an opening
-// tag after the last marker: Qwen3-Thinking-2507's and QwQ's templates end the prompt with
-// "<think>\n"), or neither.
-enum class PromptReasoning { kNone, kEnded, kOpen };
-
-PromptReasoning prompt_reasoning(const core::Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                                 const std::string& marker) {
-  constexpr size_t kTailTokens = 32;
-  const std::string tail = tokenizer.decode(prompt.last(std::min(prompt.size(), kTailTokens)));
-  const size_t closed = tail.rfind(marker);
-  // "</think>" opens with "<think>". (Built by appending: GCC 12 at -O3 warns, falsely, that
-  // `"<" + marker.substr(2)` may copy overlapping memory, its bug 105329.)
-  std::string opening;
-  if (marker.starts_with("</")) opening.append("<").append(marker, 2);
-  const size_t opened = opening.empty() ? std::string::npos : tail.rfind(opening);
-  if (opened != std::string::npos && (closed == std::string::npos || opened > closed)) {
-    return PromptReasoning::kOpen;
-  }
-  return closed == std::string::npos ? PromptReasoning::kNone : PromptReasoning::kEnded;
-}
-
-}  // namespace
 
 void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_t> prompt) const {
   input.sampling.guide = nullptr;

@@ -50,6 +50,8 @@ std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& depl
 struct AdmittedRequest {
   std::vector<int32_t> prompt;
   std::string request_class;
+  // For a request with GenerateInput::reasoning_end: where its prompt left the thinking.
+  PromptReasoning prompt_reasoning = PromptReasoning::kNone;
 };
 
 class RequestAdmission {

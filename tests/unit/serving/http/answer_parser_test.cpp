@@ -17,23 +17,28 @@ struct Split {
   bool operator==(const Split&) const = default;
 };
 
-Split split_pieces(ReasoningFormat format, const std::vector<std::string>& pieces) {
+// `prompt`: where the request's prompt left the thinking.
+Split split_pieces(ReasoningFormat format, const std::vector<std::string>& pieces,
+                   PromptReasoning prompt = PromptReasoning::kNone) {
   ReasoningParser parser(format);
+  parser.follow_prompt(prompt);
   Split out;
   for (const std::string& piece : pieces) parser.feed(piece, out.reasoning, out.content);
   parser.finish(out.reasoning, out.content);
   return out;
 }
 
-Split split_whole(ReasoningFormat format, const std::string& text) {
-  return split_pieces(format, {text});
+Split split_whole(ReasoningFormat format, const std::string& text,
+                  PromptReasoning prompt = PromptReasoning::kNone) {
+  return split_pieces(format, {text}, prompt);
 }
 
 // Every cut into two pieces, and random cuts, give what the whole answer gives.
-void expect_cut_invariant(ReasoningFormat format, const std::string& text) {
-  const Split whole = split_whole(format, text);
+void expect_cut_invariant(ReasoningFormat format, const std::string& text,
+                          PromptReasoning prompt = PromptReasoning::kNone) {
+  const Split whole = split_whole(format, text, prompt);
   for (size_t cut = 0; cut <= text.size(); ++cut) {
-    EXPECT_EQ(split_pieces(format, {text.substr(0, cut), text.substr(cut)}), whole)
+    EXPECT_EQ(split_pieces(format, {text.substr(0, cut), text.substr(cut)}, prompt), whole)
         << "cut at " << cut << " of " << text;
   }
   std::mt19937 random(11);
@@ -44,7 +49,7 @@ void expect_cut_invariant(ReasoningFormat format, const std::string& text) {
       pieces.push_back(text.substr(at, length));
       at += length;
     }
-    EXPECT_EQ(split_pieces(format, pieces), whole) << "trial " << trial << " of " << text;
+    EXPECT_EQ(split_pieces(format, pieces, prompt), whole) << "trial " << trial << " of " << text;
   }
 }
 
@@ -71,6 +76,32 @@ TEST(ReasoningParser, WithoutTheOpeningTag) {
   EXPECT_EQ(split_whole(ReasoningFormat::kQwen3, r1), (Split{"", r1}));
   expect_cut_invariant(ReasoningFormat::kQwen3, r1);
   expect_cut_invariant(ReasoningFormat::kQwen3, "  <thin> is not the tag");
+}
+
+TEST(ReasoningParser, APromptThatOpenedTheThinkingMakesATaglessAnswerReasoning) {
+  // Qwen3-Thinking-2507's template ends the prompt with "<think>\n": the answer starts inside the
+  // thinking, and its "</think>" (not the client's business) ends it, in both formats.
+  const std::string answer = "Hmm, 4.\n</think>\n\nIt is 4.";
+  for (const ReasoningFormat format : {ReasoningFormat::kDeepSeekR1, ReasoningFormat::kQwen3}) {
+    EXPECT_EQ(split_whole(format, answer, PromptReasoning::kOpen),
+              (Split{"Hmm, 4.\n", "\n\nIt is 4."}));
+    expect_cut_invariant(format, answer, PromptReasoning::kOpen);
+    // Cut short by max_tokens: still thinking.
+    EXPECT_EQ(split_whole(format, "Hmm, 4", PromptReasoning::kOpen), (Split{"Hmm, 4", ""}));
+    // The tag written again anyway is dropped as at the start of any answer.
+    EXPECT_EQ(split_whole(format, "<think>Hmm.</think>4", PromptReasoning::kOpen),
+              (Split{"Hmm.", "4"}));
+  }
+}
+
+TEST(ReasoningParser, APromptThatClosedTheThinkingMakesATaglessAnswerContent) {
+  // Qwen3's template with enable_thinking off ends the prompt with "<think>\n\n</think>\n\n":
+  // no thinking comes, even under deepseek_r1 (which otherwise takes a tagless answer for all
+  // reasoning, and would leave the content empty).
+  for (const ReasoningFormat format : {ReasoningFormat::kDeepSeekR1, ReasoningFormat::kQwen3}) {
+    EXPECT_EQ(split_whole(format, "It is 4.", PromptReasoning::kEnded), (Split{"", "It is 4."}));
+    expect_cut_invariant(format, "It is 4.", PromptReasoning::kEnded);
+  }
 }
 
 TEST(ReasoningParser, AnAnswerThatNeverClosesItsThinkingIsAllReasoning) {

@@ -110,6 +110,11 @@ void FakeGenerationService::set_script(std::string text) {
   script_ = std::move(text);
 }
 
+void FakeGenerationService::set_prompt_reasoning(PromptReasoning where) {
+  std::lock_guard lock(mutex_);
+  prompt_reasoning_ = where;
+}
+
 void FakeGenerationService::set_hold(bool hold) {
   std::lock_guard lock(mutex_);
   hold_ = hold;
@@ -257,6 +262,7 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
       nullptr, !(hold_ && admission_pending_));
   stream->note_cached_prompt_tokens(kCachedPromptTokens);
   stream->set_prompt_ids(std::move(prompt_ids));
+  if (!submitted_.back().reasoning_end.empty()) stream->set_prompt_reasoning(prompt_reasoning_);
   if (hold_) {
     held_[id] = Held{stream, 0, logprobs};
     return stream;

@@ -39,7 +39,9 @@ class FakeGenerationService : public GenerationService {
   // --- what the test controls ---
   void set_finish(Finish finish, std::string error = {});  // how immediate requests end
   void set_script(std::string text);                       // what the first ids decode to
-  void set_hold(bool hold);                                // streams stay open until finish()
+  // Where every prompt that asks (GenerateInput::reasoning_end) leaves the thinking.
+  void set_prompt_reasoning(PromptReasoning where);
+  void set_hold(bool hold);  // streams stay open until finish()
   // Held streams start unadmitted, as a router's do, until admit() or refuse().
   void set_admission_pending(bool pending);
   void fail_submits_with(std::optional<ServiceError> error);
@@ -99,6 +101,7 @@ class FakeGenerationService : public GenerationService {
   Finish finish_ = Finish::kLength;
   std::string finish_error_;
   std::string script_;
+  PromptReasoning prompt_reasoning_ = PromptReasoning::kNone;
   bool reports_prompt_logprobs_ = true;
   bool hold_ = false;
   bool admission_pending_ = false;

@@ -95,6 +95,44 @@ TEST_F(HttpReasoningTest, StreamedThinkingComesAsReasoningDeltasThenCalls) {
   EXPECT_EQ(finish_reason, "tool_calls");
 }
 
+// Qwen3-Thinking-2507's template opens the thinking in the prompt ("<think>\n"), so the answer has
+// only the closing tag: what comes before it is reasoning, whole and streamed (it was content, tag
+// and all). The frontend asks the service where the prompt left the thinking.
+TEST_F(HttpReasoningTest, APromptThatOpenedTheThinkingSplitsATaglessAnswer) {
+  service_.set_prompt_reasoning(PromptReasoning::kOpen);
+  const std::string answer = "Paris is in France.</think>\n\nParis.";
+  auto result = post_json("/v1/chat/completions", request(answer));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json message = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_EQ(message["reasoning"], "Paris is in France.");
+  EXPECT_EQ(message["content"], "\n\nParis.");
+  ASSERT_EQ(service_.submitted().size(), 1u);
+  EXPECT_EQ(service_.submitted()[0].reasoning_end, "</think>");
+
+  result = post_json("/v1/chat/completions", request(answer, R"(, "stream": true)"));
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  std::string reasoning;
+  std::string content;
+  for (const std::string& data : sse_data(result->body)) {
+    if (data == "[DONE]") break;
+    const json delta = json::parse(data)["choices"][0]["delta"];
+    if (delta.contains("reasoning")) reasoning += delta["reasoning"].get<std::string>();
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "Paris is in France.");
+  EXPECT_EQ(content, "\n\nParis.");
+
+  // A prompt that closed the thinking (Qwen3's enable_thinking off): a tagless answer is content.
+  service_.set_prompt_reasoning(PromptReasoning::kEnded);
+  result = post_json("/v1/chat/completions", request("Paris."));
+  ASSERT_TRUE(result);
+  const json plain = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_EQ(plain["content"], "Paris.");
+  EXPECT_TRUE(plain["reasoning"].is_null());
+}
+
 // chat_template_kwargs reach the service for the template (Qwen3's switch).
 TEST_F(HttpReasoningTest, TemplateKwargsReachTheService) {
   auto result =

@@ -101,6 +101,20 @@ const std::string kCall =
     R"(<tool_call>{"name": "weather", "arguments": {"city": "Paris"}}</tool_call>)";
 const std::string kTools = R"(, "tools": [{"type": "function", "name": "weather"}])";
 
+// A prompt that opened the thinking (Qwen3-Thinking-2507's template): the answer's text before
+// "</think>" is a reasoning item, its tokens the reasoning tokens.
+TEST_F(HttpResponsesTest, APromptThatOpenedTheThinkingGivesAReasoningItem) {
+  service_.set_prompt_reasoning(PromptReasoning::kOpen);
+  const json response = response_of(request("Look it up.</think>\n\nSunny."));
+  const json& output = response["output"];
+  ASSERT_EQ(output.size(), 2u) << output;
+  EXPECT_EQ(output[0]["type"], "reasoning");
+  EXPECT_EQ(output[0]["content"][0]["text"], "Look it up.");
+  EXPECT_EQ(output[1]["content"][0]["text"], "\n\nSunny.");
+  EXPECT_EQ(response["usage"]["output_tokens_details"]["reasoning_tokens"],
+            std::string("Look it up.</think>").size());
+}
+
 TEST_F(HttpResponsesTest, AWholeAnswerIsAResponseOfItems) {
   const json response =
       response_of(request("<think>Look it up.</think>\n\nChecking." + kCall, kTools));

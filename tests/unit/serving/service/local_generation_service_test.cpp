@@ -175,6 +175,24 @@ TEST_F(ServiceTest, ChatMessagesAreRenderedWithTheTemplateAndStartWithOneBos) {
   EXPECT_EQ(from_chat.ids, from_ids.ids);
 }
 
+// A request whose answer is split at "</think>" (GenerateInput::reasoning_end) learns from its
+// stream where the prompt left the thinking: a template that opens it (Qwen3-Thinking-2507's ends
+// with "<think>\n") or closes it (Qwen3's with enable_thinking off).
+TEST_F(ServiceTest, TheStreamSaysWhereThePromptLeftTheThinking) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  const auto where = [&](const std::string& prompt, const std::string& reasoning_end) {
+    GenerateInput input = text_request(prompt, 1);
+    input.reasoning_end = reasoning_end;
+    const std::shared_ptr<RequestStream> stream = service.submit(std::move(input));
+    collect(*stream);
+    return stream->prompt_reasoning();
+  };
+  EXPECT_EQ(where("Capital?\n<think>\n", "</think>"), PromptReasoning::kOpen);
+  EXPECT_EQ(where("Capital?\n<think>\n\n</think>\n\n", "</think>"), PromptReasoning::kEnded);
+  EXPECT_EQ(where("Capital?\n", "</think>"), PromptReasoning::kNone);
+  EXPECT_EQ(where("Capital?\n<think>\n", ""), PromptReasoning::kNone);  // not asked
+}
+
 TEST_F(ServiceTest, ModelInfoNamesTheCheckpoint) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   const ModelSummary model = service.model_info();

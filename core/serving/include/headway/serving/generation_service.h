@@ -90,6 +90,11 @@ struct GenerateInput {
   // model goes on writing; needs add_generation_prompt false).
   bool add_generation_prompt = true;
   bool continue_final_message = false;
+  // kChat: the text that ends a reasoning model's thinking ("</think>"), set where the answer is
+  // split into reasoning and content (the server's reasoning parser). The service then reads the
+  // prompt's end for it (RequestStream::prompt_reasoning()), since a template may open or close
+  // the thinking in the prompt. Empty: not looked for.
+  std::string reasoning_end;
 
   core::SamplingParams sampling;  // validated by the service (temperature >= 0, top_p in (0,1])
   // The service compiles it and sets sampling.guide (a guide set by the caller is replaced).

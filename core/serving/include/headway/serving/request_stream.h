@@ -41,6 +41,13 @@ enum class Finish {
 // "length", "stop", "abort", "error"; "" for kNone.
 const char* finish_name(Finish finish);
 
+// Where a chat prompt's end leaves a reasoning model's thinking (GenerateInput::reasoning_end):
+// open (Qwen3-Thinking-2507's, QwQ's and DeepSeek-R1's templates end the prompt with "<think>\n",
+// so the answer thinks from its first token without the tag), ended (Qwen3's template with
+// enable_thinking off closes it in the prompt: the answer is all content), or neither (the
+// answer's own first token tells).
+enum class PromptReasoning { kNone, kEnded, kOpen };
+
 struct Usage {
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
@@ -142,6 +149,10 @@ class RequestStream {
   // empty otherwise. Set by the service before it hands the stream out, constant afterwards.
   const std::vector<int32_t>& prompt_ids() const { return prompt_ids_; }
   void set_prompt_ids(std::vector<int32_t> ids) { prompt_ids_ = std::move(ids); }
+  // Where the prompt left the thinking, when the request asked (GenerateInput::reasoning_end);
+  // kNone otherwise. Set by the service before it hands the stream out, constant afterwards.
+  PromptReasoning prompt_reasoning() const { return prompt_reasoning_; }
+  void set_prompt_reasoning(PromptReasoning where) { prompt_reasoning_ = where; }
   // The producer's note_cached_prompt_tokens(), 0 before it.
   uint32_t cached_prompt_tokens() const;
 
@@ -201,6 +212,7 @@ class RequestStream {
   const std::string id_;
   const uint32_t prompt_tokens_;
   std::vector<int32_t> prompt_ids_;
+  PromptReasoning prompt_reasoning_ = PromptReasoning::kNone;
   std::unique_ptr<IncrementalDecoder> decoder_;  // consumer thread only
   std::function<void(const std::string&)> on_stop_string_;
 

@@ -19,6 +19,8 @@
 // - BM_GrammarCompile: compiling a guided_grammar (JSON in GBNF; a long chain of rules; a rule
 //   too large for an automaton).
 // - BM_GuideThinkingStep: a reasoning model's step before "</think>" (the shape not begun).
+// - BM_GuideWithOpenerMade: admitting a request under the qwen3 reasoning parser: making its guide
+//   (reasoning_opener "<think>"), which needs the tokens that open the reasoning.
 // See docs/performance.md, "Guided decoding".
 #include <benchmark/benchmark.h>
 
@@ -65,7 +67,9 @@ std::shared_ptr<VocabularyIndex> vocabulary() {
                             // a reasoning model's closing tag, whole and in parts, and other
                             // tokens that end like it
                             "</think>", "</think>\n\n", ">", "k>", "nk>", "ink>", "->", ">>", "/>",
-                            "=>", "<br>", "<div>"};
+                            "=>", "<br>", "<div>",
+                            // and its opening tag (Qwen3's reasoning_opener)
+                            "<think>", "<think>\n"};
     for (const char* piece : pieces) tokens.emplace_back(piece);
     while (tokens.size() < kVocab) {
       std::string word = random() % 2 == 0 ? " " : "";
@@ -203,6 +207,17 @@ void BM_GuideThinkingStep(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_GuideThinkingStep)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// A guide made at admission under the qwen3 reasoning parser: the answer may open with "<think>"
+// (reasoning_opener) or go straight to the shape.
+void BM_GuideWithOpenerMade(benchmark::State& state) {
+  for (auto _ : state) {
+    GrammarGuide guide(grammar(), vocabulary(), {}, nullptr, GrammarGuide::kWorthKeeping,
+                       "</think>", "<think>");
+    benchmark::DoNotOptimize(&guide);
+  }
+}
+BENCHMARK(BM_GuideWithOpenerMade)->Unit(benchmark::kMicrosecond);
 
 void BM_GuidedAnswer(benchmark::State& state) {
   constexpr int kTokens = 160;

@@ -40,12 +40,15 @@ GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
   }
   end_logits_.resize(end_tokens_.size());
   marker_ = std::move(starts_after);
+  if (!marker_.empty()) {
+    // Asked for here, on the admitting thread: the step thread never scans nor locks for it.
+    marker_ends_ = vocabulary_->tokens_completing(marker_);
+  }
   if (!marker_.empty() && !reasoning_opener.empty()) {
     opener_ = std::move(reasoning_opener);
-    for (uint32_t id = 0; id < vocabulary_->vocab_size(); ++id) {
-      if (opens_reasoning(static_cast<int32_t>(id))) {
-        opener_tokens_.push_back(static_cast<int32_t>(id));
-      }
+    const VocabularyIndex::TokenList opening = vocabulary_->tokens_opening(opener_);
+    for (const int32_t token : *opening) {
+      if (!is_end_token(token)) opener_tokens_.push_back(token);
     }
     opener_logits_.resize(opener_tokens_.size());
   }
@@ -53,13 +56,7 @@ GrammarGuide::GrammarGuide(std::shared_ptr<const Grammar> grammar,
 }
 
 bool GrammarGuide::opens_reasoning(int32_t token) const {
-  if (is_end_token(token)) return false;
-  std::string_view bytes = vocabulary_->bytes_of(token);
-  while (!bytes.empty() && (bytes.front() == ' ' || bytes.front() == '\t' ||
-                            bytes.front() == '\n' || bytes.front() == '\r')) {
-    bytes.remove_prefix(1);
-  }
-  return bytes.starts_with(opener_);
+  return !is_end_token(token) && opens_after_blanks(vocabulary_->bytes_of(token), opener_);
 }
 
 std::optional<bool> GrammarGuide::completes_marker(std::string_view bytes) {
@@ -84,20 +81,7 @@ void GrammarGuide::mask_free(std::span<float> logits) {
     if (static_cast<size_t>(end) < logits.size()) logits[end] = kBanned;
   }
   for (size_t id = vocabulary_->vocab_size(); id < logits.size(); ++id) logits[id] = kBanned;
-  if (!marker_ends_built_) {
-    const std::string_view marker = marker_;
-    for (uint32_t id = 0; id < vocabulary_->vocab_size(); ++id) {
-      const std::string_view bytes = vocabulary_->bytes_of(static_cast<int32_t>(id));
-      if (bytes.find(marker.back()) == std::string_view::npos) continue;  // the usual case
-      bool ends = bytes.find(marker) != std::string_view::npos;
-      for (size_t from = 1; from < marker.size() && !ends; ++from) {
-        ends = bytes.starts_with(marker.substr(from));
-      }
-      if (ends) marker_ends_.push_back(static_cast<int32_t>(id));
-    }
-    marker_ends_built_ = true;
-  }
-  for (const int32_t token : marker_ends_) {
+  for (const int32_t token : *marker_ends_) {
     const std::optional<bool> fits = completes_marker(vocabulary_->bytes_of(token));
     if (fits && !*fits && static_cast<size_t>(token) < logits.size()) logits[token] = kBanned;
   }

@@ -8,8 +8,12 @@
 // ones are kept in the grammar's MaskStore, shared by its requests, so a step at a known place
 // costs a lookup and a pass over the logits.
 //
-// Ownership: shares the grammar, the vocabulary and the store. Threading: one thread at a time
-// (TokenGuide); the store is shared safely.
+// A reasoning model's guide also needs the tokens that could close the thinking and, under
+// reasoning_opener, those that open it: the vocabulary keeps those lists for every guide
+// (VocabularyIndex::tokens_completing, tokens_opening), asked for once, by the constructor.
+//
+// Ownership: shares the grammar, the vocabulary, the store and the vocabulary's token lists.
+// Threading: one thread at a time (TokenGuide); the store and the token lists are shared safely.
 #pragma once
 
 #include <headway/core/token_guide.h>
@@ -132,10 +136,8 @@ class GrammarGuide final : public core::TokenGuide {
   std::vector<int32_t> opener_tokens_;  // the tokens that open the reasoning (opens_reasoning)
   std::vector<float> opener_logits_;    // scratch: their logits, while the grammar's mask is set
   std::string marker_tail_;             // the output's last bytes that may begin it
-  // The tokens that can complete marker_: those that hold it, and those that begin with what is
-  // left of it after a part the output already ends with. Built at the first step.
-  std::vector<int32_t> marker_ends_;
-  bool marker_ends_built_ = false;
+  // The tokens that can complete marker_: the vocabulary's list, shared (null without a marker).
+  VocabularyIndex::TokenList marker_ends_;
   std::string marker_text_;     // scratch: the tail and a token's bytes
   MatchState marker_state_[2];  // scratch: the grammar after the marker
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "utf8_rules.h"
 
@@ -60,7 +61,76 @@ bool is_plain_text(std::string_view bytes) {
   return !bytes.empty();
 }
 
+// Whether `bytes` hold `marker` or begin with a proper suffix of it (what completes a marker the
+// output has begun).
+bool may_complete(std::string_view bytes, std::string_view marker) {
+  if (bytes.find(marker.back()) == std::string_view::npos) return false;  // the usual case
+  if (bytes.find(marker) != std::string_view::npos) return true;
+  for (size_t from = 1; from < marker.size(); ++from) {
+    if (bytes.starts_with(marker.substr(from))) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool opens_after_blanks(std::string_view bytes, std::string_view text) {
+  while (!bytes.empty() && (bytes.front() == ' ' || bytes.front() == '\t' ||
+                            bytes.front() == '\n' || bytes.front() == '\r')) {
+    bytes.remove_prefix(1);
+  }
+  return bytes.starts_with(text);
+}
+
+VocabularyIndex::TokenList VocabularyIndex::tokens_opening(std::string_view opener) const {
+  return token_list(ListKind::kOpening, opener);
+}
+
+VocabularyIndex::TokenList VocabularyIndex::tokens_completing(std::string_view marker) const {
+  return token_list(ListKind::kCompleting, marker);
+}
+
+VocabularyIndex::TokenList VocabularyIndex::token_list(ListKind kind, std::string_view text) const {
+  {
+    std::lock_guard lock(lists_mutex_);
+    if (TokenList kept = kept_list(kind, text)) return kept;
+  }
+  // Scanned outside the lock: a first request does not hold up the others. Two that race on a
+  // new list scan twice, and the first one in is kept.
+  auto tokens = std::make_shared<std::vector<int32_t>>();
+  if (!text.empty()) {
+    for (uint32_t id = 0; id < vocab_size(); ++id) {
+      const std::string_view bytes = bytes_of(static_cast<int32_t>(id));
+      if (kind == ListKind::kOpening ? opens_after_blanks(bytes, text)
+                                     : may_complete(bytes, text)) {
+        tokens->push_back(static_cast<int32_t>(id));
+      }
+    }
+  }
+  std::lock_guard lock(lists_mutex_);
+  ++list_scans_;
+  if (TokenList kept = kept_list(kind, text)) return kept;
+  if (lists_.size() >= kTokenListsKept) lists_.erase(lists_.begin());
+  lists_.push_back({kind, std::string(text), std::move(tokens)});
+  return lists_.back().tokens;
+}
+
+VocabularyIndex::TokenList VocabularyIndex::kept_list(ListKind kind, std::string_view text) const {
+  for (const KeptList& kept : lists_) {
+    if (kept.kind == kind && kept.text == text) return kept.tokens;
+  }
+  return nullptr;
+}
+
+size_t VocabularyIndex::token_lists_kept() const {
+  std::lock_guard lock(lists_mutex_);
+  return lists_.size();
+}
+
+size_t VocabularyIndex::token_list_scans() const {
+  std::lock_guard lock(lists_mutex_);
+  return list_scans_;
+}
 
 VocabularyIndex::Walk VocabularyIndex::walk_of(std::vector<int32_t> ids) const {
   Walk walk;

@@ -426,6 +426,57 @@ TEST(GrammarGuide, AnAnswerThatDoesNotOpenTheThinkingIsShapedFromItsFirstToken) 
   EXPECT_TRUE(r1.allows(id("hm")));
 }
 
+// The tokens that open and close the thinking are the vocabulary's lists, found once for every
+// guide of a reasoning model (made by the factory or not); a request's stop id stays an end for
+// it alone, even where it opens the thinking.
+TEST(GrammarGuide, ReasoningGuidesShareTheVocabularysTokenListsButNotEndTokens) {
+  auto grammar = std::make_shared<Grammar>(choice_grammar({"yes", "no"}, "guided_choice"));
+  const std::vector<std::string> tokens = {"",    "<think>", "\n<think>",  "hm",
+                                           "yes", "no",      "</think>yes"};
+  auto vocabulary = std::make_shared<VocabularyIndex>(tokens, /*eos=*/0);
+  constexpr int32_t kOpens = 1;
+  constexpr int32_t kOpensAfterBlank = 2;
+  GuideFactory factory(vocabulary);
+  GuidedOutput choice;
+  choice.kind = GuidedOutput::Kind::kChoice;
+  choice.choices = {"yes", "no"};
+  choice.starts_after = "</think>";
+  choice.reasoning_opener = "<think>";
+  std::vector<std::shared_ptr<core::TokenGuide>> guides;
+  for (int i = 0; i < 3; ++i)
+    guides.push_back(factory.make(choice, i == 1 ? std::vector{kOpens} : std::vector<int32_t>{}));
+  guides.push_back(std::make_shared<GrammarGuide>(grammar, vocabulary, std::vector<int32_t>{},
+                                                  nullptr, GrammarGuide::kWorthKeeping, "</think>",
+                                                  "<think>"));
+  for (const auto& guide : guides) {
+    std::vector<float> logits(tokens.size(), 1.0f);
+    guide->mask(logits);
+  }
+  EXPECT_EQ(vocabulary->token_list_scans(), 2u);  // one list each, for four guides
+  EXPECT_EQ(*vocabulary->tokens_opening("<think>"),
+            (std::vector<int32_t>{kOpens, kOpensAfterBlank}));
+
+  // guides[1] stops at "<think>": for it that token is an end, not the thinking's start.
+  for (size_t g = 0; g < guides.size(); ++g) {
+    std::vector<float> logits(tokens.size(), 1.0f);
+    guides[g]->mask(logits);
+    EXPECT_EQ(logits[kOpensAfterBlank], 1.0f) << g;
+    if (g == 1) {
+      EXPECT_TRUE(std::isinf(logits[kOpens]));
+    } else {
+      EXPECT_EQ(logits[kOpens], 1.0f) << g;
+    }
+  }
+  EXPECT_FALSE(guides[1]->accept(kOpens));  // an end, where the output is not complete
+  EXPECT_TRUE(guides[0]->accept(kOpens));
+  // Thinking, the closing token's check uses the shared list too.
+  std::vector<float> thinking(tokens.size(), 1.0f);
+  guides[0]->mask(thinking);
+  EXPECT_EQ(thinking[6], 1.0f);
+  EXPECT_TRUE(std::isinf(thinking[0]));
+  EXPECT_EQ(vocabulary->token_list_scans(), 2u);
+}
+
 TEST(GrammarGuide, WhereOnlyStopTokensFitTheEndIsLeft) {
   auto grammar = std::make_shared<Grammar>(choice_grammar({"a"}, "guided_choice"));
   auto vocabulary =

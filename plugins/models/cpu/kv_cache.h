@@ -28,7 +28,8 @@ class KvCache {
   uint64_t bytes_per_token() const { return uint64_t{layers_} * 2 * kv_heads_ * head_dim_ * 4; }
 
   // Allocates block_count blocks of block_size tokens, zeroed. Throws sdk::Error:
-  // HW_INVALID_ARGUMENT for a zero block size, HW_RESOURCE_EXHAUSTED when it does not fit.
+  // HW_INVALID_ARGUMENT for a zero block size, HW_RESOURCE_EXHAUSTED when it does not fit (more
+  // than the host has available: host_memory()).
   void init(uint32_t block_count, uint32_t block_size);
 
   bool initialised() const { return block_size_ != 0; }

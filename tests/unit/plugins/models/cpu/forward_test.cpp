@@ -257,6 +257,23 @@ TEST(CpuModelInfo, ReportsTheCheckpointAndTheContract) {
   EXPECT_EQ(kv.bytes, kv.block_bytes * 512);
 }
 
+// The KV cache is zeroed at once: one past the host's memory is refused before it is allocated,
+// naming the option (8 TB here; it used to be left to the allocator or the out-of-memory killer).
+TEST(CpuModelInfo, AKvCacheLargerThanTheHostHasIsRefusedNamingKvCacheGb) {
+  TempDir dir("kv_too_big");
+  write_tiny_checkpoint(small_spec(), dir.path());
+  try {
+    ModelHarness model(dir.path(), ", max_model_len = 64", /*block_size=*/4,
+                       /*blocks=*/4'000'000'000u);
+    FAIL() << "a KV cache of 8 TB was allocated";
+  } catch (const core::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("kv_cache_gb"), std::string::npos) << message;
+    EXPECT_NE(message.find("more than this host has available"), std::string::npos) << message;
+    EXPECT_NE(message.find("8192.00 GB"), std::string::npos) << message;
+  }
+}
+
 TEST(CpuModelForward, RejectsMalformedSlices) {
   TempDir dir("slices");
   write_tiny_checkpoint(small_spec(), dir.path());

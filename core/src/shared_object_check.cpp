@@ -33,6 +33,12 @@ std::string truncated(const char* what, uint64_t needed, uint64_t size) {
 
 std::string shared_object_problem(const std::filesystem::path& path) {
   std::error_code error;
+  // A directory, a device or a FIFO: "cannot read its size: Operation not supported" said less.
+  const std::filesystem::file_status status = std::filesystem::status(path, error);
+  if (!error && std::filesystem::is_directory(status)) return "a directory, not a file";
+  if (!error && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    return "not a regular file (a device, FIFO or socket)";
+  }
   const uint64_t size = std::filesystem::file_size(path, error);
   if (error) return "cannot read its size: " + error.message();
   std::ifstream file(path, std::ios::binary);

@@ -329,6 +329,11 @@ TEST(PluginRegistry, RefusesATruncatedOrNonElfFileWithoutCrashing) {
   }
   EXPECT_THAT(expect_error([&] { registry.load_path(dir / "junk.so"); }).what(),
               HasSubstr("not an ELF file"));
+  // Not files at all: said so (the size check said "Operation not supported" of a device).
+  EXPECT_THAT(expect_error([&] { registry.load_path("/dev/zero"); }).what(),
+              AllOf(HasSubstr("/dev/zero"), HasSubstr("not a regular file")));
+  EXPECT_THAT(expect_error([&] { registry.load_path(dir); }).what(),
+              HasSubstr("a directory, not a file"));
   registry.add_search_directory(dir);
   std::vector<std::string> names;
   for (const LoadedPlugin* p : registry.discover()) names.push_back(p->short_name());

@@ -1,6 +1,7 @@
 #include "llama_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <headway/sdk/status.hpp>
 #include <nlohmann/json.hpp>
 #include <system_error>
@@ -236,9 +237,17 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
       s.factor = get_number(scaling, file, "factor", 8.0);
       s.low_freq_factor = get_number(scaling, file, "low_freq_factor", 1.0);
       s.high_freq_factor = get_number(scaling, file, "high_freq_factor", 4.0);
-      // A positive integer, as Hugging Face's _validate_llama3_parameters asks.
+      // A positive integer, as Hugging Face's _validate_llama3_parameters asks, written as one
+      // or as a float (8192.0 appears in converted configs; Hugging Face computes with it).
       s.original_max_position_embeddings =
-          get_dim(scaling, file, "original_max_position_embeddings", false, 8192);
+          get_number(scaling, file, "original_max_position_embeddings", 8192.0);
+      const double original = s.original_max_position_embeddings;
+      if (!(original >= 1 && original <= (1 << 30)) || original != std::floor(original)) {
+        fail(file, std::string(scaling_key) +
+                       " (llama3): original_max_position_embeddings must be a positive integer, "
+                       "got " +
+                       scaling.at("original_max_position_embeddings").dump());
+      }
       // Hugging Face divides the original context by low_freq_factor.
       if (!(s.low_freq_factor > 0)) {
         fail(file, std::string(scaling_key) + " (llama3): low_freq_factor must be > 0, got " +

@@ -570,11 +570,17 @@ TEST(LlamaConfig, RefusesScalingAndTokenIdsItCannotUse) {
         llama3(std::string(R"("low_freq_factor": )") + low),
         HasSubstr("rope_scaling (llama3): low_freq_factor must be > 0, got " + std::string(low)));
   }
-  for (const char* original : {"0.5", "8192.5", "0", "\"8192\""}) {
+  for (const char* original : {"0.5", "8192.5", "0", "-8192", "1e+300"}) {
     EXPECT_THAT(llama3(std::string(R"("original_max_position_embeddings": )") + original),
-                HasSubstr("key 'original_max_position_embeddings' must be a positive integer"))
+                HasSubstr("rope_scaling (llama3): original_max_position_embeddings must be a "
+                          "positive integer, got " +
+                          std::string(original)))
         << original;
   }
+  EXPECT_THAT(llama3(R"("original_max_position_embeddings": "8192")"),
+              HasSubstr("key 'original_max_position_embeddings' must be a number"));
+  // Written as a float, as converted configs do: Hugging Face takes it (with a warning).
+  EXPECT_EQ(llama3(R"("original_max_position_embeddings": 8192.0)"), "");
   // Ids outside the vocabulary: 2^40 was cast to token 0.
   EXPECT_EQ(config_error("{" + llama + R"(, "bos_token_id": 0, "eos_token_id": [299, 1]})"), "");
   EXPECT_THAT(config_error("{" + llama + R"(, "eos_token_id": 1099511627776})"),

@@ -116,8 +116,12 @@ VocabularyIndex::TokenList VocabularyIndex::token_list(ListKind kind, std::strin
 }
 
 VocabularyIndex::TokenList VocabularyIndex::kept_list(ListKind kind, std::string_view text) const {
-  for (const KeptList& kept : lists_) {
-    if (kept.kind == kind && kept.text == text) return kept.tokens;
+  for (auto it = lists_.begin(); it != lists_.end(); ++it) {
+    if (it->kind != kind || it->text != text) continue;
+    // Used now: moved to the back, so that texts a client made up (gRPC's starts_after and
+    // reasoning_opener are free text) push out each other, not the served model's own tags.
+    std::rotate(it, it + 1, lists_.end());
+    return lists_.back().tokens;
   }
   return nullptr;
 }

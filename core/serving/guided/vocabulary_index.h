@@ -59,7 +59,7 @@ class VocabularyIndex {
 
   // Token ids in ascending order, shared by every guide that asks for the same list.
   using TokenList = std::shared_ptr<const std::vector<int32_t>>;
-  // Lists kept (the most recently made): a served model asks for one or two.
+  // Lists kept (the most recently used): a served model asks for one or two.
   static constexpr size_t kTokenListsKept = 8;
   // Each list is one scan of the vocabulary the first time (on the caller's thread), then a
   // look-up; an empty text has an empty list.
@@ -95,7 +95,7 @@ class VocabularyIndex {
   int32_t eos_ = -1;
 
   mutable std::mutex lists_mutex_;
-  mutable std::vector<KeptList> lists_;  // oldest first
+  mutable std::vector<KeptList> lists_;  // least recently used first
   mutable size_t list_scans_ = 0;
 };
 

@@ -107,6 +107,22 @@ TEST(VocabularyIndex, KeptListsAreBounded) {
   EXPECT_EQ(vocabulary.token_lists_kept(), VocabularyIndex::kTokenListsKept);
 }
 
+// A list in use stays: the served model's "</think>", asked for by every request, is not pushed out
+// by texts a gRPC client made up, however many.
+TEST(VocabularyIndex, AListInUseIsNotLetGo) {
+  const std::vector<std::string> tokens = tag_vocabulary();
+  const VocabularyIndex vocabulary(tokens, /*eos=*/0);
+  vocabulary.tokens_completing("</think>");
+  for (size_t i = 0; i < 4 * VocabularyIndex::kTokenListsKept; ++i) {
+    vocabulary.tokens_completing(std::string(i + 1, '>'));
+    vocabulary.tokens_completing("</think>");  // a served request between any two others
+  }
+  const size_t scans = vocabulary.token_list_scans();
+  vocabulary.tokens_completing("</think>");
+  EXPECT_EQ(vocabulary.token_list_scans(), scans);
+  EXPECT_EQ(scans, 1 + 4 * VocabularyIndex::kTokenListsKept);  // "</think>" scanned once
+}
+
 // Admitting threads and engine threads share one index: asked for at once, with lists coming and
 // going (more texts than are kept), every answer is still the whole list.
 TEST(VocabularyIndex, ListsMayBeAskedForFromManyThreads) {

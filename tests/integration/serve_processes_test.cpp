@@ -655,8 +655,10 @@ TEST(ServeProcesses, TheLongestRequestIdAClientMayChoosePassesThroughTheRouter) 
 
 // The router splits a chat answer's thinking as a single process does, from where the router's
 // prompt left it: an assistant message continued inside "<think>" (as Qwen3-Thinking-2507's
-// template ends every prompt) makes the tiny model's tagless random text reasoning, not content;
-// the same answer after a closed think block is content.
+// template ends every prompt) makes the tiny model's tagless random text reasoning, not content
+// (the router's own admission reads the prompt). After a closed think block it stays content, as
+// qwen3 takes any tagless answer (the closed case that changed, deepseek_r1's, is checked in
+// HttpDeepSeekReasoningTest).
 TEST(ServeProcesses, TheRoutersReasoningParserReadsWhereThePromptLeftTheThinking) {
   TempDir dir("serve_processes_reasoning");
   RoutedEngineProcesses cluster(

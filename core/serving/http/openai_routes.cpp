@@ -561,9 +561,9 @@ std::optional<AnswerParser> OpenAiRoutes::chat_answer_parser(OpenAiRequest& pars
   // A guided chat answer from a reasoning model: the model thinks first, and the shape applies
   // after its "</think>" (which also keeps deepseek_r1's parser, which takes an answer without
   // one for all reasoning, from swallowing the answer). The service starts the shape at once
-  // where the prompt already ended the reasoning. Qwen3's parser takes an answer that does not
-  // open with "<think>" for all content (a model not thinking): so does the guide, which then
-  // shapes it from its first token (it let such an answer run free to max_tokens).
+  // where the prompt already ended the reasoning, and thinks first where it opened it. Otherwise
+  // Qwen3's parser takes an answer that does not open with "<think>" for all content (a model not
+  // thinking): so does the guide, which then shapes it from its first token.
   const bool guided = parsed.input.guided.kind != GuidedOutput::Kind::kNone;
   // The service tells each choice where its prompt left the thinking (a template may open it, as
   // Qwen3-Thinking-2507's does, or close it), which decides what a tagless answer is.

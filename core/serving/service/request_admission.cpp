@@ -13,6 +13,7 @@
 #include "guided_output.h"
 #include "owning_decoder.h"
 #include "prompt_encoder.h"
+#include "prompt_reasoning.h"
 #include "request_validation.h"
 
 namespace headway::serving {
@@ -143,29 +144,6 @@ std::string RequestAdmission::detokenize(const std::string& model,
   return tokenizer_->decode(ids);
 }
 
-namespace {
-
-// Where the prompt's end leaves the reasoning that `marker` ("</think>") closes, from its last
-// tokens: closed (the marker after the last opening tag "<think>", or with none), open (an opening
-// tag after the last marker), or neither.
-PromptReasoning prompt_reasoning(const core::Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                                 const std::string& marker) {
-  constexpr size_t kTailTokens = 32;
-  const std::string tail = tokenizer.decode(prompt.last(std::min(prompt.size(), kTailTokens)));
-  const size_t closed = tail.rfind(marker);
-  // "</think>" opens with "<think>". (Built by appending: GCC 12 at -O3 warns, falsely, that
-  // `"<" + marker.substr(2)` may copy overlapping memory, its bug 105329.)
-  std::string opening;
-  if (marker.starts_with("</")) opening.append("<").append(marker, 2);
-  const size_t opened = opening.empty() ? std::string::npos : tail.rfind(opening);
-  if (opened != std::string::npos && (closed == std::string::npos || opened > closed)) {
-    return PromptReasoning::kOpen;
-  }
-  return closed == std::string::npos ? PromptReasoning::kNone : PromptReasoning::kEnded;
-}
-
-}  // namespace
-
 AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   check_model(input.model);
   validate_request_id(input.request_id);
@@ -215,11 +193,12 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
   if (!input.reasoning_end.empty() && tokenizer_ != nullptr) {
     admitted.prompt_reasoning = prompt_reasoning(*tokenizer_, admitted.prompt, input.reasoning_end);
   }
-  attach_guide(input, admitted.prompt);
+  attach_guide(input, admitted);
   return admitted;
 }
 
-void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_t> prompt) const {
+void RequestAdmission::attach_guide(GenerateInput& input, const AdmittedRequest& admitted) const {
+  const std::span<const int32_t> prompt = admitted.prompt;
   input.sampling.guide = nullptr;
   if (input.guided.kind == GuidedOutput::Kind::kNone) return;
   const std::string field = guided::field_of(input.guided);
@@ -259,7 +238,13 @@ void RequestAdmission::attach_guide(GenerateInput& input, std::span<const int32_
            "bad_words");
   }
   if (!input.guided.starts_after.empty()) {
-    switch (prompt_reasoning(*tokenizer_, prompt, input.guided.starts_after)) {
+    // Read once: the answer's parser asked for the same marker (and the guide and the parser then
+    // agree by construction).
+    const PromptReasoning where =
+        input.guided.starts_after == input.reasoning_end
+            ? admitted.prompt_reasoning
+            : prompt_reasoning(*tokenizer_, prompt, input.guided.starts_after);
+    switch (where) {
       case PromptReasoning::kEnded:  // no reasoning comes: the shape applies from the start
         input.guided.starts_after.clear();
         input.guided.reasoning_opener.clear();

@@ -95,9 +95,10 @@ class RequestAdmission {
   void check_model(const std::string& requested) const;
   // Encodes the prompt and applies truncate_prompt_tokens.
   std::vector<int32_t> prompt_of(const GenerateInput& input) const;
-  // Guided output: checks what it cannot go with and sets input.sampling.guide; `prompt`: the
-  // encoded prompt (does it already end the reasoning? GuidedOutput::starts_after).
-  void attach_guide(GenerateInput& input, std::span<const int32_t> prompt) const;
+  // Guided output: checks what it cannot go with and sets input.sampling.guide; `admitted`: the
+  // encoded prompt (does it already end the reasoning? GuidedOutput::starts_after) and where it
+  // left the thinking when the request asked (reasoning_end).
+  void attach_guide(GenerateInput& input, const AdmittedRequest& admitted) const;
 
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   // The checkpoint's end tokens (end_tokens.h), added to every request's stop_token_ids unless it

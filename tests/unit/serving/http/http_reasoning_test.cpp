@@ -133,6 +133,52 @@ TEST_F(HttpReasoningTest, APromptThatOpenedTheThinkingSplitsATaglessAnswer) {
   EXPECT_TRUE(plain["reasoning"].is_null());
 }
 
+// deepseek_r1 takes a tagless answer for all reasoning (R1's template opens the thinking in the
+// prompt), unless the prompt closed the thinking (a template with thinking off): then it is the
+// content, whole and streamed (it came back as reasoning, with null content).
+class HttpDeepSeekReasoningTest : public HttpFrontendTest {
+ protected:
+  void SetUp() override {
+    HttpOptions options;
+    options.reasoning_parser = "deepseek_r1";
+    start_frontend(options);
+  }
+};
+
+TEST_F(HttpDeepSeekReasoningTest, APromptThatClosedTheThinkingMakesATaglessAnswerContent) {
+  const std::string chat = R"({"messages": [{"role": "user", "content": "Capital?"}],
+                              "max_tokens": 6)";
+  service_.set_script("Paris.");
+  auto result = post_json("/v1/chat/completions", chat + "}");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json thinking = json::parse(result->body)["choices"][0]["message"];
+  EXPECT_EQ(thinking["reasoning"], "Paris.");  // neither: the parser's own rule
+  EXPECT_TRUE(thinking["content"].is_null());
+
+  service_.set_prompt_reasoning(PromptReasoning::kEnded);
+  result = post_json("/v1/chat/completions", chat + ", \"n\": 2}");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const json choices = json::parse(result->body)["choices"];
+  ASSERT_EQ(choices.size(), 2u) << result->body;
+  for (const json& choice : choices) {
+    EXPECT_EQ(choice["message"]["content"], "Paris.") << choice;
+    EXPECT_TRUE(choice["message"]["reasoning"].is_null()) << choice;
+  }
+  result = post_json("/v1/chat/completions", chat + R"(, "stream": true})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  std::string content;
+  for (const std::string& data : sse_data(result->body)) {
+    if (data == "[DONE]") break;
+    const json delta = json::parse(data)["choices"][0]["delta"];
+    EXPECT_FALSE(delta.contains("reasoning")) << data;
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(content, "Paris.");
+}
+
 // chat_template_kwargs reach the service for the template (Qwen3's switch).
 TEST_F(HttpReasoningTest, TemplateKwargsReachTheService) {
   auto result =

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -16,10 +17,12 @@ struct HostMemory {
   std::string source;  // where the figure comes from, for a message ("MemAvailable in ...")
 };
 
-// The smaller of MemAvailable (/proc/meminfo: free memory plus what the kernel can reclaim, as
-// `free` reports it) and the memory limit of the process's cgroup (v2 memory.max, v1
-// memory.limit_in_bytes) where one is set. nullopt where /proc/meminfo cannot be read (then no
-// check is made).
-std::optional<HostMemory> host_memory();
+// The least of: MemAvailable (/proc/meminfo: free memory plus what the kernel can reclaim, as
+// `free` reports it), and for each memory cgroup the process is in, from its own up to the root
+// (/proc/self/cgroup; v2 memory.max, v1 hierarchical_memory_limit), its limit less its usage
+// without the page cache it could reclaim (inactive files: a mapped checkpoint, say). Swap is not
+// counted. nullopt where /proc/meminfo cannot be read (then no check is made). `root`: where /proc
+// and /sys are (tests give a directory of their own).
+std::optional<HostMemory> host_memory(const std::filesystem::path& root = "/");
 
 }  // namespace headway::models::cpu

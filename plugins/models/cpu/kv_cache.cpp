@@ -24,11 +24,11 @@ void KvCache::init(uint32_t block_count, uint32_t block_size) {
   // another, so each sees what the ones before it took.
   const auto bytes = static_cast<uint64_t>(total);
   if (const std::optional<HostMemory> host = host_memory(); host && bytes > host->available_bytes) {
-    char line[320];
+    char line[900];  // hw_status holds 1,024 bytes; a cgroup path is rarely past 200
     std::snprintf(line, sizeof(line),
                   "cpu model: the KV cache (kv_cache_gb; %u blocks of %u tokens) takes %.2f GB, "
-                  "more than this host has available (%.2f GB, %s); lower kv_cache_gb, or serve "
-                  "fewer engines on this host",
+                  "more than this host has available (%.2f GB, %s); lower kv_cache_gb (or the "
+                  "engine's kv_blocks), or serve fewer engines on this host",
                   block_count, block_size, bytes / 1e9, host->available_bytes / 1e9,
                   host->source.c_str());
     throw sdk::Error(HW_RESOURCE_EXHAUSTED, line);

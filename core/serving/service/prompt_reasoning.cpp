@@ -1,37 +1,47 @@
 #include "prompt_reasoning.h"
 
 #include <algorithm>
-#include <string>
 
 namespace headway::serving {
-namespace {
 
-// A token the answer's text never shows (decode() skips it) but the template writes: a role or
-// turn marker, or BOS. One whose text holds a reasoning tag is part of the turn (a tokenizer that
-// marks "<think>" special).
-bool starts_turn(const core::Tokenizer& tokenizer, int32_t id, std::string_view opening,
-                 std::string_view marker) {
-  const std::span<const int32_t> one(&id, 1);
-  if (!tokenizer.decode(one).empty()) return false;
-  const std::string text = tokenizer.decode_with_special_tokens(one);
-  return !text.empty() && text.find(marker) == std::string::npos &&
-         (opening.empty() || text.find(opening) == std::string::npos);
+TurnMarkers::TurnMarkers(const core::Tokenizer& tokenizer) {
+  const uint32_t vocab = tokenizer.vocab_size();
+  for (uint32_t i = 0; i < vocab; ++i) {
+    const auto id = static_cast<int32_t>(i);
+    std::string text = tokenizer.special_token_text(id);
+    if (text.empty()) {
+      const std::span<const int32_t> one(&id, 1);
+      if (!tokenizer.decode(one).empty()) continue;
+      text = tokenizer.decode_with_special_tokens(one);
+    }
+    if (!text.empty()) markers_.emplace_back(id, std::move(text));
+  }
 }
 
-}  // namespace
+const std::string& TurnMarkers::text_of(int32_t id) const {
+  const auto it =
+      std::lower_bound(markers_.begin(), markers_.end(), id,
+                       [](const auto& marker, int32_t key) { return marker.first < key; });
+  return it != markers_.end() && it->first == id ? it->second : none_;
+}
 
-PromptReasoning prompt_reasoning(const core::Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                                 std::string_view marker) {
+PromptReasoning prompt_reasoning(const core::Tokenizer& tokenizer, const TurnMarkers& turns,
+                                 std::span<const int32_t> prompt, std::string_view marker) {
   // "</think>" opens with "<think>". (Built by appending: GCC 12 at -O3 warns, falsely, that
   // `"<" + marker.substr(2)` may copy overlapping memory, its bug 105329.)
   std::string opening;
   if (marker.starts_with("</")) opening.append("<").append(marker.substr(2));
+  const auto holds_tag = [&](const std::string& text) {
+    return text.find(marker) != std::string::npos ||
+           (!opening.empty() && text.find(opening) != std::string::npos);
+  };
   size_t turn = prompt.size() - std::min(prompt.size(), kFallbackTokens);
   const size_t looked_at = std::min(prompt.size(), kTurnTokens);
   for (size_t back = 1; back <= looked_at; ++back) {
-    const size_t at = prompt.size() - back;
-    if (starts_turn(tokenizer, prompt[at], opening, marker)) {
-      turn = at + 1;
+    const std::string& text = turns.text_of(prompt[prompt.size() - back]);
+    // A reasoning tag that is an added token ("<think>" in Qwen's vocabulary) is in the turn.
+    if (!text.empty() && !holds_tag(text)) {
+      turn = prompt.size() - back + 1;
       break;
     }
   }

@@ -191,10 +191,17 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
                   input.max_tokens_field);
   validate_min_tokens(input.sampling.min_tokens, input.max_tokens, input.max_tokens_field);
   if (!input.reasoning_end.empty() && tokenizer_ != nullptr) {
-    admitted.prompt_reasoning = prompt_reasoning(*tokenizer_, admitted.prompt, input.reasoning_end);
+    admitted.prompt_reasoning = prompt_reasoning_of(admitted.prompt, input.reasoning_end);
   }
   attach_guide(input, admitted);
   return admitted;
+}
+
+PromptReasoning RequestAdmission::prompt_reasoning_of(std::span<const int32_t> prompt,
+                                                      std::string_view marker) const {
+  std::call_once(turn_markers_found_,
+                 [&] { turn_markers_ = std::make_unique<const TurnMarkers>(*tokenizer_); });
+  return prompt_reasoning(*tokenizer_, *turn_markers_, prompt, marker);
 }
 
 void RequestAdmission::attach_guide(GenerateInput& input, const AdmittedRequest& admitted) const {
@@ -240,10 +247,9 @@ void RequestAdmission::attach_guide(GenerateInput& input, const AdmittedRequest&
   if (!input.guided.starts_after.empty()) {
     // Read once: the answer's parser asked for the same marker (and the guide and the parser then
     // agree by construction).
-    const PromptReasoning where =
-        input.guided.starts_after == input.reasoning_end
-            ? admitted.prompt_reasoning
-            : prompt_reasoning(*tokenizer_, prompt, input.guided.starts_after);
+    const PromptReasoning where = input.guided.starts_after == input.reasoning_end
+                                      ? admitted.prompt_reasoning
+                                      : prompt_reasoning_of(prompt, input.guided.starts_after);
     switch (where) {
       case PromptReasoning::kEnded:  // no reasoning comes: the shape applies from the start
         input.guided.starts_after.clear();

@@ -23,6 +23,8 @@
 
 namespace headway::serving {
 
+class TurnMarkers;
+
 class PromptEncoder;
 namespace guided {
 class GuideFactory;
@@ -109,6 +111,13 @@ class RequestAdmission {
   // Guided decoding's vocabulary and grammars, built at the first guided request.
   mutable std::once_flag guides_built_;
   mutable std::unique_ptr<guided::GuideFactory> guides_;
+  // The tokens that may start a chat template's turn (prompt_reasoning.h), found at the first
+  // request that asks where its prompt left the thinking.
+  mutable std::once_flag turn_markers_found_;
+  mutable std::unique_ptr<const TurnMarkers> turn_markers_;
+  // Where `prompt` left the thinking that `marker` closes (needs the tokenizer).
+  PromptReasoning prompt_reasoning_of(std::span<const int32_t> prompt,
+                                      std::string_view marker) const;
 };
 
 }  // namespace headway::serving

@@ -32,10 +32,14 @@ uint32_t get_dim(const json& j, const std::string& file, const char* key, bool r
     if (required) fail(file, std::string("missing key '") + key + "'");
     return fallback;
   }
-  if (!it->is_number_integer() || it->get<int64_t>() <= 0 || it->get<int64_t>() > (1LL << 30)) {
+  // transformers takes 4096.0 for 4096, as the simulated model's reader does (hf_config.cpp).
+  const bool integral_float = it->is_number_float() && std::isfinite(it->get<double>()) &&
+                              it->get<double>() == std::floor(it->get<double>());
+  const double value = it->is_number() ? it->get<double>() : 0.0;
+  if (!(it->is_number_integer() || integral_float) || !(value > 0) || value > (1LL << 30)) {
     fail(file, std::string("key '") + key + "' must be a positive integer, got " + it->dump());
   }
-  return static_cast<uint32_t>(it->get<int64_t>());
+  return static_cast<uint32_t>(value);
 }
 
 double get_number(const json& j, const std::string& file, const char* key, double fallback) {
@@ -237,17 +241,9 @@ LlamaConfig parse_llama_config(const std::string& text, const std::string& file)
       s.factor = get_number(scaling, file, "factor", 8.0);
       s.low_freq_factor = get_number(scaling, file, "low_freq_factor", 1.0);
       s.high_freq_factor = get_number(scaling, file, "high_freq_factor", 4.0);
-      // A positive integer, as Hugging Face's _validate_llama3_parameters asks, written as one
-      // or as a float (8192.0 appears in converted configs; Hugging Face computes with it).
+      // A positive integer, as Hugging Face's _validate_llama3_parameters asks (8192.0 taken).
       s.original_max_position_embeddings =
-          get_number(scaling, file, "original_max_position_embeddings", 8192.0);
-      const double original = s.original_max_position_embeddings;
-      if (!(original >= 1 && original <= (1 << 30)) || original != std::floor(original)) {
-        fail(file, std::string(scaling_key) +
-                       " (llama3): original_max_position_embeddings must be a positive integer, "
-                       "got " +
-                       scaling.at("original_max_position_embeddings").dump());
-      }
+          get_dim(scaling, file, "original_max_position_embeddings", false, 8192);
       // Hugging Face divides the original context by low_freq_factor.
       if (!(s.low_freq_factor > 0)) {
         fail(file, std::string(scaling_key) + " (llama3): low_freq_factor must be > 0, got " +

@@ -570,17 +570,21 @@ TEST(LlamaConfig, RefusesScalingAndTokenIdsItCannotUse) {
         llama3(std::string(R"("low_freq_factor": )") + low),
         HasSubstr("rope_scaling (llama3): low_freq_factor must be > 0, got " + std::string(low)));
   }
-  for (const char* original : {"0.5", "8192.5", "0", "-8192", "1e+300"}) {
+  for (const char* original : {"0.5", "8192.5", "0", "-8192", "1e+300", "\"8192\""}) {
     EXPECT_THAT(llama3(std::string(R"("original_max_position_embeddings": )") + original),
-                HasSubstr("rope_scaling (llama3): original_max_position_embeddings must be a "
-                          "positive integer, got " +
+                HasSubstr("key 'original_max_position_embeddings' must be a positive integer, "
+                          "got " +
                           std::string(original)))
         << original;
   }
-  EXPECT_THAT(llama3(R"("original_max_position_embeddings": "8192")"),
-              HasSubstr("key 'original_max_position_embeddings' must be a number"));
-  // Written as a float, as converted configs do: Hugging Face takes it (with a warning).
+  // Written as a float, as converted configs may have it: Hugging Face takes it, and so do the
+  // other integer keys (the simulated model's reader did already).
   EXPECT_EQ(llama3(R"("original_max_position_embeddings": 8192.0)"), "");
+  EXPECT_EQ(config_error(R"({"model_type": "llama", "hidden_size": 64.0, "intermediate_size": 96,
+      "num_hidden_layers": 2.0, "num_attention_heads": 4, "vocab_size": 300.0})"),
+            "");
+  EXPECT_THAT(config_error("{" + llama + R"(, "max_position_embeddings": 4096.5})"),
+              HasSubstr("key 'max_position_embeddings' must be a positive integer, got 4096.5"));
   // Ids outside the vocabulary: 2^40 was cast to token 0.
   EXPECT_EQ(config_error("{" + llama + R"(, "bos_token_id": 0, "eos_token_id": [299, 1]})"), "");
   EXPECT_THAT(config_error("{" + llama + R"(, "eos_token_id": 1099511627776})"),

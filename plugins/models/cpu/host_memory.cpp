@@ -42,9 +42,10 @@ std::optional<uint64_t> field_of(const fs::path& file, std::string_view key) {
   return std::nullopt;
 }
 
-// What a cgroup with `limit` and `usage` can still take, counting its inactive page cache as free.
-uint64_t headroom(uint64_t limit, uint64_t usage, uint64_t inactive) {
-  const uint64_t used = usage > inactive ? usage - inactive : 0;
+// What a cgroup with `limit` and `usage` can still take, its page cache (active and inactive
+// file pages, as MemAvailable counts them) taken for reclaimable.
+uint64_t headroom(uint64_t limit, uint64_t usage, uint64_t page_cache) {
+  const uint64_t used = usage > page_cache ? usage - page_cache : 0;
   return limit > used ? limit - used : 0;
 }
 
@@ -54,39 +55,37 @@ void take_lower(std::optional<HostMemory>& memory, uint64_t bytes, const fs::pat
   }
 }
 
-// cgroup v2: every level from the process's cgroup up to the root may limit it.
-void apply_v2(std::optional<HostMemory>& memory, const fs::path& mount, const std::string& path) {
-  fs::path dir = (mount / fs::path(path).relative_path()).lexically_normal();
-  while (true) {
-    const std::optional<uint64_t> limit = number_in(dir / "memory.max");  // "max": none
-    if (limit && *limit < kUnlimited) {
-      take_lower(memory,
-                 headroom(*limit, number_in(dir / "memory.current").value_or(0),
-                          field_of(dir / "memory.stat", "inactive_file").value_or(0)),
-                 dir / "memory.max");
+// The directories from the process's cgroup (`path`, as /proc/self/cgroup gives it) up to the
+// mount, where each level may limit it. A path that leaves the mount ("/../x": the process is
+// outside its cgroup namespace's root) gives the mount alone.
+std::vector<fs::path> levels(const fs::path& mount, const std::string& path) {
+  const fs::path relative = fs::path(path).relative_path().lexically_normal();
+  std::vector<fs::path> dirs;
+  fs::path dir = mount;
+  dirs.push_back(dir);
+  if (!relative.empty() && *relative.begin() != "..") {
+    for (const fs::path& part : relative) {
+      if (part.empty() || part == ".") continue;
+      dir /= part;
+      dirs.push_back(dir);
     }
-    if (dir == mount || !dir.has_parent_path() || dir.parent_path() == dir) break;
-    dir = dir.parent_path();
-    if (dir.native().size() < mount.native().size()) break;
   }
+  return dirs;
 }
 
-// cgroup v1: hierarchical_memory_limit is already the least limit of the cgroup and its
-// ancestors. The process's own directory if it is visible, else the mount's root (a container
-// sees its own cgroup there).
-void apply_v1(std::optional<HostMemory>& memory, const fs::path& mount, const std::string& path) {
-  for (const fs::path& dir : {(mount / fs::path(path).relative_path()).lexically_normal(), mount}) {
-    if (!fs::exists(dir / "memory.stat")) continue;
-    const std::optional<uint64_t> limit =
-        field_of(dir / "memory.stat", "hierarchical_memory_limit");
-    if (limit && *limit < kUnlimited) {
-      take_lower(memory,
-                 headroom(*limit, number_in(dir / "memory.usage_in_bytes").value_or(0),
-                          field_of(dir / "memory.stat", "total_inactive_file").value_or(0)),
-                 dir / "memory.stat");
-    }
-    return;
-  }
+// A level's limit, less its use: v2 (memory.max, memory.current) or v1 (memory.limit_in_bytes,
+// memory.usage_in_bytes, memory.stat's total_* counters).
+void apply_level(std::optional<HostMemory>& memory, const fs::path& dir, bool v2) {
+  const fs::path limit_file = dir / (v2 ? "memory.max" : "memory.limit_in_bytes");
+  const std::optional<uint64_t> limit = number_in(limit_file);  // v2's "max": none
+  if (!limit || *limit >= kUnlimited) return;
+  const fs::path stat = dir / "memory.stat";
+  const uint64_t page_cache =
+      field_of(stat, v2 ? "active_file" : "total_active_file").value_or(0) +
+      field_of(stat, v2 ? "inactive_file" : "total_inactive_file").value_or(0);
+  const uint64_t usage =
+      number_in(dir / (v2 ? "memory.current" : "memory.usage_in_bytes")).value_or(0);
+  take_lower(memory, headroom(*limit, usage, page_cache), limit_file);
 }
 
 }  // namespace
@@ -95,7 +94,9 @@ std::optional<HostMemory> host_memory(const fs::path& root) {
   const std::optional<uint64_t> kib = field_of(root / "proc/meminfo", "MemAvailable:");
   if (!kib) return std::nullopt;
   std::optional<HostMemory> memory = HostMemory{*kib * 1024, "MemAvailable in /proc/meminfo"};
-  // /proc/self/cgroup: "0::/path" (v2), "4:memory:/path" (v1; controllers may be listed together).
+  // /proc/self/cgroup: "0::/path" (v2), "4:memory:/path" (v1; controllers may be listed
+  // together). Every level from the mount down to the process's cgroup may limit it; a level not
+  // visible here (a container sees its own cgroup as the mount) is skipped, unreadable files too.
   std::ifstream cgroups(root / "proc/self/cgroup");
   std::string line;
   while (std::getline(cgroups, line)) {
@@ -104,14 +105,14 @@ std::optional<HostMemory> host_memory(const fs::path& root) {
     if (second == std::string::npos) continue;
     const std::string controllers = line.substr(first + 1, second - first - 1);
     const std::string path = line.substr(second + 1);
-    if (line.compare(0, first, "0") == 0 && controllers.empty()) {
-      apply_v2(memory, root / "sys/fs/cgroup", path);
-      continue;
-    }
+    bool v1_memory = false;
     std::istringstream names(controllers);
-    for (std::string name; std::getline(names, name, ',');) {
-      if (name == "memory") apply_v1(memory, root / "sys/fs/cgroup/memory", path);
-    }
+    for (std::string name; std::getline(names, name, ',');)
+      v1_memory = v1_memory || name == "memory";
+    const bool v2 = line.compare(0, first, "0") == 0 && controllers.empty();
+    if (!v2 && !v1_memory) continue;
+    const fs::path mount = root / (v2 ? "sys/fs/cgroup" : "sys/fs/cgroup/memory");
+    for (const fs::path& dir : levels(mount, path)) apply_level(memory, dir, v2);
   }
   return memory;
 }

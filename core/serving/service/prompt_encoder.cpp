@@ -3,6 +3,8 @@
 #include <headway/core/error.h>
 #include <headway/serving/chat_template.h>
 
+#include <algorithm>
+
 namespace headway::serving {
 
 PromptEncoder::PromptEncoder(std::shared_ptr<const core::Tokenizer> tokenizer,
@@ -25,6 +27,27 @@ std::vector<int32_t> PromptEncoder::with_bos(std::vector<int32_t> ids) const {
   const int32_t bos = tokenizer_->bos();
   if (bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
   return ids;
+}
+
+std::vector<int32_t> PromptEncoder::generation_prompt() const {
+  if (chat_template_ == nullptr) return {};
+  // A template may refuse a lone user message (wanting a system message first): one of each then.
+  const std::vector<std::vector<ChatMessage>> conversations = {
+      {{"user", "Hi."}}, {{"system", "Be brief."}, {"user", "Hi."}}};
+  for (const std::vector<ChatMessage>& messages : conversations) {
+    try {
+      const std::vector<int32_t> with = tokenizer_->encode(chat_template_->render(messages, true));
+      const std::vector<int32_t> without =
+          tokenizer_->encode(chat_template_->render(messages, false));
+      // Compared as tokens, from where they part: a template may also write something in place
+      // of the generation prompt (Phi-3's eos_token), not only leave it out.
+      const auto parted = std::mismatch(with.begin(), with.end(), without.begin(), without.end());
+      return std::vector<int32_t>(parted.first, with.end());
+    } catch (const std::exception&) {
+      continue;
+    }
+  }
+  return {};  // no conversation renders: no role markers from the template
 }
 
 std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {

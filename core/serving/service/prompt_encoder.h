@@ -30,6 +30,13 @@ class PromptEncoder {
   // rendering fails (the message says which message was at fault).
   std::vector<int32_t> encode(const GenerateInput& input) const;
 
+  // What the chat template writes to open the assistant's answer (add_generation_prompt: Qwen's
+  // "<|im_start|>assistant\n", DeepSeek's "<｜Assistant｜>"), encoded: the tokens of a rendering of
+  // one user message with it, from where they part from the rendering without it (a system
+  // message added for a template that refuses a lone user message). Empty when there is no
+  // template or neither conversation renders.
+  std::vector<int32_t> generation_prompt() const;
+
  private:
   std::vector<int32_t> with_bos(std::vector<int32_t> ids) const;
   std::shared_ptr<const core::Tokenizer> tokenizer_;

@@ -4,17 +4,23 @@
 
 namespace headway::serving {
 
-TurnMarkers::TurnMarkers(const core::Tokenizer& tokenizer) {
+TurnMarkers::TurnMarkers(const core::Tokenizer& tokenizer,
+                         std::span<const int32_t> generation_prompt) {
   const uint32_t vocab = tokenizer.vocab_size();
   for (uint32_t i = 0; i < vocab; ++i) {
     const auto id = static_cast<int32_t>(i);
-    std::string text = tokenizer.special_token_text(id);
-    if (text.empty()) {
-      const std::span<const int32_t> one(&id, 1);
-      if (!tokenizer.decode(one).empty()) continue;
-      text = tokenizer.decode_with_special_tokens(one);
-    }
+    const std::span<const int32_t> one(&id, 1);
+    if (!tokenizer.decode(one).empty()) continue;
+    std::string text = tokenizer.decode_with_special_tokens(one);
     if (!text.empty()) markers_.emplace_back(id, std::move(text));
+  }
+  for (const int32_t id : generation_prompt) {
+    std::string text = tokenizer.special_token_text(id);
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;  // none, or blanks
+    const auto at =
+        std::lower_bound(markers_.begin(), markers_.end(), id,
+                         [](const auto& marker, int32_t key) { return marker.first < key; });
+    if (at == markers_.end() || at->first != id) markers_.emplace(at, id, std::move(text));
   }
 }
 
@@ -31,9 +37,14 @@ PromptReasoning prompt_reasoning(const core::Tokenizer& tokenizer, const TurnMar
   // `"<" + marker.substr(2)` may copy overlapping memory, its bug 105329.)
   std::string opening;
   if (marker.starts_with("</")) opening.append("<").append(marker.substr(2));
+  // A tag, or part of one either way: the token "<think>" against a marker "</think>\n\n" from
+  // gRPC, whose opening "<think>\n\n" the token does not hold.
   const auto holds_tag = [&](const std::string& text) {
-    return text.find(marker) != std::string::npos ||
-           (!opening.empty() && text.find(opening) != std::string::npos);
+    const auto overlaps = [&](std::string_view tag) {
+      return !tag.empty() &&
+             (text.find(tag) != std::string::npos || tag.find(text) != std::string_view::npos);
+    };
+    return overlaps(marker) || overlaps(opening);
   };
   size_t turn = prompt.size() - std::min(prompt.size(), kFallbackTokens);
   const size_t looked_at = std::min(prompt.size(), kTurnTokens);

@@ -2,12 +2,12 @@
 // answer's reasoning parser (GenerateInput::reasoning_end) and for guided output that starts after
 // the thinking (GuidedOutput::starts_after).
 //
-// Only the current turn is read: the text after the last token that may start a turn of the
-// template (TurnMarkers: "<|im_start|>", "<｜Assistant｜>", "<|end_header_id|>") and is not a
-// reasoning tag itself, so that a "<think>" in the user's words, or an earlier turn's think block,
-// is not taken for the prompt's. The turn is looked for in the last kTurnTokens tokens; a template
-// without such tokens (or a continued message longer than that) is read from its last
-// kFallbackTokens tokens.
+// Only the current turn is read: the text after the last token that starts the assistant's turn
+// (TurnMarkers: "<|im_start|>", "<｜Assistant｜>", "<|end_header_id|>") and is not a reasoning tag
+// itself, so that a "<think>" in the user's words, or an earlier turn's think block, is not taken
+// for the prompt's. The turn is looked for in the last kTurnTokens tokens; a template without
+// such tokens (or a continued message longer than that) is read from its last kFallbackTokens
+// tokens.
 //
 // Threading: TurnMarkers is immutable once built; prompt_reasoning only reads.
 #pragma once
@@ -27,13 +27,15 @@ namespace headway::serving {
 inline constexpr size_t kTurnTokens = 4096;
 inline constexpr size_t kFallbackTokens = 32;
 
-// The tokens that may start a turn of a chat template: the tokenizer's added tokens, special or
-// not (Hugging Face's added_tokens: DeepSeek's "<｜User｜>" and "<｜Assistant｜>" are not special,
-// Qwen's "<|im_start|>" is), and those that show only with special tokens (SentencePiece's control
-// tokens, BOS). Built once per tokenizer: one pass over the vocabulary.
+// The tokens that may start the assistant's turn: those the answer's text never shows (decode()
+// drops them: special tokens, SentencePiece's control tokens, BOS) and the added tokens the chat
+// template writes to open the answer (PromptEncoder::generation_prompt()), special or not:
+// DeepSeek's "<｜Assistant｜>" is an added token with special false. Other added tokens that are
+// not special (Qwen's "<tool_call>", a converted SentencePiece vocabulary's "\n") are text, as are
+// added tokens of nothing but blanks. Built once per tokenizer: one pass over the vocabulary.
 class TurnMarkers {
  public:
-  explicit TurnMarkers(const core::Tokenizer& tokenizer);
+  TurnMarkers(const core::Tokenizer& tokenizer, std::span<const int32_t> generation_prompt);
   // The text of `id` when it is one of them; empty otherwise.
   const std::string& text_of(int32_t id) const;
 

@@ -6,6 +6,7 @@
 #include <headway/serving/echoed_input.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "bad_words.h"
@@ -67,11 +68,11 @@ std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& depl
   }
   const nlohmann::json config = core::read_json_file(dir / "config.json");
   const auto field = config.is_object() ? config.find("vocab_size") : config.end();
-  if (field == config.end() || !field->is_number_unsigned() ||
-      field->get<uint64_t>() > UINT32_MAX) {
-    return std::nullopt;
-  }
-  return field->get<uint32_t>();
+  if (field == config.end() || !field->is_number()) return std::nullopt;
+  // 300.0 is 300, as the model plugins read it (llama_config.cpp, hf_config.cpp).
+  const double value = field->get<double>();
+  if (!(value >= 1 && value <= UINT32_MAX) || value != std::floor(value)) return std::nullopt;
+  return static_cast<uint32_t>(value);
 }
 
 RequestAdmission::RequestAdmission(const core::DeploymentConfig& deployment, ModelSummary served)
@@ -199,8 +200,9 @@ AdmittedRequest RequestAdmission::admit(GenerateInput& input) const {
 
 PromptReasoning RequestAdmission::prompt_reasoning_of(std::span<const int32_t> prompt,
                                                       std::string_view marker) const {
-  std::call_once(turn_markers_found_,
-                 [&] { turn_markers_ = std::make_unique<const TurnMarkers>(*tokenizer_); });
+  std::call_once(turn_markers_found_, [&] {
+    turn_markers_ = std::make_unique<const TurnMarkers>(*tokenizer_, encoder_->generation_prompt());
+  });
   return prompt_reasoning(*tokenizer_, *turn_markers_, prompt, marker);
 }
 

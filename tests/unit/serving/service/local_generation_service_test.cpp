@@ -14,12 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "owning_decoder.h"
+#include "request_admission.h"
 #include "request_validation.h"
 #include "rows_on_request_rule.h"
 #include "service_fixture.h"
@@ -191,6 +193,28 @@ TEST_F(ServiceTest, TheStreamSaysWhereThePromptLeftTheThinking) {
   EXPECT_EQ(where("Capital?\n<think>\n\n</think>\n\n", "</think>"), PromptReasoning::kEnded);
   EXPECT_EQ(where("Capital?\n", "</think>"), PromptReasoning::kNone);
   EXPECT_EQ(where("Capital?\n<think>\n", ""), PromptReasoning::kNone);  // not asked
+}
+
+// The router checks its engine processes' vocabulary against the checkpoint's: a vocab_size
+// written as a float (300.0) is read as the model plugins read it (it was taken for none, and the
+// check skipped).
+TEST_F(ServiceTest, TheCheckpointsVocabSizeIsReadWrittenAsAFloat) {
+  const std::filesystem::path dir = checkpoint().path / "float_vocab";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy(checkpoint().path / "tiny", dir / "tiny",
+                        std::filesystem::copy_options::recursive);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "tiny" / "config.json"));
+  const uint32_t vocab = config.at("vocab_size").get<uint32_t>();
+  config["vocab_size"] = static_cast<double>(vocab);
+  std::ofstream(dir / "tiny" / "config.json", std::ios::trunc) << config.dump();
+  const core::DeploymentConfig deployment = core::parse_deployment(
+      "name = \"float\"\n[model]\nplugin = \"cpu\"\noptions = { path = \"tiny\" }\n" + kOneEngine,
+      dir / "deploy.toml", headway::test::built_plugins());
+  EXPECT_EQ(checkpoint_vocab_size(deployment), vocab);
+  config["vocab_size"] = vocab + 0.5;
+  std::ofstream(dir / "tiny" / "config.json", std::ios::trunc) << config.dump();
+  EXPECT_EQ(checkpoint_vocab_size(deployment), std::nullopt);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(ServiceTest, ModelInfoNamesTheCheckpoint) {

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "prompt_encoder.h"
 #include "tiny_bpe.h"
 
 namespace headway::serving {
@@ -72,11 +74,13 @@ class PromptReasoningTest : public ::testing::Test {
   }
   // The markers are found anew each time: the tests add pieces as they go.
   PromptReasoning where() const {
-    return prompt_reasoning(tokenizer_, TurnMarkers(tokenizer_), prompt_, "</think>");
+    return prompt_reasoning(tokenizer_, TurnMarkers(tokenizer_, generation_prompt_), prompt_,
+                            "</think>");
   }
 
   PieceTokenizer tokenizer_;
   std::vector<int32_t> prompt_;
+  std::vector<int32_t> generation_prompt_;  // what the template writes to open the answer
 };
 
 TEST_F(PromptReasoningTest, TheAssistantsTurnOpenedClosedOrNeither) {
@@ -123,10 +127,11 @@ TEST_F(PromptReasoningTest, AReasoningTagMarkedSpecialIsPartOfTheTurn) {
   EXPECT_EQ(where(), PromptReasoning::kOpen);
 }
 
-// DeepSeek's role markers are added tokens but not special (they decode as text): they start a turn
-// all the same, so R1's own system prompt ("... enclosed within <think> </think> tags") is not
-// the assistant's turn. Qwen's "<think>" is an added token too, and is part of the turn.
-TEST_F(PromptReasoningTest, AddedTokensThatAreNotSpecialStartATurnButTagsDoNot) {
+// DeepSeek's role markers are added tokens but not special (they decode as text): the one its
+// template writes to open the answer starts the turn all the same, so R1's own system prompt
+// ("... enclosed within <think> </think> tags") is not the assistant's turn.
+TEST_F(PromptReasoningTest, TheAddedTokenThatOpensTheAnswerStartsTheTurn) {
+  generation_prompt_ = {tokenizer_.id("<｜Assistant｜>", Kind::kAdded)};
   for (const char* piece : {"Reason", " within", " <think>", " </think>", " tags", "."}) {
     prompt_.push_back(tokenizer_.id(piece));
   }
@@ -137,6 +142,26 @@ TEST_F(PromptReasoningTest, AddedTokensThatAreNotSpecialStartATurnButTagsDoNot) 
   prompt_.push_back(tokenizer_.id("<think>", Kind::kAdded));
   prompt_.push_back(tokenizer_.id("\n"));
   EXPECT_EQ(where(), PromptReasoning::kOpen);
+}
+
+// helper-160's cases: other added tokens that are not special are text. Qwen's "<tool_call>" in a
+// continued answer after its closed thinking, and a converted SentencePiece vocabulary's "\n"
+// (Gemma's), even where the template writes it to open the answer.
+TEST_F(PromptReasoningTest, OtherAddedTokensAreText) {
+  turn("user", {"Weather?"});
+  turn("assistant", {"<think>", "Look", ".", "</think>", "\n\n"}, /*open=*/true);
+  prompt_.push_back(tokenizer_.id("<tool_call>", Kind::kAdded));
+  prompt_.push_back(tokenizer_.id("{\"name\": "));
+  EXPECT_EQ(where(), PromptReasoning::kEnded);  // was kNone: the turn began after <tool_call>
+
+  prompt_.clear();
+  const int32_t newline = tokenizer_.id("\n", Kind::kAdded);
+  generation_prompt_ = {tokenizer_.id("<start_of_turn>", Kind::kSpecial), tokenizer_.id("model"),
+                        newline};
+  for (const int32_t id : generation_prompt_) prompt_.push_back(id);
+  prompt_.push_back(tokenizer_.id("<think>"));
+  prompt_.push_back(newline);
+  EXPECT_EQ(where(), PromptReasoning::kOpen);  // the "\n" after "<think>" does not start a turn
 }
 
 // The same through a real byte-level BPE tokenizer.json shaped as DeepSeek-R1's: its role markers
@@ -151,7 +176,7 @@ TEST(PromptReasoning, ADeepSeekShapedTokenizerJsonFindsTheAssistantsTurn) {
   }
   std::ofstream(dir.path() / "tokenizer.json") << tokenizer_json.dump();
   const std::unique_ptr<core::Tokenizer> tokenizer = core::Tokenizer::load(dir.path());
-  const TurnMarkers turns(*tokenizer);
+  const TurnMarkers turns(*tokenizer, tokenizer->encode("<｜Assistant｜>"));
   const auto where = [&](const std::string& rendered) {
     return prompt_reasoning(*tokenizer, turns, tokenizer->encode(rendered), "</think>");
   };
@@ -160,6 +185,69 @@ TEST(PromptReasoning, ADeepSeekShapedTokenizerJsonFindsTheAssistantsTurn) {
   EXPECT_EQ(where(asked), PromptReasoning::kNone);  // was kEnded: the system prompt's tags
   EXPECT_EQ(where(asked + "<think>\n"), PromptReasoning::kOpen);
   EXPECT_EQ(where(asked + "<think>\nHmm.</think>\n\n"), PromptReasoning::kEnded);
+}
+
+// The whole chain as admission runs it: a DeepSeek-R1-shaped checkpoint (role markers and think
+// tags added tokens that are not special) with an R1-style template, whose generation prompt
+// gives "<｜Assistant｜>" as the turn's marker; the system prompt's tags do not count.
+class DeepSeekShapedCheckpoint : public ::testing::Test {
+ protected:
+  void write(const std::string& generation_prompt, const std::string& otherwise = "") {
+    testing::TinyBpe spec;
+    spec.chat_template =
+        "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ m['content'] }}"
+        "{% elif m['role'] == 'user' %}<｜User｜>{{ m['content'] }}"
+        "{% else %}<｜Assistant｜>{{ m['content'] }}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}" +
+        generation_prompt + "{% else %}" + otherwise + "{% endif %}";
+    testing::write_tiny_bpe(dir_.path(), spec);
+    nlohmann::json tokenizer_json = testing::tiny_bpe_json(spec);
+    int32_t next = testing::kEotId + 1;
+    for (const char* added : {"<｜User｜>", "<｜Assistant｜>", "<think>", "</think>"}) {
+      tokenizer_json["added_tokens"].push_back(
+          testing::added_token_json(next++, added, /*special=*/false, /*normalized=*/false));
+    }
+    std::ofstream(dir_.path() / "tokenizer.json", std::ios::trunc) << tokenizer_json.dump();
+    tokenizer_ = core::Tokenizer::load(dir_.path());
+    encoder_ = std::make_unique<PromptEncoder>(tokenizer_, dir_.path());
+  }
+  PromptReasoning where() const {
+    GenerateInput chat;
+    chat.prompt_kind = GenerateInput::PromptKind::kChat;
+    chat.messages = {{"system", "Reason within <think> </think> tags."}, {"user", "Capital?"}};
+    const TurnMarkers turns(*tokenizer_, encoder_->generation_prompt());
+    return prompt_reasoning(*tokenizer_, turns, encoder_->encode(chat), "</think>");
+  }
+
+  testing::TempDir dir_{"prompt_reasoning_r1"};
+  std::shared_ptr<const core::Tokenizer> tokenizer_;
+  std::unique_ptr<PromptEncoder> encoder_;
+};
+
+TEST_F(DeepSeekShapedCheckpoint, TheTemplatesGenerationPromptGivesTheTurnsMarker) {
+  write("<｜Assistant｜>");
+  EXPECT_EQ(encoder_->generation_prompt(), tokenizer_->encode("<｜Assistant｜>"));
+  EXPECT_EQ(where(), PromptReasoning::kNone);
+  write("<｜Assistant｜><think>\n");  // R1's updated template
+  EXPECT_EQ(where(), PromptReasoning::kOpen);
+  // Phi-3's way: something else written in its place without add_generation_prompt (an end
+  // token), so the two renderings part as tokens, not by a suffix.
+  write("<｜Assistant｜>", "<|eot_id|>");
+  EXPECT_EQ(encoder_->generation_prompt(), tokenizer_->encode("<｜Assistant｜>"));
+  EXPECT_EQ(where(), PromptReasoning::kNone);
+}
+
+// A template that refuses a lone user message is asked again with a system message first.
+TEST_F(DeepSeekShapedCheckpoint, ATemplateThatWantsASystemMessageStillGivesItsGenerationPrompt) {
+  testing::TinyBpe spec;
+  spec.chat_template =
+      "{% if messages[0]['role'] != 'system' %}{{ raise_exception('system first') }}{% endif %}"
+      "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+      "{% if add_generation_prompt %}<|start_header_id|>{% endif %}";
+  testing::write_tiny_bpe(dir_.path(), spec);
+  tokenizer_ = core::Tokenizer::load(dir_.path());
+  encoder_ = std::make_unique<PromptEncoder>(tokenizer_, dir_.path());
+  EXPECT_EQ(encoder_->generation_prompt(), std::vector<int32_t>{testing::kStartHeader});
 }
 
 // A template without special tokens has no turn to find: the last kFallbackTokens tokens are read.

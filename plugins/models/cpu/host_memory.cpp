@@ -42,10 +42,10 @@ std::optional<uint64_t> field_of(const fs::path& file, std::string_view key) {
   return std::nullopt;
 }
 
-// What a cgroup with `limit` and `usage` can still take, its page cache (active and inactive
-// file pages, as MemAvailable counts them) taken for reclaimable.
-uint64_t headroom(uint64_t limit, uint64_t usage, uint64_t page_cache) {
-  const uint64_t used = usage > page_cache ? usage - page_cache : 0;
+// What a cgroup with `limit` and `usage` can still take, `reclaimable` of its usage counted as
+// free.
+uint64_t headroom(uint64_t limit, uint64_t usage, uint64_t reclaimable) {
+  const uint64_t used = usage > reclaimable ? usage - reclaimable : 0;
   return limit > used ? limit - used : 0;
 }
 
@@ -80,12 +80,15 @@ void apply_level(std::optional<HostMemory>& memory, const fs::path& dir, bool v2
   const std::optional<uint64_t> limit = number_in(limit_file);  // v2's "max": none
   if (!limit || *limit >= kUnlimited) return;
   const fs::path stat = dir / "memory.stat";
-  const uint64_t page_cache =
+  // What the kernel can take back: file pages, and on v2 the reclaimable kernel slab (dentries,
+  // inodes) that memory.current holds too; MemAvailable counts both as free.
+  const uint64_t reclaimable =
       field_of(stat, v2 ? "active_file" : "total_active_file").value_or(0) +
-      field_of(stat, v2 ? "inactive_file" : "total_inactive_file").value_or(0);
+      field_of(stat, v2 ? "inactive_file" : "total_inactive_file").value_or(0) +
+      (v2 ? field_of(stat, "slab_reclaimable").value_or(0) : 0);
   const uint64_t usage =
       number_in(dir / (v2 ? "memory.current" : "memory.usage_in_bytes")).value_or(0);
-  take_lower(memory, headroom(*limit, usage, page_cache), limit_file);
+  take_lower(memory, headroom(*limit, usage, reclaimable), limit_file);
 }
 
 }  // namespace

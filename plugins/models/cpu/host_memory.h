@@ -20,10 +20,10 @@ struct HostMemory {
 // The least of: MemAvailable (/proc/meminfo: free memory plus what the kernel can reclaim, as
 // `free` reports it), and for each memory cgroup level the process is under, from the mount down
 // to its own cgroup (/proc/self/cgroup; v2 memory.max, v1 memory.limit_in_bytes), that level's
-// limit less its usage without its page cache (file pages, which the kernel reclaims: a mapped
-// checkpoint, say). Swap is not counted. Levels and files that cannot be read are skipped. nullopt
-// where /proc/meminfo cannot be read (then no check is made). `root`: where /proc and /sys are
-// (tests give a directory of their own).
+// limit less its usage without what the kernel can reclaim (file pages: a mapped checkpoint, say;
+// on v2 also reclaimable slab). Swap is not counted. Levels and files that cannot be read are
+// skipped. nullopt where /proc/meminfo cannot be read (then no check is made). `root`: where /proc
+// and /sys are (tests give a directory of their own).
 std::optional<HostMemory> host_memory(const std::filesystem::path& root = "/");
 
 }  // namespace headway::models::cpu

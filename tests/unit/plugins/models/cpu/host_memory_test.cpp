@@ -42,15 +42,17 @@ TEST_F(HostMemoryTest, WithoutACgroupLimitItIsMemAvailable) {
 }
 
 // A limit two levels up (a systemd slice, a Slurm job) counts, less what the cgroup uses, its page
-// cache (the mapped checkpoint, active or not) counted as free; the least limit wins.
+// cache (the mapped checkpoint, active or not) and reclaimable slab counted as free; the least
+// limit wins.
 TEST_F(HostMemoryTest, EveryLevelAboveTheProcessesCgroupV2CountsLessItsUse) {
   write("proc/self/cgroup", "0::/job/step/task\n");
   write("sys/fs/cgroup/memory.max", std::to_string(12 * kGiB) + "\n");
   write("sys/fs/cgroup/memory.current", std::to_string(2 * kGiB) + "\n");
   write("sys/fs/cgroup/job/memory.max", std::to_string(8 * kGiB) + "\n");
   write("sys/fs/cgroup/job/memory.current", std::to_string(5 * kGiB) + "\n");
-  write("sys/fs/cgroup/job/memory.stat", "anon 1\nactive_file " + std::to_string(kGiB / 2) +
-                                             "\ninactive_file " + std::to_string(kGiB / 2) + "\n");
+  write("sys/fs/cgroup/job/memory.stat",
+        "anon 1\nactive_file " + std::to_string(kGiB / 4) + "\ninactive_file " +
+            std::to_string(kGiB / 2) + "\nslab_reclaimable " + std::to_string(kGiB / 4) + "\n");
   write("sys/fs/cgroup/job/step/memory.max", "max\n");
   write("sys/fs/cgroup/job/step/task/memory.max", "max\n");
   const auto memory = host_memory(root_);

@@ -19,13 +19,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace headway::serving {
 
-class TurnMarkers;
-
 class PromptEncoder;
+class TurnMarkers;
 namespace guided {
 class GuideFactory;
 }
@@ -101,6 +101,9 @@ class RequestAdmission {
   // encoded prompt (does it already end the reasoning? GuidedOutput::starts_after) and where it
   // left the thinking when the request asked (reasoning_end).
   void attach_guide(GenerateInput& input, const AdmittedRequest& admitted) const;
+  // Where `prompt` left the thinking that `marker` closes (needs the tokenizer).
+  PromptReasoning prompt_reasoning_of(std::span<const int32_t> prompt,
+                                      std::string_view marker) const;
 
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   // The checkpoint's end tokens (end_tokens.h), added to every request's stop_token_ids unless it
@@ -115,9 +118,6 @@ class RequestAdmission {
   // request that asks where its prompt left the thinking.
   mutable std::once_flag turn_markers_found_;
   mutable std::unique_ptr<const TurnMarkers> turn_markers_;
-  // Where `prompt` left the thinking that `marker` closes (needs the tokenizer).
-  PromptReasoning prompt_reasoning_of(std::span<const int32_t> prompt,
-                                      std::string_view marker) const;
 };
 
 }  // namespace headway::serving

@@ -33,7 +33,7 @@ std::vector<int32_t> PromptEncoder::generation_prompt() const {
   if (chat_template_ == nullptr) return {};
   // A template may refuse a lone user message (wanting a system message first): one of each then.
   const std::vector<std::vector<ChatMessage>> conversations = {
-      {{"user", "Hi."}}, {{"system", "Be brief."}, {"user", "Hi."}}};
+      {{"user", "Hi.", ""}}, {{"system", "Be brief.", ""}, {"user", "Hi.", ""}}};
   for (const std::vector<ChatMessage>& messages : conversations) {
     try {
       const std::vector<int32_t> with = tokenizer_->encode(chat_template_->render(messages, true));

@@ -33,10 +33,8 @@ uint32_t get_dim(const json& j, const std::string& file, const char* key, bool r
     return fallback;
   }
   // transformers takes 4096.0 for 4096, as the simulated model's reader does (hf_config.cpp).
-  const bool integral_float = it->is_number_float() && std::isfinite(it->get<double>()) &&
-                              it->get<double>() == std::floor(it->get<double>());
   const double value = it->is_number() ? it->get<double>() : 0.0;
-  if (!(it->is_number_integer() || integral_float) || !(value > 0) || value > (1LL << 30)) {
+  if (!it->is_number() || value != std::floor(value) || !(value > 0) || value > (1LL << 30)) {
     fail(file, std::string("key '") + key + "' must be a positive integer, got " + it->dump());
   }
   return static_cast<uint32_t>(value);

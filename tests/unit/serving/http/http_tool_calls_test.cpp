@@ -180,23 +180,23 @@ TEST_F(HttpToolCallsTest, AGuidedAnswerOfAReasoningModelThinksFirst) {
   EXPECT_TRUE(service_.submitted()[0].guided.reasoning_opener.empty());
   // Qwen3's parser takes an answer that does not open with "<think>" for all content: the guide
   // is told so (it shapes such an answer from its first token).
-  options.reasoning_parser = "qwen3";
-  start_frontend(options);
-  service_.set_script(R"({"a": 1})");
-  result = post_json("/v1/chat/completions",
+  // A JSON object answered at once, on a server started with `server_options`.
+  const auto json_object_answer = [&](const HttpOptions& server_options) {
+    start_frontend(server_options);
+    service_.set_script(R"({"a": 1})");
+    return post_json("/v1/chat/completions",
                      R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
                      R"("response_format": {"type": "json_object"}})");
+  };
+  options.reasoning_parser = "qwen3";
+  result = json_object_answer(options);
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200) << result->body;
   EXPECT_EQ(service_.submitted().back().guided.starts_after, "</think>");
   EXPECT_EQ(service_.submitted().back().guided.reasoning_opener, "<think>");
   EXPECT_EQ(json::parse(result->body)["choices"][0]["message"]["content"], R"({"a": 1})");
   // Without a reasoning parser the shape applies from the first token.
-  start_frontend(HttpOptions{});
-  service_.set_script(R"({"a": 1})");
-  result = post_json("/v1/chat/completions",
-                     R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, )"
-                     R"("response_format": {"type": "json_object"}})");
+  result = json_object_answer(HttpOptions{});
   ASSERT_TRUE(result);
   ASSERT_EQ(result->status, 200) << result->body;
   EXPECT_TRUE(service_.submitted().back().guided.starts_after.empty());

@@ -220,19 +220,24 @@ TEST_F(GuidedServiceTest, GrammarAnswersFollowTheGrammar) {
 // (Qwen3's template with enable_thinking off ends the prompt with an empty think block).
 TEST_F(GuidedServiceTest, TheShapeWaitsForTheReasoningUnlessThePromptClosedIt) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
-  GenerateInput closed = guided_request(5);
-  closed.prompt_text = "Describe it as JSON.\n<think>\n\n</think>\n\n";
-  closed.guided.starts_after = "</think>";
-  const test::Collected answer = collect(*service.submit(std::move(closed)));
+  // A guided request after `prompt` whose shape starts after "</think>", with `opener` as Qwen3's
+  // parser sets it (empty: DeepSeek-R1's).
+  const auto reasoning_request = [](const std::string& prompt, const std::string& opener) {
+    GenerateInput input = guided_request(5);
+    input.prompt_text = prompt;
+    input.guided.starts_after = "</think>";
+    input.guided.reasoning_opener = opener;
+    return input;
+  };
+  const test::Collected answer = collect(
+      *service.submit(reasoning_request("Describe it as JSON.\n<think>\n\n</think>\n\n", "")));
   EXPECT_EQ(answer.finish, Finish::kStop) << answer.error;
   EXPECT_TRUE(nlohmann::json::parse(answer.text, nullptr, false).is_object()) << answer.text;
 
   // Thinking: the tiny model's random bytes never write "</think>", so no shape is forced and it
   // may not end either (the end token is held back until the shape is complete).
-  GenerateInput thinking = guided_request(5);
-  thinking.prompt_text = "Describe it as JSON.\n<think>\n";
+  GenerateInput thinking = reasoning_request("Describe it as JSON.\n<think>\n", "");
   thinking.max_tokens = 24;
-  thinking.guided.starts_after = "</think>";
   const test::Collected free = collect(*service.submit(std::move(thinking)));
   EXPECT_EQ(free.finish, Finish::kLength) << free.text;
   EXPECT_EQ(free.text.find("</think>"), std::string::npos);
@@ -240,19 +245,13 @@ TEST_F(GuidedServiceTest, TheShapeWaitsForTheReasoningUnlessThePromptClosedIt) {
 
   // Qwen3's parser (reasoning_opener "<think>"): a prompt that opened the thinking (Qwen3-Thinking-
   // 2507's and QwQ's templates) still thinks first, as above, though the output opens no tag...
-  GenerateInput opened = guided_request(5);
-  opened.prompt_text = "Describe it as JSON.\n<think>\n";
+  GenerateInput opened = reasoning_request("Describe it as JSON.\n<think>\n", "<think>");
   opened.max_tokens = 24;
-  opened.guided.starts_after = "</think>";
-  opened.guided.reasoning_opener = "<think>";
   const test::Collected thought = collect(*service.submit(std::move(opened)));
   EXPECT_EQ(thought.finish, Finish::kLength) << thought.text;
   EXPECT_FALSE(nlohmann::json::parse(thought.text, nullptr, false).is_object()) << thought.text;
   // ... while one that did not, answered without a tag first, is shaped from its first token.
-  GenerateInput plain = guided_request(5);
-  plain.prompt_text = "Describe it as JSON.\n";
-  plain.guided.starts_after = "</think>";
-  plain.guided.reasoning_opener = "<think>";
+  GenerateInput plain = reasoning_request("Describe it as JSON.\n", "<think>");
   const test::Collected shaped = collect(*service.submit(std::move(plain)));
   EXPECT_EQ(shaped.finish, Finish::kStop) << shaped.text;
   EXPECT_TRUE(nlohmann::json::parse(shaped.text, nullptr, false).is_object()) << shaped.text;

@@ -44,7 +44,7 @@ void print_engine_usage(std::ostream& out, const std::vector<EngineUsage>& engin
   for (const EngineUsage& u : engines) width = std::max(width, u.name.size());
   width += 2;
   out << fmt::format("{:<{}}{:<9}{:<10}{:>7}{:>10}{:>15}{:>14}{:>10}{:>10}\n", "engine", width,
-                     "role", "pool", "busy", "steps", "prompt tokens", "output tokens", "requests",
+                     "role", "pool", "busy", "steps", "prompt tokens", "decode tokens", "requests",
                      "preempts");
   for (const EngineUsage& u : engines) {
     out << fmt::format("{:<{}}{:<9}{:<10}{:>6.1f}%{:>10}{:>15}{:>14}{:>10}{:>10}\n", u.name, width,

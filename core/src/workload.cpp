@@ -963,12 +963,10 @@ Workload Parser::run(std::optional<std::string_view> text) {
 
   std::stable_sort(pending.begin(), pending.end(),
                    [](const Pending& a, const Pending& b) { return a.arrival < b.arrival; });
-  // Past about 1e9 s a double's rounding swallows step times (and an overflow to inf would stall
-  // the simulation, blamed on the deployment): say which of the workload's numbers did it.
-  constexpr double kMaxSpanSeconds = 1e9;
+  // Say which of the workload's numbers took it past what can be timed.
   if (!pending.empty()) {
     const double last = pending.back().arrival * time_scale;
-    if (!(last <= kMaxSpanSeconds)) {
+    if (!(last <= kMaxArrivalSeconds)) {
       fail(time_scale != 1.0 ? "time_scale" : (trace_table != nullptr ? "trace" : "arrival"),
            "the arrivals span " + number_text(last) +
                " s, beyond the 1e9 s a simulation can time (a rate, time_scale or trace "

@@ -919,6 +919,9 @@ void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& re
                                  {"root", model.name},
                                  {"parent", nullptr},
                                  {"max_model_len", model.max_model_len}};
+  // Headway's extension (neither OpenAI nor vLLM sends it): `headway bench` draws its prompt
+  // token ids below it, where it would otherwise keep to ids 32-127.
+  if (model.vocab > 0) card["vocab_size"] = model.vocab;
   send_json(response, 200,
             {{"object", "list"}, {"data", nlohmann::ordered_json::array({std::move(card)})}});
 }

@@ -101,6 +101,12 @@ struct WorkloadRequest {
   uint32_t shared_prefix = 0;
 };
 
+// The latest arrival a workload may have, in seconds. Past about 1e9 s a double's rounding
+// swallows step times (and an overflow to inf would stall a simulation, blamed on the
+// deployment; `headway bench`'s clock would wrap): a workload file, or a rate scaled from it,
+// that goes further is refused.
+inline constexpr double kMaxArrivalSeconds = 1e9;
+
 // A value type: cheap to move, safe to share read-only between threads.
 struct Workload {
   std::string source;  // file path it came from

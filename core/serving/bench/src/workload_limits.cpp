@@ -23,7 +23,18 @@ core::Workload limit_workload(const core::Workload& workload, size_t num_request
                                   workload.source, limited.requests.size(),
                                   duration_s > 0 ? " within --duration" : ""));
   }
-  return core::first_requests(limited, num_requests);
+  limited = core::first_requests(limited, num_requests);
+  // Only a slower rate can take the arrivals past what the workload file was held to; the
+  // requests kept are what counts (a few early ones of a slowed workload may still be timed).
+  const double last = limited.requests.empty() ? 0.0 : limited.requests.back().arrival;
+  if (!(last <= core::kMaxArrivalSeconds)) {
+    throw core::Error(fmt::format(
+        "--rate-scale {}: the requests of {} would arrive over {:.4g} s, beyond the 1e9 s a "
+        "run can time (a larger --rate-scale, or fewer requests with --num-requests or "
+        "--duration)",
+        rate_scale, workload.source, last));
+  }
+  return limited;
 }
 
 }  // namespace headway::serving::bench

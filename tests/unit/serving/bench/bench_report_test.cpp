@@ -153,6 +153,31 @@ TEST(WorkloadLimits, KeepAPrefixOfTheSameRequests) {
   EXPECT_THROW(limit_workload(workload, 0, 1e-9), core::Error);
 }
 
+// A tiny --rate-scale stretches the arrivals past what a run can time: bench's clock wrapped (the
+// requests went out at once, lateness negative) and simulate reported zero latencies. Refused,
+// unless the requests kept still arrive in time.
+TEST(WorkloadLimits, ARateScaleThatTakesTheArrivalsPastWhatCanBeTimedIsRefused) {
+  const core::Workload workload = core::load_workload(kWorkload);
+  const double first = workload.requests.front().arrival;
+  const double last = workload.requests.back().arrival;
+  ASSERT_GT(first, 0.0);
+  ASSERT_GT(last, 4 * first);
+  try {
+    limit_workload(workload, 0, 0, 1e-300);
+    FAIL();
+  } catch (const core::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--rate-scale 1e-300"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("beyond the 1e9 s"), std::string::npos) << e.what();
+  }
+  // Slowed so that the first request arrives at half the limit: the whole workload would not be
+  // timed, its first request is.
+  const double slow = 2 * first / core::kMaxArrivalSeconds;
+  EXPECT_THROW(limit_workload(workload, 0, 0, slow), core::Error);
+  const core::Workload one = limit_workload(workload, 1, 0, slow);
+  ASSERT_EQ(one.requests.size(), 1u);
+  EXPECT_LE(one.requests[0].arrival, core::kMaxArrivalSeconds);
+}
+
 TEST(ProgressReporter, LineShowsCountsAndABarOnlyOnATerminal) {
   const std::string plain = ProgressReporter::line(40, 12, 10, 1, 3.3, false);
   EXPECT_EQ(plain, "bench: 10/40 finished (1 failed), 12 sent, 2 in flight, 3.3 s");

@@ -284,6 +284,8 @@ TEST_F(HttpFrontendTest, ModelsListsTheServedModel) {
   EXPECT_EQ(body["data"][0]["id"], FakeGenerationService::kModelName);
   EXPECT_EQ(body["data"][0]["object"], "model");
   EXPECT_EQ(body["data"][0]["max_model_len"], FakeGenerationService::kMaxModelLen);
+  // What `headway bench` draws its prompt ids below (the fake's byte vocabulary).
+  EXPECT_EQ(body["data"][0]["vocab_size"], 256);
 }
 
 // vLLM's route; the release is the project's (CMake's PROJECT_VERSION, as `headway --version`).

@@ -14,8 +14,8 @@ namespace headway::serving::bench {
 
 // Every arrival divided by `rate_scale` (core::with_rate_factor; 1: as it is), then the requests
 // arriving before `duration_s` (0: no limit), then the first `num_requests` of them (0: no limit).
-// Throws core::Error naming the option when num_requests exceeds what the workload has, or when
-// no request is left.
+// Throws core::Error naming the option when num_requests exceeds what the workload has, when
+// no request is left, or when the requests kept arrive later than core::kMaxArrivalSeconds.
 core::Workload limit_workload(const core::Workload& workload, size_t num_requests,
                               double duration_s, double rate_scale = 1);
 

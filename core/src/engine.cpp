@@ -127,8 +127,12 @@ Engine::Engine(const EngineConfig& config, const DeploymentConfig& deployment,
   hw_engine_facts facts{sizeof(hw_engine_facts), config_.block_size, kv_.total(), max_model_len_,
                         config_.role};
   scheduler_ = std::make_unique<SchedulerInstance>(config_.scheduler, facts, scheduler_host_);
-  running_.reserve(scheduler_->limits().max_num_seqs);
-  running_views_.reserve(scheduler_->limits().max_num_seqs);
+  // Steps allocate nothing once these hold every running request. A scheduler may declare no cap
+  // worth the name (UINT32_MAX is legal): no more requests run than there are KV blocks to hold
+  // their tokens, so that bounds the reservation (beyond it, a rare growth is one allocation).
+  const size_t most_running = std::min<size_t>(scheduler_->limits().max_num_seqs, kv_.total());
+  running_.reserve(most_running);
+  running_views_.reserve(most_running);
 }
 
 void Engine::warn_of_rows_without_finite_logits() {

@@ -164,8 +164,13 @@ SchedulerInstance::SchedulerInstance(const PluginChoice& choice, const hw_engine
                       choice.where, name_, limits_.struct_size, kLimits10),
           HW_INTERNAL);
     }
-    throw Error(choice.where + ": scheduler '" + name_ +
-                "' declares a zero token budget or max_num_seqs");
+    // The plugin's fault, not the operator's options (a schema that lets an option reach 0
+    // is the plugin's too): HW_INTERNAL, so that the conformance suite fails it.
+    throw PluginContractError(
+        fmt::format("{}: scheduler '{}' get_limits: declares max_num_batched_tokens {} and "
+                    "max_num_seqs {}; both must be at least 1 (abi.h)",
+                    choice.where, name_, limits_.max_num_batched_tokens, limits_.max_num_seqs),
+        HW_INTERNAL);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <headway/core/plugin_options.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -36,6 +37,14 @@ std::string format_number(double v) {
     return fmt::format("{}", static_cast<int64_t>(v));
   }
   return fmt::format("{}", v);
+}
+
+// A TOML bare key: ASCII letters, digits, '_' and '-' (anything else is written quoted).
+bool is_bare_key(std::string_view key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
 }
 
 // A TOML basic string: quotes, backslashes and control characters escaped.
@@ -233,7 +242,9 @@ std::string options_template(const hw_plugin_descriptor& descriptor,
     const hw_option_spec& spec = descriptor.options[i];
     out << "# " << str(spec.doc) << "\n";
     out << "# " << describe_allowed(spec) << "\n";
-    out << str(spec.key) << " = " << default_text(spec) << "\n";
+    // A key that is not a bare key (a space, a dot) is quoted, as a deployment file must write it.
+    const std::string key = str(spec.key);
+    out << (is_bare_key(key) ? key : quoted(key)) << " = " << default_text(spec) << "\n";
     if (i + 1 < descriptor.option_count) out << "\n";
   }
   return out.str();

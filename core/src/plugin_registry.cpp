@@ -13,9 +13,12 @@
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <map>
 #include <system_error>
+#include <tuple>
 
 #include "readable_memory.h"
 #include "shared_object_check.h"
@@ -160,11 +163,16 @@ void check_option_schema(const hw_plugin_descriptor& d, const std::string& where
   }
   check_readable(d.options, uint64_t{d.option_count} * sizeof(hw_option_spec), where,
                  "the option table");
+  std::map<std::string, uint32_t> index_of_key;
   for (uint32_t i = 0; i < d.option_count; ++i) {
     const hw_option_spec& o = d.options[i];
     check_text(o.key, kMaxNameBytes, where, fmt::format("option #{}'s key", i));
     std::string key = to_string(o.key);
     if (key.empty()) throw Error(fmt::format("{}: option #{} has an empty key", where, i));
+    if (const auto [earlier, fresh] = index_of_key.emplace(key, i); !fresh) {
+      throw Error(fmt::format("{}: options #{} and #{} are both named '{}'", where, earlier->second,
+                              i, key));
+    }
     check_text(o.doc, kMaxTextBytes, where, fmt::format("option '{}''s doc", key));
     check_text(o.default_string, kMaxTextBytes, where,
                fmt::format("option '{}''s default string", key));
@@ -194,8 +202,28 @@ void check_option_schema(const hw_plugin_descriptor& d, const std::string& where
                                 where, key, to_string(o.default_string)));
       }
     }
+    if (o.type == HW_OPTION_BOOL && o.default_int != 0 && o.default_int != 1) {
+      throw Error(fmt::format("{}: bool option '{}' has default {} (0 or 1 are false and true)",
+                              where, key, o.default_int));
+    }
     if (o.type == HW_OPTION_INT || o.type == HW_OPTION_DOUBLE) {
+      for (const auto& [has, bound, which] :
+           {std::tuple{o.has_min, o.min_value, "minimum"}, {o.has_max, o.max_value, "maximum"}}) {
+        if (has == 0) continue;
+        if (std::isnan(bound) || (o.type == HW_OPTION_INT && bound != std::floor(bound))) {
+          throw Error(fmt::format("{}: {} option '{}' has {} {}, not {}", where,
+                                  o.type == HW_OPTION_INT ? "integer" : "double", key, which, bound,
+                                  o.type == HW_OPTION_INT ? "an integer" : "a number"));
+        }
+      }
+      if (o.has_min && o.has_max && o.min_value > o.max_value) {
+        throw Error(fmt::format("{}: option '{}' has minimum {} above its maximum {}", where, key,
+                                o.min_value, o.max_value));
+      }
       double def = o.type == HW_OPTION_INT ? static_cast<double>(o.default_int) : o.default_double;
+      if (std::isnan(def)) {
+        throw Error(fmt::format("{}: option '{}' has default NaN", where, key));
+      }
       if ((o.has_min && def < o.min_value) || (o.has_max && def > o.max_value)) {
         throw Error(
             fmt::format("{}: option '{}' has default {} outside its range", where, key, def));
@@ -398,7 +426,19 @@ const LoadedPlugin& PluginRegistry::load_locked(const fs::path& path) {
     }
   }
   auto entry_fn = entry->library.get<const hw_plugin_descriptor*()>(HW_PLUGIN_ENTRY_SYMBOL);
-  const hw_plugin_descriptor* descriptor = entry_fn();
+  // A hand-written entry can throw; across the C ABI that surfaced as the bare exception text,
+  // named after nothing (helper-164).
+  const hw_plugin_descriptor* descriptor = nullptr;
+  const std::string thrown_from =
+      "plugin " + canonical.string() + ": an exception escaped its " HW_PLUGIN_ENTRY_SYMBOL "()";
+  const char* const must_not = "; the entry returns its descriptor and throws nothing";
+  try {
+    descriptor = entry_fn();
+  } catch (const std::exception& e) {
+    throw Error(thrown_from + " (" + e.what() + ")" + must_not, HW_INTERNAL);
+  } catch (...) {
+    throw Error(thrown_from + must_not, HW_INTERNAL);
+  }
   check_descriptor(descriptor, canonical);
   entry->plugin.path = canonical;
   entry->plugin.descriptor = descriptor;

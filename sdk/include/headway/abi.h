@@ -271,7 +271,8 @@ typedef struct hw_engine_facts {
   int32_t engine_role;
 } hw_engine_facts;
 
-/* The limits a scheduler promises to respect; the engine rejects any plan that breaks them. */
+/* The limits a scheduler promises to respect; the engine rejects any plan that breaks them. Both
+ * at least 1 (a scheduler declaring 0 is refused at load); UINT32_MAX for no cap of its own. */
 typedef struct hw_scheduler_limits {
   uint32_t struct_size;
   uint32_t max_num_batched_tokens; /* tokens per step, all slices together */

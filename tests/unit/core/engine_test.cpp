@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -659,6 +660,23 @@ TEST(Engine, AStepThatOnlyPreemptsRunsNoForwardPass) {
     }
   }
   EXPECT_GT(preempt_only, 0);
+  for (const RequestRecord& r : records) EXPECT_EQ(r.output_tokens, 6u);
+  EXPECT_EQ(e->kv().free(), e->kv().total());
+}
+
+// UINT32_MAX tokens a step and requests running are legal limits (a scheduler with no cap of
+// its own): the engine reserved max_num_seqs entries and died allocating 4G of them (helper-164).
+TEST(Engine, ASchedulerDeclaringNoLimitsRuns) {
+  EngineSpec spec;
+  spec.scheduler = HEADWAY_TEST_PLUGIN_DIR "/test_unbounded_scheduler.so";
+  TestEngine e(spec);
+  EXPECT_EQ(e->scheduler_limits().max_num_seqs, std::numeric_limits<uint32_t>::max());
+  std::vector<RequestRecord> records(3);
+  for (int i = 0; i < 3; ++i) e->add_request(request(i, 40, 6, &records[i]));
+  for (int steps = 0; e->has_work(); ++steps) {
+    ASSERT_LT(steps, 1000);
+    ASSERT_TRUE(e->step());
+  }
   for (const RequestRecord& r : records) EXPECT_EQ(r.output_tokens, 6u);
   EXPECT_EQ(e->kv().free(), e->kv().total());
 }

@@ -306,6 +306,16 @@ TEST(PluginRegistry, AnEntryThatIsNotAFunctionIsRefusedWithoutCrashing) {
   EXPECT_THAT(e.what(), HasSubstr("headway_plugin_entry is not a function"));
 }
 
+// An entry that throws: the message named nothing ("internal error: <its text>").
+TEST(PluginRegistry, AnEntryThatThrowsIsNamedWithItsFile) {
+  PluginRegistry registry;
+  const fs::path file = test_plugin("test_throwing_entry");
+  Error e = expect_error([&] { registry.load_path(file); });
+  EXPECT_THAT(e.what(), HasSubstr(file.string()));
+  EXPECT_THAT(e.what(), HasSubstr("an exception escaped its headway_plugin_entry()"));
+  EXPECT_THAT(e.what(), HasSubstr("test_throwing_entry: thrown from the entry"));
+}
+
 // A plugin half-copied into a plugin directory: dlopen would kill the process with SIGBUS, so the
 // registry must refuse it first, by path and in a directory scan, and load the others.
 TEST(PluginRegistry, RefusesATruncatedOrNonElfFileWithoutCrashing) {
@@ -348,6 +358,38 @@ TEST(PluginRegistry, RefusesABadOptionSchema) {
   EXPECT_THAT(e.what(), HasSubstr(file.string()));
   EXPECT_THAT(e.what(), HasSubstr("enum option 'mode'"));
   EXPECT_THAT(e.what(), HasSubstr("default 'medium' outside its allowed values"));
+}
+
+// Schemas that lie were loaded, and then made an option no file could set (a duplicate key, one
+// that is not a TOML key) or a range nothing satisfies: refused at load, naming the option.
+TEST(PluginRegistry, RefusesAnOptionSchemaThatLies) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"duplicate_key", "options #0 and #1 are both named 'n'"},
+      {"bool_default_7", "bool option 'flag' has default 7"},
+      {"fractional_int_bound", "integer option 'count' has minimum 0.5, not an integer"},
+      {"min_above_max", "option 'depth' has minimum 10 above its maximum 1"},
+  };
+  for (const auto& [way, message] : cases) {
+    PluginRegistry registry;
+    const fs::path file = test_plugin(std::string("test_lying_schema_") + way);
+    Error e = expect_error([&] { registry.load_path(file); });
+    EXPECT_THAT(e.what(), HasSubstr(file.string())) << way;
+    EXPECT_THAT(e.what(), HasSubstr(message)) << way;
+  }
+}
+
+// A key that is not a TOML bare key is one a deployment file writes quoted: the template that
+// `plugin describe` prints quotes it (it printed `a b.c = 1`, which is no TOML), and so does the
+// file that sets it.
+TEST(PluginRegistry, AnOptionKeyThatNeedsQuotesIsQuotedInTheTemplate) {
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(test_plugin("test_lying_schema_quoted_key"));
+  const std::string text = options_template(*plugin.descriptor, "scheduler.options");
+  EXPECT_THAT(text, HasSubstr("\n\"a b.c\" = 1\n")) << text;
+  const toml::table table = toml::parse(std::string_view("\"a b.c\" = 3"));
+  const PluginOptions set = PluginOptions::from_toml(*plugin.descriptor, &table, "t.toml: opts");
+  ASSERT_EQ(set.view()->count, 2u);
+  EXPECT_EQ(set.view()->values[1].int_value, 3);
 }
 
 TEST(PluginRegistry, RefusedPluginsAreRefusedAgainOnTheSecondTry) {

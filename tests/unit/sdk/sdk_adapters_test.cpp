@@ -110,5 +110,38 @@ TEST(SdkOptions, KeysOutsideTheSchemaAndWrongGettersAreThePluginsBug) {
             "option 'max_num_seqs' is declared as an integer but the plugin reads it as a string");
 }
 
+// A request scheduled twice (or one the snapshot does not hold) overflows the plan arrays first:
+// the message said "more slices than requests", which pointed away from the bug (helper-164).
+TEST(SdkPlanWriter, AnOverflowSaysWhichRequestAndWhatLikelyCausedIt) {
+  hw_slice slices[1];
+  uint64_t preempted[1];
+  hw_scheduler_plan plan{};
+  plan.slices = slices;
+  plan.slice_capacity = 1;
+  plan.preempted = preempted;
+  plan.preempted_capacity = 1;
+  PlanWriter writer(&plan);
+  hw_request_view request{};
+  request.id = 42;
+  writer.add_slice(request, 1);
+  try {
+    writer.add_slice(request, 1);
+    FAIL() << "a second slice fit a capacity of one";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), HW_INTERNAL);
+    EXPECT_NE(std::string(e.what()).find("request 42 is slice #1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("scheduled twice"), std::string::npos) << e.what();
+  }
+  writer.preempt(7);
+  try {
+    writer.preempt(7);
+    FAIL() << "a second preemption fit a capacity of one";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(request 7)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(plan.slice_count, 1u);
+  EXPECT_EQ(plan.preempted_count, 1u);
+}
+
 }  // namespace
 }  // namespace headway::sdk

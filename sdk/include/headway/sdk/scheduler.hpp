@@ -55,13 +55,20 @@ class PlanWriter {
   }
   void add_slice(const hw_request_view& r, uint32_t tokens) {
     if (plan_->slice_count >= plan_->slice_capacity) {
-      throw Error(HW_INTERNAL, "plan has more slices than requests");
+      // The capacity is one slice per request the snapshot holds: one more means a request was
+      // scheduled twice, or one the snapshot does not hold (finished, unknown) was added.
+      throw Error(HW_INTERNAL, "plan has more slices than the snapshot has requests (request " +
+                                   std::to_string(r.id) + " is slice #" +
+                                   std::to_string(plan_->slice_count) +
+                                   "): is a request scheduled twice, or one not in the snapshot?");
     }
     plan_->slices[plan_->slice_count++] = hw_slice{r.id, r.computed_tokens, tokens};
   }
   void preempt(uint64_t request_id) {
     if (plan_->preempted_count >= plan_->preempted_capacity) {
-      throw Error(HW_INTERNAL, "plan preempts more requests than are running");
+      throw Error(HW_INTERNAL, "plan preempts more requests than are running (request " +
+                                   std::to_string(request_id) +
+                                   "): is a request preempted twice, or one not running?");
     }
     plan_->preempted[plan_->preempted_count++] = request_id;
   }

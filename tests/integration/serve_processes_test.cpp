@@ -484,6 +484,27 @@ TEST(ServeProcesses, AStreamTheRoutersDrainCutsSaysTheServerIsShuttingDown) {
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// An engine process whose drain is cut short aborts the streams it still runs, saying the server is
+// shutting down: through the router that read as the router's own shutdown. The router says
+// which engine process it was (helper-163).
+TEST(ServeProcesses, AStreamAnEngineProcessesDrainCutsNamesThatProcess) {
+  TempDir dir("serve_processes_engine_drain_cut");
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true);
+  const std::string address = "127.0.0.1:" + std::to_string(cluster.engine_port(1));
+  StreamingCompletion client(cluster.http_port(), completion(std::string(120, 'e'), 300, true));
+  client.wait_for_first_token();
+  cluster.engine(1).signal(SIGTERM);
+  cluster.engine(1).signal(SIGINT);
+  const std::string streamed = client.finish();
+  EXPECT_NE(streamed.find("the request was aborted: engine1 at " + address +
+                          ": the server is shutting down"),
+            std::string::npos)
+      << streamed;
+  EXPECT_EQ(cluster.engine(1).stop(0), 0) << cluster.engine(1).log();  // signal 0: waits for exit
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+}
+
 // A streamed request waiting behind another in its engine process's queue gets its 200 when the
 // process accepted it (the headway-accepted metadata), not with its first token: the 200 arrives
 // while the request ahead of it (the process runs one at a time, 300 tokens on the slow model) is
@@ -852,11 +873,14 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
 // for the tokens). `decode_block_size` other than 16 gives the decode process another KV layout,
 // so that it cannot use the staged KV and must prefill the request itself; `engine_server` adds
 // keys to both engine processes' [server] tables (and may add tables after it);
-// `decode_limits` (non-empty) gives the decode process one running and one waiting slot.
+// `decode_limits` (non-empty) gives the decode process one running and one waiting slot;
+// `decode_other_shape` gives it a checkpoint of another shape whose KV blocks have the same bytes
+// (1 layer of 4 KV heads where the prefill process has 2 of 2).
 class DisaggregatedProcesses {
  public:
   DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size,
-                         const std::string& engine_server = "", bool decode_limits = false) {
+                         const std::string& engine_server = "", bool decode_limits = false,
+                         bool decode_other_shape = false) {
     const std::string scheduler =
         "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }\n";
     const std::string limited_scheduler =
@@ -867,12 +891,12 @@ class DisaggregatedProcesses {
     std::vector<int> ports;
     for (const uint32_t block_size : {16u, decode_block_size}) {
       const std::string name = ports.empty() ? "prefill" : "decode";
-      engines_.push_back(std::make_unique<ServeProcess>(write_tiny_deployment(
+      engines_.push_back(std::make_unique<ServeProcess>(engine_deployment(
           dir, name,
           "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
               (decode_limits && name == "decode" ? limited_scheduler : scheduler) +
               "[server]\nrole = \"engine\"\ngrpc_port = 0\n" + engine_server,
-          "engine_" + name + ".toml")));
+          "engine_" + name + ".toml", name == "decode" && decode_other_shape)));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
       if (!port)
         throw std::runtime_error("engine process did not start:\n" + engines_.back()->log());
@@ -900,6 +924,8 @@ class DisaggregatedProcesses {
 
   int router_port() const { return http_ports_[0]; }
   int reference_port() const { return http_ports_[1]; }
+  ServeProcess& router() { return *router_; }
+  ServeProcess& reference() { return *reference_; }
   ServeProcess& prefill() { return *engines_[0]; }
   ServeProcess& decode() { return *engines_[1]; }
 
@@ -912,6 +938,25 @@ class DisaggregatedProcesses {
   }
 
  private:
+  // An engine process's deployment: the tiny checkpoint, or (`other_shape`) one of 1 layer and 4
+  // KV heads, whose KV blocks have the bytes of the tiny one's 2 layers of 2 KV heads.
+  static fs::path engine_deployment(const fs::path& dir, const std::string& name,
+                                    const std::string& tables, const std::string& file_name,
+                                    bool other_shape) {
+    const fs::path config = write_tiny_deployment(dir, name, tables, file_name);
+    if (!other_shape) return config;
+    models::cpu::TinyModelSpec spec = tiny_test_spec();
+    spec.layers = 1;
+    spec.kv_heads = 4;
+    models::cpu::write_tiny_checkpoint(spec, dir / "tiny_other");
+    std::stringstream text;
+    text << std::ifstream(config).rdbuf();
+    std::string deployment = text.str();
+    deployment.replace(deployment.find("path = \"tiny\""), 13, "path = \"tiny_other\"");
+    std::ofstream(config) << deployment;
+    return config;
+  }
+
   std::vector<std::unique_ptr<ServeProcess>> engines_;
   std::unique_ptr<ServeProcess> router_;
   std::unique_ptr<ServeProcess> reference_;
@@ -1259,6 +1304,71 @@ TEST(ServeProcesses, AStagedKvTheDecodeProcessCannotUseIsPrefilledThereInstead) 
   const std::string metrics = metrics_of(http);
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 0"), std::string::npos)
       << metrics;
+  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
+  cluster.stop_all();
+}
+
+// The prefill process dies before it answers: the router retries on the decode process, the only
+// one left, which runs the request whole. It was sent there still prefill_only, staged its KV and
+// read it back into itself (helper-163 saw a KV transfer counted per retry).
+TEST(ServeProcesses, APrefillRetriedOnTheDecodeProcessRunsThereWhole) {
+  TempDir dir("serve_processes_prefill_retry");
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16);
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  // Frozen, the prefill process still counts as up until it misses its polls: the request is
+  // sent to it, accepted by its socket and never answered.
+  cluster.prefill().signal(SIGSTOP);
+  std::string answer;
+  int status = 0;
+  std::thread client([&] {
+    httplib::Client own("127.0.0.1", cluster.router_port());
+    own.set_read_timeout(std::chrono::seconds(120));
+    const auto response = own.Post("/v1/completions", completion(std::string(200, 'p'), 6, false),
+                                   "application/json");
+    if (response) {
+      status = response->status;
+      answer = response->body;
+    }
+  });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up &&
+         metrics_of(http).find("headway_time_to_first_token_seconds_count{engine=\"0\"") ==
+             std::string::npos) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(cluster.prefill().stop(SIGKILL), 128 + SIGKILL);
+  client.join();
+  EXPECT_EQ(status, 200) << answer;
+  EXPECT_NE(answer.find("\"completion_tokens\":6"), std::string::npos) << answer;
+  const std::string metrics = metrics_of(http);
+  EXPECT_NE(metrics.find("headway_request_retries_total{engine=\"0\",pool=\"\"} 1"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 0"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.decode().pid()), 0u);
+  for (ServeProcess* process : {&cluster.router(), &cluster.decode(), &cluster.reference()}) {
+    EXPECT_EQ(process->stop(SIGTERM), 0) << process->log();
+  }
+}
+
+// Another checkpoint on the decode process whose KV blocks have the same bytes: it decoded on KV
+// of another model's layout without a word (helper-163). The stage says which model wrote it,
+// and the decode process prefills the request itself, naming both shapes.
+TEST(ServeProcesses, AStagedKvOfAnotherModelsShapeIsPrefilledThereInstead) {
+  TempDir dir("serve_processes_other_shape");
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16, "", false,
+                                 /*decode_other_shape=*/true);
+  const std::string text = greedy_text(cluster.router_port(), "The quick brown fox", false);
+  EXPECT_EQ(text.find("<failed"), std::string::npos) << text;
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  const std::string metrics = metrics_of(http);
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 0"), std::string::npos)
+      << metrics;
+  EXPECT_NE(cluster.decode().log().find("it is the KV of a model of 2 layers x 2 KV heads x 16 "
+                                        "dims, this engine's model has 1 x 4 x 16"),
+            std::string::npos)
+      << cluster.decode().log();
   EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
   cluster.stop_all();
 }

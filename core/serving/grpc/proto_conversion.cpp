@@ -182,6 +182,9 @@ KvStage from_proto(const v1::KvStage& stage) {
   out.block_size = stage.block_size();
   out.source_address = stage.source_address();
   out.held = stage.held();
+  out.layers = stage.layers();
+  out.kv_heads = stage.kv_heads();
+  out.head_dim = stage.head_dim();
   return out;
 }
 
@@ -193,6 +196,9 @@ void to_proto(const KvStage& stage, v1::KvStage& out) {
   out.set_block_size(stage.block_size);
   out.set_source_address(stage.source_address);
   out.set_held(stage.held);
+  out.set_layers(stage.layers);
+  out.set_kv_heads(stage.kv_heads);
+  out.set_head_dim(stage.head_dim);
 }
 
 void to_generate_response(const std::string& request_id, const StreamChunk& chunk,

@@ -202,6 +202,18 @@ std::string kv_stage_layout_problem(const KvStage& stage) {
   return {};
 }
 
+std::string kv_stage_model_problem(const KvStage& stage, const hw_model_info& model) {
+  if (stage.layers == 0 || model.layers == 0) return {};  // one side does not say
+  if (stage.layers == model.layers && stage.kv_heads == model.kv_heads &&
+      stage.head_dim == model.head_dim) {
+    return {};
+  }
+  return fmt::format(
+      "it is the KV of a model of {} layers x {} KV heads x {} dims, this engine's model has "
+      "{} x {} x {}",
+      stage.layers, stage.kv_heads, stage.head_dim, model.layers, model.kv_heads, model.head_dim);
+}
+
 std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,
                              uint32_t block_size) {
   if (memory.kind == HW_MEMORY_NONE || memory.base == nullptr) {

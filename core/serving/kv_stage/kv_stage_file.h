@@ -60,6 +60,11 @@ KvStage write_kv_stage(const std::string& name, const hw_memory_desc& memory,
 // blocks of its size, or a size is 0); empty when they agree.
 std::string kv_stage_layout_problem(const KvStage& stage);
 
+// Why an engine of `model` cannot decode on `stage`: the model that wrote it has other layers,
+// KV heads or head width (equal bytes per block do not make equal KV). Empty when they agree, or
+// when either does not say (a stage from a process before KvStage::layers, a model reporting 0).
+std::string kv_stage_model_problem(const KvStage& stage, const hw_model_info& model);
+
 // Why `stage` cannot be read into `memory` (no KV memory, another block layout, the object gone or
 // shorter than it claims, its fetch failed); empty when it can.
 std::string kv_stage_problem(const KvStage& stage, const hw_memory_desc& memory,

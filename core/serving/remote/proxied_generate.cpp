@@ -215,6 +215,12 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     const AbortCause cause = abort_cause_.load();
     if (reason == Finish::kAbort && cause == AbortCause::kStopString) reason = Finish::kStop;
     if (reason == Finish::kAbort && error.empty()) error = abort_error_text(cause);
+    if (reason == Finish::kAbort && cause == AbortCause::kNone) {
+      // The engine process aborted it on its own (its drain was cut short: "the server is
+      // shutting down"): said as is, that read as this router's shutdown.
+      error = fmt::format("engine{} at {}: {}", engine_.index(), engine_.address(),
+                          error.empty() ? "aborted there" : error);
+    }
     finish(reason, std::move(error), &response_.timings());
   }
   StartRead(&response_);

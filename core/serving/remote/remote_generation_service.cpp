@@ -691,7 +691,9 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
     const hw_route_decision& decision = *routed;
     // Sent again as it was: a prefill_only call to another prefill process, keeping its decode
     // process; a continuation to another decode process, which reads the staged KV (or prefills
-    // the tokens itself when it cannot).
+    // the tokens itself when it cannot). A prefill_only call whose new process is the one that
+    // would decode it (the router falls back to it when no prefill process is up) runs there
+    // whole: sent prefill_only, it staged its KV and read it back into itself.
     const bool continuation = !upstream.generated_ids().empty();
     const uint32_t target = continuation ? decision.decode_engine : decision.prefill_engine;
     if (target >= engines_.size() || target == failed.engine_index() || !engines_[target]->up() ||
@@ -699,6 +701,8 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
          !upstream.prefill_only())) {
       return false;
     }
+    const bool whole_there = !continuation && upstream.prefill_only() &&
+                             (target == failed.decode_engine() || target == decision.decode_engine);
     EngineProcess& engine = *engines_[target];
     const EngineProcess& dead = *engines_[failed.engine_index()];
     retries_.with({std::to_string(dead.index()), dead.pool()}).add();
@@ -708,10 +712,13 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
                 "at {}",
                 failed.id(), failed.engine_index(), dead.address(),
                 busy ? "had a full queue" : "was unreachable", engine.index(), engine.address());
+    v1::GenerateRequest request = upstream;
+    if (whole_there) request.set_prefill_only(false);
     call = std::make_shared<ProxiedGenerate>(
         *this, engine, engine_series_[engine.index()],
         metrics_.request(engine.index(), engine.pool(), upstream.request_class()), failed.stream(),
-        upstream, failed.arrival(), failed.decode_engine());
+        std::move(request), failed.arrival(),
+        whole_there ? ProxiedGenerate::kNoEngine : failed.decode_engine());
     if (!upstream.generated_ids().empty()) call->continues(failed);
     call->set_attempts(failed.attempts() + 1);
     it->second = call;

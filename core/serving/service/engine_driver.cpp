@@ -602,7 +602,7 @@ void EngineDriver::end_staging(Staging& staging, int32_t transfer_state) {
 bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   const KvStage& stage = *handoff.staged;
   const uint64_t id = handoff.request.id;
-  std::string problem = kv_stage_problem(stage, engine_.kv_memory(), engine_.config().block_size);
+  std::string problem = stage_problem(stage);
   // Checked before blocks are reserved for it (a wait for room that would end in a prefill).
   if (problem.empty()) problem = kv_stage_memcpy_problem(engine_.kv_memory());
   if (problem.empty()) {
@@ -629,6 +629,14 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   }
   prefill_instead_of_stage(handoff, problem);
   return true;
+}
+
+std::string EngineDriver::stage_problem(const KvStage& stage) const {
+  std::string problem = kv_stage_model_problem(stage, engine_.model_info());
+  if (problem.empty()) {
+    problem = kv_stage_problem(stage, engine_.kv_memory(), engine_.config().block_size);
+  }
+  return problem;
 }
 
 void EngineDriver::prefill_instead_of_stage(Handoff& handoff, const std::string& problem) {
@@ -729,8 +737,7 @@ void EngineDriver::start_arrivals() {
       continue;
     }
     if (next.staged) {
-      const std::string problem =
-          kv_stage_problem(*next.staged, engine_.kv_memory(), engine_.config().block_size);
+      const std::string problem = stage_problem(*next.staged);
       if (!problem.empty()) {
         prefill_instead_of_stage(next, problem);
         incoming_.pop_front();
@@ -1010,6 +1017,13 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
     metrics_.kv_transfers.add();
     metrics_.kv_transfer_seconds.observe(r.kv_transfer_seconds);
     metrics_.kv_network_bytes.add(static_cast<double>(request.kv_network_bytes));
+  }
+  if (kv_stage) {
+    // Which model's KV it is, for the process that decodes it (kv_stage_model_problem).
+    const hw_model_info& model = engine_.model_info();
+    kv_stage->layers = model.layers;
+    kv_stage->kv_heads = model.kv_heads;
+    kv_stage->head_dim = model.head_dim;
   }
   // Delivered in publish(), after the id is forgotten (see finishing_).
   finishing_.push_back(

@@ -142,6 +142,9 @@ class EngineDriver final : private core::EngineListener {
   // Across processes: continues a request from its staged KV, or prefills it here when the stage
   // cannot be used. Returns false (and changes nothing) while there is no room for its blocks.
   bool arrive_from_stage(Handoff& handoff);
+  // Why this engine cannot decode on `stage` (another model's KV, another block layout, the
+  // object gone, ...); empty when it can.
+  std::string stage_problem(const KvStage& stage) const;
   // A staged KV that cannot be used (`problem`): the stage goes, the request is prefilled here.
   void prefill_instead_of_stage(Handoff& handoff, const std::string& problem);
   // Polls a transfer until it is over (shutting down: its block lists are about to go).

@@ -183,6 +183,31 @@ TEST(ReadKvStage, SaysWhyAStageCannotBeUsed) {
   EXPECT_NE(kv_stage_problem(stage, memory, 16).find("No such file"), std::string::npos);
 }
 
+// 8 layers of 4 KV heads and 4 of 8 make the same bytes per block: only the model's shape tells
+// that a decode engine would read another model's KV (helper-163 saw one decode on it).
+TEST(KvStageModel, AStageOfAnotherModelShapeIsRefusedNamingBoth) {
+  hw_model_info model{};
+  model.layers = 8;
+  model.kv_heads = 4;
+  model.head_dim = 16;
+  KvStage stage;
+  EXPECT_EQ(kv_stage_model_problem(stage, model), "") << "a stage that does not say is read";
+  stage.layers = 8;
+  stage.kv_heads = 4;
+  stage.head_dim = 16;
+  EXPECT_EQ(kv_stage_model_problem(stage, model), "");
+  stage.layers = 4;
+  stage.kv_heads = 8;
+  EXPECT_EQ(kv_stage_model_problem(stage, model),
+            "it is the KV of a model of 4 layers x 8 KV heads x 16 dims, this engine's model has "
+            "8 x 4 x 16");
+  stage = KvStage{};
+  stage.layers = 8;
+  stage.kv_heads = 4;
+  stage.head_dim = 32;
+  EXPECT_NE(kv_stage_model_problem(stage, model), "");
+}
+
 }  // namespace
 }  // namespace headway::serving
 

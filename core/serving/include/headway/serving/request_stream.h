@@ -71,8 +71,14 @@ struct KvStage {
   std::string shm_name;          // "/headway-kv-..."
   uint32_t computed_tokens = 0;  // positions whose KV it holds
   uint32_t block_count = 0;
-  uint64_t block_bytes = 0;    // bytes of one block (every layer's K and V)
-  uint32_t block_size = 0;     // tokens per block on the engine that wrote it
+  uint64_t block_bytes = 0;  // bytes of one block (every layer's K and V)
+  uint32_t block_size = 0;   // tokens per block on the engine that wrote it
+  // The shape of the model whose KV it is (hw_model_info of the engine that wrote it): another
+  // model can have the same bytes per block (4 layers of 8 KV heads, 8 of 4) and would decode on
+  // KV it cannot read. 0: not said (a process from before these fields).
+  uint32_t layers = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
   std::string source_address;  // gRPC address of the process that wrote it (set by the router)
   // The KV is held in the prefill process's engine under shm_name ([server] kv_handoff = "link"),
   // pulled over a peer link of the KV transports (kv_links.h), not in shared memory.

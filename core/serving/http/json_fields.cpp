@@ -100,6 +100,15 @@ ApiError wrong_type(const std::string& name, const char* wanted, const nlohmann:
   return invalid_field(name, name + " must be " + wanted + ", not " + json_kind(value));
 }
 
+// A whole number the parser kept only as a double (an integer past 64 bits, or written with a
+// fraction or exponent), in digits while it has at most 21 (18446744073709551616 for 2^64, not
+// 1.8446744073709552e+19); past 17 digits they are the double's, which may differ from the
+// client's last digits.
+std::string whole_text(const nlohmann::json& value) {
+  const double whole = value.get<double>();
+  return std::fabs(whole) < 1e21 ? fmt::format("{:.0f}", whole) : value.dump();
+}
+
 }  // namespace
 
 std::optional<std::string> FieldReader::string(std::string_view key) const {
@@ -116,7 +125,7 @@ std::optional<bool> FieldReader::boolean(std::string_view key) const {
   return value->get<bool>();
 }
 
-std::optional<float> FieldReader::number(std::string_view key) const {
+std::optional<float> FieldReader::number(std::string_view key, bool zero_allowed) const {
   const nlohmann::json* value = find(key);
   if (value == nullptr) return std::nullopt;
   if (!value->is_number()) throw wrong_type(name(key), "a number", *value);
@@ -127,7 +136,16 @@ std::optional<float> FieldReader::number(std::string_view key) const {
                                     "(magnitude at most {:g})",
                                     name(key), value->dump(), std::numeric_limits<float>::max()));
   }
-  return static_cast<float>(wide);
+  const auto narrow = static_cast<float>(wide);
+  if (narrow == 0.0f && wide != 0.0 && !zero_allowed) {
+    // Taken as 0 where 0 is refused, the refusal said "got 0" of a positive number. Where 0 is
+    // allowed it means 0 (a temperature of 1e-50 is greedy), as vLLM takes it.
+    throw invalid_field(
+        name(key), fmt::format("{} is {}: too small for a 32-bit float, which holds no "
+                               "magnitude between 0 and {:g}",
+                               name(key), value->dump(), std::numeric_limits<float>::denorm_min()));
+  }
+  return narrow;
 }
 
 std::optional<int64_t> FieldReader::integer(std::string_view key, int64_t min, int64_t max) const {
@@ -140,7 +158,8 @@ std::optional<int64_t> FieldReader::integer(std::string_view key, int64_t min, i
     if (whole < -0x1p63 || whole >= 0x1p63 || static_cast<int64_t>(whole) < min ||
         static_cast<int64_t>(whole) > max) {
       throw invalid_field(name(key), name(key) + " must be between " + std::to_string(min) +
-                                         " and " + std::to_string(max) + ", not " + value->dump());
+                                         " and " + std::to_string(max) + ", not " +
+                                         whole_text(*value));
     }
     return static_cast<int64_t>(whole);
   }
@@ -167,8 +186,8 @@ std::optional<uint64_t> FieldReader::bits64(std::string_view key) const {
       // The parser kept only a double: printed whole (18446744073709551616 for 2^64, not
       // 1.8446744073709552e+19) while it has few enough digits to read as the number sent.
       throw invalid_field(
-          name(key), name(key) + " must fit in 64 bits (from -2^63 to 2^64 - 1), not " +
-                         (std::fabs(whole) < 1e21 ? fmt::format("{:.0f}", whole) : value->dump()));
+          name(key),
+          name(key) + " must fit in 64 bits (from -2^63 to 2^64 - 1), not " + whole_text(*value));
     }
     return whole < 0 ? static_cast<uint64_t>(static_cast<int64_t>(whole))
                      : static_cast<uint64_t>(whole);

@@ -171,7 +171,7 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
 
   core::SamplingParams& sampling = input.sampling;
   sampling.temperature = fields.number("temperature").value_or(1.0f);  // OpenAI's default
-  sampling.top_p = fields.number("top_p").value_or(1.0f);
+  sampling.top_p = fields.number("top_p", /*zero_allowed=*/false).value_or(1.0f);
   // vLLM takes -1 (and 0) for "no top-k".
   const int64_t top_k = fields.integer("top_k", -1, kMaxTokensLimit).value_or(0);
   sampling.top_k = top_k < 0 ? 0 : static_cast<uint32_t>(top_k);
@@ -181,7 +181,8 @@ void parse_common(const FieldReader& fields, OpenAiRequest& out) {
   sampling.ignore_eos = fields.boolean("ignore_eos").value_or(false);
   sampling.presence_penalty = fields.number("presence_penalty").value_or(0.0f);
   sampling.frequency_penalty = fields.number("frequency_penalty").value_or(0.0f);
-  sampling.repetition_penalty = fields.number("repetition_penalty").value_or(1.0f);
+  sampling.repetition_penalty =
+      fields.number("repetition_penalty", /*zero_allowed=*/false).value_or(1.0f);
   sampling.min_tokens =
       static_cast<uint32_t>(fields.integer("min_tokens", 0, kMaxTokensLimit).value_or(0));
   sampling.logit_bias = parse_logit_bias(fields);

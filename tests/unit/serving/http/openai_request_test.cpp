@@ -229,7 +229,16 @@ INSTANTIATE_TEST_SUITE_P(
         // One below -2^63 rounds to exactly -2^63 as a double: still refused.
         Refused{R"({"prompt": "x", "seed": -9223372036854775809})", "seed", "must fit in 64 bits"},
         Refused{R"({"prompt": "x", "max_tokens": 10.5})", "max_tokens", "must be an integer"},
-        Refused{R"({"prompt": "x", "max_tokens": 1e30})", "max_tokens", "between"}));
+        Refused{R"({"prompt": "x", "max_tokens": 1e30})", "max_tokens", "between"},
+        // An integer past 64 bits is printed whole where a range is refused too (helper-162).
+        Refused{R"({"prompt": "x", "max_tokens": 18446744073709551616})", "max_tokens",
+                "between 1 and 4294967295, not 18446744073709551616"},
+        // A positive number a float cannot hold was taken as 0, refused as "got 0" where a
+        // field must be positive (helper-162); where 0 is allowed it is 0 (test below).
+        Refused{R"({"prompt": "x", "repetition_penalty": 1e-308})", "repetition_penalty",
+                "repetition_penalty is 1e-308: too small for a 32-bit float"},
+        Refused{R"({"prompt": "x", "top_p": -1e-300})", "top_p",
+                "top_p is -1e-300: too small for a 32-bit float"}));
 
 // Whole numbers written as floats are the integers they spell, as pydantic (and so vLLM) reads
 // them.
@@ -238,6 +247,15 @@ TEST(CompletionRequest, WholeFloatsAreIntegers) {
       parse_completion_request(R"({"prompt": "x", "max_tokens": 1e1, "seed": -2.0})");
   EXPECT_EQ(parsed.input.max_tokens, 10u);
   EXPECT_EQ(parsed.input.sampling.seed, static_cast<uint64_t>(int64_t{-2}));
+}
+
+// A number too small for a float is 0 where 0 is allowed: a temperature of 1e-50 is greedy, as
+// vLLM takes it.
+TEST(CompletionRequest, ANumberTooSmallForAFloatIsZeroWhereZeroIsAllowed) {
+  const OpenAiRequest parsed = parse_completion_request(
+      R"({"prompt": "x", "temperature": 1e-50, "presence_penalty": -1e-300})");
+  EXPECT_EQ(parsed.input.sampling.temperature, 0.0f);
+  EXPECT_EQ(parsed.input.sampling.presence_penalty, 0.0f);
 }
 
 TEST(CompletionRequest, SeedsAtThe64BitEdgesAreKept) {

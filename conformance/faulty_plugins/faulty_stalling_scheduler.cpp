@@ -2,7 +2,8 @@
 // every 50th schedule() call computes for 5 ms (as a periodic rebuild of some index would). Its
 // mean cost stays near 100 us, which scheduler.step_cost only warns about, but on those steps every
 // stream of the engine stalls for 5 ms more. The suite must report scheduler.step_cost_tail as
-// FAIL.
+// FAIL. Its options set the period and the stall (`every = 200, stall_us = 50000`: a rare stall,
+// under the 1% rule, which the tail test's largest call must catch).
 #include <time.h>
 
 #include <cstdint>
@@ -11,6 +12,11 @@
 #include "template_fcfs.h"
 
 namespace {
+
+constexpr hw_option_spec kOptions[] = {
+    headway::sdk::int_option("every", 50, 1, 1 << 20, "Stall in every Nth schedule() call."),
+    headway::sdk::int_option("stall_us", 5000, 0, 1000000, "CPU time of a stall, microseconds."),
+};
 
 double thread_cpu_seconds() {
   timespec t{};
@@ -23,15 +29,17 @@ class StallingScheduler final : public headway::sdk::StepScheduler {
   static constexpr uint32_t kBudget = 4096;
   static constexpr uint32_t kMaxSeqs = 128;
 
-  StallingScheduler(const headway::sdk::Host&, const headway::sdk::Options&,
-                    const hw_engine_facts&) {}
+  StallingScheduler(const headway::sdk::Host&, const headway::sdk::Options& options,
+                    const hw_engine_facts&)
+      : every_(static_cast<uint64_t>(options.get_int("every"))),
+        stall_seconds_(1e-6 * static_cast<double>(options.get_int("stall_us"))) {}
   hw_scheduler_limits limits() const override {
     return {sizeof(hw_scheduler_limits), kBudget, kMaxSeqs};
   }
 
   void schedule(const hw_scheduler_snapshot& s, headway::sdk::PlanWriter& plan) override {
-    if (++calls_ % 50 == 0) {  // the fault: CPU time, not a sleep, as real work would take
-      const double until = thread_cpu_seconds() + 5e-3;
+    if (++calls_ % every_ == 0) {  // the fault: CPU time, not a sleep, as real work would take
+      const double until = thread_cpu_seconds() + stall_seconds_;
       while (thread_cpu_seconds() < until) {
       }
     }
@@ -39,11 +47,12 @@ class StallingScheduler final : public headway::sdk::StepScheduler {
   }
 
  private:
+  const uint64_t every_;
+  const double stall_seconds_;
   uint64_t calls_ = 0;
 };
 
 }  // namespace
 
 HEADWAY_EXPORT_SCHEDULER(StallingScheduler, "org.headway.faulty.stalling", "faulty_stalling",
-                         "0.0.1", "Faulty on purpose: every 50th step computes for 5 ms",
-                         headway::sdk::no_options)
+                         "0.0.1", "Faulty on purpose: every 50th step computes for 5 ms", kOptions)

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -154,6 +155,44 @@ class StreamingCompletion {
   std::string streamed_;
   std::thread thread_;  // last: started once the members above exist
 };
+
+// A non-streamed completion posted on a thread of its own, so that a test can act while it is in
+// flight; join() waits for its answer.
+class PostedCompletion {
+ public:
+  PostedCompletion(int port, std::string body)
+      : thread_([this, port, body = std::move(body)] {
+          httplib::Client own("127.0.0.1", port);
+          own.set_read_timeout(std::chrono::seconds(120));
+          const auto response = own.Post("/v1/completions", body, "application/json");
+          if (response) {
+            status_ = response->status;
+            answer_ = response->body;
+          }
+        }) {}
+  ~PostedCompletion() {
+    if (thread_.joinable()) thread_.join();
+  }
+  void join() { thread_.join(); }
+  int status() const { return status_; }
+  const std::string& answer() const { return answer_; }
+
+ private:
+  int status_ = 0;
+  std::string answer_;
+  std::thread thread_;  // last: started once the members above exist
+};
+
+// Polls the router's /metrics until `seen` holds of them; false after 30 s (a hang guard, not a
+// timing assertion).
+bool wait_for_metrics(httplib::Client& http, const std::function<bool(const std::string&)>& seen) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (seen(metrics_of(http))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
 
 TEST(ServeProcesses, LengthRoutingSendsEachPromptToThePoolsEngineProcess) {
   TempDir dir("serve_processes_routing");
@@ -787,29 +826,16 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
   // there (accepted by its socket, never answered) when it dies, so nothing reached the client
   // and the router serves the request on engine0 instead.
   cluster.engine(1).signal(SIGSTOP);
-  std::string answer;
-  int status = 0;
-  std::thread client([&] {
-    httplib::Client own("127.0.0.1", cluster.http_port());
-    own.set_read_timeout(std::chrono::seconds(120));
-    const auto response = own.Post("/v1/completions", completion(std::string(300, 'e'), 6, false),
-                                   "application/json");
-    if (response) {
-      status = response->status;
-      answer = response->body;
-    }
-  });
+  PostedCompletion client(cluster.http_port(), completion(std::string(300, 'e'), 6, false));
   // The router sent the call once engine1's load counts it as waiting.
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < give_up &&
-         metrics_of(http).find("headway_time_to_first_token_seconds_count{engine=\"1\"") ==
-             std::string::npos) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  wait_for_metrics(http, [](const std::string& metrics) {
+    return metrics.find("headway_time_to_first_token_seconds_count{engine=\"1\"") !=
+           std::string::npos;
+  });
   EXPECT_EQ(cluster.engine(1).stop(SIGKILL), 128 + SIGKILL);
   client.join();
-  EXPECT_EQ(status, 200) << answer;
-  EXPECT_NE(answer.find("\"completion_tokens\":6"), std::string::npos) << answer;
+  EXPECT_EQ(client.status(), 200) << client.answer();
+  EXPECT_NE(client.answer().find("\"completion_tokens\":6"), std::string::npos) << client.answer();
   EXPECT_NE(metrics_of(http).find("headway_request_retries_total{engine=\"1\",pool=\"long\"} 1"),
             std::string::npos)
       << metrics_of(http);
@@ -1275,6 +1301,45 @@ TEST(ServeProcesses, HeldKvOfAHandOffTheRouterThrowsAwayIsFreedAtOnce) {
   cluster.stop_all();
 }
 
+// A prefill process with kv_handoff = "link" holds the KV of requests its decode process has yet
+// to continue (here the second request waits behind the first in the decode process's one running
+// slot). On SIGTERM it exited at once, and the decode process, its pull refused, prefilled the
+// request again (helper-163). Its drain now waits for the pull.
+TEST(ServeProcesses, APrefillProcessDrainingWaitsForTheKvItHoldsToBePulled) {
+  TempDir dir("serve_processes_link_drain");
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16,
+                                 "kv_handoff = \"link\"\n[kv_transport]\nplugin = \"host_copy\"\n",
+                                 /*decode_limits=*/true);
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  StreamingCompletion first(cluster.router_port(), completion("first", 400, true));
+  first.wait_for_first_token();
+  PostedCompletion second(cluster.router_port(), completion("second", 4, false));
+  // Its first token came from the prefill process: its KV is held there from then on.
+  wait_for_metrics(http, [](const std::string& metrics) {
+    return series_total(metrics, "headway_time_to_first_token_seconds_count", 0) >= 2.0;
+  });
+  const bool first_still_running = !first.ended();
+  cluster.prefill().signal(SIGTERM);
+  second.join();
+  first.finish();
+  EXPECT_EQ(second.status(), 200) << second.answer();
+  EXPECT_NE(second.answer().find("\"completion_tokens\":4"), std::string::npos) << second.answer();
+  EXPECT_EQ(cluster.prefill().stop(0), 0) << cluster.prefill().log();  // exits once drained
+  const std::string metrics = metrics_of(http);
+  for (ServeProcess* process : {&cluster.router(), &cluster.decode(), &cluster.reference()}) {
+    EXPECT_EQ(process->stop(SIGTERM), 0) << process->log();
+  }
+  if (!first_still_running) {
+    GTEST_SKIP() << "the first request ended before the SIGTERM: the second's KV may have been "
+                    "pulled already, so this run could not tell whether the drain waits for it";
+  }
+  // Both continuations read their KV from the prefill process; none was prefilled again.
+  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 2"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(cluster.decode().log().find("prefilling its"), std::string::npos)
+      << cluster.decode().log();
+}
+
 // test_socket_peers carries the bytes over loopback TCP.
 TEST(ServeProcesses, DisaggregationOverPeerLinksGivesTheTokensOfOneProcess) {
   expect_tokens_of_one_process_over_links(
@@ -1318,28 +1383,15 @@ TEST(ServeProcesses, APrefillRetriedOnTheDecodeProcessRunsThereWhole) {
   // Frozen, the prefill process still counts as up until it misses its polls: the request is
   // sent to it, accepted by its socket and never answered.
   cluster.prefill().signal(SIGSTOP);
-  std::string answer;
-  int status = 0;
-  std::thread client([&] {
-    httplib::Client own("127.0.0.1", cluster.router_port());
-    own.set_read_timeout(std::chrono::seconds(120));
-    const auto response = own.Post("/v1/completions", completion(std::string(200, 'p'), 6, false),
-                                   "application/json");
-    if (response) {
-      status = response->status;
-      answer = response->body;
-    }
+  PostedCompletion client(cluster.router_port(), completion(std::string(200, 'p'), 6, false));
+  wait_for_metrics(http, [](const std::string& metrics) {
+    return metrics.find("headway_time_to_first_token_seconds_count{engine=\"0\"") !=
+           std::string::npos;
   });
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < give_up &&
-         metrics_of(http).find("headway_time_to_first_token_seconds_count{engine=\"0\"") ==
-             std::string::npos) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
   EXPECT_EQ(cluster.prefill().stop(SIGKILL), 128 + SIGKILL);
   client.join();
-  EXPECT_EQ(status, 200) << answer;
-  EXPECT_NE(answer.find("\"completion_tokens\":6"), std::string::npos) << answer;
+  EXPECT_EQ(client.status(), 200) << client.answer();
+  EXPECT_NE(client.answer().find("\"completion_tokens\":6"), std::string::npos) << client.answer();
   const std::string metrics = metrics_of(http);
   EXPECT_NE(metrics.find("headway_request_retries_total{engine=\"0\",pool=\"\"} 1"),
             std::string::npos)

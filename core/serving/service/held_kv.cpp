@@ -86,6 +86,11 @@ void HeldKv::poll(Entry& entry) {
   if (state != HW_TRANSFER_PENDING) entry.state = State::kOver;
 }
 
+size_t HeldKv::count() {
+  std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
 size_t HeldKv::collect(uint32_t engine, std::vector<uint64_t>& release) {
   std::lock_guard lock(mutex_);
   const Clock::time_point now = Clock::now();

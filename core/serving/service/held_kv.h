@@ -55,6 +55,9 @@ class HeldKv {
   // how many of the engine's entries remain.
   size_t collect(uint32_t engine, std::vector<uint64_t>& release);
 
+  // How many requests' KV is held or being sent, over every engine (a drain waits for them).
+  size_t count();
+
   // Engine `engine` shuts down: no more sends of its KV; waits for those in flight (the transport
   // reads its blocks) and appends every one of its requests to `release`.
   void close(uint32_t engine, std::vector<uint64_t>& release);

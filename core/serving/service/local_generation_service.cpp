@@ -532,6 +532,16 @@ size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
                         [&] { return drain_cut_short_; });
   }
   emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
+  if (held_ != nullptr) {
+    // KV held for decode processes (kv_handoff = "link") is work in flight too: the decode
+    // processes pull it for requests they are continuing. Exiting at once left them to prefill
+    // again (helper-163). The drivers free what was sent; polled, since they do not signal here.
+    constexpr auto kHeldPoll = std::chrono::milliseconds(10);
+    while (!drain_cut_short_ && held_->count() > 0 && std::chrono::steady_clock::now() < deadline) {
+      emptied_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + kHeldPoll),
+                          [&] { return drain_cut_short_; });
+    }
+  }
   // Under the lock: no continuation slips in after the decision.
   admission_state_ = Admission::kClosed;
   const size_t left = requests_.size();

@@ -233,8 +233,9 @@ std::string why_every_draw_is_the_same(const SimulateArgs& args, uint64_t seed) 
         "fixed lengths at fixed times), so every seed gives the same requests",
         a.source);
   }
+  // Cut as workload_for() cuts: --duration counts in the arrivals as --rate-scale moved them.
   const auto cut = [&](const core::Workload& w) {
-    return serving::bench::limit_workload(w, args.num_requests, args.duration);
+    return serving::bench::limit_workload(w, args.num_requests, args.duration, args.rate_scale);
   };
   if (core::same_requests(cut(a), cut(b))) {
     const std::string kept = args.num_requests > 0

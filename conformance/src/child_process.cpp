@@ -144,16 +144,16 @@ OtherProcessOutput run_suite_again(const SuiteContext& context, const std::strin
   argv.push_back(nullptr);
   // The replay only plans; what a plugin keeps is judged by the heap tests of this process. In a
   // sanitizer build LeakSanitizer ended a leaking plugin's replay with its exit status, which
-  // read as plans that differ between processes (helper-164): it is off there (the last setting
-  // of an option wins).
+  // read as plans that differ between processes (helper-164): it is off there. The last setting
+  // of an option wins, and LSAN_OPTIONS is read after ASAN_OPTIONS: both get it.
   std::vector<std::string> environment;
   bool asan_options = false;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     environment.emplace_back(*entry);
-    if (environment.back().rfind("ASAN_OPTIONS=", 0) == 0) {
-      environment.back() += ":detect_leaks=0";
-      asan_options = true;
-    }
+    std::string& variable = environment.back();
+    const bool asan = variable.rfind("ASAN_OPTIONS=", 0) == 0;
+    if (asan || variable.rfind("LSAN_OPTIONS=", 0) == 0) variable += ":detect_leaks=0";
+    asan_options = asan_options || asan;
   }
   if (!asan_options) environment.emplace_back("ASAN_OPTIONS=detect_leaks=0");
   std::vector<char*> envp;

@@ -75,6 +75,9 @@ std::string quoted(std::string_view text) {
   return out + "\"";
 }
 
+// An option key as a TOML file writes it: bare, or quoted when it must be (a space, a dot).
+std::string toml_key(const std::string& key) { return is_bare_key(key) ? key : quoted(key); }
+
 // The value as written, for "got …" in messages.
 std::string value_text(const toml::node& node) {
   std::ostringstream out;
@@ -144,7 +147,7 @@ PluginOptions PluginOptions::from_toml(const hw_plugin_descriptor& descriptor,
   PluginOptions out;
   std::string known;
   for (uint32_t i = 0; i < descriptor.option_count; ++i) {
-    known += (i ? ", " : "") + str(descriptor.options[i].key);
+    known += (i ? ", " : "") + toml_key(str(descriptor.options[i].key));
   }
   if (table != nullptr) {
     for (const auto& [key, node] : *table) {
@@ -153,8 +156,10 @@ PluginOptions PluginOptions::from_toml(const hw_plugin_descriptor& descriptor,
         found = str(descriptor.options[i].key) == key.str();
       }
       if (!found) {
-        throw Error(fmt::format("{}: unknown key '{}'{} for plugin {} (allowed: {})", where,
-                                key.str(), line_of(node), str(descriptor.name),
+        const std::string unknown(key.str());
+        throw Error(fmt::format("{}: unknown key {}{} for plugin {} (allowed: {})", where,
+                                is_bare_key(unknown) ? "'" + unknown + "'" : quoted(unknown),
+                                line_of(node), str(descriptor.name),
                                 known.empty() ? "none" : known));
       }
     }
@@ -164,7 +169,7 @@ PluginOptions PluginOptions::from_toml(const hw_plugin_descriptor& descriptor,
   for (uint32_t i = 0; i < descriptor.option_count; ++i) {
     const hw_option_spec& spec = descriptor.options[i];
     const std::string key = str(spec.key);
-    const std::string at = where + "." + key;
+    const std::string at = where + "." + toml_key(key);
     hw_option_value value{};
     value.type = spec.type;
     value.int_value = spec.default_int;
@@ -243,8 +248,7 @@ std::string options_template(const hw_plugin_descriptor& descriptor,
     out << "# " << str(spec.doc) << "\n";
     out << "# " << describe_allowed(spec) << "\n";
     // A key that is not a bare key (a space, a dot) is quoted, as a deployment file must write it.
-    const std::string key = str(spec.key);
-    out << (is_bare_key(key) ? key : quoted(key)) << " = " << default_text(spec) << "\n";
+    out << toml_key(str(spec.key)) << " = " << default_text(spec) << "\n";
     if (i + 1 < descriptor.option_count) out << "\n";
   }
   return out.str();

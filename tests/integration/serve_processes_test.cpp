@@ -828,10 +828,10 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
   cluster.engine(1).signal(SIGSTOP);
   PostedCompletion client(cluster.http_port(), completion(std::string(300, 'e'), 6, false));
   // The router sent the call once engine1's load counts it as waiting.
-  wait_for_metrics(http, [](const std::string& metrics) {
+  EXPECT_TRUE(wait_for_metrics(http, [](const std::string& metrics) {
     return metrics.find("headway_time_to_first_token_seconds_count{engine=\"1\"") !=
            std::string::npos;
-  });
+  }));
   EXPECT_EQ(cluster.engine(1).stop(SIGKILL), 128 + SIGKILL);
   client.join();
   EXPECT_EQ(client.status(), 200) << client.answer();
@@ -900,13 +900,21 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
 // so that it cannot use the staged KV and must prefill the request itself; `engine_server` adds
 // keys to both engine processes' [server] tables (and may add tables after it);
 // `decode_limits` (non-empty) gives the decode process one running and one waiting slot;
-// `decode_other_shape` gives it a checkpoint of another shape whose KV blocks have the same bytes
-// (1 layer of 4 KV heads where the prefill process has 2 of 2).
+// `checkpoints` which checkpoint each engine process serves; `decode_engine_keys` adds keys to
+// the decode process's [[engines]] table.
+enum class EngineCheckpoints {
+  kTiny,                // the tiny checkpoint on both
+  kOtherShapeOnDecode,  // on the decode process one whose KV blocks have the same bytes (1 layer
+                        // of 4 KV heads where the prefill process's has 2 of 2)
+  kSlowOnBoth,          // the slow one (serve_process.h) on both
+};
+
 class DisaggregatedProcesses {
  public:
   DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size,
                          const std::string& engine_server = "", bool decode_limits = false,
-                         bool decode_other_shape = false) {
+                         EngineCheckpoints checkpoints = EngineCheckpoints::kTiny,
+                         const std::string& decode_engine_keys = "") {
     const std::string scheduler =
         "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }\n";
     const std::string limited_scheduler =
@@ -920,9 +928,10 @@ class DisaggregatedProcesses {
       engines_.push_back(std::make_unique<ServeProcess>(engine_deployment(
           dir, name,
           "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
+              (name == "decode" ? decode_engine_keys : std::string()) +
               (decode_limits && name == "decode" ? limited_scheduler : scheduler) +
               "[server]\nrole = \"engine\"\ngrpc_port = 0\n" + engine_server,
-          "engine_" + name + ".toml", name == "decode" && decode_other_shape)));
+          "engine_" + name + ".toml", checkpoints)));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
       if (!port)
         throw std::runtime_error("engine process did not start:\n" + engines_.back()->log());
@@ -964,13 +973,16 @@ class DisaggregatedProcesses {
   }
 
  private:
-  // An engine process's deployment: the tiny checkpoint, or (`other_shape`) one of 1 layer and 4
-  // KV heads, whose KV blocks have the bytes of the tiny one's 2 layers of 2 KV heads.
+  // Engine process `name`'s deployment, with the checkpoint `checkpoints` gives it.
   static fs::path engine_deployment(const fs::path& dir, const std::string& name,
                                     const std::string& tables, const std::string& file_name,
-                                    bool other_shape) {
+                                    EngineCheckpoints checkpoints) {
     const fs::path config = write_tiny_deployment(dir, name, tables, file_name);
-    if (!other_shape) return config;
+    if (checkpoints == EngineCheckpoints::kSlowOnBoth) {
+      RoutedEngineProcesses::use_slow_checkpoint(dir, config);
+      return config;
+    }
+    if (checkpoints != EngineCheckpoints::kOtherShapeOnDecode || name != "decode") return config;
     models::cpu::TinyModelSpec spec = tiny_test_spec();
     spec.layers = 1;
     spec.kv_heads = 4;
@@ -1302,38 +1314,45 @@ TEST(ServeProcesses, HeldKvOfAHandOffTheRouterThrowsAwayIsFreedAtOnce) {
 }
 
 // A prefill process with kv_handoff = "link" holds the KV of requests its decode process has yet
-// to continue (here the second request waits behind the first in the decode process's one running
-// slot). On SIGTERM it exited at once, and the decode process, its pull refused, prefilled the
-// request again (helper-163). Its drain now waits for the pull.
+// to continue. Here the decode process has KV blocks for one of two requests at a time (40; each
+// reserves its prompt and answer up front, 20 and 23), so one continuation waits, its KV held,
+// while the other runs on the slow checkpoint for longer than the drain's 1 s grace for
+// continuations. On SIGTERM the prefill process exited after that grace, and the decode process,
+// its pull refused, prefilled the request again (helper-163). Its drain now waits for the pull.
 TEST(ServeProcesses, APrefillProcessDrainingWaitsForTheKvItHoldsToBePulled) {
   TempDir dir("serve_processes_link_drain");
   DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16,
                                  "kv_handoff = \"link\"\n[kv_transport]\nplugin = \"host_copy\"\n",
-                                 /*decode_limits=*/true);
+                                 /*decode_limits=*/false, EngineCheckpoints::kSlowOnBoth,
+                                 "kv_blocks = 40\n");
   httplib::Client http("127.0.0.1", cluster.router_port());
-  StreamingCompletion first(cluster.router_port(), completion("first", 400, true));
-  first.wait_for_first_token();
-  PostedCompletion second(cluster.router_port(), completion("second", 4, false));
-  // Its first token came from the prefill process: its KV is held there from then on.
-  wait_for_metrics(http, [](const std::string& metrics) {
+  StreamingCompletion first(cluster.router_port(), completion("first", 300, true));
+  PostedCompletion second(cluster.router_port(), completion("second", 350, false));
+  // Both first tokens came from the prefill process: both hand-offs are made.
+  ASSERT_TRUE(wait_for_metrics(http, [](const std::string& metrics) {
     return series_total(metrics, "headway_time_to_first_token_seconds_count", 0) >= 2.0;
-  });
-  const bool first_still_running = !first.ended();
+  })) << metrics_of(http);
+  const auto signalled = std::chrono::steady_clock::now();
   cluster.prefill().signal(SIGTERM);
   second.join();
-  first.finish();
+  const std::string streamed = first.finish();
+  const double ended_after =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
   EXPECT_EQ(second.status(), 200) << second.answer();
-  EXPECT_NE(second.answer().find("\"completion_tokens\":4"), std::string::npos) << second.answer();
+  EXPECT_NE(second.answer().find("\"completion_tokens\":350"), std::string::npos)
+      << second.answer();
+  EXPECT_NE(streamed.find("\"finish_reason\":\"length\""), std::string::npos) << streamed;
   EXPECT_EQ(cluster.prefill().stop(0), 0) << cluster.prefill().log();  // exits once drained
   const std::string metrics = metrics_of(http);
   for (ServeProcess* process : {&cluster.router(), &cluster.decode(), &cluster.reference()}) {
     EXPECT_EQ(process->stop(SIGTERM), 0) << process->log();
   }
-  if (!first_still_running) {
-    GTEST_SKIP() << "the first request ended before the SIGTERM: the second's KV may have been "
-                    "pulled already, so this run could not tell whether the drain waits for it";
+  if (ended_after < 1.5) {
+    GTEST_SKIP() << "both requests ended " << ended_after
+                 << " s after the SIGTERM, within the drain's 1 s grace: this run could not "
+                    "tell whether the drain waits for the KV it holds";
   }
-  // Both continuations read their KV from the prefill process; none was prefilled again.
+  // Both continuations read their KV from the prefill process; neither was prefilled again.
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 2"), std::string::npos)
       << metrics;
   EXPECT_EQ(cluster.decode().log().find("prefilling its"), std::string::npos)
@@ -1384,10 +1403,10 @@ TEST(ServeProcesses, APrefillRetriedOnTheDecodeProcessRunsThereWhole) {
   // sent to it, accepted by its socket and never answered.
   cluster.prefill().signal(SIGSTOP);
   PostedCompletion client(cluster.router_port(), completion(std::string(200, 'p'), 6, false));
-  wait_for_metrics(http, [](const std::string& metrics) {
+  EXPECT_TRUE(wait_for_metrics(http, [](const std::string& metrics) {
     return metrics.find("headway_time_to_first_token_seconds_count{engine=\"0\"") !=
            std::string::npos;
-  });
+  }));
   EXPECT_EQ(cluster.prefill().stop(SIGKILL), 128 + SIGKILL);
   client.join();
   EXPECT_EQ(client.status(), 200) << client.answer();
@@ -1410,7 +1429,7 @@ TEST(ServeProcesses, APrefillRetriedOnTheDecodeProcessRunsThereWhole) {
 TEST(ServeProcesses, AStagedKvOfAnotherModelsShapeIsPrefilledThereInstead) {
   TempDir dir("serve_processes_other_shape");
   DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16, "", false,
-                                 /*decode_other_shape=*/true);
+                                 EngineCheckpoints::kOtherShapeOnDecode);
   const std::string text = greedy_text(cluster.router_port(), "The quick brown fox", false);
   EXPECT_EQ(text.find("<failed"), std::string::npos) << text;
   httplib::Client http("127.0.0.1", cluster.router_port());

@@ -39,9 +39,10 @@ constexpr double kCostWarnSeconds = 100e-6;  // a tenth of a millisecond: a qual
 // scheduler.step_cost_tail warns when the p99 call is this many times the mean (and above the
 // floor): calls on one snapshot should cost about the same.
 constexpr double kTailWarnRatio = 10.0;
-// ... and fails any one call of this much CPU: a rare stall (50 ms in one call of 200) hides under
-// the 1% rule, and every running stream of the engine waits it out (CPU time: the machine's other
-// work does not count).
+// ... and fails calls of this much CPU seen more than once: a rare stall (50 ms in one call of 200)
+// hides under the 1% rule, and every running stream of the engine waits it out (CPU time: the
+// machine's other work does not count; twice, so that one page fault under memory pressure or a
+// sanitizer's shadow reset charged to the call does not fail a plugin).
 constexpr double kCostStallSeconds = 10e-3;
 // scheduler.per_request_heap: 8,000 running and 8,000 waiting requests leave the snapshots while
 // the heap is watched, after 24,000 that warm the plugin's maps up to the size of the live set (and
@@ -370,7 +371,7 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
   }
   TestRecorder tail("scheduler.step_cost_tail",
                     fmt::format("at most 1% of those schedule() calls take over {:.0f} ms of CPU, "
-                                "none over {:.0f} ms",
+                                "at most one over {:.0f} ms",
                                 kCostFailSeconds * 1e3, kCostStallSeconds * 1e3));
   if (!measured.error.empty()) {
     tail.skip("the scheduler could not be measured (scheduler.step_cost says why)");
@@ -378,6 +379,7 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
     tail.metrics() = {{"cpu_p99_us", measured.cpu_p99_seconds * 1e6},
                       {"cpu_max_us", measured.cpu_max_seconds * 1e6},
                       {"calls_over_1ms", measured.calls_over_1ms_cpu},
+                      {"calls_over_10ms", measured.calls_over_10ms_cpu},
                       {"calls", measured.calls}};
     const std::string text =
         fmt::format("CPU per call: p99 {:.1f} us, max {:.1f} us; {} of {} calls over {:.0f} ms",
@@ -386,9 +388,9 @@ std::vector<TestResult> run_step_scheduler_profile(const SuiteContext& context) 
     if (measured.calls_over_1ms_cpu * 100 > measured.calls) {
       // One step in a hundred or more holds every running stream back by over a millisecond.
       tail.fail(text);
-    } else if (measured.cpu_max_seconds > kCostStallSeconds) {
-      tail.fail(text + fmt::format(" (one call over {:.0f} ms: a stall of every running stream)",
-                                   kCostStallSeconds * 1e3));
+    } else if (measured.calls_over_10ms_cpu >= 2) {
+      tail.fail(text + fmt::format(" ({} calls over {:.0f} ms: stalls of every running stream)",
+                                   measured.calls_over_10ms_cpu, kCostStallSeconds * 1e3));
     } else if (measured.cpu_p99_seconds > kCostWarnSeconds &&
                measured.cpu_p99_seconds > kTailWarnRatio * measured.mean_seconds) {
       tail.warn(text + fmt::format(" (a heavy tail: p99 above {:.0f}x the mean)", kTailWarnRatio));

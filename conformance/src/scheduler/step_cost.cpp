@@ -87,6 +87,8 @@ StepCost measure_step_cost(const PluginUnderTest& p, uint32_t running, uint32_t 
     cost.calls = calls;
     cost.calls_over_1ms_cpu = static_cast<uint32_t>(
         std::count_if(cpu_seconds.begin(), cpu_seconds.end(), [](double s) { return s > 1e-3; }));
+    cost.calls_over_10ms_cpu = static_cast<uint32_t>(
+        std::count_if(cpu_seconds.begin(), cpu_seconds.end(), [](double s) { return s > 10e-3; }));
     std::sort(cpu_seconds.begin(), cpu_seconds.end());
     cost.cpu_p99_seconds = core::percentile_sorted(cpu_seconds, 99);
     cost.cpu_max_seconds = cpu_seconds.back();

@@ -21,6 +21,7 @@ struct StepCost {
   double cpu_p99_seconds = 0.0;
   double cpu_max_seconds = 0.0;
   uint32_t calls_over_1ms_cpu = 0;
+  uint32_t calls_over_10ms_cpu = 0;
   // Waiting inside the same calls, which CPU time does not see: calls during which the thread gave
   // up the CPU itself (getrusage's voluntary context switches: a sleep, blocking I/O, a contended
   // lock), and how long such calls spent off the CPU (wall time less CPU time).

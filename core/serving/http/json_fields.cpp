@@ -137,6 +137,11 @@ std::optional<float> FieldReader::number(std::string_view key, bool zero_allowed
                                     name(key), value->dump(), std::numeric_limits<float>::max()));
   }
   const auto narrow = static_cast<float>(wide);
+  if (narrow == 0.0f && wide < 0.0) {
+    // Too small for a float but negative: the sign is what the range checks judge (a temperature
+    // of -1e-50 is refused as negative, as vLLM refuses it; a penalty of -1e-300 is about 0).
+    return -std::numeric_limits<float>::denorm_min();
+  }
   if (narrow == 0.0f && wide != 0.0 && !zero_allowed) {
     // Taken as 0 where 0 is refused, the refusal said "got 0" of a positive number. Where 0 is
     // allowed it means 0 (a temperature of 1e-50 is greedy), as vLLM takes it.

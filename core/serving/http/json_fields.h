@@ -29,8 +29,9 @@ class FieldReader {
 
   std::optional<std::string> string(std::string_view key) const;
   std::optional<bool> boolean(std::string_view key) const;
-  // Any JSON number that is finite as a float. One too small for a float (1e-50) is 0, or refused
-  // naming the value when `zero_allowed` is false (a field that must be positive).
+  // Any JSON number that is finite as a float. One too small for a float is 0 when positive (or
+  // refused naming the value when `zero_allowed` is false: a field that must be positive), and
+  // the smallest negative float when negative (so that a sign check still sees it).
   std::optional<float> number(std::string_view key, bool zero_allowed = true) const;
   // A JSON integer in [min, max].
   std::optional<int64_t> integer(std::string_view key, int64_t min, int64_t max) const;

@@ -531,16 +531,27 @@ size_t LocalGenerationService::Impl::drain(double timeout_seconds) {
     emptied_.wait_until(lock, std::min(deadline, now + kContinuationGrace),
                         [&] { return drain_cut_short_; });
   }
-  emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
-  if (held_ != nullptr) {
-    // KV held for decode processes (kv_handoff = "link") is work in flight too: the decode
-    // processes pull it for requests they are continuing. Exiting at once left them to prefill
-    // again (helper-163). The drivers free what was sent; polled, since they do not signal here.
-    constexpr auto kHeldPoll = std::chrono::milliseconds(10);
-    while (!drain_cut_short_ && held_->count() > 0 && std::chrono::steady_clock::now() < deadline) {
+  // Requests in flight, and (kv_handoff = "link") KV held for decode processes, which pull it for
+  // requests they are continuing: exiting with it held left them to prefill again (helper-163).
+  // The drivers free what was sent without signalling here: polled while only held KV is left.
+  constexpr auto kHeldPoll = std::chrono::milliseconds(10);
+  while (!drain_cut_short_ && std::chrono::steady_clock::now() < deadline) {
+    if (!requests_.empty()) {
+      emptied_.wait_until(lock, deadline, [&] { return requests_.empty() || drain_cut_short_; });
+    } else if (held_ != nullptr && held_->count() > 0) {
       emptied_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + kHeldPoll),
-                          [&] { return drain_cut_short_; });
+                          [&] { return drain_cut_short_ || !requests_.empty(); });
+    } else {
+      break;
     }
+  }
+  if (const size_t held = held_ != nullptr ? held_->count() : 0; held > 0) {
+    spdlog::warn(
+        "drain: the KV of {} requests held for decode processes was not pulled {}; it "
+        "is freed, and they prefill those requests again",
+        held,
+        drain_cut_short_ ? std::string("before the drain was cut short")
+                         : fmt::format("within {} s", timeout_seconds));
   }
   // Under the lock: no continuation slips in after the decision.
   admission_state_ = Admission::kClosed;

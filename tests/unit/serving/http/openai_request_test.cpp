@@ -237,8 +237,8 @@ INSTANTIATE_TEST_SUITE_P(
         // field must be positive (helper-162); where 0 is allowed it is 0 (test below).
         Refused{R"({"prompt": "x", "repetition_penalty": 1e-308})", "repetition_penalty",
                 "repetition_penalty is 1e-308: too small for a 32-bit float"},
-        Refused{R"({"prompt": "x", "top_p": -1e-300})", "top_p",
-                "top_p is -1e-300: too small for a 32-bit float"}));
+        Refused{R"({"prompt": "x", "top_p": 1e-300})", "top_p",
+                "top_p is 1e-300: too small for a 32-bit float"}));
 
 // Whole numbers written as floats are the integers they spell, as pydantic (and so vLLM) reads
 // them.
@@ -249,13 +249,18 @@ TEST(CompletionRequest, WholeFloatsAreIntegers) {
   EXPECT_EQ(parsed.input.sampling.seed, static_cast<uint64_t>(int64_t{-2}));
 }
 
-// A number too small for a float is 0 where 0 is allowed: a temperature of 1e-50 is greedy, as
-// vLLM takes it.
-TEST(CompletionRequest, ANumberTooSmallForAFloatIsZeroWhereZeroIsAllowed) {
+// A positive number too small for a float is 0 where 0 is allowed (a temperature of 1e-50 is
+// greedy, as vLLM takes it); a negative one stays negative, so that the range checks refuse a
+// temperature of -1e-50 as vLLM does.
+TEST(CompletionRequest, ANumberTooSmallForAFloatKeepsItsSign) {
   const OpenAiRequest parsed = parse_completion_request(
       R"({"prompt": "x", "temperature": 1e-50, "presence_penalty": -1e-300})");
   EXPECT_EQ(parsed.input.sampling.temperature, 0.0f);
-  EXPECT_EQ(parsed.input.sampling.presence_penalty, 0.0f);
+  EXPECT_LT(parsed.input.sampling.presence_penalty, 0.0f);
+  EXPECT_GT(parsed.input.sampling.presence_penalty, -1e-44f);
+  EXPECT_LT(parse_completion_request(R"({"prompt": "x", "temperature": -1e-50})")
+                .input.sampling.temperature,
+            0.0f);
 }
 
 TEST(CompletionRequest, SeedsAtThe64BitEdgesAreKept) {

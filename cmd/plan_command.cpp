@@ -124,6 +124,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
                   "Share of each GPU's memory the serving process may use in all, as vLLM's flag "
                   "and the cuda model's gpu_memory_fraction")
       ->check(CLI::Range(0.05, 1.0));
+  cmd->add_option("--gpu-memory-gb", args.gpu_memory_gb,
+                  "Each GPU's memory in GB (1e9 bytes) in place of the preset's marketed figure: "
+                  "what CUDA reports (nvidia-smi's total MiB x 0.001048576), for vLLM's "
+                  "arithmetic, which takes --gpu-memory-utilization of that")
+      ->check(CLI::Range(1.0, 10000.0));
   return cmd;
 }
 
@@ -132,6 +137,9 @@ int run_plan(const PlanArgs& args) {
   if (gpu == nullptr) throw core::Error("--gpu: unknown GPU preset '" + args.gpu + "'");
   if (!std::isfinite(args.gpu_memory_utilization)) {
     throw core::Error("--gpu-memory-utilization must be a number in [0.05, 1]");
+  }
+  if (!std::isfinite(args.gpu_memory_gb)) {
+    throw core::Error("--gpu-memory-gb must be a number in [1, 10000]");
   }
   if (args.max_num_batched_tokens < args.max_num_seqs) {
     // vLLM refuses the same: a step must have room for a token of every sequence it runs.
@@ -149,7 +157,8 @@ int run_plan(const PlanArgs& args) {
 
   sim::PlanInput in;
   in.model = model.shape;
-  in.hbm_bytes = sim::to_gpu_spec(*gpu).hbm_bytes;
+  in.hbm_bytes =
+      args.gpu_memory_gb > 0 ? args.gpu_memory_gb * 1e9 : sim::to_gpu_spec(*gpu).hbm_bytes;
   in.gpu_memory_utilization = args.gpu_memory_utilization;
   in.context = args.context;
   in.concurrency = args.concurrency;

@@ -24,6 +24,7 @@ struct PlanArgs {
   uint32_t max_num_batched_tokens = 8192;
   uint32_t max_num_seqs = 256;
   double gpu_memory_utilization = models::sim::kDefaultGpuMemoryUtilization;
+  double gpu_memory_gb = 0;  // each GPU's memory in place of the preset's; 0: the preset's
 };
 
 // Registers `plan` on `app`; `args` must outlive parsing. Main thread only.

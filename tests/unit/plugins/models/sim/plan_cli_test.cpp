@@ -60,6 +60,24 @@ TEST(PlanCli, Llama70bOnH100At64kNeedsFourGpus) {
   EXPECT_FALSE(contains(r.out, "tp=8")) << r.out;
 }
 
+// The preset counts an H100's marketed 80 GB; vLLM takes 0.9 of what CUDA reports, which is more.
+// Given that figure, two H100s hold Llama-3.3-70B bf16 at 4k (74.81 GB per GPU, 76.50 usable at
+// 85 GB), as vLLM would load it with --max-model-len 4096 (helper-165).
+TEST(PlanCli, TheGpusReportedMemoryReplacesThePresets) {
+  const CliRun preset = run("--model llama-3.3-70b --gpu h100 --context 4k");
+  ASSERT_EQ(preset.exit_code, 0) << preset.err;
+  EXPECT_TRUE(contains(preset.out, "tensor_parallel = 4")) << preset.out;
+  const CliRun reported = run("--model llama-3.3-70b --gpu h100 --context 4k --gpu-memory-gb 85");
+  ASSERT_EQ(reported.exit_code, 0) << reported.err;
+  EXPECT_TRUE(contains(reported.out, "tensor_parallel = 2")) << reported.out;
+  EXPECT_TRUE(contains(reported.out,
+                       "on h100 (85.00 GB per GPU, 76.50 usable at gpu_memory_utilization 0.90)"))
+      << reported.out;
+  const CliRun zero = run("--model llama-3.3-70b --gpu h100 --context 4k --gpu-memory-gb 0.5");
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_TRUE(contains(zero.err, "--gpu-memory-gb")) << zero.err;
+}
+
 TEST(PlanCli, Fp8AndH200ChangeTheAnswer) {
   CliRun r = run("--model llama-3.3-70b --gpu h200 --context 65536");
   ASSERT_EQ(r.exit_code, 0) << r.err;

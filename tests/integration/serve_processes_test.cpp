@@ -1436,12 +1436,13 @@ TEST(ServeProcesses, AStagedKvOfAnotherModelsShapeIsPrefilledThereInstead) {
   const std::string metrics = metrics_of(http);
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 0"), std::string::npos)
       << metrics;
+  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
+  cluster.stop_all();
+  // Read once the process has exited: a reader thread writes its log until then.
   EXPECT_NE(cluster.decode().log().find("it is the KV of a model of 2 layers x 2 KV heads x 16 "
                                         "dims, this engine's model has 1 x 4 x 16"),
             std::string::npos)
       << cluster.decode().log();
-  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
-  cluster.stop_all();
 }
 
 }  // namespace

@@ -5,6 +5,11 @@
 
 namespace headway::serving {
 
+namespace {
+// How much fuller than the sum an engine's KV cache must be to be named (fractions).
+constexpr double kFullestKvMargin = 0.10;
+}  // namespace
+
 StatsSample take_stats_sample(const GenerationService& service, double seconds) {
   StatsSample sample;
   sample.seconds = seconds;
@@ -19,9 +24,18 @@ StatsSample take_stats_sample(const GenerationService& service, double seconds) 
     ++sample.engines_alive;
     sample.running += engine.running;
     sample.waiting += engine.waiting;
-    sample.kv_blocks_total += engine.kv_blocks_total;
-    sample.kv_blocks_used +=
+    const uint64_t used =
         engine.kv_blocks_total - std::min(engine.kv_blocks_free, engine.kv_blocks_total);
+    sample.kv_blocks_total += engine.kv_blocks_total;
+    sample.kv_blocks_used += used;
+    if (engine.kv_blocks_total > 0) {
+      const double fraction =
+          static_cast<double>(used) / static_cast<double>(engine.kv_blocks_total);
+      if (fraction > sample.fullest_kv_fraction) {
+        sample.fullest_kv_fraction = fraction;
+        sample.fullest_kv_engine = engine.index;
+      }
+    }
   }
   return sample;
 }
@@ -48,8 +62,14 @@ std::string stats_line(const StatsSample& before, const StatsSample& now) {
       "waiting {}",
       rate(prompt), rate(generated), now.running, now.waiting);
   if (now.kv_blocks_total > 0) {
-    line += fmt::format(", KV cache {:.1f}% used", 100.0 * static_cast<double>(now.kv_blocks_used) /
-                                                       static_cast<double>(now.kv_blocks_total));
+    const double used =
+        static_cast<double>(now.kv_blocks_used) / static_cast<double>(now.kv_blocks_total);
+    line += fmt::format(", KV cache {:.1f}% used", 100.0 * used);
+    // A sum over engines of different sizes hides a full one: it is named when it stands out.
+    if (now.fullest_kv_fraction >= used + kFullestKvMargin) {
+      line += fmt::format(" (engine {} at {:.1f}%)", now.fullest_kv_engine,
+                          100.0 * now.fullest_kv_fraction);
+    }
   }
   if (queries > 0.0) {
     line += fmt::format(", prefix cache {:.1f}% hit",

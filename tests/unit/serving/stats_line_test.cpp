@@ -2,6 +2,11 @@
 #include <gtest/gtest.h>
 #include <headway/serving/stats_line.h>
 
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace headway::serving {
 namespace {
 
@@ -35,6 +40,67 @@ TEST(StatsLine, GivesTheIntervalsRatesAndTheLoadAtItsEnd) {
   EXPECT_EQ(stats_line(before, now),
             "prompt 812.4 tokens/s, generation 95.0 tokens/s, running 8, waiting 2, KV cache "
             "41.3% used, prefix cache 75.0% hit, 2 preemptions");
+}
+
+// A service that answers cluster_info() with the given engines (take_stats_sample reads only it
+// and totals()).
+class EnginesOnly final : public GenerationService {
+ public:
+  explicit EnginesOnly(std::vector<EngineSummary> engines) : engines_(std::move(engines)) {}
+  std::shared_ptr<RequestStream> submit(GenerateInput) override { return nullptr; }
+  bool abort(const std::string&) override { return false; }
+  ModelSummary model_info() const override { return {}; }
+  ClusterSummary cluster_info() const override {
+    ClusterSummary cluster;
+    cluster.engines = engines_;
+    return cluster;
+  }
+  HealthSummary health() const override { return {}; }
+  ServiceTotals totals() const override { return {}; }
+  std::string metrics_text() const override { return {}; }
+  size_t drain(double) override { return 0; }
+  void end_drain_now() override {}
+
+ private:
+  std::vector<EngineSummary> engines_;
+};
+
+TEST(StatsSample, KeepsTheFullestEnginesKvUse) {
+  EngineSummary prefill;
+  prefill.index = 0;
+  prefill.kv_blocks_total = 10000;
+  prefill.kv_blocks_free = 9900;
+  EngineSummary decode;
+  decode.index = 1;
+  decode.kv_blocks_total = 100;
+  decode.kv_blocks_free = 32;
+  EngineSummary down = decode;  // an engine that is down counts for nothing
+  down.index = 2;
+  down.alive = false;
+  down.kv_blocks_free = 0;
+  const StatsSample sample = take_stats_sample(EnginesOnly({prefill, decode, down}), 1.0);
+  EXPECT_EQ(sample.kv_blocks_used, 168u);
+  EXPECT_EQ(sample.kv_blocks_total, 10100u);
+  EXPECT_DOUBLE_EQ(sample.fullest_kv_fraction, 0.68);
+  EXPECT_EQ(sample.fullest_kv_engine, 1u);
+}
+
+// A small decode process behind a large prefill one: the sum read "1.3% used" while the decode
+// process was 68% full (helper-163). The fullest engine is named when it stands 10 points above.
+TEST(StatsLine, NamesAnEngineWhoseKvCacheIsFarFullerThanTheSum) {
+  const StatsSample before = busy_start();
+  StatsSample now = before;
+  now.seconds = 110.0;
+  now.totals.generation_tokens += 10;
+  now.kv_blocks_used = 13;
+  now.kv_blocks_total = 1000;
+  now.fullest_kv_fraction = 0.68;
+  now.fullest_kv_engine = 1;
+  EXPECT_NE(stats_line(before, now).find("KV cache 1.3% used (engine 1 at 68.0%)"),
+            std::string::npos)
+      << stats_line(before, now);
+  now.fullest_kv_fraction = 0.05;  // within 10 points of the sum: not named
+  EXPECT_EQ(stats_line(before, now).find("(engine"), std::string::npos) << stats_line(before, now);
 }
 
 TEST(StatsLine, ARouterCountsThePromptsItAdmittedAndNamesEnginesThatAreDown) {

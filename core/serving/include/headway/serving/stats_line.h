@@ -19,6 +19,10 @@ struct StatsSample {
   uint32_t waiting = 0;
   uint64_t kv_blocks_used = 0;
   uint64_t kv_blocks_total = 0;
+  // The engine whose KV cache is fullest, as a fraction: a sum over engines of different sizes
+  // (a small decode process behind a large prefill one) hides a full one.
+  double fullest_kv_fraction = 0.0;
+  uint32_t fullest_kv_engine = 0;
   uint32_t engines_alive = 0;
   uint32_t engines_total = 0;
   double longest_step_seconds = 0.0;  // of the steps running now
@@ -32,8 +36,10 @@ StatsSample take_stats_sample(const GenerationService& service, double seconds);
 // prefix cache 83.1% hit, 2 preemptions". The prompt rate is of the tokens the engines' steps
 // computed (a router process, which runs no steps, counts the prompts it admitted); the prefix
 // cache figure is of the interval's lookups and shows only when there were some; preemptions
-// only when there were some; "engines 1 of 2 alive" only when some engine is down. Empty when
-// the interval did nothing and nothing is running or waiting, so that an idle server stays quiet.
+// only when there were some; "(engine 1 at 68.0%)" after the KV use when an engine's cache is
+// fuller than the sum by 10 points or more; "engines 1 of 2 alive" only when some engine is down.
+// Empty when the interval did nothing and nothing is running or waiting, so that an idle server
+// stays quiet.
 std::string stats_line(const StatsSample& before, const StatsSample& now);
 
 }  // namespace headway::serving

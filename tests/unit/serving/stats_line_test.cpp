@@ -2,10 +2,9 @@
 #include <gtest/gtest.h>
 #include <headway/serving/stats_line.h>
 
-#include <memory>
-#include <string>
 #include <utility>
-#include <vector>
+
+#include "grpc/fake_generation_service.h"
 
 namespace headway::serving {
 namespace {
@@ -42,29 +41,6 @@ TEST(StatsLine, GivesTheIntervalsRatesAndTheLoadAtItsEnd) {
             "41.3% used, prefix cache 75.0% hit, 2 preemptions");
 }
 
-// A service that answers cluster_info() with the given engines (take_stats_sample reads only it
-// and totals()).
-class EnginesOnly final : public GenerationService {
- public:
-  explicit EnginesOnly(std::vector<EngineSummary> engines) : engines_(std::move(engines)) {}
-  std::shared_ptr<RequestStream> submit(GenerateInput) override { return nullptr; }
-  bool abort(const std::string&) override { return false; }
-  ModelSummary model_info() const override { return {}; }
-  ClusterSummary cluster_info() const override {
-    ClusterSummary cluster;
-    cluster.engines = engines_;
-    return cluster;
-  }
-  HealthSummary health() const override { return {}; }
-  ServiceTotals totals() const override { return {}; }
-  std::string metrics_text() const override { return {}; }
-  size_t drain(double) override { return 0; }
-  void end_drain_now() override {}
-
- private:
-  std::vector<EngineSummary> engines_;
-};
-
 TEST(StatsSample, KeepsTheFullestEnginesKvUse) {
   EngineSummary prefill;
   prefill.index = 0;
@@ -78,7 +54,11 @@ TEST(StatsSample, KeepsTheFullestEnginesKvUse) {
   down.index = 2;
   down.alive = false;
   down.kv_blocks_free = 0;
-  const StatsSample sample = take_stats_sample(EnginesOnly({prefill, decode, down}), 1.0);
+  testing::FakeGenerationService service;
+  ClusterSummary cluster;
+  cluster.engines = {prefill, decode, down};
+  service.set_cluster(std::move(cluster));
+  const StatsSample sample = take_stats_sample(service, 1.0);
   EXPECT_EQ(sample.kv_blocks_used, 168u);
   EXPECT_EQ(sample.kv_blocks_total, 10100u);
   EXPECT_DOUBLE_EQ(sample.fullest_kv_fraction, 0.68);

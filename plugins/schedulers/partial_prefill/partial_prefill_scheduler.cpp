@@ -11,36 +11,45 @@
 //    long ones counted would exceed L. schedulable = min(count, P); each prefill may take at most
 //    budget / schedulable tokens this step (the whole budget when nothing is counted). P divides
 //    the budget; it does not cap how many prefills share a step.
-//    With max_long_prefill_chunk (C) set, a long prefill takes at most C tokens of its share: this
-//    is not in V0, whose long prompt, alone, took the whole budget in every step it was in.
+//    With max_long_prefill_chunk (C) set, a prefill of a long prompt (more than T tokens in all,
+//    prompt and recomputed outputs) takes at most C tokens of its share, to its last chunk: this is
+//    not in V0, whose long prompt, alone, took the whole budget in every step it was in.
 // 2. Running requests: decodes first, then prefills (each group in admission order; with
 //    policy = priority, by (priority, arrival) within each group). A decode takes 1 token, a
-//    prefill min(remaining, budget left, share[, C when long]). A request that gets 0 tokens ends
-//    this phase. When KV blocks run out, the last request of that order (fcfs) or the
-//    lowest-priority one not yet served (priority: highest priority value, then latest arrival) is
-//    preempted, possibly the request itself.
+//    prefill min(remaining, budget left, share[, C when its prompt is long]). A request that gets
+//    0 tokens ends this phase. When KV blocks run out, the last request of that order (fcfs) or
+//    the lowest-priority running request (priority: highest priority value, then latest arrival,
+//    as vLLM V1 picks it) is preempted, possibly the request itself; one already served this step
+//    gives back its slice, its budget and its blocks (so a less urgent decode, served first, makes
+//    room for a more urgent prefill).
 // 3. No preemption this step: waiting requests in queue order (priority: those holding moved KV
 //    first, then by priority, then arrival). A long one is deferred, keeping its place, while L
-//    long prefills are in progress (counting the ones admitted this step); others are admitted with
-//    min(remaining, budget left, share[, C when long]). Admission stops at the budget, at
-//    max_num_seqs, or at a request whose chunk does not fit in the free KV blocks (nobody overtakes
-//    it). With P > 1, as in V0 (which allocated a prompt's blocks at admission), a prompt is
-//    admitted only when blocks for all of it fit in what the prefills in progress will not claim;
-//    otherwise concurrent prefills run the cache dry mid-prompt and long prompts are preempted and
-//    recomputed over and over (measured on the configs/hol comparison when it was written: 2,214
-//    preemptions without this rule, none with it; 6 since later changes, docs/performance.md).
+//    long prefills are in progress (counting the ones admitted this step); others are admitted
+//    with min(remaining, budget left, share[, C when its prompt is long]). Admission stops at the
+//    budget, at max_num_seqs, or at a request whose chunk does not fit in the free KV blocks
+//    (nobody overtakes it). With P > 1, as in V0 (which allocated a prompt's blocks at
+//    admission), a prompt is admitted only when blocks for all of it fit in what the prefills in
+//    progress will not claim; otherwise concurrent prefills run the cache dry mid-prompt and long
+//    prompts are preempted and recomputed over and over (measured on the configs/hol comparison
+//    when it was written: 2,214 preemptions without this rule, none with it; 3 since later
+//    changes, docs/performance.md). It does not keep room for the decodes' growth: on a cache
+//    that is small for the load, their outputs take the blocks left free and the prefill served
+//    last is preempted, as in V0 and V1 (helper-170: 232 preemptions on a 4,096-token cache where
+//    `chunked` made 1,577).
 //
 // P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1), so that
 // a deployment switching schedulers without setting P sees no change. Two points differ from V0
 // there, deliberately: running requests are served in admission order (V0 served decodes first for
 // every P), and a non-zero T caps every request's chunk per step (V1's meaning of T; in V0, T only
 // classifies prompts as long). With P > 1, T only classifies, as in V0, and C (0 by default: V0
-// exactly) caps the chunks of long prefills. Why C: every running request waits for each step, and
+// exactly) caps every chunk of a long prompt. Why C: every running request waits for each step, and
 // a step carrying a long prompt's full-budget chunk deep in its context is the longest there is.
 // partial_prefill admits short prompts during a long prefill (that is its point), so more streams
 // are decoding through those steps than under the baseline, which queues them: on the configs/hol
 // simulation that made its p99 inter-token latency 1.17x the baseline's; C = 2048 makes it 0.75x
-// (docs/performance.md).
+// (docs/performance.md). C caps a long prompt's chunks to its last, not only while more than T
+// tokens are left: its last T tokens are the deepest in the context, so their chunks make the
+// slowest steps of all (uncapped, one took the whole budget at a 120k context).
 //
 // Hot path: the per-step scratch (index vectors) is reserved in the constructor from max_num_seqs
 // and grows only when a queue reaches a new size; nothing is logged per step. The priority policy
@@ -88,10 +97,11 @@ constexpr hw_option_spec kOptions[] = {
                              "(0 = no cap)."),
     headway::sdk::int_option(
         "max_long_prefill_chunk", 0, 0, 1 << 24,
-        "C: with max_num_partial_prefills > 1, the most tokens a long prefill "
-        "(more than T left) computes in one step; 0 = no cap beyond its share "
-        "of the budget (vLLM V0). Shorter chunks shorten the steps a long "
-        "prompt is in, which every decoding request waits for. The cost: "
+        "C: with max_num_partial_prefills > 1, the most tokens a prefill of a "
+        "long prompt (more than T tokens in all) computes in one step, to its "
+        "last chunk; 0 = no cap beyond its share of the budget (vLLM V0). "
+        "Shorter chunks shorten the steps a long prompt is in, which every "
+        "decoding request waits for. The cost: "
         "budget the cap leaves may go unused, and a long prompt holds one of "
         "the L long slots for about (length - T) / C steps while later long "
         "prompts wait. A C of max_num_batched_tokens or more does nothing (a warning "
@@ -160,6 +170,8 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     // and grows with the waiting queue's largest size.
     running_order_.reserve(max_num_seqs_);
     prefill_order_.reserve(max_num_seqs_);
+    served_tokens_.reserve(max_num_seqs_);
+    served_blocks_.reserve(max_num_seqs_);
     if (priority_) {
       waiting_order_.reserve(max_num_seqs_);
       running_group_.reserve(max_num_seqs_);
@@ -192,37 +204,51 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       if (schedulable > 0) share = std::max(1u, budget_ / schedulable);  // 0 would stall them
     }
 
-    // 2. Running requests.
+    // 2. Running requests. The first `i` of running_order_ are served, their tokens and blocks in
+    // served_tokens_ and served_blocks_; their slices are written when the phase ends, since the
+    // priority policy may yet preempt one of them.
     uint32_t budget = budget_;
     uint32_t free_blocks = s.kv_blocks_free;
     uint64_t prefill_blocks_now = 0;  // blocks this step's running prefill chunks take
     bool preempted_any = false;
-    for (size_t i = 0; i < running_order_.size();) {
+    served_tokens_.clear();
+    served_blocks_.clear();
+    size_t i = 0;
+    while (i < running_order_.size()) {
       const hw_request_view& r = s.running[running_order_[i]];
       const uint32_t tokens = std::min(cap(r, partial, share), budget);
       if (tokens == 0) break;  // budget used up
       const uint32_t need = extra_blocks(r, tokens, s.block_size);
       bool self_preempted = false;
       while (need > free_blocks) {
-        const size_t v = victim(s, i);
+        const size_t v = victim(s);
         const hw_request_view& victim_request = s.running[running_order_[v]];
         plan.preempt(victim_request.id);
         preempted_any = true;
         free_blocks += blocks_freed_by_preempting(victim_request);
         // erase keeps the order of the others and never allocates.
         running_order_.erase(running_order_.begin() + static_cast<std::ptrdiff_t>(v));
-        if (v == i) {
+        if (v < i) {  // served already: what it took this step comes back
+          budget += served_tokens_[v];
+          free_blocks += served_blocks_[v];
+          if (partial && is_prefill(victim_request)) prefill_blocks_now -= served_blocks_[v];
+          served_tokens_.erase(served_tokens_.begin() + static_cast<std::ptrdiff_t>(v));
+          served_blocks_.erase(served_blocks_.begin() + static_cast<std::ptrdiff_t>(v));
+          --i;  // r is at i now
+        } else if (v == i) {
           self_preempted = true;
           break;
         }
       }
       if (self_preempted) continue;  // i now names the next request, if any
-      plan.add_slice(r, tokens);
+      served_tokens_.push_back(tokens);
+      served_blocks_.push_back(need);
       budget -= tokens;
       free_blocks -= need;
       if (partial && is_prefill(r)) prefill_blocks_now += need;
       ++i;
     }
+    for (size_t k = 0; k < i; ++k) plan.add_slice(s.running[running_order_[k]], served_tokens_[k]);
     if (preempted_any) return;  // a step that preempted admits nobody
 
     // With P > 1, as in V0, a prompt is admitted only when the KV blocks for all of it are free,
@@ -279,13 +305,14 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     return r.state == HW_REQUEST_PREFILLING || remaining_tokens(r) > 1;
   }
 
-  // Tokens r may take this step before the budget left is applied.
+  // Tokens r may take this step before the budget left is applied. C goes by the prompt's whole
+  // length (total_tokens), not by what is left, so it caps the deepest chunks too.
   uint32_t cap(const hw_request_view& r, bool partial, uint32_t share) const {
     const uint32_t left = remaining_tokens(r);
     if (partial) {
       if (!is_prefill(r)) return left;
       const uint32_t chunk = std::min(left, share);
-      return long_chunk_ > 0 && left > threshold_ ? std::min(chunk, long_chunk_) : chunk;
+      return long_chunk_ > 0 && r.total_tokens > threshold_ ? std::min(chunk, long_chunk_) : chunk;
     }
     return threshold_ > 0 ? std::min(left, threshold_) : left;  // `chunked`'s per-request cap
   }
@@ -467,14 +494,15 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     return s.waiting[waiting_order_[k]];
   }
 
-  // Position in running_order_ of the request to preempt, among those not yet served (from `first`
-  // on): the tail (fcfs), or the lowest priority (highest value, then latest arrival, then latest
+  // Position in running_order_ of the request to preempt: the tail (fcfs: never one served this
+  // step before the request that needs the blocks), or the lowest priority among all running
+  // requests, served this step or not (highest value, then latest arrival, then latest
   // admission).
-  size_t victim(const hw_scheduler_snapshot& s, size_t first) const {
+  size_t victim(const hw_scheduler_snapshot& s) const {
     const size_t last = running_order_.size() - 1;
     if (!priority_) return last;
     size_t v = last;
-    for (size_t j = first; j < last; ++j) {
+    for (size_t j = 0; j < last; ++j) {
       const hw_request_view& c = s.running[running_order_[j]];
       const hw_request_view& b = s.running[running_order_[v]];
       if (c.priority != b.priority) {
@@ -497,6 +525,8 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   bool priority_;
   std::vector<uint32_t> running_order_;  // indices into snapshot.running, in serving order
   std::vector<uint32_t> prefill_order_;  // scratch: running prefills, before joining the above
+  std::vector<uint32_t> served_tokens_;  // tokens of the step's served running_order_ prefix
+  std::vector<uint32_t> served_blocks_;  // and the KV blocks each took
   // Priority policy only, below.
   std::vector<uint8_t> running_group_;  // QueueGroups slot of each running request
   QueueGroups running_groups_;

@@ -192,10 +192,12 @@ TEST(PartialPrefillScheduler, LongLimitDefersTheSecondLongPromptUntilTheFirstIsS
   EXPECT_TRUE(q.empty());
 }
 
-// C (max_long_prefill_chunk) caps the chunk of a long prefill, running or admitted, and of no
-// other; the budget it leaves goes to whoever comes next. Once the prompt has T tokens or fewer
-// left it is short and takes its share again.
-TEST(PartialPrefillScheduler, LongPrefillChunkCapsOnlyLongPrefills) {
+// C (max_long_prefill_chunk) caps every chunk of a long prompt (more than T tokens in all),
+// running or admitted, to its last, and no chunk of a short one; the budget it leaves goes to
+// whoever comes next. The last T tokens are capped too: they are the chunks deepest in the
+// context, the slowest steps a long prompt is in (helper-170 found them uncapped, taking the whole
+// budget at a 120k context).
+TEST(PartialPrefillScheduler, LongPrefillChunkCapsEveryChunkOfALongPrompt) {
   SchedulerHarness h(kPartial,
                      "max_num_batched_tokens = 2048\nmax_num_partial_prefills = 4\n"
                      "max_long_partial_prefills = 1\nlong_prefill_token_threshold = 1000\n"
@@ -215,17 +217,15 @@ TEST(PartialPrefillScheduler, LongPrefillChunkCapsOnlyLongPrefills) {
   EXPECT_EQ(p.slices, (Slices{{2, 900, 1}, {1, 256, 256}}));
   q.apply(p);
 
-  // Alone, request 1 keeps taking 256 while more than T is left: 2488, 2232, ..., 1208, 952 left.
+  // Alone, request 1 takes 256 a step to the end of its prompt, with T tokens or fewer left too.
   uint32_t computed = 512;
-  while (3000 - computed > 1000) {
+  while (computed < 3000) {
+    const uint32_t chunk = std::min(256u, 3000 - computed);
     p = plan_step(h, q);
-    ASSERT_EQ(p.slices, (Slices{{1, computed, 256}})) << computed << " computed";
+    ASSERT_EQ(p.slices, (Slices{{1, computed, chunk}})) << computed << " computed";
     q.apply(p);
-    computed += 256;
+    computed += chunk;
   }
-  // 952 left <= T: short now, it takes them all in one step.
-  p = plan_step(h, q);
-  EXPECT_EQ(p.slices, (Slices{{1, computed, 3000 - computed}}));
 
   // Without C, the same first step gives request 1 its whole share.
   SchedulerHarness uncapped(kPartial,
@@ -645,9 +645,9 @@ TEST(PartialPrefillScheduler, FcfsPreemptsTheLastInServingOrderAndAdmitsNobody) 
   EXPECT_EQ(p.preempted, (Ids{3, 2}));
 }
 
-// priority: the victim is the lowest-priority request not yet served (highest value, then latest
-// arrival), even when it is not last; a request that is itself the lowest preempts itself and the
-// ones after it are still served.
+// priority: the victim is the lowest-priority running request (highest value, then latest
+// arrival), even when it is not last or was served earlier in the step (it gives back its slice);
+// a request that is itself the lowest preempts itself and the ones after it are still served.
 TEST(PartialPrefillScheduler, PriorityPreemptsTheLowestPriority) {
   SchedulerHarness h(kPartial,
                      "max_num_batched_tokens = 8192\nmax_num_partial_prefills = 2\n"
@@ -680,6 +680,19 @@ TEST(PartialPrefillScheduler, PriorityPreemptsTheLowestPriority) {
                  with_priority(prefilling_request(2, 48, 16, 1, kBlock), 0, 1.0)},
                 {}, 0);
   EXPECT_EQ(p.slices, (Slices{{2, 16, 32}}));
+  EXPECT_EQ(p.preempted, (Ids{1}));
+
+  // Decode 1 (priority 9) needs no block and is served first (decodes first); prefill 2
+  // (priority 0) then needs two and none is free: the victim is decode 1, already served, which
+  // gives back its slice and frees 3, not prefill 2 itself. Only the not-yet-served were victims
+  // before, so 2 preempted itself, mostly prefilled, and recomputed after the less urgent decodes
+  // ended (helper-170: TTFT 21 s for a priority-0 prompt behind three priority-5 decodes).
+  p = plan_step(h,
+                {with_priority(decoding_request(1, 40, 1, 0, kBlock), 9, 0.0),
+                 with_priority(decoding_request(3, 40, 1, 1, kBlock), 0, 0.5),
+                 with_priority(prefilling_request(2, 48, 16, 2, kBlock), 0, 1.0)},
+                {}, 0);
+  EXPECT_EQ(p.slices, (Slices{{3, 40, 1}, {2, 16, 32}}));
   EXPECT_EQ(p.preempted, (Ids{1}));
 }
 

@@ -175,9 +175,10 @@ std::string library_error_message(const httplib::Request& request, int status) {
           !request.has_header("Transfer-Encoding")) {
         // cpp-httplib also stops reading headers at a line over 8 KiB (a huge Authorization
         // header), so the Content-Length after it goes unseen: say so (helper-130's walk).
+        // A chunked body is refused with 411 (refused_before_body), so offer only a length.
         return "a " + request.method +
-               " needs a body with a Content-Length (or chunked Transfer-Encoding): send the "
-               "request as JSON (header lines over 8192 bytes are not read)";
+               " needs a body with a Content-Length header: send the request as JSON (header "
+               "lines over 8192 bytes are not read)";
       }
       return "malformed HTTP request (or a header line over 8192 bytes)";
     case 404:

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -1311,6 +1312,67 @@ TEST(ServeProcesses, HeldKvOfAHandOffTheRouterThrowsAwayIsFreedAtOnce) {
                             << " in one running and one waiting slot: nothing was thrown away";
   EXPECT_TRUE(prefill_kv_freed(cluster.router_port()));
   cluster.stop_all();
+}
+
+// The text of a greedy completion's first token, JSON-escaped as sent.
+std::string first_token_text(int port, const std::string& prompt) {
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(std::chrono::seconds(120));
+  std::string body = completion(prompt, 1, false);
+  body.insert(body.size() - 1, ", \"temperature\": 0");
+  const auto response = http.Post("/v1/completions", body, "application/json");
+  std::smatch text;
+  if (!response || response->status != 200 ||
+      !std::regex_search(response->body, text, std::regex(R"re("text":"((?:[^"\\]|\\.)*)")re"))) {
+    return "";
+  }
+  return text[1].str();
+}
+
+// A stop string that the first token matches ends a disaggregated request while the prefill
+// process hands it off: the router cancelled the call and never read the hand-off, so the KV
+// waited for the prefill process's timeouts (in /dev/shm for 120 s; held in its engine for
+// kv_link_hold_s, an hour here) (helper-168). The router now reads the hand-off and lets go of the
+// KV at once.
+TEST(ServeProcesses, AStopStringOnTheFirstTokenLeavesNoKvBehind) {
+  for (const bool link : {false, true}) {
+    SCOPED_TRACE(link ? "held KV (kv_handoff = link)" : "staged KV");
+    TempDir dir(link ? "serve_processes_stop_first_link" : "serve_processes_stop_first_stage");
+    DisaggregatedProcesses cluster(
+        dir.path, /*decode_block_size=*/16,
+        link ? "kv_handoff = \"link\"\nkv_link_hold_s = 3600\n[kv_transport]\nplugin = "
+               "\"host_copy\"\n"
+             : "");
+    const std::string first = first_token_text(cluster.reference_port(), "Hello");
+    ASSERT_FALSE(first.empty()) << "the first token has no text to stop at";
+    std::string body = completion("Hello", 16, true);
+    body.insert(body.size() - 1, ", \"temperature\": 0, \"stop\": [\"" + first + "\"]");
+    // Several clients at once, so that hand-offs and stop strings interleave as under load.
+    constexpr int kClients = 4, kEach = 10;
+    std::vector<int> stopped(kClients, 0);
+    std::vector<std::thread> clients;
+    for (int c = 0; c < kClients; ++c) {
+      clients.emplace_back([&, c] {
+        httplib::Client own("127.0.0.1", cluster.router_port());
+        own.set_read_timeout(std::chrono::seconds(120));
+        for (int i = 0; i < kEach; ++i) {
+          const auto response = own.Post("/v1/completions", body, "application/json");
+          if (response && response->status == 200 &&
+              response->body.find("\"finish_reason\":\"stop\"") != std::string::npos) {
+            ++stopped[c];
+          }
+        }
+      });
+    }
+    for (std::thread& t : clients) t.join();
+    EXPECT_EQ(std::accumulate(stopped.begin(), stopped.end(), 0), kClients * kEach);
+    if (link) {
+      EXPECT_TRUE(prefill_kv_freed(cluster.router_port()));
+    } else {
+      EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
+    }
+    cluster.stop_all();
+  }
 }
 
 // A prefill process with kv_handoff = "link" holds the KV of requests its decode process has yet

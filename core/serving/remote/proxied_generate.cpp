@@ -59,6 +59,12 @@ void ProxiedGenerate::mark_cancelled(AbortCause cause) {
 
 void ProxiedGenerate::cancel(AbortCause cause) {
   mark_cancelled(cause);
+  // A prefill_only call whose first token came has its hand-off (staged or held KV) on the way.
+  // Cancelled, the call would never read it, and the KV would wait for the prefill process's
+  // timeouts (120 s in /dev/shm, kv_link_hold_s in its engine): a stop string on the first token
+  // left it so (helper-168). The hand-off is read instead, and continue_elsewhere() lets go of
+  // the KV of a cancelled call; an engine process that stops answering is given up on as ever.
+  if (handing_off_.load()) return;
   context_.TryCancel();
 }
 
@@ -172,6 +178,8 @@ void ProxiedGenerate::OnReadDone(bool ok) {
   }
   if (response_.prompt_logprobs_size() > 0 && !finished_) push_prompt_logprobs(response_);
   if (count > 0 && !finished_) {
+    // Before the tokens reach the stream, whose stop-string check may cancel this call.
+    if (upstream_.prefill_only()) handing_off_.store(true);
     const double now = since_arrival();
     if (first_token_seconds_ < 0.0) {
       first_token_seconds_ = now;

@@ -129,6 +129,9 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   std::atomic<AbortCause> abort_cause_{AbortCause::kNone};  // see combined()
   // Set by accepted(), which both the initial-metadata and the read reaction may run.
   std::atomic<bool> counted_prompt_{false};
+  // A prefill_only call's first token has come: its prefill is done and its hand-off follows
+  // (set by the read reaction before the token reaches the stream, read by cancel()).
+  std::atomic<bool> handing_off_{false};
   // Reaction state (one reaction at a time).
   bool finished_ = false;
   bool any_response_ = false;

@@ -90,6 +90,7 @@ Cluster::Cluster(const DeploymentConfig& config,
     transport_ = std::make_unique<KvTransportInstance>(*config.kv_transport, *transport_host_);
   }
   pending_.resize(engines_.size());
+  expected_.resize(engines_.size());
 }
 
 Cluster::~Cluster() {
@@ -102,6 +103,9 @@ hw_route_decision Cluster::route(const hw_route_request& request) {
   for (size_t i = 0; i < engines_.size(); ++i) {
     loads_[i] = engines_[i]->load();
     loads_[i].alive = alive_[i] ? 1 : 0;
+    // As a waiting request each, as they will be once their KV has moved.
+    loads_[i].waiting += expected_[i].requests;
+    loads_[i].outstanding_tokens += expected_[i].tokens;
   }
   return router_->route(request, loads_);
 }
@@ -144,14 +148,28 @@ uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_reque
   }
   request.prefill_only = disaggregated;
   const uint64_t id = request.id;
+  const uint32_t request_tokens = request.max_output_tokens;  // the decode work it brings there
   engines_[decision.prefill_engine]->add_request(std::move(request));
-  if (disaggregated) decode_engine_of_[id] = decision.decode_engine;
+  if (disaggregated) {
+    decode_engine_of_[id] = HeadedTo{decision.decode_engine, request_tokens};
+    expected_[decision.decode_engine].requests += 1;
+    expected_[decision.decode_engine].tokens += request_tokens;
+  }
   return decision.prefill_engine;
+}
+
+void Cluster::no_longer_headed(uint64_t id) {
+  auto it = decode_engine_of_.find(id);
+  if (it == decode_engine_of_.end()) return;
+  Expected& expected = expected_[it->second.engine];
+  expected.requests -= 1;
+  expected.tokens -= it->second.tokens;
+  decode_engine_of_.erase(it);
 }
 
 void Cluster::collect_prefilled(size_t e, double now) {
   engines_[e]->take_prefilled(prefilled_scratch_, finished_scratch_);
-  for (uint64_t id : finished_scratch_) decode_engine_of_.erase(id);
+  for (uint64_t id : finished_scratch_) no_longer_headed(id);
   if (prefilled_scratch_.empty()) return;
   for (uint64_t id : prefilled_scratch_) {
     auto it = decode_engine_of_.find(id);
@@ -159,10 +177,10 @@ void Cluster::collect_prefilled(size_t e, double now) {
       throw Error(fmt::format("engine{} prefilled request {} for a transfer nobody planned", e, id),
                   HW_INTERNAL);
     }
-    pending_[it->second].push_back(PendingTransfer{id, static_cast<uint32_t>(e), now});
+    pending_[it->second.engine].push_back(PendingTransfer{id, static_cast<uint32_t>(e), now});
   }
   // Each destination starts what fits, in arrival order of the prefills.
-  for (uint64_t id : prefilled_scratch_) start_transfers(decode_engine_of_[id], now);
+  for (uint64_t id : prefilled_scratch_) start_transfers(decode_engine_of_.at(id).engine, now);
 }
 
 Error Cluster::transfer_failure(uint64_t id, uint32_t source, size_t destination) const {
@@ -274,7 +292,7 @@ size_t Cluster::complete_transfers(double t) {
     destination.complete_transfer(f.id);
     engines_[f.source]->release_transferred(f.id);
     if (f.record != nullptr) f.record->kv_transfer_seconds = f.done - f.start;
-    decode_engine_of_.erase(f.id);
+    no_longer_headed(f.id);
     in_flight_[i] = in_flight_.back();
     in_flight_.pop_back();
     ++completed;

@@ -915,7 +915,7 @@ class DisaggregatedProcesses {
   DisaggregatedProcesses(const fs::path& dir, uint32_t decode_block_size,
                          const std::string& engine_server = "", bool decode_limits = false,
                          EngineCheckpoints checkpoints = EngineCheckpoints::kTiny,
-                         const std::string& decode_engine_keys = "") {
+                         const std::string& decode_engine_keys = "", int decode_processes = 1) {
     const std::string scheduler =
         "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }\n";
     const std::string limited_scheduler =
@@ -924,28 +924,37 @@ class DisaggregatedProcesses {
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
     const std::regex http_port(R"(HTTP listening on http://127\.0\.0\.1:([0-9]+))");
     std::vector<int> ports;
-    for (const uint32_t block_size : {16u, decode_block_size}) {
-      const std::string name = ports.empty() ? "prefill" : "decode";
-      engines_.push_back(std::make_unique<ServeProcess>(engine_deployment(
-          dir, name,
-          "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
-              (name == "decode" ? decode_engine_keys : std::string()) +
-              (decode_limits && name == "decode" ? limited_scheduler : scheduler) +
-              "[server]\nrole = \"engine\"\ngrpc_port = 0\n" + engine_server,
-          "engine_" + name + ".toml", checkpoints)));
+    std::vector<uint32_t> block_sizes = {16u};
+    block_sizes.insert(block_sizes.end(), decode_processes, decode_block_size);
+    for (const uint32_t block_size : block_sizes) {
+      const std::string name = ports.empty()       ? "prefill"
+                               : ports.size() == 1 ? "decode"
+                                                   : "decode" + std::to_string(ports.size());
+      engines_.push_back(std::make_unique<ServeProcess>(
+          engine_deployment(dir, name,
+                            "[[engines]]\nblock_size = " + std::to_string(block_size) + "\n" +
+                                (ports.empty() ? std::string() : decode_engine_keys) +
+                                (decode_limits && !ports.empty() ? limited_scheduler : scheduler) +
+                                "[server]\nrole = \"engine\"\ngrpc_port = 0\n" + engine_server,
+                            "engine_" + name + ".toml", checkpoints)));
       const std::optional<std::string> port = engines_.back()->wait_for_line(grpc_port);
       if (!port)
         throw std::runtime_error("engine process did not start:\n" + engines_.back()->log());
       engines_.back()->keep_reading();
       ports.push_back(std::stoi(*port));
     }
+    std::string router_engines =
+        "[[engines]]\nrole = \"prefill\"\naddress = \"127.0.0.1:" + std::to_string(ports[0]) +
+        "\"\n";
+    for (size_t d = 1; d < ports.size(); ++d) {
+      router_engines +=
+          "[[engines]]\nrole = \"decode\"\naddress = \"127.0.0.1:" + std::to_string(ports[d]) +
+          "\"\n";
+    }
     router_ = std::make_unique<ServeProcess>(write_tiny_deployment(
         dir, "router",
-        "[[engines]]\nrole = \"prefill\"\naddress = \"127.0.0.1:" + std::to_string(ports[0]) +
-            "\"\n[[engines]]\nrole = \"decode\"\naddress = \"127.0.0.1:" +
-            std::to_string(ports[1]) +
-            "\"\n[router]\nplugin = \"disaggregated\"\n[server]\nrole = \"router\"\n"
-            "http_port = 0\ngrpc_port = 0\nload_report_interval_s = 0.02\n",
+        router_engines + "[router]\nplugin = \"disaggregated\"\n[server]\nrole = \"router\"\n"
+                         "http_port = 0\ngrpc_port = 0\nload_report_interval_s = 0.02\n",
         "router.toml"));
     reference_ = std::make_unique<ServeProcess>(write_tiny_deployment(
         dir, "reference", "[[engines]]\n" + scheduler + "[server]\nhttp_port = 0\ngrpc_port = 0\n",
@@ -967,10 +976,10 @@ class DisaggregatedProcesses {
 
   // Every process drains to exit 0.
   void stop_all() {
-    for (ServeProcess* process :
-         {router_.get(), engines_[0].get(), engines_[1].get(), reference_.get()}) {
-      EXPECT_EQ(process->stop(SIGTERM), 0) << process->log();
-    }
+    std::vector<ServeProcess*> processes = {router_.get()};
+    for (const std::unique_ptr<ServeProcess>& engine : engines_) processes.push_back(engine.get());
+    processes.push_back(reference_.get());
+    for (ServeProcess* process : processes) EXPECT_EQ(process->stop(SIGTERM), 0) << process->log();
   }
 
  private:
@@ -1311,6 +1320,59 @@ TEST(ServeProcesses, HeldKvOfAHandOffTheRouterThrowsAwayIsFreedAtOnce) {
   ASSERT_LT(served, kBurst) << "the decode process took a burst of " << kBurst
                             << " in one running and one waiting slot: nothing was thrown away";
   EXPECT_TRUE(prefill_kv_freed(cluster.router_port()));
+  cluster.stop_all();
+}
+
+// With two decode processes, a request routed to one counts in its load from its routing, not
+// only once its continuation reaches it: a burst routed while its requests still prefill spreads
+// over the decode processes by the work each has and is promised. Before, the router saw none of
+// the burst there and sent all ten to the process beside the one decoding a long answer
+// (helper-170).
+TEST(ServeProcesses, ABurstSpreadsOverTheDecodeProcessesBeforeItsKvArrives) {
+  TempDir dir("serve_processes_two_decode");
+  // The slow checkpoint keeps the long answer decoding while the burst is routed.
+  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16, "", false,
+                                 EngineCheckpoints::kSlowOnBoth, "", /*decode_processes=*/2);
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  StreamingCompletion long_answer(cluster.router_port(), completion("long", 500, true));
+  // Decoding on one of the decode processes (engine1 or engine2), as the router's polls show.
+  int long_engine = 0;
+  for (int i = 0; i < 300 && long_engine == 0; ++i) {  // a hang guard, not a timing assertion
+    const std::string metrics = metrics_of(http);
+    for (const int engine : {1, 2}) {
+      if (series_total(metrics, "headway_num_requests_running", engine) == 1.0)
+        long_engine = engine;
+    }
+    if (long_engine == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(long_engine, 0) << "the long answer is not decoding on a decode process: "
+                            << long_answer.finish();
+  constexpr int kBurst = 10;
+  std::vector<int> statuses(kBurst, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kBurst; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client own("127.0.0.1", cluster.router_port());
+      own.set_read_timeout(std::chrono::seconds(120));
+      const auto response = own.Post(
+          "/v1/completions", completion("b" + std::to_string(i), 60, false), "application/json");
+      statuses[i] = response ? response->status : -1;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 200), kBurst);
+  // Each request of the burst moved its KV once, into the process it decoded on (the long answer's
+  // transfer counts when it finishes). The other process takes answers of 60 until what it is
+  // promised passes what the long answer has still to decode (at most 500 tokens); then they
+  // alternate: at least one goes beside the long answer.
+  const std::string metrics = metrics_of(http);
+  const double beside_long = series_total(metrics, "headway_kv_transfers_total", long_engine);
+  EXPECT_EQ(beside_long + series_total(metrics, "headway_kv_transfers_total", 3 - long_engine),
+            kBurst)
+      << metrics;
+  EXPECT_GT(beside_long, 0.0) << "every request of the burst went to the other decode process";
+  EXPECT_LT(beside_long, kBurst / 2.0) << "the process with the long answer took as many";
+  long_answer.finish();
   cluster.stop_all();
 }
 

@@ -231,6 +231,8 @@ hw_engine_load EngineProcess::load() const {
   load.waiting = report_.waiting + sent_requests_;
   load.queued_prefill_tokens = report_.queued_prefill_tokens + sent_prompt_tokens_;
   load.outstanding_tokens = report_.outstanding_tokens + sent_prompt_tokens_ + sent_output_tokens_;
+  load.waiting += expected_->requests.load();
+  load.outstanding_tokens += expected_->tokens.load();
   load.kv_blocks_free = report_.kv_blocks_free;
   load.kv_blocks_total = report_.kv_blocks_total;
   load.block_size = report_.block_size;

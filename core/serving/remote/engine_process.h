@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "expected_handoffs.h"
+
 namespace headway::serving {
 
 class EngineProcess {
@@ -71,6 +73,9 @@ class EngineProcess {
 
   // A request was sent to the process.
   void sent(uint32_t prompt_tokens, uint32_t max_tokens);
+  // Where a request that will continue here after its prefill on another process is counted
+  // until its continuation is sent (load() adds it): polls do not see it before that.
+  const std::shared_ptr<ExpectedHandoffs>& expected_handoffs() const { return expected_; }
   // A call to the process failed as if it were gone (UNAVAILABLE): down until a poll succeeds.
   // Returns whether it was up: the caller that took it down logs the transition (the poller then
   // finds it down already and logs nothing).
@@ -103,6 +108,8 @@ class EngineProcess {
   uint32_t sent_requests_ = 0;
   uint64_t sent_prompt_tokens_ = 0;
   uint64_t sent_output_tokens_ = 0;
+  // Not under mutex_ (atomic).
+  const std::shared_ptr<ExpectedHandoffs> expected_ = std::make_shared<ExpectedHandoffs>();
 };
 
 }  // namespace headway::serving

@@ -202,6 +202,8 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     // Prefilled: the decode process continues the stream from the staged KV (the owner removes
     // the staged object when nobody will).
     finished_ = true;
+    // The continuation, if any, is counted on its process as sent from here on.
+    expected_at_decode_.settle();
     const bool continued =
         response_.has_kv_stage() &&
         owner_.continue_elsewhere(*this, grpc_frontend::from_proto(response_.kv_stage()));

@@ -26,6 +26,7 @@
 
 #include "abort_cause.h"
 #include "engine_process.h"
+#include "expected_handoffs.h"
 
 namespace headway::serving {
 
@@ -93,6 +94,12 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   // Processes this request was sent to so far, this one included (retries add one each).
   uint32_t attempts() const { return attempts_; }
   void set_attempts(uint32_t attempts) { attempts_ = attempts; }
+  // A prefill_only call: counts the request in its decode process's load until it is continued
+  // there or ends (ExpectedHandoff).
+  void expect_at_decode(const EngineProcess& decode) {
+    expected_at_decode_ =
+        ExpectedHandoff(decode.expected_handoffs(), upstream_.sampling().max_tokens());
+  }
 
   // The engine process accepted the request (kAcceptedMetadata): the stream is admitted.
   void OnReadInitialMetadataDone(bool ok) override;
@@ -132,6 +139,7 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   // A prefill_only call's first token has come: its prefill is done and its hand-off follows
   // (set by the read reaction before the token reaches the stream, read by cancel()).
   std::atomic<bool> handing_off_{false};
+  ExpectedHandoff expected_at_decode_;  // settled by the hand-off's reaction, else when destroyed
   // Reaction state (one reaction at a time).
   bool finished_ = false;
   bool any_response_ = false;

@@ -645,6 +645,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
         metrics_.request(engine.index(), engine.pool(), admitted.request_class), stream,
         std::move(upstream), arrival,
         disaggregated ? decision.decode_engine : ProxiedGenerate::kNoEngine);
+    if (disaggregated) call->expect_at_decode(*engines_[decision.decode_engine]);
     calls_.emplace(id, call);
     engine.sent(prompt_tokens, input.max_tokens);
   }
@@ -719,6 +720,9 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
         metrics_.request(engine.index(), engine.pool(), upstream.request_class()), failed.stream(),
         std::move(request), failed.arrival(),
         whole_there ? ProxiedGenerate::kNoEngine : failed.decode_engine());
+    if (!continuation && !whole_there && failed.decode_engine() < engines_.size()) {
+      call->expect_at_decode(*engines_[failed.decode_engine()]);
+    }
     if (!upstream.generated_ids().empty()) call->continues(failed);
     call->set_attempts(failed.attempts() + 1);
     it->second = call;

@@ -140,6 +140,8 @@ void EngineDriver::enqueue_incoming(Handoff handoff) {
     if (!exited_) {  // checked and queued in one critical section: run() swaps exited_ and inbox
       ++inbox_handoffs_;
       inbox_handoff_tokens_ += tokens_left(handoff);
+      // Counted as in the inbox from now on, not as expected (load() reads both under mutex_).
+      if (handoff.state != nullptr) handoff.state->expected_at_decode.settle();
       Command command;
       command.kind = Command::Kind::kIncoming;
       command.id = handoff.request.id;
@@ -178,6 +180,8 @@ hw_engine_load EngineDriver::load() const {
   load.outstanding_tokens += inbox_prompt_tokens_ + inbox_output_tokens_;
   load.waiting += inbox_handoffs_;
   load.outstanding_tokens += inbox_handoff_tokens_;
+  load.waiting += expected_->requests.load();
+  load.outstanding_tokens += expected_->tokens.load();
   load.alive = alive_ ? 1 : 0;
   return load;
 }

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "expected_handoffs.h"
 #include "in_flight_request.h"
 #include "kv_handoff.h"
 #include "kv_links.h"
@@ -70,8 +71,11 @@ class EngineDriver final : private core::EngineListener {
   // The decode engine has its own copy of request `id`'s KV (or gave up on it): free ours.
   void enqueue_release(uint64_t id);
 
-  // The engine's load as last published, counting the requests still in the inbox.
+  // The engine's load as last published, counting the requests still in the inbox and those
+  // headed here from another engine's prefill (expected_handoffs()).
   hw_engine_load load() const;
+  // Where a request routed here for its decode is counted until its hand-off arrives.
+  const std::shared_ptr<ExpectedHandoffs>& expected_handoffs() const { return expected_; }
   // Requests in the inbox (submits and hand-offs) or waiting here (in the engine's queue, or for
   // room or their KV copy): what max_waiting bounds.
   uint32_t waiting_including_inbox() const;
@@ -207,6 +211,8 @@ class EngineDriver final : private core::EngineListener {
   // arriving_, which publish() counts: until their KV is in, the engine's own load lacks them.
   uint32_t inbox_handoffs_ = 0;
   uint64_t inbox_handoff_tokens_ = 0;
+  // Not under mutex_ (atomic): requests headed here, counted until their hand-off is queued.
+  const std::shared_ptr<ExpectedHandoffs> expected_ = std::make_shared<ExpectedHandoffs>();
 
   // --- thread state: the driver thread only ---
   std::vector<Command> applying_;  // swapped with inbox_: both keep their capacity

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "abort_cause.h"
+#include "expected_handoffs.h"
 
 namespace headway::serving {
 
@@ -33,6 +34,8 @@ struct InFlightRequest {
   uint32_t decode_engine = std::numeric_limits<uint32_t>::max();
   // Disaggregated: the decode engine's series, which `series` becomes at the hand-off.
   std::optional<RequestSeries> decode_series;
+  // Disaggregated: counted in the decode engine's load until its hand-off gets there.
+  ExpectedHandoff expected_at_decode;
   // A router's prefill_only request: after its prefill, stage its KV for another process.
   bool stage_kv = false;
   // Continued from another process's prefill: its first token was timed there, not here.

@@ -420,6 +420,8 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   state->decode_engine = disaggregated ? d : kNoEngine;
   if (disaggregated && !input.kv_source) {
     state->decode_series = metrics_.request(d, cluster_->engine(d).config().pool, request_class);
+    state->expected_at_decode =
+        ExpectedHandoff(drivers_[d]->expected_handoffs(), request.max_output_tokens);
   }
   if (input.kv_source) {
     // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage),

@@ -357,6 +357,8 @@ typedef struct hw_engine_load {
   hw_str pool;   /* the pool named in the deployment TOML ("" when none) */
   int32_t alive; /* 0 when the engine is down */
   uint32_t running;
+  /* Waiting here, including (on a decode engine) the requests routed to it that are still being
+   * prefilled elsewhere or moving their KV: each counts its output tokens in outstanding_tokens. */
   uint32_t waiting;
   uint64_t queued_prefill_tokens; /* prompt tokens still to compute, running + waiting */
   uint64_t outstanding_tokens;    /* queued prefill tokens + decode tokens still to generate */

@@ -501,6 +501,36 @@ hw_route_request route_request(uint64_t id, uint32_t prompt, uint32_t output) {
 
 // Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
 // tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
+// Requests routed to a decode engine count in its load from their routing, not only once their
+// KV has arrived: a burst routed while its requests still prefill elsewhere spreads over the
+// decode engines by the work each has and is promised. Before, the loads showed none of them, and
+// all ten went to the decode engine that looked idle beside the one holding a long request
+// (helper-170: 20 of 20 on one of two).
+TEST(Disaggregation, ABurstSpreadsOverTheDecodeEnginesBeforeItsKvArrives) {
+  PdSpec spec;
+  std::string toml = pd_toml(spec);
+  const std::string one_decode = "role = \"decode\"\n";
+  toml.replace(toml.find(one_decode), one_decode.size(), one_decode + "count = 2\n");
+  const DeploymentConfig deployment = parse_deployment(toml, "pd_test.toml", registry());
+  ASSERT_EQ(deployment.engines.size(), 3u);
+  // A long answer decoding on one engine, then ten requests at one instant.
+  std::vector<Req> requests = {{0.0, 600, 2000}};
+  for (int i = 0; i < 10; ++i) requests.push_back({1.0, 600, 400});
+  const Workload workload = workload_of(requests);
+  const SimulationResult result = simulate(deployment, workload);
+  expect_all_finished(result, workload);
+  const uint32_t long_engine = result.records[0].engine;
+  ASSERT_TRUE(long_engine == 1 || long_engine == 2) << long_engine;
+  uint32_t beside_it = 0;
+  for (size_t i = 1; i < result.records.size(); ++i) {
+    beside_it += result.records[i].engine == long_engine ? 1 : 0;
+  }
+  // At the burst the long request has some 1,800 tokens still to decode: the other engine takes
+  // the first answers of 400, until what it is promised passes that; then they alternate.
+  EXPECT_GT(beside_it, 0u) << "every request of the burst went to the other decode engine";
+  EXPECT_LT(beside_it, 5u) << "the engine with the long request took as many as the other";
+}
+
 TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
   PdSpec spec;
   spec.prefill_kv_blocks = 64;

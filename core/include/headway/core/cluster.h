@@ -107,7 +107,24 @@ class Cluster {
     bool finished = false;  // the transport reported completion
     RequestRecord* record;
   };
-  std::unordered_map<uint64_t, uint32_t> decode_engine_of_;  // disaggregated requests in flight
+  // A disaggregated request from its routing until it reaches its decode engine's queue: where it
+  // goes, and the output tokens it brings there.
+  struct HeadedTo {
+    uint32_t engine;
+    uint32_t tokens;
+  };
+  // What is headed to one decode engine and not in its load yet (still prefilling elsewhere, or
+  // waiting for or in its KV transfer): route() adds it, so that a burst spreads over the decode
+  // engines instead of all landing on the one that looked least loaded before any arrived
+  // (helper-170: 20 of 20 on one of two).
+  struct Expected {
+    uint32_t requests = 0;
+    uint64_t tokens = 0;
+  };
+  // Drops `id` from decode_engine_of_ and what it added to expected_ (it arrived, or ended).
+  void no_longer_headed(uint64_t id);
+  std::unordered_map<uint64_t, HeadedTo> decode_engine_of_;  // disaggregated requests in flight
+  std::vector<Expected> expected_;                           // per engine
   std::vector<std::deque<PendingTransfer>> pending_;         // per decode engine
   std::vector<InFlightTransfer> in_flight_;
   std::vector<uint64_t> prefilled_scratch_;

@@ -179,6 +179,43 @@ TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEngines
   }
 }
 
+// A request routed to a decode engine counts in its load from its routing, not only once its
+// hand-off reached it: a burst submitted while its requests still prefill spreads over the decode
+// engines by the work each has and is promised. Before, their loads showed none of the burst and
+// all ten went to the decode engine beside the one holding a long answer (helper-170).
+TEST_F(DisaggregatedServiceTest, ABurstSpreadsOverTheDecodeEnginesBeforeItsKvArrives) {
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
+                              "[[engines]]\nrole = \"decode\"\ncount = 2\n" + kScheduler;
+  LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
+  // A long answer, decoding on one decode engine once its first tokens came.
+  const std::shared_ptr<RequestStream> long_answer = service.submit(text_request("long", 1000));
+  size_t long_tokens = 0;
+  StreamChunk chunk;
+  while (long_tokens < 3 && long_answer->next(chunk, std::chrono::seconds(60))) {
+    long_tokens += chunk.token_ids.size();
+  }
+  ASSERT_GE(long_tokens, 3u) << "the long answer did not start";
+  std::vector<std::shared_ptr<RequestStream>> burst;
+  for (int i = 0; i < 10; ++i)
+    burst.push_back(service.submit(text_request("b" + std::to_string(i), 200)));
+  for (auto& stream : burst) {
+    const test::Collected got = collect(*stream);
+    EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+  }
+  service.abort(long_answer->id());
+  collect(*long_answer);
+  // Each request of the burst moved its KV once, into the engine it decodes on; the long answer
+  // into the one that holds it. The other engine takes answers of 200 until what it is promised
+  // passes the long answer's ~1,000 tokens to come; then they alternate.
+  const std::string metrics = service.metrics_text();
+  const double one = sum_of(metrics, "headway_kv_transfers_total", "engine=\"1\"");
+  const double two = sum_of(metrics, "headway_kv_transfers_total", "engine=\"2\"");
+  ASSERT_EQ(one + two, 11.0) << metrics;
+  const double beside_long = std::min(one, two) - 1.0;
+  EXPECT_GT(beside_long, 0.0) << "every request of the burst went to the other decode engine";
+  EXPECT_LT(beside_long, 5.0) << "the engine with the long answer took as many as the other";
+}
+
 TEST_F(DisaggregatedServiceTest, ShutdownWithRequestsInEveryStateEndsEachStream) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   {

@@ -64,7 +64,9 @@ void ProxiedGenerate::cancel(AbortCause cause) {
   // timeouts (120 s in /dev/shm, kv_link_hold_s in its engine): a stop string on the first token
   // left it so (helper-168). The hand-off is read instead, and continue_elsewhere() lets go of
   // the KV of a cancelled call; an engine process that stops answering is given up on as ever.
-  if (handing_off_.load()) return;
+  // A shutdown does not wait for it: cancel_all() has no deadline of its own, and a hand-off
+  // that never comes would hold the drain.
+  if (handing_off_.load() && cause != AbortCause::kShutdown) return;
   context_.TryCancel();
 }
 

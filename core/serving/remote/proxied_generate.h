@@ -71,7 +71,9 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   // Sends the call; `self` is this call (kept alive until OnDone).
   void start(std::shared_ptr<ProxiedGenerate> self);
   // Cancels the call upstream (the engine process aborts the request and frees its KV) for
-  // `cause`: the stream finishes kStop for a stop string, else kAbort (abort_cause.h).
+  // `cause`: the stream finishes kStop for a stop string, else kAbort (abort_cause.h). A
+  // prefill_only call whose first token came is not cut (but for a shutdown): its hand-off is read,
+  // and the KV it names let go of.
   void cancel(AbortCause cause);
   // The first half of cancel(), without the upstream call: an owner that takes the call out of its
   // books under its lock marks it there, so that a hand-off it refuses meanwhile (the prefill

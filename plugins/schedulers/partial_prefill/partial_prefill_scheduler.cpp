@@ -46,7 +46,7 @@
 // a step carrying a long prompt's full-budget chunk deep in its context is the longest there is.
 // partial_prefill admits short prompts during a long prefill (that is its point), so more streams
 // are decoding through those steps than under the baseline, which queues them: on the configs/hol
-// simulation that made its p99 inter-token latency 1.17x the baseline's; C = 2048 makes it 0.75x
+// simulation that made its p99 inter-token latency 1.17x the baseline's; C = 2048 makes it 0.74x
 // (docs/performance.md). C caps a long prompt's chunks to its last, not only while more than T
 // tokens are left: its last T tokens are the deepest in the context, so their chunks make the
 // slowest steps of all (uncapped, one took the whole budget at a 120k context).
@@ -204,13 +204,16 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       if (schedulable > 0) share = std::max(1u, budget_ / schedulable);  // 0 would stall them
     }
 
-    // 2. Running requests. The first `i` of running_order_ are served, their tokens and blocks in
-    // served_tokens_ and served_blocks_; their slices are written when the phase ends, since the
-    // priority policy may yet preempt one of them.
+    // 2. Running requests. The first `i` of running_order_ are served. Only the priority policy
+    // with P > 1 may yet preempt one of them (victim()); then their tokens and blocks wait in
+    // served_tokens_ and served_blocks_ and their slices are written when the phase ends,
+    // otherwise at once (no per-step cost for the others).
     uint32_t budget = budget_;
     uint32_t free_blocks = s.kv_blocks_free;
     uint64_t prefill_blocks_now = 0;  // blocks this step's running prefill chunks take
     bool preempted_any = false;
+    // fcfs preempts the tail, and with P = 1 the tail is the lowest priority: never one served.
+    const bool may_take_back = priority_ && partial;
     served_tokens_.clear();
     served_blocks_.clear();
     size_t i = 0;
@@ -221,7 +224,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       const uint32_t need = extra_blocks(r, tokens, s.block_size);
       bool self_preempted = false;
       while (need > free_blocks) {
-        const size_t v = victim(s);
+        const size_t v = victim(s, may_take_back ? 0 : i);
         const hw_request_view& victim_request = s.running[running_order_[v]];
         plan.preempt(victim_request.id);
         preempted_any = true;
@@ -241,14 +244,20 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
         }
       }
       if (self_preempted) continue;  // i now names the next request, if any
-      served_tokens_.push_back(tokens);
-      served_blocks_.push_back(need);
+      if (may_take_back) {
+        served_tokens_.push_back(tokens);
+        served_blocks_.push_back(need);
+      } else {
+        plan.add_slice(r, tokens);
+      }
       budget -= tokens;
       free_blocks -= need;
       if (partial && is_prefill(r)) prefill_blocks_now += need;
       ++i;
     }
-    for (size_t k = 0; k < i; ++k) plan.add_slice(s.running[running_order_[k]], served_tokens_[k]);
+    for (size_t k = 0; may_take_back && k < i; ++k) {
+      plan.add_slice(s.running[running_order_[k]], served_tokens_[k]);
+    }
     if (preempted_any) return;  // a step that preempted admits nobody
 
     // With P > 1, as in V0, a prompt is admitted only when the KV blocks for all of it are free,
@@ -494,15 +503,14 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     return s.waiting[waiting_order_[k]];
   }
 
-  // Position in running_order_ of the request to preempt: the tail (fcfs: never one served this
-  // step before the request that needs the blocks), or the lowest priority among all running
-  // requests, served this step or not (highest value, then latest arrival, then latest
-  // admission).
-  size_t victim(const hw_scheduler_snapshot& s) const {
+  // Position in running_order_ of the request to preempt, from `first` on: the tail (fcfs), or the
+  // lowest priority (highest value, then latest arrival, then latest admission). With the priority
+  // policy and P > 1, `first` is 0: the victim may have been served this step.
+  size_t victim(const hw_scheduler_snapshot& s, size_t first) const {
     const size_t last = running_order_.size() - 1;
     if (!priority_) return last;
     size_t v = last;
-    for (size_t j = 0; j < last; ++j) {
+    for (size_t j = first; j < last; ++j) {
       const hw_request_view& c = s.running[running_order_[j]];
       const hw_request_view& b = s.running[running_order_[v]];
       if (c.priority != b.priority) {

@@ -1222,6 +1222,23 @@ TEST(ServeProcesses, DisaggregationOverTheSocketGivesTheTokensOfOneProcess) {
 
 // Polls the router's view of engine0 (the prefill process) until its KV cache is empty; false
 // after 60 s (a hang guard, not a timing assertion).
+// Posts `count` completions to `port` at once, one client thread each (`body(i)` for the i-th);
+// returns their HTTP statuses (-1 where no answer came).
+std::vector<int> post_at_once(int port, int count, const std::function<std::string(int)>& body) {
+  std::vector<int> statuses(count, 0);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < count; ++i) {
+    clients.emplace_back([&, i] {
+      httplib::Client own("127.0.0.1", port);
+      own.set_read_timeout(std::chrono::seconds(120));
+      const auto response = own.Post("/v1/completions", body(i), "application/json");
+      statuses[i] = response ? response->status : -1;
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  return statuses;
+}
+
 bool prefill_kv_freed(int router_port) {
   httplib::Client http("127.0.0.1", router_port);
   for (int i = 0; i < 600; ++i) {
@@ -1303,18 +1320,8 @@ TEST(ServeProcesses, HeldKvOfAHandOffTheRouterThrowsAwayIsFreedAtOnce) {
       "kv_handoff = \"link\"\nkv_link_hold_s = 3600\n[kv_transport]\nplugin = \"host_copy\"\n",
       /*decode_limits=*/true);
   constexpr int kBurst = 12;
-  std::vector<int> statuses(kBurst, 0);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kBurst; ++i) {
-    clients.emplace_back([&, i] {
-      httplib::Client own("127.0.0.1", cluster.router_port());
-      own.set_read_timeout(std::chrono::seconds(120));
-      const auto response =
-          own.Post("/v1/completions", completion("burst", 200, false), "application/json");
-      statuses[i] = response ? response->status : -1;
-    });
-  }
-  for (std::thread& t : clients) t.join();
+  const std::vector<int> statuses = post_at_once(
+      cluster.router_port(), kBurst, [](int) { return completion("burst", 200, false); });
   const int served = static_cast<int>(std::count(statuses.begin(), statuses.end(), 200));
   EXPECT_GE(served, 1);
   ASSERT_LT(served, kBurst) << "the decode process took a burst of " << kBurst
@@ -1348,18 +1355,9 @@ TEST(ServeProcesses, ABurstSpreadsOverTheDecodeProcessesBeforeItsKvArrives) {
   ASSERT_NE(long_engine, 0) << "the long answer is not decoding on a decode process: "
                             << long_answer.finish();
   constexpr int kBurst = 10;
-  std::vector<int> statuses(kBurst, 0);
-  std::vector<std::thread> clients;
-  for (int i = 0; i < kBurst; ++i) {
-    clients.emplace_back([&, i] {
-      httplib::Client own("127.0.0.1", cluster.router_port());
-      own.set_read_timeout(std::chrono::seconds(120));
-      const auto response = own.Post(
-          "/v1/completions", completion("b" + std::to_string(i), 60, false), "application/json");
-      statuses[i] = response ? response->status : -1;
-    });
-  }
-  for (std::thread& t : clients) t.join();
+  const std::vector<int> statuses = post_at_once(cluster.router_port(), kBurst, [](int i) {
+    return completion("b" + std::to_string(i), 60, false);
+  });
   EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 200), kBurst);
   // Each request of the burst moved its KV once, into the process it decoded on (the long answer's
   // transfer counts when it finishes). The other process takes answers of 60 until what it is

@@ -82,7 +82,12 @@ Cluster::Cluster(const DeploymentConfig& config,
       std::make_unique<HostServices>("router " + config.router.plugin->short_name(), clock_.get());
   loads_.resize(engines_.size());
   for (size_t i = 0; i < engines_.size(); ++i) loads_[i] = engines_[i]->load();
-  router_ = std::make_unique<RouterInstance>(config.router, loads_, *router_host_);
+  std::vector<hw_engine_limits> limits(engines_.size());
+  for (size_t i = 0; i < engines_.size(); ++i) {
+    limits[i] = hw_engine_limits{sizeof(hw_engine_limits), static_cast<uint32_t>(i),
+                                 engines_[i]->config().max_waiting};
+  }
+  router_ = std::make_unique<RouterInstance>(config.router, loads_, *router_host_, limits);
   if (config.kv_transport) {
     check_kv_can_move(config, engines_);
     transport_host_ = std::make_unique<HostServices>(

@@ -273,8 +273,10 @@ void ModelInstance::forward(const hw_model_batch& batch, hw_model_output& output
 }
 
 RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_engine_load> engines,
-                               const HostServices& host)
-    : table_(&choice.plugin->table<hw_router_table>()), name_(choice.plugin->short_name()) {
+                               const HostServices& host, std::span<const hw_engine_limits> limits)
+    : table_(&choice.plugin->table<hw_router_table>()),
+      name_(choice.plugin->short_name()),
+      where_(choice.where) {
   hw_status status{};
   check_status(
       call_plugin(kRouter, name_, "create",
@@ -285,6 +287,38 @@ RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_en
       status,
       choice.where + ": router '" + name_ + "' (" + choice.plugin->path.string() + ") create");
   require_handle(handle_, choice.where + ": router '" + name_ + "' create");
+  if (table_->struct_size >=
+      offsetof(hw_router_table, set_engine_limits) + sizeof(table_->set_engine_limits)) {
+    set_engine_limits_ = table_->set_engine_limits;
+  }
+  std::vector<hw_engine_limits> unbounded;
+  if (limits.empty()) {
+    for (size_t e = 0; e < engines.size(); ++e) {
+      unbounded.push_back(hw_engine_limits{sizeof(hw_engine_limits), static_cast<uint32_t>(e), 0});
+    }
+    limits = unbounded;
+  }
+  try {
+    set_engine_limits(limits);
+  } catch (...) {
+    // No destructor runs for an object whose constructor throws.
+    call_plugin_quietly(kRouter, name_, "destroy", [&] { table_->destroy(handle_); });
+    throw;
+  }
+}
+
+void RouterInstance::set_engine_limits(std::span<const hw_engine_limits> limits) {
+  if (set_engine_limits_ == nullptr) return;
+  hw_status status{};
+  const int32_t code = call_plugin(kRouter, name_, "set_engine_limits", [&] {
+    return set_engine_limits_(handle_, limits.data(), static_cast<uint32_t>(limits.size()),
+                              &status);
+  });
+  if (code != HW_OK) {
+    throw Error(fmt::format("{}: router '{}' set_engine_limits() failed with status code {}: {}",
+                            where_, name_, code, plugin_message(status)),
+                HW_INTERNAL);
+  }
 }
 
 RouterInstance::~RouterInstance() {

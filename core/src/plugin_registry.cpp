@@ -37,7 +37,7 @@ std::string to_string(hw_str s) { return s.data ? std::string(s.data, s.size) : 
 // until its table's size was pinned to where 1.2's peer links begin).
 constexpr uint32_t kDescriptorSizeV1_0 = sizeof(hw_plugin_descriptor);
 constexpr uint32_t kSchedulerTableSizeV1_0 = sizeof(hw_scheduler_table);
-constexpr uint32_t kRouterTableSizeV1_0 = sizeof(hw_router_table);
+constexpr uint32_t kRouterTableSizeV1_0 = offsetof(hw_router_table, set_engine_limits);
 constexpr uint32_t kKvTransportTableSizeV1_0 = offsetof(hw_kv_transport_table, peer_rendezvous);
 constexpr uint32_t kModelTableSizeV1_0 = sizeof(hw_model_table);
 #if defined(__x86_64__) || defined(__aarch64__)

@@ -178,6 +178,29 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
                 ->message.find("50 of 50 requests went to the one loaded engine (engine 0"),
             std::string::npos)
       << headway::test::describe(r);
+  // Told the engines' queue bounds (its C++ adapter takes them) and ignoring them: a warning too.
+  expect_outcome(r, "router.avoids_full_queues", Outcome::kQualityWarning);
+  EXPECT_NE(
+      headway::test::find_test(r, "router.avoids_full_queues")
+          ->message.find("50 of 50 requests went to the one engine with a full waiting queue"),
+      std::string::npos)
+      << headway::test::describe(r);
+}
+
+// least_loaded keeps requests off an engine whose queue is full; a router built against ABI 1.5
+// is never told the bounds, which the test says rather than judging it.
+TEST(FaultyPlugins, AvoidsFullQueuesPassesLeastLoadedAndDoesNotJudgeAnAbi15Router) {
+  const auto least_loaded =
+      headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/headway_router_least_loaded.so");
+  expect_outcome(least_loaded, "router.avoids_full_queues", Outcome::kPass);
+  EXPECT_NE(headway::test::find_test(least_loaded, "router.avoids_full_queues")
+                ->message.find("at most 0 of 50 requests went to the one engine"),
+            std::string::npos)
+      << headway::test::describe(least_loaded);
+  const auto older =
+      headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_abi_1_5_router.so");
+  expect_outcome(older, "router.avoids_full_queues", Outcome::kNotSupported);
+  EXPECT_TRUE(older.conformant()) << headway::test::describe(older);
 }
 
 // Right for requests without a class, all the v1 tests send; a served request carries one.

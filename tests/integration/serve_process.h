@@ -164,7 +164,8 @@ class RoutedEngineProcesses {
                         const std::string& scheduler =
                             "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
                             "max_num_seqs = 16 } }",
-                        const std::string& router_server_keys = "") {
+                        const std::string& router_server_keys = "",
+                        const std::string& router_options = "") {
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
     for (const char* pool : {"short", "long"}) {
       const fs::path config = write_tiny_deployment(
@@ -190,7 +191,9 @@ class RoutedEngineProcesses {
                 "\"\naddress = \"127.0.0.1:" + std::to_string(ports_[e]) + "\"\n";
     }
     tables += "[router]\nplugin = \"length\"\noptions = { pools = \"short:0,long:" +
-              std::to_string(long_from) + "\" }\n[server]\nrole = \"router\"\nhttp_port = 0\n" +
+              std::to_string(long_from) + "\"" +
+              (router_options.empty() ? std::string() : ", " + router_options) +
+              " }\n[server]\nrole = \"router\"\nhttp_port = 0\n" +
               "grpc_port = 0\ndrain_timeout_s = 30\nload_report_interval_s = " +
               std::to_string(load_report_interval_s) + "\n" + router_server_keys;
     router_ =

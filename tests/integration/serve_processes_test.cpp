@@ -811,6 +811,49 @@ TEST(ServeProcesses, AnEngineProcessWithAFullQueueIsA429ThroughTheRouter) {
       << metrics;
 }
 
+// The router plugin is told each engine process's max_waiting (ClusterInfo, ABI 1.6's
+// set_engine_limits): with the length router's spill_when_full, a long prompt whose pool's only
+// process has a full queue goes to the short pool's process instead of being refused (429).
+TEST(ServeProcesses, AFullPoolSpillsToAPoolWithRoomWhenTheRouterIsAskedTo) {
+  TempDir dir("serve_processes_spill");
+  // The slow checkpoint on the long pool's process keeps its one running request going.
+  RoutedEngineProcesses cluster(dir.path, kLongFrom, 0.05, /*slow_long_engine=*/true,
+                                std::string(kOneRunningSlot) + "\nmax_waiting = 1", "",
+                                "spill_when_full = true");
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  const std::string long_prompt(120, 'e');
+  // Each step as the router's polls show it, so that the next request is routed on it (a hang
+  // guard of 30 s each, not a timing assertion).
+  StreamingCompletion running(cluster.http_port(), completion(long_prompt, 300, true));
+  ASSERT_TRUE(wait_for_metrics(http, [](const std::string& m) {
+    return series_total(m, "headway_num_requests_running", 1) == 1.0;
+  })) << metrics_of(http);
+  // Waiting behind it: its pool's queue is then full. (A request sent while a poll is in flight
+  // counts in the router's view until the next one, so the first may look like a full queue
+  // already and this one spill: then the next finds room there instead.)
+  const std::regex spills(R"(metric="router_spills"\} [1-9])");
+  PostedCompletion waiting(cluster.http_port(), completion(long_prompt, 4, false));
+  ASSERT_TRUE(wait_for_metrics(http, [&](const std::string& m) {
+    return series_total(m, "headway_num_requests_waiting", 1) == 1.0 ||
+           std::regex_search(m, spills);
+  })) << metrics_of(http);
+  ASSERT_FALSE(running.ended()) << "the long answer ended before its pool's queue filled";
+
+  httplib::Client client("127.0.0.1", cluster.http_port());
+  client.set_read_timeout(std::chrono::seconds(120));
+  const auto spilled =
+      client.Post("/v1/completions", completion(long_prompt, 4, false), "application/json");
+  ASSERT_TRUE(spilled);
+  EXPECT_EQ(spilled->status, 200) << spilled->body;
+  const std::string metrics = metrics_of(http);
+  EXPECT_TRUE(std::regex_search(metrics, spills)) << metrics;
+  // Served by the short pool's process: its prompt tokens are the spilled request's.
+  EXPECT_GT(prompt_tokens_of(metrics, 0), 0.0) << metrics;
+  waiting.join();
+  EXPECT_EQ(waiting.status(), 200) << waiting.answer();
+  running.finish();
+}
+
 TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewhere) {
   TempDir dir("serve_processes_retry");
   // Polls once a second, each call with a 2 s deadline: a frozen process still counts as up for

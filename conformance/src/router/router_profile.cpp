@@ -238,6 +238,71 @@ void check_uses_load(const PluginUnderTest& p, const RouterShape& shape, core::H
   }
 }
 
+// On the mixed shape with every waiting queue bounded at 8 (set_engine_limits, ABI 1.6), one
+// engine at a time is the least loaded but has a full queue, which the host refuses a request on
+// (429) while every other engine has room: a router that reads the limits and still sends more
+// than 10% of 50 requests there gives refusals a deployment could have served; a QUALITY_WARNING.
+// A router without set_engine_limits is NOT_SUPPORTED here (it is not told the limits).
+void check_queue_room(const PluginUnderTest& p, const RouterShape& shape, core::HostServices& host,
+                      uint64_t seed, TestRecorder& t) {
+  constexpr uint32_t kRoutes = 50;
+  constexpr uint32_t kMaxWaiting = 8;
+  std::mt19937_64 rng(seed * 32452843 + 7);
+  uint32_t worst = 0, worst_engine = 0;
+  for (uint32_t full = 0; full < shape.engines.size(); ++full) {
+    std::unique_ptr<core::RouterInstance> router;
+    try {
+      router = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
+      if (!router->reads_engine_limits()) {
+        t.not_supported(
+            "the router has no set_engine_limits (ABI 1.6): it cannot see full waiting queues, "
+            "so a deployment with max_waiting refuses (429) what another engine could take");
+        return;
+      }
+      std::vector<hw_engine_limits> limits;
+      for (const hw_engine_load& e : shape.engines) {
+        limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e.engine_index, kMaxWaiting});
+      }
+      router->set_engine_limits(limits);
+    } catch (const core::Error& e) {
+      t.fail(std::string("create() or set_engine_limits() failed on a shape it accepted "
+                         "before: ") +
+             e.what());
+      return;
+    }
+    std::vector<hw_engine_load> loads = shape.engines;
+    for (hw_engine_load& e : loads) {
+      e.running = 16;
+      e.waiting = 2;
+      e.queued_prefill_tokens = 400'000;
+      e.outstanding_tokens = 500'000;
+    }
+    loads[full].waiting = kMaxWaiting;
+    loads[full].queued_prefill_tokens = 1'000;
+    loads[full].outstanding_tokens = 2'000;
+    uint32_t on_full = 0;
+    for (uint32_t i = 0; i < kRoutes; ++i) {
+      const Placement placement = place(*router, random_request(i + 1, rng), loads);
+      on_full += placement.placed && (placement.decision.prefill_engine == full ||
+                                      placement.decision.decode_engine == full);
+    }
+    if (on_full > worst) {
+      worst = on_full;
+      worst_engine = full;
+    }
+  }
+  t.metrics() = {{"most_on_the_full_engine", worst}, {"routes", kRoutes}};
+  const std::string text = fmt::format(
+      "at most {} of {} requests went to the one engine with a full waiting queue (engine {}, "
+      "the least loaded otherwise) while {} engines had room",
+      worst, kRoutes, worst_engine, shape.engines.size() - 1);
+  if (worst * 10 > kRoutes) {
+    t.warn(text + ": the router reads the limits but does not avoid full queues");
+  } else {
+    t.note(text);
+  }
+}
+
 // Requests carry a class in production (the HTTP and gRPC `request_class`, a workload's class
 // names), never in the other tests. Each class string lives in a buffer of its own, overwritten
 // and freed as route() returns (abi.h lends it for the call): a router that keeps the pointer reads
@@ -606,6 +671,14 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   } else {
     check_uses_load(p, **mixed, host, context.options.seed, uses_load);
   }
+  TestRecorder queue_room(
+      "router.avoids_full_queues",
+      "told the engines' waiting-queue bounds, requests go to engines whose queue has room");
+  if (mixed == supported_shapes.end()) {
+    queue_room.not_supported("the mixed shape is not supported");
+  } else {
+    check_queue_room(p, **mixed, host, context.options.seed, queue_room);
+  }
   TestRecorder classes("router.request_classes",
                        "requests with a request_class (a string lent for the call) are placed on "
                        "live engines as those without");
@@ -655,7 +728,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   }
   std::vector<TestResult> results;
   for (TestRecorder* t : {&create, &live, &roles, &same, &across, &dead, &classes, &uses_load,
-                          &never_waits, &steady_heap, &kept}) {
+                          &queue_room, &never_waits, &steady_heap, &kept}) {
     results.push_back(t->finish());
   }
   for (TestRecorder& t : shape_tests) results.push_back(t.finish());

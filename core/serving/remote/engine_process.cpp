@@ -171,8 +171,18 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   report.address = address_;
   take_counts(cluster, report);
   std::vector<PluginMetricSample> plugin_metrics = take_plugin_metrics(cluster);
+  // The process's queues together: bounded only when each of its live engines' is, and all have
+  // one role. (A process that disaggregates inside admits on its prefill engines only, while its
+  // waiting counts every engine's: comparing the two would be wrong either way, so it is taken as
+  // unbounded, as before the field.)
+  bool bounded = true;
+  const std::string* first_role = nullptr;
   for (const v1::EngineInfo& engine : cluster.engines()) {
     if (!engine.alive()) continue;
+    bounded = bounded && engine.max_waiting() != 0 &&
+              (first_role == nullptr || engine.role() == *first_role);
+    if (first_role == nullptr) first_role = &engine.role();
+    report.max_waiting += engine.max_waiting();
     report.alive = true;
     report.running += engine.running();
     report.waiting += engine.waiting();
@@ -182,6 +192,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     report.kv_blocks_total += engine.kv_blocks_total();
     report.block_size = std::max(report.block_size, engine.block_size());
   }
+  if (!bounded) report.max_waiting = 0;
   if (!report.alive) {
     mark_down("no engine of the process is alive");
     return false;
@@ -237,6 +248,11 @@ hw_engine_load EngineProcess::load() const {
   load.kv_blocks_total = report_.kv_blocks_total;
   load.block_size = report_.block_size;
   return load;
+}
+
+hw_engine_limits EngineProcess::limits() const {
+  std::lock_guard lock(mutex_);
+  return hw_engine_limits{sizeof(hw_engine_limits), index_, report_.max_waiting};
 }
 
 bool EngineProcess::up() const {

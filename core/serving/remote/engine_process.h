@@ -58,6 +58,8 @@ class EngineProcess {
   // The load the router plugin sees: the last report plus the requests sent since; alive is 0
   // while the process is down. `pool` points into this object.
   hw_engine_load load() const;
+  // What the process admits, as of its last report (0s before its first).
+  hw_engine_limits limits() const;
   bool up() const;
   // Not up, but answered its last poll as draining: its calls in flight are still being served.
   bool draining() const;

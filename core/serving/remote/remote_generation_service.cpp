@@ -206,6 +206,9 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   // themselves, cancelled.
   std::unordered_map<const ProxiedGenerate*, std::shared_ptr<ProxiedGenerate>> leaving_;
   std::vector<hw_engine_load> loads_;  // routing scratch
+  // The engine processes' limits as the router plugin was last told them, and routing scratch.
+  std::vector<hw_engine_limits> told_limits_;
+  std::vector<hw_engine_limits> limits_now_;
   uint64_t next_numeric_id_ = 1;
   std::atomic<bool> admitting_{true};
   bool cancelling_ = false;       // cancel_all() ran: no call may take another's place (guarded)
@@ -287,7 +290,12 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
       "router " + deployment.router.plugin->short_name(), &clock_);
   router_host_->export_metrics(
       &metrics_.plugin("", "", "router", deployment.router.plugin->short_name()));
-  router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_);
+  // 0s (unbounded) for the processes that have not answered yet: route_now() tells the router
+  // again as they do, or change.
+  for (const auto& engine : engines_) told_limits_.push_back(engine->limits());
+  limits_now_ = told_limits_;
+  router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_,
+                                                   told_limits_);
   {
     std::lock_guard lock(link_->mutex);
     link_->service = this;
@@ -737,7 +745,16 @@ hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
                                                            uint32_t prompt_tokens,
                                                            uint32_t max_tokens, int32_t priority,
                                                            std::string_view request_class) {
-  for (size_t e = 0; e < engines_.size(); ++e) loads_[e] = engines_[e]->load();
+  bool limits_changed = false;
+  for (size_t e = 0; e < engines_.size(); ++e) {
+    loads_[e] = engines_[e]->load();
+    limits_now_[e] = engines_[e]->limits();
+    limits_changed = limits_changed || limits_now_[e].max_waiting != told_limits_[e].max_waiting;
+  }
+  if (limits_changed) {
+    router_->set_engine_limits(limits_now_);
+    told_limits_ = limits_now_;  // same size: no allocation
+  }
   const hw_route_request route{numeric_id, prompt_tokens, max_tokens, priority,
                                hw_str{request_class.data(), request_class.size()}};
   return router_->route(route, loads_);

@@ -499,6 +499,7 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
         load.queued_prefill_tokens, load.block_size, std::string(), drivers_[e]->step_seconds()});
     const EngineSeries& series = engine_series_[e];
     EngineSummary& counts = summary.engines.back();
+    counts.max_waiting = config.max_waiting;
     counts.preemptions = static_cast<uint64_t>(series.preemptions.value());
     // Hits before queries: the engine thread adds queries first, so hits read first never exceed
     // the queries read after them.

@@ -3,7 +3,9 @@
 // steps never share a step with a prefill. Conditional disaggregation prefills short prompts
 // (at most local_prefill_max_tokens) on the decode engine itself, where moving the KV would cost
 // more than it saves. With no live prefill engine, prompts are prefilled locally (a fallback,
-// counted in "router_fallbacks").
+// counted in "router_fallbacks"). On each side, engines whose waiting queue is full (max_waiting)
+// come last: the host refuses a request placed on a full prefill engine (or on a full decode
+// engine that prefills it locally) with a 429.
 #include <headway/plugin.hpp>
 #include <string>
 
@@ -41,20 +43,21 @@ class DisaggregatedRouter final : public headway::sdk::Router {
 
   hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
-    // Decode side: least outstanding work among live decode engines with room for the prompt's KV;
-    // if none has room, the least loaded anyway (the transfer then waits for room).
+    // Decode side: least outstanding work among live decode engines, preferring, in this order,
+    // room in the waiting queue and for the prompt's KV, room in the queue, room for the KV (the
+    // transfer then waits for blocks), and then any.
     const uint64_t need = request.prompt_tokens + 1;
-    size_t decode = headway::sdk::pick_least_loaded(
-        engines, decode_cursor_,
-        [&](const hw_engine_load& e) {
-          return e.alive && e.role == HW_ENGINE_ROLE_DECODE &&
-                 static_cast<uint64_t>(e.kv_blocks_free) * e.block_size >= need;
-        },
-        headway::sdk::outstanding_tokens);
-    if (decode == engines.size()) {
+    const auto kv_fits = [&](const hw_engine_load& e) {
+      return static_cast<uint64_t>(e.kv_blocks_free) * e.block_size >= need;
+    };
+    size_t decode = engines.size();
+    for (int pass = 0; pass < 4 && decode == engines.size(); ++pass) {
       decode = headway::sdk::pick_least_loaded(
           engines, decode_cursor_,
-          [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_DECODE; },
+          [&](const hw_engine_load& e) {
+            return e.alive && e.role == HW_ENGINE_ROLE_DECODE && (pass % 2 == 1 || kv_fits(e)) &&
+                   (pass >= 2 || has_room(e));
+          },
           headway::sdk::outstanding_tokens);
     }
     if (decode == engines.size()) throw Error(HW_UNAVAILABLE, "no live decode engine");
@@ -63,11 +66,18 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     if (request.prompt_tokens <= local_max_) {
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 0};
     }
-    // Prefill side: the fewest prompt tokens queued.
+    // Prefill side: the fewest prompt tokens queued, on an engine whose queue has room if one
+    // has (all full: the least loaded, where the host refuses it with a 429).
+    const auto live_prefill = [](const hw_engine_load& e) {
+      return e.alive && e.role == HW_ENGINE_ROLE_PREFILL;
+    };
+    const auto queued = [](const hw_engine_load& e) { return e.queued_prefill_tokens; };
     size_t prefill = headway::sdk::pick_least_loaded(
         engines, prefill_cursor_,
-        [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_PREFILL; },
-        [](const hw_engine_load& e) { return e.queued_prefill_tokens; });
+        [&](const hw_engine_load& e) { return live_prefill(e) && has_room(e); }, queued);
+    if (prefill == engines.size()) {
+      prefill = headway::sdk::pick_least_loaded(engines, prefill_cursor_, live_prefill, queued);
+    }
     if (prefill == engines.size()) {
       host_.counter_add("router_fallbacks", 1.0);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 1};

@@ -1,6 +1,8 @@
 // Router that sends each request to the live engine with the fewest outstanding tokens (prompt
 // tokens still to prefill plus output tokens still to generate); ties go round-robin so that an
-// idle cluster spreads its first requests instead of piling them on engine 0.
+// idle cluster spreads its first requests instead of piling them on engine 0. Engines whose
+// waiting queue is full (max_waiting) come last: the host would refuse the request there (429)
+// while another engine could take it.
 #include <cstdint>
 #include <headway/plugin.hpp>
 
@@ -15,10 +17,17 @@ class LeastLoadedRouter final : public headway::sdk::Router {
 
   hw_route_decision route(const hw_route_request&,
                           std::span<const hw_engine_load> engines) override {
+    const auto live = [](const hw_engine_load& e) {
+      return e.alive && e.role == HW_ENGINE_ROLE_MIXED;
+    };
     size_t best = headway::sdk::pick_least_loaded(
-        engines, cursor_,
-        [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_MIXED; },
+        engines, cursor_, [&](const hw_engine_load& e) { return live(e) && has_room(e); },
         headway::sdk::outstanding_tokens);
+    // Every queue full: the least loaded anyway, where the host refuses it with a 429 (retry).
+    if (best == engines.size()) {
+      best =
+          headway::sdk::pick_least_loaded(engines, cursor_, live, headway::sdk::outstanding_tokens);
+    }
     if (best == engines.size()) {
       throw headway::sdk::Error(HW_UNAVAILABLE, "no live mixed-role engine");
     }

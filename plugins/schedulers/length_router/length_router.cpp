@@ -2,7 +2,12 @@
 // ones on others, so a long prefill never shares an engine with short requests). Each request goes
 // to the least-loaded live engine of the pool its prompt length falls in. A pool with no live
 // engine sends its requests to the next pool (then the earlier ones), counted in the
-// "router_fallbacks" metric: a request is never dropped while any engine lives.
+// "router_fallbacks" metric: a request is never dropped while any engine lives. Within a pool,
+// engines whose waiting queue is full (max_waiting) come last; a pool whose queues are all full
+// refuses (429: the host's answer on a full engine) unless spill_when_full sends the request to
+// another pool's engine with room, in the same order, counted in "router_spills" (not in
+// "router_fallbacks", which counts pools that are down; both flag the decision as a fallback).
+#include <algorithm>
 #include <cstdlib>
 #include <headway/plugin.hpp>
 #include <string>
@@ -17,6 +22,12 @@ constexpr hw_option_spec kOptions[] = {
         "pools", "short:0,long:8192",
         "Pools in ascending order as name:min_prompt_tokens; a pool takes prompts from its min up "
         "to the next pool's min. Each name must be the pool of at least one engine."),
+    headway::sdk::bool_option(
+        "spill_when_full", false,
+        "When every live engine of a request's pool has a full waiting queue (max_waiting), send "
+        "it to another pool's engine with room (longer pools first) instead of refusing it with "
+        "a 429. Off by default: a short request spilled onto the long pool waits behind long "
+        "prefills, which the pools are there to prevent."),
 };
 
 struct Pool {
@@ -75,7 +86,9 @@ class LengthRouter final : public headway::sdk::Router {
  public:
   LengthRouter(const headway::sdk::Host& host, const headway::sdk::Options& options,
                std::span<const hw_engine_load> engines)
-      : host_(host), pools_(parse_pools(options.get_string("pools"))) {
+      : host_(host),
+        pools_(parse_pools(options.get_string("pools"))),
+        spill_when_full_(options.get_bool("spill_when_full")) {
     for (const Pool& pool : pools_) {
       bool found = false;
       for (const hw_engine_load& e : engines)
@@ -102,26 +115,53 @@ class LengthRouter final : public headway::sdk::Router {
                           std::span<const hw_engine_load> engines) override {
     size_t home = 0;
     while (home + 1 < pools_.size() && request.prompt_tokens >= pools_[home + 1].min_tokens) ++home;
-    // The home pool first, then the longer pools, then the shorter ones.
-    for (size_t k = 0; k < pools_.size(); ++k) {
-      const Pool& pool = pools_[(home + k) % pools_.size()];
-      size_t best = headway::sdk::pick_least_loaded(
+    // The home pool first, then the longer pools, then the shorter ones: `k` steps from home.
+    const auto pool_at = [&](size_t k) -> const Pool& {
+      return pools_[(home + k) % pools_.size()];
+    };
+    const auto pick = [&](const Pool& pool, bool with_room) {
+      return headway::sdk::pick_least_loaded(
           engines, cursor_,
           [&](const hw_engine_load& e) {
-            return e.alive && headway::sdk::view(e.pool) == pool.name;
+            return e.alive && headway::sdk::view(e.pool) == pool.name &&
+                   (!with_room || has_room(e));
           },
           headway::sdk::outstanding_tokens);
-      if (best == engines.size()) continue;
-      if (k > 0) host_.counter_add("router_fallbacks", 1.0);
-      const uint32_t engine = engines[best].engine_index;
-      return hw_route_decision{sizeof(hw_route_decision), engine, engine, k > 0 ? 1 : 0};
+    };
+    const auto has_live_engine = [&](const Pool& pool) {
+      return std::any_of(engines.begin(), engines.end(), [&](const hw_engine_load& e) {
+        return e.alive && headway::sdk::view(e.pool) == pool.name;
+      });
+    };
+    // The first pool with a live engine: the request's pool unless it is down.
+    size_t serving = 0;
+    while (serving < pools_.size() && !has_live_engine(pool_at(serving))) ++serving;
+    if (serving == pools_.size()) {
+      throw Error(HW_UNAVAILABLE, "router 'length': no live engine in any pool");
     }
-    throw Error(HW_UNAVAILABLE, "router 'length': no live engine in any pool");
+    size_t best = pick(pool_at(serving), true);
+    size_t k = serving;
+    if (best == engines.size() && spill_when_full_) {
+      for (size_t other = serving + 1; other < pools_.size() && best == engines.size(); ++other) {
+        best = pick(pool_at(other), true);
+        k = other;
+      }
+      if (best != engines.size()) host_.counter_add("router_spills", 1.0);
+    }
+    // Every queue full: the pool's least loaded engine, where the host refuses it (429, retry).
+    if (best == engines.size()) {
+      k = serving;
+      best = pick(pool_at(serving), false);
+    }
+    if (serving > 0) host_.counter_add("router_fallbacks", 1.0);
+    const uint32_t engine = engines[best].engine_index;
+    return hw_route_decision{sizeof(hw_route_decision), engine, engine, k > 0 ? 1 : 0};
   }
 
  private:
   headway::sdk::Host host_;
   std::vector<Pool> pools_;
+  bool spill_when_full_;
   size_t cursor_ = 0;
 };
 

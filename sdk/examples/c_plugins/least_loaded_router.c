@@ -1,12 +1,16 @@
 /* A router in plain C11, against headway/abi.h alone: each request goes to the live mixed engine
- * with the fewest outstanding tokens, ties broken round-robin. Refuses with HW_UNAVAILABLE (the
- * request is refused, HTTP 503) when every engine is down. */
+ * with the fewest outstanding tokens, ties broken round-robin, among those whose waiting queue has
+ * room when one has (the host refuses a request placed on a full queue: HTTP 429). Refuses with
+ * HW_UNAVAILABLE (the request is refused, HTTP 503) when every engine is down. */
 #include <headway/abi.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct hw_router {
-  uint32_t next; /* where the tie-breaking scan starts */
+  uint32_t next;         /* where the tie-breaking scan starts */
+  uint32_t* max_waiting; /* per engine, from set_engine_limits (ABI 1.6); 0: unbounded */
+  uint32_t limit_count;
 };
 
 static int32_t fail(hw_status* status, int32_t code, const char* message) {
@@ -34,18 +38,53 @@ static int32_t least_create(const hw_host_services* host, const hw_options* opti
   return HW_OK;
 }
 
-static void least_destroy(hw_router* self) { free(self); }
+static void least_destroy(hw_router* self) {
+  free(self->max_waiting);
+  free(self);
+}
+
+/* The host's elements are limits[0].struct_size bytes each, which a later ABI minor may make
+ * larger than this build's sizeof: step by that size, and read max_waiting only where it fits. */
+static int32_t least_set_engine_limits(hw_router* self, const hw_engine_limits* limits,
+                                       uint32_t count, hw_status* status) {
+  const size_t stride = count == 0 ? 0 : limits[0].struct_size;
+  const size_t needed = offsetof(hw_engine_limits, max_waiting) + sizeof(uint32_t);
+  uint32_t* copy = count == 0 ? NULL : calloc(count, sizeof *copy);
+  uint32_t i;
+  if (count != 0 && copy == NULL) {
+    return fail(status, HW_RESOURCE_EXHAUSTED, "c_least_loaded: out of memory");
+  }
+  for (i = 0; i < count && stride >= needed; ++i) {
+    const hw_engine_limits* l = (const hw_engine_limits*)((const char*)limits + i * stride);
+    copy[i] = l->max_waiting;
+  }
+  free(self->max_waiting);
+  self->max_waiting = copy;
+  self->limit_count = count;
+  return HW_OK;
+}
+
+static int has_room(const hw_router* self, const hw_engine_load* e) {
+  if (e->engine_index >= self->limit_count) return 1;
+  return self->max_waiting[e->engine_index] == 0 || e->waiting < self->max_waiting[e->engine_index];
+}
 
 static int32_t least_route(hw_router* self, const hw_route_request* request,
                            const hw_engine_load* engines, uint32_t engine_count,
                            hw_route_decision* decision, hw_status* status) {
   uint32_t k, best = engine_count;
+  int with_room;
   (void)request;
-  for (k = 0; k < engine_count; ++k) {
-    const uint32_t i = (self->next + k) % engine_count;
-    if (!engines[i].alive || engines[i].role != HW_ENGINE_ROLE_MIXED) continue;
-    if (best == engine_count || engines[i].outstanding_tokens < engines[best].outstanding_tokens) {
-      best = i;
+  /* First among the engines with room, then (every queue full: the host answers 429) among all. */
+  for (with_room = 1; with_room >= 0 && best == engine_count; --with_room) {
+    for (k = 0; k < engine_count; ++k) {
+      const uint32_t i = (self->next + k) % engine_count;
+      if (!engines[i].alive || engines[i].role != HW_ENGINE_ROLE_MIXED) continue;
+      if (with_room && !has_room(self, &engines[i])) continue;
+      if (best == engine_count ||
+          engines[i].outstanding_tokens < engines[best].outstanding_tokens) {
+        best = i;
+      }
     }
   }
   if (best == engine_count) return fail(status, HW_UNAVAILABLE, "c_least_loaded: no engine is up");
@@ -62,6 +101,7 @@ static const hw_router_table kTable = {
     .create = least_create,
     .destroy = least_destroy,
     .route = least_route,
+    .set_engine_limits = least_set_engine_limits,
 };
 
 static const hw_plugin_descriptor kDescriptor = {

@@ -46,9 +46,11 @@ extern "C" {
  * hw_model_info.returns_prompt_logits and named hw_model_slice's last field (reserved, always 0
  * before) all_logits, for the log-probabilities of a prompt's tokens; 1.5 added
  * hw_model_info.returns_logits_on_request and hw_model_batch.logits_wanted, so that a model that
- * samples on its device hands the host the rows of the requests the host must sample itself. */
+ * samples on its device hands the host the rows of the requests the host must sample itself; 1.6
+ * added hw_router_table.set_engine_limits (hw_engine_limits), so that a router sees which engines'
+ * waiting queues are full and places a request where it is not refused. */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 5
+#define HW_ABI_MINOR 6
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -367,6 +369,19 @@ typedef struct hw_engine_load {
   uint32_t block_size;
 } hw_engine_load;
 
+/* What an engine admits, from the deployment (ABI 1.6). Static for an in-process engine; an engine
+ * process behind a router reports its own, which can change when it restarts. */
+typedef struct hw_engine_limits {
+  uint32_t struct_size;
+  uint32_t engine_index;
+  /* The engine's waiting-queue bound (max_waiting in its [[engines]] table); 0: unbounded, or not
+   * known yet. The host refuses (HTTP 429) a request placed on an engine whose own count of
+   * waiting requests has reached it. hw_engine_load.waiting may count more (the requests headed
+   * to a decode engine; behind a router, those sent since the engine process's last load
+   * report), so a router that compares the two errs towards "full". */
+  uint32_t max_waiting;
+} hw_engine_limits;
+
 typedef struct hw_route_request {
   uint64_t id;
   uint32_t prompt_tokens;
@@ -397,6 +412,17 @@ typedef struct hw_router_table {
   int32_t (*route)(hw_router* router, const hw_route_request* request,
                    const hw_engine_load* engines, uint32_t engine_count,
                    hw_route_decision* decision, hw_status* status);
+  /* Optional (ABI 1.6; NULL: the router is never told). The engines' limits, one per engine of
+   * the deployment in order (engine i's at index i): called after create(), before the first
+   * route(), and again whenever one changes (an engine process behind a router answers for the
+   * first time, or restarts with another configuration); never concurrently with route(), under
+   * the same serialisation. `limits` is an array of `count` structs of limits[0].struct_size
+   * bytes each (the host's sizeof): step through it by that size, not by the plugin's sizeof,
+   * and read a field only where struct_size covers it (headway::sdk::Router does both), so that a
+   * later minor may append fields. Borrowed for the call: keep a copy. A failure fails the
+   * deployment's start (or, later, the request being routed, as the server's error). */
+  int32_t (*set_engine_limits)(hw_router* router, const hw_engine_limits* limits, uint32_t count,
+                               hw_status* status);
 } hw_router_table;
 
 /* ------------------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 // A router template: each request goes to the live mixed-role engine with the least outstanding
-// work (ties round-robin). Copy this folder, rename the class and the plugin names, change route().
+// work (ties round-robin), among those whose waiting queue has room if any has (the host refuses a
+// request placed on a full one with a 429). Copy this folder, rename the class and the plugin
+// names, change route().
 // Check it with: headway-conformance --plugin build/my_router.so
 #include <headway/plugin.hpp>
 
@@ -17,10 +19,17 @@ class MyRouter final : public headway::sdk::Router {
 
   hw_route_decision route(const hw_route_request&,
                           std::span<const hw_engine_load> engines) override {
-    const size_t best = headway::sdk::pick_least_loaded(
-        engines, cursor_,
-        [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_MIXED; },
+    const auto live = [](const hw_engine_load& e) {
+      return e.alive && e.role == HW_ENGINE_ROLE_MIXED;
+    };
+    // has_room(): the engines' max_waiting, which the host tells every Router (ABI 1.6).
+    size_t best = headway::sdk::pick_least_loaded(
+        engines, cursor_, [&](const hw_engine_load& e) { return live(e) && has_room(e); },
         headway::sdk::outstanding_tokens);
+    if (best == engines.size()) {
+      best =
+          headway::sdk::pick_least_loaded(engines, cursor_, live, headway::sdk::outstanding_tokens);
+    }
     // HW_UNAVAILABLE is the one answer when no live engine can take the request.
     if (best == engines.size()) throw headway::sdk::Error(HW_UNAVAILABLE, "no live engine");
     const uint32_t engine = engines[best].engine_index;

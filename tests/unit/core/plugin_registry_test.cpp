@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace headway::core {
 namespace {
@@ -48,6 +49,16 @@ Error expect_error(const std::function<void()>& body) {
 
 std::string abi(int major, int minor) {
   return std::to_string(major) + "." + std::to_string(minor);
+}
+
+// `plugin` as a deployment chooses it at `where`, every option at its default.
+PluginChoice default_choice(const LoadedPlugin& plugin, std::string where) {
+  PluginChoice choice;
+  choice.where = std::move(where);
+  choice.plugin = &plugin;
+  choice.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*plugin.descriptor, nullptr, "test.options"));
+  return choice;
 }
 
 TEST(PluginRegistry, LoadsTheGoodPluginByPath) {
@@ -200,11 +211,7 @@ TEST(PluginRegistry, LoadsAKvTransportBuiltForAbi11WithoutPeerLinks) {
   EXPECT_EQ(plugin.descriptor->abi_minor, 1);
   EXPECT_EQ(plugin.table<hw_kv_transport_table>().struct_size,
             offsetof(hw_kv_transport_table, peer_rendezvous));
-  PluginChoice choice;
-  choice.where = "test: kv_transport";
-  choice.plugin = &plugin;
-  choice.options = std::make_shared<const PluginOptions>(
-      PluginOptions::from_toml(*plugin.descriptor, nullptr, "test.options"));
+  const PluginChoice choice = default_choice(plugin, "test: kv_transport");
   VirtualClock clock;
   HostServices host("engine0/test_abi_1_1_transport", &clock);
   KvTransportInstance transport(choice, host);
@@ -213,6 +220,32 @@ TEST(PluginRegistry, LoadsAKvTransportBuiltForAbi11WithoutPeerLinks) {
   const hw_kv_transfer transfer{};
   const uint64_t handle = transport.start(transfer);
   EXPECT_EQ(transport.poll(handle).state, HW_TRANSFER_DONE);
+}
+
+TEST(PluginRegistry, LoadsARouterBuiltForAbi15WithoutEngineLimits) {
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(test_plugin("test_abi_1_5_router"));
+  EXPECT_EQ(plugin.descriptor->abi_minor, 5);
+  EXPECT_EQ(plugin.table<hw_router_table>().struct_size,
+            offsetof(hw_router_table, set_engine_limits));
+  const PluginChoice choice = default_choice(plugin, "test: router");
+  VirtualClock clock;
+  HostServices host("router test_abi_1_5_router", &clock);
+  std::vector<hw_engine_load> engines(2);
+  for (uint32_t e = 0; e < 2; ++e) {
+    engines[e].engine_index = e;
+    engines[e].alive = 1;
+  }
+  RouterInstance router(choice, engines, host);
+  EXPECT_FALSE(router.reads_engine_limits());
+  // Not called: the table has no such entry (the plugin aborts if the host reads past its end).
+  const std::vector<hw_engine_limits> limits = {{sizeof(hw_engine_limits), 0, 1},
+                                                {sizeof(hw_engine_limits), 1, 1}};
+  router.set_engine_limits(limits);
+  engines[0].outstanding_tokens = 10;
+  engines[1].outstanding_tokens = 5;
+  const hw_route_request request{1, 8, 8, 0, hw_str{"", 0}};
+  EXPECT_EQ(router.route(request, engines).prefill_engine, 1u);
 }
 
 TEST(PluginRegistry, RefusesATableWithoutAMandatoryFunction) {
@@ -538,11 +571,7 @@ TEST_F(ExceptionFirewall, ScheduleExceptionBecomesAStatus) {
 }
 
 TEST_F(ExceptionFirewall, HostWrapperTurnsTheStatusIntoAnError) {
-  PluginChoice choice;
-  choice.where = "deploy.toml: engines[0].scheduler";
-  choice.plugin = plugin_;
-  choice.options = std::make_shared<const PluginOptions>(
-      PluginOptions::from_toml(*plugin_->descriptor, nullptr, "test.options"));
+  const PluginChoice choice = default_choice(*plugin_, "deploy.toml: engines[0].scheduler");
   VirtualClock clock;
   HostServices host("engine0/test_throwing", &clock);
   const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
@@ -556,11 +585,7 @@ TEST_F(ExceptionFirewall, HostWrapperTurnsTheStatusIntoAnError) {
 TEST(PluginRegistryInstances, AnExceptionThroughARawCTableBecomesAnErrorNamingTheCall) {
   PluginRegistry registry;
   const LoadedPlugin& plugin = registry.load_path(test_plugin("test_raw_throwing_scheduler"));
-  PluginChoice choice;
-  choice.where = "test: scheduler";
-  choice.plugin = &plugin;
-  choice.options = std::make_shared<const PluginOptions>(
-      PluginOptions::from_toml(*plugin.descriptor, nullptr, "test.options"));
+  const PluginChoice choice = default_choice(plugin, "test: scheduler");
   VirtualClock clock;
   HostServices host("engine0/test_raw_throwing", &clock);
   const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};

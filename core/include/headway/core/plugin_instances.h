@@ -72,8 +72,10 @@ class ModelInstance {
 
 class RouterInstance {
  public:
+  // Creates the router and tells it `limits` (limits[i] for engines[i]; empty: every engine
+  // unbounded), as abi.h promises before the first route(). Throws Error.
   RouterInstance(const PluginChoice& choice, std::span<const hw_engine_load> engines,
-                 const HostServices& host);
+                 const HostServices& host, std::span<const hw_engine_limits> limits = {});
   ~RouterInstance();
   RouterInstance(const RouterInstance&) = delete;
   RouterInstance& operator=(const RouterInstance&) = delete;
@@ -83,12 +85,19 @@ class RouterInstance {
   // which is the plugin's fault, never the client's (PluginContractError for a status code abi.h
   // does not define).
   hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> engines);
+  // Whether the plugin reads the engines' limits (its table has set_engine_limits, ABI 1.6).
+  bool reads_engine_limits() const { return set_engine_limits_ != nullptr; }
+  // Tells the router what each engine admits (limits[i] for engine i); nothing for a router that
+  // does not read them. Throws Error (HW_INTERNAL) when the plugin fails the call.
+  void set_engine_limits(std::span<const hw_engine_limits> limits);
   const std::string& name() const { return name_; }
 
  private:
   const hw_router_table* table_;
+  decltype(hw_router_table::set_engine_limits) set_engine_limits_ = nullptr;
   hw_router* handle_ = nullptr;
   std::string name_;
+  std::string where_;  // the deployment's router table, for errors
 };
 
 class KvTransportInstance {

@@ -8,10 +8,15 @@
 
 #include <headway/abi.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <headway/sdk/host.hpp>
 #include <headway/sdk/options.hpp>
 #include <headway/sdk/status.hpp>
 #include <span>
+#include <vector>
 
 namespace headway::sdk {
 
@@ -21,6 +26,27 @@ class Router {
   // Throw Error(HW_UNAVAILABLE, …) when no engine can take the request.
   virtual hw_route_decision route(const hw_route_request& request,
                                   std::span<const hw_engine_load> engines) = 0;
+  // The engines' limits (ABI 1.6), engine i's at index i: after construction and whenever one
+  // changes, never during route(). Copies in this build's layout (RouterAdapter reads the host's
+  // array by the host's struct size; a field the host's struct lacks is 0). Keeps them for
+  // has_room(); an override that reads more calls this too. A host before ABI 1.6 never calls
+  // it: every engine then has room.
+  virtual void set_engine_limits(std::span<const hw_engine_limits> limits) {
+    max_waiting_.assign(limits.size(), 0);
+    for (size_t i = 0; i < limits.size(); ++i) max_waiting_[i] = limits[i].max_waiting;
+  }
+
+ protected:
+  // Whether engine e's waiting queue takes one more request: the host refuses one placed on an
+  // engine whose queue is full (HTTP 429), so a router that can choose prefers an engine with
+  // room. True where the limit is unbounded or not known.
+  bool has_room(const hw_engine_load& e) const {
+    return e.engine_index >= max_waiting_.size() || max_waiting_[e.engine_index] == 0 ||
+           e.waiting < max_waiting_[e.engine_index];
+  }
+
+ private:
+  std::vector<uint32_t> max_waiting_;  // per engine; 0: unbounded
 };
 
 // T is constructible from (const Host&, const Options&, std::span<const hw_engine_load>).
@@ -45,7 +71,23 @@ struct RouterAdapter {
       decision->struct_size = sizeof(hw_route_decision);
     });
   }
-  static constexpr hw_router_table table = {sizeof(hw_router_table), &create, &destroy, &route};
+  // The host's elements are limits[0].struct_size bytes each (abi.h): copied into this build's
+  // layout, zero past what the host's struct holds.
+  static int32_t set_engine_limits(hw_router* r, const hw_engine_limits* limits, uint32_t count,
+                                   hw_status* status) {
+    return guarded(status, [&] {
+      std::vector<hw_engine_limits> copies(count);
+      const size_t stride = count == 0 ? 0 : limits[0].struct_size;
+      const auto* bytes = reinterpret_cast<const unsigned char*>(limits);
+      for (uint32_t i = 0; i < count; ++i) {
+        std::memcpy(&copies[i], bytes + i * stride, std::min(stride, sizeof(hw_engine_limits)));
+        copies[i].struct_size = sizeof(hw_engine_limits);
+      }
+      self(r)->set_engine_limits(copies);
+    });
+  }
+  static constexpr hw_router_table table = {sizeof(hw_router_table), &create, &destroy, &route,
+                                            &set_engine_limits};
 };
 
 }  // namespace headway::sdk

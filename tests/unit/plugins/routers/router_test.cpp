@@ -71,6 +71,11 @@ hw_engine_load with_free_blocks(hw_engine_load e, uint32_t free) {
   return e;
 }
 
+hw_engine_load with_waiting(hw_engine_load e, uint32_t waiting) {
+  e.waiting = waiting;
+  return e;
+}
+
 // A router instance as the cluster creates it: from options written as TOML (the body of the
 // router's options table), with the deployment's engines (identity only, load fields zero), and its
 // own host services so that the metrics it reports can be read back.
@@ -115,6 +120,16 @@ class RouterHarness {
     EXPECT_EQ(d.struct_size, sizeof(hw_route_decision));
     return d.decode_engine;
   }
+
+  // Tells the router each engine's waiting-queue bound, as a cluster does after create().
+  void set_max_waiting(const std::vector<uint32_t>& max_waiting) {
+    std::vector<hw_engine_limits> limits;
+    for (uint32_t e = 0; e < max_waiting.size(); ++e) {
+      limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e, max_waiting[e]});
+    }
+    router_->set_engine_limits(limits);
+  }
+  bool reads_engine_limits() const { return router_->reads_engine_limits(); }
 
   double counter(const std::string& name) const {
     const auto counters = host_.counters();
@@ -236,6 +251,32 @@ TEST(LeastLoadedRouter, SkipsDeadEnginesAndPrefillOrDecodeRoles) {
   // Engine 2 back: it is the less loaded of the two mixed engines.
   engines[2].alive = 1;
   EXPECT_EQ(router.route_to_one(1, engines), 2u);
+}
+
+TEST(LeastLoadedRouter, AnEngineWithAFullQueueComesLast) {
+  // Engine 0 has the fewest outstanding tokens but 4 requests waiting, its bound; engine 1 has
+  // far more work (one long answer) and an empty queue.
+  std::vector<hw_engine_load> engines = {engine(0), engine(1)};
+  RouterHarness router(kLeastLoaded, "", engines);
+  ASSERT_TRUE(router.reads_engine_limits());
+  engines = {with_waiting(with_load(engine(0), 40), 4), with_load(engine(1), 4000)};
+  // Told at create that every queue is unbounded (what RouterInstance says when not given the
+  // bounds), it goes by load alone.
+  EXPECT_EQ(router.route_to_one(10, engines), 0u);
+  router.set_max_waiting({4, 4});
+  EXPECT_EQ(router.route_to_one(10, engines), 1u);
+  // One place left on engine 0: the less loaded again.
+  engines[0].waiting = 3;
+  EXPECT_EQ(router.route_to_one(10, engines), 0u);
+  // Both full: the less loaded, where the host answers 429.
+  engines[0].waiting = 4;
+  engines[1].waiting = 9;
+  EXPECT_EQ(router.route_to_one(10, engines), 0u);
+  // 0 is unbounded.
+  router.set_max_waiting({0, 4});
+  engines[0].waiting = 1000;
+  engines[1].waiting = 0;
+  EXPECT_EQ(router.route_to_one(10, engines), 0u);
 }
 
 TEST(LeastLoadedRouter, NoLiveMixedEngineIsUnavailable) {
@@ -371,6 +412,60 @@ TEST(LengthRouter, ADownPoolFallsBackToTheNextPoolAndCountsIt) {
   EXPECT_EQ(d.prefill_engine, 1u);
   EXPECT_EQ(d.fallback, 1);
   EXPECT_EQ(router.counter("router_fallbacks"), 3.0);
+}
+
+TEST(LengthRouter, WithinAPoolAnEngineWithAFullQueueComesLast) {
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, kShortLong, engines);
+  router.set_max_waiting({2, 2, 2, 2});
+  // Short engine 0 is the less loaded but full: engine 1 takes the short prompt.
+  engines[0] = with_waiting(with_load(engines[0], 10), 2);
+  engines[1] = with_load(engines[1], 900);
+  hw_route_decision d = router.route(100, engines);
+  EXPECT_EQ(d.decode_engine, 1u);
+  EXPECT_EQ(d.fallback, 0);
+  // The whole short pool full, the long pool idle: refused where it belongs (engine 0, the less
+  // loaded, whose host answers 429), not sent among the long prompts.
+  engines[1].waiting = 2;
+  d = router.route(100, engines);
+  EXPECT_EQ(d.decode_engine, 0u);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_spills"), 0.0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(LengthRouter, SpillWhenFullSendsAFullPoolsRequestToAnotherPoolWithRoom) {
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, std::string(kShortLong) + "\nspill_when_full = true", engines);
+  router.set_max_waiting({2, 2, 2, 2});
+  engines[0] = with_waiting(engines[0], 2);
+  engines[1] = with_waiting(engines[1], 2);
+  engines[2] = with_load(engines[2], 700);
+  engines[3] = with_load(engines[3], 300);
+  // The short pool full: the long pool's less loaded engine, flagged and counted as a spill.
+  hw_route_decision d = router.route(100, engines);
+  EXPECT_EQ(d.decode_engine, 3u);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_spills"), 1.0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+  // A long prompt at home is no spill.
+  d = router.route(10000, engines);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_spills"), 1.0);
+  // Every queue full: back to its own pool (429 there), not a spill.
+  engines[2].waiting = 2;
+  engines[3].waiting = 2;
+  d = router.route(100, engines);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_LE(d.decode_engine, 1u);
+  EXPECT_EQ(router.counter("router_spills"), 1.0);
+  // The long pool full and the short one with room: a long prompt spills to the short pool (the
+  // order wraps round, as for a pool that is down).
+  engines[0].waiting = 0;
+  d = router.route(10000, engines);
+  EXPECT_EQ(d.decode_engine, 0u);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_spills"), 2.0);
 }
 
 TEST(LengthRouter, FallbackTriesTheLongerPoolsFirstThenTheShorterOnes) {
@@ -609,6 +704,36 @@ TEST(DisaggregatedRouter, NoLivePrefillEnginePrefillsLocallyAsAFallback) {
   EXPECT_EQ(d.prefill_engine, d.decode_engine);
   EXPECT_EQ(d.fallback, 0);
   EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
+}
+
+TEST(DisaggregatedRouter, FullQueuesComeLastOnBothSides) {
+  std::vector<hw_engine_load> engines = {
+      engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_PREFILL),
+      engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 64", engines);
+  router.set_max_waiting({3, 3, 3, 3});
+  // The less loaded engine of each role is full.
+  engines[0] = with_waiting(with_load(engines[0], 10), 3);
+  engines[1] = with_load(engines[1], 5000);
+  engines[2] = with_waiting(with_load(engines[2], 10), 3);
+  engines[3] = with_load(engines[3], 5000);
+  hw_route_decision d = router.route(1000, engines);
+  EXPECT_EQ(d.prefill_engine, 1u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  // A short prompt prefilled on its decode engine: the one with room.
+  d = router.route(10, engines);
+  EXPECT_EQ(d.prefill_engine, 3u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  // Room in the queue before room for the KV: engine 3 has no free block but a queue with room.
+  engines[3] = with_free_blocks(engines[3], 0);
+  EXPECT_EQ(router.route(1000, engines).decode_engine, 3u);
+  // Every prefill engine full: the less loaded prefill engine (the host answers 429), not a
+  // local prefill on a decode engine, which is for prefill engines that are down.
+  engines[1].waiting = 3;
+  d = router.route(1000, engines);
+  EXPECT_EQ(d.prefill_engine, 0u);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
 }
 
 TEST(DisaggregatedRouter, NoLiveDecodeEngineIsUnavailable) {

@@ -1205,6 +1205,45 @@ TEST_F(ServiceTest, AFullWaitingQueueIsResourceExhausted) {
             std::string::npos);
 }
 
+// A router that reads the engines' limits (ABI 1.6) sends a request past the less loaded engine
+// when that one's queue is full: before, least_loaded picked it and the request was refused (429)
+// while the other engine had an empty queue.
+TEST_F(ServiceTest, ARequestGoesPastAFullQueueToAnEngineWithRoom) {
+  const std::string engine =
+      "[[engines]]\nmax_waiting = 1\nscheduler = { plugin = \"chunked\", options = { "
+      "max_num_seqs = 1 } }\n";
+  LocalGenerationService service(
+      tiny_deployment(checkpoint(), engine + engine, "[router]\nplugin = \"least_loaded\"\n"));
+  std::vector<std::shared_ptr<RequestStream>> accepted;
+  // Engine 0 runs a 1000-token answer; engine 1, less loaded, runs a 600-token one with a short
+  // request waiting behind it (max_num_seqs = 1): its queue is full (max_waiting = 1), engine 0's
+  // empty. (The 600 tokens outlast the few calls below by far; were they done first, the
+  // ASSERT on engine 1's queue would say so.)
+  // Each running (its first token out) before the next is routed: a request still in an engine's
+  // inbox counts as waiting there.
+  const auto running = [&](const char* prompt, uint32_t max_tokens) {
+    accepted.push_back(service.submit(text_request(prompt, max_tokens)));
+    StreamChunk chunk;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+    while (std::chrono::steady_clock::now() < give_up) {
+      if (!accepted.back()->next(chunk, std::chrono::milliseconds(100))) continue;
+      if (!chunk.token_ids.empty() || chunk.finish != Finish::kNone) break;
+    }
+  };
+  running("a", 1000);
+  running("b", 600);
+  accepted.push_back(service.submit(text_request("c", 5)));
+  ASSERT_EQ(service.cluster_info().engines[1].waiting, 1u) << "the third request waits on engine 1";
+  try {
+    accepted.push_back(service.submit(text_request("d", 5)));
+  } catch (const ServiceError& e) {
+    ADD_FAILURE() << "refused while engine 0's queue had room: " << e.what();
+  }
+  for (auto& s : accepted) service.abort(s->id());
+  for (auto& s : accepted) EXPECT_EQ(collect(*s).finish, Finish::kAbort);
+  EXPECT_EQ(service.metrics_text().find("reason=\"queue_full\"} 1"), std::string::npos);
+}
+
 TEST_F(ServiceTest, DrainAbortsWhatOutlivesTheTimeoutAndRefusesNewWork) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   std::vector<std::shared_ptr<RequestStream>> streams;

@@ -185,6 +185,9 @@ struct EngineSummary {
   uint64_t prefix_cache_hits = 0;
   // A router process's engine: its process's ClusterSummary::incarnation (0: not known).
   uint64_t incarnation = 0;
+  // The waiting-queue bound (EngineConfig::max_waiting; for a router process's engine, its
+  // process's engines' bounds added up): 0 for unbounded, or not reported.
+  uint32_t max_waiting = 0;
 };
 
 // One series of a plugin's metric as the process exports it (headway_plugin_total for a counter,

@@ -732,8 +732,8 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
       // A client's id is kept only if no other response took it meanwhile (two requests under one
       // id at once: the first to end keeps it, the other answers store false).
       keep = [this, id, replace = answer_id.empty(),
-              items = std::move(parsed.input_items)](const nlohmann::ordered_json& ended) mutable {
-        return responses_.put(id, StoredResponse{ended, std::move(items)}, replace);
+              items = std::move(parsed.input_items)](const nlohmann::ordered_json& ended) {
+        return responses_.put(id, StoredResponse(ended, items), replace);
       };
     }
     auto format = std::make_unique<ResponsesStreamFormat>(
@@ -804,7 +804,8 @@ void OpenAiRoutes::get_response(const httplib::Request& request, httplib::Respon
                         "stream (replaying a response's events: only a background response can "
                         "be replayed, and this server runs none in the background)");
   }
-  send_json(response, 200, kept_response(request)->response);
+  response.status = 200;
+  response.set_content(kept_response(request)->response_text(), kJson);  // as dump_json wrote it
 }
 
 void OpenAiRoutes::delete_response(const httplib::Request& request, httplib::Response& response) {
@@ -826,7 +827,7 @@ void OpenAiRoutes::list_input_items(const httplib::Request& request, httplib::Re
   if (order != "asc" && order != "desc") {
     throw invalid_field("order", "order " + quote_input(order) + " is not one of asc, desc");
   }
-  const nlohmann::ordered_json& items = kept->input_items;
+  const nlohmann::ordered_json items = kept->input_items();
   const auto item_at = [&](size_t i) -> const nlohmann::ordered_json& {
     return order == "asc" ? items[i] : items[items.size() - 1 - i];
   };

@@ -8,9 +8,23 @@
 
 namespace headway::serving::http {
 
+StoredResponse::StoredResponse(const nlohmann::ordered_json& response,
+                               const nlohmann::ordered_json& input_items)
+    : response_(dump_json(response)), input_items_(dump_json(input_items)) {}
+
+// Written by dump_json from a tree: parses back to it.
+nlohmann::ordered_json StoredResponse::response() const {
+  return nlohmann::ordered_json::parse(response_);
+}
+
+nlohmann::ordered_json StoredResponse::input_items() const {
+  return nlohmann::ordered_json::parse(input_items_);
+}
+
 nlohmann::ordered_json StoredResponse::conversation() const {
-  nlohmann::ordered_json items = input_items;
-  if (const auto output = response.find("output"); output != response.end()) {
+  nlohmann::ordered_json items = input_items();
+  const nlohmann::ordered_json ended = response();
+  if (const auto output = ended.find("output"); output != ended.end()) {
     for (const auto& item : *output) items.push_back(item);
   }
   return items;
@@ -18,8 +32,7 @@ nlohmann::ordered_json StoredResponse::conversation() const {
 
 bool ResponseStore::put(const std::string& id, StoredResponse stored, bool replace) {
   if (max_bytes_ == 0) return false;
-  // Measured before the lock: the JSON as GET writes it.
-  const size_t bytes = dump_json(stored.response).size() + dump_json(stored.input_items).size();
+  const size_t bytes = stored.bytes();  // the JSON as GET writes it
   if (bytes > max_bytes_) return false;
   auto shared = std::make_shared<const StoredResponse>(std::move(stored));
   std::vector<std::shared_ptr<const StoredResponse>> released;  // freed after the lock

@@ -9,25 +9,29 @@
 #include <thread>
 #include <vector>
 
+#include "openai_response.h"
+
 namespace headway::serving::http {
 namespace {
 
 using nlohmann::ordered_json;
 
+ordered_json user_items() { return ordered_json::array({{{"type", "message"}, {"role", "user"}}}); }
+
 // A response whose JSON is about `text_bytes` long, with one output message.
+ordered_json response_json(const std::string& id, size_t text_bytes) {
+  return {{"id", id},
+          {"output", ordered_json::array({{{"type", "message"},
+                                           {"role", "assistant"},
+                                           {"content", std::string(text_bytes, 'a')}}})}};
+}
+
 StoredResponse response_of(const std::string& id, size_t text_bytes = 10) {
-  StoredResponse stored;
-  stored.response = {
-      {"id", id},
-      {"output", ordered_json::array({{{"type", "message"},
-                                       {"role", "assistant"},
-                                       {"content", std::string(text_bytes, 'a')}}})}};
-  stored.input_items = ordered_json::array({{{"type", "message"}, {"role", "user"}}});
-  return stored;
+  return StoredResponse(response_json(id, text_bytes), user_items());
 }
 
 size_t size_of(const StoredResponse& stored) {
-  return stored.response.dump().size() + stored.input_items.dump().size();
+  return stored.response().dump().size() + stored.input_items().dump().size();
 }
 
 TEST(ResponseStore, KeepsFindsAndForgets) {
@@ -36,7 +40,7 @@ TEST(ResponseStore, KeepsFindsAndForgets) {
   EXPECT_TRUE(store.put("resp_a", response_of("resp_a")));
   const auto found = store.find("resp_a");
   ASSERT_NE(found, nullptr);
-  EXPECT_EQ(found->response["id"], "resp_a");
+  EXPECT_EQ(found->response()["id"], "resp_a");
   EXPECT_EQ(store.bytes(), size_of(response_of("resp_a")));
   EXPECT_EQ(store.find("resp_b"), nullptr);
   EXPECT_TRUE(store.erase("resp_a"));
@@ -45,7 +49,7 @@ TEST(ResponseStore, KeepsFindsAndForgets) {
   EXPECT_EQ(store.size(), 0u);
   EXPECT_EQ(store.bytes(), 0u);
   // What a reader holds stays whole after the store forgot it.
-  EXPECT_EQ(found->response["output"][0]["role"], "assistant");
+  EXPECT_EQ(found->response()["output"][0]["role"], "assistant");
 }
 
 TEST(ResponseStore, TheOldestGoFirstPastItsSize) {
@@ -114,7 +118,7 @@ TEST(ResponseStore, ThreadsKeepReadAndForgetTogether) {
       for (int i = 0; i < 200; ++i) {
         const std::string id = "resp_" + std::to_string(t) + "_" + std::to_string(i % 10);
         store.put(id, response_of(id));
-        if (const auto found = store.find(id)) EXPECT_EQ(found->response["id"], id);
+        if (const auto found = store.find(id)) EXPECT_EQ(found->response()["id"], id);
         if (i % 3 == 0) store.erase(id);
       }
     });
@@ -136,13 +140,24 @@ TEST(ResponseStore, ThreadsKeepReadAndForgetTogether) {
 }
 
 TEST(ResponseStore, AConversationIsTheInputThenTheOutput) {
-  StoredResponse stored = response_of("resp_a");
-  stored.input_items.push_back({{"type", "function_call_output"}, {"call_id", "c"}});
+  ordered_json items = user_items();
+  items.push_back({{"type", "function_call_output"}, {"call_id", "c"}});
+  const StoredResponse stored(response_json("resp_a", 10), items);
   const ordered_json conversation = stored.conversation();
   ASSERT_EQ(conversation.size(), 3u);
   EXPECT_EQ(conversation[0]["role"], "user");
   EXPECT_EQ(conversation[1]["type"], "function_call_output");
   EXPECT_EQ(conversation[2]["role"], "assistant");
+}
+
+// Kept as the text GET writes, which is what the bound counts, and read back as it was.
+TEST(ResponseStore, KeepsTheJsonTextItCountsAndReadsItBack) {
+  const ordered_json response = response_json("resp_a", 100);
+  const StoredResponse stored(response, user_items());
+  EXPECT_EQ(stored.response_text(), dump_json(response));
+  EXPECT_EQ(stored.response(), response);
+  EXPECT_EQ(stored.input_items(), user_items());
+  EXPECT_EQ(stored.bytes(), dump_json(response).size() + dump_json(user_items()).size());
 }
 
 }  // namespace

@@ -244,16 +244,15 @@ TEST(ResponsesRequest, MetadataIsHeldToOpenAisBounds) {
 
 // A store holding "resp_p": the user asked, the model thought and called a function.
 void keep_previous(ResponseStore& store) {
-  StoredResponse previous;
-  previous.input_items = nlohmann::ordered_json::parse(R"([
+  const auto input_items = nlohmann::ordered_json::parse(R"([
       {"type": "message", "id": "msg_1", "role": "user",
        "content": [{"type": "input_text", "text": "Weather?"}]}])");
-  previous.response = nlohmann::ordered_json::parse(R"({"id": "resp_p", "output": [
+  const auto response = nlohmann::ordered_json::parse(R"({"id": "resp_p", "output": [
       {"type": "reasoning", "id": "rs_1", "summary": [],
        "content": [{"type": "reasoning_text", "text": "Look it up."}]},
       {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
        "arguments": "{}", "status": "completed"}]})");
-  ASSERT_TRUE(store.put("resp_p", std::move(previous)));
+  ASSERT_TRUE(store.put("resp_p", StoredResponse(response, input_items)));
 }
 
 TEST(ResponsesRequest, APreviousResponseIsContinued) {

@@ -2,8 +2,10 @@
 // the objects its constructor receives.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <headway/plugin.hpp>
+#include <span>
 
 namespace headway::sdk {
 namespace {
@@ -70,6 +72,64 @@ TEST(SdkAdapters, TheFirewallNeverReturnsSuccessForAThrownError) {
   EXPECT_EQ(status.code, HW_INTERNAL);
   EXPECT_STREQ(status.message, "sdk::Error thrown with HW_OK: oops");
   EXPECT_EQ(headway::sdk::guarded(&status, [] {}), HW_OK);
+}
+
+// Places on the first live engine with room (has_room), else on engine 0.
+class FirstWithRoom final : public Router {
+ public:
+  FirstWithRoom(const Host&, const Options&, std::span<const hw_engine_load>) {}
+  hw_route_decision route(const hw_route_request&,
+                          std::span<const hw_engine_load> engines) override {
+    uint32_t chosen = 0;
+    for (const hw_engine_load& e : engines) {
+      if (e.alive && has_room(e)) {
+        chosen = e.engine_index;
+        break;
+      }
+    }
+    return hw_route_decision{sizeof(hw_route_decision), chosen, chosen, 0};
+  }
+};
+
+// A later host's hw_engine_limits, with a field appended: the adapter steps through the array by
+// the host's struct_size (abi.h), not by its own sizeof, and reads each engine's bound.
+TEST(SdkAdapters, EngineLimitsAreReadByTheHostsStructSize) {
+  using Adapter = RouterAdapter<FirstWithRoom>;
+  struct LaterLimits {
+    hw_engine_limits limits;
+    uint64_t appended;
+  };
+  const LaterLimits later[3] = {{{sizeof(LaterLimits), 0, 2}, ~0ull},
+                                {{sizeof(LaterLimits), 1, 5}, ~0ull},
+                                {{sizeof(LaterLimits), 2, 0}, ~0ull}};
+  hw_host_services services{};
+  services.struct_size = sizeof(services);
+  hw_engine_load engines[3] = {};
+  for (uint32_t e = 0; e < 3; ++e) {
+    engines[e].engine_index = e;
+    engines[e].alive = 1;
+  }
+  hw_router* router = nullptr;
+  hw_status status{};
+  ASSERT_EQ(Adapter::table.create(&services, nullptr, engines, 3, &router, &status), HW_OK)
+      << status.message;
+  ASSERT_EQ(Adapter::table.set_engine_limits(router, &later[0].limits, 3, &status), HW_OK)
+      << status.message;
+  const hw_route_request request{1, 8, 8, 0, hw_str{"", 0}};
+  hw_route_decision decision{};
+  const auto routed = [&] {
+    EXPECT_EQ(Adapter::table.route(router, &request, engines, 3, &decision, &status), HW_OK);
+    return decision.prefill_engine;
+  };
+  // Engine 0 full (2 of 2), engine 1 with room (4 of 5): read by sizeof, engine 1's bound would
+  // be the appended field's bytes and engine 2's struct_size.
+  engines[0].waiting = 2;
+  engines[1].waiting = 4;
+  EXPECT_EQ(routed(), 1u);
+  engines[1].waiting = 5;  // full too: engine 2 is unbounded
+  engines[2].waiting = 1000;
+  EXPECT_EQ(routed(), 2u);
+  Adapter::table.destroy(router);
 }
 
 TEST(SdkAdapters, MakeStrOfNullIsTheEmptyString) {

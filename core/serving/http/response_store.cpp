@@ -10,7 +10,11 @@ namespace headway::serving::http {
 
 StoredResponse::StoredResponse(const nlohmann::ordered_json& response,
                                const nlohmann::ordered_json& input_items)
-    : response_(dump_json(response)), input_items_(dump_json(input_items)) {}
+    : response_(dump_json(response)), input_items_(dump_json(input_items)) {
+  // A dumped string grows by doubling: up to twice its length held, which the bound does not see.
+  response_.shrink_to_fit();
+  input_items_.shrink_to_fit();
+}
 
 // Written by dump_json from a tree: parses back to it.
 nlohmann::ordered_json StoredResponse::response() const {

@@ -4,6 +4,7 @@
 #include <headway/core/error.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -187,16 +188,25 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
       << headway::test::describe(r);
 }
 
-// least_loaded keeps requests off an engine whose queue is full; a router built against ABI 1.5
-// is never told the bounds, which the test says rather than judging it.
-TEST(FaultyPlugins, AvoidsFullQueuesPassesLeastLoadedAndDoesNotJudgeAnAbi15Router) {
-  const auto least_loaded =
-      headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/headway_router_least_loaded.so");
-  expect_outcome(least_loaded, "router.avoids_full_queues", Outcome::kPass);
-  EXPECT_NE(headway::test::find_test(least_loaded, "router.avoids_full_queues")
-                ->message.find("at most 0 of 50 requests went to the one engine"),
-            std::string::npos)
-      << headway::test::describe(least_loaded);
+// The in-tree routers keep requests off an engine whose queue is full (on every shape of several
+// engines each supports: least_loaded's mixed and pools, length's pools, disaggregated's prefill
+// and decode sides); a router built against ABI 1.5 is never told the bounds, which the test says
+// rather than judging it.
+TEST(FaultyPlugins, AvoidsFullQueuesPassesTheInTreeRoutersAndDoesNotJudgeAnAbi15Router) {
+  const auto in_tree = [](const char* file, const char* options, std::set<std::string> features) {
+    return headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/" + file, options,
+                                    features);
+  };
+  for (const auto& r :
+       {in_tree("headway_router_least_loaded.so", "", {}),
+        in_tree("headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}),
+        in_tree("headway_router_disaggregated.so", "", {"disaggregation"})}) {
+    expect_outcome(r, "router.avoids_full_queues", Outcome::kPass);
+    EXPECT_NE(headway::test::find_test(r, "router.avoids_full_queues")
+                  ->message.find("at most 0 of 50 requests went to the one engine"),
+              std::string::npos)
+        << headway::test::describe(r);
+  }
   const auto older =
       headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_abi_1_5_router.so");
   expect_outcome(older, "router.avoids_full_queues", Outcome::kNotSupported);

@@ -238,64 +238,70 @@ void check_uses_load(const PluginUnderTest& p, const RouterShape& shape, core::H
   }
 }
 
-// On the mixed shape with every waiting queue bounded at 8 (set_engine_limits, ABI 1.6), one
-// engine at a time is the least loaded but has a full queue, which the host refuses a request on
-// (429) while every other engine has room: a router that reads the limits and still sends more
-// than 10% of 50 requests there gives refusals a deployment could have served; a QUALITY_WARNING.
-// A router without set_engine_limits is NOT_SUPPORTED here (it is not told the limits).
-void check_queue_room(const PluginUnderTest& p, const RouterShape& shape, core::HostServices& host,
-                      uint64_t seed, TestRecorder& t) {
+// On each supported shape of several engines, with every waiting queue bounded at 8
+// (set_engine_limits, ABI 1.6), one engine at a time is the least loaded but has a full queue,
+// which the host refuses a request on (429), while every other engine (its pool's or role's
+// partner among them) has room: a router that reads the limits and still sends more than 10% of
+// 50 requests there gives refusals a deployment could have served; a QUALITY_WARNING. A router
+// without set_engine_limits is NOT_SUPPORTED here (it is not told the limits).
+void check_queue_room(const PluginUnderTest& p, const std::vector<const RouterShape*>& shapes,
+                      core::HostServices& host, uint64_t seed, TestRecorder& t) {
   constexpr uint32_t kRoutes = 50;
   constexpr uint32_t kMaxWaiting = 8;
   std::mt19937_64 rng(seed * 32452843 + 7);
   uint32_t worst = 0, worst_engine = 0;
-  for (uint32_t full = 0; full < shape.engines.size(); ++full) {
-    std::unique_ptr<core::RouterInstance> router;
-    try {
-      router = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
-      if (!router->reads_engine_limits()) {
-        t.not_supported(
-            "the router has no set_engine_limits (ABI 1.6): it cannot see full waiting queues, "
-            "so a deployment with max_waiting refuses (429) what another engine could take");
+  const RouterShape* worst_shape = shapes.front();
+  for (const RouterShape* shown : shapes) {
+    const RouterShape& shape = *shown;
+    for (uint32_t full = 0; full < shape.engines.size(); ++full) {
+      std::unique_ptr<core::RouterInstance> router;
+      try {
+        router = std::make_unique<core::RouterInstance>(p.choice(), shape.engines, host);
+        if (!router->reads_engine_limits()) {
+          t.not_supported(
+              "the router has no set_engine_limits (ABI 1.6): it cannot see full waiting queues, "
+              "so a deployment with max_waiting refuses (429) what another engine could take");
+          return;
+        }
+        std::vector<hw_engine_limits> limits;
+        for (const hw_engine_load& e : shape.engines) {
+          limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e.engine_index, kMaxWaiting});
+        }
+        router->set_engine_limits(limits);
+      } catch (const core::Error& e) {
+        t.fail(std::string("create() or set_engine_limits() failed on a shape it accepted "
+                           "before: ") +
+               e.what());
         return;
       }
-      std::vector<hw_engine_limits> limits;
-      for (const hw_engine_load& e : shape.engines) {
-        limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e.engine_index, kMaxWaiting});
+      std::vector<hw_engine_load> loads = shape.engines;
+      for (hw_engine_load& e : loads) {
+        e.running = 16;
+        e.waiting = 2;
+        e.queued_prefill_tokens = 400'000;
+        e.outstanding_tokens = 500'000;
       }
-      router->set_engine_limits(limits);
-    } catch (const core::Error& e) {
-      t.fail(std::string("create() or set_engine_limits() failed on a shape it accepted "
-                         "before: ") +
-             e.what());
-      return;
-    }
-    std::vector<hw_engine_load> loads = shape.engines;
-    for (hw_engine_load& e : loads) {
-      e.running = 16;
-      e.waiting = 2;
-      e.queued_prefill_tokens = 400'000;
-      e.outstanding_tokens = 500'000;
-    }
-    loads[full].waiting = kMaxWaiting;
-    loads[full].queued_prefill_tokens = 1'000;
-    loads[full].outstanding_tokens = 2'000;
-    uint32_t on_full = 0;
-    for (uint32_t i = 0; i < kRoutes; ++i) {
-      const Placement placement = place(*router, random_request(i + 1, rng), loads);
-      on_full += placement.placed && (placement.decision.prefill_engine == full ||
-                                      placement.decision.decode_engine == full);
-    }
-    if (on_full > worst) {
-      worst = on_full;
-      worst_engine = full;
+      loads[full].waiting = kMaxWaiting;
+      loads[full].queued_prefill_tokens = 1'000;
+      loads[full].outstanding_tokens = 2'000;
+      uint32_t on_full = 0;
+      for (uint32_t i = 0; i < kRoutes; ++i) {
+        const Placement placement = place(*router, random_request(i + 1, rng), loads);
+        on_full += placement.placed && (placement.decision.prefill_engine == full ||
+                                        placement.decision.decode_engine == full);
+      }
+      if (on_full > worst) {
+        worst = on_full;
+        worst_engine = full;
+        worst_shape = shown;
+      }
     }
   }
   t.metrics() = {{"most_on_the_full_engine", worst}, {"routes", kRoutes}};
   const std::string text = fmt::format(
-      "at most {} of {} requests went to the one engine with a full waiting queue (engine {}, "
-      "the least loaded otherwise) while {} engines had room",
-      worst, kRoutes, worst_engine, shape.engines.size() - 1);
+      "at most {} of {} requests went to the one engine with a full waiting queue (shape {}, "
+      "engine {}, the least loaded otherwise) while the shape's {} other engines had room",
+      worst, kRoutes, worst_shape->name, worst_engine, worst_shape->engines.size() - 1);
   if (worst * 10 > kRoutes) {
     t.warn(text + ": the router reads the limits but does not avoid full queues");
   } else {
@@ -674,10 +680,14 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   TestRecorder queue_room(
       "router.avoids_full_queues",
       "told the engines' waiting-queue bounds, requests go to engines whose queue has room");
-  if (mixed == supported_shapes.end()) {
-    queue_room.not_supported("the mixed shape is not supported");
+  std::vector<const RouterShape*> several;  // supported shapes with engines to choose between
+  for (const RouterShape* shape : supported_shapes) {
+    if (shape->engines.size() > 1) several.push_back(shape);
+  }
+  if (several.empty()) {
+    queue_room.not_supported("no supported shape has more than one engine");
   } else {
-    check_queue_room(p, **mixed, host, context.options.seed, queue_room);
+    check_queue_room(p, several, host, context.options.seed, queue_room);
   }
   TestRecorder classes("router.request_classes",
                        "requests with a request_class (a string lent for the call) are placed on "

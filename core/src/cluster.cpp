@@ -81,9 +81,9 @@ Cluster::Cluster(const DeploymentConfig& config,
   router_host_ =
       std::make_unique<HostServices>("router " + config.router.plugin->short_name(), clock_.get());
   loads_.resize(engines_.size());
-  for (size_t i = 0; i < engines_.size(); ++i) loads_[i] = engines_[i]->load();
   std::vector<hw_engine_limits> limits(engines_.size());
   for (size_t i = 0; i < engines_.size(); ++i) {
+    loads_[i] = engines_[i]->load();
     limits[i] = hw_engine_limits{sizeof(hw_engine_limits), static_cast<uint32_t>(i),
                                  engines_[i]->config().max_waiting};
   }

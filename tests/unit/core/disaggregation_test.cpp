@@ -499,8 +499,6 @@ hw_route_request route_request(uint64_t id, uint32_t prompt, uint32_t output) {
   return hw_route_request{id, prompt, output, 0, hw_str{"test", 4}};
 }
 
-// Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
-// tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
 // Requests routed to a decode engine count in its load from their routing, not only once their
 // KV has arrived: a burst routed while its requests still prefill elsewhere spreads over the
 // decode engines by the work each has and is promised. Before, the loads showed none of them, and
@@ -531,6 +529,8 @@ TEST(Disaggregation, ABurstSpreadsOverTheDecodeEnginesBeforeItsKvArrives) {
   EXPECT_LT(beside_it, 5u) << "the engine with the long request took as many as the other";
 }
 
+// Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
+// tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
 TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
   PdSpec spec;
   spec.prefill_kv_blocks = 64;

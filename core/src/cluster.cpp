@@ -85,7 +85,7 @@ Cluster::Cluster(const DeploymentConfig& config,
   for (size_t i = 0; i < engines_.size(); ++i) {
     loads_[i] = engines_[i]->load();
     limits[i] = hw_engine_limits{sizeof(hw_engine_limits), static_cast<uint32_t>(i),
-                                 engines_[i]->config().max_waiting};
+                                 engines_[i]->config().max_waiting, engines_[i]->max_model_len()};
   }
   router_ = std::make_unique<RouterInstance>(config.router, loads_, *router_host_, limits);
   if (config.kv_transport) {
@@ -102,6 +102,18 @@ Cluster::~Cluster() {
   // Plugin instances go before the host services they were created with.
   router_.reset();
   transport_.reset();
+}
+
+uint32_t Cluster::admitted_max_model_len() const {
+  uint32_t smallest = UINT32_MAX, largest = 0;
+  for (const auto& engine : engines_) {
+    smallest = std::min(smallest, engine->max_model_len());
+    if (engine->config().role != HW_ENGINE_ROLE_PREFILL) {
+      largest = std::max(largest, engine->max_model_len());
+    }
+  }
+  // A router before ABI 1.7 knows no lengths, so any engine it picks must hold what is admitted.
+  return router_->reads_model_lengths() && largest > 0 ? largest : smallest;
 }
 
 hw_route_decision Cluster::route(const hw_route_request& request) {

@@ -290,11 +290,14 @@ RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_en
   if (table_->struct_size >=
       offsetof(hw_router_table, set_engine_limits) + sizeof(table_->set_engine_limits)) {
     set_engine_limits_ = table_->set_engine_limits;
+    // A 1.6 plugin's struct ends before max_model_len: it never reads the field.
+    reads_model_lengths_ = choice.plugin->descriptor->abi_minor >= 7;
   }
   std::vector<hw_engine_limits> unbounded;
   if (limits.empty()) {
     for (size_t e = 0; e < engines.size(); ++e) {
-      unbounded.push_back(hw_engine_limits{sizeof(hw_engine_limits), static_cast<uint32_t>(e), 0});
+      unbounded.push_back(
+          hw_engine_limits{sizeof(hw_engine_limits), static_cast<uint32_t>(e), 0, 0});
     }
     limits = unbounded;
   }
@@ -309,6 +312,7 @@ RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_en
 
 void RouterInstance::set_engine_limits(std::span<const hw_engine_limits> limits) {
   if (set_engine_limits_ == nullptr) return;
+  limits_.assign(limits.begin(), limits.end());  // same size after the first: no allocation
   hw_status status{};
   const int32_t code = call_plugin(kRouter, name_, "set_engine_limits", [&] {
     return set_engine_limits_(handle_, limits.data(), static_cast<uint32_t>(limits.size()),
@@ -362,7 +366,27 @@ hw_route_decision RouterInstance::route(const hw_route_request& request,
                     name_, decision.prefill_engine, decision.decode_engine, engines.size() - 1),
         HW_INTERNAL);
   }
+  if (reads_model_lengths_) check_fits(request, decision);
   return decision;
+}
+
+void RouterInstance::check_fits(const hw_route_request& request,
+                                const hw_route_decision& decision) const {
+  const uint64_t whole = uint64_t{request.prompt_tokens} + request.max_output_tokens;
+  // The prefill engine too: an engine admits a request, prefill-only or not, only when all of it
+  // fits (Engine::add_request, and an engine process's admission).
+  for (const uint32_t engine : {decision.prefill_engine, decision.decode_engine}) {
+    // 0: not known yet (an engine process that has not answered), which the router takes as
+    // holding any request; the engine itself refuses what it cannot hold.
+    const uint32_t length = engine < limits_.size() ? limits_[engine].max_model_len : 0;
+    if (length != 0 && whole > length) {
+      throw Error(fmt::format("router '{}' placed request {} ({} prompt + {} output tokens) on "
+                              "engine{}, whose max_model_len {} cannot hold it",
+                              name_, request.id, request.prompt_tokens, request.max_output_tokens,
+                              engine, length),
+                  HW_INTERNAL);
+    }
+  }
 }
 
 KvTransportInstance::KvTransportInstance(const PluginChoice& choice, const HostServices& host)

@@ -186,6 +186,39 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
           ->message.find("50 of 50 requests went to the one engine with a full waiting queue"),
       std::string::npos)
       << headway::test::describe(r);
+  // Told the engines' lengths (ABI 1.7) and placing a request on engine 0, which cannot hold it:
+  // the host fails that request as the server's error, so the test fails.
+  expect_outcome(r, "router.holds_request_lengths", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "router.holds_request_lengths")
+                ->message.find("on engine0, whose max_model_len 1024 cannot hold it"),
+            std::string::npos)
+      << headway::test::describe(r);
+}
+
+// The in-tree routers place a request only on engines whose max_model_len holds it, on every
+// shape of several engines each supports, and refuse none another engine holds; a router built
+// against ABI 1.6 is not told the lengths (the host admits only what every engine holds for it),
+// which the test says rather than judging it.
+TEST(FaultyPlugins, HoldsRequestLengthsPassesTheInTreeRoutersAndDoesNotJudgeAnAbi16Router) {
+  const auto in_tree = [](const char* file, const char* options, std::set<std::string> features) {
+    return headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/" + file, options,
+                                    features);
+  };
+  for (const auto& r :
+       {in_tree("headway_router_least_loaded.so", "", {}),
+        in_tree("headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}),
+        in_tree("headway_router_disaggregated.so", "", {"disaggregation"})}) {
+    expect_outcome(r, "router.holds_request_lengths", Outcome::kPass);
+    EXPECT_NE(headway::test::find_test(r, "router.holds_request_lengths")
+                  ->message.find("at most 0 of 50 were refused"),
+              std::string::npos)
+        << headway::test::describe(r);
+  }
+  const auto older =
+      headway::test::run_suite(std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_abi_1_6_router.so");
+  expect_outcome(older, "router.holds_request_lengths", Outcome::kNotSupported);
+  expect_outcome(older, "router.avoids_full_queues", Outcome::kPass);
+  EXPECT_TRUE(older.conformant()) << headway::test::describe(older);
 }
 
 // The in-tree routers keep requests off an engine whose queue is full (on every shape of several

@@ -156,7 +156,8 @@ class ServeProcess {
 // `slow_long_engine`: engine1 serves a bigger checkpoint with the same tokenizer and vocabulary
 // (8 layers, hidden 512: milliseconds per token instead of a fraction of one), so that a test can
 // act while one of its requests is still streaming. `router_server_keys`: more lines of the
-// router's [server] table ("reasoning_parser = \"qwen3\"\n").
+// router's [server] table ("reasoning_parser = \"qwen3\"\n"). `router_options`: more options of
+// the length router; `short_engine_keys`: more keys of the short pool's [[engines]] table.
 class RoutedEngineProcesses {
  public:
   RoutedEngineProcesses(const fs::path& dir, uint32_t long_from, double load_report_interval_s,
@@ -165,12 +166,14 @@ class RoutedEngineProcesses {
                             "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
                             "max_num_seqs = 16 } }",
                         const std::string& router_server_keys = "",
-                        const std::string& router_options = "") {
+                        const std::string& router_options = "",
+                        const std::string& short_engine_keys = "") {
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
     for (const char* pool : {"short", "long"}) {
+      const std::string keys = std::string(pool) == "short" ? short_engine_keys : "";
       const fs::path config = write_tiny_deployment(
           dir, std::string("engine-") + pool,
-          "[[engines]]\nscheduler = " + scheduler +
+          "[[engines]]\n" + keys + (keys.empty() ? "" : "\n") + "scheduler = " + scheduler +
               "\n[server]\nrole = \"engine\"\ngrpc_port = 0\ndrain_timeout_s = 30\n",
           std::string("engine_") + pool + ".toml");
       if (slow_long_engine && std::string(pool) == "long") use_slow_checkpoint(dir, config);

@@ -265,7 +265,8 @@ void check_queue_room(const PluginUnderTest& p, const std::vector<const RouterSh
         }
         std::vector<hw_engine_limits> limits;
         for (const hw_engine_load& e : shape.engines) {
-          limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e.engine_index, kMaxWaiting});
+          limits.push_back(
+              hw_engine_limits{sizeof(hw_engine_limits), e.engine_index, kMaxWaiting, 0});
         }
         router->set_engine_limits(limits);
       } catch (const core::Error& e) {
@@ -304,6 +305,94 @@ void check_queue_room(const PluginUnderTest& p, const std::vector<const RouterSh
       worst, kRoutes, worst_shape->name, worst_engine, worst_shape->engines.size() - 1);
   if (worst * 10 > kRoutes) {
     t.warn(text + ": the router reads the limits but does not avoid full queues");
+  } else {
+    t.note(text);
+  }
+}
+
+// On each supported shape of several engines, one engine at a time holds 1,024 tokens
+// (max_model_len, set_engine_limits, ABI 1.7) and is by far the least loaded, the others hold
+// 32,768; 50 requests need 1,100 to 8,000 tokens each (prompt + max_tokens). A router told the
+// lengths must place none on the short engine, as prefill or as decode engine (an engine admits a
+// request only when all of it fits): the host admits up to the largest max_model_len and fails
+// such a placement as the server's error (HTTP 500), so one is a FAIL. Refusing
+// (HW_UNAVAILABLE) where another engine of the short one's role holds the request is a
+// QUALITY_WARNING when more than 10% are. A router built before ABI 1.7 is NOT_SUPPORTED (the
+// host then admits only what the smallest engine holds).
+void check_model_lengths(const PluginUnderTest& p, const std::vector<const RouterShape*>& shapes,
+                         core::HostServices& host, uint64_t seed, TestRecorder& t) {
+  constexpr uint32_t kRoutes = 50;
+  constexpr uint32_t kShort = 1024;
+  constexpr uint32_t kLong = 32768;
+  std::mt19937_64 rng(seed * 15485863 + 11);
+  uint32_t refused_worst = 0;
+  std::string refusal;
+  for (const RouterShape* shape : shapes) {
+    for (uint32_t short_engine = 0; short_engine < shape->engines.size(); ++short_engine) {
+      std::unique_ptr<core::RouterInstance> router;
+      std::vector<hw_engine_limits> limits;
+      for (const hw_engine_load& e : shape->engines) {
+        limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e.engine_index, 0,
+                                          e.engine_index == short_engine ? kShort : kLong});
+      }
+      try {
+        router = std::make_unique<core::RouterInstance>(p.choice(), shape->engines, host, limits);
+      } catch (const core::Error& e) {
+        t.fail(std::string("create() or set_engine_limits() failed on a shape it accepted "
+                           "before: ") +
+               e.what());
+        return;
+      }
+      if (!router->reads_model_lengths()) {
+        t.not_supported(
+            "the router does not read the engines' max_model_len (set_engine_limits, ABI 1.7): a "
+            "deployment of engines with different lengths then admits only what the shortest "
+            "holds");
+        return;
+      }
+      std::vector<hw_engine_load> loads = shape->engines;
+      for (hw_engine_load& e : loads) {
+        e.running = 16;
+        e.queued_prefill_tokens = 400'000;
+        e.outstanding_tokens = 500'000;
+        e.kv_blocks_free = 4096;
+        e.kv_blocks_total = 8192;
+        e.block_size = 16;
+      }
+      loads[short_engine].running = 0;
+      loads[short_engine].queued_prefill_tokens = 0;
+      loads[short_engine].outstanding_tokens = 0;
+      // Another engine of the short one's role holds every request: refusing one is needless.
+      const bool partner = std::any_of(loads.begin(), loads.end(), [&](const hw_engine_load& e) {
+        return e.engine_index != short_engine && e.role == loads[short_engine].role;
+      });
+      uint32_t refused = 0;
+      for (uint32_t i = 0; i < kRoutes; ++i) {
+        hw_route_request request = random_request(i + 1, rng);
+        request.prompt_tokens = std::uniform_int_distribution<uint32_t>(600, 7000)(rng);
+        request.max_output_tokens = std::uniform_int_distribution<uint32_t>(500, 1000)(rng);
+        const Placement placement = place(*router, request, loads);
+        if (!placement.placed && placement.code != HW_UNAVAILABLE) {
+          t.fail(fmt::format("shape {}, engine {} holding {} tokens and the others {}: {}",
+                             shape->name, short_engine, kShort, kLong, placement.error));
+          return;
+        }
+        if (!placement.placed && partner) {
+          ++refused;
+          if (refusal.empty()) refusal = placement.error;
+        }
+      }
+      refused_worst = std::max(refused_worst, refused);
+    }
+  }
+  t.metrics() = {{"most_refused", refused_worst}, {"routes", kRoutes}};
+  const std::string text = fmt::format(
+      "no request went to an engine whose max_model_len ({}) cannot hold it; at most {} of {} "
+      "were refused while another engine of the short one's role held them",
+      kShort, refused_worst, kRoutes);
+  if (refused_worst * 10 > kRoutes) {
+    t.warn(text + ": the router refuses requests a longer engine could take (first: " + refusal +
+           ")");
   } else {
     t.note(text);
   }
@@ -689,6 +778,14 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   } else {
     check_queue_room(p, several, host, context.options.seed, queue_room);
   }
+  TestRecorder lengths("router.holds_request_lengths",
+                       "told the engines' max_model_len, requests go only to engines that hold "
+                       "their prompt and max_tokens");
+  if (several.empty()) {
+    lengths.not_supported("no supported shape has more than one engine");
+  } else {
+    check_model_lengths(p, several, host, context.options.seed, lengths);
+  }
   TestRecorder classes("router.request_classes",
                        "requests with a request_class (a string lent for the call) are placed on "
                        "live engines as those without");
@@ -738,7 +835,7 @@ std::vector<TestResult> run_router_profile(const SuiteContext& context) {
   }
   std::vector<TestResult> results;
   for (TestRecorder* t : {&create, &live, &roles, &same, &across, &dead, &classes, &uses_load,
-                          &queue_room, &never_waits, &steady_heap, &kept}) {
+                          &queue_room, &lengths, &never_waits, &steady_heap, &kept}) {
     results.push_back(t->finish());
   }
   for (TestRecorder& t : shape_tests) results.push_back(t.finish());

@@ -252,7 +252,9 @@ hw_engine_load EngineProcess::load() const {
 
 hw_engine_limits EngineProcess::limits() const {
   std::lock_guard lock(mutex_);
-  return hw_engine_limits{sizeof(hw_engine_limits), index_, report_.max_waiting};
+  // max_model_len: what the process admits, 0 until it has answered (holds any, to the router).
+  return hw_engine_limits{sizeof(hw_engine_limits), index_, report_.max_waiting,
+                          model_ ? model_->max_model_len : 0};
 }
 
 bool EngineProcess::up() const {

@@ -96,6 +96,10 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   // Processes this request was sent to so far, this one included (retries add one each).
   uint32_t attempts() const { return attempts_; }
   void set_attempts(uint32_t attempts) { attempts_ = attempts; }
+  // The client set no max_tokens (chat): the upstream's max_tokens ends the context of the
+  // processes it was sent to, and a retry elsewhere sets it again for where it goes.
+  bool open_ended() const { return open_ended_; }
+  void set_open_ended(bool open_ended) { open_ended_ = open_ended; }
   // A prefill_only call: counts the request in its decode process's load until it is continued
   // there or ends (ExpectedHandoff).
   void expect_at_decode(const EngineProcess& decode) {
@@ -149,6 +153,7 @@ class ProxiedGenerate final : public grpc::ClientReadReactor<v1::GenerateRespons
   double last_token_seconds_ = 0.0;
   std::vector<int32_t> generated_;
   uint32_t attempts_ = 1;
+  bool open_ended_ = false;  // set before start(), read by the service under its lock
   // The log-probabilities of the message being read, as the stream takes them (logprobs_of).
   std::vector<core::SampledLogprobs> logprobs_;
   std::vector<core::TokenLogprob> logprob_top_;

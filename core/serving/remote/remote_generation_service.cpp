@@ -143,7 +143,19 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   hw_route_decision route_now(uint64_t numeric_id, uint32_t prompt_tokens, uint32_t max_tokens,
                               int32_t priority, std::string_view request_class);
   // route_now() for a call already in flight; nullopt when it can go nowhere.
-  std::optional<hw_route_decision> route_again(const v1::GenerateRequest& upstream);
+  std::optional<hw_route_decision> route_again(const v1::GenerateRequest& upstream,
+                                               bool open_ended);
+  // A request without max_tokens (chat: `open_ended`) runs to the end of the context of the
+  // processes it is placed on, as vLLM's does on the server it reaches. The output tokens the
+  // router is told: max_tokens, or for an open-ended request behind a router that places by
+  // length, what it needs at least (one token, min_tokens, one past those already generated), so
+  // that a process with a shorter context may take it.
+  uint32_t routed_output_tokens(bool open_ended, uint32_t max_tokens, uint32_t min_tokens,
+                                uint32_t generated) const;
+  // An open-ended request's max_tokens on `processes` (its prefill and decode process): to the
+  // end of the shortest context among them, within `max_tokens` (what the router admits).
+  uint32_t open_ended_max_tokens(uint32_t prompt_tokens, uint32_t max_tokens,
+                                 std::initializer_list<uint32_t> processes) const;
   void call_refused(const ProxiedGenerate& call, ErrorCode code) override;
   bool continue_elsewhere(ProxiedGenerate& prefilled, const KvStage& stage) override;
   void discard_stage(const KvStage& stage) override;
@@ -248,27 +260,6 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   warned_name_.assign(engines_.size(), std::string());
   connect(where, options);
 
-  ModelSummary served;
-  served.name = options.model_name;
-  served.vocab = reference_model_.vocab;
-  served.max_model_len = UINT32_MAX;
-  for (const auto& engine : engines_) {
-    if (const std::optional<ModelSummary> model = engine->model()) {
-      served.max_model_len = std::min(served.max_model_len, model->max_model_len);
-      served.samples_on_host = served.samples_on_host && model->samples_on_host;
-      served.reads_token_ids = served.reads_token_ids && model->reads_token_ids;
-      served.reports_prompt_logprobs =
-          served.reports_prompt_logprobs && model->reports_prompt_logprobs;
-    }
-  }
-  admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
-  if (admission_->model().tokenizer != reference_model_.tokenizer) {
-    throw core::Error(
-        fmt::format("{}: the router's checkpoint has a {} tokenizer, the engine "
-                    "processes use {}: point [model] at their checkpoint",
-                    where, admission_->model().tokenizer, reference_model_.tokenizer));
-  }
-
   loads_.resize(engines_.size());
   failing_since_.resize(engines_.size());
   was_draining_.assign(engines_.size(), false);
@@ -296,6 +287,34 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   limits_now_ = told_limits_;
   router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_,
                                                    told_limits_);
+  ModelSummary served;
+  served.name = options.model_name;
+  served.vocab = reference_model_.vocab;
+  // A router that places requests by length (ABI 1.7) admits up to the largest max_model_len of
+  // the processes that answered and finish requests (a prefill process hands its requests on);
+  // one that does not, up to the smallest, which any process holds. (Cluster does the same.)
+  uint32_t smallest = UINT32_MAX, largest = 0;
+  for (const auto& engine : engines_) {
+    if (const std::optional<ModelSummary> model = engine->model()) {
+      smallest = std::min(smallest, model->max_model_len);
+      if (engine->role() != HW_ENGINE_ROLE_PREFILL) {
+        largest = std::max(largest, model->max_model_len);
+      }
+      served.samples_on_host = served.samples_on_host && model->samples_on_host;
+      served.reads_token_ids = served.reads_token_ids && model->reads_token_ids;
+      served.reports_prompt_logprobs =
+          served.reports_prompt_logprobs && model->reports_prompt_logprobs;
+    }
+  }
+  served.max_model_len = router_->reads_model_lengths() && largest > 0 ? largest : smallest;
+  admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
+  if (admission_->model().tokenizer != reference_model_.tokenizer) {
+    throw core::Error(
+        fmt::format("{}: the router's checkpoint has a {} tokenizer, the engine "
+                    "processes use {}: point [model] at their checkpoint",
+                    where, admission_->model().tokenizer, reference_model_.tokenizer));
+  }
+
   {
     std::lock_guard lock(link_->mutex);
     link_->service = this;
@@ -451,11 +470,14 @@ void RemoteGenerationService::Impl::poll_once() {
         refused = fmt::format(
             "serves a different model (vocabulary {}, {} tokenizer) than the others ({}, {})",
             model.vocab, model.tokenizer, reference_model_.vocab, reference_model_.tokenizer);
-      } else if (admission_ && model.max_model_len < admission_->model().max_model_len) {
+      } else if (admission_ && !router_->reads_model_lengths() &&
+                 model.max_model_len < admission_->model().max_model_len) {
         refused = fmt::format(
             "serves max_model_len {}, less than the {} this router admits (set when it started "
-            "from the processes that answered): give every engine process the same max_model_len",
-            model.max_model_len, admission_->model().max_model_len);
+            "from the processes that answered), and router '{}' places requests without reading "
+            "the engines' lengths (built before ABI 1.7): give every engine process the same "
+            "max_model_len",
+            model.max_model_len, admission_->model().max_model_len, router_->name());
       } else if (admission_ && admission_->model().samples_on_host && !model.samples_on_host) {
         refused =
             "samples on its device, and this router admits the logits processing and logprobs "
@@ -601,8 +623,10 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     hw_route_decision decision{};
     const auto routing = std::chrono::steady_clock::now();
     try {
-      decision = route_now(numeric_id, prompt_tokens, input.max_tokens, input.priority,
-                           admitted.request_class);
+      decision = route_now(numeric_id, prompt_tokens,
+                           routed_output_tokens(input.max_tokens_to_context_end, input.max_tokens,
+                                                input.sampling.min_tokens, 0),
+                           input.priority, admitted.request_class);
     } catch (const core::Error& e) {
       router_watch_.routed(std::chrono::steady_clock::now() - routing, id, router_->name());
       auto [why, error] = router_watch_.failed(e, id, "engine process");
@@ -624,6 +648,10 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
                 fmt::format("engine{} at {} (chosen by router '{}') is down: {}", process.index(),
                             process.address(), router_->name(), process.down_reason())));
       }
+    }
+    if (input.max_tokens_to_context_end) {
+      input.max_tokens = open_ended_max_tokens(prompt_tokens, input.max_tokens,
+                                               {decision.prefill_engine, decision.decode_engine});
     }
     // The stop-string callback cancels this stream's call only, not a later request that reused
     // the client's id.
@@ -654,6 +682,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
         std::move(upstream), arrival,
         disaggregated ? decision.decode_engine : ProxiedGenerate::kNoEngine);
     if (disaggregated) call->expect_at_decode(*engines_[decision.decode_engine]);
+    call->set_open_ended(input.max_tokens_to_context_end);
     calls_.emplace(id, call);
     engine.sent(prompt_tokens, input.max_tokens);
   }
@@ -695,7 +724,7 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
     // (bouncing between full processes would only load them more).
     if (busy && failed.attempts() >= engines_.size()) return false;
     const v1::GenerateRequest& upstream = failed.upstream();
-    const std::optional<hw_route_decision> routed = route_again(upstream);
+    const std::optional<hw_route_decision> routed = route_again(upstream, failed.open_ended());
     if (!routed) return false;  // no other process can take it: the client gets the failure
     const hw_route_decision& decision = *routed;
     // Sent again as it was: a prefill_only call to another prefill process, keeping its decode
@@ -723,6 +752,13 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
                 busy ? "had a full queue" : "was unreachable", engine.index(), engine.address());
     v1::GenerateRequest request = upstream;
     if (whole_there) request.set_prefill_only(false);
+    if (failed.open_ended()) {
+      // To the end of the context of where it goes now (never past where it was sent before).
+      const uint32_t decode = continuation || whole_there ? target : failed.decode_engine();
+      request.mutable_sampling()->set_max_tokens(
+          open_ended_max_tokens(static_cast<uint32_t>(upstream.token_ids().ids_size()),
+                                upstream.sampling().max_tokens(), {target, decode}));
+    }
     call = std::make_shared<ProxiedGenerate>(
         *this, engine, engine_series_[engine.index()],
         metrics_.request(engine.index(), engine.pool(), upstream.request_class()), failed.stream(),
@@ -733,9 +769,10 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
     }
     if (!upstream.generated_ids().empty()) call->continues(failed);
     call->set_attempts(failed.attempts() + 1);
+    call->set_open_ended(failed.open_ended());
     it->second = call;
     engine.sent(static_cast<uint32_t>(upstream.token_ids().ids_size()),
-                upstream.sampling().max_tokens());
+                call->upstream().sampling().max_tokens());
   }
   call->start(call);
   return true;
@@ -749,7 +786,8 @@ hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
   for (size_t e = 0; e < engines_.size(); ++e) {
     loads_[e] = engines_[e]->load();
     limits_now_[e] = engines_[e]->limits();
-    limits_changed = limits_changed || limits_now_[e].max_waiting != told_limits_[e].max_waiting;
+    limits_changed = limits_changed || limits_now_[e].max_waiting != told_limits_[e].max_waiting ||
+                     limits_now_[e].max_model_len != told_limits_[e].max_model_len;
   }
   if (limits_changed) {
     router_->set_engine_limits(limits_now_);
@@ -761,14 +799,36 @@ hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
 }
 
 std::optional<hw_route_decision> RemoteGenerationService::Impl::route_again(
-    const v1::GenerateRequest& upstream) {
+    const v1::GenerateRequest& upstream, bool open_ended) {
   try {
     return route_now(next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
-                     upstream.sampling().max_tokens(), upstream.priority(),
-                     upstream.request_class());
+                     routed_output_tokens(open_ended, upstream.sampling().max_tokens(),
+                                          upstream.sampling().min_tokens(),
+                                          static_cast<uint32_t>(upstream.generated_ids_size())),
+                     upstream.priority(), upstream.request_class());
   } catch (const core::Error&) {
     return std::nullopt;
   }
+}
+
+uint32_t RemoteGenerationService::Impl::routed_output_tokens(bool open_ended, uint32_t max_tokens,
+                                                             uint32_t min_tokens,
+                                                             uint32_t generated) const {
+  // A router that knows no lengths has every process hold what is admitted: it is told
+  // max_tokens as before, which it may read as the decode work to come.
+  if (!open_ended || !router_->reads_model_lengths()) return max_tokens;
+  return std::max({1u, min_tokens, generated + 1});
+}
+
+uint32_t RemoteGenerationService::Impl::open_ended_max_tokens(
+    uint32_t prompt_tokens, uint32_t max_tokens, std::initializer_list<uint32_t> processes) const {
+  // As the router was told them (limits_now_, what RouterInstance checked the placement against),
+  // not as a poll may have changed them since; 0: not known.
+  for (const uint32_t e : processes) {
+    const uint32_t length = e < limits_now_.size() ? limits_now_[e].max_model_len : 0;
+    if (length > prompt_tokens) max_tokens = std::min(max_tokens, length - prompt_tokens);
+  }
+  return max_tokens;
 }
 
 bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefilled,
@@ -783,7 +843,8 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
       // another live one takes the request if the plugin finds one, else it is sent there anyway
       // (a dead process fails the call, which is then retried elsewhere), rather than throwing
       // the finished prefill away.
-      const std::optional<hw_route_decision> routed = route_again(prefilled.upstream());
+      const std::optional<hw_route_decision> routed =
+          route_again(prefilled.upstream(), prefilled.open_ended());
       if (routed && routed->decode_engine < engines_.size() &&
           engines_[routed->decode_engine]->up() &&
           routed->decode_engine != routed->prefill_engine) {
@@ -801,6 +862,11 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
     EngineProcess& engine = *engines_[d];
     v1::GenerateRequest upstream = prefilled.upstream();
     upstream.set_prefill_only(false);
+    if (prefilled.open_ended() && d != prefilled.decode_engine()) {
+      upstream.mutable_sampling()->set_max_tokens(
+          open_ended_max_tokens(static_cast<uint32_t>(upstream.token_ids().ids_size()),
+                                upstream.sampling().max_tokens(), {d}));
+    }
     // Its prompt's figures came with the prefill.
     upstream.mutable_sampling()->clear_prompt_logprobs();
     grpc_frontend::to_proto(stage, *upstream.mutable_kv_source());
@@ -813,6 +879,7 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
         metrics_.request(engine.index(), engine.pool(), upstream.request_class()),
         prefilled.stream(), std::move(upstream), prefilled.arrival());
     call->continues(prefilled);
+    call->set_open_ended(prefilled.open_ended());
     it->second = call;
     engine.sent(0, call->upstream().sampling().max_tokens());
   }

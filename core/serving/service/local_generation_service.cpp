@@ -169,10 +169,9 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   ModelSummary served;
   served.name = options.model_name;
   served.vocab = cluster_->engine(0).model_info().vocab;
-  served.max_model_len = UINT32_MAX;
+  served.max_model_len = cluster_->admitted_max_model_len();
   for (size_t e = 0; e < cluster_->size(); ++e) {
     const hw_model_info& info = cluster_->engine(e).model_info();
-    served.max_model_len = std::min(served.max_model_len, cluster_->engine(e).max_model_len());
     served.samples_on_host =
         served.samples_on_host && (info.returns_logits != 0 || info.returns_logits_on_request != 0);
     served.reads_token_ids = served.reads_token_ids && info.needs_token_ids != 0;
@@ -360,9 +359,16 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   };
   for (size_t e = 0; e < drivers_.size(); ++e) loads_[e] = drivers_[e]->load();
   hw_route_decision decision{};
-  const hw_route_request route{request.id, prompt_tokens, request.max_output_tokens,
-                               request.priority,
-                               hw_str{request_class.data(), request_class.size()}};
+  // A request without max_tokens (chat) runs to the end of the context of the engines it is
+  // placed on, as vLLM's does on the server it reaches. Behind a router that places by length, it
+  // is routed by what it needs at least (one token, min_tokens), so that an engine with a shorter
+  // context may take it, and bounded by the shortest context of its engines once placed. (A router
+  // that knows no lengths has every engine hold what is admitted, and is told max_tokens.)
+  const bool open_ended = input.max_tokens_to_context_end && cluster_->router_reads_model_lengths();
+  const hw_route_request route{
+      request.id, prompt_tokens,
+      open_ended ? std::max(1u, request.sampling.min_tokens) : request.max_output_tokens,
+      request.priority, hw_str{request_class.data(), request_class.size()}};
   const auto routing = std::chrono::steady_clock::now();
   try {
     decision = cluster_->route(route, loads_);
@@ -391,6 +397,13 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
                      ServiceError(ErrorCode::kUnavailable,
                                   fmt::format("engine{} (chosen by router '{}') is out of service",
                                               engine, cluster_->router_name())));
+    }
+  }
+  if (open_ended) {
+    const uint32_t length =
+        std::min(cluster_->engine(e).max_model_len(), cluster_->engine(d).max_model_len());
+    if (length > prompt_tokens) {
+      request.max_output_tokens = std::min(request.max_output_tokens, length - prompt_tokens);
     }
   }
   const core::EngineConfig& config = cluster_->engine(e).config();

@@ -5,7 +5,8 @@
 // more than it saves. With no live prefill engine, prompts are prefilled locally (a fallback,
 // counted in "router_fallbacks"). On each side, engines whose waiting queue is full (max_waiting)
 // come last: the host refuses a request placed on a full prefill engine (or on a full decode
-// engine that prefills it locally) with a 429.
+// engine that prefills it locally) with a 429. Both engines must hold the whole request
+// (prompt + max_tokens) within their max_model_len: an engine admits no less, prefill-only or not.
 #include <headway/plugin.hpp>
 #include <string>
 
@@ -46,7 +47,8 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     // Decode side: least outstanding work among live decode engines, preferring, in this order,
     // room in the waiting queue and for the prompt's KV, room in the queue, room for the KV (the
     // transfer then waits for blocks), and then any.
-    const uint64_t need = request.prompt_tokens + 1;
+    const uint64_t need = uint64_t{request.prompt_tokens} + 1;
+    const uint64_t whole = whole_length(request);
     const auto kv_fits = [&](const hw_engine_load& e) {
       return static_cast<uint64_t>(e.kv_blocks_free) * e.block_size >= need;
     };
@@ -55,12 +57,15 @@ class DisaggregatedRouter final : public headway::sdk::Router {
       decode = headway::sdk::pick_least_loaded(
           engines, decode_cursor_,
           [&](const hw_engine_load& e) {
-            return e.alive && e.role == HW_ENGINE_ROLE_DECODE && (pass % 2 == 1 || kv_fits(e)) &&
-                   (pass >= 2 || has_room(e));
+            return e.alive && e.role == HW_ENGINE_ROLE_DECODE && holds(e, whole) &&
+                   (pass % 2 == 1 || kv_fits(e)) && (pass >= 2 || has_room(e));
           },
           headway::sdk::outstanding_tokens);
     }
-    if (decode == engines.size()) throw Error(HW_UNAVAILABLE, "no live decode engine");
+    if (decode == engines.size()) {
+      throw Error(HW_UNAVAILABLE, "no live decode engine holds a request of " +
+                                      std::to_string(whole) + " tokens (prompt + max_tokens)");
+    }
     const uint32_t decode_engine = engines[decode].engine_index;
 
     if (request.prompt_tokens <= local_max_) {
@@ -68,8 +73,8 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     }
     // Prefill side: the fewest prompt tokens queued, on an engine whose queue has room if one
     // has (all full: the least loaded, where the host refuses it with a 429).
-    const auto live_prefill = [](const hw_engine_load& e) {
-      return e.alive && e.role == HW_ENGINE_ROLE_PREFILL;
+    const auto live_prefill = [&](const hw_engine_load& e) {
+      return e.alive && e.role == HW_ENGINE_ROLE_PREFILL && holds(e, whole);
     };
     const auto queued = [](const hw_engine_load& e) { return e.queued_prefill_tokens; };
     size_t prefill = headway::sdk::pick_least_loaded(

@@ -2,9 +2,11 @@
 // tokens still to prefill plus output tokens still to generate); ties go round-robin so that an
 // idle cluster spreads its first requests instead of piling them on engine 0. Engines whose
 // waiting queue is full (max_waiting) come last: the host would refuse the request there (429)
-// while another engine could take it.
+// while another engine could take it. An engine whose max_model_len cannot hold the request
+// (prompt + max_tokens) is never picked: engines of one deployment may hold different lengths.
 #include <cstdint>
 #include <headway/plugin.hpp>
+#include <string>
 
 namespace {
 
@@ -15,10 +17,11 @@ class LeastLoadedRouter final : public headway::sdk::Router {
     if (engines.empty()) throw headway::sdk::Error(HW_INVALID_ARGUMENT, "no engines to route to");
   }
 
-  hw_route_decision route(const hw_route_request&,
+  hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
-    const auto live = [](const hw_engine_load& e) {
-      return e.alive && e.role == HW_ENGINE_ROLE_MIXED;
+    const uint64_t whole = whole_length(request);
+    const auto live = [&](const hw_engine_load& e) {
+      return e.alive && e.role == HW_ENGINE_ROLE_MIXED && holds(e, whole);
     };
     size_t best = headway::sdk::pick_least_loaded(
         engines, cursor_, [&](const hw_engine_load& e) { return live(e) && has_room(e); },
@@ -29,7 +32,9 @@ class LeastLoadedRouter final : public headway::sdk::Router {
           headway::sdk::pick_least_loaded(engines, cursor_, live, headway::sdk::outstanding_tokens);
     }
     if (best == engines.size()) {
-      throw headway::sdk::Error(HW_UNAVAILABLE, "no live mixed-role engine");
+      throw headway::sdk::Error(HW_UNAVAILABLE, "no live mixed-role engine holds a request of " +
+                                                    std::to_string(whole) +
+                                                    " tokens (prompt + max_tokens)");
     }
     uint32_t engine = engines[best].engine_index;
     return hw_route_decision{sizeof(hw_route_decision), engine, engine, 0};

@@ -7,6 +7,9 @@
 // refuses (429: the host's answer on a full engine) unless spill_when_full sends the request to
 // another pool's engine with room, in the same order, counted in "router_spills" (not in
 // "router_fallbacks", which counts pools that are down; both flag the decision as a fallback).
+// Engines may hold different lengths (a long pool with a larger max_model_len): a request whose
+// prompt + max_tokens its length range's pool cannot hold belongs to the next pool, in the same
+// order, that can; counted in "router_moves_to_fit", and not a fallback.
 #include <algorithm>
 #include <cstdlib>
 #include <headway/plugin.hpp>
@@ -119,25 +122,39 @@ class LengthRouter final : public headway::sdk::Router {
     const auto pool_at = [&](size_t k) -> const Pool& {
       return pools_[(home + k) % pools_.size()];
     };
+    const uint64_t whole = whole_length(request);
+    // Engine e of `pool` that holds the request, alive or not.
+    const auto holding = [&](const hw_engine_load& e, const Pool& pool) {
+      return headway::sdk::view(e.pool) == pool.name && holds(e, whole);
+    };
     const auto pick = [&](const Pool& pool, bool with_room) {
       return headway::sdk::pick_least_loaded(
           engines, cursor_,
           [&](const hw_engine_load& e) {
-            return e.alive && headway::sdk::view(e.pool) == pool.name &&
-                   (!with_room || has_room(e));
+            return e.alive && holding(e, pool) && (!with_room || has_room(e));
           },
           headway::sdk::outstanding_tokens);
     };
-    const auto has_live_engine = [&](const Pool& pool) {
+    const auto has_engine = [&](const Pool& pool, bool live) {
       return std::any_of(engines.begin(), engines.end(), [&](const hw_engine_load& e) {
-        return e.alive && headway::sdk::view(e.pool) == pool.name;
+        return (e.alive || !live) && holding(e, pool);
       });
     };
-    // The first pool with a live engine: the request's pool unless it is down.
-    size_t serving = 0;
-    while (serving < pools_.size() && !has_live_engine(pool_at(serving))) ++serving;
+    // The request's pool: the first that holds it, its length range's unless that one's
+    // max_model_len is too small for it.
+    size_t fitting = 0;
+    while (fitting < pools_.size() && !has_engine(pool_at(fitting), false)) ++fitting;
+    if (fitting == pools_.size()) {
+      throw Error(HW_UNAVAILABLE, "router 'length': no engine's max_model_len holds a request of " +
+                                      std::to_string(whole) + " tokens (prompt + max_tokens)");
+    }
+    // The first pool with a live engine that holds it: the request's pool unless it is down.
+    size_t serving = fitting;
+    while (serving < pools_.size() && !has_engine(pool_at(serving), true)) ++serving;
     if (serving == pools_.size()) {
-      throw Error(HW_UNAVAILABLE, "router 'length': no live engine in any pool");
+      throw Error(HW_UNAVAILABLE,
+                  "router 'length': no live engine in any pool holds a request of " +
+                      std::to_string(whole) + " tokens (prompt + max_tokens)");
     }
     size_t best = pick(pool_at(serving), true);
     size_t k = serving;
@@ -153,9 +170,10 @@ class LengthRouter final : public headway::sdk::Router {
       k = serving;
       best = pick(pool_at(serving), false);
     }
-    if (serving > 0) host_.counter_add("router_fallbacks", 1.0);
+    if (fitting > 0) host_.counter_add("router_moves_to_fit", 1.0);
+    if (serving > fitting) host_.counter_add("router_fallbacks", 1.0);
     const uint32_t engine = engines[best].engine_index;
-    return hw_route_decision{sizeof(hw_route_decision), engine, engine, k > 0 ? 1 : 0};
+    return hw_route_decision{sizeof(hw_route_decision), engine, engine, k > fitting ? 1 : 0};
   }
 
  private:

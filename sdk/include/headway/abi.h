@@ -48,9 +48,11 @@ extern "C" {
  * hw_model_info.returns_logits_on_request and hw_model_batch.logits_wanted, so that a model that
  * samples on its device hands the host the rows of the requests the host must sample itself; 1.6
  * added hw_router_table.set_engine_limits (hw_engine_limits), so that a router sees which engines'
- * waiting queues are full and places a request where it is not refused. */
+ * waiting queues are full and places a request where it is not refused; 1.7 added
+ * hw_engine_limits.max_model_len, so that engines of one deployment may hold different context
+ * lengths (a long-prompt pool with a larger one) and a router places each request where it fits. */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 6
+#define HW_ABI_MINOR 7
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -380,6 +382,14 @@ typedef struct hw_engine_limits {
    * to a decode engine; behind a router, those sent since the engine process's last load
    * report), so a router that compares the two errs towards "full". */
   uint32_t max_waiting;
+  /* The longest request the engine holds, prompt + max_output_tokens (ABI 1.7); 0: not known
+   * (treat it as holding any). The host admits requests up to the largest max_model_len of the
+   * deployment's engines when its router reads this field (an ABI 1.7 router with
+   * set_engine_limits), and up to the smallest otherwise; so a 1.7 router must place a request
+   * only on engines that hold it (its prefill engine too: an engine admits a request, prefill-only
+   * or not, only when all of it fits), and answer HW_UNAVAILABLE when only engines that are down
+   * do. The host fails a request placed where it does not fit as the router's error (HTTP 500). */
+  uint32_t max_model_len;
 } hw_engine_limits;
 
 typedef struct hw_route_request {

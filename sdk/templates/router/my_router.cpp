@@ -1,7 +1,7 @@
 // A router template: each request goes to the live mixed-role engine with the least outstanding
-// work (ties round-robin), among those whose waiting queue has room if any has (the host refuses a
-// request placed on a full one with a 429). Copy this folder, rename the class and the plugin
-// names, change route().
+// work (ties round-robin) among those whose max_model_len holds it, preferring those whose waiting
+// queue has room (the host refuses a request placed on a full one with a 429). Copy this folder,
+// rename the class and the plugin names, change route().
 // Check it with: headway-conformance --plugin build/my_router.so
 #include <headway/plugin.hpp>
 
@@ -17,10 +17,12 @@ class MyRouter final : public headway::sdk::Router {
     if (!any_mixed) throw headway::sdk::Error(HW_INVALID_ARGUMENT, "my_router needs mixed engines");
   }
 
-  hw_route_decision route(const hw_route_request&,
+  hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
-    const auto live = [](const hw_engine_load& e) {
-      return e.alive && e.role == HW_ENGINE_ROLE_MIXED;
+    // holds(): the engines' max_model_len (ABI 1.7). The host admits requests up to the largest
+    // of them and fails one placed where it does not fit, as this router's error.
+    const auto live = [&](const hw_engine_load& e) {
+      return e.alive && e.role == HW_ENGINE_ROLE_MIXED && holds(e, whole_length(request));
     };
     // has_room(): the engines' max_waiting, which the host tells every Router (ABI 1.6).
     size_t best = headway::sdk::pick_least_loaded(
@@ -31,7 +33,9 @@ class MyRouter final : public headway::sdk::Router {
           headway::sdk::pick_least_loaded(engines, cursor_, live, headway::sdk::outstanding_tokens);
     }
     // HW_UNAVAILABLE is the one answer when no live engine can take the request.
-    if (best == engines.size()) throw headway::sdk::Error(HW_UNAVAILABLE, "no live engine");
+    if (best == engines.size()) {
+      throw headway::sdk::Error(HW_UNAVAILABLE, "no live engine holds the request");
+    }
     const uint32_t engine = engines[best].engine_index;
     return hw_route_decision{sizeof(hw_route_decision), engine, engine, 0};
   }

@@ -238,6 +238,7 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi15WithoutEngineLimits) {
   }
   RouterInstance router(choice, engines, host);
   EXPECT_FALSE(router.reads_engine_limits());
+  EXPECT_FALSE(router.reads_model_lengths());
   // Not called: the table has no such entry (the plugin aborts if the host reads past its end).
   const std::vector<hw_engine_limits> limits = {{sizeof(hw_engine_limits), 0, 1},
                                                 {sizeof(hw_engine_limits), 1, 1}};
@@ -246,6 +247,37 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi15WithoutEngineLimits) {
   engines[1].outstanding_tokens = 5;
   const hw_route_request request{1, 8, 8, 0, hw_str{"", 0}};
   EXPECT_EQ(router.route(request, engines).prefill_engine, 1u);
+}
+
+// A router built for ABI 1.6 reads the waiting-queue bounds from the host's larger elements and
+// knows no lengths: the host does not judge its placements by max_model_len (it admits only what
+// every engine holds for such a router, Cluster::admitted_max_model_len).
+TEST(PluginRegistry, LoadsARouterBuiltForAbi16AndDoesNotJudgeItByLength) {
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(test_plugin("test_abi_1_6_router"));
+  EXPECT_EQ(plugin.descriptor->abi_minor, 6);
+  const PluginChoice choice = default_choice(plugin, "test: router");
+  VirtualClock clock;
+  HostServices host("router test_abi_1_6_router", &clock);
+  std::vector<hw_engine_load> engines(2);
+  for (uint32_t e = 0; e < 2; ++e) {
+    engines[e].engine_index = e;
+    engines[e].alive = 1;
+  }
+  // Engine 0 holds 64 tokens and its queue is full; engine 1 holds 4,096.
+  const std::vector<hw_engine_limits> limits = {{sizeof(hw_engine_limits), 0, 1, 64},
+                                                {sizeof(hw_engine_limits), 1, 0, 4096}};
+  RouterInstance router(choice, engines, host, limits);
+  EXPECT_TRUE(router.reads_engine_limits());
+  EXPECT_FALSE(router.reads_model_lengths());
+  engines[0].waiting = 1;
+  engines[1].outstanding_tokens = 500;
+  const hw_route_request request{1, 1000, 8, 0, hw_str{"", 0}};
+  // The bound was read through the host's stride: the full engine 0 is passed over.
+  EXPECT_EQ(router.route(request, engines).prefill_engine, 1u);
+  // With room there, it goes to engine 0, which cannot hold it: not refused here.
+  engines[0].waiting = 0;
+  EXPECT_EQ(router.route(request, engines).prefill_engine, 0u);
 }
 
 TEST(PluginRegistry, RefusesATableWithoutAMandatoryFunction) {

@@ -41,7 +41,15 @@ class Cluster {
   // The router's clock: the time of the event being handled.
   Clock& clock() { return *clock_; }
 
-  // Asks the router where a request goes, with every engine's current load. Throws Error.
+  // The longest request (prompt + max_output_tokens) the deployment admits: the largest
+  // max_model_len of its engines that finish requests (mixed and decode; a prefill engine hands
+  // its requests on) when the router places requests by their length (an ABI 1.7 router), else
+  // the smallest of all, which any engine it picks holds.
+  uint32_t admitted_max_model_len() const;
+  bool router_reads_model_lengths() const { return router_->reads_model_lengths(); }
+
+  // Asks the router where a request goes, with every engine's current load. Throws Error
+  // (RouterInstance::route).
   hw_route_decision route(const hw_route_request& request);
   // The same with loads the caller gathered: a driver with one thread per engine has each engine
   // publish its load from its own thread (Engine::load() may not be read from another). Reads no

@@ -81,20 +81,29 @@ class RouterInstance {
   RouterInstance& operator=(const RouterInstance&) = delete;
 
   // Throws Error: code HW_UNAVAILABLE when the router refused the request (no engine can take it);
-  // HW_INTERNAL when it failed (any other status code, an exception, a decision out of range),
-  // which is the plugin's fault, never the client's (PluginContractError for a status code abi.h
-  // does not define).
+  // HW_INTERNAL when it failed (any other status code, an exception, a decision out of range, or,
+  // for a router that reads_model_lengths(), an engine whose max_model_len does not hold the
+  // request), which is the plugin's fault, never the client's (PluginContractError for a status
+  // code abi.h does not define).
   hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> engines);
   // Whether the plugin reads the engines' limits (its table has set_engine_limits, ABI 1.6).
   bool reads_engine_limits() const { return set_engine_limits_ != nullptr; }
+  // Whether it also reads each engine's max_model_len (built against ABI 1.7 or later), and so
+  // places a request only where it fits: the host may then admit requests up to the largest
+  // max_model_len of the deployment instead of the smallest.
+  bool reads_model_lengths() const { return reads_model_lengths_; }
   // Tells the router what each engine admits (limits[i] for engine i); nothing for a router that
   // does not read them. Throws Error (HW_INTERNAL) when the plugin fails the call.
   void set_engine_limits(std::span<const hw_engine_limits> limits);
   const std::string& name() const { return name_; }
 
  private:
+  void check_fits(const hw_route_request& request, const hw_route_decision& decision) const;
+
   const hw_router_table* table_;
   decltype(hw_router_table::set_engine_limits) set_engine_limits_ = nullptr;
+  bool reads_model_lengths_ = false;
+  std::vector<hw_engine_limits> limits_;  // as last told, for check_fits()
   hw_router* handle_ = nullptr;
   std::string name_;
   std::string where_;  // the deployment's router table, for errors

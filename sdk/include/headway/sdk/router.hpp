@@ -29,11 +29,16 @@ class Router {
   // The engines' limits (ABI 1.6), engine i's at index i: after construction and whenever one
   // changes, never during route(). Copies in this build's layout (RouterAdapter reads the host's
   // array by the host's struct size; a field the host's struct lacks is 0). Keeps them for
-  // has_room(); an override that reads more calls this too. A host before ABI 1.6 never calls
-  // it: every engine then has room.
+  // has_room() and holds(); an override that reads more calls this too. A host before ABI 1.6
+  // never calls it: every engine then has room; a host before 1.7 sends no max_model_len, and
+  // every engine then holds every request (that host admits only what the smallest holds).
   virtual void set_engine_limits(std::span<const hw_engine_limits> limits) {
     max_waiting_.assign(limits.size(), 0);
-    for (size_t i = 0; i < limits.size(); ++i) max_waiting_[i] = limits[i].max_waiting;
+    max_model_len_.assign(limits.size(), 0);
+    for (size_t i = 0; i < limits.size(); ++i) {
+      max_waiting_[i] = limits[i].max_waiting;
+      max_model_len_[i] = limits[i].max_model_len;
+    }
   }
 
  protected:
@@ -44,9 +49,23 @@ class Router {
     return e.engine_index >= max_waiting_.size() || max_waiting_[e.engine_index] == 0 ||
            e.waiting < max_waiting_[e.engine_index];
   }
+  // Whether engine e holds a request of `tokens` positions within its max_model_len (ABI 1.7):
+  // whole_length(request) on every engine the request is placed on, a prefill engine too (an
+  // engine admits a request only when all of it fits). The host admits up to the largest
+  // max_model_len of the deployment, so a router places a request only where this holds (the host
+  // fails it otherwise). True where the length is not known.
+  bool holds(const hw_engine_load& e, uint64_t tokens) const {
+    return e.engine_index >= max_model_len_.size() || max_model_len_[e.engine_index] == 0 ||
+           tokens <= max_model_len_[e.engine_index];
+  }
+  // prompt + max_output_tokens: what an engine that decodes the request must hold.
+  static uint64_t whole_length(const hw_route_request& request) {
+    return uint64_t{request.prompt_tokens} + request.max_output_tokens;
+  }
 
  private:
-  std::vector<uint32_t> max_waiting_;  // per engine; 0: unbounded
+  std::vector<uint32_t> max_waiting_;    // per engine; 0: unbounded
+  std::vector<uint32_t> max_model_len_;  // per engine; 0: not known
 };
 
 // T is constructible from (const Host&, const Options&, std::span<const hw_engine_load>).

@@ -18,6 +18,7 @@
 #include <headway/core/plugin_registry.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -121,15 +122,24 @@ class RouterHarness {
     return d.decode_engine;
   }
 
-  // Tells the router each engine's waiting-queue bound, as a cluster does after create().
-  void set_max_waiting(const std::vector<uint32_t>& max_waiting) {
+  // Tells the router each engine's limits, as a cluster does after create(): waiting-queue
+  // bounds and max_model_len (an empty list: 0, unbounded or not known, for every engine).
+  void set_limits(const std::vector<uint32_t>& max_waiting,
+                  const std::vector<uint32_t>& max_model_len) {
     std::vector<hw_engine_limits> limits;
-    for (uint32_t e = 0; e < max_waiting.size(); ++e) {
-      limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e, max_waiting[e]});
+    for (uint32_t e = 0; e < std::max(max_waiting.size(), max_model_len.size()); ++e) {
+      limits.push_back(hw_engine_limits{sizeof(hw_engine_limits), e,
+                                        e < max_waiting.size() ? max_waiting[e] : 0,
+                                        e < max_model_len.size() ? max_model_len[e] : 0});
     }
     router_->set_engine_limits(limits);
   }
+  void set_max_waiting(const std::vector<uint32_t>& max_waiting) { set_limits(max_waiting, {}); }
+  void set_max_model_len(const std::vector<uint32_t>& max_model_len) {
+    set_limits({}, max_model_len);
+  }
   bool reads_engine_limits() const { return router_->reads_engine_limits(); }
+  bool reads_model_lengths() const { return router_->reads_model_lengths(); }
 
   double counter(const std::string& name) const {
     const auto counters = host_.counters();
@@ -277,6 +287,27 @@ TEST(LeastLoadedRouter, AnEngineWithAFullQueueComesLast) {
   engines[0].waiting = 1000;
   engines[1].waiting = 0;
   EXPECT_EQ(router.route_to_one(10, engines), 0u);
+}
+
+TEST(LeastLoadedRouter, PlacesARequestOnlyWhereItsLengthFits) {
+  // Engine 0 holds 2,048 tokens and is idle; engine 1 holds 32,768 and is busy.
+  std::vector<hw_engine_load> engines = {engine(0), engine(1)};
+  RouterHarness router(kLeastLoaded, "", engines);
+  ASSERT_TRUE(router.reads_model_lengths());
+  engines = {engine(0), with_load(engine(1), 50000)};
+  // Not told the lengths (0: not known), it goes by load alone.
+  EXPECT_EQ(router.route_to_one(4000, engines), 0u);
+  router.set_max_model_len({2048, 32768});
+  // 1,920 + 128 = 2,048 fits engine 0 exactly; one token more does not.
+  EXPECT_EQ(router.route_to_one(1920, engines), 0u);
+  EXPECT_EQ(router.route_to_one(1921, engines), 1u);
+  EXPECT_EQ(router.route(100, engines, /*max_output_tokens=*/1949).decode_engine, 1u);
+  // Only engine 0 alive: a request it cannot hold is refused as unavailable, naming its length.
+  engines[1] = dead(engines[1]);
+  Error e = error_of([&] { router.route(4000, engines); });
+  EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  EXPECT_THAT(e.what(), HasSubstr("4128 tokens"));
+  EXPECT_EQ(router.route_to_one(100, engines), 0u);
 }
 
 TEST(LeastLoadedRouter, NoLiveMixedEngineIsUnavailable) {
@@ -485,6 +516,50 @@ TEST(LengthRouter, FallbackTriesTheLongerPoolsFirstThenTheShorterOnes) {
   EXPECT_EQ(d.decode_engine, 0u);
   EXPECT_EQ(d.fallback, 1);
   EXPECT_EQ(router.counter("router_fallbacks"), 2.0);
+}
+
+TEST(LengthRouter, ARequestItsPoolCannotHoldGoesToTheNextPoolThatCan) {
+  // Short engines hold 8,192 tokens, long ones 131,072.
+  std::vector<hw_engine_load> engines = short_long_engines();
+  RouterHarness router(kLength, kShortLong, engines);
+  ASSERT_TRUE(router.reads_model_lengths());
+  router.set_max_model_len({8192, 8192, 131072, 131072});
+  engines[3] = with_load(engines[3], 500);
+  // A short prompt that asks for more output than the short pool holds: the long pool's least
+  // loaded engine, counted as a move, not a fallback.
+  hw_route_decision d = router.route(4000, engines, /*max_output_tokens=*/4193);
+  EXPECT_EQ(d.decode_engine, 2u);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_moves_to_fit"), 1.0);
+  EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+  // One that fits stays home.
+  d = router.route(4000, engines, /*max_output_tokens=*/4192);
+  EXPECT_LE(d.decode_engine, 1u);
+  EXPECT_EQ(router.counter("router_moves_to_fit"), 1.0);
+  // Within a pool, an engine that cannot hold it is passed over.
+  router.set_max_model_len({8192, 16384, 131072, 131072});
+  engines[0] = with_load(engines[0], 0);
+  engines[1] = with_load(engines[1], 900);
+  d = router.route(4000, engines, /*max_output_tokens=*/8000);
+  EXPECT_EQ(d.decode_engine, 1u);
+  EXPECT_EQ(d.fallback, 0);
+  EXPECT_EQ(router.counter("router_moves_to_fit"), 1.0);
+  // The long pool down: a request only it holds is refused as unavailable, not sent where it
+  // does not fit; one the short pool holds falls back there as before.
+  engines[2] = dead(engines[2]);
+  engines[3] = dead(engines[3]);
+  Error e = error_of([&] { router.route(20000, engines); });
+  EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  EXPECT_THAT(e.what(), HasSubstr("no live engine"));
+  d = router.route(10000, engines);
+  EXPECT_EQ(d.decode_engine, 1u);
+  EXPECT_EQ(d.fallback, 1);
+  EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
+  // Longer than every engine holds: unavailable, saying so.
+  engines = short_long_engines();
+  e = error_of([&] { router.route(131000, engines, /*max_output_tokens=*/73); });
+  EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  EXPECT_THAT(e.what(), HasSubstr("131073 tokens"));
 }
 
 TEST(LengthRouter, EveryEngineDownIsUnavailable) {
@@ -734,6 +809,39 @@ TEST(DisaggregatedRouter, FullQueuesComeLastOnBothSides) {
   EXPECT_EQ(d.prefill_engine, 0u);
   EXPECT_EQ(d.fallback, 0);
   EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
+}
+
+TEST(DisaggregatedRouter, BothEnginesHoldTheWholeRequest) {
+  // Prefill engines 0 and 1, decode engines 2 and 3; engine 0 and engine 2 hold 4,096 tokens,
+  // engines 1 and 3 hold 65,536, and the short ones are the less loaded.
+  std::vector<hw_engine_load> engines = {
+      engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_PREFILL),
+      engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
+  RouterHarness router(kDisaggregated, "", engines);
+  router.set_max_model_len({4096, 65536, 4096, 65536});
+  engines[1] = with_load(engines[1], 9000);
+  engines[3] = with_load(engines[3], 9000);
+  // Fits both short engines.
+  hw_route_decision d = router.route(3000, engines, /*max_output_tokens=*/1000);
+  EXPECT_EQ(d.prefill_engine, 0u);
+  EXPECT_EQ(d.decode_engine, 2u);
+  // The prompt alone fits engine 0, but an engine admits a request, prefill-only or not, only
+  // when all of it fits: both long engines.
+  d = router.route(4095, engines, /*max_output_tokens=*/1000);
+  EXPECT_EQ(d.prefill_engine, 1u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  EXPECT_EQ(d.fallback, 0);
+  // Engine 1 down: no prefill engine holds it, so it is prefilled on its decode engine.
+  engines[1] = dead(engines[1]);
+  d = router.route(4095, engines, /*max_output_tokens=*/1000);
+  EXPECT_EQ(d.prefill_engine, 3u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  EXPECT_EQ(d.fallback, 1);
+  // Engine 3 down too: nothing holds the request on the decode side.
+  engines[3] = dead(engines[3]);
+  Error e = error_of([&] { router.route(4096, engines, 1000); });
+  EXPECT_EQ(e.code(), HW_UNAVAILABLE);
+  EXPECT_THAT(e.what(), HasSubstr("no live decode engine holds a request of 5096 tokens"));
 }
 
 TEST(DisaggregatedRouter, NoLiveDecodeEngineIsUnavailable) {

@@ -134,6 +134,33 @@ TEST_F(DisaggregatedServiceTest, AbortsAtAnyMomentOfTheHandOffFreeBothEnginesBlo
   }
 }
 
+// A prefill engine with a shorter max_model_len than the decode engine (ABI 1.7): the service
+// admits up to the decode engine's, and a request the prefill engine cannot hold whole (an engine
+// admits no less, prefill-only or not) is prefilled on its decode engine, as the disaggregated
+// router does when no prefill engine can take it; one it holds is split as usual.
+TEST_F(DisaggregatedServiceTest, ARequestThePrefillEngineCannotHoldIsPrefilledOnItsDecodeEngine) {
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 64\n" + kScheduler +
+                              "[[engines]]\nrole = \"decode\"\n" + kScheduler;
+  LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
+  EXPECT_EQ(service.model_info().max_model_len, 1024u);
+  const test::Collected whole = collect(*service.submit(text_request("long answer", 100)));
+  EXPECT_EQ(whole.finish, Finish::kLength) << whole.error;
+  EXPECT_EQ(whole.usage.completion_tokens, 100u);
+  const test::Collected split = collect(*service.submit(text_request("short answer", 8)));
+  EXPECT_EQ(split.finish, Finish::kLength) << split.error;
+  const std::string metrics = service.metrics_text();
+  // The first prefilled on the decode engine (a fallback), the second on the prefill engine and
+  // moved: each engine computed one prompt.
+  EXPECT_EQ(test::sum_of(metrics, "headway_prompt_tokens_total", "engine=\"1\""),
+            whole.usage.prompt_tokens)
+      << metrics;
+  EXPECT_EQ(test::sum_of(metrics, "headway_prompt_tokens_total", "engine=\"0\""),
+            split.usage.prompt_tokens)
+      << metrics;
+  EXPECT_EQ(test::sum_of(metrics, "headway_kv_transfers_total", ""), 1.0) << metrics;
+  EXPECT_NE(metrics.find("metric=\"router_fallbacks\"} 1"), std::string::npos) << metrics;
+}
+
 // Requests handed to the decode engine that wait there for KV room are its queued work: its load
 // (what routers and /metrics see) counts them as waiting, not as nothing.
 TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEnginesWaiting) {

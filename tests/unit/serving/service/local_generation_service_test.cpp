@@ -1244,6 +1244,73 @@ TEST_F(ServiceTest, ARequestGoesPastAFullQueueToAnEngineWithRoom) {
   EXPECT_EQ(service.metrics_text().find("reason=\"queue_full\"} 1"), std::string::npos);
 }
 
+// Engines of one deployment may hold different lengths (a long-prompt engine with a larger
+// max_model_len): with a router that places by length (ABI 1.7) the service admits up to the
+// largest, and a request only the longer engine holds is served there. Before, the service
+// admitted only what the smallest held, so the longer engine's extra length was unusable.
+TEST_F(ServiceTest, ARequestOnlyTheLongerEngineHoldsIsAdmittedAndServedThere) {
+  const std::string short_engine = "[[engines]]\nmax_model_len = 64\n";
+  const std::string long_engine = "[[engines]]\n";
+  LocalGenerationService service(tiny_deployment(checkpoint(), short_engine + long_engine,
+                                                 "[router]\nplugin = \"least_loaded\"\n"));
+  EXPECT_EQ(service.model_info().max_model_len, 1024u);
+  const auto stream = service.submit(text_request("a prompt that fits in either", 100));
+  const test::Collected answer = collect(*stream);
+  EXPECT_EQ(answer.finish, Finish::kLength) << answer.error;
+  EXPECT_EQ(answer.ids.size(), 100u);
+  const std::string metrics = service.metrics_text();
+  EXPECT_EQ(test::sum_of(metrics, "headway_request_success_total", "engine=\"1\""), 1.0) << metrics;
+  EXPECT_EQ(test::sum_of(metrics, "headway_request_success_total", "engine=\"0\""), 0.0) << metrics;
+  // Without max_tokens (chat), a request is routed by its prompt and runs to the end of the
+  // context of the engine it lands on: both idle, least_loaded's round-robin turn is engine 0's,
+  // which holds 64 tokens. (Routed by the largest length, it could only go to engine 1.)
+  GenerateInput open = text_request("open", 1);
+  open.max_tokens_to_context_end = true;
+  const test::Collected ended = collect(*service.submit(open));
+  EXPECT_EQ(ended.finish, Finish::kLength) << ended.error;
+  EXPECT_EQ(ended.usage.prompt_tokens + ended.usage.completion_tokens, 64u);
+  EXPECT_EQ(test::sum_of(service.metrics_text(), "headway_request_success_total", "engine=\"0\""),
+            1.0);
+  // A one-token request takes engine 1's turn, so that engine 0's is next. With min_tokens = 100
+  // an open-ended request needs more than engine 0 holds: engine 1, to the end of its 1,024.
+  // (Routed by one token, it would go to engine 0 and end short of its min_tokens.)
+  EXPECT_EQ(collect(*service.submit(text_request("turn", 1))).finish, Finish::kLength);
+  open.sampling.min_tokens = 100;
+  const test::Collected longer = collect(*service.submit(open));
+  EXPECT_EQ(longer.finish, Finish::kLength) << longer.error;
+  EXPECT_EQ(longer.usage.prompt_tokens + longer.usage.completion_tokens, 1024u);
+  EXPECT_EQ(test::sum_of(service.metrics_text(), "headway_request_success_total", "engine=\"1\""),
+            3.0);
+  // Past the longest: refused as the client's error, naming the length.
+  try {
+    service.submit(text_request("x", 1024));
+    ADD_FAILURE() << "admitted past every engine's max_model_len";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("maximum context length is 1024 tokens"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A router built before ABI 1.7 knows no lengths and may place a request on any engine: the
+// service admits only what every engine holds.
+TEST_F(ServiceTest, ARouterThatKnowsNoLengthsGetsWhatEveryEngineHolds) {
+  const std::string router = "[router]\nplugin = \"" + std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                             "/test_abi_1_6_router.so\"\n";
+  LocalGenerationService service(
+      tiny_deployment(checkpoint(), "[[engines]]\nmax_model_len = 64\n[[engines]]\n", router));
+  EXPECT_EQ(service.model_info().max_model_len, 64u);
+  try {
+    service.submit(text_request("a prompt", 100));
+    ADD_FAILURE() << "admitted past the smaller engine's max_model_len";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("maximum context length is 64 tokens"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(ServiceTest, DrainAbortsWhatOutlivesTheTimeoutAndRefusesNewWork) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   std::vector<std::shared_ptr<RequestStream>> streams;

@@ -195,19 +195,25 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
       << headway::test::describe(r);
 }
 
+// The suite's results for the in-tree routers that choose between engines, each with the features
+// that give it its shapes of several engines (least_loaded: mixed and pools; length: pools;
+// disaggregated: prefill and decode).
+std::vector<headway::conformance::ProfileResult> in_tree_routers() {
+  const auto in_tree = [](const char* file, const char* options, std::set<std::string> features) {
+    return headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/" + file, options,
+                                    features);
+  };
+  return {in_tree("headway_router_least_loaded.so", "", {}),
+          in_tree("headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}),
+          in_tree("headway_router_disaggregated.so", "", {"disaggregation"})};
+}
+
 // The in-tree routers place a request only on engines whose max_model_len holds it, on every
 // shape of several engines each supports, and refuse none another engine holds; a router built
 // against ABI 1.6 is not told the lengths (the host admits only what every engine holds for it),
 // which the test says rather than judging it.
 TEST(FaultyPlugins, HoldsRequestLengthsPassesTheInTreeRoutersAndDoesNotJudgeAnAbi16Router) {
-  const auto in_tree = [](const char* file, const char* options, std::set<std::string> features) {
-    return headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/" + file, options,
-                                    features);
-  };
-  for (const auto& r :
-       {in_tree("headway_router_least_loaded.so", "", {}),
-        in_tree("headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}),
-        in_tree("headway_router_disaggregated.so", "", {"disaggregation"})}) {
+  for (const auto& r : in_tree_routers()) {
     expect_outcome(r, "router.holds_request_lengths", Outcome::kPass);
     EXPECT_NE(headway::test::find_test(r, "router.holds_request_lengths")
                   ->message.find("at most 0 of 50 were refused"),
@@ -226,14 +232,7 @@ TEST(FaultyPlugins, HoldsRequestLengthsPassesTheInTreeRoutersAndDoesNotJudgeAnAb
 // and decode sides); a router built against ABI 1.5 is never told the bounds, which the test says
 // rather than judging it.
 TEST(FaultyPlugins, AvoidsFullQueuesPassesTheInTreeRoutersAndDoesNotJudgeAnAbi15Router) {
-  const auto in_tree = [](const char* file, const char* options, std::set<std::string> features) {
-    return headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/" + file, options,
-                                    features);
-  };
-  for (const auto& r :
-       {in_tree("headway_router_least_loaded.so", "", {}),
-        in_tree("headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}),
-        in_tree("headway_router_disaggregated.so", "", {"disaggregation"})}) {
+  for (const auto& r : in_tree_routers()) {
     expect_outcome(r, "router.avoids_full_queues", Outcome::kPass);
     EXPECT_NE(headway::test::find_test(r, "router.avoids_full_queues")
                   ->message.find("at most 0 of 50 requests went to the one engine"),

@@ -157,7 +157,8 @@ class ServeProcess {
 // (8 layers, hidden 512: milliseconds per token instead of a fraction of one), so that a test can
 // act while one of its requests is still streaming. `router_server_keys`: more lines of the
 // router's [server] table ("reasoning_parser = \"qwen3\"\n"). `router_options`: more options of
-// the length router; `short_engine_keys`: more keys of the short pool's [[engines]] table.
+// the length router; `short_engine_keys`: more keys of the short pool's [[engines]] table;
+// `router_plugin`: another router plugin (a path) instead of the length router.
 class RoutedEngineProcesses {
  public:
   RoutedEngineProcesses(const fs::path& dir, uint32_t long_from, double load_report_interval_s,
@@ -167,7 +168,8 @@ class RoutedEngineProcesses {
                             "max_num_seqs = 16 } }",
                         const std::string& router_server_keys = "",
                         const std::string& router_options = "",
-                        const std::string& short_engine_keys = "") {
+                        const std::string& short_engine_keys = "",
+                        const std::string& router_plugin = "") {
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
     for (const char* pool : {"short", "long"}) {
       const std::string keys = std::string(pool) == "short" ? short_engine_keys : "";
@@ -193,12 +195,15 @@ class RoutedEngineProcesses {
       tables += std::string("[[engines]]\npool = \"") + (e == 0 ? "short" : "long") +
                 "\"\naddress = \"127.0.0.1:" + std::to_string(ports_[e]) + "\"\n";
     }
-    tables += "[router]\nplugin = \"length\"\noptions = { pools = \"short:0,long:" +
-              std::to_string(long_from) + "\"" +
-              (router_options.empty() ? std::string() : ", " + router_options) +
-              " }\n[server]\nrole = \"router\"\nhttp_port = 0\n" +
-              "grpc_port = 0\ndrain_timeout_s = 30\nload_report_interval_s = " +
-              std::to_string(load_report_interval_s) + "\n" + router_server_keys;
+    tables += router_plugin.empty()
+                  ? "[router]\nplugin = \"length\"\noptions = { pools = \"short:0,long:" +
+                        std::to_string(long_from) + "\"" +
+                        (router_options.empty() ? std::string() : ", " + router_options) + " }\n"
+                  : "[router]\nplugin = \"" + router_plugin + "\"\n";
+    tables +=
+        "[server]\nrole = \"router\"\nhttp_port = 0\ngrpc_port = 0\ndrain_timeout_s = 30\n"
+        "load_report_interval_s = " +
+        std::to_string(load_report_interval_s) + "\n" + router_server_keys;
     router_ =
         std::make_unique<ServeProcess>(write_tiny_deployment(dir, "router", tables, "router.toml"));
     const std::optional<std::string> http =

@@ -905,6 +905,31 @@ TEST(ServeProcesses, ProcessesOfDifferentLengthsServeWhatEachHolds) {
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// Behind a router plugin built before ABI 1.7, which knows no lengths and may place a request on
+// any process, the router admits only what every process holds.
+TEST(ServeProcesses, ARouterThatKnowsNoLengthsAdmitsWhatEveryProcessHolds) {
+  TempDir dir("serve_processes_lengths_1_6");
+  RoutedEngineProcesses cluster(dir.path, 200, 0.05, false,
+                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                                "max_num_seqs = 16 } }",
+                                "", "", "max_model_len = 256",
+                                std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_abi_1_6_router.so");
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  const auto models = http.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(nlohmann::json::parse(models->body)["data"][0]["max_model_len"], 256) << models->body;
+  const auto refused =
+      http.Post("/v1/completions", completion("short", 300, false), "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_NE(refused->body.find("maximum context length is 256 tokens"), std::string::npos)
+      << refused->body;
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewhere) {
   TempDir dir("serve_processes_retry");
   // Polls once a second, each call with a 2 s deadline: a frozen process still counts as up for

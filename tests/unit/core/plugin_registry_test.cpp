@@ -222,6 +222,16 @@ TEST(PluginRegistry, LoadsAKvTransportBuiltForAbi11WithoutPeerLinks) {
   EXPECT_EQ(transport.poll(handle).state, HW_TRANSFER_DONE);
 }
 
+// Two engines as a router's create() sees them: alive, mixed, load fields zero.
+std::vector<hw_engine_load> two_live_engines() {
+  std::vector<hw_engine_load> engines(2);
+  for (uint32_t e = 0; e < 2; ++e) {
+    engines[e].engine_index = e;
+    engines[e].alive = 1;
+  }
+  return engines;
+}
+
 TEST(PluginRegistry, LoadsARouterBuiltForAbi15WithoutEngineLimits) {
   PluginRegistry registry;
   const LoadedPlugin& plugin = registry.load_path(test_plugin("test_abi_1_5_router"));
@@ -231,11 +241,7 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi15WithoutEngineLimits) {
   const PluginChoice choice = default_choice(plugin, "test: router");
   VirtualClock clock;
   HostServices host("router test_abi_1_5_router", &clock);
-  std::vector<hw_engine_load> engines(2);
-  for (uint32_t e = 0; e < 2; ++e) {
-    engines[e].engine_index = e;
-    engines[e].alive = 1;
-  }
+  std::vector<hw_engine_load> engines = two_live_engines();
   RouterInstance router(choice, engines, host);
   EXPECT_FALSE(router.reads_engine_limits());
   EXPECT_FALSE(router.reads_model_lengths());
@@ -259,11 +265,7 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi16AndDoesNotJudgeItByLength) {
   const PluginChoice choice = default_choice(plugin, "test: router");
   VirtualClock clock;
   HostServices host("router test_abi_1_6_router", &clock);
-  std::vector<hw_engine_load> engines(2);
-  for (uint32_t e = 0; e < 2; ++e) {
-    engines[e].engine_index = e;
-    engines[e].alive = 1;
-  }
+  std::vector<hw_engine_load> engines = two_live_engines();
   // Engine 0 holds 64 tokens and its queue is full; engine 1 holds 4,096.
   const std::vector<hw_engine_limits> limits = {{sizeof(hw_engine_limits), 0, 1, 64},
                                                 {sizeof(hw_engine_limits), 1, 0, 4096}};

@@ -25,7 +25,9 @@ class ClassRouter final : public headway::sdk::Router {
     }
     const size_t best = headway::sdk::pick_least_loaded(
         engines, cursor_,
-        [](const hw_engine_load& e) { return e.alive && e.role == HW_ENGINE_ROLE_MIXED; },
+        [&](const hw_engine_load& e) {
+          return e.alive && e.role == HW_ENGINE_ROLE_MIXED && holds(e, whole_length(r));
+        },
         headway::sdk::outstanding_tokens);
     if (best == engines.size()) throw headway::sdk::Error(HW_UNAVAILABLE, "no live mixed engine");
     const uint32_t engine = engines[best].engine_index;

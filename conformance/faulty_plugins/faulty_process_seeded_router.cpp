@@ -27,6 +27,7 @@ class ProcessSeededRouter final : public headway::sdk::Router {
     uint64_t best_rank = 0;
     for (const hw_engine_load& e : engines) {
       if (!e.alive || e.role == HW_ENGINE_ROLE_PREFILL) continue;
+      if (!holds(e, whole_length(request))) continue;
       // The queue first; among equals, an order that the salt shuffles per process.
       const uint64_t tie = headway::sdk::sampling::mix64(kSaltOfThisProcess ^
                                                          headway::sdk::sampling::mix64(request.id) ^

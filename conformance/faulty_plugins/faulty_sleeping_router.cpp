@@ -14,11 +14,12 @@ class SleepingRouter final : public headway::sdk::Router {
   SleepingRouter(const headway::sdk::Host&, const headway::sdk::Options&,
                  std::span<const hw_engine_load>) {}
 
-  hw_route_decision route(const hw_route_request&,
+  hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
     if (++calls_ % 25 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
     for (const hw_engine_load& e : engines) {
       if (!e.alive || e.role == HW_ENGINE_ROLE_PREFILL) continue;
+      if (!holds(e, whole_length(request))) continue;
       return hw_route_decision{sizeof(hw_route_decision), e.engine_index, e.engine_index, 0};
     }
     throw headway::sdk::Error(HW_UNAVAILABLE, "no live engine can finish a request");

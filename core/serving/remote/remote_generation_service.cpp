@@ -143,8 +143,10 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   hw_route_decision route_now(uint64_t numeric_id, uint32_t prompt_tokens, uint32_t max_tokens,
                               int32_t priority, std::string_view request_class);
   // route_now() for a call already in flight; nullopt when it can go nowhere.
-  std::optional<hw_route_decision> route_again(const v1::GenerateRequest& upstream,
-                                               bool open_ended);
+  // `generated`: the tokens the request has streamed so far (a prefill call's upstream lists
+  // none, though its first token is out).
+  std::optional<hw_route_decision> route_again(const v1::GenerateRequest& upstream, bool open_ended,
+                                               uint32_t generated);
   // A request without max_tokens (chat: `open_ended`) runs to the end of the context of the
   // processes it is placed on, as vLLM's does on the server it reaches. The output tokens the
   // router is told: max_tokens, or for an open-ended request behind a router that places by
@@ -724,7 +726,8 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
     // (bouncing between full processes would only load them more).
     if (busy && failed.attempts() >= engines_.size()) return false;
     const v1::GenerateRequest& upstream = failed.upstream();
-    const std::optional<hw_route_decision> routed = route_again(upstream, failed.open_ended());
+    const std::optional<hw_route_decision> routed = route_again(
+        upstream, failed.open_ended(), static_cast<uint32_t>(upstream.generated_ids_size()));
     if (!routed) return false;  // no other process can take it: the client gets the failure
     const hw_route_decision& decision = *routed;
     // Sent again as it was: a prefill_only call to another prefill process, keeping its decode
@@ -799,12 +802,11 @@ hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
 }
 
 std::optional<hw_route_decision> RemoteGenerationService::Impl::route_again(
-    const v1::GenerateRequest& upstream, bool open_ended) {
+    const v1::GenerateRequest& upstream, bool open_ended, uint32_t generated) {
   try {
     return route_now(next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
                      routed_output_tokens(open_ended, upstream.sampling().max_tokens(),
-                                          upstream.sampling().min_tokens(),
-                                          static_cast<uint32_t>(upstream.generated_ids_size())),
+                                          upstream.sampling().min_tokens(), generated),
                      upstream.priority(), upstream.request_class());
   } catch (const core::Error&) {
     return std::nullopt;
@@ -844,7 +846,8 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
       // (a dead process fails the call, which is then retried elsewhere), rather than throwing
       // the finished prefill away.
       const std::optional<hw_route_decision> routed =
-          route_again(prefilled.upstream(), prefilled.open_ended());
+          route_again(prefilled.upstream(), prefilled.open_ended(),
+                      static_cast<uint32_t>(prefilled.generated().size()));
       if (routed && routed->decode_engine < engines_.size() &&
           engines_[routed->decode_engine]->up() &&
           routed->decode_engine != routed->prefill_engine) {

@@ -396,9 +396,10 @@ typedef struct hw_route_request {
   uint64_t id;
   uint32_t prompt_tokens;
   /* The request's max_tokens. A request without one (a chat that runs to the end of the context)
-   * is given what it needs at least (1, or its min_tokens) when the router reads the engines'
-   * max_model_len (ABI 1.7), so that an engine with a shorter context may take it; the host then
-   * bounds it by the engines it is placed on. For an older router, what the host admits. */
+   * is given what it needs at least (1, its min_tokens, or one past the tokens it has streamed
+   * when it is placed again) when the router reads the engines' max_model_len (ABI 1.7), so that
+   * an engine with a shorter context may take it; the host then bounds it by the engines it is
+   * placed on. For an older router, what the host admits. */
   uint32_t max_output_tokens;
   int32_t priority;
   hw_str request_class;

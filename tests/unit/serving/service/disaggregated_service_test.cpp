@@ -159,6 +159,14 @@ TEST_F(DisaggregatedServiceTest, ARequestThePrefillEngineCannotHoldIsPrefilledOn
       << metrics;
   EXPECT_EQ(test::sum_of(metrics, "headway_kv_transfers_total", ""), 1.0) << metrics;
   EXPECT_NE(metrics.find("metric=\"router_fallbacks\"} 1"), std::string::npos) << metrics;
+  // Without max_tokens, a short prompt is split too, and runs to the end of the shorter context
+  // of its two engines: the prefill engine's 64.
+  GenerateInput open = text_request("open", 1);
+  open.max_tokens_to_context_end = true;
+  const test::Collected ended = collect(*service.submit(open));
+  EXPECT_EQ(ended.finish, Finish::kLength) << ended.error;
+  EXPECT_EQ(ended.usage.prompt_tokens + ended.usage.completion_tokens, 64u);
+  EXPECT_EQ(test::sum_of(service.metrics_text(), "headway_kv_transfers_total", ""), 2.0);
 }
 
 // Requests handed to the decode engine that wait there for KV room are its queued work: its load

@@ -925,9 +925,35 @@ TEST(ServeProcesses, ARouterThatKnowsNoLengthsAdmitsWhatEveryProcessHolds) {
   EXPECT_EQ(refused->status, 400) << refused->body;
   EXPECT_NE(refused->body.find("maximum context length is 256 tokens"), std::string::npos)
       << refused->body;
-  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
-  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+
+  // The long pool's process restarts at its address holding 64 tokens, less than the 256 the
+  // router admits: such a router may place any request there, so the process stays out.
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+  ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
+  const fs::path shorter = dir.path / "engine_long_shorter.toml";
+  {
+    std::ifstream in(dir.path / "engine_long.toml");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::ofstream(shorter) << std::regex_replace(
+        std::regex_replace(text.str(), std::regex("grpc_port = 0"),
+                           "grpc_port = " + std::to_string(cluster.engine_port(1))),
+        std::regex("\\[\\[engines\\]\\]"), "[[engines]]\nmax_model_len = 64");
+  }
+  ServeProcess smaller(shorter);
+  ASSERT_TRUE(smaller.wait_for_line(std::regex("(gRPC listening)")).has_value()) << smaller.log();
+  smaller.keep_reading();
+  // Twenty polls (one each 0.05 s) see it answer; it stays out. (Why is checked in the router's
+  // log once it has exited.)
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_TRUE(wait_for_alive(http, 1));
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_NE(cluster.router().log().find("serves max_model_len 64, less than the 256 this router "
+                                        "admits"),
+            std::string::npos)
+      << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(smaller.stop(SIGTERM), 0) << smaller.log();
 }
 
 TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewhere) {

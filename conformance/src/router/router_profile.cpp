@@ -238,6 +238,21 @@ void check_uses_load(const PluginUnderTest& p, const RouterShape& shape, core::H
   }
 }
 
+// The shape's engines, each running 16 requests with 2 waiting and 500,000 tokens outstanding,
+// except `light`, which has 2,000: by far the least loaded, the one a router that uses load picks.
+std::vector<hw_engine_load> least_loaded_by_far(const RouterShape& shape, uint32_t light) {
+  std::vector<hw_engine_load> loads = shape.engines;
+  for (hw_engine_load& e : loads) {
+    e.running = 16;
+    e.waiting = 2;
+    e.queued_prefill_tokens = 400'000;
+    e.outstanding_tokens = 500'000;
+  }
+  loads[light].queued_prefill_tokens = 1'000;
+  loads[light].outstanding_tokens = 2'000;
+  return loads;
+}
+
 // On each supported shape of several engines, with every waiting queue bounded at 8
 // (set_engine_limits, ABI 1.6), one engine at a time is the least loaded but has a full queue,
 // which the host refuses a request on (429), while every other engine (its pool's or role's
@@ -275,16 +290,8 @@ void check_queue_room(const PluginUnderTest& p, const std::vector<const RouterSh
                e.what());
         return;
       }
-      std::vector<hw_engine_load> loads = shape.engines;
-      for (hw_engine_load& e : loads) {
-        e.running = 16;
-        e.waiting = 2;
-        e.queued_prefill_tokens = 400'000;
-        e.outstanding_tokens = 500'000;
-      }
+      std::vector<hw_engine_load> loads = least_loaded_by_far(shape, full);
       loads[full].waiting = kMaxWaiting;
-      loads[full].queued_prefill_tokens = 1'000;
-      loads[full].outstanding_tokens = 2'000;
       uint32_t on_full = 0;
       for (uint32_t i = 0; i < kRoutes; ++i) {
         const Placement placement = place(*router, random_request(i + 1, rng), loads);
@@ -350,18 +357,7 @@ void check_model_lengths(const PluginUnderTest& p, const std::vector<const Route
             "holds");
         return;
       }
-      std::vector<hw_engine_load> loads = shape->engines;
-      for (hw_engine_load& e : loads) {
-        e.running = 16;
-        e.queued_prefill_tokens = 400'000;
-        e.outstanding_tokens = 500'000;
-        e.kv_blocks_free = 4096;
-        e.kv_blocks_total = 8192;
-        e.block_size = 16;
-      }
-      loads[short_engine].running = 0;
-      loads[short_engine].queued_prefill_tokens = 0;
-      loads[short_engine].outstanding_tokens = 0;
+      std::vector<hw_engine_load> loads = least_loaded_by_far(*shape, short_engine);
       // Another engine of the short one's role holds every request: refusing one is needless.
       const bool partner = std::any_of(loads.begin(), loads.end(), [&](const hw_engine_load& e) {
         return e.engine_index != short_engine && e.role == loads[short_engine].role;

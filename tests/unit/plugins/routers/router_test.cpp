@@ -657,6 +657,12 @@ std::vector<hw_engine_load> pd_engines() {
           engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
 }
 
+// Prefill engines 0 and 1, decode engines 2 and 3.
+std::vector<hw_engine_load> two_prefill_two_decode() {
+  return {engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_PREFILL),
+          engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
+}
+
 TEST(DisaggregatedRouter, PrefillOnFewestQueuedPrefillTokensDecodeOnLeastOutstanding) {
   std::vector<hw_engine_load> engines = pd_engines();
   RouterHarness router(kDisaggregated, "", engines);  // local_prefill_max_tokens = 0: always move
@@ -782,9 +788,7 @@ TEST(DisaggregatedRouter, NoLivePrefillEnginePrefillsLocallyAsAFallback) {
 }
 
 TEST(DisaggregatedRouter, FullQueuesComeLastOnBothSides) {
-  std::vector<hw_engine_load> engines = {
-      engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_PREFILL),
-      engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
   RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 64", engines);
   router.set_max_waiting({3, 3, 3, 3});
   // The less loaded engine of each role is full.
@@ -814,9 +818,7 @@ TEST(DisaggregatedRouter, FullQueuesComeLastOnBothSides) {
 TEST(DisaggregatedRouter, BothEnginesHoldTheWholeRequest) {
   // Prefill engines 0 and 1, decode engines 2 and 3; engine 0 and engine 2 hold 4,096 tokens,
   // engines 1 and 3 hold 65,536, and the short ones are the less loaded.
-  std::vector<hw_engine_load> engines = {
-      engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_PREFILL),
-      engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
   RouterHarness router(kDisaggregated, "", engines);
   router.set_max_model_len({4096, 65536, 4096, 65536});
   engines[1] = with_load(engines[1], 9000);

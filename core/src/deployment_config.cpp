@@ -311,6 +311,14 @@ int32_t parse_role(const std::string& role, const std::string& where) {
       fmt::format("{}.role: unknown role \"{}\" (allowed: mixed, prefill, decode)", where, role));
 }
 
+EngineConfig::MovedKvBlocks parse_moved_kv_blocks(const std::string& value,
+                                                  const std::string& where) {
+  if (value == "all") return EngineConfig::MovedKvBlocks::kAll;
+  if (value == "as_needed") return EngineConfig::MovedKvBlocks::kAsNeeded;
+  throw Error(fmt::format("{}.moved_kv_blocks: unknown value \"{}\" (allowed: all, as_needed)",
+                          where, value));
+}
+
 // host:port with a port of 1-65535, "[v6]:port", or a gRPC target ("dns:///host:port",
 // "ipv4:", "ipv6:", whose port is checked too; "unix:" and "unix-abstract:" paths, which have
 // none): without a port gRPC dials port 0 (or 443), and the router would find out only when its
@@ -385,7 +393,7 @@ void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint3
                     where, count));
   }
   for (const char* key : {"block_size", "kv_blocks", "max_model_len", "max_waiting",
-                          "prefix_caching", "scheduler", "model_options"}) {
+                          "prefix_caching", "moved_kv_blocks", "scheduler", "model_options"}) {
     if (t.get(key) != nullptr) {
       throw Error(
           fmt::format("{}.{}: not allowed beside address: the engine process at {} sets it "
@@ -526,7 +534,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     const std::string where = fmt::format("{}: engines[{}]", name, g);
     check_keys(t,
                {"count", "pool", "role", "block_size", "kv_blocks", "max_model_len", "max_waiting",
-                "prefix_caching", "scheduler", "model_options", "address"},
+                "prefix_caching", "moved_kv_blocks", "scheduler", "model_options", "address"},
                where);
     uint32_t count = get_uint(t, "count", where, 1, 1, 4096);
     EngineConfig engine;
@@ -537,6 +545,14 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     engine.max_model_len = get_uint(t, "max_model_len", where, 0, 0, UINT32_MAX);
     engine.max_waiting = get_uint(t, "max_waiting", where, 0, 0, UINT32_MAX);
     engine.prefix_caching = get_bool(t, "prefix_caching", where, engine.prefix_caching);
+    engine.moved_kv_blocks =
+        parse_moved_kv_blocks(get_string(t, "moved_kv_blocks", where, "all"), where);
+    if (engine.role == HW_ENGINE_ROLE_PREFILL && t.get("moved_kv_blocks") != nullptr) {
+      // It would be silently unused: only decode and mixed engines take requests whose KV moves.
+      throw Error(where +
+                  ".moved_kv_blocks: a prefill engine receives no moved KV; set it on the decode "
+                  "engines");
+    }
     engine.address = get_string(t, "address", where, "");
     if (t.get("address") != nullptr) check_remote_engine(t, engine, count, where);
     engine.scheduler =

@@ -219,6 +219,8 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.record = in.record;
   r.in_use = true;
   r.prefill_only = false;
+  r.waits_after_preemption = false;
+  r.ends_after_outputs = in.ends_after_outputs;
   r.outputs_before = 0;
   r.prompt_logprobs_next = 1;
   if (r.record != nullptr) {
@@ -270,11 +272,12 @@ void Engine::add_request(NewRequest request) {
   if (config_.prefix_caching && prefix_cache_ == nullptr && !request.prompt.empty()) {
     start_prefix_cache();
   }
-  const uint32_t slot = occupy_slot(
-      IncomingTransfer{request.id, request.class_index, request.prompt_tokens, 0, 0,
-                       request.max_output_tokens, request.priority, request.arrival,
-                       std::move(request.sampling), std::move(request.prompt), request.record},
-      HW_REQUEST_WAITING);
+  const uint32_t slot =
+      occupy_slot(IncomingTransfer{request.id, request.class_index, request.prompt_tokens, 0, 0,
+                                   request.max_output_tokens, request.priority, request.arrival,
+                                   std::move(request.sampling), std::move(request.prompt),
+                                   request.record, request.ends_after_outputs},
+                  HW_REQUEST_WAITING);
   Request& r = requests_[slot];
   r.prefill_only = request.prefill_only;
   r.outputs_before = request.outputs_before;
@@ -317,6 +320,8 @@ void Engine::preempt(uint32_t slot) {
   r.computed_tokens = 0;
   r.state = HW_REQUEST_WAITING;
   ++r.preemptions;
+  if (!r.waits_after_preemption) ++waiting_preempted_;
+  r.waits_after_preemption = true;
   if (r.record != nullptr) ++r.record->preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), slot));
   push_waiting_front(r);
@@ -326,6 +331,8 @@ void Engine::preempt(uint32_t slot) {
 void Engine::release_slot(uint32_t slot) {
   Request& r = requests_[slot];
   if (!r.blocks.empty()) kv_.release(r.blocks);
+  if (r.waits_after_preemption) --waiting_preempted_;
+  r.waits_after_preemption = false;
   id_to_slot_.erase(r.id);
   r.in_use = false;
   r.record = nullptr;
@@ -449,6 +456,8 @@ bool Engine::step() {
     Request& r = requests_[slot];
     if (r.state == HW_REQUEST_WAITING) {
       r.state = HW_REQUEST_PREFILLING;
+      if (r.waits_after_preemption) --waiting_preempted_;
+      r.waits_after_preemption = false;
       r.admission_order = next_admission_++;
       running_.push_back(slot);
       waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
@@ -633,7 +642,8 @@ bool Engine::step() {
         listener_->on_token(r.id, token, end, nullptr);
       }
     }
-    const bool stop = is_stop_token(r, token, eos);
+    const bool stop = is_stop_token(r, token, eos) ||
+                      (r.ends_after_outputs != 0 && r.output_tokens >= r.ends_after_outputs);
     if (stop) {
       finish(slot, FinishReason::kStop, end);
     } else if (r.output_tokens >= r.max_output_tokens || r.total() >= max_model_len_) {
@@ -874,7 +884,8 @@ OutgoingTransfer Engine::outgoing(uint64_t id) const {
                                  r.arrival,
                                  r.sampling,
                                  r.tokens,
-                                 r.record};
+                                 r.record,
+                                 r.ends_after_outputs};
   out.blocks = &r.blocks;
   return out;
 }
@@ -898,20 +909,43 @@ bool Engine::reserve_incoming(IncomingTransfer in) {
     throw Error(fmt::format("{}: {} tokens leave no room within max_model_len {}", who,
                             in.prompt_tokens + in.output_tokens, max_model_len_));
   }
-  // Blocks for everything the request will ever hold here, not just the KV that arrives: a moved
-  // request must never need blocks later, or KV pressure would preempt it and recompute its
-  // prompt on this decode engine (and transfers could fill the cache with requests that cannot
-  // all finish). The engine-wide check at start-up guarantees max_model_len fits.
-  const uint64_t final_tokens = std::min<uint64_t>(
-      static_cast<uint64_t>(in.prompt_tokens) + in.max_output_tokens, max_model_len_);
-  const uint32_t need = blocks_for(final_tokens, config_.block_size);
-  if (need > kv_.free()) return false;
+  uint32_t need = 0;
+  if (config_.moved_kv_blocks == EngineConfig::MovedKvBlocks::kAll) {
+    // Blocks for everything the request will ever hold here, not just the KV that arrives: a
+    // moved request never needs blocks later, so KV pressure never preempts it and recomputes its
+    // prompt on this decode engine (and transfers cannot fill the cache with requests that cannot
+    // all finish). The engine-wide check at start-up guarantees max_model_len fits.
+    const uint64_t final_tokens = std::min<uint64_t>(
+        static_cast<uint64_t>(in.prompt_tokens) + in.max_output_tokens, max_model_len_);
+    need = blocks_for(final_tokens, config_.block_size);
+    if (need > kv_.free()) return false;
+  } else {
+    // The KV that arrives and the token sampled after it: its first step here needs no block, so
+    // requests waiting with moved KV can always go on, even with no block free. Growth comes
+    // later, as for a request prefilled here. A request preempted here goes before any new
+    // arrival, which could otherwise take each block its preemption freed; and a free block stays
+    // for each request that holds KV here (its next one), so a transfer alone does not preempt.
+    need =
+        blocks_for(static_cast<uint64_t>(in.prompt_tokens) + in.output_tokens, config_.block_size);
+    if (waiting_preempted_ != 0 ||
+        static_cast<uint64_t>(need) + requests_holding_kv() > kv_.free()) {
+      return false;
+    }
+  }
   if (config_.prefix_caching && prefix_cache_ == nullptr && !in.tokens.empty()) {
     start_prefix_cache();
   }
   const uint32_t slot = occupy_slot(std::move(in), HW_REQUEST_TRANSFERRING);
   kv_.allocate(need, requests_[slot].blocks);
   return true;
+}
+
+uint32_t Engine::requests_holding_kv() const {
+  // Running, moving their KV in, or waiting with it: a scan of the slots, made only while a moved
+  // request waits for room, at most a few times a step.
+  uint32_t holding = 0;
+  for (const Request& r : requests_) holding += r.in_use && !r.blocks.empty();
+  return holding;
 }
 
 const std::vector<uint32_t>& Engine::incoming_blocks(uint64_t id) const {

@@ -30,7 +30,7 @@ int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest
   record.prompt_tokens = w.prompt_tokens;
   record.arrival = at;
   const std::string& class_name = workload.classes[w.class_index].name;
-  hw_route_request route{w.id, w.prompt_tokens, w.output_tokens, w.priority,
+  hw_route_request route{w.id, w.prompt_tokens, w.asked_tokens(), w.priority,
                          hw_str{class_name.data(), class_name.size()}};
   NewRequest request;
   request.id = w.id;
@@ -44,7 +44,9 @@ int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest
         info.vocab > 0 && info.vocab <= INT32_MAX ? static_cast<int32_t>(info.vocab) : INT32_MAX;
     request.prompt = synthetic_prompt(workload.seed, w, TokenIdRange{0, end});
   }
-  request.max_output_tokens = w.output_tokens;
+  // The engines are told what the client asks for; the answer ends by itself at its length.
+  request.max_output_tokens = w.asked_tokens();
+  if (w.asked_tokens() > w.output_tokens) request.ends_after_outputs = w.output_tokens;
   request.priority = w.priority;
   request.arrival = at;
   request.sampling.seed = w.id;

@@ -49,7 +49,7 @@ bool same_requests(const Workload& a, const Workload& b) {
                              x.prompt_tokens == y.prompt_tokens &&
                              x.output_tokens == y.output_tokens && x.priority == y.priority &&
                              x.shared_prefix_tokens == y.shared_prefix_tokens &&
-                             x.shared_prefix == y.shared_prefix;
+                             x.shared_prefix == y.shared_prefix && x.max_tokens == y.max_tokens;
                     });
 }
 
@@ -512,6 +512,13 @@ class Parser {
     return *v;
   }
 
+  // A class's (or the trace's) max_tokens: 0 when the key is absent.
+  uint32_t max_tokens_of(const toml::table& t, const std::string& path) const {
+    if (!t.contains("max_tokens")) return 0;
+    return static_cast<uint32_t>(int_in(t, path, "max_tokens", 1, kMaxTokens,
+                                        "an integer in [1, " + std::to_string(kMaxTokens) + "]"));
+  }
+
   // An optional number > 0 (finite).
   std::optional<double> positive(const toml::table& t, const std::string& path,
                                  std::string_view key) const {
@@ -658,8 +665,9 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     const std::string path = "classes[" + std::to_string(i) + "]";
     const toml::table* t = (*arr)[i].as_table();
     if (t == nullptr) fail(path, "expected a table, got " + type_name((*arr)[i]));
-    check_keys(*t, path,
-               {"name", "share", "long", "priority", "shared_prefix", "prompt", "output"});
+    check_keys(
+        *t, path,
+        {"name", "share", "long", "priority", "max_tokens", "shared_prefix", "prompt", "output"});
     ClassSpec spec;
     const auto name = get_string(*t, path, "name");
     if (!name || name->empty())
@@ -677,6 +685,7 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
       fail(key_path(path, "priority"), "must fit in 32 bits");
     }
     spec.cls.priority = static_cast<int32_t>(priority.value_or(0));
+    spec.cls.max_tokens = max_tokens_of(*t, path);
     spec.prompt = parse_dist(*t, path, "prompt", true);
     spec.output = parse_dist(*t, path, "output", false);
     spec.cls.mean_prompt_tokens = spec.prompt.nominal_mean;
@@ -775,7 +784,8 @@ Workload Parser::run(std::optional<std::string_view> text) {
     }
     if (count) fail("count", "not allowed with [trace] (use trace.limit)");
     const std::string tp = "trace";
-    check_keys(*trace_table, tp, {"file", "name", "limit", "time_scale", "long", "priority"});
+    check_keys(*trace_table, tp,
+               {"file", "name", "limit", "time_scale", "long", "priority", "max_tokens"});
     const auto file = get_string(*trace_table, tp, "file");
     if (!file) fail("trace.file", "missing (required: path of a trace CSV)");
     const Trace& tr = trace(*file, "trace.file");
@@ -794,6 +804,7 @@ Workload Parser::run(std::optional<std::string_view> text) {
       fail("trace.priority", "must fit in 32 bits");
     }
     tc.cls.priority = static_cast<int32_t>(priority.value_or(0));
+    tc.cls.max_tokens = max_tokens_of(*trace_table, tp);
 
     const size_t n_rows =
         limit ? std::min(tr.rows.size(), static_cast<size_t>(*limit)) : tr.rows.size();
@@ -978,6 +989,11 @@ Workload Parser::run(std::optional<std::string_view> text) {
     const Pending& p = pending[i];
     const RequestClass& cls = w.classes[p.class_index];
     WorkloadRequest r{i, p.class_index, p.arrival * time_scale, p.prompt, p.output, cls.priority};
+    if (cls.max_tokens != 0) {
+      // An answer longer than the limit is cut there (its finish is "length").
+      r.output_tokens = std::min(r.output_tokens, cls.max_tokens);
+      r.max_tokens = cls.max_tokens;
+    }
     if (cls.shared_prefix_tokens > 0) {
       // Its shared beginning comes before its own tokens (parsing checked that the sum fits).
       // Chosen by a hash, not by the generator, so that a class's shared prefix leaves every other

@@ -79,6 +79,10 @@ std::vector<TraceSpec> generate_traces(uint64_t seed, uint32_t count) {
         spec.kv_blocks = spec.max_model_len / spec.block_size + uniform(rng, 0, 64);
       }
       spec.decode_engine = kind == "moved_kv";
+      // Two in four rounds of the kinds with moved_kv_blocks = "as_needed" (each block size in
+      // both ways): moved requests then grow after their arrival, and a scheduler must preempt
+      // them like any other (no draw, so that no other trace changes).
+      spec.moved_kv_as_needed = spec.decode_engine && (t / std::size(kKinds)) % 4 >= 2;
     }
     std::vector<std::vector<int32_t>> beginnings(kind == "shared_prefix" ? uniform(rng, 1, 4) : 0);
     for (std::vector<int32_t>& b : beginnings) append_random_ids(rng, uniform(rng, 1, 600), b);

@@ -34,6 +34,7 @@ struct TraceSpec {
   uint32_t budget = 0;                 // max_num_batched_tokens to set, 0 = leave the plugin's
   uint32_t max_seqs = 0;               // max_num_seqs to set, 0 = leave the plugin's
   bool decode_engine = false;          // the engine's role is decode (moved requests arrive)
+  bool moved_kv_as_needed = false;     // moved requests reserve blocks as needed, not all up front
   std::vector<TraceRequest> requests;  // by arrival step
   std::vector<uint64_t> abort_steps;   // before these steps, abort a request (mid-prefill first)
 };

@@ -419,6 +419,8 @@ TraceOutcome run_trace(const PluginUnderTest& scheduler, const core::PluginChoic
   config.kv_blocks = trace.kv_blocks;
   config.max_model_len = trace.max_model_len;
   config.role = trace.decode_engine ? HW_ENGINE_ROLE_DECODE : HW_ENGINE_ROLE_MIXED;
+  config.moved_kv_blocks = trace.moved_kv_as_needed ? core::EngineConfig::MovedKvBlocks::kAsNeeded
+                                                    : core::EngineConfig::MovedKvBlocks::kAll;
   std::unique_ptr<core::Engine> engine;
   try {
     config.scheduler = scheduler.choice_with(scheduler_defaults(scheduler, trace));

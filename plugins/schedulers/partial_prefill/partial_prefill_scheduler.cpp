@@ -412,7 +412,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
 
   // Priority policy: the waiting queue by (holds moved KV, priority, arrival, queue position).
   // A waiting request that holds KV blocks (blocks_held > 0: its KV was moved here, and
-  // Engine::reserve_incoming gave it blocks for all it will compute) goes before every other,
+  // Engine::reserve_incoming gave it blocks for at least its next step) goes before every other,
   // whatever its priority: otherwise a more urgent prompt that waits for free blocks holds it back
   // (nobody overtakes a head that does not fit) while it holds the very blocks that prompt waits
   // for, and with nothing running the engine stalls (conformance's moved_kv traces found it). The

@@ -395,6 +395,46 @@ TEST_F(DeploymentConfigTest, BadRole) {
               HasSubstr("engines[0].role: expected a string"));
 }
 
+// What a request whose KV moves to an engine reserves there: "all" by default, "as_needed" on
+// request; another value, the key on a prefill engine (which receives no moved KV) and the key
+// beside an engine process's address are refused, naming the table.
+TEST_F(DeploymentConfigTest, MovedKvBlocksIsAllUnlessAnEngineAsksForAsNeeded) {
+  DeploymentConfig c = parse(R"(
+[model]
+plugin = "sim"
+[[engines]]
+role = "prefill"
+[[engines]]
+role = "decode"
+moved_kv_blocks = "as_needed"
+[[engines]]
+role = "decode"
+moved_kv_blocks = "all"
+[[engines]]
+[kv_transport]
+plugin = "host_copy"
+)");
+  ASSERT_EQ(c.engines.size(), 4u);
+  EXPECT_EQ(c.engines[0].moved_kv_blocks, EngineConfig::MovedKvBlocks::kAll);
+  EXPECT_EQ(c.engines[1].moved_kv_blocks, EngineConfig::MovedKvBlocks::kAsNeeded);
+  EXPECT_EQ(c.engines[2].moved_kv_blocks, EngineConfig::MovedKvBlocks::kAll);
+  EXPECT_EQ(c.engines[3].moved_kv_blocks, EngineConfig::MovedKvBlocks::kAll);
+
+  const std::string model = "[model]\nplugin = 'sim'\n";
+  EXPECT_THAT(error_of(model + "[[engines]]\nmoved_kv_blocks = 'grow'\n"),
+              AllOf(HasSubstr("deploy.toml: engines[0].moved_kv_blocks: unknown value \"grow\""),
+                    HasSubstr("all, as_needed")));
+  EXPECT_THAT(error_of(model + "[[engines]]\nmoved_kv_blocks = true\n"),
+              HasSubstr("engines[0].moved_kv_blocks: expected a string"));
+  EXPECT_THAT(error_of(model + "[[engines]]\nrole = 'decode'\n[[engines]]\nrole = 'prefill'\n" +
+                       "moved_kv_blocks = 'as_needed'\n"),
+              AllOf(HasSubstr("engines[1].moved_kv_blocks: a prefill engine receives no moved KV"),
+                    HasSubstr("decode engines")));
+  EXPECT_THAT(error_of(model + "[[engines]]\naddress = 'h:1'\nmoved_kv_blocks = 'as_needed'\n" +
+                       "[server]\nrole = 'router'\n"),
+              AllOf(HasSubstr("engines[0].moved_kv_blocks"), HasSubstr("own deployment file")));
+}
+
 TEST_F(DeploymentConfigTest, IntegerFieldsAreRangeChecked) {
   struct Case {
     const char* line;

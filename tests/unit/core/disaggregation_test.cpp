@@ -26,6 +26,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ struct PdSpec {
   uint32_t prefill_max_model_len = 16384;
   uint32_t decode_kv_blocks = 4096;
   uint32_t decode_max_model_len = 16384;
+  std::string decode_moved_kv_blocks = "all";
   uint32_t budget = 2048;
   uint32_t max_num_seqs = 64;
   std::string kv_transport = "plugin = \"host_copy\"\noptions = { link = \"pcie5\" }\n";
@@ -85,7 +87,8 @@ std::string pd_toml(const PdSpec& s) {
          "role = \"decode\"\n"
          "kv_blocks = " +
          std::to_string(s.decode_kv_blocks) +
-         "\nmax_model_len = " + std::to_string(s.decode_max_model_len) + "\n" + scheduler +
+         "\nmax_model_len = " + std::to_string(s.decode_max_model_len) + "\nmoved_kv_blocks = \"" +
+         s.decode_moved_kv_blocks + "\"\n" + scheduler +
          "[router]\n"
          "plugin = \"disaggregated\"\n"
          "options = { local_prefill_max_tokens = " +
@@ -103,6 +106,7 @@ struct Req {
   double arrival;
   uint32_t prompt;
   uint32_t output;
+  uint32_t max_tokens = 0;  // what the client asks for; 0: the output exactly
 };
 
 // A workload written out request by request: ids 0..n-1 in arrival order; class "long" for prompts
@@ -113,8 +117,8 @@ Workload workload_of(const std::vector<Req>& requests) {
   w.classes = {RequestClass{"short", false, 0, 0.5, 0.0}, RequestClass{"long", true, 0, 0.5, 0.0}};
   for (size_t i = 0; i < requests.size(); ++i) {
     const Req& r = requests[i];
-    w.requests.push_back(
-        WorkloadRequest{i, r.prompt > 2048 ? 1u : 0u, r.arrival, r.prompt, r.output, 0});
+    w.requests.push_back(WorkloadRequest{i, r.prompt > 2048 ? 1u : 0u, r.arrival, r.prompt,
+                                         r.output, 0, 0, 0, r.max_tokens});
   }
   return w;
 }
@@ -443,6 +447,63 @@ TEST(Disaggregation, DecodeKvPressureNeverRecomputesAMovedPromptOnTheDecodeEngin
       << " (a moved request preempted on the decode engine is recomputed there)";
 }
 
+// The same two requests with moved_kv_blocks = "as_needed": each reserves only the blocks its KV
+// and next token fill (17 of 40), so both decode side by side; they outgrow the cache (20 blocks
+// each at 320 tokens), one is preempted and prefilled again on the decode engine, and both finish
+// with every token and every block free. With "all" (above) the second waits for the first.
+TEST(Disaggregation, MovedRequestsWithBlocksAsNeededDecodeSideBySideAndARecomputeEndsThem) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 40;
+  spec.decode_max_model_len = 640;
+  spec.prefill_max_model_len = 640;
+  spec.decode_moved_kv_blocks = "as_needed";
+  const Workload workload = workload_of({Req{0.0, 256, 200}, Req{0.0, 256, 200}});
+  TracedRun run;
+  simulate_or_fail(pd_deployment(spec), workload, &run, "as_needed");
+  expect_all_finished(run.result, workload);
+  uint32_t widest_decode_step = 0;
+  const StepRecord* last_decode = nullptr;
+  for (const StepRecord& s : run.result.step_records) {
+    if (s.engine != 1) continue;
+    widest_decode_step = std::max(widest_decode_step, s.batch_size);
+    last_decode = &s;
+  }
+  EXPECT_EQ(widest_decode_step, 2u) << "both moved requests decode in one step";
+  EXPECT_GE(run.result.preemptions, 1u);
+  // The preempted request's prompt and outputs so far are computed again on the decode engine.
+  uint64_t recomputed = 0;
+  for (const TracedSlice& s : run.slices) {
+    if (s.engine == 1 && s.kind == "prefill") recomputed += s.tokens;
+  }
+  EXPECT_GT(recomputed, 256u);
+  ASSERT_NE(last_decode, nullptr);
+  EXPECT_EQ(last_decode->kv_blocks_used, 0u);
+}
+
+// Answers that end long before the max_tokens their clients ask for (50 of 300 tokens after a
+// 256-token prompt): with "all" each moved request holds 35 of the decode engine's 40 blocks for
+// its whole answer, so the two decode one after the other; with "as_needed" each holds 17, then at
+// most 20, and they decode side by side with no preemption. Either way each ends at 50 tokens.
+TEST(Disaggregation, AnswersEndingBeforeTheirMaxTokensDecodeSideBySideOnlyWithBlocksAsNeeded) {
+  const Workload workload = workload_of({Req{0.0, 256, 50, 300}, Req{0.0, 256, 50, 300}});
+  for (const char* moved_kv_blocks : {"all", "as_needed"}) {
+    SCOPED_TRACE(moved_kv_blocks);
+    PdSpec spec;
+    spec.decode_kv_blocks = 40;
+    spec.decode_max_model_len = 640;
+    spec.prefill_max_model_len = 640;
+    spec.decode_moved_kv_blocks = moved_kv_blocks;
+    const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
+    expect_all_finished(result, workload);  // 50 tokens each
+    EXPECT_EQ(result.preemptions, 0u);
+    uint32_t widest_decode_step = 0;
+    for (const StepRecord& s : result.step_records) {
+      if (s.engine == 1) widest_decode_step = std::max(widest_decode_step, s.batch_size);
+    }
+    EXPECT_EQ(widest_decode_step, std::string(moved_kv_blocks) == "all" ? 1u : 2u);
+  }
+}
+
 // Three moved requests behind a decode engine of 40 blocks (640 tokens; any one request fits on
 // its own): two transfers fit (16 + 16 blocks), the third waits for room. That is backpressure, and
 // every request must still finish.
@@ -616,6 +677,122 @@ TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
   EXPECT_EQ(decode.kv().free(), decode.kv().total());
   EXPECT_FALSE(prefill.has_work());
   EXPECT_FALSE(decode.has_work());
+}
+
+// moved_kv_blocks = "as_needed" on a decode engine of 40 blocks, four moved requests of 256 + 200
+// tokens: two transfers take 17 blocks each (their KV and next token), the others wait. The two
+// outgrow the cache and one is preempted. While it waits to be prefilled again, no transfer may
+// take the blocks its preemption freed (they would hold it back until the arrivals stopped).
+TEST(DisaggregationCluster, WithBlocksAsNeededAPreemptedRequestGoesBeforeNewTransfers) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 40;
+  spec.decode_max_model_len = 640;
+  spec.prefill_max_model_len = 640;
+  spec.decode_moved_kv_blocks = "as_needed";
+  const DeploymentConfig deployment = pd_deployment(spec);
+  Cluster cluster(deployment);
+  Engine& prefill = cluster.engine(0);
+  Engine& decode = cluster.engine(1);
+  std::vector<RequestRecord> records(4);
+  for (uint64_t id = 0; id < records.size(); ++id) {
+    ASSERT_EQ(cluster.submit(new_request(id, 256, 200, &records[id]), route_request(id, 256, 200)),
+              0u);
+  }
+  ASSERT_TRUE(prefill.step());  // all four prompts, 1,024 tokens, in one step
+  cluster.collect_prefilled(0, prefill.clock().now());
+  EXPECT_EQ(cluster.transfers_started(), 2u);
+  EXPECT_EQ(decode.kv().free(), 40u - 2 * 17);
+
+  std::set<uint64_t> awaiting_recompute;
+  size_t steps_with_one_waiting = 0;
+  int guard = 0;
+  while (decode.has_work() || cluster.transfers_in_flight() > 0 ||
+         cluster.transfers_waiting() > 0) {
+    ASSERT_LT(++guard, 10000) << "no progress";
+    if (decode.has_work()) {
+      ASSERT_TRUE(decode.step());
+      for (const hw_slice& slice : decode.last_step().slices) {
+        awaiting_recompute.erase(slice.request_id);
+      }
+      for (uint64_t id : decode.last_step().preempted) awaiting_recompute.insert(id);
+      const size_t started = cluster.transfers_started();
+      cluster.start_transfers(1, decode.clock().now());
+      if (!awaiting_recompute.empty() && cluster.transfers_waiting() > 0) {
+        ++steps_with_one_waiting;
+        EXPECT_EQ(cluster.transfers_started(), started)
+            << "a transfer started while request " << *awaiting_recompute.begin()
+            << " waited to be prefilled again (step " << decode.last_step().step << ")";
+      }
+    }
+    std::optional<double> next = cluster.next_transfer_completion();
+    if (next && (!decode.has_work() || *next <= decode.clock().now())) {
+      cluster.complete_transfers(*next);
+    }
+    if (!decode.has_work() && cluster.transfers_in_flight() == 0 &&
+        cluster.transfers_waiting() > 0) {
+      ADD_FAILURE() << "transfers wait on an idle decode engine with " << decode.kv().free()
+                    << " free blocks";
+      break;
+    }
+  }
+  EXPECT_GE(decode.counters().preemptions, 1u);
+  EXPECT_GT(steps_with_one_waiting, 0u) << "no step had a preempted request and a transfer waiting";
+  EXPECT_EQ(cluster.transfers_started(), 4u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_TRUE(records[i].finished) << "request " << i;
+    EXPECT_EQ(records[i].output_tokens, 200u) << "request " << i;
+  }
+  EXPECT_EQ(prefill.kv().free(), prefill.kv().total());
+  EXPECT_EQ(decode.kv().free(), decode.kv().total());
+}
+
+// moved_kv_blocks = "as_needed": a transfer leaves a free block for each request holding KV on the
+// decode engine (its next one). Two requests of 100 prompt tokens reserve 7 of 40 blocks each; a
+// third of 400 needs 26, exactly what is left, and waits until a block more is free, though it
+// would fit.
+TEST(DisaggregationCluster, WithBlocksAsNeededATransferLeavesEachHolderItsNextBlock) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 40;
+  spec.decode_max_model_len = 640;
+  spec.prefill_max_model_len = 640;
+  spec.decode_moved_kv_blocks = "as_needed";
+  const DeploymentConfig deployment = pd_deployment(spec);
+  Cluster cluster(deployment);
+  Engine& prefill = cluster.engine(0);
+  Engine& decode = cluster.engine(1);
+  std::vector<RequestRecord> records(3);
+  const uint32_t prompts[] = {100, 100, 400};
+  for (uint64_t id = 0; id < records.size(); ++id) {
+    ASSERT_EQ(cluster.submit(new_request(id, prompts[id], 20, &records[id]),
+                             route_request(id, prompts[id], 20)),
+              0u);
+  }
+  ASSERT_TRUE(prefill.step());  // 600 prompt tokens in one step
+  cluster.collect_prefilled(0, prefill.clock().now());
+  EXPECT_EQ(cluster.transfers_started(), 2u);
+  EXPECT_EQ(cluster.transfers_waiting(), 1u);
+  EXPECT_EQ(decode.kv().free(), 26u);
+  int guard = 0;
+  while (decode.has_work() || cluster.transfers_in_flight() > 0 ||
+         cluster.transfers_waiting() > 0) {
+    ASSERT_LT(++guard, 10000) << "no progress";
+    std::optional<double> next = cluster.next_transfer_completion();
+    if (next && (!decode.has_work() || *next <= decode.clock().now())) {
+      cluster.complete_transfers(*next);
+    }
+    if (!decode.has_work()) continue;
+    ASSERT_TRUE(decode.step());
+    cluster.start_transfers(1, decode.clock().now());
+  }
+  EXPECT_EQ(decode.counters().preemptions, 0u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_TRUE(records[i].finished) << "request " << i;
+    EXPECT_EQ(records[i].output_tokens, 20u) << "request " << i;
+  }
+  // The third started only once the first two were done (each of their 120 tokens fits the 8
+  // blocks they reached, so no block was freed earlier).
+  EXPECT_GT(records[2].token_times[1], std::max(records[0].finish, records[1].finish));
+  EXPECT_EQ(decode.kv().free(), decode.kv().total());
 }
 
 TEST(DisaggregationCluster, ARequestThatCanNeverFitOnTheDecodeEngineIsAnError) {

@@ -431,6 +431,76 @@ output = { dist = "fixed", value = 8 }
   for (const WorkloadRequest& r : one.requests) EXPECT_EQ(r.shared_prefix, 0u);
 }
 
+// max_tokens: what a class's clients ask for. Each request's output (its answer's length) is drawn
+// as without it and cut to it; the requests ask for max_tokens, those of a class without the key
+// for their output exactly. The trace's rows take it from [trace].
+TEST_F(WorkloadTest, MaxTokensIsWhatClientsAskForAndCutsLongerAnswers) {
+  const std::string classes = R"(
+seed = 3
+count = 400
+[arrival]
+process = "poisson"
+rate = 10
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "uniform", min = 5, max = 50 }
+output = { dist = "uniform", min = 1, max = 60 }
+MAX
+[[classes]]
+name = "plain"
+share = 1
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 7 }
+)";
+  auto with = [&](const std::string& line) {
+    std::string text = classes;
+    text.replace(text.find("MAX"), 3, line);
+    return load_workload(write(text));
+  };
+  const Workload plain = with("");
+  const Workload asked = with("max_tokens = 30");
+  EXPECT_EQ(asked.classes[0].max_tokens, 30u);
+  EXPECT_EQ(asked.classes[1].max_tokens, 0u);
+  ASSERT_EQ(asked.requests.size(), plain.requests.size());
+  EXPECT_FALSE(same_requests(plain, asked));
+  size_t cut = 0;
+  for (size_t i = 0; i < asked.requests.size(); ++i) {
+    const WorkloadRequest& a = asked.requests[i];
+    const WorkloadRequest& p = plain.requests[i];
+    EXPECT_EQ(a.arrival, p.arrival) << i;
+    EXPECT_EQ(a.prompt_tokens, p.prompt_tokens) << i;
+    if (a.class_index == 0) {
+      EXPECT_EQ(a.output_tokens, std::min(p.output_tokens, 30u)) << i;
+      EXPECT_EQ(a.max_tokens, 30u) << i;
+      EXPECT_EQ(a.asked_tokens(), 30u) << i;
+      cut += p.output_tokens > 30;
+    } else {
+      EXPECT_EQ(a.output_tokens, 7u) << i;
+      EXPECT_EQ(a.max_tokens, 0u) << i;
+      EXPECT_EQ(a.asked_tokens(), 7u) << i;
+    }
+  }
+  EXPECT_GT(cut, 0u) << "no answer was longer than max_tokens";
+
+  const std::string trace = "[trace]\nfile = " + fixture("small_trace.csv") + "\nmax_tokens = 35\n";
+  const Workload replay = load_workload(write(trace));
+  const uint32_t outputs[] = {10, 1, 30, 35, 35};  // 40 and 50 cut to 35
+  ASSERT_EQ(replay.requests.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(replay.requests[i].output_tokens, outputs[i]) << i;
+    EXPECT_EQ(replay.requests[i].asked_tokens(), 35u) << i;
+  }
+
+  for (const char* bad : {"max_tokens = 0", "max_tokens = 1073741825", "max_tokens = 'many'"}) {
+    std::string text = classes;
+    text.replace(text.find("MAX"), 3, bad);
+    expect_error(text, {"workload.toml", "classes[0].max_tokens"});
+  }
+  expect_error("[trace]\nfile = " + fixture("small_trace.csv") + "\nmax_tokens = 0\n",
+               {"trace.max_tokens", "[1, 1073741824]"});
+}
+
 TEST_F(WorkloadTest, ErrorBadSharedPrefix) {
   const std::string head = R"(
 count = 3

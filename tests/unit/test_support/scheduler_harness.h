@@ -92,7 +92,7 @@ inline hw_request_view decoding_request(uint64_t id, uint32_t prompt, uint32_t o
 }
 
 // A waiting request whose KV was moved here from a prefill engine: its prompt computed, its first
-// token sampled there, and blocks held for all it will compute (Engine::reserve_incoming).
+// token sampled there, and blocks held for at least its next step (Engine::reserve_incoming).
 inline hw_request_view moved_request(uint64_t id, uint32_t prompt, uint32_t block_size,
                                      uint32_t max_output = 16) {
   hw_request_view r = waiting_request(id, prompt, max_output);

@@ -20,6 +20,9 @@
 //   max_waiting = 0                    # waiting-queue bound; 0: unbounded
 //   prefix_caching = true              # reuse the KV of prompt beginnings computed before
 //                                      # (requests with token ids; docs/serving.md)
+//   moved_kv_blocks = "all"            # a request whose KV moves here reserves "all" the blocks
+//                                      # it may need, or "as_needed": those its KV fills, growing
+//                                      # as it decodes (docs/serving.md)
 //   scheduler = { plugin = "chunked", options = { max_num_batched_tokens = 8192 } }
 //   model_options = { tensor_parallel = 8 }  # over [model]'s options, for these engines only (a
 //                                      # prefill pool sized apart from the decode engines); the
@@ -84,6 +87,14 @@ struct EngineConfig {
   uint32_t max_model_len = 0;
   uint32_t max_waiting = 0;
   bool prefix_caching = true;
+  // What a request whose KV moves here (prefill/decode disaggregation) reserves when it arrives.
+  enum class MovedKvBlocks {
+    kAll,       // every block of its prompt and max_tokens: it never needs another, so KV pressure
+                // never preempts it here (TensorRT-LLM's GUARANTEED_NO_EVICT)
+    kAsNeeded,  // the blocks its KV and next token fill; more as it decodes, like a request
+                // prefilled here, so under KV pressure it may be preempted and recomputed here
+  };
+  MovedKvBlocks moved_kv_blocks = MovedKvBlocks::kAll;
   PluginChoice scheduler;
   // The deployment's [model] with this engine group's model_options laid over its options; unset:
   // the deployment's model as written. model_of() picks.

@@ -55,6 +55,10 @@ struct NewRequest {
   // a seeded sampler numbers this engine's outputs from here, so that the tokens are those the
   // request would have had on one engine.
   uint32_t outputs_before = 0;
+  // Simulated answers (a workload's output below its max_tokens): the answer ends by itself, as
+  // at a stop token, once it has this many outputs. 0: only max_output_tokens, max_model_len or
+  // a sampled stop token end it.
+  uint32_t ends_after_outputs = 0;
 };
 
 // A request whose KV is being moved here from another engine (disaggregated serving).
@@ -70,6 +74,7 @@ struct IncomingTransfer {
   SamplingParams sampling;
   std::vector<int32_t> tokens;  // prompt + outputs, when the model reads ids
   RequestRecord* record = nullptr;
+  uint32_t ends_after_outputs = 0;  // NewRequest::ends_after_outputs
 };
 
 // A prefilled request's side of a transfer, on the prefill engine. Valid until release_transferred.
@@ -169,9 +174,12 @@ class Engine {
   OutgoingTransfer outgoing(uint64_t id) const;
   // Frees a transferred request's blocks and forgets it (not counted as finished here).
   void release_transferred(uint64_t id);
-  // Reserves KV blocks for all an incoming request will hold here (prompt and every output); it
-  // waits in TRANSFERRING until complete_transfer(). Returns false (and changes nothing) when the
-  // blocks are not free: the transfer waits (backpressure). Throws Error when it can never fit.
+  // Reserves KV blocks for an incoming request: with moved_kv_blocks "all", for all it will hold
+  // here (prompt and every output); with "as_needed", for the KV that arrives and its next token,
+  // and only while that leaves a free block for each request holding KV here and no request
+  // preempted here waits to be recomputed. It waits in TRANSFERRING until complete_transfer().
+  // Returns false (and changes nothing) when it cannot have them yet: the transfer waits
+  // (backpressure). Throws Error when it can never fit.
   bool reserve_incoming(IncomingTransfer request);
   const std::vector<uint32_t>& incoming_blocks(uint64_t id) const;
   // The KV arrived: the request joins the head of the waiting queue with its blocks and decodes.
@@ -224,7 +232,9 @@ class Engine {
     RequestRecord* record = nullptr;
     bool in_use = false;
     bool prefill_only = false;
-    uint32_t outputs_before = 0;  // NewRequest::outputs_before: added to the sampling index
+    bool waits_after_preemption = false;  // counted in waiting_preempted_
+    uint32_t ends_after_outputs = 0;      // NewRequest::ends_after_outputs
+    uint32_t outputs_before = 0;          // NewRequest::outputs_before: added to the sampling index
     // With SamplingParams::prompt_logprobs: the next prompt position whose figures are to be
     // reported (from 1; the prompt's length once all were).
     uint32_t prompt_logprobs_next = 0;
@@ -260,6 +270,7 @@ class Engine {
   };
 
   hw_request_view view_of(const Request& r) const;
+  uint32_t requests_holding_kv() const;
   // Of the request's blocks, those another request holds too.
   uint32_t shared_blocks(const Request& r) const;
   // Takes a free slot (or a new one) for a request in `state`; fills and indexes it.
@@ -323,6 +334,9 @@ class Engine {
   size_t waiting_head_ = 0;
   uint64_t waiting_prompt_tokens_ = 0;  // tokens the waiting requests still have to compute
   uint64_t waiting_output_tokens_ = 0;  // tokens the waiting requests still have to generate
+  // Waiting requests that were preempted here: with moved_kv_blocks "as_needed" no moved KV comes
+  // in while one waits, or arrivals could take every block it frees and starve its recompute.
+  uint32_t waiting_preempted_ = 0;
   uint64_t next_admission_ = 0;
   uint64_t step_index_ = 0;
 

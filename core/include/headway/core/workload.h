@@ -33,6 +33,14 @@
 //             no class (nor [trace].long) is marked and there are >= 2 classes, the class with the
 //             largest nominal mean prompt length is the long one (first on ties).
 //   priority  int, default 0: copied to each request.
+//   max_tokens  int in [1, 1073741824], optional: what the class's clients ask for, when their
+//             answers end by themselves before it (a stop token). Each request's output is its
+//             answer's length, cut to max_tokens; simulated engines are told max_tokens and end
+//             the answer as at a stop token after `output` tokens. What reserves KV and counts as
+//             decode work still to come is max_tokens, so KV reservation and routing by outstanding
+//             tokens meet the room answers ask for and do not use. Without it, each request asks
+//             for its output exactly. `headway bench` sends the output (a served model's answers
+//             end where the model ends them).
 //   shared_prefix  inline table { tokens = N, count = K }, optional: every request of the class
 //             begins with one of K shared beginnings of N tokens (system prompts, few-shot
 //             examples, a shared document), chosen by a hash of the seed and the request id (K >=
@@ -62,7 +70,7 @@
 //   limit       int >= 1: replay only the first `limit` rows of the file.
 //   time_scale  number > 0, default 1: scales the trace's arrivals (before mixing; the top-level
 //               time_scale applies on top of it).
-//   long, priority  as for [[classes]], for the replayed rows.
+//   long, priority, max_tokens  as for [[classes]], for the replayed rows.
 //
 // Relative paths (trace files) are resolved against the directory of the workload file.
 // Unknown keys, wrong types and out-of-range values are errors; every error message names the
@@ -86,6 +94,7 @@ struct RequestClass {
   double mean_prompt_tokens = 0.0;  // nominal mean of the prompt distribution (long-class choice)
   uint32_t shared_prefix_tokens = 0;  // 0: no shared beginning
   uint32_t shared_prefixes = 0;       // how many different ones
+  uint32_t max_tokens = 0;            // what its clients ask for; 0: each request's output
 };
 
 struct WorkloadRequest {
@@ -99,6 +108,10 @@ struct WorkloadRequest {
   // (synthetic_prompt.h gives their ids).
   uint32_t shared_prefix_tokens = 0;
   uint32_t shared_prefix = 0;
+  // What the client asks for (>= output_tokens, whose answer ends by itself there); 0: exactly
+  // output_tokens. asked_tokens() reads it.
+  uint32_t max_tokens = 0;
+  uint32_t asked_tokens() const { return max_tokens != 0 ? max_tokens : output_tokens; }
 };
 
 // The latest arrival a workload may have, in seconds. Past about 1e9 s a double's rounding

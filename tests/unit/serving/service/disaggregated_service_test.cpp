@@ -89,6 +89,51 @@ TEST_F(DisaggregatedServiceTest, GreedyTokensEqualThoseOfOneMixedEngine) {
   EXPECT_EQ(sum_of(metrics, "headway_e2e_request_latency_seconds_count", "engine=\"1\""), 4);
 }
 
+// moved_kv_blocks = "as_needed" on a decode engine of 16 blocks (256 tokens): four requests that
+// end at about 110 tokens each (7 blocks) arrive with 2-3 blocks of KV, all start decoding, outgrow
+// the cache and are preempted there, and each one preempted is prefilled again on the decode engine
+// from its prompt and the tokens it had: greedy tokens still equal one mixed engine's. With "all"
+// the decode engine would take two at a time and preempt none.
+TEST_F(DisaggregatedServiceTest, MovedRequestsPreemptedOnTheDecodeEngineKeepTheirTokens) {
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 4; ++i) prompts.push_back(std::string(20 + 5 * i, 'k' + i));
+  const uint32_t max_tokens = 85;
+  std::vector<std::vector<int32_t>> expected;
+  {
+    LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
+    for (const std::string& prompt : prompts) {
+      expected.push_back(collect(*mixed.submit(text_request(prompt, max_tokens))).ids);
+    }
+  }
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
+                              "[[engines]]\nrole = \"decode\"\nkv_blocks = 16\n"
+                              "max_model_len = 128\nmoved_kv_blocks = \"as_needed\"\n" +
+                              kScheduler;
+  LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const std::string& prompt : prompts) {
+    streams.push_back(service.submit(text_request(prompt, max_tokens)));
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    SCOPED_TRACE(i);
+    const test::Collected got = collect(*streams[i]);
+    EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+    EXPECT_EQ(got.ids, expected[i]);
+  }
+  const std::string metrics = service.metrics_text();
+  EXPECT_GE(sum_of(metrics, "headway_num_preemptions_total", "engine=\"1\""), 1.0) << metrics;
+  EXPECT_EQ(sum_of(metrics, "headway_kv_transfers_total", "engine=\"1\""), 4.0) << metrics;
+  // The recomputed prompts are the decode engine's prefill work (each prompt still counts once,
+  // on the prefill engine).
+  EXPECT_GT(sum_of(metrics, "headway_iteration_prefill_tokens_sum", "engine=\"1\""), 0.0)
+      << metrics;
+  EXPECT_EQ(sum_of(metrics, "headway_prompt_tokens_total", "engine=\"1\""), 0.0) << metrics;
+  for (const EngineSummary& engine : engines_once_free(service)) {
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
+    EXPECT_EQ(engine.running + engine.waiting, 0u) << "engine" << engine.index;
+  }
+}
+
 TEST_F(DisaggregatedServiceTest, ConcurrentRequestsAllFinishAndLeaveNoBlockBehind) {
   LocalGenerationService service(disaggregated());
   std::vector<std::shared_ptr<RequestStream>> streams;

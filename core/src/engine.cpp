@@ -219,7 +219,7 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.record = in.record;
   r.in_use = true;
   r.prefill_only = false;
-  r.waits_after_preemption = false;
+  r.catching_up = false;
   r.ends_after_outputs = in.ends_after_outputs;
   r.outputs_before = 0;
   r.prompt_logprobs_next = 1;
@@ -229,8 +229,12 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
     r.record->engine = config_.index;
     r.record->prompt_tokens = r.prompt_tokens;
     if (std::isnan(r.record->arrival)) r.record->arrival = r.arrival;
-    r.record->token_times.reserve(r.max_output_tokens);
-    r.record->token_ids.reserve(r.max_output_tokens);
+    // As many as it will produce: a simulated answer that ends by itself may ask for far more.
+    const uint32_t outputs = r.ends_after_outputs != 0
+                                 ? std::min(r.max_output_tokens, r.ends_after_outputs)
+                                 : r.max_output_tokens;
+    r.record->token_times.reserve(outputs);
+    r.record->token_ids.reserve(outputs);
   }
   id_to_slot_.emplace(r.id, slot);
   return slot;
@@ -297,6 +301,30 @@ void Engine::push_waiting_front(const Request& r) {
   waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
 }
 
+void Engine::push_waiting_after_moved(const Request& r) {
+  // The requests at the head that hold moved KV (complete_transfer() queues them there): each can
+  // take its next step without a new block. A preempted request in front of them would, under
+  // an FCFS scheduler, be readmitted, fill its step with a chunk of its recompute, find no block
+  // for the next chunk while they hold theirs, and preempt itself again, for ever.
+  size_t at = waiting_head_;
+  while (at < waiting_.size() && waiting_[at].blocks_held > 0) ++at;
+  if (at == waiting_head_) {
+    push_waiting_front(r);
+    return;
+  }
+  ++pushed_front_since_match_;  // every entry behind it moves one place later
+  if (waiting_head_ > 0) {
+    const auto first = waiting_.begin() + static_cast<ptrdiff_t>(waiting_head_);
+    std::move(first, waiting_.begin() + static_cast<ptrdiff_t>(at), first - 1);
+    --waiting_head_;
+    waiting_[at - 1] = view_of(r);
+  } else {
+    waiting_.insert(waiting_.begin() + static_cast<ptrdiff_t>(at), view_of(r));
+  }
+  waiting_prompt_tokens_ += r.total() - r.computed_tokens;
+  waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
+}
+
 void Engine::remove_admitted_from_waiting() {
   auto admitted = [this](const hw_request_view& v) {
     auto it = id_to_slot_.find(v.id);
@@ -320,19 +348,19 @@ void Engine::preempt(uint32_t slot) {
   r.computed_tokens = 0;
   r.state = HW_REQUEST_WAITING;
   ++r.preemptions;
-  if (!r.waits_after_preemption) ++waiting_preempted_;
-  r.waits_after_preemption = true;
+  if (!r.catching_up) ++catching_up_;
+  r.catching_up = true;
   if (r.record != nullptr) ++r.record->preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), slot));
-  push_waiting_front(r);
+  push_waiting_after_moved(r);
   ++counters_.preemptions;
 }
 
 void Engine::release_slot(uint32_t slot) {
   Request& r = requests_[slot];
   if (!r.blocks.empty()) kv_.release(r.blocks);
-  if (r.waits_after_preemption) --waiting_preempted_;
-  r.waits_after_preemption = false;
+  if (r.catching_up) --catching_up_;
+  r.catching_up = false;
   id_to_slot_.erase(r.id);
   r.in_use = false;
   r.record = nullptr;
@@ -456,8 +484,6 @@ bool Engine::step() {
     Request& r = requests_[slot];
     if (r.state == HW_REQUEST_WAITING) {
       r.state = HW_REQUEST_PREFILLING;
-      if (r.waits_after_preemption) --waiting_preempted_;
-      r.waits_after_preemption = false;
       r.admission_order = next_admission_++;
       running_.push_back(slot);
       waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
@@ -621,6 +647,10 @@ bool Engine::step() {
       continue;
     }
     const int32_t token = sampled_[i];
+    if (r.catching_up) {  // recomputed what its preemption dropped: it decodes again
+      --catching_up_;
+      r.catching_up = false;
+    }
     // The guide masked every token it does not allow, so it takes this one.
     if (r.sampling.guide) r.sampling.guide->accept(token);
     ++r.output_tokens;
@@ -922,13 +952,13 @@ bool Engine::reserve_incoming(IncomingTransfer in) {
   } else {
     // The KV that arrives and the token sampled after it: its first step here needs no block, so
     // requests waiting with moved KV can always go on, even with no block free. Growth comes
-    // later, as for a request prefilled here. A request preempted here goes before any new
-    // arrival, which could otherwise take each block its preemption freed; and a free block stays
-    // for each request that holds KV here (its next one), so a transfer alone does not preempt.
+    // later, as for a request prefilled here. A request preempted here is recomputed before any
+    // new arrival, which could otherwise take each block its preemption freed, or those its
+    // recompute's next chunks need; and a free block stays for each request that holds KV here
+    // (its next one), so that a transfer does not preempt one at its next block boundary.
     need =
         blocks_for(static_cast<uint64_t>(in.prompt_tokens) + in.output_tokens, config_.block_size);
-    if (waiting_preempted_ != 0 ||
-        static_cast<uint64_t>(need) + requests_holding_kv() > kv_.free()) {
+    if (catching_up_ != 0 || static_cast<uint64_t>(need) + requests_holding_kv() > kv_.free()) {
       return false;
     }
   }

@@ -262,7 +262,9 @@ class TraceRun {
       released += blocks_for(m.computed, trace_.block_size);
       m.computed = 0;
       m.running = false;
-      waiting_.push_front(id);  // the engine puts each preempted request at the queue head
+      // As the engine queues it: at the head, after the waiting requests holding moved KV.
+      const auto holds_moved_kv = [&](uint64_t w) { return requests_[w].computed > 0; };
+      waiting_.insert(std::find_if_not(waiting_.begin(), waiting_.end(), holds_moved_kv), id);
       h = mix(h, id * 31 + 7);
       ++out_.preemptions;
     }

@@ -64,16 +64,20 @@ struct PdSpec {
   uint32_t decode_max_model_len = 16384;
   std::string decode_moved_kv_blocks = "all";
   uint32_t budget = 2048;
+  uint32_t decode_budget = 0;  // 0: budget
   uint32_t max_num_seqs = 64;
   std::string kv_transport = "plugin = \"host_copy\"\noptions = { link = \"pcie5\" }\n";
 };
 
 // Engine 0: prefill; engine 1: decode.
 std::string pd_toml(const PdSpec& s) {
-  const std::string scheduler =
-      "scheduler = { plugin = \"chunked\", options = { "
-      "max_num_batched_tokens = " +
-      std::to_string(s.budget) + ", max_num_seqs = " + std::to_string(s.max_num_seqs) + " } }\n";
+  const auto scheduler_of = [&](uint32_t budget) {
+    return "scheduler = { plugin = \"chunked\", options = { max_num_batched_tokens = " +
+           std::to_string(budget) + ", max_num_seqs = " + std::to_string(s.max_num_seqs) + " } }\n";
+  };
+  const std::string scheduler = scheduler_of(s.budget);
+  const std::string decode_scheduler =
+      scheduler_of(s.decode_budget != 0 ? s.decode_budget : s.budget);
   return "name = \"pd-test\"\n"
          "[model]\n"
          "plugin = \"sim\"\n"
@@ -88,7 +92,7 @@ std::string pd_toml(const PdSpec& s) {
          "kv_blocks = " +
          std::to_string(s.decode_kv_blocks) +
          "\nmax_model_len = " + std::to_string(s.decode_max_model_len) + "\nmoved_kv_blocks = \"" +
-         s.decode_moved_kv_blocks + "\"\n" + scheduler +
+         s.decode_moved_kv_blocks + "\"\n" + decode_scheduler +
          "[router]\n"
          "plugin = \"disaggregated\"\n"
          "options = { local_prefill_max_tokens = " +
@@ -679,26 +683,31 @@ TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
   EXPECT_FALSE(decode.has_work());
 }
 
-// moved_kv_blocks = "as_needed" on a decode engine of 40 blocks, four moved requests of 256 + 200
-// tokens: two transfers take 17 blocks each (their KV and next token), the others wait. The two
-// outgrow the cache and one is preempted. While it waits to be prefilled again, no transfer may
-// take the blocks its preemption freed (they would hold it back until the arrivals stopped).
+// moved_kv_blocks = "as_needed" on a decode engine of 40 blocks with steps of 64 tokens: two moved
+// requests of 256 + 200 tokens take 17 blocks each (their KV and next token); two of 64 + 200 wait
+// (5 blocks each, and one free block for each of the two). The first two outgrow the cache and one
+// is preempted; its recompute takes several steps. Until it has been prefilled again (it samples
+// its next token), no transfer may take the blocks its preemption freed or those its recompute
+// needs (they would hold it back until the arrivals stopped).
 TEST(DisaggregationCluster, WithBlocksAsNeededAPreemptedRequestGoesBeforeNewTransfers) {
   PdSpec spec;
   spec.decode_kv_blocks = 40;
   spec.decode_max_model_len = 640;
   spec.prefill_max_model_len = 640;
   spec.decode_moved_kv_blocks = "as_needed";
+  spec.decode_budget = 64;
   const DeploymentConfig deployment = pd_deployment(spec);
   Cluster cluster(deployment);
   Engine& prefill = cluster.engine(0);
   Engine& decode = cluster.engine(1);
   std::vector<RequestRecord> records(4);
+  const uint32_t prompts[] = {256, 256, 64, 64};
   for (uint64_t id = 0; id < records.size(); ++id) {
-    ASSERT_EQ(cluster.submit(new_request(id, 256, 200, &records[id]), route_request(id, 256, 200)),
+    ASSERT_EQ(cluster.submit(new_request(id, prompts[id], 200, &records[id]),
+                             route_request(id, prompts[id], 200)),
               0u);
   }
-  ASSERT_TRUE(prefill.step());  // all four prompts, 1,024 tokens, in one step
+  ASSERT_TRUE(prefill.step());  // all four prompts, 640 tokens, in one step
   cluster.collect_prefilled(0, prefill.clock().now());
   EXPECT_EQ(cluster.transfers_started(), 2u);
   EXPECT_EQ(decode.kv().free(), 40u - 2 * 17);
@@ -711,17 +720,19 @@ TEST(DisaggregationCluster, WithBlocksAsNeededAPreemptedRequestGoesBeforeNewTran
     ASSERT_LT(++guard, 10000) << "no progress";
     if (decode.has_work()) {
       ASSERT_TRUE(decode.step());
-      for (const hw_slice& slice : decode.last_step().slices) {
-        awaiting_recompute.erase(slice.request_id);
+      const StepDetail& step = decode.last_step();
+      for (size_t i = 0; i < step.slices.size(); ++i) {
+        if (step.slice_samples[i] != 0) awaiting_recompute.erase(step.slices[i].request_id);
       }
       for (uint64_t id : decode.last_step().preempted) awaiting_recompute.insert(id);
       const size_t started = cluster.transfers_started();
+      const size_t waiting = cluster.transfers_waiting();
       cluster.start_transfers(1, decode.clock().now());
-      if (!awaiting_recompute.empty() && cluster.transfers_waiting() > 0) {
+      if (!awaiting_recompute.empty() && waiting > 0) {
         ++steps_with_one_waiting;
         EXPECT_EQ(cluster.transfers_started(), started)
             << "a transfer started while request " << *awaiting_recompute.begin()
-            << " waited to be prefilled again (step " << decode.last_step().step << ")";
+            << " was still to be prefilled again (step " << step.step << ")";
       }
     }
     std::optional<double> next = cluster.next_transfer_completion();
@@ -792,6 +803,60 @@ TEST(DisaggregationCluster, WithBlocksAsNeededATransferLeavesEachHolderItsNextBl
   // The third started only once the first two were done (each of their 120 tokens fits the 8
   // blocks they reached, so no block was freed earlier).
   EXPECT_GT(records[2].token_times[1], std::max(records[0].finish, records[1].finish));
+  EXPECT_EQ(decode.kv().free(), decode.kv().total());
+}
+
+// A decode engine (the default moved_kv_blocks = "all", steps of 64 tokens, 40 blocks) prefills a
+// 400-token prompt of its own (as after a failed transfer, or under conditional disaggregation).
+// Midway, with 20 blocks taken, two moved requests reserve the other 20 and wait at the head of the
+// queue. The prompt's next chunk has no block, so it is preempted. It must queue behind the moved
+// requests, which need no new block to decode and free theirs when done; then it is prefilled
+// again.
+//
+// Regression (helper-178): it was queued at the very head, readmitted, filled the step with its
+// first chunks, found no block for the next and preempted itself again, for ever, while the moved
+// requests held their blocks and never got a step.
+TEST(DisaggregationCluster, APreemptedPromptQueuesBehindRequestsHoldingMovedKv) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 40;
+  spec.decode_max_model_len = 640;
+  spec.prefill_max_model_len = 640;
+  spec.budget = 64;
+  const DeploymentConfig deployment = pd_deployment(spec);
+  Cluster cluster(deployment);
+  Engine& decode = cluster.engine(1);
+  std::vector<RequestRecord> records(3);
+  decode.add_request(new_request(0, 400, 10, &records[0]));
+  int guard = 0;
+  while (decode.kv().used() < 20) {
+    ASSERT_LT(++guard, 100);
+    ASSERT_TRUE(decode.step());
+  }
+  for (uint64_t id : {1, 2}) {
+    IncomingTransfer moved;
+    moved.id = id;
+    moved.prompt_tokens = 150;
+    moved.output_tokens = 1;
+    moved.computed_tokens = 150;
+    moved.max_output_tokens = 10;
+    moved.arrival = decode.clock().now();
+    moved.record = &records[id];
+    ASSERT_TRUE(decode.reserve_incoming(std::move(moved))) << "request " << id;
+    decode.complete_transfer(id);
+  }
+  ASSERT_EQ(decode.kv().free(), 0u);
+  while (decode.has_work()) {
+    ASSERT_LT(++guard, 10000) << "no progress: request 0 preempted " << records[0].preemptions
+                              << " times, moved requests at " << records[1].output_tokens << " and "
+                              << records[2].output_tokens << " tokens";
+    ASSERT_TRUE(decode.step());
+  }
+  EXPECT_GE(records[0].preemptions, 1u);
+  for (const RequestRecord& r : records) {
+    EXPECT_TRUE(r.finished) << "request " << r.id;
+    EXPECT_EQ(r.output_tokens, 10u) << "request " << r.id;
+  }
+  EXPECT_LT(std::max(records[1].finish, records[2].finish), records[0].first_token);
   EXPECT_EQ(decode.kv().free(), decode.kv().total());
 }
 

@@ -56,8 +56,9 @@ struct NewRequest {
   // request would have had on one engine.
   uint32_t outputs_before = 0;
   // Simulated answers (a workload's output below its max_tokens): the answer ends by itself, as
-  // at a stop token, once it has this many outputs. 0: only max_output_tokens, max_model_len or
-  // a sampled stop token end it.
+  // at a stop token, once it has this many outputs on the engines that ran it (a moved request's
+  // count includes its prefill engine's first token; outputs_before is not counted, and nothing
+  // sets both). 0: only max_output_tokens, max_model_len or a sampled stop token end it.
   uint32_t ends_after_outputs = 0;
 };
 
@@ -177,7 +178,7 @@ class Engine {
   // Reserves KV blocks for an incoming request: with moved_kv_blocks "all", for all it will hold
   // here (prompt and every output); with "as_needed", for the KV that arrives and its next token,
   // and only while that leaves a free block for each request holding KV here and no request
-  // preempted here waits to be recomputed. It waits in TRANSFERRING until complete_transfer().
+  // preempted here is still being recomputed. It waits in TRANSFERRING until complete_transfer().
   // Returns false (and changes nothing) when it cannot have them yet: the transfer waits
   // (backpressure). Throws Error when it can never fit.
   bool reserve_incoming(IncomingTransfer request);
@@ -232,9 +233,9 @@ class Engine {
     RequestRecord* record = nullptr;
     bool in_use = false;
     bool prefill_only = false;
-    bool waits_after_preemption = false;  // counted in waiting_preempted_
-    uint32_t ends_after_outputs = 0;      // NewRequest::ends_after_outputs
-    uint32_t outputs_before = 0;          // NewRequest::outputs_before: added to the sampling index
+    bool catching_up = false;  // preempted, and not yet sampling again; counted in catching_up_
+    uint32_t ends_after_outputs = 0;  // NewRequest::ends_after_outputs
+    uint32_t outputs_before = 0;      // NewRequest::outputs_before: added to the sampling index
     // With SamplingParams::prompt_logprobs: the next prompt position whose figures are to be
     // reported (from 1; the prompt's length once all were).
     uint32_t prompt_logprobs_next = 0;
@@ -277,6 +278,8 @@ class Engine {
   uint32_t occupy_slot(IncomingTransfer in, int32_t state);
   uint32_t slot_of(uint64_t id) const;
   void push_waiting_front(const Request& r);
+  // Queues a preempted request after the requests at the head that hold moved KV.
+  void push_waiting_after_moved(const Request& r);
   void remove_admitted_from_waiting();
   void preempt(uint32_t slot);
   void finish(uint32_t slot, FinishReason reason, double time);
@@ -334,9 +337,10 @@ class Engine {
   size_t waiting_head_ = 0;
   uint64_t waiting_prompt_tokens_ = 0;  // tokens the waiting requests still have to compute
   uint64_t waiting_output_tokens_ = 0;  // tokens the waiting requests still have to generate
-  // Waiting requests that were preempted here: with moved_kv_blocks "as_needed" no moved KV comes
-  // in while one waits, or arrivals could take every block it frees and starve its recompute.
-  uint32_t waiting_preempted_ = 0;
+  // Requests preempted here that have not yet recomputed what they lost (sampled again): with
+  // moved_kv_blocks "as_needed" no moved KV comes in meanwhile, or arrivals could take the blocks
+  // their recomputes need and starve them.
+  uint32_t catching_up_ = 0;
   uint64_t next_admission_ = 0;
   uint64_t step_index_ = 0;
 

@@ -92,18 +92,22 @@ TEST_F(DisaggregatedServiceTest, GreedyTokensEqualThoseOfOneMixedEngine) {
 // moved_kv_blocks = "as_needed" on a decode engine of 16 blocks (256 tokens): four requests that
 // end at about 110 tokens each (7 blocks) arrive with 2-3 blocks of KV, all start decoding, outgrow
 // the cache and are preempted there, and each one preempted is prefilled again on the decode engine
-// from its prompt and the tokens it had: greedy tokens still equal one mixed engine's. With "all"
-// the decode engine would take two at a time and preempt none.
+// from its prompt and the tokens it had: its tokens still equal one mixed engine's, greedy or
+// seeded (the sampler goes on numbering its outputs). With "all" the decode engine would take two
+// at a time and preempt none.
 TEST_F(DisaggregatedServiceTest, MovedRequestsPreemptedOnTheDecodeEngineKeepTheirTokens) {
-  std::vector<std::string> prompts;
-  for (int i = 0; i < 4; ++i) prompts.push_back(std::string(20 + 5 * i, 'k' + i));
-  const uint32_t max_tokens = 85;
+  std::vector<GenerateInput> inputs;
+  for (int i = 0; i < 4; ++i) {
+    inputs.push_back(text_request(std::string(20 + 5 * i, 'k' + i), 85));
+    if (i % 2 == 1) {
+      inputs.back().sampling.temperature = 0.8f;
+      inputs.back().sampling.seed = 1000 + i;
+    }
+  }
   std::vector<std::vector<int32_t>> expected;
   {
     LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
-    for (const std::string& prompt : prompts) {
-      expected.push_back(collect(*mixed.submit(text_request(prompt, max_tokens))).ids);
-    }
+    for (const GenerateInput& input : inputs) expected.push_back(collect(*mixed.submit(input)).ids);
   }
   const std::string engines = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
                               "[[engines]]\nrole = \"decode\"\nkv_blocks = 16\n"
@@ -111,9 +115,7 @@ TEST_F(DisaggregatedServiceTest, MovedRequestsPreemptedOnTheDecodeEngineKeepThei
                               kScheduler;
   LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
   std::vector<std::shared_ptr<RequestStream>> streams;
-  for (const std::string& prompt : prompts) {
-    streams.push_back(service.submit(text_request(prompt, max_tokens)));
-  }
+  for (const GenerateInput& input : inputs) streams.push_back(service.submit(input));
   for (size_t i = 0; i < streams.size(); ++i) {
     SCOPED_TRACE(i);
     const test::Collected got = collect(*streams[i]);

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -104,6 +105,17 @@ std::string pd_toml(const PdSpec& s) {
 
 DeploymentConfig pd_deployment(const PdSpec& spec) {
   return parse_deployment(pd_toml(spec), "pd_test.toml", registry());
+}
+
+// A decode engine of 40 blocks (640 tokens) and max_model_len 640 on both engines, its moved
+// requests reserving `moved_kv_blocks`.
+PdSpec forty_block_decode_engine(const std::string& moved_kv_blocks) {
+  PdSpec spec;
+  spec.decode_kv_blocks = 40;
+  spec.decode_max_model_len = 640;
+  spec.prefill_max_model_len = 640;
+  spec.decode_moved_kv_blocks = moved_kv_blocks;
+  return spec;
 }
 
 struct Req {
@@ -434,14 +446,12 @@ SimulationResult simulate_or_fail(const DeploymentConfig& deployment, const Work
 // of its 40 blocks), but not once they have decoded their outputs (29 blocks each by the end): the
 // decode engine runs out of KV mid-decode and preempts one of them.
 //
-// Regression: a moved request now reserves on the decode engine all the KV it will ever hold there
-// (Engine::reserve_incoming), so the decode engine is never over-committed by transfers and never
-// has to preempt (and recompute the prompt of) a moved request; transfers wait for room instead.
+// Regression: with moved_kv_blocks = "all" (the default) a moved request reserves on the decode
+// engine all the KV it will ever hold there (Engine::reserve_incoming), so the decode engine is
+// never over-committed by transfers and never has to preempt (and recompute the prompt of) a moved
+// request; transfers wait for room instead.
 TEST(Disaggregation, DecodeKvPressureNeverRecomputesAMovedPromptOnTheDecodeEngine) {
-  PdSpec spec;
-  spec.decode_kv_blocks = 40;  // 640 tokens
-  spec.decode_max_model_len = 640;
-  spec.prefill_max_model_len = 640;
+  const PdSpec spec = forty_block_decode_engine("all");
   const Workload workload = workload_of({Req{0.0, 256, 200}, Req{0.0, 256, 200}});
   TracedRun run;
   simulate_or_fail(pd_deployment(spec), workload, &run, "pressure");
@@ -456,11 +466,7 @@ TEST(Disaggregation, DecodeKvPressureNeverRecomputesAMovedPromptOnTheDecodeEngin
 // each at 320 tokens), one is preempted and prefilled again on the decode engine, and both finish
 // with every token and every block free. With "all" (above) the second waits for the first.
 TEST(Disaggregation, MovedRequestsWithBlocksAsNeededDecodeSideBySideAndARecomputeEndsThem) {
-  PdSpec spec;
-  spec.decode_kv_blocks = 40;
-  spec.decode_max_model_len = 640;
-  spec.prefill_max_model_len = 640;
-  spec.decode_moved_kv_blocks = "as_needed";
+  const PdSpec spec = forty_block_decode_engine("as_needed");
   const Workload workload = workload_of({Req{0.0, 256, 200}, Req{0.0, 256, 200}});
   TracedRun run;
   simulate_or_fail(pd_deployment(spec), workload, &run, "as_needed");
@@ -492,11 +498,7 @@ TEST(Disaggregation, AnswersEndingBeforeTheirMaxTokensDecodeSideBySideOnlyWithBl
   const Workload workload = workload_of({Req{0.0, 256, 50, 300}, Req{0.0, 256, 50, 300}});
   for (const char* moved_kv_blocks : {"all", "as_needed"}) {
     SCOPED_TRACE(moved_kv_blocks);
-    PdSpec spec;
-    spec.decode_kv_blocks = 40;
-    spec.decode_max_model_len = 640;
-    spec.prefill_max_model_len = 640;
-    spec.decode_moved_kv_blocks = moved_kv_blocks;
+    const PdSpec spec = forty_block_decode_engine(moved_kv_blocks);
     const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
     expect_all_finished(result, workload);  // 50 tokens each
     EXPECT_EQ(result.preemptions, 0u);
@@ -516,10 +518,7 @@ TEST(Disaggregation, AnswersEndingBeforeTheirMaxTokensDecodeSideBySideOnlyWithBl
 // behind a preempted request that could then never fit again (a deadlock). Moved requests now
 // reserve all their KV up front and join the head of the queue, ready to decode.
 TEST(Disaggregation, TransfersIntoBlocksFreedByAPreemptionDoNotDeadlockTheDecodeEngine) {
-  PdSpec spec;
-  spec.decode_kv_blocks = 40;
-  spec.decode_max_model_len = 640;
-  spec.prefill_max_model_len = 640;
+  const PdSpec spec = forty_block_decode_engine("all");
   const Workload workload =
       workload_of({Req{0.0, 256, 200}, Req{0.0, 256, 200}, Req{0.0, 256, 200}});
   const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
@@ -596,6 +595,37 @@ TEST(Disaggregation, ABurstSpreadsOverTheDecodeEnginesBeforeItsKvArrives) {
 
 // Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
 // tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
+// Drives decode engine 1 of `cluster` until it and the transfers headed to it are done. After each
+// of its steps `before_transfers` sees the step, transfers start where blocks were freed, and
+// `after_transfers` runs; transfers in flight complete when the decode engine's clock reaches
+// them. A test failure when nothing progresses, or when transfers wait at an idle engine.
+void drive_decode(Cluster& cluster,
+                  const std::function<void(const StepDetail&)>& before_transfers = {},
+                  const std::function<void()>& after_transfers = {}) {
+  Engine& decode = cluster.engine(1);
+  int guard = 0;
+  while (decode.has_work() || cluster.transfers_in_flight() > 0 ||
+         cluster.transfers_waiting() > 0) {
+    ASSERT_LT(++guard, 10000) << "no progress";
+    if (decode.has_work()) {
+      ASSERT_TRUE(decode.step());
+      if (before_transfers) before_transfers(decode.last_step());
+      cluster.start_transfers(1, decode.clock().now());
+      if (after_transfers) after_transfers();
+    }
+    std::optional<double> next = cluster.next_transfer_completion();
+    if (next && (!decode.has_work() || *next <= decode.clock().now())) {
+      cluster.complete_transfers(*next);
+    }
+    if (!decode.has_work() && cluster.transfers_in_flight() == 0 &&
+        cluster.transfers_waiting() > 0) {
+      ADD_FAILURE() << "transfers wait on an idle decode engine with " << decode.kv().free()
+                    << " free blocks";
+      return;
+    }
+  }
+}
+
 TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
   PdSpec spec;
   spec.prefill_kv_blocks = 64;
@@ -641,29 +671,10 @@ TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
   EXPECT_EQ(prefill.kv().used(), 14u);  // the prefill engine freed request 0's copy
   EXPECT_TRUE(decode.has_work());
 
-  // Drive the decode engine; after each step, transfers may start where blocks were freed, and
-  // those in flight complete when the decode engine's clock reaches them.
   size_t max_waiting_while_busy = 0;
-  int guard = 0;
-  while (decode.has_work() || cluster.transfers_in_flight() > 0 ||
-         cluster.transfers_waiting() > 0) {
-    ASSERT_LT(++guard, 10000) << "no progress";
-    if (decode.has_work()) {
-      ASSERT_TRUE(decode.step());
-      max_waiting_while_busy = std::max(max_waiting_while_busy, cluster.transfers_waiting());
-      cluster.start_transfers(1, decode.clock().now());
-    }
-    std::optional<double> next = cluster.next_transfer_completion();
-    if (next && (!decode.has_work() || *next <= decode.clock().now())) {
-      cluster.complete_transfers(*next);
-    }
-    if (!decode.has_work() && cluster.transfers_in_flight() == 0 &&
-        cluster.transfers_waiting() > 0) {
-      ADD_FAILURE() << "transfers wait on an idle decode engine with " << decode.kv().free()
-                    << " free blocks";
-      break;
-    }
-  }
+  drive_decode(cluster, [&](const StepDetail&) {
+    max_waiting_while_busy = std::max(max_waiting_while_busy, cluster.transfers_waiting());
+  });
   EXPECT_EQ(max_waiting_while_busy, 2u) << "both later transfers waited while request 0 decoded";
   EXPECT_EQ(cluster.transfers_started(), 3u);
   EXPECT_EQ(decode.counters().preemptions, 0u);
@@ -690,11 +701,7 @@ TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
 // its next token), no transfer may take the blocks its preemption freed or those its recompute
 // needs (they would hold it back until the arrivals stopped).
 TEST(DisaggregationCluster, WithBlocksAsNeededAPreemptedRequestGoesBeforeNewTransfers) {
-  PdSpec spec;
-  spec.decode_kv_blocks = 40;
-  spec.decode_max_model_len = 640;
-  spec.prefill_max_model_len = 640;
-  spec.decode_moved_kv_blocks = "as_needed";
+  PdSpec spec = forty_block_decode_engine("as_needed");
   spec.decode_budget = 64;
   const DeploymentConfig deployment = pd_deployment(spec);
   Cluster cluster(deployment);
@@ -714,38 +721,27 @@ TEST(DisaggregationCluster, WithBlocksAsNeededAPreemptedRequestGoesBeforeNewTran
 
   std::set<uint64_t> awaiting_recompute;
   size_t steps_with_one_waiting = 0;
-  int guard = 0;
-  while (decode.has_work() || cluster.transfers_in_flight() > 0 ||
-         cluster.transfers_waiting() > 0) {
-    ASSERT_LT(++guard, 10000) << "no progress";
-    if (decode.has_work()) {
-      ASSERT_TRUE(decode.step());
-      const StepDetail& step = decode.last_step();
-      for (size_t i = 0; i < step.slices.size(); ++i) {
-        if (step.slice_samples[i] != 0) awaiting_recompute.erase(step.slices[i].request_id);
-      }
-      for (uint64_t id : decode.last_step().preempted) awaiting_recompute.insert(id);
-      const size_t started = cluster.transfers_started();
-      const size_t waiting = cluster.transfers_waiting();
-      cluster.start_transfers(1, decode.clock().now());
-      if (!awaiting_recompute.empty() && waiting > 0) {
+  size_t started = 0;
+  size_t waiting = 0;
+  uint64_t step = 0;
+  drive_decode(
+      cluster,
+      [&](const StepDetail& detail) {
+        for (size_t i = 0; i < detail.slices.size(); ++i) {
+          if (detail.slice_samples[i] != 0) awaiting_recompute.erase(detail.slices[i].request_id);
+        }
+        for (uint64_t id : detail.preempted) awaiting_recompute.insert(id);
+        started = cluster.transfers_started();
+        waiting = cluster.transfers_waiting();
+        step = detail.step;
+      },
+      [&] {
+        if (awaiting_recompute.empty() || waiting == 0) return;
         ++steps_with_one_waiting;
         EXPECT_EQ(cluster.transfers_started(), started)
             << "a transfer started while request " << *awaiting_recompute.begin()
-            << " was still to be prefilled again (step " << step.step << ")";
-      }
-    }
-    std::optional<double> next = cluster.next_transfer_completion();
-    if (next && (!decode.has_work() || *next <= decode.clock().now())) {
-      cluster.complete_transfers(*next);
-    }
-    if (!decode.has_work() && cluster.transfers_in_flight() == 0 &&
-        cluster.transfers_waiting() > 0) {
-      ADD_FAILURE() << "transfers wait on an idle decode engine with " << decode.kv().free()
-                    << " free blocks";
-      break;
-    }
-  }
+            << " was still to be prefilled again (step " << step << ")";
+      });
   EXPECT_GE(decode.counters().preemptions, 1u);
   EXPECT_GT(steps_with_one_waiting, 0u) << "no step had a preempted request and a transfer waiting";
   EXPECT_EQ(cluster.transfers_started(), 4u);
@@ -762,11 +758,7 @@ TEST(DisaggregationCluster, WithBlocksAsNeededAPreemptedRequestGoesBeforeNewTran
 // third of 400 needs 26, exactly what is left, and waits until a block more is free, though it
 // would fit.
 TEST(DisaggregationCluster, WithBlocksAsNeededATransferLeavesEachHolderItsNextBlock) {
-  PdSpec spec;
-  spec.decode_kv_blocks = 40;
-  spec.decode_max_model_len = 640;
-  spec.prefill_max_model_len = 640;
-  spec.decode_moved_kv_blocks = "as_needed";
+  const PdSpec spec = forty_block_decode_engine("as_needed");
   const DeploymentConfig deployment = pd_deployment(spec);
   Cluster cluster(deployment);
   Engine& prefill = cluster.engine(0);
@@ -783,18 +775,7 @@ TEST(DisaggregationCluster, WithBlocksAsNeededATransferLeavesEachHolderItsNextBl
   EXPECT_EQ(cluster.transfers_started(), 2u);
   EXPECT_EQ(cluster.transfers_waiting(), 1u);
   EXPECT_EQ(decode.kv().free(), 26u);
-  int guard = 0;
-  while (decode.has_work() || cluster.transfers_in_flight() > 0 ||
-         cluster.transfers_waiting() > 0) {
-    ASSERT_LT(++guard, 10000) << "no progress";
-    std::optional<double> next = cluster.next_transfer_completion();
-    if (next && (!decode.has_work() || *next <= decode.clock().now())) {
-      cluster.complete_transfers(*next);
-    }
-    if (!decode.has_work()) continue;
-    ASSERT_TRUE(decode.step());
-    cluster.start_transfers(1, decode.clock().now());
-  }
+  drive_decode(cluster);
   EXPECT_EQ(decode.counters().preemptions, 0u);
   for (size_t i = 0; i < records.size(); ++i) {
     EXPECT_TRUE(records[i].finished) << "request " << i;
@@ -817,10 +798,7 @@ TEST(DisaggregationCluster, WithBlocksAsNeededATransferLeavesEachHolderItsNextBl
 // first chunks, found no block for the next and preempted itself again, for ever, while the moved
 // requests held their blocks and never got a step.
 TEST(DisaggregationCluster, APreemptedPromptQueuesBehindRequestsHoldingMovedKv) {
-  PdSpec spec;
-  spec.decode_kv_blocks = 40;
-  spec.decode_max_model_len = 640;
-  spec.prefill_max_model_len = 640;
+  PdSpec spec = forty_block_decode_engine("all");
   spec.budget = 64;
   const DeploymentConfig deployment = pd_deployment(spec);
   Cluster cluster(deployment);

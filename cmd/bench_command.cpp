@@ -224,9 +224,11 @@ struct Prediction {
   core::Report report;
 };
 
-// What `headway simulate --config <deployment>` reports for the same workload.
-Prediction predict(core::DeploymentConfig deployment, const core::Workload& workload,
+// What `headway simulate --config <deployment>` reports for the same workload, as bench sends it:
+// each request asking for its output as max_tokens (a class's max_tokens is for simulate alone).
+Prediction predict(core::DeploymentConfig deployment, core::Workload workload,
                    const core::Slo& slo) {
+  for (core::WorkloadRequest& r : workload.requests) r.max_tokens = 0;
   Prediction p;
   p.deployment = std::move(deployment);
   core::SimulationOptions options;

@@ -40,7 +40,7 @@
 //             decode work still to come is max_tokens, so KV reservation and routing by outstanding
 //             tokens meet the room answers ask for and do not use. Without it, each request asks
 //             for its output exactly. `headway bench` sends the output (a served model's answers
-//             end where the model ends them).
+//             end where the model ends them), and its prediction simulates what it sends.
 //   shared_prefix  inline table { tokens = N, count = K }, optional: every request of the class
 //             begins with one of K shared beginnings of N tokens (system prompts, few-shot
 //             examples, a shared document), chosen by a hash of the seed and the request id (K >=

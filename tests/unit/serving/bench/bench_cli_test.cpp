@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -180,6 +181,36 @@ TEST_F(BenchCli, PredictionIsPrintedBesideTheMeasurement) {
   EXPECT_EQ(rows[2]["name"], "overall");
   EXPECT_TRUE(rows[0]["ttft_p50"]["predicted"].is_number());
   EXPECT_TRUE(rows[0]["ttft_p50"]["measured"].is_number());
+}
+
+// A workload's max_tokens is what simulate's clients ask for; bench sends each request's output
+// (a served model ends its answers itself), and its prediction simulates the requests as sent. Here
+// max_tokens is beyond the deployment's max_model_len: simulated as written, every request would
+// be refused.
+TEST_F(BenchCli, ThePredictionSimulatesTheRequestsAsBenchSendsThem) {
+  std::string text;
+  {
+    std::ifstream in(kWorkload);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  for (size_t at = 0; (at = text.find("[[classes]]\n", at)) != std::string::npos; at += 12) {
+    text.insert(at + 12, "max_tokens = 1000000\n");
+  }
+  const fs::path workload =
+      fs::temp_directory_path() / ("headway_bench_asked_" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(workload) << text;
+  const CliRun r = headway::test::run_cli("bench --quiet --url " + server.url() + " --workload " +
+                                          workload.string() + " --predict-config " +
+                                          kDeployment.string() + " --out " + out.string());
+  fs::remove(workload);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(server.received().size(), 24u);
+  for (const nlohmann::json& body : server.received()) {
+    EXPECT_LE(body["max_tokens"].get<uint32_t>(), 6u) << body.dump();
+  }
+  const nlohmann::json overall = read_json()["prediction"]["report"]["overall"];
+  EXPECT_EQ(overall["requests"], 24);
+  EXPECT_EQ(overall["finished"], 24) << overall.dump();
 }
 
 // A real model as the "prediction" would run the workload again on this machine: said up front.

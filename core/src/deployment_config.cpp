@@ -403,6 +403,25 @@ void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint3
   }
 }
 
+// KV moves block by block from prefill engines to decode engines, so they must agree on the size
+// of a block (the cluster would count the blocks of one size in blocks of the other).
+void check_moved_block_sizes(const DeploymentConfig& config, const std::string& name) {
+  const EngineConfig* prefill = nullptr;
+  for (const EngineConfig& e : config.engines) {
+    if (e.role == HW_ENGINE_ROLE_PREFILL && e.address.empty()) prefill = &e;
+  }
+  if (prefill == nullptr) return;
+  for (const EngineConfig& e : config.engines) {
+    if (e.role != HW_ENGINE_ROLE_DECODE || !e.address.empty()) continue;
+    if (e.block_size != prefill->block_size) {
+      throw Error(fmt::format(
+          "{}: {} (prefill) has block_size {} and {} (decode) {}: KV moves between them block "
+          "by block, so engines of both roles need one block_size",
+          name, prefill->name, prefill->block_size, e.name, e.block_size));
+    }
+  }
+}
+
 // Where the engines live must match what the process is: a router process fronts engine
 // processes (every engine has an address); every other role runs its engines itself.
 void check_process_shape(const DeploymentConfig& config) {
@@ -579,6 +598,7 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     config.server = read_server(*server, name + ": server");
   }
   check_process_shape(config);
+  check_moved_block_sizes(config, name);
   return config;
 }
 

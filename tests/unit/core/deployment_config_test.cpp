@@ -435,6 +435,24 @@ plugin = "host_copy"
               AllOf(HasSubstr("engines[0].moved_kv_blocks"), HasSubstr("own deployment file")));
 }
 
+// KV moves block by block from prefill to decode engines: a block_size that differs between the
+// roles is refused at load, naming both engines (simulate used to fail at the first transfer).
+TEST_F(DeploymentConfigTest, PrefillAndDecodeEnginesOfOtherBlockSizesAreRefused) {
+  const std::string text =
+      "[model]\nplugin = 'sim'\n[[engines]]\nrole = 'prefill'\nblock_size = 32\n"
+      "[[engines]]\nrole = 'decode'\nblock_size = SIZE\n[router]\nplugin = 'disaggregated'\n"
+      "[kv_transport]\nplugin = 'host_copy'\n";
+  auto with = [&](const std::string& size) {
+    std::string t = text;
+    t.replace(t.find("SIZE"), 4, size);
+    return t;
+  };
+  EXPECT_THAT(error_of(with("16")),
+              AllOf(HasSubstr("engine0 (prefill) has block_size 32 and engine1 (decode) 16"),
+                    HasSubstr("one block_size")));
+  EXPECT_EQ(parse(with("32")).engines.at(1).block_size, 32u);
+}
+
 TEST_F(DeploymentConfigTest, IntegerFieldsAreRangeChecked) {
   struct Case {
     const char* line;

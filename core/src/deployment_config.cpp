@@ -406,18 +406,19 @@ void check_remote_engine(const toml::table& t, const EngineConfig& engine, uint3
 // KV moves block by block from prefill engines to decode engines, so they must agree on the size
 // of a block (the cluster would count the blocks of one size in blocks of the other).
 void check_moved_block_sizes(const DeploymentConfig& config, const std::string& name) {
-  const EngineConfig* prefill = nullptr;
+  const auto role = [](const EngineConfig& e) {
+    return e.role == HW_ENGINE_ROLE_PREFILL ? "prefill" : "decode";
+  };
+  const EngineConfig* first = nullptr;  // every prefill and decode engine is held to its size
   for (const EngineConfig& e : config.engines) {
-    if (e.role == HW_ENGINE_ROLE_PREFILL && e.address.empty()) prefill = &e;
-  }
-  if (prefill == nullptr) return;
-  for (const EngineConfig& e : config.engines) {
-    if (e.role != HW_ENGINE_ROLE_DECODE || !e.address.empty()) continue;
-    if (e.block_size != prefill->block_size) {
+    if (e.role == HW_ENGINE_ROLE_MIXED || !e.address.empty()) continue;
+    if (first == nullptr) {
+      first = &e;
+    } else if (e.block_size != first->block_size) {
       throw Error(fmt::format(
-          "{}: {} (prefill) has block_size {} and {} (decode) {}: KV moves between them block "
-          "by block, so engines of both roles need one block_size",
-          name, prefill->name, prefill->block_size, e.name, e.block_size));
+          "{}: {} ({}) has block_size {} and {} ({}) {}: KV moves between them block by block, "
+          "so engines of both roles need one block_size",
+          name, first->name, role(*first), first->block_size, e.name, role(e), e.block_size));
     }
   }
 }

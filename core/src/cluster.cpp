@@ -147,15 +147,11 @@ uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_reque
                     router_->name(), request.id, decision.prefill_engine, decision.decode_engine));
   }
   // Refused before any prefill work is spent on it, as the prefill engine refuses what its own
-  // max_model_len cannot hold.
-  if (disaggregated && !engines_[decision.decode_engine]->can_continue(request.prompt_tokens, 1)) {
-    throw Error(
-        fmt::format("request {}: a {}-token prompt leaves no room for decoding within "
-                    "max_model_len {} of engine{}",
-                    request.id, request.prompt_tokens,
-                    engines_[decision.decode_engine]->max_model_len(), decision.decode_engine));
-  }
-  if (disaggregated &&
+  // max_model_len cannot hold. A request that ends at its first token never moves (its prefill
+  // engine samples that token and finishes it), so its decode engine need not hold it: a prompt
+  // of max_model_len - 1 with one output token is served, as one engine serves it.
+  const bool moves = request.max_output_tokens > 1 && request.ends_after_outputs != 1;
+  if (disaggregated && moves &&
       !engines_[decision.decode_engine]->fits(request.prompt_tokens, request.max_output_tokens)) {
     throw Error(
         fmt::format("request {}: {} prompt tokens and {} output tokens exceed "

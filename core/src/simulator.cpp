@@ -116,10 +116,13 @@ double run_virtual(Cluster& cluster, const Workload& workload, const SimulationO
         arrival_time <= transfer_time) {
       const WorkloadRequest& w = workload.requests[next];
       cluster.clock().advance_to(w.arrival);
-      // Idle engines have been waiting for this arrival: their clocks jump to it, so that
-      // load-based routers see every engine as of now.
+      // Idle and stalled engines have been waiting for this arrival: their clocks jump to it, so
+      // that load-based routers see every engine as of now, and an engine this arrival unstalls
+      // does not admit it before it came.
       for (size_t e = 0; e < engines; ++e) {
-        if (!cluster.engine(e).has_work()) cluster.engine(e).clock().advance_to(w.arrival);
+        if (!cluster.engine(e).has_work() || stalled[e]) {
+          cluster.engine(e).clock().advance_to(w.arrival);
+        }
       }
       // Records follow the workload's order, not its ids (a filtered workload keeps its ids).
       const int64_t engine = submit(cluster, workload, w, result.records[next], w.arrival, result,
@@ -130,6 +133,12 @@ double run_virtual(Cluster& cluster, const Workload& workload, const SimulationO
       continue;
     }
     if (transfer_time < kInfinity && transfer_time <= best_time) {
+      // A stalled engine could do nothing until now: the blocks this transfer frees on its
+      // source, or the KV it brings to its destination, are there from its end, not from the end
+      // of the engine's last step.
+      for (size_t e = 0; e < engines; ++e) {
+        if (stalled[e]) cluster.engine(e).clock().advance_to(transfer_time);
+      }
       {
         const WatchedCall polling(watch, LongCallWatch::Call::kTransport);
         cluster.complete_transfers(transfer_time);

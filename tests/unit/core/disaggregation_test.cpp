@@ -206,7 +206,8 @@ void expect_all_finished(const SimulationResult& result, const Workload& workloa
     EXPECT_TRUE(r.finished) << "request " << w.id;
     EXPECT_EQ(r.output_tokens, w.output_tokens) << "request " << w.id;
     EXPECT_EQ(r.token_times.size(), w.output_tokens) << "request " << w.id;
-    EXPECT_GE(r.first_token, r.arrival) << "request " << w.id;
+    EXPECT_GE(r.scheduled, r.arrival) << "request " << w.id;
+    EXPECT_GE(r.first_token, r.scheduled) << "request " << w.id;
     EXPECT_GE(r.finish, r.first_token) << "request " << w.id;
   }
 }
@@ -525,6 +526,34 @@ TEST(Disaggregation, TransfersIntoBlocksFreedByAPreemptionDoNotDeadlockTheDecode
   expect_all_finished(result, workload);
 }
 
+// A prefill engine whose KV is full of prefilled requests waiting for room on the decode engine
+// plans nothing (it stalls) until a transfer frees its blocks. Its clock must stand at that
+// transfer's end when it steps again, not where its last step ended: it cannot have admitted the
+// requests that arrived meanwhile before they arrived, nor into blocks freed later.
+//
+// Regression (helper-180): a stalled engine's clock stayed at its last step, so its later steps
+// ran in the past. In docs/performance.md's "all" run at 1.5 x 40 req/s, 786 of 3,000 requests had
+// their first token before their arrival, which made "all" look faster than "as_needed".
+TEST(Disaggregation, AnEngineStalledForKvStepsAgainOnlyOnceTheTransferThatFreesItEnds) {
+  // Prompts of 200 tokens (13 blocks) with 400 outputs: the decode engine ("all") reserves 38 of
+  // its 40 blocks for each, so it holds one at a time, and the prefill engine's 40 blocks hold
+  // three prefilled prompts. A request arrives every 0.1 s, while each decodes for seconds.
+  PdSpec spec = forty_block_decode_engine("all");
+  spec.prefill_kv_blocks = 40;
+  std::vector<Req> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(Req{0.1 * i, 200, 400});
+  const Workload workload = workload_of(requests);
+  const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
+  expect_all_finished(result, workload);
+  // Request 0 moves at once; 1-3 wait on the prefill engine with their KV; 4 waits for their
+  // blocks (a chunk of it may take the one block left). The blocks of its prompt are freed when
+  // request 1's KV moves, once request 0 has finished and left the decode engine its blocks.
+  EXPECT_GE(result.records[4].first_token, result.records[0].finish);
+  for (size_t i = 1; i < result.records.size(); ++i) {
+    EXPECT_GE(result.records[i].finish, result.records[i - 1].finish) << "request " << i;
+  }
+}
+
 // A prompt the prefill engine accepts but the decode engine never could (its max_model_len is
 // 128): that request cannot be served, but it must not take the others down with it.
 //
@@ -543,6 +572,29 @@ TEST(Disaggregation, ARequestNoDecodeEngineCanHoldIsRefusedNotFatal) {
   EXPECT_EQ(result.rejected, 1u);
   EXPECT_TRUE(result.records[1].finished);
   EXPECT_EQ(result.records[1].output_tokens, 4u);
+}
+
+// A request that ends at its first token never moves: its prefill engine samples that token and
+// finishes it. So a prompt of max_model_len - 1 with one output token is served, as one engine
+// serves it; a request that would move is held to its decode engine's max_model_len. (The router
+// still places only requests both engines hold: prompt + max_tokens within each max_model_len.)
+//
+// Regression: Cluster::submit asked the decode engine to hold the prompt and one more token
+// whatever max_tokens was, and refused the first (helper-179's fuzzing).
+TEST(Disaggregation, APromptOneTokenShortOfMaxModelLenIsServedWithOneOutputToken) {
+  PdSpec spec;
+  spec.prefill_kv_blocks = 64;
+  spec.prefill_max_model_len = 128;
+  spec.decode_kv_blocks = 64;
+  spec.decode_max_model_len = 128;
+  const Workload workload = workload_of({Req{0.0, 127, 1}, Req{0.01, 126, 2}, Req{0.02, 100, 20}});
+  const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
+  expect_all_finished(result, workload);
+  // The first never reaches the decode engine; the others move there and decode.
+  EXPECT_EQ(result.records[0].engine, 0u);
+  EXPECT_EQ(result.records[1].engine, 1u);
+  EXPECT_EQ(result.records[2].engine, 1u);
+  EXPECT_EQ(result.kv_transfers, 2u);
 }
 
 // -------------------------------------------------------------------------------------------------

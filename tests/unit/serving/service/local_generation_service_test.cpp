@@ -1215,10 +1215,10 @@ TEST_F(ServiceTest, ARequestGoesPastAFullQueueToAnEngineWithRoom) {
   LocalGenerationService service(
       tiny_deployment(checkpoint(), engine + engine, "[router]\nplugin = \"least_loaded\"\n"));
   std::vector<std::shared_ptr<RequestStream>> accepted;
-  // Engine 0 runs a 1000-token answer; engine 1, less loaded, runs a 600-token one with a short
-  // request waiting behind it (max_num_seqs = 1): its queue is full (max_waiting = 1), engine 0's
-  // empty. (The 600 tokens outlast the few calls below by far; were they done first, the
-  // ASSERT on engine 1's queue would say so.)
+  // Each engine runs a long answer (1000 and 600 tokens; max_num_seqs = 1), and a short request
+  // waits behind one of them: that engine's queue is full (max_waiting = 1), the other's empty.
+  // (The answers outlast the few calls below by far; were one done first, the ASSERTs on the
+  // queues would say so.)
   // Each running (its first token out) before the next is routed: a request still in an engine's
   // inbox counts as waiting there.
   const auto running = [&](const char* prompt, uint32_t max_tokens) {
@@ -1232,12 +1232,30 @@ TEST_F(ServiceTest, ARequestGoesPastAFullQueueToAnEngineWithRoom) {
   };
   running("a", 1000);
   running("b", 600);
+  // A token reaches its stream before its step's load is published: wait until both engines
+  // show theirs running, so that no queue looks full with a request that runs.
+  const auto both_running = [&] {
+    const ClusterSummary info = service.cluster_info();
+    return info.engines[0].running == 1 && info.engines[1].running == 1;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!both_running() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // The short request goes to the engine with fewer tokens left. Which one that is depends on how
+  // far engine 0's answer got meanwhile (on a busy machine, past 400 tokens), so the test finds
+  // the engine whose queue it filled rather than assume engine 1's.
   accepted.push_back(service.submit(text_request("c", 5)));
-  ASSERT_EQ(service.cluster_info().engines[1].waiting, 1u) << "the third request waits on engine 1";
+  const ClusterSummary queued = service.cluster_info();
+  const size_t full = queued.engines[0].waiting == 1 ? 0 : 1;
+  ASSERT_EQ(queued.engines[full].waiting, 1u) << "the third request waits on one engine";
+  ASSERT_EQ(queued.engines[1 - full].waiting, 0u) << "the third request waits on one engine";
+  // The engine with the full queue is still the less loaded (by the short request's few tokens
+  // more): a router blind to queue bounds would place the next request there, to be refused.
   try {
     accepted.push_back(service.submit(text_request("d", 5)));
   } catch (const ServiceError& e) {
-    ADD_FAILURE() << "refused while engine 0's queue had room: " << e.what();
+    ADD_FAILURE() << "refused while engine" << 1 - full << "'s queue had room: " << e.what();
   }
   for (auto& s : accepted) service.abort(s->id());
   for (auto& s : accepted) EXPECT_EQ(collect(*s).finish, Finish::kAbort);

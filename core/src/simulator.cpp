@@ -90,6 +90,37 @@ void after_step(Cluster& cluster, size_t e, const SimulationOptions& options,
   cluster.start_transfers(e, now);
 }
 
+// Each request's times in the order its life has them: arrival, admission, first token, each later
+// token, end. An engine whose clock falls behind the events that drive it (a stalled engine that
+// stepped again from its last step, before helper-180's fix) breaks this order, and every figure
+// of the run is wrong with it: the run stops with an internal error rather than report them.
+void check_time_order(const std::string& deployment, const SimulationResult& result) {
+  const auto out_of_order = [&](const RequestRecord& r, const char* earlier, double e,
+                                const char* later, double l) {
+    return Error(fmt::format("{}: request {}: {} at {:.6f} s comes after {} at {:.6f} s; the "
+                             "simulation's clocks went out of order (a simulator fault)",
+                             deployment, r.id, earlier, e, later, l),
+                 HW_INTERNAL);
+  };
+  for (const RequestRecord& r : result.records) {
+    // NaN (never reached) compares false and passes.
+    if (r.scheduled < r.arrival) {
+      throw out_of_order(r, "arrival", r.arrival, "admission", r.scheduled);
+    }
+    if (r.first_token < r.scheduled) {
+      throw out_of_order(r, "admission", r.scheduled, "first token", r.first_token);
+    }
+    for (size_t i = 1; i < r.token_times.size(); ++i) {
+      if (r.token_times[i] < r.token_times[i - 1]) {
+        throw out_of_order(r, "a token", r.token_times[i - 1], "the next", r.token_times[i]);
+      }
+    }
+    if (!r.token_times.empty() && r.finish < r.token_times.back()) {
+      throw out_of_order(r, "its last token", r.token_times.back(), "its end", r.finish);
+    }
+  }
+}
+
 // The discrete-event loop of the virtual clock. Returns the span from the first arrival.
 double run_virtual(Cluster& cluster, const Workload& workload, const SimulationOptions& options,
                    SimulationResult& result, std::string& rejection_example, LongCallWatch* watch) {
@@ -267,6 +298,7 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     result.steps += engine.counters().steps;
     result.preemptions += engine.counters().preemptions;
   }
+  check_time_order(deployment.file.string(), result);
   result.kv_transfers = cluster.transfers_started();
   result.plugin_metrics = collect_plugin_metrics(cluster);
   if (result.rejected > 0) {

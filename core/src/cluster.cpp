@@ -268,6 +268,7 @@ void Cluster::start_transfers(size_t d, double now) {
       flight.finished = true;
       flight.done = flight.start + progress.seconds;
     }
+    if (record != nullptr) record->kv_wait_seconds = flight.start - p.ready;
     in_flight_.push_back(flight);
     ++transfers_started_;
     queue.pop_front();

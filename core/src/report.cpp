@@ -53,7 +53,7 @@ constexpr size_t kSteadyP99Samples = 100;
 struct Samples {
   size_t records = 0, finished = 0;
   uint64_t output_tokens = 0;
-  std::vector<double> ttft, itl, tpot, e2e, queue, kv_transfer;
+  std::vector<double> ttft, itl, tpot, e2e, queue, kv_transfer, kv_wait;
 
   void add(const RequestRecord& r) {
     ++records;
@@ -66,7 +66,10 @@ struct Samples {
     e2e.push_back(r.finish - r.arrival);
     // A client (bench) cannot see when the server scheduled a request: no queue time then.
     if (std::isfinite(r.scheduled)) queue.push_back(r.scheduled - r.arrival);
-    if (r.kv_transfer_seconds > 0) kv_transfer.push_back(r.kv_transfer_seconds);
+    if (r.kv_transfer_seconds > 0) {
+      kv_transfer.push_back(r.kv_transfer_seconds);
+      kv_wait.push_back(r.kv_wait_seconds);
+    }
     for (size_t i = 1; i < r.token_times.size(); ++i) {
       itl.push_back(r.token_times[i] - r.token_times[i - 1]);
     }
@@ -91,6 +94,7 @@ ClassReport make_class_report(std::string name, bool is_long, size_t workload_re
   c.e2e = summarize(std::move(s.e2e));
   c.queue = summarize(std::move(s.queue));
   c.kv_transfer = summarize(std::move(s.kv_transfer));
+  c.kv_wait = summarize(std::move(s.kv_wait));
   if (span > 0) {
     c.output_tokens_per_s = static_cast<double>(s.output_tokens) / span;
     c.requests_per_s = static_cast<double>(s.finished) / span;
@@ -156,7 +160,8 @@ nlohmann::json class_json(const ClassReport& c) {
           {"tpot", summary_json(c.tpot)},
           {"e2e", summary_json(c.e2e)},
           {"queue", summary_json(c.queue)},
-          {"kv_transfer", summary_json(c.kv_transfer)}};
+          {"kv_transfer", summary_json(c.kv_transfer)},
+          {"kv_wait", summary_json(c.kv_wait)}};
 }
 
 }  // namespace
@@ -280,13 +285,15 @@ void print_report(std::ostream& out, const Report& report) {
     LatencySummary ClassReport::*field;
   };
   const Metric metrics[] = {
-      {"TTFT", &ClassReport::ttft},   {"ITL", &ClassReport::itl},
-      {"TPOT", &ClassReport::tpot},   {"E2E", &ClassReport::e2e},
-      {"queue", &ClassReport::queue}, {"KV transfer", &ClassReport::kv_transfer}};
+      {"TTFT", &ClassReport::ttft},      {"ITL", &ClassReport::itl},
+      {"TPOT", &ClassReport::tpot},      {"E2E", &ClassReport::e2e},
+      {"queue", &ClassReport::queue},    {"KV transfer", &ClassReport::kv_transfer},
+      {"KV wait", &ClassReport::kv_wait}};
   for (const Metric& m : metrics) {
     // Only disaggregated deployments move KV, and a client (bench) cannot see queue times: an
     // all-empty table would only be noise.
-    if ((m.field == &ClassReport::kv_transfer || m.field == &ClassReport::queue) &&
+    if ((m.field == &ClassReport::kv_transfer || m.field == &ClassReport::kv_wait ||
+         m.field == &ClassReport::queue) &&
         (report.overall.*(m.field)).count == 0) {
       continue;
     }

@@ -549,6 +549,11 @@ TEST(Disaggregation, AnEngineStalledForKvStepsAgainOnlyOnceTheTransferThatFreesI
   // blocks (a chunk of it may take the one block left). The blocks of its prompt are freed when
   // request 1's KV moves, once request 0 has finished and left the decode engine its blocks.
   EXPECT_GE(result.records[4].first_token, result.records[0].finish);
+  // Request 1 waited for room on the decode engine from its prefill's end (its first token) until
+  // request 0 finished there; request 0 waited for nothing.
+  EXPECT_DOUBLE_EQ(result.records[0].kv_wait_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(result.records[1].kv_wait_seconds,
+                   result.records[0].finish - result.records[1].first_token);
   for (size_t i = 1; i < result.records.size(); ++i) {
     EXPECT_GE(result.records[i].finish, result.records[i - 1].finish) << "request " << i;
   }

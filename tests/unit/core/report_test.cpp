@@ -302,6 +302,11 @@ TEST(Report, KvTransferCountsOnlyMovedFinishedRequests) {
   records[0].kv_transfer_seconds = 0.010;  // short, finished
   records[1].kv_transfer_seconds = 0.030;  // long, finished
   records[3].kv_transfer_seconds = 0.500;  // unfinished: left out like its other latencies
+  // Waits for room on the decode engine: the moved requests' only, a wait of 0 counted.
+  records[0].kv_wait_seconds = 0.0;
+  records[1].kv_wait_seconds = 2.0;
+  records[2].kv_wait_seconds = 7.0;  // did not move (no transfer): not a wait
+  records[3].kv_wait_seconds = 9.0;
   const Report r = build_report(hand_workload(), records, 1, 6, 1);
   EXPECT_EQ(r.classes[0].kv_transfer.count, 1u);
   EXPECT_NEAR(r.classes[0].kv_transfer.p99, 0.010, kEps);
@@ -309,17 +314,24 @@ TEST(Report, KvTransferCountsOnlyMovedFinishedRequests) {
   EXPECT_EQ(r.overall.kv_transfer.count, 2u);
   EXPECT_NEAR(r.overall.kv_transfer.p50, 0.020, kEps);
   EXPECT_NEAR(r.overall.kv_transfer.p99, 0.0298, kEps);
+  EXPECT_EQ(r.overall.kv_wait.count, 2u);
+  EXPECT_NEAR(r.overall.kv_wait.p50, 1.0, kEps);
+  EXPECT_NEAR(r.overall.kv_wait.max, 2.0, kEps);
+  EXPECT_NEAR(r.classes[0].kv_wait.max, 0.0, kEps);
 
   std::ostringstream out;
   print_report(out, r);
   EXPECT_NE(out.str().find("KV transfer"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("KV wait"), std::string::npos) << out.str();
   EXPECT_NEAR(report_to_json(r)["overall"]["kv_transfer"]["p99"].get<double>(), 0.0298, kEps);
+  EXPECT_NEAR(report_to_json(r)["overall"]["kv_wait"]["max"].get<double>(), 2.0, kEps);
 
   // Nothing moved: no KV table in print (only noise), count 0 in JSON.
   const Report none = build_report(hand_workload(), hand_records(), 1, 6, 1);
   std::ostringstream plain;
   print_report(plain, none);
   EXPECT_EQ(plain.str().find("KV transfer"), std::string::npos) << plain.str();
+  EXPECT_EQ(plain.str().find("KV wait"), std::string::npos) << plain.str();
   EXPECT_EQ(report_to_json(none)["overall"]["kv_transfer"]["count"], 0);
 }
 

@@ -23,6 +23,9 @@ struct RequestRecord {
   double first_token = kNever;
   double finish = kNever;
   double kv_transfer_seconds = 0.0;
+  // A request whose KV moved: from the end of its prefill to the start of its transfer, the time
+  // it waited for room on its decode engine (0 where it moved at once, or did not move).
+  double kv_wait_seconds = 0.0;
   bool finished = false;            // false: aborted or still running when the run ended
   std::vector<double> token_times;  // time each output token was emitted
   std::vector<int32_t> token_ids;   // the output tokens, in order

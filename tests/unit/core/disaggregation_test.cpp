@@ -559,6 +559,45 @@ TEST(Disaggregation, AnEngineStalledForKvStepsAgainOnlyOnceTheTransferThatFreesI
   }
 }
 
+// A transfer needs room on its decode engine, and that engine's blocks are as of its own clock:
+// room a decode step frees is there from the step's end. A transfer that a prefill engine's step
+// starts, at that step's end, must not start before the decode engine's clock when the decode
+// step that freed its blocks ends later.
+//
+// Regression (helper-182's fuzzing): the transfer was placed at the prefill's end, so it copied
+// into blocks request 0 held until its decode step ended, and a request arriving 0.1 s later
+// finished 50 ms earlier than one arriving at 1.5 s.
+TEST(Disaggregation, ATransferStartsNoEarlierThanTheDecodeStepThatFreedItsBlocks) {
+  // The decode engine's 16 blocks hold one moved request (16 prompt + 240 max_tokens, "all"); its
+  // steps are slow (about 0.19 s, at 0.1 TB/s) and each transfer takes 50 ms.
+  const std::string toml =
+      "name = \"causal\"\n[model]\nplugin = \"sim\"\noptions = { model = \"llama-3.1-8b\" }\n"
+      "[[engines]]\nrole = \"prefill\"\nmax_model_len = 256\nkv_blocks = 64\n"
+      "[[engines]]\nrole = \"decode\"\nmax_model_len = 256\nkv_blocks = 16\n"
+      "model_options = { hbm_tb_per_s = 0.1 }\n"
+      "[router]\nplugin = \"disaggregated\"\n"
+      "[kv_transport]\nplugin = \"host_copy\"\n"
+      "options = { link = \"custom\", bandwidth_gb_per_s = 1000.0, latency_us = 50000.0 }\n";
+  const DeploymentConfig deployment = parse_deployment(toml, "causal.toml", registry());
+  const auto run = [&](double second_arrival) {
+    const Workload workload =
+        workload_of({Req{0.0, 16, 10, 240}, Req{second_arrival, 16, 10, 240}});
+    const SimulationResult result = simulate_or_fail(deployment, workload);
+    expect_all_finished(result, workload);
+    return result;
+  };
+  // At 1.6 s request 1's prefill ends inside the decode step that ends request 0 (its last).
+  const SimulationResult later = run(1.6);
+  const RequestRecord& first = later.records[0];
+  const RequestRecord& second = later.records[1];
+  const double transfer_start = second.first_token + second.kv_wait_seconds;
+  EXPECT_GE(transfer_start, first.finish) << "request 1's KV moved into blocks request 0 held";
+  EXPECT_GE(second.token_times[1], first.finish + 0.05);
+  // Arriving later cannot finish sooner.
+  const SimulationResult earlier = run(1.5);
+  EXPECT_GE(second.finish, earlier.records[1].finish);
+}
+
 // A prompt the prefill engine accepts but the decode engine never could (its max_model_len is
 // 128): that request cannot be served, but it must not take the others down with it.
 //

@@ -118,6 +118,18 @@ PdSpec forty_block_decode_engine(const std::string& moved_kv_blocks) {
   return spec;
 }
 
+// A prefill engine of `prefill_blocks` KV blocks holding `prefill_len` tokens, and a decode engine
+// of `decode_blocks` holding `decode_len`.
+PdSpec sized_engines(uint32_t prefill_blocks, uint32_t prefill_len, uint32_t decode_blocks,
+                     uint32_t decode_len) {
+  PdSpec spec;
+  spec.prefill_kv_blocks = prefill_blocks;
+  spec.prefill_max_model_len = prefill_len;
+  spec.decode_kv_blocks = decode_blocks;
+  spec.decode_max_model_len = decode_len;
+  return spec;
+}
+
 struct Req {
   double arrival;
   uint32_t prompt;
@@ -601,14 +613,10 @@ TEST(Disaggregation, ATransferStartsNoEarlierThanTheDecodeStepThatFreedItsBlocks
 // A prompt the prefill engine accepts but the decode engine never could (its max_model_len is
 // 128): that request cannot be served, but it must not take the others down with it.
 //
-// Regression: such a request is refused at submit (Cluster::submit checks the decode engine can
-// continue it), counted in result.rejected, before any prefill is spent on it.
+// Regression: such a request is refused at submit (Cluster::submit checks that the decode engine
+// holds prompt + max_tokens), counted in result.rejected, before any prefill is spent on it.
 TEST(Disaggregation, ARequestNoDecodeEngineCanHoldIsRefusedNotFatal) {
-  PdSpec spec;
-  spec.prefill_kv_blocks = 64;
-  spec.prefill_max_model_len = 1024;
-  spec.decode_kv_blocks = 8;
-  spec.decode_max_model_len = 128;
+  const PdSpec spec = sized_engines(64, 1024, 8, 128);
   const Workload workload = workload_of({Req{0.0, 500, 4}, Req{0.01, 50, 4}});
   const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
   ASSERT_EQ(result.records.size(), 2u);
@@ -626,11 +634,7 @@ TEST(Disaggregation, ARequestNoDecodeEngineCanHoldIsRefusedNotFatal) {
 // Regression: Cluster::submit asked the decode engine to hold the prompt and one more token
 // whatever max_tokens was, and refused the first (helper-179's fuzzing).
 TEST(Disaggregation, APromptOneTokenShortOfMaxModelLenIsServedWithOneOutputToken) {
-  PdSpec spec;
-  spec.prefill_kv_blocks = 64;
-  spec.prefill_max_model_len = 128;
-  spec.decode_kv_blocks = 64;
-  spec.decode_max_model_len = 128;
+  const PdSpec spec = sized_engines(64, 128, 64, 128);
   const Workload workload = workload_of({Req{0.0, 127, 1}, Req{0.01, 126, 2}, Req{0.02, 100, 20}});
   const SimulationResult result = simulate_or_fail(pd_deployment(spec), workload);
   expect_all_finished(result, workload);
@@ -723,11 +727,7 @@ void drive_decode(Cluster& cluster,
 }
 
 TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
-  PdSpec spec;
-  spec.prefill_kv_blocks = 64;
-  spec.prefill_max_model_len = 128;
-  spec.decode_kv_blocks = 8;
-  spec.decode_max_model_len = 128;
+  const PdSpec spec = sized_engines(64, 128, 8, 128);
   const DeploymentConfig deployment = pd_deployment(spec);
   Cluster cluster(deployment);
   ASSERT_EQ(cluster.size(), 2u);
@@ -938,11 +938,7 @@ TEST(DisaggregationCluster, ARequestThatCanNeverFitOnTheDecodeEngineIsAnError) {
   // The decode engine's max_model_len (128) is below the prompt; the prefill engine takes it. The
   // transfer can never be placed: an error (at submit or when its prefill is done), not a silent
   // wait forever.
-  PdSpec spec;
-  spec.prefill_kv_blocks = 64;
-  spec.prefill_max_model_len = 1024;
-  spec.decode_kv_blocks = 8;
-  spec.decode_max_model_len = 128;
+  const PdSpec spec = sized_engines(64, 1024, 8, 128);
   Cluster cluster(pd_deployment(spec));
   RequestRecord record;
   EXPECT_THROW(

@@ -215,10 +215,6 @@ void Cluster::start_transfers(size_t d, double now) {
     OutgoingTransfer out = source.outgoing(p.id);
     RequestRecord* record = out.request.record;
     const uint32_t computed = out.request.computed_tokens;
-    // The destination's blocks and queues are as of its own clock, which may be past `now` (a
-    // prefill engine's step that ended inside a step of the destination): the room it has is
-    // there from its clock on, so a transfer into it starts no earlier (helper-182: a transfer
-    // started at the prefill's end copied into blocks a request held until the decode step's end).
     if (!destination.reserve_incoming(std::move(out.request))) break;  // backpressure
     const std::vector<uint32_t>& dst_blocks = destination.incoming_blocks(p.id);
     // The KV computed so far; the destination reserved more, for the outputs still to come.
@@ -238,6 +234,10 @@ void Cluster::start_transfers(size_t d, double now) {
                             count,
                             p.source,
                             static_cast<uint32_t>(d)};
+    // The destination's blocks and queues are as of its own clock, which may be past `now` (a
+    // prefill engine's step that ended inside a step of the destination): the room it found is
+    // there from its clock on, so a transfer into it starts no earlier (helper-182: a transfer
+    // started at the prefill's end copied into blocks a request held until the decode step's end).
     InFlightTransfer flight{p.id,
                             p.source,
                             static_cast<uint32_t>(d),

@@ -693,8 +693,6 @@ TEST(Disaggregation, ABurstSpreadsOverTheDecodeEnginesBeforeItsKvArrives) {
   EXPECT_LT(beside_it, 5u) << "the engine with the long request took as many as the other";
 }
 
-// Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
-// tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
 // Drives decode engine 1 of `cluster` until it and the transfers headed to it are done. After each
 // of its steps `before_transfers` sees the step, transfers start where blocks were freed, and
 // `after_transfers` runs; transfers in flight complete when the decode engine's clock reaches
@@ -726,6 +724,8 @@ void drive_decode(Cluster& cluster,
   }
 }
 
+// Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
+// tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
 TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {
   const PdSpec spec = sized_engines(64, 128, 8, 128);
   const DeploymentConfig deployment = pd_deployment(spec);

@@ -458,6 +458,22 @@ void check_process_shape(const DeploymentConfig& config) {
                 "over through shared memory on one host and over gRPC between hosts "
                 "(docs/serving.md); remove the table");
   }
+  // A prefill engine hands each request on to a decode engine of the deployment (an engine
+  // process's file names only itself: its decode engines are the router's to know).
+  if (config.server.role != "engine") {
+    const auto of_role = [&](int32_t role) {
+      return std::find_if(config.engines.begin(), config.engines.end(),
+                          [&](const EngineConfig& e) { return e.role == role; });
+    };
+    const auto prefill = of_role(HW_ENGINE_ROLE_PREFILL);
+    if (prefill != config.engines.end() && of_role(HW_ENGINE_ROLE_DECODE) == config.engines.end()) {
+      throw Error(fmt::format(
+          "{}: {}: role = \"prefill\" hands each request's KV to a decode engine, and the "
+          "deployment has none; add an [[engines]] table with role = \"decode\", or make the "
+          "engine \"mixed\"",
+          name, prefill->name));
+    }
+  }
   // Engines of one process (simulate, profile, serve with role "all") move a prefill engine's KV
   // to a decode engine through the deployment's transport: without one, every request would be
   // refused at run time. (Engine processes stage KV through shared memory instead.)
@@ -588,7 +604,14 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     }
   }
 
-  const std::string default_router = config.engines.size() == 1 ? "single" : "least_loaded";
+  // Without a [router] table: the router that serves the engines' roles (the others refuse prefill
+  // and decode engines at create).
+  const bool split_roles =
+      std::any_of(config.engines.begin(), config.engines.end(),
+                  [](const EngineConfig& e) { return e.role != HW_ENGINE_ROLE_MIXED; });
+  const std::string default_router = split_roles                  ? "disaggregated"
+                                     : config.engines.size() == 1 ? "single"
+                                                                  : "least_loaded";
   config.router = read_inline_or_table(root, "router", HW_KIND_ROUTER, name + ": router", registry,
                                        base_dir, default_router);
   if (root.get("kv_transport") != nullptr) {

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <headway/core/engine_role.h>
 #include <headway/core/error.h>
 #include <headway/core/plugin_instances.h>
 #include <spdlog/spdlog.h>
@@ -366,8 +367,38 @@ hw_route_decision RouterInstance::route(const hw_route_request& request,
                     name_, decision.prefill_engine, decision.decode_engine, engines.size() - 1),
         HW_INTERNAL);
   }
+  check_roles(request, decision, engines);
   if (reads_model_lengths_) check_fits(request, decision);
   return decision;
+}
+
+void RouterInstance::check_roles(const hw_route_request& request, const hw_route_decision& decision,
+                                 std::span<const hw_engine_load> engines) const {
+  const int32_t prefill_role = engines[decision.prefill_engine].role;
+  const int32_t decode_role = engines[decision.decode_engine].role;
+  std::string broken;
+  if (decision.prefill_engine == decision.decode_engine) {
+    // A prefill engine hands every request's KV on; decoding one itself would serve it with the
+    // prefill engine's limits and report it as a prefill engine's work. A decode engine may
+    // prefill a request itself (a short prompt, or no prefill engine alive).
+    if (prefill_role == HW_ENGINE_ROLE_PREFILL) {
+      broken = fmt::format("engine{} for both prefill and decode, but its role is \"prefill\"",
+                           decision.prefill_engine);
+    }
+  } else if (prefill_role != HW_ENGINE_ROLE_PREFILL || decode_role != HW_ENGINE_ROLE_DECODE) {
+    // Only a prefill engine's step hands KV over, and only a decode engine takes it in.
+    broken = fmt::format(
+        "engine{} (role \"{}\") for prefill and engine{} (role \"{}\") for decode; a request "
+        "split between two engines prefills on a \"prefill\" engine and decodes on a \"decode\" "
+        "engine",
+        decision.prefill_engine, engine_role_name(prefill_role), decision.decode_engine,
+        engine_role_name(decode_role));
+  }
+  if (broken.empty()) return;
+  throw RolePlacementError(fmt::format("router '{}' placed request {} on {} (router.honours_roles "
+                                       "in docs/conformance.md)",
+                                       name_, request.id, broken),
+                           decision);
 }
 
 void RouterInstance::check_fits(const hw_route_request& request,

@@ -260,6 +260,21 @@ TEST(FaultyPlugins, ClassRouterFailsRequestClasses) {
   }
 }
 
+// A router blind to the engines' roles: it decodes on prefill engines and splits requests between
+// mixed engines. The host refuses each such placement (RolePlacementError); the suite judges it by
+// router.honours_roles, naming the rule, and not as a failed call against liveness.
+TEST(FaultyPlugins, RoleBlindRouterFailsHonoursRoles) {
+  const auto r = run_faulty("faulty_role_blind_router.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "router.honours_roles", Outcome::kFail);
+  const std::string& message = headway::test::find_test(r, "router.honours_roles")->message;
+  EXPECT_NE(message.find("split placement: prefill on mixed engine"), std::string::npos) << message;
+  for (const char* id : {"router.create", "router.places_on_live_engines", "router.deterministic",
+                         "router.unavailable_when_all_dead"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+}
+
 // A router that sleeps 2 ms in every 25th route() call: router.never_waits (extended: reported, not
 // in v1's verdict) fails, and its other rules pass (the sleep is the only fault).
 TEST(FaultyPlugins, SleepingRouterFailsNeverWaits) {

@@ -74,6 +74,11 @@ Placement place(core::RouterInstance& router, const hw_route_request& request,
   try {
     p.decision = router.route(request, loads);
     p.placed = true;
+  } catch (const core::RolePlacementError& e) {
+    // The host refuses a placement against the engines' roles; judged here as placed, by
+    // router.honours_roles, which names the rule it breaks.
+    p.decision = e.decision();
+    p.placed = true;
   } catch (const core::Error& e) {
     p.code = e.code();
     p.error = e.what();

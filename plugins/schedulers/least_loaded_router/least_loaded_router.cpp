@@ -4,6 +4,7 @@
 // waiting queue is full (max_waiting) come last: the host would refuse the request there (429)
 // while another engine could take it. An engine whose max_model_len cannot hold the request
 // (prompt + max_tokens) is never picked: engines of one deployment may hold different lengths.
+#include <algorithm>
 #include <cstdint>
 #include <headway/plugin.hpp>
 #include <string>
@@ -15,6 +16,16 @@ class LeastLoadedRouter final : public headway::sdk::Router {
   LeastLoadedRouter(const headway::sdk::Host&, const headway::sdk::Options&,
                     std::span<const hw_engine_load> engines) {
     if (engines.empty()) throw headway::sdk::Error(HW_INVALID_ARGUMENT, "no engines to route to");
+    // It places requests on mixed engines only: without one, every request would be refused.
+    const bool any_mixed = std::any_of(engines.begin(), engines.end(), [](const hw_engine_load& e) {
+      return e.role == HW_ENGINE_ROLE_MIXED;
+    });
+    if (!any_mixed) {
+      throw headway::sdk::Error(HW_INVALID_ARGUMENT,
+                                "router 'least_loaded' places requests on mixed engines, and the "
+                                "deployment's are all prefill or decode engines (use router "
+                                "'disaggregated' for them)");
+    }
   }
 
   hw_route_decision route(const hw_route_request& request,

@@ -103,6 +103,14 @@ class LengthRouter final : public headway::sdk::Router {
       }
     }
     for (const hw_engine_load& e : engines) {
+      // Each pool is served by mixed engines; a prefill engine there would decode what it should
+      // hand on (a pool of prefill and decode engines is not a shape it routes).
+      if (e.role != HW_ENGINE_ROLE_MIXED) {
+        throw Error(HW_INVALID_ARGUMENT,
+                    "router 'length': engine " + std::to_string(e.engine_index) + " has role = \"" +
+                        (e.role == HW_ENGINE_ROLE_PREFILL ? "prefill" : "decode") +
+                        "\"; its pools are of mixed engines (leave role out)");
+      }
       bool known = false;
       for (const Pool& pool : pools_) known = known || headway::sdk::view(e.pool) == pool.name;
       if (!known) {

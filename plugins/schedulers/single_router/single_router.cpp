@@ -14,6 +14,17 @@ class SingleRouter final : public headway::sdk::Router {
                                     std::to_string(engines.size()) +
                                     " (use least_loaded or length)");
     }
+    // A prefill engine hands every request's KV on, and a decode engine takes KV in: alone, one
+    // would serve every request as a mixed engine does, under a role that says otherwise.
+    if (engines[0].role != HW_ENGINE_ROLE_MIXED) {
+      throw headway::sdk::Error(
+          HW_INVALID_ARGUMENT,
+          std::string("router 'single' serves one mixed engine, and the deployment's engine has "
+                      "role = \"") +
+              (engines[0].role == HW_ENGINE_ROLE_PREFILL ? "prefill" : "decode") +
+              "\" (leave role out, or pair prefill and decode engines under router "
+              "'disaggregated')");
+    }
   }
 
   hw_route_decision route(const hw_route_request&,

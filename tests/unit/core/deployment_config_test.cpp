@@ -137,7 +137,8 @@ plugin = "host_copy"
     EXPECT_EQ(c.engines[i].role, roles[i]);
   }
   EXPECT_EQ(c.engines[2].scheduler.where, "deploy.toml: engines[1].scheduler");
-  EXPECT_EQ(c.router.plugin->short_name(), "least_loaded");
+  // Prefill and decode engines among them: the router that serves those roles.
+  EXPECT_EQ(c.router.plugin->short_name(), "disaggregated");
 }
 
 TEST_F(DeploymentConfigTest, DefaultsForOneEngine) {
@@ -183,6 +184,43 @@ TEST_F(DeploymentConfigTest, DefaultRouterForTwoEnginesIsLeastLoaded) {
   EXPECT_EQ(c.router.plugin->short_name(), "least_loaded");
   DeploymentConfig d = parse("[model]\nplugin = 'sim'\n[[engines]]\n[[engines]]\n");
   EXPECT_EQ(d.router.plugin->short_name(), "least_loaded");
+}
+
+// The routers that place whole requests refuse prefill and decode engines at create, so a
+// deployment with such engines and no [router] table gets the one that serves them.
+TEST_F(DeploymentConfigTest, DefaultRouterForPrefillAndDecodeEnginesIsDisaggregated) {
+  const std::string model = "[model]\nplugin = 'sim'\n[kv_transport]\nplugin = 'host_copy'\n";
+  DeploymentConfig c =
+      parse(model + "[[engines]]\nrole = 'prefill'\n[[engines]]\nrole = 'decode'\n");
+  EXPECT_EQ(c.router.plugin->short_name(), "disaggregated");
+  // Decode engines alone (each prefills its own requests) and beside a mixed engine too.
+  EXPECT_EQ(parse(model + "[[engines]]\nrole = 'decode'\n").router.plugin->short_name(),
+            "disaggregated");
+  EXPECT_EQ(
+      parse(model + "[[engines]]\n[[engines]]\nrole = 'decode'\n").router.plugin->short_name(),
+      "disaggregated");
+}
+
+// A prefill engine hands every request on: without a decode engine it decoded them itself, as a
+// mixed engine under the name of a prefill engine (helper-182's fuzzing, 2026-12-06). An engine
+// process's own file names only itself; its decode engines are in the router process's.
+TEST_F(DeploymentConfigTest, APrefillEngineWithoutADecodeEngineIsRefused) {
+  const std::string model = "[model]\nplugin = 'sim'\n[kv_transport]\nplugin = 'host_copy'\n";
+  for (const std::string& engines :
+       {std::string("[[engines]]\nrole = 'prefill'\n"),
+        std::string("[[engines]]\n[[engines]]\nrole = 'prefill'\ncount = 2\n")}) {
+    EXPECT_THAT(error_of(model + engines + "[router]\nplugin = 'single'\n"),
+                AllOf(HasSubstr("role = \"prefill\" hands each request's KV to a decode engine, "
+                                "and the deployment has none"),
+                      HasSubstr("role = \"decode\""), HasSubstr("\"mixed\"")))
+        << engines;
+  }
+  // Named by the first prefill engine.
+  EXPECT_THAT(error_of(model + "[[engines]]\n[[engines]]\nrole = 'prefill'\n"),
+              HasSubstr("deploy.toml: engine1: role = \"prefill\""));
+  DeploymentConfig process =
+      parse("[model]\nplugin = 'sim'\n[[engines]]\nrole = 'prefill'\n[server]\nrole = 'engine'\n");
+  EXPECT_EQ(process.engines.at(0).role, HW_ENGINE_ROLE_PREFILL);
 }
 
 TEST_F(DeploymentConfigTest, SchedulerOptionsWithoutAPluginUseTheDefaultScheduler) {

@@ -8,6 +8,7 @@
 
 #include <headway/abi.h>
 #include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
 #include <headway/core/host_services.h>
 
 #include <cstdint>
@@ -70,6 +71,19 @@ class ModelInstance {
   std::string name_;
 };
 
+// A router's decision that breaks the engines' roles (router.honours_roles): thrown by
+// RouterInstance::route() with code HW_INTERNAL, carrying the decision so that the conformance
+// suite can judge it as that rule rather than as a failed call.
+class RolePlacementError : public Error {
+ public:
+  RolePlacementError(const std::string& message, const hw_route_decision& decision)
+      : Error(message, HW_INTERNAL), decision_(decision) {}
+  const hw_route_decision& decision() const noexcept { return decision_; }
+
+ private:
+  hw_route_decision decision_;
+};
+
 class RouterInstance {
  public:
   // Creates the router and tells it `limits` (limits[i] for engines[i]; empty: every engine
@@ -81,10 +95,11 @@ class RouterInstance {
   RouterInstance& operator=(const RouterInstance&) = delete;
 
   // Throws Error: code HW_UNAVAILABLE when the router refused the request (no engine can take it);
-  // HW_INTERNAL when it failed (any other status code, an exception, a decision out of range, or,
-  // for a router that reads_model_lengths(), an engine whose max_model_len does not hold the
-  // request), which is the plugin's fault, never the client's (PluginContractError for a status
-  // code abi.h does not define).
+  // HW_INTERNAL when it failed (any other status code, an exception, a decision out of range or
+  // against the engines' roles (router.honours_roles in docs/conformance.md), or, for a router
+  // that reads_model_lengths(), an engine whose max_model_len does not hold the request), which
+  // is the plugin's fault, never the client's (PluginContractError for a status code abi.h does
+  // not define).
   hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> engines);
   // Whether the plugin reads the engines' limits (its table has set_engine_limits, ABI 1.6).
   bool reads_engine_limits() const { return set_engine_limits_ != nullptr; }
@@ -98,6 +113,8 @@ class RouterInstance {
   const std::string& name() const { return name_; }
 
  private:
+  void check_roles(const hw_route_request& request, const hw_route_decision& decision,
+                   std::span<const hw_engine_load> engines) const;
   void check_fits(const hw_route_request& request, const hw_route_decision& decision) const;
 
   const hw_router_table* table_;

@@ -196,6 +196,19 @@ TEST(SingleRouter, RefusesMoreThanOneEngineAtCreate) {
   EXPECT_THAT(e.what(), HasSubstr("test.toml: router"));  // the host names the place
 }
 
+// A prefill engine alone would decode what it should hand on, a decode engine alone prefill every
+// request: one engine under a role that says otherwise, refused before serving.
+TEST(SingleRouter, RefusesAPrefillOrDecodeEngineAtCreate) {
+  for (int32_t role : {HW_ENGINE_ROLE_PREFILL, HW_ENGINE_ROLE_DECODE}) {
+    Error e = error_of([&] { RouterHarness router(kSingle, "", {engine(0, role)}); });
+    EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+    EXPECT_THAT(e.what(), HasSubstr("serves one mixed engine"));
+    EXPECT_THAT(e.what(), HasSubstr(role == HW_ENGINE_ROLE_PREFILL ? "role = \"prefill\""
+                                                                   : "role = \"decode\""));
+    EXPECT_THAT(e.what(), HasSubstr("'disaggregated'"));
+  }
+}
+
 TEST(SingleRouter, ADeadEngineIsUnavailable) {
   std::vector<hw_engine_load> engines = {engine(0)};
   RouterHarness router(kSingle, "", engines);
@@ -317,12 +330,17 @@ TEST(LeastLoadedRouter, NoLiveMixedEngineIsUnavailable) {
   Error e = error_of([&] { router.route(10, engines); });
   EXPECT_EQ(e.code(), HW_UNAVAILABLE);
   EXPECT_THAT(e.what(), HasSubstr("least_loaded"));
+}
 
-  // Live engines of the wrong roles do not count either.
+// It places whole requests on mixed engines: a deployment of prefill and decode engines alone
+// would refuse every request, so it is refused at create, pointing to the router that serves it.
+TEST(LeastLoadedRouter, RefusesADeploymentWithoutAMixedEngine) {
   std::vector<hw_engine_load> roles = {engine(0, HW_ENGINE_ROLE_PREFILL),
                                        engine(1, HW_ENGINE_ROLE_DECODE)};
-  RouterHarness role_router(kLeastLoaded, "", roles);
-  EXPECT_EQ(error_of([&] { role_router.route(10, roles); }).code(), HW_UNAVAILABLE);
+  Error e = error_of([&] { RouterHarness router(kLeastLoaded, "", roles); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("places requests on mixed engines"));
+  EXPECT_THAT(e.what(), HasSubstr("'disaggregated'"));
 }
 
 TEST(LeastLoadedRouter, RefusesADeploymentWithoutEngines) {
@@ -636,6 +654,20 @@ TEST(LengthRouter, RefusesAPoolWithoutEnginesAndAnEngineInAnUnlistedPool) {
   EXPECT_THAT(e.what(), HasSubstr("has no engine"));
 }
 
+// Its pools are of mixed engines: a prefill engine in one would decode the requests it should hand
+// on (it placed them whole, blind to roles, before 2026-12-06).
+TEST(LengthRouter, RefusesAPrefillOrDecodeEngineInAPool) {
+  for (int32_t role : {HW_ENGINE_ROLE_PREFILL, HW_ENGINE_ROLE_DECODE}) {
+    std::vector<hw_engine_load> engines = short_long_engines();
+    engines[2].role = role;
+    Error e = error_of([&] { RouterHarness router(kLength, kShortLong, engines); });
+    EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+    EXPECT_THAT(e.what(), HasSubstr("engine 2 has role = \""));
+    EXPECT_THAT(e.what(), HasSubstr(role == HW_ENGINE_ROLE_PREFILL ? "prefill" : "decode"));
+    EXPECT_THAT(e.what(), HasSubstr("pools are of mixed engines"));
+  }
+}
+
 TEST(LengthRouter, APoolWhoseEnginesAllServeOneLengthClassServesIt) {
   // Two pools, and every prompt of the workload is short: the long pool never receives anything,
   // the short pool spreads the requests round-robin while its engines are equally loaded.
@@ -887,6 +919,59 @@ TEST(DisaggregatedRouter, RefusesANegativeThreshold) {
       [&] { RouterHarness router(kDisaggregated, "local_prefill_max_tokens = -1", pd_engines()); });
   EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
   EXPECT_THAT(e.what(), HasSubstr("local_prefill_max_tokens"));
+}
+
+// -------------------------------------------------------------------------------------------------
+// The host's check of every router's placements (RouterInstance::route)
+// -------------------------------------------------------------------------------------------------
+
+// The role-blind faulty router places a request of even id whole on the least loaded live engine,
+// and prefills one of odd id there and decodes it on the next live engine. The host lets through
+// what the roles allow and fails the rest as the router's error (HW_INTERNAL: HTTP 500), naming
+// the engines, their roles and the rule.
+TEST(RouterInstance, RefusesAPlacementAgainstTheEnginesRoles) {
+  const std::string blind = std::string(HEADWAY_FAULTY_PLUGIN_DIR) + "/faulty_role_blind_router.so";
+  // Engine 0 (prefill) the least loaded, engine 1 decode.
+  std::vector<hw_engine_load> engines = {engine(0, HW_ENGINE_ROLE_PREFILL),
+                                         engine(1, HW_ENGINE_ROLE_DECODE)};
+  RouterHarness router(blind, "", engines);
+  engines[1] = with_load(engines[1], 100);
+  // Request 1: prefilled on 0, decoded on 1, as a disaggregated router would.
+  hw_route_decision split = router.route(10, engines);
+  EXPECT_EQ(split.prefill_engine, 0u);
+  EXPECT_EQ(split.decode_engine, 1u);
+  // Request 2: whole on the prefill engine.
+  try {
+    router.route(10, engines);
+    ADD_FAILURE() << "a prefill engine was let decode request 2";
+  } catch (const RolePlacementError& e) {
+    EXPECT_EQ(e.code(), HW_INTERNAL);
+    EXPECT_EQ(e.decision().prefill_engine, 0u);
+    EXPECT_EQ(e.decision().decode_engine, 0u);
+    EXPECT_THAT(e.what(), HasSubstr("placed request 2 on engine0 for both prefill and decode, but "
+                                    "its role is \"prefill\""));
+    EXPECT_THAT(e.what(), HasSubstr("router.honours_roles"));
+  }
+  // Engine 1 (decode) the least loaded: request 3 (odd) prefilled on it and decoded on the prefill
+  // engine; request 4 whole on the decode engine, which may prefill it itself.
+  engines[0] = with_load(engines[0], 1000);
+  Error backwards = error_of([&] { router.route(10, engines); });
+  EXPECT_EQ(backwards.code(), HW_INTERNAL);
+  EXPECT_THAT(backwards.what(),
+              HasSubstr("placed request 3 on engine1 (role \"decode\") for prefill and engine0 "
+                        "(role \"prefill\") for decode"));
+  EXPECT_EQ(router.route_to_one(10, engines), 1u);
+
+  // Two mixed engines: request 1 split between them (KV a mixed engine's step never hands over),
+  // request 2 whole on one, which is what they are for.
+  std::vector<hw_engine_load> mixed = {engine(0), with_load(engine(1), 100)};
+  RouterHarness mixed_router(blind, "", mixed);
+  Error between_mixed = error_of([&] { mixed_router.route(10, mixed); });
+  EXPECT_EQ(between_mixed.code(), HW_INTERNAL);
+  EXPECT_THAT(between_mixed.what(),
+              HasSubstr("engine0 (role \"mixed\") for prefill and engine1 (role \"mixed\") for "
+                        "decode"));
+  EXPECT_EQ(mixed_router.route_to_one(10, mixed), 0u);
 }
 
 }  // namespace

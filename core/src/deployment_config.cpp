@@ -458,21 +458,24 @@ void check_process_shape(const DeploymentConfig& config) {
                 "over through shared memory on one host and over gRPC between hosts "
                 "(docs/serving.md); remove the table");
   }
-  // A prefill engine hands each request on to a decode engine of the deployment (an engine
-  // process's file names only itself: its decode engines are the router's to know).
-  if (config.server.role != "engine") {
-    const auto of_role = [&](int32_t role) {
-      return std::find_if(config.engines.begin(), config.engines.end(),
-                          [&](const EngineConfig& e) { return e.role == role; });
-    };
-    const auto prefill = of_role(HW_ENGINE_ROLE_PREFILL);
-    if (prefill != config.engines.end() && of_role(HW_ENGINE_ROLE_DECODE) == config.engines.end()) {
-      throw Error(fmt::format(
-          "{}: {}: role = \"prefill\" hands each request's KV to a decode engine, and the "
-          "deployment has none; add an [[engines]] table with role = \"decode\", or make the "
-          "engine \"mixed\"",
-          name, prefill->name));
-    }
+  // A prefill engine hands each request on to a decode engine of the deployment. So too in an
+  // engine process, which may pair its own engines: its place in a disaggregated deployment is
+  // the role the router process's file gives it, not its engines' roles.
+  const auto of_role = [&](int32_t role) {
+    return std::find_if(config.engines.begin(), config.engines.end(),
+                        [&](const EngineConfig& e) { return e.role == role; });
+  };
+  const auto prefill = of_role(HW_ENGINE_ROLE_PREFILL);
+  if (prefill != config.engines.end() && of_role(HW_ENGINE_ROLE_DECODE) == config.engines.end()) {
+    throw Error(fmt::format(
+        "{}: {}: role = \"prefill\" hands each request's KV to a decode engine, and the "
+        "deployment has none; add an [[engines]] table with role = \"decode\", or make the "
+        "engine \"mixed\"{}",
+        name, prefill->name,
+        config.server.role == "engine"
+            ? " (an engine process that prefills for another: leave role out here and set "
+              "role = \"prefill\" on its [[engines]] table in the router process's file)"
+            : ""));
   }
   // Engines of one process (simulate, profile, serve with role "all") move a prefill engine's KV
   // to a decode engine through the deployment's transport: without one, every request would be
@@ -604,14 +607,18 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
     }
   }
 
-  // Without a [router] table: the router that serves the engines' roles (the others refuse prefill
-  // and decode engines at create).
-  const bool split_roles =
-      std::any_of(config.engines.begin(), config.engines.end(),
-                  [](const EngineConfig& e) { return e.role != HW_ENGINE_ROLE_MIXED; });
-  const std::string default_router = split_roles                  ? "disaggregated"
-                                     : config.engines.size() == 1 ? "single"
-                                                                  : "least_loaded";
+  // Without a [router] table: the router that serves the engines' roles. Prefill engines need
+  // disaggregated; mixed engines are served by single or least_loaded (decode engines beside them
+  // take no requests then); decode engines alone get disaggregated, which serves them only with
+  // local_prefill_max_tokens, and says so.
+  const auto has_role = [&](int32_t role) {
+    return std::any_of(config.engines.begin(), config.engines.end(),
+                       [&](const EngineConfig& e) { return e.role == role; });
+  };
+  std::string default_router = "disaggregated";
+  if (!has_role(HW_ENGINE_ROLE_PREFILL) && has_role(HW_ENGINE_ROLE_MIXED)) {
+    default_router = config.engines.size() == 1 ? "single" : "least_loaded";
+  }
   config.router = read_inline_or_table(root, "router", HW_KIND_ROUTER, name + ": router", registry,
                                        base_dir, default_router);
   if (root.get("kv_transport") != nullptr) {

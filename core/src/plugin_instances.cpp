@@ -367,8 +367,10 @@ hw_route_decision RouterInstance::route(const hw_route_request& request,
                     name_, decision.prefill_engine, decision.decode_engine, engines.size() - 1),
         HW_INTERNAL);
   }
-  check_roles(request, decision, engines);
+  // Lengths first: the conformance suite judges a RolePlacementError as a placement (its roles),
+  // and a placement that also does not fit must still count against router.holds_request_lengths.
   if (reads_model_lengths_) check_fits(request, decision);
+  check_roles(request, decision, engines);
   return decision;
 }
 

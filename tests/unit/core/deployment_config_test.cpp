@@ -186,24 +186,29 @@ TEST_F(DeploymentConfigTest, DefaultRouterForTwoEnginesIsLeastLoaded) {
   EXPECT_EQ(d.router.plugin->short_name(), "least_loaded");
 }
 
-// The routers that place whole requests refuse prefill and decode engines at create, so a
-// deployment with such engines and no [router] table gets the one that serves them.
+// The routers that place whole requests refuse prefill engines at create, so a deployment with
+// prefill engines and no [router] table gets the one that serves them. Mixed engines keep theirs
+// (helper-183: mixed beside decode engines loaded under least_loaded before, and disaggregated
+// refuses a deployment without prefill engines unless local_prefill_max_tokens is set).
 TEST_F(DeploymentConfigTest, DefaultRouterForPrefillAndDecodeEnginesIsDisaggregated) {
   const std::string model = "[model]\nplugin = 'sim'\n[kv_transport]\nplugin = 'host_copy'\n";
-  DeploymentConfig c =
-      parse(model + "[[engines]]\nrole = 'prefill'\n[[engines]]\nrole = 'decode'\n");
-  EXPECT_EQ(c.router.plugin->short_name(), "disaggregated");
-  // Decode engines alone (each prefills its own requests) and beside a mixed engine too.
-  EXPECT_EQ(parse(model + "[[engines]]\nrole = 'decode'\n").router.plugin->short_name(),
+  const auto router_of = [&](const std::string& engines) {
+    return parse(model + engines).router.plugin->short_name();
+  };
+  EXPECT_EQ(router_of("[[engines]]\nrole = 'prefill'\n[[engines]]\nrole = 'decode'\n"),
             "disaggregated");
-  EXPECT_EQ(
-      parse(model + "[[engines]]\n[[engines]]\nrole = 'decode'\n").router.plugin->short_name(),
-      "disaggregated");
+  EXPECT_EQ(router_of("[[engines]]\n[[engines]]\nrole = 'prefill'\n[[engines]]\nrole = 'decode'\n"),
+            "disaggregated");
+  EXPECT_EQ(router_of("[[engines]]\n[[engines]]\nrole = 'decode'\n"), "least_loaded");
+  EXPECT_EQ(router_of("[[engines]]\nrole = 'mixed'\n"), "single");
+  // Decode engines alone: only disaggregated serves them (with local_prefill_max_tokens), and its
+  // create() says so (DisaggregatedRouter.RefusesDeploymentsWithoutTheRolesItNeeds).
+  EXPECT_EQ(router_of("[[engines]]\nrole = 'decode'\n"), "disaggregated");
 }
 
 // A prefill engine hands every request on: without a decode engine it decoded them itself, as a
-// mixed engine under the name of a prefill engine (helper-182's fuzzing, 2026-12-06). An engine
-// process's own file names only itself; its decode engines are in the router process's.
+// mixed engine under the name of a prefill engine (helper-182's fuzzing). In an engine process's
+// file too (no router could start it: helper-183), with a word on where its role belongs.
 TEST_F(DeploymentConfigTest, APrefillEngineWithoutADecodeEngineIsRefused) {
   const std::string model = "[model]\nplugin = 'sim'\n[kv_transport]\nplugin = 'host_copy'\n";
   for (const std::string& engines :
@@ -212,15 +217,25 @@ TEST_F(DeploymentConfigTest, APrefillEngineWithoutADecodeEngineIsRefused) {
     EXPECT_THAT(error_of(model + engines + "[router]\nplugin = 'single'\n"),
                 AllOf(HasSubstr("role = \"prefill\" hands each request's KV to a decode engine, "
                                 "and the deployment has none"),
-                      HasSubstr("role = \"decode\""), HasSubstr("\"mixed\"")))
+                      HasSubstr("role = \"decode\""), HasSubstr("\"mixed\""),
+                      Not(HasSubstr("router process's file"))))
         << engines;
   }
   // Named by the first prefill engine.
   EXPECT_THAT(error_of(model + "[[engines]]\n[[engines]]\nrole = 'prefill'\n"),
               HasSubstr("deploy.toml: engine1: role = \"prefill\""));
-  DeploymentConfig process =
-      parse("[model]\nplugin = 'sim'\n[[engines]]\nrole = 'prefill'\n[server]\nrole = 'engine'\n");
-  EXPECT_EQ(process.engines.at(0).role, HW_ENGINE_ROLE_PREFILL);
+  EXPECT_THAT(
+      error_of(
+          "[model]\nplugin = 'sim'\n[[engines]]\nrole = 'prefill'\n[server]\nrole = 'engine'\n"),
+      AllOf(HasSubstr("engine0: role = \"prefill\" hands each request's KV"),
+            HasSubstr("leave role out here and set role = \"prefill\" on its [[engines]] table in "
+                      "the router process's file")));
+  // An engine process pairing engines of its own is a deployment like any other.
+  const DeploymentConfig pair =
+      parse(model +
+            "[[engines]]\nrole = 'prefill'\n[[engines]]\nrole = 'decode'\n"
+            "[server]\nrole = 'engine'\n");
+  EXPECT_EQ(pair.engines.size(), 2u);
 }
 
 TEST_F(DeploymentConfigTest, SchedulerOptionsWithoutAPluginUseTheDefaultScheduler) {

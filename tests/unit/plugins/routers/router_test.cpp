@@ -972,6 +972,25 @@ TEST(RouterInstance, RefusesAPlacementAgainstTheEnginesRoles) {
               HasSubstr("engine0 (role \"mixed\") for prefill and engine1 (role \"mixed\") for "
                         "decode"));
   EXPECT_EQ(mixed_router.route_to_one(10, mixed), 0u);
+
+  // A placement against both the roles and the engine's max_model_len fails for its length: the
+  // conformance suite judges a RolePlacementError as a placement by its roles alone, and
+  // router.holds_request_lengths must still see this one (helper-183).
+  std::vector<hw_engine_load> both = {engine(0, HW_ENGINE_ROLE_PREFILL),
+                                      with_load(engine(1, HW_ENGINE_ROLE_DECODE), 100)};
+  RouterHarness both_router(blind, "", both);
+  ASSERT_TRUE(both_router.reads_model_lengths());
+  both_router.set_max_model_len({1024, 32768});
+  EXPECT_EQ(both_router.route(10, both).decode_engine, 1u);  // request 1: split, fits both
+  try {
+    both_router.route(2000, both);  // request 2: whole on the prefill engine, which holds 1,024
+    ADD_FAILURE() << "request 2 was placed";
+  } catch (const RolePlacementError& e) {
+    ADD_FAILURE() << "judged by its roles only: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), HW_INTERNAL);
+    EXPECT_THAT(e.what(), HasSubstr("on engine0, whose max_model_len 1024 cannot hold it"));
+  }
 }
 
 }  // namespace

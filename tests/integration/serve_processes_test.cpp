@@ -1223,6 +1223,10 @@ void expect_tokens_of_one_process(DisaggregatedProcesses& cluster) {
   const std::string metrics = metrics_of(http);
   EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 6"), std::string::npos)
       << metrics;
+  // Each transfer's wait for room too, from the decode process's timings.
+  EXPECT_NE(metrics.find("headway_kv_transfer_wait_seconds_count{engine=\"1\",pool=\"\"} 6"),
+            std::string::npos)
+      << metrics;
   EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
 }
 

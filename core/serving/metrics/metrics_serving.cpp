@@ -102,6 +102,12 @@ ServingMetrics::ServingMetrics()
       kv_transfer_seconds_(registry_.histogram("headway_kv_transfer_duration_seconds",
                                                "Duration of a KV-cache transfer into the engine.",
                                                kEngineLabels, kTransferBuckets)),
+      // On TTFT's scale: a wait for room on the decode engine runs to seconds when it is full.
+      kv_wait_seconds_(registry_.histogram(
+          "headway_kv_transfer_wait_seconds",
+          "Time a request's KV, prefilled elsewhere, waited for room in the engine (until its "
+          "blocks here were reserved and its transfer could begin).",
+          kEngineLabels, kTtftBuckets)),
       kv_network_bytes_(registry_.counter(
           "headway_kv_transfer_network_bytes_total",
           "Bytes of the KV-cache transfers into the engine that came over the network from "
@@ -152,6 +158,7 @@ EngineSeries ServingMetrics::engine_series(uint32_t index, const std::string& po
                       preemptions_.with(labels),
                       kv_transfers_.with(labels),
                       kv_transfer_seconds_.with(labels),
+                      kv_wait_seconds_.with(labels),
                       kv_network_bytes_.with(labels),
                       prefix_cache_queries_.with(labels),
                       prefix_cache_hits_.with(labels)};

@@ -330,12 +330,14 @@ void ProxiedGenerate::finish(Finish reason, std::string error, const v1::Timings
     timings.queue_seconds = upstream->queue_seconds();
     timings.kv_transfer_seconds = upstream->kv_transfer_seconds();
     timings.kv_network_bytes = upstream->kv_network_bytes();
+    timings.kv_wait_seconds = upstream->kv_wait_seconds();
   }
   timings.ttft_seconds = first_token_seconds_ < 0.0 ? 0.0 : first_token_seconds_;
   timings.e2e_seconds = since_arrival();
   if (timings.kv_transfer_seconds > 0.0) {  // continued from a staged KV on this engine process
     engine_series_.kv_transfers.add();
     engine_series_.kv_transfer_seconds.observe(timings.kv_transfer_seconds);
+    engine_series_.kv_wait_seconds.observe(timings.kv_wait_seconds);
     engine_series_.kv_network_bytes.add(static_cast<double>(timings.kv_network_bytes));
   }
   series_.finished_with(reason).add();

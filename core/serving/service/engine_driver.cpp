@@ -46,6 +46,13 @@ void record_transfer(InFlightRequest& state, const KvStage* stage, double copy_s
   if (stage->fetched != nullptr) state.kv_network_bytes = stage->fetched->size();
 }
 
+// Its blocks here are reserved: the KV's wait for room ends, and its copy may begin (a request
+// refused room is ended, and one whose copy cannot start is prefilled here; neither counts as a
+// transfer, and end_request reports no wait for them).
+void record_wait(Handoff& handoff, double now) {
+  handoff.state->record.kv_wait_seconds = std::max(0.0, now - handoff.ready);
+}
+
 Finish finish_of(core::FinishReason reason) {
   switch (reason) {
     case core::FinishReason::kLength:
@@ -618,6 +625,7 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
       return true;
     }
     if (!reserved) return false;  // no room yet: it waits, and so do those behind it
+    record_wait(handoff, engine_.clock().now());
     const auto begin = std::chrono::steady_clock::now();
     problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id));
     if (problem.empty()) {
@@ -712,6 +720,7 @@ void EngineDriver::hand_off_prefilled() {
     handoff.source_blocks = *out.blocks;
     handoff.source_kv = engine_.kv_memory();
     handoff.source_engine = engine_.config().index;
+    handoff.ready = engine_.clock().now();
     handoff.state = std::move(it->second);
     handoff.request.record = &handoff.state->record;
     // What happens to it from here (its tokens, inter-token latencies, finish) is the decode
@@ -761,6 +770,7 @@ void EngineDriver::start_arrivals() {
       continue;
     }
     if (!reserved) break;  // no room yet: it waits, and so do those behind it
+    record_wait(next, engine_.clock().now());
     Arriving arriving;
     arriving.id = id;
     arriving.handoff = std::move(next);
@@ -1005,6 +1015,9 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   timings.queue_seconds = std::isnan(r.scheduled) ? timings.e2e_seconds : r.scheduled - arrival;
   timings.ttft_seconds = std::isnan(r.first_token) ? 0.0 : r.first_token - arrival;
   timings.kv_transfer_seconds = r.kv_transfer_seconds;
+  // A request whose copy could not start, or failed, was prefilled here instead: its KV never
+  // moved.
+  timings.kv_wait_seconds = r.kv_transfer_seconds > 0.0 ? r.kv_wait_seconds : 0.0;
   timings.kv_network_bytes = request.kv_network_bytes;
   const Finish counted = request.abort_cause == AbortCause::kStopString ? Finish::kStop : reason;
   if (reason == Finish::kAbort && error.empty()) {
@@ -1020,6 +1033,7 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   if (r.kv_transfer_seconds > 0.0) {
     metrics_.kv_transfers.add();
     metrics_.kv_transfer_seconds.observe(r.kv_transfer_seconds);
+    metrics_.kv_wait_seconds.observe(r.kv_wait_seconds);
     metrics_.kv_network_bytes.add(static_cast<double>(request.kv_network_bytes));
   }
   if (kv_stage) {

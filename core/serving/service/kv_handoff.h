@@ -36,6 +36,9 @@ struct Handoff {
   hw_memory_desc source_kv{};
   uint32_t source_engine = 0;
   std::optional<KvStage> staged;  // set: the KV waits there, no driver here holds it
+  // When its KV was ready to move here, on the service's wall clock (its prefill engine's step end,
+  // or a continuation's arrival at this process): its wait for room counts from here.
+  double ready = 0.0;
   std::unique_ptr<InFlightRequest> state;
 };
 

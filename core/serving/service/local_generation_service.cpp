@@ -458,6 +458,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
     state->last_token_time = request.arrival;  // its next token's gap counts from here
     state->continued = true;
     handoff.staged = std::move(input.kv_source);
+    handoff.ready = request.arrival;
     handoff.state = std::move(state);
     drivers_[target]->enqueue_incoming(std::move(handoff));
     return stream;

@@ -261,6 +261,40 @@ TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEngines
   }
 }
 
+// With room on the decode engine for one request at a time (each reserves its final 620 tokens, 39
+// of the 64 blocks), the second request's KV waits after its prefill until the first finishes:
+// its timings say how long, and so does the decode engine's headway_kv_transfer_wait_seconds,
+// one observation per moved request (the served twin of simulate's "KV wait" table).
+TEST_F(DisaggregatedServiceTest, AHandOffWaitingForKvRoomReportsItsWait) {
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 1024\n" +
+                              kScheduler +
+                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 1024\n"
+                              "kv_blocks = 64\n" +
+                              kScheduler;
+  LocalGenerationService service(
+      tiny_deployment(checkpoint(), engines, kRouterAndTransport, /*max_model_len=*/1024));
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 2; ++i) {
+    streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 600)));
+  }
+  std::vector<double> waits;
+  for (auto& stream : streams) {
+    const test::Collected got = collect(*stream);
+    EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+    EXPECT_GT(got.timings.kv_transfer_seconds, 0.0);  // moved, not prefilled on the decode engine
+    EXPECT_GE(got.timings.kv_wait_seconds, 0.0);
+    waits.push_back(got.timings.kv_wait_seconds);
+  }
+  // One of them decoded all its 599 tokens while the other's KV waited.
+  EXPECT_GT(std::max(waits[0], waits[1]), 0.0);
+  const std::string metrics = service.metrics_text();
+  EXPECT_EQ(sum_of(metrics, "headway_kv_transfer_wait_seconds_count", "engine=\"1\""), 2.0)
+      << metrics;
+  EXPECT_NEAR(sum_of(metrics, "headway_kv_transfer_wait_seconds_sum", "engine=\"1\""),
+              waits[0] + waits[1], 1e-6);
+  EXPECT_EQ(sum_of(metrics, "headway_kv_transfer_wait_seconds_count", "engine=\"0\""), 0.0);
+}
+
 // A request routed to a decode engine counts in its load from its routing, not only once its
 // hand-off reached it: a burst submitted while its requests still prefill spreads over the decode
 // engines by the work each has and is promised. Before, their loads showed none of the burst and
@@ -335,6 +369,8 @@ TEST_F(DisaggregatedServiceTest, AFailedKvTransferIsPrefilledOnTheDecodeEngineIn
     EXPECT_EQ(got.finish, Finish::kLength) << got.error;
     EXPECT_EQ(got.ids, expected[i]);
     EXPECT_EQ(got.timings.kv_transfer_seconds, 0.0);
+    // Its blocks were reserved before the copy failed, but its KV did not move: no wait to report.
+    EXPECT_EQ(got.timings.kv_wait_seconds, 0.0);
     prompt_tokens += got.usage.prompt_tokens;
   }
   for (const EngineSummary& engine : engines_once_free(service)) {

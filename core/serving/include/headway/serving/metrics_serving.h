@@ -35,7 +35,8 @@ struct EngineSeries {
   Counter& preemptions;
   Counter& kv_transfers;  // KV moved into this engine (disaggregated serving)
   Histogram& kv_transfer_seconds;
-  Counter& kv_network_bytes;  // of the KV moved into this engine, bytes fetched from another host
+  Histogram& kv_wait_seconds;  // of the KV moved into this engine, its wait for room here
+  Counter& kv_network_bytes;   // of the KV moved into this engine, bytes fetched from another host
   Counter& prefix_cache_queries;  // tokens of admitted requests looked up in the prefix cache
   Counter& prefix_cache_hits;     // of those, tokens found cached
 };
@@ -126,6 +127,7 @@ class ServingMetrics {
   CounterFamily& preemptions_;
   CounterFamily& kv_transfers_;
   HistogramFamily& kv_transfer_seconds_;
+  HistogramFamily& kv_wait_seconds_;
   CounterFamily& kv_network_bytes_;
   CounterFamily& prefix_cache_queries_;
   CounterFamily& prefix_cache_hits_;

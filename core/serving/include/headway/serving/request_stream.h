@@ -60,6 +60,10 @@ struct Timings {
   double ttft_seconds = 0.0;   // arrival until first token
   double e2e_seconds = 0.0;    // arrival until finish
   double kv_transfer_seconds = 0.0;
+  // After its prefill, how long its KV waited for room on the decode engine (until its blocks there
+  // were reserved; moved_kv_blocks = "all" makes this seconds where the decode engine runs full).
+  // 0 for a request whose KV did not move.
+  double kv_wait_seconds = 0.0;
   uint64_t kv_network_bytes = 0;  // of its KV, fetched from another host (0: not over the network)
 };
 

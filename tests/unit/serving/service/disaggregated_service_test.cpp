@@ -216,6 +216,17 @@ TEST_F(DisaggregatedServiceTest, ARequestThePrefillEngineCannotHoldIsPrefilledOn
   EXPECT_EQ(test::sum_of(service.metrics_text(), "headway_kv_transfers_total", ""), 2.0);
 }
 
+// A prefill engine and a decode engine of `kv_blocks` blocks of 16, both holding `max_model_len`
+// tokens: with "all", requests asking for most of that wait on the decode engine for each other.
+core::DeploymentConfig short_of_decode_room(uint32_t max_model_len, uint32_t kv_blocks) {
+  const std::string length = "max_model_len = " + std::to_string(max_model_len) + "\n";
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\n" + length + kScheduler +
+                              "[[engines]]\nrole = \"decode\"\n" + length +
+                              "kv_blocks = " + std::to_string(kv_blocks) + "\n" + kScheduler;
+  return tiny_deployment(test::shared_tiny_checkpoint(), engines, kRouterAndTransport,
+                         max_model_len);
+}
+
 // Requests handed to the decode engine that wait there for KV room are its queued work: its load
 // (what routers and /metrics see) counts them as waiting, not as nothing.
 TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEnginesWaiting) {
@@ -223,13 +234,7 @@ TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEngines
   // 252 of the 256 blocks of 16, and holds them for 4,000 steps. (With 100-token requests the
   // state lasted 25-60 ms under ASan, and an observer descheduled that long saw none of it; with
   // 1,000-token ones a loaded machine once kept this thread away for two of them.)
-  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 4096\n" +
-                              kScheduler +
-                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 4096\n"
-                              "kv_blocks = 256\n" +
-                              kScheduler;
-  LocalGenerationService service(
-      tiny_deployment(checkpoint(), engines, kRouterAndTransport, /*max_model_len=*/4096));
+  LocalGenerationService service(short_of_decode_room(/*max_model_len=*/4096, /*kv_blocks=*/256));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 4; ++i) {
     streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 4000)));
@@ -266,13 +271,7 @@ TEST_F(DisaggregatedServiceTest, HandOffsWaitingForKvRoomCountAsTheDecodeEngines
 // its timings say how long, and so does the decode engine's headway_kv_transfer_wait_seconds,
 // one observation per moved request (the served twin of simulate's "KV wait" table).
 TEST_F(DisaggregatedServiceTest, AHandOffWaitingForKvRoomReportsItsWait) {
-  const std::string engines = "[[engines]]\nrole = \"prefill\"\nmax_model_len = 1024\n" +
-                              kScheduler +
-                              "[[engines]]\nrole = \"decode\"\nmax_model_len = 1024\n"
-                              "kv_blocks = 64\n" +
-                              kScheduler;
-  LocalGenerationService service(
-      tiny_deployment(checkpoint(), engines, kRouterAndTransport, /*max_model_len=*/1024));
+  LocalGenerationService service(short_of_decode_room(/*max_model_len=*/1024, /*kv_blocks=*/64));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 2; ++i) {
     streams.push_back(service.submit(text_request(std::string(19, 'a' + i), 600)));

@@ -13,7 +13,7 @@ namespace {
 
 class LeastLoadedRouter final : public headway::sdk::Router {
  public:
-  LeastLoadedRouter(const headway::sdk::Host&, const headway::sdk::Options&,
+  LeastLoadedRouter(const headway::sdk::Host& host, const headway::sdk::Options&,
                     std::span<const hw_engine_load> engines) {
     if (engines.empty()) throw headway::sdk::Error(HW_INVALID_ARGUMENT, "no engines to route to");
     // It places requests on mixed engines only: without one, every request would be refused.
@@ -25,6 +25,19 @@ class LeastLoadedRouter final : public headway::sdk::Router {
                                 "router 'least_loaded' places requests on mixed engines, and the "
                                 "deployment's are all prefill or decode engines (use router "
                                 "'disaggregated' for them)");
+    }
+    // Served, but not all: an operator who left the router out of a file with decode engines
+    // beside mixed ones should hear that those take nothing.
+    std::string idle;
+    for (const hw_engine_load& e : engines) {
+      if (e.role == HW_ENGINE_ROLE_MIXED) continue;
+      idle += (idle.empty() ? "" : ", ") + std::to_string(e.engine_index);
+    }
+    if (!idle.empty()) {
+      host.log(HW_LOG_WARN,
+               "router 'least_loaded' places requests on mixed engines only: engine(s) " + idle +
+                   " (prefill or decode) will take none (use router 'disaggregated' "
+                   "to pair prefill and decode engines)");
     }
   }
 

@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../../test_support/captured_log.h"
+
 namespace headway::core {
 namespace {
 
@@ -341,6 +343,21 @@ TEST(LeastLoadedRouter, RefusesADeploymentWithoutAMixedEngine) {
   EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
   EXPECT_THAT(e.what(), HasSubstr("places requests on mixed engines"));
   EXPECT_THAT(e.what(), HasSubstr("'disaggregated'"));
+}
+
+// Mixed engines beside decode engines load (they did before roles were checked), but the decode
+// engines take no requests, which the router says once at create.
+TEST(LeastLoadedRouter, SaysAtCreateWhichEnginesItLeavesIdle) {
+  test::CapturedLog log;
+  std::vector<hw_engine_load> engines = {engine(0), engine(1, HW_ENGINE_ROLE_DECODE), engine(2),
+                                         engine(3, HW_ENGINE_ROLE_DECODE)};
+  RouterHarness router(kLeastLoaded, "", engines);
+  EXPECT_THAT(log.text(), HasSubstr("engine(s) 1, 3 (prefill or decode) will take none"));
+  for (int i = 0; i < 4; ++i) EXPECT_NE(router.route_to_one(10, engines) % 2, 1u);
+  // Mixed engines only: nothing to say.
+  log.clear();
+  RouterHarness mixed(kLeastLoaded, "", {engine(0), engine(1)});
+  EXPECT_EQ(log.text().find("will take none"), std::string::npos) << log.text();
 }
 
 TEST(LeastLoadedRouter, RefusesADeploymentWithoutEngines) {

@@ -477,10 +477,12 @@ void check_process_shape(const DeploymentConfig& config) {
               "role = \"prefill\" on its [[engines]] table in the router process's file)"
             : ""));
   }
-  // Engines of one process (simulate, profile, serve with role "all") move a prefill engine's KV
-  // to a decode engine through the deployment's transport: without one, every request would be
-  // refused at run time. (Engine processes stage KV through shared memory instead.)
-  if (config.server.role == "all" && !config.kv_transport) {
+  // Engines of one process (simulate, profile, serve with role "all", an engine process pairing
+  // engines of its own) move a prefill engine's KV to a decode engine through the deployment's
+  // transport: without one, every request would be refused at run time (helper-184: an engine
+  // process's pair loaded and refused all). Between engine processes, KV is staged in shared
+  // memory instead, which needs no transport on the prefill side.
+  if (config.server.role != "router" && !config.kv_transport) {
     for (const EngineConfig& engine : config.engines) {
       if (engine.role != HW_ENGINE_ROLE_PREFILL) continue;
       throw Error(fmt::format(

@@ -37,8 +37,24 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     }
     if (prefill == 0 && local_max_ == 0) {
       throw Error(HW_INVALID_ARGUMENT,
-                  "router 'disaggregated' needs engines with role = \"prefill\" unless "
-                  "local_prefill_max_tokens covers every prompt");
+                  "router 'disaggregated' needs engines with role = \"prefill\", or "
+                  "local_prefill_max_tokens > 0 to let its decode engines prefill prompts "
+                  "themselves (those longer than it as a fallback)");
+    }
+    // Served, but not all: mixed engines take nothing from it, and an operator who added prefill
+    // and decode engines beside them (or left the router out) should hear so.
+    std::string idle;
+    for (const hw_engine_load& e : engines) {
+      if (e.role != HW_ENGINE_ROLE_MIXED) continue;
+      idle += (idle.empty() ? "" : ", ") + std::to_string(e.engine_index);
+    }
+    if (!idle.empty()) {
+      host.log(HW_LOG_WARN,
+               "router 'disaggregated' places requests on prefill and decode engines only: "
+               "engine(s) " +
+                   idle +
+                   " (mixed) will take none (give them a role, or serve mixed engines under "
+                   "least_loaded)");
     }
   }
 

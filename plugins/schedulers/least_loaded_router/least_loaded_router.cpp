@@ -21,10 +21,16 @@ class LeastLoadedRouter final : public headway::sdk::Router {
       return e.role == HW_ENGINE_ROLE_MIXED;
     });
     if (!any_mixed) {
-      throw headway::sdk::Error(HW_INVALID_ARGUMENT,
-                                "router 'least_loaded' places requests on mixed engines, and the "
-                                "deployment's are all prefill or decode engines (use router "
-                                "'disaggregated' for them)");
+      const bool any_prefill =
+          std::any_of(engines.begin(), engines.end(),
+                      [](const hw_engine_load& e) { return e.role == HW_ENGINE_ROLE_PREFILL; });
+      throw headway::sdk::Error(
+          HW_INVALID_ARGUMENT,
+          std::string("router 'least_loaded' places requests on mixed engines, and the "
+                      "deployment's are all prefill or decode engines (use router "
+                      "'disaggregated' for them") +
+              (any_prefill ? ")"
+                           : ", with local_prefill_max_tokens > 0: there is no prefill engine)"));
     }
     // Served, but not all: an operator who left the router out of a file with decode engines
     // beside mixed ones should hear that those take nothing.

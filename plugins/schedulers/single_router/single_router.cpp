@@ -1,4 +1,5 @@
 // Router for a deployment of exactly one engine: every request goes there while it is alive.
+#include <algorithm>
 #include <headway/plugin.hpp>
 #include <string>
 
@@ -9,10 +10,16 @@ class SingleRouter final : public headway::sdk::Router {
   SingleRouter(const headway::sdk::Host&, const headway::sdk::Options&,
                std::span<const hw_engine_load> engines) {
     if (engines.size() != 1) {
+      // The advice follows the engines' roles: the routers for several engines serve one kind.
+      const bool split_roles =
+          std::any_of(engines.begin(), engines.end(),
+                      [](const hw_engine_load& e) { return e.role != HW_ENGINE_ROLE_MIXED; });
       throw headway::sdk::Error(HW_INVALID_ARGUMENT,
                                 "router 'single' serves exactly one engine, the deployment has " +
                                     std::to_string(engines.size()) +
-                                    " (use least_loaded or length)");
+                                    (split_roles ? " (use disaggregated for prefill and decode "
+                                                   "engines)"
+                                                 : " (use least_loaded or length)"));
     }
     // A prefill engine hands every request's KV on, and a decode engine takes KV in: alone, one
     // would serve every request as a mixed engine does, under a role that says otherwise.

@@ -230,7 +230,12 @@ TEST_F(DeploymentConfigTest, APrefillEngineWithoutADecodeEngineIsRefused) {
       AllOf(HasSubstr("engine0: role = \"prefill\" hands each request's KV"),
             HasSubstr("leave role out here and set role = \"prefill\" on its [[engines]] table in "
                       "the router process's file")));
-  // An engine process pairing engines of its own is a deployment like any other.
+  // An engine process pairing engines of its own is a deployment like any other: it needs a
+  // transport between them (helper-184: it loaded without one and refused every request).
+  EXPECT_THAT(error_of("[model]\nplugin = 'sim'\n[[engines]]\nrole = 'prefill'\n[[engines]]\n"
+                       "role = 'decode'\n[server]\nrole = 'engine'\n"),
+              HasSubstr("engine0: role = \"prefill\" hands each request's KV to a decode engine, "
+                        "which needs a [kv_transport] table"));
   const DeploymentConfig pair =
       parse(model +
             "[[engines]]\nrole = 'prefill'\n[[engines]]\nrole = 'decode'\n"

@@ -33,6 +33,7 @@ namespace headway::core {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint32_t kBlock = 16;
 
@@ -196,6 +197,14 @@ TEST(SingleRouter, RefusesMoreThanOneEngineAtCreate) {
   EXPECT_THAT(e.what(), HasSubstr("has 2"));
   EXPECT_THAT(e.what(), HasSubstr("least_loaded"));       // says what to use instead
   EXPECT_THAT(e.what(), HasSubstr("test.toml: router"));  // the host names the place
+  // For prefill and decode engines, the router that serves them (least_loaded and length refuse
+  // them: helper-184 followed the old advice twice to no avail).
+  e = error_of([&] {
+    RouterHarness router(kSingle, "",
+                         {engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_DECODE)});
+  });
+  EXPECT_THAT(e.what(), HasSubstr("use disaggregated for prefill and decode engines"));
+  EXPECT_THAT(e.what(), Not(HasSubstr("least_loaded")));
 }
 
 // A prefill engine alone would decode what it should hand on, a decode engine alone prefill every
@@ -343,6 +352,10 @@ TEST(LeastLoadedRouter, RefusesADeploymentWithoutAMixedEngine) {
   EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
   EXPECT_THAT(e.what(), HasSubstr("places requests on mixed engines"));
   EXPECT_THAT(e.what(), HasSubstr("'disaggregated'"));
+  EXPECT_THAT(e.what(), Not(HasSubstr("local_prefill_max_tokens")));
+  // Decode engines alone: disaggregated serves them only if they prefill prompts themselves.
+  e = error_of([&] { RouterHarness router(kLeastLoaded, "", {engine(0, HW_ENGINE_ROLE_DECODE)}); });
+  EXPECT_THAT(e.what(), HasSubstr("with local_prefill_max_tokens > 0: there is no prefill engine"));
 }
 
 // Mixed engines beside decode engines load (they did before roles were checked), but the decode
@@ -919,7 +932,7 @@ TEST(DisaggregatedRouter, RefusesDeploymentsWithoutTheRolesItNeeds) {
   std::vector<hw_engine_load> decode_only = {engine(0, HW_ENGINE_ROLE_DECODE)};
   e = error_of([&] { RouterHarness router(kDisaggregated, "", decode_only); });
   EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
-  EXPECT_THAT(e.what(), HasSubstr("role = \"prefill\""));
+  EXPECT_THAT(e.what(), HasSubstr("role = \"prefill\", or local_prefill_max_tokens > 0"));
   // ... but with a local threshold a decode-only deployment is accepted: prompts up to it are
   // local, longer ones fall back to local prefill.
   RouterHarness local(kDisaggregated, "local_prefill_max_tokens = 1000", decode_only);
@@ -929,6 +942,24 @@ TEST(DisaggregatedRouter, RefusesDeploymentsWithoutTheRolesItNeeds) {
   d = local.route(1001, decode_only);
   EXPECT_EQ(d.prefill_engine, 0u);
   EXPECT_EQ(d.fallback, 1);
+}
+
+// Mixed engines beside prefill and decode engines take nothing from it, which it says once at
+// create (helper-184: following the lone prefill engine's advice on two mixed engines and a
+// prefill engine gave a deployment whose mixed engines ran no step, without a word).
+TEST(DisaggregatedRouter, SaysAtCreateWhichMixedEnginesItLeavesIdle) {
+  test::CapturedLog log;
+  std::vector<hw_engine_load> engines = {engine(0), engine(1), engine(2, HW_ENGINE_ROLE_PREFILL),
+                                         engine(3, HW_ENGINE_ROLE_DECODE)};
+  RouterHarness router(kDisaggregated, "", engines);
+  EXPECT_THAT(log.text(), HasSubstr("engine(s) 0, 1 (mixed) will take none"));
+  const hw_route_decision d = router.route(10, engines);
+  EXPECT_EQ(d.prefill_engine, 2u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  log.clear();
+  RouterHarness paired(kDisaggregated, "",
+                       {engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_DECODE)});
+  EXPECT_EQ(log.text().find("will take none"), std::string::npos) << log.text();
 }
 
 TEST(DisaggregatedRouter, RefusesANegativeThreshold) {

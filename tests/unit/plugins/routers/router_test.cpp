@@ -1,7 +1,8 @@
 // The router plugins (single, least_loaded, length, disaggregated), loaded from the built plugin
 // directory through core::PluginRegistry and driven through the C ABI by core::RouterInstance,
-// exactly as core::Cluster drives them. The hw_engine_load arrays are built by hand, so every
-// expected choice below is worked out from the loads written next to it.
+// exactly as core::Cluster drives them; and RouterInstance's own check of placements against the
+// engines' roles, with a deliberately faulty router. The hw_engine_load arrays are built by hand,
+// so every expected choice below is worked out from the loads written next to it.
 //
 // Tie-breaking, which several expectations rely on: a router scans the engines from a rotating
 // cursor that moves just past each engine it picks (sdk::pick_least_loaded), and keeps the first
@@ -341,6 +342,12 @@ TEST(LeastLoadedRouter, NoLiveMixedEngineIsUnavailable) {
   Error e = error_of([&] { router.route(10, engines); });
   EXPECT_EQ(e.code(), HW_UNAVAILABLE);
   EXPECT_THAT(e.what(), HasSubstr("least_loaded"));
+
+  // A live decode engine does not count: with its mixed engine down, nothing can take a request.
+  std::vector<hw_engine_load> beside = {engine(0), engine(1, HW_ENGINE_ROLE_DECODE)};
+  RouterHarness beside_router(kLeastLoaded, "", beside);
+  beside[0] = dead(beside[0]);
+  EXPECT_EQ(error_of([&] { beside_router.route(10, beside); }).code(), HW_UNAVAILABLE);
 }
 
 // It places whole requests on mixed engines: a deployment of prefill and decode engines alone

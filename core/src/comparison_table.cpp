@@ -57,6 +57,7 @@ Comparison compare_reports(const std::vector<NamedReport>& reports) {
     row.kv_transfers = r.overall.kv_transfer.count;
     row.kv_transfer_p50 = r.overall.kv_transfer.p50;
     row.kv_transfer_p99 = r.overall.kv_transfer.p99;
+    row.kv_wait_p99 = r.overall.kv_wait.p99;
     out.rows.push_back(std::move(row));
   }
   if (out.rows.empty()) return out;
@@ -91,8 +92,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
                                   "deployment", width, "p50", "p99", "p50", "p99", "p99", "factor",
                                   "factor", "tok/s", "req/s", "ions");
   if (kv) {
-    head1 += fmt::format("   {:-^15}", " KV transfer ");
-    head2 += fmt::format("{:>9}{:>9}", "p50", "p99");
+    head1 += fmt::format("   {:-^15}{:>10}", " KV transfer ", "KV wait");
+    head2 += fmt::format("{:>9}{:>9}{:>10}", "p50", "p99", "p99");
   }
   line(head1);
   line(head2);
@@ -106,8 +107,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
         r.goodput_requests_per_s ? fmt::format("{:.2f}", *r.goodput_requests_per_s) : "-",
         r.preemptions);
     if (kv) {
-      row += fmt::format("{:>9}{:>9}", duration_text(r.kv_transfer_p50),
-                         duration_text(r.kv_transfer_p99));
+      row += fmt::format("{:>9}{:>9}{:>10}", duration_text(r.kv_transfer_p50),
+                         duration_text(r.kv_transfer_p99), duration_text(r.kv_wait_p99));
     }
     line(row);
   }
@@ -131,7 +132,9 @@ void print_comparison(std::ostream& out, const Comparison& c) {
       "vs without the long classes on the same deployment; goodput = requests/s meeting {} per "
       "request{}",
       c.slo.empty() ? std::string("an SLO (none given)") : c.slo,
-      kv ? "; KV transfer over the requests whose KV moved" : ""));
+      kv ? "; KV transfer and KV wait (for room on the decode engine, after the prefill) over the "
+           "requests whose KV moved"
+         : ""));
   out << text;
 }
 
@@ -152,6 +155,7 @@ nlohmann::json comparison_to_json(const Comparison& c) {
                     {"kv_transfers", r.kv_transfers},
                     {"kv_transfer_p50", number_or_null(r.kv_transfer_p50)},
                     {"kv_transfer_p99", number_or_null(r.kv_transfer_p99)},
+                    {"kv_wait_p99", number_or_null(r.kv_wait_p99)},
                     {"vs_baseline",
                      {{"throughput_change", number_or_null(r.throughput_change)},
                       {"goodput_ratio", number_or_null(r.goodput_ratio)},

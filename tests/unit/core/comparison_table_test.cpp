@@ -33,7 +33,10 @@ Report hand_report(double short_p99_ttft, double long_p99_ttft, double tokens_pe
   r.stall_factor = 1.5;
   r.overall.output_tokens_per_s = tokens_per_s;
   r.goodput = Goodput{"ttft=2s,tpot=100ms", 90, 100, goodput_rate};
-  if (kv_p99 > 0) r.overall.kv_transfer = p50_p99(kv_p99 / 2, kv_p99);
+  if (kv_p99 > 0) {
+    r.overall.kv_transfer = p50_p99(kv_p99 / 2, kv_p99);
+    r.overall.kv_wait = p50_p99(kv_p99 * 10, kv_p99 * 100);
+  }
   return r;
 }
 
@@ -70,6 +73,9 @@ TEST(Comparison, RowsAndRatiosToTheBaseline) {
   EXPECT_EQ(r.preemptions, 17u);
   EXPECT_EQ(comparison_to_json(c)["rows"][1]["preemptions"], 17);
   EXPECT_NEAR(r.kv_transfer_p99, 0.03, kEps);
+  EXPECT_NEAR(r.kv_wait_p99, 3.0, kEps);
+  EXPECT_NEAR(comparison_to_json(c)["rows"][1]["kv_wait_p99"].get<double>(), 3.0, kEps);
+  EXPECT_TRUE(comparison_to_json(c)["rows"][0]["kv_wait_p99"].is_null());
 }
 
 TEST(Comparison, MissingFiguresStayMissing) {
@@ -100,9 +106,11 @@ TEST(Comparison, PrintsOneRowPerDeploymentAndTheRelativeTable) {
   std::ostringstream out;
   print_comparison(out, compare_reports({{"base-line", &base}, {"other-one", &other}}));
   const std::string text = out.str();
-  for (const char* part : {"short TTFT", "long TTFT", "HOL", "stall", "goodput", "KV transfer",
-                           "base-line", "other-one", "10.00s", "25.00s", "20.00", "vs base-line",
-                           "-5.0%", "x1.25", "x0.25", "ttft=2s,tpot=100ms", "preempt-", "1482"}) {
+  for (const char* part : {"short TTFT", "long TTFT",   "HOL",       "stall",
+                           "goodput",    "KV transfer", "base-line", "other-one",
+                           "10.00s",     "25.00s",      "20.00",     "vs base-line",
+                           "-5.0%",      "x1.25",       "x0.25",     "ttft=2s,tpot=100ms",
+                           "preempt-",   "1482",        "KV wait",   "3.00s"}) {
     EXPECT_NE(text.find(part), std::string::npos) << "missing \"" << part << "\" in\n" << text;
   }
   EXPECT_EQ(comparison_to_json(compare_reports({{"a", &base}, {"b", &other}}))["rows"].size(), 2u);

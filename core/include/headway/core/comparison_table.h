@@ -42,6 +42,8 @@ struct ComparisonRow {
   uint64_t preemptions = 0;
   size_t kv_transfers = 0;
   double kv_transfer_p50 = LatencySummary::kNaN, kv_transfer_p99 = LatencySummary::kNaN;
+  // The same requests' waits for room on their decode engine: what moved_kv_blocks = "all" costs.
+  double kv_wait_p99 = LatencySummary::kNaN;
 
   // Versus the first row (absent for it, and wherever either side is missing or zero).
   std::optional<double> throughput_change;  // this / baseline - 1

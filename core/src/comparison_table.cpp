@@ -132,8 +132,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
       "vs without the long classes on the same deployment; goodput = requests/s meeting {} per "
       "request{}",
       c.slo.empty() ? std::string("an SLO (none given)") : c.slo,
-      kv ? "; KV transfer and KV wait (for room on the decode engine, after the prefill) over the "
-           "requests whose KV moved"
+      kv ? "; KV transfer, and KV wait (after the prefill, until the transfer could start: room on "
+           "the decode engine, and the end of its step), over the requests whose KV moved"
          : ""));
   out << text;
 }

@@ -481,7 +481,7 @@ void check_process_shape(const DeploymentConfig& config) {
   // engines of its own) move a prefill engine's KV to a decode engine through the deployment's
   // transport: without one, every request would be refused at run time (helper-184: an engine
   // process's pair loaded and refused all). Between engine processes, KV is staged in shared
-  // memory instead, which needs no transport on the prefill side.
+  // memory instead, which host KV does without a transport (docs/serving.md).
   if (config.server.role != "router" && !config.kv_transport) {
     for (const EngineConfig& engine : config.engines) {
       if (engine.role != HW_ENGINE_ROLE_PREFILL) continue;

@@ -42,8 +42,8 @@ class LeastLoadedRouter final : public headway::sdk::Router {
     if (!idle.empty()) {
       host.log(HW_LOG_WARN,
                "router 'least_loaded' places requests on mixed engines only: engine(s) " + idle +
-                   " (prefill or decode) will take none (use router 'disaggregated' "
-                   "to pair prefill and decode engines)");
+                   " (prefill or decode) will take none (leave role out to make them mixed, or "
+                   "serve prefill and decode engines under router 'disaggregated')");
     }
   }
 

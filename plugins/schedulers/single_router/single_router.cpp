@@ -10,16 +10,24 @@ class SingleRouter final : public headway::sdk::Router {
   SingleRouter(const headway::sdk::Host&, const headway::sdk::Options&,
                std::span<const hw_engine_load> engines) {
     if (engines.size() != 1) {
-      // The advice follows the engines' roles: the routers for several engines serve one kind.
-      const bool split_roles =
-          std::any_of(engines.begin(), engines.end(),
-                      [](const hw_engine_load& e) { return e.role != HW_ENGINE_ROLE_MIXED; });
+      // The advice follows the engines' roles, to a router that serves them.
+      const auto any = [&](int32_t role) {
+        return std::any_of(engines.begin(), engines.end(),
+                           [&](const hw_engine_load& e) { return e.role == role; });
+      };
+      const char* advice = " (use least_loaded or length)";
+      if (any(HW_ENGINE_ROLE_PREFILL)) {
+        advice = " (use disaggregated for prefill and decode engines)";
+      } else if (any(HW_ENGINE_ROLE_DECODE)) {
+        advice = any(HW_ENGINE_ROLE_MIXED)
+                     ? " (use least_loaded, which leaves the decode engines idle, or give the "
+                       "mixed engines role = \"prefill\" and use disaggregated)"
+                     : " (use disaggregated with local_prefill_max_tokens > 0: there is no "
+                       "prefill engine)";
+      }
       throw headway::sdk::Error(HW_INVALID_ARGUMENT,
                                 "router 'single' serves exactly one engine, the deployment has " +
-                                    std::to_string(engines.size()) +
-                                    (split_roles ? " (use disaggregated for prefill and decode "
-                                                   "engines)"
-                                                 : " (use least_loaded or length)"));
+                                    std::to_string(engines.size()) + advice);
     }
     // A prefill engine hands every request's KV on, and a decode engine takes KV in: alone, one
     // would serve every request as a mixed engine does, under a role that says otherwise.

@@ -7,7 +7,7 @@
 //   short and long TTFT p50/p99, short ITL p99, HOL and stall factors (report.h), output
 //   throughput (tokens/s), goodput (requests/s meeting every term of the SLO per request, slo.h),
 //   preemptions (requests sent back to the queue for KV room, counted each time), KV transfer
-//   p50/p99 over moved requests (shown when any deployment moved KV).
+//   p50/p99 and KV wait p99 (report.h) over moved requests (shown when any deployment moved KV).
 // Relative figures, vs the first row: output throughput change (this / baseline - 1), and the
 // ratios this / baseline of goodput, short and long p99 TTFT, short p99 ITL.
 //
@@ -42,7 +42,8 @@ struct ComparisonRow {
   uint64_t preemptions = 0;
   size_t kv_transfers = 0;
   double kv_transfer_p50 = LatencySummary::kNaN, kv_transfer_p99 = LatencySummary::kNaN;
-  // The same requests' waits for room on their decode engine: what moved_kv_blocks = "all" costs.
+  // The same requests' waits before their transfer could start (room on the decode engine, and the
+  // end of its step): what moved_kv_blocks = "all" costs.
   double kv_wait_p99 = LatencySummary::kNaN;
 
   // Versus the first row (absent for it, and wherever either side is missing or zero).

@@ -206,6 +206,17 @@ TEST(SingleRouter, RefusesMoreThanOneEngineAtCreate) {
   });
   EXPECT_THAT(e.what(), HasSubstr("use disaggregated for prefill and decode engines"));
   EXPECT_THAT(e.what(), Not(HasSubstr("least_loaded")));
+  // A mixed engine beside a decode engine: least_loaded serves it, disaggregated would not
+  // (helper-185); decode engines alone: disaggregated with local prefills.
+  e = error_of([&] {
+    RouterHarness router(kSingle, "", {engine(0), engine(1, HW_ENGINE_ROLE_DECODE)});
+  });
+  EXPECT_THAT(e.what(), HasSubstr("use least_loaded, which leaves the decode engines idle"));
+  e = error_of([&] {
+    RouterHarness router(kSingle, "",
+                         {engine(0, HW_ENGINE_ROLE_DECODE), engine(1, HW_ENGINE_ROLE_DECODE)});
+  });
+  EXPECT_THAT(e.what(), HasSubstr("use disaggregated with local_prefill_max_tokens > 0"));
 }
 
 // A prefill engine alone would decode what it should hand on, a decode engine alone prefill every

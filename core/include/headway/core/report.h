@@ -12,7 +12,8 @@
 //   KV transfer = RequestRecord::kv_transfer_seconds of the finished requests whose KV moved
 //           between engines (> 0; disaggregated deployments only); count 0 elsewhere.
 //   KV wait = RequestRecord::kv_wait_seconds of the same requests: how long each waited after its
-//           prefill for room on its decode engine (backpressure), 0 where it moved at once.
+//           prefill for room on its decode engine (backpressure) and for the end of that engine's
+//           step, 0 where it moved at once.
 //   Percentiles interpolate linearly (see percentiles.h).
 //   Throughput: output tokens of the finished records (as vLLM's benchmark counts only successful
 //           requests: a failed stream's tokens are not output) / span_seconds, where

@@ -24,7 +24,8 @@ struct RequestRecord {
   double finish = kNever;
   double kv_transfer_seconds = 0.0;
   // A request whose KV moved: from the end of its prefill to the start of its transfer, the time
-  // it waited for room on its decode engine (0 where it moved at once, or did not move).
+  // it waited for room on its decode engine and for the end of that engine's step in which it
+  // found it (0 where it moved at once, or did not move).
   double kv_wait_seconds = 0.0;
   bool finished = false;            // false: aborted or still running when the run ended
   std::vector<double> token_times;  // time each output token was emitted

@@ -423,6 +423,13 @@ void check_moved_block_sizes(const DeploymentConfig& config, const std::string& 
   }
 }
 
+// The first engine of `role` in the deployment, or null.
+const EngineConfig* engine_of_role(const DeploymentConfig& config, int32_t role) {
+  const auto it = std::find_if(config.engines.begin(), config.engines.end(),
+                               [&](const EngineConfig& e) { return e.role == role; });
+  return it == config.engines.end() ? nullptr : &*it;
+}
+
 // Where the engines live must match what the process is: a router process fronts engine
 // processes (every engine has an address); every other role runs its engines itself.
 void check_process_shape(const DeploymentConfig& config) {
@@ -461,12 +468,8 @@ void check_process_shape(const DeploymentConfig& config) {
   // A prefill engine hands each request on to a decode engine of the deployment. So too in an
   // engine process, which may pair its own engines: its place in a disaggregated deployment is
   // the role the router process's file gives it, not its engines' roles.
-  const auto of_role = [&](int32_t role) {
-    return std::find_if(config.engines.begin(), config.engines.end(),
-                        [&](const EngineConfig& e) { return e.role == role; });
-  };
-  const auto prefill = of_role(HW_ENGINE_ROLE_PREFILL);
-  if (prefill != config.engines.end() && of_role(HW_ENGINE_ROLE_DECODE) == config.engines.end()) {
+  const EngineConfig* prefill = engine_of_role(config, HW_ENGINE_ROLE_PREFILL);
+  if (prefill != nullptr && engine_of_role(config, HW_ENGINE_ROLE_DECODE) == nullptr) {
     throw Error(fmt::format(
         "{}: {}: role = \"prefill\" hands each request's KV to a decode engine, and the "
         "deployment has none; add an [[engines]] table with role = \"decode\", or make the "
@@ -613,12 +616,9 @@ DeploymentConfig parse_deployment(std::string_view text, const fs::path& file,
   // disaggregated; mixed engines are served by single or least_loaded (decode engines beside them
   // take no requests then); decode engines alone get disaggregated, which serves them only with
   // local_prefill_max_tokens, and says so.
-  const auto has_role = [&](int32_t role) {
-    return std::any_of(config.engines.begin(), config.engines.end(),
-                       [&](const EngineConfig& e) { return e.role == role; });
-  };
   std::string default_router = "disaggregated";
-  if (!has_role(HW_ENGINE_ROLE_PREFILL) && has_role(HW_ENGINE_ROLE_MIXED)) {
+  if (engine_of_role(config, HW_ENGINE_ROLE_PREFILL) == nullptr &&
+      engine_of_role(config, HW_ENGINE_ROLE_MIXED) != nullptr) {
     default_router = config.engines.size() == 1 ? "single" : "least_loaded";
   }
   config.router = read_inline_or_table(root, "router", HW_KIND_ROUTER, name + ": router", registry,

@@ -459,6 +459,7 @@ bool Engine::step() {
     preempt(slot_of(plan.preempted[i]));
     detail_.preempted.push_back(plan.preempted[i]);
   }
+  preemptions_since_token_ += plan.preempted_count;
 
   // Cached prefixes first: the allocations below may evict idle cached blocks.
   detail_.prefix_queried_tokens = 0;
@@ -647,6 +648,7 @@ bool Engine::step() {
       continue;
     }
     const int32_t token = sampled_[i];
+    preemptions_since_token_ = 0;
     if (r.catching_up) {  // recomputed what its preemption dropped: it decodes again
       --catching_up_;
       r.catching_up = false;
@@ -704,7 +706,27 @@ bool Engine::step() {
   counters_.decode_tokens += decode_tokens;
   counters_.busy_seconds += end - start;
   ++step_index_;
+  if (preemptions_since_token_ > livelock_bound()) throw livelock();
   return true;
+}
+
+Error Engine::livelock() const {
+  // The request preempted most often names the cycle (the usual livelock is one request
+  // readmitted and preempted again before it reaches its token).
+  const Request* most = nullptr;
+  for (const Request& r : requests_) {
+    if (r.in_use && (most == nullptr || r.preemptions > most->preemptions)) most = &r;
+  }
+  const std::string which =
+      most == nullptr ? std::string()
+                      : fmt::format(" (request {} {} times)", most->id, most->preemptions);
+  return Error(fmt::format("{}: scheduler '{}' preempted {} times{} without a token sampled on "
+                           "the engine by step {}: it keeps readmitting and preempting requests "
+                           "without progress (a livelock); the engine stops rather than run for "
+                           "ever",
+                           config_.name, scheduler_->name(), preemptions_since_token_, which,
+                           step_index_ - 1),
+               HW_INTERNAL);
 }
 
 void Engine::start_prefix_cache() {

@@ -193,6 +193,28 @@ TEST(PluginsFromToml, ShippedMovedKvDeploymentsDecodeMoreAtATimeWithBlocksAsNeed
   EXPECT_GT(as_needed, all * 1.3) << "output tokens/s: all " << all << ", as_needed " << as_needed;
 }
 
+// Long moved requests on a decode engine that reserves KV as needed (configs/moved_kv/
+// long_as_needed.toml on rag_long.toml): a request preempted there is prefilled again once, when
+// its whole context fits. Readmitted on its first chunk (vLLM V1's rule, before 2026-12-06), a
+// long one preempted itself at a later chunk, over and over: one request 234 times, 13.1M tokens
+// recomputed for the 128k that eight recomputes needed (docs/performance.md).
+TEST(PluginsFromToml, ALongRequestPreemptedOnTheDecodeEngineIsPrefilledThereOnce) {
+  const std::filesystem::path source(HEADWAY_SOURCE_DIR);
+  const Workload workload = load_workload(source / "configs/workloads/rag_long.toml");
+  const DeploymentConfig config =
+      load_deployment(source / "configs/moved_kv/long_as_needed.toml", registry());
+  const SimulationResult result = simulate(config, workload);
+  expect_all_finished(result, workload);
+  ASSERT_EQ(result.engines.size(), 2u);
+  const EngineCounters& decode = result.engines[1];
+  EXPECT_GT(decode.preemptions, 0u) << "the decode engine was meant to run out of KV blocks";
+  // Each recompute is of a whole context (at most max_model_len), once per preemption.
+  EXPECT_LE(decode.prefill_tokens, decode.preemptions * config.engines[1].max_model_len);
+  uint32_t most = 0;
+  for (const RequestRecord& r : result.records) most = std::max(most, r.preemptions);
+  EXPECT_LE(most, 2u) << "a request was preempted " << most << " times";
+}
+
 // The CPU head-of-line deployments that scripts/measure_cpu_hol.sh serves (and the simulator twin
 // bench predicts with) load, with the engines and server ports the measurement relies on.
 TEST(PluginsFromToml, ShippedCpuHolDeploymentsLoad) {

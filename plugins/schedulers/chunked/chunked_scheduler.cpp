@@ -4,6 +4,9 @@
 // per-step cap (long_prefill_token_threshold); a waiting prompt that does not fit the budget gets a
 // chunk of what is left. When KV blocks run out, the most recently admitted running request is
 // preempted (and recomputed later); no waiting request is admitted in a step that preempted.
+// Unlike V1, a preempted request is readmitted only when its whole recompute fits, with a block
+// of growth for each running request (sdk::may_readmit): V1 readmits it on its first chunk, and a
+// long one then preempts itself at a later chunk and recomputes from nothing, over and over.
 //
 // With a small budget relative to a long prompt this reproduces head-of-line blocking: that is the
 // point of having it, as the yardstick every other policy is measured against.
@@ -15,6 +18,7 @@ namespace {
 
 using headway::sdk::blocks_freed_by_preempting;
 using headway::sdk::extra_blocks;
+using headway::sdk::may_readmit;
 using headway::sdk::remaining_tokens;
 
 constexpr hw_option_spec kOptions[] = {
@@ -80,7 +84,7 @@ class ChunkedScheduler final : public headway::sdk::StepScheduler {
       uint32_t tokens = std::min(cap(remaining_tokens(w)), budget);
       uint32_t need = extra_blocks(w, tokens, s.block_size);
       if (blocked && need > 0) continue;
-      if (need > free_blocks) {
+      if (need > free_blocks || !may_readmit(w, free_blocks, running_after, s.block_size)) {
         blocked = true;
         continue;
       }

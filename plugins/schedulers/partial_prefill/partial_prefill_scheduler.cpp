@@ -37,7 +37,8 @@
 //    last is preempted, as in V0 and V1 (helper-170: 232 preemptions on a 4,096-token cache where
 //    `chunked` made 1,577).
 //
-// P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1), so that
+// P = 1 is, by the requirement, exactly the baseline `chunked` scheduler (vLLM V1, with
+// chunked's readmission of a preempted request only when its whole recompute fits), so that
 // a deployment switching schedulers without setting P sees no change. Two points differ from V0
 // there, deliberately: running requests are served in admission order (V0 served decodes first for
 // every P), and a non-zero T caps every request's chunk per step (V1's meaning of T; in V0, T only
@@ -71,6 +72,7 @@ namespace {
 using headway::scheduler::QueueGroups;
 using headway::sdk::blocks_freed_by_preempting;
 using headway::sdk::extra_blocks;
+using headway::sdk::may_readmit;
 using headway::sdk::remaining_tokens;
 
 constexpr hw_str kPolicies[] = {headway::sdk::make_str("fcfs"), headway::sdk::make_str("priority")};
@@ -289,7 +291,10 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       // `whole` includes this chunk's `need`; what stays reserved is the rest of the prompt.
       const uint64_t whole = partial ? whole_prompt_blocks(w, s.block_size) : need;
       if (blocked && whole > 0) continue;  // whole >= need: it takes free blocks now or later
-      if (need > free_blocks || whole + reserved > free_blocks) {
+      // With P = 1, `chunked`'s rule for a preempted request; with P > 1 `whole` already holds
+      // its whole recompute.
+      if (need > free_blocks || whole + reserved > free_blocks ||
+          (!partial && !may_readmit(w, free_blocks, running_after, s.block_size))) {
         blocked = true;
         continue;
       }

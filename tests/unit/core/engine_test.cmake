@@ -3,6 +3,7 @@
 headway_add_test(engine_test SOURCES engine_test.cpp LIBRARIES spdlog::spdlog)
 add_dependencies(engine_test headway_model_sim headway_scheduler_chunked headway_router_single
                  test_over_budget_scheduler test_preempt_only_scheduler test_unbounded_scheduler
+                 test_livelocking_scheduler
                  test_nan_logits_model)
 # Steady-state steps allocate nothing: a binary of its own, since it replaces the global operator
 # new to count allocations. It runs the cpu model on OpenMP threads, hence no leak checking

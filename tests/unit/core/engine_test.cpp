@@ -39,15 +39,17 @@ struct EngineSpec {
   uint32_t block_size = 16;
   uint32_t max_model_len = 8192;
   uint32_t max_waiting = 0;
-  std::string scheduler = "chunked";  // or a path to a scheduler plugin without options
+  std::string scheduler = "chunked";  // or a path to a scheduler plugin
+  std::string scheduler_options;      // for a plugin path: its options table's contents
 };
 
 std::string deployment_toml(const EngineSpec& s) {
-  std::string scheduler = s.scheduler == "chunked"
-                              ? "{ plugin = \"chunked\", options = { max_num_batched_tokens = " +
-                                    std::to_string(s.budget) +
-                                    ", max_num_seqs = " + std::to_string(s.max_num_seqs) + " } }"
-                              : "{ plugin = \"" + s.scheduler + "\" }";
+  std::string scheduler =
+      s.scheduler == "chunked"
+          ? "{ plugin = \"chunked\", options = { max_num_batched_tokens = " +
+                std::to_string(s.budget) + ", max_num_seqs = " + std::to_string(s.max_num_seqs) +
+                " } }"
+          : "{ plugin = \"" + s.scheduler + "\", options = { " + s.scheduler_options + " } }";
   return "name = \"engine_test\"\n"
          "[model]\n"
          "plugin = \"sim\"\n"
@@ -677,6 +679,48 @@ TEST(Engine, ASchedulerDeclaringNoLimitsRuns) {
     ASSERT_LT(steps, 1000);
     ASSERT_TRUE(e->step());
   }
+  for (const RequestRecord& r : records) EXPECT_EQ(r.output_tokens, 6u);
+  EXPECT_EQ(e->kv().free(), e->kv().total());
+}
+
+// A scheduler that admits a request and preempts it at the next step, for ever, takes steps
+// without end and samples nothing: past livelock_bound() preemptions the step says so, naming the
+// scheduler and the request it keeps preempting, instead of the simulator spinning for ever.
+TEST(Engine, ASchedulerThatPreemptsForEverWithoutATokenIsStoppedAsALivelock) {
+  EngineSpec spec;
+  spec.scheduler = HEADWAY_TEST_PLUGIN_DIR "/test_livelocking_scheduler.so";
+  TestEngine e(spec);
+  std::vector<RequestRecord> records(2);
+  for (int i = 0; i < 2; ++i) e->add_request(request(i, 40, 6, &records[i]));
+  std::string error;
+  try {
+    for (uint64_t steps = 0; e->has_work(); ++steps) {
+      ASSERT_LT(steps, 4 * e->livelock_bound()) << "no livelock found";
+      ASSERT_TRUE(e->step());
+    }
+  } catch (const Error& failure) {
+    error = failure.what();
+    EXPECT_EQ(failure.code(), HW_INTERNAL);
+  }
+  EXPECT_THAT(error, HasSubstr("scheduler 'test_livelocking' preempted " +
+                               std::to_string(e->livelock_bound() + 1) + " times (request 0 "));
+  EXPECT_THAT(error, HasSubstr("livelock"));
+  EXPECT_EQ(e->counters().preemptions, e->livelock_bound() + 1);
+  EXPECT_EQ(records[0].output_tokens, 0u);
+}
+
+// The bound itself is allowed: the same scheduler, stopping after livelock_bound() preemptions,
+// runs both requests to their last token.
+TEST(Engine, PreemptionsUpToTheLivelockBoundAreAllowed) {
+  EngineSpec spec;
+  spec.scheduler = HEADWAY_TEST_PLUGIN_DIR "/test_livelocking_scheduler.so";
+  spec.scheduler_options = "preemptions = " + std::to_string(10000 + spec.max_model_len);
+  TestEngine e(spec);
+  ASSERT_EQ(e->livelock_bound(), 10000u + spec.max_model_len);
+  std::vector<RequestRecord> records(2);
+  for (int i = 0; i < 2; ++i) e->add_request(request(i, 40, 6, &records[i]));
+  while (e->has_work()) ASSERT_TRUE(e->step());
+  EXPECT_EQ(e->counters().preemptions, e->livelock_bound());
   for (const RequestRecord& r : records) EXPECT_EQ(r.output_tokens, 6u);
   EXPECT_EQ(e->kv().free(), e->kv().total());
 }

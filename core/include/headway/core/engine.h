@@ -15,6 +15,7 @@
 #include <headway/abi.h>
 #include <headway/core/clock.h>
 #include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
 #include <headway/core/guarded_buffer.h>
 #include <headway/core/host_services.h>
 #include <headway/core/kv_block_manager.h>
@@ -189,8 +190,15 @@ class Engine {
   const hw_memory_desc& kv_memory() const { return kv_memory_; }
 
   // Runs one step. Returns false when there was nothing to schedule (no time passes then).
-  // Throws Error when the scheduler fails or returns an invalid plan (which is not executed).
+  // Throws Error when the scheduler fails or returns an invalid plan (which is not executed), and
+  // when its preemptions since a step last sampled a token pass livelock_bound(): the scheduler
+  // is taken to preempt and readmit for ever (the step itself was executed).
   bool step();
+  // 10,000 + max_model_len preemptions without a token sampled on the engine. A scheduler that
+  // makes progress samples a token once the request it favours has prefilled; until then each of
+  // that prefill's steps (at most max_model_len, one token each) may preempt a request readmitted
+  // meanwhile, and the 10,000 leave room for steps that preempt several.
+  uint64_t livelock_bound() const { return 10000 + uint64_t{max_model_len_}; }
 
   hw_engine_load load() const;
   const StepDetail& last_step() const { return detail_; }
@@ -277,6 +285,8 @@ class Engine {
   // Takes a free slot (or a new one) for a request in `state`; fills and indexes it.
   uint32_t occupy_slot(IncomingTransfer in, int32_t state);
   uint32_t slot_of(uint64_t id) const;
+  // The error step() throws past livelock_bound(), naming the request preempted most.
+  Error livelock() const;
   void push_waiting_front(const Request& r);
   // Queues a preempted request after the requests at the head that hold moved KV.
   void push_waiting_after_moved(const Request& r);
@@ -341,6 +351,10 @@ class Engine {
   // moved_kv_blocks "as_needed" no moved KV comes in meanwhile, or arrivals could take the blocks
   // their recomputes need and starve them.
   uint32_t catching_up_ = 0;
+  // Preemptions since a step last sampled a token here. A scheduler that preempts and readmits
+  // without any request ever reaching a token (a livelock) takes steps, so the simulator's and the
+  // serving loop's "planned nothing" check never sees it: past livelock_bound() the step throws.
+  uint64_t preemptions_since_token_ = 0;
   uint64_t next_admission_ = 0;
   uint64_t step_index_ = 0;
 

@@ -46,6 +46,20 @@ constexpr uint32_t remaining_tokens(const hw_request_view& r) {
   return r.total_tokens - r.computed_tokens;
 }
 
+// Whether a waiting request may be admitted with `free_blocks` free while `running` requests go
+// on beside it. A request never preempted may (its first chunk's blocks are the caller's check).
+// A preempted one may only when the free blocks hold its whole recompute (prompt and outputs so
+// far) and a block of growth for each running request: admitted on its first chunk alone, a long
+// context finds no block for a later chunk, preempts itself (the newest running request) and
+// starts again from nothing, over and over until something else finishes. On a simulated decode
+// engine with moved_kv_blocks = "as_needed", that cycle recomputed 13.1M tokens, 99% of them
+// thrown away, where the request needed 128k (docs/performance.md).
+constexpr bool may_readmit(const hw_request_view& r, uint32_t free_blocks, uint32_t running,
+                           uint32_t block_size) {
+  if (r.preemptions == 0) return true;
+  return uint64_t{extra_blocks(r, remaining_tokens(r), block_size)} + running <= free_blocks;
+}
+
 // Appends to the engine-owned plan arrays; throws rather than overflow them.
 class PlanWriter {
  public:

@@ -267,6 +267,41 @@ TEST(ChunkedScheduler, SelfPreemptionWhenTheRequestIsTheTail) {
   EXPECT_EQ(p.preempted, (Ids{2, 1}));
 }
 
+// A preempted request is readmitted only when its whole recompute fits with a block of growth for
+// each running request (V1 readmits it on its first chunk, and a long one then preempts itself at
+// a later chunk, over and over). Nobody overtakes it; a request never preempted keeps V1's rule.
+TEST(ChunkedScheduler, APreemptedRequestWaitsUntilItsWholeRecomputeFits) {
+  SchedulerHarness h(kChunked, "max_num_batched_tokens = 2048");
+  // Two decodes whose next token needs no new block; a preempted request of 4,000 prompt and 10
+  // output tokens (251 blocks to recompute), a short prompt behind it.
+  const std::vector<hw_request_view> running = {decoding_request(1, 40, 2, 0, kBlock),
+                                                decoding_request(2, 40, 1, 1, kBlock)};
+  hw_request_view preempted = waiting_request(5, 4000, 100);
+  preempted.output_tokens = 10;
+  preempted.total_tokens = 4010;
+  preempted.preemptions = 1;
+  const std::vector<hw_request_view> waiting = {preempted, waiting_request(6, 50)};
+
+  // Its first chunk (2,046 tokens, 128 blocks) fits in 252 free blocks, its recompute and two
+  // blocks of growth (253) do not: only the decodes run.
+  Plan p = plan_step(h, running, waiting, 252);
+  EXPECT_EQ(p.slices, (Slices{{1, 41, 1}, {2, 40, 1}}));
+  EXPECT_TRUE(p.preempted.empty());
+
+  p = plan_step(h, running, waiting, 253);
+  EXPECT_EQ(p.slices, (Slices{{1, 41, 1}, {2, 40, 1}, {5, 0, 2046}}));
+
+  // Never preempted, the same request is admitted on its first chunk.
+  hw_request_view fresh = preempted;
+  fresh.preemptions = 0;
+  p = plan_step(h, running, {fresh, waiting_request(6, 50)}, 128);
+  EXPECT_EQ(p.slices, (Slices{{1, 41, 1}, {2, 40, 1}, {5, 0, 2046}}));
+
+  // Alone, it needs its 251 blocks and no more.
+  p = plan_step(h, {}, waiting, 251);
+  EXPECT_EQ(p.slices, (Slices{{5, 0, 2048}}));
+}
+
 // The yardstick: with budget 2048 a 10000-token prompt ahead of a 50-token one keeps it waiting
 // until its own last chunk leaves room.
 TEST(ChunkedScheduler, ReproducesHeadOfLineBlocking) {

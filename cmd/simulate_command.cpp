@@ -7,6 +7,7 @@
 #include <headway/core/engine_usage.h>
 #include <headway/core/error.h>
 #include <headway/core/file_output.h>
+#include <headway/core/host_services.h>
 #include <headway/core/record_memory.h>
 #include <headway/core/report.h>
 #include <headway/core/seed_sweep.h>
@@ -399,6 +400,9 @@ int run_seed_sweep(const SimulateArgs& args, const core::Slo& slo, core::PluginR
 }  // namespace
 
 int run_simulate(const SimulateArgs& args) {
+  // Each deployment is built once per run (with and without the long classes, per seed, per
+  // capacity probe): what its plugins say at create() is said once.
+  const core::RepeatedCreateLinesAtDebug said_once;
   core::PluginRegistry& registry = core::PluginRegistry::global();
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
   if (!args.step_trace.empty() && args.configs.size() > 1) {

@@ -1,9 +1,14 @@
 #include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
 #include <headway/core/utf8.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
 #include <string_view>
 
 namespace headway::core {
@@ -14,9 +19,46 @@ HostServices::HostServices(std::string owner, const Clock* clock)
       sizeof(hw_host_services), this, &log, &now, &counter_add, &gauge_set, &allocate, &free_bytes};
 }
 
+namespace {
+
+// The lines create() logged while a RepeatedCreateLinesAtDebug lives (null: none lives).
+std::mutex create_lines_mutex;
+std::set<std::string, std::less<>>* create_lines = nullptr;
+
+// Whether this line comes from a plugin's create() and was logged before, while a
+// RepeatedCreateLinesAtDebug lives. The owner names the engine, so a line of another engine's
+// instance is not a repeat.
+bool repeats_a_create_line(const std::string& owner, std::string_view text) {
+  const char* kind = nullptr;
+  std::string_view name;
+  const char* function = nullptr;
+  if (!current_plugin_call_parts(kind, name, function) || std::string_view(function) != "create") {
+    return false;
+  }
+  std::string key = owner;
+  key += '\n';
+  key += text;
+  const std::lock_guard lock(create_lines_mutex);
+  return create_lines != nullptr && !create_lines->insert(std::move(key)).second;
+}
+
+}  // namespace
+
+RepeatedCreateLinesAtDebug::RepeatedCreateLinesAtDebug() {
+  const std::lock_guard lock(create_lines_mutex);
+  if (create_lines == nullptr) create_lines = &lines_;
+}
+
+RepeatedCreateLinesAtDebug::~RepeatedCreateLinesAtDebug() {
+  const std::lock_guard lock(create_lines_mutex);
+  if (create_lines == &lines_) create_lines = nullptr;
+}
+
 void HostServices::log(void* context, int32_t level, hw_str message) {
   auto* self = static_cast<HostServices*>(context);
   std::string_view text(message.data, message.size);
+  // A repeat of create()'s line is kept for --log-level debug.
+  if (level != HW_LOG_DEBUG && repeats_a_create_line(self->owner_, text)) level = HW_LOG_DEBUG;
   switch (level) {
     case HW_LOG_DEBUG:
       spdlog::debug("[{}] {}", self->owner_, text);

@@ -12,9 +12,27 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace headway::core {
+
+// While one lives, a line a plugin's create() logs that was logged before in its life goes to the
+// debug level. What create() says describes the instance's configuration, and a command that
+// builds the same deployment again and again (simulate's capacity search, its seeds) printed it
+// each time: a router's warning about the engines it leaves idle, 13 times under --find-capacity
+// (helper-185). The first of several living at once takes effect. Threading: lines are logged
+// from any thread; make and end it on one.
+class RepeatedCreateLinesAtDebug {
+ public:
+  RepeatedCreateLinesAtDebug();
+  ~RepeatedCreateLinesAtDebug();
+  RepeatedCreateLinesAtDebug(const RepeatedCreateLinesAtDebug&) = delete;
+  RepeatedCreateLinesAtDebug& operator=(const RepeatedCreateLinesAtDebug&) = delete;
+
+ private:
+  std::set<std::string, std::less<>> lines_;  // owner, newline, text
+};
 
 class HostServices {
  public:

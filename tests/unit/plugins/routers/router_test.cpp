@@ -391,6 +391,39 @@ TEST(LeastLoadedRouter, SaysAtCreateWhichEnginesItLeavesIdle) {
   EXPECT_EQ(log.text().find("will take none"), std::string::npos) << log.text();
 }
 
+// A command that builds one deployment again and again (simulate's capacity probes and seeds)
+// says what a router's create() logs once while a RepeatedCreateLinesAtDebug lives; another
+// deployment's line is still said, and without one every create() says its own.
+TEST(LeastLoadedRouter, ItsCreateWarningIsSaidOnceWhileRepeatsAreKeptAtDebug) {
+  test::CapturedLog log;
+  const auto said = [&] {
+    const std::string text = log.text();
+    size_t count = 0;
+    for (size_t at = text.find("will take none"); at != std::string::npos;
+         at = text.find("will take none", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  const std::vector<hw_engine_load> engines = {engine(0), engine(1, HW_ENGINE_ROLE_DECODE)};
+  {
+    RouterHarness first(kLeastLoaded, "", engines);
+    RouterHarness again(kLeastLoaded, "", engines);
+  }
+  EXPECT_EQ(said(), 2u);
+  log.clear();
+  {
+    const RepeatedCreateLinesAtDebug said_once;
+    RouterHarness first(kLeastLoaded, "", engines);
+    RouterHarness again(kLeastLoaded, "", engines);
+    RouterHarness other(
+        kLeastLoaded, "",
+        {engine(0), engine(1, HW_ENGINE_ROLE_DECODE), engine(2, HW_ENGINE_ROLE_DECODE)});
+  }
+  EXPECT_EQ(said(), 2u) << log.text();
+  EXPECT_THAT(log.text(), HasSubstr("engine(s) 1, 2 (prefill or decode)"));
+}
+
 TEST(LeastLoadedRouter, RefusesADeploymentWithoutEngines) {
   Error e = error_of([&] { RouterHarness router(kLeastLoaded, "", {}); });
   EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);

@@ -97,8 +97,9 @@ void check_rms_norm(uint32_t hidden, bool with_rows, bool with_bias = false) {
   }
 }
 
-// Rows of a multiple of 4 take the vectorised kernel (one piece per thread at 320 and 4,096, four
-// at 16,384); 322 takes the element loop. Each with and without a bias on the added rows.
+// Rows of a multiple of 4 take the vectorised kernel (up to three pieces a thread on 32 threads
+// at 320, four on 256 at 4,096 and on 1,024 at 16,384); 322 takes the element loop. Each with and
+// without a bias on the added rows.
 TEST(CudaKernels, AddRmsNormMatchesReference) {
   HW_SKIP_WITHOUT_CUDA();
   for (const bool with_bias : {false, true}) {
@@ -116,7 +117,8 @@ TEST(CudaKernels, AddRmsNormMatchesReference) {
 // the 16-byte kernel's grid has rows (65,535). Both kernels give every element the same bits.
 TEST(CudaKernels, SwigluMatchesReference) {
   HW_SKIP_WITHOUT_CUDA();
-  for (const auto& [T, ffn] : {std::pair{3u, 1000u}, {3u, 1001u}, {70000u, 8u}}) {
+  // 14,336: Llama-3.1-8B's ffn, 1,792 pieces of 8 over several blocks of the 16-byte kernel.
+  for (const auto& [T, ffn] : {std::pair{3u, 1000u}, {3u, 1001u}, {70000u, 8u}, {4u, 14336u}}) {
     SCOPED_TRACE("tokens " + std::to_string(T) + ", ffn " + std::to_string(ffn));
     const auto gu = random_bf16(size_t{T} * 2 * ffn, 4.0f, 5);
     Dev<__nv_bfloat16> d_gu(gu);
@@ -807,7 +809,9 @@ TEST(CudaKernels, OverlappedLaunchesGiveTheSameBitsAsPlainOnes) {
 // kernel, 352 sends m >= 3 to tensor cores.
 TEST(CudaKernels, GemvSwigluGivesTheBitsOfTheGemvThenSwiglu) {
   HW_SKIP_WITHOUT_CUDA();
-  for (const uint32_t ffn : {101u, 4100u}) {
+  // 101 and 4,100 send the unfused SwiGLU to its one-element kernel; 1,792 (a multiple of 8, as
+  // the models' ffn sizes are) to its 16-byte kernel, so the fused GEMV is compared with that too.
+  for (const uint32_t ffn : {101u, 1792u, 4100u}) {
     for (const uint32_t kk : {200u, 352u}) {
       SCOPED_TRACE("ffn = " + std::to_string(ffn) + ", k = " + std::to_string(kk));
       const auto w = random_bf16(size_t{2} * ffn * kk, 0.1f, 25);

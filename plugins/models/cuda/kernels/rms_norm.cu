@@ -49,10 +49,14 @@ __global__ void add_rms_norm_kernel(float* x, const __nv_bfloat16* add, const fl
 // keeps four loads in flight.
 constexpr uint32_t kMaxPieces = 4;
 
+// Launched with up to 1,024 threads (hidden 16,384): the bound makes ptxas keep a thread within
+// 64 registers (53 without it today), where an edit that took more would fail only at that size,
+// on a GPU, with "too many resources requested for launch".
 template <bool kOverlap>
-__global__ void add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, const float* add_bias,
-                                         const float* weight, const int32_t* rows, uint32_t hidden,
-                                         float eps, __nv_bfloat16* out) {
+__global__ void __launch_bounds__(1024)
+    add_rms_norm_vec4_kernel(float* x, const __nv_bfloat16* add, const float* add_bias,
+                             const float* weight, const int32_t* rows, uint32_t hidden, float eps,
+                             __nv_bfloat16* out) {
   __shared__ float scratch[32];
   const uint64_t src = rows != nullptr ? static_cast<uint64_t>(rows[blockIdx.x]) : blockIdx.x;
   const uint32_t pieces = hidden / 4;

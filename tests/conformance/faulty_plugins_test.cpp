@@ -49,6 +49,19 @@ TEST(FaultyPlugins, OverBudgetSchedulerFailsPlanValidity) {
             std::string::npos);
 }
 
+// A scheduler that preempts the request it just admitted, for ever (the engine's test plugin):
+// its steps never end in a token, and the engine stops it past its livelock bound with a message
+// the suite reports (before, only a trace's limit of 100,000 steps stopped it).
+TEST(FaultyPlugins, LivelockingSchedulerFailsPlanValidityAsALivelock) {
+  const auto r = headway::test::run_suite(
+      std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_livelocking_scheduler.so", "");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "scheduler.plans_valid", Outcome::kFail);
+  const std::string& message = headway::test::find_test(r, "scheduler.plans_valid")->message;
+  EXPECT_NE(message.find("scheduler 'test_livelocking' preempted "), std::string::npos) << message;
+  EXPECT_NE(message.find("(a livelock)"), std::string::npos) << message;
+}
+
 TEST(FaultyPlugins, StarvingSchedulerFailsOnlyStarvation) {
   const auto r = run_faulty("faulty_starving_scheduler.so");
   EXPECT_FALSE(r.conformant());

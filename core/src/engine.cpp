@@ -208,6 +208,8 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.arrival = in.arrival;
   r.admission_order = 0;
   r.preemptions = 0;
+  r.preemptions_without_token = 0;
+  r.token_step_seen = tokens_sampled_steps_;
   r.sampling = std::move(in.sampling);
   r.tokens = std::move(in.tokens);
   // Capacity for everything the request may hold, so that its steps never allocate.
@@ -348,6 +350,14 @@ void Engine::preempt(uint32_t slot) {
   r.computed_tokens = 0;
   r.state = HW_REQUEST_WAITING;
   ++r.preemptions;
+  if (r.token_step_seen != tokens_sampled_steps_) {
+    r.token_step_seen = tokens_sampled_steps_;
+    r.preemptions_without_token = 0;
+  }
+  if (++r.preemptions_without_token > livelock_bound() && livelocked_count_ == 0) {
+    livelocked_id_ = r.id;
+    livelocked_count_ = r.preemptions_without_token;
+  }
   if (!r.catching_up) ++catching_up_;
   r.catching_up = true;
   if (r.record != nullptr) ++r.record->preemptions;
@@ -459,7 +469,6 @@ bool Engine::step() {
     preempt(slot_of(plan.preempted[i]));
     detail_.preempted.push_back(plan.preempted[i]);
   }
-  preemptions_since_token_ += plan.preempted_count;
 
   // Cached prefixes first: the allocations below may evict idle cached blocks.
   detail_.prefix_queried_tokens = 0;
@@ -633,6 +642,7 @@ bool Engine::step() {
   const double end = clock_->now();
 
   const uint32_t eos = model_->info().eos_token;
+  bool sampled_any = false;
   for (size_t i = 0; i < model_slices_.size(); ++i) {
     const uint32_t slot = slice_slots_[i];
     Request& r = requests_[slot];
@@ -648,7 +658,7 @@ bool Engine::step() {
       continue;
     }
     const int32_t token = sampled_[i];
-    preemptions_since_token_ = 0;
+    sampled_any = true;
     if (r.catching_up) {  // recomputed what its preemption dropped: it decodes again
       --catching_up_;
       r.catching_up = false;
@@ -706,25 +716,17 @@ bool Engine::step() {
   counters_.decode_tokens += decode_tokens;
   counters_.busy_seconds += end - start;
   ++step_index_;
-  if (preemptions_since_token_ > livelock_bound()) throw livelock();
+  if (sampled_any) ++tokens_sampled_steps_;
+  if (livelocked_count_ > 0) throw livelock();
   return true;
 }
 
 Error Engine::livelock() const {
-  // The request preempted most often names the cycle (the usual livelock is one request
-  // readmitted and preempted again before it reaches its token).
-  const Request* most = nullptr;
-  for (const Request& r : requests_) {
-    if (r.in_use && (most == nullptr || r.preemptions > most->preemptions)) most = &r;
-  }
-  const std::string which =
-      most == nullptr ? std::string()
-                      : fmt::format(" (request {} {} times)", most->id, most->preemptions);
-  return Error(fmt::format("{}: scheduler '{}' preempted {} times{} without a token sampled on "
-                           "the engine by step {}: it keeps readmitting and preempting requests "
-                           "without progress (a livelock); the engine stops rather than run for "
-                           "ever",
-                           config_.name, scheduler_->name(), preemptions_since_token_, which,
+  return Error(fmt::format("{}: scheduler '{}' preempted request {} {} times without a token "
+                           "sampled on the engine meanwhile, by step {}: it keeps readmitting and "
+                           "preempting it without progress (a livelock); the engine stops rather "
+                           "than run for ever",
+                           config_.name, scheduler_->name(), livelocked_id_, livelocked_count_,
                            step_index_ - 1),
                HW_INTERNAL);
 }

@@ -208,8 +208,6 @@ TEST(PluginsFromToml, ALongRequestPreemptedOnTheDecodeEngineIsPrefilledThereOnce
   ASSERT_EQ(result.engines.size(), 2u);
   const EngineCounters& decode = result.engines[1];
   EXPECT_GT(decode.preemptions, 0u) << "the decode engine was meant to run out of KV blocks";
-  // Each recompute is of a whole context (at most max_model_len), once per preemption.
-  EXPECT_LE(decode.prefill_tokens, decode.preemptions * config.engines[1].max_model_len);
   uint32_t most = 0;
   for (const RequestRecord& r : result.records) most = std::max(most, r.preemptions);
   EXPECT_LE(most, 2u) << "a request was preempted " << most << " times";

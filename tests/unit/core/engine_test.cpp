@@ -684,8 +684,8 @@ TEST(Engine, ASchedulerDeclaringNoLimitsRuns) {
 }
 
 // A scheduler that admits a request and preempts it at the next step, for ever, takes steps
-// without end and samples nothing: past livelock_bound() preemptions the step says so, naming the
-// scheduler and the request it keeps preempting, instead of the simulator spinning for ever.
+// without end and samples nothing: past livelock_bound() preemptions of that request the step says
+// so, naming the scheduler and the request, instead of the simulator spinning for ever.
 TEST(Engine, ASchedulerThatPreemptsForEverWithoutATokenIsStoppedAsALivelock) {
   EngineSpec spec;
   spec.scheduler = HEADWAY_TEST_PLUGIN_DIR "/test_livelocking_scheduler.so";
@@ -702,8 +702,8 @@ TEST(Engine, ASchedulerThatPreemptsForEverWithoutATokenIsStoppedAsALivelock) {
     error = failure.what();
     EXPECT_EQ(failure.code(), HW_INTERNAL);
   }
-  EXPECT_THAT(error, HasSubstr("scheduler 'test_livelocking' preempted " +
-                               std::to_string(e->livelock_bound() + 1) + " times (request 0 "));
+  EXPECT_THAT(error, HasSubstr("scheduler 'test_livelocking' preempted request 0 " +
+                               std::to_string(e->livelock_bound() + 1) + " times without a token"));
   EXPECT_THAT(error, HasSubstr("livelock"));
   EXPECT_EQ(e->counters().preemptions, e->livelock_bound() + 1);
   EXPECT_EQ(records[0].output_tokens, 0u);

@@ -191,13 +191,13 @@ class Engine {
 
   // Runs one step. Returns false when there was nothing to schedule (no time passes then).
   // Throws Error when the scheduler fails or returns an invalid plan (which is not executed), and
-  // when its preemptions since a step last sampled a token pass livelock_bound(): the scheduler
-  // is taken to preempt and readmit for ever (the step itself was executed).
+  // when it has preempted one request more than livelock_bound() times since a step last sampled
+  // a token: it is taken to readmit and preempt for ever (the step itself was executed).
   bool step();
-  // 10,000 + max_model_len preemptions without a token sampled on the engine. A scheduler that
-  // makes progress samples a token once the request it favours has prefilled; until then each of
-  // that prefill's steps (at most max_model_len, one token each) may preempt a request readmitted
-  // meanwhile, and the 10,000 leave room for steps that preempt several.
+  // 10,000 + max_model_len preemptions of one request without a token sampled on the engine. A
+  // scheduler that makes progress samples a token once the request it favours has prefilled;
+  // until then each of that prefill's steps (at most max_model_len, one token each) may readmit
+  // and preempt another request once, and the 10,000 leave room to spare.
   uint64_t livelock_bound() const { return 10000 + uint64_t{max_model_len_}; }
 
   hw_engine_load load() const;
@@ -235,6 +235,10 @@ class Engine {
     double arrival = 0.0;
     uint64_t admission_order = 0;
     uint32_t preemptions = 0;
+    // Its preemptions since a step last sampled a token on this engine: valid while
+    // token_step_seen equals the engine's tokens_sampled_steps_ (livelock_bound()).
+    uint64_t preemptions_without_token = 0;
+    uint64_t token_step_seen = 0;
     SamplingParams sampling;
     std::vector<int32_t> tokens;  // prompt then outputs (only when the model reads ids)
     std::vector<uint32_t> blocks;
@@ -285,7 +289,7 @@ class Engine {
   // Takes a free slot (or a new one) for a request in `state`; fills and indexes it.
   uint32_t occupy_slot(IncomingTransfer in, int32_t state);
   uint32_t slot_of(uint64_t id) const;
-  // The error step() throws past livelock_bound(), naming the request preempted most.
+  // The error step() throws past livelock_bound(), naming the request.
   Error livelock() const;
   void push_waiting_front(const Request& r);
   // Queues a preempted request after the requests at the head that hold moved KV.
@@ -351,10 +355,16 @@ class Engine {
   // moved_kv_blocks "as_needed" no moved KV comes in meanwhile, or arrivals could take the blocks
   // their recomputes need and starve them.
   uint32_t catching_up_ = 0;
-  // Preemptions since a step last sampled a token here. A scheduler that preempts and readmits
-  // without any request ever reaching a token (a livelock) takes steps, so the simulator's and the
-  // serving loop's "planned nothing" check never sees it: past livelock_bound() the step throws.
-  uint64_t preemptions_since_token_ = 0;
+  // Steps that sampled a token so far. A scheduler that preempts and readmits a request without
+  // any request ever reaching a token (a livelock) takes steps, so the simulator's and the serving
+  // loop's "planned nothing" check never sees it: once a request has been preempted more than
+  // livelock_bound() times since a step last sampled a token, the step throws. Counted per
+  // request, not per engine: one step may preempt thousands of requests once each and still make
+  // progress (helper-188).
+  uint64_t tokens_sampled_steps_ = 0;
+  // The first request found past the bound (livelocked_count_ > 0), and its count then.
+  uint64_t livelocked_id_ = 0;
+  uint64_t livelocked_count_ = 0;
   uint64_t next_admission_ = 0;
   uint64_t step_index_ = 0;
 

@@ -53,7 +53,7 @@ constexpr uint32_t remaining_tokens(const hw_request_view& r) {
 // context finds no block for a later chunk, preempts itself (the newest running request) and
 // starts again from nothing, over and over until something else finishes. On a simulated decode
 // engine with moved_kv_blocks = "as_needed", that cycle recomputed 13.1M tokens, 99% of them
-// thrown away, where the request needed 128k (docs/performance.md).
+// thrown away: the eight recomputes that finished needed about 128k (docs/performance.md).
 constexpr bool may_readmit(const hw_request_view& r, uint32_t free_blocks, uint32_t running,
                            uint32_t block_size) {
   if (r.preemptions == 0) return true;

@@ -102,23 +102,31 @@ class LengthRouter final : public headway::sdk::Router {
                                              "\" on an [[engines]] table)");
       }
     }
+    // Every engine that does not fit is named at once, so that one fix of the deployment file
+    // is enough. Each pool is served by mixed engines; a prefill engine there would decode what it
+    // should hand on (a pool of prefill and decode engines is not a shape it routes).
+    std::string wrong_role;
+    std::string unlisted;
     for (const hw_engine_load& e : engines) {
-      // Each pool is served by mixed engines; a prefill engine there would decode what it should
-      // hand on (a pool of prefill and decode engines is not a shape it routes).
       if (e.role != HW_ENGINE_ROLE_MIXED) {
-        throw Error(HW_INVALID_ARGUMENT,
-                    "router 'length': engine " + std::to_string(e.engine_index) + " has role = \"" +
-                        (e.role == HW_ENGINE_ROLE_PREFILL ? "prefill" : "decode") +
-                        "\"; its pools are of mixed engines (leave role out)");
+        wrong_role += (wrong_role.empty() ? "" : ", ") + std::to_string(e.engine_index) +
+                      (e.role == HW_ENGINE_ROLE_PREFILL ? " (prefill)" : " (decode)");
       }
       bool known = false;
       for (const Pool& pool : pools_) known = known || headway::sdk::view(e.pool) == pool.name;
       if (!known) {
-        throw Error(HW_INVALID_ARGUMENT, "router 'length': engine " +
-                                             std::to_string(e.engine_index) + " is in pool '" +
-                                             std::string(headway::sdk::view(e.pool)) +
-                                             "', which the pools option does not list");
+        unlisted += (unlisted.empty() ? "" : ", ") + std::to_string(e.engine_index) + " (pool '" +
+                    std::string(headway::sdk::view(e.pool)) + "')";
       }
+    }
+    if (!wrong_role.empty()) {
+      throw Error(HW_INVALID_ARGUMENT,
+                  "router 'length': engines of a role other than mixed: " + wrong_role +
+                      "; its pools are of mixed engines (leave role out)");
+    }
+    if (!unlisted.empty()) {
+      throw Error(HW_INVALID_ARGUMENT,
+                  "router 'length': engines in a pool that `pools` does not list: " + unlisted);
     }
   }
 

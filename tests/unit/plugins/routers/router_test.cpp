@@ -726,7 +726,11 @@ TEST(LengthRouter, RefusesAPoolWithoutEnginesAndAnEngineInAnUnlistedPool) {
   engines.push_back(engine(4, HW_ENGINE_ROLE_MIXED, "medium"));
   e = error_of([&] { RouterHarness router(kLength, kShortLong, engines); });
   EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
-  EXPECT_THAT(e.what(), HasSubstr("engine 4 is in pool 'medium'"));
+  EXPECT_THAT(e.what(), HasSubstr("does not list: 4 (pool 'medium')"));
+  // Every such engine is named, not only the first.
+  engines.push_back(engine(5, HW_ENGINE_ROLE_MIXED, "tiny"));
+  e = error_of([&] { RouterHarness router(kLength, kShortLong, engines); });
+  EXPECT_THAT(e.what(), HasSubstr("does not list: 4 (pool 'medium'), 5 (pool 'tiny')"));
 
   // Engines without a pool at all (pool = ""), e.g. a deployment that forgot to set them.
   std::vector<hw_engine_load> unpooled = {engine(0), engine(1)};
@@ -743,10 +747,16 @@ TEST(LengthRouter, RefusesAPrefillOrDecodeEngineInAPool) {
     engines[2].role = role;
     Error e = error_of([&] { RouterHarness router(kLength, kShortLong, engines); });
     EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
-    EXPECT_THAT(e.what(), HasSubstr("engine 2 has role = \""));
-    EXPECT_THAT(e.what(), HasSubstr(role == HW_ENGINE_ROLE_PREFILL ? "prefill" : "decode"));
+    EXPECT_THAT(e.what(), HasSubstr(role == HW_ENGINE_ROLE_PREFILL ? "mixed: 2 (prefill)"
+                                                                   : "mixed: 2 (decode)"));
     EXPECT_THAT(e.what(), HasSubstr("pools are of mixed engines"));
   }
+  // Every engine of a wrong role is named at once, so that one edit of the file fixes them all.
+  std::vector<hw_engine_load> engines = short_long_engines();
+  engines[0].role = HW_ENGINE_ROLE_DECODE;
+  engines[2].role = HW_ENGINE_ROLE_PREFILL;
+  Error e = error_of([&] { RouterHarness router(kLength, kShortLong, engines); });
+  EXPECT_THAT(e.what(), HasSubstr("mixed: 0 (decode), 2 (prefill);"));
 }
 
 TEST(LengthRouter, APoolWhoseEnginesAllServeOneLengthClassServesIt) {

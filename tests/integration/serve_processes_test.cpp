@@ -1711,26 +1711,28 @@ TEST(ServeProcesses, APrefillRetriedOnTheDecodeProcessRunsThereWhole) {
   }
 }
 
-// Another checkpoint on the decode process whose KV blocks have the same bytes: it decoded on KV
-// of another model's layout without a word (helper-163). The stage says which model wrote it,
-// and the decode process prefills the request itself, naming both shapes.
-TEST(ServeProcesses, AStagedKvOfAnotherModelsShapeIsPrefilledThereInstead) {
+// Another checkpoint on the decode process whose KV blocks have the same bytes, and the same
+// vocabulary and tokenizer: it decoded on KV of another model's layout without a word
+// (helper-163), then prefilled each request there itself, answering from another model. The
+// router now refuses to start, naming both processes' shapes (the decode process's own check,
+// for a process that does not say its shape, is kv_stage_model_problem's, tested in
+// kv_stage_file_test and kv_stage_socket_test).
+TEST(ServeProcesses, ARouterRefusesADecodeProcessOfAnotherModelsShape) {
   TempDir dir("serve_processes_other_shape");
-  DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16, "", false,
-                                 EngineCheckpoints::kOtherShapeOnDecode);
-  const std::string text = greedy_text(cluster.router_port(), "The quick brown fox", false);
-  EXPECT_EQ(text.find("<failed"), std::string::npos) << text;
-  httplib::Client http("127.0.0.1", cluster.router_port());
-  const std::string metrics = metrics_of(http);
-  EXPECT_NE(metrics.find("headway_kv_transfers_total{engine=\"1\",pool=\"\"} 0"), std::string::npos)
-      << metrics;
-  EXPECT_EQ(headway::test::staged_kv_objects_of(cluster.prefill().pid()), 0u);
-  cluster.stop_all();
-  // Read once the process has exited: a reader thread writes its log until then.
-  EXPECT_NE(cluster.decode().log().find("it is the KV of a model of 2 layers x 2 KV heads x 16 "
-                                        "dims, this engine's model has 1 x 4 x 16"),
-            std::string::npos)
-      << cluster.decode().log();
+  try {
+    DisaggregatedProcesses cluster(dir.path, /*decode_block_size=*/16, "", false,
+                                   EngineCheckpoints::kOtherShapeOnDecode);
+    ADD_FAILURE() << "the router started:\n" << cluster.router().log();
+    cluster.stop_all();
+  } catch (const std::runtime_error& e) {
+    const std::string log = e.what();
+    EXPECT_NE(log.find("the engine processes serve different models: engine1 at "),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("and 1 layers x 4 KV heads x 16 dims; engine0 at "), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("and 2 layers x 2 KV heads x 16 dims"), std::string::npos) << log;
+  }
 }
 
 }  // namespace

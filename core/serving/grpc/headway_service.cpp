@@ -98,7 +98,7 @@ grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
   // Before submitting, on this call's own thread: the engine's driver only copies bytes that are
   // already on this host, it never waits for the network.
   if (input.kv_source && engine_process_) {
-    kv_stage_fetcher_.make_readable(*input.kv_source, context);
+    kv_stage_fetcher_.make_readable(*input.kv_source, service_.model_info(), context);
     // The router gave the request up while its KV was on the way: nothing to prefill or decode.
     if (context->IsCancelled()) return {grpc::StatusCode::CANCELLED, "the caller went away"};
   }

@@ -116,11 +116,22 @@ std::shared_ptr<std::vector<unsigned char>> counted_buffer(uint64_t bytes) {
 
 }  // namespace
 
-void KvStageFetcher::make_readable(KvStage& stage, const grpc::ServerContext* parent) {
+void KvStageFetcher::make_readable(KvStage& stage, const ModelSummary& model,
+                                   const grpc::ServerContext* parent) {
   // A name that is not a stage's is refused by the service, before anything is opened.
   if (!is_kv_stage_name(stage.shm_name)) return;
   if (stage.held) return;  // not in shared memory: the engine pulls it over a peer link
   if (!always_ && kv_stage_is_here(stage.shm_name)) return;
+  // Another model's KV: the engine checks the same and prefills the request instead, so its bytes
+  // would cross the network for nothing.
+  hw_model_info shape{};
+  shape.layers = model.layers;
+  shape.kv_heads = model.kv_heads;
+  shape.head_dim = model.head_dim;
+  if (std::string problem = kv_stage_model_problem(stage, shape); !problem.empty()) {
+    stage.unusable = std::move(problem);
+    return;
+  }
   if (stage.source_address.empty()) {
     stage.unusable = "it is not on this host and the request does not say where it is";
     return;

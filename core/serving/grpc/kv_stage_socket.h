@@ -15,6 +15,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <headway/serving/generation_service.h>
 #include <headway/serving/request_stream.h>
 #include <headway/v1/headway.grpc.pb.h>
 
@@ -58,9 +59,11 @@ class KvStageFetcher {
 
   // Makes `stage` (a kv_source) readable here: nothing to do when its object is on this host;
   // otherwise fetches its bytes from stage.source_address into stage.fetched, or sets
-  // stage.unusable to why it could not. The cancellation and deadline of `parent` (the call that
-  // carries the request; null in tests) carry over to the fetch: a caller that goes away stops it.
-  void make_readable(KvStage& stage, const grpc::ServerContext* parent);
+  // stage.unusable to why it could not. Nothing is fetched for the KV of a model of another shape
+  // than `model` (this process's) where both say theirs: the engine would refuse it. The
+  // cancellation and deadline of `parent` (the call that carries the request; null in tests) carry
+  // over to the fetch: a caller that goes away stops it.
+  void make_readable(KvStage& stage, const ModelSummary& model, const grpc::ServerContext* parent);
 
  private:
   // Reads the chunks into `bytes` (empty); sets stage.fetched to it, or stage.unusable.

@@ -262,6 +262,9 @@ void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& ou
   out.set_samples_on_device(!model.samples_on_host);
   out.set_ignores_token_ids(!model.reads_token_ids);
   out.set_reports_prompt_logprobs(model.reports_prompt_logprobs);
+  out.set_layers(model.layers);
+  out.set_kv_heads(model.kv_heads);
+  out.set_head_dim(model.head_dim);
 }
 
 void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out) {

@@ -66,7 +66,10 @@ bool EngineProcess::fetch_model(std::chrono::milliseconds deadline) {
                         response.tokenizer(),
                         !response.samples_on_device(),
                         !response.ignores_token_ids(),
-                        response.reports_prompt_logprobs()};
+                        response.reports_prompt_logprobs(),
+                        response.layers(),
+                        response.kv_heads(),
+                        response.head_dim()};
   return true;
 }
 

@@ -100,8 +100,20 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   return request;
 }
 
+// Same vocabulary and tokenizer, and the same KV shape where both processes say theirs: Llama 3.1
+// 8B and 70B share the first two, and a decode process cannot read the other's KV (it fetched
+// the bytes and then prefilled instead; a mixed process would answer from another model).
 bool same_model(const ModelSummary& a, const ModelSummary& b) {
-  return a.vocab == b.vocab && a.tokenizer == b.tokenizer;
+  const bool shapes_said = a.layers != 0 && b.layers != 0;
+  return a.vocab == b.vocab && a.tokenizer == b.tokenizer &&
+         (!shapes_said ||
+          (a.layers == b.layers && a.kv_heads == b.kv_heads && a.head_dim == b.head_dim));
+}
+
+// "a vocabulary of 128256 (bpe tokenizer) and 32 layers x 8 KV heads x 128 dims"
+std::string model_label(const ModelSummary& model) {
+  return fmt::format("a vocabulary of {} ({} tokenizer) and {}", model.vocab, model.tokenizer,
+                     kv_shape_label(model));
 }
 
 }  // namespace
@@ -292,6 +304,9 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   ModelSummary served;
   served.name = options.model_name;
   served.vocab = reference_model_.vocab;
+  served.layers = reference_model_.layers;  // its ModelInfo says the shape, as a process does
+  served.kv_heads = reference_model_.kv_heads;
+  served.head_dim = reference_model_.head_dim;
   // A router that places requests by length (ABI 1.7) admits up to the largest max_model_len of
   // the processes that answered and finish requests (a prefill process hands its requests on);
   // one that does not, up to the smallest, which any process holds. (Cluster does the same.)
@@ -379,11 +394,10 @@ void RemoteGenerationService::Impl::connect(const std::string& where,
       }
       if (!same_model(*model, reference_model_)) {
         throw core::Error(fmt::format(
-            "{}: the engine processes serve different models: engine{} at {} has a vocabulary "
-            "of {} ({} tokenizer), engine{} at {} one of {} ({})",
-            where, engine->index(), engine->address(), model->vocab, model->tokenizer,
-            reference->index(), reference->address(), reference_model_.vocab,
-            reference_model_.tokenizer));
+            "{}: the engine processes serve different models: engine{} at {} has {}; engine{} "
+            "at {} has {}",
+            where, engine->index(), engine->address(), model_label(*model), reference->index(),
+            reference->address(), model_label(reference_model_)));
       }
       // The poller logs transitions from here on; a process up at the start is one too.
       spdlog::info("engine{} at {} is up", engine->index(), engine->address());
@@ -469,9 +483,8 @@ void RemoteGenerationService::Impl::poll_once() {
     const bool up = engine.poll(deadline, [&](const ModelSummary& model) {
       warn_if_named_otherwise(engine, model);
       if (!same_model(model, reference_model_)) {
-        refused = fmt::format(
-            "serves a different model (vocabulary {}, {} tokenizer) than the others ({}, {})",
-            model.vocab, model.tokenizer, reference_model_.vocab, reference_model_.tokenizer);
+        refused = fmt::format("serves a different model ({}) than the others ({})",
+                              model_label(model), model_label(reference_model_));
       } else if (admission_ && !router_->reads_model_lengths() &&
                  model.max_model_len < admission_->model().max_model_len) {
         refused = fmt::format(

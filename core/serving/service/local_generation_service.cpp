@@ -170,13 +170,22 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   served.name = options.model_name;
   served.vocab = cluster_->engine(0).model_info().vocab;
   served.max_model_len = cluster_->admitted_max_model_len();
+  const hw_model_info& first = cluster_->engine(0).model_info();
+  bool one_shape = true;
   for (size_t e = 0; e < cluster_->size(); ++e) {
     const hw_model_info& info = cluster_->engine(e).model_info();
+    one_shape = one_shape && info.layers == first.layers && info.kv_heads == first.kv_heads &&
+                info.head_dim == first.head_dim;
     served.samples_on_host =
         served.samples_on_host && (info.returns_logits != 0 || info.returns_logits_on_request != 0);
     served.reads_token_ids = served.reads_token_ids && info.needs_token_ids != 0;
     served.reports_prompt_logprobs = served.reports_prompt_logprobs &&
                                      info.returns_prompt_logits != 0 && info.needs_token_ids != 0;
+  }
+  if (one_shape) {  // engine groups of other checkpoints (model_options) say none
+    served.layers = first.layers;
+    served.kv_heads = first.kv_heads;
+    served.head_dim = first.head_dim;
   }
   admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
 

@@ -20,8 +20,13 @@ TEST_F(InfoTest, HealthMirrorsTheService) {
 }
 
 TEST_F(InfoTest, ModelInfoMirrorsTheService) {
-  fake_.set_model(
-      {.name = "llama-tiny", .max_model_len = 2048, .vocab = 32000, .tokenizer = "bpe"});
+  fake_.set_model({.name = "llama-tiny",
+                   .max_model_len = 2048,
+                   .vocab = 32000,
+                   .tokenizer = "bpe",
+                   .layers = 32,
+                   .kv_heads = 8,
+                   .head_dim = 128});
   grpc::ClientContext context;
   v1::ModelInfoResponse model;
   ASSERT_TRUE(stub_->ModelInfo(&context, v1::ModelInfoRequest{}, &model).ok());
@@ -29,6 +34,10 @@ TEST_F(InfoTest, ModelInfoMirrorsTheService) {
   EXPECT_EQ(model.max_model_len(), 2048u);
   EXPECT_EQ(model.vocab(), 32000u);
   EXPECT_EQ(model.tokenizer(), "bpe");
+  // The KV shape, by which a router tells apart models of one vocabulary (8B and 70B).
+  EXPECT_EQ(model.layers(), 32u);
+  EXPECT_EQ(model.kv_heads(), 8u);
+  EXPECT_EQ(model.head_dim(), 128u);
   EXPECT_FALSE(model.samples_on_device());
   EXPECT_FALSE(model.ignores_token_ids());
 }

@@ -113,7 +113,7 @@ TEST_F(EngineProcessFrontend, AFetchedStageHasTheObjectsBytesAndTheObjectIsGone)
   StagedCache cache(/*blocks=*/12, /*block_bytes=*/kKvChunkBytes / 4 + 1000, /*staged=*/10);
   KvStage stage = cache.stage;
   stage.source_address = address();
-  KvStageFetcher(kKey, /*always=*/true).make_readable(stage, nullptr);
+  KvStageFetcher(kKey, /*always=*/true).make_readable(stage, ModelSummary{}, nullptr);
   EXPECT_EQ(stage.unusable, "");
   ASSERT_NE(stage.fetched, nullptr);
   EXPECT_EQ(*stage.fetched, cache.expected());
@@ -158,7 +158,7 @@ TEST_F(EngineProcessFrontend, AFailedFetchLeavesTheRequestToBePrefilledSayingWhy
   gone.source_address = address();
   discard_kv_stage(cache.name);
   KvStageFetcher fetcher(kKey, /*always=*/true);
-  fetcher.make_readable(gone, nullptr);
+  fetcher.make_readable(gone, ModelSummary{}, nullptr);
   EXPECT_EQ(gone.fetched, nullptr);
   EXPECT_THAT(gone.unusable, HasSubstr("no staged KV here"));
   EXPECT_THAT(gone.unusable, HasSubstr(address()));
@@ -166,23 +166,23 @@ TEST_F(EngineProcessFrontend, AFailedFetchLeavesTheRequestToBePrefilledSayingWhy
   StagedCache other(4, 4096, 3);
   KvStage wrong_key = other.stage;
   wrong_key.source_address = address();
-  KvStageFetcher("other-key", true).make_readable(wrong_key, nullptr);
+  KvStageFetcher("other-key", true).make_readable(wrong_key, ModelSummary{}, nullptr);
   EXPECT_THAT(wrong_key.unusable, HasSubstr("gRPC status 16"));  // UNAUTHENTICATED
   EXPECT_TRUE(kv_stage_is_here(other.name)) << "a refused caller must not remove it";
 
   KvStage nowhere = cache.stage;
   nowhere.source_address = "127.0.0.1:1";  // nobody listens there
-  fetcher.make_readable(nowhere, nullptr);
+  fetcher.make_readable(nowhere, ModelSummary{}, nullptr);
   EXPECT_THAT(nowhere.unusable, HasSubstr("127.0.0.1:1"));
 
   KvStage unlocated = cache.stage;
-  fetcher.make_readable(unlocated, nullptr);
+  fetcher.make_readable(unlocated, ModelSummary{}, nullptr);
   EXPECT_THAT(unlocated.unusable, HasSubstr("does not say where"));
 
   KvStage lying = other.stage;
   lying.source_address = address();
   lying.block_bytes = 2048;  // consistent numbers, but the object holds blocks of 4096
-  fetcher.make_readable(lying, nullptr);
+  fetcher.make_readable(lying, ModelSummary{}, nullptr);
   EXPECT_THAT(lying.unusable, HasSubstr("the stage says"));
 }
 
@@ -223,9 +223,58 @@ TEST_F(EngineProcessFrontend, AStageWhoseNumbersDisagreeIsNotFetched) {
   KvStage lying = cache.stage;
   lying.source_address = address();
   lying.computed_tokens = 100;  // 7 blocks of 16 tokens, not 3
-  KvStageFetcher(kKey, true).make_readable(lying, nullptr);
+  KvStageFetcher(kKey, true).make_readable(lying, ModelSummary{}, nullptr);
   EXPECT_THAT(lying.unusable, HasSubstr("cannot hold exactly 100 computed tokens"));
   EXPECT_TRUE(kv_stage_is_here(cache.name)) << "nothing was asked for";
+}
+
+// Another model's KV (Llama 3.1 8B and 70B share vocabulary and tokenizer) would be refused by
+// the engine after the fetch: it is not fetched at all, and the request is prefilled here saying
+// why. Where either side does not say its shape, the stage is fetched as before.
+TEST_F(EngineProcessFrontend, AnotherModelsStageIsNotFetched) {
+  StagedCache cache(4, 4096, 3);
+  KvStage other_model = cache.stage;
+  other_model.source_address = address();
+  other_model.layers = 80;
+  other_model.kv_heads = 8;
+  other_model.head_dim = 128;
+  ModelSummary here;
+  here.layers = 32;
+  here.kv_heads = 8;
+  here.head_dim = 128;
+  KvStageFetcher fetcher(kKey, /*always=*/true);
+  fetcher.make_readable(other_model, here, nullptr);
+  EXPECT_EQ(other_model.fetched, nullptr);
+  EXPECT_THAT(other_model.unusable, HasSubstr("a model of 80 layers x 8 KV heads x 128 dims"));
+  EXPECT_THAT(other_model.unusable, HasSubstr("this engine's model has 32 x 8 x 128"));
+  EXPECT_TRUE(kv_stage_is_here(cache.name)) << "nothing was asked for";
+
+  // Through Generate: the frontend hands the service its own model's shape.
+  fake_.set_model({.name = "m",
+                   .max_model_len = 64,
+                   .vocab = 256,
+                   .tokenizer = "byte",
+                   .layers = 32,
+                   .kv_heads = 8,
+                   .head_dim = 128});
+  v1::GenerateRequest request = token_request({72, 105});
+  grpc_frontend::to_proto(other_model, *request.mutable_kv_source());
+  request.add_generated_ids(33);
+  fake_.set_script({{1}, Finish::kLength, {}, {}});
+  const GenerateResult result = generate(request, kKey);
+  EXPECT_TRUE(result.status.ok()) << result.status.error_message();
+  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(1);
+  ASSERT_TRUE(inputs[0].kv_source.has_value());
+  EXPECT_EQ(inputs[0].kv_source->fetched, nullptr);
+  EXPECT_THAT(inputs[0].kv_source->unusable, HasSubstr("80 layers"));
+  EXPECT_TRUE(kv_stage_is_here(cache.name));
+
+  KvStage unsaid_here = other_model;
+  unsaid_here.unusable.clear();
+  fetcher.make_readable(unsaid_here, ModelSummary{}, nullptr);
+  EXPECT_EQ(unsaid_here.unusable, "");
+  ASSERT_NE(unsaid_here.fetched, nullptr);
+  EXPECT_EQ(*unsaid_here.fetched, cache.expected());
 }
 
 // A frontend that faces clients never hands out staged KV.

@@ -153,7 +153,17 @@ struct ModelSummary {
   // model returns a logits row per prompt position (hw_model_info.returns_prompt_logits) and reads
   // token ids. False: prompt_logprobs (and echo with logprobs) are refused.
   bool reports_prompt_logprobs = true;
+  // The shape of the model's KV (hw_model_info's layers, kv_heads and head_dim): two checkpoints
+  // with one vocabulary and tokenizer (Llama 3.1 8B and 70B) are not the same model, and one
+  // cannot decode on the other's KV. 0: not said (a process from before these fields, or engines
+  // in one process whose models differ).
+  uint32_t layers = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
 };
+
+// "32 layers x 8 KV heads x 128 dims", or "a KV shape it does not say" when `model` says none.
+std::string kv_shape_label(const ModelSummary& model);
 
 // EngineSummary::role for an hw_engine_role: the deployment file's name, but "both" for a mixed
 // engine (what the engine summaries have always said).

@@ -28,24 +28,6 @@ namespace {
 
 namespace kernels = models::cuda::kernels;
 
-class TempDir {
- public:
-  TempDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("headway_cuda_" + std::to_string(rd()) + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 models::cpu::TinyModelSpec spec() { return tiny_bf16_spec(); }
 
 class CudaModel : public ::testing::Test {

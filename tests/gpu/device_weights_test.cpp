@@ -10,7 +10,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <cstdint>
 #include <cstring>
@@ -83,25 +82,6 @@ std::vector<T> concat(std::vector<T> a, const std::vector<T>& b) {
   return a;
 }
 
-// A directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "headway_device_weights_XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 TEST(DeviceWeights, RandomWeightsAreEqualWhereRanksHoldTheSameTensor) {
   HW_SKIP_WITHOUT_CUDA();
   const LlamaConfig c = small_config();
@@ -130,7 +110,7 @@ TEST(DeviceWeights, RandomWeightsAreEqualWhereRanksHoldTheSameTensor) {
 // and down its columns; the biases of q, k and v its entries; everything else is whole.
 TEST(DeviceWeights, EachRankOfACheckpointHoldsItsSliceOfTheWholeModel) {
   HW_SKIP_WITHOUT_CUDA();
-  TempDir dir;
+  gpu_test::TempDir dir;
   cpu::TinyModelSpec spec = gpu_test::tiny_bf16_spec();
   spec.architecture = "qwen3";
   spec.attention_bias = true;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -45,6 +46,27 @@ inline bool gpu_required() {
     }                                                                      \
     if (!hw_reason.empty()) GTEST_SKIP() << hw_reason;                     \
   } while (0)
+
+// A fresh directory under the system temp dir (a checkpoint's), removed at destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("headway_cuda_" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 inline void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) {

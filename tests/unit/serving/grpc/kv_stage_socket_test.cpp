@@ -106,6 +106,24 @@ class EngineProcessFrontend : public FrontendFixture {
     return options;
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(frontend_->port()); }
+
+  // Sends a Generate whose kv_source is `stage`, to be fetched from this frontend; returns the
+  // kv_source the service was given (fetched or not).
+  KvStage submitted_stage(const KvStage& stage) {
+    v1::GenerateRequest request = token_request({72, 105});
+    grpc_frontend::to_proto(stage, *request.mutable_kv_source());
+    request.mutable_kv_source()->set_source_address(address());
+    request.add_generated_ids(33);
+    fake_.set_script({{1}, Finish::kLength, {}, {}});
+    const GenerateResult result = generate(request, kKey);
+    EXPECT_TRUE(result.status.ok()) << result.status.error_message();
+    const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(1);
+    if (!inputs[0].kv_source.has_value()) {
+      ADD_FAILURE() << "submitted without its kv_source";
+      return {};
+    }
+    return *inputs[0].kv_source;
+  }
 };
 
 TEST_F(EngineProcessFrontend, AFetchedStageHasTheObjectsBytesAndTheObjectIsGone) {
@@ -138,18 +156,10 @@ TEST_F(EngineProcessFrontend, AFetchedStageHasTheObjectsBytesAndTheObjectIsGone)
 
 TEST_F(EngineProcessFrontend, GenerateFetchesTheStageBeforeItSubmits) {
   StagedCache cache(4, 4096, 3);
-  v1::GenerateRequest request = token_request({72, 105});
-  grpc_frontend::to_proto(cache.stage, *request.mutable_kv_source());
-  request.mutable_kv_source()->set_source_address(address());
-  request.add_generated_ids(33);
-  fake_.set_script({{1}, Finish::kLength, {}, {}});
-  const GenerateResult result = generate(request, kKey);
-  EXPECT_TRUE(result.status.ok()) << result.status.error_message();
-  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(1);
-  ASSERT_TRUE(inputs[0].kv_source.has_value());
-  EXPECT_EQ(inputs[0].kv_source->unusable, "");
-  ASSERT_NE(inputs[0].kv_source->fetched, nullptr);
-  EXPECT_EQ(*inputs[0].kv_source->fetched, cache.expected());
+  const KvStage submitted = submitted_stage(cache.stage);
+  EXPECT_EQ(submitted.unusable, "");
+  ASSERT_NE(submitted.fetched, nullptr);
+  EXPECT_EQ(*submitted.fetched, cache.expected());
 }
 
 TEST_F(EngineProcessFrontend, AFailedFetchLeavesTheRequestToBePrefilledSayingWhy) {
@@ -257,16 +267,9 @@ TEST_F(EngineProcessFrontend, AnotherModelsStageIsNotFetched) {
                    .layers = 32,
                    .kv_heads = 8,
                    .head_dim = 128});
-  v1::GenerateRequest request = token_request({72, 105});
-  grpc_frontend::to_proto(other_model, *request.mutable_kv_source());
-  request.add_generated_ids(33);
-  fake_.set_script({{1}, Finish::kLength, {}, {}});
-  const GenerateResult result = generate(request, kKey);
-  EXPECT_TRUE(result.status.ok()) << result.status.error_message();
-  const std::vector<GenerateInput> inputs = fake_.wait_for_submitted(1);
-  ASSERT_TRUE(inputs[0].kv_source.has_value());
-  EXPECT_EQ(inputs[0].kv_source->fetched, nullptr);
-  EXPECT_THAT(inputs[0].kv_source->unusable, HasSubstr("80 layers"));
+  const KvStage submitted = submitted_stage(other_model);
+  EXPECT_EQ(submitted.fetched, nullptr);
+  EXPECT_THAT(submitted.unusable, HasSubstr("80 layers"));
   EXPECT_TRUE(kv_stage_is_here(cache.name));
 
   KvStage unsaid_here = other_model;

@@ -441,12 +441,11 @@ TEST(ServeCli, ABusyPortIsRefusedBeforeTheServiceStarts) {
   EXPECT_EQ(serve.log().find("no engine process answered"), std::string::npos) << serve.log();
 }
 
-// An engine process serving its own checkpoint `name` (the tiny shape with `vocab` tokens) on an
-// ephemeral gRPC port; returns the process and sets `address`.
+// An engine process serving its own checkpoint `name` (of `spec`) on an ephemeral gRPC port;
+// returns the process and sets `address`.
 std::unique_ptr<ServeProcess> engine_process_of(const fs::path& dir, const std::string& name,
-                                                uint32_t vocab, std::string& address) {
-  models::cpu::TinyModelSpec spec = tiny_test_spec();
-  spec.vocab = vocab;
+                                                const models::cpu::TinyModelSpec& spec,
+                                                std::string& address) {
   models::cpu::write_tiny_checkpoint(spec, dir / name);
   const fs::path config = dir / (name + ".toml");
   std::ofstream(config) << "name = \"engine-" << name << "\"\n[model]\nplugin = \"cpu\"\n"
@@ -460,6 +459,14 @@ std::unique_ptr<ServeProcess> engine_process_of(const fs::path& dir, const std::
   engine->keep_reading();
   address = "127.0.0.1:" + *port;
   return engine;
+}
+
+// The same, of the tiny shape with `vocab` tokens.
+std::unique_ptr<ServeProcess> engine_process_of(const fs::path& dir, const std::string& name,
+                                                uint32_t vocab, std::string& address) {
+  models::cpu::TinyModelSpec spec = tiny_test_spec();
+  spec.vocab = vocab;
+  return engine_process_of(dir, name, spec, address);
 }
 
 // A router checks its engine processes against its own checkpoint ([model] path), not against
@@ -499,6 +506,34 @@ TEST(ServeCli, ARouterChecksItsEngineProcessesAgainstItsOwnCheckpoint) {
       std::string::npos)
       << router.log();
   EXPECT_EQ(renamed->stop(SIGTERM), 0) << renamed->log();
+}
+
+// Two mixed engine processes of one vocabulary and tokenizer but another KV shape (as Llama 3.1 8B
+// and 70B): no KV moves between them, so the router serves, warning that answers depend on the
+// process. (Prefill and decode processes of two shapes are refused: ServeProcesses.
+// ARouterRefusesADecodeProcessOfAnotherModelsShape.)
+TEST(ServeCli, ARouterWarnsOfMixedEngineProcessesOfAnotherModelsShape) {
+  TempDir dir;
+  std::string tiny_address, other_address;
+  auto tiny = engine_process_of(dir.path, "tiny", tiny_test_spec(), tiny_address);
+  models::cpu::TinyModelSpec other_spec = tiny_test_spec();
+  other_spec.layers = 1;
+  other_spec.kv_heads = 4;
+  auto other = engine_process_of(dir.path, "tiny_other", other_spec, other_address);
+  ServeProcess router(write_tiny_deployment(
+      dir.path, "router",
+      "[[engines]]\naddress = \"" + tiny_address + "\"\n[[engines]]\naddress = \"" + other_address +
+          "\"\n[server]\nrole = \"router\"\nhttp_port = 0\ngrpc_port = 0\n"
+          "engine_connect_timeout_s = 30\n"));
+  EXPECT_TRUE(router.wait_for_line(std::regex("(HTTP listening)")).has_value()) << router.log();
+  EXPECT_EQ(router.stop(SIGTERM), 0) << router.log();
+  EXPECT_NE(router.log().find("engine1 at " + other_address +
+                              " serves a model of 1 layers x 4 KV heads x 16 dims, the first "
+                              "process that answered one of 2 layers x 2 KV heads x 16 dims"),
+            std::string::npos)
+      << router.log();
+  EXPECT_EQ(tiny->stop(SIGTERM), 0) << tiny->log();
+  EXPECT_EQ(other->stop(SIGTERM), 0) << other->log();
 }
 
 }  // namespace

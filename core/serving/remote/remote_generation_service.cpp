@@ -100,14 +100,14 @@ v1::GenerateRequest upstream_request(const std::string& id, const AdmittedReques
   return request;
 }
 
-// Same vocabulary and tokenizer, and the same KV shape where both processes say theirs: Llama 3.1
-// 8B and 70B share the first two, and a decode process cannot read the other's KV (it fetched
-// the bytes and then prefilled instead; a mixed process would answer from another model).
 bool same_model(const ModelSummary& a, const ModelSummary& b) {
-  const bool shapes_said = a.layers != 0 && b.layers != 0;
-  return a.vocab == b.vocab && a.tokenizer == b.tokenizer &&
-         (!shapes_said ||
-          (a.layers == b.layers && a.kv_heads == b.kv_heads && a.head_dim == b.head_dim));
+  return a.vocab == b.vocab && a.tokenizer == b.tokenizer;
+}
+
+// The same KV shape, or one of them does not say its shape (a process of an older build).
+bool same_kv_shape(const ModelSummary& a, const ModelSummary& b) {
+  return a.layers == 0 || b.layers == 0 ||
+         (a.layers == b.layers && a.kv_heads == b.kv_heads && a.head_dim == b.head_dim);
 }
 
 // "a vocabulary of 128256 (bpe tokenizer) and 32 layers x 8 KV heads x 128 dims"
@@ -186,6 +186,12 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   void give_up_calls_to(uint32_t engine);
   // Warns once per engine process (and name) that serves under another name than the router.
   void warn_if_named_otherwise(const EngineProcess& engine, const ModelSummary& model);
+  // Why `engine`, serving `model`, is refused for its KV shape; empty when it is not. Llama 3.1 8B
+  // and 70B share vocabulary and tokenizer (same_model), but one cannot decode on the other's KV:
+  // prefill and decode processes must all have the shape of the first of them that said one (it
+  // becomes the reference). A mixed process of another shape than the first process's moves no
+  // KV; it is warned about (its answers come from another model), as a name is.
+  std::string kv_shape_refusal(const EngineProcess& engine, const ModelSummary& model);
   ServiceError rejected(Rejection why, ServiceError error) {
     metrics_.rejected(why);
     return error;
@@ -210,6 +216,11 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::string own_name_;
   bool own_checkpoint_ = false;
   std::vector<std::string> warned_name_;  // per engine process: the name last warned about
+  // The KV shape of the prefill and decode processes, from the first of them that said one, and
+  // which process that was ("engine0 at host:port"; empty until then).
+  ModelSummary kv_reference_model_;
+  std::string kv_reference_name_;
+  std::vector<bool> warned_shape_;  // per engine process: its shape was warned about
   std::unique_ptr<RequestAdmission> admission_;
   // Before the router: its host services send its metrics here until it is gone.
   mutable ServingMetrics metrics_;
@@ -272,6 +283,7 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   own_vocab_ = checkpoint_vocab_size(deployment);
   own_name_ = options.model_name.empty() ? default_model_name(deployment) : options.model_name;
   warned_name_.assign(engines_.size(), std::string());
+  warned_shape_.assign(engines_.size(), false);
   connect(where, options);
 
   loads_.resize(engines_.size());
@@ -353,6 +365,30 @@ void RemoteGenerationService::Impl::warn_if_named_otherwise(const EngineProcess&
       engine.index(), engine.address(), model.name, own_name_);
 }
 
+std::string RemoteGenerationService::Impl::kv_shape_refusal(const EngineProcess& engine,
+                                                            const ModelSummary& model) {
+  if (model.layers == 0) return {};
+  if (engine.role() != HW_ENGINE_ROLE_MIXED) {
+    if (kv_reference_name_.empty()) {
+      kv_reference_model_ = model;
+      kv_reference_name_ = fmt::format("engine{} at {}", engine.index(), engine.address());
+    }
+    if (same_kv_shape(model, kv_reference_model_)) return {};
+    return fmt::format(
+        "has a model of {} and {} one of {}: KV moves between the prefill and decode processes, "
+        "so they must serve one model",
+        kv_shape_label(model), kv_reference_name_, kv_shape_label(kv_reference_model_));
+  }
+  if (warned_shape_[engine.index()] || same_kv_shape(model, reference_model_)) return {};
+  warned_shape_[engine.index()] = true;
+  spdlog::warn(
+      "engine{} at {} serves a model of {}, the first process that answered one of {}: each "
+      "request's answer depends on the process that serves it; check that they read the same "
+      "checkpoint",
+      engine.index(), engine.address(), kv_shape_label(model), kv_shape_label(reference_model_));
+  return {};
+}
+
 void RemoteGenerationService::Impl::connect(const std::string& where,
                                             const RemoteServiceOptions& options) {
   const double timeout_s = options.connect_timeout_s;
@@ -398,6 +434,10 @@ void RemoteGenerationService::Impl::connect(const std::string& where,
             "at {} has {}",
             where, engine->index(), engine->address(), model_label(*model), reference->index(),
             reference->address(), model_label(reference_model_)));
+      }
+      if (std::string refusal = kv_shape_refusal(*engine, *model); !refusal.empty()) {
+        throw core::Error(fmt::format("{}: engine{} at {} {}", where, engine->index(),
+                                      engine->address(), refusal));
       }
       // The poller logs transitions from here on; a process up at the start is one too.
       spdlog::info("engine{} at {} is up", engine->index(), engine->address());
@@ -485,6 +525,8 @@ void RemoteGenerationService::Impl::poll_once() {
       if (!same_model(model, reference_model_)) {
         refused = fmt::format("serves a different model ({}) than the others ({})",
                               model_label(model), model_label(reference_model_));
+      } else if (std::string shape = kv_shape_refusal(engine, model); !shape.empty()) {
+        refused = std::move(shape);
       } else if (admission_ && !router_->reads_model_lengths() &&
                  model.max_model_len < admission_->model().max_model_len) {
         refused = fmt::format(

@@ -19,7 +19,9 @@ int http_status_of(ErrorCode code) {
 }
 
 ApiError api_error_of(const ServiceError& error) {
-  return ApiError(http_status_of(error.code()), error.what(), error.param());
+  ApiError api(http_status_of(error.code()), error.what(), error.param());
+  if (!error.openai_code().empty()) api.with_code(error.openai_code());
+  return api;
 }
 
 const char* error_type_of(int status) {

@@ -61,7 +61,10 @@ nlohmann::ordered_json function_call_item_json(const std::string& id, const Tool
 
 nlohmann::ordered_json responses_usage_json(const Usage& usage, uint32_t reasoning_tokens) {
   return {{"input_tokens", usage.prompt_tokens},
-          {"input_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}},
+          // cache_write_tokens: OpenAI's explicit cache writes, which Headway has none of; the
+          // SDK's types require the field (docs/serving_http.md).
+          {"input_tokens_details",
+           {{"cached_tokens", usage.cached_prompt_tokens}, {"cache_write_tokens", 0}}},
           {"output_tokens", usage.completion_tokens},
           {"output_tokens_details", {{"reasoning_tokens", reasoning_tokens}}},
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens}};

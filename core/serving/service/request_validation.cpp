@@ -236,19 +236,26 @@ void validate_length(uint32_t prompt_tokens, uint32_t max_tokens, uint32_t max_m
                      const char* prompt_field, std::string_view max_tokens_field) {
   // A prompt that fills the context alone is the prompt's fault, whatever max_tokens says (and a
   // chat request without max_tokens never chose one).
+  // OpenAI's code for both, which clients (and agent frameworks trimming a conversation) test.
+  const char* kTooLong = "context_length_exceeded";
   if (prompt_tokens >= max_model_len) {
-    invalid(fmt::format("the prompt is {} tokens and this model's maximum context length is {} "
-                        "tokens, which leaves no room for a completion; shorten the prompt",
-                        prompt_tokens, max_model_len),
-            prompt_field);
+    throw ServiceError(
+        ErrorCode::kInvalidArgument,
+        fmt::format("the prompt is {} tokens and this model's maximum context length is {} "
+                    "tokens, which leaves no room for a completion; shorten the prompt",
+                    prompt_tokens, max_model_len),
+        prompt_field)
+        .with_openai_code(kTooLong);
   }
   if (static_cast<uint64_t>(prompt_tokens) + max_tokens > max_model_len) {
-    invalid(fmt::format("this model's maximum context length is {} tokens, but {} were requested "
-                        "({} in the prompt, {} for the completion); reduce the prompt or "
-                        "{}",
-                        max_model_len, static_cast<uint64_t>(prompt_tokens) + max_tokens,
-                        prompt_tokens, max_tokens, max_tokens_field),
-            std::string(max_tokens_field));
+    throw ServiceError(ErrorCode::kInvalidArgument,
+                       fmt::format("this model's maximum context length is {} tokens, but {} were "
+                                   "requested ({} in the prompt, {} for the completion); reduce "
+                                   "the prompt or {}",
+                                   max_model_len, static_cast<uint64_t>(prompt_tokens) + max_tokens,
+                                   prompt_tokens, max_tokens, max_tokens_field),
+                       std::string(max_tokens_field))
+        .with_openai_code(kTooLong);
   }
 }
 

@@ -121,6 +121,17 @@ TEST_P(ServiceErrorMapping, MapsToTheHttpStatus) {
     // A full queue says when to retry (the OpenAI SDKs read it); no other refusal does.
     EXPECT_EQ(result->get_header_value("Retry-After"), failure.status == 429 ? "1" : "");
   }
+  // Where OpenAI's code string is what clients test, it replaces the number (both ways of
+  // answering: the whole body and a stream's error).
+  service_.fail_submits_with(
+      ServiceError(failure.code, "refused by the fake", "prompt").with_openai_code("some_code"));
+  for (const char* stream : {"false", "true"}) {
+    auto result =
+        post_json("/v1/completions", std::string(R"({"prompt": "x", "stream": )") + stream + "}");
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, failure.status);
+    EXPECT_EQ(error_of(result->body)["code"], "some_code");
+  }
   service_.fail_submits_with(std::nullopt);
   auto good = post_json("/v1/completions", R"({"prompt": "x"})");
   ASSERT_TRUE(good);

@@ -142,6 +142,8 @@ TEST_F(HttpResponsesTest, AWholeAnswerIsAResponseOfItems) {
   EXPECT_EQ(usage["input_tokens"], FakeGenerationService::kPromptTokens);
   EXPECT_EQ(usage["input_tokens_details"]["cached_tokens"],
             FakeGenerationService::kCachedPromptTokens);
+  // Required by the openai SDK's types (InputTokensDetails.cache_write_tokens: int).
+  EXPECT_EQ(usage["input_tokens_details"]["cache_write_tokens"], 0);
   const size_t generated = ("<think>Look it up.</think>\n\nChecking." + kCall).size();
   EXPECT_EQ(usage["output_tokens"], generated);
   EXPECT_EQ(usage["total_tokens"], generated + FakeGenerationService::kPromptTokens);

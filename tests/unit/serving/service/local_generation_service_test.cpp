@@ -1308,6 +1308,14 @@ TEST_F(ServiceTest, ARequestOnlyTheLongerEngineHoldsIsAdmittedAndServedThere) {
     EXPECT_NE(std::string(e.what()).find("maximum context length is 1024 tokens"),
               std::string::npos)
         << e.what();
+    EXPECT_EQ(e.openai_code(), "context_length_exceeded");  // OpenAI's, which clients test
+  }
+  try {
+    service.submit(text_request(std::string(1100, 'x'), 1));
+    ADD_FAILURE() << "admitted a prompt longer than every engine's max_model_len";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.param(), "prompt");
+    EXPECT_EQ(e.openai_code(), "context_length_exceeded");
   }
 }
 

@@ -27,10 +27,18 @@ class ServiceError : public std::runtime_error {
       : std::runtime_error(message), code_(code), param_(std::move(param)) {}
   ErrorCode code() const noexcept { return code_; }
   const std::string& param() const noexcept { return param_; }
+  // OpenAI's code string where clients branch on it ("context_length_exceeded"); empty for the
+  // others, whose HTTP body carries the status number as vLLM's does. Not carried over gRPC.
+  const std::string& openai_code() const noexcept { return openai_code_; }
+  ServiceError& with_openai_code(std::string code) {
+    openai_code_ = std::move(code);
+    return *this;
+  }
 
  private:
   ErrorCode code_;
   std::string param_;
+  std::string openai_code_;
 };
 
 }  // namespace headway::serving

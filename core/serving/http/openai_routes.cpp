@@ -889,6 +889,9 @@ std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiR
         try {
           streams.push_back(service_.submit(std::move(input)));
         } catch (const ServiceError& e) {
+          if (e.code() == ErrorCode::kResourceExhausted) {
+            refuse_choices_no_queues_hold(parsed, (parsed.more_prompts.size() + 1) * parsed.n);
+          }
           // In a batch, a refusal about the prompt names which one: "prompt[2]: ...", and a
           // message that starts with its field ("prompt[0]: token id ...", the id's place) names
           // it within that prompt ("prompt[2][0]: token id ...").
@@ -900,7 +903,8 @@ std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiR
                              what.starts_with(e.param())
                                  ? param + std::string(what.substr(e.param().size()))
                                  : which + ": " + std::string(what),
-                             param);
+                             param)
+              .with_openai_code(e.openai_code());
         }
       }
     }
@@ -909,6 +913,29 @@ std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiR
     throw;
   }
   return streams;
+}
+
+void OpenAiRoutes::refuse_choices_no_queues_hold(const OpenAiRequest& parsed,
+                                                 size_t choices) const {
+  // Each choice is a request of its own, and they are submitted back to back, before any engine
+  // step could take one out of its waiting queue.
+  uint64_t places = 0;
+  for (const EngineSummary& engine : service_.cluster_info().engines) {
+    if (engine.max_waiting == 0) return;  // unbounded, or not reported
+    places += engine.max_waiting;
+  }
+  if (places == 0 || choices <= places) return;
+  const bool by_n = parsed.n > 1;
+  throw invalid_field(
+      by_n ? "n" : "prompt",
+      fmt::format("{} choices ({}) wait to be admitted at once, and the engines' waiting queues "
+                  "hold {} requests in all ([[engines]] max_waiting): they can never all be "
+                  "admitted; ask for fewer",
+                  choices,
+                  parsed.more_prompts.empty() ? "n = " + std::to_string(parsed.n)
+                                              : std::to_string(parsed.more_prompts.size() + 1) +
+                                                    " prompts x n = " + std::to_string(parsed.n),
+                  places));
 }
 
 void OpenAiRoutes::models(const httplib::Request& request, httplib::Response& response) {

@@ -84,6 +84,11 @@ class OpenAiRoutes {
                    std::unique_ptr<SseResponder> responder, InFlightRequests::Ticket ticket);
   // Submits the request, or one per choice (n > 1); a refused choice aborts those submitted.
   std::vector<std::shared_ptr<RequestStream>> submit_choices(OpenAiRequest parsed);
+  // After a choice was refused for a full queue: throws a 400 naming `n` (or the prompts) when
+  // the request's choices outnumber the places of every engine's waiting queue together, so that
+  // no retry could ever be admitted (a 429 would send the client back for ever). Returns when
+  // some queue is unbounded, or the choices would fit empty queues.
+  void refuse_choices_no_queues_hold(const OpenAiRequest& parsed, size_t choices) const;
   void models(const httplib::Request& request, httplib::Response& response);
   // vLLM's /tokenize and /detokenize.
   void tokenize(const httplib::Request& request, httplib::Response& response);

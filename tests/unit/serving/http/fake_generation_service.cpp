@@ -140,6 +140,11 @@ void FakeGenerationService::set_metrics(std::string text) {
   metrics_ = std::move(text);
 }
 
+void FakeGenerationService::set_cluster(ClusterSummary cluster) {
+  std::lock_guard lock(mutex_);
+  cluster_ = std::move(cluster);
+}
+
 void FakeGenerationService::push(const std::string& id, int count) {
   std::lock_guard lock(mutex_);
   auto it = held_.find(id);
@@ -299,7 +304,10 @@ void FakeGenerationService::set_reports_prompt_logprobs(bool reports) {
   reports_prompt_logprobs_ = reports;
 }
 
-ClusterSummary FakeGenerationService::cluster_info() const { return {}; }
+ClusterSummary FakeGenerationService::cluster_info() const {
+  std::lock_guard lock(mutex_);
+  return cluster_;
+}
 
 ServiceTotals FakeGenerationService::totals() const { return {}; }  // the fake counts nothing
 

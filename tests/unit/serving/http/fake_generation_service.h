@@ -45,6 +45,7 @@ class FakeGenerationService : public GenerationService {
   // Held streams start unadmitted, as a router's do, until admit() or refuse().
   void set_admission_pending(bool pending);
   void fail_submits_with(std::optional<ServiceError> error);
+  void set_cluster(ClusterSummary cluster);  // what cluster_info() says (empty by default)
   void set_serving(bool serving);
   void set_metrics(std::string text);
   // What model_info() says of prompt_logprobs (the fake pushes them whatever it says).
@@ -108,6 +109,7 @@ class FakeGenerationService : public GenerationService {
   std::optional<ServiceError> submit_error_;
   bool serving_ = true;
   std::string metrics_ = "# TYPE headway_requests_total counter\nheadway_requests_total 3\n";
+  ClusterSummary cluster_;
   std::vector<GenerateInput> submitted_;
   mutable std::vector<GenerateInput> tokenized_;
   std::vector<std::string> aborted_;

@@ -138,6 +138,45 @@ TEST_P(ServiceErrorMapping, MapsToTheHttpStatus) {
   EXPECT_EQ(good->status, 200);
 }
 
+// Each of n choices is a request of its own, and all wait at once: with more of them than the
+// engines' waiting queues hold together, no retry could ever be admitted, so a full queue is the
+// request's fault (400 naming n), not a 429 that the OpenAI SDKs retry. Where they would fit
+// empty queues, or a queue is unbounded, the refusal stays a 429.
+TEST_F(HttpFrontendTest, MoreChoicesThanTheWaitingQueuesHoldAreA400NamingN) {
+  ClusterSummary cluster;
+  cluster.engines = {EngineSummary{.index = 0, .max_waiting = 2},
+                     EngineSummary{.index = 1, .max_waiting = 2}};
+  service_.set_cluster(cluster);
+  service_.fail_submits_with(
+      ServiceError(ErrorCode::kResourceExhausted, "engine0's waiting queue is full"));
+  auto refused = post_json("/v1/completions", R"({"prompt": "x", "n": 5})");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  json error = error_of(refused->body);
+  EXPECT_EQ(error["param"], "n");
+  EXPECT_NE(error["message"].get<std::string>().find(
+                "5 choices (n = 5) wait to be admitted at once, and the engines' waiting queues "
+                "hold 4 requests in all"),
+            std::string::npos)
+      << error;
+  // Two prompts of n = 3: six choices.
+  refused = post_json("/v1/completions", R"({"prompt": ["x", "y"], "n": 3})");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  EXPECT_NE(error_of(refused->body)["message"].get<std::string>().find("6 choices (2 prompts x n"),
+            std::string::npos)
+      << refused->body;
+
+  auto fits = post_json("/v1/completions", R"({"prompt": "x", "n": 4})");
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 429);
+  cluster.engines[1].max_waiting = 0;  // unbounded
+  service_.set_cluster(cluster);
+  auto unbounded = post_json("/v1/completions", R"({"prompt": "x", "n": 5})");
+  ASSERT_TRUE(unbounded);
+  EXPECT_EQ(unbounded->status, 429);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Codes, ServiceErrorMapping,
     ::testing::Values(ServiceFailure{ErrorCode::kInvalidArgument, 400, "invalid_request_error"},
@@ -145,6 +184,18 @@ INSTANTIATE_TEST_SUITE_P(
                       ServiceFailure{ErrorCode::kResourceExhausted, 429, "rate_limit_error"},
                       ServiceFailure{ErrorCode::kUnavailable, 503, "service_unavailable_error"},
                       ServiceFailure{ErrorCode::kInternal, 500, "server_error"}));
+
+// A batch's refusal names the prompt ("prompt[0]") and keeps OpenAI's code string.
+TEST_F(HttpFrontendTest, ABatchsRefusalKeepsItsOpenAiCode) {
+  service_.fail_submits_with(ServiceError(ErrorCode::kInvalidArgument, "too long", "prompt")
+                                 .with_openai_code("context_length_exceeded"));
+  auto refused = post_json("/v1/completions", R"({"prompt": ["x", "y"]})");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400);
+  const json error = error_of(refused->body);
+  EXPECT_EQ(error["param"], "prompt[0]");
+  EXPECT_EQ(error["code"], "context_length_exceeded");
+}
 
 TEST_F(HttpFrontendTest, UnknownModelIs404) {
   auto result = post_json("/v1/completions", R"({"prompt": "x", "model": "gpt-9"})");

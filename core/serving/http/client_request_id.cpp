@@ -37,6 +37,11 @@ void echo_request_id(const httplib::Request& request, httplib::Response& respons
   }
 }
 
+void name_answer_in_header(const httplib::Request& request, httplib::Response& response,
+                           const std::string& id) {
+  if (!request.has_header("X-Request-Id")) response.set_header("X-Request-Id", id);
+}
+
 std::string service_request_id(const std::string& answer_id) {
   return random_request_id(answer_id + "#");
 }

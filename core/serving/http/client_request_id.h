@@ -42,6 +42,13 @@ std::optional<std::string> header_request_id(const httplib::Request& request);
 // answer, errors included, as vLLM's middleware sends it.
 void echo_request_id(const httplib::Request& request, httplib::Response& response);
 
+// Sets the X-Request-Id header of `response` to the answer's `id` when the request brought no
+// header of its own: OpenAI's API always sends one, and the OpenAI SDKs show it as `_request_id`
+// (in their errors and logs too). The answer's id is what the service's logs carry at the start
+// of the request's id.
+void name_answer_in_header(const httplib::Request& request, httplib::Response& response,
+                           const std::string& id);
+
 // The id the service runs a request under when its client chose the answer's id: that id, '#'
 // and 32 random hex digits. So a retry under the same id while the first attempt still runs is
 // taken (as vLLM now does: the client's id is the answer's, not the engine's), and no other client

@@ -443,6 +443,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   // The id we asked for, unless the service had to assign another; with several choices, each
   // request has an id of its own and the response the one the client was given.
   header.id = !answer_id.empty() ? answer_id : streams.size() == 1 ? streams[0]->id() : base_id;
+  name_answer_in_header(request, response, header.id);
   const auto abort_all = [&] {
     for (const auto& stream : streams) service_.abort(stream->id());  // no-op once finished
   };
@@ -725,6 +726,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   // The client's id, or the "resp_..." asked for, unless the service chose another.
   const std::string id = !answer_id.empty() ? answer_id : streams[0]->id();
   const std::string service_id = streams[0]->id();  // what the service runs it under
+  name_answer_in_header(request, response, id);
   try {
     head.id = id;
     ResponsesStreamFormat::Keep keep;

@@ -45,11 +45,20 @@ TEST_F(HttpFrontendTest, XRequestIdNamesTheAnswerAndComesBack) {
   EXPECT_EQ(json::parse(again->body)["id"], std::string("cmpl-") + kTrace);
   EXPECT_NE(service_.submitted().back().request_id, submitted[0].request_id);
 
-  // Without the header, nothing comes back and the id is Headway's own.
+  // Without the header, the id is Headway's own, and the header names the answer by it (OpenAI
+  // always sends one; the OpenAI SDKs show it as `_request_id`), streamed or not.
   auto plain = post_json("/v1/completions", R"({"prompt": "hello", "max_tokens": 2})");
   ASSERT_TRUE(plain);
-  EXPECT_FALSE(plain->has_header("X-Request-Id"));
-  EXPECT_NE(json::parse(plain->body)["id"], std::string("cmpl-") + kTrace);
+  const std::string plain_id = json::parse(plain->body)["id"];
+  EXPECT_NE(plain_id, std::string("cmpl-") + kTrace);
+  EXPECT_EQ(plain->get_header_value("X-Request-Id"), plain_id);
+  auto streamed = post_json("/v1/chat/completions",
+                            R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                                "stream": true})");
+  ASSERT_TRUE(streamed);
+  const std::string header = streamed->get_header_value("X-Request-Id");
+  EXPECT_TRUE(header.starts_with("chatcmpl-")) << header;
+  EXPECT_NE(streamed->body.find("\"id\":\"" + header + "\""), std::string::npos) << streamed->body;
 }
 
 TEST_F(HttpFrontendTest, EachChoiceOfNRunsUnderTheClientsIdAndItsIndex) {
@@ -118,7 +127,7 @@ TEST_F(HttpFrontendTest, TheBodysRequestIdIsTakenUnlessTheHeaderSaysOtherwise) {
   ASSERT_TRUE(chat);
   ASSERT_EQ(chat->status, 200) << chat->body;
   EXPECT_EQ(json::parse(chat->body)["id"], "chatcmpl-from-body");
-  EXPECT_FALSE(chat->has_header("X-Request-Id"));
+  EXPECT_EQ(chat->get_header_value("X-Request-Id"), "chatcmpl-from-body");
 
   auto both = post_json("/v1/completions",
                         R"({"prompt": "hello", "max_tokens": 2, "request_id": "from-body"})",
@@ -140,6 +149,7 @@ TEST_F(HttpFrontendTest, AResponsesApiIdComesFromTheHeaderOrIsTheBodysAsItIs) {
   ASSERT_TRUE(with_body);
   ASSERT_EQ(with_body->status, 200) << with_body->body;
   EXPECT_EQ(json::parse(with_body->body)["id"], "resp_mine");
+  EXPECT_EQ(with_body->get_header_value("X-Request-Id"), "resp_mine");
   auto kept = client().Get("/v1/responses/resp_mine");
   ASSERT_TRUE(kept);
   EXPECT_EQ(kept->status, 200) << kept->body;

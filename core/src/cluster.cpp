@@ -2,6 +2,7 @@
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
 #include <headway/core/model_architecture.h>
+#include <headway/core/route_prefix.h>
 
 #include <algorithm>
 #include <chrono>
@@ -116,7 +117,8 @@ uint32_t Cluster::admitted_max_model_len() const {
   return router_->reads_model_lengths() && largest > 0 ? largest : smallest;
 }
 
-hw_route_decision Cluster::route(const hw_route_request& request) {
+hw_route_decision Cluster::route(const hw_route_request& request,
+                                 std::span<const uint64_t> prefix_hashes) {
   for (size_t i = 0; i < engines_.size(); ++i) {
     loads_[i] = engines_[i]->load();
     loads_[i].alive = alive_[i] ? 1 : 0;
@@ -124,21 +126,23 @@ hw_route_decision Cluster::route(const hw_route_request& request) {
     loads_[i].waiting += expected_[i].requests;
     loads_[i].outstanding_tokens += expected_[i].tokens;
   }
-  return router_->route(request, loads_);
+  return router_->route(request, loads_, prefix_hashes);
 }
 
 hw_route_decision Cluster::route(const hw_route_request& request,
-                                 std::span<const hw_engine_load> loads) {
+                                 std::span<const hw_engine_load> loads,
+                                 std::span<const uint64_t> prefix_hashes) {
   if (loads.size() != engines_.size()) {
     throw Error(
         fmt::format("route: {} engine loads given for {} engines", loads.size(), engines_.size()),
         HW_INTERNAL);
   }
-  return router_->route(request, loads);
+  return router_->route(request, loads, prefix_hashes);
 }
 
 uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_request) {
-  const hw_route_decision decision = route(route_request);
+  if (router_reads_prefixes()) route_prefix_hashes(request.prompt, prefix_hashes_);
+  const hw_route_decision decision = route(route_request, prefix_hashes_);
   const bool disaggregated = decision.prefill_engine != decision.decode_engine;
   if (disaggregated && transport_ == nullptr) {
     throw Error(

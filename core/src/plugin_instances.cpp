@@ -2,6 +2,7 @@
 #include <headway/core/engine_role.h>
 #include <headway/core/error.h>
 #include <headway/core/plugin_instances.h>
+#include <headway/core/route_prefix.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -294,6 +295,10 @@ RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_en
     // A 1.6 plugin's struct ends before max_model_len: it never reads the field.
     reads_model_lengths_ = choice.plugin->descriptor->abi_minor >= 7;
   }
+  if (table_->struct_size >=
+      offsetof(hw_router_table, route_with_prefix) + sizeof(table_->route_with_prefix)) {
+    route_with_prefix_ = table_->route_with_prefix;
+  }
   std::vector<hw_engine_limits> unbounded;
   if (limits.empty()) {
     for (size_t e = 0; e < engines.size(); ++e) {
@@ -332,13 +337,24 @@ RouterInstance::~RouterInstance() {
 }
 
 hw_route_decision RouterInstance::route(const hw_route_request& request,
-                                        std::span<const hw_engine_load> engines) {
+                                        std::span<const hw_engine_load> engines,
+                                        std::span<const uint64_t> prefix_hashes) {
   hw_route_decision decision{};
   hw_status status{};
-  const int32_t code = call_plugin(kRouter, name_, "route", [&] {
-    return table_->route(handle_, &request, engines.data(), static_cast<uint32_t>(engines.size()),
-                         &decision, &status);
-  });
+  const auto count = static_cast<uint32_t>(engines.size());
+  const int32_t code =
+      route_with_prefix_ != nullptr
+          ? call_plugin(kRouter, name_, "route_with_prefix",
+                        [&] {
+                          const hw_route_prefix prefix{
+                              sizeof(hw_route_prefix), kRoutePrefixPieceTokens,
+                              prefix_hashes.data(), static_cast<uint32_t>(prefix_hashes.size())};
+                          return route_with_prefix_(handle_, &request, &prefix, engines.data(),
+                                                    count, &decision, &status);
+                        })
+          : call_plugin(kRouter, name_, "route", [&] {
+              return table_->route(handle_, &request, engines.data(), count, &decision, &status);
+            });
   if (code == HW_UNAVAILABLE || code < HW_OK || code > HW_DEADLINE_EXCEEDED) {
     check_status(code, status, "router '" + name_ + "'");
   }

@@ -5,16 +5,9 @@
 #include <bit>
 #include <random>
 
+#include "hash_mix.h"
+
 namespace headway::core {
-namespace {
-
-uint64_t mix(uint64_t h, uint64_t value) {
-  h ^= value + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  h *= 0xBF58476D1CE4E5B9ull;
-  return h ^ (h >> 31);
-}
-
-}  // namespace
 
 PrefixCache::PrefixCache(KvBlockManager& kv, uint32_t block_size)
     : kv_(kv),
@@ -30,8 +23,8 @@ PrefixCache::PrefixCache(KvBlockManager& kv, uint32_t block_size)
 }
 
 uint64_t PrefixCache::hash_of(Link parent, std::span<const int32_t> tokens) const {
-  uint64_t h = mix(seed_, (static_cast<uint64_t>(parent.block) << 32) | parent.generation);
-  for (int32_t id : tokens) h = mix(h, static_cast<uint32_t>(id));
+  uint64_t h = hash_mix(seed_, (static_cast<uint64_t>(parent.block) << 32) | parent.generation);
+  for (int32_t id : tokens) h = hash_mix(h, static_cast<uint32_t>(id));
   return h;
 }
 

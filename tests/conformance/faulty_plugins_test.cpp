@@ -209,14 +209,16 @@ TEST(FaultyPlugins, RouterThatRemembersEveryRequestFailsThePerRequestHeapTest) {
 }
 
 // The suite's results for the in-tree routers that choose between engines, each with the features
-// that give it its shapes of several engines (least_loaded: mixed and pools; length: pools;
-// disaggregated: prefill and decode).
+// that give it its shapes of several engines (least_loaded and prefix_aware: mixed and pools;
+// length: pools; disaggregated: prefill and decode). prefix_aware is judged with the beginnings the
+// suite gives every request (ABI 1.8).
 std::vector<headway::conformance::ProfileResult> in_tree_routers() {
   const auto in_tree = [](const char* file, const char* options, std::set<std::string> features) {
     return headway::test::run_suite(std::string(HEADWAY_PLUGIN_DIR) + "/" + file, options,
                                     features);
   };
   return {in_tree("headway_router_least_loaded.so", "", {}),
+          in_tree("headway_router_prefix_aware.so", "", {}),
           in_tree("headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}),
           in_tree("headway_router_disaggregated.so", "", {"disaggregation"})};
 }

@@ -54,6 +54,7 @@ INSTANTIATE_TEST_SUITE_P(
                                {}},
                     InTreeCase{"headway_router_single.so", "", {}},
                     InTreeCase{"headway_router_least_loaded.so", "", {}},
+                    InTreeCase{"headway_router_prefix_aware.so", "", {}},
                     InTreeCase{
                         "headway_router_length.so", "pools = \"short:0,long:4096\"", {"pools"}},
                     InTreeCase{"headway_router_disaggregated.so", "", {"disaggregation"}},

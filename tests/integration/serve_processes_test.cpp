@@ -905,6 +905,38 @@ TEST(ServeProcesses, ProcessesOfDifferentLengthsServeWhatEachHolds) {
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// A router process hands its router plugin the hashes of each prompt's beginning (ABI 1.8, from
+// the ids it tokenized): behind prefix_aware, a prompt that begins as an earlier one goes to the
+// earlier one's engine process and finds its beginning cached there. Both processes idle, the
+// round-robin turn would have been the other's.
+TEST(ServeProcesses, APromptThatBeginsAsAnEarlierOneGoesToItsProcessBehindPrefixAware) {
+  TempDir dir("serve_processes_prefix_aware");
+  RoutedEngineProcesses cluster(dir.path, 200, 0.05, false,
+                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                                "max_num_seqs = 16 } }",
+                                "", "", "", "prefix_aware");
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  const std::string document(200, 'd');  // three whole pieces of 64 ids with the BOS
+  const auto first =
+      http.Post("/v1/completions", completion(document + " first?", 2, false), "application/json");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  const auto second =
+      http.Post("/v1/completions", completion(document + " other?", 2, false), "application/json");
+  ASSERT_TRUE(second);
+  ASSERT_EQ(second->status, 200) << second->body;
+  const nlohmann::json usage = nlohmann::json::parse(second->body)["usage"];
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 192) << second->body;
+  std::map<std::string, double> counts = finished(metrics_of(http));
+  EXPECT_EQ(counts["0/length"] + counts["1/length"], 2.0);
+  EXPECT_TRUE(counts["0/length"] == 2.0 || counts["1/length"] == 2.0) << metrics_of(http);
+
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 // Behind a router plugin built before ABI 1.7, which knows no lengths and may place a request on
 // any process, the router admits only what every process holds.
 TEST(ServeProcesses, ARouterThatKnowsNoLengthsAdmitsWhatEveryProcessHolds) {

@@ -3,9 +3,12 @@
 // the waiting-queue bounds (stepping through the host's array by the host's struct_size, as
 // abi.h asks) and places each request on the live mixed engine with the fewest outstanding
 // tokens whose queue has room; it knows nothing of lengths. The host must then admit only what
-// every engine holds, and not judge its placements by max_model_len.
+// every engine holds, and not judge its placements by max_model_len; nor call 1.8's
+// route_with_prefix, which lies past its table (a trap, below).
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <headway/plugin.hpp>
 #include <vector>
 
@@ -61,8 +64,33 @@ int32_t set_limits_v1_6(hw_router* router, const hw_engine_limits* limits, uint3
   });
 }
 
-const hw_router_table kTable = {sizeof(hw_router_table), Adapter::table.create,
-                                Adapter::table.destroy, Adapter::table.route, &set_limits_v1_6};
+// ABI 1.6's hw_router_table ends after set_engine_limits. Right after it lies a function where
+// 1.8's route_with_prefix would be, which aborts: a host that read past struct_size calls it.
+struct TableV1_6 {
+  uint32_t struct_size;
+  decltype(hw_router_table::create) create;
+  decltype(hw_router_table::destroy) destroy;
+  decltype(hw_router_table::route) route;
+  decltype(hw_router_table::set_engine_limits) set_engine_limits;
+};
+static_assert(sizeof(TableV1_6) == offsetof(hw_router_table, route_with_prefix));
+
+int32_t read_past_the_table(hw_router*, const hw_route_request*, const hw_route_prefix*,
+                            const hw_engine_load*, uint32_t, hw_route_decision*, hw_status*) {
+  std::fputs("test_abi_1_6_router: the host called an entry past the table's struct_size\n",
+             stderr);
+  std::abort();
+}
+
+struct TableAndTrap {
+  TableV1_6 table;
+  decltype(hw_router_table::route_with_prefix) trap;
+};
+static_assert(offsetof(TableAndTrap, trap) == offsetof(hw_router_table, route_with_prefix));
+
+const TableAndTrap kTable = {{sizeof(TableV1_6), Adapter::table.create, Adapter::table.destroy,
+                              Adapter::table.route, &set_limits_v1_6},
+                             &read_past_the_table};
 
 const hw_plugin_descriptor kDescriptor = {sizeof(hw_plugin_descriptor),
                                           HW_ABI_MAJOR,
@@ -74,7 +102,7 @@ const hw_plugin_descriptor kDescriptor = {sizeof(hw_plugin_descriptor),
                                           headway::sdk::make_str("A router built for ABI 1.6"),
                                           nullptr,
                                           0,
-                                          &kTable};
+                                          &kTable.table};
 
 }  // namespace
 

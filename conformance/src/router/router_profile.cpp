@@ -8,6 +8,7 @@
 #include <headway/core/error.h>
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
+#include <headway/core/route_prefix.h>
 
 #include <algorithm>
 #include <headway/sdk/status.hpp>
@@ -68,11 +69,33 @@ struct Placement {
   }
 };
 
+// Which documents the prompts of a router that reads how prompts begin (ABI 1.8) begin with: one
+// of eight (beginnings it has seen before), or one per request (router.per_request_heap: a router
+// that keeps every beginning it is given grows with each request, as one that keeps every request
+// does).
+enum class Documents { kEight, kOnePerRequest };
+
+// How a request's prompt begins: its document, as long as the prompt's whole pieces (at most 32
+// of them), a function of the request alone so that a replay sees the same.
+std::vector<uint64_t> prefix_hashes_of(const hw_route_request& request, Documents documents) {
+  const uint32_t pieces = std::min(request.prompt_tokens / core::kRoutePrefixPieceTokens, 32u);
+  std::vector<int32_t> ids(size_t{pieces} * core::kRoutePrefixPieceTokens);
+  const uint64_t document = documents == Documents::kEight ? request.id % 8 : request.id;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    ids[k] = static_cast<int32_t>((document * 2654435761u + k) & 0x7fffffffu);
+  }
+  std::vector<uint64_t> hashes;
+  core::route_prefix_hashes(ids, hashes);
+  return hashes;
+}
+
 Placement place(core::RouterInstance& router, const hw_route_request& request,
-                const std::vector<hw_engine_load>& loads) {
+                const std::vector<hw_engine_load>& loads, Documents documents = Documents::kEight) {
   Placement p;
   try {
-    p.decision = router.route(request, loads);
+    p.decision = router.route(
+        request, loads,
+        router.reads_prefixes() ? prefix_hashes_of(request, documents) : std::vector<uint64_t>{});
     p.placed = true;
   } catch (const core::RolePlacementError& e) {
     // The host refuses a placement against the engines' roles; judged here as placed, by
@@ -491,7 +514,9 @@ HeapGrowth per_request_growth(const PluginUnderTest& p, const RouterShape& shape
   const std::vector<hw_engine_load>& loads = shape.engines;  // all alive
   uint64_t next_id = 1'000'000;
   const auto route = [&](uint32_t count) {
-    for (uint32_t i = 0; i < count; ++i) (void)place(router, random_request(next_id++, rng), loads);
+    for (uint32_t i = 0; i < count; ++i) {
+      (void)place(router, random_request(next_id++, rng), loads, Documents::kOnePerRequest);
+    }
   };
   route(kPerRequestWarmUp);
   const HeapWatch watch;

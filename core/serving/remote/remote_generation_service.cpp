@@ -3,6 +3,7 @@
 #include <headway/core/error.h>
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
+#include <headway/core/route_prefix.h>
 #include <headway/serving/echoed_input.h>
 #include <headway/serving/forwarded_plugin_metrics.h>
 #include <headway/serving/metrics_serving.h>
@@ -152,7 +153,10 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   bool retry_elsewhere(ProxiedGenerate& failed, bool busy) override;
   // Asks the router plugin where a request would go now, from the processes' current loads (under
   // mutex_). Throws core::Error when it can go nowhere.
-  hw_route_decision route_now(uint64_t numeric_id, uint32_t prompt_tokens, uint32_t max_tokens,
+  // prefix_hashes: core::route_prefix_hashes of the prompt, for a router that reads how prompts
+  // begin (ABI 1.8; empty for another).
+  hw_route_decision route_now(uint64_t numeric_id, uint32_t prompt_tokens,
+                              std::span<const uint64_t> prefix_hashes, uint32_t max_tokens,
                               int32_t priority, std::string_view request_class);
   // route_now() for a call already in flight; nullopt when it can go nowhere.
   // `generated`: the tokens the request has streamed so far (a prefill call's upstream lists
@@ -242,7 +246,8 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   // or continuation takes their place (those look their call up in calls_). They end by
   // themselves, cancelled.
   std::unordered_map<const ProxiedGenerate*, std::shared_ptr<ProxiedGenerate>> leaving_;
-  std::vector<hw_engine_load> loads_;  // routing scratch
+  std::vector<hw_engine_load> loads_;    // routing scratch
+  std::vector<uint64_t> prefix_hashes_;  // route_again()'s scratch, for a router that reads them
   // The engine processes' limits as the router plugin was last told them, and routing scratch.
   std::vector<hw_engine_limits> told_limits_;
   std::vector<hw_engine_limits> limits_now_;
@@ -655,6 +660,9 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
   std::unique_ptr<IncrementalDecoder> decoder =
       admission_->decoder(input, admitted.prompt, input.sampling.min_tokens);
   const uint32_t prompt_tokens = static_cast<uint32_t>(admitted.prompt.size());
+  // Before the lock: hashing a long prompt takes a while, and every request waits on the lock.
+  std::vector<uint64_t> prefix_hashes;
+  if (router_->reads_prefixes()) core::route_prefix_hashes(admitted.prompt, prefix_hashes);
 
   std::shared_ptr<ProxiedGenerate> call;
   {
@@ -680,7 +688,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
     hw_route_decision decision{};
     const auto routing = std::chrono::steady_clock::now();
     try {
-      decision = route_now(numeric_id, prompt_tokens,
+      decision = route_now(numeric_id, prompt_tokens, prefix_hashes,
                            routed_output_tokens(input.max_tokens_to_context_end, input.max_tokens,
                                                 input.sampling.min_tokens, 0),
                            input.priority, admitted.request_class);
@@ -838,6 +846,7 @@ bool RemoteGenerationService::Impl::retry_elsewhere(ProxiedGenerate& failed, boo
 
 hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
                                                            uint32_t prompt_tokens,
+                                                           std::span<const uint64_t> prefix_hashes,
                                                            uint32_t max_tokens, int32_t priority,
                                                            std::string_view request_class) {
   bool limits_changed = false;
@@ -853,13 +862,17 @@ hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
   }
   const hw_route_request route{numeric_id, prompt_tokens, max_tokens, priority,
                                hw_str{request_class.data(), request_class.size()}};
-  return router_->route(route, loads_);
+  return router_->route(route, loads_, prefix_hashes);
 }
 
 std::optional<hw_route_decision> RemoteGenerationService::Impl::route_again(
     const v1::GenerateRequest& upstream, bool open_ended, uint32_t generated) {
   try {
-    return route_now(next_numeric_id_++, static_cast<uint32_t>(upstream.token_ids().ids_size()),
+    const auto& ids = upstream.token_ids().ids();
+    if (router_->reads_prefixes()) {
+      core::route_prefix_hashes(std::span<const int32_t>(ids.data(), ids.size()), prefix_hashes_);
+    }
+    return route_now(next_numeric_id_++, static_cast<uint32_t>(ids.size()), prefix_hashes_,
                      routed_output_tokens(open_ended, upstream.sampling().max_tokens(),
                                           upstream.sampling().min_tokens(), generated),
                      upstream.priority(), upstream.request_class());

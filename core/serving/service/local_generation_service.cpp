@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
+#include <headway/core/route_prefix.h>
 #include <headway/core/tokenizer.h>
 #include <headway/serving/echoed_input.h>
 #include <headway/serving/local_generation_service.h>
@@ -337,6 +338,9 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   const uint32_t prompt_tokens = static_cast<uint32_t>(prompt.size());
   request.prompt_tokens = prompt_tokens;
   request.prompt = std::move(prompt);
+  // Before the lock: hashing a long prompt takes a while, and every request waits on the lock.
+  std::vector<uint64_t> prefix_hashes;
+  if (cluster_->router_reads_prefixes()) core::route_prefix_hashes(request.prompt, prefix_hashes);
 
   std::lock_guard lock(mutex_);
   if (!accepts(input)) {
@@ -380,7 +384,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
       request.priority, hw_str{request_class.data(), request_class.size()}};
   const auto routing = std::chrono::steady_clock::now();
   try {
-    decision = cluster_->route(route, loads_);
+    decision = cluster_->route(route, loads_, prefix_hashes);
   } catch (const core::Error& e) {
     router_watch_.routed(std::chrono::steady_clock::now() - routing, id, cluster_->router_name());
     auto [why, error] = router_watch_.failed(e, id, "engine");

@@ -15,36 +15,7 @@ class LeastLoadedRouter final : public headway::sdk::Router {
  public:
   LeastLoadedRouter(const headway::sdk::Host& host, const headway::sdk::Options&,
                     std::span<const hw_engine_load> engines) {
-    if (engines.empty()) throw headway::sdk::Error(HW_INVALID_ARGUMENT, "no engines to route to");
-    // It places requests on mixed engines only: without one, every request would be refused.
-    const bool any_mixed = std::any_of(engines.begin(), engines.end(), [](const hw_engine_load& e) {
-      return e.role == HW_ENGINE_ROLE_MIXED;
-    });
-    if (!any_mixed) {
-      const bool any_prefill =
-          std::any_of(engines.begin(), engines.end(),
-                      [](const hw_engine_load& e) { return e.role == HW_ENGINE_ROLE_PREFILL; });
-      throw headway::sdk::Error(
-          HW_INVALID_ARGUMENT,
-          std::string("router 'least_loaded' places requests on mixed engines, and the "
-                      "deployment's are all prefill or decode engines (use router "
-                      "'disaggregated' for them") +
-              (any_prefill ? ")"
-                           : ", with local_prefill_max_tokens > 0: there is no prefill engine)"));
-    }
-    // Served, but not all: an operator who left the router out of a file with decode engines
-    // beside mixed ones should hear that those take nothing.
-    std::string idle;
-    for (const hw_engine_load& e : engines) {
-      if (e.role == HW_ENGINE_ROLE_MIXED) continue;
-      idle += (idle.empty() ? "" : ", ") + std::to_string(e.engine_index);
-    }
-    if (!idle.empty()) {
-      host.log(HW_LOG_WARN,
-               "router 'least_loaded' places requests on mixed engines only: engine(s) " + idle +
-                   " (prefill or decode) will take none (leave role out to make them mixed, or "
-                   "serve prefill and decode engines under router 'disaggregated')");
-    }
+    headway::sdk::check_mixed_engines(host, engines, "least_loaded");
   }
 
   hw_route_decision route(const hw_route_request& request,

@@ -50,9 +50,12 @@ extern "C" {
  * added hw_router_table.set_engine_limits (hw_engine_limits), so that a router sees which engines'
  * waiting queues are full and places a request where it is not refused; 1.7 added
  * hw_engine_limits.max_model_len, so that engines of one deployment may hold different context
- * lengths (a long-prompt pool with a larger one) and a router places each request where it fits. */
+ * lengths (a long-prompt pool with a larger one) and a router places each request where it
+ * fits; 1.8 added hw_router_table.route_with_prefix (hw_route_prefix), so that a router sees how a
+ * prompt begins and may send prompts that begin alike to the engine whose prefix cache holds them.
+ */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 7
+#define HW_ABI_MINOR 8
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -405,6 +408,21 @@ typedef struct hw_route_request {
   hw_str request_class;
 } hw_route_request;
 
+/* How a request's prompt begins (ABI 1.8), for route_with_prefix: hashes[i] names the prompt's
+ * first (i + 1) * piece_tokens token ids, so two prompts share hashes[0..k] exactly when (but for a
+ * 64-bit collision) they share their first (k + 1) * piece_tokens ids. One hash per whole piece;
+ * a prompt's last partial piece has none. The host computes them with one fixed function, the same
+ * for every request and on every run, so a router may keep them from request to request and
+ * compare them with a later prompt's. count is 0 where the ids
+ * are not known (a simulated request without a shared beginning) or the prompt is shorter than a
+ * piece. Borrowed for the call, as the request is. */
+typedef struct hw_route_prefix {
+  uint32_t struct_size;
+  uint32_t piece_tokens;
+  const uint64_t* hashes;
+  uint32_t count;
+} hw_route_prefix;
+
 typedef struct hw_route_decision {
   uint32_t struct_size;
   /* Engine that prefills the request (and decodes it when decode_engine equals it). */
@@ -437,6 +455,14 @@ typedef struct hw_router_table {
    * later minor may append fields. Borrowed for the call: keep a copy. A failure fails the
    * deployment's start (or, later, the request being routed, as the server's error). */
   int32_t (*set_engine_limits)(hw_router* router, const hw_engine_limits* limits, uint32_t count,
+                               hw_status* status);
+  /* Optional (ABI 1.8; NULL: the host calls route()). route() with the prompt's beginning: where
+   * it is set the host calls it instead of route() for every request, under the same rules
+   * (threading, codes, what a decision may name). Read prefix's fields only where its struct_size
+   * covers them. */
+  int32_t (*route_with_prefix)(hw_router* router, const hw_route_request* request,
+                               const hw_route_prefix* prefix, const hw_engine_load* engines,
+                               uint32_t engine_count, hw_route_decision* decision,
                                hw_status* status);
 } hw_router_table;
 

@@ -448,6 +448,47 @@ output = { dist = "fixed", value = 16 }
   EXPECT_LT(cached.overall.ttft.mean, plain.overall.ttft.mean);
 }
 
+// Behind the prefix_aware router a simulated deployment hands each prompt's beginning to the router
+// (Cluster::submit hashes the workload's ids), so questions about one of 16 documents go where that
+// document is: each of the two engines, with room for about 10 of the 16, keeps about half of them,
+// where behind least_loaded both are sent every document and evict them in turn.
+TEST(EnginePrefixCaching, BehindPrefixAwareEachEngineKeepsItsShareOfTheBeginnings) {
+  const Workload workload = parse_workload(R"(
+seed = 5
+count = 300
+[arrival]
+process = "poisson"
+rate = 8
+[[classes]]
+name = "question"
+share = 1
+shared_prefix = { tokens = 1024, count = 16 }
+prompt = { dist = "uniform", min = 16, max = 64 }
+output = { dist = "fixed", value = 16 }
+)",
+                                           "documents.toml");
+  auto run = [&](const char* router) {
+    const DeploymentConfig deployment =
+        parse_deployment(std::string("[model]\nplugin = \"sim\"\n[[engines]]\ncount = 2\nkv_blocks "
+                                     "= 700\nmax_model_len = 4096\n"
+                                     "[router]\nplugin = \"") +
+                             router + "\"\n",
+                         "sim.toml", test::built_plugins());
+    const SimulationResult result = simulate(deployment, workload);
+    return build_report(workload, result.records, result.steps, result.simulated_seconds,
+                        result.wall_seconds);
+  };
+  const Report spread = run("least_loaded");
+  const Report kept = run("prefix_aware");
+  EXPECT_EQ(spread.overall.finished, 300u);
+  EXPECT_EQ(kept.overall.finished, 300u);
+  // Each document's first question on an engine computes it: 16 behind prefix_aware, about 32 and
+  // every eviction's recomputation behind least_loaded.
+  EXPECT_GT(kept.cached_prompt_tokens, spread.cached_prompt_tokens + 30u * 1024u)
+      << "least_loaded " << spread.cached_prompt_tokens << ", prefix_aware "
+      << kept.cached_prompt_tokens;
+}
+
 TEST(EnginePrefixCaching, TheOptionMustBeABoolean) {
   const std::string text = "[model]\nplugin = \"sim\"\n[[engines]]\nprefix_caching = 1\n";
   try {

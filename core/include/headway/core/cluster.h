@@ -47,17 +47,23 @@ class Cluster {
   // the smallest of all, which any engine it picks holds.
   uint32_t admitted_max_model_len() const;
   bool router_reads_model_lengths() const { return router_->reads_model_lengths(); }
+  // Whether the router reads how prompts begin (ABI 1.8): route()'s prefix_hashes are then worth
+  // computing (core::route_prefix_hashes of the prompt's ids).
+  bool router_reads_prefixes() const { return router_->reads_prefixes(); }
 
   // Asks the router where a request goes, with every engine's current load. Throws Error
   // (RouterInstance::route).
-  hw_route_decision route(const hw_route_request& request);
+  hw_route_decision route(const hw_route_request& request,
+                          std::span<const uint64_t> prefix_hashes = {});
   // The same with loads the caller gathered: a driver with one thread per engine has each engine
   // publish its load from its own thread (Engine::load() may not be read from another). Reads no
   // engine, so any thread may call it; calls must not overlap (the router plugin is not
   // reentrant): the caller serialises them.
-  hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> loads);
+  hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> loads,
+                          std::span<const uint64_t> prefix_hashes = {});
 
-  // Routes a request and queues it on its engine: the prefill engine of a disaggregated placement
+  // Routes a request (its prompt's ids, where it has them, tell a router that reads prefixes how
+  // it begins) and queues it on its engine: the prefill engine of a disaggregated placement
   // (which hands it over after its first token), or the one engine serving it. Returns the engine
   // it was queued on. Throws Error when it cannot be placed.
   uint32_t submit(NewRequest request, const hw_route_request& route);
@@ -94,6 +100,7 @@ class Cluster {
   std::vector<std::unique_ptr<Engine>> engines_;
   std::vector<bool> alive_;
   std::vector<hw_engine_load> loads_;
+  std::vector<uint64_t> prefix_hashes_;  // submit()'s scratch
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<HostServices> router_host_;
   std::unique_ptr<RouterInstance> router_;

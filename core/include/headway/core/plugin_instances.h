@@ -100,7 +100,13 @@ class RouterInstance {
   // that reads_model_lengths(), an engine whose max_model_len does not hold the request), which
   // is the plugin's fault, never the client's (PluginContractError for a status code abi.h does
   // not define).
-  hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> engines);
+  // prefix_hashes: route_prefix_hashes() of the prompt's ids (empty where they are not known),
+  // passed to a router that reads them (route_with_prefix, ABI 1.8).
+  hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> engines,
+                          std::span<const uint64_t> prefix_hashes = {});
+  // Whether the plugin reads how prompts begin (route_with_prefix, ABI 1.8): the host computes
+  // the hashes only for such a router.
+  bool reads_prefixes() const { return route_with_prefix_ != nullptr; }
   // Whether the plugin reads the engines' limits (its table has set_engine_limits, ABI 1.6).
   bool reads_engine_limits() const { return set_engine_limits_ != nullptr; }
   // Whether it also reads each engine's max_model_len (built against ABI 1.7 or later), and so
@@ -119,6 +125,7 @@ class RouterInstance {
 
   const hw_router_table* table_;
   decltype(hw_router_table::set_engine_limits) set_engine_limits_ = nullptr;
+  decltype(hw_router_table::route_with_prefix) route_with_prefix_ = nullptr;
   bool reads_model_lengths_ = false;
   std::vector<hw_engine_limits> limits_;  // as last told, for check_fits()
   hw_router* handle_ = nullptr;

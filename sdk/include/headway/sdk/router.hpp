@@ -16,9 +16,18 @@
 #include <headway/sdk/options.hpp>
 #include <headway/sdk/status.hpp>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace headway::sdk {
+
+// How a request's prompt begins (hw_route_prefix, ABI 1.8): hashes[i] names its first
+// (i + 1) * piece_tokens token ids. Empty where the host does not know the ids. Borrowed for the
+// call: copy what is kept.
+struct RoutePrefix {
+  uint32_t piece_tokens = 0;
+  std::span<const uint64_t> hashes;
+};
 
 class Router {
  public:
@@ -26,6 +35,15 @@ class Router {
   // Throw Error(HW_UNAVAILABLE, …) when no engine can take the request.
   virtual hw_route_decision route(const hw_route_request& request,
                                   std::span<const hw_engine_load> engines) = 0;
+  // A router that reads how prompts begin overrides this one (ABI 1.8): RouterAdapter then gives
+  // the host route_with_prefix, and the host calls it instead of route() for every request (and
+  // computes the hashes only for such a router). Same rules as route().
+  virtual hw_route_decision route_with_prefix(const hw_route_request& request,
+                                              const RoutePrefix& prefix,
+                                              std::span<const hw_engine_load> engines) {
+    (void)prefix;
+    return route(request, engines);
+  }
   // The engines' limits (ABI 1.6), engine i's at index i: after construction and whenever one
   // changes, never during route(). Copies in this build's layout (RouterAdapter reads the host's
   // array by the host's struct size; a field the host's struct lacks is 0). Keeps them for
@@ -90,6 +108,36 @@ struct RouterAdapter {
       decision->struct_size = sizeof(hw_route_decision);
     });
   }
+  static int32_t route_with_prefix(hw_router* r, const hw_route_request* request,
+                                   const hw_route_prefix* prefix, const hw_engine_load* engines,
+                                   uint32_t count, hw_route_decision* decision, hw_status* status) {
+    return guarded(status, [&] {
+      RoutePrefix view;
+      // Fields past the host's struct_size stay empty (none yet: 1.8 introduced the struct).
+      if (prefix != nullptr &&
+          prefix->struct_size >= offsetof(hw_route_prefix, count) + sizeof(prefix->count)) {
+        view.piece_tokens = prefix->piece_tokens;
+        if (prefix->hashes != nullptr) view.hashes = std::span(prefix->hashes, prefix->count);
+      }
+      *decision = self(r)->route_with_prefix(*request, view, std::span(engines, count));
+      decision->struct_size = sizeof(hw_route_decision);
+    });
+  }
+  // Whether T (or a class between it and Router) overrides route_with_prefix: only then is the
+  // entry in the table, so that the host hashes prompts only for routers that read the hashes.
+  // Where the name cannot be taken as one public member (a private override, an overload set) it
+  // cannot tell, and keeps the entry: Router's own forwards to route().
+  static constexpr bool reads_prefixes() {
+    if constexpr (requires { &T::route_with_prefix; }) {
+      return !std::is_same_v<decltype(&T::route_with_prefix),
+                             hw_route_decision (Router::*)(const hw_route_request&,
+                                                           const RoutePrefix&,
+                                                           std::span<const hw_engine_load>)>;
+    } else {
+      return true;
+    }
+  }
+  static constexpr bool kReadsPrefixes = reads_prefixes();
   // The host's elements are limits[0].struct_size bytes each (abi.h): copied into this build's
   // layout, zero past what the host's struct holds.
   static int32_t set_engine_limits(hw_router* r, const hw_engine_limits* limits, uint32_t count,
@@ -105,8 +153,12 @@ struct RouterAdapter {
       self(r)->set_engine_limits(copies);
     });
   }
-  static constexpr hw_router_table table = {sizeof(hw_router_table), &create, &destroy, &route,
-                                            &set_engine_limits};
+  static constexpr hw_router_table table = {sizeof(hw_router_table),
+                                            &create,
+                                            &destroy,
+                                            &route,
+                                            &set_engine_limits,
+                                            kReadsPrefixes ? &route_with_prefix : nullptr};
 };
 
 }  // namespace headway::sdk

@@ -16,6 +16,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -69,6 +70,34 @@ TEST_F(ServiceTest, UsageCountsThePromptTokensFoundInThePrefixCache) {
   EXPECT_EQ(second.usage.prompt_tokens, 101u);
   EXPECT_EQ(second.usage.cached_prompt_tokens, 96u);
   EXPECT_EQ(second.ids, first.ids);
+}
+
+// Behind prefix_aware (ABI 1.8) the service hands the router the hashes of each prompt's
+// beginning: a second prompt that begins as the first goes to the first's engine and finds its
+// blocks cached. Behind least_loaded, the same two requests alternate between the idle engines
+// (round-robin ties) and the second computes everything again.
+TEST_F(ServiceTest, APromptThatBeginsAsAnEarlierOneGoesWhereItsBeginningIsCached) {
+  const std::string two_engines = "[[engines]]\ncount = 2\n";
+  const std::string document(200, 'd');  // BOS + 200 bytes: three whole pieces of 64 ids
+  for (const char* router : {"prefix_aware", "least_loaded"}) {
+    SCOPED_TRACE(router);
+    LocalGenerationService service(tiny_deployment(
+        checkpoint(), two_engines, std::string("[router]\nplugin = \"") + router + "\"\n"));
+    const test::Collected first = collect(*service.submit(text_request(document + " first?", 2)));
+    const test::Collected second = collect(*service.submit(text_request(document + " other?", 2)));
+    ASSERT_EQ(first.finish, Finish::kLength) << first.error;
+    ASSERT_EQ(second.finish, Finish::kLength) << second.error;
+    const std::string metrics = service.metrics_text();
+    const double on_engine0 =
+        test::sum_of(metrics, "headway_request_success_total", "engine=\"0\"");
+    if (std::string_view(router) == "prefix_aware") {
+      EXPECT_EQ(on_engine0, 2.0) << metrics;
+      EXPECT_EQ(second.usage.cached_prompt_tokens, 192u);  // its 12 whole blocks of 16 in common
+    } else {
+      EXPECT_EQ(on_engine0, 1.0) << metrics;
+      EXPECT_EQ(second.usage.cached_prompt_tokens, 0u);
+    }
+  }
 }
 
 // tokenize() gives the ids submit() runs (the usage's prompt_tokens is their count), without

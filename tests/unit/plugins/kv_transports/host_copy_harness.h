@@ -20,6 +20,8 @@
 #include <string_view>
 #include <thread>
 
+#include "../../test_support/error_of.h"
+
 namespace headway::core {
 
 inline PluginRegistry& registry() {
@@ -66,15 +68,6 @@ inline KvTransportInstance::Progress wait(KvTransportInstance& transport, uint64
   }
 }
 
-template <class Body>
-Error error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error was thrown";
-  return Error("<none>", HW_OK);
-}
+using ::headway::test::error_of;
 
 }  // namespace headway::core

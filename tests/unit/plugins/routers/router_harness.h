@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../../test_support/error_of.h"
+
 namespace headway::core::router_test {
 
 inline constexpr uint32_t kBlock = 16;
@@ -152,16 +154,6 @@ class RouterHarness {
   uint64_t next_id_ = 1;
 };
 
-// The code and message of the Error `body` throws; fails the test when it throws nothing.
-template <class Body>
-Error error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no Error was thrown";
-  return Error("<none>", HW_OK);
-}
+using ::headway::test::error_of;
 
 }  // namespace headway::core::router_test

@@ -3,13 +3,20 @@
 // and a step records each block it filled (an insert; when the cache is full, an eviction first).
 // Then what an engine step pays for waiting requests whose long beginnings are cached.
 #include <benchmark/benchmark.h>
+#include <headway/core/clock.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/engine.h>
+#include <headway/core/host_services.h>
 #include <headway/core/kv_block_manager.h>
+#include <headway/core/plugin_instances.h>
+#include <headway/core/plugin_options.h>
 #include <headway/core/plugin_registry.h>
 #include <headway/core/prefix_cache.h>
+#include <headway/core/route_prefix.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -180,6 +187,55 @@ BENCHMARK(BM_EngineStepWithCachedBeginningsWaiting)
     ->Arg(32768)
     ->Unit(benchmark::kMicrosecond)
     ->Iterations(2000);
+
+// What a router that reads how prompts begin costs per request (ABI 1.8): the host hashing a
+// prompt of `state.range(0)` tokens (before the service's lock), ...
+void BM_RoutePrefixHashes(benchmark::State& state) {
+  const std::vector<int32_t> prompt = random_ids(static_cast<size_t>(state.range(0)), 7);
+  std::vector<uint64_t> hashes;
+  for (auto _ : state) {
+    headway::core::route_prefix_hashes(prompt, hashes);
+    benchmark::DoNotOptimize(hashes.data());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_RoutePrefixHashes)->Arg(1024)->Arg(32768)->Arg(131072);
+
+// ... and prefix_aware's route() (under the lock) for such a prompt, whose whole beginning one of
+// four engines is believed to hold: a match on each engine and the beginning recorded again.
+void BM_PrefixAwareRoute(benchmark::State& state) {
+  using namespace headway::core;
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(std::filesystem::path(HEADWAY_PLUGIN_DIR) /
+                                                  "headway_router_prefix_aware.so");
+  PluginChoice choice;
+  choice.where = "bench: router";
+  choice.plugin = &plugin;
+  choice.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*plugin.descriptor, nullptr, "bench: router.options"));
+  std::vector<hw_engine_load> engines(4);
+  for (uint32_t e = 0; e < 4; ++e) {
+    engines[e].engine_index = e;
+    engines[e].alive = 1;
+    engines[e].kv_blocks_total = kTotalBlocks;
+    engines[e].kv_blocks_free = kTotalBlocks;
+    engines[e].block_size = kBlockSize;
+  }
+  VirtualClock clock;
+  HostServices host("router", &clock);
+  RouterInstance router(choice, engines, host);
+  std::vector<uint64_t> hashes;
+  route_prefix_hashes(random_ids(static_cast<size_t>(state.range(0)), 9), hashes);
+  const auto prompt_tokens = static_cast<uint32_t>(state.range(0));
+  hw_route_request request{1, prompt_tokens, 16, 0, hw_str{"bench", 5}};
+  benchmark::DoNotOptimize(router.route(request, engines, hashes));  // held from here on
+  for (auto _ : state) {
+    ++request.id;
+    benchmark::DoNotOptimize(router.route(request, engines, hashes));
+  }
+  state.counters["pieces"] = static_cast<double>(hashes.size());
+}
+BENCHMARK(BM_PrefixAwareRoute)->Arg(1024)->Arg(32768)->Arg(131072)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -413,9 +413,9 @@ typedef struct hw_route_request {
  * 64-bit collision) they share their first (k + 1) * piece_tokens ids. One hash per whole piece;
  * a prompt's last partial piece has none. The host computes them with one fixed function, the same
  * for every request and on every run, so a router may keep them from request to request and
- * compare them with a later prompt's. count is 0 where the ids
- * are not known (a simulated request without a shared beginning) or the prompt is shorter than a
- * piece. Borrowed for the call, as the request is. */
+ * compare them with a later prompt's. count is 0 where the ids are not known (a simulated request
+ * without a shared beginning) or the prompt is shorter than a piece. Borrowed for the call, as the
+ * request is. */
 typedef struct hw_route_prefix {
   uint32_t struct_size;
   uint32_t piece_tokens;

@@ -411,6 +411,15 @@ TEST(EnginePrefixCaching, WithAnOlderSchedulerNoBlockEverHasTwoOwners) {
   EXPECT_GT(preemptions, 0u);
 }
 
+// The report of `workload` simulated on the deployment written in `deployment_toml`.
+Report simulated_report(const std::string& deployment_toml, const Workload& workload) {
+  const DeploymentConfig deployment =
+      parse_deployment(deployment_toml, "sim.toml", test::built_plugins());
+  const SimulationResult result = simulate(deployment, workload);
+  return build_report(workload, result.records, result.steps, result.simulated_seconds,
+                      result.wall_seconds);
+}
+
 // The simulated model reads no ids, but a workload's shared beginnings come with ids, which the
 // engine's prefix cache recognises: on the virtual clock the reused prefill is not paid for.
 TEST(EnginePrefixCaching, ASimulatedDeploymentReusesAWorkloadsSharedBeginnings) {
@@ -428,17 +437,10 @@ prompt = { dist = "uniform", min = 16, max = 128 }
 output = { dist = "fixed", value = 16 }
 )",
                                            "shared.toml");
-  auto run = [&](bool prefix_caching) {
-    const DeploymentConfig deployment =
-        parse_deployment(std::string("[model]\nplugin = \"sim\"\n[[engines]]\nprefix_caching = ") +
-                             (prefix_caching ? "true" : "false") + "\n",
-                         "sim.toml", test::built_plugins());
-    const SimulationResult result = simulate(deployment, workload);
-    return build_report(workload, result.records, result.steps, result.simulated_seconds,
-                        result.wall_seconds);
-  };
-  const Report cached = run(true);
-  const Report plain = run(false);
+  const Report cached =
+      simulated_report("[model]\nplugin = \"sim\"\n[[engines]]\nprefix_caching = true\n", workload);
+  const Report plain = simulated_report(
+      "[model]\nplugin = \"sim\"\n[[engines]]\nprefix_caching = false\n", workload);
   EXPECT_EQ(cached.overall.finished, 40u);
   EXPECT_EQ(plain.overall.finished, 40u);
   EXPECT_EQ(plain.cached_prompt_tokens, 0u);
@@ -467,19 +469,11 @@ prompt = { dist = "uniform", min = 16, max = 64 }
 output = { dist = "fixed", value = 16 }
 )",
                                            "documents.toml");
-  auto run = [&](const char* router) {
-    const DeploymentConfig deployment =
-        parse_deployment(std::string("[model]\nplugin = \"sim\"\n[[engines]]\ncount = 2\nkv_blocks "
-                                     "= 700\nmax_model_len = 4096\n"
-                                     "[router]\nplugin = \"") +
-                             router + "\"\n",
-                         "sim.toml", test::built_plugins());
-    const SimulationResult result = simulate(deployment, workload);
-    return build_report(workload, result.records, result.steps, result.simulated_seconds,
-                        result.wall_seconds);
-  };
-  const Report spread = run("least_loaded");
-  const Report kept = run("prefix_aware");
+  const std::string engines =
+      "[model]\nplugin = \"sim\"\n[[engines]]\ncount = 2\nkv_blocks = 700\nmax_model_len = 4096\n";
+  const Report spread =
+      simulated_report(engines + "[router]\nplugin = \"least_loaded\"\n", workload);
+  const Report kept = simulated_report(engines + "[router]\nplugin = \"prefix_aware\"\n", workload);
   EXPECT_EQ(spread.overall.finished, 300u);
   EXPECT_EQ(kept.overall.finished, 300u);
   // Each document's first question on an engine computes it: 16 behind prefix_aware, about 32 and

@@ -7,6 +7,9 @@
 // come last: the host refuses a request placed on a full prefill engine (or on a full decode
 // engine that prefills it locally) with a 429. Both engines must hold the whole request
 // (prompt + max_tokens) within their max_model_len: an engine admits no less, prefill-only or not.
+// The prefill engine is the one with the fewest prompt tokens queued less cached_token_weight times
+// the tokens of the prompt's beginning it is believed to hold (prefix_aware's belief): a document
+// or a conversation is prefilled where its KV is cached instead of on each prefill engine in turn.
 #include <headway/plugin.hpp>
 #include <string>
 
@@ -18,6 +21,12 @@ constexpr hw_option_spec kOptions[] = {
     headway::sdk::int_option("local_prefill_max_tokens", 0, 0, 1 << 30,
                              "Prompts up to this many tokens are prefilled on the decode engine "
                              "itself; 0 = always move the KV from a prefill engine."),
+    headway::sdk::double_option(
+        "cached_token_weight", 2.0, 0.0, 1000.0,
+        "How many queued prompt tokens one token of a prompt's beginning, cached on a prefill "
+        "engine, is worth when choosing it: the prefill engine with the fewest queued prompt "
+        "tokens less this times the cached tokens wins. 0 = the fewest queued, whatever it holds."),
+    headway::sdk::tracked_tokens_option(),
 };
 
 class DisaggregatedRouter final : public headway::sdk::Router {
@@ -25,7 +34,9 @@ class DisaggregatedRouter final : public headway::sdk::Router {
   DisaggregatedRouter(const headway::sdk::Host& host, const headway::sdk::Options& options,
                       std::span<const hw_engine_load> engines)
       : host_(host),
-        local_max_(static_cast<uint64_t>(options.get_int("local_prefill_max_tokens"))) {
+        local_max_(static_cast<uint64_t>(options.get_int("local_prefill_max_tokens"))),
+        weight_(options.get_double("cached_token_weight")),
+        affinity_(static_cast<uint64_t>(options.get_int("tracked_tokens"))) {
     size_t prefill = 0, decode = 0;
     for (const hw_engine_load& e : engines) {
       prefill += e.role == HW_ENGINE_ROLE_PREFILL;
@@ -60,6 +71,12 @@ class DisaggregatedRouter final : public headway::sdk::Router {
 
   hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
+    return route_with_prefix(request, {}, engines);
+  }
+
+  hw_route_decision route_with_prefix(const hw_route_request& request,
+                                      const headway::sdk::RoutePrefix& prefix,
+                                      std::span<const hw_engine_load> engines) override {
     // Decode side: least outstanding work among live decode engines, preferring, in this order,
     // room in the waiting queue and for the prompt's KV, room in the queue, room for the KV (the
     // transfer then waits for blocks), and then any.
@@ -87,29 +104,38 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     if (request.prompt_tokens <= local_max_) {
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 0};
     }
-    // Prefill side: the fewest prompt tokens queued, on an engine whose queue has room if one
-    // has (all full: the least loaded, where the host refuses it with a 429).
+    // Prefill side: the fewest prompt tokens queued less what the engine holds of the prompt, on
+    // an engine whose queue has room if one has (all full: the least loaded, where the host
+    // refuses it with a 429, and which then computes nothing of it: not recorded).
+    if (weight_ > 0) affinity_.observe(prefix, engines);
     const auto live_prefill = [&](const hw_engine_load& e) {
       return e.alive && e.role == HW_ENGINE_ROLE_PREFILL && holds(e, whole);
     };
-    const auto queued = [](const hw_engine_load& e) { return e.queued_prefill_tokens; };
+    const auto queued = [&](const hw_engine_load& e) {
+      return static_cast<double>(e.queued_prefill_tokens) -
+             (weight_ > 0 ? weight_ * affinity_.matched_tokens(e) : 0.0);
+    };
     size_t prefill = headway::sdk::pick_least_loaded(
         engines, prefill_cursor_,
         [&](const hw_engine_load& e) { return live_prefill(e) && has_room(e); }, queued);
-    if (prefill == engines.size()) {
+    const bool refused = prefill == engines.size();
+    if (refused) {
       prefill = headway::sdk::pick_least_loaded(engines, prefill_cursor_, live_prefill, queued);
     }
     if (prefill == engines.size()) {
       host_.counter_add("router_fallbacks", 1.0);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 1};
     }
-    return hw_route_decision{sizeof(hw_route_decision), engines[prefill].engine_index,
-                             decode_engine, 0};
+    const uint32_t prefill_engine = engines[prefill].engine_index;
+    if (weight_ > 0 && !refused) affinity_.record(prefill_engine, prefix);
+    return hw_route_decision{sizeof(hw_route_decision), prefill_engine, decode_engine, 0};
   }
 
  private:
   headway::sdk::Host host_;
   uint64_t local_max_;
+  double weight_;
+  headway::sdk::PrefixAffinity affinity_;  // of the prefill engines
   size_t decode_cursor_ = 0;
   size_t prefill_cursor_ = 0;
 };

@@ -10,6 +10,9 @@
 // Engines may hold different lengths (a long pool with a larger max_model_len): a request whose
 // prompt + max_tokens its length range's pool cannot hold belongs to the next pool, in the same
 // order, that can; counted in "router_moves_to_fit", and not a fallback.
+// Within a pool, the least loaded counts the prompt's beginning an engine is believed to hold
+// (prefix_aware's rule, cached_token_weight): a long pool's documents and conversations stay where
+// their KV is cached instead of being computed again on each engine of the pool.
 #include <algorithm>
 #include <cstdlib>
 #include <headway/plugin.hpp>
@@ -31,6 +34,14 @@ constexpr hw_option_spec kOptions[] = {
         "it to another pool's engine with room (longer pools first) instead of refusing it with "
         "a 429. Off by default: a short request spilled onto the long pool waits behind long "
         "prefills, which the pools are there to prevent."),
+    // 2 as prefix_aware's, for the same reason: a request queued on an engine with the same
+    // beginning counts its whole prompt in the engine's outstanding tokens.
+    headway::sdk::double_option(
+        "cached_token_weight", 2.0, 0.0, 1000.0,
+        "Within a pool, how many outstanding tokens one token of a prompt's beginning, cached on "
+        "an engine, is worth: the engine with the fewest outstanding tokens less this times the "
+        "cached tokens wins. 0 = the least loaded, whatever it holds."),
+    headway::sdk::tracked_tokens_option(),
 };
 
 struct Pool {
@@ -91,7 +102,9 @@ class LengthRouter final : public headway::sdk::Router {
                std::span<const hw_engine_load> engines)
       : host_(host),
         pools_(parse_pools(options.get_string("pools"))),
-        spill_when_full_(options.get_bool("spill_when_full")) {
+        spill_when_full_(options.get_bool("spill_when_full")),
+        weight_(options.get_double("cached_token_weight")),
+        affinity_(static_cast<uint64_t>(options.get_int("tracked_tokens"))) {
     for (const Pool& pool : pools_) {
       bool found = false;
       for (const hw_engine_load& e : engines)
@@ -132,6 +145,13 @@ class LengthRouter final : public headway::sdk::Router {
 
   hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
+    return route_with_prefix(request, {}, engines);
+  }
+
+  hw_route_decision route_with_prefix(const hw_route_request& request,
+                                      const headway::sdk::RoutePrefix& prefix,
+                                      std::span<const hw_engine_load> engines) override {
+    if (weight_ > 0) affinity_.observe(prefix, engines);
     size_t home = 0;
     while (home + 1 < pools_.size() && request.prompt_tokens >= pools_[home + 1].min_tokens) ++home;
     // The home pool first, then the longer pools, then the shorter ones: `k` steps from home.
@@ -143,13 +163,17 @@ class LengthRouter final : public headway::sdk::Router {
     const auto holding = [&](const hw_engine_load& e, const Pool& pool) {
       return headway::sdk::view(e.pool) == pool.name && holds(e, whole);
     };
+    const auto key = [&](const hw_engine_load& e) {
+      return static_cast<double>(e.outstanding_tokens) -
+             (weight_ > 0 ? weight_ * affinity_.matched_tokens(e) : 0.0);
+    };
     const auto pick = [&](const Pool& pool, bool with_room) {
       return headway::sdk::pick_least_loaded(
           engines, cursor_,
           [&](const hw_engine_load& e) {
             return e.alive && holding(e, pool) && (!with_room || has_room(e));
           },
-          headway::sdk::outstanding_tokens);
+          key);
     };
     const auto has_engine = [&](const Pool& pool, bool live) {
       return std::any_of(engines.begin(), engines.end(), [&](const hw_engine_load& e) {
@@ -181,14 +205,17 @@ class LengthRouter final : public headway::sdk::Router {
       }
       if (best != engines.size()) host_.counter_add("router_spills", 1.0);
     }
-    // Every queue full: the pool's least loaded engine, where the host refuses it (429, retry).
-    if (best == engines.size()) {
+    // Every queue full: the pool's least loaded engine, where the host refuses it (429, retry);
+    // nothing is recorded then, since the engine computes nothing of it.
+    const bool refused = best == engines.size();
+    if (refused) {
       k = serving;
       best = pick(pool_at(serving), false);
     }
     if (fitting > 0) host_.counter_add("router_moves_to_fit", 1.0);
     if (serving > fitting) host_.counter_add("router_fallbacks", 1.0);
     const uint32_t engine = engines[best].engine_index;
+    if (weight_ > 0 && !refused) affinity_.record(engine, prefix);
     return hw_route_decision{sizeof(hw_route_decision), engine, engine, k > fitting ? 1 : 0};
   }
 
@@ -196,10 +223,13 @@ class LengthRouter final : public headway::sdk::Router {
   headway::sdk::Host host_;
   std::vector<Pool> pools_;
   bool spill_when_full_;
+  double weight_;
+  headway::sdk::PrefixAffinity affinity_;
   size_t cursor_ = 0;
 };
 
 }  // namespace
 
-HEADWAY_EXPORT_ROUTER(LengthRouter, "org.headway.router.length", "length", "0.1.0",
-                      "Engine pools by prompt length; least loaded within a pool", kOptions)
+HEADWAY_EXPORT_ROUTER(
+    LengthRouter, "org.headway.router.length", "length", "0.1.0",
+    "Engine pools by prompt length; within a pool, least loaded less what it caches", kOptions)

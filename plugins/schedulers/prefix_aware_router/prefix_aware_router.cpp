@@ -7,18 +7,13 @@
 //     outstanding_tokens - cached_token_weight (2) * (tokens of the prompt's beginning it holds)
 // among the live mixed engines with room that hold the request (least_loaded's rules, and its
 // choice when no engine holds any of the beginning). Ties go round-robin. What an engine holds is
-// a belief (PrefixTracker): the beginnings of the requests this router sent there, the most recent
-// kept up to the engine's KV cache size. An engine seen down is forgotten.
+// a belief (the SDK's PrefixAffinity): the beginnings of the requests this router sent there, the
+// most recent kept up to the engine's KV cache size. An engine seen down is forgotten.
 #include <cstdint>
 #include <headway/plugin.hpp>
 #include <string>
-#include <vector>
-
-#include "prefix_tracker.h"
 
 namespace {
-
-using headway::routers::PrefixTracker;
 
 constexpr hw_option_spec kOptions[] = {
     // 2, not 1: a request sent to an engine with the same beginning, still queued or prefilling
@@ -31,10 +26,7 @@ constexpr hw_option_spec kOptions[] = {
         "How many outstanding tokens one token of a prompt's beginning, cached on an engine, is "
         "worth when choosing it: the engine with the fewest outstanding tokens less this times the "
         "cached tokens wins. 0 = least_loaded."),
-    headway::sdk::int_option(
-        "tracked_tokens", 0, 0, int64_t{1} << 40,
-        "Tokens of prompt beginnings remembered per engine, the most recently routed kept; 0 = the "
-        "engine's KV cache size (kv_blocks x block_size), which bounds what it can hold."),
+    headway::sdk::tracked_tokens_option(),
 };
 
 class PrefixAwareRouter final : public headway::sdk::Router {
@@ -42,8 +34,7 @@ class PrefixAwareRouter final : public headway::sdk::Router {
   PrefixAwareRouter(const headway::sdk::Host& host, const headway::sdk::Options& options,
                     std::span<const hw_engine_load> engines)
       : weight_(options.get_double("cached_token_weight")),
-        tracked_tokens_(static_cast<uint64_t>(options.get_int("tracked_tokens"))),
-        trackers_(engines.size()) {
+        affinity_(static_cast<uint64_t>(options.get_int("tracked_tokens"))) {
     headway::sdk::check_mixed_engines(host, engines, "prefix_aware");
   }
 
@@ -55,25 +46,13 @@ class PrefixAwareRouter final : public headway::sdk::Router {
   hw_route_decision route_with_prefix(const hw_route_request& request,
                                       const headway::sdk::RoutePrefix& prefix,
                                       std::span<const hw_engine_load> engines) override {
-    // One tracker per engine of the deployment; the host passes every engine, in order.
-    if (trackers_.size() < engines.size()) trackers_.resize(engines.size());
-    matched_tokens_.assign(engines.size(), 0);  // same size after the first: no allocation
-    for (const hw_engine_load& e : engines) {
-      PrefixTracker& tracker = trackers_[e.engine_index];
-      if (!e.alive) {
-        tracker.clear();
-        continue;
-      }
-      update_capacity(tracker, e, prefix.piece_tokens);
-      matched_tokens_[e.engine_index] =
-          static_cast<double>(tracker.matched(prefix.hashes)) * prefix.piece_tokens;
-    }
+    affinity_.observe(prefix, engines);
     const uint64_t whole = whole_length(request);
     const auto live = [&](const hw_engine_load& e) {
       return e.alive && e.role == HW_ENGINE_ROLE_MIXED && holds(e, whole);
     };
     const auto key = [&](const hw_engine_load& e) {
-      return static_cast<double>(e.outstanding_tokens) - weight_ * matched_tokens_[e.engine_index];
+      return static_cast<double>(e.outstanding_tokens) - weight_ * affinity_.matched_tokens(e);
     };
     size_t best = headway::sdk::pick_least_loaded(
         engines, cursor_, [&](const hw_engine_load& e) { return live(e) && has_room(e); }, key);
@@ -90,28 +69,13 @@ class PrefixAwareRouter final : public headway::sdk::Router {
                                                     " tokens (prompt + max_tokens)");
     }
     const uint32_t engine = engines[best].engine_index;
-    if (!refused) trackers_[engine].record(prefix.hashes);
+    if (!refused) affinity_.record(engine, prefix);
     return hw_route_decision{sizeof(hw_route_decision), engine, engine, 0};
   }
 
  private:
-  // The engine's KV cache in pieces (or tracked_tokens), as its load now says: an engine process
-  // says it once it answers, and again after a restart with another configuration.
-  void update_capacity(PrefixTracker& tracker, const hw_engine_load& e, uint32_t piece_tokens) {
-    if (piece_tokens == 0) return;
-    const uint64_t tokens =
-        tracked_tokens_ > 0 ? tracked_tokens_ : uint64_t{e.kv_blocks_total} * e.block_size;
-    // Not known yet (an engine process that has not answered): keep what it was, at first nothing,
-    // so that such an engine is chosen as least_loaded would choose it.
-    if (tokens == 0) return;
-    const uint64_t pieces = tokens / piece_tokens;
-    if (pieces != tracker.capacity()) tracker.set_capacity(pieces);
-  }
-
   const double weight_;
-  const uint64_t tracked_tokens_;
-  std::vector<PrefixTracker> trackers_;  // per engine
-  std::vector<double> matched_tokens_;   // per engine, this request's; scratch
+  headway::sdk::PrefixAffinity affinity_;
   size_t cursor_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <headway/sdk/kv_transport.hpp>
 #include <headway/sdk/model.hpp>
 #include <headway/sdk/options.hpp>
+#include <headway/sdk/prefix_affinity.hpp>
 #include <headway/sdk/router.hpp>
 #include <headway/sdk/scheduler.hpp>
 #include <headway/sdk/status.hpp>

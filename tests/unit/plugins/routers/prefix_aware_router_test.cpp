@@ -12,7 +12,6 @@
 #include <headway/core/route_prefix.h>
 
 #include <cstdint>
-#include <numeric>
 #include <vector>
 
 #include "router_harness.h"
@@ -21,8 +20,11 @@ namespace headway::core {
 namespace {
 
 using router_test::dead;
+using router_test::document;
 using router_test::engine;
 using router_test::error_of;
+using router_test::kPiece;
+using router_test::prompt_hashes;
 using router_test::RouterHarness;
 using router_test::with_load;
 using router_test::with_waiting;
@@ -30,27 +32,7 @@ using ::testing::HasSubstr;
 
 constexpr const char* kPrefixAware = "headway_router_prefix_aware.so";
 constexpr const char* kLeastLoaded = "headway_router_least_loaded.so";
-constexpr uint32_t kPiece = kRoutePrefixPieceTokens;
 constexpr const char* kWeightOne = "cached_token_weight = 1.0";
-
-// A prompt of `pieces` whole pieces: the ids of `beginning` (a shared document, say) followed by
-// ids of its own from `own`, as hashes.
-std::vector<uint64_t> prompt_hashes(const std::vector<int32_t>& beginning, uint32_t pieces,
-                                    int32_t own) {
-  std::vector<int32_t> ids = beginning;
-  ids.resize(size_t{pieces} * kPiece);
-  std::iota(ids.begin() + static_cast<ptrdiff_t>(std::min(beginning.size(), ids.size())), ids.end(),
-            own);
-  std::vector<uint64_t> hashes;
-  route_prefix_hashes(ids, hashes);
-  return hashes;
-}
-
-std::vector<int32_t> document(int32_t first, uint32_t pieces) {
-  std::vector<int32_t> ids(size_t{pieces} * kPiece);
-  std::iota(ids.begin(), ids.end(), first);
-  return ids;
-}
 
 uint32_t place(RouterHarness& router, const std::vector<hw_engine_load>& engines,
                const std::vector<uint64_t>& hashes) {
@@ -164,6 +146,19 @@ TEST(PrefixAwareRouter, AFullQueueComesLastEvenWithTheBeginning) {
   const std::vector<int32_t> doc = document(1000, 10);
   ASSERT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)), 0u);
   engines = {with_waiting(engine(0), 2), with_load(engine(1), 5000)};
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)), 1u);
+}
+
+// Every queue full: placed on the best all the same, where the host refuses it (429); it computes
+// nothing there, so the engine is not believed to hold its beginning afterwards.
+TEST(PrefixAwareRouter, ARequestRefusedForAFullQueueIsNotRecorded) {
+  std::vector<hw_engine_load> engines = {with_waiting(engine(0), 1),
+                                         with_waiting(with_load(engine(1), 100), 1)};
+  RouterHarness router(kPrefixAware, kWeightOne, {engine(0), engine(1)});
+  router.set_max_waiting({1, 1});
+  const std::vector<int32_t> doc = document(1000, 10);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)), 0u);
+  engines = {with_load(engine(0), 300), with_load(engine(1), 200)};  // 300 - 640 < 200 if held
   EXPECT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)), 1u);
 }
 

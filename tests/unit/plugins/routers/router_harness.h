@@ -12,6 +12,7 @@
 #include <headway/core/plugin_instances.h>
 #include <headway/core/plugin_options.h>
 #include <headway/core/plugin_registry.h>
+#include <headway/core/route_prefix.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +31,7 @@
 namespace headway::core::router_test {
 
 inline constexpr uint32_t kBlock = 16;
+inline constexpr uint32_t kPiece = kRoutePrefixPieceTokens;
 
 // One registry for the whole process: it owns the libraries, which outlive every instance.
 inline PluginRegistry& registry() {
@@ -72,6 +75,26 @@ inline hw_engine_load with_free_blocks(hw_engine_load e, uint32_t free) {
 inline hw_engine_load with_waiting(hw_engine_load e, uint32_t waiting) {
   e.waiting = waiting;
   return e;
+}
+
+// A prompt of `pieces` whole pieces of route_prefix_hashes: the ids of `beginning` (a shared
+// document, say) followed by ids of its own from `own`, as the hashes a router is given.
+inline std::vector<uint64_t> prompt_hashes(const std::vector<int32_t>& beginning, uint32_t pieces,
+                                           int32_t own) {
+  std::vector<int32_t> ids = beginning;
+  ids.resize(size_t{pieces} * kPiece);
+  std::iota(ids.begin() + static_cast<ptrdiff_t>(std::min(beginning.size(), ids.size())), ids.end(),
+            own);
+  std::vector<uint64_t> hashes;
+  route_prefix_hashes(ids, hashes);
+  return hashes;
+}
+
+// A beginning of `pieces` whole pieces, ids counting up from `first`.
+inline std::vector<int32_t> document(int32_t first, uint32_t pieces) {
+  std::vector<int32_t> ids(size_t{pieces} * kPiece);
+  std::iota(ids.begin(), ids.end(), first);
+  return ids;
 }
 
 // A router instance as the cluster creates it: from options written as TOML (the body of the

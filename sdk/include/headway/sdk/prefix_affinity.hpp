@@ -1,0 +1,147 @@
+// What each engine's prefix cache is believed to hold, for a router that places a request where
+// the beginning of its prompt is cached (ABI 1.8's hw_route_prefix; the prefix_aware, length and
+// disaggregated routers use it). Header-only; plugin side.
+//
+// A belief, not the engine's state: a router sees no eviction, and an engine with prefix caching
+// off holds nothing. A wrong belief costs only a request placed where its beginning is computed
+// again, the cost of any router that does not track prefixes.
+//
+// Ownership: each object owns its entries. Threading: one router instance's; not synchronised.
+#pragma once
+
+#include <headway/abi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <headway/sdk/router.hpp>
+#include <list>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace headway::sdk {
+
+// One engine's: the prompt beginnings (hashes of hw_route_prefix) of the requests sent there, the
+// most recently sent kept, up to a capacity in pieces.
+class PrefixTracker {
+ public:
+  // How many of `hashes`, from the first, it holds: the pieces of the prompt's beginning the
+  // engine is believed to hold, up to the first it does not.
+  size_t matched(std::span<const uint64_t> hashes) const {
+    size_t n = 0;
+    while (n < hashes.size() && entries_.count(hashes[n]) != 0) ++n;
+    return n;
+  }
+
+  // Records that a prompt beginning so was sent to the engine: each piece becomes the most
+  // recently used, the first most of all, so that the pieces evicted first (past the capacity)
+  // are the deepest ones. The engine's cache also evicts a request's last blocks first, keeping
+  // beginnings that others share.
+  void record(std::span<const uint64_t> hashes) {
+    for (size_t i = hashes.size(); i-- > 0;) {
+      const auto [it, inserted] = entries_.try_emplace(hashes[i]);
+      if (inserted) {
+        order_.push_front(hashes[i]);
+        it->second = order_.begin();
+      } else {
+        order_.splice(order_.begin(), order_, it->second);  // no allocation for a piece held
+      }
+    }
+    evict_past(capacity_);
+  }
+
+  // The most pieces held; the least recently sent go first when it shrinks.
+  void set_capacity(size_t pieces) {
+    capacity_ = pieces;
+    evict_past(capacity_);
+  }
+  size_t capacity() const { return capacity_; }
+  size_t size() const { return entries_.size(); }
+
+  // Forgets everything (the engine went down: its cache is gone when it comes back).
+  void clear() {
+    entries_.clear();
+    order_.clear();
+  }
+
+ private:
+  void evict_past(size_t pieces) {
+    while (entries_.size() > pieces) {
+      entries_.erase(order_.back());
+      order_.pop_back();
+    }
+  }
+
+  size_t capacity_ = 0;
+  std::list<uint64_t> order_;  // most recently sent first
+  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> entries_;
+};
+
+// Every engine's tracker, and how much of the request being placed each holds. A router calls
+// observe() with the request's prefix and the engines' loads, reads matched_tokens() in its
+// choice, and record()s the engine that will compute the prompt (not one that refuses it).
+class PrefixAffinity {
+ public:
+  // tracked_tokens: tokens of beginnings remembered per engine; 0 = the engine's KV cache size
+  // (kv_blocks_total x block_size), which bounds what it can hold.
+  explicit PrefixAffinity(uint64_t tracked_tokens = 0) : tracked_tokens_(tracked_tokens) {}
+
+  // Forgets the engines seen down, bounds each tracker by its engine's KV size as its load now
+  // says (an engine process says it once it answers, and again after a restart with another
+  // configuration), and finds how many tokens of `prefix` each engine holds.
+  void observe(const RoutePrefix& prefix, std::span<const hw_engine_load> engines) {
+    // One tracker per engine of the deployment; the host passes every engine, in order, and never
+    // more than at create (a cheap guard all the same).
+    if (trackers_.size() < engines.size()) trackers_.resize(engines.size());
+    matched_tokens_.assign(trackers_.size(), 0.0);  // same size after the first: no allocation
+    for (const hw_engine_load& e : engines) {
+      if (e.engine_index >= trackers_.size()) continue;
+      PrefixTracker& tracker = trackers_[e.engine_index];
+      if (!e.alive) {
+        tracker.clear();
+        continue;
+      }
+      update_capacity(tracker, e, prefix.piece_tokens);
+      matched_tokens_[e.engine_index] =
+          static_cast<double>(tracker.matched(prefix.hashes)) * prefix.piece_tokens;
+    }
+  }
+
+  // Tokens of the beginning observe() was given that the engine is believed to hold.
+  double matched_tokens(const hw_engine_load& e) const {
+    return e.engine_index < matched_tokens_.size() ? matched_tokens_[e.engine_index] : 0.0;
+  }
+
+  // The engine will compute the prompt: it holds the beginning from now on.
+  void record(uint32_t engine_index, const RoutePrefix& prefix) {
+    if (engine_index < trackers_.size()) trackers_[engine_index].record(prefix.hashes);
+  }
+
+  const PrefixTracker& tracker(uint32_t engine_index) const { return trackers_.at(engine_index); }
+
+ private:
+  void update_capacity(PrefixTracker& tracker, const hw_engine_load& e, uint32_t piece_tokens) {
+    if (piece_tokens == 0) return;
+    const uint64_t tokens =
+        tracked_tokens_ > 0 ? tracked_tokens_ : uint64_t{e.kv_blocks_total} * e.block_size;
+    // Not known yet (an engine process that has not answered): keep what it was, at first
+    // nothing, so that such an engine is chosen as if no beginning were tracked.
+    if (tokens == 0) return;
+    const uint64_t pieces = tokens / piece_tokens;
+    if (pieces != tracker.capacity()) tracker.set_capacity(pieces);
+  }
+
+  uint64_t tracked_tokens_;
+  std::vector<PrefixTracker> trackers_;  // per engine
+  std::vector<double> matched_tokens_;   // per engine, the request being placed; scratch
+};
+
+// The option that bounds the trackers, the same for every router that uses them.
+constexpr hw_option_spec tracked_tokens_option() {
+  return int_option("tracked_tokens", 0, 0, int64_t{1} << 40,
+                    "Tokens of prompt beginnings remembered per engine, the most recently routed "
+                    "kept; 0 = the engine's KV cache size (kv_blocks x block_size), which bounds "
+                    "what it can hold.");
+}
+
+}  // namespace headway::sdk

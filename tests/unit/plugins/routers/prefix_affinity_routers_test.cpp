@@ -1,0 +1,179 @@
+// The length and disaggregated routers' use of prompt beginnings (the SDK's PrefixAffinity, as
+// prefix_aware uses it): within a length pool, and among the prefill engines, a request goes where
+// its beginning is believed cached unless that engine is busier than it saves. Loaded from the
+// built plugin directory and driven through core::RouterInstance with the hashes
+// core::route_prefix_hashes makes. Both routers weigh a cached token 2 by default: a length
+// pool's key is outstanding tokens less 2 x the cached tokens, the prefill side's is queued prefill
+// tokens less 2 x the cached tokens.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/abi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "router_harness.h"
+
+namespace headway::core {
+namespace {
+
+using router_test::document;
+using router_test::engine;
+using router_test::kPiece;
+using router_test::prompt_hashes;
+using router_test::RouterHarness;
+using router_test::with_load;
+using router_test::with_waiting;
+
+constexpr const char* kLength = "headway_router_length.so";
+constexpr const char* kDisaggregated = "headway_router_disaggregated.so";
+constexpr const char* kShortLong = "pools = \"short:0,long:8192\"";
+
+hw_route_decision place(RouterHarness& router, const std::vector<hw_engine_load>& engines,
+                        const std::vector<uint64_t>& hashes) {
+  return router.route(static_cast<uint32_t>(hashes.size() * kPiece), engines, 16, hashes);
+}
+
+// -------------------------------------------------------------------------------------------------
+// length
+// -------------------------------------------------------------------------------------------------
+
+// Engine 0 in pool "short", 1 and 2 in pool "long".
+std::vector<hw_engine_load> one_short_two_long() {
+  return {engine(0, HW_ENGINE_ROLE_MIXED, "short"), engine(1, HW_ENGINE_ROLE_MIXED, "long"),
+          engine(2, HW_ENGINE_ROLE_MIXED, "long")};
+}
+
+TEST(LengthRouterPrefixes, ReadsPrefixes) {
+  EXPECT_TRUE(RouterHarness(kLength, kShortLong, one_short_two_long()).reads_prefixes());
+}
+
+// A 8,320-token document (130 pieces) cached on long engine 1 keeps drawing its questions while
+// engine 1 has fewer than 16,640 (2 x 8,320) more outstanding tokens than engine 2.
+TEST(LengthRouterPrefixes, WithinAPoolABeginningGoesBackToTheEngineItWasSentTo) {
+  std::vector<hw_engine_load> engines = one_short_two_long();
+  RouterHarness router(kLength, kShortLong, engines);
+  const std::vector<int32_t> doc = document(1000, 130);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 132, 1)).decode_engine, 1u);
+  engines[1] = with_load(engines[1], 16000);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 133, 50000)).decode_engine, 1u);
+  // Another document goes to the least loaded of the pool.
+  EXPECT_EQ(place(router, engines, prompt_hashes(document(90000, 130), 131, 1)).decode_engine, 2u);
+  // Busier than the document saves: engine 2, which then holds it too.
+  engines[1] = with_load(engines[1], 17000);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 131, 7)).decode_engine, 2u);
+}
+
+// The pool is chosen by length first: a long prompt that begins as a short one did goes to the long
+// pool, however loaded, not to the short engine that holds its beginning.
+TEST(LengthRouterPrefixes, ABeginningNeverTakesARequestOutOfItsPool) {
+  std::vector<hw_engine_load> engines = one_short_two_long();
+  RouterHarness router(kLength, kShortLong, engines);
+  const std::vector<int32_t> doc = document(1000, 100);  // 6,400 tokens: the short pool
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 100, 1)).decode_engine, 0u);
+  engines[1] = with_load(engines[1], 100000);
+  engines[2] = with_load(engines[2], 90000);
+  const hw_route_decision d = place(router, engines, prompt_hashes(doc, 140, 1));
+  EXPECT_EQ(d.decode_engine, 2u);
+  EXPECT_EQ(d.fallback, 0);
+}
+
+TEST(LengthRouterPrefixes, WeightZeroIsTheLeastLoadedOfThePool) {
+  std::vector<hw_engine_load> engines = one_short_two_long();
+  RouterHarness router(kLength, std::string(kShortLong) + "\ncached_token_weight = 0.0", engines);
+  const std::vector<int32_t> doc = document(1000, 130);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 130, 1)).decode_engine, 1u);
+  engines[1] = with_load(engines[1], 1);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 130, 1)).decode_engine, 2u);
+}
+
+// A request placed on a full queue is refused there (429) and computes nothing: the engine is not
+// believed to hold its beginning afterwards.
+TEST(LengthRouterPrefixes, ARequestRefusedForAFullQueueIsNotRecorded) {
+  std::vector<hw_engine_load> engines = one_short_two_long();
+  RouterHarness router(kLength, kShortLong, engines);
+  router.set_max_waiting({0, 1, 1});
+  engines[1] = with_waiting(with_load(engines[1], 200), 1);
+  engines[2] = with_waiting(with_load(engines[2], 100), 1);
+  const std::vector<int32_t> doc = document(1000, 130);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 130, 1)).decode_engine, 2u);
+  engines[1] = with_load(one_short_two_long()[1], 200);
+  engines[2] = with_load(one_short_two_long()[2], 300);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 130, 1)).decode_engine, 1u);
+}
+
+// -------------------------------------------------------------------------------------------------
+// disaggregated
+// -------------------------------------------------------------------------------------------------
+
+// Prefill engines 0 and 1, decode engines 2 and 3.
+std::vector<hw_engine_load> two_prefill_two_decode() {
+  return {engine(0, HW_ENGINE_ROLE_PREFILL), engine(1, HW_ENGINE_ROLE_PREFILL),
+          engine(2, HW_ENGINE_ROLE_DECODE), engine(3, HW_ENGINE_ROLE_DECODE)};
+}
+
+TEST(DisaggregatedRouterPrefixes, ReadsPrefixes) {
+  EXPECT_TRUE(RouterHarness(kDisaggregated, "", two_prefill_two_decode()).reads_prefixes());
+}
+
+// A 640-token document prefilled on engine 0 keeps drawing its prompts while engine 0 has fewer
+// than 1,280 more prompt tokens queued than engine 1; the decode side stays the least loaded.
+TEST(DisaggregatedRouterPrefixes, APrefillGoesWhereItsBeginningIsCached) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "", engines);
+  const std::vector<int32_t> doc = document(1000, 10);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 12, 1)).prefill_engine, 0u);
+  engines[0] = with_load(engines[0], 1200, 1200);
+  engines[2] = with_load(engines[2], 300, 0);
+  engines[3] = with_load(engines[3], 200, 0);
+  hw_route_decision d = place(router, engines, prompt_hashes(doc, 11, 50000));
+  EXPECT_EQ(d.prefill_engine, 0u);
+  EXPECT_EQ(d.decode_engine, 3u);
+  // Another document: the fewest queued.
+  EXPECT_EQ(place(router, engines, prompt_hashes(document(90000, 10), 11, 1)).prefill_engine, 1u);
+  // More queued than the document saves: engine 1, which then holds it too.
+  engines[0] = with_load(engines[0], 1300, 1300);
+  engines[1] = with_load(engines[1], 10, 10);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 11, 7)).prefill_engine, 1u);
+  engines[1] = with_load(engines[1], 1100, 1100);  // both hold it: the fewer queued
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 11, 9)).prefill_engine, 1u);
+}
+
+TEST(DisaggregatedRouterPrefixes, WeightZeroPrefillsOnTheFewestQueued) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "cached_token_weight = 0.0", engines);
+  const std::vector<int32_t> doc = document(1000, 10);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)).prefill_engine, 0u);
+  engines[0] = with_load(engines[0], 1, 1);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)).prefill_engine, 1u);
+}
+
+TEST(DisaggregatedRouterPrefixes, APrefillRefusedForAFullQueueIsNotRecorded) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "", engines);
+  router.set_max_waiting({1, 1, 0, 0});
+  engines[0] = with_waiting(with_load(engines[0], 200, 200), 1);
+  engines[1] = with_waiting(with_load(engines[1], 100, 100), 1);
+  const std::vector<int32_t> doc = document(1000, 10);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)).prefill_engine, 1u);
+  engines[0] = with_load(two_prefill_two_decode()[0], 200, 200);
+  engines[1] = with_load(two_prefill_two_decode()[1], 300, 300);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)).prefill_engine, 0u);
+}
+
+// A prompt prefilled on its decode engine (local_prefill_max_tokens) is on no prefill engine: a
+// longer prompt with the same beginning then goes to the fewest queued.
+TEST(DisaggregatedRouterPrefixes, ALocalPrefillIsOnNoPrefillEngine) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 1000", engines);
+  const std::vector<int32_t> doc = document(1000, 10);  // 640 tokens: prefilled locally
+  hw_route_decision d = place(router, engines, prompt_hashes(doc, 10, 1));
+  ASSERT_EQ(d.prefill_engine, d.decode_engine);
+  // 1,280 tokens move; engine 0 holds nothing of them, so the 1 queued token decides.
+  engines[0] = with_load(engines[0], 1, 1);
+  d = place(router, engines, prompt_hashes(doc, 20, 1));
+  EXPECT_EQ(d.prefill_engine, 1u);
+}
+
+}  // namespace
+}  // namespace headway::core

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -329,6 +330,36 @@ TEST_F(DisaggregatedServiceTest, ABurstSpreadsOverTheDecodeEnginesBeforeItsKvArr
   const double beside_long = std::min(one, two) - 1.0;
   EXPECT_GT(beside_long, 0.0) << "every request of the burst went to the other decode engine";
   EXPECT_LT(beside_long, 5.0) << "the engine with the long answer took as many as the other";
+}
+
+// The disaggregated router reads how prompts begin (ABI 1.8) for its prefill side: a second prompt
+// that begins as the first is prefilled on the first's prefill engine and finds its blocks cached
+// there. With cached_token_weight = 0 the two idle prefill engines take one each (round-robin
+// ties), and the second computes everything again.
+TEST_F(DisaggregatedServiceTest, APromptThatBeginsAsAnEarlierOneIsPrefilledWhereItIsCached) {
+  const std::string engines = "[[engines]]\nrole = \"prefill\"\ncount = 2\n" + kScheduler +
+                              "[[engines]]\nrole = \"decode\"\n" + kScheduler;
+  const std::string document(200, 'd');  // BOS + 200 bytes: three whole pieces of 64 ids
+  for (const char* weight : {"2.0", "0.0"}) {
+    SCOPED_TRACE(weight);
+    LocalGenerationService service(tiny_deployment(
+        checkpoint(), engines,
+        std::string("[router]\nplugin = \"disaggregated\"\noptions = { cached_token_weight = ") +
+            weight + " }\n[kv_transport]\nplugin = \"host_copy\"\n"));
+    const test::Collected first = collect(*service.submit(text_request(document + " first?", 2)));
+    const test::Collected second = collect(*service.submit(text_request(document + " other?", 2)));
+    ASSERT_EQ(first.finish, Finish::kLength) << first.error;
+    ASSERT_EQ(second.finish, Finish::kLength) << second.error;
+    const std::string metrics = service.metrics_text();
+    const double prefilled_on_1 = sum_of(metrics, "headway_prompt_tokens_total", "engine=\"1\"");
+    if (std::string_view(weight) == "2.0") {
+      EXPECT_EQ(prefilled_on_1, 0.0) << metrics;
+      EXPECT_EQ(second.usage.cached_prompt_tokens, 192u);  // its 12 whole blocks of 16 in common
+    } else {
+      EXPECT_GT(prefilled_on_1, 0.0) << metrics;
+      EXPECT_EQ(second.usage.cached_prompt_tokens, 0u);
+    }
+  }
 }
 
 TEST_F(DisaggregatedServiceTest, ShutdownWithRequestsInEveryStateEndsEachStream) {

@@ -89,6 +89,10 @@ Cluster::Cluster(const DeploymentConfig& config,
                                  engines_[i]->config().max_waiting, engines_[i]->max_model_len()};
   }
   router_ = std::make_unique<RouterInstance>(config.router, loads_, *router_host_, limits);
+  hashes_prefixes_ = router_->reads_prefixes() && std::any_of(engines_.begin(), engines_.end(),
+                                                              [](const std::unique_ptr<Engine>& e) {
+                                                                return e->prefix_caching();
+                                                              });
   if (config.kv_transport) {
     check_kv_can_move(config, engines_);
     transport_host_ = std::make_unique<HostServices>(
@@ -141,7 +145,7 @@ hw_route_decision Cluster::route(const hw_route_request& request,
 }
 
 uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_request) {
-  if (router_reads_prefixes()) route_prefix_hashes(request.prompt, prefix_hashes_);
+  if (hashes_prefixes_) route_prefix_hashes(request.prompt, prefix_hashes_);
   const hw_route_decision decision = route(route_request, prefix_hashes_);
   const bool disaggregated = decision.prefill_engine != decision.decode_engine;
   if (disaggregated && transport_ == nullptr) {

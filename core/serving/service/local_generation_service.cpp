@@ -340,7 +340,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   request.prompt = std::move(prompt);
   // Before the lock: hashing a long prompt takes a while, and every request waits on the lock.
   std::vector<uint64_t> prefix_hashes;
-  if (cluster_->router_reads_prefixes()) core::route_prefix_hashes(request.prompt, prefix_hashes);
+  if (cluster_->hashes_prefixes()) core::route_prefix_hashes(request.prompt, prefix_hashes);
 
   std::lock_guard lock(mutex_);
   if (!accepts(input)) {

@@ -77,6 +77,9 @@ class DisaggregatedRouter final : public headway::sdk::Router {
   hw_route_decision route_with_prefix(const hw_route_request& request,
                                       const headway::sdk::RoutePrefix& prefix,
                                       std::span<const hw_engine_load> engines) override {
+    // Before any choice, so that a prefill engine seen down is forgotten even while only local
+    // prefills are placed.
+    if (weight_ > 0) affinity_.observe(prefix, engines);
     // Decode side: least outstanding work among live decode engines, preferring, in this order,
     // room in the waiting queue and for the prompt's KV, room in the queue, room for the KV (the
     // transfer then waits for blocks), and then any.
@@ -107,7 +110,6 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     // Prefill side: the fewest prompt tokens queued less what the engine holds of the prompt, on
     // an engine whose queue has room if one has (all full: the least loaded, where the host
     // refuses it with a 429, and which then computes nothing of it: not recorded).
-    if (weight_ > 0) affinity_.observe(prefix, engines);
     const auto live_prefill = [&](const hw_engine_load& e) {
       return e.alive && e.role == HW_ENGINE_ROLE_PREFILL && holds(e, whole);
     };

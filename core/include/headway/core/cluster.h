@@ -47,9 +47,11 @@ class Cluster {
   // the smallest of all, which any engine it picks holds.
   uint32_t admitted_max_model_len() const;
   bool router_reads_model_lengths() const { return router_->reads_model_lengths(); }
-  // Whether the router reads how prompts begin (ABI 1.8): route()'s prefix_hashes are then worth
-  // computing (core::route_prefix_hashes of the prompt's ids).
-  bool router_reads_prefixes() const { return router_->reads_prefixes(); }
+  // Whether route()'s prefix_hashes are worth computing (core::route_prefix_hashes of the prompt's
+  // ids): the router reads how prompts begin (ABI 1.8) and some engine caches prefixes. With
+  // prefix caching off everywhere no engine holds a beginning, and a router given none places
+  // requests as if it did not read them.
+  bool hashes_prefixes() const { return hashes_prefixes_; }
 
   // Asks the router where a request goes, with every engine's current load. Throws Error
   // (RouterInstance::route).
@@ -101,6 +103,7 @@ class Cluster {
   std::vector<bool> alive_;
   std::vector<hw_engine_load> loads_;
   std::vector<uint64_t> prefix_hashes_;  // submit()'s scratch
+  bool hashes_prefixes_ = false;
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<HostServices> router_host_;
   std::unique_ptr<RouterInstance> router_;

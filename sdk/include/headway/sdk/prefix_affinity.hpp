@@ -13,7 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <headway/sdk/options.hpp>
 #include <headway/sdk/router.hpp>
+#include <iterator>
 #include <list>
 #include <span>
 #include <unordered_map>
@@ -25,6 +27,14 @@ namespace headway::sdk {
 // most recently sent kept, up to a capacity in pieces.
 class PrefixTracker {
  public:
+  PrefixTracker() = default;
+  // Not copyable: the map points into the list, and a copy's would point into the original's.
+  // Moving keeps the list's nodes, and so the map's iterators.
+  PrefixTracker(const PrefixTracker&) = delete;
+  PrefixTracker& operator=(const PrefixTracker&) = delete;
+  PrefixTracker(PrefixTracker&&) noexcept = default;
+  PrefixTracker& operator=(PrefixTracker&&) noexcept = default;
+
   // How many of `hashes`, from the first, it holds: the pieces of the prompt's beginning the
   // engine is believed to hold, up to the first it does not.
   size_t matched(std::span<const uint64_t> hashes) const {
@@ -37,17 +47,30 @@ class PrefixTracker {
   // recently used, the first most of all, so that the pieces evicted first (past the capacity)
   // are the deepest ones. The engine's cache also evicts a request's last blocks first, keeping
   // beginnings that others share.
+  // Once full, a new piece takes the least recent one's nodes: no allocation in steady state.
   void record(std::span<const uint64_t> hashes) {
+    if (capacity_ == 0) return;  // holds nothing (its engine's KV size is not known yet)
+    // Past the capacity only the first pieces can be kept: the deeper ones would go at once.
+    if (hashes.size() > capacity_) hashes = hashes.first(capacity_);
     for (size_t i = hashes.size(); i-- > 0;) {
-      const auto [it, inserted] = entries_.try_emplace(hashes[i]);
-      if (inserted) {
-        order_.push_front(hashes[i]);
-        it->second = order_.begin();
-      } else {
-        order_.splice(order_.begin(), order_, it->second);  // no allocation for a piece held
+      const auto held = entries_.find(hashes[i]);
+      if (held != entries_.end()) {
+        order_.splice(order_.begin(), order_, held->second);
+        continue;
       }
+      if (entries_.size() < capacity_) {
+        order_.push_front(hashes[i]);
+        entries_.emplace(hashes[i], order_.begin());
+        continue;
+      }
+      // Full: the least recent piece's list node moves to the front and its map node is re-keyed.
+      auto node = entries_.extract(order_.back());
+      order_.splice(order_.begin(), order_, std::prev(order_.end()));
+      order_.front() = hashes[i];
+      node.key() = hashes[i];
+      node.mapped() = order_.begin();
+      entries_.insert(std::move(node));
     }
-    evict_past(capacity_);
   }
 
   // The most pieces held; the least recently sent go first when it shrinks.
@@ -58,8 +81,10 @@ class PrefixTracker {
   size_t capacity() const { return capacity_; }
   size_t size() const { return entries_.size(); }
 
-  // Forgets everything (the engine went down: its cache is gone when it comes back).
+  // Forgets everything (the engine went down: its cache is gone when it comes back). Free when
+  // empty: a down engine is seen on every route, and clearing a map touches all its buckets.
   void clear() {
+    if (entries_.empty()) return;
     entries_.clear();
     order_.clear();
   }

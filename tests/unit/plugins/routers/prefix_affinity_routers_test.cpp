@@ -102,6 +102,22 @@ TEST(LengthRouterPrefixes, ARequestRefusedForAFullQueueIsNotRecorded) {
   EXPECT_EQ(place(router, engines, prompt_hashes(doc, 130, 1)).decode_engine, 1u);
 }
 
+// A request spilled from its full pool (spill_when_full) is computed where it went: that engine
+// holds its beginning afterwards.
+TEST(LengthRouterPrefixes, ASpilledRequestIsRecordedWhereItWent) {
+  std::vector<hw_engine_load> engines = one_short_two_long();
+  RouterHarness router(kLength, std::string(kShortLong) + "\nspill_when_full = true", engines);
+  router.set_max_waiting({1, 0, 0});
+  engines[0] = with_waiting(engines[0], 1);
+  const std::vector<int32_t> doc = document(1000, 10);  // 640 tokens: the short pool's
+  const hw_route_decision spilled = place(router, engines, prompt_hashes(doc, 12, 1));
+  ASSERT_EQ(spilled.decode_engine, 1u);
+  ASSERT_EQ(router.counter("router_spills"), 1.0);
+  // Spilled again, the document goes back to engine 1 while it is less than 1,280 tokens busier.
+  engines[1] = with_load(engines[1], 1000);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 12, 2)).decode_engine, 1u);
+}
+
 // -------------------------------------------------------------------------------------------------
 // disaggregated
 // -------------------------------------------------------------------------------------------------
@@ -159,6 +175,21 @@ TEST(DisaggregatedRouterPrefixes, APrefillRefusedForAFullQueueIsNotRecorded) {
   engines[0] = with_load(two_prefill_two_decode()[0], 200, 200);
   engines[1] = with_load(two_prefill_two_decode()[1], 300, 300);
   EXPECT_EQ(place(router, engines, prompt_hashes(doc, 10, 1)).prefill_engine, 0u);
+}
+
+// A prefill engine seen down is forgotten, also when the request that sees it is prefilled on its
+// decode engine (local_prefill_max_tokens) and picks no prefill engine.
+TEST(DisaggregatedRouterPrefixes, APrefillEngineSeenDownIsForgotten) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 100", engines);
+  const std::vector<int32_t> doc = document(1000, 10);
+  ASSERT_EQ(place(router, engines, prompt_hashes(doc, 12, 1)).prefill_engine, 0u);
+  engines[0] = router_test::dead(engines[0]);
+  const hw_route_decision local = place(router, engines, prompt_hashes(document(5, 1), 1, 1));
+  ASSERT_EQ(local.prefill_engine, local.decode_engine);
+  // Back up with its cache gone: 100 queued tokens now outweigh nothing held.
+  engines[0] = with_load(two_prefill_two_decode()[0], 100, 100);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 12, 1)).prefill_engine, 1u);
 }
 
 // A prompt prefilled on its decode engine (local_prefill_max_tokens) is on no prefill engine: a

@@ -100,6 +100,23 @@ TEST_F(ServiceTest, APromptThatBeginsAsAnEarlierOneGoesWhereItsBeginningIsCached
   }
 }
 
+// With prefix caching off on every engine no engine holds a beginning: the service hands the
+// router no hashes, and prefix_aware places the same two requests as least_loaded does (one on
+// each idle engine) instead of keeping the second with a beginning nobody cached.
+TEST_F(ServiceTest, WithPrefixCachingOffEverywhereTheRouterIsGivenNoBeginnings) {
+  const std::string two_engines = "[[engines]]\ncount = 2\nprefix_caching = false\n";
+  const std::string document(200, 'd');
+  LocalGenerationService service(
+      tiny_deployment(checkpoint(), two_engines, "[router]\nplugin = \"prefix_aware\"\n"));
+  const test::Collected first = collect(*service.submit(text_request(document + " first?", 2)));
+  const test::Collected second = collect(*service.submit(text_request(document + " other?", 2)));
+  ASSERT_EQ(first.finish, Finish::kLength) << first.error;
+  ASSERT_EQ(second.finish, Finish::kLength) << second.error;
+  const std::string metrics = service.metrics_text();
+  EXPECT_EQ(test::sum_of(metrics, "headway_request_success_total", "engine=\"0\""), 1.0) << metrics;
+  EXPECT_EQ(second.usage.cached_prompt_tokens, 0u);
+}
+
 // tokenize() gives the ids submit() runs (the usage's prompt_tokens is their count), without
 // the context-length check; detokenize() gives the text back.
 TEST_F(ServiceTest, TokenizeGivesThePromptSubmitRunsAndDetokenizeItsText) {

@@ -37,9 +37,10 @@ int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest
   request.class_index = w.class_index;
   request.prompt_tokens = w.prompt_tokens;
   const hw_model_info& info = cluster.engine(0).model_info();
-  // Ids for models that read them, and for a shared beginning, which the engines' prefix caches
-  // recognise by its ids (a simulated model ignores them).
-  if (info.needs_token_ids || w.shared_prefix_tokens > 0) {
+  // Ids for models that read them, and for a shared beginning or a conversation's turns, which the
+  // engines' prefix caches recognise by their ids (a simulated model ignores them).
+  if (info.needs_token_ids || w.shared_prefix_tokens > 0 ||
+      workload.classes[w.class_index].turns > 1) {
     const int32_t end =
         info.vocab > 0 && info.vocab <= INT32_MAX ? static_cast<int32_t>(info.vocab) : INT32_MAX;
     request.prompt = synthetic_prompt(workload.seed, w, TokenIdRange{0, end});

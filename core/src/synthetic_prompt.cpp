@@ -32,7 +32,9 @@ std::vector<int32_t> synthetic_prompt(uint64_t seed, const WorkloadRequest& requ
   const uint64_t beginning =
       (uint64_t{1} << 63) | (uint64_t{request.class_index} << 32) | request.shared_prefix;
   fill(base ^ beginning, range, ids.data(), ids.data() + shared);
-  fill(base ^ request.id, range, ids.data() + shared, ids.data() + ids.size());
+  // A conversation's turns continue one stream (the first turn's id; a request on its own is its
+  // own conversation), so each turn's own ids begin with the previous turn's.
+  fill(base ^ request.conversation_id(), range, ids.data() + shared, ids.data() + ids.size());
   return ids;
 }
 

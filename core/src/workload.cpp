@@ -49,7 +49,8 @@ bool same_requests(const Workload& a, const Workload& b) {
                              x.prompt_tokens == y.prompt_tokens &&
                              x.output_tokens == y.output_tokens && x.priority == y.priority &&
                              x.shared_prefix_tokens == y.shared_prefix_tokens &&
-                             x.shared_prefix == y.shared_prefix && x.max_tokens == y.max_tokens;
+                             x.shared_prefix == y.shared_prefix && x.max_tokens == y.max_tokens &&
+                             x.turn == y.turn && x.conversation_id() == y.conversation_id();
                     });
 }
 
@@ -59,6 +60,7 @@ namespace {
 // well above any context length a model supports.
 constexpr int64_t kMaxTokens = int64_t{1} << 30;
 constexpr int64_t kMaxSharedPrefixes = 65536;
+constexpr int64_t kMaxTurns = 1000;
 
 // A well-mixed hash of one word (SplitMix64's finaliser).
 uint64_t mix64(uint64_t z) {
@@ -408,6 +410,17 @@ struct ClassSpec {
   Dist prompt, output;
 };
 
+// A request drawn, before the workload's ids are given in arrival order.
+struct Pending {
+  uint32_t class_index;
+  double arrival;
+  uint32_t prompt, output;
+  uint32_t turn = 0;
+  // Of a conversation's turns, the first's index in the drawn list (before sorting); SIZE_MAX for
+  // a request on its own.
+  size_t conversation = SIZE_MAX;
+};
+
 class Parser {
  public:
   Parser(const std::filesystem::path& file, std::optional<uint64_t> seed)
@@ -543,6 +556,9 @@ class Parser {
   Dist parse_dist(const toml::table& parent, const std::string& path, std::string_view key,
                   bool is_prompt);
   std::vector<ClassSpec> parse_classes(const toml::table& root);
+  // Appends the later turns of each conversation that `pending` starts (RequestClass::turns).
+  void expand_conversations(std::vector<Pending>& pending, const std::vector<ClassSpec>& specs,
+                            uint64_t seed, std::optional<double> duration) const;
 
   std::filesystem::path file_;
   std::string name_;
@@ -665,9 +681,9 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     const std::string path = "classes[" + std::to_string(i) + "]";
     const toml::table* t = (*arr)[i].as_table();
     if (t == nullptr) fail(path, "expected a table, got " + type_name((*arr)[i]));
-    check_keys(
-        *t, path,
-        {"name", "share", "long", "priority", "max_tokens", "shared_prefix", "prompt", "output"});
+    check_keys(*t, path,
+               {"name", "share", "long", "priority", "max_tokens", "shared_prefix", "conversation",
+                "prompt", "output"});
     ClassSpec spec;
     const auto name = get_string(*t, path, "name");
     if (!name || name->empty())
@@ -689,6 +705,24 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     spec.prompt = parse_dist(*t, path, "prompt", true);
     spec.output = parse_dist(*t, path, "output", false);
     spec.cls.mean_prompt_tokens = spec.prompt.nominal_mean;
+    if (const toml::table* conversation = get_table(*t, path, "conversation")) {
+      const std::string cp = key_path(path, "conversation");
+      check_keys(*conversation, cp, {"turns", "gap"});
+      if (!conversation->contains("turns")) {
+        fail(key_path(cp, "turns"),
+             "missing (required: an integer in [2, " + std::to_string(kMaxTurns) + "])");
+      }
+      spec.cls.turns =
+          static_cast<uint32_t>(int_in(*conversation, cp, "turns", 2, kMaxTurns,
+                                       "an integer in [2, " + std::to_string(kMaxTurns) + "]"));
+      const std::optional<double> gap = positive(*conversation, cp, "gap");
+      if (!gap) fail(key_path(cp, "gap"), "missing (required: seconds between turns, > 0)");
+      spec.cls.turn_gap = *gap;
+      // The mean over the turns: turn k (from 0) holds k + 1 messages and k answers.
+      const double turns = spec.cls.turns;
+      spec.cls.mean_prompt_tokens =
+          spec.prompt.nominal_mean * (turns + 1) / 2 + spec.output.nominal_mean * (turns - 1) / 2;
+    }
     if (const toml::table* shared = get_table(*t, path, "shared_prefix")) {
       const std::string sp = key_path(path, "shared_prefix");
       check_keys(*shared, sp, {"tokens", "count"});
@@ -712,6 +746,42 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+void Parser::expand_conversations(std::vector<Pending>& pending,
+                                  const std::vector<ClassSpec>& specs, uint64_t seed,
+                                  std::optional<double> duration) const {
+  const size_t firsts = pending.size();
+  for (size_t i = 0; i < firsts; ++i) {
+    const Pending first = pending[i];
+    const ClassSpec& spec = specs[first.class_index];
+    if (spec.cls.turns <= 1) continue;
+    pending[i].conversation = i;
+    // The later turns' lengths from a generator of their own, so that conversations change no
+    // other draw of the workload.
+    Rng turn_rng(mix64(seed ^ ((i + 1) * 0xD1B54A32D192ED03ull)));
+    uint64_t prompt = first.prompt;
+    uint32_t answer = first.output;
+    for (uint32_t turn = 1; turn < spec.cls.turns; ++turn) {
+      const double t = first.arrival + turn * spec.cls.turn_gap;
+      if (duration && t >= *duration) break;
+      // What the client saw of the previous answer: cut at max_tokens, as its request is.
+      if (spec.cls.max_tokens != 0) answer = std::min(answer, spec.cls.max_tokens);
+      prompt += uint64_t{answer} + spec.prompt.sample(turn_rng);
+      if (prompt + spec.cls.shared_prefix_tokens > static_cast<uint64_t>(kMaxTokens)) {
+        fail("classes[" + std::to_string(first.class_index) + "].conversation",
+             "turn " + std::to_string(turn + 1) + " of a conversation would have a prompt of " +
+                 std::to_string(prompt + spec.cls.shared_prefix_tokens) + " tokens (at most " +
+                 std::to_string(kMaxTokens) + ")");
+      }
+      answer = spec.output.sample(turn_rng);
+      pending.push_back({first.class_index, t, static_cast<uint32_t>(prompt), answer, turn, i});
+    }
+    if (pending.size() > static_cast<size_t>(kMaxRequests)) {
+      fail("classes[" + std::to_string(first.class_index) + "].conversation",
+           "the conversations ask for more than " + std::to_string(kMaxRequests) + " requests");
+    }
+  }
 }
 
 Workload Parser::run(std::optional<std::string_view> text) {
@@ -769,11 +839,6 @@ Workload Parser::run(std::optional<std::string_view> text) {
   const toml::table* trace_table = get_table(root, "", "trace");
   std::vector<ClassSpec> specs = parse_classes(root);
 
-  struct Pending {
-    uint32_t class_index;
-    double arrival;
-    uint32_t prompt, output;
-  };
   std::vector<Pending> pending;
 
   if (trace_table != nullptr) {
@@ -783,6 +848,12 @@ Workload Parser::run(std::optional<std::string_view> text) {
            "arrive as a Poisson process over the trace's span)");
     }
     if (count) fail("count", "not allowed with [trace] (use trace.limit)");
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (specs[i].cls.turns > 1) {
+        fail("classes[" + std::to_string(i) + "].conversation",
+             "not allowed with [trace] (mixed-in requests stand alone)");
+      }
+    }
     const std::string tp = "trace";
     check_keys(*trace_table, tp,
                {"file", "name", "limit", "time_scale", "long", "priority", "max_tokens"});
@@ -948,6 +1019,7 @@ Workload Parser::run(std::optional<std::string_view> text) {
     fail(trace_table != nullptr ? "trace" : "arrival",
          "the workload has no requests (is duration shorter than the first arrival?)");
   }
+  expand_conversations(pending, specs, w.seed, duration);
 
   // Class table and the long class(es).
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -985,10 +1057,19 @@ Workload Parser::run(std::optional<std::string_view> text) {
     }
   }
   w.requests.reserve(pending.size());
+  // Each conversation's first id, by its first turn's index before sorting.
+  std::vector<uint64_t> conversation_ids(pending.size(), UINT64_MAX);
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& p = pending[i];
     const RequestClass& cls = w.classes[p.class_index];
     WorkloadRequest r{i, p.class_index, p.arrival * time_scale, p.prompt, p.output, cls.priority};
+    // A conversation's first turn arrives before its others (gap > 0) and so has the smaller id.
+    if (p.turn > 0) {
+      r.turn = p.turn;
+      r.first_turn = conversation_ids[p.conversation];
+    } else if (p.conversation != SIZE_MAX) {
+      conversation_ids[p.conversation] = i;
+    }
     if (cls.max_tokens != 0) {
       // An answer longer than the limit is cut there (its finish is "length").
       r.output_tokens = std::min(r.output_tokens, cls.max_tokens);
@@ -1000,8 +1081,10 @@ Workload Parser::run(std::optional<std::string_view> text) {
       // draw of the workload as it was.
       r.prompt_tokens += cls.shared_prefix_tokens;
       r.shared_prefix_tokens = cls.shared_prefix_tokens;
-      r.shared_prefix =
-          static_cast<uint32_t>(mix64(w.seed ^ (i * 0x9E3779B97F4A7C15ull)) % cls.shared_prefixes);
+      // By its conversation, so that every turn of one begins with the same (a request on its own
+      // is its own conversation).
+      r.shared_prefix = static_cast<uint32_t>(
+          mix64(w.seed ^ (r.conversation_id() * 0x9E3779B97F4A7C15ull)) % cls.shared_prefixes);
     }
     w.requests.push_back(r);
   }

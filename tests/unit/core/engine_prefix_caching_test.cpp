@@ -450,6 +450,38 @@ output = { dist = "fixed", value = 16 }
   EXPECT_LT(cached.overall.ttft.mean, plain.overall.ttft.mean);
 }
 
+// A conversation's later turn begins with the turn before it (its prompt, then the workload's
+// stand-in for its answer): with turns far enough apart for each to finish first, one engine finds
+// every whole block of the previous turn's prompt cached, and no more (the model's answer is not
+// the stand-in). Without `conversation` the requests share nothing.
+TEST(EnginePrefixCaching, AConversationsLaterTurnFindsThePreviousTurnsPromptCached) {
+  const std::string classes = R"(
+seed = 4
+count = 6
+[arrival]
+process = "poisson"
+rate = 0.05
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "uniform", min = 100, max = 400 }
+output = { dist = "fixed", value = 16 }
+)";
+  const Workload talks =
+      parse_workload(classes + "conversation = { turns = 3, gap = 10.0 }\n", "talks.toml");
+  const Workload alone = parse_workload(classes, "alone.toml");
+  const std::string engine = "[model]\nplugin = \"sim\"\n[[engines]]\nblock_size = 16\n";
+  uint64_t expected = 0;
+  std::map<uint64_t, uint32_t> previous_prompt;
+  for (const WorkloadRequest& r : talks.requests) {
+    if (r.turn > 0) expected += previous_prompt.at(r.conversation_id()) / 16 * 16;
+    previous_prompt[r.conversation_id()] = r.prompt_tokens;
+  }
+  ASSERT_GT(talks.requests.size(), 12u);
+  EXPECT_EQ(simulated_report(engine, talks).cached_prompt_tokens, expected);
+  EXPECT_EQ(simulated_report(engine, alone).cached_prompt_tokens, 0u);
+}
+
 // Behind the prefix_aware router a simulated deployment hands each prompt's beginning to the router
 // (Cluster::submit hashes the workload's ids), so questions about one of 16 documents go where that
 // document is: each of the two engines, with room for about 10 of the 16, keeps about half of them,

@@ -59,5 +59,21 @@ TEST(SyntheticPrompt, RequestsOfOneSharedBeginningStartWithTheSameIds) {
             std::vector<int32_t>(a.begin(), a.begin() + 100));
 }
 
+// A conversation's later turn continues its first turn's stream: its prompt begins with all of the
+// first turn's ids (its own and the stream's stand-in for the answer), shared beginning included.
+TEST(SyntheticPrompt, AConversationsTurnBeginsWithTheTurnBeforeIt) {
+  const TokenIdRange range{0, 128256};
+  const WorkloadRequest first = request(4, 300, 64, 1);
+  WorkloadRequest later = request(17, 900, 64, 1);
+  later.turn = 2;
+  later.first_turn = 4;
+  const auto a = synthetic_prompt(3, first, range);
+  const auto b = synthetic_prompt(3, later, range);
+  EXPECT_EQ(common_start(a, b), 300u);
+  // Without the turn, request 17 would be its own conversation and share only the beginning.
+  later.turn = 0;
+  EXPECT_EQ(common_start(a, synthetic_prompt(3, later, range)), 64u);
+}
+
 }  // namespace
 }  // namespace headway::core

@@ -501,6 +501,128 @@ output = { dist = "fixed", value = 7 }
                {"trace.max_tokens", "[1, 1073741824]"});
 }
 
+// Each arrival of a conversation class is the first of `turns` requests, `gap` seconds apart; each
+// turn's prompt is the previous one's, its answer and a new message; the shared beginning is the
+// conversation's; the other classes' draws stay as they were; duration keeps the turns before it.
+TEST_F(WorkloadTest, AConversationsTurnsGrowByTheAnswerAndANewMessage) {
+  const std::string body = R"(
+seed = 9
+count = 100
+duration = 40
+[arrival]
+process = "poisson"
+rate = 2
+[[classes]]
+name = "chat"
+share = 1
+max_tokens = 50
+prompt = { dist = "uniform", min = 10, max = 90 }
+output = { dist = "uniform", min = 20, max = 80 }
+shared_prefix = { tokens = 64, count = 5 }
+)";
+  const std::string other = R"(
+[[classes]]
+name = "single"
+share = 1
+prompt = { dist = "uniform", min = 100, max = 900 }
+output = { dist = "fixed", value = 8 }
+)";
+  const Workload plain = parse_workload(body + other, "plain.toml");
+  const Workload talks =
+      parse_workload(body + "conversation = { turns = 4, gap = 3.5 }\n" + other, "talks.toml");
+  EXPECT_EQ(talks.classes[0].turns, 4u);
+  EXPECT_DOUBLE_EQ(talks.classes[0].turn_gap, 3.5);
+  EXPECT_DOUBLE_EQ(talks.classes[0].mean_prompt_tokens, 50.0 * 5 / 2 + 50.0 * 3 / 2 + 64);
+  // The first turns are the plain workload's requests, in the same order, with the same draws.
+  std::vector<const WorkloadRequest*> firsts;
+  std::map<uint64_t, std::vector<const WorkloadRequest*>> by_conversation;
+  for (size_t i = 0; i < talks.requests.size(); ++i) {
+    const WorkloadRequest& r = talks.requests[i];
+    ASSERT_EQ(r.id, i);
+    if (r.turn == 0) firsts.push_back(&r);
+    if (r.class_index == 0) by_conversation[r.conversation_id()].push_back(&r);
+    ASSERT_LT(r.arrival, 40.0);
+  }
+  ASSERT_EQ(firsts.size(), plain.requests.size());
+  for (size_t i = 0; i < firsts.size(); ++i) {
+    ASSERT_EQ(firsts[i]->class_index, plain.requests[i].class_index);
+    ASSERT_EQ(firsts[i]->arrival, plain.requests[i].arrival);
+    ASSERT_EQ(firsts[i]->prompt_tokens, plain.requests[i].prompt_tokens);
+    ASSERT_EQ(firsts[i]->output_tokens, plain.requests[i].output_tokens);
+  }
+  size_t later_turns = 0, cut_short = 0;
+  for (const auto& [conversation, turns] : by_conversation) {
+    const WorkloadRequest& first = *turns.front();
+    ASSERT_EQ(first.id, conversation);
+    ASSERT_EQ(first.turn, 0u);
+    // Turns before the duration's end only: four unless the conversation started late.
+    const size_t expected =
+        std::min<size_t>(4, static_cast<size_t>(std::ceil((40.0 - first.arrival) / 3.5)));
+    ASSERT_EQ(turns.size(), expected) << "conversation " << conversation;
+    cut_short += expected < 4;
+    for (size_t k = 1; k < turns.size(); ++k) {
+      const WorkloadRequest& prev = *turns[k - 1];
+      const WorkloadRequest& r = *turns[k];
+      ++later_turns;
+      ASSERT_EQ(r.turn, k);
+      ASSERT_DOUBLE_EQ(r.arrival, first.arrival + 3.5 * static_cast<double>(k));
+      ASSERT_EQ(r.shared_prefix, first.shared_prefix);
+      ASSERT_EQ(r.shared_prefix_tokens, 64u);
+      // The previous prompt, its answer (at most max_tokens = 50) and 10-90 new tokens.
+      const uint32_t answer = std::min(prev.output_tokens, 50u);
+      ASSERT_GE(r.prompt_tokens, prev.prompt_tokens + answer + 10);
+      ASSERT_LE(r.prompt_tokens, prev.prompt_tokens + answer + 90);
+      ASSERT_LE(r.output_tokens, 50u);
+      ASSERT_EQ(r.max_tokens, 50u);
+    }
+  }
+  EXPECT_GT(later_turns, 60u);
+  EXPECT_GT(cut_short, 0u);
+  // A request of the other class stands alone.
+  for (const WorkloadRequest& r : talks.requests) {
+    if (r.class_index == 1) ASSERT_EQ(r.conversation_id(), r.id);
+  }
+  // The same file gives the same conversations.
+  EXPECT_TRUE(same_requests(
+      talks, parse_workload(body + "conversation = { turns = 4, gap = 3.5 }\n" + other, "t.toml")));
+}
+
+TEST_F(WorkloadTest, ErrorBadConversation) {
+  const std::string head = R"(
+count = 3
+[arrival]
+process = "poisson"
+rate = 1
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 2 }
+)";
+  expect_error(head + "conversation = { turns = 1, gap = 2 }\n",
+               {"workload.toml", "classes[0].conversation.turns", "[2, 1000]"});
+  expect_error(head + "conversation = { turns = 1001, gap = 2 }\n",
+               {"classes[0].conversation.turns", "[2, 1000]"});
+  expect_error(head + "conversation = { gap = 2 }\n", {"classes[0].conversation.turns", "missing"});
+  expect_error(head + "conversation = { turns = 3 }\n", {"classes[0].conversation.gap", "missing"});
+  expect_error(head + "conversation = { turns = 3, gap = 0 }\n",
+               {"classes[0].conversation.gap", "must be > 0"});
+  expect_error(head + "conversation = { turns = 3, gap = 1, think = 2 }\n",
+               {"classes[0].conversation", "think", "unknown key"});
+  expect_error(head + "conversation = 3\n", {"classes[0].conversation", "expected a table"});
+  // Prompts that would outgrow any context.
+  std::string huge = head;
+  huge.replace(huge.find("value = 10"), 10, "value = 600000000");
+  expect_error(huge + "conversation = { turns = 3, gap = 1 }\n",
+               {"classes[0].conversation", "turn 2", "at most 1073741824"});
+  // Not among a trace's mixed-in classes.
+  expect_error("[trace]\nfile = " + fixture("small_trace.csv") +
+                   "\n[[classes]]\nname = \"c\"\nshare = 0.1\nprompt = { dist = \"fixed\", value "
+                   "= 10 }\noutput = { dist = \"fixed\", value = 2 }\nconversation = { turns = 2, "
+                   "gap = 1 }\n",
+               {"classes[0].conversation", "not allowed with [trace]"});
+}
+
 TEST_F(WorkloadTest, ErrorBadSharedPrefix) {
   const std::string head = R"(
 count = 3

@@ -4,7 +4,10 @@
 // A request's own ids are a function of (workload seed, request id) only, so the same workload
 // always sends the same prompts and two requests never share a beginning by accident (which a
 // prefix cache would reward). A request of a class with a shared prefix (workload.h) starts with
-// the ids of its shared beginning instead, the same for every request that draws it.
+// the ids of its shared beginning instead, the same for every request that draws it. The turns of
+// a conversation continue one stream of ids (its first turn's), so that each turn's prompt begins
+// with the previous turn's prompt and answer as ids; the answer's ids are the stream's, not those
+// a model generated.
 //
 // Pure functions; thread-safe.
 #pragma once

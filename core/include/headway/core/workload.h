@@ -46,6 +46,14 @@
 //             examples, a shared document), chosen by a hash of the seed and the request id (K >=
 //             1, default 1; N in [1, 1073741824]); its prompt is those N tokens followed by
 //             `prompt` tokens of its own. What a prefix cache can reuse (docs/serving.md).
+//   conversation  inline table { turns = T, gap = G }, optional (not with [trace]): each arrival
+//             of the class starts a conversation of T turns (T in [2, 1000]), turn k arriving k * G
+//             seconds after the first (G > 0; open loop: it does not wait for the answer before).
+//             Turn k's prompt is turn k-1's prompt, then its answer (`output` tokens, cut to
+//             max_tokens), then a new message of `prompt` tokens, all as ids (synthetic_prompt.h)
+//             continuing one stream per conversation, so each turn begins as the previous one
+//             did; the shared prefix, if any, is the same for every turn. count and rate count
+//             conversations, not requests; duration keeps the turns that arrive before it.
 //   prompt, output  inline tables, required, each one of:
 //     { dist = "fixed", value = N }
 //     { dist = "uniform", min = A, max = B }                 integers, inclusive, A <= B
@@ -95,6 +103,11 @@ struct RequestClass {
   uint32_t shared_prefix_tokens = 0;  // 0: no shared beginning
   uint32_t shared_prefixes = 0;       // how many different ones
   uint32_t max_tokens = 0;            // what its clients ask for; 0: each request's output
+  // Conversations: each arrival of the class is the first of `turns` requests, turn k arriving
+  // k * turn_gap seconds after the first, its prompt the previous turn's prompt, its answer and a
+  // new message. 1: requests stand alone.
+  uint32_t turns = 1;
+  double turn_gap = 0.0;
 };
 
 struct WorkloadRequest {
@@ -112,6 +125,12 @@ struct WorkloadRequest {
   // output_tokens. asked_tokens() reads it.
   uint32_t max_tokens = 0;
   uint32_t asked_tokens() const { return max_tokens != 0 ? max_tokens : output_tokens; }
+  // Of a conversation (RequestClass::turns > 1): which turn this is, 0 the first, and for a later
+  // turn the id of the first, whose token stream every turn's own ids continue
+  // (synthetic_prompt.h). conversation_id() is the first turn's id, or the request's own.
+  uint32_t turn = 0;
+  uint64_t first_turn = 0;  // read only when turn > 0
+  uint64_t conversation_id() const { return turn > 0 ? first_turn : id; }
 };
 
 // The latest arrival a workload may have, in seconds. Past about 1e9 s a double's rounding

@@ -21,8 +21,7 @@ constexpr hw_option_spec kOptions[] = {
     headway::sdk::int_option("local_prefill_max_tokens", 0, 0, 1 << 30,
                              "Prompts up to this many tokens are prefilled on the decode engine "
                              "itself; 0 = always move the KV from a prefill engine."),
-    headway::sdk::double_option(
-        "cached_token_weight", 2.0, 0.0, 1000.0,
+    headway::sdk::cached_token_weight_option(
         "How many queued prompt tokens one token of a prompt's beginning, cached on a prefill "
         "engine, is worth when choosing it: the prefill engine with the fewest queued prompt "
         "tokens less this times the cached tokens wins. 0 = the fewest queued, whatever it holds."),

@@ -34,10 +34,7 @@ constexpr hw_option_spec kOptions[] = {
         "it to another pool's engine with room (longer pools first) instead of refusing it with "
         "a 429. Off by default: a short request spilled onto the long pool waits behind long "
         "prefills, which the pools are there to prevent."),
-    // 2 as prefix_aware's, for the same reason: a request queued on an engine with the same
-    // beginning counts its whole prompt in the engine's outstanding tokens.
-    headway::sdk::double_option(
-        "cached_token_weight", 2.0, 0.0, 1000.0,
+    headway::sdk::cached_token_weight_option(
         "Within a pool, how many outstanding tokens one token of a prompt's beginning, cached on "
         "an engine, is worth: the engine with the fewest outstanding tokens less this times the "
         "cached tokens wins. 0 = the least loaded, whatever it holds."),

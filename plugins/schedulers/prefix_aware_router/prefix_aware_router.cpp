@@ -16,13 +16,7 @@
 namespace {
 
 constexpr hw_option_spec kOptions[] = {
-    // 2, not 1: a request sent to an engine with the same beginning, still queued or prefilling
-    // there, counts its whole prompt in the engine's outstanding tokens, though the beginning is
-    // computed once for both. At 1 each such request pushes the next one with that beginning to
-    // another engine, which a burst spreads over all of them (docs/performance.md, "Routing by
-    // prompt beginnings": at twice the documents' rate, p99 TTFT 8.4 s at 1 against 265 ms at 2).
-    headway::sdk::double_option(
-        "cached_token_weight", 2.0, 0.0, 1000.0,
+    headway::sdk::cached_token_weight_option(
         "How many outstanding tokens one token of a prompt's beginning, cached on an engine, is "
         "worth when choosing it: the engine with the fewest outstanding tokens less this times the "
         "cached tokens wins. 0 = least_loaded."),

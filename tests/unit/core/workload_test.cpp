@@ -29,6 +29,20 @@ const fs::path kDataDir = "tests/data";
 const fs::path kWorkloads = kDataDir / "workloads";
 const fs::path kConfigs = kDataDir / ".." / ".." / "configs" / "workloads";
 
+// Three requests of one class of fixed lengths: the head of the files that test a class key's
+// errors.
+const std::string kOneFixedClass = R"(
+count = 3
+[arrival]
+process = "poisson"
+rate = 1
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 2 }
+)";
+
 // A scratch directory per test, removed afterwards.
 class WorkloadTest : public ::testing::Test {
  protected:
@@ -588,17 +602,7 @@ output = { dist = "fixed", value = 8 }
 }
 
 TEST_F(WorkloadTest, ErrorBadConversation) {
-  const std::string head = R"(
-count = 3
-[arrival]
-process = "poisson"
-rate = 1
-[[classes]]
-name = "chat"
-share = 1
-prompt = { dist = "fixed", value = 10 }
-output = { dist = "fixed", value = 2 }
-)";
+  const std::string head = kOneFixedClass;
   expect_error(head + "conversation = { turns = 1, gap = 2 }\n",
                {"workload.toml", "classes[0].conversation.turns", "[2, 1000]"});
   expect_error(head + "conversation = { turns = 1001, gap = 2 }\n",
@@ -624,17 +628,7 @@ output = { dist = "fixed", value = 2 }
 }
 
 TEST_F(WorkloadTest, ErrorBadSharedPrefix) {
-  const std::string head = R"(
-count = 3
-[arrival]
-process = "poisson"
-rate = 1
-[[classes]]
-name = "chat"
-share = 1
-prompt = { dist = "fixed", value = 10 }
-output = { dist = "fixed", value = 2 }
-)";
+  const std::string head = kOneFixedClass;
   expect_error(head + "shared_prefix = { tokens = 0 }\n",
                {"workload.toml", "classes[0].shared_prefix.tokens", "[1, 1073741824]"});
   expect_error(head + "shared_prefix = { tokens = 5, count = 0 }\n",

@@ -161,6 +161,15 @@ class PrefixAffinity {
   std::vector<double> matched_tokens_;   // per engine, the request being placed; scratch
 };
 
+// The weight of a cached token against the router's load measure, whose meaning `doc` states. 2 by
+// default, not 1: a request sent to an engine with the same beginning, still queued or prefilling
+// there, counts its whole prompt in the engine's load, though the beginning is computed once for
+// both; at 1 each such request pushes the next one with that beginning to another engine, which a
+// burst spreads over all of them (docs/performance.md, "Routing by prompt beginnings").
+constexpr hw_option_spec cached_token_weight_option(const char* doc) {
+  return double_option("cached_token_weight", 2.0, 0.0, 1000.0, doc);
+}
+
 // The option that bounds the trackers, the same for every router that uses them.
 constexpr hw_option_spec tracked_tokens_option() {
   return int_option("tracked_tokens", 0, 0, int64_t{1} << 40,

@@ -416,9 +416,10 @@ struct Pending {
   double arrival;
   uint32_t prompt, output;
   uint32_t turn = 0;
-  // Of a conversation's turns, the first's index in the drawn list (before sorting); SIZE_MAX for
-  // a request on its own.
-  size_t conversation = SIZE_MAX;
+  // Of a conversation's turns, the first's index in the drawn list (before sorting; <
+  // kMaxRequests); kAlone for a request on its own.
+  uint32_t conversation = kAlone;
+  static constexpr uint32_t kAlone = UINT32_MAX;
 };
 
 class Parser {
@@ -720,8 +721,12 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
       spec.cls.turn_gap = *gap;
       // The mean over the turns: turn k (from 0) holds k + 1 messages and k answers.
       const double turns = spec.cls.turns;
+      // Answers are cut at max_tokens, when it is set, before they join the next prompt.
+      const double answer = spec.cls.max_tokens != 0
+                                ? std::min<double>(spec.output.nominal_mean, spec.cls.max_tokens)
+                                : spec.output.nominal_mean;
       spec.cls.mean_prompt_tokens =
-          spec.prompt.nominal_mean * (turns + 1) / 2 + spec.output.nominal_mean * (turns - 1) / 2;
+          spec.prompt.nominal_mean * (turns + 1) / 2 + answer * (turns - 1) / 2;
     }
     if (const toml::table* shared = get_table(*t, path, "shared_prefix")) {
       const std::string sp = key_path(path, "shared_prefix");
@@ -756,7 +761,7 @@ void Parser::expand_conversations(std::vector<Pending>& pending,
     const Pending first = pending[i];
     const ClassSpec& spec = specs[first.class_index];
     if (spec.cls.turns <= 1) continue;
-    pending[i].conversation = i;
+    pending[i].conversation = static_cast<uint32_t>(i);
     // The later turns' lengths from a generator of their own, so that conversations change no
     // other draw of the workload.
     Rng turn_rng(mix64(seed ^ ((i + 1) * 0xD1B54A32D192ED03ull)));
@@ -765,6 +770,11 @@ void Parser::expand_conversations(std::vector<Pending>& pending,
     for (uint32_t turn = 1; turn < spec.cls.turns; ++turn) {
       const double t = first.arrival + turn * spec.cls.turn_gap;
       if (duration && t >= *duration) break;
+      if (!(t <= kMaxArrivalSeconds)) {
+        fail("classes[" + std::to_string(first.class_index) + "].conversation.gap",
+             "turn " + std::to_string(turn + 1) + " of a conversation would arrive at " +
+                 number_text(t) + " s, beyond the 1e9 s a simulation can time");
+      }
       // What the client saw of the previous answer: cut at max_tokens, as its request is.
       if (spec.cls.max_tokens != 0) answer = std::min(answer, spec.cls.max_tokens);
       prompt += uint64_t{answer} + spec.prompt.sample(turn_rng);
@@ -775,7 +785,8 @@ void Parser::expand_conversations(std::vector<Pending>& pending,
                  std::to_string(kMaxTokens) + ")");
       }
       answer = spec.output.sample(turn_rng);
-      pending.push_back({first.class_index, t, static_cast<uint32_t>(prompt), answer, turn, i});
+      pending.push_back({first.class_index, t, static_cast<uint32_t>(prompt), answer, turn,
+                         static_cast<uint32_t>(i)});
     }
     if (pending.size() > static_cast<size_t>(kMaxRequests)) {
       fail("classes[" + std::to_string(first.class_index) + "].conversation",
@@ -1057,8 +1068,11 @@ Workload Parser::run(std::optional<std::string_view> text) {
     }
   }
   w.requests.reserve(pending.size());
-  // Each conversation's first id, by its first turn's index before sorting.
-  std::vector<uint64_t> conversation_ids(pending.size(), UINT64_MAX);
+  // Each conversation's first id, by its first turn's index before sorting (only where there are
+  // conversations: a plain workload of many requests pays nothing for them).
+  const bool has_conversations = std::any_of(w.classes.begin(), w.classes.end(),
+                                             [](const RequestClass& c) { return c.turns > 1; });
+  std::vector<uint64_t> conversation_ids(has_conversations ? pending.size() : 0, UINT64_MAX);
   for (size_t i = 0; i < pending.size(); ++i) {
     const Pending& p = pending[i];
     const RequestClass& cls = w.classes[p.class_index];
@@ -1067,7 +1081,12 @@ Workload Parser::run(std::optional<std::string_view> text) {
     if (p.turn > 0) {
       r.turn = p.turn;
       r.first_turn = conversation_ids[p.conversation];
-    } else if (p.conversation != SIZE_MAX) {
+      if (r.first_turn == UINT64_MAX) {
+        throw Error(name_ + ": turn " + std::to_string(p.turn + 1) +
+                        " of a conversation sorted before its first turn (a bug: please report it)",
+                    HW_INTERNAL);
+      }
+    } else if (p.conversation != Pending::kAlone) {
       conversation_ids[p.conversation] = i;
     }
     if (cls.max_tokens != 0) {

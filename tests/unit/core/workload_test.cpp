@@ -517,7 +517,8 @@ output = { dist = "fixed", value = 7 }
 
 // Each arrival of a conversation class is the first of `turns` requests, `gap` seconds apart; each
 // turn's prompt is the previous one's, its answer and a new message; the shared beginning is the
-// conversation's; the other classes' draws stay as they were; duration keeps the turns before it.
+// conversation's; every first turn keeps its arrival, class and lengths (ids are numbered anew,
+// with the turns); duration keeps the turns before it, and time_scale stretches the gaps too.
 TEST_F(WorkloadTest, AConversationsTurnsGrowByTheAnswerAndANewMessage) {
   const std::string body = R"(
 seed = 9
@@ -596,9 +597,26 @@ output = { dist = "fixed", value = 8 }
   for (const WorkloadRequest& r : talks.requests) {
     if (r.class_index == 1) ASSERT_EQ(r.conversation_id(), r.id);
   }
-  // The same file gives the same conversations.
+  // The same file gives the same conversations, and a turn of another conversation is another
+  // request.
   EXPECT_TRUE(same_requests(
       talks, parse_workload(body + "conversation = { turns = 4, gap = 3.5 }\n" + other, "t.toml")));
+  Workload moved = talks;
+  for (WorkloadRequest& r : moved.requests) {
+    if (r.turn > 0) {
+      r.first_turn += 1;
+      break;
+    }
+  }
+  EXPECT_FALSE(same_requests(talks, moved));
+  // time_scale = 2 doubles every arrival, the gaps between turns included.
+  const Workload slower = parse_workload(
+      "time_scale = 2\n" + body + "conversation = { turns = 4, gap = 3.5 }\n" + other, "s.toml");
+  ASSERT_EQ(slower.requests.size(), talks.requests.size());
+  for (size_t i = 0; i < talks.requests.size(); ++i) {
+    ASSERT_DOUBLE_EQ(slower.requests[i].arrival, 2 * talks.requests[i].arrival);
+    ASSERT_EQ(slower.requests[i].turn, talks.requests[i].turn);
+  }
 }
 
 TEST_F(WorkloadTest, ErrorBadConversation) {
@@ -619,6 +637,9 @@ TEST_F(WorkloadTest, ErrorBadConversation) {
   huge.replace(huge.find("value = 10"), 10, "value = 600000000");
   expect_error(huge + "conversation = { turns = 3, gap = 1 }\n",
                {"classes[0].conversation", "turn 2", "at most 1073741824"});
+  // Turns past what a simulation can time.
+  expect_error(head + "conversation = { turns = 3, gap = 6e8 }\n",
+               {"classes[0].conversation.gap", "turn 3", "beyond the 1e9 s"});
   // Not among a trace's mixed-in classes.
   expect_error("[trace]\nfile = " + fixture("small_trace.csv") +
                    "\n[[classes]]\nname = \"c\"\nshare = 0.1\nprompt = { dist = \"fixed\", value "

@@ -98,8 +98,10 @@ struct RequestClass {
   std::string name;
   bool is_long = false;
   int32_t priority = 0;
-  double share = 0.0;               // as written in the file (not normalised); 0 for a trace class
-  double mean_prompt_tokens = 0.0;  // nominal mean of the prompt distribution (long-class choice)
+  double share = 0.0;  // as written in the file (not normalised); 0 for a trace class
+  // Nominal mean prompt length, for the long-class choice: the prompt distribution's, plus the
+  // shared beginning, averaged over a conversation's turns (answers at most max_tokens).
+  double mean_prompt_tokens = 0.0;
   uint32_t shared_prefix_tokens = 0;  // 0: no shared beginning
   uint32_t shared_prefixes = 0;       // how many different ones
   uint32_t max_tokens = 0;            // what its clients ask for; 0: each request's output

@@ -158,7 +158,8 @@ class ServeProcess {
 // act while one of its requests is still streaming. `router_server_keys`: more lines of the
 // router's [server] table ("reasoning_parser = \"qwen3\"\n"). `router_options`: more options of
 // the length router; `short_engine_keys`: more keys of the short pool's [[engines]] table;
-// `router_plugin`: another router plugin (a path) instead of the length router.
+// `router_plugin`: another router plugin (a path) instead of the length router; `engine_keys`: more
+// keys of both engine processes' [[engines]] tables.
 class RoutedEngineProcesses {
  public:
   RoutedEngineProcesses(const fs::path& dir, uint32_t long_from, double load_report_interval_s,
@@ -169,10 +170,12 @@ class RoutedEngineProcesses {
                         const std::string& router_server_keys = "",
                         const std::string& router_options = "",
                         const std::string& short_engine_keys = "",
-                        const std::string& router_plugin = "") {
+                        const std::string& router_plugin = "",
+                        const std::string& engine_keys = "") {
     const std::regex grpc_port(R"(gRPC listening on 127\.0\.0\.1:([0-9]+))");
     for (const char* pool : {"short", "long"}) {
-      const std::string keys = std::string(pool) == "short" ? short_engine_keys : "";
+      std::string keys = std::string(pool) == "short" ? short_engine_keys : "";
+      if (!engine_keys.empty()) keys += (keys.empty() ? "" : "\n") + engine_keys;
       const fs::path config = write_tiny_deployment(
           dir, std::string("engine-") + pool,
           "[[engines]]\n" + keys + (keys.empty() ? "" : "\n") + "scheduler = " + scheduler +

@@ -937,6 +937,36 @@ TEST(ServeProcesses, APromptThatBeginsAsAnEarlierOneGoesToItsProcessBehindPrefix
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// With prefix caching off in every engine process (as their answers say) no process holds a
+// beginning: the router process hands prefix_aware no hashes, so the two requests go one to each
+// idle process (round-robin) instead of the second following the first to a cache that is not
+// there.
+TEST(ServeProcesses, WithPrefixCachingOffInEveryEngineProcessTheRouterIsGivenNoBeginnings) {
+  TempDir dir("serve_processes_prefix_caching_off");
+  RoutedEngineProcesses cluster(dir.path, 200, 0.05, false,
+                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                                "max_num_seqs = 16 } }",
+                                "", "", "", "prefix_aware", "prefix_caching = false");
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  // Both processes have answered a poll, and with it said what they cache.
+  ASSERT_TRUE(wait_for_alive(http, 2)) << cluster.router().log();
+  const std::string document(200, 'd');
+  for (const char* question : {" first?", " other?"}) {
+    const auto answer =
+        http.Post("/v1/completions", completion(document + question, 2, false), "application/json");
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200) << answer->body;
+  }
+  std::map<std::string, double> counts = finished(metrics_of(http));
+  EXPECT_EQ(counts["0/length"], 1.0) << metrics_of(http);
+  EXPECT_EQ(counts["1/length"], 1.0) << metrics_of(http);
+
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 // Behind a router plugin built before ABI 1.7, which knows no lengths and may place a request on
 // any process, the router admits only what every process holds.
 TEST(ServeProcesses, ARouterThatKnowsNoLengthsAdmitsWhatEveryProcessHolds) {

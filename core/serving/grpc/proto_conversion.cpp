@@ -288,6 +288,7 @@ void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResp
     info.set_prefix_cache_queries(engine.prefix_cache_queries);
     info.set_prefix_cache_hits(engine.prefix_cache_hits);
     info.set_max_waiting(engine.max_waiting);
+    info.set_prefix_caching(engine.prefix_caching);
   }
   for (const PluginMetricSample& sample : cluster.plugin_metrics) {
     v1::PluginMetric& metric = *out.add_plugin_metrics();

@@ -179,6 +179,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   // waiting counts every engine's: comparing the two would be wrong either way, so it is taken as
   // unbounded, as before the field.)
   bool bounded = true;
+  bool caches_prefixes = false;
   const std::string* first_role = nullptr;
   for (const v1::EngineInfo& engine : cluster.engines()) {
     if (!engine.alive()) continue;
@@ -194,8 +195,10 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     report.kv_blocks_free += engine.kv_blocks_free();
     report.kv_blocks_total += engine.kv_blocks_total();
     report.block_size = std::max(report.block_size, engine.block_size());
+    caches_prefixes = caches_prefixes || !engine.has_prefix_caching() || engine.prefix_caching();
   }
   if (!bounded) report.max_waiting = 0;
+  report.prefix_caching = caches_prefixes;
   if (!report.alive) {
     mark_down("no engine of the process is alive");
     return false;
@@ -268,6 +271,11 @@ bool EngineProcess::up() const {
 bool EngineProcess::draining() const {
   std::lock_guard lock(mutex_);
   return draining_;
+}
+
+bool EngineProcess::caches_prefixes() const {
+  std::lock_guard lock(mutex_);
+  return report_.prefix_caching;
 }
 
 std::string EngineProcess::down_reason() const {

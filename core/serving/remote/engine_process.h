@@ -63,6 +63,9 @@ class EngineProcess {
   bool up() const;
   // Not up, but answered its last poll as draining: its calls in flight are still being served.
   bool draining() const;
+  // Whether the process caches prompt beginnings, as its last answer said (some live engine with
+  // prefix_caching on, or a process too old to say); true until it answered.
+  bool caches_prefixes() const;
   int32_t role() const { return role_; }  // hw_engine_role
   // Why the process is down (empty while it is up).
   std::string down_reason() const;

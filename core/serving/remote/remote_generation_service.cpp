@@ -158,6 +158,15 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   hw_route_decision route_now(uint64_t numeric_id, uint32_t prompt_tokens,
                               std::span<const uint64_t> prefix_hashes, uint32_t max_tokens,
                               int32_t priority, std::string_view request_class);
+  // Whether prompts are worth hashing for the router: it reads how prompts begin (ABI 1.8) and
+  // some engine process caches them (as their last answers said; one that has not answered yet
+  // counts as caching). Takes each process's lock in turn, not mutex_; engines_ never changes.
+  bool hashes_prefixes() const {
+    if (!router_->reads_prefixes()) return false;
+    return std::any_of(
+        engines_.begin(), engines_.end(),
+        [](const std::unique_ptr<EngineProcess>& e) { return e->caches_prefixes(); });
+  }
   // route_now() for a call already in flight; nullopt when it can go nowhere.
   // `generated`: the tokens the request has streamed so far (a prefill call's upstream lists
   // none, though its first token is out).
@@ -662,7 +671,7 @@ std::shared_ptr<RequestStream> RemoteGenerationService::Impl::submit(GenerateInp
   const uint32_t prompt_tokens = static_cast<uint32_t>(admitted.prompt.size());
   // Before the lock: hashing a long prompt takes a while, and every request waits on the lock.
   std::vector<uint64_t> prefix_hashes;
-  if (router_->reads_prefixes()) core::route_prefix_hashes(admitted.prompt, prefix_hashes);
+  if (hashes_prefixes()) core::route_prefix_hashes(admitted.prompt, prefix_hashes);
 
   std::shared_ptr<ProxiedGenerate> call;
   {
@@ -869,7 +878,8 @@ std::optional<hw_route_decision> RemoteGenerationService::Impl::route_again(
     const v1::GenerateRequest& upstream, bool open_ended, uint32_t generated) {
   try {
     const auto& ids = upstream.token_ids().ids();
-    if (router_->reads_prefixes()) {
+    prefix_hashes_.clear();
+    if (hashes_prefixes()) {
       core::route_prefix_hashes(std::span<const int32_t>(ids.data(), ids.size()), prefix_hashes_);
     }
     return route_now(next_numeric_id_++, static_cast<uint32_t>(ids.size()), prefix_hashes_,

@@ -527,6 +527,7 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
     const EngineSeries& series = engine_series_[e];
     EngineSummary& counts = summary.engines.back();
     counts.max_waiting = config.max_waiting;
+    counts.prefix_caching = config.prefix_caching;
     counts.preemptions = static_cast<uint64_t>(series.preemptions.value());
     // Hits before queries: the engine thread adds queries first, so hits read first never exceed
     // the queries read after them.

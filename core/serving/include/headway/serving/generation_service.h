@@ -198,6 +198,9 @@ struct EngineSummary {
   // The waiting-queue bound (EngineConfig::max_waiting; for a router process's engine, its
   // process's engines' bounds added up): 0 for unbounded, or not reported.
   uint32_t max_waiting = 0;
+  // Whether it caches prompt beginnings (EngineConfig::prefix_caching; for a router process's
+  // engine, whether any live engine of its process does): true when not reported.
+  bool prefix_caching = true;
 };
 
 // One series of a plugin's metric as the process exports it (headway_plugin_total for a counter,

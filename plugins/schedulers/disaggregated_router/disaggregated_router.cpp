@@ -34,8 +34,7 @@ class DisaggregatedRouter final : public headway::sdk::Router {
                       std::span<const hw_engine_load> engines)
       : host_(host),
         local_max_(static_cast<uint64_t>(options.get_int("local_prefill_max_tokens"))),
-        weight_(options.get_double("cached_token_weight")),
-        affinity_(static_cast<uint64_t>(options.get_int("tracked_tokens"))) {
+        affinity_(headway::sdk::PrefixAffinity::from_options(options)) {
     size_t prefill = 0, decode = 0;
     for (const hw_engine_load& e : engines) {
       prefill += e.role == HW_ENGINE_ROLE_PREFILL;
@@ -78,7 +77,7 @@ class DisaggregatedRouter final : public headway::sdk::Router {
                                       std::span<const hw_engine_load> engines) override {
     // Before any choice, so that a prefill engine seen down is forgotten even while only local
     // prefills are placed.
-    if (weight_ > 0) affinity_.observe(prefix, engines);
+    affinity_.observe(prefix, engines);
     // Decode side: least outstanding work among live decode engines, preferring, in this order,
     // room in the waiting queue and for the prompt's KV, room in the queue, room for the KV (the
     // transfer then waits for blocks), and then any.
@@ -113,8 +112,7 @@ class DisaggregatedRouter final : public headway::sdk::Router {
       return e.alive && e.role == HW_ENGINE_ROLE_PREFILL && holds(e, whole);
     };
     const auto queued = [&](const hw_engine_load& e) {
-      return static_cast<double>(e.queued_prefill_tokens) -
-             (weight_ > 0 ? weight_ * affinity_.matched_tokens(e) : 0.0);
+      return static_cast<double>(e.queued_prefill_tokens) - affinity_.credit(e);
     };
     size_t prefill = headway::sdk::pick_least_loaded(
         engines, prefill_cursor_,
@@ -128,14 +126,13 @@ class DisaggregatedRouter final : public headway::sdk::Router {
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 1};
     }
     const uint32_t prefill_engine = engines[prefill].engine_index;
-    if (weight_ > 0 && !refused) affinity_.record(prefill_engine, prefix);
+    if (!refused) affinity_.record(prefill_engine, prefix);
     return hw_route_decision{sizeof(hw_route_decision), prefill_engine, decode_engine, 0};
   }
 
  private:
   headway::sdk::Host host_;
   uint64_t local_max_;
-  double weight_;
   headway::sdk::PrefixAffinity affinity_;  // of the prefill engines
   size_t decode_cursor_ = 0;
   size_t prefill_cursor_ = 0;

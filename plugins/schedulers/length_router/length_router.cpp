@@ -100,8 +100,7 @@ class LengthRouter final : public headway::sdk::Router {
       : host_(host),
         pools_(parse_pools(options.get_string("pools"))),
         spill_when_full_(options.get_bool("spill_when_full")),
-        weight_(options.get_double("cached_token_weight")),
-        affinity_(static_cast<uint64_t>(options.get_int("tracked_tokens"))) {
+        affinity_(headway::sdk::PrefixAffinity::from_options(options)) {
     for (const Pool& pool : pools_) {
       bool found = false;
       for (const hw_engine_load& e : engines)
@@ -148,7 +147,7 @@ class LengthRouter final : public headway::sdk::Router {
   hw_route_decision route_with_prefix(const hw_route_request& request,
                                       const headway::sdk::RoutePrefix& prefix,
                                       std::span<const hw_engine_load> engines) override {
-    if (weight_ > 0) affinity_.observe(prefix, engines);
+    affinity_.observe(prefix, engines);
     size_t home = 0;
     while (home + 1 < pools_.size() && request.prompt_tokens >= pools_[home + 1].min_tokens) ++home;
     // The home pool first, then the longer pools, then the shorter ones: `k` steps from home.
@@ -161,8 +160,7 @@ class LengthRouter final : public headway::sdk::Router {
       return headway::sdk::view(e.pool) == pool.name && holds(e, whole);
     };
     const auto key = [&](const hw_engine_load& e) {
-      return static_cast<double>(e.outstanding_tokens) -
-             (weight_ > 0 ? weight_ * affinity_.matched_tokens(e) : 0.0);
+      return static_cast<double>(e.outstanding_tokens) - affinity_.credit(e);
     };
     const auto pick = [&](const Pool& pool, bool with_room) {
       return headway::sdk::pick_least_loaded(
@@ -212,7 +210,7 @@ class LengthRouter final : public headway::sdk::Router {
     if (fitting > 0) host_.counter_add("router_moves_to_fit", 1.0);
     if (serving > fitting) host_.counter_add("router_fallbacks", 1.0);
     const uint32_t engine = engines[best].engine_index;
-    if (weight_ > 0 && !refused) affinity_.record(engine, prefix);
+    if (!refused) affinity_.record(engine, prefix);
     return hw_route_decision{sizeof(hw_route_decision), engine, engine, k > fitting ? 1 : 0};
   }
 
@@ -220,7 +218,6 @@ class LengthRouter final : public headway::sdk::Router {
   headway::sdk::Host host_;
   std::vector<Pool> pools_;
   bool spill_when_full_;
-  double weight_;
   headway::sdk::PrefixAffinity affinity_;
   size_t cursor_ = 0;
 };

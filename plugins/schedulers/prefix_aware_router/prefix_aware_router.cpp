@@ -27,8 +27,7 @@ class PrefixAwareRouter final : public headway::sdk::Router {
  public:
   PrefixAwareRouter(const headway::sdk::Host& host, const headway::sdk::Options& options,
                     std::span<const hw_engine_load> engines)
-      : weight_(options.get_double("cached_token_weight")),
-        affinity_(static_cast<uint64_t>(options.get_int("tracked_tokens"))) {
+      : affinity_(headway::sdk::PrefixAffinity::from_options(options)) {
     headway::sdk::check_mixed_engines(host, engines, "prefix_aware");
   }
 
@@ -46,7 +45,7 @@ class PrefixAwareRouter final : public headway::sdk::Router {
       return e.alive && e.role == HW_ENGINE_ROLE_MIXED && holds(e, whole);
     };
     const auto key = [&](const hw_engine_load& e) {
-      return static_cast<double>(e.outstanding_tokens) - weight_ * affinity_.matched_tokens(e);
+      return static_cast<double>(e.outstanding_tokens) - affinity_.credit(e);
     };
     size_t best = headway::sdk::pick_least_loaded(
         engines, cursor_, [&](const hw_engine_load& e) { return live(e) && has_room(e); }, key);
@@ -68,7 +67,6 @@ class PrefixAwareRouter final : public headway::sdk::Router {
   }
 
  private:
-  const double weight_;
   headway::sdk::PrefixAffinity affinity_;
   size_t cursor_ = 0;
 };

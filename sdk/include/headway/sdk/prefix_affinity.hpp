@@ -103,18 +103,27 @@ class PrefixTracker {
 };
 
 // Every engine's tracker, and how much of the request being placed each holds. A router calls
-// observe() with the request's prefix and the engines' loads, reads matched_tokens() in its
-// choice, and record()s the engine that will compute the prompt (not one that refuses it).
+// observe() with the request's prefix and the engines' loads, subtracts credit() (or reads
+// matched_tokens()) in its choice, and record()s the engine that will compute the prompt (not one
+// that refuses it). With a weight of 0 it tracks nothing and every credit is 0.
 class PrefixAffinity {
  public:
   // tracked_tokens: tokens of beginnings remembered per engine; 0 = the engine's KV cache size
-  // (kv_blocks_total x block_size), which bounds what it can hold.
-  explicit PrefixAffinity(uint64_t tracked_tokens = 0) : tracked_tokens_(tracked_tokens) {}
+  // (kv_blocks_total x block_size), which bounds what it can hold. weight: what one cached token
+  // is worth in the router's load measure (credit()).
+  explicit PrefixAffinity(uint64_t tracked_tokens = 0, double weight = 1.0)
+      : tracked_tokens_(tracked_tokens), weight_(weight) {}
+  // From a router's cached_token_weight_option() and tracked_tokens_option().
+  static PrefixAffinity from_options(const Options& options) {
+    return PrefixAffinity(static_cast<uint64_t>(options.get_int("tracked_tokens")),
+                          options.get_double("cached_token_weight"));
+  }
 
   // Forgets the engines seen down, bounds each tracker by its engine's KV size as its load now
   // says (an engine process says it once it answers, and again after a restart with another
   // configuration), and finds how many tokens of `prefix` each engine holds.
   void observe(const RoutePrefix& prefix, std::span<const hw_engine_load> engines) {
+    if (weight_ == 0) return;
     // One tracker per engine of the deployment; the host passes every engine, in order, and never
     // more than at create (a cheap guard all the same).
     if (trackers_.size() < engines.size()) trackers_.resize(engines.size());
@@ -136,10 +145,14 @@ class PrefixAffinity {
   double matched_tokens(const hw_engine_load& e) const {
     return e.engine_index < matched_tokens_.size() ? matched_tokens_[e.engine_index] : 0.0;
   }
+  // What they are worth against the router's load: weight x matched_tokens().
+  double credit(const hw_engine_load& e) const { return weight_ * matched_tokens(e); }
 
   // The engine will compute the prompt: it holds the beginning from now on.
   void record(uint32_t engine_index, const RoutePrefix& prefix) {
-    if (engine_index < trackers_.size()) trackers_[engine_index].record(prefix.hashes);
+    if (weight_ != 0 && engine_index < trackers_.size()) {
+      trackers_[engine_index].record(prefix.hashes);
+    }
   }
 
   const PrefixTracker& tracker(uint32_t engine_index) const { return trackers_.at(engine_index); }
@@ -157,6 +170,7 @@ class PrefixAffinity {
   }
 
   uint64_t tracked_tokens_;
+  double weight_;
   std::vector<PrefixTracker> trackers_;  // per engine
   std::vector<double> matched_tokens_;   // per engine, the request being placed; scratch
 };

@@ -329,21 +329,19 @@ int run_bench(const BenchArgs& args) {
       args.max_concurrency);
   const StopOnSignals stop_on_signals;
   bench::BenchRun run = measure(workload, target, args);
-  // Interrupted: the report covers the requests sent (a prefix of the workload, in arrival order);
-  // those cut in flight count as failed ("interrupted"), and nothing more is run.
+  // Interrupted: the report covers the requests sent (the first ones in arrival order, and turns
+  // released by their conversations' answers); those cut in flight count as failed
+  // ("interrupted"), and nothing more is run.
   const bool interrupted = run.interrupted;
-  const core::Workload sent_part =
-      interrupted ? core::first_requests(workload, run.requests_sent) : core::Workload{};
+  if (interrupted && run.requests_sent == 0) {
+    const char* name = g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
+    std::cerr << fmt::format("headway bench: {}: stopped before any request was sent\n", name);
+    return 128 + static_cast<int>(g_stop_signal);
+  }
+  const core::Workload sent_part = interrupted ? bench::keep_sent(workload, run) : core::Workload{};
   const core::Workload& measured = interrupted ? sent_part : workload;
   if (interrupted) {
     const char* name = g_stop_signal == SIGTERM ? "SIGTERM" : "SIGINT";
-    if (run.requests_sent == 0) {
-      std::cerr << fmt::format("headway bench: {}: stopped before any request was sent\n", name);
-      return 128 + static_cast<int>(g_stop_signal);
-    }
-    run.records.resize(run.requests_sent);
-    run.results.resize(run.requests_sent);
-    run.lateness.resize(run.requests_sent);
     std::cerr << fmt::format(
         "headway bench: {}: stopped after sending {} of {} requests; the report below covers "
         "those, the streams cut counted as failed (interrupted); no baseline or prediction run\n",

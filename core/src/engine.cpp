@@ -212,8 +212,12 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.token_step_seen = tokens_sampled_steps_;
   r.sampling = std::move(in.sampling);
   r.tokens = std::move(in.tokens);
-  // Capacity for everything the request may hold, so that its steps never allocate.
-  if (model_needs_ids_) r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
+  // Capacity for everything the request may hold, so that its steps never allocate. A request
+  // with ids keeps its outputs' too, even where the model reads none (a simulated one): the
+  // prefix cache then holds its answer, which a conversation's next turn begins with.
+  if (model_needs_ids_ || !r.tokens.empty()) {
+    r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
+  }
   r.blocks.clear();
   r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
   r.forget_chain();
@@ -667,7 +671,7 @@ bool Engine::step() {
     if (r.sampling.guide) r.sampling.guide->accept(token);
     ++r.output_tokens;
     r.state = HW_REQUEST_DECODING;
-    if (model_needs_ids_) r.tokens.push_back(token);
+    if (model_needs_ids_ || !r.tokens.empty()) r.tokens.push_back(token);
     if (r.record != nullptr) {
       if (r.output_tokens == 1) r.record->first_token = end;
       r.record->token_times.push_back(end);

@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <headway/core/arrival_schedule.h>
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
 #include <headway/core/long_call_watch.h>
@@ -19,19 +20,66 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// Routes one workload request into the cluster at time `at` (its arrival on the run's clock).
+// The ids of synthetic prompts for the deployment's model.
+TokenIdRange token_ids_of(Cluster& cluster) {
+  const hw_model_info& info = cluster.engine(0).model_info();
+  const int32_t end =
+      info.vocab > 0 && info.vocab <= INT32_MAX ? static_cast<int32_t>(info.vocab) : INT32_MAX;
+  return TokenIdRange{0, end};
+}
+
+// Which requests of a run ended, as the engines say (set on every engine only while the workload
+// has turns that wait for answers); the run's loop hands them to the schedule between events.
+class EndedRequests final : public EngineListener {
+ public:
+  EndedRequests(Cluster& cluster, bool listen) : cluster_(cluster), listening_(listen) {
+    if (!listening_) return;
+    for (size_t e = 0; e < cluster_.size(); ++e) cluster_.engine(e).set_listener(this);
+  }
+  ~EndedRequests() override {
+    if (!listening_) return;
+    for (size_t e = 0; e < cluster_.size(); ++e) cluster_.engine(e).set_listener(nullptr);
+  }
+  EndedRequests(const EndedRequests&) = delete;
+  EndedRequests& operator=(const EndedRequests&) = delete;
+
+  void on_token(uint64_t, int32_t, double, const SampledLogprobs*) override {}
+  void on_finished(uint64_t request_id, FinishReason, double) override {
+    ended_.push_back(request_id);
+  }
+
+  // Tells `schedule` of the waiting conversations' turns that ended since the last call; `offset`
+  // turns the cluster's clock into the workload's.
+  void hand_over(ArrivalSchedule& schedule, const SimulationResult& result, double offset) {
+    for (const uint64_t id : ended_) {
+      const std::optional<size_t> index = schedule.index_of(id);
+      if (!index) continue;
+      const RequestRecord& record = result.records[*index];
+      // A prefill engine lets go of a request whose decode goes on elsewhere: not its end.
+      if (std::isnan(record.finish)) continue;
+      schedule.ended(*index, record.finish + offset, record.finished, record.token_ids);
+    }
+    ended_.clear();
+  }
+
+ private:
+  Cluster& cluster_;
+  bool listening_;
+  std::vector<uint64_t> ended_;
+};
+
+// Routes workload request `index` into the cluster at time `at` (its arrival on the run's clock).
 // A request the deployment cannot take is reported, not fatal: it stays unfinished.
 // Returns the engine it went to, or -1.
-int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest& w,
-               RequestRecord& record, double at, SimulationResult& result,
+int64_t submit(Cluster& cluster, const Workload& workload, ArrivalSchedule& schedule, size_t index,
+               RequestRecord& record, double at, double offset, SimulationResult& result,
                std::string& rejection_example, LongCallWatch* watch) {
+  const WorkloadRequest& w = workload.requests[index];
   record.id = w.id;
   record.class_index = w.class_index;
   record.prompt_tokens = w.prompt_tokens;
   record.arrival = at;
   const std::string& class_name = workload.classes[w.class_index].name;
-  hw_route_request route{w.id, w.prompt_tokens, w.asked_tokens(), w.priority,
-                         hw_str{class_name.data(), class_name.size()}};
   NewRequest request;
   request.id = w.id;
   request.class_index = w.class_index;
@@ -41,10 +89,13 @@ int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest
   // engines' prefix caches recognise by their ids (a simulated model ignores them).
   if (info.needs_token_ids || w.shared_prefix_tokens > 0 ||
       workload.classes[w.class_index].turns > 1) {
-    const int32_t end =
-        info.vocab > 0 && info.vocab <= INT32_MAX ? static_cast<int32_t>(info.vocab) : INT32_MAX;
-    request.prompt = synthetic_prompt(workload.seed, w, TokenIdRange{0, end});
+    request.prompt = schedule.prompt(index);
+    // A turn that carries its previous answer as produced may differ from its nominal length.
+    request.prompt_tokens = static_cast<uint32_t>(request.prompt.size());
+    record.prompt_tokens = request.prompt_tokens;
   }
+  hw_route_request route{w.id, request.prompt_tokens, w.asked_tokens(), w.priority,
+                         hw_str{class_name.data(), class_name.size()}};
   // The engines are told what the client asks for; the answer ends by itself at its length.
   request.max_output_tokens = w.asked_tokens();
   if (w.asked_tokens() > w.output_tokens) request.ends_after_outputs = w.output_tokens;
@@ -61,6 +112,7 @@ int64_t submit(Cluster& cluster, const Workload& workload, const WorkloadRequest
     ++result.rejected;
     record.finish = at;
     if (rejection_example.empty()) rejection_example = e.what();
+    schedule.ended(index, at + offset, false, {});
     return -1;
   }
 }
@@ -122,15 +174,18 @@ void check_time_order(const std::string& deployment, const SimulationResult& res
   }
 }
 
-// The discrete-event loop of the virtual clock. Returns the span from the first arrival.
-double run_virtual(Cluster& cluster, const Workload& workload, const SimulationOptions& options,
-                   SimulationResult& result, std::string& rejection_example, LongCallWatch* watch) {
+// The discrete-event loop of the virtual clock, whose times are the workload's. Returns the span
+// from the first arrival.
+double run_virtual(Cluster& cluster, const Workload& workload, ArrivalSchedule& schedule,
+                   const SimulationOptions& options, SimulationResult& result,
+                   std::string& rejection_example, LongCallWatch* watch) {
   const size_t engines = cluster.size();
   std::vector<bool> stalled(engines, false);
-  size_t next = 0;
+  EndedRequests ended(cluster, schedule.closes_loops());
   const double first = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
   double last_event = first;
   while (true) {
+    ended.hand_over(schedule, result, 0.0);
     size_t best = engines;
     double best_time = kInfinity;
     for (size_t e = 0; e < engines; ++e) {
@@ -140,28 +195,27 @@ double run_virtual(Cluster& cluster, const Workload& workload, const SimulationO
         best_time = engine.clock().now();
       }
     }
-    const double arrival_time =
-        next < workload.requests.size() ? workload.requests[next].arrival : kInfinity;
+    const std::optional<ArrivalSchedule::Due> due = schedule.next();
+    const double arrival_time = due ? due->time : kInfinity;
     const double transfer_time = cluster.next_transfer_completion().value_or(kInfinity);
     // Ties: arrivals first, then KV arriving at decode engines, then steps.
-    if (next < workload.requests.size() && arrival_time <= best_time &&
-        arrival_time <= transfer_time) {
-      const WorkloadRequest& w = workload.requests[next];
-      cluster.clock().advance_to(w.arrival);
+    if (due && arrival_time <= best_time && arrival_time <= transfer_time) {
+      schedule.take();
+      cluster.clock().advance_to(arrival_time);
       // Idle and stalled engines have been waiting for this arrival: their clocks jump to it, so
       // that load-based routers see every engine as of now, and an engine this arrival unstalls
       // does not admit it before it came.
       for (size_t e = 0; e < engines; ++e) {
         if (!cluster.engine(e).has_work() || stalled[e]) {
-          cluster.engine(e).clock().advance_to(w.arrival);
+          cluster.engine(e).clock().advance_to(arrival_time);
         }
       }
       // Records follow the workload's order, not its ids (a filtered workload keeps its ids).
-      const int64_t engine = submit(cluster, workload, w, result.records[next], w.arrival, result,
-                                    rejection_example, watch);
+      const int64_t engine =
+          submit(cluster, workload, schedule, due->index, result.records[due->index], arrival_time,
+                 0.0, result, rejection_example, watch);
       if (engine >= 0) stalled[static_cast<size_t>(engine)] = false;
-      ++next;
-      last_event = std::max(last_event, w.arrival);
+      last_event = std::max(last_event, arrival_time);
       continue;
     }
     if (transfer_time < kInfinity && transfer_time <= best_time) {
@@ -197,20 +251,23 @@ double run_virtual(Cluster& cluster, const Workload& workload, const SimulationO
 
 // The same workload against a real model: arrivals are released on the wall clock and the engines
 // are stepped in turn on this thread (a serving process gives each engine a thread of its own).
-double run_wall(Cluster& cluster, const Workload& workload, const SimulationOptions& options,
-                SimulationResult& result, std::string& rejection_example, LongCallWatch* watch) {
+double run_wall(Cluster& cluster, const Workload& workload, ArrivalSchedule& schedule,
+                const SimulationOptions& options, SimulationResult& result,
+                std::string& rejection_example, LongCallWatch* watch) {
   const size_t engines = cluster.size();
   const double origin = cluster.clock().now();
   const double first = workload.requests.empty() ? 0.0 : workload.requests.front().arrival;
-  size_t next = 0;
+  // The cluster's clock minus the workload's.
+  const double shift = origin - first;
+  EndedRequests ended(cluster, schedule.closes_loops());
   while (true) {
+    ended.hand_over(schedule, result, -shift);
     const double now = cluster.clock().now();
-    while (next < workload.requests.size() &&
-           workload.requests[next].arrival - first + origin <= now) {
-      const WorkloadRequest& w = workload.requests[next];
-      submit(cluster, workload, w, result.records[next], w.arrival - first + origin, result,
-             rejection_example, watch);
-      ++next;
+    for (std::optional<ArrivalSchedule::Due> due = schedule.next(); due && due->time + shift <= now;
+         due = schedule.next()) {
+      schedule.take();
+      submit(cluster, workload, schedule, due->index, result.records[due->index], due->time + shift,
+             -shift, result, rejection_example, watch);
     }
     bool ran = false;
     for (size_t e = 0; e < engines; ++e) {
@@ -234,11 +291,11 @@ double run_wall(Cluster& cluster, const Workload& workload, const SimulationOpti
     }
     if (ran || completed > 0) continue;
     const bool transfers = cluster.transfers_in_flight() > 0 || cluster.transfers_waiting() > 0;
-    if (next >= workload.requests.size() && !transfers) break;
+    ended.hand_over(schedule, result, -shift);
+    const std::optional<ArrivalSchedule::Due> due = schedule.next();
+    if (!due && !transfers) break;
     // Idle: sleep until the next arrival (or briefly, while a transfer is in flight).
-    const double wait = transfers || next >= workload.requests.size()
-                            ? 0.0005
-                            : workload.requests[next].arrival - first + origin - now;
+    const double wait = transfers || !due ? 0.0005 : due->time + shift - now;
     std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(wait, 0.0, 0.05)));
   }
   return cluster.clock().now() - origin;
@@ -263,10 +320,15 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
       options.step_trace->describe_engine(static_cast<uint32_t>(e), cluster.engine(e));
     }
   }
+  ArrivalSchedule schedule(workload, token_ids_of(cluster));
   result.simulated_seconds =
       cluster.is_virtual()
-          ? run_virtual(cluster, workload, options, result, rejection_example, watching)
-          : run_wall(cluster, workload, options, result, rejection_example, watching);
+          ? run_virtual(cluster, workload, schedule, options, result, rejection_example, watching)
+          : run_wall(cluster, workload, schedule, options, result, rejection_example, watching);
+  // Turns that waited for an answer which never came (their records stay unfinished).
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    if (!schedule.taken(i)) ++result.unsent_turns;
+  }
 
   if (cluster.transfers_waiting() > 0 || cluster.transfers_in_flight() > 0) {
     // In flight at the end: the transport's poll() still answered PENDING when nothing else was
@@ -306,6 +368,12 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     spdlog::warn("{}{}: {} of {} requests were refused by the deployment, e.g.: {}",
                  deployment.name, options.run_label, result.rejected, workload.requests.size(),
                  rejection_example);
+  }
+  if (result.unsent_turns > 0) {
+    spdlog::warn(
+        "{}{}: {} conversation turns were never sent: a turn before them got no answer "
+        "(refused or aborted), and a conversation that waits for answers ends there",
+        deployment.name, options.run_label, result.unsent_turns);
   }
   result.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

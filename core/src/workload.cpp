@@ -708,7 +708,7 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     spec.cls.mean_prompt_tokens = spec.prompt.nominal_mean;
     if (const toml::table* conversation = get_table(*t, path, "conversation")) {
       const std::string cp = key_path(path, "conversation");
-      check_keys(*conversation, cp, {"turns", "gap"});
+      check_keys(*conversation, cp, {"turns", "gap", "wait_for_answer"});
       if (!conversation->contains("turns")) {
         fail(key_path(cp, "turns"),
              "missing (required: an integer in [2, " + std::to_string(kMaxTurns) + "])");
@@ -719,6 +719,7 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
       const std::optional<double> gap = positive(*conversation, cp, "gap");
       if (!gap) fail(key_path(cp, "gap"), "missing (required: seconds between turns, > 0)");
       spec.cls.turn_gap = *gap;
+      spec.cls.waits_for_answers = get_bool(*conversation, cp, "wait_for_answer").value_or(false);
       // The mean over the turns: turn k (from 0) holds k + 1 messages and k answers.
       const double turns = spec.cls.turns;
       // Answers are cut at max_tokens, when it is set, before they join the next prompt.

@@ -482,6 +482,53 @@ output = { dist = "fixed", value = 16 }
   EXPECT_EQ(simulated_report(engine, alone).cached_prompt_tokens, 0u);
 }
 
+// With wait_for_answer a turn is sent its gap after the turn before ended, carrying that turn's
+// answer as the engine produced it, which the engine cached: each later turn finds the previous
+// prompt and answer cached, up to the answer's last token (whose KV was never computed) and in
+// whole blocks. The open loop above finds only the previous prompt.
+TEST(EnginePrefixCaching, AConversationThatWaitsForAnswersFindsThePreviousAnswerCachedToo) {
+  const Workload talks = parse_workload(R"(
+seed = 4
+count = 6
+[arrival]
+process = "poisson"
+rate = 0.05
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "uniform", min = 100, max = 400 }
+output = { dist = "fixed", value = 16 }
+conversation = { turns = 3, gap = 10.0, wait_for_answer = true }
+)",
+                                        "talks.toml");
+  const DeploymentConfig deployment =
+      parse_deployment("[model]\nplugin = \"sim\"\n[[engines]]\nblock_size = 16\n", "sim.toml",
+                       test::built_plugins());
+  const SimulationResult result = simulate(deployment, talks);
+  ASSERT_EQ(result.records.size(), talks.requests.size());
+  EXPECT_EQ(result.unsent_turns, 0u);
+  // The previous turn of each conversation, by conversation, as the run went.
+  std::map<uint64_t, size_t> previous;
+  uint64_t expected = 0, cached = 0;
+  size_t later_turns = 0;
+  for (size_t i = 0; i < talks.requests.size(); ++i) {
+    const WorkloadRequest& r = talks.requests[i];
+    const RequestRecord& record = result.records[i];
+    ASSERT_TRUE(record.finished) << "request " << r.id;
+    cached += record.cached_tokens;
+    if (r.turn > 0) {
+      const RequestRecord& before = result.records[previous.at(r.conversation_id())];
+      ++later_turns;
+      EXPECT_DOUBLE_EQ(record.arrival, before.finish + 10.0) << "turn " << r.turn;
+      EXPECT_EQ(record.prompt_tokens, r.prompt_tokens);
+      expected += (before.prompt_tokens + before.output_tokens - 1) / 16 * 16;
+    }
+    previous[r.conversation_id()] = i;
+  }
+  ASSERT_EQ(later_turns, talks.requests.size() * 2 / 3);
+  EXPECT_EQ(cached, expected);
+}
+
 // Behind the prefix_aware router a simulated deployment hands each prompt's beginning to the router
 // (Cluster::submit hashes the workload's ids), so questions about one of 16 documents go where that
 // document is: each of the two engines, with room for about 10 of the 16, keeps about half of them,

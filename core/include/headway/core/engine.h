@@ -74,7 +74,7 @@ struct IncomingTransfer {
   int32_t priority = 0;
   double arrival = 0.0;
   SamplingParams sampling;
-  std::vector<int32_t> tokens;  // prompt + outputs, when the model reads ids
+  std::vector<int32_t> tokens;  // prompt + outputs, when the request has ids
   RequestRecord* record = nullptr;
   uint32_t ends_after_outputs = 0;  // NewRequest::ends_after_outputs
 };
@@ -240,7 +240,7 @@ class Engine {
     uint64_t preemptions_without_token = 0;
     uint64_t token_step_seen = 0;
     SamplingParams sampling;
-    std::vector<int32_t> tokens;  // prompt then outputs (only when the model reads ids)
+    std::vector<int32_t> tokens;  // prompt then outputs (only when the request has ids)
     std::vector<uint32_t> blocks;
     RequestRecord* record = nullptr;
     bool in_use = false;

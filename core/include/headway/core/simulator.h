@@ -27,6 +27,9 @@ struct SimulationResult {
   uint64_t preemptions = 0;
   uint64_t rejected = 0;      // requests an engine refused (reason in the log)
   uint64_t kv_transfers = 0;  // disaggregated requests whose KV moved between engines
+  // Conversation turns never sent: a turn before them got no answer (arrival_schedule.h). Their
+  // records stay unfinished.
+  uint64_t unsent_turns = 0;
   std::vector<PluginMetricReading> plugin_metrics;  // what the plugins counted (host services)
   double simulated_seconds = 0.0;  // first arrival to last event, on the run's clock
   double wall_seconds = 0.0;

@@ -54,6 +54,11 @@
 //             continuing one stream per conversation, so each turn begins as the previous one
 //             did; the shared prefix, if any, is the same for every turn. count and rate count
 //             conversations, not requests; duration keeps the turns that arrive before it.
+//             With `wait_for_answer = true` (default false) the loop closes: turn k is sent G
+//             seconds after turn k-1's answer ended, and its prompt carries the answer's ids as
+//             the server (or simulated engine) produced them (arrival_schedule.h); a turn's
+//             `arrival` is then its nominal time (k * G after the first, as if answers took no
+//             time), which orders the workload and which duration cuts by.
 //   prompt, output  inline tables, required, each one of:
 //     { dist = "fixed", value = N }
 //     { dist = "uniform", min = A, max = B }                 integers, inclusive, A <= B
@@ -110,6 +115,9 @@ struct RequestClass {
   // new message. 1: requests stand alone.
   uint32_t turns = 1;
   double turn_gap = 0.0;
+  // A closed loop: each later turn is sent turn_gap (scaled as arrivals are) after the previous
+  // turn's answer ended, with that answer's own ids; `arrival` is only its nominal time.
+  bool waits_for_answers = false;
 };
 
 struct WorkloadRequest {

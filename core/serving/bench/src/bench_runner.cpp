@@ -1,8 +1,13 @@
 #include "headway/serving/bench/bench_runner.h"
 
+#include <fmt/format.h>
+#include <headway/core/arrival_schedule.h>
+#include <headway/core/synthetic_prompt.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -38,17 +43,72 @@ class ClientRegistry {
   std::vector<CompletionClient*> clients_;
 };
 
+// The workload's schedule (core/arrival_schedule.h) for the dispatcher and the senders: fixed
+// arrivals, and the later turns of conversations that wait for answers once the turn before ends.
+class ConversationQueue final : public SendQueue {
+ public:
+  ConversationQueue(const core::Workload& workload, core::TokenIdRange ids)
+      : workload_(workload), ids_(ids), schedule_(workload, ids) {}
+
+  bool closes_loops() const { return schedule_.closes_loops(); }
+
+  std::optional<Due> next(bool& exhausted) override {
+    std::lock_guard lock(mutex_);
+    exhausted = schedule_.exhausted();
+    const std::optional<core::ArrivalSchedule::Due> due = schedule_.next();
+    if (!due) return std::nullopt;
+    return Due{due->index, due->time};
+  }
+  void take() override {
+    std::lock_guard lock(mutex_);
+    schedule_.take();
+  }
+  void wait_until(std::chrono::steady_clock::time_point deadline) override {
+    std::unique_lock lock(mutex_);
+    changed_.wait_until(lock, deadline, [&] { return std::exchange(changed_flag_, false); });
+  }
+
+  // The prompt of request `index`, on its sender's thread.
+  std::vector<int32_t> prompt(size_t index) {
+    // Without waiting conversations every prompt is a pure function of the request.
+    if (!schedule_.closes_loops()) {
+      return core::synthetic_prompt(workload_.seed, workload_.requests[index], ids_);
+    }
+    std::lock_guard lock(mutex_);
+    return schedule_.prompt(index);
+  }
+  // Request `index` is over (sent or not): its conversation's next turn may go.
+  void ended(size_t index, const StreamResult& result) {
+    if (!schedule_.closes_loops()) return;
+    {
+      std::lock_guard lock(mutex_);
+      schedule_.ended(index, result.finish, result.ok(), result.token_ids);
+      changed_flag_ = true;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  const core::Workload& workload_;
+  core::TokenIdRange ids_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool changed_flag_ = false;
+  core::ArrivalSchedule schedule_;
+};
+
 class StreamingSender final : public RequestSender {
  public:
   StreamingSender(const core::Workload& workload, const BenchOptions& options,
                   const RunClock& clock, std::vector<StreamResult>& results,
-                  ClientRegistry& registry)
+                  ClientRegistry& registry, ConversationQueue& queue)
       : workload_(workload),
         options_(options),
         clock_(clock),
         client_(options.endpoint, clock),
         results_(results),
-        registry_(registry) {
+        registry_(registry),
+        queue_(queue) {
     registry_.add(&client_);
   }
   ~StreamingSender() override { registry_.remove(&client_); }
@@ -63,15 +123,23 @@ class StreamingSender final : public RequestSender {
       StreamMeasurement not_sent(now);
       not_sent.fail(FailureKind::kInterrupted, "bench was interrupted before it was sent", now);
       results_[index] = not_sent.finish(now);
+      queue_.ended(index, results_[index]);
       return;
     }
     // Built here rather than up front: a long trace's prompts would not fit in memory at once.
-    const std::string body =
-        completion_body(request, workload_.classes[request.class_index].name, options_.model,
-                        core::synthetic_prompt(workload_.seed, request, options_.token_ids));
+    const std::vector<int32_t> prompt = queue_.prompt(index);
+    prompt_tokens_ = static_cast<uint32_t>(prompt.size());
+    const std::string body = completion_body(request, workload_.classes[request.class_index].name,
+                                             options_.model, prompt);
     if (options_.progress) ++options_.progress->sent;
-    // Each index is written by exactly one sender; run_bench reads them after the join.
-    results_[index] = client_.stream(body, request.output_tokens, options_.stop);
+    // Each index is written by exactly one sender; run_bench reads them after the join. A turn
+    // whose conversation goes on keeps its answer's ids, which the next turn resends.
+    results_[index] =
+        client_.stream(body, request.output_tokens, options_.stop, queue_.closes_loops());
+    results_[index].prompt_tokens = prompt_tokens_;
+    queue_.ended(index, results_[index]);
+    // Kept only as long as the next turn needs them.
+    results_[index].token_ids = {};
     if (options_.progress) {
       if (!results_[index].ok()) ++options_.progress->failed;
       ++options_.progress->finished;
@@ -85,6 +153,8 @@ class StreamingSender final : public RequestSender {
   CompletionClient client_;
   std::vector<StreamResult>& results_;
   ClientRegistry& registry_;
+  ConversationQueue& queue_;
+  uint32_t prompt_tokens_ = 0;
 };
 
 }  // namespace
@@ -93,9 +163,11 @@ core::RequestRecord take_record(const core::WorkloadRequest& request, StreamResu
   core::RequestRecord record;
   record.id = request.id;
   record.class_index = request.class_index;
-  record.prompt_tokens = request.prompt_tokens;
+  // What was sent, which a conversation's turn that carries its previous answer may make differ.
+  record.prompt_tokens = result.prompt_tokens != 0 ? result.prompt_tokens : request.prompt_tokens;
   record.output_tokens = result.output_tokens;
-  record.arrival = result.sent;
+  // A turn never sent has no arrival.
+  record.arrival = result.failure == FailureKind::kEarlierTurnFailed ? core::kNever : result.sent;
   record.first_token = result.first_token;
   record.finish = result.finish;
   record.finished = result.ok();
@@ -107,9 +179,7 @@ core::RequestRecord take_record(const core::WorkloadRequest& request, StreamResu
 BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) {
   BenchRun run;
   run.results.resize(workload.requests.size());
-  std::vector<double> arrivals;
-  arrivals.reserve(workload.requests.size());
-  for (const core::WorkloadRequest& r : workload.requests) arrivals.push_back(r.arrival);
+  ConversationQueue queue(workload, options.token_ids);
 
   const RunClock clock;
   ClientRegistry registry;
@@ -127,10 +197,11 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   }
   DispatchResult dispatched;
   try {
-    dispatched = dispatch_open_loop(
-        arrivals, options.max_concurrency, clock,
+    dispatched = dispatch(
+        queue, workload.requests.size(), options.max_concurrency, clock,
         [&]() -> std::unique_ptr<RequestSender> {
-          return std::make_unique<StreamingSender>(workload, options, clock, run.results, registry);
+          return std::make_unique<StreamingSender>(workload, options, clock, run.results, registry,
+                                                   queue);
         },
         {}, options.stop);
   } catch (...) {
@@ -146,12 +217,50 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   run.lateness = std::move(dispatched.lateness);
   run.sender_threads = dispatched.sender_threads;
   run.peak_in_flight = dispatched.peak_in_flight;
+  run.sent = std::move(dispatched.handed);
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    if (run.sent[i] == 0 && !run.interrupted) {
+      // Every request is sent but the turns after a failed one in a conversation that waits for
+      // answers: each fails, saying why.
+      const core::WorkloadRequest& turn = workload.requests[i];
+      run.results[i].failure = FailureKind::kEarlierTurnFailed;
+      run.results[i].first_token = core::kNever;
+      run.results[i].finish = core::kNever;
+      run.results[i].message =
+          fmt::format("turn {} of conversation {} was never sent: an earlier turn of it failed",
+                      turn.turn + 1, turn.conversation_id());
+      ++run.unsent_turns;
+    }
+  }
   run.records.reserve(workload.requests.size());
   for (size_t i = 0; i < workload.requests.size(); ++i) {
     run.cached_tokens_reported |= run.results[i].usage_cached_tokens.has_value();
     run.records.push_back(take_record(workload.requests[i], run.results[i]));
   }
   return run;
+}
+
+core::Workload keep_sent(const core::Workload& workload, BenchRun& run) {
+  core::Workload out;
+  out.source = workload.source;
+  out.seed = workload.seed;
+  out.classes = workload.classes;
+  size_t kept = 0;
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    if (i >= run.sent.size() || run.sent[i] == 0) continue;
+    out.requests.push_back(workload.requests[i]);
+    if (kept != i) {
+      run.records[kept] = std::move(run.records[i]);
+      run.results[kept] = std::move(run.results[i]);
+      run.lateness[kept] = run.lateness[i];
+    }
+    ++kept;
+  }
+  run.records.resize(kept);
+  run.results.resize(kept);
+  run.lateness.resize(kept);
+  run.sent.assign(kept, 1);
+  return out;
 }
 
 }  // namespace headway::serving::bench

@@ -9,7 +9,8 @@ namespace headway::serving::bench {
 namespace {
 
 void count(ClassOutcomes& c, const core::WorkloadRequest& request, const StreamResult& result) {
-  ++c.sent;
+  // A turn never sent (an earlier turn of its conversation failed) fails without a send.
+  if (result.failure != FailureKind::kEarlierTurnFailed) ++c.sent;
   if (result.ok()) {
     ++c.succeeded;
     if (result.output_tokens < request.output_tokens) ++c.short_outputs;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 namespace headway::serving::bench {
@@ -76,6 +77,18 @@ CompletionChunk parse_object(const json& doc) {
     }
   }
   chunk.tokens = count_of(choice, "token_ids");
+  if (chunk.tokens && *chunk.tokens > 0) {
+    const json& ids = choice["token_ids"];
+    chunk.token_ids.reserve(ids.size());
+    for (const json& id : ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN ||
+          id.get<int64_t>() > INT32_MAX) {
+        chunk.token_ids.clear();
+        break;
+      }
+      chunk.token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
   if (!chunk.tokens) {
     if (auto logprobs = choice.find("logprobs");
         logprobs != choice.end() && logprobs->is_object()) {

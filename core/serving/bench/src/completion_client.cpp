@@ -31,7 +31,7 @@ CompletionClient::~CompletionClient() = default;
 void CompletionClient::abort() { client_->stop(); }
 
 StreamResult CompletionClient::stream(const std::string& body, uint32_t max_tokens,
-                                      const std::atomic<bool>* stop) {
+                                      const std::atomic<bool>* stop, bool keep_ids) {
   httplib::Request request;
   request.method = "POST";
   request.path = path_;
@@ -45,7 +45,7 @@ StreamResult CompletionClient::stream(const std::string& body, uint32_t max_toke
   SseParser parser;
   std::vector<SseEvent> events;
   size_t event_count = 0;
-  StreamMeasurement measurement(clock_.now(), max_tokens);
+  StreamMeasurement measurement(clock_.now(), max_tokens, keep_ids);
   bool interrupted = false;
   double last_bytes = clock_.now();
   request.response_handler = [&](const httplib::Response& response) {

@@ -130,27 +130,67 @@ class SenderPool {
   std::exception_ptr error_;
 };
 
+// Arrivals known up front, in order.
+class FixedArrivals final : public SendQueue {
+ public:
+  explicit FixedArrivals(std::span<const double> arrivals) : arrivals_(arrivals) {}
+  std::optional<Due> next(bool& exhausted) override {
+    exhausted = next_ >= arrivals_.size();
+    if (exhausted) return std::nullopt;
+    return Due{next_, arrivals_[next_]};
+  }
+  void take() override { ++next_; }
+  void wait_until(std::chrono::steady_clock::time_point deadline) override {
+    std::this_thread::sleep_until(deadline);
+  }
+
+ private:
+  std::span<const double> arrivals_;
+  size_t next_ = 0;
+};
+
 }  // namespace
 
 DispatchResult dispatch_open_loop(
     std::span<const double> arrivals, size_t max_concurrency, const RunClock& clock,
     const std::function<std::unique_ptr<RequestSender>()>& make_sender,
     const std::function<void(size_t)>& on_finished, const std::atomic<bool>* stop) {
+  FixedArrivals queue(arrivals);
+  return dispatch(queue, arrivals.size(), max_concurrency, clock, make_sender, on_finished, stop);
+}
+
+DispatchResult dispatch(SendQueue& queue, size_t requests, size_t max_concurrency,
+                        const RunClock& clock,
+                        const std::function<std::unique_ptr<RequestSender>()>& make_sender,
+                        const std::function<void(size_t)>& on_finished,
+                        const std::atomic<bool>* stop) {
   if (max_concurrency == 0) throw core::Error("--max-concurrency must be at least 1");
   DispatchResult result;
-  result.lateness.assign(arrivals.size(), 0.0);
+  result.lateness.assign(requests, 0.0);
+  result.handed.assign(requests, 0);
   SenderPool pool(max_concurrency, clock, make_sender, on_finished, result.lateness);
-  for (size_t i = 0; i < arrivals.size(); ++i) {
-    // In slices, so that a stop is seen while a sparse workload's next arrival is minutes away.
-    const auto due = clock.at(arrivals[i]);
-    while (!stop_requested(stop) && std::chrono::steady_clock::now() < due) {
-      std::this_thread::sleep_until(
-          std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
-    }
+  while (true) {
     // Stopped, or a sender threw (stop() below rethrows it): send no more.
     if (stop_requested(stop) || pool.failed()) break;
-    if (!pool.submit(i, arrivals[i], stop)) break;
-    result.sent = i + 1;
+    bool exhausted = false;
+    const std::optional<SendQueue::Due> due = queue.next(exhausted);
+    // In slices of at most 50 ms, so that a stop is seen while the next send is minutes away; a
+    // queue that learns of an earlier send wakes the wait sooner.
+    const auto slice = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    if (!due) {
+      if (exhausted) break;
+      queue.wait_until(slice);
+      continue;
+    }
+    const auto at = clock.at(due->time);
+    if (std::chrono::steady_clock::now() < at) {
+      queue.wait_until(std::min(at, slice));
+      continue;
+    }
+    queue.take();
+    if (!pool.submit(due->index, due->time, stop)) break;
+    result.handed[due->index] = 1;
+    ++result.sent;
   }
   pool.stop();
   result.sender_threads = pool.threads_started();

@@ -30,6 +30,8 @@ std::string_view failure_name(FailureKind kind) {
       return "too_many_tokens";
     case FailureKind::kInterrupted:
       return "interrupted";
+    case FailureKind::kEarlierTurnFailed:
+      return "earlier_turn_failed";
   }
   return "unknown";
 }
@@ -79,6 +81,14 @@ void StreamMeasurement::on_event(const SseEvent& event, double now) {
   }
   const uint32_t count = tokens.value_or(chunk.text.empty() ? 0 : 1);
   if (count > 0) chunks_.push_back({now, count});
+  if (keep_ids_ && count > 0 && ids_whole_) {
+    if (chunk.token_ids.size() == count) {
+      ids_.insert(ids_.end(), chunk.token_ids.begin(), chunk.token_ids.end());
+    } else {
+      ids_whole_ = false;
+      ids_.clear();
+    }
+  }
 }
 
 void StreamMeasurement::fail(FailureKind kind, std::string message, double now, int http_status) {
@@ -145,6 +155,7 @@ StreamResult StreamMeasurement::finish(double now) const {
     }
   }
   r.output_tokens = static_cast<uint32_t>(r.token_times.size());
+  if (keep_ids_ && ids_whole_ && ids_.size() == r.output_tokens) r.token_ids = ids_;
   return r;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
 #include <headway/core/report.h>
+#include <headway/core/synthetic_prompt.h>
 #include <headway/core/workload.h>
 #include <headway/serving/bench/bench_runner.h>
 #include <headway/serving/bench/bench_summary.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <tuple>
@@ -229,6 +231,96 @@ TEST_F(BenchRunnerTest, HttpErrorsAreCountedPerClassAndTheRunGoesOn) {
     }
     EXPECT_EQ(run.records[i].finished, run.results[i].ok());
   }
+}
+
+// Two conversations of three turns that wait for answers (wait_for_answer), answered by a server
+// that says which ids it produced (5, 6, 5, 6).
+core::Workload waiting_conversations() {
+  return core::parse_workload(R"(
+seed = 3
+[arrival]
+process = "fixed"
+times = [0, 0]
+[[classes]]
+name = "talk"
+share = 1
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 4 }
+conversation = { turns = 3, gap = 0.01, wait_for_answer = true }
+)",
+                              "talks.toml");
+}
+
+// Each later turn is sent once the turn before has ended, and resends it with the answer the
+// server gave.
+TEST_F(BenchRunnerTest, AConversationThatWaitsSendsEachTurnAfterTheAnswerAndWithIt) {
+  server.set_behaviour("talk", FakeBehaviour::kTwoTokensPerChunk);
+  const core::Workload talks = waiting_conversations();
+  ASSERT_EQ(talks.requests.size(), 6u);
+  const BenchOptions o = options(4);
+  const BenchRun run = run_bench(talks, o);
+  for (const StreamResult& r : run.results) EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(run.unsent_turns, 0u);
+  const std::vector<nlohmann::json> received = server.received();
+  ASSERT_EQ(received.size(), 6u);
+  // Each request's prompt as the server received it, and when it came in the server's order.
+  std::map<size_t, std::pair<std::vector<int32_t>, size_t>> got;
+  for (size_t k = 0; k < received.size(); ++k) {
+    const std::vector<int32_t> prompt = received[k]["prompt"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < talks.requests.size(); ++i) {
+      const std::vector<int32_t> nominal =
+          core::synthetic_prompt(talks.seed, talks.requests[i], o.token_ids);
+      // The turn's own message ends its prompt whatever came before it.
+      if (prompt.size() == nominal.size() &&
+          std::equal(nominal.end() - 10, nominal.end(), prompt.end() - 10)) {
+        got[i] = {prompt, k};
+      }
+    }
+  }
+  ASSERT_EQ(got.size(), 6u);
+  const std::vector<int32_t> answer = {5, 6, 5, 6};
+  for (size_t i = 0; i < talks.requests.size(); ++i) {
+    const core::WorkloadRequest& r = talks.requests[i];
+    if (r.turn == 0) continue;
+    SCOPED_TRACE("request " + std::to_string(i));
+    size_t before = talks.requests.size();
+    for (size_t j = 0; j < talks.requests.size(); ++j) {
+      if (talks.requests[j].conversation_id() == r.conversation_id() &&
+          talks.requests[j].turn + 1 == r.turn) {
+        before = j;
+      }
+    }
+    ASSERT_LT(before, talks.requests.size());
+    const std::vector<int32_t>& earlier = got[before].first;
+    const std::vector<int32_t>& prompt = got[i].first;
+    ASSERT_EQ(prompt.size(), earlier.size() + 4 + 10);
+    EXPECT_TRUE(std::equal(earlier.begin(), earlier.end(), prompt.begin()));
+    EXPECT_TRUE(std::equal(answer.begin(), answer.end(), prompt.begin() + earlier.size()));
+    EXPECT_GT(got[i].second, got[before].second);
+    EXPECT_GE(run.records[i].arrival, run.records[before].finish);
+    EXPECT_EQ(run.records[i].prompt_tokens, prompt.size());
+  }
+}
+
+// A turn that fails ends its conversation: the turns after it never reach the server and fail as
+// such, counted as not sent.
+TEST_F(BenchRunnerTest, AFailedTurnEndsItsConversationAndTheRestAreNotSent) {
+  server.set_behaviour("talk", FakeBehaviour::kHttp503);
+  const core::Workload talks = waiting_conversations();
+  const BenchRun run = run_bench(talks, options(4));
+  EXPECT_EQ(server.received().size(), 2u);
+  EXPECT_EQ(run.unsent_turns, 4u);
+  for (size_t i = 0; i < talks.requests.size(); ++i) {
+    const FailureKind expected =
+        talks.requests[i].turn == 0 ? FailureKind::kHttpStatus : FailureKind::kEarlierTurnFailed;
+    EXPECT_EQ(run.results[i].failure, expected) << i << ": " << run.results[i].message;
+    EXPECT_FALSE(run.records[i].finished);
+  }
+  const BenchSummary summary = summarize_bench(talks, run, 4);
+  EXPECT_EQ(summary.overall.sent, 2u);
+  EXPECT_EQ(summary.overall.failed, 6u);
+  EXPECT_EQ(summary.overall.failures_by_kind[static_cast<size_t>(FailureKind::kEarlierTurnFailed)],
+            4u);
 }
 
 TEST_F(BenchRunnerTest, BrokenStreamsAreFailuresOfTheirKind) {

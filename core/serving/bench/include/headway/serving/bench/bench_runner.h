@@ -47,9 +47,12 @@ struct BenchRun {
   std::vector<double> lateness;  // send time - scheduled arrival, seconds
   size_t sender_threads = 0, peak_in_flight = 0;
   double wall_seconds = 0;  // start of the run to the end of its last stream
-  // Requests sent: all of them, or fewer when `stop` ended the run early (then the first
-  // `requests_sent`, and the records of the rest have no send).
+  // Requests sent: all of them, or fewer when `stop` ended the run early (the records of the rest
+  // have no send) or when turns of a conversation that waits for answers followed a failed one.
   size_t requests_sent = 0;
+  std::vector<uint8_t> sent;  // per request, in workload order: 1 where it was sent
+  // Turns never sent after a failed one (their results fail as kEarlierTurnFailed).
+  size_t unsent_turns = 0;
   bool interrupted = false;
   // Some stream's usage said how many of its prompt tokens the server found cached (the records'
   // cached_tokens are 0 where none said).
@@ -62,5 +65,10 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options);
 
 // The record of one measured request (see above). Moves result.token_times into the record.
 core::RequestRecord take_record(const core::WorkloadRequest& request, StreamResult& result);
+
+// Of an interrupted run: the workload's requests that were sent (the first ones in arrival
+// order, and those of conversations that waited for answers when they were released), with
+// `run`'s records, results and lateness cut to them in the same order.
+core::Workload keep_sent(const core::Workload& workload, BenchRun& run);
 
 }  // namespace headway::serving::bench

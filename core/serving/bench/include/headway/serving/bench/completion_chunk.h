@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace headway::serving::bench {
 
@@ -22,6 +23,9 @@ struct CompletionChunk {
   bool has_choice = false;  // false for the final usage-only chunk of stream_options.include_usage
   std::string text;         // choices[0].text, or choices[0].delta.content
   std::optional<uint32_t> tokens;  // token_ids or logprobs.tokens length, when the server sent one
+  // choices[0].token_ids when every entry is an integer that fits an int32 (empty otherwise): what
+  // a conversation's next turn resends (arrival_schedule.h).
+  std::vector<int32_t> token_ids;
   std::optional<uint32_t> usage_completion_tokens;  // usage.completion_tokens (running or final)
   // usage.prompt_tokens_details.cached_tokens (OpenAI's; Headway's; vLLM's behind a flag)
   std::optional<uint32_t> usage_cached_tokens;

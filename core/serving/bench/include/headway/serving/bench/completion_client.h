@@ -32,9 +32,10 @@ class CompletionClient {
   // POSTs `body` (completion_request.h, asking for `max_tokens`) and blocks until the stream
   // ends. Times start at the moment of the send. Never throws for what the server or the network
   // does: that becomes the result's failure. When `stop` (borrowed; may be null) turns true the
-  // stream is closed at its next bytes and fails as kInterrupted.
+  // stream is closed at its next bytes and fails as kInterrupted. `keep_ids`: the result carries
+  // the answer's ids (StreamResult::token_ids).
   StreamResult stream(const std::string& body, uint32_t max_tokens = 0,
-                      const std::atomic<bool>* stop = nullptr);
+                      const std::atomic<bool>* stop = nullptr, bool keep_ids = false);
 
   // Shuts the connection down under a stream() running on another thread, which then returns
   // (as kInterrupted when its `stop` is true): for a server that sends nothing, where stream()

@@ -15,9 +15,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -34,6 +37,25 @@ class RequestSender {
   virtual void send(size_t index) = 0;
 };
 
+// What to send and when, asked by the dispatching thread. Fixed arrivals (dispatch_open_loop's)
+// know every time up front; a schedule of conversations that wait for answers (bench_runner.cpp)
+// learns of a later turn when the turn before ends on a sender thread.
+class SendQueue {
+ public:
+  struct Due {
+    size_t index;  // the request
+    double time;   // when to send it, seconds on the run clock
+  };
+  virtual ~SendQueue() = default;
+  // The earliest request not yet taken whose time is known; nullopt when none is now. Sets
+  // `exhausted` when none will ever be.
+  virtual std::optional<Due> next(bool& exhausted) = 0;
+  // Takes what next() returned.
+  virtual void take() = 0;
+  // Blocks until `deadline`, or sooner when next() may have changed.
+  virtual void wait_until(std::chrono::steady_clock::time_point deadline) = 0;
+};
+
 // Whether a run's stop flag (borrowed; may be null: no stop) has been set.
 inline bool stop_requested(const std::atomic<bool>* stop) {
   return stop != nullptr && stop->load();
@@ -41,8 +63,9 @@ inline bool stop_requested(const std::atomic<bool>* stop) {
 
 struct DispatchResult {
   std::vector<double> lateness;  // per request, seconds between its scheduled time and its send
-  size_t sent = 0;               // requests handed to a sender (the first `sent`)
-  size_t sender_threads = 0;     // threads the pool grew to
+  size_t sent = 0;  // requests handed to a sender (with fixed arrivals, the first `sent`)
+  std::vector<uint8_t> handed;  // per request: 1 where it was handed to a sender
+  size_t sender_threads = 0;    // threads the pool grew to
   size_t peak_in_flight = 0;
 };
 
@@ -55,5 +78,13 @@ DispatchResult dispatch_open_loop(
     std::span<const double> arrivals, size_t max_concurrency, const RunClock& clock,
     const std::function<std::unique_ptr<RequestSender>()>& make_sender,
     const std::function<void(size_t)>& on_finished = {}, const std::atomic<bool>* stop = nullptr);
+
+// The same, sending what `queue` says when it says (`requests`: how many it may name; lateness
+// has that size). Sends stop when the queue is exhausted, at `stop`, or when a sender throws.
+DispatchResult dispatch(SendQueue& queue, size_t requests, size_t max_concurrency,
+                        const RunClock& clock,
+                        const std::function<std::unique_ptr<RequestSender>()>& make_sender,
+                        const std::function<void(size_t)>& on_finished = {},
+                        const std::atomic<bool>* stop = nullptr);
 
 }  // namespace headway::serving::bench

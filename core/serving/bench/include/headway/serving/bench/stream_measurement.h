@@ -39,8 +39,11 @@ enum class FailureKind : uint8_t {
   // trusted, and a count in the millions must not become as many token times.
   kTooManyTokens,
   kInterrupted,  // bench was interrupted (SIGINT, SIGTERM) while the stream ran
+  // Never sent: a conversation turn that waits for answers, after a turn of it that failed
+  // (arrival_schedule.h).
+  kEarlierTurnFailed,
 };
-inline constexpr size_t kFailureKinds = 9;
+inline constexpr size_t kFailureKinds = 10;
 inline constexpr uint64_t kTooManyTokensFactor = 2;
 inline constexpr uint64_t kTooManyTokensSlack = 16;
 
@@ -49,13 +52,17 @@ std::string_view failure_name(FailureKind kind);
 
 struct StreamResult {
   double sent = 0;
-  double first_token;  // NaN without a token
-  double finish;       // time of "[DONE]" or of the failure
+  uint32_t prompt_tokens = 0;  // as sent, set by the sender; 0: the workload request's
+  double first_token;          // NaN without a token
+  double finish;               // time of "[DONE]" or of the failure
   std::vector<double> token_times;
   uint32_t output_tokens = 0;                       // token_times.size()
   std::optional<uint32_t> usage_completion_tokens;  // what the server's usage said, if it did
   std::optional<uint32_t> usage_cached_tokens;      // its prompt tokens found cached, if it said
   std::optional<std::string> finish_reason;
+  // The answer's ids, when kept (StreamMeasurement's keep_ids) and every chunk with tokens carried
+  // them; empty otherwise.
+  std::vector<int32_t> token_ids;
   FailureKind failure = FailureKind::kNone;
   int http_status = 0;  // when failure == kHttpStatus
   std::string message;  // why it failed; empty when it did not
@@ -65,9 +72,9 @@ struct StreamResult {
 class StreamMeasurement {
  public:
   // `max_tokens`: the request's; far more tokens than that is a failure (kTooManyTokens); 0: no
-  // bound.
-  explicit StreamMeasurement(double sent, uint32_t max_tokens = 0)
-      : sent_(sent), max_tokens_(max_tokens) {}
+  // bound. `keep_ids`: collect the answer's ids (StreamResult::token_ids).
+  explicit StreamMeasurement(double sent, uint32_t max_tokens = 0, bool keep_ids = false)
+      : sent_(sent), max_tokens_(max_tokens), keep_ids_(keep_ids) {}
 
   // One event received at `now`. Events after "[DONE]" or a failure are ignored.
   void on_event(const SseEvent& event, double now);
@@ -88,7 +95,10 @@ class StreamMeasurement {
 
   double sent_;
   uint32_t max_tokens_;
+  bool keep_ids_;
   std::vector<Chunk> chunks_;
+  std::vector<int32_t> ids_;
+  bool ids_whole_ = true;                  // every chunk with tokens carried its ids
   std::optional<uint32_t> running_usage_;  // last usage.completion_tokens seen on a content chunk
   std::optional<uint32_t> final_usage_;
   std::optional<uint32_t> cached_tokens_;  // the last usage that said

@@ -450,6 +450,9 @@ int run_simulate(const SimulateArgs& args) {
       spdlog::warn("--seed {}: {}", *args.seed, same);
     }
   }
+  if (args.find_capacity) {
+    core::check_capacity_searchable(core::first_requests(workload, args.capacity_limit));
+  }
   const bool with_baseline = !args.no_baseline && workload.has_long_requests();
   const core::Workload without_long =
       with_baseline ? workload.without_long_classes() : core::Workload{};

@@ -64,9 +64,19 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
   return out;
 }
 
-Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workload, const Slo& slo,
-                       const CapacityOptions& options) {
-  if (slo.empty()) throw Error("capacity search: the SLO names no term");
+void check_capacity_searchable(const Workload& workload) {
+  for (size_t i = 0; i < workload.classes.size(); ++i) {
+    if (!workload.classes[i].waits_for_answers) continue;
+    // Its turns go when answers come, not at a rate: raising the rate of conversation starts
+    // packs them together, and the load stops growing at one turn in flight per conversation.
+    throw Error(fmt::format(
+        "capacity search: class '{}' of {} has conversations that wait for answers "
+        "(conversation.wait_for_answer = true), whose load is bounded by how many conversations "
+        "run at once, not by a rate the search could raise (every probe would pass at a rate no "
+        "deployment serves); search with the open loop (wait_for_answer = false), or compare "
+        "runs with more conversations (rate, count or duration)",
+        workload.classes[i].name, workload.source));
+  }
   if (offered_rate(workload) <= 0) {
     const size_t n = workload.requests.size();
     throw Error(fmt::format(
@@ -77,6 +87,12 @@ Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workl
               : fmt::format("the {} requests of {} arrive at one instant", n, workload.source),
         n < 2 ? "" : ", or simulate the burst itself without it"));
   }
+}
+
+Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workload, const Slo& slo,
+                       const CapacityOptions& options) {
+  if (slo.empty()) throw Error("capacity search: the SLO names no term");
+  check_capacity_searchable(workload);
   Capacity out = search_capacity(
       [&](double factor) {
         SimulationOptions run_options;

@@ -131,6 +131,20 @@ TEST(CapacitySearch, SimulatedDeploymentHoldsAtCapacityAndFailsAboveIt) {
       EXPECT_NE(why.find("would replay the same load"), std::string::npos) << why;
     }
   }
+
+  // Conversations that wait for answers bound their own load: a faster start of them is no more
+  // load, and every probe would pass. Refused, naming the class.
+  Workload waiting = workload;
+  waiting.classes[0].turns = 2;
+  waiting.classes[0].waits_for_answers = true;
+  try {
+    find_capacity(deployment, waiting, slo);
+    ADD_FAILURE() << "a workload whose conversations wait for answers should be refused";
+  } catch (const Error& e) {
+    const std::string why = e.what();
+    EXPECT_NE(why.find("class '" + waiting.classes[0].name + "'"), std::string::npos) << why;
+    EXPECT_NE(why.find("wait_for_answer"), std::string::npos) << why;
+  }
 }
 
 }  // namespace

@@ -66,9 +66,14 @@ struct Capacity {
 Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& slo,
                          const CapacityOptions& options = {});
 
+// Throws Error when a capacity search over `workload` could not work: its load does not grow
+// with its rate (conversations that wait for answers, RequestClass::waits_for_answers), or it has
+// no rate to scale (fewer than two requests, or every arrival at one instant: scaling arrival
+// times leaves such a workload as it is). Commands call it before their runs.
+void check_capacity_searchable(const Workload& workload);
+
 // The search on simulations of `deployment` over `workload` (already limited by the caller).
-// Throws Error when the workload has no rate to scale: fewer than two requests, or every arrival at
-// one instant (scaling arrival times leaves such a workload as it is).
+// Throws Error as check_capacity_searchable does.
 Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workload, const Slo& slo,
                        const CapacityOptions& options = {});
 

@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 #include <headway/core/arrival_schedule.h>
-#include <headway/core/error.h>
 #include <headway/core/synthetic_prompt.h>
 #include <headway/core/workload.h>
 
@@ -47,6 +46,16 @@ size_t turn_index(const Workload& w, uint32_t conversation_first, uint32_t turn)
   return 0;
 }
 
+// The index of the first turn of the first conversation (which request begins it depends on the
+// class drawn for each time).
+size_t first_conversation(const Workload& w) {
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    if (w.requests[i].class_index == 0 && w.requests[i].turn == 0) return i;
+  }
+  ADD_FAILURE() << "no conversation";
+  return 0;
+}
+
 std::vector<size_t> take_all_due(ArrivalSchedule& schedule) {
   std::vector<size_t> taken;
   for (auto due = schedule.next(); due; due = schedule.next()) {
@@ -78,12 +87,7 @@ TEST(ArrivalSchedule, ALaterTurnGoesItsGapAfterTheTurnBeforeEndedWithThatAnswer)
   const Workload w = workload(true);
   ArrivalSchedule schedule(w, kIds);
   ASSERT_TRUE(schedule.closes_loops());
-  // Which request begins the conversation depends on the class drawn for each time.
-  size_t first = w.requests.size();
-  for (size_t i = 0; i < w.requests.size() && first == w.requests.size(); ++i) {
-    if (w.requests[i].class_index == 0 && w.requests[i].turn == 0) first = i;
-  }
-  ASSERT_LT(first, w.requests.size());
+  const size_t first = first_conversation(w);
   const auto conversation = static_cast<uint32_t>(w.requests[first].id);
   const size_t second = turn_index(w, conversation, 1);
   const size_t third = turn_index(w, conversation, 2);
@@ -140,11 +144,7 @@ TEST(ArrivalSchedule, ALaterTurnGoesItsGapAfterTheTurnBeforeEndedWithThatAnswer)
 TEST(ArrivalSchedule, ATurnWithoutAnAnswerEndsItsConversation) {
   const Workload w = workload(true);
   ArrivalSchedule schedule(w, kIds);
-  size_t first = w.requests.size();
-  for (size_t i = 0; i < w.requests.size() && first == w.requests.size(); ++i) {
-    if (w.requests[i].class_index == 0 && w.requests[i].turn == 0) first = i;
-  }
-  ASSERT_LT(first, w.requests.size());
+  const size_t first = first_conversation(w);
   take_all_due(schedule);
   schedule.prompt(first);
   schedule.ended(first, 2.0, false, {});
@@ -159,40 +159,13 @@ TEST(ArrivalSchedule, ATurnWithoutAnAnswerEndsItsConversation) {
 TEST(ArrivalSchedule, TheThinkTimeIsScaledAsTheArrivalsAre) {
   const Workload w = workload(true, 2.0);
   ArrivalSchedule schedule(w, kIds);
-  size_t first = w.requests.size();
-  for (size_t i = 0; i < w.requests.size() && first == w.requests.size(); ++i) {
-    if (w.requests[i].class_index == 0 && w.requests[i].turn == 0) first = i;
-  }
-  ASSERT_LT(first, w.requests.size());
+  const size_t first = first_conversation(w);
   take_all_due(schedule);
   schedule.prompt(first);
   schedule.ended(first, 4.0, true, std::vector<int32_t>(8, 3));
   const auto due = schedule.next();
   ASSERT_TRUE(due);
   EXPECT_DOUBLE_EQ(due->time, 4.0 + 10.0);
-}
-
-TEST(ArrivalSchedule, WaitForAnswerMustBeABoolean) {
-  try {
-    parse_workload(R"(
-count = 2
-[arrival]
-process = "poisson"
-rate = 1
-[[classes]]
-name = "chat"
-share = 1
-prompt = { dist = "fixed", value = 40 }
-output = { dist = "fixed", value = 8 }
-conversation = { turns = 3, gap = 5.0, wait_for_answer = "yes" }
-)",
-                   "bad.toml");
-    FAIL() << "accepted a string";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("classes[0].conversation.wait_for_answer"),
-              std::string::npos)
-        << e.what();
-  }
 }
 
 }  // namespace

@@ -632,6 +632,8 @@ TEST_F(WorkloadTest, ErrorBadConversation) {
   expect_error(head + "conversation = { turns = 3, gap = 1, think = 2 }\n",
                {"classes[0].conversation", "think", "unknown key"});
   expect_error(head + "conversation = 3\n", {"classes[0].conversation", "expected a table"});
+  expect_error(head + "conversation = { turns = 3, gap = 1, wait_for_answer = \"yes\" }\n",
+               {"classes[0].conversation.wait_for_answer", "expected true or false"});
   // Prompts that would outgrow any context.
   std::string huge = head;
   huge.replace(huge.find("value = 10"), 10, "value = 600000000");

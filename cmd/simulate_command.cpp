@@ -496,6 +496,11 @@ int run_simulate(const SimulateArgs& args) {
       std::cout << fmt::format("rejected: {} requests could not be served (see the warning)\n",
                                d.run.rejected);
     }
+    if (d.run.unsent_turns > 0) {
+      std::cout << fmt::format(
+          "unsent: {} conversation turns followed a turn without an answer (see the warning)\n",
+          d.run.unsent_turns);
+    }
     if (full_reports) std::cout << "\n";
   }
 
@@ -539,6 +544,7 @@ int run_simulate(const SimulateArgs& args) {
       j["rate_scale"] = args.rate_scale;
       j["plugins"] = plugins_json(d.deployment);
       j["rejected"] = d.run.rejected;
+      j["unsent_turns"] = d.run.unsent_turns;
       j["engines"] = core::engine_usage_to_json(d.engines);
       j["plugin_metrics"] = core::plugin_metrics_to_json(d.run.plugin_metrics);
       j["capacity"] = d.capacity ? core::capacity_to_json(*d.capacity) : nlohmann::json(nullptr);

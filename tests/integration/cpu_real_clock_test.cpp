@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <headway/core/deployment_config.h>
 #include <headway/core/plugin_registry.h>
+#include <headway/core/request_record.h>
 #include <headway/core/simulator.h>
 #include <headway/core/workload.h>
 #include <tiny_checkpoint.h>
@@ -86,6 +87,61 @@ TEST(CpuModelOnTheWallClock, MixedWorkloadCompletesWithSchedulerIndependentToken
   }
   for (size_t i = 0; i < workload.requests.size(); ++i) {
     EXPECT_EQ(chunked.records[i].token_ids, partial.records[i].token_ids) << "request " << i;
+  }
+}
+
+// A conversation that waits for answers on the wall clock: each later turn goes its gap after the
+// turn before ended, carrying the ids the model generated, which the engine's prefix cache holds.
+// Assertions are on the order of events and on counts, never on durations.
+TEST(CpuModelOnTheWallClock, AConversationThatWaitsSendsEachTurnAfterTheModelsAnswer) {
+  TempDir dir;
+  models::cpu::TinyModelSpec spec;
+  spec.layers = 2;
+  spec.hidden = 128;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.ffn = 256;
+  spec.dtype = models::cpu::DType::kF32;
+  models::cpu::write_tiny_checkpoint(spec, dir.path);
+  const Workload talks = parse_workload(R"(
+seed = 2
+[arrival]
+process = "fixed"
+times = [0, 0.01]
+[[classes]]
+name = "talk"
+share = 1
+prompt = { dist = "fixed", value = 40 }
+output = { dist = "fixed", value = 9 }
+conversation = { turns = 3, gap = 0.02, wait_for_answer = true }
+)",
+                                        dir.path / "talks.toml");
+  ASSERT_EQ(talks.requests.size(), 6u);
+  const SimulationResult run = simulate(
+      deployment(dir.path, "{ plugin = \"chunked\", options = { max_num_batched_tokens = 64 } }"),
+      talks);
+  EXPECT_EQ(run.rejected, 0u);
+  EXPECT_EQ(run.unsent_turns, 0u);
+  for (size_t i = 0; i < talks.requests.size(); ++i) {
+    const WorkloadRequest& r = talks.requests[i];
+    const RequestRecord& record = run.records[i];
+    ASSERT_TRUE(record.finished) << "request " << r.id;
+    if (r.turn == 0) continue;
+    size_t before = i;
+    for (size_t j = 0; j < i; ++j) {
+      if (talks.requests[j].conversation_id() == r.conversation_id() &&
+          talks.requests[j].turn + 1 == r.turn) {
+        before = j;
+      }
+    }
+    ASSERT_LT(before, i);
+    const RequestRecord& earlier = run.records[before];
+    // (Up to rounding: the schedule adds the gap on the workload's clock, then shifts it back.)
+    EXPECT_GE(record.arrival, earlier.finish + 0.02 - 1e-9) << "request " << r.id;
+    // The previous prompt and answer but its last token, in whole blocks of 16: unless the blocks
+    // were evicted, which 0.05 GB of KV for six short prompts does not do.
+    EXPECT_EQ(record.cached_tokens, (earlier.prompt_tokens + earlier.output_tokens - 1) / 16 * 16)
+        << "request " << r.id;
   }
 }
 

@@ -15,6 +15,7 @@
 #include <headway/core/workload.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -527,6 +528,37 @@ conversation = { turns = 3, gap = 10.0, wait_for_answer = true }
   }
   ASSERT_EQ(later_turns, talks.requests.size() * 2 / 3);
   EXPECT_EQ(cached, expected);
+}
+
+// A turn the deployment refuses ends its conversation: the turns after it are never sent, counted
+// as such, and their records stay unfinished without an arrival.
+TEST(SimulatedConversations, ARefusedTurnEndsAConversationThatWaitsForAnswers) {
+  const Workload talks = parse_workload(R"(
+[arrival]
+process = "fixed"
+times = [0]
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "fixed", value = 300 }
+output = { dist = "fixed", value = 16 }
+conversation = { turns = 4, gap = 1.0, wait_for_answer = true }
+)",
+                                        "talks.toml");
+  ASSERT_EQ(talks.requests.size(), 4u);
+  // Room for the first turn (300 + 16) only: the second's 616-token prompt is refused.
+  const DeploymentConfig deployment =
+      parse_deployment("[model]\nplugin = \"sim\"\n[[engines]]\nmax_model_len = 512\n", "sim.toml",
+                       test::built_plugins());
+  const SimulationResult result = simulate(deployment, talks);
+  EXPECT_EQ(result.rejected, 1u);
+  EXPECT_EQ(result.unsent_turns, 2u);
+  EXPECT_TRUE(result.records[0].finished);
+  EXPECT_FALSE(result.records[1].finished);
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_FALSE(result.records[i].finished);
+    EXPECT_TRUE(std::isnan(result.records[i].arrival)) << i;
+  }
 }
 
 // Behind the prefix_aware router a simulated deployment hands each prompt's beginning to the router

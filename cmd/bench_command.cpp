@@ -432,7 +432,17 @@ int run_bench(const BenchArgs& args) {
     std::cerr << fmt::format(
         "headway bench: warning: {} of {} requests failed (their latencies and tokens are left "
         "out of the figures); first failure: {}\n",
-        summary.overall.failed, summary.overall.sent, summary.overall.first_failure);
+        summary.overall.failed, summary.overall.succeeded + summary.overall.failed,
+        summary.overall.first_failure);
+  }
+  if (run.answers_without_ids > 0) {
+    // The closed loop then resends stand-ins, not the answers, and what the cache finds of them
+    // is not a real chat's.
+    std::cerr << fmt::format(
+        "headway bench: warning: {} answers of conversations that wait for answers came without "
+        "their token ids (does the server ignore return_token_ids?); their next turns resent "
+        "stand-in ids of the same length instead\n",
+        run.answers_without_ids);
   }
   return 0;
 }

@@ -68,7 +68,7 @@ void ArrivalSchedule::take() {
     ++cursor_;
     skip_held();
   }
-  if (!taken_.empty()) taken_[due->index] = 1;
+  if (!taken_.empty()) taken_[due->index] = kTaken;
 }
 
 bool ArrivalSchedule::exhausted() const {
@@ -77,7 +77,11 @@ bool ArrivalSchedule::exhausted() const {
 
 bool ArrivalSchedule::taken(size_t index) const {
   if (taken_.empty()) return index < cursor_;
-  return index < taken_.size() && taken_[index] != 0;
+  return index < taken_.size() && taken_[index] == kTaken;
+}
+
+bool ArrivalSchedule::was_dropped(size_t index) const {
+  return index < taken_.size() && taken_[index] == kDropped;
 }
 
 std::optional<size_t> ArrivalSchedule::index_of(uint64_t id) const {
@@ -86,12 +90,12 @@ std::optional<size_t> ArrivalSchedule::index_of(uint64_t id) const {
   return it->second;
 }
 
-std::vector<int32_t> ArrivalSchedule::synthetic(size_t index) const {
-  return synthetic_prompt(workload_.seed, workload_.requests[index], range_);
+std::vector<int32_t> ArrivalSchedule::synthetic(size_t index, uint32_t from, uint32_t to) const {
+  return synthetic_prompt_ids(workload_.seed, workload_.requests[index], range_, from, to);
 }
 
 std::vector<int32_t> ArrivalSchedule::prompt(size_t index) {
-  if (successor_.empty()) return synthetic(index);
+  if (successor_.empty()) return synthetic(index, 0, UINT32_MAX);
   std::vector<int32_t> ids;
   if (predecessor_[index] != kNone) {
     const auto it = histories_.find(index);
@@ -103,15 +107,14 @@ std::vector<int32_t> ArrivalSchedule::prompt(size_t index) {
     ids = std::move(it->second);
     histories_.erase(it);
     // Its own message: the end of its nominal prompt, past the previous turn's nominal prompt
-    // and answer.
-    const std::vector<int32_t> nominal = synthetic(index);
+    // and answer (generated alone: no need for the ids before it).
     const WorkloadRequest& previous = workload_.requests[predecessor_[index]];
-    const size_t message_from =
-        std::min(nominal.size(), size_t{previous.prompt_tokens} + previous.output_tokens);
-    ids.insert(ids.end(), nominal.begin() + static_cast<std::ptrdiff_t>(message_from),
-               nominal.end());
+    const uint64_t message_from = uint64_t{previous.prompt_tokens} + previous.output_tokens;
+    const std::vector<int32_t> message = synthetic(
+        index, static_cast<uint32_t>(std::min<uint64_t>(message_from, UINT32_MAX)), UINT32_MAX);
+    ids.insert(ids.end(), message.begin(), message.end());
   } else {
-    ids = synthetic(index);
+    ids = synthetic(index, 0, UINT32_MAX);
   }
   // The next turn begins with this prompt; its answer joins it when this turn ends.
   if (successor_[index] != kNone) histories_[successor_[index]] = ids;
@@ -128,6 +131,7 @@ void ArrivalSchedule::ended(size_t index, double time, bool answered,
     // The rest of the conversation goes unsent.
     for (uint32_t turn = next; turn != kNone;) {
       histories_.erase(turn);
+      taken_[turn] = kDropped;
       ++dropped_;
       --held_left_;
       const uint32_t after = successor_[turn];
@@ -148,11 +152,10 @@ void ArrivalSchedule::ended(size_t index, double time, bool answered,
   } else {
     // The server did not say which ids it produced: those of the nominal answer stand in.
     const WorkloadRequest& self = workload_.requests[index];
-    const std::vector<int32_t> nominal = synthetic(next);
-    const size_t from = std::min(nominal.size(), size_t{self.prompt_tokens});
-    const size_t to = std::min(nominal.size(), from + self.output_tokens);
-    history.insert(history.end(), nominal.begin() + static_cast<std::ptrdiff_t>(from),
-                   nominal.begin() + static_cast<std::ptrdiff_t>(to));
+    const std::vector<int32_t> stand_in =
+        synthetic(next, self.prompt_tokens, self.prompt_tokens + self.output_tokens);
+    history.insert(history.end(), stand_in.begin(), stand_in.end());
+    ++stand_in_answers_;
   }
   const double think = workload_.requests[next].arrival - workload_.requests[index].arrival;
   released_.push(Later{time + std::max(think, 0.0), next});

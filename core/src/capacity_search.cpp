@@ -65,8 +65,11 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
 }
 
 void check_capacity_searchable(const Workload& workload) {
-  for (size_t i = 0; i < workload.classes.size(); ++i) {
-    if (!workload.classes[i].waits_for_answers) continue;
+  for (const WorkloadRequest& r : workload.requests) {
+    if (r.turn == 0 || r.class_index >= workload.classes.size() ||
+        !workload.classes[r.class_index].waits_for_answers) {
+      continue;
+    }
     // Its turns go when answers come, not at a rate: raising the rate of conversation starts
     // packs them together, and the load stops growing at one turn in flight per conversation.
     throw Error(fmt::format(
@@ -75,7 +78,7 @@ void check_capacity_searchable(const Workload& workload) {
         "run at once, not by a rate the search could raise (every probe would pass at a rate no "
         "deployment serves); search with the open loop (wait_for_answer = false), or compare "
         "runs with more conversations (rate, count or duration)",
-        workload.classes[i].name, workload.source));
+        workload.classes[r.class_index].name, workload.source));
   }
   if (offered_rate(workload) <= 0) {
     const size_t n = workload.requests.size();

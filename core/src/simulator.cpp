@@ -309,6 +309,13 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
   Cluster cluster(deployment);
   SimulationResult result;
   result.records.resize(workload.requests.size());
+  // Whose each record is, also for a turn that is never sent (it counts, unfinished, in its class).
+  for (size_t i = 0; i < workload.requests.size(); ++i) {
+    RequestRecord& record = result.records[i];
+    record.id = workload.requests[i].id;
+    record.class_index = workload.requests[i].class_index;
+    record.prompt_tokens = workload.requests[i].prompt_tokens;
+  }
   std::string rejection_example;
   std::optional<LongCallWatch> watch;
   if (options.long_call_warning_seconds > 0) {

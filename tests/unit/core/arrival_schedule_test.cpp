@@ -123,7 +123,9 @@ TEST(ArrivalSchedule, ALaterTurnGoesItsGapAfterTheTurnBeforeEndedWithThatAnswer)
 
   // A server that did not say which ids it produced: the nominal answer's stand in, so the next
   // prompt begins with this one and then the open loop's ids.
+  EXPECT_EQ(schedule.stand_in_answers(), 0u);
   schedule.ended(second, 10.0, true, {});
+  EXPECT_EQ(schedule.stand_in_answers(), 1u);
   due = schedule.next();
   ASSERT_TRUE(due);
   EXPECT_EQ(due->index, third);
@@ -149,6 +151,11 @@ TEST(ArrivalSchedule, ATurnWithoutAnAnswerEndsItsConversation) {
   schedule.prompt(first);
   schedule.ended(first, 2.0, false, {});
   EXPECT_EQ(schedule.dropped(), 2u);
+  const auto conversation = static_cast<uint32_t>(w.requests[first].id);
+  EXPECT_TRUE(schedule.was_dropped(turn_index(w, conversation, 1)));
+  EXPECT_TRUE(schedule.was_dropped(turn_index(w, conversation, 2)));
+  EXPECT_FALSE(schedule.was_dropped(first));
+  EXPECT_FALSE(schedule.taken(turn_index(w, conversation, 1)));
   EXPECT_FALSE(schedule.next());
   EXPECT_TRUE(schedule.exhausted());
   // A second end of the same request changes nothing.
@@ -166,6 +173,73 @@ TEST(ArrivalSchedule, TheThinkTimeIsScaledAsTheArrivalsAre) {
   const auto due = schedule.next();
   ASSERT_TRUE(due);
   EXPECT_DOUBLE_EQ(due->time, 4.0 + 10.0);
+}
+
+// A turn released by an answer takes its place among the requests that go at their arrivals, by
+// time (ties in workload order); a shared beginning and a max_tokens cut shape the next prompt as
+// the answer that actually came does, however long it is.
+TEST(ArrivalSchedule, AReleasedTurnGoesAmongTheFixedArrivalsByItsTime) {
+  const Workload w = parse_workload(R"(
+seed = 1
+[arrival]
+process = "fixed"
+times = [0, 2, 4, 6]
+[[classes]]
+name = "chat"
+share = 1
+max_tokens = 5
+shared_prefix = { tokens = 16, count = 1 }
+prompt = { dist = "fixed", value = 20 }
+output = { dist = "fixed", value = 9 }
+conversation = { turns = 2, gap = 1.0, wait_for_answer = true }
+)",
+                                    "mixed.toml");
+  // Four conversations of two turns: firsts at 0, 2, 4, 6, their turns released by answers.
+  ASSERT_EQ(w.requests.size(), 8u);
+  ArrivalSchedule schedule(w, kIds);
+  auto due = schedule.next();
+  ASSERT_TRUE(due);
+  const size_t a = due->index;
+  schedule.take();
+  const std::vector<int32_t> a_prompt = schedule.prompt(a);
+  EXPECT_EQ(a_prompt.size(), 36u);  // 16 shared + 20 of its own
+  // Its answer (3 tokens: shorter than the 5 asked for) ends at 0.5: its turn is due at 1.5,
+  // before the next first turn at 2.
+  schedule.ended(a, 0.5, true, std::vector<int32_t>{7, 7, 7});
+  due = schedule.next();
+  ASSERT_TRUE(due);
+  EXPECT_DOUBLE_EQ(due->time, 1.5);
+  EXPECT_EQ(w.requests[due->index].turn, 1u);
+  const size_t a_turn = due->index;
+  schedule.take();
+  const std::vector<int32_t> a_turn_prompt = schedule.prompt(a_turn);
+  // The prompt as sent, the 3 ids that came, then the turn's 20 new ones (after the nominal
+  // prompt of 36 and the nominal answer cut to max_tokens, 5).
+  ASSERT_EQ(a_turn_prompt.size(), 36u + 3u + 20u);
+  EXPECT_TRUE(std::equal(a_prompt.begin(), a_prompt.end(), a_turn_prompt.begin()));
+  const std::vector<int32_t> nominal = synthetic_prompt(w.seed, w.requests[a_turn], kIds);
+  ASSERT_EQ(nominal.size(), 36u + 5u + 20u);
+  EXPECT_TRUE(std::equal(nominal.end() - 20, nominal.end(), a_turn_prompt.end() - 20));
+  // The next first turn; then the second conversation's turn, released at exactly the time of
+  // the third first turn, goes before it: workload order breaks the tie, and the turn's nominal
+  // time (3 s) puts it earlier in the workload than the first turn at 4 s.
+  due = schedule.next();
+  ASSERT_TRUE(due);
+  EXPECT_DOUBLE_EQ(due->time, 2.0);
+  const size_t b = due->index;
+  schedule.take();
+  schedule.prompt(b);
+  schedule.ended(b, 3.0, true, std::vector<int32_t>{8});
+  due = schedule.next();
+  ASSERT_TRUE(due);
+  EXPECT_DOUBLE_EQ(due->time, 4.0);
+  EXPECT_EQ(w.requests[due->index].turn, 1u);
+  EXPECT_EQ(w.requests[due->index].conversation_id(), w.requests[b].id);
+  schedule.take();
+  due = schedule.next();
+  ASSERT_TRUE(due);
+  EXPECT_DOUBLE_EQ(due->time, 4.0);
+  EXPECT_EQ(w.requests[due->index].turn, 0u);
 }
 
 }  // namespace

@@ -137,6 +137,10 @@ TEST(CapacitySearch, SimulatedDeploymentHoldsAtCapacityAndFailsAboveIt) {
   Workload waiting = workload;
   waiting.classes[0].turns = 2;
   waiting.classes[0].waits_for_answers = true;
+  waiting.requests[1].class_index = 0;
+  waiting.requests[1].turn = 1;
+  waiting.requests[1].first_turn = waiting.requests[0].id;
+  waiting.requests[0].class_index = 0;
   try {
     find_capacity(deployment, waiting, slo);
     ADD_FAILURE() << "a workload whose conversations wait for answers should be refused";
@@ -145,6 +149,11 @@ TEST(CapacitySearch, SimulatedDeploymentHoldsAtCapacityAndFailsAboveIt) {
     EXPECT_NE(why.find("class '" + waiting.classes[0].name + "'"), std::string::npos) << why;
     EXPECT_NE(why.find("wait_for_answer"), std::string::npos) << why;
   }
+  // Without a later turn among the requests searched (a --capacity-limit slice of first turns),
+  // nothing waits: searchable.
+  Workload firsts = waiting;
+  firsts.requests[1].turn = 0;
+  EXPECT_NO_THROW(check_capacity_searchable(firsts));
 }
 
 }  // namespace

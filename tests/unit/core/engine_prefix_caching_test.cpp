@@ -533,10 +533,17 @@ conversation = { turns = 3, gap = 10.0, wait_for_answer = true }
 // A turn the deployment refuses ends its conversation: the turns after it are never sent, counted
 // as such, and their records stay unfinished without an arrival.
 TEST(SimulatedConversations, ARefusedTurnEndsAConversationThatWaitsForAnswers) {
+  // The conversation's class is the second, so that a record left without its class would count
+  // in the first.
   const Workload talks = parse_workload(R"(
 [arrival]
 process = "fixed"
 times = [0]
+[[classes]]
+name = "question"
+share = 0.000001
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 2 }
 [[classes]]
 name = "chat"
 share = 1
@@ -546,6 +553,7 @@ conversation = { turns = 4, gap = 1.0, wait_for_answer = true }
 )",
                                         "talks.toml");
   ASSERT_EQ(talks.requests.size(), 4u);
+  ASSERT_EQ(talks.requests[0].class_index, 1u);
   // Room for the first turn (300 + 16) only: the second's 616-token prompt is refused.
   const DeploymentConfig deployment =
       parse_deployment("[model]\nplugin = \"sim\"\n[[engines]]\nmax_model_len = 512\n", "sim.toml",
@@ -558,7 +566,14 @@ conversation = { turns = 4, gap = 1.0, wait_for_answer = true }
   for (size_t i = 2; i < 4; ++i) {
     EXPECT_FALSE(result.records[i].finished);
     EXPECT_TRUE(std::isnan(result.records[i].arrival)) << i;
+    EXPECT_EQ(result.records[i].id, talks.requests[i].id);
   }
+  // Counted, unfinished, in their own class.
+  const Report report = build_report(talks, result.records, result.steps, result.simulated_seconds,
+                                     result.wall_seconds);
+  EXPECT_EQ(report.classes[0].requests, 0u);
+  EXPECT_EQ(report.classes[1].requests, 4u);
+  EXPECT_EQ(report.classes[1].finished, 1u);
 }
 
 // Behind the prefix_aware router a simulated deployment hands each prompt's beginning to the router

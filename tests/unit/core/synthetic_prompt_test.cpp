@@ -4,6 +4,7 @@
 #include <headway/core/synthetic_prompt.h>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace headway::core {
@@ -73,6 +74,23 @@ TEST(SyntheticPrompt, AConversationsTurnBeginsWithTheTurnBeforeIt) {
   // Without the turn, request 17 would be its own conversation and share only the beginning.
   later.turn = 0;
   EXPECT_EQ(common_start(a, synthetic_prompt(3, later, range)), 64u);
+}
+
+// Any span of a prompt's ids, in the shared beginning, across its end or in the request's own ids,
+// is that span of the whole prompt.
+TEST(SyntheticPrompt, ASpanOfThePromptIsThoseIdsOfTheWholePrompt) {
+  const TokenIdRange range{32, 1000};
+  const WorkloadRequest r = request(9, 500, 100, 2, 1);
+  const std::vector<int32_t> whole = synthetic_prompt(5, r, range);
+  for (const auto& [from, to] : std::vector<std::pair<uint32_t, uint32_t>>{
+           {0, 500}, {0, 40}, {30, 100}, {60, 180}, {100, 101}, {250, 500}, {499, 500}, {7, 7}}) {
+    const std::vector<int32_t> part = synthetic_prompt_ids(5, r, range, from, to);
+    EXPECT_EQ(part, std::vector<int32_t>(whole.begin() + from, whole.begin() + to))
+        << from << ".." << to;
+  }
+  // Past the end it is cut to the prompt.
+  EXPECT_EQ(synthetic_prompt_ids(5, r, range, 480, 900).size(), 20u);
+  EXPECT_TRUE(synthetic_prompt_ids(5, r, range, 600, 900).empty());
 }
 
 }  // namespace

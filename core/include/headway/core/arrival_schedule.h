@@ -71,6 +71,11 @@ class ArrivalSchedule {
   size_t dropped() const { return dropped_; }
   // Whether request `index` was taken (false for turns not yet released or dropped).
   bool taken(size_t index) const;
+  // Whether request `index` is one of the dropped() turns.
+  bool was_dropped(size_t index) const;
+  // Answers that ended without their ids (a server that ignores return_token_ids), whose
+  // conversations went on with the nominal answer's synthetic ids instead.
+  size_t stand_in_answers() const { return stand_in_answers_; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -84,8 +89,9 @@ class ArrivalSchedule {
 
   // Moves the in-order cursor past the turns that wait for an answer.
   void skip_held();
-  // The synthetic ids of request `index`'s nominal prompt.
-  std::vector<int32_t> synthetic(size_t index) const;
+  // Positions [from, to) of the synthetic ids of request `index`'s nominal prompt.
+  std::vector<int32_t> synthetic(size_t index, uint32_t from, uint32_t to) const;
+  static constexpr uint8_t kTaken = 1, kDropped = 2;
 
   const Workload& workload_;
   TokenIdRange range_;
@@ -93,11 +99,12 @@ class ArrivalSchedule {
   // Only when some class waits for answers (empty otherwise: a plain workload pays nothing).
   std::vector<uint32_t> successor_;    // the conversation's next turn; kNone for none
   std::vector<uint32_t> predecessor_;  // the turn it waits for; kNone: goes at its arrival
-  std::vector<uint8_t> taken_;
+  std::vector<uint8_t> taken_;         // 0, kTaken or kDropped
   std::unordered_map<uint64_t, size_t> index_of_id_;  // requests with a held successor
   std::priority_queue<Later, std::vector<Later>, std::greater<>> released_;
   size_t held_left_ = 0;  // held turns neither released nor dropped
   size_t dropped_ = 0;
+  size_t stand_in_answers_ = 0;
   // By the held turn they are for: the previous turn's prompt, then (once it ended) its answer.
   std::unordered_map<size_t, std::vector<int32_t>> histories_;
 };

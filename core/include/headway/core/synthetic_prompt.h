@@ -29,4 +29,9 @@ struct TokenIdRange {
 std::vector<int32_t> synthetic_prompt(uint64_t seed, const WorkloadRequest& request,
                                       TokenIdRange range);
 
+// Positions [from, to) of the same ids (cut to the prompt), in time proportional to to - from:
+// the end of a long prompt without its beginning.
+std::vector<int32_t> synthetic_prompt_ids(uint64_t seed, const WorkloadRequest& request,
+                                          TokenIdRange range, uint32_t from, uint32_t to);
+
 }  // namespace headway::core

@@ -52,16 +52,19 @@ class ConversationQueue final : public SendQueue {
 
   bool closes_loops() const { return schedule_.closes_loops(); }
 
-  std::optional<Due> next(bool& exhausted) override {
+  Look take_due(double now) override {
     std::lock_guard lock(mutex_);
-    exhausted = schedule_.exhausted();
+    Look look;
+    look.exhausted = schedule_.exhausted();
     const std::optional<core::ArrivalSchedule::Due> due = schedule_.next();
-    if (!due) return std::nullopt;
-    return Due{due->index, due->time};
-  }
-  void take() override {
-    std::lock_guard lock(mutex_);
-    schedule_.take();
+    if (!due) return look;
+    if (due->time <= now) {
+      schedule_.take();
+      look.taken = Due{due->index, due->time};
+    } else {
+      look.next_time = due->time;
+    }
+    return look;
   }
   void wait_until(std::chrono::steady_clock::time_point deadline) override {
     std::unique_lock lock(mutex_);
@@ -77,6 +80,10 @@ class ConversationQueue final : public SendQueue {
     std::lock_guard lock(mutex_);
     return schedule_.prompt(index);
   }
+  // After the run (no sender left).
+  bool was_dropped(size_t index) const { return schedule_.was_dropped(index); }
+  size_t stand_in_answers() const { return schedule_.stand_in_answers(); }
+
   // Request `index` is over (sent or not): its conversation's next turn may go.
   void ended(size_t index, const StreamResult& result) {
     if (!schedule_.closes_loops()) return;
@@ -218,10 +225,11 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options) 
   run.sender_threads = dispatched.sender_threads;
   run.peak_in_flight = dispatched.peak_in_flight;
   run.sent = std::move(dispatched.handed);
+  run.answers_without_ids = queue.stand_in_answers();
   for (size_t i = 0; i < workload.requests.size(); ++i) {
-    if (run.sent[i] == 0 && !run.interrupted) {
-      // Every request is sent but the turns after a failed one in a conversation that waits for
-      // answers: each fails, saying why.
+    if (run.sent[i] == 0 && queue.was_dropped(i)) {
+      // A turn after a failed one in a conversation that waits for answers (interrupted or not,
+      // the failure before the stop dropped it): it fails, saying why.
       const core::WorkloadRequest& turn = workload.requests[i];
       run.results[i].failure = FailureKind::kEarlierTurnFailed;
       run.results[i].first_token = core::kNever;
@@ -247,7 +255,9 @@ core::Workload keep_sent(const core::Workload& workload, BenchRun& run) {
   out.classes = workload.classes;
   size_t kept = 0;
   for (size_t i = 0; i < workload.requests.size(); ++i) {
-    if (i >= run.sent.size() || run.sent[i] == 0) continue;
+    const bool dropped =
+        i < run.results.size() && run.results[i].failure == FailureKind::kEarlierTurnFailed;
+    if (!dropped && (i >= run.sent.size() || run.sent[i] == 0)) continue;
     out.requests.push_back(workload.requests[i]);
     if (kept != i) {
       run.records[kept] = std::move(run.records[i]);
@@ -259,7 +269,10 @@ core::Workload keep_sent(const core::Workload& workload, BenchRun& run) {
   run.records.resize(kept);
   run.results.resize(kept);
   run.lateness.resize(kept);
-  run.sent.assign(kept, 1);
+  run.sent.resize(kept);
+  for (size_t i = 0; i < kept; ++i) {
+    run.sent[i] = run.results[i].failure == FailureKind::kEarlierTurnFailed ? 0 : 1;
+  }
   return out;
 }
 

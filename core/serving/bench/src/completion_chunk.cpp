@@ -33,7 +33,7 @@ std::string error_message(const json& error) {
   return error.dump();
 }
 
-CompletionChunk parse_object(const json& doc) {
+CompletionChunk parse_object(const json& doc, bool keep_ids) {
   CompletionChunk chunk;
   if (auto error = doc.find("error"); error != doc.end() && !error->is_null()) {
     chunk.error = error_message(*error);
@@ -77,7 +77,7 @@ CompletionChunk parse_object(const json& doc) {
     }
   }
   chunk.tokens = count_of(choice, "token_ids");
-  if (chunk.tokens && *chunk.tokens > 0) {
+  if (keep_ids && chunk.tokens && *chunk.tokens > 0) {
     const json& ids = choice["token_ids"];
     chunk.token_ids.reserve(ids.size());
     for (const json& id : ids) {
@@ -103,13 +103,13 @@ CompletionChunk parse_object(const json& doc) {
 
 }  // namespace
 
-CompletionChunk parse_completion_chunk(std::string_view data) {
+CompletionChunk parse_completion_chunk(std::string_view data, bool keep_ids) {
   json doc = json::parse(data, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     throw core::Error(fmt::format("stream chunk is not a JSON object: '{}'", excerpt(data)));
   }
   try {
-    return parse_object(doc);
+    return parse_object(doc, keep_ids);
   } catch (const core::Error& e) {
     throw core::Error(fmt::format("stream chunk: {} in '{}'", e.what(), excerpt(data)));
   } catch (const json::exception& e) {

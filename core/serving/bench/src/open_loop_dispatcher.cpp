@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -134,12 +135,18 @@ class SenderPool {
 class FixedArrivals final : public SendQueue {
  public:
   explicit FixedArrivals(std::span<const double> arrivals) : arrivals_(arrivals) {}
-  std::optional<Due> next(bool& exhausted) override {
-    exhausted = next_ >= arrivals_.size();
-    if (exhausted) return std::nullopt;
-    return Due{next_, arrivals_[next_]};
+  Look take_due(double now) override {
+    Look look;
+    look.exhausted = next_ >= arrivals_.size();
+    if (look.exhausted) return look;
+    if (arrivals_[next_] <= now) {
+      look.taken = Due{next_, arrivals_[next_]};
+      ++next_;
+    } else {
+      look.next_time = arrivals_[next_];
+    }
+    return look;
   }
-  void take() override { ++next_; }
   void wait_until(std::chrono::steady_clock::time_point deadline) override {
     std::this_thread::sleep_until(deadline);
   }
@@ -166,30 +173,24 @@ DispatchResult dispatch(SendQueue& queue, size_t requests, size_t max_concurrenc
                         const std::atomic<bool>* stop) {
   if (max_concurrency == 0) throw core::Error("--max-concurrency must be at least 1");
   DispatchResult result;
-  result.lateness.assign(requests, 0.0);
+  result.lateness.assign(requests, std::numeric_limits<double>::quiet_NaN());
   result.handed.assign(requests, 0);
   SenderPool pool(max_concurrency, clock, make_sender, on_finished, result.lateness);
   while (true) {
     // Stopped, or a sender threw (stop() below rethrows it): send no more.
     if (stop_requested(stop) || pool.failed()) break;
-    bool exhausted = false;
-    const std::optional<SendQueue::Due> due = queue.next(exhausted);
-    // In slices of at most 50 ms, so that a stop is seen while the next send is minutes away; a
-    // queue that learns of an earlier send wakes the wait sooner.
-    const auto slice = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
-    if (!due) {
-      if (exhausted) break;
-      queue.wait_until(slice);
+    const SendQueue::Look look = queue.take_due(clock.now());
+    if (!look.taken) {
+      if (look.exhausted) break;
+      // In slices of at most 50 ms, so that a stop is seen while the next send is minutes away;
+      // a queue that learns of an earlier send wakes the wait sooner.
+      const auto slice = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      queue.wait_until(look.next_time ? std::min(clock.at(*look.next_time), slice) : slice);
       continue;
     }
-    const auto at = clock.at(due->time);
-    if (std::chrono::steady_clock::now() < at) {
-      queue.wait_until(std::min(at, slice));
-      continue;
-    }
-    queue.take();
-    if (!pool.submit(due->index, due->time, stop)) break;
-    result.handed[due->index] = 1;
+    const SendQueue::Due due = *look.taken;
+    if (!pool.submit(due.index, due.time, stop)) break;
+    result.handed[due.index] = 1;
     ++result.sent;
   }
   pool.stop();

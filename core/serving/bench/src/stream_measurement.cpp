@@ -45,7 +45,7 @@ void StreamMeasurement::on_event(const SseEvent& event, double now) {
   }
   CompletionChunk chunk;
   try {
-    chunk = parse_completion_chunk(event.data);
+    chunk = parse_completion_chunk(event.data, keep_ids_);
   } catch (const core::Error& e) {
     // An error event need not carry JSON; its data is the message then.
     if (event.event == "error") {

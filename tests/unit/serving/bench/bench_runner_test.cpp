@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -315,6 +316,8 @@ TEST_F(BenchRunnerTest, AFailedTurnEndsItsConversationAndTheRestAreNotSent) {
         talks.requests[i].turn == 0 ? FailureKind::kHttpStatus : FailureKind::kEarlierTurnFailed;
     EXPECT_EQ(run.results[i].failure, expected) << i << ": " << run.results[i].message;
     EXPECT_FALSE(run.records[i].finished);
+    // A turn never sent was never late.
+    EXPECT_EQ(std::isnan(run.lateness[i]), talks.requests[i].turn > 0) << i;
   }
   const BenchSummary summary = summarize_bench(talks, run, 4);
   EXPECT_EQ(summary.overall.sent, 2u);

@@ -53,6 +53,9 @@ struct BenchRun {
   std::vector<uint8_t> sent;  // per request, in workload order: 1 where it was sent
   // Turns never sent after a failed one (their results fail as kEarlierTurnFailed).
   size_t unsent_turns = 0;
+  // Answers of conversations that wait for answers that came without their ids (a server that
+  // ignores return_token_ids): the next turns resent stand-in ids instead.
+  size_t answers_without_ids = 0;
   bool interrupted = false;
   // Some stream's usage said how many of its prompt tokens the server found cached (the records'
   // cached_tokens are 0 where none said).
@@ -67,8 +70,9 @@ BenchRun run_bench(const core::Workload& workload, const BenchOptions& options);
 core::RequestRecord take_record(const core::WorkloadRequest& request, StreamResult& result);
 
 // Of an interrupted run: the workload's requests that were sent (the first ones in arrival
-// order, and those of conversations that waited for answers when they were released), with
-// `run`'s records, results and lateness cut to them in the same order.
+// order, and those of conversations that waited for answers when they were released) and the
+// turns a failure dropped before the stop (kEarlierTurnFailed), with `run`'s records, results,
+// lateness and `sent` cut to them in the same order.
 core::Workload keep_sent(const core::Workload& workload, BenchRun& run);
 
 }  // namespace headway::serving::bench

@@ -23,8 +23,9 @@ struct CompletionChunk {
   bool has_choice = false;  // false for the final usage-only chunk of stream_options.include_usage
   std::string text;         // choices[0].text, or choices[0].delta.content
   std::optional<uint32_t> tokens;  // token_ids or logprobs.tokens length, when the server sent one
-  // choices[0].token_ids when every entry is an integer that fits an int32 (empty otherwise): what
-  // a conversation's next turn resends (arrival_schedule.h).
+  // choices[0].token_ids when asked for (parse_completion_chunk's keep_ids) and every entry is an
+  // integer that fits an int32 (empty otherwise): what a conversation's next turn resends
+  // (arrival_schedule.h).
   std::vector<int32_t> token_ids;
   std::optional<uint32_t> usage_completion_tokens;  // usage.completion_tokens (running or final)
   // usage.prompt_tokens_details.cached_tokens (OpenAI's; Headway's; vLLM's behind a flag)
@@ -35,6 +36,7 @@ struct CompletionChunk {
 
 // Parses one payload ("[DONE]" is the caller's to recognise). Throws core::Error quoting the start
 // of the payload when it is not a JSON object or a field has the wrong type.
-CompletionChunk parse_completion_chunk(std::string_view data);
+// `keep_ids`: fill token_ids (only a stream whose ids are resent pays for them).
+CompletionChunk parse_completion_chunk(std::string_view data, bool keep_ids = false);
 
 }  // namespace headway::serving::bench

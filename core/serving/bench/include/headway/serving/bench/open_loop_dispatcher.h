@@ -46,12 +46,16 @@ class SendQueue {
     size_t index;  // the request
     double time;   // when to send it, seconds on the run clock
   };
+  struct Look {
+    std::optional<Due> taken;         // the request to send now, taken from the queue
+    std::optional<double> next_time;  // else when the earliest known one is due, if any is known
+    bool exhausted = false;           // nothing is left to send, now or later
+  };
   virtual ~SendQueue() = default;
-  // The earliest request not yet taken whose time is known; nullopt when none is now. Sets
-  // `exhausted` when none will ever be.
-  virtual std::optional<Due> next(bool& exhausted) = 0;
-  // Takes what next() returned.
-  virtual void take() = 0;
+  // Takes the earliest request whose time has come by `now` (run-clock seconds), or says when the
+  // next is due. One step, so that a request the queue learns of meanwhile (on a sender thread)
+  // cannot come between the look and the take.
+  virtual Look take_due(double now) = 0;
   // Blocks until `deadline`, or sooner when next() may have changed.
   virtual void wait_until(std::chrono::steady_clock::time_point deadline) = 0;
 };
@@ -62,7 +66,9 @@ inline bool stop_requested(const std::atomic<bool>* stop) {
 }
 
 struct DispatchResult {
-  std::vector<double> lateness;  // per request, seconds between its scheduled time and its send
+  // Per request, seconds between its scheduled time and its send; NaN for one never handed to a
+  // sender.
+  std::vector<double> lateness;
   size_t sent = 0;  // requests handed to a sender (with fixed arrivals, the first `sent`)
   std::vector<uint8_t> handed;  // per request: 1 where it was handed to a sender
   size_t sender_threads = 0;    // threads the pool grew to

@@ -9,6 +9,7 @@
 
 #include "headway/core/error.h"
 #include "headway/core/percentiles.h"
+#include "turn_report.h"
 
 namespace headway::core {
 
@@ -34,6 +35,15 @@ nlohmann::json number_or_null(double v) {
 
 nlohmann::json number_or_null(const std::optional<double>& v) {
   return v ? number_or_null(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json summary_json(const LatencySummary& s) {
+  return {{"count", s.count},
+          {"p50", number_or_null(s.p50)},
+          {"p90", number_or_null(s.p90)},
+          {"p99", number_or_null(s.p99)},
+          {"max", number_or_null(s.max)},
+          {"mean", number_or_null(s.mean)}};
 }
 
 std::string duration_text(double seconds) {
@@ -138,15 +148,6 @@ std::optional<double> ratio(std::optional<double> num, std::optional<double> den
   return *num / *den;
 }
 
-nlohmann::json summary_json(const LatencySummary& s) {
-  return {{"count", s.count},
-          {"p50", number_or_null(s.p50)},
-          {"p90", number_or_null(s.p90)},
-          {"p99", number_or_null(s.p99)},
-          {"max", number_or_null(s.max)},
-          {"mean", number_or_null(s.mean)}};
-}
-
 nlohmann::json class_json(const ClassReport& c) {
   return {{"name", c.name},
           {"is_long", c.is_long},
@@ -217,6 +218,7 @@ Report build_report(const Workload& workload, const std::vector<RequestRecord>& 
                                          report.span_seconds);
   report.long_group =
       make_class_report("long", true, long_requests, std::move(long_samples), report.span_seconds);
+  report.turns = summarize_turns(workload, records);
 
   if (without_long != nullptr && workload.has_long_requests()) {
     const ShortP99s with = short_p99s(workload, records, "a");
@@ -308,6 +310,11 @@ void print_report(std::ostream& out, const Report& report) {
     };
     for (const ClassReport& c : report.classes) row(c);
     row(report.overall);
+  }
+  // How a conversation's turns fare as it grows (its requests only).
+  if (!report.turns.empty()) {
+    line("");
+    text += turns_text(report.turns, report.cached_prompt_tokens_known);
   }
 
   line("");
@@ -426,6 +433,7 @@ nlohmann::json report_to_json(const Report& report) {
           {"cached_prompt_tokens", report.cached_prompt_tokens_known
                                        ? nlohmann::json(report.cached_prompt_tokens)
                                        : nlohmann::json(nullptr)},
+          {"turns", turns_to_json(report.turns, report.cached_prompt_tokens_known)},
           {"step_summary",
            report.step_summary ? step_json(*report.step_summary) : nlohmann::json(nullptr)}};
 }

@@ -176,6 +176,72 @@ TEST(Report, CachedPromptTokensCountServedPromptsOnly) {
   EXPECT_EQ(r.cached_prompt_tokens, 150u);
 }
 
+// A workload's conversations are reported by turn: turns 1 to 8 alone, then 9-16 (named by the
+// turns present), with each group's requests, TTFT and cached share; a class of standalone
+// requests stays out, and records that are not the workload's requests in order give no groups.
+TEST(Report, ConversationsAreReportedByTurn) {
+  const Workload w = parse_workload(R"(
+seed = 1
+[arrival]
+process = "fixed"
+times = [0, 0]
+[[classes]]
+name = "chat"
+share = 1
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 2 }
+conversation = { turns = 10, gap = 1.0 }
+[[classes]]
+name = "alone"
+share = 0.000001
+prompt = { dist = "fixed", value = 10 }
+output = { dist = "fixed", value = 2 }
+)",
+                                    "talks.toml");
+  ASSERT_EQ(w.requests.size(), 20u);
+  std::vector<RequestRecord> records(w.requests.size());
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    const WorkloadRequest& q = w.requests[i];
+    RequestRecord& r = records[i];
+    r.id = q.id;
+    r.class_index = q.class_index;
+    r.arrival = q.arrival;
+    r.first_token = q.arrival + 0.01 * (q.turn + 1);  // TTFT 10 ms × the turn
+    r.finish = r.first_token;
+    r.finished = true;
+    r.prompt_tokens = 100;
+    r.cached_tokens = q.turn == 0 ? 0 : 80;
+  }
+  const Report report = build_report(w, records, 1, 20, 1);
+  ASSERT_EQ(report.turns.size(), 9u);
+  for (uint32_t t = 0; t < 8; ++t) {
+    const TurnGroup& g = report.turns[t];
+    EXPECT_EQ(g.first_turn, t + 1);
+    EXPECT_EQ(g.last_turn, t + 1);
+    EXPECT_EQ(g.requests, 2u);
+    EXPECT_EQ(g.finished, 2u);
+    EXPECT_NEAR(g.ttft.p50, 0.01 * (t + 1), 1e-9);
+    EXPECT_EQ(g.prompt_tokens, 200u);
+    EXPECT_EQ(g.cached_prompt_tokens, t == 0 ? 0u : 160u);
+  }
+  EXPECT_EQ(report.turns[8].first_turn, 9u);
+  EXPECT_EQ(report.turns[8].last_turn, 10u);
+  EXPECT_EQ(report.turns[8].requests, 4u);
+  std::ostringstream text;
+  print_report(text, report);
+  EXPECT_NE(text.str().find("9-10"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("80.0%"), std::string::npos) << text.str();
+  const nlohmann::json json = report_to_json(report);
+  ASSERT_EQ(json["turns"].size(), 9u);
+  EXPECT_EQ(json["turns"][8]["last_turn"], 10);
+  EXPECT_EQ(json["turns"][1]["cached_prompt_tokens"], 160);
+
+  // Records in another order cannot be matched to turns.
+  std::vector<RequestRecord> shuffled = records;
+  std::swap(shuffled[0], shuffled[1]);
+  EXPECT_TRUE(build_report(w, shuffled, 1, 20, 1).turns.empty());
+}
+
 TEST(Report, HolAndStallFactorsFromBaseline) {
   const Workload w = hand_workload();
   const auto records = hand_records();

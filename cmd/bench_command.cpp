@@ -441,7 +441,7 @@ int run_bench(const BenchArgs& args) {
     std::cerr << fmt::format(
         "headway bench: warning: {} answers of conversations that wait for answers came without "
         "their token ids (does the server ignore return_token_ids?); their next turns resent "
-        "stand-in ids of the same length instead\n",
+        "stand-in ids of the nominal answer's length instead\n",
         run.answers_without_ids);
   }
   return 0;

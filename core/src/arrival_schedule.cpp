@@ -3,6 +3,7 @@
 #include <headway/core/error.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace headway::core {
 
@@ -119,6 +120,15 @@ std::vector<int32_t> ArrivalSchedule::prompt(size_t index) {
   // The next turn begins with this prompt; its answer joins it when this turn ends.
   if (successor_[index] != kNone) histories_[successor_[index]] = ids;
   return ids;
+}
+
+void ArrivalSchedule::cut(size_t index) {
+  if (successor_.empty() || index >= successor_.size()) return;
+  for (uint32_t turn = std::exchange(successor_[index], kNone); turn != kNone;) {
+    histories_.erase(turn);
+    --held_left_;
+    turn = std::exchange(successor_[turn], kNone);
+  }
 }
 
 void ArrivalSchedule::ended(size_t index, double time, bool answered,

@@ -180,7 +180,7 @@ TEST(Report, CachedPromptTokensCountServedPromptsOnly) {
 // turns present), with each group's requests, TTFT and cached share; a class of standalone
 // requests stays out, and records that are not the workload's requests in order give no groups.
 TEST(Report, ConversationsAreReportedByTurn) {
-  const Workload w = parse_workload(R"(
+  Workload w = parse_workload(R"(
 seed = 1
 [arrival]
 process = "fixed"
@@ -197,8 +197,10 @@ share = 0.000001
 prompt = { dist = "fixed", value = 10 }
 output = { dist = "fixed", value = 2 }
 )",
-                                    "talks.toml");
+                              "talks.toml");
   ASSERT_EQ(w.requests.size(), 20u);
+  // A standalone request last (the draw by share gave the class none).
+  w.requests.push_back(WorkloadRequest{20, 1, 100.0, 10, 2, 0});
   std::vector<RequestRecord> records(w.requests.size());
   for (size_t i = 0; i < w.requests.size(); ++i) {
     const WorkloadRequest& q = w.requests[i];
@@ -212,7 +214,7 @@ output = { dist = "fixed", value = 2 }
     r.prompt_tokens = 100;
     r.cached_tokens = q.turn == 0 ? 0 : 80;
   }
-  const Report report = build_report(w, records, 1, 20, 1);
+  const Report report = build_report(w, records, 1, 120, 1);
   ASSERT_EQ(report.turns.size(), 9u);
   for (uint32_t t = 0; t < 8; ++t) {
     const TurnGroup& g = report.turns[t];
@@ -227,6 +229,7 @@ output = { dist = "fixed", value = 2 }
   EXPECT_EQ(report.turns[8].first_turn, 9u);
   EXPECT_EQ(report.turns[8].last_turn, 10u);
   EXPECT_EQ(report.turns[8].requests, 4u);
+  EXPECT_EQ(report.classes[1].requests, 1u);  // counted in its class, in no turn
   std::ostringstream text;
   print_report(text, report);
   EXPECT_NE(text.str().find("9-10"), std::string::npos) << text.str();
@@ -239,7 +242,7 @@ output = { dist = "fixed", value = 2 }
   // Records in another order cannot be matched to turns.
   std::vector<RequestRecord> shuffled = records;
   std::swap(shuffled[0], shuffled[1]);
-  EXPECT_TRUE(build_report(w, shuffled, 1, 20, 1).turns.empty());
+  EXPECT_TRUE(build_report(w, shuffled, 1, 120, 1).turns.empty());
 }
 
 TEST(Report, HolAndStallFactorsFromBaseline) {

@@ -62,6 +62,9 @@ class ArrivalSchedule {
   // Releases the conversation's next turn, or drops the rest of it when not answered. Requests
   // outside waiting conversations are ignored.
   void ended(size_t index, double time, bool answered, std::span<const int32_t> answer);
+  // Request `index` (taken) was cut by the run's stop: its conversation ends there, and its later
+  // turns are neither sent nor dropped() (nothing failed; the run ended first).
+  void cut(size_t index);
 
   // The request index of workload request `id` when it is a waiting conversation's turn with a
   // turn after it (the ones whose end matters), else nullopt.

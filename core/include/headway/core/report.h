@@ -69,7 +69,8 @@ struct ClassReport {
 // The requests of a workload's conversations (classes with `conversation`) at turns first_turn
 // to last_turn (1 for a conversation's first), pooled: how each turn fares as the conversation
 // grows, as vLLM's multi-turn benchmark reports it. Turns 1 to 8 have a group each, then 9-16,
-// 17-32 and so on (at most 15 groups for 1,000 turns).
+// 17-32 and so on (at most 15 groups for 1,000 turns); a group's last_turn is the last turn
+// present in it (9-12 for conversations of 12 turns), and a group with no request is left out.
 struct TurnGroup {
   uint32_t first_turn = 0, last_turn = 0;
   size_t requests = 0, finished = 0;

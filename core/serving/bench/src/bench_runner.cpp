@@ -89,7 +89,12 @@ class ConversationQueue final : public SendQueue {
     if (!schedule_.closes_loops()) return;
     {
       std::lock_guard lock(mutex_);
-      schedule_.ended(index, result.finish, result.ok(), result.token_ids);
+      // A stream the stop cut failed for no fault of the server: its conversation just ends.
+      if (result.failure == FailureKind::kInterrupted) {
+        schedule_.cut(index);
+      } else {
+        schedule_.ended(index, result.finish, result.ok(), result.token_ids);
+      }
       changed_flag_ = true;
     }
     changed_.notify_all();

@@ -326,6 +326,32 @@ TEST_F(BenchRunnerTest, AFailedTurnEndsItsConversationAndTheRestAreNotSent) {
             4u);
 }
 
+// A stop that cuts turns in flight fails nothing after them: their conversations just end, and
+// the interrupted run's report covers the two turns sent.
+TEST_F(BenchRunnerTest, AStopEndsTheConversationsWithoutFailingTheirLaterTurns) {
+  server.set_behaviour("talk", FakeBehaviour::kHold);
+  const core::Workload talks = waiting_conversations();
+  std::atomic<bool> stop{false};
+  BenchOptions o = options(4);
+  o.stop = &stop;
+  BenchRun run;
+  std::thread bench([&] { run = run_bench(talks, o); });
+  ASSERT_TRUE(server.wait_until_held(2));
+  stop = true;
+  bench.join();
+  server.release_held();
+  EXPECT_TRUE(run.interrupted);
+  EXPECT_EQ(run.requests_sent, 2u);
+  EXPECT_EQ(run.unsent_turns, 0u);
+  for (const StreamResult& r : run.results) {
+    EXPECT_NE(r.failure, FailureKind::kEarlierTurnFailed) << r.message;
+  }
+  const core::Workload sent = keep_sent(talks, run);
+  ASSERT_EQ(sent.requests.size(), 2u);
+  for (const core::WorkloadRequest& r : sent.requests) EXPECT_EQ(r.turn, 0u);
+  for (const StreamResult& r : run.results) EXPECT_EQ(r.failure, FailureKind::kInterrupted);
+}
+
 TEST_F(BenchRunnerTest, BrokenStreamsAreFailuresOfTheirKind) {
   server.set_behaviour("chat", FakeBehaviour::kCloseMidStream);
   server.set_behaviour("document", FakeBehaviour::kEndWithoutDone);

@@ -30,6 +30,18 @@ struct TempDir {
 
 PluginRegistry& registry() { return test::built_plugins(); }
 
+// The two tests' checkpoint: 2 layers, hidden size 128, F32 weights.
+void write_small_model(const fs::path& dir) {
+  models::cpu::TinyModelSpec spec;
+  spec.layers = 2;
+  spec.hidden = 128;
+  spec.heads = 4;
+  spec.kv_heads = 2;
+  spec.ffn = 256;
+  spec.dtype = models::cpu::DType::kF32;
+  models::cpu::write_tiny_checkpoint(spec, dir);
+}
+
 DeploymentConfig deployment(const fs::path& dir, const std::string& scheduler) {
   const std::string text = "[model]\nplugin = \"cpu\"\noptions = { path = \"" + dir.string() +
                            "\", threads = 1, kv_cache_gb = 0.05, max_model_len = 1024 }\n"
@@ -53,14 +65,7 @@ Workload mixed_workload() {
 
 TEST(CpuModelOnTheWallClock, MixedWorkloadCompletesWithSchedulerIndependentTokens) {
   TempDir dir;
-  models::cpu::TinyModelSpec spec;
-  spec.layers = 2;
-  spec.hidden = 128;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.ffn = 256;
-  spec.dtype = models::cpu::DType::kF32;
-  models::cpu::write_tiny_checkpoint(spec, dir.path);
+  write_small_model(dir.path);
   const Workload workload = mixed_workload();
 
   const SimulationResult chunked = simulate(
@@ -95,14 +100,7 @@ TEST(CpuModelOnTheWallClock, MixedWorkloadCompletesWithSchedulerIndependentToken
 // Assertions are on the order of events and on counts, never on durations.
 TEST(CpuModelOnTheWallClock, AConversationThatWaitsSendsEachTurnAfterTheModelsAnswer) {
   TempDir dir;
-  models::cpu::TinyModelSpec spec;
-  spec.layers = 2;
-  spec.hidden = 128;
-  spec.heads = 4;
-  spec.kv_heads = 2;
-  spec.ffn = 256;
-  spec.dtype = models::cpu::DType::kF32;
-  models::cpu::write_tiny_checkpoint(spec, dir.path);
+  write_small_model(dir.path);
   const Workload talks = parse_workload(R"(
 seed = 2
 [arrival]

@@ -408,6 +408,7 @@ int run_bench(const BenchArgs& args) {
     doc["bench"]["hol_baseline"] = baseline.has_value();
     doc["bench"]["interrupted"] = g_stop.load();
     doc["bench"]["requests_in_workload"] = workload.requests.size();
+    doc["bench"]["answers_without_ids"] = run.answers_without_ids;
     if (prediction) {
       nlohmann::json predicted = core::report_to_json(prediction->report);
       predicted["deployment"] = prediction->deployment.name;

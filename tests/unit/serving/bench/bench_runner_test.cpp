@@ -303,6 +303,27 @@ TEST_F(BenchRunnerTest, AConversationThatWaitsSendsEachTurnAfterTheAnswerAndWith
   }
 }
 
+// A server that returns no token ids (the plain stream) leaves the answers unknown: each of the 4
+// answers that a next turn resends is counted, and its nominal stand-in goes instead.
+TEST_F(BenchRunnerTest, AnswersWithoutIdsAreCountedAndStoodInFor) {
+  const core::Workload talks = waiting_conversations();
+  const BenchOptions o = options(4);
+  const BenchRun run = run_bench(talks, o);
+  for (const StreamResult& r : run.results) EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(run.answers_without_ids, 4u);
+  // With stand-ins every prompt is the open loop's.
+  std::vector<std::vector<int32_t>> sent, nominal;
+  for (const nlohmann::json& body : server.received()) {
+    sent.push_back(body["prompt"].get<std::vector<int32_t>>());
+  }
+  for (const core::WorkloadRequest& r : talks.requests) {
+    nominal.push_back(core::synthetic_prompt(talks.seed, r, o.token_ids));
+  }
+  std::sort(sent.begin(), sent.end());
+  std::sort(nominal.begin(), nominal.end());
+  EXPECT_EQ(sent, nominal);
+}
+
 // A turn that fails ends its conversation: the turns after it never reach the server and fail as
 // such, counted as not sent.
 TEST_F(BenchRunnerTest, AFailedTurnEndsItsConversationAndTheRestAreNotSent) {

@@ -215,10 +215,8 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   // Capacity for everything the request may hold, so that its steps never allocate. A request
   // with ids keeps its outputs' too, even where the model reads none (a simulated one): the
   // prefix cache then holds its answer, which a conversation's next turn begins with.
-  if (model_needs_ids_) {
-    r.tokens.reserve(r.prompt_tokens + r.max_output_tokens);
-  } else if (!r.tokens.empty()) {
-    // A simulated answer that ends by itself produces no more than that.
+  // An answer that ends by itself (a workload's, NewRequest::ends_after_outputs) produces no more.
+  if (model_needs_ids_ || !r.tokens.empty()) {
     const uint32_t outputs = in.ends_after_outputs != 0
                                  ? std::min(r.max_output_tokens, in.ends_after_outputs)
                                  : r.max_output_tokens;

@@ -75,9 +75,7 @@ int64_t submit(Cluster& cluster, const Workload& workload, ArrivalSchedule& sche
                RequestRecord& record, double at, double offset, SimulationResult& result,
                std::string& rejection_example, LongCallWatch* watch) {
   const WorkloadRequest& w = workload.requests[index];
-  record.id = w.id;
-  record.class_index = w.class_index;
-  record.prompt_tokens = w.prompt_tokens;
+  // Its id, class and nominal prompt length are the record's from the start (simulate()).
   record.arrival = at;
   const std::string& class_name = workload.classes[w.class_index].name;
   NewRequest request;

@@ -5,10 +5,10 @@
 namespace headway::core {
 namespace {
 
-// SplitMix64 (Steele, Lea, Flood 2014): a tiny, well-mixed generator whose output is the same on
-// every platform, unlike std:: distributions.
 constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
 
+// SplitMix64 (Steele, Lea, Flood 2014): a tiny, well-mixed generator whose output is the same on
+// every platform, unlike std:: distributions.
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += kGolden);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

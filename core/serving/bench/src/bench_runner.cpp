@@ -140,7 +140,6 @@ class StreamingSender final : public RequestSender {
     }
     // Built here rather than up front: a long trace's prompts would not fit in memory at once.
     const std::vector<int32_t> prompt = queue_.prompt(index);
-    prompt_tokens_ = static_cast<uint32_t>(prompt.size());
     const std::string body = completion_body(request, workload_.classes[request.class_index].name,
                                              options_.model, prompt);
     if (options_.progress) ++options_.progress->sent;
@@ -148,7 +147,7 @@ class StreamingSender final : public RequestSender {
     // whose conversation goes on keeps its answer's ids, which the next turn resends.
     results_[index] =
         client_.stream(body, request.output_tokens, options_.stop, queue_.closes_loops());
-    results_[index].prompt_tokens = prompt_tokens_;
+    results_[index].prompt_tokens = static_cast<uint32_t>(prompt.size());
     queue_.ended(index, results_[index]);
     // Kept only as long as the next turn needs them.
     results_[index].token_ids = {};
@@ -166,7 +165,6 @@ class StreamingSender final : public RequestSender {
   std::vector<StreamResult>& results_;
   ClientRegistry& registry_;
   ConversationQueue& queue_;
-  uint32_t prompt_tokens_ = 0;
 };
 
 }  // namespace

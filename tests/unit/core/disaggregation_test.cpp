@@ -343,6 +343,62 @@ TEST(Disaggregation, AThresholdAboveEveryPromptMovesNothing) {
 // A transport whose transfers fail, or never end, stops a simulation with an error that names it
 // and what its poll() answered (a simulated link does not fail; under serve the decode engine
 // prefills such a request itself, tests/unit/serving/service/disaggregated_service_test.cpp).
+// Conditional disaggregation with conversations that wait for answers: the first request (a
+// 512-token system prompt and a 100-token message, over the 200-token threshold) moves, and the
+// decode engine keeps its KV and the answer it decodes. Every request after it has at most 200
+// tokens not held there: another conversation's first turn holds the system prompt there, a later
+// turn the turn before, prompt and answer up to its last token (adding the answer and 100 tokens).
+// Each is prefilled on the decode engine, finds that cached in whole blocks, and nothing moves.
+TEST(Disaggregation, AConversationsLaterTurnsArePrefilledWhereItsEarlierTurnsDecoded) {
+  const Workload talks = parse_workload(R"(
+seed = 8
+count = 4
+[arrival]
+process = "poisson"
+rate = 0.05
+[[classes]]
+name = "chat"
+share = 1
+shared_prefix = { tokens = 512, count = 1 }
+prompt = { dist = "fixed", value = 100 }
+output = { dist = "fixed", value = 16 }
+conversation = { turns = 3, gap = 5.0, wait_for_answer = true }
+)",
+                                        "talks.toml");
+  PdSpec spec;
+  spec.local_prefill_max_tokens = 200;
+  const SimulationResult result = simulate(pd_deployment(spec), talks);
+  ASSERT_EQ(result.records.size(), 12u);
+  std::map<uint64_t, size_t> previous;  // by conversation, the turn before
+  for (size_t i = 0; i < talks.requests.size(); ++i) {
+    const WorkloadRequest& w = talks.requests[i];
+    const RequestRecord& r = result.records[i];
+    ASSERT_TRUE(r.finished) << "request " << w.id;
+    EXPECT_GT(w.prompt_tokens, 200u);
+    EXPECT_EQ(r.engine, 1u) << "request " << w.id;
+    if (i == 0) {
+      EXPECT_GT(r.kv_transfer_seconds, 0.0);
+    } else if (w.turn == 0) {
+      EXPECT_EQ(r.kv_transfer_seconds, 0.0) << "request " << w.id;
+      EXPECT_EQ(r.cached_tokens, 512u) << "request " << w.id;
+    } else {
+      const RequestRecord& before = result.records[previous.at(w.conversation_id())];
+      EXPECT_EQ(r.kv_transfer_seconds, 0.0) << "request " << w.id;
+      EXPECT_EQ(r.cached_tokens,
+                (before.prompt_tokens + before.output_tokens - 1) / kBlock * kBlock)
+          << "request " << w.id << ", turn " << w.turn;
+    }
+    previous[w.conversation_id()] = i;
+  }
+  EXPECT_EQ(result.kv_transfers, 1u);
+  EXPECT_EQ(result.engines[0].prefill_tokens, talks.requests[0].prompt_tokens);
+  const auto local = std::find_if(
+      result.plugin_metrics.begin(), result.plugin_metrics.end(),
+      [](const PluginMetricReading& m) { return m.metric == "router_local_prefills_cached"; });
+  ASSERT_NE(local, result.plugin_metrics.end());
+  EXPECT_EQ(local->value, 11.0);
+}
+
 TEST(Disaggregation, ATransportThatFailsOrNeverEndsIsNamed) {
   PdSpec spec;
   spec.local_prefill_max_tokens = 512;

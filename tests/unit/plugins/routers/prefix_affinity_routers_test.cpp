@@ -187,23 +187,114 @@ TEST(DisaggregatedRouterPrefixes, APrefillEngineSeenDownIsForgotten) {
   engines[0] = router_test::dead(engines[0]);
   const hw_route_decision local = place(router, engines, prompt_hashes(document(5, 1), 1, 1));
   ASSERT_EQ(local.prefill_engine, local.decode_engine);
-  // Back up with its cache gone: 100 queued tokens now outweigh nothing held.
+  // Back up with its cache gone: 100 queued tokens now outweigh nothing held. (A prompt longer
+  // than the 768 tokens its decode engine holds by more than 100, so that it moves.)
   engines[0] = with_load(two_prefill_two_decode()[0], 100, 100);
-  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 12, 1)).prefill_engine, 1u);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 30, 1)).prefill_engine, 1u);
 }
 
 // A prompt prefilled on its decode engine (local_prefill_max_tokens) is on no prefill engine: a
-// longer prompt with the same beginning then goes to the fewest queued.
+// longer prompt with the same beginning, too long to stay local, then goes to the fewest queued.
 TEST(DisaggregatedRouterPrefixes, ALocalPrefillIsOnNoPrefillEngine) {
   std::vector<hw_engine_load> engines = two_prefill_two_decode();
   RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 1000", engines);
   const std::vector<int32_t> doc = document(1000, 10);  // 640 tokens: prefilled locally
   hw_route_decision d = place(router, engines, prompt_hashes(doc, 10, 1));
   ASSERT_EQ(d.prefill_engine, d.decode_engine);
-  // 1,280 tokens move; engine 0 holds nothing of them, so the 1 queued token decides.
+  // 2,560 tokens, 1,920 of them not on its decode engine: they move; engine 0 holds nothing of
+  // them, so the 1 queued token decides.
   engines[0] = with_load(engines[0], 1, 1);
-  d = place(router, engines, prompt_hashes(doc, 20, 1));
+  d = place(router, engines, prompt_hashes(doc, 40, 1));
   EXPECT_EQ(d.prefill_engine, 1u);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
+}
+
+// Under conditional disaggregation the decode engine a conversation's turn went to holds that turn
+// (its KV moved there, and the answer it decoded): the next turn, longer than
+// local_prefill_max_tokens but with at most that many tokens not held there, is prefilled there,
+// even where that engine has more outstanding work than the other, as long as it is less than the
+// held tokens are worth (2 outstanding tokens each).
+TEST(DisaggregatedRouterPrefixes, AConversationsNextTurnIsPrefilledWhereItsEarlierTurnsAre) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256", engines);
+  const std::vector<int32_t> turn1 = document(1000, 20);  // 1,280 tokens: moved
+  hw_route_decision d = place(router, engines, prompt_hashes(turn1, 20, 1));
+  ASSERT_NE(d.prefill_engine, d.decode_engine);
+  const uint32_t held_on = d.decode_engine;
+  const uint32_t other = held_on == 2 ? 3 : 2;
+  // Turn 2: turn 1's 1,280 tokens and 256 more. Its decode engine is 2,000 tokens busier, less
+  // than the 2 x 1,280 the held beginning is worth.
+  engines[held_on] = with_load(engines[held_on], 2000, 0);
+  d = place(router, engines, prompt_hashes(turn1, 24, 7));
+  EXPECT_EQ(d.decode_engine, held_on);
+  EXPECT_EQ(d.prefill_engine, held_on);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 1.0);
+  // Another conversation holds nothing anywhere: the least loaded decode engine, KV moved.
+  d = place(router, engines, prompt_hashes(document(90000, 20), 20, 1));
+  EXPECT_EQ(d.decode_engine, other);
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  // Busier than the beginning is worth: the other decode engine, which holds none of it, so the
+  // whole prompt moves from a prefill engine.
+  engines[held_on] = with_load(engines[held_on], 3000, 0);
+  d = place(router, engines, prompt_hashes(turn1, 24, 9));
+  EXPECT_EQ(d.decode_engine, other);
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 1.0);
+}
+
+// A prompt with more tokens not held on a decode engine than local_prefill_max_tokens moves
+// anyway: its beginning there is worth nothing on the decode side, and the least loaded decode
+// engine takes it.
+TEST(DisaggregatedRouterPrefixes, APromptThatMovesAnywayGoesToTheLeastLoadedDecodeEngine) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256", engines);
+  const std::vector<int32_t> turn1 = document(1000, 20);  // 1,280 tokens: moved
+  const uint32_t held_on = place(router, engines, prompt_hashes(turn1, 20, 1)).decode_engine;
+  // 2,000 tokens busier, less than the 2 x 1,280 the beginning would be worth; 1,920 tokens,
+  // 640 of them not held there.
+  engines[held_on] = with_load(engines[held_on], 2000, 0);
+  const hw_route_decision d = place(router, engines, prompt_hashes(turn1, 30, 11));
+  EXPECT_EQ(d.decode_engine, held_on == 2 ? 3u : 2u);
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+}
+
+// cached_token_weight = 0 tracks nothing: a prompt longer than local_prefill_max_tokens moves
+// whatever its decode engine holds, and the least loaded decode engine takes it (before
+// 2026-12-08, every weight placed so).
+TEST(DisaggregatedRouterPrefixes, WeightZeroKeepsLocalPrefillsToShortPrompts) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256\ncached_token_weight = 0.0",
+                       engines);
+  const std::vector<int32_t> turn1 = document(1000, 20);
+  hw_route_decision d = place(router, engines, prompt_hashes(turn1, 20, 1));
+  const uint32_t first_decode = d.decode_engine;
+  engines[first_decode] = with_load(engines[first_decode], 1, 0);
+  d = place(router, engines, prompt_hashes(turn1, 24, 7));
+  EXPECT_NE(d.decode_engine, first_decode);
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
+}
+
+// A local prefill placed on a decode engine whose queue is full is refused by the host: that engine
+// is then not believed to hold the prompt, and the next turn moves.
+TEST(DisaggregatedRouterPrefixes, ALocalPrefillRefusedForAFullQueueIsNotRecorded) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256", engines);
+  router.set_max_waiting({0, 0, 1, 1});
+  engines[2] = with_waiting(engines[2], 1);
+  engines[3] = with_waiting(with_load(engines[3], 10, 0), 1);
+  const std::vector<int32_t> conversation = document(1000, 4);  // 256 tokens: local
+  hw_route_decision d = place(router, engines, prompt_hashes(conversation, 4, 1));
+  ASSERT_EQ(d.decode_engine, 2u);
+  ASSERT_EQ(d.prefill_engine, 2u);
+  engines = two_prefill_two_decode();
+  engines[3] = with_load(engines[3], 10, 0);
+  // 512 tokens, 256 of them the refused prompt: had engine 2 been believed to hold those, the
+  // rest (256) would have stayed local there.
+  d = place(router, engines, prompt_hashes(conversation, 8, 7));
+  EXPECT_EQ(d.decode_engine, 2u);
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
 }
 
 }  // namespace

@@ -233,13 +233,20 @@ void Cluster::start_transfers(size_t d, double now) {
                               p.source, out.blocks->size(), d, count),
                   HW_INTERNAL);
     }
+    // The leading blocks the destination's prefix cache held already are not copied.
+    const uint32_t cached = destination.incoming_cached_blocks(p.id);
+    if (cached >= count) {
+      arrive_without_copy(p, d, record);
+      queue.pop_front();
+      continue;
+    }
     hw_kv_transfer transfer{sizeof(hw_kv_transfer),
                             p.id,
                             source.kv_memory(),
                             destination.kv_memory(),
-                            out.blocks->data(),
-                            dst_blocks.data(),
-                            count,
+                            out.blocks->data() + cached,
+                            dst_blocks.data() + cached,
+                            count - cached,
                             p.source,
                             static_cast<uint32_t>(d)};
     // The destination's blocks and queues are as of its own clock, which may be past `now` (a
@@ -285,6 +292,15 @@ void Cluster::start_transfers(size_t d, double now) {
     ++transfers_started_;
     queue.pop_front();
   }
+}
+
+void Cluster::arrive_without_copy(const PendingTransfer& p, size_t d, RequestRecord* record) {
+  // Every block it brings is cached at the destination: it arrives once the destination has room
+  // (its clock) and the prefill is done, with no transfer (kv_transfer_seconds 0).
+  const double at = std::max(p.ready, engines_[d]->clock().now());
+  if (record != nullptr) record->kv_wait_seconds = at - p.ready;
+  in_flight_.push_back(
+      InFlightTransfer{p.id, p.source, static_cast<uint32_t>(d), 0, at, at, true, record});
 }
 
 std::optional<double> Cluster::next_transfer_completion() const {

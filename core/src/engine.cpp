@@ -961,7 +961,7 @@ void Engine::release_transferred(uint64_t id) {
   release_slot(slot);
 }
 
-bool Engine::reserve_incoming(IncomingTransfer in) {
+bool Engine::reserve_incoming(IncomingTransfer in, bool reuse_cached) {
   const std::string who = fmt::format("{}: incoming request {}", config_.name, in.id);
   if (id_to_slot_.count(in.id) != 0) throw Error(who + ": duplicate request id");
   // Its prompt was computed, and its figures reported, where it was prefilled.
@@ -971,35 +971,82 @@ bool Engine::reserve_incoming(IncomingTransfer in) {
     throw Error(fmt::format("{}: {} tokens leave no room within max_model_len {}", who,
                             in.prompt_tokens + in.output_tokens, max_model_len_));
   }
-  uint32_t need = 0;
-  if (config_.moved_kv_blocks == EngineConfig::MovedKvBlocks::kAll) {
-    // Blocks for everything the request will ever hold here, not just the KV that arrives: a
-    // moved request never needs blocks later, so KV pressure never preempts it and recomputes its
-    // prompt on this decode engine (and transfers cannot fill the cache with requests that cannot
-    // all finish). The engine-wide check at start-up guarantees max_model_len fits.
-    const uint64_t final_tokens = std::min<uint64_t>(
-        static_cast<uint64_t>(in.prompt_tokens) + in.max_output_tokens, max_model_len_);
-    need = blocks_for(final_tokens, config_.block_size);
-    if (need > kv_.free()) return false;
-  } else {
-    // The KV that arrives and the token sampled after it: its first step here needs no block, so
-    // requests waiting with moved KV can always go on, even with no block free. Growth comes
-    // later, as for a request prefilled here. A request preempted here is recomputed before any
-    // new arrival, which could otherwise take each block its preemption freed, or those its
-    // recompute's next chunks need; and a free block stays for each request that holds KV here
-    // (its next one), so that a transfer does not preempt one at its next block boundary.
-    need =
-        blocks_for(static_cast<uint64_t>(in.prompt_tokens) + in.output_tokens, config_.block_size);
-    if (catching_up_ != 0 || static_cast<uint64_t>(need) + requests_holding_kv() > kv_.free()) {
-      return false;
-    }
+  const bool all = config_.moved_kv_blocks == EngineConfig::MovedKvBlocks::kAll;
+  // With "all": blocks for everything the request will ever hold here, not just the KV that
+  // arrives: a moved request never needs blocks later, so KV pressure never preempts it and
+  // recomputes its prompt on this decode engine (and transfers cannot fill the cache with
+  // requests that cannot all finish). The engine-wide check at start-up guarantees max_model_len
+  // fits.
+  // With "as_needed": the KV that arrives and the token sampled after it: its first step here
+  // needs no block, so requests waiting with moved KV can always go on, even with no block free.
+  // Growth comes later, as for a request prefilled here. A request preempted here is recomputed
+  // before any new arrival, which could otherwise take each block its preemption freed, or those
+  // its recompute's next chunks need; and a free block stays for each request that holds KV here
+  // (its next one), so that a transfer does not preempt one at its next block boundary.
+  const uint32_t need =
+      all ? blocks_for(
+                std::min<uint64_t>(static_cast<uint64_t>(in.prompt_tokens) + in.max_output_tokens,
+                                   max_model_len_),
+                config_.block_size)
+          : blocks_for(static_cast<uint64_t>(in.prompt_tokens) + in.output_tokens,
+                       config_.block_size);
+  if (!all && catching_up_ != 0) return false;
+  const uint32_t kept_free = all ? 0 : requests_holding_kv();
+  // Blocks of the KV that arrives which this engine holds cached already are taken from its cache
+  // instead (match_arriving_prefix); of those, the ones another request holds cost no free block.
+  // Matched only where that can decide (room for all of it, or sharing to gain): a request that
+  // waits for room is looked up once a step.
+  arriving_prefix_.clear();
+  uint32_t shared = 0;
+  if (reuse_cached && (need + kept_free <= kv_.free() || share_cached_blocks_)) {
+    shared = match_arriving_prefix(in);
   }
+  if (static_cast<uint64_t>(need - shared) + kept_free > kv_.free()) return false;
   if (config_.prefix_caching && prefix_cache_ == nullptr && !in.tokens.empty()) {
     start_prefix_cache();
   }
   const uint32_t slot = occupy_slot(std::move(in), HW_REQUEST_TRANSFERRING);
-  kv_.allocate(need, requests_[slot].blocks);
+  Request& r = requests_[slot];
+  // The cached blocks first, before allocate() may evict idle ones.
+  for (const PrefixCache::Link& link : arriving_prefix_) kv_.take_cached(link.block, r.blocks);
+  const auto cached = static_cast<uint32_t>(arriving_prefix_.size());
+  if (cached > 0) {
+    r.recorded_blocks = cached;  // recorded already: the cache holds them
+    r.chain = arriving_prefix_.back();
+    counters_.moved_kv_cached_tokens += uint64_t{cached} * config_.block_size;
+  }
+  r.arrived_cached_blocks = cached;
+  kv_.allocate(need - cached, r.blocks);
   return true;
+}
+
+uint32_t Engine::match_arriving_prefix(const IncomingTransfer& in) {
+  arriving_prefix_.clear();
+  if (prefix_cache_ == nullptr || in.tokens.empty()) return 0;
+  const uint32_t block_size = config_.block_size;
+  // Whole blocks of the KV that arrives (the positions computed where it was prefilled).
+  const auto most =
+      static_cast<uint32_t>(std::min<size_t>(in.computed_tokens, in.tokens.size()) / block_size);
+  const std::span<const int32_t> tokens(in.tokens);
+  PrefixCache::Link after = PrefixCache::kStart;
+  uint32_t shared = 0;
+  for (uint32_t b = 0; b < most; ++b) {
+    const uint32_t block =
+        prefix_cache_->find(after, tokens.subspan(size_t{b} * block_size, block_size));
+    if (block == PrefixCache::kNoBlock) break;
+    // Without sharing, a block another request holds is not taken (as for a prompt prefilled
+    // here: the scheduler would count it as freed by preempting either).
+    const bool idle = kv_.is_idle_cached(block);
+    if (!idle && !share_cached_blocks_) break;
+    shared += idle ? 0 : 1;
+    after = prefix_cache_->link_of(block);
+    arriving_prefix_.push_back(after);
+  }
+  return shared;
+}
+
+uint32_t Engine::incoming_cached_blocks(uint64_t id) const {
+  return requests_[slot_of(id)].arrived_cached_blocks;
 }
 
 uint32_t Engine::requests_holding_kv() const {

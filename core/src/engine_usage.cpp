@@ -31,6 +31,7 @@ std::vector<EngineUsage> engine_usage(const DeploymentConfig& deployment,
     u.prefill_tokens = c.prefill_tokens;
     u.decode_tokens = c.decode_tokens;
     u.preemptions = c.preemptions;
+    u.moved_kv_cached_tokens = c.moved_kv_cached_tokens;
     out.push_back(std::move(u));
   }
   for (const RequestRecord& r : run.records) {
@@ -64,7 +65,8 @@ nlohmann::json engine_usage_to_json(const std::vector<EngineUsage>& engines) {
                    {"prefill_tokens", u.prefill_tokens},
                    {"decode_tokens", u.decode_tokens},
                    {"requests", u.requests},
-                   {"preemptions", u.preemptions}});
+                   {"preemptions", u.preemptions},
+                   {"moved_kv_cached_tokens", u.moved_kv_cached_tokens}});
   }
   return out;
 }

@@ -238,7 +238,7 @@ std::string kv_stage_memcpy_problem(const hw_memory_desc& memory) {
 }
 
 std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
-                          std::span<const uint32_t> blocks) {
+                          std::span<const uint32_t> blocks, uint32_t first) {
   if (std::string problem = kv_stage_memcpy_problem(memory); !problem.empty()) return problem;
   if (blocks.size() < stage.block_count) {
     return fmt::format("{} blocks reserved for {} staged", blocks.size(), stage.block_count);
@@ -247,7 +247,7 @@ std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
   if (!source.error().empty()) return source.error();
   const auto* from = static_cast<const unsigned char*>(source.memory().base);
   auto* base = static_cast<unsigned char*>(memory.base);
-  for (uint32_t i = 0; i < stage.block_count; ++i) {
+  for (uint32_t i = first; i < stage.block_count; ++i) {
     const uint64_t to = blocks[i] * memory.block_stride;
     if (to + stage.block_bytes > memory.bytes) return "a reserved block lies outside the KV cache";
     std::memcpy(base + to, from + i * stage.block_bytes, stage.block_bytes);

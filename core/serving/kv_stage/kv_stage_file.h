@@ -97,9 +97,10 @@ class KvStageReader {
 std::string kv_stage_memcpy_problem(const hw_memory_desc& memory);
 
 // Copies the stage's blocks into `blocks` of `memory` (host memory, which kv_stage_problem()
-// accepted) with memcpy on this thread. Returns an empty string, or why the copy failed.
+// accepted) with memcpy on this thread, from block `first` on: the blocks before it hold their KV
+// already (the reader's prefix cache had them). Returns an empty string, or why the copy failed.
 std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
-                          std::span<const uint32_t> blocks);
+                          std::span<const uint32_t> blocks, uint32_t first = 0);
 
 // Removes the object (after reading it, or when nobody will).
 void discard_kv_stage(const std::string& name);

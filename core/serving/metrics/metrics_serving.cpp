@@ -113,6 +113,11 @@ ServingMetrics::ServingMetrics()
           "Bytes of the KV-cache transfers into the engine that came over the network from "
           "another host (FetchKvStage); shared-memory and in-process transfers add nothing.",
           kEngineLabels)),
+      kv_cached_tokens_(registry_.counter(
+          "headway_kv_transfer_cached_tokens_total",
+          "Tokens of the KV moved into the engine that its prefix cache held already: taken from "
+          "the cache, not copied.",
+          kEngineLabels)),
       prefix_cache_queries_(registry_.counter(
           "headway_prefix_cache_queries_total",
           "Tokens of the requests admitted with a prefix-cache lookup (prompt, and outputs so far "
@@ -160,6 +165,7 @@ EngineSeries ServingMetrics::engine_series(uint32_t index, const std::string& po
                       kv_transfer_seconds_.with(labels),
                       kv_wait_seconds_.with(labels),
                       kv_network_bytes_.with(labels),
+                      kv_cached_tokens_.with(labels),
                       prefix_cache_queries_.with(labels),
                       prefix_cache_hits_.with(labels)};
 }

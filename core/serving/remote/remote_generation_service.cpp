@@ -926,9 +926,11 @@ bool RemoteGenerationService::Impl::continue_elsewhere(ProxiedGenerate& prefille
       const std::optional<hw_route_decision> routed =
           route_again(prefilled.upstream(), prefilled.open_ended(),
                       static_cast<uint32_t>(prefilled.generated().size()));
+      // A decision to prefill there too (the disaggregated router's local_prefill_where_cached,
+      // for an engine that holds the prompt's beginning) still names an engine that decodes it.
       if (routed && routed->decode_engine < engines_.size() &&
           engines_[routed->decode_engine]->up() &&
-          routed->decode_engine != routed->prefill_engine) {
+          engines_[routed->decode_engine]->role() != HW_ENGINE_ROLE_PREFILL) {
         d = routed->decode_engine;
       }
     }

@@ -330,6 +330,7 @@ void EngineDriver::wait_for_transfer(uint64_t handle) {
 }
 
 core::KvTransportInstance::Progress EngineDriver::progress_of(const Arriving& arriving) {
+  if (arriving.nothing_to_copy) return {HW_TRANSFER_DONE, 0.0};
   uint64_t transfer = arriving.transfer;
   if (arriving.pull) {
     switch (arriving.pull->state.load()) {
@@ -626,8 +627,10 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     }
     if (!reserved) return false;  // no room yet: it waits, and so do those behind it
     record_wait(handoff, engine_.clock().now());
+    count_cached_arrival(id);
     const auto begin = std::chrono::steady_clock::now();
-    problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id));
+    problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id),
+                            engine_.incoming_cached_blocks(id));
     if (problem.empty()) {
       record_transfer(
           *handoff.state, &stage,
@@ -641,6 +644,13 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   }
   prefill_instead_of_stage(handoff, problem);
   return true;
+}
+
+void EngineDriver::count_cached_arrival(uint64_t id) {
+  const uint32_t cached = engine_.incoming_cached_blocks(id);
+  if (cached > 0) {
+    metrics_.kv_cached_tokens.add(static_cast<double>(cached) * engine_.config().block_size);
+  }
 }
 
 std::string EngineDriver::stage_problem(const KvStage& stage) const {
@@ -759,9 +769,11 @@ void EngineDriver::start_arrivals() {
     }
     const uint64_t id = next.request.id;
     const uint32_t computed = next.request.computed_tokens;
+    // A peer link sends the holder's whole stage, so such KV cannot skip the blocks cached here.
+    const bool whole_stage = next.staged && next.staged->held;
     bool reserved = false;
     try {
-      reserved = engine_.reserve_incoming(next.request);
+      reserved = engine_.reserve_incoming(next.request, /*reuse_cached=*/!whole_stage);
     } catch (const std::exception& e) {  // can never fit here: the client learns why
       end_request(*next.state, Finish::kError, engine_.clock().now(), e.what());
       finished_ids_.push_back(next.state->numeric_id);
@@ -771,6 +783,7 @@ void EngineDriver::start_arrivals() {
     }
     if (!reserved) break;  // no room yet: it waits, and so do those behind it
     record_wait(next, engine_.clock().now());
+    count_cached_arrival(id);
     Arriving arriving;
     arriving.id = id;
     arriving.handoff = std::move(next);
@@ -805,14 +818,21 @@ void EngineDriver::start_arrivals() {
                             source_of(arriving.handoff), arriving.handoff.source_blocks.size(),
                             engine_.config().index, count);
     }
+    // The leading blocks this engine's prefix cache held already are not copied.
+    const uint32_t cached = engine_.incoming_cached_blocks(id);
+    if (failure.empty() && cached >= count) {
+      arriving.nothing_to_copy = true;
+      arriving_.push_back(std::move(arriving));
+      continue;
+    }
     if (failure.empty()) {
       const hw_kv_transfer transfer{sizeof(hw_kv_transfer),
                                     id,
                                     arriving.handoff.source_kv,
                                     engine_.kv_memory(),
-                                    arriving.handoff.source_blocks.data(),
-                                    arriving.blocks.data(),
-                                    count,
+                                    arriving.handoff.source_blocks.data() + cached,
+                                    arriving.blocks.data() + cached,
+                                    count - cached,
                                     arriving.handoff.source_engine,
                                     engine_.config().index};
       // The block lists live in `arriving` (moving it keeps their buffers) until the copy is done.

@@ -106,6 +106,8 @@ class EngineDriver final : private core::EngineListener {
     // Held by another process: pulled over a peer link (kv_links.h); `transfer` unused.
     std::shared_ptr<KvPull> pull;
     uint64_t transfer = 0;
+    // Every block it brings was in this engine's prefix cache: no transfer, done at once.
+    bool nothing_to_copy = false;
     bool aborted = false;  // why: handoff.state->abort_cause
     // When it was set up here, and whether a warning already said it has not ended since.
     std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
@@ -148,6 +150,9 @@ class EngineDriver final : private core::EngineListener {
   bool arrive_from_stage(Handoff& handoff);
   // Why this engine cannot decode on `stage` (another model's KV, another block layout, the
   // object gone, ...); empty when it can.
+  // Counts in the engine's series the blocks of a request reserved here that its prefix cache
+  // held (incoming_cached_blocks), which no transfer writes.
+  void count_cached_arrival(uint64_t id);
   std::string stage_problem(const KvStage& stage) const;
   // A staged KV that cannot be used (`problem`): the stage goes, the request is prefilled here.
   void prefill_instead_of_stage(Handoff& handoff, const std::string& problem);

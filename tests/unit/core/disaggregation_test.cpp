@@ -59,6 +59,7 @@ double pcie5_transfer_seconds(uint32_t prompt) {
 
 struct PdSpec {
   int64_t local_prefill_max_tokens = 0;
+  bool local_prefill_where_cached = false;
   uint32_t prefill_kv_blocks = 4096;
   uint32_t prefill_max_model_len = 16384;
   uint32_t decode_kv_blocks = 4096;
@@ -98,6 +99,7 @@ std::string pd_toml(const PdSpec& s) {
          "plugin = \"disaggregated\"\n"
          "options = { local_prefill_max_tokens = " +
          std::to_string(s.local_prefill_max_tokens) +
+         (s.local_prefill_where_cached ? ", local_prefill_where_cached = true" : "") +
          " }\n"
          "[kv_transport]\n" +
          s.kv_transport;
@@ -340,10 +342,45 @@ TEST(Disaggregation, AThresholdAboveEveryPromptMovesNothing) {
   }
 }
 
-// A transport whose transfers fail, or never end, stops a simulation with an error that names it
-// and what its poll() answered (a simulated link does not fail; under serve the decode engine
-// prefills such a request itself, tests/unit/serving/service/disaggregated_service_test.cpp).
-// Conditional disaggregation with conversations that wait for answers: the first request (a
+// Every prompt moves (threshold 0), three requests one after another, each a 1,024-token document
+// and 100 tokens of its own. The first's KV is copied whole; the decode engine keeps it in its
+// prefix cache, so the next two take the document's 64 blocks from that cache and the transfer
+// copies only their other 7 blocks (the 100 tokens and the last, partial block). The same with
+// moved_kv_blocks "as_needed", whose reservation is smaller.
+TEST(Disaggregation, AMovedPromptCopiesOnlyTheBlocksTheDecodeEnginesCacheLacks) {
+  const Workload documents = parse_workload(R"(
+[arrival]
+process = "fixed"
+times = [0, 5, 10]
+[[classes]]
+name = "question"
+share = 1
+shared_prefix = { tokens = 1024, count = 1 }
+prompt = { dist = "fixed", value = 100 }
+output = { dist = "fixed", value = 8 }
+)",
+                                            "documents.toml");
+  for (const char* moved : {"all", "as_needed"}) {
+    SCOPED_TRACE(moved);
+    PdSpec spec;
+    spec.decode_moved_kv_blocks = moved;
+    const SimulationResult result = simulate(pd_deployment(spec), documents);
+    ASSERT_EQ(result.records.size(), 3u);
+    for (const RequestRecord& r : result.records) ASSERT_TRUE(r.finished) << r.id;
+    EXPECT_NEAR(result.records[0].kv_transfer_seconds, pcie5_transfer_seconds(1124), 1e-12);
+    const double seven_blocks =
+        kPcie5Latency + 7 * kBlock * kKvBytesPerToken / kPcie5BytesPerSecond;
+    EXPECT_NEAR(result.records[1].kv_transfer_seconds, seven_blocks, 1e-12);
+    EXPECT_NEAR(result.records[2].kv_transfer_seconds, seven_blocks, 1e-12);
+    EXPECT_EQ(result.kv_transfers, 3u);
+    ASSERT_EQ(result.engines.size(), 2u);
+    EXPECT_EQ(result.engines[1].moved_kv_cached_tokens, 2u * 1024u);
+    EXPECT_EQ(result.engines[0].moved_kv_cached_tokens, 0u);
+  }
+}
+
+// Conditional disaggregation where cached (local_prefill_where_cached), with conversations that
+// wait for answers: the first request (a
 // 512-token system prompt and a 100-token message, over the 200-token threshold) moves, and the
 // decode engine keeps its KV and the answer it decodes. Every request after it has at most 200
 // tokens not held there: another conversation's first turn holds the system prompt there, a later
@@ -367,6 +404,7 @@ conversation = { turns = 3, gap = 5.0, wait_for_answer = true }
                                         "talks.toml");
   PdSpec spec;
   spec.local_prefill_max_tokens = 200;
+  spec.local_prefill_where_cached = true;
   const SimulationResult result = simulate(pd_deployment(spec), talks);
   ASSERT_EQ(result.records.size(), 12u);
   std::map<uint64_t, size_t> previous;  // by conversation, the turn before
@@ -399,6 +437,9 @@ conversation = { turns = 3, gap = 5.0, wait_for_answer = true }
   EXPECT_EQ(local->value, 11.0);
 }
 
+// A transport whose transfers fail, or never end, stops a simulation with an error that names it
+// and what its poll() answered (a simulated link does not fail; under serve the decode engine
+// prefills such a request itself, tests/unit/serving/service/disaggregated_service_test.cpp).
 TEST(Disaggregation, ATransportThatFailsOrNeverEndsIsNamed) {
   PdSpec spec;
   spec.local_prefill_max_tokens = 512;

@@ -122,9 +122,12 @@ class Cluster {
     uint64_t handle;
     double start;
     double done = 0.0;      // start + duration, once the transport reported it
-    bool finished = false;  // the transport reported completion
+    bool finished = false;  // the transport reported completion (or nothing was copied)
     RequestRecord* record;
   };
+  // A pending transfer whose every block the destination's prefix cache held: it goes in flight
+  // as finished, without the transport.
+  void arrive_without_copy(const PendingTransfer& p, size_t d, RequestRecord* record);
   // A disaggregated request from its routing until it reaches its decode engine's queue: where it
   // goes, and the output tokens it brings there.
   struct HeadedTo {

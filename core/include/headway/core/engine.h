@@ -140,6 +140,9 @@ struct EngineCounters {
   // whose KV was found cached (not computed).
   uint64_t prefix_cache_queried_tokens = 0;
   uint64_t prefix_cache_hit_tokens = 0;
+  // Disaggregation: tokens of KV moved here that this engine's prefix cache held already (taken
+  // from it, not copied; Engine::reserve_incoming).
+  uint64_t moved_kv_cached_tokens = 0;
 };
 
 class Engine {
@@ -182,8 +185,15 @@ class Engine {
   // preempted here is still being recomputed. It waits in TRANSFERRING until complete_transfer().
   // Returns false (and changes nothing) when it cannot have them yet: the transfer waits
   // (backpressure). Throws Error when it can never fit.
-  bool reserve_incoming(IncomingTransfer request);
+  // With reuse_cached (and prefix caching on, and ids), the leading blocks of the arriving KV that
+  // this engine's prefix cache holds (a conversation's earlier turns decoded here, a document
+  // moved here before) are taken from the cache, shared as a prompt prefilled here shares them:
+  // incoming_cached_blocks() says how many, and the transfer copies only the blocks after them.
+  // A caller whose transfer cannot skip blocks passes false.
+  bool reserve_incoming(IncomingTransfer request, bool reuse_cached = true);
+  // The reserved blocks, in order: the first incoming_cached_blocks() hold their KV already.
   const std::vector<uint32_t>& incoming_blocks(uint64_t id) const;
+  uint32_t incoming_cached_blocks(uint64_t id) const;
   // The KV arrived: the request joins the head of the waiting queue with its blocks and decodes.
   void complete_transfer(uint64_t id);
   // The KV region of this engine's model, for transports (block_bytes filled in by the engine).
@@ -272,6 +282,8 @@ class Engine {
     uint32_t recorded_blocks = 0;
     PrefixCache::Link chain;
     bool chain_lost = false;
+    // Moved here: its leading blocks taken from the prefix cache, which no transfer writes.
+    uint32_t arrived_cached_blocks = 0;
     void forget_chain() {
       cached_prefix.clear();
       matched_at_evictions = 0;
@@ -306,6 +318,9 @@ class Engine {
   void match_cached_prefixes();
   // Gives an admitted request the blocks matched for it, which it then need not compute.
   void take_cached_prefix(Request& r);
+  // Finds into arriving_prefix_ the cached blocks that hold the first whole blocks of an incoming
+  // request's KV (without sharing, only idle ones); returns how many of them a request holds.
+  uint32_t match_arriving_prefix(const IncomingTransfer& in);
   // Records the request's blocks that its computed tokens filled since the last call.
   void record_full_blocks(Request& r);
   // Reads the figures of the prompt positions the slice reports (its rows start at `first_row` of
@@ -333,6 +348,7 @@ class Engine {
   // block is reused only while no request holds it.
   bool share_cached_blocks_ = false;
   std::vector<uint64_t> claimed_in_round_;  // per block: the match round that last claimed it
+  std::vector<PrefixCache::Link> arriving_prefix_;  // match_arriving_prefix's; scratch
   uint64_t match_round_ = 0;
   // Waiting requests pushed to the front of the queue since the last match: how far past the scan
   // an entry matched then may have moved.

@@ -29,6 +29,8 @@ struct EngineUsage {
   uint64_t decode_tokens = 0;
   uint64_t requests = 0;  // requests whose output tokens this engine produced
   uint64_t preemptions = 0;
+  // Tokens of KV moved to it that its prefix cache held already (not copied).
+  uint64_t moved_kv_cached_tokens = 0;
 };
 
 // One entry per engine of `deployment`, in its order. Throws Error when `run` does not hold one

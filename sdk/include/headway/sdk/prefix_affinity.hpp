@@ -3,8 +3,10 @@
 // disaggregated routers use it). Header-only; plugin side.
 //
 // A belief, not the engine's state: a router sees no eviction, and an engine with prefix caching
-// off holds nothing. A wrong belief costs only a request placed where its beginning is computed
-// again, the cost of any router that does not track prefixes.
+// off holds nothing. A wrong belief costs a request placed where its beginning is computed again,
+// the cost of any router that does not track prefixes. (The disaggregated router's
+// local_prefill_where_cached also acts on it to prefill a prompt on a decode engine, which a wrong
+// belief makes compute the whole prompt there: hence that option is off by default.)
 //
 // Ownership: each object owns its entries. Threading: one router instance's; not synchronised.
 #pragma once

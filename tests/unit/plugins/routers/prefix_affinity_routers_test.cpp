@@ -187,36 +187,36 @@ TEST(DisaggregatedRouterPrefixes, APrefillEngineSeenDownIsForgotten) {
   engines[0] = router_test::dead(engines[0]);
   const hw_route_decision local = place(router, engines, prompt_hashes(document(5, 1), 1, 1));
   ASSERT_EQ(local.prefill_engine, local.decode_engine);
-  // Back up with its cache gone: 100 queued tokens now outweigh nothing held. (A prompt longer
-  // than the 768 tokens its decode engine holds by more than 100, so that it moves.)
+  // Back up with its cache gone: 100 queued tokens now outweigh nothing held.
   engines[0] = with_load(two_prefill_two_decode()[0], 100, 100);
-  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 30, 1)).prefill_engine, 1u);
+  EXPECT_EQ(place(router, engines, prompt_hashes(doc, 12, 1)).prefill_engine, 1u);
 }
 
 // A prompt prefilled on its decode engine (local_prefill_max_tokens) is on no prefill engine: a
-// longer prompt with the same beginning, too long to stay local, then goes to the fewest queued.
+// longer prompt with the same beginning then goes to the fewest queued.
 TEST(DisaggregatedRouterPrefixes, ALocalPrefillIsOnNoPrefillEngine) {
   std::vector<hw_engine_load> engines = two_prefill_two_decode();
   RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 1000", engines);
   const std::vector<int32_t> doc = document(1000, 10);  // 640 tokens: prefilled locally
   hw_route_decision d = place(router, engines, prompt_hashes(doc, 10, 1));
   ASSERT_EQ(d.prefill_engine, d.decode_engine);
-  // 2,560 tokens, 1,920 of them not on its decode engine: they move; engine 0 holds nothing of
-  // them, so the 1 queued token decides.
+  // 1,280 tokens move; engine 0 holds nothing of them, so the 1 queued token decides.
   engines[0] = with_load(engines[0], 1, 1);
-  d = place(router, engines, prompt_hashes(doc, 40, 1));
+  d = place(router, engines, prompt_hashes(doc, 20, 1));
   EXPECT_EQ(d.prefill_engine, 1u);
-  EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
 }
 
-// Under conditional disaggregation the decode engine a conversation's turn went to holds that turn
-// (its KV moved there, and the answer it decoded): the next turn, longer than
+constexpr const char* kWhereCached =
+    "local_prefill_max_tokens = 256\nlocal_prefill_where_cached = true";
+
+// With local_prefill_where_cached, the decode engine a conversation's turn went to is believed to
+// hold that turn's prompt (its KV moved there): the next turn, longer than
 // local_prefill_max_tokens but with at most that many tokens not held there, is prefilled there,
 // even where that engine has more outstanding work than the other, as long as it is less than the
 // held tokens are worth (2 outstanding tokens each).
 TEST(DisaggregatedRouterPrefixes, AConversationsNextTurnIsPrefilledWhereItsEarlierTurnsAre) {
   std::vector<hw_engine_load> engines = two_prefill_two_decode();
-  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256", engines);
+  RouterHarness router(kDisaggregated, kWhereCached, engines);
   const std::vector<int32_t> turn1 = document(1000, 20);  // 1,280 tokens: moved
   hw_route_decision d = place(router, engines, prompt_hashes(turn1, 20, 1));
   ASSERT_NE(d.prefill_engine, d.decode_engine);
@@ -247,7 +247,7 @@ TEST(DisaggregatedRouterPrefixes, AConversationsNextTurnIsPrefilledWhereItsEarli
 // engine takes it.
 TEST(DisaggregatedRouterPrefixes, APromptThatMovesAnywayGoesToTheLeastLoadedDecodeEngine) {
   std::vector<hw_engine_load> engines = two_prefill_two_decode();
-  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256", engines);
+  RouterHarness router(kDisaggregated, kWhereCached, engines);
   const std::vector<int32_t> turn1 = document(1000, 20);  // 1,280 tokens: moved
   const uint32_t held_on = place(router, engines, prompt_hashes(turn1, 20, 1)).decode_engine;
   // 2,000 tokens busier, less than the 2 x 1,280 the beginning would be worth; 1,920 tokens,
@@ -258,20 +258,25 @@ TEST(DisaggregatedRouterPrefixes, APromptThatMovesAnywayGoesToTheLeastLoadedDeco
   EXPECT_NE(d.prefill_engine, d.decode_engine);
 }
 
-// cached_token_weight = 0 tracks nothing: a prompt longer than local_prefill_max_tokens moves
-// whatever its decode engine holds, and the least loaded decode engine takes it (before
-// 2026-12-08, every weight placed so).
-TEST(DisaggregatedRouterPrefixes, WeightZeroKeepsLocalPrefillsToShortPrompts) {
+// Without local_prefill_where_cached (the default) decode engines' beginnings count for nothing: a
+// prompt longer than local_prefill_max_tokens moves whatever its decode engine holds, and the least
+// loaded decode engine takes it, as before the option.
+TEST(DisaggregatedRouterPrefixes, ByDefaultTheThresholdCountsTheWholePrompt) {
   std::vector<hw_engine_load> engines = two_prefill_two_decode();
-  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256\ncached_token_weight = 0.0",
-                       engines);
+  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256", engines);
   const std::vector<int32_t> turn1 = document(1000, 20);
-  hw_route_decision d = place(router, engines, prompt_hashes(turn1, 20, 1));
-  const uint32_t first_decode = d.decode_engine;
-  engines[first_decode] = with_load(engines[first_decode], 1, 0);
-  d = place(router, engines, prompt_hashes(turn1, 24, 7));
-  EXPECT_NE(d.decode_engine, first_decode);
+  const uint32_t first_decode = place(router, engines, prompt_hashes(turn1, 20, 1)).decode_engine;
+  const uint32_t other = first_decode == 2 ? 3 : 2;
+  // The engine that took turn 1 is the less loaded: it takes turn 2 too, which still moves.
+  engines[other] = with_load(engines[other], 1, 0);
+  hw_route_decision d = place(router, engines, prompt_hashes(turn1, 24, 7));
+  EXPECT_EQ(d.decode_engine, first_decode);
   EXPECT_NE(d.prefill_engine, d.decode_engine);
+  // The more loaded by one token: the other takes it.
+  engines[other] = with_load(engines[other], 0, 0);
+  engines[first_decode] = with_load(engines[first_decode], 1, 0);
+  d = place(router, engines, prompt_hashes(turn1, 24, 9));
+  EXPECT_EQ(d.decode_engine, other);
   EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
 }
 
@@ -279,7 +284,7 @@ TEST(DisaggregatedRouterPrefixes, WeightZeroKeepsLocalPrefillsToShortPrompts) {
 // is then not believed to hold the prompt, and the next turn moves.
 TEST(DisaggregatedRouterPrefixes, ALocalPrefillRefusedForAFullQueueIsNotRecorded) {
   std::vector<hw_engine_load> engines = two_prefill_two_decode();
-  RouterHarness router(kDisaggregated, "local_prefill_max_tokens = 256", engines);
+  RouterHarness router(kDisaggregated, kWhereCached, engines);
   router.set_max_waiting({0, 0, 1, 1});
   engines[2] = with_waiting(engines[2], 1);
   engines[3] = with_waiting(with_load(engines[3], 10, 0), 1);
@@ -295,6 +300,41 @@ TEST(DisaggregatedRouterPrefixes, ALocalPrefillRefusedForAFullQueueIsNotRecorded
   EXPECT_EQ(d.decode_engine, 2u);
   EXPECT_NE(d.prefill_engine, d.decode_engine);
   EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
+}
+
+// Every decode queue full: a long prompt that one of them holds still moves (the host takes moved
+// KV on a full decode engine, and would refuse it prefilled there), as a long prompt did before
+// local_prefill_where_cached.
+TEST(DisaggregatedRouterPrefixes, WithEveryDecodeQueueFullAHeldPromptStillMoves) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, kWhereCached, engines);
+  const std::vector<int32_t> turn1 = document(1000, 20);
+  const uint32_t held_on = place(router, engines, prompt_hashes(turn1, 20, 1)).decode_engine;
+  router.set_max_waiting({0, 0, 1, 1});
+  engines[2] = with_waiting(engines[2], 1);
+  engines[3] = with_waiting(engines[3], 1);
+  const hw_route_decision d = place(router, engines, prompt_hashes(turn1, 24, 7));
+  EXPECT_EQ(d.decode_engine, held_on);  // the credit still picks it among the full ones
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
+}
+
+// With no live prefill engine every prompt is prefilled on its decode engine: the one that holds
+// its beginning takes it, however much is left to compute, while it is busier by less than the
+// beginning is worth.
+TEST(DisaggregatedRouterPrefixes, WithNoPrefillEngineUpAPromptGoesWhereItsBeginningIs) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, kWhereCached, engines);
+  const std::vector<int32_t> doc = document(1000, 20);
+  const uint32_t held_on = place(router, engines, prompt_hashes(doc, 20, 1)).decode_engine;
+  engines[0] = router_test::dead(engines[0]);
+  engines[1] = router_test::dead(engines[1]);
+  engines[held_on] = with_load(engines[held_on], 2000, 0);
+  // 3,200 tokens, 1,920 of them not held: more than 256, yet nowhere else to prefill it.
+  const hw_route_decision d = place(router, engines, prompt_hashes(doc, 50, 3));
+  EXPECT_EQ(d.decode_engine, held_on);
+  EXPECT_EQ(d.prefill_engine, held_on);
+  EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
 }
 
 }  // namespace

@@ -362,6 +362,53 @@ TEST_F(DisaggregatedServiceTest, APromptThatBeginsAsAnEarlierOneIsPrefilledWhere
   }
 }
 
+// The decode engine keeps the KV moved to it in its prefix cache: a second prompt that begins as
+// the first takes those 12 whole blocks from it, and the transfer copies only the rest. Its
+// greedy tokens and their log-probabilities equal one mixed engine's (the blocks taken hold the KV
+// it needs, and the rest arrived: a block left uncopied changes them), and the decode engine's
+// headway_kv_transfer_cached_tokens_total counts the 192 tokens, with moved_kv_blocks "all" and
+// "as_needed".
+TEST_F(DisaggregatedServiceTest, AMovedPromptTakesTheBlocksTheDecodeEngineHoldsFromItsCache) {
+  const std::string document(200, 'd');  // BOS + 200 bytes: 12 whole blocks of 16 in common
+  const std::vector<std::string> prompts = {document + " first?", document + " other?"};
+  const auto request = [](const std::string& prompt) {
+    GenerateInput input = text_request(prompt, 6);
+    input.sampling.logprobs = 1;
+    return input;
+  };
+  std::vector<test::Collected> expected;
+  {
+    LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
+    for (const std::string& prompt : prompts)
+      expected.push_back(collect(*mixed.submit(request(prompt))));
+  }
+  for (const char* moved : {"all", "as_needed"}) {
+    SCOPED_TRACE(moved);
+    const std::string engines = "[[engines]]\nrole = \"prefill\"\n" + kScheduler +
+                                "[[engines]]\nrole = \"decode\"\nmoved_kv_blocks = \"" + moved +
+                                "\"\n" + kScheduler;
+    LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const test::Collected got = collect(*service.submit(request(prompts[i])));
+      ASSERT_EQ(got.finish, Finish::kLength) << got.error;
+      EXPECT_EQ(got.ids, expected[i].ids) << "prompt " << i;
+      ASSERT_EQ(got.logprobs.size(), expected[i].logprobs.size());
+      for (size_t t = 0; t < got.logprobs.size(); ++t) {
+        EXPECT_NEAR(got.logprobs[t].chosen.logprob, expected[i].logprobs[t].chosen.logprob, 1e-4)
+            << "prompt " << i << ", token " << t;
+      }
+      EXPECT_GT(got.timings.kv_transfer_seconds, 0.0) << "prompt " << i;
+    }
+    const std::string metrics = service.metrics_text();
+    EXPECT_EQ(sum_of(metrics, "headway_kv_transfer_cached_tokens_total", "engine=\"1\""), 192.0)
+        << metrics;
+    EXPECT_EQ(sum_of(metrics, "headway_kv_transfers_total", "engine=\"1\""), 2.0);
+    for (const EngineSummary& e : engines_once_free(service)) {
+      EXPECT_EQ(e.kv_blocks_free, e.kv_blocks_total) << "engine " << e.index;
+    }
+  }
+}
+
 TEST_F(DisaggregatedServiceTest, ShutdownWithRequestsInEveryStateEndsEachStream) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   {

@@ -84,6 +84,47 @@ TEST_P(StagedHandoffTest, GreedyTokensEqualThoseOfOneMixedEngine) {
       << metrics;
 }
 
+// The decode process keeps the KV it read from a stage in its prefix cache: a second prompt that
+// begins as the first takes those 12 whole blocks from it and reads only the rest of its stage.
+// Its tokens and their log-probabilities equal one mixed engine's (a block left unread changes
+// them), and headway_kv_transfer_cached_tokens_total counts the 192 tokens.
+TEST_P(StagedHandoffTest, AStagedPromptTakesTheBlocksTheDecodeProcessHoldsFromItsCache) {
+  const bool transport = GetParam();
+  const std::string document(200, 'd');  // BOS + 200 bytes: 12 whole blocks of 16 in common
+  const std::vector<std::string> prompts = {document + " first?", document + " other?"};
+  const auto with_logprobs = [](GenerateInput input) {
+    input.sampling.logprobs = 1;
+    return input;
+  };
+  std::vector<test::Collected> expected;
+  {
+    LocalGenerationService mixed(tiny_deployment(checkpoint(), kEngine));
+    for (const std::string& prompt : prompts) {
+      expected.push_back(collect(*mixed.submit(with_logprobs(text_request(prompt, 6)))));
+    }
+  }
+  LocalGenerationService prefill(engine_process(transport));
+  LocalGenerationService decode(engine_process(transport));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE(i);
+    const test::Collected first = prefill_only(prefill, prompts[i], 6);
+    ASSERT_EQ(first.finish, Finish::kHandoff) << first.error;
+    const test::Collected rest =
+        collect(*decode.submit(with_logprobs(continuation(prompts[i], 6, first))));
+    ASSERT_EQ(rest.finish, Finish::kLength) << rest.error;
+    EXPECT_GT(rest.timings.kv_transfer_seconds, 0.0);  // moved, not prefilled again
+    // The decode process's tokens are the mixed engine's after the first.
+    ASSERT_EQ(rest.logprobs.size() + 1, expected[i].logprobs.size());
+    for (size_t t = 0; t < rest.logprobs.size(); ++t) {
+      EXPECT_EQ(rest.ids[t], expected[i].ids[t + 1]) << "token " << t + 1;
+      EXPECT_NEAR(rest.logprobs[t].chosen.logprob, expected[i].logprobs[t + 1].chosen.logprob, 1e-4)
+          << "token " << t + 1;
+    }
+  }
+  EXPECT_EQ(stages_left(), 0u);
+  EXPECT_EQ(test::sum_of(decode.metrics_text(), "headway_kv_transfer_cached_tokens_total"), 192.0);
+}
+
 // A stage that is gone before the decode process reads it: the request is prefilled there, with
 // the same tokens. Its prompt's log-probabilities were the prefill process's to report: the
 // decode process reports none, whether it moves the KV or computes the prompt again.

@@ -37,6 +37,7 @@ struct EngineSeries {
   Histogram& kv_transfer_seconds;
   Histogram& kv_wait_seconds;  // of the KV moved into this engine, its wait for room here
   Counter& kv_network_bytes;   // of the KV moved into this engine, bytes fetched from another host
+  Counter& kv_cached_tokens;   // of the KV moved into this engine, tokens its prefix cache held
   Counter& prefix_cache_queries;  // tokens of admitted requests looked up in the prefix cache
   Counter& prefix_cache_hits;     // of those, tokens found cached
 };
@@ -129,6 +130,7 @@ class ServingMetrics {
   HistogramFamily& kv_transfer_seconds_;
   HistogramFamily& kv_wait_seconds_;
   CounterFamily& kv_network_bytes_;
+  CounterFamily& kv_cached_tokens_;
   CounterFamily& prefix_cache_queries_;
   CounterFamily& prefix_cache_hits_;
   CounterFamily& plugin_counters_;

@@ -301,6 +301,7 @@ void Cluster::arrive_without_copy(const PendingTransfer& p, size_t d, RequestRec
   if (record != nullptr) record->kv_wait_seconds = at - p.ready;
   in_flight_.push_back(
       InFlightTransfer{p.id, p.source, static_cast<uint32_t>(d), 0, at, at, true, record});
+  ++transfers_started_;  // a transfer of no blocks: the request's KV moved all the same
 }
 
 std::optional<double> Cluster::next_transfer_completion() const {
@@ -333,7 +334,10 @@ size_t Cluster::complete_transfers(double t) {
     if (!destination.has_work()) destination.clock().advance_to(f.done);
     destination.complete_transfer(f.id);
     engines_[f.source]->release_transferred(f.id);
-    if (f.record != nullptr) f.record->kv_transfer_seconds = f.done - f.start;
+    if (f.record != nullptr) {
+      f.record->kv_transfer_seconds = f.done - f.start;
+      f.record->kv_moved = true;
+    }
     no_longer_headed(f.id);
     in_flight_[i] = in_flight_.back();
     in_flight_.pop_back();

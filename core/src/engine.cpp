@@ -225,6 +225,7 @@ uint32_t Engine::occupy_slot(IncomingTransfer in, int32_t state) {
   r.blocks.clear();
   r.blocks.reserve(blocks_for(r.prompt_tokens + r.max_output_tokens, config_.block_size));
   r.forget_chain();
+  r.arrived_cached_blocks = 0;
   if (prefix_cache_ != nullptr && !r.tokens.empty()) r.cached_prefix.reserve(r.blocks.capacity());
   r.record = in.record;
   r.in_use = true;
@@ -994,8 +995,8 @@ bool Engine::reserve_incoming(IncomingTransfer in, bool reuse_cached) {
   const uint32_t kept_free = all ? 0 : requests_holding_kv();
   // Blocks of the KV that arrives which this engine holds cached already are taken from its cache
   // instead (match_arriving_prefix); of those, the ones another request holds cost no free block.
-  // Matched only where that can decide (room for all of it, or sharing to gain): a request that
-  // waits for room is looked up once a step.
+  // Matched only where that can decide (room for all of it, or sharing to gain): a transfer that
+  // waits for room looks its blocks up again on each try.
   arriving_prefix_.clear();
   uint32_t shared = 0;
   if (reuse_cached && (need + kept_free <= kv_.free() || share_cached_blocks_)) {
@@ -1013,7 +1014,6 @@ bool Engine::reserve_incoming(IncomingTransfer in, bool reuse_cached) {
   if (cached > 0) {
     r.recorded_blocks = cached;  // recorded already: the cache holds them
     r.chain = arriving_prefix_.back();
-    counters_.moved_kv_cached_tokens += uint64_t{cached} * config_.block_size;
   }
   r.arrived_cached_blocks = cached;
   kv_.allocate(need - cached, r.blocks);
@@ -1068,6 +1068,8 @@ void Engine::complete_transfer(uint64_t id) {
                 HW_INTERNAL);
   }
   r.state = HW_REQUEST_WAITING;
+  // Counted as it arrives: a reservation whose copy fails is released and prefilled instead.
+  counters_.moved_kv_cached_tokens += uint64_t{r.arrived_cached_blocks} * config_.block_size;
   // At the head of the queue: it is ready to decode and already holds every block it needs.
   push_waiting_front(r);
 }

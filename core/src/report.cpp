@@ -76,7 +76,8 @@ struct Samples {
     e2e.push_back(r.finish - r.arrival);
     // A client (bench) cannot see when the server scheduled a request: no queue time then.
     if (std::isfinite(r.scheduled)) queue.push_back(r.scheduled - r.arrival);
-    if (r.kv_transfer_seconds > 0) {
+    // (A client's record knows only the transfer's duration.)
+    if (r.kv_moved || r.kv_transfer_seconds > 0) {
       kv_transfer.push_back(r.kv_transfer_seconds);
       kv_wait.push_back(r.kv_wait_seconds);
     }

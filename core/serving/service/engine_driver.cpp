@@ -41,6 +41,7 @@ std::string source_of(const Handoff& handoff) {
 // stage fetched from another host (kv_stage_socket.h) the fetch and its bytes.
 void record_transfer(InFlightRequest& state, const KvStage* stage, double copy_seconds) {
   state.record.kv_transfer_seconds = copy_seconds;
+  state.record.kv_moved = true;
   if (stage == nullptr) return;
   state.record.kv_transfer_seconds += stage->fetch_seconds;
   if (stage->fetched != nullptr) state.kv_network_bytes = stage->fetched->size();
@@ -355,6 +356,7 @@ core::KvTransportInstance::Progress EngineDriver::progress_of(const Arriving& ar
 }
 
 void EngineDriver::wait_for_arrival(Arriving& arriving) {
+  if (arriving.nothing_to_copy) return;  // no transfer was started
   if (!arriving.pull) {
     wait_for_transfer(arriving.transfer);
     return;
@@ -627,7 +629,6 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     }
     if (!reserved) return false;  // no room yet: it waits, and so do those behind it
     record_wait(handoff, engine_.clock().now());
-    count_cached_arrival(id);
     const auto begin = std::chrono::steady_clock::now();
     problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id),
                             engine_.incoming_cached_blocks(id));
@@ -637,6 +638,7 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
       discard_kv_stage(stage.shm_name);
       requests_.emplace(id, std::move(handoff.state));
+      count_cached_arrival(id);
       engine_.complete_transfer(id);
       return true;
     }
@@ -647,6 +649,7 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
 }
 
 void EngineDriver::count_cached_arrival(uint64_t id) {
+  // At the arrival, not the reservation: a request whose copy fails is prefilled here instead.
   const uint32_t cached = engine_.incoming_cached_blocks(id);
   if (cached > 0) {
     metrics_.kv_cached_tokens.add(static_cast<double>(cached) * engine_.config().block_size);
@@ -783,7 +786,6 @@ void EngineDriver::start_arrivals() {
     }
     if (!reserved) break;  // no room yet: it waits, and so do those behind it
     record_wait(next, engine_.clock().now());
-    count_cached_arrival(id);
     Arriving arriving;
     arriving.id = id;
     arriving.handoff = std::move(next);
@@ -896,6 +898,7 @@ void EngineDriver::finish_arrivals() {
     }
     record_transfer(state, done.handoff.staged ? &*done.handoff.staged : nullptr, progress.seconds);
     requests_.emplace(id, std::move(done.handoff.state));
+    count_cached_arrival(id);
     engine_.complete_transfer(id);
     if (done.aborted) engine_.abort(id);  // on_finished() ends the stream
   }
@@ -1037,7 +1040,7 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   timings.kv_transfer_seconds = r.kv_transfer_seconds;
   // A request whose copy could not start, or failed, was prefilled here instead: its KV never
   // moved.
-  timings.kv_wait_seconds = r.kv_transfer_seconds > 0.0 ? r.kv_wait_seconds : 0.0;
+  timings.kv_wait_seconds = r.kv_moved ? r.kv_wait_seconds : 0.0;
   timings.kv_network_bytes = request.kv_network_bytes;
   const Finish counted = request.abort_cause == AbortCause::kStopString ? Finish::kStop : reason;
   if (reason == Finish::kAbort && error.empty()) {
@@ -1050,7 +1053,7 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
     request.series.e2e_latency->observe(timings.e2e_seconds);
   }
   request.series.queue_time->observe(timings.queue_seconds);
-  if (r.kv_transfer_seconds > 0.0) {
+  if (r.kv_moved) {
     metrics_.kv_transfers.add();
     metrics_.kv_transfer_seconds.observe(r.kv_transfer_seconds);
     metrics_.kv_wait_seconds.observe(r.kv_wait_seconds);

@@ -150,8 +150,8 @@ class EngineDriver final : private core::EngineListener {
   bool arrive_from_stage(Handoff& handoff);
   // Why this engine cannot decode on `stage` (another model's KV, another block layout, the
   // object gone, ...); empty when it can.
-  // Counts in the engine's series the blocks of a request reserved here that its prefix cache
-  // held (incoming_cached_blocks), which no transfer writes.
+  // Counts in the engine's series the blocks of a request whose KV arrived here that its prefix
+  // cache held (incoming_cached_blocks), which no transfer wrote.
   void count_cached_arrival(uint64_t id);
   std::string stage_problem(const KvStage& stage) const;
   // A staged KV that cannot be used (`problem`): the stage goes, the request is prefilled here.

@@ -121,7 +121,9 @@ class DisaggregatedRouter final : public headway::sdk::Router {
                    (pass % 2 == 1 || kv_fits(e)) && (pass >= 2 || has_room(e));
           },
           [&](const hw_engine_load& e) {
-            return headway::sdk::outstanding_tokens(e) - local_credit(request, e, any_prefill);
+            // In the later passes no engine has room in its queue: none takes a local prefill.
+            return headway::sdk::outstanding_tokens(e) -
+                   (pass < 2 ? local_credit(request, e, any_prefill) : 0.0);
           });
     }
     if (decode == engines.size()) {

@@ -379,6 +379,36 @@ output = { dist = "fixed", value = 8 }
   }
 }
 
+// Three questions about one 1,024-token document, moved while the ones before still decode: each
+// later one shares the document's 64 blocks that the first holds (the scheduler counts shared
+// blocks, ABI 1.3), so with moved_kv_blocks "all" the decode engine holds 75 blocks for the
+// first (its 1,124 + 64 tokens) and 11 for each other one: 97 at its peak, where copies of the
+// document would need 225.
+TEST(Disaggregation, MovedRequestsShareTheBlocksOfADocumentTheDecodeEngineHolds) {
+  const Workload questions = parse_workload(R"(
+[arrival]
+process = "fixed"
+times = [0, 0.05, 0.1]
+[[classes]]
+name = "question"
+share = 1
+shared_prefix = { tokens = 1024, count = 1 }
+prompt = { dist = "fixed", value = 100 }
+output = { dist = "fixed", value = 64 }
+)",
+                                            "questions.toml");
+  const SimulationResult result = simulate(pd_deployment(PdSpec{}), questions);
+  for (const RequestRecord& r : result.records) ASSERT_TRUE(r.finished) << r.id;
+  // They overlap on the decode engine: each arrives before the one before it finished.
+  EXPECT_LT(result.records[2].first_token, result.records[0].finish);
+  EXPECT_EQ(result.engines[1].moved_kv_cached_tokens, 2u * 1024u);
+  uint32_t peak = 0;
+  for (const StepRecord& step : result.step_records) {
+    if (step.engine == 1) peak = std::max(peak, step.kv_blocks_used);
+  }
+  EXPECT_EQ(peak, 75u + 11u + 11u);
+}
+
 // Conditional disaggregation where cached (local_prefill_where_cached), with conversations that
 // wait for answers: the first request (a
 // 512-token system prompt and a 100-token message, over the 200-token threshold) moves, and the

@@ -23,6 +23,9 @@ struct RequestRecord {
   double first_token = kNever;
   double finish = kNever;
   double kv_transfer_seconds = 0.0;
+  // Its KV moved here from the engine that prefilled it (kv_transfer_seconds may be 0: the decode
+  // engine's prefix cache held every block of it, and nothing was copied).
+  bool kv_moved = false;
   // A request whose KV moved: from the end of its prefill to the start of its transfer, the time
   // it waited for room on its decode engine and for the end of that engine's step in which it
   // found it (0 where it moved at once, or did not move).

@@ -10,6 +10,7 @@
 #include <headway/abi.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "router_harness.h"
@@ -304,7 +305,8 @@ TEST(DisaggregatedRouterPrefixes, ALocalPrefillRefusedForAFullQueueIsNotRecorded
 
 // Every decode queue full: a long prompt that one of them holds still moves (the host takes moved
 // KV on a full decode engine, and would refuse it prefilled there), as a long prompt did before
-// local_prefill_where_cached.
+// local_prefill_where_cached, and to the least loaded: the held beginning is worth nothing where
+// no engine takes a local prefill.
 TEST(DisaggregatedRouterPrefixes, WithEveryDecodeQueueFullAHeldPromptStillMoves) {
   std::vector<hw_engine_load> engines = two_prefill_two_decode();
   RouterHarness router(kDisaggregated, kWhereCached, engines);
@@ -313,8 +315,24 @@ TEST(DisaggregatedRouterPrefixes, WithEveryDecodeQueueFullAHeldPromptStillMoves)
   router.set_max_waiting({0, 0, 1, 1});
   engines[2] = with_waiting(engines[2], 1);
   engines[3] = with_waiting(engines[3], 1);
+  engines[held_on] = with_load(engines[held_on], 1, 0);
   const hw_route_decision d = place(router, engines, prompt_hashes(turn1, 24, 7));
-  EXPECT_EQ(d.decode_engine, held_on);  // the credit still picks it among the full ones
+  EXPECT_EQ(d.decode_engine, held_on == 2 ? 3u : 2u);
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
+}
+
+// cached_token_weight = 0 believes nothing, with local_prefill_where_cached too: the threshold
+// counts the whole prompt, and the least loaded decode engine takes a prompt that moves.
+TEST(DisaggregatedRouterPrefixes, WeightZeroWhereCachedCountsTheWholePrompt) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, std::string(kWhereCached) + "\ncached_token_weight = 0.0",
+                       engines);
+  const std::vector<int32_t> turn1 = document(1000, 20);
+  const uint32_t first_decode = place(router, engines, prompt_hashes(turn1, 20, 1)).decode_engine;
+  engines[first_decode] = with_load(engines[first_decode], 1, 0);
+  const hw_route_decision d = place(router, engines, prompt_hashes(turn1, 24, 7));
+  EXPECT_NE(d.decode_engine, first_decode);
   EXPECT_NE(d.prefill_engine, d.decode_engine);
   EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
 }

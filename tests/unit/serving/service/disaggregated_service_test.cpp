@@ -363,10 +363,11 @@ TEST_F(DisaggregatedServiceTest, APromptThatBeginsAsAnEarlierOneIsPrefilledWhere
 }
 
 // The decode engine keeps the KV moved to it in its prefix cache: a second prompt that begins as
-// the first takes those 12 whole blocks from it, and the transfer copies only the rest. Its
-// greedy tokens and their log-probabilities equal one mixed engine's (the blocks taken hold the KV
-// it needs, and the rest arrived: a block left uncopied changes them), and the decode engine's
-// headway_kv_transfer_cached_tokens_total counts the 192 tokens, with moved_kv_blocks "all" and
+// the first takes those 12 whole blocks from it, and the transfer copies only the rest; the first
+// prompt sent again (208 tokens, 13 whole blocks) copies nothing. Greedy tokens and their
+// log-probabilities equal one mixed engine's (the blocks taken hold the KV it needs, and the rest
+// arrived: a block left uncopied changes them), and the decode engine's
+// headway_kv_transfer_cached_tokens_total counts 192 + 208 tokens, with moved_kv_blocks "all" and
 // "as_needed".
 TEST_F(DisaggregatedServiceTest, AMovedPromptTakesTheBlocksTheDecodeEngineHoldsFromItsCache) {
   const std::string document(200, 'd');  // BOS + 200 bytes: 12 whole blocks of 16 in common
@@ -388,7 +389,10 @@ TEST_F(DisaggregatedServiceTest, AMovedPromptTakesTheBlocksTheDecodeEngineHoldsF
                                 "[[engines]]\nrole = \"decode\"\nmoved_kv_blocks = \"" + moved +
                                 "\"\n" + kScheduler;
     LocalGenerationService service(tiny_deployment(checkpoint(), engines, kRouterAndTransport));
-    for (size_t i = 0; i < prompts.size(); ++i) {
+    // The first prompt again last: its 13 whole blocks are all cached, and nothing is copied.
+    size_t sent = 0;
+    for (const size_t i : {0, 1, 0}) {
+      const bool again = sent++ == 2;
       const test::Collected got = collect(*service.submit(request(prompts[i])));
       ASSERT_EQ(got.finish, Finish::kLength) << got.error;
       EXPECT_EQ(got.ids, expected[i].ids) << "prompt " << i;
@@ -397,12 +401,18 @@ TEST_F(DisaggregatedServiceTest, AMovedPromptTakesTheBlocksTheDecodeEngineHoldsF
         EXPECT_NEAR(got.logprobs[t].chosen.logprob, expected[i].logprobs[t].chosen.logprob, 1e-4)
             << "prompt " << i << ", token " << t;
       }
-      EXPECT_GT(got.timings.kv_transfer_seconds, 0.0) << "prompt " << i;
+      if (again) {
+        EXPECT_EQ(got.timings.kv_transfer_seconds, 0.0);
+      } else {
+        EXPECT_GT(got.timings.kv_transfer_seconds, 0.0) << "prompt " << i;
+      }
     }
     const std::string metrics = service.metrics_text();
-    EXPECT_EQ(sum_of(metrics, "headway_kv_transfer_cached_tokens_total", "engine=\"1\""), 192.0)
+    EXPECT_EQ(sum_of(metrics, "headway_kv_transfer_cached_tokens_total", "engine=\"1\""),
+              192.0 + 208.0)
         << metrics;
-    EXPECT_EQ(sum_of(metrics, "headway_kv_transfers_total", "engine=\"1\""), 2.0);
+    // The one that copied nothing moved all the same.
+    EXPECT_EQ(sum_of(metrics, "headway_kv_transfers_total", "engine=\"1\""), 3.0);
     for (const EngineSummary& e : engines_once_free(service)) {
       EXPECT_EQ(e.kv_blocks_free, e.kv_blocks_total) << "engine " << e.index;
     }
@@ -455,6 +465,39 @@ TEST_F(DisaggregatedServiceTest, AFailedKvTransferIsPrefilledOnTheDecodeEngineIn
   }
   // Each prompt counts once, where it was admitted, though the decode engine prefilled it again.
   EXPECT_EQ(sum_of(service.metrics_text(), "headway_prompt_tokens_total"), prompt_tokens);
+}
+
+// A transfer that fails after its request took cached blocks on the decode engine (the first
+// prompt, prefilled there when its own transfer failed, left them) releases them with the rest of
+// its reservation, and the request is prefilled there instead: the same tokens, no block left
+// held, and nothing counted as cached moved KV.
+TEST_F(DisaggregatedServiceTest, AFailedTransferIntoCachedBlocksIsPrefilledInsteadAndFreesThem) {
+  const std::string document(200, 'd');
+  const std::vector<std::string> prompts = {document + " first?", document + " other?"};
+  std::vector<std::vector<int32_t>> expected;
+  {
+    LocalGenerationService mixed(tiny_deployment(checkpoint(), kMixed));
+    for (const std::string& prompt : prompts) {
+      expected.push_back(collect(*mixed.submit(text_request(prompt, 6))).ids);
+    }
+  }
+  const std::string failing = std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_failing_transport.so";
+  LocalGenerationService service(tiny_deployment(
+      checkpoint(), kDisaggregated,
+      "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"" + failing + "\"\n"));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const test::Collected got = collect(*service.submit(text_request(prompts[i], 6)));
+    EXPECT_EQ(got.finish, Finish::kLength) << got.error;
+    EXPECT_EQ(got.ids, expected[i]) << "prompt " << i;
+    EXPECT_EQ(got.timings.kv_transfer_seconds, 0.0) << "prompt " << i;
+  }
+  // The second prompt found the first's 12 blocks cached on the decode engine when prefilled there.
+  const std::string metrics = service.metrics_text();
+  EXPECT_EQ(sum_of(metrics, "headway_prefix_cache_hits_total", "engine=\"1\""), 192.0) << metrics;
+  EXPECT_EQ(sum_of(metrics, "headway_kv_transfer_cached_tokens_total"), 0.0);
+  for (const EngineSummary& engine : engines_once_free(service)) {
+    EXPECT_EQ(engine.kv_blocks_free, engine.kv_blocks_total) << "engine" << engine.index;
+  }
 }
 
 // prefill_only and kv_source name shared-memory objects: only an engine process behind a router

@@ -342,24 +342,25 @@ TEST(Disaggregation, AThresholdAboveEveryPromptMovesNothing) {
   }
 }
 
+// Questions arriving at `times` (a TOML array), each one 1,024-token document (the same for all)
+// and 100 tokens of its own, answered with `output` tokens.
+Workload questions_about_one_document(const std::string& times, uint32_t output) {
+  return parse_workload("[arrival]\nprocess = \"fixed\"\ntimes = " + times +
+                            "\n[[classes]]\nname = \"question\"\nshare = 1\n"
+                            "shared_prefix = { tokens = 1024, count = 1 }\n"
+                            "prompt = { dist = \"fixed\", value = 100 }\n"
+                            "output = { dist = \"fixed\", value = " +
+                            std::to_string(output) + " }\n",
+                        "questions.toml");
+}
+
 // Every prompt moves (threshold 0), three requests one after another, each a 1,024-token document
 // and 100 tokens of its own. The first's KV is copied whole; the decode engine keeps it in its
 // prefix cache, so the next two take the document's 64 blocks from that cache and the transfer
 // copies only their other 7 blocks (the 100 tokens and the last, partial block). The same with
 // moved_kv_blocks "as_needed", whose reservation is smaller.
 TEST(Disaggregation, AMovedPromptCopiesOnlyTheBlocksTheDecodeEnginesCacheLacks) {
-  const Workload documents = parse_workload(R"(
-[arrival]
-process = "fixed"
-times = [0, 5, 10]
-[[classes]]
-name = "question"
-share = 1
-shared_prefix = { tokens = 1024, count = 1 }
-prompt = { dist = "fixed", value = 100 }
-output = { dist = "fixed", value = 8 }
-)",
-                                            "documents.toml");
+  const Workload documents = questions_about_one_document("[0, 5, 10]", 8);
   for (const char* moved : {"all", "as_needed"}) {
     SCOPED_TRACE(moved);
     PdSpec spec;
@@ -385,18 +386,7 @@ output = { dist = "fixed", value = 8 }
 // first (its 1,124 + 64 tokens) and 11 for each other one: 97 at its peak, where copies of the
 // document would need 225.
 TEST(Disaggregation, MovedRequestsShareTheBlocksOfADocumentTheDecodeEngineHolds) {
-  const Workload questions = parse_workload(R"(
-[arrival]
-process = "fixed"
-times = [0, 0.05, 0.1]
-[[classes]]
-name = "question"
-share = 1
-shared_prefix = { tokens = 1024, count = 1 }
-prompt = { dist = "fixed", value = 100 }
-output = { dist = "fixed", value = 64 }
-)",
-                                            "questions.toml");
+  const Workload questions = questions_about_one_document("[0, 0.05, 0.1]", 64);
   const SimulationResult result = simulate(pd_deployment(PdSpec{}), questions);
   for (const RequestRecord& r : result.records) ASSERT_TRUE(r.finished) << r.id;
   // They overlap on the decode engine: each arrives before the one before it finished.

@@ -1408,6 +1408,17 @@ TEST(ServeProcesses, DisaggregationAcrossProcessesGivesTheTokensOfOneProcess) {
       EXPECT_EQ(got_prompt[p][id]["rank"], entry["rank"]) << p << " " << id;
     }
   }
+  // "The quick brown fox" went through the router three times: the decode process took the
+  // blocks of the later ones from its prefix cache (not copied from their stages), which the
+  // router's metrics show from the continuations' timings.
+  httplib::Client http("127.0.0.1", cluster.router_port());
+  const std::string metrics = metrics_of(http);
+  std::smatch cached;
+  ASSERT_TRUE(std::regex_search(
+      metrics, cached,
+      std::regex(R"(headway_kv_transfer_cached_tokens_total\{engine="1",pool=""\} ([0-9.e+]+))")))
+      << metrics;
+  EXPECT_GT(std::stod(cached[1].str()), 0.0) << metrics;
   cluster.stop_all();
 }
 

@@ -242,6 +242,8 @@ void to_generate_response(const std::string& request_id, const StreamChunk& chun
   timings.set_kv_transfer_seconds(chunk.timings.kv_transfer_seconds);
   timings.set_kv_network_bytes(chunk.timings.kv_network_bytes);
   timings.set_kv_wait_seconds(chunk.timings.kv_wait_seconds);
+  timings.set_kv_moved(chunk.timings.kv_moved);
+  timings.set_kv_cached_tokens(chunk.timings.kv_cached_tokens);
   out.set_error(chunk.error);
   if (chunk.kv_stage) to_proto(*chunk.kv_stage, *out.mutable_kv_stage());
 }

@@ -331,11 +331,16 @@ void ProxiedGenerate::finish(Finish reason, std::string error, const v1::Timings
     timings.kv_transfer_seconds = upstream->kv_transfer_seconds();
     timings.kv_network_bytes = upstream->kv_network_bytes();
     timings.kv_wait_seconds = upstream->kv_wait_seconds();
+    timings.kv_moved = upstream->kv_moved();
+    timings.kv_cached_tokens = upstream->kv_cached_tokens();
   }
   timings.ttft_seconds = first_token_seconds_ < 0.0 ? 0.0 : first_token_seconds_;
   timings.e2e_seconds = since_arrival();
-  if (timings.kv_transfer_seconds > 0.0) {  // continued from a staged KV on this engine process
+  // Continued from a staged KV on this engine process (an engine process from before kv_moved
+  // says so by the transfer's seconds only).
+  if (timings.kv_moved || timings.kv_transfer_seconds > 0.0) {
     engine_series_.kv_transfers.add();
+    engine_series_.kv_cached_tokens.add(static_cast<double>(timings.kv_cached_tokens));
     engine_series_.kv_transfer_seconds.observe(timings.kv_transfer_seconds);
     engine_series_.kv_wait_seconds.observe(timings.kv_wait_seconds);
     engine_series_.kv_network_bytes.add(static_cast<double>(timings.kv_network_bytes));

@@ -637,8 +637,8 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
           *handoff.state, &stage,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
       discard_kv_stage(stage.shm_name);
+      count_cached_arrival(*handoff.state, id);
       requests_.emplace(id, std::move(handoff.state));
-      count_cached_arrival(id);
       engine_.complete_transfer(id);
       return true;
     }
@@ -648,12 +648,11 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   return true;
 }
 
-void EngineDriver::count_cached_arrival(uint64_t id) {
+void EngineDriver::count_cached_arrival(InFlightRequest& state, uint64_t id) {
   // At the arrival, not the reservation: a request whose copy fails is prefilled here instead.
-  const uint32_t cached = engine_.incoming_cached_blocks(id);
-  if (cached > 0) {
-    metrics_.kv_cached_tokens.add(static_cast<double>(cached) * engine_.config().block_size);
-  }
+  const uint32_t cached = engine_.incoming_cached_blocks(id) * engine_.config().block_size;
+  state.kv_cached_tokens = cached;
+  if (cached > 0) metrics_.kv_cached_tokens.add(static_cast<double>(cached));
 }
 
 std::string EngineDriver::stage_problem(const KvStage& stage) const {
@@ -897,8 +896,8 @@ void EngineDriver::finish_arrivals() {
       continue;
     }
     record_transfer(state, done.handoff.staged ? &*done.handoff.staged : nullptr, progress.seconds);
+    count_cached_arrival(state, id);
     requests_.emplace(id, std::move(done.handoff.state));
-    count_cached_arrival(id);
     engine_.complete_transfer(id);
     if (done.aborted) engine_.abort(id);  // on_finished() ends the stream
   }
@@ -1042,6 +1041,8 @@ void EngineDriver::end_request(InFlightRequest& request, Finish reason, double t
   // moved.
   timings.kv_wait_seconds = r.kv_moved ? r.kv_wait_seconds : 0.0;
   timings.kv_network_bytes = request.kv_network_bytes;
+  timings.kv_moved = r.kv_moved;
+  timings.kv_cached_tokens = r.kv_moved ? request.kv_cached_tokens : 0;
   const Finish counted = request.abort_cause == AbortCause::kStopString ? Finish::kStop : reason;
   if (reason == Finish::kAbort && error.empty()) {
     // At shutdown a request keeps the cause it had (a client's abort waiting for a KV copy).

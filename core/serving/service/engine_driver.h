@@ -152,7 +152,7 @@ class EngineDriver final : private core::EngineListener {
   // object gone, ...); empty when it can.
   // Counts in the engine's series the blocks of a request whose KV arrived here that its prefix
   // cache held (incoming_cached_blocks), which no transfer wrote.
-  void count_cached_arrival(uint64_t id);
+  void count_cached_arrival(InFlightRequest& state, uint64_t id);
   std::string stage_problem(const KvStage& stage) const;
   // A staged KV that cannot be used (`problem`): the stage goes, the request is prefilled here.
   void prefill_instead_of_stage(Handoff& handoff, const std::string& problem);

@@ -42,6 +42,8 @@ struct InFlightRequest {
   bool continued = false;
   // Bytes of its KV fetched from another host before it continued here (Timings).
   uint64_t kv_network_bytes = 0;
+  // Of the KV moved here, the tokens this engine's prefix cache held (Timings).
+  uint32_t kv_cached_tokens = 0;
 };
 
 }  // namespace headway::serving

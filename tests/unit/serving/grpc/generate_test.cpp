@@ -21,7 +21,9 @@ TEST_F(GenerateTest, StreamsTokenIdsAndTextWithUsageAndTimingsOnTheLastMessage) 
                                 .ttft_seconds = 0.5,
                                 .e2e_seconds = 1.5,
                                 .kv_transfer_seconds = 0.125,
-                                .kv_wait_seconds = 0.75},
+                                .kv_wait_seconds = 0.75,
+                                .kv_moved = true,
+                                .kv_cached_tokens = 64},
                     .cached_prompt_tokens = 2});
   v1::GenerateRequest request = token_request({1, 2, 3});
   request.set_request_id("r-1");
@@ -44,6 +46,8 @@ TEST_F(GenerateTest, StreamsTokenIdsAndTextWithUsageAndTimingsOnTheLastMessage) 
   EXPECT_DOUBLE_EQ(last.timings().e2e_seconds(), 1.5);
   EXPECT_DOUBLE_EQ(last.timings().kv_transfer_seconds(), 0.125);
   EXPECT_DOUBLE_EQ(last.timings().kv_wait_seconds(), 0.75);
+  EXPECT_TRUE(last.timings().kv_moved());
+  EXPECT_EQ(last.timings().kv_cached_tokens(), 64u);
   EXPECT_TRUE(last.error().empty());
 
   const auto inputs = fake_.wait_for_submitted(1);

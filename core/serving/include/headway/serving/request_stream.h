@@ -65,6 +65,10 @@ struct Timings {
   // 0 for a request whose KV did not move.
   double kv_wait_seconds = 0.0;
   uint64_t kv_network_bytes = 0;  // of its KV, fetched from another host (0: not over the network)
+  // Its KV moved into the engine that finished it (kv_transfer_seconds may be 0: every block was
+  // in that engine's prefix cache), and of that KV the tokens the cache held (not copied).
+  bool kv_moved = false;
+  uint32_t kv_cached_tokens = 0;
 };
 
 // Disaggregation across processes: a prefilled request's KV blocks, back to back in a POSIX

@@ -243,6 +243,24 @@ TEST(DisaggregatedRouterPrefixes, AConversationsNextTurnIsPrefilledWhereItsEarli
   EXPECT_EQ(router.counter("router_local_prefills_cached"), 1.0);
 }
 
+// A decode engine seen down is forgotten: back up, its cache is gone, so a conversation's next turn
+// that it would have held moves instead of being prefilled there.
+TEST(DisaggregatedRouterPrefixes, ADecodeEngineSeenDownIsForgotten) {
+  std::vector<hw_engine_load> engines = two_prefill_two_decode();
+  RouterHarness router(kDisaggregated, kWhereCached, engines);
+  const std::vector<int32_t> turn1 = document(1000, 20);  // 1,280 tokens: moved
+  const uint32_t held_on = place(router, engines, prompt_hashes(turn1, 20, 1)).decode_engine;
+  const uint32_t other = held_on == 2 ? 3 : 2;
+  engines[held_on] = router_test::dead(engines[held_on]);
+  ASSERT_EQ(place(router, engines, prompt_hashes(document(90000, 20), 20, 1)).decode_engine, other);
+  engines[held_on] = two_prefill_two_decode()[held_on];
+  engines[other] = with_load(engines[other], 1, 0);  // it holds the other document now
+  const hw_route_decision d = place(router, engines, prompt_hashes(turn1, 24, 7));
+  EXPECT_EQ(d.decode_engine, held_on);  // the least loaded, and it holds nothing of turn 1
+  EXPECT_NE(d.prefill_engine, d.decode_engine);
+  EXPECT_EQ(router.counter("router_local_prefills_cached"), 0.0);
+}
+
 // A prompt with more tokens not held on a decode engine than local_prefill_max_tokens moves
 // anyway: its beginning there is worth nothing on the decode side, and the least loaded decode
 // engine takes it.

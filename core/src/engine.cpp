@@ -807,16 +807,11 @@ void Engine::match_cached_prefixes() {
     r.cached_prefix.resize(kept);
     r.matched_at_evictions = kv_.evictions();
     // Then blocks recorded since, after it.
-    const std::span<const int32_t> tokens(r.tokens);
-    PrefixCache::Link after = kept == 0 ? PrefixCache::kStart : r.cached_prefix.back();
-    for (uint32_t b = static_cast<uint32_t>(kept); b < most; ++b) {
-      const uint32_t block =
-          prefix_cache_->find(after, tokens.subspan(size_t{b} * block_size, block_size));
-      if (block == PrefixCache::kNoBlock || !can_take(block)) break;
+    extend_cached_run(r.tokens, most, r.cached_prefix, [&](uint32_t block) {
+      if (!can_take(block)) return false;
       claimed_in_round_[block] = round;
-      after = prefix_cache_->link_of(block);
-      r.cached_prefix.push_back(after);
-    }
+      return true;
+    });
     view.computed_tokens = static_cast<uint32_t>(r.cached_prefix.size()) * block_size;
   }
 }
@@ -1027,22 +1022,30 @@ uint32_t Engine::match_arriving_prefix(const IncomingTransfer& in) {
   // Whole blocks of the KV that arrives (the positions computed where it was prefilled).
   const auto most =
       static_cast<uint32_t>(std::min<size_t>(in.computed_tokens, in.tokens.size()) / block_size);
-  const std::span<const int32_t> tokens(in.tokens);
-  PrefixCache::Link after = PrefixCache::kStart;
   uint32_t shared = 0;
-  for (uint32_t b = 0; b < most; ++b) {
-    const uint32_t block =
-        prefix_cache_->find(after, tokens.subspan(size_t{b} * block_size, block_size));
-    if (block == PrefixCache::kNoBlock) break;
+  extend_cached_run(in.tokens, most, arriving_prefix_, [&](uint32_t block) {
     // Without sharing, a block another request holds is not taken (as for a prompt prefilled
     // here: the scheduler would count it as freed by preempting either).
     const bool idle = kv_.is_idle_cached(block);
-    if (!idle && !share_cached_blocks_) break;
+    if (!idle && !share_cached_blocks_) return false;
     shared += idle ? 0 : 1;
-    after = prefix_cache_->link_of(block);
-    arriving_prefix_.push_back(after);
-  }
+    return true;
+  });
   return shared;
+}
+
+template <class Take>
+void Engine::extend_cached_run(std::span<const int32_t> tokens, uint32_t most,
+                               std::vector<PrefixCache::Link>& run, Take take) {
+  const uint32_t block_size = config_.block_size;
+  PrefixCache::Link after = run.empty() ? PrefixCache::kStart : run.back();
+  for (auto b = static_cast<uint32_t>(run.size()); b < most; ++b) {
+    const uint32_t block =
+        prefix_cache_->find(after, tokens.subspan(size_t{b} * block_size, block_size));
+    if (block == PrefixCache::kNoBlock || !take(block)) break;
+    after = prefix_cache_->link_of(block);
+    run.push_back(after);
+  }
 }
 
 uint32_t Engine::incoming_cached_blocks(uint64_t id) const {

@@ -321,6 +321,12 @@ class Engine {
   // Finds into arriving_prefix_ the cached blocks that hold the first whole blocks of an incoming
   // request's KV (without sharing, only idle ones); returns how many of them a request holds.
   uint32_t match_arriving_prefix(const IncomingTransfer& in);
+  // The one walk of the prefix cache along a request's ids: appends to `run` the cached blocks that
+  // hold `tokens`' whole blocks from run.size() up to `most`, continuing the chain `run` ends in,
+  // while `take(block)` accepts each (it may note the claim). Defined in engine.cpp, its one user.
+  template <class Take>
+  void extend_cached_run(std::span<const int32_t> tokens, uint32_t most,
+                         std::vector<PrefixCache::Link>& run, Take take);
   // Records the request's blocks that its computed tokens filled since the last call.
   void record_full_blocks(Request& r);
   // Reads the figures of the prompt positions the slice reports (its rows start at `first_row` of

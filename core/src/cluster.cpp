@@ -93,6 +93,13 @@ Cluster::Cluster(const DeploymentConfig& config,
                                                               [](const std::unique_ptr<Engine>& e) {
                                                                 return e->prefix_caching();
                                                               });
+  // Before the first request: a cache's chains are followed from their first block.
+  if (router_->reads_kv_events()) {
+    for (size_t i = 0; i < engines_.size(); ++i) {
+      engines_[i]->keep_kv_events();
+      if (engines_[i]->keeps_kv_events()) router_->kv_events(static_cast<uint32_t>(i), {});
+    }
+  }
   if (config.kv_transport) {
     check_kv_can_move(config, engines_);
     transport_host_ = std::make_unique<HostServices>(
@@ -129,6 +136,13 @@ hw_route_decision Cluster::route(const hw_route_request& request,
     // As a waiting request each, as they will be once their KV has moved.
     loads_[i].waiting += expected_[i].requests;
     loads_[i].outstanding_tokens += expected_[i].tokens;
+    // Every step so far happened before this request arrives (the simulator runs events in time
+    // order): the router sees the caches as they are now.
+    if (engines_[i]->keeps_kv_events()) {
+      kv_events_.clear();
+      engines_[i]->take_kv_events(kv_events_);
+      if (!kv_events_.empty()) router_->kv_events(static_cast<uint32_t>(i), kv_events_);
+    }
   }
   return router_->route(request, loads_, prefix_hashes);
 }

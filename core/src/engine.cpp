@@ -740,9 +740,23 @@ Error Engine::livelock() const {
                HW_INTERNAL);
 }
 
+void Engine::keep_kv_events() {
+  if (!config_.prefix_caching || kv_events_ != nullptr) return;
+  if (prefix_cache_ != nullptr && prefix_cache_->entries() != 0) {
+    throw Error(fmt::format("{}: KV events are asked for after its prefix cache recorded blocks",
+                            config_.name),
+                HW_INTERNAL);
+  }
+  // Room for every block's piece to be stored and removed twice between two reads, which at one
+  // read per routed request is far more than a step between them evicts.
+  kv_events_ = std::make_unique<KvEventLog>(4 * size_t{kv_.total()} + 64);
+  if (prefix_cache_ != nullptr) prefix_cache_->report_to(kv_events_.get());
+}
+
 void Engine::start_prefix_cache() {
   try {
     prefix_cache_ = std::make_unique<PrefixCache>(kv_, config_.block_size);
+    prefix_cache_->report_to(kv_events_.get());
     claimed_in_round_.assign(kv_.total(), 0);
   } catch (const std::bad_alloc&) {
     kv_.set_eviction_listener({});  // it pointed into the index
@@ -821,7 +835,10 @@ void Engine::take_cached_prefix(Request& r) {
   counters_.prefix_cache_queried_tokens += r.total();
   detail_.prefix_queried_tokens += r.total();
   if (r.cached_prefix.empty()) return;
-  for (const PrefixCache::Link& link : r.cached_prefix) kv_.take_cached(link.block, r.blocks);
+  for (const PrefixCache::Link& link : r.cached_prefix) {
+    kv_.take_cached(link.block, r.blocks);
+    prefix_cache_->report_taken(link.block);
+  }
   const uint32_t hit = static_cast<uint32_t>(r.cached_prefix.size()) * config_.block_size;
   // Admission subtracts what is left to compute from the waiting totals; these are not.
   waiting_prompt_tokens_ -= hit;
@@ -1004,7 +1021,10 @@ bool Engine::reserve_incoming(IncomingTransfer in, bool reuse_cached) {
   const uint32_t slot = occupy_slot(std::move(in), HW_REQUEST_TRANSFERRING);
   Request& r = requests_[slot];
   // The cached blocks first, before allocate() may evict idle ones.
-  for (const PrefixCache::Link& link : arriving_prefix_) kv_.take_cached(link.block, r.blocks);
+  for (const PrefixCache::Link& link : arriving_prefix_) {
+    kv_.take_cached(link.block, r.blocks);
+    prefix_cache_->report_taken(link.block);
+  }
   const auto cached = static_cast<uint32_t>(arriving_prefix_.size());
   if (cached > 0) {
     r.recorded_blocks = cached;  // recorded already: the cache holds them

@@ -299,6 +299,9 @@ RouterInstance::RouterInstance(const PluginChoice& choice, std::span<const hw_en
       offsetof(hw_router_table, route_with_prefix) + sizeof(table_->route_with_prefix)) {
     route_with_prefix_ = table_->route_with_prefix;
   }
+  if (table_->struct_size >= offsetof(hw_router_table, kv_events) + sizeof(table_->kv_events)) {
+    kv_events_ = table_->kv_events;
+  }
   std::vector<hw_engine_limits> unbounded;
   if (limits.empty()) {
     for (size_t e = 0; e < engines.size(); ++e) {
@@ -327,6 +330,20 @@ void RouterInstance::set_engine_limits(std::span<const hw_engine_limits> limits)
   if (code != HW_OK) {
     throw Error(fmt::format("{}: router '{}' set_engine_limits() failed with status code {}: {}",
                             where_, name_, code, plugin_message(status)),
+                HW_INTERNAL);
+  }
+}
+
+void RouterInstance::kv_events(uint32_t engine, std::span<const hw_kv_event> events) {
+  if (kv_events_ == nullptr) return;
+  hw_status status{};
+  const int32_t code = call_plugin(kRouter, name_, "kv_events", [&] {
+    return kv_events_(handle_, engine, events.empty() ? nullptr : events.data(),
+                      static_cast<uint32_t>(events.size()), &status);
+  });
+  if (code != HW_OK) {
+    throw Error(fmt::format("router '{}' kv_events() for engine {} failed with status code {}: {}",
+                            name_, engine, code, plugin_message(status)),
                 HW_INTERNAL);
   }
 }

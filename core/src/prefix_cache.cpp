@@ -1,5 +1,6 @@
 #include <headway/core/error.h>
 #include <headway/core/prefix_cache.h>
+#include <headway/core/route_prefix.h>
 
 #include <algorithm>
 #include <bit>
@@ -60,7 +61,17 @@ std::optional<PrefixCache::Link> PrefixCache::insert(Link parent, std::span<cons
   uint64_t i = h & mask_;
   for (; slots_[i] != kEmpty; i = (i + 1) & mask_) {
     const uint32_t other = slots_[i];
-    if (hashes_[other] == h && holds(other, parent, tokens)) return link_of(other);
+    if (hashes_[other] == h && holds(other, parent, tokens)) {
+      report_taken(other);  // computed again, and held: as if taken from the cache
+      return link_of(other);
+    }
+  }
+  if (log_ != nullptr) {
+    const bool first = parent == kStart;
+    route_before_[block] = first ? kRoutePrefixChainStart : route_after_[parent.block];
+    first_position_[block] = first ? 0 : first_position_[parent.block] + block_size_;
+    route_after_[block] = follow_route_chain(route_before_[block], first_position_[block], tokens,
+                                             HW_KV_EVENT_STORED);
   }
   slots_[i] = block;
   parents_[block] = parent;
@@ -72,7 +83,37 @@ std::optional<PrefixCache::Link> PrefixCache::insert(Link parent, std::span<cons
   return link_of(block);
 }
 
+void PrefixCache::report_to(KvEventLog* log) {
+  if (log != nullptr && entries_ != 0) {
+    throw Error("prefix cache: events are asked for after blocks were recorded", HW_INTERNAL);
+  }
+  if (log != nullptr && route_before_.empty()) {
+    route_before_.assign(kv_.total(), 0);
+    route_after_.assign(kv_.total(), 0);
+    first_position_.assign(kv_.total(), 0);
+  }
+  log_ = log;
+}
+
+uint64_t PrefixCache::follow_route_chain(uint64_t chain, uint32_t position,
+                                         std::span<const int32_t> tokens, int32_t kind) {
+  for (const int32_t id : tokens) {
+    chain = hash_mix(chain, static_cast<uint32_t>(id));
+    if (++position % kRoutePrefixPieceTokens != 0) continue;
+    if (kind == HW_KV_EVENT_STORED) {
+      log_->stored(chain);
+    } else {
+      log_->removed(chain);
+    }
+  }
+  return chain;
+}
+
 void PrefixCache::forget(uint32_t block) {
+  if (log_ != nullptr) {
+    follow_route_chain(route_before_[block], first_position_[block], tokens_of(block),
+                       HW_KV_EVENT_REMOVED);
+  }
   uint64_t i = hashes_[block] & mask_;
   while (slots_[i] != block) {
     if (slots_[i] == kEmpty)

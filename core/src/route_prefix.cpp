@@ -8,7 +8,7 @@ void route_prefix_hashes(std::span<const int32_t> ids, std::vector<uint64_t>& ou
   out.clear();
   const size_t pieces = ids.size() / kRoutePrefixPieceTokens;
   out.reserve(pieces);
-  uint64_t h = 0x6A09E667F3BCC909ull;  // fixed (the header says why); any constant would do
+  uint64_t h = kRoutePrefixChainStart;  // fixed (the header says why)
   for (size_t p = 0; p < pieces; ++p) {
     for (const int32_t id : ids.subspan(p * kRoutePrefixPieceTokens, kRoutePrefixPieceTokens)) {
       h = hash_mix(h, static_cast<uint32_t>(id));

@@ -88,6 +88,12 @@ EngineDriver::EngineDriver(core::Engine& engine, EngineSeries metrics, FinishedS
       handoff_(handoff),
       step_trace_(std::move(step_trace)) {
   published_ = engine_.load();
+  if (engine_.keeps_kv_events()) {
+    // As long as the engine's own log: a step never logs more than it holds.
+    const size_t capacity = 4 * size_t{published_.kv_blocks_total} + 64;
+    published_events_ = std::make_unique<core::KvEventLog>(capacity);
+    step_events_.reserve(capacity);
+  }
   metrics_.alive.set(1);
   trace([&] { step_trace_->describe_engine(engine_.config().index, engine_); });
 }
@@ -192,6 +198,11 @@ hw_engine_load EngineDriver::load() const {
   load.outstanding_tokens += expected_->tokens.load();
   load.alive = alive_ ? 1 : 0;
   return load;
+}
+
+void EngineDriver::take_kv_events(std::vector<hw_kv_event>& out) {
+  std::lock_guard lock(mutex_);
+  if (published_events_ != nullptr) published_events_->move_into(out);
 }
 
 uint32_t EngineDriver::waiting_including_inbox() const {
@@ -978,9 +989,11 @@ void EngineDriver::publish() {
   metrics_.kv_usage.set(load.kv_blocks_total == 0 ? 0.0
                                                   : 1.0 - static_cast<double>(load.kv_blocks_free) /
                                                               load.kv_blocks_total);
+  if (published_events_ != nullptr) engine_.take_kv_events(step_events_);
   {
     std::lock_guard lock(mutex_);
     published_ = load;
+    if (published_events_ != nullptr) published_events_->append(step_events_);
     alive_ = engine_ok_;
     // The applied submits are in `load` now: stop counting them as still in the inbox (in the same
     // critical section, so that no reader sees them in neither or in both).
@@ -990,6 +1003,7 @@ void EngineDriver::publish() {
     inbox_handoffs_ -= applied_handoffs_;
     inbox_handoff_tokens_ -= applied_handoff_tokens_;
   }
+  step_events_.clear();
   applied_handoffs_ = 0;
   applied_handoff_tokens_ = 0;
   applied_submits_ = 0;

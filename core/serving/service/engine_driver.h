@@ -74,6 +74,9 @@ class EngineDriver final : private core::EngineListener {
   // The engine's load as last published, counting the requests still in the inbox and those
   // headed here from another engine's prefill (expected_handoffs()).
   hw_engine_load load() const;
+  // Appends to `out` what the engine's prefix cache stored and evicted up to its last published
+  // step and not taken yet (Engine::keep_kv_events; nothing where it keeps none), for the router.
+  void take_kv_events(std::vector<hw_kv_event>& out);
   // Where a request routed here for its decode is counted until its hand-off arrives.
   const std::shared_ptr<ExpectedHandoffs>& expected_handoffs() const { return expected_; }
   // Requests in the inbox (submits and hand-offs) or waiting here (in the engine's queue, or for
@@ -208,6 +211,9 @@ class EngineDriver final : private core::EngineListener {
   bool exited_ = false;  // the thread ended: nothing in the inbox will be applied any more
   bool alive_ = true;
   hw_engine_load published_{};
+  // The engine's KV events published and not yet taken (null where it keeps none): bounded, so
+  // that a server nobody routes to for a while keeps a marker instead of every event.
+  std::unique_ptr<core::KvEventLog> published_events_;
   uint32_t inbox_submits_ = 0;        // submits queued and not yet published as applied
   uint64_t inbox_prompt_tokens_ = 0;  // their prompt tokens
   uint64_t inbox_output_tokens_ = 0;  // their max output tokens
@@ -220,7 +226,8 @@ class EngineDriver final : private core::EngineListener {
   const std::shared_ptr<ExpectedHandoffs> expected_ = std::make_shared<ExpectedHandoffs>();
 
   // --- thread state: the driver thread only ---
-  std::vector<Command> applying_;  // swapped with inbox_: both keep their capacity
+  std::vector<Command> applying_;         // swapped with inbox_: both keep their capacity
+  std::vector<hw_kv_event> step_events_;  // publish()'s scratch, reserved: no allocation
   std::unordered_map<uint64_t, std::unique_ptr<InFlightRequest>> requests_;
   std::vector<uint64_t> finished_ids_;  // numeric ids
   // Finishes ended this iteration, delivered to their streams only after publish() forgot their

@@ -129,7 +129,8 @@ class LocalGenerationService::Impl final : public FinishedSink {
   // The client ids of those not aborted yet. An abort frees the id at once, as in vLLM: a retry
   // may reuse it while the engine is still letting go of the aborted request.
   std::unordered_map<std::string, uint64_t> client_ids_;
-  std::vector<hw_engine_load> loads_;  // routing scratch
+  std::vector<hw_engine_load> loads_;   // routing scratch
+  std::vector<hw_kv_event> kv_events_;  // routing scratch
   RouterWatch router_watch_;
   uint64_t next_numeric_id_ = 1;
   // kAdmitting, then kDraining (a drain began: only continuations are taken), then kClosed (the
@@ -384,6 +385,15 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
       request.priority, hw_str{request_class.data(), request_class.size()}};
   const auto routing = std::chrono::steady_clock::now();
   try {
+    // What the caches stored and evicted up to each engine's last step, before the router reads
+    // the loads (a router that fails on them fails this request, as in route()).
+    if (cluster_->reads_kv_events()) {
+      for (size_t e = 0; e < drivers_.size(); ++e) {
+        kv_events_.clear();
+        drivers_[e]->take_kv_events(kv_events_);
+        if (!kv_events_.empty()) cluster_->kv_events(static_cast<uint32_t>(e), kv_events_);
+      }
+    }
     decision = cluster_->route(route, loads_, prefix_hashes);
   } catch (const core::Error& e) {
     router_watch_.routed(std::chrono::steady_clock::now() - routing, id, cluster_->router_name());

@@ -45,6 +45,7 @@ constexpr hw_option_spec kOptions[] = {
         "tokens less this times the cached tokens wins (with local_prefill_where_cached, the same "
         "for outstanding tokens on a decode engine). 0 = the least loaded, whatever it holds."),
     headway::sdk::tracked_tokens_option(),
+    headway::sdk::kv_events_option(),
 };
 
 class DisaggregatedRouter final : public headway::sdk::Router {
@@ -92,6 +93,10 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     return route_with_prefix(request, {}, engines);
   }
 
+  void on_kv_events(uint32_t engine_index, std::span<const hw_kv_event> events) override {
+    affinity_.apply(engine_index, events);
+  }
+
   hw_route_decision route_with_prefix(const hw_route_request& request,
                                       const headway::sdk::RoutePrefix& prefix,
                                       std::span<const hw_engine_load> engines) override {
@@ -137,14 +142,14 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     const bool decode_takes_it = has_room(decode_load);
 
     if (request.prompt_tokens <= local_max_) {
-      if (decode_takes_it) record_decode(decode_engine, prefix);
+      if (decode_takes_it) record_decode(decode_engine, prefix, false);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 0};
     }
     // Longer, but held there: local only where the decode engine takes it (else it moves, as a
     // long prompt did before local_prefill_where_cached).
     if (where_cached_ && decode_takes_it &&
         computed_there(request, decode_load) <= static_cast<double>(local_max_)) {
-      record_decode(decode_engine, prefix);
+      record_decode(decode_engine, prefix, false);
       host_.counter_add("router_local_prefills_cached", 1.0);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 0};
     }
@@ -163,14 +168,14 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     }
     if (prefill == engines.size()) {
       host_.counter_add("router_fallbacks", 1.0);
-      if (decode_takes_it) record_decode(decode_engine, prefix);
+      if (decode_takes_it) record_decode(decode_engine, prefix, false);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 1};
     }
     const uint32_t prefill_engine = engines[prefill].engine_index;
     if (!refused) {
       affinity_.record(prefill_engine, prefix);
       // The decode engine keeps the moved KV in its prefix cache once it arrives there.
-      record_decode(decode_engine, prefix);
+      record_decode(decode_engine, prefix, true);
     }
     return hw_route_decision{sizeof(hw_route_decision), prefill_engine, decode_engine, 0};
   }
@@ -193,11 +198,14 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     return local ? affinity_.credit(e) : 0;
   }
   // The decode engine will hold the prompt's beginning: its KV moved there, or computed there.
-  // Only with local_prefill_where_cached, the one use of that belief. A moved prompt is believed
-  // held from its routing, before its KV arrives: a prompt with the same beginning routed in
-  // between may be prefilled there whole (docs/serving.md).
-  void record_decode(uint32_t decode_engine, const headway::sdk::RoutePrefix& prefix) {
-    if (where_cached_) affinity_.record(decode_engine, prefix);
+  // Only with local_prefill_where_cached, the one use of that belief. A moved prompt's is left to
+  // the engine's KV events where it reports them: it says it holds the prompt once the KV has
+  // arrived. Without them a moved prompt is believed held from its routing, before its KV
+  // arrives, and a prompt with the same beginning routed in between may be prefilled there whole
+  // (docs/serving.md).
+  void record_decode(uint32_t decode_engine, const headway::sdk::RoutePrefix& prefix, bool moved) {
+    if (!where_cached_ || (moved && affinity_.reports(decode_engine))) return;
+    affinity_.record(decode_engine, prefix);
   }
 
   headway::sdk::Host host_;

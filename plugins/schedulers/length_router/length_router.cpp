@@ -39,6 +39,7 @@ constexpr hw_option_spec kOptions[] = {
         "an engine, is worth: the engine with the fewest outstanding tokens less this times the "
         "cached tokens wins. 0 = the least loaded, whatever it holds."),
     headway::sdk::tracked_tokens_option(),
+    headway::sdk::kv_events_option(),
 };
 
 struct Pool {
@@ -142,6 +143,10 @@ class LengthRouter final : public headway::sdk::Router {
   hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
     return route_with_prefix(request, {}, engines);
+  }
+
+  void on_kv_events(uint32_t engine_index, std::span<const hw_kv_event> events) override {
+    affinity_.apply(engine_index, events);
   }
 
   hw_route_decision route_with_prefix(const hw_route_request& request,

@@ -52,10 +52,12 @@ extern "C" {
  * hw_engine_limits.max_model_len, so that engines of one deployment may hold different context
  * lengths (a long-prompt pool with a larger one) and a router places each request where it
  * fits; 1.8 added hw_router_table.route_with_prefix (hw_route_prefix), so that a router sees how a
- * prompt begins and may send prompts that begin alike to the engine whose prefix cache holds them.
+ * prompt begins and may send prompts that begin alike to the engine whose prefix cache holds them;
+ * 1.9 added hw_router_table.kv_events (hw_kv_event), so that such a router learns which prompt
+ * beginnings each engine's prefix cache stores and evicts instead of guessing them.
  */
 #define HW_ABI_MAJOR 1
-#define HW_ABI_MINOR 8
+#define HW_ABI_MINOR 9
 
 /* The single symbol every plugin exports. */
 #define HW_PLUGIN_ENTRY_SYMBOL "headway_plugin_entry"
@@ -423,6 +425,28 @@ typedef struct hw_route_prefix {
   uint32_t count;
 } hw_route_prefix;
 
+/* What an engine's prefix cache did with one piece of a prompt beginning (ABI 1.9), for
+ * kv_events: vLLM's KV cache events (BlockStored, BlockRemoved, AllBlocksCleared) in the hashes of
+ * hw_route_prefix: piece_hash names a beginning of k x piece_tokens ids (k >= 1), as
+ * hw_route_prefix.hashes[k - 1] of a prompt that begins so. The struct never grows: new
+ * information would be a new kind, which a router ignores. */
+typedef enum hw_kv_event_kind {
+  /* The cache now holds the piece and everything before it: a later prompt that begins so finds
+   * it there (until it is removed). Reported once per piece stored, in the order of the prompt. */
+  HW_KV_EVENT_STORED = 1,
+  /* The cache evicted (part of) the piece: a prompt that begins so computes it again. */
+  HW_KV_EVENT_REMOVED = 2,
+  /* Forget every piece the engine was said to hold (piece_hash 0): its cache was emptied, or the
+   * host dropped some of its events (a router that was not told for a long while). */
+  HW_KV_EVENT_ALL_REMOVED = 3
+} hw_kv_event_kind;
+
+typedef struct hw_kv_event {
+  uint64_t piece_hash;
+  int32_t kind;      /* hw_kv_event_kind */
+  uint32_t reserved; /* 0 */
+} hw_kv_event;
+
 typedef struct hw_route_decision {
   uint32_t struct_size;
   /* Engine that prefills the request (and decodes it when decode_engine equals it). */
@@ -464,6 +488,18 @@ typedef struct hw_router_table {
                                const hw_route_prefix* prefix, const hw_engine_load* engines,
                                uint32_t engine_count, hw_route_decision* decision,
                                hw_status* status);
+  /* Optional (ABI 1.9; NULL: the engines keep no events). What engine `engine_index`'s prefix
+   * cache stored and evicted since the last call for that engine, oldest first: the host calls it
+   * before a route() (or route_with_prefix()) for every engine with events, under the same
+   * serialisation, so the router places the request on what the caches held after each engine's
+   * last step. Only engines that cache prefixes report, and the host announces each of them
+   * with a call of no events (count 0, events NULL) before the first route(): a router may take
+   * an engine it was never told of as one that reports nothing. A request routed to an engine is
+   * stored there only once the engine has computed it (or its KV arrived), so a router still
+   * counts what it just sent. Borrowed for the call. A failure fails the deployment's start (the
+   * announcement) or the request being routed, as the server's error. */
+  int32_t (*kv_events)(hw_router* router, uint32_t engine_index, const hw_kv_event* events,
+                       uint32_t count, hw_status* status);
 } hw_router_table;
 
 /* ------------------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 // core::PrefixCache: exact lookups of (chain link, token ids) to cached KV blocks, duplicates,
-// links that go stale when a block is evicted, and a random sequence against a plain map.
+// links that go stale when a block is evicted, a random sequence against a plain map, and the KV
+// events it logs in the routers' hashes.
 #include <gtest/gtest.h>
 #include <headway/core/error.h>
 #include <headway/core/kv_block_manager.h>
 #include <headway/core/prefix_cache.h>
+#include <headway/core/route_prefix.h>
 
 #include <map>
+#include <numeric>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -181,6 +184,156 @@ TEST(PrefixCache, RandomRecordsAndEvictionsAgreeWithAPlainMap) {
     EXPECT_GT(reference.size(), 8u);
   }
 }
+
+namespace events {
+
+std::vector<hw_kv_event> taken(KvEventLog& log) {
+  std::vector<hw_kv_event> out;
+  log.move_into(out);
+  return out;
+}
+
+// Records `tokens` block by block after kStart into blocks allocated from `kv`; returns them.
+std::vector<uint32_t> record_chain(KvBlockManager& kv, PrefixCache& cache,
+                                   const std::vector<int32_t>& tokens, uint32_t block_size) {
+  std::vector<uint32_t> table;
+  EXPECT_TRUE(kv.allocate(static_cast<uint32_t>(tokens.size() / block_size), table));
+  Link chain = PrefixCache::kStart;
+  for (size_t b = 0; b < table.size(); ++b) {
+    chain = *cache.insert(chain, std::span(tokens).subspan(b * block_size, block_size), table[b]);
+  }
+  return table;
+}
+
+// Blocks of 16 ids, so a route piece (64) ends every fourth block.
+TEST(PrefixCacheEvents, EachPieceStoredOrTakenIsLoggedInTheHashOfTheRoutersByItsLastBlock) {
+  constexpr uint32_t kBlock = 16;
+  KvBlockManager kv(16);
+  PrefixCache cache(kv, kBlock);
+  KvEventLog log(64);
+  cache.report_to(&log);
+  std::vector<int32_t> prompt(200);
+  std::iota(prompt.begin(), prompt.end(), 1000);
+  std::vector<uint64_t> hashes;
+  route_prefix_hashes(prompt, hashes);
+  ASSERT_EQ(hashes.size(), 3u);
+
+  // 12 whole blocks (192 ids): pieces 0, 1 and 2, each logged when its fourth block is recorded.
+  const std::vector<int32_t> whole(prompt.begin(), prompt.begin() + 192);
+  const std::vector<uint32_t> table = record_chain(kv, cache, whole, kBlock);
+  const std::vector<hw_kv_event> stored = taken(log);
+  ASSERT_EQ(stored.size(), 3u);
+  for (size_t p = 0; p < 3; ++p) {
+    EXPECT_EQ(stored[p].kind, HW_KV_EVENT_STORED);
+    EXPECT_EQ(stored[p].piece_hash, hashes[p]) << "piece " << p;
+  }
+
+  // The same tokens recorded again (another request computing them) stay one entry, which the
+  // engine holds: piece 0 is logged stored again, as for a request that takes it from the cache.
+  std::vector<uint32_t> again;
+  ASSERT_TRUE(kv.allocate(4, again));
+  Link chain = PrefixCache::kStart;
+  for (uint32_t b = 0; b < 4; ++b) {
+    chain = *cache.insert(chain, std::span(whole).subspan(size_t{b} * kBlock, kBlock), again[b]);
+  }
+  std::vector<hw_kv_event> restored = taken(log);
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_EQ(restored[0].kind, HW_KV_EVENT_STORED);
+  EXPECT_EQ(restored[0].piece_hash, hashes[0]);
+  kv.release(again);
+
+  // Taken from the cache: blocks 4 to 7 end piece 1 (block 7); blocks 8 to 10 end none.
+  for (uint32_t b = 4; b < 11; ++b) cache.report_taken(table[b]);
+  restored = taken(log);
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_EQ(restored[0].kind, HW_KV_EVENT_STORED);
+  EXPECT_EQ(restored[0].piece_hash, hashes[1]);
+}
+
+TEST(PrefixCacheEvents, AnEvictedBlockLogsThePieceItEndsAsRemoved) {
+  constexpr uint32_t kBlock = 16;
+  KvBlockManager kv(8);
+  PrefixCache cache(kv, kBlock);
+  KvEventLog log(64);
+  cache.report_to(&log);
+  std::vector<int32_t> prompt(128);
+  std::iota(prompt.begin(), prompt.end(), 7);
+  std::vector<uint64_t> hashes;
+  route_prefix_hashes(prompt, hashes);
+  std::vector<uint32_t> table = record_chain(kv, cache, prompt, kBlock);
+  ASSERT_EQ(taken(log).size(), 2u);
+  kv.release(table);  // idle; the deepest block goes first
+
+  // Evicting blocks 7, 6, 5, 4: piece 1 goes with block 7, the block holding its last id. Blocks 6
+  // to 4 end no piece: nothing more is logged.
+  std::vector<uint32_t> other;
+  ASSERT_TRUE(kv.allocate(4, other));
+  std::vector<hw_kv_event> removed = taken(log);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].kind, HW_KV_EVENT_REMOVED);
+  EXPECT_EQ(removed[0].piece_hash, hashes[1]);
+  // Then block 3, which ends piece 0.
+  ASSERT_TRUE(kv.allocate(1, other));
+  removed = taken(log);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].piece_hash, hashes[0]);
+}
+
+// A block larger than a piece ends several; one that straddles a piece's end logs it too.
+TEST(PrefixCacheEvents, BlocksThatDoNotDivideAPieceLogEveryPieceEndTheyHold) {
+  constexpr uint32_t kBlock = 48;
+  KvBlockManager kv(4);
+  PrefixCache cache(kv, kBlock);
+  KvEventLog log(64);
+  cache.report_to(&log);
+  std::vector<int32_t> prompt(192);
+  std::iota(prompt.begin(), prompt.end(), 3);
+  std::vector<uint64_t> hashes;
+  route_prefix_hashes(prompt, hashes);
+  ASSERT_EQ(hashes.size(), 3u);
+  record_chain(kv, cache, prompt, kBlock);  // 4 blocks: ends 48, 96, 144, 192
+  const std::vector<hw_kv_event> stored = taken(log);
+  ASSERT_EQ(stored.size(), 3u);  // ids 64 (block 1), 128 (block 2), 192 (block 3)
+  for (size_t p = 0; p < 3; ++p) EXPECT_EQ(stored[p].piece_hash, hashes[p]);
+}
+
+TEST(PrefixCacheEvents, EventsAskedForAfterBlocksWereRecordedAreRefused) {
+  KvBlockManager kv(4);
+  PrefixCache cache(kv, kBlockSize);
+  std::vector<uint32_t> table;
+  ASSERT_TRUE(kv.allocate(1, table));
+  cache.insert(PrefixCache::kStart, ids({1, 2, 3, 4}), table[0]);
+  KvEventLog log(8);
+  EXPECT_THROW(cache.report_to(&log), Error);
+}
+
+TEST(KvEventLog, AFullLogDropsItsEventsForOneThatForgetsEverything) {
+  KvEventLog log(4);
+  for (uint64_t h = 1; h <= 4; ++h) log.stored(h);
+  EXPECT_EQ(log.overflows(), 0u);
+  log.removed(9);  // no room: the four are dropped
+  std::vector<hw_kv_event> out;
+  log.move_into(out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, HW_KV_EVENT_ALL_REMOVED);
+  EXPECT_EQ(out[1].kind, HW_KV_EVENT_REMOVED);
+  EXPECT_EQ(out[1].piece_hash, 9u);
+  EXPECT_EQ(log.overflows(), 1u);
+  EXPECT_TRUE(log.empty());
+
+  // Appended events keep their order; an ALL_REMOVED among them drops what came before it.
+  log.stored(1);
+  const hw_kv_event more[] = {
+      {2, HW_KV_EVENT_STORED, 0}, {0, HW_KV_EVENT_ALL_REMOVED, 0}, {3, HW_KV_EVENT_STORED, 0}};
+  log.append(more);
+  out.clear();
+  log.move_into(out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, HW_KV_EVENT_ALL_REMOVED);
+  EXPECT_EQ(out[1].piece_hash, 3u);
+}
+
+}  // namespace events
 
 }  // namespace
 }  // namespace headway::core

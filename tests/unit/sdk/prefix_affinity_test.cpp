@@ -1,7 +1,8 @@
 // The SDK's PrefixTracker and PrefixAffinity (sdk/include/headway/sdk/prefix_affinity.hpp), which
 // router plugins compile into themselves: what a tracker keeps within its capacity, that a full
 // one keeps the most recent beginnings with their first pieces longest, and what PrefixAffinity
-// reads from the engines' loads (KV size, down engines, indices it does not know).
+// reads from the engines' loads (KV size, down engines, indices it does not know) and from their
+// KV events (ABI 1.9).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -133,6 +134,77 @@ TEST(PrefixAffinity, TrackedTokensBoundsEveryEngineAndUnknownIndicesAreIgnored) 
   // A request without hashes (ids unknown) matches nothing and records nothing.
   affinity.observe(RoutePrefix{}, engines);
   EXPECT_EQ(affinity.matched_tokens(engines[0]), 0.0);
+}
+
+hw_kv_event event(uint64_t hash, int32_t kind) { return hw_kv_event{hash, kind, 0}; }
+
+TEST(PrefixAffinity, KvEventsAddWhatAnEngineStoredAndTakeAwayWhatItEvicted) {
+  PrefixAffinity affinity;
+  const std::vector<uint64_t> hashes = beginning(7, 6);
+  const RoutePrefix prefix{64, hashes};
+  const std::vector<hw_engine_load> engines = {load(0, 1000), load(1, 1000)};
+  EXPECT_FALSE(affinity.reports(0));
+  affinity.apply(0, {});  // the host's announcement
+  EXPECT_TRUE(affinity.reports(0));
+  EXPECT_FALSE(affinity.reports(1));
+  affinity.observe(prefix, engines);
+
+  // Stored without being routed there (an answer decoded, KV moved in): believed.
+  const hw_kv_event stored[] = {event(7, HW_KV_EVENT_STORED), event(8, HW_KV_EVENT_STORED),
+                                event(9, HW_KV_EVENT_STORED), event(10, HW_KV_EVENT_STORED)};
+  affinity.apply(0, stored);
+  affinity.observe(prefix, engines);
+  EXPECT_EQ(affinity.matched_tokens(engines[0]), 4.0 * 64);
+  EXPECT_EQ(affinity.matched_tokens(engines[1]), 0.0);
+
+  // Routed there: believed at once, and pending: an eviction reported before the engine reports
+  // holding the piece again does not take it away (the request sent there computes it again).
+  affinity.record(0, prefix);
+  const hw_kv_event removed[] = {event(9, HW_KV_EVENT_REMOVED), event(99, HW_KV_EVENT_REMOVED),
+                                 event(5, 77)};  // a piece it never held; a later ABI's kind
+  affinity.apply(0, removed);
+  affinity.observe(prefix, engines);
+  EXPECT_EQ(affinity.matched_tokens(engines[0]), 6.0 * 64);
+  EXPECT_TRUE(affinity.tracker(0).pending(9));
+  // Reported held (the request was served), then evicted: the match ends at the third piece.
+  affinity.apply(0, stored);
+  EXPECT_FALSE(affinity.tracker(0).pending(9));
+  affinity.apply(0, removed);
+  affinity.observe(prefix, engines);
+  EXPECT_EQ(affinity.matched_tokens(engines[0]), 2.0 * 64);
+
+  const hw_kv_event cleared[] = {event(0, HW_KV_EVENT_ALL_REMOVED)};
+  affinity.apply(0, cleared);
+  affinity.observe(prefix, engines);
+  EXPECT_EQ(affinity.matched_tokens(engines[0]), 0.0);
+  EXPECT_TRUE(affinity.reports(0));
+}
+
+TEST(PrefixAffinity, KvEventsAreIgnoredWhenNotReadOrWhenNothingIsTracked) {
+  const std::vector<uint64_t> hashes = beginning(7, 2);
+  const RoutePrefix prefix{64, hashes};
+  const std::vector<hw_engine_load> engines = {load(0, 1000)};
+  const hw_kv_event stored[] = {event(7, HW_KV_EVENT_STORED), event(8, HW_KV_EVENT_STORED)};
+  const hw_kv_event removed[] = {event(7, HW_KV_EVENT_REMOVED)};
+  for (const bool reads : {false, true}) {
+    SCOPED_TRACE(reads ? "reads events" : "kv_events = false");
+    PrefixAffinity affinity(0, 2.0, reads);
+    affinity.observe(prefix, engines);
+    affinity.apply(0, stored);
+    affinity.observe(prefix, engines);
+    EXPECT_EQ(affinity.matched_tokens(engines[0]), reads ? 2.0 * 64 : 0.0);
+    affinity.record(0, prefix);
+    affinity.apply(0, stored);  // served: no longer pending
+    affinity.apply(0, removed);
+    affinity.observe(prefix, engines);
+    EXPECT_EQ(affinity.matched_tokens(engines[0]), reads ? 0.0 : 2.0 * 64);
+    EXPECT_EQ(affinity.reports(0), reads);
+  }
+  PrefixAffinity weightless(0, 0.0);
+  weightless.apply(0, stored);
+  weightless.observe(prefix, engines);
+  EXPECT_EQ(weightless.credit(engines[0]), 0.0);
+  EXPECT_FALSE(weightless.reports(0));
 }
 
 }  // namespace

@@ -63,6 +63,14 @@ class Cluster {
   // reentrant): the caller serialises them.
   hw_route_decision route(const hw_route_request& request, std::span<const hw_engine_load> loads,
                           std::span<const uint64_t> prefix_hashes = {});
+  // For such a driver: whether the engines keep KV events (the router reads them, ABI 1.9), and
+  // the call that hands one engine's to the router (taken on the engine's thread with
+  // Engine::take_kv_events), under the same serialisation as route(), before it. route() without
+  // loads hands them itself.
+  bool reads_kv_events() const { return router_->reads_kv_events(); }
+  void kv_events(uint32_t engine, std::span<const hw_kv_event> events) {
+    router_->kv_events(engine, events);
+  }
 
   // Routes a request (its prompt's ids, where it has them, tell a router that reads prefixes how
   // it begins) and queues it on its engine: the prefill engine of a disaggregated placement
@@ -103,6 +111,7 @@ class Cluster {
   std::vector<bool> alive_;
   std::vector<hw_engine_load> loads_;
   std::vector<uint64_t> prefix_hashes_;  // submit()'s scratch
+  std::vector<hw_kv_event> kv_events_;   // route()'s scratch
   bool hashes_prefixes_ = false;
   std::unique_ptr<Clock> clock_;
   std::unique_ptr<HostServices> router_host_;

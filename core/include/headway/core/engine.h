@@ -19,6 +19,7 @@
 #include <headway/core/guarded_buffer.h>
 #include <headway/core/host_services.h>
 #include <headway/core/kv_block_manager.h>
+#include <headway/core/kv_event_log.h>
 #include <headway/core/log_throttle.h>
 #include <headway/core/plan_arrays.h>
 #include <headway/core/plan_validator.h>
@@ -220,6 +221,16 @@ class Engine {
   // Whether this engine reuses cached prefixes (its config asks; only requests with token ids
   // take part).
   bool prefix_caching() const { return config_.prefix_caching; }
+  // Keeps a log of the route pieces its prefix cache stores and evicts (KvEventLog; hw_kv_event),
+  // for a router that reads them: call before the first request; nothing where prefix caching is
+  // off (the engine holds no beginning, and never says it does).
+  void keep_kv_events();
+  // Appends the events logged since the last call to `out` (KvEventLog::move_into); none when no
+  // log is kept.
+  void take_kv_events(std::vector<hw_kv_event>& out) {
+    if (kv_events_ != nullptr) kv_events_->move_into(out);
+  }
+  bool keeps_kv_events() const { return kv_events_ != nullptr; }
   Clock& clock() { return *clock_; }
   // The host services of the model and of the scheduler instance (their counters and gauges).
   HostServices& model_host() { return model_host_; }
@@ -349,6 +360,7 @@ class Engine {
   KvBlockManager kv_;
   // Null while no request with token ids came, and when prefix caching is off.
   std::unique_ptr<PrefixCache> prefix_cache_;
+  std::unique_ptr<KvEventLog> kv_events_;  // keep_kv_events(); the prefix cache reports to it
   // Whether running requests may share cached blocks: the scheduler knows that preempting one
   // frees only what it holds alone (hw_request_view.blocks_shared, ABI 1.3). Otherwise a cached
   // block is reused only while no request holds it.

@@ -116,6 +116,13 @@ class RouterInstance {
   // Tells the router what each engine admits (limits[i] for engine i); nothing for a router that
   // does not read them. Throws Error (HW_INTERNAL) when the plugin fails the call.
   void set_engine_limits(std::span<const hw_engine_limits> limits);
+  // Whether the plugin reads what the engines' prefix caches store and evict (kv_events, ABI
+  // 1.9): only then do engines keep the events.
+  bool reads_kv_events() const { return kv_events_ != nullptr; }
+  // Tells the router what engine `engine`'s cache did since the last call for it (no events: the
+  // announcement that it reports, abi.h); nothing for a router that does not read them. Under
+  // route()'s serialisation. Throws Error (HW_INTERNAL) when the plugin fails the call.
+  void kv_events(uint32_t engine, std::span<const hw_kv_event> events);
   const std::string& name() const { return name_; }
 
  private:
@@ -126,6 +133,7 @@ class RouterInstance {
   const hw_router_table* table_;
   decltype(hw_router_table::set_engine_limits) set_engine_limits_ = nullptr;
   decltype(hw_router_table::route_with_prefix) route_with_prefix_ = nullptr;
+  decltype(hw_router_table::kv_events) kv_events_ = nullptr;
   bool reads_model_lengths_ = false;
   std::vector<hw_engine_limits> limits_;  // as last told, for check_fits()
   hw_router* handle_ = nullptr;

@@ -8,11 +8,20 @@
 // entry that followed it becomes unreachable instead of wrong. Lookups compare the ids exactly:
 // the hash only places entries, so a collision costs a probe, never a wrong answer.
 //
+// Reporting to a KvEventLog (report_to), it also follows each chain in the hashes routers read
+// (route_prefix.h) and logs each route piece whose last token a block holds: stored when the block
+// is recorded and again when a request takes it from the cache (report_taken: a router that sent
+// the request learns it was served from there), removed when it is evicted. A chain's deeper
+// blocks are evicted before the ones they follow (KvBlockManager releases a request's last block
+// first), so a piece is reported removed when it stops being found.
+//
 // Ownership: borrows the engine's KvBlockManager, which must outlive it, and becomes its eviction
-// listener. Threading: the engine's thread only. Allocation-free after construction.
+// listener; borrows the log. Threading: the engine's thread only. Allocation-free after
+// construction.
 #pragma once
 
 #include <headway/core/kv_block_manager.h>
+#include <headway/core/kv_event_log.h>
 
 #include <cstdint>
 #include <optional>
@@ -48,6 +57,19 @@ class PrefixCache {
   // `parent` has been evicted since: nothing after it can be found again, so nothing is recorded.
   std::optional<Link> insert(Link parent, std::span<const int32_t> tokens, uint32_t block);
 
+  // A request takes recorded block `block` from the cache: logs the pieces it ends as stored.
+  void report_taken(uint32_t block) {
+    if (log_ != nullptr) {
+      follow_route_chain(route_before_[block], first_position_[block], tokens_of(block),
+                         HW_KV_EVENT_STORED);
+    }
+  }
+
+  // Logs to `log` from now on (null: stops) the route pieces the blocks it records and evicts
+  // end (see above). Throws Error once a block is recorded: the chains of the blocks recorded
+  // before would be unknown.
+  void report_to(KvEventLog* log);
+
   Link link_of(uint32_t block) const { return Link{block, kv_.generation(block)}; }
   uint32_t block_size() const { return block_size_; }
   // Blocks recorded (held or idle).
@@ -58,6 +80,13 @@ class PrefixCache {
   uint64_t hash_of(Link parent, std::span<const int32_t> tokens) const;
   bool holds(uint32_t block, Link parent, std::span<const int32_t> tokens) const;
   void forget(uint32_t block);  // the manager evicted it
+  std::span<const int32_t> tokens_of(uint32_t block) const {
+    return std::span(tokens_).subspan(size_t{block} * block_size_, block_size_);
+  }
+  // Continues the route hash chain `chain`, at position `position` of its prompt, over `tokens`,
+  // logging each piece it completes as `kind`; returns the chain after them.
+  uint64_t follow_route_chain(uint64_t chain, uint32_t position, std::span<const int32_t> tokens,
+                              int32_t kind);
 
   KvBlockManager& kv_;
   uint32_t block_size_;
@@ -70,6 +99,12 @@ class PrefixCache {
   std::vector<uint64_t> hashes_;
   std::vector<int32_t> tokens_;  // block_size ids per block
   uint32_t entries_ = 0;
+  // Reporting to log_: each recorded block's place in the route hash chain, before and after its
+  // tokens, and the position of its first token in the prompt.
+  KvEventLog* log_ = nullptr;
+  std::vector<uint64_t> route_before_;
+  std::vector<uint64_t> route_after_;
+  std::vector<uint32_t> first_position_;
 };
 
 }  // namespace headway::core

@@ -20,6 +20,11 @@ namespace headway::core {
 // less than one piece, at four times the hashes a router keeps.
 inline constexpr uint32_t kRoutePrefixPieceTokens = 64;
 
+// Where the hashes' chain starts: hash_mix (hash_mix.h) of it with each id of a prompt in turn,
+// read after every kRoutePrefixPieceTokens-th, gives the hashes. The prefix cache continues the
+// chain along its blocks to report what it stores and evicts in these hashes (hw_kv_event).
+inline constexpr uint64_t kRoutePrefixChainStart = 0x6A09E667F3BCC909ull;
+
 // Replaces `out` with the hashes of `ids`' whole pieces (none for fewer ids than a piece). Keeps
 // out's capacity, so a caller that reuses it allocates only for a longer prompt than before.
 void route_prefix_hashes(std::span<const int32_t> ids, std::vector<uint64_t>& out);

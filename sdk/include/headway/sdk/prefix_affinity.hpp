@@ -2,11 +2,14 @@
 // the beginning of its prompt is cached (ABI 1.8's hw_route_prefix; the prefix_aware, length and
 // disaggregated routers use it). Header-only; plugin side.
 //
-// A belief, not the engine's state: a router sees no eviction, and an engine with prefix caching
-// off holds nothing. A wrong belief costs a request placed where its beginning is computed again,
-// the cost of any router that does not track prefixes. (The disaggregated router's
-// local_prefill_where_cached also acts on it to prefill a prompt on a decode engine, which a wrong
-// belief makes compute the whole prompt there: hence that option is off by default.)
+// A belief, made exact by the engines' KV events where the host sends them (ABI 1.9, apply()):
+// a router records where it sends a prompt (the engine will hold it once computed), and the
+// events add what the engines store otherwise (a conversation's answer, KV moved in) and take
+// away what they evict. Without events a router sees no eviction. A wrong belief costs a request
+// placed where its beginning is computed again, the cost of any router that does not track
+// prefixes. (The disaggregated router's local_prefill_where_cached also acts on it to prefill a
+// prompt on a decode engine, which a wrong belief makes compute the whole prompt there: hence
+// that option is off by default.)
 //
 // Ownership: each object owns its entries. Threading: one router instance's; not synchronised.
 #pragma once
@@ -25,8 +28,11 @@
 
 namespace headway::sdk {
 
-// One engine's: the prompt beginnings (hashes of hw_route_prefix) of the requests sent there, the
-// most recently sent kept, up to a capacity in pieces.
+// One engine's: the prompt beginnings (hashes of hw_route_prefix) of the requests sent there and
+// of those its cache reports holding, the most recent kept, up to a capacity in pieces. A piece
+// sent there is *pending* until the engine reports holding it (it computed it, or a request took it
+// from its cache): an eviction reported meanwhile does not take it away, since the request sent
+// there will compute it again.
 class PrefixTracker {
  public:
   PrefixTracker() = default;
@@ -45,24 +51,25 @@ class PrefixTracker {
     return n;
   }
 
-  // Records that a prompt beginning so was sent to the engine: each piece becomes the most
-  // recently used, the first most of all, so that the pieces evicted first (past the capacity)
-  // are the deepest ones. The engine's cache also evicts a request's last blocks first, keeping
-  // beginnings that others share.
+  // Records that a prompt beginning so was sent to the engine (pending: true) or that the engine
+  // reports holding it (false): each piece becomes the most recently used, the first most of all,
+  // so that the pieces evicted first (past the capacity) are the deepest ones. The engine's cache
+  // also evicts a request's last blocks first, keeping beginnings that others share.
   // Once full, a new piece takes the least recent one's nodes: no allocation in steady state.
-  void record(std::span<const uint64_t> hashes) {
+  void record(std::span<const uint64_t> hashes, bool pending = true) {
     if (capacity_ == 0) return;  // holds nothing (its engine's KV size is not known yet)
     // Past the capacity only the first pieces can be kept: the deeper ones would go at once.
     if (hashes.size() > capacity_) hashes = hashes.first(capacity_);
     for (size_t i = hashes.size(); i-- > 0;) {
       const auto held = entries_.find(hashes[i]);
       if (held != entries_.end()) {
-        order_.splice(order_.begin(), order_, held->second);
+        order_.splice(order_.begin(), order_, held->second.place);
+        held->second.pending = pending;
         continue;
       }
       if (entries_.size() < capacity_) {
         order_.push_front(hashes[i]);
-        entries_.emplace(hashes[i], order_.begin());
+        entries_.emplace(hashes[i], Entry{order_.begin(), pending});
         continue;
       }
       // Full: the least recent piece's list node moves to the front and its map node is re-keyed.
@@ -70,9 +77,23 @@ class PrefixTracker {
       order_.splice(order_.begin(), order_, std::prev(order_.end()));
       order_.front() = hashes[i];
       node.key() = hashes[i];
-      node.mapped() = order_.begin();
+      node.mapped() = Entry{order_.begin(), pending};
       entries_.insert(std::move(node));
     }
+  }
+
+  // The engine evicted the piece (a KV event): it and the pieces after it are no longer matched,
+  // unless a request sent there since it last reported holding the piece will compute it again.
+  void remove(uint64_t hash) {
+    const auto held = entries_.find(hash);
+    if (held == entries_.end() || held->second.pending) return;
+    order_.erase(held->second.place);
+    entries_.erase(held);
+  }
+  // Whether the piece is held and pending (sent there, not yet reported held).
+  bool pending(uint64_t hash) const {
+    const auto held = entries_.find(hash);
+    return held != entries_.end() && held->second.pending;
   }
 
   // The most pieces held; the least recently sent go first when it shrinks.
@@ -99,9 +120,13 @@ class PrefixTracker {
     }
   }
 
+  struct Entry {
+    std::list<uint64_t>::iterator place;  // in order_
+    bool pending;
+  };
   size_t capacity_ = 0;
   std::list<uint64_t> order_;  // most recently sent first
-  std::unordered_map<uint64_t, std::list<uint64_t>::iterator> entries_;
+  std::unordered_map<uint64_t, Entry> entries_;
 };
 
 // Every engine's tracker, and how much of the request being placed each holds. A router calls
@@ -113,12 +138,14 @@ class PrefixAffinity {
   // tracked_tokens: tokens of beginnings remembered per engine; 0 = the engine's KV cache size
   // (kv_blocks_total x block_size), which bounds what it can hold. weight: what one cached token
   // is worth in the router's load measure (credit()).
-  explicit PrefixAffinity(uint64_t tracked_tokens = 0, double weight = 1.0)
-      : tracked_tokens_(tracked_tokens), weight_(weight) {}
-  // From a router's cached_token_weight_option() and tracked_tokens_option().
+  // reads_events: apply() corrects the beliefs (false: it ignores the events).
+  explicit PrefixAffinity(uint64_t tracked_tokens = 0, double weight = 1.0,
+                          bool reads_events = true)
+      : tracked_tokens_(tracked_tokens), weight_(weight), reads_events_(reads_events) {}
+  // From a router's cached_token_weight_option(), tracked_tokens_option() and kv_events_option().
   static PrefixAffinity from_options(const Options& options) {
     return PrefixAffinity(static_cast<uint64_t>(options.get_int("tracked_tokens")),
-                          options.get_double("cached_token_weight"));
+                          options.get_double("cached_token_weight"), options.get_bool("kv_events"));
   }
 
   // Forgets the engines seen down, bounds each tracker by its engine's KV size as its load now
@@ -157,6 +184,39 @@ class PrefixAffinity {
     }
   }
 
+  // What engine `engine_index`'s cache stored and evicted (Router::on_kv_events): a stored piece
+  // becomes the most recent one held (no longer pending), a removed one is forgotten unless
+  // pending (PrefixTracker::remove), and ALL_REMOVED forgets the engine's. A stored piece is kept
+  // only once the engine's KV size is known (observe()).
+  void apply(uint32_t engine_index, std::span<const hw_kv_event> events) {
+    if (weight_ == 0 || !reads_events_) return;
+    if (trackers_.size() <= engine_index) trackers_.resize(size_t{engine_index} + 1);
+    if (reporting_.size() <= engine_index) reporting_.resize(size_t{engine_index} + 1, 0);
+    reporting_[engine_index] = 1;
+    PrefixTracker& tracker = trackers_[engine_index];
+    for (const hw_kv_event& event : events) {
+      switch (event.kind) {
+        case HW_KV_EVENT_STORED:
+          tracker.record(std::span(&event.piece_hash, 1), /*pending=*/false);
+          break;
+        case HW_KV_EVENT_REMOVED:
+          tracker.remove(event.piece_hash);
+          break;
+        case HW_KV_EVENT_ALL_REMOVED:
+          tracker.clear();
+          break;
+        default:
+          break;  // a kind of a later ABI: not this router's to read
+      }
+    }
+  }
+
+  // Whether the engine reports what its cache stores (the host announced it, and events are
+  // read): its beliefs are corrected by them, and what it stores it will say.
+  bool reports(uint32_t engine_index) const {
+    return engine_index < reporting_.size() && reporting_[engine_index] != 0;
+  }
+
   const PrefixTracker& tracker(uint32_t engine_index) const { return trackers_.at(engine_index); }
 
  private:
@@ -173,8 +233,10 @@ class PrefixAffinity {
 
   uint64_t tracked_tokens_;
   double weight_;
+  bool reads_events_;
   std::vector<PrefixTracker> trackers_;  // per engine
   std::vector<double> matched_tokens_;   // per engine, the request being placed; scratch
+  std::vector<char> reporting_;          // per engine: apply() was called for it
 };
 
 // The weight of a cached token against the router's load measure, whose meaning `doc` states. 2 by
@@ -192,6 +254,15 @@ constexpr hw_option_spec tracked_tokens_option() {
                     "Tokens of prompt beginnings remembered per engine, the most recently routed "
                     "kept; 0 = the engine's KV cache size (kv_blocks x block_size), which bounds "
                     "what it can hold.");
+}
+
+// Whether the engines' KV events correct what the router believes they hold, the same for every
+// router that uses PrefixAffinity.
+constexpr hw_option_spec kv_events_option() {
+  return bool_option("kv_events", true,
+                     "Whether what the engines' prefix caches report storing and evicting corrects "
+                     "what this router believes they hold (ABI 1.9 KV events). false: beliefs "
+                     "come only from where requests were sent, and never see an eviction.");
 }
 
 }  // namespace headway::sdk

@@ -44,6 +44,14 @@ class Router {
     (void)prefix;
     return route(request, engines);
   }
+  // What engine `engine_index`'s prefix cache stored and evicted since the last call for it (ABI
+  // 1.9), oldest first: a router that overrides this gets the entry in its table (RouterAdapter),
+  // and the host then has its engines keep the events and calls this before each route(). Never
+  // during route(). Borrowed for the call.
+  virtual void on_kv_events(uint32_t engine_index, std::span<const hw_kv_event> events) {
+    (void)engine_index;
+    (void)events;
+  }
   // The engines' limits (ABI 1.6), engine i's at index i: after construction and whenever one
   // changes, never during route(). Copies in this build's layout (RouterAdapter reads the host's
   // array by the host's struct size; a field the host's struct lacks is 0). Keeps them for
@@ -138,6 +146,23 @@ struct RouterAdapter {
     }
   }
   static constexpr bool kReadsPrefixes = reads_prefixes();
+  static int32_t kv_events(hw_router* r, uint32_t engine_index, const hw_kv_event* events,
+                           uint32_t count, hw_status* status) {
+    return guarded(status, [&] {
+      self(r)->on_kv_events(engine_index, std::span(events, events == nullptr ? 0 : count));
+    });
+  }
+  // Whether T overrides on_kv_events (as reads_prefixes() tells for route_with_prefix): only then
+  // do the engines keep events for it.
+  static constexpr bool reads_kv_events() {
+    if constexpr (requires { &T::on_kv_events; }) {
+      return !std::is_same_v<decltype(&T::on_kv_events),
+                             void (Router::*)(uint32_t, std::span<const hw_kv_event>)>;
+    } else {
+      return true;
+    }
+  }
+  static constexpr bool kReadsKvEvents = reads_kv_events();
   // The host's elements are limits[0].struct_size bytes each (abi.h): copied into this build's
   // layout, zero past what the host's struct holds.
   static int32_t set_engine_limits(hw_router* r, const hw_engine_limits* limits, uint32_t count,
@@ -158,7 +183,8 @@ struct RouterAdapter {
                                             &destroy,
                                             &route,
                                             &set_engine_limits,
-                                            kReadsPrefixes ? &route_with_prefix : nullptr};
+                                            kReadsPrefixes ? &route_with_prefix : nullptr,
+                                            kReadsKvEvents ? &kv_events : nullptr};
 };
 
 }  // namespace headway::sdk

@@ -373,5 +373,84 @@ TEST(DisaggregatedRouterPrefixes, WithNoPrefillEngineUpAPromptGoesWhereItsBeginn
   EXPECT_EQ(router.counter("router_fallbacks"), 1.0);
 }
 
+// -------------------------------------------------------------------------------------------------
+// KV events (ABI 1.9)
+// -------------------------------------------------------------------------------------------------
+
+TEST(PrefixRoutersKvEvents, EveryRouterThatTracksBeginningsReadsThem) {
+  EXPECT_TRUE(RouterHarness(kLength, kShortLong, one_short_two_long()).reads_kv_events());
+  EXPECT_TRUE(RouterHarness(kDisaggregated, "", two_prefill_two_decode()).reads_kv_events());
+  EXPECT_TRUE(
+      RouterHarness("headway_router_prefix_aware.so", "kv_events = false", {engine(0), engine(1)})
+          .reads_kv_events());
+  EXPECT_FALSE(RouterHarness("headway_router_least_loaded.so", "", {engine(0), engine(1)})
+                   .reads_kv_events());
+}
+
+// A document sent to an engine is believed there until the engine reports evicting it after it
+// served the requests sent there: its next question then goes to the least loaded engine instead.
+// With kv_events = false the router never learns of the eviction.
+TEST(PrefixRoutersKvEvents, AnEvictionReportedTakesTheBeginningAway) {
+  for (const bool reads : {true, false}) {
+    SCOPED_TRACE(reads ? "kv_events = true" : "kv_events = false");
+    std::vector<hw_engine_load> engines = {engine(0), engine(1)};
+    RouterHarness router("headway_router_prefix_aware.so",
+                         reads ? "kv_events = true" : "kv_events = false", engines);
+    router.announce_kv_events(0);
+    router.announce_kv_events(1);
+    const std::vector<int32_t> doc = document(1000, 20);
+    const std::vector<uint64_t> first = prompt_hashes(doc, 22, 1);
+    const uint32_t held_on = place(router, engines, first).decode_engine;
+    const uint32_t other = 1 - held_on;
+    engines[held_on] = with_load(engines[held_on], 1000);
+    ASSERT_EQ(place(router, engines, prompt_hashes(doc, 22, 50000)).decode_engine, held_on);
+    // Evicted before the engine served what was sent there: it computes it again, and the
+    // document stays believed there.
+    router.kv_events(held_on, HW_KV_EVENT_REMOVED, std::span(first).subspan(6, 1));
+    ASSERT_EQ(place(router, engines, prompt_hashes(doc, 22, 60000)).decode_engine, held_on);
+    // Served (the engine reports the document held), then its tenth piece evicted: nine pieces
+    // (576 tokens, worth 1,152) still outweigh its 1,000 more outstanding tokens.
+    router.kv_events(held_on, HW_KV_EVENT_STORED, std::span(first).first(20));
+    router.kv_events(held_on, HW_KV_EVENT_REMOVED, std::span(first).subspan(9, 1));
+    ASSERT_EQ(place(router, engines, prompt_hashes(doc, 22, 70000)).decode_engine, held_on);
+    // And, served again, its seventh: six pieces (768) no longer do.
+    router.kv_events(held_on, HW_KV_EVENT_STORED, std::span(first).first(9));
+    router.kv_events(held_on, HW_KV_EVENT_REMOVED, std::span(first).subspan(6, 1));
+    EXPECT_EQ(place(router, engines, prompt_hashes(doc, 22, 80000)).decode_engine,
+              reads ? other : held_on);
+  }
+}
+
+// With local_prefill_where_cached, a prompt whose KV moves to a decode engine that reports its
+// cache is believed there only once the engine says it stored it (its KV arrived), not from its
+// routing: a conversation's next turn routed in between moves too. A decode engine that reports
+// nothing is believed from the routing, as before.
+TEST(PrefixRoutersKvEvents, AMovedPromptIsBelievedOnAReportingDecodeEngineOnceStored) {
+  for (const bool reporting : {true, false}) {
+    SCOPED_TRACE(reporting ? "decode engines report" : "no engine reports");
+    std::vector<hw_engine_load> engines = two_prefill_two_decode();
+    RouterHarness router(kDisaggregated, kWhereCached, engines);
+    if (reporting) {
+      for (uint32_t e = 0; e < 4; ++e) router.announce_kv_events(e);
+    }
+    const std::vector<int32_t> turn1 = document(1000, 20);  // 1,280 tokens: moved
+    const std::vector<uint64_t> turn1_hashes = prompt_hashes(turn1, 20, 1);
+    hw_route_decision d = place(router, engines, turn1_hashes);
+    ASSERT_NE(d.prefill_engine, d.decode_engine);
+    const uint32_t held_on = d.decode_engine;
+    // Turn 2 (turn 1 and 256 tokens more) before turn 1's KV arrived.
+    engines[held_on == 2 ? 3 : 2] = with_load(engines[held_on == 2 ? 3 : 2], 100, 0);
+    d = place(router, engines, prompt_hashes(turn1, 24, 7));
+    EXPECT_EQ(d.decode_engine, held_on);
+    EXPECT_EQ(d.prefill_engine == d.decode_engine, !reporting);
+    if (!reporting) continue;
+    // The decode engine reports turn 1 stored: the next turn is prefilled there.
+    router.kv_events(held_on, HW_KV_EVENT_STORED, turn1_hashes);
+    d = place(router, engines, prompt_hashes(turn1, 24, 9));
+    EXPECT_EQ(d.decode_engine, held_on);
+    EXPECT_EQ(d.prefill_engine, held_on);
+  }
+}
+
 }  // namespace
 }  // namespace headway::core

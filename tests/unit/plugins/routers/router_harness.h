@@ -163,6 +163,15 @@ class RouterHarness {
   bool reads_engine_limits() const { return router_->reads_engine_limits(); }
   bool reads_model_lengths() const { return router_->reads_model_lengths(); }
   bool reads_prefixes() const { return router_->reads_prefixes(); }
+  bool reads_kv_events() const { return router_->reads_kv_events(); }
+  // What engine `engine`'s prefix cache stored (or evicted), as the host tells it (ABI 1.9); no
+  // events: the announcement that the engine reports.
+  void kv_events(uint32_t engine, int32_t kind, std::span<const uint64_t> pieces) {
+    std::vector<hw_kv_event> events;
+    for (const uint64_t piece : pieces) events.push_back(hw_kv_event{piece, kind, 0});
+    router_->kv_events(engine, events);
+  }
+  void announce_kv_events(uint32_t engine) { router_->kv_events(engine, {}); }
 
   double counter(const std::string& name) const {
     const auto counters = host_.counters();

@@ -170,6 +170,40 @@ TEST(ServiceMetrics, ARouterThatBlocksIsLogged) {
       << logged;
 }
 
+// What the engine's prefix cache stores and evicts reaches a router that reads KV events (ABI 1.9)
+// when serving: each driver publishes its engine's events after a step, and the service hands them
+// to the router before the next request is placed (tests/plugins/test_kv_events_router.cpp counts
+// them). A prompt of 200 bytes is 201 tokens with BOS: three whole pieces of 64.
+TEST(ServiceMetrics, KvEventsReachTheRouterBeforeTheNextRequest) {
+  test::TinyCheckpoint checkpoint;
+  std::string text;
+  {
+    LocalGenerationService service(test::tiny_deployment(checkpoint, "[[engines]]\n",
+                                                         "[router]\nplugin = \"" +
+                                                             std::string(HEADWAY_TEST_PLUGIN_DIR) +
+                                                             "/test_kv_events_router.so\"\n"));
+    const std::string document(200, 'd');
+    for (const std::string& prompt : {document, document, std::string("other")}) {
+      ASSERT_EQ(test::collect(*service.submit(test::text_request(prompt, 1))).finish,
+                Finish::kLength);
+      test::wait_idle(service);
+    }
+    text = service.metrics_text();
+  }
+  const auto counter = [&](const std::string& metric) {
+    return sum_of(text, "headway_plugin_total",
+                  "plugin=\"test_kv_events_router\",metric=\"" + metric + "\"");
+  };
+  EXPECT_EQ(counter("kv_events_announced"), 1) << text;
+  // The first request stored the three pieces; the second took them from the cache (reported
+  // held again); the third's events are not read (no request after it).
+  EXPECT_EQ(counter("kv_pieces_stored"), 6);
+  EXPECT_EQ(counter("kv_stored_routed"), 6);
+  EXPECT_EQ(counter("kv_pieces_removed"), 0);
+  // Believed held when the second came, by the events alone: its three pieces (192 tokens).
+  EXPECT_EQ(sum_of(text, "headway_plugin_total", "metric=\"believed_tokens_"), 192);
+}
+
 // A plugin's counters and gauges (host services) reach /metrics under its instance's labels: what
 // it counted in create() too, a counter's negative increments never (a counter only goes up), at
 // most 64 names an instance and only UTF-8 ones, each refusal reason warned about once.

@@ -1,0 +1,53 @@
+// What an engine's prefix cache stored and evicted since a router last read it (hw_kv_event, ABI
+// 1.9), in the hashes of route prefixes: a router that keeps them knows what each cache holds
+// instead of guessing it from where it sent requests.
+//
+// Bounded: a log that would pass its capacity (nobody read it for a long while) drops what it
+// holds and starts again with HW_KV_EVENT_ALL_REMOVED, so the reader forgets that engine's pieces
+// rather than keep beliefs the dropped events would have changed. The storage is reserved once:
+// no allocation while it is filled and drained.
+//
+// Ownership: owns its events. Threading: one thread at a time (the engine's; a serving driver
+// moves them out under its own lock).
+#pragma once
+
+#include <headway/abi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace headway::core {
+
+class KvEventLog {
+ public:
+  explicit KvEventLog(size_t capacity);
+
+  void stored(uint64_t piece_hash) { add(piece_hash, HW_KV_EVENT_STORED); }
+  void removed(uint64_t piece_hash) { add(piece_hash, HW_KV_EVENT_REMOVED); }
+  // Appends another log's events (moved out of it), in order: an ALL_REMOVED among them drops
+  // what this one holds before it.
+  void append(std::span<const hw_kv_event> events) {
+    for (const hw_kv_event& event : events) add(event.piece_hash, event.kind);
+  }
+
+  // Appends the events to `out`, oldest first, and empties the log. `out` keeps its capacity
+  // from call to call; it grows only the first times.
+  void move_into(std::vector<hw_kv_event>& out);
+
+  bool empty() const { return events_.empty(); }
+  size_t size() const { return events_.size(); }
+  size_t capacity() const { return capacity_; }
+  // Times the log dropped its events for want of room.
+  uint64_t overflows() const { return overflows_; }
+
+ private:
+  void add(uint64_t piece_hash, int32_t kind);
+
+  size_t capacity_;
+  std::vector<hw_kv_event> events_;
+  uint64_t overflows_ = 0;
+};
+
+}  // namespace headway::core

@@ -967,6 +967,72 @@ TEST(ServeProcesses, WithPrefixCachingOffInEveryEngineProcessTheRouterIsGivenNoB
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
+// A counter of the router process's own router plugin test_kv_events_router (0 when not there).
+double kv_events_counter(const std::string& metrics, const std::string& metric) {
+  const std::regex series(
+      "headway_plugin_total\\{engine=\"\",pool=\"\",kind=\"router\",plugin=\"test_kv_events_"
+      "router\",metric=\"" +
+      metric + "\"\\} ([0-9.e+]+)");
+  double sum = 0.0;
+  for (auto it = std::sregex_iterator(metrics.begin(), metrics.end(), series);
+       it != std::sregex_iterator(); ++it) {
+    sum += std::stod((*it)[1].str());
+  }
+  return sum;
+}
+
+// What an engine process's prefix cache stores reaches the router process's plugin (ABI 1.9): the
+// process keeps its engines' KV events, the router asks for those after the last it read in each
+// load report (ClusterInfo), and hands them to the plugin before it places the next request.
+// test_kv_events_router sends every request to engine0's process and counts what it is told; the
+// document (201 tokens with BOS: three pieces of 64) is asked about until the plugin, by the
+// events alone, believes the process holds it (its first answer's events come with a later poll).
+TEST(ServeProcesses, AnEngineProcesssKvEventsReachTheRoutersPlugin) {
+  TempDir dir("serve_processes_kv_events");
+  RoutedEngineProcesses cluster(dir.path, 200, 0.05, false,
+                                "{ plugin = \"chunked\", options = { max_num_batched_tokens = 256, "
+                                "max_num_seqs = 16 } }",
+                                "", "", "",
+                                std::string(HEADWAY_TEST_PLUGIN_DIR) + "/test_kv_events_router.so");
+  httplib::Client http("127.0.0.1", cluster.http_port());
+  http.set_read_timeout(std::chrono::seconds(120));
+  ASSERT_TRUE(wait_for_alive(http, 2)) << cluster.router().log();
+  const std::string document(200, 'd');
+  // The most tokens of a request's beginning the plugin believed held when it placed it.
+  const auto most_believed = [](const std::string& metrics) {
+    const std::regex believed("metric=\"believed_tokens_[0-9]+\"\\} ([0-9.e+]+)");
+    double most = 0.0;
+    for (auto it = std::sregex_iterator(metrics.begin(), metrics.end(), believed);
+         it != std::sregex_iterator(); ++it) {
+      most = std::max(most, std::stod((*it)[1].str()));
+    }
+    return most;
+  };
+  // A hang guard, not a timing assertion: a poll comes every 0.05 s.
+  std::string metrics;
+  for (int i = 0; i < 40; ++i) {
+    const auto answer =
+        http.Post("/v1/completions", completion(document, 1, false), "application/json");
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200) << answer->body;
+    metrics = metrics_of(http);
+    if (most_believed(metrics) > 0.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Believed held by the events: its three pieces, for a request routed after they came.
+  EXPECT_EQ(most_believed(metrics), 192.0) << metrics;
+  EXPECT_GE(kv_events_counter(metrics, "kv_events_announced"), 1.0) << metrics;
+  EXPECT_GE(kv_events_counter(metrics, "kv_pieces_stored"), 3.0) << metrics;
+  EXPECT_EQ(kv_events_counter(metrics, "kv_stored_routed"),
+            kv_events_counter(metrics, "kv_pieces_stored"))
+      << metrics;
+  EXPECT_EQ(kv_events_counter(metrics, "kv_pieces_removed"), 0.0) << metrics;
+
+  EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
+}
+
 // Behind a router plugin built before ABI 1.7, which knows no lengths and may place a request on
 // any process, the router admits only what every process holds.
 TEST(ServeProcesses, ARouterThatKnowsNoLengthsAdmitsWhatEveryProcessHolds) {

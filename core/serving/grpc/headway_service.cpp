@@ -195,12 +195,18 @@ grpc::Status HeadwayService::ModelInfo(grpc::ServerContext* context, const v1::M
 }
 
 grpc::Status HeadwayService::ClusterInfo(grpc::ServerContext* context,
-                                         const v1::ClusterInfoRequest*,
+                                         const v1::ClusterInfoRequest* request,
                                          v1::ClusterInfoResponse* response) {
   const CallGate::Pass pass(calls_);
   if (grpc::Status admitted = admit(*context, pass); !admitted.ok()) return admitted;
   return guarded(*context, "ClusterInfo", [&] {
     to_cluster_info_response(service_.cluster_info(), *response);
+    if (request->has_kv_events_from()) {
+      if (std::optional<KvEventsSince> since =
+              service_.kv_events_since(request->kv_events_from())) {
+        to_kv_events(*since, *response);
+      }
+    }
     return grpc::Status::OK;
   });
 }

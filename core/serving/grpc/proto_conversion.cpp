@@ -305,4 +305,16 @@ void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResp
   out.set_incarnation(cluster.incarnation);
 }
 
+void to_kv_events(const KvEventsSince& since, v1::ClusterInfoResponse& out) {
+  out.set_reports_kv_events(true);
+  out.set_kv_events_next(since.next);
+  out.set_kv_events_lost(since.lost);
+  out.mutable_kv_events()->Reserve(static_cast<int>(since.events.size()));
+  for (const hw_kv_event& event : since.events) {
+    v1::KvEvent& added = *out.add_kv_events();
+    added.set_piece_hash(event.piece_hash);
+    added.set_kind(event.kind);
+  }
+}
+
 }  // namespace headway::serving::grpc_frontend

@@ -37,5 +37,7 @@ ServiceError with_proto_field_names(const ServiceError& error);
 void to_health_response(const HealthSummary& health, v1::HealthResponse& out);
 void to_model_info_response(const ModelSummary& model, v1::ModelInfoResponse& out);
 void to_cluster_info_response(const ClusterSummary& cluster, v1::ClusterInfoResponse& out);
+// An engine process's KV events for the router process that asked (reports_kv_events set).
+void to_kv_events(const KvEventsSince& since, v1::ClusterInfoResponse& out);
 
 }  // namespace headway::serving::grpc_frontend

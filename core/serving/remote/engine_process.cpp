@@ -162,7 +162,12 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     grpc::ClientContext context;
     prepare(context);
     set_deadline(context, deadline);
-    const grpc::Status status = stub_->ClusterInfo(&context, v1::ClusterInfoRequest(), &cluster);
+    v1::ClusterInfoRequest request;
+    if (reads_kv_events_) {
+      std::lock_guard lock(mutex_);
+      request.set_kv_events_from(kv_events_next_);
+    }
+    const grpc::Status status = stub_->ClusterInfo(&context, request, &cluster);
     if (!status.ok()) {
       return poll_failed(failure("ClusterInfo", status), status);
     }
@@ -212,6 +217,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     }
   }
   std::lock_guard lock(mutex_);
+  if (reads_kv_events_) keep_kv_events(cluster);
   report_ = std::move(report);
   plugin_metrics_ = std::move(plugin_metrics);
   up_ = true;
@@ -222,6 +228,29 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   sent_prompt_tokens_ -= std::min(sent_prompt_tokens_, counted_prompt);
   sent_output_tokens_ -= std::min(sent_output_tokens_, counted_output);
   return true;
+}
+
+void EngineProcess::keep_kv_events(const v1::ClusterInfoResponse& cluster) {
+  if (!cluster.reports_kv_events()) return;  // keeps none (prefix caching off, an older build)
+  if (kv_events_ == nullptr) kv_events_ = std::make_unique<core::KvEventLog>(kKeptKvEvents);
+  reports_kv_events_ = true;
+  if (cluster.kv_events_lost()) {
+    const hw_kv_event forget{0, HW_KV_EVENT_ALL_REMOVED, 0};
+    kv_events_->append(std::span(&forget, 1));
+  }
+  for (const v1::KvEvent& event : cluster.kv_events()) {
+    const hw_kv_event kept{event.piece_hash(), event.kind(), 0};
+    kv_events_->append(std::span(&kept, 1));
+  }
+  kv_events_next_ = cluster.kv_events_next();
+}
+
+bool EngineProcess::take_kv_events(std::vector<hw_kv_event>& out) {
+  std::lock_guard lock(mutex_);
+  if (kv_events_ != nullptr) kv_events_->move_into(out);
+  const bool announce = reports_kv_events_ && !announced_kv_events_;
+  announced_kv_events_ = announced_kv_events_ || reports_kv_events_;
+  return announce;
 }
 
 bool EngineProcess::poll_failed(std::string why, const grpc::Status& status) {

@@ -15,9 +15,11 @@
 
 #include <grpcpp/grpcpp.h>
 #include <headway/abi.h>
+#include <headway/core/kv_event_log.h>
 #include <headway/serving/generation_service.h>
 #include <headway/v1/headway.grpc.pb.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -76,6 +78,15 @@ class EngineProcess {
   // Its plugins' metrics as of the last report (the process's own labels).
   std::vector<PluginMetricSample> plugin_metrics() const;
 
+  // Asks the process for its KV events in each poll from now on (the router plugin reads them,
+  // ABI 1.9).
+  void read_kv_events() { reads_kv_events_ = true; }
+  // Appends to `out` the KV events of the process's engines polled since the last call (with
+  // ALL_REMOVED first where some were lost: the process restarted, or too many came between two
+  // calls). Returns true the first time the process reported keeping events: the router is to be
+  // told it reports (abi.h's announcement) before these.
+  bool take_kv_events(std::vector<hw_kv_event>& out);
+
   // A request was sent to the process.
   void sent(uint32_t prompt_tokens, uint32_t max_tokens);
   // Where a request that will continue here after its prefill on another process is counted
@@ -88,6 +99,10 @@ class EngineProcess {
 
  private:
   bool fetch_model(std::chrono::milliseconds deadline);
+  // Keeps the KV events of a poll's answer for take_kv_events(). Under mutex_.
+  void keep_kv_events(const v1::ClusterInfoResponse& cluster);
+  // Polled events kept between two routings: an engine process's feed holds 65,536.
+  static constexpr size_t kKeptKvEvents = 1 << 16;
   // A Health or ClusterInfo call failed: marks the process down, except for the first late answer
   // of a process that was up. Returns whether it still counts as up.
   bool poll_failed(std::string why, const grpc::Status& status);
@@ -113,8 +128,16 @@ class EngineProcess {
   uint32_t sent_requests_ = 0;
   uint64_t sent_prompt_tokens_ = 0;
   uint64_t sent_output_tokens_ = 0;
+  // KV events (read_kv_events()): polled and not yet taken, bounded (ALL_REMOVED when full); the
+  // number to ask from next; whether the process said it keeps them, and whether the router was
+  // told so.
+  std::unique_ptr<core::KvEventLog> kv_events_;
+  uint64_t kv_events_next_ = 0;
+  bool reports_kv_events_ = false;
+  bool announced_kv_events_ = false;
   // Not under mutex_ (atomic).
   const std::shared_ptr<ExpectedHandoffs> expected_ = std::make_shared<ExpectedHandoffs>();
+  std::atomic<bool> reads_kv_events_{false};
 };
 
 }  // namespace headway::serving

@@ -257,6 +257,7 @@ class RemoteGenerationService::Impl final : public ProxiedCallOwner {
   std::unordered_map<const ProxiedGenerate*, std::shared_ptr<ProxiedGenerate>> leaving_;
   std::vector<hw_engine_load> loads_;    // routing scratch
   std::vector<uint64_t> prefix_hashes_;  // route_again()'s scratch, for a router that reads them
+  std::vector<hw_kv_event> kv_events_;   // route_now()'s scratch
   // The engine processes' limits as the router plugin was last told them, and routing scratch.
   std::vector<hw_engine_limits> told_limits_;
   std::vector<hw_engine_limits> limits_now_;
@@ -327,6 +328,11 @@ RemoteGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   limits_now_ = told_limits_;
   router_ = std::make_unique<core::RouterInstance>(deployment.router, loads_, *router_host_,
                                                    told_limits_);
+  // The processes' KV events from their next poll on (those polled before are read then too,
+  // as far as each process keeps them).
+  if (router_->reads_kv_events()) {
+    for (const auto& engine : engines_) engine->read_kv_events();
+  }
   ModelSummary served;
   served.name = options.model_name;
   served.vocab = reference_model_.vocab;
@@ -868,6 +874,14 @@ hw_route_decision RemoteGenerationService::Impl::route_now(uint64_t numeric_id,
   if (limits_changed) {
     router_->set_engine_limits(limits_now_);
     told_limits_ = limits_now_;  // same size: no allocation
+  }
+  if (router_->reads_kv_events()) {
+    for (size_t e = 0; e < engines_.size(); ++e) {
+      kv_events_.clear();
+      const auto index = static_cast<uint32_t>(e);
+      if (engines_[e]->take_kv_events(kv_events_)) router_->kv_events(index, {});
+      if (!kv_events_.empty()) router_->kv_events(index, kv_events_);
+    }
   }
   const hw_route_request route{numeric_id, prompt_tokens, max_tokens, priority,
                                hw_str{request_class.data(), request_class.size()}};

@@ -21,6 +21,7 @@
 
 #include "engine_driver.h"
 #include "held_kv.h"
+#include "kv_event_feed.h"
 #include "kv_handoff.h"
 #include "kv_links.h"
 #include "kv_stage_file.h"
@@ -57,6 +58,10 @@ class LocalGenerationService::Impl final : public FinishedSink {
   ModelSummary model_info() const { return admission_->model(); }
   const RequestAdmission& admission() const { return *admission_; }
   ClusterSummary cluster_info() const;
+  std::optional<KvEventsSince> kv_events_since(uint64_t from);
+  // Hands the drivers' KV events to the router (where it reads them) and to kv_feed_ (where
+  // kept). Under mutex_.
+  void take_kv_events();
   HealthSummary health() const;
   std::string metrics_text() const { return metrics_.render(); }
   ServiceTotals totals() const { return metrics_.totals(); }
@@ -131,6 +136,11 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::unordered_map<std::string, uint64_t> client_ids_;
   std::vector<hw_engine_load> loads_;   // routing scratch
   std::vector<hw_kv_event> kv_events_;  // routing scratch
+  // An engine process's engines' KV events for its router process; null in any other process.
+  std::unique_ptr<KvEventFeed> kv_feed_;
+  // Its size in events: at one read per load report (0.05 s by default) and one event per 64
+  // tokens stored, taken or evicted, far more than a report's worth.
+  static constexpr size_t kKvFeedEvents = 1 << 16;
   RouterWatch router_watch_;
   uint64_t next_numeric_id_ = 1;
   // kAdmitting, then kDraining (a drain began: only continuations are taken), then kClosed (the
@@ -192,6 +202,12 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
   admission_ = std::make_unique<RequestAdmission>(deployment, std::move(served));
 
   loads_.resize(cluster_->size());
+  // An engine process keeps its engines' KV events for the router process in front of it, which
+  // asks for them in each load report (ClusterInfo); before the drivers, which publish them.
+  if (deployment.server.role == "engine") {
+    cluster_->keep_kv_events();
+    kv_feed_ = std::make_unique<KvEventFeed>(kKvFeedEvents);
+  }
   {
     std::lock_guard lock(link_->mutex);
     link_->service = this;
@@ -387,13 +403,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   try {
     // What the caches stored and evicted up to each engine's last step, before the router reads
     // the loads (a router that fails on them fails this request, as in route()).
-    if (cluster_->reads_kv_events()) {
-      for (size_t e = 0; e < drivers_.size(); ++e) {
-        kv_events_.clear();
-        drivers_[e]->take_kv_events(kv_events_);
-        if (!kv_events_.empty()) cluster_->kv_events(static_cast<uint32_t>(e), kv_events_);
-      }
-    }
+    if (cluster_->reads_kv_events() || kv_feed_ != nullptr) take_kv_events();
     decision = cluster_->route(route, loads_, prefix_hashes);
   } catch (const core::Error& e) {
     router_watch_.routed(std::chrono::steady_clock::now() - routing, id, cluster_->router_name());
@@ -549,6 +559,24 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
   return summary;
 }
 
+void LocalGenerationService::Impl::take_kv_events() {
+  const bool router_reads = cluster_->reads_kv_events();
+  for (size_t e = 0; e < drivers_.size(); ++e) {
+    kv_events_.clear();
+    drivers_[e]->take_kv_events(kv_events_);
+    if (kv_events_.empty()) continue;
+    if (router_reads) cluster_->kv_events(static_cast<uint32_t>(e), kv_events_);
+    if (kv_feed_ != nullptr) kv_feed_->append(kv_events_);
+  }
+}
+
+std::optional<KvEventsSince> LocalGenerationService::Impl::kv_events_since(uint64_t from) {
+  if (kv_feed_ == nullptr) return std::nullopt;
+  std::lock_guard lock(mutex_);
+  take_kv_events();
+  return kv_feed_->since(from);
+}
+
 HealthSummary LocalGenerationService::Impl::health() const {
   std::vector<EngineHealth> engines;
   for (size_t e = 0; e < drivers_.size(); ++e) {
@@ -631,6 +659,9 @@ std::string LocalGenerationService::detokenize(const std::string& model,
   return impl_->admission().detokenize(model, ids);
 }
 ClusterSummary LocalGenerationService::cluster_info() const { return impl_->cluster_info(); }
+std::optional<KvEventsSince> LocalGenerationService::kv_events_since(uint64_t from) {
+  return impl_->kv_events_since(from);
+}
 HealthSummary LocalGenerationService::health() const { return impl_->health(); }
 std::string LocalGenerationService::metrics_text() const { return impl_->metrics_text(); }
 ServiceTotals LocalGenerationService::totals() const { return impl_->totals(); }

@@ -68,6 +68,11 @@ class Cluster {
   // Engine::take_kv_events), under the same serialisation as route(), before it. route() without
   // loads hands them itself.
   bool reads_kv_events() const { return router_->reads_kv_events(); }
+  // Has every engine that caches prefixes keep KV events whether or not the router reads them:
+  // an engine process's, for the router process in front of it. Before the first request.
+  void keep_kv_events() {
+    for (const auto& engine : engines_) engine->keep_kv_events();
+  }
   void kv_events(uint32_t engine, std::span<const hw_kv_event> events) {
     router_->kv_events(engine, events);
   }

@@ -66,6 +66,8 @@ class LocalGenerationService final : public GenerationService {
   std::vector<int32_t> tokenize(const GenerateInput& input) const override;
   std::string detokenize(const std::string& model, std::span<const int32_t> ids) const override;
   ClusterSummary cluster_info() const override;
+  // An engine process's ([server] role = "engine") engines' KV events; nullopt elsewhere.
+  std::optional<KvEventsSince> kv_events_since(uint64_t from) override;
   HealthSummary health() const override;
   ServiceTotals totals() const override;
   std::string metrics_text() const override;

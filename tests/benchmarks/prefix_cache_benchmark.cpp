@@ -24,6 +24,7 @@
 namespace {
 
 using headway::core::KvBlockManager;
+using headway::core::KvEventLog;
 using headway::core::PrefixCache;
 
 constexpr uint32_t kBlockSize = 16;
@@ -84,11 +85,16 @@ void BM_PrefixCacheMatch(benchmark::State& state) {
 BENCHMARK(BM_PrefixCacheMatch)->Arg(1)->Arg(64)->Arg(2048);
 
 // A request that computes and records a chain of 64 blocks in a full cache, then ends: each block
-// it takes evicts an idle one (and its index entry) and is recorded in turn.
+// it takes evicts an idle one (and its index entry) and is recorded in turn. Arg 1: the cache also
+// logs KV events (a router reads them, ABI 1.9), drained after each request as a route would.
 void BM_PrefixCacheRecordWithEviction(benchmark::State& state) {
   constexpr uint32_t kChain = 64;
   KvBlockManager kv(kTotalBlocks);
   PrefixCache cache(kv, kBlockSize);
+  KvEventLog log(4 * size_t{kTotalBlocks} + 64);
+  std::vector<hw_kv_event> drained;
+  drained.reserve(log.capacity());
+  if (state.range(0) != 0) cache.report_to(&log);
   std::vector<uint32_t> table;
   uint32_t seed = 1;
   // Until no block is left that was never cached: every later allocation evicts.
@@ -103,11 +109,13 @@ void BM_PrefixCacheRecordWithEviction(benchmark::State& state) {
     prompt[0] = first++;
     record(kv, cache, prompt, table);
     kv.release(table);
+    drained.clear();
+    log.move_into(drained);
   }
   state.SetItemsProcessed(state.iterations() * kChain);
   state.counters["index_entries"] = cache.entries();
 }
-BENCHMARK(BM_PrefixCacheRecordWithEviction);
+BENCHMARK(BM_PrefixCacheRecordWithEviction)->Arg(0)->Arg(1);
 
 // An engine step (the simulated 8B model, chunked scheduler) while 64 requests wait, each behind
 // a cached beginning of `state.range(0)` tokens, none of them admitted (two long decodes hold the

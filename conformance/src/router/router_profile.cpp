@@ -15,6 +15,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -89,13 +90,36 @@ std::vector<uint64_t> prefix_hashes_of(const hw_route_request& request, Document
   return hashes;
 }
 
+// For a router that reads KV events (ABI 1.9), what one engine (the request id modulo the engines)
+// reports before the request is placed, a function of the request alone: the announcement every
+// 50th request, the request's beginning stored, its deepest piece removed every 5th, every piece
+// removed (ALL_REMOVED) every 97th, and every 13th an event of a kind no ABI defines, which a
+// router skips.
+void tell_kv_events(core::RouterInstance& router, const hw_route_request& request,
+                    const std::vector<hw_engine_load>& loads, std::span<const uint64_t> hashes) {
+  if (loads.empty()) return;
+  const auto engine = static_cast<uint32_t>(request.id % loads.size());
+  if (request.id % 50 == 0) router.kv_events(engine, {});
+  std::vector<hw_kv_event> events;
+  for (const uint64_t hash : hashes) events.push_back(hw_kv_event{hash, HW_KV_EVENT_STORED, 0});
+  if (request.id % 5 == 0 && !hashes.empty()) {
+    events.push_back(hw_kv_event{hashes.back(), HW_KV_EVENT_REMOVED, 0});
+  }
+  if (request.id % 97 == 0) events.push_back(hw_kv_event{0, HW_KV_EVENT_ALL_REMOVED, 0});
+  if (request.id % 13 == 0) events.push_back(hw_kv_event{request.id, 99, 0});
+  if (!events.empty()) router.kv_events(engine, events);
+}
+
 Placement place(core::RouterInstance& router, const hw_route_request& request,
                 const std::vector<hw_engine_load>& loads, Documents documents = Documents::kEight) {
   Placement p;
   try {
-    p.decision = router.route(
-        request, loads,
-        router.reads_prefixes() ? prefix_hashes_of(request, documents) : std::vector<uint64_t>{});
+    const std::vector<uint64_t> hashes = router.reads_prefixes() || router.reads_kv_events()
+                                             ? prefix_hashes_of(request, documents)
+                                             : std::vector<uint64_t>{};
+    if (router.reads_kv_events()) tell_kv_events(router, request, loads, hashes);
+    p.decision = router.route(request, loads,
+                              router.reads_prefixes() ? hashes : std::span<const uint64_t>{});
     p.placed = true;
   } catch (const core::RolePlacementError& e) {
     // The host refuses a placement against the engines' roles; judged here as placed, by

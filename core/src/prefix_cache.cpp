@@ -109,11 +109,23 @@ uint64_t PrefixCache::follow_route_chain(uint64_t chain, uint32_t position,
   return chain;
 }
 
-void PrefixCache::forget(uint32_t block) {
-  if (log_ != nullptr) {
-    follow_route_chain(route_before_[block], first_position_[block], tokens_of(block),
-                       HW_KV_EVENT_REMOVED);
+void PrefixCache::report_pieces(uint32_t block, int32_t kind) {
+  const uint32_t first = first_position_[block];
+  const uint32_t end = first + block_size_;
+  if (end / kRoutePrefixPieceTokens == first / kRoutePrefixPieceTokens) return;
+  if (end % kRoutePrefixPieceTokens == 0 && block_size_ <= kRoutePrefixPieceTokens) {
+    if (kind == HW_KV_EVENT_STORED) {
+      log_->stored(route_after_[block]);
+    } else {
+      log_->removed(route_after_[block]);
+    }
+    return;
   }
+  follow_route_chain(route_before_[block], first, tokens_of(block), kind);
+}
+
+void PrefixCache::forget(uint32_t block) {
+  if (log_ != nullptr) report_pieces(block, HW_KV_EVENT_REMOVED);
   uint64_t i = hashes_[block] & mask_;
   while (slots_[i] != block) {
     if (slots_[i] == kEmpty)

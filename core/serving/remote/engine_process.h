@@ -101,8 +101,9 @@ class EngineProcess {
   bool fetch_model(std::chrono::milliseconds deadline);
   // Keeps the KV events of a poll's answer for take_kv_events(). Under mutex_.
   void keep_kv_events(const v1::ClusterInfoResponse& cluster);
-  // Polled events kept between two routings: an engine process's feed holds 65,536.
-  static constexpr size_t kKeptKvEvents = 1 << 16;
+  // Polled events kept between two routings: twice an engine process's feed (65,536), so that a
+  // whole feed read at once, after an ALL_REMOVED, fits.
+  static constexpr size_t kKeptKvEvents = 1 << 17;
   // A Health or ClusterInfo call failed: marks the process down, except for the first late answer
   // of a process that was up. Returns whether it still counts as up.
   bool poll_failed(std::string why, const grpc::Status& status);
@@ -133,6 +134,7 @@ class EngineProcess {
   // told so.
   std::unique_ptr<core::KvEventLog> kv_events_;
   uint64_t kv_events_next_ = 0;
+  uint64_t kv_incarnation_ = 0;  // of the process whose numbers kv_events_next_ follows
   bool reports_kv_events_ = false;
   bool announced_kv_events_ = false;
   // Not under mutex_ (atomic).

@@ -203,10 +203,18 @@ LocalGenerationService::Impl::Impl(const core::DeploymentConfig& deployment,
 
   loads_.resize(cluster_->size());
   // An engine process keeps its engines' KV events for the router process in front of it, which
-  // asks for them in each load report (ClusterInfo); before the drivers, which publish them.
+  // asks for them in each load report (ClusterInfo); before the drivers, which publish them. Only
+  // a process with one engine that caches prefixes: the router sees a process as one engine, and
+  // one engine's eviction of a piece says nothing of another's copy (nor does a cache that is off).
   if (deployment.server.role == "engine") {
-    cluster_->keep_kv_events();
-    kv_feed_ = std::make_unique<KvEventFeed>(kKvFeedEvents);
+    size_t caching = 0;
+    for (size_t e = 0; e < cluster_->size(); ++e) {
+      if (cluster_->engine(e).prefix_caching()) ++caching;
+    }
+    if (caching == 1) {
+      cluster_->keep_kv_events();
+      kv_feed_ = std::make_unique<KvEventFeed>(kKvFeedEvents);
+    }
   }
   {
     std::lock_guard lock(link_->mutex);
@@ -565,8 +573,10 @@ void LocalGenerationService::Impl::take_kv_events() {
     kv_events_.clear();
     drivers_[e]->take_kv_events(kv_events_);
     if (kv_events_.empty()) continue;
-    if (router_reads) cluster_->kv_events(static_cast<uint32_t>(e), kv_events_);
+    // The feed first: a router plugin that fails on them must not take them from the router
+    // processes that read the feed.
     if (kv_feed_ != nullptr) kv_feed_->append(kv_events_);
+    if (router_reads) cluster_->kv_events(static_cast<uint32_t>(e), kv_events_);
   }
 }
 

@@ -432,7 +432,8 @@ typedef struct hw_route_prefix {
  * information would be a new kind, which a router ignores. */
 typedef enum hw_kv_event_kind {
   /* The cache now holds the piece and everything before it: a later prompt that begins so finds
-   * it there (until it is removed). Reported once per piece stored, in the order of the prompt. */
+   * it there (until it is removed). Reported when the piece is stored, in the order of the prompt,
+   * and again when a request takes it from the cache (or computes it again). */
   HW_KV_EVENT_STORED = 1,
   /* The cache evicted (part of) the piece: a prompt that begins so computes it again. */
   HW_KV_EVENT_REMOVED = 2,
@@ -492,12 +493,15 @@ typedef struct hw_router_table {
    * cache stored and evicted since the last call for that engine, oldest first: the host calls it
    * before a route() (or route_with_prefix()) for every engine with events, under the same
    * serialisation, so the router places the request on what the caches held after each engine's
-   * last step. Only engines that cache prefixes report, and the host announces each of them
-   * with a call of no events (count 0, events NULL) before the first route(): a router may take
-   * an engine it was never told of as one that reports nothing. A request routed to an engine is
-   * stored there only once the engine has computed it (or its KV arrived), so a router still
-   * counts what it just sent. Borrowed for the call. A failure fails the deployment's start (the
-   * announcement) or the request being routed, as the server's error. */
+   * last step (behind a router process, as of each engine process's last load report). Only
+   * engines that cache prefixes report, and the host announces each of them with a call of no
+   * events (count 0, events NULL) before its first events: before the first route() for an
+   * engine of the router's own process, and before the first route() after an engine process
+   * first said it reports. A router may take an engine it was not told of as one that reports
+   * nothing. A request routed to an engine is stored there only once the engine has computed it
+   * (or its KV arrived), so a router still counts what it just sent. Borrowed for the call. A
+   * failure fails the deployment's start (an announcement at start) or the request being routed,
+   * as the server's error. */
   int32_t (*kv_events)(hw_router* router, uint32_t engine_index, const hw_kv_event* events,
                        uint32_t count, hw_status* status);
 } hw_router_table;

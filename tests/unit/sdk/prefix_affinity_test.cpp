@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <headway/sdk/prefix_affinity.hpp>
 #include <numeric>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -178,6 +179,40 @@ TEST(PrefixAffinity, KvEventsAddWhatAnEngineStoredAndTakeAwayWhatItEvicted) {
   affinity.observe(prefix, engines);
   EXPECT_EQ(affinity.matched_tokens(engines[0]), 0.0);
   EXPECT_TRUE(affinity.reports(0));
+}
+
+// An engine process's history comes before the router's first look at its KV size (its tracker's
+// capacity is 0 then): kept, and believed once observe() knows the size.
+TEST(PrefixAffinity, KvEventsBeforeTheEnginesKvSizeIsKnownAreAppliedOnceItIs) {
+  PrefixAffinity affinity;
+  const std::vector<uint64_t> hashes = beginning(7, 3);
+  const RoutePrefix prefix{64, hashes};
+  const hw_kv_event stored[] = {event(7, HW_KV_EVENT_STORED), event(8, HW_KV_EVENT_STORED),
+                                event(9, HW_KV_EVENT_STORED), event(9, HW_KV_EVENT_REMOVED)};
+  affinity.apply(0, {});
+  affinity.apply(0, stored);
+  const std::vector<hw_engine_load> not_answered = {load(0, 0)};
+  affinity.observe(prefix, not_answered);
+  EXPECT_EQ(affinity.matched_tokens(not_answered[0]), 0.0);
+  const std::vector<hw_engine_load> answered = {load(0, 1000)};
+  affinity.observe(prefix, answered);
+  EXPECT_EQ(affinity.matched_tokens(answered[0]), 2.0 * 64);
+}
+
+// Stored pieces, as a prompt's are, keep the prompt's first pieces longest in a full tracker: a
+// prompt's pieces stored first to last, then another's, in a tracker of 6 pieces.
+TEST(PrefixAffinity, AFullTrackerFedByEventsKeepsAPromptsFirstPiecesLongest) {
+  PrefixAffinity affinity(/*tracked_tokens=*/6 * 64);
+  const std::vector<hw_engine_load> engines = {load(0, 1000)};
+  affinity.observe(RoutePrefix{64, {}}, engines);  // as the host gives a prompt without ids
+  std::vector<hw_kv_event> events;
+  for (uint64_t h = 100; h < 104; ++h) events.push_back(event(h, HW_KV_EVENT_STORED));
+  for (uint64_t h = 200; h < 204; ++h) events.push_back(event(h, HW_KV_EVENT_STORED));
+  affinity.apply(0, std::span<const hw_kv_event>(events).first(4));
+  affinity.apply(0, std::span<const hw_kv_event>(events).subspan(4));
+  const std::vector<uint64_t> first = beginning(100, 4), second = beginning(200, 4);
+  EXPECT_EQ(affinity.tracker(0).matched(second), 4u);
+  EXPECT_EQ(affinity.tracker(0).matched(first), 2u);  // its deepest two went first
 }
 
 TEST(PrefixAffinity, KvEventsAreIgnoredWhenNotReadOrWhenNothingIsTracked) {

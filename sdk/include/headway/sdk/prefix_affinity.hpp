@@ -162,9 +162,15 @@ class PrefixAffinity {
       PrefixTracker& tracker = trackers_[e.engine_index];
       if (!e.alive) {
         tracker.clear();
+        if (e.engine_index < early_.size()) early_[e.engine_index].clear();
         continue;
       }
       update_capacity(tracker, e, prefix.piece_tokens);
+      if (e.engine_index < early_.size() && !early_[e.engine_index].empty() &&
+          tracker.capacity() > 0) {
+        apply_to(tracker, early_[e.engine_index]);
+        std::vector<hw_kv_event>().swap(early_[e.engine_index]);  // once: give the room back
+      }
       matched_tokens_[e.engine_index] =
           static_cast<double>(tracker.matched(prefix.hashes)) * prefix.piece_tokens;
     }
@@ -185,31 +191,28 @@ class PrefixAffinity {
   }
 
   // What engine `engine_index`'s cache stored and evicted (Router::on_kv_events): a stored piece
-  // becomes the most recent one held (no longer pending), a removed one is forgotten unless
-  // pending (PrefixTracker::remove), and ALL_REMOVED forgets the engine's. A stored piece is kept
-  // only once the engine's KV size is known (observe()).
+  // becomes held (no longer pending), a removed one is forgotten unless pending
+  // (PrefixTracker::remove), and ALL_REMOVED forgets the engine's. Events that come before the
+  // engine's KV size is known (an engine process's history, told before the router's first
+  // observe() of it) are kept, up to kEarlyEvents, and applied once observe() knows it.
   void apply(uint32_t engine_index, std::span<const hw_kv_event> events) {
     if (weight_ == 0 || !reads_events_) return;
     if (trackers_.size() <= engine_index) trackers_.resize(size_t{engine_index} + 1);
     if (reporting_.size() <= engine_index) reporting_.resize(size_t{engine_index} + 1, 0);
+    if (early_.size() <= engine_index) early_.resize(size_t{engine_index} + 1);
     reporting_[engine_index] = 1;
     PrefixTracker& tracker = trackers_[engine_index];
-    for (const hw_kv_event& event : events) {
-      switch (event.kind) {
-        case HW_KV_EVENT_STORED:
-          tracker.record(std::span(&event.piece_hash, 1), /*pending=*/false);
-          break;
-        case HW_KV_EVENT_REMOVED:
-          tracker.remove(event.piece_hash);
-          break;
-        case HW_KV_EVENT_ALL_REMOVED:
-          tracker.clear();
-          break;
-        default:
-          break;  // a kind of a later ABI: not this router's to read
-      }
+    if (tracker.capacity() == 0) {
+      std::vector<hw_kv_event>& early = early_[engine_index];
+      // Past the bound the oldest go: what they said is then not believed, which costs at most a
+      // beginning computed again.
+      if (early.size() + events.size() > kEarlyEvents) early.clear();
+      if (events.size() <= kEarlyEvents) early.insert(early.end(), events.begin(), events.end());
+      return;
     }
+    apply_to(tracker, events);
   }
+  static constexpr size_t kEarlyEvents = size_t{1} << 17;
 
   // Whether the engine reports what its cache stores (the host announced it, and events are
   // read): its beliefs are corrected by them, and what it stores it will say.
@@ -220,6 +223,36 @@ class PrefixAffinity {
   const PrefixTracker& tracker(uint32_t engine_index) const { return trackers_.at(engine_index); }
 
  private:
+  // Consecutive stored pieces are recorded together, in the order the cache stored them (a
+  // prompt's, first to last), so that, as for a routed prompt, a prompt's first pieces are the
+  // most recent and its deepest go first when the tracker is full. A run longer than the tracker
+  // keeps its last pieces, the most recently stored.
+  void apply_to(PrefixTracker& tracker, std::span<const hw_kv_event> events) {
+    for (size_t i = 0; i < events.size();) {
+      switch (events[i].kind) {
+        case HW_KV_EVENT_STORED: {
+          stored_run_.clear();
+          for (; i < events.size() && events[i].kind == HW_KV_EVENT_STORED; ++i) {
+            stored_run_.push_back(events[i].piece_hash);
+          }
+          std::span<const uint64_t> run(stored_run_);
+          if (run.size() > tracker.capacity()) run = run.last(tracker.capacity());
+          tracker.record(run, /*pending=*/false);
+          continue;
+        }
+        case HW_KV_EVENT_REMOVED:
+          tracker.remove(events[i].piece_hash);
+          break;
+        case HW_KV_EVENT_ALL_REMOVED:
+          tracker.clear();
+          break;
+        default:
+          break;  // a kind of a later ABI: not this router's to read
+      }
+      ++i;
+    }
+  }
+
   void update_capacity(PrefixTracker& tracker, const hw_engine_load& e, uint32_t piece_tokens) {
     if (piece_tokens == 0) return;
     const uint64_t tokens =
@@ -234,9 +267,11 @@ class PrefixAffinity {
   uint64_t tracked_tokens_;
   double weight_;
   bool reads_events_;
-  std::vector<PrefixTracker> trackers_;  // per engine
-  std::vector<double> matched_tokens_;   // per engine, the request being placed; scratch
-  std::vector<char> reporting_;          // per engine: apply() was called for it
+  std::vector<PrefixTracker> trackers_;          // per engine
+  std::vector<double> matched_tokens_;           // per engine, the request being placed; scratch
+  std::vector<char> reporting_;                  // per engine: apply() was called for it
+  std::vector<std::vector<hw_kv_event>> early_;  // per engine: events before its KV size was known
+  std::vector<uint64_t> stored_run_;             // apply_to()'s scratch
 };
 
 // The weight of a cached token against the router's load measure, whose meaning `doc` states. 2 by

@@ -204,6 +204,41 @@ TEST(ServiceMetrics, KvEventsReachTheRouterBeforeTheNextRequest) {
   EXPECT_EQ(sum_of(text, "headway_plugin_total", "metric=\"believed_tokens_"), 192);
 }
 
+// An engine process ([server] role = "engine") keeps its engine's KV events for the router process
+// (ClusterInfo's kv_events_from): numbered, read by number, none consumed. Only with one engine
+// that caches prefixes: a process of two, or with the cache off, keeps none.
+TEST(ServiceMetrics, AnEngineProcessKeepsItsEnginesKvEventsForItsRouterProcess) {
+  test::TinyCheckpoint checkpoint;
+  const std::string engine_role = "[server]\nrole = \"engine\"\n";
+  {
+    LocalGenerationService service(test::tiny_deployment(checkpoint, "[[engines]]\n", engine_role));
+    const std::optional<KvEventsSince> before = service.kv_events_since(0);
+    ASSERT_TRUE(before.has_value());
+    EXPECT_TRUE(before->events.empty());
+    ASSERT_EQ(test::collect(*service.submit(test::text_request(std::string(200, 'd'), 1))).finish,
+              Finish::kLength);
+    test::wait_idle(service);
+    const std::optional<KvEventsSince> after = service.kv_events_since(0);
+    ASSERT_TRUE(after.has_value());
+    ASSERT_EQ(after->events.size(), 3u);  // 201 tokens with BOS: three pieces stored
+    for (const hw_kv_event& e : after->events) EXPECT_EQ(e.kind, HW_KV_EVENT_STORED);
+    EXPECT_EQ(after->next, 3u);
+    EXPECT_FALSE(after->lost);
+    EXPECT_EQ(service.kv_events_since(0)->events.size(), 3u);  // read again: still there
+    EXPECT_TRUE(service.kv_events_since(3)->events.empty());
+    EXPECT_TRUE(service.kv_events_since(7)->lost);  // a number of another incarnation
+  }
+  for (const std::string engines : {std::string("[[engines]]\nprefix_caching = false\n"),
+                                    std::string("[[engines]]\ncount = 2\n")}) {
+    SCOPED_TRACE(engines);
+    LocalGenerationService service(test::tiny_deployment(checkpoint, engines, engine_role));
+    EXPECT_FALSE(service.kv_events_since(0).has_value());
+  }
+  // Not an engine process: none kept.
+  LocalGenerationService all(test::tiny_deployment(checkpoint, "[[engines]]\n"));
+  EXPECT_FALSE(all.kv_events_since(0).has_value());
+}
+
 // A plugin's counters and gauges (host services) reach /metrics under its instance's labels: what
 // it counted in create() too, a counter's negative increments never (a counter only goes up), at
 // most 64 names an instance and only UTF-8 ones, each refusal reason warned about once.

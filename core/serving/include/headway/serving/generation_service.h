@@ -225,16 +225,17 @@ struct ClusterSummary {
   uint64_t incarnation = 0;
 };
 
-// What a service has done since it started, summed over its engines: the counters behind
-// `headway serve`'s periodic stats line (rates are differences of two readings). A router process
-// counts what passed through it; the prefix-cache counters are its engine processes' own.
-// KV events (hw_kv_event, ABI 1.9) of an engine process's engines from a number on, for the router
+// KV events (hw_kv_event, ABI 1.9) of an engine process's engine from a number on, for the router
 // process that asked (ClusterInfoRequest.kv_events_from).
 struct KvEventsSince {
   std::vector<hw_kv_event> events;  // oldest first
   uint64_t next = 0;                // the number to ask from next time
   bool lost = false;  // some after the number asked for are gone: forget what they built
 };
+
+// What a service has done since it started, summed over its engines: the counters behind
+// `headway serve`'s periodic stats line (rates are differences of two readings). A router process
+// counts what passed through it; the prefix-cache counters are its engine processes' own.
 
 struct ServiceTotals {
   double prompt_tokens = 0.0;   // of admitted requests
@@ -300,9 +301,9 @@ class GenerationService {
   virtual std::string detokenize(const std::string& model, std::span<const int32_t> ids) const;
 
   virtual ClusterSummary cluster_info() const = 0;
-  // The engines' KV events from number `from` on, where the service keeps them for a router
-  // process (an engine process whose engines cache prefixes); nullopt where it keeps none. Any
-  // number of readers may ask: none consumes them. Default: nullopt.
+  // The engine's KV events from number `from` on, where the service keeps them for a router
+  // process (an engine process with one engine that caches prefixes); nullopt where it keeps none.
+  // Any number of readers may ask: none consumes them. Default: nullopt.
   virtual std::optional<KvEventsSince> kv_events_since(uint64_t from);
   virtual HealthSummary health() const = 0;
   virtual ServiceTotals totals() const = 0;

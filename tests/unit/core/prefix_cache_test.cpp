@@ -7,6 +7,7 @@
 #include <headway/core/prefix_cache.h>
 #include <headway/core/route_prefix.h>
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <random>
@@ -205,17 +206,31 @@ std::vector<uint32_t> record_chain(KvBlockManager& kv, PrefixCache& cache,
   return table;
 }
 
+// A cache of `blocks` blocks of `block_size` reporting to a log, and a prompt of `tokens` ids
+// counting up from `first` with its route hashes.
+struct Reporting {
+  Reporting(uint32_t blocks, uint32_t block_size, size_t tokens, int32_t first)
+      : kv(blocks), cache(kv, block_size), log(64), prompt(tokens) {
+    cache.report_to(&log);
+    std::iota(prompt.begin(), prompt.end(), first);
+    route_prefix_hashes(prompt, hashes);
+  }
+  KvBlockManager kv;
+  PrefixCache cache;
+  KvEventLog log;
+  std::vector<int32_t> prompt;
+  std::vector<uint64_t> hashes;
+};
+
 // Blocks of 16 ids, so a route piece (64) ends every fourth block.
 TEST(PrefixCacheEvents, EachPieceStoredOrTakenIsLoggedInTheHashOfTheRoutersByItsLastBlock) {
   constexpr uint32_t kBlock = 16;
-  KvBlockManager kv(16);
-  PrefixCache cache(kv, kBlock);
-  KvEventLog log(64);
-  cache.report_to(&log);
-  std::vector<int32_t> prompt(200);
-  std::iota(prompt.begin(), prompt.end(), 1000);
-  std::vector<uint64_t> hashes;
-  route_prefix_hashes(prompt, hashes);
+  Reporting r(16, kBlock, 200, 1000);
+  KvBlockManager& kv = r.kv;
+  PrefixCache& cache = r.cache;
+  KvEventLog& log = r.log;
+  const std::vector<int32_t>& prompt = r.prompt;
+  const std::vector<uint64_t>& hashes = r.hashes;
   ASSERT_EQ(hashes.size(), 3u);
 
   // 12 whole blocks (192 ids): pieces 0, 1 and 2, each logged when its fourth block is recorded.
@@ -251,50 +266,56 @@ TEST(PrefixCacheEvents, EachPieceStoredOrTakenIsLoggedInTheHashOfTheRoutersByIts
 }
 
 TEST(PrefixCacheEvents, AnEvictedBlockLogsThePieceItEndsAsRemoved) {
-  constexpr uint32_t kBlock = 16;
-  KvBlockManager kv(8);
-  PrefixCache cache(kv, kBlock);
-  KvEventLog log(64);
-  cache.report_to(&log);
-  std::vector<int32_t> prompt(128);
-  std::iota(prompt.begin(), prompt.end(), 7);
-  std::vector<uint64_t> hashes;
-  route_prefix_hashes(prompt, hashes);
-  std::vector<uint32_t> table = record_chain(kv, cache, prompt, kBlock);
-  ASSERT_EQ(taken(log).size(), 2u);
-  kv.release(table);  // idle; the deepest block goes first
+  Reporting r(8, 16, 128, 7);
+  std::vector<uint32_t> table = record_chain(r.kv, r.cache, r.prompt, 16);
+  ASSERT_EQ(taken(r.log).size(), 2u);
+  r.kv.release(table);  // idle; the deepest block goes first
 
   // Evicting blocks 7, 6, 5, 4: piece 1 goes with block 7, the block holding its last id. Blocks 6
   // to 4 end no piece: nothing more is logged.
   std::vector<uint32_t> other;
-  ASSERT_TRUE(kv.allocate(4, other));
-  std::vector<hw_kv_event> removed = taken(log);
+  ASSERT_TRUE(r.kv.allocate(4, other));
+  std::vector<hw_kv_event> removed = taken(r.log);
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_EQ(removed[0].kind, HW_KV_EVENT_REMOVED);
-  EXPECT_EQ(removed[0].piece_hash, hashes[1]);
+  EXPECT_EQ(removed[0].piece_hash, r.hashes[1]);
   // Then block 3, which ends piece 0.
-  ASSERT_TRUE(kv.allocate(1, other));
-  removed = taken(log);
+  ASSERT_TRUE(r.kv.allocate(1, other));
+  removed = taken(r.log);
   ASSERT_EQ(removed.size(), 1u);
-  EXPECT_EQ(removed[0].piece_hash, hashes[0]);
+  EXPECT_EQ(removed[0].piece_hash, r.hashes[0]);
 }
 
-// A block larger than a piece ends several; one that straddles a piece's end logs it too.
+// Blocks of 48 end pieces inside them (ids 64 and 128 in blocks 1 and 2); blocks of 128 end two
+// each. Stored and evicted, each piece is logged once, in order, in the routers' hash.
 TEST(PrefixCacheEvents, BlocksThatDoNotDivideAPieceLogEveryPieceEndTheyHold) {
-  constexpr uint32_t kBlock = 48;
-  KvBlockManager kv(4);
-  PrefixCache cache(kv, kBlock);
-  KvEventLog log(64);
-  cache.report_to(&log);
-  std::vector<int32_t> prompt(192);
-  std::iota(prompt.begin(), prompt.end(), 3);
-  std::vector<uint64_t> hashes;
-  route_prefix_hashes(prompt, hashes);
-  ASSERT_EQ(hashes.size(), 3u);
-  record_chain(kv, cache, prompt, kBlock);  // 4 blocks: ends 48, 96, 144, 192
-  const std::vector<hw_kv_event> stored = taken(log);
-  ASSERT_EQ(stored.size(), 3u);  // ids 64 (block 1), 128 (block 2), 192 (block 3)
-  for (size_t p = 0; p < 3; ++p) EXPECT_EQ(stored[p].piece_hash, hashes[p]);
+  for (const uint32_t block : {48u, 128u}) {
+    SCOPED_TRACE("blocks of " + std::to_string(block));
+    Reporting r(8, block, 384, 3);
+    const size_t tokens = size_t{384} / block * block;  // whole blocks: 384 of either size
+    std::vector<uint32_t> table = record_chain(
+        r.kv, r.cache, std::vector<int32_t>(r.prompt.begin(), r.prompt.begin() + tokens), block);
+    const std::vector<hw_kv_event> stored = taken(r.log);
+    ASSERT_EQ(stored.size(), tokens / 64);
+    for (size_t p = 0; p < stored.size(); ++p) {
+      EXPECT_EQ(stored[p].kind, HW_KV_EVENT_STORED);
+      EXPECT_EQ(stored[p].piece_hash, r.hashes[p]) << "piece " << p;
+    }
+    r.kv.release(table);
+    std::vector<uint32_t> other;
+    ASSERT_TRUE(r.kv.allocate(r.kv.total(), other));  // evicts every block, deepest first
+    const std::vector<hw_kv_event> removed = taken(r.log);
+    ASSERT_EQ(removed.size(), tokens / 64);
+    std::vector<uint64_t> removed_hashes;
+    for (const hw_kv_event& e : removed) {
+      EXPECT_EQ(e.kind, HW_KV_EVENT_REMOVED);
+      removed_hashes.push_back(e.piece_hash);
+    }
+    std::sort(removed_hashes.begin(), removed_hashes.end());
+    std::vector<uint64_t> expected(r.hashes.begin(), r.hashes.begin() + removed.size());
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(removed_hashes, expected);
+  }
 }
 
 TEST(PrefixCacheEvents, EventsAskedForAfterBlocksWereRecordedAreRefused) {

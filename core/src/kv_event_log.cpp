@@ -8,7 +8,7 @@ KvEventLog::KvEventLog(size_t capacity) : capacity_(std::max<size_t>(capacity, 2
   events_.reserve(capacity_);
 }
 
-void KvEventLog::add(uint64_t piece_hash, int32_t kind) {
+void KvEventLog::push(uint64_t piece_hash, int32_t kind) {
   if (kind == HW_KV_EVENT_ALL_REMOVED) {
     events_.clear();  // whatever they said, the reader forgets it
   } else if (events_.size() == capacity_) {

@@ -99,12 +99,7 @@ uint64_t PrefixCache::follow_route_chain(uint64_t chain, uint32_t position,
                                          std::span<const int32_t> tokens, int32_t kind) {
   for (const int32_t id : tokens) {
     chain = hash_mix(chain, static_cast<uint32_t>(id));
-    if (++position % kRoutePrefixPieceTokens != 0) continue;
-    if (kind == HW_KV_EVENT_STORED) {
-      log_->stored(chain);
-    } else {
-      log_->removed(chain);
-    }
+    if (++position % kRoutePrefixPieceTokens == 0) log_->push(chain, kind);
   }
   return chain;
 }
@@ -114,11 +109,7 @@ void PrefixCache::report_pieces(uint32_t block, int32_t kind) {
   const uint32_t end = first + block_size_;
   if (end / kRoutePrefixPieceTokens == first / kRoutePrefixPieceTokens) return;
   if (end % kRoutePrefixPieceTokens == 0 && block_size_ <= kRoutePrefixPieceTokens) {
-    if (kind == HW_KV_EVENT_STORED) {
-      log_->stored(route_after_[block]);
-    } else {
-      log_->removed(route_after_[block]);
-    }
+    log_->push(route_after_[block], kind);
     return;
   }
   follow_route_chain(route_before_[block], first, tokens_of(block), kind);

@@ -967,18 +967,25 @@ TEST(ServeProcesses, WithPrefixCachingOffInEveryEngineProcessTheRouterIsGivenNoB
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
-// A counter of the router process's own router plugin test_kv_events_router (0 when not there).
-double kv_events_counter(const std::string& metrics, const std::string& metric) {
+// The values of the router process's own router plugin test_kv_events_router's counters whose
+// name matches `metric` (a regular expression); none when not there.
+std::vector<double> kv_events_counters(const std::string& metrics, const std::string& metric) {
   const std::regex series(
       "headway_plugin_total\\{engine=\"\",pool=\"\",kind=\"router\",plugin=\"test_kv_events_"
       "router\",metric=\"" +
       metric + "\"\\} ([0-9.e+]+)");
-  double sum = 0.0;
+  std::vector<double> values;
   for (auto it = std::sregex_iterator(metrics.begin(), metrics.end(), series);
        it != std::sregex_iterator(); ++it) {
-    sum += std::stod((*it)[1].str());
+    values.push_back(std::stod((*it)[1].str()));
   }
-  return sum;
+  return values;
+}
+
+// One counter of it (0 when not there).
+double kv_events_counter(const std::string& metrics, const std::string& metric) {
+  const std::vector<double> values = kv_events_counters(metrics, metric);
+  return values.empty() ? 0.0 : values.front();
 }
 
 // What an engine process's prefix cache stores reaches the router process's plugin (ABI 1.9): the
@@ -1000,13 +1007,8 @@ TEST(ServeProcesses, AnEngineProcesssKvEventsReachTheRoutersPlugin) {
   const std::string document(200, 'd');
   // The most tokens of a request's beginning the plugin believed held when it placed it.
   const auto most_believed = [](const std::string& metrics) {
-    const std::regex believed("metric=\"believed_tokens_[0-9]+\"\\} ([0-9.e+]+)");
-    double most = 0.0;
-    for (auto it = std::sregex_iterator(metrics.begin(), metrics.end(), believed);
-         it != std::sregex_iterator(); ++it) {
-      most = std::max(most, std::stod((*it)[1].str()));
-    }
-    return most;
+    const std::vector<double> believed = kv_events_counters(metrics, "believed_tokens_[0-9]+");
+    return believed.empty() ? 0.0 : *std::max_element(believed.begin(), believed.end());
   };
   // A hang guard, not a timing assertion: a poll comes every 0.05 s.
   std::string metrics;

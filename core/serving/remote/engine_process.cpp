@@ -234,20 +234,18 @@ void EngineProcess::keep_kv_events(const v1::ClusterInfoResponse& cluster) {
   if (!cluster.reports_kv_events()) return;  // keeps none (prefix caching off, an older build)
   if (kv_events_ == nullptr) kv_events_ = std::make_unique<core::KvEventLog>(kKeptKvEvents);
   reports_kv_events_ = true;
-  const hw_kv_event forget{0, HW_KV_EVENT_ALL_REMOVED, 0};
   // Another process at the address (a restart): its numbers are not the last one's, and its cache
   // holds nothing the router believed. Its events are read from its first on the next poll.
   if (kv_incarnation_ != 0 && cluster.incarnation() != kv_incarnation_) {
     kv_incarnation_ = cluster.incarnation();
-    kv_events_->append(std::span(&forget, 1));
+    kv_events_->push(0, HW_KV_EVENT_ALL_REMOVED);
     kv_events_next_ = 0;
     return;
   }
   kv_incarnation_ = cluster.incarnation();
-  if (cluster.kv_events_lost()) kv_events_->append(std::span(&forget, 1));
+  if (cluster.kv_events_lost()) kv_events_->push(0, HW_KV_EVENT_ALL_REMOVED);
   for (const v1::KvEvent& event : cluster.kv_events()) {
-    const hw_kv_event kept{event.piece_hash(), event.kind(), 0};
-    kv_events_->append(std::span(&kept, 1));
+    kv_events_->push(event.piece_hash(), event.kind());
   }
   kv_events_next_ = cluster.kv_events_next();
 }

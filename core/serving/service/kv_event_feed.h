@@ -27,8 +27,6 @@ class KvEventFeed {
   // after `from` are gone, or `from` is past the last (a reader of another incarnation).
   KvEventsSince since(uint64_t from) const;
 
-  uint64_t next() const { return next_; }
-
  private:
   size_t capacity_;
   std::vector<hw_kv_event> ring_;  // event n at n % capacity_

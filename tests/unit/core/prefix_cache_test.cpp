@@ -330,9 +330,9 @@ TEST(PrefixCacheEvents, EventsAskedForAfterBlocksWereRecordedAreRefused) {
 
 TEST(KvEventLog, AFullLogDropsItsEventsForOneThatForgetsEverything) {
   KvEventLog log(4);
-  for (uint64_t h = 1; h <= 4; ++h) log.stored(h);
+  for (uint64_t h = 1; h <= 4; ++h) log.push(h, HW_KV_EVENT_STORED);
   EXPECT_EQ(log.overflows(), 0u);
-  log.removed(9);  // no room: the four are dropped
+  log.push(9, HW_KV_EVENT_REMOVED);  // no room: the four are dropped
   std::vector<hw_kv_event> out;
   log.move_into(out);
   ASSERT_EQ(out.size(), 2u);
@@ -343,7 +343,7 @@ TEST(KvEventLog, AFullLogDropsItsEventsForOneThatForgetsEverything) {
   EXPECT_TRUE(log.empty());
 
   // Appended events keep their order; an ALL_REMOVED among them drops what came before it.
-  log.stored(1);
+  log.push(1, HW_KV_EVENT_STORED);
   const hw_kv_event more[] = {
       {2, HW_KV_EVENT_STORED, 0}, {0, HW_KV_EVENT_ALL_REMOVED, 0}, {3, HW_KV_EVENT_STORED, 0}};
   log.append(more);

@@ -24,12 +24,11 @@ class KvEventLog {
  public:
   explicit KvEventLog(size_t capacity);
 
-  void stored(uint64_t piece_hash) { add(piece_hash, HW_KV_EVENT_STORED); }
-  void removed(uint64_t piece_hash) { add(piece_hash, HW_KV_EVENT_REMOVED); }
-  // Appends another log's events (moved out of it), in order: an ALL_REMOVED among them drops
-  // what this one holds before it.
+  // Logs one event (kind: hw_kv_event_kind). An ALL_REMOVED drops what the log holds before it.
+  void push(uint64_t piece_hash, int32_t kind);
+  // Appends another log's events (moved out of it), in order.
   void append(std::span<const hw_kv_event> events) {
-    for (const hw_kv_event& event : events) add(event.piece_hash, event.kind);
+    for (const hw_kv_event& event : events) push(event.piece_hash, event.kind);
   }
 
   // Appends the events to `out`, oldest first, and empties the log. `out` keeps its capacity
@@ -37,14 +36,11 @@ class KvEventLog {
   void move_into(std::vector<hw_kv_event>& out);
 
   bool empty() const { return events_.empty(); }
-  size_t size() const { return events_.size(); }
   size_t capacity() const { return capacity_; }
   // Times the log dropped its events for want of room.
   uint64_t overflows() const { return overflows_; }
 
  private:
-  void add(uint64_t piece_hash, int32_t kind);
-
   size_t capacity_;
   std::vector<hw_kv_event> events_;
   uint64_t overflows_ = 0;

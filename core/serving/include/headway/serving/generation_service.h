@@ -236,7 +236,6 @@ struct KvEventsSince {
 // What a service has done since it started, summed over its engines: the counters behind
 // `headway serve`'s periodic stats line (rates are differences of two readings). A router process
 // counts what passed through it; the prefix-cache counters are its engine processes' own.
-
 struct ServiceTotals {
   double prompt_tokens = 0.0;   // of admitted requests
   double prefill_tokens = 0.0;  // computed by engine steps (recomputation included); 0 on a router

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <headway/sdk/json_depth.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string_view>
@@ -69,6 +70,11 @@ std::string read_text_file(const std::filesystem::path& file) {
 
 nlohmann::json read_json_file(const std::filesystem::path& file) {
   const std::string text = read_text_file(file);
+  // Before parsing: reading a value that nests a million levels (an error message's dump(), a
+  // copy) would overflow the stack.
+  if (const std::string problem = sdk::json_depth_problem(text); !problem.empty()) {
+    throw Error(fmt::format("{}: invalid JSON: {}", file.string(), problem));
+  }
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

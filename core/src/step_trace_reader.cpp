@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <headway/sdk/json_depth.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -143,6 +144,10 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
   std::vector<ProfileSlice> slices;
   for (Where where{file, 1}; std::getline(in, line); ++where.line) {
     if (line.empty()) continue;
+    // Before parsing: a value nested a million levels deep overflows the stack when read.
+    if (const std::string problem = sdk::json_depth_problem(line); !problem.empty()) {
+      throw Error(fmt::format("{}: {}", where.at(), problem));
+    }
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) {
       // A last line without its newline is what a killed process or a full disk leaves: the
@@ -215,7 +220,8 @@ TracedSteps read_step_trace(const std::filesystem::path& file, std::optional<uin
     for (const ProfileSlice& s : slices) {
       c.max_context = std::max(c.max_context, s.start + s.tokens);  // below max_model_len
     }
-    c.max_step_tokens = std::max(c.max_step_tokens, static_cast<uint32_t>(m.features.tokens));
+    // A sum of uint32 slices, exact in a double: 64 bits hold it where 32 would not.
+    c.max_step_tokens = std::max(c.max_step_tokens, static_cast<uint64_t>(m.features.tokens));
     c.steps_with_prefill += m.features.decode_only() ? 0 : 1;
   }
   if (in.bad()) throw Error(file.string() + ": reading the step trace failed");

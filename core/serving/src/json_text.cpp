@@ -7,42 +7,9 @@
 
 namespace headway::serving {
 
-namespace {
-
-// Calls on_depth(depth after it, position) for every bracket of `text` from `start` on, counted
-// outside strings, until it returns true; returns that position, or npos when it never did.
-template <typename OnDepth>
-size_t scan_brackets(std::string_view text, size_t start, OnDepth on_depth) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = start; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character, a quote included
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (on_depth(++depth, i)) return i;
-    } else if (c == ']' || c == '}') {
-      if (on_depth(--depth, i)) return i;
-    }
-  }
-  return std::string_view::npos;
-}
-
-}  // namespace
-
-bool json_nests_deeper_than(std::string_view text, int limit) {
-  return scan_brackets(text, 0, [limit](int depth, size_t) { return depth > limit; }) !=
-         std::string_view::npos;
-}
-
 size_t json_container_end(std::string_view text, size_t start) {
-  const size_t close = scan_brackets(text, start, [](int depth, size_t) { return depth == 0; });
+  const size_t close =
+      sdk::scan_json_brackets(text, start, [](int depth, size_t) { return depth == 0; });
   return close == std::string_view::npos ? close : close + 1;
 }
 

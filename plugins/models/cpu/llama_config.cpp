@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <headway/sdk/json_depth.hpp>
 #include <headway/sdk/status.hpp>
 #include <nlohmann/json.hpp>
 #include <system_error>
@@ -82,6 +83,10 @@ int64_t get_token(const json& j, const std::string& file, const char* key, uint3
 }  // namespace
 
 LlamaConfig parse_llama_config(const std::string& text, const std::string& file) {
+  // Before parsing: a value nested a million levels deep overflows the stack when read (dump()).
+  if (const std::string problem = sdk::json_depth_problem(text); !problem.empty()) {
+    fail(file, "invalid JSON: " + problem);
+  }
   json j;
   try {
     j = json::parse(text);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <headway/sdk/json_depth.hpp>
 #include <headway/sdk/status.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -134,10 +135,14 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
       fail(path_ + ": truncated: the header claims " + std::to_string(header_len) +
            " bytes but the file has only " + std::to_string(size - 8) + " after the length");
     }
+    const std::string_view header_text(reinterpret_cast<const char*>(bytes + 8), header_len);
+    // Before parsing: a value nested a million levels deep overflows the stack when read (dump()).
+    if (const std::string problem = sdk::json_depth_problem(header_text); !problem.empty()) {
+      fail(path_ + ": invalid JSON header: " + problem);
+    }
     json header;
     try {
-      header = json::parse(reinterpret_cast<const char*>(bytes + 8),
-                           reinterpret_cast<const char*>(bytes + 8 + header_len));
+      header = json::parse(header_text);
     } catch (const json::exception& e) {  // out_of_range too: a number past a double's (1e400)
       fail(path_ + ": invalid JSON header: " + e.what());
     }
@@ -238,9 +243,13 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   const std::filesystem::path index = dir / "model.safetensors.index.json";
   if (std::filesystem::exists(index)) {
     index_path_ = index.string();
+    const std::string text = read_checkpoint_text(index);
+    if (const std::string problem = sdk::json_depth_problem(text); !problem.empty()) {
+      fail(index_path_ + ": invalid JSON: " + problem);
+    }
     json j;
     try {
-      j = json::parse(read_checkpoint_text(index));
+      j = json::parse(text);
     } catch (const json::exception& e) {  // out_of_range too: a number past a double's (1e400)
       fail(index_path_ + ": invalid JSON: " + e.what());
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <headway/sdk/json_depth.hpp>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -188,6 +189,10 @@ void note_what_the_plan_ignores(const json& config, HfModel& model) {
 HfModel parse_hf_config(std::string_view json_text, const std::filesystem::path& file) {
   if (const size_t nul = json_text.find('\0'); nul != std::string_view::npos) {
     fail(file, "holds a NUL byte at offset " + std::to_string(nul) + ": not a JSON text file");
+  }
+  // Before parsing: a value nested a million levels deep overflows the stack when read (a copy).
+  if (const std::string problem = headway::sdk::json_depth_problem(json_text); !problem.empty()) {
+    fail(file, "not valid JSON: " + problem);
   }
   json config;
   try {

@@ -90,5 +90,27 @@ TEST(JsonFile, ANumberPastADoubleOrAFifoIsNamed) {
   std::filesystem::remove(file);
 }
 
+// From helper-201's review: nlohmann parses a million '[' without trouble, but a copy or a dump()
+// of the value (an error message naming a bad "hidden_size") recurses once per level and overflows
+// the stack. Such a file is refused before it is parsed; 128 levels are still read.
+TEST(JsonFile, ValuesNestedPastTheLimitAreRefusedBeforeParsing) {
+  using ::testing::HasSubstr;
+  const auto file = std::filesystem::temp_directory_path() / "headway_json_file_test.json";
+  const auto nested = [](size_t levels) {
+    return R"({"hidden_size": )" + std::string(levels - 1, '[') + std::string(levels - 1, ']') +
+           "}";
+  };
+  { std::ofstream(file) << nested(1'000'000); }
+  EXPECT_THAT(json_file_error(file),
+              HasSubstr(file.string() +
+                        ": invalid JSON: objects and arrays nest more than 128 levels deep"));
+  { std::ofstream(file) << nested(128); }
+  EXPECT_EQ(json_file_error(file), "no error");
+  // Brackets inside strings are text, not nesting.
+  { std::ofstream(file) << R"({"chat_template": ")" + std::string(1000, '[') + R"("})"; }
+  EXPECT_EQ(json_file_error(file), "no error");
+  std::filesystem::remove(file);
+}
+
 }  // namespace
 }  // namespace headway::core

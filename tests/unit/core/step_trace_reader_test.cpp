@@ -199,6 +199,23 @@ TEST(StepTraceReader, MalformedTracesAreRefusedWithTheLine) {
       error_of(head + step_line(0, 1, 0.1,
                                 R"({"request":1,"start":4294967000,"tokens":1000,"sample":true})")),
       HasSubstr(":3: a slice reaches position 4294968000, past its engine's max_model_len 2048"));
+  EXPECT_THAT(error_of(head + "{\"engine\":" + std::string(1'000'000, '[') +
+                       std::string(1'000'000, ']') + "}\n"),
+              HasSubstr(":3: objects and arrays nest more than 128 levels deep"));
+}
+
+// From helper-201's review: the step's tokens (a sum of slices up to 2^32 - 1 each) were cast to
+// 32 bits, undefined past them.
+TEST(StepTraceReader, AStepPast32BitsOfTokensIsCountedWhole) {
+  std::string wide = kModel;
+  wide.replace(wide.find("\"max_model_len\":2048"), 20, "\"max_model_len\":4294967295");
+  wide.replace(wide.find("\"kv_capacity_tokens\":4096"), 25, "\"kv_capacity_tokens\":4294967295");
+  const std::string slice =
+      R"({"request":1,"start":0,"tokens":3000000000,"kind":"prefill","sample":true})";
+  TraceFile file(model_line(0, wide) + step_line(0, 0, 0.5, kPrefill) +
+                 step_line(0, 1, 0.5, slice + "," + slice) + step_line(0, 2, 0.1, kDecode));
+  const TracedSteps traced = read_step_trace(file.path(), std::nullopt);
+  EXPECT_EQ(traced.coverage.max_step_tokens, 6'000'000'000u);
 }
 
 TEST(StepTraceReader, TracesItCannotFitFromAreRefused) {

@@ -30,7 +30,8 @@ std::string read_text_file(const std::filesystem::path& file);
 
 // `file` parsed as JSON (a checkpoint's tokenizer.json, config.json, generation_config.json,
 // tokenizer_config.json). Throws Error naming the file: "cannot open: <reason>" as
-// read_text_file(), or "invalid JSON: <parser's message>" with the byte where parsing stopped.
+// read_text_file(), or "invalid JSON: <parser's message>" with the byte where parsing stopped (or
+// the nesting past sdk::kMaxFileJsonDepth, refused before parsing).
 nlohmann::json read_json_file(const std::filesystem::path& file);
 
 }  // namespace headway::core

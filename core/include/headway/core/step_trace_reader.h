@@ -27,7 +27,7 @@ struct TracedModel {
 // The range of the kept steps, which is the range a fit of them can be trusted over.
 struct TraceCoverage {
   uint32_t max_batch = 0;        // slices in one step
-  uint32_t max_step_tokens = 0;  // tokens computed in one step
+  uint64_t max_step_tokens = 0;  // tokens computed in one step (slices of up to 2^32 - 1 each)
   uint32_t max_context = 0;      // a slice's last position + 1
   uint64_t steps_with_prefill = 0;
 };

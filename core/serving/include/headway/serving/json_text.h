@@ -5,6 +5,7 @@
 // Threading: pure functions, safe from any thread.
 #pragma once
 
+#include <headway/sdk/json_depth.hpp>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -14,12 +15,11 @@ namespace headway::serving {
 // iterative, but dumping, comparing and rendering values recurse once per level.
 inline constexpr int kMaxJsonDepth = 128;
 
-// Whether objects and arrays in `text` nest more than `limit` levels deep, counted outside
-// strings: one pass that builds nothing. (A callback given to nlohmann's parse could refuse as it
-// reads, but its callback parser rescans an object's parent at every object's end, which made an
-// array of 100,000 chat messages take 1.7 s, 80 s under ASan.) Exact for valid JSON; on invalid
-// JSON the parse that follows refuses what this lets through.
-bool json_nests_deeper_than(std::string_view text, int limit);
+// Whether objects and arrays in `text` nest more than `limit` levels deep (the SDK's, shared with
+// the file readers). A callback given to nlohmann's parse could refuse as it reads, but its
+// callback parser rescans an object's parent at every object's end, which made an array of
+// 100,000 chat messages take 1.7 s, 80 s under ASan.
+using sdk::json_nests_deeper_than;
 
 // Where the object or array that opens at text[start] ends (one past its closing bracket), its
 // brackets counted outside strings; npos when it does not end within `text`. For finding one

@@ -220,6 +220,20 @@ TEST_F(LoaderTest, NumbersPastADoubleAreInvalidJson) {
               AllOf(HasSubstr("config.json: invalid JSON"), HasSubstr("number overflow")));
 }
 
+// From helper-201's review: a million '[' parse, and then reading the value (the error's dump() of
+// a bad dtype, a copy) overflowed the stack. Refused before parsing, naming the file.
+TEST_F(LoaderTest, ValuesNestedAMillionLevelsDeepAreRefusedBeforeParsing) {
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  std::string header = raw_.header.dump();
+  header.insert(1, R"("__metadata__": {"n": )" + deep + "}, ");
+  raw_.write(file(), &header);
+  EXPECT_THAT(create_error(), AllOf(HasSubstr(file().string() + ": invalid JSON header"),
+                                    HasSubstr("nest more than 128 levels deep")));
+  EXPECT_THAT(
+      config_error(R"({"model_type": "llama", "hidden_size": )" + deep + "}"),
+      AllOf(HasSubstr("config.json: invalid JSON"), HasSubstr("nest more than 128 levels deep")));
+}
+
 // Each was "cannot mmap: No such device", "invalid JSON: ... unexpected end of input", or (a FIFO)
 // blocked in open() for ever.
 TEST_F(LoaderTest, AFileThatIsNotARegularOneIsNamedAsSuch) {
@@ -323,6 +337,14 @@ TEST_F(ShardedTest, BadIndexJson) {
   std::ofstream(dir_.path() / "model.safetensors.index.json") << "{\"weight_map\": [";
   EXPECT_THAT(create_error(),
               AllOf(HasSubstr("model.safetensors.index.json"), HasSubstr("invalid JSON")));
+}
+
+TEST_F(ShardedTest, AnIndexNestedPastTheLimitIsRefusedBeforeParsing) {
+  shard();
+  std::ofstream(dir_.path() / "model.safetensors.index.json", std::ios::trunc)
+      << R"({"weight_map": )" + std::string(200, '[') + std::string(200, ']') + "}";
+  EXPECT_THAT(create_error(), AllOf(HasSubstr("model.safetensors.index.json: invalid JSON"),
+                                    HasSubstr("nest more than 128 levels deep")));
 }
 
 TEST_F(ShardedTest, MissingShardFile) {

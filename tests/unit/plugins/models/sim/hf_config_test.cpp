@@ -120,6 +120,13 @@ TEST(HfConfig, ErrorsNameTheFileAndTheKey) {
   EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
   EXPECT_NE(e.find("number overflow"), std::string::npos) << e;
 
+  // A million levels parse, and copying the value overflowed the stack (helper-201's review).
+  e = expect_error(R"({"num_hidden_layers": )" + std::string(1'000'000, '[') +
+                   std::string(1'000'000, ']') + "}");
+  EXPECT_NE(e.find("not valid JSON: objects and arrays nest more than 128 levels deep"),
+            std::string::npos)
+      << e;
+
   // A value past int64 was echoed as -1.
   e = expect_error(R"({"num_hidden_layers": 32, "hidden_size": 18446744073709551615})");
   EXPECT_NE(e.find("\"hidden_size\" must be in [1, 1048576] (got 18446744073709551615)"),

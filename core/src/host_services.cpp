@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,6 +43,12 @@ bool repeats_a_create_line(const std::string& owner, std::string_view text) {
   return create_lines != nullptr && !create_lines->insert(std::move(key)).second;
 }
 
+// A plugin's string: none where it passed NULL, whatever size it gave (a view of NULL with a size
+// would be read).
+std::string_view text_of(hw_str s) {
+  return s.data != nullptr ? std::string_view(s.data, s.size) : std::string_view();
+}
+
 }  // namespace
 
 RepeatedCreateLinesAtDebug::RepeatedCreateLinesAtDebug() {
@@ -56,7 +63,7 @@ RepeatedCreateLinesAtDebug::~RepeatedCreateLinesAtDebug() {
 
 void HostServices::log(void* context, int32_t level, hw_str message) {
   auto* self = static_cast<HostServices*>(context);
-  std::string_view text(message.data, message.size);
+  const std::string_view text = text_of(message);
   // A repeat of create()'s line is kept for --log-level debug.
   if (level != HW_LOG_DEBUG && repeats_a_create_line(self->owner_, text)) level = HW_LOG_DEBUG;
   switch (level) {
@@ -81,7 +88,7 @@ double HostServices::now(void* context) {
 }
 
 HostServices::Metric& HostServices::metric(Metrics& metrics, hw_str name, bool counter) {
-  const std::string_view key(name.data, name.size);
+  const std::string_view key = text_of(name);
   auto it = metrics.find(key);
   if (it == metrics.end()) {
     if (metrics.size() >= kMaxMetricNames) {
@@ -142,8 +149,13 @@ void HostServices::export_metrics(PluginMetricsSink* sink) {
 }
 
 void* HostServices::allocate(void*, uint64_t bytes, uint64_t alignment) {
+  // abi.h: a power of two. Anything else, and a size that rounding up would wrap past 2^64 (a
+  // negative size cast to unsigned), gets NULL, as a failed allocation: never a small block that
+  // the plugin would then write past.
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
   if (alignment < sizeof(void*)) alignment = sizeof(void*);
-  uint64_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  if (bytes > std::numeric_limits<uint64_t>::max() - (alignment - 1)) return nullptr;
+  const uint64_t rounded = (bytes + alignment - 1) / alignment * alignment;
   return std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded);
 }
 

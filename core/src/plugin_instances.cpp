@@ -336,16 +336,41 @@ void RouterInstance::set_engine_limits(std::span<const hw_engine_limits> limits)
 
 void RouterInstance::kv_events(uint32_t engine, std::span<const hw_kv_event> events) {
   if (kv_events_ == nullptr) return;
+  // After a failed call for this engine the router may have missed what that call said (a
+  // removal, the announcement): it is told to forget the engine's pieces first, as after events
+  // a log dropped. Rare, so the copy's allocation does not matter.
+  std::vector<hw_kv_event> after_failure;
+  if (engine < kv_events_failed_.size() && kv_events_failed_[engine] != 0) {
+    after_failure.reserve(events.size() + 1);
+    after_failure.push_back(hw_kv_event{0, HW_KV_EVENT_ALL_REMOVED, 0});
+    after_failure.insert(after_failure.end(), events.begin(), events.end());
+    events = after_failure;
+  }
   hw_status status{};
-  const int32_t code = call_plugin(kRouter, name_, "kv_events", [&] {
-    return kv_events_(handle_, engine, events.empty() ? nullptr : events.data(),
-                      static_cast<uint32_t>(events.size()), &status);
-  });
+  int32_t code = HW_INTERNAL;
+  try {
+    code = call_plugin(kRouter, name_, "kv_events", [&] {
+      return kv_events_(handle_, engine, events.empty() ? nullptr : events.data(),
+                        static_cast<uint32_t>(events.size()), &status);
+    });
+  } catch (...) {
+    mark_kv_events_failed(engine, true);
+    throw;
+  }
+  mark_kv_events_failed(engine, code != HW_OK);
   if (code != HW_OK) {
     throw Error(fmt::format("router '{}' kv_events() for engine {} failed with status code {}: {}",
                             name_, engine, code, plugin_message(status)),
                 HW_INTERNAL);
   }
+}
+
+void RouterInstance::mark_kv_events_failed(uint32_t engine, bool failed) {
+  if (engine >= kv_events_failed_.size()) {
+    if (!failed) return;
+    kv_events_failed_.resize(size_t{engine} + 1, 0);
+  }
+  kv_events_failed_[engine] = failed ? 1 : 0;
 }
 
 RouterInstance::~RouterInstance() {
@@ -530,7 +555,16 @@ std::vector<uint8_t> KvTransportInstance::peer_rendezvous() {
           kTransport, name_, "peer_rendezvous",
           [&] { return table_->peer_rendezvous(handle_, id.data(), id.size(), &size, &status); }),
       status, "KV transport '" + name_ + "' peer_rendezvous");
-  id.resize(std::min<uint64_t>(size, id.size()));
+  // More than it was given room for: what it wrote is not the id it means (the peer would get a
+  // cut one and fail obscurely), so it is refused here, naming the transport.
+  if (size > id.size()) {
+    throw PluginContractError(
+        fmt::format("KV transport '{}' peer_rendezvous: says it wrote {} bytes, more than the {} "
+                    "it was given (HW_PEER_ID_MAX)",
+                    name_, size, id.size()),
+        HW_INTERNAL);
+  }
+  id.resize(size);
   return id;
 }
 

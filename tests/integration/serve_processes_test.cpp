@@ -982,6 +982,22 @@ std::vector<double> kv_events_counters(const std::string& metrics, const std::st
   return values;
 }
 
+// RoutedEngineProcesses' engine process of `pool` ("short", "long") configured again to listen at
+// `port` (its address, once it stopped: a restart) with `engine_keys` more in its [[engines]],
+// written to engine_<pool>_<name>.toml.
+fs::path restart_config(const fs::path& dir, const std::string& pool, int port,
+                        const std::string& engine_keys, const std::string& name) {
+  std::ifstream in(dir / ("engine_" + pool + ".toml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const fs::path config = dir / ("engine_" + pool + "_" + name + ".toml");
+  std::ofstream(config) << std::regex_replace(
+      std::regex_replace(text.str(), std::regex("grpc_port = 0"),
+                         "grpc_port = " + std::to_string(port)),
+      std::regex("\\[\\[engines\\]\\]"), "[[engines]]\n" + engine_keys);
+  return config;
+}
+
 // One counter of it (0 when not there).
 double kv_events_counter(const std::string& metrics, const std::string& metric) {
   const std::vector<double> values = kv_events_counters(metrics, metric);
@@ -1029,9 +1045,31 @@ TEST(ServeProcesses, AnEngineProcesssKvEventsReachTheRoutersPlugin) {
             kv_events_counter(metrics, "kv_pieces_stored"))
       << metrics;
   EXPECT_EQ(kv_events_counter(metrics, "kv_pieces_removed"), 0.0) << metrics;
+  EXPECT_EQ(kv_events_counter(metrics, "kv_all_removed"), 0.0) << metrics;
+
+  // Engine 0 restarts at its address with prefix caching off: the new process reports no events,
+  // and what the router believed of the old one's cache goes all the same (helper-202's review:
+  // only a restarted process that reported was forgotten).
+  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
+  ServeProcess uncached(restart_config(dir.path, "short", cluster.engine_port(0),
+                                       "prefix_caching = false", "uncached"));
+  ASSERT_TRUE(uncached.wait_for_line(std::regex("(gRPC listening)")).has_value()) << uncached.log();
+  uncached.keep_reading();
+  ASSERT_TRUE(wait_for_alive(http, 2)) << cluster.router().log();
+  for (int i = 0; i < 40; ++i) {  // a hang guard: the router reads the restart at its next poll
+    const auto answer =
+        http.Post("/v1/completions", completion(document, 1, false), "application/json");
+    ASSERT_TRUE(answer);
+    ASSERT_EQ(answer->status, 200) << answer->body;
+    metrics = metrics_of(http);
+    if (kv_events_counter(metrics, "kv_all_removed") > 0.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(kv_events_counter(metrics, "kv_all_removed"), 1.0) << metrics;
 
   EXPECT_EQ(cluster.router().stop(SIGTERM), 0) << cluster.router().log();
-  EXPECT_EQ(cluster.engine(0).stop(SIGTERM), 0) << cluster.engine(0).log();
+  EXPECT_EQ(uncached.stop(SIGTERM), 0) << uncached.log();
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
 }
 
@@ -1060,17 +1098,8 @@ TEST(ServeProcesses, ARouterThatKnowsNoLengthsAdmitsWhatEveryProcessHolds) {
   // router admits: such a router may place any request there, so the process stays out.
   EXPECT_EQ(cluster.engine(1).stop(SIGTERM), 0) << cluster.engine(1).log();
   ASSERT_TRUE(wait_for_alive(http, 1)) << cluster.router().log();
-  const fs::path shorter = dir.path / "engine_long_shorter.toml";
-  {
-    std::ifstream in(dir.path / "engine_long.toml");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::ofstream(shorter) << std::regex_replace(
-        std::regex_replace(text.str(), std::regex("grpc_port = 0"),
-                           "grpc_port = " + std::to_string(cluster.engine_port(1))),
-        std::regex("\\[\\[engines\\]\\]"), "[[engines]]\nmax_model_len = 64");
-  }
-  ServeProcess smaller(shorter);
+  ServeProcess smaller(
+      restart_config(dir.path, "long", cluster.engine_port(1), "max_model_len = 64", "shorter"));
   ASSERT_TRUE(smaller.wait_for_line(std::regex("(gRPC listening)")).has_value()) << smaller.log();
   smaller.keep_reading();
   // Twenty polls (one each 0.05 s) see it answer; it stays out. (Why is checked in the router's
@@ -1123,19 +1152,9 @@ TEST(ServeProcesses, ARequestSentToAProcessThatDiedBeforeAnsweringIsServedElsewh
   // router reads each process's model again when it comes back (it used to keep the first one's):
   // one with a smaller max_model_len than the router admits is taken back too, and the length
   // router (ABI 1.7) sends it only what it holds, the rest to the short pool's process.
-  const fs::path config = dir.path / "engine_long_again.toml";
-  const fs::path shorter = dir.path / "engine_long_shorter.toml";
-  {
-    std::ifstream in(dir.path / "engine_long.toml");
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string same_port =
-        std::regex_replace(text.str(), std::regex("grpc_port = 0"),
-                           "grpc_port = " + std::to_string(cluster.engine_port(1)));
-    std::ofstream(config) << same_port;
-    std::ofstream(shorter) << std::regex_replace(same_port, std::regex("\\[\\[engines\\]\\]"),
-                                                 "[[engines]]\nmax_model_len = 64");
-  }
+  const fs::path config = restart_config(dir.path, "long", cluster.engine_port(1), "", "again");
+  const fs::path shorter =
+      restart_config(dir.path, "long", cluster.engine_port(1), "max_model_len = 64", "shorter");
   {
     ServeProcess smaller(shorter);
     ASSERT_TRUE(smaller.wait_for_line(std::regex("(gRPC listening)")).has_value()) << smaller.log();

@@ -5,7 +5,8 @@
 // hashes), which tells the events are in the routers' hashes. "kv_events_engine_<i>" counts the
 // events of engine i. "believed_tokens_<request id>": the tokens of the request's beginning the
 // first engine holds by its events alone (whole pieces, up to the first it does not hold). Every
-// request goes to the first engine.
+// request goes to the first engine. Option fail_first_events: its first call with events fails
+// (HW_INTERNAL), counting nothing of them, for the host's handling of a router that fails there.
 #include <headway/plugin.hpp>
 #include <string>
 #include <unordered_set>
@@ -14,9 +15,14 @@ namespace {
 
 using namespace headway::sdk;
 
+constexpr hw_option_spec kOptions[] = {
+    bool_option("fail_first_events", false, "Fail the first call that carries events."),
+};
+
 class KvEventsRouter final : public Router {
  public:
-  KvEventsRouter(const Host& host, const Options&, std::span<const hw_engine_load>) : host_(host) {}
+  KvEventsRouter(const Host& host, const Options& options, std::span<const hw_engine_load>)
+      : host_(host), fail_next_events_(options.get_bool("fail_first_events")) {}
 
   hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
@@ -35,6 +41,10 @@ class KvEventsRouter final : public Router {
   }
 
   void on_kv_events(uint32_t engine_index, std::span<const hw_kv_event> events) override {
+    if (!events.empty() && fail_next_events_) {
+      fail_next_events_ = false;
+      throw Error(HW_INTERNAL, "test_kv_events_router fails its first events, as asked");
+    }
     if (events.empty()) host_.counter_add("kv_events_announced", 1.0);
     host_.counter_add("kv_events_engine_" + std::to_string(engine_index),
                       static_cast<double>(events.size()));
@@ -61,6 +71,7 @@ class KvEventsRouter final : public Router {
 
  private:
   Host host_;
+  bool fail_next_events_;
   std::unordered_set<uint64_t> routed_;  // every piece of every prompt routed
   std::unordered_set<uint64_t> held_;    // the first engine's, by its events
 };
@@ -68,4 +79,4 @@ class KvEventsRouter final : public Router {
 }  // namespace
 
 HEADWAY_EXPORT_ROUTER(KvEventsRouter, "org.headway.test.kv_events_router", "test_kv_events_router",
-                      "0.0.1", "Router that counts the KV events it is given", no_options)
+                      "0.0.1", "Router that counts the KV events it is given", kOptions)

@@ -231,17 +231,19 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
 }
 
 void EngineProcess::keep_kv_events(const v1::ClusterInfoResponse& cluster) {
-  if (!cluster.reports_kv_events()) return;  // keeps none (prefix caching off, an older build)
-  if (kv_events_ == nullptr) kv_events_ = std::make_unique<core::KvEventLog>(kKeptKvEvents);
-  reports_kv_events_ = true;
   // Another process at the address (a restart): its numbers are not the last one's, and its cache
-  // holds nothing the router believed. Its events are read from its first on the next poll.
+  // holds nothing the router believed, whether it reports events or not (it may have restarted
+  // with prefix caching off). Its events, if any, are read from its first on the next poll.
+  // (kv_incarnation_ is set only once a process reported, so the log exists.)
   if (kv_incarnation_ != 0 && cluster.incarnation() != kv_incarnation_) {
     kv_incarnation_ = cluster.incarnation();
     kv_events_->push(0, HW_KV_EVENT_ALL_REMOVED);
     kv_events_next_ = 0;
     return;
   }
+  if (!cluster.reports_kv_events()) return;  // keeps none (prefix caching off, an older build)
+  if (kv_events_ == nullptr) kv_events_ = std::make_unique<core::KvEventLog>(kKeptKvEvents);
+  reports_kv_events_ = true;
   kv_incarnation_ = cluster.incarnation();
   if (cluster.kv_events_lost()) kv_events_->push(0, HW_KV_EVENT_ALL_REMOVED);
   for (const v1::KvEvent& event : cluster.kv_events()) {

@@ -569,21 +569,34 @@ ClusterSummary LocalGenerationService::Impl::cluster_info() const {
 
 void LocalGenerationService::Impl::take_kv_events() {
   const bool router_reads = cluster_->reads_kv_events();
+  std::optional<core::Error> failed;
   for (size_t e = 0; e < drivers_.size(); ++e) {
     kv_events_.clear();
     drivers_[e]->take_kv_events(kv_events_);
     if (kv_events_.empty()) continue;
-    // The feed first: a router plugin that fails on them must not take them from the router
-    // processes that read the feed.
+    // The feed first, and every engine's whatever the router does: a router plugin that fails on
+    // them must not take them from the router processes that read the feed.
     if (kv_feed_ != nullptr) kv_feed_->append(kv_events_);
-    if (router_reads) cluster_->kv_events(static_cast<uint32_t>(e), kv_events_);
+    if (!router_reads) continue;
+    try {
+      cluster_->kv_events(static_cast<uint32_t>(e), kv_events_);
+    } catch (const core::Error& error) {
+      if (!failed) failed = error;
+    }
   }
+  if (failed) throw *failed;
 }
 
 std::optional<KvEventsSince> LocalGenerationService::Impl::kv_events_since(uint64_t from) {
   if (kv_feed_ == nullptr) return std::nullopt;
   std::lock_guard lock(mutex_);
-  take_kv_events();
+  try {
+    take_kv_events();
+  } catch (const core::Error& e) {
+    // This process's router failed on them: its own fault, not the reading process's, which
+    // would otherwise see this process as down.
+    router_watch_.events_failed(e);
+  }
   return kv_feed_->since(from);
 }
 

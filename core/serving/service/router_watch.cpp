@@ -32,6 +32,13 @@ std::pair<Rejection, ServiceError> RouterWatch::failed(const core::Error& e, std
                        fmt::format("request \"{}\" failed in the router: {}", id, e.what()))};
 }
 
+void RouterWatch::events_failed(const core::Error& e) {
+  uint64_t since = 0;
+  if (!event_failures_.due(since)) return;
+  spdlog::error("the router failed on its engines' KV events: {}{}", e.what(),
+                more_since(since, "such failures"));
+}
+
 void RouterWatch::routed(std::chrono::steady_clock::duration took, std::string_view id,
                          std::string_view router) {
   uint64_t since = 0;

@@ -125,5 +125,33 @@ TEST(HostServices, ANameTheSinkRefusesIsKeptByTheHostOnly) {
   EXPECT_EQ(host.counters().at("secret"), 2.0);
 }
 
+// From helper-202's review: bytes + alignment - 1 wrapped past 2^64 for a huge size (a negative one
+// cast to unsigned), and the host handed back a block of `alignment` bytes.
+TEST(HostServices, AnAllocationItCannotMakeIsNull) {
+  VirtualClock clock;
+  HostServices host("engine0 model test", &clock);
+  const hw_host_services& table = *host.table();
+  EXPECT_EQ(table.allocate(table.context, std::numeric_limits<uint64_t>::max(), 64), nullptr);
+  EXPECT_EQ(table.allocate(table.context, static_cast<uint64_t>(-8), 16), nullptr);
+  EXPECT_EQ(table.allocate(table.context, 64, 24), nullptr);  // not a power of two
+  EXPECT_EQ(table.allocate(table.context, 64, 0), nullptr);
+  void* block = table.allocate(table.context, 100, 64);
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % 64, 0u);
+  table.free_bytes(table.context, block);
+}
+
+// A NULL string with a size is read as empty, not dereferenced.
+TEST(HostServices, ANullStringWithASizeIsEmpty) {
+  VirtualClock clock;
+  HostServices host("engine0 scheduler test", &clock);
+  const hw_host_services& table = *host.table();
+  table.log(table.context, HW_LOG_INFO, hw_str{nullptr, 1000});
+  table.counter_add(table.context, hw_str{nullptr, 1000}, 1.0);
+  table.gauge_set(table.context, hw_str{nullptr, 1000}, 2.0);
+  EXPECT_EQ(host.counters().at(""), 1.0);
+  EXPECT_EQ(host.gauges().at(""), 2.0);
+}
+
 }  // namespace
 }  // namespace headway::core

@@ -160,6 +160,35 @@ TEST(PluginOptions, IntOutOfRangeShowsTheRange) {
   EXPECT_EQ(value(parse("budget = 1048576"), "budget").int_value, 1048576);
 }
 
+// From helper-201's review: integers were compared with their bounds as doubles, in which
+// 2^62 + 1 is 2^62, so it passed a maximum of 2^62.
+TEST(PluginOptions, IntBoundsAreComparedAsIntegers) {
+  static constexpr hw_option_spec kSeed[] = {
+      sdk::int_option("seed", 0, -(int64_t{1} << 62), int64_t{1} << 62, "A seed.")};
+  static const hw_plugin_descriptor descriptor{sizeof(hw_plugin_descriptor),
+                                               HW_ABI_MAJOR,
+                                               HW_ABI_MINOR,
+                                               HW_KIND_ROUTER,
+                                               HW_STR_LITERAL("org.headway.test.seeded"),
+                                               HW_STR_LITERAL("seeded"),
+                                               HW_STR_LITERAL("0.0.1"),
+                                               HW_STR_LITERAL("an option near 2^62"),
+                                               kSeed,
+                                               1,
+                                               nullptr};
+  const auto seed = [&](const std::string& text) {
+    toml::table table = toml::parse(std::string_view(text), std::string_view("deploy.toml"));
+    return value(PluginOptions::from_toml(descriptor, &table, "deploy.toml: opts"), "seed")
+        .int_value;
+  };
+  EXPECT_EQ(seed("seed = 4611686018427387904"), int64_t{1} << 62);  // inclusive
+  EXPECT_EQ(seed("seed = -4611686018427387904"), -(int64_t{1} << 62));
+  for (const char* text : {"seed = 4611686018427387905", "seed = -4611686018427387905"}) {
+    SCOPED_TRACE(text);
+    EXPECT_THAT(expect_error([&] { seed(text); }).what(), HasSubstr("deploy.toml: opts.seed"));
+  }
+}
+
 TEST(PluginOptions, DoubleAcceptsAnIntegerLiteral) {
   PluginOptions o = parse("ratio = 1\nscale = -3\n");
   EXPECT_EQ(value(o, "ratio").type, HW_OPTION_DOUBLE);

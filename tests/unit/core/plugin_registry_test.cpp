@@ -282,6 +282,76 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi16AndDoesNotJudgeItByLength) {
   EXPECT_EQ(router.route(request, engines).prefill_engine, 0u);
 }
 
+// A raw C table (the SDK's adapter cannot do this) whose peer_rendezvous says it wrote one byte
+// more than it was given room for.
+namespace overlong_rendezvous {
+int handle_storage = 0;
+int32_t create(const hw_host_services*, const hw_options*, hw_kv_transport** out, hw_status*) {
+  *out = reinterpret_cast<hw_kv_transport*>(&handle_storage);
+  return HW_OK;
+}
+void destroy(hw_kv_transport*) {}
+int32_t start(hw_kv_transport*, const hw_kv_transfer*, uint64_t*, hw_status*) {
+  return HW_UNIMPLEMENTED;
+}
+int32_t poll(hw_kv_transport*, uint64_t, int32_t*, double*, hw_status*) { return HW_UNIMPLEMENTED; }
+int32_t rendezvous(hw_kv_transport*, uint8_t* id, uint64_t capacity, uint64_t* size, hw_status*) {
+  std::fill(id, id + capacity, uint8_t{7});
+  *size = capacity + 1;
+  return HW_OK;
+}
+int32_t join(hw_kv_transport*, const uint8_t*, uint64_t, int32_t, int32_t, int32_t, uint64_t*,
+             hw_status*) {
+  return HW_UNIMPLEMENTED;
+}
+int32_t state(hw_kv_transport*, uint64_t, int32_t*, hw_status*) { return HW_UNIMPLEMENTED; }
+int32_t post(hw_kv_transport*, uint64_t, int32_t, const hw_memory_desc*, const uint32_t*, uint32_t,
+             uint64_t*, hw_status*) {
+  return HW_UNIMPLEMENTED;
+}
+void close(hw_kv_transport*, uint64_t) {}
+const hw_kv_transport_table table{sizeof(hw_kv_transport_table),
+                                  create,
+                                  destroy,
+                                  start,
+                                  poll,
+                                  rendezvous,
+                                  join,
+                                  state,
+                                  post,
+                                  close};
+const hw_plugin_descriptor descriptor{
+    sizeof(hw_plugin_descriptor),
+    HW_ABI_MAJOR,
+    HW_ABI_MINOR,
+    HW_KIND_KV_TRANSPORT,
+    HW_STR_LITERAL("org.headway.test.overlong_rendezvous"),
+    HW_STR_LITERAL("overlong_rendezvous"),
+    HW_STR_LITERAL("0.0.1"),
+    HW_STR_LITERAL("says it wrote more than it was given room for"),
+    nullptr,
+    0,
+    &table};
+}  // namespace overlong_rendezvous
+
+// From helper-202's review: the host cut such an id to its room and handed the peer a shortened
+// one, which then failed far from its cause. Refused, naming the transport.
+TEST(PluginRegistry, ARendezvousIdLongerThanItsRoomIsABrokenContract) {
+  LoadedPlugin plugin;
+  plugin.descriptor = &overlong_rendezvous::descriptor;
+  const PluginChoice choice = default_choice(plugin, "test: kv_transport");
+  VirtualClock clock;
+  HostServices host("kv_transport overlong_rendezvous", &clock);
+  KvTransportInstance transport(choice, host);
+  try {
+    transport.peer_rendezvous();
+    ADD_FAILURE() << "no error";
+  } catch (const PluginContractError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("KV transport 'overlong_rendezvous' peer_rendezvous: says it "
+                                    "wrote 257 bytes, more than the 256"));
+  }
+}
+
 TEST(PluginRegistry, RefusesATableWithoutAMandatoryFunction) {
   PluginRegistry registry;
   const fs::path file = test_plugin("test_missing_function");

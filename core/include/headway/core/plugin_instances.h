@@ -121,7 +121,9 @@ class RouterInstance {
   bool reads_kv_events() const { return kv_events_ != nullptr; }
   // Tells the router what engine `engine`'s cache did since the last call for it (no events: the
   // announcement that it reports, abi.h); nothing for a router that does not read them. Under
-  // route()'s serialisation. Throws Error (HW_INTERNAL) when the plugin fails the call.
+  // route()'s serialisation. Throws Error (HW_INTERNAL) when the plugin fails the call; the next
+  // call for that engine then begins with HW_KV_EVENT_ALL_REMOVED, since the router may have
+  // missed what the failed one said.
   void kv_events(uint32_t engine, std::span<const hw_kv_event> events);
   const std::string& name() const { return name_; }
 
@@ -134,8 +136,11 @@ class RouterInstance {
   decltype(hw_router_table::set_engine_limits) set_engine_limits_ = nullptr;
   decltype(hw_router_table::route_with_prefix) route_with_prefix_ = nullptr;
   decltype(hw_router_table::kv_events) kv_events_ = nullptr;
+  void mark_kv_events_failed(uint32_t engine, bool failed);
+
   bool reads_model_lengths_ = false;
   std::vector<hw_engine_limits> limits_;  // as last told, for check_fits()
+  std::vector<char> kv_events_failed_;    // per engine: its last kv_events() call failed
   hw_router* handle_ = nullptr;
   std::string name_;
   std::string where_;  // the deployment's router table, for errors

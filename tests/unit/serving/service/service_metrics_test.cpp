@@ -239,6 +239,47 @@ TEST(ServiceMetrics, AnEngineProcessKeepsItsEnginesKvEventsForItsRouterProcess) 
   EXPECT_FALSE(all.kv_events_since(0).has_value());
 }
 
+// From helper-202's review: in an engine process, a router plugin that failed on its engines' KV
+// events made the router process's poll (ClusterInfo, which reads the feed) fail, and the router
+// process took the engine process for down. The feed is read all the same, the failure is logged,
+// and since the router may have missed what the failed call said, its next events for the engine
+// begin with ALL_REMOVED.
+TEST(ServiceMetrics, ARouterFailingOnKvEventsNeitherFailsTheFeedNorKeepsBeliefsItMissed) {
+  test::TinyCheckpoint checkpoint;
+  headway::test::CapturedLog log;
+  std::string text;
+  {
+    LocalGenerationService service(test::tiny_deployment(
+        checkpoint, "[[engines]]\n",
+        "[server]\nrole = \"engine\"\n[router]\nplugin = \"" +
+            std::string(HEADWAY_TEST_PLUGIN_DIR) +
+            "/test_kv_events_router.so\"\noptions = { fail_first_events = true }\n"));
+    const std::string document(200, 'd');
+    ASSERT_EQ(test::collect(*service.submit(test::text_request(document, 1))).finish,
+              Finish::kLength);
+    test::wait_idle(service);
+    // The router fails on the three pieces stored; the reader still gets them.
+    const std::optional<KvEventsSince> first = service.kv_events_since(0);
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->events.size(), 3u);
+    ASSERT_EQ(test::collect(*service.submit(test::text_request(document, 1))).finish,
+              Finish::kLength);
+    test::wait_idle(service);
+    EXPECT_EQ(service.kv_events_since(3)->events.size(), 3u);  // taken from the cache
+    text = service.metrics_text();
+  }
+  const auto counter = [&](const std::string& metric) {
+    return sum_of(text, "headway_plugin_total",
+                  "plugin=\"test_kv_events_router\",metric=\"" + metric + "\"");
+  };
+  EXPECT_EQ(counter("kv_pieces_stored"), 3) << text;  // the second request's only
+  EXPECT_EQ(counter("kv_all_removed"), 1) << text;    // before them
+  EXPECT_NE(log.text().find("the router failed on its engines' KV events: router "
+                            "'test_kv_events_router' kv_events() for engine 0 failed"),
+            std::string::npos)
+      << log.text();
+}
+
 // A plugin's counters and gauges (host services) reach /metrics under its instance's labels: what
 // it counted in create() too, a counter's negative increments never (a counter only goes up), at
 // most 64 names an instance and only UTF-8 ones, each refusal reason warned about once.

@@ -655,13 +655,19 @@ void OpenAiRoutes::send_events(const httplib::Request& request, httplib::Respons
     // HTTP/1.0 has no chunked encoding, and cpp-httplib keeps a 1.0 keep-alive connection (`ab
     // -k`) open after a body without a length, so its client would wait for a close that comes
     // only at the idle timeout: the events go out once generation ends, as one body with a length.
+    // Nothing is written until then, so no failed write tells that the client left: its socket
+    // is looked at instead, as while collecting a response that does not stream.
+    ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
+                                 request.remote_port);
     std::string events;
     bool ended = false;
+    bool gone = false;
     httplib::DataSink sink;
     make_collecting(sink, &events, ended);
-    while (!ended && provide(0, sink)) {
+    while (!ended && !(gone = client.gone()) && provide(0, sink)) {
     }
-    release(ended);
+    release(ended);  // aborts the request where it did not end
+    if (gone) throw ApiError(499, "the client closed the connection; the request was aborted");
     response.set_content(events, "text/event-stream");
   } else if (request.version == "HTTP/1.0") {
     // HTTP/1.0 has no chunked encoding (ApacheBench and some proxies speak only 1.0): the events

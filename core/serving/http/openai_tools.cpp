@@ -61,8 +61,10 @@ void check_tool(const nlohmann::json& tool, const std::string& path) {
 std::string parameters_schema(const nlohmann::ordered_json& tool) {
   const auto& function = tool.at("function");
   const auto parameters = function.find("parameters");
-  const bool none = parameters == function.end() ||
-                    (parameters->is_object() && parameters->empty());  // {}: any value, not object
+  // null reads as absent, as check_tool read it (clients send explicit nulls); {} as any object,
+  // not any value.
+  const bool none = parameters == function.end() || parameters->is_null() ||
+                    (parameters->is_object() && parameters->empty());
   return none ? std::string(R"({"type": "object"})") : parameters->dump();
 }
 

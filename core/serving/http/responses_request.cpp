@@ -411,7 +411,11 @@ std::string_view kept_id_prefix(std::string_view type) {
 // "__fake_id__"), gets a fresh one, so that each kept item is found by its id.
 nlohmann::ordered_json kept_item(const nlohmann::ordered_json& item,
                                  std::unordered_set<std::string>& ids) {
-  const std::string type = item.value("type", "message");
+  // Null reads as absent (a message), as the checks before read it: value() would throw on it.
+  const auto written_type = item.find("type");
+  const std::string type = written_type != item.end() && written_type->is_string()
+                               ? written_type->get<std::string>()
+                               : "message";
   nlohmann::ordered_json kept = {{"type", type}};
   const auto id = item.find("id");
   std::string kept_id = id != item.end() && id->is_string() ? id->get<std::string>() : "";

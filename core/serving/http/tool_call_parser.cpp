@@ -29,7 +29,9 @@ bool only_whitespace(std::string_view text) {
 }
 
 // One call's JSON: an object with a non-empty string "name" and its arguments under "arguments"
-// (hermes) or "parameters" (Llama 3's); nullopt when it is not one.
+// (hermes) or "parameters" (Llama 3's), an object or the JSON text of one; nullopt when it is not
+// one. Arguments of another kind ("x", [1]) make no call: OpenAI's are an object's text, and a
+// client sending the call back (or previous_response_id) would be refused for them.
 std::optional<ToolCall> call_of(std::string_view json_text) {
   // In the model's key order; too deep to dump safely, or not JSON: not a call.
   const nlohmann::ordered_json call = parse_json_keeping_order(json_text);
@@ -41,9 +43,17 @@ std::optional<ToolCall> call_of(std::string_view json_text) {
   ToolCall out{random_request_id("chatcmpl-tool-"), name->get<std::string>(), "{}"};
   auto arguments = call.find("arguments");
   if (arguments == call.end()) arguments = call.find("parameters");
-  if (arguments != call.end() && !arguments->is_null()) {
-    // A model that wrote the arguments as a JSON string already wrote OpenAI's form.
-    out.arguments = arguments->is_string() ? arguments->get<std::string>() : arguments->dump();
+  if (arguments == call.end() || arguments->is_null()) return out;
+  if (arguments->is_object()) {
+    out.arguments = arguments->dump();
+  } else if (arguments->is_string()) {
+    // A model that wrote the arguments as a JSON string already wrote OpenAI's form ("" is none).
+    out.arguments = arguments->get<std::string>();
+    if (!out.arguments.empty() && !parse_json_keeping_order(out.arguments).is_object()) {
+      return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
   }
   return out;
 }

@@ -182,6 +182,20 @@ TEST_F(HttpResponsesStoreTest, InputItemsComePageByPage) {
   }
 }
 
+// From helper-200's review: an item's "type": null reads as absent (a message) when checked, but
+// keeping it read the null as a string: 500, "type must be string, but is null".
+TEST_F(HttpResponsesStoreTest, AnItemWhoseTypeIsNullIsKeptAsAMessage) {
+  const json created = create(
+      "ok",
+      R"({"max_output_tokens": 2, "input": [{"type": null, "role": "user", "content": "a"}]})");
+  const auto [status, items] =
+      get("/v1/responses/" + created["id"].get<std::string>() + "/input_items");
+  ASSERT_EQ(status, 200) << items;
+  ASSERT_EQ(items["data"].size(), 1u) << items;
+  EXPECT_EQ(items["data"][0]["type"], "message");
+  EXPECT_EQ(items["data"][0]["content"][0], json({{"type", "input_text"}, {"text", "a"}}));
+}
+
 TEST_F(HttpResponsesStoreTest, WhatIsNotKept) {
   const json unkept = create("ok", R"({"input": "x", "store": false, "max_output_tokens": 2})");
   EXPECT_EQ(unkept["store"], false);

@@ -205,6 +205,24 @@ TEST_F(HttpFrontendTest, Http10KeepAliveStreamIsOneBodyWithALength) {
   EXPECT_TRUE(service_.aborted().empty());
 }
 
+// From helper-200's review: the HTTP/1.0 keep-alive stream above writes nothing until generation
+// ends, so no failed write finds its client gone; it ran to max_tokens for nobody. Its socket is
+// looked at, as for a response that does not stream.
+TEST_F(HttpFrontendTest, AnHttp10KeepAliveStreamWhoseClientWentAwayIsAborted) {
+  service_.set_hold(true);
+  const std::string body = R"({"prompt": "x", "stream": true})";
+  std::string id;
+  {
+    RawConnection connection(port());
+    const size_t before = service_.submitted().size();
+    connection.send("POST /v1/completions HTTP/1.0\r\nConnection: Keep-Alive\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n" + body);
+    ASSERT_TRUE(service_.wait_for_submits(before + 1, kPatienceSeconds));
+    id = service_.submitted()[before].request_id;
+  }  // closed
+  EXPECT_TRUE(service_.wait_for_abort(id, kPatienceSeconds));
+}
+
 TEST_F(HttpFrontendTest, HeldStreamDeliversTokensAsTheyArrive) {
   service_.set_hold(true);
   RawConnection connection(port());

@@ -157,6 +157,26 @@ TEST_F(HttpToolCallsTest, AForcedChoiceAsksForGuidedOutputAndReadsTheAnswerAsCal
             "tools[0].function.parameters.properties.zip.pattern");
 }
 
+// From helper-200's review: "parameters": null reads as absent where the tool is checked, but a
+// forced choice compiled the null as a schema (400, "a schema must be an object or a boolean").
+// It asks for any object, as a tool without parameters does.
+TEST_F(HttpToolCallsTest, AToolWhoseParametersAreNullTakesAnyObject) {
+  start_frontend(HttpOptions{});
+  service_.set_script(R"([{"name": "f", "parameters": {}}])");
+  const auto result = post_json(
+      "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function", )"
+      R"("function": {"name": "f", "parameters": null}}], "tool_choice": "required", )"
+      R"("max_tokens": 64})");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200) << result->body;
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  const json schema = json::parse(submitted[0].guided.schema_json);
+  EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["parameters"], json({{"type", "object"}}))
+      << schema;
+}
+
 // With a reasoning parser the model thinks first: the service is asked to apply the shape after
 // "</think>", and the answer's thinking and content are split as for any answer.
 TEST_F(HttpToolCallsTest, AGuidedAnswerOfAReasoningModelThinksFirst) {

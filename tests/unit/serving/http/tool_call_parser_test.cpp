@@ -284,6 +284,26 @@ TEST(ToolCallParser, ArgumentsWrittenAsAStringAreKeptAsTheyAre) {
   EXPECT_EQ(parsed.calls[0].arguments, R"({"a": 1})");
 }
 
+// From helper-200's review: arguments that are not an object ("x", [1]) made a call that the
+// server then refused when a client sent it back ("must be the JSON text of an object"), so a
+// conversation could not go on. They make no call: the text stays content, as any malformed call.
+TEST(ToolCallParser, ArgumentsThatAreNoObjectMakeNoCall) {
+  for (const std::string call :
+       {R"({"name": "f", "arguments": "x"})", R"({"name": "f", "arguments": "[1]"})",
+        R"({"name": "f", "arguments": [1]})", R"({"name": "f", "parameters": 3})"}) {
+    SCOPED_TRACE(call);
+    const std::string text = "<tool_call>" + call + "</tool_call>";
+    const Parsed parsed = parse_whole(ToolCallFormat::kHermes, text);
+    EXPECT_TRUE(parsed.calls.empty());
+    EXPECT_EQ(parsed.content, text);
+  }
+  // An empty string is a call without arguments, as it is read back.
+  const Parsed empty = parse_whole(ToolCallFormat::kHermes,
+                                   R"(<tool_call>{"name": "f", "arguments": ""}</tool_call>)");
+  ASSERT_EQ(empty.calls.size(), 1u);
+  EXPECT_EQ(empty.calls[0].arguments, "");
+}
+
 // The model's arguments keep its key order; JSON nested deeper than the limit (a model repeating
 // "[") is not a call but text, never a crash when it would be written out again.
 TEST(ToolCallParser, ArgumentsKeepTheirOrderAndTooDeepIsText) {

@@ -692,8 +692,9 @@ std::vector<ClassSpec> Parser::parse_classes(const toml::table& root) {
     spec.cls.name = *name;
     const auto share = get_number(*t, path, "share");
     if (!share) fail(key_path(path, "share"), "missing (required: a number > 0)");
-    if (!(*share > 0)) {
-      fail(key_path(path, "share"), "must be > 0 (got " + number_text(*share) + ")");
+    if (!(*share > 0) || !std::isfinite(*share)) {
+      fail(key_path(path, "share"),
+           "must be a finite number > 0 (got " + number_text(*share) + ")");
     }
     spec.cls.share = *share;
     spec.long_flag = get_bool(*t, path, "long");
@@ -807,7 +808,9 @@ Workload Parser::run(std::optional<std::string_view> text) {
         throw Error(name_ + ": cannot open workload file (" + unreadable_reason(file_) + ")",
                     HW_NOT_FOUND);
       }
-      root = toml::parse_file(file_.string());
+      // Read here, not by toml++: it reports a file it cannot open (no permission) as a TOML
+      // syntax error at line 0.
+      root = toml::parse(read_text_file(file_), file_.string());
     }
   } catch (const toml::parse_error& e) {
     const auto& where = e.source().begin;
@@ -958,6 +961,12 @@ Workload Parser::run(std::optional<std::string_view> text) {
     std::vector<double> cumulative;
     double acc = 0;
     for (const ClassSpec& s : specs) cumulative.push_back(acc += s.cls.share);
+    // Past a double's range every draw would fall to the last class (helper-201's review).
+    if (!std::isfinite(acc)) {
+      fail("classes",
+           "the shares add up to more than a double holds; they are proportions: give "
+           "them smaller (0.5 and 0.5 for two halves)");
+    }
     const auto add = [&](double t) {
       const auto c = static_cast<uint32_t>(categorical(rng, cumulative));
       const uint32_t prompt = specs[c].prompt.sample(rng);

@@ -23,9 +23,10 @@ void add_eos_ids(const std::filesystem::path& file, uint32_t vocab, std::vector<
   };
   const auto add = [&](const nlohmann::json& id) {
     if (!id.is_number_integer()) refuse("must be a token id or a list of token ids");
+    // A value past int64 (an unsigned one) reads as negative here: refused, and named as written.
     const int64_t value = id.get<int64_t>();
     if (value < 0 || value >= static_cast<int64_t>(vocab)) {
-      refuse(fmt::format("names token {}, outside the vocabulary of {}", value, vocab));
+      refuse(fmt::format("names token {}, outside the vocabulary of {}", id.dump(), vocab));
     }
     ids.push_back(static_cast<int32_t>(value));
   };

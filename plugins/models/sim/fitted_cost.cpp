@@ -4,10 +4,13 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 namespace headway::models::sim {
 namespace {
@@ -45,6 +48,23 @@ class Reader {
       fail(where, "must be a finite number >= 0 (got " + std::to_string(value) + ")");
     }
     return value;
+  }
+
+  // A key of `t` (the root when table_name is empty) that is none of `known`: a misspelt one
+  // would otherwise be ignored and its default (or "is missing") taken instead.
+  void only_known(const toml::table& t, const std::string& table_name,
+                  std::initializer_list<std::string_view> known) const {
+    for (const auto& [key, node] : t) {
+      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+      std::string allowed;
+      for (const std::string_view k : known)
+        allowed += (allowed.empty() ? "" : ", ") + std::string(k);
+      fail((table_name.empty() ? "" : table_name + ".") + std::string(key.str()) + " (line " +
+               std::to_string(node.source().begin.line) + ")",
+           "is not a key of a cost file" +
+               std::string(table_name.empty() ? "" : "'s [" + table_name + "]") +
+               " (known: " + allowed + ")");
+    }
   }
 
   uint64_t positive(const toml::table& t, const char* table_name, const char* key,
@@ -99,6 +119,9 @@ FittedCost load_fitted_cost(const std::filesystem::path& file) {
 
   FittedCost cost;
   const toml::table& c = r.table("coefficients");
+  r.only_known(c, "coefficients",
+               {"overhead_s", "per_token_s", "per_sampled_token_s", "per_attention_pair_s",
+                "per_kv_token_s"});
   cost.coefficients.overhead_s = r.coefficient(c, "coefficients", "overhead_s");
   cost.coefficients.per_token_s = r.coefficient(c, "coefficients", "per_token_s");
   cost.coefficients.per_sampled_token_s = r.coefficient(c, "coefficients", "per_sampled_token_s");
@@ -106,6 +129,9 @@ FittedCost load_fitted_cost(const std::filesystem::path& file) {
   cost.coefficients.per_kv_token_s = r.coefficient(c, "coefficients", "per_kv_token_s");
 
   const toml::table& m = r.table("model");
+  r.only_known(m, "model",
+               {"layers", "hidden", "heads", "kv_heads", "head_dim", "vocab", "max_model_len",
+                "kv_capacity_tokens", "kv_bytes_per_token"});
   constexpr uint64_t kMaxShape = uint64_t{1} << 24;
   constexpr uint64_t kMaxLen = uint64_t{1} << 31;
   const auto shape = [&](const char* key, uint64_t max) {
@@ -130,7 +156,17 @@ FittedCost load_fitted_cost(const std::filesystem::path& file) {
                                            std::to_string(cost.model.max_model_len) + ")");
   }
 
+  // What `headway profile` writes (core/src/step_profiler.cpp), and nothing else: checked after
+  // the required keys, so that a misspelt table is named as the one missing.
+  r.only_known(
+      root, "",
+      {"format", "date", "source", "model_plugin", "machine", "coefficients", "model", "fit"});
+  if (const toml::table* fit = root["fit"].as_table()) {
+    r.only_known(*fit, "fit",
+                 {"method", "shapes", "quick", "median_relative_error", "max_relative_error"});
+  }
   if (const toml::table* machine = root["machine"].as_table()) {
+    r.only_known(*machine, "machine", {"cpu", "threads", "cores"});
     cost.machine = (*machine)["cpu"].value_or(std::string());
     if (const auto threads = (*machine)["threads"].value<int64_t>()) {
       cost.machine += ", " + std::to_string(*threads) + " threads";

@@ -706,6 +706,18 @@ TEST_F(WorkloadTest, ErrorMissingShare) {
   expect_error(text, {"workload.toml", "classes[1].share", "missing", "> 0"});
 }
 
+// From helper-201's review: two shares of 1e308 add up to infinity, and every draw fell to the
+// last class (a 50/50 workload became 0/100 without a word). An infinite share was taken too.
+TEST_F(WorkloadTest, ErrorSharesPastADouble) {
+  std::string text = with_seed(1);
+  text.replace(text.find("share = 1"), 9, "share = 1e308");  // the second class's
+  text.replace(text.find("share = 3"), 9, "share = 1e308");
+  expect_error(text, {"workload.toml", "classes", "the shares add up to more than a double holds"});
+  text = with_seed(1);
+  text.replace(text.find("share = 3"), 9, "share = inf");
+  expect_error(text, {"workload.toml", "classes[0].share", "must be a finite number"});
+}
+
 TEST_F(WorkloadTest, ErrorNegativeRate) {
   std::string text = with_seed(1);
   text.replace(text.find("rate = 10"), 9, "rate = -2.5");

@@ -87,6 +87,12 @@ TEST(CheckpointEndTokens, RefusesWhatIsNotTokenIdsNamingTheFileAndField) {
   EXPECT_NE(end_tokens_error(dir.path()).find("names token 300, outside the vocabulary of 300"),
             std::string::npos)
       << end_tokens_error(dir.path());
+  // Past int64 it was named "token -1" (helper-201's review): named as written.
+  write(dir.path() / "generation_config.json", R"({"eos_token_id": 18446744073709551615})");
+  EXPECT_NE(end_tokens_error(dir.path())
+                .find("names token 18446744073709551615, outside the vocabulary of 300"),
+            std::string::npos)
+      << end_tokens_error(dir.path());
 }
 
 // A token the checkpoint lists as an end token ends the request there (finish "stop", the token

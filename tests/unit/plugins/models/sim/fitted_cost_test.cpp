@@ -143,6 +143,22 @@ TEST_F(FittedCostFile, MissingKeysAreNamed) {
   expect_refused(write_edited("[coefficients]", "[coefficient]"), "[coefficients] is missing");
 }
 
+// From helper-201's review: the cost file was the one TOML file whose unknown keys were ignored,
+// so a misspelt coefficient or table went unnoticed.
+TEST_F(FittedCostFile, UnknownKeysAreNamedWithTheirLine) {
+  expect_refused(
+      write_edited("per_kv_token_s = 4e-8\n", "per_kv_token_s = 4e-8\nper_kv_tokens_s = 1\n"),
+      "coefficients.per_kv_tokens_s (line 12) is not a key of a cost file's "
+      "[coefficients] (known: overhead_s, per_token_s");
+  expect_refused(write_edited("layers = 2", "layers = 2\nlayer = 3"),
+                 "model.layer (line 14) is not a key of a cost file's [model]");
+  expect_refused(write_edited("date = ", "dates = \"x\"\ndate = "),
+                 "dates (line 2) is not a key of a cost file (known: format, date");
+  expect_refused(write_edited("threads = 2", "threads = 2\ngpu = \"H200\""),
+                 "machine.gpu (line 6) is not a key of a cost file's [machine]");
+  expect_refused(write(std::string(kValid) + "[fitt]\nx = 1\n"), "fitt (line 25)");
+}
+
 TEST_F(FittedCostFile, BadValuesAreNamed) {
   expect_refused(write_edited("per_attention_pair_s = 3e-9", "per_attention_pair_s = -3e-9"),
                  "coefficients.per_attention_pair_s must be a finite number >= 0");

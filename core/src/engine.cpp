@@ -1031,7 +1031,16 @@ bool Engine::reserve_incoming(IncomingTransfer in, bool reuse_cached) {
     r.chain = arriving_prefix_.back();
   }
   r.arrived_cached_blocks = cached;
-  kv_.allocate(need - cached, r.blocks);
+  // The room check above counted the taken blocks' share of free(): this cannot fail, and a
+  // request holding fewer blocks than its KV would have its copy write past them.
+  if (!kv_.allocate(need - cached, r.blocks)) {
+    const uint64_t id = r.id;
+    release_slot(slot);  // its blocks go back: nothing of it stays
+    throw Error(fmt::format("{}: KV allocation for the KV arriving for request {} failed after "
+                            "its room was checked",
+                            config_.name, id),
+                HW_INTERNAL);
+  }
   return true;
 }
 

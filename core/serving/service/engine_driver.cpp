@@ -37,16 +37,6 @@ std::string source_of(const Handoff& handoff) {
                         : fmt::format("engine{}", handoff.source_engine);
 }
 
-// What a finished KV copy into this engine adds to the request's timings: the copy, and for a
-// stage fetched from another host (kv_stage_socket.h) the fetch and its bytes.
-void record_transfer(InFlightRequest& state, const KvStage* stage, double copy_seconds) {
-  state.record.kv_transfer_seconds = copy_seconds;
-  state.record.kv_moved = true;
-  if (stage == nullptr) return;
-  state.record.kv_transfer_seconds += stage->fetch_seconds;
-  if (stage->fetched != nullptr) state.kv_network_bytes = stage->fetched->size();
-}
-
 // Its blocks here are reserved: the KV's wait for room ends, and its copy may begin (a request
 // refused room is ended, and one whose copy cannot start is prefilled here; neither counts as a
 // transfer, and end_request reports no wait for them).
@@ -644,11 +634,10 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
     problem = read_kv_stage(stage, engine_.kv_memory(), engine_.incoming_blocks(id),
                             engine_.incoming_cached_blocks(id));
     if (problem.empty()) {
-      record_transfer(
-          *handoff.state, &stage,
+      record_arrival(
+          *handoff.state, id, &stage,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
       discard_kv_stage(stage.shm_name);
-      count_cached_arrival(*handoff.state, id);
       requests_.emplace(id, std::move(handoff.state));
       engine_.complete_transfer(id);
       return true;
@@ -659,7 +648,14 @@ bool EngineDriver::arrive_from_stage(Handoff& handoff) {
   return true;
 }
 
-void EngineDriver::count_cached_arrival(InFlightRequest& state, uint64_t id) {
+void EngineDriver::record_arrival(InFlightRequest& state, uint64_t id, const KvStage* stage,
+                                  double copy_seconds) {
+  state.record.kv_transfer_seconds = copy_seconds;
+  state.record.kv_moved = true;
+  if (stage != nullptr) {
+    state.record.kv_transfer_seconds += stage->fetch_seconds;
+    if (stage->fetched != nullptr) state.kv_network_bytes = stage->fetched->size();
+  }
   // At the arrival, not the reservation: a request whose copy fails is prefilled here instead.
   const uint32_t cached = engine_.incoming_cached_blocks(id) * engine_.config().block_size;
   state.kv_cached_tokens = cached;
@@ -906,8 +902,8 @@ void EngineDriver::finish_arrivals() {
       prefill_here(done.handoff);
       continue;
     }
-    record_transfer(state, done.handoff.staged ? &*done.handoff.staged : nullptr, progress.seconds);
-    count_cached_arrival(state, id);
+    record_arrival(state, id, done.handoff.staged ? &*done.handoff.staged : nullptr,
+                   progress.seconds);
     requests_.emplace(id, std::move(done.handoff.state));
     engine_.complete_transfer(id);
     if (done.aborted) engine_.abort(id);  // on_finished() ends the stream

@@ -151,11 +151,14 @@ class EngineDriver final : private core::EngineListener {
   // Across processes: continues a request from its staged KV, or prefills it here when the stage
   // cannot be used. Returns false (and changes nothing) while there is no room for its blocks.
   bool arrive_from_stage(Handoff& handoff);
+  // A finished KV copy into this engine (request `id`, its blocks reserved here): the request's
+  // timings get the copy's seconds (and, for a stage fetched from another host, the fetch and its
+  // bytes; stage is null for a transport's copy), and the engine's series the blocks its prefix
+  // cache held (incoming_cached_blocks), which no copy wrote.
+  void record_arrival(InFlightRequest& state, uint64_t id, const KvStage* stage,
+                      double copy_seconds);
   // Why this engine cannot decode on `stage` (another model's KV, another block layout, the
   // object gone, ...); empty when it can.
-  // Counts in the engine's series the blocks of a request whose KV arrived here that its prefix
-  // cache held (incoming_cached_blocks), which no transfer wrote.
-  void count_cached_arrival(InFlightRequest& state, uint64_t id);
   std::string stage_problem(const KvStage& stage) const;
   // A staged KV that cannot be used (`problem`): the stage goes, the request is prefilled here.
   void prefill_instead_of_stage(Handoff& handoff, const std::string& problem);

@@ -142,14 +142,14 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     const bool decode_takes_it = has_room(decode_load);
 
     if (request.prompt_tokens <= local_max_) {
-      if (decode_takes_it) record_decode(decode_engine, prefix, false);
+      if (decode_takes_it) record_decode(decode_engine, prefix);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 0};
     }
     // Longer, but held there: local only where the decode engine takes it (else it moves, as a
     // long prompt did before local_prefill_where_cached).
     if (where_cached_ && decode_takes_it &&
         computed_there(request, decode_load) <= static_cast<double>(local_max_)) {
-      record_decode(decode_engine, prefix, false);
+      record_decode(decode_engine, prefix);
       host_.counter_add("router_local_prefills_cached", 1.0);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 0};
     }
@@ -168,14 +168,14 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     }
     if (prefill == engines.size()) {
       host_.counter_add("router_fallbacks", 1.0);
-      if (decode_takes_it) record_decode(decode_engine, prefix, false);
+      if (decode_takes_it) record_decode(decode_engine, prefix);
       return hw_route_decision{sizeof(hw_route_decision), decode_engine, decode_engine, 1};
     }
     const uint32_t prefill_engine = engines[prefill].engine_index;
     if (!refused) {
       affinity_.record(prefill_engine, prefix);
       // The decode engine keeps the moved KV in its prefix cache once it arrives there.
-      record_decode(decode_engine, prefix, true);
+      record_decode(decode_engine, prefix);
     }
     return hw_route_decision{sizeof(hw_route_decision), prefill_engine, decode_engine, 0};
   }
@@ -198,14 +198,15 @@ class DisaggregatedRouter final : public headway::sdk::Router {
     return local ? affinity_.credit(e) : 0;
   }
   // The decode engine will hold the prompt's beginning: its KV moved there, or computed there.
-  // Only with local_prefill_where_cached, the one use of that belief. A moved prompt's is left to
-  // the engine's KV events where it reports them: it says it holds the prompt once the KV has
-  // arrived. Without them a moved prompt is believed held from its routing, before its KV
-  // arrives, and a prompt with the same beginning routed in between may be prefilled there whole
-  // (docs/serving.md).
-  void record_decode(uint32_t decode_engine, const headway::sdk::RoutePrefix& prefix, bool moved) {
-    if (!where_cached_ || (moved && affinity_.reports(decode_engine))) return;
-    affinity_.record(decode_engine, prefix);
+  // Only with local_prefill_where_cached, the one use of that belief. A moved prompt is believed
+  // held from its routing, before its KV arrives (pending until the engine's KV events say it
+  // stored it, so that an eviction reported meanwhile does not take it away): a prompt with the
+  // same beginning routed in between is prefilled there, whole if the KV has not arrived by then
+  // (docs/serving.md). Leaving the belief to the events instead (held once arrived) moved every
+  // question of such a burst: simulated, that lost more than the whole prefills it saved
+  // (docs/performance.md, "KV events").
+  void record_decode(uint32_t decode_engine, const headway::sdk::RoutePrefix& prefix) {
+    if (where_cached_) affinity_.record(decode_engine, prefix);
   }
 
   headway::sdk::Host host_;

@@ -984,6 +984,14 @@ bool Engine::reserve_incoming(IncomingTransfer in, bool reuse_cached) {
     throw Error(fmt::format("{}: {} tokens leave no room within max_model_len {}", who,
                             in.prompt_tokens + in.output_tokens, max_model_len_));
   }
+  // Its last token is computed here: with KV for every position it would wait with nothing to
+  // compute, and a step of zero tokens would fail the engine.
+  if (in.computed_tokens >= uint64_t{in.prompt_tokens} + in.output_tokens) {
+    throw Error(
+        fmt::format("{}: KV for {} positions arrives for {} tokens; it must leave the last "
+                    "token to compute",
+                    who, in.computed_tokens, uint64_t{in.prompt_tokens} + in.output_tokens));
+  }
   const bool all = config_.moved_kv_blocks == EngineConfig::MovedKvBlocks::kAll;
   // With "all": blocks for everything the request will ever hold here, not just the KV that
   // arrives: a moved request never needs blocks later, so KV pressure never preempts it and

@@ -255,7 +255,11 @@ std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
   return {};
 }
 
-void discard_kv_stage(const std::string& name) { ::shm_unlink(name.c_str()); }
+void discard_kv_stage(const std::string& name) {
+  // Only a stage's name: a router removes what an engine process names in its hand-off, which
+  // must never reach another program's shared memory (helper-203's review).
+  if (is_kv_stage_name(name)) ::shm_unlink(name.c_str());
+}
 
 bool is_kv_stage_name(const std::string& name) {
   return name.rfind(kKvStagePrefix, 0) == 0 && name.size() > std::strlen(kKvStagePrefix) &&

@@ -102,7 +102,8 @@ std::string kv_stage_memcpy_problem(const hw_memory_desc& memory);
 std::string read_kv_stage(const KvStage& stage, const hw_memory_desc& memory,
                           std::span<const uint32_t> blocks, uint32_t first = 0);
 
-// Removes the object (after reading it, or when nobody will).
+// Removes the object (after reading it, or when nobody will); nothing for a name that is not a
+// staged KV's (is_kv_stage_name).
 void discard_kv_stage(const std::string& name);
 
 // Frees the KV of a hand-off that nobody will take: a staged object is removed here; KV held in

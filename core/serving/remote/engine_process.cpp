@@ -172,6 +172,16 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
       return poll_failed(failure("ClusterInfo", status), status);
     }
   }
+  // A process restarted at the address between two polls that both answered (a quick restart, a
+  // long load_report_interval_s) may serve another checkpoint or max_model_len: its model is read
+  // again, as after a poll that found the process down (helper-203's review).
+  bool restarted = false;
+  {
+    std::lock_guard lock(mutex_);
+    restarted = cluster.incarnation() != 0 && model_incarnation_ != 0 &&
+                cluster.incarnation() != model_incarnation_;
+  }
+  if (restarted && !fetch_model(deadline)) return false;
   EngineSummary report;
   report.index = index_;
   report.pool = pool_;
@@ -217,6 +227,7 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     }
   }
   std::lock_guard lock(mutex_);
+  model_incarnation_ = cluster.incarnation();
   if (reads_kv_events_) keep_kv_events(cluster);
   report_ = std::move(report);
   plugin_metrics_ = std::move(plugin_metrics);

@@ -122,6 +122,9 @@ class EngineProcess {
   std::string down_reason_ = "not polled yet";
   uint32_t late_polls_ = 0;  // consecutive polls that missed their deadline
   std::optional<ModelSummary> model_;
+  // The incarnation of the process that model_ was read from, once a poll saw one (0: not yet, or
+  // a build without the field): another at the address was restarted there.
+  uint64_t model_incarnation_ = 0;
   EngineSummary report_;
   std::vector<PluginMetricSample> plugin_metrics_;
   // Sent since the report was asked for (a request sent while a poll is in flight may or may not

@@ -1,8 +1,13 @@
 #include "proxied_generate.h"
 
 #include <fmt/format.h>
+#include <headway/core/utf8.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <string_view>
+
+#include "kv_stage_file.h"
 #include "proto_conversion.h"
 #include "status_mapping.h"
 
@@ -14,6 +19,13 @@ Finish finish_of(const std::string& name) {
   if (name == "stop") return Finish::kStop;
   if (name == "abort") return Finish::kAbort;
   return Finish::kError;
+}
+
+// A name an engine process sent, for a message: quoted, cut, and made valid text.
+std::string shown_name(std::string_view name) {
+  std::string shown = "\"";
+  core::utf8::append_valid(name.substr(0, 96), shown);
+  return shown + "\"";
 }
 
 }  // namespace
@@ -206,11 +218,28 @@ void ProxiedGenerate::OnReadDone(bool ok) {
     finished_ = true;
     // The continuation, if any, is counted on its process as sent from here on.
     expected_at_decode_.settle();
-    const bool continued =
-        response_.has_kv_stage() &&
-        owner_.continue_elsewhere(*this, grpc_frontend::from_proto(response_.kv_stage()));
+    const std::optional<KvStage> stage =
+        response_.has_kv_stage() ? std::optional(grpc_frontend::from_proto(response_.kv_stage()))
+                                 : std::nullopt;
+    // What makes a hand-off one this router cannot continue: a staged object under another name
+    // (never removed here either), or no first token (the continuation would be refused as the
+    // client's error).
+    std::string broken;
+    if (stage && !stage->held && !is_kv_stage_name(stage->shm_name)) {
+      broken = "with its KV under the name " + shown_name(stage->shm_name) +
+               ", which is not a staged KV's (\"/headway-kv-...\")";
+    } else if (stage && generated_.empty()) {
+      broken = "before its first token";
+      KvStage unread = *stage;  // nobody will read it: its holder frees it
+      unread.source_address = engine_.address();
+      owner_.discard_stage(unread);
+    }
+    const bool continued = stage && broken.empty() && owner_.continue_elsewhere(*this, *stage);
     if (!continued && cancelled_) {
       finish_cancelled();
+    } else if (!broken.empty()) {
+      finish(Finish::kError, fmt::format("engine{} at {} handed the request off {}",
+                                         engine_.index(), engine_.address(), broken));
     } else if (!continued) {
       finish(Finish::kError,
              fmt::format("engine{} at {} prefilled the request, but no decode engine process "

@@ -354,11 +354,15 @@ void validate_handoff(const GenerateInput& input, size_t prompt_tokens, uint32_t
                        "generated_ids");
   }
   validate_token_ids(input.generated_ids, vocab, "generated_ids");
-  if (input.kv_source->computed_tokens > prompt_tokens + input.generated_ids.size()) {
+  // Fewer than all: the last token's position is computed here, for the logits of the next. With
+  // all of them there would be nothing to compute, which no scheduler can plan (a step of zero
+  // tokens is refused, and the engine would fail with every request on it).
+  if (input.kv_source->computed_tokens >= prompt_tokens + input.generated_ids.size()) {
     throw ServiceError(
         ErrorCode::kInvalidArgument,
-        fmt::format("kv_source.computed_tokens: {} for {} prompt and generated "
-                    "tokens",
+        fmt::format("kv_source.computed_tokens: {} for {} prompt and generated tokens; the KV of a "
+                    "continued request covers fewer positions than its tokens (the last one is "
+                    "computed where it continues)",
                     input.kv_source->computed_tokens, prompt_tokens + input.generated_ids.size()),
         "kv_source");
   }

@@ -1051,6 +1051,34 @@ TEST(DisaggregationCluster, APreemptedPromptQueuesBehindRequestsHoldingMovedKv) 
   EXPECT_EQ(decode.kv().free(), decode.kv().total());
 }
 
+// KV for every position of a request leaves it nothing to compute where it continues, which no
+// scheduler can plan: refused at the reservation, holding nothing (helper-204's review: it was
+// queued, and its step of zero tokens failed the engine).
+TEST(DisaggregationCluster, KvForEveryPositionIsRefusedAtTheReservation) {
+  const DeploymentConfig deployment = pd_deployment(forty_block_decode_engine("all"));
+  Cluster cluster(deployment);
+  Engine& decode = cluster.engine(1);
+  RequestRecord record;
+  IncomingTransfer moved;
+  moved.id = 1;
+  moved.prompt_tokens = 150;
+  moved.output_tokens = 1;
+  moved.computed_tokens = 151;
+  moved.max_output_tokens = 10;
+  moved.arrival = decode.clock().now();
+  moved.record = &record;
+  try {
+    decode.reserve_incoming(std::move(moved));
+    ADD_FAILURE() << "reserved";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("KV for 151 positions arrives for 151 tokens"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(decode.kv().free(), decode.kv().total());
+  EXPECT_FALSE(decode.has_work());
+}
+
 TEST(DisaggregationCluster, ARequestThatCanNeverFitOnTheDecodeEngineIsAnError) {
   // The decode engine's max_model_len (128) is below the prompt; the prefill engine takes it. The
   // transfer can never be placed: an error (at submit or when its prefill is done), not a silent

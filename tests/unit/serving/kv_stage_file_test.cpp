@@ -143,6 +143,24 @@ TEST(KvStageJanitor, SweepsOnItsPeriod) {
 
 // What sits in /dev/shm under a stage's name is read only when this user staged it there as a
 // regular file: a FIFO planted there (which would block a reader forever) is refused at once.
+// From helper-203's review: a router removes the object an engine process names in its hand-off,
+// and removed any shared-memory object of its user so named. Only a stage's name is removed.
+TEST(DiscardKvStage, RemovesNothingButAStage) {
+  const std::string other = "/headway-test-not-a-stage-" + std::to_string(::getpid());
+  const int fd = ::shm_open(other.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  ::close(fd);
+  discard_kv_stage(other);
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm" + other));
+  ::shm_unlink(other.c_str());
+  const std::string stage = kv_stage_name(0, 474747);
+  const int stage_fd = ::shm_open(stage.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(stage_fd, 0) << std::strerror(errno);
+  ::close(stage_fd);
+  discard_kv_stage(stage);
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm" + stage));
+}
+
 TEST(KvStageIsHere, RefusesWhatIsNotARegularObjectOfThisUser) {
   const std::string name = kv_stage_name(0, 464646);
   const std::string path = "/dev/shm" + name;

@@ -144,10 +144,15 @@ std::shared_ptr<RequestStream> FakeGenerationService::submit(GenerateInput input
   if (script_.finish == Finish::kNone) {
     running_[id] = stream;
   } else {
-    stream->finish(script_.finish, script_.timings, script_.error);
+    stream->finish(script_.finish, script_.timings, script_.error, script_.kv_stage);
   }
   changed_.notify_all();
   return stream;
+}
+
+std::vector<GenerateInput> FakeGenerationService::submitted() const {
+  std::lock_guard lock(mutex_);
+  return submitted_;
 }
 
 bool FakeGenerationService::abort(const std::string& request_id) {

@@ -34,6 +34,7 @@ class FakeGenerationService final : public GenerationService {
     Timings timings;
     std::string error;                  // with Finish::kError
     uint32_t cached_prompt_tokens = 0;  // noted before the tokens are pushed
+    std::optional<KvStage> kv_stage;    // with Finish::kHandoff: where the KV is said to wait
   };
 
   FakeGenerationService();
@@ -53,6 +54,8 @@ class FakeGenerationService final : public GenerationService {
 
   // Waits until `count` requests have been submitted; returns their inputs (all of them).
   std::vector<GenerateInput> wait_for_submitted(size_t count);
+  // The inputs submitted so far, without waiting.
+  std::vector<GenerateInput> submitted() const;
   // True once abort(id) has been called, waiting up to kWaitGuard.
   bool wait_for_abort(const std::string& id);
   std::vector<std::string> aborted() const;

@@ -556,6 +556,21 @@ TEST_F(DisaggregatedServiceTest, HandOffFieldsAreRefusedOutsideAnEngineProcessAn
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_EQ(e.param(), "kv_source") << e.what();
   }
+  // KV for every position (7: the prompt's 6 and the generated one) leaves nothing to compute: it
+  // was let through, and its step of zero tokens failed the engine with every request on it
+  // (helper-204's review).
+  GenerateInput whole = input;
+  whole.kv_source->computed_tokens = 7;
+  try {
+    engine.submit(whole);
+    ADD_FAILURE() << "kv_source covering every token was accepted";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(e.param(), "kv_source") << e.what();
+    EXPECT_NE(std::string(e.what()).find("covers fewer positions than its tokens"),
+              std::string::npos)
+        << e.what();
+  }
   const test::Collected got = collect(*engine.submit(input));
   EXPECT_EQ(got.finish, Finish::kLength) << got.error;
   EXPECT_EQ(got.ids.size(), 3u);  // max_tokens 4, one generated before

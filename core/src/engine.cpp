@@ -336,15 +336,37 @@ void Engine::push_waiting_after_moved(const Request& r) {
   waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
 }
 
-void Engine::remove_admitted_from_waiting() {
-  auto admitted = [this](const hw_request_view& v) {
+void Engine::remove_admitted_from_waiting(size_t admitted) {
+  // Whether the entry leaves the queue, and whether it is one the step admitted (a request that
+  // is gone from the engine leaves too, though abort() takes its entry out already).
+  auto leaves = [this](const hw_request_view& v, bool& was_admitted) {
     auto it = id_to_slot_.find(v.id);
-    return it == id_to_slot_.end() || requests_[it->second].state != HW_REQUEST_WAITING;
+    was_admitted = it != id_to_slot_.end() && requests_[it->second].state != HW_REQUEST_WAITING;
+    return was_admitted || it == id_to_slot_.end();
   };
+  bool was_admitted = false;
   // Plans admit from the head of the queue in the common case: advancing the head is O(admitted).
-  while (waiting_head_ < waiting_.size() && admitted(waiting_[waiting_head_])) ++waiting_head_;
-  auto begin = waiting_.begin() + static_cast<ptrdiff_t>(waiting_head_);
-  waiting_.erase(std::remove_if(begin, waiting_.end(), admitted), waiting_.end());
+  while (admitted > 0 && waiting_head_ < waiting_.size() &&
+         leaves(waiting_[waiting_head_], was_admitted)) {
+    ++waiting_head_;
+    admitted -= was_admitted ? 1 : 0;
+  }
+  // The others (a plan that took requests from further back) are looked for only until all are
+  // found: a look-up for every request queued, on every step that admits, grew the step with the
+  // queue (helper-204's review; engine_step_benchmark).
+  if (admitted > 0) {
+    size_t kept = waiting_head_;
+    size_t read = waiting_head_;
+    for (; read < waiting_.size() && admitted > 0; ++read) {
+      if (leaves(waiting_[read], was_admitted)) {
+        admitted -= was_admitted ? 1 : 0;
+      } else {
+        waiting_[kept++] = waiting_[read];
+      }
+    }
+    waiting_.erase(waiting_.begin() + static_cast<ptrdiff_t>(kept),
+                   waiting_.begin() + static_cast<ptrdiff_t>(read));
+  }
   // Reclaim the consumed prefix once it dominates, so the vector does not grow without bound.
   if (waiting_head_ > 1024 && waiting_head_ * 2 > waiting_.size()) {
     waiting_.erase(waiting_.begin(), waiting_.begin() + static_cast<ptrdiff_t>(waiting_head_));
@@ -496,7 +518,7 @@ bool Engine::step() {
   detail_.slice_samples.clear();
   uint32_t prefill_tokens = 0;
   uint32_t decode_tokens = 0;
-  bool admitted_any = false;
+  size_t admitted = 0;
   for (uint32_t i = 0; i < plan.slice_count; ++i) {
     const hw_slice& s = plan.slices[i];
     const uint32_t slot = slot_of(s.request_id);
@@ -507,7 +529,7 @@ bool Engine::step() {
       running_.push_back(slot);
       waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
       waiting_output_tokens_ -= r.max_output_tokens - r.output_tokens;
-      admitted_any = true;
+      ++admitted;
       if (r.record != nullptr && std::isnan(r.record->scheduled)) r.record->scheduled = start;
     }
     const uint32_t need =
@@ -533,7 +555,7 @@ bool Engine::step() {
     detail_.slice_is_decode.push_back(is_decode ? 1 : 0);
     detail_.slice_samples.push_back(sample ? 1 : 0);
   }
-  if (admitted_any) remove_admitted_from_waiting();
+  if (admitted > 0) remove_admitted_from_waiting(admitted);
 
   // The forward pass: no lock is held and nothing is allocated around it (buffers grow only when
   // a step is larger than any before).

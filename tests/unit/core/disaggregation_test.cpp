@@ -1007,6 +1007,21 @@ TEST(DisaggregationCluster, WithBlocksAsNeededATransferLeavesEachHolderItsNextBl
 // requests, which need no new block to decode and free theirs when done; then it is prefilled
 // again.
 //
+// A request prefilled elsewhere arriving at `decode` now: `prompt` tokens and its first output,
+// KV for the prompt, 10 outputs at most.
+IncomingTransfer moved_request(Engine& decode, uint64_t id, uint32_t prompt,
+                               RequestRecord* record) {
+  IncomingTransfer moved;
+  moved.id = id;
+  moved.prompt_tokens = prompt;
+  moved.output_tokens = 1;
+  moved.computed_tokens = prompt;
+  moved.max_output_tokens = 10;
+  moved.arrival = decode.clock().now();
+  moved.record = record;
+  return moved;
+}
+
 // Regression (helper-178): it was queued at the very head, readmitted, filled the step with its
 // first chunks, found no block for the next and preempted itself again, for ever, while the moved
 // requests held their blocks and never got a step.
@@ -1024,15 +1039,8 @@ TEST(DisaggregationCluster, APreemptedPromptQueuesBehindRequestsHoldingMovedKv) 
     ASSERT_TRUE(decode.step());
   }
   for (uint64_t id : {1, 2}) {
-    IncomingTransfer moved;
-    moved.id = id;
-    moved.prompt_tokens = 150;
-    moved.output_tokens = 1;
-    moved.computed_tokens = 150;
-    moved.max_output_tokens = 10;
-    moved.arrival = decode.clock().now();
-    moved.record = &records[id];
-    ASSERT_TRUE(decode.reserve_incoming(std::move(moved))) << "request " << id;
+    ASSERT_TRUE(decode.reserve_incoming(moved_request(decode, id, 150, &records[id])))
+        << "request " << id;
     decode.complete_transfer(id);
   }
   ASSERT_EQ(decode.kv().free(), 0u);
@@ -1059,14 +1067,8 @@ TEST(DisaggregationCluster, KvForEveryPositionIsRefusedAtTheReservation) {
   Cluster cluster(deployment);
   Engine& decode = cluster.engine(1);
   RequestRecord record;
-  IncomingTransfer moved;
-  moved.id = 1;
-  moved.prompt_tokens = 150;
-  moved.output_tokens = 1;
+  IncomingTransfer moved = moved_request(decode, 1, 150, &record);
   moved.computed_tokens = 151;
-  moved.max_output_tokens = 10;
-  moved.arrival = decode.clock().now();
-  moved.record = &record;
   try {
     decode.reserve_incoming(std::move(moved));
     ADD_FAILURE() << "reserved";

@@ -317,7 +317,8 @@ class Engine {
   void push_waiting_front(const Request& r);
   // Queues a preempted request after the requests at the head that hold moved KV.
   void push_waiting_after_moved(const Request& r);
-  void remove_admitted_from_waiting();
+  // Takes the `admitted` requests a step admitted out of the waiting queue.
+  void remove_admitted_from_waiting(size_t admitted);
   void preempt(uint32_t slot);
   void finish(uint32_t slot, FinishReason reason, double time);
   void release_slot(uint32_t slot);

@@ -336,41 +336,47 @@ void RouterInstance::set_engine_limits(std::span<const hw_engine_limits> limits)
 
 void RouterInstance::kv_events(uint32_t engine, std::span<const hw_kv_event> events) {
   if (kv_events_ == nullptr) return;
-  // After a failed call for this engine the router may have missed what that call said (a
-  // removal, the announcement): it is told to forget the engine's pieces first, as after events
-  // a log dropped. Rare, so the copy's allocation does not matter.
+  if (kv_events_owed_.size() <= engine) kv_events_owed_.resize(size_t{engine} + 1, 0);
+  uint8_t& owed = kv_events_owed_[engine];
+  // After a failed call the router may have missed what it said: a failed announcement is made
+  // again before the engine's next events, and after failed events the next ones begin with
+  // ALL_REMOVED, as after events a log dropped. Rare, so the copy's allocation does not matter.
+  if ((owed & kAnnouncementOwed) != 0 && !events.empty()) {
+    try {
+      call_kv_events(engine, {});
+    } catch (...) {
+      owed |= kForgettingOwed;  // these events are lost with it
+      throw;
+    }
+    owed &= static_cast<uint8_t>(~kAnnouncementOwed);
+  }
   std::vector<hw_kv_event> after_failure;
-  if (engine < kv_events_failed_.size() && kv_events_failed_[engine] != 0) {
+  if ((owed & kForgettingOwed) != 0 && !events.empty()) {
     after_failure.reserve(events.size() + 1);
     after_failure.push_back(hw_kv_event{0, HW_KV_EVENT_ALL_REMOVED, 0});
     after_failure.insert(after_failure.end(), events.begin(), events.end());
-    events = after_failure;
   }
-  hw_status status{};
-  int32_t code = HW_INTERNAL;
+  const uint8_t this_call = events.empty() ? kAnnouncementOwed : kForgettingOwed;
   try {
-    code = call_plugin(kRouter, name_, "kv_events", [&] {
-      return kv_events_(handle_, engine, events.empty() ? nullptr : events.data(),
-                        static_cast<uint32_t>(events.size()), &status);
-    });
+    call_kv_events(engine, after_failure.empty() ? events : after_failure);
   } catch (...) {
-    mark_kv_events_failed(engine, true);
+    owed |= this_call;
     throw;
   }
-  mark_kv_events_failed(engine, code != HW_OK);
+  owed &= static_cast<uint8_t>(~this_call);
+}
+
+void RouterInstance::call_kv_events(uint32_t engine, std::span<const hw_kv_event> events) {
+  hw_status status{};
+  const int32_t code = call_plugin(kRouter, name_, "kv_events", [&] {
+    return kv_events_(handle_, engine, events.empty() ? nullptr : events.data(),
+                      static_cast<uint32_t>(events.size()), &status);
+  });
   if (code != HW_OK) {
     throw Error(fmt::format("router '{}' kv_events() for engine {} failed with status code {}: {}",
                             name_, engine, code, plugin_message(status)),
                 HW_INTERNAL);
   }
-}
-
-void RouterInstance::mark_kv_events_failed(uint32_t engine, bool failed) {
-  if (engine >= kv_events_failed_.size()) {
-    if (!failed) return;
-    kv_events_failed_.resize(size_t{engine} + 1, 0);
-  }
-  kv_events_failed_[engine] = failed ? 1 : 0;
 }
 
 RouterInstance::~RouterInstance() {

@@ -5,8 +5,9 @@
 // hashes), which tells the events are in the routers' hashes. "kv_events_engine_<i>" counts the
 // events of engine i. "believed_tokens_<request id>": the tokens of the request's beginning the
 // first engine holds by its events alone (whole pieces, up to the first it does not hold). Every
-// request goes to the first engine. Option fail_first_events: its first call with events fails
-// (HW_INTERNAL), counting nothing of them, for the host's handling of a router that fails there.
+// request goes to the first engine. Options fail_first_events and fail_first_announcement: its
+// first call with events (or without: an announcement) fails (HW_INTERNAL), counting nothing of
+// it, for the host's handling of a router that fails there.
 #include <headway/plugin.hpp>
 #include <string>
 #include <unordered_set>
@@ -17,12 +18,15 @@ using namespace headway::sdk;
 
 constexpr hw_option_spec kOptions[] = {
     bool_option("fail_first_events", false, "Fail the first call that carries events."),
+    bool_option("fail_first_announcement", false, "Fail the first call without events."),
 };
 
 class KvEventsRouter final : public Router {
  public:
   KvEventsRouter(const Host& host, const Options& options, std::span<const hw_engine_load>)
-      : host_(host), fail_next_events_(options.get_bool("fail_first_events")) {}
+      : host_(host),
+        fail_next_events_(options.get_bool("fail_first_events")),
+        fail_next_announcement_(options.get_bool("fail_first_announcement")) {}
 
   hw_route_decision route(const hw_route_request& request,
                           std::span<const hw_engine_load> engines) override {
@@ -41,8 +45,9 @@ class KvEventsRouter final : public Router {
   }
 
   void on_kv_events(uint32_t engine_index, std::span<const hw_kv_event> events) override {
-    if (!events.empty() && fail_next_events_) {
-      fail_next_events_ = false;
+    bool& fail = events.empty() ? fail_next_announcement_ : fail_next_events_;
+    if (fail) {
+      fail = false;
       throw Error(HW_INTERNAL, "test_kv_events_router fails its first events, as asked");
     }
     if (events.empty()) host_.counter_add("kv_events_announced", 1.0);
@@ -72,6 +77,7 @@ class KvEventsRouter final : public Router {
  private:
   Host host_;
   bool fail_next_events_;
+  bool fail_next_announcement_;
   std::unordered_set<uint64_t> routed_;  // every piece of every prompt routed
   std::unordered_set<uint64_t> held_;    // the first engine's, by its events
 };

@@ -106,7 +106,8 @@ std::vector<PluginMetricSample> take_plugin_metrics(const v1::ClusterInfoRespons
 bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& check) {
   // Read again whenever the process was down: what answers at the address now may be a restarted
   // process with another checkpoint or another max_model_len.
-  if ((!model() || !up()) && !fetch_model(deadline)) return false;
+  const bool fetched = !model() || !up();
+  if (fetched && !fetch_model(deadline)) return false;
   uint32_t counted_requests = 0;
   uint64_t counted_prompt = 0;
   uint64_t counted_output = 0;
@@ -175,13 +176,20 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
   // A process restarted at the address between two polls that both answered (a quick restart, a
   // long load_report_interval_s) may serve another checkpoint or max_model_len: its model is read
   // again, as after a poll that found the process down (helper-203's review).
+  // (Read once per incarnation: model_incarnation_ is the process's whose model this poll read,
+  // or the last poll's, even when the check below refuses it.)
   bool restarted = false;
   {
     std::lock_guard lock(mutex_);
-    restarted = cluster.incarnation() != 0 && model_incarnation_ != 0 &&
+    restarted = !fetched && cluster.incarnation() != 0 && model_incarnation_ != 0 &&
                 cluster.incarnation() != model_incarnation_;
+    if (fetched) model_incarnation_ = cluster.incarnation();
   }
-  if (restarted && !fetch_model(deadline)) return false;
+  if (restarted) {
+    if (!fetch_model(deadline)) return false;
+    std::lock_guard lock(mutex_);
+    model_incarnation_ = cluster.incarnation();
+  }
   EngineSummary report;
   report.index = index_;
   report.pool = pool_;
@@ -227,7 +235,6 @@ bool EngineProcess::poll(std::chrono::milliseconds deadline, const ModelCheck& c
     }
   }
   std::lock_guard lock(mutex_);
-  model_incarnation_ = cluster.incarnation();
   if (reads_kv_events_) keep_kv_events(cluster);
   report_ = std::move(report);
   plugin_metrics_ = std::move(plugin_metrics);

@@ -1000,13 +1000,6 @@ TEST(DisaggregationCluster, WithBlocksAsNeededATransferLeavesEachHolderItsNextBl
   EXPECT_EQ(decode.kv().free(), decode.kv().total());
 }
 
-// A decode engine (the default moved_kv_blocks = "all", steps of 64 tokens, 40 blocks) prefills a
-// 400-token prompt of its own (as after a failed transfer, or under conditional disaggregation).
-// Midway, with 20 blocks taken, two moved requests reserve the other 20 and wait at the head of the
-// queue. The prompt's next chunk has no block, so it is preempted. It must queue behind the moved
-// requests, which need no new block to decode and free theirs when done; then it is prefilled
-// again.
-//
 // A request prefilled elsewhere arriving at `decode` now: `prompt` tokens and its first output,
 // KV for the prompt, 10 outputs at most.
 IncomingTransfer moved_request(Engine& decode, uint64_t id, uint32_t prompt,
@@ -1022,6 +1015,13 @@ IncomingTransfer moved_request(Engine& decode, uint64_t id, uint32_t prompt,
   return moved;
 }
 
+// A decode engine (the default moved_kv_blocks = "all", steps of 64 tokens, 40 blocks) prefills a
+// 400-token prompt of its own (as after a failed transfer, or under conditional disaggregation).
+// Midway, with 20 blocks taken, two moved requests reserve the other 20 and wait at the head of the
+// queue. The prompt's next chunk has no block, so it is preempted. It must queue behind the moved
+// requests, which need no new block to decode and free theirs when done; then it is prefilled
+// again.
+//
 // Regression (helper-178): it was queued at the very head, readmitted, filled the step with its
 // first chunks, found no block for the next and preempted itself again, for ever, while the moved
 // requests held their blocks and never got a step.

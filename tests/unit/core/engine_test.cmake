@@ -1,7 +1,8 @@
 # core::Engine with the real sim model and chunked scheduler, and a broken test scheduler; included
 # from tests/unit/core/CMakeLists.txt.
 headway_add_test(engine_test SOURCES engine_test.cpp LIBRARIES spdlog::spdlog)
-add_dependencies(engine_test headway_model_sim headway_scheduler_chunked headway_router_single
+add_dependencies(engine_test headway_model_sim headway_scheduler_chunked
+                 headway_scheduler_partial_prefill headway_router_single
                  test_over_budget_scheduler test_preempt_only_scheduler test_unbounded_scheduler
                  test_livelocking_scheduler
                  test_nan_logits_model)

@@ -326,6 +326,32 @@ TEST(Engine, AbortOfAWaitingAndOfARunningRequest) {
   EXPECT_EQ(try_add(*e, request(1, 10, 1)).code, HW_OK);
 }
 
+// A plan that admits from the middle of the waiting queue (partial_prefill's priority policy takes
+// priority 0 before the priority-1 requests queued ahead of them): the engine takes exactly those
+// out of its queue, stopping once it found them (helper-204's review made it stop early), and the
+// others keep their order. Each request prefills 16 tokens and ends with its one output.
+TEST(Engine, RequestsAdmittedFromTheMiddleOfTheQueueLeaveItAndTheRestKeepTheirOrder) {
+  EngineSpec spec;
+  spec.scheduler = "partial_prefill";
+  spec.scheduler_options = "policy = \"priority\", max_num_seqs = 2";
+  TestEngine e(spec);
+  RecordingListener listener;
+  e->set_listener(&listener);
+  for (uint64_t id = 1; id <= 7; ++id) {
+    NewRequest r = request(id, 16, 1);
+    r.priority = id % 3 == 0 ? 0 : 1;  // 3 and 6 first
+    e->add_request(std::move(r));
+  }
+  ASSERT_TRUE(e->step());
+  EXPECT_EQ(e->waiting_size(), 5u);
+  run(*e);
+  std::vector<uint64_t> order;
+  for (const RecordingListener::Finished& f : listener.finished) order.push_back(f.id);
+  EXPECT_EQ(order, (std::vector<uint64_t>{3, 6, 1, 2, 4, 5, 7}));
+  EXPECT_EQ(e->waiting_size(), 0u);
+  EXPECT_EQ(e->kv().free(), e->kv().total());
+}
+
 TEST(Engine, AbortOfADecodingRequestKeepsItsTokens) {
   TestEngine e({.budget = 256, .kv_blocks = 1000});
   RequestRecord record;

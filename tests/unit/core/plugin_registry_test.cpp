@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -280,6 +281,40 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi16AndDoesNotJudgeItByLength) {
   // With room there, it goes to engine 0, which cannot hold it: not refused here.
   engines[0].waiting = 0;
   EXPECT_EQ(router.route(request, engines).prefill_engine, 0u);
+}
+
+// A router that failed a kv_events() call may have missed what it said (helper-202's and
+// helper-205's reviews): after a failed announcement the host announces the engine again before its
+// next events; after failed events, the next ones begin with ALL_REMOVED. Other engines are not
+// concerned.
+TEST(PluginRegistry, ARouterThatFailedOnKvEventsIsToldAgainWhatItMissed) {
+  PluginRegistry registry;
+  const LoadedPlugin& plugin = registry.load_path(test_plugin("test_kv_events_router"));
+  toml::table options;
+  options.insert("fail_first_announcement", true);
+  options.insert("fail_first_events", true);
+  PluginChoice choice;
+  choice.where = "test: router";
+  choice.plugin = &plugin;
+  choice.options = std::make_shared<const PluginOptions>(
+      PluginOptions::from_toml(*plugin.descriptor, &options, "test.options"));
+  VirtualClock clock;
+  HostServices host("router test_kv_events_router", &clock);
+  std::vector<hw_engine_load> engines = two_live_engines();
+  RouterInstance router(choice, engines, host);
+  ASSERT_TRUE(router.reads_kv_events());
+  const std::vector<hw_kv_event> stored = {{11, HW_KV_EVENT_STORED, 0}};
+  EXPECT_THROW(router.kv_events(0, {}), Error);      // the announcement fails
+  EXPECT_THROW(router.kv_events(0, stored), Error);  // announced again; these events fail
+  EXPECT_EQ(host.counters().at("kv_events_announced"), 1.0);
+  router.kv_events(0, stored);  // ALL_REMOVED first
+  router.kv_events(1, {});
+  router.kv_events(1, stored);
+  const std::map<std::string, double> counters = host.counters();
+  EXPECT_EQ(counters.at("kv_events_announced"), 2.0);
+  EXPECT_EQ(counters.at("kv_all_removed"), 1.0);
+  EXPECT_EQ(counters.at("kv_pieces_stored"), 2.0);
+  EXPECT_EQ(counters.at("kv_events_engine_0"), 2.0);  // ALL_REMOVED and the piece
 }
 
 // A raw C table (the SDK's adapter cannot do this) whose peer_rendezvous says it wrote one byte

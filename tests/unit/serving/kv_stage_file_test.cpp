@@ -141,8 +141,6 @@ TEST(KvStageJanitor, SweepsOnItsPeriod) {
   discard_kv_stage(name);
 }
 
-// What sits in /dev/shm under a stage's name is read only when this user staged it there as a
-// regular file: a FIFO planted there (which would block a reader forever) is refused at once.
 // From helper-203's review: a router removes the object an engine process names in its hand-off,
 // and removed any shared-memory object of its user so named. Only a stage's name is removed.
 TEST(DiscardKvStage, RemovesNothingButAStage) {
@@ -161,6 +159,8 @@ TEST(DiscardKvStage, RemovesNothingButAStage) {
   EXPECT_FALSE(std::filesystem::exists("/dev/shm" + stage));
 }
 
+// What sits in /dev/shm under a stage's name is read only when this user staged it there as a
+// regular file: a FIFO planted there (which would block a reader forever) is refused at once.
 TEST(KvStageIsHere, RefusesWhatIsNotARegularObjectOfThisUser) {
   const std::string name = kv_stage_name(0, 464646);
   const std::string path = "/dev/shm" + name;

@@ -121,9 +121,10 @@ class RouterInstance {
   bool reads_kv_events() const { return kv_events_ != nullptr; }
   // Tells the router what engine `engine`'s cache did since the last call for it (no events: the
   // announcement that it reports, abi.h); nothing for a router that does not read them. Under
-  // route()'s serialisation. Throws Error (HW_INTERNAL) when the plugin fails the call; the next
-  // call for that engine then begins with HW_KV_EVENT_ALL_REMOVED, since the router may have
-  // missed what the failed one said.
+  // route()'s serialisation. Throws Error (HW_INTERNAL) when the plugin fails the call, after
+  // which the router may have missed what it said: a failed announcement is made again before the
+  // engine's next events, and after failed events the next ones begin with
+  // HW_KV_EVENT_ALL_REMOVED.
   void kv_events(uint32_t engine, std::span<const hw_kv_event> events);
   const std::string& name() const { return name_; }
 
@@ -136,11 +137,14 @@ class RouterInstance {
   decltype(hw_router_table::set_engine_limits) set_engine_limits_ = nullptr;
   decltype(hw_router_table::route_with_prefix) route_with_prefix_ = nullptr;
   decltype(hw_router_table::kv_events) kv_events_ = nullptr;
-  void mark_kv_events_failed(uint32_t engine, bool failed);
+  // One kv_events() call into the plugin; throws Error when it fails.
+  void call_kv_events(uint32_t engine, std::span<const hw_kv_event> events);
+  static constexpr uint8_t kAnnouncementOwed = 1;
+  static constexpr uint8_t kForgettingOwed = 2;
 
   bool reads_model_lengths_ = false;
   std::vector<hw_engine_limits> limits_;  // as last told, for check_fits()
-  std::vector<char> kv_events_failed_;    // per engine: its last kv_events() call failed
+  std::vector<uint8_t> kv_events_owed_;   // per engine: k*Owed after a failed kv_events()
   hw_router* handle_ = nullptr;
   std::string name_;
   std::string where_;  // the deployment's router table, for errors

@@ -7,26 +7,13 @@
 #include <cmath>
 #include <sstream>
 
+#include "int_option_bounds.h"
 #include "toml_line.h"
 
 namespace headway::core {
 namespace {
 
 std::string str(hw_str s) { return s.data ? std::string(s.data, s.size) : std::string(); }
-
-// An integer option against its schema's bounds (doubles, abi.h), compared as integers: as a
-// double, 2^62 + 1 is 2^62 and would pass a maximum of 2^62 (helper-201's review).
-constexpr double kTwoTo63 = 9223372036854775808.0;
-bool int_below(int64_t v, double min) {
-  if (min >= kTwoTo63) return true;
-  if (min < -kTwoTo63) return false;
-  return v < static_cast<int64_t>(std::ceil(min));
-}
-bool int_above(int64_t v, double max) {
-  if (max >= kTwoTo63) return false;
-  if (max < -kTwoTo63) return true;
-  return v > static_cast<int64_t>(std::floor(max));
-}
 
 std::string type_name(int32_t type) {
   switch (type) {

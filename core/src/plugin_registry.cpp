@@ -20,6 +20,7 @@
 #include <system_error>
 #include <tuple>
 
+#include "int_option_bounds.h"
 #include "readable_memory.h"
 #include "shared_object_check.h"
 
@@ -220,13 +221,19 @@ void check_option_schema(const hw_plugin_descriptor& d, const std::string& where
         throw Error(fmt::format("{}: option '{}' has minimum {} above its maximum {}", where, key,
                                 o.min_value, o.max_value));
       }
-      double def = o.type == HW_OPTION_INT ? static_cast<double>(o.default_int) : o.default_double;
-      if (std::isnan(def)) {
+      // An integer's default compared as an integer (int_option_bounds.h), a double's as a double.
+      const bool outside = o.type == HW_OPTION_INT
+                               ? (o.has_min && int_below(o.default_int, o.min_value)) ||
+                                     (o.has_max && int_above(o.default_int, o.max_value))
+                               : (o.has_min && o.default_double < o.min_value) ||
+                                     (o.has_max && o.default_double > o.max_value);
+      if (o.type == HW_OPTION_DOUBLE && std::isnan(o.default_double)) {
         throw Error(fmt::format("{}: option '{}' has default NaN", where, key));
       }
-      if ((o.has_min && def < o.min_value) || (o.has_max && def > o.max_value)) {
-        throw Error(
-            fmt::format("{}: option '{}' has default {} outside its range", where, key, def));
+      if (outside) {
+        throw Error(fmt::format("{}: option '{}' has default {} outside its range", where, key,
+                                o.type == HW_OPTION_INT ? fmt::format("{}", o.default_int)
+                                                        : fmt::format("{}", o.default_double)));
       }
     }
   }

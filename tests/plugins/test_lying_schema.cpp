@@ -17,6 +17,7 @@ using namespace headway::sdk;
 #define BOOL_DEFAULT_7 3
 #define FRACTIONAL_INT_BOUND 4
 #define MIN_ABOVE_MAX 5
+#define INT_DEFAULT_PAST_MAX 6
 
 constexpr hw_option_spec lying_option() {
 #if LYING_SCHEMA == DUPLICATE_KEY
@@ -37,6 +38,9 @@ constexpr hw_option_spec lying_option() {
   o.min_value = 10;
   o.max_value = 1;
   return o;
+#elif LYING_SCHEMA == INT_DEFAULT_PAST_MAX  // one past a maximum that a double cannot tell from it
+  return int_option("seed", (int64_t{1} << 62) + 1, 0, int64_t{1} << 62,
+                    "An integer whose default is one past its maximum.");
 #else
 #error "LYING_SCHEMA names none of the ways"
 #endif

@@ -540,6 +540,8 @@ TEST(PluginRegistry, RefusesAnOptionSchemaThatLies) {
       {"bool_default_7", "bool option 'flag' has default 7"},
       {"fractional_int_bound", "integer option 'count' has minimum 0.5, not an integer"},
       {"min_above_max", "option 'depth' has minimum 10 above its maximum 1"},
+      // Compared as doubles, 2^62 + 1 was 2^62 and passed (helper-205's review).
+      {"int_default_past_max", "option 'seed' has default 4611686018427387905 outside its range"},
   };
   for (const auto& [way, message] : cases) {
     PluginRegistry registry;

@@ -498,10 +498,10 @@ typedef struct hw_router_table {
    * events (count 0, events NULL) before its first events: before the first route() for an
    * engine of the router's own process, and before the first route() after an engine process
    * first said it reports. A router may take an engine it was not told of as one that reports
-   * nothing. A request routed to an engine is stored there only once the engine has computed it
-   * (or its KV arrived), so a router still counts what it just sent. Borrowed for the call. A
-   * failure fails the deployment's start (an announcement at start) or the request being routed,
-   * as the server's error. */
+   * nothing. A routed request is stored there only once computed (or its KV arrived): a router
+   * still counts what it just sent. Borrowed for the call. A failure fails the deployment's start
+   * (an announcement at start) or the request being routed (logged, on an engine process's feed);
+   * the host then announces again, and begins the engine's next events with ALL_REMOVED. */
   int32_t (*kv_events)(hw_router* router, uint32_t engine_index, const hw_kv_event* events,
                        uint32_t count, hw_status* status);
 } hw_router_table;

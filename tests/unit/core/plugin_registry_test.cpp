@@ -52,13 +52,15 @@ std::string abi(int major, int minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-// `plugin` as a deployment chooses it at `where`, every option at its default.
-PluginChoice default_choice(const LoadedPlugin& plugin, std::string where) {
+// `plugin` as a deployment chooses it at `where`, with `options` (null: every option at its
+// default).
+PluginChoice choice_of(const LoadedPlugin& plugin, std::string where,
+                       const toml::table* options = nullptr) {
   PluginChoice choice;
   choice.where = std::move(where);
   choice.plugin = &plugin;
   choice.options = std::make_shared<const PluginOptions>(
-      PluginOptions::from_toml(*plugin.descriptor, nullptr, "test.options"));
+      PluginOptions::from_toml(*plugin.descriptor, options, "test.options"));
   return choice;
 }
 
@@ -212,7 +214,7 @@ TEST(PluginRegistry, LoadsAKvTransportBuiltForAbi11WithoutPeerLinks) {
   EXPECT_EQ(plugin.descriptor->abi_minor, 1);
   EXPECT_EQ(plugin.table<hw_kv_transport_table>().struct_size,
             offsetof(hw_kv_transport_table, peer_rendezvous));
-  const PluginChoice choice = default_choice(plugin, "test: kv_transport");
+  const PluginChoice choice = choice_of(plugin, "test: kv_transport");
   VirtualClock clock;
   HostServices host("engine0/test_abi_1_1_transport", &clock);
   KvTransportInstance transport(choice, host);
@@ -239,7 +241,7 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi15WithoutEngineLimits) {
   EXPECT_EQ(plugin.descriptor->abi_minor, 5);
   EXPECT_EQ(plugin.table<hw_router_table>().struct_size,
             offsetof(hw_router_table, set_engine_limits));
-  const PluginChoice choice = default_choice(plugin, "test: router");
+  const PluginChoice choice = choice_of(plugin, "test: router");
   VirtualClock clock;
   HostServices host("router test_abi_1_5_router", &clock);
   std::vector<hw_engine_load> engines = two_live_engines();
@@ -263,7 +265,7 @@ TEST(PluginRegistry, LoadsARouterBuiltForAbi16AndDoesNotJudgeItByLength) {
   PluginRegistry registry;
   const LoadedPlugin& plugin = registry.load_path(test_plugin("test_abi_1_6_router"));
   EXPECT_EQ(plugin.descriptor->abi_minor, 6);
-  const PluginChoice choice = default_choice(plugin, "test: router");
+  const PluginChoice choice = choice_of(plugin, "test: router");
   VirtualClock clock;
   HostServices host("router test_abi_1_6_router", &clock);
   std::vector<hw_engine_load> engines = two_live_engines();
@@ -293,11 +295,7 @@ TEST(PluginRegistry, ARouterThatFailedOnKvEventsIsToldAgainWhatItMissed) {
   toml::table options;
   options.insert("fail_first_announcement", true);
   options.insert("fail_first_events", true);
-  PluginChoice choice;
-  choice.where = "test: router";
-  choice.plugin = &plugin;
-  choice.options = std::make_shared<const PluginOptions>(
-      PluginOptions::from_toml(*plugin.descriptor, &options, "test.options"));
+  const PluginChoice choice = choice_of(plugin, "test: router", &options);
   VirtualClock clock;
   HostServices host("router test_kv_events_router", &clock);
   std::vector<hw_engine_load> engines = two_live_engines();
@@ -374,7 +372,7 @@ const hw_plugin_descriptor descriptor{
 TEST(PluginRegistry, ARendezvousIdLongerThanItsRoomIsABrokenContract) {
   LoadedPlugin plugin;
   plugin.descriptor = &overlong_rendezvous::descriptor;
-  const PluginChoice choice = default_choice(plugin, "test: kv_transport");
+  const PluginChoice choice = choice_of(plugin, "test: kv_transport");
   VirtualClock clock;
   HostServices host("kv_transport overlong_rendezvous", &clock);
   KvTransportInstance transport(choice, host);
@@ -712,7 +710,7 @@ TEST_F(ExceptionFirewall, ScheduleExceptionBecomesAStatus) {
 }
 
 TEST_F(ExceptionFirewall, HostWrapperTurnsTheStatusIntoAnError) {
-  const PluginChoice choice = default_choice(*plugin_, "deploy.toml: engines[0].scheduler");
+  const PluginChoice choice = choice_of(*plugin_, "deploy.toml: engines[0].scheduler");
   VirtualClock clock;
   HostServices host("engine0/test_throwing", &clock);
   const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
@@ -726,7 +724,7 @@ TEST_F(ExceptionFirewall, HostWrapperTurnsTheStatusIntoAnError) {
 TEST(PluginRegistryInstances, AnExceptionThroughARawCTableBecomesAnErrorNamingTheCall) {
   PluginRegistry registry;
   const LoadedPlugin& plugin = registry.load_path(test_plugin("test_raw_throwing_scheduler"));
-  const PluginChoice choice = default_choice(plugin, "test: scheduler");
+  const PluginChoice choice = choice_of(plugin, "test: scheduler");
   VirtualClock clock;
   HostServices host("engine0/test_raw_throwing", &clock);
   const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};
@@ -746,11 +744,7 @@ TEST(PluginRegistryInstances, GoodSchedulerSeesItsOptions) {
   PluginRegistry registry;
   const LoadedPlugin& plugin = registry.load_path(test_plugin("test_good_scheduler"));
   auto parsed = toml::parse("max_num_seqs = 33\nbudget = 1000\n");
-  PluginChoice choice;
-  choice.where = "test: scheduler";
-  choice.plugin = &plugin;
-  choice.options = std::make_shared<const PluginOptions>(
-      PluginOptions::from_toml(*plugin.descriptor, &parsed, "test.options"));
+  const PluginChoice choice = choice_of(plugin, "test: scheduler", &parsed);
   VirtualClock clock;
   HostServices host("engine0/test_good", &clock);
   const hw_engine_facts facts{sizeof(hw_engine_facts), 16, 1024, 4096};

@@ -27,10 +27,11 @@ grpc::Status refused(grpc::ServerContext& context, const ServiceError& service_e
   return to_grpc_status(error);
 }
 
-// Aborts `id`, ignoring what the service throws: called on paths that already report a failure.
-void abort_quietly(GenerationService& service, const std::string& id) {
+// Aborts `stream`'s request (not a later one under its id), ignoring what the service throws:
+// called on paths that already report a failure.
+void abort_quietly(GenerationService& service, const RequestStream& stream) {
   try {
-    service.abort(id);
+    service.abort(stream);
   } catch (const std::exception&) {
   }
 }
@@ -121,7 +122,7 @@ grpc::Status HeadwayService::Generate(grpc::ServerContext* context,
     return stream_tokens(*context, *stream, *writer);
   } catch (const std::exception& error) {
     // Whatever failed (decoding the tokens, a service bug), the request must not run on unseen.
-    abort_quietly(service_, stream->id());
+    abort_quietly(service_, *stream);
     return internal_error("Generate", error);
   }
 }
@@ -134,7 +135,7 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
     // Checked between waits, not only after a failed Write: a client that disconnects while the
     // request is still queued (no tokens yet) must free its place too.
     if (context.IsCancelled()) {
-      abort_quietly(service_, stream.id());
+      abort_quietly(service_, stream);
       // A prefill that had already finished left its hand-off in the stream.
       if (stream.next(chunk, std::chrono::milliseconds(0)) && chunk.kv_stage) {
         let_go_of_stage(service_, *chunk.kv_stage);
@@ -150,7 +151,7 @@ grpc::Status HeadwayService::stream_tokens(grpc::ServerContext& context, Request
     if (!writer.Write(response)) {
       // The client is gone; a request that finished anyway needs no abort, and abort() of one
       // that is no longer in flight is a harmless false. A staged KV it was to receive goes.
-      if (!last) abort_quietly(service_, stream.id());
+      if (!last) abort_quietly(service_, stream);
       if (chunk.kv_stage) let_go_of_stage(service_, *chunk.kv_stage);
       return {grpc::StatusCode::CANCELLED, "the client went away while tokens were being sent"};
     }

@@ -10,7 +10,7 @@ namespace {
 
 void abort_running(GenerationService& service, const ChoiceReader& choices) {
   for (size_t i = 0; i < choices.size(); ++i) {
-    if (!choices.ended(i)) service.abort(choices.stream(i).id());
+    if (!choices.ended(i)) service.abort(choices.stream(i));
   }
 }
 

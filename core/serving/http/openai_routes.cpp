@@ -445,7 +445,7 @@ void OpenAiRoutes::generate(const httplib::Request& request, httplib::Response& 
   header.id = !answer_id.empty() ? answer_id : streams.size() == 1 ? streams[0]->id() : base_id;
   name_answer_in_header(request, response, header.id);
   const auto abort_all = [&] {
-    for (const auto& stream : streams) service_.abort(stream->id());  // no-op once finished
+    for (const auto& stream : streams) service_.abort(*stream);  // no-op once finished
   };
   for (const auto& [p, ids] : echo_ids) {
     try {
@@ -593,7 +593,7 @@ std::optional<AnswerParser> OpenAiRoutes::chat_answer_parser(OpenAiRequest& pars
 void OpenAiRoutes::wait_admitted(const httplib::Request& request,
                                  const std::vector<std::shared_ptr<RequestStream>>& streams) {
   const auto abort_all = [&] {
-    for (const auto& stream : streams) service_.abort(stream->id());  // no-op once finished
+    for (const auto& stream : streams) service_.abort(*stream);  // no-op once finished
   };
   ClientConnectionWatch client(request.local_addr, request.local_port, request.remote_addr,
                                request.remote_port);
@@ -731,7 +731,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
   // Until a responder owns it, nothing thrown may leave the request running for nobody.
   // The client's id, or the "resp_..." asked for, unless the service chose another.
   const std::string id = !answer_id.empty() ? answer_id : streams[0]->id();
-  const std::string service_id = streams[0]->id();  // what the service runs it under
+  const std::shared_ptr<RequestStream> running = streams[0];  // aborted if what follows throws
   name_answer_in_header(request, response, id);
   try {
     head.id = id;
@@ -771,7 +771,7 @@ void OpenAiRoutes::respond(const httplib::Request& request, httplib::Response& r
     if (result.failed()) throw *result.failed();
     send_json(response, 200, result.response());
   } catch (...) {
-    service_.abort(service_id);  // a no-op once it ended
+    service_.abort(*running);  // a no-op once it ended
     throw;
   }
 }
@@ -917,7 +917,7 @@ std::vector<std::shared_ptr<RequestStream>> OpenAiRoutes::submit_choices(OpenAiR
       }
     }
   } catch (...) {
-    for (const auto& stream : streams) service_.abort(stream->id());
+    for (const auto& stream : streams) service_.abort(*stream);
     throw;
   }
   return streams;

@@ -187,7 +187,7 @@ bool SseResponder::finish(httplib::DataSink& sink, size_t index, const StreamChu
 
 void SseResponder::abort_running() {
   for (size_t i = 0; i < reader_.size(); ++i) {
-    if (!reader_.ended(i)) service_.abort(reader_.stream(i).id());
+    if (!reader_.ended(i)) service_.abort(reader_.stream(i));
   }
 }
 

@@ -1062,6 +1062,9 @@ std::shared_ptr<RequestStream> RemoteGenerationService::submit(GenerateInput inp
 bool RemoteGenerationService::abort(const std::string& request_id) {
   return impl_->abort(request_id, AbortCause::kClient);
 }
+bool RemoteGenerationService::abort(const RequestStream& stream) {
+  return impl_->abort(stream.id(), AbortCause::kClient, &stream);
+}
 ModelSummary RemoteGenerationService::model_info() const { return impl_->model_info(); }
 std::vector<int32_t> RemoteGenerationService::tokenize(const GenerateInput& input) const {
   return impl_->admission().tokenize(input);

@@ -55,6 +55,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
   std::shared_ptr<RequestStream> submit(GenerateInput input);
   // `numeric_id`: 0 for any request with this client id, else only that one (see submit()).
   bool abort(const std::string& request_id, AbortCause cause, uint64_t numeric_id = 0);
+  bool abort(const RequestStream& stream);
   ModelSummary model_info() const { return admission_->model(); }
   const RequestAdmission& admission() const { return *admission_; }
   ClusterSummary cluster_info() const;
@@ -90,6 +91,7 @@ class LocalGenerationService::Impl final : public FinishedSink {
     uint64_t numeric_id;
     uint32_t decode_engine;  // disaggregated: where it decodes; else kNoEngine
     std::string client_id;
+    const RequestStream* stream;  // to tell it from a later request under the same client id
   };
   static constexpr uint32_t kNoEngine = std::numeric_limits<uint32_t>::max();
   // Aborts go to both engines of a disaggregated request: the one holding it acts, the other
@@ -481,7 +483,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
     // Prefilled by another process: continue from its staged KV (kv_handoff.h, arrive_from_stage),
     // on the decode engine when this process is disaggregated itself.
     const uint32_t target = disaggregated ? d : e;
-    track(Placement{target, request.id, kNoEngine, id});
+    track(Placement{target, request.id, kNoEngine, id, stream.get()});
     Handoff handoff;
     handoff.request.id = request.id;
     handoff.request.prompt_tokens = prompt_tokens;
@@ -506,7 +508,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::Impl::submit(GenerateInpu
   }
   request.prefill_only = disaggregated || input.prefill_only;
   state->stage_kv = input.prefill_only;
-  track(Placement{e, request.id, disaggregated ? d : kNoEngine, id});
+  track(Placement{e, request.id, disaggregated ? d : kNoEngine, id, stream.get()});
   driver.enqueue_submit(std::move(request), std::move(state));
   return stream;
 }
@@ -520,6 +522,18 @@ bool LocalGenerationService::Impl::abort(const std::string& request_id, AbortCau
   send_abort(requests_.at(it->second), cause);
   client_ids_.erase(it);
   return true;
+}
+
+bool LocalGenerationService::Impl::abort(const RequestStream& stream) {
+  uint64_t numeric_id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = client_ids_.find(stream.id());
+    if (it == client_ids_.end() || requests_.at(it->second).stream != &stream) return false;
+    numeric_id = it->second;
+  }
+  // Should the request end and its id be taken again meanwhile, the numeric id tells them apart.
+  return abort(stream.id(), AbortCause::kClient, numeric_id);
 }
 
 void LocalGenerationService::Impl::track(Placement placement) {
@@ -673,6 +687,7 @@ std::shared_ptr<RequestStream> LocalGenerationService::submit(GenerateInput inpu
 bool LocalGenerationService::abort(const std::string& request_id) {
   return impl_->abort(request_id, AbortCause::kClient);
 }
+bool LocalGenerationService::abort(const RequestStream& stream) { return impl_->abort(stream); }
 ModelSummary LocalGenerationService::model_info() const { return impl_->model_info(); }
 std::vector<int32_t> LocalGenerationService::tokenize(const GenerateInput& input) const {
   return impl_->admission().tokenize(input);

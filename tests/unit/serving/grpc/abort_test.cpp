@@ -82,6 +82,33 @@ TEST_F(AbortTest, AClientThatCancelsAStreamingRequestAbortsIt) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
+// A client that gave a request up (Abort) and sent it again under the same id at once: the old
+// call's handler, noticing the old call's cancellation only then, aborts the old request and never
+// the retry that now has its id.
+TEST_F(AbortTest, ACancelledCallsHandlerLeavesARetryUnderItsIdRunning) {
+  fake_.set_script({.tokens = {72}, .finish = Finish::kNone});
+  grpc::ClientContext first_context;
+  auto first = stub_->Generate(&first_context, running_request("r-retried"));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(first->Read(&response));
+  fake_.free_id("r-retried");  // as the Abort did; the old request has not ended yet
+
+  grpc::ClientContext retry_context;
+  auto retry = stub_->Generate(&retry_context, running_request("r-retried"));
+  ASSERT_TRUE(retry->Read(&response));  // the retry runs
+  first_context.TryCancel();
+  EXPECT_TRUE(fake_.wait_for_abort("r-retried"));
+  while (first->Read(&response)) {
+  }
+  EXPECT_EQ(first->Finish().error_code(), grpc::StatusCode::CANCELLED);
+
+  fake_.finish("r-retried", Finish::kLength);
+  v1::GenerateResponse last;
+  while (retry->Read(&response)) last = response;
+  EXPECT_TRUE(retry->Finish().ok());
+  EXPECT_EQ(last.finish_reason(), "length");
+}
+
 TEST_F(AbortTest, AClientThatCancelsBeforeTheFirstTokenAbortsTheQueuedRequest) {
   fake_.set_script({.finish = Finish::kNone});  // queued: no token ever comes
   grpc::ClientContext context;

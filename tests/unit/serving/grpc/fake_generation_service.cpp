@@ -166,6 +166,25 @@ bool FakeGenerationService::abort(const std::string& request_id) {
   return true;
 }
 
+bool FakeGenerationService::abort(const RequestStream& stream) {
+  std::lock_guard lock(mutex_);
+  aborted_.push_back(stream.id());
+  changed_.notify_all();
+  const auto running = running_.find(stream.id());
+  if (running == running_.end() || running->second.get() != &stream) return false;
+  running->second->finish(Finish::kAbort, {});
+  running_.erase(running);
+  return true;
+}
+
+void FakeGenerationService::free_id(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  const auto running = running_.find(id);
+  if (running == running_.end()) return;
+  freed_.push_back(std::move(running->second));
+  running_.erase(running);
+}
+
 void FakeGenerationService::throw_if_info_fails() const {
   if (info_error_) throw *info_error_;
 }

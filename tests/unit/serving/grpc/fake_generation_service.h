@@ -51,6 +51,9 @@ class FakeGenerationService final : public GenerationService {
   // --- the test drives a running request (Script::finish == kNone) ---
   void push(const std::string& id, std::vector<int32_t> tokens);
   void finish(const std::string& id, Finish finish, Timings timings = {});
+  // Frees `id` for a new request while its request runs on unfinished, as a real service's abort
+  // does until the engine lets go: push() and finish() then reach the next request under it.
+  void free_id(const std::string& id);
 
   // Waits until `count` requests have been submitted; returns their inputs (all of them).
   std::vector<GenerateInput> wait_for_submitted(size_t count);
@@ -67,6 +70,8 @@ class FakeGenerationService final : public GenerationService {
   // --- GenerationService ---
   std::shared_ptr<RequestStream> submit(GenerateInput input) override;
   bool abort(const std::string& request_id) override;
+  // Ends `stream` if it is the running request under its id; recorded in aborted() by id.
+  bool abort(const RequestStream& stream) override;
   ModelSummary model_info() const override;
   ClusterSummary cluster_info() const override;
   HealthSummary health() const override;
@@ -91,6 +96,7 @@ class FakeGenerationService final : public GenerationService {
   std::vector<GenerateInput> submitted_;
   std::vector<std::string> aborted_;
   std::map<std::string, std::shared_ptr<RequestStream>> running_;
+  std::vector<std::shared_ptr<RequestStream>> freed_;  // free_id()'s: kept, as a service would
   uint64_t next_id_ = 1;
   size_t refused_by_frontend_ = 0;
   size_t unauthorized_ = 0;

@@ -127,5 +127,23 @@ TEST_F(RouterHandOff, AHandOffBeforeTheFirstTokenFailsNamingTheProcess) {
   EXPECT_TRUE(decode_fake_.submitted().empty());
 }
 
+// The router frees an aborted request's id at once, as an engine does. Aborting the old request's
+// stream then must not cancel a new request under the same id (a frontend's handler that noticed
+// its client's cancellation late does that).
+TEST_F(RouterHandOff, AnAbortOfAnOldStreamLeavesTheRequestNowUnderItsId) {
+  prefill_fake_.set_script({.tokens = {65}, .finish = Finish::kNone});
+  GenerateInput input;
+  input.prompt_kind = GenerateInput::PromptKind::kText;
+  input.prompt_text = "hello";
+  input.max_tokens = 4;
+  input.request_id = "again";
+  const std::shared_ptr<RequestStream> old = router_->submit(input);
+  ASSERT_TRUE(router_->abort("again"));
+  const std::shared_ptr<RequestStream> retry = router_->submit(input);
+  EXPECT_FALSE(router_->abort(*old));
+  EXPECT_TRUE(router_->abort(*retry));
+  EXPECT_FALSE(router_->abort("again"));
+}
+
 }  // namespace
 }  // namespace headway::serving::testing

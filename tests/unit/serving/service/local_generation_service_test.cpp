@@ -513,7 +513,7 @@ TEST_F(ServiceTest, ADuplicateIdInFlightIsRefused) {
 
 // As in vLLM, an aborted request's id is free at once: a client that cancels and retries with the
 // same id is not refused while the engine still lets go of the old request, and a later abort of
-// the id reaches the new request, not the old one.
+// the retry's stream reaches the retry, while one of the old stream reaches nothing.
 TEST_F(ServiceTest, AnAbortedIdCanBeReusedAtOnce) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
   GenerateInput first = text_request("hi", 500);
@@ -525,9 +525,12 @@ TEST_F(ServiceTest, AnAbortedIdCanBeReusedAtOnce) {
   GenerateInput retry = text_request("hi", 500);
   retry.request_id = "retried";
   auto second = service.submit(retry);  // threw "already in flight" before
+  // The old request's handler, aborting what it holds, does not reach the retry.
+  EXPECT_FALSE(service.abort(*aborted));
   EXPECT_EQ(collect(*aborted).finish, Finish::kAbort);
-  ASSERT_TRUE(service.abort("retried"));
+  ASSERT_TRUE(service.abort(*second));
   EXPECT_EQ(collect(*second).finish, Finish::kAbort);
+  EXPECT_FALSE(service.abort("retried"));
 
   GenerateInput third = text_request("hi", 4);
   third.request_id = "retried";

@@ -285,6 +285,11 @@ class GenerationService {
   // old request lets go of its engine only at the next step. Frontends call it when a client
   // disconnects.
   virtual bool abort(const std::string& request_id) = 0;
+  // Aborts `stream`'s request, and nothing else: false once it ended, also when a new request has
+  // taken its id since (a gRPC client that cancelled and resubmitted under the same id must not
+  // have the retry aborted by the old call's handler). Frontends that hold the stream call this.
+  // Default: abort(stream.id()), right only for a service that never lets an id be reused.
+  virtual bool abort(const RequestStream& stream) { return abort(stream.id()); }
 
   virtual ModelSummary model_info() const = 0;
 

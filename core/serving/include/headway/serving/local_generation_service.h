@@ -62,6 +62,7 @@ class LocalGenerationService final : public GenerationService {
 
   std::shared_ptr<RequestStream> submit(GenerateInput input) override;
   bool abort(const std::string& request_id) override;
+  bool abort(const RequestStream& stream) override;
   ModelSummary model_info() const override;
   std::vector<int32_t> tokenize(const GenerateInput& input) const override;
   std::string detokenize(const std::string& model, std::span<const int32_t> ids) const override;

@@ -139,7 +139,8 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
   for (const DeploymentRun& d : runs) width = std::max(width, d.deployment.name.size());
   width += 2;
   std::cout << fmt::format(
-      "capacity within {} (p99 over {}; {} requests per probe{}; rate = requests / arrival span "
+      "capacity within {} (p99 over {}; {} requests per probe{}; rate = (requests - 1) / arrival "
+      "span "
       "of the scaled workload; factor: the scale of the workload's arrival rate where the SLO "
       "held, fails at: the lowest scale that failed)\n",
       slo.text(), short_only ? "the short classes' requests" : "all requests", requests,

@@ -18,6 +18,9 @@ double percentile_sorted(std::span<const double> sorted, double p) {
   const auto lo = static_cast<size_t>(std::floor(h));
   if (lo + 1 >= sorted.size()) return sorted.back();
   const double frac = h - static_cast<double>(lo);
+  // An exact rank, or two equal neighbours, is that value: interpolating toward an infinite
+  // neighbour (an unfinished request) would give 0 * inf = NaN, or inf - inf = NaN.
+  if (frac == 0 || sorted[lo] == sorted[lo + 1]) return sorted[lo];
   return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
 }
 

@@ -59,16 +59,6 @@ double tpot_of(const RequestRecord& r) {
   return (last - r.first_token) / static_cast<double>(r.output_tokens - 1);
 }
 
-// p99 of `values` where unfinished requests were pushed as +inf: percentile_sorted interpolates,
-// and inf - inf would give NaN, so a p99 that touches an infinite rank is infinite.
-double p99_with_infinities(std::vector<double> values) {
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  const double h = static_cast<double>(values.size() - 1) * 0.99;
-  if (std::isinf(values[static_cast<size_t>(std::ceil(h))])) return kInf;
-  return percentile_sorted(values, 99);
-}
-
 bool within(std::optional<double> bound, double value) { return !bound || value <= *bound; }
 
 }  // namespace
@@ -161,9 +151,9 @@ SloP99 p99_against_slo(const Slo& slo, const std::vector<RequestRecord>& records
     if (const double t = tpot_of(r); !std::isnan(t)) tpot.push_back(t);
   }
   SloP99 out;
-  out.ttft = slo.ttft ? p99_with_infinities(std::move(ttft)) : std::nan("");
-  out.tpot = slo.tpot ? p99_with_infinities(std::move(tpot)) : std::nan("");
-  out.e2e = slo.e2e ? p99_with_infinities(std::move(e2e)) : std::nan("");
+  out.ttft = slo.ttft ? percentile(std::move(ttft), 99) : std::nan("");
+  out.tpot = slo.tpot ? percentile(std::move(tpot), 99) : std::nan("");
+  out.e2e = slo.e2e ? percentile(std::move(e2e), 99) : std::nan("");
   // An empty run holds nothing: there is no evidence the deployment serves anything.
   out.holds = !records.empty() && (!slo.ttft || out.ttft <= *slo.ttft) &&
               (!slo.tpot || std::isnan(out.tpot) || out.tpot <= *slo.tpot) &&

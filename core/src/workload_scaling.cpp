@@ -34,7 +34,8 @@ Workload first_requests(const Workload& workload, size_t count) {
 double offered_rate(const Workload& workload) {
   if (workload.requests.size() < 2) return 0;
   const double span = workload.requests.back().arrival - workload.requests.front().arrival;
-  return span > 0 ? static_cast<double>(workload.requests.size()) / span : 0;
+  // n arrivals span n - 1 gaps: 101 requests 0.5 s apart offer 2 req/s, not 2.02.
+  return span > 0 ? static_cast<double>(workload.requests.size() - 1) / span : 0;
 }
 
 }  // namespace headway::core

@@ -45,6 +45,10 @@ constexpr hw_option_spec kOptions[] = {
 struct Pool {
   std::string name;
   uint64_t min_tokens;
+  // Where this pool's round-robin among equally loaded engines goes on. One per pool: a cursor
+  // shared by all pools wrapped to engine 0 after each pick in the last pool, so a tie in a pool
+  // went to its first engine whenever another pool's request came between.
+  size_t cursor = 0;
 };
 
 std::vector<Pool> parse_pools(const std::string& text) {
@@ -156,9 +160,7 @@ class LengthRouter final : public headway::sdk::Router {
     size_t home = 0;
     while (home + 1 < pools_.size() && request.prompt_tokens >= pools_[home + 1].min_tokens) ++home;
     // The home pool first, then the longer pools, then the shorter ones: `k` steps from home.
-    const auto pool_at = [&](size_t k) -> const Pool& {
-      return pools_[(home + k) % pools_.size()];
-    };
+    const auto pool_at = [&](size_t k) -> Pool& { return pools_[(home + k) % pools_.size()]; };
     const uint64_t whole = whole_length(request);
     // Engine e of `pool` that holds the request, alive or not.
     const auto holding = [&](const hw_engine_load& e, const Pool& pool) {
@@ -167,9 +169,9 @@ class LengthRouter final : public headway::sdk::Router {
     const auto key = [&](const hw_engine_load& e) {
       return static_cast<double>(e.outstanding_tokens) - affinity_.credit(e);
     };
-    const auto pick = [&](const Pool& pool, bool with_room) {
+    const auto pick = [&](Pool& pool, bool with_room) {
       return headway::sdk::pick_least_loaded(
-          engines, cursor_,
+          engines, pool.cursor,
           [&](const hw_engine_load& e) {
             return e.alive && holding(e, pool) && (!with_room || has_room(e));
           },
@@ -224,7 +226,6 @@ class LengthRouter final : public headway::sdk::Router {
   std::vector<Pool> pools_;
   bool spill_when_full_;
   headway::sdk::PrefixAffinity affinity_;
-  size_t cursor_ = 0;
 };
 
 }  // namespace

@@ -76,13 +76,13 @@ TEST(WorkloadScaling, KeepsRequestsAndScalesTheRate) {
   Workload w;
   w.classes = {{"c", false}};
   w.requests = {{0, 0, 0.0, 10, 2}, {1, 0, 1.0, 20, 3}, {2, 0, 4.0, 30, 4}};
-  EXPECT_NEAR(offered_rate(w), 3.0 / 4.0, 1e-12);
+  EXPECT_NEAR(offered_rate(w), 2.0 / 4.0, 1e-12);  // two gaps in 4 s
   const Workload fast = with_rate_factor(w, 2.0);
   ASSERT_EQ(fast.requests.size(), 3u);
   EXPECT_NEAR(fast.requests[2].arrival, 2.0, 1e-12);
   EXPECT_EQ(fast.requests[1].prompt_tokens, 20u);
   EXPECT_EQ(fast.requests[2].id, 2u);
-  EXPECT_NEAR(offered_rate(fast), 1.5, 1e-12);
+  EXPECT_NEAR(offered_rate(fast), 1.0, 1e-12);
   EXPECT_EQ(first_requests(w, 2).requests.size(), 2u);
   EXPECT_EQ(first_requests(w, 0).requests.size(), 3u);
   EXPECT_THROW(with_rate_factor(w, 0), Error);

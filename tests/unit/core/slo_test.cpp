@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "headway/core/error.h"
+#include "headway/core/percentiles.h"
 
 namespace headway::core {
 namespace {
@@ -132,6 +134,27 @@ TEST(SloJudgement, P99OverAllRequests) {
   EXPECT_TRUE(std::isinf(p.ttft));
   EXPECT_FALSE(p.holds);
   EXPECT_FALSE(p99_against_slo(slo, {}).holds);  // no requests: no evidence
+}
+
+// From helper-210's review: with 101 requests the p99 is rank 99 exactly, and one unfinished
+// request (+inf) next to it made the interpolation 0 * inf = NaN. A NaN TPOT p99 read as "no TPOT
+// to judge", so a tpot SLO that every request missed held, and a capacity search reported the
+// deployment good at every rate; a NaN TTFT p99 failed an SLO that held.
+TEST(SloJudgement, AP99AtAnExactRankBesideAnUnfinishedRequestIsThatRanksValue) {
+  std::vector<RequestRecord> records;
+  for (int i = 0; i < 100; ++i) records.push_back(request(0, {1.0, 1.5}));  // TTFT 1, TPOT 0.5
+  records.push_back(request(0, {0.5}, false));
+  const SloP99 slow = p99_against_slo(parse_slo("tpot=100ms"), records);
+  EXPECT_EQ(slow.tpot, 0.5);
+  EXPECT_FALSE(slow.holds);
+  const SloP99 fast = p99_against_slo(parse_slo("ttft=2s"), records);
+  EXPECT_EQ(fast.ttft, 1.0);
+  EXPECT_TRUE(fast.holds);
+
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(percentile_sorted(std::vector<double>{1, inf}, 0), 1.0);
+  EXPECT_TRUE(std::isinf(percentile_sorted(std::vector<double>{1, inf}, 50)));
+  EXPECT_TRUE(std::isinf(percentile_sorted(std::vector<double>{1, inf, inf}, 75)));
 }
 
 }  // namespace

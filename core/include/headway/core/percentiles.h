@@ -6,7 +6,9 @@
 // with vLLM's and SGLang's benchmark scripts.
 //
 // All functions are pure and thread-safe. NaN values in the input are not allowed (callers drop
-// missing measurements first); an empty input gives NaN.
+// missing measurements first); an empty input gives NaN. +inf is allowed (an unfinished request's
+// latency): a percentile between a finite and an infinite rank is infinite, one at the finite
+// rank exactly is finite.
 #pragma once
 
 #include <span>

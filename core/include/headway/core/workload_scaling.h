@@ -20,8 +20,8 @@ Workload with_rate_factor(const Workload& workload, double rate_factor);
 // workload). Used by --capacity-limit to search on a prefix of a long trace.
 Workload first_requests(const Workload& workload, size_t count);
 
-// Offered rate, requests/s: the request count divided by the arrival span (last arrival - first
-// arrival). 0 for fewer than two requests or a zero span.
+// Offered rate, requests/s: the gaps between arrivals (requests - 1) divided by the arrival span
+// (last arrival - first arrival). 0 for fewer than two requests or a zero span.
 double offered_rate(const Workload& workload);
 
 }  // namespace headway::core

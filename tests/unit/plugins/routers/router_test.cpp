@@ -384,6 +384,22 @@ TEST(LengthRouter, LeastLoadedWithinThePool) {
   EXPECT_EQ(router.counter("router_fallbacks"), 0.0);
 }
 
+// From helper-210's review: one round-robin cursor for all pools wrapped to engine 0 after a pick
+// in the last pool, so with a long request between two short ones every tie among the short
+// engines went to engine 0 (74 against 35 requests in its run). Each pool takes turns on its own.
+TEST(LengthRouter, EqualEnginesOfAPoolTakeTurnsWhateverThePoolsBetween) {
+  const std::vector<hw_engine_load> engines = {engine(0, HW_ENGINE_ROLE_MIXED, "short"),
+                                               engine(1, HW_ENGINE_ROLE_MIXED, "short"),
+                                               engine(2, HW_ENGINE_ROLE_MIXED, "long")};
+  RouterHarness router(kLength, kShortLong, engines);
+  std::vector<uint32_t> shorts;
+  for (int i = 0; i < 4; ++i) {
+    shorts.push_back(router.route_to_one(100, engines));
+    EXPECT_EQ(router.route_to_one(20000, engines), 2u);
+  }
+  EXPECT_EQ(shorts, (std::vector<uint32_t>{0, 1, 0, 1}));
+}
+
 TEST(LengthRouter, ADownPoolFallsBackToTheNextPoolAndCountsIt) {
   std::vector<hw_engine_load> engines = short_long_engines();
   RouterHarness router(kLength, kShortLong, engines);

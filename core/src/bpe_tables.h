@@ -80,6 +80,9 @@ struct BpeTokenizer::Tables {
 
   int32_t bos = -1;
   int32_t eos = -1;
+  // tokenizer_config.json's add_bos_token (true where absent): whether a text prompt starts
+  // with bos.
+  bool add_bos = true;
   uint32_t vocab_size = 0;
 };
 

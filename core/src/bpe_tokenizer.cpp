@@ -227,6 +227,7 @@ std::string BpeTokenizer::decode_with_special_tokens(std::span<const int32_t> id
 bool BpeTokenizer::drops_first_space() const { return tables_->characters; }
 
 int32_t BpeTokenizer::bos() const { return tables_->bos; }
+bool BpeTokenizer::adds_bos() const { return tables_->bos >= 0 && tables_->add_bos; }
 int32_t BpeTokenizer::eos() const { return tables_->eos; }
 uint32_t BpeTokenizer::vocab_size() const { return tables_->vocab_size; }
 

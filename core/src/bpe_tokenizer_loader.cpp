@@ -383,6 +383,15 @@ std::unique_ptr<const BpeTokenizer::Tables> load_bpe_tables(const std::filesyste
     if (!j.is_object()) throw Error(config.string() + ": not a JSON object");
     bos = config_token(config, j, "bos_token", *t);
     eos = config_token(config, j, "eos_token", *t);
+    // "bos_token": null (Qwen2, 2.5, 3) says the tokenizer has none, as Hugging Face reads it:
+    // config.json's bos_token_id is the model's, not a token to put before prompts.
+    if (j.contains("bos_token") && j["bos_token"].is_null()) bos = -1;
+    if (j.contains("add_bos_token")) {
+      if (!j["add_bos_token"].is_boolean()) {
+        throw Error(config.string() + ": field 'add_bos_token' must be true or false");
+      }
+      t->add_bos = j["add_bos_token"].get<bool>();
+    }
   }
   if (bos == -2 || eos == -2) {
     json j;

@@ -643,9 +643,12 @@ bool Engine::step() {
         history.outputs = all.last(generated);
       }
       const bool wants_logprobs = r.sampling.logprobs >= 0;
-      // The sampler uses the row as scratch; the log-probabilities are those of the raw logits.
-      if (wants_logprobs) raw_logits_.assign(logits.begin(), logits.end());
+      // The guide's mask first: as in vLLM, whose grammar bitmask changes the logits before its
+      // sampler reads them, a token the guide forbids is not a candidate and the one it forces
+      // has probability 1. The sampler then uses the row as scratch; the log-probabilities are
+      // those of the logits before temperature, penalties and logit_bias.
       if (r.sampling.guide) r.sampling.guide->mask(logits);
+      if (wants_logprobs) raw_logits_.assign(logits.begin(), logits.end());
       sampled_[i] = sampler_.sample(logits, r.sampling, generated, history);
       if (wants_logprobs) {
         const uint32_t count =

@@ -29,6 +29,20 @@ std::vector<int32_t> PromptEncoder::with_bos(std::vector<int32_t> ids) const {
   return ids;
 }
 
+std::vector<int32_t> PromptEncoder::text_prompt(std::string_view text) const {
+  std::vector<int32_t> ids = tokenizer_->encode(text);
+  return tokenizer_->adds_bos() ? with_bos(std::move(ids)) : ids;
+}
+
+std::vector<int32_t> PromptEncoder::chat_prompt(const std::string& rendered) const {
+  std::vector<int32_t> ids = tokenizer_->encode(rendered);
+  // As vLLM (add_special_tokens false for chat): the template writes the BOS where the model
+  // wants one. Only a tokenizer that cannot read the BOS's text back (SentencePiece, byte) had
+  // bos_token rendered empty, and gets bos() here instead.
+  const int32_t bos = tokenizer_->bos();
+  return bos >= 0 && tokenizer_->special_token_text(bos).empty() ? with_bos(std::move(ids)) : ids;
+}
+
 std::vector<int32_t> PromptEncoder::generation_prompt() const {
   if (chat_template_ == nullptr) return {};
   // A template may refuse a lone user message (wanting a system message first): one of each then.
@@ -59,7 +73,7 @@ std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {
                        "this model has no tokenizer: send prompt token ids",
                        input.prompt_kind == Kind::kText ? "prompt" : "messages");
   }
-  if (input.prompt_kind == Kind::kText) return with_bos(tokenizer_->encode(input.prompt_text));
+  if (input.prompt_kind == Kind::kText) return text_prompt(input.prompt_text);
   if (chat_template_ == nullptr) {
     throw ServiceError(ErrorCode::kInvalidArgument, no_chat_template_, "messages");
   }
@@ -71,8 +85,7 @@ std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {
                        std::string("the chat template failed on these messages: ") + e.what(),
                        "messages");
   }
-  // Templates that write the BOS text (Llama 3's "<|begin_of_text|>") encode to bos() already.
-  return with_bos(tokenizer_->encode(rendered));
+  return chat_prompt(rendered);
 }
 
 }  // namespace headway::serving

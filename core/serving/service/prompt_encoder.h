@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace headway::serving {
@@ -39,6 +40,8 @@ class PromptEncoder {
 
  private:
   std::vector<int32_t> with_bos(std::vector<int32_t> ids) const;
+  std::vector<int32_t> text_prompt(std::string_view text) const;
+  std::vector<int32_t> chat_prompt(const std::string& rendered) const;
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   std::shared_ptr<const ChatTemplate> chat_template_;
   std::string no_chat_template_;  // why chat_template_ is null

@@ -51,6 +51,7 @@ class BpeTokenizer final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids) const override;
   std::string decode_with_special_tokens(std::span<const int32_t> ids) const override;
   int32_t bos() const override;
+  bool adds_bos() const override;
   int32_t eos() const override;
   uint32_t vocab_size() const override;
   std::string_view kind() const override { return "bpe"; }

@@ -46,6 +46,9 @@ class Tokenizer {
   // false). Ids outside the vocabulary still decode to nothing.
   virtual std::string decode_with_special_tokens(std::span<const int32_t> ids) const = 0;
   virtual int32_t bos() const = 0;  // -1 when there is none
+  // Whether a text prompt starts with bos() (Hugging Face's encode with its special tokens):
+  // false without a BOS, and where tokenizer_config.json says "add_bos_token": false.
+  virtual bool adds_bos() const { return bos() >= 0; }
   virtual int32_t eos() const = 0;  // -1 when there is none
   virtual uint32_t vocab_size() const = 0;
   virtual std::string_view kind() const = 0;  // "sentencepiece", "byte", "bpe"

@@ -104,6 +104,30 @@ TEST_F(GuidedServiceTest, AChoiceAnswerIsOneOfTheChoices) {
   }
 }
 
+// From helper-207's review: the log-probabilities of a guided request are those of what the guide
+// allows, as vLLM reports them (its grammar bitmask is applied before its sampler reads them): with
+// one choice, every token is forced, so each is certain, and no forbidden token is a candidate.
+TEST_F(GuidedServiceTest, LogprobsAreThoseOfWhatTheGuideAllows) {
+  LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));
+  GenerateInput input = sampled_request("Answer: ", 16, 1);
+  input.guided.kind = GuidedOutput::Kind::kChoice;
+  input.guided.choices = {"yes"};
+  input.sampling.logprobs = 3;
+  const test::Collected out = collect(*service.submit(std::move(input)));
+  ASSERT_EQ(out.finish, Finish::kStop);
+  ASSERT_EQ(out.text, "yes");
+  ASSERT_EQ(out.logprobs.size(), out.ids.size());  // y, e, s and the end token the guide forces
+  ASSERT_EQ(out.ids.size(), 4u);
+  for (size_t i = 0; i < out.ids.size(); ++i) {
+    EXPECT_NEAR(out.logprobs[i].chosen.logprob, 0.0f, 1e-5f) << i;
+    ASSERT_FALSE(out.logprobs[i].top.empty());
+    EXPECT_EQ(out.logprobs[i].top[0].token, out.ids[i]) << i;
+    for (size_t k = 1; k < out.logprobs[i].top.size(); ++k) {
+      EXPECT_LT(out.logprobs[i].top[k].logprob, -1e3f) << i << " candidate " << k;
+    }
+  }
+}
+
 // guided_regex: the whole answer is a match; a schema's pattern and format shape its strings.
 TEST_F(GuidedServiceTest, RegexAndPatternAnswersMatchTheirPatterns) {
   LocalGenerationService service(tiny_deployment(checkpoint(), kOneEngine));

@@ -289,6 +289,38 @@ TEST(BpeTokenizer, BosAndEosFallBackToConfigJson) {
   EXPECT_THAT(load_error(dir), HasSubstr("config.json: field 'bos_token_id'"));
 }
 
+// From helper-207's review: Qwen 2, 2.5 and 3 say "bos_token": null in tokenizer_config.json and
+// bos_token_id 151643 (<|endoftext|>) in config.json; the fallback to config.json put that token
+// before every prompt, which neither Hugging Face nor vLLM does. An explicit null is no BOS.
+TEST(BpeTokenizer, ANullBosTokenIsNoneWhateverConfigJsonSays) {
+  TempDir dir("bpe_null_bos");
+  write_tiny_bpe(dir.path(), {});
+  write_text(dir.path() / "tokenizer_config.json",
+             R"({"bos_token": null, "eos_token": "<|eot_id|>", "add_bos_token": false})");
+  write_text(dir.path() / "config.json", R"({"bos_token_id": 1000, "eos_token_id": 1001})");
+  const auto tok = Tokenizer::load(dir.path());
+  EXPECT_EQ(tok->bos(), -1);
+  EXPECT_FALSE(tok->adds_bos());
+  EXPECT_EQ(tok->eos(), testing::kEotId);
+}
+
+// add_bos_token false: the BOS is known (templates render bos_token) but a text prompt does not
+// begin with it; true or absent, it does.
+TEST(BpeTokenizer, AddBosTokenSaysWhetherATextPromptBeginsWithTheBos) {
+  TempDir dir("bpe_add_bos");
+  write_tiny_bpe(dir.path(), {});
+  EXPECT_TRUE(Tokenizer::load(dir.path())->adds_bos());
+  write_text(dir.path() / "tokenizer_config.json",
+             R"({"bos_token": "<|begin_of_text|>", "add_bos_token": false})");
+  auto tok = Tokenizer::load(dir.path());
+  EXPECT_EQ(tok->bos(), testing::kBeginOfText);
+  EXPECT_FALSE(tok->adds_bos());
+  write_text(dir.path() / "tokenizer_config.json",
+             R"({"bos_token": "<|begin_of_text|>", "add_bos_token": "no"})");
+  EXPECT_THAT(load_error(dir), HasSubstr("tokenizer_config.json: field 'add_bos_token' must be "
+                                         "true or false"));
+}
+
 TEST(BpeTokenizer, UnknownSpecialTokenInTokenizerConfigIsRefused) {
   TempDir dir("bpe_bad_config");
   write_tiny_bpe(dir.path(), {});

@@ -22,20 +22,29 @@
 // the transfer's end event is recorded once the state is ncclSuccess (poll(), peer_state() and
 // peer_post() move a link's posts on; nothing here waits for the other process). peer_close()
 // aborts a link that failed, is not up, or has transfers that have not completed (they report
-// FAILED); otherwise NCCL finalises the communicator in the background, which ends when the other
-// process closes its side too: it is destroyed then, or aborted if that has not happened within
-// timeout_s.
+// FAILED; it returns once the link's stream has drained); otherwise NCCL finalises the communicator
+// in the background, which ends when the other process closes its side too: it is destroyed then,
+// or aborted if that has not happened within timeout_s.
 //
 // start() and peer_post() enqueue and return; poll() asks the transfer's completion event
-// (non-blocking) and reports the duration measured between CUDA events. A transfer still pending
-// after timeout_s is reported FAILED (its communicator is aborted, since its kernels may never
-// finish), as is a peer link not up within timeout_s of its join; a NCCL asynchronous error fails
-// every transfer of that communicator. Invalid descriptors (host memory, block sizes that differ,
-// block ids beyond a region) are HW_INVALID_ARGUMENT at start() or peer_post().
+// (non-blocking) and reports the duration measured between CUDA events. A transfer's timeout_s
+// counts from the first poll() that finds its begin event completed, i.e. from when its link's
+// stream reached it: one queued behind others on its link is not timed while they run (the one in
+// front is). A transfer still pending timeout_s after that is reported FAILED, as is a peer link
+// not up within timeout_s of its join; a NCCL asynchronous error, or a CUDA error poll() meets once
+// the transfer is enqueued, fails the transfer too (poll() never throws then: the host would free
+// blocks a copy may still write). A failure breaks the transfer's link: every transfer on it that
+// has not completed fails, its communicators are aborted (their kernels may never finish), and then
+// its streams are waited for, before any of those transfers reports FAILED: a same-GPU copy, which
+// nothing aborts, runs to its end first, so no block of a FAILED transfer is written after the host
+// takes it back (a GPU that never drains them would hang the transport, as it hangs the engines).
+// The next start() between the same two GPUs makes the link's communicators again. Invalid
+// descriptors (host memory, block sizes that differ, block ids beyond a region) are
+// HW_INVALID_ARGUMENT at start() or peer_post().
 //
-// Ownership: owns its communicators (one per ordered pair of GPUs, created on first use, and one
-// per peer link, from its join until its close), streams and events; block lists are borrowed until
-// poll() reports DONE or FAILED (the ABI's rule).
+// Ownership: owns its communicators (one per ordered pair of GPUs, created on first use and again
+// after the pair's link broke, and one per peer link, from its join until its close), streams and
+// events; block lists are borrowed until poll() reports DONE or FAILED (the ABI's rule).
 // Threading: every function may be called from any thread; one mutex serialises them (all but
 // peer_rendezvous(), which touches no state), which also keeps NCCL group calls on one thread at a
 // time and every other NCCL call away from a communicator while it is aborted.
@@ -128,6 +137,9 @@ struct Job {
   int device = -1;       // where the events live (the destination, or the peer link's GPU)
   cudaEvent_t begin = nullptr;
   cudaEvent_t end = nullptr;
+  // When poll() first found `begin` completed (the link's stream reached the transfer): its
+  // timeout counts from there. Unset (timed false) before.
+  bool timed = false;
   Clock::time_point started;
   Stage stage = Stage::kIssued;
   Post post;            // peer transfers only
@@ -175,12 +187,7 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
     validate(t);
     std::lock_guard lock(mutex_);
     Link& link = link_for(t.source.device_id, t.destination.device_id);
-    if (link.broken) {
-      throw Error(HW_UNAVAILABLE, "nccl transport: the link from GPU " +
-                                      std::to_string(t.source.device_id) + " to GPU " +
-                                      std::to_string(t.destination.device_id) +
-                                      " failed earlier (timeout or NCCL error)");
-    }
+    if (link.broken) reopen(link);
     Job job;
     job.link = &link;
     job.device = t.destination.device_id;
@@ -199,6 +206,7 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
                                      src + t.source_blocks[i] * t.source.block_stride, bytes,
                                      cudaMemcpyDeviceToDevice, dst_stream),
                      "cudaMemcpyAsync (block " + std::to_string(i) + ")");
+          enqueued = true;
         }
       } else {
         // Every send and receive of the transfer in one group: NCCL pairs them in order.
@@ -223,12 +231,12 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
       check_cuda(cudaEventRecord(job.end, dst_stream), "cudaEventRecord");
     } catch (const std::exception& e) {
       release(job);
-      // Refused, yet the receives may still write the destination's blocks, which the engine
-      // takes back: abort them. The link then stays refused, as after a timeout.
+      // Refused, yet the copies or receives enqueued may still write the destination's blocks,
+      // which the engine takes back: abort them and wait for the link's streams (break_link).
+      // The next start() makes the link again, as after a timeout.
       if (enqueued) break_link(link, std::string("after the transfer was enqueued: ") + e.what());
       throw;
     }
-    job.started = Clock::now();
     const uint64_t handle = next_handle_++;
     jobs_.emplace(handle, std::move(job));
     return handle;
@@ -250,20 +258,40 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
       jobs_.erase(it);
       return {HW_TRANSFER_FAILED, 0.0};
     }
+    // From here on the transfer may be running: an error fails it (break_link waits for its link's
+    // streams), never throws, since the host frees a transfer's blocks when poll() fails too.
+    if (job.stage == Stage::kQueued) return {HW_TRANSFER_PENDING, 0.0};  // no event recorded yet
+    const cudaError_t device = cudaSetDevice(job.device);
+    if (device != cudaSuccess) {
+      return failed(it, std::string("cudaSetDevice: ") + cudaGetErrorString(device));
+    }
     if (job.stage == Stage::kIssued) {
-      check_cuda(cudaSetDevice(job.device), "cudaSetDevice");
       const cudaError_t q = cudaEventQuery(job.end);
       if (q == cudaSuccess) {
         float ms = 0.0f;
-        check_cuda(cudaEventElapsedTime(&ms, job.begin, job.end), "cudaEventElapsedTime");
+        const cudaError_t e = cudaEventElapsedTime(&ms, job.begin, job.end);
+        if (e != cudaSuccess) {  // the bytes are there; only the duration is unknown
+          host_.log(HW_LOG_WARN, std::string("nccl transport: cudaEventElapsedTime: ") +
+                                     cudaGetErrorString(e) + "; the transfer reports 0 s");
+          ms = 0.0f;
+        }
         release(job);
         jobs_.erase(it);
         return {HW_TRANSFER_DONE, ms / 1e3};
       }
       if (q != cudaErrorNotReady) {
-        fail(job, std::string("cudaEventQuery: ") + cudaGetErrorString(q));
-        jobs_.erase(it);
-        return {HW_TRANSFER_FAILED, 0.0};
+        return failed(it, std::string("cudaEventQuery: ") + cudaGetErrorString(q));
+      }
+    }
+    if (!job.timed) {
+      // Recorded before the transfer's work on its link's stream: completed once the stream
+      // reached it, not while it waits behind the transfers in front of it.
+      const cudaError_t q = cudaEventQuery(job.begin);
+      if (q == cudaSuccess) {
+        job.timed = true;
+        job.started = Clock::now();
+      } else if (q != cudaErrorNotReady) {
+        return failed(it, std::string("cudaEventQuery (begin): ") + cudaGetErrorString(q));
       }
     }
     if (job.link != nullptr) {
@@ -272,17 +300,15 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
         ncclResult_t async = ncclSuccess;
         if (c != nullptr && ncclCommGetAsyncError(c, &async) == ncclSuccess &&
             async != ncclSuccess && async != ncclInProgress) {
-          fail(job, std::string("NCCL asynchronous error: ") + ncclGetErrorString(async));
-          jobs_.erase(it);
-          return {HW_TRANSFER_FAILED, 0.0};
+          return failed(it, std::string("NCCL asynchronous error: ") + ncclGetErrorString(async));
         }
       }
     }
-    const double waited = std::chrono::duration<double>(Clock::now() - job.started).count();
-    if (waited > timeout_s_) {
-      fail(job, "timed out after " + std::to_string(waited) + " s");
-      jobs_.erase(it);
-      return {HW_TRANSFER_FAILED, 0.0};
+    if (job.timed) {
+      const double waited = std::chrono::duration<double>(Clock::now() - job.started).count();
+      if (waited > timeout_s_) {
+        return failed(it, "timed out after " + std::to_string(waited) + " s on its link's stream");
+      }
     }
     return {HW_TRANSFER_PENDING, 0.0};
   }
@@ -372,7 +398,6 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
     job.stage = Stage::kQueued;
     job.post = Post{direction, memory, blocks, block_count};
     create_events(job);
-    job.started = Clock::now();
     const uint64_t handle = next_handle_++;
     jobs_.emplace(handle, std::move(job));
     link.queued.push_back(handle);
@@ -455,11 +480,7 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
         check_cuda(cudaStreamCreateWithFlags(&link.streams[r], cudaStreamNonBlocking),
                    "cudaStreamCreateWithFlags");
       }
-      if (ranks == 2) {
-        check_nccl(
-            ncclCommInitAll(link.comms, 2, link.devices),
-            "ncclCommInitAll(GPU " + std::to_string(src) + ", GPU " + std::to_string(dst) + ")");
-      }
+      if (ranks == 2) open_comms(link);
     } catch (...) {
       for (int r = 0; r < 2; ++r) {
         if (link.streams[r] != nullptr) cudaStreamDestroy(link.streams[r]);
@@ -468,6 +489,25 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
       throw;
     }
     return link;
+  }
+
+  // The communicators of a same-process link between two GPUs (none for one GPU).
+  static void open_comms(Link& link) {
+    if (link.devices[0] == link.devices[1]) return;
+    check_nccl(ncclCommInitAll(link.comms, 2, link.devices),
+               "ncclCommInitAll(GPU " + std::to_string(link.devices[0]) + ", GPU " +
+                   std::to_string(link.devices[1]) + ")");
+  }
+
+  // Makes a broken same-process link usable again: break_link aborted its communicators and waited
+  // for its streams, which stay; the transfers that failed on it keep reporting FAILED. Throws as
+  // link_for does (the link then stays broken, and the next start() tries again).
+  void reopen(Link& link) {
+    host_.log(HW_LOG_INFO, "nccl transport: making the link from GPU " +
+                               std::to_string(link.devices[0]) + " to GPU " +
+                               std::to_string(link.devices[1]) + " again after its failure");
+    open_comms(link);
+    link.broken = false;
   }
 
   Link& peer_link(uint64_t handle) {
@@ -534,9 +574,8 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
   // Hands a posted transfer to NCCL: its begin event, then one group of an ncclSend (or ncclRecv)
   // per block to the other rank. The link breaks if NCCL or CUDA refuse.
   void issue(Link& link, uint64_t handle, Job& job) {
-    // Its timeout counts from here: waiting behind earlier posts (or for the link's first
-    // connection) is not this transfer's fault.
-    job.started = Clock::now();
+    // Its timeout counts from when its begin event completes (poll()): waiting behind earlier
+    // posts (or for the link's first connection) is not this transfer's fault.
     const Post& p = job.post;
     cudaError_t e = cudaSetDevice(link.devices[0]);
     if (e == cudaSuccess) e = cudaEventRecord(job.begin, link.streams[0]);
@@ -590,9 +629,12 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
     return cudaEventQuery(job.end) == cudaSuccess;
   }
 
-  // Logs why `link` failed, fails every transfer on it that has not completed, and aborts its
-  // communicators (their kernels may never finish). Transfers are marked before the abort: an
-  // aborted kernel may complete its event without having moved the data.
+  // Logs why `link` failed, fails every transfer on it that has not completed, aborts its
+  // communicators (their kernels may never finish) and waits for its streams. Transfers are marked
+  // before the abort: an aborted kernel may complete its event without having moved the data. The
+  // wait is what lets them report FAILED: until the streams drain, an aborted kernel may still be
+  // exiting and a same-GPU copy (nothing aborts a cudaMemcpyAsync) still writing the destination's
+  // blocks, which the host frees or reuses once it sees FAILED.
   void break_link(Link& link, const std::string& why) {
     host_.log(HW_LOG_ERROR, "nccl transport: " + where(link) + why);
     for (auto& [handle, job] : jobs_) {
@@ -605,6 +647,26 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
     link.comms[0] = link.comms[1] = nullptr;
     link.queued.clear();
     link.issuing = 0;
+    drain(link);
+  }
+
+  // Waits for the work on `link`'s streams to end. An error (a context that broke) ends the wait
+  // as well: nothing runs on the stream then.
+  static void drain(const Link& link) {
+    for (int r = 0; r < 2; ++r) {
+      if (link.streams[r] == nullptr) continue;
+      cudaSetDevice(link.devices[r]);
+      cudaStreamSynchronize(link.streams[r]);
+    }
+  }
+
+  // Fails the transfer at `it` (breaking its link, so it returns once the link's streams are
+  // drained), erases it, and reports FAILED.
+  headway::sdk::TransferProgress failed(std::unordered_map<uint64_t, Job>::iterator it,
+                                        const std::string& why) {
+    fail(it->second, why);
+    jobs_.erase(it);
+    return {HW_TRANSFER_FAILED, 0.0};
   }
 
   // Fails `job` (the caller erases it) and breaks its link.
@@ -619,7 +681,9 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
 
   // Lets go of a peer link (the caller erases it): its transfers that have not completed fail and
   // none keeps a pointer to it. Its communicator is aborted when the link failed, is not up, or had
-  // such transfers; otherwise NCCL finalises it in the background (reap() destroys it then).
+  // such transfers, and its stream is then waited for (peer_close() promises that the plugin
+  // touches none of their memory once it returns); otherwise NCCL finalises it in the background
+  // (reap() destroys it then).
   void close_peer(Link& link) {
     bool in_flight = false;
     for (auto& [handle, job] : jobs_) {
@@ -643,6 +707,7 @@ class NcclTransport final : public headway::sdk::KvTransport, public headway::sd
                                                std::chrono::duration<double>(timeout_s_))});
       } else {
         ncclCommAbort(link.comms[0]);
+        if (in_flight) drain(link);
       }
       link.comms[0] = nullptr;
     }

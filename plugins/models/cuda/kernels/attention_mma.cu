@@ -537,8 +537,12 @@ __global__ void __launch_bounds__(32 * WARPS, HD <= 128 ? 3 : 1)
     }
     const int head = kvh * group + r;
     if (u.partial < 0) {
+      // Times the reciprocal, as every other kernel that ends a row does (attention_reduce among
+      // them): a quotient may differ from it in the last bit, and a graph step's padded plan
+      // reduces a row that the unpadded plan ends here (their results must be the same bits).
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
       a.out[static_cast<uint64_t>(u.q_row) * a.heads * HD + static_cast<uint64_t>(head) * HD + d] =
-          detail::to_bf16(sum > 0.0f ? acc / sum : 0.0f);
+          detail::to_bf16(acc * inv);
     } else {
       const uint64_t rec = static_cast<uint64_t>(u.partial) + head;
       a.partial_acc[rec * HD + d] = acc;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -297,22 +298,26 @@ size_t sweep_expired_kv_stages(double max_age_s) {
   const std::string own = own_kv_stage_prefix().substr(1);  // file names lack the '/'
   const std::string any = std::string(kKvStagePrefix).substr(1);
   const auto now = std::filesystem::file_time_type::clock::now();
+  const double abandoned_age_s = std::max(kAbandonedAgeFactor * max_age_s, kAbandonedMinAgeS);
   size_t removed = 0;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
     const std::string file = entry.path().filename().string();
+    double age_limit_s = max_age_s;
     if (file.rfind(own, 0) != 0) {
-      // Another process's: expired only when that process has exited too (a prefill process
-      // that crashed, and was not restarted to sweep its own at start: gigabytes of a 70B
-      // model's KV would stay in host memory).
+      // Another process's: expired once that process has exited too (a prefill process that
+      // crashed, and was not restarted to sweep its own at start: gigabytes of a 70B model's KV
+      // would stay in host memory). One whose writer is not known to have exited (in another pid
+      // namespace: a container sharing /dev/shm, restarted under a new namespace) is abandoned
+      // once far older than any running writer's own sweep lets a stage get (helper-208).
       if (file.rfind(any, 0) != 0) continue;
       const std::optional<sdk::ShmOwner> owner =
           sdk::parse_shm_owner(std::string_view(file).substr(any.size()));
-      if (!owner || !sdk::shm_owner_exited(*owner)) continue;
+      if (!owner || !sdk::shm_owner_exited(*owner)) age_limit_s = abandoned_age_s;
     }
     std::error_code gone;  // (removed meanwhile)
     const auto changed = std::filesystem::last_write_time(entry.path(), gone);
-    if (gone || std::chrono::duration<double>(now - changed).count() < max_age_s) continue;
+    if (gone || std::chrono::duration<double>(now - changed).count() < age_limit_s) continue;
     discard_kv_stage("/" + file);
     ++removed;
   }

@@ -157,7 +157,11 @@ bool is_own_kv_stage_name(const std::string& name);
 size_t sweep_orphaned_kv_stages();
 // Removes the staged objects that nobody read within `max_age_s` of being written: this
 // process's (the request was given up, or its decode process died before reading it), and those
-// of writers that have exited (as sweep_orphaned_kv_stages() judges them). Returns how many.
+// of writers that have exited (as sweep_orphaned_kv_stages() judges them). Any other stage goes
+// once older than kAbandonedAgeFactor x `max_age_s`, and kAbandonedMinAgeS at least: its writer,
+// were it running, would have removed it long before. Returns how many.
+inline constexpr double kAbandonedAgeFactor = 10.0;
+inline constexpr double kAbandonedMinAgeS = 1800.0;
 size_t sweep_expired_kv_stages(double max_age_s);
 
 }  // namespace headway::serving

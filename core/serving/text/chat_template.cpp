@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "jinja_evaluator.h"
 #include "jinja_lexer.h"
@@ -100,6 +102,12 @@ nlohmann::ordered_json parse_field(std::string_view text, const std::string& fie
   return json;
 }
 
+// True when `text` encodes to one token that the tokenizer writes as `text` (a special token).
+bool has_special_token(const core::Tokenizer& tokenizer, const std::string& text) {
+  const std::vector<int32_t> ids = tokenizer.encode(text);
+  return ids.size() == 1 && tokenizer.special_token_text(ids[0]) == text;
+}
+
 }  // namespace
 
 ChatTemplate::ChatTemplate(std::unique_ptr<const Parsed> parsed) : parsed_(std::move(parsed)) {}
@@ -134,6 +142,17 @@ std::unique_ptr<ChatTemplate> ChatTemplate::load(const std::filesystem::path& ch
     if (std::optional<std::string> source = config_template(file)) {
       return from_string(*source, file.string() + " (chat_template)", tokenizer);
     }
+  }
+  // vLLM refuses chat to a model without a template. The built-in one is Llama 3's, taken only
+  // where its role markers mean something: a tokenizer that has them as special tokens (a Llama 3
+  // checkpoint without its template), or the byte tokenizer of made-up checkpoints, which has no
+  // special tokens at all. Elsewhere the markup would reach the model as plain text it never saw
+  // (helper-207: "hi" became 63 tokens of it), so chat is refused, naming what is missing.
+  if (tokenizer.kind() != "byte" && !has_special_token(tokenizer, "<|start_header_id|>")) {
+    throw core::Error(checkpoint_dir.string() +
+                      ": no chat template (neither chat_template.jinja nor tokenizer_config.json's "
+                      "chat_template), and the tokenizer lacks the built-in Llama 3 template's "
+                      "special tokens (<|start_header_id|>)");
   }
   return from_string(builtin_llama3_source(), "built-in Llama 3 template", tokenizer);
 }

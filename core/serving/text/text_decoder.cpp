@@ -79,7 +79,12 @@ class TextDecoder final : public IncrementalDecoder {
   std::string token_bytes(int32_t id) const override {
     // After an anchor where the tokenizer drops a first space: "▁with" names " with".
     if (!anchor_) anchor_ = core::decode_anchor(tokenizer_);
-    return core::token_bytes(tokenizer_, *anchor_, id);
+    std::string bytes = core::token_bytes(tokenizer_, *anchor_, id);
+    // A special token (an end token, "<|python_tag|>") is named as it is written, as vLLM names
+    // it: decoded as text it is nothing, and two of them among the top tokens would share
+    // completions' key "" (helper-207).
+    if (bytes.empty()) bytes = tokenizer_.decode_with_special_tokens(std::span(&id, 1));
+    return bytes;
   }
 
   StopReason stop_reason() const override {

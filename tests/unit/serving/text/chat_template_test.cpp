@@ -352,6 +352,27 @@ TEST_F(ChatTemplateTest, LoadPrefersTheCheckpointsTemplate) {
   EXPECT_THAT(t->render(conversation_, false), StartsWith("<|system|>\n"));
 }
 
+// From helper-207's review: without a template of its own, a model whose tokenizer lacks Llama 3's
+// role markers got the built-in Llama 3 template anyway, its markup encoded as plain text ("hi"
+// became 63 tokens). As vLLM, chat is refused then, naming the checkpoint and what is missing.
+TEST(ChatTemplate, TheBuiltInTemplateNeedsItsMarkersInTheTokenizer) {
+  testing::TempDir dir("chat_template_no_markers");
+  write_text(dir.path() / "tokenizer.json", testing::tiny_sentencepiece_bpe_json().dump());
+  const auto tokenizer = core::Tokenizer::load(dir.path());
+  try {
+    ChatTemplate::load(dir.path(), *tokenizer);
+    ADD_FAILURE() << "the built-in Llama 3 template was taken without its special tokens";
+  } catch (const core::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(dir.path().string()));
+    EXPECT_THAT(e.what(), HasSubstr("no chat template"));
+    EXPECT_THAT(e.what(), HasSubstr("<|start_header_id|>"));
+  }
+  // Given a template, the same checkpoint chats.
+  write_text(dir.path() / "chat_template.jinja", kChatMl);
+  EXPECT_THAT(ChatTemplate::load(dir.path(), *tokenizer)->origin(),
+              HasSubstr("chat_template.jinja"));
+}
+
 TEST_F(ChatTemplateTest, MalformedTemplatesAreRefusedAtLoadNamingFileAndLine) {
   testing::write_tiny_bpe(
       dir_.path(),

@@ -422,6 +422,11 @@ TEST(TextDecoder, WorksOverByteLevelBpe) {
   out += d->flush();
   EXPECT_EQ(out, "café, cœur 🙂");
   EXPECT_TRUE(d->stopped());
+  // A special token's own text (logprobs name tokens by it) is its written form, as in vLLM: as
+  // text it decodes to nothing, and two would share one key among completions' top_logprobs.
+  EXPECT_EQ(d->token_bytes(testing::kEotId), "<|eot_id|>");
+  EXPECT_EQ(d->token_bytes(testing::kBeginOfText), "<|begin_of_text|>");
+  EXPECT_EQ(d->token_bytes('a'), "a");
 }
 
 // A tokenizer that decodes like SentencePiece drops the space that begins the first piece: primed

@@ -85,7 +85,8 @@ class IncrementalDecoder {
   // At the end of the request: the text still held back (empty after a stop string matched).
   virtual std::string flush() = 0;
   // The bytes of one token's text decoded alone (logprobs name tokens by it); not necessarily
-  // valid UTF-8. Empty without a tokenizer.
+  // valid UTF-8. A special token's is its written form ("<|eot_id|>"). Empty without a
+  // tokenizer.
   virtual std::string token_bytes(int32_t id) const = 0;
 };
 

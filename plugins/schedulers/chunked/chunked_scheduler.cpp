@@ -12,6 +12,7 @@
 // point of having it, as the yardstick every other policy is measured against.
 #include <algorithm>
 #include <headway/plugin.hpp>
+#include <string>
 #include <vector>
 
 namespace {
@@ -32,11 +33,22 @@ constexpr hw_option_spec kOptions[] = {
 
 class ChunkedScheduler final : public headway::sdk::StepScheduler {
  public:
-  ChunkedScheduler(const headway::sdk::Host&, const headway::sdk::Options& options,
+  ChunkedScheduler(const headway::sdk::Host& host, const headway::sdk::Options& options,
                    const hw_engine_facts&)
       : budget_(static_cast<uint32_t>(options.get_int("max_num_batched_tokens"))),
         max_num_seqs_(static_cast<uint32_t>(options.get_int("max_num_seqs"))),
-        threshold_(static_cast<uint32_t>(options.get_int("long_prefill_token_threshold"))) {}
+        threshold_(static_cast<uint32_t>(options.get_int("long_prefill_token_threshold"))) {
+    if (budget_ < max_num_seqs_) {
+      // vLLM refuses it. Warned about, not refused: the conformance suite's tiny_budget traces
+      // run budgets of 1-48 tokens with max_num_seqs at its default (conformance/src/scheduler/
+      // trace.cpp), and a step scheduler refusing them fails scheduler.create.
+      host.log(HW_LOG_WARN, "chunked: max_num_batched_tokens (" + std::to_string(budget_) +
+                                ") < max_num_seqs (" + std::to_string(max_num_seqs_) +
+                                "): a step serves at most that many requests, and a decode past "
+                                "them waits for those before it to finish; set "
+                                "max_num_batched_tokens to max_num_seqs or more");
+    }
+  }
 
   hw_scheduler_limits limits() const override {
     return hw_scheduler_limits{sizeof(hw_scheduler_limits), budget_, max_num_seqs_};
@@ -81,6 +93,10 @@ class ChunkedScheduler final : public headway::sdk::StepScheduler {
     for (uint32_t i = 0; i < s.waiting_count && budget > 0; ++i) {
       if (running_after >= max_num_seqs_) break;
       const hw_request_view& w = s.waiting[i];
+      // Only a request holding blocks can pass a blocked one, and the engine queues those at the
+      // head (moved KV at the very head, Engine::complete_transfer; a preempted request after
+      // them; new ones at the tail): the walk ends at the first one holding none.
+      if (blocked && w.blocks_held == 0) break;
       uint32_t tokens = std::min(cap(remaining_tokens(w)), budget);
       uint32_t need = extra_blocks(w, tokens, s.block_size);
       if (blocked && need > 0) continue;

@@ -7,21 +7,28 @@
 //
 // One step, P > 1:
 // 1. Count the prefills: running requests mid-prefill (and how many of them are long), then the
-//    waiting queue in order while fewer than P are counted, skipping a long waiting prompt when the
-//    long ones counted would exceed L. schedulable = min(count, P); each prefill may take at most
+//    waiting prompts that step 3 will admit, in queue order while fewer than P are counted,
+//    skipping a long waiting prompt when the long ones counted would exceed L, and stopping at
+//    max_num_seqs and at the first prompt whose KV does not fit (a request holding moved KV is a
+//    decode: admitted, not counted). schedulable = min(count, P); each prefill may take at most
 //    budget / schedulable tokens this step (the whole budget when nothing is counted). P divides
-//    the budget; it does not cap how many prefills share a step.
+//    the budget; it does not cap how many prefills share a step. V0 counts every waiting prompt
+//    up to P, admissible or not, and the share of one that stays waiting goes unused (with
+//    max_num_seqs = 1 and P = 4, a lone prompt prefilled a quarter of the budget per step); here
+//    the budget goes to the prefills that run.
 //    With max_long_prefill_chunk (C) set, a prefill of a long prompt (more than T tokens in all,
 //    prompt and recomputed outputs) takes at most C tokens of its share, to its last chunk: this is
 //    not in V0, whose long prompt, alone, took the whole budget in every step it was in.
 // 2. Running requests: decodes first, then prefills (each group in admission order; with
 //    policy = priority, by (priority, arrival) within each group). A decode takes 1 token, a
-//    prefill min(remaining, budget left, share[, C when its prompt is long]). A request that gets
-//    0 tokens ends this phase. When KV blocks run out, the last request of that order (fcfs) or
-//    the lowest-priority running request (priority: highest priority value, then latest arrival,
-//    as vLLM V1 picks it) is preempted, possibly the request itself; one already served this step
-//    gives back its slice, its budget and its blocks (so a less urgent decode, served first, makes
-//    room for a more urgent prefill).
+//    prefill min(remaining, budget left, share[, C when its prompt is long]). With P > 1, a token
+//    for each waiting request holding moved KV that step 1 found admissible is kept from the
+//    running prefills (not from the running decodes): those are decodes too, and step 3 admits
+//    them first. A request that gets 0 tokens ends this phase. When KV blocks run out, the last
+//    request of that order (fcfs) or the lowest-priority running request (priority: highest
+//    priority value, then latest arrival, as vLLM V1 picks it) is preempted, possibly the request
+//    itself; one already served this step gives back its slice, its budget and its blocks (so a
+//    less urgent decode, served first, makes room for a more urgent prefill).
 // 3. No preemption this step: waiting requests in queue order (priority: those holding moved KV
 //    first, then by priority, then arrival). A long one is deferred, keeping its place, while L
 //    long prefills are in progress (counting the ones admitted this step); others are admitted
@@ -85,7 +92,8 @@ constexpr hw_option_spec kOptions[] = {
     headway::sdk::int_option(
         "max_num_partial_prefills", 1, 1, 1 << 16,
         "P: prefills the step budget is divided among (each takes at most "
-        "budget / min(prefills counted, P) tokens, at least 1). 1 = the baseline "
+        "budget / min(prefills counted, P) tokens, at least 1; counted: the running "
+        "prefills and the waiting prompts the step admits). 1 = the baseline "
         "chunked scheduler, exactly."),
     headway::sdk::int_option("max_long_partial_prefills", 1, 1, 1 << 16,
                              "L: long prefills (more than T tokens left) in progress at once; "
@@ -156,6 +164,24 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
                                 "): at most that many prefills progress in one step, one token "
                                 "each; set max_num_partial_prefills to the budget or less");
     }
+    if (max_partial_ > max_num_seqs_) {
+      // At most max_num_seqs requests run, so no more prefills than that ever share the budget.
+      host.log(HW_LOG_WARN, "partial_prefill: max_num_partial_prefills (" +
+                                std::to_string(max_partial_) + ") > max_num_seqs (" +
+                                std::to_string(max_num_seqs_) +
+                                "): at most that many prefills share the budget; set "
+                                "max_num_partial_prefills to max_num_seqs or less");
+    }
+    if (budget_ < max_num_seqs_) {
+      // vLLM refuses it. Warned about, not refused: the conformance suite's tiny_budget traces
+      // run budgets of 1-48 tokens with max_num_seqs at its default (conformance/src/scheduler/
+      // trace.cpp), and a step scheduler refusing them fails scheduler.create.
+      host.log(HW_LOG_WARN, "partial_prefill: max_num_batched_tokens (" + std::to_string(budget_) +
+                                ") < max_num_seqs (" + std::to_string(max_num_seqs_) +
+                                "): a step serves at most that many requests, and a decode past "
+                                "them waits for those before it to finish; set "
+                                "max_num_batched_tokens to max_num_seqs or more");
+    }
     if (max_partial_ > 1 && facts.max_model_len > 0 && threshold_ > facts.max_model_len) {
       // No prompt can be long, so max_long_partial_prefills does nothing (vLLM's SchedulerConfig
       // refuses it; warned about here, as the inert max_long_prefill_chunk above is).
@@ -191,17 +217,25 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     order_running(s, partial, prefills, long_prefills);
     if (priority_) start_waiting_order(s);
 
-    // 1. Prefills counted at the start of the step (V0's PartialPrefillMetadata.from_queues).
+    // 1. Prefills counted at the start of the step (V0's PartialPrefillMetadata.from_queues, but
+    //    of the waiting prompts only those step 3 can admit: see count_admissible_prefills).
     uint32_t share = budget_;  // P = 1: budget / min(count, 1) is the whole budget either way
+    uint64_t reserved = 0;  // blocks the running prefills will claim, this step's chunks included
+    uint32_t running_decodes = 0;
+    uint32_t waiting_decodes = 0;  // waiting requests holding moved KV that step 3 will admit
     if (partial) {
-      uint32_t waiting_long = 0;
-      for (uint32_t k = 0; k < s.waiting_count && prefills < max_partial_; ++k) {
-        if (remaining_tokens(waiting_at(s, k)) > threshold_) {
-          if (long_prefills + waiting_long >= max_long_) continue;
-          ++waiting_long;
+      uint64_t decode_blocks = 0;  // blocks the decodes, served first, take this step
+      for (uint32_t index : running_order_) {
+        const hw_request_view& r = s.running[index];
+        if (is_prefill(r)) {
+          reserved += whole_prompt_blocks(r, s.block_size);
+        } else {
+          ++running_decodes;
+          decode_blocks += extra_blocks(r, 1, s.block_size);
         }
-        ++prefills;
       }
+      prefills = count_admissible_prefills(s, prefills, long_prefills, reserved + decode_blocks,
+                                           waiting_decodes);
       const uint32_t schedulable = std::min(prefills, max_partial_);
       if (schedulable > 0) share = std::max(1u, budget_ / schedulable);  // 0 would stall them
     }
@@ -210,7 +244,12 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     // with P > 1 may yet preempt one of them (victim()); then their tokens and blocks wait in
     // served_tokens_ and served_blocks_ and their slices are written when the phase ends,
     // otherwise at once (no per-step cost for the others).
-    uint32_t budget = budget_;
+    // With P > 1 decodes go first, after the running ones the waiting ones holding moved KV: their
+    // token each is kept from the running prefills, and given back to step 3, which admits them
+    // first.
+    const uint32_t held_back =
+        std::min(waiting_decodes, budget_ - std::min(budget_, running_decodes));
+    uint32_t budget = budget_ - held_back;
     uint32_t free_blocks = s.kv_blocks_free;
     uint64_t prefill_blocks_now = 0;  // blocks this step's running prefill chunks take
     bool preempted_any = false;
@@ -261,29 +300,30 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       plan.add_slice(s.running[running_order_[k]], served_tokens_[k]);
     }
     if (preempted_any) return;  // a step that preempted admits nobody
+    budget += held_back;
 
     // With P > 1, as in V0, a prompt is admitted only when the KV blocks for all of it are free,
     // counting what the prefills in progress will still claim. Several prompts prefill at once
     // here; admitting on the first chunk alone would let them run the cache dry mid-prefill and
     // preempt (and recompute) long prompts over and over.
-    uint64_t reserved = 0;
-    if (partial) {
-      for (uint32_t index : running_order_) {
-        const hw_request_view& r = s.running[index];
-        if (is_prefill(r)) reserved += whole_prompt_blocks(r, s.block_size);
-      }
-      reserved -= std::min<uint64_t>(reserved, prefill_blocks_now);
-    }
+    // (No preemption, so running_order_ still holds the requests `reserved` was counted over.)
+    reserved -= std::min<uint64_t>(reserved, prefill_blocks_now);
 
     // 3. Waiting requests. Nobody overtakes a request that does not fit, except one that takes
     // no free block now or later (its KV moved here with the blocks of its whole length): it
     // cannot delay the other's admission, and the blocks it holds may be what the other waits
-    // for (with nothing running, a head waiting on them stalled the engine for ever).
+    // for (with nothing running, a head waiting on them stalled the engine for ever). For the
+    // same reasons such a request passes whatever the prefills in progress reserve.
     uint32_t running_after = s.running_count;
     bool blocked = false;
     for (uint32_t k = 0; k < s.waiting_count && budget > 0; ++k) {
       if (running_after >= max_num_seqs_) break;
       const hw_request_view& w = waiting_at(s, k);
+      // Only a request holding blocks can pass a blocked one (below), and those stand before all
+      // others: the priority order puts them first, and so does the engine's queue (moved KV is
+      // queued at its head, Engine::complete_transfer; a preempted request after it, new ones at
+      // the tail). So the walk ends at the first one holding none.
+      if (blocked && w.blocks_held == 0) break;
       const bool is_long = remaining_tokens(w) > threshold_;
       if (partial && is_long && long_prefills >= max_long_) continue;  // deferred, keeps its place
       const uint32_t tokens = std::min(cap(w, partial, share), budget);
@@ -293,7 +333,7 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
       if (blocked && whole > 0) continue;  // whole >= need: it takes free blocks now or later
       // With P = 1, `chunked`'s rule for a preempted request; with P > 1 `whole` already holds
       // its whole recompute.
-      if (need > free_blocks || whole + reserved > free_blocks ||
+      if (need > free_blocks || (whole > 0 && whole + reserved > free_blocks) ||
           (!partial && !may_readmit(w, free_blocks, running_after, s.block_size))) {
         blocked = true;
         continue;
@@ -312,6 +352,35 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   static uint64_t whole_prompt_blocks(const hw_request_view& r, uint32_t block_size) {
     const uint64_t need = (static_cast<uint64_t>(r.total_tokens) + block_size - 1) / block_size;
     return need > r.blocks_held ? need - r.blocks_held : 0;
+  }
+
+  // P > 1: `prefills` (the running ones) plus the waiting prefills that step 3 will admit, walking
+  // the waiting order as it does, until P are counted: a long prompt deferred by L is skipped; the
+  // count stops at max_num_seqs, and at the first request whose KV for all of it does not fit in
+  // what is free after `claimed` (the blocks the running prefills will still claim and those the
+  // decodes take now), since nobody overtakes it. A request holding moved KV that needs no block
+  // is admitted but is a decode, not a prefill: `decodes` counts those (they stand before the
+  // prompts, see step 3). The count can still exceed what step 3 admits when step 2 preempts or
+  // uses up the budget.
+  uint32_t count_admissible_prefills(const hw_scheduler_snapshot& s, uint32_t prefills,
+                                     uint32_t long_prefills, uint64_t claimed, uint32_t& decodes) {
+    int64_t room = static_cast<int64_t>(s.kv_blocks_free) - static_cast<int64_t>(claimed);
+    uint32_t seats = max_num_seqs_ > s.running_count ? max_num_seqs_ - s.running_count : 0;
+    uint32_t waiting_long = 0;
+    for (uint32_t k = 0; k < s.waiting_count && seats > 0; ++k) {
+      const hw_request_view& w = waiting_at(s, k);
+      const bool prefill = is_prefill(w);
+      if (prefill && prefills >= max_partial_) break;
+      const bool is_long = remaining_tokens(w) > threshold_;
+      if (is_long && long_prefills + waiting_long >= max_long_) continue;
+      const uint64_t whole = whole_prompt_blocks(w, s.block_size);
+      if (whole > 0 && static_cast<int64_t>(whole) > room) break;
+      room -= static_cast<int64_t>(whole);
+      --seats;
+      if (is_long) ++waiting_long;
+      ++(prefill ? prefills : decodes);
+    }
+    return prefills;
   }
 
   // A preempted request recomputes prompt and outputs: it is a prefill again, whatever its length.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../../test_support/captured_log.h"
 #include "../../test_support/scheduler_harness.h"
 
 namespace headway::test {
@@ -42,6 +43,19 @@ TEST(ChunkedScheduler, LimitsComeFromTheOptions) {
 
   EXPECT_THROW(SchedulerHarness(kChunked, "max_num_batched_token = 512"), core::Error);
   EXPECT_THROW(SchedulerHarness(kChunked, "max_num_batched_tokens = 0"), core::Error);
+}
+
+// A budget below max_num_seqs is accepted (vLLM refuses it; the conformance suite's tiny_budget
+// traces run budgets of 1-48 with the default max_num_seqs), with a warning naming both: a step
+// serves at most `budget` requests, and the decodes past them wait.
+TEST(ChunkedScheduler, ABudgetBelowMaxNumSeqsIsWarnedAbout) {
+  test::CapturedLog log;
+  SchedulerHarness(kChunked, "max_num_batched_tokens = 64\nmax_num_seqs = 64");
+  EXPECT_EQ(log.text().find("< max_num_seqs"), std::string::npos) << log.text();
+  SchedulerHarness(kChunked, "max_num_batched_tokens = 63\nmax_num_seqs = 64");
+  EXPECT_NE(log.text().find("chunked: max_num_batched_tokens (63) < max_num_seqs (64)"),
+            std::string::npos)
+      << log.text();
 }
 
 TEST(ChunkedScheduler, EmptyQueuesGiveAnEmptyPlan) {

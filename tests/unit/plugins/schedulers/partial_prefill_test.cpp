@@ -131,17 +131,18 @@ TEST(PartialPrefillScheduler, AdmitsAPromptOnlyWhenItsWholeKvFits) {
   const char* options =
       "max_num_batched_tokens = 2048\nmax_num_partial_prefills = 4\n"
       "max_long_partial_prefills = 2\nlong_prefill_token_threshold = 1000";
-  // Running 1: 4000-token prompt, 512 computed (32 blocks of 16). Waiting 2: 3200 tokens.
-  // Counted: 1 (long) and 2 (long, L = 2 allows it): share 2048 / 2 = 1024.
-  // Request 1 takes 1024 tokens: 1536 computed = 96 blocks, 64 new. It will still claim
-  // 250 - 96 = 154 blocks. Request 2's chunk of 1024 needs 64 blocks, all of it 200 blocks:
-  // admitted when 200 + 154 <= free after request 1's 64, i.e. when 418 blocks are free.
+  // Running 1: 4000-token prompt, 512 computed (32 blocks of 16), will claim 250 - 32 = 218
+  // blocks. Waiting 2: 3200 tokens, 200 blocks: admitted when 200 + 218 <= free, i.e. when 418
+  // blocks are free. Then counted: 1 (long) and 2 (long, L = 2 allows it): share 2048 / 2 = 1024.
+  // Request 1 takes 1024 tokens: 1536 computed = 96 blocks, 64 new, and will still claim 154;
+  // request 2's chunk of 1024 takes 64 blocks, and 200 + 154 fit in the 418 - 64 left.
   const std::vector<hw_request_view> running = {prefilling_request(1, 4000, 512, 0, kBlock)};
   const std::vector<hw_request_view> waiting = {waiting_request(2, 3200)};
 
   SchedulerHarness h(kPartial, options);
+  // With 417, request 2 waits and is not counted: request 1 alone takes the whole budget.
   Plan p = plan_step(h, running, waiting, 417);
-  EXPECT_EQ(p.slices, (Slices{{1, 512, 1024}}));
+  EXPECT_EQ(p.slices, (Slices{{1, 512, 2048}}));
   p = plan_step(h, running, waiting, 418);
   EXPECT_EQ(p.slices, (Slices{{1, 512, 1024}, {2, 0, 1024}}));
 
@@ -356,6 +357,82 @@ TEST(PartialPrefillScheduler, BudgetIsSplitByTheCountOfPrefillsUpToP) {
   // A single prefill is counted alone: it may take the whole budget.
   p = plan_step(h, {decoding_request(1, 20, 1, 0, kBlock)}, {waiting_request(2, 5000)}, 100000);
   EXPECT_EQ(p.slices, (Slices{{1, 20, 1}, {2, 0, 999}}));
+}
+
+// Only the prefills that run share the budget: a waiting prompt this step cannot admit (no seat
+// left under max_num_seqs, no KV for all of it, or behind one that has none) takes no share, nor
+// does a request holding moved KV, which is a decode. vLLM V0 counts them all up to P, and leaves
+// their shares unused.
+TEST(PartialPrefillScheduler, OnlyPrefillsThatCanRunShareTheBudget) {
+  const std::string options =
+      "max_num_batched_tokens = 2048\nmax_num_partial_prefills = 4\n"
+      "long_prefill_token_threshold = 10000";
+  const std::vector<hw_request_view> four = {waiting_request(1, 8000), waiting_request(2, 8000),
+                                             waiting_request(3, 8000), waiting_request(4, 8000)};
+  const hw_request_view running = prefilling_request(1, 8000, 2048, 0, kBlock);  // 128 blocks
+
+  // max_num_seqs = 1: one seat, one prefill counted, the whole budget (V0: 2048 / 4 = 512).
+  SchedulerHarness one_seat(kPartial, options + "\nmax_num_seqs = 1");
+  Plan p = plan_step(one_seat, {}, four, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 2048}}));
+  // Request 1 runs; no seat for the others.
+  p = plan_step(one_seat, {running}, {four[1], four[2], four[3]}, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 2048, 2048}}));
+
+  SchedulerHarness h(kPartial, options);
+  // KV for one whole prompt (500 blocks), not two: one counted.
+  p = plan_step(h, {}, four, 600);
+  EXPECT_EQ(p.slices, (Slices{{1, 0, 2048}}));
+
+  // Request 1 will claim 500 - 128 = 372 of 400 free blocks: 28 left, prompt 2 needs 500 and
+  // prompt 3 (7) may not overtake it. Request 1 alone is counted.
+  const std::vector<hw_request_view> waiting = {waiting_request(2, 8000), waiting_request(3, 100)};
+  p = plan_step(h, {running}, waiting, 400);
+  EXPECT_EQ(p.slices, (Slices{{1, 2048, 2048}}));
+  // With room for both, all three are counted: 2048 / 3 = 682.
+  p = plan_step(h, {running}, waiting, 100000);
+  EXPECT_EQ(p.slices, (Slices{{1, 2048, 682}, {2, 0, 682}, {3, 0, 100}}));
+
+  // A request holding moved KV is a decode: not counted, and its token is kept from the prefill.
+  p = plan_step(h, {running}, {moved_request(2, 300)}, 1000);
+  EXPECT_EQ(p.slices, (Slices{{1, 2048, 2047}, {2, 300, 1}}));
+}
+
+// A waiting request whose KV moved here with blocks for all of it takes no free block now or
+// later, so what the prefills in progress will claim cannot hold it back: it was, whenever that
+// exceeded the free blocks, though the comment in step 3 said it passes.
+TEST(PartialPrefillScheduler, RequestHoldingMovedKvPassesTheBlocksPrefillsWillClaim) {
+  SchedulerHarness h(kPartial, "max_num_batched_tokens = 256\nmax_num_partial_prefills = 2");
+  // Request 1: 1,000 tokens, 200 computed (13 blocks). Counted alone (2 is a decode): share 256,
+  // less the token kept for 2. It takes 255: 455 computed, 29 blocks, 16 new; 4 left free, and
+  // it will still claim 63 - 29 = 34. Request 2 needs no block: admitted.
+  const Plan p =
+      plan_step(h, {prefilling_request(1, 1000, 200, 0, kBlock)}, {moved_request(2, 300)}, 20);
+  EXPECT_EQ(p.slices, (Slices{{1, 200, 255}, {2, 300, 1}}));
+}
+
+// P above max_num_seqs is accepted, with a warning: no more prefills than requests run at once.
+TEST(PartialPrefillScheduler, MorePartialPrefillsThanMaxNumSeqsIsWarnedAbout) {
+  test::CapturedLog log;
+  SchedulerHarness(kPartial, "max_num_partial_prefills = 4\nmax_num_seqs = 4");
+  EXPECT_EQ(log.text().find("> max_num_seqs"), std::string::npos) << log.text();
+  SchedulerHarness(kPartial, "max_num_partial_prefills = 8\nmax_num_seqs = 4");
+  EXPECT_NE(log.text().find("max_num_partial_prefills (8) > max_num_seqs (4): at most that many "
+                            "prefills share the budget"),
+            std::string::npos)
+      << log.text();
+}
+
+// A budget below max_num_seqs is accepted (vLLM refuses it), with a warning naming both: a step
+// serves at most `budget` requests, and the decodes past them wait.
+TEST(PartialPrefillScheduler, ABudgetBelowMaxNumSeqsIsWarnedAbout) {
+  test::CapturedLog log;
+  SchedulerHarness(kPartial, "max_num_batched_tokens = 64\nmax_num_seqs = 64");
+  EXPECT_EQ(log.text().find("< max_num_seqs"), std::string::npos) << log.text();
+  SchedulerHarness(kPartial, "max_num_batched_tokens = 63\nmax_num_seqs = 64");
+  EXPECT_NE(log.text().find("partial_prefill: max_num_batched_tokens (63) < max_num_seqs (64)"),
+            std::string::npos)
+      << log.text();
 }
 
 // P divides the budget; it does not cap how many prefills share a step.

@@ -290,7 +290,7 @@ typedef struct hw_scheduler_limits {
 
 /* The engine's queues at the start of a step. Borrowed for the duration of schedule().
  * running: admitted requests holding KV, in admission order.
- * waiting: requests not holding KV, in queue order (arrival order, preempted requests first). */
+ * waiting: in queue order (holders of moved KV first, then preempted requests, then arrivals). */
 typedef struct hw_scheduler_snapshot {
   uint32_t struct_size;
   uint64_t step_index;

@@ -38,16 +38,7 @@ class ChunkedScheduler final : public headway::sdk::StepScheduler {
       : budget_(static_cast<uint32_t>(options.get_int("max_num_batched_tokens"))),
         max_num_seqs_(static_cast<uint32_t>(options.get_int("max_num_seqs"))),
         threshold_(static_cast<uint32_t>(options.get_int("long_prefill_token_threshold"))) {
-    if (budget_ < max_num_seqs_) {
-      // vLLM refuses it. Warned about, not refused: the conformance suite's tiny_budget traces
-      // run budgets of 1-48 tokens with max_num_seqs at its default (conformance/src/scheduler/
-      // trace.cpp), and a step scheduler refusing them fails scheduler.create.
-      host.log(HW_LOG_WARN, "chunked: max_num_batched_tokens (" + std::to_string(budget_) +
-                                ") < max_num_seqs (" + std::to_string(max_num_seqs_) +
-                                "): a step serves at most that many requests, and a decode past "
-                                "them waits for those before it to finish; set "
-                                "max_num_batched_tokens to max_num_seqs or more");
-    }
+    headway::sdk::warn_if_budget_below_max_num_seqs(host, "chunked", budget_, max_num_seqs_);
   }
 
   hw_scheduler_limits limits() const override {

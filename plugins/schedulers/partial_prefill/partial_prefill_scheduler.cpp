@@ -172,16 +172,8 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
                                 "): at most that many prefills share the budget; set "
                                 "max_num_partial_prefills to max_num_seqs or less");
     }
-    if (budget_ < max_num_seqs_) {
-      // vLLM refuses it. Warned about, not refused: the conformance suite's tiny_budget traces
-      // run budgets of 1-48 tokens with max_num_seqs at its default (conformance/src/scheduler/
-      // trace.cpp), and a step scheduler refusing them fails scheduler.create.
-      host.log(HW_LOG_WARN, "partial_prefill: max_num_batched_tokens (" + std::to_string(budget_) +
-                                ") < max_num_seqs (" + std::to_string(max_num_seqs_) +
-                                "): a step serves at most that many requests, and a decode past "
-                                "them waits for those before it to finish; set "
-                                "max_num_batched_tokens to max_num_seqs or more");
-    }
+    headway::sdk::warn_if_budget_below_max_num_seqs(host, "partial_prefill", budget_,
+                                                    max_num_seqs_);
     if (max_partial_ > 1 && facts.max_model_len > 0 && threshold_ > facts.max_model_len) {
       // No prompt can be long, so max_long_partial_prefills does nothing (vLLM's SchedulerConfig
       // refuses it; warned about here, as the inert max_long_prefill_chunk above is).

@@ -60,6 +60,20 @@ constexpr bool may_readmit(const hw_request_view& r, uint32_t free_blocks, uint3
   return uint64_t{extra_blocks(r, remaining_tokens(r), block_size)} + running <= free_blocks;
 }
 
+// Logs a warning from `scheduler` when its step budget is below max_num_seqs: a step then serves
+// at most `budget` requests, and a decode past them waits for those before it to finish. vLLM
+// refuses it; warned about, not refused, since the conformance suite's tiny_budget traces run
+// budgets of 1-48 tokens with max_num_seqs at its default.
+inline void warn_if_budget_below_max_num_seqs(const Host& host, const std::string& scheduler,
+                                              uint32_t budget, uint32_t max_num_seqs) {
+  if (budget >= max_num_seqs) return;
+  host.log(HW_LOG_WARN, scheduler + ": max_num_batched_tokens (" + std::to_string(budget) +
+                            ") < max_num_seqs (" + std::to_string(max_num_seqs) +
+                            "): a step serves at most that many requests, and a decode past "
+                            "them waits for those before it to finish; set "
+                            "max_num_batched_tokens to max_num_seqs or more");
+}
+
 // Appends to the engine-owned plan arrays; throws rather than overflow them.
 class PlanWriter {
  public:

@@ -340,13 +340,31 @@ class HostCopyTransport final : public headway::sdk::KvTransport, public headway
 #endif
   }
 
+  // Why block `block` (entry `entry` of the transfer's lists) of `side` cannot be copied: which
+  // request, which block, and what the region holds, so that an operator can tell a plugin's bad
+  // block list from a region described short (helper-208: the message named neither).
+  static std::string outside_region(const hw_kv_transfer& t, const char* side,
+                                    const hw_memory_desc& region, uint32_t block, uint32_t entry) {
+    const uint64_t blocks = region.bytes < region.block_bytes || region.block_stride == 0
+                                ? 0
+                                : (region.bytes - region.block_bytes) / region.block_stride + 1;
+    return "request " + std::to_string(t.request_id) + ": " + side + " block " +
+           std::to_string(block) + " (entry " + std::to_string(entry) + " of " +
+           std::to_string(t.block_count) + ") lies outside its KV region of " +
+           std::to_string(blocks) + " blocks (" + std::to_string(region.bytes) + " bytes, " +
+           std::to_string(region.block_bytes) + "-byte blocks " +
+           std::to_string(region.block_stride) + " bytes apart)";
+  }
+
   // Every block lies inside its region (checked before any byte moves); then the copy. Returns
   // what failed, or an empty string. Worker thread only.
   std::string copy(const hw_kv_transfer& t) {
     for (uint32_t i = 0; i < t.block_count; ++i) {
-      if (!headway::sdk::block_in_region(t.source, t.source_blocks[i]) ||
-          !headway::sdk::block_in_region(t.destination, t.destination_blocks[i])) {
-        return "block " + std::to_string(i) + " lies outside its KV region";
+      if (!headway::sdk::block_in_region(t.source, t.source_blocks[i])) {
+        return outside_region(t, "source", t.source, t.source_blocks[i], i);
+      }
+      if (!headway::sdk::block_in_region(t.destination, t.destination_blocks[i])) {
+        return outside_region(t, "destination", t.destination, t.destination_blocks[i], i);
       }
     }
 #if HEADWAY_HOST_COPY_CUDA

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../test_support/captured_log.h"
 #include "host_copy_harness.h"
 
 namespace headway::core {
@@ -362,15 +363,25 @@ TEST(HostCopyFailures, MismatchedBlockSizesFailWithoutCopying) {
 }
 
 TEST(HostCopyFailures, OutOfRangeBlocksFailAndTheTransportKeepsWorking) {
+  test::CapturedLog log;  // before the transport: its host's logger is made from the default one
   TransportHarness t;
   HostRegion source(8, 64, 64, 1), destination(8, 64, 64, 2);
   const std::vector<unsigned char> before = destination.bytes;
   const std::vector<uint32_t> past_source = {8}, zero = {0}, past_destination = {8},
                               far = {UINT32_MAX};
-  expect_fails_cleanly(t, transfer_of(source.desc(), destination.desc(), past_source, zero),
-                       destination, before, "source block 8 of 8");
-  expect_fails_cleanly(t, transfer_of(source.desc(), destination.desc(), zero, past_destination),
-                       destination, before, "destination block 8 of 8");
+  {
+    // The failure names the request, the side and the block, and what the region holds.
+    expect_fails_cleanly(t, transfer_of(source.desc(), destination.desc(), past_source, zero, 41),
+                         destination, before, "source block 8 of 8");
+    expect_fails_cleanly(t,
+                         transfer_of(source.desc(), destination.desc(), zero, past_destination, 42),
+                         destination, before, "destination block 8 of 8");
+    EXPECT_NE(log.text().find("request 41: source block 8 (entry 0 of 1) lies outside its KV "
+                              "region of 8 blocks"),
+              std::string::npos)
+        << log.text();
+    EXPECT_NE(log.text().find("request 42: destination block 8"), std::string::npos) << log.text();
+  }
   expect_fails_cleanly(t, transfer_of(source.desc(), destination.desc(), far, zero), destination,
                        before, "source block UINT32_MAX");
   // A region whose declared size cuts the last block short.

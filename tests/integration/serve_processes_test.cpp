@@ -917,6 +917,10 @@ TEST(ServeProcesses, APromptThatBeginsAsAnEarlierOneGoesToItsProcessBehindPrefix
                                 "", "", "", "prefix_aware");
   httplib::Client http("127.0.0.1", cluster.http_port());
   http.set_read_timeout(std::chrono::seconds(120));
+  // Both processes have answered a poll first, as in the test below, so that the router knows
+  // both before routing. (Without it the test failed once, on a machine running three builds; its
+  // message was not kept, so that this was the cause is a guess.)
+  ASSERT_TRUE(wait_for_alive(http, 2)) << cluster.router().log();
   const std::string document(200, 'd');  // three whole pieces of 64 ids with the BOS
   const auto first =
       http.Post("/v1/completions", completion(document + " first?", 2, false), "application/json");

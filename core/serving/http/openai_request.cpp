@@ -442,8 +442,8 @@ GenerateInput parse_tokenize_request(std::string_view body) {
   if (!out.more_prompts.empty()) {
     throw invalid_field("prompt", "tokenize takes one prompt, not a batch");
   }
-  // vLLM's completions default: the tokenizer's BOS before the text, as a completion gets it
-  // (token ids are taken as given either way).
+  // vLLM's completions default: the tokenizer's BOS before the text where it adds one, as a
+  // completion gets it (token ids are taken as given either way).
   if (out.input.prompt_kind == GenerateInput::PromptKind::kText &&
       !fields.boolean("add_special_tokens").value_or(true)) {
     throw not_supported("add_special_tokens", "add_special_tokens = false with a text prompt");

@@ -307,9 +307,10 @@ size_t sweep_expired_kv_stages(double max_age_s) {
     if (file.rfind(own, 0) != 0) {
       // Another process's: expired once that process has exited too (a prefill process that
       // crashed, and was not restarted to sweep its own at start: gigabytes of a 70B model's KV
-      // would stay in host memory). One whose writer is not known to have exited (in another pid
-      // namespace: a container sharing /dev/shm, restarted under a new namespace) is abandoned
-      // once far older than any running writer's own sweep lets a stage get (helper-208).
+      // would stay in host memory). Any other (its writer in another pid namespace: a container
+      // sharing /dev/shm, restarted under a new namespace; or a name without an owner) is
+      // abandoned once far older than any running writer's own sweep lets a stage get
+      // (helper-208).
       if (file.rfind(any, 0) != 0) continue;
       const std::optional<sdk::ShmOwner> owner =
           sdk::parse_shm_owner(std::string_view(file).substr(any.size()));

@@ -73,8 +73,9 @@ static_assert(sizeof(ncclUniqueId) <= HW_PEER_ID_MAX, "an ncclUniqueId must fit 
 
 constexpr hw_option_spec kOptions[] = {
     headway::sdk::double_option("timeout_s", 30.0, 0.001, 86400.0,
-                                "Seconds after which a transfer still in flight is failed; also "
-                                "how long a peer link may take to come up, or to close cleanly."),
+                                "Seconds a transfer may run, from when its link's stream reaches "
+                                "it, before it is failed; also how long a peer link may take to "
+                                "come up, or to close cleanly."),
 };
 
 void check_cuda(cudaError_t err, const std::string& what) {

@@ -9,16 +9,16 @@
 // 1. Count the prefills: running requests mid-prefill (and how many of them are long), then the
 //    waiting prompts that step 3 will admit, in queue order while fewer than P are counted,
 //    skipping a long waiting prompt when the long ones counted would exceed L, and stopping at
-//    max_num_seqs and at the first prompt whose KV does not fit (a request holding moved KV is a
-//    decode: admitted, not counted). schedulable = min(count, P); each prefill may take at most
-//    budget / schedulable tokens this step (the whole budget when nothing is counted). P divides
-//    the budget; it does not cap how many prefills share a step. V0 counts every waiting prompt
-//    up to P, admissible or not, and the share of one that stays waiting goes unused (with
-//    max_num_seqs = 1 and P = 4, a lone prompt prefilled a quarter of the budget per step); here
-//    the budget goes to the prefills that run.
-//    With max_long_prefill_chunk (C) set, a prefill of a long prompt (more than T tokens in all,
-//    prompt and recomputed outputs) takes at most C tokens of its share, to its last chunk: this is
-//    not in V0, whose long prompt, alone, took the whole budget in every step it was in.
+//    max_num_seqs and at the first prompt whose KV does not fit (a request with one token left,
+//    holding moved KV or cached to its last token, is a decode: admitted, not counted). schedulable
+//    = min(count, P); each prefill may take at most budget / schedulable tokens this step (the
+//    whole budget when nothing is counted). P divides the budget; it does not cap how many prefills
+//    share a step. V0 counts every waiting prompt up to P, admissible or not, and the share of one
+//    that stays waiting goes unused (with max_num_seqs = 1 and P = 4, a lone prompt prefilled a
+//    quarter of the budget per step); here the budget goes to the prefills that run. With
+//    max_long_prefill_chunk (C) set, a prefill of a long prompt (more than T tokens in all, prompt
+//    and recomputed outputs) takes at most C tokens of its share, to its last chunk: this is not in
+//    V0, whose long prompt, alone, took the whole budget in every step it was in.
 // 2. Running requests: decodes first, then prefills (each group in admission order; with
 //    policy = priority, by (priority, arrival) within each group). A decode takes 1 token, a
 //    prefill min(remaining, budget left, share[, C when its prompt is long]). With P > 1, a token
@@ -350,10 +350,10 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
   // the waiting order as it does, until P are counted: a long prompt deferred by L is skipped; the
   // count stops at max_num_seqs, and at the first request whose KV for all of it does not fit in
   // what is free after `claimed` (the blocks the running prefills will still claim and those the
-  // decodes take now), since nobody overtakes it. A request holding moved KV that needs no block
-  // is admitted but is a decode, not a prefill: `decodes` counts those (they stand before the
-  // prompts, see step 3). The count can still exceed what step 3 admits when step 2 preempts or
-  // uses up the budget.
+  // decodes take now), since nobody overtakes it. A request with one token left (it holds moved
+  // KV, or its prompt is cached to its last token) is admitted but is a decode, not a prefill:
+  // `decodes` counts those (moved KV stands before the prompts, see step 3). The count can still
+  // exceed what step 3 admits when step 2 preempts or uses up the budget.
   uint32_t count_admissible_prefills(const hw_scheduler_snapshot& s, uint32_t prefills,
                                      uint32_t long_prefills, uint64_t claimed, uint32_t& decodes) {
     int64_t room = static_cast<int64_t>(s.kv_blocks_free) - static_cast<int64_t>(claimed);

@@ -1,7 +1,7 @@
 // Capacity: the highest request rate a deployment sustains within an SLO judged at p99 over all
 // requests (slo.h). The load is varied by scaling the workload's arrivals (workload_scaling.h), so
 // the same requests arrive f times faster at rate factor f; capacity is reported as that factor
-// and as the offered rate at it (requests / arrival span of the scaled workload, i.e. the
+// and as the offered rate at it ((requests - 1) / arrival span of the scaled workload, i.e. the
 // workload's offered_rate() times f).
 //
 // Search: probe f = 1; while the SLO holds, double f (while it fails, halve it) until the outcome

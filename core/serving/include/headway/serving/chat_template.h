@@ -15,8 +15,8 @@
 // special_token_text), add_generation_prompt, tools (GenerateInput::tools_json, or none),
 // documents (none), and the request's chat_template_kwargs.
 //
-// The prompt usually begins with bos_token's text, which the tokenizer encodes to bos(): callers
-// encode the rendered prompt and prepend bos() only when it does not already start with it.
+// The prompt has the BOS its template writes (bos_token's text encodes to bos()); callers add
+// bos() only where the tokenizer has no special-token text, so bos_token rendered empty.
 //
 // Ownership: a ChatTemplate owns its parsed template and copies the special tokens' text; it keeps
 // no reference to the tokenizer. Threading: render() is const and safe to call concurrently.
@@ -37,8 +37,8 @@ class ChatTemplate {
  public:
   // The checkpoint's template: chat_template.jinja when present, else tokenizer_config.json's
   // "chat_template" (a string, or a list of {name, template} of which "default" is used), else the
-  // built-in Llama 3 template. Throws core::Error naming the file, line and construct when the
-  // template is malformed or uses what the interpreter does not support.
+  // built-in Llama 3 template where the tokenizer has its markers (or is the byte tokenizer), else
+  // throws core::Error; also naming the file, line and construct of a malformed template.
   static std::unique_ptr<ChatTemplate> load(const std::filesystem::path& checkpoint_dir,
                                             const core::Tokenizer& tokenizer);
   // A template file given on its own (e.g. `--chat-template file.jinja`). Throws as load().

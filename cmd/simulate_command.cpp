@@ -140,9 +140,8 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
   width += 2;
   std::cout << fmt::format(
       "capacity within {} (p99 over {}; {} requests per probe{}; rate = (requests - 1) / arrival "
-      "span "
-      "of the scaled workload; factor: the scale of the workload's arrival rate where the SLO "
-      "held, fails at: the lowest scale that failed)\n",
+      "span of the scaled workload; factor: the scale of the workload's arrival rate where the "
+      "SLO held, fails at: the lowest scale that failed)\n",
       slo.text(), short_only ? "the short classes' requests" : "all requests", requests,
       limited ? ", --capacity-limit" : "");
   std::cout << fmt::format("{:<{}}{:>10}{:>9}{:>10}{:>8}{:>11}{:>11}\n", "deployment", width,

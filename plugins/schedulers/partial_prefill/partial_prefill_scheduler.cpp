@@ -149,28 +149,25 @@ class PartialPrefillScheduler final : public headway::sdk::StepScheduler {
     }
     if (long_chunk_ >= budget_) {
       // Harmless, so not refused, but inert: every chunk already fits in the budget.
-      host.log(HW_LOG_WARN, "partial_prefill: max_long_prefill_chunk (" +
-                                std::to_string(long_chunk_) + ") >= max_num_batched_tokens (" +
-                                std::to_string(budget_) +
-                                "): it never caps a chunk; set it below the budget or to 0");
+      headway::sdk::warn_of_option(host, "partial_prefill", "max_long_prefill_chunk", long_chunk_,
+                                   ">=", "max_num_batched_tokens", budget_,
+                                   "it never caps a chunk; set it below the budget or to 0");
     }
     if (max_partial_ > budget_) {
       // Each prefill's share, budget / P, is taken as at least 1 token (it was 0, and a prefill
       // given 0 tokens never progresses): at most `budget` prefills progress in one step. Not
       // refused: the conformance suite, and an operator shrinking the budget, meet it.
-      host.log(HW_LOG_WARN, "partial_prefill: max_num_partial_prefills (" +
-                                std::to_string(max_partial_) + ") > max_num_batched_tokens (" +
-                                std::to_string(budget_) +
-                                "): at most that many prefills progress in one step, one token "
-                                "each; set max_num_partial_prefills to the budget or less");
+      headway::sdk::warn_of_option(host, "partial_prefill", "max_num_partial_prefills",
+                                   max_partial_, ">", "max_num_batched_tokens", budget_,
+                                   "at most that many prefills progress in one step, one token "
+                                   "each; set max_num_partial_prefills to the budget or less");
     }
     if (max_partial_ > max_num_seqs_) {
       // At most max_num_seqs requests run, so no more prefills than that ever share the budget.
-      host.log(HW_LOG_WARN, "partial_prefill: max_num_partial_prefills (" +
-                                std::to_string(max_partial_) + ") > max_num_seqs (" +
-                                std::to_string(max_num_seqs_) +
-                                "): at most that many prefills share the budget; set "
-                                "max_num_partial_prefills to max_num_seqs or less");
+      headway::sdk::warn_of_option(host, "partial_prefill", "max_num_partial_prefills",
+                                   max_partial_, ">", "max_num_seqs", max_num_seqs_,
+                                   "at most that many prefills share the budget; set "
+                                   "max_num_partial_prefills to max_num_seqs or less");
     }
     headway::sdk::warn_if_budget_below_max_num_seqs(host, "partial_prefill", budget_,
                                                     max_num_seqs_);

@@ -60,6 +60,16 @@ constexpr bool may_readmit(const hw_request_view& r, uint32_t free_blocks, uint3
   return uint64_t{extra_blocks(r, remaining_tokens(r), block_size)} + running <= free_blocks;
 }
 
+// Logs the warning of an option set against another so that it does nothing, or holds requests
+// back: "<scheduler>: <option> (<value>) <relation> <other> (<other_value>): <consequence>".
+inline void warn_of_option(const Host& host, const std::string& scheduler,
+                           const std::string& option, uint64_t value, const std::string& relation,
+                           const std::string& other, uint64_t other_value,
+                           const std::string& consequence) {
+  host.log(HW_LOG_WARN, scheduler + ": " + option + " (" + std::to_string(value) + ") " + relation +
+                            " " + other + " (" + std::to_string(other_value) + "): " + consequence);
+}
+
 // Logs a warning from `scheduler` when its step budget is below max_num_seqs: a step then serves
 // at most `budget` requests, and a decode past them waits for those before it to finish. vLLM
 // refuses it; warned about, not refused, since the conformance suite's tiny_budget traces run
@@ -67,11 +77,10 @@ constexpr bool may_readmit(const hw_request_view& r, uint32_t free_blocks, uint3
 inline void warn_if_budget_below_max_num_seqs(const Host& host, const std::string& scheduler,
                                               uint32_t budget, uint32_t max_num_seqs) {
   if (budget >= max_num_seqs) return;
-  host.log(HW_LOG_WARN, scheduler + ": max_num_batched_tokens (" + std::to_string(budget) +
-                            ") < max_num_seqs (" + std::to_string(max_num_seqs) +
-                            "): a step serves at most that many requests, and a decode past "
-                            "them waits for those before it to finish; set "
-                            "max_num_batched_tokens to max_num_seqs or more");
+  warn_of_option(host, scheduler, "max_num_batched_tokens", budget, "<", "max_num_seqs",
+                 max_num_seqs,
+                 "a step serves at most that many requests, and a decode past them waits for "
+                 "those before it to finish; set max_num_batched_tokens to max_num_seqs or more");
 }
 
 // Appends to the engine-owned plan arrays; throws rather than overflow them.

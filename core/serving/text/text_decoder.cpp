@@ -51,11 +51,16 @@ class TextDecoder final : public IncrementalDecoder {
       stop_token_ = stop;
       ids = ids.first(ids.size() - 1);
     }
-    // The text of the first min_tokens ids goes out as it is: no stop string is looked for in it.
+    // No stop string may end in the text of the first min_tokens ids, but one may begin there and
+    // end in a later id's text (vLLM looks back len(stop) - 1 characters before the new text of
+    // the first id past min_tokens), so that text is held back like any other.
     std::string out;
     if (appended_ < min_tokens_) {
       const size_t early = std::min<size_t>(ids.size(), min_tokens_ - appended_);
-      take_text_of(ids.first(early), out);
+      take_text_of(ids.first(early), held_);
+      unsearched_ = held_.size();
+      text_ends_.clear();
+      out = release({}, false);
       ids = ids.subspan(early);
       if (ids.empty()) return out;
     }
@@ -190,7 +195,9 @@ class TextDecoder final : public IncrementalDecoder {
     size_t first = std::string::npos;
     size_t first_end = std::string::npos;
     for (const std::string& stop : stops_) {
-      const size_t at = held_.find(stop);
+      // A match must end past the text of the first min_tokens ids.
+      const size_t from = unsearched_ >= stop.size() ? unsearched_ + 1 - stop.size() : 0;
+      const size_t at = held_.find(stop, from);
       if (at == std::string::npos) continue;
       const size_t end = at + stop.size();
       if (end < first_end || (end == first_end && at < first)) {
@@ -215,7 +222,10 @@ class TextDecoder final : public IncrementalDecoder {
       bytes_.clear();
       return std::exchange(held_, {});
     }
-    if (final) return std::exchange(held_, {});
+    if (final) {
+      unsearched_ = 0;
+      return std::exchange(held_, {});
+    }
     size_t keep = 0;
     for (const std::string& stop : stops_) {
       // The longest suffix of held_ that is a proper prefix of `stop`.
@@ -229,6 +239,7 @@ class TextDecoder final : public IncrementalDecoder {
     }
     std::string out = held_.substr(0, held_.size() - keep);
     held_.erase(0, held_.size() - keep);
+    unsearched_ -= std::min(unsearched_, out.size());
     return out;
   }
 
@@ -248,9 +259,10 @@ class TextDecoder final : public IncrementalDecoder {
   mutable std::optional<std::optional<core::DecodeAnchor>> anchor_;
   std::vector<int32_t> window_;  // recent ids: [0, read_) already text, [read_, end) not yet
   size_t read_ = 0;
-  std::string bytes_;    // decoded bytes of an incomplete character (at most 3)
-  size_t tail_age_ = 0;  // ids that arrived while the character in bytes_ waited
-  std::string held_;     // final text withheld because it may begin a stop string
+  std::string bytes_;      // decoded bytes of an incomplete character (at most 3)
+  size_t tail_age_ = 0;    // ids that arrived while the character in bytes_ waited
+  std::string held_;       // final text withheld because it may begin a stop string
+  size_t unsearched_ = 0;  // held_'s first bytes, from the first min_tokens ids: no stop ends there
   bool stopped_ = false;
   std::string matched_;                // the stop string that matched (set with stopped_)
   std::optional<int32_t> stop_token_;  // the stop token id that arrived

@@ -337,14 +337,14 @@ TEST(TextDecoder, StopReasonNamesTheStopTokenIdOrNothing) {
   EXPECT_EQ(e->stop_reason(), StopReason());
 }
 
-// vLLM's min_tokens: no stop counts in the text of the first min_tokens ids; a stop string must lie
-// wholly after it, whether the ids come one at a time or in one chunk.
+// vLLM's min_tokens: no stop counts that ends in the text of the first min_tokens ids, whether the
+// ids come one at a time or in one chunk.
 TEST(TextDecoder, StopsDoNotCountWithinMinTokens) {
-  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .min_tokens = 5});
+  auto d = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .min_tokens = 6});
   EXPECT_THAT(feed(*d, "abSTOPcdSTOPe"),
-              ElementsAre("a", "b", "S", "T", "O", "P", "c", "d", "", "", "", "", "", ""));
+              ElementsAre("a", "b", "", "", "", "STOP", "c", "d", "", "", "", "", "", ""));
   EXPECT_EQ(d->stop_reason(), StopReason(std::string("STOP")));
-  auto chunk = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .min_tokens = 5});
+  auto chunk = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .min_tokens = 6});
   std::vector<int32_t> ids = ids_of("abSTOPcdSTOPe");
   EXPECT_EQ(chunk->append(ids), "abSTOPcd");
   EXPECT_TRUE(chunk->stopped());
@@ -356,6 +356,37 @@ TEST(TextDecoder, StopsDoNotCountWithinMinTokens) {
   ids = ids_of("cx");
   EXPECT_EQ(by_id->append(ids), "c");
   EXPECT_EQ(by_id->stop_reason(), StopReason(int32_t{'x'}));
+}
+
+// A stop string that begins in the text of the first min_tokens ids and ends after it counts, as
+// in vLLM, whose check of the first id past min_tokens looks back len(stop) - 1 characters: its
+// text is cut where the stop begins (or after it, kept), however the ids were read together.
+TEST(TextDecoder, StopAcrossTheMinTokensBoundaryCounts) {
+  for (const bool kept : {false, true}) {
+    const DecodeOptions options{
+        .stop_strings = {"STOP", "x"}, .keep_stop_string = kept, .min_tokens = 5};
+    auto one_by_one = make_incremental_decoder(kBytes, options);
+    std::string streamed;
+    for (const std::string& piece : feed(*one_by_one, "xabSTOPcd")) streamed += piece;
+    EXPECT_EQ(streamed, kept ? "xabSTOP" : "xab");
+    EXPECT_EQ(one_by_one->stop_reason(), StopReason(std::string("STOP")));
+    EXPECT_EQ(one_by_one->ids_before_stop(), 7u);
+    for (const size_t split : {0, 3, 5, 6}) {  // "xabST|OPcd" and others
+      auto d = make_incremental_decoder(kBytes, options);
+      const std::vector<int32_t> ids = ids_of("xabSTOPcd");
+      std::string text = d->append(std::span(ids).first(split));
+      text += d->append(std::span(ids).subspan(split));
+      text += d->flush();
+      EXPECT_EQ(text, streamed) << split;
+      EXPECT_EQ(d->ids_before_stop(), 7u) << split;
+    }
+  }
+  // Ending with the last of the first min_tokens ids, it does not count.
+  auto at_boundary = make_incremental_decoder(kBytes, {.stop_strings = {"STOP"}, .min_tokens = 6});
+  std::vector<int32_t> ids = ids_of("abSTOPcd");
+  EXPECT_EQ(at_boundary->append(ids), "abSTOPcd");
+  EXPECT_EQ(at_boundary->flush(), "");
+  EXPECT_EQ(at_boundary->stop_reason(), StopReason());
 }
 
 TEST(TextDecoder, StopStringWithMultiByteCharacters) {

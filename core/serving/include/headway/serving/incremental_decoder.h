@@ -30,7 +30,8 @@ struct DecodeOptions {
   std::vector<int32_t> stop_token_ids;
   bool keep_stop_string = false;
   // Neither stop strings nor stop token ids count in the text of the first min_tokens outputs
-  // (vLLM's min_tokens): a stop string must lie wholly in the text of later ids.
+  // (vLLM's min_tokens): a stop string must end in the text of a later id, though it may begin
+  // before it, as vLLM's check looks back len(stop) - 1 characters before the new text.
   uint32_t min_tokens = 0;
   // vLLM's skip_special_tokens: false writes special tokens as their text
   // (Tokenizer::decode_with_special_tokens).

@@ -1102,7 +1102,8 @@ std::vector<int32_t> sample_on_device(const std::vector<float>& logits, uint32_t
   return d_out.download();
 }
 
-// Kept set of the device sampler's semantics, computed in double on the host.
+// Kept set of the device sampler's semantics, computed in double on the host: min-p, then top-k,
+// then top-p over what those kept (vLLM's order).
 std::vector<bool> kept(const std::vector<float>& logits, const k::SampleParams& p) {
   const size_t v = logits.size();
   const float mx = *std::max_element(logits.begin(), logits.end());
@@ -1112,8 +1113,9 @@ std::vector<bool> kept(const std::vector<float>& logits, const k::SampleParams& 
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
   std::vector<bool> keep(v, true);
-  size_t count = v;
-  if (p.top_k > 0 && p.top_k < v) count = p.top_k;
+  size_t count = 0;
+  while (count < v && w[order[count]] >= p.min_p) ++count;
+  if (p.top_k > 0 && p.top_k < count) count = p.top_k;
   if (p.top_p < 1.0f) {
     double total = 0.0;
     for (size_t i = 0; i < count; ++i) total += w[order[i]];
@@ -1123,7 +1125,6 @@ std::vector<bool> kept(const std::vector<float>& logits, const k::SampleParams& 
     count = n;
   }
   for (size_t i = count; i < v; ++i) keep[order[i]] = false;
-  for (size_t i = 0; i < v; ++i) keep[i] = keep[i] && w[i] >= p.min_p;
   return keep;
 }
 
@@ -1134,9 +1135,14 @@ TEST_P(CudaSampling, FollowsTheCoreSemantics) {
   HW_SKIP_WITHOUT_CUDA();
   const uint32_t vocab = GetParam();
   const std::vector<k::SampleParams> kinds = {
-      {0.0f, 1.0f, 0.0f, 0, 0, 0, 0},  {0.8f, 1.0f, 0.0f, 0, 0, 0, 0},
-      {1.0f, 1.0f, 0.05f, 0, 0, 0, 0}, {1.0f, 1.0f, 0.0f, 20, 0, 0, 0},
-      {1.0f, 0.9f, 0.0f, 0, 0, 0, 0},  {1.2f, 0.8f, 0.01f, 50, 0, 0, 0}};
+      {0.0f, 1.0f, 0.0f, 0, 0, 0, 0},
+      {0.8f, 1.0f, 0.0f, 0, 0, 0, 0},
+      {1.0f, 1.0f, 0.05f, 0, 0, 0, 0},
+      {1.0f, 1.0f, 0.0f, 20, 0, 0, 0},
+      {1.0f, 0.9f, 0.0f, 0, 0, 0, 0},
+      {1.2f, 0.8f, 0.01f, 50, 0, 0, 0},
+      // Top-p weighs what min-p kept (vLLM's order): it cuts within min-p's survivors here.
+      {1.0f, 0.9f, 0.05f, 0, 0, 0, 0}};
   const uint32_t per_kind = 64;
   const uint32_t rows = static_cast<uint32_t>(kinds.size()) * per_kind;
   std::mt19937 rng(14);

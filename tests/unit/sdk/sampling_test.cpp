@@ -163,13 +163,14 @@ float keep_threshold_of(const std::vector<float>& row, uint32_t top_k, float top
   return keep_threshold(row.data(), row.size(), top_k, top_p, min_p, scratch.data());
 }
 
-// What ranking the whole row keeps: top-k's cut is the k-th largest weight; top-p then walks the
-// weights top-k kept from the heaviest, a group of equal weights at a time, until their fixed-point
-// mass reaches ceil(top_p * total); min-p's cut is min_p. A token is kept at or above all three.
+// What ranking the whole row keeps, in vLLM's order: min-p's cut is min_p; top-k's is the k-th
+// largest weight; top-p then walks the weights both kept from the heaviest, a group of equal
+// weights at a time, until their fixed-point mass reaches ceil(top_p * their total). A token is
+// kept at or above all three.
 float ranked_threshold(std::vector<float> row, uint32_t top_k, float top_p, float min_p) {
   std::sort(row.begin(), row.end(), std::greater<>());
-  float cut = 0.0f;
-  if (top_k > 0 && top_k < row.size()) cut = row[top_k - 1];
+  float cut = min_p;
+  if (top_k > 0 && top_k < row.size()) cut = std::max(cut, row[top_k - 1]);
   if (top_p < 1.0f) {
     uint64_t total = 0;
     for (float w : row) total += w >= cut ? fixed_mass(w) : 0;
@@ -185,7 +186,7 @@ float ranked_threshold(std::vector<float> row, uint32_t top_k, float top_p, floa
       }
     }
   }
-  return std::max(cut, min_p);
+  return cut;
 }
 
 TEST(KeepThreshold, KeepsWhatRankingTheRowKeeps) {

@@ -2,9 +2,11 @@
 // (hw_model_info.returns_logits). Order, as vLLM applies it: allowed_token_ids masks every other
 // token, bad_words masks the tokens that would complete one, min_tokens masks the end tokens,
 // logit_bias is added, the repetition, frequency and presence penalties are applied; then the
-// warpers in the order of Hugging Face's (temperature, top-k, top-p, min-p) and the draw.
+// warpers in vLLM V1's order (temperature, min-p, top-k, top-p: its sampler applies min-p as a
+// logits processor before its top-k/top-p step, so top-p weighs what min-p kept; Hugging Face's
+// order, min-p last, keeps more when both are set) and the draw.
 //
-// The warpers: weights w = exp((logit - max) / temperature); top-k, top-p and min-p are each a
+// The warpers: weights w = exp((logit - max) / temperature); min-p, top-k and top-p are each a
 // threshold on the weights, and a token is kept when its weight is at or above all of them, so
 // tokens tied at a cut are all kept (headway/sdk/sampling.hpp defines the thresholds, and
 // finds them in a few passes over the row, without ranking the vocabulary). The draw walks the

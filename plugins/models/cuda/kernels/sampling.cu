@@ -119,12 +119,13 @@ __global__ void __launch_bounds__(kThreads)
   }
   const Row row{lg, vocab, lg[best], 1.0f / p.temperature};
 
-  float cut = 0.0f;
+  // Min-p, top-k, then top-p over what they kept (sampling.hpp's keep_threshold, vLLM's order).
+  float cut = p.min_p;
   if (p.top_k > 0 && p.top_k < vocab) {
     // The k-th largest weight: every weight counts 1.
-    cut = radix_cut(
-        row, static_cast<unsigned int>(p.top_k), count_bins, [](float) { return 1u; },
-        [](float) { return true; });
+    cut = fmaxf(cut, radix_cut(
+                         row, static_cast<unsigned int>(p.top_k), count_bins,
+                         [](float) { return 1u; }, [](float) { return true; }));
   }
   if (p.top_p < 1.0f) {
     // Masses in fixed point (sampling.hpp): integer sums, the same whatever the threads' order.
@@ -135,14 +136,13 @@ __global__ void __launch_bounds__(kThreads)
     }
     total = detail::block_sum(total, mass_scratch);
     const unsigned long long need = top_p_need(p.top_p, total);
-    const float top_k_cut = cut;
+    const float kept_cut = cut;
     cut = radix_cut(
         row, need, mass_bins,
         [](float w) { return static_cast<unsigned long long>(fixed_mass(w)); },
-        [top_k_cut](float w) { return w >= top_k_cut; });
-    cut = fmaxf(cut, top_k_cut);
+        [kept_cut](float w) { return w >= kept_cut; });
+    cut = fmaxf(cut, kept_cut);
   }
-  cut = fmaxf(cut, p.min_p);
 
   // Draw in token order: each thread owns a contiguous segment; an exclusive scan of the segment
   // masses finds the segment holding u, whose owner walks it.

@@ -2,7 +2,7 @@
 // and the random draw of the core's Sampler (core/include/headway/core/sampler.h), so that the
 // same seed gives the same token whichever side samples:
 // - weights w = exp((logit - max) / temperature) (the best token has weight 1; NaN weighs 0);
-// - top-k, top-p and min-p are thresholds on the weights, found as the SDK's sampling.hpp
+// - min-p, top-k and top-p (vLLM's order) are thresholds on the weights, found as sampling.hpp
 //   defines them (ties at a cut all kept), by the same radix search on the weight's bit pattern
 //   (4 passes over the row each, histograms in shared memory; top-p masses summed in fixed point,
 //   so the cut is the same run to run) rather than by sorting, so no scratch memory is needed;

@@ -11,14 +11,17 @@
 // token among its outputs only, never on batching or order; the token is the first, in token
 // order, at which the kept weights summed so far pass u times their total.
 //
-// The cuts. Weights are w = exp((logit - max) / temperature), in [0, 1] (the best token has
-// weight 1; NaN weighs 0). Each filter is a threshold, and a token is kept when its weight is at
-// or above every threshold, so tokens tied at a cut are all kept:
-// - top-k: the k-th largest weight;
-// - top-p: the largest weight t such that the weights >= t (among those top-k kept) amount to at
-//   least ceil(top_p * their total), masses summed in 40-bit fixed point (fixed_mass) so that the
-//   cut is the same whatever order a device's threads add them in;
-// - min-p: min_p itself (the best token weighs 1).
+// The cuts, in vLLM's order (its V1 sampler: temperature, min-p, then top-k and top-p). Weights
+// are w = exp((logit - max) / temperature), in [0, 1] (the best token has weight 1; NaN weighs 0).
+// Each filter is a threshold, and a token is kept when its weight is at or above every threshold,
+// so tokens tied at a cut are all kept:
+// - min-p: min_p itself (the best token weighs 1);
+// - top-k: the k-th largest weight (min-p's cut commutes with it);
+// - top-p: the largest weight t such that the weights >= t (among those min-p and top-k kept)
+//   amount to at least ceil(top_p * their total), masses summed in 40-bit fixed point
+//   (fixed_mass) so that the cut is the same whatever order a device's threads add them in. The
+//   total is what min-p left, as vLLM's top-p renormalises after min-p's mask: applied after
+//   top-p (Hugging Face's order), min-p would keep the tokens that top-p kept of the whole row.
 // The draw then walks the kept tokens in token order (see sampler.h).
 //
 // The search. Non-negative floats order like their bit patterns, so a threshold is found on the
@@ -193,30 +196,31 @@ float radix_cut(const float* weights, size_t n, NeedOf need_of, AmountOf amount,
 }
 
 // The threshold at which the core keeps a token: its weight >= the returned value, for
-// top_k (0 = off), top_p (1 = off) and min_p (0 = off) applied in that order; 0 keeps every
+// min_p (0 = off), top_k (0 = off) and top_p (1 = off) applied in that order; 0 keeps every
 // token. `scratch` holds n floats the search may overwrite. Host side: two passes over the row
 // for each of top-k and top-p asked for, and a few over the weights near the cut.
 inline float keep_threshold(const float* weights, size_t n, uint32_t top_k, float top_p,
                             float min_p, float* scratch) {
-  float cut = 0.0f;
+  float cut = min_p;
   if (top_k > 0 && top_k < n) {
-    cut = radix_cut<uint64_t>(
+    const float top_k_cut = radix_cut<uint64_t>(
         weights, n, [top_k](uint64_t) { return uint64_t{top_k}; },
         [](float) { return uint64_t{1}; }, [](float) { return true; }, scratch);
+    cut = top_k_cut > cut ? top_k_cut : cut;
   }
   if (top_p < 1.0f) {
-    const float top_k_cut = cut;
+    const float kept_cut = cut;  // min-p's and top-k's: top-p weighs what they kept
     const float top_p_cut = radix_cut<uint64_t>(
         weights, n,
         // A total of 0 (every weight 0: a row of NaN logits) leaves nothing to cut: a need of 1,
         // which nothing reaches, keeps every token (a need of 0 would end the search at the
         // largest bit pattern, a NaN).
         [top_p](uint64_t total) { return total == 0 ? 1 : top_p_need(top_p, total); },
-        [](float w) { return fixed_mass(w); }, [top_k_cut](float w) { return w >= top_k_cut; },
+        [](float w) { return fixed_mass(w); }, [kept_cut](float w) { return w >= kept_cut; },
         scratch);
-    cut = top_p_cut > top_k_cut ? top_p_cut : top_k_cut;
+    cut = top_p_cut > kept_cut ? top_p_cut : kept_cut;
   }
-  return cut > min_p ? cut : min_p;
+  return cut;
 }
 
 }  // namespace headway::sdk::sampling

@@ -294,6 +294,30 @@ TEST(Sampler, FiltersCombine) {
   EXPECT_EQ(histogram(logits_of(kWeights), p).size(), 2u);
 }
 
+// vLLM V1 applies min-p (a logits processor, after temperature) before its top-k/top-p step, so
+// top-p weighs what min-p kept. Tokens 0 (0.4), 1 (0.3), 2 (0.2) and ten of 0.01: min-p 0.1 keeps
+// 0, 1 and 2 (>= 0.04), 0.9 of the mass; top-p 0.75 of that is 0.675, which 0 and 1 reach (0.7).
+// Top-p over the whole row first (Hugging Face's order) would need 0.75 and keep 2 as well.
+TEST(Sampler, TopPWeighsWhatMinPKeptAsInVllm) {
+  std::vector<double> weights = {0.4, 0.3, 0.2};
+  weights.resize(13, 0.01);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.1f;
+  p.top_p = 0.75f;
+  std::set<int32_t> drawn;
+  for (const auto& [token, count] : histogram(logits_of(weights), p)) drawn.insert(token);
+  EXPECT_EQ(drawn, (std::set<int32_t>{0, 1}));
+  // Min-p is a fraction of the best token's temperature-scaled probability: at temperature 0.5
+  // the weights square (0.16, 0.09, 0.04, 0.0001), and min-p 0.3 keeps 0 and 1 only (>= 0.048).
+  p.top_p = 1.0f;
+  p.min_p = 0.3f;
+  p.temperature = 0.5f;
+  drawn.clear();
+  for (const auto& [token, count] : histogram(logits_of(weights), p)) drawn.insert(token);
+  EXPECT_EQ(drawn, (std::set<int32_t>{0, 1}));
+}
+
 TEST(Sampler, RejectsInvalidParameters) {
   Sampler s;
   std::vector<float> l = {1.0f, 2.0f};

@@ -727,6 +727,73 @@ TEST(Disaggregation, ATransferStartsNoEarlierThanTheDecodeStepThatFreedItsBlocks
   EXPECT_GE(second.finish, earlier.records[1].finish);
 }
 
+// From helper-210's review: each simulated transfer had its link's whole bandwidth however many
+// were in flight, so disaggregation looked faster than its link allows. Transfers on one link now
+// take turns (link_schedule.h): those out of one prefill engine, and those into one decode engine.
+namespace link_sharing {
+// Each transfer carries 7 blocks of 16 tokens of Llama-3.1-8B KV (128 KiB a token, 14.7 MB) at
+// 8 MB/s (10 MB/s at the default efficiency of 0.8): about 1.8 s, against prefill steps of
+// milliseconds.
+std::string deployment_toml(int prefill_engines) {
+  std::string toml =
+      "name = \"one link\"\n[model]\nplugin = \"sim\"\n"
+      "options = { model = \"llama-3.1-8b\" }\n";
+  for (int i = 0; i < prefill_engines; ++i) {
+    toml += "[[engines]]\nrole = \"prefill\"\nmax_model_len = 1024\nkv_blocks = 1024\n";
+  }
+  toml +=
+      "[[engines]]\nrole = \"decode\"\nmax_model_len = 1024\nkv_blocks = 1024\n"
+      "[router]\nplugin = \"disaggregated\"\n[kv_transport]\nplugin = \"host_copy\"\n"
+      "options = { link = \"custom\", bandwidth_gb_per_s = 0.01, latency_us = 0.0 }\n";
+  return toml;
+}
+
+// Each moved request's transfer as (start, end), in order of start.
+std::vector<std::pair<double, double>> transfers_of(const SimulationResult& result) {
+  std::vector<std::pair<double, double>> transfers;
+  for (const RequestRecord& r : result.records) {
+    EXPECT_GT(r.kv_transfer_seconds, 1.0) << "request " << r.id;
+    const double start = r.first_token + r.kv_wait_seconds;
+    transfers.emplace_back(start, start + r.kv_transfer_seconds);
+  }
+  std::sort(transfers.begin(), transfers.end());
+  return transfers;
+}
+}  // namespace link_sharing
+
+TEST(Disaggregation, SimulatedTransfersFromOneEngineTakeTheirLinkInTurn) {
+  const DeploymentConfig deployment =
+      parse_deployment(link_sharing::deployment_toml(1), "one_link.toml", registry());
+  const Workload workload =
+      workload_of({Req{0.0, 100, 10, 20}, Req{0.0, 100, 10, 20}, Req{0.01, 100, 10, 20}});
+  const SimulationResult result = simulate_or_fail(deployment, workload);
+  expect_all_finished(result, workload);
+  const auto transfers = link_sharing::transfers_of(result);
+  ASSERT_EQ(transfers.size(), 3u);
+  for (size_t i = 1; i < transfers.size(); ++i) {
+    EXPECT_GE(transfers[i].first, transfers[i - 1].second - 1e-9) << "transfer " << i;
+  }
+  // The last one's KV waited for the two before it.
+  EXPECT_GE(result.records[2].kv_wait_seconds, 3.0);
+}
+
+// Two prefill engines, one decode engine: the transfers leave on two links but arrive on one.
+TEST(Disaggregation, SimulatedTransfersIntoOneEngineTakeItsLinkInTurn) {
+  const DeploymentConfig deployment =
+      parse_deployment(link_sharing::deployment_toml(2), "two_links_in.toml", registry());
+  const Workload workload = workload_of({Req{0.0, 100, 10, 20}, Req{0.0, 100, 10, 20}});
+  const SimulationResult result = simulate_or_fail(deployment, workload);
+  expect_all_finished(result, workload);
+  std::set<uint32_t> prefilling;
+  for (const StepRecord& step : result.step_records) {
+    if (step.prefill_tokens > 0) prefilling.insert(step.engine);
+  }
+  ASSERT_EQ(prefilling, (std::set<uint32_t>{0, 1})) << "one prompt on each prefill engine";
+  const auto transfers = link_sharing::transfers_of(result);
+  ASSERT_EQ(transfers.size(), 2u);
+  EXPECT_GE(transfers[1].first, transfers[0].second - 1e-9);
+}
+
 // A prompt the prefill engine accepts but the decode engine never could (its max_model_len is
 // 128): that request cannot be served, but it must not take the others down with it.
 //

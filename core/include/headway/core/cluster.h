@@ -12,6 +12,7 @@
 #include <headway/core/engine.h>
 #include <headway/core/error.h>
 #include <headway/core/host_services.h>
+#include <headway/core/link_schedule.h>
 #include <headway/core/plugin_instances.h>
 
 #include <chrono>
@@ -162,6 +163,13 @@ class Cluster {
   std::vector<Expected> expected_;                           // per engine
   std::vector<std::deque<PendingTransfer>> pending_;         // per decode engine
   std::vector<InFlightTransfer> in_flight_;
+  // Simulated transfers only: when each engine's outgoing and incoming link is busy. A transfer
+  // takes both for its modelled duration (link_schedule.h), so transfers from one prefill engine,
+  // or into one decode engine, take turns instead of each having the link's whole bandwidth.
+  std::vector<LinkSchedule> outgoing_link_;
+  std::vector<LinkSchedule> incoming_link_;
+  // Places a simulated transfer on its links: from its earliest start to the first gap both have.
+  void place_on_links(InFlightTransfer& flight, double seconds);
   std::vector<uint64_t> prefilled_scratch_;
   std::vector<uint64_t> finished_scratch_;
   uint64_t transfers_started_ = 0;

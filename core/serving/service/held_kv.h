@@ -7,8 +7,8 @@
 // Ownership: entries own a copy of their block list (the transport borrows it while sending).
 // Threading: every method is safe from any thread; one mutex guards the entries, and transport
 // calls are made under it (they do not block), so an entry is never freed while a send of it is
-// being posted. Lock order: LocalGenerationService's mutex (its drain counts the entries), this
-// mutex, then KvHandoff's.
+// being posted. Lock order: LocalGenerationService's mutex (its drain counts the entries), then
+// this mutex (KvHandoff takes none).
 #pragma once
 
 #include <headway/abi.h>

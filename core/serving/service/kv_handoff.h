@@ -5,8 +5,12 @@
 // copy. The drivers never touch each other's engine; they talk through each other's inboxes.
 //
 // Ownership: borrows the transport (owned by the cluster) and the drivers (owned by the service).
-// Threading: start() and poll() serialise transport calls under a mutex (a transport plugin need
-// not be reentrant); driver() is safe from any thread once set_drivers() ran.
+// Threading: every method is safe from any thread once set_drivers() and set_peer_parts() ran
+// (before the drivers start). The transport's calls take no lock here: abi.h lets any thread call
+// any function of a KV transport instance at any time (the plugin synchronises), and a call may be
+// slow (a copy, a link that waits, NCCL), so a lock held across it made every other driver's
+// hand-off and poll, and so its step, wait behind one slow transfer. The order of calls that must
+// be ordered (a link's posts) is their callers' (kv_links.h).
 #pragma once
 
 #include <headway/core/engine.h>
@@ -14,7 +18,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -49,12 +52,12 @@ class KvHandoff {
   void set_drivers(std::vector<EngineDriver*> drivers) { drivers_ = std::move(drivers); }
   EngineDriver& driver(uint32_t engine) const { return *drivers_.at(engine); }
 
-  // The transport's start()/poll(), one caller at a time.
+  // The transport's start()/poll(), from any thread, concurrently.
   uint64_t start(const hw_kv_transfer& transfer);
   core::KvTransportInstance::Progress poll(uint64_t handle);
   const std::string& transport_name() const { return transport_.name(); }
 
-  // The transport's peer links (KV between processes, kv_links.h), one caller at a time as well.
+  // The transport's peer links (KV between processes, kv_links.h), from any thread as well.
   bool has_peer_links() const { return transport_.has_peer_links(); }
   std::vector<uint8_t> peer_rendezvous();
   uint64_t peer_join(const std::vector<uint8_t>& id, int32_t rank, const hw_memory_desc& memory);
@@ -75,7 +78,6 @@ class KvHandoff {
 
  private:
   core::KvTransportInstance& transport_;
-  std::mutex mutex_;
   std::vector<EngineDriver*> drivers_;
   KvLinks* links_ = nullptr;
   HeldKv* held_ = nullptr;

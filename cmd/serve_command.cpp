@@ -132,6 +132,9 @@ CLI::App* add_serve_command(CLI::App& app, ServeArgs& args) {
                   "variable [server] api_key_env names; none: no key)");
   cmd->add_option("--plugin-dir", args.plugin_dirs, "Extra plugin directory (searched first)")
       ->check(CLI::ExistingDirectory);
+  cmd->add_option("--served-model-name", args.served_model_name,
+                  "The model name clients send and answers carry (as vLLM's; default: [server] "
+                  "served_model_name, else the checkpoint directory's name)");
   cmd->add_option("--step-trace", args.step_trace,
                   "Write one JSON line per step of this process's engines (as simulate "
                   "--step-trace does)");
@@ -156,7 +159,11 @@ int run_serve(const ServeArgs& args) {
   for (const std::string& dir : args.plugin_dirs) registry.add_search_directory(dir);
   if (!args.step_trace.empty()) check_output_path(args.step_trace, "--step-trace");
   check_distinct(args.step_trace, "--step-trace", {{"--config", &args.config}});
-  const core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
+  core::DeploymentConfig deployment = core::load_deployment(args.config, registry);
+  if (!args.served_model_name.empty()) {
+    core::check_served_model_name(args.served_model_name, "--served-model-name");
+    deployment.server.served_model_name = args.served_model_name;
+  }
   const core::ServerConfig& server = deployment.server;
   const std::string host = args.host.empty() ? server.host : args.host;
   [[maybe_unused]] const uint16_t http_port = port_of(args.port, server.http_port);

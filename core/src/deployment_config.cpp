@@ -154,6 +154,22 @@ double get_seconds(const toml::table& table, const char* key, const std::string&
   return *value;
 }
 
+}  // namespace
+
+void check_served_model_name(const std::string& name, const std::string& where) {
+  // Clients send it in JSON and logs quote it: no empty name, no control characters.
+  if (name.empty()) throw Error(where + ": must not be empty (leave it out for the default)");
+  for (size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      throw Error(fmt::format("{}: a control character (byte 0x{:02x}) at byte {} of the name",
+                              where, c, i));
+    }
+  }
+}
+
+namespace {
+
 ServerConfig read_server(const toml::table& table, const std::string& where) {
   if (const toml::node* key = table.get("api_key")) {
     throw Error(
@@ -166,7 +182,7 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
               "load_report_interval_s", "engine_connect_timeout_s", "kv_stage_transport",
               "kv_stage_checksums", "kv_handoff", "kv_link_hold_s", "log_stats_interval_s",
               "tool_call_parser", "reasoning_parser", "responses_store_mb", "cors_allowed_origins",
-              "cors_allow_credentials"},
+              "cors_allow_credentials", "served_model_name"},
              where);
   ServerConfig server;
   server.host = get_string(table, "host", where, server.host);
@@ -185,6 +201,11 @@ ServerConfig read_server(const toml::table& table, const std::string& where) {
         fmt::format("{}.api_key_env: \"{}\" is not an environment variable name "
                     "([A-Za-z_][A-Za-z0-9_]*)",
                     where, server.api_key_env));
+  }
+  server.served_model_name = get_string(table, "served_model_name", where, "");
+  if (const toml::node* node = table.get("served_model_name")) {
+    check_served_model_name(server.served_model_name,
+                            where + ".served_model_name" + line_of(*node));
   }
   server.drain_timeout_s =
       get_seconds(table, "drain_timeout_s", where, server.drain_timeout_s, 0.0, 3600.0);

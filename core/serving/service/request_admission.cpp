@@ -50,8 +50,18 @@ std::filesystem::path tokenizer_dir_of(const core::DeploymentConfig& deployment)
 }
 
 std::string default_model_name(const core::DeploymentConfig& deployment) {
-  const std::filesystem::path dir = checkpoint_dir_of(deployment);
-  return dir.empty() ? deployment.name : dir.filename().string();
+  if (!deployment.server.served_model_name.empty()) return deployment.server.served_model_name;
+  std::filesystem::path dir = checkpoint_dir_of(deployment);
+  if (dir.empty()) return deployment.name;
+  // "models/tiny/" names "tiny" as "models/tiny" does, and "." the directory it is (a walkthrough
+  // found a trailing slash served the model as "").
+  if (!dir.has_filename() || dir.filename() == "." || dir.filename() == "..") {
+    std::error_code ignored;
+    const std::filesystem::path absolute = std::filesystem::absolute(dir, ignored);
+    dir = absolute.lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();
+  }
+  return dir.filename().empty() ? deployment.name : dir.filename().string();
 }
 
 std::optional<uint32_t> checkpoint_vocab_size(const core::DeploymentConfig& deployment) {

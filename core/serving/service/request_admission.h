@@ -38,8 +38,9 @@ std::filesystem::path checkpoint_dir_of(const core::DeploymentConfig& deployment
 // file sets it, else the checkpoint directory. Empty when neither is given.
 std::filesystem::path tokenizer_dir_of(const core::DeploymentConfig& deployment);
 
-// The model's name as clients give it when no option names it: the checkpoint directory's name, or
-// the deployment's name when the model reads no checkpoint.
+// The model's name as clients give it when no service option names it: [server]
+// served_model_name, else the checkpoint directory's name, or the deployment's name when the model
+// reads no checkpoint.
 std::string default_model_name(const core::DeploymentConfig& deployment);
 
 // The `vocab_size` of the config.json of the deployment's checkpoint; nullopt without a checkpoint,

@@ -687,6 +687,19 @@ TEST_F(DeploymentConfigTest, ServerTableRefusesBadValuesNamingFileAndKey) {
               HasSubstr("deploy.toml: server: expected a table"));
 }
 
+TEST_F(DeploymentConfigTest, ServedModelNameIsReadAndChecked) {
+  // vLLM's --served-model-name: none unless given; not empty, no control characters.
+  EXPECT_EQ(parse(std::string(kSimEngine)).server.served_model_name, "");
+  EXPECT_EQ(parse(std::string(kSimEngine) + "[server]\nserved_model_name = \"org/model-7b\"\n")
+                .server.served_model_name,
+            "org/model-7b");
+  EXPECT_THAT(error_of(std::string(kSimEngine) + "[server]\nserved_model_name = \"\"\n"),
+              HasSubstr("server.served_model_name (line"));
+  EXPECT_THAT(
+      error_of(std::string(kSimEngine) + "[server]\nserved_model_name = \"a\\tb\"\n"),
+      AllOf(HasSubstr("server.served_model_name (line"), HasSubstr("(byte 0x09) at byte 1")));
+}
+
 TEST_F(DeploymentConfigTest, ARouterProcessNamesItsEngineProcesses) {
   const DeploymentConfig c = parse(R"(
 [model]

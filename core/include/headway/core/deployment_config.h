@@ -109,6 +109,9 @@ struct ServerConfig {
   uint16_t http_port = 8000;
   uint16_t grpc_port = 50051;
   std::string api_key_env;  // empty: no key required
+  // The model name clients send and answers carry (vLLM's --served-model-name); empty: the
+  // checkpoint directory's name, else the deployment's name.
+  std::string served_model_name;
   double drain_timeout_s = 30.0;
   std::string role = "all";  // "all", "engine" or "router" (see the file comment)
   double load_report_interval_s = 0.05;
@@ -166,6 +169,10 @@ DeploymentConfig load_deployment(const std::filesystem::path& file, PluginRegist
 // Same, from TOML text (file is used for messages and relative paths).
 DeploymentConfig parse_deployment(std::string_view text, const std::filesystem::path& file,
                                   PluginRegistry& registry);
+
+// Throws Error naming `where` unless `name` can be a served model name ([server]
+// served_model_name, serve --served-model-name): not empty, no control characters.
+void check_served_model_name(const std::string& name, const std::string& where);
 
 // The model an engine runs: its own (model_options) or the deployment's.
 inline const PluginChoice& model_of(const DeploymentConfig& deployment,

@@ -289,6 +289,40 @@ TEST_F(ServiceTest, ModelInfoNamesTheCheckpoint) {
   EXPECT_EQ(health.engines_total, 1u);
 }
 
+// The name clients send: the checkpoint directory's however its path is written (a user's
+// trailing slash served the model as ""), or the one [server] served_model_name gives, as vLLM's
+// --served-model-name (clients written for "meta-llama/..." keep working).
+TEST_F(ServiceTest, TheModelIsNamedAfterItsDirectoryOrAsTheServerSays) {
+  const auto name_for = [&](const std::string& path, const std::string& server = "") {
+    const std::string text =
+        "name = \"svc-test\"\n[model]\nplugin = \"cpu\"\noptions = { path = \"" + path + "\" }\n" +
+        kOneEngine + server;
+    return default_model_name(core::parse_deployment(text, checkpoint().path / "deploy.toml",
+                                                     headway::test::built_plugins()));
+  };
+  for (const char* path : {"tiny", "tiny/", "./tiny/", "tiny/.", "tiny//"}) {
+    EXPECT_EQ(name_for(path), "tiny") << path;
+  }
+  EXPECT_EQ(name_for("tiny/", "[server]\nserved_model_name = \"meta-llama/Llama-3.1-8B\"\n"),
+            "meta-llama/Llama-3.1-8B");
+
+  core::DeploymentConfig deployment = tiny_deployment(checkpoint(), kOneEngine);
+  deployment.server.served_model_name = "meta-llama/Llama-3.1-8B";
+  LocalGenerationService service(std::move(deployment));
+  EXPECT_EQ(service.model_info().name, "meta-llama/Llama-3.1-8B");
+  GenerateInput named = text_request("ab", 1);
+  named.model = "meta-llama/Llama-3.1-8B";
+  EXPECT_EQ(collect(*service.submit(named)).finish, Finish::kLength);
+  named.model = "tiny";  // the directory's name is no longer the model's
+  try {
+    service.submit(named);
+    ADD_FAILURE() << "the directory's name was taken for a model served as another";
+  } catch (const ServiceError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("meta-llama/Llama-3.1-8B"), std::string::npos) << e.what();
+  }
+}
+
 struct BadInput {
   const char* what;
   std::function<void(GenerateInput&)> change;

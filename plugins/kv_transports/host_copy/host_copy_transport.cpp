@@ -10,8 +10,8 @@
 // - simulated (both sides NONE, as with the sim model): nothing is copied and the duration comes
 //   from a bandwidth + latency model of the link the deployment names (presets below), which the
 //   simulator adds to the virtual clock. It is the transfer's time alone on the link: the
-//   simulator makes the transfers on one engine's link take turns (core/link_schedule.h). One
-//   side NONE and the other real is refused: there would be nothing to copy from or to.
+//   simulator makes the transfers on one engine's link take turns (core::LinkSchedule). One side
+//   NONE and the other real is refused: there would be nothing to copy from or to.
 // Threading: every entry point may be called from any thread; one mutex guards the job, link and
 // posted-transfer tables and is never held while bytes are copied (the links copy on threads of
 // their own).

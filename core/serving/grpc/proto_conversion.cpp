@@ -82,6 +82,7 @@ GenerateInput to_generate_input(const v1::GenerateRequest& request) {
   out.request_class = request.request_class();
   out.include_stop_str_in_output = request.include_stop_str_in_output();
   if (request.has_skip_special_tokens()) out.skip_special_tokens = request.skip_special_tokens();
+  if (request.has_add_special_tokens()) out.add_special_tokens = request.add_special_tokens();
   if (request.has_guided()) out.guided = from_proto(request.guided());
   if (request.has_truncate_prompt_tokens()) {
     out.truncate_prompt_tokens = request.truncate_prompt_tokens();

@@ -244,6 +244,8 @@ void parse_batch_prompt(const nlohmann::json& item, const std::string& name, Gen
 
 void parse_prompt(const FieldReader& fields, OpenAiRequest& out) {
   GenerateInput& input = out.input;
+  // vLLM's, default true: the tokenizer's BOS before a text prompt (ids are used as given).
+  input.add_special_tokens = fields.boolean("add_special_tokens");
   const nlohmann::json* prompt = fields.find("prompt");
   if (prompt == nullptr) throw invalid_field("prompt", "prompt is required");
   if (prompt->is_string()) {
@@ -385,6 +387,8 @@ ToolRequest parse_chat_prompt(const nlohmann::json& json, std::string_view body,
   input.prompt_kind = GenerateInput::PromptKind::kChat;
   input.messages = parse_messages(fields, ordered);
   parse_template_options(fields, input);
+  // vLLM's, default false: true adds the tokenizer's BOS before the template's text.
+  input.add_special_tokens = fields.boolean("add_special_tokens");
   ToolRequest tools = parse_tool_request(fields, ordered);
   input.tools_json = tools.tools_json;
   // vLLM's extra template variables (Qwen3's enable_thinking): the service refuses one that
@@ -430,23 +434,11 @@ GenerateInput parse_tokenize_request(std::string_view body) {
       throw invalid_field("prompt", "give either prompt or messages, not both");
     }
     parse_chat_prompt(json, body, out.input);
-    // vLLM's chat default: the template writes the special tokens itself.
-    if (fields.boolean("add_special_tokens").value_or(false)) {
-      throw not_supported("add_special_tokens",
-                          "add_special_tokens = true with messages (the chat template writes the "
-                          "special tokens)");
-    }
     return std::move(out.input);
   }
   parse_prompt(fields, out);
   if (!out.more_prompts.empty()) {
     throw invalid_field("prompt", "tokenize takes one prompt, not a batch");
-  }
-  // vLLM's completions default: the tokenizer's BOS before the text where it adds one, as a
-  // completion gets it (token ids are taken as given either way).
-  if (out.input.prompt_kind == GenerateInput::PromptKind::kText &&
-      !fields.boolean("add_special_tokens").value_or(true)) {
-    throw not_supported("add_special_tokens", "add_special_tokens = false with a text prompt");
   }
   return std::move(out.input);
 }

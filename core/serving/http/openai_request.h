@@ -73,10 +73,10 @@ struct OpenAiRequest {
 OpenAiRequest parse_completion_request(std::string_view body);
 OpenAiRequest parse_chat_request(std::string_view body);
 
-// vLLM's POST /tokenize: one completions prompt (text or token ids; add_special_tokens true only)
-// or chat messages (add_special_tokens false only; add_generation_prompt, continue_final_message
-// and chat_template_kwargs as for a chat request). Only
-// the model and prompt fields of the result are set.
+// vLLM's POST /tokenize: one completions prompt (text or token ids) or chat messages
+// (add_generation_prompt, continue_final_message and chat_template_kwargs as for a chat request),
+// with add_special_tokens as for the request of that form. Only the model and prompt fields of the
+// result are set.
 GenerateInput parse_tokenize_request(std::string_view body);
 // vLLM's POST /detokenize: {"tokens": [ids]}, and the optional model (into `model`).
 std::vector<int32_t> parse_detokenize_request(std::string_view body, std::string& model);

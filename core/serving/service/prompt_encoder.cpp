@@ -29,18 +29,25 @@ std::vector<int32_t> PromptEncoder::with_bos(std::vector<int32_t> ids) const {
   return ids;
 }
 
-std::vector<int32_t> PromptEncoder::text_prompt(std::string_view text) const {
+std::vector<int32_t> PromptEncoder::text_prompt(std::string_view text,
+                                                bool add_special_tokens) const {
   std::vector<int32_t> ids = tokenizer_->encode(text);
-  return tokenizer_->adds_bos() ? with_bos(std::move(ids)) : ids;
+  return add_special_tokens && tokenizer_->adds_bos() ? with_bos(std::move(ids)) : ids;
 }
 
-std::vector<int32_t> PromptEncoder::chat_prompt(const std::string& rendered) const {
+std::vector<int32_t> PromptEncoder::chat_prompt(const std::string& rendered,
+                                                bool add_special_tokens) const {
   std::vector<int32_t> ids = tokenizer_->encode(rendered);
   // As vLLM (add_special_tokens false for chat): the template writes the BOS where the model
   // wants one. Only a tokenizer that cannot read the BOS's text back (SentencePiece, byte) had
   // bos_token rendered empty, and gets bos() here instead.
   const int32_t bos = tokenizer_->bos();
-  return bos >= 0 && tokenizer_->special_token_text(bos).empty() ? with_bos(std::move(ids)) : ids;
+  if (bos >= 0 && tokenizer_->special_token_text(bos).empty()) ids = with_bos(std::move(ids));
+  // add_special_tokens true: vLLM encodes the rendered text as a completion's, so the tokenizer's
+  // BOS goes first even where the template wrote one (Hugging Face does not look), and the prompt
+  // then starts with two.
+  if (add_special_tokens && tokenizer_->adds_bos()) ids.insert(ids.begin(), bos);
+  return ids;
 }
 
 std::vector<int32_t> PromptEncoder::generation_prompt() const {
@@ -73,7 +80,9 @@ std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {
                        "this model has no tokenizer: send prompt token ids",
                        input.prompt_kind == Kind::kText ? "prompt" : "messages");
   }
-  if (input.prompt_kind == Kind::kText) return text_prompt(input.prompt_text);
+  if (input.prompt_kind == Kind::kText) {
+    return text_prompt(input.prompt_text, input.add_special_tokens.value_or(true));
+  }
   if (chat_template_ == nullptr) {
     throw ServiceError(ErrorCode::kInvalidArgument, no_chat_template_, "messages");
   }
@@ -85,7 +94,7 @@ std::vector<int32_t> PromptEncoder::encode(const GenerateInput& input) const {
                        std::string("the chat template failed on these messages: ") + e.what(),
                        "messages");
   }
-  return chat_prompt(rendered);
+  return chat_prompt(rendered, input.add_special_tokens.value_or(false));
 }
 
 }  // namespace headway::serving

@@ -1,6 +1,8 @@
-// Turns a request's prompt into token ids: text with BOS prepended where the tokenizer has one;
-// chat messages rendered with the checkpoint's chat template and encoded, with BOS prepended only
-// when the template did not already emit it; token ids as given.
+// Turns a request's prompt into token ids: text with BOS prepended where the tokenizer adds one;
+// chat messages rendered with the checkpoint's chat template and encoded, with the BOS the template
+// writes; token ids as given. GenerateInput::add_special_tokens, as vLLM's, leaves out the text's
+// BOS (false) or adds the tokenizer's BOS before the chat template's (true, so two where the
+// template writes one, as vLLM gives).
 //
 // Ownership: shares the tokenizer; owns the chat template. Threading: encode() is const and safe
 // to call concurrently (tokenizer and template are immutable).
@@ -40,8 +42,8 @@ class PromptEncoder {
 
  private:
   std::vector<int32_t> with_bos(std::vector<int32_t> ids) const;
-  std::vector<int32_t> text_prompt(std::string_view text) const;
-  std::vector<int32_t> chat_prompt(const std::string& rendered) const;
+  std::vector<int32_t> text_prompt(std::string_view text, bool add_special_tokens) const;
+  std::vector<int32_t> chat_prompt(const std::string& rendered, bool add_special_tokens) const;
   std::shared_ptr<const core::Tokenizer> tokenizer_;
   std::shared_ptr<const ChatTemplate> chat_template_;
   std::string no_chat_template_;  // why chat_template_ is null

@@ -102,6 +102,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   request.set_truncate_prompt_tokens(-1);
   request.set_include_stop_str_in_output(true);
   request.set_skip_special_tokens(false);
+  request.set_add_special_tokens(false);
   v1::SamplingParams& sampling = *request.mutable_sampling();
   sampling.set_temperature(0.75f);
   sampling.set_top_p(0.5f);
@@ -134,6 +135,7 @@ TEST_F(GenerateTest, PassesEveryRequestFieldToTheService) {
   EXPECT_EQ(input.truncate_prompt_tokens, -1);
   EXPECT_TRUE(input.include_stop_str_in_output);
   EXPECT_FALSE(input.skip_special_tokens);
+  EXPECT_EQ(input.add_special_tokens, false);
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.75f);
   EXPECT_FLOAT_EQ(input.sampling.top_p, 0.5f);
   EXPECT_EQ(input.sampling.top_k, 40u);
@@ -197,6 +199,7 @@ TEST_F(GenerateTest, PassesToolsAndMessageFields) {
   messages->set_template_kwargs_json(R"({"enable_thinking": false})");
   messages->set_add_generation_prompt(false);
   messages->set_continue_final_message(true);
+  request.set_add_special_tokens(true);
   auto* result = messages->add_messages();
   result->set_role("tool");
   result->set_content("21");
@@ -208,6 +211,7 @@ TEST_F(GenerateTest, PassesToolsAndMessageFields) {
   EXPECT_EQ(input.template_kwargs_json, R"({"enable_thinking": false})");
   EXPECT_FALSE(input.add_generation_prompt);
   EXPECT_TRUE(input.continue_final_message);
+  EXPECT_EQ(input.add_special_tokens, true);
   ASSERT_EQ(input.messages.size(), 1u);
   EXPECT_EQ(input.messages[0].role, "tool");
   EXPECT_EQ(input.messages[0].fields_json, R"({"tool_call_id": "c1"})");
@@ -275,6 +279,8 @@ TEST_F(GenerateTest, UnsetSamplingFieldsTakeTheServiceDefaultsNotProtoZeros) {
   EXPECT_EQ(input.max_tokens, GenerateInput{}.max_tokens);  // 16, not 0
   EXPECT_FLOAT_EQ(input.sampling.temperature, 0.0f);
   EXPECT_TRUE(input.skip_special_tokens);  // vLLM's default, not proto3's false
+  // The prompt form's default (true for text, false for chat), which the service applies.
+  EXPECT_EQ(input.add_special_tokens, std::nullopt);
 }
 
 // As over HTTP: requests without a seed must sample differently, so each gets its own random one;

@@ -68,6 +68,33 @@ TEST_F(HttpFrontendTest, CompletionWithNAnswersEveryChoice) {
   }
 }
 
+// vLLM's add_special_tokens reaches the service for completions (every prompt of a batch) and
+// chat; a non-boolean is a 400 naming it.
+TEST_F(HttpFrontendTest, AddSpecialTokensReachesTheService) {
+  auto completion =
+      post_json("/v1/completions",
+                R"({"prompt": ["hi", "yo"], "max_tokens": 2, "add_special_tokens": false})");
+  ASSERT_TRUE(completion);
+  ASSERT_EQ(completion->status, 200) << completion->body;
+  auto chat = post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
+      "max_tokens": 2, "add_special_tokens": true})");
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  const auto submitted = service_.submitted();
+  ASSERT_EQ(submitted.size(), 3u);
+  EXPECT_EQ(submitted[0].add_special_tokens, false);
+  EXPECT_EQ(submitted[1].prompt_text, "yo");
+  EXPECT_EQ(submitted[1].add_special_tokens, false);
+  EXPECT_EQ(submitted[2].prompt_kind, GenerateInput::PromptKind::kChat);
+  EXPECT_EQ(submitted[2].add_special_tokens, true);
+
+  auto refused = post_json("/v1/completions", R"({"prompt": "hi", "add_special_tokens": "false"})");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 400) << refused->body;
+  EXPECT_EQ(error_of(refused->body)["param"], "add_special_tokens");
+  EXPECT_EQ(service_.submitted().size(), 3u);
+}
+
 // A batch of prompts with n choices each: choice p * n + i answers prompt p with seed + i; the
 // usage counts each prompt once.
 TEST_F(HttpFrontendTest, ABatchOfPromptsAnswersNChoicesEach) {

@@ -42,13 +42,32 @@ TEST_F(HttpFrontendTest, TokenizeTakesTokenIdsAndChatMessages) {
   EXPECT_EQ(seen[1].messages[1].content, "u");
 }
 
+// vLLM's add_special_tokens, either way for either form (its defaults when unset: the service's).
+TEST_F(HttpFrontendTest, TokenizePassesAddSpecialTokensOn) {
+  for (const char* body : {R"({"prompt": "a", "add_special_tokens": false})",
+                           R"({"messages": [{"role": "user", "content": "b"}],
+                               "add_special_tokens": true})",
+                           R"({"prompt": "a"})"}) {
+    SCOPED_TRACE(body);
+    auto result = post_json("/tokenize", body);
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, 200) << result->body;
+  }
+  const auto seen = service_.tokenized();
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].add_special_tokens, false);
+  EXPECT_EQ(seen[1].prompt_kind, GenerateInput::PromptKind::kChat);
+  EXPECT_EQ(seen[1].add_special_tokens, true);
+  EXPECT_EQ(seen[2].add_special_tokens, std::nullopt);
+}
+
 TEST_F(HttpFrontendTest, TokenizeRefusesWhatItCannotAnswerNamingTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({})", "prompt"},
       {R"({"prompt": ["a", "b"]})", "prompt"},
       {R"({"prompt": "a", "messages": [{"role": "user", "content": "b"}]})", "prompt"},
-      {R"({"prompt": "a", "add_special_tokens": false})", "add_special_tokens"},
-      {R"({"messages": [{"role": "user", "content": "b"}], "add_special_tokens": true})",
+      {R"({"prompt": "a", "add_special_tokens": "no"})", "add_special_tokens"},
+      {R"({"messages": [{"role": "user", "content": "b"}], "add_special_tokens": 1})",
        "add_special_tokens"},
       {R"({"messages": [{"role": "user", "content": "b"}], "continue_final_message": true})",
        "continue_final_message"},

@@ -217,6 +217,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "must be a boolean"},
         Refused{R"({"prompt": "x", "skip_special_tokens": "no"})", "skip_special_tokens",
                 "must be a boolean"},
+        Refused{R"({"prompt": "x", "add_special_tokens": "false"})", "add_special_tokens",
+                "must be a boolean"},
+        Refused{R"({"prompt": [1, 2], "add_special_tokens": 0})", "add_special_tokens",
+                "must be a boolean"},
         Refused{R"({"prompt": "x", "truncate_prompt_tokens": "8"})", "truncate_prompt_tokens",
                 "must be an integer"},
         Refused{R"({"prompt": "x", "model": 7})", "model", "must be a string"},
@@ -411,7 +415,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "tool_choice.function.name", "required", true},
         Refused{R"({"messages": [{"role": "user", "content": "x"}],
                     "chat_template": "{{ messages[0].content }}"})",
-                "chat_template", "not supported", true}));
+                "chat_template", "not supported", true},
+        Refused{R"({"messages": [{"role": "user", "content": "x"}], "add_special_tokens": 1})",
+                "add_special_tokens", "must be a boolean", true}));
 
 // Tools: "auto" by default (the calls are parsed), "none" keeps them in the prompt only; a tool
 // message's fields and a name go to the template.
@@ -524,6 +530,25 @@ TEST(CompletionRequest, SkipSpecialTokensPassesThroughAndIsOnByDefault) {
   EXPECT_FALSE(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
                                       "skip_special_tokens": false})")
                    .input.skip_special_tokens);
+}
+
+// vLLM's add_special_tokens: unset, the service takes the form's default (true for a text
+// prompt, false for chat messages); set, it goes to the prompt encoder as sent.
+TEST(CompletionRequest, AddSpecialTokensPassesThroughAndIsUnsetByDefault) {
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x"})").input.add_special_tokens, std::nullopt);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": "x", "add_special_tokens": false})")
+                .input.add_special_tokens,
+            false);
+  EXPECT_EQ(parse_completion_request(R"({"prompt": ["x", "y"], "add_special_tokens": false})")
+                .input.add_special_tokens,
+            false);
+  EXPECT_EQ(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})")
+                .input.add_special_tokens,
+            std::nullopt);
+  EXPECT_EQ(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}],
+                                   "add_special_tokens": true})")
+                .input.add_special_tokens,
+            true);
 }
 
 TEST(CompletionRequest, TruncatePromptTokensPassesThrough) {

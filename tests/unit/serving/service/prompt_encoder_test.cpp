@@ -1,6 +1,7 @@
 // Where a prompt's BOS comes from (helper-207's review): a text prompt begins with it where the
 // tokenizer adds one (Hugging Face's encode with its special tokens); a chat prompt has the BOS its
-// template writes, as vLLM encodes chat prompts without adding special tokens.
+// template writes, as vLLM encodes chat prompts without adding special tokens. vLLM's
+// add_special_tokens turns the tokenizer's BOS off for text and on for chat.
 #include "prompt_encoder.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,16 +41,20 @@ class PromptEncoderBos : public ::testing::Test {
     ids.insert(ids.begin(), first);
     return ids;
   }
-  std::vector<int32_t> text(const std::string& prompt) const {
+  std::vector<int32_t> text(const std::string& prompt,
+                            std::optional<bool> add_special_tokens = std::nullopt) const {
     GenerateInput input;
     input.prompt_kind = GenerateInput::PromptKind::kText;
     input.prompt_text = prompt;
+    input.add_special_tokens = add_special_tokens;
     return encoder_->encode(input);
   }
-  std::vector<int32_t> chat(const std::string& content) const {
+  std::vector<int32_t> chat(const std::string& content,
+                            std::optional<bool> add_special_tokens = std::nullopt) const {
     GenerateInput input;
     input.prompt_kind = GenerateInput::PromptKind::kChat;
     input.messages = {{"user", content}};
+    input.add_special_tokens = add_special_tokens;
     return encoder_->encode(input);
   }
 
@@ -82,6 +88,43 @@ TEST_F(PromptEncoderBos, AChatPromptHasTheBosItsTemplateWritesAndNoOther) {
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids.front(), testing::kStartHeader);
   EXPECT_EQ(ids, tokenizer_->encode("<|start_header_id|>hi<|eot_id|>"));
+}
+
+// add_special_tokens false: a completion's text without the tokenizer's BOS (the user's
+// `"prompt": "hi", "add_special_tokens": false` counted it); true is the default.
+TEST_F(PromptEncoderBos, ATextPromptWithoutSpecialTokensHasNoBos) {
+  write(kWritesBos);
+  EXPECT_EQ(text("hi", false), tokenizer_->encode("hi"));
+  EXPECT_EQ(text("hi", true), after(testing::kBeginOfText, tokenizer_->encode("hi")));
+  EXPECT_EQ(text("hi", true), text("hi"));
+}
+
+// add_special_tokens true on chat: vLLM encodes the rendered conversation with the tokenizer's
+// special tokens, so its BOS goes in front of the template's text, and where the template wrote a
+// BOS already the prompt starts with two, as vLLM's does (Hugging Face does not look).
+TEST_F(PromptEncoderBos, AChatPromptWithSpecialTokensGetsTheTokenizersBosInFront) {
+  write(kChatMl);  // the template writes no BOS
+  const std::vector<int32_t> rendered = tokenizer_->encode("<|start_header_id|>hi<|eot_id|>");
+  EXPECT_EQ(chat("hi", true), after(testing::kBeginOfText, rendered));
+  EXPECT_EQ(chat("hi", false), rendered);
+  EXPECT_EQ(chat("hi"), rendered);
+  write(kWritesBos);  // the template writes one: a second in front
+  EXPECT_EQ(chat("hi", true),
+            after(testing::kBeginOfText, after(testing::kBeginOfText, tokenizer_->encode("hi"))));
+  write(kChatMl, {{"add_bos_token", false}});  // a tokenizer that adds none adds none here
+  EXPECT_EQ(chat("hi", true), rendered);
+}
+
+TEST_F(PromptEncoderBos, TokenIdsAreUsedAsGivenWhateverAddSpecialTokensSays) {
+  write(kWritesBos);
+  for (const std::optional<bool> add :
+       {std::optional<bool>(), std::optional(true), std::optional(false)}) {
+    GenerateInput input;
+    input.prompt_kind = GenerateInput::PromptKind::kTokenIds;
+    input.prompt_ids = {7, 8};
+    input.add_special_tokens = add;
+    EXPECT_EQ(encoder_->encode(input), (std::vector<int32_t>{7, 8}));
+  }
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ struct GenerateInput {
   // Exactly one prompt form is set; the service refuses none or several (kInvalidArgument).
   enum class PromptKind { kText, kTokenIds, kChat };
   PromptKind prompt_kind = PromptKind::kText;
-  std::string prompt_text;            // kText: encoded with BOS prepended where the model wants one
+  std::string prompt_text;            // kText: encoded, BOS first where the model wants one
   std::vector<int32_t> prompt_ids;    // kTokenIds: used as given
   std::vector<ChatMessage> messages;  // kChat: rendered with the chat template, then encoded
   // kChat: the functions the model may call (OpenAI's "tools"), a JSON array the chat template
@@ -90,6 +90,11 @@ struct GenerateInput {
   // model goes on writing; needs add_generation_prompt false).
   bool add_generation_prompt = true;
   bool continue_final_message = false;
+  // vLLM's add_special_tokens: whether the tokenizer's special tokens (its BOS, where it adds one)
+  // go before the encoded text. Unset: the form's default, vLLM's: true for kText; false for kChat,
+  // whose template writes them (true adds the tokenizer's on top: after a template that writes the
+  // BOS, a second one, as vLLM gives). kTokenIds: ignored, the ids are used as given.
+  std::optional<bool> add_special_tokens;
   // kChat: the text that ends a reasoning model's thinking ("</think>"), set where the answer is
   // split into reasoning and content (the server's reasoning parser). The service then reads the
   // prompt's end for it (RequestStream::prompt_reasoning()), since a template may open or close

@@ -107,12 +107,6 @@ void make_collecting(httplib::DataSink& sink, std::string* events, bool& ended) 
   sink.done = [&ended] { ended = true; };
 }
 
-struct Route {
-  const char* path;  // a regular expression: a kept response's id is its first group
-  const char* method;
-  Handler handler;
-};
-
 // A kept response's routes: its id is any one path step.
 constexpr std::string_view kPathStep = "([^/]+)";
 constexpr const char* kKeptResponse = R"(/v1/responses/([^/]+))";
@@ -164,8 +158,10 @@ bool asks_keep_alive(const httplib::Request& request) {
   return value.find("keep-alive") != std::string::npos;
 }
 
-// The message for an error cpp-httplib produced without a handler.
-std::string library_error_message(const httplib::Request& request, int status) {
+// The message for an error cpp-httplib produced without a handler; `routes` lists the routes
+// served, for an unknown one.
+std::string library_error_message(const httplib::Request& request, int status,
+                                  const std::string& routes) {
   switch (status) {
     case 400:
       // cpp-httplib reads no body without a length (curl -X POST with no data sends none).
@@ -182,11 +178,7 @@ std::string library_error_message(const httplib::Request& request, int status) {
       }
       return "malformed HTTP request (or a header line over 8192 bytes)";
     case 404:
-      return "no route " + request.method + " " + request.path +
-             "; the routes are POST /v1/completions, POST /v1/chat/completions, POST "
-             "/v1/responses, GET and DELETE /v1/responses/{id}, GET "
-             "/v1/responses/{id}/input_items, POST /v1/responses/{id}/cancel, GET /v1/models, "
-             "POST /tokenize, POST /detokenize, GET /health and GET /metrics";
+      return "no route " + request.method + " " + request.path + "; the routes are " + routes;
     case 413:
       // cpp-httplib (Debian's build) caps a form-encoded body at 8,192 bytes, whatever the
       // server's own limit: curl -d sends that type unless told otherwise.
@@ -207,6 +199,53 @@ std::string library_error_message(const httplib::Request& request, int status) {
 }
 
 }  // namespace
+
+struct OpenAiRoutes::Route {
+  const char* path;  // a regular expression: a kept response's id is its first group
+  const char* method;
+  void (OpenAiRoutes::*handle)(const httplib::Request&, httplib::Response&);
+};
+
+// What install() registers and the 404 for an unknown route lists: one table, so that the two
+// cannot part (the list once left out GET /version).
+const std::vector<OpenAiRoutes::Route>& OpenAiRoutes::routes() {
+  static const std::vector<Route> kRoutes = {
+      {"/v1/completions", "POST", &OpenAiRoutes::completions},
+      {"/v1/chat/completions", "POST", &OpenAiRoutes::chat_completions},
+      {"/v1/responses", "POST", &OpenAiRoutes::respond},
+      {kKeptResponse, "GET", &OpenAiRoutes::get_response},
+      {kKeptResponse, "DELETE", &OpenAiRoutes::delete_response},
+      {kKeptInputItems, "GET", &OpenAiRoutes::list_input_items},
+      {kKeptCancel, "POST", &OpenAiRoutes::cancel_response},
+      {"/v1/models", "GET", &OpenAiRoutes::models},
+      {"/tokenize", "POST", &OpenAiRoutes::tokenize},
+      {"/detokenize", "POST", &OpenAiRoutes::detokenize},
+      {"/health", "GET", &OpenAiRoutes::health},
+      {"/version", "GET", &OpenAiRoutes::version},
+      {"/metrics", "GET", &OpenAiRoutes::metrics},
+  };
+  return kRoutes;
+}
+
+std::vector<std::string> OpenAiRoutes::route_names() {
+  std::vector<std::string> names;
+  for (const Route& route : routes()) {
+    std::string path = route.path;
+    if (const size_t step = path.find(kPathStep); step != std::string::npos) {
+      path.replace(step, kPathStep.size(), "{id}");
+    }
+    names.push_back(std::string(route.method) + " " + path);
+  }
+  return names;
+}
+
+void OpenAiRoutes::completions(const httplib::Request& request, httplib::Response& response) {
+  generate(request, response, Endpoint::kCompletions);
+}
+
+void OpenAiRoutes::chat_completions(const httplib::Request& request, httplib::Response& response) {
+  generate(request, response, Endpoint::kChatCompletions);
+}
 
 OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& options)
     : service_(service),
@@ -240,23 +279,7 @@ OpenAiRoutes::OpenAiRoutes(GenerationService& service, const HttpOptions& option
 
 void OpenAiRoutes::install(httplib::Server& server,
                            const std::function<void(const httplib::Request&)>& body_read) {
-  const std::vector<Route> routes = {
-      {"/v1/completions", "POST",
-       [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kCompletions); }},
-      {"/v1/chat/completions", "POST",
-       [this](const auto& rq, auto& rs) { generate(rq, rs, Endpoint::kChatCompletions); }},
-      {"/v1/responses", "POST", [this](const auto& rq, auto& rs) { respond(rq, rs); }},
-      {kKeptResponse, "GET", [this](const auto& rq, auto& rs) { get_response(rq, rs); }},
-      {kKeptResponse, "DELETE", [this](const auto& rq, auto& rs) { delete_response(rq, rs); }},
-      {kKeptInputItems, "GET", [this](const auto& rq, auto& rs) { list_input_items(rq, rs); }},
-      {kKeptCancel, "POST", [this](const auto& rq, auto& rs) { cancel_response(rq, rs); }},
-      {"/v1/models", "GET", [this](const auto& rq, auto& rs) { models(rq, rs); }},
-      {"/tokenize", "POST", [this](const auto& rq, auto& rs) { tokenize(rq, rs); }},
-      {"/detokenize", "POST", [this](const auto& rq, auto& rs) { detokenize(rq, rs); }},
-      {"/health", "GET", [this](const auto& rq, auto& rs) { health(rq, rs); }},
-      {"/version", "GET", [this](const auto& rq, auto& rs) { version(rq, rs); }},
-      {"/metrics", "GET", [this](const auto& rq, auto& rs) { metrics(rq, rs); }},
-  };
+  const std::vector<Route>& table = routes();
   using Registrar =
       httplib::Server& (httplib::Server::*)(const std::string&, httplib::Server::Handler);
   const std::vector<std::pair<std::string, Registrar>> methods = {
@@ -272,7 +295,7 @@ void OpenAiRoutes::install(httplib::Server& server,
                                            request.path + "; use " + allowed));
   };
   std::map<std::string, std::string> allowed_methods;  // path -> its methods ("GET, DELETE")
-  for (const Route& route : routes) {
+  for (const Route& route : table) {
     std::string& allowed = allowed_methods[route.path];
     allowed += (allowed.empty() ? "" : ", ") + std::string(route.method);
   }
@@ -280,11 +303,14 @@ void OpenAiRoutes::install(httplib::Server& server,
     const std::string& path = path_methods.first;
     for (const auto& [method, registrar] : methods) {
       const auto own =
-          std::find_if(routes.begin(), routes.end(), [&, &name = method](const Route& route) {
+          std::find_if(table.begin(), table.end(), [&, &name = method](const Route& route) {
             return route.path == path && route.method == name;
           });
-      if (own != routes.end()) {
-        (server.*registrar)(path, guarded(own->handler, body_read));
+      if (own != table.end()) {
+        (server.*registrar)(path, guarded([this, handle = own->handle](
+                                              const httplib::Request& rq,
+                                              httplib::Response& rs) { (this->*handle)(rq, rs); },
+                                          body_read));
         continue;
       }
       // A browser's preflight asks before it sends a request of one of the path's methods.
@@ -304,9 +330,15 @@ void OpenAiRoutes::install(httplib::Server& server,
 
   // cpp-httplib calls this for every status >= 400, ours included: only an empty body (an error
   // it produced itself: malformed request, unknown route, body too large) is filled in.
+  // "A, B and C": the routes, for a 404's message.
+  const std::vector<std::string> names = route_names();
+  std::string route_list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    route_list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  }
   server.set_error_handler(httplib::Server::HandlerWithResponse(
-      [wrong_method, allowed_methods](const httplib::Request& request,
-                                      httplib::Response& response) {
+      [wrong_method, allowed_methods, route_list](const httplib::Request& request,
+                                                  httplib::Response& response) {
         if (!response.body.empty() || response.content_provider_) {
           return httplib::Server::HandlerResponse::Unhandled;
         }
@@ -319,8 +351,8 @@ void OpenAiRoutes::install(httplib::Server& server,
             return httplib::Server::HandlerResponse::Handled;
           }
         }
-        send_error(response,
-                   ApiError(response.status, library_error_message(request, response.status)));
+        send_error(response, ApiError(response.status,
+                                      library_error_message(request, response.status, route_list)));
         return httplib::Server::HandlerResponse::Handled;
       }));
   // After every handler and error handler, errors included (a 401 a browser's script must read;

@@ -14,6 +14,8 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "answer_parser.h"
 #include "cors_policy.h"
@@ -52,7 +54,16 @@ class OpenAiRoutes {
   // read as the next request.
   bool refused_before_body(const httplib::Request& request, httplib::Response& response) const;
 
+  // Every route install() registers, as "METHOD /path" with a kept response's id as {id}
+  // ("DELETE /v1/responses/{id}"): what the 404 for an unknown route lists.
+  static std::vector<std::string> route_names();
+
  private:
+  struct Route;
+  // The routes' one table: their paths, methods and handlers.
+  static const std::vector<Route>& routes();
+  void completions(const httplib::Request& request, httplib::Response& response);
+  void chat_completions(const httplib::Request& request, httplib::Response& response);
   bool authorized(const httplib::Request& request, httplib::Response& response) const;
   void generate(const httplib::Request& request, httplib::Response& response, Endpoint endpoint);
   // POST /v1/responses: a chat request written in the Responses API's shapes, answered in them.

@@ -1,6 +1,11 @@
 // Every way a request can fail reaches the client as an OpenAI error body with the right status,
 // and the server keeps serving afterwards.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "http_test_support.h"
+#include "openai_routes.h"
 
 namespace headway::serving::testing {
 namespace {
@@ -244,6 +249,45 @@ TEST_F(HttpFrontendTest, UnknownRouteIs404AndWrongMethodIs405) {
       raw_exchange(port(), "POST /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   EXPECT_TRUE(bodiless.starts_with("HTTP/1.1 405")) << bodiless;
   EXPECT_NE(bodiless.find("Allow: GET"), std::string::npos) << bodiless;
+}
+
+// The 404's list of routes comes from the table install() registers: every route is in it (it
+// once left out GET /version), and each route it names is served (answered by its handler, not
+// the 404 for an unknown route).
+TEST_F(HttpFrontendTest, TheUnknownRouteMessageListsEveryRoute) {
+  auto unknown = client().Get("/v1/foo");
+  ASSERT_TRUE(unknown);
+  ASSERT_EQ(unknown->status, 404);
+  const std::string message = error_of(unknown->body)["message"];
+  // "...; the routes are A, B and C", read back into its entries.
+  const std::string intro = "; the routes are ";
+  ASSERT_NE(message.find(intro), std::string::npos) << message;
+  std::string list = message.substr(message.find(intro) + intro.size());
+  if (const size_t last = list.rfind(" and "); last != std::string::npos) {
+    list.replace(last, 5, ", ");
+  }
+  std::vector<std::string> listed;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(", ", start), list.size());
+    listed.push_back(list.substr(start, comma - start));
+    start = comma + 2;
+  }
+  const std::vector<std::string> routes = http::OpenAiRoutes::route_names();
+  EXPECT_EQ(listed, routes) << message;
+  EXPECT_NE(std::find(routes.begin(), routes.end(), "GET /version"), routes.end());
+  for (const std::string& route : routes) {
+    SCOPED_TRACE(route);
+    const size_t space = route.find(' ');
+    const std::string method = route.substr(0, space);
+    std::string path = route.substr(space + 1);
+    if (const size_t id = path.find("{id}"); id != std::string::npos) path.replace(id, 4, "x");
+    httplib::Result answer = method == "GET"      ? client().Get(path)
+                             : method == "DELETE" ? client().Delete(path)
+                                                  : post_json(path, "{}");
+    ASSERT_TRUE(answer);
+    const std::string body = answer->body;
+    EXPECT_FALSE(answer->status == 404 && body.find("no route") != std::string::npos) << body;
+  }
 }
 
 TEST_F(HttpFrontendTest, OversizedBodyIs413) {

@@ -141,7 +141,8 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
   std::cout << fmt::format(
       "capacity within {} (p99 over {}; {} requests per probe{}; rate = (requests - 1) / arrival "
       "span of the scaled workload; factor: the scale of the workload's arrival rate where the "
-      "SLO held, fails at: the lowest scale that failed)\n",
+      "SLO held, fails at: the lowest scale that failed; --rate-scale with either replays that "
+      "probe)\n",
       slo.text(), short_only ? "the short classes' requests" : "all requests", requests,
       limited ? ", --capacity-limit" : "");
   std::cout << fmt::format("{:<{}}{:>10}{:>9}{:>10}{:>8}{:>11}{:>11}\n", "deployment", width,
@@ -155,12 +156,12 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
       if (p.factor == shown) at = &p;
     }
     // ">=": the SLO held at every factor probed, so the capacity is at least that.
-    const char* at_least = c.lower_bound() ? ">=" : "";
+    const std::string at_least = c.lower_bound() ? ">=" : "";
     std::cout << fmt::format(
         "{:<{}}{:>10}{:>9}{:>10}{:>8}{:>11}{:>11}\n", d.deployment.name, width,
         fmt::format("{}{:.2f}", at_least, c.requests_per_s),
-        c.factor > 0 ? fmt::format("{}{:.3f}", at_least, c.factor) : "none",
-        std::isfinite(c.failing_factor) ? fmt::format("{:.3f}", c.failing_factor) : "-",
+        c.factor > 0 ? at_least + core::capacity_factor_text(c.factor) : "none",
+        std::isfinite(c.failing_factor) ? core::capacity_factor_text(c.failing_factor) : "-",
         c.probes.size(), core::duration_text(at ? at->p99.ttft : NAN),
         core::duration_text(at ? at->p99.tpot : NAN));
   }
@@ -169,17 +170,17 @@ void print_capacities(const std::vector<DeploymentRun>& runs, const core::Slo& s
     const core::Capacity& c = *d.capacity;
     if (c.lower_bound()) {
       std::cout << fmt::format(
-          "{}: the SLO held at every rate probed, up to {:g}x the workload's: the capacity is at "
+          "{}: the SLO held at every rate probed, up to {}x the workload's: the capacity is at "
           "least {:.2f} req/s\n",
-          d.deployment.name, c.factor, c.requests_per_s);
+          d.deployment.name, core::capacity_factor_text(c.factor), c.requests_per_s);
     }
     if (c.factor > 0) continue;
     // Even a trickle fails: the load is not the problem, the requests themselves are (or requests
     // that arrive together, which a slower rate does not spread).
     std::cout << fmt::format(
-        "{}: the SLO fails even at {:.3g}x the workload's rate (p99 figures above are that "
+        "{}: the SLO fails even at {}x the workload's rate (p99 figures above are that "
         "probe's): {}{}\n",
-        d.deployment.name, c.failing_factor,
+        d.deployment.name, core::capacity_factor_text(c.failing_factor),
         burst > 1 ? fmt::format("single requests miss it, or the {} that arrive at one instant "
                                 "(a slower rate does not spread them)",
                                 burst)

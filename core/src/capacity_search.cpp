@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "headway/core/error.h"
@@ -26,7 +27,36 @@ void check_options(const CapacityOptions& o) {
   if (o.max_runs == 0) throw Error("capacity search: max_runs must be >= 1");
 }
 
+// The power of ten of `factor`'s last significant digit, negated: 3 for 1.682, -1 for 12345.
+int last_digit_exponent(double factor) {
+  return kFactorDigits - 1 - static_cast<int>(std::floor(std::log10(factor)));
+}
+
+double power_of_ten(int exponent) {
+  double p = 1;  // exact: every power of ten up to 1e22 is a double
+  for (int i = 0; i < exponent; ++i) p *= 10;
+  return p;
+}
+
 }  // namespace
+
+double capacity_factor(double factor) {
+  if (!(factor > 0) || !std::isfinite(factor)) return factor;
+  const int exponent = last_digit_exponent(factor);
+  // m / 10^k with both exact is the double nearest the decimal m * 10^-k, which is what parsing
+  // its text gives.
+  if (exponent >= 0) {
+    const double scale = power_of_ten(exponent);
+    return std::round(factor * scale) / scale;
+  }
+  const double scale = power_of_ten(-exponent);
+  return std::round(factor / scale) * scale;
+}
+
+std::string capacity_factor_text(double factor) {
+  if (!(factor > 0) || !std::isfinite(factor)) return fmt::format("{}", factor);
+  return fmt::format("{:.{}f}", factor, std::max(0, last_digit_exponent(factor)));
+}
 
 Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& slo,
                          const CapacityOptions& options) {
@@ -35,6 +65,7 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
   out.slo = slo.text();
   constexpr double kInf = Capacity::kNoFailure;
   double held = 0, failed = kInf;  // invariant: the SLO held at `held` and failed at `failed`
+  // Only factors the report prints in full (capacity_factor(): see the header).
   auto run = [&](double f) {
     CapacityProbe p{f, probe(f)};
     out.probes.push_back(p);
@@ -47,17 +78,23 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
   };
 
   // Expansion: find a bracket [held, failed] one doubling wide.
-  double f = options.start_factor;
+  // Powers of two of the start, each rounded (rounding each step's rounded factor would drift).
+  double unrounded = options.start_factor;
+  double f = capacity_factor(unrounded);
   const bool first = run(f);
   while (out.probes.size() < options.max_runs) {
-    f = first ? f * 2 : f / 2;
+    unrounded = first ? unrounded * 2 : unrounded / 2;
+    f = capacity_factor(unrounded);
     if (f > options.max_factor || f < options.min_factor) break;
     if (run(f) != first) break;
   }
   // Bisection on the logarithm of the factor, since the question is "how many times faster".
   while (held > 0 && failed < kInf && failed / held > 1 + options.precision &&
          out.probes.size() < options.max_runs) {
-    run(std::sqrt(held * failed));
+    const double middle = capacity_factor(std::sqrt(held * failed));
+    // A precision finer than the printed digits: no factor left between the two.
+    if (!(middle > held && middle < failed)) break;
+    run(middle);
   }
   out.factor = held;
   out.failing_factor = failed;

@@ -3,10 +3,13 @@
 // found and fail at the next step.
 #include "headway/core/capacity_search.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "headway/core/error.h"
 #include "headway/core/plugin_registry.h"
@@ -50,7 +53,8 @@ TEST(CapacitySearch, NeverHoldingAndNeverFailingAreReported) {
   size_t calls = 0;
   const Capacity none = search_capacity(threshold_probe(1e-9, &calls), default_slo());
   EXPECT_EQ(none.factor, 0.0);
-  EXPECT_NEAR(none.failing_factor, CapacityOptions{}.min_factor, 1e-15);
+  // 1/1024 to the four digits a factor is probed at.
+  EXPECT_EQ(none.failing_factor, 0.0009766);
 
   CapacityOptions small;
   small.max_factor = 8;
@@ -70,6 +74,53 @@ TEST(CapacitySearch, NeverHoldingAndNeverFailingAreReported) {
   CapacityOptions bad;
   bad.precision = 0;
   EXPECT_THROW(search_capacity(threshold_probe(1, &calls), default_slo(), bad), Error);
+}
+
+// `--rate-scale F` with a factor the report printed must replay that probe: near a capacity the
+// p99 is not smooth in the factor (on document_qa, moved_big_decode held at 2^(3/4) = 1.68179...
+// with p99 TTFT 1.93 s, printed as 1.682, where --rate-scale 1.682 gave 7.77 s). So every factor
+// probed is one whose printed text parses back to it, bisection midpoints included.
+TEST(CapacitySearch, ProbesRunAtTheFactorsTheyPrint) {
+  size_t calls = 0;
+  CapacityOptions odd_start;
+  odd_start.start_factor = 1.2345678;
+  for (const auto& [threshold, options] :
+       {std::pair{3.3, CapacityOptions{}}, std::pair{0.07, CapacityOptions{}},
+        std::pair{1e-9, CapacityOptions{}}, std::pair{1e9, CapacityOptions{}},
+        std::pair{1.7, odd_start}}) {
+    const Capacity c = search_capacity(threshold_probe(threshold, &calls), default_slo(), options);
+    for (const CapacityProbe& p : c.probes) {
+      const std::string text = capacity_factor_text(p.factor);
+      EXPECT_EQ(std::stod(text), p.factor) << text << " at threshold " << threshold;
+      // At most four significant digits, whatever prints it.
+      EXPECT_EQ(std::stod(fmt::format("{:.4g}", p.factor)), p.factor) << p.factor;
+    }
+  }
+  const Capacity c = search_capacity(threshold_probe(1.7, &calls), default_slo());
+  ASSERT_EQ(c.probes.size(), 6u);  // 1, 2, then the midpoints 2^(1/2), 2^(3/4), ...
+  EXPECT_EQ(c.probes[3].factor, 1.682);
+  EXPECT_EQ(capacity_factor_text(c.probes[3].factor), "1.682");
+
+  EXPECT_EQ(capacity_factor_text(1), "1.000");
+  EXPECT_EQ(capacity_factor_text(capacity_factor(std::pow(2, -2.5))), "0.1768");
+  EXPECT_EQ(capacity_factor_text(capacity_factor(1.0 / 1024)), "0.0009766");
+  EXPECT_EQ(capacity_factor_text(1024), "1024");
+  EXPECT_EQ(capacity_factor_text(capacity_factor(12.3456)), "12.35");
+  EXPECT_EQ(capacity_factor_text(capacity_factor(9.99996)), "10.00");
+  for (double x = 1.0 / 2048; x < 4096; x *= 1.0137) {
+    const double f = capacity_factor(x);
+    EXPECT_EQ(std::stod(capacity_factor_text(f)), f) << x;
+    EXPECT_LE(std::abs(f / x - 1), 5e-4) << x;
+  }
+
+  // A precision finer than the printed digits stops the bisection where no factor is left between
+  // the two, instead of probing the same factor again until the run budget ends.
+  CapacityOptions fine;
+  fine.precision = 1e-9;
+  const Capacity close = search_capacity(threshold_probe(3.3, &calls), default_slo(), fine);
+  EXPECT_LT(close.probes.size(), fine.max_runs);
+  EXPECT_EQ(close.factor, 3.3);
+  EXPECT_EQ(close.failing_factor, 3.301);
 }
 
 TEST(WorkloadScaling, KeepsRequestsAndScalesTheRate) {
@@ -115,6 +166,16 @@ TEST(CapacitySearch, SimulatedDeploymentHoldsAtCapacityAndFailsAboveIt) {
   };
   EXPECT_TRUE(holds(c.factor));
   EXPECT_FALSE(holds(c.failing_factor));
+  // The printed factor, parsed as --rate-scale parses it, runs the probe's workload: its p99 is
+  // the probe's to the last bit.
+  for (const CapacityProbe& p : c.probes) {
+    const SloP99 again = p99_against_slo(
+        slo,
+        simulate(deployment, with_rate_factor(workload, std::stod(capacity_factor_text(p.factor))))
+            .records);
+    EXPECT_EQ(again.ttft, p.p99.ttft) << p.factor;
+    EXPECT_EQ(again.tpot, p.p99.tpot) << p.factor;
+  }
 
   // A workload whose requests arrive at one instant has no rate to scale: every probe would replay
   // the same burst. Refused, naming why, for one request and for many.

@@ -6,10 +6,15 @@
 //
 // Search: probe f = 1; while the SLO holds, double f (while it fails, halve it) until the outcome
 // flips; then bisect geometrically between the highest factor that held and the lowest that
-// failed until they are within `precision` of each other. Every probe is a full simulation, and
-// the simulator is deterministic, so the search is too. The result always satisfies: the SLO held
-// at `factor` and failed at `failing_factor` (when both exist), with failing_factor / factor <=
-// 1 + precision unless the run budget ran out first.
+// failed until they are within `precision` of each other. Every factor probed is rounded to
+// kFactorDigits significant digits (capacity_factor()), the digits the report prints, so that
+// `--rate-scale` with a printed factor replays that probe exactly: near a deployment's capacity the
+// p99 is not smooth in the factor (a factor 1e-4 off can turn a p99 TTFT of 1.9 s into 7.8 s), and
+// a printed 1.682 that stood for 1.68179... ran another experiment. Every probe is a full
+// simulation, and the simulator is deterministic, so the search is too. The result always
+// satisfies: the SLO held at `factor` and failed at `failing_factor` (when both exist), with
+// failing_factor / factor <= 1 + precision unless the run budget ran out first (or no printable
+// factor lies between them).
 //
 // Threading: single-threaded; the caller owns everything it passes.
 #pragma once
@@ -60,6 +65,17 @@ struct Capacity {
   bool lower_bound() const { return factor > 0 && !(failing_factor < kNoFailure); }
   static constexpr double kNoFailure = std::numeric_limits<double>::infinity();
 };
+
+// Significant digits of every factor the search probes and the report prints.
+inline constexpr int kFactorDigits = 4;
+
+// `factor` rounded to kFactorDigits significant digits: the double that parsing
+// capacity_factor_text() of it gives back. Non-positive or non-finite factors pass unchanged.
+double capacity_factor(double factor);
+
+// `factor` in fixed notation with kFactorDigits significant digits ("1.682", "0.1768", "1024"):
+// for a factor the search probed, exactly the factor it ran.
+std::string capacity_factor_text(double factor);
 
 // The search on any probe: `probe(f)` runs the workload at rate factor f and judges it. Throws
 // Error for options that cannot work (precision <= 0, min_factor > start_factor, ...).

@@ -17,11 +17,13 @@ namespace {
 void check_options(const CapacityOptions& o) {
   if (!(o.precision > 0))
     throw Error(fmt::format("capacity search: precision {} must be > 0", o.precision));
-  if (!(o.min_factor > 0) || !(o.min_factor <= o.start_factor) ||
-      !(o.start_factor <= o.max_factor)) {
+  // Within [1e-9, 1e9] the rounding to printed digits is exact (capacity_factor()); a load a
+  // billion times lighter or heavier than the workload's is no question for a simulator.
+  if (!(o.min_factor >= 1e-9) || !(o.min_factor <= o.start_factor) ||
+      !(o.start_factor <= o.max_factor) || !(o.max_factor <= 1e9)) {
     throw Error(
-        fmt::format("capacity search: need 0 < min_factor ({}) <= start_factor ({}) <= "
-                    "max_factor ({})",
+        fmt::format("capacity search: need 1e-9 <= min_factor ({}) <= start_factor ({}) <= "
+                    "max_factor ({}) <= 1e9",
                     o.min_factor, o.start_factor, o.max_factor));
   }
   if (o.max_runs == 0) throw Error("capacity search: max_runs must be >= 1");
@@ -85,7 +87,8 @@ Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& 
   while (out.probes.size() < options.max_runs) {
     unrounded = first ? unrounded * 2 : unrounded / 2;
     f = capacity_factor(unrounded);
-    if (f > options.max_factor || f < options.min_factor) break;
+    // The bounds hold the factors as asked, not as rounded (2^-9 rounds to 0.001953, under 1/512).
+    if (unrounded > options.max_factor || unrounded < options.min_factor) break;
     if (run(f) != first) break;
   }
   // Bisection on the logarithm of the factor, since the question is "how many times faster".

@@ -74,6 +74,20 @@ TEST(CapacitySearch, NeverHoldingAndNeverFailingAreReported) {
   CapacityOptions bad;
   bad.precision = 0;
   EXPECT_THROW(search_capacity(threshold_probe(1, &calls), default_slo(), bad), Error);
+  // Outside [1e-9, 1e9] the rounding to printed digits is no longer exact.
+  CapacityOptions tiny;
+  tiny.min_factor = 1e-12;
+  EXPECT_THROW(search_capacity(threshold_probe(1, &calls), default_slo(), tiny), Error);
+  CapacityOptions huge;
+  huge.max_factor = 1e12;
+  EXPECT_THROW(search_capacity(threshold_probe(1, &calls), default_slo(), huge), Error);
+
+  // The floor holds the factor as asked: 2^-9 is probed (as 0.001953) though its rounding is
+  // under a floor of exactly 1/512.
+  CapacityOptions floor;
+  floor.min_factor = 1.0 / 512;
+  EXPECT_EQ(search_capacity(threshold_probe(1e-9, &calls), default_slo(), floor).failing_factor,
+            0.001953);
 }
 
 // `--rate-scale F` with a factor the report printed must replay that probe: near a capacity the

@@ -78,7 +78,8 @@ double capacity_factor(double factor);
 std::string capacity_factor_text(double factor);
 
 // The search on any probe: `probe(f)` runs the workload at rate factor f and judges it. Throws
-// Error for options that cannot work (precision <= 0, min_factor > start_factor, ...).
+// Error for options that cannot work (precision <= 0, min_factor > start_factor, factors
+// outside [1e-9, 1e9], ...).
 Capacity search_capacity(const std::function<SloP99(double)>& probe, const Slo& slo,
                          const CapacityOptions& options = {});
 

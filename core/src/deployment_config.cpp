@@ -2,6 +2,7 @@
 #include <headway/core/deployment_config.h>
 #include <headway/core/error.h>
 #include <headway/core/input_file.h>
+#include <headway/core/utf8.h>
 #include <headway/core/web_origin.h>
 #include <toml++/toml.h>
 
@@ -159,6 +160,8 @@ double get_seconds(const toml::table& table, const char* key, const std::string&
 void check_served_model_name(const std::string& name, const std::string& where) {
   // Clients send it in JSON and logs quote it: no empty name, no control characters.
   if (name.empty()) throw Error(where + ": must not be empty (leave it out for the default)");
+  // Answers are JSON: bytes that are not UTF-8 would come back as U+FFFD, a name no client sends.
+  if (!utf8::is_valid(name)) throw Error(where + ": is not valid UTF-8");
   for (size_t i = 0; i < name.size(); ++i) {
     const auto c = static_cast<unsigned char>(name[i]);
     if (c < 0x20 || c == 0x7f) {

@@ -698,6 +698,9 @@ TEST_F(DeploymentConfigTest, ServedModelNameIsReadAndChecked) {
   EXPECT_THAT(
       error_of(std::string(kSimEngine) + "[server]\nserved_model_name = \"a\\tb\"\n"),
       AllOf(HasSubstr("server.served_model_name (line"), HasSubstr("(byte 0x09) at byte 1")));
+  // TOML strings are UTF-8 already; serve --served-model-name's are not checked by a parser.
+  EXPECT_THROW(check_served_model_name("model-\xff", "--served-model-name"), Error);
+  EXPECT_NO_THROW(check_served_model_name("mod\xc3\xa8le", "--served-model-name"));
 }
 
 TEST_F(DeploymentConfigTest, ARouterProcessNamesItsEngineProcesses) {

@@ -38,7 +38,7 @@
 namespace headway::serving {
 
 struct LocalServiceOptions {
-  std::string model_name;  // empty: the [model] `name` option, else the checkpoint directory name
+  std::string model_name;  // empty: [server] served_model_name, else the checkpoint directory's
   // Engine processes: how this process reaches the engine processes that hold KV for peer links
   // (kv_link_peers.h); null: it pulls no held KV (such requests are prefilled here).
   std::shared_ptr<KvLinkPeers> kv_link_peers;

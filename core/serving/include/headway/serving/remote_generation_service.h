@@ -28,7 +28,7 @@
 namespace headway::serving {
 
 struct RemoteServiceOptions {
-  std::string model_name;  // empty: the checkpoint directory's name (as the engine processes')
+  std::string model_name;  // empty: [server] served_model_name, else the checkpoint directory's
   std::string api_key;     // sent to the engine processes (they share the deployment's key)
   // How long the constructor waits for at least one engine process to answer.
   double connect_timeout_s = 30.0;

@@ -9,7 +9,9 @@
 // (before the drivers start). The transport's calls take no lock here: abi.h lets any thread call
 // any function of a KV transport instance at any time (the plugin synchronises), and a call may be
 // slow (a copy, a link that waits, NCCL), so a lock held across it made every other driver's
-// hand-off and poll, and so its step, wait behind one slow transfer. The order of calls that must
+// hand-off and poll, and so its step, wait behind one slow transfer. (A plugin may still order
+// its own calls: nccl holds its lock while it drains a link's streams after aborting the link's
+// communicator, on a failure or a close with transfers in flight.) The order of calls that must
 // be ordered (a link's posts) is their callers' (kv_links.h).
 #pragma once
 

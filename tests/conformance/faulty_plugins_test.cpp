@@ -45,8 +45,12 @@ TEST(FaultyPlugins, OverBudgetSchedulerFailsPlanValidity) {
   const auto r = run_faulty("faulty_over_budget_scheduler.so");
   EXPECT_FALSE(r.conformant());
   expect_outcome(r, "scheduler.plans_valid", Outcome::kFail);
-  EXPECT_NE(headway::test::find_test(r, "scheduler.plans_valid")->message.find("over the budget"),
-            std::string::npos);
+  const std::string& message = headway::test::find_test(r, "scheduler.plans_valid")->message;
+  EXPECT_NE(message.find("over the budget"), std::string::npos) << message;
+  // Two step counts in one line, each named.
+  EXPECT_NE(message.find("at trace step"), std::string::npos) << message;
+  EXPECT_NE(message.find("the engine's step below counts only those it ran"), std::string::npos)
+      << message;
 }
 
 // A scheduler that preempts the request it just admitted, for ever (the engine's test plugin):

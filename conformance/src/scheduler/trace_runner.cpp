@@ -142,8 +142,12 @@ class TraceRun {
       } catch (const core::Error& e) {
         // The trace's step counts idle gaps between arrivals; the engine's (in its message) does
         // not.
-        out_.invalid_plan =
-            fmt::format("trace {} (at trace step {}): {}", trace_.name, step, e.what());
+        // A plugin author read "trace step 10" and "step 1" in one line without knowing which
+        // was which (helper-220): say so.
+        out_.invalid_plan = fmt::format(
+            "trace {} at trace step {} (which counts the steps between arrivals; the engine's "
+            "step below counts only those it ran): {}",
+            trace_.name, step, e.what());
         return;
       }
       ++step;

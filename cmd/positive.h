@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -19,6 +20,21 @@ inline const CLI::Validator kPositive(
       if (end == text.c_str() || *end != '\0') return "expected a number, got '" + text + "'";
       if (!(value > 0.0)) return "must be greater than 0, got " + text;
       if (!std::isfinite(value)) return "must be a finite number, got " + text;
+      return {};
+    },
+    "> 0", "POSITIVE");
+
+// kPositive for a double that must be exactly the one the text names, as strtod reads it: a
+// transform that rewrites the text as that double's hexadecimal form. CLI11 reads a double
+// through long double and rounds twice, and "0.002877" came out one double off, so a capacity
+// search's printed factor given back to --rate-scale ran another experiment.
+inline const CLI::Validator kPositiveExact(
+    [](std::string& text) -> std::string {
+      std::string error = kPositive(text);
+      if (!error.empty()) return error;
+      char hex[64];
+      std::snprintf(hex, sizeof hex, "%a", std::strtod(text.c_str(), nullptr));
+      text = hex;
       return {};
     },
     "> 0", "POSITIVE");

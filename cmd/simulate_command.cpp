@@ -84,7 +84,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
                   "Arrival rate times F: every arrival time divided by F (2 = twice the load, 0.5 "
                   "= half), before --num-requests and --duration; as --find-capacity's factor, and "
                   "the inverse of a workload's time_scale")
-      ->check(kPositive);
+      ->transform(kPositiveExact);
   cmd->add_option("--seeds", args.seeds,
                   "Run every deployment over N draws of the workload (seeds S..S+N-1, S = --seed "
                   "or the file's seed) and report each figure's median and range, and in how many "

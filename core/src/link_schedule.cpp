@@ -7,7 +7,7 @@ namespace headway::core {
 double LinkSchedule::end_of_overlap(double t, double duration) const {
   for (const Interval& busy : busy_) {
     if (busy.start >= t + duration) break;  // sorted: none later overlaps
-    if (busy.end > t && busy.start < t + duration) return busy.end;
+    if (busy.end > t) return busy.end;
   }
   return t;
 }

@@ -141,9 +141,7 @@ class TraceRun {
         planned = engine_.step();
       } catch (const core::Error& e) {
         // The trace's step counts idle gaps between arrivals; the engine's (in its message) does
-        // not.
-        // A plugin author read "trace step 10" and "step 1" in one line without knowing which
-        // was which (helper-220): say so.
+        // not, and a plugin author read the two in one line as a contradiction (helper-220).
         out_.invalid_plan = fmt::format(
             "trace {} at trace step {} (which counts the steps between arrivals; the engine's "
             "step below counts only those it ran): {}",

@@ -16,8 +16,8 @@
 // The latency of a transfer counts as time on the link, as the transport reports one duration;
 // the presets' latencies are 5 to 50 us against milliseconds of bytes.
 //
-// Threading: none; the simulator's thread owns it. Steady state allocates nothing: booked
-// intervals are kept in a vector that forget_before() trims.
+// Threading: none; the simulator's thread owns it. Booked intervals are kept in a vector that
+// forget_before() trims, so it allocates only when more are booked at once than ever before.
 #pragma once
 
 #include <cstddef>

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <headway/sdk/model.hpp>
+#include <limits>
 #include <new>
 #include <optional>
 
@@ -298,6 +299,7 @@ void Engine::add_request(NewRequest request) {
   r.outputs_before = request.outputs_before;
   waiting_.push_back(view_of(r));
   waiting_prompt_tokens_ += r.prompt_tokens;
+  waiting_prioritized_ += r.priority != 0 ? 1 : 0;
   waiting_output_tokens_ += r.max_output_tokens;
 }
 
@@ -310,6 +312,7 @@ void Engine::push_waiting_front(const Request& r) {
   }
   waiting_prompt_tokens_ += r.total() - r.computed_tokens;
   waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
+  waiting_prioritized_ += r.priority != 0 ? 1 : 0;
 }
 
 void Engine::push_waiting_after_moved(const Request& r) {
@@ -334,6 +337,7 @@ void Engine::push_waiting_after_moved(const Request& r) {
   }
   waiting_prompt_tokens_ += r.total() - r.computed_tokens;
   waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
+  waiting_prioritized_ += r.priority != 0 ? 1 : 0;
 }
 
 void Engine::remove_admitted_from_waiting(size_t admitted) {
@@ -443,6 +447,7 @@ bool Engine::abort(uint64_t request_id) {
     if (pos != waiting_.end()) waiting_.erase(pos);
     waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
     waiting_output_tokens_ -= r.max_output_tokens - r.output_tokens;
+    waiting_prioritized_ -= r.priority != 0 ? 1 : 0;
   } else {
     running_.erase(std::find(running_.begin(), running_.end(), slot));
   }
@@ -529,6 +534,7 @@ bool Engine::step() {
       running_.push_back(slot);
       waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
       waiting_output_tokens_ -= r.max_output_tokens - r.output_tokens;
+      waiting_prioritized_ -= r.priority != 0 ? 1 : 0;
       ++admitted;
       if (r.record != nullptr && std::isnan(r.record->scheduled)) r.record->scheduled = start;
     }
@@ -797,62 +803,112 @@ void Engine::start_prefix_cache() {
 void Engine::match_cached_prefixes() {
   // A round per call, not per step: a call whose plan turns out empty does not advance the step.
   const uint64_t round = ++match_round_;
-  const uint32_t block_size = config_.block_size;
-  // The head of the queue only, as many as could run: the rest waits for its turn, and a long
-  // queue costs a step nothing more. Entries matched before that preempted requests pushed past
-  // the end of the scan are cleared, since their matches are no longer kept up to date.
-  const size_t scan_end =
-      std::min(waiting_.size(),
-               waiting_head_ + std::max<size_t>(kMinPrefixScan, scheduler_->limits().max_num_seqs));
-  const size_t stale_end = std::min(waiting_.size(), scan_end + pushed_front_since_match_);
-  pushed_front_since_match_ = 0;
-  for (size_t w = scan_end; w < stale_end; ++w) {
-    hw_request_view& view = waiting_[w];
-    if (view.blocks_held == 0 && view.computed_tokens != 0) {
-      requests_[slot_of(view.id)].cached_prefix.clear();
-      view.computed_tokens = 0;
-    }
-  }
+  // As many as could run from the head of the queue, so that a long queue costs a step nothing
+  // more: a request the scheduler admits from further back computes its beginning.
+  const size_t scan_size = std::max<size_t>(kMinPrefixScan, scheduler_->limits().max_num_seqs);
+  const size_t scan_end = std::min(waiting_.size(), waiting_head_ + scan_size);
   // Without sharing, a block another request holds is not taken (the scheduler would count it as
   // freed by preempting either), and one waiting request claims a block per step.
   const auto can_take = [&](uint32_t block) {
     return share_cached_blocks_ || (kv_.is_idle_cached(block) && claimed_in_round_[block] != round);
   };
-  for (size_t w = waiting_head_; w < scan_end; ++w) {
-    hw_request_view& view = waiting_[w];
-    Request& r = requests_[slot_of(view.id)];
-    if (!r.blocks.empty()) continue;  // its KV was moved here and is held already
-    // The last token is always computed: its logits give the next token. A simulated model's
-    // request knows the ids of its prompt only.
-    // A position whose next token's figures are still to be reported must be computed.
-    const size_t must_compute_from =
-        r.reports_prompt() ? r.prompt_logprobs_next - 1 : r.total() - 1;
-    const uint32_t most = static_cast<uint32_t>(
-        std::min({size_t{r.total() - 1}, r.tokens.size(), must_compute_from}) / block_size);
-    // The match of the steps before stands up to its first block evicted since (a block's
-    // generation changes with each eviction) or, without sharing, not to be taken now: checking
-    // costs a comparison per block, where finding it again hashes and compares its ids; and
-    // nothing, with sharing, when nothing was evicted since.
-    size_t kept = std::min<size_t>(r.cached_prefix.size(), most);
-    if (!share_cached_blocks_ || r.matched_at_evictions != kv_.evictions()) {
-      kept = 0;
-      while (kept < r.cached_prefix.size() && kept < most &&
-             kv_.generation(r.cached_prefix[kept].block) == r.cached_prefix[kept].generation &&
-             can_take(r.cached_prefix[kept].block)) {
-        claimed_in_round_[r.cached_prefix[kept].block] = round;
-        ++kept;
-      }
+  const auto forget_match = [&](hw_request_view& view) {
+    if (view.blocks_held == 0 && view.computed_tokens != 0) {
+      requests_[slot_of(view.id)].cached_prefix.clear();
+      view.computed_tokens = 0;
     }
-    r.cached_prefix.resize(kept);
-    r.matched_at_evictions = kv_.evictions();
-    // Then blocks recorded since, after it.
-    extend_cached_run(r.tokens, most, r.cached_prefix, [&](uint32_t block) {
-      if (!can_take(block)) return false;
-      claimed_in_round_[block] = round;
-      return true;
-    });
-    view.computed_tokens = static_cast<uint32_t>(r.cached_prefix.size()) * block_size;
+  };
+  int32_t least_urgent_scanned = std::numeric_limits<int32_t>::min();
+  for (size_t w = waiting_head_; w < scan_end; ++w) {
+    match_waiting_entry(waiting_[w], round, can_take);
+    least_urgent_scanned = std::max(least_urgent_scanned, waiting_[w].priority);
   }
+  if (waiting_prioritized_ != 0 && scan_end < waiting_.size()) {
+    // Requests differ in priority: a priority policy admits the most urgent from anywhere in the
+    // queue, which the head alone missed (with policy = "priority", 95% of a run's reuse;
+    // helper-206). As many of those behind the head that are more urgent than some in it are
+    // matched too (the others come after the whole head in a priority order as well), at the
+    // cost of a pass over the queue (the policy makes its own order each step). The others'
+    // matches are no longer kept up to date.
+    const size_t chosen = order_waiting_by_urgency(scan_end, least_urgent_scanned, scan_size);
+    for (size_t i = 0; i < chosen; ++i) {
+      match_waiting_entry(waiting_[prefix_scan_[i]], round, can_take);
+    }
+    for (size_t i = chosen; i < prefix_scan_.size(); ++i) forget_match(waiting_[prefix_scan_[i]]);
+    pushed_front_since_match_ = 0;
+    matched_by_urgency_ = true;
+    return;
+  }
+  // Entries matched before that preempted requests pushed past the end of the scan, or anywhere
+  // when the last match went by urgency, are cleared.
+  const size_t stale_end = matched_by_urgency_
+                               ? waiting_.size()
+                               : std::min(waiting_.size(), scan_end + pushed_front_since_match_);
+  for (size_t w = scan_end; w < stale_end; ++w) forget_match(waiting_[w]);
+  pushed_front_since_match_ = 0;
+  matched_by_urgency_ = false;
+}
+
+size_t Engine::order_waiting_by_urgency(size_t from, int32_t less_urgent, size_t count) {
+  prefix_scan_.clear();
+  size_t candidates = 0;
+  for (size_t w = from; w < waiting_.size(); ++w) {
+    if (waiting_[w].blocks_held != 0) continue;  // its KV was moved here: nothing to match
+    prefix_scan_.push_back(w);
+    // The candidates first, then the rest (whose matches are forgotten).
+    if (waiting_[w].priority < less_urgent) {
+      std::swap(prefix_scan_[candidates++], prefix_scan_.back());
+    }
+  }
+  const auto more_urgent = [this](size_t a, size_t b) {
+    if (waiting_[a].priority != waiting_[b].priority) {
+      return waiting_[a].priority < waiting_[b].priority;
+    }
+    return a < b;
+  };
+  const size_t chosen = std::min(count, candidates);
+  const auto first = prefix_scan_.begin();
+  const auto nth = first + static_cast<ptrdiff_t>(chosen);
+  std::nth_element(first, nth, first + static_cast<ptrdiff_t>(candidates), more_urgent);
+  // Without sharing, the first matched claims a block: the most urgent, as it is admitted first.
+  std::sort(first, nth, more_urgent);
+  return chosen;
+}
+
+template <class CanTake>
+void Engine::match_waiting_entry(hw_request_view& view, uint64_t round, const CanTake& can_take) {
+  Request& r = requests_[slot_of(view.id)];
+  if (!r.blocks.empty()) return;  // its KV was moved here and is held already
+  const uint32_t block_size = config_.block_size;
+  // The last token is always computed: its logits give the next token. A simulated model's
+  // request knows the ids of its prompt only.
+  // A position whose next token's figures are still to be reported must be computed.
+  const size_t must_compute_from = r.reports_prompt() ? r.prompt_logprobs_next - 1 : r.total() - 1;
+  const uint32_t most = static_cast<uint32_t>(
+      std::min({size_t{r.total() - 1}, r.tokens.size(), must_compute_from}) / block_size);
+  // The match of the steps before stands up to its first block evicted since (a block's
+  // generation changes with each eviction) or, without sharing, not to be taken now: checking
+  // costs a comparison per block, where finding it again hashes and compares its ids; and
+  // nothing, with sharing, when nothing was evicted since.
+  size_t kept = std::min<size_t>(r.cached_prefix.size(), most);
+  if (!share_cached_blocks_ || r.matched_at_evictions != kv_.evictions()) {
+    kept = 0;
+    while (kept < r.cached_prefix.size() && kept < most &&
+           kv_.generation(r.cached_prefix[kept].block) == r.cached_prefix[kept].generation &&
+           can_take(r.cached_prefix[kept].block)) {
+      claimed_in_round_[r.cached_prefix[kept].block] = round;
+      ++kept;
+    }
+  }
+  r.cached_prefix.resize(kept);
+  r.matched_at_evictions = kv_.evictions();
+  // Then blocks recorded since, after it.
+  extend_cached_run(r.tokens, most, r.cached_prefix, [&](uint32_t block) {
+    if (!can_take(block)) return false;
+    claimed_in_round_[block] = round;
+    return true;
+  });
+  view.computed_tokens = static_cast<uint32_t>(r.cached_prefix.size()) * block_size;
 }
 
 void Engine::take_cached_prefix(Request& r) {
@@ -861,6 +917,14 @@ void Engine::take_cached_prefix(Request& r) {
   detail_.prefix_queried_tokens += r.total();
   if (r.cached_prefix.empty()) return;
   for (const PrefixCache::Link& link : r.cached_prefix) {
+    // A match kept from an earlier step must have been checked since (match_cached_prefixes):
+    // a block evicted meanwhile holds other tokens' KV, which the request would attend to.
+    if (kv_.generation(link.block) != link.generation) {
+      throw Error(fmt::format("{}: request {} was admitted with a cached beginning whose block {} "
+                              "was evicted since it was looked up (an engine bug)",
+                              config_.name, r.id, link.block),
+                  HW_INTERNAL);
+    }
     kv_.take_cached(link.block, r.blocks);
     prefix_cache_->report_taken(link.block);
   }

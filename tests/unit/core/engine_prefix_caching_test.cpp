@@ -44,9 +44,11 @@ struct Spec {
   // of 2048 tokens), which does not know hw_request_view.blocks_shared: cached blocks are then
   // reused only while no request holds them.
   bool older_scheduler = false;
+  std::string scheduler;  // a scheduler table of its own, instead of the two above
 };
 
 std::string scheduler_of(const Spec& spec) {
+  if (!spec.scheduler.empty()) return spec.scheduler;
   if (spec.older_scheduler) return "{ plugin = \"" HEADWAY_OLDER_MINOR_SCHEDULER "\" }";
   return "{ plugin = \"chunked\", options = { max_num_batched_tokens = " +
          std::to_string(spec.budget) +
@@ -374,6 +376,104 @@ TEST(EnginePrefixCaching, SharedBeginningsUnderPreemptionKeepTokensAndBooks) {
   EXPECT_GT(cached.prefix_cache_hit_tokens, 0u);
   EXPECT_GT(cached.preemptions, 0u);
   EXPECT_LT(cached.prefill_tokens, plain.prefill_tokens);
+}
+
+// The priority policy admits the most urgent waiting request from anywhere in the queue. Its
+// beginning is found although more requests wait before it than the engine looks up each step
+// (the first max(64, max_num_seqs) in queue order, while all priorities are equal).
+TEST(EnginePrefixCaching, AnUrgentRequestBehindALongQueueReusesItsBeginning) {
+  TestEngine engine(Spec{.kv_blocks = 512,
+                         .scheduler = "{ plugin = \"partial_prefill\", options = { "
+                                      "max_num_batched_tokens = 256, max_num_seqs = 8, "
+                                      "policy = \"priority\" } }"});
+  const std::vector<int32_t> beginning = random_ids(20, 96);
+  generate(engine, 1, concat(beginning, random_ids(21, 5)), 2);
+  constexpr size_t kBefore = 80;
+  std::vector<RequestRecord> records(kBefore + 1);
+  for (size_t i = 0; i < kBefore; ++i) {
+    NewRequest r = greedy(100 + i, random_ids(static_cast<uint32_t>(200 + i), 20), 2, &records[i]);
+    r.priority = 1;
+    engine->add_request(std::move(r));
+  }
+  RequestRecord& urgent = records[kBefore];
+  engine->add_request(greedy(500, concat(beginning, random_ids(22, 7)), 2, &urgent));
+  run(*engine.engine);
+  EXPECT_TRUE(urgent.finished);
+  EXPECT_EQ(urgent.cached_tokens, 96u);
+  // What the test is about: it was admitted before the requests queued ahead of it.
+  for (size_t i = 0; i < kBefore; ++i) EXPECT_LE(urgent.scheduled, records[i].scheduled) << i;
+}
+
+// Requests of mixed priorities over shared beginnings, in waves deeper than the engine looks up
+// each step, into a cache too small for them all: every request has the tokens it has without the
+// cache, and every block comes back, under the priority policy, under one that admits from
+// anywhere in the queue (fcfs deferring long prompts: short ones overtake them, neither the head
+// nor the most urgent), and without sharing.
+TEST(EnginePrefixCaching, MixedPrioritiesBehindLongQueuesKeepTokensAndBooks) {
+  const std::vector<std::vector<int32_t>> beginnings = {random_ids(30, 70), random_ids(31, 40),
+                                                        random_ids(32, 100)};
+  struct Planned {
+    uint64_t id;
+    std::vector<int32_t> prompt;
+    uint32_t outputs;
+    int32_t priority;
+    size_t wave;
+  };
+  std::mt19937 rng(2027);
+  std::vector<Planned> plan;
+  for (uint64_t id = 0; id < 240; ++id) {
+    const auto& beginning = beginnings[rng() % beginnings.size()];
+    plan.push_back(Planned{id, concat(beginning, random_ids(300 + id, 1 + rng() % 30)),
+                           static_cast<uint32_t>(4 + rng() % 24),
+                           static_cast<int32_t>(rng() % 4) - 1, id / 80});
+  }
+  const std::string partial_prefill =
+      "{ plugin = \"partial_prefill\", options = { max_num_batched_tokens = 96, "
+      "max_num_seqs = 6, ";
+  const std::string by_priority = partial_prefill + "policy = \"priority\" } }";
+  const std::string deferring_long = partial_prefill +
+                                     "max_num_partial_prefills = 4, max_long_partial_prefills = 1, "
+                                     "long_prefill_token_threshold = 60 } }";
+  auto run_plan = [&](bool prefix_caching, bool older_scheduler, const std::string& scheduler,
+                      std::map<uint64_t, std::vector<int32_t>>& out) {
+    TestEngine engine(Spec{.prefix_caching = prefix_caching,
+                           .kv_blocks = 24,
+                           .max_model_len = 320,
+                           .older_scheduler = older_scheduler,
+                           .scheduler = scheduler});
+    std::map<uint64_t, RequestRecord> records;
+    for (size_t wave = 0; wave * 80 < plan.size(); ++wave) {
+      for (const Planned& p : plan) {
+        if (p.wave != wave) continue;
+        NewRequest r = greedy(p.id, p.prompt, p.outputs, &records[p.id]);
+        r.priority = p.priority;
+        engine->add_request(std::move(r));
+      }
+      for (int s = 0; s < 20 && engine->step(); ++s) {
+        std::string why;
+        EXPECT_TRUE(engine->kv().consistent(&why)) << why;
+      }
+    }
+    run(*engine.engine);
+    EXPECT_EQ(engine->kv().used(), 0u);
+    for (const Planned& p : plan) {
+      EXPECT_TRUE(records[p.id].finished) << "request " << p.id;
+      out[p.id] = records[p.id].token_ids;
+    }
+    return engine->counters();
+  };
+  std::map<uint64_t, std::vector<int32_t>> shared, deferring, exclusive, without_cache;
+  const EngineCounters cached = run_plan(true, false, by_priority, shared);
+  const EngineCounters cached_deferring = run_plan(true, false, deferring_long, deferring);
+  const EngineCounters cached_exclusive = run_plan(true, true, "", exclusive);
+  run_plan(false, false, by_priority, without_cache);
+  EXPECT_EQ(shared, without_cache);
+  EXPECT_EQ(deferring, without_cache);
+  EXPECT_EQ(exclusive, without_cache);
+  EXPECT_GT(cached.prefix_cache_hit_tokens, 0u);
+  EXPECT_GT(cached_deferring.prefix_cache_hit_tokens, 0u);
+  EXPECT_GT(cached_exclusive.prefix_cache_hit_tokens, 0u);
+  EXPECT_GT(cached.preemptions, 0u);
 }
 
 // With a scheduler built before ABI 1.3 a cached block is reused only while idle, by one waiting

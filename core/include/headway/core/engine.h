@@ -325,9 +325,17 @@ class Engine {
   bool is_stop_token(const Request& r, int32_t token, uint32_t eos) const;
   // Makes the prefix cache's index; throws Error when its memory cannot be had.
   void start_prefix_cache();
-  // Prefix caching: finds, for each waiting request that holds no KV, the cached blocks that hold
-  // its first tokens (without sharing, only idle ones, each to the first request in queue order).
+  // Prefix caching: finds, for the waiting requests a scheduler is likely to admit next that hold
+  // no KV (the head of the queue and, when priorities differ, the most urgent), the cached blocks
+  // that hold their first tokens (without sharing, only idle ones, each to the first matched).
   void match_cached_prefixes();
+  // Matches one waiting entry's request (match_cached_prefixes' loop body).
+  template <class CanTake>
+  void match_waiting_entry(hw_request_view& view, uint64_t round, const CanTake& can_take);
+  // Puts into prefix_scan_ the indices of the waiting entries from index `from` on that hold no
+  // KV, first the `count` most urgent (lowest priority value, then queue order) of those with a
+  // priority value below `less_urgent`; returns how many it chose.
+  size_t order_waiting_by_urgency(size_t from, int32_t less_urgent, size_t count);
   // Gives an admitted request the blocks matched for it, which it then need not compute.
   void take_cached_prefix(Request& r);
   // Finds into arriving_prefix_ the cached blocks that hold the first whole blocks of an incoming
@@ -372,6 +380,13 @@ class Engine {
   // Waiting requests pushed to the front of the queue since the last match: how far past the scan
   // an entry matched then may have moved.
   size_t pushed_front_since_match_ = 0;
+  // Waiting requests whose priority is not 0. While there are none, every scheduler's choice
+  // follows queue order and the match scans the head; otherwise as many of the most urgent behind
+  // it too (a priority policy admits them first, from anywhere in the queue).
+  size_t waiting_prioritized_ = 0;
+  // Whether the last match went by urgency: entries anywhere in the queue may hold a match.
+  bool matched_by_urgency_ = false;
+  std::vector<size_t> prefix_scan_;  // order_waiting_by_urgency's; scratch
   static constexpr size_t kMinPrefixScan = 64;
   PlanValidator validator_;
   uint32_t max_model_len_ = 0;

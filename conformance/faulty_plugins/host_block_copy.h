@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <headway/sdk/kv_transport.hpp>
 
 namespace headway::faulty {
 
@@ -19,12 +20,14 @@ inline bool copy_host_blocks(const hw_kv_transfer& t, uint64_t max_block_bytes =
   const auto* src = static_cast<const unsigned char*>(t.source.base);
   auto* dst = static_cast<unsigned char*>(t.destination.base);
   for (uint32_t i = 0; i < t.block_count; ++i) {
-    const uint64_t from = t.source_blocks[i] * t.source.block_stride;
-    const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
-    if (from + t.source.block_bytes > t.source.bytes ||
-        to + t.source.block_bytes > t.destination.bytes) {
+    // The SDK's check (no product that can overflow), so that each faulty transport has its own
+    // fault only.
+    if (!sdk::block_in_region(t.source, t.source_blocks[i]) ||
+        !sdk::block_in_region(t.destination, t.destination_blocks[i])) {
       return false;
     }
+    const uint64_t from = t.source_blocks[i] * t.source.block_stride;
+    const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
     std::memcpy(dst + to, src + from, std::min(t.source.block_bytes, max_block_bytes));
   }
   return true;

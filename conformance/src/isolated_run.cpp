@@ -112,6 +112,15 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
       json.contains("error")) {
     throw core::Error(json["error"].get<std::string>());
   }
+  // Where to look for the crash's place: this build's own sanitizer report, when it has one (the
+  // child's standard error is the suite's), rather than advice to rebuild with what it has.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr const char* kWhere =
+      "this build has AddressSanitizer: its report, on standard error above, says where";
+#else
+  constexpr const char* kWhere =
+      "run the profile under gdb, or a build with AddressSanitizer, to see where";
+#endif
   ProfileResult crashed;
   crashed.profile = profile;
   crashed.mustpass = mustpass_for(context.options, profile);
@@ -122,17 +131,16 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
   t.id = "suite.completed";
   t.title = "the suite runs to its end with the plugin loaded";
   t.outcome = Outcome::kFail;
-  t.message =
-      finished ? fmt::format(
-                     "the process running the {} profile {} before it finished: the plugin "
-                     "crashed or ended it, so no test result is available (run the profile under "
-                     "gdb, or a build with AddressSanitizer, to see where)",
-                     profile, ending_of(status))
-               : fmt::format(
-                     "the {} profile was still running after {:g} s (--timeout) and was killed: "
-                     "the plugin hangs, or is far slower than the suite expects; no test result "
-                     "is available",
-                     profile, timeout_s);
+  t.message = finished
+                  ? fmt::format(
+                        "the process running the {} profile {} before it finished: the plugin "
+                        "crashed or ended it, so no test result is available ({})",
+                        profile, ending_of(status), kWhere)
+                  : fmt::format(
+                        "the {} profile was still running after {:g} s (--timeout) and was killed: "
+                        "the plugin hangs, or is far slower than the suite expects; no test result "
+                        "is available",
+                        profile, timeout_s);
   return crashed;
 }
 

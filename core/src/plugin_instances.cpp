@@ -39,23 +39,29 @@ class PluginCallMark {
 
 // Runs one call into a plugin's C table. The SDK's adapters never let an exception out, but a
 // hand-written table can, and one that crosses the C ABI would surface far from its cause (or end
-// the process): it becomes an Error naming the plugin and the function. Costs two thread-local
-// stores (the call's mark) unless something is thrown, so the per-step calls go through it too.
+// the process): it becomes an Error naming the plugin and the function. It is undefined behaviour
+// in C++ terms (docs/sdk.md), a broken contract like an undefined status code, so it is a
+// PluginContractError: the host handles it as any Error (HW_INTERNAL), and the conformance suite
+// fails it where it would take a status for a failure the plugin reported (a transport's start()
+// refusing a bad block, a router's create() refusing a shape). Costs two thread-local stores (the
+// call's mark) unless something is thrown, so the per-step calls go through it too.
 template <class Call>
 int32_t call_plugin(const char* kind, const std::string& name, const char* function, Call&& call) {
   const PluginCallMark mark(kind, name, function);
   try {
     return call();
   } catch (const std::exception& e) {
-    throw Error(fmt::format("{} '{}' {}: a C++ exception escaped the plugin's C ABI ({}); a plugin "
-                            "must return a status instead (the SDK's adapters do)",
-                            kind, name, function, e.what()),
-                HW_INTERNAL);
+    throw PluginContractError(
+        fmt::format("{} '{}' {}: a C++ exception escaped the plugin's C ABI ({}); a plugin must "
+                    "return a status instead (the SDK's adapters do)",
+                    kind, name, function, e.what()),
+        HW_INTERNAL);
   } catch (...) {
-    throw Error(fmt::format("{} '{}' {}: an exception escaped the plugin's C ABI; a plugin must "
-                            "return a status instead (the SDK's adapters do)",
-                            kind, name, function),
-                HW_INTERNAL);
+    throw PluginContractError(
+        fmt::format("{} '{}' {}: an exception escaped the plugin's C ABI; a plugin must return a "
+                    "status instead (the SDK's adapters do)",
+                    kind, name, function),
+        HW_INTERNAL);
   }
 }
 

@@ -564,6 +564,78 @@ TEST(FaultyPlugins, ATransportReportingANegativeDurationFailsItsRoundTrips) {
   EXPECT_FALSE(v1.conformant());
 }
 
+// A worker thread copies each transfer 20 ms after start() while poll() answers state 3: the host
+// refuses the answer at once, and the round trips must fail naming it. The suite keeps the regions
+// for the worker's late write: freed with the test, they made the write a use-after-free, which
+// AddressSanitizer reported as the suite's own crash and no test's FAIL.
+TEST(FaultyPlugins, InFlightTransportFailsRoundTripsNamingTheState) {
+  const auto r = run_faulty("faulty_in_flight_transport.so");
+  EXPECT_FALSE(r.conformant());
+  for (const char* id : {"kv.one_block", "kv.many_blocks", "kv.non_contiguous", "kv.large_transfer",
+                         "kv.large_blocks", "kv.concurrent"}) {
+    SCOPED_TRACE(id);
+    expect_outcome(r, id, Outcome::kFail);
+    EXPECT_NE(headway::test::find_test(r, id)->message.find(
+                  "answered state 3, which is none of PENDING (0), DONE (1) and FAILED"),
+              std::string::npos)
+        << headway::test::describe(r);
+  }
+  expect_outcome(r, "kv.failure_reported", Outcome::kPass);
+  expect_outcome(r, "kv.simulated_memory", Outcome::kNotSupported);
+}
+
+// kv.simulated_memory judges a simulated transfer as the round trips judge theirs: an answer the
+// host refuses is a FAIL (it was NOT_SUPPORTED, as if start() had refused simulated memory), and a
+// transport that answers within abi.h's 2 s passes (100,000 polls without a pause gave it about
+// 10 ms).
+TEST(FaultyPlugins, SimulatedMemoryIsJudgedByTheHostsChecksAndAbiHsAllowance) {
+  const auto refused = run_faulty("faulty_in_flight_transport.so", "simulated = \"refused\"");
+  expect_outcome(refused, "kv.simulated_memory", Outcome::kNotSupported);
+  const auto undefined =
+      run_faulty("faulty_in_flight_transport.so", "simulated = \"undefined_state\"");
+  expect_outcome(undefined, "kv.simulated_memory", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(undefined, "kv.simulated_memory")
+                ->message.find("poll() broke abi.h's contract for a simulated transfer: KV "
+                               "transport 'faulty_in_flight' poll: answered state 3"),
+            std::string::npos)
+      << headway::test::describe(undefined);
+  const auto late = run_faulty("faulty_in_flight_transport.so", "simulated = \"after_500ms\"");
+  expect_outcome(late, "kv.simulated_memory", Outcome::kPass);
+}
+
+// An exception out of a hand-written C table's start() is undefined behaviour, not a refusal: the
+// host reports it as a broken contract (it was a plain Error, which kv.failure_reported took for
+// start() refusing the bad block, and the transport was conformant).
+TEST(FaultyPlugins, AnExceptionThroughATransportsCAbiFailsTheFailureReport) {
+  const auto r = run_faulty("faulty_throwing_transport.so");
+  EXPECT_FALSE(r.conformant());
+  expect_outcome(r, "kv.failure_reported", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "kv.failure_reported")
+                ->message.find("KV transport 'faulty_throwing' start: a C++ exception escaped the "
+                               "plugin's C ABI (faulty_throwing: a block is outside its region)"),
+            std::string::npos)
+      << headway::test::describe(r);
+  for (const char* id : {"kv.one_block", "kv.many_blocks", "kv.non_contiguous", "kv.concurrent"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+}
+
+// 4 KiB kept per start(): every round trip passes, and LeakSanitizer never runs in the suite's
+// child process (it ends with _exit). The heap watched over 8,000 transfers sees it; extended, as
+// the other heap tests, so reported and not in the verdict.
+TEST(FaultyPlugins, LeakingTransportFailsThePerTransferHeap) {
+  const auto r = run_faulty("faulty_leaking_transport.so");
+  expect_outcome(r, "kv.per_transfer_heap", Outcome::kFail);
+  EXPECT_NE(headway::test::find_test(r, "kv.per_transfer_heap")->message.find("transfer"),
+            std::string::npos)
+      << headway::test::describe(r);
+  EXPECT_TRUE(r.conformant()) << headway::test::describe(r);
+  for (const char* id : {"kv.one_block", "kv.many_blocks", "kv.non_contiguous", "kv.concurrent",
+                         "kv.failure_reported"}) {
+    expect_outcome(r, id, Outcome::kPass);
+  }
+}
+
 // Blocks of up to 1 MiB, all the v1 suite moves, arrive whole; a real model's do not.
 TEST(FaultyPlugins, BounceTransportFailsLargeBlocks) {
   const auto r = run_faulty("faulty_bounce_transport.so");

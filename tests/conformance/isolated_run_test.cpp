@@ -65,12 +65,35 @@ TEST(IsolatedRun, APluginThatCrashesTheSuiteStillGetsAVerdictAndAReport) {
   // SIGSEGV, or under AddressSanitizer its report and an abort (or exit 1 without
   // abort_on_error): how the child ended is named either way.
   EXPECT_NE(run.out.find("before it finished"), std::string::npos) << run.out;
+  // Advice to rebuild with AddressSanitizer is for a build without it; one with it has its report.
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_NE(run.out.find("this build has AddressSanitizer: its report"), std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("a build with AddressSanitizer"), std::string::npos) << run.out;
+#else
+  EXPECT_NE(run.out.find("a build with AddressSanitizer, to see where"), std::string::npos)
+      << run.out;
+#endif
   EXPECT_NE(run.out.find("NOT CONFORMANT"), std::string::npos) << run.out;
   std::ifstream in(report);
   ASSERT_TRUE(in) << "no report written";
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_FALSE(j["conformant"].get<bool>());
   fs::remove(report);
+}
+
+// A router that keeps the request_class pointer abi.h lends for one call, and compares it with the
+// next class of the same size: router.request_classes draws classes of one length with changing
+// contents and makes each unreadable as route() returns, so the kept pointer's read crashes the
+// profile's process in any build (with four classes of four lengths in turn it was never read).
+TEST(IsolatedRun, ARouterKeepingTheLentClassPointerCrashesTheSuiteAndFails) {
+  const auto run = headway::test::run_program(
+      HEADWAY_CONFORMANCE_CLI,
+      std::string("--plugin ") + HEADWAY_FAULTY_PLUGIN_DIR + "/faulty_pointer_keeping_router.so");
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_NE(run.out.find("suite.completed"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("before it finished"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("NOT CONFORMANT"), std::string::npos) << run.out;
 }
 
 TEST(IsolatedRun, APluginThatHangsIsKilledAfterTheTimeoutAndReported) {

@@ -28,8 +28,11 @@ Clock::time_point after(double seconds) {
          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-// Polls transfer `handle` until it ends or `timeout_s` passes; a poll that throws counts as FAILED
-// with its message in `error`.
+// wait_for()'s answer for a poll the host refused (core::PluginContractError): no state at all.
+constexpr int32_t kContractBroken = -1;
+
+// Polls transfer `handle` until it ends or `timeout_s` passes; a poll that fails counts as FAILED
+// with its message in `error`, unless the host refused its answer (kContractBroken).
 int32_t wait_for(KvTransportInstance& transport, uint64_t handle, double timeout_s,
                  std::string& error) {
   const Clock::time_point give_up = after(timeout_s);
@@ -37,6 +40,9 @@ int32_t wait_for(KvTransportInstance& transport, uint64_t handle, double timeout
     try {
       const int32_t state = transport.poll(handle).state;
       if (state != HW_TRANSFER_PENDING || Clock::now() > give_up) return state;
+    } catch (const core::PluginContractError& e) {
+      error = std::string("poll() broke abi.h's contract: ") + e.what();
+      return kContractBroken;
     } catch (const core::Error& e) {
       error = e.what();
       return HW_TRANSFER_FAILED;
@@ -253,12 +259,16 @@ void unknown_link_refused(const SuiteContext& context, core::HostServices& host,
   try {
     const int32_t state = transport->peer_state(kNobodysLink);
     t.fail(fmt::format("peer_state() of a link never joined answered state {}", state));
+  } catch (const core::PluginContractError& e) {
+    t.fail(std::string("peer_state() of a link never joined broke abi.h's contract: ") + e.what());
   } catch (const core::Error&) {
   }
   Region region(2, 4096, 4096);
   try {
     transport->peer_post(kNobodysLink, HW_PEER_SEND, region.desc(), first_blocks(1));
     t.fail("peer_post() on a link never joined was accepted");
+  } catch (const core::PluginContractError& e) {
+    t.fail(std::string("peer_post() on a link never joined broke abi.h's contract: ") + e.what());
   } catch (const core::Error&) {
   }
   transport->peer_close(kNobodysLink);  // must be harmless
@@ -286,7 +296,9 @@ void mismatch_not_done(const SuiteContext& context, core::HostServices& host, Te
   std::string error;
   const int32_t received = wait_for(*link.receiver, receive, kTimeoutSeconds, error);
   wait_for(*link.sender, send, kTimeoutSeconds, error);
-  if (received == HW_TRANSFER_DONE) {
+  if (received == kContractBroken) {
+    t.fail("the receive of 5 blocks for a send of 4: " + error);
+  } else if (received == HW_TRANSFER_DONE) {
     t.fail("a receive of 5 blocks reported DONE for a send of 4");
   } else if (received == HW_TRANSFER_PENDING) {
     t.warn(

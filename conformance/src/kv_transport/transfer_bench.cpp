@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
+#include <utility>
 
 namespace headway::conformance {
 namespace {
@@ -63,14 +65,26 @@ int64_t Region::first_clobbered(uint64_t tag, const std::vector<uint32_t>& writt
 TransferResult transfer(core::KvTransportInstance& transport, Region& source, Region& destination,
                         const std::vector<uint32_t>& source_blocks,
                         const std::vector<uint32_t>& destination_blocks, double timeout_s) {
+  return transfer(transport, source.desc(), destination.desc(), source_blocks, destination_blocks,
+                  timeout_s);
+}
+
+TransferResult transfer(core::KvTransportInstance& transport, hw_memory_desc source,
+                        hw_memory_desc destination, const std::vector<uint32_t>& source_blocks,
+                        const std::vector<uint32_t>& destination_blocks, double timeout_s) {
   TransferResult result;
+  // The transport may read the lists until the transfer ends, which may be after the wait.
+  const auto lists =
+      std::make_shared<const std::pair<std::vector<uint32_t>, std::vector<uint32_t>>>(
+          source_blocks, destination_blocks);
+  result.block_lists = lists;
   hw_kv_transfer t{};
   t.struct_size = sizeof(hw_kv_transfer);
   t.request_id = 1;
-  t.source = source.desc();
-  t.destination = destination.desc();
-  t.source_blocks = source_blocks.data();
-  t.destination_blocks = destination_blocks.data();
+  t.source = source;
+  t.destination = destination;
+  t.source_blocks = lists->first.data();
+  t.destination_blocks = lists->second.data();
   t.block_count = static_cast<uint32_t>(source_blocks.size());
   t.source_engine = 0;
   t.destination_engine = 1;

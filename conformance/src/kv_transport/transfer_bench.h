@@ -9,6 +9,7 @@
 #include <headway/core/plugin_instances.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,25 @@ struct TransferResult {
   std::string error;
   double wall_seconds = 0.0;  // start() to the poll that saw it end
   double reported_seconds = 0.0;
+  // Whether the transport is done with the regions: start() refused the transfer with a code abi.h
+  // defines, or poll() answered DONE or FAILED. Otherwise (still PENDING when the wait ran out, or
+  // an answer the host refused) its worker may still be writing them, and the caller must keep
+  // them alive until the instance is destroyed.
+  bool settled() const { return !contract_broken && state != HW_TRANSFER_PENDING; }
+  // The block lists the transfer named, which abi.h lends until it ends: a caller that keeps the
+  // regions of an unsettled transfer keeps this too.
+  std::shared_ptr<const void> block_lists;
 };
 
-// Starts one transfer and polls it until it ends or `timeout_s` passes.
+// Starts one transfer between `source` and `destination` and polls it until it ends or `timeout_s`
+// passes (50 µs between polls).
 TransferResult transfer(core::KvTransportInstance& transport, Region& source, Region& destination,
                         const std::vector<uint32_t>& source_blocks,
+                        const std::vector<uint32_t>& destination_blocks, double timeout_s);
+// The same for regions described by the caller (simulated memory, HW_MEMORY_NONE); `t`'s block
+// lists are set from the two vectors.
+TransferResult transfer(core::KvTransportInstance& transport, hw_memory_desc source,
+                        hw_memory_desc destination, const std::vector<uint32_t>& source_blocks,
                         const std::vector<uint32_t>& destination_blocks, double timeout_s);
 
 }  // namespace headway::conformance

@@ -332,6 +332,13 @@ std::vector<TestResult> run_model_profile(const SuiteContext& context) {
               std::unique_ptr<ModelRunner> runner;
               try {
                 runner = std::make_unique<ModelRunner>(choice, dir, block_size);
+              } catch (const core::PluginContractError& e) {
+                // An exception through the C ABI, an undefined code: no refusal.
+                t.fail(
+                    fmt::format("block size {}: create() or init_kv() broke abi.h's contract: "
+                                "{}",
+                                block_size, e.what()));
+                continue;
               } catch (const core::Error& e) {
                 t.note(fmt::format("block size {} refused at init_kv: {}", block_size, e.what()));
                 ++refused;

@@ -9,8 +9,11 @@
 #include <headway/core/host_services.h>
 #include <headway/core/plugin_instances.h>
 #include <headway/core/route_prefix.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <headway/sdk/status.hpp>
 #include <iterator>
 #include <memory>
@@ -446,16 +449,71 @@ void check_model_lengths(const PluginUnderTest& p, const std::vector<const Route
   }
 }
 
+// Text lent to a plugin for one call, at the end of pages of its own: as the call returns the
+// pages become unreadable (PROT_NONE), and stay so for the next kKeptUnreadable lendings before
+// they are unmapped. A plugin that kept the pointer and reads it in a later call crashes there, in
+// any build (the suite reports suite.completed), where a freed heap buffer is seen only under
+// AddressSanitizer, and not at all when the memory was reused. Threading: one thread.
+class LentText {
+ public:
+  LentText() = default;
+  LentText(const LentText&) = delete;
+  LentText& operator=(const LentText&) = delete;
+  ~LentText() {
+    for (const Mapping& m : dead_) ::munmap(m.base, m.bytes);
+  }
+  // `text` in fresh pages, ending at their end (reading past it faults too), until end_call().
+  hw_str lend(const std::string& text) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t bytes = (text.size() + page - 1) / page * page + (text.empty() ? page : 0);
+    void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) throw core::Error("mmap of a lent buffer failed", HW_INTERNAL);
+    char* data = static_cast<char*>(base) + bytes - text.size();
+    std::copy(text.begin(), text.end(), data);
+    live_ = Mapping{base, bytes};
+    return hw_str{data, text.size()};
+  }
+  // The call returned: the text dies.
+  void end_call() {
+    ::mprotect(live_.base, live_.bytes, PROT_NONE);
+    dead_.push_back(live_);
+    if (dead_.size() > kKeptUnreadable) {
+      ::munmap(dead_.front().base, dead_.front().bytes);
+      dead_.pop_front();
+    }
+  }
+
+ private:
+  static constexpr size_t kKeptUnreadable = 64;
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  Mapping live_;
+  std::deque<Mapping> dead_;
+};
+
 // Requests carry a class in production (the HTTP and gRPC `request_class`, a workload's class
-// names), never in the other tests. Each class string lives in a buffer of its own, overwritten
-// and freed as route() returns (abi.h lends it for the call): a router that keeps the pointer reads
-// garbage, or a freed buffer under AddressSanitizer.
+// names), never in the other tests. abi.h lends the class for the call: each lives in pages of its
+// own that become unreadable as route() returns (LentText), so a router that keeps the pointer
+// crashes at its next read. Classes are drawn at random, most of 8 characters with changing
+// contents ("tenant-3", "tenant-8"), so that a router comparing a kept class with the next by size
+// first reads it (four classes of four lengths in turn never did).
 void check_request_classes(const PluginUnderTest& p, const std::vector<const RouterShape*>& shapes,
                            core::HostServices& host, uint64_t seed, TestRecorder& t) {
   // The HTTP and gRPC frontends take classes of up to 32 characters.
-  static const char* const kClasses[] = {"chat", "batch", "tenant-7",
-                                         "a-class-name-of-32-characters-xy"};
+  const auto draw_class = [](std::mt19937_64& rng) -> std::string {
+    switch (rng() % 4) {
+      case 0:
+        return "chat";
+      case 1:
+        return fmt::format("a-class-name-of-32-characters-{:02}", rng() % 100);
+      default:
+        return fmt::format("tenant-{}", rng() % 10);
+    }
+  };
   constexpr uint32_t kRoutes = 400;
+  LentText lent;
   uint64_t placed = 0;
   for (const RouterShape* shape : shapes) {
     std::unique_ptr<core::RouterInstance> router;
@@ -470,14 +528,11 @@ void check_request_classes(const PluginUnderTest& p, const std::vector<const Rou
     for (uint32_t i = 0; i < kRoutes; ++i) {
       const std::vector<hw_engine_load> loads = random_loads(*shape, rng);
       hw_route_request request = random_request(i + 1, rng);
-      const std::string name = kClasses[i % std::size(kClasses)];
-      Placement placement;
-      {
-        std::vector<char> lent(name.begin(), name.end());
-        request.request_class = hw_str{lent.data(), lent.size()};
-        placement = place(*router, request, loads);
-        std::fill(lent.begin(), lent.end(), '\x5a');
-      }
+      const std::string name = draw_class(rng);
+      request.request_class = lent.lend(name);
+      const Placement placement = place(*router, request, loads);
+      lent.end_call();
+      request.request_class = hw_str{};
       bool missing = false;
       std::optional<Violation> broken = check(*shape, loads, placement, missing);
       if (!broken && missing) {

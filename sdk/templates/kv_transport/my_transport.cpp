@@ -50,18 +50,19 @@ class MyTransport final : public headway::sdk::KvTransport {
 
  private:
   // Bounds are checked before every block: a bad block list must give FAILED, never a crash.
+  // block_in_region() computes no product that can overflow (block * stride wraps around for a
+  // large block id or stride, and a hand-written check would then pass a block outside the region).
   static bool copy(const hw_kv_transfer& t) {
     if (t.source.block_bytes != t.destination.block_bytes) return false;
     const auto* src = static_cast<const unsigned char*>(t.source.base);
     auto* dst = static_cast<unsigned char*>(t.destination.base);
     for (uint32_t i = 0; i < t.block_count; ++i) {
-      const uint64_t from = t.source_blocks[i] * t.source.block_stride;
-      const uint64_t to = t.destination_blocks[i] * t.destination.block_stride;
-      if (from + t.source.block_bytes > t.source.bytes ||
-          to + t.source.block_bytes > t.destination.bytes) {
+      if (!headway::sdk::block_in_region(t.source, t.source_blocks[i]) ||
+          !headway::sdk::block_in_region(t.destination, t.destination_blocks[i])) {
         return false;
       }
-      std::memcpy(dst + to, src + from, t.source.block_bytes);
+      std::memcpy(dst + t.destination_blocks[i] * t.destination.block_stride,
+                  src + t.source_blocks[i] * t.source.block_stride, t.source.block_bytes);
     }
     return true;
   }

@@ -482,6 +482,7 @@ int run_simulate(const SimulateArgs& args) {
           d.deployment.engines.size(), workload.source,
           args.rate_scale != 1 ? fmt::format(" at {}x its rate", args.rate_scale) : "",
           workload.requests.size(), workload.seed);
+      core::print_engine_models(std::cout, d.engines);
       core::print_report(std::cout, d.report);
       std::cout << "\nper engine (busy: share of the run's simulated time spent in steps):\n";
       core::print_engine_usage(std::cout, d.engines);

@@ -6,6 +6,7 @@
 
 #include "headway/core/engine_role.h"
 #include "headway/core/error.h"
+#include "headway/core/option_values.h"
 
 namespace headway::core {
 
@@ -32,6 +33,13 @@ std::vector<EngineUsage> engine_usage(const DeploymentConfig& deployment,
     u.decode_tokens = c.decode_tokens;
     u.preemptions = c.preemptions;
     u.moved_kv_cached_tokens = c.moved_kv_cached_tokens;
+    const PluginChoice& model = model_of(deployment, config);
+    if (model.plugin != nullptr && model.options != nullptr) {
+      u.model = model.plugin->short_name();
+      u.model_options = options_to_json(*model.options->view());
+      u.model_options_summary =
+          options_summary_text(*model.plugin->descriptor, *model.options->view());
+    }
     out.push_back(std::move(u));
   }
   for (const RequestRecord& r : run.records) {
@@ -54,6 +62,34 @@ void print_engine_usage(std::ostream& out, const std::vector<EngineUsage>& engin
   }
 }
 
+void print_engine_models(std::ostream& out, const std::vector<EngineUsage>& engines) {
+  const auto text = [](const EngineUsage& u) {
+    return u.model_options_summary.empty()
+               ? fmt::format("{} (every option at its default: `headway plugin describe {}`)",
+                             u.model, u.model)
+               : fmt::format("{} ({}; other options at their defaults)", u.model,
+                             u.model_options_summary);
+  };
+  // One line when every engine runs the same; else each group of engines that does.
+  std::vector<std::pair<std::string, std::string>> groups;  // text, engine names
+  for (const EngineUsage& u : engines) {
+    const std::string t = text(u);
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == t; });
+    if (it == groups.end()) {
+      groups.emplace_back(t, u.name);
+    } else {
+      it->second += ", " + u.name;
+    }
+  }
+  out << "model: ";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    out << (g ? "; " : "") << groups[g].first;
+    if (groups.size() > 1) out << " on " << groups[g].second;
+  }
+  out << "\n";
+}
+
 nlohmann::json engine_usage_to_json(const std::vector<EngineUsage>& engines) {
   nlohmann::json out = nlohmann::json::array();
   for (const EngineUsage& u : engines) {
@@ -66,7 +102,8 @@ nlohmann::json engine_usage_to_json(const std::vector<EngineUsage>& engines) {
                    {"decode_tokens", u.decode_tokens},
                    {"requests", u.requests},
                    {"preemptions", u.preemptions},
-                   {"moved_kv_cached_tokens", u.moved_kv_cached_tokens}});
+                   {"moved_kv_cached_tokens", u.moved_kv_cached_tokens},
+                   {"model", {{"plugin", u.model}, {"options", u.model_options}}}});
   }
   return out;
 }

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
+#include <headway/core/option_values.h>
 #include <headway/core/plugin_options.h>
 #include <toml++/toml.h>
 
@@ -253,6 +254,54 @@ std::string options_template(const hw_plugin_descriptor& descriptor,
     if (i + 1 < descriptor.option_count) out << "\n";
   }
   return out.str();
+}
+
+}  // namespace headway::core
+
+namespace headway::core {
+namespace {
+
+// An option's value as TOML writes it.
+std::string value_toml(const hw_option_value& v) {
+  switch (v.type) {
+    case HW_OPTION_BOOL:
+      return v.int_value ? "true" : "false";
+    case HW_OPTION_INT:
+      return std::to_string(v.int_value);
+    case HW_OPTION_DOUBLE:
+      return format_number(v.double_value);
+    default:
+      return quoted(str(v.string_value));
+  }
+}
+
+bool at_default(const hw_option_spec& spec, const hw_option_value& v) {
+  switch (v.type) {
+    case HW_OPTION_BOOL:
+    case HW_OPTION_INT:
+      return v.int_value == spec.default_int;
+    case HW_OPTION_DOUBLE:
+      return v.double_value == spec.default_double;
+    default:
+      return str(v.string_value) == str(spec.default_string);
+  }
+}
+
+}  // namespace
+
+std::string options_summary_text(const hw_plugin_descriptor& descriptor,
+                                 const hw_options& options) {
+  std::string out;
+  for (uint32_t i = 0; i < options.count; ++i) {
+    const hw_option_value& v = options.values[i];
+    for (uint32_t s = 0; s < descriptor.option_count; ++s) {
+      const hw_option_spec& spec = descriptor.options[s];
+      if (str(spec.key) != str(v.key)) continue;
+      if (spec.type != HW_OPTION_ENUM && at_default(spec, v)) continue;
+      out += (out.empty() ? "" : ", ") + toml_key(str(v.key)) + " = " + value_toml(v);
+    }
+  }
+  return out;
 }
 
 }  // namespace headway::core

@@ -36,7 +36,7 @@ std::vector<EngineUsage> engine_usage(const DeploymentConfig& deployment,
     const PluginChoice& model = model_of(deployment, config);
     if (model.plugin != nullptr && model.options != nullptr) {
       u.model = model.plugin->short_name();
-      u.model_options = options_to_json(*model.options->view());
+      u.model_options = model.options;
       u.model_options_summary =
           options_summary_text(*model.plugin->descriptor, *model.options->view());
     }
@@ -93,17 +93,21 @@ void print_engine_models(std::ostream& out, const std::vector<EngineUsage>& engi
 nlohmann::json engine_usage_to_json(const std::vector<EngineUsage>& engines) {
   nlohmann::json out = nlohmann::json::array();
   for (const EngineUsage& u : engines) {
-    out.push_back({{"name", u.name},
-                   {"role", u.role},
-                   {"pool", u.pool},
-                   {"busy_fraction", u.busy_fraction},
-                   {"steps", u.steps},
-                   {"prefill_tokens", u.prefill_tokens},
-                   {"decode_tokens", u.decode_tokens},
-                   {"requests", u.requests},
-                   {"preemptions", u.preemptions},
-                   {"moved_kv_cached_tokens", u.moved_kv_cached_tokens},
-                   {"model", {{"plugin", u.model}, {"options", u.model_options}}}});
+    out.push_back(
+        {{"name", u.name},
+         {"role", u.role},
+         {"pool", u.pool},
+         {"busy_fraction", u.busy_fraction},
+         {"steps", u.steps},
+         {"prefill_tokens", u.prefill_tokens},
+         {"decode_tokens", u.decode_tokens},
+         {"requests", u.requests},
+         {"preemptions", u.preemptions},
+         {"moved_kv_cached_tokens", u.moved_kv_cached_tokens},
+         {"model",
+          {{"plugin", u.model},
+           {"options", u.model_options != nullptr ? options_to_json(*u.model_options->view())
+                                                  : nlohmann::json::object()}}}});
   }
   return out;
 }

@@ -7,6 +7,7 @@
 // Threading: pure functions of their arguments.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
@@ -36,7 +37,7 @@ struct EngineUsage {
   // and options_summary_text() of them: a report must say which model, GPU and parallelism it
   // simulated, also when the file left them to the defaults.
   std::string model;
-  nlohmann::json model_options;
+  std::shared_ptr<const PluginOptions> model_options;  // the deployment's; null: none
   std::string model_options_summary;
 };
 

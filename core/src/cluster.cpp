@@ -161,6 +161,16 @@ hw_route_decision Cluster::route(const hw_route_request& request,
 }
 
 uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_request) {
+  // One that no engine holds is refused naming the limit, as `serve` refuses it, rather than with
+  // the router's "no engine holds" (which names the request's length only).
+  uint32_t largest = 0;
+  for (const auto& engine : engines_) largest = std::max(largest, engine->max_model_len());
+  if (largest > 0 && uint64_t{request.prompt_tokens} + request.max_output_tokens > largest) {
+    throw Error(
+        fmt::format("request {}: {} prompt tokens and {} output tokens exceed "
+                    "max_model_len {}, the largest of the deployment's engines",
+                    request.id, request.prompt_tokens, request.max_output_tokens, largest));
+  }
   if (hashes_prefixes_) route_prefix_hashes(request.prompt, prefix_hashes_);
   const hw_route_decision decision = route(route_request, prefix_hashes_);
   const bool disaggregated = decision.prefill_engine != decision.decode_engine;

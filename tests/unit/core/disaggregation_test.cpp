@@ -908,6 +908,30 @@ void drive_decode(Cluster& cluster,
   }
 }
 
+// A request longer than every engine's max_model_len is refused naming the limit, as `serve`
+// refuses it (the router's "no live decode engine holds a request of N tokens" named only the
+// request's length: an operator's walkthrough, helper-224). Prefill engine 1,024, decode 128.
+TEST(DisaggregationCluster, ARequestNoEngineHoldsIsRefusedNamingTheLargestMaxModelLen) {
+  const DeploymentConfig deployment = pd_deployment(sized_engines(64, 1024, 8, 128));
+  Cluster cluster(deployment);
+  RequestRecord record;
+  try {
+    cluster.submit(new_request(7, 1020, 5, &record), route_request(7, 1020, 5));
+    FAIL() << "a request of 1,025 tokens was placed";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "request 7: 1020 prompt tokens and 5 output tokens exceed max_model_len 1024, "
+                 "the largest of the deployment's engines");
+  }
+  // One the prefill engine holds and the decode engine does not is still the router's to refuse.
+  try {
+    cluster.submit(new_request(8, 500, 5, &record), route_request(8, 500, 5));
+    FAIL() << "a request of 505 tokens was placed";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no live decode engine holds a request of 505 tokens"));
+  }
+}
+
 // Decode engine: 8 blocks of 16 (128 tokens, max_model_len 128). Three requests of 100 prompt
 // tokens (7 blocks) and 20 outputs (8 blocks by the end): one fits at a time.
 TEST(DisaggregationCluster, TransfersWaitForKvRoomAndEveryBlockIsFreeAtTheEnd) {

@@ -96,7 +96,8 @@ constexpr hw_option_spec kOptions[] = {
     int_option("intermediate", 0, 0, kMaxShape, "MLP intermediate size; 0 = preset."),
     int_option("vocab", 0, 0, kMaxShape, "Vocabulary size; 0 = preset."),
     int_option("max_model_len", 0, 0, int64_t{1} << 31,
-               "Prompt + output tokens a request may reach; 0 = preset."),
+               "Prompt + output tokens a request may reach: at most the preset's (its "
+               "max_position_embeddings); 0 = the preset's."),
     int_option("seed", 0, 0, int64_t{1} << 62, "Mixed into the generated token ids."),
 };
 
@@ -198,6 +199,16 @@ CostConfig resolve_config(const sdk::Options& options) {
   config.model.intermediate = shape("intermediate", preset_shape.intermediate);
   config.model.vocab = shape("vocab", preset_shape.vocab);
   config.model.max_model_len = shape("max_model_len", preset_shape.max_model_len);
+  // A preset's positions end where its checkpoint's do (max_position_embeddings): past them a real
+  // server refuses to load (vLLM: a max_model_len above the derived maximum), so the simulation of
+  // such a request would answer for a deployment that cannot exist.
+  if (!custom_model && config.model.max_model_len > preset_shape.max_model_len) {
+    throw std::invalid_argument(
+        "max_model_len = " + std::to_string(config.model.max_model_len) + " exceeds the " +
+        model_name + " preset's " + std::to_string(preset_shape.max_model_len) +
+        " positions (its max_position_embeddings): set at most that (0 = all of it), or "
+        "model = \"custom\" with the shape of a longer-context model");
+  }
 
   config.allreduce_latency_s = options.get_double("allreduce_latency_us") * 1e-6;
   config.gemm_efficiency = options.get_double("gemm_efficiency");

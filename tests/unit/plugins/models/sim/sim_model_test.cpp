@@ -1,0 +1,56 @@
+// The sim model plugin's refusals at load, through the host as a deployment file reaches them: each
+// names the option, the value and what would be taken instead.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <headway/core/clock.h>
+#include <headway/core/deployment_config.h>
+#include <headway/core/error.h>
+#include <headway/core/host_services.h>
+#include <headway/core/plugin_instances.h>
+
+#include <string>
+
+#include "../../../test_support/built_plugins.h"
+#include "../../../test_support/error_of.h"
+
+namespace headway::models::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The message loading a sim model with these options throws.
+std::string refusal(const std::string& options) {
+  return test::error_of([&] {
+           const core::DeploymentConfig config = core::parse_deployment(
+               "[model]\nplugin = \"sim\"\noptions = { " + options + " }\n[[engines]]\n",
+               "sim.toml", test::built_plugins());
+           core::VirtualClock clock;
+           core::HostServices host("engine0 model sim", &clock);
+           core::ModelInstance model(config.model, ".", host);
+         })
+      .what();
+}
+
+// vLLM refuses a max_model_len past the model's derived maximum; the sim took one, and served a
+// 500k-token prompt on a model of 131,072 positions (the operator's walkthrough).
+TEST(SimModel, RefusesAMaxModelLenPastThePresetsPositions) {
+  const std::string message = refusal(
+      "gpu = \"h100\", model = \"llama-3.3-70b\", tensor_parallel = 8, max_model_len = 1000000");
+  EXPECT_THAT(message, HasSubstr("max_model_len = 1000000 exceeds the llama-3.3-70b preset's "
+                                 "131072 positions"));
+  // The preset's own length, and a shorter one, still load.
+  for (const char* length : {"131072", "4096"}) {
+    const core::DeploymentConfig config = core::parse_deployment(
+        std::string("[model]\nplugin = \"sim\"\noptions = { model = \"llama-3.3-70b\", "
+                    "tensor_parallel = 8, max_model_len = ") +
+            length + " }\n[[engines]]\n",
+        "sim.toml", test::built_plugins());
+    core::VirtualClock clock;
+    core::HostServices host("engine0 model sim", &clock);
+    const core::ModelInstance model(config.model, ".", host);
+    EXPECT_EQ(model.info().max_model_len, std::stoul(length));
+  }
+}
+
+}  // namespace
+}  // namespace headway::models::sim

@@ -99,12 +99,26 @@ CostModel::CostModel(const CostConfig& config) : config_(config) {
   const double usable = gpu.hbm_bytes * config.gpu_memory_utilization;
   kv_memory_bytes_per_gpu_ = usable - weight_bytes_per_gpu - config.activation_reserve_bytes;
   if (kv_memory_bytes_per_gpu_ <= 0) {
+    // The share that would leave any KV at all, when one exists: Llama-3.3-70B bf16 on two H100s
+    // needs 0.91 where vLLM's default (and this one's) is 0.9, and its users pass 0.95.
+    const double needed = (weight_bytes_per_gpu + config.activation_reserve_bytes) / gpu.hbm_bytes;
+    char remedy[160];
+    if (needed < 1) {
+      std::snprintf(remedy, sizeof remedy,
+                    "raise gpu_memory_utilization above %.3f, raise tensor_parallel, or use a GPU "
+                    "with more memory",
+                    needed);
+    } else {
+      std::snprintf(remedy, sizeof remedy,
+                    "raise tensor_parallel or use a GPU with more memory (no "
+                    "gpu_memory_utilization is enough)");
+    }
     fail(
         "weights need %.1f GB per GPU (%.2fB parameters / tensor_parallel=%u) plus "
         "activation_reserve_gb=%.1f, but hbm_gb=%.1f * gpu_memory_utilization=%.2f leaves only "
-        "%.1f GB: raise tensor_parallel or use a GPU with more memory",
+        "%.1f GB: %s",
         weight_bytes_per_gpu / kGB, parameters_ / 1e9, tp, config.activation_reserve_bytes / kGB,
-        gpu.hbm_bytes / kGB, config.gpu_memory_utilization, usable / kGB);
+        gpu.hbm_bytes / kGB, config.gpu_memory_utilization, usable / kGB, remedy);
   }
   kv_capacity_tokens_ = static_cast<uint64_t>(kv_memory_bytes_per_gpu_ /
                                               static_cast<double>(kv_bytes_per_token_per_gpu_));

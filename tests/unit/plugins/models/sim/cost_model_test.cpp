@@ -158,6 +158,39 @@ TEST(SimCostModel, Llama70bFitsOnFourH100sNotOne) {
   }
 }
 
+// Out of memory, the refusal names the share that would leave room for KV when one would: the
+// default 0.9 is what stops Llama-3.3-70B bf16 on two H100s, and it said only "raise
+// tensor_parallel or use a GPU with more memory" (the operator's walkthrough).
+TEST(SimCostModel, OutOfMemoryNamesTheGpuMemoryUtilizationThatWouldFit) {
+  const auto refusal = [](uint32_t tp, double utilization) {
+    CostConfig config = preset_config("h100", "llama-3.3-70b", tp);
+    config.gpu_memory_utilization = utilization;
+    try {
+      CostModel{config};
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "tp " << tp << " at " << utilization << " loaded";
+    return std::string();
+  };
+  // 70.55 GB of weights and 2 GB of activation reserve: 72.55 of 80 GB.
+  std::string message = refusal(2, 0.9);
+  EXPECT_NE(message.find("gpu_memory_utilization=0.90 leaves only 72.0 GB: raise "
+                         "gpu_memory_utilization above 0.907, raise tensor_parallel, or use a GPU "
+                         "with more memory"),
+            std::string::npos)
+      << message;
+  // Past it, the next refusal is the KV's: 131,072 tokens do not fit in what is left.
+  message = refusal(2, 0.95);
+  EXPECT_NE(message.find("fewer than max_model_len=131072"), std::string::npos) << message;
+  // 141 GB of weights on one 80 GB GPU: no share is enough, and it says so.
+  message = refusal(1, 0.9);
+  EXPECT_NE(message.find("raise tensor_parallel or use a GPU with more memory (no "
+                         "gpu_memory_utilization is enough)"),
+            std::string::npos)
+      << message;
+}
+
 TEST(SimCostModel, KvHeadsAreReplicatedBeyondTheirCount) {
   // 16 GPUs for 8 kv heads: each GPU still holds one whole kv head.
   const CostModel tp16 = make("h100", "llama-3.3-70b", 16);

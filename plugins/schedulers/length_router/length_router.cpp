@@ -23,9 +23,11 @@ namespace {
 
 using headway::sdk::Error;
 
+constexpr char kDefaultPools[] = "short:0,long:8192";
+
 constexpr hw_option_spec kOptions[] = {
     headway::sdk::string_option(
-        "pools", "short:0,long:8192",
+        "pools", kDefaultPools,
         "Pools in ascending order as name:min_prompt_tokens; a pool takes prompts from its min up "
         "to the next pool's min. Each name must be the pool of at least one engine."),
     headway::sdk::bool_option(
@@ -111,9 +113,16 @@ class LengthRouter final : public headway::sdk::Router {
       for (const hw_engine_load& e : engines)
         found = found || headway::sdk::view(e.pool) == pool.name;
       if (!found) {
+        // The host fills in the default, so a deployment that never wrote `pools` has these two;
+        // an operator who set every engine's pool = "short" never wrote the 'long' it misses.
+        std::string source;
+        if (options.get_string("pools") == kDefaultPools) {
+          source = std::string(", or the router's pools option: '") + pool.name +
+                   "' is one of its default pools \"" + kDefaultPools + "\"";
+        }
         throw Error(HW_INVALID_ARGUMENT, "router 'length': pool '" + pool.name +
                                              "' has no engine (set pool = \"" + pool.name +
-                                             "\" on an [[engines]] table)");
+                                             "\" on an [[engines]] table" + source + ")");
       }
     }
     // Every engine that does not fit is named at once, so that one fix of the deployment file

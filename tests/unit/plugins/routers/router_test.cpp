@@ -630,6 +630,22 @@ TEST(LengthRouter, RefusesAPoolWithoutEnginesAndAnEngineInAnUnlistedPool) {
   EXPECT_THAT(e.what(), HasSubstr("has no engine"));
 }
 
+// Engines all in pool "short" and no `pools` option: the 'long' it misses is the default's, which
+// the operator never wrote, so the refusal says where it comes from (the operator's walkthrough).
+TEST(LengthRouter, APoolWithoutEnginesFromTheDefaultPoolsSaysSo) {
+  const std::vector<hw_engine_load> all_short = {engine(0, HW_ENGINE_ROLE_MIXED, "short"),
+                                                 engine(1, HW_ENGINE_ROLE_MIXED, "short")};
+  Error e = error_of([&] { RouterHarness router(kLength, "", all_short); });
+  EXPECT_EQ(e.code(), HW_INVALID_ARGUMENT);
+  EXPECT_THAT(e.what(), HasSubstr("pool 'long' has no engine (set pool = \"long\" on an "
+                                  "[[engines]] table, or the router's pools option: 'long' is one "
+                                  "of its default pools \"short:0,long:8192\")"));
+  // Pools the operator wrote are not called the default's.
+  e = error_of([&] { RouterHarness router(kLength, "pools = \"short:0,huge:9000\"", all_short); });
+  EXPECT_THAT(e.what(), HasSubstr("pool 'huge' has no engine (set pool = \"huge\" on an "
+                                  "[[engines]] table)"));
+}
+
 // Its pools are of mixed engines: a prefill engine in one would decode the requests it should hand
 // on (it placed them whole, blind to roles, before 2026-12-06).
 TEST(LengthRouter, RefusesAPrefillOrDecodeEngineInAPool) {

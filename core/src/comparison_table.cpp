@@ -133,7 +133,8 @@ void print_comparison(std::ostream& out, const Comparison& c) {
       "request{}",
       c.slo.empty() ? std::string("an SLO (none given)") : c.slo,
       kv ? "; KV transfer, and KV wait (after the prefill, until the transfer could start: room on "
-           "the decode engine, and the end of its step), over the requests whose KV moved"
+           "the decode engine, the end of its step, and the transfers before it on its links, "
+           "which carry one at a time), over the requests whose KV moved"
          : ""));
   out << text;
 }

@@ -38,6 +38,7 @@ constexpr hw_str kDtypeNames[] = {make_str("bf16"), make_str("fp8")};
 constexpr hw_str kKvDtypeNames[] = {make_str("auto"), make_str("bf16"), make_str("fp8")};
 constexpr CostConfig kDefaults{};
 constexpr int64_t kMaxShape = int64_t{1} << 24;
+constexpr uint32_t kMaxTensorParallel = 64;
 
 // Overrides are doubles or ints where 0 means "take it from the preset"; with gpu or model set to
 // "custom" there is no preset and the corresponding keys are required.
@@ -54,7 +55,7 @@ constexpr hw_option_spec kOptions[] = {
     enum_option("model", "llama-3.1-8b", kModelNames,
                 "Model preset, or custom (set layers, hidden, heads, kv_heads, head_dim, "
                 "intermediate, vocab and max_model_len)."),
-    int_option("tensor_parallel", 1, 1, 64,
+    int_option("tensor_parallel", 1, 1, kMaxTensorParallel,
                "GPUs the model is split over (Megatron-style); at most 8 (one node) with the gpu "
                "presets, whose link is NVLink."),
     enum_option("dtype", "bf16", kDtypeNames,
@@ -208,6 +209,22 @@ CostConfig resolve_config(const sdk::Options& options) {
         model_name + " preset's " + std::to_string(preset_shape.max_model_len) +
         " positions (its max_position_embeddings): set at most that (0 = all of it), or "
         "model = \"custom\" with the shape of a longer-context model");
+  }
+  // Here rather than in the cost model, which does not know the node: the legal degrees it lists
+  // stop where the gpu presets do.
+  if (const std::string problem = tensor_parallel_problem(config.model, config.tensor_parallel);
+      !problem.empty()) {
+    const uint32_t most = custom_gpu ? kMaxTensorParallel : kGpusPerNode;
+    std::string legal;
+    for (uint32_t tp = 1; tp <= most; ++tp) {
+      if (tensor_parallel_problem(config.model, tp).empty()) {
+        legal += (legal.empty() ? "" : ", ") + std::to_string(tp);
+      }
+    }
+    throw std::invalid_argument("tensor_parallel = " + std::to_string(config.tensor_parallel) +
+                                " cannot split the model: " + problem +
+                                "; the degrees that split it (up to " + std::to_string(most) +
+                                "): " + legal);
   }
 
   config.allreduce_latency_s = options.get_double("allreduce_latency_us") * 1e-6;

@@ -52,5 +52,23 @@ TEST(SimModel, RefusesAMaxModelLenPastThePresetsPositions) {
   }
 }
 
+// A degree that does not split the heads names the rule and, since an operator then has to find
+// one that does, the degrees that would, up to what the gpu allows (the operator's walkthrough).
+TEST(SimModel, AnIllegalTensorParallelDegreeListsTheLegalOnes) {
+  EXPECT_THAT(refusal("model = \"llama-3.3-70b\", tensor_parallel = 3"),
+              HasSubstr("tensor_parallel = 3 cannot split the model: heads=64 % tp=3 = 1: query "
+                        "heads do not split evenly; the degrees that split it (up to 8): 1, 2, 4, "
+                        "8"));
+  // Qwen 2.5-7B's 28 query heads split 7 ways, its 4 kv heads do not replicate so.
+  EXPECT_THAT(refusal("model = \"qwen2.5-7b\", tensor_parallel = 7"),
+              HasSubstr("tensor_parallel = 7 cannot split the model: tp=7 % kv_heads=4 = 3: kv "
+                        "heads cannot be replicated evenly; the degrees that split it (up to 8): "
+                        "1, 2, 4"));
+  // A custom gpu may span nodes: up to the option's 64.
+  EXPECT_THAT(refusal("model = \"qwen2.5-7b\", tensor_parallel = 7, gpu = \"custom\", "
+                      "peak_tflops = 989, hbm_tb_per_s = 3.35, hbm_gb = 80, link_gb_per_s = 100"),
+              HasSubstr("(up to 64): 1, 2, 4, 28"));
+}
+
 }  // namespace
 }  // namespace headway::models::sim

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <headway/core/error.h>
 
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
@@ -123,11 +122,13 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
   cmd->add_option("--gpu-memory-utilization", args.gpu_memory_utilization,
                   "Share of each GPU's memory the serving process may use in all, as vLLM's flag "
                   "and the cuda model's gpu_memory_fraction")
+      ->check(kPositive)  // first: the range's own message takes "0.9x" for a number
       ->check(CLI::Range(0.05, 1.0));
   cmd->add_option("--gpu-memory-gb", args.gpu_memory_gb,
                   "Each GPU's memory in GB (1e9 bytes) in place of the preset's marketed figure: "
                   "what CUDA reports (nvidia-smi's total MiB x 0.001048576), for vLLM's "
                   "arithmetic, which takes --gpu-memory-utilization of that")
+      ->check(kPositive)  // first: the range's own message takes "0.9x" for a number
       ->check(CLI::Range(1.0, 10000.0));
   return cmd;
 }
@@ -135,12 +136,6 @@ CLI::App* add_plan_command(CLI::App& app, PlanArgs& args) {
 int run_plan(const PlanArgs& args) {
   const sim::GpuPreset* gpu = sim::find_gpu_preset(args.gpu);
   if (gpu == nullptr) throw core::Error("--gpu: unknown GPU preset '" + args.gpu + "'");
-  if (!std::isfinite(args.gpu_memory_utilization)) {
-    throw core::Error("--gpu-memory-utilization must be a number in [0.05, 1]");
-  }
-  if (!std::isfinite(args.gpu_memory_gb)) {
-    throw core::Error("--gpu-memory-gb must be a number in [1, 10000]");
-  }
   if (args.max_num_batched_tokens < args.max_num_seqs) {
     // vLLM refuses the same: a step must have room for a token of every sequence it runs.
     throw core::Error(fmt::format(

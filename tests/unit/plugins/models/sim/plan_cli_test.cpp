@@ -141,6 +141,18 @@ TEST(PlanCli, BadInputsAreOneClearLine) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(contains(r.err, "--context")) << r.err;
 
+  // Text that is not a number is said to be none, as simulate's --rate-scale says it, not "not
+  // in range 0.05 to 1" as if it were one (the operator's walkthrough).
+  for (const char* flag : {"--gpu-memory-utilization 0.9x", "--gpu-memory-gb 80GB"}) {
+    r = run(std::string("--model llama-3.1-8b --gpu h100 --context 4096 ") + flag);
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_TRUE(contains(r.err, "expected a number, got '")) << r.err;
+    EXPECT_FALSE(contains(r.err, "not in range")) << r.err;
+  }
+  r = run("--model llama-3.1-8b --gpu h100 --context 4096 --gpu-memory-gb 0.5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "not in range")) << r.err;
+
   for (const char* context : {"8q", "k", "-8k", "8.5k"}) {
     r = run(std::string("--model llama-3.1-8b --gpu h100 --context ") + context);
     EXPECT_NE(r.exit_code, 0) << context;
@@ -172,8 +184,9 @@ TEST(PlanCli, NotesSayWhatThePlanDoesNotCount) {
   EXPECT_TRUE(contains(r.out, "note: --concurrency 512 is above --max-num-seqs 256")) << r.out;
 
   r = run("--model llama-3.1-8b --gpu h100 --context 4k --gpu-memory-utilization nan");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(contains(r.err, "--gpu-memory-utilization must be a number in [0.05, 1]")) << r.err;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--gpu-memory-utilization: must be greater than 0, got nan"))
+      << r.err;
   r = run("--model llama-3.1-8b --gpu h100 --context 4k --max-num-batched-tokens 16");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "--max-num-batched-tokens 16 is below --max-num-seqs 256")) << r.err;

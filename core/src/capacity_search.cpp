@@ -140,6 +140,7 @@ Capacity find_capacity(const DeploymentConfig& deployment, const Workload& workl
       [&](double factor) {
         SimulationOptions run_options;
         run_options.run_label = fmt::format(" (capacity probe at {:g}x)", factor);
+        run_options.warn_of_grown_queue = false;  // what the search looks for
         SimulationResult run =
             simulate(deployment, with_rate_factor(workload, factor), run_options);
         if (options.short_classes_only) {

@@ -3,6 +3,7 @@
 #include <headway/core/cluster.h>
 #include <headway/core/error.h>
 #include <headway/core/long_call_watch.h>
+#include <headway/core/queue_growth.h>
 #include <headway/core/simulator.h>
 #include <headway/core/synthetic_prompt.h>
 #include <spdlog/spdlog.h>
@@ -373,6 +374,17 @@ SimulationResult simulate(const DeploymentConfig& deployment, const Workload& wo
     spdlog::warn("{}{}: {} of {} requests were refused by the deployment, e.g.: {}",
                  deployment.name, options.run_label, result.rejected, workload.requests.size(),
                  rejection_example);
+  }
+  if (options.warn_of_grown_queue) {
+    if (const std::optional<QueueGrowth> grown = grown_queue(result.records)) {
+      spdlog::warn(
+          "{}{}: overloaded: its queue grew through the run ({} requests waited for their "
+          "first step when the last one arrived, {:.0f} s of arrivals, against {} a quarter of "
+          "the way in), so its latency percentiles grow with the run's length; compare "
+          "deployments at a rate each serves (--rate-scale, --find-capacity)",
+          deployment.name, options.run_label, grown->waiting_at_end, grown->end_backlog_s,
+          grown->waiting_at_quarter);
+    }
   }
   if (result.unsent_turns > 0) {
     spdlog::warn(

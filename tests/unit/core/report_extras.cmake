@@ -4,6 +4,7 @@ headway_add_test(slo_test SOURCES slo_test.cpp)
 headway_add_test(comparison_table_test SOURCES comparison_table_test.cpp)
 headway_add_test(seed_sweep_test SOURCES seed_sweep_test.cpp)
 headway_add_test(engine_usage_test SOURCES engine_usage_test.cpp)
+headway_add_test(queue_growth_test SOURCES queue_growth_test.cpp)
 # Parses a deployment with the real sim model, router and transport.
 add_dependencies(engine_usage_test ${HEADWAY_REAL_PLUGIN_TARGETS})
 headway_add_test(capacity_search_test SOURCES capacity_search_test.cpp)

@@ -44,6 +44,9 @@ struct SimulationOptions {
   // poll) that has not returned after this many seconds of wall time is logged, and again each
   // time its age doubles (as serve's stats line names a long step). 0: not watched.
   double long_call_warning_seconds = 30.0;
+  // Whether a run whose queue grew from its beginning to its end (grown_queue(), queue_growth.h)
+  // is warned of; off for a capacity search's probes, which look for that on purpose.
+  bool warn_of_grown_queue = true;
 };
 
 // With a model that reports step durations this runs on the virtual clock as fast as the steps can

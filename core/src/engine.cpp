@@ -299,7 +299,7 @@ void Engine::add_request(NewRequest request) {
   r.outputs_before = request.outputs_before;
   waiting_.push_back(view_of(r));
   waiting_prompt_tokens_ += r.prompt_tokens;
-  waiting_prioritized_ += r.priority != 0 ? 1 : 0;
+  count_waiting_priority(r.priority, +1);
   waiting_output_tokens_ += r.max_output_tokens;
 }
 
@@ -312,7 +312,7 @@ void Engine::push_waiting_front(const Request& r) {
   }
   waiting_prompt_tokens_ += r.total() - r.computed_tokens;
   waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
-  waiting_prioritized_ += r.priority != 0 ? 1 : 0;
+  count_waiting_priority(r.priority, +1);
 }
 
 void Engine::push_waiting_after_moved(const Request& r) {
@@ -337,7 +337,7 @@ void Engine::push_waiting_after_moved(const Request& r) {
   }
   waiting_prompt_tokens_ += r.total() - r.computed_tokens;
   waiting_output_tokens_ += r.max_output_tokens - r.output_tokens;
-  waiting_prioritized_ += r.priority != 0 ? 1 : 0;
+  count_waiting_priority(r.priority, +1);
 }
 
 void Engine::remove_admitted_from_waiting(size_t admitted) {
@@ -447,7 +447,7 @@ bool Engine::abort(uint64_t request_id) {
     if (pos != waiting_.end()) waiting_.erase(pos);
     waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
     waiting_output_tokens_ -= r.max_output_tokens - r.output_tokens;
-    waiting_prioritized_ -= r.priority != 0 ? 1 : 0;
+    count_waiting_priority(r.priority, -1);
   } else {
     running_.erase(std::find(running_.begin(), running_.end(), slot));
   }
@@ -534,7 +534,7 @@ bool Engine::step() {
       running_.push_back(slot);
       waiting_prompt_tokens_ -= r.total() - r.computed_tokens;
       waiting_output_tokens_ -= r.max_output_tokens - r.output_tokens;
-      waiting_prioritized_ -= r.priority != 0 ? 1 : 0;
+      count_waiting_priority(r.priority, -1);
       ++admitted;
       if (r.record != nullptr && std::isnan(r.record->scheduled)) r.record->scheduled = start;
     }
@@ -800,6 +800,18 @@ void Engine::start_prefix_cache() {
   }
 }
 
+void Engine::count_waiting_priority(int32_t priority, int delta) {
+  auto it = std::find_if(waiting_priorities_.begin(), waiting_priorities_.end(),
+                         [&](const auto& entry) { return entry.first == priority; });
+  if (it == waiting_priorities_.end()) {
+    // A value not seen before: the list grows with the values a deployment's clients use.
+    waiting_priorities_.emplace_back(priority, 0);
+    it = waiting_priorities_.end() - 1;
+  }
+  if (delta > 0 && it->second++ == 0) ++waiting_priorities_in_use_;
+  if (delta < 0 && --it->second == 0) --waiting_priorities_in_use_;
+}
+
 void Engine::match_cached_prefixes() {
   // A round per call, not per step: a call whose plan turns out empty does not advance the step.
   const uint64_t round = ++match_round_;
@@ -820,10 +832,9 @@ void Engine::match_cached_prefixes() {
   };
   int32_t least_urgent_scanned = std::numeric_limits<int32_t>::min();
   for (size_t w = waiting_head_; w < scan_end; ++w) {
-    match_waiting_entry(waiting_[w], round, can_take);
     least_urgent_scanned = std::max(least_urgent_scanned, waiting_[w].priority);
   }
-  if (waiting_prioritized_ != 0 && scan_end < waiting_.size()) {
+  if (waiting_priorities_in_use_ > 1 && scan_end < waiting_.size()) {
     // Requests differ in priority: a priority policy admits the most urgent from anywhere in the
     // queue, which the head alone missed (with policy = "priority", 95% of a run's reuse;
     // helper-206). As many of those behind the head that are more urgent than some in it are
@@ -831,14 +842,20 @@ void Engine::match_cached_prefixes() {
     // cost of a pass over the queue (the policy makes its own order each step). The others'
     // matches are no longer kept up to date.
     const size_t chosen = order_waiting_by_urgency(scan_end, least_urgent_scanned, scan_size);
-    for (size_t i = 0; i < chosen; ++i) {
-      match_waiting_entry(waiting_[prefix_scan_[i]], round, can_take);
-    }
     for (size_t i = chosen; i < prefix_scan_.size(); ++i) forget_match(waiting_[prefix_scan_[i]]);
+    // Head and chosen in one order, the most urgent first: without sharing, the first matched
+    // claims an idle block, and a priority policy admits the most urgent first.
+    prefix_scan_.resize(chosen);
+    for (size_t w = waiting_head_; w < scan_end; ++w) prefix_scan_.push_back(w);
+    std::sort(prefix_scan_.begin(), prefix_scan_.end(),
+              [this](size_t a, size_t b) { return waits_more_urgently(a, b); });
+    for (const size_t w : prefix_scan_) match_waiting_entry(waiting_[w], round, can_take);
     pushed_front_since_match_ = 0;
     matched_by_urgency_ = true;
     return;
   }
+  for (size_t w = waiting_head_; w < scan_end; ++w)
+    match_waiting_entry(waiting_[w], round, can_take);
   // Entries matched before that preempted requests pushed past the end of the scan, or anywhere
   // when the last match went by urgency, are cleared.
   const size_t stale_end = matched_by_urgency_
@@ -860,19 +877,19 @@ size_t Engine::order_waiting_by_urgency(size_t from, int32_t less_urgent, size_t
       std::swap(prefix_scan_[candidates++], prefix_scan_.back());
     }
   }
-  const auto more_urgent = [this](size_t a, size_t b) {
-    if (waiting_[a].priority != waiting_[b].priority) {
-      return waiting_[a].priority < waiting_[b].priority;
-    }
-    return a < b;
-  };
   const size_t chosen = std::min(count, candidates);
   const auto first = prefix_scan_.begin();
-  const auto nth = first + static_cast<ptrdiff_t>(chosen);
-  std::nth_element(first, nth, first + static_cast<ptrdiff_t>(candidates), more_urgent);
-  // Without sharing, the first matched claims a block: the most urgent, as it is admitted first.
-  std::sort(first, nth, more_urgent);
+  std::nth_element(first, first + static_cast<ptrdiff_t>(chosen),
+                   first + static_cast<ptrdiff_t>(candidates),
+                   [this](size_t a, size_t b) { return waits_more_urgently(a, b); });
   return chosen;
+}
+
+bool Engine::waits_more_urgently(size_t a, size_t b) const {
+  if (waiting_[a].priority != waiting_[b].priority) {
+    return waiting_[a].priority < waiting_[b].priority;
+  }
+  return a < b;
 }
 
 template <class CanTake>
@@ -916,15 +933,18 @@ void Engine::take_cached_prefix(Request& r) {
   counters_.prefix_cache_queried_tokens += r.total();
   detail_.prefix_queried_tokens += r.total();
   if (r.cached_prefix.empty()) return;
+  // A match kept from an earlier step must have been checked since (match_cached_prefixes): a
+  // block evicted meanwhile holds other tokens' KV, which the request would attend to. All are
+  // checked before any is taken, so that the books stay whole when one fails.
   for (const PrefixCache::Link& link : r.cached_prefix) {
-    // A match kept from an earlier step must have been checked since (match_cached_prefixes):
-    // a block evicted meanwhile holds other tokens' KV, which the request would attend to.
     if (kv_.generation(link.block) != link.generation) {
       throw Error(fmt::format("{}: request {} was admitted with a cached beginning whose block {} "
                               "was evicted since it was looked up (an engine bug)",
                               config_.name, r.id, link.block),
                   HW_INTERNAL);
     }
+  }
+  for (const PrefixCache::Link& link : r.cached_prefix) {
     kv_.take_cached(link.block, r.blocks);
     prefix_cache_->report_taken(link.block);
   }

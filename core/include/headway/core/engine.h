@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace headway::core {
@@ -332,9 +333,14 @@ class Engine {
   // Matches one waiting entry's request (match_cached_prefixes' loop body).
   template <class CanTake>
   void match_waiting_entry(hw_request_view& view, uint64_t round, const CanTake& can_take);
+  // Whether waiting_[a] comes before waiting_[b] in a priority policy's order: the lower priority
+  // value, then the earlier place in the queue.
+  bool waits_more_urgently(size_t a, size_t b) const;
+  // Counts a request into (+1) or out of (-1) the waiting queue's priorities.
+  void count_waiting_priority(int32_t priority, int delta);
   // Puts into prefix_scan_ the indices of the waiting entries from index `from` on that hold no
   // KV, first the `count` most urgent (lowest priority value, then queue order) of those with a
-  // priority value below `less_urgent`; returns how many it chose.
+  // priority value below `less_urgent`, in no order; returns how many it chose.
   size_t order_waiting_by_urgency(size_t from, int32_t less_urgent, size_t count);
   // Gives an admitted request the blocks matched for it, which it then need not compute.
   void take_cached_prefix(Request& r);
@@ -380,13 +386,15 @@ class Engine {
   // Waiting requests pushed to the front of the queue since the last match: how far past the scan
   // an entry matched then may have moved.
   size_t pushed_front_since_match_ = 0;
-  // Waiting requests whose priority is not 0. While there are none, every scheduler's choice
-  // follows queue order and the match scans the head; otherwise as many of the most urgent behind
-  // it too (a priority policy admits them first, from anywhere in the queue).
-  size_t waiting_prioritized_ = 0;
+  // Waiting requests per priority value, and how many values have any. While all wait at one
+  // priority a priority policy's choice follows queue order and the match scans the head;
+  // otherwise as many of the most urgent behind it too (a priority policy admits them first, from
+  // anywhere in the queue). Grows with the values clients use, not per step.
+  std::vector<std::pair<int32_t, uint32_t>> waiting_priorities_;
+  size_t waiting_priorities_in_use_ = 0;
   // Whether the last match went by urgency: entries anywhere in the queue may hold a match.
   bool matched_by_urgency_ = false;
-  std::vector<size_t> prefix_scan_;  // order_waiting_by_urgency's; scratch
+  std::vector<size_t> prefix_scan_;  // match_cached_prefixes' entries to match by urgency; scratch
   static constexpr size_t kMinPrefixScan = 64;
   PlanValidator validator_;
   uint32_t max_model_len_ = 0;

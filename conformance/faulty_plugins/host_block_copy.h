@@ -19,6 +19,8 @@ inline bool copy_host_blocks(const hw_kv_transfer& t, uint64_t max_block_bytes =
   if (t.source.kind != HW_MEMORY_HOST || t.destination.kind != HW_MEMORY_HOST) return true;
   const auto* src = static_cast<const unsigned char*>(t.source.base);
   auto* dst = static_cast<unsigned char*>(t.destination.base);
+  // block_in_region() checks each side with its own block_bytes; the copy is of the source's.
+  if (t.source.block_bytes != t.destination.block_bytes) return false;
   for (uint32_t i = 0; i < t.block_count; ++i) {
     // The SDK's check (no product that can overflow), so that each faulty transport has its own
     // fault only.

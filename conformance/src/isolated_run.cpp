@@ -115,8 +115,10 @@ ProfileResult run_profile_isolated(const SuiteContext& context, const std::strin
   // Where to look for the crash's place: this build's own sanitizer report, when it has one (the
   // child's standard error is the suite's), rather than advice to rebuild with what it has.
 #if defined(__SANITIZE_ADDRESS__)
+  // A plugin that called exit() leaves no report: said as a condition.
   constexpr const char* kWhere =
-      "this build has AddressSanitizer: its report, on standard error above, says where";
+      "this build has AddressSanitizer: where it found the fault, its report is on standard error "
+      "above; otherwise run the profile under gdb";
 #else
   constexpr const char* kWhere =
       "run the profile under gdb, or a build with AddressSanitizer, to see where";

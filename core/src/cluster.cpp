@@ -161,15 +161,23 @@ hw_route_decision Cluster::route(const hw_route_request& request,
 }
 
 uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_request) {
-  // One that no engine holds is refused naming the limit, as `serve` refuses it, rather than with
-  // the router's "no engine holds" (which names the request's length only).
+  // One that no engine could hold is refused naming the limit, as `serve` refuses it, rather
+  // than with the router's "no engine holds" (which names the request's length only). A request
+  // that ends at its first token never leaves the engine that prefills it (below): any engine
+  // may hold it; the others must be held by one that decodes. As many comparisons as engines,
+  // beside a route() that reads every engine's load.
+  const bool moves = request.max_output_tokens > 1 && request.ends_after_outputs != 1;
   uint32_t largest = 0;
-  for (const auto& engine : engines_) largest = std::max(largest, engine->max_model_len());
+  for (const auto& engine : engines_) {
+    if (moves && engine->config().role == HW_ENGINE_ROLE_PREFILL) continue;
+    largest = std::max(largest, engine->max_model_len());
+  }
   if (largest > 0 && uint64_t{request.prompt_tokens} + request.max_output_tokens > largest) {
     throw Error(
         fmt::format("request {}: {} prompt tokens and {} output tokens exceed "
-                    "max_model_len {}, the largest of the deployment's engines",
-                    request.id, request.prompt_tokens, request.max_output_tokens, largest));
+                    "max_model_len {}, the largest of the deployment's engines{}",
+                    request.id, request.prompt_tokens, request.max_output_tokens, largest,
+                    moves ? " that decode" : ""));
   }
   if (hashes_prefixes_) route_prefix_hashes(request.prompt, prefix_hashes_);
   const hw_route_decision decision = route(route_request, prefix_hashes_);
@@ -184,7 +192,6 @@ uint32_t Cluster::submit(NewRequest request, const hw_route_request& route_reque
   // max_model_len cannot hold. A request that ends at its first token never moves (its prefill
   // engine samples that token and finishes it), so its decode engine need not hold it: a prompt
   // of max_model_len - 1 with one output token is served, as one engine serves it.
-  const bool moves = request.max_output_tokens > 1 && request.ends_after_outputs != 1;
   if (disaggregated && moves &&
       !engines_[decision.decode_engine]->fits(request.prompt_tokens, request.max_output_tokens)) {
     throw Error(

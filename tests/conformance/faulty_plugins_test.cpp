@@ -626,7 +626,7 @@ TEST(FaultyPlugins, AnExceptionThroughATransportsCAbiFailsTheFailureReport) {
 TEST(FaultyPlugins, LeakingTransportFailsThePerTransferHeap) {
   const auto r = run_faulty("faulty_leaking_transport.so");
   expect_outcome(r, "kv.per_transfer_heap", Outcome::kFail);
-  EXPECT_NE(headway::test::find_test(r, "kv.per_transfer_heap")->message.find("transfer"),
+  EXPECT_NE(headway::test::find_test(r, "kv.per_transfer_heap")->message.find("per transfer"),
             std::string::npos)
       << headway::test::describe(r);
   EXPECT_TRUE(r.conformant()) << headway::test::describe(r);

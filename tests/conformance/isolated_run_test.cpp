@@ -67,7 +67,8 @@ TEST(IsolatedRun, APluginThatCrashesTheSuiteStillGetsAVerdictAndAReport) {
   EXPECT_NE(run.out.find("before it finished"), std::string::npos) << run.out;
   // Advice to rebuild with AddressSanitizer is for a build without it; one with it has its report.
 #if defined(__SANITIZE_ADDRESS__)
-  EXPECT_NE(run.out.find("this build has AddressSanitizer: its report"), std::string::npos)
+  EXPECT_NE(run.out.find("this build has AddressSanitizer: where it found the fault"),
+            std::string::npos)
       << run.out;
   EXPECT_EQ(run.out.find("a build with AddressSanitizer"), std::string::npos) << run.out;
 #else

@@ -462,7 +462,8 @@ class LentText {
   ~LentText() {
     for (const Mapping& m : dead_) ::munmap(m.base, m.bytes);
   }
-  // `text` in fresh pages, ending at their end (reading past it faults too), until end_call().
+  // `text` in fresh pages, ending at their end (a read past it lands in whatever is mapped next),
+  // until end_call().
   hw_str lend(const std::string& text) {
     const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
     const size_t bytes = (text.size() + page - 1) / page * page + (text.empty() ? page : 0);

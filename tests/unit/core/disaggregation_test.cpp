@@ -908,9 +908,11 @@ void drive_decode(Cluster& cluster,
   }
 }
 
-// A request longer than every engine's max_model_len is refused naming the limit, as `serve`
+// A request longer than every engine that could hold it is refused naming the limit, as `serve`
 // refuses it (the router's "no live decode engine holds a request of N tokens" named only the
-// request's length: an operator's walkthrough, helper-224). Prefill engine 1,024, decode 128.
+// request's length: an operator's walkthrough, helper-224). Prefill engine 1,024, decode 128: a
+// request that decodes must fit the decode engine, one that ends at its first token the prefill
+// engine.
 TEST(DisaggregationCluster, ARequestNoEngineHoldsIsRefusedNamingTheLargestMaxModelLen) {
   const DeploymentConfig deployment = pd_deployment(sized_engines(64, 1024, 8, 128));
   Cluster cluster(deployment);
@@ -920,15 +922,16 @@ TEST(DisaggregationCluster, ARequestNoEngineHoldsIsRefusedNamingTheLargestMaxMod
     FAIL() << "a request of 1,025 tokens was placed";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
-                 "request 7: 1020 prompt tokens and 5 output tokens exceed max_model_len 1024, "
-                 "the largest of the deployment's engines");
+                 "request 7: 1020 prompt tokens and 5 output tokens exceed max_model_len 128, "
+                 "the largest of the deployment's engines that decode");
   }
-  // One the prefill engine holds and the decode engine does not is still the router's to refuse.
   try {
-    cluster.submit(new_request(8, 500, 5, &record), route_request(8, 500, 5));
-    FAIL() << "a request of 505 tokens was placed";
+    cluster.submit(new_request(8, 1024, 1, &record), route_request(8, 1024, 1));
+    FAIL() << "a request of 1,025 tokens was placed";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("no live decode engine holds a request of 505 tokens"));
+    EXPECT_STREQ(e.what(),
+                 "request 8: 1024 prompt tokens and 1 output tokens exceed max_model_len 1024, "
+                 "the largest of the deployment's engines");
   }
 }
 

@@ -68,7 +68,10 @@ constexpr hw_option_spec kOptions[] = {
                   "Dense fp8 tensor-core TFLOP/s per GPU; 0 = preset (custom gpu: required with "
                   "dtype = \"fp8\")."),
     double_option("hbm_tb_per_s", 0, 0, 1e3, "HBM bandwidth per GPU in TB/s; 0 = preset."),
-    double_option("hbm_gb", 0, 0, 1e5, "HBM capacity per GPU in GB (1e9 bytes); 0 = preset."),
+    // At most 2,000: the largest GPUs hold 288 GB, and a card of 2 GB or more given in MB by
+    // mistake lands past it (80000 was taken, and the error that followed named kv_blocks).
+    double_option("hbm_gb", 0, 0, 2000,
+                  "HBM capacity per GPU in GB (1e9 bytes), at most 2000; 0 = preset."),
     double_option("link_gb_per_s", 0, 0, 1e5,
                   "GPU-to-GPU bandwidth per GPU in GB/s, both directions together (NVLink "
                   "datasheet figure); 0 = preset."),

@@ -624,7 +624,7 @@ TEST(Engine, RandomLoadWithAbortsKeepsTheBooksBalanced) {
 TEST(Engine, MoreKvBlocksThanAnEngineManagesAreRefusedNamingTheCapacity) {
   const DeploymentConfig config = parse_deployment(
       "[model]\nplugin = \"sim\"\noptions = { gpu = \"h100\", model = \"llama-3.1-8b\", "
-      "hbm_gb = 100000 }\n[[engines]]\n",
+      "kv_heads = 1, head_dim = 1 }\n[[engines]]\n",
       "big.toml", registry());
   try {
     Engine engine(config.engines[0], config);
@@ -638,7 +638,7 @@ TEST(Engine, MoreKvBlocksThanAnEngineManagesAreRefusedNamingTheCapacity) {
   // kv_blocks within the bound takes a part of that memory.
   const DeploymentConfig bounded = parse_deployment(
       "[model]\nplugin = \"sim\"\noptions = { gpu = \"h100\", model = \"llama-3.1-8b\", "
-      "hbm_gb = 100000 }\n[[engines]]\nkv_blocks = 16384\n",
+      "kv_heads = 1, head_dim = 1 }\n[[engines]]\nkv_blocks = 16384\n",
       "big.toml", registry());
   EXPECT_EQ(Engine(bounded.engines[0], bounded).kv().total(), 16384u);
 }

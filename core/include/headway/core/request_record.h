@@ -26,9 +26,9 @@ struct RequestRecord {
   // Its KV moved here from the engine that prefilled it (kv_transfer_seconds may be 0: the decode
   // engine's prefix cache held every block of it, and nothing was copied).
   bool kv_moved = false;
-  // A request whose KV moved: from the end of its prefill to the start of its transfer, the time
-  // it waited for room on its decode engine and for the end of that engine's step in which it
-  // found it (0 where it moved at once, or did not move).
+  // A request whose KV moved: from the end of its prefill to the start of its transfer (room on
+  // its decode engine, the end of the step that found it, the transfers before it on its links;
+  // 0 where it moved at once, or did not move).
   double kv_wait_seconds = 0.0;
   bool finished = false;            // false: aborted or still running when the run ended
   std::vector<double> token_times;  // time each output token was emitted

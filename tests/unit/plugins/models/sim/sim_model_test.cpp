@@ -52,6 +52,14 @@ TEST(SimModel, RefusesAMaxModelLenPastThePresetsPositions) {
   }
 }
 
+// HBM given in MB by mistake (80000 for an 80 GB card) is refused by the option's range, naming
+// it: it was taken, and the error that followed named kv_blocks (the operator's walkthrough).
+TEST(SimModel, HbmInMegabytesIsRefusedNamingTheOption) {
+  const std::string message = refusal("hbm_gb = 80000");
+  EXPECT_THAT(message, HasSubstr("sim.toml: model.options.hbm_gb: expected number in [0, 2000]"));
+  EXPECT_THAT(message, HasSubstr("got 80000"));
+}
+
 // A degree that does not split the heads names the rule and, since an operator then has to find
 // one that does, the degrees that would, up to what the gpu allows (the operator's walkthrough).
 TEST(SimModel, AnIllegalTensorParallelDegreeListsTheLegalOnes) {

@@ -61,7 +61,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args) {
                     "of all requests, by scaling the workload's arrival times");
   cmd->add_option("--capacity-limit", args.capacity_limit,
                   "Capacity probes replay only the first N requests of the workload (faster); "
-                  "default: all of them")
+                  "0 or omitted: all of them")
       ->needs(find_capacity);
   cmd->add_option("--capacity-scope", args.capacity_scope,
                   "Whose p99 --find-capacity judges: all requests (default) or only the short "

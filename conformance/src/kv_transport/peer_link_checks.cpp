@@ -188,7 +188,7 @@ void round_trip(const SuiteContext& context, core::HostServices& host, TestRecor
     if (sent != HW_TRANSFER_DONE || received != HW_TRANSFER_DONE) {
       t.fail(
           fmt::format("transfer {}: send {}, receive {} (1 DONE, 2 FAILED, 0 still pending "
-                      "after {:.0f} s) {}",
+                      "after {:.0f} s, -1 an answer abi.h does not define) {}",
                       i, sent, received, kLargeTimeoutSeconds, error));
       return;
     }

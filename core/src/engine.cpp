@@ -854,8 +854,9 @@ void Engine::match_cached_prefixes() {
     matched_by_urgency_ = true;
     return;
   }
-  for (size_t w = waiting_head_; w < scan_end; ++w)
+  for (size_t w = waiting_head_; w < scan_end; ++w) {
     match_waiting_entry(waiting_[w], round, can_take);
+  }
   // Entries matched before that preempted requests pushed past the end of the scan, or anywhere
   // when the last match went by urgency, are cleared.
   const size_t stale_end = matched_by_urgency_

@@ -1,22 +1,16 @@
 #include <headway/core/option_values.h>
 
+#include <headway/sdk/status.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 
 namespace headway::core {
-namespace {
-
-std::string text_of(hw_str s) {
-  return s.data != nullptr ? std::string(s.data, s.size) : std::string();
-}
-
-}  // namespace
 
 nlohmann::json options_to_json(const hw_options& options) {
   nlohmann::json out = nlohmann::json::object();
   for (uint32_t i = 0; i < options.count; ++i) {
     const hw_option_value& v = options.values[i];
-    const std::string key = text_of(v.key);
+    const std::string key(sdk::view(v.key));
     switch (v.type) {
       case HW_OPTION_BOOL:
         out[key] = v.int_value != 0;
@@ -28,7 +22,7 @@ nlohmann::json options_to_json(const hw_options& options) {
         out[key] = v.double_value;
         break;
       default:
-        out[key] = text_of(v.string_value);
+        out[key] = std::string(sdk::view(v.string_value));
     }
   }
   return out;
